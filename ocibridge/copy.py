@@ -1,0 +1,148 @@
+"""The one graph copy: push, pull-to-store, ``copy`` and mirror jobs all run through it.
+
+Walks the manifest graph from a root, copies every blob the destination lacks (bounded
+concurrency, streamed, verified by the destination), children before parents so that a
+manifest never points at something missing, then tags the root.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from .stores.base import Store, is_manifest
+
+DEFAULT_CONCURRENCY = 4
+
+ProgressFn = Callable[[str, Descriptor, int], None]
+"""Called as ``progress(event, descriptor, nbytes)`` with event ``start``/``skip``/``done``/``mount``."""
+
+
+@dataclass
+class CopyStats:
+    """What a copy did; the basis of every ``--json`` summary."""
+
+    root: Descriptor | None = None
+    blobs_copied: int = 0
+    blobs_skipped: int = 0
+    blobs_mounted: int = 0
+    bytes_copied: int = 0
+    manifests_copied: int = 0
+    referrers: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def as_dict(self) -> dict:
+        return {
+            "digest": self.root.digest if self.root else None,
+            "mediaType": self.root.mediaType if self.root else None,
+            "size": self.root.size if self.root else None,
+            "blobsCopied": self.blobs_copied,
+            "blobsSkipped": self.blobs_skipped,
+            "blobsMounted": self.blobs_mounted,
+            "bytesCopied": self.bytes_copied,
+            "manifestsCopied": self.manifests_copied,
+            "referrers": self.referrers,
+        }
+
+
+def copy(
+    src: Store,
+    src_ref: str,
+    dst: Store,
+    dst_tag: str | None = None,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    referrers: bool = False,
+    progress: ProgressFn | None = None,
+) -> CopyStats:
+    """Copy the artifact ``src_ref`` names from ``src`` to ``dst`` and tag it ``dst_tag``."""
+    root = src.resolve(src_ref)
+    stats = CopyStats(root=root)
+    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="copy") as pool:
+        _copy_node(src, dst, root, pool, stats, progress, referrers)
+    if dst_tag is not None:
+        dst.tag(root, dst_tag)
+    return stats
+
+
+def copy_blob(
+    src: Store,
+    dst: Store,
+    desc: Descriptor,
+    stats: CopyStats,
+    progress: ProgressFn | None = None,
+) -> None:
+    """One blob: skip if present, mount if the destination can, else stream it across."""
+    if dst.exists(desc):
+        stats.add(blobs_skipped=1)
+        if progress:
+            progress("skip", desc, desc.size)
+        return
+    mount = getattr(dst, "mount_from", None)
+    if mount is not None and mount(desc, src):
+        stats.add(blobs_mounted=1)
+        if progress:
+            progress("mount", desc, desc.size)
+        return
+    if progress:
+        progress("start", desc, 0)
+    with src.open_blob(desc) as reader:
+        dst.push_blob(desc, reader)
+    stats.add(blobs_copied=1, bytes_copied=desc.size)
+    if progress:
+        progress("done", desc, desc.size)
+
+
+def _copy_node(
+    src: Store,
+    dst: Store,
+    desc: Descriptor,
+    pool: ThreadPoolExecutor,
+    stats: CopyStats,
+    progress: ProgressFn | None,
+    referrers: bool,
+) -> None:
+    data = src.fetch_bytes(desc)
+    node = parse_manifest_bytes(data, desc.mediaType)
+    if not dst.exists(desc):
+        if isinstance(node, Index):
+            for child in node.manifests:
+                if is_manifest(child):
+                    _copy_node(src, dst, child, pool, stats, progress, referrers)
+                else:
+                    copy_blob(src, dst, child, stats, progress)
+        else:
+            _copy_blobs(src, dst, _blobs_of(node), pool, stats, progress)
+        dst.push_manifest(desc, data)
+        stats.add(manifests_copied=1)
+    if referrers:
+        for ref in src.referrers(desc):
+            _copy_node(src, dst, ref, pool, stats, progress, referrers)
+            stats.referrers.append(ref.digest)
+
+
+def _blobs_of(manifest: Manifest) -> list[Descriptor]:
+    unique: dict[str, Descriptor] = {}
+    for blob in [manifest.config, *manifest.layers]:
+        unique.setdefault(blob.digest, blob)
+    return list(unique.values())
+
+
+def _copy_blobs(src, dst, blobs, pool, stats, progress) -> None:
+    futures = [pool.submit(copy_blob, src, dst, b, stats, progress) for b in blobs]
+    errors = []
+    for f in futures:
+        try:
+            f.result()
+        except BaseException as e:  # collect, so that running transfers finish cleanly
+            errors.append(e)
+    if errors:
+        raise errors[0]

@@ -1,0 +1,44 @@
+"""Exceptions: every failure a user can cause becomes one clear line, never a traceback."""
+
+from __future__ import annotations
+
+
+class OcibridgeError(Exception):
+    """Base of every error ocibridge raises on purpose; the CLI prints its message and exits 1."""
+
+
+class InvalidReference(OcibridgeError):
+    """A reference string that cannot be parsed."""
+
+
+class NotFound(OcibridgeError):
+    """A blob, manifest or tag that the store does not hold."""
+
+
+class DigestMismatch(OcibridgeError):
+    """Content whose digest or size differs from what its descriptor promises."""
+
+
+class ValidationError(OcibridgeError):
+    """An artifact or config that breaks the ModelPack rules; carries every reason."""
+
+    def __init__(self, reasons: list[str]):
+        self.reasons = reasons
+        super().__init__("; ".join(reasons))
+
+
+class UnsafePath(OcibridgeError):
+    """A path from untrusted input that would land outside its tree."""
+
+
+class SourceError(OcibridgeError):
+    """A source (directory, archive, store) that cannot be read as a model."""
+
+
+class RegistryError(OcibridgeError):
+    """An error answered by a registry, with its OCI error code where it gave one."""
+
+    def __init__(self, message: str, status: int | None = None, code: str | None = None):
+        self.status = status
+        self.code = code
+        super().__init__(message)

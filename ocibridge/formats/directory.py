@@ -1,0 +1,72 @@
+"""Plain model directories: every regular file becomes a model file, its kind inferred by name."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+
+from ..errors import SourceError
+from ..fsutil import link_stays_inside
+from ..modelpack.classify import classify
+from ..modelpack.package import ModelFile, ModelPackage
+from ..oci.mediatypes import Kind
+
+DEFAULT_EXCLUDES = (".git", ".git/*", ".hg", ".svn", "__pycache__", "*/__pycache__", ".DS_Store")
+
+
+def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(rel, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def read_directory(
+    root: str | os.PathLike[str],
+    *,
+    overrides: list[tuple[str, Kind]] = (),  # type: ignore[assignment]
+    excludes: tuple[str, ...] = (),
+    name: str | None = None,
+) -> ModelPackage:
+    """Walk ``root`` in byte order. Symlinks inside the tree are kept as links; links that point
+    outside it, sockets and devices are refused with a clear error."""
+    base = Path(root)
+    if not base.exists():
+        raise SourceError(f"{base}: no such file or directory")
+    if not base.is_dir():
+        raise SourceError(f"{base}: not a directory")
+    patterns = DEFAULT_EXCLUDES + tuple(excludes)
+    files: list[ModelFile] = []
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        current = base / rel_dir if rel_dir else base
+        try:
+            entries = sorted(os.scandir(current), key=lambda e: e.name.encode())
+        except OSError as e:
+            raise SourceError(f"{current}: cannot read directory: {e.strerror}") from None
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if _excluded(rel, patterns):
+                continue
+            if entry.is_symlink():
+                target = os.readlink(entry.path)
+                if not link_stays_inside(rel, target):
+                    raise SourceError(f"{rel}: symlink points outside the model ({target})")
+                files.append(
+                    ModelFile(rel, classify(rel, 0, overrides), 0, link_target=target)
+                )
+            elif entry.is_dir():
+                stack.append(rel)
+            elif entry.is_file():
+                path = Path(entry.path)
+                if not os.access(path, os.R_OK):
+                    raise SourceError(f"{rel}: file is not readable")
+                size = entry.stat().st_size
+                files.append(ModelFile.from_path(rel, path, classify(rel, size, overrides)))
+            else:
+                raise SourceError(f"{rel}: not a regular file, directory or symlink")
+    if not files:
+        raise SourceError(f"{base}: no files to package")
+    files.sort(key=lambda f: f.path.encode())
+    model_name = name or base.resolve().name
+    return ModelPackage(files=files, descriptor={"name": model_name}, source_format="directory")

@@ -1,0 +1,64 @@
+"""File-system helpers: atomic writes and safe relative paths from untrusted input."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import UnsafePath
+
+TEMP_PREFIX = ".ocibridge-tmp-"
+
+
+@contextlib.contextmanager
+def atomic_writer(final: Path, mode: int | None = None) -> Iterator[BinaryIO]:
+    """Write to a temporary file beside ``final``; rename into place only if the block succeeds."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=final.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, final)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(final: Path, data: bytes, mode: int | None = None) -> None:
+    with atomic_writer(final, mode) as f:
+        f.write(data)
+
+
+def safe_relpath(path: str, what: str = "path") -> str:
+    """Normalise a relative POSIX path from untrusted input; refuse absolute paths and escapes."""
+    if not path or "\x00" in path:
+        raise UnsafePath(f"empty or NUL-containing {what}")
+    if path.startswith("/") or (len(path) > 1 and path[1] == ":") or path.startswith("\\"):
+        raise UnsafePath(f"absolute {what} {path!r}")
+    if "\\" in path:
+        raise UnsafePath(f"backslash in {what} {path!r}")
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if not parts or any(p == ".." for p in parts):
+        raise UnsafePath(f"{what} {path!r} escapes its tree")
+    return "/".join(parts)
+
+
+def link_stays_inside(link_path: str, target: str, root: str = "") -> bool:
+    """Whether a symlink at ``link_path`` (relative) pointing at ``target`` stays under ``root``."""
+    if target.startswith("/"):
+        return False
+    resolved = posixpath.normpath(posixpath.join(posixpath.dirname(link_path), target))
+    if resolved == ".." or resolved.startswith("../") or resolved.startswith("/"):
+        return False
+    if root:
+        return resolved == root or resolved.startswith(root.rstrip("/") + "/")
+    return True

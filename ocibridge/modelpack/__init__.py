@@ -1,0 +1,1 @@
+"""ModelPack: the neutral model package, its config, reproducible packing and the builder."""

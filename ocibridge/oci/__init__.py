@@ -1,0 +1,1 @@
+"""OCI core: media types, digests, wire models and references."""

@@ -1,0 +1,152 @@
+"""Digests: validation, hashing while streaming, and readers that refuse bad content.
+
+Only sha256 is written; sha512 is accepted where content arrives with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import DigestMismatch, OcibridgeError
+
+CHUNK = 1 << 20
+_ALGORITHMS = {"sha256": 64, "sha512": 128}
+_DIGEST_RE = re.compile(r"^(sha256|sha512):([a-f0-9]+)$")
+
+
+def check_digest(digest: str) -> str:
+    """Return ``digest`` if well formed (``sha256:<64 hex>``), else raise."""
+    m = _DIGEST_RE.match(digest)
+    if not m or len(m.group(2)) != _ALGORITHMS[m.group(1)]:
+        raise OcibridgeError(f"invalid digest {digest!r}")
+    return digest
+
+
+def is_digest(value: str) -> bool:
+    try:
+        check_digest(value)
+    except OcibridgeError:
+        return False
+    return True
+
+
+def split_digest(digest: str) -> tuple[str, str]:
+    algorithm, _, hexpart = check_digest(digest).partition(":")
+    return algorithm, hexpart
+
+
+def new_hasher(digest: str = "sha256:"):
+    return hashlib.new(digest.partition(":")[0] or "sha256")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | Path) -> tuple[str, int]:
+    """Digest and size of a file, reading it once in constant memory."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return "sha256:" + h.hexdigest(), size
+
+
+def sha256_chunks(chunks: Iterable[bytes]) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    for chunk in chunks:
+        h.update(chunk)
+        size += len(chunk)
+    return "sha256:" + h.hexdigest(), size
+
+
+class HashingReader:
+    """Wraps a readable stream and hashes what passes through; counts bytes."""
+
+    def __init__(self, raw: BinaryIO, algorithm: str = "sha256"):
+        self._raw = raw
+        self._hasher = hashlib.new(algorithm)
+        self._algorithm = algorithm
+        self.size = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        if data:
+            self._hasher.update(data)
+            self.size += len(data)
+        return data
+
+    @property
+    def digest(self) -> str:
+        return f"{self._algorithm}:{self._hasher.hexdigest()}"
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> HashingReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class VerifyingReader(HashingReader):
+    """A reader that raises :class:`DigestMismatch` at EOF (or on overflow) unless the content
+    matches the expected digest and size. Consumers that write to a temporary name and rename
+    only after reading to EOF therefore never publish unverified bytes."""
+
+    def __init__(self, raw: BinaryIO, digest: str, size: int | None, what: str = "blob"):
+        algorithm, _ = split_digest(digest)
+        super().__init__(raw, algorithm)
+        self.expected_digest = digest
+        self.expected_size = size
+        self.what = what
+        self.verified = False
+
+    def read(self, n: int = -1) -> bytes:
+        data = super().read(n)
+        if self.expected_size is not None and self.size > self.expected_size:
+            raise DigestMismatch(
+                f"{self.what} {self.expected_digest}: more than the expected {self.expected_size} bytes"
+            )
+        if not data and (n != 0):
+            self.verify()
+        return data
+
+    def verify(self) -> None:
+        if self.verified:
+            return
+        if self.expected_size is not None and self.size != self.expected_size:
+            raise DigestMismatch(
+                f"{self.what} {self.expected_digest}: got {self.size} bytes, expected {self.expected_size}"
+            )
+        if self.digest != self.expected_digest:
+            raise DigestMismatch(
+                f"{self.what} {self.expected_digest}: content has digest {self.digest}"
+            )
+        self.verified = True
+
+
+def verify_bytes(data: bytes, digest: str, size: int | None = None, what: str = "content") -> bytes:
+    """Check small content (manifests, configs) against its descriptor; return it."""
+    if size is not None and len(data) != size:
+        raise DigestMismatch(f"{what} {digest}: got {len(data)} bytes, expected {size}")
+    algorithm, hexpart = split_digest(digest)
+    if hashlib.new(algorithm, data).hexdigest() != hexpart:
+        raise DigestMismatch(f"{what} {digest}: content does not match its digest")
+    return data
+
+
+def copy_stream(src: BinaryIO, dst: BinaryIO, chunk: int = CHUNK) -> int:
+    total = 0
+    while data := src.read(chunk):
+        dst.write(data)
+        total += len(data)
+    return total

@@ -1,0 +1,201 @@
+"""The OCI image layout store: the embedded default, readable by skopeo, oras and crane.
+
+``oci-layout``, ``index.json`` (tags as ``org.opencontainers.image.ref.name``) and
+``blobs/<alg>/<hex>``. Blobs are written under a temporary name, verified, then renamed;
+``index.json`` is replaced atomically under a lock so concurrent writers do not lose tags.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import NotFound, OcibridgeError
+from ..fsutil import atomic_write_bytes, atomic_writer
+from ..oci.digest import CHUNK, VerifyingReader, is_digest, split_digest, verify_bytes
+from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
+from ..oci.models import Descriptor, Index, parse_manifest_bytes
+from ..oci.reference import check_tag
+from .base import MAX_MANIFEST_BYTES
+
+LAYOUT_FILE = "oci-layout"
+LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}
+
+
+class LayoutStore:
+    """An OCI image layout directory. ``create=True`` makes it on first use."""
+
+    def __init__(self, path: str | os.PathLike[str], create: bool = False):
+        self.root = Path(path)
+        if (self.root / LAYOUT_FILE).is_file():
+            return
+        if not create:
+            raise NotFound(f"{self.root} is not an OCI image layout (no {LAYOUT_FILE})")
+        if self.root.exists() and not self.root.is_dir():
+            raise OcibridgeError(f"{self.root} exists and is not a directory")
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+        if not (self.root / "index.json").exists():
+            atomic_write_bytes(self.root / "index.json", Index().to_json_bytes())
+        atomic_write_bytes(self.root / LAYOUT_FILE, json.dumps(LAYOUT_VERSION).encode())
+
+    def describe(self) -> str:
+        return f"oci:{self.root}"
+
+    # -- blobs -------------------------------------------------------------------------------
+    def blob_path(self, digest: str) -> Path:
+        algorithm, hexpart = split_digest(digest)
+        return self.root / "blobs" / algorithm / hexpart
+
+    def exists(self, desc: Descriptor) -> bool:
+        path = self.blob_path(desc.digest)
+        try:
+            return path.stat().st_size == desc.size
+        except FileNotFoundError:
+            return False
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        try:
+            raw = open(self.blob_path(desc.digest), "rb")
+        except FileNotFoundError:
+            raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
+        return VerifyingReader(raw, desc.digest, desc.size)  # type: ignore[return-value]
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        if desc.size > MAX_MANIFEST_BYTES:
+            raise OcibridgeError(f"{desc.digest}: {desc.size} bytes is too large to read whole")
+        try:
+            data = self.blob_path(desc.digest).read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"{self.describe()}: {desc.digest} not found") from None
+        return verify_bytes(data, desc.digest, desc.size)
+
+    def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
+        if self.exists(desc):
+            return
+        final = self.blob_path(desc.digest)
+        with atomic_writer(final) as out:
+            checked = VerifyingReader(reader, desc.digest, desc.size)
+            while chunk := checked.read(CHUNK):
+                out.write(chunk)
+            checked.verify()
+
+    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        verify_bytes(data, desc.digest, desc.size, what="manifest")
+        if not self.exists(desc):
+            atomic_write_bytes(self.blob_path(desc.digest), data)
+        if tag is not None:
+            self.tag(desc, tag)
+        else:
+            self._update_index(desc, None)
+
+    # -- index -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.root / ".ocibridge.lock", "a+b") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def read_index(self) -> Index:
+        try:
+            data = (self.root / "index.json").read_bytes()
+        except FileNotFoundError:
+            return Index()
+        index = parse_manifest_bytes(data, OCI_INDEX)
+        if not isinstance(index, Index):
+            raise OcibridgeError(f"{self.root}/index.json is not an image index")
+        return index
+
+    def _update_index(self, desc: Descriptor, tag: str | None) -> None:
+        """Add ``desc`` to index.json; with a tag, the tag moves to it (old entry replaced)."""
+        with self._locked():
+            index = self.read_index()
+            entries: list[Descriptor] = []
+            for entry in index.manifests:
+                ref = (entry.annotations or {}).get(ANNOTATION_REF_NAME)
+                if tag is not None and ref == tag:
+                    continue
+                if tag is None and ref is None and entry.digest == desc.digest:
+                    return  # already listed untagged
+                entries.append(entry)
+            new = desc.model_copy(deep=True)
+            annotations = {
+                k: v for k, v in (new.annotations or {}).items() if k != ANNOTATION_REF_NAME
+            }
+            if tag is not None:
+                annotations[ANNOTATION_REF_NAME] = tag
+            new.annotations = annotations or None
+            entries.append(new)
+            index.manifests = entries
+            atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
+
+    def tag(self, desc: Descriptor, tag: str) -> None:
+        check_tag(tag)
+        if not self.exists(desc):
+            raise NotFound(f"{self.describe()}: cannot tag {desc.digest}: manifest not found")
+        self._update_index(desc, tag)
+
+    def tags(self) -> list[str]:
+        names = [
+            (e.annotations or {}).get(ANNOTATION_REF_NAME) for e in self.read_index().manifests
+        ]
+        return sorted({n for n in names if n})
+
+    def resolve(self, reference: str) -> Descriptor:
+        index = self.read_index()
+        if is_digest(reference):
+            for entry in index.manifests:
+                if entry.digest == reference:
+                    return _strip_ref_name(entry)
+            path = self.blob_path(reference)
+            if not path.is_file():
+                raise NotFound(f"{self.describe()}@{reference}: not found")
+            data = path.read_bytes() if path.stat().st_size <= MAX_MANIFEST_BYTES else b""
+            parsed = parse_manifest_bytes(verify_bytes(data, reference, what="manifest"))
+            media_type = parsed.mediaType or ("application/vnd.oci.image.manifest.v1+json")
+            return Descriptor(mediaType=media_type, digest=reference, size=len(data))
+        for entry in index.manifests:
+            if (entry.annotations or {}).get(ANNOTATION_REF_NAME) == reference:
+                return _strip_ref_name(entry)
+        known = ", ".join(self.tags()) or "none"
+        raise NotFound(f"{self.describe()}:{reference}: tag not found (tags: {known})")
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        found: list[Descriptor] = []
+        seen: set[str] = set()
+        for entry in self.read_index().manifests:
+            if entry.digest in seen or entry.size > MAX_MANIFEST_BYTES:
+                continue
+            seen.add(entry.digest)
+            try:
+                manifest = parse_manifest_bytes(self.fetch_bytes(entry))
+            except OcibridgeError:
+                continue
+            if manifest.subject is None or manifest.subject.digest != desc.digest:
+                continue
+            kind = manifest.artifactType or getattr(getattr(manifest, "config", None), "mediaType", None)
+            if artifact_type and kind != artifact_type:
+                continue
+            found.append(
+                Descriptor(
+                    mediaType=entry.mediaType,
+                    digest=entry.digest,
+                    size=entry.size,
+                    artifactType=kind,
+                    annotations=manifest.annotations,
+                )
+            )
+        return found
+
+
+def _strip_ref_name(entry: Descriptor) -> Descriptor:
+    annotations = {k: v for k, v in (entry.annotations or {}).items() if k != ANNOTATION_REF_NAME}
+    return entry.model_copy(update={"annotations": annotations or None})
