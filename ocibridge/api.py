@@ -1,0 +1,253 @@
+"""The Python API. The CLI only parses arguments and calls these functions.
+
+    import ocibridge
+    result = ocibridge.push("models/tiny", "oci:/srv/store:tiny")
+    ocibridge.pull("oci:/srv/store:tiny", "out/")
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .copy import DEFAULT_CONCURRENCY, CopyStats, ProgressFn, copy
+from .errors import OcibridgeError, SourceError
+from .formats.directory import read_directory
+from .modelpack.builder import ARTIFACT_TAG, BuildOptions, build
+from .modelpack.extract import ExtractResult, extract
+from .modelpack.inspect import inspect as inspect_artifact
+from .modelpack.package import ModelPackage
+from .modelpack.validate import validate as validate_artifact
+from .oci.mediatypes import Kind
+from .oci.models import Descriptor
+from .targets import (
+    StoreTarget,
+    archive_format,
+    default_store_path,
+    is_store_reference,
+    open_store_target,
+)
+
+
+@dataclass
+class TransferOptions:
+    """How to reach registries and how hard to push; passed to every store that is opened."""
+
+    concurrency: int = DEFAULT_CONCURRENCY
+    plain_http: bool = False
+    insecure: bool = False
+    ca_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+    chunk_size: int | None = None
+
+    def registry_options(self) -> dict[str, Any]:
+        opts = {
+            "plain_http": self.plain_http,
+            "insecure": self.insecure,
+            "ca_file": self.ca_file,
+            "username": self.username,
+            "password": self.password,
+            "chunk_size": self.chunk_size,
+        }
+        return {k: v for k, v in opts.items() if v not in (None, False)}
+
+
+@dataclass
+class PushResult:
+    reference: str
+    descriptor: Descriptor
+    stats: CopyStats
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reference": self.reference, **self.stats.as_dict(), **self.extra}
+
+
+def load_source(
+    source: str,
+    *,
+    format: str | None = None,
+    kind_overrides: list[tuple[str, Kind]] = (),  # type: ignore[assignment]
+    excludes: tuple[str, ...] = (),
+    name: str | None = None,
+    transfer: TransferOptions | None = None,
+) -> ModelPackage:
+    """Read any supported source into a neutral model package."""
+    fmt = archive_format(source, format)
+    if fmt == "carton":
+        from .formats.carton import read_carton
+
+        package = read_carton(_existing_file(source))
+    elif fmt == "mlarchive":
+        from .formats.mlsteam import read_mlarchive
+
+        package = read_mlarchive(_existing_file(source))
+    elif source.startswith("ollama:"):
+        from .formats.ollama import read_ollama
+
+        target = open_store_target(source, **(transfer or TransferOptions()).registry_options())
+        package = read_ollama(target.store, target.reference)
+    elif fmt in (None, "directory"):
+        package = read_directory(source, overrides=kind_overrides, excludes=excludes, name=name)
+    else:
+        raise SourceError(f"unknown source format {fmt!r}")
+    if name:
+        package.descriptor["name"] = name
+    return package
+
+
+def _existing_file(path: str) -> Path:
+    p = Path(path)
+    if not p.is_file():
+        raise SourceError(f"{path}: no such file")
+    return p
+
+
+def default_tag(package: ModelPackage) -> str:
+    """A tag for the default store, from the model's name and version."""
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", package.name or "model").strip(".-") or "model"
+    version = package.descriptor.get("version")
+    if version:
+        base += "-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", str(version))
+    return base[:128]
+
+
+def push(
+    source: str,
+    dest: str | None = None,
+    *,
+    build_options: BuildOptions | None = None,
+    transfer: TransferOptions | None = None,
+    format: str | None = None,
+    kind_overrides: list[tuple[str, Kind]] = (),  # type: ignore[assignment]
+    excludes: tuple[str, ...] = (),
+    name: str | None = None,
+    progress: ProgressFn | None = None,
+) -> PushResult:
+    """Convert ``source`` to a ModelPack artifact and store it at ``dest`` (default store if None).
+
+    A store reference as source (``oci:…``, a registry) is copied as it is.
+    """
+    transfer = transfer or TransferOptions()
+    if is_store_reference(source) and not source.startswith("ollama:"):
+        if dest is None:
+            raise OcibridgeError("copying from a store needs a destination")
+        return copy_reference(source, dest, transfer=transfer, progress=progress)
+    package = load_source(
+        source,
+        format=format,
+        kind_overrides=kind_overrides,
+        excludes=excludes,
+        name=name,
+        transfer=transfer,
+    )
+    artifact = build(package, build_options)
+    if dest is None:
+        dest = f"oci:{default_store_path()}:{default_tag(package)}"
+    target = open_store_target(dest, for_write=True, **transfer.registry_options())
+    stats = copy(
+        artifact,
+        ARTIFACT_TAG,
+        target.store,
+        target.tag,
+        concurrency=transfer.concurrency,
+        progress=progress,
+    )
+    return PushResult(_pinned(target, artifact.descriptor), artifact.descriptor, stats)
+
+
+def _pinned(target: StoreTarget, desc: Descriptor) -> str:
+    text = target.text.split("@", 1)[0]
+    return f"{text}@{desc.digest}"
+
+
+def copy_reference(
+    src: str,
+    dst: str,
+    *,
+    referrers: bool = False,
+    transfer: TransferOptions | None = None,
+    progress: ProgressFn | None = None,
+) -> PushResult:
+    """Copy an artifact (with its whole graph) between any two stores."""
+    transfer = transfer or TransferOptions()
+    options = transfer.registry_options()
+    source = open_store_target(src, **options)
+    target = open_store_target(dst, for_write=True, **options)
+    stats = copy(
+        source.store,
+        source.reference,
+        target.store,
+        target.tag,
+        concurrency=transfer.concurrency,
+        referrers=referrers,
+        progress=progress,
+    )
+    assert stats.root is not None
+    return PushResult(_pinned(target, stats.root), stats.root, stats)
+
+
+def pull(
+    src: str,
+    dest: str,
+    *,
+    format: str | None = None,
+    transfer: TransferOptions | None = None,
+    progress: ProgressFn | None = None,
+) -> dict[str, Any]:
+    """Bring an artifact back: into a directory, an archive (.carton/.mlarchive), an Ollama
+    store, or another store (which is a copy)."""
+    transfer = transfer or TransferOptions()
+    options = transfer.registry_options()
+    fmt = archive_format(dest, format)
+    if fmt is None and is_store_reference(dest) and not dest.startswith("ollama:"):
+        return copy_reference(src, dest, transfer=transfer, progress=progress).as_dict()
+    source = open_store_target(src, **options)
+    desc = source.store.resolve(source.reference)
+    if fmt == "carton":
+        from .formats.carton import export_carton
+
+        export_carton(source.store, desc, Path(dest))
+        return {"digest": desc.digest, "output": dest, "format": "carton"}
+    if fmt == "mlarchive":
+        from .formats.mlsteam import export_mlarchive
+
+        export_mlarchive(source.store, desc, Path(dest))
+        return {"digest": desc.digest, "output": dest, "format": "mlarchive"}
+    if dest.startswith("ollama:"):
+        from .formats.ollama import export_ollama
+
+        target = open_store_target(dest, for_write=True, **options)
+        export_ollama(source.store, desc, target)
+        return {"digest": desc.digest, "output": dest, "format": "ollama"}
+    if fmt not in (None, "directory"):
+        raise OcibridgeError(f"unknown output format {fmt!r}")
+    result: ExtractResult = extract(source.store, desc.digest, dest)
+    return {
+        "digest": desc.digest,
+        "output": dest,
+        "format": "directory",
+        "files": result.files,
+        "bytes": result.bytes_written,
+    }
+
+
+def inspect(ref: str, *, transfer: TransferOptions | None = None) -> dict[str, Any]:
+    target = open_store_target(ref, **(transfer or TransferOptions()).registry_options())
+    info = inspect_artifact(target.store, target.reference)
+    info["reference"] = ref
+    return info
+
+
+def validate(ref: str, *, transfer: TransferOptions | None = None) -> Descriptor:
+    """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule."""
+    target = open_store_target(ref, **(transfer or TransferOptions()).registry_options())
+    return validate_artifact(target.store, target.reference)
+
+
+def tags(ref: str, *, transfer: TransferOptions | None = None) -> list[str]:
+    target = open_store_target(ref, **(transfer or TransferOptions()).registry_options())
+    return target.store.tags()

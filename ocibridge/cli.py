@@ -1,0 +1,331 @@
+"""The ``ocibridge`` command: parse arguments, call :mod:`ocibridge.api`, print.
+
+Errors are one line on stderr with a non-zero exit; ``--json`` prints a machine-readable
+summary on stdout; progress bars appear only on a terminal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from . import api
+from .errors import OcibridgeError, ValidationError
+from .modelpack.builder import BuildOptions, created_now
+from .modelpack.classify import parse_overrides
+from .modelpack.inspect import format_inspect, human_size
+from .oci.mediatypes import Family, Kind, Variant
+from .progress import make_progress
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("registry access")
+    g.add_argument("--concurrency", type=int, default=4, help="blobs in flight at once (default 4)")
+    g.add_argument("--plain-http", action="store_true", help="use HTTP instead of HTTPS")
+    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
+    g.add_argument("--ca-file", help="CA bundle for the registry's TLS certificate")
+    g.add_argument("-u", "--username", help="registry user name")
+    g.add_argument("-p", "--password", help="registry password or token")
+    g.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    g.add_argument("--chunk-size", type=int, help="upload in PATCH chunks of this many bytes")
+
+
+def _transfer(args: argparse.Namespace) -> api.TransferOptions:
+    password = args.password
+    if getattr(args, "password_stdin", False):
+        password = sys.stdin.readline().rstrip("\r\n")
+    if args.concurrency < 1:
+        raise OcibridgeError("--concurrency must be at least 1")
+    return api.TransferOptions(
+        concurrency=args.concurrency,
+        plain_http=args.plain_http,
+        insecure=args.insecure,
+        ca_file=args.ca_file,
+        username=args.username,
+        password=password,
+        chunk_size=args.chunk_size,
+    )
+
+
+def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
+    variants: dict[Kind, Variant] = {}
+    group: set[Kind] = set()
+    for item in items:
+        kind, sep, variant = item.partition("=")
+        try:
+            k = Kind(kind)
+            v = Variant(variant)
+        except ValueError:
+            raise OcibridgeError(
+                f"--layer expects KIND=VARIANT (kinds: {', '.join(x.value for x in Kind)}; "
+                f"variants: {', '.join(x.value for x in Variant)}), got {item!r}"
+            ) from None
+        if not sep:
+            raise OcibridgeError(f"--layer expects KIND=VARIANT, got {item!r}")
+        variants[k] = v
+    return variants, group
+
+
+def _annotations(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise OcibridgeError(f"--annotation expects KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        print(text)
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    variants, group = _layer_variants(args.layer)
+    group |= {Kind(k) for k in args.group}
+    options = BuildOptions(
+        family=Family(args.media_types),
+        variants=variants,
+        group=group,
+        auto_group=not args.no_auto_group,
+        created_at=(created_now() if args.created == "now" else args.created) if args.created else None,
+        annotations=_annotations(args.annotation),
+    )
+    try:
+        overrides = parse_overrides(args.kind)
+    except ValueError as e:
+        raise OcibridgeError(str(e)) from None
+    bar = make_progress("push", not args.json and not args.quiet)
+    try:
+        result = api.push(
+            args.source,
+            args.dest,
+            build_options=options,
+            transfer=_transfer(args),
+            format=args.format,
+            kind_overrides=overrides,
+            excludes=tuple(args.exclude),
+            name=args.name,
+            progress=bar,
+        )
+    finally:
+        if bar:
+            bar.close()
+    s = result.stats
+    _emit(
+        args,
+        result.as_dict(),
+        f"pushed {result.reference}\n"
+        f"  {s.blobs_copied} blobs uploaded ({human_size(s.bytes_copied)}), "
+        f"{s.blobs_skipped} already present, {s.blobs_mounted} mounted",
+    )
+    return 0
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    bar = make_progress("pull", not args.json and not args.quiet)
+    try:
+        result = api.pull(args.src, args.dest, format=args.format, transfer=_transfer(args), progress=bar)
+    finally:
+        if bar:
+            bar.close()
+    if "files" in result:
+        text = f"pulled {result['digest']} into {args.dest}: {len(result['files'])} files, {human_size(result['bytes'])}"
+    else:
+        text = f"pulled {result.get('digest')} to {args.dest}"
+    _emit(args, result, text)
+    return 0
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    bar = make_progress("copy", not args.json and not args.quiet)
+    try:
+        result = api.copy_reference(
+            args.src, args.dst, referrers=args.referrers, transfer=_transfer(args), progress=bar
+        )
+    finally:
+        if bar:
+            bar.close()
+    s = result.stats
+    _emit(
+        args,
+        result.as_dict(),
+        f"copied {args.src} to {result.reference}\n"
+        f"  {s.blobs_copied} blobs copied ({human_size(s.bytes_copied)}), "
+        f"{s.blobs_skipped} already present, {s.blobs_mounted} mounted, "
+        f"{len(s.referrers)} referrers",
+    )
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    info = api.inspect(args.ref, transfer=_transfer(args))
+    _emit(args, info, format_inspect(info))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        desc = api.validate(args.ref, transfer=_transfer(args))
+    except ValidationError as e:
+        if args.json:
+            print(json.dumps({"valid": False, "reasons": e.reasons}, indent=2))
+        else:
+            print(f"{args.ref}: invalid", file=sys.stderr)
+            for reason in e.reasons:
+                print(f"  - {reason}", file=sys.stderr)
+        return EXIT_FAILURE
+    _emit(args, {"valid": True, "digest": desc.digest}, f"{args.ref}: valid ({desc.digest})")
+    return 0
+
+
+def cmd_tags(args: argparse.Namespace) -> int:
+    names = api.tags(args.ref, transfer=_transfer(args))
+    if args.json:
+        print(json.dumps(names))
+    else:
+        print("\n".join(names))
+    return 0
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    from .stores.registry.credentials import login
+
+    transfer = _transfer(args)
+    if not transfer.username or transfer.password is None:
+        raise OcibridgeError("login needs --username and --password or --password-stdin")
+    login(args.host, transfer.username, transfer.password, **_login_options(transfer))
+    print(f"login succeeded for {args.host}")
+    return 0
+
+
+def _login_options(transfer: api.TransferOptions) -> dict[str, Any]:
+    opts = transfer.registry_options()
+    opts.pop("username", None)
+    opts.pop("password", None)
+    opts.pop("chunk_size", None)
+    return opts
+
+
+def cmd_logout(args: argparse.Namespace) -> int:
+    from .stores.registry.credentials import logout
+
+    logout(args.host)
+    print(f"removed credentials for {args.host}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ocibridge",
+        description="Publish ML models to OCI registries as ModelPack artifacts, and bring them back.",
+    )
+    parser.add_argument("--version", action="version", version=f"ocibridge {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.set_defaults(func=func)
+        p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+        return p
+
+    p = command("push", cmd_push, "convert a model (directory, .carton, .mlarchive, ollama:NAME) and store it")
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("dest", metavar="DEST", nargs="?",
+                   help="oci:PATH:TAG or host/repo:tag (default: the local store)")
+    p.add_argument("--format", choices=["auto", "directory", "carton", "mlarchive"], default=None,
+                   help="source format (default: by extension)")
+    p.add_argument("--media-types", choices=[f.value for f in Family], default=Family.CNAI.value,
+                   help="ModelPack naming family to write (default cnai)")
+    p.add_argument("--name", help="model name (default: from the source)")
+    p.add_argument("--kind", action="append", default=[], metavar="GLOB=KIND",
+                   help="override the inferred kind of matching files (repeatable)")
+    p.add_argument("--layer", action="append", default=[], metavar="KIND=VARIANT",
+                   help="layer variant per kind: raw, tar, tar+gzip, tar+zstd (repeatable)")
+    p.add_argument("--group", action="append", default=[], choices=[k.value for k in Kind],
+                   help="pack all files of this kind into one tar layer (repeatable)")
+    p.add_argument("--no-auto-group", action="store_true",
+                   help="never group many small files into one tar layer automatically")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out matching files (repeatable)")
+    p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
+                   help="manifest annotation (repeatable)")
+    p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
+                   help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_transfer_flags(p)
+
+    p = command("pull", cmd_pull, "fetch an artifact into a directory, an archive or another store")
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("dest", metavar="DEST", help="directory, *.carton, *.mlarchive, ollama:NAME or a store")
+    p.add_argument("--format", choices=["auto", "directory", "carton", "mlarchive"], default=None)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_transfer_flags(p)
+
+    p = command("copy", cmd_copy, "copy an artifact and everything it references between stores")
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("dst", metavar="DST")
+    p.add_argument("-r", "--referrers", action="store_true", help="copy signatures and other referrers too")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_transfer_flags(p)
+
+    p = command("inspect", cmd_inspect, "show an artifact's manifest, config and layers")
+    p.add_argument("ref", metavar="REF")
+    _add_transfer_flags(p)
+
+    p = command("validate", cmd_validate, "check an artifact against the ModelPack rules")
+    p.add_argument("ref", metavar="REF")
+    _add_transfer_flags(p)
+
+    p = command("tags", cmd_tags, "list the tags of a repository or layout")
+    p.add_argument("ref", metavar="REF")
+    _add_transfer_flags(p)
+
+    p = command("login", cmd_login, "store registry credentials in the docker config")
+    p.add_argument("host", metavar="HOST")
+    _add_transfer_flags(p)
+
+    p = command("logout", cmd_logout, "remove stored registry credentials")
+    p.add_argument("host", metavar="HOST")
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except OcibridgeError as e:
+        print(f"ocibridge: error: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    except httpx.HTTPError as e:
+        print(f"ocibridge: error: network: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"ocibridge: error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("ocibridge: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Pull to a directory: an artifact's layers become files again, verified, never outside DIR.
+
+Everything is written into a staging directory inside DIR first; only when every layer has
+been read to the end (so every digest is verified) are the files renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import stat
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+import zstandard
+
+from ..errors import OcibridgeError, UnsafePath
+from ..fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath
+from ..oci.digest import CHUNK
+from ..oci.mediatypes import ANNOTATION_TITLE, Family, Variant, parse_layer_media_type
+from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ..stores.base import Store
+
+#: A tar layer may not expand beyond this many times its compressed size, nor hold more entries.
+MAX_EXPANSION_RATIO = 1000
+MAX_TAR_ENTRIES = 1_000_000
+
+
+@dataclass
+class ExtractResult:
+    manifest: Descriptor
+    files: list[str] = field(default_factory=list)
+    bytes_written: int = 0
+
+
+def layer_path(desc: Descriptor) -> str | None:
+    """The model path a layer carries: the filepath annotation of either family, else the title."""
+    annotations = desc.annotations or {}
+    for family in Family:
+        if family.filepath_key in annotations:
+            return annotations[family.filepath_key]
+    return annotations.get(ANNOTATION_TITLE)
+
+
+def layer_mode(desc: Descriptor) -> int:
+    annotations = desc.annotations or {}
+    for family in Family:
+        raw = annotations.get(family.metadata_key)
+        if raw:
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                mode = int(json.loads(raw).get("mode", 0o644))
+                return 0o755 if mode & 0o111 else 0o644
+    return 0o644
+
+
+def fetch_manifest(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
+    desc = store.resolve(reference)
+    manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    if not isinstance(manifest, Manifest):
+        raise OcibridgeError(f"{reference} is an index, not a model manifest; pick one by digest")
+    return desc, manifest
+
+
+class _BoundedReader:
+    """Counts decompressed bytes and stops a decompression bomb early."""
+
+    def __init__(self, raw: BinaryIO, limit: int):
+        self._raw = raw
+        self._limit = limit
+        self.count = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        self.count += len(data)
+        if self.count > self._limit:
+            raise OcibridgeError(f"layer expands beyond {self._limit} bytes: refusing (bomb limit)")
+        return data
+
+
+def _decompressed(reader: BinaryIO, variant: Variant, size: int) -> BinaryIO:
+    if variant is Variant.TAR_GZIP:
+        import gzip
+
+        stream: BinaryIO = gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[assignment]
+    elif variant is Variant.TAR_ZSTD:
+        stream = zstandard.ZstdDecompressor().stream_reader(reader, read_across_frames=True)  # type: ignore[assignment]
+    else:
+        return reader
+    return _BoundedReader(stream, max(size, 1 << 20) * MAX_EXPANSION_RATIO)  # type: ignore[return-value]
+
+
+def _write_stream(src: BinaryIO, dest: Path, mode: int, remaining: int | None = None) -> int:
+    total = 0
+    with open(dest, "xb") as out:
+        while True:
+            want = CHUNK if remaining is None else min(CHUNK, remaining - total)
+            if want <= 0:
+                break
+            data = src.read(want)
+            if not data:
+                break
+            out.write(data)
+            total += len(data)
+    os.chmod(dest, mode)
+    return total
+
+
+def _prepare_parent(staging: Path, rel: str) -> Path:
+    """The staged path for ``rel``, refusing to go through a staged symlink."""
+    target = staging / rel
+    parent = target.parent
+    # Walk each component: none may be a symlink (a link could redirect writes out of DIR).
+    current = staging
+    for part in Path(rel).parent.parts:
+        current = current / part
+        if current.is_symlink():
+            raise UnsafePath(f"{rel}: a parent directory is a symlink in the artifact")
+    parent.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def _extract_tar(stream: BinaryIO, staging: Path, written: list[str]) -> int:
+    total = 0
+    count = 0
+    with tarfile.open(fileobj=stream, mode="r|") as tar:
+        for member in tar:
+            count += 1
+            if count > MAX_TAR_ENTRIES:
+                raise OcibridgeError("tar layer has too many entries (bomb limit)")
+            rel = safe_relpath(member.name, "tar entry")
+            if member.isdir():
+                _prepare_parent(staging, rel + "/x")
+                continue
+            target = _prepare_parent(staging, rel)
+            if target.exists() or target.is_symlink():
+                raise OcibridgeError(f"duplicate path in artifact: {rel}")
+            if member.issym():
+                if not link_stays_inside(rel, member.linkname):
+                    raise UnsafePath(f"{rel}: symlink points outside the model ({member.linkname})")
+                os.symlink(member.linkname, target)
+            elif member.isfile():
+                src = tar.extractfile(member)
+                assert src is not None
+                mode = 0o755 if member.mode & 0o111 else 0o644
+                total += _write_stream(src, target, mode, member.size)
+            else:
+                raise UnsafePath(f"{rel}: unsupported tar entry type (hard link or device)")
+            written.append(rel)
+        # Drain trailing padding so the verifying reader sees EOF.
+    while stream.read(CHUNK):
+        pass
+    return total
+
+
+def extract(store: Store, reference: str, dest: str | os.PathLike[str]) -> ExtractResult:
+    """Write the files of the artifact ``reference`` into ``dest`` (created if missing)."""
+    desc, manifest = fetch_manifest(store, reference)
+    out = Path(dest)
+    if out.exists() and not out.is_dir():
+        raise OcibridgeError(f"{out} exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
+    result = ExtractResult(desc)
+    try:
+        for layer in manifest.layers:
+            kind = parse_layer_media_type(layer.mediaType)
+            with store.open_blob(layer) as reader:
+                if kind is None or kind.variant is Variant.RAW:
+                    name = layer_path(layer)
+                    if name is None:
+                        raise OcibridgeError(f"layer {layer.digest} has no file path annotation")
+                    rel = safe_relpath(name, "layer file path")
+                    target = _prepare_parent(staging, rel)
+                    if target.exists() or target.is_symlink():
+                        raise OcibridgeError(f"duplicate path in artifact: {rel}")
+                    result.bytes_written += _write_stream(reader, target, layer_mode(layer))
+                    reader.read(1)  # EOF: verification happens here
+                    result.files.append(rel)
+                else:
+                    stream = _decompressed(reader, kind.variant, layer.size)
+                    result.bytes_written += _extract_tar(stream, staging, result.files)
+                    while reader.read(CHUNK):
+                        pass
+        _commit(staging, out, result.files)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    result.files.sort()
+    return result
+
+
+def _commit(staging: Path, out: Path, files: list[str]) -> None:
+    """Move verified files from staging into place; refuse to write through symlinks in DIR."""
+    for rel in sorted(files):
+        src = staging / rel
+        dst = out / rel
+        current = out
+        for part in Path(rel).parent.parts:
+            current = current / part
+            if current.is_symlink():
+                raise UnsafePath(f"{rel}: {current} is a symlink in the destination")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.is_dir() and not dst.is_symlink():
+            raise OcibridgeError(f"{dst} is a directory; cannot replace it with a file")
+        if src.is_symlink() and (dst.exists() or dst.is_symlink()):
+            os.unlink(dst)
+        os.replace(src, dst)
+
+
+def is_regular(path: Path) -> bool:
+    return stat.S_ISREG(path.lstat().st_mode)

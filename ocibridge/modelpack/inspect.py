@@ -1,0 +1,76 @@
+"""A readable summary of an artifact: manifest, config and a layer table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..oci.mediatypes import parse_layer_media_type
+from ..stores.base import Store
+from .extract import fetch_manifest, layer_path
+
+
+def inspect(store: Store, reference: str) -> dict[str, Any]:
+    desc, manifest = fetch_manifest(store, reference)
+    try:
+        config: Any = json.loads(store.fetch_bytes(manifest.config))
+    except ValueError:
+        config = None
+    layers = []
+    for layer in manifest.layers:
+        kind = parse_layer_media_type(layer.mediaType)
+        layers.append(
+            {
+                "kind": kind.kind.value if kind else "-",
+                "variant": kind.variant.value if kind else "-",
+                "path": layer_path(layer),
+                "size": layer.size,
+                "mediaType": layer.mediaType,
+                "digest": layer.digest,
+            }
+        )
+    return {
+        "digest": desc.digest,
+        "mediaType": desc.mediaType,
+        "artifactType": manifest.artifactType,
+        "size": desc.size,
+        "annotations": manifest.annotations or {},
+        "config": config,
+        "configDescriptor": manifest.config.model_dump(exclude_none=True),
+        "layers": layers,
+        "totalSize": sum(x.size for x in manifest.layers),
+    }
+
+
+def human_size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def format_inspect(info: dict[str, Any]) -> str:
+    lines = [
+        f"Digest:        {info['digest']}",
+        f"Media type:    {info['mediaType']}",
+        f"Artifact type: {info['artifactType']}",
+        f"Total size:    {human_size(info['totalSize'])} in {len(info['layers'])} layers",
+    ]
+    config = info.get("config") or {}
+    for section in ("descriptor", "config"):
+        for key, value in (config.get(section) or {}).items():
+            lines.append(f"{section}.{key}: {json.dumps(value) if not isinstance(value, str) else value}")
+    for key, value in sorted(info["annotations"].items()):
+        lines.append(f"annotation {key}: {value}")
+    rows = [("KIND", "VARIANT", "SIZE", "PATH", "MEDIA TYPE")]
+    rows += [
+        (x["kind"], x["variant"], human_size(x["size"]), x["path"] or "-", x["mediaType"])
+        for x in info["layers"]
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines.append("")
+    for r in rows:
+        lines.append("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4])
+    return "\n".join(lines)
