@@ -141,7 +141,8 @@ def cmd_pull(args: argparse.Namespace) -> int:
         if bar:
             bar.close()
     if "files" in result:
-        text = f"pulled {result['digest']} into {args.dest}: {len(result['files'])} files, {human_size(result['bytes'])}"
+        count, size = len(result["files"]), human_size(result["bytes"])
+        text = f"pulled {result['digest']} into {args.dest}: {count} files, {size}"
     else:
         text = f"pulled {result.get('digest')} to {args.dest}"
     _emit(args, result, text)

@@ -98,7 +98,7 @@ def validate_manifest(store: Store, manifest: Manifest) -> list[str]:
             f"modelfs.diffIds: {len(diff_ids)} entries for {len(manifest.layers)} layers"
         )
         return reasons
-    for i, (layer, variant, diff_id) in enumerate(zip(manifest.layers, variants, diff_ids)):
+    for i, (layer, variant, diff_id) in enumerate(zip(manifest.layers, variants, diff_ids, strict=True)):
         if not store.exists(layer):
             reasons.append(f"layers[{i}]: blob {layer.digest} is missing from the store")
             continue

@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import OcibridgeError
-
 from .digest import check_digest, sha256_bytes
 from .mediatypes import INDEX_TYPES, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
 

@@ -1,0 +1,120 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ocibridge.cli import main
+from tests.modelgen import make_model, tree
+
+
+def run(*args, env=None):
+    proc = subprocess.run(
+        [sys.executable, "-m", "ocibridge", *args],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})},
+    )
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_push_inspect_validate_pull_round_trip(tmp_path):
+    model = make_model(tmp_path / "m")
+    code, out, err = run("push", str(model), f"oci:{tmp_path}/store:v1", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["digest"].startswith("sha256:") and summary["blobsCopied"] >= 8
+    code, out, _ = run("inspect", f"oci:{tmp_path}/store:v1", "--json")
+    info = json.loads(out)
+    assert info["digest"] == summary["digest"]
+    assert {x["path"] for x in info["layers"]} == set(tree(model))
+    code, out, _ = run("inspect", f"oci:{tmp_path}/store:v1")
+    assert "KIND" in out and "model.safetensors" in out
+    assert run("validate", f"oci:{tmp_path}/store:v1")[0] == 0
+    code, out, err = run("pull", f"oci:{tmp_path}/store:v1", str(tmp_path / "out"))
+    assert code == 0, err
+    assert tree(tmp_path / "out") == tree(model)
+
+
+def test_default_store_when_dest_is_left_out(tmp_path):
+    model = make_model(tmp_path / "my-model")
+    store = tmp_path / "default-store"
+    code, out, err = run("push", str(model), env={"OCIBRIDGE_STORE": str(store)})
+    assert code == 0, err
+    assert f"oci:{store}:my-model@sha256:" in out
+    assert (store / "index.json").exists()
+
+
+def test_push_twice_same_digest_and_nothing_uploaded(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    assert main(["push", str(model), f"oci:{tmp_path}/s:a", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main(["push", str(model), f"oci:{tmp_path}/s:b", "--json"]) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert first["digest"] == second["digest"]
+    assert second["bytesCopied"] == 0 and second["manifestsCopied"] == 0 and first["manifestsCopied"] == 1
+
+
+def test_cncf_media_types_flag(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    assert main(["push", str(model), f"oci:{tmp_path}/s:c", "--media-types", "cncf", "--layer", "doc=tar+zstd"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", f"oci:{tmp_path}/s:c", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["artifactType"] == "application/vnd.cncf.model.manifest.v1+json"
+    assert any(x["mediaType"] == "application/vnd.cncf.model.doc.v1.tar+zstd" for x in info["layers"])
+    assert main(["validate", f"oci:{tmp_path}/s:c"]) == 0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["push", "/nonexistent/model", "oci:{tmp}/s:v"], "no such file or directory"),
+        (["push", "{model}", "host.io/UPPER/x:v"], "invalid"),
+        (["push", "{model}", "oci:{tmp}/s:bad tag"], "invalid tag"),
+        (["pull", "oci:{tmp}/missing:v", "{tmp}/out"], "not an OCI image layout"),
+        (["push", "{model}", "oci:{tmp}/s:v", "--layer", "doc=zip"], "--layer expects"),
+        (["push", "{model}", "oci:{tmp}/s:v", "--kind", "*.json=nope"], "unknown kind"),
+    ],
+)
+def test_bad_input_one_line_nonzero_nothing_written(tmp_path, capsys, args, message):
+    model = make_model(tmp_path / "m")
+    args = [a.format(tmp=tmp_path, model=model) for a in args]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ocibridge: error:")
+    assert message in err
+    assert not (tmp_path / "s").exists()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_unreadable_and_special_files_are_refused(tmp_path, capsys, monkeypatch):
+    model = make_model(tmp_path / "m")
+    os.mkfifo(model / "pipe")
+    assert main(["push", str(model), f"oci:{tmp_path}/s:v"]) == 1
+    assert "pipe: not a regular file" in capsys.readouterr().err
+    os.unlink(model / "pipe")
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: False if str(p).endswith("config.json") else real_access(p, m))
+    assert main(["push", str(model), f"oci:{tmp_path}/s:v"]) == 1
+    assert "config.json: file is not readable" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
+
+
+def test_validate_reports_field_and_rule(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    assert main(["push", str(model), f"oci:{tmp_path}/s:v"]) == 0
+    capsys.readouterr()
+    # Break the artifact: drop a layer from the manifest so diffIds no longer match.
+    from ocibridge.oci.models import Descriptor, Manifest
+    from ocibridge.stores.layout import LayoutStore
+
+    layout = LayoutStore(tmp_path / "s")
+    desc = layout.resolve("v")
+    manifest = Manifest.model_validate_json(layout.fetch_bytes(desc))
+    manifest.layers = manifest.layers[1:]
+    manifest.layers[0].annotations.pop("org.cnai.model.filepath")
+    data = manifest.to_json_bytes()
+    layout.push_manifest(Descriptor.for_bytes(desc.mediaType, data), data, "broken")
+    assert main(["validate", f"oci:{tmp_path}/s:broken"]) == 1
+    err = capsys.readouterr().err
+    assert "modelfs.diffIds" in err and "layers[0].annotations: org.cnai.model.filepath is required" in err

@@ -1,0 +1,155 @@
+import json
+import os
+import subprocess
+
+import pytest
+
+from ocibridge.copy import copy
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, UnsafePath
+from ocibridge.formats.directory import read_directory
+from ocibridge.modelpack.builder import ARTIFACT_TAG, BuildOptions, build
+from ocibridge.modelpack.extract import extract
+from ocibridge.oci.digest import sha256_bytes
+from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_MANIFEST, Kind, Variant
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.layout import LayoutStore
+from tests.modelgen import make_model, tree
+
+
+def _built(tmp_path, **opts):
+    model = make_model(tmp_path / "model")
+    layout = LayoutStore(tmp_path / "layout", create=True)
+    art = build(read_directory(model), BuildOptions(**opts))
+    copy(art, ARTIFACT_TAG, layout, "v1")
+    return model, layout, art
+
+
+def _leftovers(root):
+    return [p for p in root.rglob("*") if ".ocibridge-tmp-" in p.name]
+
+
+@pytest.mark.parametrize("variant", [None, "tar", "tar+gzip", "tar+zstd"])
+def test_pull_is_byte_identical_with_modes(tmp_path, variant):
+    opts = {"variants": {k: Variant(variant) for k in Kind}} if variant else {}
+    model, layout, _ = _built(tmp_path, **opts)
+    result = extract(layout, "v1", tmp_path / "out")
+    assert tree(tmp_path / "out") == tree(model)
+    assert sorted(result.files) == sorted(tree(model))
+    assert not _leftovers(tmp_path / "out")
+
+
+def test_retag_replaces_entry_and_layout_is_valid(tmp_path):
+    model, layout, art = _built(tmp_path)
+    (model / "README.md").write_text("changed\n")
+    art2 = build(read_directory(model))
+    copy(art2, ARTIFACT_TAG, layout, "v1")
+    index = json.loads((tmp_path / "layout" / "index.json").read_text())
+    tagged = [m for m in index["manifests"] if m.get("annotations", {}).get(ANNOTATION_REF_NAME) == "v1"]
+    assert len(tagged) == 1 and tagged[0]["digest"] == art2.descriptor.digest
+    assert json.loads((tmp_path / "layout" / "oci-layout").read_text()) == {"imageLayoutVersion": "1.0.0"}
+    assert layout.resolve(art.descriptor.digest).digest == art.descriptor.digest  # old one still by digest
+
+
+def test_skopeo_reads_the_layout(tmp_path):
+    _, layout, art = _built(tmp_path)
+    out = tmp_path / "skopeo-copy"
+    proc = subprocess.run(
+        ["skopeo", "copy", f"oci:{tmp_path / 'layout'}:v1", f"oci:{out}:copied"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    copied = LayoutStore(out)
+    assert copied.resolve("copied").digest == art.descriptor.digest
+    for layer in art.manifest.layers:
+        assert (out / "blobs" / "sha256" / layer.digest.split(":")[1]).read_bytes() == \
+            (tmp_path / "layout" / "blobs" / "sha256" / layer.digest.split(":")[1]).read_bytes()
+
+
+def test_corrupt_blob_is_detected_and_nothing_is_written(tmp_path):
+    _, layout, art = _built(tmp_path)
+    weight = next(x for x in art.manifest.layers if x.annotations["org.cnai.model.filepath"] == "model.safetensors")
+    blob = layout.blob_path(weight.digest)
+    data = bytearray(blob.read_bytes())
+    data[100] ^= 0xFF
+    blob.write_bytes(bytes(data))
+    with pytest.raises(DigestMismatch):
+        extract(layout, "v1", tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_layout_push_blob_rejects_wrong_content(tmp_path):
+    import io
+
+    layout = LayoutStore(tmp_path / "l", create=True)
+    desc = Descriptor(mediaType="application/octet-stream", digest=sha256_bytes(b"right"), size=5)
+    with pytest.raises(DigestMismatch):
+        layout.push_blob(desc, io.BytesIO(b"wrong"))
+    assert not layout.exists(desc)
+    assert not _leftovers(tmp_path / "l")
+
+
+def _evil_layout(tmp_path, path: str):
+    layout = LayoutStore(tmp_path / "evil", create=True)
+    import io
+
+    content = b"owned"
+    layer = Descriptor(
+        mediaType="application/vnd.cnai.model.weight.v1.raw",
+        digest=sha256_bytes(content),
+        size=len(content),
+        annotations={"org.cnai.model.filepath": path},
+    )
+    layout.push_blob(layer, io.BytesIO(content))
+    config = b'{"descriptor":{},"config":{},"modelfs":{"type":"layers","diffIds":["%s"]}}' % (
+        layer.digest.encode()
+    )
+    cdesc = Descriptor.for_bytes("application/vnd.cnai.model.config.v1+json", config)
+    layout.push_blob(cdesc, io.BytesIO(config))
+    manifest = Manifest(config=cdesc, layers=[layer]).to_json_bytes()
+    mdesc = Descriptor(mediaType=OCI_MANIFEST, digest=sha256_bytes(manifest), size=len(manifest))
+    layout.push_manifest(mdesc, manifest, "evil")
+    return layout
+
+
+@pytest.mark.parametrize("path", ["../escape.txt", "/etc/owned", "a/../../b", ""])
+def test_pull_refuses_paths_outside_dir(tmp_path, path):
+    layout = _evil_layout(tmp_path, path)
+    with pytest.raises((UnsafePath, OcibridgeError)):
+        extract(layout, "evil", tmp_path / "out" / "inner")
+    assert not (tmp_path / "out" / "escape.txt").exists()
+    assert list((tmp_path / "out" / "inner").iterdir()) == []
+
+
+def test_pull_refuses_writing_through_a_symlink_in_dest(tmp_path):
+    layout = _evil_layout(tmp_path, "sub/file.txt")
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", out / "sub")
+    with pytest.raises(UnsafePath):
+        extract(layout, "evil", out)
+    assert not (tmp_path / "elsewhere" / "file.txt").exists()
+
+
+def test_unknown_tag_lists_known_tags(tmp_path):
+    _, layout, _ = _built(tmp_path)
+    with pytest.raises(NotFound, match="tags: v1"):
+        layout.resolve("nope")
+
+
+def test_ten_thousand_small_files_pack_into_few_layers(tmp_path):
+    root = tmp_path / "many"
+    for d in range(100):
+        sub = root / "data" / f"d{d:03d}"
+        sub.mkdir(parents=True)
+        for f in range(100):
+            (sub / f"s{f:03d}.csv").write_text(f"{d},{f}\n")
+    (root / "model.onnx").write_bytes(b"\0" * 1000)
+    layout = LayoutStore(tmp_path / "layout", create=True)
+    art = build(read_directory(root))
+    copy(art, ARTIFACT_TAG, layout, "many")
+    assert len(art.manifest.layers) == 2
+    out = tmp_path / "out"
+    result = extract(layout, "many", out)
+    assert len(result.files) == 10_001
+    assert (out / "data" / "d042" / "s007.csv").read_text() == "42,7\n"
