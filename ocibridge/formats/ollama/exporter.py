@@ -1,0 +1,215 @@
+"""A ModelPack artifact → an Ollama model (local store or Ollama-compatible registry).
+
+An artifact read from Ollama carries the Ollama manifest and config verbatim
+(``ollama-manifest.json``, ``ollama-config.json``): the export writes those exact bytes back,
+with every blob taken from the artifact's raw layers under the same digest. A generic GGUF
+artifact gets a new Ollama manifest and config: its GGUF file becomes the model layer, and files
+named like the reader's (template, system, params.json, messages.json, license…) their layers.
+Blobs go first (verified), the manifest last; a failed export into a local store removes the
+blobs it added.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import posixpath
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ...copy import CopyStats, ProgressFn, copy_blob
+from ...errors import OcibridgeError, SourceError
+from ...oci.digest import sha256_bytes
+from ...oci.mediatypes import (
+    ANNOTATION_TITLE,
+    DOCKER_CONFIG,
+    DOCKER_MANIFEST,
+    OLLAMA_LAYER_PREFIX,
+    Family,
+    family_of_artifact,
+    parse_layer_media_type,
+)
+from ...oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ...stores.base import MAX_MANIFEST_BYTES, Store
+from ...targets import StoreTarget
+from .gguf_header import read_gguf_header
+from .manifest import go_json, manifest_blobs, parse_ollama_manifest, render_manifest
+from .mapping import MANIFEST_FILE
+from .names import DEFAULT_TAG
+
+_PROJECTOR = re.compile(r"(^|/)(projector[^/]*|[^/]*mmproj[^/]*)\.gguf$", re.IGNORECASE)
+_ADAPTER = re.compile(r"(^|/)adapter[^/]*\.gguf$", re.IGNORECASE)
+_LICENSE = re.compile(r"(^|/)(license|licence|copying)[^/]*$", re.IGNORECASE)
+#: Exact file names (from the reader) → Ollama layer kind, in Ollama's layer order.
+_BY_NAME = (("template", "template"), ("system", "system"), ("params.json", "params"),
+            ("messages.json", "messages"))
+
+
+@dataclass
+class _Plan:
+    """The Ollama manifest to write, and where each of its blobs comes from."""
+
+    manifest: bytes
+    sources: list[Descriptor]  # blobs to copy from the source store
+    extra: dict[str, bytes]  # blobs made here (a generated config), by digest
+
+
+def _raw_files(manifest: Manifest) -> tuple[dict[str, Descriptor], list[str]]:
+    """path → layer for raw (one-file) layers; paths of tar layers, for error messages."""
+    raw: dict[str, Descriptor] = {}
+    packed: list[str] = []
+    for layer in manifest.layers:
+        annotations = layer.annotations or {}
+        path = next(
+            (annotations[f.filepath_key] for f in Family if f.filepath_key in annotations),
+            annotations.get(ANNOTATION_TITLE),
+        )
+        lt = parse_layer_media_type(layer.mediaType)
+        if path is None or lt is None:
+            continue
+        if lt.variant.is_tar:
+            packed.append(path)
+        else:
+            raw.setdefault(posixpath.normpath(path), layer)
+    return raw, packed
+
+
+def _restore_plan(src: Store, files: dict[str, Descriptor]) -> _Plan:
+    """The artifact came from Ollama: the manifest is restored byte for byte."""
+    desc = files[MANIFEST_FILE]
+    if desc.size > MAX_MANIFEST_BYTES:
+        raise SourceError(f"{MANIFEST_FILE} is too large ({desc.size} bytes)")
+    data = src.fetch_bytes(desc)
+    manifest = parse_ollama_manifest(data, where=MANIFEST_FILE)
+    by_digest = {d.digest: d for d in files.values()}
+    sources: list[Descriptor] = []
+    for blob in manifest_blobs(manifest):
+        layer = by_digest.get(blob.digest)
+        if layer is None or layer.size != blob.size:
+            raise SourceError(
+                f"the artifact lacks the blob {blob.digest} ({blob.mediaType}) that its "
+                f"{MANIFEST_FILE} lists; remove {MANIFEST_FILE} to export it as a new Ollama model"
+            )
+        sources.append(layer)
+    return _Plan(data, sources, {})
+
+
+def _pick(files: dict[str, Descriptor], packed: list[str]) -> dict[str, list[tuple[str, Descriptor]]]:
+    """Ollama layer kind → the artifact files that become such layers."""
+    roles: dict[str, list[tuple[str, Descriptor]]] = {}
+    models: list[tuple[str, Descriptor]] = []
+    for path in sorted(files):
+        desc = files[path]
+        if path.lower().endswith(".gguf"):
+            if _PROJECTOR.search(path):
+                roles.setdefault("projector", []).append((path, desc))
+            elif _ADAPTER.search(path):
+                roles.setdefault("adapter", []).append((path, desc))
+            else:
+                models.append((path, desc))
+        elif _LICENSE.search(path) and "/" not in path:
+            roles.setdefault("license", []).append((path, desc))
+    for name, kind in _BY_NAME:
+        if name in files:
+            roles[kind] = [(name, files[name])]
+    if not models:
+        tarred = [p for p in packed if p.lower().endswith(".gguf")]
+        if tarred:
+            raise SourceError(
+                f"the GGUF file {tarred[0]} is packed in a tar layer; Ollama needs it as a raw "
+                "layer (push it without grouping weights)"
+            )
+        raise SourceError("the artifact has no GGUF weight file; Ollama runs GGUF models")
+    if len(models) > 1:
+        preferred = [m for m in models if m[0] == "model.gguf"]
+        if not preferred:
+            names = ", ".join(p for p, _ in models)
+            raise SourceError(f"the artifact has several GGUF files ({names}); Ollama needs one")
+        models = preferred
+    roles["model"] = models
+    return roles
+
+
+def _generic_plan(src: Store, files: dict[str, Descriptor], packed: list[str]) -> _Plan:
+    """A new Ollama manifest and config for a GGUF artifact that did not come from Ollama."""
+    roles = _pick(files, packed)
+    model_path, model = roles["model"][0]
+    with src.open_blob(model) as reader:
+        header = read_gguf_header(reader, where=model_path)
+    order = ("model", "projector", "adapter", "template", "system", "params", "messages", "license")
+    layers: list[dict[str, Any]] = []
+    sources: list[Descriptor] = []
+    for kind in order:
+        for _, desc in roles.get(kind, []):
+            layers.append(
+                {"mediaType": OLLAMA_LAYER_PREFIX + kind, "digest": desc.digest, "size": desc.size}
+            )
+            sources.append(desc)
+    arch = header.architecture or ""
+    config = {
+        "model_format": "gguf",
+        "model_family": arch,
+        "model_families": [arch] if arch else None,
+        "model_type": header.param_size or "",
+        "file_type": header.quantization or "",
+        "architecture": "amd64",
+        "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [layer["digest"] for layer in layers]},
+    }
+    config_bytes = go_json(config) + b"\n"
+    config_desc = {"mediaType": DOCKER_CONFIG, "digest": sha256_bytes(config_bytes),
+                   "size": len(config_bytes)}
+    return _Plan(render_manifest(config_desc, layers), sources, {config_desc["digest"]: config_bytes})
+
+
+def _plan(src: Store, desc: Descriptor) -> _Plan:
+    data = src.fetch_bytes(desc)
+    node = parse_manifest_bytes(data, desc.mediaType)
+    if isinstance(node, Index):
+        raise SourceError(f"{desc.digest} is an index; export one of its manifests")
+    if node.layers and all(la.mediaType.startswith(OLLAMA_LAYER_PREFIX) for la in node.layers):
+        manifest = parse_ollama_manifest(data, where=f"manifest {desc.digest}")  # already Ollama
+        return _Plan(data, [Descriptor(mediaType=b.mediaType.split(";")[0], digest=b.digest,
+                                       size=b.size) for b in manifest_blobs(manifest)], {})
+    if family_of_artifact(node.artifactType, node.config.mediaType) is None:
+        raise SourceError(f"{desc.digest} is neither a ModelPack artifact nor an Ollama model")
+    files, packed = _raw_files(node)
+    if MANIFEST_FILE in files:
+        return _restore_plan(src, files)
+    return _generic_plan(src, files, packed)
+
+
+def export_ollama(
+    src_store: Store,
+    desc: Descriptor,
+    target: StoreTarget,
+    *,
+    concurrency: int = 4,
+    progress: ProgressFn | None = None,
+) -> Descriptor:
+    """Write the artifact ``desc`` as an Ollama model at ``target``; returns the manifest's
+    descriptor. Digests are kept, so the blobs an Ollama store or registry has are skipped."""
+    plan = _plan(src_store, desc)
+    dst = target.store
+    tag = target.tag or DEFAULT_TAG
+    manifest_desc = Descriptor.for_bytes(DOCKER_MANIFEST, plan.manifest)
+    transaction = getattr(dst, "transaction", None)
+    stats = CopyStats()
+    with transaction() if transaction else contextlib.nullcontext():
+        for digest, data in plan.extra.items():
+            made = Descriptor(mediaType=DOCKER_CONFIG, digest=digest, size=len(data))
+            if not dst.exists(made):
+                dst.push_blob(made, io.BytesIO(data))
+        unique = list({d.digest: d for d in plan.sources}.values())
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            futures = [pool.submit(copy_blob, src_store, dst, d, stats, progress) for d in unique]
+            errors = [f.exception() for f in futures]
+        failed = [e for e in errors if e is not None]
+        if failed:
+            if isinstance(failed[0], OcibridgeError):
+                raise failed[0]
+            raise OcibridgeError(f"export to {target.text} failed: {failed[0]}") from failed[0]
+        dst.push_manifest(manifest_desc, plan.manifest, tag)
+    return manifest_desc
