@@ -1,0 +1,223 @@
+"""Export a ModelPack artifact back to an ``.mlarchive``: the same files, same bytes, deflate.
+
+Every blob is digest-verified while it streams into the zip; the zip is written under a
+temporary name beside the destination, its central directory re-read and checked against what
+was written, and only then renamed into place. Entries are written in a fixed order with fixed
+timestamps, so exporting the same artifact twice gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import stat
+import tarfile
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import zstandard
+
+from ...errors import OcibridgeError, SourceError
+from ...fsutil import TEMP_PREFIX, safe_relpath
+from ...modelpack.extract import layer_mode, layer_path
+from ...oci.digest import CHUNK, VerifyingReader
+from ...oci.mediatypes import LayerType, Variant, parse_layer_media_type
+from ...oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ...stores.base import Store
+from .manifest import MANIFEST_NAME, parse_manifest
+from .reader import MAX_MANIFEST_BYTES
+
+#: The earliest time a zip can record; used for every entry so exports are reproducible.
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+#: A compressed tar layer may not expand beyond this many times its size (min 1 MiB).
+MAX_TAR_RATIO = 1000
+
+
+class NotAnMlarchive(OcibridgeError):
+    """An artifact that does not hold an MLSteam archive (no valid root manifest.json)."""
+
+
+@dataclass
+class _Written:
+    size: int
+    crc: int
+
+
+def _verified(store: Store, desc: Descriptor) -> BinaryIO:
+    reader = store.open_blob(desc)
+    if isinstance(reader, VerifyingReader):
+        return reader  # type: ignore[return-value]
+    return VerifyingReader(reader, desc.digest, desc.size, what="layer")  # type: ignore[return-value]
+
+
+class _Bounded:
+    def __init__(self, raw: BinaryIO, limit: int):
+        self._raw, self._limit, self._count = raw, limit, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        self._count += len(data)
+        if self._count > self._limit:
+            raise SourceError(f"layer expands beyond {self._limit} bytes (bomb limit)")
+        return data
+
+
+def _decompressed(reader: BinaryIO, variant: Variant, size: int) -> BinaryIO:
+    if variant is Variant.TAR:
+        return reader
+    if variant is Variant.TAR_GZIP:
+        stream: BinaryIO = gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[assignment]
+    else:
+        dctx = zstandard.ZstdDecompressor()
+        stream = dctx.stream_reader(reader, read_across_frames=True)  # type: ignore[assignment]
+    return _Bounded(stream, max(size, 1 << 20) * MAX_TAR_RATIO)  # type: ignore[return-value]
+
+
+def _drain(reader: BinaryIO) -> None:
+    """Read to EOF so the verifying reader checks the digest of the whole blob."""
+    while reader.read(CHUNK):
+        pass
+
+
+class _ZipWriter:
+    """Writes entries with fixed metadata and records what it wrote for the final check."""
+
+    def __init__(self, zf: zipfile.ZipFile):
+        self.zf = zf
+        self.written: dict[str, _Written] = {}
+
+    def add(self, path: str, mode: int, size: int, src: BinaryIO) -> None:
+        path = safe_relpath(path, "file path in the artifact")
+        if path in self.written:
+            raise SourceError(f"the artifact holds {path} twice")
+        info = zipfile.ZipInfo(path, date_time=ZIP_EPOCH)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.create_system = 3
+        info.external_attr = (stat.S_IFREG | (0o755 if mode & 0o111 else 0o644)) << 16
+        info.file_size = size  # lets zipfile choose zip64 up front for big files
+        crc, count = 0, 0
+        with self.zf.open(info, "w") as out:
+            while count < size:
+                data = src.read(min(CHUNK, size - count))
+                if not data:
+                    break
+                out.write(data)
+                crc = zlib.crc32(data, crc)
+                count += len(data)
+        if count != size:
+            raise SourceError(f"{path}: got {count} bytes, expected {size}")
+        self.written[path] = _Written(size, crc)
+
+
+def _layer_type(desc: Descriptor) -> LayerType:
+    layer_type = parse_layer_media_type(desc.mediaType)
+    if layer_type is None:
+        raise NotAnMlarchive(f"layer {desc.digest} has media type {desc.mediaType}, not a ModelPack one")
+    return layer_type
+
+
+def _read_archive_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor, bytes]:
+    for layer in manifest.layers:
+        layer_type = parse_layer_media_type(layer.mediaType)
+        if layer_type and layer_type.variant is Variant.RAW and layer_path(layer) == MANIFEST_NAME:
+            if layer.size > MAX_MANIFEST_BYTES:
+                raise NotAnMlarchive(f"{MANIFEST_NAME} layer is {layer.size} bytes: too large")
+            with contextlib.closing(_verified(store, layer)) as r:
+                data = r.read(layer.size + 1)
+                _drain(r)
+            try:
+                parse_manifest(data)
+            except SourceError as e:
+                raise NotAnMlarchive(f"not an MLSteam archive artifact: {e}") from None
+            return layer, data
+    raise NotAnMlarchive(
+        f"not an MLSteam archive artifact: it has no raw {MANIFEST_NAME} layer at the root "
+        "(pull it to a directory instead)"
+    )
+
+
+def _write_tar_layer(store: Store, desc: Descriptor, variant: Variant, writer: _ZipWriter) -> None:
+    with contextlib.closing(_verified(store, desc)) as raw:
+        stream = _decompressed(raw, variant, desc.size)
+        try:
+            with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+                for member in tar:
+                    if member.isdir():
+                        continue
+                    if not member.isfile():
+                        raise SourceError(f"{member.name}: links and devices cannot go into an mlarchive")
+                    src = tar.extractfile(member)
+                    assert src is not None
+                    writer.add(member.name, member.mode, member.size, src)
+        except tarfile.TarError as e:
+            raise SourceError(f"layer {desc.digest}: not a readable tar: {e}") from None
+        _drain(raw)
+
+
+def _write_entries(store: Store, manifest: Manifest, zf: zipfile.ZipFile) -> dict[str, _Written]:
+    manifest_layer, manifest_json = _read_archive_manifest(store, manifest)
+    writer = _ZipWriter(zf)
+    writer.add(MANIFEST_NAME, 0o644, len(manifest_json), io.BytesIO(manifest_json))
+    for layer in manifest.layers:
+        if layer.digest == manifest_layer.digest and layer_path(layer) == MANIFEST_NAME:
+            continue
+        layer_type = _layer_type(layer)
+        if layer_type.variant is Variant.RAW:
+            path = layer_path(layer)
+            if not path:
+                raise SourceError(f"layer {layer.digest} has no file path annotation")
+            with contextlib.closing(_verified(store, layer)) as r:
+                writer.add(path, layer_mode(layer), layer.size, r)
+                _drain(r)
+        else:
+            _write_tar_layer(store, layer, layer_type.variant, writer)
+    return writer.written
+
+
+def _check_written(tmp: Path, written: dict[str, _Written]) -> None:
+    """Re-read the central directory: every entry there, with the size and CRC written."""
+    try:
+        with zipfile.ZipFile(tmp) as zf:
+            infos = {i.filename: i for i in zf.infolist()}
+    except zipfile.BadZipFile as e:
+        raise OcibridgeError(f"the written archive does not read back: {e}") from None
+    if set(infos) != set(written):
+        raise OcibridgeError("the written archive's entries differ from the artifact's files")
+    for name, w in written.items():
+        if infos[name].file_size != w.size or w.crc != infos[name].CRC:
+            raise OcibridgeError(f"the written archive's entry {name} does not match")
+
+
+@contextlib.contextmanager
+def _temp_beside(final: Path) -> Iterator[Path]:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".mlarchive", dir=final.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def export_mlarchive(store: Store, desc: Descriptor, out_path: Path) -> None:
+    """Rebuild the ``.mlarchive`` an artifact holds at ``out_path`` (nothing there on failure)."""
+    out_path = Path(out_path)
+    if out_path.is_dir():
+        raise OcibridgeError(f"{out_path} is a directory; give the archive's file name")
+    manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    if not isinstance(manifest, Manifest):
+        raise NotAnMlarchive(f"{desc.digest} is an index, not a model manifest; pick one by digest")
+    with _temp_beside(out_path) as tmp:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            written = _write_entries(store, manifest, zf)
+        _check_written(tmp, written)
+        os.replace(tmp, out_path)
