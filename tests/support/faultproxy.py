@@ -1,0 +1,475 @@
+"""A scriptable loopback reverse proxy that injects registry faults for tests.
+
+Put it in front of a real registry, add rules (method + path regex → action), point the client
+at `proxy.host`, and assert on `proxy.requests`. Bodies are streamed both ways in 64 KiB
+pieces (chunked request bodies are re-chunked), Range headers pass through untouched, and the
+registry's absolute `Location` headers are rewritten to point back at the proxy.
+
+    proxy.add("GET", r"/blobs/sha256:", drop_response(after=1000))       # mid-blob disconnect
+    proxy.add("PUT", r"/blobs/uploads/", status(429, retry_after=1), times=2)
+    proxy.add("GET", r"/blobs/", corrupt(offset=0))                      # wrong digest
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import re
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+PIECE = 64 * 1024
+HOP_BY_HOP = frozenset(
+    {
+        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+        "trailer", "trailers", "transfer-encoding", "upgrade", "expect", "proxy-connection",
+    }
+)
+
+
+# -- actions ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Status:
+    """Answer `code` without asking the registry (e.g. 429 with Retry-After, 500, 503)."""
+
+    code: int
+    retry_after: float | None = None
+    body: bytes = b""
+    headers: tuple[tuple[str, str], ...] = ()
+    name: str = "status"
+
+
+@dataclass(frozen=True)
+class DropResponse:
+    """Forward the response but close the connection after `after` body bytes."""
+
+    after: int
+    name: str = "drop_response"
+
+
+@dataclass(frozen=True)
+class Truncate:
+    """Keep the registry's Content-Length but send `missing` bytes fewer, then close."""
+
+    missing: int = 1
+    name: str = "truncate"
+
+
+@dataclass(frozen=True)
+class Corrupt:
+    """Flip (xor 0xFF) the response body byte at `offset`: same length, wrong digest."""
+
+    offset: int = 0
+    name: str = "corrupt"
+
+
+@dataclass(frozen=True)
+class DropRequest:
+    """Read `after` request-body bytes (forwarded to the registry when `forward`), then close
+    both connections without answering: an upload cut mid-stream."""
+
+    after: int
+    forward: bool = True
+    name: str = "drop_request"
+
+
+@dataclass(frozen=True)
+class Delay:
+    """Wait `seconds` before forwarding (for client timeouts)."""
+
+    seconds: float
+    name: str = "delay"
+
+
+Action = Status | DropResponse | Truncate | Corrupt | DropRequest | Delay
+
+
+def status(code: int, retry_after: float | None = None, body: bytes = b"") -> Status:
+    return Status(code, retry_after, body)
+
+
+def too_many_requests(retry_after: float = 1) -> Status:
+    return Status(
+        429,
+        retry_after,
+        b'{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down (fault proxy)"}]}',
+    )
+
+
+def server_error(code: int = 500) -> Status:
+    return Status(code, None, b'{"errors":[{"code":"UNKNOWN","message":"fault proxy"}]}')
+
+
+def drop_response(after: int) -> DropResponse:
+    return DropResponse(after)
+
+
+def truncate(missing: int = 1) -> Truncate:
+    return Truncate(missing)
+
+
+def corrupt(offset: int = 0) -> Corrupt:
+    return Corrupt(offset)
+
+
+def drop_request(after: int, forward: bool = True) -> DropRequest:
+    return DropRequest(after, forward)
+
+
+def delay(seconds: float) -> Delay:
+    return Delay(seconds)
+
+
+# -- rules and records -----------------------------------------------------------------------
+@dataclass
+class Rule:
+    """Apply `action` to matching requests: skip the first `skip`, then at most `times`
+    (None = every one). `matched`/`applied` count what happened."""
+
+    method: str | None
+    path: re.Pattern[str]
+    action: Action
+    times: int | None = 1
+    skip: int = 0
+    matched: int = 0
+    applied: int = 0
+
+    def matches(self, method: str, target: str) -> bool:
+        return (self.method is None or self.method == method) and bool(self.path.search(target))
+
+    @property
+    def exhausted(self) -> bool:
+        return self.times is not None and self.applied >= self.times
+
+
+@dataclass
+class RecordedRequest:
+    """One request as the proxy saw it, and what it did with it."""
+
+    method: str
+    path: str  # request target: path and query
+    headers: dict[str, str]  # lower-case names
+    action: str | None = None
+    status: int | None = None  # status sent to the client, None when cut before answering
+    request_bytes: int = 0  # request body bytes read from the client
+    response_bytes: int = 0  # response body bytes sent to the client
+    upstream_location: str | None = None
+    time: float = field(default_factory=time.time)
+
+    @property
+    def range(self) -> str | None:
+        return self.headers.get("range")
+
+    @property
+    def content_range(self) -> str | None:
+        return self.headers.get("content-range")
+
+
+class Upstream(Protocol):
+    url: str
+
+
+class FaultProxy:
+    """Threaded HTTP reverse proxy on 127.0.0.1 in front of `upstream` (a registry or URL)."""
+
+    def __init__(self, upstream: Upstream | str, ca_file: Path | str | None = None,
+                 timeout: float = 60.0) -> None:
+        url = upstream if isinstance(upstream, str) else upstream.url
+        if ca_file is None and not isinstance(upstream, str):
+            ca_file = getattr(upstream, "ca_file", None)
+        parts = urlsplit(url)
+        self.upstream_url = f"{parts.scheme}://{parts.netloc}"
+        self.upstream_netloc = parts.netloc
+        self._upstream_tls = parts.scheme == "https"
+        self._ssl = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._rules: list[Rule] = []
+        self._requests: list[RecordedRequest] = []
+        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        server.daemon_threads = True
+        self._server = server
+        self.port = server.server_address[1]
+        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}"
+
+    # -- scripting ------------------------------------------------------------------------
+    def add(self, method: str | None, path: str, action: Action, *,
+            times: int | None = 1, skip: int = 0) -> Rule:
+        """Add a rule; `path` is a regex searched in the request target (path + query)."""
+        rule = Rule(method.upper() if method else None, re.compile(path), action, times, skip)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def clear(self) -> None:
+        """Forget all rules and recorded requests."""
+        with self._lock:
+            self._rules.clear()
+            self._requests.clear()
+
+    @property
+    def rules(self) -> list[Rule]:
+        with self._lock:
+            return list(self._rules)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return list(self._requests)
+
+    def requests_matching(self, method: str | None = None, path: str = "") -> list[RecordedRequest]:
+        pattern = re.compile(path)
+        return [
+            r for r in self.requests
+            if (method is None or r.method == method.upper()) and pattern.search(r.path)
+        ]
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FaultProxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- internals used by the handler ----------------------------------------------------
+    def _record(self, rec: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(rec)
+
+    def _pick(self, method: str, target: str) -> Action | None:
+        with self._lock:
+            for rule in self._rules:
+                if rule.exhausted or not rule.matches(method, target):
+                    continue
+                rule.matched += 1
+                if rule.matched <= rule.skip:
+                    continue
+                rule.applied += 1
+                return rule.action
+        return None
+
+    def _connect(self) -> http.client.HTTPConnection:
+        host, _, port = self.upstream_netloc.rpartition(":")
+        if self._upstream_tls:
+            return http.client.HTTPSConnection(host, int(port), timeout=self.timeout,
+                                               context=self._ssl)
+        return http.client.HTTPConnection(host, int(port), timeout=self.timeout)
+
+    def _rewrite_location(self, value: str) -> str:
+        for scheme in ("http://", "https://"):
+            prefix = scheme + self.upstream_netloc
+            if value.startswith(prefix):
+                return self.url + value[len(prefix):]
+        return value
+
+
+class _Cut(Exception):
+    """The proxy deliberately cut the connection."""
+
+
+def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+        # every method goes through one path
+        def do_GET(self) -> None:  # noqa: N802
+            self._handle()
+
+        do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = do_OPTIONS = do_GET  # noqa: N815
+
+        # -- request body ---------------------------------------------------------------
+        def _body_pieces(self) -> Iterator[bytes]:
+            """The client's request body, de-chunked, in pieces."""
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                while True:
+                    line = self.rfile.readline(65537)
+                    if not line:
+                        raise _Cut("client closed inside a chunked body")
+                    size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+                    if size == 0:
+                        while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                            pass
+                        return
+                    left = size
+                    while left:
+                        piece = self.rfile.read(min(PIECE, left))
+                        if not piece:
+                            raise _Cut("client closed inside a chunk")
+                        left -= len(piece)
+                        yield piece
+                    self.rfile.readline(3)
+            else:
+                left = int(self.headers.get("Content-Length") or 0)
+                while left:
+                    piece = self.rfile.read(min(PIECE, left))
+                    if not piece:
+                        raise _Cut("client closed inside the body")
+                    left -= len(piece)
+                    yield piece
+
+        def _cut(self) -> None:
+            """Close the client connection abruptly."""
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.wfile.flush()
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+        # -- main -----------------------------------------------------------------------
+        def _handle(self) -> None:
+            rec = RecordedRequest(
+                self.command, self.path, {k.lower(): v for k, v in self.headers.items()}
+            )
+            proxy._record(rec)
+            action = proxy._pick(self.command, self.path)
+            rec.action = action.name if action else None
+            try:
+                if isinstance(action, Status):
+                    self._answer(rec, action)
+                    return
+                if isinstance(action, Delay):
+                    time.sleep(action.seconds)
+                self._forward(rec, action)
+            except _Cut:
+                self._cut()
+            except (OSError, http.client.HTTPException):
+                self._cut()
+
+        def _answer(self, rec: RecordedRequest, action: Status) -> None:
+            for piece in self._body_pieces():
+                rec.request_bytes += len(piece)
+            self.send_response_only(action.code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(action.body)))
+            self.send_header("Docker-Distribution-Api-Version", "registry/2.0")
+            if action.retry_after is not None:
+                ra = action.retry_after
+                self.send_header("Retry-After", str(int(ra)) if ra == int(ra) else str(ra))
+            for k, v in action.headers:
+                self.send_header(k, v)
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(action.body)
+                rec.response_bytes = len(action.body)
+            rec.status = action.code
+
+        def _forward(self, rec: RecordedRequest, action: Action | None) -> None:
+            conn = proxy._connect()
+            try:
+                self._send_upstream(conn, rec, action)
+                resp = conn.getresponse()
+                self._relay(resp, rec, action)
+            finally:
+                conn.close()
+
+        def _send_upstream(self, conn: http.client.HTTPConnection, rec: RecordedRequest,
+                           action: Action | None) -> None:
+            chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+            has_body = chunked or "Content-Length" in self.headers
+            conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            conn.putheader("Host", proxy.upstream_netloc)
+            for name, value in self.headers.items():
+                if name.lower() in HOP_BY_HOP or name.lower() == "host":
+                    continue
+                conn.putheader(name, value)
+            if chunked:
+                conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            if not has_body:
+                return
+            limit = action.after if isinstance(action, DropRequest) else None
+            for piece in self._body_pieces():
+                if limit is not None and rec.request_bytes + len(piece) >= limit:
+                    piece = piece[: limit - rec.request_bytes]
+                    rec.request_bytes += len(piece)
+                    if piece and action.forward:  # type: ignore[union-attr]
+                        conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                    time.sleep(0.05)  # let the registry consume what it got before the cut
+                    raise _Cut("request dropped by rule")
+                rec.request_bytes += len(piece)
+                conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            if limit is not None:
+                raise _Cut("request dropped by rule (body shorter than the limit)")
+            if chunked:
+                conn.send(b"0\r\n\r\n")
+
+        def _relay(self, resp: http.client.HTTPResponse, rec: RecordedRequest,
+                   action: Action | None) -> None:
+            no_body = self.command == "HEAD" or resp.status in (204, 304) or resp.status < 200
+            length_header = resp.getheader("Content-Length")
+            length = int(length_header) if length_header is not None else None
+            chunked_out = not no_body and length is None
+            self.send_response_only(resp.status, resp.reason)
+            for name, value in resp.getheaders():
+                lname = name.lower()
+                if lname in HOP_BY_HOP:
+                    continue
+                if lname == "location":
+                    rec.upstream_location = value
+                    value = proxy._rewrite_location(value)
+                self.send_header(name, value)
+            if chunked_out:
+                self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            rec.status = resp.status
+            if no_body:
+                return
+            stop_at: int | None = None
+            if isinstance(action, DropResponse):
+                stop_at = action.after
+            elif isinstance(action, Truncate):
+                stop_at = max(0, (length or 0) - action.missing) if length is not None else 0
+            sent = 0
+            while True:
+                piece = resp.read(PIECE)
+                if not piece:
+                    break
+                if isinstance(action, Corrupt) and sent <= action.offset < sent + len(piece):
+                    i = action.offset - sent
+                    piece = piece[:i] + bytes([piece[i] ^ 0xFF]) + piece[i + 1:]
+                if stop_at is not None and sent + len(piece) >= stop_at:
+                    piece = piece[: stop_at - sent]
+                    self._write(piece, chunked_out)
+                    sent += len(piece)
+                    rec.response_bytes = sent
+                    raise _Cut("response cut by rule")
+                self._write(piece, chunked_out)
+                sent += len(piece)
+                rec.response_bytes = sent
+            if stop_at is not None:  # body ended before the cut point: still cut
+                raise _Cut("response cut by rule (body shorter than the limit)")
+            if chunked_out:
+                self.wfile.write(b"0\r\n\r\n")
+
+        def _write(self, piece: bytes, chunked: bool) -> None:
+            if not piece:
+                return
+            if chunked:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            else:
+                self.wfile.write(piece)
+
+    return Handler
