@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from ...errors import SourceError
-from ...oci.digest import check_digest
+from ...oci.digest import is_digest
 from ...oci.mediatypes import DOCKER_CONFIG, DOCKER_MANIFEST, OLLAMA_LAYER_PREFIX
 
 #: Layer kinds Ollama ships or documents (the part after ``application/vnd.ollama.image.``).
@@ -37,8 +37,8 @@ class OllamaLayer(BaseModel):
     @field_validator("digest")
     @classmethod
     def _digest(cls, v: str) -> str:
-        if not check_digest(v).startswith("sha256:"):
-            raise ValueError("Ollama blobs are sha256")
+        if not (is_digest(v) and v.startswith("sha256:")):
+            raise ValueError("not a sha256 digest")
         return v
 
 
