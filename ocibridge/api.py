@@ -225,7 +225,7 @@ def pull(
         return {"digest": desc.digest, "output": dest, "format": "ollama"}
     if fmt not in (None, "directory"):
         raise OcibridgeError(f"unknown output format {fmt!r}")
-    result: ExtractResult = extract(source.store, desc.digest, dest)
+    result: ExtractResult = extract(source.store, desc.digest, dest, concurrency=transfer.concurrency)
     return {
         "digest": desc.digest,
         "output": dest,

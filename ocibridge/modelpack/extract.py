@@ -13,6 +13,7 @@ import shutil
 import stat
 import tarfile
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -157,9 +158,45 @@ def _extract_tar(stream: BinaryIO, staging: Path, written: list[str]) -> int:
     return total
 
 
-def extract(store: Store, reference: str, dest: str | os.PathLike[str]) -> ExtractResult:
-    """Write the files of the artifact ``reference`` into ``dest`` (created if missing)."""
+def _extract_raw(store: Store, layer: Descriptor, rel: str, staging: Path) -> int:
+    target = _prepare_parent(staging, rel)
+    with store.open_blob(layer) as reader:
+        written = _write_stream(reader, target, layer_mode(layer))
+        reader.read(1)  # EOF: verification happens here
+    return written
+
+
+def _extract_tar_layer(store: Store, layer: Descriptor, variant: Variant, staging: Path, files: list[str]) -> int:
+    with store.open_blob(layer) as reader:
+        written = _extract_tar(_decompressed(reader, variant, layer.size), staging, files)
+        while reader.read(CHUNK):
+            pass
+    return written
+
+
+def extract(
+    store: Store, reference: str, dest: str | os.PathLike[str], *, concurrency: int = 4
+) -> ExtractResult:
+    """Write the files of the artifact ``reference`` into ``dest`` (created if missing).
+
+    Raw layers are fetched concurrently, tar layers one after another in manifest order.
+    """
     desc, manifest = fetch_manifest(store, reference)
+    raw: list[tuple[Descriptor, str]] = []
+    tars: list[tuple[Descriptor, Variant]] = []
+    for layer in manifest.layers:
+        kind = parse_layer_media_type(layer.mediaType)
+        if kind is None or kind.variant is Variant.RAW:
+            name = layer_path(layer)
+            if name is None:
+                raise OcibridgeError(f"layer {layer.digest} has no file path annotation")
+            raw.append((layer, safe_relpath(name, "layer file path")))
+        else:
+            tars.append((layer, kind.variant))
+    paths = [rel for _, rel in raw]
+    if len(set(paths)) != len(paths):
+        dup = next(p for p in paths if paths.count(p) > 1)
+        raise OcibridgeError(f"duplicate path in artifact: {dup}")
     out = Path(dest)
     if out.exists() and not out.is_dir():
         raise OcibridgeError(f"{out} exists and is not a directory")
@@ -167,25 +204,19 @@ def extract(store: Store, reference: str, dest: str | os.PathLike[str]) -> Extra
     staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
     result = ExtractResult(desc)
     try:
-        for layer in manifest.layers:
-            kind = parse_layer_media_type(layer.mediaType)
-            with store.open_blob(layer) as reader:
-                if kind is None or kind.variant is Variant.RAW:
-                    name = layer_path(layer)
-                    if name is None:
-                        raise OcibridgeError(f"layer {layer.digest} has no file path annotation")
-                    rel = safe_relpath(name, "layer file path")
-                    target = _prepare_parent(staging, rel)
-                    if target.exists() or target.is_symlink():
-                        raise OcibridgeError(f"duplicate path in artifact: {rel}")
-                    result.bytes_written += _write_stream(reader, target, layer_mode(layer))
-                    reader.read(1)  # EOF: verification happens here
-                    result.files.append(rel)
-                else:
-                    stream = _decompressed(reader, kind.variant, layer.size)
-                    result.bytes_written += _extract_tar(stream, staging, result.files)
-                    while reader.read(CHUNK):
-                        pass
+        with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="pull") as pool:
+            futures = [pool.submit(_extract_raw, store, layer, rel, staging) for layer, rel in raw]
+            errors = []
+            for future in futures:
+                try:
+                    result.bytes_written += future.result()
+                except BaseException as e:
+                    errors.append(e)
+            if errors:
+                raise errors[0]
+        result.files.extend(paths)
+        for layer, variant in tars:
+            result.bytes_written += _extract_tar_layer(store, layer, variant, staging, result.files)
         _commit(staging, out, result.files)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
