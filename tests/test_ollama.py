@@ -428,3 +428,18 @@ def test_reference_store_is_untouched(tmp_path):
     shutil.copytree(REF_STORE, tmp_path / "copy")
     _roundtrip(tmp_path / "copy", "tiny-safetensors", tmp_path)
     assert snapshot(REF_STORE) == before
+
+
+def test_api_push_and_pull_with_ollama_names(tmp_path, monkeypatch):
+    """What `ocibridge push ollama:NAME DEST` and `ocibridge pull REF ollama:NAME` run."""
+    from ocibridge import api
+
+    src = tmp_path / "models"
+    gguf_store(src, tmp_path, model="tiny", tag="q8")
+    monkeypatch.setenv("OLLAMA_MODELS", str(src))
+    result = api.push("ollama:tiny:q8", f"oci:{tmp_path / 'layout'}:tiny")
+    # 7 Ollama layers + its config + ollama-manifest.json + the ModelPack config
+    assert result.stats.blobs_copied == 10
+    api.pull(f"oci:{tmp_path / 'layout'}:tiny", "ollama:me/copy:v1")
+    original = src / "manifests/registry.ollama.ai/library/tiny/q8"
+    assert (src / "manifests/registry.ollama.ai/me/copy/v1").read_bytes() == original.read_bytes()
