@@ -10,9 +10,11 @@ CRC matches (zipfile checks it at EOF); every failure is a :class:`SourceError`.
 
 from __future__ import annotations
 
+import lzma
 import stat
 import struct
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -27,6 +29,8 @@ SUPPORTED_METHODS = {
     zipfile.ZIP_BZIP2: "bzip2",
     zipfile.ZIP_LZMA: "lzma",
 }
+#: What zipfile and its decompressors raise on damaged entry data.
+_DATA_ERRORS = (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error, lzma.LZMAError)
 _LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")
 
 
@@ -156,7 +160,7 @@ class EntryReader:
     def read(self, n: int = -1) -> bytes:
         try:
             data = self._raw.read(n)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError) as e:
+        except _DATA_ERRORS as e:
             raise SourceError(f"{self._path}: {self._entry.path}: corrupt entry data: {e}") from None
         self.count += len(data)
         if self.count > self._limit:
