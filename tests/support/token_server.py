@@ -107,7 +107,9 @@ class TokenServer:
         self._server = server
         self.port = server.server_address[1]
         self.realm = f"http://127.0.0.1:{self.port}/token"
-        self._thread = threading.Thread(target=server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
 
     # -- recording -------------------------------------------------------------------------
