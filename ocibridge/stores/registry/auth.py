@@ -1,0 +1,183 @@
+"""Registry authentication: WWW-Authenticate challenges, Basic, and Bearer tokens per scope.
+
+Distribution's token auth grants a token per set of scopes (``repository:team/x:pull`` is not
+``repository:team/x:pull,push``), so tokens are cached by scope set and renewed when they
+expire or when the registry answers 401 with a fresh challenge. Without credentials the token
+server is asked anonymously, which public repositories allow.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import httpx
+
+from ...errors import RegistryError
+from .credentials import Credentials
+
+#: Tokens are renewed this many seconds before the server says they expire.
+EXPIRY_MARGIN = 5.0
+#: The token spec's default lifetime when the server gives none.
+DEFAULT_EXPIRES_IN = 60.0
+CLIENT_ID = "ocibridge"
+
+_PARAM_RE = re.compile(r'\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))\s*,?')
+
+
+@dataclass(frozen=True)
+class Challenge:
+    scheme: str  # lower case: "basic" or "bearer"
+    params: dict[str, str]
+
+
+def parse_challenge(header: str) -> Challenge | None:
+    """Parse one ``WWW-Authenticate`` value: ``Bearer realm="…",service="…",scope="…"``."""
+    header = header.strip()
+    if not header:
+        return None
+    scheme, _, rest = header.partition(" ")
+    params: dict[str, str] = {}
+    pos = 0
+    while pos < len(rest):
+        m = _PARAM_RE.match(rest, pos)
+        if not m or m.end() == pos:
+            break
+        value = m.group(2) if m.group(2) is not None else m.group(3)
+        params[m.group(1).lower()] = re.sub(r"\\(.)", r"\1", value)
+        pos = m.end()
+    return Challenge(scheme.lower(), params)
+
+
+def scope_key(scopes: Iterable[str]) -> str:
+    return " ".join(sorted(set(scopes)))
+
+
+@dataclass
+class Token:
+    value: str
+    expires_at: float
+
+    def valid(self) -> bool:
+        return time.monotonic() < self.expires_at
+
+
+class Authenticator:
+    """Chooses the Authorization header for a request's scopes; thread-safe."""
+
+    def __init__(self, host: str, http: httpx.Client, credentials: Credentials | None):
+        self.host = host
+        self.http = http
+        self.credentials = credentials
+        self._lock = threading.Lock()
+        self._fetch_lock = threading.Lock()
+        self._scheme: str | None = None
+        self._bearer: dict[str, str] = {}
+        self._tokens: dict[str, Token] = {}
+        self.token_requests = 0
+
+    def authorization(self, scopes: Iterable[str]) -> str | None:
+        """The header for these scopes, fetching a token first when the registry wants one."""
+        scopes = tuple(scopes)
+        with self._lock:
+            scheme = self._scheme
+            token = self._tokens.get(scope_key(scopes))
+        if scheme == "basic":
+            return self._basic()
+        if scheme != "bearer":
+            return None
+        if token is None or not token.valid():
+            token = self._fetch_token(scopes)
+        return f"Bearer {token.value}"
+
+    def on_challenge(self, header: str, scopes: Iterable[str]) -> bool:
+        """Learn from a 401; True when a retry with new authorization is worth making."""
+        scopes = tuple(scopes)
+        challenge = parse_challenge(header)
+        if challenge is None:
+            return False
+        if challenge.scheme == "basic":
+            with self._lock:
+                already = self._scheme == "basic"
+                self._scheme = "basic"
+            # Credentials that were already sent and refused will not work a second time.
+            return self.credentials is not None and not already
+        if challenge.scheme != "bearer" or "realm" not in challenge.params:
+            return False
+        key = scope_key(scopes)
+        with self._lock:
+            self._scheme = "bearer"
+            self._bearer = dict(challenge.params)
+            self._tokens.pop(key, None)
+        extra = challenge.params.get("scope", "")
+        self._fetch_token(scopes, extra.split() if extra else ())
+        return True
+
+    def _basic(self) -> str | None:
+        c = self.credentials
+        if c is None or not c.username:
+            return None
+        raw = f"{c.username}:{c.password}".encode()
+        return "Basic " + base64.b64encode(raw).decode()
+
+    def _fetch_token(self, scopes: tuple[str, ...], extra: Iterable[str] = ()) -> Token:
+        """Ask the token server for the scopes; one fetch at a time, re-checking the cache."""
+        key = scope_key(scopes)
+        with self._fetch_lock:
+            with self._lock:
+                cached = self._tokens.get(key)
+                bearer = dict(self._bearer)
+            if cached is not None and cached.valid():
+                return cached
+            wanted = sorted(set(scopes) | set(extra))
+            token = self._request_token(bearer, wanted)
+            with self._lock:
+                self._tokens[key] = token
+            return token
+
+    def _request_token(self, bearer: dict[str, str], scopes: list[str]) -> Token:
+        realm = bearer["realm"]
+        service = bearer.get("service")
+        c = self.credentials
+        self.token_requests += 1
+        try:
+            if c is not None and c.identity_token:
+                form = {"grant_type": "refresh_token", "refresh_token": c.identity_token,
+                        "client_id": CLIENT_ID, "scope": " ".join(scopes)}
+                if service:
+                    form["service"] = service
+                response = self.http.post(realm, data=form)
+            else:
+                params: list[tuple[str, str]] = [("scope", s) for s in scopes]
+                if service:
+                    params.insert(0, ("service", service))
+                headers = {}
+                basic = self._basic()
+                if basic:
+                    headers["Authorization"] = basic
+                response = self.http.get(realm, params=params, headers=headers)
+        except httpx.TransportError as e:
+            raise RegistryError(f"registry {self.host}: token server {realm} failed: {e}") from e
+        if response.status_code != 200:
+            who = "refused the credentials" if response.status_code in (401, 403) else "failed"
+            raise RegistryError(
+                f"registry {self.host}: token server {realm} {who} "
+                f"(HTTP {response.status_code}) for scope {' '.join(scopes) or '(none)'}",
+                response.status_code,
+                "UNAUTHORIZED" if response.status_code == 401 else None,
+            )
+        try:
+            body = response.json()
+            value = body.get("token") or body.get("access_token")
+            expires_in = float(body.get("expires_in") or DEFAULT_EXPIRES_IN)
+        except (ValueError, AttributeError, TypeError):
+            value, expires_in = None, 0.0
+        if not value:
+            raise RegistryError(f"registry {self.host}: token server {realm} returned no token")
+        lifetime = max(1.0, expires_in - EXPIRY_MARGIN) if expires_in > 2 * EXPIRY_MARGIN \
+            else expires_in * 0.8
+        return Token(str(value), time.monotonic() + lifetime)

@@ -1,0 +1,285 @@
+"""The HTTP transport to one registry host: auth, retries with backoff, redirects, errors.
+
+One shared ``httpx.Client`` per host (thread-safe, sized pool). Redirects are followed here,
+not by httpx, so the Authorization header is only ever sent to the registry's own origin:
+blob GETs often redirect to a storage backend on another host, which must not see it.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+import ssl
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from ...errors import RegistryError
+from .auth import Authenticator
+from .credentials import Credentials, get_credentials
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_API = "registry-1.docker.io"
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How to reach a registry; the defaults are what a careful client should do."""
+
+    plain_http: bool = False
+    insecure: bool = False
+    ca_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    max_retries: int = 5
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    retry_after_cap: float = 60.0
+    pool_size: int = 16
+    docker_config: str | None = None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host[:port]`` names this machine (plain HTTP by Docker's convention)."""
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") and host.count(":") == 1 else host
+    if name.startswith("[") and "]" in name:
+        name = name[1 : name.index("]")]
+    return name in LOOPBACK_HOSTS or name.startswith("127.")
+
+
+def base_url(host: str, options: ClientOptions) -> str:
+    """``http://`` for loopback (unless a CA is given) or with plain_http, else ``https://``."""
+    api_host = DOCKER_HUB_API if host == DOCKER_HUB else host
+    if options.plain_http or (is_loopback(host) and not options.ca_file):
+        return f"http://{api_host}"
+    return f"https://{api_host}"
+
+
+def _verify(options: ClientOptions) -> ssl.SSLContext | bool:
+    if options.insecure:
+        return False
+    if options.ca_file:
+        return ssl.create_default_context(cafile=options.ca_file)
+    return True
+
+
+@dataclass
+class TransferStats:
+    """Counters a store exposes so tests and summaries can see what went over the wire."""
+
+    requests: int = 0
+    retries: int = 0
+    bytes_uploaded: int = 0
+    bytes_downloaded: int = 0
+    blobs_uploaded: int = 0
+    blobs_mounted: int = 0
+    blobs_skipped: int = 0
+    download_resumes: int = 0
+    upload_resumes: int = 0
+    upload_restarts: int = 0
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, value in counts.items():
+                setattr(self, name, getattr(self, name) + value)
+
+    def as_dict(self) -> dict[str, int]:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+
+class TransportFailure(RegistryError):
+    """The connection failed (refused, reset, timed out) rather than the registry answering."""
+
+
+class RegistryClient:
+    """Requests to one registry host, authenticated per scope, retried, never leaking auth."""
+
+    def __init__(self, host: str, options: ClientOptions | None = None):
+        self.host = host
+        self.options = options or ClientOptions()
+        self.base = base_url(host, self.options)
+        self.stats = TransferStats()
+        o = self.options
+        self.http = httpx.Client(
+            verify=_verify(o),
+            timeout=httpx.Timeout(o.read_timeout, connect=o.connect_timeout),
+            limits=httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size),
+            follow_redirects=False,
+        )
+        creds = (
+            Credentials(o.username, o.password or "")
+            if o.username
+            else get_credentials(host, o.docker_config)
+        )
+        self.auth = Authenticator(host, self.http, creds)
+
+    def close(self) -> None:
+        self.http.close()
+
+    def url(self, path: str) -> str:
+        return path if "://" in path else self.base + path
+
+    def same_origin(self, url: str) -> bool:
+        a, b = urlsplit(url), urlsplit(self.base)
+        return (a.scheme, a.netloc) == (b.scheme, b.netloc)
+
+    # -- one request -----------------------------------------------------------------------
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        scopes: Iterable[str] = (),
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        content: bytes | Iterable[bytes] | None = None,
+        stream: bool = False,
+        retry: bool | None = None,
+    ) -> httpx.Response:
+        """Send with auth, redirects and (for replayable requests) bounded retries.
+
+        A streamed body (an iterator) cannot be replayed, so it is sent once; its caller owns
+        recovery (the upload resumes or restarts). Returns the response of whatever status;
+        with ``stream=True`` the caller must close it.
+        """
+        scopes = tuple(scopes)
+        replayable = content is None or isinstance(content, bytes)
+        retry = replayable if retry is None else retry
+        attempt = 0
+        auth_retried = False
+        while True:
+            try:
+                response = self._send_following(method, self.url(path), scopes, headers,
+                                                params, content, stream)
+            except httpx.TransportError as e:
+                if not retry or attempt >= self.options.max_retries:
+                    raise TransportFailure(
+                        f"registry {self.host}: {method} {_path_of(path)} failed: {_one_line(e)}"
+                    ) from e
+                self._sleep(attempt, None)
+                attempt += 1
+                continue
+            if response.status_code == 401 and not auth_retried:
+                challenge = response.headers.get("www-authenticate", "")
+                _discard(response)
+                if challenge and self.auth.on_challenge(challenge, scopes) and replayable:
+                    auth_retried = True
+                    continue
+                return response
+            if response.status_code in RETRY_STATUSES and retry and attempt < self.options.max_retries:
+                wait = _retry_after(response.headers.get("retry-after"))
+                _discard(response)
+                self._sleep(attempt, wait)
+                attempt += 1
+                continue
+            return response
+
+    def _send_following(self, method, url, scopes, headers, params, content, stream):
+        for _ in range(MAX_REDIRECTS + 1):
+            request_headers = dict(headers or {})
+            if self.same_origin(url):
+                authorization = self.auth.authorization(scopes)
+                if authorization:
+                    request_headers["Authorization"] = authorization
+            request = self.http.build_request(method, url, headers=request_headers,
+                                              params=params, content=content)
+            self.stats.add(requests=1)
+            response = self.http.send(request, stream=True)
+            if response.status_code not in REDIRECT_STATUSES or method not in ("GET", "HEAD"):
+                if not stream:
+                    try:
+                        response.read()
+                    finally:
+                        response.close()
+                return response
+            location = response.headers.get("location")
+            _discard(response)
+            if not location:
+                raise RegistryError(f"registry {self.host}: redirect without a Location", 502)
+            url = urljoin(str(response.url), location)
+            params = None  # the Location carries its own query
+        raise RegistryError(f"registry {self.host}: too many redirects for {method} {url}")
+
+    def _sleep(self, attempt: int, retry_after: float | None) -> None:
+        """Full-jitter exponential backoff, or exactly what Retry-After asks (capped)."""
+        self.stats.add(retries=1)
+        if retry_after is not None:
+            delay = min(retry_after, self.options.retry_after_cap)
+        else:
+            delay = random.uniform(0, min(self.options.backoff_cap,
+                                          self.options.backoff_base * 2**attempt))
+        time.sleep(delay)
+
+    # -- errors ------------------------------------------------------------------------------
+    def error(self, response: httpx.Response, action: str) -> RegistryError:
+        """A RegistryError carrying the registry's OCI error code, as one line."""
+        code, message = parse_error_body(response)
+        text = f"registry {self.host} {action}: "
+        text += f"{code}: {message}" if code else f"HTTP {response.status_code}"
+        if not code and message:
+            text += f": {message}"
+        return RegistryError(_one_line_str(text), response.status_code, code)
+
+
+def parse_error_body(response: httpx.Response) -> tuple[str | None, str]:
+    """The first OCI error ``(code, message)`` of a response body, if it has one."""
+    try:
+        body = response.content[:65536]
+    except httpx.ResponseNotRead:
+        return None, ""
+    try:
+        errors = json.loads(body).get("errors") or []
+        first = errors[0]
+        return str(first.get("code") or "") or None, str(first.get("message") or "")
+    except (ValueError, AttributeError, IndexError, TypeError):
+        text = body.decode("utf-8", "replace").strip()
+        return None, text[:200]
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds or an HTTP date; None when absent or unparseable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _discard(response: httpx.Response) -> None:
+    try:
+        response.read()
+    except httpx.HTTPError:
+        pass
+    finally:
+        response.close()
+
+
+def _path_of(path: str) -> str:
+    return urlsplit(path).path if "://" in path else path.split("?", 1)[0]
+
+
+def _one_line(e: BaseException) -> str:
+    return _one_line_str(str(e) or type(e).__name__)
+
+
+def _one_line_str(text: str) -> str:
+    return " ".join(text.split())

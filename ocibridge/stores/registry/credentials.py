@@ -1,0 +1,223 @@
+"""Registry credentials from Docker's config, and ``login`` / ``logout`` that write it.
+
+Lookup order for a host, as Docker does: ``credHelpers[host]``, then ``auths[host]``, then the
+``credsStore`` helper. Helpers are ``docker-credential-<name>`` programs speaking JSON on
+stdin/stdout (``get``, ``store``, ``erase``). Docker Hub's key is ``https://index.docker.io/v1/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...errors import OcibridgeError, RegistryError
+from ...fsutil import atomic_write_bytes
+
+DOCKER_HUB_KEY = "https://index.docker.io/v1/"
+HELPER_TIMEOUT = 30.0
+IDENTITY_TOKEN_USER = "<token>"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str = ""
+    identity_token: str | None = None
+
+
+def config_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """``DOCKER_CONFIG`` or ``~/.docker`` (the directory holding config.json)."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get("DOCKER_CONFIG")
+    return Path(env) if env else Path.home() / ".docker"
+
+
+def config_key(host: str) -> str:
+    """The key a host's entry has in ``auths`` and in helpers."""
+    if host in ("docker.io", "index.docker.io", "registry-1.docker.io"):
+        return DOCKER_HUB_KEY
+    return host
+
+
+def load_config(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    path = config_dir(directory) / "config.json"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise OcibridgeError(f"cannot read docker config {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise OcibridgeError(f"docker config {path} is not a JSON object")
+    return data
+
+
+def _auth_entry(auths: dict[str, Any], host: str) -> dict[str, Any] | None:
+    """An ``auths`` entry for the host, accepting the URL forms older clients wrote."""
+    key = config_key(host)
+    if isinstance(auths.get(key), dict):
+        return auths[key]
+    for name, entry in auths.items():
+        if not isinstance(entry, dict):
+            continue
+        bare = name.split("://", 1)[-1].split("/", 1)[0]
+        if bare == key or (key == DOCKER_HUB_KEY and bare in ("index.docker.io", "docker.io")):
+            return entry
+    return None
+
+
+def _decode_entry(entry: dict[str, Any], host: str) -> Credentials | None:
+    username, password = entry.get("username") or "", entry.get("password") or ""
+    if entry.get("auth"):
+        try:
+            raw = base64.b64decode(entry["auth"], validate=False).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            raise OcibridgeError(f"docker config: invalid auth for {host}") from None
+        username, sep, password = raw.partition(":")
+        if not sep:
+            raise OcibridgeError(f"docker config: invalid auth for {host} (no ':')")
+    token = entry.get("identitytoken") or None
+    if not username and not token:
+        return None
+    return Credentials(username, password, token)
+
+
+def run_helper(name: str, action: str, payload: str) -> str:
+    """Run ``docker-credential-<name> <action>`` with ``payload`` on stdin; its stdout."""
+    program = f"docker-credential-{name}"
+    try:
+        done = subprocess.run([program, action], input=payload.encode(), capture_output=True,
+                              timeout=HELPER_TIMEOUT, check=False)
+    except FileNotFoundError:
+        raise OcibridgeError(f"credential helper {program} not found on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise OcibridgeError(f"credential helper {program} {action} timed out") from None
+    out = done.stdout.decode("utf-8", "replace")
+    if done.returncode != 0:
+        message = (out or done.stderr.decode("utf-8", "replace")).strip()
+        if action == "get" and "credentials not found" in message.lower():
+            raise LookupError(message)
+        raise OcibridgeError(f"credential helper {program} {action} failed: {message[:200]}")
+    return out
+
+
+def _from_helper(name: str, host: str) -> Credentials | None:
+    try:
+        out = run_helper(name, "get", config_key(host))
+    except LookupError:
+        return None
+    try:
+        data = json.loads(out)
+        username, secret = data.get("Username") or "", data.get("Secret") or ""
+    except (ValueError, AttributeError):
+        raise OcibridgeError(f"credential helper docker-credential-{name}: bad output") from None
+    if not secret:
+        return None
+    if username == IDENTITY_TOKEN_USER:
+        return Credentials(username, "", secret)
+    return Credentials(username, secret)
+
+
+def get_credentials(host: str, directory: str | os.PathLike[str] | None = None) -> Credentials | None:
+    """Credentials for ``host`` from the docker config, or None (anonymous)."""
+    config = load_config(directory)
+    helpers = config.get("credHelpers") or {}
+    key = config_key(host)
+    helper = helpers.get(key) or helpers.get(host)
+    if helper:
+        return _from_helper(helper, host)
+    entry = _auth_entry(config.get("auths") or {}, host)
+    if entry is not None:
+        found = _decode_entry(entry, host)
+        if found is not None:
+            return found
+    store = config.get("credsStore")
+    if store:
+        return _from_helper(store, host)
+    return None
+
+
+def _helper_for(config: dict[str, Any], host: str) -> str | None:
+    helpers = config.get("credHelpers") or {}
+    return helpers.get(config_key(host)) or helpers.get(host) or config.get("credsStore")
+
+
+def _save_config(config: dict[str, Any], directory: str | os.PathLike[str] | None) -> Path:
+    path = config_dir(directory) / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    atomic_write_bytes(path, (json.dumps(config, indent="\t") + "\n").encode(), mode=0o600)
+    return path
+
+
+def store_credentials(host: str, username: str, password: str,
+                      directory: str | os.PathLike[str] | None = None) -> Path:
+    """Save credentials: in the host's helper if one is configured, else base64 in ``auths``."""
+    config = load_config(directory)
+    key = config_key(host)
+    helper = _helper_for(config, host)
+    if helper:
+        payload = json.dumps({"ServerURL": key, "Username": username, "Secret": password})
+        run_helper(helper, "store", payload)
+        auths = config.setdefault("auths", {})
+        if key not in auths:  # Docker records the host with an empty entry
+            auths[key] = {}
+    else:
+        token = base64.b64encode(f"{username}:{password}".encode()).decode()
+        entry = dict((config.setdefault("auths", {}).get(key)) or {})
+        entry.pop("identitytoken", None)
+        entry.update({"auth": token})
+        config["auths"][key] = entry
+    return _save_config(config, directory)
+
+
+def logout(host: str, directory: str | os.PathLike[str] | None = None) -> bool:
+    """Remove stored credentials for ``host``; False when there were none."""
+    config = load_config(directory)
+    key = config_key(host)
+    removed = False
+    helper = _helper_for(config, host)
+    if helper:
+        try:
+            run_helper(helper, "erase", key)
+            removed = True
+        except OcibridgeError:
+            removed = False
+    auths = config.get("auths") or {}
+    for name in [n for n in auths if n == key or n.split("://", 1)[-1].rstrip("/") == key]:
+        del auths[name]
+        removed = True
+    if removed:
+        _save_config(config, directory)
+    return removed
+
+
+def login(host: str, username: str, password: str, *, plain_http: bool = False,
+          insecure: bool = False, ca_file: str | None = None,
+          directory: str | os.PathLike[str] | None = None, **options: Any) -> Path:
+    """Check the credentials against the registry's ``/v2/``, then store them.
+
+    Returns the config file written. Raises RegistryError when the registry refuses them.
+    """
+    from .client import ClientOptions, RegistryClient
+
+    client = RegistryClient(host, ClientOptions(
+        plain_http=plain_http, insecure=insecure, ca_file=ca_file,
+        username=username, password=password, **options))
+    try:
+        # A scope-less token is what `docker login` asks for: it proves the credentials.
+        response = client.send("GET", "/v2/")
+        if response.status_code == 401:
+            raise RegistryError(f"login to {host} failed: the registry refused the credentials",
+                                401, "UNAUTHORIZED")
+        if response.status_code != 200:
+            raise client.error(response, "refused login")
+    finally:
+        client.close()
+    return store_credentials(host, username, password, directory)

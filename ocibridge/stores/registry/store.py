@@ -1,0 +1,324 @@
+"""RegistryStore: one repository of an OCI distribution registry, as a Store.
+
+Manifests go by ``/manifests/`` with the Accept list of every manifest type this project
+reads; everything fetched is verified against its digest. Referrers use the registry's API
+where it has one and the OCI 1.1 fallback tag (``sha256-<hex>``) where it does not, which
+this store also maintains when it pushes a manifest with a ``subject`` to such a registry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, BinaryIO
+from urllib.parse import urljoin
+
+import httpx
+
+from ...errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
+from ...oci.digest import VerifyingReader, is_digest, sha256_bytes, split_digest, verify_bytes
+from ...oci.mediatypes import ALL_MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
+from ...oci.models import Descriptor, Index, parse_manifest_bytes
+from ...oci.reference import check_tag
+from ..base import MAX_MANIFEST_BYTES, is_manifest
+from .blobs import BlobDownload, BlobUpload, BytesHook, Reopen, pull_scope, push_scopes
+from .client import RegistryClient, TransferStats
+
+ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
+TAGS_PAGE_SIZE = 1000
+MAX_TAG_PAGES = 10_000
+
+
+def fallback_tag(digest: str) -> str:
+    """The OCI 1.1 referrers tag schema: ``sha256:abc…`` → ``sha256-abc…``."""
+    algorithm, hexpart = split_digest(digest)
+    return f"{algorithm}-{hexpart}"[:128]
+
+
+class RegistryStore:
+    """A repository on a registry; thread-safe (one client, locked token cache)."""
+
+    def __init__(self, client: RegistryClient, repository: str, *,
+                 chunk_size: int | None = None, on_bytes: BytesHook | None = None,
+                 owns_client: bool = True):
+        self.client = client
+        self.host = client.host
+        self.repository = repository
+        self.chunk_size = chunk_size
+        self.on_bytes = on_bytes
+        self._owns_client = owns_client
+        self._referrers_api: bool | None = None
+        self._fallback_lock = threading.Lock()
+
+    # -- plumbing --------------------------------------------------------------------------
+    @property
+    def stats(self) -> TransferStats:
+        return self.client.stats
+
+    def describe(self) -> str:
+        return f"{self.host}/{self.repository}"
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> RegistryStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _path(self, kind: str, ref: str = "") -> str:
+        return f"/v2/{self.repository}/{kind}/{ref}" if ref else f"/v2/{self.repository}/{kind}/"
+
+    def _pull(self) -> tuple[str, ...]:
+        return (pull_scope(self.repository),)
+
+    def _send(self, method: str, path: str, *, push: bool = False, **kw: Any) -> httpx.Response:
+        scopes = push_scopes(self.repository) if push else self._pull()
+        return self.client.send(method, path, scopes=scopes, **kw)
+
+    def _fail(self, response: httpx.Response, push: bool = False) -> RegistryError:
+        verb = f"refused push to {self.repository}" if push else f"refused pull of {self.repository}"
+        return self.client.error(response, verb)
+
+    # -- reads -----------------------------------------------------------------------------
+    def exists(self, desc: Descriptor) -> bool:
+        manifest = is_manifest(desc)
+        path = self._path("manifests" if manifest else "blobs", desc.digest)
+        headers = {"Accept": ACCEPT_MANIFESTS} if manifest else None
+        response = self._send("HEAD", path, headers=headers)
+        if response.status_code == 404:
+            return False
+        if response.status_code != 200:
+            raise self._fail(response)
+        length = response.headers.get("content-length")
+        return not (length and length.isdigit() and int(length) != desc.size)
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        raw = BlobDownload(self.client, self.repository, desc, self.on_bytes)
+        return VerifyingReader(raw, desc.digest, desc.size)  # type: ignore[arg-type,return-value]
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        if desc.size > MAX_MANIFEST_BYTES:
+            raise OcibridgeError(f"{desc.digest}: {desc.size} bytes is too large to read whole")
+        if is_manifest(desc):
+            data, _ = self._get_manifest(desc.digest)
+        else:
+            with self.open_blob(desc) as reader:
+                data = reader.read()
+        return verify_bytes(data, desc.digest, desc.size)
+
+    def _get_manifest(self, reference: str) -> tuple[bytes, httpx.Response]:
+        """GET a manifest, refusing bodies over the cap; verified when named by digest."""
+        path = self._path("manifests", reference)
+        response = self._send("GET", path, headers={"Accept": ACCEPT_MANIFESTS}, stream=True)
+        try:
+            if response.status_code == 404:
+                response.read()
+                raise NotFound(f"{self.describe()}: manifest {reference} not found")
+            if response.status_code != 200:
+                response.read()
+                raise self._fail(response)
+            parts, total = [], 0
+            for chunk in response.iter_bytes():
+                total += len(chunk)
+                if total > MAX_MANIFEST_BYTES:
+                    raise OcibridgeError(f"{self.describe()}: manifest {reference} is too large")
+                parts.append(chunk)
+        except httpx.TransportError as e:
+            raise RegistryError(f"registry {self.host}: reading manifest {reference}: {e}") from e
+        finally:
+            response.close()
+        data = b"".join(parts)
+        if is_digest(reference):
+            verify_bytes(data, reference, what="manifest")
+        return data, response
+
+    def resolve(self, reference: str) -> Descriptor:
+        """HEAD the manifest for its digest, type and size; GET when the registry omits them."""
+        path = self._path("manifests", reference)
+        response = self._send("HEAD", path, headers={"Accept": ACCEPT_MANIFESTS})
+        if response.status_code == 404:
+            raise NotFound(f"{self.describe()}:{reference}: manifest not found")
+        if response.status_code != 200:
+            raise self._fail(response)
+        digest = response.headers.get("docker-content-digest")
+        media_type = _media_type(response.headers.get("content-type"))
+        length = response.headers.get("content-length", "")
+        if digest and is_digest(digest) and media_type in ALL_MANIFEST_TYPES and length.isdigit():
+            if is_digest(reference) and digest != reference:
+                raise DigestMismatch(f"{self.describe()}@{reference}: registry answered {digest}")
+            return Descriptor(mediaType=media_type, digest=digest, size=int(length))
+        data, got = self._get_manifest(reference)
+        digest = reference if is_digest(reference) else sha256_bytes(data)
+        media_type = _media_type(got.headers.get("content-type"))
+        if media_type not in ALL_MANIFEST_TYPES:
+            media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
+        return Descriptor(mediaType=media_type, digest=digest, size=len(data))
+
+    def tags(self) -> list[str]:
+        """Every tag, following ``Link: <…>; rel="next"`` pages."""
+        names: list[str] = []
+        url: str | None = self._path("tags", "list")
+        params: dict[str, str] | None = {"n": str(TAGS_PAGE_SIZE)}
+        for _ in range(MAX_TAG_PAGES):
+            if url is None:
+                break
+            response = self._send("GET", url, params=params)
+            if response.status_code == 404 and not names:
+                return []
+            if response.status_code != 200:
+                raise self._fail(response)
+            try:
+                names.extend(response.json().get("tags") or [])
+            except (ValueError, AttributeError) as e:
+                raise RegistryError(f"registry {self.host}: bad tag list: {e}") from None
+            url = _next_link(response)
+            if url is not None:
+                url = urljoin(str(response.url), url)
+            params = None
+        return sorted(set(names))
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        index = self._referrers_from_api(desc, artifact_type)
+        if index is None:
+            index = self._fallback_index(desc.digest)
+        found = index.manifests if index else []
+        if artifact_type:
+            found = [d for d in found if d.artifactType == artifact_type]
+        return found
+
+    def _referrers_from_api(self, desc: Descriptor, artifact_type: str | None) -> Index | None:
+        if self._referrers_api is False:
+            return None
+        params = {"artifactType": artifact_type} if artifact_type else None
+        response = self._send("GET", self._path("referrers", desc.digest), params=params,
+                              headers={"Accept": OCI_INDEX})
+        kind = _media_type(response.headers.get("content-type"))
+        if response.status_code == 200 and kind == OCI_INDEX:
+            self._referrers_api = True
+            parsed = parse_manifest_bytes(response.content, OCI_INDEX)
+            return parsed if isinstance(parsed, Index) else None
+        if response.status_code in (404, 405, 400):
+            self._referrers_api = False
+            return None
+        raise self._fail(response)
+
+    def _fallback_index(self, digest: str) -> Index | None:
+        try:
+            data, _ = self._get_manifest(fallback_tag(digest))
+        except NotFound:
+            return None
+        parsed = parse_manifest_bytes(data, OCI_INDEX)
+        return parsed if isinstance(parsed, Index) else None
+
+    # -- writes ----------------------------------------------------------------------------
+    def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
+        """Upload unless present. ``reopen`` (or a seekable reader) lets an interrupted upload
+        restart or resume; ``chunk_size`` (store option) selects PATCH uploads."""
+        if self.exists(desc):
+            self.stats.add(blobs_skipped=1)
+            return
+        BlobUpload(self.client, self.repository, desc, reader, chunk_size=self.chunk_size,
+                   reopen=reopen, on_bytes=self.on_bytes).run()
+
+    def mount_from(self, desc: Descriptor, src: object) -> bool:
+        """Cross-repository mount from ``src`` on the same registry; False to fall back."""
+        if not isinstance(src, RegistryStore) or src.client.base != self.client.base:
+            return False
+        if src.repository == self.repository or is_manifest(desc):
+            return False
+        scopes = (*push_scopes(self.repository), pull_scope(src.repository))
+        response = self.client.send(
+            "POST", self._path("blobs", "uploads/"), scopes=scopes, content=b"",
+            params={"mount": desc.digest, "from": src.repository})
+        if response.status_code == 201:
+            self.stats.add(blobs_mounted=1)
+            return True
+        if response.status_code == 202 and response.headers.get("location"):
+            location = str(response.url.join(response.headers["location"]))
+            with contextlib.suppress(RegistryError):
+                self.client.send("DELETE", location, scopes=scopes, retry=False)
+            return False
+        if response.status_code in (401, 403, 404):
+            return False  # no right to read the source: the copy streams it instead
+        raise self._fail(response, push=True)
+
+    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        verify_bytes(data, desc.digest, desc.size, what="manifest")
+        if tag is not None:
+            check_tag(tag)
+        response = self._put_manifest(desc, data, tag or desc.digest)
+        subject = _subject_of(data, desc.mediaType)
+        if subject is not None and not response.headers.get("oci-subject"):
+            self._add_to_fallback(subject, desc, data)
+
+    def _put_manifest(self, desc: Descriptor, data: bytes, reference: str) -> httpx.Response:
+        response = self._send("PUT", self._path("manifests", reference), push=True, content=data,
+                              headers={"Content-Type": desc.mediaType})
+        if response.status_code not in (200, 201):
+            raise self._fail(response, push=True)
+        got = response.headers.get("docker-content-digest")
+        if got and got != desc.digest:
+            raise DigestMismatch(f"{self.describe()}: registry stored manifest {got}, "
+                                 f"sent {desc.digest}")
+        return response
+
+    def tag(self, desc: Descriptor, tag: str) -> None:
+        check_tag(tag)
+        data, _ = self._get_manifest(desc.digest)
+        self._put_manifest(desc, data, tag)
+
+    def _add_to_fallback(self, subject: Descriptor, desc: Descriptor, data: bytes) -> None:
+        """Add ``desc`` to the ``sha256-<hex>`` index (the registry has no referrers API)."""
+        manifest = parse_manifest_bytes(data, desc.mediaType)
+        kind = manifest.artifactType or getattr(getattr(manifest, "config", None), "mediaType", None)
+        entry = Descriptor(mediaType=desc.mediaType, digest=desc.digest, size=desc.size,
+                           artifactType=kind, annotations=manifest.annotations)
+        with self._fallback_lock:
+            index = self._fallback_index(subject.digest) or Index(mediaType=OCI_INDEX)
+            if any(m.digest == desc.digest for m in index.manifests):
+                return
+            index.manifests.append(entry)
+            body = index.to_json_bytes()
+            self._put_manifest(Descriptor.for_bytes(OCI_INDEX, body), body,
+                               fallback_tag(subject.digest))
+
+
+def _subject_of(data: bytes, media_type: str) -> Descriptor | None:
+    try:
+        return parse_manifest_bytes(data, media_type).subject
+    except OcibridgeError:
+        return None
+
+
+def _media_type(value: str | None) -> str:
+    return (value or "").split(";", 1)[0].strip()
+
+
+def _next_link(response: httpx.Response) -> str | None:
+    """The target of ``Link: <url>; rel="next"``, if any."""
+    for part in response.headers.get_list("link"):
+        for link in part.split(","):
+            if 'rel="next"' in link or "rel=next" in link:
+                start, end = link.find("<"), link.find(">")
+                if 0 <= start < end:
+                    return link[start + 1 : end]
+    return None
+
+
+def open_repository(ref: Any = None, **options: Any) -> RegistryStore:
+    """A RegistryStore for ``ref`` (a RegistryReference, or ``host`` + ``repository``)."""
+    from .client import ClientOptions
+
+    host = options.pop("host", None) or ref.registry
+    repository = options.pop("repository", None) or ref.repository
+    chunk_size = options.pop("chunk_size", None)
+    on_bytes = options.pop("on_bytes", None)
+    known = set(ClientOptions.__dataclass_fields__)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise OcibridgeError(f"unknown registry option(s): {', '.join(unknown)}")
+    client = RegistryClient(host, ClientOptions(**options))
+    return RegistryStore(client, repository, chunk_size=chunk_size, on_bytes=on_bytes)
