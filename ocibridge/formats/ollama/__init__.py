@@ -14,6 +14,7 @@ from .exporter import export_ollama
 from .gguf_header import GGUFHeader, read_gguf_header
 from .manifest import parse_ollama_manifest
 from .mapping import ANNOTATION_MANIFEST_DIGEST, ANNOTATION_NAME, CONFIG_FILE, MANIFEST_FILE
+from .mount import premount
 from .names import OllamaName, default_models_dir, parse_ollama_name
 from .reader import read_ollama
 from .store import OllamaStore
@@ -24,7 +25,7 @@ LOCAL_SCHEME = "ollama:"
 __all__ = [
     "ANNOTATION_MANIFEST_DIGEST", "ANNOTATION_NAME", "CONFIG_FILE", "MANIFEST_FILE",
     "GGUFHeader", "OllamaName", "OllamaStore", "export_ollama", "open_ollama_target",
-    "parse_ollama_manifest", "parse_ollama_name", "read_gguf_header", "read_ollama",
+    "parse_ollama_manifest", "parse_ollama_name", "premount", "read_gguf_header", "read_ollama",
 ]
 
 
