@@ -8,20 +8,23 @@
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .copy import DEFAULT_CONCURRENCY, CopyStats, ProgressFn, copy
-from .errors import OcibridgeError, SourceError
+from .errors import NotFound, OcibridgeError, SourceError
 from .formats.directory import read_directory
-from .modelpack.builder import ARTIFACT_TAG, BuildOptions, build
+from .modelpack import digestcache
+from .modelpack.builder import ARTIFACT_TAG, BuildOptions, build, plan_layers
 from .modelpack.extract import ExtractResult, extract
 from .modelpack.inspect import inspect as inspect_artifact
 from .modelpack.package import ModelPackage
 from .modelpack.validate import validate as validate_artifact
-from .oci.mediatypes import Kind
+from .oci.mediatypes import Kind, Variant
 from .oci.models import Descriptor
+from .stores.base import can_ingest
 from .targets import (
     StoreTarget,
     archive_format,
@@ -144,10 +147,12 @@ def push(
         name=name,
         transfer=transfer,
     )
-    artifact = build(package, build_options)
+    build_options = build_options or BuildOptions()
     if dest is None:
         dest = f"oci:{default_store_path()}:{default_tag(package)}"
     target = open_store_target(dest, for_write=True, **transfer.registry_options())
+    ingested = _ingest_new_files(package, build_options, target, transfer.concurrency, progress)
+    artifact = build(package, build_options)
     stats = copy(
         artifact,
         ARTIFACT_TAG,
@@ -156,7 +161,58 @@ def push(
         concurrency=transfer.concurrency,
         progress=progress,
     )
+    stats.add(blobs_copied=ingested.blobs_copied, bytes_copied=ingested.bytes_copied)
+    stats.blobs_skipped -= ingested.blobs_copied
     return PushResult(_pinned(target, artifact.descriptor), artifact.descriptor, stats)
+
+
+def _tag_exists(target: StoreTarget) -> bool:
+    if target.tag is None:
+        return True
+    try:
+        target.store.resolve(target.tag)
+    except NotFound:
+        return False
+    return True
+
+
+def _ingest_new_files(
+    package: ModelPackage,
+    options: BuildOptions,
+    target: StoreTarget,
+    concurrency: int,
+    progress: ProgressFn | None,
+) -> CopyStats:
+    """Upload raw files whose digest nobody knows yet while hashing them: one read per byte.
+
+    Only for a new tag: when the tag exists (a re-push or an update) files are hashed first so
+    that blobs the destination already holds are skipped by a HEAD instead of re-sent.
+    """
+    stats = CopyStats()
+    if not can_ingest(target.store) or _tag_exists(target):
+        return stats
+    pending = [
+        layer.files[0]
+        for layer in plan_layers(package, options)
+        if layer.variant is Variant.RAW and layer.files[0].digest is None
+    ]
+
+    def ingest(f) -> None:
+        with f.open() as reader:
+            digest, size = target.store.ingest_blob(reader)  # type: ignore[attr-defined]
+        if size != f.size:
+            raise SourceError(f"{f.path}: size changed while reading ({f.size} → {size})")
+        f.digest = digest
+        if f.source_path is not None:
+            digestcache.remember(f.source_path, digest)
+        stats.add(blobs_copied=1, bytes_copied=size)
+        if progress:
+            progress("done", Descriptor(mediaType="application/octet-stream", digest=digest, size=size), size)
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="ingest") as pool:
+        for future in [pool.submit(ingest, f) for f in pending]:
+            future.result()
+    return stats
 
 
 def _pinned(target: StoreTarget, desc: Descriptor) -> str:

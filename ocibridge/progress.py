@@ -25,6 +25,7 @@ class ProgressBar:
         )
         self._lock = threading.Lock()
         self._seen: set[str] = set()
+        self._finished: set[str] = set()
 
     def __call__(self, event: str, desc: Descriptor, nbytes: int) -> None:
         with self._lock:
@@ -32,7 +33,8 @@ class ProgressBar:
                 self._seen.add(desc.digest)
                 self._bar.total += desc.size
                 self._bar.refresh()
-            if event in ("done", "skip", "mount"):
+            if event in ("done", "skip", "mount") and desc.digest not in self._finished:
+                self._finished.add(desc.digest)
                 self._bar.update(nbytes)
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from ..oci.digest import is_digest, sha256_bytes
 from ..oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family, Kind, Variant
 from ..oci.models import Descriptor, Manifest
 from ..streams import IterReader
+from . import digestcache
 from .config import parse_config
 from .package import ModelFile, ModelPackage, env_epoch
 from .packing import compress, file_chunks, tar_chunks
@@ -138,6 +139,8 @@ def _describe_layer(layer: PlannedLayer, family: Family) -> None:
                 h.update(chunk)
                 size += len(chunk)
             digest = "sha256:" + h.hexdigest()
+            if single.source_path is not None and size == single.size:
+                digestcache.remember(single.source_path, digest)
         if size != single.size:
             raise SourceError(f"{single.path}: size changed while reading ({single.size} → {size})")
         diff_id = digest

@@ -32,6 +32,7 @@ class ModelFile:
     link_target: str | None = None  # a symlink inside the model (packed in a tar layer)
     layer: str | None = None  # files sharing a layer name go into one tar layer
     variant: Variant | None = None  # override of the layer variant for this file
+    source_path: Path | None = None  # the file on disk, when there is one (digest cache key)
 
     def __post_init__(self) -> None:
         self.path = safe_relpath(self.path, "model file path")
@@ -44,13 +45,17 @@ class ModelFile:
 
     @classmethod
     def from_path(cls, rel: str, source: Path, kind: Kind, **kw: Any) -> ModelFile:
+        from . import digestcache
+
         st = source.stat()
+        kw.setdefault("digest", digestcache.lookup(source))
         return cls(
             path=rel,
             kind=kind,
             size=st.st_size,
             opener=lambda: open(source, "rb"),
             mode=st.st_mode,
+            source_path=source,
             **kw,
         )
 

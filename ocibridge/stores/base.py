@@ -61,3 +61,9 @@ class Store(Protocol):
 
 def is_manifest(desc: Descriptor) -> bool:
     return desc.mediaType in ALL_MANIFEST_TYPES
+
+
+def can_ingest(store: object) -> bool:
+    """Stores that accept a blob of unknown digest (hash while writing) offer ``ingest_blob``:
+    ``ingest_blob(reader) -> (digest, size)``. Pushes use it to read each new file only once."""
+    return callable(getattr(store, "ingest_blob", None))

@@ -11,13 +11,14 @@ import contextlib
 import fcntl
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import NotFound, OcibridgeError
-from ..fsutil import atomic_write_bytes, atomic_writer
-from ..oci.digest import CHUNK, VerifyingReader, is_digest, split_digest, verify_bytes
+from ..fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer
+from ..oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verify_bytes
 from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ..oci.models import Descriptor, Index, parse_manifest_bytes
 from ..oci.reference import check_tag
@@ -84,6 +85,23 @@ class LayoutStore:
             while chunk := checked.read(CHUNK):
                 out.write(chunk)
             checked.verify()
+
+    def ingest_blob(self, reader: BinaryIO) -> tuple[str, int]:
+        """Store a blob whose digest is not known yet, hashing while writing (one pass)."""
+        hashing = HashingReader(reader)
+        tmp_dir = self.root / "blobs" / "sha256"
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=tmp_dir)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while chunk := hashing.read(CHUNK):
+                    out.write(chunk)
+            os.replace(tmp, self.blob_path(hashing.digest))
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        return hashing.digest, hashing.size
 
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
         verify_bytes(data, desc.digest, desc.size, what="manifest")

@@ -1,0 +1,82 @@
+"""A cache of file digests keyed by identity and change time, so a re-push of an unchanged
+multi-GB model does not read its files at all (the registry's HEAD answers for them).
+
+Keyed by (path, device, inode, size, mtime_ns, ctime_ns): any write to the file changes
+ctime, so a stale entry can only come from deliberately forged timestamps — and even then the
+destination's digest verification during the copy refuses the content. ``OCIBRIDGE_DIGEST_CACHE=0``
+turns it off; ``OCIBRIDGE_CACHE_DIR`` moves it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from pathlib import Path
+
+ENV_SWITCH = "OCIBRIDGE_DIGEST_CACHE"
+ENV_DIR = "OCIBRIDGE_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    if os.environ.get(ENV_DIR):
+        return Path(os.environ[ENV_DIR])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ocibridge"
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_SWITCH, "1") not in ("0", "false", "no", "off")
+
+
+def _key(path: Path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _connect() -> sqlite3.Connection | None:
+    try:
+        directory = cache_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(directory / "digests.sqlite", timeout=5)
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS digests (path TEXT, dev INTEGER, ino INTEGER, size INTEGER,"
+            " mtime INTEGER, ctime INTEGER, digest TEXT, PRIMARY KEY (path, dev, ino, size, mtime, ctime))"
+        )
+        return conn
+    except (OSError, sqlite3.Error):
+        return None  # a cache that cannot be opened is simply not used
+
+
+def lookup(path: Path) -> str | None:
+    if not enabled():
+        return None
+    key = _key(path)
+    conn = _connect() if key else None
+    if conn is None:
+        return None
+    with contextlib.closing(conn):
+        try:
+            row = conn.execute(
+                "SELECT digest FROM digests WHERE path=? AND dev=? AND ino=? AND size=? AND mtime=? AND ctime=?",
+                key,
+            ).fetchone()
+        except sqlite3.Error:
+            return None
+    return row[0] if row else None
+
+
+def remember(path: Path, digest: str) -> None:
+    if not enabled():
+        return
+    key = _key(path)
+    conn = _connect() if key else None
+    if conn is None:
+        return
+    with contextlib.closing(conn), contextlib.suppress(sqlite3.Error):
+        conn.execute("DELETE FROM digests WHERE path=?", (key[0],))
+        conn.execute("INSERT OR REPLACE INTO digests VALUES (?,?,?,?,?,?,?)", (*key, digest))
+        conn.commit()
