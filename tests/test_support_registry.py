@@ -32,6 +32,7 @@ from support import (
     write_tiny_image,
 )
 from support.registry import ExternalRegistry, registry_binary
+from support.token_server import REGISTRY_LEEWAY
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
@@ -209,18 +210,29 @@ def test_token_server_grants_only_what_policy_allows(token_registry) -> None:
                      headers={"Authorization": f"Bearer {catalog}"}).status_code == 200
 
 
-def test_token_lifetime_is_configurable(token_registry) -> None:
+def test_token_expires_at_the_registry_when_expires_in_says(token_registry) -> None:
+    """expires_in is real: the registry accepts the token at once and refuses it after."""
     ts = token_registry.token_server
     saved = ts.expires_in
-    ts.expires_in = 2
+    ts.expires_in = 1
     try:
-        answer = httpx.get(token_registry.realm, params={"service": token_registry.service},
+        answer = httpx.get(token_registry.realm,
+                           params={"service": token_registry.service,
+                                   "scope": "repository:team/expiry:pull"},
                            auth=(token_registry.username, token_registry.password)).json()
     finally:
         ts.expires_in = saved
-    assert answer["expires_in"] == 2
-    claims = jwt_claims(answer["token"])
-    assert claims["exp"] - claims["iat"] == 2
+    assert answer["expires_in"] == 1
+    headers = {"Authorization": f"Bearer {answer['token']}"}
+    url = f"{token_registry.url}/v2/team/expiry/tags/list"
+    fresh = httpx.get(url, headers=headers)
+    assert fresh.status_code == 404  # authorized; the repository just does not exist
+    expires_at = jwt_claims(answer["token"])["exp"] + REGISTRY_LEEWAY
+    assert 0.8 <= expires_at - time.time() <= 2.1
+    time.sleep(max(0.0, expires_at - time.time()) + 0.1)
+    stale = httpx.get(url, headers=headers)
+    assert stale.status_code == 401
+    assert 'error="invalid_token"' in stale.headers["WWW-Authenticate"]
 
 
 def test_token_server_oauth_post_and_refresh(token_registry) -> None:

@@ -12,6 +12,7 @@ import base64
 import binascii
 import fnmatch
 import json
+import math
 import threading
 import time
 import uuid
@@ -28,6 +29,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from .certs import SigningKey
 
 ALL_ACTIONS = frozenset({"pull", "push", "delete", "*"})
+# distribution 2.8 accepts a JWT until `exp` + 60 s (clock-skew leeway); see TokenServer.enforce_expiry
+REGISTRY_LEEWAY = 60
 
 
 @dataclass
@@ -92,12 +95,16 @@ class TokenServer:
         issuer: str = "ocibridge-test-token-server",
         expires_in: int = 300,
         anonymous: User | None = None,
+        enforce_expiry: bool = True,
     ) -> None:
         self.signing_key = signing_key
         self.users = users
         self.service = service
         self.issuer = issuer
         self.expires_in = expires_in  # may be changed between tests
+        # Backdate `exp` by the registry's leeway so the registry really refuses a token once
+        # `expires_in` has passed: a client that ignores expiry then sees 401 invalid_token.
+        self.enforce_expiry = enforce_expiry
         self.anonymous = anonymous or User(password="", rules=[])
         self._lock = threading.Lock()
         self._requests: list[TokenRequest] = []
@@ -156,8 +163,11 @@ class TokenServer:
 
     def issue(self, account: str | None, granted: list[Scope]) -> dict[str, object]:
         """Sign a JWT for `granted` and return the token endpoint's JSON answer."""
-        now = int(time.time())
+        clock = time.time()
+        now = int(clock)
         expires_in = int(self.expires_in)
+        expires_at = math.ceil(clock + expires_in)  # valid for at least expires_in seconds
+        exp = expires_at - REGISTRY_LEEWAY if self.enforce_expiry else expires_at
         header = {
             "typ": "JWT",
             "alg": "ES256",
@@ -168,7 +178,7 @@ class TokenServer:
             "iss": self.issuer,
             "sub": account or "",
             "aud": self.service,
-            "exp": now + expires_in,
+            "exp": exp,
             "nbf": now - 1,
             "iat": now,
             "jti": uuid.uuid4().hex,
