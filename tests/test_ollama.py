@@ -443,3 +443,12 @@ def test_api_push_and_pull_with_ollama_names(tmp_path, monkeypatch):
     api.pull(f"oci:{tmp_path / 'layout'}:tiny", "ollama:me/copy:v1")
     original = src / "manifests/registry.ollama.ai/library/tiny/q8"
     assert (src / "manifests/registry.ollama.ai/me/copy/v1").read_bytes() == original.read_bytes()
+
+
+def test_names_match_the_store_case_insensitively(tmp_path):
+    """Ollama compares names ignoring case; some versions wrote lowercase directories."""
+    src = tmp_path / "models"
+    gguf_store(src, tmp_path, model="tiny", tag="q8")
+    store = OllamaStore(src, parse_ollama_name("Library/TINY:Q8"))
+    assert store.tags() == ["q8"]
+    assert read_ollama(store, "Q8").config["format"] == "gguf"

@@ -130,3 +130,14 @@ def test_failed_export_to_registry_pushes_no_manifest(registry, served, tmp_path
         export_ollama(layout, layout.resolve("v1"), dest)
     with pytest.raises(NotFound):
         dest.store.resolve("latest")
+
+
+def test_ollama_registry_model_pulled_into_local_store(registry, served, tmp_path):
+    """`ocibridge pull ollama://HOST/NAME ollama:NAME`: an Ollama manifest is copied as it is."""
+    src, _, model = served
+    origin = open_ollama_target(f"ollama://{registry.host}/library/{model}:latest")
+    out = tmp_path / "local"
+    dst = OllamaStore(out, parse_ollama_name("tiny"), create=True)
+    export_ollama(origin.store, origin.store.resolve("latest"),
+                  StoreTarget(dst, "latest", "latest", "ollama:tiny"))
+    assert snapshot(out) == snapshot(src)

@@ -49,13 +49,27 @@ class OllamaStore:
     # -- paths -------------------------------------------------------------------------------
     @property
     def model_dir(self) -> Path:
+        """Exact case for writing; an existing directory that differs only in case is used as
+        it is, since Ollama compares names case-insensitively (and some versions lowercase)."""
         n = self.name
-        return self.root / "manifests" / n.host / n.namespace / n.model
+        exact = self.root / "manifests" / n.host / n.namespace / n.model
+        if exact.is_dir():
+            return exact
+        found = self.root / "manifests"
+        for part in (n.host, n.namespace, n.model):
+            found = _case_insensitive_child(found, part)
+            if found is None:
+                return exact
+        return found
 
     def manifest_path(self, tag: str) -> Path:
         if not _TAG_RE.match(tag):
             raise OcibridgeError(f"invalid Ollama tag {tag!r}")
-        return self.model_dir / tag
+        folder = self.model_dir
+        exact = folder / tag
+        if exact.exists():
+            return exact
+        return _case_insensitive_child(folder, tag) or exact
 
     def blob_path(self, digest: str) -> Path:
         algorithm, hexpart = split_digest(digest)
@@ -190,3 +204,15 @@ class OllamaStore:
             raise
         finally:
             self._created = None
+
+
+def _case_insensitive_child(folder: Path, name: str) -> Path | None:
+    """The entry of ``folder`` whose name equals ``name`` ignoring case (not a link), if any."""
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for entry in sorted(entries, key=lambda e: e.name):
+        if entry.name.lower() == name.lower() and not entry.is_symlink():
+            return Path(entry.path)
+    return None
