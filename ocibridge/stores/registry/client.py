@@ -29,6 +29,10 @@ DOCKER_HUB_API = "registry-1.docker.io"
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5
+_DEFAULT_CODES = {
+    401: ("UNAUTHORIZED", "authentication required"),
+    403: ("DENIED", "requested access to the resource is denied"),
+}
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,10 @@ def is_loopback(host: str) -> bool:
 
 
 def base_url(host: str, options: ClientOptions) -> str:
-    """``http://`` for loopback (unless a CA is given) or with plain_http, else ``https://``."""
+    """``http://`` with plain_http, and for loopback unless a CA file or ``insecure`` asks for
+    TLS; ``https://`` everywhere else."""
     api_host = DOCKER_HUB_API if host == DOCKER_HUB else host
-    if options.plain_http or (is_loopback(host) and not options.ca_file):
+    if options.plain_http or (is_loopback(host) and not options.ca_file and not options.insecure):
         return f"http://{api_host}"
     return f"https://{api_host}"
 
@@ -228,6 +233,8 @@ class RegistryClient:
     def error(self, response: httpx.Response, action: str) -> RegistryError:
         """A RegistryError carrying the registry's OCI error code, as one line."""
         code, message = parse_error_body(response)
+        if code is None and response.status_code in _DEFAULT_CODES:  # HEAD answers have no body
+            code, message = _DEFAULT_CODES[response.status_code]
         text = f"registry {self.host} {action}: "
         text += f"{code}: {message}" if code else f"HTTP {response.status_code}"
         if not code and message:
