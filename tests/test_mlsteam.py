@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import zipfile
 from pathlib import Path
@@ -204,6 +205,9 @@ def test_sdk_archive_round_trips_through_a_layout(sdk_archive, tmp_path):
         assert {i.compress_type for i in zf.infolist()} == {zipfile.ZIP_DEFLATED}
         assert zf.testzip() is None
     assert not [p for p in out.parent.iterdir() if p != out]  # no temp files left
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # an ordinary file, not mkstemp's 0600
 
 
 def test_export_is_read_by_the_sdk(tmp_path):

@@ -36,6 +36,8 @@ from .reader import MAX_MANIFEST_BYTES
 
 #: The earliest time a zip can record; used for every entry so exports are reproducible.
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+#: Weights barely deflate; level 1 is several times faster than the default 6 on them.
+DEFAULT_COMPRESSLEVEL = 1
 #: A compressed tar layer may not expand beyond this many times its size (min 1 MiB).
 MAX_TAR_RATIO = 1000
 
@@ -89,8 +91,9 @@ def _drain(reader: BinaryIO) -> None:
 class _ZipWriter:
     """Writes entries with fixed metadata and records what it wrote for the final check."""
 
-    def __init__(self, zf: zipfile.ZipFile):
+    def __init__(self, zf: zipfile.ZipFile, compresslevel: int):
         self.zf = zf
+        self.compresslevel = compresslevel
         self.written: dict[str, _Written] = {}
 
     def add(self, path: str, mode: int, size: int, src: BinaryIO) -> None:
@@ -99,6 +102,8 @@ class _ZipWriter:
             raise SourceError(f"the artifact holds {path} twice")
         info = zipfile.ZipInfo(path, date_time=ZIP_EPOCH)
         info.compress_type = zipfile.ZIP_DEFLATED
+        # A ZipInfo of our own does not inherit the ZipFile's level (3.13 aliases this name).
+        info._compresslevel = self.compresslevel  # type: ignore[attr-defined]
         info.create_system = 3
         info.external_attr = (stat.S_IFREG | (0o755 if mode & 0o111 else 0o644)) << 16
         info.file_size = size  # lets zipfile choose zip64 up front for big files
@@ -161,9 +166,11 @@ def _write_tar_layer(store: Store, desc: Descriptor, variant: Variant, writer: _
         _drain(raw)
 
 
-def _write_entries(store: Store, manifest: Manifest, zf: zipfile.ZipFile) -> dict[str, _Written]:
+def _write_entries(
+    store: Store, manifest: Manifest, zf: zipfile.ZipFile, compresslevel: int
+) -> dict[str, _Written]:
     manifest_layer, manifest_json = _read_archive_manifest(store, manifest)
-    writer = _ZipWriter(zf)
+    writer = _ZipWriter(zf, compresslevel)
     writer.add(MANIFEST_NAME, 0o644, len(manifest_json), io.BytesIO(manifest_json))
     for layer in manifest.layers:
         if layer.digest == manifest_layer.digest and layer_path(layer) == MANIFEST_NAME:
@@ -208,7 +215,15 @@ def _temp_beside(final: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
-def export_mlarchive(store: Store, desc: Descriptor, out_path: Path) -> None:
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def export_mlarchive(
+    store: Store, desc: Descriptor, out_path: Path, *, compresslevel: int = DEFAULT_COMPRESSLEVEL
+) -> None:
     """Rebuild the ``.mlarchive`` an artifact holds at ``out_path`` (nothing there on failure)."""
     out_path = Path(out_path)
     if out_path.is_dir():
@@ -217,7 +232,10 @@ def export_mlarchive(store: Store, desc: Descriptor, out_path: Path) -> None:
     if not isinstance(manifest, Manifest):
         raise NotAnMlarchive(f"{desc.digest} is an index, not a model manifest; pick one by digest")
     with _temp_beside(out_path) as tmp:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            written = _write_entries(store, manifest, zf)
+        with zipfile.ZipFile(
+            tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=compresslevel
+        ) as zf:
+            written = _write_entries(store, manifest, zf, compresslevel)
         _check_written(tmp, written)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, out_path)
