@@ -252,3 +252,23 @@ def test_export_of_a_corrupt_blob_leaves_the_old_file(tmp_path):
         export_mlarchive(layout, layout.resolve("v1"), out)
     assert out.read_bytes() == b"previous export"
     assert [p.name for p in out.parent.iterdir()] == ["demo.mlarchive"]
+
+
+def test_forged_small_size_does_not_let_more_bytes_through(tmp_path):
+    """A central directory that under-declares an entry (so it passes the up-front limits):
+    the streaming reader yields no more than declared and the CRC check refuses it."""
+    archive = archive_with(tmp_path / "f.mlarchive", model_files=[("models/a/w.pt", b"\0" * (4 << 20))])
+    raw = bytearray(archive.read_bytes())
+    with zipfile.ZipFile(archive) as zf:
+        names = [i.filename for i in zf.infolist()]
+    cd = raw.find(b"PK\x01\x02")
+    for name in names:  # walk the central records to the weight's
+        n, m, k = struct.unpack_from("<3H", raw, cd + 28)
+        if name == "models/a/w.pt":
+            struct.pack_into("<L", raw, cd + 24, 1000)
+            break
+        cd += 46 + n + m + k
+    archive.write_bytes(bytes(raw))
+    sizes = {f.path: f.size for f in read_mlarchive(archive).files}
+    assert sizes["models/a/w.pt"] == 1000
+    attempt_push(archive, tmp_path / "layout", SourceError, r"models/a/w\.pt: corrupt entry data: Bad CRC")
