@@ -1,0 +1,304 @@
+"""``k8s modelcar``: a ModelPack artifact becomes an OCI image with its files under ``/models``.
+
+containerd mounts only images, and KServe's ModelCar convention reads ``/models``. The image
+has one uncompressed tar layer per artifact layer (so a weight file that did not change keeps
+its layer digest across versions), ``models/`` directory entries in every layer, fixed
+metadata (packing.py's conventions), and an image config whose diff_ids are the layer digests.
+The model's bytes are streamed from the store: once to hash, once to push (a remote source is
+spooled to a temporary file per layer instead of being downloaded twice).
+
+With ``index=True`` an image index holds one image manifest per platform (same layers, a
+config naming that platform) and the ModelPack manifest without a platform, so one reference
+serves CRI-O, containerd and ModelPack tools; see docs/kubernetes.md for the trade-off.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import zstandard
+
+from ..errors import OcibridgeError, UnsafePath
+from ..fsutil import link_stays_inside, safe_relpath
+from ..modelpack.extract import layer_mode, layer_path
+from ..modelpack.package import ModelFile, normalise_mode
+from ..modelpack.packing import BLOCK, RECORD, TAR_FORMAT, tar_member
+from ..oci.digest import CHUNK, sha256_chunks
+from ..oci.mediatypes import (
+    OCI_CONFIG,
+    OCI_INDEX,
+    OCI_LAYER_TAR,
+    OCI_MANIFEST,
+    Kind,
+    Variant,
+    family_of_artifact,
+    parse_layer_media_type,
+)
+from ..oci.models import Descriptor, ImageConfig, Index, Manifest, RootFS, parse_manifest_bytes
+from ..stores.base import Store
+from ..stores.layout import LayoutStore
+from ..streams import IterReader
+from .layers import MAX_EXPANSION_RATIO, Bounded
+from .runtime import parse_platform
+
+ROOT = "models"
+DEFAULT_PLATFORMS = ("linux/amd64", "linux/arm64")
+#: overlayfs and Docker cap layer counts near 125; more artifact layers are merged in order.
+MAX_IMAGE_LAYERS = 100
+SOURCE_ANNOTATION = "io.ocibridge.modelcar.source"
+MAX_TAR_ENTRIES = 1_000_000
+
+
+@dataclass
+class _Layer:
+    sources: list[Descriptor]
+    descriptor: Descriptor | None = None
+
+
+def build_modelcar(
+    store: Store,
+    reference: str,
+    *,
+    tag: str | None = None,
+    index: bool = False,
+    platforms: tuple[str, ...] = DEFAULT_PLATFORMS,
+) -> Descriptor:
+    """Write the image (or the index) into ``store`` and return its descriptor."""
+    if not platforms:
+        raise OcibridgeError("at least one platform is needed")
+    src_desc, src = _source(store, reference)
+    groups = _partition(src.layers)
+    spool = not isinstance(store, LayoutStore)
+    for layer in groups:
+        _build_layer(store, layer, spool)
+    layers = [g.descriptor for g in groups if g.descriptor]
+    chosen = platforms if index else platforms[:1]
+    manifests: list[Descriptor] = []
+    for text in chosen:
+        plat = parse_platform(text)
+        config = ImageConfig(
+            architecture=plat.architecture,
+            os=plat.os,
+            config={},
+            rootfs=RootFS(diff_ids=[d.digest for d in layers]),
+        )
+        if plat.variant:
+            config.variant = plat.variant  # type: ignore[attr-defined]
+        config_bytes = config.to_json_bytes()
+        config_desc = Descriptor.for_bytes(OCI_CONFIG, config_bytes)
+        store.push_blob(config_desc, io.BytesIO(config_bytes))
+        manifest = Manifest(
+            mediaType=OCI_MANIFEST,
+            config=config_desc,
+            layers=layers,
+            annotations={SOURCE_ANNOTATION: src_desc.digest},
+        )
+        data = manifest.to_json_bytes()
+        desc = Descriptor.for_bytes(OCI_MANIFEST, data)
+        store.push_manifest(desc, data, None if index else tag)
+        manifests.append(desc.model_copy(update={"platform": plat}))
+    if not index:
+        return manifests[0].model_copy(update={"platform": None})
+    entry = Descriptor(
+        mediaType=src_desc.mediaType,
+        digest=src_desc.digest,
+        size=src_desc.size,
+        artifactType=src.artifactType or _family(src).artifact_type,
+    )
+    top = Index(mediaType=OCI_INDEX, manifests=[*manifests, entry])
+    data = top.to_json_bytes()
+    desc = Descriptor.for_bytes(OCI_INDEX, data)
+    store.push_manifest(desc, data, tag)
+    return desc
+
+
+def _family(manifest: Manifest):
+    family = family_of_artifact(manifest.artifactType, manifest.config.mediaType)
+    if family is None:
+        raise OcibridgeError("not a ModelPack artifact (no cnai/cncf artifactType or config)")
+    return family
+
+
+def _source(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
+    """The ModelPack manifest ``reference`` names, directly or as an entry of an index."""
+    desc = store.resolve(reference)
+    doc = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    if isinstance(doc, Index):
+        entries = [
+            e for e in doc.manifests if e.artifactType and family_of_artifact(e.artifactType, None)
+        ]
+        if not entries:
+            raise OcibridgeError(f"{reference} is an index without a ModelPack manifest")
+        desc = entries[0]
+        doc = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    if not isinstance(doc, Manifest):
+        raise OcibridgeError(f"{reference}: nested index")
+    _family(doc)
+    return desc, doc
+
+
+def _partition(layers: list[Descriptor]) -> list[_Layer]:
+    if not layers:
+        raise OcibridgeError("the artifact has no layers")
+    count = min(len(layers), MAX_IMAGE_LAYERS)
+    size, extra = divmod(len(layers), count)
+    out, start = [], 0
+    for i in range(count):
+        end = start + size + (1 if i < extra else 0)
+        out.append(_Layer(layers[start:end]))
+        start = end
+    return out
+
+
+def _build_layer(store: Store, layer: _Layer, spool: bool) -> None:
+    """Hash the layer, then push it: from a second pass, or from a spooled copy."""
+    if not spool:
+        digest, size = sha256_chunks(_tar(store, layer.sources))
+        layer.descriptor = Descriptor(mediaType=OCI_LAYER_TAR, digest=digest, size=size)
+        if not store.exists(layer.descriptor):
+            store.push_blob(layer.descriptor, IterReader(_tar(store, layer.sources)))  # type: ignore[arg-type]
+        return
+    with tempfile.TemporaryFile(prefix=".ocibridge-modelcar-") as tmp:
+        digest, size = sha256_chunks(_tee(_tar(store, layer.sources), tmp))
+        layer.descriptor = Descriptor(mediaType=OCI_LAYER_TAR, digest=digest, size=size)
+        if not store.exists(layer.descriptor):
+            tmp.seek(0)
+            store.push_blob(layer.descriptor, tmp)  # type: ignore[arg-type]
+
+
+def _tee(chunks: Iterator[bytes], out) -> Iterator[bytes]:
+    for chunk in chunks:
+        out.write(chunk)
+        yield chunk
+
+
+# -- the tar stream -------------------------------------------------------------------------------
+class _Writer:
+    """Emits tar headers with packing.py's fixed metadata; ``models/`` parents come first."""
+
+    def __init__(self) -> None:
+        self.dirs: set[str] = set()
+        self.written = 0
+
+    def _out(self, data: bytes) -> bytes:
+        self.written += len(data)
+        return data
+
+    def header(self, info: tarfile.TarInfo) -> bytes:
+        return self._out(info.tobuf(TAR_FORMAT, "utf-8", "surrogateescape"))
+
+    def parents(self, path: str) -> Iterator[bytes]:
+        parts = path.split("/")[:-1]
+        for i in range(len(parts)):
+            yield from self.directory("/".join(parts[: i + 1]))
+
+    def directory(self, path: str) -> Iterator[bytes]:
+        if path in self.dirs:
+            return
+        yield from self.parents(path)
+        self.dirs.add(path)
+        info = tarfile.TarInfo(path)
+        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        yield self.header(info)
+
+    def body(self, src, size: int, what: str) -> Iterator[bytes]:
+        remaining = size
+        while remaining > 0:
+            data = src.read(min(CHUNK, remaining))
+            if not data:
+                raise OcibridgeError(f"{what}: content ended early")
+            remaining -= len(data)
+            yield self._out(data)
+        if size % BLOCK:
+            yield self._out(b"\0" * (BLOCK - size % BLOCK))
+
+    def end(self) -> bytes:
+        tail = b"\0" * (2 * BLOCK)
+        return self._out(tail + b"\0" * (-(self.written + len(tail)) % RECORD))
+
+
+def _tar(store: Store, sources: list[Descriptor]) -> Iterator[bytes]:
+    w = _Writer()
+    yield from w.directory(ROOT)
+    for desc in sources:
+        kind = parse_layer_media_type(desc.mediaType)
+        if kind is not None and kind.variant.is_tar:
+            yield from _retar(store, desc, kind.variant, w)
+        else:
+            yield from _raw(store, desc, w)
+    yield w.end()
+
+
+def _raw(store: Store, desc: Descriptor, w: _Writer) -> Iterator[bytes]:
+    name = layer_path(desc)
+    if name is None:
+        raise OcibridgeError(f"layer {desc.digest} has no file path annotation")
+    path = f"{ROOT}/{safe_relpath(name, 'layer file path')}"
+    yield from w.parents(path)
+    yield w.header(tar_member(ModelFile(path, Kind.WEIGHT, desc.size, mode=layer_mode(desc))))
+    with store.open_blob(desc) as src:
+        yield from w.body(src, desc.size, path)
+        if src.read(1):
+            raise OcibridgeError(f"{path}: blob longer than its descriptor")
+
+
+def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iterator[bytes]:
+    """Re-root a tar layer of the artifact under ``models/`` (entries keep their order)."""
+    with store.open_blob(desc) as raw:
+        stream = _decompressed(raw, variant, desc.size)
+        count = 0
+        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+            for member in tar:
+                count += 1
+                if count > MAX_TAR_ENTRIES:
+                    raise OcibridgeError("tar layer has too many entries (bomb limit)")
+                if member.name.strip("/") in ("", "."):
+                    continue
+                rel = safe_relpath(member.name.rstrip("/"), "tar entry")
+                path = f"{ROOT}/{rel}"
+                if member.isdir():
+                    yield from w.directory(path)
+                    continue
+                yield from w.parents(path)
+                if member.issym():
+                    if not link_stays_inside(rel, member.linkname):
+                        raise UnsafePath(f"{rel}: symlink points outside the model ({member.linkname})")
+                    yield w.header(tar_member(ModelFile(path, Kind.CODE, 0, link_target=member.linkname)))
+                elif member.isfile():
+                    info = tar_member(ModelFile(path, Kind.CODE, member.size, mode=member.mode))
+                    yield w.header(info)
+                    src = tar.extractfile(member)
+                    assert src is not None
+                    yield from w.body(src, member.size, path)
+                elif member.islnk():
+                    target = safe_relpath(member.linkname, "hard link target")
+                    info = tarfile.TarInfo(path)
+                    info.type, info.linkname, info.mtime = tarfile.LNKTYPE, f"{ROOT}/{target}", 0
+                    info.mode, info.uid, info.gid, info.uname, info.gname = (
+                        normalise_mode(member.mode), 0, 0, "", ""
+                    )
+                    yield w.header(info)
+                else:
+                    raise UnsafePath(f"{rel}: unsupported tar entry type in the artifact")
+        while stream.read(CHUNK):
+            pass
+        while raw.read(CHUNK):
+            pass
+
+
+def _decompressed(raw, variant: Variant, size: int):
+    if variant is Variant.TAR_GZIP:
+        stream = gzip.GzipFile(fileobj=raw, mode="rb")
+    elif variant is Variant.TAR_ZSTD:
+        stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+    else:
+        return raw
+    return Bounded(stream, max(size, 1 << 20) * MAX_EXPANSION_RATIO)
+

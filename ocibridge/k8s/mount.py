@@ -1,0 +1,81 @@
+"""``k8s mount``: lay out a directory exactly as the runtime would present the volume.
+
+CRI-O and an artifact: one file per named layer (the raw blob, mode 0644, tar layers not
+unpacked; the last of duplicate names wins). An image (CRI-O or containerd): its tar layers
+applied in order with whiteouts. Everything is staged in a temporary directory beside DIR,
+every blob is read to its end through the store's verifying reader, then DIR appears at once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..errors import OcibridgeError
+from ..fsutil import TEMP_PREFIX
+from ..oci.models import ImageConfig
+from ..stores.base import Store
+from .check import CRIO_BLOB_MODE, check
+from .layers import Tree, apply_layer
+from .runtime import DEFAULT_PLATFORM, Runtime, confine, crio_name, select
+
+
+def mount(
+    store: Store,
+    reference: str,
+    dest: str | os.PathLike[str],
+    runtime: str | Runtime,
+    *,
+    platform: str = DEFAULT_PLATFORM,
+) -> list[str]:
+    """Create ``dest`` (absent or empty) holding the volume; return the paths laid out."""
+    rt = Runtime.parse(runtime)
+    out = Path(dest)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise OcibridgeError(f"{out} exists and is not an empty directory")
+    result = check(store, reference, rt, platform=platform, read_layers=False)
+    if result.reasons:
+        raise OcibridgeError(f"{rt.value} would not mount {reference}: {result.reasons[0]}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out.parent))
+    try:
+        tree = Tree(staging)
+        sel = select(store, reference, platform)
+        if result.kind == "artifact":
+            _artifact(store, sel.manifest.layers, tree)
+        else:
+            _image(store, sel, tree)
+        tree.finish()
+        os.chmod(staging, 0o755)
+        if out.exists():
+            out.rmdir()
+        os.rename(staging, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [e.path for e in tree.sorted()]
+
+
+def _artifact(store: Store, layers, tree: Tree) -> None:
+    winners: dict[str, object] = {}
+    for layer in layers:
+        name = crio_name(layer)
+        if name is not None:
+            winners[confine(name)[0]] = layer
+    for path, layer in winners.items():
+        with store.open_blob(layer) as reader:  # type: ignore[arg-type]
+            tree.add_file(path, CRIO_BLOB_MODE, layer.size, reader)  # type: ignore[attr-defined]
+            if reader.read(1):
+                raise OcibridgeError(f"{path}: blob is longer than its descriptor says")
+
+
+def _image(store: Store, sel, tree: Tree) -> None:
+    config = ImageConfig.model_validate(json.loads(store.fetch_bytes(sel.manifest.config)))
+    for i, layer in enumerate(sel.manifest.layers):
+        diff_id = apply_layer(store, layer, tree)
+        if diff_id != config.rootfs.diff_ids[i]:
+            raise OcibridgeError(
+                f"layer {i} diff_id is {diff_id}, the config says {config.rootfs.diff_ids[i]}"
+            )
