@@ -452,3 +452,19 @@ def test_names_match_the_store_case_insensitively(tmp_path):
     store = OllamaStore(src, parse_ollama_name("Library/TINY:Q8"))
     assert store.tags() == ["q8"]
     assert read_ollama(store, "Q8").config["format"] == "gguf"
+
+
+@pytest.mark.parametrize("config", [[1, 2], {"model_families": "llama"}])
+def test_malformed_ollama_config(tmp_path, config):
+    src = tmp_path / "models"
+    write_store(src, ("registry.ollama.ai", "library", "tiny", "latest"),
+                [("template", b"{{ .Prompt }}", {})], config=None)
+    path = src / "manifests/registry.ollama.ai/library/tiny/latest"
+    doc = json.loads(path.read_bytes())
+    data = gojson(config)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    (src / "blobs" / digest.replace(":", "-")).write_bytes(data)
+    doc["config"] = {"mediaType": DOCKER_CONFIG, "digest": digest, "size": len(data)}
+    path.write_bytes(gojson(doc))
+    with pytest.raises(SourceError, match="Ollama config"):
+        read_ollama(OllamaStore(src, parse_ollama_name("tiny")), "latest")

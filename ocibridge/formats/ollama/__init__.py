@@ -12,7 +12,7 @@ from ...oci.reference import RegistryReference
 from ...targets import StoreTarget
 from .exporter import export_ollama
 from .gguf_header import GGUFHeader, read_gguf_header
-from .manifest import parse_ollama_manifest
+from .manifest import OllamaConfig, OllamaManifest, parse_ollama_manifest
 from .mapping import ANNOTATION_MANIFEST_DIGEST, ANNOTATION_NAME, CONFIG_FILE, MANIFEST_FILE
 from .mount import premount
 from .names import OllamaName, default_models_dir, parse_ollama_name
@@ -24,7 +24,7 @@ LOCAL_SCHEME = "ollama:"
 
 __all__ = [
     "ANNOTATION_MANIFEST_DIGEST", "ANNOTATION_NAME", "CONFIG_FILE", "MANIFEST_FILE",
-    "GGUFHeader", "OllamaName", "OllamaStore", "export_ollama", "open_ollama_target",
+    "GGUFHeader", "OllamaConfig", "OllamaManifest", "OllamaName", "OllamaStore", "export_ollama", "open_ollama_target",
     "parse_ollama_manifest", "parse_ollama_name", "premount", "read_gguf_header", "read_ollama",
 ]
 

@@ -35,7 +35,7 @@ from ...oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ...stores.base import MAX_MANIFEST_BYTES, Store
 from ...targets import StoreTarget
 from .gguf_header import read_gguf_header
-from .manifest import go_json, manifest_blobs, parse_ollama_manifest, render_manifest
+from .manifest import OllamaConfig, OllamaRootFS, go_json, manifest_blobs, parse_ollama_manifest, render_manifest
 from .mapping import MANIFEST_FILE
 from .names import DEFAULT_TAG
 
@@ -148,17 +148,17 @@ def _generic_plan(src: Store, files: dict[str, Descriptor], packed: list[str]) -
             )
             sources.append(desc)
     arch = header.architecture or ""
-    config = {
-        "model_format": "gguf",
-        "model_family": arch,
-        "model_families": [arch] if arch else None,
-        "model_type": header.param_size or "",
-        "file_type": header.quantization or "",
-        "architecture": "amd64",
-        "os": "linux",
-        "rootfs": {"type": "layers", "diff_ids": [layer["digest"] for layer in layers]},
-    }
-    config_bytes = go_json(config) + b"\n"
+    config = OllamaConfig(
+        model_format="gguf",
+        model_family=arch,
+        model_families=[arch] if arch else None,
+        model_type=header.param_size or "",
+        file_type=header.quantization or "",
+        architecture="amd64",
+        os="linux",
+        rootfs=OllamaRootFS(type="layers", diff_ids=[layer["digest"] for layer in layers]),
+    )
+    config_bytes = go_json(config.model_dump(exclude_none=True)) + b"\n"
     config_desc = {"mediaType": DOCKER_CONFIG, "digest": sha256_bytes(config_bytes),
                    "size": len(config_bytes)}
     return _Plan(render_manifest(config_desc, layers), sources, {config_desc["digest"]: config_bytes})

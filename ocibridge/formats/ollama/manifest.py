@@ -51,6 +51,49 @@ class OllamaManifest(BaseModel):
     layers: list[OllamaLayer]
 
 
+class OllamaRootFS(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "layers"
+    diff_ids: list[str] | None = None
+
+
+class OllamaConfig(BaseModel):
+    """The config blob (``application/vnd.docker.container.image.v1+json``), Ollama's ConfigV2.
+
+    ``architecture``/``os`` are the platform (``amd64``/``linux``), not the model's.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    model_format: str | None = None
+    model_family: str | None = None
+    model_families: list[str] | None = None
+    model_type: str | None = None  # the parameter size, e.g. "8.0B"
+    file_type: str | None = None  # the quantization, e.g. "Q4_K_M"
+    requires: str | None = None
+    capabilities: list[str] | None = None
+    context_length: int | None = None
+    architecture: str | None = None
+    os: str | None = None
+    rootfs: OllamaRootFS | None = None
+
+
+def parse_ollama_config(data: bytes, where: str = "Ollama config") -> OllamaConfig:
+    try:
+        doc = json.loads(data)
+    except ValueError as e:
+        raise SourceError(f"{where} is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise SourceError(f"{where} is not a JSON object")
+    try:
+        return OllamaConfig.model_validate(doc)
+    except PydanticValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise SourceError(f"malformed {where}: {loc}: {first['msg']}") from None
+
+
 @dataclass(frozen=True)
 class LayerType:
     """``application/vnd.ollama.image.tensor; name=a; dtype=F32`` → kind ``tensor`` + params."""

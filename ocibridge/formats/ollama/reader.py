@@ -24,6 +24,7 @@ from .manifest import (
     OllamaLayer,
     OllamaManifest,
     parse_layer_type,
+    parse_ollama_config,
     parse_ollama_manifest,
 )
 from .mapping import (
@@ -164,10 +165,9 @@ def read_ollama(store: Store, reference: str, name: OllamaName | None = None) ->
         cfg = manifest.config
         if cfg.size > MAX_MANIFEST_BYTES:
             raise SourceError(f"Ollama config {cfg.digest} is too large ({cfg.size} bytes)")
-        doc = _json_blob(store, cfg, "Ollama config")
-        if not isinstance(doc, dict):
-            raise SourceError(f"Ollama config {cfg.digest} is not a JSON object")
-        ollama_config = doc
+        parsed = parse_ollama_config(store.fetch_bytes(_descriptor(cfg)),
+                                     where=f"Ollama config {cfg.digest}")
+        ollama_config = parsed.model_dump(exclude_none=True)
         cdesc = _descriptor(cfg)
         files.append(
             ModelFile(CONFIG_FILE, Kind.WEIGHT_CONFIG, cfg.size, opener=_opener(store, cdesc),
