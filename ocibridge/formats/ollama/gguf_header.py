@@ -51,8 +51,12 @@ class GGUFHeader:
 
     @property
     def quantization(self) -> str | None:
-        """The file type name (``Q4_K_M``, ``F16``), else the dominant tensor type."""
-        import gguf
+        """The file type name (``Q4_K_M``, ``F16``), else the dominant tensor type.
+        Names come from ggml's tables in the ``gguf`` package; without it, None."""
+        try:
+            import gguf
+        except ImportError:
+            return None
 
         file_type = self.metadata.get("general.file_type")
         if isinstance(file_type, int) and not isinstance(file_type, bool):
