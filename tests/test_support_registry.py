@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -25,8 +26,10 @@ from support import (
     delay,
     drop_request,
     drop_response,
+    lose_response,
     new_repo,
     server_error,
+    status,
     too_many_requests,
     truncate,
     write_tiny_image,
@@ -193,9 +196,10 @@ def test_token_server_grants_only_what_policy_allows(token_registry) -> None:
     refused = httpx.post(f"{token_registry.url}/v2/other/x/blobs/uploads/",
                          headers={"Authorization": f"Bearer {token}"})
     assert refused.status_code == 401
-    assert 'scope="repository:other/x:pull,push",error="insufficient_scope"' in (
-        refused.headers["WWW-Authenticate"]
-    )
+    challenge = refused.headers["WWW-Authenticate"]
+    assert 'error="insufficient_scope"' in challenge
+    # distribution lists the wanted actions in map order: pull,push or push,pull
+    assert re.search(r'scope="repository:other/x:(pull,push|push,pull)"', challenge), challenge
     bob = ("bob", token_registry.password_of("bob"))
     assert jwt_claims(ask("repository:team/x:push,pull", bob).json()["token"])["access"] == [
         {"type": "repository", "name": "team/x", "actions": ["pull"]}
@@ -431,6 +435,30 @@ def test_proxy_drop_request_before_forwarding_allows_resume(fault_proxy: FaultPr
     chunked = fault_proxy.requests_matching("PATCH")[-1]
     assert chunked.headers.get("transfer-encoding") == "chunked"
     assert chunked.request_bytes == len(data) - 50_000
+
+
+def test_proxy_lose_response_after_registry_acted(fault_proxy: FaultProxy, registry,
+                                                  unique_repo, tmp_path: Path) -> None:
+    image = write_tiny_image(tmp_path / "layout")
+    with httpx.Client(base_url=fault_proxy.url) as client:
+        for digest, data in image.blobs.items():
+            if digest != image.manifest_digest:
+                push_blob(client, unique_repo, data)
+        fault_proxy.add("PUT", r"/manifests/", lose_response())
+        with pytest.raises(httpx.RemoteProtocolError):
+            client.put(f"/v2/{unique_repo}/manifests/v1", content=image.manifest,
+                       headers={"Content-Type": OCI_MANIFEST})
+    lost = fault_proxy.requests[-1]
+    assert (lost.action, lost.status, lost.upstream_status) == ("lose_response", None, 201)
+    got = httpx.get(f"{registry.url}/v2/{unique_repo}/manifests/v1", headers={"Accept": OCI_MANIFEST})
+    assert got.content == image.manifest
+
+
+def test_proxy_status_with_custom_headers(fault_proxy: FaultProxy) -> None:
+    fault_proxy.add(None, r"^/v2/$", status(503, retry_after=0.5, headers={"X-Fault": "yes"}))
+    resp = httpx.get(f"{fault_proxy.url}/v2/")
+    assert (resp.status_code, resp.headers["Retry-After"], resp.headers["X-Fault"]) == (503, "0.5", "yes")
+    assert fault_proxy.requests[-1].upstream_status is None  # never reached the registry
 
 
 def test_proxy_delay_trips_client_timeout(fault_proxy: FaultProxy) -> None:

@@ -8,6 +8,7 @@ registry's absolute `Location` headers are rewritten to point back at the proxy.
     proxy.add("GET", r"/blobs/sha256:", drop_response(after=1000))       # mid-blob disconnect
     proxy.add("PUT", r"/blobs/uploads/", status(429, retry_after=1), times=2)
     proxy.add("GET", r"/blobs/", corrupt(offset=0))                      # wrong digest
+    proxy.add("PUT", r"/manifests/", lose_response())                   # done, but unheard
 """
 
 from __future__ import annotations
@@ -82,6 +83,14 @@ class DropRequest:
 
 
 @dataclass(frozen=True)
+class LoseResponse:
+    """Forward the request, let the registry act on it, then close without answering:
+    the client cannot tell whether it happened (retries must be idempotent)."""
+
+    name: str = "lose_response"
+
+
+@dataclass(frozen=True)
 class Delay:
     """Wait `seconds` before forwarding (for client timeouts)."""
 
@@ -89,11 +98,12 @@ class Delay:
     name: str = "delay"
 
 
-Action = Status | DropResponse | Truncate | Corrupt | DropRequest | Delay
+Action = Status | DropResponse | Truncate | Corrupt | DropRequest | LoseResponse | Delay
 
 
-def status(code: int, retry_after: float | None = None, body: bytes = b"") -> Status:
-    return Status(code, retry_after, body)
+def status(code: int, retry_after: float | None = None, body: bytes = b"",
+           headers: dict[str, str] | None = None) -> Status:
+    return Status(code, retry_after, body, tuple((headers or {}).items()))
 
 
 def too_many_requests(retry_after: float = 1) -> Status:
@@ -122,6 +132,10 @@ def corrupt(offset: int = 0) -> Corrupt:
 
 def drop_request(after: int, forward: bool = True) -> DropRequest:
     return DropRequest(after, forward)
+
+
+def lose_response() -> LoseResponse:
+    return LoseResponse()
 
 
 def delay(seconds: float) -> Delay:
@@ -159,6 +173,7 @@ class RecordedRequest:
     headers: dict[str, str]  # lower-case names
     action: str | None = None
     status: int | None = None  # status sent to the client, None when cut before answering
+    upstream_status: int | None = None  # what the registry answered, if it was asked
     request_bytes: int = 0  # request body bytes read from the client
     response_bytes: int = 0  # response body bytes sent to the client
     upstream_location: str | None = None
@@ -420,6 +435,9 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
 
         def _relay(self, resp: http.client.HTTPResponse, rec: RecordedRequest,
                    action: Action | None) -> None:
+            rec.upstream_status = resp.status
+            if isinstance(action, LoseResponse):
+                raise _Cut("response lost by rule")
             no_body = self.command == "HEAD" or resp.status in (204, 304) or resp.status < 200
             length_header = resp.getheader("Content-Length")
             length = int(length_header) if length_header is not None else None
@@ -438,6 +456,8 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             rec.status = resp.status
             if no_body:
+                if isinstance(action, (DropResponse, Truncate)):
+                    raise _Cut("response cut by rule after the headers")
                 return
             stop_at: int | None = None
             if isinstance(action, DropResponse):
