@@ -1,0 +1,185 @@
+"""Targets of issue 8 checked against one run, and the Markdown report.
+
+The report is generated above a marker line; hand-written analysis below the marker in an
+existing ``docs/benchmarks.md`` is kept when the file is rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .proc import Series
+from .scenarios import Results
+
+MARKER = "<!-- end of generated results; hand-written notes below are kept on re-runs -->"
+RSS_LIMIT_MB = 100.0
+FLOOR = ("curl (floor)", "read+hash (floor)")
+
+
+@dataclass
+class Check:
+    target: str
+    measured: str
+    status: str  # PASS / FAIL / N/A
+
+
+def _ok(series: Series | None) -> bool:
+    return series is not None and bool(series.samples) and "error" not in series.extra
+
+
+def _ratio_check(results: Results, target: str, scenario: str, tool: str, base: str, limit: float,
+                 strict_less: bool = False) -> Check:
+    a, b = results.get(scenario, tool), results.get(scenario, base)
+    if not (_ok(a) and _ok(b)):
+        return Check(target, _why_missing(a, b), "N/A")
+    ratio = a.median / b.median
+    passed = ratio < limit if strict_less else ratio <= limit
+    return Check(target, f"{a.median:.2f} s / {b.median:.2f} s = **{ratio:.2f}×**", "PASS" if passed else "FAIL")
+
+
+def _why_missing(*series: Series | None) -> str:
+    for s in series:
+        if s is not None and "error" in s.extra:
+            return f"{s.label}: {s.extra['error']}"
+    return "not measured"
+
+
+def check_targets(results: Results, names: dict[str, str]) -> list[Check]:
+    one, multi, big = names["one"], names["multi"], names["big"]
+    checks = [
+        _ratio_check(results, f"push {one} ≤ 1.10× curl floor", f"push {one}", "ocibridge", "curl (floor)", 1.10),
+        _ratio_check(results, f"pull {one} (verified, to disk) ≤ 1.30× curl floor", f"pull {one}", "ocibridge",
+                     "curl (floor)", 1.30),
+    ]
+    for op in ("push", "pull"):
+        for peer in ("skopeo", "oras-py"):
+            peer_label = next((t for t in results.table.get(f"{op} {multi}", {}) if t.startswith(peer)), peer)
+            checks.append(_ratio_check(results, f"{op} {multi} faster than {peer_label}", f"{op} {multi}",
+                                       "ocibridge", peer_label, 1.0, strict_less=True))
+    checks.append(_rss_check(results))
+    for op in ("push", "pull"):
+        a, b = results.get(f"{op} {one}", "ocibridge"), results.get(f"{op} {big}", "ocibridge")
+        target = f"{op}: {big} uses the same memory as {one} (≤ +10 %)"
+        if _ok(a) and _ok(b):
+            checks.append(Check(target, f"{a.rss_mb:.0f} MB vs {b.rss_mb:.0f} MB",
+                                "PASS" if b.rss_mb <= a.rss_mb * 1.10 else "FAIL"))
+        else:
+            checks.append(Check(target, _why_missing(a, b), "N/A"))
+    checks.append(_zero_bytes(results, f"re-push {one}", "ocibridge",
+                              "re-push of an unchanged model uploads 0 blob bytes"))
+    checks.append(_zero_bytes(results, f"copy within a registry {multi}", "ocibridge",
+                              "copy within a registry uploads 0 blob bytes"))
+    carton = next((s for s in results.table if s.startswith("carton")), None)
+    if carton:
+        checks.append(_ratio_check(results, "carton → layout ≤ 1.20× read-and-hash floor", carton, "ocibridge",
+                                   "read+hash (floor)", 1.20))
+    checks += _linear_checks(results, names)
+    return checks
+
+
+def _rss_check(results: Results) -> Check:
+    worst: tuple[float, str] = (0.0, "")
+    for scenario, row in results.table.items():
+        for tool, series in row.items():
+            if tool.startswith("ocibridge") and _ok(series) and series.rss_mb > worst[0]:
+                worst = (series.rss_mb, f"{scenario} / {tool}")
+    if not worst[1]:
+        return Check(f"peak RSS ≤ {RSS_LIMIT_MB:.0f} MB in every ocibridge run", "not measured", "N/A")
+    return Check(f"peak RSS ≤ {RSS_LIMIT_MB:.0f} MB in every ocibridge run",
+                 f"worst {worst[0]:.0f} MB ({worst[1]})", "PASS" if worst[0] <= RSS_LIMIT_MB else "FAIL")
+
+
+def _zero_bytes(results: Results, scenario: str, tool: str, target: str) -> Check:
+    series = results.get(scenario, tool)
+    if not _ok(series):
+        return Check(target, _why_missing(series), "N/A")
+    logged = int(series.extra.get("registry blob bytes", -1))
+    claimed = series.extra.get("bytesCopied")
+    measured = f"registry log: {logged} B uploaded, {series.extra.get('mounts', 0)} mounts; ocibridge says {claimed} B"
+    return Check(target, measured, "PASS" if logged == 0 and claimed in (0, None) else "FAIL")
+
+
+def _linear_checks(results: Results, names: dict[str, str]) -> list[Check]:
+    """Per-file cost from few→mid files vs mid→many files: quadratic work shows as growth."""
+    out = []
+    counts = {k: int(names[k].removesuffix("files")) for k in ("few", "mid", "many")}
+    for tool in ("ocibridge pack (to layout)", "ocibridge push"):
+        s = {k: results.get(f"files {names[k]}", tool) for k in counts}
+        target = f"{tool}: time linear in file count ({counts['mid']} → {counts['many']} files)"
+        if not all(_ok(x) for x in s.values()):
+            out.append(Check(target, _why_missing(*s.values()), "N/A"))
+            continue
+        early = (s["mid"].median - s["few"].median) / (counts["mid"] - counts["few"])
+        late = (s["many"].median - s["mid"].median) / (counts["many"] - counts["mid"])
+        ratio = late / early if early > 0 else float("inf")
+        out.append(Check(target, f"{early * 1e6:.0f} µs/file then {late * 1e6:.0f} µs/file ({ratio:.2f}×; "
+                                 f"{s['few'].median:.2f} / {s['mid'].median:.2f} / {s['many'].median:.2f} s)",
+                         "PASS" if ratio <= 1.3 else "FAIL"))
+    return out
+
+
+def _fmt_series(series: Series, floor: Series | None) -> list[str]:
+    if "error" in series.extra and not series.samples:
+        return [series.label, "—", "—", "—", "—", f"not run: {series.extra['error']}"]
+    lo, hi = series.spread
+    ratio = f"{series.median / floor.median:.2f}×" if _ok(floor) and floor is not series else ""
+    notes = []
+    for key in ("bytesCopied", "registry blob bytes", "mounts"):
+        if key in series.extra:
+            notes.append(f"{key} {series.extra[key]}")
+    if "error" in series.extra:
+        notes.append(f"failed: {series.extra['error']}")
+    return [series.label, f"{series.median:.2f}", f"{lo:.2f}–{hi:.2f}", ratio, f"{series.rss_mb:.0f}",
+            "; ".join(notes)]
+
+
+def _table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def render(results: Results, checks: list[Check], meta: dict[str, str]) -> str:
+    lines = ["# Benchmarks", "",
+             "Generated by `bench/run.py` (the peers, the floor and the targets are those of issue 8). "
+             "Every time is the median of the repetitions with the spread (min–max); ratios are of "
+             "medians; peak RSS is the maximum `ru_maxrss` of the tool's own process tree "
+             "(from `os.wait4`) over the repetitions. Every push goes to an empty registry started "
+             "for that sample.", "", "## Run", ""]
+    lines += [f"- {k}: {v}" for k, v in meta.items()]
+    passed = sum(c.status == "PASS" for c in checks)
+    failed = sum(c.status == "FAIL" for c in checks)
+    lines += ["", f"## Targets ({passed} pass, {failed} fail, {len(checks) - passed - failed} not measured)", ""]
+    lines += _table(["target", "measured", "result"], ([c.target, c.measured, c.status] for c in checks))
+    lines += ["", "## Figures", ""]
+    for scenario, row in results.table.items():
+        floor = next((row[f] for f in FLOOR if f in row), None)
+        lines += [f"### {scenario}", ""]
+        lines += _table(["tool", "median s", "min–max s", "× floor", "peak RSS MB", "notes"],
+                        (_fmt_series(s, floor) for s in row.values()))
+        peers = _peer_ratios(row)
+        if peers:
+            lines += ["", "ocibridge ÷ peer (median time): " + ", ".join(peers)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _peer_ratios(row: dict[str, Series]) -> list[str]:
+    ours = row.get("ocibridge")
+    if not _ok(ours):
+        return []
+    out = []
+    for name, series in row.items():
+        if name.startswith("ocibridge") or name in FLOOR or not _ok(series):
+            continue
+        out.append(f"{name} **{ours.median / series.median:.2f}×**")
+    return out
+
+
+def merge_with_notes(generated: str, existing: str | None) -> str:
+    """The generated part, then whatever followed the marker in the existing file."""
+    tail = ""
+    if existing and MARKER in existing:
+        tail = existing.split(MARKER, 1)[1]
+    return generated.rstrip() + "\n\n" + MARKER + (tail if tail.strip() else "\n")
