@@ -1,0 +1,228 @@
+"""Export a ModelPack artifact back to a ``.carton`` whose MANIFEST bytes (so model hash) equal
+the original's, entries compressed as the Carton library does (zstd, MANIFEST stored).
+
+Every layer is digest-verified while it streams; every file is hashed while it is compressed
+into the zip and compared with MANIFEST; every MANIFEST path must be written exactly once. The
+zip goes to a temporary name beside the destination, its central directory and MANIFEST are
+read back and checked against what was written, and only then is it renamed into place.
+Memory stays constant: one chunk of one layer at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from ...errors import OcibridgeError, UnsafePath
+from ...fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath
+from ...modelpack.extract import layer_mode, layer_path
+from ...oci.digest import CHUNK, VerifyingReader
+from ...oci.mediatypes import Variant, parse_layer_media_type
+from ...oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ...stores.base import Store
+from .errors import CartonError, CartonMismatch, NotACarton
+from .manifest import LINKS_NAME, MANIFEST_NAME, TOML_NAME, CartonManifest, parse_manifest
+from .mapping import ANNOTATION_MODEL_HASH
+from .zipread import DEFAULT_LIMITS, METHOD_STORED, EntryReader, scan_entries
+from .zipwrite import ZipWriter
+
+MAX_TAR_RATIO = 1000
+
+
+def _verified(store: Store, desc: Descriptor) -> BinaryIO:
+    reader = store.open_blob(desc)
+    if isinstance(reader, VerifyingReader):
+        return reader  # type: ignore[return-value]
+    return VerifyingReader(reader, desc.digest, desc.size, what="layer")  # type: ignore[return-value]
+
+
+def _chunks(reader: BinaryIO, size: int | None = None) -> Iterator[bytes]:
+    remaining = size
+    while remaining is None or remaining > 0:
+        data = reader.read(CHUNK if remaining is None else min(CHUNK, remaining))
+        if not data:
+            break
+        if remaining is not None:
+            remaining -= len(data)
+        yield data
+
+
+def _drain(reader: BinaryIO) -> None:
+    while reader.read(CHUNK):
+        pass
+
+
+class _Hashing:
+    """Passes chunks through, hashing them, so a file is hashed as it is compressed."""
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self._chunks, self.sha = chunks, hashlib.sha256()
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._chunks:
+            self.sha.update(chunk)
+            yield chunk
+
+
+class _CartonWriter:
+    """Adds files to the zip, checking each against MANIFEST as it goes."""
+
+    def __init__(self, zip_writer: ZipWriter, manifest: CartonManifest):
+        self.zip, self.manifest = zip_writer, manifest
+        self.links: dict[str, str] = {}
+
+    def expected(self, path: str) -> str:
+        path = safe_relpath(path, "file path in the artifact")
+        if path not in self.manifest.entries:
+            raise NotACarton(f"the artifact holds {path!r}, which its MANIFEST does not list")
+        return self.manifest.entries[path]
+
+    def add_file(self, path: str, chunks: Iterator[bytes], size: int, mode: int) -> None:
+        sha = self.expected(path)
+        hashing = _Hashing(chunks)
+        self.zip.add(path, iter(hashing), size_hint=size, mode=mode)
+        if hashing.sha.hexdigest() != sha:
+            raise CartonMismatch(f"{path}: content sha256 {hashing.sha.hexdigest()} does not match MANIFEST ({sha})")
+
+    def add_link(self, path: str, target: str) -> None:
+        self.expected(path)
+        if not path.startswith("model/") or not link_stays_inside(path, target, "model"):
+            raise UnsafePath(f"symlink {path!r} → {target!r} points outside model/")
+        self.links[path] = target
+        self.zip.add_symlink(path, target)
+
+
+def _find_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor, CartonManifest]:
+    found: dict[str, Descriptor] = {}
+    for layer in manifest.layers:
+        layer_type = parse_layer_media_type(layer.mediaType)
+        if layer_type and layer_type.variant is Variant.RAW and layer_path(layer) in (MANIFEST_NAME, TOML_NAME):
+            found[layer_path(layer) or ""] = layer
+    for name in (MANIFEST_NAME, TOML_NAME):
+        if name not in found:
+            raise NotACarton(
+                f"not a Carton artifact: it has no raw {name} layer at the root (pull it to a directory instead)"
+            )
+    layer = found[MANIFEST_NAME]
+    if layer.size > DEFAULT_LIMITS.max_small_file:
+        raise NotACarton(f"{MANIFEST_NAME} layer is {layer.size} bytes: too large")
+    with contextlib.closing(_verified(store, layer)) as r:
+        data = r.read(layer.size + 1)
+        _drain(r)
+    try:
+        parsed = parse_manifest(data)
+    except (CartonError, UnsafePath) as e:
+        raise NotACarton(f"not a Carton artifact: {e}") from None
+    claimed = (manifest.annotations or {}).get(ANNOTATION_MODEL_HASH)
+    if claimed and claimed != parsed.model_hash:
+        raise CartonMismatch(f"{MANIFEST_NAME} has sha256 {parsed.model_hash}, the artifact says {claimed}")
+    return layer, parsed
+
+
+def _tar_stream(raw: BinaryIO, variant: Variant, size: int) -> BinaryIO:
+    from ..mlsteam.exporter import _decompressed  # bounded gzip/zstd decoders of tar layers
+
+    return _decompressed(raw, variant, size)
+
+
+def _write_tar_layer(store: Store, desc: Descriptor, variant: Variant, writer: _CartonWriter) -> None:
+    with contextlib.closing(_verified(store, desc)) as raw:
+        stream = _tar_stream(raw, variant, desc.size)
+        try:
+            with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+                for member in tar:
+                    if member.isdir():
+                        continue
+                    if member.issym():
+                        writer.add_link(member.name, member.linkname)
+                    elif member.isfile():
+                        src = tar.extractfile(member)
+                        assert src is not None
+                        writer.add_file(member.name, _chunks(src, member.size), member.size, member.mode)
+                    else:
+                        raise CartonError(f"{member.name}: hard links and devices cannot go into a carton")
+        except tarfile.TarError as e:
+            raise CartonError(f"layer {desc.digest}: not a readable tar: {e}") from None
+        _drain(raw)
+
+
+def _write_entries(store: Store, manifest: Manifest, zw: ZipWriter) -> CartonManifest:
+    manifest_layer, carton_manifest = _find_manifest(store, manifest)
+    writer = _CartonWriter(zw, carton_manifest)
+    for layer in manifest.layers:
+        layer_type = parse_layer_media_type(layer.mediaType)
+        if layer_type is None:
+            raise NotACarton(f"layer {layer.digest} has media type {layer.mediaType}, not a ModelPack one")
+        if layer_type.variant is Variant.RAW:
+            path = layer_path(layer)
+            if not path:
+                raise NotACarton(f"layer {layer.digest} has no file path annotation")
+            if path in (MANIFEST_NAME, LINKS_NAME):
+                continue
+            sha = writer.expected(path)
+            if layer.digest != "sha256:" + sha:
+                raise CartonMismatch(f"{path}: layer digest {layer.digest} does not match MANIFEST ({sha})")
+            with contextlib.closing(_verified(store, layer)) as r:
+                writer.add_file(path, _chunks(r), layer.size, layer_mode(layer))
+                _drain(r)
+        else:
+            _write_tar_layer(store, layer, layer_type.variant, writer)
+    missing = sorted(set(carton_manifest.entries) - {e.name for e in zw.entries})
+    if missing:
+        raise NotACarton(f"the artifact lacks {missing[0]!r}, which its MANIFEST lists ({len(missing)} missing)")
+    zw.add(MANIFEST_NAME, iter([carton_manifest.data]), method=METHOD_STORED)
+    return carton_manifest
+
+
+def _check_written(tmp: Path, zw: ZipWriter, carton_manifest: CartonManifest) -> None:
+    """Read the central directory back: the entries written, with their sizes and CRCs, and the
+    MANIFEST entry byte-identical to the artifact's."""
+    try:
+        entries = {e.path: e for e in scan_entries(tmp)}
+    except (CartonError, UnsafePath) as e:
+        raise OcibridgeError(f"the written carton does not read back: {e}") from None
+    written = {w.name: w for w in zw.entries}
+    if set(entries) != set(written):
+        raise OcibridgeError("the written carton's entries differ from what was written")
+    for name, w in written.items():
+        e = entries[name]
+        if (e.size, e.compress_size, e.crc, e.method) != (w.size, w.compress_size, w.crc, w.method):
+            raise OcibridgeError(f"the written carton's entry {name} does not read back as written")
+    with EntryReader(tmp, entries[MANIFEST_NAME], expect_sha256=carton_manifest.model_hash) as r:
+        _drain(r)
+
+
+@contextlib.contextmanager
+def _temp_beside(final: Path) -> Iterator[Path]:
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".carton", dir=final.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def export_carton(store: Store, desc: Descriptor, out_path: Path) -> None:
+    """Rebuild the ``.carton`` an artifact holds at ``out_path`` (nothing there on failure)."""
+    out_path = Path(out_path)
+    if out_path.is_dir():
+        raise OcibridgeError(f"{out_path} is a directory; give the carton's file name")
+    manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    if not isinstance(manifest, Manifest):
+        raise NotACarton(f"{desc.digest} is an index, not a model manifest; pick one by digest")
+    with _temp_beside(out_path) as tmp:
+        with open(tmp, "wb") as out:
+            zw = ZipWriter(out)
+            carton_manifest = _write_entries(store, manifest, zw)
+            zw.close()
+        _check_written(tmp, zw, carton_manifest)
+        os.replace(tmp, out_path)

@@ -1,0 +1,127 @@
+"""Files a carton lists in ``LINKS`` instead of holding: fetched lazily, verified, cached by hash.
+
+Nothing is downloaded to plan a build: a file's size comes from the cache or from a ``HEAD``
+(with ``Accept-Encoding: identity``); only when no URL tells the size is the file fetched up
+front. The content itself is fetched when a layer is actually copied, so a destination that
+already holds the blob (a raw layer's digest *is* the MANIFEST sha256) costs no download.
+Each URL is tried in order; a download is written under a temporary name in the cache,
+hashed while it streams, and renamed to ``<sha256>`` only when it matches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import BinaryIO
+
+import httpx
+
+from ...fsutil import TEMP_PREFIX
+from ...oci.digest import CHUNK
+from ...streams import IterReader
+from .encodings import ACCEPT_ENCODING, DECODE_ERRORS, decoding_reader
+from .errors import CartonLinkError
+
+DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=15.0)
+DEFAULT_MAX_SIZE = 1 << 40
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ocibridge" / "carton-links"
+
+
+class _Failed(Exception):
+    pass
+
+
+class LinkFetcher:
+    """Downloads LINKS files into a cache directory keyed by sha256; counts what it fetched."""
+
+    def __init__(
+        self,
+        cache_dir: str | os.PathLike[str] | None = None,
+        *,
+        client: httpx.Client | None = None,
+        max_size: int = DEFAULT_MAX_SIZE,
+    ):
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self._client = client
+        self.max_size = max_size
+        self.downloads = 0  # completed, verified downloads (tests assert on it)
+
+    @property
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            self._client = httpx.Client(timeout=DEFAULT_TIMEOUT, follow_redirects=True)
+        return self._client
+
+    def cached(self, sha256: str) -> Path | None:
+        path = self.cache_dir / sha256
+        return path if path.is_file() else None
+
+    def size_of(self, sha256: str, urls: list[str]) -> int | None:
+        """The file's size without downloading it, if the cache or a HEAD tells it."""
+        if (path := self.cached(sha256)) is not None:
+            return path.stat().st_size
+        for url in urls:
+            with contextlib.suppress(httpx.HTTPError):
+                resp = self.client.head(url, headers={"Accept-Encoding": "identity"})
+                encoding = resp.headers.get("content-encoding", "identity").lower()
+                length = resp.headers.get("content-length")
+                if resp.is_success and encoding == "identity" and length and length.isdigit():
+                    return int(length)
+        return None
+
+    def fetch(self, sha256: str, urls: list[str], what: str, size: int | None = None) -> Path:
+        """The cached, verified file: downloaded from the first URL that gives the right bytes."""
+        if (path := self.cached(sha256)) is not None:
+            return path
+        reasons = []
+        for url in urls:
+            try:
+                return self._download(url, sha256, size)
+            except _Failed as e:
+                reasons.append(f"{url}: {e}")
+        raise CartonLinkError(f"LINKS: cannot fetch {what} (sha256 {sha256}): " + "; ".join(reasons))
+
+    def open(self, sha256: str, urls: list[str], what: str, size: int | None = None) -> BinaryIO:
+        return open(self.fetch(sha256, urls, what, size), "rb")  # noqa: SIM115 - caller closes
+
+    def _download(self, url: str, sha256: str, size: int | None) -> Path:
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        limit = size if size is not None else self.max_size
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self.cache_dir)
+        try:
+            digest = hashlib.sha256()
+            count = 0
+            headers = {"Accept-Encoding": ACCEPT_ENCODING}
+            with os.fdopen(fd, "wb") as out, self.client.stream("GET", url, headers=headers) as resp:
+                if not resp.is_success:
+                    raise _Failed(f"HTTP {resp.status_code}")
+                try:
+                    body = decoding_reader(IterReader(resp.iter_raw(CHUNK)), resp.headers.get("content-encoding"))
+                    while data := body.read(CHUNK):
+                        count += len(data)
+                        if count > limit:
+                            raise _Failed(f"more than the expected {limit} bytes")
+                        digest.update(data)
+                        out.write(data)
+                except DECODE_ERRORS as e:
+                    raise _Failed(f"cannot decode the response: {e}") from None
+            if size is not None and count != size:
+                raise _Failed(f"got {count} bytes, expected {size}")
+            if digest.hexdigest() != sha256:
+                raise _Failed(f"content has sha256 {digest.hexdigest()}")
+            final = self.cache_dir / sha256
+            os.replace(tmp, final)
+            self.downloads += 1
+            return final
+        except httpx.HTTPError as e:
+            raise _Failed(f"{type(e).__name__}: {e}") from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
