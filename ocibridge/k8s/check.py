@@ -104,12 +104,13 @@ def _crio_artifact(sel: Selection, reference: str, platform: str) -> CheckResult
             result.warnings.append(
                 f"layer {i} name {name!r} escapes the mount; CRI-O confines it to {path}"
             )
-        if _is_tar(layer):
+        tar = _is_tar(layer)
+        if tar:
             result.warnings.append(
                 f"layer {i} is a tar layer ({layer.mediaType}): CRI-O does not unpack it, "
                 f"the pod sees the archive itself as the file {path}"
             )
-        if _executable(layer):
+        if not tar and _executable(layer):
             result.warnings.append(
                 f"{path} loses its executable bit: CRI-O mounts blobs with mode {CRIO_BLOB_MODE:04o}"
             )
