@@ -20,7 +20,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-
 GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else shutil.which("time")
 
 

@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3, help="repetitions of each measurement (default 3)")
     p.add_argument("--sizes", nargs="+", choices=SIZES, default=list(SIZES),
                    help="models to run: one (1 GiB: push, pull, re-push, carton), multi (8×256 MiB: push, "
-                        "pull, copies), big (2 GiB, ocibridge memory), files (2,500 / 10,000 small files)")
+                        "pull, copies), big (2 GiB, ocibridge memory), files (250 / 2,500 / 10,000 small files)")
     p.add_argument("--workdir", help="parent of the temporary directory (default: the system temp dir)")
     p.add_argument("--output", default=str(REPO_ROOT / "docs" / "benchmarks.md"),
                    help="Markdown report to write (default docs/benchmarks.md); '-' for stdout only")
