@@ -60,7 +60,10 @@ class BlobDownload:
 
     # -- connection ----------------------------------------------------------------------------
     def _open(self) -> None:
-        headers = {"Range": f"bytes={self.offset}-"} if self.offset else {}
+        # identity: the digest is over the stored bytes, never a transfer-compressed form
+        headers = {"Accept-Encoding": "identity"}
+        if self.offset:
+            headers["Range"] = f"bytes={self.offset}-"
         path = f"/v2/{self.repository}/blobs/{self.desc.digest}"
         response = self.client.send("GET", path, scopes=(pull_scope(self.repository),),
                                     headers=headers, stream=True)
@@ -84,7 +87,8 @@ class BlobDownload:
             response.close()
             raise self.client.error(response, f"refused pull of {self.repository}")
         self._response = response
-        self._chunks = response.iter_raw(CHUNK)
+        # no chunk size: httpx would hold back up to that many bytes, lost on a drop
+        self._chunks = response.iter_raw()
 
     def _resume(self, reason: str) -> None:
         self._close_response()
