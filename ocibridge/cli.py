@@ -227,6 +227,100 @@ def cmd_logout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _k8s_target(args: argparse.Namespace, for_write: bool = False):
+    from .targets import open_store_target
+
+    return open_store_target(args.ref, for_write=for_write, **_transfer(args).registry_options())
+
+
+def cmd_k8s_check(args: argparse.Namespace) -> int:
+    from .k8s import check
+
+    t = _k8s_target(args)
+    result = check(t.store, t.reference, args.runtime, platform=args.platform)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        verdict = "will mount" if result.will_mount else "will NOT mount"
+        print(f"{args.ref}: {verdict} on {args.runtime} ({result.kind})")
+        for reason in result.reasons:
+            print(f"  reason: {reason}")
+        for warning in result.warnings:
+            print(f"  warning: {warning}")
+        if result.tree:
+            print(f"files at the mount path{' (subPath ' + result.sub_path + ')' if result.sub_path else ''}:")
+            for entry in result.tree:
+                extra = f" -> {entry.target}" if getattr(entry, "target", None) else ""
+                size = human_size(entry.size) if entry.type == "file" else entry.type
+                print(f"  {entry.path}  {size}{extra}")
+    return 0 if result.will_mount else EXIT_FAILURE
+
+
+def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
+    from .k8s import build_modelcar
+
+    t = _k8s_target(args, for_write=True)
+    kwargs: dict[str, Any] = {"tag": args.tag, "index": args.index}
+    if args.platform:
+        kwargs["platforms"] = tuple(args.platform)
+    desc = build_modelcar(t.store, t.reference, **kwargs)
+    _emit(args, {"digest": desc.digest, "mediaType": desc.mediaType, "size": desc.size},
+          f"built {desc.mediaType} {desc.digest}" + (f" tagged {args.tag}" if args.tag else ""))
+    return 0
+
+
+def cmd_k8s_volume(args: argparse.Namespace) -> int:
+    from .k8s import volume_yaml
+
+    t = _k8s_target(args)
+    print(
+        volume_yaml(
+            t.store, t.reference, args.ref, runtime=args.runtime, mount_path=args.mount_path,
+            name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
+        ),
+        end="",
+    )
+    return 0
+
+
+def cmd_k8s_mount(args: argparse.Namespace) -> int:
+    from .k8s import mount
+
+    t = _k8s_target(args)
+    files = mount(t.store, t.reference, args.dir, args.runtime, platform=args.platform)
+    _emit(args, {"files": files}, f"laid out {len(files)} paths in {args.dir} as {args.runtime} would mount them")
+    return 0
+
+
+def _add_k8s_commands(sub, command) -> None:
+    k8s = sub.add_parser("k8s", help="Kubernetes image volumes: check, modelcar, volume, mount")
+    ksub = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
+
+    def kcommand(name, func, help):
+        p = ksub.add_parser(name, help=help, description=help)
+        p.set_defaults(func=func)
+        p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+        p.add_argument("ref", metavar="REF")
+        if name != "modelcar":
+            p.add_argument("--runtime", choices=["cri-o", "containerd"], default="cri-o")
+            p.add_argument("--platform", default="linux/amd64", help="node platform os/arch")
+        _add_transfer_flags(p)
+        return p
+
+    kcommand("check", cmd_k8s_check, "say whether an image volume will mount and what the pod will see")
+    p = kcommand("modelcar", cmd_k8s_modelcar, "build a ModelCar-style image (files under /models) for containerd")
+    p.add_argument("--tag", help="tag the image (or index) in the same store")
+    p.add_argument("--index", action="store_true", help="one index serving the image and the ModelPack artifact")
+    p.add_argument("--platform", action="append", default=[], help="platform os/arch (repeatable)")
+    p = kcommand("volume", cmd_k8s_volume, "print a Pod with the image volume pinned by digest")
+    p.add_argument("--mount-path", default="/models")
+    p.add_argument("--name", default="model-consumer", help="Pod name")
+    p.add_argument("--image", default="busybox:1.36", help="container image of the Pod")
+    p.add_argument("--snippet", action="store_true", help="only the volume and volumeMount")
+    p = kcommand("mount", cmd_k8s_mount, "lay out DIR as the runtime would present the mount")
+    p.add_argument("dir", metavar="DIR")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ocibridge",
@@ -299,6 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("logout", cmd_logout, "remove stored registry credentials")
     p.add_argument("host", metavar="HOST")
+
+    _add_k8s_commands(sub, command)
     return parser
 
 

@@ -1,0 +1,35 @@
+"""The k8s commands through the CLI, on a layout and on the real registry."""
+
+import json
+
+import yaml
+
+from ocibridge.cli import main
+from tests.modelgen import make_model
+
+
+def test_k8s_commands_end_to_end(tmp_path, capsys, registry, unique_repo):
+    model = make_model(tmp_path / "m")
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert main(["push", str(model), ref, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["k8s", "check", ref, "--json"]) == 0
+    crio = json.loads(capsys.readouterr().out)
+    assert crio["willMount"] is True
+    assert {e["path"] for e in crio["tree"] if e["type"] == "file"} >= {"model.safetensors", "scripts/run.sh"}
+    assert main(["k8s", "check", ref, "--runtime", "containerd"]) == 1
+    assert "not an image config" in capsys.readouterr().out
+    assert main(["k8s", "modelcar", ref, "--tag", "v1-car", "--index", "--json"]) == 0
+    car = json.loads(capsys.readouterr().out)
+    car_ref = f"{registry.host}/{unique_repo}:v1-car"
+    assert main(["k8s", "check", car_ref, "--runtime", "containerd"]) == 0
+    capsys.readouterr()
+    assert main(["k8s", "volume", car_ref, "--runtime", "containerd"]) == 0
+    pod = yaml.safe_load(capsys.readouterr().out)
+    assert pod["kind"] == "Pod"
+    volume = pod["spec"]["volumes"][0]["image"]
+    assert volume["reference"] == f"{registry.host}/{unique_repo}@{car['digest']}"
+    assert pod["spec"]["containers"][0]["volumeMounts"][0]["subPath"] == "models"
+    out = tmp_path / "mounted"
+    assert main(["k8s", "mount", car_ref, str(out), "--runtime", "containerd"]) == 0
+    assert (out / "models" / "model.safetensors").read_bytes() == (model / "model.safetensors").read_bytes()
