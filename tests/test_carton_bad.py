@@ -1,0 +1,278 @@
+"""Hostile and broken cartons: each fails with one clear carton error, and nothing is published
+at the destination layout (no index entry, no manifest, no temp file)."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+import warnings
+import zipfile
+from pathlib import Path
+
+import pytest
+import zstandard
+from test_carton import (
+    REFERENCE,
+    TOML,
+    assert_nothing_published,
+    make_carton,
+    noise,
+    push,
+    sha,
+)
+
+from ocibridge.copy import copy
+from ocibridge.errors import OcibridgeError, UnsafePath
+from ocibridge.formats.carton import (
+    CartonError,
+    CartonLimits,
+    CartonMismatch,
+    export_carton,
+    format_manifest,
+)
+from ocibridge.formats.carton.zipwrite import ZipWriter
+from ocibridge.formats.directory import read_directory
+from ocibridge.modelpack.builder import ARTIFACT_TAG, build
+from ocibridge.stores.layout import LayoutStore
+
+
+def _raw_zip(path: Path, entries: list[tuple[str, bytes]], manifest: dict[str, str] | None = None) -> None:
+    """Entries written verbatim (names unchecked), plus a MANIFEST of them unless given."""
+    if manifest is None:
+        manifest = {n: sha(d) for n, d in entries if n != "MANIFEST"}
+    with open(path, "wb") as out:
+        zw = ZipWriter(out)
+        for name, data in entries:
+            zw.add(name, iter([data]))
+        zw.add("MANIFEST", iter([format_manifest(manifest)]), method=0)
+        zw.close()
+
+
+def _fails(path: Path, tmp_path: Path, error: type[Exception], match: str, **kw) -> None:
+    """Pushing ``path`` raises ``error`` matching ``match``; the layout stays unpublished."""
+    layout = tmp_path / "layout"
+    LayoutStore(layout, create=True)
+    with pytest.raises(error, match=match) as info:
+        push(path, layout, **kw)
+    assert "\n" not in str(info.value)
+    assert_nothing_published(layout)
+
+
+def test_file_not_matching_manifest_small(tmp_path: Path) -> None:
+    path = tmp_path / "bad.carton"
+    good = noise(10_000, 1)
+    entries = {"carton.toml": sha(TOML), "model/w.bin": sha(good), "tensor_data/index.toml": sha(b"tensor = []\n")}
+    make_carton(path, {"model/w.bin": noise(10_000, 2)}, manifest=entries)
+    _fails(path, tmp_path, CartonMismatch, r"model/w.bin: content sha256 .* does not match MANIFEST")
+    assert list((tmp_path / "layout" / "blobs" / "sha256").iterdir()) == []  # caught before any copy
+
+
+def test_file_not_matching_manifest_streamed(tmp_path: Path) -> None:
+    """Above the eager budget the mismatch surfaces during the copy, with the same message."""
+    path = tmp_path / "bad.carton"
+    good, bad = noise(10_000, 1), noise(10_000, 2)
+    entries = {"carton.toml": sha(TOML), "model/w.bin": sha(good), "tensor_data/index.toml": sha(b"tensor = []\n")}
+    make_carton(path, {"model/w.bin": bad}, manifest=entries)
+    _fails(path, tmp_path, CartonMismatch, r"model/w.bin: content sha256 .* does not match MANIFEST",
+           eager_verify_bytes=0)
+    blobs = tmp_path / "layout" / "blobs" / "sha256"
+    assert not (blobs / sha(good)).exists() and not (blobs / sha(bad)).exists()
+
+
+def test_manifest_entry_missing_without_links(tmp_path: Path) -> None:
+    path = tmp_path / "m.carton"
+    make_carton(path, {"model/w.bin": noise(100)}, omit=("model/w.bin",))
+    _fails(path, tmp_path, CartonError, "MANIFEST lists 'model/w.bin', which is neither in the archive nor in LINKS")
+
+
+def test_missing_carton_toml(tmp_path: Path) -> None:
+    path = tmp_path / "m.carton"
+    _raw_zip(path, [("model/w.bin", b"x")])
+    _fails(path, tmp_path, CartonError, "not a carton: no carton.toml")
+
+
+def test_unknown_spec_version(tmp_path: Path) -> None:
+    path = tmp_path / "v.carton"
+    make_carton(path, {"model/w.bin": b"x"}, toml=TOML.replace(b"spec_version = 1", b"spec_version = 2"))
+    _fails(path, tmp_path, CartonError, r"spec_version 2 is not supported \(known: 1\)")
+
+
+def test_runner_missing(tmp_path: Path) -> None:
+    path = tmp_path / "r.carton"
+    make_carton(path, {"model/w.bin": b"x"}, toml=b"spec_version = 1\n")
+    _fails(path, tmp_path, CartonError, "carton.toml: runner: Field required")
+
+
+@pytest.mark.parametrize("name", ["../evil", "/abs/evil", "model/../../evil"])
+def test_path_escapes(name: str, tmp_path: Path) -> None:
+    path = tmp_path / "e.carton"
+    _raw_zip(path, [("carton.toml", TOML), (name, b"x")])
+    _fails(path, tmp_path, UnsafePath, "escapes its tree|absolute")
+
+
+@pytest.mark.parametrize(
+    ("link", "target"),
+    [("model/l", "../../etc/passwd"), ("model/l", "/etc/passwd"), ("model/l", "../carton.toml"), ("misc/l", "x")],
+)
+def test_symlinks_outside_model(link: str, target: str, tmp_path: Path) -> None:
+    path = tmp_path / "s.carton"
+    manifest = {"carton.toml": sha(TOML), "model/x": sha(b"x"), link: sha(b"x")}
+    with open(path, "wb") as out:
+        zw = ZipWriter(out)
+        zw.add("carton.toml", iter([TOML]))
+        zw.add("model/x", iter([b"x"]))
+        zw.add_symlink(link, target)
+        zw.add("MANIFEST", iter([format_manifest(manifest)]), method=0)
+        zw.close()
+    _fails(path, tmp_path, UnsafePath, "outside model/")
+
+
+def test_symlink_loop(tmp_path: Path) -> None:
+    path = tmp_path / "s.carton"
+    manifest = {"carton.toml": sha(TOML), "model/a": sha(b"x"), "model/b": sha(b"x")}
+    with open(path, "wb") as out:
+        zw = ZipWriter(out)
+        zw.add("carton.toml", iter([TOML]))
+        zw.add_symlink("model/a", "b")
+        zw.add_symlink("model/b", "a")
+        zw.add("MANIFEST", iter([format_manifest(manifest)]), method=0)
+        zw.close()
+    _fails(path, tmp_path, CartonError, "loop")
+
+
+def test_duplicate_entries(tmp_path: Path) -> None:
+    path = tmp_path / "d.carton"
+    files = {"carton.toml": TOML, "model/w.bin": b"a"}
+    with warnings.catch_warnings(), zipfile.ZipFile(path, "w") as zf:
+        warnings.simplefilter("ignore")
+        for name, data in files.items():
+            zf.writestr(name, data)
+        zf.writestr("model/w.bin", b"b")
+        zf.writestr("MANIFEST", format_manifest({n: sha(d) for n, d in files.items()}))
+    _fails(path, tmp_path, CartonError, "duplicate entry 'model/w.bin'")
+
+
+def test_truncated_zip(tmp_path: Path) -> None:
+    data = (REFERENCE / "python_runner_doubler.carton").read_bytes()
+    for cut in (len(data) // 2, len(data) - 30):
+        path = tmp_path / f"t{cut}.carton"
+        path.write_bytes(data[:cut])
+        _fails(path, tmp_path / str(cut), CartonError, "not a readable zip archive|truncated")
+
+
+def test_ratio_limit(tmp_path: Path) -> None:
+    path = tmp_path / "b.carton"
+    make_carton(path, {"model/zeros.bin": b"\0" * (4 << 20)})
+    _fails(path, tmp_path, CartonError, r"beyond the ratio limit 100:1 \(zip bomb\?\)",
+           limits=CartonLimits(max_ratio=100))
+
+
+def test_total_size_limit(tmp_path: Path) -> None:
+    path = tmp_path / "b.carton"
+    make_carton(path, {"model/a.bin": noise(3000, 1), "model/b.bin": noise(3000, 2)})
+    _fails(path, tmp_path, CartonError, "archive expands beyond the limit of 5000 bytes",
+           limits=CartonLimits(max_total_size=5000))
+
+
+def _patch_declared_size(path: Path, name: bytes, new_size: int) -> None:
+    """Rewrite an entry's uncompressed size in its local and central headers (a lying header)."""
+    data = bytearray(path.read_bytes())
+    local = data.find(b"PK\x03\x04", 0)
+    while data[local + 30:local + 30 + len(name)] != name:
+        local = data.find(b"PK\x03\x04", local + 4)
+    struct.pack_into("<L", data, local + 22, new_size)
+    central = data.find(b"PK\x01\x02")
+    while data[central + 46:central + 46 + len(name)] != name:
+        central = data.find(b"PK\x01\x02", central + 4)
+    struct.pack_into("<L", data, central + 24, new_size)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("eager", [True, False])
+def test_stream_exceeding_declared_size(eager: bool, tmp_path: Path) -> None:
+    """A header that understates the size: caught while streaming, never trusted."""
+    path = tmp_path / "lie.carton"
+    make_carton(path, {"model/zeros.bin": b"\0" * (2 << 20)})
+    _patch_declared_size(path, b"model/zeros.bin", 1000)
+    kw = {} if eager else {"eager_verify_bytes": 0}
+    _fails(path, tmp_path, CartonError, r"model/zeros.bin expands beyond its declared 1000 bytes", **kw)
+
+
+def test_entry_not_in_manifest(tmp_path: Path) -> None:
+    path = tmp_path / "x.carton"
+    _raw_zip(path, [("carton.toml", TOML), ("model/w.bin", b"x"), ("model/extra", b"y")],
+             manifest={"carton.toml": sha(TOML), "model/w.bin": sha(b"x")})
+    _fails(path, tmp_path, CartonError, "entry 'model/extra' is not listed in MANIFEST")
+
+
+def test_corrupt_zstd_data(tmp_path: Path) -> None:
+    path = tmp_path / "c.carton"
+    make_carton(path, {"model/w.bin": noise(50_000)})
+    data = bytearray(path.read_bytes())
+    frame = data.find(zstandard.FRAME_HEADER, data.find(b"model/w.bin"))
+    data[frame + 100:frame + 140] = b"\xff" * 40
+    path.write_bytes(bytes(data))
+    _fails(path, tmp_path, CartonError, "model/w.bin")
+
+
+@pytest.mark.parametrize("text", [b"model/w.bin=abc\n", b"b=" + b"0" * 64 + b"\na=" + b"0" * 64 + b"\n",
+                                  b"carton.toml=" + b"0" * 64])
+def test_malformed_manifest(text: bytes, tmp_path: Path) -> None:
+    path = tmp_path / "m.carton"
+    with open(path, "wb") as out:
+        zw = ZipWriter(out)
+        zw.add("carton.toml", iter([TOML]))
+        zw.add("MANIFEST", iter([text]), method=0)
+        zw.close()
+    _fails(path, tmp_path, CartonError, "MANIFEST")
+
+
+def test_export_refuses_layer_not_matching_manifest(tmp_path: Path) -> None:
+    """An artifact whose files disagree with its MANIFEST is not exported (nothing at the path)."""
+    src = tmp_path / "src"
+    (src / "model").mkdir(parents=True)
+    (src / "carton.toml").write_bytes(TOML)
+    (src / "model" / "w.bin").write_bytes(b"tampered")
+    (src / "MANIFEST").write_bytes(format_manifest({"carton.toml": sha(TOML), "model/w.bin": sha(b"original")}))
+    store = LayoutStore(tmp_path / "layout", create=True)
+    copy(build(read_directory(str(src))), ARTIFACT_TAG, store, "t")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    with pytest.raises(CartonMismatch, match="model/w.bin: layer digest .* does not match MANIFEST"):
+        export_carton(store, store.resolve("t"), out_dir / "x.carton")
+    assert list(out_dir.iterdir()) == []
+
+
+def test_export_missing_file(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "carton.toml").write_bytes(TOML)
+    (src / "MANIFEST").write_bytes(format_manifest({"carton.toml": sha(TOML), "model/w.bin": sha(b"w")}))
+    store = LayoutStore(tmp_path / "layout", create=True)
+    copy(build(read_directory(str(src))), ARTIFACT_TAG, store, "t")
+    with pytest.raises(OcibridgeError, match="lacks 'model/w.bin'"):
+        export_carton(store, store.resolve("t"), tmp_path / "x.carton")
+    assert not (tmp_path / "x.carton").exists()
+
+
+def test_cli_push_pull_and_error(tmp_path: Path) -> None:
+    """The CLI path: push a carton to a layout, pull it back as .carton; a bad one: one line, exit 1."""
+    cli = [sys.executable, "-m", "ocibridge"]
+    layout = f"oci:{tmp_path / 'layout'}:v1"
+    run = subprocess.run([*cli, "push", str(REFERENCE / "torchscript_test_model.carton"), layout],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    out = tmp_path / "back.carton"
+    run = subprocess.run([*cli, "pull", layout, str(out)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    with zipfile.ZipFile(out) as a, zipfile.ZipFile(REFERENCE / "torchscript_test_model.carton") as b:
+        assert a.read("MANIFEST") == b.read("MANIFEST")
+    bad = tmp_path / "bad.carton"
+    make_carton(bad, {"model/w.bin": b"x"}, toml=TOML.replace(b"spec_version = 1", b"spec_version = 9"))
+    run = subprocess.run([*cli, "push", str(bad), f"oci:{tmp_path / 'other'}:v1"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode != 0
+    assert "spec_version 9 is not supported" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "other" / "index.json").exists() or b'"manifests":[]' in (
+        tmp_path / "other" / "index.json").read_bytes().replace(b" ", b"")
