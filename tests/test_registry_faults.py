@@ -252,3 +252,17 @@ def test_upload_5xx_restarts_and_repush_is_free(registry, fault_proxy, tmp_path)
         assert dst.stats.bytes_uploaded < 100  # only the config: the layer was already there
         assert dst.stats.blobs_skipped >= 0
     assert _registry_blob(registry, new_repo, layer_desc.digest) == layer
+
+
+def test_413_on_monolithic_put_falls_back_to_chunks(registry, fault_proxy, monkeypatch):
+    monkeypatch.setattr("ocibridge.stores.registry.blobs.FALLBACK_CHUNK_SIZE", 300_000)
+    data = os.urandom(SIZE)
+    desc = Descriptor.for_bytes(OCI_LAYER_TAR, data)
+    repo = f"faults/{uuid.uuid4().hex[:8]}"
+    fault_proxy.add("PUT", "/blobs/uploads/.*digest=", server_error(413))
+    with _open(fault_proxy, repo, backoff_base=0.05) as dst:
+        dst.push_blob(desc, io.BytesIO(data))
+    patches = fault_proxy.requests_matching("PATCH", "/blobs/uploads/")
+    assert [p.content_range for p in patches] == ["0-299999", "300000-599999", "600000-899999",
+                                                  "900000-999999"]
+    assert _registry_blob(registry, repo, desc.digest) == data

@@ -27,6 +27,9 @@ MAX_STALLED_RESUMES = 5
 #: and after this many resumes in total, progress or not.
 MAX_TOTAL_RESUMES = 50
 
+#: PATCH size used when a registry refuses a monolithic PUT as too large (413).
+FALLBACK_CHUNK_SIZE = 8 * 1024 * 1024
+
 Reopen = Callable[[], BinaryIO]
 BytesHook = Callable[[Descriptor, int], None]
 
@@ -149,14 +152,17 @@ class BlobDownload:
                 parts.append(chunk)
             self._buf = b""
             return b"".join(parts)
-        while len(self._buf) < n and not self._eof:
+        parts, have = [self._buf], len(self._buf)  # one join per read, not a growing +=
+        while have < n and not self._eof:
             chunk = self._next_chunk()
             if not chunk:
                 self._eof = True
                 break
-            self._buf += chunk
-        out, self._buf = self._buf[:n], self._buf[n:]
-        return out
+            parts.append(chunk)
+            have += len(chunk)
+        data = b"".join(parts)
+        self._buf = data[n:] if len(data) > n else b""
+        return data[:n] if len(data) > n else data
 
     def readable(self) -> bool:
         return True
@@ -252,6 +258,7 @@ class BlobUpload:
         self.scopes = push_scopes(repository)
         self.location: str | None = None
         self.offset = 0
+        self.min_chunk = 0
 
     def run(self) -> None:
         failures = 0
@@ -288,8 +295,10 @@ class BlobUpload:
         self.offset = 0
         self.source.go_to(0)
         minimum = response.headers.get("oci-chunk-min-length")
-        if self.chunk_size and minimum and minimum.isdigit():
-            self.chunk_size = max(self.chunk_size, int(minimum))
+        if minimum and minimum.isdigit():
+            self.min_chunk = int(minimum)
+            if self.chunk_size:
+                self.chunk_size = max(self.chunk_size, self.min_chunk)
 
     def _take_location(self, response: httpx.Response) -> None:
         location = response.headers.get("location")
@@ -342,6 +351,10 @@ class BlobUpload:
         response = self._request("PUT", url, content=body,
                                  headers={"Content-Type": "application/octet-stream",
                                           "Content-Length": str(length)})
+        if response.status_code == 413 and not self.chunk_size:
+            # The registry (or a proxy before it) caps request bodies: go chunked.
+            self.chunk_size = max(self.min_chunk, FALLBACK_CHUNK_SIZE)
+            raise _Interrupted("HTTP 413: request body too large, switching to chunked upload")
         if response.status_code != 201:
             raise self.client.error(response, self._action())
         got = response.headers.get("docker-content-digest")
