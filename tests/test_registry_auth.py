@@ -239,6 +239,23 @@ def test_docker_config_auths_and_helpers(auth_registry, tmp_path, monkeypatch):
     assert get_credentials("docker.io").username == "u"
 
 
+def test_identity_token_from_docker_config(token_registry, tmp_path, monkeypatch):
+    """An ``identitytoken`` (what `docker login` keeps for OAuth registries) is a refresh token:
+    tokens are then asked by POST grant_type=refresh_token."""
+    ts = token_registry.token_server
+    conf = tmp_path / "docker"
+    _write_config(conf, {"auths": {token_registry.host: {
+        "identitytoken": ts.new_refresh_token("alice")}}})
+    monkeypatch.setenv("DOCKER_CONFIG", str(conf))
+    layout, image = _tiny(tmp_path)
+    ts.clear()
+    with _store(token_registry, _repo("team")) as store:
+        copy(layout, image.tag, store, "v1")
+        assert store.resolve("v1").digest == image.manifest_digest
+    assert ts.requests and {(r.method, r.account, r.status) for r in ts.requests} == {
+        ("POST", "alice", 200)}
+
+
 def test_login_logout(auth_registry, tmp_path, monkeypatch):
     host, user, pw = auth_registry.host, auth_registry.username, auth_registry.password
     conf = tmp_path / "docker"

@@ -266,3 +266,14 @@ def test_413_on_monolithic_put_falls_back_to_chunks(registry, fault_proxy, monke
     assert [p.content_range for p in patches] == ["0-299999", "300000-599999", "600000-899999",
                                                   "900000-999999"]
     assert _registry_blob(registry, repo, desc.digest) == data
+
+
+def test_corrupt_source_between_registries_commits_nothing(registry, registry2, fault_proxy):
+    """Registry to registry: the bad byte is caught while the PUT is still open."""
+    repo, layer_desc, _, _ = _artifact(registry)
+    fault_proxy.add("GET", f"/blobs/{layer_desc.digest}", corrupt(offset=999_999), times=None)
+    with _open(fault_proxy, repo) as src, _open(registry2, repo) as dst, \
+         pytest.raises(DigestMismatch):
+        copy(src, "v1", dst, "v1")
+    assert httpx.head(f"{registry2.url}/v2/{repo}/blobs/{layer_desc.digest}").status_code == 404
+    assert httpx.head(f"{registry2.url}/v2/{repo}/manifests/v1").status_code == 404

@@ -41,8 +41,10 @@ def _blob_total(layout: LayoutStore, root: Descriptor) -> tuple[int, int]:
 def test_push_pull_round_trip_and_repush_uploads_nothing(registry, unique_repo, tmp_path):
     layout, root = _layout_with_model(tmp_path)
     count, total = _blob_total(layout, root)
-    with _store(registry, unique_repo) as dst:
+    sent: list[int] = []
+    with _store(registry, unique_repo, on_bytes=lambda desc, n: sent.append(n)) as dst:
         stats = copy(layout, "v1", dst, "v1")
+        assert sum(sent) == total  # the byte-level progress hook saw every byte
         assert stats.blobs_copied == count
         assert dst.stats.bytes_uploaded == total
         assert dst.stats.blobs_uploaded == count

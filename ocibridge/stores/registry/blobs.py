@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 import httpx
 
-from ...errors import NotFound, OcibridgeError, RegistryError
+from ...errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
 from ...oci.digest import CHUNK
 from ...oci.models import Descriptor
 from .client import RETRY_STATUSES, RegistryClient, TransportFailure
@@ -222,8 +222,11 @@ class _Source:
                 raise OcibridgeError("the upload source ended before the resume offset")
             self.pos += len(data)
 
-    def chunks(self, limit: int, on_chunk: Callable[[int], None]) -> Iterator[bytes]:
-        """Up to ``limit`` bytes from the current position, streamed."""
+    def chunks(self, limit: int, on_chunk: Callable[[int], None],
+               last: bool = False) -> Iterator[bytes]:
+        """Up to ``limit`` bytes from the current position, streamed. With ``last``, the
+        source is read to EOF before the final piece goes out, so a verifying source raises
+        DigestMismatch while the request is still open and the registry commits nothing."""
         left = limit
         while left > 0:
             data = self.reader.read(min(CHUNK, left))
@@ -231,8 +234,12 @@ class _Source:
                 return
             self.pos += len(data)
             left -= len(data)
+            if left == 0 and last and self.reader.read(1):
+                raise DigestMismatch("the upload source holds more bytes than its descriptor says")
             on_chunk(len(data))
             yield data
+        if limit == 0 and last and self.reader.read(1):
+            raise DigestMismatch("the upload source holds more bytes than its descriptor says")
 
     def close(self) -> None:
         if self._reopened:
@@ -335,7 +342,7 @@ class BlobUpload:
                 end = self.offset + n - 1
                 response = self._request(
                     "PATCH", self.location,
-                    content=self.source.chunks(n, self._count),
+                    content=self.source.chunks(n, self._count, last=end + 1 == size),
                     headers={"Content-Type": "application/octet-stream",
                              "Content-Range": f"{self.offset}-{end}",
                              "Content-Length": str(n)})
@@ -346,7 +353,7 @@ class BlobUpload:
             body, length = b"", 0
         else:
             length = size - self.offset
-            body = self.source.chunks(length, self._count)
+            body = self.source.chunks(length, self._count, last=True)
         url = str(httpx.URL(self.location).copy_merge_params({"digest": self.desc.digest}))
         response = self._request("PUT", url, content=body,
                                  headers={"Content-Type": "application/octet-stream",

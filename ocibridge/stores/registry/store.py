@@ -38,6 +38,9 @@ def fallback_tag(digest: str) -> str:
 class RegistryStore:
     """A repository on a registry; thread-safe (one client, locked token cache)."""
 
+    #: push_blob takes ``reopen=`` so an interrupted upload can restart or resume.
+    accepts_reopen = True
+
     def __init__(self, client: RegistryClient, repository: str, *,
                  chunk_size: int | None = None, on_bytes: BytesHook | None = None,
                  owns_client: bool = True):
