@@ -36,6 +36,7 @@ from ocibridge.formats.carton.zipwrite import ZipWriter
 from ocibridge.formats.directory import read_directory
 from ocibridge.modelpack.builder import ARTIFACT_TAG, build
 from ocibridge.modelpack.config import parse_config
+from ocibridge.modelpack.validate import validate
 from ocibridge.oci.mediatypes import Kind, Variant, parse_layer_media_type
 from ocibridge.stores.layout import LayoutStore
 
@@ -141,7 +142,7 @@ def test_reference_round_trip_layout(carton: Path, tmp_path: Path) -> None:
     digest = push(carton, tmp_path / "layout")
     assert push(carton, tmp_path / "layout", tag="v2") == digest  # reproducible
     store = LayoutStore(tmp_path / "layout")
-    desc = store.resolve("v1")
+    desc = validate(store, "v1")  # a valid ModelPack artifact
     manifest = json.loads(store.fetch_bytes(desc))
     assert manifest["annotations"][ANNOTATION_MODEL_HASH] == MODEL_HASHES[carton.name]
     for layer in manifest["layers"]:  # raw layers: the OCI digest *is* the MANIFEST sha256
@@ -324,6 +325,7 @@ class LinkServer:
     def __init__(self) -> None:
         self.routes: dict[str, tuple[bytes, str]] = {}
         self.gets: list[str] = []
+        self.head_allowed = True
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -354,6 +356,11 @@ class LinkServer:
                 self._answer(True)
 
             def do_HEAD(self) -> None:
+                if not server.head_allowed:
+                    self.send_response(405)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 self._answer(False)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -401,6 +408,20 @@ def test_links_not_downloaded_when_destination_has_blob(tmp_path: Path, link_ser
     fetcher = LinkFetcher(tmp_path / "cache")
     assert push(tmp_path / "l.carton", tmp_path / "layout", tag="v2", links_fetcher=fetcher) == first
     assert fetcher.downloads == 0 and link_server.gets == []
+
+
+def test_links_size_unknown_fetches_while_reading(tmp_path: Path, link_server: LinkServer) -> None:
+    """No HEAD answer: the size is learnt by fetching (once, into the cache) while reading."""
+    link_server.head_allowed = False
+    weights = noise(40_000, 10)
+    url = link_server.add("w", weights, "br")
+    make_carton(tmp_path / "l.carton", {"model/w.bin": weights}, omit=("model/w.bin",), links={sha(weights): [url]})
+    fetcher = LinkFetcher(tmp_path / "cache")
+    package = read_carton(tmp_path / "l.carton", links_fetcher=fetcher)
+    assert fetcher.downloads == 1
+    assert next(f for f in package.files if f.path == "model/w.bin").size == len(weights)
+    copy(build(package), ARTIFACT_TAG, LayoutStore(tmp_path / "layout", create=True), "v1")
+    assert fetcher.downloads == 1 and link_server.gets == ["/w"]  # the copy reads the cache
 
 
 def test_links_next_url_on_failure(tmp_path: Path, link_server: LinkServer) -> None:
