@@ -91,8 +91,8 @@ def load_source(
     elif source.startswith("ollama:"):
         from .formats.ollama import read_ollama
 
-        target = open_store_target(source, **(transfer or TransferOptions()).registry_options())
-        package = read_ollama(target.store, target.reference)
+        origin = open_store_target(source, **(transfer or TransferOptions()).registry_options())
+        package = read_ollama(origin.store, origin.reference)
     elif fmt in (None, "directory"):
         package = read_directory(source, overrides=kind_overrides, excludes=excludes, name=name)
     else:
@@ -151,6 +151,12 @@ def push(
     if dest is None:
         dest = f"oci:{default_store_path()}:{default_tag(package)}"
     target = open_store_target(dest, for_write=True, **transfer.registry_options())
+    if source.startswith("ollama://"):
+        # Ollama blobs keep their digests: mount them within the registry instead of re-sending.
+        from .formats.ollama import premount
+
+        origin = open_store_target(source, **transfer.registry_options())
+        premount(origin.store, origin.reference, target.store)
     ingested = _ingest_new_files(package, build_options, target, transfer.concurrency, progress)
     artifact = build(package, build_options)
     stats = copy(

@@ -207,8 +207,11 @@ class ArtifactStore:
         raise NotFound(f"built artifact has no small blob {desc.digest}")
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
-        if desc.digest in self._layers:
-            return IterReader(self._layers[desc.digest].chunks())  # type: ignore[return-value]
+        layer = self._layers.get(desc.digest)
+        if layer is not None and layer.variant is Variant.RAW:
+            return layer.files[0].open()  # the file's own reader: no extra copy of each chunk
+        if layer is not None:
+            return IterReader(layer.chunks())  # type: ignore[return-value]
         import io
 
         return io.BytesIO(self.fetch_bytes(desc))

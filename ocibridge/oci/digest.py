@@ -134,6 +134,20 @@ class VerifyingReader(HashingReader):
         self.verified = True
 
 
+def verified(reader: BinaryIO, digest: str, size: int | None, what: str = "blob") -> VerifyingReader:
+    """``reader`` itself when it already verifies this digest and size (a source that checks
+    its own content, such as a carton entry against MANIFEST), else a verifying wrapper — so a
+    byte is hashed once per copy, not once per layer of the stack."""
+    if (
+        isinstance(reader, VerifyingReader)
+        and reader.expected_digest == digest
+        and reader.expected_size in (None, size)
+        and reader.size == 0
+    ):
+        return reader
+    return VerifyingReader(reader, digest, size, what)
+
+
 def verify_bytes(data: bytes, digest: str, size: int | None = None, what: str = "content") -> bytes:
     """Check small content (manifests, configs) against its descriptor; return it."""
     if size is not None and len(data) != size:

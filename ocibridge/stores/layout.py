@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from ..errors import NotFound, OcibridgeError
 from ..fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer
-from ..oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verify_bytes
+from ..oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
 from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ..oci.models import Descriptor, Index, parse_manifest_bytes
 from ..oci.reference import check_tag
@@ -81,7 +81,7 @@ class LayoutStore:
             return
         final = self.blob_path(desc.digest)
         with atomic_writer(final) as out:
-            checked = VerifyingReader(reader, desc.digest, desc.size)
+            checked = verified(reader, desc.digest, desc.size)
             while chunk := checked.read(CHUNK):
                 out.write(chunk)
             checked.verify()

@@ -23,6 +23,7 @@ from ...oci.digest import (
     is_digest,
     sha256_bytes,
     split_digest,
+    verified,
     verify_bytes,
 )
 from ...oci.mediatypes import ALL_MANIFEST_TYPES, DOCKER_MANIFEST
@@ -181,7 +182,7 @@ class OllamaStore:
             return
         final = self.blob_path(desc.digest)
         with atomic_writer(final, mode=0o644) as out:
-            checked = VerifyingReader(reader, desc.digest, desc.size)
+            checked = verified(reader, desc.digest, desc.size)
             while chunk := checked.read(CHUNK):
                 out.write(chunk)
             checked.verify()
