@@ -55,13 +55,17 @@ def _kind(path: str, size: int) -> Kind:
 
 
 class _CheckedFile(VerifyingReader):
-    """A cached LINKS file, hashed again as it is read, with a carton-specific error."""
+    """A carton file (zip entry or cached LINKS download) hashed as it is read; a mismatch is
+    reported against MANIFEST."""
 
     def verify(self) -> None:
         try:
             super().verify()
-        except DigestMismatch as e:
-            raise CartonMismatch(f"{self.what}: does not match MANIFEST ({e})") from None
+        except DigestMismatch:
+            raise CartonMismatch(
+                f"{self.what}: content sha256 {self.digest.partition(':')[2]} "
+                f"({self.size} bytes) does not match MANIFEST ({self.expected_digest.partition(':')[2]})"
+            ) from None
 
 
 def _read_small(archive: Path, entry: CartonEntry, limits: CartonLimits) -> bytes:
@@ -110,7 +114,14 @@ def _verify_eagerly(archive: Path, files: list[tuple[CartonEntry, str]], budget:
 
 
 def _entry_opener(archive: Path, entry: CartonEntry, sha: str) -> Callable[[], BinaryIO]:
-    return lambda: EntryReader(archive, entry, expect_sha256=sha)  # type: ignore[return-value]
+    """The entry checked against MANIFEST as it streams. The check is a VerifyingReader, so the
+    destination store reuses it instead of hashing every byte a second time."""
+
+    def opener() -> BinaryIO:
+        raw = EntryReader(archive, entry)
+        return _CheckedFile(raw, "sha256:" + sha, entry.size, what=f"{archive}: {entry.path}")  # type: ignore[return-value]
+
+    return opener
 
 
 def _link_opener(fetcher: LinkFetcher, sha: str, urls: list[str], what: str, size: int) -> Callable[[], BinaryIO]:
