@@ -2,8 +2,9 @@
 and the read-decompress-hash floor that a carton → layout conversion is measured against.
 
 Only what the benchmark needs: entries under 4 GiB (no zip64), no directories, no links.
-Run as ``python -m bench.cartonzip FILE.carton`` it is the floor: every entry is read,
-zstd-decompressed and sha256-hashed once, in one pass, and nothing else.
+Run as ``python -m bench.cartonzip FILE.carton [OUTDIR]`` it is the floor: every entry is read,
+zstd-decompressed and sha256-hashed once, in one pass, and nothing else; with OUTDIR each
+entry is also written to a file there (what any conversion to a layout has to do too).
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def read_and_hash(path: Path) -> dict[str, str]:
-    """The floor: one pass of read + decompress + sha256 over every entry."""
+def read_and_hash(path: Path, outdir: Path | None = None) -> dict[str, str]:
+    """The floor: one pass of read + decompress + sha256 over every entry (+ write to outdir)."""
     out = {}
     with zipfile.ZipFile(path) as z, path.open("rb") as f:
         for info in z.infolist():
@@ -135,16 +136,25 @@ def read_and_hash(path: Path) -> dict[str, str]:
             h = hashlib.sha256()
             left = info.compress_size
             dec = zstandard.ZstdDecompressor().decompressobj() if info.compress_type == METHOD_ZSTD else None
+            sink = (outdir / f"{len(out)}.out").open("wb") if outdir else None
             while left:
                 chunk = f.read(min(_CHUNK, left))
                 if not chunk:
                     raise ValueError(f"{info.filename}: truncated")
                 left -= len(chunk)
-                h.update(dec.decompress(chunk) if dec else chunk)
+                data = dec.decompress(chunk) if dec else chunk
+                h.update(data)
+                if sink:
+                    sink.write(data)
+            if sink:
+                sink.close()
             out[info.filename] = h.hexdigest()
     return out
 
 
 if __name__ == "__main__":
-    for name, digest in read_and_hash(Path(sys.argv[1])).items():
+    target = Path(sys.argv[2]) if len(sys.argv) > 2 else None
+    if target:
+        target.mkdir(parents=True, exist_ok=True)
+    for name, digest in read_and_hash(Path(sys.argv[1]), target).items():
         print(f"{name}={digest}")
