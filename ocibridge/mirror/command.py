@@ -1,0 +1,39 @@
+"""The ``ocibridge mirror JOB [--dry-run] [--json]`` command body, shared by the CLI and
+``python -m ocibridge.mirror``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from ..errors import OcibridgeError
+from . import load_job, run_job
+from .summary import ArtifactResult
+
+
+def mirror_command(job_path: str, *, dry_run: bool = False, as_json: bool = False,
+                   out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run the job, print the summary (text or JSON); 1 when anything failed."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        job = load_job(job_path)
+    except OcibridgeError as e:
+        print(f"ocibridge: {e}", file=err)
+        return 1
+    live = None if as_json or not err.isatty() else _live(err)
+    summary = run_job(job, dry_run=dry_run, progress=live)
+    if as_json:
+        print(json.dumps(summary.as_dict(), indent=2), file=out)
+    else:
+        print(summary.format_text(), file=out)
+    return summary.exit_code
+
+
+def _live(err: TextIO):
+    def report(event: str, result: ArtifactResult) -> None:
+        if event in ("copied", "failed"):
+            print(f"{event}: {result.source}", file=err, flush=True)
+
+    return report

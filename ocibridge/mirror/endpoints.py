@@ -1,0 +1,108 @@
+"""Opening a job's source and target strings as stores.
+
+``host/repo`` (every tag) or ``host/repo:tag`` / ``@digest`` (one reference) on a registry,
+with the job's per-host options; ``oci:PATH[:TAG|@DIGEST]`` for a layout, PATH relative to
+the job file. Unlike the CLI's references, a repository without a tag means *all tags*.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from ..errors import InvalidReference, NotFound, OcibridgeError
+from ..oci.models import Descriptor
+from ..oci.reference import is_layout_reference, parse_layout_reference, parse_registry_reference
+from ..stores.base import Store
+from ..stores.layout import LayoutStore
+from .job import MirrorJob
+
+
+@dataclass
+class Endpoint:
+    store: Store
+    name: str  # repository as written for messages: host/repo or oci:PATH
+    reference: str | None  # a tag or digest when one artifact is named, else None (all tags)
+    host: str | None = None  # registry host, None for layouts
+
+    @property
+    def is_tag(self) -> bool:
+        return self.reference is not None and not self.reference.startswith("sha256:")
+
+    def close(self) -> None:
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close()
+
+
+def _explicit_reference(text: str) -> bool:
+    """Whether a registry string names a tag or digest (the last path part has ':' or '@')."""
+    return "@" in text or ":" in text.rsplit("/", 1)[-1]
+
+
+def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run: bool = False) -> Endpoint:
+    """A store for ``text``; a missing layout target in a dry run reads as empty."""
+    if is_layout_reference(text):
+        ref = parse_layout_reference(text)
+        path = Path(os.path.expanduser(ref.path))
+        if not path.is_absolute():
+            path = job.base_dir / path
+        reference = ref.digest or ref.tag
+        name = f"oci:{path}"
+        try:
+            store: Store = LayoutStore(path, create=for_write and not dry_run)
+        except NotFound:
+            if not (for_write and dry_run):
+                raise
+            store = EmptyStore(name)
+        return Endpoint(store, name, reference)
+    try:
+        ref = parse_registry_reference(text)
+    except InvalidReference as e:
+        raise OcibridgeError(f"{text!r}: {e}") from None
+    from ..stores.registry import open_repository
+
+    store = open_repository(ref, **job.registry_options(ref.registry))
+    reference = (ref.digest or ref.tag) if _explicit_reference(text) else None
+    return Endpoint(store, f"{ref.registry}/{ref.repository}", reference, ref.registry)
+
+
+class EmptyStore:
+    """A target that does not exist yet, as a dry run sees it: holds nothing, accepts nothing."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def describe(self) -> str:
+        return self.name
+
+    def exists(self, desc: Descriptor) -> bool:
+        return False
+
+    def resolve(self, reference: str) -> Descriptor:
+        raise NotFound(f"{self.name}:{reference}: not found")
+
+    def tags(self) -> list[str]:
+        return []
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return []
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        raise NotFound(f"{self.name}: {desc.digest} not found")
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        raise NotFound(f"{self.name}: {desc.digest} not found")
+
+    def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
+        raise OcibridgeError("a dry run writes nothing")
+
+    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        raise OcibridgeError("a dry run writes nothing")
+
+    def tag(self, desc: Descriptor, tag: str) -> None:
+        raise OcibridgeError("a dry run writes nothing")

@@ -1,0 +1,182 @@
+"""The mirror job file: registries and their credentials, defaults, and sync entries.
+
+One pydantic model, so the JSON Schema in ``schemas/mirror-job.schema.json`` is generated
+from the same code that reads the file. Unknown keys are refused: a typo in a mirror job
+should fail loudly, not silently mirror everything.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from ..errors import OcibridgeError
+
+FamilyName = Literal["cnai", "cncf", "any"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class RegistryAuth(_Strict):
+    """How to reach one registry host. No username: the Docker config's credentials."""
+
+    username: str | None = None
+    password: str | None = Field(default=None, description="Prefer password_env or password_file.")
+    password_env: str | None = Field(default=None, description="Environment variable holding the password.")
+    password_file: str | None = Field(default=None, description="File holding the password (relative to the job).")
+    plain_http: bool = False
+    insecure: bool = Field(default=False, description="Skip TLS certificate verification.")
+    ca_file: str | None = Field(default=None, description="PEM bundle of the CA (relative to the job).")
+
+    @model_validator(mode="after")
+    def _one_password(self) -> RegistryAuth:
+        given = [n for n in ("password", "password_env", "password_file") if getattr(self, n)]
+        if len(given) > 1:
+            raise ValueError(f"give only one of {', '.join(given)}")
+        if given and not self.username:
+            raise ValueError(f"{given[0]} needs a username")
+        return self
+
+
+class Concurrency(_Strict):
+    artifacts: int = Field(default=2, ge=1, le=64, description="Artifacts copied at once.")
+    blobs: int = Field(default=4, ge=1, le=64, description="Blobs of one artifact copied at once.")
+
+
+class RateLimit(_Strict):
+    """A token bucket in front of the source registry's HTTP requests."""
+
+    requests_per_second: float = Field(gt=0, description="Sustained requests per second to the source.")
+    burst: int = Field(default=10, ge=1, description="Requests allowed at once after a quiet spell.")
+
+
+class TagFilter(_Strict):
+    """Which tags of a repository to mirror; applied in this order: allow, deny, semver, latest."""
+
+    allow: list[str] = Field(
+        default_factory=list,
+        description="Globs (fnmatch) or, prefixed 're:', regular expressions; none = every tag.",
+    )
+    deny: list[str] = Field(default_factory=list, description="Same forms as allow; deny wins.")
+    semver: str | None = Field(
+        default=None, description="A range such as '>=1.2.0 <2', '^1.2', '~1.2.3', '1.x' ('||' for or)."
+    )
+    latest: int | None = Field(default=None, ge=1, description="Keep only the newest N tags.")
+    order: Literal["semver", "tag"] = Field(
+        default="semver",
+        description="How 'latest' ranks tags: by version (non-version tags drop out) or by tag name.",
+    )
+
+
+class Settings(_Strict):
+    """Settings an entry may override; missing ones come from the job's defaults."""
+
+    referrers: bool | None = Field(default=None, description="Copy referrers (signatures, SBOMs). Default true.")
+    accept: list[FamilyName] | None = Field(
+        default=None, description="ModelPack families to mirror; 'any' accepts every artifact. Default cnai, cncf."
+    )
+    concurrency: Concurrency | None = None
+    rate_limit: RateLimit | None = None
+    convert: Literal["cnai", "cncf"] | None = Field(
+        default=None, description="Re-label ModelPack artifacts into this family while mirroring."
+    )
+
+
+class SyncEntry(Settings):
+    """One source → target pair.
+
+    ``source``: a repository (every tag, filtered by ``tags``) or a single reference (``:tag`` or
+    ``@digest``); registries as ``host/repo``, layouts as ``oci:PATH``. ``target``: a repository
+    (tags keep their names) or, for a single source reference, ``repo:tag``.
+    """
+
+    source: str
+    target: str
+    tags: TagFilter = Field(default_factory=TagFilter)
+    source_format: Literal["oci", "ollama"] = Field(
+        default="oci", description="'ollama': the source is an Ollama registry; artifacts become ModelPack."
+    )
+
+
+class MirrorJob(_Strict):
+    """A declarative mirror job (TOML, or YAML with PyYAML installed)."""
+
+    version: Literal[1] = 1
+    registries: dict[str, RegistryAuth] = Field(
+        default_factory=dict, description="Per registry host (host[:port]): credentials and transport."
+    )
+    defaults: Settings = Field(default_factory=Settings)
+    sync: list[SyncEntry] = Field(min_length=1)
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @property
+    def base_dir(self) -> Path:
+        """Relative paths in the job (layouts, password and CA files) are relative to this."""
+        return self._base_dir
+
+    def with_base_dir(self, base: Path) -> MirrorJob:
+        self._base_dir = base
+        return self
+
+    def effective(self, entry: SyncEntry) -> ResolvedSettings:
+        """The entry's settings with the job defaults filled in."""
+        d = self.defaults
+
+        def pick(name: str, fallback: Any) -> Any:
+            value = getattr(entry, name)
+            if value is None:
+                value = getattr(d, name)
+            return fallback if value is None else value
+
+        return ResolvedSettings(
+            referrers=pick("referrers", True),
+            accept=tuple(pick("accept", ["cnai", "cncf"])),
+            concurrency=pick("concurrency", Concurrency()),
+            rate_limit=pick("rate_limit", None),
+            convert=pick("convert", None),
+        )
+
+    def registry_options(self, host: str) -> dict[str, Any]:
+        """Keyword options for ``open_repository`` for ``host``; secrets read now."""
+        auth = self.registries.get(host)
+        if auth is None:
+            return {}
+        options: dict[str, Any] = {"plain_http": auth.plain_http, "insecure": auth.insecure}
+        if auth.ca_file:
+            options["ca_file"] = str(self._path(auth.ca_file))
+        if auth.username:
+            options["username"] = auth.username
+            options["password"] = self._password(host, auth)
+        return options
+
+    def _path(self, value: str) -> Path:
+        path = Path(os.path.expanduser(value))
+        return path if path.is_absolute() else self._base_dir / path
+
+    def _password(self, host: str, auth: RegistryAuth) -> str:
+        if auth.password_env:
+            value = os.environ.get(auth.password_env)
+            if value is None:
+                raise OcibridgeError(f"registry {host}: environment variable {auth.password_env} is not set")
+            return value
+        if auth.password_file:
+            path = self._path(auth.password_file)
+            try:
+                return path.read_text().rstrip("\r\n")
+            except OSError as e:
+                raise OcibridgeError(f"registry {host}: cannot read password_file {path}: {e.strerror}") from None
+        return auth.password or ""
+
+
+class ResolvedSettings(BaseModel):
+    referrers: bool
+    accept: tuple[str, ...]
+    concurrency: Concurrency
+    rate_limit: RateLimit | None
+    convert: str | None

@@ -1,0 +1,245 @@
+"""Planning a sync entry: which artifacts to copy, how many bytes, what the target holds.
+
+Read-only on both sides. Each selected tag is resolved to a digest (the copy is pinned to it),
+checked against the accepted families, converted when asked, and compared with the target's
+tag: an artifact already there is skipped without touching its blobs. For the rest the graph
+is walked and every blob HEADed on the target, so the plan says exactly what will travel.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..errors import NotFound, OcibridgeError
+from ..oci.mediatypes import Family, family_of_artifact
+from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ..stores.base import Store, is_manifest
+from .endpoints import Endpoint, open_endpoint
+from .filters import select_tags
+from .job import MirrorJob, ResolvedSettings, SyncEntry
+from .ratelimit import TokenBucket, attach
+from .relabel import RelabelStore
+from .summary import ArtifactResult, EntrySummary
+
+
+@dataclass
+class ArtifactPlan:
+    """One artifact to copy: from ``store`` (the source, or a converting view of it)."""
+
+    result: ArtifactResult
+    store: Store
+    src_ref: str  # digest (or the built artifact's reference) to copy
+    tag: str | None  # target tag; None pushes by digest only
+    referrers: bool = True
+
+
+@dataclass
+class EntryPlan:
+    index: int
+    entry: SyncEntry
+    settings: ResolvedSettings
+    summary: EntrySummary
+    source: Endpoint | None = None
+    target: Endpoint | None = None
+    copies: list[ArtifactPlan] = field(default_factory=list)
+    results: list[ArtifactResult] = field(default_factory=list)  # skipped and failed ones
+    bucket: TokenBucket | None = None
+
+    def close(self) -> None:
+        for endpoint in (self.source, self.target):
+            if endpoint is not None:
+                endpoint.close()
+
+
+def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = False) -> EntryPlan:
+    """Open both ends and plan every artifact; failures become failed results, not exceptions."""
+    settings = job.effective(entry)
+    plan = EntryPlan(index, entry, settings, EntrySummary(index, entry.source, entry.target))
+    try:
+        plan.source = open_endpoint(entry.source, job)
+        if settings.rate_limit is not None:
+            rl = settings.rate_limit
+            plan.bucket = TokenBucket(rl.requests_per_second, rl.burst)
+            attach(plan.source.store, plan.bucket)
+        plan.target = open_endpoint(entry.target, job, for_write=True, dry_run=dry_run)
+        refs = _references(plan)
+    except OcibridgeError as e:
+        plan.summary.error = str(e)
+        plan.results.append(ArtifactResult(index, entry.source, entry.target, "failed", reason=str(e)))
+        return plan
+    planner = _Planner(plan)
+    workers = settings.concurrency.artifacts
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mirror-plan") as pool:
+        outcomes = list(pool.map(planner.plan_one, refs))
+    for outcome in outcomes:
+        if isinstance(outcome, ArtifactPlan):
+            plan.copies.append(outcome)
+        else:
+            plan.results.append(outcome)
+    return plan
+
+
+def _references(plan: EntryPlan) -> list[tuple[str, str | None]]:
+    """(source reference, target tag) pairs the entry covers."""
+    assert plan.source is not None and plan.target is not None
+    src, dst = plan.source, plan.target
+    if dst.reference is not None:
+        if src.reference is None:
+            raise OcibridgeError(f"target {plan.entry.target!r} names a tag, so the source must name one artifact")
+        if not dst.is_tag:
+            raise OcibridgeError(f"target {plan.entry.target!r}: a target cannot be a digest")
+    if src.reference is not None:
+        tag = dst.reference if dst.reference is not None else (src.reference if src.is_tag else None)
+        plan.summary.tags_listed = 1
+        return [(src.reference, tag)]
+    listed = src.store.tags()
+    chosen = select_tags(listed, plan.entry.tags)
+    plan.summary.tags_listed = len(listed)
+    plan.summary.tags_filtered_out = len(listed) - len(chosen)
+    return [(t, t) for t in chosen]
+
+
+class _Planner:
+    """Plans artifacts of one entry (thread-safe); blobs shared between artifacts count once."""
+
+    def __init__(self, plan: EntryPlan):
+        self.plan = plan
+        assert plan.source is not None and plan.target is not None
+        self.src = plan.source
+        self.dst = plan.target
+        self.settings = plan.settings
+        convert = self.settings.convert
+        self.view = RelabelStore(self.src.store, Family(convert)) if convert else None
+        self._lock = threading.Lock()
+        self._counted: dict[str, bool] = {}  # blob digest → present on the target
+
+    def _names(self, ref: str, tag: str | None) -> tuple[str, str]:
+        sep = "@" if ref.startswith("sha256:") else ":"
+        target = f"{self.dst.name}:{tag}" if tag else self.dst.name
+        return f"{self.src.name}{sep}{ref}", target
+
+    def plan_one(self, pair: tuple[str, str | None]) -> ArtifactPlan | ArtifactResult:
+        ref, tag = pair
+        source_name, target_name = self._names(ref, tag)
+        result = ArtifactResult(self.plan.index, source_name, target_name, "planned")
+        try:
+            return self._plan(ref, tag, result)
+        except OcibridgeError as e:
+            result.status, result.reason = "failed", str(e)
+            return result
+
+    def _plan(self, ref: str, tag: str | None, result: ArtifactResult) -> ArtifactPlan | ArtifactResult:
+        if self.plan.entry.source_format == "ollama":
+            store, desc, src_ref = self._from_ollama(ref)
+        else:
+            store, desc, reason = self._from_oci(ref)
+            if reason:
+                result.status, result.reason, result.digest = "skipped", reason, desc.digest
+                return result
+            src_ref = desc.digest
+        result.digest = desc.digest
+        if self._already_there(desc, tag):
+            result.status, result.reason = "skipped", "already mirrored"
+            return result
+        self._count(store, desc, result)
+        return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers)
+
+    def _from_oci(self, ref: str) -> tuple[Store, Descriptor, str]:
+        store: Store = self.src.store
+        desc = store.resolve(ref)
+        family = _family(store, desc)
+        accept = self.settings.accept
+        if "any" not in accept:
+            if family is None:
+                return store, desc, f"not a ModelPack artifact (accept = {', '.join(accept)})"
+            if family.value not in accept:
+                return store, desc, f"family {family.value} not accepted (accept = {', '.join(accept)})"
+        if self.view is not None and family is not None and family is not self.view.to:
+            return self.view, self.view.convert(desc), ""
+        return store, desc, ""
+
+    def _from_ollama(self, ref: str) -> tuple[Store, Descriptor, str]:
+        from ..formats.ollama import parse_ollama_name, read_ollama
+        from ..modelpack.builder import ARTIFACT_TAG, BuildOptions, build
+
+        name = None
+        if self.src.host is not None:
+            sep = "@" if ref.startswith("sha256:") else ":"
+            try:
+                name = parse_ollama_name(f"{self.src.name}{sep}{ref}")
+            except (OcibridgeError, ValueError):
+                name = None
+        package = read_ollama(self.src.store, ref, name)
+        family = Family(self.settings.convert or Family.CNAI.value)
+        artifact = build(package, BuildOptions(family=family))
+        return artifact, artifact.descriptor, ARTIFACT_TAG
+
+    def _already_there(self, desc: Descriptor, tag: str | None) -> bool:
+        dst = self.dst.store
+        if tag is None:
+            return dst.exists(desc)
+        try:
+            return dst.resolve(tag).digest == desc.digest
+        except NotFound:
+            return False
+
+    def _count(self, store: Store, root: Descriptor, result: ArtifactResult) -> None:
+        """Walk the graph (and referrers) and HEAD each blob on the target."""
+        for desc in _graph(store, root, self.settings.referrers):
+            if is_manifest(desc):
+                continue
+            with self._lock:
+                known = self._counted.get(desc.digest)
+            if known is None:
+                present = self.dst.store.exists(desc)
+                with self._lock:
+                    first = desc.digest not in self._counted
+                    self._counted[desc.digest] = present
+                if not first:
+                    continue  # another artifact of this entry counted it
+            else:
+                continue
+            if present:
+                result.blobs_present += 1
+                result.bytes_present += desc.size
+            else:
+                result.blobs_planned += 1
+                result.bytes_planned += desc.size
+
+
+def _graph(store: Store, root: Descriptor, referrers: bool) -> list[Descriptor]:
+    """Every descriptor reachable from ``root``: manifests, configs, layers (and referrers)."""
+    out: list[Descriptor] = []
+    seen: set[str] = set()
+    stack = [root]
+    while stack:
+        desc = stack.pop()
+        if desc.digest in seen:
+            continue
+        seen.add(desc.digest)
+        out.append(desc)
+        if not is_manifest(desc):
+            continue
+        node = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+        if isinstance(node, Index):
+            stack.extend(node.manifests)
+        else:
+            stack.extend([node.config, *node.layers])
+        if referrers:
+            stack.extend(store.referrers(desc))
+    return out
+
+
+def _family(store: Store, desc: Descriptor) -> Family | None:
+    """The ModelPack family of a manifest, or of an index's first ModelPack child."""
+    node = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    if isinstance(node, Manifest):
+        return family_of_artifact(node.artifactType, node.config.mediaType)
+    for child in node.manifests:
+        if is_manifest(child):
+            found = _family(store, child)
+            if found is not None:
+                return found
+    return None

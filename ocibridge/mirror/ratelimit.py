@@ -1,0 +1,59 @@
+"""A token bucket that paces the HTTP requests a mirror sends to a source registry.
+
+The registry store has no throttling hook of its own, so the bucket is attached where every
+request passes: the httpx client's ``request`` event hook (a public httpx API). Each request
+(including retries and redirects) takes one token; the bucket refills at ``rate`` per second
+up to ``burst``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from ..stores.base import Store
+
+
+class TokenBucket:
+    """Thread-safe; ``acquire`` blocks until a token is free."""
+
+    def __init__(self, rate: float, burst: int = 1, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        if rate <= 0 or burst < 1:
+            raise ValueError("rate must be > 0 and burst >= 1")
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._sleep = sleep
+        self._tokens = float(burst)
+        self._last = clock()
+        self._lock = threading.Lock()
+        self.waited = 0.0  # total seconds callers were held back
+
+    def acquire(self) -> None:
+        """Take a token, reserving one in the future (and sleeping until then) if none is left."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            self._tokens -= 1
+            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
+            self.waited += wait
+        if wait > 0:
+            self._sleep(wait)
+
+
+def attach(store: Store, bucket: TokenBucket) -> bool:
+    """Make every HTTP request of ``store`` wait for a token; False when it sends none (layouts)."""
+    client = getattr(store, "client", None)
+    http = getattr(client, "http", None)
+    hooks = getattr(http, "event_hooks", None)
+    if hooks is None:
+        return False
+
+    def on_request(_request: object) -> None:
+        bucket.acquire()
+
+    http.event_hooks = {**hooks, "request": [*hooks.get("request", []), on_request]}
+    return True

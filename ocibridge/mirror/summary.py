@@ -1,0 +1,117 @@
+"""What a mirror job did (or, in a dry run, would do): per artifact and in total."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+Status = Literal["copied", "skipped", "failed", "planned"]
+
+
+@dataclass
+class ArtifactResult:
+    """One artifact of one sync entry. ``planned``: a dry run would copy it."""
+
+    entry: int
+    source: str
+    target: str
+    status: Status
+    digest: str | None = None
+    reason: str = ""
+    # from the plan: what the target lacks and what it already holds
+    blobs_planned: int = 0
+    bytes_planned: int = 0
+    blobs_present: int = 0
+    bytes_present: int = 0
+    # from the copy
+    blobs_copied: int = 0
+    blobs_mounted: int = 0
+    blobs_skipped: int = 0
+    bytes_copied: int = 0
+    manifests_copied: int = 0
+    referrers: int = 0
+
+
+@dataclass
+class EntrySummary:
+    index: int
+    source: str
+    target: str
+    tags_listed: int = 0
+    tags_filtered_out: int = 0
+    error: str | None = None
+
+
+@dataclass
+class MirrorSummary:
+    dry_run: bool = False
+    entries: list[EntrySummary] = field(default_factory=list)
+    artifacts: list[ArtifactResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def with_status(self, status: Status) -> list[ArtifactResult]:
+        return [a for a in self.artifacts if a.status == status]
+
+    @property
+    def failed(self) -> list[ArtifactResult]:
+        return self.with_status("failed")
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def totals(self) -> dict[str, int]:
+        keys = ("blobs_planned", "bytes_planned", "blobs_present", "bytes_present", "blobs_copied",
+                "blobs_mounted", "blobs_skipped", "bytes_copied", "manifests_copied", "referrers")
+        out = {k: sum(getattr(a, k) for a in self.artifacts) for k in keys}
+        for status in ("copied", "skipped", "failed", "planned"):
+            out[status] = len(self.with_status(status))  # type: ignore[arg-type]
+        return out
+
+    def as_dict(self) -> dict:
+        """The ``--json`` form."""
+        return {
+            "dryRun": self.dry_run,
+            "ok": self.ok,
+            "seconds": round(self.seconds, 3),
+            "totals": self.totals(),
+            "entries": [asdict(e) for e in self.entries],
+            "artifacts": [asdict(a) for a in self.artifacts],
+        }
+
+    def format_text(self) -> str:
+        """Human summary: one line per artifact that was not a plain skip, then the totals."""
+        lines = []
+        for a in self.artifacts:
+            if a.status == "copied":
+                lines.append(f"copied  {a.source} -> {a.target} ({_size(a.bytes_copied)} sent, "
+                             f"{a.blobs_mounted} mounted, {a.blobs_skipped} already there)")
+            elif a.status == "planned":
+                lines.append(f"would copy {a.source} -> {a.target} ({a.blobs_planned} blobs, "
+                             f"{_size(a.bytes_planned)}; {a.blobs_present} blobs already there)")
+            elif a.status == "failed":
+                lines.append(f"FAILED  {a.source} -> {a.target}: {a.reason}")
+            else:
+                lines.append(f"skipped {a.source}: {a.reason}")
+        t = self.totals()
+        if self.dry_run:
+            lines.append(f"dry run: {t['planned']} to copy ({_size(t['bytes_planned'])} in "
+                         f"{t['blobs_planned']} blobs), {t['skipped']} skipped, {t['failed']} failed")
+        else:
+            lines.append(f"{t['copied']} copied ({_size(t['bytes_copied'])} sent, {t['blobs_mounted']} "
+                         f"blobs mounted), {t['skipped']} skipped, {t['failed']} failed "
+                         f"in {self.seconds:.1f} s")
+        return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

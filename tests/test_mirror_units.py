@@ -1,0 +1,291 @@
+"""Mirror jobs without a registry: job files, tag filters and semver ranges, re-labelling,
+and whole jobs between OCI layouts (plan, dry run, copy, re-run, conversion)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ocibridge.copy import copy
+from ocibridge.errors import OcibridgeError
+from ocibridge.mirror import load_job, parse_job, run_job
+from ocibridge.mirror.filters import select_tags
+from ocibridge.mirror.job import TagFilter
+from ocibridge.mirror.ratelimit import TokenBucket
+from ocibridge.mirror.relabel import RelabelStore
+from ocibridge.mirror.semver import parse_range, parse_version
+from ocibridge.modelpack.builder import BuildOptions, build
+from ocibridge.modelpack.package import ModelFile, ModelPackage
+from ocibridge.oci.mediatypes import Family, Kind
+from ocibridge.oci.models import Descriptor, parse_manifest_bytes
+from ocibridge.stores.layout import LayoutStore
+
+SHARED = bytes(range(256)) * 256  # 64 KiB every model carries
+
+
+def package(seed: int) -> ModelPackage:
+    unique = bytes((i * 7 + seed) % 256 for i in range(4096 + seed))
+    return ModelPackage(
+        files=[
+            ModelFile.from_bytes("base.safetensors", SHARED, Kind.WEIGHT),
+            ModelFile.from_bytes(f"delta-{seed}.safetensors", unique, Kind.WEIGHT),
+            ModelFile.from_bytes("config.json", b'{"hidden": 4}\n', Kind.WEIGHT_CONFIG),
+            ModelFile.from_bytes("README.md", f"# model {seed}\n".encode(), Kind.DOC),
+        ],
+        descriptor={"name": f"m{seed}", "version": f"1.{seed}.0"},
+        config={"format": "safetensors"},
+    )
+
+
+def push_models(store: LayoutStore, tags: list[str], family: Family = Family.CNAI) -> dict[str, str]:
+    out = {}
+    for i, tag in enumerate(tags):
+        art = build(package(i), BuildOptions(family=family))
+        out[tag] = copy(art, "artifact", store, tag).root.digest
+    return out
+
+
+def blob_set(root: Path) -> set[str]:
+    return {p.name for p in (root / "blobs" / "sha256").iterdir()}
+
+
+# -- semver ------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("rng", "yes", "no"),
+    [
+        (">=1.2.0 <2", ["1.2.0", "v1.9.9", "1.2"], ["1.1.9", "2.0.0", "2.0.0-rc.1", "1.5.0-beta"]),
+        ("^1.2", ["1.2.0", "1.99.0"], ["1.1.0", "2.0.0"]),
+        ("^0.2.3", ["0.2.3", "0.2.9"], ["0.3.0", "0.2.2"]),
+        ("^0.0.3", ["0.0.3"], ["0.0.4"]),
+        ("~1.2.3", ["1.2.3", "1.2.9"], ["1.3.0", "1.2.2"]),
+        ("~1", ["1.0.0", "1.9.0"], ["2.0.0"]),
+        ("1.x", ["1.0.0", "1.5.2"], ["0.9.0", "2.0.0"]),
+        ("1.2.*", ["1.2.0", "1.2.7"], ["1.3.0"]),
+        ("*", ["0.0.1", "9.9.9"], ["1.0.0-alpha"]),
+        ("<=1.2", ["1.2.9", "0.1.0"], ["1.3.0"]),
+        (">1.2", ["1.3.0"], ["1.2.9"]),
+        ("=1.2.3", ["1.2.3", "v1.2.3"], ["1.2.4"]),
+        (">=2.0.0-rc.1 <2.0.1", ["2.0.0-rc.1", "2.0.0-rc.2", "2.0.0"], ["2.0.0-beta", "2.0.1-rc.1"]),
+        ("^1.0 || >=3", ["1.4.0", "3.0.0", "7.0.0"], ["2.0.0"]),
+        (">= 1.2 < 1.4", ["1.3.0"], ["1.4.0"]),
+    ],
+)
+def test_semver_ranges(rng: str, yes: list[str], no: list[str]) -> None:
+    r = parse_range(rng)
+    for tag in yes:
+        assert r.matches(parse_version(tag)), (rng, tag)
+    for tag in no:
+        assert not r.matches(parse_version(tag)), (rng, tag)
+
+
+def test_semver_precedence() -> None:
+    order = ["1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta", "1.0.0-beta.2",
+             "1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.1", "1.10.0", "2.0.0"]
+    parsed = [parse_version(t) for t in order]
+    assert sorted(parsed, key=lambda v: v.key()) == parsed
+    assert parse_version("latest") is None and parse_version("1.2.3.4") is None
+    with pytest.raises(OcibridgeError, match="not a version"):
+        parse_range(">=banana")
+
+
+def test_tag_filters() -> None:
+    tags = ["latest", "1.0.0", "1.1.0", "1.2.0", "2.0.0", "2.0.0-rc.1", "dev-abc", "v1.10.0",
+            "sha256-" + "a" * 64, "sha256-" + "b" * 64 + ".sig"]
+    assert select_tags(tags, TagFilter()) == sorted(t for t in tags if not t.startswith("sha256-"))
+    assert select_tags(tags, TagFilter(allow=["1.*", "v1.*"])) == ["1.0.0", "1.1.0", "1.2.0", "v1.10.0"]
+    assert select_tags(tags, TagFilter(allow=[r"re:v?\d+\.\d+\.\d+"], deny=["2.*"])) == [
+        "1.0.0", "1.1.0", "1.2.0", "v1.10.0"]
+    assert select_tags(tags, TagFilter(semver="^1.1")) == ["1.1.0", "1.2.0", "v1.10.0"]
+    assert select_tags(tags, TagFilter(latest=2)) == ["2.0.0", "2.0.0-rc.1"]
+    assert select_tags(tags, TagFilter(latest=2, deny=["*-*"])) == ["2.0.0", "v1.10.0"]
+    assert select_tags(tags, TagFilter(latest=2, order="tag")) == ["v1.10.0", "latest"]
+    assert select_tags(tags, TagFilter(deny=["re:.*"])) == []
+    with pytest.raises(OcibridgeError, match="invalid tag pattern"):
+        select_tags(tags, TagFilter(allow=["re:("]))
+
+
+def test_token_bucket_paces() -> None:
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    bucket = TokenBucket(rate=10, burst=3, clock=lambda: now[0], sleep=sleep)
+    for _ in range(13):
+        bucket.acquire()
+    # 3 at once, then 10 more at 10/s
+    assert now[0] == pytest.approx(1.0, abs=1e-6)
+
+
+# -- job files ---------------------------------------------------------------------------------
+JOB_TOML = """
+[registries."127.0.0.1:5000"]
+username = "alice"
+password_env = "MIRROR_TEST_PW"
+plain_http = true
+
+[defaults]
+accept = ["cnai"]
+concurrency = { artifacts = 3, blobs = 2 }
+
+[[sync]]
+source = "127.0.0.1:5000/models/llama"
+target = "oci:mirror"
+tags = { semver = ">=1.0.0 <2", latest = 3 }
+rate_limit = { requests_per_second = 50 }
+referrers = false
+"""
+
+
+def test_job_file_toml_and_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "job.toml").write_text(JOB_TOML)
+    job = load_job(tmp_path / "job.toml")
+    entry = job.sync[0]
+    eff = job.effective(entry)
+    assert eff.accept == ("cnai",) and eff.concurrency.artifacts == 3 and eff.referrers is False
+    assert eff.rate_limit.requests_per_second == 50 and entry.tags.latest == 3
+    assert job.base_dir == tmp_path
+    monkeypatch.setenv("MIRROR_TEST_PW", "s3cret")
+    opts = job.registry_options("127.0.0.1:5000")
+    assert opts == {"plain_http": True, "insecure": False, "username": "alice", "password": "s3cret"}
+    assert job.registry_options("elsewhere.io") == {}
+    monkeypatch.delenv("MIRROR_TEST_PW")
+    with pytest.raises(OcibridgeError, match="MIRROR_TEST_PW is not set"):
+        job.registry_options("127.0.0.1:5000")
+
+    import yaml
+
+    doc = {"sync": [{"source": "oci:a", "target": "oci:b", "tags": {"allow": ["v*"]}}]}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(doc))
+    assert load_job(tmp_path / "job.yaml").sync[0].tags.allow == ["v*"]
+
+
+def test_job_file_errors_are_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[sync]]\nsource = "oci:a"\ntarget = "oci:b"\nconcurency = 3\n')
+    with pytest.raises(OcibridgeError, match=r"sync\.0\.concurency: Extra inputs"):
+        load_job(bad)
+    bad.write_text("[[sync]\n")
+    with pytest.raises(OcibridgeError, match="invalid TOML"):
+        load_job(bad)
+    with pytest.raises(OcibridgeError, match="sync: Field required"):
+        parse_job({})
+    with pytest.raises(OcibridgeError, match="needs a username"):
+        parse_job({"registries": {"h": {"password": "x"}}, "sync": [{"source": "a", "target": "b"}]})
+
+
+def test_schema_file_is_current() -> None:
+    from ocibridge.schemas import generate, render
+
+    path = Path(__file__).resolve().parents[1] / "schemas" / "mirror-job.schema.json"
+    assert path.read_text() == render(generate()["mirror-job"])
+
+
+# -- re-labelling ------------------------------------------------------------------------------
+def test_relabel_equals_a_build_in_the_other_family(tmp_path: Path) -> None:
+    """cnai → cncf by re-labelling gives byte for byte what building as cncf gives."""
+    src = LayoutStore(tmp_path / "src", create=True)
+    cnai = build(package(1), BuildOptions(family=Family.CNAI))
+    cncf = build(package(1), BuildOptions(family=Family.CNCF))
+    copy(cnai, "artifact", src, "v1")
+    view = RelabelStore(src, Family.CNCF)
+    desc = view.resolve("v1")
+    assert desc.digest == cncf.descriptor.digest != cnai.descriptor.digest
+    assert view.fetch_bytes(desc) == cncf.manifest_bytes
+    manifest = parse_manifest_bytes(view.fetch_bytes(desc))
+    assert manifest.config.digest == cnai.manifest.config.digest  # blobs unchanged
+    assert all("cnai" not in json.dumps(layer.model_dump()) for layer in manifest.layers)
+    back = RelabelStore(view, Family.CNAI)
+    assert back.resolve(desc.digest).digest == cnai.descriptor.digest
+    # a manifest already in the family passes through byte for byte
+    same = RelabelStore(src, Family.CNAI)
+    assert same.resolve("v1").digest == cnai.descriptor.digest
+    with pytest.raises(OcibridgeError, match="read-only"):
+        view.push_blob(desc, None)
+
+
+# -- whole jobs between layouts ----------------------------------------------------------------
+def layout_job(tmp_path: Path, **entry) -> Path:
+    body = {"source": "oci:src", "target": "oci:dst", **entry}
+    lines = ["[[sync]]"]
+    for k, v in body.items():
+        lines.append(f"{k} = {json.dumps(v)}" if not isinstance(v, dict) else
+                     f"{k} = {{ {', '.join(f'{a} = {json.dumps(b)}' for a, b in v.items())} }}")
+    path = tmp_path / "job.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_layout_mirror_plan_dry_run_copy_rerun(tmp_path: Path) -> None:
+    src = LayoutStore(tmp_path / "src", create=True)
+    tags = ["1.0.0", "1.1.0", "1.2.0", "2.0.0", "dev"]
+    digests = push_models(src, tags)
+    job = load_job(layout_job(tmp_path, tags={"semver": ">=1.1 <3"}))
+
+    dry = run_job(job, dry_run=True)
+    assert not (tmp_path / "dst").exists(), "the dry run created the target"
+    assert sorted(a.source.rsplit(":", 1)[1] for a in dry.with_status("planned")) == ["1.1.0", "1.2.0", "2.0.0"]
+    assert dry.entries[0].tags_filtered_out == 2
+    # shared blobs count once: 3 models x (base, delta, config.json, README, config) less the
+    # second and third copies of base.safetensors and config.json
+    t = dry.totals()
+    assert t["blobs_planned"] == 3 * 5 - 2 - 2 and t["failed"] == 0
+
+    done = run_job(job)
+    assert done.ok and len(done.with_status("copied")) == 3
+    dst = LayoutStore(tmp_path / "dst")
+    assert dst.tags() == ["1.1.0", "1.2.0", "2.0.0"]
+    for tag in dst.tags():
+        assert dst.resolve(tag).digest == digests[tag]
+    assert blob_set(tmp_path / "dst") <= blob_set(tmp_path / "src")
+    assert done.totals()["bytes_copied"] == t["bytes_planned"]
+
+    again = run_job(job)
+    assert [a.reason for a in again.artifacts] == ["already mirrored"] * 3
+    assert again.totals()["bytes_copied"] == 0
+
+
+def test_layout_mirror_accept_convert_and_single_reference(tmp_path: Path) -> None:
+    src = LayoutStore(tmp_path / "src", create=True)
+    push_models(src, ["a"], Family.CNAI)
+    push_models(src, ["b"], Family.CNCF)
+    # a plain OCI image-like manifest that is not ModelPack
+    cfg = b"{}"
+    src.push_blob(Descriptor.for_bytes("application/vnd.oci.image.config.v1+json", cfg),
+                  __import__("io").BytesIO(cfg))
+    from ocibridge.oci.models import Manifest
+
+    m = Manifest(config=Descriptor.for_bytes("application/vnd.oci.image.config.v1+json", cfg))
+    body = m.to_json_bytes()
+    src.push_manifest(Descriptor.for_bytes("application/vnd.oci.image.manifest.v1+json", body), body, "image")
+
+    summary = run_job(load_job(layout_job(tmp_path, accept=["cncf"], convert="cncf")))
+    reasons = {a.source.rsplit(":", 1)[1]: (a.status, a.reason) for a in summary.artifacts}
+    assert reasons["a"][0] == "skipped" and "family cnai not accepted" in reasons["a"][1]
+    assert reasons["image"] == ("skipped", "not a ModelPack artifact (accept = cncf)")
+    assert reasons["b"][0] == "copied"
+
+    summary = run_job(load_job(layout_job(tmp_path, accept=["any"], convert="cncf")))
+    dst = LayoutStore(tmp_path / "dst")
+    assert dst.tags() == ["a", "b", "image"]
+    a = parse_manifest_bytes(dst.fetch_bytes(dst.resolve("a")))
+    assert a.artifactType == Family.CNCF.artifact_type
+    assert all(k.startswith("org.cncf.") or k.startswith("org.opencontainers.")
+               for layer in a.layers for k in (layer.annotations or {}))
+    assert dst.resolve("a").digest == build(package(0), BuildOptions(family=Family.CNCF)).descriptor.digest
+    assert dst.resolve("image").digest == src.resolve("image").digest
+
+    one = tmp_path / "one.toml"
+    one.write_text('[[sync]]\nsource = "oci:src:b"\ntarget = "oci:single:renamed"\n')
+    s = run_job(load_job(one))
+    assert s.ok and LayoutStore(tmp_path / "single").tags() == ["renamed"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[sync]]\nsource = "oci:src"\ntarget = "oci:single:renamed"\n')
+    s = run_job(load_job(bad))
+    assert not s.ok and "source must name one artifact" in s.failed[0].reason
+    missing = tmp_path / "missing.toml"
+    missing.write_text('[[sync]]\nsource = "oci:nowhere"\ntarget = "oci:x"\n')
+    s = run_job(load_job(missing))
+    assert s.exit_code == 1 and "not an OCI image layout" in s.failed[0].reason
