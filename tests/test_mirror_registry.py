@@ -1,0 +1,348 @@
+"""Mirror jobs between real registries (two `docker-registry` processes, a token registry and
+a fault proxy): many artifacts with shared blobs, dry run, interruption and re-run, a
+throttling/failing source, a target that refuses one repository, mounts, Ollama conversion.
+Every test checks the target through the registry API: manifests byte-identical, blobs there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from support.faultproxy import FaultProxy, server_error, status, too_many_requests
+
+from ocibridge.copy import copy
+from ocibridge.mirror import load_job, run_job
+from ocibridge.mirror.command import mirror_command
+from ocibridge.modelpack.builder import BuildOptions, build
+from ocibridge.modelpack.package import ModelFile, ModelPackage
+from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, Family, Kind
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.oci.reference import parse_registry_reference
+from ocibridge.stores.registry import open_repository
+
+N_MODELS = 30
+SHARED = bytes(range(256)) * 1024  # 256 KiB base weights every model shares
+TOKENIZER = b'{"vocab": ["a", "b", "c"]}\n'
+ACCEPT = ", ".join(ALL_MANIFEST_TYPES)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def model(i: int) -> ModelPackage:
+    unique = bytes((j * 13 + i) % 256 for j in range(20_000 + i * 100))
+    return ModelPackage(
+        files=[
+            ModelFile.from_bytes("base.safetensors", SHARED, Kind.WEIGHT),
+            ModelFile.from_bytes("adapter.safetensors", unique, Kind.WEIGHT),
+            ModelFile.from_bytes("tokenizer.json", TOKENIZER, Kind.WEIGHT_CONFIG),
+            ModelFile.from_bytes("README.md", f"# model {i}\n".encode(), Kind.DOC),
+        ],
+        descriptor={"name": "tiny", "version": f"1.{i}.0"},
+        config={"format": "safetensors"},
+    )
+
+
+@pytest.fixture(scope="module")
+def source(registry) -> dict:
+    """30 tagged ModelPack artifacts (1.0.0 … 1.29.0) in one repository of registry A, one of
+    them signed by a referrer manifest."""
+    repo = f"mirror/{uuid.uuid4().hex[:8]}/models"
+    store = open_repository(parse_registry_reference(f"{registry.host}/{repo}"))
+    digests = {}
+    for i in range(N_MODELS):
+        digests[f"1.{i}.0"] = copy(build(model(i)), "artifact", store, f"1.{i}.0", concurrency=4).root
+    subject = digests["1.29.0"]
+    sig = b'{"signed": true}'
+    sig_desc = Descriptor.for_bytes("application/vnd.example.signature.v1+json", sig)
+    store.push_blob(sig_desc, __import__("io").BytesIO(sig))
+    empty = b"{}"
+    store.push_blob(Descriptor.for_bytes("application/vnd.oci.empty.v1+json", empty), __import__("io").BytesIO(empty))
+    referrer = Manifest(artifactType="application/vnd.example.signature.v1+json",
+                        config=Descriptor.for_bytes("application/vnd.oci.empty.v1+json", empty),
+                        layers=[sig_desc], subject=subject.model_copy(update={"annotations": None}))
+    body = referrer.to_json_bytes()
+    store.push_manifest(Descriptor.for_bytes("application/vnd.oci.image.manifest.v1+json", body), body)
+    store.close()
+    return {"host": registry.host, "repo": repo, "digests": {t: d.digest for t, d in digests.items()},
+            "referrer": Descriptor.for_bytes("application/vnd.oci.image.manifest.v1+json", body).digest}
+
+
+# -- registry API helpers ------------------------------------------------------------------------
+def api_tags(host: str, repo: str) -> list[str]:
+    r = httpx.get(f"http://{host}/v2/{repo}/tags/list")
+    return [] if r.status_code == 404 else sorted(r.json().get("tags") or [])
+
+
+def api_manifest(host: str, repo: str, ref: str) -> tuple[bytes, str]:
+    r = httpx.get(f"http://{host}/v2/{repo}/manifests/{ref}", headers={"Accept": ACCEPT})
+    r.raise_for_status()
+    return r.content, r.headers["docker-content-digest"]
+
+
+def api_blob_present(host: str, repo: str, digest: str) -> bool:
+    return httpx.head(f"http://{host}/v2/{repo}/blobs/{digest}").status_code == 200
+
+
+def storage_blobs(reg) -> set[str]:
+    root = getattr(reg, "storage", None)
+    if root is None:
+        return set()
+    return {p.parent.name for p in Path(root).rglob("data") if "blobs" in p.parts}
+
+
+def assert_identical(src_host: str, src_repo: str, dst_host: str, dst_repo: str, tags: list[str]) -> None:
+    """Same manifest bytes and digest per tag; every blob they name present on the target, and
+    the blob bytes equal for the first tag (GET on both sides)."""
+    for n, tag in enumerate(tags):
+        a, da = api_manifest(src_host, src_repo, tag)
+        b, db = api_manifest(dst_host, dst_repo, tag)
+        assert (a, da) == (b, db), tag
+        m = parse_manifest_bytes(b)
+        for blob in [m.config, *m.layers]:
+            assert api_blob_present(dst_host, dst_repo, blob.digest), (tag, blob.digest)
+            if n == 0:
+                x = httpx.get(f"http://{src_host}/v2/{src_repo}/blobs/{blob.digest}", follow_redirects=True)
+                y = httpx.get(f"http://{dst_host}/v2/{dst_repo}/blobs/{blob.digest}", follow_redirects=True)
+                assert x.content == y.content and len(y.content) == blob.size
+
+
+def write_job(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+# -- tests ---------------------------------------------------------------------------------------
+def test_dry_run_changes_nothing_then_full_mirror_and_rerun(source, registry2, tmp_path) -> None:
+    dst_repo = f"copy/{uuid.uuid4().hex[:8]}/models"
+    job = load_job(write_job(tmp_path / "job.toml", f"""
+[defaults]
+concurrency = {{ artifacts = 4, blobs = 4 }}
+
+[[sync]]
+source = "{source['host']}/{source['repo']}"
+target = "{registry2.host}/{dst_repo}"
+"""))
+    catalog_before = httpx.get(f"{registry2.url}/v2/_catalog?n=10000").json()
+    blobs_before = storage_blobs(registry2)
+
+    dry = run_job(job, dry_run=True)
+    assert dry.ok and len(dry.with_status("planned")) == N_MODELS
+    t = dry.totals()
+    # shared: base weights and tokenizer once; per model: adapter, README, config; + referrer's 2
+    assert t["blobs_planned"] == 2 + 3 * N_MODELS + 2
+    assert httpx.get(f"{registry2.url}/v2/_catalog?n=10000").json() == catalog_before
+    assert api_tags(registry2.host, dst_repo) == []
+    assert storage_blobs(registry2) == blobs_before
+    assert "dry run: 30 to copy" in dry.format_text()
+
+    started = time.monotonic()
+    done = run_job(job)
+    elapsed = time.monotonic() - started
+    assert done.ok, done.format_text()
+    assert len(done.with_status("copied")) == N_MODELS
+    assert done.totals()["bytes_copied"] == t["bytes_planned"]
+    assert done.totals()["referrers"] == 1
+    tags = [f"1.{i}.0" for i in range(N_MODELS)]
+    assert api_tags(registry2.host, dst_repo) == sorted([*tags, "sha256-" + source["digests"]["1.29.0"][7:]])
+    assert_identical(source["host"], source["repo"], registry2.host, dst_repo, tags)
+    a, _ = api_manifest(registry2.host, dst_repo, source["referrer"])
+    assert parse_manifest_bytes(a).subject.digest == source["digests"]["1.29.0"]
+    print(f"mirrored {N_MODELS} artifacts ({t['bytes_planned']} bytes, {t['blobs_planned']} blobs) "
+          f"in {elapsed:.2f} s")
+
+    again = run_job(job)
+    assert again.ok and [a.reason for a in again.artifacts] == ["already mirrored"] * N_MODELS
+    assert again.totals()["bytes_copied"] == 0
+
+
+def test_interrupted_job_resumes_without_resending(source, registry2, tmp_path) -> None:
+    """Kill -9 a running `python -m ocibridge.mirror` after a few artifacts; the re-run finishes
+    and, per the proxy's log, no blob upload was completed twice."""
+    proxy = FaultProxy(registry2)
+    dst_repo = f"resume/{uuid.uuid4().hex[:8]}/models"
+    job_path = write_job(tmp_path / "job.toml", f"""
+[[sync]]
+source = "{source['host']}/{source['repo']}"
+target = "{proxy.host}/{dst_repo}"
+referrers = false
+concurrency = {{ artifacts = 1, blobs = 2 }}
+rate_limit = {{ requests_per_second = 60, burst = 5 }}
+""")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "ocibridge.mirror", str(job_path)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while len(api_tags(registry2.host, dst_repo)) < 5:
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "the mirror made no progress"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    first = set(api_tags(registry2.host, dst_repo))
+    assert 5 <= len(first) < N_MODELS, "kill came too late to test a resume"
+
+    summary = run_job(load_job(job_path))
+    assert summary.ok, summary.format_text()
+    skipped = {a.source.rsplit(":", 1)[1] for a in summary.with_status("skipped")}
+    assert skipped == first  # finished artifacts were not touched again
+    tags = [f"1.{i}.0" for i in range(N_MODELS)]
+    assert api_tags(registry2.host, dst_repo) == sorted(tags)
+    assert_identical(source["host"], source["repo"], registry2.host, dst_repo, tags)
+
+    completed = Counter()
+    for r in proxy.requests_matching("PUT", r"/blobs/uploads/"):
+        if r.status == 201 and "digest=" in r.path:
+            completed[r.path.split("digest=")[1].split("&")[0].replace("%3A", ":")] += 1
+    proxy.stop()
+    assert completed, "no uploads seen through the proxy"
+    assert max(completed.values()) == 1, [d for d, n in completed.items() if n > 1]
+    assert len(completed) == 2 + 3 * N_MODELS  # every distinct blob exactly once over both runs
+
+
+def test_throttling_and_failing_source_still_completes(source, fault_proxy, registry2, tmp_path) -> None:
+    fault_proxy.add("GET", r"/blobs/sha256:", too_many_requests(retry_after=0), times=3)
+    fault_proxy.add("GET", r"/manifests/", server_error(500), times=2)
+    fault_proxy.add("HEAD", r"/manifests/", status(503), times=2)
+    fault_proxy.add("GET", r"/tags/list", too_many_requests(retry_after=0), times=1)
+    dst_repo = f"flaky/{uuid.uuid4().hex[:8]}/models"
+    job = load_job(write_job(tmp_path / "job.yaml", f"""
+sync:
+  - source: {fault_proxy.host}/{source['repo']}
+    target: {registry2.host}/{dst_repo}
+    tags: {{semver: ">=1.20.0 <1.25", latest: 3}}
+    rate_limit: {{requests_per_second: 40, burst: 2}}
+"""))
+    started = time.monotonic()
+    summary = run_job(job)
+    assert summary.ok, summary.format_text()
+    assert all(rule.applied == rule.times for rule in fault_proxy.rules)
+    assert api_tags(registry2.host, dst_repo) == ["1.22.0", "1.23.0", "1.24.0"]
+    assert_identical(source["host"], source["repo"], registry2.host, dst_repo, ["1.22.0", "1.23.0", "1.24.0"])
+    # the token bucket held the source to 40 requests/s after a burst of 2
+    times = sorted(r.time for r in fault_proxy.requests)
+    assert len(times) >= 20
+    assert times[-1] - times[0] >= (len(times) - 2) / 40 * 0.9
+    assert time.monotonic() - started < 20
+
+
+def test_target_refusing_one_repository_fails_that_entry_only(source, token_registry, tmp_path,
+                                                              monkeypatch, capsys) -> None:
+    monkeypatch.setenv("MIRROR_TEST_TOKEN_PW", token_registry.password)
+    allowed = f"team/{uuid.uuid4().hex[:8]}"
+    denied = f"other/{uuid.uuid4().hex[:8]}"
+    job_path = write_job(tmp_path / "job.toml", f"""
+[registries."{token_registry.host}"]
+username = "{token_registry.username}"
+password_env = "MIRROR_TEST_TOKEN_PW"
+
+[defaults]
+referrers = false
+
+[[sync]]
+source = "{source['host']}/{source['repo']}"
+target = "{token_registry.host}/{denied}"
+tags = {{ allow = ["1.1.0", "1.2.0"] }}
+
+[[sync]]
+source = "{source['host']}/{source['repo']}"
+target = "{token_registry.host}/{allowed}"
+tags = {{ allow = ["1.1.0", "1.2.0"] }}
+""")
+    summary = run_job(load_job(job_path))
+    assert not summary.ok and summary.exit_code == 1
+    by_entry = {0: [], 1: []}
+    for a in summary.artifacts:
+        by_entry[a.entry].append(a)
+    assert [a.status for a in by_entry[0]] == ["failed", "failed"]
+    assert all("DENIED" in a.reason or "UNAUTHORIZED" in a.reason for a in by_entry[0]), by_entry[0][0].reason
+    assert [a.status for a in by_entry[1]] == ["copied", "copied"]
+    dst = open_repository(parse_registry_reference(f"{token_registry.host}/{allowed}"),
+                          username=token_registry.username, password=token_registry.password)
+    for tag in ("1.1.0", "1.2.0"):
+        assert dst.resolve(tag).digest == source["digests"][tag]
+    dst.close()
+
+    assert mirror_command(str(job_path), as_json=True) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["ok"] is False and out["totals"]["failed"] == 2 and out["totals"]["skipped"] == 2
+
+
+def test_same_registry_mirror_mounts_blobs(source, registry, tmp_path) -> None:
+    dst_repo = f"mounted/{uuid.uuid4().hex[:8]}"
+    job = load_job(write_job(tmp_path / "job.toml", f"""
+[[sync]]
+source = "{source['host']}/{source['repo']}"
+target = "{registry.host}/{dst_repo}"
+tags = {{ latest = 2 }}
+referrers = false
+"""))
+    summary = run_job(job)
+    assert summary.ok and len(summary.with_status("copied")) == 2
+    t = summary.totals()
+    assert t["bytes_copied"] == 0 and t["blobs_mounted"] == t["blobs_planned"] > 0
+    assert_identical(source["host"], source["repo"], registry.host, dst_repo, ["1.29.0", "1.28.0"])
+
+
+def test_convert_families_while_mirroring(source, registry2, tmp_path) -> None:
+    dst_repo = f"cncf/{uuid.uuid4().hex[:8]}"
+    job = load_job(write_job(tmp_path / "job.toml", f"""
+[[sync]]
+source = "{source['host']}/{source['repo']}:1.3.0"
+target = "{registry2.host}/{dst_repo}:v3"
+convert = "cncf"
+"""))
+    summary = run_job(job)
+    assert summary.ok, summary.format_text()
+    data, digest = api_manifest(registry2.host, dst_repo, "v3")
+    expected = build(model(3), BuildOptions(family=Family.CNCF))
+    assert data == expected.manifest_bytes and digest == expected.descriptor.digest
+    src_data, _ = api_manifest(source["host"], source["repo"], "1.3.0")
+    src_m, dst_m = parse_manifest_bytes(src_data), parse_manifest_bytes(data)
+    assert [x.digest for x in src_m.layers] == [x.digest for x in dst_m.layers]
+    assert dst_m.artifactType == Family.CNCF.artifact_type and b"cnai" not in data
+    assert run_job(job).artifacts[0].reason == "already mirrored"
+
+
+def test_ollama_registry_to_modelpack(registry, registry2, tmp_path) -> None:
+    from ollama_fixtures import gguf_store
+
+    from ocibridge.formats.ollama import OllamaStore, parse_ollama_name
+
+    gguf_store(tmp_path / "ollama", tmp_path, model="tiny", tag="q8")
+    name = parse_ollama_name("tiny:q8")
+    repo = f"ollama/{uuid.uuid4().hex[:8]}/tiny"
+    src = open_repository(parse_registry_reference(f"{registry.host}/{repo}"))
+    copy(OllamaStore(tmp_path / "ollama", name), "q8", src, "q8")
+    ollama_manifest = parse_manifest_bytes(src.fetch_bytes(src.resolve("q8")))
+    src.close()
+
+    dst_repo = f"models/{uuid.uuid4().hex[:8]}"
+    job = load_job(write_job(tmp_path / "job.toml", f"""
+[[sync]]
+source = "{registry.host}/{repo}"
+target = "{registry2.host}/{dst_repo}"
+source_format = "ollama"
+convert = "cncf"
+"""))
+    summary = run_job(job)
+    assert summary.ok, summary.format_text()
+    data, _ = api_manifest(registry2.host, dst_repo, "q8")
+    m = parse_manifest_bytes(data)
+    assert m.artifactType == Family.CNCF.artifact_type
+    layer_digests = {x.digest for x in m.layers}
+    assert {x.digest for x in ollama_manifest.layers} <= layer_digests  # blobs reused as they are
+    assert run_job(job).artifacts[0].reason == "already mirrored"
