@@ -292,6 +292,14 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mirror(args: argparse.Namespace) -> int:
+    from .mirror import load_job, run_job
+
+    summary = run_job(load_job(args.job), dry_run=args.dry_run)
+    _emit(args, summary.as_dict(), summary.format_text())
+    return summary.exit_code
+
+
 def _add_k8s_commands(sub, command) -> None:
     k8s = sub.add_parser("k8s", help="Kubernetes image volumes: check, modelcar, volume, mount")
     ksub = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
@@ -393,6 +401,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("logout", cmd_logout, "remove stored registry credentials")
     p.add_argument("host", metavar="HOST")
+
+    p = command("mirror", cmd_mirror, "run a mirror job: copy many models between registries, resumably")
+    p.add_argument("job", metavar="JOB", help="job file (TOML, or YAML with PyYAML installed)")
+    p.add_argument("--dry-run", action="store_true", help="plan only: say what would be copied, change nothing")
 
     _add_k8s_commands(sub, command)
     return parser
