@@ -289,3 +289,20 @@ def test_layout_mirror_accept_convert_and_single_reference(tmp_path: Path) -> No
     missing.write_text('[[sync]]\nsource = "oci:nowhere"\ntarget = "oci:x"\n')
     s = run_job(load_job(missing))
     assert s.exit_code == 1 and "not an OCI image layout" in s.failed[0].reason
+
+
+def test_every_job_in_the_guide_is_valid() -> None:
+    import re
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "mirroring.md").read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", guide, re.S)
+    assert len(blocks) >= 8
+    for block in blocks:
+        job = parse_job(tomllib.loads(block))
+        for entry in job.sync:
+            select_tags(["1.0.0", "v2.1.0", "release-20250101"], entry.tags)
