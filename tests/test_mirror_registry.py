@@ -168,7 +168,7 @@ target = "{registry2.host}/{dst_repo}"
 
 
 def test_interrupted_job_resumes_without_resending(source, registry2, tmp_path) -> None:
-    """Kill -9 a running `python -m ocibridge.mirror` after a few artifacts; the re-run finishes
+    """Kill -9 a running `python -m ocibridge mirror` after a few artifacts; the re-run finishes
     and, per the proxy's log, no blob upload was completed twice."""
     proxy = FaultProxy(registry2)
     dst_repo = f"resume/{uuid.uuid4().hex[:8]}/models"
@@ -180,7 +180,7 @@ referrers = false
 concurrency = {{ artifacts = 1, blobs = 2 }}
 """)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "ocibridge.mirror", str(job_path)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "mirror", str(job_path)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 30

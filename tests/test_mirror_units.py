@@ -306,3 +306,41 @@ def test_every_job_in_the_guide_is_valid() -> None:
         job = parse_job(tomllib.loads(block))
         for entry in job.sync:
             select_tags(["1.0.0", "v2.1.0", "release-20250101"], entry.tags)
+
+
+def test_single_flight_sends_a_shared_blob_once_and_survives_an_abandoned_claim(tmp_path: Path) -> None:
+    import io
+    import threading
+
+    from ocibridge.mirror.singleflight import SingleFlightTarget
+
+    class Counting(LayoutStore):
+        pushes: list[str] = []
+
+        def push_blob(self, desc, reader):
+            self.pushes.append(desc.digest)
+            super().push_blob(desc, reader)
+
+    data = b"shared" * 1000
+    desc = Descriptor.for_bytes("application/octet-stream", data)
+    target = SingleFlightTarget(Counting(tmp_path / "dst", create=True))
+
+    # a claimant that gives up (its thread ends without pushing) does not block the others
+    gave_up = threading.Thread(target=lambda: target.exists(desc))
+    gave_up.start()
+    gave_up.join()
+
+    barrier = threading.Barrier(4)
+
+    def worker() -> None:
+        barrier.wait()
+        if not target.exists(desc):
+            target.push_blob(desc, io.BytesIO(data))
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert not any(t.is_alive() for t in threads)
+    assert Counting.pushes == [desc.digest]

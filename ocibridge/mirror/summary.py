@@ -78,9 +78,9 @@ class MirrorSummary:
             "dryRun": self.dry_run,
             "ok": self.ok,
             "seconds": round(self.seconds, 3),
-            "totals": self.totals(),
-            "entries": [asdict(e) for e in self.entries],
-            "artifacts": [asdict(a) for a in self.artifacts],
+            "totals": _camel(self.totals()),
+            "entries": [_camel(asdict(e)) for e in self.entries],
+            "artifacts": [_camel(asdict(a)) for a in self.artifacts],
         }
 
     def format_text(self) -> str:
@@ -106,6 +106,15 @@ class MirrorSummary:
                          f"blobs mounted), {t['skipped']} skipped, {t['failed']} failed "
                          f"in {self.seconds:.1f} s")
         return "\n".join(lines)
+
+
+def _camel(d: dict) -> dict:
+    """``bytes_copied`` → ``bytesCopied``, as in every other ``--json`` output."""
+    out = {}
+    for key, value in d.items():
+        head, *rest = key.split("_")
+        out[head + "".join(p.title() for p in rest)] = value
+    return out
 
 
 def _size(n: int) -> str:
