@@ -9,6 +9,7 @@ is walked and every blob HEADed on the target, so the plan says exactly what wil
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -22,6 +23,8 @@ from .job import MirrorJob, ResolvedSettings, SyncEntry
 from .ratelimit import TokenBucket, attach
 from .relabel import RelabelStore
 from .summary import ArtifactResult, EntrySummary
+
+Fetch = Callable[[Store, Descriptor], bytes]
 
 
 @dataclass
@@ -114,6 +117,18 @@ class _Planner:
         self.view = RelabelStore(self.src.store, Family(convert)) if convert else None
         self._lock = threading.Lock()
         self._counted: dict[str, bool] = {}  # blob digest → present on the target
+        self._manifests: dict[tuple[int, str], bytes] = {}  # (store, digest) → bytes, read once
+
+    def _fetch(self, store: Store, desc: Descriptor) -> bytes:
+        """Manifest bytes by digest (immutable), so family check and graph walk share one GET."""
+        key = (id(store), desc.digest)
+        with self._lock:
+            data = self._manifests.get(key)
+        if data is None:
+            data = store.fetch_bytes(desc)
+            with self._lock:
+                self._manifests[key] = data
+        return data
 
     def _names(self, ref: str, tag: str | None) -> tuple[str, str]:
         sep = "@" if ref.startswith("sha256:") else ":"
@@ -149,7 +164,7 @@ class _Planner:
     def _from_oci(self, ref: str) -> tuple[Store, Descriptor, str]:
         store: Store = self.src.store
         desc = store.resolve(ref)
-        family = _family(store, desc)
+        family = _family(store, desc, self._fetch)
         accept = self.settings.accept
         if "any" not in accept:
             if family is None:
@@ -187,7 +202,7 @@ class _Planner:
 
     def _count(self, store: Store, root: Descriptor, result: ArtifactResult) -> None:
         """Walk the graph (and referrers) and HEAD each blob on the target."""
-        for desc in _graph(store, root, self.settings.referrers):
+        for desc in _graph(store, root, self.settings.referrers, self._fetch):
             if is_manifest(desc):
                 continue
             with self._lock:
@@ -209,7 +224,7 @@ class _Planner:
                 result.bytes_planned += desc.size
 
 
-def _graph(store: Store, root: Descriptor, referrers: bool) -> list[Descriptor]:
+def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch) -> list[Descriptor]:
     """Every descriptor reachable from ``root``: manifests, configs, layers (and referrers)."""
     out: list[Descriptor] = []
     seen: set[str] = set()
@@ -222,7 +237,7 @@ def _graph(store: Store, root: Descriptor, referrers: bool) -> list[Descriptor]:
         out.append(desc)
         if not is_manifest(desc):
             continue
-        node = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+        node = parse_manifest_bytes(fetch(store, desc), desc.mediaType)
         if isinstance(node, Index):
             stack.extend(node.manifests)
         else:
@@ -232,14 +247,14 @@ def _graph(store: Store, root: Descriptor, referrers: bool) -> list[Descriptor]:
     return out
 
 
-def _family(store: Store, desc: Descriptor) -> Family | None:
+def _family(store: Store, desc: Descriptor, fetch: Fetch) -> Family | None:
     """The ModelPack family of a manifest, or of an index's first ModelPack child."""
-    node = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    node = parse_manifest_bytes(fetch(store, desc), desc.mediaType)
     if isinstance(node, Manifest):
         return family_of_artifact(node.artifactType, node.config.mediaType)
     for child in node.manifests:
         if is_manifest(child):
-            found = _family(store, child)
+            found = _family(store, child, fetch)
             if found is not None:
                 return found
     return None
