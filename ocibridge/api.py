@@ -204,8 +204,9 @@ def _ingest_new_files(
     ]
 
     def ingest(f) -> None:
+        kwargs = {"reopen": f.open} if getattr(target.store, "accepts_reopen", False) else {}
         with f.open() as reader:
-            digest, size = target.store.ingest_blob(reader)  # type: ignore[attr-defined]
+            digest, size = target.store.ingest_blob(reader, **kwargs)  # type: ignore[attr-defined]
         if size != f.size:
             raise SourceError(f"{f.path}: size changed while reading ({f.size} → {size})")
         f.digest = digest

@@ -95,7 +95,11 @@ def copy_blob(
     if progress:
         progress("start", desc, 0)
     with src.open_blob(desc) as reader:
-        dst.push_blob(desc, reader)
+        if getattr(dst, "accepts_reopen", False):
+            # An interrupted upload can then restart or resume from a fresh read of the source.
+            dst.push_blob(desc, reader, reopen=lambda: src.open_blob(desc))  # type: ignore[call-arg]
+        else:
+            dst.push_blob(desc, reader)
     stats.add(blobs_copied=1, bytes_copied=desc.size)
     if progress:
         progress("done", desc, desc.size)

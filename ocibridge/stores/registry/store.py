@@ -21,7 +21,7 @@ from ...oci.mediatypes import ALL_MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
 from ...oci.models import Descriptor, Index, parse_manifest_bytes
 from ...oci.reference import check_tag
 from ..base import MAX_MANIFEST_BYTES, is_manifest
-from .blobs import BlobDownload, BlobUpload, BytesHook, Reopen, pull_scope, push_scopes
+from .blobs import BlobDownload, BlobUpload, BytesHook, Reopen, StreamingIngest, pull_scope, push_scopes
 from .client import RegistryClient, TransferStats
 
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
@@ -225,6 +225,11 @@ class RegistryStore:
             return
         BlobUpload(self.client, self.repository, desc, reader, chunk_size=self.chunk_size,
                    reopen=reopen, on_bytes=self.on_bytes).run()
+
+    def ingest_blob(self, reader: BinaryIO, *, reopen: Reopen | None = None) -> tuple[str, int]:
+        """Upload a blob whose digest is not known yet, hashing while sending (one read)."""
+        return StreamingIngest(self.client, self.repository, reader, reopen=reopen,
+                               on_bytes=self.on_bytes).ingest()
 
     def mount_from(self, desc: Descriptor, src: object) -> bool:
         """Cross-repository mount from ``src`` on the same registry; False to fall back."""
