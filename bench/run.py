@@ -57,6 +57,10 @@ def _first_line(cmd: list[str]) -> str:
         return "unknown"
 
 
+def _loadavg() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def machine_info(argv: list[str]) -> dict[str, str]:
     cpu = "unknown"
     try:
@@ -102,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
              "big": f"1x{s['big'] // MiB}MiB", "few": f"{s['few']}files", "mid": f"{s['mid']}files",
              "many": f"{s['many']}files"}
     started = time.monotonic()
+    load_before = _loadavg()
     try:
         bench = Bench(work, args.repeat, results, log)
         if not bench.has_registry_store:
@@ -114,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     checks = check_targets(results, names)
     meta = machine_info(argv)
     meta["wall time of the run"] = f"{(time.monotonic() - started) / 60:.1f} min"
+    meta["load average (1/5/15 min) before → after"] = (
+        f"{load_before} → {_loadavg()} (other work on the machine inflates and scatters the times)"
+    )
     text = render(results, checks, meta)
     if results.notes:
         text += "\n" + "\n".join(f"- {n}" for n in results.notes) + "\n"
