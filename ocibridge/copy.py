@@ -8,8 +8,9 @@ manifest never points at something missing, then tags the root.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
@@ -53,6 +54,36 @@ class CopyStats:
         }
 
 
+class BlobLocks:
+    """One transfer per digest among copies that share a destination.
+
+    Artifacts of one repository share blobs (a base model, a tokenizer). Copied at once, two
+    copies would both see a shared blob missing and both send it. Holding the digest's lock
+    around check-and-send makes the second copy wait, then find the blob present. The lock is
+    released by a ``with`` block, so a failed transfer can never leave others waiting.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}
+
+    @contextmanager
+    def hold(self, digest: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(digest, (threading.Lock(), 0))
+            self._locks[digest] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[digest]
+                if users == 1:
+                    del self._locks[digest]
+                else:
+                    self._locks[digest] = (lock, users - 1)
+
+
 def copy(
     src: Store,
     src_ref: str,
@@ -62,12 +93,17 @@ def copy(
     concurrency: int = DEFAULT_CONCURRENCY,
     referrers: bool = False,
     progress: ProgressFn | None = None,
+    blob_locks: BlobLocks | None = None,
 ) -> CopyStats:
-    """Copy the artifact ``src_ref`` names from ``src`` to ``dst`` and tag it ``dst_tag``."""
+    """Copy the artifact ``src_ref`` names from ``src`` to ``dst`` and tag it ``dst_tag``.
+
+    Copies running at once into the same destination pass one shared ``blob_locks``.
+    """
     root = src.resolve(src_ref)
     stats = CopyStats(root=root)
+    locks = blob_locks or BlobLocks()
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="copy") as pool:
-        _copy_node(src, dst, root, pool, stats, progress, referrers)
+        _copy_node(src, dst, root, pool, stats, progress, referrers, locks)
     if dst_tag is not None:
         dst.tag(root, dst_tag)
     return stats
@@ -79,8 +115,19 @@ def copy_blob(
     desc: Descriptor,
     stats: CopyStats,
     progress: ProgressFn | None = None,
+    blob_locks: BlobLocks | None = None,
 ) -> None:
     """One blob: skip if present, mount if the destination can, else stream it across."""
+    if blob_locks is None:
+        _copy_blob_unlocked(src, dst, desc, stats, progress)
+        return
+    with blob_locks.hold(desc.digest):
+        _copy_blob_unlocked(src, dst, desc, stats, progress)
+
+
+def _copy_blob_unlocked(
+    src: Store, dst: Store, desc: Descriptor, stats: CopyStats, progress: ProgressFn | None
+) -> None:
     if dst.exists(desc):
         stats.add(blobs_skipped=1)
         if progress:
@@ -113,6 +160,7 @@ def _copy_node(
     stats: CopyStats,
     progress: ProgressFn | None,
     referrers: bool,
+    locks: BlobLocks,
 ) -> None:
     data = src.fetch_bytes(desc)
     node = parse_manifest_bytes(data, desc.mediaType)
@@ -120,16 +168,16 @@ def _copy_node(
         if isinstance(node, Index):
             for child in node.manifests:
                 if is_manifest(child):
-                    _copy_node(src, dst, child, pool, stats, progress, referrers)
+                    _copy_node(src, dst, child, pool, stats, progress, referrers, locks)
                 else:
-                    copy_blob(src, dst, child, stats, progress)
+                    copy_blob(src, dst, child, stats, progress, locks)
         else:
-            _copy_blobs(src, dst, _blobs_of(node), pool, stats, progress)
+            _copy_blobs(src, dst, _blobs_of(node), pool, stats, progress, locks)
         dst.push_manifest(desc, data)
         stats.add(manifests_copied=1)
     if referrers:
         for ref in src.referrers(desc):
-            _copy_node(src, dst, ref, pool, stats, progress, referrers)
+            _copy_node(src, dst, ref, pool, stats, progress, referrers, locks)
             stats.referrers.append(ref.digest)
 
 
@@ -140,8 +188,8 @@ def _blobs_of(manifest: Manifest) -> list[Descriptor]:
     return list(unique.values())
 
 
-def _copy_blobs(src, dst, blobs, pool, stats, progress) -> None:
-    futures = [pool.submit(copy_blob, src, dst, b, stats, progress) for b in blobs]
+def _copy_blobs(src, dst, blobs, pool, stats, progress, locks) -> None:
+    futures = [pool.submit(copy_blob, src, dst, b, stats, progress, locks) for b in blobs]
     errors = []
     for f in futures:
         try:

@@ -308,39 +308,46 @@ def test_every_job_in_the_guide_is_valid() -> None:
             select_tags(["1.0.0", "v2.1.0", "release-20250101"], entry.tags)
 
 
-def test_single_flight_sends_a_shared_blob_once_and_survives_an_abandoned_claim(tmp_path: Path) -> None:
-    import io
+def test_concurrent_copies_send_a_shared_blob_once_and_a_failed_send_blocks_nobody(tmp_path: Path) -> None:
+    """Copies into one target share BlobLocks: a blob goes up once; a push that raises frees its lock."""
+    import hashlib
     import threading
+    from concurrent.futures import ThreadPoolExecutor
 
-    from ocibridge.mirror.singleflight import SingleFlightTarget
+    from ocibridge.copy import BlobLocks
 
-    class Counting(LayoutStore):
-        pushes: list[str] = []
+    src = LayoutStore(tmp_path / "src", create=True)
+    push_models(src, [f"v{n}" for n in range(6)])
+    shared_digest = "sha256:" + hashlib.sha256(SHARED).hexdigest()
 
-        def push_blob(self, desc, reader):
-            self.pushes.append(desc.digest)
+    pushes: list[str] = []
+    failures = {"left": 1}
+    guard = threading.Lock()
+
+    class FlakyCounting(LayoutStore):
+        accepts_reopen = True  # callers pass reopen=...; the lock must hold whatever push_blob's signature
+
+        def push_blob(self, desc, reader, *, reopen=None):
+            with guard:
+                if desc.digest == shared_digest and failures["left"]:
+                    failures["left"] -= 1
+                    raise OSError("connection reset while sending")
+                pushes.append(desc.digest)
             super().push_blob(desc, reader)
 
-    data = b"shared" * 1000
-    desc = Descriptor.for_bytes("application/octet-stream", data)
-    target = SingleFlightTarget(Counting(tmp_path / "dst", create=True))
+    dst = FlakyCounting(tmp_path / "dst", create=True)
+    locks = BlobLocks()
 
-    # a claimant that gives up (its thread ends without pushing) does not block the others
-    gave_up = threading.Thread(target=lambda: target.exists(desc))
-    gave_up.start()
-    gave_up.join()
+    def one(n: int) -> str:
+        try:
+            copy(src, f"v{n}", dst, f"v{n}", concurrency=2, blob_locks=locks)
+            return "ok"
+        except OSError:
+            return "failed"
 
-    barrier = threading.Barrier(4)
-
-    def worker() -> None:
-        barrier.wait()
-        if not target.exists(desc):
-            target.push_blob(desc, io.BytesIO(data))
-
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(5)
-    assert not any(t.is_alive() for t in threads)
-    assert Counting.pushes == [desc.digest]
+    with ThreadPoolExecutor(6) as pool:
+        outcomes = list(pool.map(one, range(6)))
+    assert outcomes.count("failed") == 1 and outcomes.count("ok") == 5
+    assert pushes.count(shared_digest) == 1
+    assert sorted(dst.tags()) == sorted(f"v{n}" for n in range(6) if outcomes[n] == "ok")
+    assert locks._locks == {}  # nothing left held

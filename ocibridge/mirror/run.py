@@ -12,12 +12,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..copy import copy
+from ..copy import BlobLocks, copy
 from ..errors import OcibridgeError
 from ..stores.base import Store
 from .job import MirrorJob
 from .plan import ArtifactPlan, EntryPlan, plan_entry
-from .singleflight import SingleFlightTarget
 from .summary import ArtifactResult, MirrorSummary
 
 ProgressCallback = Callable[[str, ArtifactResult], None]
@@ -57,19 +56,20 @@ def _execute(plan: EntryPlan, progress: ProgressCallback | None) -> list[Artifac
         return []
     assert plan.target is not None
     conc = plan.settings.concurrency
-    target = SingleFlightTarget(plan.target.store)
+    target = plan.target.store
+    locks = BlobLocks()  # copies of one entry share blobs: each is sent once
     with ThreadPoolExecutor(max_workers=conc.artifacts, thread_name_prefix="mirror") as pool:
-        results = list(pool.map(lambda item: _copy_one(target, item, conc.blobs), plan.copies))
+        results = list(pool.map(lambda item: _copy_one(target, item, conc.blobs, locks), plan.copies))
     for result in results:
         _emit(progress, result)
     return results
 
 
-def _copy_one(target: Store, item: ArtifactPlan, blobs: int) -> ArtifactResult:
+def _copy_one(target: Store, item: ArtifactPlan, blobs: int, locks: BlobLocks) -> ArtifactResult:
     result = item.result
     try:
         stats = copy(item.store, item.src_ref, target, item.tag,
-                     concurrency=blobs, referrers=item.referrers)
+                     concurrency=blobs, referrers=item.referrers, blob_locks=locks)
     except OcibridgeError as e:
         result.status, result.reason = "failed", str(e)
         return result
