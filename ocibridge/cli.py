@@ -242,7 +242,9 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=2))
     else:
         verdict = "will mount" if result.will_mount else "will NOT mount"
-        print(f"{args.ref}: {verdict} on {args.runtime} ({result.kind})")
+        hidden = result.layers_hidden if result.will_mount else 0
+        but = f", but {hidden} layer(s) will not be visible (see warnings)" if hidden else ""
+        print(f"{args.ref}: {verdict} on {args.runtime} ({result.kind}){but}")
         for reason in result.reasons:
             print(f"  reason: {reason}")
         for warning in result.warnings:

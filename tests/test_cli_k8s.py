@@ -33,3 +33,17 @@ def test_k8s_commands_end_to_end(tmp_path, capsys, registry, unique_repo):
     out = tmp_path / "mounted"
     assert main(["k8s", "mount", car_ref, str(out), "--runtime", "containerd"]) == 0
     assert (out / "models" / "model.safetensors").read_bytes() == (model / "model.safetensors").read_bytes()
+
+
+def test_check_headline_names_layers_the_pod_will_not_see(tmp_path, capsys, registry, unique_repo):
+    model = make_model(tmp_path / "m")
+    ref = f"{registry.host}/{unique_repo}:grouped"
+    assert main(["push", str(model), ref, "-q", "--group", "code", "--layer", "code=tar"]) == 0
+    capsys.readouterr()
+    assert main(["k8s", "check", ref]) == 0
+    out = capsys.readouterr().out
+    headline = f"{ref}: will mount on cri-o (artifact), but 1 layer(s) will not be visible (see warnings)"
+    assert out.splitlines()[0] == headline
+    assert "(scripts/run.sh) is skipped by CRI-O" in out and "  scripts/run.sh" not in out
+    assert main(["k8s", "check", ref, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layersHidden"] == 1

@@ -29,6 +29,7 @@ from ocibridge.oci.mediatypes import (
 )
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.layout import LayoutStore
+from tests.k8s_pod import assert_valid_mount, assert_valid_pod, assert_valid_volume
 from tests.modelgen import make_model, tree
 
 RUNTIMES = ("cri-o", "containerd")
@@ -300,7 +301,7 @@ def test_wrong_diff_id_and_corrupt_blob_are_caught(tmp_path):
 
 # -- YAML --------------------------------------------------------------------------------------
 def _assert_pod(doc: dict, digest: str, sub_path: str | None) -> None:
-    assert doc["apiVersion"] == "v1" and doc["kind"] == "Pod"
+    assert_valid_pod(doc)
     vol = doc["spec"]["volumes"][0]
     assert vol["image"]["reference"].endswith("@" + digest)
     assert vol["image"]["pullPolicy"] == "IfNotPresent"
@@ -326,6 +327,28 @@ def test_pod_yaml_parses_and_pins_a_digest_the_store_holds(tmp_path):
     snip = yaml.safe_load(pod_yaml(f"r.example/m@{car.digest}", runtime="containerd", snippet=True,
                                    sub_path="models", mount_path="/data"))
     assert set(snip) == {"volumes", "volumeMounts"} and snip["volumeMounts"][0]["mountPath"] == "/data"
+    assert_valid_volume(snip["volumes"][0])
+    assert_valid_mount(snip["volumeMounts"][0], {snip["volumes"][0]["name"]})
+
+
+@pytest.mark.parametrize("path, value", [
+    (("spec", "volumes", 0, "image", "reference"), "r.example/m:v1"),  # not pinned
+    (("spec", "volumes", 0, "image", "pullPolicy"), "Sometimes"),
+    (("spec", "volumes", 0, "image", "refrence"), "typo"),  # unknown key
+    (("spec", "containers", 0, "volumeMounts", 0, "name"), "other"),  # names no volume
+    (("spec", "containers", 0, "volumeMounts", 0, "mountPath"), "models"),
+    (("metadata", "name"), "Bad_Name"),
+    (("kind",), "Deployment"),
+])
+def test_pod_check_itself_catches_bad_pods(path, value):
+    doc = yaml.safe_load(pod_yaml("r.example/m@sha256:" + "a" * 64, runtime="cri-o"))
+    assert_valid_pod(doc)
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(AssertionError):
+        assert_valid_pod(doc)
 
 
 @pytest.mark.parametrize("kwargs", [

@@ -1,9 +1,14 @@
-"""Image volumes for every reference model (carton, MLSteam, Ollama, directory) and a real registry."""
+"""Image volumes for every reference model (carton, MLSteam, Ollama, directories) on a real registry:
+`check` for both runtimes, ModelCar diff_ids recomputed from the registry's bytes, `mount` against
+the extracted model, and the Pod YAML as a valid Pod pinned to a digest the registry serves."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -17,10 +22,10 @@ from ocibridge.k8s import build_modelcar, check, mount, volume_yaml
 from ocibridge.k8s.runtime import confine, crio_name
 from ocibridge.modelpack.builder import ARTIFACT_TAG, build
 from ocibridge.modelpack.extract import extract
-from ocibridge.oci.mediatypes import parse_layer_media_type
-from ocibridge.oci.models import Manifest, parse_manifest_bytes
-from ocibridge.stores.layout import LayoutStore
+from ocibridge.oci.mediatypes import OCI_LAYER_TAR, parse_layer_media_type
+from ocibridge.oci.models import Index, Manifest, parse_manifest_bytes
 from ocibridge.targets import open_store_target
+from tests.k8s_pod import assert_valid_pod
 from tests.modelgen import make_model, tree
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
@@ -37,75 +42,88 @@ def _package(kind: str, tmp_path: Path):
     if kind == "ollama":
         name = parse_ollama_name("tiny-safetensors")
         return read_ollama(OllamaStore(SHARED / "ollama" / "safetensors-store", name), name.tag)
-    return read_directory(make_model(tmp_path / "model"))
+    if kind == "reference-directory":  # the directory the reference torchscript carton was made from
+        return read_directory(SHARED / "carton" / "inputs")
+    return read_directory(make_model(tmp_path / "model"))  # nested dirs, an executable, symlink-free
 
 
 def _links(root: Path) -> dict[str, str]:
     return {p.relative_to(root).as_posix(): str(p.readlink()) for p in root.rglob("*") if p.is_symlink()}
 
 
-MODELS = [f"carton:{p.name}" for p in CARTONS] + ["mlsteam", "ollama", "directory"]
+MODELS = [f"carton:{p.name}" for p in CARTONS] + ["mlsteam", "ollama", "directory", "reference-directory"]
+HTTP = httpx.Client(timeout=30)
 
 
 def test_reference_cartons_are_present():
-    assert len(CARTONS) >= 2
+    assert len(CARTONS) >= 2 and (SHARED / "carton" / "inputs" / "test_model.pt").is_file()
+
+
+def _blob(registry, repo: str, digest: str) -> bytes:
+    r = HTTP.get(f"http://{registry.host}/v2/{repo}/blobs/{digest}", follow_redirects=True)
+    r.raise_for_status()
+    return r.content
+
+
+def _served_digest(registry, repo: str, ref: str) -> str:
+    """What the registry itself answers for a manifest reference (HEAD, not our client)."""
+    accept = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json"
+    r = HTTP.head(f"http://{registry.host}/v2/{repo}/manifests/{ref}", headers={"Accept": accept})
+    assert r.status_code == 200, (ref, r.status_code)
+    return r.headers["docker-content-digest"]
+
+
+def _pod_reference(store, ref: str, text: str, runtime: str, sub_path: str | None) -> str:
+    doc = yaml.safe_load(volume_yaml(store, ref, text, runtime=runtime))
+    [pinned] = assert_valid_pod(doc)
+    assert doc["spec"]["containers"][0]["volumeMounts"][0].get("subPath") == sub_path
+    return pinned
 
 
 @pytest.mark.parametrize("kind", MODELS)
-def test_every_reference_model_on_both_runtimes(tmp_path, kind):
-    layout = LayoutStore(tmp_path / "layout", create=True)
-    copy(build(_package(kind, tmp_path)), ARTIFACT_TAG, layout, "v1")
+def test_every_reference_model_on_both_runtimes(tmp_path, kind, registry, unique_repo):
+    text = f"{registry.host}/{unique_repo}"
+    store = open_store_target(f"{text}:v1", for_write=True).store
+    copy(build(_package(kind, tmp_path)), ARTIFACT_TAG, store, "v1")
     files = tmp_path / "files"
-    extract(layout, "v1", files)
-    manifest = parse_manifest_bytes(layout.fetch_bytes(layout.resolve("v1")))
+    extract(store, "v1", files)
+    manifest = parse_manifest_bytes(store.fetch_bytes(store.resolve("v1")))
     assert isinstance(manifest, Manifest)
 
     # CRI-O: one file per named layer, raw layers byte-identical to the model's files
-    crio = check(layout, "v1", "cri-o")
+    crio = check(store, "v1", "cri-o")
     assert crio.will_mount and crio.kind == "artifact", crio.reasons
     named = {confine(n)[0]: d for d in manifest.layers if (n := crio_name(d))}
     assert {e.path for e in crio.tree if e.type == "file"} == set(named)
     out = tmp_path / "crio"
-    mount(layout, "v1", out, "cri-o")
+    mount(store, "v1", out, "cri-o")
     for path, desc in named.items():
         kind_of = parse_layer_media_type(desc.mediaType)
         if kind_of is None or not kind_of.variant.is_tar:
             assert (out / path).read_bytes() == (files / path).read_bytes()
     unnamed = len(manifest.layers) - len(named)
-    assert sum("CRI-O" in w and "skip" in w for w in crio.warnings) == unnamed
+    assert sum("CRI-O" in w and "skip" in w for w in crio.warnings) == unnamed == crio.layers_hidden
+    pinned = _pod_reference(store, "v1", f"{text}:v1", "cri-o", None)
+    assert pinned == f"{text}@{_served_digest(registry, unique_repo, 'v1')}"
 
-    # containerd refuses the artifact; the ModelCar image mounts on both with the same tree
-    assert not check(layout, "v1", "containerd").will_mount
-    build_modelcar(layout, "v1", tag="car")
-    for runtime in ("cri-o", "containerd"):
-        r = check(layout, "car", runtime)
-        assert r.will_mount and r.diff_ids_verified and r.sub_path == "models", r.reasons
-        mnt = tmp_path / f"car-{runtime}"
-        mount(layout, "car", mnt, runtime)
-        assert tree(mnt / "models") == tree(files)
-        assert _links(mnt / "models") == _links(files)
-
-
-def test_registry_modelcar_index_and_pod_yaml(tmp_path, registry, unique_repo):
-    text = f"{registry.host}/k8s/{unique_repo}:v1"
-    target = open_store_target(text, for_write=True)
-    store = target.store
-    model = make_model(tmp_path / "model")
-    copy(build(read_directory(model)), ARTIFACT_TAG, store, "v1")
+    # containerd refuses the artifact; the ModelCar index mounts on both with the model's tree
+    assert not check(store, "v1", "containerd").will_mount
     top = build_modelcar(store, "v1", tag="car", index=True)
-    assert store.resolve("car").digest == top.digest
+    index = parse_manifest_bytes(store.fetch_bytes(top))
+    assert isinstance(index, Index)
+    for entry in (e for e in index.manifests if e.platform is not None):
+        image = parse_manifest_bytes(store.fetch_bytes(entry))
+        config = json.loads(_blob(registry, unique_repo, image.config.digest))
+        assert len(config["rootfs"]["diff_ids"]) == len(image.layers)
+        for layer, diff_id in zip(image.layers, config["rootfs"]["diff_ids"], strict=True):
+            data = _blob(registry, unique_repo, layer.digest)  # uncompressed tar: diff_id = sha256
+            assert layer.mediaType == OCI_LAYER_TAR and f"sha256:{hashlib.sha256(data).hexdigest()}" == diff_id
     for runtime in ("cri-o", "containerd"):
         r = check(store, "car", runtime)
-        assert r.will_mount and r.diff_ids_verified and r.kind == "image", r.reasons
-    out = tmp_path / "mnt"
-    mount(store, "car", out, "containerd")
-    assert tree(out / "models") == tree(model)
-    doc = yaml.safe_load(
-        volume_yaml(store, "car", f"{registry.host}/k8s/{unique_repo}:car", runtime="containerd")
-    )
-    assert doc["apiVersion"] == "v1" and doc["kind"] == "Pod"
-    ref = doc["spec"]["volumes"][0]["image"]["reference"]
-    assert ref == f"{registry.host}/k8s/{unique_repo}@{top.digest}"
-    assert doc["spec"]["containers"][0]["volumeMounts"][0]["subPath"] == "models"
-    pinned = open_store_target(ref)
-    assert pinned.store.resolve(pinned.reference).digest == top.digest
+        assert r.will_mount and r.diff_ids_verified and r.sub_path == "models", r.reasons
+        mnt = tmp_path / f"car-{runtime}"
+        mount(store, "car", mnt, runtime)
+        assert tree(mnt / "models") == tree(files)
+        assert _links(mnt / "models") == _links(files)
+        pinned = _pod_reference(store, "car", f"{text}:car", runtime, "models")
+        assert pinned == f"{text}@{top.digest}" and _served_digest(registry, unique_repo, top.digest) == top.digest

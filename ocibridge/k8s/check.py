@@ -46,6 +46,7 @@ class CheckResult:
     warnings: list[str] = field(default_factory=list)  # mounts, but not as one might expect
     sub_path: str | None = None  # suggested volumeMounts[].subPath
     diff_ids_verified: bool | None = None
+    layers_hidden: int = 0  # layers whose content the pod will not see (skipped or shadowed)
 
     def to_json(self) -> dict:
         return {
@@ -57,6 +58,7 @@ class CheckResult:
             "willMount": self.will_mount,
             "subPath": self.sub_path,
             "diffIdsVerified": self.diff_ids_verified,
+            "layersHidden": self.layers_hidden,
             "reasons": self.reasons,
             "warnings": self.warnings,
             "tree": [e.to_json() for e in self.tree],
@@ -95,6 +97,7 @@ def _crio_artifact(sel: Selection, reference: str, platform: str) -> CheckResult
         name = crio_name(layer)
         if name is None:
             result.warnings.append(_unnamed(i, layer))
+            result.layers_hidden += 1
             continue
         path, clamped = confine(name)
         if not path:
@@ -118,6 +121,7 @@ def _crio_artifact(sel: Selection, reference: str, platform: str) -> CheckResult
             result.warnings.append(
                 f"duplicate name {path}: layers {placed[path][0]} and {i}; only layer {i} is visible"
             )
+            result.layers_hidden += 1
         placed[path] = (i, layer)
     if not placed and not result.reasons:
         result.reasons.append("no layer carries a name CRI-O reads (org.opencontainers.image.title "
@@ -179,9 +183,12 @@ def _image(
             f"config media type {config_type} is not an image config: {rt.value} mounts only "
             "images (build one with `ocibridge k8s modelcar`)"
         )
-    for i, layer in enumerate(manifest.layers):
-        if layer.mediaType not in TAR_LAYER_TYPES:
-            result.reasons.append(f"layer {i} has media type {layer.mediaType}, not an image tar layer")
+    not_tar = [(i, layer.mediaType) for i, layer in enumerate(manifest.layers)
+               if layer.mediaType not in TAR_LAYER_TYPES]
+    if not_tar:
+        i, first = not_tar[0]
+        which = f"layer {i} is" if len(not_tar) == 1 else f"{len(not_tar)} of {len(manifest.layers)} layers are"
+        result.reasons.append(f"{which} not an image tar layer (layer {i}: {first})")
     config = _image_config(store, manifest, result)
     if config is not None:
         diff_ids = config.rootfs.diff_ids

@@ -23,7 +23,7 @@ _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DEFAULT_IMAGE = "busybox:1.36"
 NEEDS = {
     Runtime.CRIO: "CRI-O >= 1.33 for artifacts (any version with image volumes for images)",
-    Runtime.CONTAINERD: "containerd >= 2.1 (images only)",
+    Runtime.CONTAINERD: "containerd 2.x with image-volume support, 2.1 or later (images only)",
 }
 
 
@@ -83,7 +83,7 @@ def pod_yaml(
     ]
     header = [
         f"# Image volume for {ref}",
-        f"# Needs Kubernetes >= 1.31 with the ImageVolume feature gate (beta, on by default from 1.35)"
+        f"# Needs Kubernetes >= 1.31 with the ImageVolume feature gate on (beta from 1.33)"
         f"{', subPath needs >= 1.33' if sub_path else ''}; runtime: {NEEDS[rt]}.",
     ]
     if snippet:
