@@ -322,6 +322,40 @@ convert = "cncf"
     assert run_job(job).artifacts[0].reason == "already mirrored"
 
 
+def test_convert_says_which_referrers_it_left_behind(source, registry2, tmp_path) -> None:
+    """1.29.0 carries a signature referrer. Re-labelled, the copy has a new digest the signature
+    does not name: the referrer is not copied, and the summary says so (not silently)."""
+    dst_repo = f"cncf/{uuid.uuid4().hex[:8]}"
+    job = load_job(write_job(tmp_path / "job.toml", f"""
+[[sync]]
+source = "{source['host']}/{source['repo']}:1.29.0"
+target = "{registry2.host}/{dst_repo}:v29"
+convert = "cncf"
+"""))
+    dry = run_job(job, dry_run=True)
+    assert dry.artifacts[0].referrers_left_behind == 1 and "left behind" in dry.format_text()
+    summary = run_job(job)
+    [result] = summary.artifacts
+    assert result.status == "copied" and result.referrers == 0 and result.referrers_left_behind == 1
+    text = summary.format_text()
+    assert "1 referrer(s) of the original left behind" in text
+    assert text.splitlines()[-1].endswith("1 referrer(s) of re-labelled artifacts left behind")
+    assert summary.as_dict()["totals"]["referrersLeftBehind"] == 1
+    _, digest = api_manifest(registry2.host, dst_repo, "v29")
+    assert digest != source["digests"]["1.29.0"]
+    for subject in (digest, source["digests"]["1.29.0"]):
+        assert "sha256-" + subject.split(":", 1)[1] not in api_tags(registry2.host, dst_repo)
+    # without conversion the same referrer travels with its subject
+    plain = load_job(write_job(tmp_path / "plain.toml", f"""
+[[sync]]
+source = "{source['host']}/{source['repo']}:1.29.0"
+target = "{registry2.host}/{dst_repo}:plain"
+"""))
+    copied = run_job(plain).artifacts[0]
+    assert copied.referrers == 1 and copied.referrers_left_behind == 0
+    assert api_manifest(registry2.host, dst_repo, source["referrer"])[1] == source["referrer"]
+
+
 def test_ollama_registry_to_modelpack(registry, registry2, tmp_path) -> None:
     from ollama_fixtures import gguf_store
 
@@ -329,7 +363,7 @@ def test_ollama_registry_to_modelpack(registry, registry2, tmp_path) -> None:
 
     gguf_store(tmp_path / "ollama", tmp_path, model="tiny", tag="q8")
     name = parse_ollama_name("tiny:q8")
-    repo = f"ollama/{uuid.uuid4().hex[:8]}/tiny"
+    repo = f"ollama{uuid.uuid4().hex[:8]}/tiny"  # namespace/model, as Ollama names it
     src = open_repository(parse_registry_reference(f"{registry.host}/{repo}"))
     copy(OllamaStore(tmp_path / "ollama", name), "q8", src, "q8")
     ollama_manifest = parse_manifest_bytes(src.fetch_bytes(src.resolve("q8")))
@@ -342,12 +376,18 @@ source = "{registry.host}/{repo}"
 target = "{registry2.host}/{dst_repo}"
 source_format = "ollama"
 convert = "cncf"
+
+[[sync]]
+source = "ollama://{registry.host}/{repo}:q8"
+target = "{registry2.host}/{dst_repo}:same"
+convert = "cncf"
 """))
     summary = run_job(job)
-    assert summary.ok, summary.format_text()
+    assert summary.ok and len(summary.with_status("copied")) == 2, summary.format_text()
+    assert api_manifest(registry2.host, dst_repo, "same") == api_manifest(registry2.host, dst_repo, "q8")
     data, _ = api_manifest(registry2.host, dst_repo, "q8")
     m = parse_manifest_bytes(data)
     assert m.artifactType == Family.CNCF.artifact_type
     layer_digests = {x.digest for x in m.layers}
     assert {x.digest for x in ollama_manifest.layers} <= layer_digests  # blobs reused as they are
-    assert run_job(job).artifacts[0].reason == "already mirrored"
+    assert [a.reason for a in run_job(job).artifacts] == ["already mirrored"] * 2

@@ -291,6 +291,46 @@ def test_layout_mirror_accept_convert_and_single_reference(tmp_path: Path) -> No
     assert s.exit_code == 1 and "not an OCI image layout" in s.failed[0].reason
 
 
+def test_entry_selecting_no_tag_is_named_in_the_summary(tmp_path: Path) -> None:
+    push_models(LayoutStore(tmp_path / "src", create=True), ["1.0.0", "dev"])
+    summary = run_job(load_job(layout_job(tmp_path, tags={"allow": ["9.*"]})))
+    assert summary.ok and summary.artifacts == []
+    assert "nothing to do for oci:" in summary.format_text()
+    assert "no tag selected (2 listed, 2 filtered out)" in summary.format_text()
+
+
+REFERENCE_OLLAMA = Path(__file__).resolve().parents[2] / "shared" / "reference" / "ollama" / "safetensors-store"
+
+
+def test_local_ollama_source_becomes_modelpack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ollama:NAME`` in a job reads $OLLAMA_MODELS: every tag (or the one named) is converted
+    exactly as ``ocibridge push ollama:NAME`` converts it; an Ollama target is refused."""
+    import shutil
+
+    from ocibridge.formats.ollama import OllamaStore, parse_ollama_name, read_ollama
+
+    models = tmp_path / "ollama"
+    shutil.copytree(REFERENCE_OLLAMA, models)
+    tags = models / "manifests" / "registry.ollama.ai" / "library" / "tiny-safetensors"
+    shutil.copy(tags / "latest", tags / "v2")
+    monkeypatch.setenv("OLLAMA_MODELS", str(models))
+    job = tmp_path / "job.toml"
+    job.write_text('[[sync]]\nsource = "ollama:tiny-safetensors"\ntarget = "oci:dst"\nconvert = "cncf"\n'
+                   '[[sync]]\nsource = "ollama:tiny-safetensors:v2"\ntarget = "oci:one:pinned"\n')
+    summary = run_job(load_job(job))
+    assert summary.ok and len(summary.with_status("copied")) == 3, summary.format_text()
+    dst, one = LayoutStore(tmp_path / "dst"), LayoutStore(tmp_path / "one")
+    assert dst.tags() == ["latest", "v2"] and one.tags() == ["pinned"]
+    for tag, store, family in (("latest", dst, Family.CNCF), ("v2", dst, Family.CNCF), ("v2", one, Family.CNAI)):
+        name = parse_ollama_name(f"tiny-safetensors:{tag}")
+        expected = build(read_ollama(OllamaStore(models, name), tag), BuildOptions(family=family))
+        assert store.fetch_bytes(store.resolve("pinned" if store is one else tag)) == expected.manifest_bytes
+    assert [a.reason for a in run_job(load_job(job)).artifacts] == ["already mirrored"] * 3
+    job.write_text('[[sync]]\nsource = "oci:dst"\ntarget = "ollama:tiny-safetensors"\n')
+    failed = run_job(load_job(job))
+    assert failed.exit_code == 1 and "mirror sources only" in failed.failed[0].reason
+
+
 def test_every_job_in_the_guide_is_valid() -> None:
     import re
 

@@ -2,7 +2,9 @@
 
 ``host/repo`` (every tag) or ``host/repo:tag`` / ``@digest`` (one reference) on a registry,
 with the job's per-host options; ``oci:PATH[:TAG|@DIGEST]`` for a layout, PATH relative to
-the job file. Unlike the CLI's references, a repository without a tag means *all tags*.
+the job file; as sources only, ``ollama:NAME`` (the local Ollama store, ``$OLLAMA_MODELS``) and
+``ollama://[host/]NAME`` (an Ollama registry). Unlike the CLI's references, a name without a
+tag means *all tags*.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ class Endpoint:
     store: Store
     name: str  # repository as written for messages: host/repo or oci:PATH
     reference: str | None  # a tag or digest when one artifact is named, else None (all tags)
-    host: str | None = None  # registry host, None for layouts
+    host: str | None = None  # registry host, None for layouts and the local Ollama store
+    ollama: bool = False  # an Ollama store or registry: its models are converted to ModelPack
 
     @property
     def is_tag(self) -> bool:
@@ -46,6 +49,11 @@ def _explicit_reference(text: str) -> bool:
 
 def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run: bool = False) -> Endpoint:
     """A store for ``text``; a missing layout target in a dry run reads as empty."""
+    if text.startswith("ollama:"):
+        if for_write:
+            raise OcibridgeError(f"{text!r}: Ollama stores are mirror sources only "
+                                 "(use `ocibridge pull REF ollama:NAME` to install a model)")
+        return _ollama_endpoint(text, job)
     if is_layout_reference(text):
         ref = parse_layout_reference(text)
         path = Path(os.path.expanduser(ref.path))
@@ -69,6 +77,27 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
     store = open_repository(ref, **job.registry_options(ref.registry))
     reference = (ref.digest or ref.tag) if _explicit_reference(text) else None
     return Endpoint(store, f"{ref.registry}/{ref.repository}", reference, ref.registry)
+
+
+def _ollama_endpoint(text: str, job: MirrorJob) -> Endpoint:
+    from ..formats.ollama import OllamaStore, default_models_dir, parse_ollama_name
+
+    remote = text.startswith("ollama://")
+    body = text[len("ollama://") if remote else len("ollama:"):]
+    try:
+        name = parse_ollama_name(body)
+    except InvalidReference as e:
+        raise OcibridgeError(f"{text!r}: {e}") from None
+    reference = name.digest or (name.tag if _explicit_reference(body) else None)
+    if remote:
+        from ..oci.reference import RegistryReference
+        from ..stores.registry import open_repository
+
+        ref = RegistryReference(name.host, name.repository, None, None)
+        store: Store = open_repository(ref, **job.registry_options(name.host))
+        return Endpoint(store, f"{name.host}/{name.repository}", reference, name.host, ollama=True)
+    store = OllamaStore(default_models_dir(), name)
+    return Endpoint(store, f"ollama:{name.display.rsplit(':', 1)[0]}", reference, None, ollama=True)
 
 
 class EmptyStore:

@@ -91,15 +91,18 @@ class SyncEntry(Settings):
     """One source → target pair.
 
     ``source``: a repository (every tag, filtered by ``tags``) or a single reference (``:tag`` or
-    ``@digest``); registries as ``host/repo``, layouts as ``oci:PATH``. ``target``: a repository
-    (tags keep their names) or, for a single source reference, ``repo:tag``.
+    ``@digest``); registries as ``host/repo``, layouts as ``oci:PATH``, Ollama models as
+    ``ollama:NAME`` (the local store) or ``ollama://[host/]NAME`` (a registry). ``target``: a
+    repository (tags keep their names) or, for a single source reference, ``repo:tag``.
     """
 
     source: str
     target: str
     tags: TagFilter = Field(default_factory=TagFilter)
     source_format: Literal["oci", "ollama"] = Field(
-        default="oci", description="'ollama': the source is an Ollama registry; artifacts become ModelPack."
+        default="oci",
+        description="'ollama': the host/repo source is an Ollama registry; its models become ModelPack. "
+        "Implied by ollama: and ollama:// sources.",
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import NotFound, OcibridgeError
 from ..oci.mediatypes import Family, family_of_artifact
@@ -146,14 +146,21 @@ class _Planner:
             return result
 
     def _plan(self, ref: str, tag: str | None, result: ArtifactResult) -> ArtifactPlan | ArtifactResult:
-        if self.plan.entry.source_format == "ollama":
+        if self.plan.entry.source_format == "ollama" or self.src.ollama:
             store, desc, src_ref = self._from_ollama(ref)
         else:
-            store, desc, reason = self._from_oci(ref)
+            store, original, reason = self._from_oci(ref)
             if reason:
-                result.status, result.reason, result.digest = "skipped", reason, desc.digest
+                result.status, result.reason, result.digest = "skipped", reason, original.digest
                 return result
+            desc = self.view.convert(original) if store is self.view else original
             src_ref = desc.digest
+            if store is self.view and self.settings.referrers:
+                left = self._left_behind(original)
+                result.referrers_left_behind = len(left)
+                if left:
+                    result.note = (f"{len(left)} referrer(s) of the original left behind: they name "
+                                   "its digest, which re-labelling changed (sign the copy again)")
         result.digest = desc.digest
         if self._already_there(desc, tag):
             result.status, result.reason = "skipped", "already mirrored"
@@ -162,6 +169,8 @@ class _Planner:
         return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers)
 
     def _from_oci(self, ref: str) -> tuple[Store, Descriptor, str]:
+        """(store to copy from: the source or the converting view, the source's descriptor,
+        reason to skip or "")."""
         store: Store = self.src.store
         desc = store.resolve(ref)
         family = _family(store, desc, self._fetch)
@@ -172,15 +181,34 @@ class _Planner:
             if family.value not in accept:
                 return store, desc, f"family {family.value} not accepted (accept = {', '.join(accept)})"
         if self.view is not None and family is not None and family is not self.view.to:
-            return self.view, self.view.convert(desc), ""
+            return self.view, desc, ""
         return store, desc, ""
 
+    def _left_behind(self, original: Descriptor) -> list[str]:
+        """Referrers of the manifests a conversion re-labels: they name the original digests, so
+        they are not copied (a signature over the original would not verify against the new one)."""
+        assert self.view is not None
+        found: list[str] = []
+        stack = [original]
+        while stack:
+            desc = stack.pop()
+            if not is_manifest(desc) or self.view.convert(desc).digest == desc.digest:
+                continue
+            found.extend(r.digest for r in self.src.store.referrers(desc))
+            node = parse_manifest_bytes(self._fetch(self.src.store, desc), desc.mediaType)
+            if isinstance(node, Index):
+                stack.extend(node.manifests)
+        return found
+
     def _from_ollama(self, ref: str) -> tuple[Store, Descriptor, str]:
-        from ..formats.ollama import parse_ollama_name, read_ollama
+        from ..formats.ollama import OllamaName, parse_ollama_name, read_ollama
         from ..modelpack.builder import ARTIFACT_TAG, BuildOptions, build
 
         name = None
-        if self.src.host is not None:
+        local = getattr(self.src.store, "name", None)
+        if self.src.host is None and isinstance(local, OllamaName):  # the local store: name each tag
+            name = replace(local, digest=ref) if ref.startswith("sha256:") else replace(local, tag=ref)
+        elif self.src.host is not None:
             sep = "@" if ref.startswith("sha256:") else ":"
             try:
                 name = parse_ollama_name(f"{self.src.name}{sep}{ref}")

@@ -30,6 +30,9 @@ class ArtifactResult:
     bytes_copied: int = 0
     manifests_copied: int = 0
     referrers: int = 0
+    # re-labelled artifacts: referrers of the original, not copied (they name the old digest)
+    referrers_left_behind: int = 0
+    note: str = ""  # said about a copied or planned artifact, e.g. what was left behind
 
 
 @dataclass
@@ -66,7 +69,8 @@ class MirrorSummary:
 
     def totals(self) -> dict[str, int]:
         keys = ("blobs_planned", "bytes_planned", "blobs_present", "bytes_present", "blobs_copied",
-                "blobs_mounted", "blobs_skipped", "bytes_copied", "manifests_copied", "referrers")
+                "blobs_mounted", "blobs_skipped", "bytes_copied", "manifests_copied", "referrers",
+                "referrers_left_behind")
         out = {k: sum(getattr(a, k) for a in self.artifacts) for k in keys}
         for status in ("copied", "skipped", "failed", "planned"):
             out[status] = len(self.with_status(status))  # type: ignore[arg-type]
@@ -97,14 +101,23 @@ class MirrorSummary:
                 lines.append(f"FAILED  {a.source} -> {a.target}: {a.reason}")
             else:
                 lines.append(f"skipped {a.source}: {a.reason}")
+            if a.note and a.status != "failed":
+                lines.append(f"        note: {a.note}")
+        used = {a.entry for a in self.artifacts}
+        for e in self.entries:
+            if e.index not in used and e.error is None:
+                lines.append(f"nothing to do for {e.source}: no tag selected "
+                             f"({e.tags_listed} listed, {e.tags_filtered_out} filtered out)")
         t = self.totals()
+        left = t["referrers_left_behind"]
+        tail = f"; {left} referrer(s) of re-labelled artifacts left behind" if left else ""
         if self.dry_run:
             lines.append(f"dry run: {t['planned']} to copy ({_size(t['bytes_planned'])} in "
-                         f"{t['blobs_planned']} blobs), {t['skipped']} skipped, {t['failed']} failed")
+                         f"{t['blobs_planned']} blobs), {t['skipped']} skipped, {t['failed']} failed{tail}")
         else:
             lines.append(f"{t['copied']} copied ({_size(t['bytes_copied'])} sent, {t['blobs_mounted']} "
                          f"blobs mounted), {t['skipped']} skipped, {t['failed']} failed "
-                         f"in {self.seconds:.1f} s")
+                         f"in {self.seconds:.1f} s{tail}")
         return "\n".join(lines)
 
 
