@@ -291,12 +291,15 @@ def test_layout_mirror_accept_convert_and_single_reference(tmp_path: Path) -> No
     assert s.exit_code == 1 and "not an OCI image layout" in s.failed[0].reason
 
 
-def test_entry_selecting_no_tag_is_named_in_the_summary(tmp_path: Path) -> None:
+def test_entry_selecting_no_tag_is_named_and_an_empty_source_fails(tmp_path: Path) -> None:
     push_models(LayoutStore(tmp_path / "src", create=True), ["1.0.0", "dev"])
     summary = run_job(load_job(layout_job(tmp_path, tags={"allow": ["9.*"]})))
     assert summary.ok and summary.artifacts == []
     assert "nothing to do for oci:" in summary.format_text()
     assert "no tag selected (2 listed, 2 filtered out)" in summary.format_text()
+    LayoutStore(tmp_path / "empty", create=True)  # a source with no tags at all: likely a typo
+    summary = run_job(load_job(layout_job(tmp_path, source="oci:empty")))
+    assert summary.exit_code == 1 and "has no tags to mirror" in summary.failed[0].reason
 
 
 REFERENCE_OLLAMA = Path(__file__).resolve().parents[2] / "shared" / "reference" / "ollama" / "safetensors-store"

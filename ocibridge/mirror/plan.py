@@ -98,6 +98,8 @@ def _references(plan: EntryPlan) -> list[tuple[str, str | None]]:
         plan.summary.tags_listed = 1
         return [(src.reference, tag)]
     listed = src.store.tags()
+    if not listed:  # most often a misspelt source: fail rather than report an empty success
+        raise OcibridgeError(f"{src.name} has no tags to mirror (is the source name right?)")
     chosen = select_tags(listed, plan.entry.tags)
     plan.summary.tags_listed = len(listed)
     plan.summary.tags_filtered_out = len(listed) - len(chosen)
