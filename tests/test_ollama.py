@@ -25,7 +25,6 @@ from ocibridge.errors import (
     DigestMismatch,
     InvalidReference,
     NotFound,
-    OcibridgeError,
     SourceError,
     UnsafePath,
 )
@@ -33,6 +32,7 @@ from ocibridge.formats.directory import read_directory
 from ocibridge.formats.ollama import (
     CONFIG_FILE,
     MANIFEST_FILE,
+    NotAnOllamaModel,
     OllamaStore,
     export_ollama,
     open_ollama_target,
@@ -407,9 +407,14 @@ def test_ollama_store_refuses_modelpack_manifests(tmp_path):
     copy(build(read_ollama(OllamaStore(src, parse_ollama_name("tiny")), "latest")),
          "artifact", layout, "v1")
     dst = OllamaStore(tmp_path / "out", parse_ollama_name("x"), create=True)
-    with pytest.raises(OcibridgeError, match="not an Ollama model manifest"):
+    with pytest.raises(NotAnOllamaModel, match="Ollama models only.*ocibridge pull REF ollama:x"):
         copy(layout, "v1", dst, "latest")
     assert dst.tags() == []
+    assert not (tmp_path / "out").exists()  # refused at the first blob: nothing written
+    desc = layout.resolve("v1")
+    with pytest.raises(NotAnOllamaModel, match="not an Ollama model manifest"):
+        dst.push_manifest(desc, layout.fetch_bytes(desc), "latest")
+    assert not (tmp_path / "out").exists()
 
 
 def test_tag_refuses_when_blobs_are_missing(tmp_path):

@@ -12,6 +12,7 @@ from ...oci.reference import RegistryReference
 from ...targets import StoreTarget
 from .exporter import export_ollama
 from .gguf_header import GGUFHeader, read_gguf_header
+from .guard import NotAnOllamaModel, OllamaRegistryStore
 from .manifest import OllamaConfig, OllamaManifest, parse_ollama_manifest
 from .mapping import ANNOTATION_MANIFEST_DIGEST, ANNOTATION_NAME, CONFIG_FILE, MANIFEST_FILE
 from .mount import premount
@@ -24,23 +25,27 @@ LOCAL_SCHEME = "ollama:"
 
 __all__ = [
     "ANNOTATION_MANIFEST_DIGEST", "ANNOTATION_NAME", "CONFIG_FILE", "MANIFEST_FILE",
-    "GGUFHeader", "OllamaConfig", "OllamaManifest", "OllamaName", "OllamaStore", "export_ollama", "open_ollama_target",
+    "GGUFHeader", "NotAnOllamaModel", "OllamaConfig", "OllamaManifest", "OllamaName",
+    "OllamaRegistryStore", "OllamaStore", "export_ollama", "open_ollama_target",
     "parse_ollama_manifest", "parse_ollama_name", "premount", "read_gguf_header", "read_ollama",
 ]
 
 
 def open_ollama_target(text: str, *, for_write: bool = False, **registry_options) -> StoreTarget:
     """``ollama:NAME`` → the local store ($OLLAMA_MODELS); ``ollama://[host/]NAME`` → a
-    registry repository ``namespace/model`` (plain HTTP for loopback hosts)."""
+    registry repository ``namespace/model`` (plain HTTP for loopback hosts). Opened for
+    writing, both take Ollama models only (see guard.py)."""
     if text.startswith(REGISTRY_SCHEME):
         name = parse_ollama_name(text[len(REGISTRY_SCHEME):])
         from ...stores.registry import open_repository
 
         ref = RegistryReference(name.host, name.repository, name.tag, name.digest)
         store = open_repository(ref, **registry_options)
+        if for_write:
+            store = OllamaRegistryStore(store, text)
     elif text.startswith(LOCAL_SCHEME):
         name = parse_ollama_name(text[len(LOCAL_SCHEME):])
-        store = OllamaStore(default_models_dir(), name, create=for_write)
+        store = OllamaStore(default_models_dir(), name, create=for_write, label=text)
     else:
         raise ValueError(f"not an Ollama reference: {text!r}")
     with contextlib.suppress(AttributeError, TypeError):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import posixpath
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 
 from ...copy import CopyStats, ProgressFn, copy_blob
 from ...errors import OcibridgeError, SourceError
+from ...fsutil import safe_relpath
 from ...oci.digest import sha256_bytes
 from ...oci.mediatypes import (
     ANNOTATION_TITLE,
@@ -52,7 +52,7 @@ class _Plan:
     """The Ollama manifest to write, and where each of its blobs comes from."""
 
     manifest: bytes
-    sources: list[Descriptor]  # blobs to copy from the source store
+    sources: list[Descriptor]  # blobs to copy from the source store, typed as Ollama layers
     extra: dict[str, bytes]  # blobs made here (a generated config), by digest
 
 
@@ -69,10 +69,11 @@ def _raw_files(manifest: Manifest) -> tuple[dict[str, Descriptor], list[str]]:
         lt = parse_layer_media_type(layer.mediaType)
         if path is None or lt is None:
             continue
+        path = safe_relpath(path, "layer file path")  # an artifact naming ../x is refused
         if lt.variant.is_tar:
             packed.append(path)
         else:
-            raw.setdefault(posixpath.normpath(path), layer)
+            raw.setdefault(path, layer)
     return raw, packed
 
 
@@ -92,8 +93,14 @@ def _restore_plan(src: Store, files: dict[str, Descriptor]) -> _Plan:
                 f"the artifact lacks the blob {blob.digest} ({blob.mediaType}) that its "
                 f"{MANIFEST_FILE} lists; remove {MANIFEST_FILE} to export it as a new Ollama model"
             )
-        sources.append(layer)
+        sources.append(_ollama_typed(blob.mediaType, layer.digest, layer.size))
     return _Plan(data, sources, {})
+
+
+def _ollama_typed(media_type: str, digest: str, size: int) -> Descriptor:
+    """A blob under the Ollama media type it has in the written model (the destination
+    takes Ollama-typed blobs only)."""
+    return Descriptor(mediaType=media_type.split(";")[0].strip(), digest=digest, size=size)
 
 
 def _pick(files: dict[str, Descriptor], packed: list[str]) -> dict[str, list[tuple[str, Descriptor]]]:
@@ -146,7 +153,7 @@ def _generic_plan(src: Store, files: dict[str, Descriptor], packed: list[str]) -
             layers.append(
                 {"mediaType": OLLAMA_LAYER_PREFIX + kind, "digest": desc.digest, "size": desc.size}
             )
-            sources.append(desc)
+            sources.append(_ollama_typed(OLLAMA_LAYER_PREFIX + kind, desc.digest, desc.size))
     arch = header.architecture or ""
     config = OllamaConfig(
         model_format="gguf",
@@ -171,8 +178,8 @@ def _plan(src: Store, desc: Descriptor) -> _Plan:
         raise SourceError(f"{desc.digest} is an index; export one of its manifests")
     if node.layers and all(la.mediaType.startswith(OLLAMA_LAYER_PREFIX) for la in node.layers):
         manifest = parse_ollama_manifest(data, where=f"manifest {desc.digest}")  # already Ollama
-        return _Plan(data, [Descriptor(mediaType=b.mediaType.split(";")[0], digest=b.digest,
-                                       size=b.size) for b in manifest_blobs(manifest)], {})
+        blobs = [_ollama_typed(b.mediaType, b.digest, b.size) for b in manifest_blobs(manifest)]
+        return _Plan(data, blobs, {})
     if family_of_artifact(node.artifactType, node.config.mediaType) is None:
         raise SourceError(f"{desc.digest} is neither a ModelPack artifact nor an Ollama model")
     files, packed = _raw_files(node)

@@ -14,7 +14,7 @@ from typing import Any
 from ...errors import NotFound, OcibridgeError, SourceError, UnsafePath
 from ...fsutil import safe_relpath
 from ...modelpack.package import ModelFile, ModelPackage
-from ...oci.digest import is_digest
+from ...oci.digest import CHUNK, is_digest
 from ...oci.mediatypes import Kind
 from ...oci.models import Descriptor
 from ...stores.base import MAX_MANIFEST_BYTES, Store
@@ -37,6 +37,7 @@ from .mapping import (
     numbered,
 )
 from .names import DEFAULT_NAMESPACE, OllamaName
+from .store import OllamaStore
 
 SMALL_JSON = 1 << 20  # an HF config.json layer read for the architecture, if no larger
 
@@ -92,8 +93,17 @@ def _layer_files(store: Store, manifest: OllamaManifest) -> list[ModelFile]:
 
 
 def _read_header(store: Store, layer: OllamaLayer) -> GGUFHeader:
+    """The header. When it does not parse in a local store, a blob that is not what its digest
+    says (a damaged file) is the real fault: that is checked, and reported instead. (A registry
+    checked the digest on upload; reading a whole remote blob to report that is not worth it.)"""
     with store.open_blob(_descriptor(layer)) as reader:
-        return read_gguf_header(reader, where=f"model layer {layer.digest}")
+        try:
+            return read_gguf_header(reader, where=f"model layer {layer.digest}")
+        except SourceError:
+            if isinstance(store, OllamaStore):
+                while reader.read(CHUNK):  # raises DigestMismatch at EOF if the blob is damaged
+                    pass
+            raise
 
 
 def _json_blob(store: Store, layer: OllamaLayer, what: str) -> Any:
@@ -154,7 +164,8 @@ def read_ollama(store: Store, reference: str, name: OllamaName | None = None) ->
     manifest = parse_ollama_manifest(data, where=f"Ollama manifest {desc.digest}")
     for blob in ([manifest.config] if manifest.config else []) + manifest.layers:
         if not store.exists(_descriptor(blob)):
-            raise NotFound(f"{store.describe()}: blob {blob.digest} of the model is missing")
+            raise NotFound(f"{store.describe()}: blob {blob.digest} of the model is missing "
+                           f"(or is not the {blob.size} bytes the manifest gives)")
 
     files = _layer_files(store, manifest)
     files.append(

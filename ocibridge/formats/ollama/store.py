@@ -29,6 +29,7 @@ from ...oci.digest import (
 from ...oci.mediatypes import ALL_MANIFEST_TYPES, DOCKER_MANIFEST
 from ...oci.models import Descriptor
 from ...stores.base import MAX_MANIFEST_BYTES
+from .guard import check_blob, check_manifest
 from .manifest import manifest_blobs, parse_ollama_manifest
 from .names import _TAG_RE, OllamaName
 
@@ -36,9 +37,11 @@ from .names import _TAG_RE, OllamaName
 class OllamaStore:
     """One model (host/namespace/model) of an Ollama models directory; tags are its tags."""
 
-    def __init__(self, root: str | os.PathLike[str], name: OllamaName, create: bool = False):
+    def __init__(self, root: str | os.PathLike[str], name: OllamaName, create: bool = False,
+                 label: str | None = None):
         self.root = Path(root).expanduser()
         self.name = name
+        self.label = label or f"ollama:{name.display}"  # how the user wrote it, for messages
         if not create and not (self.root / "manifests").is_dir():
             raise NotFound(f"{self.root} is not an Ollama models directory (no manifests/)")
         self._pending: dict[str, bytes] = {}  # manifests pushed without a tag yet
@@ -121,7 +124,7 @@ class OllamaStore:
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
         """Only Ollama-shaped manifests: a ModelPack artifact goes in through export_ollama."""
         verify_bytes(data, desc.digest, desc.size, what="manifest")
-        parse_ollama_manifest(data, where=f"manifest {desc.digest}")
+        check_manifest(self.label, desc.digest, data)
         self._pending[desc.digest] = data
         if tag is not None:
             self.tag(desc, tag)
@@ -164,7 +167,8 @@ class OllamaStore:
             raw = open(self.blob_path(desc.digest), "rb")  # noqa: SIM115 (closed by the caller)
         except FileNotFoundError:
             raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
-        return VerifyingReader(raw, desc.digest, desc.size)  # type: ignore[return-value]
+        return VerifyingReader(raw, desc.digest, desc.size,  # type: ignore[return-value]
+                               what=f"{self.describe()}: blob")
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.size > MAX_MANIFEST_BYTES:
@@ -178,8 +182,10 @@ class OllamaStore:
         return verify_bytes(data, desc.digest, desc.size)
 
     def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
+        """Ollama-typed blobs only, so a copy of anything else stops before writing a byte."""
         if self.exists(desc):
             return
+        check_blob(self.label, desc)
         final = self.blob_path(desc.digest)
         with atomic_writer(final, mode=0o644) as out:
             checked = verified(reader, desc.digest, desc.size)
@@ -194,14 +200,19 @@ class OllamaStore:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        """On failure, remove the blobs written inside the block (they were not there before)."""
+        """On failure, remove the blobs written inside the block (they were not there before)
+        and the folders it created."""
         self._created = []
+        new_dirs = [d for d in (self.root / "blobs", self.root) if not d.exists()]
         try:
             yield
         except BaseException:
             for path in self._created:
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
+            for folder in new_dirs:  # made by this export: remove them again if left empty
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
             raise
         finally:
             self._created = None
