@@ -39,6 +39,7 @@ from ocibridge.formats.mlsteam import (
     parse_manifest,
     read_mlarchive,
 )
+from ocibridge.formats.mlsteam.exporter import STORE_WEIGHTS_FROM
 from ocibridge.modelpack.builder import ARTIFACT_TAG, build
 from ocibridge.modelpack.config import parse_config
 from ocibridge.modelpack.validate import validate
@@ -325,3 +326,47 @@ def test_hooks_are_never_imported_or_run(tmp_path):
     assert zip_files(out)["hooks/load.py"] == zip_files(archive)["hooks/load.py"]
     assert not marker.exists()
     assert not {m for m in set(sys.modules) - modules_before if m in ("load", "predict", "utils")}
+
+
+def test_cli_export_stores_weights_and_the_sdk_reads_it(tmp_path, capsys):
+    """`ocibridge pull REF x.mlarchive`: weights of 1 MiB or more are stored (deflate would run
+    at ~40 MB/s for a 0-20 % gain), the rest deflated; the SDK extracts it all."""
+    from ocibridge.cli import main
+
+    proj = tmp_path / "proj"
+    (proj / "w").mkdir(parents=True)
+    (proj / "w" / "big.pt").write_bytes(_noise(STORE_WEIGHTS_FROM + 4321, 11))
+    (proj / "w" / "small.json").write_bytes(b'{"layers": 2}' * 100)
+    hooks = _hooks(proj)
+    manifest_file = proj / "manifest.json"
+    manifest_file.write_text(json.dumps(V2023_MANIFEST))
+    archive = tmp_path / "in.mlarchive"
+    build_archive(archive_file=str(archive), submodels=[("mnist", str(proj / "w"))],
+                  manifest_file=str(manifest_file), src_dir=None, hooks_dir=str(hooks),
+                  preserve_model_files_in_src=False, preserve_hooks_dir_in_src=False,
+                  default_exclude_patterns=None)
+    ref = f"oci:{tmp_path / 'layout'}:m"
+    assert main(["push", str(archive), ref]) == 0
+    out = tmp_path / "back.mlarchive"
+    assert main(["pull", ref, str(out)]) == 0
+    assert zip_files(out) == zip_files(archive)
+    with zipfile.ZipFile(out) as zf:
+        methods = {i.filename: i.compress_type for i in zf.infolist()}
+    assert methods.pop("models/mnist/big.pt") == zipfile.ZIP_STORED
+    assert set(methods.values()) == {zipfile.ZIP_DEFLATED}
+    extract_archive(str(out), str(tmp_path / "x"))
+    assert (tmp_path / "x/models/mnist/big.pt").read_bytes() == (proj / "w/big.pt").read_bytes()
+    assert read_manifest(manifest_file=str(tmp_path / "x/manifest.json")).schema is ManifestSchema.V2023_1
+    digests = []
+    for source in (archive, out):  # the export is read back into the very same artifact
+        capsys.readouterr()
+        assert main(["push", str(source), f"oci:{tmp_path / 'again'}:m", "--json"]) == 0
+        digests.append(json.loads(capsys.readouterr().out)["digest"])
+    assert digests[0] == digests[1]
+    # Deflate everything when asked (the Python API): same files, smaller only by what deflates.
+    layout = LayoutStore(tmp_path / "layout")
+    deflated = tmp_path / "deflated.mlarchive"
+    export_mlarchive(layout, layout.resolve("m"), deflated, compress_weights=True)
+    with zipfile.ZipFile(deflated) as zf:
+        assert {i.compress_type for i in zf.infolist()} == {zipfile.ZIP_DEFLATED}
+    assert zip_files(deflated) == zip_files(archive)
