@@ -6,26 +6,40 @@ from collections.abc import Iterable, Iterator
 
 
 class IterReader:
-    """A read-only file object over an iterator of byte chunks (constant memory)."""
+    """A read-only file object over an iterator of byte chunks (constant memory).
+
+    Linear in the bytes read, whatever the chunk sizes: a read collects the pieces it needs and
+    joins them once, and a big chunk is consumed by position instead of being re-sliced.
+    """
 
     def __init__(self, chunks: Iterable[bytes]):
         self._it: Iterator[bytes] = iter(chunks)
         self._buf = b""
+        self._pos = 0
         self._done = False
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
-            parts = [self._buf, *self._it]
-            self._buf = b""
-            self._done = True
+            parts = [self._buf[self._pos :], *self._it]
+            self._buf, self._pos, self._done = b"", 0, True
             return b"".join(parts)
-        while len(self._buf) < n and not self._done:
-            try:
-                self._buf += next(self._it)
-            except StopIteration:
-                self._done = True
-        out, self._buf = self._buf[:n], self._buf[n:]
-        return out
+        parts: list[bytes] = []
+        have = 0
+        while have < n:
+            if self._pos >= len(self._buf):
+                if self._done:
+                    break
+                try:
+                    self._buf, self._pos = next(self._it), 0
+                except StopIteration:
+                    self._buf, self._pos, self._done = b"", 0, True
+                continue
+            take = min(n - have, len(self._buf) - self._pos)
+            whole = self._pos == 0 and take == len(self._buf)
+            parts.append(self._buf if whole else self._buf[self._pos : self._pos + take])
+            self._pos += take
+            have += take
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     def readable(self) -> bool:
         return True

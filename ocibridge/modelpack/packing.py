@@ -10,6 +10,7 @@ layers, the defaults, never depend on a compressor.)
 
 from __future__ import annotations
 
+import io
 import struct
 import tarfile
 import zlib
@@ -54,16 +55,7 @@ def tar_chunks(files: Iterable[ModelFile]) -> Iterator[bytes]:
         written += len(header)
         if info.type != tarfile.REGTYPE:
             continue
-        remaining = f.size
-        with f.open() as src:
-            while remaining > 0:
-                data = src.read(min(CHUNK, remaining))
-                if not data:
-                    raise OSError(f"{f.path}: file shrank while packing")
-                remaining -= len(data)
-                yield data
-            if src.read(1):
-                raise OSError(f"{f.path}: file grew while packing")
+        yield from _exact_content(f)
         pad = -f.size % BLOCK
         if pad:
             yield b"\0" * pad
@@ -72,6 +64,30 @@ def tar_chunks(files: Iterable[ModelFile]) -> Iterator[bytes]:
     written += len(end)
     end += b"\0" * (-written % RECORD)
     yield end
+
+
+def _exact_content(f: ModelFile) -> Iterator[bytes]:
+    """The file's ``f.size`` bytes, or an error if it shrank or grew since it was listed.
+
+    Each read asks for one byte more than is left, so growth shows without a separate read;
+    a buffered file (what a file on disk is) returns less than asked only at its end, so a
+    small file takes one read call, not two.
+    """
+    remaining = f.size
+    with f.open() as src:
+        short_read_is_eof = isinstance(src, io.BufferedIOBase)
+        while True:
+            want = min(CHUNK, remaining + 1)
+            data = src.read(want)
+            if len(data) > remaining:
+                raise OSError(f"{f.path}: file grew while packing")
+            remaining -= len(data)
+            if data:
+                yield data
+            if not data or (short_read_is_eof and len(data) < want):
+                break
+    if remaining:
+        raise OSError(f"{f.path}: file shrank while packing")
 
 
 def gzip_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
