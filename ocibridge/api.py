@@ -7,13 +7,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from .copy import DEFAULT_CONCURRENCY, CopyStats, ProgressFn, copy
+from .copy import DEFAULT_CONCURRENCY, CopyStats, copy
 from .errors import NotFound, OcibridgeError, SourceError
 from .formats.directory import read_directory
 from .modelpack import digestcache
@@ -24,6 +25,7 @@ from .modelpack.package import ModelPackage
 from .modelpack.validate import validate as validate_artifact
 from .oci.mediatypes import Kind, Variant
 from .oci.models import Descriptor
+from .progress import ProgressFn, counting
 from .stores.base import can_ingest
 from .targets import (
     StoreTarget,
@@ -165,7 +167,7 @@ def push(
         target.store,
         target.tag,
         concurrency=transfer.concurrency,
-        progress=progress,
+        progress=_without(progress, ingested.ingested),
     )
     stats.add(blobs_copied=ingested.blobs_copied, bytes_copied=ingested.bytes_copied)
     stats.blobs_skipped -= ingested.blobs_copied
@@ -182,19 +184,42 @@ def _tag_exists(target: StoreTarget) -> bool:
     return True
 
 
+@dataclass
+class _Ingested(CopyStats):
+    ingested: set[str] = field(default_factory=set)  # digests sent by ingest
+
+
+def _progress_key(path: str, size: int) -> Descriptor:
+    """A stand-in descriptor for the progress display while a file's digest is unknown."""
+    key = hashlib.sha256(b"ingest\0" + path.encode()).hexdigest()
+    return Descriptor(mediaType="application/octet-stream", digest=f"sha256:{key}", size=size)
+
+
+def _without(progress: ProgressFn | None, digests: set[str]) -> ProgressFn | None:
+    """``progress`` deaf to blobs already shown under their ingest stand-ins."""
+    if progress is None or not digests:
+        return progress
+
+    def report(event: str, desc: Descriptor, nbytes: int) -> None:
+        if desc.digest not in digests:
+            progress(event, desc, nbytes)
+
+    return report
+
+
 def _ingest_new_files(
     package: ModelPackage,
     options: BuildOptions,
     target: StoreTarget,
     concurrency: int,
     progress: ProgressFn | None,
-) -> CopyStats:
+) -> _Ingested:
     """Upload raw files whose digest nobody knows yet while hashing them: one read per byte.
 
     Only for a new tag: when the tag exists (a re-push or an update) files are hashed first so
     that blobs the destination already holds are skipped by a HEAD instead of re-sent.
     """
-    stats = CopyStats()
+    stats = _Ingested()
     if not can_ingest(target.store) or _tag_exists(target):
         return stats
     pending = [
@@ -203,9 +228,19 @@ def _ingest_new_files(
         if layer.variant is Variant.RAW and layer.files[0].digest is None
     ]
 
+    keys = {id(f): _progress_key(f.path, f.size) for f in pending}
+    if progress:
+        for key in keys.values():
+            progress("plan", key, 0)
+
     def ingest(f) -> None:
-        kwargs = {"reopen": f.open} if getattr(target.store, "accepts_reopen", False) else {}
-        with f.open() as reader:
+        key = keys[id(f)]
+
+        def reopen() -> BinaryIO:
+            return counting(f.open(), key, progress)
+
+        kwargs = {"reopen": reopen} if getattr(target.store, "accepts_reopen", False) else {}
+        with reopen() as reader:
             digest, size = target.store.ingest_blob(reader, **kwargs)  # type: ignore[attr-defined]
         if size != f.size:
             raise SourceError(f"{f.path}: size changed while reading ({f.size} → {size})")
@@ -213,8 +248,9 @@ def _ingest_new_files(
         if f.source_path is not None:
             digestcache.remember(f.source_path, digest)
         stats.add(blobs_copied=1, bytes_copied=size)
+        stats.ingested.add(digest)
         if progress:
-            progress("done", Descriptor(mediaType="application/octet-stream", digest=digest, size=size), size)
+            progress("done", key, size)
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="ingest") as pool:
         for future in [pool.submit(ingest, f) for f in pending]:
@@ -288,7 +324,8 @@ def pull(
         return {"digest": desc.digest, "output": dest, "format": "ollama"}
     if fmt not in (None, "directory"):
         raise OcibridgeError(f"unknown output format {fmt!r}")
-    result: ExtractResult = extract(source.store, desc.digest, dest, concurrency=transfer.concurrency)
+    result: ExtractResult = extract(
+        source.store, desc.digest, dest, concurrency=transfer.concurrency, progress=progress)
     return {
         "digest": desc.digest,
         "output": dest,

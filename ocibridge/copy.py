@@ -8,18 +8,17 @@ manifest never points at something missing, then tags the root.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from .oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from .progress import ProgressFn, counting
 from .stores.base import Store, is_manifest
 
 DEFAULT_CONCURRENCY = 4
-
-ProgressFn = Callable[[str, Descriptor, int], None]
-"""Called as ``progress(event, descriptor, nbytes)`` with event ``start``/``skip``/``done``/``mount``."""
 
 
 @dataclass
@@ -141,10 +140,13 @@ def _copy_blob_unlocked(
         return
     if progress:
         progress("start", desc, 0)
-    with src.open_blob(desc) as reader:
+    with counting(src.open_blob(desc), desc, progress) as reader:
         if getattr(dst, "accepts_reopen", False):
             # An interrupted upload can then restart or resume from a fresh read of the source.
-            dst.push_blob(desc, reader, reopen=lambda: src.open_blob(desc))  # type: ignore[call-arg]
+            def reopen() -> BinaryIO:
+                return counting(src.open_blob(desc), desc, progress)
+
+            dst.push_blob(desc, reader, reopen=reopen)  # type: ignore[call-arg]
         else:
             dst.push_blob(desc, reader)
     stats.add(blobs_copied=1, bytes_copied=desc.size)
@@ -189,6 +191,9 @@ def _blobs_of(manifest: Manifest) -> list[Descriptor]:
 
 
 def _copy_blobs(src, dst, blobs, pool, stats, progress, locks) -> None:
+    if progress:
+        for b in blobs:  # the whole manifest's size up front, for a steady total and ETA
+            progress("plan", b, 0)
     futures = [pool.submit(copy_blob, src, dst, b, stats, progress, locks) for b in blobs]
     errors = []
     for f in futures:

@@ -1,51 +1,172 @@
-"""Progress display: a tqdm bar on a terminal, nothing when piped or with --json.
+"""Transfer progress: the events copies and pulls report, and the tqdm bar that shows them.
 
-tqdm is used rather than a hand-written bar: it handles terminal width, rates, ETA and
-thread-safe updates, which the copy's worker threads need.
+Every transfer reports ``progress(event, descriptor, nbytes)``:
+
+| event | meaning |
+|---|---|
+| ``plan`` | the blob will be handled (counts toward the total) |
+| ``start`` | its transfer begins |
+| ``bytes`` | ``nbytes`` more of it were read from the source |
+| ``done`` / ``skip`` / ``mount`` | it is finished: sent, already there, or mounted |
+
+Bytes are counted where the source is read (a file, a layout blob, a registry download),
+so one mechanism covers push, pull and copy between any two stores, and a copy between two
+registries counts each byte once. Counting costs one addition per read; the bar hears of it
+once per ``REPORT_BYTES`` per blob, and tqdm redraws at most every ``REFRESH_SECONDS``.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
+from typing import BinaryIO, TextIO
 
-from .copy import ProgressFn
+from .oci.digest import HashingReader
 from .oci.models import Descriptor
+
+ProgressFn = Callable[[str, Descriptor, int], None]
+
+#: A reader passes on its count after this many bytes (and at the end of the blob).
+REPORT_BYTES = 256 * 1024
+#: The bar is redrawn at most this often.
+REFRESH_SECONDS = 0.2
+
+
+class _Tally:
+    """Bytes read from one blob, passed on to ``progress`` in steps of ``REPORT_BYTES``.
+
+    One per reader, used by the thread that reads it: no lock on the hot path."""
+
+    __slots__ = ("desc", "progress", "pending")
+
+    def __init__(self, desc: Descriptor, progress: ProgressFn):
+        self.desc = desc
+        self.progress = progress
+        self.pending = 0
+
+    def add(self, n: int) -> None:
+        self.pending += n
+        if self.pending >= REPORT_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            n, self.pending = self.pending, 0
+            self.progress("bytes", self.desc, n)
+
+
+class _CountingReader:
+    """A reader that tallies what is read through it; seeks pass through (upload resume)."""
+
+    def __init__(self, raw: BinaryIO, tally: _Tally):
+        self._raw = raw
+        self._tally = tally
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        if data:
+            self._tally.add(len(data))
+        else:
+            self._tally.flush()
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        seekable = getattr(self._raw, "seekable", None)
+        return bool(seekable and seekable())
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        self._tally.flush()
+        self._raw.close()
+
+    def __enter__(self) -> _CountingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def counting(reader: BinaryIO, desc: Descriptor, progress: ProgressFn | None) -> BinaryIO:
+    """``reader``, reporting ``bytes`` events for ``desc`` as it is read.
+
+    A hashing (verifying) reader keeps its identity and counts what it reads underneath, so a
+    destination that recognises a source already verifying the digest does not hash again.
+    """
+    if progress is None:
+        return reader
+    tally = _Tally(desc, progress)
+    if isinstance(reader, HashingReader) and hasattr(reader, "_raw"):
+        reader._raw = _CountingReader(reader._raw, tally)  # type: ignore[assignment]
+        return reader
+    return _CountingReader(reader, tally)  # type: ignore[return-value]
 
 
 class ProgressBar:
-    """Counts bytes of blobs finished, skipped or mounted; total grows as blobs are seen."""
+    """One aggregate byte bar over every blob of a transfer, with a blob count.
 
-    def __init__(self, description: str):
+    Thread-safe: the copy's workers report at once. Each blob counts at most its size, so a
+    resumed or restarted transfer never pushes the bar past its total.
+    """
+
+    def __init__(self, label: str, file: TextIO | None = None):
         from tqdm import tqdm
 
+        self._label = label
         self._bar = tqdm(
-            total=0, unit="B", unit_scale=True, unit_divisor=1024, desc=description,
-            file=sys.stderr, leave=True, dynamic_ncols=True,
+            total=0, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
+            file=file or sys.stderr, leave=True, dynamic_ncols=True,
+            mininterval=REFRESH_SECONDS, miniters=1,
         )
         self._lock = threading.Lock()
-        self._seen: set[str] = set()
-        self._finished: set[str] = set()
+        self._blobs: dict[str, list[int]] = {}  # digest → [size, bytes counted, finished]
+        self._finished = 0
 
     def __call__(self, event: str, desc: Descriptor, nbytes: int) -> None:
         with self._lock:
-            if desc.digest not in self._seen:
-                self._seen.add(desc.digest)
+            blob = self._blobs.get(desc.digest)
+            if blob is None:
+                blob = self._blobs[desc.digest] = [desc.size, 0, 0]
                 self._bar.total += desc.size
-                self._bar.refresh()
-            if event in ("done", "skip", "mount") and desc.digest not in self._finished:
-                self._finished.add(desc.digest)
-                self._bar.update(nbytes)
+                self._describe()
+            if blob[2]:
+                return  # finished: a later skip or a re-read changes nothing
+            if event == "bytes":
+                step = min(nbytes, blob[0] - blob[1])
+            elif event in ("done", "skip", "mount"):
+                step = blob[0] - blob[1]
+                blob[2] = 1
+                self._finished += 1
+                self._describe()
+            else:
+                return
+            if step > 0:
+                blob[1] += step
+                self._bar.update(step)
+
+    def _describe(self) -> None:
+        self._bar.set_description_str(
+            f"{self._label} {self._finished}/{len(self._blobs)} blobs", refresh=False)
+
+    @property
+    def counted(self) -> int:
+        return int(self._bar.n)
 
     def close(self) -> None:
+        self._bar.refresh()
         self._bar.close()
 
 
-def make_progress(description: str, enabled: bool) -> ProgressBar | None:
+def make_progress(label: str, enabled: bool) -> ProgressBar | None:
+    """A bar on stderr when it is a terminal and ``enabled``; None otherwise (piped, --json, -q)."""
     if not enabled or not sys.stderr.isatty():
         return None
-    return ProgressBar(description)
-
-
-def as_callback(bar: ProgressBar | None) -> ProgressFn | None:
-    return bar
+    return ProgressBar(label)

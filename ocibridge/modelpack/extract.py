@@ -25,6 +25,7 @@ from ..fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath
 from ..oci.digest import CHUNK
 from ..oci.mediatypes import ANNOTATION_TITLE, Family, Variant, parse_layer_media_type
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ..progress import ProgressFn, counting
 from ..stores.base import Store
 
 #: A tar layer may not expand beyond this many times its compressed size, nor hold more entries.
@@ -158,28 +159,39 @@ def _extract_tar(stream: BinaryIO, staging: Path, written: list[str]) -> int:
     return total
 
 
-def _extract_raw(store: Store, layer: Descriptor, rel: str, staging: Path) -> int:
+def _extract_raw(
+    store: Store, layer: Descriptor, rel: str, staging: Path, progress: ProgressFn | None
+) -> int:
     target = _prepare_parent(staging, rel)
-    with store.open_blob(layer) as reader:
+    with counting(store.open_blob(layer), layer, progress) as reader:
         written = _write_stream(reader, target, layer_mode(layer))
         reader.read(1)  # EOF: verification happens here
+    if progress:
+        progress("done", layer, layer.size)
     return written
 
 
-def _extract_tar_layer(store: Store, layer: Descriptor, variant: Variant, staging: Path, files: list[str]) -> int:
-    with store.open_blob(layer) as reader:
+def _extract_tar_layer(
+    store: Store, layer: Descriptor, variant: Variant, staging: Path, files: list[str],
+    progress: ProgressFn | None,
+) -> int:
+    with counting(store.open_blob(layer), layer, progress) as reader:
         written = _extract_tar(_decompressed(reader, variant, layer.size), staging, files)
         while reader.read(CHUNK):
             pass
+    if progress:
+        progress("done", layer, layer.size)
     return written
 
 
 def extract(
-    store: Store, reference: str, dest: str | os.PathLike[str], *, concurrency: int = 4
+    store: Store, reference: str, dest: str | os.PathLike[str], *, concurrency: int = 4,
+    progress: ProgressFn | None = None,
 ) -> ExtractResult:
     """Write the files of the artifact ``reference`` into ``dest`` (created if missing).
 
     Raw layers are fetched concurrently, tar layers one after another in manifest order.
+    ``progress`` hears of every layer up front, then of the bytes read as they come.
     """
     desc, manifest = fetch_manifest(store, reference)
     raw: list[tuple[Descriptor, str]] = []
@@ -203,9 +215,12 @@ def extract(
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
     result = ExtractResult(desc)
+    if progress:
+        for layer in manifest.layers:
+            progress("plan", layer, 0)
     try:
         with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="pull") as pool:
-            futures = [pool.submit(_extract_raw, store, layer, rel, staging) for layer, rel in raw]
+            futures = [pool.submit(_extract_raw, store, layer, rel, staging, progress) for layer, rel in raw]
             errors = []
             for future in futures:
                 try:
@@ -216,7 +231,8 @@ def extract(
                 raise errors[0]
         result.files.extend(paths)
         for layer, variant in tars:
-            result.bytes_written += _extract_tar_layer(store, layer, variant, staging, result.files)
+            result.bytes_written += _extract_tar_layer(
+                store, layer, variant, staging, result.files, progress)
         _commit(staging, out, result.files)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
