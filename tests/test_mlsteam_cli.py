@@ -97,3 +97,5 @@ def test_bad_artifact_pull_keeps_the_old_archive(tmp_path, capsys, how, message)
     assert [p.name for p in out_dir.iterdir()] == ["demo.mlarchive"]
     assert (out_dir / "demo.mlarchive").read_bytes() == b"previous export"
     assert not (tmp_path / "evil.pt").exists()
+    code, _ = cli(capsys, "pull", f"oci:{tmp_path / 'layout'}:v1", str(tmp_path / "new/sub/x.mlarchive"))
+    assert code == 1 and not (tmp_path / "new").exists()  # no folders left behind either

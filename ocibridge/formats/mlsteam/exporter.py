@@ -219,15 +219,22 @@ def _check_written(tmp: Path, written: dict[str, _Written]) -> None:
 
 @contextlib.contextmanager
 def _temp_beside(final: Path) -> Iterator[Path]:
+    """A temporary file beside ``final``; on failure it and the folders made for it go."""
+    made = [d for d in (final.parent, *final.parent.parents) if not d.exists()]  # deepest first
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".mlarchive", dir=final.parent)
     os.close(fd)
     tmp = Path(name)
+    ok = False
     try:
         yield tmp
+        ok = True
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+        for folder in [] if ok else made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _umask_mode() -> int:
