@@ -10,12 +10,13 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 
 from . import api
-from .errors import OcibridgeError, ValidationError
+from .copy import CopyStats
+from .errors import OcibridgeError, RegistryError, ValidationError
 from .modelpack.builder import BuildOptions, created_now
 from .modelpack.classify import parse_overrides
 from .modelpack.inspect import format_inspect, human_size
@@ -24,6 +25,14 @@ from .progress import make_progress
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line (what is wrong, where to look), not the
+    whole usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"ocibridge: error: {message} (see '{self.prog} --help')\n")
 
 
 def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
@@ -44,6 +53,10 @@ def _transfer(args: argparse.Namespace) -> api.TransferOptions:
         password = sys.stdin.readline().rstrip("\r\n")
     if args.concurrency < 1:
         raise OcibridgeError("--concurrency must be at least 1")
+    if args.chunk_size is not None and args.chunk_size < 1:
+        raise OcibridgeError("--chunk-size must be at least 1 byte")
+    if args.ca_file:
+        _check_ca_file(args.ca_file)
     return api.TransferOptions(
         concurrency=args.concurrency,
         plain_http=args.plain_http,
@@ -53,6 +66,18 @@ def _transfer(args: argparse.Namespace) -> api.TransferOptions:
         password=password,
         chunk_size=args.chunk_size,
     )
+
+
+def _check_ca_file(path: str) -> None:
+    """Fail early, naming the flag and the file, rather than with a bare OpenSSL message."""
+    import ssl
+
+    try:
+        ssl.create_default_context(cafile=path)
+    except ssl.SSLError:  # an OSError too: test it first
+        raise OcibridgeError(f"--ca-file {path}: no PEM certificate in it") from None
+    except OSError as e:
+        raise OcibridgeError(f"--ca-file {path}: {e.strerror or e}") from None
 
 
 def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
@@ -122,18 +147,21 @@ def cmd_push(args: argparse.Namespace) -> int:
     finally:
         if bar:
             bar.close()
-    s = result.stats
-    _emit(
-        args,
-        result.as_dict(),
-        f"pushed {result.reference}\n"
-        f"  {s.blobs_copied} blobs uploaded ({human_size(s.bytes_copied)}), "
-        f"{s.blobs_skipped} already present, {s.blobs_mounted} mounted",
-    )
+    _emit(args, result.as_dict(), f"pushed {result.reference}\n  {_counts(result.stats, 'uploaded')}")
     return 0
 
 
+def _counts(s: CopyStats, verb: str) -> str:
+    if not (s.blobs_copied or s.blobs_skipped or s.blobs_mounted or s.manifests_copied):
+        return "already there: nothing to send"
+    return (f"{s.blobs_copied} blobs {verb} ({human_size(s.bytes_copied)}), "
+            f"{s.blobs_skipped} already present, {s.blobs_mounted} mounted")
+
+
 def cmd_pull(args: argparse.Namespace) -> int:
+    if (args.dest is None) == (args.output is None):
+        raise OcibridgeError("pull needs one destination: DEST or -o/--output DIR")
+    args.dest = args.dest or args.output
     bar = make_progress("pull", not args.json and not args.quiet)
     try:
         result = api.pull(args.src, args.dest, format=args.format, transfer=_transfer(args), progress=bar)
@@ -159,14 +187,9 @@ def cmd_copy(args: argparse.Namespace) -> int:
         if bar:
             bar.close()
     s = result.stats
-    _emit(
-        args,
-        result.as_dict(),
-        f"copied {args.src} to {result.reference}\n"
-        f"  {s.blobs_copied} blobs copied ({human_size(s.bytes_copied)}), "
-        f"{s.blobs_skipped} already present, {s.blobs_mounted} mounted, "
-        f"{len(s.referrers)} referrers",
-    )
+    referrers = f", {len(s.referrers)} referrers" if args.referrers else ""
+    _emit(args, result.as_dict(),
+          f"copied {args.src} to {result.reference}\n  {_counts(s, 'copied')}{referrers}")
     return 0
 
 
@@ -195,7 +218,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
     names = api.tags(args.ref, transfer=_transfer(args))
     if args.json:
         print(json.dumps(names))
-    else:
+    elif names:
         print("\n".join(names))
     return 0
 
@@ -204,7 +227,13 @@ def cmd_login(args: argparse.Namespace) -> int:
     from .stores.registry.credentials import login
 
     transfer = _transfer(args)
-    if not transfer.username or transfer.password is None:
+    if sys.stdin.isatty() and not args.password_stdin:  # ask, as docker and oras do
+        import getpass
+
+        transfer.username = transfer.username or input("Username: ").strip()
+        if transfer.password is None:
+            transfer.password = getpass.getpass("Password: ")
+    if not transfer.username or not transfer.password:
         raise OcibridgeError("login needs --username and --password or --password-stdin")
     login(args.host, transfer.username, transfer.password, **_login_options(transfer))
     print(f"login succeeded for {args.host}")
@@ -222,8 +251,10 @@ def _login_options(transfer: api.TransferOptions) -> dict[str, Any]:
 def cmd_logout(args: argparse.Namespace) -> int:
     from .stores.registry.credentials import logout
 
-    logout(args.host)
-    print(f"removed credentials for {args.host}")
+    if logout(args.host):
+        print(f"removed credentials for {args.host}")
+    else:
+        print(f"not logged in to {args.host}")
     return 0
 
 
@@ -332,7 +363,7 @@ def _add_k8s_commands(sub, command) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ocibridge",
         description="Publish ML models to OCI registries as ModelPack artifacts, and bring them back.",
     )
@@ -368,21 +399,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="manifest annotation (repeatable)")
     p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
                    help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
     _add_transfer_flags(p)
 
     p = command("pull", cmd_pull, "fetch an artifact into a directory, an archive or another store")
     p.add_argument("src", metavar="SRC")
-    p.add_argument("dest", metavar="DEST", help="directory, *.carton, *.mlarchive, ollama:NAME or a store")
+    p.add_argument("dest", metavar="DEST", nargs="?",
+                   help="directory, *.carton, *.mlarchive, ollama:NAME or a store")
+    p.add_argument("-o", "--output", metavar="DIR", help="DEST as oras spells it")
     p.add_argument("--format", choices=["auto", "directory", "carton", "mlarchive"], default=None)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
     _add_transfer_flags(p)
 
     p = command("copy", cmd_copy, "copy an artifact and everything it references between stores")
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
-    p.add_argument("-r", "--referrers", action="store_true", help="copy signatures and other referrers too")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-r", "--referrers", "--recursive", action="store_true",
+                   help="copy signatures and other referrers too (oras: --recursive)")
+    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
     _add_transfer_flags(p)
 
     p = command("inspect", cmd_inspect, "show an artifact's manifest, config and layers")
@@ -423,6 +457,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except RegistryError as e:
+        hint = " (log in with 'ocibridge login HOST', or pass -u/-p)" if e.status == 401 else ""
+        print(f"ocibridge: error: {e}{hint}", file=sys.stderr)
+        return EXIT_FAILURE
     except OcibridgeError as e:
         print(f"ocibridge: error: {e}", file=sys.stderr)
         return EXIT_FAILURE

@@ -24,7 +24,7 @@ from .oci.reference import (
     parse_registry_reference,
 )
 from .stores.base import Store
-from .stores.layout import LayoutStore
+from .stores.layout import LAYOUT_FILE, LayoutStore
 
 STORE_ENV = "OCIBRIDGE_STORE"
 ARCHIVE_FORMATS = {".carton": "carton", ".mlarchive": "mlarchive"}
@@ -78,10 +78,12 @@ def open_store_target(text: str, *, for_write: bool = False, **registry_options)
         from .formats.ollama import open_ollama_target  # issue 5
 
         return open_ollama_target(text, for_write=for_write, **registry_options)
-    try:
-        ref = parse_registry_reference(text)
-    except InvalidReference:
-        raise
+    if os.path.exists(text):  # else a local directory would be looked up as docker.io/<path>
+        is_layout = os.path.isfile(os.path.join(text, LAYOUT_FILE))
+        hint = f"; as an OCI image layout it is written oci:{text}" if is_layout else ""
+        raise InvalidReference(
+            f"{text} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]){hint}")
+    ref = parse_registry_reference(text)
     from .stores.registry import open_repository  # issue 3
 
     store = open_repository(ref, **registry_options)

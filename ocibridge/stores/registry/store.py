@@ -143,7 +143,8 @@ class RegistryStore:
         path = self._path("manifests", reference)
         response = self._send("HEAD", path, headers={"Accept": ACCEPT_MANIFESTS})
         if response.status_code == 404:
-            raise NotFound(f"{self.describe()}:{reference}: manifest not found")
+            sep = "@" if is_digest(reference) else ":"
+            raise NotFound(f"{self.describe()}{sep}{reference}: manifest not found")
         if response.status_code != 200:
             raise self._fail(response)
         digest = response.headers.get("docker-content-digest")
