@@ -22,6 +22,7 @@ from .modelpack.classify import parse_overrides
 from .modelpack.inspect import format_inspect, human_size
 from .oci.mediatypes import Family, Kind, Variant
 from .progress import make_progress
+from .targets import archive_format
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -162,7 +163,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
     if (args.dest is None) == (args.output is None):
         raise OcibridgeError("pull needs one destination: DEST or -o/--output DIR")
     args.dest = args.dest or args.output
-    bar = make_progress("pull", not args.json and not args.quiet)
+    # exports into an archive or the Ollama store report no progress (yet): no frozen bar
+    export = archive_format(args.dest, args.format) not in (None, "directory") or args.dest.startswith("ollama:")
+    bar = make_progress("pull", not (args.json or args.quiet or export))
     try:
         result = api.pull(args.src, args.dest, format=args.format, transfer=_transfer(args), progress=bar)
     finally:
