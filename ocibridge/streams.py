@@ -1,7 +1,10 @@
-"""Adapters between chunk iterators and file-like readers."""
+"""Adapters between chunk iterators and file-like readers, and hashing off the reading thread."""
 
 from __future__ import annotations
 
+import hashlib
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 
 
@@ -59,3 +62,41 @@ class IterReader:
 def iter_reader(reader, chunk: int = 1 << 20) -> Iterator[bytes]:
     while data := reader.read(chunk):
         yield data
+
+
+class BackgroundHasher:
+    """A hashlib-like object whose ``update`` runs on a thread of its own, so that hashing a big
+    stream overlaps the caller's reading, decompressing and writing (hashlib releases the GIL).
+
+    At most ``depth`` chunks wait to be hashed (constant memory); ``hexdigest`` waits for the
+    rest. ``close`` ends the thread when a stream is abandoned before its end.
+    """
+
+    def __init__(self, name: str = "sha256", depth: int = 4):
+        self._hasher = hashlib.new(name)
+        self._queue: queue.Queue[bytes | None] = queue.Queue(depth)
+        self._thread = threading.Thread(target=self._run, name="hasher", daemon=True)
+        self._thread.start()
+        self._closed = False
+        self._hexdigest: str | None = None
+
+    def _run(self) -> None:
+        while (chunk := self._queue.get()) is not None:
+            self._hasher.update(chunk)
+
+    def update(self, data: bytes) -> None:
+        if self._closed:
+            raise ValueError("update() after hexdigest() or close()")
+        self._queue.put(data if isinstance(data, bytes) else bytes(data))  # a buffer may be reused
+
+    def hexdigest(self) -> str:
+        if self._hexdigest is None:
+            self.close()
+            self._hexdigest = self._hasher.hexdigest()
+        return self._hexdigest
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join()

@@ -24,6 +24,7 @@ from ...modelpack.classify import classify
 from ...modelpack.package import ModelFile, ModelPackage
 from ...oci.digest import VerifyingReader
 from ...oci.mediatypes import Kind
+from ...streams import BackgroundHasher
 from .carton_toml import CartonToml, parse_carton_toml
 from .errors import CartonError, CartonMismatch
 from .links import LinkFetcher
@@ -43,6 +44,8 @@ SOURCE_FORMAT = "carton"
 MODEL_DIR = "model"
 #: Entries are hashed in read_carton while their total stays under this many bytes.
 EAGER_VERIFY_BYTES = 64 << 20
+#: Files from this size on are hashed on a separate thread while they stream.
+BACKGROUND_HASH_BYTES = 8 << 20
 MAX_LINK_DEPTH = 40
 KIND_BY_DIR = {MODEL_DIR: Kind.WEIGHT, "tensor_data": Kind.DATASET, "misc": Kind.DOC}
 
@@ -56,7 +59,20 @@ def _kind(path: str, size: int) -> Kind:
 
 class _CheckedFile(VerifyingReader):
     """A carton file (zip entry or cached LINKS download) hashed as it is read; a mismatch is
-    reported against MANIFEST."""
+    reported against MANIFEST. A big file is hashed on a thread of its own, in parallel with its
+    decompression and with the destination's writing."""
+
+    def __init__(self, raw: BinaryIO, digest: str, size: int, what: str):
+        super().__init__(raw, digest, size, what)
+        if size >= BACKGROUND_HASH_BYTES:
+            self._hasher = BackgroundHasher(self._algorithm)  # type: ignore[assignment]
+
+    def close(self) -> None:
+        try:
+            if isinstance(self._hasher, BackgroundHasher):
+                self._hasher.close()
+        finally:
+            super().close()
 
     def verify(self) -> None:
         try:
@@ -118,7 +134,7 @@ def _entry_opener(archive: Path, entry: CartonEntry, sha: str) -> Callable[[], B
     destination store reuses it instead of hashing every byte a second time."""
 
     def opener() -> BinaryIO:
-        raw = EntryReader(archive, entry)
+        raw = EntryReader(archive, entry, sha256_checked_by_caller=True)
         return _CheckedFile(raw, "sha256:" + sha, entry.size, what=f"{archive}: {entry.path}")  # type: ignore[return-value]
 
     return opener
@@ -172,7 +188,7 @@ def read_carton(
     *,
     links_fetcher: LinkFetcher | None = None,
     limits: CartonLimits = DEFAULT_LIMITS,
-    eager_verify_bytes: int = EAGER_VERIFY_BYTES,
+    eager_verify_bytes: int | None = None,
 ) -> ModelPackage:
     """A ``.carton`` as a model package: model/ → weight, tensor_data/ → dataset, misc/ → doc,
     carton.toml and MANIFEST verbatim as weight.config, symlinks as links. Fails with one
@@ -236,7 +252,8 @@ def read_carton(
             digest="sha256:" + model_hash,
         )
     )
-    _verify_eagerly(archive, to_verify, eager_verify_bytes)
+    budget = EAGER_VERIFY_BYTES if eager_verify_bytes is None else eager_verify_bytes
+    _verify_eagerly(archive, to_verify, budget)
     files.sort(key=lambda f: f.path.encode())
     return ModelPackage(
         files=files,
