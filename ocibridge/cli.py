@@ -461,7 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except RegistryError as e:
-        hint = " (log in with 'ocibridge login HOST', or pass -u/-p)" if e.status == 401 else ""
+        hint = ""
+        if e.status == 401:
+            hint = " (log in with 'ocibridge login HOST', or pass -u/-p)"
+        elif e.status == 400 and e.code is None:  # what an HTTPS port answers to plain HTTP
+            hint = " (if the registry serves HTTPS, pass --ca-file FILE or --insecure)"
         print(f"ocibridge: error: {e}{hint}", file=sys.stderr)
         return EXIT_FAILURE
     except OcibridgeError as e:

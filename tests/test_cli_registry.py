@@ -122,7 +122,9 @@ def test_tls_flags(tmp_path, capsys, tls_registry, registry, unique_repo):
     capsys.readouterr()
     # --plain-http wins over the CA file: HTTP to an HTTPS server fails, in one line
     assert main(["inspect", ref, "--ca-file", str(tls_registry.ca_file), "--plain-http"]) == 1
-    one_error(capsys)
+    assert "pass --ca-file FILE or --insecure" in one_error(capsys)
+    assert main(["inspect", ref]) == 1  # loopback means plain HTTP unless told otherwise
+    assert "pass --ca-file FILE or --insecure" in one_error(capsys)
     assert main(["push", str(model), f"{registry.host}/{unique_repo}:v1", "--plain-http", "-q"]) == 0
 
 
