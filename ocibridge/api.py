@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -159,19 +160,29 @@ def push(
 
         origin = open_store_target(source, **transfer.registry_options())
         premount(origin.store, origin.reference, target.store)
-    ingested = _ingest_new_files(package, build_options, target, transfer.concurrency, progress)
-    artifact = build(package, build_options)
-    stats = copy(
-        artifact,
-        ARTIFACT_TAG,
-        target.store,
-        target.tag,
-        concurrency=transfer.concurrency,
-        progress=_without(progress, ingested.ingested),
-    )
+    with _undone_on_failure(target.store):
+        ingested = _ingest_new_files(package, build_options, target, transfer.concurrency, progress)
+        artifact = build(package, build_options)
+        stats = copy(
+            artifact,
+            ARTIFACT_TAG,
+            target.store,
+            target.tag,
+            concurrency=transfer.concurrency,
+            progress=_without(progress, ingested.ingested),
+        )
     stats.add(blobs_copied=ingested.blobs_copied, bytes_copied=ingested.bytes_copied)
     stats.blobs_skipped -= ingested.blobs_copied
     return PushResult(_pinned(target, artifact.descriptor), artifact.descriptor, stats)
+
+
+def _undone_on_failure(store: object) -> AbstractContextManager[None]:
+    """A failed push into a layout takes back the blobs it added that nothing uses. A registry
+    offers no such guarantee: a blob may be shared by other manifests of the repository (or
+    others, through mounts) and many registries refuse DELETE, so uploaded blobs stay there,
+    unreferenced, until the registry's garbage collection."""
+    undo = getattr(store, "removing_new_blobs_on_failure", None)
+    return undo() if undo is not None else nullcontext()
 
 
 def _tag_exists(target: StoreTarget) -> bool:
@@ -276,15 +287,16 @@ def copy_reference(
     options = transfer.registry_options()
     source = open_store_target(src, **options)
     target = open_store_target(dst, for_write=True, **options)
-    stats = copy(
-        source.store,
-        source.reference,
-        target.store,
-        target.tag,
-        concurrency=transfer.concurrency,
-        referrers=referrers,
-        progress=progress,
-    )
+    with _undone_on_failure(target.store):
+        stats = copy(
+            source.store,
+            source.reference,
+            target.store,
+            target.tag,
+            concurrency=transfer.concurrency,
+            referrers=referrers,
+            progress=progress,
+        )
     assert stats.root is not None
     return PushResult(_pinned(target, stats.root), stats.root, stats)
 

@@ -3,6 +3,7 @@ at the destination layout (no index entry, no manifest, no temp file)."""
 
 from __future__ import annotations
 
+import random
 import struct
 import subprocess
 import sys
@@ -30,6 +31,7 @@ from ocibridge.formats.carton import (
     CartonMismatch,
     export_carton,
     format_manifest,
+    read_carton,
 )
 from ocibridge.formats.carton.zipwrite import ZipWriter
 from ocibridge.formats.directory import read_directory
@@ -276,3 +278,82 @@ def test_cli_push_pull_and_error(tmp_path: Path) -> None:
     assert "spec_version 9 is not supported" in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "other" / "index.json").exists() or b'"manifests":[]' in (
         tmp_path / "other" / "index.json").read_bytes().replace(b" ", b"")
+
+
+def _blob_names(layout: Path) -> set[str]:
+    return {p.name for p in (layout / "blobs" / "sha256").iterdir()}
+
+
+def test_failed_push_leaves_layout_blob_set_unchanged(tmp_path: Path, monkeypatch) -> None:
+    """A big file not matching MANIFEST is found while the copy streams it, after other verified
+    files were stored: those blobs are removed again, pre-existing ones (shared with an
+    artifact already tagged) are kept, and index.json is untouched."""
+    from ocibridge import api
+    from ocibridge.formats.carton import reader
+
+    monkeypatch.setattr(reader, "EAGER_VERIFY_BYTES", 0)  # the streamed check, as for a big carton
+    shared = noise(5000, 7)
+    good = tmp_path / "good.carton"
+    make_carton(good, {"model/shared.bin": shared})
+    layout = tmp_path / "layout"
+    api.push(str(good), f"oci:{layout}:good")
+    before, index_before = _blob_names(layout), (layout / "index.json").read_bytes()
+
+    big_good = random.Random(1).randbytes(9 << 20)  # above the size hashed on a thread of its own
+    big_bad = big_good[:-1] + b"!"
+    new_files = {"model/a.bin": noise(7000, 3), "model/shared.bin": shared}
+    manifest = {p: sha(d) for p, d in {"carton.toml": TOML, "tensor_data/index.toml": b"tensor = []\n",
+                                       **new_files, "model/z.bin": big_good}.items()}
+    bad = tmp_path / "bad.carton"
+    make_carton(bad, {**new_files, "model/z.bin": big_bad}, manifest=manifest)
+    with pytest.raises(CartonMismatch, match=r"model/z.bin: content sha256 .* does not match MANIFEST"):
+        # one blob at a time, in layer order: model/a.bin is stored before model/z.bin fails
+        api.push(str(bad), f"oci:{layout}:bad", transfer=api.TransferOptions(concurrency=1))
+    assert _blob_names(layout) == before
+    assert (layout / "index.json").read_bytes() == index_before
+    assert_nothing_published_beyond(layout, "good")
+
+
+def assert_nothing_published_beyond(layout: Path, tag: str) -> None:
+    store = LayoutStore(layout)
+    assert store.tags() == [tag]
+    for p in layout.rglob("*"):
+        assert ".ocibridge-tmp-" not in p.name, p
+
+
+def test_blobs_of_an_artifact_tagged_inside_a_failed_block_are_kept(tmp_path: Path) -> None:
+    """The undo removes only blobs nothing listed in index.json uses."""
+    path = tmp_path / "c.carton"
+    make_carton(path, {"model/w.bin": noise(3000, 4)})
+    store = LayoutStore(tmp_path / "layout", create=True)
+    with pytest.raises(RuntimeError), store.removing_new_blobs_on_failure():
+        copy(build(read_carton(path)), ARTIFACT_TAG, store, "kept")
+        raise RuntimeError("a later step fails")
+    art = build(read_carton(path))
+    assert _blob_names(tmp_path / "layout") == {d.digest.split(":")[1] for d in
+                                                [art.descriptor, art.manifest.config, *art.manifest.layers]}
+    assert store.resolve("kept").digest == art.descriptor.digest
+
+
+def _patch_central_crc(path: Path, name: bytes) -> None:
+    data = bytearray(path.read_bytes())
+    central = data.find(b"PK\x01\x02")
+    while data[central + 46:central + 46 + len(name)] != name:
+        central = data.find(b"PK\x01\x02", central + 4)
+    struct.pack_into("<L", data, central + 16, struct.unpack_from("<L", data, central + 16)[0] ^ 1)
+    path.write_bytes(bytes(data))
+
+
+def test_crc_checked_where_no_sha256_is(tmp_path: Path) -> None:
+    """MANIFEST has no MANIFEST line of its own: its CRC-32 is still checked. A file MANIFEST
+    lists is checked by its sha256 instead (a wrong CRC alone does not matter)."""
+    path = tmp_path / "m.carton"
+    make_carton(path, {"model/w.bin": noise(3000, 5)})
+    _patch_central_crc(path, b"MANIFEST")
+    _fails(path, tmp_path, CartonError, "MANIFEST: CRC-32 mismatch")
+    ok = tmp_path / "ok.carton"
+    make_carton(ok, {"model/w.bin": noise(3000, 5)})
+    _patch_central_crc(ok, b"model/w.bin")
+    store = LayoutStore(tmp_path / "ok-layout", create=True)
+    copy(build(read_carton(ok)), ARTIFACT_TAG, store, "v1")
+    assert store.tags() == ["v1"]

@@ -3,6 +3,8 @@
 ``oci-layout``, ``index.json`` (tags as ``org.opencontainers.image.ref.name``) and
 ``blobs/<alg>/<hex>``. Blobs are written under a temporary name, verified, then renamed;
 ``index.json`` is replaced atomically under a lock so concurrent writers do not lose tags.
+A push that fails part-way removes the blobs it added that nothing tagged uses
+(:meth:`LayoutStore.removing_new_blobs_on_failure`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split
 from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ..oci.models import Descriptor, Index, parse_manifest_bytes
 from ..oci.reference import check_tag
-from .base import MAX_MANIFEST_BYTES
+from .base import MAX_MANIFEST_BYTES, is_manifest
 
 LAYOUT_FILE = "oci-layout"
 LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}
@@ -33,6 +35,7 @@ class LayoutStore:
 
     def __init__(self, path: str | os.PathLike[str], create: bool = False):
         self.root = Path(path)
+        self._created: set[str] | None = None  # blobs added inside removing_new_blobs_on_failure
         if (self.root / LAYOUT_FILE).is_file():
             return
         if not create:
@@ -85,6 +88,7 @@ class LayoutStore:
             while chunk := checked.read(CHUNK):
                 out.write(chunk)
             checked.verify()
+        self._note_created(desc.digest)
 
     def ingest_blob(self, reader: BinaryIO) -> tuple[str, int]:
         """Store a blob whose digest is not known yet, hashing while writing (one pass)."""
@@ -96,12 +100,74 @@ class LayoutStore:
             with os.fdopen(fd, "wb") as out:
                 while chunk := hashing.read(CHUNK):
                     out.write(chunk)
-            os.replace(tmp, self.blob_path(hashing.digest))
+            final = self.blob_path(hashing.digest)
+            existed = final.exists()
+            os.replace(tmp, final)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
+        if not existed:
+            self._note_created(hashing.digest)
         return hashing.digest, hashing.size
+
+    def _note_created(self, digest: str) -> None:
+        if self._created is not None:
+            self._created.add(digest)
+
+    @contextlib.contextmanager
+    def removing_new_blobs_on_failure(self) -> Iterator[None]:
+        """If the block fails, delete the blobs it added that no artifact listed in
+        ``index.json`` uses, so a failed push leaves the layout's blob set as it found it.
+
+        Blobs present before the block are never touched. The check and the deletion hold the
+        index lock, so an artifact tagged meanwhile keeps its blobs. Not covered: another
+        process that found one of these blobs present, skipped it, and tags its artifact only
+        after the deletion (its tag would then name a missing blob).
+        """
+        if self._created is not None:
+            raise OcibridgeError("removing_new_blobs_on_failure does not nest")
+        self._created = created = set()
+        try:
+            yield
+        except BaseException:
+            self._remove_unreferenced(created)
+            raise
+        finally:
+            self._created = None
+
+    def _remove_unreferenced(self, digests: set[str]) -> None:
+        if not digests:
+            return
+        with self._locked():
+            used = self._referenced()
+            if used is None:
+                return  # an artifact whose blobs cannot be listed: keep everything
+            for digest in digests - used:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.blob_path(digest))
+
+    def _referenced(self) -> set[str] | None:
+        """Every digest reachable from ``index.json`` (manifests, their configs and layers), or
+        None when some listed manifest cannot be read."""
+        used: set[str] = set()
+        pending = list(self.read_index().manifests)
+        while pending:
+            desc = pending.pop()
+            if desc.digest in used:
+                continue
+            used.add(desc.digest)
+            if not is_manifest(desc):
+                continue
+            try:
+                node = parse_manifest_bytes(self.fetch_bytes(desc), desc.mediaType)
+            except OcibridgeError:
+                return None
+            if isinstance(node, Index):
+                pending.extend(node.manifests)
+            else:
+                pending.extend([node.config, *node.layers])
+        return used
 
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
         verify_bytes(data, desc.digest, desc.size, what="manifest")
