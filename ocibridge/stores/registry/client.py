@@ -13,8 +13,10 @@ import random
 import ssl
 import threading
 import time
+import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
@@ -106,6 +108,32 @@ class TransferStats:
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
 
+class _Transport(httpx.BaseTransport):
+    """Plain HTTP through a transport without certificates; the verifying TLS transport is
+    built on the first https request. Building it parses the CA bundle (~25 ms at every
+    start), which a plain-HTTP (loopback) registry never needs unless it redirects to https."""
+
+    def __init__(self, verify: ssl.SSLContext | bool, limits: httpx.Limits):
+        self._verify = verify
+        self._limits = limits
+        self._plain = httpx.HTTPTransport(verify=False, limits=limits)
+        self._tls: httpx.HTTPTransport | None = None
+        self._lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.scheme == "http":
+            return self._plain.handle_request(request)
+        with self._lock:
+            if self._tls is None:
+                self._tls = httpx.HTTPTransport(verify=self._verify, limits=self._limits)
+        return self._tls.handle_request(request)
+
+    def close(self) -> None:
+        self._plain.close()
+        if self._tls is not None:
+            self._tls.close()
+
+
 class TransportFailure(RegistryError):
     """The connection failed (refused, reset, timed out) rather than the registry answering."""
 
@@ -119,11 +147,16 @@ class RegistryClient:
         self.base = base_url(host, self.options)
         self.stats = TransferStats()
         o = self.options
+        limits = httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size)
+        transport: dict[str, Any]
+        if urllib.request.getproxies():  # httpx honours proxy variables only on its own transport
+            transport = {"verify": _verify(o), "limits": limits}
+        else:
+            transport = {"transport": _Transport(_verify(o), limits)}
         self.http = httpx.Client(
-            verify=_verify(o),
             timeout=httpx.Timeout(o.read_timeout, connect=o.connect_timeout),
-            limits=httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size),
             follow_redirects=False,
+            **transport,
         )
         creds = (
             Credentials(o.username, o.password or "")
