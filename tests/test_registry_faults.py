@@ -6,14 +6,19 @@ not just that no exception escaped.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import io
 import os
+import socket
+import threading
 import time
 import uuid
 
 import httpx
 import pytest
+from httpcore._backends.sync import SyncStream
 from support.faultproxy import (
     corrupt,
     delay,
@@ -29,7 +34,7 @@ from ocibridge.errors import DigestMismatch, RegistryError
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore
-from ocibridge.stores.registry import RegistryStore, open_repository
+from ocibridge.stores.registry import RegistryStore, blobs, open_repository
 
 SIZE = 1_000_000
 
@@ -105,6 +110,98 @@ def test_corrupted_manifest_rejected(registry, fault_proxy):
     fault_proxy.add("GET", f"/manifests/{root.digest}", corrupt(offset=3), times=None)
     with _open(fault_proxy, repo) as src, pytest.raises(DigestMismatch):
         src.fetch_bytes(root)
+
+
+# -- downloads: the prefetch thread and socket reads -------------------------------------------
+@pytest.mark.parametrize("fault", [drop_response(after=300_000), truncate(missing=1000)])
+def test_socket_read_resumes_after_a_cut(registry, fault_proxy, monkeypatch, fault):
+    """Big bodies are read off the socket, not through h11: cuts still resume with Range."""
+    monkeypatch.setattr(blobs, "DIRECT_MIN", 0)
+    sizes = []
+    read = SyncStream.read
+
+    def spy(self, max_bytes, timeout=None):
+        sizes.append(max_bytes)
+        return read(self, max_bytes, timeout)
+
+    monkeypatch.setattr(SyncStream, "read", spy)
+    repo, layer_desc, layer, _ = _artifact(registry)
+    fault_proxy.add("GET", f"/blobs/{layer_desc.digest}", fault)
+    with _open(fault_proxy, repo) as src, src.open_blob(layer_desc) as reader:
+        assert reader.read() == layer
+        assert src.stats.download_resumes == 1
+    assert max(sizes) > 65536  # httpcore alone reads 64 KiB at a time
+    gets = fault_proxy.requests_matching("GET", f"/blobs/{layer_desc.digest}")
+    cut = 300_000 if fault.name == "drop_response" else SIZE - 1000
+    assert [g.range for g in gets] == [None, f"bytes={cut}-"]
+
+
+def test_socket_read_of_corrupt_bytes_is_rejected(registry, fault_proxy, monkeypatch, tmp_path):
+    monkeypatch.setattr(blobs, "DIRECT_MIN", 0)
+    repo, layer_desc, _, _ = _artifact(registry)
+    fault_proxy.add("GET", f"/blobs/{layer_desc.digest}", corrupt(offset=SIZE - 1), times=None)
+    out = LayoutStore(tmp_path / "out", create=True)
+    with _open(fault_proxy, repo) as src, pytest.raises(DigestMismatch):
+        copy(src, "v1", out, "v1")
+    assert not out.blob_path(layer_desc.digest).exists()
+    assert _leftovers(out.root) == []
+
+
+def _blob_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("blob-")]
+
+
+@pytest.fixture
+def stalling_server():
+    """A server that answers any GET with a 50 MB Content-Length, sends 3 MB, then stalls."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+    conns = []
+
+    def serve():
+        with contextlib.suppress(OSError):
+            while not done.is_set():
+                conn, _ = listener.accept()
+                conns.append(conn)
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 50000000\r\n\r\n" + bytes(3_000_000))
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    done.set()
+    listener.close()
+    for conn in conns:
+        conn.close()
+
+
+@pytest.mark.parametrize("direct_min", [0, 1 << 40], ids=["socket", "h11"])
+def test_close_stops_a_download_blocked_on_the_network(stalling_server, monkeypatch, direct_min):
+    monkeypatch.setattr(blobs, "DIRECT_MIN", direct_min)
+    desc = Descriptor(mediaType=OCI_LAYER_TAR, digest="sha256:" + "1" * 64, size=50_000_000)
+    with open_repository(host=stalling_server, repository="stall", read_timeout=10) as store:
+        reader = store.open_blob(desc)
+        assert len(reader.read(400_000)) == 400_000
+        time.sleep(0.2)  # the thread has taken what was sent and waits for more
+        start = time.monotonic()
+        reader.close()
+        assert time.monotonic() - start < 2.0
+    assert _blob_threads() == []
+
+
+def test_unclosed_reader_does_not_leave_its_thread_behind(registry, monkeypatch):
+    monkeypatch.setattr(blobs, "PIECE", 65536)
+    monkeypatch.setattr(blobs, "PREFETCH_PIECES", 1)
+    repo, layer_desc, layer, _ = _artifact(registry)
+    with _open(registry, repo) as src:
+        reader = src.open_blob(layer_desc)
+        assert reader.read(1000) == layer[:1000]
+        assert _blob_threads()  # receiving and hashing threads, blocked: nobody reads
+        del reader
+        gc.collect()
+        deadline = time.monotonic() + 2.0
+        while _blob_threads() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _blob_threads() == []
 
 
 # -- retries --------------------------------------------------------------------------------------

@@ -9,13 +9,21 @@ import hashlib
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from ..errors import DigestMismatch, OcibridgeError
 
 CHUNK = 1 << 20
 _ALGORITHMS = {"sha256": 64, "sha512": 128}
 _DIGEST_RE = re.compile(r"^(sha256|sha512):([a-f0-9]+)$")
+
+
+class Hasher(Protocol):
+    """What hashlib's objects offer (hashlib names no public type for them)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+    def hexdigest(self) -> str: ...
 
 
 def check_digest(digest: str) -> str:
@@ -68,18 +76,24 @@ def sha256_chunks(chunks: Iterable[bytes]) -> tuple[str, int]:
 
 
 class HashingReader:
-    """Wraps a readable stream and hashes what passes through; counts bytes."""
+    """Wraps a readable stream and hashes what passes through; counts bytes.
 
-    def __init__(self, raw: BinaryIO, algorithm: str = "sha256"):
+    With ``hasher``, ``raw`` is a source that has updated that hasher with every byte by the
+    time it hands the byte out (a registry download hashes on a thread of its own, overlapping
+    the caller's writing); this reader then only counts."""
+
+    def __init__(self, raw: BinaryIO, algorithm: str = "sha256", hasher: Hasher | None = None):
         self._raw = raw
-        self._hasher = hashlib.new(algorithm)
+        self._hashes = hasher is None
+        self._hasher = hashlib.new(algorithm) if hasher is None else hasher
         self._algorithm = algorithm
         self.size = 0
 
     def read(self, n: int = -1) -> bytes:
         data = self._raw.read(n)
         if data:
-            self._hasher.update(data)
+            if self._hashes:
+                self._hasher.update(data)
             self.size += len(data)
         return data
 
@@ -102,9 +116,10 @@ class VerifyingReader(HashingReader):
     matches the expected digest and size. Consumers that write to a temporary name and rename
     only after reading to EOF therefore never publish unverified bytes."""
 
-    def __init__(self, raw: BinaryIO, digest: str, size: int | None, what: str = "blob"):
+    def __init__(self, raw: BinaryIO, digest: str, size: int | None, what: str = "blob",
+                 hasher: Hasher | None = None):
         algorithm, _ = split_digest(digest)
-        super().__init__(raw, algorithm)
+        super().__init__(raw, algorithm, hasher)
         self.expected_digest = digest
         self.expected_size = size
         self.what = what

@@ -16,7 +16,14 @@ from urllib.parse import urljoin
 import httpx
 
 from ...errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
-from ...oci.digest import VerifyingReader, is_digest, sha256_bytes, split_digest, verify_bytes
+from ...oci.digest import (
+    VerifyingReader,
+    is_digest,
+    new_hasher,
+    sha256_bytes,
+    split_digest,
+    verify_bytes,
+)
 from ...oci.mediatypes import ALL_MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
 from ...oci.models import Descriptor, Index, parse_manifest_bytes
 from ...oci.reference import check_tag
@@ -99,8 +106,9 @@ class RegistryStore:
         return not (length and length.isdigit() and int(length) != desc.size)
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
-        raw = BlobDownload(self.client, self.repository, desc, self.on_bytes)
-        return VerifyingReader(raw, desc.digest, desc.size)  # type: ignore[arg-type,return-value]
+        hasher = new_hasher(desc.digest)  # updated by the download's own thread
+        raw = BlobDownload(self.client, self.repository, desc, self.on_bytes, hasher=hasher)
+        return VerifyingReader(raw, desc.digest, desc.size, hasher=hasher)  # type: ignore[arg-type,return-value]
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.size > MAX_MANIFEST_BYTES:
