@@ -138,7 +138,8 @@ def push(
     A store reference as source (``oci:…``, a registry) is copied as it is.
     """
     transfer = transfer or TransferOptions()
-    if is_store_reference(source) and not source.startswith("ollama:"):
+    ollama_to_ollama = source.startswith("ollama:") and (dest or "").startswith("ollama:")
+    if is_store_reference(source) and (not source.startswith("ollama:") or ollama_to_ollama):
         if dest is None:
             raise OcibridgeError("copying from a store needs a destination")
         return copy_reference(source, dest, transfer=transfer, progress=progress)
@@ -159,7 +160,9 @@ def push(
         from .formats.ollama import premount
 
         origin = open_store_target(source, **transfer.registry_options())
-        premount(origin.store, origin.reference, target.store)
+        premounted = premount(origin.store, origin.reference, target.store)
+    else:
+        premounted = 0
     with _undone_on_failure(target.store):
         ingested = _ingest_new_files(package, build_options, target, transfer.concurrency, progress)
         artifact = build(package, build_options)
@@ -173,6 +176,9 @@ def push(
         )
     stats.add(blobs_copied=ingested.blobs_copied, bytes_copied=ingested.bytes_copied)
     stats.blobs_skipped -= ingested.blobs_copied
+    premounted = min(premounted, stats.blobs_skipped)  # the copy then found them present
+    stats.add(blobs_mounted=premounted)
+    stats.blobs_skipped -= premounted
     return PushResult(_pinned(target, artifact.descriptor), artifact.descriptor, stats)
 
 
@@ -317,27 +323,33 @@ def pull(
     if fmt is None and is_store_reference(dest) and not dest.startswith("ollama:"):
         return copy_reference(src, dest, transfer=transfer, progress=progress).as_dict()
     source = open_store_target(src, **options)
-    desc = source.store.resolve(source.reference)
+    store, desc = source.store, source.store.resolve(source.reference)
+    if src.startswith("ollama:") and not dest.startswith("ollama:"):
+        # An Ollama model is converted as push would convert it, so its files can be pulled.
+        from .formats.ollama import read_ollama
+
+        store = build(read_ollama(source.store, source.reference))
+        desc = store.descriptor
     if fmt == "carton":
         from .formats.carton import export_carton
 
-        export_carton(source.store, desc, Path(dest))
+        export_carton(store, desc, Path(dest))
         return {"digest": desc.digest, "output": dest, "format": "carton"}
     if fmt == "mlarchive":
         from .formats.mlsteam import export_mlarchive
 
-        export_mlarchive(source.store, desc, Path(dest))
+        export_mlarchive(store, desc, Path(dest))
         return {"digest": desc.digest, "output": dest, "format": "mlarchive"}
     if dest.startswith("ollama:"):
         from .formats.ollama import export_ollama
 
         target = open_store_target(dest, for_write=True, **options)
-        export_ollama(source.store, desc, target)
+        export_ollama(store, desc, target)
         return {"digest": desc.digest, "output": dest, "format": "ollama"}
     if fmt not in (None, "directory"):
         raise OcibridgeError(f"unknown output format {fmt!r}")
     result: ExtractResult = extract(
-        source.store, desc.digest, dest, concurrency=transfer.concurrency, progress=progress)
+        store, desc.digest, dest, concurrency=transfer.concurrency, progress=progress)
     return {
         "digest": desc.digest,
         "output": dest,

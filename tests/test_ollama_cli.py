@@ -199,3 +199,81 @@ def test_damaged_ollama_model_is_named_as_such(tiny, tmp_path, capsys):
     code, err = cli(capsys, "push", "ollama:tiny", f"oci:{tmp_path / 'out'}:x")
     assert code == 1 and f"is not the {model['size']} bytes the manifest gives" in err
     assert not (tmp_path / "out").exists()
+
+
+# -- the whole path as a user runs it, on the real registry ------------------------------------
+REFERENCE_STORE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "ollama" / (
+    "safetensors-store")
+
+
+def _json(capsys, *args: str) -> dict:
+    assert main([*args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_reference_store_through_the_registry_with_mounts(registry, tmp_path, capsys, monkeypatch):
+    """The reference safetensors store: ollama:NAME → registry → a fresh ollama:NAME, byte for
+    byte; served as an Ollama model, `push ollama://…` mounts its blobs and says so."""
+    import shutil
+
+    src = tmp_path / "models"
+    shutil.copytree(REFERENCE_STORE, src)
+    monkeypatch.setenv("OLLAMA_MODELS", str(src))
+    repo = f"{registry.host}/st/m{uuid.uuid4().hex[:8]}"
+    pushed = _json(capsys, "push", "ollama:tiny-safetensors", f"{repo}:direct")
+    assert pushed["blobsCopied"] == 11  # 8 layers + Ollama config + its manifest + ModelPack config
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv("OLLAMA_MODELS", str(fresh))
+    assert cli(capsys, "pull", f"{repo}:direct", "ollama:tiny-safetensors")[0] == 0
+    assert snapshot(fresh) == snapshot(REFERENCE_STORE)
+
+    served = f"ollama://{registry.host}/library/m{uuid.uuid4().hex[:8]}"
+    assert cli(capsys, "copy", "ollama:tiny-safetensors", served)[0] == 0
+    other = f"{registry.host}/st/m{uuid.uuid4().hex[:8]}:mounted"
+    mounted = _json(capsys, "push", served, other)
+    assert (mounted["blobsMounted"], mounted["blobsSkipped"], mounted["blobsCopied"]) == (9, 0, 2)
+    assert mounted["bytesCopied"] < 4096  # only ollama-manifest.json and the ModelPack config
+    back = tmp_path / "back"
+    monkeypatch.setenv("OLLAMA_MODELS", str(back))
+    assert cli(capsys, "pull", other, "ollama:tiny-safetensors")[0] == 0
+    assert snapshot(back) == snapshot(REFERENCE_STORE)
+
+
+def test_push_between_ollama_places_copies_the_model(registry, tiny, tmp_path, capsys, monkeypatch):
+    """Nothing to convert: `push ollama:A ollama://…` / `ollama:B` copies the Ollama model."""
+    model = f"m{uuid.uuid4().hex[:8]}"
+    assert cli(capsys, "push", "ollama:tiny", f"ollama://{registry.host}/{model}:v1")[0] == 0
+    repo = open_repository(parse_registry_reference(f"{registry.host}/library/{model}"))
+    assert repo.fetch_bytes(repo.resolve("v1")) == (tiny / TINY).read_bytes()
+    assert cli(capsys, "push", "ollama:tiny", "ollama:me/other:v2")[0] == 0
+    assert (tiny / "manifests/registry.ollama.ai/me/other/v2").read_bytes() == (tiny / TINY).read_bytes()
+
+
+def test_pull_an_ollama_model_into_a_directory(tiny, tmp_path, capsys):
+    """`pull ollama:NAME DIR` converts as push would: the same files as pulling the artifact."""
+    out = tmp_path / "direct"
+    assert cli(capsys, "pull", "ollama:tiny", str(out))[0] == 0
+    via = tmp_path / "via"
+    assert cli(capsys, "pull", _layout_ref(tmp_path, capsys), str(via))[0] == 0
+    files = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert files == {p.name: p.read_bytes() for p in via.iterdir()}
+    assert files[MANIFEST_FILE] == (tiny / TINY).read_bytes()
+    assert "model.gguf" in files and "template" in files
+
+
+def test_a_missing_digest_is_named_plainly(tiny, tmp_path, capsys):
+    digest = "sha256:" + "ab" * 32
+    code, err = cli(capsys, "push", f"ollama:tiny@{digest}", f"oci:{tmp_path / 'out'}:x")
+    assert code == 1 and f"ollama:tiny ({tiny}): no manifest with digest {digest}" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_ollama_models_the_home_store_is_used(tmp_path, capsys, monkeypatch):
+    home = tmp_path / "home"
+    gguf_store(home / ".ollama" / "models", tmp_path)
+    monkeypatch.delenv("OLLAMA_MODELS", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    assert cli(capsys, "push", "ollama:tiny", f"oci:{tmp_path / 'layout'}:t")[0] == 0
+    assert cli(capsys, "pull", f"oci:{tmp_path / 'layout'}:t", "ollama:copy")[0] == 0
+    assert (home / ".ollama/models/manifests/registry.ollama.ai/library/copy/latest").read_bytes() == (
+        home / ".ollama/models" / TINY).read_bytes()

@@ -49,6 +49,11 @@ class OllamaName:
             head += f"{self.namespace}/"
         return f"{head}{self.model}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
 
+    @property
+    def display_model(self) -> str:
+        """The short form without tag and digest: what names the model across its tags."""
+        return self.display.split("@", 1)[0].rsplit(":", 1)[0]
+
     def __str__(self) -> str:
         return f"{self.host}/{self.namespace}/{self.model}:{self.tag}"
 

@@ -48,7 +48,7 @@ class OllamaStore:
         self._created: list[Path] | None = None
 
     def describe(self) -> str:
-        return f"ollama:{self.name.display.rsplit(':', 1)[0]} ({self.root})"
+        return f"ollama:{self.name.display_model} ({self.root})"
 
     # -- paths -------------------------------------------------------------------------------
     @property
@@ -105,7 +105,7 @@ class OllamaStore:
         if is_digest(reference):
             data = self._find_manifest(reference)
             if data is None:
-                raise NotFound(f"{self.describe()}@{reference}: no manifest with this digest")
+                raise NotFound(f"{self.describe()}: no manifest with digest {reference}")
         else:
             data = self._read_manifest_file(reference)
         return Descriptor.for_bytes(DOCKER_MANIFEST, data)
