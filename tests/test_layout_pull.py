@@ -154,3 +154,73 @@ def test_ten_thousand_small_files_pack_into_few_layers(tmp_path):
     result = extract(layout, "many", out)
     assert len(result.files) == 10_001
     assert (out / "data" / "d042" / "s007.csv").read_text() == "42,7\n"
+
+
+def test_index_lists_each_manifest_once_and_skopeo_reads_it_without_a_tag(tmp_path):
+    _, layout, art = _built(tmp_path)
+    entries = lambda: json.loads((tmp_path / "layout" / "index.json").read_text())["manifests"]  # noqa: E731
+    assert [(m["digest"], m["annotations"][ANNOTATION_REF_NAME]) for m in entries()] == \
+        [(art.descriptor.digest, "v1")]
+    # one artifact, one entry: skopeo picks it without being told a tag
+    proc = subprocess.run(["skopeo", "inspect", "--raw", f"oci:{tmp_path / 'layout'}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sha256_bytes(proc.stdout.encode()) == art.descriptor.digest
+    # a second tag adds a tagged entry; an untagged push of a listed manifest adds nothing
+    copy(art, ARTIFACT_TAG, layout, "v2")
+    layout.push_manifest(art.descriptor, art.manifest_bytes)
+    assert sorted(m["annotations"][ANNOTATION_REF_NAME] for m in entries()) == ["v1", "v2"]
+    # a manifest that loses its last tag stays listed, untagged, and its blobs stay reachable
+    model2 = make_model(tmp_path / "model2", seed=3)
+    art2 = build(read_directory(model2))
+    copy(art2, ARTIFACT_TAG, layout, "v1")
+    copy(art2, ARTIFACT_TAG, layout, "v2")
+    listed = {m["digest"]: (m.get("annotations") or {}).get(ANNOTATION_REF_NAME) for m in entries()}
+    assert len(entries()) == 3 and listed[art.descriptor.digest] is None
+    assert layout.resolve(art.descriptor.digest).digest == art.descriptor.digest
+    assert all(layout.exists(b) for b in [art.manifest.config, *art.manifest.layers])
+
+
+def _cli(*args):
+    from ocibridge.cli import main
+
+    return main(list(args))
+
+
+def test_failed_copy_into_a_new_layout_leaves_no_directory(tmp_path, capsys):
+    _built(tmp_path)
+    assert _cli("copy", f"oci:{tmp_path}/layout:missing", f"oci:{tmp_path}/new/deep/store:v") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ocibridge: error:") and "tag not found" in err
+    assert not (tmp_path / "new").exists()
+    # a directory the user made is kept, and left as it was: empty
+    (tmp_path / "mine").mkdir()
+    assert _cli("pull", f"oci:{tmp_path}/layout:missing", f"oci:{tmp_path}/mine:v") == 1
+    assert list((tmp_path / "mine").iterdir()) == []
+
+
+def test_file_vanishing_mid_push_leaves_no_new_layout(tmp_path, capsys, monkeypatch):
+    """A real file-system error after some blobs were stored: blobs and layout both go."""
+    import ocibridge.api as api
+
+    model = make_model(tmp_path / "m")
+    listed = api.read_directory
+
+    def read_then_lose_a_file(*args, **kwargs):
+        package = listed(*args, **kwargs)
+        os.unlink(model / "weights" / "part-2.bin")
+        return package
+
+    monkeypatch.setattr(api, "read_directory", read_then_lose_a_file)
+    assert _cli("push", str(model), f"oci:{tmp_path}/fresh/store:v1", "--concurrency", "1") == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "part-2.bin" in err
+    assert not (tmp_path / "fresh").exists()
+    # into an existing layout: it is left exactly as it was
+    _, layout, art = _built(tmp_path)
+    before = sorted(p.name for p in (tmp_path / "layout").rglob("*"))
+    index = (tmp_path / "layout" / "index.json").read_bytes()
+    (model / "weights" / "part-2.bin").write_bytes(b"back again")
+    assert _cli("push", str(model), f"oci:{tmp_path}/layout:v2", "--concurrency", "1") == 1
+    assert sorted(p.name for p in (tmp_path / "layout").rglob("*")) == before
+    assert (tmp_path / "layout" / "index.json").read_bytes() == index

@@ -4,7 +4,10 @@
 ``blobs/<alg>/<hex>``. Blobs are written under a temporary name, verified, then renamed;
 ``index.json`` is replaced atomically under a lock so concurrent writers do not lose tags.
 A push that fails part-way removes the blobs it added that nothing tagged uses
-(:meth:`LayoutStore.removing_new_blobs_on_failure`).
+(:meth:`LayoutStore.removing_new_blobs_on_failure`), and the layout directory itself when the
+push created it and nothing ended up in it. Each manifest is listed in ``index.json`` once: a
+tagged entry replaces the untagged one, as oras-go does, so ``skopeo copy oci:DIR`` (no tag)
+works on a layout holding one artifact.
 """
 
 from __future__ import annotations
@@ -36,12 +39,15 @@ class LayoutStore:
     def __init__(self, path: str | os.PathLike[str], create: bool = False):
         self.root = Path(path)
         self._created: set[str] | None = None  # blobs added inside removing_new_blobs_on_failure
+        self._fresh = False  # whether this object wrote the layout's skeleton
+        self._made: Path | None = None  # the topmost directory this object created, if any
         if (self.root / LAYOUT_FILE).is_file():
             return
         if not create:
             raise NotFound(f"{self.root} is not an OCI image layout (no {LAYOUT_FILE})")
         if self.root.exists() and not self.root.is_dir():
             raise OcibridgeError(f"{self.root} exists and is not a directory")
+        self._fresh, self._made = True, _topmost_missing(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
         if not (self.root / "index.json").exists():
@@ -118,7 +124,9 @@ class LayoutStore:
     @contextlib.contextmanager
     def removing_new_blobs_on_failure(self) -> Iterator[None]:
         """If the block fails, delete the blobs it added that no artifact listed in
-        ``index.json`` uses, so a failed push leaves the layout's blob set as it found it.
+        ``index.json`` uses, so a failed push leaves the layout's blob set as it found it; a
+        layout this object created is removed again (with the parents it made) if it is still
+        empty, so a failed push into a new layout leaves no directory behind.
 
         Blobs present before the block are never touched. The check and the deletion hold the
         index lock, so an artifact tagged meanwhile keeps its blobs. Not covered: another
@@ -132,9 +140,35 @@ class LayoutStore:
             yield
         except BaseException:
             self._remove_unreferenced(created)
+            self._remove_if_made_and_empty()
             raise
         finally:
             self._created = None
+
+    def _remove_if_made_and_empty(self) -> None:
+        """Undo the creation of a layout nobody has put anything in (no manifest listed, no
+        blob): its files, then the directories up to the topmost one this object made."""
+        if not self._fresh:
+            return
+        with self._locked():
+            if self.read_index().manifests or any(
+                    f.is_file() for f in (self.root / "blobs").rglob("*")):
+                return
+            for name in ("index.json", LAYOUT_FILE, ".ocibridge.lock"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.root / name).unlink()
+        blobs = self.root / "blobs"
+        for sub in [*sorted(blobs.rglob("*"), reverse=True), blobs]:
+            with contextlib.suppress(OSError):
+                sub.rmdir()
+        self._fresh = False
+        here = self.root.absolute()
+        while self._made is not None and here.is_relative_to(self._made):
+            try:
+                here.rmdir()
+            except OSError:
+                return  # not empty (someone else's files) or already gone
+            here = here.parent
 
     def _remove_unreferenced(self, digests: set[str]) -> None:
         if not digests:
@@ -199,17 +233,30 @@ class LayoutStore:
         return index
 
     def _update_index(self, desc: Descriptor, tag: str | None) -> None:
-        """Add ``desc`` to index.json; with a tag, the tag moves to it (old entry replaced)."""
+        """Add ``desc`` to index.json; with a tag, the tag moves to it (old entry replaced).
+
+        One entry per manifest, as oras-go writes it: tagging drops the manifest's untagged
+        entry, an untagged push of a listed manifest changes nothing, and a manifest that loses
+        its last tag stays listed untagged (so it and its blobs remain reachable).
+        """
         with self._locked():
             index = self.read_index()
             entries: list[Descriptor] = []
+            untagged: list[Descriptor] = []  # manifests the moved tag named before
             for entry in index.manifests:
                 ref = (entry.annotations or {}).get(ANNOTATION_REF_NAME)
+                if tag is None and entry.digest == desc.digest:
+                    return  # already listed
                 if tag is not None and ref == tag:
+                    if entry.digest != desc.digest:
+                        untagged.append(entry)
                     continue
-                if tag is None and ref is None and entry.digest == desc.digest:
-                    return  # already listed untagged
+                if tag is not None and ref is None and entry.digest == desc.digest:
+                    continue  # replaced by the tagged entry
                 entries.append(entry)
+            for old in untagged:
+                if not any(e.digest == old.digest for e in entries):
+                    entries.append(_strip_ref_name(old))
             new = desc.model_copy(deep=True)
             annotations = {
                 k: v for k, v in (new.annotations or {}).items() if k != ANNOTATION_REF_NAME
@@ -278,6 +325,16 @@ class LayoutStore:
                 )
             )
         return found
+
+
+def _topmost_missing(path: Path) -> Path | None:
+    """The highest ancestor of ``path`` (or ``path`` itself) that does not exist yet."""
+    missing = None
+    for candidate in [path.absolute(), *path.absolute().parents]:
+        if candidate.exists():
+            break
+        missing = candidate
+    return missing
 
 
 def _strip_ref_name(entry: Descriptor) -> Descriptor:
