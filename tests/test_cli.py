@@ -118,3 +118,28 @@ def test_validate_reports_field_and_rule(tmp_path, capsys):
     assert main(["validate", f"oci:{tmp_path}/s:broken"]) == 1
     err = capsys.readouterr().err
     assert "modelfs.diffIds" in err and "layers[0].annotations: org.cnai.model.filepath is required" in err
+
+
+@pytest.mark.parametrize("path", ["../../escape.txt", "/etc/passwd", "a/../../b"])
+def test_validate_rejects_a_file_path_that_escapes(tmp_path, capsys, path):
+    """An artifact pull would refuse is reported invalid, naming the layer and the rule."""
+    model = make_model(tmp_path / "m")
+    assert main(["push", str(model), f"oci:{tmp_path}/s:v", "--group", "doc"]) == 0
+    from ocibridge.oci.models import Descriptor, Manifest
+    from ocibridge.stores.layout import LayoutStore
+
+    layout = LayoutStore(tmp_path / "s")
+    desc = layout.resolve("v")
+    manifest = Manifest.model_validate_json(layout.fetch_bytes(desc))
+    i, raw = next((i, x) for i, x in enumerate(manifest.layers) if x.mediaType.endswith(".raw"))
+    raw.annotations["org.cnai.model.filepath"] = raw.annotations["org.opencontainers.image.title"] = path
+    data = manifest.to_json_bytes()
+    layout.push_manifest(Descriptor.for_bytes(desc.mediaType, data), data, "bad")
+    capsys.readouterr()
+    assert main(["validate", f"oci:{tmp_path}/s:v"]) == 0  # the grouped tar layer's path is fine
+    assert main(["validate", f"oci:{tmp_path}/s:bad"]) == 1
+    err = capsys.readouterr().err
+    assert f"layers[{i}].annotations.org.cnai.model.filepath: " in err
+    assert "escapes" in err or "absolute" in err
+    assert main(["pull", f"oci:{tmp_path}/s:bad", str(tmp_path / "out")]) == 1
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..errors import OcibridgeError, ValidationError
+from ..errors import OcibridgeError, UnsafePath, ValidationError
+from ..fsutil import safe_relpath
 from ..oci.digest import CHUNK
 from ..oci.mediatypes import (
     ANNOTATION_TITLE,
@@ -48,6 +49,12 @@ def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str]) 
     path = annotations.get(family.filepath_key)
     if not path:
         reasons.append(f"{where}.annotations: {family.filepath_key} is required")
+    elif not (path == "." and kind.variant is not Variant.RAW):  # "." names a tar's root
+        try:
+            safe_relpath(path)  # pull refuses such a layer: say so before anyone pulls
+        except UnsafePath as e:
+            reasons.append(f"{where}.annotations.{family.filepath_key}: {e}; "
+                           "must be a relative path inside the model")
     meta = annotations.get(family.metadata_key)
     if meta is None:
         reasons.append(f"{where}.annotations: {family.metadata_key} is required")
