@@ -473,3 +473,21 @@ def test_malformed_ollama_config(tmp_path, config):
     path.write_bytes(gojson(doc))
     with pytest.raises(SourceError, match="Ollama config"):
         read_ollama(OllamaStore(src, parse_ollama_name("tiny")), "latest")
+
+
+def test_projector_and_repeated_kinds_map_and_round_trip(tmp_path):
+    """A vision model: model + projector (GGUF, weight); two licenses keep both (numbered)."""
+    src = tmp_path / "models"
+    model = write_gguf(tmp_path / "m.gguf", arch="llava")
+    projector = write_gguf(tmp_path / "mmproj.gguf", arch="clip", vocab=4, dim=4, layers=1)
+    layers = [("model", model.read_bytes(), {}), ("projector", projector.read_bytes(), {}),
+              ("license", b"Apache-2.0\n", {}), ("license", b"Extra terms\n", {})]
+    write_store(src, ("registry.ollama.ai", "library", "vision", "latest"), layers,
+                config={"model_format": "gguf", "model_family": "llava"})
+    package = read_ollama(OllamaStore(src, parse_ollama_name("vision")), "latest")
+    kinds = {f.path: f.kind.value for f in package.files}
+    assert {p: kinds[p] for p in ("model.gguf", "projector.gguf", "license", "license-2")} == {
+        "model.gguf": "weight", "projector.gguf": "weight", "license": "doc", "license-2": "doc"}
+    assert package.config["architecture"] == "llava"  # the model layer's header, not the projector's
+    out, _, _ = _roundtrip(src, "vision", tmp_path)
+    assert snapshot(out) == snapshot(src)
