@@ -1,0 +1,123 @@
+"""`ocibridge mirror` as a user runs it: the main CLI (not only the module entry point), job
+files that name credentials by file and a CA bundle by relative path, `--dry-run --json`, the
+exit status; and per-entry concurrency actually bounding the copies in flight."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import ocibridge.mirror.run as mirror_run
+from ocibridge.cli import main
+from ocibridge.copy import copy
+from ocibridge.mirror import load_job, run_job
+from ocibridge.modelpack.builder import build
+from ocibridge.oci.reference import parse_registry_reference
+from ocibridge.stores.layout import LayoutStore
+from ocibridge.stores.registry import open_repository
+from tests.test_mirror_units import package, push_models
+
+TAGS = ["1.0.0", "1.1.0", "2.0.0"]
+
+
+def test_cli_mirror_password_file_ca_file_dry_run_json_and_exit_status(
+        tmp_path: Path, capsys, auth_registry, tls_registry, unique_repo) -> None:
+    """Source behind Basic auth (password in a file beside the job), target over HTTPS trusted
+    through a CA file given relative to the job: dry run writes nothing, the run copies the
+    exact manifests, a re-run skips, and a failing entry turns the exit status to 1."""
+    src = open_repository(parse_registry_reference(f"{auth_registry.host}/{unique_repo}"),
+                          username=auth_registry.username, password=auth_registry.password)
+    digests = {tag: copy(build(package(i)), "artifact", src, tag).root.digest for i, tag in enumerate(TAGS)}
+    src.close()
+    jobdir = tmp_path / "jobs"
+    jobdir.mkdir()
+    (jobdir / "secret").write_text(auth_registry.password + "\n")
+    (jobdir / "ca.pem").write_bytes(Path(tls_registry.ca_file).read_bytes())
+    job = jobdir / "job.toml"
+    job.write_text(f"""
+[registries."{auth_registry.host}"]
+username = "{auth_registry.username}"
+password_file = "secret"
+
+[registries."{tls_registry.host}"]
+ca_file = "ca.pem"
+
+[[sync]]
+source = "{auth_registry.host}/{unique_repo}"
+target = "{tls_registry.host}/{unique_repo}"
+tags = {{ semver = "^1" }}
+""")
+    dst = open_repository(parse_registry_reference(f"{tls_registry.host}/{unique_repo}"),
+                          ca_file=str(tls_registry.ca_file))
+
+    assert main(["mirror", str(job), "--dry-run", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["dryRun"] is True and plan["ok"] is True
+    assert sorted(a["source"].rsplit(":", 1)[1] for a in plan["artifacts"]) == ["1.0.0", "1.1.0"]
+    assert {a["status"] for a in plan["artifacts"]} == {"planned"} and plan["totals"]["bytesPlanned"] > 0
+    assert plan["entries"][0]["tagsFilteredOut"] == 1
+    assert dst.tags() == []
+
+    assert main(["mirror", str(job)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1].startswith("2 copied (") and ", 0 skipped, 0 failed in " in out
+    for tag in ("1.0.0", "1.1.0"):
+        assert dst.resolve(tag).digest == digests[tag]
+    assert sorted(dst.tags()) == ["1.0.0", "1.1.0"]
+
+    assert main(["mirror", str(job), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["totals"]["skipped"] == 2 and again["totals"]["bytesCopied"] == 0
+
+    # the same job with the password file gone: the entry fails, in the summary, exit status 1
+    (jobdir / "secret").unlink()
+    assert main(["mirror", str(job)]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "cannot read password_file" in out
+    dst.close()
+
+
+def test_per_entry_concurrency_bounds_the_copies_in_flight(tmp_path: Path, monkeypatch) -> None:
+    """`concurrency.artifacts` of each entry (over the job default) is the most copies running
+    at once, and `concurrency.blobs` is what each copy is given. The real copy runs; the spy
+    only counts and holds each copy a moment so that overlaps show."""
+    push_models(LayoutStore(tmp_path / "src", create=True), [f"1.{i}.0" for i in range(6)])
+    real_copy = mirror_run.copy
+    lock = threading.Lock()
+    state = {"now": 0, "peak": 0, "blobs": set()}
+
+    def spy(*args, **kwargs):
+        with lock:
+            state["now"] += 1
+            state["peak"] = max(state["peak"], state["now"])
+            state["blobs"].add(kwargs["concurrency"])
+        try:
+            time.sleep(0.15)
+            return real_copy(*args, **kwargs)
+        finally:
+            with lock:
+                state["now"] -= 1
+
+    monkeypatch.setattr(mirror_run, "copy", spy)
+    job = tmp_path / "job.toml"
+    for target, entry, expected in (("oci:a", 'concurrency = { artifacts = 3, blobs = 5 }', 3),
+                                    ("oci:b", "", 2), ("oci:c", 'concurrency = { artifacts = 1, blobs = 1 }', 1)):
+        job.write_text(f'[defaults]\nconcurrency = {{ artifacts = 2, blobs = 3 }}\n\n'
+                       f'[[sync]]\nsource = "oci:src"\ntarget = "{target}"\n{entry}\n')
+        state.update(now=0, peak=0, blobs=set())
+        summary = run_job(load_job(job))
+        assert summary.ok and len(summary.with_status("copied")) == 6, summary.format_text()
+        assert state["peak"] == expected, (target, state)
+        assert state["blobs"] == {5 if expected == 3 else 3 if expected == 2 else 1}
+
+
+@pytest.mark.parametrize("value", [0, 65])
+def test_concurrency_outside_its_range_is_refused(tmp_path: Path, capsys, value: int) -> None:
+    job = tmp_path / "job.toml"
+    job.write_text(f'[[sync]]\nsource = "oci:a"\ntarget = "oci:b"\nconcurrency = {{ artifacts = {value} }}\n')
+    assert main(["mirror", str(job), "--dry-run"]) == 1
+    assert "sync.0.concurrency.artifacts" in capsys.readouterr().err
