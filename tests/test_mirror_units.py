@@ -342,13 +342,22 @@ def test_every_job_in_the_guide_is_valid() -> None:
     except ImportError:  # Python 3.10
         import tomli as tomllib
 
-    guide = (Path(__file__).resolve().parents[1] / "docs" / "mirroring.md").read_text()
-    blocks = re.findall(r"```toml\n(.*?)```", guide, re.S)
-    assert len(blocks) >= 8
-    for block in blocks:
-        job = parse_job(tomllib.loads(block))
+    import jsonschema
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    schema = json.loads((root / "schemas" / "mirror-job.schema.json").read_text())
+    guide = (root / "docs" / "mirroring.md").read_text()
+    docs = [tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", guide, re.S)]
+    docs += [yaml.safe_load(b) for b in re.findall(r"```yaml\n(.*?)```", guide, re.S)]
+    assert len(docs) >= 9
+    for doc in docs:
+        jsonschema.validate(doc, schema)  # what an editor checks (jsonschema comes with oras)
+        job = parse_job(doc)
         for entry in job.sync:
             select_tags(["1.0.0", "v2.1.0", "release-20250101"], entry.tags)
+    with pytest.raises(jsonschema.ValidationError, match="'tag' was unexpected"):
+        jsonschema.validate({"sync": [{"source": "a", "target": "b", "tag": {}}]}, schema)
 
 
 def test_concurrent_copies_send_a_shared_blob_once_and_a_failed_send_blocks_nobody(tmp_path: Path) -> None:
