@@ -491,3 +491,17 @@ def test_projector_and_repeated_kinds_map_and_round_trip(tmp_path):
     assert package.config["architecture"] == "llava"  # the model layer's header, not the projector's
     out, _, _ = _roundtrip(src, "vision", tmp_path)
     assert snapshot(out) == snapshot(src)
+
+
+def test_without_the_gguf_package_quantization_comes_from_the_ollama_config(tmp_path, monkeypatch):
+    """`gguf` is an optional extra (it brings numpy): without it the header still gives the
+    architecture and parameter count; the quantization name falls back to Ollama's file_type."""
+    import sys
+
+    src = tmp_path / "models"
+    gguf_store(src, tmp_path, file_type=gguf.LlamaFileType.MOSTLY_Q8_0)  # Ollama config says F16
+    monkeypatch.setitem(sys.modules, "gguf", None)  # import gguf → ImportError
+    package = read_ollama(OllamaStore(src, parse_ollama_name("tiny")), "latest")
+    assert package.config == {"format": "gguf", "architecture": "llama",
+                              "paramSize": format_param_count(gguf_param_count()),
+                              "quantization": "F16"}
