@@ -4,6 +4,7 @@ LINKS files are fetched lazily from a local HTTP server with every Content-Encod
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import http.server
@@ -320,12 +321,17 @@ ENCODERS = {
 
 
 class LinkServer:
-    """Serves ``/<name>`` bodies, encoded as the route says when the client accepts it."""
+    """Serves ``/<name>`` bodies, encoded as the route says when the client accepts it (or
+    always, with ``always_encode``). A one-byte ``Range`` GET gets a 206 with the size unless
+    ``range_allowed`` is off; such probes are logged in ``probes``, full bodies in ``gets``."""
 
     def __init__(self) -> None:
         self.routes: dict[str, tuple[bytes, str]] = {}
         self.gets: list[str] = []
+        self.probes: list[str] = []
         self.head_allowed = True
+        self.range_allowed = True
+        self.always_encode = False
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -339,8 +345,17 @@ class LinkServer:
                     self.end_headers()
                     return
                 data, coding = server.routes[self.path]
+                ranged = body_wanted and "Range" in self.headers
+                if ranged and server.range_allowed:
+                    server.probes.append(self.path)
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes 0-0/{len(data)}")
+                    self.send_header("Content-Length", "1")
+                    self.end_headers()
+                    self.wfile.write(data[:1])
+                    return
                 accepted = self.headers.get("Accept-Encoding", "")
-                if coding != "identity" and coding in accepted:
+                if coding != "identity" and (coding in accepted or server.always_encode):
                     data = ENCODERS[coding](data)
                     self.send_response(200)
                     self.send_header("Content-Encoding", coding)
@@ -349,8 +364,9 @@ class LinkServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if body_wanted:
-                    server.gets.append(self.path)
-                    self.wfile.write(data)
+                    (server.probes if ranged else server.gets).append(self.path)
+                    with contextlib.suppress(OSError):  # a probe closes without reading the body
+                        self.wfile.write(data)
 
             def do_GET(self) -> None:
                 self._answer(True)
@@ -410,9 +426,45 @@ def test_links_not_downloaded_when_destination_has_blob(tmp_path: Path, link_ser
     assert fetcher.downloads == 0 and link_server.gets == []
 
 
-def test_links_size_unknown_fetches_while_reading(tmp_path: Path, link_server: LinkServer) -> None:
-    """No HEAD answer: the size is learnt by fetching (once, into the cache) while reading."""
+@pytest.mark.parametrize("range_allowed", [True, False])
+def test_links_size_by_ranged_get_when_head_refused(range_allowed: bool, tmp_path: Path,
+                                                    link_server: LinkServer) -> None:
+    """HEAD refused (as for S3 URLs signed for GET only): a one-byte ranged GET tells the size,
+    or, from a server that ignores Range, the Content-Length of a body that is never read."""
     link_server.head_allowed = False
+    link_server.range_allowed = range_allowed
+    weights = noise(3 << 20, 11)
+    url = link_server.add("w", weights, "gzip")
+    make_carton(tmp_path / "l.carton", {"model/w.bin": weights}, omit=("model/w.bin",), links={sha(weights): [url]})
+    fetcher = LinkFetcher(tmp_path / "cache")
+    package = read_carton(tmp_path / "l.carton", links_fetcher=fetcher)
+    assert next(f for f in package.files if f.path == "model/w.bin").size == len(weights)
+    assert fetcher.downloads == 0 and link_server.gets == [] and link_server.probes == ["/w"]
+    assert not (tmp_path / "cache").exists()
+    copy(build(package), ARTIFACT_TAG, LayoutStore(tmp_path / "layout", create=True), "v1")
+    assert fetcher.downloads == 1 and link_server.gets == ["/w"]
+
+
+def test_links_mirrors_disagreeing_on_size(tmp_path: Path, link_server: LinkServer) -> None:
+    """A first URL answering 200 with an error page: its length is not taken for the file's; the
+    file is fetched while reading (first URL refused by its hash, second taken)."""
+    weights = noise(60_000, 12)
+    urls = [link_server.add("soft-404", b"<html>not here</html>"), link_server.add("w", weights)]
+    make_carton(tmp_path / "l.carton", {"model/w.bin": weights}, omit=("model/w.bin",), links={sha(weights): urls})
+    fetcher = LinkFetcher(tmp_path / "cache")
+    push(tmp_path / "l.carton", tmp_path / "layout", links_fetcher=fetcher)
+    assert fetcher.downloads == 1 and link_server.gets == ["/soft-404", "/w"]
+    store = LayoutStore(tmp_path / "layout")
+    export_carton(store, store.resolve("v1"), tmp_path / "out.carton")
+    assert EntryBytes.read(tmp_path / "out.carton", "model/w.bin") == weights
+
+
+def test_links_size_unknown_fetches_while_reading(tmp_path: Path, link_server: LinkServer) -> None:
+    """No URL tells the size (HEAD refused, Range ignored, body always encoded): the size is
+    learnt by fetching (once, into the cache) while reading."""
+    link_server.head_allowed = False
+    link_server.range_allowed = False
+    link_server.always_encode = True
     weights = noise(40_000, 10)
     url = link_server.add("w", weights, "br")
     make_carton(tmp_path / "l.carton", {"model/w.bin": weights}, omit=("model/w.bin",), links={sha(weights): [url]})
@@ -422,6 +474,7 @@ def test_links_size_unknown_fetches_while_reading(tmp_path: Path, link_server: L
     assert next(f for f in package.files if f.path == "model/w.bin").size == len(weights)
     copy(build(package), ARTIFACT_TAG, LayoutStore(tmp_path / "layout", create=True), "v1")
     assert fetcher.downloads == 1 and link_server.gets == ["/w"]  # the copy reads the cache
+    assert link_server.probes == ["/w"]
 
 
 def test_links_next_url_on_failure(tmp_path: Path, link_server: LinkServer) -> None:

@@ -1,9 +1,11 @@
 """Files a carton lists in ``LINKS`` instead of holding: fetched lazily, verified, cached by hash.
 
-Nothing is downloaded to plan a build: a file's size comes from the cache or from a ``HEAD``
-(with ``Accept-Encoding: identity``); only when no URL tells the size is the file fetched up
-front. The content itself is fetched when a layer is actually copied, so a destination that
-already holds the blob (a raw layer's digest *is* the MANIFEST sha256) costs no download.
+Nothing is downloaded to plan a build: a file's size comes from the cache, from a ``HEAD``
+(with ``Accept-Encoding: identity``) or, where ``HEAD`` is refused (S3-style URLs signed for
+``GET`` only), from a one-byte ranged ``GET`` whose body is not read. Only when no URL tells
+the size, or the URLs disagree, is the file fetched up front. The content itself is fetched
+when a layer is actually copied, so a destination that already holds the blob (a raw layer's
+digest *is* the MANIFEST sha256) costs no download.
 Each URL is tried in order; a download is written under a temporary name in the cache,
 hashed while it streams, and renamed to ``<sha256>`` only when it matches.
 """
@@ -38,6 +40,29 @@ class _Failed(Exception):
     pass
 
 
+#: A ranged GET asking for one byte, unencoded, so Content-Range (or Content-Length) is the size.
+_PROBE = {"Accept-Encoding": "identity", "Range": "bytes=0-0"}
+
+
+def _identity_length(resp: httpx.Response) -> int | None:
+    """Content-Length of a full, unencoded answer (200), which is the file's size."""
+    encoding = resp.headers.get("content-encoding", "identity").lower()
+    length = resp.headers.get("content-length", "")
+    if resp.status_code == 200 and encoding == "identity" and length.isdigit():
+        return int(length)
+    return None
+
+
+def _range_total(resp: httpx.Response) -> int | None:
+    """The total of ``Content-Range: bytes 0-0/<total>`` in a 206 answer."""
+    unit, _, rest = resp.headers.get("content-range", "").partition(" ")
+    total = rest.rpartition("/")[2]
+    encoding = resp.headers.get("content-encoding", "identity").lower()
+    if resp.status_code == 206 and unit == "bytes" and encoding == "identity" and total.isdigit():
+        return int(total)
+    return None
+
+
 class LinkFetcher:
     """Downloads LINKS files into a cache directory keyed by sha256; counts what it fetched."""
 
@@ -64,16 +89,22 @@ class LinkFetcher:
         return path if path.is_file() else None
 
     def size_of(self, sha256: str, urls: list[str]) -> int | None:
-        """The file's size without downloading it, if the cache or a HEAD tells it."""
+        """The file's size without downloading it: from the cache, or the length every URL that
+        tells one agrees on. URLs that disagree (a mirror serving an error page with status 200,
+        or another file) make it None, so the caller downloads and learns the true size."""
         if (path := self.cached(sha256)) is not None:
             return path.stat().st_size
-        for url in urls:
-            with contextlib.suppress(httpx.HTTPError):
-                resp = self.client.head(url, headers={"Accept-Encoding": "identity"})
-                encoding = resp.headers.get("content-encoding", "identity").lower()
-                length = resp.headers.get("content-length")
-                if resp.is_success and encoding == "identity" and length and length.isdigit():
-                    return int(length)
+        sizes = {size for url in urls if (size := self._probe_size(url)) is not None}
+        return sizes.pop() if len(sizes) == 1 else None
+
+    def _probe_size(self, url: str) -> int | None:
+        with contextlib.suppress(httpx.HTTPError):
+            resp = self.client.head(url, headers={"Accept-Encoding": "identity"})
+            if (size := _identity_length(resp)) is not None:
+                return size
+        with contextlib.suppress(httpx.HTTPError), self.client.stream("GET", url, headers=_PROBE) as resp:
+            size = _range_total(resp)
+            return size if size is not None else _identity_length(resp)  # the body is never read
         return None
 
     def fetch(self, sha256: str, urls: list[str], what: str, size: int | None = None) -> Path:
