@@ -565,6 +565,27 @@ def test_reference_round_trip_registry(carton: Path, tmp_path: Path, registry, u
     export_carton(target.store, target.store.resolve("v1"), out)
     assert zip_manifest(out) == zip_manifest(carton)
     assert sha(zip_manifest(out)) == MODEL_HASHES[carton.name]
+    assert carton_info(out, env_dir=tmp_path) == carton_info(carton, env_dir=tmp_path)  # the library reads it
+
+
+@pytest.mark.parametrize("head_allowed", [True, False])
+def test_links_not_downloaded_when_registry_has_blob(head_allowed: bool, tmp_path: Path, link_server: LinkServer,
+                                                     registry, unique_repo, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ocibridge push`` of a LINKS carton to a registry repository that already holds the file's
+    blob: same artifact, and the file is never downloaded (HEAD, or a ranged GET, tells its size)."""
+    from ocibridge import api
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    link_server.head_allowed = head_allowed
+    weights = noise(2 << 20, 13)
+    url = link_server.add("w", weights, "zstd")
+    make_carton(tmp_path / "full.carton", {"model/w.bin": weights})
+    make_carton(tmp_path / "l.carton", {"model/w.bin": weights}, omit=("model/w.bin",), links={sha(weights): [url]})
+    first = api.push(str(tmp_path / "full.carton"), f"{registry.host}/{unique_repo}:full")
+    second = api.push(str(tmp_path / "l.carton"), f"{registry.host}/{unique_repo}:links")
+    assert second.descriptor.digest == first.descriptor.digest and second.stats.blobs_copied == 0
+    assert link_server.gets == [] and link_server.probes == ([] if head_allowed else ["/w"])
+    assert not (tmp_path / "xdg").exists()
 
 
 def test_not_a_zip(tmp_path: Path) -> None:

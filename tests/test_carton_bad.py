@@ -357,3 +357,48 @@ def test_crc_checked_where_no_sha256_is(tmp_path: Path) -> None:
     store = LayoutStore(tmp_path / "ok-layout", create=True)
     copy(build(read_carton(ok)), ARTIFACT_TAG, store, "v1")
     assert store.tags() == ["v1"]
+
+
+# -- a registry destination, through the CLI --------------------------------------------------------
+def _bad_carton(case: str, path: Path) -> list[bytes]:
+    """A broken carton; returns the contents of its intact files (none of which may be uploaded)."""
+    good = [TOML, b"tensor = []\n", noise(20_000, 21)]
+    if case == "mismatch":
+        manifest = {"carton.toml": sha(TOML), "model/w.bin": sha(noise(20_000, 22)),
+                    "tensor_data/index.toml": sha(b"tensor = []\n")}
+        make_carton(path, {"model/w.bin": good[2]}, manifest=manifest)
+    elif case == "spec-version":
+        bad_toml = TOML.replace(b"spec_version = 1", b"spec_version = 3")
+        make_carton(path, {"model/w.bin": good[2]}, toml=bad_toml)
+        good[0] = bad_toml
+    elif case == "escape":
+        _raw_zip(path, [("carton.toml", TOML), ("model/w.bin", good[2]), ("../evil", b"x")])
+    elif case == "links-unreachable":
+        make_carton(path, {"model/w.bin": good[2], "model/gone.bin": b"gone"}, omit=("model/gone.bin",),
+                    links={sha(b"gone"): ["http://127.0.0.1:9/gone.bin"]})
+    return good
+
+
+@pytest.mark.parametrize("case", ["mismatch", "spec-version", "escape", "links-unreachable"])
+def test_cli_bad_carton_to_registry_writes_nothing(case: str, tmp_path: Path, capsys, registry, unique_repo,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """One error line, exit 1, and the registry gets no tag, no manifest and none of the
+    carton's intact files (the checks run before anything is sent)."""
+    from ocibridge.cli import main
+    from ocibridge.errors import NotFound
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.targets import open_store_target
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    path = tmp_path / f"{case}.carton"
+    intact = _bad_carton(case, path)
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert main(["push", str(path), ref, "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ocibridge: error: ") and path.name in err, err
+    store = open_store_target(ref).store
+    with pytest.raises(NotFound):
+        store.resolve("v1")
+    for data in intact:
+        assert not store.exists(Descriptor(mediaType="application/octet-stream", digest="sha256:" + sha(data),
+                                           size=len(data)))
