@@ -272,6 +272,7 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
 
     t = _k8s_target(args)
     result = check(t.store, t.reference, args.runtime, platform=args.platform)
+    result.reference = args.ref  # as the user wrote it, not the store-relative tag
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -330,8 +331,10 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
 
 def cmd_mirror(args: argparse.Namespace) -> int:
     from .mirror import load_job, run_job
+    from .mirror.command import live_reporter
 
-    summary = run_job(load_job(args.job), dry_run=args.dry_run)
+    live = None if args.json or not sys.stderr.isatty() else live_reporter(sys.stderr)
+    summary = run_job(load_job(args.job), dry_run=args.dry_run, progress=live)
     _emit(args, summary.as_dict(), summary.format_text())
     return summary.exit_code
 

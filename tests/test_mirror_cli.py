@@ -4,7 +4,9 @@ exit status; and per-entry concurrency actually bounding the copies in flight.""
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -113,6 +115,35 @@ def test_per_entry_concurrency_bounds_the_copies_in_flight(tmp_path: Path, monke
         assert summary.ok and len(summary.with_status("copied")) == 6, summary.format_text()
         assert state["peak"] == expected, (target, state)
         assert state["blobs"] == {5 if expected == 3 else 3 if expected == 2 else 1}
+
+
+def test_cli_on_a_terminal_reports_each_artifact_as_it_finishes(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Not all at the end of the entry: with one copy at a time, each copy starts only after the
+    previous one's line is on stderr. Nothing but the summary on stdout."""
+    push_models(LayoutStore(tmp_path / "src", create=True), ["1.0.0", "1.1.0", "1.2.0", "1.3.0"])
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    real_copy, seen = mirror_run.copy, []
+
+    def spy(*args, **kwargs):
+        seen.append(err.getvalue().count("copied: "))
+        return real_copy(*args, **kwargs)
+
+    monkeypatch.setattr(mirror_run, "copy", spy)
+    job = tmp_path / "job.toml"
+    job.write_text('[[sync]]\nsource = "oci:src"\ntarget = "oci:dst"\nconcurrency = { artifacts = 1 }\n')
+    assert main(["mirror", str(job)]) == 0
+    assert seen == [0, 1, 2, 3]
+    assert sorted(err.getvalue().splitlines()) == [f"copied: oci:{tmp_path / 'src'}:1.{i}.0" for i in range(4)]
+    assert capsys.readouterr().out.splitlines()[-1].startswith("4 copied")
+    err.truncate(0)
+    assert main(["mirror", str(job), "--json"]) == 0  # --json: no live lines
+    assert err.getvalue().strip("\0") == ""
 
 
 @pytest.mark.parametrize("value", [0, 65])

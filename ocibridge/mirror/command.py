@@ -22,7 +22,7 @@ def mirror_command(job_path: str, *, dry_run: bool = False, as_json: bool = Fals
     except OcibridgeError as e:
         print(f"ocibridge: {e}", file=err)
         return 1
-    live = None if as_json or not err.isatty() else _live(err)
+    live = None if as_json or not err.isatty() else live_reporter(err)
     summary = run_job(job, dry_run=dry_run, progress=live)
     if as_json:
         print(json.dumps(summary.as_dict(), indent=2), file=out)
@@ -31,7 +31,9 @@ def mirror_command(job_path: str, *, dry_run: bool = False, as_json: bool = Fals
     return summary.exit_code
 
 
-def _live(err: TextIO):
+def live_reporter(err: TextIO):
+    """One line per finished artifact, so a long job on a terminal is not silent until its summary."""
+
     def report(event: str, result: ArtifactResult) -> None:
         if event in ("copied", "failed"):
             print(f"{event}: {result.source}", file=err, flush=True)

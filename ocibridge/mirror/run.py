@@ -8,6 +8,7 @@ finished is skipped, what did not is sent again, nothing half-done is ever tagge
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,8 @@ from .plan import ArtifactPlan, EntryPlan, plan_entry
 from .summary import ArtifactResult, MirrorSummary
 
 ProgressCallback = Callable[[str, ArtifactResult], None]
-"""Called as ``progress(event, result)``; event is ``planned``, ``skipped``, ``copied`` or ``failed``."""
+"""Called as ``progress(event, result)``; event is ``planned``, ``skipped``, ``copied`` or ``failed``.
+A copy is reported when it finishes (from a worker thread, one call at a time)."""
 
 
 def run_job(job: MirrorJob, *, dry_run: bool = False, progress: ProgressCallback | None = None) -> MirrorSummary:
@@ -58,11 +60,16 @@ def _execute(plan: EntryPlan, progress: ProgressCallback | None) -> list[Artifac
     conc = plan.settings.concurrency
     target = plan.target.store
     locks = BlobLocks()  # copies of one entry share blobs: each is sent once
+    said = threading.Lock()  # one report at a time, each as soon as its artifact is done
+
+    def one(item: ArtifactPlan) -> ArtifactResult:
+        result = _copy_one(target, item, conc.blobs, locks)
+        with said:
+            _emit(progress, result)
+        return result
+
     with ThreadPoolExecutor(max_workers=conc.artifacts, thread_name_prefix="mirror") as pool:
-        results = list(pool.map(lambda item: _copy_one(target, item, conc.blobs, locks), plan.copies))
-    for result in results:
-        _emit(progress, result)
-    return results
+        return list(pool.map(one, plan.copies))
 
 
 def _copy_one(target: Store, item: ArtifactPlan, blobs: int, locks: BlobLocks) -> ArtifactResult:
