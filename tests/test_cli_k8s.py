@@ -15,7 +15,7 @@ def test_k8s_commands_end_to_end(tmp_path, capsys, registry, unique_repo):
     capsys.readouterr()
     assert main(["k8s", "check", ref, "--json"]) == 0
     crio = json.loads(capsys.readouterr().out)
-    assert crio["willMount"] is True
+    assert crio["willMount"] is True and crio["reference"] == ref
     assert {e["path"] for e in crio["tree"] if e["type"] == "file"} >= {"model.safetensors", "scripts/run.sh"}
     assert main(["k8s", "check", ref, "--runtime", "containerd"]) == 1
     assert "not an image config" in capsys.readouterr().out
