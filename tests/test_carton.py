@@ -278,16 +278,19 @@ def test_zip64_entries_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_older_writer_stored_and_deflate(tmp_path: Path) -> None:
-    """Older writers: no unix attributes, zero timestamps, Stored and Deflate entries."""
+    """Older writers: no unix attributes, zero timestamps (DOS date and time 0), Stored and
+    Deflate entries."""
     files = {"carton.toml": TOML, "model/m.bin": noise(40_000, 3) + b"\0" * 40_000, "misc/readme.md": b"# hi\n"}
     manifest = format_manifest({p: sha(d) for p, d in files.items()})
     path = tmp_path / "old.carton"
     with zipfile.ZipFile(path, "w") as zf:
         for name, data in [*files.items(), ("MANIFEST", manifest)]:
-            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info = zipfile.ZipInfo(name, date_time=(1980, 0, 0, 0, 0, 0))
             info.create_system = 0
             info.compress_type = zipfile.ZIP_DEFLATED if name.startswith("model/") else zipfile.ZIP_STORED
             zf.writestr(info, data)
+    with zipfile.ZipFile(path) as zf:
+        assert {(i.date_time, i.create_system) for i in zf.infolist()} == {((1980, 0, 0, 0, 0, 0), 0)}
     package = read_carton(path, eager_verify_bytes=0)
     for f in package.files:
         with f.open() as r:
@@ -538,6 +541,59 @@ def test_real_library_shrunk_carton(tmp_path: Path, link_server: LinkServer) -> 
     export_carton(store, store.resolve("v1"), tmp_path / "out.carton")
     assert zip_manifest(tmp_path / "out.carton") == zip_manifest(original)
     assert fetcher.downloads == 1 and link_server.gets == ["/model.pt"]
+
+
+PACK_WITH_SYMLINKS = """
+import asyncio, os, shutil, sys
+work, out, shim = sys.argv[1:4]
+runners = os.path.join(work, "runners", "shim")
+os.makedirs(runners)
+with open(os.path.join(runners, "runner.toml"), "w") as f:  # the offline shim of the reference script
+    f.write('version = 1\\n\\n[[runner]]\\nrunner_name = "python"\\nframework_version = "3.11.7"\\n'
+            'runner_compat_version = 1\\nrunner_interface_version = 1\\n'
+            'runner_release_date = "2023-12-27T00:00:00Z"\\n'
+            f'runner_path = "{shim}"\\nplatform = "x86_64-unknown-linux-gnu"\\n')
+os.environ.update(CARTON_RUNNER_DIR=os.path.join(work, "runners"), CARTON_RUNNER_DATA_DIR=os.path.join(work, "d"),
+                  CARTON_CACHE_DIR=os.path.join(work, "cache"), CARTON_SHIM_COMPLETE="1")
+import cartonml
+async def main():
+    code = os.path.join(work, "code")
+    os.makedirs(os.path.join(code, "weights"))
+    with open(os.path.join(code, "weights", "real.bin"), "wb") as f:
+        f.write(bytes(range(256)) * 40)
+    with open(os.path.join(code, "entry.py"), "w") as f:
+        f.write("def get_model():\\n    pass\\n")
+    os.symlink("weights/real.bin", os.path.join(code, "alias.bin"))
+    os.symlink("../alias.bin", os.path.join(code, "weights", "again.bin"))
+    packed = await cartonml.pack(code, runner_name="python", required_framework_version="=3.11", model_name="sym")
+    shutil.copy(packed, out)
+    print("ok", flush=True)
+    os._exit(0)
+asyncio.run(main())
+"""
+
+
+def test_real_library_symlinks_round_trip(tmp_path: Path) -> None:
+    """A carton the Carton library packs from a folder with symlinks (offline, through the shim
+    runner of the reference script): its zip symlinks round-trip and the library reads the export."""
+    carton = tmp_path / "sym.carton"
+    proc = subprocess.run([sys.executable, "-c", PACK_WITH_SYMLINKS, str(tmp_path / "w"), str(carton),
+                           str(REFERENCE / "shim_runner.py")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with zipfile.ZipFile(carton) as zf:
+        modes = {i.filename: i.external_attr >> 16 for i in zf.infolist()}
+    assert modes["model/alias.bin"] == modes["model/weights/again.bin"] == 0o120777
+    links = {"model/alias.bin": "weights/real.bin", "model/weights/again.bin": "../alias.bin"}
+    assert {f.path: f.link_target for f in read_carton(carton).files if f.link_target} == links
+    push(carton, tmp_path / "layout")
+    store = LayoutStore(tmp_path / "layout")
+    out = tmp_path / "out.carton"
+    export_carton(store, store.resolve("v1"), out)
+    assert zip_manifest(out) == zip_manifest(carton)
+    with zipfile.ZipFile(out) as zf:
+        assert {i.filename: i.external_attr >> 16 for i in zf.infolist()} == modes
+        assert zf.read("model/alias.bin") == b"weights/real.bin"
+    assert carton_info(out, env_dir=tmp_path) == carton_info(carton, env_dir=tmp_path)
 
 
 class EntryBytes:
