@@ -21,6 +21,12 @@ def test_k8s_commands_end_to_end(tmp_path, capsys, registry, unique_repo):
     assert "not an image config" in capsys.readouterr().out
     assert main(["k8s", "modelcar", ref, "--tag", "v1-car", "--index", "--json"]) == 0
     car = json.loads(capsys.readouterr().out)
+    # reproducible: the same artifact in a layout (read twice there; spooled once from the
+    # registry) gives the same index digest
+    assert main(["copy", ref, f"oci:{tmp_path / 'layout'}:v1", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["k8s", "modelcar", f"oci:{tmp_path / 'layout'}:v1", "--index", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["digest"] == car["digest"]
     car_ref = f"{registry.host}/{unique_repo}:v1-car"
     assert main(["k8s", "check", car_ref, "--runtime", "containerd"]) == 0
     capsys.readouterr()

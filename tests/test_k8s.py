@@ -179,6 +179,30 @@ def test_modelcar_is_reproducible_and_reuses_layers(tmp_path):
     assert len(img.layers) == len(art.layers)  # one image layer per artifact layer
 
 
+def test_modelcar_merges_more_than_100_layers_in_order(tmp_path):
+    """105 raw artifact layers become 100 image layers (the first five carry two files each);
+    every file is there once and the diff_ids verify on both runtimes."""
+    from ocibridge.k8s.modelcar import MAX_IMAGE_LAYERS
+    from ocibridge.modelpack.package import ModelFile, ModelPackage
+
+    files = [ModelFile.from_bytes(f"shard-{i:03d}.safetensors", f"w{i}".encode() * 40, Kind.WEIGHT)
+             for i in range(MAX_IMAGE_LAYERS + 5)]
+    layout = LayoutStore(tmp_path / "many", create=True)
+    copy(build(ModelPackage(files=files, descriptor={"name": "many"}, config={"format": "safetensors"})),
+         ARTIFACT_TAG, layout, "v1")
+    assert len(parse_manifest_bytes(layout.fetch_bytes(layout.resolve("v1"))).layers) == MAX_IMAGE_LAYERS + 5
+    image = parse_manifest_bytes(layout.fetch_bytes(build_modelcar(layout, "v1", tag="car")))
+    assert len(image.layers) == MAX_IMAGE_LAYERS
+    with tarfile.open(layout.blob_path(image.layers[0].digest)) as t:
+        assert [m.name for m in t.getmembers()] == ["models", "models/shard-000.safetensors",
+                                                    "models/shard-001.safetensors"]
+    for runtime in RUNTIMES:
+        r = check(layout, "car", runtime)
+        assert r.will_mount and r.diff_ids_verified, r.reasons
+    mount(layout, "car", tmp_path / "mnt", "containerd")
+    assert _bytes(tmp_path / "mnt" / "models") == {f.path: f"w{i}".encode() * 40 for i, f in enumerate(files)}
+
+
 def test_modelcar_index_serves_both_runtimes_and_modelpack(tmp_path):
     _, layout = _layout(tmp_path)
     art = layout.resolve("v1")
