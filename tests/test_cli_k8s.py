@@ -5,7 +5,7 @@ import json
 import yaml
 
 from ocibridge.cli import main
-from tests.modelgen import make_model
+from tests.modelgen import make_model, tree
 
 
 def test_k8s_commands_end_to_end(tmp_path, capsys, registry, unique_repo):
@@ -36,6 +36,11 @@ def test_k8s_commands_end_to_end(tmp_path, capsys, registry, unique_repo):
     volume = pod["spec"]["volumes"][0]["image"]
     assert volume["reference"] == f"{registry.host}/{unique_repo}@{car['digest']}"
     assert pod["spec"]["containers"][0]["volumeMounts"][0]["subPath"] == "models"
+    # ModelPack readers of the same reference take the index's ModelPack entry: the artifact
+    assert main(["inspect", car_ref, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["digest"] == crio["manifest"]
+    assert main(["pull", car_ref, "-o", str(tmp_path / "pulled"), "-q"]) == 0
+    assert tree(tmp_path / "pulled") == tree(model)
     out = tmp_path / "mounted"
     assert main(["k8s", "mount", car_ref, str(out), "--runtime", "containerd"]) == 0
     assert (out / "models" / "model.safetensors").read_bytes() == (model / "model.safetensors").read_bytes()

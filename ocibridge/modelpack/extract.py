@@ -23,7 +23,7 @@ import zstandard
 from ..errors import OcibridgeError, UnsafePath
 from ..fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath
 from ..oci.digest import CHUNK
-from ..oci.mediatypes import ANNOTATION_TITLE, Family, Variant, parse_layer_media_type
+from ..oci.mediatypes import ANNOTATION_TITLE, Family, Variant, family_of_artifact, parse_layer_media_type
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ..progress import ProgressFn, counting
 from ..stores.base import Store
@@ -61,10 +61,18 @@ def layer_mode(desc: Descriptor) -> int:
 
 
 def fetch_manifest(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
+    """The model manifest ``reference`` names. An index holding exactly one ModelPack entry (by
+    its ``artifactType``, as ``k8s modelcar --index`` writes) resolves to that entry."""
     desc = store.resolve(reference)
     manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
     if not isinstance(manifest, Manifest):
-        raise OcibridgeError(f"{reference} is an index, not a model manifest; pick one by digest")
+        models = [e for e in manifest.manifests if family_of_artifact(e.artifactType, None) is not None]
+        if len(models) != 1:
+            raise OcibridgeError(f"{reference} is an index, not a model manifest; pick one by digest")
+        desc = models[0]
+        manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+        if not isinstance(manifest, Manifest):
+            raise OcibridgeError(f"{reference}: the index's model entry {desc.digest} is itself an index")
     return desc, manifest
 
 
