@@ -403,3 +403,18 @@ def test_concurrent_copies_send_a_shared_blob_once_and_a_failed_send_blocks_nobo
     assert pushes.count(shared_digest) == 1
     assert sorted(dst.tags()) == sorted(f"v{n}" for n in range(6) if outcomes[n] == "ok")
     assert locks._locks == {}  # nothing left held
+
+
+def test_local_ollama_endpoint_is_named_without_tag_or_digest(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    """Messages name an Ollama source by its model: a digest in the job must not garble it."""
+    from ocibridge.mirror.endpoints import open_endpoint
+
+    (tmp_path / "manifests").mkdir()
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path))
+    job = parse_job({"sync": [{"source": "oci:a", "target": "oci:b"}]})
+    digest = "sha256:" + "ab" * 32
+    for text, reference in (("ollama:tiny", None), ("ollama:tiny:v2", "v2"), (f"ollama:ns/tiny@{digest}", digest)):
+        endpoint = open_endpoint(text, job)
+        expected = "ollama:ns/tiny" if "ns/" in text else "ollama:tiny"
+        assert (endpoint.name, endpoint.reference) == (expected, reference)

@@ -97,7 +97,7 @@ def _ollama_endpoint(text: str, job: MirrorJob) -> Endpoint:
         store: Store = open_repository(ref, **job.registry_options(name.host))
         return Endpoint(store, f"{name.host}/{name.repository}", reference, name.host, ollama=True)
     store = OllamaStore(default_models_dir(), name)
-    return Endpoint(store, f"ollama:{name.display.rsplit(':', 1)[0]}", reference, None, ollama=True)
+    return Endpoint(store, f"ollama:{name.display_model}", reference, None, ollama=True)
 
 
 class EmptyStore:
