@@ -224,3 +224,45 @@ def test_file_vanishing_mid_push_leaves_no_new_layout(tmp_path, capsys, monkeypa
     assert _cli("push", str(model), f"oci:{tmp_path}/layout:v2", "--concurrency", "1") == 1
     assert sorted(p.name for p in (tmp_path / "layout").rglob("*")) == before
     assert (tmp_path / "layout" / "index.json").read_bytes() == index
+
+
+def _small_files(root, count, size):
+    for d in range(count // 100):
+        sub = root / "data" / f"d{d:03d}"
+        sub.mkdir(parents=True)
+        for f in range(100):
+            (sub / f"s{f:03d}.csv").write_bytes(bytes([d % 256, f % 256]) * (size // 2))
+    return root
+
+
+def _pack(src, layout_dir):
+    import ocibridge.api as api
+
+    return api.push(str(src), f"oci:{layout_dir}:v", transfer=api.TransferOptions(concurrency=1))
+
+
+def test_small_files_pack_in_linear_time_and_memory_independent_of_content(tmp_path, monkeypatch):
+    """Issue 2's 'Done when': many small files pack in time linear in their number, and memory
+    holds metadata only, never content (tracemalloc peaks; CPU time so other load matters less)."""
+    import time
+    import tracemalloc
+
+    monkeypatch.setenv("OCIBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
+    peaks = {}
+    for size in (100, 40_000):  # 0.1 MB vs 40 MB of content in 1,000 files
+        src = _small_files(tmp_path / f"m{size}", 1000, size)
+        tracemalloc.start()
+        try:
+            _pack(src, tmp_path / f"l{size}")
+            peaks[size] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peaks[40_000] < peaks[100] + 4_000_000, peaks  # content does not stay in memory
+    assert peaks[40_000] < 16_000_000, peaks
+    cpu = {}
+    for count in (1000, 4000):
+        src = _small_files(tmp_path / f"n{count}", count, 100)
+        start = time.process_time()
+        _pack(src, tmp_path / f"t{count}")
+        cpu[count] = time.process_time() - start
+    assert cpu[4000] < 7 * cpu[1000], cpu  # 4x the files: ~4x the time (quadratic would be 16x)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
+import re
 
 from ..oci.mediatypes import Kind
 
@@ -40,17 +41,23 @@ _ORDER = (
 )
 
 
-def _matches(path: str, pattern: str) -> bool:
-    name = posixpath.basename(path)
-    if "/" in pattern:
-        return fnmatch.fnmatchcase(path, pattern)
-    return fnmatch.fnmatchcase(name, pattern) or fnmatch.fnmatchcase(name.lower(), pattern.lower())
+def _name_regex(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One compiled alternation per kind, matched against the lower-cased file name: trying
+    ~90 globs one by one through fnmatch cost ~0.8 ms per file (most of packing 10,000 small
+    files). The patterns hold no '/' and no character classes, so lower-casing both sides
+    is the case-insensitive match modctl makes."""
+    assert not any("/" in p or "[" in p for p in patterns)
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns))
+
+
+_COMPILED = tuple((kind, _name_regex(patterns)) for kind, patterns in _ORDER)
 
 
 def infer_kind(path: str, size: int) -> Kind:
     """The kind a file's name suggests; unmatched files are weights if large, else code."""
-    for kind, patterns in _ORDER:
-        if any(_matches(path, p) for p in patterns):
+    name = posixpath.basename(path).lower()
+    for kind, regex in _COMPILED:
+        if regex.match(name):
             return kind
     return Kind.WEIGHT if size > LARGE_UNKNOWN else Kind.CODE
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 ENV_SWITCH = "OCIBRIDGE_DIGEST_CACHE"
@@ -37,15 +38,26 @@ def _key(path: Path) -> tuple | None:
     return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
+_local = threading.local()  # one connection per thread and cache file, reused
+
+
 def _connect() -> sqlite3.Connection | None:
+    """The calling thread's connection to the cache. Opening one (and creating the table)
+    per file cost ~0.6 ms, a quarter of packing 10,000 small files; a connection is reused by
+    its thread only (sqlite3's rule), and closed when the thread ends."""
     try:
         directory = cache_dir()
+        db = directory / "digests.sqlite"
+        conns: dict[Path, sqlite3.Connection] = _local.__dict__.setdefault("conns", {})
+        if db in conns:
+            return conns[db]
         directory.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(directory / "digests.sqlite", timeout=5)
+        conn = sqlite3.connect(db, timeout=5)
         conn.execute(
             "CREATE TABLE IF NOT EXISTS digests (path TEXT, dev INTEGER, ino INTEGER, size INTEGER,"
             " mtime INTEGER, ctime INTEGER, digest TEXT, PRIMARY KEY (path, dev, ino, size, mtime, ctime))"
         )
+        conns[db] = conn
         return conn
     except (OSError, sqlite3.Error):
         return None  # a cache that cannot be opened is simply not used
@@ -58,14 +70,13 @@ def lookup(path: Path) -> str | None:
     conn = _connect() if key else None
     if conn is None:
         return None
-    with contextlib.closing(conn):
-        try:
-            row = conn.execute(
-                "SELECT digest FROM digests WHERE path=? AND dev=? AND ino=? AND size=? AND mtime=? AND ctime=?",
-                key,
-            ).fetchone()
-        except sqlite3.Error:
-            return None
+    try:
+        row = conn.execute(
+            "SELECT digest FROM digests WHERE path=? AND dev=? AND ino=? AND size=? AND mtime=? AND ctime=?",
+            key,
+        ).fetchone()
+    except sqlite3.Error:
+        return None
     return row[0] if row else None
 
 
@@ -76,7 +87,6 @@ def remember(path: Path, digest: str) -> None:
     conn = _connect() if key else None
     if conn is None:
         return
-    with contextlib.closing(conn), contextlib.suppress(sqlite3.Error):
+    with contextlib.suppress(sqlite3.Error), conn:  # one transaction, committed
         conn.execute("DELETE FROM digests WHERE path=?", (key[0],))
         conn.execute("INSERT OR REPLACE INTO digests VALUES (?,?,?,?,?,?,?)", (*key, digest))
-        conn.commit()
