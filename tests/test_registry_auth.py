@@ -106,6 +106,34 @@ def test_token_scopes_per_operation_and_mount(token_registry, tmp_path):
     assert set(mount_requests[0].granted) == set(mount_requests[0].scopes)
 
 
+def test_refused_mount_falls_back_to_upload(token_registry, tmp_path):
+    """carol may push to team/* but not read vault/*: the registry refuses the mount (the
+    token server leaves the source scope out), and the copy streams the blobs instead."""
+    from support.token_registry import RW
+    from support.token_server import User
+
+    token_registry.users.setdefault("carol", User("carol-secret", [("team/*", RW)]))
+    layout, image = _tiny(tmp_path)
+    vault, team = _repo("vault"), _repo("team")
+    admin = {"username": "admin", "password": token_registry.password_of("admin")}
+    carol = {"username": "carol", "password": "carol-secret"}
+    with _store(token_registry, vault, **admin) as src:
+        copy(layout, image.tag, src, "v1")
+    ts = token_registry.token_server
+    ts.clear()
+    with _store(token_registry, vault, **admin) as src, _store(token_registry, team, **carol) as dst:
+        stats = copy(src, "v1", dst, "v1")
+        assert stats.blobs_mounted == 0 and stats.blobs_copied == 2
+        assert dst.stats.bytes_uploaded == src.stats.bytes_downloaded > 0
+        assert dst.resolve("v1").digest == image.manifest_digest
+    mounts = [r for r in ts.requests if r.account == "carol" and f"repository:{vault}:pull" in r.scopes]
+    assert mounts and all(f"repository:{vault}:pull" not in r.granted for r in mounts)
+    out = LayoutStore(tmp_path / "out", create=True)
+    with _store(token_registry, team, **carol) as back:
+        copy(back, "v1", out, "v1")
+    assert out.resolve("v1").digest == image.manifest_digest
+
+
 def test_token_denied_push_and_anonymous_pull(token_registry, tmp_path):
     layout, image = _tiny(tmp_path)
     bob = {"username": "bob", "password": token_registry.password_of("bob")}
