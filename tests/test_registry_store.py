@@ -207,3 +207,31 @@ def test_plain_http_registry_needs_no_tls_setup(registry, monkeypatch):
     with _store(registry, "plain/http") as store:
         assert store.tags() == []
     assert made == []
+
+
+def test_manifest_headers_as_the_proxy_sees_them(registry, fault_proxy, unique_repo, tmp_path):
+    """PUT carries the manifest's own media type; GET and HEAD accept every manifest and index
+    type (OCI and Docker), so a Docker-format image or an index is not refused or converted."""
+    from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES
+
+    layout, root = _layout_with_model(tmp_path)
+    with _store(fault_proxy, unique_repo) as dst:
+        copy(layout, "v1", dst, "v1")
+        data = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX,
+                           "manifests": [root.model_dump(exclude_none=True)]}).encode()
+        index = Descriptor.for_bytes(OCI_INDEX, data)
+        dst.push_manifest(index, data, "idx")
+    out = LayoutStore(tmp_path / "out", create=True)
+    with _store(fault_proxy, unique_repo) as src:
+        copy(src, "idx", out, "idx")
+    assert out.resolve("idx").digest == index.digest
+    puts = {r.path.rsplit("/", 1)[1]: r.headers.get("content-type")
+            for r in fault_proxy.requests_matching("PUT", "/manifests/")}
+    assert puts["v1"] == OCI_MANIFEST and puts["idx"] == OCI_INDEX, puts
+    reads = [r for r in fault_proxy.requests if "/manifests/" in r.path and r.method in ("GET", "HEAD")]
+    assert reads
+    for r in reads:
+        accepted = {x.strip() for x in r.headers.get("accept", "").split(",")}
+        assert set(ALL_MANIFEST_TYPES) <= accepted, (r.method, r.path, accepted)
+    assert {"application/vnd.docker.distribution.manifest.v2+json",
+            "application/vnd.docker.distribution.manifest.list.v2+json"} <= set(ALL_MANIFEST_TYPES)
