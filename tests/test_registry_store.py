@@ -235,3 +235,56 @@ def test_manifest_headers_as_the_proxy_sees_them(registry, fault_proxy, unique_r
         assert set(ALL_MANIFEST_TYPES) <= accepted, (r.method, r.path, accepted)
     assert {"application/vnd.docker.distribution.manifest.v2+json",
             "application/vnd.docker.distribution.manifest.list.v2+json"} <= set(ALL_MANIFEST_TYPES)
+
+
+def test_referrers_api_is_used_where_the_registry_has_it(registry, fault_proxy, unique_repo, tmp_path):
+    """distribution 2.8 has no referrers API: the proxy answers GET /referrers/ as a 1.1
+    registry would (an image index), everything else is the real registry. The API's answer is
+    used, filtered by artifactType, and no fallback tag is read; the copy brings the referrer."""
+    layout, root = _layout_with_model(tmp_path)
+    empty = b"{}"
+    empty_desc = Descriptor.for_bytes(OCI_EMPTY, empty)
+    sig = Manifest(artifactType="application/vnd.example.sig", config=empty_desc,
+                   layers=[empty_desc], subject=root)
+    data = sig.to_json_bytes()
+    sig_desc = Descriptor.for_bytes(OCI_MANIFEST, data)
+    with _store(registry, unique_repo) as store:
+        copy(layout, "v1", store, "v1")
+        store.push_blob(empty_desc, io.BytesIO(empty))
+        store.push_manifest(sig_desc, data)
+    listed = sig_desc.model_copy(update={"artifactType": "application/vnd.example.sig"})
+    answer = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX,
+                         "manifests": [listed.model_dump(exclude_none=True)]}).encode()
+    fault_proxy.add("GET", rf"/referrers/{root.digest}", Status(
+        200, None, answer, (("Content-Type", OCI_INDEX),)), times=None)
+    with _store(fault_proxy, unique_repo) as via:
+        assert [d.digest for d in via.referrers(root)] == [sig_desc.digest]
+        assert via.referrers(root, "application/vnd.example.sbom") == []
+        out = LayoutStore(tmp_path / "out", create=True)
+        stats = copy(via, "v1", out, "v1", referrers=True)
+    assert stats.referrers == [sig_desc.digest]
+    assert [d.digest for d in out.referrers(root)] == [sig_desc.digest]
+    assert fault_proxy.requests_matching("GET", "/referrers/")
+    assert not fault_proxy.requests_matching("GET", f"/manifests/{fallback_tag(root.digest)}")
+
+
+def test_referrers_200_that_is_not_an_index_means_no_api(registry, fault_proxy, unique_repo, tmp_path):
+    """Some front ends answer unknown routes with 200 and a page: that is no referrers API,
+    so the fallback tag is read instead of the copy failing."""
+    layout, root = _layout_with_model(tmp_path)
+    empty = b"{}"
+    empty_desc = Descriptor.for_bytes(OCI_EMPTY, empty)
+    data = Manifest(artifactType="application/vnd.example.sig", config=empty_desc,
+                    layers=[empty_desc], subject=root).to_json_bytes()
+    sig_desc = Descriptor.for_bytes(OCI_MANIFEST, data)
+    with _store(registry, unique_repo) as store:
+        copy(layout, "v1", store, "v1")
+        store.push_blob(empty_desc, io.BytesIO(empty))
+        store.push_manifest(sig_desc, data)  # distribution 2.8: the fallback tag is written
+    fault_proxy.add("GET", "/referrers/", Status(
+        200, None, b"<html>registry UI</html>", (("Content-Type", "text/html"),)), times=None)
+    out = LayoutStore(tmp_path / "out", create=True)
+    with _store(fault_proxy, unique_repo) as via:
+        stats = copy(via, "v1", out, "v1", referrers=True)
+    assert stats.referrers == [sig_desc.digest]
+    assert fault_proxy.requests_matching("GET", f"/manifests/{fallback_tag(root.digest)}")

@@ -379,7 +379,8 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             for piece in self._body_pieces():
                 rec.request_bytes += len(piece)
             self.send_response_only(action.code)
-            self.send_header("Content-Type", "application/json")
+            if not any(k.lower() == "content-type" for k, _ in action.headers):
+                self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(action.body)))
             self.send_header("Docker-Distribution-Api-Version", "registry/2.0")
             if action.retry_after is not None:

@@ -212,6 +212,11 @@ class RegistryStore:
             self._referrers_api = True
             parsed = parse_manifest_bytes(response.content, OCI_INDEX)
             return parsed if isinstance(parsed, Index) else None
+        if response.status_code == 200:
+            # Not an index (a registry's HTML or JSON page for an unknown route, a proxy
+            # rewriting the type): no API here. Failing the copy on a 200 helps nobody.
+            self._referrers_api = False
+            return None
         if response.status_code in (404, 405, 400):
             self._referrers_api = False
             return None
