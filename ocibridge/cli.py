@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -30,10 +31,26 @@ EXIT_USAGE = 2
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line (what is wrong, where to look), not the
-    whole usage block."""
+    whole usage block, and flags may stand between positionals (``push SRC --format carton
+    DEST``, as oras and skopeo accept): plain argparse hands DEST to nobody once an optional
+    positional has been passed over."""
+
+    _intermixing = False
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"ocibridge: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        has_subcommands = any(a.nargs == argparse.PARSER for a in self._get_positional_actions())
+        if has_subcommands or self._intermixing:
+            return super().parse_known_args(args, namespace)
+        # Python < 3.12 parses intermixed args by calling parse_known_args again: this flag
+        # sends those inner calls to argparse's own parsing.
+        self._intermixing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
@@ -223,6 +240,10 @@ def cmd_tags(args: argparse.Namespace) -> int:
         print(json.dumps(names))
     elif names:
         print("\n".join(names))
+    if not names:  # most often a misspelt repository (registries answer 404): say so, as peers do
+        print(f"ocibridge: error: {args.ref} has no tags (no such repository, or nothing tagged)",
+              file=sys.stderr)
+        return EXIT_FAILURE
     return 0
 
 
@@ -476,6 +497,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     except httpx.HTTPError as e:
         print(f"ocibridge: error: network: {e}", file=sys.stderr)
+        return EXIT_FAILURE
+    except BrokenPipeError:
+        # `ocibridge inspect … | head`: the reader left, which is no error of ours. Point
+        # stdout at /dev/null so the interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILURE
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""

@@ -143,3 +143,39 @@ def test_validate_rejects_a_file_path_that_escapes(tmp_path, capsys, path):
     assert "escapes" in err or "absolute" in err
     assert main(["pull", f"oci:{tmp_path}/s:bad", str(tmp_path / "out")]) == 1
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_flags_may_stand_between_positionals(tmp_path):
+    """`push SRC --flag DEST` and `pull SRC -q DIR`, as oras and skopeo users type them."""
+    model = make_model(tmp_path / "m")
+    code, out, err = run("push", str(model), "--format", "directory", f"oci:{tmp_path}/store:v1", "--json")
+    assert code == 0, err
+    assert json.loads(out)["reference"].startswith(f"oci:{tmp_path}/store:v1@sha256:")
+    code, _, err = run("pull", f"oci:{tmp_path}/store:v1", "-q", str(tmp_path / "out"))
+    assert code == 0, err
+    assert tree(tmp_path / "out") == tree(model)
+    code, _, err = run("push", str(model), "--format", "directory", "oci:x:y", "extra")
+    assert code == 2 and err == "ocibridge: error: unrecognized arguments: extra (see 'ocibridge --help')\n"
+
+
+def test_tags_of_nothing_is_an_error_line(tmp_path):
+    model = make_model(tmp_path / "m")
+    assert run("push", str(model), f"oci:{tmp_path}/store:v1")[0] == 0
+    assert run("tags", f"oci:{tmp_path}/store")[1] == "v1\n"
+    from ocibridge.stores.layout import LayoutStore
+
+    LayoutStore(tmp_path / "empty", create=True)
+    code, out, err = run("tags", f"oci:{tmp_path}/empty")
+    assert (code, out) == (1, "") and err.count("\n") == 1 and "has no tags" in err
+
+
+def test_closed_pipe_is_not_reported_as_an_error(tmp_path):
+    """`inspect … | head`: output well past the pipe's 64 KiB buffer, so the write really fails."""
+    model = tmp_path / "m"
+    model.mkdir()
+    for i in range(400):
+        (model / f"part-{i:04d}.txt").write_text(str(i))
+    assert run("push", str(model), f"oci:{tmp_path}/store:v1", "--no-auto-group")[0] == 0
+    cmd = f"{sys.executable} -m ocibridge inspect oci:{tmp_path}/store:v1 --json | head -c 1"
+    proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert proc.stdout == "{" and proc.stderr == ""

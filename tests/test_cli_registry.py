@@ -68,8 +68,9 @@ def test_push_pull_inspect_validate_tags_copy(tmp_path, capsys, registry, unique
 
     assert main(["tags", f"{registry.host}/{unique_repo}-copy", "--json"]) == 0
     assert "v2" in json.loads(capsys.readouterr().out)
-    assert main(["tags", f"{registry.host}/{unique_repo}-none"]) == 0
-    assert capsys.readouterr().out == ""  # no tags: no output, not an empty line
+    assert main(["tags", f"{registry.host}/{unique_repo}-none"]) == 1  # the registry says 404
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "has no tags (no such repository" in err
 
 
 def test_cncf_media_types_through_a_registry(tmp_path, capsys, registry, unique_repo):
