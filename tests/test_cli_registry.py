@@ -127,6 +127,10 @@ def test_tls_flags(tmp_path, capsys, tls_registry, registry, unique_repo):
     assert main(["inspect", ref]) == 1  # loopback means plain HTTP unless told otherwise
     assert "pass --ca-file FILE or --insecure" in one_error(capsys)
     assert main(["push", str(model), f"{registry.host}/{unique_repo}:v1", "--plain-http", "-q"]) == 0
+    # --insecure as Docker has it: HTTPS without verification first, plain HTTP where TLS fails
+    capsys.readouterr()
+    assert main(["inspect", f"{registry.host}/{unique_repo}:v1", "--insecure", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["digest"].startswith("sha256:")
 
 
 @pytest.mark.parametrize(

@@ -204,6 +204,8 @@ class RegistryClient:
                 response = self._send_following(method, self.url(path), scopes, headers,
                                                 params, content, stream)
             except httpx.TransportError as e:
+                if self._fall_back_to_http(path, e):
+                    continue
                 if not retry or attempt >= self.options.max_retries:
                     raise TransportFailure(
                         f"registry {self.host}: {method} {_path_of(path)} failed: {_one_line(e)}"
@@ -225,6 +227,20 @@ class RegistryClient:
                 attempt += 1
                 continue
             return response
+
+    def _fall_back_to_http(self, path: str, error: httpx.TransportError) -> bool:
+        """With ``insecure``, a registry that answers TLS with plain HTTP is spoken to in plain
+        HTTP from then on: Docker's rule for insecure registries (HTTPS first, then HTTP), so
+        ``--insecure`` works for a TLS registry and a plain one alike. Once, for the base URL."""
+        if not self.options.insecure or not self.base.startswith("https://") or "://" in path:
+            return False
+        cause: BaseException | None = error
+        while cause is not None and not isinstance(cause, ssl.SSLError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is None:
+            return False
+        self.base = "http://" + self.base[len("https://"):]
+        return True
 
     def _send_following(self, method, url, scopes, headers, params, content, stream):
         for _ in range(MAX_REDIRECTS + 1):
