@@ -20,7 +20,7 @@ from .errors import NotFound, OcibridgeError, SourceError
 from .formats.directory import read_directory
 from .modelpack import digestcache
 from .modelpack.builder import ARTIFACT_TAG, BuildOptions, build, plan_layers
-from .modelpack.extract import ExtractResult, extract
+from .modelpack.extract import ExtractResult, extract, resolve_model
 from .modelpack.inspect import inspect as inspect_artifact
 from .modelpack.package import ModelPackage
 from .modelpack.validate import validate as validate_artifact
@@ -323,7 +323,8 @@ def pull(
     if fmt is None and is_store_reference(dest) and not dest.startswith("ollama:"):
         return copy_reference(src, dest, transfer=transfer, progress=progress).as_dict()
     source = open_store_target(src, **options)
-    store, desc = source.store, source.store.resolve(source.reference)
+    # an index with one ModelPack entry (k8s modelcar --index) is pulled as that entry
+    store, desc = source.store, resolve_model(source.store, source.reference)
     if src.startswith("ollama:") and not dest.startswith("ollama:"):
         # An Ollama model is converted as push would convert it, so its files can be pulled.
         from .formats.ollama import read_ollama

@@ -127,3 +127,26 @@ def test_every_reference_model_on_both_runtimes(tmp_path, kind, registry, unique
         assert _links(mnt / "models") == _links(files)
         pinned = _pod_reference(store, "car", f"{text}:car", runtime, "models")
         assert pinned == f"{text}@{top.digest}" and _served_digest(registry, unique_repo, top.digest) == top.digest
+
+
+@pytest.mark.parametrize("kind", [f"carton:{CARTONS[0].name}", "mlsteam"])
+def test_archives_pull_back_through_a_modelcar_index(kind: str, tmp_path: Path) -> None:
+    """One reference for both runtimes (`k8s modelcar --index`) still pulls back into the
+    archive it came from: the index's ModelPack entry is exported, not refused."""
+    from ocibridge.api import pull, push
+
+    source = CARTONS[0] if kind.startswith("carton:") else None
+    if source is None:
+        from tests.test_mlsteam import make_sdk_archive_v2024
+
+        source = make_sdk_archive_v2024(tmp_path)
+    layout = f"oci:{tmp_path}/layout"
+    artifact = push(str(source), f"{layout}:model").descriptor
+    store = open_store_target(f"{layout}:model").store
+    index = build_modelcar(store, "model", tag="both", index=True)
+    assert store.resolve("both").digest == index.digest != artifact.digest
+    out = tmp_path / ("back" + source.suffix)
+    assert pull(f"{layout}:both", str(out))["digest"] == artifact.digest
+    assert pull(f"{layout}:both", str(tmp_path / "files"))["digest"] == artifact.digest
+    again = push(str(out), f"{layout}:again").descriptor  # the same archive content: the same artifact
+    assert again.digest == artifact.digest

@@ -23,7 +23,14 @@ import zstandard
 from ..errors import OcibridgeError, UnsafePath
 from ..fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath
 from ..oci.digest import CHUNK
-from ..oci.mediatypes import ANNOTATION_TITLE, Family, Variant, family_of_artifact, parse_layer_media_type
+from ..oci.mediatypes import (
+    ANNOTATION_TITLE,
+    INDEX_TYPES,
+    Family,
+    Variant,
+    family_of_artifact,
+    parse_layer_media_type,
+)
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ..progress import ProgressFn, counting
 from ..stores.base import Store
@@ -58,6 +65,15 @@ def layer_mode(desc: Descriptor) -> int:
                 mode = int(json.loads(raw).get("mode", 0o644))
                 return 0o755 if mode & 0o111 else 0o644
     return 0o644
+
+
+def resolve_model(store: Store, reference: str) -> Descriptor:
+    """What ``reference`` names, with an index holding one ModelPack entry resolved to that
+    entry (see :func:`fetch_manifest`); a manifest is not fetched to find out."""
+    desc = store.resolve(reference)
+    if desc.mediaType not in INDEX_TYPES:
+        return desc
+    return fetch_manifest(store, desc.digest)[0]
 
 
 def fetch_manifest(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
