@@ -179,3 +179,22 @@ def test_closed_pipe_is_not_reported_as_an_error(tmp_path):
     cmd = f"{sys.executable} -m ocibridge inspect oci:{tmp_path}/store:v1 --json | head -c 1"
     proc = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=120)
     assert proc.stdout == "{" and proc.stderr == ""
+
+
+def test_local_work_does_not_import_httpx(tmp_path):
+    """httpx takes ~0.2 s to import here: pushes into a layout (a directory, a carton without
+    LINKS) and pulls from one must not pay it."""
+    from pathlib import Path
+
+    carton = sorted((Path(__file__).resolve().parents[2] / "shared" / "reference" / "carton").glob("*.carton"))[0]
+    model = make_model(tmp_path / "m")
+    script = (
+        "import sys\nfrom ocibridge.cli import main\n"
+        f"assert main(['push', {str(model)!r}, 'oci:{tmp_path}/l:d', '-q']) == 0\n"
+        f"assert main(['push', {str(carton)!r}, 'oci:{tmp_path}/l:c', '-q']) == 0\n"
+        f"assert main(['pull', 'oci:{tmp_path}/l:c', {str(tmp_path / 'out')!r}, '-q']) == 0\n"
+        "print('httpx' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "False"

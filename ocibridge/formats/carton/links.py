@@ -17,9 +17,7 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
-
-import httpx
+from typing import TYPE_CHECKING, BinaryIO
 
 from ...fsutil import TEMP_PREFIX
 from ...oci.digest import CHUNK
@@ -27,7 +25,10 @@ from ...streams import IterReader
 from .encodings import ACCEPT_ENCODING, DECODE_ERRORS, decoding_reader
 from .errors import CartonLinkError
 
-DEFAULT_TIMEOUT = httpx.Timeout(60.0, connect=15.0)
+if TYPE_CHECKING:  # httpx costs ~0.1-0.2 s to import: only cartons with LINKS pay it
+    import httpx
+
+TIMEOUT, CONNECT_TIMEOUT = 60.0, 15.0  # seconds
 DEFAULT_MAX_SIZE = 1 << 40
 
 
@@ -81,7 +82,10 @@ class LinkFetcher:
     @property
     def client(self) -> httpx.Client:
         if self._client is None:
-            self._client = httpx.Client(timeout=DEFAULT_TIMEOUT, follow_redirects=True)
+            import httpx
+
+            timeout = httpx.Timeout(TIMEOUT, connect=CONNECT_TIMEOUT)
+            self._client = httpx.Client(timeout=timeout, follow_redirects=True)
         return self._client
 
     def cached(self, sha256: str) -> Path | None:
@@ -98,6 +102,8 @@ class LinkFetcher:
         return sizes.pop() if len(sizes) == 1 else None
 
     def _probe_size(self, url: str) -> int | None:
+        import httpx
+
         with contextlib.suppress(httpx.HTTPError):
             resp = self.client.head(url, headers={"Accept-Encoding": "identity"})
             if (size := _identity_length(resp)) is not None:
@@ -123,6 +129,8 @@ class LinkFetcher:
         return open(self.fetch(sha256, urls, what, size), "rb")  # noqa: SIM115 - caller closes
 
     def _download(self, url: str, sha256: str, size: int | None) -> Path:
+        import httpx
+
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         limit = size if size is not None else self.max_size
         fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self.cache_dir)
