@@ -1,5 +1,6 @@
 """Shared pytest fixtures. Registry fixtures live in tests/support (see support/fixtures.py)."""
 
+import pytest
 from support.fixtures import (  # noqa: F401
     auth_registry,
     fault_proxy,
@@ -9,3 +10,13 @@ from support.fixtures import (  # noqa: F401
     token_registry,
     unique_repo,
 )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_blob_homes():
+    """Where blobs live is process-wide knowledge (cross-repository mounts): each test starts
+    without what earlier tests uploaded, so its upload counts are its own."""
+    from ocibridge.stores.registry.blobhomes import BLOB_HOMES
+
+    BLOB_HOMES.forget_all()
+    yield

@@ -391,3 +391,27 @@ convert = "cncf"
     layer_digests = {x.digest for x in m.layers}
     assert {x.digest for x in ollama_manifest.layers} <= layer_digests  # blobs reused as they are
     assert [a.reason for a in run_job(job).artifacts] == ["already mirrored"] * 2
+
+
+def test_entries_into_separate_repositories_mount_shared_blobs(source, registry2, tmp_path) -> None:
+    """Two models sharing base weights and a tokenizer, mirrored into two repositories of one
+    target registry: the second entry mounts the shared blobs from the first repository (as
+    Docker's blob-location cache does) instead of uploading them again."""
+    first, second = (f"split/{uuid.uuid4().hex[:8]}" for _ in range(2))
+    job = load_job(write_job(tmp_path / "job.toml", f"""
+[[sync]]
+source = "{source['host']}/{source['repo']}:1.4.0"
+target = "{registry2.host}/{first}"
+[[sync]]
+source = "{source['host']}/{source['repo']}:1.5.0"
+target = "{registry2.host}/{second}"
+"""))
+    summary = run_job(job)
+    assert summary.ok, summary.format_text()
+    one, two = summary.artifacts
+    assert one.blobs_mounted == 0 and one.blobs_copied == one.blobs_planned
+    shared = len(SHARED) + len(TOKENIZER)
+    assert two.blobs_mounted == 2 and two.blobs_copied == two.blobs_planned - 2
+    assert two.bytes_copied == two.bytes_planned - shared
+    assert_identical(source["host"], source["repo"], registry2.host, first, ["1.4.0"])
+    assert_identical(source["host"], source["repo"], registry2.host, second, ["1.5.0"])

@@ -24,6 +24,7 @@ from ocibridge.oci.models import parse_manifest_bytes
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
+from ocibridge.stores.registry.blobhomes import BLOB_HOMES
 from ocibridge.targets import StoreTarget
 
 
@@ -126,6 +127,9 @@ def test_failed_export_to_registry_pushes_no_manifest(registry, served, tmp_path
     path = layout.blob_path(model_layer.digest)
     path.write_bytes(b"\0" * model_layer.size)  # corrupt the GGUF blob in the layout
     dest = open_ollama_target(f"ollama://{registry.host}/library/{_name()}:latest", for_write=True)
+    # The registry holds the genuine blob (pushed by `served`): this process would mount it from
+    # there and never read the corrupt copy. Forget that, so the layout's bytes are read.
+    BLOB_HOMES.forget_all()
     with pytest.raises(OcibridgeError, match="(?i)digest"):
         export_ollama(layout, layout.resolve("v1"), dest)
     with pytest.raises(NotFound):

@@ -288,3 +288,17 @@ def test_referrers_200_that_is_not_an_index_means_no_api(registry, fault_proxy, 
         stats = copy(via, "v1", out, "v1", referrers=True)
     assert stats.referrers == [sig_desc.digest]
     assert fault_proxy.requests_matching("GET", f"/manifests/{fallback_tag(root.digest)}")
+
+
+def test_blob_homes_are_bounded_and_most_recent_first():
+    from ocibridge.stores.registry.blobhomes import HOMES_PER_BLOB, BlobHomes
+
+    homes = BlobHomes(max_blobs=2)
+    for repo in ("a", "b", "c", "d", "b"):
+        homes.remember("http://r1", "sha256:x", repo)
+    assert homes.candidates("http://r1", "sha256:x") == ["b", "d", "c"][:HOMES_PER_BLOB]
+    assert homes.candidates("http://r2", "sha256:x") == []  # another registry knows nothing
+    homes.remember("http://r1", "sha256:y", "a")
+    homes.remember("http://r1", "sha256:z", "a")  # the least recently seen blob is forgotten
+    assert homes.candidates("http://r1", "sha256:x") == []
+    assert homes.candidates("http://r1", "sha256:z") == ["a"]

@@ -28,6 +28,7 @@ from ...oci.mediatypes import ALL_MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
 from ...oci.models import Descriptor, Index, parse_manifest_bytes
 from ...oci.reference import check_tag
 from ..base import MAX_MANIFEST_BYTES, is_manifest
+from .blobhomes import BLOB_HOMES
 from .blobs import BlobDownload, BlobUpload, BytesHook, Reopen, StreamingIngest, pull_scope, push_scopes
 from .client import RegistryClient, TransferStats
 
@@ -103,7 +104,11 @@ class RegistryStore:
         if response.status_code != 200:
             raise self._fail(response)
         length = response.headers.get("content-length")
-        return not (length and length.isdigit() and int(length) != desc.size)
+        if length and length.isdigit() and int(length) != desc.size:
+            return False
+        if not manifest:
+            self._remember(desc.digest)
+        return True
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         hasher = new_hasher(desc.digest)  # updated by the download's own thread
@@ -239,24 +244,41 @@ class RegistryStore:
             return
         BlobUpload(self.client, self.repository, desc, reader, chunk_size=self.chunk_size,
                    reopen=reopen, on_bytes=self.on_bytes).run()
+        self._remember(desc.digest)
 
     def ingest_blob(self, reader: BinaryIO, *, reopen: Reopen | None = None) -> tuple[str, int]:
         """Upload a blob whose digest is not known yet, hashing while sending (one read)."""
-        return StreamingIngest(self.client, self.repository, reader, reopen=reopen,
-                               on_bytes=self.on_bytes).ingest()
+        digest, size = StreamingIngest(self.client, self.repository, reader, reopen=reopen,
+                                       on_bytes=self.on_bytes).ingest()
+        self._remember(digest)
+        return digest, size
+
+    def _remember(self, digest: str) -> None:
+        BLOB_HOMES.remember(self.client.base, digest, self.repository)
 
     def mount_from(self, desc: Descriptor, src: object) -> bool:
-        """Cross-repository mount from ``src`` on the same registry; False to fall back."""
-        if not isinstance(src, RegistryStore) or src.client.base != self.client.base:
+        """Cross-repository mount on this registry: from ``src`` when it is a repository of
+        the same registry, else from a repository seen holding the blob earlier in this process
+        (:mod:`.blobhomes`). False when none mounts: the caller uploads."""
+        if is_manifest(desc):
             return False
-        if src.repository == self.repository or is_manifest(desc):
-            return False
-        scopes = (*push_scopes(self.repository), pull_scope(src.repository))
+        tried = {self.repository}
+        origins = [src.repository] if isinstance(src, RegistryStore) and src.client.base == self.client.base else []
+        for origin in [*origins, *BLOB_HOMES.candidates(self.client.base, desc.digest)]:
+            if origin not in tried:
+                tried.add(origin)
+                if self._mount(desc, origin):
+                    return True
+        return False
+
+    def _mount(self, desc: Descriptor, origin: str) -> bool:
+        scopes = (*push_scopes(self.repository), pull_scope(origin))
         response = self.client.send(
             "POST", self._path("blobs", "uploads/"), scopes=scopes, content=b"",
-            params={"mount": desc.digest, "from": src.repository})
+            params={"mount": desc.digest, "from": origin})
         if response.status_code == 201:
             self.stats.add(blobs_mounted=1)
+            self._remember(desc.digest)
             return True
         if response.status_code == 202 and response.headers.get("location"):
             location = str(response.url.join(response.headers["location"]))
