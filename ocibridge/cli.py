@@ -168,7 +168,7 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 
 def _counts(s: CopyStats, verb: str) -> str:
-    if not (s.blobs_copied or s.blobs_skipped or s.blobs_mounted or s.manifests_copied):
+    if not (s.blobs_copied or s.blobs_mounted or s.manifests_copied):
         return "already there: nothing to send"
     return (f"{s.blobs_copied} blobs {verb} ({human_size(s.bytes_copied)}), "
             f"{s.blobs_skipped} already present, {s.blobs_mounted} mounted")

@@ -52,6 +52,10 @@ def test_push_twice_same_digest_and_nothing_uploaded(tmp_path, capsys):
     second = json.loads(capsys.readouterr().out)
     assert first["digest"] == second["digest"]
     assert second["bytesCopied"] == 0 and second["manifestsCopied"] == 0 and first["manifestsCopied"] == 1
+    # every blob the first push sent is reported as already there, not as "0 skipped"
+    assert (second["blobsCopied"], second["blobsSkipped"]) == (0, first["blobsCopied"]) != (0, 0)
+    assert main(["push", str(model), f"oci:{tmp_path}/s:c"]) == 0
+    assert "already there: nothing to send" in capsys.readouterr().out
 
 
 def test_cncf_media_types_flag(tmp_path, capsys):
