@@ -73,13 +73,17 @@ def resolve_model(store: Store, reference: str) -> Descriptor:
     desc = store.resolve(reference)
     if desc.mediaType not in INDEX_TYPES:
         return desc
-    return fetch_manifest(store, desc.digest)[0]
+    return _model_manifest(store, desc, reference)[0]
 
 
 def fetch_manifest(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
     """The model manifest ``reference`` names. An index holding exactly one ModelPack entry (by
     its ``artifactType``, as ``k8s modelcar --index`` writes) resolves to that entry."""
-    desc = store.resolve(reference)
+    return _model_manifest(store, store.resolve(reference), reference)
+
+
+def _model_manifest(store: Store, desc: Descriptor, reference: str) -> tuple[Descriptor, Manifest]:
+    """The manifest at the resolved ``desc``, following an index to its one ModelPack entry."""
     manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
     if not isinstance(manifest, Manifest):
         models = [e for e in manifest.manifests if family_of_artifact(e.artifactType, None) is not None]
