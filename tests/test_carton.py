@@ -40,8 +40,9 @@ from ocibridge.modelpack.config import parse_config
 from ocibridge.modelpack.validate import validate
 from ocibridge.oci.mediatypes import Kind, Variant, parse_layer_media_type
 from ocibridge.stores.layout import LayoutStore
+from tests.support.data import data
 
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "carton"
+REFERENCE = data("carton")
 REFERENCE_CARTONS = sorted(REFERENCE.glob("*.carton"))
 MODEL_HASHES = {
     "python_runner_doubler.carton": "7c243de56e21c731d2743a042bae2ab008ad285d69e9b771af761b979536cfdf",

@@ -7,6 +7,7 @@ import pytest
 
 from ocibridge.cli import main
 from tests.modelgen import make_model, tree
+from tests.support.data import data
 
 
 def run(*args, env=None):
@@ -188,9 +189,8 @@ def test_closed_pipe_is_not_reported_as_an_error(tmp_path):
 def test_local_work_does_not_import_httpx(tmp_path):
     """httpx takes ~0.2 s to import here: pushes into a layout (a directory, a carton without
     LINKS) and pulls from one must not pay it."""
-    from pathlib import Path
 
-    carton = sorted((Path(__file__).resolve().parents[2] / "shared" / "reference" / "carton").glob("*.carton"))[0]
+    carton = sorted(data("carton").glob("*.carton"))[0]
     model = make_model(tmp_path / "m")
     script = (
         "import sys\nfrom ocibridge.cli import main\n"

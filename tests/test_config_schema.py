@@ -9,9 +9,9 @@ import pytest
 from ocibridge import schemas
 from ocibridge.errors import ValidationError
 from ocibridge.modelpack.config import parse_config
+from tests.support.data import data
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "reference" / "model-spec"
-VECTORS = json.loads((SHARED / "extracted" / "schema-config_test.go.vectors.json").read_text())
+VECTORS = json.loads(data("model-spec", "schema-config_test.go.vectors.json").read_text())
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -32,7 +32,7 @@ def test_config_vectors(vector):
 
 
 def test_spec_example_config_is_valid():
-    example = json.loads((SHARED / "extracted" / "docs-config.md.example.json").read_text())
+    example = json.loads(data("model-spec", "docs-config.md.example.json").read_text())
     assert json.loads(parse_config(example).to_json_bytes()) == example
 
 

@@ -27,8 +27,9 @@ from ocibridge.oci.models import Index, Manifest, parse_manifest_bytes
 from ocibridge.targets import open_store_target
 from tests.k8s_pod import assert_valid_pod
 from tests.modelgen import make_model, tree
+from tests.support.data import data
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+SHARED = data()
 CARTONS = sorted((SHARED / "carton").glob("*.carton"))
 
 

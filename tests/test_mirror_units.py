@@ -21,6 +21,7 @@ from ocibridge.modelpack.package import ModelFile, ModelPackage
 from ocibridge.oci.mediatypes import Family, Kind
 from ocibridge.oci.models import Descriptor, parse_manifest_bytes
 from ocibridge.stores.layout import LayoutStore
+from tests.support.data import data
 
 SHARED = bytes(range(256)) * 256  # 64 KiB every model carries
 
@@ -302,7 +303,7 @@ def test_entry_selecting_no_tag_is_named_and_an_empty_source_fails(tmp_path: Pat
     assert summary.exit_code == 1 and "has no tags to mirror" in summary.failed[0].reason
 
 
-REFERENCE_OLLAMA = Path(__file__).resolve().parents[2] / "shared" / "reference" / "ollama" / "safetensors-store"
+REFERENCE_OLLAMA = data("ollama", "safetensors-store")
 
 
 def test_local_ollama_source_becomes_modelpack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

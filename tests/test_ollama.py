@@ -46,8 +46,9 @@ from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, parse_manifest_bytes
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.targets import StoreTarget, open_store_target
+from tests.support.data import data
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "ollama"
+REFERENCE = data("ollama")
 REF_STORE = REFERENCE / "safetensors-store"
 
 

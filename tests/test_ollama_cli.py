@@ -15,6 +15,7 @@ from ocibridge.cli import main
 from ocibridge.formats.ollama import CONFIG_FILE, MANIFEST_FILE
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.registry import open_repository
+from tests.support.data import data
 
 TINY = "manifests/registry.ollama.ai/library/tiny/latest"
 
@@ -202,8 +203,7 @@ def test_damaged_ollama_model_is_named_as_such(tiny, tmp_path, capsys):
 
 
 # -- the whole path as a user runs it, on the real registry ------------------------------------
-REFERENCE_STORE = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "ollama" / (
-    "safetensors-store")
+REFERENCE_STORE = data("ollama", "safetensors-store")
 
 
 def _json(capsys, *args: str) -> dict:
