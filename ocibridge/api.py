@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ def load_source(
     source: str,
     *,
     format: str | None = None,
-    kind_overrides: list[tuple[str, Kind]] = (),  # type: ignore[assignment]
+    kind_overrides: Sequence[tuple[str, Kind]] = (),
     excludes: tuple[str, ...] = (),
     name: str | None = None,
     transfer: TransferOptions | None = None,
@@ -128,7 +129,7 @@ def push(
     build_options: BuildOptions | None = None,
     transfer: TransferOptions | None = None,
     format: str | None = None,
-    kind_overrides: list[tuple[str, Kind]] = (),  # type: ignore[assignment]
+    kind_overrides: Sequence[tuple[str, Kind]] = (),
     excludes: tuple[str, ...] = (),
     name: str | None = None,
     progress: ProgressFn | None = None,
@@ -258,7 +259,7 @@ def _ingest_new_files(
 
         kwargs = {"reopen": reopen} if getattr(target.store, "accepts_reopen", False) else {}
         with reopen() as reader:
-            digest, size = target.store.ingest_blob(reader, **kwargs)  # type: ignore[attr-defined]
+            digest, size = target.store.ingest_blob(reader, **kwargs)  # type: ignore[attr-defined]  # probed by the caller; a named capability is issue 15
         if size != f.size:
             raise SourceError(f"{f.path}: size changed while reading ({f.size} → {size})")
         f.digest = digest

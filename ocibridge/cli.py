@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"ocibridge: error: {message} (see '{self.prog} --help')\n")
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+    def parse_known_args(self, args=None, namespace=None):
         has_subcommands = any(a.nargs == argparse.PARSER for a in self._get_positional_actions())
         if has_subcommands or self._intermixing:
             return super().parse_known_args(args, namespace)

@@ -105,9 +105,9 @@ def counting(reader: BinaryIO, desc: Descriptor, progress: ProgressFn | None) ->
         return reader
     tally = _Tally(desc, progress)
     if isinstance(reader, HashingReader) and hasattr(reader, "_raw"):
-        reader._raw = _CountingReader(reader._raw, tally)  # type: ignore[assignment]
+        reader._raw = _CountingReader(reader._raw, tally)
         return reader
-    return _CountingReader(reader, tally)  # type: ignore[return-value]
+    return _CountingReader(reader, tally)  # type: ignore[return-value]  # a counting read()-stream standing in for the BinaryIO it wraps
 
 
 class ProgressBar:
@@ -135,7 +135,7 @@ class ProgressBar:
             blob = self._blobs.get(desc.digest)
             if blob is None:
                 blob = self._blobs[desc.digest] = [desc.size, 0, 0]
-                self._bar.total += desc.size
+                self._bar.total = (self._bar.total or 0) + desc.size
                 self._describe()
             if blob[2]:
                 return  # finished: a later skip or a re-read changes nothing

@@ -4,8 +4,67 @@ from __future__ import annotations
 
 import hashlib
 import queue
+import tarfile
 import threading
 from collections.abc import Iterable, Iterator
+from typing import IO, Protocol, cast, runtime_checkable
+
+
+class Reader(Protocol):
+    """Anything read chunk by chunk: files, tar/zip members, HTTP bodies, decompressors, verifiers.
+
+    Functions that only call ``read`` take this instead of ``BinaryIO``, so a verifying wrapper or
+    an iterator adapter is as welcome as a real file.
+    """
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+
+class ClosableReader(Reader, Protocol):
+    """A reader that owns something to release (a file, a response, a decompressor)."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+def close_reader(reader: Reader) -> None:
+    """Close ``reader`` when it has anything to close; plain iterator adapters have not."""
+    if isinstance(reader, _Closable):
+        reader.close()
+
+
+def gunzip(raw: Reader) -> Reader:
+    """A forward-only gzip decoder over ``raw``.
+
+    GzipFile's stub asks for ``seek`` as well, but only GzipFile.seek/rewind call it, and no
+    caller here seeks: a one-way stream (an HTTP body, a verifying reader) is enough.
+    """
+    import gzip
+
+    return gzip.GzipFile(fileobj=cast(IO[bytes], raw), mode="rb")
+
+
+def open_tar_stream(raw: Reader) -> tarfile.TarFile:
+    """Read a tar archive front to back ("r|"): only ``read`` is ever called on ``raw``."""
+    return tarfile.open(fileobj=cast(IO[bytes], raw), mode="r|")
+
+
+def unzstd(raw: Reader, *, max_window_size: int = 0, read_size: int | None = None) -> Reader:
+    """A zstd decoder over ``raw`` reading across frames (pzstd/zstd -T write several).
+
+    zstandard's stub names IO[bytes], but the decoder only ever calls ``read`` on its source.
+    """
+    import zstandard
+
+    dctx = zstandard.ZstdDecompressor(max_window_size=max_window_size)
+    source = cast(IO[bytes], raw)
+    if read_size is None:
+        return dctx.stream_reader(source, read_across_frames=True)
+    return dctx.stream_reader(source, read_size=read_size, read_across_frames=True)
 
 
 class IterReader:
@@ -23,9 +82,9 @@ class IterReader:
 
     def read(self, n: int = -1) -> bytes:
         if n is None or n < 0:
-            parts = [self._buf[self._pos :], *self._it]
+            rest = [self._buf[self._pos :], *self._it]
             self._buf, self._pos, self._done = b"", 0, True
-            return b"".join(parts)
+            return b"".join(rest)
         parts: list[bytes] = []
         have = 0
         while have < n:

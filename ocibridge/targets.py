@@ -83,8 +83,8 @@ def open_store_target(text: str, *, for_write: bool = False, **registry_options)
         hint = f"; as an OCI image layout it is written oci:{text}" if is_layout else ""
         raise InvalidReference(
             f"{text} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]){hint}")
-    ref = parse_registry_reference(text)
+    registry_ref = parse_registry_reference(text)
     from .stores.registry import open_repository  # issue 3
 
-    store = open_repository(ref, **registry_options)
-    return StoreTarget(store, ref.reference, ref.tag, text)
+    registry_store = open_repository(registry_ref, **registry_options)
+    return StoreTarget(registry_store, registry_ref.reference, registry_ref.tag, text)

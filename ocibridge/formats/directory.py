@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import SourceError
@@ -23,7 +24,7 @@ def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
 def read_directory(
     root: str | os.PathLike[str],
     *,
-    overrides: list[tuple[str, Kind]] = (),  # type: ignore[assignment]
+    overrides: Sequence[tuple[str, Kind]] = (),
     excludes: tuple[str, ...] = (),
     name: str | None = None,
 ) -> ModelPackage:

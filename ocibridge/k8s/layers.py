@@ -7,22 +7,19 @@ verifying reader checks its digest, and the uncompressed bytes are hashed to giv
 
 from __future__ import annotations
 
-import gzip
 import os
 import posixpath
 import shutil
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
-
-import zstandard
 
 from ..errors import OcibridgeError, UnsafePath
 from ..fsutil import link_stays_inside, safe_relpath
 from ..oci.digest import CHUNK, HashingReader
 from ..oci.models import Descriptor
 from ..stores.base import Store
+from ..streams import Reader, gunzip, open_tar_stream, unzstd
 from .runtime import TAR_LAYER_TYPES
 
 MAX_EXPANSION_RATIO = 1000
@@ -114,7 +111,7 @@ class Tree:
         if self.root is not None:
             (self.root / path).mkdir(exist_ok=True)
 
-    def add_file(self, path: str, mode: int, size: int, src: BinaryIO | None) -> None:
+    def add_file(self, path: str, mode: int, size: int, src: Reader | None) -> None:
         self._parents(path)
         self._replace(path, "file")
         self.entries[path] = TreeEntry(path, "file", size, mode & 0o777)
@@ -165,7 +162,7 @@ class Tree:
 class Bounded:
     """Stops a decompression bomb once more than ``limit`` bytes came out."""
 
-    def __init__(self, raw: BinaryIO, limit: int):
+    def __init__(self, raw: Reader, limit: int):
         self._raw, self._limit, self.count = raw, limit, 0
 
     def read(self, n: int = -1) -> bytes:
@@ -176,15 +173,12 @@ class Bounded:
         return data
 
 
-def uncompressed(raw: BinaryIO, desc: Descriptor) -> BinaryIO:
+def uncompressed(raw: Reader, desc: Descriptor) -> Reader:
     compression = TAR_LAYER_TYPES.get(desc.mediaType)
     if compression is None:
         return raw
-    if compression == "gzip":
-        stream: BinaryIO = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
-    else:
-        stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[assignment]
-    return Bounded(stream, max(desc.size, 1 << 20) * MAX_EXPANSION_RATIO)  # type: ignore[return-value]
+    stream = gunzip(raw) if compression == "gzip" else unzstd(raw)
+    return Bounded(stream, max(desc.size, 1 << 20) * MAX_EXPANSION_RATIO)
 
 
 def _entry_path(name: str) -> str | None:
@@ -200,7 +194,7 @@ def apply_layer(store: Store, desc: Descriptor, tree: Tree) -> str:
     count = 0
     with store.open_blob(desc) as raw:
         hashing = HashingReader(uncompressed(raw, desc))
-        with tarfile.open(fileobj=hashing, mode="r|") as tar:  # type: ignore[call-overload]
+        with open_tar_stream(hashing) as tar:
             for member in tar:
                 count += 1
                 if count > MAX_ENTRIES:

@@ -14,14 +14,11 @@ serves CRI-O, containerd and ModelPack tools; see docs/kubernetes.md for the tra
 
 from __future__ import annotations
 
-import gzip
 import io
 import tarfile
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-
-import zstandard
 
 from ..errors import OcibridgeError, UnsafePath
 from ..fsutil import link_stays_inside, safe_relpath
@@ -42,7 +39,7 @@ from ..oci.mediatypes import (
 from ..oci.models import Descriptor, ImageConfig, Index, Manifest, RootFS, parse_manifest_bytes
 from ..stores.base import Store
 from ..stores.layout import LayoutStore
-from ..streams import IterReader
+from ..streams import IterReader, Reader, gunzip, open_tar_stream, unzstd
 from .layers import MAX_EXPANSION_RATIO, Bounded
 from .runtime import parse_platform
 
@@ -88,7 +85,7 @@ def build_modelcar(
             rootfs=RootFS(diff_ids=[d.digest for d in layers]),
         )
         if plat.variant:
-            config.variant = plat.variant  # type: ignore[attr-defined]
+            config.variant = plat.variant  # type: ignore[attr-defined]  # pydantic model with extra=allow
         config_bytes = config.to_json_bytes()
         config_desc = Descriptor.for_bytes(OCI_CONFIG, config_bytes)
         store.push_blob(config_desc, io.BytesIO(config_bytes))
@@ -161,14 +158,14 @@ def _build_layer(store: Store, layer: _Layer, spool: bool) -> None:
         digest, size = sha256_chunks(_tar(store, layer.sources))
         layer.descriptor = Descriptor(mediaType=OCI_LAYER_TAR, digest=digest, size=size)
         if not store.exists(layer.descriptor):
-            store.push_blob(layer.descriptor, IterReader(_tar(store, layer.sources)))  # type: ignore[arg-type]
+            store.push_blob(layer.descriptor, IterReader(_tar(store, layer.sources)))  # type: ignore[arg-type]  # push_blob only reads
         return
     with tempfile.TemporaryFile(prefix=".ocibridge-modelcar-") as tmp:
         digest, size = sha256_chunks(_tee(_tar(store, layer.sources), tmp))
         layer.descriptor = Descriptor(mediaType=OCI_LAYER_TAR, digest=digest, size=size)
         if not store.exists(layer.descriptor):
             tmp.seek(0)
-            store.push_blob(layer.descriptor, tmp)  # type: ignore[arg-type]
+            store.push_blob(layer.descriptor, tmp)
 
 
 def _tee(chunks: Iterator[bytes], out) -> Iterator[bytes]:
@@ -254,7 +251,7 @@ def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iter
     with store.open_blob(desc) as raw:
         stream = _decompressed(raw, variant, desc.size)
         count = 0
-        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+        with open_tar_stream(stream) as tar:
             for member in tar:
                 count += 1
                 if count > MAX_TAR_ENTRIES:
@@ -293,11 +290,12 @@ def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iter
             pass
 
 
-def _decompressed(raw, variant: Variant, size: int):
+def _decompressed(raw: Reader, variant: Variant, size: int) -> Reader:
+    stream: Reader
     if variant is Variant.TAR_GZIP:
-        stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        stream = gunzip(raw)
     elif variant is Variant.TAR_ZSTD:
-        stream = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        stream = unzstd(raw)
     else:
         return raw
     return Bounded(stream, max(size, 1 << 20) * MAX_EXPANSION_RATIO)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..errors import OcibridgeError
 from ..fsutil import TEMP_PREFIX
-from ..oci.models import ImageConfig
+from ..oci.models import Descriptor, ImageConfig
 from ..stores.base import Store
 from .check import CRIO_BLOB_MODE, check
 from .layers import Tree, apply_layer
@@ -59,14 +59,14 @@ def mount(
 
 
 def _artifact(store: Store, layers, tree: Tree) -> None:
-    winners: dict[str, object] = {}
+    winners: dict[str, Descriptor] = {}
     for layer in layers:
         name = crio_name(layer)
         if name is not None:
             winners[confine(name)[0]] = layer
     for path, layer in winners.items():
-        with store.open_blob(layer) as reader:  # type: ignore[arg-type]
-            tree.add_file(path, CRIO_BLOB_MODE, layer.size, reader)  # type: ignore[attr-defined]
+        with store.open_blob(layer) as reader:
+            tree.add_file(path, CRIO_BLOB_MODE, layer.size, reader)
             if reader.read(1):
                 raise OcibridgeError(f"{path}: blob is longer than its descriptor says")
 

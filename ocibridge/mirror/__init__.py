@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from pydantic import ValidationError as PydanticValidationError
@@ -41,10 +42,10 @@ def _read(path: Path) -> object:
             return json.loads(text)
         except ValueError as e:
             raise OcibridgeError(f"{path}: invalid JSON: {e}") from None
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # Python 3.10
+        import tomli as tomllib
     try:
         return tomllib.loads(text.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -69,14 +69,15 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
             store = EmptyStore(name)
         return Endpoint(store, name, reference)
     try:
-        ref = parse_registry_reference(text)
+        registry_ref = parse_registry_reference(text)
     except InvalidReference as e:
         raise OcibridgeError(f"{text!r}: {e}") from None
     from ..stores.registry import open_repository
 
-    store = open_repository(ref, **job.registry_options(ref.registry))
-    reference = (ref.digest or ref.tag) if _explicit_reference(text) else None
-    return Endpoint(store, f"{ref.registry}/{ref.repository}", reference, ref.registry)
+    registry_store = open_repository(registry_ref, **job.registry_options(registry_ref.registry))
+    reference = (registry_ref.digest or registry_ref.tag) if _explicit_reference(text) else None
+    return Endpoint(registry_store, f"{registry_ref.registry}/{registry_ref.repository}", reference,
+                    registry_ref.registry)
 
 
 def _ollama_endpoint(text: str, job: MirrorJob) -> Endpoint:

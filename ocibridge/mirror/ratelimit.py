@@ -49,7 +49,7 @@ def attach(store: Store, bucket: TokenBucket) -> bool:
     client = getattr(store, "client", None)
     http = getattr(client, "http", None)
     hooks = getattr(http, "event_hooks", None)
-    if hooks is None:
+    if http is None or hooks is None:
         return False
 
     def on_request(_request: object) -> None:

@@ -73,7 +73,7 @@ class MirrorSummary:
                 "referrers_left_behind")
         out = {k: sum(getattr(a, k) for a in self.artifacts) for k in keys}
         for status in ("copied", "skipped", "failed", "planned"):
-            out[status] = len(self.with_status(status))  # type: ignore[arg-type]
+            out[status] = len(self.with_status(status))
         return out
 
     def as_dict(self) -> dict:

@@ -211,7 +211,7 @@ class ArtifactStore:
         if layer is not None and layer.variant is Variant.RAW:
             return layer.files[0].open()  # the file's own reader: no extra copy of each chunk
         if layer is not None:
-            return IterReader(layer.chunks())  # type: ignore[return-value]
+            return IterReader(layer.chunks())  # type: ignore[return-value]  # a read()-stream where the Store protocol still names BinaryIO (issue 15)
         import io
 
         return io.BytesIO(self.fetch_bytes(desc))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
+from collections.abc import Sequence
 
 from ..oci.mediatypes import Kind
 
@@ -77,7 +78,7 @@ def parse_overrides(items: list[str]) -> list[tuple[str, Kind]]:
     return out
 
 
-def classify(path: str, size: int, overrides: list[tuple[str, Kind]] = ()) -> Kind:  # type: ignore[assignment]
+def classify(path: str, size: int, overrides: Sequence[tuple[str, Kind]] = ()) -> Kind:
     """Overrides first (the last matching glob wins), then the name patterns."""
     chosen = None
     for glob, kind in overrides:

@@ -30,7 +30,7 @@ def enabled() -> bool:
     return os.environ.get(ENV_SWITCH, "1") not in ("0", "false", "no", "off")
 
 
-def _key(path: Path) -> tuple | None:
+def _key(path: Path) -> tuple[str, int, int, int, int, int] | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -68,7 +68,7 @@ def lookup(path: Path) -> str | None:
         return None
     key = _key(path)
     conn = _connect() if key else None
-    if conn is None:
+    if conn is None or key is None:
         return None
     try:
         row = conn.execute(
@@ -85,7 +85,7 @@ def remember(path: Path, digest: str) -> None:
         return
     key = _key(path)
     conn = _connect() if key else None
-    if conn is None:
+    if conn is None or key is None:
         return
     with contextlib.suppress(sqlite3.Error), conn:  # one transaction, committed
         conn.execute("DELETE FROM digests WHERE path=?", (key[0],))

@@ -11,14 +11,10 @@ import json
 import os
 import shutil
 import stat
-import tarfile
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
-
-import zstandard
 
 from ..errors import OcibridgeError, UnsafePath
 from ..fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath
@@ -34,6 +30,7 @@ from ..oci.mediatypes import (
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ..progress import ProgressFn, counting
 from ..stores.base import Store
+from ..streams import Reader, gunzip, open_tar_stream, unzstd
 
 #: A tar layer may not expand beyond this many times its compressed size, nor hold more entries.
 MAX_EXPANSION_RATIO = 1000
@@ -99,7 +96,7 @@ def _model_manifest(store: Store, desc: Descriptor, reference: str) -> tuple[Des
 class _BoundedReader:
     """Counts decompressed bytes and stops a decompression bomb early."""
 
-    def __init__(self, raw: BinaryIO, limit: int):
+    def __init__(self, raw: Reader, limit: int):
         self._raw = raw
         self._limit = limit
         self.count = 0
@@ -112,19 +109,17 @@ class _BoundedReader:
         return data
 
 
-def _decompressed(reader: BinaryIO, variant: Variant, size: int) -> BinaryIO:
+def _decompressed(reader: Reader, variant: Variant, size: int) -> Reader:
     if variant is Variant.TAR_GZIP:
-        import gzip
-
-        stream: BinaryIO = gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[assignment]
+        stream = gunzip(reader)
     elif variant is Variant.TAR_ZSTD:
-        stream = zstandard.ZstdDecompressor().stream_reader(reader, read_across_frames=True)  # type: ignore[assignment]
+        stream = unzstd(reader)
     else:
         return reader
-    return _BoundedReader(stream, max(size, 1 << 20) * MAX_EXPANSION_RATIO)  # type: ignore[return-value]
+    return _BoundedReader(stream, max(size, 1 << 20) * MAX_EXPANSION_RATIO)
 
 
-def _write_stream(src: BinaryIO, dest: Path, mode: int, remaining: int | None = None) -> int:
+def _write_stream(src: Reader, dest: Path, mode: int, remaining: int | None = None) -> int:
     total = 0
     with open(dest, "xb") as out:
         while True:
@@ -154,10 +149,10 @@ def _prepare_parent(staging: Path, rel: str) -> Path:
     return target
 
 
-def _extract_tar(stream: BinaryIO, staging: Path, written: list[str]) -> int:
+def _extract_tar(stream: Reader, staging: Path, written: list[str]) -> int:
     total = 0
     count = 0
-    with tarfile.open(fileobj=stream, mode="r|") as tar:
+    with open_tar_stream(stream) as tar:
         for member in tar:
             count += 1
             if count > MAX_TAR_ENTRIES:

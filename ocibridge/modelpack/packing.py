@@ -15,6 +15,7 @@ import struct
 import tarfile
 import zlib
 from collections.abc import Iterable, Iterator
+from typing import Final
 
 import zstandard
 
@@ -22,7 +23,7 @@ from ..oci.digest import CHUNK
 from ..oci.mediatypes import Variant
 from .package import ModelFile
 
-TAR_FORMAT = tarfile.PAX_FORMAT
+TAR_FORMAT: Final = tarfile.PAX_FORMAT
 BLOCK = tarfile.BLOCKSIZE
 RECORD = tarfile.RECORDSIZE
 GZIP_LEVEL = 6

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from ..errors import DigestMismatch, OcibridgeError
+from ..streams import Reader, close_reader
 
 CHUNK = 1 << 20
 _ALGORITHMS = {"sha256": 64, "sha512": 128}
@@ -82,7 +83,7 @@ class HashingReader:
     time it hands the byte out (a registry download hashes on a thread of its own, overlapping
     the caller's writing); this reader then only counts."""
 
-    def __init__(self, raw: BinaryIO, algorithm: str = "sha256", hasher: Hasher | None = None):
+    def __init__(self, raw: Reader, algorithm: str = "sha256", hasher: Hasher | None = None):
         self._raw = raw
         self._hashes = hasher is None
         self._hasher = hashlib.new(algorithm) if hasher is None else hasher
@@ -102,7 +103,7 @@ class HashingReader:
         return f"{self._algorithm}:{self._hasher.hexdigest()}"
 
     def close(self) -> None:
-        self._raw.close()
+        close_reader(self._raw)
 
     def __enter__(self) -> HashingReader:
         return self
@@ -116,7 +117,7 @@ class VerifyingReader(HashingReader):
     matches the expected digest and size. Consumers that write to a temporary name and rename
     only after reading to EOF therefore never publish unverified bytes."""
 
-    def __init__(self, raw: BinaryIO, digest: str, size: int | None, what: str = "blob",
+    def __init__(self, raw: Reader, digest: str, size: int | None, what: str = "blob",
                  hasher: Hasher | None = None):
         algorithm, _ = split_digest(digest)
         super().__init__(raw, algorithm, hasher)
@@ -149,7 +150,7 @@ class VerifyingReader(HashingReader):
         self.verified = True
 
 
-def verified(reader: BinaryIO, digest: str, size: int | None, what: str = "blob") -> VerifyingReader:
+def verified(reader: Reader, digest: str, size: int | None, what: str = "blob") -> VerifyingReader:
     """``reader`` itself when it already verifies this digest and size (a source that checks
     its own content, such as a carton entry against MANIFEST), else a verifying wrapper — so a
     byte is hashed once per copy, not once per layer of the stack."""

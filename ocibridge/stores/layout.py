@@ -74,7 +74,7 @@ class LayoutStore:
             raw = open(self.blob_path(desc.digest), "rb")  # noqa: SIM115 - returned to the caller
         except FileNotFoundError:
             raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
-        return VerifyingReader(raw, desc.digest, desc.size)  # type: ignore[return-value]
+        return VerifyingReader(raw, desc.digest, desc.size)  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO (issue 15)
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.size > MAX_MANIFEST_BYTES:
@@ -135,7 +135,7 @@ class LayoutStore:
         """
         if self._created is not None:
             raise OcibridgeError("removing_new_blobs_on_failure does not nest")
-        self._created = created = set()
+        self._created = created = set[str]()
         try:
             yield
         except BaseException:

@@ -7,14 +7,13 @@ number of bytes per read, whatever the input.
 
 from __future__ import annotations
 
-import gzip
 import zlib
 from collections.abc import Callable
-from typing import BinaryIO
 
 import zstandard
 
 from ...oci.digest import CHUNK
+from ...streams import Reader, gunzip, unzstd
 
 ACCEPT_ENCODING = "zstd, br, gzip, deflate"
 
@@ -22,7 +21,7 @@ ACCEPT_ENCODING = "zstd, br, gzip, deflate"
 class _Deflate:
     """HTTP "deflate" is zlib-wrapped, though some servers send raw deflate: both accepted."""
 
-    def __init__(self, raw: BinaryIO):
+    def __init__(self, raw: Reader):
         self._raw = raw
         self._obj: zlib._Decompress | None = None
         self._tail = b""
@@ -48,7 +47,7 @@ class _Deflate:
 
 
 class _Brotli:
-    def __init__(self, raw: BinaryIO):
+    def __init__(self, raw: Reader):
         import brotli  # optional dependency: only needed when a server answers with br
 
         self._raw = raw
@@ -69,24 +68,24 @@ class _Brotli:
         return b""
 
 
-def _zstd(raw: BinaryIO) -> BinaryIO:
-    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)  # type: ignore[return-value]
+def _zstd(raw: Reader) -> Reader:
+    return unzstd(raw)
 
 
-def _gzip(raw: BinaryIO) -> BinaryIO:
-    return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+def _gzip(raw: Reader) -> Reader:
+    return gunzip(raw)
 
 
-DECODERS: dict[str, Callable[[BinaryIO], BinaryIO]] = {
+DECODERS: dict[str, Callable[[Reader], Reader]] = {
     "zstd": _zstd,
     "gzip": _gzip,
     "x-gzip": _gzip,
-    "deflate": _Deflate,  # type: ignore[dict-item]
-    "br": _Brotli,  # type: ignore[dict-item]
+    "deflate": _Deflate,
+    "br": _Brotli,
 }
 
 
-def decoding_reader(raw: BinaryIO, content_encoding: str | None) -> BinaryIO:
+def decoding_reader(raw: Reader, content_encoding: str | None) -> Reader:
     """A reader of the decoded body; encodings applied in order are undone in reverse."""
     codings = [c.strip().lower() for c in (content_encoding or "").split(",") if c.strip()]
     reader = raw

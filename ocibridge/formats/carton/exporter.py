@@ -26,6 +26,7 @@ from ...oci.digest import CHUNK, VerifyingReader
 from ...oci.mediatypes import Variant, parse_layer_media_type
 from ...oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ...stores.base import Store
+from ...streams import Reader, open_tar_stream
 from .errors import CartonError, CartonMismatch, NotACarton
 from .manifest import LINKS_NAME, MANIFEST_NAME, TOML_NAME, CartonManifest, parse_manifest
 from .mapping import ANNOTATION_MODEL_HASH
@@ -38,11 +39,11 @@ MAX_TAR_RATIO = 1000
 def _verified(store: Store, desc: Descriptor) -> BinaryIO:
     reader = store.open_blob(desc)
     if isinstance(reader, VerifyingReader):
-        return reader  # type: ignore[return-value]
-    return VerifyingReader(reader, desc.digest, desc.size, what="layer")  # type: ignore[return-value]
+        return reader
+    return VerifyingReader(reader, desc.digest, desc.size, what="layer")  # type: ignore[return-value]  # a verifying read()-stream where callers name BinaryIO
 
 
-def _chunks(reader: BinaryIO, size: int | None = None) -> Iterator[bytes]:
+def _chunks(reader: Reader, size: int | None = None) -> Iterator[bytes]:
     remaining = size
     while remaining is None or remaining > 0:
         data = reader.read(CHUNK if remaining is None else min(CHUNK, remaining))
@@ -53,7 +54,7 @@ def _chunks(reader: BinaryIO, size: int | None = None) -> Iterator[bytes]:
         yield data
 
 
-def _drain(reader: BinaryIO) -> None:
+def _drain(reader: Reader) -> None:
     while reader.read(CHUNK):
         pass
 
@@ -125,7 +126,7 @@ def _find_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor, Carton
     return layer, parsed
 
 
-def _tar_stream(raw: BinaryIO, variant: Variant, size: int) -> BinaryIO:
+def _tar_stream(raw: Reader, variant: Variant, size: int) -> Reader:
     from ..mlsteam.exporter import _decompressed  # bounded gzip/zstd decoders of tar layers
 
     return _decompressed(raw, variant, size)
@@ -135,7 +136,7 @@ def _write_tar_layer(store: Store, desc: Descriptor, variant: Variant, writer: _
     with contextlib.closing(_verified(store, desc)) as raw:
         stream = _tar_stream(raw, variant, desc.size)
         try:
-            with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+            with open_tar_stream(stream) as tar:
                 for member in tar:
                     if member.isdir():
                         continue
@@ -184,9 +185,9 @@ def _check_written(tmp: Path, zw: ZipWriter, carton_manifest: CartonManifest) ->
     """Read the central directory back: the entries written, with their sizes and CRCs, and the
     MANIFEST entry byte-identical to the artifact's."""
     try:
-        entries = {e.path: e for e in scan_entries(tmp)}
-    except (CartonError, UnsafePath) as e:
-        raise OcibridgeError(f"the written carton does not read back: {e}") from None
+        entries = {entry.path: entry for entry in scan_entries(tmp)}
+    except (CartonError, UnsafePath) as error:
+        raise OcibridgeError(f"the written carton does not read back: {error}") from None
     written = {w.name: w for w in zw.entries}
     if set(entries) != set(written):
         raise OcibridgeError("the written carton's entries differ from what was written")

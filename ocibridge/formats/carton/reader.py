@@ -24,7 +24,7 @@ from ...modelpack.classify import classify
 from ...modelpack.package import ModelFile, ModelPackage
 from ...oci.digest import VerifyingReader
 from ...oci.mediatypes import Kind
-from ...streams import BackgroundHasher
+from ...streams import BackgroundHasher, Reader
 from .carton_toml import CartonToml, parse_carton_toml
 from .errors import CartonError, CartonMismatch
 from .links import LinkFetcher
@@ -62,10 +62,10 @@ class _CheckedFile(VerifyingReader):
     reported against MANIFEST. A big file is hashed on a thread of its own, in parallel with its
     decompression and with the destination's writing."""
 
-    def __init__(self, raw: BinaryIO, digest: str, size: int, what: str):
+    def __init__(self, raw: Reader, digest: str, size: int, what: str):
         super().__init__(raw, digest, size, what)
         if size >= BACKGROUND_HASH_BYTES:
-            self._hasher = BackgroundHasher(self._algorithm)  # type: ignore[assignment]
+            self._hasher = BackgroundHasher(self._algorithm)
 
     def close(self) -> None:
         try:
@@ -135,7 +135,7 @@ def _entry_opener(archive: Path, entry: CartonEntry, sha: str) -> Callable[[], B
 
     def opener() -> BinaryIO:
         raw = EntryReader(archive, entry, sha256_checked_by_caller=True)
-        return _CheckedFile(raw, "sha256:" + sha, entry.size, what=f"{archive}: {entry.path}")  # type: ignore[return-value]
+        return _CheckedFile(raw, "sha256:" + sha, entry.size, what=f"{archive}: {entry.path}")  # type: ignore[return-value]  # a verifying read()-stream where ModelFile openers name BinaryIO
 
     return opener
 
@@ -143,7 +143,7 @@ def _entry_opener(archive: Path, entry: CartonEntry, sha: str) -> Callable[[], B
 def _link_opener(fetcher: LinkFetcher, sha: str, urls: list[str], what: str, size: int) -> Callable[[], BinaryIO]:
     def opener() -> BinaryIO:
         raw = fetcher.open(sha, urls, what, size)
-        return _CheckedFile(raw, "sha256:" + sha, size, what=what)  # type: ignore[return-value]
+        return _CheckedFile(raw, "sha256:" + sha, size, what=what)  # type: ignore[return-value]  # a verifying read()-stream where ModelFile openers name BinaryIO
 
     return opener
 

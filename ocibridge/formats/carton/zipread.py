@@ -25,6 +25,7 @@ import zstandard
 from ...errors import UnsafePath
 from ...fsutil import safe_relpath
 from ...oci.digest import CHUNK
+from ...streams import unzstd
 from .errors import CartonError, CartonMismatch
 
 METHOD_STORED = 0
@@ -206,8 +207,7 @@ class EntryReader:
         self._zlib = zlib.decompressobj(-15) if entry.method == METHOD_DEFLATE else None
         self._zstd = None
         if entry.method == METHOD_ZSTD:
-            dctx = zstandard.ZstdDecompressor(max_window_size=MAX_ZSTD_WINDOW)
-            self._zstd = dctx.stream_reader(self._raw, read_size=CHUNK, read_across_frames=True)
+            self._zstd = unzstd(self._raw, max_window_size=MAX_ZSTD_WINDOW, read_size=CHUNK)
         self._pending = b""
         self._crc = 0
         self._sha = hashlib.sha256() if expect_sha256 else None

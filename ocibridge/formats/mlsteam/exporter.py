@@ -14,7 +14,6 @@ timestamps, so exporting the same artifact twice gives the same bytes.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import io
 import os
 import stat
@@ -27,8 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import zstandard
-
 from ...errors import OcibridgeError, SourceError
 from ...fsutil import TEMP_PREFIX, safe_relpath
 from ...modelpack.extract import layer_mode, layer_path
@@ -36,6 +33,7 @@ from ...oci.digest import CHUNK, VerifyingReader
 from ...oci.mediatypes import LayerType, Variant, parse_layer_media_type
 from ...oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ...stores.base import Store
+from ...streams import Reader, gunzip, open_tar_stream, unzstd
 from .manifest import MANIFEST_NAME, parse_manifest
 from .reader import MAX_MANIFEST_BYTES, MODELS_DIR
 
@@ -62,12 +60,12 @@ class _Written:
 def _verified(store: Store, desc: Descriptor) -> BinaryIO:
     reader = store.open_blob(desc)
     if isinstance(reader, VerifyingReader):
-        return reader  # type: ignore[return-value]
-    return VerifyingReader(reader, desc.digest, desc.size, what="layer")  # type: ignore[return-value]
+        return reader
+    return VerifyingReader(reader, desc.digest, desc.size, what="layer")  # type: ignore[return-value]  # a verifying read()-stream where callers name BinaryIO
 
 
 class _Bounded:
-    def __init__(self, raw: BinaryIO, limit: int):
+    def __init__(self, raw: Reader, limit: int):
         self._raw, self._limit, self._count = raw, limit, 0
 
     def read(self, n: int = -1) -> bytes:
@@ -78,15 +76,11 @@ class _Bounded:
         return data
 
 
-def _decompressed(reader: BinaryIO, variant: Variant, size: int) -> BinaryIO:
+def _decompressed(reader: Reader, variant: Variant, size: int) -> Reader:
     if variant is Variant.TAR:
         return reader
-    if variant is Variant.TAR_GZIP:
-        stream: BinaryIO = gzip.GzipFile(fileobj=reader, mode="rb")  # type: ignore[assignment]
-    else:
-        dctx = zstandard.ZstdDecompressor()
-        stream = dctx.stream_reader(reader, read_across_frames=True)  # type: ignore[assignment]
-    return _Bounded(stream, max(size, 1 << 20) * MAX_TAR_RATIO)  # type: ignore[return-value]
+    stream = gunzip(reader) if variant is Variant.TAR_GZIP else unzstd(reader)
+    return _Bounded(stream, max(size, 1 << 20) * MAX_TAR_RATIO)
 
 
 def _drain(reader: BinaryIO) -> None:
@@ -108,7 +102,7 @@ class _ZipWriter:
         return (not self.compress_weights and size >= STORE_WEIGHTS_FROM
                 and path.startswith(f"{MODELS_DIR}/"))
 
-    def add(self, path: str, mode: int, size: int, src: BinaryIO) -> None:
+    def add(self, path: str, mode: int, size: int, src: Reader) -> None:
         path = safe_relpath(path, "file path in the artifact")
         if path in self.written:
             raise SourceError(f"the artifact holds {path} twice")
@@ -118,7 +112,7 @@ class _ZipWriter:
         else:
             info.compress_type = zipfile.ZIP_DEFLATED
             # A ZipInfo of our own does not inherit the ZipFile's level (3.13 aliases this name).
-            info._compresslevel = self.compresslevel  # type: ignore[attr-defined]
+            info._compresslevel = self.compresslevel  # type: ignore[attr-defined]  # zipfile's per-entry level, private but stable since 3.7
         info.create_system = 3
         info.external_attr = (stat.S_IFREG | (0o755 if mode & 0o111 else 0o644)) << 16
         info.file_size = size  # lets zipfile choose zip64 up front for big files
@@ -167,7 +161,7 @@ def _write_tar_layer(store: Store, desc: Descriptor, variant: Variant, writer: _
     with contextlib.closing(_verified(store, desc)) as raw:
         stream = _decompressed(raw, variant, desc.size)
         try:
-            with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+            with open_tar_stream(stream) as tar:
                 for member in tar:
                     if member.isdir():
                         continue

@@ -191,7 +191,7 @@ class EntryReader:
 
 
 def open_entry(path: Path, entry: ZipEntry, limits: ZipLimits = DEFAULT_LIMITS) -> BinaryIO:
-    return EntryReader(path, entry, limits)  # type: ignore[return-value]
+    return EntryReader(path, entry, limits)  # type: ignore[return-value]  # a bounded zip entry read()-stream where callers name BinaryIO
 
 
 def read_small_entry(path: Path, entry: ZipEntry, max_bytes: int) -> bytes:

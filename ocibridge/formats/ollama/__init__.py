@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 
 from ...oci.reference import RegistryReference
+from ...stores.base import Store
 from ...targets import StoreTarget
 from .exporter import export_ollama
 from .gguf_header import GGUFHeader, read_gguf_header
@@ -40,7 +41,7 @@ def open_ollama_target(text: str, *, for_write: bool = False, **registry_options
         from ...stores.registry import open_repository
 
         ref = RegistryReference(name.host, name.repository, name.tag, name.digest)
-        store = open_repository(ref, **registry_options)
+        store: Store = open_repository(ref, **registry_options)
         if for_write:
             store = OllamaRegistryStore(store, text)
     elif text.startswith(LOCAL_SCHEME):
@@ -49,6 +50,6 @@ def open_ollama_target(text: str, *, for_write: bool = False, **registry_options
     else:
         raise ValueError(f"not an Ollama reference: {text!r}")
     with contextlib.suppress(AttributeError, TypeError):
-        store.ollama_name = name  # read_ollama names the model after it
+        store.ollama_name = name  # type: ignore[attr-defined]  # read back by read_ollama; no typed slot until issue 15's store protocols
     reference = name.digest or name.tag
     return StoreTarget(store, reference, name.tag, text)

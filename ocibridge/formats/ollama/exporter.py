@@ -166,9 +166,9 @@ def _generic_plan(src: Store, files: dict[str, Descriptor], packed: list[str]) -
         rootfs=OllamaRootFS(type="layers", diff_ids=[layer["digest"] for layer in layers]),
     )
     config_bytes = go_json(config.model_dump(exclude_none=True)) + b"\n"
-    config_desc = {"mediaType": DOCKER_CONFIG, "digest": sha256_bytes(config_bytes),
-                   "size": len(config_bytes)}
-    return _Plan(render_manifest(config_desc, layers), sources, {config_desc["digest"]: config_bytes})
+    config_digest = sha256_bytes(config_bytes)
+    config_desc = {"mediaType": DOCKER_CONFIG, "digest": config_digest, "size": len(config_bytes)}
+    return _Plan(render_manifest(config_desc, layers), sources, {config_digest: config_bytes})
 
 
 def _plan(src: Store, desc: Descriptor) -> _Plan:

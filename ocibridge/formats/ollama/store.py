@@ -61,9 +61,10 @@ class OllamaStore:
             return exact
         found = self.root / "manifests"
         for part in (n.host, n.namespace, n.model):
-            found = _case_insensitive_child(found, part)
-            if found is None:
+            child = _case_insensitive_child(found, part)
+            if child is None:
                 return exact
+            found = child
         return found
 
     def manifest_path(self, tag: str) -> Path:
@@ -167,7 +168,7 @@ class OllamaStore:
             raw = open(self.blob_path(desc.digest), "rb")  # noqa: SIM115 (closed by the caller)
         except FileNotFoundError:
             raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
-        return VerifyingReader(raw, desc.digest, desc.size,  # type: ignore[return-value]
+        return VerifyingReader(raw, desc.digest, desc.size,  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO (issue 15)
                                what=f"{self.describe()}: blob")
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:

@@ -152,9 +152,7 @@ class Authenticator:
                     form["service"] = service
                 response = self.http.post(realm, data=form)
             else:
-                params: list[tuple[str, str]] = [("scope", s) for s in scopes]
-                if service:
-                    params.insert(0, ("service", service))
+                params = httpx.QueryParams({"service": service, "scope": scopes} if service else {"scope": scopes})
                 headers = {}
                 basic = self._basic()
                 if basic:
