@@ -42,3 +42,7 @@ class RegistryError(OcibridgeError):
         self.status = status
         self.code = code
         super().__init__(message)
+
+
+class SignatureError(OcibridgeError):
+    """A signature that is missing, malformed or does not verify; or a key that cannot sign."""

@@ -1,0 +1,133 @@
+"""Putting signatures into a store and finding them again, for any :class:`Store`.
+
+Classic signatures live under a tag (``sha256-<hex>.sig``); adding one reads the manifest that
+tag names and writes a new one with the extra layer, so earlier signatures stay. Bundles are
+pushed as referrers: the registry store lists them through the referrers API or keeps the
+``sha256-<hex>`` fallback index itself, the layout store finds them in its index.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import NotFound
+from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ..stores.base import Store
+from .bundle import EMPTY_JSON, is_bundle_type, referrer_manifest
+from .classic import COMPANION_SUFFIXES, SignatureLayer, merged_layers, signature_manifest, signature_tag
+from .payload import SIMPLE_SIGNING_MEDIA_TYPE
+
+
+def _put_blob(store: Store, desc: Descriptor, data: bytes) -> None:
+    if not store.exists(desc):
+        store.push_blob(desc, io.BytesIO(data))
+
+
+def _tagged(store: Store, tag: str) -> Descriptor | None:
+    try:
+        return store.resolve(tag)
+    except NotFound:
+        return None
+
+
+def _layers_at(store: Store, desc: Descriptor | None) -> list[Descriptor]:
+    if desc is None:
+        return []
+    node = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    return list(node.layers) if isinstance(node, Manifest) else []
+
+
+def attach_classic(store: Store, subject: Descriptor, layer: SignatureLayer) -> tuple[Descriptor, bool]:
+    """Add one signature to ``subject``'s ``.sig`` manifest: (manifest, whether it changed)."""
+    assert layer.payload is not None
+    tag = signature_tag(subject.digest)
+    current = _tagged(store, tag)
+    existing = _layers_at(store, current)
+    layers = merged_layers(existing, [layer.descriptor])
+    if current is not None and len(layers) == len(existing):
+        return current, False
+    _put_blob(store, layer.descriptor, layer.payload)
+    config_desc, config, desc, data = signature_manifest(layers)
+    _put_blob(store, config_desc, config)
+    store.push_manifest(desc, data, tag)
+    return desc, True
+
+
+def attach_bundle(store: Store, subject: Descriptor, bundle: bytes) -> tuple[Descriptor, bool]:
+    """Push ``bundle`` as a referrer of ``subject``: (referrer manifest, whether it was new)."""
+    layer, data, desc = referrer_manifest(subject, bundle)
+    if store.exists(desc):
+        return desc, False
+    _put_blob(store, Descriptor.for_bytes("application/vnd.oci.empty.v1+json", EMPTY_JSON), EMPTY_JSON)
+    _put_blob(store, layer, bundle)
+    store.push_manifest(desc, data)
+    return desc, True
+
+
+@dataclass
+class Attached:
+    """Signature material of one digest as found in a store."""
+
+    classic: list[SignatureLayer]
+    bundles: list[tuple[Descriptor, bytes]]  # (referrer manifest, bundle bytes)
+
+
+def find_signatures(store: Store, subject: Descriptor) -> Attached:
+    """Every classic signature layer (payloads read) and every bundle referrer of ``subject``."""
+    classic = []
+    for layer in _layers_at(store, _tagged(store, signature_tag(subject.digest))):
+        if layer.mediaType == SIMPLE_SIGNING_MEDIA_TYPE:
+            classic.append(SignatureLayer(layer, store.fetch_bytes(layer)))
+    bundles = []
+    for ref in store.referrers(subject):
+        node = parse_manifest_bytes(store.fetch_bytes(ref), ref.mediaType)
+        if not isinstance(node, Manifest):
+            continue
+        kind = node.artifactType or ref.artifactType
+        for layer in node.layers:
+            if is_bundle_type(layer.mediaType) or (is_bundle_type(kind) and len(node.layers) == 1):
+                bundles.append((ref, store.fetch_bytes(layer)))
+    return Attached(classic, bundles)
+
+
+def is_signature_referrer(desc: Descriptor) -> bool:
+    return is_bundle_type(desc.artifactType)
+
+
+def companion_tags(store: Store, subject: Descriptor) -> list[tuple[Descriptor, str]]:
+    """cosign's tags beside ``subject`` (``.sig``, ``.att``, ``.sbom``) that ``store`` holds."""
+    found = []
+    for suffix in COMPANION_SUFFIXES:
+        tag = signature_tag(subject.digest, suffix)
+        desc = _tagged(store, tag)
+        if desc is not None:
+            found.append((desc, tag))
+    return found
+
+
+def carry_companion_tags(src: Store, dst: Store, subject: Descriptor,
+                         copy_manifest: Callable[[Descriptor], None]) -> list[str]:
+    """Copy ``subject``'s cosign tags from ``src`` to ``dst``; digests of what was carried.
+
+    ``copy_manifest`` copies one manifest with its blobs (the caller's graph copy). When ``dst``
+    already holds the tag with other signatures, the two are merged: none is lost.
+    """
+    carried = []
+    for desc, tag in companion_tags(src, subject):
+        there = _tagged(dst, tag)
+        if there is not None and there.digest == desc.digest:
+            carried.append(desc.digest)
+            continue
+        copy_manifest(desc)
+        if there is None:
+            dst.tag(desc, tag)
+            carried.append(desc.digest)
+            continue
+        layers = merged_layers(_layers_at(dst, there), _layers_at(src, desc))
+        config_desc, config, merged, data = signature_manifest(layers)
+        _put_blob(dst, config_desc, config)
+        dst.push_manifest(merged, data, tag)
+        carried.append(merged.digest)
+    return carried

@@ -1,0 +1,61 @@
+"""Keyless (certificate) bundles, verified offline by sigstore-python against a trusted root.
+
+Certificate chains, SCTs, transparency-log inclusion and identity matching are the library's
+job; nothing here parses a certificate. sigstore-python is the ``signing`` extra.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import SignatureError
+from .bundle import statement_claims
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who must have signed: the certificate's SAN and OIDC issuer, under ``trusted_root``."""
+
+    identity: str
+    issuer: str
+    trusted_root: str
+
+
+def verify_keyless(bundle: bytes, who: Identity, *, dsse: bool, digest: str | None = None,
+                   artifact: bytes | None = None) -> dict[str, Any]:
+    """Verify a certificate bundle; DSSE ones must name ``digest``, message ones sign ``artifact``.
+    Returns the signed claims (DSSE statements only)."""
+    try:
+        from sigstore.errors import Error as SigstoreError
+        from sigstore.models import Bundle, TrustedRoot
+        from sigstore.verify import Verifier, policy
+    except ImportError:
+        raise SignatureError("keyless verification needs sigstore-python (pip install 'ocibridge[signing]')") from None
+    try:
+        root = TrustedRoot.from_file(str(Path(who.trusted_root)))
+    except (OSError, ValueError, SigstoreError) as e:
+        raise SignatureError(f"trusted root {who.trusted_root}: {_one_line(e)}") from None
+    try:
+        parsed = Bundle.from_json(bundle)
+        verifier = Verifier(trusted_root=root)
+        rule = policy.Identity(identity=who.identity, issuer=who.issuer)
+        if dsse:
+            _, payload = verifier.verify_dsse(parsed, rule)
+            if digest is None:
+                raise SignatureError("a DSSE bundle needs the digest it must name")
+            return statement_claims(payload, digest)
+        if artifact is None:
+            raise SignatureError("a message-signature bundle needs the signed bytes")
+        verifier.verify_artifact(artifact, parsed, rule)
+        return {}
+    except SignatureError:
+        raise
+    except Exception as e:  # sigstore-python raises its own errors and pydantic/ValueErrors
+        raise SignatureError(f"keyless bundle: {_one_line(e)}") from None
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text[:300]

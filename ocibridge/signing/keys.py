@@ -1,0 +1,167 @@
+"""Keys: ECDSA P-256 in PEM (PKCS#8, SEC 1, SubjectPublicKeyInfo, certificates) and cosign's
+own encrypted key files.
+
+Signatures use RFC 6979 deterministic ECDSA: the same key over the same bytes gives the same
+signature, so signing an artifact twice writes nothing new. Verifiers cannot tell the difference
+(an ECDSA signature verifies the same whichever nonce made it).
+
+cosign's ``ENCRYPTED SIGSTORE PRIVATE KEY`` (and older ``ENCRYPTED COSIGN PRIVATE KEY``) is a
+JSON document: scrypt derives a key from the password, NaCl secretbox seals the PKCS#8 DER key.
+scrypt comes from ``cryptography``; secretbox (XSalsa20-Poly1305) from PyNaCl, the maintained
+binding of libsodium, installed with the ``signing`` extra.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
+
+from ..errors import SignatureError
+
+#: The environment variable cosign reads a key's password from; ocibridge reads the same one.
+PASSWORD_ENV = "COSIGN_PASSWORD"
+COSIGN_PEM_TYPES = (b"ENCRYPTED SIGSTORE PRIVATE KEY", b"ENCRYPTED COSIGN PRIVATE KEY")
+
+PrivateKey = ec.EllipticCurvePrivateKey
+PublicKey = ec.EllipticCurvePublicKey
+
+
+def _read(path: str | os.PathLike[str], what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise SignatureError(f"{what} {path}: {e.strerror or e}") from None
+
+
+def _p256(key: object, path: str | os.PathLike[str]) -> None:
+    if not isinstance(key, (ec.EllipticCurvePrivateKey, ec.EllipticCurvePublicKey)):
+        raise SignatureError(f"{path}: not an ECDSA key (ocibridge signs with ECDSA P-256)")
+    if not isinstance(key.curve, ec.SECP256R1):
+        raise SignatureError(f"{path}: ECDSA key on {key.curve.name}, not P-256")
+
+
+def load_private_key(path: str | os.PathLike[str], password: bytes | None = None) -> PrivateKey:
+    """A P-256 private key from PEM; the password defaults to ``$COSIGN_PASSWORD``."""
+    data = _read(path, "key")
+    if password is None and os.environ.get(PASSWORD_ENV) is not None:
+        password = os.environ[PASSWORD_ENV].encode()
+    if any(b"BEGIN " + kind in data for kind in COSIGN_PEM_TYPES):
+        key: object = _load_cosign_key(data, password or b"", path)
+    else:
+        try:
+            key = serialization.load_pem_private_key(data, password or None)
+        except TypeError:  # encrypted PKCS#8 without a password, or a password for a plain key
+            hint = f"set {PASSWORD_ENV}" if not password else f"unset {PASSWORD_ENV}"
+            raise SignatureError(f"{path}: key is {'encrypted' if not password else 'not encrypted'} "
+                                 f"({hint})") from None
+        except (ValueError, UnsupportedAlgorithm) as e:
+            raise SignatureError(f"{path}: not a PEM private key ({_first_line(e)})") from None
+    _p256(key, path)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    return key
+
+
+def _load_cosign_key(pem: bytes, password: bytes, path: str | os.PathLike[str]) -> object:
+    try:
+        import nacl.exceptions
+        import nacl.secret
+    except ImportError:
+        raise SignatureError(f"{path}: cosign key files need PyNaCl (pip install 'ocibridge[signing]')") from None
+    try:
+        body = b"".join(line for line in pem.strip().splitlines() if not line.startswith(b"-----"))
+        doc = json.loads(base64.b64decode(body))
+        kdf, cipher = doc["kdf"], doc["cipher"]
+        if kdf["name"] != "scrypt" or cipher["name"] != "nacl/secretbox":
+            raise SignatureError(f"{path}: unknown cosign key encryption {kdf['name']}/{cipher['name']}")
+        params = kdf["params"]
+        secret = Scrypt(salt=base64.b64decode(kdf["salt"]), length=32, n=int(params["N"]),
+                        r=int(params["r"]), p=int(params["p"])).derive(password)
+        box = nacl.secret.SecretBox(secret)
+        der = box.decrypt(base64.b64decode(doc["ciphertext"]), base64.b64decode(cipher["nonce"]))
+    except nacl.exceptions.CryptoError:
+        raise SignatureError(f"{path}: wrong password for the cosign key (${PASSWORD_ENV})") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise SignatureError(f"{path}: not a cosign key file ({_first_line(e)})") from None
+    try:
+        return serialization.load_der_private_key(der, None)
+    except (ValueError, UnsupportedAlgorithm) as e:
+        raise SignatureError(f"{path}: cosign key holds no usable key ({_first_line(e)})") from None
+
+
+def encrypt_cosign_key(key: PrivateKey, password: bytes, *, n: int = 32768) -> bytes:
+    """``key`` as cosign writes an encrypted key file (scrypt N, r=8, p=1 + secretbox)."""
+    import nacl.secret
+    import nacl.utils
+
+    salt, nonce = os.urandom(32), nacl.utils.random(nacl.secret.SecretBox.NONCE_SIZE)
+    secret = Scrypt(salt=salt, length=32, n=n, r=8, p=1).derive(password)
+    der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    sealed = nacl.secret.SecretBox(secret).encrypt(der, nonce).ciphertext
+    doc = {
+        "kdf": {"name": "scrypt", "params": {"N": n, "r": 8, "p": 1}, "salt": _b64(salt)},
+        "cipher": {"name": "nacl/secretbox", "nonce": _b64(nonce)},
+        "ciphertext": _b64(sealed),
+    }
+    body = base64.encodebytes(json.dumps(doc, separators=(",", ":")).encode()).decode()
+    body = "".join(body.split())
+    lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+    kind = COSIGN_PEM_TYPES[0].decode()
+    return ("\n".join([f"-----BEGIN {kind}-----", *lines, f"-----END {kind}-----"]) + "\n").encode()
+
+
+def load_public_key(path: str | os.PathLike[str]) -> PublicKey:
+    """A P-256 public key from a PEM public key or certificate."""
+    data = _read(path, "public key")
+    try:
+        if b"BEGIN CERTIFICATE" in data:
+            key: object = x509.load_pem_x509_certificate(data).public_key()
+        else:
+            key = serialization.load_pem_public_key(data)
+    except (ValueError, UnsupportedAlgorithm) as e:
+        raise SignatureError(f"{path}: not a PEM public key ({_first_line(e)})") from None
+    _p256(key, path)
+    assert isinstance(key, ec.EllipticCurvePublicKey)
+    return key
+
+
+def public_pem(key: PrivateKey | PublicKey) -> bytes:
+    public = key.public_key() if isinstance(key, ec.EllipticCurvePrivateKey) else key
+    return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def key_hint(key: PrivateKey | PublicKey) -> str:
+    """What a bundle names its key by: base64 of the SHA-256 of the DER public key."""
+    public = key.public_key() if isinstance(key, ec.EllipticCurvePrivateKey) else key
+    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return _b64(hashlib.sha256(der).digest())
+
+
+def sign(key: PrivateKey, data: bytes) -> bytes:
+    """A DER ECDSA-P256/SHA-256 signature of ``data`` (RFC 6979: reproducible)."""
+    return key.sign(data, ec.ECDSA(hashes.SHA256(), deterministic_signing=True))
+
+
+def verifies(key: PublicKey, signature: bytes, data: bytes) -> bool:
+    try:
+        key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        return False
+    return True
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]

@@ -1,0 +1,27 @@
+"""The policy on use: commands that read an artifact (pull, copy, k8s modelcar, mirror entries,
+convert) refuse it unless a signature verifies, and do so before they write anything."""
+
+from __future__ import annotations
+
+from ..errors import SignatureError
+from ..oci.models import Descriptor
+from ..stores.base import Store
+from .verify import Verified, VerifyPolicy, verify_artifact
+
+__all__ = ["VerifyPolicy", "verify_before_use"]
+
+
+def verify_before_use(store: Store, subject: Descriptor | str, policy: VerifyPolicy | None,
+                      name: str | None = None) -> list[Verified]:
+    """Verify ``subject`` (a descriptor, or a tag or digest of ``store``) under ``policy``.
+
+    None means no policy: nothing is checked. Raises :class:`SignatureError` with one line,
+    ``NAME: refused: why``, when no signature verifies.
+    """
+    if policy is None:
+        return []
+    desc = store.resolve(subject) if isinstance(subject, str) else subject
+    try:
+        return verify_artifact(store, desc, policy)
+    except SignatureError as e:
+        raise SignatureError(f"{name or store.describe()}: refused: {e}") from None

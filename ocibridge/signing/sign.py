@@ -1,0 +1,57 @@
+"""``sign``: make both signature forms for one manifest and put them beside it."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..oci.models import Descriptor
+from ..stores.base import Store
+from . import keys
+from .attach import attach_bundle, attach_classic
+from .bundle import make_bundle, statement
+from .classic import signature_layer, signature_tag
+from .payload import simple_signing_payload
+
+Form = Literal["classic", "bundle"]
+FORMS: tuple[Form, ...] = ("classic", "bundle")
+
+
+@dataclass
+class SignOptions:
+    """``identity``: the repository name written into what is signed (cosign's
+    ``docker-reference``); ``claims``: extra signed key/value pairs (``--annotation``)."""
+
+    identity: str
+    claims: dict[str, str] = field(default_factory=dict)
+    forms: tuple[Form, ...] = FORMS
+
+
+@dataclass
+class SignResult:
+    digest: str
+    written: dict[str, str] = field(default_factory=dict)  # form -> where (tag or referrer digest)
+    unchanged: list[str] = field(default_factory=list)  # forms already there, byte for byte
+
+    def as_dict(self) -> dict[str, object]:
+        return {"digest": self.digest, "written": self.written, "unchanged": self.unchanged}
+
+
+def sign_artifact(store: Store, subject: Descriptor, key: keys.PrivateKey, options: SignOptions) -> SignResult:
+    """Sign ``subject`` in each form asked for; signing twice with the same key adds nothing."""
+    result = SignResult(subject.digest)
+    if "classic" in options.forms:
+        payload = simple_signing_payload(options.identity, subject.digest, options.claims)
+        signature = base64.b64encode(keys.sign(key, payload)).decode()
+        _, changed = attach_classic(store, subject, signature_layer(payload, signature))
+        result.written["classic"] = signature_tag(subject.digest)
+        if not changed:
+            result.unchanged.append("classic")
+    if "bundle" in options.forms:
+        bundle = make_bundle(key, statement(options.identity, subject.digest, options.claims))
+        desc, new = attach_bundle(store, subject, bundle)
+        result.written["bundle"] = desc.digest
+        if not new:
+            result.unchanged.append("bundle")
+    return result

@@ -1,0 +1,183 @@
+"""``verify``: does a manifest carry a signature that verifies under a policy?
+
+Both forms are tried: each classic layer (signature annotation over the payload bytes, payload
+naming the digest) and each bundle referrer (DSSE statement naming the digest, or a message
+signature over the manifest bytes). The artifact passes when at least one verifies and carries
+the claims the policy asks for. The ``docker-reference`` a signature names is not compared
+with where the artifact is now, as cosign does not: a signature stays valid through mirrors.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import SignatureError
+from ..oci.models import Descriptor
+from ..stores.base import Store
+from . import keys
+from .attach import find_signatures
+from .bundle import BundleContent, parse_bundle, statement_claims, verify_envelope
+from .classic import SignatureLayer
+from .keyless import Identity, verify_keyless
+from .payload import parse_simple_signing
+
+CERTIFICATE_ANNOTATION = "dev.sigstore.cosign/certificate"
+
+
+@dataclass
+class VerifyPolicy:
+    """Who may have signed: any of ``keys`` (name, public key), or a keyless ``identity``;
+    ``claims`` every accepted signature must carry (``--annotation``)."""
+
+    keys: list[tuple[str, keys.PublicKey]] = field(default_factory=list)
+    identity: Identity | None = None
+    claims: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.keys and self.identity is None:
+            raise SignatureError("verification needs a key (--key) or a certificate identity, issuer "
+                                 "and trusted root")
+
+    @classmethod
+    def from_files(cls, key_paths: list[str], *, identity: str | None = None, issuer: str | None = None,
+                   trusted_root: str | None = None, claims: dict[str, str] | None = None) -> VerifyPolicy:
+        who = None
+        if identity or issuer or trusted_root:
+            missing = [flag for flag, value in (("--certificate-identity", identity),
+                                                ("--certificate-oidc-issuer", issuer),
+                                                ("--trusted-root", trusted_root)) if not value]
+            if missing:
+                raise SignatureError(f"keyless verification also needs {', '.join(missing)}")
+            assert identity and issuer and trusted_root
+            who = Identity(identity, issuer, trusted_root)
+        return cls([(p, keys.load_public_key(p)) for p in key_paths], who, dict(claims or {}))
+
+    def describe(self) -> str:
+        parts = [f"key {name}" for name, _ in self.keys]
+        if self.identity:
+            parts.append(f"identity {self.identity.identity} ({self.identity.issuer})")
+        return " or ".join(parts)
+
+
+@dataclass
+class Verified:
+    """One signature that verified."""
+
+    form: str  # classic | bundle
+    signer: str  # the key's name, or the certificate identity
+    claims: dict[str, Any] = field(default_factory=dict)
+    where: str = ""  # the .sig tag or the referrer digest
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"form": self.form, "signer": self.signer, "claims": self.claims, "where": self.where}
+
+
+def verify_artifact(store: Store, subject: Descriptor, policy: VerifyPolicy) -> list[Verified]:
+    """Every signature of ``subject`` that verifies under ``policy``; raises when there is none."""
+    found = find_signatures(store, subject)
+    verified: list[Verified] = []
+    reasons: list[str] = []
+    for layer in found.classic:
+        _collect(lambda layer=layer: _classic(layer, subject, policy), verified, reasons)
+    manifest: bytes | None = None
+    for ref, data in found.bundles:
+        if manifest is None and b'"messageSignature"' in data:
+            manifest = store.fetch_bytes(subject)
+        _collect(lambda ref=ref, data=data, m=manifest: _bundle(data, ref.digest, subject.digest, m, policy),
+                 verified, reasons)
+    if verified:
+        return verified
+    if not reasons:
+        raise SignatureError(f"{subject.digest} is not signed (no {_sig_tag(subject)} tag, no sigstore "
+                             "bundle referrer)")
+    unique = list(dict.fromkeys(reasons))
+    raise SignatureError(f"{subject.digest}: {len(reasons)} signature(s), none verifies with "
+                         f"{policy.describe()}: {'; '.join(unique[:3])}")
+
+
+def _sig_tag(subject: Descriptor) -> str:
+    from .classic import signature_tag
+
+    return signature_tag(subject.digest)
+
+
+def _collect(check: Any, verified: list[Verified], reasons: list[str]) -> None:
+    try:
+        verified.append(check())
+    except SignatureError as e:
+        reasons.append(str(e))
+
+
+def _require_claims(claims: dict[str, Any], policy: VerifyPolicy) -> None:
+    for key, value in policy.claims.items():
+        if str(claims.get(key)) != value or key not in claims:
+            raise SignatureError(f"claim {key}={value} missing (signed: {_show(claims)})")
+
+
+def _show(claims: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(claims.items())) or "none"
+
+
+def _classic(layer: SignatureLayer, subject: Descriptor, policy: VerifyPolicy) -> Verified:
+    where = _sig_tag(subject)
+    notes = layer.descriptor.annotations or {}
+    if layer.signature is None:
+        raise SignatureError(f"{where}: a layer has no signature annotation")
+    if CERTIFICATE_ANNOTATION in notes and not policy.keys:
+        raise SignatureError(f"{where}: keyless classic signatures are not verified here (use a bundle)")
+    try:
+        signature = base64.b64decode(layer.signature, validate=True)
+    except (binascii.Error, ValueError):
+        raise SignatureError(f"{where}: signature annotation is not base64") from None
+    assert layer.payload is not None
+    signer = next((name for name, key in policy.keys if keys.verifies(key, signature, layer.payload)), None)
+    if signer is None:
+        raise SignatureError(f"{where}: signature does not verify")
+    payload = parse_simple_signing(layer.payload)
+    if payload.digest != subject.digest:
+        raise SignatureError(f"{where}: payload signs {payload.digest}, not {subject.digest}")
+    _require_claims(payload.claims, policy)
+    return Verified("classic", signer, payload.claims, where)
+
+
+def _bundle(data: bytes, where: str, digest: str, manifest: bytes | None, policy: VerifyPolicy) -> Verified:
+    content = parse_bundle(data)
+    if content.has_certificate:
+        if policy.identity is None:
+            raise SignatureError(f"bundle {where[:19]}: keyless (certificate) bundle; pass a certificate "
+                                 "identity, issuer and trusted root")
+        claims = verify_keyless(data, policy.identity, dsse=content.envelope is not None, digest=digest,
+                                artifact=manifest)
+        _require_claims(claims, policy)
+        return Verified("bundle", policy.identity.identity, claims, where)
+    return verify_key_bundle(content, digest, manifest, policy, where)
+
+
+def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None, policy: VerifyPolicy,
+                      where: str) -> Verified:
+    """A key bundle: DSSE naming ``digest``, or a message signature over ``signed``."""
+    short = f"bundle {where[:19]}"
+    if not policy.keys:
+        raise SignatureError(f"{short}: signed with a key; pass --key")
+    if content.envelope is not None:
+        for name, key in policy.keys:
+            try:
+                payload = verify_envelope(content.envelope, key)
+            except SignatureError:
+                continue
+            claims = statement_claims(payload, digest)
+            _require_claims(claims, policy)
+            return Verified("bundle", name, claims, where)
+        raise SignatureError(f"{short}: DSSE signature does not verify")
+    assert content.message_digest is not None and content.message_signature is not None
+    if signed is None or hashlib.sha256(signed).digest() != content.message_digest:
+        raise SignatureError(f"{short}: message digest is not that of {digest}")
+    for name, key in policy.keys:
+        if keys.verifies(key, content.message_signature, signed):
+            _require_claims({}, policy)
+            return Verified("bundle", name, {}, where)
+    raise SignatureError(f"{short}: message signature does not verify")
