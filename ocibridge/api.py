@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .copy import DEFAULT_CONCURRENCY, CopyStats, copy
 from .errors import NotFound, OcibridgeError, SourceError
@@ -36,6 +36,9 @@ from .targets import (
     is_store_reference,
     open_store_target,
 )
+
+if TYPE_CHECKING:
+    from .signing.verify import VerifyPolicy
 
 
 @dataclass
@@ -288,11 +291,15 @@ def copy_reference(
     referrers: bool = False,
     transfer: TransferOptions | None = None,
     progress: ProgressFn | None = None,
+    verify: VerifyPolicy | None = None,
 ) -> PushResult:
-    """Copy an artifact (with its whole graph) between any two stores."""
+    """Copy an artifact (with its whole graph) between any two stores; with ``verify``, only
+    a signed one (checked before anything is written)."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
     source = open_store_target(src, **options)
+    if verify is not None:
+        source.reference = _verified(source, verify, src)
     target = open_store_target(dst, for_write=True, **options)
     with _undone_on_failure(target.store):
         stats = copy(
@@ -315,15 +322,18 @@ def pull(
     format: str | None = None,
     transfer: TransferOptions | None = None,
     progress: ProgressFn | None = None,
+    verify: VerifyPolicy | None = None,
 ) -> dict[str, Any]:
     """Bring an artifact back: into a directory, an archive (.carton/.mlarchive), an Ollama
-    store, or another store (which is a copy)."""
+    store, or another store (which is a copy). With ``verify``, only a signed one."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
     fmt = archive_format(dest, format)
     if fmt is None and is_store_reference(dest) and not dest.startswith("ollama:"):
-        return copy_reference(src, dest, transfer=transfer, progress=progress).as_dict()
+        return copy_reference(src, dest, transfer=transfer, progress=progress, verify=verify).as_dict()
     source = open_store_target(src, **options)
+    if verify is not None:
+        source.reference = _verified(source, verify, src)
     # an index with one ModelPack entry (k8s modelcar --index) is pulled as that entry
     store, desc = source.store, resolve_model(source.store, source.reference)
     if src.startswith("ollama:") and not dest.startswith("ollama:"):
@@ -359,6 +369,16 @@ def pull(
         "files": result.files,
         "bytes": result.bytes_written,
     }
+
+
+def _verified(source: StoreTarget, policy: VerifyPolicy, name: str) -> str:
+    """The digest ``source`` names, once a signature of it verifies (raises otherwise): what
+    is used next is pinned to what was verified."""
+    from .signing.policy import verify_before_use
+
+    desc = source.store.resolve(source.reference)
+    verify_before_use(source.store, desc, policy, name=name)
+    return desc.digest
 
 
 def inspect(ref: str, *, transfer: TransferOptions | None = None) -> dict[str, Any]:

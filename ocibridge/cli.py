@@ -21,6 +21,7 @@ from .modelpack.classify import parse_overrides
 from .modelpack.inspect import format_inspect, human_size
 from .oci.mediatypes import Family, Kind, Variant
 from .progress import make_progress
+from .signing.commands import add_signing_commands, add_verify_flags, policy_from_args
 from .targets import archive_format
 
 EXIT_FAILURE = 1
@@ -182,7 +183,8 @@ def cmd_pull(args: argparse.Namespace) -> int:
     export = archive_format(args.dest, args.format) not in (None, "directory") or args.dest.startswith("ollama:")
     bar = make_progress("pull", not (args.json or args.quiet or export))
     try:
-        result = api.pull(args.src, args.dest, format=args.format, transfer=_transfer(args), progress=bar)
+        result = api.pull(args.src, args.dest, format=args.format, transfer=_transfer(args), progress=bar,
+                          verify=policy_from_args(args))
     finally:
         if bar:
             bar.close()
@@ -199,7 +201,8 @@ def cmd_copy(args: argparse.Namespace) -> int:
     bar = make_progress("copy", not args.json and not args.quiet)
     try:
         result = api.copy_reference(
-            args.src, args.dst, referrers=args.referrers, transfer=_transfer(args), progress=bar
+            args.src, args.dst, referrers=args.referrers, transfer=_transfer(args), progress=bar,
+            verify=policy_from_args(args),
         )
     finally:
         if bar:
@@ -316,6 +319,9 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     from .k8s import build_modelcar
 
     t = _k8s_target(args, for_write=True)
+    from .signing.policy import verify_before_use
+
+    verify_before_use(t.store, t.reference, policy_from_args(args), name=args.ref)
     kwargs: dict[str, Any] = {"tag": args.tag, "index": args.index}
     if args.platform:
         kwargs["platforms"] = tuple(args.platform)
@@ -378,6 +384,7 @@ def _add_k8s_commands(sub, command) -> None:
     p.add_argument("--tag", help="tag the image (or index) in the same store")
     p.add_argument("--index", action="store_true", help="one index serving the image and the ModelPack artifact")
     p.add_argument("--platform", action="append", default=[], help="platform os/arch (repeatable)")
+    add_verify_flags(p)
     p = kcommand("volume", cmd_k8s_volume, "print a Pod with the image volume pinned by digest")
     p.add_argument("--mount-path", default="/models")
     p.add_argument("--name", default="model-consumer", help="Pod name")
@@ -434,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", metavar="DIR", help="DEST as oras spells it")
     p.add_argument("--format", choices=["auto", "directory", "carton", "mlarchive"], default=None)
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    add_verify_flags(p)
     _add_transfer_flags(p)
 
     p = command("copy", cmd_copy, "copy an artifact and everything it references between stores")
@@ -442,6 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-r", "--referrers", "--recursive", action="store_true",
                    help="copy signatures and other referrers too (oras: --recursive)")
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    add_verify_flags(p)
     _add_transfer_flags(p)
 
     p = command("inspect", cmd_inspect, "show an artifact's manifest, config and layers")
@@ -468,6 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="plan only: say what would be copied, change nothing")
 
     _add_k8s_commands(sub, command)
+    add_signing_commands(command, _add_transfer_flags, _transfer)
     return parser
 
 

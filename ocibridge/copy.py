@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 from .oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from .progress import ProgressFn, counting
+from .signing.attach import carry_companion_tags, is_signature_referrer
 from .stores.base import Store, is_manifest
 
 DEFAULT_CONCURRENCY = 4
@@ -32,6 +33,7 @@ class CopyStats:
     bytes_copied: int = 0
     manifests_copied: int = 0
     referrers: list[str] = field(default_factory=list)
+    signatures: list[str] = field(default_factory=list)  # .sig/.att/.sbom tags and bundle referrers
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **counts: int) -> None:
@@ -50,6 +52,7 @@ class CopyStats:
             "bytesCopied": self.bytes_copied,
             "manifestsCopied": self.manifests_copied,
             "referrers": self.referrers,
+            "signatures": self.signatures,
         }
 
 
@@ -185,6 +188,11 @@ def _copy_node(
         for ref in src.referrers(desc):
             _copy_node(src, dst, ref, pool, stats, progress, referrers, locks)
             stats.referrers.append(ref.digest)
+            if is_signature_referrer(ref):
+                stats.signatures.append(ref.digest)
+        # cosign's tag-named companions (sha256-<hex>.sig, .att, .sbom) are no referrers: carried here
+        stats.signatures.extend(carry_companion_tags(
+            src, dst, desc, lambda d: _copy_node(src, dst, d, pool, stats, progress, False, locks)))
 
 
 def _blobs_of(manifest: Manifest) -> list[Descriptor]:

@@ -11,16 +11,25 @@ badly signed one before they write anything.
 
 from __future__ import annotations
 
-from .policy import verify_before_use
-from .sign import SignOptions, SignResult, sign_artifact
-from .verify import Verified, VerifyPolicy, verify_artifact
+from typing import Any
 
-__all__ = [
-    "SignOptions",
-    "SignResult",
-    "Verified",
-    "VerifyPolicy",
-    "sign_artifact",
-    "verify_artifact",
-    "verify_before_use",
-]
+#: Public names, imported on first use: the CLI must not pay for ``cryptography`` unless it signs.
+_EXPORTS = {
+    "SignOptions": ".sign",
+    "SignResult": ".sign",
+    "sign_artifact": ".sign",
+    "Verified": ".verify",
+    "VerifyPolicy": ".verify",
+    "verify_artifact": ".verify",
+    "verify_before_use": ".policy",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_EXPORTS[name], __name__), name)

@@ -16,13 +16,15 @@ import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SignatureError
 from ..oci.digest import split_digest
 from ..oci.mediatypes import ANNOTATION_CREATED, OCI_EMPTY, OCI_MANIFEST
 from ..oci.models import Descriptor, Manifest
-from . import keys
+
+if TYPE_CHECKING:  # copies import this module: ``cryptography`` only when signing or verifying
+    from . import keys
 
 BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 #: Media types bundles are written under (older: a ``version`` parameter).
@@ -58,6 +60,8 @@ def pae(payload_type: str, payload: bytes) -> bytes:
 
 def make_bundle(key: keys.PrivateKey, payload: bytes) -> bytes:
     """A v0.3 bundle: ``payload`` (a statement) in a DSSE envelope signed by ``key``."""
+    from . import keys
+
     signature = keys.sign(key, pae(IN_TOTO_PAYLOAD_TYPE, payload))
     doc = {
         "mediaType": BUNDLE_MEDIA_TYPE,
@@ -137,6 +141,8 @@ def parse_bundle(data: bytes) -> BundleContent:
 
 def verify_envelope(envelope: dict[str, Any], key: keys.PublicKey) -> bytes:
     """The envelope's payload if one of its signatures verifies with ``key``; else raises."""
+    from . import keys
+
     try:
         payload = base64.b64decode(envelope["payload"], validate=True)
         payload_type = envelope["payloadType"]

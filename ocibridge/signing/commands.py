@@ -10,15 +10,14 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import OcibridgeError, SignatureError
-from . import keys
-from .bundle import parse_bundle
-from .keyless import verify_keyless
-from .policy import verify_before_use
-from .sign import FORMS, SignOptions, sign_artifact
-from .verify import Verified, VerifyPolicy, verify_key_bundle
+
+if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every other command time
+    from .verify import Verified, VerifyPolicy
+
+FORMS = ("classic", "bundle")
 
 CommandFactory = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
@@ -30,6 +29,8 @@ def add_verify_flags(p: argparse.ArgumentParser) -> None:
 
 
 def policy_from_args(args: argparse.Namespace) -> VerifyPolicy | None:
+    from .verify import VerifyPolicy
+
     paths = getattr(args, "verify_key", None) or []
     return VerifyPolicy.from_files(paths) if paths else None
 
@@ -85,10 +86,13 @@ def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[
 
 
 def cmd_sign(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
+    from . import keys
+    from .sign import SignOptions, sign_artifact
+
     key = keys.load_private_key(args.key)
     target = _open(args, transfer)
     subject = target.store.resolve(target.reference)
-    forms = FORMS if args.form == "both" else (args.form,)
+    forms: Any = FORMS if args.form == "both" else (args.form,)
     options = SignOptions(identity=args.identity or target.store.describe(), claims=_claims(args.annotation),
                           forms=forms)
     result = sign_artifact(target.store, subject, key, options)
@@ -99,12 +103,16 @@ def cmd_sign(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], 
 
 
 def _policy(args: argparse.Namespace) -> VerifyPolicy:
+    from .verify import VerifyPolicy
+
     return VerifyPolicy.from_files(args.key, identity=args.certificate_identity,
                                    issuer=args.certificate_oidc_issuer, trusted_root=args.trusted_root,
                                    claims=_claims(args.annotation))
 
 
 def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
+    from .policy import verify_before_use
+
     policy = _policy(args)
     if args.bundle:
         verified = [verify_blob(Path(args.ref), Path(args.bundle), policy)]
@@ -122,6 +130,10 @@ def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace]
 
 def verify_blob(path: Path, bundle_path: Path, policy: VerifyPolicy) -> Verified:
     """A file against a bundle file (cosign verify-blob --bundle): keyless or key."""
+    from .bundle import parse_bundle
+    from .keyless import verify_keyless
+    from .verify import Verified, verify_key_bundle
+
     try:
         data, bundle = path.read_bytes(), bundle_path.read_bytes()
     except OSError as e:
