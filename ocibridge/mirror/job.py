@@ -73,6 +73,28 @@ class TagFilter(_Strict):
     )
 
 
+class VerifySettings(_Strict):
+    """Refuse artifacts unless a signature verifies (checked before anything is copied)."""
+
+    keys: list[str] = Field(
+        default_factory=list, description="PEM public keys (relative to the job); a signature by any one passes."
+    )
+    certificate_identity: str | None = Field(default=None, description="Keyless bundles: the signer's identity.")
+    certificate_oidc_issuer: str | None = Field(default=None, description="Keyless bundles: the OIDC issuer.")
+    trusted_root: str | None = Field(
+        default=None, description="Keyless bundles: sigstore trusted_root.json (relative to the job), offline."
+    )
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="Claims every accepted signature must carry."
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> VerifySettings:
+        if not self.keys and not self.certificate_identity:
+            raise ValueError("verify needs keys or a certificate_identity")
+        return self
+
+
 class Settings(_Strict):
     """Settings an entry may override; missing ones come from the job's defaults."""
 
@@ -84,6 +106,9 @@ class Settings(_Strict):
     rate_limit: RateLimit | None = None
     convert: Literal["cnai", "cncf"] | None = Field(
         default=None, description="Re-label ModelPack artifacts into this family while mirroring."
+    )
+    verify: VerifySettings | None = Field(
+        default=None, description="Only mirror artifacts whose signature verifies (cosign .sig or sigstore bundle)."
     )
 
 
@@ -143,6 +168,7 @@ class MirrorJob(_Strict):
             concurrency=pick("concurrency", Concurrency()),
             rate_limit=pick("rate_limit", None),
             convert=pick("convert", None),
+            verify=pick("verify", None),
         )
 
     def registry_options(self, host: str) -> dict[str, Any]:
@@ -157,6 +183,18 @@ class MirrorJob(_Strict):
             options["username"] = auth.username
             options["password"] = self._password(host, auth)
         return options
+
+    def verify_policy(self, settings: ResolvedSettings) -> Any:
+        """The entry's :class:`ocibridge.signing.VerifyPolicy` (key files read now), or None."""
+        v = settings.verify
+        if v is None:
+            return None
+        from ..signing import VerifyPolicy
+
+        return VerifyPolicy.from_files(
+            [str(self._path(k)) for k in v.keys], identity=v.certificate_identity,
+            issuer=v.certificate_oidc_issuer, trusted_root=str(self._path(v.trusted_root)) if v.trusted_root else None,
+            claims=v.annotations)
 
     def _path(self, value: str) -> Path:
         path = Path(os.path.expanduser(value))
@@ -183,3 +221,4 @@ class ResolvedSettings(BaseModel):
     concurrency: Concurrency
     rate_limit: RateLimit | None
     convert: str | None
+    verify: VerifySettings | None = None

@@ -12,10 +12,13 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from ..errors import NotFound, OcibridgeError
+from ..errors import NotFound, OcibridgeError, SignatureError
 from ..oci.mediatypes import Family, family_of_artifact
 from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ..signing.attach import companion_tags, is_signature_referrer
+from ..signing.policy import verify_before_use
 from ..stores.base import Store, is_manifest
 from .endpoints import Endpoint, open_endpoint
 from .filters import select_tags
@@ -49,6 +52,7 @@ class EntryPlan:
     copies: list[ArtifactPlan] = field(default_factory=list)
     results: list[ArtifactResult] = field(default_factory=list)  # skipped and failed ones
     bucket: TokenBucket | None = None
+    policy: Any = None  # VerifyPolicy of the entry's ``verify`` block
 
     def close(self) -> None:
         for endpoint in (self.source, self.target):
@@ -67,6 +71,7 @@ def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = 
             plan.bucket = TokenBucket(rl.requests_per_second, rl.burst)
             attach(plan.source.store, plan.bucket)
         plan.target = open_endpoint(entry.target, job, for_write=True, dry_run=dry_run)
+        plan.policy = job.verify_policy(settings)
         refs = _references(plan)
     except OcibridgeError as e:
         plan.summary.error = str(e)
@@ -149,12 +154,15 @@ class _Planner:
 
     def _plan(self, ref: str, tag: str | None, result: ArtifactResult) -> ArtifactPlan | ArtifactResult:
         if self.plan.entry.source_format == "ollama" or self.src.ollama:
+            if self.plan.policy is not None:
+                raise SignatureError("verify: Ollama sources carry no signatures")
             store, desc, src_ref = self._from_ollama(ref)
         else:
             store, original, reason = self._from_oci(ref)
             if reason:
                 result.status, result.reason, result.digest = "skipped", reason, original.digest
                 return result
+            verify_before_use(self.src.store, original, self.plan.policy, name=result.source)
             desc = self.view.convert(original) if store is self.view else original
             src_ref = desc.digest
             if store is self.view and self.settings.referrers:
@@ -165,8 +173,10 @@ class _Planner:
                                    "its digest, which re-labelling changed (sign the copy again)")
         result.digest = desc.digest
         if self._already_there(desc, tag):
-            result.status, result.reason = "skipped", "already mirrored"
-            return result
+            if not (self.settings.referrers and signatures_missing(store, self.dst.store, desc)):
+                result.status, result.reason = "skipped", "already mirrored"
+                return result
+            result.note = "already mirrored; carrying signatures the target lacks"
         self._count(store, desc, result)
         return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers)
 
@@ -274,7 +284,21 @@ def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch) -> lis
             stack.extend([node.config, *node.layers])
         if referrers:
             stack.extend(store.referrers(desc))
+            stack.extend(d for d, _ in companion_tags(store, desc))
     return out
+
+
+def signatures_missing(src: Store, dst: Store, desc: Descriptor) -> bool:
+    """Whether ``src`` holds signatures of ``desc`` (cosign tags, bundle referrers) that ``dst``
+    lacks: an artifact mirrored before it was signed still gets its signatures."""
+    for sig, tag in companion_tags(src, desc):
+        try:
+            if dst.resolve(tag).digest == sig.digest:
+                continue
+        except NotFound:
+            pass
+        return True
+    return any(is_signature_referrer(r) and not dst.exists(r) for r in src.referrers(desc))
 
 
 def _family(store: Store, desc: Descriptor, fetch: Fetch) -> Family | None:

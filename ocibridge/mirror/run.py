@@ -90,4 +90,5 @@ def _copy_one(target: Store, item: ArtifactPlan, blobs: int, locks: BlobLocks) -
     result.bytes_copied = stats.bytes_copied
     result.manifests_copied = stats.manifests_copied
     result.referrers = len(stats.referrers)
+    result.signatures = len(stats.signatures)
     return result

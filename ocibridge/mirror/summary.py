@@ -30,6 +30,7 @@ class ArtifactResult:
     bytes_copied: int = 0
     manifests_copied: int = 0
     referrers: int = 0
+    signatures: int = 0  # signature manifests carried: cosign .sig/.att/.sbom tags and bundle referrers
     # re-labelled artifacts: referrers of the original, not copied (they name the old digest)
     referrers_left_behind: int = 0
     note: str = ""  # said about a copied or planned artifact, e.g. what was left behind
@@ -70,7 +71,7 @@ class MirrorSummary:
     def totals(self) -> dict[str, int]:
         keys = ("blobs_planned", "bytes_planned", "blobs_present", "bytes_present", "blobs_copied",
                 "blobs_mounted", "blobs_skipped", "bytes_copied", "manifests_copied", "referrers",
-                "referrers_left_behind")
+                "signatures", "referrers_left_behind")
         out = {k: sum(getattr(a, k) for a in self.artifacts) for k in keys}
         for status in ("copied", "skipped", "failed", "planned"):
             out[status] = len(self.with_status(status))
@@ -92,8 +93,9 @@ class MirrorSummary:
         lines = []
         for a in self.artifacts:
             if a.status == "copied":
+                signed = f", {a.signatures} signature(s)" if a.signatures else ""
                 lines.append(f"copied  {a.source} -> {a.target} ({_size(a.bytes_copied)} sent, "
-                             f"{a.blobs_mounted} mounted, {a.blobs_skipped} already there)")
+                             f"{a.blobs_mounted} mounted, {a.blobs_skipped} already there{signed})")
             elif a.status == "planned":
                 lines.append(f"would copy {a.source} -> {a.target} ({a.blobs_planned} blobs, "
                              f"{_size(a.bytes_planned)}; {a.blobs_present} blobs already there)")
@@ -115,8 +117,9 @@ class MirrorSummary:
             lines.append(f"dry run: {t['planned']} to copy ({_size(t['bytes_planned'])} in "
                          f"{t['blobs_planned']} blobs), {t['skipped']} skipped, {t['failed']} failed{tail}")
         else:
+            signed = f", {t['signatures']} signature(s) carried" if t["signatures"] else ""
             lines.append(f"{t['copied']} copied ({_size(t['bytes_copied'])} sent, {t['blobs_mounted']} "
-                         f"blobs mounted), {t['skipped']} skipped, {t['failed']} failed "
+                         f"blobs mounted{signed}), {t['skipped']} skipped, {t['failed']} failed "
                          f"in {self.seconds:.1f} s{tail}")
         return "\n".join(lines)
 
