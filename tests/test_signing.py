@@ -368,3 +368,28 @@ def test_copy_without_r_leaves_signatures(pushed, tmp_path):
     assert main(["copy", f"oci:{layout}:v1", f"oci:{dst}:v1", "-q"]) == 0
     assert f"sha256-{digest[7:]}.sig" not in (dst / "index.json").read_text()
     shutil.rmtree(dst)
+
+
+def test_mirror_job_verify_block_between_layouts(pushed, tmp_path):
+    from ocibridge.mirror import load_job, run_job
+
+    layout, digest = pushed
+    private, _ = key_pair(tmp_path / "k")
+    assert _sign(f"oci:{layout}:v1", private, "-a", "team=ml") == 0
+
+    def job(verify: str):
+        path = tmp_path / "job.toml"
+        path.write_text(f'[[sync]]\nsource = "oci:{layout}"\ntarget = "oci:{tmp_path}/mirror"\nverify = {verify}\n')
+        return run_job(load_job(path))
+
+    missing = job('{ keys = ["nope.pub"] }')
+    assert not missing.ok and "nope.pub: No such file" in missing.artifacts[0].reason
+    wrong_claim = job('{ keys = ["k/cosign.pub"], annotations = { team = "ops" } }')
+    (failed,) = wrong_claim.artifacts
+    assert failed.status == "failed" and "claim team=ops missing" in failed.reason
+    index = tmp_path / "mirror" / "index.json"  # the mirror opens (creates) an empty target layout
+    assert not index.exists() or json.loads(index.read_text())["manifests"] == []
+    done = job('{ keys = ["k/cosign.pub"], annotations = { team = "ml" } }')
+    (copied,) = done.artifacts
+    assert copied.status == "copied" and copied.digest == digest and copied.signatures == 2
+    assert cosign_spec.check_classic(tmp_path / "mirror", digest, (tmp_path / "k" / "cosign.pub").read_bytes())

@@ -57,5 +57,5 @@ def verify_keyless(bundle: bytes, who: Identity, *, dsse: bool, digest: str | No
 
 
 def _one_line(e: BaseException) -> str:
-    text = " ".join(str(e).split()) or type(e).__name__
+    text = " ".join(str(e).split()).split(" For further information visit")[0] or type(e).__name__
     return text[:300]

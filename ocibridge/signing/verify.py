@@ -129,6 +129,8 @@ def _classic(layer: SignatureLayer, subject: Descriptor, policy: VerifyPolicy) -
         raise SignatureError(f"{where}: a layer has no signature annotation")
     if CERTIFICATE_ANNOTATION in notes and not policy.keys:
         raise SignatureError(f"{where}: keyless classic signatures are not verified here (use a bundle)")
+    if not policy.keys:
+        raise SignatureError(f"{where}: signed with a key; pass --key")
     try:
         signature = base64.b64decode(layer.signature, validate=True)
     except (binascii.Error, ValueError):
