@@ -393,3 +393,19 @@ def test_mirror_job_verify_block_between_layouts(pushed, tmp_path):
     (copied,) = done.artifacts
     assert copied.status == "copied" and copied.digest == digest and copied.signatures == 2
     assert cosign_spec.check_classic(tmp_path / "mirror", digest, (tmp_path / "k" / "cosign.pub").read_bytes())
+
+
+def test_keyless_bundle_referrer_reaches_sigstore_python(pushed, capsys):
+    """A certificate bundle attached to an artifact is verified by sigstore-python over the
+    manifest bytes: the real conformance bundle (which signs another file) is refused with the
+    library's digest mismatch, not skipped or mistaken for a key signature."""
+    from ocibridge.signing.attach import attach_bundle
+
+    layout, _ = pushed
+    store = LayoutStore(layout)
+    attach_bundle(store, store.resolve("v1"), (BUNDLE / "bundle.sigstore.json").read_bytes())
+    assert main(["verify", f"oci:{layout}:v1", "--certificate-identity", CONFORMANCE_ID,
+                 "--certificate-oidc-issuer", CONFORMANCE_ISSUER,
+                 "--trusted-root", str(BUNDLE / "public-good.trusted_root.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "keyless bundle: Bundle message digest mismatch" in err
