@@ -6,6 +6,7 @@ import contextlib
 import os
 import posixpath
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -14,18 +15,50 @@ from .errors import UnsafePath
 
 TEMP_PREFIX = ".ocibridge-tmp-"
 
+_umask: int | None = None
+_umask_lock = threading.Lock()
+
+
+def process_umask() -> int:
+    """The process umask, read once. ``mkstemp`` creates files 0600 whatever the umask; files
+    meant to be shared (a layout, an exported archive) are chmod-ed to what ``open`` would
+    have made. Linux exposes the umask in /proc without changing it; elsewhere it is set and
+    restored once, under a lock."""
+    global _umask
+    with _umask_lock:
+        if _umask is None:
+            _umask = _read_umask()
+        return _umask
+
+
+def _read_umask() -> int:
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def shared_file_mode(executable: bool = False) -> int:
+    """The mode ``open()`` would give a new file under the current umask."""
+    return (0o777 if executable else 0o666) & ~process_umask()
+
 
 @contextlib.contextmanager
 def atomic_writer(final: Path, mode: int | None = None) -> Iterator[BinaryIO]:
-    """Write to a temporary file beside ``final``; rename into place only if the block succeeds."""
+    """Write to a temporary file beside ``final``; rename into place only if the block succeeds.
+
+    Without ``mode`` the file gets the umask's default (not mkstemp's 0600)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=final.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, shared_file_mode() if mode is None else mode)
         os.replace(tmp, final)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import OcibridgeError, UnsafePath
-from ..fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath
+from ..fsutil import TEMP_PREFIX, link_stays_inside, process_umask, safe_relpath
 from ..oci.digest import CHUNK
 from ..oci.mediatypes import (
     ANNOTATION_TITLE,
@@ -131,7 +131,7 @@ def _write_stream(src: Reader, dest: Path, mode: int, remaining: int | None = No
                 break
             out.write(data)
             total += len(data)
-    os.chmod(dest, mode)
+    os.chmod(dest, mode & ~process_umask())
     return total
 
 

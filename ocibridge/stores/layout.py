@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import NotFound, OcibridgeError
-from ..fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer
+from ..fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode
 from ..oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
 from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ..oci.models import Descriptor, Index, parse_manifest_bytes
@@ -106,6 +106,7 @@ class LayoutStore:
             with os.fdopen(fd, "wb") as out:
                 while chunk := hashing.read(CHUNK):
                     out.write(chunk)
+            os.chmod(tmp, shared_file_mode())
             final = self.blob_path(hashing.digest)
             existed = final.exists()
             os.replace(tmp, final)

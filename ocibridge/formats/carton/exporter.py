@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ...errors import OcibridgeError, UnsafePath
-from ...fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath
+from ...fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath, shared_file_mode
 from ...modelpack.extract import layer_mode, layer_path
 from ...oci.digest import CHUNK, VerifyingReader
 from ...oci.mediatypes import Variant, parse_layer_media_type
@@ -226,4 +226,5 @@ def export_carton(store: Store, desc: Descriptor, out_path: Path) -> None:
             carton_manifest = _write_entries(store, manifest, zw)
             zw.close()
         _check_written(tmp, zw, carton_manifest)
+        os.chmod(tmp, shared_file_mode())
         os.replace(tmp, out_path)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ...errors import OcibridgeError, SourceError
-from ...fsutil import TEMP_PREFIX, safe_relpath
+from ...fsutil import TEMP_PREFIX, safe_relpath, shared_file_mode
 from ...modelpack.extract import layer_mode, layer_path
 from ...oci.digest import CHUNK, VerifyingReader
 from ...oci.mediatypes import LayerType, Variant, parse_layer_media_type
@@ -231,12 +231,6 @@ def _temp_beside(final: Path) -> Iterator[Path]:
                 folder.rmdir()
 
 
-def _umask_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def export_mlarchive(
     store: Store,
     desc: Descriptor,
@@ -259,5 +253,5 @@ def export_mlarchive(
         ) as zf:
             written = _write_entries(store, manifest, zf, compresslevel, compress_weights)
         _check_written(tmp, written)
-        os.chmod(tmp, _umask_mode())
+        os.chmod(tmp, shared_file_mode())
         os.replace(tmp, out_path)
