@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .copy import DEFAULT_CONCURRENCY, CopyStats, copy
-from .errors import NotFound, OcibridgeError, SourceError
+from .errors import NotFound, OcibridgeError, SourceError, UsageError
 from .formats.directory import read_directory
 from .modelpack import digestcache
 from .modelpack.builder import ARTIFACT_TAG, BuildOptions, build, plan_layers
@@ -145,7 +145,7 @@ def push(
     ollama_to_ollama = source.startswith("ollama:") and (dest or "").startswith("ollama:")
     if is_store_reference(source) and (not source.startswith("ollama:") or ollama_to_ollama):
         if dest is None:
-            raise OcibridgeError("copying from a store needs a destination")
+            raise UsageError("copying from a store needs a destination")
         return copy_reference(source, dest, transfer=transfer, progress=progress)
     package = load_source(
         source,

@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from . import api
 from .copy import CopyStats
-from .errors import OcibridgeError, RegistryError, ValidationError
+from .errors import OcibridgeError, RegistryError, UsageError, ValidationError
 from .modelpack.builder import BuildOptions, created_now
 from .modelpack.classify import parse_overrides
 from .modelpack.inspect import format_inspect, human_size
@@ -69,9 +69,9 @@ def _transfer(args: argparse.Namespace) -> api.TransferOptions:
     if getattr(args, "password_stdin", False):
         password = sys.stdin.readline().rstrip("\r\n")
     if args.concurrency < 1:
-        raise OcibridgeError("--concurrency must be at least 1")
+        raise UsageError("--concurrency must be at least 1")
     if args.chunk_size is not None and args.chunk_size < 1:
-        raise OcibridgeError("--chunk-size must be at least 1 byte")
+        raise UsageError("--chunk-size must be at least 1 byte")
     if args.ca_file:
         _check_ca_file(args.ca_file)
     return api.TransferOptions(
@@ -106,12 +106,12 @@ def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
             k = Kind(kind)
             v = Variant(variant)
         except ValueError:
-            raise OcibridgeError(
+            raise UsageError(
                 f"--layer expects KIND=VARIANT (kinds: {', '.join(x.value for x in Kind)}; "
                 f"variants: {', '.join(x.value for x in Variant)}), got {item!r}"
             ) from None
         if not sep:
-            raise OcibridgeError(f"--layer expects KIND=VARIANT, got {item!r}")
+            raise UsageError(f"--layer expects KIND=VARIANT, got {item!r}")
         variants[k] = v
     return variants, group
 
@@ -121,7 +121,7 @@ def _annotations(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise OcibridgeError(f"--annotation expects KEY=VALUE, got {item!r}")
+            raise UsageError(f"--annotation expects KEY=VALUE, got {item!r}")
         out[key] = value
     return out
 
@@ -147,7 +147,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     try:
         overrides = parse_overrides(args.kind)
     except ValueError as e:
-        raise OcibridgeError(str(e)) from None
+        raise UsageError(str(e)) from None
     bar = make_progress("push", not args.json and not args.quiet)
     try:
         result = api.push(
@@ -177,7 +177,7 @@ def _counts(s: CopyStats, verb: str) -> str:
 
 def cmd_pull(args: argparse.Namespace) -> int:
     if (args.dest is None) == (args.output is None):
-        raise OcibridgeError("pull needs one destination: DEST or -o/--output DIR")
+        raise UsageError("pull needs one destination: DEST or -o/--output DIR")
     args.dest = args.dest or args.output
     # exports into an archive or the Ollama store report no progress (yet): no frozen bar
     export = archive_format(args.dest, args.format) not in (None, "directory") or args.dest.startswith("ollama:")
@@ -259,7 +259,7 @@ def cmd_login(args: argparse.Namespace) -> int:
         if transfer.password is None:
             transfer.password = getpass.getpass("Password: ")
     if not transfer.username or not transfer.password:
-        raise OcibridgeError("login needs --username and --password or --password-stdin")
+        raise UsageError("login needs --username and --password or --password-stdin")
     login(args.host, transfer.username, transfer.password, **_login_options(transfer))
     print(f"login succeeded for {args.host}")
     return 0
@@ -500,6 +500,9 @@ def main(argv: list[str] | None = None) -> int:
             hint = " (if the registry serves HTTPS, pass --ca-file FILE or --insecure)"
         print(f"ocibridge: error: {e}{hint}", file=sys.stderr)
         return EXIT_FAILURE
+    except UsageError as e:
+        print(f"ocibridge: error: {e} (see 'ocibridge {args.command} --help')", file=sys.stderr)
+        return EXIT_USAGE
     except OcibridgeError as e:
         print(f"ocibridge: error: {e}", file=sys.stderr)
         return EXIT_FAILURE

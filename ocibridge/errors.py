@@ -7,6 +7,10 @@ class OcibridgeError(Exception):
     """Base of every error ocibridge raises on purpose; the CLI prints its message and exits 1."""
 
 
+class UsageError(OcibridgeError):
+    """A mistake in how the command was called (a bad flag value, a missing argument): exit 2."""
+
+
 class InvalidReference(OcibridgeError):
     """A reference string that cannot be parsed."""
 

@@ -79,12 +79,14 @@ def test_cncf_media_types_flag(tmp_path, capsys):
         (["pull", "oci:{tmp}/missing:v", "{tmp}/out"], "not an OCI image layout"),
         (["push", "{model}", "oci:{tmp}/s:v", "--layer", "doc=zip"], "--layer expects"),
         (["push", "{model}", "oci:{tmp}/s:v", "--kind", "*.json=nope"], "unknown kind"),
+        (["push", "{model}", "oci:{tmp}/s:v", "--kind", "x"], "--kind"),
     ],
 )
 def test_bad_input_one_line_nonzero_nothing_written(tmp_path, capsys, args, message):
     model = make_model(tmp_path / "m")
     args = [a.format(tmp=tmp_path, model=model) for a in args]
-    assert main(args) == 1
+    usage_mistake = any(a in args for a in ("--layer", "--kind"))
+    assert main(args) == (2 if usage_mistake else 1)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ocibridge: error:")
     assert message in err
