@@ -402,8 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ocibridge {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help, description=help)
+    def command(name: str, func: Callable[[argparse.Namespace], int], help: str,
+                aliases: tuple[str, ...] = ()) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, aliases=list(aliases))
         p.set_defaults(func=func)
         p.add_argument("--json", action="store_true", help="print a machine-readable summary")
         return p
@@ -444,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_verify_flags(p)
     _add_transfer_flags(p)
 
-    p = command("copy", cmd_copy, "copy an artifact and everything it references between stores")
+    p = command("copy", cmd_copy, "copy an artifact and everything it references between stores", aliases=("cp",))
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
     p.add_argument("-r", "--referrers", "--recursive", action="store_true",
@@ -478,6 +479,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_k8s_commands(sub, command)
     add_signing_commands(command, _add_transfer_flags, _transfer)
+    from .cli_store import register as register_store_commands
+
+    register_store_commands(command, _add_transfer_flags)
     return parser
 
 

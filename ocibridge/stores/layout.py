@@ -300,6 +300,49 @@ class LayoutStore:
         known = ", ".join(self.tags()) or "none"
         raise NotFound(f"{self.describe()}:{reference}: tag not found (tags: {known})")
 
+    def delete_manifest(self, desc: Descriptor) -> None:
+        """Drop every ``index.json`` entry of this manifest (all its tags); its blobs stay
+        until :meth:`unreferenced_blobs` is pruned."""
+        with self._locked():
+            index = self.read_index()
+            kept = [e for e in index.manifests if e.digest != desc.digest]
+            if len(kept) == len(index.manifests):
+                raise NotFound(f"{self.describe()}@{desc.digest}: not listed in index.json")
+            index.manifests = kept
+            atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
+
+    def untag(self, tag: str) -> Descriptor:
+        """Remove ``tag``; the manifest stays listed only if another tag still names it."""
+        with self._locked():
+            index = self.read_index()
+            named = [e for e in index.manifests if (e.annotations or {}).get(ANNOTATION_REF_NAME) == tag]
+            if not named:
+                raise NotFound(f"{self.describe()}:{tag}: tag not found (tags: {', '.join(self.tags()) or 'none'})")
+            index.manifests = [e for e in index.manifests if e not in named]
+            atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
+        return _strip_ref_name(named[0])
+
+    def unreferenced_blobs(self) -> list[Path]:
+        """Blob files nothing reachable from ``index.json`` uses (temporary files excluded).
+        Call under :meth:`locked` so no tag lands between the walk and the removal."""
+        used = self._referenced()
+        if used is None:
+            raise OcibridgeError(f"{self.describe()}: a listed manifest cannot be read; not pruning")
+        found = []
+        for algorithm_dir in sorted((self.root / "blobs").iterdir()):
+            if not algorithm_dir.is_dir():
+                continue
+            for blob in sorted(algorithm_dir.iterdir()):
+                if blob.name.startswith(TEMP_PREFIX) or not blob.is_file():
+                    continue
+                if f"{algorithm_dir.name}:{blob.name}" not in used:
+                    found.append(blob)
+        return found
+
+    def locked(self) -> contextlib.AbstractContextManager[None]:
+        """The index lock, for a caller that reads and changes the layout as one step."""
+        return self._locked()
+
     def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
         found: list[Descriptor] = []
         seen: set[str] = set()

@@ -314,6 +314,16 @@ class RegistryStore:
         data, _ = self._get_manifest(desc.digest)
         self._put_manifest(desc, data, tag)
 
+    def delete_manifest(self, desc: Descriptor) -> None:
+        """DELETE the manifest by digest (every tag naming it goes with it, as the registry
+        has it); 405 means the registry has deletes turned off."""
+        scopes = (f"repository:{self.repository}:delete",)
+        response = self.client.send("DELETE", self._path("manifests", desc.digest), scopes=scopes)
+        if response.status_code == 404:
+            raise NotFound(f"{self.describe()}@{desc.digest}: manifest not found")
+        if response.status_code not in (200, 202):
+            raise self.client.error(response, f"refused delete in {self.repository}")
+
     def _add_to_fallback(self, subject: Descriptor, desc: Descriptor, data: bytes) -> None:
         """Add ``desc`` to the ``sha256-<hex>`` index (the registry has no referrers API)."""
         manifest = parse_manifest_bytes(data, desc.mediaType)

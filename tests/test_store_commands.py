@@ -1,0 +1,157 @@
+"""list/ls, rm, prune, tag, delete, resolve, attach, discover and the cp alias (issue 18), on a
+layout, the default store and a real registry."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from ocibridge.cli import main
+from tests.modelgen import make_model
+
+
+def cli_json(capsys, *args: str):
+    code = main([*args, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return json.loads(captured.out)
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    path = tmp_path / "default-store"
+    monkeypatch.setenv("OCIBRIDGE_STORE", str(path))
+    return path
+
+
+def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
+    make_model(tmp_path / "alpha")
+    make_model(tmp_path / "beta", seed=1)
+    assert main(["push", str(tmp_path / "alpha"), "-q", "--created", "2025-01-02T03:04:05Z"]) == 0
+    assert main(["push", str(tmp_path / "beta"), "-q"]) == 0
+    capsys.readouterr()
+    listed = cli_json(capsys, "ls")
+    assert [(e["name"], e["tag"], e["family"]) for e in listed] == [
+        ("alpha", "alpha", "cnai"), ("beta", "beta", "cnai")]
+    assert listed[0]["created"] == "2025-01-02T03:04:05Z" and listed[0]["size"] > 400_000
+    assert main(["list"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["NAME", "TAG", "SIZE", "CREATED", "FAMILY", "DIGEST"]
+    assert table[1].split()[:2] == ["alpha", "alpha"] and "2025-01-02T03:04:05Z" in table[1]
+
+    blobs = sorted((store / "blobs" / "sha256").iterdir())
+    removed = cli_json(capsys, "rm", "beta")
+    assert removed[0]["tags"] == ["beta"]
+    assert [e["name"] for e in cli_json(capsys, "ls")] == ["alpha"]
+    # blobs of a just-written push are inside the grace period: kept, and said so
+    kept = cli_json(capsys, "prune", "--dry-run")
+    assert kept["blobs"] == [] and kept["keptRecent"] > 0
+    old = time.time() - 3600
+    for blob in blobs:
+        os.utime(blob, (old, old))
+    dry = cli_json(capsys, "prune", "--dry-run")
+    assert dry["dryRun"] and len(dry["blobs"]) >= 3 and dry["bytes"] > 0
+    assert sorted((store / "blobs" / "sha256").iterdir()) == blobs  # dry run: nothing removed
+    done = cli_json(capsys, "prune")
+    assert done["blobs"] == dry["blobs"]
+    left = {f"sha256:{p.name}" for p in (store / "blobs" / "sha256").iterdir()}
+    assert not left & set(done["blobs"])
+    # alpha is whole still: it pulls and validates
+    assert main(["validate", f"oci:{store}:alpha"]) == 0
+    assert main(["pull", f"oci:{store}:alpha", str(tmp_path / "out"), "-q"]) == 0
+
+
+def test_rm_by_digest_removes_every_tag_and_unknown_names_fail(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    layout = f"oci:{tmp_path}/layout"
+    assert main(["push", str(model), f"{layout}:a", "-q"]) == 0
+    capsys.readouterr()
+    digest = cli_json(capsys, "tag", f"{layout}:a", "b", "c")["digest"]
+    assert [e["tag"] for e in cli_json(capsys, "list", layout)] == ["a", "b", "c"]
+    assert cli_json(capsys, "resolve", f"{layout}:c")["digest"] == digest
+    assert sorted(cli_json(capsys, "rm", f"{layout}@{digest}")[0]["tags"]) == ["a", "b", "c"]
+    assert cli_json(capsys, "list", layout) == []
+    assert main(["rm", f"{layout}:a"]) == 1
+    assert "tag not found" in capsys.readouterr().err
+
+
+def test_cp_is_copy(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    assert main(["push", str(model), f"oci:{tmp_path}/a:v1", "-q"]) == 0
+    capsys.readouterr()
+    copied = cli_json(capsys, "cp", f"oci:{tmp_path}/a:v1", f"oci:{tmp_path}/b:v1")
+    assert copied["blobsCopied"] >= 8
+
+
+def test_tag_resolve_attach_discover_delete_on_a_registry(tmp_path, capsys, registry, unique_repo):
+    model = make_model(tmp_path / "m")
+    ref = f"{registry.host}/{unique_repo}"
+    assert main(["push", str(model), f"{ref}:v1", "-q"]) == 0
+    capsys.readouterr()
+    digest = cli_json(capsys, "resolve", f"{ref}:v1")["digest"]
+    assert main(["resolve", f"{ref}:v1"]) == 0 and capsys.readouterr().out.strip() == digest
+    assert cli_json(capsys, "tag", f"{ref}:v1", "stable")["tags"] == ["stable"]
+    assert cli_json(capsys, "resolve", f"{ref}:stable")["digest"] == digest
+
+    card = tmp_path / "card.md"
+    card.write_text("# model card\n")
+    attached = cli_json(capsys, "attach", f"{ref}:v1", str(card), "--artifact-type",
+                        "application/vnd.example.card", "-a", "org.example.k=v")
+    assert attached["subject"] == digest and attached["reference"] == f"{ref}@{attached['digest']}"
+    sbom = tmp_path / "sbom.json"
+    sbom.write_text("{}\n")
+    cli_json(capsys, "attach", f"{ref}:v1", str(sbom), "--artifact-type", "application/spdx+json")
+
+    found = cli_json(capsys, "discover", f"{ref}:v1")
+    assert found["subject"] == digest
+    assert sorted(r["artifactType"] for r in found["referrers"]) == [
+        "application/spdx+json", "application/vnd.example.card"]
+    only = cli_json(capsys, "discover", f"{ref}:v1", "--artifact-type", "application/spdx+json")
+    assert [r["artifactType"] for r in only["referrers"]] == ["application/spdx+json"]
+    assert main(["discover", f"{ref}:v1"]) == 0
+    tree = capsys.readouterr().out
+    assert tree.startswith(digest) and "application/vnd.example.card" in tree and attached["digest"] in tree
+
+    # distribution 2.8 has no referrers API: the referrers live in the sha256-<hex> fallback tag
+    assert main(["tags", ref, "--json"]) == 0
+    assert "sha256-" + digest.split(":")[1] in json.loads(capsys.readouterr().out)
+
+    deleted = cli_json(capsys, "delete", f"{ref}:stable")
+    assert deleted["digest"] == digest
+    assert main(["resolve", f"{ref}:v1"]) == 1
+    assert "manifest not found" in capsys.readouterr().err
+
+
+def test_attach_and_discover_in_a_layout(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    layout = f"oci:{tmp_path}/layout"
+    assert main(["push", str(model), f"{layout}:v1", "-q"]) == 0
+    capsys.readouterr()
+    note = tmp_path / "note.txt"
+    note.write_text("hello\n")
+    attached = cli_json(capsys, "attach", f"{layout}:v1", str(note), "--artifact-type", "text/plain")
+    found = cli_json(capsys, "discover", f"{layout}:v1")
+    assert [r["digest"] for r in found["referrers"]] == [attached["digest"]]
+    assert attached["reference"] == f"{layout}@{attached['digest']}"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["attach", "oci:{tmp}/l:v1", "{tmp}/missing.txt", "--artifact-type", "t/x"], "missing.txt: no such file"),
+    (["attach", "oci:{tmp}/l:v1"], "--artifact-type"),
+    (["tag", "oci:{tmp}/l:v1"], "TAG"),
+    (["rm"], "REF"),
+    (["prune", "--grace", "-1"], "--grace"),
+])
+def test_usage_mistakes_of_store_commands_exit_2(tmp_path, capsys, args, message):
+    model = make_model(tmp_path / "m")
+    assert main(["push", str(model), f"oci:{tmp_path}/l:v1", "-q"]) == 0
+    capsys.readouterr()
+    try:
+        code = main([a.format(tmp=tmp_path) for a in args])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("ocibridge: error:") and message in err and err.count("\n") == 1
