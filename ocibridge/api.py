@@ -27,7 +27,10 @@ from .modelpack.package import ModelPackage
 from .modelpack.validate import validate as validate_artifact
 from .oci.mediatypes import Kind, Variant
 from .oci.models import Descriptor
+from .overwrite import OnExisting
+from .pathfilter import PathFilter
 from .progress import ProgressFn, counting
+from .results import InspectResult, LoginResult, PullResult, ValidateResult
 from .stores.base import can_ingest
 from .targets import (
     StoreTarget,
@@ -65,8 +68,10 @@ class TransferOptions:
         return {k: v for k, v in opts.items() if v not in (None, False)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class PushResult:
+    """What ``push``/``copy_reference`` stored: ``reference`` is pinned by digest."""
+
     reference: str
     descriptor: Descriptor
     stats: CopyStats
@@ -323,14 +328,26 @@ def pull(
     transfer: TransferOptions | None = None,
     progress: ProgressFn | None = None,
     verify: VerifyPolicy | None = None,
-) -> dict[str, Any]:
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    on_existing: OnExisting | str = OnExisting.REFUSE,
+) -> PullResult:
     """Bring an artifact back: into a directory, an archive (.carton/.mlarchive), an Ollama
-    store, or another store (which is a copy). With ``verify``, only a signed one."""
+    store, or another store (which is a copy). With ``verify``, only a signed one.
+
+    Into a directory: ``include``/``exclude`` globs pick the files (unselected raw layers are
+    not fetched); a file already there with other content is refused (``on_existing="refuse"``,
+    nothing written), replaced (``"overwrite"``) or kept (``"keep"``)."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
     fmt = archive_format(dest, format)
+    select = PathFilter.of(include, exclude)
     if fmt is None and is_store_reference(dest) and not dest.startswith("ollama:"):
-        return copy_reference(src, dest, transfer=transfer, progress=progress, verify=verify).as_dict()
+        _whole_artifact_only(select, dest)
+        copied = copy_reference(src, dest, transfer=transfer, progress=progress, verify=verify)
+        return PullResult(copied.descriptor.digest, copied.reference, "store", copy=copied.as_dict())
+    if fmt is not None or dest.startswith("ollama:"):
+        _whole_artifact_only(select, dest)
     source = open_store_target(src, **options)
     if verify is not None:
         source.reference = _verified(source, verify, src)
@@ -346,29 +363,25 @@ def pull(
         from .formats.carton import export_carton
 
         export_carton(store, desc, Path(dest))
-        return {"digest": desc.digest, "output": dest, "format": "carton"}
+        return PullResult(desc.digest, dest, "carton")
     if fmt == "mlarchive":
         from .formats.mlsteam import export_mlarchive
 
         export_mlarchive(store, desc, Path(dest))
-        return {"digest": desc.digest, "output": dest, "format": "mlarchive"}
+        return PullResult(desc.digest, dest, "mlarchive")
     if dest.startswith("ollama:"):
         from .formats.ollama import export_ollama
 
         target = open_store_target(dest, for_write=True, **options)
         export_ollama(store, desc, target)
-        return {"digest": desc.digest, "output": dest, "format": "ollama"}
+        return PullResult(desc.digest, dest, "ollama")
     if fmt not in (None, "directory"):
         raise OcibridgeError(f"unknown output format {fmt!r}")
     result: ExtractResult = extract(
-        store, desc.digest, dest, concurrency=transfer.concurrency, progress=progress)
-    return {
-        "digest": desc.digest,
-        "output": dest,
-        "format": "directory",
-        "files": result.files,
-        "bytes": result.bytes_written,
-    }
+        store, desc.digest, dest, concurrency=transfer.concurrency, progress=progress,
+        select=select, on_existing=OnExisting(on_existing))
+    return PullResult(desc.digest, dest, "directory", tuple(result.files), result.bytes_written,
+                      kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)))
 
 
 def _verified(source: StoreTarget, policy: VerifyPolicy, name: str) -> str:
@@ -381,19 +394,44 @@ def _verified(source: StoreTarget, policy: VerifyPolicy, name: str) -> str:
     return desc.digest
 
 
-def inspect(ref: str, *, transfer: TransferOptions | None = None) -> dict[str, Any]:
+def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
+    if select is not None:
+        raise UsageError(f"--include/--exclude pick files of a pull into a directory, not into {dest}")
+
+
+def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResult:
     target = open_store_target(ref, **(transfer or TransferOptions()).registry_options())
     info = inspect_artifact(target.store, target.reference)
     info["reference"] = ref
-    return info
+    return InspectResult(ref, info["digest"], info["mediaType"], info.get("artifactType"), info["size"],
+                         tuple(info["layers"]), info.get("config"), info)
 
 
-def validate(ref: str, *, transfer: TransferOptions | None = None) -> Descriptor:
+def validate(ref: str, *, transfer: TransferOptions | None = None) -> ValidateResult:
     """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule."""
     target = open_store_target(ref, **(transfer or TransferOptions()).registry_options())
-    return validate_artifact(target.store, target.reference)
+    return ValidateResult(ref, validate_artifact(target.store, target.reference))
 
 
 def tags(ref: str, *, transfer: TransferOptions | None = None) -> list[str]:
     target = open_store_target(ref, **(transfer or TransferOptions()).registry_options())
     return target.store.tags()
+
+
+def login(host: str, username: str, password: str, *, transfer: TransferOptions | None = None) -> LoginResult:
+    """Check the credentials against ``host`` and store them in the docker config (credential
+    helpers honoured), as ``ocibridge login`` does."""
+    from .stores.registry.credentials import login as store_login
+
+    opts = (transfer or TransferOptions()).registry_options()
+    for key in ("username", "password", "chunk_size"):
+        opts.pop(key, None)
+    store_login(host, username, password, **opts)
+    return LoginResult(host, username)
+
+
+def logout(host: str) -> bool:
+    """Forget the stored credentials of ``host``; False when there were none."""
+    from .stores.registry.credentials import logout as store_logout
+
+    return store_logout(host)

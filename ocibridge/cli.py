@@ -182,19 +182,34 @@ def cmd_pull(args: argparse.Namespace) -> int:
     # exports into an archive or the Ollama store report no progress (yet): no frozen bar
     export = archive_format(args.dest, args.format) not in (None, "directory") or args.dest.startswith("ollama:")
     bar = make_progress("pull", not (args.json or args.quiet or export))
+    on_existing = "overwrite" if args.overwrite else "keep" if args.keep_old_files else "refuse"
     try:
         result = api.pull(args.src, args.dest, format=args.format, transfer=_transfer(args), progress=bar,
-                          verify=policy_from_args(args))
+                          verify=policy_from_args(args), include=args.include, exclude=args.pull_exclude,
+                          on_existing=on_existing)
     finally:
         if bar:
             bar.close()
-    if "files" in result:
-        count, size = len(result["files"]), human_size(result["bytes"])
-        text = f"pulled {result['digest']} into {args.dest}: {count} files, {size}"
+    if result.format == "directory":
+        count, size = len(result.files), human_size(result.bytes)
+        text = f"pulled {result.digest} into {args.dest}: {count} files, {size}"
+        if result.kept:
+            text += f"; kept {len(result.kept)} existing files that differ: {', '.join(result.kept)}"
     else:
-        text = f"pulled {result.get('digest')} to {args.dest}"
-    _emit(args, result, text)
+        text = f"pulled {result.digest} to {args.dest}"
+    _emit(args, result.as_dict(), text)
     return 0
+
+
+def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("into a directory")
+    g.add_argument("--include", action="append", default=[], metavar="GLOB",
+                   help="only files matching GLOB (repeatable; unmatched layers are not fetched)")
+    g.add_argument("--exclude", dest="pull_exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out files matching GLOB (repeatable)")
+    mode = g.add_mutually_exclusive_group()
+    mode.add_argument("--overwrite", action="store_true", help="replace existing files that differ")
+    mode.add_argument("-k", "--keep-old-files", action="store_true", help="keep existing files that differ")
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
@@ -215,7 +230,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    info = api.inspect(args.ref, transfer=_transfer(args))
+    info = api.inspect(args.ref, transfer=_transfer(args)).as_dict()
     _emit(args, info, format_inspect(info))
     return 0
 
@@ -231,7 +246,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             for reason in e.reasons:
                 print(f"  - {reason}", file=sys.stderr)
         return EXIT_FAILURE
-    _emit(args, {"valid": True, "digest": desc.digest}, f"{args.ref}: valid ({desc.digest})")
+    _emit(args, desc.as_dict(), f"{args.ref}: valid ({desc.digest})")
     return 0
 
 
@@ -261,7 +276,8 @@ def cmd_login(args: argparse.Namespace) -> int:
     if not transfer.username or not transfer.password:
         raise UsageError("login needs --username and --password or --password-stdin")
     login(args.host, transfer.username, transfer.password, **_login_options(transfer))
-    print(f"login succeeded for {args.host}")
+    _emit(args, {"host": args.host, "username": transfer.username, "loggedIn": True},
+          f"login succeeded for {args.host}")
     return 0
 
 
@@ -276,10 +292,9 @@ def _login_options(transfer: api.TransferOptions) -> dict[str, Any]:
 def cmd_logout(args: argparse.Namespace) -> int:
     from .stores.registry.credentials import logout
 
-    if logout(args.host):
-        print(f"removed credentials for {args.host}")
-    else:
-        print(f"not logged in to {args.host}")
+    removed = logout(args.host)
+    text = f"removed credentials for {args.host}" if removed else f"not logged in to {args.host}"
+    _emit(args, {"host": args.host, "removed": removed}, text)
     return 0
 
 
@@ -441,6 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="directory, *.carton, *.mlarchive, ollama:NAME or a store")
     p.add_argument("-o", "--output", metavar="DIR", help="DEST as oras spells it")
     p.add_argument("--format", choices=["auto", "directory", "carton", "mlarchive"], default=None)
+    _add_pull_file_flags(p)
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
     add_verify_flags(p)
     _add_transfer_flags(p)

@@ -11,7 +11,8 @@ from .oci.models import Descriptor
 
 @dataclass(frozen=True)
 class PullResult:
-    """What ``pull`` wrote: a directory (``files``, ``bytes``), an archive, or the Ollama store."""
+    """What ``pull`` wrote: a directory (``files``, ``bytes``), an archive, the Ollama store, or
+    another store (``format == "store"``, ``copy`` holds the copy's counts)."""
 
     digest: str
     output: str
@@ -20,8 +21,11 @@ class PullResult:
     bytes: int = 0
     kept: tuple[str, ...] = ()  # existing files left as they were (-k/--keep-old-files)
     skipped: tuple[str, ...] = ()  # left out by --include/--exclude
+    copy: dict[str, Any] | None = None  # a pull into a store: the copy's summary
 
     def as_dict(self) -> dict[str, Any]:
+        if self.copy is not None:
+            return dict(self.copy)
         out: dict[str, Any] = {"digest": self.digest, "output": self.output, "format": self.format}
         if self.format == "directory":
             out.update(files=list(self.files), bytes=self.bytes, kept=list(self.kept),

@@ -147,7 +147,7 @@ def test_archives_pull_back_through_a_modelcar_index(kind: str, tmp_path: Path) 
     index = build_modelcar(store, "model", tag="both", index=True)
     assert store.resolve("both").digest == index.digest != artifact.digest
     out = tmp_path / ("back" + source.suffix)
-    assert pull(f"{layout}:both", str(out))["digest"] == artifact.digest
-    assert pull(f"{layout}:both", str(tmp_path / "files"))["digest"] == artifact.digest
+    assert pull(f"{layout}:both", str(out)).digest == artifact.digest
+    assert pull(f"{layout}:both", str(tmp_path / "files")).digest == artifact.digest
     again = push(str(out), f"{layout}:again").descriptor  # the same archive content: the same artifact
     assert again.digest == artifact.digest

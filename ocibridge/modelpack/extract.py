@@ -12,6 +12,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from ..oci.mediatypes import (
     parse_layer_media_type,
 )
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ..overwrite import OnExisting, plan_commit
 from ..progress import ProgressFn, counting
 from ..stores.base import Store
 from ..streams import Reader, gunzip, open_tar_stream, unzstd
@@ -42,6 +44,8 @@ class ExtractResult:
     manifest: Descriptor
     files: list[str] = field(default_factory=list)
     bytes_written: int = 0
+    kept: list[str] = field(default_factory=list)  # existing files left alone (OnExisting.KEEP)
+    skipped: list[str] = field(default_factory=list)  # not selected (pull --include/--exclude)
 
 
 def layer_path(desc: Descriptor) -> str | None:
@@ -149,7 +153,8 @@ def _prepare_parent(staging: Path, rel: str) -> Path:
     return target
 
 
-def _extract_tar(stream: Reader, staging: Path, written: list[str]) -> int:
+def _extract_tar(stream: Reader, staging: Path, written: list[str],
+                 select: Callable[[str], bool] | None = None, skipped: list[str] | None = None) -> int:
     total = 0
     count = 0
     with open_tar_stream(stream) as tar:
@@ -158,6 +163,10 @@ def _extract_tar(stream: Reader, staging: Path, written: list[str]) -> int:
             if count > MAX_TAR_ENTRIES:
                 raise OcibridgeError("tar layer has too many entries (bomb limit)")
             rel = safe_relpath(member.name, "tar entry")
+            if select is not None and not select(rel):
+                if skipped is not None and not member.isdir():
+                    skipped.append(rel)
+                continue
             if member.isdir():
                 _prepare_parent(staging, rel + "/x")
                 continue
@@ -196,10 +205,11 @@ def _extract_raw(
 
 def _extract_tar_layer(
     store: Store, layer: Descriptor, variant: Variant, staging: Path, files: list[str],
-    progress: ProgressFn | None,
+    progress: ProgressFn | None, select: Callable[[str], bool] | None = None,
+    skipped: list[str] | None = None,
 ) -> int:
     with counting(store.open_blob(layer), layer, progress) as reader:
-        written = _extract_tar(_decompressed(reader, variant, layer.size), staging, files)
+        written = _extract_tar(_decompressed(reader, variant, layer.size), staging, files, select, skipped)
         while reader.read(CHUNK):
             pass
     if progress:
@@ -209,23 +219,31 @@ def _extract_tar_layer(
 
 def extract(
     store: Store, reference: str, dest: str | os.PathLike[str], *, concurrency: int = 4,
-    progress: ProgressFn | None = None,
+    progress: ProgressFn | None = None, select: Callable[[str], bool] | None = None,
+    on_existing: OnExisting = OnExisting.OVERWRITE,
 ) -> ExtractResult:
     """Write the files of the artifact ``reference`` into ``dest`` (created if missing).
 
     Raw layers are fetched concurrently, tar layers one after another in manifest order.
     ``progress`` hears of every layer up front, then of the bytes read as they come.
+    ``select`` (a path predicate) leaves out raw layers unfetched and tar entries unwritten;
+    ``on_existing`` decides about files already in ``dest`` (see :mod:`ocibridge.overwrite`).
     """
     desc, manifest = fetch_manifest(store, reference)
     raw: list[tuple[Descriptor, str]] = []
     tars: list[tuple[Descriptor, Variant]] = []
+    unselected: list[str] = []
     for layer in manifest.layers:
         kind = parse_layer_media_type(layer.mediaType)
         if kind is None or kind.variant is Variant.RAW:
             name = layer_path(layer)
             if name is None:
                 raise OcibridgeError(f"layer {layer.digest} has no file path annotation")
-            raw.append((layer, safe_relpath(name, "layer file path")))
+            rel = safe_relpath(name, "layer file path")
+            if select is not None and not select(rel):
+                unselected.append(rel)
+                continue
+            raw.append((layer, rel))
         else:
             tars.append((layer, kind.variant))
     paths = [rel for _, rel in raw]
@@ -237,9 +255,9 @@ def extract(
         raise OcibridgeError(f"{out} exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
-    result = ExtractResult(desc)
+    result = ExtractResult(desc, skipped=unselected)
     if progress:
-        for layer in manifest.layers:
+        for layer in [*(r[0] for r in raw), *(t[0] for t in tars)]:
             progress("plan", layer, 0)
     try:
         with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="pull") as pool:
@@ -255,8 +273,10 @@ def extract(
         result.files.extend(paths)
         for layer, variant in tars:
             result.bytes_written += _extract_tar_layer(
-                store, layer, variant, staging, result.files, progress)
-        _commit(staging, out, result.files)
+                store, layer, variant, staging, result.files, progress, select, result.skipped)
+        plan = plan_commit(staging, out, result.files, on_existing)
+        result.kept = plan.kept
+        _commit(staging, out, plan.write)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     result.files.sort()
