@@ -20,7 +20,7 @@ def _cli() -> Any:
     return cli
 
 
-def _options(args: argparse.Namespace) -> dict[str, object]:
+def _options(args: argparse.Namespace) -> dict[str, Any]:
     return _cli()._transfer(args).registry_options()
 
 

@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO, Protocol, runtime_checkable
+from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from .errors import OcibridgeError, UsageError
 from .fsutil import safe_relpath
@@ -58,7 +58,7 @@ def store_text(ref: str | None) -> str:
     return f"oci:{default_store_path()}:{ref}"
 
 
-def _open(ref: str, options: dict[str, object], for_write: bool = False) -> StoreTarget:
+def _open(ref: str, options: dict[str, Any], for_write: bool = False) -> StoreTarget:
     return open_store_target(store_text(ref), for_write=for_write, **options)
 
 
@@ -130,7 +130,7 @@ def remove(ref: str) -> RemoveResult:
     return RemoveResult(ref, desc.digest, (target.reference,))
 
 
-def delete(ref: str, *, transfer_options: dict[str, object] | None = None) -> RemoveResult:
+def delete(ref: str, *, transfer_options: dict[str, Any] | None = None) -> RemoveResult:
     """Delete a manifest from a registry or a layout (oras ``manifest delete``): a tag is
     resolved to its digest first, and every tag naming that manifest goes with it."""
     target = _open(ref, transfer_options or {})
@@ -174,7 +174,7 @@ def prune(layout: str | None = None, *, dry_run: bool = False,
 
 
 # -- tag / resolve ------------------------------------------------------------------------------
-def tag(ref: str, tags: Sequence[str], *, transfer_options: dict[str, object] | None = None) -> TagResult:
+def tag(ref: str, tags: Sequence[str], *, transfer_options: dict[str, Any] | None = None) -> TagResult:
     """Point more tags at what ``ref`` names, in the same repository (oras ``tag``)."""
     if not tags:
         raise UsageError("tag needs at least one new TAG")
@@ -185,7 +185,7 @@ def tag(ref: str, tags: Sequence[str], *, transfer_options: dict[str, object] | 
     return TagResult(desc.digest, tuple(tags))
 
 
-def resolve(ref: str, *, transfer_options: dict[str, object] | None = None) -> ResolveResult:
+def resolve(ref: str, *, transfer_options: dict[str, Any] | None = None) -> ResolveResult:
     """The descriptor (digest, media type, size) a tag names (oras ``resolve``)."""
     target = _open(ref, transfer_options or {})
     return ResolveResult(ref, target.store.resolve(target.reference))
@@ -198,7 +198,7 @@ def attach(
     *,
     artifact_type: str,
     annotations: dict[str, str] | None = None,
-    transfer_options: dict[str, object] | None = None,
+    transfer_options: dict[str, Any] | None = None,
 ) -> AttachResult:
     """Push an artifact whose ``subject`` is ``subject_ref`` (oras ``attach``): an empty config,
     one layer per file (titled by its name), listed by the subject's referrers."""
@@ -252,7 +252,7 @@ def _bytes_reader(data: bytes) -> BinaryIO:
 
 
 def discover(ref: str, *, artifact_type: str | None = None,
-             transfer_options: dict[str, object] | None = None) -> DiscoverResult:
+             transfer_options: dict[str, Any] | None = None) -> DiscoverResult:
     """The artifacts whose ``subject`` is ``ref`` (oras ``discover``): the registry's referrers
     API where it has one, the ``sha256-<hex>`` fallback tag where not; a layout's index."""
     target = _open(ref, transfer_options or {})
