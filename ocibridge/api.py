@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,6 +29,7 @@ from .oci.models import Descriptor
 from .overwrite import OnExisting
 from .pathfilter import PathFilter
 from .progress import ProgressFn, counting
+from .progress_events import PushProgress, file_key
 from .results import InspectResult, LoginResult, PullResult, ValidateResult
 from .stores.base import can_ingest
 from .targets import (
@@ -172,6 +172,7 @@ def push(
         premounted = premount(origin.store, origin.reference, target.store)
     else:
         premounted = 0
+    shown = PushProgress(progress, plan_layers(package, build_options)) if progress else None
     with _undone_on_failure(target.store):
         ingested = _ingest_new_files(package, build_options, target, transfer.concurrency, progress)
         artifact = build(package, build_options)
@@ -181,7 +182,7 @@ def push(
             target.store,
             target.tag,
             concurrency=transfer.concurrency,
-            progress=_without(progress, ingested.ingested),
+            progress=shown.copy_progress(artifact.manifest) if shown else None,
         )
     stats.add(blobs_copied=ingested.blobs_copied, bytes_copied=ingested.bytes_copied)
     stats.blobs_skipped -= ingested.blobs_copied
@@ -216,21 +217,9 @@ class _Ingested(CopyStats):
 
 
 def _progress_key(path: str, size: int) -> Descriptor:
-    """A stand-in descriptor for the progress display while a file's digest is unknown."""
-    key = hashlib.sha256(b"ingest\0" + path.encode()).hexdigest()
-    return Descriptor(mediaType="application/octet-stream", digest=f"sha256:{key}", size=size)
-
-
-def _without(progress: ProgressFn | None, digests: set[str]) -> ProgressFn | None:
-    """``progress`` deaf to blobs already shown under their ingest stand-ins."""
-    if progress is None or not digests:
-        return progress
-
-    def report(event: str, desc: Descriptor, nbytes: int) -> None:
-        if desc.digest not in digests:
-            progress(event, desc, nbytes)
-
-    return report
+    """A stand-in descriptor for the progress display while a file's digest is unknown: it
+    carries the file's path (see :mod:`ocibridge.progress_events`)."""
+    return file_key(path, size)
 
 
 def _ingest_new_files(

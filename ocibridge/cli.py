@@ -20,7 +20,7 @@ from .modelpack.builder import BuildOptions, created_now
 from .modelpack.classify import parse_overrides
 from .modelpack.inspect import format_inspect, human_size
 from .oci.mediatypes import Family, Kind, Variant
-from .progress import make_progress
+from .progress_modes import MODES, choose_progress
 from .signing.commands import add_signing_commands, add_verify_flags, policy_from_args
 from .targets import archive_format
 
@@ -148,7 +148,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         overrides = parse_overrides(args.kind)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    bar = make_progress("push", not args.json and not args.quiet)
+    bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
     try:
         result = api.push(
             args.source,
@@ -181,7 +181,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     args.dest = args.dest or args.output
     # exports into an archive or the Ollama store report no progress (yet): no frozen bar
     export = archive_format(args.dest, args.format) not in (None, "directory") or args.dest.startswith("ollama:")
-    bar = make_progress("pull", not (args.json or args.quiet or export))
+    bar = choose_progress(args.progress, "pull", quiet=args.quiet, machine_output=args.json or export)
     on_existing = "overwrite" if args.overwrite else "keep" if args.keep_old_files else "refuse"
     try:
         result = api.pull(args.src, args.dest, format=args.format, transfer=_transfer(args), progress=bar,
@@ -213,7 +213,7 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    bar = make_progress("copy", not args.json and not args.quiet)
+    bar = choose_progress(args.progress, "copy", quiet=args.quiet, machine_output=args.json)
     try:
         result = api.copy_reference(
             args.src, args.dst, referrers=args.referrers, transfer=_transfer(args), progress=bar,
@@ -448,6 +448,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
                    help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    p.add_argument("--progress", choices=MODES, default="auto",
+                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
     _add_transfer_flags(p)
 
     p = command("pull", cmd_pull, "fetch an artifact into a directory, an archive or another store")
@@ -458,6 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["auto", "directory", "carton", "mlarchive"], default=None)
     _add_pull_file_flags(p)
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    p.add_argument("--progress", choices=MODES, default="auto",
+                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
     add_verify_flags(p)
     _add_transfer_flags(p)
 
@@ -467,6 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-r", "--referrers", "--recursive", action="store_true",
                    help="copy signatures and other referrers too (oras: --recursive)")
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    p.add_argument("--progress", choices=MODES, default="auto",
+                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
     add_verify_flags(p)
     _add_transfer_flags(p)
 

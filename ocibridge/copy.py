@@ -184,6 +184,9 @@ def _copy_node(
         # present with all it names (a registry or layout holds a manifest only with its
         # blobs): they count as already there, so a re-push does not read as "0 skipped"
         stats.add(blobs_skipped=len(_blobs_of(node)))
+        if progress:
+            for blob in _blobs_of(node):
+                progress("skip", blob, blob.size)
     if referrers:
         for ref in src.referrers(desc):
             _copy_node(src, dst, ref, pool, stats, progress, referrers, locks)

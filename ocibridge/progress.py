@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from .oci.digest import HashingReader
 from .oci.models import Descriptor
@@ -111,58 +111,110 @@ def counting(reader: BinaryIO, desc: Descriptor, progress: ProgressFn | None) ->
 
 
 class ProgressBar:
-    """One aggregate byte bar over every blob of a transfer, with a blob count.
+    """One aggregate byte bar over every blob of a transfer, with a blob count and the file
+    in flight.
 
     Thread-safe: the copy's workers report at once. Each blob counts at most its size, so a
-    resumed or restarted transfer never pushes the bar past its total.
+    resumed or restarted transfer never pushes the bar past its total. The bar is drawn only at
+    the first event after the ``plan`` events, so its total is known when it appears; a blob
+    found already there (or mounted) leaves the total instead of filling it, so a re-push that
+    sends nothing does not draw a transfer.
     """
 
     def __init__(self, label: str, file: TextIO | None = None):
-        from tqdm import tqdm
-
         self._label = label
-        self._bar = tqdm(
-            total=0, unit="B", unit_scale=True, unit_divisor=1024, desc=label,
-            file=file or sys.stderr, leave=True, dynamic_ncols=True,
-            mininterval=REFRESH_SECONDS, miniters=1,
-        )
+        self._file = file or sys.stderr
+        self._bar: Any = None
+        self._total = 0
         self._lock = threading.Lock()
         self._blobs: dict[str, list[int]] = {}  # digest → [size, bytes counted, finished]
         self._finished = 0
+        self._present = 0  # skipped or mounted
+        self._active: dict[str, str] = {}  # digest → name, of blobs being transferred
 
     def __call__(self, event: str, desc: Descriptor, nbytes: int) -> None:
         with self._lock:
             blob = self._blobs.get(desc.digest)
             if blob is None:
                 blob = self._blobs[desc.digest] = [desc.size, 0, 0]
-                self._bar.total = (self._bar.total or 0) + desc.size
-                self._describe()
-            if blob[2]:
+                self._total += desc.size
+            if event == "plan" or blob[2]:
+                if self._bar is not None:
+                    self._bar.total = self._total
+                    self._describe()
                 return  # finished: a later skip or a re-read changes nothing
+            bar = self._drawn()
             if event == "bytes":
                 step = min(nbytes, blob[0] - blob[1])
-            elif event in ("done", "skip", "mount"):
+                self._active.setdefault(desc.digest, _name(desc))
+            elif event in ("skip", "mount"):
+                self._total -= blob[0] - blob[1]
+                bar.total = self._total
+                blob[2] = 1
+                self._finished += 1
+                self._present += 1
+                self._describe()
+                return
+            elif event == "done":
                 step = blob[0] - blob[1]
                 blob[2] = 1
                 self._finished += 1
+                self._active.pop(desc.digest, None)
                 self._describe()
+            elif event == "start":
+                self._active[desc.digest] = _name(desc)
+                self._describe()
+                return
             else:
                 return
             if step > 0:
                 blob[1] += step
-                self._bar.update(step)
+                bar.update(step)
+
+    def _drawn(self) -> Any:
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=self._total, unit="B", unit_scale=True, unit_divisor=1024,
+                desc=f"{self._label} {self._finished}/{len(self._blobs)} blobs",
+                file=self._file, leave=True, dynamic_ncols=True,
+                mininterval=REFRESH_SECONDS, miniters=1,
+            )
+            self._describe()
+        return self._bar
 
     def _describe(self) -> None:
+        if self._bar is None:
+            return
+        present = f", {self._present} already there" if self._present else ""
         self._bar.set_description_str(
-            f"{self._label} {self._finished}/{len(self._blobs)} blobs", refresh=False)
+            f"{self._label} {self._finished}/{len(self._blobs)} blobs{present}", refresh=False)
+        current = next(iter(self._active.values()), "")
+        self._bar.set_postfix_str(current[-40:], refresh=False)
 
     @property
     def counted(self) -> int:
-        return int(self._bar.n)
+        return int(self._bar.n) if self._bar is not None else 0
+
+    @property
+    def total(self) -> int:
+        return self._total
 
     def close(self) -> None:
-        self._bar.refresh()
-        self._bar.close()
+        if self._bar is None and self._blobs:
+            self._drawn()
+        if self._bar is not None:
+            self._active.clear()
+            self._describe()
+            self._bar.refresh()
+            self._bar.close()
+
+
+def _name(desc: Descriptor) -> str:
+    from .progress_events import event_of
+
+    return event_of("start", desc, 0).name
 
 
 def make_progress(label: str, enabled: bool) -> ProgressBar | None:

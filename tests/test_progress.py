@@ -18,7 +18,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.progress import REPORT_BYTES, ProgressBar, counting
 
 BIG = 8 * REPORT_BYTES  # one blob of 2 MiB: eight byte reports while it is read
-FRAME = re.compile(r"(push|pull|copy) (\d+)/(\d+) blobs:\s+(\d+)%")
+FRAME = re.compile(r"(push|pull|copy) (\d+)/(\d+) blobs(?:, \d+ already there)?:\s+(\d+)%")
 
 # The child runs the real CLI; only the redraw interval is set to 0 so that every byte report
 # is drawn (a transfer over loopback is too quick for tqdm's 0.2 s timer otherwise).
@@ -117,10 +117,10 @@ def test_bar_counts_each_blob_at_most_its_size():
     assert bar.counted == 100
     bar("done", a, 100)
     bar("skip", a, 100)  # seen again (a shared blob): nothing more
-    bar("skip", b, 50)
-    assert bar.counted == 150
+    bar("skip", b, 50)  # already there: leaves the total rather than filling it
+    assert (bar.counted, bar.total) == (100, 100)
     bar.close()
-    assert "copy 2/2 blobs" in sink.getvalue()
+    assert "copy 2/2 blobs, 1 already there" in sink.getvalue()
 
 
 def test_counting_keeps_a_verifying_reader_and_counts_what_it_reads():
