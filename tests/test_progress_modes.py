@@ -73,13 +73,17 @@ def _first_non_plan_after_all_plans(calls) -> bool:
 
 def test_totals_are_known_before_any_byte_moves(tmp_path, registry, unique_repo):
     model = make_model(tmp_path / "m")
+    calls: list[tuple[str, str]] = []
+
+    def record(kind, desc, nbytes):
+        calls.append((kind, desc.digest))
+
     for dest in (f"{registry.host}/{unique_repo}:v1", f"oci:{tmp_path}/l:v1"):
-        calls: list[tuple[str, str]] = []
-        ocibridge.push(str(model), dest, progress=lambda k, d, n: calls.append((k, d.digest)))
+        calls.clear()
+        ocibridge.push(str(model), dest, progress=record)
         assert calls and _first_non_plan_after_all_plans(calls), calls
         calls.clear()
-        ocibridge.pull(dest, str(tmp_path / f"out-{len(dest)}"),
-                       progress=lambda k, d, n: calls.append((k, d.digest)))
+        ocibridge.pull(dest, str(tmp_path / f"out-{len(dest)}"), progress=record)
         assert calls and _first_non_plan_after_all_plans(calls), calls
 
 
