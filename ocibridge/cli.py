@@ -350,13 +350,14 @@ def cmd_k8s_volume(args: argparse.Namespace) -> int:
     from .k8s import volume_yaml
 
     t = _k8s_target(args)
-    print(
-        volume_yaml(
-            t.store, t.reference, args.ref, runtime=args.runtime, mount_path=args.mount_path,
-            name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
-        ),
-        end="",
+    text = volume_yaml(
+        t.store, t.reference, args.ref, runtime=args.runtime, mount_path=args.mount_path,
+        name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
     )
+    if args.json:
+        _emit(args, {"reference": args.ref, "yaml": text}, "")
+    else:
+        print(text, end="")
     return 0
 
 
@@ -504,6 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_store import register as register_store_commands
 
     register_store_commands(command, _add_transfer_flags)
+    from .cli_help import add_examples
+
+    add_examples(parser)
     return parser
 
 

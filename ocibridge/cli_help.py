@@ -1,0 +1,111 @@
+"""Examples shown at the end of every command's ``--help``, as oras, skopeo and docker show them.
+
+Keyed by the command as typed after ``ocibridge`` (``"k8s check"``); aliases share their
+command's examples. A command without an entry fails ``tests/test_cli_conventions.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+EXAMPLES: dict[str, str] = {
+    "": """\
+  ocibridge push ./tiny-llama registry.example/team/tiny:v1
+  ocibridge pull registry.example/team/tiny:v1 ./tiny
+  ocibridge ls
+  ocibridge COMMAND --help                                     # each command's own examples""",
+    "push": """\
+  ocibridge push ./tiny-llama                                  # into the local store
+  ocibridge push ./tiny-llama registry.example/team/tiny:v1
+  ocibridge push model.carton oci:/srv/models:model-v2 --media-types cncf
+  ocibridge push ./m reg.example/m:v1 --kind '*.json=weight.config' --layer doc=tar+zstd
+  ocibridge push ollama:llama3.2 registry.example/ollama/llama3.2:latest""",
+    "pull": """\
+  ocibridge pull registry.example/team/tiny:v1 ./tiny          # files back
+  ocibridge pull registry.example/team/tiny:v1 -o ./tiny --include '*.json' --include 'tokenizer*'
+  ocibridge pull registry.example/team/tiny:v1 ./tiny --overwrite   # replace files that differ
+  ocibridge pull oci:/srv/models:model-v2 model.carton         # rebuild the archive
+  ocibridge pull registry.example/ollama/llama3.2 ollama:llama3.2""",
+    "copy": """\
+  ocibridge copy registry.example/team/tiny:v1 mirror.example/team/tiny:v1 -r
+  ocibridge cp registry.example/team/tiny:v1 oci:/srv/models:tiny --progress plain""",
+    "inspect": """\
+  ocibridge inspect registry.example/team/tiny:v1
+  ocibridge inspect oci:/srv/models:tiny --json""",
+    "validate": """\
+  ocibridge validate registry.example/team/tiny:v1
+  ocibridge validate oci:/srv/models:tiny --json""",
+    "tags": """\
+  ocibridge tags registry.example/team/tiny
+  ocibridge tags oci:/srv/models --json""",
+    "login": """\
+  ocibridge login registry.example -u alice --password-stdin < token.txt
+  ocibridge login localhost:5000 -u alice -p secret --json""",
+    "logout": """\
+  ocibridge logout registry.example""",
+    "mirror": """\
+  ocibridge mirror job.toml --dry-run
+  ocibridge mirror job.toml --json""",
+    "list": """\
+  ocibridge ls                                                 # the local store
+  ocibridge list oci:/srv/models --json""",
+    "rm": """\
+  ocibridge rm tiny-llama                                      # a model of the local store
+  ocibridge rm oci:/srv/models:old oci:/srv/models@sha256:…""",
+    "prune": """\
+  ocibridge prune --dry-run
+  ocibridge prune oci:/srv/models --grace 0""",
+    "tag": """\
+  ocibridge tag registry.example/team/tiny:v1 stable latest
+  ocibridge tag oci:/srv/models:tiny v1""",
+    "delete": """\
+  ocibridge delete registry.example/team/tiny:old
+  ocibridge delete oci:/srv/models@sha256:…""",
+    "resolve": """\
+  ocibridge resolve registry.example/team/tiny:v1
+  ocibridge resolve oci:/srv/models:tiny --json""",
+    "attach": """\
+  ocibridge attach registry.example/team/tiny:v1 card.md --artifact-type application/vnd.example.card
+  ocibridge attach oci:/srv/models:tiny sbom.json --artifact-type application/spdx+json -a k=v""",
+    "discover": """\
+  ocibridge discover registry.example/team/tiny:v1
+  ocibridge discover registry.example/team/tiny:v1 --artifact-type application/spdx+json --json""",
+    "k8s": """\
+  ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
+  ocibridge k8s volume registry.example/team/tiny:v1 > pod.yaml""",
+    "k8s check": """\
+  ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
+  ocibridge k8s check registry.example/team/tiny:v1 --runtime containerd --json""",
+    "k8s modelcar": """\
+  ocibridge k8s modelcar registry.example/team/tiny:v1 --tag v1-modelcar
+  ocibridge k8s modelcar oci:/srv/models:tiny --tag both --index""",
+    "k8s volume": """\
+  ocibridge k8s volume registry.example/team/tiny:v1 > pod.yaml
+  ocibridge k8s volume registry.example/team/tiny:v1 --snippet --mount-path /models""",
+    "k8s mount": """\
+  ocibridge k8s mount oci:/srv/models:tiny ./as-mounted --runtime containerd""",
+}
+
+
+def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every command parser by its name as typed (aliases left out)."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            primary = {id(p): name for name, p in reversed(list(action.choices.items()))}
+            for name, sub in action.choices.items():
+                if primary[id(sub)] != name:
+                    continue  # an alias
+                full = f"{prefix}{name}"
+                found[full] = sub
+                found.update(subcommands(sub, full + " "))
+    return found
+
+
+def add_examples(parser: argparse.ArgumentParser) -> None:
+    """Put each command's examples in its epilog (kept as written, not re-wrapped)."""
+    for name, sub in {"": parser, **subcommands(parser)}.items():
+        text = EXAMPLES.get(name)
+        if text:
+            sub.epilog = "examples:\n" + text
+            sub.formatter_class = argparse.RawDescriptionHelpFormatter
