@@ -62,10 +62,12 @@ def _open(ref: str, options: dict[str, Any], for_write: bool = False) -> StoreTa
     return open_store_target(store_text(ref), for_write=for_write, **options)
 
 
-def _layout(ref: str | None) -> LayoutStore:
+def _layout(ref: str | None) -> LayoutStore | None:
+    """The layout ``ref`` names; None for a default store nothing was pushed to yet (listing
+    or pruning it must not create it)."""
     text = store_text(ref)
-    if ref is None and not (default_store_path() / "index.json").exists():
-        return LayoutStore(default_store_path(), create=True)
+    if ref is None and not (default_store_path() / LAYOUT_FILE).exists():
+        return None
     target = open_store_target(text)
     if not isinstance(target.store, LayoutStore):
         raise UsageError(f"{ref}: not an OCI image layout (oci:PATH)")
@@ -76,6 +78,8 @@ def _layout(ref: str | None) -> LayoutStore:
 def list_models(layout: str | None = None) -> list[ModelEntry]:
     """Every manifest a layout lists (default: the local store), one entry per tag."""
     store = _layout(layout)
+    if store is None:
+        return []
     entries = []
     for entry in store.read_index().manifests:
         tag = (entry.annotations or {}).get(ANNOTATION_REF_NAME)
@@ -150,6 +154,8 @@ def prune(layout: str | None = None, *, dry_run: bool = False,
     Blobs modified less than ``grace_seconds`` ago are kept: another process may be pushing
     them and tag its artifact only at the end. The walk and the removal hold the index lock."""
     store = _layout(layout)
+    if store is None:
+        return PruneResult((), 0, dry_run)
     now = time.time()
     removed: list[str] = []
     total = 0

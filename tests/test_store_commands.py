@@ -27,6 +27,12 @@ def store(tmp_path, monkeypatch):
     return path
 
 
+def test_list_and_prune_of_an_empty_default_store_create_nothing(store, capsys):
+    assert cli_json(capsys, "ls") == []
+    assert cli_json(capsys, "prune")["blobs"] == []
+    assert not store.exists()
+
+
 def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
     make_model(tmp_path / "alpha")
     make_model(tmp_path / "beta", seed=1)
