@@ -20,7 +20,7 @@ from .fsutil import safe_relpath
 from .oci.digest import is_digest, sha256_file
 from .oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
 from .oci.mediatypes import family_of_artifact as _family_of
-from .oci.models import Descriptor, Manifest, parse_manifest_bytes
+from .oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from .oci.reference import is_layout_reference, parse_layout_reference, parse_registry_reference
 from .results import (
     AttachResult,
@@ -31,7 +31,7 @@ from .results import (
     ResolveResult,
     TagResult,
 )
-from .stores.base import Store
+from .stores.base import MAX_MANIFEST_BYTES, Store
 from .stores.layout import LAYOUT_FILE, LayoutStore
 from .targets import StoreTarget, default_store_path, is_store_reference, open_store_target
 
@@ -161,12 +161,14 @@ def prune(layout: str | None = None, *, dry_run: bool = False,
     total = 0
     recent = 0
     with store.locked():
-        for blob in store.unreferenced_blobs():
+        candidates = store.unreferenced_blobs()
+        spared = _used_by_recent_manifests(candidates, now - grace_seconds)
+        for blob in candidates:
             try:
                 st = blob.stat()
             except FileNotFoundError:
                 continue
-            if now - st.st_mtime < grace_seconds:
+            if now - st.st_mtime < grace_seconds or f"{blob.parent.name}:{blob.name}" in spared:
                 recent += 1
                 continue
             if not dry_run:
@@ -177,6 +179,37 @@ def prune(layout: str | None = None, *, dry_run: bool = False,
             removed.append(f"{blob.parent.name}:{blob.name}")
             total += st.st_size
     return PruneResult(tuple(removed), total, dry_run, recent)
+
+
+def _used_by_recent_manifests(blobs: list[Path], since: float) -> set[str]:
+    """Digests named by unreferenced manifests written or found present since ``since``: a push
+    that found its manifest already here (a layout writer touches what it finds) tags it soon,
+    so the blobs it names are spared with it."""
+    spared: set[str] = set()
+    pending = [b for b in blobs if _mtime(b) >= since]
+    by_digest = {f"{b.parent.name}:{b.name}": b for b in blobs}
+    while pending:
+        blob = pending.pop()
+        try:
+            if blob.stat().st_size > MAX_MANIFEST_BYTES:
+                continue
+            node = parse_manifest_bytes(blob.read_bytes())
+        except (OSError, OcibridgeError, ValueError):
+            continue  # a layer or a config, not a manifest
+        children = node.manifests if isinstance(node, Index) else [node.config, *node.layers]
+        for child in children:
+            if child.digest not in spared:
+                spared.add(child.digest)
+                if child.digest in by_digest:
+                    pending.append(by_digest[child.digest])
+    return spared
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
 
 
 # -- tag / resolve ------------------------------------------------------------------------------

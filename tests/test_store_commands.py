@@ -70,6 +70,34 @@ def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
     assert main(["pull", f"oci:{store}:alpha", str(tmp_path / "out"), "-q"]) == 0
 
 
+def test_prune_spares_what_a_push_found_present_and_is_about_to_tag(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    layout = f"oci:{tmp_path}/layout"
+    assert main(["push", str(model), f"{layout}:a", "-q"]) == 0
+    capsys.readouterr()
+    manifest = cli_json(capsys, "resolve", f"{layout}:a")["digest"]
+    assert main(["rm", f"{layout}:a"]) == 0
+    blobs_dir = tmp_path / "layout" / "blobs" / "sha256"
+    old = time.time() - 3600
+    for blob in blobs_dir.iterdir():
+        os.utime(blob, (old, old))
+    # a push of the same model finds its manifest present (and skips everything under it); as
+    # a writer, the layout touches what it finds: the manifest is recent again
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.stores.layout import LayoutStore
+
+    writer = LayoutStore(tmp_path / "layout", create=True)
+    size = (blobs_dir / manifest.split(":")[1]).stat().st_size
+    assert writer.exists(Descriptor(mediaType="application/vnd.oci.image.manifest.v1+json",
+                                    digest=manifest, size=size))
+    capsys.readouterr()
+    # prune (default grace) meanwhile: the manifest and every blob it names stay
+    kept = cli_json(capsys, "prune", layout)
+    assert kept["blobs"] == [] and kept["keptRecent"] == 9
+    # with no grace they all go
+    assert len(cli_json(capsys, "prune", layout, "--grace", "0")["blobs"]) == 9
+
+
 def test_rm_by_digest_removes_every_tag_and_unknown_names_fail(tmp_path, capsys):
     model = make_model(tmp_path / "m")
     layout = f"oci:{tmp_path}/layout"

@@ -41,6 +41,7 @@ class LayoutStore:
         self._created: set[str] | None = None  # blobs added inside removing_new_blobs_on_failure
         self._fresh = False  # whether this object wrote the layout's skeleton
         self._made: Path | None = None  # the topmost directory this object created, if any
+        self._writing = create  # opened to write: blobs found present are touched (see exists)
         if (self.root / LAYOUT_FILE).is_file():
             return
         if not create:
@@ -63,11 +64,18 @@ class LayoutStore:
         return self.root / "blobs" / algorithm / hexpart
 
     def exists(self, desc: Descriptor) -> bool:
+        """Whether the blob is here. A writer that finds it here will reference it: its mtime is
+        refreshed, so a concurrent ``prune`` (which spares recent blobs) does not take it away
+        before the writer's manifest is tagged."""
         path = self.blob_path(desc.digest)
         try:
-            return path.stat().st_size == desc.size
+            present = path.stat().st_size == desc.size
         except FileNotFoundError:
             return False
+        if present and self._writing:
+            with contextlib.suppress(OSError):
+                os.utime(path)
+        return present
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         try:
