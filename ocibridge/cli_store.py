@@ -20,8 +20,8 @@ def _cli() -> Any:
     return cli
 
 
-def _options(args: argparse.Namespace) -> dict[str, Any]:
-    return _cli()._transfer(args).registry_options()
+def _transfer(args: argparse.Namespace) -> Any:
+    return _cli()._transfer(args)
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -63,19 +63,19 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
-    result = store_ops.tag(args.ref, args.tags, transfer_options=_options(args))
+    result = store_ops.tag(args.ref, args.tags, transfer=_transfer(args))
     _emit(args, result.as_dict(), "\n".join(f"tagged {t} -> {result.digest}" for t in result.tags))
     return 0
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    result = store_ops.delete(args.ref, transfer_options=_options(args))
+    result = store_ops.delete(args.ref, transfer=_transfer(args))
     _emit(args, result.as_dict(), f"deleted {result.digest} ({args.ref})")
     return 0
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    result = store_ops.resolve(args.ref, transfer_options=_options(args))
+    result = store_ops.resolve(args.ref, transfer=_transfer(args))
     _emit(args, result.as_dict(), result.digest)
     return 0
 
@@ -83,19 +83,19 @@ def cmd_resolve(args: argparse.Namespace) -> int:
 def cmd_attach(args: argparse.Namespace) -> int:
     annotations = _cli()._annotations(args.annotation)
     result = store_ops.attach(args.subject, args.files, artifact_type=args.artifact_type,
-                              annotations=annotations, transfer_options=_options(args))
+                              annotations=annotations, transfer=_transfer(args))
     _emit(args, result.as_dict(),
           f"attached {result.artifact_type} to {result.subject.digest}\n  {result.reference}")
     return 0
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
-    result = store_ops.discover(args.ref, artifact_type=args.artifact_type, transfer_options=_options(args))
+    result = store_ops.discover(args.ref, artifact_type=args.artifact_type, transfer=_transfer(args))
     if args.json:
         _emit(args, result.as_dict(), "")
         return 0
     print(result.subject.digest)
-    target = store_ops.open_store_target(store_ops.store_text(args.ref), **_options(args))
+    target = store_ops.open_store_target(store_ops.store_text(args.ref), **_transfer(args).registry_options())
     _print_tree(target.store, result.referrers)
     return 0
 

@@ -13,8 +13,9 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol, runtime_checkable
+from typing import BinaryIO, Protocol, runtime_checkable
 
+from .api import TransferOptions
 from .errors import OcibridgeError, UsageError
 from .fsutil import safe_relpath
 from .oci.digest import is_digest, sha256_file
@@ -58,8 +59,8 @@ def store_text(ref: str | None) -> str:
     return f"oci:{default_store_path()}:{ref}"
 
 
-def _open(ref: str, options: dict[str, Any], for_write: bool = False) -> StoreTarget:
-    return open_store_target(store_text(ref), for_write=for_write, **options)
+def _open(ref: str, transfer: TransferOptions | None) -> StoreTarget:
+    return open_store_target(store_text(ref), **(transfer or TransferOptions()).registry_options())
 
 
 def _layout(ref: str | None) -> LayoutStore | None:
@@ -134,10 +135,10 @@ def remove(ref: str) -> RemoveResult:
     return RemoveResult(ref, desc.digest, (target.reference,))
 
 
-def delete(ref: str, *, transfer_options: dict[str, Any] | None = None) -> RemoveResult:
+def delete(ref: str, *, transfer: TransferOptions | None = None) -> RemoveResult:
     """Delete a manifest from a registry or a layout (oras ``manifest delete``): a tag is
     resolved to its digest first, and every tag naming that manifest goes with it."""
-    target = _open(ref, transfer_options or {})
+    target = _open(ref, transfer)
     store = target.store
     if not isinstance(store, DeletesManifests):
         raise UsageError(f"{ref}: this store cannot delete manifests")
@@ -213,20 +214,20 @@ def _mtime(path: Path) -> float:
 
 
 # -- tag / resolve ------------------------------------------------------------------------------
-def tag(ref: str, tags: Sequence[str], *, transfer_options: dict[str, Any] | None = None) -> TagResult:
+def tag(ref: str, tags: Sequence[str], *, transfer: TransferOptions | None = None) -> TagResult:
     """Point more tags at what ``ref`` names, in the same repository (oras ``tag``)."""
     if not tags:
         raise UsageError("tag needs at least one new TAG")
-    target = _open(ref, transfer_options or {}, for_write=False)
+    target = _open(ref, transfer)
     desc = target.store.resolve(target.reference)
     for name in tags:
         target.store.tag(desc, name)
     return TagResult(desc.digest, tuple(tags))
 
 
-def resolve(ref: str, *, transfer_options: dict[str, Any] | None = None) -> ResolveResult:
+def resolve(ref: str, *, transfer: TransferOptions | None = None) -> ResolveResult:
     """The descriptor (digest, media type, size) a tag names (oras ``resolve``)."""
-    target = _open(ref, transfer_options or {})
+    target = _open(ref, transfer)
     return ResolveResult(ref, target.store.resolve(target.reference))
 
 
@@ -237,13 +238,13 @@ def attach(
     *,
     artifact_type: str,
     annotations: dict[str, str] | None = None,
-    transfer_options: dict[str, Any] | None = None,
+    transfer: TransferOptions | None = None,
 ) -> AttachResult:
     """Push an artifact whose ``subject`` is ``subject_ref`` (oras ``attach``): an empty config,
     one layer per file (titled by its name), listed by the subject's referrers."""
     if not artifact_type:
         raise UsageError("attach needs --artifact-type TYPE")
-    target = _open(subject_ref, transfer_options or {})
+    target = _open(subject_ref, transfer)
     store = target.store
     subject = store.resolve(target.reference)
     config = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
@@ -291,10 +292,10 @@ def _bytes_reader(data: bytes) -> BinaryIO:
 
 
 def discover(ref: str, *, artifact_type: str | None = None,
-             transfer_options: dict[str, Any] | None = None) -> DiscoverResult:
+             transfer: TransferOptions | None = None) -> DiscoverResult:
     """The artifacts whose ``subject`` is ``ref`` (oras ``discover``): the registry's referrers
     API where it has one, the ``sha256-<hex>`` fallback tag where not; a layout's index."""
-    target = _open(ref, transfer_options or {})
+    target = _open(ref, transfer)
     subject = target.store.resolve(target.reference)
     found = target.store.referrers(subject, artifact_type)
     return DiscoverResult(ref, subject, tuple(found))
