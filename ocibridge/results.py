@@ -88,9 +88,11 @@ class RemoveResult:
     reference: str
     digest: str
     tags: tuple[str, ...]
+    referrers: tuple[str, ...] = ()  # attached artifacts removed with it (rm in a layout)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"reference": self.reference, "digest": self.digest, "tags": list(self.tags)}
+        return {"reference": self.reference, "digest": self.digest, "tags": list(self.tags),
+                "referrers": list(self.referrers)}
 
 
 @dataclass(frozen=True)

@@ -130,9 +130,28 @@ def remove(ref: str) -> RemoveResult:
         desc = store.resolve(target.reference)
         tags = tuple(t for t in store.tags() if store.resolve(t).digest == desc.digest)
         store.delete_manifest(desc)
-        return RemoveResult(ref, desc.digest, tags)
-    desc = store.untag(target.reference)
-    return RemoveResult(ref, desc.digest, (target.reference,))
+    else:
+        desc = store.untag(target.reference)
+        tags = (target.reference,)
+    return RemoveResult(ref, desc.digest, tags, _remove_orphaned_referrers(store, desc))
+
+
+def _remove_orphaned_referrers(store: LayoutStore, subject: Descriptor) -> tuple[str, ...]:
+    """Once a manifest is no longer listed, the artifacts attached to it (cards, signatures,
+    theirs in turn) would stay listed untagged for nothing: they go with it."""
+    if any(e.digest == subject.digest for e in store.read_index().manifests):
+        return ()
+    removed: list[str] = []
+    pending = [subject]
+    while pending:
+        for referrer in store.referrers(pending.pop()):
+            if any(e.digest == referrer.digest and (e.annotations or {}).get(ANNOTATION_REF_NAME)
+                   for e in store.read_index().manifests):
+                continue  # tagged on its own: the user keeps it
+            store.delete_manifest(referrer)
+            removed.append(referrer.digest)
+            pending.append(referrer)
+    return tuple(removed)
 
 
 def delete(ref: str, *, transfer: TransferOptions | None = None) -> RemoveResult:

@@ -170,6 +170,17 @@ def test_attach_and_discover_in_a_layout(tmp_path, capsys):
     found = cli_json(capsys, "discover", f"{layout}:v1")
     assert [r["digest"] for r in found["referrers"]] == [attached["digest"]]
     assert attached["reference"] == f"{layout}@{attached['digest']}"
+    # a signature of the note: discover shows the chain
+    sig = tmp_path / "note.sig"
+    sig.write_text("signed\n")
+    signed = cli_json(capsys, "attach", attached["reference"], str(sig), "--artifact-type", "application/x.sig")
+    assert main(["discover", f"{layout}:v1"]) == 0
+    tree = capsys.readouterr().out
+    assert "text/plain" in tree and f"application/x.sig {signed['digest']}" in tree
+    # rm of the model takes its attached artifacts (and theirs) along
+    removed = cli_json(capsys, "rm", f"{layout}:v1")[0]
+    assert sorted(removed["referrers"]) == sorted([attached["digest"], signed["digest"]])
+    assert cli_json(capsys, "list", layout) == []
 
 
 @pytest.mark.parametrize("args, message", [
