@@ -146,7 +146,9 @@ class ProgressBar:
             bar = self._drawn()
             if event == "bytes":
                 step = min(nbytes, blob[0] - blob[1])
-                self._active.setdefault(desc.digest, _name(desc))
+                if desc.digest not in self._active:  # a file hashed while sent has no start
+                    self._active[desc.digest] = _name(desc)
+                    self._describe()
             elif event in ("skip", "mount"):
                 self._total -= blob[0] - blob[1]
                 bar.total = self._total
@@ -190,8 +192,11 @@ class ProgressBar:
         present = f", {self._present} already there" if self._present else ""
         self._bar.set_description_str(
             f"{self._label} {self._finished}/{len(self._blobs)} blobs{present}", refresh=False)
-        current = next(iter(self._active.values()), "")
-        self._bar.set_postfix_str(current[-40:], refresh=False)
+        names = list(self._active.values())
+        current = names[0][-40:] if names else ""
+        if len(names) > 1:
+            current += f" +{len(names) - 1}"  # more files in flight
+        self._bar.set_postfix_str(current, refresh=False)
 
     @property
     def counted(self) -> int:

@@ -42,8 +42,9 @@ def test_none_and_bar_when_piped(tmp_path):
     model = make_model(tmp_path / "m")
     silent = run("push", str(model), f"oci:{tmp_path}/l:a", "--progress", "none")
     assert silent.returncode == 0 and silent.stderr == ""
-    forced = run("push", str(model), f"oci:{tmp_path}/l:b", "--progress", "bar")
+    forced = run("push", str(model), f"oci:{tmp_path}/other:b", "--progress", "bar")
     assert forced.returncode == 0 and "push 8/8 blobs" in forced.stderr
+    assert any(f"B/s, {path}" in forced.stderr for path in tree(model))  # a file in flight is named
 
 
 def test_a_re_push_that_sends_nothing_draws_no_transfer(tmp_path):
