@@ -70,6 +70,12 @@ EXAMPLES: dict[str, str] = {
     "discover": """\
   ocibridge discover registry.example/team/tiny:v1
   ocibridge discover registry.example/team/tiny:v1 --artifact-type application/spdx+json --json""",
+    "sign": """\
+  ocibridge sign registry.example/team/tiny:v1 --key cosign.key -a team=ml
+  ocibridge sign oci:/srv/models:tiny --key cosign.key --identity registry.example/team/tiny""",
+    "verify": """\
+  ocibridge verify registry.example/team/tiny:v1 --key cosign.pub
+  ocibridge verify registry.example/team/tiny:v1 --key cosign.pub -a team=ml --json""",
     "k8s": """\
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
   ocibridge k8s volume registry.example/team/tiny:v1 > pod.yaml""",
