@@ -358,6 +358,8 @@ class LinkServer:
                     self.end_headers()
                     self.wfile.write(data[:1])
                     return
+                if body_wanted:  # logged before answering: a probe's client may be gone right after the headers
+                    (server.probes if ranged else server.gets).append(self.path)
                 accepted = self.headers.get("Accept-Encoding", "")
                 if coding != "identity" and (coding in accepted or server.always_encode):
                     data = ENCODERS[coding](data)
@@ -368,7 +370,6 @@ class LinkServer:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if body_wanted:
-                    (server.probes if ranged else server.gets).append(self.path)
                     with contextlib.suppress(OSError):  # a probe closes without reading the body
                         self.wfile.write(data)
 
