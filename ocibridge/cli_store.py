@@ -29,14 +29,17 @@ def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    entries = store_ops.list_models(args.layout)
+    entries = store_ops.list_models(args.layout, include_attached=args.all)
     if args.json:
         _emit(args, [e.as_dict() for e in entries], "")
         return 0
-    rows = [("NAME", "TAG", "SIZE", "CREATED", "FAMILY", "DIGEST")]
+    rows = [("NAME", "TAG", "SIZE", "CREATED", "FAMILY", "ATTACHED", "DIGEST")]
     for e in entries:
+        attached = str(e.attached) if e.attached else "-"
+        if e.subject:
+            attached = "to " + e.subject.split(":", 1)[-1][:12]
         rows.append((e.name or "-", e.tag or "<none>", human_size(e.size), e.created or "-",
-                     e.family or "-", e.digest.split(":", 1)[-1][:12]))
+                     e.family or "-", attached, e.digest.split(":", 1)[-1][:12]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     print("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows))
     return 0
@@ -114,6 +117,8 @@ def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.Argum
     """Add the store commands through cli.py's ``command(name, func, help, aliases=)``."""
     p = command("list", cmd_list, "list the models of the local store or of a layout", aliases=("ls",))
     p.add_argument("layout", metavar="LAYOUT", nargs="?", help="oci:PATH (default: the local store)")
+    p.add_argument("-a", "--all", action="store_true",
+                   help="list signatures and other attached artifacts too (counted under ATTACHED)")
 
     p = command("rm", cmd_rm, "remove models from the local store or a layout (blobs stay until prune)")
     p.add_argument("refs", metavar="REF", nargs="+", help="NAME (local store), oci:PATH:TAG or oci:PATH@DIGEST")

@@ -75,10 +75,13 @@ class ModelEntry:
     size: int  # manifest + config + layers
     created: str | None
     family: str | None  # cnai, cncf, or None for other artifacts
+    attached: int = 0  # signatures and other artifacts that refer to this one (listed with --all)
+    subject: str | None = None  # for an attached artifact: the digest it refers to
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "tag": self.tag, "digest": self.digest, "size": self.size,
-                "created": self.created, "family": self.family}
+                "created": self.created, "family": self.family, "attached": self.attached,
+                "subject": self.subject}
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,13 @@ oras ``tag``/``manifest delete``/``resolve``/``attach``/``discover`` for any sto
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
+import re
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
@@ -76,8 +79,13 @@ def _layout(ref: str | None) -> LayoutStore | None:
 
 
 # -- list ---------------------------------------------------------------------------------------
-def list_models(layout: str | None = None) -> list[ModelEntry]:
-    """Every manifest a layout lists (default: the local store), one entry per tag."""
+def list_models(layout: str | None = None, *, include_attached: bool = False) -> list[ModelEntry]:
+    """The models a layout lists (default: the local store), one entry per tag.
+
+    Signatures and other attached artifacts (a ``subject``, or cosign's ``sha256-<hex>.sig``,
+    ``.att``, ``.sbom`` and referrers-fallback tags) are counted on the model they refer to, as
+    ``ollama list``/``modctl ls`` show models only; ``include_attached`` lists them as well.
+    """
     store = _layout(layout)
     if store is None:
         return []
@@ -85,7 +93,22 @@ def list_models(layout: str | None = None) -> list[ModelEntry]:
     for entry in store.read_index().manifests:
         tag = (entry.annotations or {}).get(ANNOTATION_REF_NAME)
         entries.append(_describe_entry(store, entry, tag))
+    attached = Counter(e.subject for e in entries if e.subject)
+    entries = [dataclasses.replace(e, attached=attached[e.digest]) if attached[e.digest] else e for e in entries]
+    if not include_attached:
+        entries = [e for e in entries if e.subject is None]
     return sorted(entries, key=lambda e: (e.name or "", e.tag or "", e.digest))
+
+
+_ATTACHED_TAG = re.compile(r"^sha256-([0-9a-f]{64})(\.sig|\.att|\.sbom)?$")
+
+
+def _subject_of(node: Manifest | Index, tag: str | None) -> str | None:
+    """The digest an attached artifact refers to, by its ``subject`` or by cosign's tag scheme."""
+    if node.subject is not None:
+        return node.subject.digest
+    match = _ATTACHED_TAG.match(tag or "")
+    return f"sha256:{match.group(1)}" if match else None
 
 
 def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEntry:
@@ -94,6 +117,7 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
         node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
     except OcibridgeError:
         return ModelEntry(None, tag, entry.digest, size, None, None)
+    subject = _subject_of(node, tag)
     if isinstance(node, Manifest):
         size += node.config.size + sum(layer.size for layer in node.layers)
         fam = _family_of(node.artifactType, node.config.mediaType)
@@ -103,7 +127,7 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
             name, created = _config_name_created(store, node.config, created)
     else:
         size += sum(m.size for m in node.manifests)
-    return ModelEntry(name, tag, entry.digest, size, created, family)
+    return ModelEntry(name, tag, entry.digest, size, created, family, subject=subject)
 
 
 def _config_name_created(store: Store, config: Descriptor, created: str | None) -> tuple[str | None, str | None]:

@@ -11,6 +11,7 @@ import pytest
 
 from ocibridge.cli import main
 from tests.modelgen import make_model
+from tests.signing_keys import key_pair
 
 
 def cli_json(capsys, *args: str):
@@ -33,6 +34,23 @@ def test_list_and_prune_of_an_empty_default_store_create_nothing(store, capsys):
     assert not store.exists()
 
 
+def test_list_counts_signatures_on_their_model_and_all_shows_them(tmp_path, store, capsys):
+    """A signed model is one row, with its classic .sig and its bundle referrer counted under
+    ATTACHED (as modctl/ollama list models only); --all lists them, each pointing at its model."""
+    make_model(tmp_path / "alpha")
+    key, _ = key_pair(tmp_path / "keys")
+    assert main(["push", str(tmp_path / "alpha"), "-q"]) == 0
+    assert main(["sign", f"oci:{store}:alpha", "--key", str(key)]) == 0
+    capsys.readouterr()
+    models = cli_json(capsys, "ls")
+    assert [(e["name"], e["attached"], e["subject"]) for e in models] == [("alpha", 2, None)]
+    everything = cli_json(capsys, "ls", "--all")
+    attached = [e for e in everything if e["subject"]]
+    assert len(everything) == 3 and len(attached) == 2
+    assert {e["subject"] for e in attached} == {models[0]["digest"]}
+    assert any((e["tag"] or "").endswith(".sig") for e in attached)
+
+
 def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
     make_model(tmp_path / "alpha")
     make_model(tmp_path / "beta", seed=1)
@@ -45,7 +63,7 @@ def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
     assert listed[0]["created"] == "2025-01-02T03:04:05Z" and listed[0]["size"] > 400_000
     assert main(["list"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["NAME", "TAG", "SIZE", "CREATED", "FAMILY", "DIGEST"]
+    assert table[0].split() == ["NAME", "TAG", "SIZE", "CREATED", "FAMILY", "ATTACHED", "DIGEST"]
     assert table[1].split()[:2] == ["alpha", "alpha"] and "2025-01-02T03:04:05Z" in table[1]
 
     blobs = sorted((store / "blobs" / "sha256").iterdir())
