@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -23,6 +24,7 @@ from .oci.mediatypes import Family, Kind, Variant
 from .progress_modes import MODES, choose_progress
 from .signing.commands import add_signing_commands, add_verify_flags, policy_from_args
 from .targets import archive_format
+from .terminal import printable
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -130,7 +132,7 @@ def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
-        print(text)
+        print(printable(text))
 
 
 def cmd_push(args: argparse.Namespace) -> int:
@@ -242,9 +244,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"valid": False, "reasons": e.reasons}, indent=2))
         else:
-            print(f"{args.ref}: invalid", file=sys.stderr)
+            print(printable(f"{args.ref}: invalid"), file=sys.stderr)
             for reason in e.reasons:
-                print(f"  - {reason}", file=sys.stderr)
+                print(printable(f"  - {reason}"), file=sys.stderr)
         return EXIT_FAILURE
     _emit(args, desc.as_dict(), f"{args.ref}: valid ({desc.digest})")
     return 0
@@ -255,7 +257,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(names))
     elif names:
-        print("\n".join(names))
+        print(printable("\n".join(names)))
     if not names:  # most often a misspelt repository (registries answer 404): say so, as peers do
         print(f"ocibridge: error: {args.ref} has no tags (no such repository, or nothing tagged)",
               file=sys.stderr)
@@ -316,17 +318,17 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
         verdict = "will mount" if result.will_mount else "will NOT mount"
         hidden = result.layers_hidden if result.will_mount else 0
         but = f", but {hidden} layer(s) will not be visible (see warnings)" if hidden else ""
-        print(f"{args.ref}: {verdict} on {args.runtime} ({result.kind}){but}")
+        print(printable(f"{args.ref}: {verdict} on {args.runtime} ({result.kind}){but}"))
         for reason in result.reasons:
-            print(f"  reason: {reason}")
+            print(printable(f"  reason: {reason}"))
         for warning in result.warnings:
-            print(f"  warning: {warning}")
+            print(printable(f"  warning: {warning}"))
         if result.tree:
             print(f"files at the mount path{' (subPath ' + result.sub_path + ')' if result.sub_path else ''}:")
             for entry in result.tree:
                 extra = f" -> {entry.target}" if getattr(entry, "target", None) else ""
                 size = human_size(entry.size) if entry.type == "file" else entry.type
-                print(f"  {entry.path}  {size}{extra}")
+                print(printable(f"  {entry.path}  {size}{extra}"))
     return 0 if result.will_mount else EXIT_FAILURE
 
 
@@ -357,7 +359,7 @@ def cmd_k8s_volume(args: argparse.Namespace) -> int:
     if args.json:
         _emit(args, {"reference": args.ref, "yaml": text}, "")
     else:
-        print(text, end="")
+        print(printable(text), end="")
     return 0
 
 
@@ -416,6 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Publish ML models to OCI registries as ModelPack artifacts, and bring them back.",
     )
     parser.add_argument("--version", action="version", version=f"ocibridge {_version()}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, print the traceback too (accepted anywhere on the line)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, func: Callable[[argparse.Namespace], int], help: str,
@@ -518,8 +522,40 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = DEBUG_FLAG in argv[: argv.index("--")] if "--" in argv else DEBUG_FLAG in argv
+    if debug:
+        argv.remove(DEBUG_FLAG)
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        print(printable(f"ocibridge: error: {_unexpected(e)}"), file=sys.stderr)
+        return EXIT_FAILURE
+
+
+DEBUG_FLAG = "--debug"
+
+
+def _unexpected(e: BaseException) -> str:
+    """One line for an error no handler below expected: a bug or an input nobody foresaw.
+
+    Whatever an archive, an artifact or a server sends, the user sees one line, never a traceback
+    (``--debug`` prints the traceback above it).
+    """
+    if isinstance(e, RecursionError):
+        return "input nested too deeply to read (JSON, TOML or a manifest graph)"
+    if isinstance(e, MemoryError):
+        return "out of memory"
+    detail = " ".join(str(e).split())[:300] or "no detail"
+    return f"unexpected {type(e).__name__}: {detail} (run with --debug for the traceback)"
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the command; the errors ocibridge knows become one line and their exit code."""
     try:
         return args.func(args)
     except RegistryError as e:
@@ -528,13 +564,13 @@ def main(argv: list[str] | None = None) -> int:
             hint = " (log in with 'ocibridge login HOST', or pass -u/-p)"
         elif e.status == 400 and e.code is None:  # what an HTTPS port answers to plain HTTP
             hint = " (if the registry serves HTTPS, pass --ca-file FILE or --insecure)"
-        print(f"ocibridge: error: {e}{hint}", file=sys.stderr)
+        print(printable(f"ocibridge: error: {e}{hint}"), file=sys.stderr)
         return EXIT_FAILURE
     except UsageError as e:
-        print(f"ocibridge: error: {e} (see 'ocibridge {args.command} --help')", file=sys.stderr)
+        print(printable(f"ocibridge: error: {e} (see 'ocibridge {args.command} --help')"), file=sys.stderr)
         return EXIT_USAGE
     except OcibridgeError as e:
-        print(f"ocibridge: error: {e}", file=sys.stderr)
+        print(printable(f"ocibridge: error: {e}"), file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:
         # `ocibridge inspect … | head`: the reader left, which is no error of ours. Point
@@ -543,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
-        print(f"ocibridge: error: {where}{e.strerror or e}", file=sys.stderr)
+        print(printable(f"ocibridge: error: {where}{e.strerror or e}"), file=sys.stderr)
         return EXIT_FAILURE
     except Exception as e:
         # httpx is imported only by what talks to a network (~0.1-0.2 s saved on local work):
@@ -551,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         httpx = sys.modules.get("httpx")
         if httpx is None or not isinstance(e, httpx.HTTPError):
             raise
-        print(f"ocibridge: error: network: {e}", file=sys.stderr)
+        print(printable(f"ocibridge: error: network: {e}"), file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print("ocibridge: interrupted", file=sys.stderr)

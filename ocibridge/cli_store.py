@@ -10,6 +10,7 @@ from typing import Any
 from . import store_ops
 from .modelpack.inspect import human_size
 from .stores.base import Store
+from .terminal import printable
 
 CommandAdder = Callable[..., argparse.ArgumentParser]
 
@@ -41,7 +42,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows.append((e.name or "-", e.tag or "<none>", human_size(e.size), e.created or "-",
                      e.family or "-", attached, e.digest.split(":", 1)[-1][:12]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    print("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows))
+    print(printable("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)))
     return 0
 
 
@@ -106,11 +107,11 @@ def cmd_discover(args: argparse.Namespace) -> int:
 def _print_tree(store: Store, top: tuple[Any, ...]) -> None:
     for i, ref in enumerate(top):
         last = i == len(top) - 1
-        print(f"{'└── ' if last else '├── '}{ref.artifactType or ref.mediaType}")
+        print(printable(f"{'└── ' if last else '├── '}{ref.artifactType or ref.mediaType}"))
         pad = "    " if last else "│   "
         print(f"{pad}└── {ref.digest}")
         for depth, sub in store_ops.referrer_tree(store, ref):
-            print(f"{pad}{'    ' * (depth + 1)}└── {sub.artifactType or sub.mediaType} {sub.digest}")
+            print(printable(f"{pad}{'    ' * (depth + 1)}└── {sub.artifactType or sub.mediaType} {sub.digest}"))
 
 
 def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.ArgumentParser], None]) -> None:

@@ -19,6 +19,7 @@ from .modelpack.inspect import human_size
 from .oci.models import Descriptor
 from .progress import ProgressBar
 from .progress_events import event_of
+from .terminal import printable
 
 MODES = ("auto", "bar", "plain", "none")
 
@@ -60,7 +61,7 @@ class PlainProgress:
                 self._line(f"{event.name}: done {size} in {seconds:.2f} s{rate}")
 
     def _line(self, text: str) -> None:
-        print(f"{self._label}: {text}", file=self._file, flush=True)
+        print(printable(f"{self._label}: {text}"), file=self._file, flush=True)
 
     def close(self) -> None:
         pass

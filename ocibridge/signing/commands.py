@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OcibridgeError, SignatureError
+from ..terminal import printable
 
 if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every other command time
     from .verify import Verified, VerifyPolicy
@@ -158,4 +159,4 @@ def _show(claims: dict[str, Any]) -> str:
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True) if args.json else text)
+    print(json.dumps(data, indent=2, sort_keys=True) if args.json else printable(text))

@@ -1,0 +1,24 @@
+"""Text for a terminal from untrusted names.
+
+Tags, file paths, annotations and error messages quoted from artifacts and registries reach
+stdout/stderr. A raw ESC, CR or bidi override there could rewrite what the user sees (hide a
+line, move the cursor, reorder characters), so every line ocibridge prints for people goes
+through :func:`printable`: control characters other than newline and tab become visible escapes.
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls but \t and \n, DEL, C1 controls, and the Unicode bidi embeddings/overrides/isolates.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that could drive the terminal shown as an escape."""
+    return _UNSAFE.sub(_escape, text)
