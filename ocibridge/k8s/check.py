@@ -235,6 +235,11 @@ def _unpack(store: Store, manifest: Manifest, config: ImageConfig, result: Check
         if diff_id != config.rootfs.diff_ids[i]:
             ok = False
             result.reasons.append(f"layer {i} diff_id is {diff_id}, the config says {config.rootfs.diff_ids[i]}")
+    try:
+        tree.finish()  # the links of the whole tree, as mount checks them
+    except OcibridgeError as e:
+        result.reasons.append(str(e))
+        return
     result.diff_ids_verified = ok
     result.tree = tree.sorted()
     top = {e.path.split("/", 1)[0] for e in result.tree}

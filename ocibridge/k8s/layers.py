@@ -14,8 +14,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..confined import check_link, check_links, no_link_on_the_way, whiteout_target
 from ..errors import OcibridgeError, UnsafePath
-from ..fsutil import link_stays_inside, safe_relpath
+from ..fsutil import safe_relpath
 from ..oci.digest import CHUNK, HashingReader
 from ..oci.models import Descriptor
 from ..stores.base import Store
@@ -61,11 +62,25 @@ class Tree:
         prefix = path + "/"
         return [p for p in self.entries if p.startswith(prefix)]
 
+    def link_at(self, path: str) -> str | None:
+        """The target of the symlink at ``path`` in the tree, or None."""
+        entry = self.entries.get(path)
+        return entry.target if entry is not None and entry.type == "symlink" else None
+
+    def _is_link(self, path: str) -> bool:
+        return self.link_at(path) is not None
+
+    def verify_links(self) -> None:
+        """Every link, followed through all the others, stays in the tree: a later layer can
+        turn a harmless earlier link into an escape (``d/b -> a/../..``, then ``d/a -> ..``)."""
+        check_links({e.path: e.target for e in self.entries.values() if e.type == "symlink" and e.target})
+
     # -- mutations ---------------------------------------------------------------------------
     def begin_layer(self) -> None:
         self._layer = set()
 
     def remove(self, path: str) -> None:
+        no_link_on_the_way(path, self._is_link, what="whiteout of")
         for p in [path, *self._children(path)]:
             self.entries.pop(p, None)
         if self.root is not None:
@@ -77,6 +92,10 @@ class Tree:
 
     def opaque(self, directory: str) -> None:
         """Hide what lower layers put in ``directory``; this layer's entries stay."""
+        if directory:
+            no_link_on_the_way(directory + "/.wh..wh..opq", self._is_link, what="opaque whiteout")
+            if self._is_link(directory):
+                raise UnsafePath(f"opaque whiteout in {directory}, which is a symlink")
         for p in sorted(self._children(directory) if directory else list(self.entries), reverse=True):
             if p in self.entries and p not in self._layer and not any(
                 q.startswith(p + "/") for q in self._layer
@@ -130,8 +149,7 @@ class Tree:
             os.chmod(self.root / path, mode & 0o777)
 
     def add_symlink(self, path: str, target: str) -> None:
-        if not link_stays_inside(path, target):
-            raise UnsafePath(f"{path}: symlink points outside the mount ({target})")
+        check_link(path, target, self.link_at)
         self._parents(path)
         self._replace(path, "symlink")
         self.entries[path] = TreeEntry(path, "symlink", len(target), 0o777, target)
@@ -151,7 +169,9 @@ class Tree:
             os.link(self.root / target, self.root / path)
 
     def finish(self) -> None:
-        """Give directories their final modes, deepest first (kept writable while staging)."""
+        """Check every link of the finished tree; give directories their final modes, deepest
+        first (kept writable while staging)."""
+        self.verify_links()
         if self.root is None:
             return
         for entry in sorted(self.entries.values(), key=lambda e: -e.path.count("/")):
@@ -219,7 +239,7 @@ def _apply_member(tar: tarfile.TarFile, member: tarfile.TarInfo, tree: Tree) -> 
         hidden = base[len(WHITEOUT):]
         if hidden.startswith(WHITEOUT):  # other aufs metadata (.wh..wh.plnk…): not files
             return
-        tree.remove(posixpath.join(directory, hidden) if directory else hidden)
+        tree.remove(whiteout_target(directory, hidden))
         return
     if member.isdir():
         tree.add_dir(path, member.mode)

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..confined import check_links
 from ..errors import OcibridgeError, UnsafePath
 from ..fsutil import TEMP_PREFIX, link_stays_inside, process_umask, safe_relpath
 from ..oci.digest import CHUNK
@@ -253,6 +254,7 @@ def extract(
     out = Path(dest)
     if out.exists() and not out.is_dir():
         raise OcibridgeError(f"{out} exists and is not a directory")
+    made = _missing_dirs(out)
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
     result = ExtractResult(desc, skipped=unselected)
@@ -274,31 +276,89 @@ def extract(
         for layer, variant in tars:
             result.bytes_written += _extract_tar_layer(
                 store, layer, variant, staging, result.files, progress, select, result.skipped)
+        _check_staged_links(staging, out, result.files)
         plan = plan_commit(staging, out, result.files, on_existing)
         result.kept = plan.kept
         _commit(staging, out, plan.write)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for directory in made:  # a destination this pull created goes again
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     result.files.sort()
     return result
 
 
+def _missing_dirs(path: Path) -> list[Path]:
+    """The directories ``mkdir(parents=True)`` would create for ``path``, deepest first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _check_staged_links(staging: Path, out: Path, files: list[str]) -> None:
+    """Every staged link, followed through the other staged links and those already in DIR,
+    stays inside DIR (a chain of links that each look harmless can climb out of it)."""
+    links = {rel: os.readlink(staging / rel) for rel in files if (staging / rel).is_symlink()}
+    if not links:
+        return
+
+    def existing_link(rel: str) -> str | None:
+        path = out / rel
+        return os.readlink(path) if path.is_symlink() else None
+
+    check_links(links, also=existing_link)
+
+
 def _commit(staging: Path, out: Path, files: list[str]) -> None:
-    """Move verified files from staging into place; refuse to write through symlinks in DIR."""
-    for rel in sorted(files):
-        src = staging / rel
-        dst = out / rel
-        current = out
-        for part in Path(rel).parent.parts:
-            current = current / part
-            if current.is_symlink():
-                raise UnsafePath(f"{rel}: {current} is a symlink in the destination")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if dst.is_dir() and not dst.is_symlink():
-            raise OcibridgeError(f"{dst} is a directory; cannot replace it with a file")
-        if src.is_symlink() and (dst.exists() or dst.is_symlink()):
-            os.unlink(dst)
-        os.replace(src, dst)
+    """Move verified files from staging into place, all or nothing.
+
+    Nothing is written through a symlink in DIR. A file that is replaced is first moved aside
+    (into the staging directory, on the same file system); if any step fails, every file moved
+    in is taken out again, every file moved aside goes back and every directory made is
+    removed, so DIR is as it was.
+    """
+    aside = staging / ".replaced"
+    moved_in: list[Path] = []
+    moved_aside: list[tuple[Path, Path]] = []
+    made_dirs: list[Path] = []
+    try:
+        for i, rel in enumerate(sorted(files)):
+            src = staging / rel
+            dst = out / rel
+            current = out
+            for part in Path(rel).parent.parts:
+                current = current / part
+                if current.is_symlink():
+                    raise UnsafePath(f"{rel}: {current} is a symlink in the destination")
+                if not current.exists():
+                    current.mkdir()
+                    made_dirs.append(current)
+            if dst.is_dir() and not dst.is_symlink():
+                raise OcibridgeError(f"{dst} is a directory; cannot replace it with a file")
+            if dst.exists() or dst.is_symlink():
+                aside.mkdir(exist_ok=True)
+                backup = aside / str(i)
+                os.rename(dst, backup)
+                moved_aside.append((backup, dst))
+            os.replace(src, dst)
+            moved_in.append(dst)
+    except BaseException:
+        for path in reversed(moved_in):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        for backup, dst in reversed(moved_aside):
+            with contextlib.suppress(OSError):
+                os.rename(backup, dst)
+        for directory in reversed(made_dirs):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
 
 
 def is_regular(path: Path) -> bool:

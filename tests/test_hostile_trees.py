@@ -1,0 +1,184 @@
+"""Trees written from untrusted artifacts never reach outside their target (issue 13, classes
+1-3): symlink chains, whiteouts, and pulls that fail half-way. Each case snapshots the folder
+around the target and asserts it is exactly as before."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ocibridge.cli import main
+from ocibridge.confined import resolve_inside
+from ocibridge.errors import UnsafePath
+from ocibridge.k8s import check, mount
+from ocibridge.oci.mediatypes import OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.layout import LayoutStore
+from tests.test_k8s import _image, _tar
+
+WEIGHT_TAR = "application/vnd.cnai.model.weight.v1.tar"
+CONFIG = "application/vnd.cnai.model.config.v1+json"
+ARTIFACT = "application/vnd.cnai.model.manifest.v1+json"
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, bytes | str]]:
+    """Every path under ``root`` (links not followed) with its kind and content or target."""
+    out: dict[str, tuple[str, bytes | str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = path.relative_to(root).as_posix()
+            if path.is_symlink():
+                out[rel] = ("link", os.readlink(path))
+            elif path.is_dir():
+                out[rel] = ("dir", b"")
+            else:
+                out[rel] = ("file", path.read_bytes())
+    return out
+
+
+def _artifact(root: Path, layers: list[bytes]) -> str:
+    """A ModelPack artifact whose weight layers are the given tars: what a hostile push holds."""
+    layout = LayoutStore(root, create=True)
+    config = json.dumps({"descriptor": {"name": "x"}, "config": {},
+                         "modelfs": {"type": "layers", "diffIds": []}}).encode()
+    config_desc = Descriptor.for_bytes(CONFIG, config)
+    layout.push_blob(config_desc, io.BytesIO(config))
+    descs = []
+    for data in layers:
+        desc = Descriptor.for_bytes(WEIGHT_TAR, data)
+        layout.push_blob(desc, io.BytesIO(data))
+        descs.append(desc)
+    manifest = Manifest(artifactType=ARTIFACT, config=config_desc, layers=descs).to_json_bytes()
+    layout.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, manifest), manifest, "v1")
+    return f"oci:{root}:v1"
+
+
+def _pull(capsys, ref: str, dest: Path, *flags: str) -> tuple[int, str]:
+    code = main(["pull", ref, str(dest), "-q", *flags])
+    return code, capsys.readouterr().err
+
+
+# -- class 1: symlink chains ---------------------------------------------------------------------
+CHAINS = {
+    "a -> .. then b -> a/../..": [("d", "dir", b""), ("d/a", "sym", ".."), ("d/b", "sym", "a/../..")],
+    "b written first, a turns it into an escape": [("d/b", "sym", "a/../../x"), ("d/a", "sym", "..")],
+    "a loop": [("a", "sym", "b"), ("b", "sym", "a")],
+    "three links deep": [("p", "sym", "."), ("q", "sym", "p/p/p/.."), ("f", "file", b"x")],
+}
+
+
+@pytest.mark.parametrize("entries", CHAINS.values(), ids=CHAINS.keys())
+def test_pull_refuses_a_link_chain_that_leaves_the_directory(tmp_path, capsys, entries) -> None:
+    ref = _artifact(tmp_path / "layout", [_tar(entries)])
+    around = tmp_path / "around"
+    (around / "dest").mkdir(parents=True)
+    (around / "dest" / "mine.txt").write_text("the user's")
+    before = snapshot(around)
+    code, err = _pull(capsys, ref, around / "dest")
+    assert code == 1 and len(err.splitlines()) == 1
+    assert "points outside the tree" in err or "more than 40 links" in err
+    assert snapshot(around) == before
+
+
+def test_pull_refuses_a_chain_through_a_link_already_in_the_directory(tmp_path, capsys) -> None:
+    ref = _artifact(tmp_path / "layout", [_tar([("b", "sym", "up/../x")])])
+    dest = tmp_path / "around" / "dest"
+    dest.mkdir(parents=True)
+    os.symlink("..", dest / "up")  # harmless on its own: it leads to the parent of dest
+    before = snapshot(tmp_path / "around")
+    code, err = _pull(capsys, ref, dest)
+    assert code == 1 and err.strip() == "ocibridge: error: b: symlink points outside the tree (up/../x)"
+    assert snapshot(tmp_path / "around") == before
+
+
+def test_links_that_stay_inside_are_pulled(tmp_path, capsys) -> None:
+    entries = [("d", "dir", b""), ("d/f", "file", b"data"), ("d/a", "sym", ".."), ("d/b", "sym", "a/d/f")]
+    ref = _artifact(tmp_path / "layout", [_tar(entries)])
+    code, err = _pull(capsys, ref, tmp_path / "out")
+    assert code == 0, err
+    assert (tmp_path / "out" / "d" / "b").read_bytes() == b"data"
+
+
+@pytest.mark.parametrize("entries", CHAINS.values(), ids=CHAINS.keys())
+def test_k8s_check_predicts_the_refusal_mount_makes(tmp_path, entries) -> None:
+    layout = _image(tmp_path, [_tar(entries)])
+    around = tmp_path / "around"
+    around.mkdir()
+    for runtime in ("containerd", "cri-o"):
+        result = check(layout, "v1", runtime)
+        assert not result.will_mount and any("outside the tree" in r or "links" in r for r in result.reasons)
+        with pytest.raises(UnsafePath):
+            mount(layout, "v1", around / "mnt", runtime)
+        assert snapshot(around) == {}
+
+
+def test_resolver_follows_links_as_the_kernel_does() -> None:
+    links = {"d/a": "..", "d/b": "a/../..", "x": "d/a/d", "loop": "loop"}
+    assert resolve_inside("d/a/d/a", links.get) == ""
+    assert resolve_inside("x/a", links.get) == ""
+    with pytest.raises(UnsafePath, match="outside"):
+        resolve_inside("d/b", links.get)
+    with pytest.raises(UnsafePath, match="more than 40"):
+        resolve_inside("loop", links.get)
+
+
+# -- class 2: whiteouts ----------------------------------------------------------------------------
+WHITEOUTS = {
+    ".wh...": [(".wh...", "file", b"")],
+    ".wh..": [("sub/.wh..", "file", b"")],
+    ".wh. (empty)": [("sub/.wh.", "file", b"")],
+    "through a link": [("up", "sym", "."), ("up/.wh.victim", "file", b"")],
+    "opaque through a link": [("up", "sym", "sub"), ("sub/x", "file", b"x"), ("up/.wh..wh..opq", "file", b"")],
+}
+
+
+@pytest.mark.parametrize("entries", WHITEOUTS.values(), ids=WHITEOUTS.keys())
+def test_hostile_whiteouts_delete_nothing(tmp_path, entries) -> None:
+    lower = _tar([("victim", "file", b"v"), ("sub", "dir", b""), ("sub/keep", "file", b"k")])
+    layout = _image(tmp_path, [lower, _tar(entries)])
+    around = tmp_path / "around"
+    around.mkdir()
+    (around / "neighbour.txt").write_text("must survive")
+    before = snapshot(around)
+    for runtime in ("containerd", "cri-o"):
+        result = check(layout, "v1", runtime)
+        assert not result.will_mount and result.reasons
+        with pytest.raises(UnsafePath):
+            mount(layout, "v1", around / "mnt", runtime)
+        assert snapshot(around) == before
+
+
+def test_k8s_mount_cli_says_why_in_one_line(tmp_path, capsys) -> None:
+    layout = _image(tmp_path, [_tar([(".wh...", "file", b"")])])
+    code = main(["k8s", "mount", f"oci:{layout.root}:v1", str(tmp_path / "mnt"), "--runtime", "containerd"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "names no single entry" in err
+    assert not (tmp_path / "mnt").exists()
+
+
+# -- class 3: all or nothing -------------------------------------------------------------------------
+def test_a_pull_that_fails_half_way_leaves_the_directory_as_it_was(tmp_path, capsys) -> None:
+    """The artifact's a.txt would replace the user's (with --overwrite), but its c/ cannot
+    replace the user's directory c: the pull fails, and a.txt is the user's again."""
+    ref = _artifact(tmp_path / "layout", [_tar([("a.txt", "file", b"new"), ("b.txt", "file", b"new b"),
+                                                ("c", "file", b"a file where a directory is")])])
+    dest = tmp_path / "around" / "dest"
+    (dest / "c").mkdir(parents=True)
+    (dest / "c" / "kept").write_text("inside the user's directory")
+    (dest / "a.txt").write_text("the user's a")
+    before = snapshot(tmp_path / "around")
+    code, err = _pull(capsys, ref, dest, "--overwrite")
+    assert code == 1 and "is a directory; cannot replace it with a file" in err
+    assert snapshot(tmp_path / "around") == before
+
+
+def test_a_failed_pull_into_a_new_directory_leaves_no_directory(tmp_path, capsys) -> None:
+    ref = _artifact(tmp_path / "layout", [_tar([("d/a", "sym", ".."), ("d/b", "sym", "a/..")])])
+    before = snapshot(tmp_path)
+    code, _ = _pull(capsys, ref, tmp_path / "new" / "deeper" / "out")
+    assert code == 1 and snapshot(tmp_path) == before
