@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ...fsutil import TEMP_PREFIX
+from ...httpheaders import header_int
 from ...oci.digest import CHUNK
 from ...streams import IterReader
 from .encodings import ACCEPT_ENCODING, DECODE_ERRORS, decoding_reader
@@ -48,9 +49,9 @@ _PROBE = {"Accept-Encoding": "identity", "Range": "bytes=0-0"}
 def _identity_length(resp: httpx.Response) -> int | None:
     """Content-Length of a full, unencoded answer (200), which is the file's size."""
     encoding = resp.headers.get("content-encoding", "identity").lower()
-    length = resp.headers.get("content-length", "")
-    if resp.status_code == 200 and encoding == "identity" and length.isdigit():
-        return int(length)
+    length = header_int(resp.headers.get("content-length"))
+    if resp.status_code == 200 and encoding == "identity":
+        return length
     return None
 
 
@@ -59,8 +60,8 @@ def _range_total(resp: httpx.Response) -> int | None:
     unit, _, rest = resp.headers.get("content-range", "").partition(" ")
     total = rest.rpartition("/")[2]
     encoding = resp.headers.get("content-encoding", "identity").lower()
-    if resp.status_code == 206 and unit == "bytes" and encoding == "identity" and total.isdigit():
-        return int(total)
+    if resp.status_code == 206 and unit == "bytes" and encoding == "identity":
+        return header_int(total)
     return None
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import httpx
 
 from ...errors import RegistryError
+from .bodies import read_bounded
 from .credentials import Credentials
 
 #: Tokens are renewed this many seconds before the server says they expire.
@@ -140,7 +141,7 @@ class Authenticator:
             return token
 
     def _request_token(self, bearer: dict[str, str], scopes: list[str]) -> Token:
-        realm = bearer["realm"]
+        realm = _checked_realm(self.host, bearer.get("realm", ""))
         service = bearer.get("service")
         c = self.credentials
         self.token_requests += 1
@@ -150,14 +151,16 @@ class Authenticator:
                         "client_id": CLIENT_ID, "scope": " ".join(scopes)}
                 if service:
                     form["service"] = service
-                response = self.http.post(realm, data=form)
+                request = self.http.build_request("POST", realm, data=form)
             else:
                 params = httpx.QueryParams({"service": service, "scope": scopes} if service else {"scope": scopes})
                 headers = {}
                 basic = self._basic()
                 if basic:
                     headers["Authorization"] = basic
-                response = self.http.get(realm, params=params, headers=headers)
+                request = self.http.build_request("GET", realm, params=params, headers=headers)
+            response = self.http.send(request, stream=True)
+            read_bounded(response, f"registry {self.host}: token server {realm}")
         except httpx.TransportError as e:
             raise RegistryError(f"registry {self.host}: token server {realm} failed: {e}") from e
         if response.status_code != 200:
@@ -179,3 +182,16 @@ class Authenticator:
         lifetime = max(1.0, expires_in - EXPIRY_MARGIN) if expires_in > 2 * EXPIRY_MARGIN \
             else expires_in * 0.8
         return Token(str(value), time.monotonic() + lifetime)
+
+
+def _checked_realm(host: str, realm: str) -> str:
+    """The token server URL a challenge names, refused unless it is a plain http(s) URL: a
+    realm that does not parse must be one error line, not an exception from deep in httpx."""
+    try:
+        url = httpx.URL(realm)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.host:
+        shown = realm if len(realm) <= 200 else realm[:200] + "..."
+        raise RegistryError(f"registry {host}: its token server realm {shown!r} is not an http(s) URL")
+    return realm

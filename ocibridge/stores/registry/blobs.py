@@ -25,6 +25,7 @@ import httpcore
 import httpx
 
 from ...errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
+from ...httpheaders import header_int
 from ...oci.digest import CHUNK, Hasher
 from ...oci.models import Descriptor
 from .client import RETRY_STATUSES, RegistryClient, TransportFailure
@@ -119,12 +120,12 @@ class _BlobStream:
         self._chunks = response.iter_raw()
         self._socket = self._socket_left = None
         self._h11_first = True
-        length = response.headers.get("content-length", "")
+        length = header_int(response.headers.get("content-length"))
         stream = response.extensions.get("network_stream")
-        if (self.desc.size - self.offset >= DIRECT_MIN and length.isdigit() and stream is not None
+        if (self.desc.size - self.offset >= DIRECT_MIN and length is not None and stream is not None
                 and response.http_version == "HTTP/1.1"
                 and "transfer-encoding" not in response.headers):
-            self._socket, self._socket_left = stream, int(length)
+            self._socket, self._socket_left = stream, length
 
     def _resume(self, reason: str) -> None:
         self.close()
@@ -403,7 +404,7 @@ def _offer(pieces: queue.Queue, item: bytes | BaseException, stop: threading.Eve
 
 
 def _content_range_start(value: str | None) -> int | None:
-    m = re.match(r"^\s*bytes\s+(\d+)-", value or "")
+    m = re.match(r"^\s*bytes\s+([0-9]{1,19})-", value or "")
     return int(m.group(1)) if m else None
 
 
@@ -526,9 +527,9 @@ class BlobUpload:
         self._take_location(response)
         self.offset = 0
         self.source.go_to(0)
-        minimum = response.headers.get("oci-chunk-min-length")
-        if minimum and minimum.isdigit():
-            self.min_chunk = int(minimum)
+        minimum = header_int(response.headers.get("oci-chunk-min-length"))
+        if minimum:
+            self.min_chunk = minimum
             if self.chunk_size:
                 self.chunk_size = max(self.chunk_size, self.min_chunk)
 
@@ -631,7 +632,7 @@ class BlobUpload:
             return None
         if response.status_code != 204:
             return None
-        m = re.match(r"^(?:bytes=)?0-(\d+)$", response.headers.get("range", "").strip())
+        m = re.match(r"^(?:bytes=)?0-([0-9]{1,19})$", response.headers.get("range", "").strip())
         if not m:
             return None
         end = int(m.group(1))

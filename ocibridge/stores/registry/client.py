@@ -22,7 +22,9 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from ...errors import RegistryError
+from ...httpheaders import header_int
 from .auth import Authenticator
+from .bodies import read_bounded
 from .credentials import Credentials, get_credentials
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
@@ -255,10 +257,7 @@ class RegistryClient:
             response = self.http.send(request, stream=True)
             if response.status_code not in REDIRECT_STATUSES or method not in ("GET", "HEAD"):
                 if not stream:
-                    try:
-                        response.read()
-                    finally:
-                        response.close()
+                    read_bounded(response, f"registry {self.host}: {method} {request.url.path}")
                 return response
             location = response.headers.get("location")
             _discard(response)
@@ -311,8 +310,9 @@ def _retry_after(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    seconds = header_int(value)
+    if seconds is not None:
+        return float(seconds)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -16,6 +16,7 @@ from urllib.parse import urljoin
 import httpx
 
 from ...errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
+from ...httpheaders import header_int
 from ...oci.digest import (
     VerifyingReader,
     is_digest,
@@ -103,8 +104,8 @@ class RegistryStore:
             return False
         if response.status_code != 200:
             raise self._fail(response)
-        length = response.headers.get("content-length")
-        if length and length.isdigit() and int(length) != desc.size:
+        length = header_int(response.headers.get("content-length"))
+        if length is not None and length != desc.size:
             return False
         if not manifest:
             self._remember(desc.digest)
@@ -162,8 +163,8 @@ class RegistryStore:
             raise self._fail(response)
         digest = response.headers.get("docker-content-digest")
         media_type = _media_type(response.headers.get("content-type"))
-        length = response.headers.get("content-length", "")
-        if digest and is_digest(digest) and media_type in ALL_MANIFEST_TYPES and length.isdigit():
+        length = header_int(response.headers.get("content-length"))
+        if digest and is_digest(digest) and media_type in ALL_MANIFEST_TYPES and length is not None:
             if is_digest(reference) and digest != reference:
                 raise DigestMismatch(f"{self.describe()}@{reference}: registry answered {digest}")
             return Descriptor(mediaType=media_type, digest=digest, size=int(length))

@@ -1,0 +1,153 @@
+"""A registry that misbehaves on purpose (issue 13, classes 4 and 5): bodies without bounds, odd
+header values, unparsable realms, stacked encodings. Each answer ends in one error line and exit 1,
+never a traceback, and nothing is held in memory beyond the cap."""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from ocibridge.httpheaders import header_int
+
+Handler = Callable[[http.server.BaseHTTPRequestHandler], None]
+
+
+class HostileRegistry:
+    """A loopback HTTP server answering /v2/ with 200 and everything else with ``answer``."""
+
+    def __init__(self, answer: Handler) -> None:
+        outer = self
+
+        class _Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.paths.append(self.path)
+                if self.path == "/v2/":
+                    self.send_response(200)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                answer(self)
+
+            do_HEAD = do_GET
+
+        self.paths: list[str] = []
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hostile() -> Iterator[Callable[[Handler], HostileRegistry]]:
+    servers: list[HostileRegistry] = []
+
+    def start(answer: Handler) -> HostileRegistry:
+        servers.append(HostileRegistry(answer))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def ocibridge(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    proc = subprocess.run([sys.executable, "-m", "ocibridge", *args], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **(env or {})})
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _send(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes,
+          headers: dict[str, str] | None = None) -> None:
+    handler.send_response(status)
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(body)
+
+
+def _one_error_line(code: int, err: str) -> str:
+    assert code == 1, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ocibridge: error: "), err
+    return lines[0]
+
+
+def test_a_tag_list_larger_than_the_cap_is_refused(hostile) -> None:
+    tags = b'{"name":"m","tags":[' + b",".join(b'"t%06d"' % i for i in range(200_000)) + b"]}"
+    server = hostile(lambda h: _send(h, 200, tags, {"Content-Type": "application/json"}))
+    code, _, err = ocibridge("tags", f"{server.host}/m", env={"OCIBRIDGE_MAX_RESPONSE_BYTES": "1048576"})
+    line = _one_error_line(code, err)
+    assert "answer larger than 1048576 bytes, refused" in line and "OCIBRIDGE_MAX_RESPONSE_BYTES" in line
+    code, out, err = ocibridge("tags", f"{server.host}/m")  # the default cap (16 MiB) takes it
+    assert code == 0 and len(out.splitlines()) == 200_000
+
+
+def test_a_gzip_bomb_is_capped_by_its_decoded_size(hostile) -> None:
+    bomb = gzip.compress(b"\0" * (64 << 20), compresslevel=9)  # 64 MiB of zeros in ~64 KiB
+    assert len(bomb) < 100_000
+    server = hostile(lambda h: _send(h, 200, bomb, {"Content-Type": "application/json", "Content-Encoding": "gzip"}))
+    code, _, err = ocibridge("tags", f"{server.host}/m")
+    assert "answer larger than 16777216 bytes, refused" in _one_error_line(code, err)
+
+
+def test_an_error_body_without_bounds_is_capped(hostile) -> None:
+    server = hostile(lambda h: _send(h, 500, b"x" * (3 << 20)))
+    code, _, err = ocibridge("tags", f"{server.host}/m", env={"OCIBRIDGE_MAX_RESPONSE_BYTES": "1048576"})
+    assert "larger than 1048576 bytes" in _one_error_line(code, err)
+
+
+@pytest.mark.parametrize("realm", ["http://[::1", "ftp://auth.example/token", "no scheme at all", ""])
+def test_a_realm_that_does_not_parse_is_one_line(hostile, realm: str) -> None:
+    challenge = f'Bearer realm="{realm}",service="x"'
+    server = hostile(lambda h: _send(h, 401, b"{}", {"WWW-Authenticate": challenge}))
+    code, _, err = ocibridge("tags", f"{server.host}/m")
+    assert "is not an http(s) URL" in _one_error_line(code, err)
+
+
+def test_400_stacked_content_encodings_are_one_line(hostile) -> None:
+    server = hostile(lambda h: _send(h, 200, b"not gzip at all", {"Content-Encoding": ", ".join(["gzip"] * 400)}))
+    code, _, err = ocibridge("tags", f"{server.host}/m")
+    _one_error_line(code, err)
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u00b9\u00b2", "1e3", "-5", "+3", "99999999999999999999999"])
+def test_header_numbers_are_ascii_digits_only(value: str) -> None:
+    assert header_int(value) is None
+
+
+def test_header_numbers_parse_what_rfc_9110_writes() -> None:
+    assert header_int(" 42 ") == 42 and header_int("0") == 0 and header_int(None) is None
+
+
+def test_retry_after_in_superscript_digits_is_ignored_not_a_crash(hostile) -> None:
+    answers = iter([429, 404])
+
+    def answer(h: http.server.BaseHTTPRequestHandler) -> None:
+        _send(h, next(answers, 404), b"", {"Retry-After": "\u00b2"})
+
+    server = hostile(answer)
+    code, _, err = ocibridge("tags", f"{server.host}/m")
+    line = _one_error_line(code, err)
+    assert "no tags" in line
