@@ -182,3 +182,18 @@ def test_a_failed_pull_into_a_new_directory_leaves_no_directory(tmp_path, capsys
     before = snapshot(tmp_path)
     code, _ = _pull(capsys, ref, tmp_path / "new" / "deeper" / "out")
     assert code == 1 and snapshot(tmp_path) == before
+
+
+# -- class 4: a layout file larger than its descriptor ------------------------------------------------
+def test_a_manifest_file_larger_than_its_descriptor_is_refused_after_size_plus_one_bytes(tmp_path, capsys) -> None:
+    """The manifest file is swapped for a sparse 64 GiB one: reading it whole would take minutes
+    and all memory; ocibridge reads descriptor size + 1 bytes and refuses."""
+    ref = _artifact(tmp_path / "layout", [_tar([("f", "file", b"x")])])
+    layout = LayoutStore(tmp_path / "layout")
+    desc = layout.resolve("v1")
+    path = layout.blob_path(desc.digest)
+    with open(path, "r+b") as f:
+        f.truncate(64 << 30)
+    code = main(["inspect", ref])
+    err = capsys.readouterr().err
+    assert code == 1 and f"is larger than the {desc.size} bytes its descriptor gives" in err

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import NotFound, OcibridgeError
+from ..errors import DigestMismatch, NotFound, OcibridgeError
 from ..fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode
 from ..oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
 from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
@@ -88,9 +88,13 @@ class LayoutStore:
         if desc.size > MAX_MANIFEST_BYTES:
             raise OcibridgeError(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         try:
-            data = self.blob_path(desc.digest).read_bytes()
+            with open(self.blob_path(desc.digest), "rb") as f:
+                data = f.read(desc.size + 1)  # one byte more tells a longer file, and no more is read
         except FileNotFoundError:
             raise NotFound(f"{self.describe()}: {desc.digest} not found") from None
+        if len(data) > desc.size:
+            raise DigestMismatch(f"{self.describe()}: {desc.digest} is larger than the {desc.size} bytes "
+                                 "its descriptor gives")
         return verify_bytes(data, desc.digest, desc.size)
 
     def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
