@@ -482,6 +482,29 @@ def test_links_size_unknown_fetches_while_reading(tmp_path: Path, link_server: L
     assert link_server.probes == ["/w"]
 
 
+def test_links_of_unknown_size_stop_at_the_cap_the_user_can_raise(tmp_path: Path, link_server: LinkServer,
+                                                                   monkeypatch, capsys) -> None:
+    """A gzip answer of unknown size that inflates past $OCIBRIDGE_LINKS_MAX_BYTES is cut off
+    there (decoded bytes count), nothing lands in the cache, and the message says how to raise it."""
+    link_server.head_allowed = False
+    link_server.range_allowed = False
+    link_server.always_encode = True
+    weights = bytes(300_000)  # compresses to a few hundred bytes: the decoded size is what counts
+    url = link_server.add("w", weights, "gzip")
+    make_carton(tmp_path / "l.carton", {"model/w.bin": weights}, omit=("model/w.bin",), links={sha(weights): [url]})
+    monkeypatch.setenv("OCIBRIDGE_LINKS_MAX_BYTES", "100000")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    from ocibridge.cli import main
+
+    assert main(["push", str(tmp_path / "l.carton"), f"oci:{tmp_path}/layout:v1", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "more than the expected 100000 bytes (raise $OCIBRIDGE_LINKS_MAX_BYTES" in err
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    monkeypatch.setenv("OCIBRIDGE_LINKS_MAX_BYTES", "400000")
+    assert main(["push", str(tmp_path / "l.carton"), f"oci:{tmp_path}/layout:v1", "-q"]) == 0
+    assert (tmp_path / "cache" / "ocibridge" / "carton-links" / sha(weights)).is_file()  # the cache it kept clean
+
+
 def test_links_next_url_on_failure(tmp_path: Path, link_server: LinkServer) -> None:
     weights = noise(50_000, 6)
     bad = link_server.add("wrong", noise(50_000, 7))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -30,7 +31,14 @@ if TYPE_CHECKING:  # httpx costs ~0.1-0.2 s to import: only cartons with LINKS p
     import httpx
 
 TIMEOUT, CONNECT_TIMEOUT = 60.0, 15.0  # seconds
-DEFAULT_MAX_SIZE = 1 << 40
+DEFAULT_MAX_SIZE = 64 << 30  # a LINKS file of unknown size: 64 GiB unless $OCIBRIDGE_LINKS_MAX_BYTES says more
+ENV_MAX_SIZE = "OCIBRIDGE_LINKS_MAX_BYTES"
+DISK_RESERVE = 256 << 20  # a download never fills the disk: this much stays free
+
+
+def max_download_size() -> int:
+    """The cap on a LINKS download whose size no server told, raised with $OCIBRIDGE_LINKS_MAX_BYTES."""
+    return header_int(os.environ.get(ENV_MAX_SIZE)) or DEFAULT_MAX_SIZE
 
 
 def default_cache_dir() -> Path:
@@ -73,11 +81,11 @@ class LinkFetcher:
         cache_dir: str | os.PathLike[str] | None = None,
         *,
         client: httpx.Client | None = None,
-        max_size: int = DEFAULT_MAX_SIZE,
+        max_size: int | None = None,
     ):
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._client = client
-        self.max_size = max_size
+        self.max_size = max_download_size() if max_size is None else max_size
         self.downloads = 0  # completed, verified downloads (tests assert on it)
 
     @property
@@ -134,6 +142,9 @@ class LinkFetcher:
 
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         limit = size if size is not None else self.max_size
+        room = shutil.disk_usage(self.cache_dir).free - DISK_RESERVE
+        if size is not None and size > room:
+            raise _Failed(f"{size} bytes would not fit: {max(room, 0)} bytes free in {self.cache_dir}")
         fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self.cache_dir)
         try:
             digest = hashlib.sha256()
@@ -147,7 +158,10 @@ class LinkFetcher:
                     while data := body.read(CHUNK):
                         count += len(data)
                         if count > limit:
-                            raise _Failed(f"more than the expected {limit} bytes")
+                            hint = "" if size is not None else f" (raise ${ENV_MAX_SIZE} if the file is that big)"
+                            raise _Failed(f"more than the expected {limit} bytes{hint}")
+                        if count > room:
+                            raise _Failed(f"the disk of {self.cache_dir} is full but for {DISK_RESERVE} bytes")
                         digest.update(data)
                         out.write(data)
                 except DECODE_ERRORS as e:
