@@ -419,3 +419,22 @@ def test_local_ollama_endpoint_is_named_without_tag_or_digest(monkeypatch: pytes
         endpoint = open_endpoint(text, job)
         expected = "ollama:ns/tiny" if "ns/" in text else "ollama:tiny"
         assert (endpoint.name, endpoint.reference) == (expected, reference)
+
+
+def test_a_tag_no_url_can_carry_fails_alone_and_the_job_goes_on(tmp_path: Path) -> None:
+    """A source layout lists tags a registry URL cannot carry (a space and an escape, a path):
+    each fails with its reason, in the dry run as in the run, and the good tag is copied."""
+    src = LayoutStore(tmp_path / "src", create=True)
+    push_models(src, ["good"])
+    index = json.loads((tmp_path / "src" / "index.json").read_text())
+    entry = index["manifests"][0]
+    for bad in ("bad tag\x1b[2J", "../up"):
+        index["manifests"].append({**entry, "annotations": {"org.opencontainers.image.ref.name": bad}})
+    (tmp_path / "src" / "index.json").write_text(json.dumps(index))
+    job = load_job(layout_job(tmp_path))
+
+    for summary in (run_job(job, dry_run=True), run_job(job)):
+        failed = {a.source.rsplit(":", 1)[1]: a.reason for a in summary.with_status("failed")}
+        assert failed == {"bad tag\x1b[2J": "invalid tag 'bad tag\\x1b[2J'", "../up": "invalid tag '../up'"}
+        assert not summary.ok and summary.totals()["failed"] == 2
+    assert LayoutStore(tmp_path / "dst").tags() == ["good"]

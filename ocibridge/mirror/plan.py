@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import NotFound, OcibridgeError, SignatureError
+from ..oci.digest import is_digest
 from ..oci.mediatypes import Family, family_of_artifact
 from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ..oci.reference import check_tag
 from ..signing.attach import companion_tags, is_signature_referrer
 from ..signing.policy import verify_before_use
 from ..stores.base import Store, is_manifest
@@ -147,9 +149,15 @@ class _Planner:
         source_name, target_name = self._names(ref, tag)
         result = ArtifactResult(self.plan.index, source_name, target_name, "planned")
         try:
+            for name in {ref, tag} - {None}:
+                if name is not None and not is_digest(name):
+                    check_tag(name)  # a tag a URL cannot carry fails here, for this tag only
             return self._plan(ref, tag, result)
         except OcibridgeError as e:
             result.status, result.reason = "failed", str(e)
+            return result
+        except Exception as e:  # one bad artifact (or a bug it triggers) must not sink the job
+            result.status, result.reason = "failed", f"unexpected {type(e).__name__}: {e}"
             return result
 
     def _plan(self, ref: str, tag: str | None, result: ArtifactResult) -> ArtifactPlan | ArtifactResult:
