@@ -161,6 +161,8 @@ class Tree:
         source = self.entries.get(target)
         if source is None or source.type != "file":
             raise UnsafePath(f"{path}: hard link to {target}, which is not a file in the tree")
+        if target.startswith(path + "/"):  # found by tests/test_fuzz.py
+            raise UnsafePath(f"{path}: hard link to {target}, inside the directory it would replace")
         self._parents(path)
         self._replace(path, "file")
         self.entries[path] = TreeEntry(path, "file", source.size, source.mode)
