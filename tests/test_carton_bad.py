@@ -130,6 +130,24 @@ def test_symlinks_outside_model(link: str, target: str, tmp_path: Path) -> None:
     _fails(path, tmp_path, UnsafePath, "outside model/")
 
 
+def test_symlink_chain_that_leaves_model_through_another_link(tmp_path: Path) -> None:
+    """model/d/a -> .. is harmless, and model/d/b -> a/../x reads as model/d/x lexically (a file
+    MANIFEST lists with that hash); followed through a, it is x at the archive root: refused."""
+    path = tmp_path / "s.carton"
+    manifest = {"carton.toml": sha(TOML), "model/d/x": sha(b"x"), "x": sha(b"x"),
+                "model/d/a": sha(b"x"), "model/d/b": sha(b"x")}
+    with open(path, "wb") as out:
+        zw = ZipWriter(out)
+        zw.add("carton.toml", iter([TOML]))
+        zw.add("model/d/x", iter([b"x"]))
+        zw.add("x", iter([b"x"]))
+        zw.add_symlink("model/d/a", "..")
+        zw.add_symlink("model/d/b", "a/../x")
+        zw.add("MANIFEST", iter([format_manifest(manifest)]), method=0)
+        zw.close()
+    _fails(path, tmp_path, UnsafePath, "symlink 'model/d/a' → '..' points outside model/")
+
+
 def test_symlink_loop(tmp_path: Path) -> None:
     path = tmp_path / "s.carton"
     manifest = {"carton.toml": sha(TOML), "model/a": sha(b"x"), "model/b": sha(b"x")}

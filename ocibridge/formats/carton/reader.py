@@ -13,11 +13,11 @@ Every file carries its MANIFEST sha256 as its digest, so the builder never re-ha
 from __future__ import annotations
 
 import os
-import posixpath
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from ...confined import resolve_inside
 from ...errors import DigestMismatch, UnsafePath
 from ...fsutil import link_stays_inside
 from ...modelpack.classify import classify
@@ -46,7 +46,6 @@ MODEL_DIR = "model"
 EAGER_VERIFY_BYTES = 64 << 20
 #: Files from this size on are hashed on a separate thread while they stream.
 BACKGROUND_HASH_BYTES = 8 << 20
-MAX_LINK_DEPTH = 40
 KIND_BY_DIR = {MODEL_DIR: Kind.WEIGHT, "tensor_data": Kind.DATASET, "misc": Kind.DOC}
 
 
@@ -103,14 +102,16 @@ def _resolve_links(archive: Path, links: dict[str, str], manifest: CartonManifes
     for path in links:
         if not path.startswith(MODEL_DIR + "/"):
             raise UnsafePath(f"{archive}: symlink {path!r} outside {MODEL_DIR}/")
-        current, depth = path, 0
-        while current in links:
-            if not link_stays_inside(current, links[current], MODEL_DIR):
-                raise UnsafePath(f"{archive}: symlink {current!r} → {links[current]!r} points outside {MODEL_DIR}/")
-            current = posixpath.normpath(posixpath.join(posixpath.dirname(current), links[current]))
-            depth += 1
-            if depth > MAX_LINK_DEPTH:
-                raise CartonError(f"{archive}: symlink {path!r} is part of a loop")
+        if not link_stays_inside(path, links[path], MODEL_DIR):  # the plain case, named plainly
+            raise UnsafePath(f"{archive}: symlink {path!r} → {links[path]!r} points outside {MODEL_DIR}/")
+        try:  # followed through the other links, as an unpacker's kernel would (confined.py)
+            current = resolve_inside(path, links.get, what="symlink")
+        except UnsafePath as e:
+            if "links to follow" in str(e):
+                raise CartonError(f"{archive}: symlink {path!r} is part of a loop") from None
+            raise UnsafePath(f"{archive}: symlink {path!r} → {links[path]!r} points outside {MODEL_DIR}/") from None
+        if not current.startswith(MODEL_DIR + "/"):
+            raise UnsafePath(f"{archive}: symlink {path!r} → {links[path]!r} points outside {MODEL_DIR}/")
         if current not in manifest.entries:
             raise CartonError(f"{archive}: symlink {path!r} points at {current!r}, which MANIFEST does not list")
         if manifest.entries[current] != manifest.entries[path]:
