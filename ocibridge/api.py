@@ -184,9 +184,13 @@ def push(
             concurrency=transfer.concurrency,
             progress=shown.copy_progress(artifact.manifest) if shown else None,
         )
-    stats.add(blobs_copied=ingested.blobs_copied, bytes_copied=ingested.bytes_copied)
-    stats.blobs_skipped -= ingested.blobs_copied
-    premounted = min(premounted, stats.blobs_skipped)  # the copy then found them present
+    # The copy found the ingested blobs present: count each once as copied, not skipped. Files
+    # with equal content are one blob, and a concurrent push may have sent a blob first, so the
+    # counts are clamped by what the copy really skipped (never below zero).
+    sent = min(len(ingested.ingested), stats.blobs_skipped)
+    stats.add(blobs_copied=sent, bytes_copied=ingested.bytes_copied)
+    stats.blobs_skipped -= sent
+    premounted = max(0, min(premounted, stats.blobs_skipped))  # the copy then found them present
     stats.add(blobs_mounted=premounted)
     stats.blobs_skipped -= premounted
     return PushResult(_pinned(target, artifact.descriptor), artifact.descriptor, stats)
