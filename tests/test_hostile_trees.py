@@ -13,7 +13,7 @@ import pytest
 
 from ocibridge.cli import main
 from ocibridge.confined import resolve_inside
-from ocibridge.errors import UnsafePath
+from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.k8s import check, mount
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
@@ -197,3 +197,26 @@ def test_a_manifest_file_larger_than_its_descriptor_is_refused_after_size_plus_o
     code = main(["inspect", ref])
     err = capsys.readouterr().err
     assert code == 1 and f"is larger than the {desc.size} bytes its descriptor gives" in err
+
+
+# -- class 7: writers as strict as readers --------------------------------------------------------------
+@pytest.mark.parametrize("body, media_type, message", [
+    (b"[1, 2, 3]", OCI_MANIFEST, "manifest"),
+    (b'{"schemaVersion": 2, "manifests": "not a list"}', "application/vnd.oci.image.index.v1+json", "manifests"),
+    (b'{"schemaVersion": 2, "config": {"digest": "sha256:00", "size": 1, "mediaType": "x"}, "layers": []}',
+     OCI_MANIFEST, "digest"),
+])
+def test_a_layout_refuses_to_store_a_manifest_its_reader_would_refuse(tmp_path, body, media_type, message) -> None:
+    layout = LayoutStore(tmp_path / "l", create=True)
+    before = snapshot(tmp_path / "l")
+    with pytest.raises(OcibridgeError, match=message):
+        layout.push_manifest(Descriptor.for_bytes(media_type, body), body, "v1")
+    assert snapshot(tmp_path / "l") == before and layout.tags() == []
+
+
+def test_a_layout_refuses_a_manifest_larger_than_its_reader_reads(tmp_path) -> None:
+    layout = LayoutStore(tmp_path / "l", create=True)
+    body = b'{"schemaVersion": 2, "layers": [], "annotations": {"pad": "' + b"x" * (5 << 20) + b'"}}'
+    with pytest.raises(OcibridgeError, match="more than a reader takes"):
+        layout.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, body), body, "v1")
+    assert layout.tags() == [] and not any((tmp_path / "l" / "blobs" / "sha256").iterdir())

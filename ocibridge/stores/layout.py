@@ -217,7 +217,13 @@ class LayoutStore:
         return used
 
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        """Store a manifest only if this layout's own reader will read it back: right digest, at
+        most MAX_MANIFEST_BYTES, and a manifest or index of the media type it is listed under."""
         verify_bytes(data, desc.digest, desc.size, what="manifest")
+        if desc.size > MAX_MANIFEST_BYTES:
+            raise OcibridgeError(f"manifest {desc.digest}: {desc.size} bytes is more than a reader takes "
+                                 f"({MAX_MANIFEST_BYTES})")
+        parse_manifest_bytes(data, desc.mediaType)  # raises on anything the reader would refuse
         if not self.exists(desc):
             atomic_write_bytes(self.blob_path(desc.digest), data)
         if tag is not None:
