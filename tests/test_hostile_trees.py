@@ -220,3 +220,19 @@ def test_a_layout_refuses_a_manifest_larger_than_its_reader_reads(tmp_path) -> N
     with pytest.raises(OcibridgeError, match="more than a reader takes"):
         layout.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, body), body, "v1")
     assert layout.tags() == [] and not any((tmp_path / "l" / "blobs" / "sha256").iterdir())
+
+
+def test_a_nul_in_a_layer_title_is_one_line_and_writes_nothing(tmp_path, capsys) -> None:
+    layout = LayoutStore(tmp_path / "layout", create=True)
+    config = json.dumps({"descriptor": {"name": "x"}, "config": {},
+                         "modelfs": {"type": "layers", "diffIds": []}}).encode()
+    config_desc = Descriptor.for_bytes(CONFIG, config)
+    layout.push_blob(config_desc, io.BytesIO(config))
+    layer = Descriptor.for_bytes("application/vnd.cnai.model.weight.v1.raw", b"w").model_copy(
+        update={"annotations": {"org.opencontainers.image.title": "a\x00b"}})
+    layout.push_blob(layer, io.BytesIO(b"w"))
+    manifest = Manifest(artifactType=ARTIFACT, config=config_desc, layers=[layer]).to_json_bytes()
+    layout.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, manifest), manifest, "v1")
+    code, err = _pull(capsys, f"oci:{tmp_path}/layout:v1", tmp_path / "out")
+    assert code == 1 and err.count("\n") == 1 and "NUL" in err and "\x00" not in err
+    assert not (tmp_path / "out").exists()
