@@ -427,3 +427,29 @@ def test_thread_safe_shared_token_cache(token_registry, tmp_path):
             t.join()
         assert not errors
         assert len(ts.requests) == 0  # the pull token from resolve() is shared
+
+
+def test_basic_auth_mirror_four_artifacts_in_parallel_passes_every_time(auth_registry, tmp_path, monkeypatch):
+    """Parallel first requests to a Basic-auth registry all come back 401: each must retry with
+    the credentials, not only the first one (a mirror used to fail about one artifact in three)."""
+    import json as _json
+
+    from ocibridge.mirror import load_job, run_job
+    from tests.test_mirror_units import push_models
+
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-docker-config"))
+    src = LayoutStore(tmp_path / "src", create=True)
+    tags = ["a", "b", "c", "d"]
+    push_models(src, tags)
+    for run in range(3):
+        repo = _repo(f"mirror-basic-{run}")
+        job = tmp_path / f"job-{run}.json"
+        job.write_text(_json.dumps({
+            "registries": {auth_registry.host: {"username": auth_registry.username,
+                                                "password": auth_registry.password}},
+            "defaults": {"concurrency": {"artifacts": 4, "blobs": 4}},
+            "sync": [{"source": "oci:src", "target": f"{auth_registry.host}/{repo}"}],
+        }))
+        summary = run_job(load_job(job))
+        failed = [(a.source, a.reason) for a in summary.with_status("failed")]
+        assert failed == [] and len(summary.with_status("copied")) == 4, failed

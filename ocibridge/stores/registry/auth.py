@@ -95,24 +95,32 @@ class Authenticator:
             token = self._fetch_token(scopes)
         return f"Bearer {token.value}"
 
-    def on_challenge(self, header: str, scopes: Iterable[str]) -> bool:
-        """Learn from a 401; True when a retry with new authorization is worth making."""
+    def on_challenge(self, header: str, scopes: Iterable[str], sent: str | None = None) -> bool:
+        """Learn from a 401; True when a retry with new authorization is worth making.
+
+        ``sent`` is the Authorization the refused request carried. The answer depends on it, not
+        on what other threads learnt meanwhile: requests sent together before the first 401 all
+        come back 401, and each must retry once with the credentials (or the token) that are
+        current now. Only a request that already carried them is refused for good.
+        """
         scopes = tuple(scopes)
         challenge = parse_challenge(header)
         if challenge is None:
             return False
         if challenge.scheme == "basic":
             with self._lock:
-                already = self._scheme == "basic"
                 self._scheme = "basic"
-            # Credentials that were already sent and refused will not work a second time.
-            return self.credentials is not None and not already
+            basic = self._basic()
+            return basic is not None and sent != basic
         if challenge.scheme != "bearer" or "realm" not in challenge.params:
             return False
         key = scope_key(scopes)
         with self._lock:
             self._scheme = "bearer"
             self._bearer = dict(challenge.params)
+            current = self._tokens.get(key)
+            if current is not None and current.valid() and sent != f"Bearer {current.value}":
+                return True  # another request renewed the token after this one was sent
             self._tokens.pop(key, None)
         extra = challenge.params.get("scope", "")
         self._fetch_token(scopes, extra.split() if extra else ())

@@ -217,8 +217,9 @@ class RegistryClient:
                 continue
             if response.status_code == 401 and not auth_retried:
                 challenge = response.headers.get("www-authenticate", "")
+                sent = response.request.headers.get("authorization")
                 _discard(response)
-                if challenge and self.auth.on_challenge(challenge, scopes) and replayable:
+                if challenge and self.auth.on_challenge(challenge, scopes, sent) and replayable:
                     auth_retried = True
                     continue
                 return response
