@@ -55,9 +55,11 @@ class TransferOptions:
     username: str | None = None
     password: str | None = None
     chunk_size: int | None = None
+    authfile: str | None = None  # read before the docker config and containers' auth.json
 
     def registry_options(self) -> dict[str, Any]:
         opts = {
+            "authfile": self.authfile,
             "plain_http": self.plain_http,
             "insecure": self.insecure,
             "ca_file": self.ca_file,

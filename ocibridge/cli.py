@@ -64,6 +64,8 @@ def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("-p", "--password", help="registry password or token")
     g.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
     g.add_argument("--chunk-size", type=int, help="upload in PATCH chunks of this many bytes")
+    g.add_argument("--authfile", "--registry-config", metavar="FILE",
+                   help="credentials file (Docker or containers auth.json format), read before the others")
 
 
 def _transfer(args: argparse.Namespace) -> api.TransferOptions:
@@ -84,6 +86,7 @@ def _transfer(args: argparse.Namespace) -> api.TransferOptions:
         username=args.username,
         password=password,
         chunk_size=args.chunk_size,
+        authfile=getattr(args, "authfile", None),
     )
 
 

@@ -453,3 +453,37 @@ def test_basic_auth_mirror_four_artifacts_in_parallel_passes_every_time(auth_reg
         summary = run_job(load_job(job))
         failed = [(a.source, a.reason) for a in summary.with_status("failed")]
         assert failed == [] and len(summary.with_status("copied")) == 4, failed
+
+
+def test_containers_auth_json_and_authfile(auth_registry, tmp_path, monkeypatch):
+    """podman/skopeo logins live in containers' auth.json: read after the docker config
+    ($REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json); --authfile FILE before both."""
+    from ocibridge.cli import main
+
+    _, image = _tiny(tmp_path)
+    auth = base64.b64encode(f"{auth_registry.username}:{auth_registry.password}".encode()).decode()
+    entry = json.dumps({"auths": {auth_registry.host: {"auth": auth}}})
+    wrong = json.dumps({"auths": {auth_registry.host: {
+        "auth": base64.b64encode(f"{auth_registry.username}:wrong".encode()).decode()}}})
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "empty-docker"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REGISTRY_AUTH_FILE", raising=False)
+    runtime = tmp_path / "run"
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    ref = f"{auth_registry.host}/{_repo('authjson')}:v1"
+    src = f"oci:{image.path}:{image.tag}"
+
+    assert main(["copy", src, ref, "-q"]) == 1  # nothing anywhere: anonymous, refused
+
+    (runtime / "containers").mkdir(parents=True)
+    (runtime / "containers" / "auth.json").write_text(entry)  # where `podman login` writes
+    assert main(["copy", src, ref, "-q"]) == 0
+
+    (runtime / "containers" / "auth.json").unlink()
+    (tmp_path / "skopeo-auth.json").write_text(entry)
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(tmp_path / "skopeo-auth.json"))
+    assert main(["resolve", ref]) == 0
+
+    (tmp_path / "wrong.json").write_text(wrong)  # --authfile comes first: its wrong password is used
+    assert main(["resolve", ref, "--authfile", str(tmp_path / "wrong.json")]) == 1
+    assert main(["resolve", ref, "--authfile", str(tmp_path / "missing.json")]) == 1

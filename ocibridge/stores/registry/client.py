@@ -56,6 +56,7 @@ class ClientOptions:
     retry_after_cap: float = 60.0
     pool_size: int = 16
     docker_config: str | None = None
+    authfile: str | None = None
 
 
 def is_loopback(host: str) -> bool:
@@ -163,7 +164,7 @@ class RegistryClient:
         creds = (
             Credentials(o.username, o.password or "")
             if o.username
-            else get_credentials(host, o.docker_config)
+            else get_credentials(host, o.docker_config, o.authfile)
         )
         self.auth = Authenticator(host, self.http, creds)
 

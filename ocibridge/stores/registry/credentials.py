@@ -125,9 +125,56 @@ def _from_helper(name: str, host: str) -> Credentials | None:
     return Credentials(username, secret)
 
 
-def get_credentials(host: str, directory: str | os.PathLike[str] | None = None) -> Credentials | None:
-    """Credentials for ``host`` from the docker config, or None (anonymous)."""
-    config = load_config(directory)
+def containers_auth_files() -> list[Path]:
+    """Where podman, skopeo and buildah keep credentials (containers-auth.json(5)), in their
+    order: ``$REGISTRY_AUTH_FILE``, ``$XDG_RUNTIME_DIR/containers/auth.json``,
+    ``~/.config/containers/auth.json``."""
+    files = []
+    if os.environ.get("REGISTRY_AUTH_FILE"):
+        files.append(Path(os.environ["REGISTRY_AUTH_FILE"]))
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        files.append(Path(os.environ["XDG_RUNTIME_DIR"]) / "containers" / "auth.json")
+    files.append(Path.home() / ".config" / "containers" / "auth.json")
+    return files
+
+
+def _load_auth_file(path: Path) -> dict[str, Any]:
+    """An auth file in Docker's or containers' format (both: ``auths``, ``credHelpers``)."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise OcibridgeError(f"cannot read auth file {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise OcibridgeError(f"auth file {path} is not a JSON object")
+    return data
+
+
+def get_credentials(host: str, directory: str | os.PathLike[str] | None = None,
+                    authfile: str | os.PathLike[str] | None = None) -> Credentials | None:
+    """Credentials for ``host``, or None (anonymous).
+
+    Looked up in ``authfile`` when given (``--authfile``), then the docker config, then
+    containers' auth files (so a ``podman login`` or ``skopeo login`` is honoured too).
+    """
+    configs = []
+    if authfile:
+        path = Path(authfile)
+        if not path.is_file():
+            raise OcibridgeError(f"auth file {path} not found")
+        configs.append(_load_auth_file(path))
+    configs.append(load_config(directory))
+    configs.extend(_load_auth_file(path) for path in containers_auth_files())
+    for config in configs:
+        found = _lookup(config, host)
+        if found is not None:
+            return found
+    return None
+
+
+def _lookup(config: dict[str, Any], host: str) -> Credentials | None:
+    """Credentials for ``host`` in one loaded config, Docker's order: helper, auths, store."""
     helpers = config.get("credHelpers") or {}
     key = config_key(host)
     helper = helpers.get(key) or helpers.get(host)
