@@ -563,8 +563,12 @@ def _run(args: argparse.Namespace) -> int:
         return args.func(args)
     except RegistryError as e:
         hint = ""
-        if e.status == 401:
-            hint = " (log in with 'ocibridge login HOST', or pass -u/-p)"
+        if e.status in (401, 403) and args.command not in ("login", "logout"):
+            if e.credentials_sent:
+                hint = f" ({args.command}: the registry refused the credentials that were sent)"
+            elif e.credentials_sent is not None or e.status == 401:
+                hint = (f" ({args.command}: no credentials were sent; log in with 'ocibridge login HOST', "
+                        "or pass -u/-p)")
         elif e.status == 400 and e.code is None:  # what an HTTPS port answers to plain HTTP
             hint = " (if the registry serves HTTPS, pass --ca-file FILE or --insecure)"
         print(printable(f"ocibridge: error: {e}{hint}"), file=sys.stderr)

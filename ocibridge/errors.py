@@ -42,9 +42,11 @@ class SourceError(OcibridgeError):
 class RegistryError(OcibridgeError):
     """An error answered by a registry, with its OCI error code where it gave one."""
 
-    def __init__(self, message: str, status: int | None = None, code: str | None = None):
+    def __init__(self, message: str, status: int | None = None, code: str | None = None,
+                 credentials_sent: bool | None = None):
         self.status = status
         self.code = code
+        self.credentials_sent = credentials_sent  # None: not known (no request behind the error)
         super().__init__(message)
 
 

@@ -140,7 +140,7 @@ def test_token_denied_push_and_anonymous_pull(token_registry, tmp_path):
     with pytest.raises(RegistryError) as err, _store(token_registry, _repo("team"), **bob) as s:
         copy(layout, image.tag, s, "v1")
     assert err.value.status == 401
-    assert "refused push to team/" in str(err.value)
+    assert "refused writing to team/" in str(err.value)
     # anonymous tokens: public/* is pullable without credentials
     admin = {"username": "admin", "password": token_registry.password_of("admin")}
     public = _repo("public")
@@ -487,3 +487,26 @@ def test_containers_auth_json_and_authfile(auth_registry, tmp_path, monkeypatch)
     (tmp_path / "wrong.json").write_text(wrong)  # --authfile comes first: its wrong password is used
     assert main(["resolve", ref, "--authfile", str(tmp_path / "wrong.json")]) == 1
     assert main(["resolve", ref, "--authfile", str(tmp_path / "missing.json")]) == 1
+
+
+def test_refusals_name_the_command_and_whether_credentials_were_sent(auth_registry, tmp_path, monkeypatch, capsys):
+    from ocibridge.cli import main
+
+    _, image = _tiny(tmp_path)
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "empty-docker"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("REGISTRY_AUTH_FILE", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    src, ref = f"oci:{image.path}:{image.tag}", f"{auth_registry.host}/{_repo('msg')}:v1"
+
+    assert main(["push", src, ref, "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "(push: no credentials were sent; log in with 'ocibridge login HOST'" in err and "pull" not in err
+
+    assert main(["push", src, ref, "-q", "-u", auth_registry.username, "-p", "wrong"]) == 1
+    err = capsys.readouterr().err
+    assert "(push: the registry refused the credentials that were sent)" in err and "log in" not in err
+
+    assert main(["login", auth_registry.host, "-u", auth_registry.username, "-p", "wrong"]) == 1
+    err = capsys.readouterr().err
+    assert "the registry refused the credentials" in err and "log in with" not in err

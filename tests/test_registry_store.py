@@ -154,7 +154,7 @@ def test_push_error_carries_registry_code(registry, unique_repo):
         store.push_manifest(desc, bogus, "bad")
     assert err.value.status == 400
     assert err.value.code == "MANIFEST_BLOB_UNKNOWN"
-    assert str(err.value).startswith(f"registry {registry.host} refused push to {unique_repo}: ")
+    assert str(err.value).startswith(f"registry {registry.host} refused writing to {unique_repo}: ")
     assert "\n" not in str(err.value)
 
 

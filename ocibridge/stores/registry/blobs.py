@@ -114,7 +114,7 @@ class _BlobStream:
         else:
             response.read()
             response.close()
-            raise self.client.error(response, f"refused pull of {self.repository}")
+            raise self.client.error(response, f"refused reading {self.repository}")
         self._response = response
         # no chunk size: httpx would hold back up to that many bytes, lost on a drop
         self._chunks = response.iter_raw()
@@ -517,7 +517,7 @@ class BlobUpload:
             self.source.close()
 
     def _action(self) -> str:
-        return f"refused push to {self.repository}"
+        return f"refused writing to {self.repository}"
 
     def _start(self) -> None:
         path = f"/v2/{self.repository}/blobs/uploads/"

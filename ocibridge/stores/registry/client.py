@@ -289,7 +289,8 @@ class RegistryClient:
         text += f"{code}: {message}" if code else f"HTTP {response.status_code}"
         if not code and message:
             text += f": {message}"
-        return RegistryError(_one_line_str(text), response.status_code, code)
+        sent = response.request.headers.get("authorization") is not None
+        return RegistryError(_one_line_str(text), response.status_code, code, credentials_sent=sent)
 
 
 def parse_error_body(response: httpx.Response) -> tuple[str | None, str]:

@@ -91,7 +91,7 @@ class RegistryStore:
         return self.client.send(method, path, scopes=scopes, **kw)
 
     def _fail(self, response: httpx.Response, push: bool = False) -> RegistryError:
-        verb = f"refused push to {self.repository}" if push else f"refused pull of {self.repository}"
+        verb = f"refused writing to {self.repository}" if push else f"refused reading {self.repository}"
         return self.client.error(response, verb)
 
     # -- reads -----------------------------------------------------------------------------
