@@ -281,8 +281,16 @@ def cmd_login(args: argparse.Namespace) -> int:
     if not transfer.username or not transfer.password:
         raise UsageError("login needs --username and --password or --password-stdin")
     login(args.host, transfer.username, transfer.password, **_login_options(transfer))
-    _emit(args, {"host": args.host, "username": transfer.username, "loggedIn": True},
-          f"login succeeded for {args.host}")
+    from .stores.registry.hosts import remember
+
+    # What it took to reach the host is kept, so later commands need no --ca-file (as Docker's certs.d)
+    saved = remember(args.host, ca_file=transfer.ca_file, plain_http=transfer.plain_http or None,
+                     insecure=transfer.insecure or None)
+    text = f"login succeeded for {args.host}"
+    if saved is not None:
+        text += f"; its TLS settings are remembered in {saved}"
+    _emit(args, {"host": args.host, "username": transfer.username, "loggedIn": True,
+                 "settings": str(saved) if saved else None}, text)
     return 0
 
 
@@ -291,6 +299,7 @@ def _login_options(transfer: api.TransferOptions) -> dict[str, Any]:
     opts.pop("username", None)
     opts.pop("password", None)
     opts.pop("chunk_size", None)
+    opts.pop("authfile", None)
     return opts
 
 

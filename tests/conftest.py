@@ -4,6 +4,7 @@ import pytest
 from support.fixtures import (  # noqa: F401
     auth_registry,
     fault_proxy,
+    mtls_registry,
     registry,
     registry2,
     tls_registry,

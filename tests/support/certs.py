@@ -29,6 +29,8 @@ class TLSFiles:
     cert_file: Path
     key_file: Path
     cert_dir: Path  # holds ca.crt only: the layout skopeo/containers expect for --cert-dir
+    client_cert: Path  # a client certificate signed by the CA (mTLS), PEM
+    client_key: Path
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,25 @@ def make_tls_files(directory: Path, hostnames: tuple[str, ...] = ("localhost",))
     cert_dir = directory / "certs.d"
     cert_dir.mkdir(exist_ok=True)
     (cert_dir / "ca.crt").write_bytes(_pem(ca_cert))
-    return TLSFiles(ca_file=ca_file, cert_file=cert_file, key_file=key_file, cert_dir=cert_dir)
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    client = (
+        x509.CertificateBuilder()
+        .subject_name(_name("ocibridge test client"))
+        .issuer_name(ca_cert.subject)
+        .public_key(client_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(_now())
+        .not_valid_after(_now() + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    client_cert = directory / "client.cert"
+    client_cert.write_bytes(_pem(client))
+    client_key_file = directory / "client.key"
+    _write_key(client_key_file, client_key)
+    return TLSFiles(ca_file=ca_file, cert_file=cert_file, key_file=key_file, cert_dir=cert_dir,
+                    client_cert=client_cert, client_key=client_key_file)
 
 
 def make_signing_key(directory: Path, common_name: str = "ocibridge test token issuer") -> SigningKey:

@@ -102,6 +102,18 @@ def tls_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryP
         proc.stop()
 
 
+@pytest.fixture(scope="session")
+def mtls_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProcess]:
+    """HTTPS that requires a client certificate signed by its CA (`.tls_files.client_cert/_key`)."""
+    workdir = Path(tmp_path_factory.mktemp("mtls-registry"))
+    tls = make_tls_files(workdir / "pki")
+    proc = _start(lambda: RegistryProcess(workdir / "registry", tls=tls, require_client_cert=True))
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
 @pytest.fixture
 def unique_repo() -> str:
     """`test/<8 hex>`: a fresh repository name for this test."""

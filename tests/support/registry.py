@@ -104,6 +104,7 @@ class RegistryProcess:
         htpasswd: tuple[str, str] | None = None,
         token: TokenAuth | None = None,
         tls: TLSFiles | None = None,
+        require_client_cert: bool = False,
         log_level: str = "info",
         startup_timeout: float = 15.0,
     ) -> None:
@@ -116,6 +117,7 @@ class RegistryProcess:
         self.username, self.password = htpasswd if htpasswd else (None, None)
         self.token = token
         self.tls_files = tls
+        self.require_client_cert = require_client_cert
         self.ca_file: Path | None = tls.ca_file if tls else None
         self.cert_dir: Path | None = tls.cert_dir if tls else None
         self._log_level = log_level
@@ -178,10 +180,13 @@ class RegistryProcess:
             "headers": {"X-Content-Type-Options": ["nosniff"]},
         }
         if self.tls_files:
-            http_cfg["tls"] = {
+            tls_cfg: dict[str, object] = {
                 "certificate": str(self.tls_files.cert_file),
                 "key": str(self.tls_files.key_file),
             }
+            if self.require_client_cert:
+                tls_cfg["clientcas"] = [str(self.tls_files.ca_file)]
+            http_cfg["tls"] = tls_cfg
         config: dict[str, object] = {
             "version": 0.1,
             "log": {"level": self._log_level, "fields": {"service": "registry"}},
@@ -238,6 +243,8 @@ class RegistryProcess:
         context = None
         if self.tls_files:
             context = ssl.create_default_context(cafile=str(self.tls_files.ca_file))
+            if self.require_client_cert:
+                context.load_cert_chain(str(self.tls_files.client_cert), str(self.tls_files.client_key))
         while time.monotonic() < deadline:
             if self._proc is None or self._proc.poll() is not None:
                 return False

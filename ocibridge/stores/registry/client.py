@@ -7,6 +7,7 @@ blob GETs often redirect to a storage backend on another host, which must not se
 
 from __future__ import annotations
 
+import dataclasses
 import email.utils
 import json
 import random
@@ -14,7 +15,7 @@ import ssl
 import threading
 import time
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -26,6 +27,8 @@ from ...httpheaders import header_int
 from .auth import Authenticator
 from .bodies import read_bounded
 from .credentials import Credentials, get_credentials
+from .hosts import host_settings
+from .trust import host_cert_files, ssl_context
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
 DOCKER_HUB = "docker.io"
@@ -57,6 +60,7 @@ class ClientOptions:
     pool_size: int = 16
     docker_config: str | None = None
     authfile: str | None = None
+    tls: bool | None = None  # True: HTTPS even on loopback (settings file: plain_http = false)
 
 
 def is_loopback(host: str) -> bool:
@@ -71,17 +75,34 @@ def base_url(host: str, options: ClientOptions) -> str:
     """``http://`` with plain_http, and for loopback unless a CA file or ``insecure`` asks for
     TLS; ``https://`` everywhere else."""
     api_host = DOCKER_HUB_API if host == DOCKER_HUB else host
-    if options.plain_http or (is_loopback(host) and not options.ca_file and not options.insecure):
+    if options.plain_http:
+        return f"http://{api_host}"
+    if is_loopback(host) and not (options.tls or options.ca_file or options.insecure
+                                  or host_cert_files(host) != ([], [])):
         return f"http://{api_host}"
     return f"https://{api_host}"
 
 
-def _verify(options: ClientOptions) -> ssl.SSLContext | bool:
+def with_host_settings(host: str, options: ClientOptions) -> ClientOptions:
+    """``options`` completed by the settings file (hosts.py): flags given here win."""
+    saved = host_settings(host)
+    return dataclasses.replace(
+        options,
+        ca_file=options.ca_file or saved.ca_file,
+        insecure=options.insecure or bool(saved.insecure),
+        plain_http=options.plain_http or bool(saved.plain_http),
+        tls=options.tls if options.tls is not None else (True if saved.plain_http is False else None),
+    )
+
+
+VerifyFactory = Callable[[], "ssl.SSLContext | bool"]
+
+
+def _verify(host: str, options: ClientOptions) -> VerifyFactory:
+    """How to verify ``host``'s certificate, built when first needed (see trust.py)."""
     if options.insecure:
-        return False
-    if options.ca_file:
-        return ssl.create_default_context(cafile=options.ca_file)
-    return True
+        return lambda: False
+    return lambda: ssl_context(host, options.ca_file)
 
 
 @dataclass
@@ -116,7 +137,7 @@ class _Transport(httpx.BaseTransport):
     built on the first https request. Building it parses the CA bundle (~25 ms at every
     start), which a plain-HTTP (loopback) registry never needs unless it redirects to https."""
 
-    def __init__(self, verify: ssl.SSLContext | bool, limits: httpx.Limits):
+    def __init__(self, verify: VerifyFactory, limits: httpx.Limits):
         self._verify = verify
         self._limits = limits
         self._plain = httpx.HTTPTransport(verify=False, limits=limits)
@@ -128,7 +149,7 @@ class _Transport(httpx.BaseTransport):
             return self._plain.handle_request(request)
         with self._lock:
             if self._tls is None:
-                self._tls = httpx.HTTPTransport(verify=self._verify, limits=self._limits)
+                self._tls = httpx.HTTPTransport(verify=self._verify(), limits=self._limits)
         return self._tls.handle_request(request)
 
     def close(self) -> None:
@@ -146,16 +167,16 @@ class RegistryClient:
 
     def __init__(self, host: str, options: ClientOptions | None = None):
         self.host = host
-        self.options = options or ClientOptions()
+        self.options = with_host_settings(host, options or ClientOptions())
         self.base = base_url(host, self.options)
         self.stats = TransferStats()
         o = self.options
         limits = httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size)
         transport: dict[str, Any]
         if urllib.request.getproxies():  # httpx honours proxy variables only on its own transport
-            transport = {"verify": _verify(o), "limits": limits}
+            transport = {"verify": _verify(host, o)(), "limits": limits}
         else:
-            transport = {"transport": _Transport(_verify(o), limits)}
+            transport = {"transport": _Transport(_verify(host, o), limits)}
         self.http = httpx.Client(
             timeout=httpx.Timeout(o.read_timeout, connect=o.connect_timeout),
             follow_redirects=False,

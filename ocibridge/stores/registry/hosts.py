@@ -1,0 +1,93 @@
+"""Per-registry settings remembered between commands, like containers' registries.conf.
+
+``~/.config/ocibridge/registries.toml`` (or ``$OCIBRIDGE_REGISTRIES_CONF``)::
+
+    [registry."registry.internal:5000"]
+    ca_file = "/etc/pki/internal-ca.pem"   # trusted for this host, on top of the system store
+    plain_http = false                      # false: TLS even on a loopback address
+    insecure = false                        # true: TLS without verification
+
+``ocibridge login HOST --ca-file F`` (and ``--plain-http``/``--insecure``) writes the host's
+entry, so later commands need no flag. Flags on the command line win over the file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...errors import OcibridgeError
+from ...fsutil import atomic_write_bytes
+
+ENV_FILE = "OCIBRIDGE_REGISTRIES_CONF"
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    plain_http: bool | None = None
+    insecure: bool | None = None
+    ca_file: str | None = None
+
+
+def settings_path() -> Path:
+    if os.environ.get(ENV_FILE):
+        return Path(os.environ[ENV_FILE])
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "ocibridge" / "registries.toml"
+
+
+def _load(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10
+        import tomli as tomllib
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise OcibridgeError(f"cannot read registry settings {path}: {e}") from None
+    return data
+
+
+def host_settings(host: str) -> HostSettings:
+    """What the settings file says about ``host`` (all None when it says nothing)."""
+    path = settings_path()
+    entry = (_load(path).get("registry") or {}).get(host)
+    if entry is None:
+        return HostSettings()
+    if not isinstance(entry, dict):
+        raise OcibridgeError(f"{path}: registry.{host!r} is not a table")
+    unknown = set(entry) - {"plain_http", "insecure", "ca_file"}
+    if unknown:
+        raise OcibridgeError(f"{path}: registry.{host!r}: unknown setting {sorted(unknown)[0]!r}")
+    for key in ("plain_http", "insecure"):
+        if key in entry and not isinstance(entry[key], bool):
+            raise OcibridgeError(f"{path}: registry.{host!r}.{key} must be true or false")
+    ca_file = entry.get("ca_file")
+    if ca_file is not None and not isinstance(ca_file, str):
+        raise OcibridgeError(f"{path}: registry.{host!r}.ca_file must be a path")
+    return HostSettings(entry.get("plain_http"), entry.get("insecure"), ca_file)
+
+
+def remember(host: str, *, plain_http: bool | None = None, insecure: bool | None = None,
+             ca_file: str | None = None) -> Path | None:
+    """Record what was given for ``host`` (others kept); None when nothing was given."""
+    given: dict[str, Any] = {k: v for k, v in (("plain_http", plain_http), ("insecure", insecure),
+                                               ("ca_file", ca_file)) if v is not None}
+    if not given:
+        return None
+    if "ca_file" in given:
+        given["ca_file"] = str(Path(given["ca_file"]).resolve())
+    import tomli_w
+
+    path = settings_path()
+    data = _load(path)
+    table = data.setdefault("registry", {})
+    table[host] = {**table.get(host, {}), **given}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, tomli_w.dumps(data).encode())
+    return path

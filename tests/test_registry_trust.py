@@ -1,0 +1,93 @@
+"""TLS trust as Docker, podman and skopeo have it (issue 18): the system trust store,
+certs.d per host (CA and client certificate), on a real TLS docker-registry with a CA made here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+
+def ocibridge(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    proc = subprocess.run([sys.executable, "-m", "ocibridge", *args], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _model(tmp_path: Path) -> Path:
+    model = tmp_path / "model"
+    if model.is_dir():
+        return model
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "tiny"}')
+    (model / "weights.bin").write_bytes(os.urandom(4096))
+    return model
+
+
+def _isolated(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """No certs.d, no docker config, nothing from this machine but what the test sets."""
+    return {"OCIBRIDGE_CERTS_DIRS": str(tmp_path / "no-certs.d"), "DOCKER_CONFIG": str(tmp_path / "docker"),
+            "HOME": str(tmp_path / "home"), **extra}
+
+
+def test_a_ca_in_certs_d_is_trusted_without_flags(tls_registry, tmp_path) -> None:
+    certs_d = tmp_path / "certs.d"
+    (certs_d / tls_registry.host).mkdir(parents=True)
+    shutil.copy(tls_registry.ca_file, certs_d / tls_registry.host / "ca.crt")
+    ref = f"{tls_registry.host}/trust/{uuid.uuid4().hex[:8]}:v1"
+    env = _isolated(tmp_path, OCIBRIDGE_CERTS_DIRS=f"{tmp_path / 'elsewhere'}{os.pathsep}{certs_d}")
+    code, out, err = ocibridge("push", str(_model(tmp_path)), ref, "-q", env=env)
+    assert code == 0, err
+    code, out, err = ocibridge("resolve", ref, env=env)
+    assert code == 0 and out.startswith("sha256:"), err
+
+
+def test_the_system_trust_store_is_used(tls_registry, tmp_path) -> None:
+    """OpenSSL's default bundle is what update-ca-certificates writes; SSL_CERT_FILE points the
+    system store at the test CA, which certifi alone would refuse. The settings file says the
+    loopback registry speaks TLS (plain_http = false), as no CA flag is given."""
+    ref = f"{tls_registry.host}/trust/{uuid.uuid4().hex[:8]}:v1"
+    conf = tmp_path / "registries.toml"
+    conf.write_text(f'[registry."{tls_registry.host}"]\nplain_http = false\n')
+    env = _isolated(tmp_path, OCIBRIDGE_REGISTRIES_CONF=str(conf))
+    code, _, err = ocibridge("push", str(_model(tmp_path)), ref, "-q", env=env)
+    assert code == 1 and "certificate" in err.lower(), err  # certifi and the real system store: no
+    code, _, err = ocibridge("push", str(_model(tmp_path)), ref, "-q",
+                             env={**env, "SSL_CERT_FILE": str(tls_registry.ca_file)})
+    assert code == 0, err
+
+
+def test_login_remembers_the_ca_file(tls_registry, tmp_path) -> None:
+    """`login --ca-file` writes the host's settings: later commands reach it without the flag."""
+    conf = tmp_path / "registries.toml"
+    env = _isolated(tmp_path, OCIBRIDGE_REGISTRIES_CONF=str(conf))
+    ref = f"{tls_registry.host}/trust/{uuid.uuid4().hex[:8]}:v1"
+    code, _, err = ocibridge("push", str(_model(tmp_path)), ref, "-q", env=env)
+    assert code == 1
+    code, out, err = ocibridge("login", tls_registry.host, "-u", "anyone", "-p", "x",
+                               "--ca-file", str(tls_registry.ca_file), "--json", env=env)
+    assert code == 0, err  # an open registry accepts any credentials at /v2/
+    assert str(tls_registry.ca_file) in conf.read_text()
+    code, _, err = ocibridge("push", str(_model(tmp_path)), ref, "-q", env=env)
+    assert code == 0, err
+
+
+def test_mtls_client_certificate_from_certs_d(mtls_registry, tmp_path) -> None:
+    tls = mtls_registry.tls_files
+    host_dir = tmp_path / "certs.d" / mtls_registry.host
+    host_dir.mkdir(parents=True)
+    shutil.copy(tls.ca_file, host_dir / "ca.crt")
+    ref = f"{mtls_registry.host}/mtls/{uuid.uuid4().hex[:8]}:v1"
+    env = _isolated(tmp_path, OCIBRIDGE_CERTS_DIRS=str(tmp_path / "certs.d"))
+    code, _, err = ocibridge("push", str(_model(tmp_path)), ref, "-q", env=env)
+    assert code == 1  # the CA alone is not enough: the registry wants a client certificate
+    shutil.copy(tls.client_cert, host_dir / "client.cert")
+    shutil.copy(tls.client_key, host_dir / "client.key")
+    code, _, err = ocibridge("push", str(_model(tmp_path)), ref, "-q", env=env)
+    assert code == 0, err
+    (host_dir / "client.key").unlink()
+    code, _, err = ocibridge("resolve", ref, env=env)
+    assert code == 1 and "client certificate without its key client.key" in err
