@@ -431,7 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ocibridge {_version()}")
     parser.add_argument("--debug", action="store_true",
-                        help="on an error, print the traceback too (accepted anywhere on the line)")
+                        help="log every HTTP request (secrets redacted) and, on an error, the traceback "
+                             "(accepted anywhere on the line)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, func: Callable[[argparse.Namespace], int], help: str,
@@ -538,6 +539,9 @@ def main(argv: list[str] | None = None) -> int:
     debug = DEBUG_FLAG in argv[: argv.index("--")] if "--" in argv else DEBUG_FLAG in argv
     if debug:
         argv.remove(DEBUG_FLAG)
+        from .debuglog import enable_request_log
+
+        enable_request_log()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

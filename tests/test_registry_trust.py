@@ -91,3 +91,17 @@ def test_mtls_client_certificate_from_certs_d(mtls_registry, tmp_path) -> None:
     (host_dir / "client.key").unlink()
     code, _, err = ocibridge("resolve", ref, env=env)
     assert code == 1 and "client certificate without its key client.key" in err
+
+
+def test_debug_logs_each_request_with_secrets_redacted(registry, tmp_path) -> None:
+    from ocibridge.debuglog import redact
+
+    ref = f"{registry.host}/debug/{uuid.uuid4().hex[:8]}:v1"
+    code, _, err = ocibridge("--debug", "push", str(_model(tmp_path)), ref, "-q", env=_isolated(tmp_path))
+    assert code == 0, err
+    requests = [line for line in err.splitlines() if line.startswith("ocibridge: debug: HTTP Request: ")]
+    assert any(" PUT " in line and "/manifests/v1" in line for line in requests), err
+    url = "https://s3.example/b?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=abc123&partNumber=2"
+    assert redact(url) == ("https://s3.example/b?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED"
+                           "&partNumber=2")
+    assert redact("https://user:pass@host/v2/") == "https://REDACTED@host/v2/"

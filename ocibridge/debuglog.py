@@ -1,0 +1,38 @@
+"""``--debug``: every HTTP request on stderr, with what could be a secret taken out.
+
+httpx logs one line per request at INFO (method, URL, status). Authorization headers are not in
+it, but URLs can be: a blob redirect to object storage carries a signature in its query, and a
+token endpoint may carry a refresh token. Query values whose names look secret are replaced.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+
+_SECRET_QUERY = re.compile(
+    r"(?i)([?&][^=&#\s]*(?:signature|token|secret|password|credential|key|sig|auth)[^=&#\s]*=)[^&#\s\"']*")
+_USERINFO = re.compile(r"(://)[^/@\s]+@")
+
+
+def redact(text: str) -> str:
+    """``text`` with secret-looking query values and URL user-info replaced by ``REDACTED``."""
+    return _USERINFO.sub(r"\1REDACTED@", _SECRET_QUERY.sub(r"\1REDACTED", text))
+
+
+class _Redacting(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage())
+        record.args = None
+        return True
+
+
+def enable_request_log(stream: object = None) -> None:
+    """Send httpx's request lines to stderr as ``ocibridge: debug: …``, redacted."""
+    handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]  # any writable text stream
+    handler.setFormatter(logging.Formatter("ocibridge: debug: %(message)s"))
+    handler.addFilter(_Redacting())
+    logger = logging.getLogger("httpx")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
