@@ -99,7 +99,10 @@ def test_tag_filters() -> None:
     assert select_tags(tags, TagFilter(allow=[r"re:v?\d+\.\d+\.\d+"], deny=["2.*"])) == [
         "1.0.0", "1.1.0", "1.2.0", "v1.10.0"]
     assert select_tags(tags, TagFilter(semver="^1.1")) == ["1.1.0", "1.2.0", "v1.10.0"]
-    assert select_tags(tags, TagFilter(latest=2)) == ["2.0.0", "2.0.0-rc.1"]
+    # latest counts releases only: a pre-release is not "the newest" unless asked for
+    assert select_tags(tags, TagFilter(latest=2)) == ["2.0.0", "v1.10.0"]
+    assert select_tags(tags + ["3.0.0-rc.1"], TagFilter(latest=1)) == ["2.0.0"]
+    assert select_tags(tags + ["3.0.0-rc.1"], TagFilter(latest=2, prereleases=True)) == ["3.0.0-rc.1", "2.0.0"]
     assert select_tags(tags, TagFilter(latest=2, deny=["*-*"])) == ["2.0.0", "v1.10.0"]
     assert select_tags(tags, TagFilter(latest=2, order="tag")) == ["v1.10.0", "latest"]
     assert select_tags(tags, TagFilter(deny=["re:.*"])) == []

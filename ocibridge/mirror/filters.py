@@ -56,6 +56,7 @@ def select_tags(tags: Iterable[str], spec: TagFilter) -> list[str]:
         return kept
     if spec.order == "tag":
         return sorted(kept, reverse=True)[: spec.latest]
-    versioned = [(v, t) for t in kept if (v := parse_version(t)) is not None]
+    versioned = [(v, t) for t in kept if (v := parse_version(t)) is not None
+                 and (spec.prereleases or not v.pre)]
     versioned.sort(key=lambda vt: (vt[0].key(), vt[1]), reverse=True)
     return [t for _, t in versioned[: spec.latest]]

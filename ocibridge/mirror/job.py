@@ -67,6 +67,10 @@ class TagFilter(_Strict):
         default=None, description="A range such as '>=1.2.0 <2', '^1.2', '~1.2.3', '1.x' ('||' for or)."
     )
     latest: int | None = Field(default=None, ge=1, description="Keep only the newest N tags.")
+    prereleases: bool = Field(
+        default=False,
+        description="Let 'latest' count pre-releases (1.0.0-rc.1); by default only releases are the newest.",
+    )
     order: Literal["semver", "tag"] = Field(
         default="semver",
         description="How 'latest' ranks tags: by version (non-version tags drop out) or by tag name.",
