@@ -17,7 +17,7 @@ from typing import BinaryIO
 from .oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from .progress import ProgressFn, counting
 from .signing.attach import carry_companion_tags, is_signature_referrer
-from .stores.base import Store, is_manifest
+from .stores.base import Mounting, Store, is_manifest
 
 DEFAULT_CONCURRENCY = 4
 
@@ -135,8 +135,7 @@ def _copy_blob_unlocked(
         if progress:
             progress("skip", desc, desc.size)
         return
-    mount = getattr(dst, "mount_from", None)
-    if mount is not None and mount(desc, src):
+    if isinstance(dst, Mounting) and dst.mount_from(desc, src):
         stats.add(blobs_mounted=1)
         if progress:
             progress("mount", desc, desc.size)

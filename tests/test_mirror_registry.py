@@ -295,11 +295,33 @@ target = "{registry.host}/{dst_repo}"
 tags = {{ latest = 2 }}
 referrers = false
 """))
+    dry = run_job(job, dry_run=True).totals()  # the dry run says what the run will do
+    assert dry["blobs_planned"] == dry["bytes_planned"] == 0 and dry["blobs_to_mount"] > 0
     summary = run_job(job)
     assert summary.ok and len(summary.with_status("copied")) == 2
     t = summary.totals()
-    assert t["bytes_copied"] == 0 and t["blobs_mounted"] == t["blobs_planned"] > 0
+    assert t["bytes_copied"] == 0 and t["blobs_mounted"] == t["blobs_to_mount"] == dry["blobs_to_mount"]
     assert_identical(source["host"], source["repo"], registry.host, dst_repo, ["1.29.0", "1.28.0"])
+
+
+def test_converting_mirror_within_one_registry_mounts_every_blob(source, registry, tmp_path) -> None:
+    """convert = "cncf" re-labels manifests only: each blob keeps its digest, so within one
+    registry every blob is mounted (it used to be uploaded again), as the dry run predicts
+    blob by blob."""
+    dst_repo = f"cncf-mounted/{uuid.uuid4().hex[:8]}"
+    job = load_job(write_job(tmp_path / "job.toml", f"""
+[[sync]]
+source = "{source['host']}/{source['repo']}:1.3.0"
+target = "{registry.host}/{dst_repo}:v3"
+convert = "cncf"
+referrers = false
+"""))
+    dry = run_job(job, dry_run=True)
+    actions = {action for a in dry.artifacts for _, _, action in a.blob_actions}
+    assert actions == {"mount"} and "mount" in dry.format_text()
+    summary = run_job(job)
+    t = summary.totals()
+    assert summary.ok and t["bytes_copied"] == 0 and t["blobs_mounted"] == dry.totals()["blobs_to_mount"] > 0
 
 
 def test_convert_families_while_mirroring(source, registry2, tmp_path) -> None:

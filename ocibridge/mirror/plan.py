@@ -21,7 +21,7 @@ from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ..oci.reference import check_tag
 from ..signing.attach import companion_tags, is_signature_referrer
 from ..signing.policy import verify_before_use
-from ..stores.base import Store, is_manifest
+from ..stores.base import Mounting, Store, blob_origin, is_manifest
 from .endpoints import Endpoint, open_endpoint
 from .filters import select_tags
 from .job import MirrorJob, ResolvedSettings, SyncEntry
@@ -267,9 +267,21 @@ class _Planner:
             if present:
                 result.blobs_present += 1
                 result.bytes_present += desc.size
+                action = "skip"
+            elif self._mountable(store):
+                result.blobs_to_mount += 1
+                result.bytes_to_mount += desc.size
+                action = "mount"
             else:
                 result.blobs_planned += 1
                 result.bytes_planned += desc.size
+                action = "send"
+            result.blob_actions.append((desc.digest, desc.size, action))
+
+    def _mountable(self, store: Store) -> bool:
+        """Whether the copy will mount this source's blobs: both ends are repositories of one
+        registry (through a re-labelling view too), as RegistryStore.mount_from does."""
+        return isinstance(self.dst.store, Mounting) and self.dst.store.can_mount_from(blob_origin(store))
 
 
 def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch) -> list[Descriptor]:

@@ -84,6 +84,10 @@ class RelabelStore:
     def describe(self) -> str:
         return f"{self.inner.describe()} (as vnd.{self.to.value})"
 
+    def blob_source(self) -> Store:
+        """Re-labelling changes manifests only: every blob is the inner store's (BlobView)."""
+        return self.inner
+
     # -- conversion ---------------------------------------------------------------------------
     def convert(self, desc: Descriptor) -> Descriptor:
         """The descriptor of ``desc`` as this view serves it (converting on first sight)."""

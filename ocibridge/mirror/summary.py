@@ -23,6 +23,9 @@ class ArtifactResult:
     bytes_planned: int = 0
     blobs_present: int = 0
     bytes_present: int = 0
+    blobs_to_mount: int = 0  # not on the target, but in another repository of the same registry
+    bytes_to_mount: int = 0
+    blob_actions: list[tuple[str, int, str]] = field(default_factory=list)  # (digest, size, send|mount|skip)
     # from the copy
     blobs_copied: int = 0
     blobs_mounted: int = 0
@@ -69,7 +72,8 @@ class MirrorSummary:
         return 0 if self.ok else 1
 
     def totals(self) -> dict[str, int]:
-        keys = ("blobs_planned", "bytes_planned", "blobs_present", "bytes_present", "blobs_copied",
+        keys = ("blobs_planned", "bytes_planned", "blobs_present", "bytes_present", "blobs_to_mount",
+                "bytes_to_mount", "blobs_copied",
                 "blobs_mounted", "blobs_skipped", "bytes_copied", "manifests_copied", "referrers",
                 "signatures", "referrers_left_behind")
         out = {k: sum(getattr(a, k) for a in self.artifacts) for k in keys}
@@ -97,8 +101,11 @@ class MirrorSummary:
                 lines.append(f"copied  {a.source} -> {a.target} ({_size(a.bytes_copied)} sent, "
                              f"{a.blobs_mounted} mounted, {a.blobs_skipped} already there{signed})")
             elif a.status == "planned":
-                lines.append(f"would copy {a.source} -> {a.target} ({a.blobs_planned} blobs, "
-                             f"{_size(a.bytes_planned)}; {a.blobs_present} blobs already there)")
+                mount = f"{a.blobs_to_mount} to mount, " if a.blobs_to_mount else ""
+                lines.append(f"would copy {a.source} -> {a.target} ({a.blobs_planned} blobs to send, "
+                             f"{_size(a.bytes_planned)}; {mount}{a.blobs_present} already there)")
+                for digest, size, action in a.blob_actions:
+                    lines.append(f"        {action:<5} {digest} ({_size(size)})")
             elif a.status == "failed":
                 lines.append(f"FAILED  {a.source} -> {a.target}: {a.reason}")
             else:
@@ -114,8 +121,9 @@ class MirrorSummary:
         left = t["referrers_left_behind"]
         tail = f"; {left} referrer(s) of re-labelled artifacts left behind" if left else ""
         if self.dry_run:
-            lines.append(f"dry run: {t['planned']} to copy ({_size(t['bytes_planned'])} in "
-                         f"{t['blobs_planned']} blobs), {t['skipped']} skipped, {t['failed']} failed{tail}")
+            mounts = f", {t['blobs_to_mount']} blobs to mount" if t["blobs_to_mount"] else ""
+            lines.append(f"dry run: {t['planned']} to copy ({_size(t['bytes_planned'])} to send in "
+                         f"{t['blobs_planned']} blobs{mounts}), {t['skipped']} skipped, {t['failed']} failed{tail}")
         else:
             signed = f", {t['signatures']} signature(s) carried" if t["signatures"] else ""
             lines.append(f"{t['copied']} copied ({_size(t['bytes_copied'])} sent, {t['blobs_mounted']} "

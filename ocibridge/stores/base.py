@@ -67,3 +67,28 @@ def can_ingest(store: object) -> bool:
     """Stores that accept a blob of unknown digest (hash while writing) offer ``ingest_blob``:
     ``ingest_blob(reader) -> (digest, size)``. Pushes use it to read each new file only once."""
     return callable(getattr(store, "ingest_blob", None))
+
+
+@runtime_checkable
+class BlobView(Protocol):
+    """A store whose blobs are another store's, byte for byte (a re-labelling view): a registry
+    can mount them from that store's repository instead of receiving them again."""
+
+    def blob_source(self) -> Store: ...
+
+
+def blob_origin(store: object) -> object:
+    """The store that really holds ``store``'s blobs (through any number of views)."""
+    while isinstance(store, BlobView):
+        store = store.blob_source()
+    return store
+
+
+@runtime_checkable
+class Mounting(Protocol):
+    """A store that can take a blob by reference from another store of the same server
+    (a registry's cross-repository mount) instead of receiving its bytes."""
+
+    def can_mount_from(self, src: object) -> bool: ...
+
+    def mount_from(self, desc: Descriptor, src: object) -> bool: ...

@@ -28,7 +28,7 @@ from ...oci.digest import (
 from ...oci.mediatypes import ALL_MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
 from ...oci.models import Descriptor, Index, parse_manifest_bytes
 from ...oci.reference import check_tag
-from ..base import MAX_MANIFEST_BYTES, is_manifest
+from ..base import MAX_MANIFEST_BYTES, blob_origin, is_manifest
 from .blobhomes import BLOB_HOMES
 from .blobs import BlobDownload, BlobUpload, BytesHook, Reopen, StreamingIngest, pull_scope, push_scopes
 from .client import RegistryClient, TransferStats
@@ -257,12 +257,18 @@ class RegistryStore:
     def _remember(self, digest: str) -> None:
         BLOB_HOMES.remember(self.client.base, digest, self.repository)
 
+    def can_mount_from(self, src: object) -> bool:
+        """Whether blobs of ``src`` can be mounted here: a repository of this same registry."""
+        src = blob_origin(src)
+        return isinstance(src, RegistryStore) and src.client.base == self.client.base
+
     def mount_from(self, desc: Descriptor, src: object) -> bool:
         """Cross-repository mount on this registry: from ``src`` when it is a repository of
         the same registry, else from a repository seen holding the blob earlier in this process
         (:mod:`.blobhomes`). False when none mounts: the caller uploads."""
         if is_manifest(desc):
             return False
+        src = blob_origin(src)  # a re-labelling view mounts from the repository behind it
         tried = {self.repository}
         origins = [src.repository] if isinstance(src, RegistryStore) and src.client.base == self.client.base else []
         for origin in [*origins, *BLOB_HOMES.candidates(self.client.base, desc.digest)]:
