@@ -85,6 +85,8 @@ def open_store_target(text: str, *, for_write: bool = False, **registry_options)
             f"{text} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]){hint}")
     registry_ref = parse_registry_reference(text)
     from .stores.registry import open_repository  # issue 3
+    from .stores.registry.mirrors import open_for_reading
 
-    registry_store = open_repository(registry_ref, **registry_options)
+    opener = open_repository if for_write else open_for_reading  # reads may come from a mirror
+    registry_store = opener(registry_ref, **registry_options)
     return StoreTarget(registry_store, registry_ref.reference, registry_ref.tag, text)

@@ -63,7 +63,7 @@ def test_login_and_logout_json(tmp_path, capsys, monkeypatch, auth_registry):
     monkeypatch.setattr("sys.stdin", io.StringIO(auth_registry.password + "\n"))
     assert main(["login", auth_registry.host, "-u", auth_registry.username, "--password-stdin", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
-        "host": auth_registry.host, "username": auth_registry.username, "loggedIn": True}
+        "host": auth_registry.host, "username": auth_registry.username, "loggedIn": True, "settings": None}
     assert main(["logout", auth_registry.host, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"host": auth_registry.host, "removed": True}
     assert main(["logout", auth_registry.host, "--json"]) == 0

@@ -105,3 +105,24 @@ def test_debug_logs_each_request_with_secrets_redacted(registry, tmp_path) -> No
     assert redact(url) == ("https://s3.example/b?X-Amz-Credential=REDACTED&X-Amz-Signature=REDACTED"
                            "&partNumber=2")
     assert redact("https://user:pass@host/v2/") == "https://REDACTED@host/v2/"
+
+
+def test_reads_come_from_a_mirror_listed_in_the_settings_file(registry, registry2, tmp_path) -> None:
+    """registries.toml lists registry2 as a mirror of registry: a pull of a repository only the
+    mirror holds is served by it; one only the registry holds falls back to the registry; a
+    push goes to the registry itself."""
+    conf = tmp_path / "registries.toml"
+    conf.write_text(f'[registry."{registry.host}"]\nmirrors = ["{registry2.host}"]\n')
+    env = _isolated(tmp_path, OCIBRIDGE_REGISTRIES_CONF=str(conf))
+    repo = f"mirrored/{uuid.uuid4().hex[:8]}"
+    model = _model(tmp_path)
+    assert ocibridge("push", str(model), f"{registry2.host}/{repo}:v1", "-q", env=env)[0] == 0
+    code, _, err = ocibridge("pull", f"{registry.host}/{repo}:v1", str(tmp_path / "from-mirror"), "-q", env=env)
+    assert code == 0, err
+    assert (tmp_path / "from-mirror" / "weights.bin").read_bytes() == (model / "weights.bin").read_bytes()
+    code, _, err = ocibridge("push", str(model), f"{registry.host}/{repo}:only-here", "-q", env=env)
+    assert code == 0, err
+    code, out, err = ocibridge("resolve", f"{registry2.host}/{repo}:only-here", env=env)
+    assert code == 1  # the push went to the registry, not to its mirror
+    code, _, err = ocibridge("pull", f"{registry.host}/{repo}:only-here", str(tmp_path / "fallback"), "-q", env=env)
+    assert code == 0, err

@@ -6,6 +6,7 @@
     ca_file = "/etc/pki/internal-ca.pem"   # trusted for this host, on top of the system store
     plain_http = false                      # false: TLS even on a loopback address
     insecure = false                        # true: TLS without verification
+    mirrors = ["mirror.internal:5000"]      # reads try these first (same repository), then the host
 
 ``ocibridge login HOST --ca-file F`` (and ``--plain-http``/``--insecure``) writes the host's
 entry, so later commands need no flag. Flags on the command line win over the file.
@@ -30,6 +31,7 @@ class HostSettings:
     plain_http: bool | None = None
     insecure: bool | None = None
     ca_file: str | None = None
+    mirrors: tuple[str, ...] = ()
 
 
 def settings_path() -> Path:
@@ -61,7 +63,7 @@ def host_settings(host: str) -> HostSettings:
         return HostSettings()
     if not isinstance(entry, dict):
         raise OcibridgeError(f"{path}: registry.{host!r} is not a table")
-    unknown = set(entry) - {"plain_http", "insecure", "ca_file"}
+    unknown = set(entry) - {"plain_http", "insecure", "ca_file", "mirrors"}
     if unknown:
         raise OcibridgeError(f"{path}: registry.{host!r}: unknown setting {sorted(unknown)[0]!r}")
     for key in ("plain_http", "insecure"):
@@ -70,7 +72,10 @@ def host_settings(host: str) -> HostSettings:
     ca_file = entry.get("ca_file")
     if ca_file is not None and not isinstance(ca_file, str):
         raise OcibridgeError(f"{path}: registry.{host!r}.ca_file must be a path")
-    return HostSettings(entry.get("plain_http"), entry.get("insecure"), ca_file)
+    mirrors = entry.get("mirrors", [])
+    if not isinstance(mirrors, list) or not all(isinstance(m, str) and m for m in mirrors):
+        raise OcibridgeError(f"{path}: registry.{host!r}.mirrors must be a list of host[:port]")
+    return HostSettings(entry.get("plain_http"), entry.get("insecure"), ca_file, tuple(mirrors))
 
 
 def remember(host: str, *, plain_http: bool | None = None, insecure: bool | None = None,

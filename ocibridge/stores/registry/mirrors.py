@@ -1,0 +1,33 @@
+"""Pull-through mirrors from the settings file, as containers' registries.conf has them.
+
+For a read, each mirror listed for the registry is asked for the same repository and reference
+first; the first that has it serves the read, else the registry itself. Digests are verified as
+always, so a mirror can only serve the same bytes for a digest (for a tag, it is trusted as the
+registry would be). Credentials given for the registry (``-u/-p``) never go to a mirror: a mirror
+gets its own from the credential files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...errors import OcibridgeError
+from ...oci.reference import RegistryReference
+from .hosts import host_settings
+from .store import RegistryStore, open_repository
+
+_REGISTRY_ONLY = ("username", "password", "ca_file", "plain_http", "insecure")
+
+
+def open_for_reading(ref: RegistryReference, **options: Any) -> RegistryStore:
+    """A store for ``ref`` on the first mirror that holds it, else on its own registry."""
+    mirror_options = {k: v for k, v in options.items() if k not in _REGISTRY_ONLY}
+    for mirror in host_settings(ref.registry).mirrors:
+        store = open_repository(RegistryReference(mirror, ref.repository, ref.tag, ref.digest), **mirror_options)
+        try:
+            store.resolve(ref.reference)
+        except OcibridgeError:
+            store.client.close()
+            continue
+        return store
+    return open_repository(ref, **options)
