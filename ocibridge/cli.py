@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from . import api
+from . import api, interrupt
 from .copy import CopyStats
 from .errors import OcibridgeError, RegistryError, UsageError, ValidationError
 from .modelpack.builder import BuildOptions, created_now
@@ -573,7 +573,8 @@ def _unexpected(e: BaseException) -> str:
 def _run(args: argparse.Namespace) -> int:
     """Run the command; the errors ocibridge knows become one line and their exit code."""
     try:
-        return args.func(args)
+        with interrupt.handling_signals():
+            return args.func(args)
     except RegistryError as e:
         hint = ""
         if e.status in (401, 403) and args.command not in ("login", "logout"):

@@ -151,6 +151,8 @@ class LayoutStore:
         self._created = created = set[str]()
         try:
             yield
+        except KeyboardInterrupt:
+            raise  # interrupted, not failed: verified blobs stay, so the rerun skips them
         except BaseException:
             self._remove_unreferenced(created)
             self._remove_if_made_and_empty()

@@ -24,11 +24,12 @@ from typing import Any, BinaryIO
 import httpcore
 import httpx
 
+from ... import interrupt
 from ...errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
 from ...httpheaders import header_int
 from ...oci.digest import CHUNK, Hasher
 from ...oci.models import Descriptor
-from .client import RETRY_STATUSES, RegistryClient, TransportFailure
+from .client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
 
 #: A download gives up after this many attempts in a row that bring no new bytes.
 MAX_STALLED_RESUMES = 5
@@ -129,6 +130,7 @@ class _BlobStream:
 
     def _resume(self, reason: str) -> None:
         self.close()
+        interrupt.check()  # an interrupt cut the connection: stop, do not reconnect
         self.resumes += 1
         if self._stalled >= MAX_STALLED_RESUMES or self.resumes > MAX_TOTAL_RESUMES:
             raise RegistryError(
@@ -189,6 +191,7 @@ class _BlobStream:
                 return b""
             if self._stop.is_set():
                 raise _Stopped
+            interrupt.check()
             try:
                 data = self._receive(want)
             except StopIteration:
@@ -455,6 +458,7 @@ class _Source:
         DigestMismatch while the request is still open and the registry commits nothing."""
         left = limit
         while left > 0:
+            interrupt.check()
             data = self.reader.read(min(CHUNK, left))
             if not data:
                 return
@@ -473,7 +477,12 @@ class _Source:
 
 
 class _Interrupted(Exception):
-    """An upload request that failed in a way worth resuming or restarting."""
+    """An upload request that failed in a way worth resuming or restarting; ``retry_after``
+    is the wait the registry asked for (Retry-After), if it named one."""
+
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.retry_after = retry_after
 
 
 class BlobUpload:
@@ -508,8 +517,10 @@ class BlobUpload:
                         raise RegistryError(
                             f"registry {self.client.host}: upload of {self.desc.digest} to "
                             f"{self.repository} failed {failures} times: {e}") from None
-                    self.client._sleep(failures - 1, None)
+                    self.client._sleep(failures - 1, e.retry_after)
                     self._recover(str(e))
+        except KeyboardInterrupt:
+            raise  # interrupted: no DELETE round trip (the registry expires the session)
         except BaseException:
             self._cancel()
             raise
@@ -550,7 +561,8 @@ class BlobUpload:
         except (httpx.TransportError, httpx.StreamError) as e:
             raise _Interrupted(str(e) or type(e).__name__) from e
         if response.status_code in RETRY_STATUSES:
-            raise _Interrupted(f"HTTP {response.status_code}")
+            raise _Interrupted(f"HTTP {response.status_code}",
+                               retry_after_seconds(response.headers.get("retry-after")))
         return response
 
     def _count(self, n: int) -> None:
@@ -663,6 +675,7 @@ class StreamingIngest(BlobUpload):
 
     def _stream(self, hasher, counter: list[int]) -> Iterator[bytes]:
         while data := self.source.reader.read(CHUNK):
+            interrupt.check()
             hasher.update(data)
             counter[0] += len(data)
             self.source.pos += len(data)

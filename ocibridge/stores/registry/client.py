@@ -22,13 +22,16 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from ... import interrupt
 from ...errors import RegistryError
 from ...httpheaders import header_int
 from .auth import Authenticator
 from .bodies import read_bounded
 from .credentials import Credentials, get_credentials
 from .hosts import host_settings
+from .tracked import tracked_transport
 from .trust import host_cert_files, ssl_context
+from .unreachable import classify
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
 DOCKER_HUB = "docker.io"
@@ -140,7 +143,7 @@ class _Transport(httpx.BaseTransport):
     def __init__(self, verify: VerifyFactory, limits: httpx.Limits):
         self._verify = verify
         self._limits = limits
-        self._plain = httpx.HTTPTransport(verify=False, limits=limits)
+        self._plain = tracked_transport(verify=False, limits=limits)
         self._tls: httpx.HTTPTransport | None = None
         self._lock = threading.Lock()
 
@@ -149,7 +152,7 @@ class _Transport(httpx.BaseTransport):
             return self._plain.handle_request(request)
         with self._lock:
             if self._tls is None:
-                self._tls = httpx.HTTPTransport(verify=self._verify(), limits=self._limits)
+                self._tls = tracked_transport(verify=self._verify(), limits=self._limits)
         return self._tls.handle_request(request)
 
     def close(self) -> None:
@@ -224,12 +227,17 @@ class RegistryClient:
         attempt = 0
         auth_retried = False
         while True:
+            interrupt.check()
             try:
                 response = self._send_following(method, self.url(path), scopes, headers,
                                                 params, content, stream)
             except httpx.TransportError as e:
+                interrupt.check()  # the interrupt shut the socket down: no retry
                 if self._fall_back_to_http(path, e):
                     continue
+                fatal = classify(self.host, self.url(path), e)
+                if fatal is not None:  # refused, unresolvable, untrusted: a retry cannot help
+                    raise fatal from None
                 if not retry or attempt >= self.options.max_retries:
                     raise TransportFailure(
                         f"registry {self.host}: {method} {_path_of(path)} failed: {_one_line(e)}"
@@ -246,7 +254,7 @@ class RegistryClient:
                     continue
                 return response
             if response.status_code in RETRY_STATUSES and retry and attempt < self.options.max_retries:
-                wait = _retry_after(response.headers.get("retry-after"))
+                wait = retry_after_seconds(response.headers.get("retry-after"))
                 _discard(response)
                 self._sleep(attempt, wait)
                 attempt += 1
@@ -298,7 +306,7 @@ class RegistryClient:
         else:
             delay = random.uniform(0, min(self.options.backoff_cap,
                                           self.options.backoff_base * 2**attempt))
-        time.sleep(delay)
+        interrupt.sleep(delay)
 
     # -- errors ------------------------------------------------------------------------------
     def error(self, response: httpx.Response, action: str) -> RegistryError:
@@ -329,7 +337,7 @@ def parse_error_body(response: httpx.Response) -> tuple[str | None, str]:
         return None, text[:200]
 
 
-def _retry_after(value: str | None) -> float | None:
+def retry_after_seconds(value: str | None) -> float | None:
     """Retry-After as seconds or an HTTP date; None when absent or unparseable."""
     if not value:
         return None
