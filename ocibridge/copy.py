@@ -8,7 +8,7 @@ manifest never points at something missing, then tags the root.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,6 +18,7 @@ from .oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from .progress import ProgressFn, counting
 from .signing.attach import carry_companion_tags, is_signature_referrer
 from .stores.base import Mounting, Store, is_manifest
+from .stores.partial import RangedBlobSource, ResumableBlobSink
 
 DEFAULT_CONCURRENCY = 4
 
@@ -142,6 +143,13 @@ def _copy_blob_unlocked(
         return
     if progress:
         progress("start", desc, 0)
+    if isinstance(dst, ResumableBlobSink) and isinstance(src, RangedBlobSource):
+        # into a file: resumable across runs, in parts at once when large
+        dst.download_blob(desc, src, on_bytes=_reporting(progress, desc))
+        stats.add(blobs_copied=1, bytes_copied=desc.size)
+        if progress:
+            progress("done", desc, desc.size)
+        return
     with counting(src.open_blob(desc), desc, progress) as reader:
         if getattr(dst, "accepts_reopen", False):
             # An interrupted upload can then restart or resume from a fresh read of the source.
@@ -154,6 +162,12 @@ def _copy_blob_unlocked(
     stats.add(blobs_copied=1, bytes_copied=desc.size)
     if progress:
         progress("done", desc, desc.size)
+
+
+def _reporting(progress: ProgressFn | None, desc: Descriptor) -> Callable[[int], None] | None:
+    if progress is None:
+        return None
+    return lambda n: progress("bytes", desc, n)
 
 
 def _copy_node(

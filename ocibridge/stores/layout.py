@@ -28,6 +28,7 @@ from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ..oci.models import Descriptor, Index, parse_manifest_bytes
 from ..oci.reference import check_tag
 from .base import MAX_MANIFEST_BYTES, is_manifest
+from .partial import ByteCount, RangedBlobSource, download
 
 LAYOUT_FILE = "oci-layout"
 LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}
@@ -106,6 +107,15 @@ class LayoutStore:
             while chunk := checked.read(CHUNK):
                 out.write(chunk)
             checked.verify()
+        self._note_created(desc.digest)
+
+    def download_blob(self, desc: Descriptor, source: RangedBlobSource,
+                      on_bytes: ByteCount | None = None) -> None:
+        """Fetch a blob that can be resumed: kept partial when interrupted, continued with
+        Range by the next run, in parts at once when large (see :mod:`.partial`)."""
+        if self.exists(desc):
+            return
+        download(self.blob_path(desc.digest), desc, source, on_bytes=on_bytes)
         self._note_created(desc.digest)
 
     def ingest_blob(self, reader: BinaryIO) -> tuple[str, int]:

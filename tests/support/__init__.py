@@ -8,9 +8,11 @@ from .faultproxy import (
     delay,
     drop_request,
     drop_response,
+    ignore_range,
     lose_response,
     server_error,
     status,
+    throttle,
     too_many_requests,
     truncate,
 )
@@ -23,6 +25,7 @@ from .token_server import TokenServer, User
 __all__ = [
     "ExternalRegistry", "FaultProxy", "RegistryProcess", "RegistryUnavailable", "TinyImage",
     "TokenRegistry", "TokenServer", "User", "corrupt", "delay", "drop_request",
-    "drop_response", "lose_response", "new_repo", "server_error", "status", "too_many_requests", "truncate",
+    "drop_response", "ignore_range", "lose_response", "new_repo", "server_error", "status", "throttle",
+    "too_many_requests", "truncate",
     "write_tiny_image",
 ]

@@ -98,7 +98,24 @@ class Delay:
     name: str = "delay"
 
 
-Action = Status | DropResponse | Truncate | Corrupt | DropRequest | LoseResponse | Delay
+@dataclass(frozen=True)
+class Throttle:
+    """Forward, but pace the request and response bodies to `rate` bytes per second (a slow
+    link: long transfers to interrupt, to count, to resume)."""
+
+    rate: float
+    name: str = "throttle"
+
+
+@dataclass(frozen=True)
+class IgnoreRange:
+    """Forward without the Range header: a server (or proxy) that answers 200 to Range."""
+
+    name: str = "ignore_range"
+
+
+Action = (Status | DropResponse | Truncate | Corrupt | DropRequest | LoseResponse | Delay
+          | Throttle | IgnoreRange)
 
 
 def status(code: int, retry_after: float | None = None, body: bytes = b"",
@@ -140,6 +157,19 @@ def lose_response() -> LoseResponse:
 
 def delay(seconds: float) -> Delay:
     return Delay(seconds)
+
+
+def throttle(rate: float) -> Throttle:
+    return Throttle(rate)
+
+
+def ignore_range() -> IgnoreRange:
+    return IgnoreRange()
+
+
+def _pace(action: Action | None, n: int) -> None:
+    if isinstance(action, Throttle) and n:
+        time.sleep(n / action.rate)
 
 
 # -- rules and records -----------------------------------------------------------------------
@@ -412,6 +442,8 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             for name, value in self.headers.items():
                 if name.lower() in HOP_BY_HOP or name.lower() == "host":
                     continue
+                if name.lower() == "range" and isinstance(action, IgnoreRange):
+                    continue
                 conn.putheader(name, value)
             if chunked:
                 conn.putheader("Transfer-Encoding", "chunked")
@@ -429,6 +461,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     raise _Cut("request dropped by rule")
                 rec.request_bytes += len(piece)
                 conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                _pace(action, len(piece))
             if limit is not None:
                 raise _Cut("request dropped by rule (body shorter than the limit)")
             if chunked:
@@ -482,6 +515,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self._write(piece, chunked_out)
                 sent += len(piece)
                 rec.response_bytes = sent
+                _pace(action, len(piece))
             if stop_at is not None:  # body ended before the cut point: still cut
                 raise _Cut("response cut by rule (body shorter than the limit)")
             if chunked_out:

@@ -71,11 +71,15 @@ class _BlobStream:
     Used by one thread at a time: the prefetch thread while it runs, else the reader."""
 
     def __init__(self, client: RegistryClient, repository: str, desc: Descriptor,
-                 on_bytes: BytesHook | None, stop: threading.Event):
+                 on_bytes: BytesHook | None, stop: threading.Event,
+                 start: int = 0, end: int | None = None):
         self.client = client
         self.repository = repository
         self.desc = desc
-        self.offset = 0
+        self.offset = start
+        #: bytes [start, end) are wanted: a part of a ranged download, or the rest of a blob
+        self.end = desc.size if end is None else end
+        self.ranged = False  # whether the server answered a Range with 206
         self.resumes = 0
         self._stalled = 0
         self._on_bytes = on_bytes
@@ -92,7 +96,9 @@ class _BlobStream:
     def _open(self) -> None:
         # identity: the digest is over the stored bytes, never a transfer-compressed form
         headers = {"Accept-Encoding": "identity"}
-        if self.offset:
+        if self.end < self.desc.size:
+            headers["Range"] = f"bytes={self.offset}-{self.end - 1}"
+        elif self.offset:
             headers["Range"] = f"bytes={self.offset}-"
         path = f"/v2/{self.repository}/blobs/{self.desc.digest}"
         response = self.client.send("GET", path, scopes=(pull_scope(self.repository),),
@@ -102,7 +108,7 @@ class _BlobStream:
             response.read()
             response.close()
             raise NotFound(f"{self.client.host}/{self.repository}: blob {self.desc.digest} not found")
-        if status == 206 and self.offset:
+        if status == 206 and "Range" in headers:
             start = _content_range_start(response.headers.get("content-range"))
             if start != self.offset:
                 response.close()
@@ -110,6 +116,7 @@ class _BlobStream:
                     f"registry {self.client.host}: range answer starts at {start}, "
                     f"asked {self.offset}", 206)
             self._skip = 0
+            self.ranged = True
         elif status == 200:
             self._skip = self.offset  # the server ignored Range: drop what we already have
         else:
@@ -123,7 +130,7 @@ class _BlobStream:
         self._h11_first = True
         length = header_int(response.headers.get("content-length"))
         stream = response.extensions.get("network_stream")
-        if (self.desc.size - self.offset >= DIRECT_MIN and length is not None and stream is not None
+        if (self.end - self.offset >= DIRECT_MIN and length is not None and stream is not None
                 and response.http_version == "HTTP/1.1"
                 and "transfer-encoding" not in response.headers):
             self._socket, self._socket_left = stream, length
@@ -187,7 +194,7 @@ class _BlobStream:
         """The next bytes of the blob, up to ``want`` read from the socket (``b""`` only once
         the expected size is reached)."""
         while True:
-            if self.offset >= self.desc.size and self._chunks is None:
+            if self.offset >= self.end and self._chunks is None:
                 return b""
             if self._stop.is_set():
                 raise _Stopped
@@ -195,7 +202,7 @@ class _BlobStream:
             try:
                 data = self._receive(want)
             except StopIteration:
-                if self.offset >= self.desc.size:
+                if self.offset >= self.end:
                     self.close()
                     return b""
                 self._resume(f"body ended early at byte {self.offset}")
@@ -212,8 +219,14 @@ class _BlobStream:
                 data = data[cut:]
                 if not data:
                     continue
+            if self.end < self.desc.size and self.offset + len(data) > self.end:
+                # a part whose server ignored the Range's end: the rest is another part's
+                data = data[: self.end - self.offset]
+                self.close()
             self.offset += len(data)
             self._stalled = 0
+            if self.client.rate_limit is not None:
+                self.client.rate_limit.take(len(data))
             self.client.stats.add(bytes_downloaded=len(data))
             if self._on_bytes:
                 self._on_bytes(self.desc, len(data))
@@ -254,14 +267,15 @@ class BlobDownload:
     """
 
     def __init__(self, client: RegistryClient, repository: str, desc: Descriptor,
-                 on_bytes: BytesHook | None = None, hasher: Hasher | None = None):
+                 on_bytes: BytesHook | None = None, hasher: Hasher | None = None,
+                 start: int = 0, end: int | None = None):
         self.desc = desc
         self._stop = threading.Event()
-        self._stream = _BlobStream(client, repository, desc, on_bytes, self._stop)
+        self._stream = _BlobStream(client, repository, desc, on_bytes, self._stop, start, end)
         self._hasher = hasher
         self._queue: queue.Queue[bytes | BaseException] = queue.Queue(PREFETCH_PIECES)
         self._thread: threading.Thread | None = None
-        self._prefetch = desc.size > PREFETCH_MIN
+        self._prefetch = self._stream.end - start > PREFETCH_MIN
         self._buf = b""
         self._pos = 0
         self._eof = False
@@ -272,6 +286,11 @@ class BlobDownload:
     @property
     def offset(self) -> int:
         return self._stream.offset
+
+    @property
+    def ranged(self) -> bool:
+        """Whether the server honoured the Range asked (a 206 answer)."""
+        return self._stream.ranged
 
     # -- pieces ----------------------------------------------------------------------------
     def _piece(self) -> bytes:
@@ -566,6 +585,8 @@ class BlobUpload:
         return response
 
     def _count(self, n: int) -> None:
+        if self.client.rate_limit is not None:
+            self.client.rate_limit.take(n)
         self.client.stats.add(bytes_uploaded=n)
         if self.on_bytes:
             self.on_bytes(self.desc, n)

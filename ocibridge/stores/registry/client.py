@@ -29,6 +29,7 @@ from .auth import Authenticator
 from .bodies import read_bounded
 from .credentials import Credentials, get_credentials
 from .hosts import host_settings
+from .ratelimit import RateLimit
 from .tracked import tracked_transport
 from .trust import host_cert_files, ssl_context
 from .unreachable import classify
@@ -64,6 +65,7 @@ class ClientOptions:
     docker_config: str | None = None
     authfile: str | None = None
     tls: bool | None = None  # True: HTTPS even on loopback (settings file: plain_http = false)
+    limit_rate: int | None = None  # bytes per second over all transfers (--limit-rate)
 
 
 def is_loopback(host: str) -> bool:
@@ -174,6 +176,7 @@ class RegistryClient:
         self.base = base_url(host, self.options)
         self.stats = TransferStats()
         o = self.options
+        self.rate_limit = RateLimit(o.limit_rate) if o.limit_rate else None
         limits = httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size)
         transport: dict[str, Any]
         if urllib.request.getproxies():  # httpx honours proxy variables only on its own transport

@@ -1,0 +1,109 @@
+"""Pulls into a layout: parts in flight at once, one stream when Range is ignored, and a
+partial file left by an interrupted run continued with Range after its prefix is re-hashed
+(real registry, through the fault proxy that records what it saw)."""
+
+from __future__ import annotations
+
+import io
+import os
+
+from support.faultproxy import corrupt, ignore_range
+
+from ocibridge.copy import copy
+from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.layout import LayoutStore
+from ocibridge.stores.partial import PARTIAL_PREFIX, partial_path
+from ocibridge.stores.registry import open_repository
+
+SIZE = 1_000_003  # not a multiple of the part size: the last part is short
+PART = 128 * 1024
+
+
+def _artifact(registry, repo: str) -> tuple[Descriptor, bytes]:
+    layer = os.urandom(SIZE)
+    layer_desc = Descriptor.for_bytes(OCI_LAYER_TAR, layer)
+    config_desc = Descriptor.for_bytes(OCI_CONFIG, b"{}")
+    manifest = Manifest(mediaType=OCI_MANIFEST, config=config_desc, layers=[layer_desc])
+    data = manifest.to_json_bytes()
+    with open_repository(host=registry.host, repository=repo) as store:
+        store.push_blob(layer_desc, io.BytesIO(layer))
+        store.push_blob(config_desc, io.BytesIO(b"{}"))
+        store.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, data), data, "v1")
+    return layer_desc, layer
+
+
+def _pull(proxy, repo: str, layout_dir, **options):
+    src = open_repository(host=proxy.host, repository=repo, **options)
+    dst = LayoutStore(layout_dir, create=True)
+    with src:
+        copy(src, "v1", dst, "v1")
+    return src.stats, dst
+
+
+def _blob_gets(proxy, desc: Descriptor):
+    return proxy.requests_matching("GET", f"/blobs/{desc.digest}")
+
+
+def test_large_blob_comes_in_parts_written_at_their_offsets(registry, fault_proxy, unique_repo, tmp_path):
+    desc, layer = _artifact(registry, unique_repo)
+    stats, dst = _pull(fault_proxy, unique_repo, tmp_path / "l", part_size=PART, parts_in_flight=3)
+    assert dst.blob_path(desc.digest).read_bytes() == layer
+    ranges = sorted(g.range for g in _blob_gets(fault_proxy, desc))
+    starts = range(0, SIZE, PART)  # the last part asks for "the rest": bytes=N-
+    expected = sorted(f"bytes={s}-{s + PART - 1}" if s + PART < SIZE else f"bytes={s}-" for s in starts)
+    assert ranges == expected and all(g.status == 206 for g in _blob_gets(fault_proxy, desc))
+    assert not [p for p in (tmp_path / "l" / "blobs" / "sha256").iterdir() if p.name.startswith(".")]
+
+
+def test_range_ignored_falls_back_to_one_stream(registry, fault_proxy, unique_repo, tmp_path):
+    desc, layer = _artifact(registry, unique_repo)
+    fault_proxy.add("GET", f"/blobs/{desc.digest}", ignore_range(), times=None)
+    _, dst = _pull(fault_proxy, unique_repo, tmp_path / "l", part_size=PART, parts_in_flight=3)
+    assert dst.blob_path(desc.digest).read_bytes() == layer
+    assert [g.status for g in _blob_gets(fault_proxy, desc)] == [200, 200]  # the probe, one stream
+
+
+def test_small_blob_is_one_stream(registry, fault_proxy, unique_repo, tmp_path):
+    desc, layer = _artifact(registry, unique_repo)
+    _pull(fault_proxy, unique_repo, tmp_path / "l")  # default parts of 32 MiB: one stream
+    assert [g.range for g in _blob_gets(fault_proxy, desc)] == [None]
+
+
+def test_a_partial_file_of_an_earlier_run_is_continued_with_range(registry, fault_proxy, unique_repo,
+                                                                 tmp_path):
+    desc, layer = _artifact(registry, unique_repo)
+    blobs = tmp_path / "l" / "blobs" / "sha256"
+    LayoutStore(tmp_path / "l", create=True)
+    half = SIZE // 2
+    partial_path(blobs, desc.digest).write_bytes(layer[:half])  # what a killed run left
+    stats, dst = _pull(fault_proxy, unique_repo, tmp_path / "l")
+    assert dst.blob_path(desc.digest).read_bytes() == layer
+    assert [g.range for g in _blob_gets(fault_proxy, desc)] == [f"bytes={half}-"]
+    assert stats.bytes_downloaded < SIZE - half + 1000  # the layer's rest and the tiny config
+    assert not [p for p in blobs.iterdir() if p.name.startswith(PARTIAL_PREFIX)]
+
+
+def test_a_wrong_prefix_on_disk_is_not_trusted(registry, fault_proxy, unique_repo, tmp_path):
+    desc, layer = _artifact(registry, unique_repo)
+    blobs = tmp_path / "l" / "blobs" / "sha256"
+    LayoutStore(tmp_path / "l", create=True)
+    bad = bytearray(layer[:1000])
+    bad[10] ^= 0xFF
+    partial_path(blobs, desc.digest).write_bytes(bytes(bad))
+    _, dst = _pull(fault_proxy, unique_repo, tmp_path / "l")
+    assert dst.blob_path(desc.digest).read_bytes() == layer
+    assert [g.range for g in _blob_gets(fault_proxy, desc)] == ["bytes=1000-", None]
+
+
+def test_a_corrupt_download_leaves_nothing_behind(registry, fault_proxy, unique_repo, tmp_path):
+    desc, _ = _artifact(registry, unique_repo)
+    fault_proxy.add("GET", f"/blobs/{desc.digest}", corrupt(offset=5), times=None)
+    try:
+        _pull(fault_proxy, unique_repo, tmp_path / "l")
+    except Exception as e:  # noqa: BLE001 - the type is asserted below
+        assert "digest" in str(e)
+    else:
+        raise AssertionError("a corrupt blob was accepted")
+    blobs = tmp_path / "l" / "blobs" / "sha256"
+    assert not blobs.exists() or not [p for p in blobs.iterdir() if p.name.endswith(desc.digest[7:])]
