@@ -56,6 +56,9 @@ class TransferOptions:
     password: str | None = None
     chunk_size: int | None = None
     authfile: str | None = None  # read before the docker config and containers' auth.json
+    part_size: int | None = None  # ranged pulls: bytes per part
+    parts_in_flight: int | None = None  # ranged pulls: parts at once per blob
+    limit_rate: int | None = None  # bytes per second over every transfer
 
     def registry_options(self) -> dict[str, Any]:
         opts = {
@@ -66,6 +69,9 @@ class TransferOptions:
             "username": self.username,
             "password": self.password,
             "chunk_size": self.chunk_size,
+            "part_size": self.part_size,
+            "parts_in_flight": self.parts_in_flight,
+            "limit_rate": self.limit_rate,
         }
         return {k: v for k, v in opts.items() if v not in (None, False)}
 

@@ -25,6 +25,7 @@ from .progress_modes import MODES, choose_progress
 from .signing.commands import add_signing_commands, add_verify_flags, policy_from_args
 from .targets import archive_format
 from .terminal import printable
+from .transfer_flags import add_ranged_flags, ranged_options
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -66,6 +67,7 @@ def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--chunk-size", type=int, help="upload in PATCH chunks of this many bytes")
     g.add_argument("--authfile", "--registry-config", metavar="FILE",
                    help="credentials file (Docker or containers auth.json format), read before the others")
+    add_ranged_flags(g)
 
 
 def _transfer(args: argparse.Namespace) -> api.TransferOptions:
@@ -87,6 +89,7 @@ def _transfer(args: argparse.Namespace) -> api.TransferOptions:
         password=password,
         chunk_size=args.chunk_size,
         authfile=getattr(args, "authfile", None),
+        **ranged_options(args),
     )
 
 
@@ -300,6 +303,8 @@ def _login_options(transfer: api.TransferOptions) -> dict[str, Any]:
     opts.pop("password", None)
     opts.pop("chunk_size", None)
     opts.pop("authfile", None)
+    opts.pop("part_size", None)
+    opts.pop("parts_in_flight", None)
     return opts
 
 

@@ -36,8 +36,9 @@ class RateLimit:
             interrupt.sleep(wait)
 
 
-def parse_rate(text: str) -> int:
-    """``500K``, ``20M``, ``1G`` (powers of 1024, as curl reads them) or plain bytes per second."""
+def parse_bytes(text: str) -> int:
+    """``500K``, ``20M``, ``1G`` (powers of 1024, as curl reads them) or plain bytes: a rate
+    (per second) or a size."""
     value = text.strip().upper().removesuffix("B").removesuffix("/S")
     scale = 1
     for suffix, factor in (("K", 1024), ("M", 1024**2), ("G", 1024**3)):
@@ -47,7 +48,7 @@ def parse_rate(text: str) -> int:
     try:
         rate = int(float(value) * scale)
     except ValueError:
-        raise ValueError(f"not a rate: {text!r} (use e.g. 500K, 20M, 1G)") from None
+        raise ValueError(f"{text!r} is not a byte count (use e.g. 500K, 20M, 1G)") from None
     if rate < 1:
-        raise ValueError(f"not a rate: {text!r} (must be at least 1 byte per second)")
+        raise ValueError(f"{text!r} is under one byte")
     return rate

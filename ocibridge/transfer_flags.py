@@ -1,0 +1,36 @@
+"""The CLI flags that shape transfers: ranged pull parts and the overall rate cap."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .errors import OcibridgeError
+
+
+def add_ranged_flags(group: Any) -> None:
+    group.add_argument("--part-size", metavar="SIZE",
+                       help="pull large blobs in parts of SIZE (e.g. 32M; default 32M)")
+    group.add_argument("--parts", type=int, metavar="N", dest="parts_in_flight",
+                       help="parts of one blob in flight at once (default 4; 1: one stream)")
+    group.add_argument("--limit-rate", metavar="RATE",
+                       help="cap all transfers together at RATE bytes per second (e.g. 20M)")
+
+
+def ranged_options(args: argparse.Namespace) -> dict[str, Any]:
+    from .stores.registry.ratelimit import parse_bytes
+
+    out: dict[str, Any] = {}
+    for flag, name in (("--part-size", "part_size"), ("--limit-rate", "limit_rate")):
+        text = getattr(args, name, None)
+        if text is not None:
+            try:
+                out[name] = parse_bytes(text)
+            except ValueError as e:
+                raise OcibridgeError(f"{flag}: {e}") from None
+    parts = getattr(args, "parts_in_flight", None)
+    if parts is not None:
+        if parts < 1:
+            raise OcibridgeError("--parts must be at least 1")
+        out["parts_in_flight"] = parts
+    return out
