@@ -1,39 +1,31 @@
-"""ocibridge: ML models (Carton, MLSteam, Ollama, directories) as ModelPack OCI artifacts."""
+"""ocibridge: ML models (Carton, MLSteam, Ollama, directories) as ModelPack OCI artifacts.
 
-from .api import (
-    PushResult,
-    TransferOptions,
-    copy_reference,
-    inspect,
-    load_source,
-    login,
-    logout,
-    pull,
-    push,
-    tags,
-    validate,
-)
-from .errors import OcibridgeError
-from .modelpack.builder import BuildOptions, build
-from .oci.mediatypes import Family, Kind, Variant
-from .overwrite import OnExisting
-from .progress_events import ProgressEvent, events
-from .results import (
-    AttachResult,
-    DiscoverResult,
-    InspectResult,
-    LoginResult,
-    ModelEntry,
-    PruneResult,
-    PullResult,
-    RemoveResult,
-    ResolveResult,
-    TagResult,
-    ValidateResult,
-)
-from .store_ops import attach, delete, discover, list_models, prune, remove, resolve, tag
+The public names are imported on first use (PEP 562): ``ocibridge --help`` and
+``--version`` then start without loading pydantic and httpx (~0.15 s).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name -> the module (under ocibridge) that defines it
+_HOMES = {
+    **dict.fromkeys(("PushResult", "TransferOptions", "copy_reference", "inspect", "load_source",
+                     "login", "logout", "pull", "push", "tags", "validate"), "api"),
+    "OcibridgeError": "errors",
+    "BuildOptions": "modelpack.builder", "build": "modelpack.builder",
+    "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",
+    "OnExisting": "overwrite",
+    "ProgressEvent": "progress_events", "events": "progress_events",
+    **dict.fromkeys(("AttachResult", "DiscoverResult", "InspectResult", "LoginResult", "ModelEntry",
+                     "PruneResult", "PullResult", "RemoveResult", "ResolveResult", "TagResult",
+                     "ValidateResult"), "results"),
+    **dict.fromkeys(("attach", "delete", "discover", "list_models", "prune", "remove", "resolve",
+                     "tag"), "store_ops"),
+}
 
 __all__ = [
     "AttachResult",
@@ -76,3 +68,46 @@ __all__ = [
     "tags",
     "validate",
 ]
+
+if TYPE_CHECKING:
+    from .api import (
+        PushResult,
+        TransferOptions,
+        copy_reference,
+        inspect,
+        load_source,
+        login,
+        logout,
+        pull,
+        push,
+        tags,
+        validate,
+    )
+    from .errors import OcibridgeError
+    from .modelpack.builder import BuildOptions, build
+    from .oci.mediatypes import Family, Kind, Variant
+    from .overwrite import OnExisting
+    from .progress_events import ProgressEvent, events
+    from .results import (
+        AttachResult,
+        DiscoverResult,
+        InspectResult,
+        LoginResult,
+        ModelEntry,
+        PruneResult,
+        PullResult,
+        RemoveResult,
+        ResolveResult,
+        TagResult,
+        ValidateResult,
+    )
+    from .store_ops import attach, delete, discover, list_models, prune, remove, resolve, tag
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'ocibridge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value
+    return value

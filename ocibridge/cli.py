@@ -12,20 +12,28 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import api, interrupt
-from .copy import CopyStats
+from . import interrupt
 from .errors import OcibridgeError, RegistryError, UsageError, ValidationError
-from .modelpack.builder import BuildOptions, created_now
-from .modelpack.classify import parse_overrides
-from .modelpack.inspect import format_inspect, human_size
+from .lazy import LazyModule, lazy_function
 from .oci.mediatypes import Family, Kind, Variant
 from .progress_modes import MODES, choose_progress
 from .signing.commands import add_signing_commands, add_verify_flags, policy_from_args
-from .targets import archive_format
 from .terminal import printable
 from .transfer_flags import add_ranged_flags, ranged_options
+
+if TYPE_CHECKING:
+    from . import api
+    from .copy import CopyStats
+else:  # loaded on first use: --help and --version need neither pydantic nor httpx
+    api = LazyModule("ocibridge.api")
+BuildOptions = lazy_function("ocibridge.modelpack.builder", "BuildOptions")
+created_now = lazy_function("ocibridge.modelpack.builder", "created_now")
+parse_overrides = lazy_function("ocibridge.modelpack.classify", "parse_overrides")
+format_inspect = lazy_function("ocibridge.modelpack.inspect", "format_inspect")
+human_size = lazy_function("ocibridge.modelpack.inspect", "human_size")
+archive_format = lazy_function("ocibridge.targets", "archive_format")
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import store_ops
-from .modelpack.inspect import human_size
-from .stores.base import Store
+from .lazy import LazyModule, lazy_function
 from .terminal import printable
+
+if TYPE_CHECKING:
+    from . import store_ops
+    from .stores.base import Store
+else:  # loaded on first use: --help must not load pydantic and httpx
+    store_ops = LazyModule("ocibridge.store_ops")
+human_size = lazy_function("ocibridge.modelpack.inspect", "human_size")
 
 CommandAdder = Callable[..., argparse.ArgumentParser]
 
@@ -55,6 +60,8 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    if args.grace is None:
+        args.grace = store_ops.DEFAULT_PRUNE_GRACE_SECONDS
     result = store_ops.prune(args.layout, dry_run=args.dry_run, grace_seconds=args.grace)
     verb = "would remove" if args.dry_run else "removed"
     text = f"{verb} {len(result.blobs)} unreferenced blobs ({human_size(result.bytes)})"
@@ -127,7 +134,7 @@ def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.Argum
     p = command("prune", cmd_prune, "delete the blobs of a layout that no listed model uses")
     p.add_argument("layout", metavar="LAYOUT", nargs="?", help="oci:PATH (default: the local store)")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
-    p.add_argument("--grace", type=_seconds, default=store_ops.DEFAULT_PRUNE_GRACE_SECONDS, metavar="SECONDS",
+    p.add_argument("--grace", type=_seconds, metavar="SECONDS",  # None: store_ops' default
                    help="keep unreferenced blobs younger than this: a push may be writing them (default 300)")
 
     p = command("tag", cmd_tag, "give an artifact more tags in the same repository or layout")

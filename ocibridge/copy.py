@@ -106,9 +106,7 @@ def copy(
     stats = CopyStats(root=root)
     locks = blob_locks or BlobLocks()
     with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="copy") as pool:
-        _copy_node(src, dst, root, pool, stats, progress, referrers, locks)
-    if dst_tag is not None:
-        dst.tag(root, dst_tag)
+        _copy_node(src, dst, root, pool, stats, progress, referrers, locks, dst_tag)
     return stats
 
 
@@ -179,7 +177,10 @@ def _copy_node(
     progress: ProgressFn | None,
     referrers: bool,
     locks: BlobLocks,
+    tag: str | None = None,
 ) -> None:
+    """Copy one manifest and what it names; the root goes out with its ``tag`` in the same
+    write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it)."""
     data = src.fetch_bytes(desc)
     node = parse_manifest_bytes(data, desc.mediaType)
     if not dst.exists(desc):
@@ -191,15 +192,18 @@ def _copy_node(
                     copy_blob(src, dst, child, stats, progress, locks)
         else:
             _copy_blobs(src, dst, _blobs_of(node), pool, stats, progress, locks)
-        dst.push_manifest(desc, data)
+        dst.push_manifest(desc, data, tag)
         stats.add(manifests_copied=1)
-    elif isinstance(node, Manifest):
-        # present with all it names (a registry or layout holds a manifest only with its
-        # blobs): they count as already there, so a re-push does not read as "0 skipped"
-        stats.add(blobs_skipped=len(_blobs_of(node)))
-        if progress:
-            for blob in _blobs_of(node):
-                progress("skip", blob, blob.size)
+    else:
+        if isinstance(node, Manifest):
+            # present with all it names (a registry or layout holds a manifest only with its
+            # blobs): they count as already there, so a re-push does not read as "0 skipped"
+            stats.add(blobs_skipped=len(_blobs_of(node)))
+            if progress:
+                for blob in _blobs_of(node):
+                    progress("skip", blob, blob.size)
+        if tag is not None:
+            dst.push_manifest(desc, data, tag)  # the bytes are in hand: tagging is one PUT
     if referrers:
         for ref in src.referrers(desc):
             _copy_node(src, dst, ref, pool, stats, progress, referrers, locks)

@@ -13,13 +13,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from .modelpack.inspect import human_size
-from .oci.models import Descriptor
-from .progress import ProgressBar
-from .progress_events import event_of
 from .terminal import printable
+
+if TYPE_CHECKING:  # imported when used: the CLI's --help must not load pydantic
+    from .oci.models import Descriptor
+    from .progress import ProgressBar
 
 MODES = ("auto", "bar", "plain", "none")
 
@@ -37,6 +37,9 @@ class PlainProgress:
     def __call__(self, kind: str, desc: Descriptor, nbytes: int) -> None:
         if kind == "plan":
             return
+        from .modelpack.inspect import human_size
+        from .progress_events import event_of
+
         with self._lock:
             if desc.digest in self._finished:
                 return
@@ -71,6 +74,8 @@ def choose_progress(mode: str, label: str, *, quiet: bool = False,
                     machine_output: bool = False) -> ProgressBar | PlainProgress | None:
     """The display ``mode`` asks for. ``quiet`` (``-q``) wins; ``auto`` also stays silent for
     machine output (``--json``, an archive export with no byte events) and a piped stderr."""
+    from .progress import ProgressBar
+
     if quiet or mode == "none":
         return None
     if mode == "plain":

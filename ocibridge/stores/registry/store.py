@@ -63,6 +63,11 @@ class RegistryStore:
         self.on_bytes = on_bytes
         self._owns_client = owns_client
         self._referrers_api: bool | None = None
+        # Blobs this store saw present or sent, and blobs a HEAD just found missing: a copy
+        # checks each blob once (copy's own exists(), then push_blob without a second HEAD;
+        # blobs a push ingested are not asked about again).
+        self._present: set[str] = set()
+        self._missing: set[str] = set()
         self._fallback_lock = threading.Lock()
 
     # -- plumbing --------------------------------------------------------------------------
@@ -100,10 +105,14 @@ class RegistryStore:
     # -- reads -----------------------------------------------------------------------------
     def exists(self, desc: Descriptor) -> bool:
         manifest = is_manifest(desc)
+        if not manifest and desc.digest in self._present:
+            return True
         path = self._path("manifests" if manifest else "blobs", desc.digest)
         headers = {"Accept": ACCEPT_MANIFESTS} if manifest else None
         response = self._send("HEAD", path, headers=headers)
         if response.status_code == 404:
+            if not manifest:
+                self._missing.add(desc.digest)
             return False
         if response.status_code != 200:
             raise self._fail(response)
@@ -248,7 +257,9 @@ class RegistryStore:
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
         """Upload unless present. ``reopen`` (or a seekable reader) lets an interrupted upload
         restart or resume; ``chunk_size`` (store option) selects PATCH uploads."""
-        if self.exists(desc):
+        if desc.digest in self._missing:
+            self._missing.discard(desc.digest)  # the caller's own exists() just asked
+        elif self.exists(desc):
             self.stats.add(blobs_skipped=1)
             return
         BlobUpload(self.client, self.repository, desc, reader, chunk_size=self.chunk_size,
@@ -263,6 +274,8 @@ class RegistryStore:
         return digest, size
 
     def _remember(self, digest: str) -> None:
+        self._present.add(digest)
+        self._missing.discard(digest)
         BLOB_HOMES.remember(self.client.base, digest, self.repository)
 
     def can_mount_from(self, src: object) -> bool:
