@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import posixpath
 import tempfile
@@ -53,6 +54,7 @@ def atomic_writer(final: Path, mode: int | None = None) -> Iterator[BinaryIO]:
     Without ``mode`` the file gets the umask's default (not mkstemp's 0600)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=final.parent)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held while written: an unlocked one is an orphan (stale.py)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f

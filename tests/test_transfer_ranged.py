@@ -107,3 +107,25 @@ def test_a_corrupt_download_leaves_nothing_behind(registry, fault_proxy, unique_
         raise AssertionError("a corrupt blob was accepted")
     blobs = tmp_path / "l" / "blobs" / "sha256"
     assert not blobs.exists() or not [p for p in blobs.iterdir() if p.name.endswith(desc.digest[7:])]
+
+
+def test_orphaned_temporary_files_are_removed_live_ones_kept(registry, fault_proxy, unique_repo,
+                                                             tmp_path):
+    import fcntl
+    import time as _time
+
+    desc, layer = _artifact(registry, unique_repo)
+    LayoutStore(tmp_path / "l", create=True)
+    blobs = tmp_path / "l" / "blobs" / "sha256"
+    orphan = blobs / ".ocibridge-tmp-deadrun"
+    orphan.write_bytes(b"x" * 1000)  # what a killed run left: nobody holds its lock
+    live = blobs / ".ocibridge-tmp-liverun"
+    live.write_bytes(b"y")
+    old = _time.time() - 3600
+    for path in (orphan, live):
+        os.utime(path, (old, old))
+    with open(live, "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another process still writing it
+        _, dst = _pull(fault_proxy, unique_repo, tmp_path / "l")
+        assert not orphan.exists() and live.exists()
+    assert dst.blob_path(desc.digest).read_bytes() == layer

@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -27,8 +26,9 @@ from ..oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split
 from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ..oci.models import Descriptor, Index, parse_manifest_bytes
 from ..oci.reference import check_tag
+from ..stale import locked_tempfile, remove_stale
 from .base import MAX_MANIFEST_BYTES, is_manifest
-from .partial import ByteCount, RangedBlobSource, download
+from .partial import PARTIAL_PREFIX, ByteCount, RangedBlobSource, download
 
 LAYOUT_FILE = "oci-layout"
 LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}
@@ -43,6 +43,7 @@ class LayoutStore:
         self._fresh = False  # whether this object wrote the layout's skeleton
         self._made: Path | None = None  # the topmost directory this object created, if any
         self._writing = create  # opened to write: blobs found present are touched (see exists)
+        self._swept = False  # orphaned temporary files of dead runs removed (once)
         if (self.root / LAYOUT_FILE).is_file():
             return
         if not create:
@@ -98,9 +99,16 @@ class LayoutStore:
                                  "its descriptor gives")
         return verify_bytes(data, desc.digest, desc.size)
 
+    def _sweep_once(self) -> None:
+        """Before the first write: remove what killed runs left (see :mod:`..stale`)."""
+        if not self._swept:
+            self._swept = True
+            remove_stale(self.root / "blobs" / "sha256", PARTIAL_PREFIX)
+
     def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
         if self.exists(desc):
             return
+        self._sweep_once()
         final = self.blob_path(desc.digest)
         with atomic_writer(final) as out:
             checked = verified(reader, desc.digest, desc.size)
@@ -115,6 +123,7 @@ class LayoutStore:
         Range by the next run, in parts at once when large (see :mod:`.partial`)."""
         if self.exists(desc):
             return
+        self._sweep_once()
         download(self.blob_path(desc.digest), desc, source, on_bytes=on_bytes)
         self._note_created(desc.digest)
 
@@ -123,7 +132,7 @@ class LayoutStore:
         hashing = HashingReader(reader)
         tmp_dir = self.root / "blobs" / "sha256"
         tmp_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=tmp_dir)
+        fd, tmp = locked_tempfile(tmp_dir)
         try:
             with os.fdopen(fd, "wb") as out:
                 while chunk := hashing.read(CHUNK):
