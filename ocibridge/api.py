@@ -30,6 +30,7 @@ from .overwrite import OnExisting
 from .pathfilter import PathFilter
 from .progress import ProgressFn, counting
 from .progress_events import PushProgress, file_key
+from .pullcache import cached_pull
 from .results import InspectResult, LoginResult, PullResult, ValidateResult
 from .stores.base import can_ingest
 from .targets import (
@@ -363,12 +364,14 @@ def pull(
     if fmt == "carton":
         from .formats.carton import export_carton
 
-        export_carton(store, desc, Path(dest))
+        with cached_pull(store, None, progress) as cached:  # resumable across runs
+            export_carton(cached, desc, Path(dest))
         return PullResult(desc.digest, dest, "carton")
     if fmt == "mlarchive":
         from .formats.mlsteam import export_mlarchive
 
-        export_mlarchive(store, desc, Path(dest))
+        with cached_pull(store, None, progress) as cached:
+            export_mlarchive(cached, desc, Path(dest))
         return PullResult(desc.digest, dest, "mlarchive")
     if dest.startswith("ollama:"):
         from .formats.ollama import export_ollama
@@ -378,9 +381,11 @@ def pull(
         return PullResult(desc.digest, dest, "ollama")
     if fmt not in (None, "directory"):
         raise OcibridgeError(f"unknown output format {fmt!r}")
-    result: ExtractResult = extract(
-        store, desc.digest, dest, concurrency=transfer.concurrency, progress=progress,
-        select=select, on_existing=OnExisting(on_existing))
+    # resumable across runs, and files already in DEST with the right digest are not fetched
+    with cached_pull(store, Path(dest), progress) as cached:
+        result: ExtractResult = extract(
+            cached, desc.digest, dest, concurrency=transfer.concurrency, progress=progress,
+            select=select, on_existing=OnExisting(on_existing))
     return PullResult(desc.digest, dest, "directory", tuple(result.files), result.bytes_written,
                       kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)))
 

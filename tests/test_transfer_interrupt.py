@@ -121,3 +121,49 @@ def test_ranged_flags_on_the_command_line(registry, fault_proxy, unique_repo, tm
     assert LayoutStore(tmp_path / "l").blob_path(big.digest).read_bytes() == layer
     assert main(["copy", f"{fault_proxy.host}/{unique_repo}:v1", dest, "--limit-rate", "fast"]) == 1
     assert "--limit-rate" in capsys.readouterr().err
+
+
+def _model_with_big_file(root: Path) -> Path:
+    root.mkdir()
+    (root / "weights.bin").write_bytes(os.urandom(SIZE))
+    (root / "config.json").write_text('{"a": 1}\n')
+    (root / "README.md").write_text("# m\n")
+    return root
+
+
+def test_interrupted_directory_pull_resumes_from_the_cache(registry, fault_proxy, unique_repo, tmp_path):
+    model = _model_with_big_file(tmp_path / "m")
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    assert main(["push", str(model), ref, "-q"]) == 0
+    big = Descriptor.for_bytes(OCI_LAYER_TAR, (model / "weights.bin").read_bytes())
+    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE), times=1)
+    out = tmp_path / "out"
+    proc = _start(["pull", ref, "-o", str(out), "--concurrency", "1"])
+    _wait_for_bytes(fault_proxy, big, INTERRUPT_AFTER, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=EXIT_BOUND)
+    assert proc.returncode == 130, err
+    assert not (out / "weights.bin").exists()  # nothing half-written at a final path
+    before = len(fault_proxy.requests)
+    assert main(["pull", ref, "-o", str(out), "-q"]) == 0
+    assert (out / "weights.bin").read_bytes() == (model / "weights.bin").read_bytes()
+    rerun = fault_proxy.requests[before:]
+    big_gets = [r.range for r in rerun if r.path.endswith(big.digest)]
+    assert len(big_gets) == 1 and big_gets[0] is not None and big_gets[0] != "bytes=0-"
+    cache = Path(os.environ["OCIBRIDGE_CACHE_DIR"]) / "pulls" / "blobs" / "sha256"
+    assert [p.name for p in cache.iterdir()] == []  # taken back once the pull succeeded
+
+
+def test_pull_into_a_directory_skips_files_already_there(registry, fault_proxy, unique_repo, tmp_path):
+    model = _model_with_big_file(tmp_path / "m")
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    assert main(["push", str(model), ref, "-q"]) == 0
+    out = tmp_path / "out"
+    assert main(["pull", ref, "-o", str(out), "-q"]) == 0
+    (out / "README.md").write_text("# changed locally\n")
+    before = len(fault_proxy.requests)
+    assert main(["pull", ref, "-o", str(out), "-q"]) == 0
+    blob_gets = [r for r in fault_proxy.requests[before:] if r.method == "GET" and "/blobs/" in r.path]
+    readme = Descriptor.for_bytes(OCI_LAYER_TAR, (model / "README.md").read_bytes())
+    assert [r.path.rsplit("/", 1)[1] for r in blob_gets] == [readme.digest]  # only the changed one
+    assert (out / "README.md").read_text() == "# m\n"

@@ -1,0 +1,117 @@
+"""Pulls into a directory or an archive that resume, and skip what the directory holds.
+
+Such a pull writes files, not blobs, so what an interrupted run had received would be lost
+with its staging area. Here each registry blob first goes into a content cache (a layout
+under the user's cache directory), by the resumable, ranged download of a layout
+(:mod:`.stores.partial`): an interrupted run leaves its verified blobs and its partial blob
+there, and the next run continues. A file the output directory already holds with the
+layer's digest is read from there instead of the network. The cached blobs a pull used are
+removed once it succeeds (they are in the output now).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO, cast
+
+from .errors import NotFound, OcibridgeError, UnsafePath
+from .fsutil import safe_relpath
+from .oci.digest import CHUNK, VerifyingReader, new_hasher, split_digest
+from .oci.models import Descriptor
+from .progress import ProgressFn
+from .stores.base import Store, is_manifest
+from .stores.layout import LayoutStore
+from .stores.partial import RangedBlobSource
+
+CACHE_ENV = "OCIBRIDGE_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """``$OCIBRIDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ocibridge``, else ``~/.cache/ocibridge``."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ocibridge"
+
+
+class CachedPullSource:
+    """``store`` for one pull: blobs through the resumable cache, or from files already in
+    ``existing``; everything else is the store's own."""
+
+    def __init__(self, store: Store, cache: LayoutStore, existing: Path | None,
+                 progress: ProgressFn | None):
+        self._store = store
+        self._cache = cache
+        self._existing = existing
+        self._progress = progress
+        self.used: set[str] = set()  # blobs read through the cache (fetched now or before)
+        self.reused = 0  # files found in the output directory
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        local = self._existing_file(desc)
+        if local is not None:
+            self.reused += 1
+            return VerifyingReader(open(local, "rb"), desc.digest, desc.size)  # type: ignore[return-value]
+        if is_manifest(desc) or not isinstance(self._store, RangedBlobSource):
+            return self._store.open_blob(desc)
+        if not self._cache.exists(desc):
+            progress, on_bytes = self._progress, None
+            if progress is not None:
+                def on_bytes(n: int) -> None:
+                    progress("bytes", desc, n)
+            self._cache.download_blob(desc, self._store, on_bytes=on_bytes)
+        self.used.add(desc.digest)
+        try:
+            return self._cache.open_blob(desc)
+        except NotFound:  # another pull's clean-up took it: straight from the source
+            return self._store.open_blob(desc)
+
+    def _existing_file(self, desc: Descriptor) -> Path | None:
+        """The output file this layer would write, when it is already there with its digest."""
+        if self._existing is None:
+            return None
+        from .modelpack.extract import layer_path
+
+        name = layer_path(desc)
+        if name is None:
+            return None
+        try:
+            path = self._existing / safe_relpath(name, "layer file path")
+        except UnsafePath:
+            return None
+        try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size != desc.size:
+                return None
+            hasher = new_hasher(desc.digest)
+            with open(path, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    hasher.update(chunk)
+        except (OSError, OcibridgeError):
+            return None
+        return path if hasher.hexdigest() == split_digest(desc.digest)[1] else None
+
+    def forget_used(self) -> None:
+        for digest in self.used:
+            with contextlib.suppress(FileNotFoundError):
+                self._cache.blob_path(digest).unlink()
+
+
+@contextlib.contextmanager
+def cached_pull(store: Store, existing: Path | None,
+                progress: ProgressFn | None = None) -> Iterator[Store]:
+    """``store`` seen through the pull cache for the block; on success the blobs it read from
+    the cache are dropped, on failure or interrupt they stay for the next run."""
+    if not isinstance(store, RangedBlobSource):
+        yield store
+        return
+    cache = LayoutStore(cache_root() / "pulls", create=True)
+    source = CachedPullSource(store, cache, existing, progress)
+    yield cast(Store, source)
+    source.forget_used()
