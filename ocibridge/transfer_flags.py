@@ -18,8 +18,6 @@ def add_ranged_flags(group: Any) -> None:
 
 
 def ranged_options(args: argparse.Namespace) -> dict[str, Any]:
-    from .stores.registry.ratelimit import parse_bytes
-
     out: dict[str, Any] = {}
     for flag, name in (("--part-size", "part_size"), ("--limit-rate", "limit_rate")):
         text = getattr(args, name, None)
@@ -34,3 +32,21 @@ def ranged_options(args: argparse.Namespace) -> dict[str, Any]:
             raise OcibridgeError("--parts must be at least 1")
         out["parts_in_flight"] = parts
     return out
+
+
+def parse_bytes(text: str) -> int:
+    """``500K``, ``20M``, ``1G`` (powers of 1024, as curl reads them) or plain bytes: a rate
+    (per second) or a size."""
+    value = text.strip().upper().removesuffix("B").removesuffix("/S")
+    scale = 1
+    for suffix, factor in (("K", 1024), ("M", 1024**2), ("G", 1024**3)):
+        if value.endswith(suffix):
+            value, scale = value[:-1], factor
+            break
+    try:
+        rate = int(float(value) * scale)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a byte count (use e.g. 500K, 20M, 1G)") from None
+    if rate < 1:
+        raise ValueError(f"{text!r} is under one byte")
+    return rate

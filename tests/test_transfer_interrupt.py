@@ -167,3 +167,24 @@ def test_pull_into_a_directory_skips_files_already_there(registry, fault_proxy, 
     readme = Descriptor.for_bytes(OCI_LAYER_TAR, (model / "README.md").read_bytes())
     assert [r.path.rsplit("/", 1)[1] for r in blob_gets] == [readme.digest]  # only the changed one
     assert (out / "README.md").read_text() == "# m\n"
+
+
+def test_killed_ranged_pull_resumes_every_part(registry, fault_proxy, unique_repo, tmp_path):
+    big, _, layer = _artifact(registry, unique_repo)
+    fault_proxy.add("GET", f"/blobs/{big.digest}", throttle(RATE / 2), times=None)
+    layout = tmp_path / "layout"
+    args = ["copy", f"{fault_proxy.host}/{unique_repo}:v1", f"oci:{layout}:v1",
+            "--part-size", "2M", "--parts", "2"]
+    proc = _start(args)
+    deadline = time.monotonic() + 30
+    while sum(r.response_bytes for r in fault_proxy.requests_matching("GET", big.digest)) < SIZE // 2:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait(timeout=EXIT_BOUND)
+    fault_proxy.clear()  # no throttle, and count only the rerun
+    assert main(args) == 0
+    assert LayoutStore(layout).blob_path(big.digest).read_bytes() == layer
+    again = fault_proxy.requests_matching("GET", big.digest)
+    assert all(r.range is not None for r in again)
+    assert sum(r.response_bytes for r in again) <= SIZE * 0.75  # the parts' rests, not the blob

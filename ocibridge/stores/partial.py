@@ -7,8 +7,9 @@ digest, and the blob is fetched again from byte 0 once) and asks only for the re
 Range. Large blobs are fetched as parts in flight at once, each written at its offset, while
 the digest is computed in order over the contiguous prefix as it grows, so the blob is hashed
 once and verified before it is renamed to its final name. A ``.prefix`` file beside it
-records how much of the partial file is contiguous (parts past a gap are fetched again).
-A server that ignores Range gets one stream.
+records how far each part got, so a rerun asks each part only for its rest (the whole blob is
+still hashed from disk in order, so kept bytes are checked too). A server that ignores Range
+gets one stream.
 """
 
 from __future__ import annotations
@@ -97,20 +98,20 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
             _remove(partial, marker)
             return 0
         fetched = 0
-        for attempt in range(2):
-            prefix = _contiguous_prefix(fd, marker, desc.size) if attempt == 0 else 0
+        for fresh in (False, True):
+            if fresh:  # what was kept did not verify: once more, from byte 0
+                os.ftruncate(fd, 0)
+                _remove(marker)
             hasher = new_hasher(desc.digest)
-            _hash_range(fd, 0, prefix, hasher)
-            fetched += _fetch_rest(fd, marker, desc, source, plan, prefix, hasher, on_bytes)
+            got, resumed = _fetch(fd, marker, desc, source, plan, hasher, on_bytes)
+            fetched += got
             if hasher.hexdigest() == split_digest(desc.digest)[1]:
                 os.fsync(fd)
                 os.replace(partial, final)
-                with contextlib.suppress(FileNotFoundError):
-                    marker.unlink()
+                _remove(marker)
                 return fetched
-            if prefix == 0:
+            if not resumed:
                 break  # the source itself sent wrong bytes
-            os.ftruncate(fd, 0)  # the kept prefix was wrong: once more, from byte 0
         _remove(partial, marker)
         raise DigestMismatch(f"{desc.digest}: the downloaded content has another digest")
     finally:
@@ -123,15 +124,37 @@ def _remove(*paths: Path) -> None:
             path.unlink()
 
 
-def _contiguous_prefix(fd: int, marker: Path, size: int) -> int:
-    """How many leading bytes of the partial file were written without a gap."""
+# -- what an earlier run left ---------------------------------------------------------------
+#: The ``.prefix`` file of a ranged download: a header, then per part the bytes written,
+#: each a fixed-width record updated in place (one pwrite, no lock between parts).
+_HEADER = 64
+_RECORD = 20
+
+
+def _parts(size: int, part_size: int) -> list[tuple[int, int]]:
+    return [(s, min(s + part_size, size)) for s in range(0, size, part_size)]
+
+
+def _header(size: int, part_size: int) -> bytes:
+    return f"ocibridge-parts {size} {part_size}".encode().ljust(_HEADER - 1) + b"\n"
+
+
+def _kept(fd: int, marker: Path, size: int, parts: list[tuple[int, int]], part_size: int) -> list[int]:
+    """Bytes already written of each part: from the part records of a ranged run, else (a
+    single stream was writing) from the file's length."""
     on_disk = os.fstat(fd).st_size
     try:
-        recorded = int(marker.read_text())
-    except (FileNotFoundError, ValueError):
-        recorded = on_disk if not marker.exists() else 0
-    prefix = max(0, min(recorded, on_disk, size))
-    return prefix
+        data = marker.read_bytes()
+    except FileNotFoundError:
+        return [max(0, min(on_disk - a, b - a)) for a, b in parts]
+    if not data.startswith(_header(size, part_size)):
+        return [0] * len(parts)  # another plan wrote it: start over
+    kept = []
+    for i, (a, b) in enumerate(parts):
+        record = data[_HEADER + i * _RECORD: _HEADER + (i + 1) * _RECORD].strip()
+        written = int(record) if record.isdigit() else 0
+        kept.append(max(0, min(written, b - a, on_disk - a)))
+    return kept
 
 
 def _hash_range(fd: int, start: int, end: int, hasher: Hasher) -> None:
@@ -145,30 +168,45 @@ def _hash_range(fd: int, start: int, end: int, hasher: Hasher) -> None:
         pos += len(data)
 
 
-def _fetch_rest(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource,
-                plan: RangedPlan, prefix: int, hasher: Hasher, on_bytes: ByteCount | None) -> int:
+# -- fetching -------------------------------------------------------------------------------
+def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, plan: RangedPlan,
+           hasher: Hasher, on_bytes: ByteCount | None) -> tuple[int, bool]:
+    """Bring the partial file to the whole blob, hashing it in order; (bytes fetched, whether
+    bytes kept from before were used)."""
     size = desc.size
-    if prefix >= size:
-        return 0
-    if plan.parts_in_flight > 1 and size - prefix >= 2 * plan.part_size:
-        parts = [(s, min(s + plan.part_size, size)) for s in range(prefix, size, plan.part_size)]
-        first = source.open_blob_range(desc, parts[0][0], parts[0][1])
+    part_size = plan.part_size if plan.parts_in_flight > 1 and size >= 2 * plan.part_size else size
+    parts = _parts(size, max(1, part_size))
+    kept = _kept(fd, marker, size, parts, part_size)
+    resumed = any(kept)
+    todo = [i for i, (a, b) in enumerate(parts) if kept[i] < b - a]
+    if len(parts) > 1 and todo:
+        i = todo[0]
+        first = source.open_blob_range(desc, parts[i][0] + kept[i], parts[i][1])
         if first.ranged:
-            return _parallel(fd, marker, desc, source, plan, parts, first, hasher, on_bytes)
-        first.close()  # Range ignored: one stream
+            return _parallel(fd, marker, desc, source, plan, parts, kept, first, hasher, on_bytes), resumed
+        first.close()  # Range ignored: one stream, after the contiguous prefix
+    prefix = 0
+    for (a, b), k in zip(parts, kept, strict=True):
+        prefix += k
+        if k < b - a:
+            break
     os.ftruncate(fd, prefix)
-    with contextlib.suppress(FileNotFoundError):
-        marker.unlink()  # written in order from here: the file size is the prefix
+    _remove(marker)  # written in order from here: the file's length is the prefix
+    _hash_range(fd, 0, prefix, hasher)
+    if prefix >= size:
+        return 0, resumed
     reader = source.open_blob_range(desc, prefix)
     try:
-        return _copy_part(fd, reader, prefix, size, hasher, on_bytes)
+        return _copy_part(fd, reader, prefix, size, hasher, on_bytes), resumed
     finally:
         reader.close()
 
 
 def _copy_part(fd: int, reader: RangeReader, start: int, end: int, hasher: Hasher | None,
-               on_bytes: ByteCount | None, stop: threading.Event | None = None) -> int:
-    """Write the reader's bytes at ``start``..``end`` (hashing them when ``hasher``)."""
+               on_bytes: ByteCount | None, stop: threading.Event | None = None,
+               record: Callable[[int], None] | None = None) -> int:
+    """Write the reader's bytes at ``start``..``end`` (hashing them when ``hasher``;
+    ``record`` is told the position after every write)."""
     pos = start
     while pos < end:
         if stop is not None and stop.is_set():
@@ -180,42 +218,58 @@ def _copy_part(fd: int, reader: RangeReader, start: int, end: int, hasher: Hashe
         if hasher is not None:
             hasher.update(data)
         pos += written
+        if record is not None:
+            record(pos)
         if on_bytes is not None:
             on_bytes(written)
     return pos - start
 
 
 def _parallel(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource,
-              plan: RangedPlan, parts: list[tuple[int, int]], first: RangeReader,
+              plan: RangedPlan, parts: list[tuple[int, int]], kept: list[int], first: RangeReader,
               hasher: Hasher, on_bytes: ByteCount | None) -> int:
-    """Parts in flight at once; each finished part joins the hash once those before it have."""
-    marker.write_text(str(parts[0][0]))
+    """The missing parts in flight at once, each written at its offset and its progress
+    recorded; every part joins the hash (read back from the page cache) once those before
+    it have."""
+    records = os.open(marker, os.O_RDWR | os.O_CREAT, 0o644)
     stop = threading.Event()  # a part failed: the others end at their next chunk
+    todo = [i for i, (a, b) in enumerate(parts) if kept[i] < b - a]
+    try:
+        os.ftruncate(records, 0)
+        os.pwrite(records, _header(desc.size, parts[0][1] - parts[0][0]), 0)
+        for i, k in enumerate(kept):
+            os.pwrite(records, b"%019d\n" % k, _HEADER + i * _RECORD)
 
-    def fetch(index: int) -> int:
-        start, end = parts[index]
-        if stop.is_set():
-            raise _PartAbandoned
-        reader = first if index == 0 else source.open_blob_range(desc, start, end)
-        try:
-            return _copy_part(fd, reader, start, end, None, on_bytes, stop)
-        finally:
-            reader.close()
+        def fetch(i: int) -> int:
+            a, b = parts[i]
+            if stop.is_set():
+                raise _PartAbandoned
+            reader = first if i == todo[0] else source.open_blob_range(desc, a + kept[i], b)
 
-    fetched = 0
-    with ThreadPoolExecutor(plan.parts_in_flight, thread_name_prefix="part") as pool:
-        futures: list[Future[int]] = [pool.submit(fetch, i) for i in range(len(parts))]
-        try:
-            for (start, end), future in zip(parts, futures, strict=True):
-                fetched += future.result()
-                _hash_range(fd, start, end, hasher)  # from the page cache, in order
-                marker.write_text(str(end))
-        except BaseException:
-            stop.set()
-            for future in futures:
-                future.cancel()
-            raise
-    return fetched
+            def record(pos: int) -> None:
+                os.pwrite(records, b"%019d\n" % (pos - a), _HEADER + i * _RECORD)
+
+            try:
+                return _copy_part(fd, reader, a + kept[i], b, None, on_bytes, stop, record)
+            finally:
+                reader.close()
+
+        fetched = 0
+        with ThreadPoolExecutor(plan.parts_in_flight, thread_name_prefix="part") as pool:
+            futures: dict[int, Future[int]] = {i: pool.submit(fetch, i) for i in todo}
+            try:
+                for i, (a, b) in enumerate(parts):
+                    if i in futures:
+                        fetched += futures[i].result()
+                    _hash_range(fd, a, b, hasher)  # from the page cache, in order
+            except BaseException:
+                stop.set()
+                for future in futures.values():
+                    future.cancel()
+                raise
+        return fetched
+    finally:
+        os.close(records)
 
 
 class _PartAbandoned(Exception):

@@ -31,7 +31,7 @@ from ...oci.reference import check_tag
 from ..base import MAX_MANIFEST_BYTES, blob_origin, is_manifest
 from ..partial import RangedPlan
 from .blobhomes import BLOB_HOMES
-from .blobs import BlobDownload, BlobUpload, BytesHook, Reopen, StreamingIngest, pull_scope, push_scopes
+from .blobs import RANGE_PIECE, BlobDownload, BlobUpload, BytesHook, Reopen, StreamingIngest, pull_scope, push_scopes
 from .client import RegistryClient, TransferStats
 
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
@@ -131,7 +131,8 @@ class RegistryStore:
     def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None) -> BlobDownload:
         """Bytes ``[start, end)`` of a blob, unverified (the caller hashes the whole blob);
         ``.ranged`` says whether the registry honoured the Range."""
-        return BlobDownload(self.client, self.repository, desc, self.on_bytes, start=start, end=end)
+        return BlobDownload(self.client, self.repository, desc, self.on_bytes, start=start, end=end,
+                            piece=RANGE_PIECE)
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.size > MAX_MANIFEST_BYTES:
