@@ -34,6 +34,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from ocibridge.stores.partial import RangedPlan
+
 NS = "obbench"
 HOST_IF, NS_IF = "obb-h", "obb-r"
 HOST_IP, NS_IP = "10.77.0.1", "10.77.0.2"
@@ -164,7 +166,8 @@ def main() -> None:
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--rate", default="20M", help="per-connection cap, bytes per second")
     parser.add_argument("--delay-ms", type=float, default=20, help="added each way (RTT: twice)")
-    parser.add_argument("--parts", type=int, default=8, help="ocibridge --parts and curl --parallel-max")
+    parser.add_argument("--parts", type=int, default=RangedPlan().parts_in_flight,
+                        help="curl --parallel-max, and ocibridge --parts in the kill test")
     parser.add_argument("--part-size-mib", type=int, default=32)
     parser.add_argument("--no-doc", action="store_true", help="print only, do not edit the doc")
     opts = parser.parse_args()
@@ -196,8 +199,8 @@ def main() -> None:
                 cmd += ["-r", f"{a}-{b}", "-o", str(out / f"part{i}"), url]
             figures["curl --parallel"] = timed(cmd)
             shutil.rmtree(out)
-            for label, extra in ((f"ocibridge --parts {opts.parts}", ["--parts", str(opts.parts)]),
-                                 ("ocibridge (default: --parts 4)", []),
+            for label, extra in ((f"ocibridge (default: --parts {RangedPlan().parts_in_flight})", []),
+                                 ("ocibridge --parts 4", ["--parts", "4"]),
                                  ("ocibridge --parts 1 (one stream)", ["--parts", "1"])):
                 layout = work / "layout"
                 figures[label] = timed(ocibridge("copy", "--plain-http", "-q", f"{registry}/bench/big:v1",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import time
 
 PIECE = 64 * 1024
@@ -24,16 +23,20 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rate
     queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue(QUEUE_PIECES)
 
     async def release() -> None:
-        while True:
-            when, data = await queue.get()
-            if not data:
-                break
-            wait = when - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            writer.write(data)
-            await writer.drain()
-        writer.close()
+        try:
+            while True:
+                when, data = await queue.get()
+                if not data:
+                    break
+                wait = when - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass  # the receiving side went away: the reading side stops below
+        finally:
+            writer.close()
 
     sender = asyncio.create_task(release())
     paced = time.monotonic()
@@ -41,13 +44,16 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rate
         while data := await reader.read(PIECE):
             now = time.monotonic()
             paced = max(paced, now) + len(data) / rate  # the per-connection cap
-            await queue.put((max(now + delay, paced), data))
+            put = asyncio.ensure_future(queue.put((max(now + delay, paced), data)))
+            await asyncio.wait({put, sender}, return_when=asyncio.FIRST_COMPLETED)
+            if not put.done():  # nobody is taking: the other side closed
+                put.cancel()
+                break
     except (ConnectionError, OSError):
         pass
-    finally:
+    if not sender.done():
         await queue.put((0.0, b""))
-        with contextlib.suppress(ConnectionError, OSError):
-            await sender
+    await sender
 
 
 async def _serve(listen: tuple[str, int], upstream: tuple[str, int], rate: float, delay: float) -> None:

@@ -61,16 +61,20 @@ class CachedPullSource:
             return VerifyingReader(open(local, "rb"), desc.digest, desc.size)  # type: ignore[return-value]
         if is_manifest(desc) or not isinstance(self._store, RangedBlobSource):
             return self._store.open_blob(desc)
+        verified_now = False
         if not self._cache.exists(desc):
             progress, on_bytes = self._progress, None
             if progress is not None:
                 def on_bytes(n: int) -> None:
                     progress("bytes", desc, n)
             self._cache.download_blob(desc, self._store, on_bytes=on_bytes)
+            verified_now = True
         self.used.add(desc.digest)
         try:
-            return self._cache.open_blob(desc)
-        except NotFound:  # another pull's clean-up took it: straight from the source
+            if verified_now:  # hashed on its way in a moment ago: not hashed a second time
+                return open(self._cache.blob_path(desc.digest), "rb")  # noqa: SIM115 - the caller closes
+            return self._cache.open_blob(desc)  # from an earlier run: verified as it is read
+        except (NotFound, FileNotFoundError):  # another pull's clean-up took it
             return self._store.open_blob(desc)
 
     def _existing_file(self, desc: Descriptor) -> Path | None:

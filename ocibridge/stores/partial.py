@@ -39,7 +39,7 @@ class RangedPlan:
     Blobs under two parts come in one stream."""
 
     part_size: int = 32 * 1024 * 1024
-    parts_in_flight: int = 4
+    parts_in_flight: int = 8
 
 
 class RangeReader(Protocol):
