@@ -162,7 +162,7 @@ def test_pull_into_a_directory_skips_files_already_there(registry, fault_proxy, 
     assert main(["pull", ref, "-o", str(out), "-q"]) == 0
     (out / "README.md").write_text("# changed locally\n")
     before = len(fault_proxy.requests)
-    assert main(["pull", ref, "-o", str(out), "-q"]) == 0
+    assert main(["pull", ref, "-o", str(out), "-q", "--overwrite"]) == 0
     blob_gets = [r for r in fault_proxy.requests[before:] if r.method == "GET" and "/blobs/" in r.path]
     readme = Descriptor.for_bytes(OCI_LAYER_TAR, (model / "README.md").read_bytes())
     assert [r.path.rsplit("/", 1)[1] for r in blob_gets] == [readme.digest]  # only the changed one
