@@ -85,8 +85,9 @@ def handling_signals() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if not CANCELLED.is_set():  # interrupted: a second signal while exiting still exits at once
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def reset() -> None:

@@ -15,7 +15,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
 
 from .errors import NotFound, OcibridgeError, UnsafePath
 from .fsutil import safe_relpath
@@ -27,6 +27,47 @@ from .stores.layout import LayoutStore
 from .stores.partial import RangedBlobSource
 
 CACHE_ENV = "OCIBRIDGE_CACHE_DIR"
+
+
+@runtime_checkable
+class LinkableBlob(Protocol):
+    """A verified blob held in a file, which a writer may link into place instead of
+    copying it (a directory pull then writes each byte once, not twice)."""
+
+    def link_to(self, target: Path, mode: int) -> int:
+        """Make ``target`` (absent) hold the blob, with ``mode``; its size."""
+        ...
+
+
+class _CachedBlob:
+    """A cached blob verified a moment ago: read it, or link it to where it is going."""
+
+    def __init__(self, path: Path):
+        self._path = path
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+
+    def read(self, n: int = -1) -> bytes:
+        return self._file.read(n)
+
+    def link_to(self, target: Path, mode: int) -> int:
+        try:
+            os.link(self._path, target)  # the cache's name is dropped when the pull succeeds
+        except OSError:  # another file system, or no hard links: copy it
+            with open(target, "xb") as out:
+                self._file.seek(0)
+                while chunk := self._file.read(CHUNK):
+                    out.write(chunk)
+        os.chmod(target, mode)
+        return target.stat().st_size
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> _CachedBlob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def cache_root() -> Path:
@@ -72,7 +113,7 @@ class CachedPullSource:
         self.used.add(desc.digest)
         try:
             if verified_now:  # hashed on its way in a moment ago: not hashed a second time
-                return open(self._cache.blob_path(desc.digest), "rb")  # noqa: SIM115 - the caller closes
+                return cast(BinaryIO, _CachedBlob(self._cache.blob_path(desc.digest)))
             return self._cache.open_blob(desc)  # from an earlier run: verified as it is read
         except (NotFound, FileNotFoundError):  # another pull's clean-up took it
             return self._store.open_blob(desc)

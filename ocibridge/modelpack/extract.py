@@ -32,6 +32,7 @@ from ..oci.mediatypes import (
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ..overwrite import OnExisting, plan_commit
 from ..progress import ProgressFn, counting
+from ..pullcache import LinkableBlob
 from ..stores.base import Store
 from ..streams import Reader, gunzip, open_tar_stream, unzstd
 
@@ -196,9 +197,14 @@ def _extract_raw(
     store: Store, layer: Descriptor, rel: str, staging: Path, progress: ProgressFn | None
 ) -> int:
     target = _prepare_parent(staging, rel)
-    with counting(store.open_blob(layer), layer, progress) as reader:
-        written = _write_stream(reader, target, layer_mode(layer))
-        reader.read(1)  # EOF: verification happens here
+    blob = store.open_blob(layer)
+    if isinstance(blob, LinkableBlob):  # verified in a file already: linked, not copied
+        with blob:
+            written = blob.link_to(target, layer_mode(layer) & ~process_umask())
+    else:
+        with counting(blob, layer, progress) as reader:
+            written = _write_stream(reader, target, layer_mode(layer))
+            reader.read(1)  # EOF: verification happens here
     if progress:
         progress("done", layer, layer.size)
     return written
