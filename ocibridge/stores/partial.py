@@ -42,6 +42,20 @@ class RangedPlan:
     parts_in_flight: int = 8
 
 
+_slots_lock = threading.Lock()
+_slots: dict[int, threading.BoundedSemaphore] = {}
+
+
+def _part_slots(parts_in_flight: int) -> threading.BoundedSemaphore:
+    """Parts in flight for the whole process, not per blob: a copy of four blobs at once
+    keeps ``parts_in_flight`` connections busy, not four times as many (memory stays flat)."""
+    with _slots_lock:
+        slots = _slots.get(parts_in_flight)
+        if slots is None:
+            slots = _slots[parts_in_flight] = threading.BoundedSemaphore(parts_in_flight)
+        return slots
+
+
 class RangeReader(Protocol):
     """A reader of bytes ``[start, end)`` of a blob (unverified: the writer hashes)."""
 
@@ -232,6 +246,7 @@ def _parallel(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource,
     recorded; every part joins the hash (read back from the page cache) once those before
     it have."""
     records = os.open(marker, os.O_RDWR | os.O_CREAT, 0o644)
+    slots = _part_slots(plan.parts_in_flight)
     stop = threading.Event()  # a part failed: the others end at their next chunk
     todo = [i for i, (a, b) in enumerate(parts) if kept[i] < b - a]
     try:
@@ -242,17 +257,18 @@ def _parallel(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource,
 
         def fetch(i: int) -> int:
             a, b = parts[i]
-            if stop.is_set():
-                raise _PartAbandoned
-            reader = first if i == todo[0] else source.open_blob_range(desc, a + kept[i], b)
+            with slots:
+                if stop.is_set():
+                    raise _PartAbandoned
+                reader = first if i == todo[0] else source.open_blob_range(desc, a + kept[i], b)
 
-            def record(pos: int) -> None:
-                os.pwrite(records, b"%019d\n" % (pos - a), _HEADER + i * _RECORD)
+                def record(pos: int) -> None:
+                    os.pwrite(records, b"%019d\n" % (pos - a), _HEADER + i * _RECORD)
 
-            try:
-                return _copy_part(fd, reader, a + kept[i], b, None, on_bytes, stop, record)
-            finally:
-                reader.close()
+                try:
+                    return _copy_part(fd, reader, a + kept[i], b, None, on_bytes, stop, record)
+                finally:
+                    reader.close()
 
         fetched = 0
         with ThreadPoolExecutor(plan.parts_in_flight, thread_name_prefix="part") as pool:
