@@ -437,3 +437,25 @@ target = "{registry2.host}/{second}"
     assert two.bytes_copied == two.bytes_planned - shared
     assert_identical(source["host"], source["repo"], registry2.host, first, ["1.4.0"])
     assert_identical(source["host"], source["repo"], registry2.host, second, ["1.5.0"])
+
+
+def test_dry_run_lists_every_blob_of_every_artifact_as_the_run_treats_it(source, registry2, tmp_path) -> None:
+    """Two artifacts sharing base weights and tokenizer, into another registry: the first
+    sends its 5 blobs, the second sends 3 and lists the 2 shared ones as skip (the first
+    artifact's copy puts them there), none is left out; the run then sends exactly 8."""
+    dst_repo = f"plan/{uuid.uuid4().hex[:8]}"
+    job = load_job(write_job(tmp_path / "job.toml", f"""
+[[sync]]
+source = "{source['host']}/{source['repo']}"
+target = "{registry2.host}/{dst_repo}"
+tags = {{ allow = ["1.6.0", "1.7.0"] }}
+referrers = false
+"""))
+    dry = run_job(job, dry_run=True)
+    per_tag = {a.source.rsplit(":", 1)[-1]: Counter(action for _, _, action in a.blob_actions)
+               for a in dry.artifacts}
+    assert sorted(per_tag.values(), key=lambda c: c["send"]) == [Counter(send=3, skip=2), Counter(send=5)]
+    done = run_job(job)
+    assert done.ok, done.format_text()
+    t = done.totals()
+    assert t["blobs_copied"] == 8 == dry.totals()["blobs_planned"] and t["blobs_mounted"] == 0

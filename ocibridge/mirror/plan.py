@@ -260,9 +260,10 @@ class _Planner:
                 with self._lock:
                     first = desc.digest not in self._counted
                     self._counted[desc.digest] = present
-                if not first:
-                    continue  # another artifact of this entry counted it
             else:
+                first = False
+            if not first:  # another artifact of this entry counts (and sends) it: there by then
+                result.blob_actions.append((desc.digest, desc.size, "skip"))
                 continue
             if present:
                 result.blobs_present += 1
