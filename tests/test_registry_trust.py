@@ -126,3 +126,23 @@ def test_reads_come_from_a_mirror_listed_in_the_settings_file(registry, registry
     assert code == 1  # the push went to the registry, not to its mirror
     code, _, err = ocibridge("pull", f"{registry.host}/{repo}:only-here", str(tmp_path / "fallback"), "-q", env=env)
     assert code == 0, err
+
+
+def test_debug_never_prints_basic_or_bearer_credentials(auth_registry, token_registry, tmp_path) -> None:
+    """The request log against registries that want credentials: the password, the Basic
+    header's base64 and the bearer flow's secrets never reach stderr."""
+    import base64
+
+    user, pw = auth_registry.username, auth_registry.password
+    env = _isolated(tmp_path)
+    ref = f"{auth_registry.host}/debug/{uuid.uuid4().hex[:8]}:v1"
+    code, _, err = ocibridge("--debug", "push", str(_model(tmp_path)), ref, "-q", "-u", user, "-p", pw, env=env)
+    assert code == 0, err
+    assert "ocibridge: debug: HTTP Request: " in err and '401 Unauthorized' in err
+    assert pw not in err and base64.b64encode(f"{user}:{pw}".encode()).decode() not in err
+    ref = f"{token_registry.host}/team/debug-{uuid.uuid4().hex[:8]}:v1"
+    code, _, err = ocibridge("--debug", "push", str(_model(tmp_path)), ref, "-q", "-u", "alice",
+                             "-p", token_registry.password, env=env)
+    assert code == 0, err
+    assert "scope=repository" in err  # the token server request is in the log
+    assert token_registry.password not in err and "Bearer ey" not in err
