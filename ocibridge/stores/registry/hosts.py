@@ -74,7 +74,7 @@ def host_settings(host: str) -> HostSettings:
         raise OcibridgeError(f"{path}: registry.{host!r}.ca_file must be a path")
     mirrors = entry.get("mirrors", [])
     if not isinstance(mirrors, list) or not all(isinstance(m, str) and m for m in mirrors):
-        raise OcibridgeError(f"{path}: registry.{host!r}.mirrors must be a list of host[:port]")
+        raise OcibridgeError(f"{path}: registry.{host!r}.mirrors must be a list of host[:port][/namespace]")
     return HostSettings(entry.get("plain_http"), entry.get("insecure"), ca_file, tuple(mirrors))
 
 

@@ -23,7 +23,8 @@ def open_for_reading(ref: RegistryReference, **options: Any) -> RegistryStore:
     """A store for ``ref`` on the first mirror that holds it, else on its own registry."""
     mirror_options = {k: v for k, v in options.items() if k not in _REGISTRY_ONLY}
     for mirror in host_settings(ref.registry).mirrors:
-        store = open_repository(RegistryReference(mirror, ref.repository, ref.tag, ref.digest), **mirror_options)
+        host, repository = mirror_location(mirror, ref.repository)
+        store = open_repository(RegistryReference(host, repository, ref.tag, ref.digest), **mirror_options)
         try:
             store.resolve(ref.reference)
         except OcibridgeError:
@@ -31,3 +32,11 @@ def open_for_reading(ref: RegistryReference, **options: Any) -> RegistryStore:
             continue
         return store
     return open_repository(ref, **options)
+
+
+def mirror_location(mirror: str, repository: str) -> tuple[str, str]:
+    """(host, repository) on a mirror written ``host[:port][/namespace]``: as in registries.conf,
+    ``mirror.internal:5000/hub`` serves ``HOST/library/x`` as ``mirror.internal:5000/hub/library/x``."""
+    host, _, namespace = mirror.partition("/")
+    namespace = namespace.strip("/")
+    return host, f"{namespace}/{repository}" if namespace else repository
