@@ -29,6 +29,7 @@ from ...errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
 from ...httpheaders import header_int
 from ...oci.digest import CHUNK, Hasher
 from ...oci.models import Descriptor
+from .bodies import read_prefix
 from .client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
 
 #: A download gives up after this many attempts in a row that bring no new bytes.
@@ -109,8 +110,7 @@ class _BlobStream:
                                     headers=headers, stream=True)
         status = response.status_code
         if status == 404:
-            response.read()
-            response.close()
+            read_prefix(response)
             raise NotFound(f"{self.client.host}/{self.repository}: blob {self.desc.digest} not found")
         if status == 206 and "Range" in headers:
             start = _content_range_start(response.headers.get("content-range"))
@@ -124,8 +124,7 @@ class _BlobStream:
         elif status == 200:
             self._skip = self.offset  # the server ignored Range: drop what we already have
         else:
-            response.read()
-            response.close()
+            read_prefix(response)
             raise self.client.error(response, f"refused reading {self.repository}")
         self._response = response
         # no chunk size: httpx would hold back up to that many bytes, lost on a drop

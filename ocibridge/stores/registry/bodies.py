@@ -8,10 +8,13 @@ each is capped here, after decoding: a small gzip answer must not inflate into g
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import httpx
 
 from ...errors import RegistryError
+from ...formats.carton.encodings import DECODE_ERRORS, decoding_reader
+from ...oci.digest import CHUNK
 
 ENV_MAX_BODY = "OCIBRIDGE_MAX_RESPONSE_BYTES"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024  # a tag page of 10,000 long tags is ~1 MiB
@@ -30,7 +33,7 @@ def read_bounded(response: httpx.Response, what: str, limit: int | None = None) 
     chunks: list[bytes] = []
     total = 0
     try:
-        for chunk in response.iter_bytes():
+        for chunk in decoded_chunks(response):
             total += len(chunk)
             if total > cap:
                 raise RegistryError(
@@ -41,3 +44,62 @@ def read_bounded(response: httpx.Response, what: str, limit: int | None = None) 
     data = b"".join(chunks)
     response._content = data  # what Response.read() stores; .content/.json() read it from here
     return data
+
+
+#: How much of a body ocibridge reads when it only wants the reason for a refusal (an error
+#: answer, a redirect, a retried 503): the message shown is cut far shorter than this anyway.
+ERROR_BODY_BYTES = 64 * 1024
+
+
+def read_prefix(response: httpx.Response, limit: int = ERROR_BODY_BYTES) -> bytes:
+    """Read at most ``limit`` decoded bytes of ``response`` (opened with ``stream=True``), then
+    close it; the rest is never downloaded nor decoded, so a gzip bomb behind a 404 stays small.
+    Afterwards ``response.content`` holds the prefix, for the error message."""
+    chunks: list[bytes] = []
+    total = 0
+    try:
+        for chunk in decoded_chunks(response, min(CHUNK, limit)):
+            chunks.append(chunk[: limit - total])
+            total += len(chunks[-1])
+            if total >= limit:
+                break
+    except httpx.HTTPError:
+        pass  # a body that does not decode: the status alone says what happened
+    finally:
+        response.close()
+    data = b"".join(chunks)
+    response._content = data
+    return data
+
+
+class _RawBody:
+    """The bytes of a streamed response as they came over the wire (no decoding by httpx)."""
+
+    def __init__(self, response: httpx.Response):
+        self._chunks = response.iter_raw()
+        self._buffer = b""
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._buffer:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return b""
+            self._buffer = chunk
+        size = len(self._buffer) if n is None or n < 0 else n
+        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+
+def decoded_chunks(response: httpx.Response, piece: int = CHUNK) -> Iterator[bytes]:
+    """The decoded body in pieces of at most ``piece`` bytes. httpx decodes a whole network
+    chunk per call, so a gzip inside a gzip turns kilobytes into gigabytes at once; the bounded
+    decoders used for LINKS downloads never hand out more than asked, whatever the stacking."""
+    try:
+        reader = decoding_reader(_RawBody(response), response.headers.get("content-encoding"))
+        while True:
+            data = reader.read(piece)
+            if not data:
+                return
+            yield data
+    except DECODE_ERRORS as e:
+        raise httpx.DecodingError(f"answer body does not decode: {e}") from None

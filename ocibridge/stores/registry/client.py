@@ -26,7 +26,7 @@ from ... import interrupt
 from ...errors import RegistryError
 from ...httpheaders import header_int
 from .auth import Authenticator
-from .bodies import read_bounded
+from .bodies import read_bounded, read_prefix
 from .credentials import Credentials, get_credentials
 from .hosts import host_settings
 from .ratelimit import RateLimit
@@ -356,12 +356,10 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 
 def _discard(response: httpx.Response) -> None:
-    try:
-        response.read()
-    except httpx.HTTPError:
-        pass
-    finally:
-        response.close()
+    """Drop an answer we do not use, reading no more than a bounded prefix of it."""
+    if response.is_closed:
+        return
+    read_prefix(response)
 
 
 def _path_of(path: str) -> str:

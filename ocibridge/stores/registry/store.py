@@ -32,6 +32,7 @@ from ..base import MAX_MANIFEST_BYTES, blob_origin, is_manifest
 from ..partial import RangedPlan
 from .blobhomes import BLOB_HOMES
 from .blobs import RANGE_PIECE, BlobDownload, BlobUpload, BytesHook, Reopen, StreamingIngest, pull_scope, push_scopes
+from .bodies import read_prefix
 from .client import RegistryClient, TransferStats
 
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
@@ -150,10 +151,10 @@ class RegistryStore:
         response = self._send("GET", path, headers={"Accept": ACCEPT_MANIFESTS}, stream=True)
         try:
             if response.status_code == 404:
-                response.read()
+                read_prefix(response)
                 raise NotFound(f"{self.describe()}: manifest {reference} not found")
             if response.status_code != 200:
-                response.read()
+                read_prefix(response)
                 raise self._fail(response)
             parts, total = [], 0
             for chunk in response.iter_bytes():
