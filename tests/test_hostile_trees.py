@@ -236,3 +236,23 @@ def test_a_nul_in_a_layer_title_is_one_line_and_writes_nothing(tmp_path, capsys)
     code, err = _pull(capsys, f"oci:{tmp_path}/layout:v1", tmp_path / "out")
     assert code == 1 and err.count("\n") == 1 and "NUL" in err and "\x00" not in err
     assert not (tmp_path / "out").exists()
+
+
+# -- ModelCar images re-root the artifact's tar layers: the same confined rule -----------------
+@pytest.mark.parametrize("entries, reason", [
+    ([("d", "dir", b""), ("d/a", "sym", ".."), ("d/b", "sym", "a/../..")],
+     "d/b: symlink points outside the tree (a/../..)"),
+    ([("d", "dir", b""), ("d/b", "sym", "a/../.."), ("d/a", "sym", "..")],  # harmless until a comes
+     "d/b: symlink points outside the tree (a/../..)"),
+    ([("l", "sym", "."), ("l/f", "file", b"x")], "tar entry l/f: a parent directory is a symlink (l)"),
+])
+def test_modelcar_refuses_link_chains_and_writes_no_image(tmp_path, entries, reason):
+    from ocibridge.k8s import build_modelcar
+
+    _artifact(tmp_path / "art", [_tar(entries)])
+    layout = LayoutStore(tmp_path / "art")
+    tags_before = sorted(layout.tags())
+    with pytest.raises(UnsafePath) as e:
+        build_modelcar(layout, "v1", tag="car")
+    assert str(e.value) == reason
+    assert sorted(LayoutStore(tmp_path / "art").tags()) == tags_before

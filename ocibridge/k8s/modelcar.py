@@ -20,8 +20,9 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..confined import check_link, check_links, no_link_on_the_way
 from ..errors import OcibridgeError, UnsafePath
-from ..fsutil import link_stays_inside, safe_relpath
+from ..fsutil import safe_relpath
 from ..modelpack.extract import layer_mode, layer_path
 from ..modelpack.package import ModelFile, normalise_mode
 from ..modelpack.packing import BLOCK, RECORD, TAR_FORMAT, tar_member
@@ -251,6 +252,7 @@ def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iter
     with store.open_blob(desc) as raw:
         stream = _decompressed(raw, variant, desc.size)
         count = 0
+        links: dict[str, str] = {}  # the layer's symlinks, resolved together (confined.py)
         with open_tar_stream(stream) as tar:
             for member in tar:
                 count += 1
@@ -260,13 +262,14 @@ def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iter
                     continue
                 rel = safe_relpath(member.name.rstrip("/"), "tar entry")
                 path = f"{ROOT}/{rel}"
+                no_link_on_the_way(rel, links.__contains__, what="tar entry")
                 if member.isdir():
                     yield from w.directory(path)
                     continue
                 yield from w.parents(path)
                 if member.issym():
-                    if not link_stays_inside(rel, member.linkname):
-                        raise UnsafePath(f"{rel}: symlink points outside the model ({member.linkname})")
+                    check_link(rel, member.linkname, links.get)
+                    links[rel] = member.linkname
                     yield w.header(tar_member(ModelFile(path, Kind.CODE, 0, link_target=member.linkname)))
                 elif member.isfile():
                     info = tar_member(ModelFile(path, Kind.CODE, member.size, mode=member.mode))
@@ -284,6 +287,7 @@ def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iter
                     yield w.header(info)
                 else:
                     raise UnsafePath(f"{rel}: unsupported tar entry type in the artifact")
+        check_links(links)  # a later link can turn an earlier, harmless one into an escape
         while stream.read(CHUNK):
             pass
         while raw.read(CHUNK):
