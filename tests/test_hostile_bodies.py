@@ -91,3 +91,20 @@ def test_a_body_that_does_not_decode_is_a_decoding_error(hostile) -> None:
     response = _streamed(server.host)
     with pytest.raises(httpx.DecodingError):
         read_bounded(response, "tags")
+
+
+def test_a_manifest_that_is_a_nested_gzip_bomb_is_refused_at_the_manifest_cap(hostile) -> None:
+    def answer(h) -> None:
+        if h.command == "HEAD":
+            h.send_response(200)
+            h.send_header("Content-Length", "100")
+            h.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+            h.send_header("Docker-Content-Digest", DIGEST)
+            h.end_headers()
+            return
+        _send(h, 200, NESTED_BOMB, {"Content-Encoding": "gzip, gzip",
+                                    "Content-Type": "application/vnd.oci.image.manifest.v1+json"})
+
+    server = hostile(answer)
+    code, _, err = ocibridge("inspect", f"{server.host}/m:v1")
+    assert _one_error_line(code, err) == f"ocibridge: error: {server.host}/m: manifest {DIGEST} is too large"

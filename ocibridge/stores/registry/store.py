@@ -32,7 +32,7 @@ from ..base import MAX_MANIFEST_BYTES, blob_origin, is_manifest
 from ..partial import RangedPlan
 from .blobhomes import BLOB_HOMES
 from .blobs import RANGE_PIECE, BlobDownload, BlobUpload, BytesHook, Reopen, StreamingIngest, pull_scope, push_scopes
-from .bodies import read_prefix
+from .bodies import decoded_chunks, read_prefix
 from .client import RegistryClient, TransferStats
 
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
@@ -157,7 +157,7 @@ class RegistryStore:
                 read_prefix(response)
                 raise self._fail(response)
             parts, total = [], 0
-            for chunk in response.iter_bytes():
+            for chunk in decoded_chunks(response):  # bounded decoding, even gzip in gzip
                 total += len(chunk)
                 if total > MAX_MANIFEST_BYTES:
                     raise OcibridgeError(f"{self.describe()}: manifest {reference} is too large")
