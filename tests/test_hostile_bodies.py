@@ -108,3 +108,8 @@ def test_a_manifest_that_is_a_nested_gzip_bomb_is_refused_at_the_manifest_cap(ho
     server = hostile(answer)
     code, _, err = ocibridge("inspect", f"{server.host}/m:v1")
     assert _one_error_line(code, err) == f"ocibridge: error: {server.host}/m: manifest {DIGEST} is too large"
+
+
+def test_an_unknown_content_encoding_label_is_read_as_is(hostile) -> None:
+    server = hostile(lambda h: _send(h, 200, b'{"ok":1}', {"Content-Encoding": "UTF-8"}))
+    assert read_bounded(_streamed(server.host), "tags") == b'{"ok":1}'

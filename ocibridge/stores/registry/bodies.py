@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 
 from ...errors import RegistryError
-from ...formats.carton.encodings import DECODE_ERRORS, decoding_reader
+from ...formats.carton.encodings import DECODE_ERRORS, DECODERS, decoding_reader
 from ...oci.digest import CHUNK
 
 ENV_MAX_BODY = "OCIBRIDGE_MAX_RESPONSE_BYTES"
@@ -94,12 +94,14 @@ def decoded_chunks(response: httpx.Response, piece: int = CHUNK) -> Iterator[byt
     """The decoded body in pieces of at most ``piece`` bytes. httpx decodes a whole network
     chunk per call, so a gzip inside a gzip turns kilobytes into gigabytes at once; the bounded
     decoders used for LINKS downloads never hand out more than asked, whatever the stacking."""
+    codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
+    known = ", ".join(c for c in codings if c in DECODERS)  # like httpx: an unknown label is no coding
     try:
-        reader = decoding_reader(_RawBody(response), response.headers.get("content-encoding"))
+        reader = decoding_reader(_RawBody(response), known)
         while True:
             data = reader.read(piece)
             if not data:
                 return
             yield data
-    except DECODE_ERRORS as e:
+    except (*DECODE_ERRORS, ImportError) as e:  # ImportError: br without the brotli package
         raise httpx.DecodingError(f"answer body does not decode: {e}") from None
