@@ -72,6 +72,10 @@ def read_prefix(response: httpx.Response, limit: int = ERROR_BODY_BYTES) -> byte
     return data
 
 
+#: what a decoder raises on a body it cannot decode (ImportError: br without brotli installed)
+_DECODE_FAILURES: tuple[type[BaseException], ...] = (*DECODE_ERRORS, ImportError)
+
+
 class _RawBody:
     """The bytes of a streamed response as they came over the wire (no decoding by httpx)."""
 
@@ -103,5 +107,5 @@ def decoded_chunks(response: httpx.Response, piece: int = CHUNK) -> Iterator[byt
             if not data:
                 return
             yield data
-    except (*DECODE_ERRORS, ImportError) as e:  # ImportError: br without the brotli package
+    except _DECODE_FAILURES as e:
         raise httpx.DecodingError(f"answer body does not decode: {e}") from None
