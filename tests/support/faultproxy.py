@@ -418,11 +418,11 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Retry-After", str(int(ra)) if ra == int(ra) else str(ra))
             for k, v in action.headers:
                 self.send_header(k, v)
+            rec.status = action.code  # recorded before the client can see the answer and move on
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(action.body)
                 rec.response_bytes = len(action.body)
-            rec.status = action.code
 
         def _forward(self, rec: RecordedRequest, action: Action | None) -> None:
             conn = proxy._connect()
@@ -476,6 +476,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             length_header = resp.getheader("Content-Length")
             length = int(length_header) if length_header is not None else None
             chunked_out = not no_body and length is None
+            rec.status = resp.status  # recorded before the client can see the answer and move on
             self.send_response_only(resp.status, resp.reason)
             for name, value in resp.getheaders():
                 lname = name.lower()
@@ -488,7 +489,6 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             if chunked_out:
                 self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            rec.status = resp.status
             if no_body:
                 if isinstance(action, (DropResponse, Truncate)):
                     raise _Cut("response cut by rule after the headers")
