@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import interrupt
+from .cli_args import key_values
 from .errors import OcibridgeError, RegistryError, UsageError, ValidationError
 from .lazy import LazyModule, lazy_function
 from .oci.mediatypes import Family, Kind, Variant
@@ -133,13 +134,7 @@ def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
 
 
 def _annotations(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--annotation expects KEY=VALUE, got {item!r}")
-        out[key] = value
-    return out
+    return key_values(items, "--annotation")
 
 
 def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:

@@ -100,6 +100,7 @@ def test_k8s_volume_json(tmp_path, capsys, registry, unique_repo):
     ["pull", "oci:{tmp}/l:v1"],
     ["copy", "oci:{tmp}/l:v1"],
     ["push", "{tmp}/m", "oci:{tmp}/l:v1", "--progress", "fancy"],
+    ["sign", "oci:{tmp}/l:v1", "--key", "{tmp}/k.pem", "-a", "no-value"],
 ])
 def test_usage_mistakes_exit_2(tmp_path, capsys, args):
     from tests.modelgen import make_model

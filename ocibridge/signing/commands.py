@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OcibridgeError, SignatureError
+from ..cli_args import key_values
+from ..errors import SignatureError
 from ..terminal import printable
 
 if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every other command time
@@ -34,16 +35,6 @@ def policy_from_args(args: argparse.Namespace) -> VerifyPolicy | None:
 
     paths = getattr(args, "verify_key", None) or []
     return VerifyPolicy.from_files(paths) if paths else None
-
-
-def _claims(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise OcibridgeError(f"--annotation expects KEY=VALUE, got {item!r}")
-        out[key] = value
-    return out
 
 
 def _open(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> Any:
@@ -94,7 +85,7 @@ def cmd_sign(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], 
     target = _open(args, transfer)
     subject = target.store.resolve(target.reference)
     forms: Any = FORMS if args.form == "both" else (args.form,)
-    options = SignOptions(identity=args.identity or target.store.describe(), claims=_claims(args.annotation),
+    options = SignOptions(identity=args.identity or target.store.describe(), claims=key_values(args.annotation),
                           forms=forms)
     result = sign_artifact(target.store, subject, key, options)
     where = ", ".join(f"{form}: {place}" for form, place in result.written.items())
@@ -108,7 +99,7 @@ def _policy(args: argparse.Namespace) -> VerifyPolicy:
 
     return VerifyPolicy.from_files(args.key, identity=args.certificate_identity,
                                    issuer=args.certificate_oidc_issuer, trusted_root=args.trusted_root,
-                                   claims=_claims(args.annotation))
+                                   claims=key_values(args.annotation))
 
 
 def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:

@@ -47,16 +47,7 @@ def config_key(host: str) -> str:
 
 
 def load_config(directory: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    path = config_dir(directory) / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as e:
-        raise OcibridgeError(f"cannot read docker config {path}: {e}") from None
-    if not isinstance(data, dict):
-        raise OcibridgeError(f"docker config {path} is not a JSON object")
-    return data
+    return _load_auth_file(config_dir(directory) / "config.json", "docker config")
 
 
 def _auth_entry(auths: dict[str, Any], host: str) -> dict[str, Any] | None:
@@ -138,16 +129,16 @@ def containers_auth_files() -> list[Path]:
     return files
 
 
-def _load_auth_file(path: Path) -> dict[str, Any]:
+def _load_auth_file(path: Path, what: str = "auth file") -> dict[str, Any]:
     """An auth file in Docker's or containers' format (both: ``auths``, ``credHelpers``)."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as e:
-        raise OcibridgeError(f"cannot read auth file {path}: {e}") from None
+        raise OcibridgeError(f"cannot read {what} {path}: {e}") from None
     if not isinstance(data, dict):
-        raise OcibridgeError(f"auth file {path} is not a JSON object")
+        raise OcibridgeError(f"{what} {path} is not a JSON object")
     return data
 
 
