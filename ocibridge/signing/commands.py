@@ -81,12 +81,12 @@ def cmd_sign(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], 
     from . import keys
     from .sign import SignOptions, sign_artifact
 
+    claims = key_values(args.annotation)  # usage mistakes first, before any key or store is opened
     key = keys.load_private_key(args.key)
     target = _open(args, transfer)
     subject = target.store.resolve(target.reference)
     forms: Any = FORMS if args.form == "both" else (args.form,)
-    options = SignOptions(identity=args.identity or target.store.describe(), claims=key_values(args.annotation),
-                          forms=forms)
+    options = SignOptions(identity=args.identity or target.store.describe(), claims=claims, forms=forms)
     result = sign_artifact(target.store, subject, key, options)
     where = ", ".join(f"{form}: {place}" for form, place in result.written.items())
     same = f" (already there: {', '.join(result.unchanged)})" if result.unchanged else ""
