@@ -325,11 +325,12 @@ def _commit(staging: Path, out: Path, files: list[str]) -> None:
     """Move verified files from staging into place, all or nothing.
 
     Nothing is written through a symlink in DIR. A file that is replaced is first moved aside
-    (into the staging directory, on the same file system); if any step fails, every file moved
-    in is taken out again, every file moved aside goes back and every directory made is
+    (into a directory of its own beside the staging one, on the same file system: inside the
+    staging tree an artifact file could bear the backup's name); if any step fails, every file
+    moved in is taken out again, every file moved aside goes back and every directory made is
     removed, so DIR is as it was.
     """
-    aside = staging / ".replaced"
+    aside: Path | None = None
     moved_in: list[Path] = []
     moved_aside: list[tuple[Path, Path]] = []
     made_dirs: list[Path] = []
@@ -348,7 +349,8 @@ def _commit(staging: Path, out: Path, files: list[str]) -> None:
             if dst.is_dir() and not dst.is_symlink():
                 raise OcibridgeError(f"{dst} is a directory; cannot replace it with a file")
             if dst.exists() or dst.is_symlink():
-                aside.mkdir(exist_ok=True)
+                if aside is None:
+                    aside = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
                 backup = aside / str(i)
                 os.rename(dst, backup)
                 moved_aside.append((backup, dst))
@@ -364,7 +366,12 @@ def _commit(staging: Path, out: Path, files: list[str]) -> None:
         for directory in reversed(made_dirs):
             with contextlib.suppress(OSError):
                 directory.rmdir()
+        if aside is not None:  # empty once every file is back; kept (not lost) if one is not
+            with contextlib.suppress(OSError):
+                aside.rmdir()
         raise
+    if aside is not None:  # the replaced files' old versions
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def is_regular(path: Path) -> bool:
