@@ -27,9 +27,11 @@ from ...oci.mediatypes import Variant, parse_layer_media_type
 from ...oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ...stores.base import Store
 from ...streams import Reader, open_tar_stream
+from ..readback import must_read_back
 from .errors import CartonError, CartonMismatch, NotACarton
 from .manifest import LINKS_NAME, MANIFEST_NAME, TOML_NAME, CartonManifest, parse_manifest
 from .mapping import ANNOTATION_MODEL_HASH
+from .reader import read_carton
 from .zipread import DEFAULT_LIMITS, METHOD_STORED, EntryReader, scan_entries
 from .zipwrite import ZipWriter
 
@@ -226,5 +228,6 @@ def export_carton(store: Store, desc: Descriptor, out_path: Path) -> None:
             carton_manifest = _write_entries(store, manifest, zw)
             zw.close()
         _check_written(tmp, zw, carton_manifest)
+        must_read_back(tmp, out_path, lambda path: read_carton(path, eager_verify_bytes=0), "carton")
         os.chmod(tmp, shared_file_mode())
         os.replace(tmp, out_path)

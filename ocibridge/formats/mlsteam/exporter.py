@@ -34,8 +34,9 @@ from ...oci.mediatypes import LayerType, Variant, parse_layer_media_type
 from ...oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ...stores.base import Store
 from ...streams import Reader, gunzip, open_tar_stream, unzstd
+from ..readback import must_read_back
 from .manifest import MANIFEST_NAME, parse_manifest
-from .reader import MAX_MANIFEST_BYTES, MODELS_DIR
+from .reader import MAX_MANIFEST_BYTES, MODELS_DIR, read_mlarchive
 
 #: The earliest time a zip can record; used for every entry so exports are reproducible.
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -253,5 +254,6 @@ def export_mlarchive(
         ) as zf:
             written = _write_entries(store, manifest, zf, compresslevel, compress_weights)
         _check_written(tmp, written)
+        must_read_back(tmp, out_path, read_mlarchive, "mlarchive")
         os.chmod(tmp, shared_file_mode())
         os.replace(tmp, out_path)

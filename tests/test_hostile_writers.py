@@ -1,0 +1,108 @@
+"""Found by trying what a hostile artifact can still do after issue 13's first round:
+
+- a pull that replaces files put the old versions aside *inside the staging tree*, under names an
+  artifact file can bear (``.replaced/0``): the staged file was overwritten by the user's old file
+  (a pull "succeeded" with content matching no digest), and a failed pull lost the user's file;
+- ``.carton`` and ``.mlarchive`` exports wrote archives their own readers refuse (a link chain
+  leaving ``model/``; a name that is a file and a directory).
+
+Each test snapshots the folder around the target (issue 13, classes 3 and 7)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from ocibridge.cli import main
+from ocibridge.formats.carton import format_manifest
+from ocibridge.oci.mediatypes import OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.layout import LayoutStore
+from tests.test_carton import TOML, sha
+from tests.test_hostile_trees import snapshot
+from tests.test_k8s import _tar
+
+RAW = "application/vnd.cnai.model.weight.v1.raw"
+TAR = "application/vnd.cnai.model.weight.v1.tar"
+CONFIG = "application/vnd.cnai.model.config.v1+json"
+ARTIFACT = "application/vnd.cnai.model.manifest.v1+json"
+
+
+def _artifact(root: Path, layers: list[tuple[str, bytes, str | None]]) -> str:
+    """A layout holding one artifact whose layers are (media type, bytes, title or None)."""
+    layout = LayoutStore(root, create=True)
+    config = json.dumps({"descriptor": {"name": "x"}, "config": {},
+                         "modelfs": {"type": "layers", "diffIds": []}}).encode()
+    config_desc = Descriptor.for_bytes(CONFIG, config)
+    layout.push_blob(config_desc, io.BytesIO(config))
+    descs = []
+    for media_type, data, title in layers:
+        desc = Descriptor.for_bytes(media_type, data)
+        if title is not None:
+            desc = desc.model_copy(update={"annotations": {"org.opencontainers.image.title": title}})
+        layout.push_blob(desc, io.BytesIO(data))
+        descs.append(desc)
+    manifest = Manifest(artifactType=ARTIFACT, config=config_desc, layers=descs).to_json_bytes()
+    layout.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, manifest), manifest, "v1")
+    return f"oci:{root}:v1"
+
+
+def test_a_staged_file_named_like_a_backup_keeps_its_own_content(tmp_path, capsys) -> None:
+    """'!a' sorts first and replaces the user's file; the artifact's own '.replaced/0' must
+    still be what the artifact holds, not the user's old '!a'."""
+    ref = _artifact(tmp_path / "l", [(RAW, b"new a", "!a"), (RAW, b"the artifact's", ".replaced/0")])
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "!a").write_text("the user's a")
+    assert main(["pull", ref, str(dest), "-q", "--overwrite"]) == 0, capsys.readouterr().err
+    assert snapshot(dest) == {"!a": ("file", b"new a"), ".replaced": ("dir", b""),
+                              ".replaced/0": ("file", b"the artifact's")}
+
+
+def test_a_failed_pull_puts_back_a_file_whose_backup_name_an_artifact_file_bears(tmp_path, capsys) -> None:
+    ref = _artifact(tmp_path / "l", [(RAW, b"new a", "!a"), (RAW, b"x", ".replaced/0"),
+                                     (RAW, b"a file where a directory is", "zz")])
+    around = tmp_path / "around"
+    dest = around / "dest"
+    (dest / "zz").mkdir(parents=True)
+    (dest / "!a").write_text("the user's a")
+    before = snapshot(around)
+    code = main(["pull", ref, str(dest), "-q", "--overwrite"])
+    err = capsys.readouterr().err
+    assert code == 1 and err == f"ocibridge: error: {dest}/zz is a directory; cannot replace it with a file\n"
+    assert snapshot(around) == before
+
+
+def test_carton_export_refuses_a_link_chain_its_reader_refuses(tmp_path, capsys) -> None:
+    """model/d/a -> .. and model/d/b -> a/../x each stay in model/ read lexically; followed
+    through a, b reaches the archive root. The export writes nothing."""
+    manifest = format_manifest({"carton.toml": sha(TOML), "model/d/x": sha(b"x"), "x": sha(b"x"),
+                                "model/d/a": sha(b"x"), "model/d/b": sha(b"x")})
+    tar = _tar([("model/d/x", "file", b"x"), ("x", "file", b"x"),
+                ("model/d/a", "sym", ".."), ("model/d/b", "sym", "a/../x")])
+    ref = _artifact(tmp_path / "l", [(RAW, manifest, "MANIFEST"), (RAW, TOML, "carton.toml"), (TAR, tar, None)])
+    out = tmp_path / "around" / "out"
+    out.mkdir(parents=True)
+    before = snapshot(tmp_path / "around")
+    code = main(["pull", ref, str(out / "m.carton"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err == (f"ocibridge: error: refusing to write {out}/m.carton: ocibridge's own carton reader would "
+                   "refuse it: symlink 'model/d/a' → '..' points outside model/\n")
+    assert snapshot(tmp_path / "around") == before
+
+
+def test_mlarchive_export_refuses_a_tree_its_reader_refuses(tmp_path, capsys) -> None:
+    manifest = json.dumps({"models": [{"name": "m", "version": "1", "framework": "pytorch"}]}).encode()
+    tar = _tar([("models/m/w", "file", b"x"), ("models/m/w/inner", "file", b"y")])
+    ref = _artifact(tmp_path / "l", [(RAW, manifest, "manifest.json"), (TAR, tar, None)])
+    out = tmp_path / "around" / "out"
+    out.mkdir(parents=True)
+    before = snapshot(tmp_path / "around")
+    code = main(["pull", ref, str(out / "m.mlarchive"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err == (f"ocibridge: error: refusing to write {out}/m.mlarchive: ocibridge's own mlarchive reader "
+                   "would refuse it: 'models/m/w' is both a file and a directory\n")
+    assert snapshot(tmp_path / "around") == before
