@@ -100,7 +100,7 @@ def list_models(layout: str | None = None, *, include_attached: bool = False) ->
     return sorted(entries, key=lambda e: (e.name or "", e.tag or "", e.digest))
 
 
-_ATTACHED_TAG = re.compile(r"^sha256-([0-9a-f]{64})(\.sig|\.att|\.sbom)?$")
+_ATTACHED_TAG = re.compile(r"^sha256-([0-9a-f]{64})(\.sig|\.att|\.sbom)?\Z")
 
 
 def _subject_of(node: Manifest | Index, tag: str | None) -> str | None:

@@ -106,3 +106,30 @@ def test_mlarchive_export_refuses_a_tree_its_reader_refuses(tmp_path, capsys) ->
     assert err == (f"ocibridge: error: refusing to write {out}/m.mlarchive: ocibridge's own mlarchive reader "
                    "would refuse it: 'models/m/w' is both a file and a directory\n")
     assert snapshot(tmp_path / "around") == before
+
+
+# -- names checked with '^...$' let a trailing newline through ('$' matches before a final '\n') ---
+def test_every_name_check_refuses_a_trailing_newline() -> None:
+    import pytest
+
+    from ocibridge.errors import OcibridgeError
+    from ocibridge.formats.ollama.names import parse_ollama_name
+    from ocibridge.k8s.volume import _check_inputs
+    from ocibridge.mirror.semver import parse_version
+    from ocibridge.oci.digest import split_digest
+    from ocibridge.oci.reference import check_tag, parse_registry_reference
+
+    hex64 = "a" * 64
+    refusals = [
+        (check_tag, "v1\n"),
+        (split_digest, f"sha256:{hex64}\n"),
+        (parse_registry_reference, "localhost:5000/repo\n"),
+        (parse_ollama_name, "library/tiny:latest\n"),
+        (lambda name: _check_inputs(f"localhost:5000/m@sha256:{hex64}", "/models", [name], None), "model\n"),
+    ]
+    for check, value in refusals:
+        with pytest.raises(OcibridgeError):
+            check(value)
+        check(value[:-1])  # the same without the newline is fine
+    assert parse_version("1.0.0\n") is None and parse_version("\u0661.0.0") is None  # Arabic-Indic 1
+    assert parse_version("1.0.0") is not None

@@ -431,13 +431,14 @@ def test_a_tag_no_url_can_carry_fails_alone_and_the_job_goes_on(tmp_path: Path) 
     push_models(src, ["good"])
     index = json.loads((tmp_path / "src" / "index.json").read_text())
     entry = index["manifests"][0]
-    for bad in ("bad tag\x1b[2J", "../up"):
+    for bad in ("bad tag\x1b[2J", "../up", "v1\n"):  # a trailing newline passed '^...$' once
         index["manifests"].append({**entry, "annotations": {"org.opencontainers.image.ref.name": bad}})
     (tmp_path / "src" / "index.json").write_text(json.dumps(index))
     job = load_job(layout_job(tmp_path))
 
     for summary in (run_job(job, dry_run=True), run_job(job)):
         failed = {a.source.rsplit(":", 1)[1]: a.reason for a in summary.with_status("failed")}
-        assert failed == {"bad tag\x1b[2J": "invalid tag 'bad tag\\x1b[2J'", "../up": "invalid tag '../up'"}
-        assert not summary.ok and summary.totals()["failed"] == 2
+        assert failed == {"bad tag\x1b[2J": "invalid tag 'bad tag\\x1b[2J'", "../up": "invalid tag '../up'",
+                          "v1\n": "invalid tag 'v1\\n'"}
+        assert not summary.ok and summary.totals()["failed"] == 3
     assert LayoutStore(tmp_path / "dst").tags() == ["good"]

@@ -19,7 +19,7 @@ from .check import MODELCAR_ROOT, check
 from .modelcar import SOURCE_ANNOTATION
 from .runtime import DEFAULT_PLATFORM, Runtime, select
 
-_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 DEFAULT_IMAGE = "busybox:1.36"
 NEEDS = {
     Runtime.CRIO: "CRI-O >= 1.33 for artifacts (any version with image volumes for images)",

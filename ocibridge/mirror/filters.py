@@ -16,7 +16,7 @@ from .job import TagFilter
 from .semver import parse_range, parse_version
 
 REGEX_PREFIX = "re:"
-_REFERRER_TAG = re.compile(r"^sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?$")
+_REFERRER_TAG = re.compile(r"^sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?\Z")
 
 
 def is_referrer_tag(tag: str) -> bool:

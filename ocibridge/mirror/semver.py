@@ -14,13 +14,15 @@ from ..errors import OcibridgeError
 
 _VERSION = re.compile(
     r"^[vV]?(?P<major>0|[1-9]\d*)(?:\.(?P<minor>0|[1-9]\d*)(?:\.(?P<patch>0|[1-9]\d*))?)?"
-    r"(?:-(?P<pre>[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
+    r"(?:-(?P<pre>[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?\Z",
+    re.ASCII,  # \d is 0-9 only: a tag of Arabic-Indic digits is no release
 )
 _PARTIAL = re.compile(
     r"^[vV]?(?P<major>\d+|[xX*])(?:\.(?P<minor>\d+|[xX*])(?:\.(?P<patch>\d+|[xX*]))?)?"
-    r"(?:-(?P<pre>[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$"
+    r"(?:-(?P<pre>[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?\Z",
+    re.ASCII,  # \d is 0-9 only: a tag of Arabic-Indic digits is no release
 )
-_COMPARATOR = re.compile(r"^(?P<op>>=|<=|>|<|=|\^|~)?\s*(?P<ver>\S*)$")
+_COMPARATOR = re.compile(r"^(?P<op>>=|<=|>|<|=|\^|~)?\s*(?P<ver>\S*)\Z")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from pydantic import ValidationError as PydanticValidationError
 from ..errors import ValidationError
 
 _RFC3339 = re.compile(
-    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$"
+    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})\Z",
+    re.ASCII,  # \d is 0-9 only
 )
 
 

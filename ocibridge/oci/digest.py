@@ -16,7 +16,7 @@ from ..streams import Reader, close_reader
 
 CHUNK = 1 << 20
 _ALGORITHMS = {"sha256": 64, "sha512": 128}
-_DIGEST_RE = re.compile(r"^(sha256|sha512):([a-f0-9]+)$")
+_DIGEST_RE = re.compile(r"^(sha256|sha512):([a-f0-9]+)\Z")
 
 
 class Hasher(Protocol):

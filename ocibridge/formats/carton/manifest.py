@@ -21,7 +21,7 @@ else:  # pragma: no cover
 MANIFEST_NAME = "MANIFEST"
 LINKS_NAME = "LINKS"
 TOML_NAME = "carton.toml"
-_HEX = re.compile(r"^[0-9a-f]{64}$")
+_HEX = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True)
