@@ -14,6 +14,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from ocibridge.cli import main
 from ocibridge.formats.carton import format_manifest
 from ocibridge.oci.mediatypes import OCI_MANIFEST
@@ -110,7 +112,6 @@ def test_mlarchive_export_refuses_a_tree_its_reader_refuses(tmp_path, capsys) ->
 
 # -- names checked with '^...$' let a trailing newline through ('$' matches before a final '\n') ---
 def test_every_name_check_refuses_a_trailing_newline() -> None:
-    import pytest
 
     from ocibridge.errors import OcibridgeError
     from ocibridge.formats.ollama.names import parse_ollama_name
@@ -133,3 +134,32 @@ def test_every_name_check_refuses_a_trailing_newline() -> None:
         check(value[:-1])  # the same without the newline is fine
     assert parse_version("1.0.0\n") is None and parse_version("\u0661.0.0") is None  # Arabic-Indic 1
     assert parse_version("1.0.0") is not None
+
+
+# -- a path that is a file and a directory, or too long: the artifact's path is named, nothing written
+CONFLICTS = {
+    "tar: file then under it": ([(TAR, _tar([("a", "file", b"x"), ("a/b", "file", b"y")]), None)],
+                                "the artifact holds a as a file and as a directory"),
+    "raw file, tar directory": ([(RAW, b"x", "d"), (TAR, _tar([("d", "dir", b"")]), None)],
+                                "the artifact holds d as a file and as a directory"),
+    "two raw layers": ([(RAW, b"x", "d"), (RAW, b"y", "d/e")], "the artifact holds d as a file and as a directory"),
+    "name too long": ([(RAW, b"x", "n" * 300)], "n" * 80 + "…: name too long for this file system"),
+}
+
+
+@pytest.mark.parametrize("layers, message", CONFLICTS.values(), ids=CONFLICTS.keys())
+def test_a_path_no_tree_can_hold_is_named_as_the_artifact_names_it(tmp_path, capsys, layers, message) -> None:
+    ref = _artifact(tmp_path / "l", layers)
+    around = tmp_path / "around"
+    (around / "dest").mkdir(parents=True)
+    before = snapshot(around)
+    code = main(["pull", ref, str(around / "dest"), "-q"])
+    assert code == 1 and capsys.readouterr().err == f"ocibridge: error: {message}\n"
+    assert snapshot(around) == before
+
+
+def test_a_tar_layer_with_a_root_entry_pulls(tmp_path, capsys) -> None:
+    """`tar -C DIR -cf x.tar .` writes './' first: the root is no path to refuse."""
+    ref = _artifact(tmp_path / "l", [(TAR, _tar([("./", "dir", b""), ("./f", "file", b"y")]), None)])
+    assert main(["pull", ref, str(tmp_path / "out"), "-q"]) == 0, capsys.readouterr().err
+    assert snapshot(tmp_path / "out") == {"f": ("file", b"y")}

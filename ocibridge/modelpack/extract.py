@@ -7,12 +7,13 @@ been read to the end (so every digest is verified) are the files renamed into pl
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,8 +152,25 @@ def _prepare_parent(staging: Path, rel: str) -> Path:
         current = current / part
         if current.is_symlink():
             raise UnsafePath(f"{rel}: a parent directory is a symlink in the artifact")
-    parent.mkdir(parents=True, exist_ok=True)
+        if current.exists() and not current.is_dir():
+            conflict = current.relative_to(staging).as_posix()
+            raise OcibridgeError(f"the artifact holds {conflict} as a file and as a directory")
+    with _named_as_in_the_artifact(rel):
+        parent.mkdir(parents=True, exist_ok=True)
     return target
+
+
+@contextlib.contextmanager
+def _named_as_in_the_artifact(rel: str) -> Iterator[None]:
+    """A file-system refusal while staging names the artifact's path, not the staging folder's."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno in (errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+            raise OcibridgeError(f"the artifact holds {rel} as a file and as a directory") from None
+        if error.errno == errno.ENAMETOOLONG:
+            raise OcibridgeError(f"{rel[:80]}…: name too long for this file system") from None
+        raise
 
 
 def _extract_tar(stream: Reader, staging: Path, written: list[str],
@@ -164,6 +182,8 @@ def _extract_tar(stream: Reader, staging: Path, written: list[str],
             count += 1
             if count > MAX_TAR_ENTRIES:
                 raise OcibridgeError("tar layer has too many entries (bomb limit)")
+            if member.isdir() and member.name.strip("/") in ("", "."):
+                continue  # the layer's root ('./', as `tar -C DIR -cf x.tar .` writes it)
             rel = safe_relpath(member.name, "tar entry")
             if select is not None and not select(rel):
                 if skipped is not None and not member.isdir():
@@ -178,12 +198,14 @@ def _extract_tar(stream: Reader, staging: Path, written: list[str],
             if member.issym():
                 if not link_stays_inside(rel, member.linkname):
                     raise UnsafePath(f"{rel}: symlink points outside the model ({member.linkname})")
-                os.symlink(member.linkname, target)
+                with _named_as_in_the_artifact(rel):
+                    os.symlink(member.linkname, target)
             elif member.isfile():
                 src = tar.extractfile(member)
                 assert src is not None
                 mode = 0o755 if member.mode & 0o111 else 0o644
-                total += _write_stream(src, target, mode, member.size)
+                with _named_as_in_the_artifact(rel):
+                    total += _write_stream(src, target, mode, member.size)
             else:
                 raise UnsafePath(f"{rel}: unsupported tar entry type (hard link or device)")
             written.append(rel)
@@ -199,11 +221,12 @@ def _extract_raw(
     target = _prepare_parent(staging, rel)
     blob = store.open_blob(layer)
     if isinstance(blob, LinkableBlob):  # verified in a file already: linked, not copied
-        with blob:
+        with blob, _named_as_in_the_artifact(rel):
             written = blob.link_to(target, layer_mode(layer) & ~process_umask())
     else:
         with counting(blob, layer, progress) as reader:
-            written = _write_stream(reader, target, layer_mode(layer))
+            with _named_as_in_the_artifact(rel):
+                written = _write_stream(reader, target, layer_mode(layer))
             reader.read(1)  # EOF: verification happens here
     if progress:
         progress("done", layer, layer.size)
