@@ -21,7 +21,7 @@ from .lazy import LazyModule, lazy_function
 from .oci.mediatypes import Family, Kind, Variant
 from .progress_modes import MODES, choose_progress
 from .signing.commands import add_signing_commands, add_verify_flags, policy_from_args
-from .terminal import printable
+from .terminal import one_line, printable
 from .transfer_flags import add_ranged_flags, ranged_options
 
 if TYPE_CHECKING:
@@ -253,9 +253,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"valid": False, "reasons": e.reasons}, indent=2))
         else:
-            print(printable(f"{args.ref}: invalid"), file=sys.stderr)
+            print(one_line(f"{args.ref}: invalid"), file=sys.stderr)
             for reason in e.reasons:
-                print(printable(f"  - {reason}"), file=sys.stderr)
+                print(one_line(f"  - {reason}"), file=sys.stderr)
         return EXIT_FAILURE
     _emit(args, desc.as_dict(), f"{args.ref}: valid ({desc.digest})")
     return 0
@@ -338,17 +338,17 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
         verdict = "will mount" if result.will_mount else "will NOT mount"
         hidden = result.layers_hidden if result.will_mount else 0
         but = f", but {hidden} layer(s) will not be visible (see warnings)" if hidden else ""
-        print(printable(f"{args.ref}: {verdict} on {args.runtime} ({result.kind}){but}"))
+        print(one_line(f"{args.ref}: {verdict} on {args.runtime} ({result.kind}){but}"))
         for reason in result.reasons:
-            print(printable(f"  reason: {reason}"))
+            print(one_line(f"  reason: {reason}"))
         for warning in result.warnings:
-            print(printable(f"  warning: {warning}"))
+            print(one_line(f"  warning: {warning}"))
         if result.tree:
             print(f"files at the mount path{' (subPath ' + result.sub_path + ')' if result.sub_path else ''}:")
             for entry in result.tree:
                 extra = f" -> {entry.target}" if getattr(entry, "target", None) else ""
                 size = human_size(entry.size) if entry.type == "file" else entry.type
-                print(printable(f"  {entry.path}  {size}{extra}"))
+                print(one_line(f"  {entry.path}  {size}{extra}"))
     return 0 if result.will_mount else EXIT_FAILURE
 
 
@@ -557,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if debug:
             traceback.print_exc()
-        print(printable(f"ocibridge: error: {_unexpected(e)}"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {_unexpected(e)}"), file=sys.stderr)
         return EXIT_FAILURE
 
 
@@ -593,13 +593,13 @@ def _run(args: argparse.Namespace) -> int:
                         "or pass -u/-p)")
         elif e.status == 400 and e.code is None:  # what an HTTPS port answers to plain HTTP
             hint = " (if the registry serves HTTPS, pass --ca-file FILE or --insecure)"
-        print(printable(f"ocibridge: error: {e}{hint}"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {e}{hint}"), file=sys.stderr)
         return EXIT_FAILURE
     except UsageError as e:
-        print(printable(f"ocibridge: error: {e} (see 'ocibridge {args.command} --help')"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {e} (see 'ocibridge {args.command} --help')"), file=sys.stderr)
         return EXIT_USAGE
     except OcibridgeError as e:
-        print(printable(f"ocibridge: error: {e}"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {e}"), file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:
         # `ocibridge inspect … | head`: the reader left, which is no error of ours. Point
@@ -608,7 +608,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     except OSError as e:
         where = f"{e.filename}: " if e.filename else ""
-        print(printable(f"ocibridge: error: {where}{e.strerror or e}"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {where}{e.strerror or e}"), file=sys.stderr)
         return EXIT_FAILURE
     except Exception as e:
         # httpx is imported only by what talks to a network (~0.1-0.2 s saved on local work):
@@ -616,7 +616,7 @@ def _run(args: argparse.Namespace) -> int:
         httpx = sys.modules.get("httpx")
         if httpx is None or not isinstance(e, httpx.HTTPError):
             raise
-        print(printable(f"ocibridge: error: network: {e}"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: network: {e}"), file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print("ocibridge: interrupted", file=sys.stderr)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .lazy import LazyModule, lazy_function
-from .terminal import printable
+from .terminal import one_line
 
 if TYPE_CHECKING:
     from . import store_ops
@@ -47,7 +47,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows.append((e.name or "-", e.tag or "<none>", human_size(e.size), e.created or "-",
                      e.family or "-", attached, e.digest.split(":", 1)[-1][:12]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    print(printable("\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)))
+    print("\n".join(one_line("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()) for r in rows))
     return 0
 
 
@@ -114,11 +114,11 @@ def cmd_discover(args: argparse.Namespace) -> int:
 def _print_tree(store: Store, top: tuple[Any, ...]) -> None:
     for i, ref in enumerate(top):
         last = i == len(top) - 1
-        print(printable(f"{'└── ' if last else '├── '}{ref.artifactType or ref.mediaType}"))
+        print(one_line(f"{'└── ' if last else '├── '}{ref.artifactType or ref.mediaType}"))
         pad = "    " if last else "│   "
         print(f"{pad}└── {ref.digest}")
         for depth, sub in store_ops.referrer_tree(store, ref):
-            print(printable(f"{pad}{'    ' * (depth + 1)}└── {sub.artifactType or sub.mediaType} {sub.digest}"))
+            print(one_line(f"{pad}{'    ' * (depth + 1)}└── {sub.artifactType or sub.mediaType} {sub.digest}"))
 
 
 def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.ArgumentParser], None]) -> None:

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, TextIO
 
 from .oci.digest import HashingReader
 from .oci.models import Descriptor
-from .terminal import printable
+from .terminal import one_line
 
 ProgressFn = Callable[[str, Descriptor, int], None]
 
@@ -197,7 +197,7 @@ class ProgressBar:
         current = names[0][-40:] if names else ""
         if len(names) > 1:
             current += f" +{len(names) - 1}"  # more files in flight
-        self._bar.set_postfix_str(printable(current), refresh=False)
+        self._bar.set_postfix_str(one_line(current), refresh=False)
 
     @property
     def counted(self) -> int:

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from .terminal import printable
+from .terminal import one_line
 
 if TYPE_CHECKING:  # imported when used: the CLI's --help must not load pydantic
     from .oci.models import Descriptor
@@ -64,7 +64,7 @@ class PlainProgress:
                 self._line(f"{event.name}: done {size} in {seconds:.2f} s{rate}")
 
     def _line(self, text: str) -> None:
-        print(printable(f"{self._label}: {text}"), file=self._file, flush=True)
+        print(one_line(f"{self._label}: {text}"), file=self._file, flush=True)
 
     def close(self) -> None:
         pass

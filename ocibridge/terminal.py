@@ -4,6 +4,9 @@ Tags, file paths, annotations and error messages quoted from artifacts and regis
 stdout/stderr. A raw ESC, CR or bidi override there could rewrite what the user sees (hide a
 line, move the cursor, reorder characters), so every line ocibridge prints for people goes
 through :func:`printable`: control characters other than newline and tab become visible escapes.
+A name or a message meant as one line goes through :func:`one_line`, which escapes newlines too:
+a layer title or a server's error text holding a newline could otherwise print a line of its own
+("ocibridge: error: ...\\npulled ... into DIR").
 """
 
 from __future__ import annotations
@@ -22,3 +25,8 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """``text`` with every character that could drive the terminal shown as an escape."""
     return _UNSAFE.sub(_escape, text)
+
+
+def one_line(text: str) -> str:
+    """``text`` as :func:`printable` shows it, with newlines escaped as well (``\\n``)."""
+    return printable(text).replace("\n", "\\n")

@@ -92,3 +92,39 @@ def test_printable_escapes_what_drives_a_terminal_and_keeps_text() -> None:
     assert printable("caf\u00e9 \u6a21\u578b") == "caf\u00e9 \u6a21\u578b"
     assert printable("\x1b[2J\r\x00\x7f\x9b") == "\\x1b[2J\\x0d\\x00\\x7f\\x9b"
     assert printable("\u202eevil\u2066") == "\\u202eevil\\u2066"
+
+
+def test_a_newline_in_a_title_or_annotation_prints_no_line_of_its_own(tmp_path: Path) -> None:
+    """inspect prints one line per annotation and per layer: a value holding a newline must not
+    add a row that the artifact made up."""
+    model = make_model(tmp_path / "m")
+    layout = f"oci:{tmp_path}/store:v1"
+    code, _, err = run("push", str(model), layout, "-a", "note=hi\nweight  raw  1 GiB  forged.bin")
+    assert code == 0, err
+    code, out, _ = run("inspect", layout)
+    assert code == 0
+    assert [line for line in out.splitlines() if "note" in line] == [
+        "annotation note: hi\\nweight  raw  1 GiB  forged.bin"]
+    assert not any(line.startswith("weight  raw  1 GiB") for line in out.splitlines())
+
+
+def test_one_line_escapes_newlines_as_well() -> None:
+    from ocibridge.terminal import one_line
+
+    assert one_line("a\tb\nc\x1b") == "a\tb\\nc\\x1b"
+
+
+@pytest.mark.parametrize("error", ["OcibridgeError", "OSError"])
+def test_an_error_message_holding_a_newline_is_one_line(monkeypatch, capsys, error: str) -> None:
+    """An error quoting a name from an artifact ('a\\nb') stays on the one error line."""
+    from ocibridge.errors import OcibridgeError
+
+    def broken(args):
+        if error == "OSError":
+            raise FileNotFoundError(2, "No such file", "dir/a\nocibridge: pulled")
+        raise OcibridgeError("layer a\nocibridge: pulled into DIR")
+
+    monkeypatch.setattr(cli, "cmd_tags", broken)
+    assert cli.main(["tags", "oci:/nonexistent"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "a\\nocibridge: pulled" in err

@@ -151,3 +151,12 @@ def test_retry_after_in_superscript_digits_is_ignored_not_a_crash(hostile) -> No
     code, _, err = ocibridge("tags", f"{server.host}/m")
     line = _one_error_line(code, err)
     assert "no tags" in line
+
+
+def test_a_newline_in_a_registry_error_message_prints_no_line_of_its_own(hostile) -> None:
+    """A server's error text could otherwise forge a line ('pulled ... into DIR') after ours."""
+    body = b'{"errors":[{"code":"DENIED","message":"no\\npulled sha256:0 into /home: 1 files"}]}'
+    server = hostile(lambda h: _send(h, 403, body, {"Content-Type": "application/json"}))
+    code, _, err = ocibridge("tags", f"{server.host}/m")
+    line = _one_error_line(code, err)
+    assert "DENIED: no pulled sha256:0 into /home: 1 files" in line

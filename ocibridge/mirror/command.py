@@ -8,7 +8,7 @@ import sys
 from typing import TextIO
 
 from ..errors import OcibridgeError
-from ..terminal import printable
+from ..terminal import one_line, printable
 from . import load_job, run_job
 from .summary import ArtifactResult
 
@@ -21,7 +21,7 @@ def mirror_command(job_path: str, *, dry_run: bool = False, as_json: bool = Fals
     try:
         job = load_job(job_path)
     except OcibridgeError as e:
-        print(printable(f"ocibridge: {e}"), file=err)
+        print(one_line(f"ocibridge: {e}"), file=err)
         return 1
     live = None if as_json or not err.isatty() else live_reporter(err)
     summary = run_job(job, dry_run=dry_run, progress=live)
@@ -37,6 +37,6 @@ def live_reporter(err: TextIO):
 
     def report(event: str, result: ArtifactResult) -> None:
         if event in ("copied", "failed"):
-            print(printable(f"{event}: {result.source}"), file=err, flush=True)
+            print(one_line(f"{event}: {result.source}"), file=err, flush=True)
 
     return report

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
+from ..terminal import one_line
+
 Status = Literal["copied", "skipped", "failed", "planned"]
 
 
@@ -129,7 +131,7 @@ class MirrorSummary:
             lines.append(f"{t['copied']} copied ({_size(t['bytes_copied'])} sent, {t['blobs_mounted']} "
                          f"blobs mounted{signed}), {t['skipped']} skipped, {t['failed']} failed "
                          f"in {self.seconds:.1f} s{tail}")
-        return "\n".join(lines)
+        return "\n".join(one_line(line) for line in lines)  # a source name holding a newline
 
 
 def _camel(d: dict) -> dict:

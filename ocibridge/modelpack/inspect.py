@@ -7,6 +7,7 @@ from typing import Any
 
 from ..oci.mediatypes import parse_layer_media_type
 from ..stores.base import Store
+from ..terminal import one_line
 from .extract import fetch_manifest, layer_path
 
 
@@ -70,7 +71,8 @@ def format_inspect(info: dict[str, Any]) -> str:
         for x in info["layers"]
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [one_line(line) for line in lines]  # a value holding a newline prints no line of its own
     lines.append("")
     for r in rows:
-        lines.append("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4])
+        lines.append(one_line("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4]))
     return "\n".join(lines)
