@@ -1,0 +1,54 @@
+"""What a model family module provides: how to recognise, read and write it.
+
+A family is registered once in :mod:`.registry`; detection, ``convert --to``, ``pull`` of any
+family and ``push --to`` all come from that table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ..oci.mediatypes import Family
+from ..oci.models import Descriptor, Manifest
+from ..stores.base import Store
+from .model import ModelView, Written
+
+
+@dataclass
+class WriteOptions:
+    """Choices of the target family a conversion may need."""
+
+    media_types: Family = Family.CNAI  # ModelPack naming to write
+    overrides: dict[str, str] = field(default_factory=dict)  # descriptor/config fields set by flags
+
+
+@dataclass
+class Reading:
+    """A family's artifact read into the neutral form, and the store serving its blobs (the
+    source store itself, or a store made from it when the family is not OCI-shaped)."""
+
+    view: ModelView
+    blobs: Store
+
+
+@runtime_checkable
+class ModelFamily(Protocol):
+    """A family that lives in OCI stores: manifest + config + layers."""
+
+    name: str  # as --to spells it
+    title: str  # for messages
+
+    def matches(self, manifest: Manifest) -> bool:
+        """Whether a manifest is of this family (by its media types alone)."""
+        ...
+
+    def key(self, manifest: Manifest | None, options: WriteOptions) -> str:
+        """The round-trip key of a manifest (None: of what this family writes with ``options``)."""
+        ...
+
+    def read(self, store: Store, desc: Descriptor, data: bytes, manifest: Manifest) -> Reading:
+        ...
+
+    def write(self, view: ModelView, options: WriteOptions) -> Written:
+        ...
