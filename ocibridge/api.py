@@ -354,7 +354,11 @@ def pull(
     if verify is not None:
         source.reference = _verified(source, verify, src)
     # an index with one ModelPack entry (k8s modelcar --index) is pulled as that entry
-    store, desc = source.store, resolve_model(source.store, source.reference)
+    # a ModelKit, a Docker model...: pulled as its ModelPack form (families/pull.py)
+    from .families.pull import as_modelpack
+
+    model = None if src.startswith("ollama:") else as_modelpack(source.store, source.reference)
+    store, desc = model or (source.store, resolve_model(source.store, source.reference))
     if src.startswith("ollama:") and not dest.startswith("ollama:"):
         # An Ollama model is converted as push would convert it, so its files can be pulled.
         from .formats.ollama import read_ollama

@@ -392,6 +392,22 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    from .families import command as convert_command
+    from .families.convert import convert
+
+    bar = make_progress("convert", not args.json and not args.quiet)
+    try:
+        result = convert(args.src, args.dst, args.to, options=convert_command.write_options(args),
+                         registry_options=_transfer(args).registry_options(), concurrency=args.concurrency,
+                         progress=bar)
+    finally:
+        if bar:
+            bar.close()
+    convert_command.report(args, result, _counts(result.stats, "copied"))
+    return 0
+
+
 def cmd_mirror(args: argparse.Namespace) -> int:
     from .mirror import load_job, run_job
     from .mirror.command import live_reporter
@@ -501,6 +517,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto (a bar on a terminal), bar, plain (a line per blob), none")
     add_verify_flags(p)
     _add_transfer_flags(p)
+
+    from .families.command import add_convert_command
+
+    add_convert_command(command, _add_transfer_flags, cmd_convert)
 
     p = command("inspect", cmd_inspect, "show an artifact's manifest, config and layers")
     p.add_argument("ref", metavar="REF")

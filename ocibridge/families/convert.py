@@ -59,6 +59,8 @@ def apply_overrides(view: ModelView, overrides: dict[str, str]) -> None:
         section, name = OVERRIDES[flag]
         target = view.descriptor if section == "descriptor" else view.config
         target[name] = [value] if name == "licenses" else value
+    if overrides:
+        view.edited = True
 
 
 def convert_artifact(store: Store, reference: str, to: str, options: WriteOptions | None = None) -> Conversion:
@@ -81,7 +83,7 @@ def convert_reading(found: Identified, reading: Reading, to: str, options: Write
             written = Written(view.manifest, view.manifest_media_type, view.config_bytes,
                               found.manifest.config.mediaType, found.manifest.artifactType)
         else:
-            written = restore(view, key, view.manifest_media_type, "")
+            written = restore(view, key, view.manifest_media_type)
     restored = written is not None and view.family != key
     if written is None:
         written = target.write(view, options)

@@ -23,7 +23,7 @@ from .base import Reading, WriteOptions
 from .common import EPOCH_ZERO, compact_json, fetch_json, layer_file_path, layer_metadata, section, text_field
 from .model import Loss, ModelView, Part, Written
 from .modelpack import short
-from .origin import carried, strip
+from .origin import can_keep, carried, strip
 
 CONFIG_V01 = "application/vnd.docker.ai.model.config.v0.1+json"
 CONFIG_V02 = "application/vnd.docker.ai.model.config.v0.2+json"
@@ -120,7 +120,7 @@ class DockerModelFamily:
         return Reading(view, store)
 
     def write(self, view: ModelView, options: WriteOptions) -> Written:
-        annotations, kept = carried(view, self.name)
+        kept = can_keep(view, self.name)
         losses: list[Loss] = []
         layers = []
         nested = False
@@ -134,6 +134,7 @@ class DockerModelFamily:
             }))
         config_type = CONFIG_V02 if nested else CONFIG_V01
         config_bytes = compact_json(_config(view))
+        annotations = carried(view, self.name, config_bytes)
         manifest = Manifest(
             mediaType=OCI_MANIFEST,
             config=Descriptor.for_bytes(config_type, config_bytes),
@@ -174,11 +175,9 @@ def _media_type(part: Part, losses: list[Loss], kept: bool) -> str:
             return MMPROJ
     if part.kind is Kind.DOC and _LICENSE_NAME.search(part.path):
         return LICENSE
-    if part.kind is Kind.WEIGHT_CONFIG and name.endswith(".jinja"):
-        return CHAT_TEMPLATE
     if part.kind is not Kind.WEIGHT_CONFIG:
         losses.append(Loss(f"layers[{part.path}].kind", part.kind.value, kept))
-    return MODEL_FILE
+    return CHAT_TEMPLATE if name.endswith(".jinja") else MODEL_FILE
 
 
 def _docker_metadata(part: Part) -> str:

@@ -20,7 +20,7 @@ from .base import Reading, WriteOptions
 from .common import compact_json, fetch_json, items, layer_file_path, layer_metadata, section, text_field
 from .model import Loss, ModelView, Part, Written
 from .modelpack import short
-from .origin import carried, strip
+from .origin import can_keep, carried, strip
 from .uncompressed import diff_id_of
 
 MANIFEST_TYPE = "application/vnd.kitops.modelkit.manifest.v1+json"
@@ -28,6 +28,7 @@ CONFIG_TYPE = "application/vnd.kitops.modelkit.config.v1+json"
 KITFILE_ANNOTATION = "ml.kitops.modelkit.kitfile"
 CLI_VERSION_ANNOTATION = "ml.kitops.modelkit.cli-version"
 FILEPATH = "org.cncf.model.filepath"
+METADATA = "org.cncf.model.file.metadata+json"
 MANIFEST_VERSION = "1.0.0"
 _LAYER = re.compile(r"^application/vnd\.kitops\.modelkit\.(\w+)\.v1\.(\w+)(?:\+([\w-]+))?$")
 _KINDS = {"model": Kind.WEIGHT, "modelpart": Kind.WEIGHT_CONFIG, "code": Kind.CODE,
@@ -172,8 +173,9 @@ class ModelKitFamily:
         ordered = _kit_order(view.parts)
         kitfile = _kitfile(view, ordered)
         config_bytes = compact_json(kitfile)
-        layers = [part.bare_blob(layer_type(part.variant, base), {FILEPATH: part.path}) for base, part in ordered]
-        annotations, kept = carried(view, self.name)
+        layers = [part.bare_blob(layer_type(part.variant, base), _layer_annotations(part)) for base, part in ordered]
+        kept = can_keep(view, self.name)
+        annotations = carried(view, self.name, config_bytes)
         plain = strip(view.annotations)
         if view.descriptor.get("createdAt") and ANNOTATION_CREATED not in plain:
             plain[ANNOTATION_CREATED] = str(view.descriptor["createdAt"])
@@ -193,6 +195,15 @@ class ModelKitFamily:
         losses += [Loss(k, short(v), kept) for k, v in sorted(view.extra.items())
                    if not k.startswith("kitfile.")]
         return Written(manifest.to_json_bytes(), OCI_MANIFEST, config_bytes, CONFIG_TYPE, MANIFEST_TYPE, losses)
+
+
+def _layer_annotations(part: Part) -> dict[str, str]:
+    """The path, and the file metadata when the source had it (kit ignores it; it keeps modes
+    for a pull and for the way back)."""
+    annotations = {FILEPATH: part.path}
+    if part.file_metadata:
+        annotations[METADATA] = part.file_metadata
+    return annotations
 
 
 def _kit_order(parts: list[Part]) -> list[tuple[str, Part]]:

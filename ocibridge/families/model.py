@@ -62,6 +62,7 @@ class ModelView:
     manifest: bytes = b""  # the source manifest and config, byte for byte
     config_bytes: bytes = b""
     manifest_media_type: str = ""
+    edited: bool = False  # metadata changed by flags: the source's bytes no longer describe it
 
     @property
     def name(self) -> str | None:

@@ -24,7 +24,7 @@ from ..stores.base import Store
 from .base import Reading, WriteOptions
 from .common import compact_json, fetch_json, file_metadata, items, layer_file_path, layer_metadata, section
 from .model import Loss, ModelView, Part, Written
-from .origin import carried, strip
+from .origin import can_keep, carried, strip
 
 DESCRIPTOR_FIELDS = ("createdAt", "authors", "family", "name", "docURL", "sourceURL", "datasetsURL",
                      "version", "revision", "vendor", "licenses", "title", "description")
@@ -84,10 +84,10 @@ class ModelPackFamily:
             if part.variant is Variant.RAW:
                 annotations[ANNOTATION_TITLE] = part.path
             layers.append(part.bare_blob(layer_media_type(part.kind, part.variant, family), annotations))
-        annotations, kept = carried(view, key)
-        annotations = {**strip(view.annotations), **annotations}
+        kept = can_keep(view, key)
         losses: list[Loss] = []
         config_bytes = _config_bytes(view, losses, kept)
+        annotations = {**strip(view.annotations), **carried(view, key, config_bytes)}
         config_desc = Descriptor.for_bytes(family.config_media_type, config_bytes)
         manifest = Manifest(
             mediaType=OCI_MANIFEST,

@@ -30,16 +30,18 @@ from ..oci.mediatypes import (
     family_of_artifact,
     parse_layer_media_type,
 )
-from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ..overwrite import OnExisting, plan_commit
 from ..progress import ProgressFn, counting
 from ..pullcache import LinkableBlob
-from ..stores.base import Store
+from ..stores.base import MAX_MANIFEST_BYTES, Store
 from ..streams import Reader, gunzip, open_tar_stream, unzstd
 
 #: A tar layer may not expand beyond this many times its compressed size, nor hold more entries.
 MAX_EXPANSION_RATIO = 1000
 MAX_TAR_ENTRIES = 1_000_000
+#: Index entries read to find a ModelPack manifest when none carries an artifactType.
+MAX_INDEX_ENTRIES_READ = 32
 
 
 @dataclass
@@ -91,6 +93,8 @@ def _model_manifest(store: Store, desc: Descriptor, reference: str) -> tuple[Des
     manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
     if not isinstance(manifest, Manifest):
         models = [e for e in manifest.manifests if family_of_artifact(e.artifactType, None) is not None]
+        if not models:  # entries without artifactType (skopeo copy --all drops it): read them
+            models = _modelpack_entries(store, manifest)
         if len(models) != 1:
             raise OcibridgeError(f"{reference} is an index, not a model manifest; pick one by digest")
         desc = models[0]
@@ -98,6 +102,18 @@ def _model_manifest(store: Store, desc: Descriptor, reference: str) -> tuple[Des
         if not isinstance(manifest, Manifest):
             raise OcibridgeError(f"{reference}: the index's model entry {desc.digest} is itself an index")
     return desc, manifest
+
+
+def _modelpack_entries(store: Store, index: Index) -> list[Descriptor]:
+    """Entries of ``index`` whose manifest is ModelPack (a bounded number of entries is read)."""
+    found = []
+    for entry in index.manifests[:MAX_INDEX_ENTRIES_READ]:
+        if entry.mediaType in INDEX_TYPES or entry.size > MAX_MANIFEST_BYTES:
+            continue
+        node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
+        if isinstance(node, Manifest) and family_of_artifact(node.artifactType, node.config.mediaType):
+            found.append(entry)
+    return found
 
 
 class _BoundedReader:
