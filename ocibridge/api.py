@@ -150,10 +150,14 @@ def push(
     excludes: tuple[str, ...] = (),
     name: str | None = None,
     progress: ProgressFn | None = None,
+    to: str | None = None,
+    overrides: dict[str, str] | None = None,
 ) -> PushResult:
     """Convert ``source`` to a ModelPack artifact and store it at ``dest`` (default store if None).
 
-    A store reference as source (``oci:…``, a registry) is copied as it is.
+    A store reference as source (``oci:…``, a registry) is copied as it is. ``to`` writes
+    another model family (``modelkit``, ``docker-model``; see ocibridge.families);
+    ``overrides`` sets descriptor/config fields (``{"arch": "llama", ...}``).
     """
     transfer = transfer or TransferOptions()
     ollama_to_ollama = source.startswith("ollama:") and (dest or "").startswith("ollama:")
@@ -172,6 +176,13 @@ def push(
     build_options = build_options or BuildOptions()
     if dest is None:
         dest = f"oci:{default_store_path()}:{default_tag(package)}"
+    if overrides or to not in (None, "modelpack"):
+        from .families.push import apply_to_package, push_family
+
+        apply_to_package(package, overrides or {})
+        if to not in (None, "modelpack"):
+            return push_family(package, build_options, dest, to, registry_options=transfer.registry_options(),
+                               concurrency=transfer.concurrency, progress=progress)
     target = open_store_target(dest, for_write=True, **transfer.registry_options())
     if source.startswith("ollama://"):
         # Ollama blobs keep their digests: mount them within the registry instead of re-sending.

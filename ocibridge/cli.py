@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from . import interrupt
 from .cli_args import key_values
 from .errors import OcibridgeError, RegistryError, UsageError, ValidationError
+from .families.command import add_override_flags, family_choices, overrides_of
 from .lazy import LazyModule, lazy_function
 from .oci.mediatypes import Family, Kind, Variant
 from .progress_modes import MODES, choose_progress
@@ -171,6 +172,8 @@ def cmd_push(args: argparse.Namespace) -> int:
             excludes=tuple(args.exclude),
             name=args.name,
             progress=bar,
+            to=args.to,
+            overrides=overrides_of(args),
         )
     finally:
         if bar:
@@ -475,6 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--media-types", choices=[f.value for f in Family], default=Family.CNAI.value,
                    help="ModelPack naming family to write (default cnai)")
     p.add_argument("--name", help="model name (default: from the source)")
+    p.add_argument("--to", choices=family_choices(), default=None,
+                   help="model family to write (default modelpack)")
+    add_override_flags(p, skip=("name",), renamed={"format": "model-format"})
     p.add_argument("--kind", action="append", default=[], metavar="GLOB=KIND",
                    help="override the inferred kind of matching files (repeatable)")
     p.add_argument("--layer", action="append", default=[], metavar="KIND=VARIANT",

@@ -21,14 +21,17 @@ OVERRIDE_HELP = {
 }
 
 
-def add_override_flags(p: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
-    """``--arch``, ``--family``, ... : set a descriptor/config field of the written artifact."""
+def add_override_flags(p: argparse.ArgumentParser, *, skip: tuple[str, ...] = (),
+                       renamed: dict[str, str] | None = None) -> None:
+    """``--arch``, ``--family``, ... : set a descriptor/config field of the written artifact.
+    ``renamed`` spells a flag otherwise where the command already has that name (push's
+    ``--format`` is the source format, so the model format is ``--model-format`` there)."""
     g = p.add_argument_group("metadata (set or override a field of the written config)")
     for flag in OVERRIDES:
         if flag in skip:
             continue
-        g.add_argument(f"--{flag.replace('_', '-')}", dest=f"set_{flag}", metavar="VALUE",
-                       help=f"set {OVERRIDE_HELP[flag]}")
+        spelled = (renamed or {}).get(flag, flag.replace("_", "-"))
+        g.add_argument(f"--{spelled}", dest=f"set_{flag}", metavar="VALUE", help=f"set {OVERRIDE_HELP[flag]}")
 
 
 def overrides_of(args: argparse.Namespace) -> dict[str, str]:

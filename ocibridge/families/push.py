@@ -1,0 +1,49 @@
+"""``push DIR --to FAMILY``: the model is built as ModelPack (in memory, nothing staged), then
+written as the asked family and copied; raw files keep their digests in every family."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..copy import copy
+from ..modelpack.builder import ARTIFACT_TAG, BuildOptions, build
+from ..modelpack.package import ModelPackage
+from ..progress import ProgressFn
+from ..targets import open_store_target
+from .base import WriteOptions
+from .convert import OVERRIDES, Conversion, convert_artifact
+from .view import TAG
+
+if TYPE_CHECKING:
+    from ..api import PushResult
+
+
+def apply_to_package(package: ModelPackage, overrides: dict[str, str]) -> None:
+    """``--arch`` & co. on a push: set the fields before the config is written."""
+    for flag, value in overrides.items():
+        section, name = OVERRIDES[flag]
+        target = package.descriptor if section == "descriptor" else package.config
+        target[name] = [value] if name == "licenses" else value
+
+
+def push_family(
+    package: ModelPackage,
+    build_options: BuildOptions,
+    dest: str,
+    to: str,
+    *,
+    registry_options: dict[str, Any],
+    concurrency: int,
+    progress: ProgressFn | None,
+) -> PushResult:
+    from ..api import PushResult
+
+    artifact = build(package, build_options)
+    conversion: Conversion = convert_artifact(artifact, ARTIFACT_TAG, to,
+                                              WriteOptions(media_types=build_options.family))
+    target = open_store_target(dest, for_write=True, **registry_options)
+    stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress)
+    pinned = f"{target.text.split('@', 1)[0]}@{conversion.descriptor.digest}"
+    extra = {"family": conversion.target_family,
+             "lost": [loss.as_dict() for loss in conversion.losses]}
+    return PushResult(pinned, conversion.descriptor, stats, extra)
