@@ -399,7 +399,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from .families import command as convert_command
     from .families.convert import convert
 
-    bar = make_progress("convert", not args.json and not args.quiet)
+    bar = choose_progress(args.progress, "convert", quiet=args.quiet, machine_output=args.json)
     try:
         result = convert(args.src, args.dst, args.to, options=convert_command.write_options(args),
                          registry_options=_transfer(args).registry_options(), concurrency=args.concurrency,

@@ -265,3 +265,34 @@ def test_convert_within_one_registry_mounts_every_layer(registry, tmp_path, uniq
     api.pull(f"{repo}-docker:v1", str(tmp_path / "pulled"), transfer=transfer)
     api.pull(kit, str(tmp_path / "direct"))
     assert tree(tmp_path / "pulled") == tree(tmp_path / "direct")
+
+
+def test_mirror_converts_a_modelkit_into_a_docker_model_and_back(registry, tmp_path, unique_repo):
+    """A job's convert key takes family names; accept lists the families to take."""
+    from ocibridge.mirror import load_job, run_job
+
+    kit = _kit(tmp_path)
+    repo = f"{registry.host}/{unique_repo}"
+    job = tmp_path / "job.toml"
+    job.write_text(f"""
+[registries."{registry.host}"]
+plain_http = true
+
+[[sync]]
+source = "{kit}"
+target = "{repo}-docker:v1"
+accept = ["modelkit"]
+convert = "docker-model"
+
+[[sync]]
+source = "{repo}-docker:v1"
+target = "{repo}-kit:v1"
+accept = ["docker-model"]
+convert = "modelkit"
+""")
+    summary = run_job(load_job(job))
+    assert summary.exit_code == 0, summary.format_text()
+    target = open_store_target(f"{repo}-kit:v1", plain_http=True)
+    assert target.store.resolve("v1").digest == KIT_DIGEST
+    docker = open_store_target(f"{repo}-docker:v1", plain_http=True)
+    assert identify(docker.store, "v1").family.name == "docker-model"

@@ -56,6 +56,9 @@ def add_convert_command(
                    help="ModelPack naming to write with --to modelpack (default cnai)")
     add_override_flags(p)
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    from ..progress_modes import MODES
+
+    p.add_argument("--progress", choices=MODES, default="auto", help="progress display (default auto)")
     add_transfer_flags(p)
 
 

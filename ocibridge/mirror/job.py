@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from ..errors import OcibridgeError
 
-FamilyName = Literal["cnai", "cncf", "any"]
+FamilyName = Literal["cnai", "cncf", "modelkit", "docker-model", "any"]
+ConvertTo = Literal["cnai", "cncf", "modelpack", "modelkit", "docker-model"]
 
 
 class _Strict(BaseModel):
@@ -104,12 +105,14 @@ class Settings(_Strict):
 
     referrers: bool | None = Field(default=None, description="Copy referrers (signatures, SBOMs). Default true.")
     accept: list[FamilyName] | None = Field(
-        default=None, description="ModelPack families to mirror; 'any' accepts every artifact. Default cnai, cncf."
+        default=None, description="Model families to mirror (cnai, cncf: ModelPack; modelkit; docker-model); "
+        "'any' accepts every artifact. Default cnai, cncf."
     )
     concurrency: Concurrency | None = None
     rate_limit: RateLimit | None = None
-    convert: Literal["cnai", "cncf"] | None = Field(
-        default=None, description="Re-label ModelPack artifacts into this family while mirroring."
+    convert: ConvertTo | None = Field(
+        default=None, description="Re-label ModelPack artifacts into this family (cnai, cncf) or convert "
+        "every model into another family (modelpack, modelkit, docker-model) while mirroring."
     )
     verify: VerifySettings | None = Field(
         default=None, description="Only mirror artifacts whose signature verifies (cosign .sig or sigstore bundle)."

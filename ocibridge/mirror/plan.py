@@ -123,7 +123,9 @@ class _Planner:
         self.dst = plan.target
         self.settings = plan.settings
         convert = self.settings.convert
-        self.view = RelabelStore(self.src.store, Family(convert)) if convert else None
+        relabel = convert in (Family.CNAI.value, Family.CNCF.value)
+        self.view = RelabelStore(self.src.store, Family(convert)) if convert and relabel else None
+        self.to_family = convert if convert and not relabel else None  # families/: another family
         self._lock = threading.Lock()
         self._counted: dict[str, bool] = {}  # blob digest → present on the target
         self._manifests: dict[tuple[int, str], bytes] = {}  # (store, digest) → bytes, read once
@@ -172,6 +174,11 @@ class _Planner:
                 return result
             verify_before_use(self.src.store, original, self.plan.policy, name=result.source)
             desc = self.view.convert(original) if store is self.view else original
+            if self.to_family is not None:
+                from ..families import convert_artifact
+
+                store = convert_artifact(self.src.store, original.digest, self.to_family).store
+                desc = store.descriptor
             src_ref = desc.digest
             if store is self.view and self.settings.referrers:
                 left = self._left_behind(original)
@@ -196,10 +203,11 @@ class _Planner:
         family = _family(store, desc, self._fetch)
         accept = self.settings.accept
         if "any" not in accept:
-            if family is None:
+            name = family.value if family is not None else _other_family(store, desc)
+            if name is None:
                 return store, desc, f"not a ModelPack artifact (accept = {', '.join(accept)})"
-            if family.value not in accept:
-                return store, desc, f"family {family.value} not accepted (accept = {', '.join(accept)})"
+            if name not in accept:
+                return store, desc, f"family {name} not accepted (accept = {', '.join(accept)})"
         if self.view is not None and family is not None and family is not self.view.to:
             return self.view, desc, ""
         return store, desc, ""
@@ -235,8 +243,13 @@ class _Planner:
             except (OcibridgeError, ValueError):
                 name = None
         package = read_ollama(self.src.store, ref, name)
-        family = Family(self.settings.convert or Family.CNAI.value)
+        family = Family(self.view.to if self.view is not None else Family.CNAI)
         artifact = build(package, BuildOptions(family=family))
+        if self.to_family is not None:
+            from ..families import convert_artifact
+
+            converted = convert_artifact(artifact, ARTIFACT_TAG, self.to_family).store
+            return converted, converted.descriptor, converted.descriptor.digest
         return artifact, artifact.descriptor, ARTIFACT_TAG
 
     def _already_there(self, desc: Descriptor, tag: str | None) -> bool:
@@ -320,6 +333,16 @@ def signatures_missing(src: Store, dst: Store, desc: Descriptor) -> bool:
             pass
         return True
     return any(is_signature_referrer(r) and not dst.exists(r) for r in src.referrers(desc))
+
+
+def _other_family(store: Store, desc: Descriptor) -> str | None:
+    """The name of a model family other than ModelPack (modelkit, docker-model), or None."""
+    from ..families import NotAModel, identify
+
+    try:
+        return identify(store, desc.digest).family.name
+    except NotAModel:
+        return None
 
 
 def _family(store: Store, desc: Descriptor, fetch: Fetch) -> Family | None:
