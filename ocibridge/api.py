@@ -115,7 +115,10 @@ def load_source(
         origin = open_store_target(source, **(transfer or TransferOptions()).registry_options())
         package = read_ollama(origin.store, origin.reference)
     elif fmt in (None, "directory"):
+        from .modelpack import metadata
+
         package = read_directory(source, overrides=kind_overrides, excludes=excludes, name=name)
+        metadata.fill(package)  # architecture, family, precision, paramSize from the files
     else:
         raise SourceError(f"unknown source format {fmt!r}")
     if name:

@@ -167,8 +167,7 @@ def test_modelpack_to_docker_types_each_file(tmp_path):
         "model.gguf": "application/vnd.docker.ai.gguf.v3",
     }
     assert manifest.config.mediaType == "application/vnd.docker.ai.model.config.v0.1+json"
-    assert sorted(loss.field for loss in result.conversion.losses) == [
-        "descriptor.name", "layers[README.md].kind", "layers[chat.jinja].kind"]
+    assert sorted(loss.field for loss in result.conversion.losses) == ["descriptor.name", "layers[README.md].kind"]
     assert all(loss.kept for loss in result.conversion.losses)
 
 

@@ -13,7 +13,10 @@ from ..modelpack.classify import classify
 from ..modelpack.package import ModelFile, ModelPackage
 from ..oci.mediatypes import Kind
 
-DEFAULT_EXCLUDES = (".git", ".git/*", ".hg", ".svn", "__pycache__", "*/__pycache__", ".DS_Store")
+#: Tool folders and files, not part of a model: version control, Hugging Face's download cache
+#: (``.cache/huggingface`` in a ``local_dir`` download, ``.huggingface``), git attributes.
+DEFAULT_EXCLUDES = (".git", ".git/*", ".hg", ".svn", "__pycache__", "*/__pycache__", ".DS_Store",
+                    ".cache", ".huggingface", ".gitattributes")
 
 
 def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:

@@ -19,7 +19,7 @@ WEIGHT_PATTERNS = (
 CONFIG_PATTERNS = (
     "*.json", "*.jsonl", "*.yaml", "*.yml", "*.toml", "*.ini", "*.cfg", "*.conf", "*.xml",
     "tokenizer.model", "*.tiktoken", "vocab.txt", "merges.txt", "*.vocab", "spiece.model",
-    "sentencepiece.bpe.model", "*.spm", "generation_config.*", "MANIFEST",
+    "sentencepiece.bpe.model", "*.spm", "generation_config.*", "MANIFEST", "*.jinja",
 )
 CODE_PATTERNS = (
     "*.py", "*.sh", "*.ipynb", "requirements*.txt", "*.c", "*.cc", "*.cpp", "*.h", "*.hpp",
