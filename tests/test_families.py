@@ -295,3 +295,55 @@ convert = "modelkit"
     assert target.store.resolve("v1").digest == KIT_DIGEST
     docker = open_store_target(f"{repo}-docker:v1", plain_http=True)
     assert identify(docker.store, "v1").family.name == "docker-model"
+
+
+# -- Ollama and ModelCar: exported from the ModelPack form ----------------------------------------
+@pytest.fixture
+def ollama_store(tmp_path, monkeypatch):
+    from tests.ollama_fixtures import gguf_store
+
+    root = tmp_path / "ollama-models"
+    gguf_store(root, tmp_path)
+    monkeypatch.setenv("OLLAMA_MODELS", str(root))
+    return root
+
+
+@pytest.mark.parametrize("via", ["modelkit", "docker-model", "modelpack-cncf"])
+def test_an_ollama_model_goes_through_another_family_and_back_exactly(ollama_store, tmp_path, via):
+    original = _digest("ollama:tiny")
+    there = _convert("ollama:tiny", f"oci:{tmp_path / 'out'}:there", via)
+    assert there.conversion.source_family == "ollama"
+    back = convert(f"oci:{tmp_path / 'out'}:there", "ollama:tiny-back", "ollama")
+    assert back.conversion.target_family == "ollama" and not back.conversion.losses
+    assert _digest("ollama:tiny-back") == original
+    assert _files(f"oci:{tmp_path / 'out'}:there", tmp_path / "a") == _files("ollama:tiny", tmp_path / "b")
+
+
+def test_into_ollama_what_it_cannot_hold_is_reported_lost(ollama_store, tmp_path, capsys):
+    from tests.ollama_fixtures import write_gguf
+
+    model = tmp_path / "g"
+    model.mkdir()
+    write_gguf(model / "model.gguf")
+    (model / "README.md").write_text("# hi\n")
+    api.push(str(model), f"oci:{tmp_path / 'mp'}:v1", overrides={"version": "1.0"})
+    code = main(["convert", f"oci:{tmp_path / 'mp'}:v1", "ollama:g", "--to", "ollama", "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    lost = {loss["field"] for loss in report["lost"]}
+    assert {"file README.md", "descriptor.name", "descriptor.version", "config.architecture"} <= lost
+    assert identify(open_store_target("ollama:g").store, "latest").family.name == "ollama"
+
+
+def test_a_modelcar_reads_back_as_the_artifact_it_was_built_from(tmp_path):
+    src = _kit(tmp_path)
+    layout = tmp_path / "k8s"
+    car = convert(src, f"oci:{layout}:car", "modelcar")
+    store = LayoutStore(layout)
+    image = Manifest.model_validate_json(store.fetch_bytes(store.resolve("car")))
+    assert image.config.mediaType == OCI_CONFIG and car.conversion.target_family == "modelcar"
+    assert identify(store, "car").family.name == "modelcar"
+    back = convert(f"oci:{layout}:car", f"oci:{layout}:kit", "modelkit")
+    assert back.conversion.source_family == "modelcar"
+    assert back.conversion.restored and back.conversion.descriptor.digest == KIT_DIGEST
+    assert _files(f"oci:{layout}:car", tmp_path / "a") == _files(src, tmp_path / "b")

@@ -7,12 +7,14 @@ family and ``push --to`` all come from that table.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from ..copy import CopyStats
 from ..oci.mediatypes import Family
 from ..oci.models import Descriptor, Manifest
+from ..progress import ProgressFn
 from ..stores.base import Store
-from .model import ModelView, Written
+from .model import Loss, ModelView, Written
 
 
 @dataclass
@@ -32,9 +34,18 @@ class Reading:
     blobs: Store
 
 
+@dataclass
+class Exported:
+    """What an exporting family wrote: the root it tagged, the copy's counts, what it lost."""
+
+    descriptor: Descriptor
+    stats: CopyStats
+    losses: list[Loss] = field(default_factory=list)
+
+
 @runtime_checkable
 class ModelFamily(Protocol):
-    """A family that lives in OCI stores: manifest + config + layers."""
+    """A model family: recognised by its manifest, read into the neutral view."""
 
     name: str  # as --to spells it
     title: str  # for messages
@@ -50,5 +61,19 @@ class ModelFamily(Protocol):
     def read(self, store: Store, desc: Descriptor, data: bytes, manifest: Manifest) -> Reading:
         ...
 
+
+@runtime_checkable
+class Writes(Protocol):
+    """A family written as one manifest + config over the same blobs (ModelPack, ModelKit, Docker)."""
+
     def write(self, view: ModelView, options: WriteOptions) -> Written:
+        ...
+
+
+@runtime_checkable
+class Exports(Protocol):
+    """A family written from the ModelPack form by its own exporter (Ollama, ModelCar images)."""
+
+    def export(self, store: Store, desc: Descriptor, dst: str, *, registry_options: dict[str, Any],
+               concurrency: int, progress: ProgressFn | None) -> Exported:
         ...

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..copy import DEFAULT_CONCURRENCY, CopyStats, copy
-from ..errors import NotFound
+from ..errors import NotFound, OcibridgeError
 from ..oci.models import Descriptor
 from ..progress import ProgressFn
 from ..stores.base import Store
 from ..targets import open_store_target
-from .base import Reading, WriteOptions
+from .base import Exports, Reading, WriteOptions, Writes
 from .model import Loss, ModelView, Written
 from .origin import restore
 from .registry import Identified, by_name, identify
@@ -74,6 +74,8 @@ def convert_artifact(store: Store, reference: str, to: str, options: WriteOption
 def convert_reading(found: Identified, reading: Reading, to: str, options: WriteOptions) -> Conversion:
     view = reading.view
     target = by_name(to)
+    if not isinstance(target, Writes):
+        raise OcibridgeError(f"{target.title}s are written by an exporter, not as a manifest over the same blobs")
     key = target.key(None, options)
     if options.overrides:
         apply_overrides(view, options.overrides)
@@ -90,7 +92,8 @@ def convert_reading(found: Identified, reading: Reading, to: str, options: Write
     for part in view.parts:  # every blob there before anything is written (and, on a
         if not reading.blobs.exists(part.blob):  # registry, known as mountable from its repository)
             raise NotFound(f"{reading.blobs.describe()}: blob {part.blob.digest} ({part.path}) is missing")
-    return Conversion(ConvertedStore(reading.blobs, written), found, view.family, key, restored, written.losses)
+    source_family = found.family.key(found.manifest, WriteOptions())
+    return Conversion(ConvertedStore(reading.blobs, written), found, source_family, key, restored, written.losses)
 
 
 @dataclass
@@ -126,6 +129,16 @@ def convert(
     """Convert the artifact at ``src`` into family ``to`` and store it at ``dst``."""
     registry_options = registry_options or {}
     source = open_store_target(src, **registry_options)
+    family = by_name(to)
+    if isinstance(family, Exports):  # Ollama, ModelCar: exported from the ModelPack form
+        conversion = convert_artifact(source.store, source.reference, "modelpack", options)
+        exported = family.export(conversion.store, conversion.descriptor, dst, registry_options=registry_options,
+                                 concurrency=concurrency, progress=progress)
+        conversion.target_family = family.name
+        conversion.restored = False
+        conversion.losses = exported.losses
+        pinned = f"{dst.split('@', 1)[0]}@{exported.descriptor.digest}"
+        return ConvertResult(pinned, conversion, exported.stats)
     conversion = convert_artifact(source.store, source.reference, to, options)
     target = open_store_target(dst, for_write=True, **registry_options)
     stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress)

@@ -10,8 +10,9 @@ from ..modelpack.builder import ARTIFACT_TAG, BuildOptions, build
 from ..modelpack.package import ModelPackage
 from ..progress import ProgressFn
 from ..targets import open_store_target
-from .base import WriteOptions
+from .base import Exports, WriteOptions
 from .convert import OVERRIDES, Conversion, convert_artifact
+from .registry import by_name
 from .view import TAG
 
 if TYPE_CHECKING:
@@ -39,6 +40,13 @@ def push_family(
     from ..api import PushResult
 
     artifact = build(package, build_options)
+    family = by_name(to)
+    if isinstance(family, Exports):  # Ollama, ModelCar: exported from the built ModelPack
+        exported = family.export(artifact, artifact.descriptor, dest, registry_options=registry_options,
+                                 concurrency=concurrency, progress=progress)
+        pinned = f"{dest.split('@', 1)[0]}@{exported.descriptor.digest}"
+        return PushResult(pinned, exported.descriptor, exported.stats,
+                          {"family": family.name, "lost": [loss.as_dict() for loss in exported.losses]})
     conversion: Conversion = convert_artifact(artifact, ARTIFACT_TAG, to,
                                               WriteOptions(media_types=build_options.family))
     target = open_store_target(dest, for_write=True, **registry_options)

@@ -117,11 +117,15 @@ def _from_index(store: Store, reference: str, index: Index) -> Identified:
 def _register_builtin() -> None:
     from .docker import DockerModelFamily
     from .kitops import ModelKitFamily
+    from .modelcar import ModelCarFamily
     from .modelpack import ModelPackFamily
+    from .ollama import OllamaFamily
 
     register(ModelPackFamily())
     register(ModelKitFamily())
     register(DockerModelFamily())
+    register(ModelCarFamily())
+    register(OllamaFamily())
 
 
 _register_builtin()
