@@ -98,9 +98,18 @@ def load_source(
     excludes: tuple[str, ...] = (),
     name: str | None = None,
     transfer: TransferOptions | None = None,
+    build_file: str | None = None,
 ) -> ModelPackage:
-    """Read any supported source into a neutral model package."""
+    """Read any supported source into a neutral model package. ``build_file``: a Modelfile or
+    a Kitfile naming the files of the directory ``source`` (formats/buildfile.py)."""
     fmt = archive_format(source, format)
+    if build_file is not None:
+        from .formats.buildfile import read_build_file
+        from .modelpack import metadata
+
+        package = read_build_file(build_file, source, excludes=excludes, name=name)
+        metadata.fill(package)
+        return package
     if fmt == "carton":
         from .formats.carton import read_carton
 
@@ -155,6 +164,7 @@ def push(
     progress: ProgressFn | None = None,
     to: str | None = None,
     overrides: dict[str, str] | None = None,
+    build_file: str | None = None,
 ) -> PushResult:
     """Convert ``source`` to a ModelPack artifact and store it at ``dest`` (default store if None).
 
@@ -175,6 +185,7 @@ def push(
         excludes=excludes,
         name=name,
         transfer=transfer,
+        build_file=build_file,
     )
     build_options = build_options or BuildOptions()
     if dest is None:

@@ -174,6 +174,7 @@ def cmd_push(args: argparse.Namespace) -> int:
             progress=bar,
             to=args.to,
             overrides=overrides_of(args),
+            build_file=args.file,
         )
     finally:
         if bar:
@@ -478,6 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--media-types", choices=[f.value for f in Family], default=Family.CNAI.value,
                    help="ModelPack naming family to write (default cnai)")
     p.add_argument("--name", help="model name (default: from the source)")
+    p.add_argument("-f", "--file", metavar="FILE",
+                   help="a Modelfile (modctl) or Kitfile (KitOps) naming the files of SOURCE and their metadata")
     p.add_argument("--to", choices=family_choices(), default=None,
                    help="model family to write (default modelpack)")
     add_override_flags(p, skip=("name",), renamed={"format": "model-format"})

@@ -9,6 +9,7 @@ config: the Kitfile with each element's ``digest`` and ``diffId``.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -27,6 +28,7 @@ MANIFEST_TYPE = "application/vnd.kitops.modelkit.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.kitops.modelkit.config.v1+json"
 KITFILE_ANNOTATION = "ml.kitops.modelkit.kitfile"
 CLI_VERSION_ANNOTATION = "ml.kitops.modelkit.cli-version"
+MODELFILE_ANNOTATION = "org.cncf.modctl.modelfile"
 FILEPATH = "org.cncf.model.filepath"
 METADATA = "org.cncf.model.file.metadata+json"
 MANIFEST_VERSION = "1.0.0"
@@ -90,6 +92,54 @@ def _licenses(kitfile: dict[str, Any]) -> list[str]:
     return sorted(set(found))
 
 
+def kitfile_extras(kitfile: dict[str, Any]) -> dict[str, Any]:
+    """What a Kitfile says that ModelPack has no field for, under ``kitfile.*`` keys."""
+    model, package = section(kitfile, "model"), section(kitfile, "package")
+    extra: dict[str, Any] = {}
+    for key in ("name", "framework", "version", "description", "license", "parameters"):
+        if model.get(key) not in (None, "", [], {}):
+            extra[f"kitfile.model.{key}"] = model[key]
+    if text_field(package, "license"):
+        extra["kitfile.package.license"] = package["license"]
+    return extra
+
+
+def kitfile_elements(kitfile: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(path, the element's own fields) of every Kitfile element, model parts and sections."""
+    out = []
+    model = section(kitfile, "model")
+    for element in [*items(model, "parts"), *items(kitfile, "code"), *items(kitfile, "datasets"),
+                    *items(kitfile, "docs"), *items(kitfile, "prompts")]:
+        path = text_field(element, "path")
+        if path:
+            out.append((path.strip("/"), {k: element[k] for k in _ELEMENT_FIELDS
+                                          if element.get(k) not in (None, "", [], {})}))
+    return out
+
+
+def apply_kitfile_annotation(view: ModelView) -> None:
+    """A ModelPack artifact written from a Kitfile (kit --use-model-pack, ocibridge push -f)
+    keeps it in an annotation: its Kit-only fields go back into the view."""
+    text = view.annotations.get(KITFILE_ANNOTATION)
+    if not text:
+        return
+    try:
+        kitfile = json.loads(text)
+    except ValueError:
+        return
+    if not isinstance(kitfile, dict):
+        return
+    for key, value in kitfile_extras(kitfile).items():
+        view.extra.setdefault(key, value)
+    elements = kitfile_elements(kitfile)
+    for part in view.parts:
+        for path, fields in elements:
+            if part.path == path or part.path.startswith(path + "/") or path == ".":
+                for key, value in fields.items():
+                    part.extra.setdefault(key, value)
+                break
+
+
 class ModelKitFamily:
     name = "modelkit"
     title = "KitOps ModelKit"
@@ -149,18 +199,12 @@ class ModelKitFamily:
         model = section(kitfile, "model")
         if text_field(model, "format"):
             config["format"] = model["format"]
-        extra: dict[str, Any] = {}
-        for key in ("name", "framework", "version", "description", "license", "parameters"):
-            if model.get(key) not in (None, "", [], {}):
-                extra[f"kitfile.model.{key}"] = model[key]
-        if text_field(package, "license"):
-            extra["kitfile.package.license"] = package["license"]
         view = ModelView(
             family=self.name,
             parts=parts,
             descriptor=descriptor,
             config=config,
-            extra=extra,
+            extra=kitfile_extras(kitfile),
             annotations={k: v for k, v in annotations.items()
                          if k not in (CLI_VERSION_ANNOTATION, KITFILE_ANNOTATION)},
             manifest=data,
@@ -176,7 +220,7 @@ class ModelKitFamily:
         layers = [part.bare_blob(layer_type(part.variant, base), _layer_annotations(part)) for base, part in ordered]
         kept = can_keep(view, self.name)
         annotations = carried(view, self.name, config_bytes)
-        plain = strip(view.annotations)
+        plain = {k: v for k, v in strip(view.annotations).items() if k != KITFILE_ANNOTATION}
         if view.descriptor.get("createdAt") and ANNOTATION_CREATED not in plain:
             plain[ANNOTATION_CREATED] = str(view.descriptor["createdAt"])
         manifest = Manifest(
@@ -194,6 +238,8 @@ class ModelKitFamily:
                    if view.descriptor.get(k) not in (None, "", [])]
         losses += [Loss(k, short(v), kept) for k, v in sorted(view.extra.items())
                    if not k.startswith("kitfile.")]
+        if view.annotations.get(MODELFILE_ANNOTATION):
+            losses.append(Loss("annotations.org.cncf.modctl.modelfile", "the Modelfile", kept))
         return Written(manifest.to_json_bytes(), OCI_MANIFEST, config_bytes, CONFIG_TYPE, MANIFEST_TYPE, losses)
 
 

@@ -70,6 +70,9 @@ class ModelPackFamily:
             config_bytes=config_bytes,
             manifest_media_type=desc.mediaType,
         )
+        from .kitops import apply_kitfile_annotation
+
+        apply_kitfile_annotation(view)
         return Reading(view, store)
 
     def write(self, view: ModelView, options: WriteOptions) -> Written:
