@@ -442,10 +442,15 @@ def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResu
                          tuple(info["layers"]), info.get("config"), info)
 
 
-def validate(ref: str, *, transfer: TransferOptions | None = None) -> ValidateResult:
-    """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule."""
+def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool = False,
+             warnings: list[str] | None = None) -> ValidateResult:
+    """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule of the
+    model-spec. Runtime readiness (CRI-O file names, containerd) is reported in the result's
+    ``warnings`` (and into ``warnings`` when given, also when invalid); ``strict`` makes it errors."""
+    found: list[str] = [] if warnings is None else warnings
     target = open_store_target(ref, **(transfer or TransferOptions()).registry_options())
-    return ValidateResult(ref, validate_artifact(target.store, target.reference))
+    desc = validate_artifact(target.store, target.reference, strict=strict, warnings=found)
+    return ValidateResult(ref, desc, tuple(found))
 
 
 def tags(ref: str, *, transfer: TransferOptions | None = None) -> list[str]:

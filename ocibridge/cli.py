@@ -251,17 +251,21 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    warnings: list[str] = []
     try:
-        desc = api.validate(args.ref, transfer=_transfer(args))
+        desc = api.validate(args.ref, transfer=_transfer(args), strict=args.strict, warnings=warnings)
     except ValidationError as e:
         if args.json:
-            print(json.dumps({"valid": False, "reasons": e.reasons}, indent=2))
+            print(json.dumps({"valid": False, "reasons": e.reasons, "warnings": warnings}, indent=2))
         else:
             print(one_line(f"{args.ref}: invalid"), file=sys.stderr)
             for reason in e.reasons:
                 print(one_line(f"  - {reason}"), file=sys.stderr)
+            for warning in [] if args.strict else warnings:
+                print(one_line(f"  warning: {warning}"), file=sys.stderr)
         return EXIT_FAILURE
-    _emit(args, desc.as_dict(), f"{args.ref}: valid ({desc.digest})")
+    text = "\n".join([f"{args.ref}: valid ({desc.digest})", *(one_line(f"  warning: {w}") for w in desc.warnings)])
+    _emit(args, desc.as_dict(), text)
     return 0
 
 
@@ -537,6 +541,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("validate", cmd_validate, "check an artifact against the ModelPack rules")
     p.add_argument("ref", metavar="REF")
+    p.add_argument("--strict", action="store_true",
+                   help="runtime readiness warnings (CRI-O file names, containerd) count as errors")
     _add_transfer_flags(p)
 
     p = command("tags", cmd_tags, "list the tags of a repository or layout")

@@ -39,13 +39,14 @@ class ValidateResult:
 
     reference: str
     descriptor: Descriptor
+    warnings: tuple[str, ...] = ()  # runtime readiness beyond the spec (validate --strict: errors)
 
     @property
     def digest(self) -> str:
         return self.descriptor.digest
 
     def as_dict(self) -> dict[str, Any]:
-        return {"valid": True, "digest": self.digest}
+        return {"valid": True, "digest": self.digest, "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,12 @@ def _uncompressed_digest(store: Store, layer: Descriptor, variant: Variant) -> s
     return "sha256:" + h.hexdigest()
 
 
-def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str]) -> Variant | None:
+def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str],
+                 warnings: list[str] | None = None) -> Variant | None:
+    """Spec rules on one layer into ``reasons``; what runtimes and tools need beyond the spec
+    (a file name CRI-O reads, file metadata) into ``warnings``."""
     where = f"layers[{i}]"
+    warn = warnings if warnings is not None else []
     kind = parse_layer_media_type(layer.mediaType)
     if kind is None:
         reasons.append(f"{where}.mediaType: {layer.mediaType!r} is not a ModelPack layer type")
@@ -47,9 +51,8 @@ def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str]) 
         )
     annotations = layer.annotations or {}
     path = annotations.get(family.filepath_key)
-    if not path:
-        reasons.append(f"{where}.annotations: {family.filepath_key} is required")
-    elif not (path == "." and kind.variant is not Variant.RAW):  # "." names a tar's root
+    title = annotations.get(ANNOTATION_TITLE)
+    if path and not (path == "." and kind.variant is not Variant.RAW):  # "." names a tar's root
         try:
             safe_relpath(path)  # pull refuses such a layer: say so before anyone pulls
         except UnsafePath as e:
@@ -57,7 +60,7 @@ def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str]) 
                            "must be a relative path inside the model")
     meta = annotations.get(family.metadata_key)
     if meta is None:
-        reasons.append(f"{where}.annotations: {family.metadata_key} is required")
+        warn.append(f"{where}.annotations: no {family.metadata_key}: the file mode is unknown (pulled as 0644)")
     else:
         try:
             parsed = json.loads(meta)
@@ -66,13 +69,23 @@ def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str]) 
                 reasons.append(f"{where}.annotations.{family.metadata_key}: missing {', '.join(missing)}")
         except ValueError:
             reasons.append(f"{where}.annotations.{family.metadata_key}: not valid JSON")
-    if kind.variant is Variant.RAW and not annotations.get(ANNOTATION_TITLE):
-        reasons.append(f"{where}.annotations: {ANNOTATION_TITLE} is required on raw layers")
+    if kind.variant is Variant.RAW and not title:
+        if not path:
+            warn.append(f"{where}.annotations: neither {family.filepath_key} nor {ANNOTATION_TITLE}: "
+                        "no tool can name this file (pull refuses it)")
+        else:
+            skipping = "CRI-O 1.34+ (reads org.cncf.model.filepath)" if family is Family.CNAI else \
+                "CRI-O 1.33 (reads org.cnai.model.filepath)"
+            warn.append(f"{where}.annotations: no {ANNOTATION_TITLE}: {skipping} will not show {path}")
+    elif kind.variant is Variant.RAW and not path:
+        warn.append(f"{where}.annotations: no {family.filepath_key} (the spec's file path); "
+                    f"tools fall back to {ANNOTATION_TITLE}")
     return kind.variant
 
 
-def validate_manifest(store: Store, manifest: Manifest) -> list[str]:
-    """Every rule the artifact breaks, each as ``field: rule``; empty when valid."""
+def validate_manifest(store: Store, manifest: Manifest, warnings: list[str] | None = None) -> list[str]:
+    """Every rule of the model-spec the artifact breaks, each as ``field: rule``; empty when
+    valid. What runtimes need beyond the spec goes into ``warnings`` when given."""
     reasons: list[str] = []
     if manifest.mediaType != OCI_MANIFEST:
         reasons.append(f"mediaType: must be {OCI_MANIFEST}, is {manifest.mediaType!r}")
@@ -96,7 +109,7 @@ def validate_manifest(store: Store, manifest: Manifest) -> list[str]:
         reasons.append(f"config: {e}")
     if not manifest.layers:
         reasons.append("layers: at least one layer is required")
-    variants = [_check_layer(i, layer, family, reasons) for i, layer in enumerate(manifest.layers)]
+    variants = [_check_layer(i, layer, family, reasons, warnings) for i, layer in enumerate(manifest.layers)]
     if config is None:
         return reasons
     diff_ids = config.modelfs.diffIds
@@ -124,10 +137,45 @@ def validate_manifest(store: Store, manifest: Manifest) -> list[str]:
     return reasons
 
 
-def validate(store: Store, reference: str) -> Descriptor:
-    """Raise ValidationError with every reason, or return the manifest descriptor."""
+CONTAINERD = ("containerd mounts images only, not artifacts: this will not mount there "
+              "(ocibridge convert --to modelcar, or k8s modelcar --index)")
+
+
+def validate(store: Store, reference: str, *, strict: bool = False,
+             warnings: list[str] | None = None) -> Descriptor:
+    """Raise ValidationError with every reason, or return the manifest descriptor.
+
+    Spec conformance decides validity; runtime readiness (file names CRI-O reads, containerd's
+    images-only rule, file metadata) is collected into ``warnings``, and with ``strict`` they
+    count as reasons too.
+    """
+    found: list[str] = []
     desc, manifest = fetch_manifest(store, reference)
-    reasons = validate_manifest(store, manifest)
+    reasons = validate_manifest(store, manifest, found)
+    if not _has_image(store, reference):
+        found.append(CONTAINERD)
+    if warnings is not None:
+        warnings.extend(found)
+    if strict:
+        reasons += [f"(strict) {w}" for w in found]
     if reasons:
         raise ValidationError(reasons)
     return desc
+
+
+def _has_image(store: Store, reference: str) -> bool:
+    """Whether ``reference`` is an index that also serves an image (what containerd mounts)."""
+    from ..oci.mediatypes import INDEX_TYPES, OCI_CONFIG
+    from ..oci.models import Index, parse_manifest_bytes
+
+    desc = store.resolve(reference)
+    if desc.mediaType not in INDEX_TYPES:
+        return False
+    index = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    if not isinstance(index, Index):
+        return False
+    for entry in index.manifests[:32]:
+        node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
+        if isinstance(node, Manifest) and node.config.mediaType == OCI_CONFIG and not node.artifactType:
+            return True
+    return False
