@@ -402,7 +402,7 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from .families import command as convert_command
-    from .families.convert import convert
+    from .families.conversion import convert
 
     bar = choose_progress(args.progress, "convert", quiet=args.quiet, machine_output=args.json)
     try:

@@ -1,15 +1,25 @@
-"""OCI model families (ModelPack, KitOps ModelKits, Docker model artifacts, ...): detection
-by what an artifact is, and conversion between them with the blobs reused byte for byte."""
+"""OCI model families (ModelPack, KitOps ModelKits, Docker model artifacts, ModelCar images,
+Ollama models): detection by what an artifact is, and conversion between them with the blobs
+reused byte for byte. Names load on first use (the command line imports this package for its
+``--to`` choices only)."""
 
 from __future__ import annotations
 
-from .base import ModelFamily, Reading, WriteOptions
-from .convert import Conversion, ConvertResult, convert, convert_artifact
-from .model import Loss, ModelView, Part, Written
-from .registry import Identified, NotAModel, by_name, identify, names, register
+import importlib
+from typing import Any
 
-__all__ = [
-    "Conversion", "ConvertResult", "Identified", "Loss", "ModelFamily", "ModelView", "NotAModel", "Part",
-    "Reading", "WriteOptions", "Written", "by_name", "convert", "convert_artifact", "identify", "names",
-    "register",
-]
+_HOMES = {
+    "ModelFamily": "base", "Reading": "base", "WriteOptions": "base", "Exported": "base",
+    "Conversion": "conversion", "ConvertResult": "conversion", "convert": "conversion",
+    "convert_artifact": "conversion",
+    "Loss": "model", "ModelView": "model", "Part": "model", "Written": "model",
+    "Identified": "registry", "NotAModel": "registry", "by_name": "registry", "identify": "registry",
+    "register": "registry", "names": "table",
+}
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)

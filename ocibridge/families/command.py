@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..oci.mediatypes import Family
-from .base import WriteOptions
-from .convert import OVERRIDES, ConvertResult
-from .registry import names
+from .table import OVERRIDES, names
+
+if TYPE_CHECKING:  # the command line loads the families only when a command runs
+    from .base import WriteOptions
+    from .conversion import ConvertResult
 
 #: override flags (``--param-size`` ...) and what each sets, for --help
 OVERRIDE_HELP = {
@@ -63,6 +65,8 @@ def add_convert_command(
 
 
 def write_options(args: argparse.Namespace) -> WriteOptions:
+    from .base import WriteOptions
+
     return WriteOptions(media_types=Family(args.media_types), overrides=overrides_of(args))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..oci.models import Descriptor
 from ..stores.base import Store
 from .base import WriteOptions
-from .convert import convert_reading
+from .conversion import convert_reading
 from .registry import NotAModel, identify
 
 

@@ -11,8 +11,9 @@ from ..modelpack.package import ModelPackage
 from ..progress import ProgressFn
 from ..targets import open_store_target
 from .base import Exports, WriteOptions
-from .convert import OVERRIDES, Conversion, convert_artifact
+from .conversion import Conversion, convert_artifact
 from .registry import by_name
+from .table import OVERRIDES
 from .view import TAG
 
 if TYPE_CHECKING:

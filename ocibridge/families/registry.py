@@ -1,8 +1,7 @@
 """The table of model families: detection by what an artifact is, and lookup by name.
 
-Adding a family is one module implementing :class:`~.base.ModelFamily` plus one
-``register(...)`` line at the bottom of this file; ``convert --to``, ``pull`` and ``push --to``
-take their choices from here.
+Adding a family is one module implementing :class:`~.base.ModelFamily` plus one line in
+:mod:`.table`; ``convert --to``, ``pull`` and ``push --to`` take their choices from there.
 """
 
 from __future__ import annotations
@@ -115,17 +114,12 @@ def _from_index(store: Store, reference: str, index: Index) -> Identified:
 
 
 def _register_builtin() -> None:
-    from .docker import DockerModelFamily
-    from .kitops import ModelKitFamily
-    from .modelcar import ModelCarFamily
-    from .modelpack import ModelPackFamily
-    from .ollama import OllamaFamily
+    import importlib
 
-    register(ModelPackFamily())
-    register(ModelKitFamily())
-    register(DockerModelFamily())
-    register(ModelCarFamily())
-    register(OllamaFamily())
+    from .table import REGISTRATIONS
+
+    for _, module, cls in REGISTRATIONS:
+        register(getattr(importlib.import_module(module), cls)())
 
 
 _register_builtin()

@@ -108,7 +108,7 @@ def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ..
                  name: str | None = None) -> ModelPackage:
     """KitOps' Kitfile: package metadata and the model, its parts, code, datasets, docs, prompts."""
     try:
-        import yaml  # type: ignore[import-untyped]
+        import yaml
     except ImportError:
         raise SourceError("reading a Kitfile needs PyYAML (pip install pyyaml)") from None
     try:

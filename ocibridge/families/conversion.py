@@ -20,21 +20,8 @@ from .base import Exports, Reading, WriteOptions, Writes
 from .model import Loss, ModelView, Written
 from .origin import restore
 from .registry import Identified, by_name, identify
+from .table import OVERRIDES
 from .view import TAG, ConvertedStore
-
-#: ``--arch`` & co.: flag name → (section, ModelPack field)
-OVERRIDES = {
-    "arch": ("config", "architecture"),
-    "family": ("descriptor", "family"),
-    "format": ("config", "format"),
-    "param_size": ("config", "paramSize"),
-    "precision": ("config", "precision"),
-    "quantization": ("config", "quantization"),
-    "version": ("descriptor", "version"),
-    "license": ("descriptor", "licenses"),
-    "description": ("descriptor", "description"),
-    "name": ("descriptor", "name"),
-}
 
 
 @dataclass
