@@ -19,7 +19,8 @@ EXAMPLES: dict[str, str] = {
   ocibridge push ./tiny-llama registry.example/team/tiny:v1
   ocibridge push model.carton oci:/srv/models:model-v2 --media-types cncf
   ocibridge push ./m reg.example/m:v1 --kind '*.json=weight.config' --layer doc=tar+zstd
-  ocibridge push ollama:llama3.2 registry.example/ollama/llama3.2:latest""",
+  ocibridge push ollama:llama3.2 registry.example/ollama/llama3.2:latest
+  ocibridge push ./tiny-llama reg.example/kit/tiny:v1 -f Kitfile --to modelkit""",
     "pull": """\
   ocibridge pull registry.example/team/tiny:v1 ./tiny          # files back
   ocibridge pull registry.example/team/tiny:v1 -o ./tiny --include '*.json' --include 'tokenizer*'
@@ -29,12 +30,17 @@ EXAMPLES: dict[str, str] = {
     "copy": """\
   ocibridge copy registry.example/team/tiny:v1 mirror.example/team/tiny:v1 -r
   ocibridge cp registry.example/team/tiny:v1 oci:/srv/models:tiny --progress plain""",
+    "convert": """\
+  ocibridge convert registry.example/kit/tiny:v1 registry.example/models/tiny:v1 --to modelpack
+  ocibridge convert oci:/srv/models:tiny oci:/srv/docker:tiny --to docker-model --json
+  ocibridge convert registry.example/ai/smollm2:latest ollama:smollm2 --to ollama""",
     "inspect": """\
   ocibridge inspect registry.example/team/tiny:v1
   ocibridge inspect oci:/srv/models:tiny --json""",
     "validate": """\
   ocibridge validate registry.example/team/tiny:v1
-  ocibridge validate oci:/srv/models:tiny --json""",
+  ocibridge validate oci:/srv/models:tiny --json
+  ocibridge validate registry.example/team/tiny:v1 --strict    # CRI-O/containerd readiness too""",
     "tags": """\
   ocibridge tags registry.example/team/tiny
   ocibridge tags oci:/srv/models --json""",
