@@ -8,7 +8,9 @@ behave). The kernel this was written on has no ``sch_netem`` and no ``sch_fq`` (
 A 1 GiB blob is then pulled by one curl stream, by ``curl --parallel`` over
 the ranges ocibridge asks, and by ocibridge (to a layout, verified). Then ocibridge is killed
 (SIGKILL) half-way through a 1 GiB pull and a 1 GiB push, and the same command run again; the
-bytes are counted on the registry's side of the link (veth counters).
+bytes are counted on the registry's side of the link (veth counters). The push is killed twice:
+straight to the registry, and with bench/bufferproxy.py (request bodies forwarded whole, as
+nginx does by default) between the link and the registry, on a second shaped port.
 
 Needs root, iproute2 (``ip``), curl and docker-registry. One command:
 
@@ -35,12 +37,15 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ocibridge.stores.partial import RangedPlan
+from ocibridge.stores.registry.blobs import RESUMABLE_CHUNK
 
 NS = "obbench"
 HOST_IF, NS_IF = "obb-h", "obb-r"
 HOST_IP, NS_IP = "10.77.0.1", "10.77.0.2"
 PORT = 5000  # the shaper, on the veth
 UPSTREAM_PORT = 5001  # the registry, on the namespace's loopback
+BUFFERED_PORT = 5010  # a second shaper, on the veth, before
+PROXY_PORT = 5002  # bench/bufferproxy.py on the namespace's loopback, before the registry
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench.network: begin -->", "<!-- bench.network: end -->"
@@ -86,20 +91,26 @@ def registry_in_namespace(workdir: Path, rate: str, one_way_delay_ms: float) -> 
     log = open(workdir / "registry.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(["ip", "netns", "exec", NS, "docker-registry", "serve",
                              str(workdir / "config.yml")], stdout=log, stderr=log)
-    shaper = subprocess.Popen(["ip", "netns", "exec", NS, sys.executable, str(REPO_ROOT / "bench" / "shaper.py"),
-                               "--listen", f"{NS_IP}:{PORT}", "--upstream", f"127.0.0.1:{UPSTREAM_PORT}",
-                               "--rate", rate, "--delay-ms", str(one_way_delay_ms)])
+    def shaper(port: int, upstream: int) -> subprocess.Popen:
+        return subprocess.Popen(["ip", "netns", "exec", NS, sys.executable, str(REPO_ROOT / "bench" / "shaper.py"),
+                                 "--listen", f"{NS_IP}:{port}", "--upstream", f"127.0.0.1:{upstream}",
+                                 "--rate", rate, "--delay-ms", str(one_way_delay_ms)])
+
+    shapers = [shaper(PORT, UPSTREAM_PORT), shaper(BUFFERED_PORT, PROXY_PORT)]
+    proxy = subprocess.Popen(["ip", "netns", "exec", NS, sys.executable, str(REPO_ROOT / "bench" / "bufferproxy.py"),
+                              "--listen", f"127.0.0.1:{PROXY_PORT}", "--upstream", f"127.0.0.1:{UPSTREAM_PORT}"])
     try:
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            if subprocess.run(["curl", "-sf", "-o", "/dev/null", f"http://{NS_IP}:{PORT}/v2/"]).returncode == 0:
+            if all(subprocess.run(["curl", "-sf", "-o", "/dev/null", f"http://{NS_IP}:{port}/v2/"]).returncode == 0
+                   for port in (PORT, BUFFERED_PORT)):
                 break
             time.sleep(0.2)
         else:
             raise SystemExit("the registry in the namespace did not start")
         yield
     finally:
-        for p in (shaper, proc):
+        for p in (*shapers, proxy, proc):
             p.terminate()
             p.wait(timeout=10)
         log.close()
@@ -144,12 +155,12 @@ def ranges(size: int, part: int) -> list[tuple[int, int]]:
     return [(s, min(s + part, size) - 1) for s in range(0, size, part)]
 
 
-def kill_at_half(cmd: list[str], counter_name: str, size: int) -> tuple[int, int]:
-    """Run ``cmd``, SIGKILL it once half the size crossed the link; bytes before the kill,
+def kill_at(cmd: list[str], counter_name: str, at: int, env: dict[str, str]) -> tuple[int, int]:
+    """Run ``cmd``, SIGKILL it once ``at`` bytes crossed the link; bytes before the kill,
     then bytes of the same command run again to the end."""
     start = counter(counter_name)
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while counter(counter_name) - start < size // 2:
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    while counter(counter_name) - start < at:
         if proc.poll() is not None:
             raise SystemExit(f"{cmd} ended before half-way")
         time.sleep(0.01)
@@ -157,7 +168,7 @@ def kill_at_half(cmd: list[str], counter_name: str, size: int) -> tuple[int, int
     proc.wait()
     first = counter(counter_name) - start
     again = counter(counter_name)
-    subprocess.run(cmd, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL, env=env)
     return first, counter(counter_name) - again
 
 
@@ -170,6 +181,8 @@ def main() -> None:
                         help="curl --parallel-max, and ocibridge --parts in the kill test")
     parser.add_argument("--part-size-mib", type=int, default=32)
     parser.add_argument("--no-doc", action="store_true", help="print only, do not edit the doc")
+    parser.add_argument("--kills-only", action="store_true",
+                        help="only the kill -9 and rerun measurements (implies --no-doc)")
     opts = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (ip netns, tc)")
@@ -189,36 +202,45 @@ def main() -> None:
                            stdout=subprocess.DEVNULL, env=env)
             url = f"http://{registry}/v2/bench/big/blobs/{digest}"
             rtt = request_rtt(f"http://{registry}/v2/")
-            out = work / "out"
-            out.mkdir()
-            figures["curl"] = timed(["curl", "-sf", "-o", str(out / "single"), url])
-            (out / "single").unlink()
-            parts = ranges(size, opts.part_size_mib * MiB)
-            cmd = ["curl", "-sf", "--parallel", "--parallel-max", str(opts.parts)]
-            for i, (a, b) in enumerate(parts):
-                cmd += ["-r", f"{a}-{b}", "-o", str(out / f"part{i}"), url]
-            figures["curl --parallel"] = timed(cmd)
-            shutil.rmtree(out)
-            for label, extra in ((f"ocibridge (default: --parts {RangedPlan().parts_in_flight})", []),
-                                 ("ocibridge --parts 4", ["--parts", "4"]),
-                                 ("ocibridge --parts 1 (one stream)", ["--parts", "1"])):
-                layout = work / "layout"
-                figures[label] = timed(ocibridge("copy", "--plain-http", "-q", f"{registry}/bench/big:v1",
-                                                 f"oci:{layout}:v1", "--part-size", f"{opts.part_size_mib}M",
-                                                 *extra), cwd=REPO_ROOT, env=env)
-                shutil.rmtree(layout)
-            base = figures["curl"]
-            for label, seconds in figures.items():
-                rate = size / seconds / MiB
-                rows.append((label, f"| {label} | {seconds:.2f} | {rate:.1f} | {base / seconds:.2f}× |"))
+            if not opts.kills_only:
+                out = work / "out"
+                out.mkdir()
+                figures["curl"] = timed(["curl", "-sf", "-o", str(out / "single"), url])
+                (out / "single").unlink()
+                parts = ranges(size, opts.part_size_mib * MiB)
+                cmd = ["curl", "-sf", "--parallel", "--parallel-max", str(opts.parts)]
+                for i, (a, b) in enumerate(parts):
+                    cmd += ["-r", f"{a}-{b}", "-o", str(out / f"part{i}"), url]
+                figures["curl --parallel"] = timed(cmd)
+                shutil.rmtree(out)
+                for label, extra in ((f"ocibridge (default: --parts {RangedPlan().parts_in_flight})", []),
+                                     ("ocibridge --parts 4", ["--parts", "4"]),
+                                     ("ocibridge --parts 1 (one stream)", ["--parts", "1"])):
+                    layout = work / "layout"
+                    figures[label] = timed(ocibridge("copy", "--plain-http", "-q", f"{registry}/bench/big:v1",
+                                                     f"oci:{layout}:v1", "--part-size", f"{opts.part_size_mib}M",
+                                                     *extra), cwd=REPO_ROOT, env=env)
+                    shutil.rmtree(layout)
+                base = figures["curl"]
+                for label, seconds in figures.items():
+                    rate = size / seconds / MiB
+                    rows.append((label, f"| {label} | {seconds:.2f} | {rate:.1f} | {base / seconds:.2f}× |"))
 
             # kill -9 half-way, then the same command again
             layout = work / "layout-kill"
             pull_cmd = ocibridge("copy", "--plain-http", "-q", f"{registry}/bench/big:v1", f"oci:{layout}:v1",
                                  "--parts", str(opts.parts))
-            pull_first, pull_again = kill_at_half(pull_cmd, "rx_bytes", size)
+            pull_first, pull_again = kill_at(pull_cmd, "rx_bytes", size // 2, env)
             push_cmd = ocibridge("push", "--plain-http", "-q", str(model), f"{registry}/bench/pushed:v1")
-            push_first, push_again = kill_at_half(push_cmd, "tx_bytes", size)
+            push_first, push_again = kill_at(push_cmd, "tx_bytes", size // 2, env)
+            # Half of 1 GiB is a chunk boundary: the kill comes while the chunk's last bytes are
+            # on their way and its answer is not yet read. Half a chunk later the chunk in
+            # flight is still leaving ocibridge.
+            buffered = []
+            for i, at in enumerate((size // 2, size // 2 + RESUMABLE_CHUNK // 2)):
+                buffered_cmd = ocibridge("push", "--plain-http", "-q", str(model),
+                                         f"{NS_IP}:{BUFFERED_PORT}/bench/pushed-buffered{i}:v1")
+                buffered.append((at, *kill_at(buffered_cmd, "tx_bytes", at, env)))
         load = os.getloadavg()
         lines = [
             BEGIN,
@@ -246,11 +268,14 @@ def main() -> None:
             f"{pull_again / size:.0%} |",
             f"| push {opts.size_mib} MiB | {push_first / MiB:.0f} MiB | {push_again / MiB:.0f} MiB | "
             f"{push_again / size:.0%} |",
+            *[f"| push {opts.size_mib} MiB, request-buffering proxy before the registry, killed at "
+              f"{at / MiB:.0f} MiB | {first / MiB:.0f} MiB | {again / MiB:.0f} MiB | {again / size:.0%} |"
+              for at, first, again in buffered],
             END,
         ]
         text = "\n".join(lines) + "\n"
         print(text)
-        if not opts.no_doc:
+        if not (opts.no_doc or opts.kills_only):
             doc = DOC.read_text()
             if BEGIN in doc:
                 doc = doc[: doc.index(BEGIN)] + text.rstrip("\n") + doc[doc.index(END) + len(END):]

@@ -64,7 +64,7 @@ def check_targets(results: Results, names: dict[str, str]) -> list[Check]:
             checks.append(_ratio_check(results, f"{op} {multi} faster than {peer_label}", f"{op} {multi}",
                                        "ocibridge", peer_label, 1.0, strict_less=True))
     checks.append(_rss_check(results))
-    for op in ("push", "pull"):
+    for op in ("push", "pull", "copy between registries"):
         a, b = results.get(f"{op} {one}", "ocibridge"), results.get(f"{op} {big}", "ocibridge")
         target = f"{op}: {big} uses the same memory as {one} (≤ +10 %)"
         if _ok(a) and _ok(b):
@@ -76,6 +76,10 @@ def check_targets(results: Results, names: dict[str, str]) -> list[Check]:
                               "re-push of an unchanged model uploads 0 blob bytes"))
     checks.append(_zero_bytes(results, f"copy within a registry {multi}", "ocibridge",
                               "copy within a registry uploads 0 blob bytes"))
+    checks.append(_ratio_check(results, f"copy within a registry {multi} ≤ 1.5× skopeo (issue 14)",
+                               f"copy within a registry {multi}", "ocibridge", "skopeo", 1.5))
+    checks.append(_ratio_check(results, f"copy between registries {multi} ≤ 0.9× skopeo (issue 14)",
+                               f"copy between registries {multi}", "ocibridge", "skopeo", 0.9))
     carton = next((s for s in results.table if s.startswith("carton")), None)
     if carton:
         checks.append(_ratio_check(results, "carton → layout ≤ 1.20× read-and-hash floor", carton, "ocibridge",

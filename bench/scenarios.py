@@ -214,7 +214,7 @@ class Bench:
 
         self.measure(scenario, {"ocibridge": self.ocibridge_or_none(ocibridge), "skopeo": skopeo})
 
-    def copy_between(self, reg: BenchRegistry, model: Model, repo: str) -> None:
+    def copy_between(self, reg: BenchRegistry, model: Model, repo: str, only: tuple[str, ...] = ()) -> None:
         src = f"{reg.host}/{repo}:{TAG}"
 
         def ocibridge(i: int) -> Sample:
@@ -226,7 +226,7 @@ class Bench:
                 return self.run(tools.skopeo_copy(f"docker://{src}", f"docker://{dst.host}/bench/copy:{TAG}"))
 
         self.measure(f"copy between registries {model.name}",
-                     {"ocibridge": self.ocibridge_or_none(ocibridge), "skopeo": skopeo})
+                     _only({"ocibridge": self.ocibridge_or_none(ocibridge), "skopeo": skopeo}, only))
 
     # -- local conversions ----------------------------------------------------------------
     def carton(self, carton: Path, name: str) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 #: public name -> the module (under ocibridge) that defines it
 _HOMES = {
-    **dict.fromkeys(("PushResult", "TransferOptions", "copy_reference", "inspect", "load_source",
+    **dict.fromkeys(("TransferOptions", "copy_reference", "inspect", "load_source",
                      "login", "logout", "pull", "push", "tags", "validate"), "api"),
     "OcibridgeError": "errors",
     "BuildOptions": "modelpack.builder", "build": "modelpack.builder",
@@ -21,7 +21,7 @@ _HOMES = {
     "OnExisting": "overwrite",
     "ProgressEvent": "progress_events", "events": "progress_events",
     **dict.fromkeys(("AttachResult", "DiscoverResult", "InspectResult", "LoginResult", "ModelEntry",
-                     "PruneResult", "PullResult", "RemoveResult", "ResolveResult", "TagResult",
+                     "PruneResult", "PullResult", "PushResult", "RemoveResult", "ResolveResult", "TagResult",
                      "ValidateResult"), "results"),
     **dict.fromkeys(("attach", "delete", "discover", "list_models", "prune", "remove", "resolve",
                      "tag"), "store_ops"),
@@ -71,7 +71,6 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .api import (
-        PushResult,
         TransferOptions,
         copy_reference,
         inspect,
@@ -96,6 +95,7 @@ if TYPE_CHECKING:
         ModelEntry,
         PruneResult,
         PullResult,
+        PushResult,
         RemoveResult,
         ResolveResult,
         TagResult,

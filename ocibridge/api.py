@@ -9,40 +9,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from .copy import DEFAULT_CONCURRENCY, CopyStats, copy
-from .errors import NotFound, OcibridgeError, SourceError, UsageError
-from .formats.directory import read_directory
-from .modelpack import digestcache
-from .modelpack.builder import ARTIFACT_TAG, BuildOptions, build, plan_layers
-from .modelpack.extract import ExtractResult, extract, resolve_model
+from .copy import DEFAULT_CONCURRENCY, CopyHooks, copy
+from .errors import UsageError
+from .formats import door
+from .modelpack.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, build, plan_layers
+from .modelpack.extract import resolve_model
 from .modelpack.inspect import inspect as inspect_artifact
 from .modelpack.package import ModelPackage
 from .modelpack.validate import validate as validate_artifact
-from .oci.mediatypes import Kind, Variant
+from .oci.mediatypes import Kind
 from .oci.models import Descriptor
+from .oci.reference import on_registry
 from .overwrite import OnExisting
 from .pathfilter import PathFilter
-from .progress import ProgressFn, counting
-from .progress_events import PushProgress, file_key
-from .pullcache import cached_pull
-from .results import InspectResult, LoginResult, PullResult, ValidateResult
-from .stores.base import can_ingest
-from .targets import (
-    StoreTarget,
-    archive_format,
-    default_store_path,
-    is_store_reference,
-    open_store_target,
-)
+from .progress import ProgressFn
+from .progress_events import PushProgress
+from .results import InspectResult, LoginResult, PullResult, PushResult, ValidateResult
+from .stores.base import Store
+from .targets import StoreTarget, default_store_path, open_store_target
 
 if TYPE_CHECKING:
     from .signing.verify import VerifyPolicy
+    from .stores.registry.options import RegistryOptions
 
 
 @dataclass
@@ -61,33 +52,15 @@ class TransferOptions:
     parts_in_flight: int | None = None  # ranged pulls: parts at once per blob
     limit_rate: int | None = None  # bytes per second over every transfer
 
-    def registry_options(self) -> dict[str, Any]:
-        opts = {
-            "authfile": self.authfile,
-            "plain_http": self.plain_http,
-            "insecure": self.insecure,
-            "ca_file": self.ca_file,
-            "username": self.username,
-            "password": self.password,
-            "chunk_size": self.chunk_size,
-            "part_size": self.part_size,
-            "parts_in_flight": self.parts_in_flight,
-            "limit_rate": self.limit_rate,
-        }
-        return {k: v for k, v in opts.items() if v not in (None, False)}
+    def registry_options(self) -> RegistryOptions:
+        """What every registry store opened with these options is given (one typed value)."""
+        from .stores.registry.options import RegistryOptions
 
-
-@dataclass(frozen=True)
-class PushResult:
-    """What ``push``/``copy_reference`` stored: ``reference`` is pinned by digest."""
-
-    reference: str
-    descriptor: Descriptor
-    stats: CopyStats
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"reference": self.reference, **self.stats.as_dict(), **self.extra}
+        return RegistryOptions(
+            authfile=self.authfile, plain_http=self.plain_http, insecure=self.insecure,
+            ca_file=self.ca_file, username=self.username, password=self.password,
+            chunk_size=self.chunk_size, part_size=self.part_size,
+            parts_in_flight=self.parts_in_flight, limit_rate=self.limit_rate)
 
 
 def load_source(
@@ -100,9 +73,10 @@ def load_source(
     transfer: TransferOptions | None = None,
     build_file: str | None = None,
 ) -> ModelPackage:
-    """Read any supported source into a neutral model package. ``build_file``: a Modelfile or
-    a Kitfile naming the files of the directory ``source`` (formats/buildfile.py)."""
-    fmt = archive_format(source, format)
+    """Read any supported source into a neutral model package: the format table
+    (ocibridge/formats/table.py) says which reader. ``build_file``: a Modelfile or a Kitfile
+    naming the files of the directory ``source`` (formats/buildfile.py)."""
+    fmt = door.source_format(source, format)
     if build_file is not None:
         from .formats.buildfile import read_build_file
         from .modelpack import metadata
@@ -110,36 +84,11 @@ def load_source(
         package = read_build_file(build_file, source, excludes=excludes, name=name)
         metadata.fill(package)
         return package
-    if fmt == "carton":
-        from .formats.carton import read_carton
-
-        package = read_carton(_existing_file(source))
-    elif fmt == "mlarchive":
-        from .formats.mlsteam import read_mlarchive
-
-        package = read_mlarchive(_existing_file(source))
-    elif source.startswith("ollama:"):
-        from .formats.ollama import read_ollama
-
-        origin = open_store_target(source, **(transfer or TransferOptions()).registry_options())
-        package = read_ollama(origin.store, origin.reference)
-    elif fmt in (None, "directory"):
-        from .modelpack import metadata
-
-        package = read_directory(source, overrides=kind_overrides, excludes=excludes, name=name)
-        metadata.fill(package)  # architecture, family, precision, paramSize from the files
-    else:
-        raise SourceError(f"unknown source format {fmt!r}")
+    request = door.ReadRequest(kind_overrides, excludes, name, (transfer or TransferOptions()).registry_options())
+    package = fmt.read(source, request)
     if name:
         package.descriptor["name"] = name
     return package
-
-
-def _existing_file(path: str) -> Path:
-    p = Path(path)
-    if not p.is_file():
-        raise SourceError(f"{path}: no such file")
-    return p
 
 
 def default_tag(package: ModelPackage) -> str:
@@ -168,25 +117,38 @@ def push(
 ) -> PushResult:
     """Convert ``source`` to a ModelPack artifact and store it at ``dest`` (default store if None).
 
-    A store reference as source (``oci:…``, a registry) is copied as it is. ``to`` writes
+    A store reference as source (``oci:…``, a registry) is copied as it is, unless it holds a
+    model of a family a source format reads (an Ollama model): that is converted. ``to`` writes
     another model family (``modelkit``, ``docker-model``; see ocibridge.families);
     ``overrides`` sets descriptor/config fields (``{"arch": "llama", ...}``).
     """
     transfer = transfer or TransferOptions()
-    ollama_to_ollama = source.startswith("ollama:") and (dest or "").startswith("ollama:")
-    if is_store_reference(source) and (not source.startswith("ollama:") or ollama_to_ollama):
-        if dest is None:
-            raise UsageError("copying from a store needs a destination")
-        return copy_reference(source, dest, transfer=transfer, progress=progress)
-    package = load_source(
-        source,
-        format=format,
-        kind_overrides=kind_overrides,
-        excludes=excludes,
-        name=name,
-        transfer=transfer,
-        build_file=build_file,
-    )
+    origin: StoreTarget | None = None
+    if door.is_store_reference(source):
+        # An artifact of a family a source format reads (an Ollama model) is converted, unless
+        # the destination is that format's own; anything else is copied as it is.
+        origin = open_store_target(source, options=transfer.registry_options())
+        into = door.destination_format(dest) if dest is not None else None
+        conversion = door.examine(origin.store, origin.reference, into, source=source,
+                                  refuse_other=False).conversion  # anything else: copied as it is
+        if conversion is None or conversion.as_is:
+            if dest is None:
+                raise UsageError("copying from a store needs a destination")
+            return copy_reference(source, dest, transfer=transfer, progress=progress)
+        request = door.ReadRequest(kind_overrides, excludes, name, transfer.registry_options(), source)
+        package = conversion.format.read_artifact(origin.store, conversion.reference, request)
+        if name:
+            package.descriptor["name"] = name
+    else:
+        package = load_source(
+            source,
+            format=format,
+            kind_overrides=kind_overrides,
+            excludes=excludes,
+            name=name,
+            transfer=transfer,
+            build_file=build_file,
+        )
     build_options = build_options or BuildOptions()
     if dest is None:
         dest = f"oci:{default_store_path()}:{default_tag(package)}"
@@ -197,118 +159,27 @@ def push(
         if to not in (None, "modelpack"):
             return push_family(package, build_options, dest, to, registry_options=transfer.registry_options(),
                                concurrency=transfer.concurrency, progress=progress)
-    target = open_store_target(dest, for_write=True, **transfer.registry_options())
-    if source.startswith("ollama://"):
-        # Ollama blobs keep their digests: mount them within the registry instead of re-sending.
-        from .formats.ollama import premount
-
-        origin = open_store_target(source, **transfer.registry_options())
-        premounted = premount(origin.store, origin.reference, target.store)
-    else:
-        premounted = 0
-    shown = PushProgress(progress, plan_layers(package, build_options)) if progress else None
-    with _undone_on_failure(target.store):
-        ingested = _ingest_new_files(package, build_options, target, transfer.concurrency, progress)
-        artifact = build(package, build_options)
-        stats = copy(
-            artifact,
-            ARTIFACT_TAG,
-            target.store,
-            target.tag,
-            concurrency=transfer.concurrency,
-            progress=shown.copy_progress(artifact.manifest) if shown else None,
-        )
-    # The copy found the ingested blobs present: count each once as copied, not skipped. Files
-    # with equal content are one blob, and a concurrent push may have sent a blob first, so the
-    # counts are clamped by what the copy really skipped (never below zero).
-    sent = min(len(ingested.ingested), stats.blobs_skipped)
-    stats.add(blobs_copied=sent, bytes_copied=ingested.bytes_copied)
-    stats.blobs_skipped -= sent
-    premounted = max(0, min(premounted, stats.blobs_skipped))  # the copy then found them present
-    stats.add(blobs_mounted=premounted)
-    stats.blobs_skipped -= premounted
+    target = open_store_target(dest, for_write=True, options=transfer.registry_options())
+    mounts: dict[str, Store] = {}
+    if origin is not None and conversion is not None and on_registry(source):
+        # The converted model's blobs keep their digests: mount them within the registry
+        # instead of re-sending them.
+        mounts = conversion.format.mount_sources(origin.store, conversion.reference)
+    # the artifact as a read-only store: new files are sent while hashed (one read per byte),
+    # the rest of the graph is the one copy's, which counts everything
+    artifact = PlannedArtifact(package, build_options)
+    shown = PushProgress(progress, [layer.progress_key() for layer in plan_layers(package, build_options)]) \
+        if progress else None
+    stats = copy(
+        artifact,
+        ARTIFACT_TAG,
+        target.store,
+        target.tag,
+        concurrency=transfer.concurrency,
+        progress=shown.copy_progress(lambda: artifact.artifact().manifest) if shown else None,
+        hooks=CopyHooks(mounts=mounts, undo_on_failure=True),
+    )
     return PushResult(_pinned(target, artifact.descriptor), artifact.descriptor, stats)
-
-
-def _undone_on_failure(store: object) -> AbstractContextManager[None]:
-    """A failed push into a layout takes back the blobs it added that nothing uses. A registry
-    offers no such guarantee: a blob may be shared by other manifests of the repository (or
-    others, through mounts) and many registries refuse DELETE, so uploaded blobs stay there,
-    unreferenced, until the registry's garbage collection."""
-    undo = getattr(store, "removing_new_blobs_on_failure", None)
-    return undo() if undo is not None else nullcontext()
-
-
-def _tag_exists(target: StoreTarget) -> bool:
-    if target.tag is None:
-        return True
-    try:
-        target.store.resolve(target.tag)
-    except NotFound:
-        return False
-    return True
-
-
-@dataclass
-class _Ingested(CopyStats):
-    ingested: set[str] = field(default_factory=set)  # digests sent by ingest
-
-
-def _progress_key(path: str, size: int) -> Descriptor:
-    """A stand-in descriptor for the progress display while a file's digest is unknown: it
-    carries the file's path (see :mod:`ocibridge.progress_events`)."""
-    return file_key(path, size)
-
-
-def _ingest_new_files(
-    package: ModelPackage,
-    options: BuildOptions,
-    target: StoreTarget,
-    concurrency: int,
-    progress: ProgressFn | None,
-) -> _Ingested:
-    """Upload raw files whose digest nobody knows yet while hashing them: one read per byte.
-
-    Only for a new tag: when the tag exists (a re-push or an update) files are hashed first so
-    that blobs the destination already holds are skipped by a HEAD instead of re-sent.
-    """
-    stats = _Ingested()
-    if not can_ingest(target.store) or _tag_exists(target):
-        return stats
-    pending = [
-        layer.files[0]
-        for layer in plan_layers(package, options)
-        if layer.variant is Variant.RAW and layer.files[0].digest is None
-    ]
-
-    keys = {id(f): _progress_key(f.path, f.size) for f in pending}
-    if progress:
-        for key in keys.values():
-            progress("plan", key, 0)
-
-    def ingest(f) -> None:
-        key = keys[id(f)]
-
-        def reopen() -> BinaryIO:
-            return counting(f.open(), key, progress)
-
-        kwargs = {"reopen": reopen} if getattr(target.store, "accepts_reopen", False) else {}
-        with reopen() as reader:
-            digest, size = target.store.ingest_blob(reader, **kwargs)  # type: ignore[attr-defined]  # probed by the caller; a named capability is issue 15
-        if size != f.size:
-            raise SourceError(f"{f.path}: size changed while reading ({f.size} → {size})")
-        f.digest = digest
-        if f.source_path is not None:
-            digestcache.remember(f.source_path, digest)
-        stats.add(blobs_copied=1, bytes_copied=size)
-        stats.ingested.add(digest)
-        if progress:
-            progress("done", key, size)
-
-    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="ingest") as pool:
-        for future in [pool.submit(ingest, f) for f in pending]:
-            future.result()
-    return stats
 
 
 def _pinned(target: StoreTarget, desc: Descriptor) -> str:
@@ -329,20 +200,20 @@ def copy_reference(
     a signed one (checked before anything is written)."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
-    source = open_store_target(src, **options)
+    source = open_store_target(src, options=options)
     if verify is not None:
         source.reference = _verified(source, verify, src)
-    target = open_store_target(dst, for_write=True, **options)
-    with _undone_on_failure(target.store):
-        stats = copy(
-            source.store,
-            source.reference,
-            target.store,
-            target.tag,
-            concurrency=transfer.concurrency,
-            referrers=referrers,
-            progress=progress,
-        )
+    target = open_store_target(dst, for_write=True, options=options)
+    stats = copy(
+        source.store,
+        source.reference,
+        target.store,
+        target.tag,
+        concurrency=transfer.concurrency,
+        referrers=referrers,
+        progress=progress,
+        hooks=CopyHooks(undo_on_failure=True),
+    )
     assert stats.root is not None
     return PushResult(_pinned(target, stats.root), stats.root, stats)
 
@@ -367,56 +238,38 @@ def pull(
     nothing written), replaced (``"overwrite"``) or kept (``"keep"``)."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
-    fmt = archive_format(dest, format)
+    fmt = door.destination_format(dest, format)
     select = PathFilter.of(include, exclude)
-    if fmt is None and is_store_reference(dest) and not dest.startswith("ollama:"):
+    if fmt is None:  # another store: a copy
         _whole_artifact_only(select, dest)
         copied = copy_reference(src, dest, transfer=transfer, progress=progress, verify=verify)
         return PullResult(copied.descriptor.digest, copied.reference, "store", copy=copied.as_dict())
-    if fmt is not None or dest.startswith("ollama:"):
+    if not fmt.picks_files:
         _whole_artifact_only(select, dest)
-    source = open_store_target(src, **options)
+    source = open_store_target(src, options=options)
     if verify is not None:
         source.reference = _verified(source, verify, src)
-    # an index with one ModelPack entry (k8s modelcar --index) is pulled as that entry
-    # a ModelKit, a Docker model...: pulled as its ModelPack form (families/pull.py)
-    from .families.pull import as_modelpack
+    examined = door.examine(source.store, source.reference, fmt, source=src)
+    conversion = examined.conversion
+    store: Store
+    if conversion is not None and not conversion.as_is:
+        # A model of a family a source format reads (an Ollama model) is converted as push
+        # would convert it, so its files can be pulled.
+        reading = door.ReadRequest(registry_options=options)
+        artifact = build(conversion.format.read_artifact(source.store, conversion.reference, reading))
+        store, desc = artifact, artifact.descriptor
+    elif conversion is not None:  # into the format's own kind (Ollama to Ollama): as it is
+        store, desc = source.store, resolve_model(source.store, source.reference)
+    elif examined.model is not None:
+        # a ModelKit, a Docker model...: pulled as its ModelPack form (families/pull.py); an
+        # index with one ModelPack entry (k8s modelcar --index) is pulled as that entry
+        from .families.pull import modelpack_of
 
-    model = None if src.startswith("ollama:") else as_modelpack(source.store, source.reference)
-    store, desc = model or (source.store, resolve_model(source.store, source.reference))
-    if src.startswith("ollama:") and not dest.startswith("ollama:"):
-        # An Ollama model is converted as push would convert it, so its files can be pulled.
-        from .formats.ollama import read_ollama
-
-        store = build(read_ollama(source.store, source.reference))
-        desc = store.descriptor
-    if fmt == "carton":
-        from .formats.carton import export_carton
-
-        with cached_pull(store, None, progress) as cached:  # resumable across runs
-            export_carton(cached, desc, Path(dest))
-        return PullResult(desc.digest, dest, "carton")
-    if fmt == "mlarchive":
-        from .formats.mlsteam import export_mlarchive
-
-        with cached_pull(store, None, progress) as cached:
-            export_mlarchive(cached, desc, Path(dest))
-        return PullResult(desc.digest, dest, "mlarchive")
-    if dest.startswith("ollama:"):
-        from .formats.ollama import export_ollama
-
-        target = open_store_target(dest, for_write=True, **options)
-        export_ollama(store, desc, target)
-        return PullResult(desc.digest, dest, "ollama")
-    if fmt not in (None, "directory"):
-        raise OcibridgeError(f"unknown output format {fmt!r}")
-    # resumable across runs, and files already in DEST with the right digest are not fetched
-    with cached_pull(store, Path(dest), progress) as cached:
-        result: ExtractResult = extract(
-            cached, desc.digest, dest, concurrency=transfer.concurrency, progress=progress,
-            select=select, on_existing=OnExisting(on_existing))
-    return PullResult(desc.digest, dest, "directory", tuple(result.files), result.bytes_written,
-                      kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)))
+        store, desc = modelpack_of(examined.model, source.store)
+    else:  # no model of a known family: read as it is, a plain OCI artifact of files
+        store, desc = source.store, resolve_model(source.store, source.reference)
+    request = door.ExportRequest(options, transfer.concurrency, progress, select, OnExisting(on_existing))
+    return fmt.export(store, desc, dest, request)
 
 
 def _verified(source: StoreTarget, policy: VerifyPolicy, name: str) -> str:
@@ -435,7 +288,7 @@ def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
 
 
 def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResult:
-    target = open_store_target(ref, **(transfer or TransferOptions()).registry_options())
+    target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     info = inspect_artifact(target.store, target.reference)
     info["reference"] = ref
     return InspectResult(ref, info["digest"], info["mediaType"], info.get("artifactType"), info["size"],
@@ -448,25 +301,22 @@ def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool 
     model-spec. Runtime readiness (CRI-O file names, containerd) is reported in the result's
     ``warnings`` (and into ``warnings`` when given, also when invalid); ``strict`` makes it errors."""
     found: list[str] = [] if warnings is None else warnings
-    target = open_store_target(ref, **(transfer or TransferOptions()).registry_options())
+    target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     desc = validate_artifact(target.store, target.reference, strict=strict, warnings=found)
     return ValidateResult(ref, desc, tuple(found))
 
 
 def tags(ref: str, *, transfer: TransferOptions | None = None) -> list[str]:
-    target = open_store_target(ref, **(transfer or TransferOptions()).registry_options())
+    target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     return target.store.tags()
 
 
 def login(host: str, username: str, password: str, *, transfer: TransferOptions | None = None) -> LoginResult:
     """Check the credentials against ``host`` and store them in the docker config (credential
     helpers honoured), as ``ocibridge login`` does."""
-    from .stores.registry.credentials import login as store_login
+    from .stores.registry.loginflow import login as store_login
 
-    opts = (transfer or TransferOptions()).registry_options()
-    for key in ("username", "password", "chunk_size"):
-        opts.pop(key, None)
-    store_login(host, username, password, **opts)
+    store_login(host, username, password, (transfer or TransferOptions()).registry_options())
     return LoginResult(host, username)
 
 

@@ -7,27 +7,33 @@ summary on stdout; progress bars appear only on a terminal.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from . import interrupt
-from .cli_args import key_values
+from .cli_common import add_transfer_flags as _add_transfer_flags
+from .cli_common import annotation_values as _annotations
+from .cli_common import emit as _emit
+from .cli_common import transfer_options as _transfer
 from .errors import OcibridgeError, RegistryError, UsageError, ValidationError
 from .families.command import add_override_flags, family_choices, overrides_of
+from .formats.table import choices as format_choices
+from .formats.table import source_kinds
 from .lazy import LazyModule, lazy_function
 from .oci.mediatypes import Family, Kind, Variant
 from .progress_modes import MODES, choose_progress
 from .signing.commands import add_signing_commands, add_verify_flags, policy_from_args
 from .terminal import one_line, printable
-from .transfer_flags import add_ranged_flags, ranged_options
 
 if TYPE_CHECKING:
     from . import api
     from .copy import CopyStats
+    from .targets import StoreTarget
 else:  # loaded on first use: --help and --version need neither pydantic nor httpx
     api = LazyModule("ocibridge.api")
 BuildOptions = lazy_function("ocibridge.modelpack.builder", "BuildOptions")
@@ -35,10 +41,13 @@ created_now = lazy_function("ocibridge.modelpack.builder", "created_now")
 parse_overrides = lazy_function("ocibridge.modelpack.classify", "parse_overrides")
 format_inspect = lazy_function("ocibridge.modelpack.inspect", "format_inspect")
 human_size = lazy_function("ocibridge.modelpack.inspect", "human_size")
-archive_format = lazy_function("ocibridge.targets", "archive_format")
+exports_quietly = lazy_function("ocibridge.formats.door", "exports_quietly")
+
+CommandAdder = Callable[..., argparse.ArgumentParser]
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = interrupt.EXIT_INTERRUPTED
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,7 +61,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"ocibridge: error: {message} (see '{self.prog} --help')\n")
 
-    def parse_known_args(self, args=None, namespace=None):
+    def parse_known_args(  # type: ignore[override]  # typeshed overloads it; one signature is enough here
+            self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
         has_subcommands = any(a.nargs == argparse.PARSER for a in self._get_positional_actions())
         if has_subcommands or self._intermixing:
             return super().parse_known_args(args, namespace)
@@ -63,56 +74,6 @@ class _Parser(argparse.ArgumentParser):
             return self.parse_known_intermixed_args(args, namespace)
         finally:
             self._intermixing = False
-
-
-def _add_transfer_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("registry access")
-    g.add_argument("--concurrency", type=int, default=4, help="blobs in flight at once (default 4)")
-    g.add_argument("--plain-http", action="store_true", help="use HTTP instead of HTTPS")
-    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
-    g.add_argument("--ca-file", help="CA bundle for the registry's TLS certificate")
-    g.add_argument("-u", "--username", help="registry user name")
-    g.add_argument("-p", "--password", help="registry password or token")
-    g.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
-    g.add_argument("--chunk-size", type=int, help="upload in PATCH chunks of this many bytes")
-    g.add_argument("--authfile", "--registry-config", metavar="FILE",
-                   help="credentials file (Docker or containers auth.json format), read before the others")
-    add_ranged_flags(g)
-
-
-def _transfer(args: argparse.Namespace) -> api.TransferOptions:
-    password = args.password
-    if getattr(args, "password_stdin", False):
-        password = sys.stdin.readline().rstrip("\r\n")
-    if args.concurrency < 1:
-        raise UsageError("--concurrency must be at least 1")
-    if args.chunk_size is not None and args.chunk_size < 1:
-        raise UsageError("--chunk-size must be at least 1 byte")
-    if args.ca_file:
-        _check_ca_file(args.ca_file)
-    return api.TransferOptions(
-        concurrency=args.concurrency,
-        plain_http=args.plain_http,
-        insecure=args.insecure,
-        ca_file=args.ca_file,
-        username=args.username,
-        password=password,
-        chunk_size=args.chunk_size,
-        authfile=getattr(args, "authfile", None),
-        **ranged_options(args),
-    )
-
-
-def _check_ca_file(path: str) -> None:
-    """Fail early, naming the flag and the file, rather than with a bare OpenSSL message."""
-    import ssl
-
-    try:
-        ssl.create_default_context(cafile=path)
-    except ssl.SSLError:  # an OSError too: test it first
-        raise OcibridgeError(f"--ca-file {path}: no PEM certificate in it") from None
-    except OSError as e:
-        raise OcibridgeError(f"--ca-file {path}: {e.strerror or e}") from None
 
 
 def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
@@ -132,17 +93,6 @@ def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
             raise UsageError(f"--layer expects KIND=VARIANT, got {item!r}")
         variants[k] = v
     return variants, group
-
-
-def _annotations(items: list[str]) -> dict[str, str]:
-    return key_values(items, "--annotation")
-
-
-def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
-    if args.json:
-        print(json.dumps(data, indent=2, sort_keys=True))
-    else:
-        print(printable(text))
 
 
 def cmd_push(args: argparse.Namespace) -> int:
@@ -195,7 +145,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
         raise UsageError("pull needs one destination: DEST or -o/--output DIR")
     args.dest = args.dest or args.output
     # exports into an archive or the Ollama store report no progress (yet): no frozen bar
-    export = archive_format(args.dest, args.format) not in (None, "directory") or args.dest.startswith("ollama:")
+    export = exports_quietly(args.dest, args.format)
     bar = choose_progress(args.progress, "pull", quiet=args.quiet, machine_output=args.json or export)
     on_existing = "overwrite" if args.overwrite else "keep" if args.keep_old_files else "refuse"
     try:
@@ -283,7 +233,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
 
 
 def cmd_login(args: argparse.Namespace) -> int:
-    from .stores.registry.credentials import login
+    from .stores.registry.loginflow import login
 
     transfer = _transfer(args)
     if sys.stdin.isatty() and not args.password_stdin:  # ask, as docker and oras do
@@ -294,7 +244,7 @@ def cmd_login(args: argparse.Namespace) -> int:
             transfer.password = getpass.getpass("Password: ")
     if not transfer.username or not transfer.password:
         raise UsageError("login needs --username and --password or --password-stdin")
-    login(args.host, transfer.username, transfer.password, **_login_options(transfer))
+    login(args.host, transfer.username, transfer.password, transfer.registry_options())
     from .stores.registry.hosts import remember
 
     # What it took to reach the host is kept, so later commands need no --ca-file (as Docker's certs.d)
@@ -308,17 +258,6 @@ def cmd_login(args: argparse.Namespace) -> int:
     return 0
 
 
-def _login_options(transfer: api.TransferOptions) -> dict[str, Any]:
-    opts = transfer.registry_options()
-    opts.pop("username", None)
-    opts.pop("password", None)
-    opts.pop("chunk_size", None)
-    opts.pop("authfile", None)
-    opts.pop("part_size", None)
-    opts.pop("parts_in_flight", None)
-    return opts
-
-
 def cmd_logout(args: argparse.Namespace) -> int:
     from .stores.registry.credentials import logout
 
@@ -328,10 +267,10 @@ def cmd_logout(args: argparse.Namespace) -> int:
     return 0
 
 
-def _k8s_target(args: argparse.Namespace, for_write: bool = False):
+def _k8s_target(args: argparse.Namespace, for_write: bool = False) -> StoreTarget:
     from .targets import open_store_target
 
-    return open_store_target(args.ref, for_write=for_write, **_transfer(args).registry_options())
+    return open_store_target(args.ref, for_write=for_write, options=_transfer(args).registry_options())
 
 
 def cmd_k8s_check(args: argparse.Namespace) -> int:
@@ -346,15 +285,18 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
         verdict = "will mount" if result.will_mount else "will NOT mount"
         hidden = result.layers_hidden if result.will_mount else 0
         but = f", but {hidden} layer(s) will not be visible (see warnings)" if hidden else ""
-        print(one_line(f"{args.ref}: {verdict} on {args.runtime} ({result.kind}){but}"))
+        label = result.version.label if result.version else args.runtime
+        print(one_line(f"{args.ref}: {verdict} on {label} ({result.kind}){but}"))
         for reason in result.reasons:
             print(one_line(f"  reason: {reason}"))
         for warning in result.warnings:
             print(one_line(f"  warning: {warning}"))
+        for layer in result.layers:
+            print(one_line(f"  {layer}"))
         if result.tree:
             print(f"files at the mount path{' (subPath ' + result.sub_path + ')' if result.sub_path else ''}:")
             for entry in result.tree:
-                extra = f" -> {entry.target}" if getattr(entry, "target", None) else ""
+                extra = f" -> {entry.target}" if entry.type == "symlink" else f" {entry.target or ''}".rstrip()
                 size = human_size(entry.size) if entry.type == "file" else entry.type
                 print(one_line(f"  {entry.path}  {size}{extra}"))
     return 0 if result.will_mount else EXIT_FAILURE
@@ -380,14 +322,20 @@ def cmd_k8s_volume(args: argparse.Namespace) -> int:
     from .k8s import volume_yaml
 
     t = _k8s_target(args)
+    if args.json:  # the same Pod (or snippet) as a JSON document: kubectl takes either
+        from .k8s.volume import volume_document
+
+        doc, *_ = volume_document(
+            t.store, t.reference, args.ref, runtime=args.runtime, platform=args.platform,
+            mount_path=args.mount_path, name=args.name, image=args.image, snippet=args.snippet,
+        )
+        print(json.dumps(doc, indent=2, ensure_ascii=True))
+        return 0
     text = volume_yaml(
         t.store, t.reference, args.ref, runtime=args.runtime, mount_path=args.mount_path,
         name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
     )
-    if args.json:
-        _emit(args, {"reference": args.ref, "yaml": text}, "")
-    else:
-        print(printable(text), end="")
+    print(printable(text), end="")
     return 0
 
 
@@ -395,8 +343,10 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
     from .k8s import mount
 
     t = _k8s_target(args)
-    files = mount(t.store, t.reference, args.dir, args.runtime, platform=args.platform)
-    _emit(args, {"files": files}, f"laid out {len(files)} paths in {args.dir} as {args.runtime} would mount them")
+    done = mount(t.store, t.reference, args.dir, args.runtime, platform=args.platform)
+    text = f"laid out {len(done.paths)} paths in {args.dir} as {args.runtime} would mount them"
+    _emit(args, {"files": done.paths, "notReproduced": done.not_reproduced},
+          "\n".join([text, *(f"  not reproduced: {n}" for n in done.not_reproduced)]))
     return 0
 
 
@@ -416,27 +366,30 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_mirror(args: argparse.Namespace) -> int:
-    from .mirror import load_job, run_job
-    from .mirror.command import live_reporter
+def _runtime_arg(text: str) -> str:
+    """``--runtime``: a runtime with an optional version, checked when the line is parsed."""
+    from .k8s.runtime import RuntimeVersion
 
-    live = None if args.json or not sys.stderr.isatty() else live_reporter(sys.stderr)
-    summary = run_job(load_job(args.job), dry_run=args.dry_run, progress=live)
-    _emit(args, summary.as_dict(), summary.format_text())
-    return summary.exit_code
+    try:
+        RuntimeVersion.parse(text)
+    except OcibridgeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
-def _add_k8s_commands(sub, command) -> None:
+def _add_k8s_commands(sub: argparse._SubParsersAction[_Parser], command: CommandAdder) -> None:
     k8s = sub.add_parser("k8s", help="Kubernetes image volumes: check, modelcar, volume, mount")
     ksub = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
 
-    def kcommand(name, func, help):
+    def kcommand(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
         p = ksub.add_parser(name, help=help, description=help)
         p.set_defaults(func=func)
         p.add_argument("--json", action="store_true", help="print a machine-readable summary")
         p.add_argument("ref", metavar="REF")
         if name != "modelcar":
-            p.add_argument("--runtime", choices=["cri-o", "containerd"], default="cri-o")
+            p.add_argument("--runtime", type=_runtime_arg, default="cri-o", metavar="RUNTIME[@VERSION]",
+                           help="cri-o[@1.33|@1.34|…] or containerd[@1.6|@1.7|@2.0|@2.1|@2.2|@2.3|…]; "
+                                "default: the current release (cri-o 1.36, containerd 2.3)")
             p.add_argument("--platform", default="linux/amd64", help="node platform os/arch")
         _add_transfer_flags(p)
         return p
@@ -474,12 +427,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true", help="print a machine-readable summary")
         return p
 
-    p = command("push", cmd_push, "convert a model (directory, .carton, .mlarchive, ollama:NAME) and store it")
+    p = command("push", cmd_push, f"convert a model ({source_kinds()}) and store it")
     p.add_argument("source", metavar="SOURCE")
     p.add_argument("dest", metavar="DEST", nargs="?",
                    help="oci:PATH:TAG or host/repo:tag (default: the local store)")
-    p.add_argument("--format", choices=["auto", "directory", "carton", "mlarchive"], default=None,
-                   help="source format (default: by extension)")
+    p.add_argument("--format", choices=["auto", *format_choices()], default=None,
+                   help="source format (default: by extension, else by content)")
     p.add_argument("--media-types", choices=[f.value for f in Family], default=Family.CNAI.value,
                    help="ModelPack naming family to write (default cnai)")
     p.add_argument("--name", help="model name (default: from the source)")
@@ -510,9 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("pull", cmd_pull, "fetch an artifact into a directory, an archive or another store")
     p.add_argument("src", metavar="SRC")
     p.add_argument("dest", metavar="DEST", nargs="?",
-                   help="directory, *.carton, *.mlarchive, ollama:NAME or a store")
+                   help=f"{source_kinds()} or a store")
     p.add_argument("-o", "--output", metavar="DIR", help="DEST as oras spells it")
-    p.add_argument("--format", choices=["auto", "directory", "carton", "mlarchive"], default=None)
+    p.add_argument("--format", choices=["auto", *format_choices()], default=None)
     _add_pull_file_flags(p)
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
     p.add_argument("--progress", choices=MODES, default="auto",
@@ -556,9 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("logout", cmd_logout, "remove stored registry credentials")
     p.add_argument("host", metavar="HOST")
 
-    p = command("mirror", cmd_mirror, "run a mirror job: copy many models between registries, resumably")
-    p.add_argument("job", metavar="JOB", help="job file (TOML, or YAML with PyYAML installed)")
-    p.add_argument("--dry-run", action="store_true", help="plan only: say what would be copied, change nothing")
+    from .cli_mirror import register as register_mirror
+
+    register_mirror(command)
 
     _add_k8s_commands(sub, command)
     add_signing_commands(command, _add_transfer_flags, _transfer)
@@ -572,7 +525,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from . import __version__
+    from .version import __version__
 
     return __version__
 
@@ -617,7 +570,8 @@ def _run(args: argparse.Namespace) -> int:
     """Run the command; the errors ocibridge knows become one line and their exit code."""
     try:
         with interrupt.handling_signals():
-            return args.func(args)
+            code: int = args.func(args)
+            return code
     except RegistryError as e:
         hint = ""
         if e.status in (401, 403) and args.command not in ("login", "logout"):
@@ -655,8 +609,21 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print("ocibridge: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+
+
+def run() -> NoReturn:
+    """The console entry point. An interrupted command leaves without interpreter finalization:
+    finalization puts the default SIGINT action back, so a second Ctrl-C arriving then killed the
+    process by the signal instead of the promised exit 130 (and would wait on worker threads)."""
+    code = main()
+    if code == EXIT_INTERRUPTED:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -51,7 +51,10 @@ EXAMPLES: dict[str, str] = {
   ocibridge logout registry.example""",
     "mirror": """\
   ocibridge mirror job.toml --dry-run
-  ocibridge mirror job.toml --json""",
+  ocibridge mirror job.toml --json
+  ocibridge mirror job.toml --shard 2/8 --json > shard-2.json    # one of 8 workers
+  ocibridge mirror job.toml --emit k8s-job --shards 8 --parallelism 4 --image reg.example/ocibridge:0.1.0
+  ocibridge mirror report shard-*.json                         # one summary; exit 1 if a shard failed or is missing""",
     "list": """\
   ocibridge ls                                                 # the local store
   ocibridge list oci:/srv/models --json""",
@@ -87,12 +90,14 @@ EXAMPLES: dict[str, str] = {
   ocibridge k8s volume registry.example/team/tiny:v1 > pod.yaml""",
     "k8s check": """\
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
-  ocibridge k8s check registry.example/team/tiny:v1 --runtime containerd --json""",
+  ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o@1.33    # names by org.cnai.model.filepath
+  ocibridge k8s check registry.example/team/tiny:v1 --runtime containerd@2.1 --json""",
     "k8s modelcar": """\
   ocibridge k8s modelcar registry.example/team/tiny:v1 --tag v1-modelcar
   ocibridge k8s modelcar oci:/srv/models:tiny --tag both --index""",
     "k8s volume": """\
   ocibridge k8s volume registry.example/team/tiny:v1 > pod.yaml
+  ocibridge k8s volume registry.example/team/tiny:v1 --json > pod.json
   ocibridge k8s volume registry.example/team/tiny:v1 --snippet --mount-path /models""",
     "k8s mount": """\
   ocibridge k8s mount oci:/srv/models:tiny ./as-mounted --runtime containerd""",

@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .cli_common import annotation_values, emit, transfer_options
 from .lazy import LazyModule, lazy_function
 from .terminal import one_line
 
@@ -16,28 +17,15 @@ if TYPE_CHECKING:
 else:  # loaded on first use: --help must not load pydantic and httpx
     store_ops = LazyModule("ocibridge.store_ops")
 human_size = lazy_function("ocibridge.modelpack.inspect", "human_size")
+open_store_target = lazy_function("ocibridge.targets", "open_store_target")
 
 CommandAdder = Callable[..., argparse.ArgumentParser]
-
-
-def _cli() -> Any:
-    from . import cli  # the flag helpers live there; imported late (cli imports this module)
-
-    return cli
-
-
-def _transfer(args: argparse.Namespace) -> Any:
-    return _cli()._transfer(args)
-
-
-def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    _cli()._emit(args, data, text)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     entries = store_ops.list_models(args.layout, include_attached=args.all)
     if args.json:
-        _emit(args, [e.as_dict() for e in entries], "")
+        emit(args, [e.as_dict() for e in entries], "")
         return 0
     rows = [("NAME", "TAG", "SIZE", "CREATED", "FAMILY", "ATTACHED", "DIGEST")]
     for e in entries:
@@ -55,7 +43,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
     results = [store_ops.remove(ref) for ref in args.refs]
     text = "\n".join(f"removed {r.reference} ({r.digest})" for r in results)
     text += "\nblobs stay until 'ocibridge prune'"
-    _emit(args, [r.as_dict() for r in results], text)
+    emit(args, [r.as_dict() for r in results], text)
     return 0
 
 
@@ -69,44 +57,44 @@ def cmd_prune(args: argparse.Namespace) -> int:
         text += f"; kept {result.kept_recent} newer than {args.grace:g} s (a push may be running)"
     if args.dry_run and result.blobs:
         text += "".join(f"\n  {b}" for b in result.blobs)
-    _emit(args, result.as_dict(), text)
+    emit(args, result.as_dict(), text)
     return 0
 
 
 def cmd_tag(args: argparse.Namespace) -> int:
-    result = store_ops.tag(args.ref, args.tags, transfer=_transfer(args))
-    _emit(args, result.as_dict(), "\n".join(f"tagged {t} -> {result.digest}" for t in result.tags))
+    result = store_ops.tag(args.ref, args.tags, transfer=transfer_options(args))
+    emit(args, result.as_dict(), "\n".join(f"tagged {t} -> {result.digest}" for t in result.tags))
     return 0
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    result = store_ops.delete(args.ref, transfer=_transfer(args))
-    _emit(args, result.as_dict(), f"deleted {result.digest} ({args.ref})")
+    result = store_ops.delete(args.ref, transfer=transfer_options(args))
+    emit(args, result.as_dict(), f"deleted {result.digest} ({args.ref})")
     return 0
 
 
 def cmd_resolve(args: argparse.Namespace) -> int:
-    result = store_ops.resolve(args.ref, transfer=_transfer(args))
-    _emit(args, result.as_dict(), result.digest)
+    result = store_ops.resolve(args.ref, transfer=transfer_options(args))
+    emit(args, result.as_dict(), result.digest)
     return 0
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    annotations = _cli()._annotations(args.annotation)
+    annotations = annotation_values(args.annotation)
     result = store_ops.attach(args.subject, args.files, artifact_type=args.artifact_type,
-                              annotations=annotations, transfer=_transfer(args))
-    _emit(args, result.as_dict(),
+                              annotations=annotations, transfer=transfer_options(args))
+    emit(args, result.as_dict(),
           f"attached {result.artifact_type} to {result.subject.digest}\n  {result.reference}")
     return 0
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
-    result = store_ops.discover(args.ref, artifact_type=args.artifact_type, transfer=_transfer(args))
+    result = store_ops.discover(args.ref, artifact_type=args.artifact_type, transfer=transfer_options(args))
     if args.json:
-        _emit(args, result.as_dict(), "")
+        emit(args, result.as_dict(), "")
         return 0
     print(result.subject.digest)
-    target = store_ops.open_store_target(store_ops.store_text(args.ref), **_transfer(args).registry_options())
+    target = open_store_target(store_ops.store_text(args.ref), options=transfer_options(args).registry_options())
     _print_tree(target.store, result.referrers)
     return 0
 

@@ -1,23 +1,40 @@
-"""The one graph copy: push, pull-to-store, ``copy`` and mirror jobs all run through it.
+"""The one graph copy: push, pull-to-store, ``copy``, exports and mirror jobs all run through it.
 
 Walks the manifest graph from a root, copies every blob the destination lacks (bounded
 concurrency, streamed, verified by the destination), children before parents so that a
 manifest never points at something missing, then tags the root.
+
+What a caller knows beyond the two stores travels as :class:`CopyHooks`: blobs to mount from
+another store of the destination's server, and whether a failed copy takes back what it added.
+A source with blobs of unknown digest (a push's new files, :class:`PendingBlobs`) has them
+ingested first by a destination that can (:class:`Ingesting`), each file read once. Every count
+of a transfer is made here, in :class:`CopyStats`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
+from .errors import NotFound
 from .oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from .progress import ProgressFn, counting
 from .signing.attach import carry_companion_tags, is_signature_referrer
-from .stores.base import Mounting, Store, is_manifest
+from .stores.base import (
+    Ingesting,
+    Mounting,
+    PendingBlob,
+    PendingBlobs,
+    Store,
+    Transactional,
+    VerifiedFile,
+    WritableStore,
+    is_manifest,
+)
 from .stores.partial import RangedBlobSource, ResumableBlobSink
 
 DEFAULT_CONCURRENCY = 4
@@ -37,12 +54,16 @@ class CopyStats:
     signatures: list[str] = field(default_factory=list)  # .sig/.att/.sbom tags and bundle referrers
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, **counts: int) -> None:
+    def add(self, blobs_copied: int = 0, blobs_skipped: int = 0, blobs_mounted: int = 0,
+            bytes_copied: int = 0, manifests_copied: int = 0) -> None:
         with self._lock:
-            for name, value in counts.items():
-                setattr(self, name, getattr(self, name) + value)
+            self.blobs_copied += blobs_copied
+            self.blobs_skipped += blobs_skipped
+            self.blobs_mounted += blobs_mounted
+            self.bytes_copied += bytes_copied
+            self.manifests_copied += manifests_copied
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "digest": self.root.digest if self.root else None,
             "mediaType": self.root.mediaType if self.root else None,
@@ -55,6 +76,34 @@ class CopyStats:
             "referrers": self.referrers,
             "signatures": self.signatures,
         }
+
+
+Successors = Callable[[Descriptor, bytes], list[Descriptor]]
+
+
+def successors(desc: Descriptor, data: bytes) -> list[Descriptor]:
+    """What an OCI or Docker manifest or index names, each digest once."""
+    node = parse_manifest_bytes(data, desc.mediaType)
+    return list(node.manifests) if isinstance(node, Index) else _blobs_of(node)
+
+
+@dataclass(frozen=True)
+class CopyHooks:
+    """What the caller of a copy knows that neither store can tell it.
+
+    ``mounts``: digest -> another store holding that blob, from which the destination may
+    mount it (an Ollama model's blobs, kept under their digests in a push of its ModelPack
+    form). ``undo_on_failure``: a destination that can (:class:`Transactional`) takes back the
+    blobs a failed copy added. ``ingest``: blobs of unknown digest go through the destination's
+    ingest (one read per byte); off, the source hashes them first.
+    """
+
+    mounts: Mapping[str, Store] = field(default_factory=dict)
+    undo_on_failure: bool = False
+    ingest: bool = True
+    #: what a manifest names (as oras-go's FindSuccessors): a manifest, its config and layers;
+    #: an index, its entries. A source in a shape of its own (an Ollama manifest) says it here.
+    successors: Successors | None = None
 
 
 class BlobLocks:
@@ -89,130 +138,187 @@ class BlobLocks:
 
 def copy(
     src: Store,
-    src_ref: str,
-    dst: Store,
+    src_ref: str | Descriptor,
+    dst: WritableStore,
     dst_tag: str | None = None,
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
     referrers: bool = False,
     progress: ProgressFn | None = None,
     blob_locks: BlobLocks | None = None,
+    hooks: CopyHooks | None = None,
 ) -> CopyStats:
-    """Copy the artifact ``src_ref`` names from ``src`` to ``dst`` and tag it ``dst_tag``.
+    """Copy the artifact ``src_ref`` names (a reference, or the descriptor it resolved to)
+    from ``src`` to ``dst`` and tag it ``dst_tag``.
 
-    Copies running at once into the same destination pass one shared ``blob_locks``.
+    Copies running at once into the same destination pass one shared ``blob_locks``. A source's
+    pending blobs are ingested only under a new tag: when the tag exists (a re-push, an update)
+    the source hashes its files first, so blobs the destination holds are skipped by a HEAD
+    instead of sent again.
     """
-    root = src.resolve(src_ref)
-    stats = CopyStats(root=root)
-    locks = blob_locks or BlobLocks()
-    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="copy") as pool:
-        _copy_node(src, dst, root, pool, stats, progress, referrers, locks, dst_tag)
+    hooks = hooks or CopyHooks()
+    stats = CopyStats()
+    with _undo_on_failure(dst, hooks), \
+            ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="copy") as pool:
+        run = _Copy(src, dst, pool, stats, progress, referrers, blob_locks or BlobLocks(), hooks)
+        if hooks.ingest and isinstance(src, PendingBlobs) and isinstance(dst, Ingesting) \
+                and not _tag_exists(dst, dst_tag):
+            run.ingest(dst, src.pending_blobs())
+        root = src_ref if isinstance(src_ref, Descriptor) else src.resolve(src_ref)
+        stats.root = root
+        run.node(root, dst_tag)
     return stats
 
 
-def copy_blob(
-    src: Store,
-    dst: Store,
-    desc: Descriptor,
-    stats: CopyStats,
-    progress: ProgressFn | None = None,
-    blob_locks: BlobLocks | None = None,
-) -> None:
-    """One blob: skip if present, mount if the destination can, else stream it across."""
-    if blob_locks is None:
-        _copy_blob_unlocked(src, dst, desc, stats, progress)
-        return
-    with blob_locks.hold(desc.digest):
-        _copy_blob_unlocked(src, dst, desc, stats, progress)
+def _undo_on_failure(dst: WritableStore, hooks: CopyHooks) -> AbstractContextManager[None]:
+    if hooks.undo_on_failure and isinstance(dst, Transactional):
+        return dst.removing_new_blobs_on_failure()
+    return nullcontext()
 
 
-def _copy_blob_unlocked(
-    src: Store, dst: Store, desc: Descriptor, stats: CopyStats, progress: ProgressFn | None
-) -> None:
-    if dst.exists(desc):
-        stats.add(blobs_skipped=1)
+def _tag_exists(dst: Store, tag: str | None) -> bool:
+    """Whether ``tag`` names something in ``dst`` already (True when there is no tag: a copy
+    pinned by digest goes the careful way, as an update does)."""
+    if tag is None:
+        return True
+    try:
+        dst.resolve(tag)
+    except NotFound:
+        return False
+    return True
+
+
+class _Copy:
+    """One copy's state: the two stores, the pool, the counts, and blobs already settled."""
+
+    def __init__(self, src: Store, dst: WritableStore, pool: ThreadPoolExecutor,
+                 stats: CopyStats, progress: ProgressFn | None, referrers: bool,
+                 locks: BlobLocks, hooks: CopyHooks):
+        self.src, self.dst, self.pool, self.stats = src, dst, pool, stats
+        self.progress, self.referrers, self.locks, self.hooks = progress, referrers, locks, hooks
+        self.ingested: set[str] = set()  # digests the destination took by ingest in this copy
+
+    # -- blobs of unknown digest ------------------------------------------------------------------
+    def ingest(self, dst: Ingesting, pending: list[PendingBlob]) -> None:
+        """Send each pending blob while hashing it (one read per byte), then tell the source its
+        digest. Equal files are one blob: counted once, though each was read and sent."""
+        progress, lock = self.progress, threading.Lock()
         if progress:
-            progress("skip", desc, desc.size)
-        return
-    if isinstance(dst, Mounting) and dst.mount_from(desc, src):
-        stats.add(blobs_mounted=1)
+            for blob in pending:
+                progress("plan", blob.key, 0)
+
+        def one(blob: PendingBlob) -> None:
+            def reopen() -> BinaryIO:
+                return counting(blob.open(), blob.key, progress)
+
+            with reopen() as reader:
+                digest, size = dst.ingest_blob(reader, reopen=reopen, source_path=blob.source_path)
+            blob.settle(digest, size)
+            with lock:
+                new = digest not in self.ingested
+                self.ingested.add(digest)
+            self.stats.add(blobs_copied=int(new), bytes_copied=size)
+            if progress:
+                progress("done", blob.key, size)
+
+        _all(self.pool.submit(one, blob) for blob in pending)
+
+    # -- blobs ------------------------------------------------------------------------------------
+    def blob(self, desc: Descriptor) -> None:
+        """One blob: skip if present, mount if the destination can, else stream it across."""
+        with self.locks.hold(desc.digest):
+            self._blob(desc)
+
+    def _blob(self, desc: Descriptor) -> None:
+        src, dst, progress, stats = self.src, self.dst, self.progress, self.stats
+        if desc.digest in self.ingested:  # sent and counted by ingest a moment ago
+            if progress:
+                progress("skip", desc, desc.size)
+            return
+        if dst.exists(desc):
+            stats.add(blobs_skipped=1)
+            if progress:
+                progress("skip", desc, desc.size)
+            return
+        if isinstance(dst, Mounting) and self._mount(dst, desc):
+            stats.add(blobs_mounted=1)
+            if progress:
+                progress("mount", desc, desc.size)
+            return
         if progress:
-            progress("mount", desc, desc.size)
-        return
-    if progress:
-        progress("start", desc, 0)
-    if isinstance(dst, ResumableBlobSink) and isinstance(src, RangedBlobSource):
-        # into a file: resumable across runs, in parts at once when large
-        dst.download_blob(desc, src, on_bytes=_reporting(progress, desc))
+            progress("start", desc, 0)
+        if isinstance(dst, ResumableBlobSink) and isinstance(src, RangedBlobSource):
+            # into a file: resumable across runs, in parts at once when large
+            dst.download_blob(desc, src, on_bytes=_reporting(progress, desc))
+        else:
+            def reopen() -> BinaryIO:
+                # an interrupted upload restarts or resumes from a fresh read of the source
+                blob = src.open_blob(desc)
+                if isinstance(blob, VerifiedFile):  # a file the destination may link: as it is
+                    return blob
+                return counting(blob, desc, progress)
+
+            with reopen() as reader:
+                dst.push_blob(desc, reader, reopen=reopen)
         stats.add(blobs_copied=1, bytes_copied=desc.size)
         if progress:
             progress("done", desc, desc.size)
-        return
-    with counting(src.open_blob(desc), desc, progress) as reader:
-        if getattr(dst, "accepts_reopen", False):
-            # An interrupted upload can then restart or resume from a fresh read of the source.
-            def reopen() -> BinaryIO:
-                return counting(src.open_blob(desc), desc, progress)
 
-            dst.push_blob(desc, reader, reopen=reopen)  # type: ignore[call-arg]  # probed by accepts_reopen; a named capability is issue 15
+    def _mount(self, dst: Mounting, desc: Descriptor) -> bool:
+        other = self.hooks.mounts.get(desc.digest)  # the caller knows better where it lives
+        return dst.mount_from(desc, self.src if other is None else other)
+
+    def blobs(self, blobs: list[Descriptor]) -> None:
+        if self.progress:
+            for b in blobs:  # the whole manifest's size up front, for a steady total and ETA
+                self.progress("plan", b, 0)
+        _all(self.pool.submit(self.blob, b) for b in blobs)
+
+    # -- manifests --------------------------------------------------------------------------------
+    def node(self, desc: Descriptor, tag: str | None = None, referrers: bool | None = None) -> None:
+        """Copy one manifest and what it names; the root goes out with its ``tag`` in the same
+        write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it)."""
+        src, dst, stats, progress = self.src, self.dst, self.stats, self.progress
+        referrers = self.referrers if referrers is None else referrers
+        data = src.fetch_bytes(desc)
+        children = (self.hooks.successors or successors)(desc, data)
+        graph = any(is_manifest(child) for child in children)  # an index: manifests below it
+        if not dst.exists(desc):
+            if graph:
+                for child in children:
+                    if is_manifest(child):
+                        self.node(child)
+                    else:
+                        self.blob(child)
+            else:
+                self.blobs(children)
+            dst.push_manifest(desc, data, tag)
+            stats.add(manifests_copied=1)
         else:
-            dst.push_blob(desc, reader)
-    stats.add(blobs_copied=1, bytes_copied=desc.size)
-    if progress:
-        progress("done", desc, desc.size)
+            if not graph:
+                # present with all it names (a registry or layout holds a manifest only with its
+                # blobs): they count as already there, so a re-push does not read as "0 skipped"
+                stats.add(blobs_skipped=len(children))
+                if progress:
+                    for blob in children:
+                        progress("skip", blob, blob.size)
+            if tag is not None:
+                dst.push_manifest(desc, data, tag)  # the bytes are in hand: tagging is one PUT
+        if referrers:
+            for ref in src.referrers(desc):
+                self.node(ref)
+                stats.referrers.append(ref.digest)
+                if is_signature_referrer(ref):
+                    stats.signatures.append(ref.digest)
+            # cosign's tag-named companions (sha256-<hex>.sig, .att, .sbom) are no referrers
+            stats.signatures.extend(carry_companion_tags(
+                src, dst, desc, lambda d: self.node(d, referrers=False)))
 
 
 def _reporting(progress: ProgressFn | None, desc: Descriptor) -> Callable[[int], None] | None:
     if progress is None:
         return None
     return lambda n: progress("bytes", desc, n)
-
-
-def _copy_node(
-    src: Store,
-    dst: Store,
-    desc: Descriptor,
-    pool: ThreadPoolExecutor,
-    stats: CopyStats,
-    progress: ProgressFn | None,
-    referrers: bool,
-    locks: BlobLocks,
-    tag: str | None = None,
-) -> None:
-    """Copy one manifest and what it names; the root goes out with its ``tag`` in the same
-    write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it)."""
-    data = src.fetch_bytes(desc)
-    node = parse_manifest_bytes(data, desc.mediaType)
-    if not dst.exists(desc):
-        if isinstance(node, Index):
-            for child in node.manifests:
-                if is_manifest(child):
-                    _copy_node(src, dst, child, pool, stats, progress, referrers, locks)
-                else:
-                    copy_blob(src, dst, child, stats, progress, locks)
-        else:
-            _copy_blobs(src, dst, _blobs_of(node), pool, stats, progress, locks)
-        dst.push_manifest(desc, data, tag)
-        stats.add(manifests_copied=1)
-    else:
-        if isinstance(node, Manifest):
-            # present with all it names (a registry or layout holds a manifest only with its
-            # blobs): they count as already there, so a re-push does not read as "0 skipped"
-            stats.add(blobs_skipped=len(_blobs_of(node)))
-            if progress:
-                for blob in _blobs_of(node):
-                    progress("skip", blob, blob.size)
-        if tag is not None:
-            dst.push_manifest(desc, data, tag)  # the bytes are in hand: tagging is one PUT
-    if referrers:
-        for ref in src.referrers(desc):
-            _copy_node(src, dst, ref, pool, stats, progress, referrers, locks)
-            stats.referrers.append(ref.digest)
-            if is_signature_referrer(ref):
-                stats.signatures.append(ref.digest)
-        # cosign's tag-named companions (sha256-<hex>.sig, .att, .sbom) are no referrers: carried here
-        stats.signatures.extend(carry_companion_tags(
-            src, dst, desc, lambda d: _copy_node(src, dst, d, pool, stats, progress, False, locks)))
 
 
 def _blobs_of(manifest: Manifest) -> list[Descriptor]:
@@ -222,16 +328,14 @@ def _blobs_of(manifest: Manifest) -> list[Descriptor]:
     return list(unique.values())
 
 
-def _copy_blobs(src, dst, blobs, pool, stats, progress, locks) -> None:
-    if progress:
-        for b in blobs:  # the whole manifest's size up front, for a steady total and ETA
-            progress("plan", b, 0)
-    futures = [pool.submit(copy_blob, src, dst, b, stats, progress, locks) for b in blobs]
+def _all(futures: Iterable[Future[None]]) -> None:
+    """Wait for every future; the first failure is raised once all have ended, so running
+    transfers finish cleanly."""
     errors = []
-    for f in futures:
+    for f in list(futures):
         try:
             f.result()
-        except BaseException as e:  # collect, so that running transfers finish cleanly
+        except BaseException as e:  # noqa: BLE001 - collected, raised below
             errors.append(e)
     if errors:
         raise errors[0]

@@ -1,7 +1,8 @@
 """``--debug``: every HTTP request on stderr, with what could be a secret taken out.
 
-httpx logs one line per request at INFO (method, URL, status). Authorization headers are not in
-it, but URLs can be: a blob redirect to object storage carries a signature in its query, and a
+The registry client's log layer (``ocibridge.http``) and httpx itself (other downloads) log one
+line per request at INFO (method, URL, status). Authorization headers are not in it, but URLs
+can be: a blob redirect to object storage carries a signature in its query, and a
 token endpoint may carry a refresh token. Query values whose names look secret are replaced.
 """
 
@@ -14,6 +15,10 @@ import sys
 _SECRET_QUERY = re.compile(
     r"(?i)([?&][^=&#\s]*(?:signature|token|secret|password|credential|key|sig|auth)[^=&#\s]*=)[^&#\s\"']*")
 _USERINFO = re.compile(r"(://)[^/@\s]+@")
+
+
+#: the registry client's log layer (stores/registry/transport.py), and httpx's own
+REQUEST_LOGGERS = ("ocibridge.http", "httpx")
 
 
 def redact(text: str) -> str:
@@ -29,10 +34,11 @@ class _Redacting(logging.Filter):
 
 
 def enable_request_log(stream: object = None) -> None:
-    """Send httpx's request lines to stderr as ``ocibridge: debug: …``, redacted."""
+    """Send the request lines to stderr as ``ocibridge: debug: …``, redacted."""
     handler = logging.StreamHandler(stream or sys.stderr)  # type: ignore[arg-type]  # any writable text stream
     handler.setFormatter(logging.Formatter("ocibridge: debug: %(message)s"))
     handler.addFilter(_Redacting())
-    logger = logging.getLogger("httpx")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    for name in REQUEST_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
 from typing import Any, BinaryIO, TextIO
 
 from .oci.digest import HashingReader
 from .oci.models import Descriptor
+from .progress_events import ProgressFn, event_of
+from .streams import can_seek
 from .terminal import one_line
 
-ProgressFn = Callable[[str, Descriptor, int], None]
+__all__ = ["REPORT_BYTES", "ProgressBar", "ProgressFn", "counting", "make_progress"]
 
 #: A reader passes on its count after this many bytes (and at the end of the blob).
 REPORT_BYTES = 256 * 1024
@@ -76,8 +77,7 @@ class _CountingReader:
         return True
 
     def seekable(self) -> bool:
-        seekable = getattr(self._raw, "seekable", None)
-        return bool(seekable and seekable())
+        return can_seek(self._raw)
 
     def seek(self, offset: int, whence: int = 0) -> int:
         return self._raw.seek(offset, whence)
@@ -105,7 +105,7 @@ def counting(reader: BinaryIO, desc: Descriptor, progress: ProgressFn | None) ->
     if progress is None:
         return reader
     tally = _Tally(desc, progress)
-    if isinstance(reader, HashingReader) and hasattr(reader, "_raw"):
+    if isinstance(reader, HashingReader):
         reader._raw = _CountingReader(reader._raw, tally)
         return reader
     return _CountingReader(reader, tally)  # type: ignore[return-value]  # a counting read()-stream standing in for the BinaryIO it wraps
@@ -194,7 +194,9 @@ class ProgressBar:
         self._bar.set_description_str(
             f"{self._label} {self._finished}/{len(self._blobs)} blobs{present}", refresh=False)
         names = list(self._active.values())
-        current = names[0][-40:] if names else ""
+        # The newest transfer is named: the first one in flight can be a small blob whose end
+        # the bar never draws (a config seen while every file went by unnamed).
+        current = names[-1][-40:] if names else ""
         if len(names) > 1:
             current += f" +{len(names) - 1}"  # more files in flight
         self._bar.set_postfix_str(one_line(current), refresh=False)
@@ -218,8 +220,6 @@ class ProgressBar:
 
 
 def _name(desc: Descriptor) -> str:
-    from .progress_events import event_of
-
     return event_of("start", desc, 0).name
 
 

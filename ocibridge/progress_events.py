@@ -19,14 +19,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from .oci.layerinfo import layer_path
 from .oci.mediatypes import Variant, parse_layer_media_type
 from .oci.models import Descriptor, Manifest
-from .progress import ProgressFn
 
-if TYPE_CHECKING:
-    from .modelpack.builder import PlannedLayer
+#: ``progress(event, descriptor, nbytes)``: what every transfer reports (see :mod:`ocibridge.progress`).
+ProgressFn = Callable[[str, Descriptor, int], None]
 
 #: Annotations of a stand-in descriptor: the path it stands for, and the real digest once known.
 PATH_KEY = "io.ocibridge.progress.path"
@@ -69,8 +68,6 @@ def known_as(stand: Descriptor, real: Descriptor) -> Descriptor:
 
 
 def event_of(kind: str, desc: Descriptor, nbytes: int) -> ProgressEvent:
-    from .modelpack.extract import layer_path  # the title/filepath annotations of a layer
-
     annotations = desc.annotations or {}
     if desc.mediaType == STAND_IN_TYPE:
         return ProgressEvent(kind, annotations.get(PATH_KEY), annotations.get(DIGEST_KEY),
@@ -93,27 +90,41 @@ class PushProgress:
     total is known before a bar starts; the built artifact's blobs are then reported under the
     same path-keyed stand-ins, now carrying their real digests."""
 
-    def __init__(self, progress: ProgressFn, layers: list[PlannedLayer]):
+    def __init__(self, progress: ProgressFn, keys: list[Descriptor]):
+        """``keys``: the planned layers' stand-ins (see ``PlannedLayer.progress_key``)."""
         self._progress = progress
-        for layer in layers:
-            progress("plan", layer_key(layer), 0)
+        for key in keys:
+            progress("plan", key, 0)
         # the config is a few hundred bytes written after the files are hashed: it is shown
         # as a blob, but its bytes stay out of the total, which is thus fixed from the start
         progress("plan", CONFIG_KEY, 0)
 
-    def copy_progress(self, manifest: Manifest) -> ProgressFn:
-        """``progress`` for the copy of the built artifact ``manifest``."""
-        by_digest = {manifest.config.digest: known_as(CONFIG_KEY, manifest.config)}
-        for desc in manifest.layers:
-            key = built_layer_key(desc)
-            if key is not None:
-                by_digest[desc.digest] = known_as(key, desc)
+    def copy_progress(self, manifest: Manifest | Callable[[], Manifest]) -> ProgressFn:
+        """``progress`` for the copy of the built artifact ``manifest`` (or of the one a function
+        gives once the files are hashed: events before that name files by their stand-ins)."""
+        by_digest: dict[str, Descriptor] | None = None
         progress = self._progress
 
         def report(kind: str, desc: Descriptor, nbytes: int) -> None:
+            nonlocal by_digest
+            if desc.mediaType == STAND_IN_TYPE:  # a file sent while hashed: no digest yet
+                progress(kind, desc, nbytes)
+                return
+            if by_digest is None:
+                by_digest = _keys_by_digest(manifest if isinstance(manifest, Manifest) else manifest())
             progress(kind, by_digest.get(desc.digest, desc), nbytes)
 
         return report
+
+
+def _keys_by_digest(manifest: Manifest) -> dict[str, Descriptor]:
+    """The stand-in of each blob of a built artifact, now carrying its real digest."""
+    by_digest = {manifest.config.digest: known_as(CONFIG_KEY, manifest.config)}
+    for desc in manifest.layers:
+        key = built_layer_key(desc)
+        if key is not None:
+            by_digest[desc.digest] = known_as(key, desc)
+    return by_digest
 
 
 CONFIG_KEY = Descriptor(mediaType=STAND_IN_TYPE, digest="sha256:" + "0" * 64, size=0)
@@ -123,23 +134,15 @@ def file_key(path: str, size: int) -> Descriptor:
     return stand_in(path, size, "file")
 
 
-def layer_key(layer: PlannedLayer) -> Descriptor:
-    if layer.variant is Variant.RAW:
-        return file_key(layer.files[0].path, layer.files[0].size)
-    return stand_in(layer.path, _tar_estimate([f.size for f in layer.files]), f"layer:{layer.kind.value}")
+def layer_key(path: str, size: int, kind: str) -> Descriptor:
+    """The stand-in of a tar layer of ``kind`` not built yet, from its files' ``size``."""
+    return stand_in(path, size, f"layer:{kind}")
 
 
 def built_layer_key(desc: Descriptor) -> Descriptor | None:
-    from .modelpack.extract import layer_path
-
     kind, path = parse_layer_media_type(desc.mediaType), layer_path(desc)
     if kind is None or path is None:
         return None
     if kind.variant is Variant.RAW:
         return file_key(path, desc.size)
     return stand_in(path, desc.size, f"layer:{kind.kind.value}")
-
-
-def _tar_estimate(sizes: list[int]) -> int:
-    """A tar of files of these sizes: a 512-byte header each, content padded to 512, 1 KiB end."""
-    return sum(512 + -(-size // 512) * 512 for size in sizes) + 1024

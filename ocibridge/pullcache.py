@@ -15,11 +15,12 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol, cast, runtime_checkable
+from typing import BinaryIO, cast
 
 from .errors import NotFound, OcibridgeError, UnsafePath
 from .fsutil import safe_relpath
 from .oci.digest import CHUNK, VerifyingReader, new_hasher, split_digest
+from .oci.layerinfo import layer_path
 from .oci.models import Descriptor
 from .progress import ProgressFn
 from .stores.base import Store, is_manifest
@@ -29,18 +30,9 @@ from .stores.partial import RangedBlobSource
 CACHE_ENV = "OCIBRIDGE_CACHE_DIR"
 
 
-@runtime_checkable
-class LinkableBlob(Protocol):
-    """A verified blob held in a file, which a writer may link into place instead of
-    copying it (a directory pull then writes each byte once, not twice)."""
-
-    def link_to(self, target: Path, mode: int) -> int:
-        """Make ``target`` (absent) hold the blob, with ``mode``; its size."""
-        ...
-
-
 class _CachedBlob:
-    """A cached blob verified a moment ago: read it, or link it to where it is going."""
+    """A cached blob verified a moment ago: read it, or link it to where it is going (a
+    :class:`~ocibridge.stores.base.VerifiedFile`: a directory pull writes each byte once)."""
 
     def __init__(self, path: Path):
         self._path = path
@@ -80,8 +72,8 @@ def cache_root() -> Path:
 
 
 class CachedPullSource:
-    """``store`` for one pull: blobs through the resumable cache, or from files already in
-    ``existing``; everything else is the store's own."""
+    """``store`` for one pull, read-only: blobs through the resumable cache, or from files
+    already in ``existing``; everything else is the store's own."""
 
     def __init__(self, store: Store, cache: LayoutStore, existing: Path | None,
                  progress: ProgressFn | None):
@@ -92,8 +84,23 @@ class CachedPullSource:
         self.used: set[str] = set()  # blobs read through the cache (fetched now or before)
         self.reused = 0  # files found in the output directory
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._store, name)
+    def describe(self) -> str:
+        return self._store.describe()
+
+    def exists(self, desc: Descriptor) -> bool:
+        return self._store.exists(desc)
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        return self._store.fetch_bytes(desc)
+
+    def resolve(self, reference: str) -> Descriptor:
+        return self._store.resolve(reference)
+
+    def tags(self) -> list[str]:
+        return self._store.tags()
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return self._store.referrers(desc, artifact_type)
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         local = self._existing_file(desc)
@@ -122,8 +129,6 @@ class CachedPullSource:
         """The output file this layer would write, when it is already there with its digest."""
         if self._existing is None:
             return None
-        from .modelpack.extract import layer_path
-
         name = layer_path(desc)
         if name is None:
             return None

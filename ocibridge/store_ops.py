@@ -20,6 +20,7 @@ from typing import BinaryIO, Protocol, runtime_checkable
 
 from .api import TransferOptions
 from .errors import OcibridgeError, UsageError
+from .formats.door import is_store_reference
 from .fsutil import safe_relpath
 from .oci.digest import is_digest, sha256_file
 from .oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
@@ -35,9 +36,9 @@ from .results import (
     ResolveResult,
     TagResult,
 )
-from .stores.base import MAX_MANIFEST_BYTES, Store
+from .stores.base import MAX_MANIFEST_BYTES, Store, WritableStore
 from .stores.layout import LAYOUT_FILE, LayoutStore
-from .targets import StoreTarget, default_store_path, is_store_reference, open_store_target
+from .targets import StoreTarget, default_store_path, open_store_target
 
 #: prune leaves unreferenced blobs younger than this: they may belong to a push still running.
 DEFAULT_PRUNE_GRACE_SECONDS = 300.0
@@ -63,7 +64,7 @@ def store_text(ref: str | None) -> str:
 
 
 def _open(ref: str, transfer: TransferOptions | None) -> StoreTarget:
-    return open_store_target(store_text(ref), **(transfer or TransferOptions()).registry_options())
+    return open_store_target(store_text(ref), options=(transfer or TransferOptions()).registry_options())
 
 
 def _layout(ref: str | None) -> LayoutStore | None:
@@ -320,7 +321,7 @@ def repository_text(text: str) -> str:
     return f"{ref.registry}/{ref.repository}"
 
 
-def _push_file(store: Store, path: Path) -> Descriptor:
+def _push_file(store: WritableStore, path: Path) -> Descriptor:
     digest, size = sha256_file(path)
     title = safe_relpath(path.name, "file name")
     desc = Descriptor(mediaType="application/octet-stream", digest=digest, size=size,

@@ -27,6 +27,25 @@ class ClosableReader(Reader, Protocol):
 
 
 @runtime_checkable
+class Seekable(Protocol):
+    """A reader that may go back: ``seekable()`` says whether it really can (a pipe cannot)."""
+
+    def seekable(self) -> bool: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+
+def can_seek(reader: object) -> bool:
+    """Whether ``reader`` can be sent back to an earlier offset."""
+    if not isinstance(reader, Seekable):
+        return False
+    try:
+        return bool(reader.seekable())
+    except (OSError, ValueError):  # closed, or a file object that cannot tell
+        return False
+
+
+@runtime_checkable
 class _Closable(Protocol):
     def close(self) -> None: ...
 
@@ -107,18 +126,17 @@ class IterReader:
         return True
 
     def close(self) -> None:
-        close = getattr(self._it, "close", None)
-        if close:
-            close()
+        if isinstance(self._it, _Closable):  # a generator: its finally blocks run now
+            self._it.close()
 
     def __enter__(self) -> IterReader:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def iter_reader(reader, chunk: int = 1 << 20) -> Iterator[bytes]:
+def iter_reader(reader: Reader, chunk: int = 1 << 20) -> Iterator[bytes]:
     while data := reader.read(chunk):
         yield data
 

@@ -1,13 +1,14 @@
-"""Turning the strings users type (SOURCE, DEST, REF) into stores, packages and exporters.
+"""Opening the store a reference names (parsed by :mod:`ocibridge.oci.reference`).
 
-| form                          | what                                      |
+| form                          | store                                     |
 |-------------------------------|-------------------------------------------|
 | ``oci:PATH[:TAG\\|@DIGEST]``  | an OCI image layout directory             |
 | ``host[:port]/repo[:tag]``    | a registry repository                     |
 | ``ollama:NAME``               | the local Ollama store ($OLLAMA_MODELS)   |
 | ``ollama://[host/]NAME``      | an Ollama-compatible registry             |
-| ``*.carton`` / ``*.mlarchive``| an archive file (by extension or --format)|
-| an existing directory         | a plain model directory (source), or the directory to pull into |
+
+Files and directories are no stores: the source formats (:mod:`ocibridge.formats.door`) read
+and write them.
 """
 
 from __future__ import annotations
@@ -15,19 +16,25 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidReference
 from .oci.reference import (
     DEFAULT_TAG,
+    OllamaReference,
     is_layout_reference,
+    is_ollama_reference,
     parse_layout_reference,
+    parse_ollama_reference,
     parse_registry_reference,
 )
-from .stores.base import Store
+from .stores.base import WritableStore
 from .stores.layout import LAYOUT_FILE, LayoutStore
 
+if TYPE_CHECKING:
+    from .stores.registry.options import RegistryOptions
+
 STORE_ENV = "OCIBRIDGE_STORE"
-ARCHIVE_FORMATS = {".carton": "carton", ".mlarchive": "mlarchive"}
 
 
 def default_store_path() -> Path:
@@ -42,42 +49,23 @@ def default_store_path() -> Path:
 class StoreTarget:
     """A store plus the tag or digest within it."""
 
-    store: Store
+    store: WritableStore  # layouts, registries and Ollama stores all take writes
     reference: str
     tag: str | None  # what to tag on write (None when pinned by digest only)
     text: str  # how the user wrote it, for messages
 
 
-def archive_format(text: str, explicit: str | None = None) -> str | None:
-    """``carton`` / ``mlarchive`` for archive paths (by --format or extension), else None."""
-    if explicit and explicit != "auto":
-        return explicit
-    for ext, fmt in ARCHIVE_FORMATS.items():
-        if text.lower().endswith(ext):
-            return fmt
-    return None
-
-
-def is_store_reference(text: str) -> bool:
-    """Whether ``text`` names a store (layout, registry, Ollama) rather than a local path."""
-    if is_layout_reference(text) or text.startswith("ollama:"):
-        return True
-    if os.path.exists(text) or text.startswith((".", "/", "~")) or archive_format(text):
-        return False
-    first = text.split("/", 1)[0]
-    return "/" in text and ("." in first or ":" in first or first == "localhost")
-
-
-def open_store_target(text: str, *, for_write: bool = False, **registry_options) -> StoreTarget:
-    """Open the store a reference names. Registry and Ollama stores are imported lazily."""
+def open_store_target(text: str, *, for_write: bool = False,
+                      options: RegistryOptions | None = None, **values: Any) -> StoreTarget:
+    """Open the store a reference names; ``options`` say how to reach a registry (keyword
+    ``values`` change some of its fields: ``plain_http=True``). Registry and Ollama stores are
+    imported lazily."""
     if is_layout_reference(text):
         ref = parse_layout_reference(text)
         store = LayoutStore(os.path.expanduser(ref.path), create=for_write)
         return StoreTarget(store, ref.reference, ref.tag or (None if ref.digest else DEFAULT_TAG), text)
-    if text.startswith("ollama:"):
-        from .formats.ollama import open_ollama_target  # issue 5
-
-        return open_ollama_target(text, for_write=for_write, **registry_options)
+    if is_ollama_reference(text):
+        return open_ollama_target(text, for_write=for_write, options=_with_values(options, values))
     if os.path.exists(text):  # else a local directory would be looked up as docker.io/<path>
         is_layout = os.path.isfile(os.path.join(text, LAYOUT_FILE))
         hint = f"; as an OCI image layout it is written oci:{text}" if is_layout else ""
@@ -88,5 +76,34 @@ def open_store_target(text: str, *, for_write: bool = False, **registry_options)
     from .stores.registry.mirrors import open_for_reading
 
     opener = open_repository if for_write else open_for_reading  # reads may come from a mirror
-    registry_store = opener(registry_ref, **registry_options)
+    registry_store = opener(registry_ref, _with_values(options, values))
     return StoreTarget(registry_store, registry_ref.reference, registry_ref.tag, text)
+
+
+def _with_values(options: RegistryOptions | None, values: dict[str, Any]) -> RegistryOptions | None:
+    if not values:
+        return options
+    from .stores.registry.options import RegistryOptions
+
+    return (options or RegistryOptions()).updated(values)
+
+
+def open_ollama_target(text: str, *, for_write: bool = False,
+                       options: RegistryOptions | None = None) -> StoreTarget:
+    """``ollama:NAME`` → the local store ($OLLAMA_MODELS); ``ollama://[host/]NAME`` → a
+    registry repository ``namespace/model`` (plain HTTP for loopback hosts). Opened for
+    writing, both take Ollama models only (see stores/ollama/guard.py)."""
+    ref: OllamaReference = parse_ollama_reference(text)
+    name = ref.name
+    store: WritableStore
+    if ref.remote:
+        from .stores.ollama.guard import OllamaRegistryStore
+        from .stores.registry import open_repository
+
+        repository = open_repository(ref.registry_reference(), options)
+        store = OllamaRegistryStore(repository, text) if for_write else repository
+    else:
+        from .stores.ollama.store import OllamaStore, default_models_dir
+
+        store = OllamaStore(default_models_dir(), name, create=for_write, label=text)
+    return StoreTarget(store, ref.reference, name.tag, text)

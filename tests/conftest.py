@@ -3,8 +3,10 @@
 import pytest
 from support.fixtures import (  # noqa: F401
     auth_registry,
+    containerd,
     fault_proxy,
     mtls_registry,
+    podman,
     registry,
     registry2,
     tls_registry,

@@ -89,8 +89,8 @@ def test_k8s_volume_json(tmp_path, capsys, registry, unique_repo):
     assert main(["push", str(model), ref, "-q"]) == 0
     capsys.readouterr()
     assert main(["k8s", "volume", ref, "--json"]) == 0
-    volume = json.loads(capsys.readouterr().out)
-    assert volume["reference"] == ref and "image:" in volume["yaml"] and "sha256:" in volume["yaml"]
+    pod = json.loads(capsys.readouterr().out)  # the Pod itself, as JSON (kubectl takes it)
+    assert pod["kind"] == "Pod" and "@sha256:" in pod["spec"]["volumes"][0]["image"]["reference"]
 
 
 @pytest.mark.parametrize("args", [

@@ -18,7 +18,7 @@ def test_k8s_commands_end_to_end(tmp_path, capsys, registry, unique_repo):
     assert crio["willMount"] is True and crio["reference"] == ref
     assert {e["path"] for e in crio["tree"] if e["type"] == "file"} >= {"model.safetensors", "scripts/run.sh"}
     assert main(["k8s", "check", ref, "--runtime", "containerd"]) == 1
-    assert "not an image config" in capsys.readouterr().out
+    assert "not an image tar layer" in capsys.readouterr().out
     assert main(["k8s", "modelcar", ref, "--tag", "v1-car", "--index", "--json"]) == 0
     car = json.loads(capsys.readouterr().out)
     # reproducible: the same artifact in a layout (read twice there; spooled once from the
@@ -53,8 +53,8 @@ def test_check_headline_names_layers_the_pod_will_not_see(tmp_path, capsys, regi
     capsys.readouterr()
     assert main(["k8s", "check", ref]) == 0
     out = capsys.readouterr().out
-    headline = f"{ref}: will mount on cri-o (artifact), but 1 layer(s) will not be visible (see warnings)"
+    headline = f"{ref}: will mount on cri-o@1.36 (artifact), but 1 layer(s) will not be visible (see warnings)"
     assert out.splitlines()[0] == headline
-    assert "(scripts/run.sh) is skipped by CRI-O" in out and "  scripts/run.sh" not in out
+    assert "(scripts/run.sh) is skipped by cri-o@1.36" in out and "  scripts/run.sh" not in out
     assert main(["k8s", "check", ref, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["layersHidden"] == 1

@@ -16,6 +16,7 @@ from ocibridge.families import NotAModel, WriteOptions, convert, convert_artifac
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_INDEX, OCI_LAYER_TAR, OCI_MANIFEST, Family
 from ocibridge.oci.models import Descriptor, Index, Manifest
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.stores.registry.options import RegistryOptions
 from ocibridge.targets import open_store_target
 from tests.modelgen import make_model, tree
 
@@ -253,7 +254,7 @@ def test_convert_within_one_registry_mounts_every_layer(registry, tmp_path, uniq
     kit = _kit(tmp_path)
     repo = f"{registry.host}/{unique_repo}"
     api.copy_reference(kit, f"{repo}-kit:v1", transfer=api.TransferOptions(plain_http=True))
-    options = {"plain_http": True}
+    options = RegistryOptions(plain_http=True)
     there = convert(f"{repo}-kit:v1", f"{repo}-docker:v1", "docker-model", registry_options=options)
     assert there.stats.blobs_mounted == 5 and there.stats.blobs_copied == 1  # the new config
     back = convert(f"{repo}-docker:v1", f"{repo}-kit2:v1", "modelkit", registry_options=options)

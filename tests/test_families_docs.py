@@ -1,4 +1,4 @@
-"""The examples of docs/formats/{families,modelfile,kitfile}.md, run as written."""
+"""The examples of docs/formats/{families,modelfile,kitfile,modelcar}.md, run as written."""
 
 from __future__ import annotations
 
@@ -78,3 +78,19 @@ def test_kitfile_examples(workspace, capsys):
     manifest = Manifest.model_validate_json(store.fetch_bytes(store.resolve("kitfile-converted")))
     kitfile = json.loads(store.fetch_bytes(manifest.config))
     assert kitfile["model"]["framework"] == "transformers"
+
+
+def test_modelcar_examples(workspace, capsys):
+    from tests.modelcar_images import kserve_modelcar
+    from tests.modelgen import tree
+
+    model = workspace / "llama-tiny"
+    files = {p.relative_to(model).as_posix(): (p.read_bytes(), p.stat().st_mode & 0o777)
+             for p in sorted(model.rglob("*")) if p.is_file()}
+    kserve_modelcar(workspace / "kserve", files)
+    outputs = [_run(capsys, line) for line in examples("modelcar.md")]
+    report = json.loads(outputs[0])
+    assert report["from"] == "modelcar" and report["to"] == "modelpack-cnai"
+    assert [loss["field"] for loss in report["lost"]] == ["image.base", "image.config.Env", "image.config.Cmd"]
+    assert tree(workspace / "kserve-files") == tree(model)
+    assert LayoutStore(workspace / "out").resolve("car-again")

@@ -105,16 +105,23 @@ def test_links_that_stay_inside_are_pulled(tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize("entries", CHAINS.values(), ids=CHAINS.keys())
-def test_k8s_check_predicts_the_refusal_mount_makes(tmp_path, entries) -> None:
+def test_k8s_keeps_link_chains_as_the_runtimes_do(tmp_path, entries) -> None:
+    """containerd and containers/storage keep symlinks as written (tests/test_k8s_runtimes.py):
+    check warns, mount writes each link verbatim and never follows one while writing."""
     layout = _image(tmp_path, [_tar(entries)])
     around = tmp_path / "around"
     around.mkdir()
+    (around / "neighbour.txt").write_text("must survive")
     for runtime in ("containerd", "cri-o"):
         result = check(layout, "v1", runtime)
-        assert not result.will_mount and any("outside the tree" in r or "links" in r for r in result.reasons)
-        with pytest.raises(UnsafePath):
-            mount(layout, "v1", around / "mnt", runtime)
-        assert snapshot(around) == {}
+        assert result.will_mount, result.reasons
+        assert any("points outside the mount" in w or "a loop" in w for w in result.warnings)
+        out = around / f"mnt-{runtime}"
+        mount(layout, "v1", out, runtime)
+        links = {e.path: e.target for e in result.tree if e.type == "symlink"}
+        assert links and {p: os.readlink(out / p) for p in links} == links
+    assert (around / "neighbour.txt").read_text() == "must survive"
+    assert sorted(p.name for p in around.iterdir()) == ["mnt-containerd", "mnt-cri-o", "neighbour.txt"]
 
 
 def test_resolver_follows_links_as_the_kernel_does() -> None:
@@ -132,8 +139,16 @@ WHITEOUTS = {
     ".wh...": [(".wh...", "file", b"")],
     ".wh..": [("sub/.wh..", "file", b"")],
     ".wh. (empty)": [("sub/.wh.", "file", b"")],
-    "through a link": [("up", "sym", "."), ("up/.wh.victim", "file", b"")],
-    "opaque through a link": [("up", "sym", "sub"), ("sub/x", "file", b"x"), ("up/.wh..wh..opq", "file", b"")],
+}
+#: Whiteouts through a link of their own layer: the runtimes follow it inside the image
+#: (tests/test_k8s_runtimes.py), so these delete what the link leads to, and nothing else.
+WHITEOUTS_THROUGH_LINKS = {
+    "through a link": ([("up", "sym", "."), ("up/.wh.victim", "file", b"")],
+                       {"sub/keep": b"k"}),
+    "through an absolute link": ([("up", "sym", "/"), ("up/.wh.victim", "file", b"")],
+                                 {"sub/keep": b"k"}),
+    "opaque through a link": ([("up", "sym", "sub"), ("sub/x", "file", b"x"), ("up/.wh..wh..opq", "file", b"")],
+                              {"victim": b"v", "sub/x": b"x"}),
 }
 
 
@@ -151,6 +166,24 @@ def test_hostile_whiteouts_delete_nothing(tmp_path, entries) -> None:
         with pytest.raises(UnsafePath):
             mount(layout, "v1", around / "mnt", runtime)
         assert snapshot(around) == before
+
+
+@pytest.mark.parametrize("entries, left", WHITEOUTS_THROUGH_LINKS.values(), ids=WHITEOUTS_THROUGH_LINKS.keys())
+def test_whiteouts_through_a_link_stay_in_the_image(tmp_path, entries, left) -> None:
+    lower = _tar([("victim", "file", b"v"), ("sub", "dir", b""), ("sub/keep", "file", b"k")])
+    layout = _image(tmp_path, [lower, _tar(entries)])
+    around = tmp_path / "around"
+    around.mkdir()
+    (around / "neighbour.txt").write_text("must survive")
+    for runtime in ("containerd", "cri-o"):
+        result = check(layout, "v1", runtime)
+        assert result.will_mount, result.reasons
+        assert {e.path for e in result.tree if e.type == "file"} == set(left)
+        out = around / f"mnt-{runtime}"
+        mount(layout, "v1", out, runtime)
+        assert {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*")
+                if p.is_file() and not p.is_symlink()} == left
+    assert (around / "neighbour.txt").read_text() == "must survive"
 
 
 def test_k8s_mount_cli_says_why_in_one_line(tmp_path, capsys) -> None:

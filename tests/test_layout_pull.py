@@ -201,17 +201,17 @@ def test_failed_copy_into_a_new_layout_leaves_no_directory(tmp_path, capsys):
 
 def test_file_vanishing_mid_push_leaves_no_new_layout(tmp_path, capsys, monkeypatch):
     """A real file-system error after some blobs were stored: blobs and layout both go."""
-    import ocibridge.api as api
+    import ocibridge.formats.directory as directory  # the directory format's reader
 
     model = make_model(tmp_path / "m")
-    listed = api.read_directory
+    listed = directory.read_directory
 
     def read_then_lose_a_file(*args, **kwargs):
         package = listed(*args, **kwargs)
         os.unlink(model / "weights" / "part-2.bin")
         return package
 
-    monkeypatch.setattr(api, "read_directory", read_then_lose_a_file)
+    monkeypatch.setattr(directory, "read_directory", read_then_lose_a_file)
     assert _cli("push", str(model), f"oci:{tmp_path}/fresh/store:v1", "--concurrency", "1") == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "part-2.bin" in err

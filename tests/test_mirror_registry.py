@@ -361,7 +361,7 @@ convert = "cncf"
     assert result.status == "copied" and result.referrers == 0 and result.referrers_left_behind == 1
     text = summary.format_text()
     assert "1 referrer(s) of the original left behind" in text
-    assert text.splitlines()[-1].endswith("1 referrer(s) of re-labelled artifacts left behind")
+    assert text.splitlines()[-1].endswith("1 referrer(s) of re-labelled or converted artifacts left behind")
     assert summary.as_dict()["totals"]["referrersLeftBehind"] == 1
     _, digest = api_manifest(registry2.host, dst_repo, "v29")
     assert digest != source["digests"]["1.29.0"]

@@ -8,20 +8,20 @@ import uuid
 import pytest
 from ollama_fixtures import gguf_store, snapshot
 
-from ocibridge.copy import copy
+from ocibridge.copy import CopyHooks, copy
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.formats.ollama import (
     OllamaStore,
     export_ollama,
+    mount_sources,
     open_ollama_target,
     parse_ollama_name,
-    premount,
     read_ollama,
 )
 from ocibridge.modelpack.builder import build
 from ocibridge.oci.mediatypes import DOCKER_MANIFEST
 from ocibridge.oci.models import parse_manifest_bytes
-from ocibridge.oci.reference import parse_registry_reference
+from ocibridge.oci.reference import parse_ollama_reference, parse_registry_reference
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES
@@ -53,8 +53,11 @@ def test_registry_serves_the_ollama_manifest_unchanged(registry, served):
 
 def test_read_from_ollama_registry(registry, served):
     src, _, model = served
-    target = open_ollama_target(f"ollama://{registry.host}/library/{model}:latest")
-    package = read_ollama(target.store, target.reference)
+    text = f"ollama://{registry.host}/library/{model}:latest"
+    target = open_ollama_target(text)
+    # a registry store knows no Ollama name: the caller names the model (as push does)
+    package = read_ollama(target.store, target.reference, parse_ollama_reference(text).name)
+    assert "name" not in read_ollama(target.store, target.reference).descriptor
     local = read_ollama(OllamaStore(src, parse_ollama_name("tiny")), "latest")
     assert {(f.path, f.digest) for f in package.files} == {(f.path, f.digest) for f in local.files}
     assert package.config == local.config
@@ -77,10 +80,10 @@ def test_registry_round_trip_keeps_digests_and_mounts(registry, served, tmp_path
     package = read_ollama(origin.store, origin.reference)
     art_ref = parse_registry_reference(f"{registry.host}/modelpack/{model}:v1")
     art_repo = open_repository(art_ref)
-    mounted = premount(origin.store, origin.reference, art_repo)
-    assert mounted == 8  # 7 layers + the Ollama config
-    stats = copy(build(package), "artifact", art_repo, "v1")
-    assert stats.blobs_skipped == 8  # the mounted Ollama blobs
+    mounts = mount_sources(origin.store, origin.reference)
+    stats = copy(build(package), "artifact", art_repo, "v1", hooks=CopyHooks(mounts=mounts))
+    assert stats.blobs_mounted == 8  # 7 layers + the Ollama config
+    assert stats.blobs_copied == 2 and stats.blobs_skipped == 0
     assert stats.bytes_copied < 4096  # only the ModelPack config and ollama-manifest.json
 
     layout = LayoutStore(tmp_path / "layout", create=True)
@@ -145,3 +148,17 @@ def test_ollama_registry_model_pulled_into_local_store(registry, served, tmp_pat
     export_ollama(origin.store, origin.store.resolve("latest"),
                   StoreTarget(dst, "latest", "latest", "ollama:tiny"))
     assert snapshot(out) == snapshot(src)
+
+
+def test_push_from_an_ollama_registry_names_the_model_as_the_reference_does(registry, served, tmp_path):
+    """The CLI's push names the ModelPack config after ollama://HOST/NAME (the registry store
+    itself carries no Ollama name)."""
+    from ocibridge.cli import main
+
+    _, _, model = served
+    assert main(["push", f"ollama://{registry.host}/library/{model}:latest", f"oci:{tmp_path / 'l'}:v1", "-q"]) == 0
+    layout = LayoutStore(tmp_path / "l")
+    manifest = parse_manifest_bytes(layout.fetch_bytes(layout.resolve("v1")))
+    config = json.loads(layout.fetch_bytes(manifest.config))
+    assert config["descriptor"]["name"] == model
+    assert manifest.annotations["io.ollama.name"] == f"{registry.host}/library/{model}:latest"

@@ -23,7 +23,7 @@ print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 
 
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["push", "--help"], ["pull", "--help"],
-                                  ["convert", "--help"]])
+                                  ["convert", "--help"], ["mirror", "--help"]])
 def test_help_and_version_import_nothing_heavy(args):
     done = subprocess.run([sys.executable, "-c", PROBE.format(args=args)], cwd=REPO_ROOT,
                           capture_output=True, text=True, check=True)

@@ -11,7 +11,7 @@ from typing import Any
 _HOMES = {
     "ModelFamily": "base", "Reading": "base", "WriteOptions": "base", "Exported": "base",
     "Conversion": "conversion", "ConvertResult": "conversion", "convert": "conversion",
-    "convert_artifact": "conversion",
+    "convert_artifact": "conversion", "convert_staged": "conversion",
     "Loss": "model", "ModelView": "model", "Part": "model", "Written": "model",
     "Identified": "registry", "NotAModel": "registry", "by_name": "registry", "identify": "registry",
     "register": "registry", "names": "table",

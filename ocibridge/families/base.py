@@ -7,13 +7,14 @@ family and ``push --to`` all come from that table.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ..copy import CopyStats
 from ..oci.mediatypes import Family
 from ..oci.models import Descriptor, Manifest
 from ..progress import ProgressFn
 from ..stores.base import Store
+from ..targets import StoreTarget
 from .model import Loss, ModelView, Written
 
 
@@ -32,6 +33,7 @@ class Reading:
 
     view: ModelView
     blobs: Store
+    losses: list[Loss] = field(default_factory=list)  # what reading alone dropped (never kept)
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Exported:
     descriptor: Descriptor
     stats: CopyStats
     losses: list[Loss] = field(default_factory=list)
+    keeps_source: bool = False  # the ModelPack form it was exported from is stored beside it
 
 
 @runtime_checkable
@@ -63,6 +66,16 @@ class ModelFamily(Protocol):
 
 
 @runtime_checkable
+class Probes(Protocol):
+    """A family some of whose artifacts only their content tells apart: a ModelCar image built by
+    another tool is an ordinary image until its layers are looked at. Asked only about manifests
+    no family claims by media type."""
+
+    def probe(self, store: Store, desc: Descriptor, manifest: Manifest) -> bool:
+        ...
+
+
+@runtime_checkable
 class Writes(Protocol):
     """A family written as one manifest + config over the same blobs (ModelPack, ModelKit, Docker)."""
 
@@ -74,6 +87,8 @@ class Writes(Protocol):
 class Exports(Protocol):
     """A family written from the ModelPack form by its own exporter (Ollama, ModelCar images)."""
 
-    def export(self, store: Store, desc: Descriptor, dst: str, *, registry_options: dict[str, Any],
-               concurrency: int, progress: ProgressFn | None) -> Exported:
+    def export(self, store: Store, desc: Descriptor, target: StoreTarget, *, concurrency: int,
+               progress: ProgressFn | None) -> Exported:
+        """Write the ModelPack artifact ``desc`` as this family at ``target`` (opened for
+        writing); a failure leaves a store that can take back what it added as it was."""
         ...

@@ -50,7 +50,8 @@ def add_convert_command(
     add_transfer_flags: Callable[[argparse.ArgumentParser], None],
     run: Callable[[argparse.Namespace], int],
 ) -> None:
-    p = command("convert", run, "convert a model artifact to another family (ModelPack, ModelKit, Docker model)")
+    p = command("convert", run,
+                "convert a model artifact to another family (ModelPack, ModelKit, Docker model, ModelCar, Ollama)")
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
     p.add_argument("--to", required=True, choices=family_choices(), help="family to write")
@@ -87,3 +88,5 @@ def report(args: argparse.Namespace, result: ConvertResult, counts: str) -> None
     for loss in c.losses:
         if not loss.kept:
             print(f"  lost: {loss.field} = {loss.value}")
+    for change in c.changes:
+        print(f"  changed: {change.field}: {change.value}")

@@ -95,3 +95,9 @@ def items(doc: Any, key: str) -> list[Any]:
     """``doc[key]`` when it is a list, else an empty one."""
     value = doc.get(key) if isinstance(doc, dict) else None
     return value if isinstance(value, list) else []
+
+
+def short(value: Any) -> str:
+    """A value as one short line, for loss reports."""
+    text = value if isinstance(value, str) else compact_json(value).decode()
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -8,20 +8,26 @@ origin), and moved by the one graph copy from a :class:`.view.ConvertedStore`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from ..copy import DEFAULT_CONCURRENCY, CopyStats, copy
+from ..copy import DEFAULT_CONCURRENCY, CopyHooks, CopyStats, copy
 from ..errors import NotFound, OcibridgeError
 from ..oci.models import Descriptor
 from ..progress import ProgressFn
 from ..stores.base import Store
-from ..targets import open_store_target
-from .base import Exports, Reading, WriteOptions, Writes
+from ..stores.layout import LayoutStore
+from ..targets import StoreTarget, open_store_target
+from .base import Exported, Exports, Reading, WriteOptions, Writes
 from .model import Loss, ModelView, Written
 from .origin import restore
 from .registry import Identified, by_name, identify
+from .repack import HoldsOnly, repack
 from .table import OVERRIDES
 from .view import TAG, ConvertedStore
+
+if TYPE_CHECKING:
+    from ..stores.registry.options import RegistryOptions
 
 
 @dataclass
@@ -34,6 +40,7 @@ class Conversion:
     target_family: str
     restored: bool
     losses: list[Loss] = field(default_factory=list)
+    changes: list[Loss] = field(default_factory=list)  # layers rewritten for the target (new digests)
 
     @property
     def descriptor(self) -> Descriptor:
@@ -50,24 +57,31 @@ def apply_overrides(view: ModelView, overrides: dict[str, str]) -> None:
         view.edited = True
 
 
-def convert_artifact(store: Store, reference: str, to: str, options: WriteOptions | None = None) -> Conversion:
-    """The artifact ``reference`` names in ``store``, as family ``to`` (nothing is written)."""
+def convert_artifact(store: Store, reference: str, to: str, options: WriteOptions | None = None,
+                     *, then: str | None = None) -> Conversion:
+    """The artifact ``reference`` names in ``store``, as family ``to`` (nothing is written).
+    ``then``: the family an exporter writes from that form, whose layer needs apply too."""
     options = options or WriteOptions()
     found = identify(store, reference)
     reading = found.family.read(store, found.desc, found.data, found.manifest)
-    return convert_reading(found, reading, to, options)
+    return convert_reading(found, reading, to, options, then=then)
 
 
-def convert_reading(found: Identified, reading: Reading, to: str, options: WriteOptions) -> Conversion:
-    view = reading.view
+def convert_reading(found: Identified, reading: Reading, to: str, options: WriteOptions,
+                    *, then: str | None = None) -> Conversion:
     target = by_name(to)
     if not isinstance(target, Writes):
         raise OcibridgeError(f"{target.title}s are written by an exporter, not as a manifest over the same blobs")
+    changes: list[Loss] = []
+    needs = by_name(then) if then is not None else target
+    if isinstance(needs, HoldsOnly):
+        reading, changes = repack(reading, needs, needs.title)
+    view = reading.view
     key = target.key(None, options)
     if options.overrides:
         apply_overrides(view, options.overrides)
     written: Written | None = None
-    if not options.overrides:
+    if not options.overrides and not changes:  # rewritten layers: the source bytes no longer fit
         if view.family == key:  # already that family: the same manifest
             written = Written(view.manifest, view.manifest_media_type, view.config_bytes,
                               found.manifest.config.mediaType, found.manifest.artifactType)
@@ -80,7 +94,8 @@ def convert_reading(found: Identified, reading: Reading, to: str, options: Write
         if not reading.blobs.exists(part.blob):  # registry, known as mountable from its repository)
             raise NotFound(f"{reading.blobs.describe()}: blob {part.blob.digest} ({part.path}) is missing")
     source_family = found.family.key(found.manifest, WriteOptions())
-    return Conversion(ConvertedStore(reading.blobs, written), found, source_family, key, restored, written.losses)
+    return Conversion(ConvertedStore(reading.blobs, written), found, source_family, key, restored,
+                      [*reading.losses, *written.losses], changes)
 
 
 @dataclass
@@ -99,8 +114,36 @@ class ConvertResult:
             "restored": c.restored,
             "lost": [loss.as_dict() for loss in c.losses if not loss.kept],
             "keptForRoundTrip": [loss.as_dict() for loss in c.losses if loss.kept],
+            "changed": [change.as_dict() for change in c.changes],
             **self.stats.as_dict(),
         }
+
+
+def convert_staged(store: Store, reference: str, to: str, scratch: Path,
+                   options: WriteOptions | None = None) -> tuple[Store, Descriptor, Conversion]:
+    """(store, root, conversion): the artifact ``reference`` names as family ``to``, ready for a
+    copy. A family written over the same blobs is a view (nothing written); one written by an
+    exporter (Ollama, ModelCar: new manifests, maybe new layers) is exported into an OCI layout
+    at ``scratch``, which the caller removes once the copy is done (mirror jobs)."""
+    family = by_name(to)
+    if not isinstance(family, Exports):
+        conversion = convert_artifact(store, reference, to, options)
+        return conversion.store, conversion.descriptor, conversion
+    conversion = convert_artifact(store, reference, "modelpack", options, then=to)
+    staging = LayoutStore(scratch, create=True)
+    exported = family.export(conversion.store, conversion.descriptor,
+                             StoreTarget(staging, TAG, TAG, f"oci:{scratch}:{TAG}"),
+                             concurrency=DEFAULT_CONCURRENCY, progress=None)
+    _exported_losses(conversion, family.name, exported)
+    return staging, exported.descriptor, conversion
+
+
+def _exported_losses(conversion: Conversion, family: str, exported: Exported) -> None:
+    conversion.target_family = family
+    conversion.restored = False
+    if not exported.keeps_source:  # what the ModelPack form kept in annotations is gone too
+        conversion.losses = [Loss(x.field, x.value, False) for x in conversion.losses]
+    conversion.losses = [*conversion.losses, *exported.losses]
 
 
 def convert(
@@ -109,25 +152,24 @@ def convert(
     to: str,
     *,
     options: WriteOptions | None = None,
-    registry_options: dict[str, Any] | None = None,
+    registry_options: RegistryOptions | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     progress: ProgressFn | None = None,
 ) -> ConvertResult:
     """Convert the artifact at ``src`` into family ``to`` and store it at ``dst``."""
-    registry_options = registry_options or {}
-    source = open_store_target(src, **registry_options)
+    source = open_store_target(src, options=registry_options)
     family = by_name(to)
     if isinstance(family, Exports):  # Ollama, ModelCar: exported from the ModelPack form
-        conversion = convert_artifact(source.store, source.reference, "modelpack", options)
-        exported = family.export(conversion.store, conversion.descriptor, dst, registry_options=registry_options,
+        conversion = convert_artifact(source.store, source.reference, "modelpack", options, then=to)
+        target = open_store_target(dst, for_write=True, options=registry_options)
+        exported = family.export(conversion.store, conversion.descriptor, target,  # undone on failure
                                  concurrency=concurrency, progress=progress)
-        conversion.target_family = family.name
-        conversion.restored = False
-        conversion.losses = exported.losses
+        _exported_losses(conversion, family.name, exported)
         pinned = f"{dst.split('@', 1)[0]}@{exported.descriptor.digest}"
         return ConvertResult(pinned, conversion, exported.stats)
     conversion = convert_artifact(source.store, source.reference, to, options)
-    target = open_store_target(dst, for_write=True, **registry_options)
-    stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress)
+    target = open_store_target(dst, for_write=True, options=registry_options)
+    stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress,
+                 hooks=CopyHooks(undo_on_failure=True))  # a failed convert leaves a layout as it was
     pinned = f"{target.text.split('@', 1)[0]}@{conversion.descriptor.digest}"
     return ConvertResult(pinned, conversion, stats)

@@ -20,9 +20,8 @@ from ..oci.mediatypes import OCI_MANIFEST, Kind, Variant
 from ..oci.models import Descriptor, Manifest
 from ..stores.base import Store
 from .base import Reading, WriteOptions
-from .common import EPOCH_ZERO, compact_json, fetch_json, layer_file_path, layer_metadata, section, text_field
+from .common import EPOCH_ZERO, compact_json, fetch_json, layer_file_path, layer_metadata, section, short, text_field
 from .model import Loss, ModelView, Part, Written
-from .modelpack import short
 from .origin import can_keep, carried, strip
 
 CONFIG_V01 = "application/vnd.docker.ai.model.config.v0.1+json"
@@ -118,6 +117,10 @@ class DockerModelFamily:
             manifest_media_type=desc.mediaType,
         )
         return Reading(view, store)
+
+    def rewrite(self, part: Part) -> Variant | None:
+        """Docker model layers are raw files or plain tar: a compressed tar is decompressed first."""
+        return Variant.TAR if part.variant in (Variant.TAR_GZIP, Variant.TAR_ZSTD) else None
 
     def write(self, view: ModelView, options: WriteOptions) -> Written:
         kept = can_keep(view, self.name)

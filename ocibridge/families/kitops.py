@@ -18,9 +18,8 @@ from ..oci.mediatypes import ANNOTATION_CREATED, OCI_MANIFEST, Kind, Variant
 from ..oci.models import Descriptor, Manifest
 from ..stores.base import Store
 from .base import Reading, WriteOptions
-from .common import compact_json, fetch_json, items, layer_file_path, layer_metadata, section, text_field
+from .common import compact_json, fetch_json, items, layer_file_path, layer_metadata, section, short, text_field
 from .model import Loss, ModelView, Part, Written
-from .modelpack import short
 from .origin import can_keep, carried, strip
 from .uncompressed import diff_id_of
 

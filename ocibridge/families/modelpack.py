@@ -7,8 +7,6 @@ file metadata, untested=false, title on raw layers), the config checked by the s
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import SourceError, ValidationError
 from ..oci.mediatypes import (
     ANNOTATION_TITLE,
@@ -22,7 +20,7 @@ from ..oci.mediatypes import (
 from ..oci.models import Descriptor, Manifest
 from ..stores.base import Store
 from .base import Reading, WriteOptions
-from .common import compact_json, fetch_json, file_metadata, items, layer_file_path, layer_metadata, section
+from .common import fetch_json, file_metadata, items, layer_file_path, layer_metadata, section, short
 from .model import Loss, ModelView, Part, Written
 from .origin import can_keep, carried, strip
 
@@ -102,12 +100,6 @@ class ModelPackFamily:
         losses.extend(Loss(name, short(value), kept) for name, value in sorted(view.extra.items()))
         return Written(manifest.to_json_bytes(), OCI_MANIFEST, config_bytes, family.config_media_type,
                        family.artifact_type, losses)
-
-
-def short(value: Any) -> str:
-    """A value as one short line, for loss reports."""
-    text = value if isinstance(value, str) else compact_json(value).decode()
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _config_bytes(view: ModelView, losses: list[Loss], kept: bool) -> bytes:

@@ -8,19 +8,16 @@ restores the manifest from the file that carries it).
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..copy import CopyStats
 from ..modelpack.builder import build
-from ..oci.mediatypes import OLLAMA_LAYER_PREFIX
+from ..oci.mediatypes import OLLAMA_LAYER_PREFIX, Kind, Variant
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ..progress import ProgressFn
 from ..stores.base import Store
-from ..targets import open_store_target
+from ..targets import StoreTarget
 from .base import Exported, Reading, WriteOptions
-from .common import layer_file_path
-from .model import Loss
-from .modelpack import ModelPackFamily, short
+from .common import layer_file_path, short
+from .model import Loss, Part
+from .modelpack import ModelPackFamily
 
 
 class OllamaFamily:
@@ -34,6 +31,10 @@ class OllamaFamily:
     def key(self, manifest: Manifest | None, options: WriteOptions) -> str:
         return self.name
 
+    def rewrite(self, part: Part) -> Variant | None:
+        """Ollama's model is a GGUF blob of its own: weights packed in a tar are unpacked."""
+        return Variant.RAW if part.variant.is_tar and part.kind is Kind.WEIGHT else None
+
     def read(self, store: Store, desc: Descriptor, data: bytes, manifest: Manifest) -> Reading:
         """The model as ``push ollama:NAME`` builds it: a ModelPack view over the same blobs."""
         from ..formats.ollama import read_ollama
@@ -43,25 +44,43 @@ class OllamaFamily:
                                          artifact.manifest)
         return reading
 
-    def export(self, store: Store, desc: Descriptor, dst: str, *, registry_options: dict[str, Any],
-               concurrency: int, progress: ProgressFn | None) -> Exported:
-        from ..formats.ollama import MANIFEST_FILE, export_ollama
+    def export(self, store: Store, desc: Descriptor, target: StoreTarget, *, concurrency: int,
+               progress: ProgressFn | None) -> Exported:
+        from ..formats.ollama import MANIFEST_FILE
+        from ..formats.ollama.exporter import copy_as_ollama
 
-        target = open_store_target(dst, for_write=True, **registry_options)
-        written = export_ollama(store, desc, target, concurrency=concurrency, progress=progress)
-        stats = CopyStats(root=written, manifests_copied=1)
+        stats = copy_as_ollama(store, desc, target, concurrency=concurrency, progress=progress)
+        written = stats.root
+        assert written is not None
         manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
         assert isinstance(manifest, Manifest)
         paths = {layer_file_path(layer) for layer in manifest.layers}
         if MANIFEST_FILE in paths:
             return Exported(written, stats)  # the Ollama model it came from, restored
-        kept = {blob.digest for blob in _blobs(target.store, written)}
+        kept = _names(_blobs(target.store, written))
         losses = [Loss(f"file {layer_file_path(layer)}", f"{layer.size} bytes", False)
                   for layer in manifest.layers if layer.digest not in kept]
+        losses += [Loss(f"file {path}", f"its name: Ollama names it {kept[layer.digest]} (by its role)", False)
+                   for layer in manifest.layers
+                   if layer.digest in kept and (path := layer_file_path(layer)) != kept[layer.digest]]
         config = ModelPackFamily().read(store, desc, store.fetch_bytes(desc), manifest).view
         losses += [Loss(f"descriptor.{k}", short(v), False) for k, v in config.descriptor.items()]
         losses += [Loss(f"config.{k}", short(v), False) for k, v in config.config.items()]
         return Exported(written, stats, losses)
+
+
+def _names(blobs: list[Descriptor]) -> dict[str, str]:
+    """digest → the file name reading the Ollama model back gives it (its role's name)."""
+    from ..formats.ollama.mapping import default_path, numbered
+
+    seen: dict[str, int] = {}
+    names: dict[str, str] = {}
+    for blob in blobs:
+        if blob.mediaType.startswith(OLLAMA_LAYER_PREFIX):
+            kind = blob.mediaType[len(OLLAMA_LAYER_PREFIX):]
+            seen[kind] = seen.get(kind, 0) + 1
+            names.setdefault(blob.digest, numbered(default_path(kind)[0], seen[kind]))
+    return names
 
 
 def _blobs(store: Store, desc: Descriptor) -> list[Descriptor]:

@@ -3,12 +3,13 @@ written as the asked family and copied; raw files keep their digests in every fa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ..copy import copy
+from ..copy import CopyHooks, copy
 from ..modelpack.builder import ARTIFACT_TAG, BuildOptions, build
 from ..modelpack.package import ModelPackage
 from ..progress import ProgressFn
+from ..results import PushResult
 from ..targets import open_store_target
 from .base import Exports, WriteOptions
 from .conversion import Conversion, convert_artifact
@@ -17,7 +18,7 @@ from .table import OVERRIDES
 from .view import TAG
 
 if TYPE_CHECKING:
-    from ..api import PushResult
+    from ..stores.registry.options import RegistryOptions
 
 
 def apply_to_package(package: ModelPackage, overrides: dict[str, str]) -> None:
@@ -34,24 +35,25 @@ def push_family(
     dest: str,
     to: str,
     *,
-    registry_options: dict[str, Any],
+    registry_options: RegistryOptions | None,
     concurrency: int,
     progress: ProgressFn | None,
 ) -> PushResult:
-    from ..api import PushResult
 
     artifact = build(package, build_options)
     family = by_name(to)
     if isinstance(family, Exports):  # Ollama, ModelCar: exported from the built ModelPack
-        exported = family.export(artifact, artifact.descriptor, dest, registry_options=registry_options,
-                                 concurrency=concurrency, progress=progress)
+        target = open_store_target(dest, for_write=True, options=registry_options)
+        exported = family.export(artifact, artifact.descriptor, target, concurrency=concurrency,
+                                 progress=progress)
         pinned = f"{dest.split('@', 1)[0]}@{exported.descriptor.digest}"
         return PushResult(pinned, exported.descriptor, exported.stats,
                           {"family": family.name, "lost": [loss.as_dict() for loss in exported.losses]})
     conversion: Conversion = convert_artifact(artifact, ARTIFACT_TAG, to,
                                               WriteOptions(media_types=build_options.family))
-    target = open_store_target(dest, for_write=True, **registry_options)
-    stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress)
+    target = open_store_target(dest, for_write=True, options=registry_options)
+    stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress,
+                 hooks=CopyHooks(undo_on_failure=True))  # a failed push leaves a layout as it was
     pinned = f"{target.text.split('@', 1)[0]}@{conversion.descriptor.digest}"
     extra = {"family": conversion.target_family,
              "lost": [loss.as_dict() for loss in conversion.losses]}

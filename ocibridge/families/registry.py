@@ -9,21 +9,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import OcibridgeError
+from ..modelpack.index import MAX_INDEX_ENTRIES, model_entry
 from ..oci.mediatypes import INDEX_TYPES
 from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ..stores.base import MAX_MANIFEST_BYTES, Store
-from .base import ModelFamily
-from .describe import describe_other
-
-#: An index is searched for a model among at most this many entries (a multi-arch image
-#: index is refused after reading a bounded number of manifests).
-MAX_INDEX_ENTRIES = 32
+from .base import ModelFamily, Probes
+from .describe import describe_other, is_image
 
 _FAMILIES: list[ModelFamily] = []
 
 
 class NotAModel(OcibridgeError):
-    """An artifact of no known model family; the message says what it is instead."""
+    """An artifact of no known model family; the message says what it is instead.
+
+    ``files_artifact`` is true for a plain OCI artifact manifest (not an image, not an index):
+    files pushed the way ``oras push`` writes them, which a pull can still give back as files."""
+
+    def __init__(self, message: str, *, files_artifact: bool = False) -> None:
+        super().__init__(message)
+        self.files_artifact = files_artifact
 
 
 def register(family: ModelFamily) -> None:
@@ -51,6 +55,16 @@ def family_of(manifest: Manifest) -> ModelFamily | None:
     """The family a manifest belongs to, by its media types; None for anything else."""
     for family in _FAMILIES:
         if family.matches(manifest):
+            return family
+    return None
+
+
+def probed(store: Store, desc: Descriptor, manifest: Manifest) -> ModelFamily | None:
+    """The family an image belongs to by its content (a ModelCar built by another tool)."""
+    if not is_image(manifest):
+        return None
+    for family in _FAMILIES:
+        if isinstance(family, Probes) and family.probe(store, desc, manifest):
             return family
     return None
 
@@ -83,34 +97,47 @@ def identify(store: Store, reference: str) -> Identified:
     desc = store.resolve(reference)
     data, node = _fetch(store, desc)
     if isinstance(node, Manifest):
-        family = family_of(node)
+        family = family_of(node) or probed(store, desc, node)
         if family is None:
             raise NotAModel(f"{reference} is {describe_other(node)}, not a model of a known family "
-                            f"({', '.join(names())})")
+                            f"({', '.join(names())})", files_artifact=not is_image(node))
         return Identified(family, desc, data, node)
     return _from_index(store, reference, node)
 
 
 def _from_index(store: Store, reference: str, index: Index) -> Identified:
-    found: list[Identified] = []
-    seen_other: list[str] = []
+    order = {f.name: i for i, f in enumerate(_FAMILIES)}
+
+    def rank(manifest: Manifest) -> int | None:
+        family = family_of(manifest)
+        return None if family is None else order[family.name]
+
+    others: list[Manifest] = []
+    found = model_entry(store, index, rank, rank_type=None, others=others)
+    if found is None and any(is_image(m) for m in others):
+        car = _probed_image(store, index)
+        if car is not None:
+            return car
+    if found is None:
+        seen = sorted({describe_other(m) for m in others})
+        what = f" (entries: {', '.join(seen)})" if seen else ""
+        raise NotAModel(f"{reference} is an index with no model manifest{what}")
+    family = family_of(found.manifest)
+    assert family is not None
+    return Identified(family, found.desc, found.data, found.manifest)
+
+
+def _probed_image(store: Store, index: Index) -> Identified | None:
+    """An index of images: its first image is looked into (the platforms of a ModelCar hold the
+    same files under /models), a ModelCar built by another tool when its layers say so."""
     for entry in index.manifests[:MAX_INDEX_ENTRIES]:
         if entry.mediaType in INDEX_TYPES:
             continue
         data, node = _fetch(store, entry)
-        if not isinstance(node, Manifest):
-            continue
-        family = family_of(node)
-        if family is None:
-            seen_other.append(describe_other(node))
-        else:
-            found.append(Identified(family, entry, data, node))
-    if not found:
-        what = f" (entries: {', '.join(sorted(set(seen_other)))})" if seen_other else ""
-        raise NotAModel(f"{reference} is an index with no model manifest{what}")
-    order = {f.name: i for i, f in enumerate(_FAMILIES)}
-    found.sort(key=lambda i: order[i.family.name])
-    return found[0]
+        if isinstance(node, Manifest) and is_image(node):
+            family = probed(store, entry, node)
+            return Identified(family, entry, data, node) if family is not None else None
+    return None
 
 
 def _register_builtin() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 from typing import BinaryIO
 
-from ..errors import NotFound, OcibridgeError
+from ..errors import NotFound
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ..stores.base import Store
 from .model import Written
@@ -57,12 +57,3 @@ class ConvertedStore:
 
     def tags(self) -> list[str]:
         return [TAG]
-
-    def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
-        raise OcibridgeError(f"{self.describe()} is read-only")
-
-    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
-        raise OcibridgeError(f"{self.describe()} is read-only")
-
-    def tag(self, desc: Descriptor, tag: str) -> None:
-        raise OcibridgeError(f"{self.describe()} is read-only")

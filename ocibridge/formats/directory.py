@@ -6,12 +6,19 @@ import fnmatch
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import SourceError
 from ..fsutil import link_stays_inside
 from ..modelpack.classify import classify
 from ..modelpack.package import ModelFile, ModelPackage
 from ..oci.mediatypes import Kind
+from .base import ExportRequest, ReadRequest
+
+if TYPE_CHECKING:
+    from ..oci.models import Descriptor
+    from ..results import PullResult
+    from ..stores.base import Store
 
 #: Tool folders and files, not part of a model: version control, Hugging Face's download cache
 #: (``.cache/huggingface`` in a ``local_dir`` download, ``.huggingface``), git attributes.
@@ -74,3 +81,35 @@ def read_directory(
     files.sort(key=lambda f: f.path.encode())
     model_name = name or base.resolve().name
     return ModelPackage(files=files, descriptor={"name": model_name}, source_format="directory")
+
+
+class DirectoryFormat:
+    """A plain model directory in the format table: the fallback for a local path. Read with
+    its metadata (config.json, safetensors and GGUF headers); pulled into file by file, only
+    the files asked for, resumable."""
+
+    name: ClassVar[str] = "directory"
+    picks_files: ClassVar[bool] = True
+    shows_progress: ClassVar[bool] = True
+
+    def read(self, source: str, request: ReadRequest) -> ModelPackage:
+        from ..modelpack import metadata
+
+        package = read_directory(source, overrides=request.kind_overrides, excludes=request.excludes,
+                                 name=request.name)
+        metadata.fill(package)  # architecture, family, precision, paramSize from the files
+        return package
+
+    def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
+        from ..modelpack.extract import extract
+        from ..overwrite import OnExisting
+        from ..pullcache import cached_pull
+        from ..results import PullResult
+
+        # resumable across runs, and files already in DEST with the right digest are not fetched
+        with cached_pull(store, Path(dest), request.progress) as cached:
+            result = extract(cached, desc.digest, dest, concurrency=request.concurrency,
+                             progress=request.progress, select=request.select,
+                             on_existing=request.on_existing or OnExisting.REFUSE)
+        return PullResult(desc.digest, dest, self.name, tuple(result.files), result.bytes_written,
+                          kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)))

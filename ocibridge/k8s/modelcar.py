@@ -19,11 +19,13 @@ import tarfile
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import IO
 
 from ..confined import check_link, check_links, no_link_on_the_way
 from ..errors import OcibridgeError, UnsafePath
 from ..fsutil import safe_relpath
-from ..modelpack.extract import layer_mode, layer_path
+from ..modelpack.extract import fetch_manifest
+from ..modelpack.layers import MAX_TAR_ENTRIES, layer_mode, layer_path, open_layer
 from ..modelpack.package import ModelFile, normalise_mode
 from ..modelpack.packing import BLOCK, RECORD, TAR_FORMAT, tar_member
 from ..oci.digest import CHUNK, sha256_chunks
@@ -32,16 +34,16 @@ from ..oci.mediatypes import (
     OCI_INDEX,
     OCI_LAYER_TAR,
     OCI_MANIFEST,
+    Family,
     Kind,
     Variant,
     family_of_artifact,
     parse_layer_media_type,
 )
-from ..oci.models import Descriptor, ImageConfig, Index, Manifest, RootFS, parse_manifest_bytes
-from ..stores.base import Store
+from ..oci.models import Descriptor, ImageConfig, Index, Manifest, RootFS
+from ..stores.base import Store, WritableStore
 from ..stores.layout import LayoutStore
-from ..streams import IterReader, Reader, gunzip, open_tar_stream, unzstd
-from .layers import MAX_EXPANSION_RATIO, Bounded
+from ..streams import IterReader, Reader, open_tar_stream
 from .runtime import parse_platform
 
 ROOT = "models"
@@ -49,7 +51,6 @@ DEFAULT_PLATFORMS = ("linux/amd64", "linux/arm64")
 #: overlayfs and Docker cap layer counts near 125; more artifact layers are merged in order.
 MAX_IMAGE_LAYERS = 100
 SOURCE_ANNOTATION = "io.ocibridge.modelcar.source"
-MAX_TAR_ENTRIES = 1_000_000
 
 
 @dataclass
@@ -59,7 +60,7 @@ class _Layer:
 
 
 def build_modelcar(
-    store: Store,
+    store: WritableStore,
     reference: str,
     *,
     tag: str | None = None,
@@ -115,7 +116,7 @@ def build_modelcar(
     return desc
 
 
-def _family(manifest: Manifest):
+def _family(manifest: Manifest) -> Family:
     family = family_of_artifact(manifest.artifactType, manifest.config.mediaType)
     if family is None:
         raise OcibridgeError("not a ModelPack artifact (no cnai/cncf artifactType or config)")
@@ -123,19 +124,9 @@ def _family(manifest: Manifest):
 
 
 def _source(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
-    """The ModelPack manifest ``reference`` names, directly or as an entry of an index."""
-    desc = store.resolve(reference)
-    doc = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
-    if isinstance(doc, Index):
-        entries = [
-            e for e in doc.manifests if e.artifactType and family_of_artifact(e.artifactType, None)
-        ]
-        if not entries:
-            raise OcibridgeError(f"{reference} is an index without a ModelPack manifest")
-        desc = entries[0]
-        doc = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
-    if not isinstance(doc, Manifest):
-        raise OcibridgeError(f"{reference}: nested index")
+    """The ModelPack manifest ``reference`` names, directly or as an entry of an index (the
+    one index -> model rule, as pull has it)."""
+    desc, doc = fetch_manifest(store, reference)
     _family(doc)
     return desc, doc
 
@@ -153,7 +144,7 @@ def _partition(layers: list[Descriptor]) -> list[_Layer]:
     return out
 
 
-def _build_layer(store: Store, layer: _Layer, spool: bool) -> None:
+def _build_layer(store: WritableStore, layer: _Layer, spool: bool) -> None:
     """Hash the layer, then push it: from a second pass, or from a spooled copy."""
     if not spool:
         digest, size = sha256_chunks(_tar(store, layer.sources))
@@ -169,7 +160,7 @@ def _build_layer(store: Store, layer: _Layer, spool: bool) -> None:
             store.push_blob(layer.descriptor, tmp)
 
 
-def _tee(chunks: Iterator[bytes], out) -> Iterator[bytes]:
+def _tee(chunks: Iterator[bytes], out: IO[bytes]) -> Iterator[bytes]:
     for chunk in chunks:
         out.write(chunk)
         yield chunk
@@ -206,7 +197,7 @@ class _Writer:
         info.uname = info.gname = ""
         yield self.header(info)
 
-    def body(self, src, size: int, what: str) -> Iterator[bytes]:
+    def body(self, src: Reader, size: int, what: str) -> Iterator[bytes]:
         remaining = size
         while remaining > 0:
             data = src.read(min(CHUNK, remaining))
@@ -249,8 +240,7 @@ def _raw(store: Store, desc: Descriptor, w: _Writer) -> Iterator[bytes]:
 
 def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iterator[bytes]:
     """Re-root a tar layer of the artifact under ``models/`` (entries keep their order)."""
-    with store.open_blob(desc) as raw:
-        stream = _decompressed(raw, variant, desc.size)
+    with open_layer(store, desc) as stream:
         count = 0
         links: dict[str, str] = {}  # the layer's symlinks, resolved together (confined.py)
         with open_tar_stream(stream) as tar:
@@ -288,19 +278,5 @@ def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iter
                 else:
                     raise UnsafePath(f"{rel}: unsupported tar entry type in the artifact")
         check_links(links)  # a later link can turn an earlier, harmless one into an escape
-        while stream.read(CHUNK):
+        while stream.read(CHUNK):  # to its end: the blob is verified there
             pass
-        while raw.read(CHUNK):
-            pass
-
-
-def _decompressed(raw: Reader, variant: Variant, size: int) -> Reader:
-    stream: Reader
-    if variant is Variant.TAR_GZIP:
-        stream = gunzip(raw)
-    elif variant is Variant.TAR_ZSTD:
-        stream = unzstd(raw)
-    else:
-        return raw
-    return Bounded(stream, max(size, 1 << 20) * MAX_EXPANSION_RATIO)
-

@@ -2,8 +2,9 @@
 
 CRI-O and an artifact: one file per named layer (the raw blob, mode 0644, tar layers not
 unpacked; the last of duplicate names wins). An image (CRI-O or containerd): its tar layers
-applied in order with whiteouts. Everything is staged in a temporary directory beside DIR,
-every blob is read to its end through the store's verifying reader, then DIR appears at once.
+applied in order with whiteouts, modes with their special bits and (as root) owners kept, links
+kept as written. Everything is staged in a temporary directory beside DIR, every blob is read
+to its end through the store's verifying reader, then DIR appears at once.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import OcibridgeError
@@ -20,32 +22,40 @@ from ..oci.models import Descriptor, ImageConfig
 from ..stores.base import Store
 from .check import CRIO_BLOB_MODE, check
 from .layers import Tree, apply_layer
-from .runtime import DEFAULT_PLATFORM, Runtime, confine, crio_name, select
+from .runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, Selection, confine, crio_name, select
+
+
+@dataclass
+class MountResult:
+    """The paths laid out, and what the copy on disk could not reproduce (ownership as non-root)."""
+
+    paths: list[str]
+    not_reproduced: list[str] = field(default_factory=list)
 
 
 def mount(
     store: Store,
     reference: str,
     dest: str | os.PathLike[str],
-    runtime: str | Runtime,
+    runtime: str | Runtime | RuntimeVersion,
     *,
     platform: str = DEFAULT_PLATFORM,
-) -> list[str]:
-    """Create ``dest`` (absent or empty) holding the volume; return the paths laid out."""
-    rt = Runtime.parse(runtime)
+) -> MountResult:
+    """Create ``dest`` (absent or empty) holding the volume."""
+    rv = RuntimeVersion.parse(runtime)
     out = Path(dest)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise OcibridgeError(f"{out} exists and is not an empty directory")
-    result = check(store, reference, rt, platform=platform, read_layers=False)
+    result = check(store, reference, rv, platform=platform, read_layers=False)
     if result.reasons:
-        raise OcibridgeError(f"{rt.value} would not mount {reference}: {result.reasons[0]}")
+        raise OcibridgeError(f"{rv.label} would not mount {reference}: {result.reasons[0]}")
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out.parent))
     try:
-        tree = Tree(staging)
+        tree = Tree(staging, fresh_parents=rv.runtime is Runtime.CRIO)
         sel = select(store, reference, platform)
         if result.kind == "artifact":
-            _artifact(store, sel.manifest.layers, tree)
+            _artifact(store, sel.manifest.layers, tree, rv)
         else:
             _image(store, sel, tree)
         tree.finish()
@@ -54,14 +64,24 @@ def mount(
             out.rmdir()
         os.rename(staging, out)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return [e.path for e in tree.sorted()]
+        _remove(staging)
+    return MountResult([e.path for e in tree.sorted()], tree.not_reproduced)
 
 
-def _artifact(store: Store, layers, tree: Tree) -> None:
+def _remove(staging: Path) -> None:
+    """Remove a staging tree left by a failure, read-only directories included."""
+    if not staging.exists():
+        return
+    for dirpath, _, _ in os.walk(staging):
+        if not os.path.islink(dirpath):
+            os.chmod(dirpath, 0o700)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _artifact(store: Store, layers: list[Descriptor], tree: Tree, rv: RuntimeVersion) -> None:
     winners: dict[str, Descriptor] = {}
     for layer in layers:
-        name = crio_name(layer)
+        name = crio_name(layer, rv)
         if name is not None:
             winners[confine(name)[0]] = layer
     for path, layer in winners.items():
@@ -71,7 +91,7 @@ def _artifact(store: Store, layers, tree: Tree) -> None:
                 raise OcibridgeError(f"{path}: blob is longer than its descriptor says")
 
 
-def _image(store: Store, sel, tree: Tree) -> None:
+def _image(store: Store, sel: Selection, tree: Tree) -> None:
     config = ImageConfig.model_validate(json.loads(store.fetch_bytes(sel.manifest.config)))
     for i, layer in enumerate(sel.manifest.layers):
         diff_id = apply_layer(store, layer, tree)

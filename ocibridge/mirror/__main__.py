@@ -1,4 +1,4 @@
-"""``python -m ocibridge.mirror JOB [--dry-run] [--json]``."""
+"""``python -m ocibridge.mirror JOB [--dry-run] [--json] [--shard I/N]``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("job", help="the job file (TOML, or YAML with PyYAML)")
     parser.add_argument("--dry-run", action="store_true", help="plan only; change nothing")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--shard", metavar="I/N", help="run only shard I of N (0-based)")
     args = parser.parse_args(argv)
-    return mirror_command(args.job, dry_run=args.dry_run, as_json=args.json)
+    return mirror_command(args.job, dry_run=args.dry_run, as_json=args.json, shard=args.shard)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,24 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import InvalidReference, NotFound, OcibridgeError
 from ..oci.models import Descriptor
-from ..oci.reference import is_layout_reference, parse_layout_reference, parse_registry_reference
-from ..stores.base import Store
+from ..oci.reference import (
+    is_layout_reference,
+    is_ollama_reference,
+    names_version,
+    parse_layout_reference,
+    parse_ollama_reference,
+    parse_registry_reference,
+)
+from ..stores.base import Store, close_store
 from ..stores.layout import LayoutStore
 from .job import MirrorJob
+
+if TYPE_CHECKING:
+    from ..stores.registry.options import RequestGate
 
 
 @dataclass
@@ -36,24 +46,19 @@ class Endpoint:
         return self.reference is not None and not self.reference.startswith("sha256:")
 
     def close(self) -> None:
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            with contextlib.suppress(Exception):
-                close()
+        with contextlib.suppress(Exception):
+            close_store(self.store)
 
 
-def _explicit_reference(text: str) -> bool:
-    """Whether a registry string names a tag or digest (the last path part has ':' or '@')."""
-    return "@" in text or ":" in text.rsplit("/", 1)[-1]
-
-
-def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run: bool = False) -> Endpoint:
-    """A store for ``text``; a missing layout target in a dry run reads as empty."""
-    if text.startswith("ollama:"):
+def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run: bool = False,
+                  gate: RequestGate | None = None) -> Endpoint:
+    """A store for ``text``; a missing layout target in a dry run reads as empty. Every
+    request to a registry waits for ``gate`` (the entry's rate_limit) when one is given."""
+    if is_ollama_reference(text):
         if for_write:
             raise OcibridgeError(f"{text!r}: Ollama stores are mirror sources only "
                                  "(use `ocibridge pull REF ollama:NAME` to install a model)")
-        return _ollama_endpoint(text, job)
+        return _ollama_endpoint(text, job, gate)
     if is_layout_reference(text):
         ref = parse_layout_reference(text)
         path = Path(os.path.expanduser(ref.path))
@@ -74,35 +79,36 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
         raise OcibridgeError(f"{text!r}: {e}") from None
     from ..stores.registry import open_repository
 
-    registry_store = open_repository(registry_ref, **job.registry_options(registry_ref.registry))
-    reference = (registry_ref.digest or registry_ref.tag) if _explicit_reference(text) else None
+    options = job.registry_options(registry_ref.registry).with_gate(gate)
+    registry_store = open_repository(registry_ref, options)
+    reference = (registry_ref.digest or registry_ref.tag) if names_version(text) else None
     return Endpoint(registry_store, f"{registry_ref.registry}/{registry_ref.repository}", reference,
                     registry_ref.registry)
 
 
-def _ollama_endpoint(text: str, job: MirrorJob) -> Endpoint:
-    from ..formats.ollama import OllamaStore, default_models_dir, parse_ollama_name
+def _ollama_endpoint(text: str, job: MirrorJob, gate: RequestGate | None) -> Endpoint:
+    from ..stores.ollama.store import OllamaStore, default_models_dir
 
-    remote = text.startswith("ollama://")
-    body = text[len("ollama://") if remote else len("ollama:"):]
     try:
-        name = parse_ollama_name(body)
+        ref = parse_ollama_reference(text)
     except InvalidReference as e:
         raise OcibridgeError(f"{text!r}: {e}") from None
-    reference = name.digest or (name.tag if _explicit_reference(body) else None)
-    if remote:
+    name = ref.name
+    reference = name.digest or (name.tag if names_version(text.split(":", 1)[1]) else None)
+    if ref.remote:
         from ..oci.reference import RegistryReference
         from ..stores.registry import open_repository
 
-        ref = RegistryReference(name.host, name.repository, None, None)
-        store: Store = open_repository(ref, **job.registry_options(name.host))
+        repo = RegistryReference(name.host, name.repository, None, None)
+        store: Store = open_repository(repo, job.registry_options(name.host).with_gate(gate))
         return Endpoint(store, f"{name.host}/{name.repository}", reference, name.host, ollama=True)
     store = OllamaStore(default_models_dir(), name)
     return Endpoint(store, f"ollama:{name.display_model}", reference, None, ollama=True)
 
 
 class EmptyStore:
-    """A target that does not exist yet, as a dry run sees it: holds nothing, accepts nothing."""
+    """A target that does not exist yet, as a dry run sees it: holds nothing (and, read-only,
+    accepts nothing)."""
 
     def __init__(self, name: str):
         self.name = name
@@ -127,12 +133,3 @@ class EmptyStore:
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         raise NotFound(f"{self.name}: {desc.digest} not found")
-
-    def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
-        raise OcibridgeError("a dry run writes nothing")
-
-    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
-        raise OcibridgeError("a dry run writes nothing")
-
-    def tag(self, desc: Descriptor, tag: str) -> None:
-        raise OcibridgeError("a dry run writes nothing")

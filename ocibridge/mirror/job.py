@@ -7,16 +7,21 @@ should fail loudly, not silently mirror everything.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from ..errors import OcibridgeError
 
+if TYPE_CHECKING:
+    from ..stores.registry.options import RegistryOptions
+
 FamilyName = Literal["cnai", "cncf", "modelkit", "docker-model", "any"]
-ConvertTo = Literal["cnai", "cncf", "modelpack", "modelkit", "docker-model"]
+ConvertTo = Literal["cnai", "cncf", "modelpack", "modelkit", "docker-model", "modelcar", "ollama"]
 
 
 class _Strict(BaseModel):
@@ -112,7 +117,7 @@ class Settings(_Strict):
     rate_limit: RateLimit | None = None
     convert: ConvertTo | None = Field(
         default=None, description="Re-label ModelPack artifacts into this family (cnai, cncf) or convert "
-        "every model into another family (modelpack, modelkit, docker-model) while mirroring."
+        "every model into another family (modelpack, modelkit, docker-model, modelcar, ollama) while mirroring."
     )
     verify: VerifySettings | None = Field(
         default=None, description="Only mirror artifacts whose signature verifies (cosign .sig or sigstore bundle)."
@@ -155,6 +160,16 @@ class MirrorJob(_Strict):
         """Relative paths in the job (layouts, password and CA files) are relative to this."""
         return self._base_dir
 
+    def digest(self) -> str:
+        """sha256 of the job's settings as read (not of the file's bytes): shard reports carry it,
+        so reports of two different jobs are never merged as one. Passwords written in the job are
+        left out: a report must not let anyone test guesses of them."""
+        data = self.model_dump(mode="json")
+        for auth in data["registries"].values():
+            auth.pop("password", None)
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
     def with_base_dir(self, base: Path) -> MirrorJob:
         self._base_dir = base
         return self
@@ -178,18 +193,18 @@ class MirrorJob(_Strict):
             verify=pick("verify", None),
         )
 
-    def registry_options(self, host: str) -> dict[str, Any]:
-        """Keyword options for ``open_repository`` for ``host``; secrets read now."""
+    def registry_options(self, host: str) -> RegistryOptions:
+        """How to reach ``host`` (``open_repository``'s options); secrets read now."""
+        from ..stores.registry.options import RegistryOptions
+
         auth = self.registries.get(host)
         if auth is None:
-            return {}
-        options: dict[str, Any] = {"plain_http": auth.plain_http, "insecure": auth.insecure}
-        if auth.ca_file:
-            options["ca_file"] = str(self._path(auth.ca_file))
-        if auth.username:
-            options["username"] = auth.username
-            options["password"] = self._password(host, auth)
-        return options
+            return RegistryOptions()
+        return RegistryOptions(
+            plain_http=auth.plain_http, insecure=auth.insecure,
+            ca_file=str(self._path(auth.ca_file)) if auth.ca_file else None,
+            username=auth.username or None,
+            password=self._password(host, auth) if auth.username else None)
 
     def verify_policy(self, settings: ResolvedSettings) -> Any:
         """The entry's :class:`ocibridge.signing.VerifyPolicy` (key files read now), or None."""

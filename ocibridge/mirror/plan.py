@@ -8,10 +8,12 @@ is walked and every blob HEADed on the target, so the plan says exactly what wil
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from ..errors import NotFound, OcibridgeError, SignatureError
@@ -25,8 +27,9 @@ from ..stores.base import Mounting, Store, blob_origin, is_manifest
 from .endpoints import Endpoint, open_endpoint
 from .filters import select_tags
 from .job import MirrorJob, ResolvedSettings, SyncEntry
-from .ratelimit import TokenBucket, attach
+from .ratelimit import TokenBucket
 from .relabel import RelabelStore
+from .shard import Shard, artifact_key
 from .summary import ArtifactResult, EntrySummary
 
 Fetch = Callable[[Store, Descriptor], bytes]
@@ -55,26 +58,40 @@ class EntryPlan:
     results: list[ArtifactResult] = field(default_factory=list)  # skipped and failed ones
     bucket: TokenBucket | None = None
     policy: Any = None  # VerifyPolicy of the entry's ``verify`` block
+    #: where artifacts converted by an exporter (ModelCar, Ollama) wait for their copy
+    scratch: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
 
     def close(self) -> None:
         for endpoint in (self.source, self.target):
             if endpoint is not None:
                 endpoint.close()
+        for folder in self.scratch:
+            folder.cleanup()
+        self.scratch.clear()
+
+    def scratch_dir(self) -> Path:
+        """A new empty folder, removed when the plan is closed."""
+        folder = tempfile.TemporaryDirectory(prefix="ocibridge-mirror-")
+        self.scratch.append(folder)
+        return Path(folder.name) / "layout"
 
 
-def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = False) -> EntryPlan:
-    """Open both ends and plan every artifact; failures become failed results, not exceptions."""
+def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = False,
+               shard: Shard | None = None) -> EntryPlan:
+    """Open both ends and plan every artifact (of ``shard`` only, when given); failures become
+    failed results, not exceptions."""
     settings = job.effective(entry)
     plan = EntryPlan(index, entry, settings, EntrySummary(index, entry.source, entry.target))
     try:
-        plan.source = open_endpoint(entry.source, job)
         if settings.rate_limit is not None:
             rl = settings.rate_limit
             plan.bucket = TokenBucket(rl.requests_per_second, rl.burst)
-            attach(plan.source.store, plan.bucket)
+        plan.source = open_endpoint(entry.source, job, gate=plan.bucket)
         plan.target = open_endpoint(entry.target, job, for_write=True, dry_run=dry_run)
         plan.policy = job.verify_policy(settings)
         refs = _references(plan)
+        if shard is not None:
+            refs = _of_shard(plan, refs, shard)
     except OcibridgeError as e:
         plan.summary.error = str(e)
         plan.results.append(ArtifactResult(index, entry.source, entry.target, "failed", reason=str(e)))
@@ -111,6 +128,16 @@ def _references(plan: EntryPlan) -> list[tuple[str, str | None]]:
     plan.summary.tags_listed = len(listed)
     plan.summary.tags_filtered_out = len(listed) - len(chosen)
     return [(t, t) for t in chosen]
+
+
+def _of_shard(plan: EntryPlan, refs: list[tuple[str, str | None]], shard: Shard) -> list[tuple[str, str | None]]:
+    """The pairs ``shard`` owns; the others are counted, so an empty shard is not mistaken for
+    an entry whose filters selected nothing."""
+    assert plan.source is not None and plan.target is not None
+    src, dst = plan.source.name, plan.target.name
+    mine = [(ref, tag) for ref, tag in refs if shard.owns(artifact_key(src, ref, dst, tag))]
+    plan.summary.other_shards = len(refs) - len(mine)
+    return mine
 
 
 class _Planner:
@@ -175,10 +202,7 @@ class _Planner:
             verify_before_use(self.src.store, original, self.plan.policy, name=result.source)
             desc = self.view.convert(original) if store is self.view else original
             if self.to_family is not None:
-                from ..families import convert_artifact
-
-                store = convert_artifact(self.src.store, original.digest, self.to_family).store
-                desc = store.descriptor
+                store, desc = self._converted(original, result)
             src_ref = desc.digest
             if store is self.view and self.settings.referrers:
                 left = self._left_behind(original)
@@ -194,6 +218,27 @@ class _Planner:
             result.note = "already mirrored; carrying signatures the target lacks"
         self._count(store, desc, result)
         return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers)
+
+    def _converted(self, original: Descriptor, result: ArtifactResult) -> tuple[Store, Descriptor]:
+        """The artifact as family ``convert``; what the conversion drops is said per artifact:
+        fields the target cannot hold, and referrers (signatures name the original digest)."""
+        from ..families import convert_staged
+
+        assert self.to_family is not None
+        with self._lock:
+            scratch = self.plan.scratch_dir()
+        store, desc, conversion = convert_staged(self.src.store, original.digest, self.to_family, scratch)
+        if desc.digest == original.digest:  # already that family: copied as it is
+            return self.src.store, original
+        result.lost = [f"{loss.field} = {loss.value}" for loss in conversion.losses if not loss.kept]
+        result.lost += [f"{change.field}: {change.value}" for change in conversion.changes]
+        if self.settings.referrers:  # OCI referrers, and cosign's sha256-<hex>.sig/.att/.sbom tags
+            left = [*self.src.store.referrers(original), *(d for d, _ in companion_tags(self.src.store, original))]
+            result.referrers_left_behind = len(left)
+            if left:
+                result.note = (f"{len(left)} referrer(s) of the original left behind: they name its digest, "
+                               f"and the {conversion.target_family} form has another (sign the copy again)")
+        return store, desc
 
     def _from_oci(self, ref: str) -> tuple[Store, Descriptor, str]:
         """(store to copy from: the source or the converting view, the source's descriptor,
@@ -229,12 +274,12 @@ class _Planner:
         return found
 
     def _from_ollama(self, ref: str) -> tuple[Store, Descriptor, str]:
-        from ..formats.ollama import OllamaName, parse_ollama_name, read_ollama
+        from ..formats.ollama import OllamaStore, parse_ollama_name, read_ollama
         from ..modelpack.builder import ARTIFACT_TAG, BuildOptions, build
 
         name = None
-        local = getattr(self.src.store, "name", None)
-        if self.src.host is None and isinstance(local, OllamaName):  # the local store: name each tag
+        if self.src.host is None and isinstance(self.src.store, OllamaStore):  # local: name each tag
+            local = self.src.store.name
             name = replace(local, digest=ref) if ref.startswith("sha256:") else replace(local, tag=ref)
         elif self.src.host is not None:
             sep = "@" if ref.startswith("sha256:") else ":"
@@ -246,10 +291,12 @@ class _Planner:
         family = Family(self.view.to if self.view is not None else Family.CNAI)
         artifact = build(package, BuildOptions(family=family))
         if self.to_family is not None:
-            from ..families import convert_artifact
+            from ..families import convert_staged
 
-            converted = convert_artifact(artifact, ARTIFACT_TAG, self.to_family).store
-            return converted, converted.descriptor, converted.descriptor.digest
+            with self._lock:
+                scratch = self.plan.scratch_dir()
+            store, desc, _ = convert_staged(artifact, ARTIFACT_TAG, self.to_family, scratch)
+            return store, desc, desc.digest
         return artifact, artifact.descriptor, ARTIFACT_TAG
 
     def _already_there(self, desc: Descriptor, tag: str | None) -> bool:
@@ -340,9 +387,10 @@ def _other_family(store: Store, desc: Descriptor) -> str | None:
     from ..families import NotAModel, identify
 
     try:
-        return identify(store, desc.digest).family.name
+        name: str = identify(store, desc.digest).family.name
     except NotAModel:
         return None
+    return name
 
 
 def _family(store: Store, desc: Descriptor, fetch: Fetch) -> Family | None:

@@ -1,9 +1,9 @@
 """A token bucket that paces the HTTP requests a mirror sends to a source registry.
 
-The registry store has no throttling hook of its own, so the bucket is attached where every
-request passes: the httpx client's ``request`` event hook (a public httpx API). Each request
-(including retries and redirects) takes one token; the bucket refills at ``rate`` per second
-up to ``burst``.
+The bucket is a request gate (stores/registry/options.py): the mirror hands it to the source
+store in its RegistryOptions, and the client's gate layer makes every request wait for it.
+Each request (including retries, redirects and token requests) takes one token; the bucket
+refills at ``rate`` per second up to ``burst``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-
-from ..stores.base import Store
 
 
 class TokenBucket:
@@ -42,18 +40,3 @@ class TokenBucket:
             self.waited += wait
         if wait > 0:
             self._sleep(wait)
-
-
-def attach(store: Store, bucket: TokenBucket) -> bool:
-    """Make every HTTP request of ``store`` wait for a token; False when it sends none (layouts)."""
-    client = getattr(store, "client", None)
-    http = getattr(client, "http", None)
-    hooks = getattr(http, "event_hooks", None)
-    if http is None or hooks is None:
-        return False
-
-    def on_request(_request: object) -> None:
-        bucket.acquire()
-
-    http.event_hooks = {**hooks, "request": [*hooks.get("request", []), on_request]}
-    return True

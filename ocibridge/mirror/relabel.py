@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import io
 import threading
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from ..errors import NotFound, OcibridgeError
+from ..errors import NotFound
 from ..oci.mediatypes import Family
 from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ..stores.base import Store, is_manifest
@@ -41,7 +41,7 @@ def _prefixes(to: Family) -> tuple[dict[str, str], dict[str, str]]:
 def relabel_descriptor(desc: Descriptor, to: Family) -> Descriptor:
     """A blob descriptor in the ``to`` family (same digest and size)."""
     media, keys = _prefixes(to)
-    update: dict = {"mediaType": _swap(desc.mediaType, media)}
+    update: dict[str, Any] = {"mediaType": _swap(desc.mediaType, media)}
     if desc.artifactType is not None:
         update["artifactType"] = _swap(desc.artifactType, media)
     if desc.annotations is not None:
@@ -164,13 +164,3 @@ class RelabelStore:
         if self._lookup(desc.digest) is not None:
             return []
         return self.inner.referrers(desc, artifact_type)
-
-    # -- read-only ------------------------------------------------------------------------------
-    def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
-        raise OcibridgeError(f"{self.describe()} is read-only")
-
-    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
-        raise OcibridgeError(f"{self.describe()} is read-only")
-
-    def tag(self, desc: Descriptor, tag: str) -> None:
-        raise OcibridgeError(f"{self.describe()} is read-only")

@@ -12,12 +12,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 
 from ..copy import BlobLocks, copy
 from ..errors import OcibridgeError
-from ..stores.base import Store
+from ..oci.models import Descriptor
+from ..stores.base import WritableStore
 from .job import MirrorJob
 from .plan import ArtifactPlan, EntryPlan, plan_entry
+from .shard import Shard
+from .siblings import offer_mounts, sibling_repositories
 from .summary import ArtifactResult, MirrorSummary
 
 ProgressCallback = Callable[[str, ArtifactResult], None]
@@ -25,12 +29,14 @@ ProgressCallback = Callable[[str, ArtifactResult], None]
 A copy is reported when it finishes (from a worker thread, one call at a time)."""
 
 
-def run_job(job: MirrorJob, *, dry_run: bool = False, progress: ProgressCallback | None = None) -> MirrorSummary:
-    """Run (or, with ``dry_run``, only plan) every sync entry; never raises for one artifact."""
+def run_job(job: MirrorJob, *, dry_run: bool = False, progress: ProgressCallback | None = None,
+            shard: Shard | None = None) -> MirrorSummary:
+    """Run (or, with ``dry_run``, only plan) every sync entry, or only the artifacts ``shard``
+    owns (see :mod:`.shard`); never raises for one artifact."""
     started = time.monotonic()
-    summary = MirrorSummary(dry_run=dry_run)
+    summary = MirrorSummary(dry_run=dry_run, shard=shard, job_digest=job.digest() if shard else None)
     for index, entry in enumerate(job.sync):
-        plan = plan_entry(job, index, entry, dry_run=dry_run)
+        plan = plan_entry(job, index, entry, dry_run=dry_run, shard=shard)
         try:
             summary.entries.append(plan.summary)
             for result in plan.results:
@@ -41,10 +47,12 @@ def run_job(job: MirrorJob, *, dry_run: bool = False, progress: ProgressCallback
                     _emit(progress, item.result)
                     summary.artifacts.append(item.result)
             else:
-                summary.artifacts.extend(_execute(plan, progress))
+                siblings = sibling_repositories(job, index) if shard is not None and shard.count > 1 else []
+                summary.artifacts.extend(_execute(plan, progress, siblings))
         finally:
             plan.close()
     summary.seconds = time.monotonic() - started
+    summary.finished_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     return summary
 
 
@@ -53,16 +61,21 @@ def _emit(progress: ProgressCallback | None, result: ArtifactResult) -> None:
         progress(result.status, result)
 
 
-def _execute(plan: EntryPlan, progress: ProgressCallback | None) -> list[ArtifactResult]:
+def _execute(plan: EntryPlan, progress: ProgressCallback | None, siblings: list[str]) -> list[ArtifactResult]:
+    """Copy the planned artifacts; ``siblings``: repositories of the target registry other shards
+    may have written a blob to, offered as mount sources (see :mod:`.siblings`)."""
     if not plan.copies:
         return []
     assert plan.target is not None
     conc = plan.settings.concurrency
     target = plan.target.store
+    if not isinstance(target, WritableStore):  # only a dry run's target that is not there yet
+        raise OcibridgeError(f"{plan.target.name}: nothing can be written there")
     locks = BlobLocks()  # copies of one entry share blobs: each is sent once
     said = threading.Lock()  # one report at a time, each as soon as its artifact is done
 
     def one(item: ArtifactPlan) -> ArtifactResult:
+        offer_mounts(target, [d for d, _, action in item.result.blob_actions if action == "send"], siblings)
         result = _copy_one(target, item, conc.blobs, locks)
         with said:
             _emit(progress, result)
@@ -72,11 +85,18 @@ def _execute(plan: EntryPlan, progress: ProgressCallback | None) -> list[Artifac
         return list(pool.map(one, plan.copies))
 
 
-def _copy_one(target: Store, item: ArtifactPlan, blobs: int, locks: BlobLocks) -> ArtifactResult:
+def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: BlobLocks) -> ArtifactResult:
     result = item.result
+    sent = threading.Lock()
+
+    def record(event: str, desc: Descriptor, n: int) -> None:
+        if event == "done":  # uploaded by this run: the report lists it, so duplicates across shards show
+            with sent:
+                result.blobs_sent.append(desc.digest)
+
     try:
         stats = copy(item.store, item.src_ref, target, item.tag,
-                     concurrency=blobs, referrers=item.referrers, blob_locks=locks)
+                     concurrency=blobs, referrers=item.referrers, blob_locks=locks, progress=record)
     except OcibridgeError as e:
         result.status, result.reason = "failed", str(e)
         return result

@@ -36,7 +36,7 @@ class Version:
     def core(self) -> tuple[int, int, int]:
         return (self.major, self.minor, self.patch)
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[object, ...]:
         """Precedence per SemVer 2.0: a pre-release sorts before its release; numeric
         identifiers sort numerically and before alphanumeric ones."""
         if not self.pre:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..terminal import one_line
+from .shard import Shard
 
 Status = Literal["copied", "skipped", "failed", "planned"]
 
@@ -36,9 +37,11 @@ class ArtifactResult:
     manifests_copied: int = 0
     referrers: int = 0
     signatures: int = 0  # signature manifests carried: cosign .sig/.att/.sbom tags and bundle referrers
+    blobs_sent: list[str] = field(default_factory=list)  # digests this run uploaded (not mounted, not skipped)
     # re-labelled artifacts: referrers of the original, not copied (they name the old digest)
     referrers_left_behind: int = 0
     note: str = ""  # said about a copied or planned artifact, e.g. what was left behind
+    lost: list[str] = field(default_factory=list)  # converted to another family: fields dropped, layers rewritten
 
 
 @dataclass
@@ -48,6 +51,7 @@ class EntrySummary:
     target: str
     tags_listed: int = 0
     tags_filtered_out: int = 0
+    other_shards: int = 0  # selected, but owned by another shard of a --shard run
     error: str | None = None
 
 
@@ -57,6 +61,9 @@ class MirrorSummary:
     entries: list[EntrySummary] = field(default_factory=list)
     artifacts: list[ArtifactResult] = field(default_factory=list)
     seconds: float = 0.0
+    shard: Shard | None = None  # a --shard run did this part of the job
+    job_digest: str | None = None  # MirrorJob.digest() of a sharded run, to merge only one job's reports
+    finished_at: str = ""  # UTC, ISO 8601: of two reports of one shard (a retried pod), the later counts
 
     def with_status(self, status: Status) -> list[ArtifactResult]:
         return [a for a in self.artifacts if a.status == status]
@@ -83,9 +90,9 @@ class MirrorSummary:
             out[status] = len(self.with_status(status))
         return out
 
-    def as_dict(self) -> dict:
-        """The ``--json`` form."""
-        return {
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` form; a shard's also says which shard of which job it is."""
+        out: dict[str, Any] = {
             "dryRun": self.dry_run,
             "ok": self.ok,
             "seconds": round(self.seconds, 3),
@@ -93,6 +100,11 @@ class MirrorSummary:
             "entries": [_camel(asdict(e)) for e in self.entries],
             "artifacts": [_camel(asdict(a)) for a in self.artifacts],
         }
+        if self.shard is not None:
+            out["shard"] = {"index": self.shard.index, "count": self.shard.count}
+            out["jobDigest"] = self.job_digest
+            out["finishedAt"] = self.finished_at
+        return out
 
     def format_text(self) -> str:
         """Human summary: one line per artifact that was not a plain skip, then the totals."""
@@ -114,14 +126,16 @@ class MirrorSummary:
                 lines.append(f"skipped {a.source}: {a.reason}")
             if a.note and a.status != "failed":
                 lines.append(f"        note: {a.note}")
+            if a.status != "failed":
+                lines.extend(f"        lost: {one_line(x)}" for x in a.lost)
         used = {a.entry for a in self.artifacts}
         for e in self.entries:
-            if e.index not in used and e.error is None:
+            if e.index not in used and e.error is None and not e.other_shards:
                 lines.append(f"nothing to do for {e.source}: no tag selected "
                              f"({e.tags_listed} listed, {e.tags_filtered_out} filtered out)")
         t = self.totals()
         left = t["referrers_left_behind"]
-        tail = f"; {left} referrer(s) of re-labelled artifacts left behind" if left else ""
+        tail = f"; {left} referrer(s) of re-labelled or converted artifacts left behind" if left else ""
         if self.dry_run:
             mounts = f", {t['blobs_to_mount']} blobs to mount" if t["blobs_to_mount"] else ""
             lines.append(f"dry run: {t['planned']} to copy ({_size(t['bytes_planned'])} to send in "
@@ -134,7 +148,7 @@ class MirrorSummary:
         return "\n".join(one_line(line) for line in lines)  # a source name holding a newline
 
 
-def _camel(d: dict) -> dict:
+def _camel(d: dict[str, Any]) -> dict[str, Any]:
     """``bytes_copied`` → ``bytesCopied``, as in every other ``--json`` output."""
     out = {}
     for key, value in d.items():

@@ -8,17 +8,22 @@ that pushing to a layout or a registry is the one graph copy and nothing is stag
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
+import io
 import json
 import posixpath
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from ..errors import NotFound, OcibridgeError, SourceError
-from ..oci.digest import is_digest, sha256_bytes
+from ..errors import NotFound, SourceError
+from ..oci.digest import VerifyingReader, is_digest, sha256_bytes
 from ..oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family, Kind, Variant
 from ..oci.models import Descriptor, Manifest
+from ..progress_events import file_key, layer_key
+from ..stores.base import PendingBlob
 from ..streams import IterReader
 from . import digestcache
 from .config import parse_config
@@ -62,10 +67,21 @@ class PlannedLayer:
     descriptor: Descriptor | None = None
     diff_id: str | None = None
 
+    def progress_key(self) -> Descriptor:
+        """Its stand-in for progress reports while nothing is hashed yet (path-keyed)."""
+        if self.variant is Variant.RAW:
+            return file_key(self.files[0].path, self.files[0].size)
+        return layer_key(self.path, _tar_estimate([f.size for f in self.files]), self.kind.value)
+
     def chunks(self) -> Iterator[bytes]:
         if self.variant is Variant.RAW:
             return file_chunks(self.files[0])
         return iter(compress(self.variant, tar_chunks(self.files)))
+
+
+def _tar_estimate(sizes: list[int]) -> int:
+    """A tar of files of these sizes: a 512-byte header each, content padded to 512, 1 KiB end."""
+    return sum(512 + -(-size // 512) * 512 for size in sizes) + 1024
 
 
 def _file_metadata(name: str, mode: int, size: int, typeflag: int) -> str:
@@ -207,14 +223,14 @@ class ArtifactStore:
         raise NotFound(f"built artifact has no small blob {desc.digest}")
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
+        """The layer made again from its files, verified as every store's blobs are (a file
+        changed since it was hashed fails at EOF); the destination then need not hash again."""
         layer = self._layers.get(desc.digest)
-        if layer is not None and layer.variant is Variant.RAW:
-            return layer.files[0].open()  # the file's own reader: no extra copy of each chunk
-        if layer is not None:
-            return IterReader(layer.chunks())  # type: ignore[return-value]  # a read()-stream where the Store protocol still names BinaryIO (issue 15)
-        import io
-
-        return io.BytesIO(self.fetch_bytes(desc))
+        if layer is None:
+            return io.BytesIO(self.fetch_bytes(desc))
+        # a raw file's own reader (no extra copy of each chunk), or the tar made again
+        raw = layer.files[0].open() if layer.variant is Variant.RAW else IterReader(layer.chunks())
+        return VerifyingReader(raw, desc.digest, desc.size, what=f"{layer.path}: layer")  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol names BinaryIO
 
     def resolve(self, reference: str) -> Descriptor:
         if reference in (ARTIFACT_TAG, self.descriptor.digest):
@@ -227,14 +243,66 @@ class ArtifactStore:
     def tags(self) -> list[str]:
         return [ARTIFACT_TAG]
 
-    def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
-        raise OcibridgeError("a built artifact is read-only")
 
-    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
-        raise OcibridgeError("a built artifact is read-only")
+class PlannedArtifact:
+    """The artifact a push will build, as a read-only store that builds it on first read.
 
-    def tag(self, desc: Descriptor, tag: str) -> None:
-        raise OcibridgeError("a built artifact is read-only")
+    Before that, its raw files whose digest nobody knows are :class:`PendingBlobs`: a copy into
+    a store that ingests sends them while hashing them and settles their digests here, so the
+    artifact built afterwards names them without reading any file a second time. Progress
+    reports name such a file by its path-keyed stand-in until its digest is known.
+    """
+
+    def __init__(self, package: ModelPackage, options: BuildOptions | None = None):
+        self.package = package
+        self.options = options or BuildOptions()
+        self._built: ArtifactStore | None = None
+        self._lock = threading.Lock()
+
+    def pending_blobs(self) -> list[PendingBlob]:
+        files = [layer.files[0] for layer in plan_layers(self.package, self.options)
+                 if layer.variant is Variant.RAW and layer.files[0].digest is None]
+        return [PendingBlob(file_key(f.path, f.size), f.open, functools.partial(_settle, f), f.source_path)
+                for f in files]
+
+    def artifact(self) -> ArtifactStore:
+        with self._lock:
+            if self._built is None:
+                self._built = build(self.package, self.options)
+            return self._built
+
+    @property
+    def descriptor(self) -> Descriptor:
+        return self.artifact().descriptor
+
+    def describe(self) -> str:
+        return "built artifact"
+
+    def exists(self, desc: Descriptor) -> bool:
+        return self.artifact().exists(desc)
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        return self.artifact().open_blob(desc)
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        return self.artifact().fetch_bytes(desc)
+
+    def resolve(self, reference: str) -> Descriptor:
+        return self.artifact().resolve(reference)
+
+    def tags(self) -> list[str]:
+        return [ARTIFACT_TAG]
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return []
+
+
+def _settle(f: ModelFile, digest: str, size: int) -> None:
+    if size != f.size:
+        raise SourceError(f"{f.path}: size changed while reading ({f.size} → {size})")
+    f.digest = digest
+    if f.source_path is not None:
+        digestcache.remember(f.source_path, digest)
 
 
 def build(package: ModelPackage, options: BuildOptions | None = None) -> ArtifactStore:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from enum import Enum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from pydantic import ValidationError as PydanticValidationError
@@ -97,7 +97,7 @@ class ModelPackConfig(_Strict):
         return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def parse_config(data: bytes | str | dict) -> ModelPackConfig:
+def parse_config(data: bytes | str | dict[str, Any]) -> ModelPackConfig:
     """Parse and validate a config; every violation named as ``field.path: rule``."""
     try:
         doc = json.loads(data) if isinstance(data, (bytes, str)) else data

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 
 from ..errors import OcibridgeError, UnsafePath, ValidationError
 from ..fsutil import safe_relpath
-from ..oci.digest import CHUNK
 from ..oci.mediatypes import (
     ANNOTATION_TITLE,
     OCI_MANIFEST,
@@ -19,20 +17,14 @@ from ..oci.mediatypes import (
 from ..oci.models import Descriptor, Manifest
 from ..stores.base import Store
 from .config import parse_config
-from .extract import _decompressed, fetch_manifest
+from .extract import fetch_manifest
+from .layers import uncompressed_digest
 
 METADATA_FIELDS = ("name", "mode", "uid", "gid", "size", "mtime", "typeflag")
 
 
 def _uncompressed_digest(store: Store, layer: Descriptor, variant: Variant) -> str:
-    h = hashlib.sha256()
-    with store.open_blob(layer) as reader:
-        stream = _decompressed(reader, variant, layer.size)
-        while chunk := stream.read(CHUNK):
-            h.update(chunk)
-        while reader.read(CHUNK):
-            pass
-    return "sha256:" + h.hexdigest()
+    return uncompressed_digest(store, layer)
 
 
 def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str],

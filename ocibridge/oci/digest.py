@@ -48,7 +48,7 @@ def split_digest(digest: str) -> tuple[str, str]:
     return algorithm, hexpart
 
 
-def new_hasher(digest: str = "sha256:"):
+def new_hasher(digest: str = "sha256:") -> hashlib._Hash:
     return hashlib.new(digest.partition(":")[0] or "sha256")
 
 
@@ -108,7 +108,7 @@ class HashingReader:
     def __enter__(self) -> HashingReader:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -1,12 +1,23 @@
-"""References: registry references with Docker's defaults, and OCI layout references.
+"""Every reference users type, parsed in one place: the CLI, the API and mirror jobs read them here.
 
-``host[:port]/repo[:tag][@digest]`` — no host means Docker Hub (``docker.io``), a one-part
-repository there means ``library/<name>``, no tag and no digest means ``latest``.
-``oci:PATH[:TAG|@DIGEST]`` names an OCI image layout directory.
+| form                           | parsed as                                              |
+|--------------------------------|--------------------------------------------------------|
+| ``host[:port]/repo[:tag][@digest]`` | :class:`RegistryReference`, with Docker's defaults |
+| ``oci:PATH[:TAG|@DIGEST]``     | :class:`LayoutReference`: an OCI image layout directory |
+| ``ollama:NAME``                | :class:`OllamaReference`: the local Ollama store       |
+| ``ollama://[host/]NAME``       | :class:`OllamaReference`: an Ollama-compatible registry |
+| anything else                  | :class:`PathReference`: a local file or directory      |
+
+A registry reference without a host means Docker Hub (``docker.io``), a one-part repository
+there means ``library/<name>``, no tag and no digest means ``latest``. Ollama names keep
+Ollama's defaults (``registry.ollama.ai``, ``library``, ``latest``). Which files are archives
+of a source format is not known here: :func:`parse_reference` takes their suffixes (the
+format table in :mod:`ocibridge.formats.table` supplies them).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -131,3 +142,190 @@ def parse_layout_reference(text: str) -> LayoutReference:
 
 def is_layout_reference(text: str) -> bool:
     return text.startswith(LAYOUT_SCHEME)
+
+
+# -- Ollama model names: ``[scheme://][host/][namespace/]model[:tag][@digest]`` --------------
+# Every part is checked against Ollama's character rules, which also keeps the parts safe to
+# use as path components of the local store (no ``..``, no separators).
+OLLAMA_SCHEME = "ollama:"
+OLLAMA_REGISTRY_SCHEME = "ollama://"
+OLLAMA_DEFAULT_HOST = "registry.ollama.ai"
+OLLAMA_DEFAULT_NAMESPACE = "library"
+
+_OLLAMA_HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,349}(?::[0-9]{1,5})?\Z")
+_OLLAMA_PART_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}\Z")
+OLLAMA_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}\Z")
+_OLLAMA_LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+@dataclass(frozen=True)
+class OllamaName:
+    """A fully qualified Ollama model name."""
+
+    host: str = OLLAMA_DEFAULT_HOST
+    namespace: str = OLLAMA_DEFAULT_NAMESPACE
+    model: str = ""
+    tag: str = DEFAULT_TAG
+    digest: str | None = None
+
+    @property
+    def repository(self) -> str:
+        """The registry repository: ``namespace/model``."""
+        return f"{self.namespace}/{self.model}"
+
+    @property
+    def display(self) -> str:
+        """The short form Ollama shows: defaults left out."""
+        head = "" if self.host == OLLAMA_DEFAULT_HOST else f"{self.host}/"
+        if self.namespace != OLLAMA_DEFAULT_NAMESPACE or head:
+            head += f"{self.namespace}/"
+        return f"{head}{self.model}:{self.tag}" + (f"@{self.digest}" if self.digest else "")
+
+    @property
+    def display_model(self) -> str:
+        """The short form without tag and digest: what names the model across its tags."""
+        return self.display.split("@", 1)[0].rsplit(":", 1)[0]
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.namespace}/{self.model}:{self.tag}"
+
+    @property
+    def is_loopback(self) -> bool:
+        host = self.host.rsplit(":", 1)[0] if self.host.count(":") == 1 else self.host
+        return host in _OLLAMA_LOOPBACK
+
+
+def _looks_like_host(part: str) -> bool:
+    return "." in part or ":" in part or part == "localhost"
+
+
+def parse_ollama_name(text: str) -> OllamaName:
+    """Parse a model name as Ollama does (positional parts), with one refinement: in a two-part
+    name the first part is a host when it looks like one (has ``.`` or ``:`` or is localhost)."""
+    original = text
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    if not text or any(c.isspace() for c in text):
+        raise InvalidReference(f"invalid Ollama model name {original!r}")
+    digest = None
+    if "@" in text:
+        text, digest = text.split("@", 1)
+        if not is_digest(digest):
+            raise InvalidReference(f"invalid digest in Ollama model name {original!r}")
+    tag = DEFAULT_TAG
+    slash, colon = text.rfind("/"), text.rfind(":")
+    if colon > slash:
+        text, tag = text[:colon], text[colon + 1:]
+    parts = text.split("/")
+    host, namespace = OLLAMA_DEFAULT_HOST, OLLAMA_DEFAULT_NAMESPACE
+    if len(parts) == 3:
+        host, namespace, model = parts
+    elif len(parts) == 2:
+        if _looks_like_host(parts[0]):
+            host, model = parts
+        else:
+            namespace, model = parts
+    elif len(parts) == 1:
+        model = parts[0]
+    else:
+        raise InvalidReference(
+            f"invalid Ollama model name {original!r}: expected [host/][namespace/]model[:tag]"
+        )
+    if not _OLLAMA_HOST_RE.match(host):
+        raise InvalidReference(f"invalid host {host!r} in Ollama model name {original!r}")
+    for what, value in (("namespace", namespace), ("model", model)):
+        if not _OLLAMA_PART_RE.match(value):
+            raise InvalidReference(f"invalid {what} {value!r} in Ollama model name {original!r}")
+    if not OLLAMA_TAG_RE.match(tag):
+        raise InvalidReference(f"invalid tag {tag!r} in Ollama model name {original!r}")
+    return OllamaName(host, namespace, model, tag, digest)
+
+
+@dataclass(frozen=True)
+class OllamaReference:
+    """``ollama:NAME`` (the local store, ``remote`` False) or ``ollama://[host/]NAME`` (an
+    Ollama-compatible registry: repository ``namespace/model`` on ``name.host``)."""
+
+    name: OllamaName
+    remote: bool
+
+    @property
+    def reference(self) -> str:
+        return self.name.digest or self.name.tag
+
+    def registry_reference(self) -> RegistryReference:
+        """The registry repository an ``ollama://`` name is served from."""
+        return RegistryReference(self.name.host, self.name.repository, self.name.tag, self.name.digest)
+
+
+def is_ollama_reference(text: str) -> bool:
+    return text.startswith(OLLAMA_SCHEME)
+
+
+def parse_ollama_reference(text: str) -> OllamaReference:
+    """Parse ``ollama:NAME`` or ``ollama://[host/]NAME``."""
+    if text.startswith(OLLAMA_REGISTRY_SCHEME):
+        return OllamaReference(parse_ollama_name(text[len(OLLAMA_REGISTRY_SCHEME):]), remote=True)
+    if text.startswith(OLLAMA_SCHEME):
+        return OllamaReference(parse_ollama_name(text[len(OLLAMA_SCHEME):]), remote=False)
+    raise InvalidReference(f"not an Ollama reference: {text!r}")
+
+
+# -- which kind of reference a string is ------------------------------------------------------
+@dataclass(frozen=True)
+class PathReference:
+    """A local file or directory (a source to read, or where a pull writes)."""
+
+    path: str
+
+
+Reference = RegistryReference | LayoutReference | OllamaReference | PathReference
+
+
+def is_store_reference(text: str, *, file_suffixes: tuple[str, ...] = ()) -> bool:
+    """Whether ``text`` names a store (layout, registry, Ollama) rather than a local path.
+
+    An existing path, one starting with ``.``, ``/`` or ``~``, or one ending in an archive
+    suffix of ``file_suffixes`` is a path; else a registry needs a host-like first part
+    (``.`` or ``:`` in it, or ``localhost``) and a ``/``, as Docker reads names."""
+    if is_layout_reference(text) or is_ollama_reference(text):
+        return True
+    if os.path.exists(text) or text.startswith((".", "/", "~")):
+        return False
+    if file_suffixes and text.lower().endswith(tuple(s.lower() for s in file_suffixes)):
+        return False
+    first = text.split("/", 1)[0]
+    return "/" in text and ("." in first or ":" in first or first == "localhost")
+
+
+def on_this_machine(text: str) -> bool:
+    """Whether a store reference names a place on this machine (a layout, the local Ollama
+    store) rather than on a registry."""
+    return is_layout_reference(text) or (is_ollama_reference(text) and not text.startswith(OLLAMA_REGISTRY_SCHEME))
+
+
+def on_registry(text: str) -> bool:
+    """Whether ``text`` names something on a registry (``host/repo`` or ``ollama://``), where
+    blobs can be mounted from one repository into another."""
+    if is_layout_reference(text):
+        return False
+    if is_ollama_reference(text):
+        return text.startswith(OLLAMA_REGISTRY_SCHEME)
+    return is_store_reference(text)
+
+
+def parse_reference(text: str, *, file_suffixes: tuple[str, ...] = ()) -> Reference:
+    """The reference ``text`` is, parsed: one of the four kinds in the table above."""
+    if is_layout_reference(text):
+        return parse_layout_reference(text)
+    if is_ollama_reference(text):
+        return parse_ollama_reference(text)
+    if is_store_reference(text, file_suffixes=file_suffixes):
+        return parse_registry_reference(text)
+    return PathReference(text)
+
+
+def names_version(text: str) -> bool:
+    """Whether a registry or Ollama name states a tag or digest (its last path part has ':' or
+    '@') instead of leaving the default: a mirror job reads a bare name as *every tag*."""
+    return "@" in text or ":" in text.rsplit("/", 1)[-1]

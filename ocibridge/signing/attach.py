@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from ..errors import NotFound
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ..stores.base import Store
+from ..stores.base import Store, WritableStore
 from .bundle import EMPTY_JSON, is_bundle_type, referrer_manifest
 from .classic import COMPANION_SUFFIXES, SignatureLayer, merged_layers, signature_manifest, signature_tag
 from .payload import SIMPLE_SIGNING_MEDIA_TYPE
 
 
-def _put_blob(store: Store, desc: Descriptor, data: bytes) -> None:
+def _put_blob(store: WritableStore, desc: Descriptor, data: bytes) -> None:
     if not store.exists(desc):
         store.push_blob(desc, io.BytesIO(data))
 
@@ -39,7 +39,7 @@ def _layers_at(store: Store, desc: Descriptor | None) -> list[Descriptor]:
     return list(node.layers) if isinstance(node, Manifest) else []
 
 
-def attach_classic(store: Store, subject: Descriptor, layer: SignatureLayer) -> tuple[Descriptor, bool]:
+def attach_classic(store: WritableStore, subject: Descriptor, layer: SignatureLayer) -> tuple[Descriptor, bool]:
     """Add one signature to ``subject``'s ``.sig`` manifest: (manifest, whether it changed)."""
     assert layer.payload is not None
     tag = signature_tag(subject.digest)
@@ -55,7 +55,7 @@ def attach_classic(store: Store, subject: Descriptor, layer: SignatureLayer) -> 
     return desc, True
 
 
-def attach_bundle(store: Store, subject: Descriptor, bundle: bytes) -> tuple[Descriptor, bool]:
+def attach_bundle(store: WritableStore, subject: Descriptor, bundle: bytes) -> tuple[Descriptor, bool]:
     """Push ``bundle`` as a referrer of ``subject``: (referrer manifest, whether it was new)."""
     layer, data, desc = referrer_manifest(subject, bundle)
     if store.exists(desc):
@@ -107,7 +107,7 @@ def companion_tags(store: Store, subject: Descriptor) -> list[tuple[Descriptor, 
     return found
 
 
-def carry_companion_tags(src: Store, dst: Store, subject: Descriptor,
+def carry_companion_tags(src: Store, dst: WritableStore, subject: Descriptor,
                          copy_manifest: Callable[[Descriptor], None]) -> list[str]:
     """Copy ``subject``'s cosign tags from ``src`` to ``dst``; digests of what was carried.
 

@@ -31,16 +31,18 @@ def add_verify_flags(p: argparse.ArgumentParser) -> None:
 
 
 def policy_from_args(args: argparse.Namespace) -> VerifyPolicy | None:
+    paths = getattr(args, "verify_key", None) or []
+    if not paths:
+        return None  # no signature check: cryptography stays unloaded (~35 ms at start)
     from .verify import VerifyPolicy
 
-    paths = getattr(args, "verify_key", None) or []
-    return VerifyPolicy.from_files(paths) if paths else None
+    return VerifyPolicy.from_files(paths)
 
 
 def _open(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> Any:
     from ..targets import open_store_target
 
-    return open_store_target(args.ref, **transfer(args).registry_options())
+    return open_store_target(args.ref, options=transfer(args).registry_options())
 
 
 def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[argparse.ArgumentParser], None],

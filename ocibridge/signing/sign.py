@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..oci.models import Descriptor
-from ..stores.base import Store
+from ..stores.base import WritableStore
 from . import keys
 from .attach import attach_bundle, attach_classic
 from .bundle import make_bundle, statement
@@ -38,7 +38,7 @@ class SignResult:
         return {"digest": self.digest, "written": self.written, "unchanged": self.unchanged}
 
 
-def sign_artifact(store: Store, subject: Descriptor, key: keys.PrivateKey, options: SignOptions) -> SignResult:
+def sign_artifact(store: WritableStore, subject: Descriptor, key: keys.PrivateKey, options: SignOptions) -> SignResult:
     """Sign ``subject`` in each form asked for; signing twice with the same key adds nothing."""
     result = SignResult(subject.digest)
     if "classic" in options.forms:

@@ -1,6 +1,6 @@
 """Stores: places that hold content-addressed blobs and manifests and resolve references."""
 
-from .base import Store
+from .base import ReadableStore, Store, WritableStore
 from .layout import LayoutStore
 
-__all__ = ["Store", "LayoutStore"]
+__all__ = ["LayoutStore", "ReadableStore", "Store", "WritableStore"]

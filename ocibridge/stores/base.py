@@ -1,11 +1,22 @@
-"""The store protocol every place of content implements, so one copy moves between any two.
+"""The store protocols every place of content implements, so one copy moves between any two.
 
 A store is bound to one repository (a layout directory, a registry repository, an Ollama
 model). References passed to it are a tag or a digest.
+
+Two protocols say what every store of a kind does: :class:`ReadableStore` (a source: a view,
+a built artifact, a pull cache) and :class:`WritableStore` (a destination). What only some
+stores can do is a small named capability, a ``runtime_checkable`` Protocol that callers test
+with ``isinstance`` (as oras-go asserts an interface): :class:`Mounting`, :class:`Ingesting`,
+:class:`Transactional`, :class:`Closable`, :class:`BlobView`. Nothing looks a capability up
+by an attribute's name.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
 from ..oci.mediatypes import ALL_MANIFEST_TYPES
@@ -14,10 +25,13 @@ from ..oci.models import Descriptor
 #: Manifests and configs are small; anything larger is refused rather than read into memory.
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 
+#: Opens a blob's source again from its start: an interrupted upload restarts or resumes from it.
+Reopen = Callable[[], BinaryIO]
+
 
 @runtime_checkable
-class Store(Protocol):
-    """exists / fetch (stream) / push (stream, verified) / resolve / tag / referrers."""
+class ReadableStore(Protocol):
+    """describe / exists / open_blob / fetch_bytes / resolve / tags / referrers."""
 
     def describe(self) -> str:
         """A human-readable name for messages, e.g. ``oci:/data/store``."""
@@ -28,30 +42,20 @@ class Store(Protocol):
         ...
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
-        """A reader of the content; reading to EOF raises DigestMismatch on bad content."""
+        """A reader of the content; reading to EOF raises DigestMismatch on bad content and
+        opening raises NotFound when the store lacks it."""
         ...
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
-        """Small content (manifest, config), verified against the descriptor."""
-        ...
-
-    def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
-        """Store a blob from a stream; verifies digest and size before it becomes visible."""
-        ...
-
-    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
-        """Store a manifest or index (verified), optionally tagging it."""
+        """Small content (manifest, config), verified against the descriptor; NotFound when absent."""
         ...
 
     def resolve(self, reference: str) -> Descriptor:
         """The descriptor of the manifest a tag or digest names; raises NotFound."""
         ...
 
-    def tag(self, desc: Descriptor, tag: str) -> None:
-        """Point ``tag`` at an existing manifest, replacing what it named before."""
-        ...
-
     def tags(self) -> list[str]:
+        """Every tag, sorted."""
         ...
 
     def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
@@ -59,14 +63,101 @@ class Store(Protocol):
         ...
 
 
+@runtime_checkable
+class WritableStore(ReadableStore, Protocol):
+    """A store a copy can write to: blobs first (verified), then manifests, then tags."""
+
+    def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
+        """Store a blob from a stream; verifies digest and size before it becomes visible.
+        ``reopen`` opens the same content again from its start, for a store whose transfer
+        can be interrupted and restarted (a registry); a local store may ignore it."""
+        ...
+
+    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        """Store a manifest or index (verified), optionally tagging it."""
+        ...
+
+    def tag(self, desc: Descriptor, tag: str) -> None:
+        """Point ``tag`` at an existing manifest, replacing what it named before."""
+        ...
+
+
+#: The name most code uses for a store it only reads.
+Store = ReadableStore
+
+
 def is_manifest(desc: Descriptor) -> bool:
     return desc.mediaType in ALL_MANIFEST_TYPES
 
 
-def can_ingest(store: object) -> bool:
-    """Stores that accept a blob of unknown digest (hash while writing) offer ``ingest_blob``:
-    ``ingest_blob(reader) -> (digest, size)``. Pushes use it to read each new file only once."""
-    return callable(getattr(store, "ingest_blob", None))
+# -- capabilities -------------------------------------------------------------------------------
+@runtime_checkable
+class Ingesting(Protocol):
+    """A store that accepts a blob whose digest nobody knows yet, hashing while it writes: a push
+    then reads each new file once (not once to hash it and once to send it)."""
+
+    def ingest_blob(self, reader: BinaryIO, *, reopen: Reopen | None = None,
+                    source_path: Path | None = None) -> tuple[str, int]:
+        """Store the stream's bytes; returns their digest and size. ``source_path``, the file
+        the stream reads when there is one, lets a store continue an upload a killed run left."""
+        ...
+
+
+@dataclass(frozen=True)
+class PendingBlob:
+    """A blob of a source whose digest nobody knows yet (a file a push has not hashed)."""
+
+    key: Descriptor  # stands for it in progress reports until its digest is known
+    open: Reopen  # its content, from the start, as often as needed
+    settle: Callable[[str, int], None]  # tells the source the digest and size it turned out to have
+    source_path: Path | None = None  # the file it is read from, when there is one (upload resume)
+
+
+@runtime_checkable
+class PendingBlobs(Protocol):
+    """A source with blobs of unknown digest: a copy into an :class:`Ingesting` store sends them
+    first, hashing while sending, and the source learns their digests (which its manifest then
+    names) instead of reading every file once to hash it and once more to send it."""
+
+    def pending_blobs(self) -> list[PendingBlob]: ...
+
+
+@runtime_checkable
+class Transactional(Protocol):
+    """A store that can take back what a failed write added (a layout, an Ollama models
+    directory). A registry cannot: a blob may be shared through mounts, and DELETE is often
+    refused, so uploaded blobs wait for the registry's garbage collection."""
+
+    def removing_new_blobs_on_failure(self) -> AbstractContextManager[None]:
+        """A block that, if it fails, removes the blobs it added that nothing uses."""
+        ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A store holding something to release (a connection pool)."""
+
+    def close(self) -> None: ...
+
+
+def close_store(store: object) -> None:
+    """Release what ``store`` holds, when it holds anything."""
+    if isinstance(store, Closable):
+        store.close()
+
+
+@runtime_checkable
+class VerifiedFile(Protocol):
+    """A blob reader over a file verified a moment ago (the pull cache's): a writer may link
+    it into place instead of copying it, and need not hash it again."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+    def link_to(self, target: Path, mode: int) -> int:
+        """Make ``target`` (absent) hold the blob, with ``mode``; its size."""
+        ...
+
+    def close(self) -> None: ...
 
 
 @runtime_checkable
@@ -74,7 +165,7 @@ class BlobView(Protocol):
     """A store whose blobs are another store's, byte for byte (a re-labelling view): a registry
     can mount them from that store's repository instead of receiving them again."""
 
-    def blob_source(self) -> Store: ...
+    def blob_source(self) -> ReadableStore: ...
 
 
 def blob_origin(store: object) -> object:

@@ -24,10 +24,10 @@ from ..errors import DigestMismatch, NotFound, OcibridgeError
 from ..fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode
 from ..oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
 from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
-from ..oci.models import Descriptor, Index, parse_manifest_bytes
+from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ..oci.reference import check_tag
 from ..stale import locked_tempfile, remove_stale
-from .base import MAX_MANIFEST_BYTES, is_manifest
+from .base import MAX_MANIFEST_BYTES, Reopen, is_manifest
 from .partial import PARTIAL_PREFIX, ByteCount, RangedBlobSource, download
 
 LAYOUT_FILE = "oci-layout"
@@ -59,6 +59,15 @@ class LayoutStore:
 
     def describe(self) -> str:
         return f"oci:{self.root}"
+
+    def close(self) -> None:
+        """Nothing is held open between calls; here so every store closes alike."""
+
+    def __enter__(self) -> LayoutStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- blobs -------------------------------------------------------------------------------
     def blob_path(self, digest: str) -> Path:
@@ -105,7 +114,8 @@ class LayoutStore:
             self._swept = True
             remove_stale(self.root / "blobs" / "sha256", PARTIAL_PREFIX)
 
-    def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
+    def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
+        """``reopen`` is not needed: a local write that fails fails the copy."""
         if self.exists(desc):
             return
         self._sweep_once()
@@ -127,8 +137,10 @@ class LayoutStore:
         download(self.blob_path(desc.digest), desc, source, on_bytes=on_bytes)
         self._note_created(desc.digest)
 
-    def ingest_blob(self, reader: BinaryIO) -> tuple[str, int]:
-        """Store a blob whose digest is not known yet, hashing while writing (one pass)."""
+    def ingest_blob(self, reader: BinaryIO, *, reopen: Reopen | None = None,
+                    source_path: Path | None = None) -> tuple[str, int]:
+        """Store a blob whose digest is not known yet, hashing while writing (one pass); a
+        local write is not resumed (``source_path`` is not used)."""
         hashing = HashingReader(reader)
         tmp_dir = self.root / "blobs" / "sha256"
         tmp_dir.mkdir(parents=True, exist_ok=True)
@@ -395,7 +407,7 @@ class LayoutStore:
                 continue
             if manifest.subject is None or manifest.subject.digest != desc.digest:
                 continue
-            kind = manifest.artifactType or getattr(getattr(manifest, "config", None), "mediaType", None)
+            kind = manifest.artifactType or (manifest.config.mediaType if isinstance(manifest, Manifest) else None)
             if artifact_type and kind != artifact_type:
                 continue
             found.append(

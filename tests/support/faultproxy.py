@@ -114,8 +114,18 @@ class IgnoreRange:
     name: str = "ignore_range"
 
 
+@dataclass(frozen=True)
+class BufferRequest:
+    """Read the whole request body before forwarding anything, as nginx does by default
+    (``proxy_request_buffering on``): a client cut mid-body reaches the registry as no
+    request at all. ``rate`` (bytes per second) paces the reading, as Throttle does."""
+
+    rate: float | None = None
+    name: str = "buffer_request"
+
+
 Action = (Status | DropResponse | Truncate | Corrupt | DropRequest | LoseResponse | Delay
-          | Throttle | IgnoreRange)
+          | Throttle | IgnoreRange | BufferRequest)
 
 
 def status(code: int, retry_after: float | None = None, body: bytes = b"",
@@ -163,12 +173,16 @@ def throttle(rate: float) -> Throttle:
     return Throttle(rate)
 
 
+def buffer_request(rate: float | None = None) -> BufferRequest:
+    return BufferRequest(rate)
+
+
 def ignore_range() -> IgnoreRange:
     return IgnoreRange()
 
 
 def _pace(action: Action | None, n: int) -> None:
-    if isinstance(action, Throttle) and n:
+    if isinstance(action, (Throttle, BufferRequest)) and action.rate and n:
         time.sleep(n / action.rate)
 
 
@@ -207,7 +221,8 @@ class RecordedRequest:
     request_bytes: int = 0  # request body bytes read from the client
     response_bytes: int = 0  # response body bytes sent to the client
     upstream_location: str | None = None
-    time: float = field(default_factory=time.time)
+    time: float = field(default_factory=time.time)  # when the request arrived
+    answered: float | None = None  # when the registry's answer arrived (what it did is done by then)
 
     @property
     def range(self) -> str | None:
@@ -429,6 +444,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             try:
                 self._send_upstream(conn, rec, action)
                 resp = conn.getresponse()
+                rec.answered = time.time()
                 self._relay(resp, rec, action)
             finally:
                 conn.close()
@@ -437,6 +453,9 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                            action: Action | None) -> None:
             chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
             has_body = chunked or "Content-Length" in self.headers
+            if isinstance(action, BufferRequest):
+                self._send_buffered(conn, rec, action, has_body)
+                return
             conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
             conn.putheader("Host", proxy.upstream_netloc)
             for name, value in self.headers.items():
@@ -466,6 +485,27 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 raise _Cut("request dropped by rule (body shorter than the limit)")
             if chunked:
                 conn.send(b"0\r\n\r\n")
+
+        def _send_buffered(self, conn: http.client.HTTPConnection, rec: RecordedRequest,
+                           action: BufferRequest, has_body: bool) -> None:
+            """The whole body first (a cut raises _Cut: nothing was forwarded), then the
+            request with a Content-Length."""
+            pieces = []
+            if has_body:
+                for piece in self._body_pieces():
+                    rec.request_bytes += len(piece)
+                    pieces.append(piece)
+                    _pace(action, len(piece))
+            body = b"".join(pieces)
+            conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            conn.putheader("Host", proxy.upstream_netloc)
+            for name, value in self.headers.items():
+                if name.lower() in HOP_BY_HOP or name.lower() in ("host", "content-length"):
+                    continue
+                conn.putheader(name, value)
+            if has_body:
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body if has_body else None)
 
         def _relay(self, resp: http.client.HTTPResponse, rec: RecordedRequest,
                    action: Action | None) -> None:

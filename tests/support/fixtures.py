@@ -24,6 +24,7 @@ from .registry import (
     RegistryUnavailable,
     external_registry,
 )
+from .runtimes import Containerd, Podman, RuntimeUnavailable
 from .token_registry import TokenRegistry
 
 T = TypeVar("T")
@@ -128,3 +129,29 @@ def fault_proxy(registry: RegistryProcess | ExternalRegistry) -> Iterator[FaultP
         yield proxy
     finally:
         proxy.stop()
+
+
+@pytest.fixture(scope="session")
+def containerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Containerd]:
+    """A private containerd (own root, state, socket; no CRI plugin): `.pull`, `.mounted`."""
+    try:
+        daemon = Containerd(Path(tmp_path_factory.mktemp("containerd")))
+    except RuntimeUnavailable as exc:
+        pytest.fail(f"containerd: {exc}", pytrace=False)
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+
+
+@pytest.fixture(scope="session")
+def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
+    """podman with a storage root of its own: `.pull`, `.mounted`."""
+    try:
+        tool = Podman(Path(tmp_path_factory.mktemp("podman")))
+    except RuntimeUnavailable as exc:
+        pytest.fail(f"podman: {exc}", pytrace=False)
+    try:
+        yield tool
+    finally:
+        tool.stop()

@@ -4,13 +4,19 @@ so the models only serve validation and the mapping to ModelPack."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import CartonError
-from .manifest import TOML_NAME, tomllib
+from .manifest import TOML_NAME
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 SUPPORTED_SPEC_VERSIONS = (1,)
 

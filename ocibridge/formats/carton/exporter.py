@@ -17,12 +17,11 @@ import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
 
 from ...errors import OcibridgeError, UnsafePath
 from ...fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath, shared_file_mode
-from ...modelpack.extract import layer_mode, layer_path
-from ...oci.digest import CHUNK, VerifyingReader
+from ...modelpack.layers import LayerReader, layer_mode, layer_path, open_layer
+from ...oci.digest import CHUNK
 from ...oci.mediatypes import Variant, parse_layer_media_type
 from ...oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ...stores.base import Store
@@ -35,14 +34,10 @@ from .reader import read_carton
 from .zipread import DEFAULT_LIMITS, METHOD_STORED, EntryReader, scan_entries
 from .zipwrite import ZipWriter
 
-MAX_TAR_RATIO = 1000
 
-
-def _verified(store: Store, desc: Descriptor) -> BinaryIO:
-    reader = store.open_blob(desc)
-    if isinstance(reader, VerifyingReader):
-        return reader
-    return VerifyingReader(reader, desc.digest, desc.size, what="layer")  # type: ignore[return-value]  # a verifying read()-stream where callers name BinaryIO
+def _verified(store: Store, desc: Descriptor) -> LayerReader:
+    """The layer's content (a tar layer decoded), verified once read to its end."""
+    return open_layer(store, desc)
 
 
 def _chunks(reader: Reader, size: int | None = None) -> Iterator[bytes]:
@@ -128,15 +123,9 @@ def _find_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor, Carton
     return layer, parsed
 
 
-def _tar_stream(raw: Reader, variant: Variant, size: int) -> Reader:
-    from ..mlsteam.exporter import _decompressed  # bounded gzip/zstd decoders of tar layers
-
-    return _decompressed(raw, variant, size)
-
-
 def _write_tar_layer(store: Store, desc: Descriptor, variant: Variant, writer: _CartonWriter) -> None:
     with contextlib.closing(_verified(store, desc)) as raw:
-        stream = _tar_stream(raw, variant, desc.size)
+        stream = raw  # decoded by open_layer
         try:
             with open_tar_stream(stream) as tar:
                 for member in tar:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ...fsutil import TEMP_PREFIX
+from ...httpencodings import ACCEPT_ENCODING, DECODE_ERRORS, decoding_reader
 from ...httpheaders import header_int
 from ...oci.digest import CHUNK
 from ...streams import IterReader
-from .encodings import ACCEPT_ENCODING, DECODE_ERRORS, decoding_reader
 from .errors import CartonLinkError
 
 if TYPE_CHECKING:  # httpx costs ~0.1-0.2 s to import: only cartons with LINKS pay it

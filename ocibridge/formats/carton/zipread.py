@@ -83,7 +83,7 @@ def _data_offset(f: BinaryIO, archive: Path, info: zipfile.ZipInfo) -> int:
     if len(header) != _LOCAL.size or header[:4] != _LOCAL_SIG:
         raise _fail(archive, f"entry {info.filename!r}: bad local header (truncated or corrupt zip)")
     fields = _LOCAL.unpack(header)
-    name_len, extra_len = fields[9], fields[10]
+    name_len, extra_len = int(fields[9]), int(fields[10])
     name = f.read(name_len)
     if name != info.orig_filename.encode("utf-8" if info.flag_bits & 0x800 else "cp437"):
         raise _fail(archive, f"entry {info.filename!r}: local and central names differ")

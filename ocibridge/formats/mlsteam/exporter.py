@@ -24,16 +24,15 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from ...errors import OcibridgeError, SourceError
 from ...fsutil import TEMP_PREFIX, safe_relpath, shared_file_mode
-from ...modelpack.extract import layer_mode, layer_path
-from ...oci.digest import CHUNK, VerifyingReader
+from ...modelpack.layers import LayerReader, layer_mode, layer_path, open_layer
+from ...oci.digest import CHUNK
 from ...oci.mediatypes import LayerType, Variant, parse_layer_media_type
 from ...oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ...stores.base import Store
-from ...streams import Reader, gunzip, open_tar_stream, unzstd
+from ...streams import Reader, open_tar_stream
 from ..readback import must_read_back
 from .manifest import MANIFEST_NAME, parse_manifest
 from .reader import MAX_MANIFEST_BYTES, MODELS_DIR, read_mlarchive
@@ -45,7 +44,6 @@ DEFAULT_COMPRESSLEVEL = 6
 #: ``models/`` files at least this large are stored (not deflated) unless asked otherwise.
 STORE_WEIGHTS_FROM = 1 << 20
 #: A compressed tar layer may not expand beyond this many times its size (min 1 MiB).
-MAX_TAR_RATIO = 1000
 
 
 class NotAnMlarchive(OcibridgeError):
@@ -58,33 +56,12 @@ class _Written:
     crc: int
 
 
-def _verified(store: Store, desc: Descriptor) -> BinaryIO:
-    reader = store.open_blob(desc)
-    if isinstance(reader, VerifyingReader):
-        return reader
-    return VerifyingReader(reader, desc.digest, desc.size, what="layer")  # type: ignore[return-value]  # a verifying read()-stream where callers name BinaryIO
+def _verified(store: Store, desc: Descriptor) -> LayerReader:
+    """The layer's content (a tar layer decoded), verified once read to its end."""
+    return open_layer(store, desc)
 
 
-class _Bounded:
-    def __init__(self, raw: Reader, limit: int):
-        self._raw, self._limit, self._count = raw, limit, 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self._raw.read(n)
-        self._count += len(data)
-        if self._count > self._limit:
-            raise SourceError(f"layer expands beyond {self._limit} bytes (bomb limit)")
-        return data
-
-
-def _decompressed(reader: Reader, variant: Variant, size: int) -> Reader:
-    if variant is Variant.TAR:
-        return reader
-    stream = gunzip(reader) if variant is Variant.TAR_GZIP else unzstd(reader)
-    return _Bounded(stream, max(size, 1 << 20) * MAX_TAR_RATIO)
-
-
-def _drain(reader: BinaryIO) -> None:
+def _drain(reader: Reader) -> None:
     """Read to EOF so the verifying reader checks the digest of the whole blob."""
     while reader.read(CHUNK):
         pass
@@ -160,7 +137,7 @@ def _read_archive_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor
 
 def _write_tar_layer(store: Store, desc: Descriptor, variant: Variant, writer: _ZipWriter) -> None:
     with contextlib.closing(_verified(store, desc)) as raw:
-        stream = _decompressed(raw, variant, desc.size)
+        stream = raw  # decoded by open_layer
         try:
             with open_tar_stream(stream) as tar:
                 for member in tar:

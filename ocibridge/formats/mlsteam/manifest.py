@@ -129,6 +129,7 @@ def hook_file(ref: HookRef | None) -> str | None:
     """The archive-relative file a loader or predictor reference names, if any."""
     if isinstance(ref, str):
         return ref
-    if isinstance(ref, dict) and isinstance(ref.get("file"), str):
-        return ref["file"]
+    file = ref.get("file") if isinstance(ref, dict) else None
+    if isinstance(file, str):
+        return file
     return None

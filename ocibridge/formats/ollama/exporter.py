@@ -11,15 +11,13 @@ blobs it added.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
-from ...copy import CopyStats, ProgressFn, copy_blob
-from ...errors import OcibridgeError, SourceError
+from ...copy import CopyHooks, CopyStats, copy
+from ...errors import NotFound, OcibridgeError, SourceError
 from ...fsutil import safe_relpath
 from ...oci.digest import sha256_bytes
 from ...oci.mediatypes import (
@@ -32,12 +30,20 @@ from ...oci.mediatypes import (
     parse_layer_media_type,
 )
 from ...oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ...oci.reference import DEFAULT_TAG
+from ...progress import ProgressFn
 from ...stores.base import MAX_MANIFEST_BYTES, Store
+from ...stores.ollama.manifest import (
+    OllamaConfig,
+    OllamaRootFS,
+    go_json,
+    manifest_blobs,
+    parse_ollama_manifest,
+    render_manifest,
+)
 from ...targets import StoreTarget
 from .gguf_header import read_gguf_header
-from .manifest import OllamaConfig, OllamaRootFS, go_json, manifest_blobs, parse_ollama_manifest, render_manifest
 from .mapping import MANIFEST_FILE
-from .names import DEFAULT_TAG
 
 _PROJECTOR = re.compile(r"(^|/)(projector[^/]*|[^/]*mmproj[^/]*)\.gguf$", re.IGNORECASE)
 _ADAPTER = re.compile(r"(^|/)adapter[^/]*\.gguf$", re.IGNORECASE)
@@ -198,25 +204,74 @@ def export_ollama(
 ) -> Descriptor:
     """Write the artifact ``desc`` as an Ollama model at ``target``; returns the manifest's
     descriptor. Digests are kept, so the blobs an Ollama store or registry has are skipped."""
-    plan = _plan(src_store, desc)
-    dst = target.store
-    tag = target.tag or DEFAULT_TAG
-    manifest_desc = Descriptor.for_bytes(DOCKER_MANIFEST, plan.manifest)
-    transaction = getattr(dst, "transaction", None)
-    stats = CopyStats()
-    with transaction() if transaction else contextlib.nullcontext():
-        for digest, data in plan.extra.items():
-            made = Descriptor(mediaType=DOCKER_CONFIG, digest=digest, size=len(data))
-            if not dst.exists(made):
-                dst.push_blob(made, io.BytesIO(data))
-        unique = list({d.digest: d for d in plan.sources}.values())
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            futures = [pool.submit(copy_blob, src_store, dst, d, stats, progress) for d in unique]
-            errors = [f.exception() for f in futures]
-        failed = [e for e in errors if e is not None]
-        if failed:
-            if isinstance(failed[0], OcibridgeError):
-                raise failed[0]
-            raise OcibridgeError(f"export to {target.text} failed: {failed[0]}") from failed[0]
-        dst.push_manifest(manifest_desc, plan.manifest, tag)
-    return manifest_desc
+    stats = copy_as_ollama(src_store, desc, target, concurrency=concurrency, progress=progress)
+    assert stats.root is not None
+    return stats.root
+
+
+def copy_as_ollama(
+    src_store: Store,
+    desc: Descriptor,
+    target: StoreTarget,
+    *,
+    concurrency: int = 4,
+    progress: ProgressFn | None = None,
+) -> CopyStats:
+    """:func:`export_ollama`, with what the copy did: the Ollama model is a read-only view of
+    ``src_store`` (:class:`OllamaView`), and the one copy writes it, blobs first, the manifest
+    last, taking back what it added if it fails."""
+    view = OllamaView(src_store, _plan(src_store, desc))
+    mounts = {d.digest: src_store for d in view.plan.sources}  # same registry: mounted, not sent
+    try:
+        return copy(view, view.descriptor.digest, target.store, target.tag or DEFAULT_TAG,
+                    concurrency=concurrency, progress=progress,
+                    hooks=CopyHooks(mounts=mounts, undo_on_failure=True, successors=view.successors))
+    except OcibridgeError:
+        raise
+    except Exception as e:
+        raise OcibridgeError(f"export to {target.text} failed: {e}") from e
+
+
+class OllamaView:
+    """An artifact seen as the Ollama model it exports to: the Ollama manifest and the blobs
+    made for it (a generated config) are this view's, every other blob is the source's."""
+
+    def __init__(self, src: Store, plan: _Plan):
+        self.src = src
+        self.plan = plan
+        self.descriptor = Descriptor.for_bytes(DOCKER_MANIFEST, plan.manifest)
+
+    def describe(self) -> str:
+        return f"{self.src.describe()} (as an Ollama model)"
+
+    def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
+        """The blobs of the Ollama manifest (which need not name a config, as OCI's must)."""
+        made = [Descriptor(mediaType=DOCKER_CONFIG, digest=d, size=len(b)) for d, b in self.plan.extra.items()]
+        return list({d.digest: d for d in [*made, *self.plan.sources]}.values())
+
+    def exists(self, desc: Descriptor) -> bool:
+        return desc.digest == self.descriptor.digest or desc.digest in self.plan.extra \
+            or self.src.exists(desc)
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        if desc.digest == self.descriptor.digest:
+            return self.plan.manifest
+        if desc.digest in self.plan.extra:
+            return self.plan.extra[desc.digest]
+        return self.src.fetch_bytes(desc)
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        if desc.digest == self.descriptor.digest or desc.digest in self.plan.extra:
+            return io.BytesIO(self.fetch_bytes(desc))
+        return self.src.open_blob(desc)
+
+    def resolve(self, reference: str) -> Descriptor:
+        if reference == self.descriptor.digest:
+            return self.descriptor
+        raise NotFound(f"{self.describe()} has no reference {reference}")
+
+    def tags(self) -> list[str]:
+        return []
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return []

@@ -117,13 +117,13 @@ class _Stream:
         return struct.unpack(self.endian + fmt, self.take(struct.calcsize(fmt)))[0]
 
     def count(self, what: str) -> int:
-        n = self.unpack("Q")
+        n = int(self.unpack("Q"))
         if n > MAX_COUNT:
             raise SourceError(f"{self.where}: GGUF {what} count {n} is implausible")
         return n
 
     def string_length(self) -> int:
-        n = self.unpack("Q")
+        n = int(self.unpack("Q"))
         if n > MAX_HEADER_BYTES:
             raise SourceError(f"{self.where}: GGUF string of {n} bytes is implausible")
         return n

@@ -9,7 +9,8 @@ an export restore the exact manifest.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 from ...errors import NotFound, OcibridgeError, SourceError, UnsafePath
 from ...fsutil import safe_relpath
@@ -17,9 +18,9 @@ from ...modelpack.package import ModelFile, ModelPackage
 from ...oci.digest import CHUNK, is_digest
 from ...oci.mediatypes import Kind
 from ...oci.models import Descriptor
+from ...oci.reference import OLLAMA_DEFAULT_NAMESPACE, OllamaName
 from ...stores.base import MAX_MANIFEST_BYTES, Store
-from .gguf_header import GGUFHeader, read_gguf_header
-from .manifest import (
+from ...stores.ollama.manifest import (
     LayerType,
     OllamaLayer,
     OllamaManifest,
@@ -27,6 +28,8 @@ from .manifest import (
     parse_ollama_config,
     parse_ollama_manifest,
 )
+from ...stores.ollama.store import OllamaStore
+from .gguf_header import GGUFHeader, read_gguf_header
 from .mapping import (
     ANNOTATION_MANIFEST_DIGEST,
     ANNOTATION_NAME,
@@ -36,8 +39,6 @@ from .mapping import (
     default_path,
     numbered,
 )
-from .names import DEFAULT_NAMESPACE, OllamaName
-from .store import OllamaStore
 
 SMALL_JSON = 1 << 20  # an HF config.json layer read for the architecture, if no larger
 
@@ -47,7 +48,7 @@ def _descriptor(blob: OllamaLayer) -> Descriptor:
     return Descriptor(mediaType=media_type, digest=blob.digest, size=blob.size)
 
 
-def _opener(store: Store, desc: Descriptor):
+def _opener(store: Store, desc: Descriptor) -> Callable[[], BinaryIO]:
     return lambda: store.open_blob(desc)
 
 
@@ -118,7 +119,7 @@ def _is_hf_config(lt: LayerType | None, layer: OllamaLayer) -> bool:
     return bool(lt and lt.kind == "json" and (layer.name or lt.params.get("name")) == "config.json")
 
 
-def _model_config(store: Store, manifest: OllamaManifest, ollama_config: dict) -> dict[str, Any]:
+def _model_config(store: Store, manifest: OllamaManifest, ollama_config: dict[str, Any]) -> dict[str, Any]:
     """format, architecture, paramSize, quantization: from the GGUF header, else the configs."""
     config: dict[str, Any] = {}
     kinds = [(parse_layer_type(layer.mediaType), layer) for layer in manifest.layers]
@@ -150,13 +151,12 @@ def _model_config(store: Store, manifest: OllamaManifest, ollama_config: dict) -
 def read_ollama(store: Store, reference: str, name: OllamaName | None = None) -> ModelPackage:
     """Read the Ollama model ``reference`` (tag or digest) names in ``store``.
 
-    ``name`` (default: the store's own, for an OllamaStore) names the model in the config and
-    annotations.
+    ``name`` (default: an OllamaStore's own; none for other stores) names the model in the
+    config and annotations.
     Every blob is checked to exist first, so a broken model fails before anything is written.
     """
-    if name is None:
-        name = getattr(store, "ollama_name", None) or getattr(store, "name", None)
-        name = name if isinstance(name, OllamaName) else None
+    if name is None and isinstance(store, OllamaStore):
+        name = store.name
     desc = store.resolve(reference)
     if desc.size > MAX_MANIFEST_BYTES:
         raise SourceError(f"Ollama manifest {desc.digest} is too large ({desc.size} bytes)")
@@ -195,7 +195,7 @@ def read_ollama(store: Store, reference: str, name: OllamaName | None = None) ->
     annotations = {ANNOTATION_MANIFEST_DIGEST: desc.digest}
     if name is not None:
         annotations[ANNOTATION_NAME] = str(name)
-        short = name.model if name.namespace == DEFAULT_NAMESPACE else name.repository
+        short = name.model if name.namespace == OLLAMA_DEFAULT_NAMESPACE else name.repository
         descriptor["name"] = short
         if not is_digest(reference):
             descriptor["version"] = reference

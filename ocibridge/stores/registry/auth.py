@@ -1,9 +1,10 @@
-"""Registry authentication: WWW-Authenticate challenges, Basic, and Bearer tokens per scope.
+"""The auth layer: WWW-Authenticate challenges, Basic, and Bearer tokens per scope.
 
 Distribution's token auth grants a token per set of scopes (``repository:team/x:pull`` is not
 ``repository:team/x:pull,push``), so tokens are cached by scope set and renewed when they
 expire or when the registry answers 401 with a fresh challenge. Without credentials the token
-server is asked anonymously, which public repositories allow.
+server is asked anonymously, which public repositories allow. Credentials come from the
+credential function the client was given; this module never looks in a credential store.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import base64
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import httpx
 
 from ...errors import RegistryError
 from .bodies import read_bounded
-from .credentials import Credentials
+from .options import Credentials
+from .transport import Layer, Origin, discard, policy_of
 
 #: Tokens are renewed this many seconds before the server says they expire.
 EXPIRY_MARGIN = 5.0
@@ -67,12 +69,18 @@ class Token:
         return time.monotonic() < self.expires_at
 
 
+#: ``httpx.Client.build_request``: the client's default headers and timeouts on a new request.
+RequestBuilder = Callable[..., httpx.Request]
+
+
 class Authenticator:
     """Chooses the Authorization header for a request's scopes; thread-safe."""
 
-    def __init__(self, host: str, http: httpx.Client, credentials: Credentials | None):
+    def __init__(self, host: str, build: RequestBuilder, token_transport: httpx.BaseTransport,
+                 credentials: Credentials | None):
         self.host = host
-        self.http = http
+        self._build = build
+        self._token_transport = token_transport
         self.credentials = credentials
         self._lock = threading.Lock()
         self._fetch_lock = threading.Lock()
@@ -159,15 +167,15 @@ class Authenticator:
                         "client_id": CLIENT_ID, "scope": " ".join(scopes)}
                 if service:
                     form["service"] = service
-                request = self.http.build_request("POST", realm, data=form)
+                request = self._build("POST", realm, data=form)
             else:
                 params = httpx.QueryParams({"service": service, "scope": scopes} if service else {"scope": scopes})
                 headers = {}
                 basic = self._basic()
                 if basic:
                     headers["Authorization"] = basic
-                request = self.http.build_request("GET", realm, params=params, headers=headers)
-            response = self.http.send(request, stream=True)
+                request = self._build("GET", realm, params=params, headers=headers)
+            response = self._token_transport.handle_request(request)
             read_bounded(response, f"registry {self.host}: token server {realm}")
         except httpx.TransportError as e:
             raise RegistryError(f"registry {self.host}: token server {realm} failed: {e}") from e
@@ -190,6 +198,40 @@ class Authenticator:
         lifetime = max(1.0, expires_in - EXPIRY_MARGIN) if expires_in > 2 * EXPIRY_MARGIN \
             else expires_in * 0.8
         return Token(str(value), time.monotonic() + lifetime)
+
+
+class AuthTransport(Layer):
+    """Puts the Authorization header on requests to the registry's own origin (never on
+    another host's) and answers a 401 challenge once: learn it, then resend if the body can be
+    sent again."""
+
+    def __init__(self, inner: httpx.BaseTransport, auth: Authenticator, origin: Origin):
+        super().__init__(inner)
+        self.auth = auth
+        self.origin = origin
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if not self.origin.same(request.url):
+            return self.inner.handle_request(request)
+        policy = policy_of(request)
+        self._authorize(request, policy.scopes)
+        response = self.inner.handle_request(request)
+        if response.status_code != 401:
+            return response
+        challenge = response.headers.get("www-authenticate", "")
+        sent = request.headers.get("authorization")
+        discard(response)
+        if challenge and self.auth.on_challenge(challenge, policy.scopes, sent) and policy.replayable:
+            self._authorize(request, policy.scopes)
+            return self.inner.handle_request(request)
+        return response
+
+    def _authorize(self, request: httpx.Request, scopes: tuple[str, ...]) -> None:
+        authorization = self.auth.authorization(scopes)
+        if authorization:
+            request.headers["Authorization"] = authorization
+        else:
+            request.headers.pop("Authorization", None)
 
 
 def _checked_realm(host: str, realm: str) -> str:

@@ -1,15 +1,18 @@
 """Blob transfers: a download reader that resumes with Range, and resumable uploads.
 
 Downloads stream; when the connection drops or the body ends short, the reader asks again
-from the byte it has (``Range: bytes=N-``). Uploads stream the source as one PUT by default,
-or as PATCH chunks; when interrupted they ask the registry how far it got (GET on the upload
-URL) and continue from there, or restart cleanly when the registry lost the session.
+from the byte it has (``Range: bytes=N-``). Uploads stream a small source as one PUT, a large
+one as PATCH chunks (each chunk the registry answered is durable there); when interrupted they
+ask the registry how far it got (GET on the upload URL) and continue from there, or restart
+cleanly when the registry lost the session. With an :class:`UploadState` the session URL and
+offset outlive the process, so the same push run again after ``kill -9`` continues too.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import queue
 import random
 import re
@@ -17,7 +20,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, BinaryIO
 
@@ -29,8 +32,10 @@ from ...errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
 from ...httpheaders import header_int
 from ...oci.digest import CHUNK, Hasher
 from ...oci.models import Descriptor
+from ...streams import can_seek
 from .bodies import read_prefix
 from .client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
+from .uploadstate import UploadState
 
 #: A download gives up after this many attempts in a row that bring no new bytes.
 MAX_STALLED_RESUMES = 5
@@ -56,6 +61,13 @@ FALLBACK_CHUNK_SIZE = 8 * 1024 * 1024
 
 #: Bodies up to this size are sent in one piece rather than streamed.
 SMALL_BODY = 256 * 1024
+
+#: Blobs of at least this size go up as PATCH chunks of RESUMABLE_CHUNK bytes (unless a
+#: chunk size was set), with the session kept across runs: a killed push loses at most the
+#: chunk in flight (when the registry keeps the session; see docs/transfers.md). Smaller
+#: blobs keep the fewer requests of one streamed body.
+RESUMABLE_MIN = 64 * 1024 * 1024
+RESUMABLE_CHUNK = 32 * 1024 * 1024
 
 Reopen = Callable[[], BinaryIO]
 BytesHook = Callable[[Descriptor, int], None]
@@ -177,7 +189,7 @@ class _BlobStream:
         by h11, cost ~0.8 s of CPU per GiB, the socket ~0.25 s. The connection is then closed,
         not reused (h11 did not see the body end)."""
         if self._socket_left is None or self._h11_first:
-            data = next(self._chunks)  # type: ignore[arg-type]  # set on the line above; mypy keeps the Optional
+            data: bytes = next(self._chunks)  # type: ignore[arg-type]  # set on the line above; mypy keeps the Optional
             if self._socket_left is not None:
                 self._h11_first = False
                 self._socket_left -= len(data)
@@ -228,8 +240,6 @@ class _BlobStream:
                 self.close()
             self.offset += len(data)
             self._stalled = 0
-            if self.client.rate_limit is not None:
-                self.client.rate_limit.take(len(data))
             self.client.stats.add(bytes_downloaded=len(data))
             if self._on_bytes:
                 self._on_bytes(self.desc, len(data))
@@ -381,11 +391,11 @@ class BlobDownload:
     def __enter__(self) -> BlobDownload:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def _prefetch(stream: _BlobStream, pieces: queue.Queue, stop: threading.Event,
+def _prefetch(stream: _BlobStream, pieces: queue.Queue[bytes | BaseException], stop: threading.Event,
               hasher: Hasher | None) -> None:
     """The prefetch thread: pieces, then ``b""``, or the exception, into the queue.
 
@@ -394,7 +404,7 @@ def _prefetch(stream: _BlobStream, pieces: queue.Queue, stop: threading.Event,
     once every piece is hashed. No reference to the BlobDownload is held, so a reader dropped
     unclosed is collected and its finalizer sets ``stop``."""
     hashing = ThreadPoolExecutor(1, "blob-hash") if hasher is not None else None
-    pending: collections.deque[Future] = collections.deque()
+    pending: collections.deque[Future[None]] = collections.deque()
     try:
         while True:
             piece = stream.next_piece()
@@ -420,7 +430,7 @@ def _abandon(stop: threading.Event, stream: _BlobStream) -> None:
     stream.interrupt()
 
 
-def _offer(pieces: queue.Queue, item: bytes | BaseException, stop: threading.Event) -> bool:
+def _offer(pieces: queue.Queue[bytes | BaseException], item: bytes | BaseException, stop: threading.Event) -> bool:
     """Put ``item`` once there is room; False if the reader stopped first."""
     while not stop.is_set():
         try:
@@ -447,11 +457,7 @@ class _Source:
         self._reopened = False
 
     def seekable(self) -> bool:
-        seekable = getattr(self.reader, "seekable", None)
-        try:
-            return bool(seekable and seekable() and hasattr(self.reader, "seek"))
-        except (OSError, ValueError):
-            return False
+        return can_seek(self.reader)
 
     def can_rewind(self) -> bool:
         return self.seekable() or self.reopen is not None
@@ -515,7 +521,7 @@ class BlobUpload:
 
     def __init__(self, client: RegistryClient, repository: str, desc: Descriptor,
                  reader: BinaryIO, *, chunk_size: int | None = None, reopen: Reopen | None = None,
-                 on_bytes: BytesHook | None = None):
+                 on_bytes: BytesHook | None = None, state: UploadState | None = None):
         self.client = client
         self.repository = repository
         self.desc = desc
@@ -526,10 +532,13 @@ class BlobUpload:
         self.location: str | None = None
         self.offset = 0
         self.min_chunk = 0
+        #: where the session is kept for a later run (None: this run only)
+        self.state = state
 
     def run(self) -> None:
         failures = 0
         try:
+            self._continue_saved()
             while True:
                 try:
                     if self.location is None:
@@ -545,12 +554,46 @@ class BlobUpload:
                     self.client._sleep(failures - 1, e.retry_after)
                     self._recover(str(e))
         except KeyboardInterrupt:
-            raise  # interrupted: no DELETE round trip (the registry expires the session)
+            raise  # interrupted: no DELETE (the session stays for the next run, or expires)
         except BaseException:
             self._cancel()
             raise
         finally:
             self.source.close()
+            if self.state is not None:
+                self.state.close()
+
+    def _continue_saved(self) -> None:
+        """Pick up the session an earlier run left (its URL persisted), at the offset the
+        registry reports; a session the registry dropped is forgotten (a new one starts)."""
+        if self.state is None or self.state.location is None:
+            return
+        self.location = self.state.location
+        offset = self._registry_offset()
+        if offset is not None and offset <= self.desc.size and self._resume_at(offset):
+            self.client.stats.add(upload_resumes=1)
+            return
+        self.location = None
+        self.state.forget()
+
+    def _resume_at(self, offset: int) -> bool:
+        """Make the source continue at ``offset``; False when it cannot."""
+        try:
+            self.source.go_to(offset)
+        except OcibridgeError:
+            return False
+        self.offset = offset
+        return True
+
+    def _saved(self) -> None:
+        """The registry confirmed ``self.offset`` bytes of the session: keep that for later."""
+        if self.state is not None and self.location is not None:
+            self.state.save(self.location, self.offset)
+
+    def _done(self) -> None:
+        self.location = None
+        if self.state is not None:
+            self.state.forget()
 
     def _action(self) -> str:
         return f"refused writing to {self.repository}"
@@ -561,8 +604,9 @@ class BlobUpload:
         if response.status_code != 202:
             raise self.client.error(response, self._action())
         self._take_location(response)
-        self.offset = 0
-        self.source.go_to(0)
+        if not self._resume_at(0):
+            raise OcibridgeError("the upload source cannot be read again")
+        self._saved()
         minimum = header_int(response.headers.get("oci-chunk-min-length"))
         if minimum:
             self.min_chunk = minimum
@@ -576,7 +620,8 @@ class BlobUpload:
                                 response.status_code)
         self.location = str(response.url.join(location))
 
-    def _request(self, method: str, url: str, *, content, headers=None, params=None,
+    def _request(self, method: str, url: str, *, content: bytes | Iterable[bytes],
+                 headers: Mapping[str, str] | None = None, params: Mapping[str, str] | None = None,
                  replay: bool = False) -> httpx.Response:
         try:
             response = self.client.send(method, url, scopes=self.scopes, headers=headers,
@@ -591,8 +636,6 @@ class BlobUpload:
         return response
 
     def _count(self, n: int) -> None:
-        if self.client.rate_limit is not None:
-            self.client.rate_limit.take(n)
         self.client.stats.add(bytes_uploaded=n)
         if self.on_bytes:
             self.on_bytes(self.desc, n)
@@ -615,6 +658,7 @@ class BlobUpload:
                     raise self.client.error(response, self._action())
                 self._take_location(response)
                 self.offset = end + 1
+                self._saved()
             body: bytes | Iterator[bytes] = b""
             length = 0
         else:
@@ -638,21 +682,15 @@ class BlobUpload:
         if got and got != self.desc.digest:
             raise RegistryError(f"registry {self.client.host} stored {got} for {self.desc.digest}",
                                 201, "DIGEST_INVALID")
-        self.location = None
+        self._done()
         self.client.stats.add(blobs_uploaded=1)
 
     def _recover(self, reason: str) -> None:
         """After an interruption: continue from the registry's offset, else restart."""
         offset = self._registry_offset()
-        if offset is not None and offset <= self.desc.size:
-            try:
-                self.source.go_to(offset)
-            except OcibridgeError:
-                offset = None
-            else:
-                self.offset = offset
-                self.client.stats.add(upload_resumes=1)
-                return
+        if offset is not None and offset <= self.desc.size and self._resume_at(offset):
+            self.client.stats.add(upload_resumes=1)
+            return
         if not self.source.can_rewind() and self.source.pos > 0:
             raise RegistryError(
                 f"registry {self.client.host}: upload of {self.desc.digest} to {self.repository} "
@@ -685,42 +723,94 @@ class BlobUpload:
             return
         with contextlib.suppress(RegistryError, httpx.HTTPError):
             self.client.send("DELETE", self.location, scopes=self.scopes, retry=False)
-        self.location = None
+        self._done()
 
 
 class StreamingIngest(BlobUpload):
-    """An upload whose digest is learnt while sending: POST, one streaming PATCH that hashes
-    every byte on its way out, then PUT ``?digest=`` with what was computed. A new file is
-    thus read once for both its digest and its upload. When interrupted it starts over from
-    ``reopen()`` (a streamed PATCH cut mid-body invalidates the session in distribution 2.8)."""
+    """An upload whose digest is learnt while sending: POST, PATCH that hashes every byte on
+    its way out, then PUT ``?digest=`` with what was computed. A new file is thus read once for
+    both its digest and its upload. Of a source of unknown or small ``size`` one streaming
+    PATCH; interrupted, it starts over from ``reopen()`` (a PATCH cut mid-body invalidates the
+    session in distribution 2.8). Of a large one PATCH chunks, so that a session the registry
+    kept continues: the hash is rebuilt by reading the source's prefix again (a local read,
+    cheap next to sending), and the registry checks the final digest against what it holds."""
 
     def __init__(self, client: RegistryClient, repository: str, reader: BinaryIO, *,
-                 reopen: Reopen | None = None, on_bytes: BytesHook | None = None):
-        placeholder = Descriptor(mediaType="application/octet-stream", digest="sha256:" + "0" * 64, size=0)
-        super().__init__(client, repository, placeholder, reader, reopen=reopen, on_bytes=on_bytes)
+                 reopen: Reopen | None = None, on_bytes: BytesHook | None = None,
+                 size: int | None = None, chunk_size: int | None = None,
+                 state: UploadState | None = None):
+        placeholder = Descriptor(mediaType="application/octet-stream", digest="sha256:" + "0" * 64,
+                                 size=size or 0)
+        super().__init__(client, repository, placeholder, reader, reopen=reopen, on_bytes=on_bytes,
+                         chunk_size=chunk_size if size else None, state=state)
+        self.size = size
         self.result: tuple[str, int] | None = None
+        self._hasher = hashlib.sha256()
 
-    def _stream(self, hasher, counter: list[int]) -> Iterator[bytes]:
+    def _resume_at(self, offset: int) -> bool:
+        """Continue at ``offset``: the source from byte 0 again, its first ``offset`` bytes
+        hashed (not sent)."""
+        if offset and not self.chunk_size:
+            return False  # one streamed PATCH: a part of it is no resumable state
+        try:
+            self.source.go_to(0)
+        except OcibridgeError:
+            return False
+        hasher = hashlib.sha256()
+        left = offset
+        while left:
+            interrupt.check()
+            data = self.source.reader.read(min(CHUNK, left))
+            if not data:
+                return False  # the source is shorter now: start over
+            hasher.update(data)
+            self.source.pos += len(data)
+            left -= len(data)
+        self._hasher = hasher
+        self.offset = offset
+        return True
+
+    def _stream(self, counter: list[int]) -> Iterator[bytes]:
         while data := self.source.reader.read(CHUNK):
             interrupt.check()
-            hasher.update(data)
+            self._hasher.update(data)
             counter[0] += len(data)
             self.source.pos += len(data)
             self._count(len(data))
             yield data
 
-    def _send_rest(self) -> None:
-        import hashlib
+    def _hashing(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        for data in chunks:
+            self._hasher.update(data)
+            yield data
 
+    def _send_rest(self) -> None:
         assert self.location is not None
-        hasher = hashlib.sha256()
-        counter = [0]
-        response = self._request("PATCH", self.location, content=self._stream(hasher, counter),
-                                 headers={"Content-Type": "application/octet-stream"})
-        if response.status_code != 202:
-            raise self.client.error(response, self._action())
-        self._take_location(response)
-        digest = "sha256:" + hasher.hexdigest()
+        if self.chunk_size and self.size:
+            size = self.size
+            while self.offset < size:
+                n = min(self.chunk_size, size - self.offset)
+                end = self.offset + n - 1
+                response = self._request(
+                    "PATCH", self.location,
+                    content=self._hashing(self.source.chunks(n, self._count, last=end + 1 == size)),
+                    headers={"Content-Type": "application/octet-stream",
+                             "Content-Range": f"{self.offset}-{end}", "Content-Length": str(n)})
+                if response.status_code != 202:
+                    raise self.client.error(response, self._action())
+                self._take_location(response)
+                self.offset = end + 1
+                self._saved()
+            total = size
+        else:
+            counter = [0]
+            response = self._request("PATCH", self.location, content=self._stream(counter),
+                                     headers={"Content-Type": "application/octet-stream"})
+            if response.status_code != 202:
+                raise self.client.error(response, self._action())
+            self._take_location(response)
+            total = counter[0]
+        digest = "sha256:" + self._hasher.hexdigest()
         url = str(httpx.URL(self.location).copy_merge_params({"digest": digest}))
         response = self._request("PUT", url, content=b"", headers={"Content-Length": "0"})
         if response.status_code != 201:
@@ -728,11 +818,14 @@ class StreamingIngest(BlobUpload):
         got = response.headers.get("docker-content-digest")
         if got and got != digest:
             raise RegistryError(f"registry {self.client.host} stored {got} for {digest}", 201, "DIGEST_INVALID")
-        self.location = None
+        self._done()
         self.client.stats.add(blobs_uploaded=1)
-        self.result = (digest, counter[0])
+        self.result = (digest, total)
 
     def _recover(self, reason: str) -> None:
+        if self.chunk_size:
+            super()._recover(reason)  # the registry's offset, else a new session
+            return
         if self.source.reopen is None and self.source.pos > 0:
             raise RegistryError(
                 f"registry {self.client.host}: streaming upload to {self.repository} was interrupted "
@@ -740,8 +833,6 @@ class StreamingIngest(BlobUpload):
         self._cancel()
         self.client.stats.add(upload_restarts=1)
         self.location = None
-        if self.source.pos > 0:
-            self.source.go_to(0)
 
     def ingest(self) -> tuple[str, int]:
         self.run()

@@ -1,71 +1,70 @@
-"""The HTTP transport to one registry host: auth, retries with backoff, redirects, errors.
+"""The client of one registry host: builds requests and sends them down the transport stack.
 
-One shared ``httpx.Client`` per host (thread-safe, sized pool). Redirects are followed here,
-not by httpx, so the Authorization header is only ever sent to the registry's own origin:
-blob GETs often redirect to a storage backend on another host, which must not see it.
+The stack (transport.py) does the work, one concern per layer: retries with backoff, the
+HTTPS->HTTP fallback, redirects, auth, request counting, the mirror's request gate, the
+request log and the ``--limit-rate`` byte budget. This module chooses the base URL, assembles the stack from
+:class:`RegistryOptions`, and turns a registry's error answer into one line. Credentials come
+from the credential function it is given: it never reads a credential store itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import email.utils
 import json
-import random
-import ssl
-import threading
-import time
-import urllib.request
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urljoin, urlsplit
+import os
+from collections.abc import Iterable, Mapping
 
 import httpx
 
-from ... import interrupt
 from ...errors import RegistryError
-from ...httpheaders import header_int
-from .auth import Authenticator
-from .bodies import read_bounded, read_prefix
-from .credentials import Credentials, get_credentials
+from .auth import Authenticator, AuthTransport
+from .bodies import read_bounded
+from .fallback import FallbackTransport
 from .hosts import host_settings
-from .ratelimit import RateLimit
-from .tracked import tracked_transport
+from .options import CredentialFunc, RegistryOptions, anonymous
+from .ratelimit import RateLimit, RateLimitTransport
+from .redirects import MAX_REDIRECTS, REDIRECT_STATUSES, RedirectTransport
+from .retry import RETRY_STATUSES, Backoff, RetryTransport, TransportFailure, retry_after_seconds
+from .stats import TransferStats
+from .tracked import NetworkTransport, VerifyFactory
+from .transport import (
+    CountingTransport,
+    GateTransport,
+    LoggingTransport,
+    Origin,
+    RequestPolicy,
+    Shared,
+    with_policy,
+)
 from .trust import host_cert_files, ssl_context
-from .unreachable import classify
+
+__all__ = [
+    "MAX_REDIRECTS", "REDIRECT_STATUSES", "RETRY_STATUSES", "ClientOptions", "RegistryClient",
+    "RegistryOptions", "TransferStats", "TransportFailure", "base_url", "is_loopback",
+    "parse_error_body", "retry_after_seconds",
+]
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
-RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
-MAX_REDIRECTS = 5
 _DEFAULT_CODES = {
     401: ("UNAUTHORIZED", "authentication required"),
     403: ("DENIED", "requested access to the resource is denied"),
 }
 
+#: The name the options had before they travelled from the CLI down as one value.
+ClientOptions = RegistryOptions
 
-@dataclass(frozen=True)
-class ClientOptions:
-    """How to reach a registry; the defaults are what a careful client should do."""
 
-    plain_http: bool = False
-    insecure: bool = False
-    ca_file: str | None = None
-    username: str | None = None
-    password: str | None = None
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
-    max_retries: int = 5
-    backoff_base: float = 0.5
-    backoff_cap: float = 30.0
-    retry_after_cap: float = 60.0
-    pool_size: int = 16
-    docker_config: str | None = None
-    authfile: str | None = None
-    tls: bool | None = None  # True: HTTPS even on loopback (settings file: plain_http = false)
-    limit_rate: int | None = None  # bytes per second over all transfers (--limit-rate)
+ENV_USER_AGENT = "OCIBRIDGE_USER_AGENT"
+
+
+def user_agent() -> str:
+    """``ocibridge/VERSION``, or ``$OCIBRIDGE_USER_AGENT``: a registry's access log then tells
+    which tool (and, for a mirror shard, which shard) sent a request."""
+    from ...version import __version__
+
+    return os.environ.get(ENV_USER_AGENT) or f"ocibridge/{__version__}"
 
 
 def is_loopback(host: str) -> bool:
@@ -76,7 +75,7 @@ def is_loopback(host: str) -> bool:
     return name in LOOPBACK_HOSTS or name.startswith("127.")
 
 
-def base_url(host: str, options: ClientOptions) -> str:
+def base_url(host: str, options: RegistryOptions) -> str:
     """``http://`` with plain_http, and for loopback unless a CA file or ``insecure`` asks for
     TLS; ``https://`` everywhere else."""
     api_host = DOCKER_HUB_API if host == DOCKER_HUB else host
@@ -88,7 +87,7 @@ def base_url(host: str, options: ClientOptions) -> str:
     return f"https://{api_host}"
 
 
-def with_host_settings(host: str, options: ClientOptions) -> ClientOptions:
+def with_host_settings(host: str, options: RegistryOptions) -> RegistryOptions:
     """``options`` completed by the settings file (hosts.py): flags given here win."""
     saved = host_settings(host)
     return dataclasses.replace(
@@ -100,110 +99,87 @@ def with_host_settings(host: str, options: ClientOptions) -> ClientOptions:
     )
 
 
-VerifyFactory = Callable[[], "ssl.SSLContext | bool"]
-
-
-def _verify(host: str, options: ClientOptions) -> VerifyFactory:
+def _verify(host: str, options: RegistryOptions) -> VerifyFactory:
     """How to verify ``host``'s certificate, built when first needed (see trust.py)."""
     if options.insecure:
         return lambda: False
     return lambda: ssl_context(host, options.ca_file)
 
 
-@dataclass
-class TransferStats:
-    """Counters a store exposes so tests and summaries can see what went over the wire."""
-
-    requests: int = 0
-    retries: int = 0
-    bytes_uploaded: int = 0
-    bytes_downloaded: int = 0
-    blobs_uploaded: int = 0
-    blobs_mounted: int = 0
-    blobs_skipped: int = 0
-    download_resumes: int = 0
-    upload_resumes: int = 0
-    upload_restarts: int = 0
-
-    def __post_init__(self) -> None:
-        self._lock = threading.Lock()
-
-    def add(self, **counts: int) -> None:
-        with self._lock:
-            for name, value in counts.items():
-                setattr(self, name, getattr(self, name) + value)
-
-    def as_dict(self) -> dict[str, int]:
-        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+def build_stack(host: str, options: RegistryOptions, origin: Origin, stats: TransferStats,
+                bottom: httpx.BaseTransport, auth: Authenticator, backoff: Backoff) -> RetryTransport:
+    """retry -> [fallback] -> redirects -> auth -> counting -> ``bottom`` (the token stack:
+    [gate] -> [caller's layers] -> log -> [byte budget] -> network)."""
+    stack: httpx.BaseTransport = bottom
+    stack = CountingTransport(stack, stats)
+    stack = AuthTransport(stack, auth, origin)
+    stack = RedirectTransport(stack, host)
+    if options.insecure:
+        stack = FallbackTransport(stack, origin)
+    return RetryTransport(stack, host, backoff, stats)
 
 
-class _Transport(httpx.BaseTransport):
-    """Plain HTTP through a transport without certificates; the verifying TLS transport is
-    built on the first https request. Building it parses the CA bundle (~25 ms at every
-    start), which a plain-HTTP (loopback) registry never needs unless it redirects to https."""
+def token_stack(options: RegistryOptions, network: httpx.BaseTransport,
+                rate_limit: RateLimit | None = None) -> httpx.BaseTransport:
+    """What token requests go through: the request gate, the log and the byte budget, not auth
+    nor retries."""
+    stack = network if rate_limit is None else RateLimitTransport(network, rate_limit)
+    stack = LoggingTransport(stack)
+    for layer in options.layers:  # the caller's own, above the log: it logs what they send
+        stack = layer(stack)
+    if options.request_gate is not None:
+        stack = GateTransport(stack, options.request_gate)
+    return stack
 
-    def __init__(self, verify: VerifyFactory, limits: httpx.Limits):
-        self._verify = verify
-        self._limits = limits
-        self._plain = tracked_transport(verify=False, limits=limits)
-        self._tls: httpx.HTTPTransport | None = None
-        self._lock = threading.Lock()
+
+class _NotHere(httpx.BaseTransport):
+    """The request builder's transport: a request sent around the stack would skip auth,
+    retries and the log, so it is refused."""
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.scheme == "http":
-            return self._plain.handle_request(request)
-        with self._lock:
-            if self._tls is None:
-                self._tls = tracked_transport(verify=self._verify(), limits=self._limits)
-        return self._tls.handle_request(request)
-
-    def close(self) -> None:
-        self._plain.close()
-        if self._tls is not None:
-            self._tls.close()
-
-
-class TransportFailure(RegistryError):
-    """The connection failed (refused, reset, timed out) rather than the registry answering."""
+        raise RuntimeError("registry requests go through RegistryClient.send")
 
 
 class RegistryClient:
     """Requests to one registry host, authenticated per scope, retried, never leaking auth."""
 
-    def __init__(self, host: str, options: ClientOptions | None = None):
+    def __init__(self, host: str, options: RegistryOptions | None = None, *,
+                 credentials: CredentialFunc = anonymous):
         self.host = host
-        self.options = with_host_settings(host, options or ClientOptions())
-        self.base = base_url(host, self.options)
+        self.options = with_host_settings(host, options or RegistryOptions())
+        self.origin = Origin(base_url(host, self.options))
         self.stats = TransferStats()
         o = self.options
-        self.rate_limit = RateLimit(o.limit_rate) if o.limit_rate else None
+        rate_limit = RateLimit(o.limit_rate) if o.limit_rate else None
         limits = httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size)
-        transport: dict[str, Any]
-        if urllib.request.getproxies():  # httpx honours proxy variables only on its own transport
-            transport = {"verify": _verify(host, o)(), "limits": limits}
-        else:
-            transport = {"transport": _Transport(_verify(host, o), limits)}
-        self.http = httpx.Client(
-            timeout=httpx.Timeout(o.read_timeout, connect=o.connect_timeout),
-            follow_redirects=False,
-            **transport,
-        )
-        creds = (
-            Credentials(o.username, o.password or "")
-            if o.username
-            else get_credentials(host, o.docker_config, o.authfile)
-        )
-        self.auth = Authenticator(host, self.http, creds)
+        self._network = NetworkTransport(_verify(host, o), limits)
+        # Builds requests (httpx's default headers, ours, the timeouts); sending is the stack's job.
+        self._builder = httpx.Client(timeout=httpx.Timeout(o.read_timeout, connect=o.connect_timeout),
+                                     follow_redirects=False, trust_env=False, transport=_NotHere(),
+                                     headers={"User-Agent": user_agent()})
+        bottom = token_stack(o, Shared(self._network), rate_limit)
+        self.auth = Authenticator(host, self._builder.build_request, bottom, credentials(host))
+        self.backoff = Backoff(o.max_retries, o.backoff_base, o.backoff_cap, o.retry_after_cap)
+        self.transport = build_stack(host, o, self.origin, self.stats, bottom, self.auth, self.backoff)
+
+    @property
+    def base(self) -> str:
+        """The registry's base URL (plain HTTP once the insecure fallback switched to it)."""
+        return self.origin.base
 
     def close(self) -> None:
-        self.http.close()
+        self._builder.close()
+        self._network.close()
+
+    def _sleep(self, attempt: int, retry_after: float | None) -> None:
+        """The retry layer's backoff, for uploads that recover on their own (blobs.py)."""
+        self.transport.sleep(attempt, retry_after)
 
     def url(self, path: str) -> str:
         return path if "://" in path else self.base + path
 
     def same_origin(self, url: str) -> bool:
-        a, b = urlsplit(url), urlsplit(self.base)
-        return (a.scheme, a.netloc) == (b.scheme, b.netloc)
+        return self.origin.same(url)
 
     # -- one request -----------------------------------------------------------------------
     def send(
@@ -218,98 +194,22 @@ class RegistryClient:
         stream: bool = False,
         retry: bool | None = None,
     ) -> httpx.Response:
-        """Send with auth, redirects and (for replayable requests) bounded retries.
+        """Send down the stack: auth, redirects and (for replayable requests) bounded retries.
 
         A streamed body (an iterator) cannot be replayed, so it is sent once; its caller owns
         recovery (the upload resumes or restarts). Returns the response of whatever status;
         with ``stream=True`` the caller must close it.
         """
-        scopes = tuple(scopes)
         replayable = content is None or isinstance(content, bytes)
-        retry = replayable if retry is None else retry
-        attempt = 0
-        auth_retried = False
-        while True:
-            interrupt.check()
-            try:
-                response = self._send_following(method, self.url(path), scopes, headers,
-                                                params, content, stream)
-            except httpx.TransportError as e:
-                interrupt.check()  # the interrupt shut the socket down: no retry
-                if self._fall_back_to_http(path, e):
-                    continue
-                fatal = classify(self.host, self.url(path), e)
-                if fatal is not None:  # refused, unresolvable, untrusted: a retry cannot help
-                    raise fatal from None
-                if not retry or attempt >= self.options.max_retries:
-                    raise TransportFailure(
-                        f"registry {self.host}: {method} {_path_of(path)} failed: {_one_line(e)}"
-                    ) from e
-                self._sleep(attempt, None)
-                attempt += 1
-                continue
-            if response.status_code == 401 and not auth_retried:
-                challenge = response.headers.get("www-authenticate", "")
-                sent = response.request.headers.get("authorization")
-                _discard(response)
-                if challenge and self.auth.on_challenge(challenge, scopes, sent) and replayable:
-                    auth_retried = True
-                    continue
-                return response
-            if response.status_code in RETRY_STATUSES and retry and attempt < self.options.max_retries:
-                wait = retry_after_seconds(response.headers.get("retry-after"))
-                _discard(response)
-                self._sleep(attempt, wait)
-                attempt += 1
-                continue
-            return response
-
-    def _fall_back_to_http(self, path: str, error: httpx.TransportError) -> bool:
-        """With ``insecure``, a registry that answers TLS with plain HTTP is spoken to in plain
-        HTTP from then on: Docker's rule for insecure registries (HTTPS first, then HTTP), so
-        ``--insecure`` works for a TLS registry and a plain one alike. Once, for the base URL."""
-        if not self.options.insecure or not self.base.startswith("https://") or "://" in path:
-            return False
-        cause: BaseException | None = error
-        while cause is not None and not isinstance(cause, ssl.SSLError):
-            cause = cause.__cause__ or cause.__context__
-        if cause is None:
-            return False
-        self.base = "http://" + self.base[len("https://"):]
-        return True
-
-    def _send_following(self, method, url, scopes, headers, params, content, stream):
-        for _ in range(MAX_REDIRECTS + 1):
-            request_headers = dict(headers or {})
-            if self.same_origin(url):
-                authorization = self.auth.authorization(scopes)
-                if authorization:
-                    request_headers["Authorization"] = authorization
-            request = self.http.build_request(method, url, headers=request_headers,
-                                              params=params, content=content)
-            self.stats.add(requests=1)
-            response = self.http.send(request, stream=True)
-            if response.status_code not in REDIRECT_STATUSES or method not in ("GET", "HEAD"):
-                if not stream:
-                    read_bounded(response, f"registry {self.host}: {method} {request.url.path}")
-                return response
-            location = response.headers.get("location")
-            _discard(response)
-            if not location:
-                raise RegistryError(f"registry {self.host}: redirect without a Location", 502)
-            url = urljoin(str(response.url), location)
-            params = None  # the Location carries its own query
-        raise RegistryError(f"registry {self.host}: too many redirects for {method} {url}")
-
-    def _sleep(self, attempt: int, retry_after: float | None) -> None:
-        """Full-jitter exponential backoff, or exactly what Retry-After asks (capped)."""
-        self.stats.add(retries=1)
-        if retry_after is not None:
-            delay = min(retry_after, self.options.retry_after_cap)
-        else:
-            delay = random.uniform(0, min(self.options.backoff_cap,
-                                          self.options.backoff_base * 2**attempt))
-        interrupt.sleep(delay)
+        policy = RequestPolicy(scopes=tuple(scopes), replayable=replayable,
+                               retry=replayable if retry is None else retry, on_base="://" not in path)
+        request = self._builder.build_request(method, self.url(path), headers=headers, params=params,
+                                          content=content)
+        request.extensions = with_policy(request.extensions, policy)
+        response = self.transport.handle_request(request)
+        if not stream and not response.is_closed:
+            read_bounded(response, f"registry {self.host}: {method} {request.url.path}")
+        return response
 
     # -- errors ------------------------------------------------------------------------------
     def error(self, response: httpx.Response, action: str) -> RegistryError:
@@ -340,35 +240,8 @@ def parse_error_body(response: httpx.Response) -> tuple[str | None, str]:
         return None, text[:200]
 
 
-def retry_after_seconds(value: str | None) -> float | None:
-    """Retry-After as seconds or an HTTP date; None when absent or unparseable."""
-    if not value:
-        return None
-    value = value.strip()
-    seconds = header_int(value)
-    if seconds is not None:
-        return float(seconds)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _discard(response: httpx.Response) -> None:
-    """Drop an answer we do not use, reading no more than a bounded prefix of it."""
-    if response.is_closed:
-        return
-    read_prefix(response)
-
-
-def _path_of(path: str) -> str:
-    return urlsplit(path).path if "://" in path else path.split("?", 1)[0]
-
-
-def _one_line(e: BaseException) -> str:
-    return _one_line_str(str(e) or type(e).__name__)
-
-
 def _one_line_str(text: str) -> str:
     return " ".join(text.split())
+
+
+

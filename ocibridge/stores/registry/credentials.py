@@ -1,8 +1,10 @@
-"""Registry credentials from Docker's config, and ``login`` / ``logout`` that write it.
+"""Registry credential stores: Docker's config, credential helpers, containers' auth.json.
 
 Lookup order for a host, as Docker does: ``credHelpers[host]``, then ``auths[host]``, then the
 ``credsStore`` helper. Helpers are ``docker-credential-<name>`` programs speaking JSON on
 stdin/stdout (``get``, ``store``, ``erase``). Docker Hub's key is ``https://index.docker.io/v1/``.
+The client reaches them only through :func:`credential_function`; ``login`` (login.py) checks
+credentials with a client and then stores them here.
 """
 
 from __future__ import annotations
@@ -12,23 +14,18 @@ import binascii
 import json
 import os
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import OcibridgeError, RegistryError
+from ...errors import OcibridgeError
 from ...fsutil import atomic_write_bytes
+from .options import CredentialFunc, Credentials, RegistryOptions
+
+__all__ = ["Credentials", "credential_function", "get_credentials", "logout", "store_credentials"]
 
 DOCKER_HUB_KEY = "https://index.docker.io/v1/"
 HELPER_TIMEOUT = 30.0
 IDENTITY_TOKEN_USER = "<token>"
-
-
-@dataclass(frozen=True)
-class Credentials:
-    username: str
-    password: str = ""
-    identity_token: str | None = None
 
 
 def config_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -53,8 +50,9 @@ def load_config(directory: str | os.PathLike[str] | None = None) -> dict[str, An
 def _auth_entry(auths: dict[str, Any], host: str) -> dict[str, Any] | None:
     """An ``auths`` entry for the host, accepting the URL forms older clients wrote."""
     key = config_key(host)
-    if isinstance(auths.get(key), dict):
-        return auths[key]
+    entry = auths.get(key)
+    if isinstance(entry, dict):
+        return entry
     for name, entry in auths.items():
         if not isinstance(entry, dict):
             continue
@@ -236,26 +234,11 @@ def logout(host: str, directory: str | os.PathLike[str] | None = None) -> bool:
     return removed
 
 
-def login(host: str, username: str, password: str, *, plain_http: bool = False,
-          insecure: bool = False, ca_file: str | None = None,
-          directory: str | os.PathLike[str] | None = None, **options: Any) -> Path:
-    """Check the credentials against the registry's ``/v2/``, then store them.
-
-    Returns the config file written. Raises RegistryError when the registry refuses them.
-    """
-    from .client import ClientOptions, RegistryClient
-
-    client = RegistryClient(host, ClientOptions(
-        plain_http=plain_http, insecure=insecure, ca_file=ca_file,
-        username=username, password=password, **options))
-    try:
-        # A scope-less token is what `docker login` asks for: it proves the credentials.
-        response = client.send("GET", "/v2/")
-        if response.status_code == 401:
-            raise RegistryError(f"login to {host} failed: the registry refused the credentials",
-                                401, "UNAUTHORIZED")
-        if response.status_code != 200:
-            raise client.error(response, "refused login")
-    finally:
-        client.close()
-    return store_credentials(host, username, password, directory)
+def credential_function(options: RegistryOptions) -> CredentialFunc:
+    """host -> credentials for a client: ``-u``/``-p`` when given, else what the
+    ``--authfile``, the docker config or containers' auth files hold for the host."""
+    if options.username:
+        given = Credentials(options.username, options.password or "")
+        return lambda host: given
+    docker_config, authfile = options.docker_config, options.authfile
+    return lambda host: get_credentials(host, docker_config, authfile)

@@ -52,7 +52,7 @@ def _load(path: Path) -> dict[str, Any]:
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise OcibridgeError(f"cannot read registry settings {path}: {e}") from None
-    return data
+    return dict(data)
 
 
 def host_settings(host: str) -> HostSettings:

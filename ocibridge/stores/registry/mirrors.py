@@ -9,29 +9,27 @@ gets its own from the credential files.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...errors import OcibridgeError
 from ...oci.reference import RegistryReference
 from .hosts import host_settings
+from .options import RegistryOptions
 from .store import RegistryStore, open_repository
 
-_REGISTRY_ONLY = ("username", "password", "ca_file", "plain_http", "insecure")
 
-
-def open_for_reading(ref: RegistryReference, **options: Any) -> RegistryStore:
+def open_for_reading(ref: RegistryReference, options: RegistryOptions | None = None) -> RegistryStore:
     """A store for ``ref`` on the first mirror that holds it, else on its own registry."""
-    mirror_options = {k: v for k, v in options.items() if k not in _REGISTRY_ONLY}
+    options = options or RegistryOptions()
+    mirror_options = options.for_mirror()
     for mirror in host_settings(ref.registry).mirrors:
         host, repository = mirror_location(mirror, ref.repository)
-        store = open_repository(RegistryReference(host, repository, ref.tag, ref.digest), **mirror_options)
+        store = open_repository(RegistryReference(host, repository, ref.tag, ref.digest), mirror_options)
         try:
             store.resolve(ref.reference)
         except OcibridgeError:
             store.client.close()
             continue
         return store
-    return open_repository(ref, **options)
+    return open_repository(ref, options)
 
 
 def mirror_location(mirror: str, repository: str) -> tuple[str, str]:

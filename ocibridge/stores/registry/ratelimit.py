@@ -2,15 +2,20 @@
 
 A token bucket: each chunk sent or received takes its size from the bucket and waits until
 the bucket has refilled enough. Shared, so parts in flight and blobs in parallel together stay
-under the cap, as curl's ``--limit-rate`` does for one transfer.
+under the cap, as curl's ``--limit-rate`` does for one transfer. :class:`RateLimitTransport`
+is the client's layer that meters every body.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+
+import httpx
 
 from ... import interrupt
+from .transport import Layer
 
 
 class RateLimit:
@@ -35,3 +40,40 @@ class RateLimit:
         if wait > 0:
             interrupt.sleep(wait)
 
+
+
+class RateLimitTransport(Layer):
+    """The ``--limit-rate`` layer: every body byte sent or received, of every request of
+    the client, takes from the budget as it passes (uploads, downloads, manifests alike)."""
+
+    def __init__(self, inner: httpx.BaseTransport, budget: RateLimit):
+        super().__init__(inner)
+        self.budget = budget
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        metered = httpx.Request(request.method, request.url, headers=request.headers.raw,
+                                stream=_Metered(request.stream, self.budget),
+                                extensions=request.extensions)
+        response = self.inner.handle_request(metered)
+        response.request = request  # the layers above read what they sent
+        response.stream = _Metered(response.stream, self.budget)
+        return response
+
+
+class _Metered(httpx.SyncByteStream):
+    """A body whose chunks wait for the budget; iterable again when the body it wraps is (a
+    retried request sends its bytes again)."""
+
+    def __init__(self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, budget: RateLimit):
+        self._stream = stream
+        self._budget = budget
+
+    def __iter__(self) -> Iterator[bytes]:
+        assert isinstance(self._stream, httpx.SyncByteStream)  # a sync client's bodies
+        for chunk in self._stream:
+            self._budget.take(len(chunk))
+            yield chunk
+
+    def close(self) -> None:
+        if isinstance(self._stream, httpx.SyncByteStream):
+            self._stream.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urljoin
 
@@ -26,18 +27,37 @@ from ...oci.digest import (
     verify_bytes,
 )
 from ...oci.mediatypes import ALL_MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
-from ...oci.models import Descriptor, Index, parse_manifest_bytes
-from ...oci.reference import check_tag
-from ..base import MAX_MANIFEST_BYTES, blob_origin, is_manifest
+from ...oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ...oci.reference import RegistryReference, check_tag
+from ..base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
 from ..partial import RangedPlan
 from .blobhomes import BLOB_HOMES
-from .blobs import RANGE_PIECE, BlobDownload, BlobUpload, BytesHook, Reopen, StreamingIngest, pull_scope, push_scopes
+from .blobs import (
+    RANGE_PIECE,
+    RESUMABLE_CHUNK,
+    RESUMABLE_MIN,
+    BlobDownload,
+    BlobUpload,
+    BytesHook,
+    StreamingIngest,
+    pull_scope,
+    push_scopes,
+)
 from .bodies import decoded_chunks, read_prefix
 from .client import RegistryClient, TransferStats
+from .credentials import credential_function
+from .options import RegistryOptions
+from .uploadstate import UploadState, file_identity
 
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
 TAGS_PAGE_SIZE = 1000
 MAX_TAG_PAGES = 10_000
+
+
+class ContentRejected(RegistryError, DigestMismatch):
+    """The registry found an upload's bytes differ from its digest or size: a
+    :class:`DigestMismatch` as every store raises it, and a :class:`RegistryError` with the
+    registry's code."""
 
 
 def fallback_tag(digest: str) -> str:
@@ -48,9 +68,6 @@ def fallback_tag(digest: str) -> str:
 
 class RegistryStore:
     """A repository on a registry; thread-safe (one client, locked token cache)."""
-
-    #: push_blob takes ``reopen=`` so an interrupted upload can restart or resume.
-    accepts_reopen = True
 
     def __init__(self, client: RegistryClient, repository: str, *,
                  chunk_size: int | None = None, on_bytes: BytesHook | None = None,
@@ -86,7 +103,7 @@ class RegistryStore:
     def __enter__(self) -> RegistryStore:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _path(self, kind: str, ref: str = "") -> str:
@@ -264,16 +281,36 @@ class RegistryStore:
         elif self.exists(desc):
             self.stats.add(blobs_skipped=1)
             return
-        BlobUpload(self.client, self.repository, desc, reader, chunk_size=self.chunk_size,
-                   reopen=reopen, on_bytes=self.on_bytes).run()
+        chunk_size, state = self.chunk_size, None
+        if desc.size >= RESUMABLE_MIN:  # chunks, and the session kept for a later run
+            chunk_size = chunk_size or RESUMABLE_CHUNK
+            state = UploadState.open(self.client.base, self.repository, f"digest:{desc.digest}")
+        try:
+            BlobUpload(self.client, self.repository, desc, reader, chunk_size=chunk_size,
+                       reopen=reopen, on_bytes=self.on_bytes, state=state).run()
+        except RegistryError as e:
+            if e.code in ("DIGEST_INVALID", "SIZE_INVALID"):  # the registry checked: the same error
+                raise ContentRejected(str(e), e.status, e.code, e.credentials_sent) from None
+            raise
         self._remember(desc.digest)
 
-    def ingest_blob(self, reader: BinaryIO, *, reopen: Reopen | None = None) -> tuple[str, int]:
-        """Upload a blob whose digest is not known yet, hashing while sending (one read)."""
-        digest, size = StreamingIngest(self.client, self.repository, reader, reopen=reopen,
-                                       on_bytes=self.on_bytes).ingest()
+    def ingest_blob(self, reader: BinaryIO, *, reopen: Reopen | None = None,
+                    source_path: Path | None = None) -> tuple[str, int]:
+        """Upload a blob whose digest is not known yet, hashing while sending (one read).
+        ``source_path``, the file ``reader`` reads, lets a large upload continue in a later
+        run (the session is found by the file's identity)."""
+        size, state = None, None
+        if source_path is not None:
+            identity, file_size = file_identity(source_path)
+            if file_size >= RESUMABLE_MIN:
+                size = file_size
+                state = UploadState.open(self.client.base, self.repository, identity)
+        digest, got = StreamingIngest(self.client, self.repository, reader, reopen=reopen,
+                                      on_bytes=self.on_bytes, size=size,
+                                      chunk_size=self.chunk_size or RESUMABLE_CHUNK,
+                                      state=state).ingest()
         self._remember(digest)
-        return digest, size
+        return digest, got
 
     def _remember(self, digest: str) -> None:
         self._present.add(digest)
@@ -357,7 +394,7 @@ class RegistryStore:
     def _add_to_fallback(self, subject: Descriptor, desc: Descriptor, data: bytes) -> None:
         """Add ``desc`` to the ``sha256-<hex>`` index (the registry has no referrers API)."""
         manifest = parse_manifest_bytes(data, desc.mediaType)
-        kind = manifest.artifactType or getattr(getattr(manifest, "config", None), "mediaType", None)
+        kind = manifest.artifactType or (manifest.config.mediaType if isinstance(manifest, Manifest) else None)
         entry = Descriptor(mediaType=desc.mediaType, digest=desc.digest, size=desc.size,
                            artifactType=kind, annotations=manifest.annotations)
         with self._fallback_lock:
@@ -392,21 +429,23 @@ def _next_link(response: httpx.Response) -> str | None:
     return None
 
 
-def open_repository(ref: Any = None, **options: Any) -> RegistryStore:
-    """A RegistryStore for ``ref`` (a RegistryReference, or ``host`` + ``repository``)."""
-    from .client import ClientOptions
+def open_repository(ref: RegistryReference | None = None, options: RegistryOptions | None = None, *,
+                    host: str | None = None, repository: str | None = None,
+                    on_bytes: BytesHook | None = None, **values: Any) -> RegistryStore:
+    """A RegistryStore for ``ref`` (or ``host`` + ``repository``), reached as ``options`` say.
 
-    host = options.pop("host", None) or ref.registry
-    repository = options.pop("repository", None) or ref.repository
-    chunk_size = options.pop("chunk_size", None)
-    on_bytes = options.pop("on_bytes", None)
+    Keyword ``values`` are option fields for a caller that has no RegistryOptions at hand
+    (``max_retries=0``); a name that is not an option is refused. The credential function is
+    built here, above the client, from the options' credential fields.
+    """
+    options = (options or RegistryOptions()).updated(values)
+    if ref is not None:
+        host, repository = host or ref.registry, repository or ref.repository
+    if not host or not repository:
+        raise OcibridgeError("a registry store needs a host and a repository")
     defaults = RangedPlan()
-    plan = RangedPlan(part_size=options.pop("part_size", None) or defaults.part_size,
-                      parts_in_flight=options.pop("parts_in_flight", None) or defaults.parts_in_flight)
-    known = set(ClientOptions.__dataclass_fields__)
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise OcibridgeError(f"unknown registry option(s): {', '.join(unknown)}")
-    client = RegistryClient(host, ClientOptions(**options))
-    return RegistryStore(client, repository, chunk_size=chunk_size, on_bytes=on_bytes,
+    plan = RangedPlan(part_size=options.part_size or defaults.part_size,
+                      parts_in_flight=options.parts_in_flight or defaults.parts_in_flight)
+    client = RegistryClient(host, options, credentials=credential_function(options))
+    return RegistryStore(client, repository, chunk_size=options.chunk_size, on_bytes=on_bytes,
                          ranged_plan=plan)

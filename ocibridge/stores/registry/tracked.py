@@ -1,12 +1,17 @@
-"""A network backend whose sockets an interrupt can shut down (see :mod:`ocibridge.interrupt`).
+"""The bottom of the transport stack: connections an interrupt can shut down, TLS built late.
 
 httpcore opens the connections; a Ctrl-C must reach the ones blocked in a read or a write on
 worker threads. This backend opens them as httpcore's own does and registers each socket.
+:class:`NetworkTransport` picks plain HTTP, TLS or the proxy the environment names for each
+request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import ssl
+import threading
+import urllib.request
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpcore
@@ -47,3 +52,59 @@ def tracked_transport(**options: Any) -> httpx.HTTPTransport:
     if pool is not None and hasattr(pool, "_network_backend"):
         pool._network_backend = TrackedBackend()
     return transport
+
+
+#: How to verify a host's certificate, called when the first https request needs it.
+VerifyFactory = Callable[[], "ssl.SSLContext | bool"]
+
+
+class NetworkTransport(httpx.BaseTransport):
+    """Sends requests over the network. Plain HTTP goes through a transport without
+    certificates; the verifying TLS transport is built on the first https request, since
+    building it parses the CA bundle (~25 ms at every start), which a plain-HTTP (loopback)
+    registry never needs unless it redirects to https. A proxy named by ``HTTPS_PROXY``,
+    ``HTTP_PROXY`` or ``ALL_PROXY`` (and not bypassed by ``NO_PROXY``) carries the request."""
+
+    def __init__(self, verify: VerifyFactory, limits: httpx.Limits):
+        self._verify = verify
+        self._limits = limits
+        self._transports: dict[tuple[str, str | None], httpx.HTTPTransport] = {}
+        self._lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self._transport_for(request.url).handle_request(request)
+        response.request = request  # what httpx.Client.send sets; the layers above read it
+        return response
+
+    def _transport_for(self, url: httpx.URL) -> httpx.HTTPTransport:
+        tls = url.scheme == "https"
+        proxy = _proxy_for(url)
+        key = ("https" if tls else "http", proxy)
+        with self._lock:
+            transport = self._transports.get(key)
+            if transport is None:
+                options: dict[str, Any] = {"verify": self._verify() if tls else False,
+                                           "limits": self._limits}
+                if proxy is not None:
+                    options["proxy"] = proxy
+                transport = self._transports[key] = tracked_transport(**options)
+        return transport
+
+    def close(self) -> None:
+        with self._lock:
+            transports, self._transports = list(self._transports.values()), {}
+        for transport in transports:
+            transport.close()
+
+
+def _proxy_for(url: httpx.URL) -> str | None:
+    """The proxy URL the environment names for ``url``, or None (as httpx's own client reads
+    the proxy variables, which it does only when it builds the transport itself)."""
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(url.scheme) or proxies.get("all")
+    if not proxy:
+        return None
+    host = url.host if url.port is None else f"{url.host}:{url.port}"
+    if urllib.request.proxy_bypass(host):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"

@@ -3,7 +3,7 @@
 ``manifests/<host>/<namespace>/<model>/<tag>`` holds manifest files, ``blobs/sha256-<hex>``
 the blobs. Ollama keeps no manifest blobs, so a manifest's digest is the digest of its file.
 Blobs are written under a temporary name, verified, then renamed; a manifest file is written
-last and atomically, and only when every blob it names is present. ``transaction()`` removes
+last and atomically, and only when every blob it names is present. ``removing_new_blobs_on_failure()`` removes
 the blobs a failed export added, so a failure leaves the store as it was.
 """
 
@@ -28,10 +28,18 @@ from ...oci.digest import (
 )
 from ...oci.mediatypes import ALL_MANIFEST_TYPES, DOCKER_MANIFEST
 from ...oci.models import Descriptor
-from ...stores.base import MAX_MANIFEST_BYTES
+from ...oci.reference import OLLAMA_TAG_RE, OllamaName
+from ...stores.base import MAX_MANIFEST_BYTES, Reopen
 from .guard import check_blob, check_manifest
 from .manifest import manifest_blobs, parse_ollama_manifest
-from .names import _TAG_RE, OllamaName
+
+MODELS_ENV = "OLLAMA_MODELS"
+
+
+def default_models_dir() -> Path:
+    """``$OLLAMA_MODELS``, else ``~/.ollama/models`` (where Ollama keeps its store)."""
+    value = os.environ.get(MODELS_ENV)
+    return Path(value).expanduser() if value else Path.home() / ".ollama" / "models"
 
 
 class OllamaStore:
@@ -49,6 +57,15 @@ class OllamaStore:
 
     def describe(self) -> str:
         return f"ollama:{self.name.display_model} ({self.root})"
+
+    def close(self) -> None:
+        """Nothing is held open between calls; here so every store closes alike."""
+
+    def __enter__(self) -> OllamaStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- paths -------------------------------------------------------------------------------
     @property
@@ -68,7 +85,7 @@ class OllamaStore:
         return found
 
     def manifest_path(self, tag: str) -> Path:
-        if not _TAG_RE.match(tag):
+        if not OLLAMA_TAG_RE.match(tag):
             raise OcibridgeError(f"invalid Ollama tag {tag!r}")
         folder = self.model_dir
         exact = folder / tag
@@ -119,7 +136,7 @@ class OllamaStore:
         return sorted(
             e.name for e in entries
             if e.is_file(follow_symlinks=False) and not e.name.startswith(TEMP_PREFIX)
-            and _TAG_RE.match(e.name)
+            and OLLAMA_TAG_RE.match(e.name)
         )
 
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
@@ -182,7 +199,7 @@ class OllamaStore:
                 raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
         return verify_bytes(data, desc.digest, desc.size)
 
-    def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
+    def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
         """Ollama-typed blobs only, so a copy of anything else stops before writing a byte."""
         if self.exists(desc):
             return
@@ -200,7 +217,7 @@ class OllamaStore:
         return []
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
+    def removing_new_blobs_on_failure(self) -> Iterator[None]:
         """On failure, remove the blobs written inside the block (they were not there before)
         and the folders it created."""
         self._created = []

@@ -8,12 +8,16 @@ it (``ocibridge pull REF NAME``). The export itself only ever writes Ollama-type
 
 from __future__ import annotations
 
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ...errors import OcibridgeError, SourceError
 from ...oci.mediatypes import DOCKER_CONFIG, OLLAMA_LAYER_PREFIX
 from ...oci.models import Descriptor
+from ...stores.base import Reopen
 from .manifest import parse_ollama_manifest
+
+if TYPE_CHECKING:
+    from ...stores.registry.store import RegistryStore
 
 
 class NotAnOllamaModel(OcibridgeError):
@@ -46,20 +50,53 @@ def check_manifest(label: str, digest: str, data: bytes) -> None:
 
 class OllamaRegistryStore:
     """A registry repository used as an Ollama destination: every write is checked first;
-    everything else is the wrapped store's (so mounts, HEAD skips and retries still apply)."""
+    everything else is the wrapped store's (so mounts, HEAD skips and retries still apply).
 
-    def __init__(self, inner: Any, label: str):
+    It is no :class:`~ocibridge.stores.base.Ingesting` store: a blob of unknown digest has no
+    Ollama type to check."""
+
+    def __init__(self, inner: RegistryStore, label: str):
         self._inner = inner
         self.label = label
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "ingest_blob":  # a blob of unknown digest has no Ollama type to check
-            raise AttributeError(name)
-        return getattr(self._inner, name)
+    # -- reads: the repository's own ----------------------------------------------------------
+    def describe(self) -> str:
+        return self._inner.describe()
 
-    def push_blob(self, desc: Descriptor, reader: BinaryIO, **kwargs: Any) -> None:
+    def exists(self, desc: Descriptor) -> bool:
+        return self._inner.exists(desc)
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        return self._inner.open_blob(desc)
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        return self._inner.fetch_bytes(desc)
+
+    def resolve(self, reference: str) -> Descriptor:
+        return self._inner.resolve(reference)
+
+    def tags(self) -> list[str]:
+        return self._inner.tags()
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return self._inner.referrers(desc, artifact_type)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def __enter__(self) -> OllamaRegistryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writes: checked first ----------------------------------------------------------------
+    def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
         check_blob(self.label, desc)
-        self._inner.push_blob(desc, reader, **kwargs)
+        self._inner.push_blob(desc, reader, reopen=reopen)
+
+    def can_mount_from(self, src: object) -> bool:
+        return self._inner.can_mount_from(src)
 
     def mount_from(self, desc: Descriptor, src: object) -> bool:
         check_blob(self.label, desc)

@@ -1,4 +1,4 @@
-"""Bounded decoders for HTTP ``Content-Encoding`` (zstd, gzip, br, deflate) of LINKS downloads.
+"""Bounded decoders for HTTP ``Content-Encoding`` (zstd, gzip, br, deflate): registry bodies, LINKS downloads.
 
 httpx would decode these too, but it decodes a whole network chunk at once, so a small hostile
 response could expand to gigabytes in one call. These decoders hand out at most the requested
@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import zstandard
 
-from ...oci.digest import CHUNK
-from ...streams import Reader, gunzip, unzstd
+from .oci.digest import CHUNK
+from .streams import Reader, gunzip, unzstd
 
 ACCEPT_ENCODING = "zstd, br, gzip, deflate"
 
@@ -62,7 +62,7 @@ class _Brotli:
                     raise self._error("brotli stream ends early")
             else:
                 data = b""
-            out = self._obj.process(data, output_buffer_limit=n)
+            out: bytes = self._obj.process(data, output_buffer_limit=n)
             if out:
                 return out
         return b""

@@ -1,0 +1,61 @@
+"""A copy within one registry loads only what it uses: no signature verifier (cryptography)
+without ``--verify-key``, no body decoders (the carton package) for plain answers, no httpx
+command-line tool (rich, click, pygments). Its start-up is most of its time (issue 14: copy
+within a registry against skopeo, measured by bench/run.py)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.registry import open_repository
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+UNUSED = ("cryptography", "rich", "click", "pygments", "ocibridge.formats.carton", "ocibridge.httpencodings",
+          "ocibridge.signing.verify")
+PROBE = """
+import sys
+from ocibridge.cli import main
+try:
+    main({args!r})
+except SystemExit as e:
+    assert not e.code, e.code
+print("LOADED:" + ",".join(m for m in {unused!r} if m in sys.modules), file=sys.stderr)
+"""
+
+
+def _artifact(registry, repo: str) -> None:
+    layer, config = b"weights" * 1000, b"{}"
+    layer_desc = Descriptor.for_bytes(OCI_LAYER_TAR, layer)
+    config_desc = Descriptor.for_bytes(OCI_CONFIG, config)
+    data = Manifest(mediaType=OCI_MANIFEST, config=config_desc, layers=[layer_desc]).to_json_bytes()
+    with open_repository(host=registry.host, repository=repo) as store:
+        store.push_blob(layer_desc, io.BytesIO(layer))
+        store.push_blob(config_desc, io.BytesIO(config))
+        store.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, data), data, "v1")
+
+
+def test_copy_within_a_registry_loads_no_unused_package(registry, unique_repo):
+    _artifact(registry, unique_repo)
+    args = ["copy", "-q", f"{registry.host}/{unique_repo}:v1", f"{registry.host}/{unique_repo}-copy:v1"]
+    done = subprocess.run([sys.executable, "-c", PROBE.format(args=args, unused=UNUSED)],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "LOADED:\n" in done.stderr, done.stderr  # none of them
+    with open_repository(host=registry.host, repository=f"{unique_repo}-copy") as copied:
+        assert copied.resolve("v1").mediaType == OCI_MANIFEST
+
+
+def test_httpx_main_still_runs_its_cli():
+    """The placeholder for httpx's CLI module hands over to the real one when called."""
+    probe = ("import ocibridge.stores.registry, httpx, sys\n"
+             "assert 'rich' not in sys.modules\n"
+             "try:\n    httpx.main(['--help'])\nexcept SystemExit:\n    pass\n"
+             "assert 'rich' in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Usage" in done.stdout or "usage" in done.stdout.lower(), done.stdout

@@ -1,0 +1,413 @@
+"""The store contract: every store and view behaves the same and fails the same way.
+
+Each case is a store holding one artifact (a layout, a registry repository on the real test
+registry, a local Ollama store, a built artifact, the family, relabel, pull-cache and Ollama
+views, the Ollama registry guard) plus what it must answer, known from outside the store. The
+same tests then run against each: reads, absent content (:class:`NotFound`), content that is
+not what its digest says (:class:`DigestMismatch`, at the end of the read at the latest), and,
+for the writable ones, writes. A directory target, which keeps files rather than blobs, has its
+own part at the end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from ollama_fixtures import DOCKER_MANIFEST, write_gguf, write_store
+
+from ocibridge.copy import copy
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
+from ocibridge.families.conversion import convert_artifact
+from ocibridge.formats.directory import read_directory
+from ocibridge.formats.ollama import OllamaRegistryStore, OllamaStore, parse_ollama_name
+from ocibridge.formats.ollama.exporter import OllamaView, _plan
+from ocibridge.mirror.relabel import RelabelStore
+from ocibridge.modelpack.builder import ARTIFACT_TAG, PlannedArtifact, build
+from ocibridge.modelpack.extract import DirectoryTarget, extract
+from ocibridge.oci.mediatypes import Family
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.oci.reference import parse_registry_reference
+from ocibridge.pullcache import cached_pull
+from ocibridge.stores.base import (
+    Closable,
+    Ingesting,
+    Mounting,
+    ReadableStore,
+    Transactional,
+    WritableStore,
+)
+from ocibridge.stores.layout import LayoutStore
+from ocibridge.stores.registry import open_repository
+
+WEIGHTS = bytes(range(256)) * 64  # the blob every case serves, known here
+ABSENT = Descriptor(mediaType="application/octet-stream", size=5,
+                    digest="sha256:" + hashlib.sha256(b"never").hexdigest())
+ABSENT_MANIFEST = Descriptor(mediaType="application/vnd.oci.image.manifest.v1+json", size=5,
+                             digest="sha256:" + hashlib.sha256(b"nope!").hexdigest())
+
+
+@dataclass
+class Case:
+    store: ReadableStore
+    tag: str  # a tag the store resolves
+    blob: Descriptor  # a layer holding WEIGHTS
+    manifest_bytes: bytes | None = None  # what the tag names, byte for byte, when known outside
+    corrupt: Callable[[], None] | None = None  # makes the stored blob's bytes wrong
+    blob_bytes: bytes = WEIGHTS
+
+
+def _sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _model(tmp: Path) -> Path:
+    root = tmp / "model"
+    root.mkdir(parents=True)
+    (root / "weights.bin").write_bytes(WEIGHTS)
+    (root / "config.json").write_text('{"model_type": "llama"}\n')
+    return root
+
+
+def _weights_layer(store: ReadableStore, tag: str) -> Descriptor:
+    desc = store.resolve(tag)
+    manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    assert isinstance(manifest, Manifest)
+    return next(layer for layer in manifest.layers if layer.digest == _sha(WEIGHTS))
+
+
+def _corrupt_file(path: Path) -> Callable[[], None]:
+    def corrupt() -> None:
+        data = bytearray(path.read_bytes())
+        data[10] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+    return corrupt
+
+
+def _layout_case(tmp: Path) -> Case:
+    layout = LayoutStore(tmp / "layout", create=True)
+    art = build(read_directory(_model(tmp)))
+    copy(art, ARTIFACT_TAG, layout, "v1")
+    blob = _weights_layer(layout, "v1")
+    return Case(layout, "v1", blob, art.manifest_bytes, _corrupt_file(layout.blob_path(blob.digest)))
+
+
+def _ollama_files(tmp: Path) -> tuple[Path, bytes]:
+    root = tmp / "ollama"
+    path = write_store(root, ("registry.ollama.ai", "library", "tiny", "latest"),
+                       [("model", WEIGHTS, {}), ("template", b"{{ .Prompt }}", {})],
+                       {"model_format": "gguf", "architecture": "amd64", "os": "linux"})
+    return root, path.read_bytes()
+
+
+# -- the cases -----------------------------------------------------------------------------------
+def layout(tmp: Path, registry) -> Case:
+    return _layout_case(tmp)
+
+
+def registry_repository(tmp: Path, registry) -> Case:
+    source = _layout_case(tmp)
+    repo = open_repository(parse_registry_reference(f"{registry.host}/contract/{tmp.name.lower()}:v1"))
+    copy(source.store, "v1", repo, "v1")
+    return Case(repo, "v1", source.blob, source.manifest_bytes)
+
+
+def ollama_store(tmp: Path, registry) -> Case:
+    root, manifest = _ollama_files(tmp)
+    store = OllamaStore(root, parse_ollama_name("tiny"))
+    blob = Descriptor(mediaType="application/vnd.ollama.image.model", digest=_sha(WEIGHTS), size=len(WEIGHTS))
+    return Case(store, "latest", blob, manifest, _corrupt_file(store.blob_path(blob.digest)))
+
+
+def ollama_registry_guard(tmp: Path, registry) -> Case:
+    root, manifest = _ollama_files(tmp)
+    repo = open_repository(parse_registry_reference(f"{registry.host}/library/{tmp.name.lower()}:latest"))
+    copy(OllamaStore(root, parse_ollama_name("tiny")), "latest", repo, "latest")
+    blob = Descriptor(mediaType="application/vnd.ollama.image.model", digest=_sha(WEIGHTS), size=len(WEIGHTS))
+    return Case(OllamaRegistryStore(repo, "ollama://x"), "latest", blob, manifest)
+
+
+def built_artifact(tmp: Path, registry) -> Case:
+    model = _model(tmp)
+    art = build(read_directory(model))
+    return Case(art, ARTIFACT_TAG, _weights_layer(art, ARTIFACT_TAG), art.manifest_bytes,
+                _corrupt_file(model / "weights.bin"))
+
+
+def planned_artifact(tmp: Path, registry) -> Case:
+    model = _model(tmp)
+    planned = PlannedArtifact(read_directory(model))
+    return Case(planned, ARTIFACT_TAG, _weights_layer(planned, ARTIFACT_TAG), None,
+                _corrupt_file(model / "weights.bin"))
+
+
+def family_view(tmp: Path, registry) -> Case:
+    source = _layout_case(tmp)
+    conversion = convert_artifact(source.store, "v1", "modelkit")
+    view = conversion.store
+    tag = view.tags()[0]
+    return Case(view, tag, _weights_layer(view, tag), None, source.corrupt)
+
+
+def relabel_view(tmp: Path, registry) -> Case:
+    source = _layout_case(tmp)
+    view = RelabelStore(source.store, Family.CNCF)
+    return Case(view, "v1", _weights_layer(view, "v1"), None, source.corrupt)
+
+
+def pull_cache_view(tmp: Path, registry) -> Iterator[Case]:
+    case = registry_repository(tmp, registry)
+    with cached_pull(case.store, None) as cached:
+        yield Case(cached, case.tag, case.blob, case.manifest_bytes)
+
+
+def ollama_view(tmp: Path, registry) -> Case:
+    """A ModelPack artifact of a GGUF model, seen as the Ollama model it exports to."""
+    model = tmp / "gguf-model"
+    model.mkdir()
+    weights = write_gguf(model / "model.gguf").read_bytes()
+    layout = LayoutStore(tmp / "layout", create=True)
+    art = build(read_directory(model))
+    copy(art, ARTIFACT_TAG, layout, "v1")
+    view = OllamaView(layout, _plan(layout, layout.resolve("v1")))
+    blob = Descriptor(mediaType="application/vnd.ollama.image.model", digest=_sha(weights), size=len(weights))
+    return Case(view, view.descriptor.digest, blob, None, _corrupt_file(layout.blob_path(blob.digest)), weights)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What a store of this case is: writable, and which named capabilities it has."""
+
+    make: Callable[[Path, object], Case | Iterator[Case]]
+    writable: bool = False
+    capabilities: frozenset[type] = frozenset()
+
+
+WRITABLE_LOCAL = frozenset({Transactional, Closable})
+KINDS = [
+    Kind(layout, True, WRITABLE_LOCAL | {Ingesting}),
+    Kind(registry_repository, True, frozenset({Mounting, Ingesting, Closable})),
+    Kind(ollama_store, True, WRITABLE_LOCAL),
+    Kind(ollama_registry_guard, True, frozenset({Mounting, Closable})),  # no ingest: untyped blobs
+    Kind(built_artifact),
+    Kind(planned_artifact),
+    Kind(family_view),
+    Kind(relabel_view),
+    Kind(pull_cache_view),
+    Kind(ollama_view),
+]
+CAPABILITIES = (Mounting, Ingesting, Transactional, Closable)
+#: Cases whose stored bytes a test can spoil in place (a registry's are spoiled on the wire below).
+CORRUPTIBLE = [k for k in KINDS if k.make not in (registry_repository, ollama_registry_guard,
+                                                   pull_cache_view)]
+
+
+def _case(kind: Kind, tmp_path: Path, registry) -> Iterator[Case]:
+    made = kind.make(tmp_path, registry)
+    if isinstance(made, Case):
+        yield made
+    else:
+        yield from made
+
+
+def _ids(kinds: list[Kind]) -> list[str]:
+    return [k.make.__name__ for k in kinds]
+
+
+@pytest.fixture(params=KINDS, ids=_ids(KINDS))
+def kind(request) -> Kind:
+    return request.param
+
+
+@pytest.fixture
+def case(kind, tmp_path, registry) -> Iterator[Case]:
+    yield from _case(kind, tmp_path, registry)
+
+
+@pytest.fixture(params=[k for k in KINDS if k.writable], ids=_ids([k for k in KINDS if k.writable]))
+def writable(request, tmp_path, registry) -> Iterator[tuple[Case, WritableStore]]:
+    for made in _case(request.param, tmp_path, registry):
+        assert isinstance(made.store, WritableStore)
+        yield made, made.store
+
+
+@pytest.fixture(params=CORRUPTIBLE, ids=_ids(CORRUPTIBLE))
+def corruptible(request, tmp_path, registry) -> Iterator[Case]:
+    yield from _case(request.param, tmp_path, registry)
+
+
+def _read(reader) -> bytes:
+    with reader:
+        parts = []
+        while chunk := reader.read(4096):
+            parts.append(chunk)
+        return b"".join(parts)
+
+
+# -- reads ---------------------------------------------------------------------------------------
+def test_is_a_readable_store_and_writable_only_if_it_takes_writes(case, kind):
+    assert isinstance(case.store, ReadableStore)
+    assert case.store.describe()
+    assert isinstance(case.store, WritableStore) == kind.writable  # read-only: no stubbed writes
+
+
+def test_capabilities_are_named_protocols(case, kind):
+    """What only some stores do is found by isinstance on a named protocol, never by probing
+    for an attribute: each store has exactly the capabilities it implements."""
+    assert {c for c in CAPABILITIES if isinstance(case.store, c)} == set(kind.capabilities)
+
+
+def test_resolves_its_tag_and_the_digest(case):
+    desc = case.store.resolve(case.tag)
+    data = case.store.fetch_bytes(desc)
+    assert _sha(data) == desc.digest and len(data) == desc.size
+    if case.manifest_bytes is not None:
+        assert data == case.manifest_bytes
+    assert case.store.resolve(desc.digest).digest == desc.digest
+    names = [d.digest for d in [parse_manifest_bytes(data, desc.mediaType).config,
+                                *parse_manifest_bytes(data, desc.mediaType).layers] if d is not None]
+    assert case.blob.digest in names
+
+
+def test_holds_and_serves_the_blob(case):
+    assert case.store.exists(case.blob)
+    assert _read(case.store.open_blob(case.blob)) == case.blob_bytes
+    assert case.store.exists(case.store.resolve(case.tag))
+
+
+def test_absent_content_is_not_found(case):
+    store = case.store
+    assert not store.exists(ABSENT)
+    with pytest.raises(NotFound):
+        store.fetch_bytes(ABSENT)
+    with pytest.raises(NotFound):
+        _read(store.open_blob(ABSENT))
+    with pytest.raises(NotFound):
+        store.resolve("no-such-tag")
+    with pytest.raises(NotFound):
+        store.resolve(ABSENT_MANIFEST.digest)
+
+
+def test_tags_and_referrers(case):
+    tags = case.store.tags()
+    assert tags == sorted(tags)
+    if case.tag in tags or not case.tag.startswith("sha256:"):
+        assert case.tag in tags
+    assert case.store.referrers(case.store.resolve(case.tag)) == []
+
+
+def test_bad_content_is_a_digest_mismatch(corruptible):
+    assert corruptible.corrupt is not None
+    corruptible.corrupt()
+    with pytest.raises(DigestMismatch):
+        _read(corruptible.store.open_blob(corruptible.blob))
+
+
+def test_registry_content_corrupted_on_the_wire_is_a_digest_mismatch(registry, fault_proxy, tmp_path):
+    """The registry case of the test above: a byte changed between the registry and us."""
+    from support import corrupt
+
+    source = _layout_case(tmp_path)
+    direct = open_repository(parse_registry_reference(f"{registry.host}/contract/wire:v1"))
+    copy(source.store, "v1", direct, "v1")
+    through = open_repository(parse_registry_reference(f"{fault_proxy.host}/contract/wire:v1"))
+    fault_proxy.add("GET", r"/blobs/" + source.blob.digest, corrupt(offset=100))
+    with pytest.raises(DigestMismatch):
+        _read(through.open_blob(source.blob))
+
+
+# -- writes --------------------------------------------------------------------------------------
+def _new_blob(case: Case, data: bytes) -> Descriptor:
+    """A blob of the kind this store takes (an Ollama destination takes Ollama blobs only)."""
+    return Descriptor(mediaType=case.blob.mediaType, digest=_sha(data), size=len(data))
+
+
+def test_push_blob_verifies_before_the_blob_is_visible(writable):
+    case, store = writable
+    data = b"fresh blob " + store.describe().encode()
+    desc = _new_blob(case, data)
+    with pytest.raises(DigestMismatch):
+        store.push_blob(desc, io.BytesIO(data[:-1] + b"?"))
+    assert not store.exists(desc)
+    store.push_blob(desc, io.BytesIO(data), reopen=lambda: io.BytesIO(data))
+    assert store.exists(desc)
+    assert _read(store.open_blob(desc)) == data
+
+
+def test_push_manifest_tag_and_retag(writable):
+    case, store = writable
+    original = store.resolve(case.tag)
+    data = store.fetch_bytes(original)
+    store.push_manifest(original, data, "second")
+    assert store.resolve("second").digest == original.digest
+    store.tag(original, "third")
+    assert store.resolve("third").digest == original.digest
+    assert {"second", "third"} <= set(store.tags())
+
+
+def test_tag_of_an_absent_manifest_is_not_found(writable):
+    _, store = writable
+    with pytest.raises(NotFound):
+        store.tag(ABSENT_MANIFEST, "ghost")
+    with pytest.raises(NotFound):
+        store.resolve("ghost")
+
+
+def test_manifest_with_wrong_digest_is_refused(writable):
+    case, store = writable
+    original = store.resolve(case.tag)
+    data = store.fetch_bytes(original)
+    with pytest.raises(DigestMismatch):
+        store.push_manifest(original, data + b" ", "broken")
+    with pytest.raises(NotFound):
+        store.resolve("broken")
+
+
+# -- the directory target ------------------------------------------------------------------------
+def test_directory_target_holds_files_not_blobs(tmp_path):
+    target = DirectoryTarget(tmp_path / "out")
+    assert isinstance(target, WritableStore)
+    assert not target.exists(ABSENT)
+    with pytest.raises(NotFound):
+        target.fetch_bytes(ABSENT)
+    with pytest.raises(NotFound):
+        target.open_blob(ABSENT)
+    with pytest.raises(NotFound):
+        target.resolve("v1")
+    assert target.tags() == [] and target.referrers(ABSENT) == []
+
+
+def test_directory_target_is_a_copy_destination(tmp_path):
+    source = _layout_case(tmp_path)
+    out = tmp_path / "out"
+    result = extract(source.store, "v1", out)
+    assert (out / "weights.bin").read_bytes() == WEIGHTS
+    assert sorted(result.files) == ["config.json", "weights.bin"]
+    assert result.manifest is not None and result.manifest.digest == _sha(source.manifest_bytes or b"")
+
+
+def test_directory_target_refuses_bad_content_and_writes_nothing(tmp_path):
+    source = _layout_case(tmp_path)
+    assert source.corrupt is not None
+    source.corrupt()
+    out = tmp_path / "out"
+    with pytest.raises(DigestMismatch):
+        extract(source.store, "v1", out)
+    assert not out.exists()  # made by the pull, and taken away again
+
+
+def test_directory_target_takes_writes_only_inside_its_block(tmp_path):
+    target = DirectoryTarget(tmp_path / "out")
+    blob = Descriptor(mediaType="application/vnd.cncf.model.weight.v1.raw", digest=_sha(WEIGHTS),
+                      size=len(WEIGHTS))
+    with pytest.raises(OcibridgeError, match="not open for writing"):
+        target.push_blob(blob, io.BytesIO(WEIGHTS))
+    manifest = json.dumps({"schemaVersion": 2}).encode()
+    with pytest.raises(OcibridgeError):
+        target.push_manifest(Descriptor.for_bytes(DOCKER_MANIFEST, manifest), manifest)
