@@ -114,11 +114,10 @@ def test_mlarchive_export_refuses_a_tree_its_reader_refuses(tmp_path, capsys) ->
 def test_every_name_check_refuses_a_trailing_newline() -> None:
 
     from ocibridge.errors import OcibridgeError
-    from ocibridge.formats.ollama.names import parse_ollama_name
     from ocibridge.k8s.volume import _check_inputs
     from ocibridge.mirror.semver import parse_version
     from ocibridge.oci.digest import split_digest
-    from ocibridge.oci.reference import check_tag, parse_registry_reference
+    from ocibridge.oci.reference import check_tag, parse_ollama_name, parse_registry_reference
 
     hex64 = "a" * 64
     refusals = [
@@ -163,3 +162,22 @@ def test_a_tar_layer_with_a_root_entry_pulls(tmp_path, capsys) -> None:
     ref = _artifact(tmp_path / "l", [(TAR, _tar([("./", "dir", b""), ("./f", "file", b"y")]), None)])
     assert main(["pull", ref, str(tmp_path / "out"), "-q"]) == 0, capsys.readouterr().err
     assert snapshot(tmp_path / "out") == {"f": ("file", b"y")}
+
+
+def test_a_file_landing_between_the_walk_and_the_mkdir_is_named_as_the_parent(tmp_path, monkeypatch) -> None:
+    """A raw layer 'd' written by another thread after the parent walk, before the mkdir of a tar's
+    'd/': the error names 'd' (CI once saw 'd/x', the name of the entry being staged)."""
+    from ocibridge.errors import OcibridgeError
+    from ocibridge.modelpack import extract
+
+    real_mkdir = Path.mkdir
+
+    def racing_mkdir(self: Path, *args, **kwargs) -> None:
+        if self == tmp_path / "d" and not self.exists():
+            self.write_bytes(b"x")  # the other layer lands now
+        real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    with pytest.raises(OcibridgeError) as caught:
+        extract._prepare_parent(tmp_path, "d/x")
+    assert str(caught.value) == "the artifact holds d as a file and as a directory"

@@ -1,76 +1,51 @@
 """Pull to a directory: an artifact's layers become files again, verified, never outside DIR.
 
-Everything is written into a staging directory inside DIR first; only when every layer has
-been read to the end (so every digest is verified) are the files renamed into place.
+The directory is a copy's destination (:class:`DirectoryTarget`, as oras-go's file store is a
+Target): the one copy walks the artifact and sends each layer, and each becomes its files in a
+staging directory inside DIR as it arrives. The manifest comes last, once every layer has been
+read to its end (so every digest is verified): then the files are renamed into place.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import shutil
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from ..confined import check_links
-from ..errors import OcibridgeError, UnsafePath
+from ..copy import CopyHooks, copy
+from ..errors import NotFound, OcibridgeError, UnsafePath
 from ..fsutil import TEMP_PREFIX, link_stays_inside, process_umask, safe_relpath
-from ..oci.digest import CHUNK
-from ..oci.mediatypes import (
-    ANNOTATION_TITLE,
-    INDEX_TYPES,
-    Family,
-    Variant,
-    family_of_artifact,
-    parse_layer_media_type,
-)
-from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ..oci.digest import CHUNK, verified, verify_bytes
+from ..oci.mediatypes import INDEX_TYPES, Variant, parse_layer_media_type
+from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ..overwrite import OnExisting, plan_commit
-from ..progress import ProgressFn, counting
-from ..pullcache import LinkableBlob
-from ..stores.base import MAX_MANIFEST_BYTES, Store
-from ..streams import Reader, gunzip, open_tar_stream, unzstd
+from ..progress import ProgressFn
+from ..stores.base import Reopen, Store, VerifiedFile
+from ..streams import Reader, open_tar_stream
+from .index import model_entry
+from .layers import MAX_EXPANSION_RATIO, MAX_TAR_ENTRIES, layer_mode, layer_path, layer_stream
 
-#: A tar layer may not expand beyond this many times its compressed size, nor hold more entries.
-MAX_EXPANSION_RATIO = 1000
-MAX_TAR_ENTRIES = 1_000_000
-#: Index entries read to find a ModelPack manifest when none carries an artifactType.
-MAX_INDEX_ENTRIES_READ = 32
-
+__all__ = [
+    "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "DirectoryTarget", "ExtractResult", "extract",
+    "fetch_manifest", "layer_mode", "layer_path", "resolve_model",
+]
 
 @dataclass
 class ExtractResult:
-    manifest: Descriptor
+    manifest: Descriptor | None
     files: list[str] = field(default_factory=list)
     bytes_written: int = 0
     kept: list[str] = field(default_factory=list)  # existing files left alone (OnExisting.KEEP)
     skipped: list[str] = field(default_factory=list)  # not selected (pull --include/--exclude)
-
-
-def layer_path(desc: Descriptor) -> str | None:
-    """The model path a layer carries: the filepath annotation of either family, else the title."""
-    annotations = desc.annotations or {}
-    for family in Family:
-        if family.filepath_key in annotations:
-            return annotations[family.filepath_key]
-    return annotations.get(ANNOTATION_TITLE)
-
-
-def layer_mode(desc: Descriptor) -> int:
-    annotations = desc.annotations or {}
-    for family in Family:
-        raw = annotations.get(family.metadata_key)
-        if raw:
-            with contextlib.suppress(ValueError, TypeError, AttributeError):
-                mode = int(json.loads(raw).get("mode", 0o644))
-                return 0o755 if mode & 0o111 else 0o644
-    return 0o644
 
 
 def resolve_model(store: Store, reference: str) -> Descriptor:
@@ -89,57 +64,15 @@ def fetch_manifest(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
 
 
 def _model_manifest(store: Store, desc: Descriptor, reference: str) -> tuple[Descriptor, Manifest]:
-    """The manifest at the resolved ``desc``, following an index to its one ModelPack entry."""
+    """The manifest at the resolved ``desc``, following an index to its ModelPack entry
+    (:func:`.index.model_entry`)."""
     manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
-    if not isinstance(manifest, Manifest):
-        models = [e for e in manifest.manifests if family_of_artifact(e.artifactType, None) is not None]
-        if not models:  # entries without artifactType (skopeo copy --all drops it): read them
-            models = _modelpack_entries(store, manifest)
-        if len(models) != 1:
-            raise OcibridgeError(f"{reference} is an index, not a model manifest; pick one by digest")
-        desc = models[0]
-        manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
-        if not isinstance(manifest, Manifest):
-            raise OcibridgeError(f"{reference}: the index's model entry {desc.digest} is itself an index")
-    return desc, manifest
-
-
-def _modelpack_entries(store: Store, index: Index) -> list[Descriptor]:
-    """Entries of ``index`` whose manifest is ModelPack (a bounded number of entries is read)."""
-    found = []
-    for entry in index.manifests[:MAX_INDEX_ENTRIES_READ]:
-        if entry.mediaType in INDEX_TYPES or entry.size > MAX_MANIFEST_BYTES:
-            continue
-        node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
-        if isinstance(node, Manifest) and family_of_artifact(node.artifactType, node.config.mediaType):
-            found.append(entry)
-    return found
-
-
-class _BoundedReader:
-    """Counts decompressed bytes and stops a decompression bomb early."""
-
-    def __init__(self, raw: Reader, limit: int):
-        self._raw = raw
-        self._limit = limit
-        self.count = 0
-
-    def read(self, n: int = -1) -> bytes:
-        data = self._raw.read(n)
-        self.count += len(data)
-        if self.count > self._limit:
-            raise OcibridgeError(f"layer expands beyond {self._limit} bytes: refusing (bomb limit)")
-        return data
-
-
-def _decompressed(reader: Reader, variant: Variant, size: int) -> Reader:
-    if variant is Variant.TAR_GZIP:
-        stream = gunzip(reader)
-    elif variant is Variant.TAR_ZSTD:
-        stream = unzstd(reader)
-    else:
-        return reader
-    return _BoundedReader(stream, max(size, 1 << 20) * MAX_EXPANSION_RATIO)
+    if isinstance(manifest, Manifest):
+        return desc, manifest
+    found = model_entry(store, manifest)
+    if found is None:
+        raise OcibridgeError(f"{reference} is an index with no ModelPack manifest; pick one by digest")
+    return found.desc, found.manifest
 
 
 def _write_stream(src: Reader, dest: Path, mode: int, remaining: int | None = None) -> int:
@@ -162,7 +95,20 @@ def _prepare_parent(staging: Path, rel: str) -> Path:
     """The staged path for ``rel``, refusing to go through a staged symlink."""
     target = staging / rel
     parent = target.parent
-    # Walk each component: none may be a symlink (a link could redirect writes out of DIR).
+    _refuse_file_parents(staging, rel)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        # A concurrent raw layer may have written a file at a parent between the walk and the
+        # mkdir: walk again so the path named is the parent's, whichever layer landed first.
+        _refuse_file_parents(staging, rel)
+        with _named_as_in_the_artifact(rel):
+            raise
+    return target
+
+
+def _refuse_file_parents(staging: Path, rel: str) -> None:
+    """No parent of ``rel`` may be a symlink (it could redirect writes out of DIR) or a file."""
     current = staging
     for part in Path(rel).parent.parts:
         current = current / part
@@ -171,9 +117,6 @@ def _prepare_parent(staging: Path, rel: str) -> Path:
         if current.exists() and not current.is_dir():
             conflict = current.relative_to(staging).as_posix()
             raise OcibridgeError(f"the artifact holds {conflict} as a file and as a directory")
-    with _named_as_in_the_artifact(rel):
-        parent.mkdir(parents=True, exist_ok=True)
-    return target
 
 
 @contextlib.contextmanager
@@ -225,42 +168,9 @@ def _extract_tar(stream: Reader, staging: Path, written: list[str],
             else:
                 raise UnsafePath(f"{rel}: unsupported tar entry type (hard link or device)")
             written.append(rel)
-        # Drain trailing padding so the verifying reader sees EOF.
-    while stream.read(CHUNK):
+    while stream.read(CHUNK):  # trailing padding, to EOF where the layer is verified
         pass
     return total
-
-
-def _extract_raw(
-    store: Store, layer: Descriptor, rel: str, staging: Path, progress: ProgressFn | None
-) -> int:
-    target = _prepare_parent(staging, rel)
-    blob = store.open_blob(layer)
-    if isinstance(blob, LinkableBlob):  # verified in a file already: linked, not copied
-        with blob, _named_as_in_the_artifact(rel):
-            written = blob.link_to(target, layer_mode(layer) & ~process_umask())
-    else:
-        with counting(blob, layer, progress) as reader:
-            with _named_as_in_the_artifact(rel):
-                written = _write_stream(reader, target, layer_mode(layer))
-            reader.read(1)  # EOF: verification happens here
-    if progress:
-        progress("done", layer, layer.size)
-    return written
-
-
-def _extract_tar_layer(
-    store: Store, layer: Descriptor, variant: Variant, staging: Path, files: list[str],
-    progress: ProgressFn | None, select: Callable[[str], bool] | None = None,
-    skipped: list[str] | None = None,
-) -> int:
-    with counting(store.open_blob(layer), layer, progress) as reader:
-        written = _extract_tar(_decompressed(reader, variant, layer.size), staging, files, select, skipped)
-        while reader.read(CHUNK):
-            pass
-    if progress:
-        progress("done", layer, layer.size)
-    return written
 
 
 def extract(
@@ -268,73 +178,185 @@ def extract(
     progress: ProgressFn | None = None, select: Callable[[str], bool] | None = None,
     on_existing: OnExisting = OnExisting.OVERWRITE,
 ) -> ExtractResult:
-    """Write the files of the artifact ``reference`` into ``dest`` (created if missing).
+    """Write the files of the artifact ``reference`` into ``dest`` (created if missing): the
+    one copy from ``store`` into a :class:`DirectoryTarget`.
 
-    Raw layers are fetched concurrently, tar layers one after another in manifest order.
-    ``progress`` hears of every layer up front, then of the bytes read as they come.
-    ``select`` (a path predicate) leaves out raw layers unfetched and tar entries unwritten;
-    ``on_existing`` decides about files already in ``dest`` (see :mod:`ocibridge.overwrite`).
+    Layers are fetched concurrently (tar layers unpacked one at a time). ``progress`` hears of
+    every layer up front, then of the bytes read as they come. ``select`` (a path predicate)
+    leaves out raw layers unfetched and tar entries unwritten; ``on_existing`` decides about
+    files already in ``dest`` (see :mod:`ocibridge.overwrite`).
     """
-    desc, manifest = fetch_manifest(store, reference)
-    raw: list[tuple[Descriptor, str]] = []
-    tars: list[tuple[Descriptor, Variant]] = []
-    unselected: list[str] = []
-    for layer in manifest.layers:
-        kind = parse_layer_media_type(layer.mediaType)
-        if kind is None or kind.variant is Variant.RAW:
-            name = layer_path(layer)
-            if name is None:
-                raise OcibridgeError(f"layer {layer.digest} has no file path annotation")
-            rel = safe_relpath(name, "layer file path")
-            if select is not None and not select(rel):
-                unselected.append(rel)
-                continue
-            raw.append((layer, rel))
+    desc = resolve_model(store, reference)
+    target = DirectoryTarget(dest, select=select, on_existing=on_existing)
+    with target.writing():
+        copy(store, desc, target, concurrency=concurrency, progress=progress,
+             hooks=CopyHooks(successors=target.successors))
+    return target.result
+
+
+class DirectoryTarget:
+    """A directory as a copy's destination: it keeps files, not blobs.
+
+    What it takes of a manifest is its layers (:meth:`successors`: no config; raw layers not
+    selected are left out before anything is fetched). Each layer pushed becomes its files in
+    a staging directory inside DIR; the manifest, pushed last, commits them into place all at
+    once. Nothing can be read back: it holds no blob, resolves no reference.
+    """
+
+    def __init__(self, dest: str | os.PathLike[str], *, select: Callable[[str], bool] | None = None,
+                 on_existing: OnExisting = OnExisting.OVERWRITE):
+        self.out = Path(dest)
+        self.select = select
+        self.on_existing = on_existing
+        self.result = ExtractResult(None)
+        self._staging: Path | None = None
+        self._raw: dict[str, list[tuple[str, int]]] = {}  # digest -> (path, mode) of raw layers
+        self._lock = threading.Lock()
+        self._tar_lock = threading.Lock()  # tar layers unpack one at a time: their paths may meet
+
+    def describe(self) -> str:
+        return str(self.out)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Stage inside DIR for the block; on failure, DIR is as it was (a DIR the block
+        created goes again)."""
+        out = self.out
+        if out.exists() and not out.is_dir():
+            raise OcibridgeError(f"{out} exists and is not a directory")
+        made = _missing_dirs(out)
+        out.mkdir(parents=True, exist_ok=True)
+        self._staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
+        try:
+            yield
+        except BaseException:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            for directory in made:
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise
+        finally:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+        self.result.files.sort()
+
+    def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
+        """The layers this directory takes, checked before any is fetched: raw ones (each a
+        file, at a path of its own) first, then tar layers in manifest order."""
+        node = parse_manifest_bytes(data, desc.mediaType)
+        if not isinstance(node, Manifest):
+            raise OcibridgeError(f"{desc.digest} is an index, not a model manifest; pick one by digest")
+        raw: list[tuple[Descriptor, str]] = []
+        tars: list[Descriptor] = []
+        for layer in node.layers:
+            kind = parse_layer_media_type(layer.mediaType)
+            if kind is None or kind.variant is Variant.RAW:
+                name = layer_path(layer)
+                if name is None:
+                    raise OcibridgeError(f"layer {layer.digest} has no file path annotation")
+                rel = safe_relpath(name, "layer file path")
+                if self.select is not None and not self.select(rel):
+                    self.result.skipped.append(rel)
+                    continue
+                raw.append((layer, rel))
+            else:
+                tars.append(layer)
+        paths = [rel for _, rel in raw]
+        if len(set(paths)) != len(paths):
+            dup = next(p for p in paths if paths.count(p) > 1)
+            raise OcibridgeError(f"duplicate path in artifact: {dup}")
+        _refuse_file_and_directory(paths)
+        self._raw = {}
+        for layer, rel in raw:  # files of equal content are one blob: fetched once, written to each
+            self._raw.setdefault(layer.digest, []).append((rel, layer_mode(layer)))
+        if len({t.digest for t in tars}) != len(tars) or self._raw.keys() & {t.digest for t in tars}:
+            raise OcibridgeError("duplicate path in artifact: a tar layer is listed twice")
+        self.result.files.extend(paths)
+        return list({layer.digest: layer for layer, _ in raw}.values()) + tars
+
+    # -- reads: a directory holds no blobs ---------------------------------------------------
+    def exists(self, desc: Descriptor) -> bool:
+        return False
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        raise NotFound(f"{self.describe()}: a directory holds files, not blob {desc.digest}")
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        raise NotFound(f"{self.describe()}: a directory holds files, not blob {desc.digest}")
+
+    def resolve(self, reference: str) -> Descriptor:
+        raise NotFound(f"{self.describe()}: a directory has no reference {reference}")
+
+    def tags(self) -> list[str]:
+        return []
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return []
+
+    # -- writes ------------------------------------------------------------------------------
+    def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
+        """Write the layer's files into the staging directory, reading it to its end."""
+        staging = self._staging
+        if staging is None:
+            raise OcibridgeError(f"{self.describe()}: not open for writing")
+        paths = self._raw.get(desc.digest)
+        if paths is not None:
+            first, mode = paths[0]
+            written = _write_raw(reader, desc, first, staging, mode)
+            for rel, mode in paths[1:]:
+                with _named_as_in_the_artifact(rel):
+                    shutil.copyfile(staging / first, _prepare_parent(staging, rel))
+                    os.chmod(staging / rel, mode & ~process_umask())
+                written += desc.size
         else:
-            tars.append((layer, kind.variant))
-    paths = [rel for _, rel in raw]
-    if len(set(paths)) != len(paths):
-        dup = next(p for p in paths if paths.count(p) > 1)
-        raise OcibridgeError(f"duplicate path in artifact: {dup}")
-    out = Path(dest)
-    if out.exists() and not out.is_dir():
-        raise OcibridgeError(f"{out} exists and is not a directory")
-    made = _missing_dirs(out)
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
-    result = ExtractResult(desc, skipped=unselected)
-    if progress:
-        for layer in [*(r[0] for r in raw), *(t[0] for t in tars)]:
-            progress("plan", layer, 0)
-    try:
-        with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="pull") as pool:
-            futures = [pool.submit(_extract_raw, store, layer, rel, staging, progress) for layer, rel in raw]
-            errors = []
-            for future in futures:
-                try:
-                    result.bytes_written += future.result()
-                except BaseException as e:
-                    errors.append(e)
-            if errors:
-                raise errors[0]
-        result.files.extend(paths)
-        for layer, variant in tars:
-            result.bytes_written += _extract_tar_layer(
-                store, layer, variant, staging, result.files, progress, select, result.skipped)
-        _check_staged_links(staging, out, result.files)
-        plan = plan_commit(staging, out, result.files, on_existing)
-        result.kept = plan.kept
-        _commit(staging, out, plan.write)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        for directory in made:  # a destination this pull created goes again
-            with contextlib.suppress(OSError):
-                directory.rmdir()
-        raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    result.files.sort()
-    return result
+            files: list[str] = []
+            skipped: list[str] = []
+            with self._tar_lock:
+                written = _extract_tar(layer_stream(reader, desc), staging, files, self.select, skipped)
+            with self._lock:
+                self.result.files.extend(files)
+                self.result.skipped.extend(skipped)
+        with self._lock:
+            self.result.bytes_written += written
+
+    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        """Every layer is in: check the staged links, then move the files into place."""
+        verify_bytes(data, desc.digest, desc.size, what="manifest")
+        staging = self._staging
+        if staging is None:
+            raise OcibridgeError(f"{self.describe()}: not open for writing")
+        self.result.manifest = desc
+        _check_staged_links(staging, self.out, self.result.files)
+        plan = plan_commit(staging, self.out, self.result.files, self.on_existing)
+        self.result.kept = plan.kept
+        _commit(staging, self.out, plan.write)
+
+    def tag(self, desc: Descriptor, tag: str) -> None:
+        """A directory has no tags: the files are what was asked for."""
+
+
+def _refuse_file_and_directory(paths: list[str]) -> None:
+    """Raw layers naming ``d`` and ``d/e`` cannot both be written: refused before any fetch, so
+    the path named does not depend on which of two concurrent downloads lands first."""
+    files = set(paths)
+    for rel in sorted(paths):
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            if parent in files:
+                raise OcibridgeError(f"the artifact holds {parent} as a file and as a directory")
+
+
+def _write_raw(reader: BinaryIO, layer: Descriptor, rel: str, staging: Path, mode: int) -> int:
+    target = _prepare_parent(staging, rel)
+    if isinstance(reader, VerifiedFile):  # verified in a file already: linked, not copied
+        with _named_as_in_the_artifact(rel):
+            return reader.link_to(target, mode & ~process_umask())
+    checked = verified(reader, layer.digest, layer.size, what="layer")
+    with _named_as_in_the_artifact(rel):
+        written = _write_stream(checked, target, mode)
+    checked.read(1)  # EOF: verification happens here
+    return written
 
 
 def _missing_dirs(path: Path) -> list[Path]:
