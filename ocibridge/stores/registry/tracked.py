@@ -1,7 +1,9 @@
 """The bottom of the transport stack: connections an interrupt can shut down, TLS built late.
 
 httpcore opens the connections; a Ctrl-C must reach the ones blocked in a read or a write on
-worker threads. This backend opens them as httpcore's own does and registers each socket.
+worker threads. This backend opens them as httpcore's own does and registers each socket;
+each write notes its socket for the writing thread, so that a request the interrupt lets
+finish (an upload chunk) is known by its socket.
 :class:`NetworkTransport` picks plain HTTP, TLS or the proxy the environment names for each
 request.
 """
@@ -32,9 +34,10 @@ class TrackedBackend(httpcore.NetworkBackend):
         interrupt.check()
         stream = self._backend.connect_tcp(host, port, timeout, local_address, socket_options)
         sock = stream.get_extra_info("socket")
-        if sock is not None:
-            interrupt.track(sock)
-        return stream
+        if sock is None:
+            return stream
+        interrupt.track(sock)
+        return _NotedStream(stream, sock)
 
     def connect_unix_socket(self, path: str, timeout: float | None = None,
                             socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
@@ -43,6 +46,31 @@ class TrackedBackend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         interrupt.sleep(seconds)
+
+
+class _NotedStream(httpcore.NetworkStream):
+    """httpcore's stream, telling :mod:`interrupt` which socket the writing thread uses."""
+
+    def __init__(self, stream: httpcore.NetworkStream, sock: Any):
+        self._stream = stream
+        self._sock = sock
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        interrupt.writing_on(self._sock)
+        self._stream.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        return _NotedStream(self._stream.start_tls(ssl_context, server_hostname, timeout), self._sock)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
 
 
 def tracked_transport(**options: Any) -> httpx.HTTPTransport:
