@@ -37,7 +37,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ocibridge.stores.partial import RangedPlan
-from ocibridge.stores.registry.blobs import RESUMABLE_CHUNK
 
 NS = "obbench"
 HOST_IF, NS_IF = "obb-h", "obb-r"
@@ -50,6 +49,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench.network: begin -->", "<!-- bench.network: end -->"
 MiB = 1024 * 1024
+PUSH_CHUNK = 32 * MiB  # the push chunks of the kill rows
 
 
 def sh(*cmd: str, check: bool = True) -> str:
@@ -231,15 +231,19 @@ def main() -> None:
             pull_cmd = ocibridge("copy", "--plain-http", "-q", f"{registry}/bench/big:v1", f"oci:{layout}:v1",
                                  "--parts", str(opts.parts))
             pull_first, pull_again = kill_at(pull_cmd, "rx_bytes", size // 2, env)
-            push_cmd = ocibridge("push", "--plain-http", "-q", str(model), f"{registry}/bench/pushed:v1")
+            # 32 MiB chunks, as when these rows were measured (since then chunks are sized by
+            # time unless --chunk-size is given: docs/transfers.md)
+            push_cmd = ocibridge("push", "--plain-http", "-q", str(model), f"{registry}/bench/pushed:v1",
+                                 "--chunk-size", str(PUSH_CHUNK))
             push_first, push_again = kill_at(push_cmd, "tx_bytes", size // 2, env)
             # Half of 1 GiB is a chunk boundary: the kill comes while the chunk's last bytes are
             # on their way and its answer is not yet read. Half a chunk later the chunk in
             # flight is still leaving ocibridge.
             buffered = []
-            for i, at in enumerate((size // 2, size // 2 + RESUMABLE_CHUNK // 2)):
+            for i, at in enumerate((size // 2, size // 2 + PUSH_CHUNK // 2)):
                 buffered_cmd = ocibridge("push", "--plain-http", "-q", str(model),
-                                         f"{NS_IP}:{BUFFERED_PORT}/bench/pushed-buffered{i}:v1")
+                                         f"{NS_IP}:{BUFFERED_PORT}/bench/pushed-buffered{i}:v1",
+                                         "--chunk-size", str(PUSH_CHUNK))
                 buffered.append((at, *kill_at(buffered_cmd, "tx_bytes", at, env)))
         load = os.getloadavg()
         lines = [

@@ -30,7 +30,8 @@ def add_transfer_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("-u", "--username", help="registry user name")
     g.add_argument("-p", "--password", help="registry password or token")
     g.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
-    g.add_argument("--chunk-size", type=int, help="upload in PATCH chunks of this many bytes")
+    g.add_argument("--chunk-size", type=int, help="upload in PATCH chunks of this many bytes, each with Content-Range "
+                   "(default: large blobs in streamed chunks sized by time)")
     g.add_argument("--authfile", "--registry-config", metavar="FILE",
                    help="credentials file (Docker or containers auth.json format), read before the others")
     add_ranged_flags(g)

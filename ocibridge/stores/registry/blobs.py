@@ -34,6 +34,7 @@ from ...oci.digest import CHUNK, Hasher
 from ...oci.models import Descriptor
 from ...streams import can_seek
 from .bodies import read_prefix
+from .chunkclock import ChunkClock
 from .client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
 from .uploadstate import UploadState
 
@@ -62,12 +63,11 @@ FALLBACK_CHUNK_SIZE = 8 * 1024 * 1024
 #: Bodies up to this size are sent in one piece rather than streamed.
 SMALL_BODY = 256 * 1024
 
-#: Blobs of at least this size go up as PATCH chunks of RESUMABLE_CHUNK bytes (unless a
+#: Blobs of at least this size go up as PATCH chunks sized by time (chunkclock.py; unless a
 #: chunk size was set), with the session kept across runs: a killed push loses at most the
 #: chunk in flight (when the registry keeps the session; see docs/transfers.md). Smaller
 #: blobs keep the fewer requests of one streamed body.
 RESUMABLE_MIN = 64 * 1024 * 1024
-RESUMABLE_CHUNK = 32 * 1024 * 1024
 
 Reopen = Callable[[], BinaryIO]
 BytesHook = Callable[[Descriptor, int], None]
@@ -482,14 +482,15 @@ class _Source:
                 raise OcibridgeError("the upload source ended before the resume offset")
             self.pos += len(data)
 
-    def chunks(self, limit: int, on_chunk: Callable[[int], None],
-               last: bool = False) -> Iterator[bytes]:
+    def chunks(self, limit: int, on_chunk: Callable[[int], None], last: bool = False,
+               check: Callable[[], None] = interrupt.check) -> Iterator[bytes]:
         """Up to ``limit`` bytes from the current position, streamed. With ``last``, the
         source is read to EOF before the final piece goes out, so a verifying source raises
-        DigestMismatch while the request is still open and the registry commits nothing."""
+        DigestMismatch while the request is still open and the registry commits nothing.
+        ``check`` runs before each read (an interrupt stops the body there)."""
         left = limit
         while left > 0:
-            interrupt.check()
+            check()
             data = self.reader.read(min(CHUNK, left))
             if not data:
                 return
@@ -507,6 +508,20 @@ class _Source:
             self.reader.close()
 
 
+class _EndChunk(Exception):
+    """A streamed chunk ends here (an interrupt): what was sent is the whole request."""
+
+
+def _range_end(value: str | None) -> int | None:
+    """The bytes a registry says it holds, from an upload answer's ``Range: 0-N``; None when
+    absent or unreadable. Distribution answers "0-0" for both 0 and 1 bytes (read as 0)."""
+    m = re.match(r"^(?:bytes=)?0-([0-9]{1,19})$", (value or "").strip())
+    if not m:
+        return None
+    end = int(m.group(1))
+    return 0 if end == 0 else end + 1
+
+
 class _Interrupted(Exception):
     """An upload request that failed in a way worth resuming or restarting; ``retry_after``
     is the wait the registry asked for (Retry-After), if it named one."""
@@ -517,16 +532,22 @@ class _Interrupted(Exception):
 
 
 class BlobUpload:
-    """One blob's upload session: start, send (monolithic or chunked), commit, recover."""
+    """One blob's upload session: start, send (monolithic or chunked), commit, recover.
+
+    Chunked (``chunked``, or a ``chunk_size``): PATCH chunks of ``chunk_size`` bytes, else of
+    the sizes :class:`ChunkClock` picks from the rate; else one streamed PUT."""
 
     def __init__(self, client: RegistryClient, repository: str, desc: Descriptor,
-                 reader: BinaryIO, *, chunk_size: int | None = None, reopen: Reopen | None = None,
-                 on_bytes: BytesHook | None = None, state: UploadState | None = None):
+                 reader: BinaryIO, *, chunk_size: int | None = None, chunked: bool = False,
+                 reopen: Reopen | None = None, on_bytes: BytesHook | None = None,
+                 state: UploadState | None = None):
         self.client = client
         self.repository = repository
         self.desc = desc
         self.source = _Source(reader, reopen)
         self.chunk_size = chunk_size
+        #: the chunks' sizes and timing; None: one request
+        self.clock = ChunkClock(chunk_size) if chunked or chunk_size else None
         self.on_bytes = on_bytes
         self.scopes = push_scopes(repository)
         self.location: str | None = None
@@ -610,8 +631,8 @@ class BlobUpload:
         minimum = header_int(response.headers.get("oci-chunk-min-length"))
         if minimum:
             self.min_chunk = minimum
-            if self.chunk_size:
-                self.chunk_size = max(self.chunk_size, self.min_chunk)
+            if self.clock is not None:  # a short streamed chunk could be refused: the spec's
+                self.clock.require(minimum)
 
     def _take_location(self, response: httpx.Response) -> None:
         location = response.headers.get("location")
@@ -640,25 +661,73 @@ class BlobUpload:
         if self.on_bytes:
             self.on_bytes(self.desc, n)
 
+    def _send_chunks(self, size: int, wrap: Callable[[Iterator[bytes]], Iterator[bytes]] | None = None) -> None:
+        """PATCH chunks from ``self.offset`` up to ``size``, each one the registry confirmed
+        saved for a later run; an interrupt ends the chunk in flight early or lets it finish
+        when it can within the grace (see :meth:`_chunk_body`), then stops here.
+
+        A chunk sized by the clock goes as a streamed body (chunked transfer encoding, no
+        Content-Range: what docker push sends), which can end at any byte as a whole request;
+        a fixed ``--chunk-size`` (or the registry's minimum) as the spec's Content-Range
+        chunk."""
+        clock = self.clock
+        assert clock is not None and self.location is not None
+        while self.offset < size:
+            interrupt.check()
+            n = clock.next_size(size - self.offset)
+            end = self.offset + n - 1
+            headers = {"Content-Type": "application/octet-stream"}
+            if not clock.streamed:
+                headers.update({"Content-Range": f"{self.offset}-{end}", "Content-Length": str(n)})
+            with interrupt.finishable(clock) as flight:
+                body = self._chunk_body(n, end + 1 == size, clock, flight)
+                response = self._request("PATCH", self.location, headers=headers,
+                                         content=wrap(body) if wrap else body)
+            if response.status_code == 413 and clock.streamed:
+                # a body cap (a proxy's): the spec's small chunks from the registry's offset
+                self.clock = ChunkClock(max(self.min_chunk, FALLBACK_CHUNK_SIZE), self.min_chunk)
+                raise _Interrupted("HTTP 413: chunk too large, switching to smaller chunks")
+            if response.status_code != 202:
+                raise self.client.error(response, self._action())
+            sent = clock.answered()
+            self._take_location(response)
+            held = _range_end(response.headers.get("range"))
+            if held is not None and held != self.offset + sent:
+                raise _Interrupted(f"the registry holds {held} bytes, {self.offset + sent} were sent")
+            self.offset += sent
+            self._saved()
+
+    def _chunk_body(self, n: int, last: bool, clock: ChunkClock,
+                    flight: interrupt.InFlight) -> Iterator[bytes]:
+        """One chunk's bytes, timed: each piece counts as sent once the socket took it.
+
+        After an interrupt that spared it, a streamed chunk ends at the next piece (the
+        registry then holds a whole request, and its session stays valid); a Content-Range
+        chunk goes on to its declared end; one not spared stops (Interrupted)."""
+        clock.started(n)
+
+        def check() -> None:
+            if interrupt.CANCELLED.is_set() and flight.spared and clock.streamed:
+                raise _EndChunk
+            flight.check()
+
+        first = True
+        try:
+            for data in self.source.chunks(n, self._count, last=last, check=check):
+                if first:  # the request's headers are written: its socket is this thread's last
+                    flight.bind()
+                    first = False
+                yield data
+                clock.sent(len(data))
+        except _EndChunk:
+            return
+
     def _send_rest(self) -> None:
         """Send everything from ``self.offset`` and commit."""
         assert self.location is not None
         size = self.desc.size
-        if self.chunk_size:
-            while self.offset < size:
-                n = min(self.chunk_size, size - self.offset)
-                end = self.offset + n - 1
-                response = self._request(
-                    "PATCH", self.location,
-                    content=self.source.chunks(n, self._count, last=end + 1 == size),
-                    headers={"Content-Type": "application/octet-stream",
-                             "Content-Range": f"{self.offset}-{end}",
-                             "Content-Length": str(n)})
-                if response.status_code != 202:
-                    raise self.client.error(response, self._action())
-                self._take_location(response)
-                self.offset = end + 1
-                self._saved()
+        if self.clock is not None:
+            self._send_chunks(size)
             body: bytes | Iterator[bytes] = b""
             length = 0
         else:
@@ -672,9 +741,10 @@ class BlobUpload:
         response = self._request("PUT", url, content=body,
                                  headers={"Content-Type": "application/octet-stream",
                                           "Content-Length": str(length)})
-        if response.status_code == 413 and not self.chunk_size:
+        if response.status_code == 413 and self.clock is None:
             # The registry (or a proxy before it) caps request bodies: go chunked.
             self.chunk_size = max(self.min_chunk, FALLBACK_CHUNK_SIZE)
+            self.clock = ChunkClock(self.chunk_size)
             raise _Interrupted("HTTP 413: request body too large, switching to chunked upload")
         if response.status_code != 201:
             raise self.client.error(response, self._action())
@@ -709,13 +779,10 @@ class BlobUpload:
             return None
         if response.status_code != 204:
             return None
-        m = re.match(r"^(?:bytes=)?0-([0-9]{1,19})$", response.headers.get("range", "").strip())
-        if not m:
-            return None
-        end = int(m.group(1))
-        self._take_location(response)
-        # Distribution answers "0-0" for both 0 and 1 bytes; 0 is the safe reading.
-        return 0 if end == 0 else end + 1
+        held = _range_end(response.headers.get("range"))
+        if held is not None:
+            self._take_location(response)
+        return held
 
     def _cancel(self) -> None:
         """Best effort: tell the registry to drop an unfinished session."""
@@ -742,7 +809,7 @@ class StreamingIngest(BlobUpload):
         placeholder = Descriptor(mediaType="application/octet-stream", digest="sha256:" + "0" * 64,
                                  size=size or 0)
         super().__init__(client, repository, placeholder, reader, reopen=reopen, on_bytes=on_bytes,
-                         chunk_size=chunk_size if size else None, state=state)
+                         chunk_size=chunk_size if size else None, chunked=bool(size), state=state)
         self.size = size
         self.result: tuple[str, int] | None = None
         self._hasher = hashlib.sha256()
@@ -750,7 +817,7 @@ class StreamingIngest(BlobUpload):
     def _resume_at(self, offset: int) -> bool:
         """Continue at ``offset``: the source from byte 0 again, its first ``offset`` bytes
         hashed (not sent)."""
-        if offset and not self.chunk_size:
+        if offset and self.clock is None:
             return False  # one streamed PATCH: a part of it is no resumable state
         try:
             self.source.go_to(0)
@@ -786,22 +853,9 @@ class StreamingIngest(BlobUpload):
 
     def _send_rest(self) -> None:
         assert self.location is not None
-        if self.chunk_size and self.size:
-            size = self.size
-            while self.offset < size:
-                n = min(self.chunk_size, size - self.offset)
-                end = self.offset + n - 1
-                response = self._request(
-                    "PATCH", self.location,
-                    content=self._hashing(self.source.chunks(n, self._count, last=end + 1 == size)),
-                    headers={"Content-Type": "application/octet-stream",
-                             "Content-Range": f"{self.offset}-{end}", "Content-Length": str(n)})
-                if response.status_code != 202:
-                    raise self.client.error(response, self._action())
-                self._take_location(response)
-                self.offset = end + 1
-                self._saved()
-            total = size
+        if self.clock is not None and self.size:
+            self._send_chunks(self.size, self._hashing)
+            total = self.size
         else:
             counter = [0]
             response = self._request("PATCH", self.location, content=self._stream(counter),
@@ -823,7 +877,7 @@ class StreamingIngest(BlobUpload):
         self.result = (digest, total)
 
     def _recover(self, reason: str) -> None:
-        if self.chunk_size:
+        if self.clock is not None:
             super()._recover(reason)  # the registry's offset, else a new session
             return
         if self.source.reopen is None and self.source.pos > 0:

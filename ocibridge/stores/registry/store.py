@@ -34,7 +34,6 @@ from ..partial import RangedPlan
 from .blobhomes import BLOB_HOMES
 from .blobs import (
     RANGE_PIECE,
-    RESUMABLE_CHUNK,
     RESUMABLE_MIN,
     BlobDownload,
     BlobUpload,
@@ -281,13 +280,12 @@ class RegistryStore:
         elif self.exists(desc):
             self.stats.add(blobs_skipped=1)
             return
-        chunk_size, state = self.chunk_size, None
-        if desc.size >= RESUMABLE_MIN:  # chunks, and the session kept for a later run
-            chunk_size = chunk_size or RESUMABLE_CHUNK
+        chunked, state = desc.size >= RESUMABLE_MIN, None
+        if chunked:  # chunks, and the session kept for a later run
             state = UploadState.open(self.client.base, self.repository, f"digest:{desc.digest}")
         try:
-            BlobUpload(self.client, self.repository, desc, reader, chunk_size=chunk_size,
-                       reopen=reopen, on_bytes=self.on_bytes, state=state).run()
+            BlobUpload(self.client, self.repository, desc, reader, chunk_size=self.chunk_size,
+                       chunked=chunked, reopen=reopen, on_bytes=self.on_bytes, state=state).run()
         except RegistryError as e:
             if e.code in ("DIGEST_INVALID", "SIZE_INVALID"):  # the registry checked: the same error
                 raise ContentRejected(str(e), e.status, e.code, e.credentials_sent) from None
@@ -307,7 +305,7 @@ class RegistryStore:
                 state = UploadState.open(self.client.base, self.repository, identity)
         digest, got = StreamingIngest(self.client, self.repository, reader, reopen=reopen,
                                       on_bytes=self.on_bytes, size=size,
-                                      chunk_size=self.chunk_size or RESUMABLE_CHUNK,
+                                      chunk_size=self.chunk_size,
                                       state=state).ingest()
         self._remember(digest)
         return digest, got
