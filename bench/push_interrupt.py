@@ -4,7 +4,7 @@ before the registry: tests/support/faultproxy.py without rules, so a cut body re
 registry as it would without the proxy).
 
     .venv/bin/python -m bench.push_interrupt --size-mib 1024 --repeat 3
-    .venv/bin/python -m bench.push_interrupt --chunk-mib 32     # fixed chunks with Content-Range
+    .venv/bin/python -m bench.push_interrupt --chunk-mib 32 --at-mib 528   # fixed chunks, mid-chunk
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size-mib", type=int, default=1024)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--chunk-mib", type=int, default=0, help="--chunk-size for ocibridge (0: its default)")
+    p.add_argument("--at-mib", type=int, help="signal once this many MiB reached the proxy (default: half)")
     p.add_argument("--workdir")
     args = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="ocibridge-int-", dir=args.workdir))
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
               "rerun's GET on the session | rerun sent | rerun seconds |")
         print("|---|---|---|---|---|---|---|")
         for _ in range(args.repeat):
-            print(one(work, model, args.size_mib * MiB // 2, args.chunk_mib * MiB, env), flush=True)
+            at = (args.at_mib * MiB) if args.at_mib else args.size_mib * MiB // 2
+            print(one(work, model, at, args.chunk_mib * MiB, env), flush=True)
         print(f"load average after: {os.getloadavg()}", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
