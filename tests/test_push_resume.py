@@ -9,6 +9,7 @@ hashed."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from support.faultproxy import buffer_request, throttle
 
 from ocibridge.stores.registry.blobs import RESUMABLE_MIN
@@ -208,6 +210,23 @@ def test_ctrl_c_cuts_a_chunk_that_cannot_finish_in_time(registry, fault_proxy, u
     assert [r.status for r in fault_proxy.requests_matching("GET", "/blobs/uploads/")] == [404]
     assert _upload_bytes(fault_proxy) >= SIZE
     assert _registry_digest(registry, unique_repo, digest) == digest
+
+
+def test_a_source_shorter_than_its_size_fails_the_streamed_chunks(registry, unique_repo):
+    """A streamed chunk has no declared length: a source that ends early ends it short, which
+    must be an error (not an endless run of empty chunks), and the session is dropped."""
+    from ocibridge.errors import DigestMismatch
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.stores.registry import open_repository
+    from ocibridge.stores.registry.blobs import BlobUpload
+
+    data = os.urandom(3 * MiB)
+    desc = Descriptor(mediaType="application/octet-stream", digest="sha256:" + "1" * 64, size=12 * MiB)
+    with open_repository(host=registry.host, repository=unique_repo, plain_http=True) as store:
+        upload = BlobUpload(store.client, unique_repo, desc, io.BytesIO(data), chunked=True)
+        with pytest.raises(DigestMismatch, match="ended at byte 3145728 of 12582912"):
+            upload.run()
+    assert upload.location is None  # cancelled (DELETE), nothing kept
 
 
 def test_upload_states_too_old_to_resume_are_removed(tmp_path, monkeypatch):

@@ -696,6 +696,9 @@ class BlobUpload:
                 raise _Interrupted(f"the registry holds {held} bytes, {self.offset + sent} were sent")
             self.offset += sent
             self._saved()
+            if sent < n:  # ended early: by an interrupt, else the source is short
+                interrupt.check()
+                raise DigestMismatch(f"the upload source ended at byte {self.offset} of {size}")
 
     def _chunk_body(self, n: int, last: bool, clock: ChunkClock,
                     flight: interrupt.InFlight) -> Iterator[bytes]:
