@@ -19,7 +19,6 @@ from .modelpack.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, buil
 from .modelpack.extract import resolve_model
 from .modelpack.inspect import inspect as inspect_artifact
 from .modelpack.package import ModelPackage
-from .modelpack.validate import validate as validate_artifact
 from .oci.mediatypes import Kind
 from .oci.models import Descriptor
 from .oci.reference import on_registry
@@ -298,12 +297,16 @@ def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResu
 def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool = False,
              warnings: list[str] | None = None) -> ValidateResult:
     """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule of the
-    model-spec. Runtime readiness (CRI-O file names, containerd) is reported in the result's
-    ``warnings`` (and into ``warnings`` when given, also when invalid); ``strict`` makes it errors."""
+    model-spec. A model of another family (ModelKit, Docker model, ModelCar image, Ollama) is
+    read as its family and its ModelPack form checked (``family`` says which). Runtime
+    readiness (CRI-O file names, containerd) is reported in the result's ``warnings`` (and
+    into ``warnings`` when given, also when invalid); ``strict`` makes it errors."""
     found: list[str] = [] if warnings is None else warnings
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
-    desc = validate_artifact(target.store, target.reference, strict=strict, warnings=found)
-    return ValidateResult(ref, desc, tuple(found))
+    from .families.validity import validate_model
+
+    done = validate_model(target.store, target.reference, shown=ref, strict=strict, warnings=found)
+    return ValidateResult(ref, done.descriptor, tuple(found), done.family, done.title)
 
 
 def tags(ref: str, *, transfer: TransferOptions | None = None) -> list[str]:

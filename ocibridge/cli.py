@@ -208,13 +208,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"valid": False, "reasons": e.reasons, "warnings": warnings}, indent=2))
         else:
-            print(one_line(f"{args.ref}: invalid"), file=sys.stderr)
+            print(one_line(f"{args.ref}: invalid{' ' + e.family if e.family else ''}"), file=sys.stderr)
             for reason in e.reasons:
                 print(one_line(f"  - {reason}"), file=sys.stderr)
             for warning in [] if args.strict else warnings:
                 print(one_line(f"  warning: {warning}"), file=sys.stderr)
         return EXIT_FAILURE
-    text = "\n".join([f"{args.ref}: valid ({desc.digest})", *(one_line(f"  warning: {w}") for w in desc.warnings)])
+    note = [] if not desc.title else [  # another family: what was checked, and the way to ModelPack
+        f"  note: not a ModelPack artifact; its ModelPack form (`ocibridge convert {args.ref} DEST --to modelpack`) "
+        "conforms to the model-spec"]
+    title = f" {desc.title}" if desc.title else ""
+    text = "\n".join([f"{args.ref}: valid{title} ({desc.digest})", *map(one_line, note),
+                      *(one_line(f"  warning: {w}") for w in desc.warnings)])
     _emit(args, desc.as_dict(), text)
     return 0
 

@@ -24,10 +24,12 @@ class DigestMismatch(OcibridgeError):
 
 
 class ValidationError(OcibridgeError):
-    """An artifact or config that breaks the ModelPack rules; carries every reason."""
+    """An artifact or config that breaks the ModelPack rules; carries every reason.
+    ``family`` names the model family when it is not ModelPack (``KitOps ModelKit``)."""
 
-    def __init__(self, reasons: list[str]):
+    def __init__(self, reasons: list[str], *, family: str = ""):
         self.reasons = reasons
+        self.family = family
         super().__init__("; ".join(reasons))
 
 

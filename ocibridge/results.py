@@ -43,13 +43,15 @@ class ValidateResult:
     reference: str
     descriptor: Descriptor
     warnings: tuple[str, ...] = ()  # runtime readiness beyond the spec (validate --strict: errors)
+    family: str = "modelpack"  # the model family validated (``modelkit``, ``docker-model``, ...)
+    title: str = ""  # that family's name for messages; empty for ModelPack
 
     @property
     def digest(self) -> str:
         return self.descriptor.digest
 
     def as_dict(self) -> dict[str, Any]:
-        return {"valid": True, "digest": self.digest, "warnings": list(self.warnings)}
+        return {"valid": True, "digest": self.digest, "family": self.family, "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)

@@ -51,4 +51,84 @@ def test_a_modelcar_index_is_ready_for_containerd(tmp_path, capsys):
     capsys.readouterr()
     assert main(["validate", f"oci:{tmp_path}/s:both", "--strict", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report == {"valid": True, "digest": report["digest"], "warnings": []}
+    assert report == {"valid": True, "digest": report["digest"], "family": "modelpack", "warnings": []}
+
+
+# -- validate of the other families: said what it is, checked as far as it can be --------------
+
+def _in_registry(registry, unique_repo, src: str, tag: str) -> str:
+    ref = f"{registry.host}/{unique_repo}:{tag}"
+    assert main(["copy", src, ref, "-q"]) == 0
+    return ref
+
+
+def test_a_modelkit_and_a_docker_model_are_named_and_checked_not_called_invalid(registry, unique_repo,
+                                                                                  tmp_path, capsys):
+    """A user validating a ModelKit or a Docker model artifact was told 'invalid: not a ModelPack
+    artifact'. Each is a well-formed model of its family: validate says which, checks its config
+    and layers through the ModelPack form convert would write, and exits 0."""
+    import shutil
+
+    from support.data import data
+
+    from tests.test_families_pairs import DOCKER_DIGEST, KIT_DIGEST
+
+    shutil.copytree(data("kitops", "kit-latest-tar"), tmp_path / "kit")
+    shutil.copytree(data("docker-model", "gguf-dummy-v0.1"), tmp_path / "docker")
+    kit = _in_registry(registry, unique_repo, f"oci:{tmp_path / 'kit'}@{KIT_DIGEST}", "kit")
+    docker = _in_registry(registry, unique_repo, f"oci:{tmp_path / 'docker'}@{DOCKER_DIGEST}", "docker")
+    capsys.readouterr()
+    for ref, title, family in ((kit, "KitOps ModelKit", "modelkit"), (docker, "Docker model artifact", "docker-model")):
+        assert main(["validate", ref]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].startswith(f"{ref}: valid {title} (sha256:"), out
+        assert any("--to modelpack" in line for line in out), out  # how to get a ModelPack artifact
+        assert any(line.startswith("  warning: containerd mounts images only") for line in out), out
+        assert main(["validate", ref, "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["valid"] is True and report["family"] == family
+
+
+def test_a_modelkit_whose_config_does_not_parse_is_invalid_saying_so(registry, unique_repo, tmp_path, capsys):
+    import io
+
+    model = make_model(tmp_path / "m")
+    ref = f"{registry.host}/{unique_repo}:kit"
+    assert main(["push", str(model), ref, "-q", "--to", "modelkit"]) == 0
+    target = __import__("ocibridge.targets", fromlist=["x"]).open_store_target(ref, plain_http=True)
+    desc = target.store.resolve("kit")
+    manifest = Manifest.model_validate_json(target.store.fetch_bytes(desc))
+    broken = b"{not json"
+    manifest.config = Descriptor.for_bytes(manifest.config.mediaType, broken)
+    target.store.push_blob(manifest.config, io.BytesIO(broken))
+    data = manifest.to_json_bytes()
+    target.store.push_manifest(Descriptor.for_bytes(desc.mediaType, data), data, "broken")
+    capsys.readouterr()
+    assert main(["validate", f"{registry.host}/{unique_repo}:broken"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"{registry.host}/{unique_repo}:broken: invalid KitOps ModelKit"
+    assert len(err) >= 2 and "config" in err[1] and "Traceback" not in "".join(err)
+
+
+def test_a_modelcar_image_is_valid_and_no_containerd_warning(registry, unique_repo, tmp_path, capsys):
+    """A ModelCar image is what containerd mounts: no 'containerd mounts images only' warning."""
+    model = make_model(tmp_path / "m")
+    ref = f"{registry.host}/{unique_repo}"
+    assert main(["push", str(model), f"{ref}:v1", "-q"]) == 0
+    assert main(["convert", f"{ref}:v1", f"{ref}:car", "--to", "modelcar", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["validate", f"{ref}:car", "--strict", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["family"] == "modelcar" and report["warnings"] == []
+
+
+def test_a_container_image_is_invalid_saying_what_it_is(registry, unique_repo, tmp_path, capsys):
+    from tests.modelcar_images import BASE, write_image
+
+    src = write_image(tmp_path / "img", "v1", [BASE], docker=False)
+    ref = _in_registry(registry, unique_repo, src, "img")
+    capsys.readouterr()
+    assert main(["validate", ref]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"{ref}: invalid", f"  - {ref} is a container image, not a model of a known family "
+                                      "(modelpack, modelkit, docker-model, modelcar, ollama)"]
