@@ -240,6 +240,6 @@ def test_a_plain_container_image_is_refused_by_pull_saying_what_it_is(tmp_path, 
         out = tmp_path / f"out-{docker}"
         assert main(["pull", ref, str(out), "-q"]) == 1
         err = capsys.readouterr().err
-        assert err == (f"ocibridge: error: app-{docker} is a container image, not a model of a known family "
+        assert err == (f"ocibridge: error: {ref} is a container image, not a model of a known family "
                        "(modelpack, modelkit, docker-model, modelcar, ollama)\n")
         assert not out.exists()

@@ -58,11 +58,12 @@ def apply_overrides(view: ModelView, overrides: dict[str, str]) -> None:
 
 
 def convert_artifact(store: Store, reference: str, to: str, options: WriteOptions | None = None,
-                     *, then: str | None = None) -> Conversion:
+                     *, then: str | None = None, shown: str | None = None) -> Conversion:
     """The artifact ``reference`` names in ``store``, as family ``to`` (nothing is written).
-    ``then``: the family an exporter writes from that form, whose layer needs apply too."""
+    ``then``: the family an exporter writes from that form, whose layer needs apply too;
+    ``shown``: the reference as the user wrote it, for messages."""
     options = options or WriteOptions()
-    found = identify(store, reference)
+    found = identify(store, reference, shown=shown)
     reading = found.family.read(store, found.desc, found.data, found.manifest)
     return convert_reading(found, reading, to, options, then=then)
 
@@ -160,14 +161,14 @@ def convert(
     source = open_store_target(src, options=registry_options)
     family = by_name(to)
     if isinstance(family, Exports):  # Ollama, ModelCar: exported from the ModelPack form
-        conversion = convert_artifact(source.store, source.reference, "modelpack", options, then=to)
+        conversion = convert_artifact(source.store, source.reference, "modelpack", options, then=to, shown=src)
         target = open_store_target(dst, for_write=True, options=registry_options)
         exported = family.export(conversion.store, conversion.descriptor, target,  # undone on failure
                                  concurrency=concurrency, progress=progress)
         _exported_losses(conversion, family.name, exported)
         pinned = f"{dst.split('@', 1)[0]}@{exported.descriptor.digest}"
         return ConvertResult(pinned, conversion, exported.stats)
-    conversion = convert_artifact(source.store, source.reference, to, options)
+    conversion = convert_artifact(source.store, source.reference, to, options, shown=src)
     target = open_store_target(dst, for_write=True, options=registry_options)
     stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress,
                  hooks=CopyHooks(undo_on_failure=True))  # a failed convert leaves a layout as it was

@@ -86,8 +86,9 @@ def _fetch(store: Store, desc: Descriptor) -> tuple[bytes, Manifest | Index]:
     return data, parse_manifest_bytes(data, desc.mediaType)
 
 
-def identify(store: Store, reference: str) -> Identified:
-    """The model ``reference`` names, of any registered family.
+def identify(store: Store, reference: str, *, shown: str | None = None) -> Identified:
+    """The model ``reference`` names, of any registered family (``shown``: the reference as the
+    user wrote it, for the refusal; ``reference`` alone is a tag such as ``1``).
 
     An index resolves to its one model entry: by ``artifactType`` when entries carry it, else
     by reading the entries' manifests (``skopeo copy --all`` drops ``artifactType``). When an
@@ -99,10 +100,10 @@ def identify(store: Store, reference: str) -> Identified:
     if isinstance(node, Manifest):
         family = family_of(node) or probed(store, desc, node)
         if family is None:
-            raise NotAModel(f"{reference} is {describe_other(node)}, not a model of a known family "
+            raise NotAModel(f"{shown or reference} is {describe_other(node)}, not a model of a known family "
                             f"({', '.join(names())})", files_artifact=not is_image(node))
         return Identified(family, desc, data, node)
-    return _from_index(store, reference, node)
+    return _from_index(store, shown or reference, node)
 
 
 def _from_index(store: Store, reference: str, index: Index) -> Identified:

@@ -38,9 +38,9 @@ def validate_model(store: Store, reference: str, *, shown: str, strict: bool = F
     broken rule, or return what was validated. ``shown`` is the reference as the user wrote it."""
     found_warnings: list[str] = []
     try:
-        found = identify(store, reference)
+        found = identify(store, reference, shown=shown)
     except NotAModel as e:
-        raise ValidationError([str(e).replace(f"{reference} is ", f"{shown} is ", 1)]) from None
+        raise ValidationError([str(e)]) from None
     if found.family.name == "modelpack":
         desc = validate_modelpack(store, reference, strict=strict, warnings=warnings)
         return Validated(desc, "modelpack", "")

@@ -139,7 +139,7 @@ def examine(store: Store, reference: str, dest_format: SourceFormat | None = Non
     if isinstance(named, ReadsArtifacts):
         return Examined(None, Conversion(named, reference, as_is=named is dest_format))
     try:
-        found = identify(store, reference)
+        found = identify(store, reference, shown=source)
     except NotAModel as not_a_model:
         if not_a_model.files_artifact or not refuse_other:  # read (or copied) as it is
             return Examined(None, None)
