@@ -13,7 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from . import interrupt
 from .cli_common import add_transfer_flags as _add_transfer_flags
@@ -308,16 +308,14 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
 
 
 def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
-    from .k8s import build_modelcar
+    from .families.modelcar import build_from_any
 
     t = _k8s_target(args, for_write=True)
     from .signing.policy import verify_before_use
 
     verify_before_use(t.store, t.reference, policy_from_args(args), name=args.ref)
-    kwargs: dict[str, Any] = {"tag": args.tag, "index": args.index}
-    if args.platform:
-        kwargs["platforms"] = tuple(args.platform)
-    desc = build_modelcar(t.store, t.reference, **kwargs)
+    platforms = tuple(args.platform) if args.platform else None
+    desc = build_from_any(t.store, t.reference, shown=args.ref, tag=args.tag, index=args.index, platforms=platforms)
     _emit(args, {"digest": desc.digest, "mediaType": desc.mediaType, "size": desc.size},
           f"built {desc.mediaType} {desc.digest}" + (f" tagged {args.tag}" if args.tag else ""))
     return 0

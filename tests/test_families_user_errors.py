@@ -9,7 +9,8 @@ from tests.modelcar_images import BASE, write_image
 
 
 @pytest.mark.parametrize("command", [["pull", "{ref}", "{tmp}/out"],
-                                     ["convert", "{ref}", "{ref}-kit", "--to", "modelkit"]])
+                                     ["convert", "{ref}", "{ref}-kit", "--to", "modelkit"],
+                                     ["k8s", "modelcar", "{ref}", "--tag", "car"]])
 def test_a_container_image_is_refused_naming_the_reference_as_written(registry, unique_repo, tmp_path,
                                                                        capsys, command):
     """The line said '1 is a container image' (the tag alone) for registry/repo:1."""
@@ -20,3 +21,31 @@ def test_a_container_image_is_refused_naming_the_reference_as_written(registry, 
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith(f"ocibridge: error: {ref} is a container image"), err
 
+
+def test_k8s_modelcar_builds_from_a_modelkit_and_a_docker_model(registry, unique_repo, tmp_path, capsys):
+    """`k8s check --runtime containerd` of a ModelKit says 'build one with `ocibridge k8s
+    modelcar`', which answered 'not a ModelPack artifact'. It builds from the model's ModelPack
+    form (stored beside it, untagged), as `convert --to modelcar` does: the same image."""
+    from tests.modelgen import make_model, tree
+
+    model = make_model(tmp_path / "m")
+    repo = f"{registry.host}/{unique_repo}"
+    assert main(["push", str(model), f"{repo}:v1", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["k8s", "modelcar", f"{repo}:v1", "--tag", "car-v1", "--json"]) == 0
+    from_modelpack = __import__("json").loads(capsys.readouterr().out)["digest"]
+    for family in ("modelkit", "docker-model"):
+        assert main(["convert", f"{repo}:v1", f"{repo}:{family}", "--to", family, "-q"]) == 0
+        capsys.readouterr()
+        assert main(["k8s", "modelcar", f"{repo}:{family}", "--tag", f"car-{family}", "--json"]) == 0, \
+            capsys.readouterr().err
+        built = __import__("json").loads(capsys.readouterr().out)["digest"]
+        assert built == from_modelpack  # the way back restores the ModelPack form: the same image
+        assert main(["k8s", "check", f"{repo}:car-{family}", "--runtime", "containerd"]) == 0
+        out = tmp_path / f"out-{family}"
+        assert main(["pull", f"{repo}:car-{family}", str(out), "-q"]) == 0
+        assert {p: (out / p).read_bytes() for p in tree(out)} == {p: (model / p).read_bytes() for p in tree(model)}
+        capsys.readouterr()
+    # a ModelCar image given again: it reads as the artifact it was built from, the same image
+    assert main(["k8s", "modelcar", f"{repo}:car-v1", "--tag", "car-again", "--json"]) == 0
+    assert __import__("json").loads(capsys.readouterr().out)["digest"] == from_modelpack
