@@ -49,3 +49,25 @@ def test_k8s_modelcar_builds_from_a_modelkit_and_a_docker_model(registry, unique
     # a ModelCar image given again: it reads as the artifact it was built from, the same image
     assert main(["k8s", "modelcar", f"{repo}:car-v1", "--tag", "car-again", "--json"]) == 0
     assert __import__("json").loads(capsys.readouterr().out)["digest"] == from_modelpack
+
+
+def test_convert_to_modelcar_counts_the_image_it_uploaded(registry, unique_repo, tmp_path, capsys):
+    """convert --to modelcar into a repository holding only the ModelPack artifact printed
+    'already there: nothing to send' while it uploaded the image's layers, config and manifest."""
+    import json
+
+    from tests.modelgen import make_model
+
+    model = make_model(tmp_path / "m")
+    repo = f"{registry.host}/{unique_repo}"
+    assert main(["push", str(model), f"{repo}:v1", "-q"]) == 0
+    from ocibridge import api
+
+    layers = len(api.inspect(f"{repo}:v1").layers)
+    capsys.readouterr()
+    assert main(["convert", f"{repo}:v1", f"{repo}:car", "--to", "modelcar", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["blobsCopied"] == layers + 1  # one tar layer per artifact layer, and the image config
+    assert report["manifestsCopied"] == 1 and report["bytesCopied"] > 0
+    assert main(["convert", f"{repo}:v1", f"{repo}:car", "--to", "modelcar"]) == 0  # again: nothing new
+    assert "already there: nothing to send" in capsys.readouterr().out

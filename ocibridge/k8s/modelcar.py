@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from ..confined import check_link, check_links, no_link_on_the_way
+from ..copy import CopyStats
 from ..errors import OcibridgeError, UnsafePath
 from ..fsutil import safe_relpath
 from ..modelpack.extract import fetch_manifest
@@ -66,15 +67,18 @@ def build_modelcar(
     tag: str | None = None,
     index: bool = False,
     platforms: tuple[str, ...] = DEFAULT_PLATFORMS,
+    stats: CopyStats | None = None,
 ) -> Descriptor:
-    """Write the image (or the index) into ``store`` and return its descriptor."""
+    """Write the image (or the index) into ``store`` and return its descriptor; ``stats``
+    counts what was uploaded and what was there already (``convert --to modelcar`` reports it)."""
     if not platforms:
         raise OcibridgeError("at least one platform is needed")
+    stats = stats if stats is not None else CopyStats()
     src_desc, src = _source(store, reference)
     groups = _partition(src.layers)
     spool = not isinstance(store, LayoutStore)
     for layer in groups:
-        _build_layer(store, layer, spool)
+        _build_layer(store, layer, spool, stats)
     layers = [g.descriptor for g in groups if g.descriptor]
     chosen = platforms if index else platforms[:1]
     manifests: list[Descriptor] = []
@@ -90,7 +94,8 @@ def build_modelcar(
             config.variant = plat.variant  # type: ignore[attr-defined]  # pydantic model with extra=allow
         config_bytes = config.to_json_bytes()
         config_desc = Descriptor.for_bytes(OCI_CONFIG, config_bytes)
-        store.push_blob(config_desc, io.BytesIO(config_bytes))
+        if _counted(store, config_desc, stats):
+            store.push_blob(config_desc, io.BytesIO(config_bytes))
         manifest = Manifest(
             mediaType=OCI_MANIFEST,
             config=config_desc,
@@ -99,6 +104,7 @@ def build_modelcar(
         )
         data = manifest.to_json_bytes()
         desc = Descriptor.for_bytes(OCI_MANIFEST, data)
+        stats.add(manifests_copied=0 if store.exists(desc) else 1)
         store.push_manifest(desc, data, None if index else tag)
         manifests.append(desc.model_copy(update={"platform": plat}))
     if not index:
@@ -112,6 +118,7 @@ def build_modelcar(
     top = Index(mediaType=OCI_INDEX, manifests=[*manifests, entry])
     data = top.to_json_bytes()
     desc = Descriptor.for_bytes(OCI_INDEX, data)
+    stats.add(manifests_copied=0 if store.exists(desc) else 1)
     store.push_manifest(desc, data, tag)
     return desc
 
@@ -144,18 +151,27 @@ def _partition(layers: list[Descriptor]) -> list[_Layer]:
     return out
 
 
-def _build_layer(store: WritableStore, layer: _Layer, spool: bool) -> None:
+def _counted(store: WritableStore, desc: Descriptor, stats: CopyStats) -> bool:
+    """Whether ``desc`` must be uploaded (counted as copied), else counted as already there."""
+    if store.exists(desc):
+        stats.add(blobs_skipped=1)
+        return False
+    stats.add(blobs_copied=1, bytes_copied=desc.size)
+    return True
+
+
+def _build_layer(store: WritableStore, layer: _Layer, spool: bool, stats: CopyStats) -> None:
     """Hash the layer, then push it: from a second pass, or from a spooled copy."""
     if not spool:
         digest, size = sha256_chunks(_tar(store, layer.sources))
         layer.descriptor = Descriptor(mediaType=OCI_LAYER_TAR, digest=digest, size=size)
-        if not store.exists(layer.descriptor):
+        if _counted(store, layer.descriptor, stats):
             store.push_blob(layer.descriptor, IterReader(_tar(store, layer.sources)))  # type: ignore[arg-type]  # push_blob only reads
         return
     with tempfile.TemporaryFile(prefix=".ocibridge-modelcar-") as tmp:
         digest, size = sha256_chunks(_tee(_tar(store, layer.sources), tmp))
         layer.descriptor = Descriptor(mediaType=OCI_LAYER_TAR, digest=digest, size=size)
-        if not store.exists(layer.descriptor):
+        if _counted(store, layer.descriptor, stats):
             tmp.seek(0)
             store.push_blob(layer.descriptor, tmp)
 
