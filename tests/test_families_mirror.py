@@ -91,3 +91,58 @@ convert = "{family}"
         assert [a.status for a in again.artifacts] == ["skipped"], again.format_text()
     after = set(__import__("pathlib").Path(tempfile.gettempdir()).glob("ocibridge-mirror-*"))
     assert after <= before
+
+
+def test_a_sharded_mirror_converts_every_tag_into_an_ollama_model(registry, tmp_path, unique_repo, monkeypatch):
+    """convert = "ollama", end to end: a GGUF model under two tags (a ModelPack artifact and a
+    ModelKit) mirrored by two shards into Ollama models; the merged report lists what Ollama
+    cannot hold; the target reads as Ollama models whose GGUF is the file pushed, byte for byte,
+    and installs into an Ollama store; a second run finds everything mirrored."""
+    from ocibridge.mirror.merge import merge_reports
+    from ocibridge.mirror.shard import parse_shard
+    from tests.ollama_fixtures import write_gguf
+
+    model = tmp_path / "tiny"
+    model.mkdir()
+    gguf = write_gguf(model / "tiny.gguf")  # a small, real GGUF (architecture, tokenizer, F16 tensors)
+    (model / "README.md").write_text("# tiny\n")
+    (model / "LICENSE").write_text("MIT License\n")
+    src = f"{registry.host}/{unique_repo}-src"
+    assert main(["push", str(model), f"{src}:v1", "-q"]) == 0
+    assert main(["push", str(model), f"{src}:v2", "-q", "--to", "modelkit", "--description", "two"]) == 0
+    target = f"{registry.host}/{unique_repo}-ollama"
+    job = tmp_path / "job.toml"
+    job.write_text(f"""
+[[sync]]
+source = "{src}"
+target = "{target}"
+accept = ["any"]
+convert = "ollama"
+""")
+    dry = run_job(load_job(job), dry_run=True)
+    assert [a.status for a in dry.artifacts] == ["planned", "planned"], dry.format_text()
+    assert not open_store_target(f"{target}:v1", plain_http=True).store.tags()  # a dry run writes nothing
+    reports = []
+    for i in range(2):
+        summary = run_job(load_job(job), shard=parse_shard(f"{i}/2"))
+        assert summary.exit_code == 0, summary.format_text()
+        path = tmp_path / f"shard-{i}.json"
+        path.write_text(json.dumps(summary.as_dict()))
+        reports.append(path)
+    merged = merge_reports(reports)
+    assert merged.exit_code == 0, merged.format_text()
+    done = merged.as_dict()["artifacts"]
+    assert sorted(a["status"] for a in done) == ["copied", "copied"]
+    for artifact in done:  # what Ollama has no place for, per artifact
+        assert "file README.md = 7 bytes" in artifact["lost"], artifact["lost"]
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama-models"))
+    store = open_store_target(f"{target}:v1", plain_http=True).store
+    for tag in ("v1", "v2"):
+        assert identify(store, tag).family.name == "ollama"
+        assert main(["pull", f"{target}:{tag}", f"ollama:tiny:{tag}", "-q"]) == 0
+        layers = json.loads(store.fetch_bytes(store.resolve(tag)))["layers"]
+        [weights] = [layer for layer in layers if layer["mediaType"] == "application/vnd.ollama.image.model"]
+        blob = tmp_path / "ollama-models" / "blobs" / weights["digest"].replace(":", "-")
+        assert blob.read_bytes() == gguf.read_bytes()
+    again = run_job(load_job(job))
+    assert [a.status for a in again.artifacts] == ["skipped", "skipped"], again.format_text()
