@@ -71,3 +71,29 @@ def test_convert_to_modelcar_counts_the_image_it_uploaded(registry, unique_repo,
     assert report["manifestsCopied"] == 1 and report["bytesCopied"] > 0
     assert main(["convert", f"{repo}:v1", f"{repo}:car", "--to", "modelcar"]) == 0  # again: nothing new
     assert "already there: nothing to send" in capsys.readouterr().out
+
+
+def test_inspect_of_a_converted_model_reads_as_a_table_not_a_json_dump(registry, unique_repo, tmp_path, capsys):
+    """inspect of a converted Docker model printed 'Artifact type: None' and the whole source
+    manifest and config, one JSON line each, from the origin annotations convert writes. The text
+    says there is no artifact type and names each record by size; --json keeps every value."""
+    import json
+
+    from tests.modelgen import make_model
+
+    model = make_model(tmp_path / "m")
+    repo = f"{registry.host}/{unique_repo}"
+    assert main(["push", str(model), f"{repo}:v1", "-q"]) == 0
+    assert main(["convert", f"{repo}:v1", f"{repo}:docker", "--to", "docker-model", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", f"{repo}:docker"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "Artifact type: -" in out
+    origin = [line for line in out if line.startswith("annotation io.ocibridge.origin.")]
+    assert len(origin) == 3 and all(len(line) < 200 for line in origin), origin
+    assert any(line.startswith("annotation io.ocibridge.origin.modelpack-cnai.manifest: (") and
+               "bytes" in line for line in origin), origin
+    assert main(["inspect", f"{repo}:docker", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["artifactType"] is None
+    assert json.loads(report["annotations"]["io.ocibridge.origin.modelpack-cnai.manifest"])["layers"]

@@ -52,11 +52,22 @@ def human_size(n: int) -> str:
     return f"{n} B"
 
 
+#: convert's round-trip records (io.ocibridge.origin.<family>.manifest / .config): whole JSON
+#: documents, a screenful each; the text names them by size (--json carries them whole)
+_ORIGIN_PREFIX = "io.ocibridge.origin."
+
+
+def _shown_annotation(key: str, value: str) -> str:
+    if key.startswith(_ORIGIN_PREFIX) and not key.endswith(".of"):
+        return f"({len(value.encode())} bytes: the source's {key.rsplit('.', 1)[-1]}, restored by converting back)"
+    return value
+
+
 def format_inspect(info: dict[str, Any]) -> str:
     lines = [
         f"Digest:        {info['digest']}",
         f"Media type:    {info['mediaType']}",
-        f"Artifact type: {info['artifactType']}",
+        f"Artifact type: {info['artifactType'] or '-'}",
         f"Total size:    {human_size(info['totalSize'])} in {len(info['layers'])} layers",
     ]
     config = info.get("config") or {}
@@ -64,7 +75,7 @@ def format_inspect(info: dict[str, Any]) -> str:
         for key, value in (config.get(section) or {}).items():
             lines.append(f"{section}.{key}: {json.dumps(value) if not isinstance(value, str) else value}")
     for key, value in sorted(info["annotations"].items()):
-        lines.append(f"annotation {key}: {value}")
+        lines.append(f"annotation {key}: {_shown_annotation(key, value)}")
     rows = [("KIND", "VARIANT", "SIZE", "PATH", "MEDIA TYPE")]
     rows += [
         (x["kind"], x["variant"], human_size(x["size"]), x["path"] or "-", x["mediaType"])
