@@ -308,7 +308,7 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
 
 
 def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
-    from .families.modelcar import build_from_any
+    from .families.modelcar_build import build_from_any
 
     t = _k8s_target(args, for_write=True)
     from .signing.policy import verify_before_use

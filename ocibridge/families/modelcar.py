@@ -18,7 +18,7 @@ from ..modelpack.package import ModelPackage
 from ..oci.mediatypes import OCI_MANIFEST
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ..progress import ProgressFn
-from ..stores.base import Store, WritableStore
+from ..stores.base import Store
 from ..targets import StoreTarget
 from .base import Exported, Reading, WriteOptions
 from .describe import MODELCAR_SOURCE, is_image
@@ -65,26 +65,6 @@ class ModelCarFamily:
             image = build_modelcar(target.store, desc.digest, tag=target.tag, stats=stats)
         stats.root = image
         return Exported(image, stats, keeps_source=True)
-
-
-def build_from_any(store: WritableStore, reference: str, *, shown: str, tag: str | None, index: bool,
-                   platforms: tuple[str, ...] | None = None) -> Descriptor:
-    """``k8s modelcar`` of a model of any family: one that is not ModelPack (a ModelKit, a
-    Docker model, a ModelCar image) has its ModelPack form stored beside it, untagged, and the
-    image is built from that, as ``convert --to modelcar`` does; a container image or another
-    artifact is refused saying what it is (``shown``: the reference as the user wrote it)."""
-    from ..copy import DEFAULT_CONCURRENCY
-    from ..k8s.modelcar import DEFAULT_PLATFORMS, build_modelcar
-    from .pull import modelpack_of
-    from .registry import identify
-
-    found = identify(store, reference, shown=shown)
-    with undone_on_failure(store):  # a failure in either step leaves a layout as it was
-        if found.family.name != "modelpack":
-            form, desc = modelpack_of(found, store)
-            copy(form, desc.digest, store, None, concurrency=DEFAULT_CONCURRENCY, progress=None)
-            reference = desc.digest
-        return build_modelcar(store, reference, tag=tag, index=index, platforms=platforms or DEFAULT_PLATFORMS)
 
 
 def _read_files(store: Store, manifest: Manifest) -> Reading:
