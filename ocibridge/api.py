@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -251,6 +252,7 @@ def pull(
     examined = door.examine(source.store, source.reference, fmt, source=src)
     conversion = examined.conversion
     store: Store
+    named: str | None = None  # the digest the user named, when the files come from another form
     if conversion is not None and not conversion.as_is:
         # A model of a family a source format reads (an Ollama model) is converted as push
         # would convert it, so its files can be pulled.
@@ -265,10 +267,14 @@ def pull(
         from .families.pull import modelpack_of
 
         store, desc = modelpack_of(examined.model, source.store)
+        named = examined.model.desc.digest
     else:  # no model of a known family: read as it is, a plain OCI artifact of files
         store, desc = source.store, resolve_model(source.store, source.reference)
     request = door.ExportRequest(options, transfer.concurrency, progress, select, OnExisting(on_existing))
-    return fmt.export(store, desc, dest, request)
+    pulled = fmt.export(store, desc, dest, request)
+    if named is None or named == pulled.digest:
+        return pulled
+    return dataclasses.replace(pulled, digest=named, via=pulled.digest)
 
 
 def _verified(source: StoreTarget, policy: VerifyPolicy, name: str) -> str:

@@ -25,11 +25,15 @@ class PullResult:
     kept: tuple[str, ...] = ()  # existing files left as they were (-k/--keep-old-files)
     skipped: tuple[str, ...] = ()  # left out by --include/--exclude
     copy: dict[str, Any] | None = None  # a pull into a store: the copy's summary
+    via: str | None = None  # a ModelKit, Docker model...: the digest of the ModelPack form read
+
 
     def as_dict(self) -> dict[str, Any]:
         if self.copy is not None:
             return dict(self.copy)
         out: dict[str, Any] = {"digest": self.digest, "output": self.output, "format": self.format}
+        if self.via is not None:
+            out["modelpackDigest"] = self.via
         if self.format == "directory":
             out.update(files=list(self.files), bytes=self.bytes, kept=list(self.kept),
                        skipped=list(self.skipped))

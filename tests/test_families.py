@@ -348,3 +348,17 @@ def test_a_modelcar_reads_back_as_the_artifact_it_was_built_from(tmp_path):
     assert back.conversion.source_family == "modelcar"
     assert back.conversion.restored and back.conversion.descriptor.digest == KIT_DIGEST
     assert _files(f"oci:{layout}:car", tmp_path / "a") == _files(src, tmp_path / "b")
+
+
+@pytest.mark.parametrize("name, digest", [("modelkit", KIT_DIGEST), ("docker-model", DOCKER_DIGEST)])
+def test_a_pull_of_another_family_reports_the_digest_named(tmp_path, capsys, name, digest):
+    """The files come from the model's ModelPack form, but the digest printed is the one the user
+    named (what `resolve` and the registry show); --json also gives the form's own digest."""
+    ref = SOURCES[name](tmp_path)
+    assert main(["pull", ref, str(tmp_path / "out"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["digest"] == digest
+    form = convert(ref, f"oci:{tmp_path / 'form'}:mp", "modelpack").conversion.descriptor.digest
+    assert out["modelpackDigest"] == form != digest
+    assert main(["pull", ref, str(tmp_path / "out2")]) == 0
+    assert capsys.readouterr().out.startswith(f"pulled {digest} into ")
