@@ -442,3 +442,20 @@ def test_a_tag_no_url_can_carry_fails_alone_and_the_job_goes_on(tmp_path: Path) 
                           "v1\n": "invalid tag 'v1\\n'"}
         assert not summary.ok and summary.totals()["failed"] == 3
     assert LayoutStore(tmp_path / "dst").tags() == ["good"]
+
+
+def test_losses_are_said_for_what_was_converted_not_again_for_each_skip() -> None:
+    """A converting job re-run skips what it mirrored; the text does not repeat its lost fields
+    (the --json report keeps them, per artifact)."""
+    from ocibridge.mirror.summary import ArtifactResult, MirrorSummary
+
+    lost = ["docker.context_size = 2048"]
+    summary = MirrorSummary(artifacts=[
+        ArtifactResult(0, "src/a:1", "dst/a:1", "copied", lost=lost),
+        ArtifactResult(0, "src/a:2", "dst/a:2", "skipped", reason="already mirrored", lost=lost),
+        ArtifactResult(0, "src/a:3", "dst/a:3", "planned", lost=lost),
+    ])
+    lines = summary.format_text().splitlines()
+    said = [i for i, line in enumerate(lines) if line.strip() == "lost: docker.context_size = 2048"]
+    assert [lines[i - 1].split()[0] for i in said] == ["copied", "would"]
+    assert summary.as_dict()["artifacts"][1]["lost"] == lost

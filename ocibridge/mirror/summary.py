@@ -126,7 +126,7 @@ class MirrorSummary:
                 lines.append(f"skipped {a.source}: {a.reason}")
             if a.note and a.status != "failed":
                 lines.append(f"        note: {a.note}")
-            if a.status != "failed":
+            if a.status in ("copied", "planned"):  # a skip wrote nothing: its losses were said when it was
                 lines.extend(f"        lost: {one_line(x)}" for x in a.lost)
         used = {a.entry for a in self.artifacts}
         for e in self.entries:
