@@ -14,7 +14,7 @@ delete the directory itself, its parent, or anything named with a separator.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from .errors import UnsafePath
 
@@ -98,8 +98,3 @@ def whiteout_target(directory: str, hidden: str) -> str:
     if hidden in ("", ".", "..") or "/" in hidden or "\\" in hidden or "\x00" in hidden:
         raise UnsafePath(f"whiteout {posixpath.join(directory, '.wh.' + hidden)!r} names no single entry")
     return posixpath.join(directory, hidden) if directory else hidden
-
-
-def symlinks_of(entries: Iterable[tuple[str, str | None]]) -> dict[str, str]:
-    """``{path: target}`` for the entries that are links (``target`` not None)."""
-    return {path: target for path, target in entries if target is not None}

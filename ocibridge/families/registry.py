@@ -36,10 +36,6 @@ def register(family: ModelFamily) -> None:
     _FAMILIES.append(family)
 
 
-def families() -> list[ModelFamily]:
-    return list(_FAMILIES)
-
-
 def names() -> list[str]:
     return [f.name for f in _FAMILIES]
 

@@ -168,7 +168,6 @@ class Selection:
     top: Descriptor  # what the reference resolves to (maybe an index)
     desc: Descriptor  # the chosen manifest
     manifest: Manifest
-    via_index: bool = False
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -219,7 +218,7 @@ def select(store: Store, reference: str, platform: str = DEFAULT_PLATFORM) -> Se
     if not isinstance(child, Manifest):
         raise OcibridgeError(f"{reference}: nested indexes are not supported by image volumes")
     how = "platform-less entry" if chosen.platform is None else f"entry for {platform}"
-    return Selection(top, chosen, child, True, [f"index: the runtime picks the {how} {chosen.digest}"])
+    return Selection(top, chosen, child, [f"index: the runtime picks the {how} {chosen.digest}"])
 
 
 def crio_name(desc: Descriptor, version: RuntimeVersion | None = None) -> str | None:

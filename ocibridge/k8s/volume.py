@@ -40,10 +40,6 @@ def pinned_reference(text: str, digest: str) -> str:
     return f"{ref.registry}/{ref.repository}@{digest}"
 
 
-def _q(value: str) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
 def _check_inputs(reference: str, mount_path: str, names: list[str], sub_path: str | None) -> None:
     head, _, digest = reference.rpartition("@")
     if not head or not is_digest(digest) or "oci:" in head:

@@ -12,7 +12,6 @@ import contextlib
 import errno
 import os
 import shutil
-import stat
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -433,7 +432,3 @@ def _commit(staging: Path, out: Path, files: list[str]) -> None:
         raise
     if aside is not None:  # the replaced files' old versions
         shutil.rmtree(aside, ignore_errors=True)
-
-
-def is_regular(path: Path) -> bool:
-    return stat.S_ISREG(path.lstat().st_mode)

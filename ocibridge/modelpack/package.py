@@ -80,9 +80,6 @@ class ModelPackage:
     def name(self) -> str | None:
         return self.descriptor.get("name")
 
-    def total_size(self) -> int:
-        return sum(f.size for f in self.files)
-
 
 def env_epoch() -> int | None:
     value = os.environ.get("SOURCE_DATE_EPOCH")

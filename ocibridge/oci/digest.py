@@ -9,7 +9,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
 from ..errors import DigestMismatch, OcibridgeError
 from ..streams import Reader, close_reader
@@ -172,11 +172,3 @@ def verify_bytes(data: bytes, digest: str, size: int | None = None, what: str = 
     if hashlib.new(algorithm, data).hexdigest() != hexpart:
         raise DigestMismatch(f"{what} {digest}: content does not match its digest")
     return data
-
-
-def copy_stream(src: BinaryIO, dst: BinaryIO, chunk: int = CHUNK) -> int:
-    total = 0
-    while data := src.read(chunk):
-        dst.write(data)
-        total += len(data)
-    return total

@@ -135,7 +135,3 @@ def family_of_artifact(artifact_type: str | None, config_media_type: str | None)
         if artifact_type == family.artifact_type or config_media_type == family.config_media_type:
             return family
     return None
-
-
-def is_modelpack_config(media_type: str) -> bool:
-    return any(media_type == f.config_media_type for f in Family)

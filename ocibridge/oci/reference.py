@@ -52,9 +52,6 @@ class RegistryReference:
         """What the distribution API takes after /manifests/: the digest if pinned, else the tag."""
         return self.digest or self.tag or DEFAULT_TAG
 
-    def with_digest(self, digest: str) -> RegistryReference:
-        return RegistryReference(self.registry, self.repository, None, digest)
-
     def __str__(self) -> str:
         s = f"{self.registry}/{self.repository}"
         if self.tag:

@@ -18,12 +18,6 @@ from ...errors import SourceError
 from ...oci.digest import is_digest
 from ...oci.mediatypes import DOCKER_CONFIG, DOCKER_MANIFEST, OLLAMA_LAYER_PREFIX
 
-#: Layer kinds Ollama ships or documents (the part after ``application/vnd.ollama.image.``).
-KNOWN_KINDS = (
-    "model", "adapter", "projector", "template", "system", "params", "messages", "license",
-    "prompt", "tensor", "json", "config", "tokenizer", "tokenizer.config",
-)
-
 
 class OllamaLayer(BaseModel):
     model_config = ConfigDict(extra="allow")

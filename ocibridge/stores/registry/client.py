@@ -178,9 +178,6 @@ class RegistryClient:
     def url(self, path: str) -> str:
         return path if "://" in path else self.base + path
 
-    def same_origin(self, url: str) -> bool:
-        return self.origin.same(url)
-
     # -- one request -----------------------------------------------------------------------
     def send(
         self,
