@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -17,6 +17,8 @@ from pydantic import ValidationError as PydanticValidationError
 from ...errors import SourceError
 from ...oci.digest import is_digest
 from ...oci.mediatypes import DOCKER_CONFIG, DOCKER_MANIFEST, OLLAMA_LAYER_PREFIX
+
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class OllamaLayer(BaseModel):
@@ -73,19 +75,29 @@ class OllamaConfig(BaseModel):
     rootfs: OllamaRootFS | None = None
 
 
-def parse_ollama_config(data: bytes, where: str = "Ollama config") -> OllamaConfig:
+def _json_object(data: bytes, where: str) -> dict[str, Any]:
+    """The JSON object ``data`` holds; anything else is one ``SourceError`` naming ``where``."""
     try:
         doc = json.loads(data)
     except ValueError as e:
         raise SourceError(f"{where} is not valid JSON: {e}") from None
     if not isinstance(doc, dict):
         raise SourceError(f"{where} is not a JSON object")
+    return doc
+
+
+def _validated(model: type[_Model], doc: dict[str, Any], where: str) -> _Model:
+    """``doc`` as ``model``; the first problem becomes one line naming its location."""
     try:
-        return OllamaConfig.model_validate(doc)
+        return model.model_validate(doc)
     except PydanticValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         raise SourceError(f"malformed {where}: {loc}: {first['msg']}") from None
+
+
+def parse_ollama_config(data: bytes, where: str = "Ollama config") -> OllamaConfig:
+    return _validated(OllamaConfig, _json_object(data, where), where)
 
 
 @dataclass(frozen=True)
@@ -112,20 +124,10 @@ def parse_layer_type(media_type: str) -> LayerType | None:
 
 def parse_ollama_manifest(data: bytes, where: str = "Ollama manifest") -> OllamaManifest:
     """Parse and check a manifest: every layer an Ollama layer, config (if any) a Docker config."""
-    try:
-        doc = json.loads(data)
-    except ValueError as e:
-        raise SourceError(f"{where} is not valid JSON: {e}") from None
-    if not isinstance(doc, dict):
-        raise SourceError(f"{where} is not a JSON object")
+    doc = _json_object(data, where)
     if doc.get("artifactType") or "manifests" in doc:
         raise SourceError(f"{where} is not an Ollama model manifest (an OCI artifact or index)")
-    try:
-        manifest = OllamaManifest.model_validate(doc)
-    except PydanticValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise SourceError(f"malformed {where}: {loc}: {first['msg']}") from None
+    manifest = _validated(OllamaManifest, doc, where)
     if manifest.mediaType not in (None, DOCKER_MANIFEST):
         raise SourceError(f"{where} has media type {manifest.mediaType}, not a Docker v2 manifest")
     if manifest.config is not None and manifest.config.mediaType != DOCKER_CONFIG:
