@@ -14,18 +14,18 @@ import contextlib
 import hashlib
 import os
 import tarfile
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import OcibridgeError, UnsafePath
-from ...fsutil import TEMP_PREFIX, link_stays_inside, safe_relpath, shared_file_mode
-from ...modelpack.layers import LayerReader, layer_mode, layer_path, open_layer
+from ...fsutil import link_stays_inside, safe_relpath, shared_file_mode
+from ...modelpack.layers import layer_mode, layer_path, open_layer
 from ...oci.digest import CHUNK
 from ...oci.mediatypes import Variant, parse_layer_media_type
 from ...oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ...stores.base import Store
-from ...streams import Reader, open_tar_stream
+from ...streams import Reader
+from ..archive_export import each_tar_member, read_to_end, temp_beside
 from ..readback import must_read_back
 from .errors import CartonError, CartonMismatch, NotACarton
 from .manifest import LINKS_NAME, MANIFEST_NAME, TOML_NAME, CartonManifest, parse_manifest
@@ -33,11 +33,6 @@ from .mapping import ANNOTATION_MODEL_HASH
 from .reader import read_carton
 from .zipread import DEFAULT_LIMITS, METHOD_STORED, EntryReader, scan_entries
 from .zipwrite import ZipWriter
-
-
-def _verified(store: Store, desc: Descriptor) -> LayerReader:
-    """The layer's content (a tar layer decoded), verified once read to its end."""
-    return open_layer(store, desc)
 
 
 def _chunks(reader: Reader, size: int | None = None) -> Iterator[bytes]:
@@ -49,11 +44,6 @@ def _chunks(reader: Reader, size: int | None = None) -> Iterator[bytes]:
         if remaining is not None:
             remaining -= len(data)
         yield data
-
-
-def _drain(reader: Reader) -> None:
-    while reader.read(CHUNK):
-        pass
 
 
 class _Hashing:
@@ -110,9 +100,9 @@ def _find_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor, Carton
     layer = found[MANIFEST_NAME]
     if layer.size > DEFAULT_LIMITS.max_small_file:
         raise NotACarton(f"{MANIFEST_NAME} layer is {layer.size} bytes: too large")
-    with contextlib.closing(_verified(store, layer)) as r:
+    with contextlib.closing(open_layer(store, layer)) as r:
         data = r.read(layer.size + 1)
-        _drain(r)
+        read_to_end(r)
     try:
         parsed = parse_manifest(data)
     except (CartonError, UnsafePath) as e:
@@ -123,25 +113,16 @@ def _find_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor, Carton
     return layer, parsed
 
 
-def _write_tar_layer(store: Store, desc: Descriptor, variant: Variant, writer: _CartonWriter) -> None:
-    with contextlib.closing(_verified(store, desc)) as raw:
-        stream = raw  # decoded by open_layer
-        try:
-            with open_tar_stream(stream) as tar:
-                for member in tar:
-                    if member.isdir():
-                        continue
-                    if member.issym():
-                        writer.add_link(member.name, member.linkname)
-                    elif member.isfile():
-                        src = tar.extractfile(member)
-                        assert src is not None
-                        writer.add_file(member.name, _chunks(src, member.size), member.size, member.mode)
-                    else:
-                        raise CartonError(f"{member.name}: hard links and devices cannot go into a carton")
-        except tarfile.TarError as e:
-            raise CartonError(f"layer {desc.digest}: not a readable tar: {e}") from None
-        _drain(raw)
+def _write_tar_layer(store: Store, desc: Descriptor, writer: _CartonWriter) -> None:
+    def add(member: tarfile.TarInfo, content: Reader | None) -> None:
+        if member.issym():
+            writer.add_link(member.name, member.linkname)
+        elif content is not None:
+            writer.add_file(member.name, _chunks(content, member.size), member.size, member.mode)
+        else:
+            raise CartonError(f"{member.name}: hard links and devices cannot go into a carton")
+
+    each_tar_member(store, desc, add, CartonError)
 
 
 def _write_entries(store: Store, manifest: Manifest, zw: ZipWriter) -> CartonManifest:
@@ -160,11 +141,11 @@ def _write_entries(store: Store, manifest: Manifest, zw: ZipWriter) -> CartonMan
             sha = writer.expected(path)
             if layer.digest != "sha256:" + sha:
                 raise CartonMismatch(f"{path}: layer digest {layer.digest} does not match MANIFEST ({sha})")
-            with contextlib.closing(_verified(store, layer)) as r:
+            with contextlib.closing(open_layer(store, layer)) as r:
                 writer.add_file(path, _chunks(r), layer.size, layer_mode(layer))
-                _drain(r)
+                read_to_end(r)
         else:
-            _write_tar_layer(store, layer, layer_type.variant, writer)
+            _write_tar_layer(store, layer, writer)
     missing = sorted(set(carton_manifest.entries) - {e.name for e in zw.entries})
     if missing:
         raise NotACarton(f"the artifact lacks {missing[0]!r}, which its MANIFEST lists ({len(missing)} missing)")
@@ -187,20 +168,7 @@ def _check_written(tmp: Path, zw: ZipWriter, carton_manifest: CartonManifest) ->
         if (e.size, e.compress_size, e.crc, e.method) != (w.size, w.compress_size, w.crc, w.method):
             raise OcibridgeError(f"the written carton's entry {name} does not read back as written")
     with EntryReader(tmp, entries[MANIFEST_NAME], expect_sha256=carton_manifest.model_hash) as r:
-        _drain(r)
-
-
-@contextlib.contextmanager
-def _temp_beside(final: Path) -> Iterator[Path]:
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".carton", dir=final.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+        read_to_end(r)
 
 
 def export_carton(store: Store, desc: Descriptor, out_path: Path) -> None:
@@ -211,7 +179,7 @@ def export_carton(store: Store, desc: Descriptor, out_path: Path) -> None:
     manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
     if not isinstance(manifest, Manifest):
         raise NotACarton(f"{desc.digest} is an index, not a model manifest; pick one by digest")
-    with _temp_beside(out_path) as tmp:
+    with temp_beside(out_path, ".carton") as tmp:
         with open(tmp, "wb") as out:
             zw = ZipWriter(out)
             carton_manifest = _write_entries(store, manifest, zw)

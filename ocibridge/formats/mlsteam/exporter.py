@@ -18,21 +18,20 @@ import io
 import os
 import stat
 import tarfile
-import tempfile
 import zipfile
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import OcibridgeError, SourceError
-from ...fsutil import TEMP_PREFIX, safe_relpath, shared_file_mode
-from ...modelpack.layers import LayerReader, layer_mode, layer_path, open_layer
+from ...fsutil import safe_relpath, shared_file_mode
+from ...modelpack.layers import layer_mode, layer_path, open_layer
 from ...oci.digest import CHUNK
 from ...oci.mediatypes import LayerType, Variant, parse_layer_media_type
 from ...oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ...stores.base import Store
-from ...streams import Reader, open_tar_stream
+from ...streams import Reader
+from ..archive_export import each_tar_member, read_to_end, temp_beside
 from ..readback import must_read_back
 from .manifest import MANIFEST_NAME, parse_manifest
 from .reader import MAX_MANIFEST_BYTES, MODELS_DIR, read_mlarchive
@@ -43,7 +42,6 @@ ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 DEFAULT_COMPRESSLEVEL = 6
 #: ``models/`` files at least this large are stored (not deflated) unless asked otherwise.
 STORE_WEIGHTS_FROM = 1 << 20
-#: A compressed tar layer may not expand beyond this many times its size (min 1 MiB).
 
 
 class NotAnMlarchive(OcibridgeError):
@@ -54,17 +52,6 @@ class NotAnMlarchive(OcibridgeError):
 class _Written:
     size: int
     crc: int
-
-
-def _verified(store: Store, desc: Descriptor) -> LayerReader:
-    """The layer's content (a tar layer decoded), verified once read to its end."""
-    return open_layer(store, desc)
-
-
-def _drain(reader: Reader) -> None:
-    """Read to EOF so the verifying reader checks the digest of the whole blob."""
-    while reader.read(CHUNK):
-        pass
 
 
 class _ZipWriter:
@@ -121,9 +108,9 @@ def _read_archive_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor
         if layer_type and layer_type.variant is Variant.RAW and layer_path(layer) == MANIFEST_NAME:
             if layer.size > MAX_MANIFEST_BYTES:
                 raise NotAnMlarchive(f"{MANIFEST_NAME} layer is {layer.size} bytes: too large")
-            with contextlib.closing(_verified(store, layer)) as r:
+            with contextlib.closing(open_layer(store, layer)) as r:
                 data = r.read(layer.size + 1)
-                _drain(r)
+                read_to_end(r)
             try:
                 parse_manifest(data)
             except SourceError as e:
@@ -135,22 +122,13 @@ def _read_archive_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor
     )
 
 
-def _write_tar_layer(store: Store, desc: Descriptor, variant: Variant, writer: _ZipWriter) -> None:
-    with contextlib.closing(_verified(store, desc)) as raw:
-        stream = raw  # decoded by open_layer
-        try:
-            with open_tar_stream(stream) as tar:
-                for member in tar:
-                    if member.isdir():
-                        continue
-                    if not member.isfile():
-                        raise SourceError(f"{member.name}: links and devices cannot go into an mlarchive")
-                    src = tar.extractfile(member)
-                    assert src is not None
-                    writer.add(member.name, member.mode, member.size, src)
-        except tarfile.TarError as e:
-            raise SourceError(f"layer {desc.digest}: not a readable tar: {e}") from None
-        _drain(raw)
+def _write_tar_layer(store: Store, desc: Descriptor, writer: _ZipWriter) -> None:
+    def add(member: tarfile.TarInfo, content: Reader | None) -> None:
+        if content is None:
+            raise SourceError(f"{member.name}: links and devices cannot go into an mlarchive")
+        writer.add(member.name, member.mode, member.size, content)
+
+    each_tar_member(store, desc, add, SourceError)
 
 
 def _write_entries(
@@ -167,11 +145,11 @@ def _write_entries(
             path = layer_path(layer)
             if not path:
                 raise SourceError(f"layer {layer.digest} has no file path annotation")
-            with contextlib.closing(_verified(store, layer)) as r:
+            with contextlib.closing(open_layer(store, layer)) as r:
                 writer.add(path, layer_mode(layer), layer.size, r)
-                _drain(r)
+                read_to_end(r)
         else:
-            _write_tar_layer(store, layer, layer_type.variant, writer)
+            _write_tar_layer(store, layer, writer)
     return writer.written
 
 
@@ -187,26 +165,6 @@ def _check_written(tmp: Path, written: dict[str, _Written]) -> None:
     for name, w in written.items():
         if infos[name].file_size != w.size or w.crc != infos[name].CRC:
             raise OcibridgeError(f"the written archive's entry {name} does not match")
-
-
-@contextlib.contextmanager
-def _temp_beside(final: Path) -> Iterator[Path]:
-    """A temporary file beside ``final``; on failure it and the folders made for it go."""
-    made = [d for d in (final.parent, *final.parent.parents) if not d.exists()]  # deepest first
-    final.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".mlarchive", dir=final.parent)
-    os.close(fd)
-    tmp = Path(name)
-    ok = False
-    try:
-        yield tmp
-        ok = True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        for folder in [] if ok else made:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
 
 
 def export_mlarchive(
@@ -225,7 +183,7 @@ def export_mlarchive(
     manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
     if not isinstance(manifest, Manifest):
         raise NotAnMlarchive(f"{desc.digest} is an index, not a model manifest; pick one by digest")
-    with _temp_beside(out_path) as tmp:
+    with temp_beside(out_path, ".mlarchive") as tmp:
         with zipfile.ZipFile(
             tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=compresslevel
         ) as zf:
