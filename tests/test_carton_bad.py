@@ -3,10 +3,12 @@ at the destination layout (no index entry, no manifest, no temp file)."""
 
 from __future__ import annotations
 
+import io
 import random
 import struct
 import subprocess
 import sys
+import tarfile
 import warnings
 import zipfile
 from pathlib import Path
@@ -29,6 +31,7 @@ from ocibridge.formats.carton import (
     CartonError,
     CartonLimits,
     CartonMismatch,
+    NotACarton,
     export_carton,
     format_manifest,
     read_carton,
@@ -36,6 +39,9 @@ from ocibridge.formats.carton import (
 from ocibridge.formats.carton.zipwrite import ZipWriter
 from ocibridge.formats.directory import read_directory
 from ocibridge.modelpack.builder import ARTIFACT_TAG, build
+from ocibridge.modelpack.layers import layer_path
+from ocibridge.oci.mediatypes import OCI_MANIFEST, Kind, Variant, layer_media_type
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.layout import LayoutStore
 
 
@@ -420,3 +426,41 @@ def test_cli_bad_carton_to_registry_writes_nothing(case: str, tmp_path: Path, ca
     for data in intact:
         assert not store.exists(Descriptor(mediaType="application/octet-stream", digest="sha256:" + sha(data),
                                            size=len(data)))
+
+
+@pytest.mark.parametrize("twice", ["raw", "tar"])
+def test_export_refuses_a_file_the_artifact_holds_twice(twice: str, tmp_path: Path) -> None:
+    """A hostile artifact naming one file in two layers is one clear error, not a zip writer's
+    ValueError (which the CLI could only report as unexpected)."""
+    src = tmp_path / "src"
+    (src / "model").mkdir(parents=True)
+    (src / "carton.toml").write_bytes(TOML)
+    (src / "model" / "w.bin").write_bytes(b"w")
+    (src / "MANIFEST").write_bytes(format_manifest({"carton.toml": sha(TOML), "model/w.bin": sha(b"w")}))
+    store = LayoutStore(tmp_path / "layout", create=True)
+    copy(build(read_directory(str(src))), ARTIFACT_TAG, store, "t")
+    manifest = parse_manifest_bytes(store.fetch_bytes(store.resolve("t")))
+    assert isinstance(manifest, Manifest)
+    layer = next(x for x in manifest.layers if layer_path(x) == "model/w.bin")
+    if twice == "tar":
+        data = _tar_of("model/w.bin", b"w")
+        store.push_blob(Descriptor.for_bytes(TAR_LAYER, data), io.BytesIO(data))
+        layer = Descriptor.for_bytes(TAR_LAYER, data)
+    doubled = manifest.model_copy(update={"layers": [*manifest.layers, layer]}).to_json_bytes()
+    desc = Descriptor.for_bytes(OCI_MANIFEST, doubled)
+    store.push_manifest(desc, doubled, "twice")
+    with pytest.raises(NotACarton, match="holds 'model/w.bin' twice"):
+        export_carton(store, desc, tmp_path / "x.carton")
+    assert not (tmp_path / "x.carton").exists()
+
+
+def _tar_of(name: str, data: bytes) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+TAR_LAYER = layer_media_type(Kind.WEIGHT, Variant.TAR)

@@ -64,6 +64,7 @@ class _CartonWriter:
     def __init__(self, zip_writer: ZipWriter, manifest: CartonManifest):
         self.zip, self.manifest = zip_writer, manifest
         self.links: dict[str, str] = {}
+        self._written: set[str] = set()
 
     def expected(self, path: str) -> str:
         path = safe_relpath(path, "file path in the artifact")
@@ -71,8 +72,16 @@ class _CartonWriter:
             raise NotACarton(f"the artifact holds {path!r}, which its MANIFEST does not list")
         return self.manifest.entries[path]
 
+    def _once(self, path: str) -> None:
+        """Refuse a second entry of one name (two layers holding one file), before the zip
+        writer's own assertion would."""
+        if path in self._written:
+            raise NotACarton(f"the artifact holds {path!r} twice")
+        self._written.add(path)
+
     def add_file(self, path: str, chunks: Iterator[bytes], size: int, mode: int) -> None:
         sha = self.expected(path)
+        self._once(path)
         hashing = _Hashing(chunks)
         self.zip.add(path, iter(hashing), size_hint=size, mode=mode)
         if hashing.sha.hexdigest() != sha:
@@ -82,6 +91,7 @@ class _CartonWriter:
         self.expected(path)
         if not path.startswith("model/") or not link_stays_inside(path, target, "model"):
             raise UnsafePath(f"symlink {path!r} → {target!r} points outside model/")
+        self._once(path)
         self.links[path] = target
         self.zip.add_symlink(path, target)
 
