@@ -41,7 +41,7 @@ def snapshot(root: Path) -> dict[str, tuple[str, bytes | str]]:
     return out
 
 
-def _artifact(root: Path, layers: list[bytes]) -> str:
+def _artifact(root: Path, layers: list[bytes], media_type: str = WEIGHT_TAR) -> str:
     """A ModelPack artifact whose weight layers are the given tars: what a hostile push holds."""
     layout = LayoutStore(root, create=True)
     config = json.dumps({"descriptor": {"name": "x"}, "config": {},
@@ -50,7 +50,7 @@ def _artifact(root: Path, layers: list[bytes]) -> str:
     layout.push_blob(config_desc, io.BytesIO(config))
     descs = []
     for data in layers:
-        desc = Descriptor.for_bytes(WEIGHT_TAR, data)
+        desc = Descriptor.for_bytes(media_type, data)
         layout.push_blob(desc, io.BytesIO(data))
         descs.append(desc)
     manifest = Manifest(artifactType=ARTIFACT, config=config_desc, layers=descs).to_json_bytes()
@@ -192,6 +192,32 @@ def test_k8s_mount_cli_says_why_in_one_line(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "names no single entry" in err
     assert not (tmp_path / "mnt").exists()
+
+
+NOT_A_TAR = {
+    "tar": (WEIGHT_TAR, b"not a tar archive at all " * 40),
+    "gzip": (WEIGHT_TAR + "+gzip", b"\x1f\x8b\x08\x00 then garbage " * 10),
+    "zstd": (WEIGHT_TAR + "+zstd", b"\x28\xb5\x2f\xfd then garbage " * 10),
+}
+
+
+@pytest.mark.parametrize("media_type, data", NOT_A_TAR.values(), ids=NOT_A_TAR.keys())
+def test_a_layer_that_is_no_tar_is_one_line_naming_it(tmp_path, capsys, media_type, data) -> None:
+    """Its digest is right, its content is no (compressed) tar: the pull says so, not
+    'unexpected ReadError' (the tar, zlib or zstd module's error), and writes nothing."""
+    ref = _artifact(tmp_path / "layout", [data], media_type)
+    code, err = _pull(capsys, ref, tmp_path / "out")
+    digest = Descriptor.for_bytes(media_type, data).digest
+    assert code == 1 and err.count("\n") == 1 and f"layer {digest} is not a readable tar" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_k8s_mount_of_an_image_layer_that_is_no_tar_is_one_line(tmp_path, capsys) -> None:
+    layout = _image(tmp_path, [b"not a tar archive at all " * 40])
+    code = main(["k8s", "mount", f"oci:{layout.root}:v1", str(tmp_path / "mnt"), "--runtime", "containerd"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "is not a readable tar" in err, err
+    assert "unexpected" not in err and not (tmp_path / "mnt").exists()
 
 
 # -- class 3: all or nothing -------------------------------------------------------------------------

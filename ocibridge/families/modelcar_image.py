@@ -10,27 +10,22 @@ counted and reported as lost, never unpacked.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import posixpath
 import shutil
 import tarfile
 import tempfile
 import weakref
-import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import zstandard
 
 from ..confined import check_links, whiteout_target
 from ..errors import OcibridgeError, SourceError, UnsafePath
 from ..fsutil import TEMP_PREFIX, safe_relpath
 from ..k8s.layers import MAX_ENTRIES, OPAQUE, WHITEOUT, Tree
 from ..k8s.runtime import TAR_LAYER_TYPES
-from ..modelpack.layers import open_layer
+from ..modelpack.layers import open_layer, readable_layer
 from ..oci.digest import CHUNK, HashingReader
 from ..oci.models import Descriptor, Manifest
 from ..stores.base import MAX_MANIFEST_BYTES, Store
@@ -80,7 +75,7 @@ def has_models(store: Store, manifest: Manifest) -> bool:
 
 def _scan(store: Store, layer: Descriptor) -> bool | None:
     outside = False
-    with _readable(layer), open_layer(store, layer) as stream, open_tar_stream(stream) as tar:
+    with readable_layer(layer, "image layer"), open_layer(store, layer) as stream, open_tar_stream(stream) as tar:
         for count, member in enumerate(tar):
             if count > MAX_ENTRIES:
                 raise OcibridgeError("tar layer has too many entries (bomb limit)")
@@ -92,15 +87,6 @@ def _scan(store: Store, layer: Descriptor) -> bool | None:
             if not posixpath.basename(member.name.rstrip("/")).startswith(WHITEOUT):
                 outside = True  # a file elsewhere (a deletion elsewhere, RUN rm -rf /tmp/*, decides nothing)
     return False if outside else None
-
-
-@contextlib.contextmanager
-def _readable(layer: Descriptor) -> Iterator[None]:
-    """A layer that is not the tar its media type says: one clear line, not a tar module error."""
-    try:
-        yield
-    except (tarfile.TarError, EOFError, zlib.error, zstandard.ZstdError) as e:
-        raise SourceError(f"image layer {layer.digest} is not a readable tar ({e})") from None
 
 
 @dataclass
@@ -184,7 +170,7 @@ def _apply(store: Store, layer: Descriptor, tree: Tree) -> tuple[str, int]:
     """Apply the entries of one layer that touch /models; (the layer's diff_id, entries skipped)."""
     tree.begin_layer()
     skipped = 0
-    with _readable(layer), open_layer(store, layer) as stream:  # decoded, bounded, verified at its end
+    with readable_layer(layer, "image layer"), open_layer(store, layer) as stream:  # bounded, verified at its end
         hashing = HashingReader(stream)
         with open_tar_stream(hashing) as tar:
             for count, member in enumerate(tar):

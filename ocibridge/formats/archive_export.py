@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import OcibridgeError
 from ..fsutil import TEMP_PREFIX
-from ..modelpack.layers import open_layer
+from ..modelpack.layers import open_layer, readable_layer
 from ..oci.digest import CHUNK
 from ..oci.models import Descriptor
 from ..stores.base import Store
@@ -33,15 +33,13 @@ def read_to_end(reader: Reader) -> None:
 def each_tar_member(store: Store, desc: Descriptor, visit: MemberVisitor,
                     error: type[OcibridgeError]) -> None:
     """Hand ``visit`` every member of the tar layer ``desc`` but directories, in order, then
-    read the layer to its end; a tar that does not read is one ``error`` naming the layer."""
-    with contextlib.closing(open_layer(store, desc)) as layer:
-        try:
-            with open_tar_stream(layer) as tar:
-                for member in tar:
-                    if not member.isdir():
-                        visit(member, tar.extractfile(member) if member.isfile() else None)
-        except tarfile.TarError as e:
-            raise error(f"layer {desc.digest}: not a readable tar: {e}") from None
+    read the layer to its end; a layer that does not decode or is not a tar is one ``error``
+    naming it."""
+    with contextlib.closing(open_layer(store, desc)) as layer, readable_layer(desc, error=error):
+        with open_tar_stream(layer) as tar:
+            for member in tar:
+                if not member.isdir():
+                    visit(member, tar.extractfile(member) if member.isfile() else None)
         read_to_end(layer)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..confined import MAX_LINK_HOPS, check_link, no_link_on_the_way, whiteout_target
 from ..errors import OcibridgeError, UnsafePath
-from ..modelpack.layers import open_layer
+from ..modelpack.layers import open_layer, readable_layer
 from ..oci.digest import CHUNK, HashingReader
 from ..oci.models import Descriptor
 from ..stores.base import Store
@@ -358,7 +358,8 @@ def apply_layer(store: Store, desc: Descriptor, tree: Tree) -> str:
     """Apply one tar layer to ``tree``; return its diff_id (sha256 of the uncompressed tar)."""
     tree.begin_layer()
     count = 0
-    with open_layer(store, desc, TAR_LAYER_TYPES.get(desc.mediaType)) as stream:  # as the runtimes decode
+    decoding = TAR_LAYER_TYPES.get(desc.mediaType)  # as the runtimes decode
+    with readable_layer(desc), open_layer(store, desc, decoding) as stream:
         hashing = HashingReader(stream)
         with open_tar_stream(hashing) as tar:
             for member in tar:

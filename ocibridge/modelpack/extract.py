@@ -31,7 +31,7 @@ from ..progress import ProgressFn
 from ..stores.base import Reopen, Store, VerifiedFile
 from ..streams import Reader, open_tar_stream
 from .index import model_entry
-from .layers import MAX_EXPANSION_RATIO, MAX_TAR_ENTRIES, layer_mode, layer_path, layer_stream
+from .layers import MAX_EXPANSION_RATIO, MAX_TAR_ENTRIES, layer_mode, layer_path, layer_stream, readable_layer
 
 __all__ = [
     "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "DirectoryTarget", "ExtractResult", "extract",
@@ -310,7 +310,7 @@ class DirectoryTarget:
         else:
             files: list[str] = []
             skipped: list[str] = []
-            with self._tar_lock:
+            with self._tar_lock, readable_layer(desc):
                 written = _extract_tar(layer_stream(reader, desc), staging, files, self.select, skipped)
             with self._lock:
                 self.result.files.extend(files)

@@ -8,9 +8,15 @@ file mode.
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import hashlib
+import sys
+import tarfile
+import zlib
+from collections.abc import Iterator
 
-from ..errors import OcibridgeError
+from ..errors import OcibridgeError, SourceError
 from ..oci.digest import CHUNK, verified
 from ..oci.layerinfo import layer_mode, layer_path
 from ..oci.mediatypes import Variant, parse_layer_media_type
@@ -25,7 +31,7 @@ MAX_TAR_ENTRIES = 1_000_000
 
 __all__ = [
     "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "Bounded", "LayerReader", "compression_of", "decompressed",
-    "layer_mode", "layer_path", "layer_stream", "open_layer", "uncompressed_digest",
+    "layer_mode", "layer_path", "layer_stream", "open_layer", "readable_layer", "uncompressed_digest",
 ]
 
 _BY_VARIANT = {Variant.TAR_GZIP: "gzip", Variant.TAR_ZSTD: "zstd"}
@@ -119,3 +125,20 @@ def uncompressed_digest(store: ReadableStore, desc: Descriptor) -> str:
         while chunk := stream.read(CHUNK):
             h.update(chunk)
     return "sha256:" + h.hexdigest()
+
+
+@contextlib.contextmanager
+def readable_layer(desc: Descriptor, what: str = "layer",
+                   error: type[OcibridgeError] = SourceError) -> Iterator[None]:
+    """A layer that does not decode (gzip, zstd) or is not a tar becomes one ``error`` naming
+    it, not an error of the tar, zlib or zstd module (which the CLI could only report as
+    unexpected)."""
+    try:
+        yield
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise error(f"{what} {desc.digest} is not a readable tar ({e})") from None
+    except Exception as e:
+        zstandard = sys.modules.get("zstandard")  # loaded only once a zstd layer was opened
+        if zstandard is None or not isinstance(e, zstandard.ZstdError):
+            raise
+        raise error(f"{what} {desc.digest} is not a readable tar ({e})") from None
