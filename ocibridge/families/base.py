@@ -1,7 +1,7 @@
 """What a model family module provides: how to recognise, read and write it.
 
-A family is registered once in :mod:`.registry`; detection, ``convert --to``, ``pull`` of any
-family and ``push --to`` all come from that table.
+A family is one line in :mod:`.table` (which :mod:`.registry` loads); detection,
+``convert --to``, ``pull`` of any family and ``push --to`` all come from that table.
 """
 
 from __future__ import annotations
