@@ -39,7 +39,7 @@ def add_transfer_flags(p: argparse.ArgumentParser) -> None:
 
 def transfer_options(args: argparse.Namespace) -> api.TransferOptions:
     password = args.password
-    if getattr(args, "password_stdin", False):
+    if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
@@ -55,7 +55,7 @@ def transfer_options(args: argparse.Namespace) -> api.TransferOptions:
         username=args.username,
         password=password,
         chunk_size=args.chunk_size,
-        authfile=getattr(args, "authfile", None),
+        authfile=args.authfile,
         **ranged_options(args),
     )
 

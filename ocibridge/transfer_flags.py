@@ -19,14 +19,14 @@ def add_ranged_flags(group: Any) -> None:
 
 def ranged_options(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for flag, name in (("--part-size", "part_size"), ("--limit-rate", "limit_rate")):
-        text = getattr(args, name, None)
+    for flag, name, text in (("--part-size", "part_size", args.part_size),
+                             ("--limit-rate", "limit_rate", args.limit_rate)):
         if text is not None:
             try:
                 out[name] = parse_bytes(text)
             except ValueError as e:
                 raise OcibridgeError(f"{flag}: {e}") from None
-    parts = getattr(args, "parts_in_flight", None)
+    parts = args.parts_in_flight
     if parts is not None:
         if parts < 1:
             raise OcibridgeError("--parts must be at least 1")

@@ -31,7 +31,7 @@ def add_verify_flags(p: argparse.ArgumentParser) -> None:
 
 
 def policy_from_args(args: argparse.Namespace) -> VerifyPolicy | None:
-    paths = getattr(args, "verify_key", None) or []
+    paths = args.verify_key
     if not paths:
         return None  # no signature check: cryptography stays unloaded (~35 ms at start)
     from .verify import VerifyPolicy
