@@ -4,7 +4,8 @@ The sweep covers a layout's blob folders only, where every temporary file is mad
 :func:`locked_tempfile` and held under an exclusive ``flock`` by the process writing it; the
 kernel drops the lock when that process dies, however it dies. A temporary file there that can
 be locked is therefore an orphan. (Staging folders of pulls and mounts and the exporters'
-temporary archives are not locked: widening the sweep to them would delete live files.) A short grace period covers the instant between a file's
+temporary archives are not locked: widening the sweep to them would delete live files.)
+A short grace period covers the instant between a file's
 creation and its lock. Partial downloads (kept on purpose for a resume) are removed only
 once old: a blob nobody asked for again in two weeks is not coming back.
 """

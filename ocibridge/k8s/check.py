@@ -13,6 +13,7 @@ from typing import Any
 
 from ..confined import MAX_LINK_HOPS
 from ..errors import OcibridgeError
+from ..modelpack.layers import UnreadableLayer
 from ..oci.mediatypes import DOCKER_CONFIG, DOCKER_MANIFEST, OCI_CONFIG, OCI_MANIFEST, Family, parse_layer_media_type
 from ..oci.models import Descriptor, ImageConfig, Manifest
 from ..stores.base import Store
@@ -317,10 +318,13 @@ def _unpack(store: Store, manifest: Manifest, config: ImageConfig, result: Check
             before = len(tree.entries)
             diff_id = apply_layer(store, layer, tree)
             result.layers.append(f"layer {i}: unpacked ({len(tree.entries) - before:+d} paths)")
+        except UnreadableLayer as e:  # corrupt gzip/zstd, or not a tar
+            result.reasons.append(f"layer {i} is not a readable tar: {e.cause}")
+            return
         except (OcibridgeError, OSError, EOFError) as e:
             result.reasons.append(f"layer {i}: {e}")
             return
-        except Exception as e:  # tarfile/zstd/gzip raise their own types on corrupt data
+        except Exception as e:  # a decoder's own error type that readable_layer does not know
             result.reasons.append(f"layer {i} is not a readable tar: {e}")
             return
         if diff_id != config.rootfs.diff_ids[i]:

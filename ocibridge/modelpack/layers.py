@@ -31,7 +31,8 @@ MAX_TAR_ENTRIES = 1_000_000
 
 __all__ = [
     "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "Bounded", "LayerReader", "compression_of", "decompressed",
-    "layer_mode", "layer_path", "layer_stream", "open_layer", "readable_layer", "uncompressed_digest",
+    "UnreadableLayer", "layer_mode", "layer_path", "layer_stream", "open_layer", "readable_layer",
+    "uncompressed_digest",
 ]
 
 _BY_VARIANT = {Variant.TAR_GZIP: "gzip", Variant.TAR_ZSTD: "zstd"}
@@ -129,16 +130,30 @@ def uncompressed_digest(store: ReadableStore, desc: Descriptor) -> str:
 
 @contextlib.contextmanager
 def readable_layer(desc: Descriptor, what: str = "layer",
-                   error: type[OcibridgeError] = SourceError) -> Iterator[None]:
+                   error: type[OcibridgeError] | None = None) -> Iterator[None]:
     """A layer that does not decode (gzip, zstd) or is not a tar becomes one ``error`` naming
     it, not an error of the tar, zlib or zstd module (which the CLI could only report as
     unexpected)."""
     try:
         yield
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise error(f"{what} {desc.digest} is not a readable tar ({e})") from None
+        raise _unreadable(desc, what, error, e) from None
     except Exception as e:
         zstandard = sys.modules.get("zstandard")  # loaded only once a zstd layer was opened
         if zstandard is None or not isinstance(e, zstandard.ZstdError):
             raise
-        raise error(f"{what} {desc.digest} is not a readable tar ({e})") from None
+        raise _unreadable(desc, what, error, e) from None
+
+
+class UnreadableLayer(SourceError):
+    """A layer that does not decode or is not a tar; ``cause`` is what the decoder said, for
+    callers (k8s check) that name the layer their own way."""
+
+    def __init__(self, message: str, cause: str):
+        super().__init__(message)
+        self.cause = cause
+
+
+def _unreadable(desc: Descriptor, what: str, error: type[OcibridgeError] | None, e: Exception) -> OcibridgeError:
+    message = f"{what} {desc.digest} is not a readable tar ({e})"
+    return UnreadableLayer(message, str(e)) if error is None else error(message)
