@@ -13,8 +13,8 @@ from .version import __version__ as __version__
 
 #: public name -> the module (under ocibridge) that defines it
 _HOMES = {
-    **dict.fromkeys(("TransferOptions", "copy_reference", "inspect", "load_source",
-                     "login", "logout", "pull", "push", "tags", "validate"), "api"),
+    **dict.fromkeys(("inspect", "load_source", "login", "logout", "pull", "push", "tags", "validate"), "api"),
+    **dict.fromkeys(("TransferOptions", "copy_reference"), "api_copy"),  # api re-exports them
     "OcibridgeError": "errors",
     "BuildOptions": "modelpack.builder", "build": "modelpack.builder",
     "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",

@@ -10,10 +10,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .copy import DEFAULT_CONCURRENCY, CopyHooks, copy
+from .api_copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
+from .api_copy import copy_reference as copy_reference
+from .api_copy import pinned, verified_digest
+from .copy import CopyHooks, copy
 from .errors import UsageError
 from .formats import door
 from .modelpack.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, build, plan_layers
@@ -21,7 +23,6 @@ from .modelpack.extract import resolve_model
 from .modelpack.inspect import inspect as inspect_artifact
 from .modelpack.package import ModelPackage
 from .oci.mediatypes import Kind
-from .oci.models import Descriptor
 from .oci.reference import on_registry
 from .overwrite import OnExisting
 from .pathfilter import PathFilter
@@ -33,34 +34,6 @@ from .targets import StoreTarget, default_store_path, open_store_target
 
 if TYPE_CHECKING:
     from .signing.verify import VerifyPolicy
-    from .stores.registry.options import RegistryOptions
-
-
-@dataclass
-class TransferOptions:
-    """How to reach registries and how hard to push; passed to every store that is opened."""
-
-    concurrency: int = DEFAULT_CONCURRENCY
-    plain_http: bool = False
-    insecure: bool = False
-    ca_file: str | None = None
-    username: str | None = None
-    password: str | None = None
-    chunk_size: int | None = None
-    authfile: str | None = None  # read before the docker config and containers' auth.json
-    part_size: int | None = None  # ranged pulls: bytes per part
-    parts_in_flight: int | None = None  # ranged pulls: parts at once per blob
-    limit_rate: int | None = None  # bytes per second over every transfer
-
-    def registry_options(self) -> RegistryOptions:
-        """What every registry store opened with these options is given (one typed value)."""
-        from .stores.registry.options import RegistryOptions
-
-        return RegistryOptions(
-            authfile=self.authfile, plain_http=self.plain_http, insecure=self.insecure,
-            ca_file=self.ca_file, username=self.username, password=self.password,
-            chunk_size=self.chunk_size, part_size=self.part_size,
-            parts_in_flight=self.parts_in_flight, limit_rate=self.limit_rate)
 
 
 def load_source(
@@ -179,43 +152,7 @@ def push(
         progress=shown.copy_progress(lambda: artifact.artifact().manifest) if shown else None,
         hooks=CopyHooks(mounts=mounts, undo_on_failure=True),
     )
-    return PushResult(_pinned(target, artifact.descriptor), artifact.descriptor, stats)
-
-
-def _pinned(target: StoreTarget, desc: Descriptor) -> str:
-    text = target.text.split("@", 1)[0]
-    return f"{text}@{desc.digest}"
-
-
-def copy_reference(
-    src: str,
-    dst: str,
-    *,
-    referrers: bool = False,
-    transfer: TransferOptions | None = None,
-    progress: ProgressFn | None = None,
-    verify: VerifyPolicy | None = None,
-) -> PushResult:
-    """Copy an artifact (with its whole graph) between any two stores; with ``verify``, only
-    a signed one (checked before anything is written)."""
-    transfer = transfer or TransferOptions()
-    options = transfer.registry_options()
-    source = open_store_target(src, options=options)
-    if verify is not None:
-        source.reference = _verified(source, verify, src)
-    target = open_store_target(dst, for_write=True, options=options)
-    stats = copy(
-        source.store,
-        source.reference,
-        target.store,
-        target.tag,
-        concurrency=transfer.concurrency,
-        referrers=referrers,
-        progress=progress,
-        hooks=CopyHooks(undo_on_failure=True),
-    )
-    assert stats.root is not None
-    return PushResult(_pinned(target, stats.root), stats.root, stats)
+    return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats)
 
 
 def pull(
@@ -248,7 +185,7 @@ def pull(
         _whole_artifact_only(select, dest)
     source = open_store_target(src, options=options)
     if verify is not None:
-        source.reference = _verified(source, verify, src)
+        source.reference = verified_digest(source, verify, src)
     examined = door.examine(source.store, source.reference, fmt, source=src)
     conversion = examined.conversion
     store: Store
@@ -275,16 +212,6 @@ def pull(
     if named is None or named == pulled.digest:
         return pulled
     return dataclasses.replace(pulled, digest=named, via=pulled.digest)
-
-
-def _verified(source: StoreTarget, policy: VerifyPolicy, name: str) -> str:
-    """The digest ``source`` names, once a signature of it verifies (raises otherwise): what
-    is used next is pinned to what was verified."""
-    from .signing.policy import verify_before_use
-
-    desc = source.store.resolve(source.reference)
-    verify_before_use(source.store, desc, policy, name=name)
-    return desc.digest
 
 
 def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:

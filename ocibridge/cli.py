@@ -28,19 +28,19 @@ from .lazy import LazyModule, lazy_function
 from .oci.mediatypes import Family, Kind, Variant
 from .progress_modes import MODES, choose_progress
 from .signing.commands import add_signing_commands, add_verify_flags, policy_from_args
-from .terminal import one_line, printable
+from .terminal import human_size, one_line, printable
 
 if TYPE_CHECKING:
-    from . import api
+    from . import api, api_copy
     from .copy import CopyStats
     from .targets import StoreTarget
 else:  # loaded on first use: --help and --version need neither pydantic nor httpx
     api = LazyModule("ocibridge.api")
+    api_copy = LazyModule("ocibridge.api_copy")  # copy: without the modules of push and pull
 BuildOptions = lazy_function("ocibridge.modelpack.builder", "BuildOptions")
 created_now = lazy_function("ocibridge.modelpack.builder", "created_now")
 parse_overrides = lazy_function("ocibridge.modelpack.classify", "parse_overrides")
 format_inspect = lazy_function("ocibridge.modelpack.inspect", "format_inspect")
-human_size = lazy_function("ocibridge.modelpack.inspect", "human_size")
 exports_quietly = lazy_function("ocibridge.formats.door", "exports_quietly")
 
 CommandAdder = Callable[..., argparse.ArgumentParser]
@@ -180,7 +180,7 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
 def cmd_copy(args: argparse.Namespace) -> int:
     bar = choose_progress(args.progress, "copy", quiet=args.quiet, machine_output=args.json)
     try:
-        result = api.copy_reference(
+        result = api_copy.copy_reference(
             args.src, args.dst, referrers=args.referrers, transfer=_transfer(args), progress=bar,
             verify=policy_from_args(args),
         )

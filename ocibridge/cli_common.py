@@ -16,9 +16,9 @@ from .terminal import printable
 from .transfer_flags import add_ranged_flags, ranged_options
 
 if TYPE_CHECKING:
-    from . import api
+    from . import api_copy
 else:  # loaded on first use: --help and --version need neither pydantic nor httpx
-    api = LazyModule("ocibridge.api")
+    api_copy = LazyModule("ocibridge.api_copy")
 
 
 def add_transfer_flags(p: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def add_transfer_flags(p: argparse.ArgumentParser) -> None:
     add_ranged_flags(g)
 
 
-def transfer_options(args: argparse.Namespace) -> api.TransferOptions:
+def transfer_options(args: argparse.Namespace) -> api_copy.TransferOptions:
     password = args.password
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
@@ -47,7 +47,7 @@ def transfer_options(args: argparse.Namespace) -> api.TransferOptions:
         raise UsageError("--chunk-size must be at least 1 byte")
     if args.ca_file:
         check_ca_file(args.ca_file)
-    return api.TransferOptions(
+    return api_copy.TransferOptions(
         concurrency=args.concurrency,
         plain_http=args.plain_http,
         insecure=args.insecure,

@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from .cli_common import annotation_values, emit, transfer_options
 from .lazy import LazyModule, lazy_function
-from .terminal import one_line
+from .terminal import human_size, one_line
 
 if TYPE_CHECKING:
     from . import store_ops
     from .stores.base import Store
 else:  # loaded on first use: --help must not load pydantic and httpx
     store_ops = LazyModule("ocibridge.store_ops")
-human_size = lazy_function("ocibridge.modelpack.inspect", "human_size")
 open_store_target = lazy_function("ocibridge.targets", "open_store_target")
 
 CommandAdder = Callable[..., argparse.ArgumentParser]

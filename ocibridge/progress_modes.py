@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, TextIO
 
-from .terminal import one_line
+from .terminal import human_size, one_line
 
 if TYPE_CHECKING:  # imported when used: the CLI's --help must not load pydantic
     from .oci.models import Descriptor
@@ -37,7 +37,6 @@ class PlainProgress:
     def __call__(self, kind: str, desc: Descriptor, nbytes: int) -> None:
         if kind == "plan":
             return
-        from .modelpack.inspect import human_size
         from .progress_events import event_of
 
         with self._lock:
@@ -74,10 +73,10 @@ def choose_progress(mode: str, label: str, *, quiet: bool = False,
                     machine_output: bool = False) -> ProgressBar | PlainProgress | None:
     """The display ``mode`` asks for. ``quiet`` (``-q``) wins; ``auto`` also stays silent for
     machine output (``--json``, an archive export with no byte events) and a piped stderr."""
-    from .progress import ProgressBar
-
     if quiet or mode == "none":
         return None
+    from .progress import ProgressBar
+
     if mode == "plain":
         return PlainProgress(label)
     if mode == "bar":

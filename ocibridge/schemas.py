@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .modelpack.config import ModelPackConfig
-from .oci.models import Descriptor, ImageConfig, Index, Manifest
+from .oci.schema_models import Descriptor, ImageConfig, Index, Manifest
 
 MODELS: dict[str, type[BaseModel]] = {
     "modelpack-config": ModelPackConfig,

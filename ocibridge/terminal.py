@@ -30,3 +30,13 @@ def printable(text: str) -> str:
 def one_line(text: str) -> str:
     """``text`` as :func:`printable` shows it, with newlines escaped as well (``\\n``)."""
     return printable(text).replace("\n", "\\n")
+
+
+def human_size(n: int) -> str:
+    """``n`` bytes for people: 512 B, 1.5 KiB, 3.0 GiB."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

@@ -37,7 +37,7 @@ LAYERS: dict[str, int] = {
     "ocibridge.k8s": 3, "ocibridge.mirror": 3, "ocibridge.pullcache": 3,
     "ocibridge.targets": 3, "ocibridge.results": 3,
     # 4: the Python API
-    "ocibridge.api": 4, "ocibridge.store_ops": 4, "ocibridge.schemas": 4,
+    "ocibridge.api": 4, "ocibridge.api_copy": 4, "ocibridge.store_ops": 4, "ocibridge.schemas": 4,
     "ocibridge.progress_modes": 4,
     # 5: the command line (and the package's lazy exports, which name everything)
     "ocibridge.cli": 5, "ocibridge.cli_args": 5, "ocibridge.cli_help": 5, "ocibridge.cli_store": 5,

@@ -36,3 +36,31 @@ def test_the_package_names_still_resolve():
 
     assert callable(ocibridge.push) and ocibridge.Kind.WEIGHT.value
     assert sorted(ocibridge.__all__) == sorted(ocibridge._HOMES)
+
+
+COPY_PROBE = """
+import sys
+from ocibridge.cli import main
+code = main({args!r})
+heavy = sorted(m for m in ("pydantic", "ocibridge.api", "ocibridge.modelpack.builder", "ocibridge.formats.door",
+                           "h2", "cryptography") if m in sys.modules)
+print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_copy_between_registry_repositories_loads_no_pydantic(registry, unique_repo, tmp_path):
+    """A copy needs the copy, the two stores and httpx; not pydantic, the modules of push and
+    pull, h2 (HTTP/1.1 only) or the signature verifier (no --verify-key)."""
+    from ocibridge.cli import main
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "w.bin").write_bytes(b"weights" * 100)
+    src = f"{registry.host}/{unique_repo}:v1"
+    assert main(["push", str(tmp_path / "m"), src, "-q"]) == 0
+    for dst in (f"{registry.host}/{unique_repo}-copy:v1", f"oci:{tmp_path / 'layout'}:v1"):
+        done = subprocess.run([sys.executable, "-c", COPY_PROBE.format(args=["copy", src, dst, "-q", "--json"])],
+                              cwd=REPO_ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert '"blobsCopied"' in done.stdout  # it did copy
+        assert done.stderr.strip().splitlines()[-1] == "HEAVY:", (dst, done.stderr)

@@ -91,7 +91,7 @@ def build_modelcar(
             rootfs=RootFS(diff_ids=[d.digest for d in layers]),
         )
         if plat.variant:
-            config.variant = plat.variant  # type: ignore[attr-defined]  # pydantic model with extra=allow
+            config.model_extra["variant"] = plat.variant  # no field of its own: kept as an extra one
         config_bytes = config.to_json_bytes()
         config_desc = Descriptor.for_bytes(OCI_CONFIG, config_bytes)
         if _counted(store, config_desc, stats):

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..oci.mediatypes import parse_layer_media_type
 from ..stores.base import Store
+from ..terminal import human_size as human_size  # its home since the copy's summary needs it alone
 from ..terminal import one_line
 from .extract import fetch_manifest, layer_path
 
@@ -41,15 +42,6 @@ def inspect(store: Store, reference: str) -> dict[str, Any]:
         "layers": layers,
         "totalSize": sum(x.size for x in manifest.layers),
     }
-
-
-def human_size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 #: convert's round-trip records (io.ocibridge.origin.<family>.manifest / .config): whole JSON
@@ -87,3 +79,4 @@ def format_inspect(info: dict[str, Any]) -> str:
     for r in rows:
         lines.append(one_line("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4]))
     return "\n".join(lines)
+
