@@ -107,17 +107,31 @@ class CopyHooks:
 
 
 class BlobLocks:
-    """One transfer per digest among copies that share a destination.
+    """One transfer per digest among copies that share a destination, and the digests they
+    placed there.
 
     Artifacts of one repository share blobs (a base model, a tokenizer). Copied at once, two
     copies would both see a shared blob missing and both send it. Holding the digest's lock
-    around check-and-send makes the second copy wait, then find the blob present. The lock is
-    released by a ``with`` block, so a failed transfer can never leave others waiting.
+    around check-and-send makes the second copy wait, then find the blob placed: it is
+    skipped without a request (a mount, tried before any existence check, would link it
+    again, and distribution 2.8 rewrites a link in place: a manifest PUT reading it meanwhile
+    fails). The lock is released by a ``with`` block, so a failed transfer can never leave
+    others waiting. Share one only among copies into one destination.
     """
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
         self._locks: dict[str, tuple[threading.Lock, int]] = {}
+        self._placed: set[str] = set()
+
+    def placed(self, digest: str) -> bool:
+        """Whether a copy sharing these locks put ``digest`` at the destination (or found it there)."""
+        with self._guard:
+            return digest in self._placed
+
+    def mark_placed(self, digest: str) -> None:
+        with self._guard:
+            self._placed.add(digest)
 
     @contextmanager
     def hold(self, digest: str) -> Iterator[None]:
@@ -225,9 +239,16 @@ class _Copy:
 
     # -- blobs ------------------------------------------------------------------------------------
     def blob(self, desc: Descriptor) -> None:
-        """One blob: skip if present, mount if the destination can, else stream it across."""
+        """One blob: skip if placed by this copy or a sibling, mount if the destination can,
+        skip if present, else stream it across."""
         with self.locks.hold(desc.digest):
+            if self.locks.placed(desc.digest):
+                self.stats.add(blobs_skipped=1)
+                if self.progress:
+                    self.progress("skip", desc, desc.size)
+                return
             self._blob(desc)
+            self.locks.mark_placed(desc.digest)
 
     def _blob(self, desc: Descriptor) -> None:
         src, dst, progress, stats = self.src, self.dst, self.progress, self.stats
@@ -235,15 +256,18 @@ class _Copy:
             if progress:
                 progress("skip", desc, desc.size)
             return
-        if dst.exists(desc):
-            stats.add(blobs_skipped=1)
-            if progress:
-                progress("skip", desc, desc.size)
-            return
+        # A mount comes before the existence check: the registry answers it 201 whether it
+        # links the blob now or held it already, so a mounted blob costs one request, not a
+        # HEAD and a POST. A store with nowhere to mount from sends nothing and says no.
         if isinstance(dst, Mounting) and self._mount(dst, desc):
             stats.add(blobs_mounted=1)
             if progress:
                 progress("mount", desc, desc.size)
+            return
+        if dst.exists(desc):
+            stats.add(blobs_skipped=1)
+            if progress:
+                progress("skip", desc, desc.size)
             return
         if progress:
             progress("start", desc, 0)

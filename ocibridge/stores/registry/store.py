@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urljoin
@@ -51,6 +52,9 @@ from .uploadstate import UploadState, file_identity
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
 TAGS_PAGE_SIZE = 1000
 MAX_TAG_PAGES = 10_000
+
+#: seconds before a manifest PUT answered DIGEST_INVALID is sent again (see _put_manifest)
+MANIFEST_RETRY_PAUSE = 0.05
 
 
 class ContentRejected(RegistryError, DigestMismatch):
@@ -364,10 +368,19 @@ class RegistryStore:
             self._add_to_fallback(subject, desc, data)
 
     def _put_manifest(self, desc: Descriptor, data: bytes, reference: str) -> httpx.Response:
-        response = self._send("PUT", self._path("manifests", reference), push=True, content=data,
-                              headers={"Content-Type": desc.mediaType})
-        if response.status_code not in (200, 201):
-            raise self._fail(response, push=True)
+        """PUT ``data`` (checked against ``desc`` by the caller). A ``DIGEST_INVALID`` answer
+        is asked once more: distribution 2.8 rewrites a blob's link file in place whenever the
+        blob is mounted or uploaded again (another copy's mount, tried before any existence
+        check), and a manifest PUT that reads the link meanwhile finds it empty."""
+        for attempt in range(2):
+            response = self._send("PUT", self._path("manifests", reference), push=True, content=data,
+                                  headers={"Content-Type": desc.mediaType})
+            if response.status_code in (200, 201):
+                break
+            error = self._fail(response, push=True)
+            if attempt or error.code != "DIGEST_INVALID":
+                raise error
+            time.sleep(MANIFEST_RETRY_PAUSE)
         got = response.headers.get("docker-content-digest")
         if got and got != desc.digest:
             raise DigestMismatch(f"{self.describe()}: registry stored manifest {got}, "
