@@ -64,3 +64,19 @@ def test_copy_between_registry_repositories_loads_no_pydantic(registry, unique_r
         assert done.returncode == 0, done.stderr
         assert '"blobsCopied"' in done.stdout  # it did copy
         assert done.stderr.strip().splitlines()[-1] == "HEAVY:", (dst, done.stderr)
+
+
+@pytest.mark.parametrize("line", [["copy", "a", "b", "-r", "--concurrency", "2"], ["cp", "a", "b"],
+                                  ["ls", "--json"], ["k8s", "check", "r", "--runtime", "containerd"],
+                                  ["push", "src", "--format", "directory", "dst"]])
+def test_building_only_the_command_run_parses_and_lists_alike(line):
+    """main() builds the parser of the command typed first only (the others are listed by
+    name and help): the same namespace, the same main --help, the others left unbuilt."""
+    from ocibridge.cli import _Unbuilt, build_parser
+    from ocibridge.cli_help import subcommands
+
+    full, lazy = build_parser(), build_parser(only=line[0])
+    assert vars(lazy.parse_args(line)) == vars(full.parse_args(line))
+    assert lazy.format_help() == full.format_help()
+    built = {name for name, p in subcommands(lazy).items() if not isinstance(p, _Unbuilt)}
+    assert built and all(name.split()[0] in (line[0], {"cp": "copy", "ls": "list"}.get(line[0])) for name in built)
