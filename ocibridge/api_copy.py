@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .copy import DEFAULT_CONCURRENCY, CopyHooks, copy
 from .oci.models import Descriptor
-from .results import PushResult
+from .push_result import PushResult
 from .targets import StoreTarget, open_store_target
 
 if TYPE_CHECKING:

@@ -23,7 +23,6 @@ from typing import Any, BinaryIO
 from .errors import NotFound
 from .oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from .progress import ProgressFn, counting
-from .signing.attach import carry_companion_tags, is_signature_referrer
 from .stores.base import (
     Ingesting,
     Mounting,
@@ -329,6 +328,8 @@ class _Copy:
             if tag is not None:
                 dst.push_manifest(desc, data, tag)  # the bytes are in hand: tagging is one PUT
         if referrers:
+            from .signing.attach import carry_companion_tags, is_signature_referrer  # only here: ~15 ms
+
             for ref in src.referrers(desc):
                 self.node(ref)
                 stats.referrers.append(ref.digest)

@@ -4,12 +4,10 @@ CLI's ``--json``), so callers get attributes and type checking rather than loose
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .oci.models import Descriptor
-
-if TYPE_CHECKING:
-    from .copy import CopyStats
+from .push_result import PushResult as PushResult  # its home since copy needs it alone
 
 
 @dataclass(frozen=True)
@@ -180,16 +178,3 @@ class LoginResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"host": self.host, "username": self.username, "loggedIn": True}
-
-
-@dataclass(frozen=True)
-class PushResult:
-    """What ``push``/``copy_reference`` stored: ``reference`` is pinned by digest."""
-
-    reference: str
-    descriptor: Descriptor
-    stats: CopyStats
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"reference": self.reference, **self.stats.as_dict(), **self.extra}

@@ -35,7 +35,7 @@ LAYERS: dict[str, int] = {
     # 3: what artifacts mean: model packages, formats at the door, families, k8s, mirror jobs
     "ocibridge.modelpack": 3, "ocibridge.formats": 3, "ocibridge.families": 3,
     "ocibridge.k8s": 3, "ocibridge.mirror": 3, "ocibridge.pullcache": 3,
-    "ocibridge.targets": 3, "ocibridge.results": 3,
+    "ocibridge.targets": 3, "ocibridge.results": 3, "ocibridge.push_result": 3,
     # 4: the Python API
     "ocibridge.api": 4, "ocibridge.api_copy": 4, "ocibridge.store_ops": 4, "ocibridge.schemas": 4,
     "ocibridge.progress_modes": 4,
