@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import queue
-import tarfile
 import threading
 from collections.abc import Iterable, Iterator
-from typing import IO, Protocol, cast, runtime_checkable
+from typing import IO, TYPE_CHECKING, Protocol, cast, runtime_checkable
+
+if TYPE_CHECKING:  # imported where a tar is read: every registry command imports this module
+    import tarfile
 
 
 class Reader(Protocol):
@@ -69,6 +71,8 @@ def gunzip(raw: Reader) -> Reader:
 
 def open_tar_stream(raw: Reader) -> tarfile.TarFile:
     """Read a tar archive front to back ("r|"): only ``read`` is ever called on ``raw``."""
+    import tarfile
+
     return tarfile.open(fileobj=cast(IO[bytes], raw), mode="r|")
 
 

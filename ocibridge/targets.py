@@ -29,7 +29,6 @@ from .oci.reference import (
     parse_registry_reference,
 )
 from .stores.base import WritableStore
-from .stores.layout import LAYOUT_FILE, LayoutStore
 
 if TYPE_CHECKING:
     from .stores.registry.options import RegistryOptions
@@ -61,12 +60,16 @@ def open_store_target(text: str, *, for_write: bool = False,
     ``values`` change some of its fields: ``plain_http=True``). Registry and Ollama stores are
     imported lazily."""
     if is_layout_reference(text):
+        from .stores.layout import LayoutStore  # here: a copy between registries needs none of it
+
         ref = parse_layout_reference(text)
         store = LayoutStore(os.path.expanduser(ref.path), create=for_write)
         return StoreTarget(store, ref.reference, ref.tag or (None if ref.digest else DEFAULT_TAG), text)
     if is_ollama_reference(text):
         return open_ollama_target(text, for_write=for_write, options=_with_values(options, values))
     if os.path.exists(text):  # else a local directory would be looked up as docker.io/<path>
+        from .stores.layout import LAYOUT_FILE
+
         is_layout = os.path.isfile(os.path.join(text, LAYOUT_FILE))
         hint = f"; as an OCI image layout it is written oci:{text}" if is_layout else ""
         raise InvalidReference(
