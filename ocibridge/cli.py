@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import sys
@@ -680,6 +681,10 @@ def run() -> NoReturn:
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(code)
+    # The command is done: what exists now need not be searched for reference cycles at exit.
+    # Finalization then takes ~7 ms instead of ~30 (the collector's last pass over every
+    # object of ~400 modules); atexit handlers, thread joins and flushes still run.
+    gc.freeze()
     sys.exit(code)
 
 
