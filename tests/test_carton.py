@@ -673,3 +673,32 @@ def test_not_a_zip(tmp_path: Path) -> None:
     (tmp_path / "x.carton").write_bytes(b"hello")
     with pytest.raises(CartonError, match="not a readable zip"):
         read_carton(tmp_path / "x.carton")
+
+
+def test_a_carton_entry_is_hashed_once_on_its_way_into_a_layout(tmp_path, monkeypatch) -> None:
+    """The entry reader checks each byte against MANIFEST; the layer stream and the layout take
+    that check as theirs instead of hashing again (a regression doubled carton → layout time)."""
+    weights = noise(9 << 20, seed=7)  # past BACKGROUND_HASH_BYTES: hashed on a thread of its own
+    carton = tmp_path / "m.carton"
+    make_carton(carton, {"model/weights.bin": weights})
+    hashed = [0]
+    real_new, real_sha256 = hashlib.new, hashlib.sha256
+
+    class Counting:
+        def __init__(self, inner) -> None:
+            self.inner = inner
+
+        def update(self, data) -> None:
+            hashed[0] += len(data)
+            self.inner.update(data)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    monkeypatch.setattr(hashlib, "new", lambda name, data=b"", **kw: Counting(real_new(name, data, **kw)))
+    monkeypatch.setattr(hashlib, "sha256", lambda data=b"", **kw: Counting(real_sha256(data, **kw)))
+    push(carton, tmp_path / "layout", eager_verify_bytes=0)  # as large entries are: checked while copied
+    assert len(weights) <= hashed[0] < 1.5 * len(weights)
+    store = LayoutStore(tmp_path / "layout")
+    manifest = json.loads(store.fetch_bytes(store.resolve("v1")))
+    assert any(layer["digest"] == "sha256:" + sha(weights) for layer in manifest["layers"])
