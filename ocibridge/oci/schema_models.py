@@ -12,11 +12,9 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import OcibridgeError
-from .digest import check_digest, sha256_bytes
-from .mediatypes import INDEX_TYPES, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
+from .digest import check_digest
+from .mediatypes import OCI_INDEX, OCI_MANIFEST
 
 
 class _Wire(BaseModel):
@@ -48,13 +46,6 @@ class Descriptor(_Wire):
     @classmethod
     def _digest(cls, v: str) -> str:
         return check_digest(v)
-
-    @classmethod
-    def for_bytes(cls, media_type: str, data: bytes, **kw: Any) -> Descriptor:
-        return cls(mediaType=media_type, digest=sha256_bytes(data), size=len(data), **kw)
-
-    def short(self) -> str:
-        return f"{self.mediaType} {self.digest} ({self.size} bytes)"
 
 
 class Manifest(_Wire):
@@ -91,21 +82,3 @@ class ImageConfig(_Wire):
     rootfs: RootFS = Field(default_factory=RootFS)
     history: list[dict[str, Any]] | None = None
 
-
-def parse_manifest_bytes(data: bytes, media_type: str | None = None) -> Manifest | Index:
-    """Parse a manifest or index, by its declared media type or by its shape."""
-    try:
-        doc = json.loads(data)
-    except ValueError as e:
-        raise OcibridgeError(f"manifest is not valid JSON: {e}") from None
-    if not isinstance(doc, dict):
-        raise OcibridgeError("manifest is not a JSON object")
-    mt = doc.get("mediaType") or media_type
-    try:
-        if mt in INDEX_TYPES or (mt not in MANIFEST_TYPES and "manifests" in doc):
-            return Index.model_validate(doc)
-        return Manifest.model_validate(doc)
-    except PydanticValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise OcibridgeError(f"malformed manifest: {where}: {first['msg']}") from None
