@@ -165,7 +165,7 @@ class BackgroundHasher:
         while (chunk := self._queue.get()) is not None:
             self._hasher.update(chunk)
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | bytearray | memoryview, /) -> None:
         if self._closed:
             raise ValueError("update() after hexdigest() or close()")
         self._queue.put(data if isinstance(data, bytes) else bytes(data))  # a buffer may be reused

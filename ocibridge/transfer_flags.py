@@ -12,7 +12,7 @@ def add_ranged_flags(group: Any) -> None:
     group.add_argument("--part-size", metavar="SIZE",
                        help="pull large blobs in parts of SIZE (e.g. 32M; default 32M)")
     group.add_argument("--parts", type=int, metavar="N", dest="parts_in_flight",
-                       help="parts of one blob in flight at once (default 8; 1: one stream)")
+                       help="parts of one blob in flight at once (default: by the rate, up to 16; 1: one stream)")
     group.add_argument("--limit-rate", metavar="RATE",
                        help="cap all transfers together at RATE bytes per second (e.g. 20M)")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import os
 
-from support.faultproxy import corrupt, ignore_range
+from support.faultproxy import corrupt, ignore_range, throttle
 
 from ocibridge.copy import copy
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
@@ -129,3 +129,44 @@ def test_orphaned_temporary_files_are_removed_live_ones_kept(registry, fault_pro
         _, dst = _pull(fault_proxy, unique_repo, tmp_path / "l")
         assert not orphan.exists() and live.exists()
     assert dst.blob_path(desc.digest).read_bytes() == layer
+
+
+def _max_overlap(gets) -> int:
+    """The most responses that were being sent at one moment (each body whole: the blob
+    was read to its end)."""
+    events = sorted([(g.time, 1) for g in gets] + [(g.last_sent, -1) for g in gets])
+    now = most = 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_parts_are_added_while_a_capped_link_gives_more(registry, fault_proxy, unique_repo, tmp_path):
+    """The default plan starts with one part and adds parts while the rate rises: on a link
+    that caps each connection (the proxy paces every response), they end up many at once."""
+    size, part = 6 * 1024 * 1024, 256 * 1024
+    layer = os.urandom(size)
+    desc = Descriptor.for_bytes(OCI_LAYER_TAR, layer)
+    with open_repository(host=registry.host, repository=unique_repo) as store:
+        store.push_blob(desc, io.BytesIO(layer))
+    fault_proxy.add("GET", f"/blobs/{desc.digest}", throttle(1024 * 1024), times=None)
+    src = open_repository(host=fault_proxy.host, repository=unique_repo, part_size=part)
+    dst = LayoutStore(tmp_path / "l", create=True)
+    with src:
+        dst.download_blob(desc, src)
+    assert dst.blob_path(desc.digest).read_bytes() == layer
+    gets = sorted(_blob_gets(fault_proxy, desc), key=lambda g: g.time)
+    assert len(gets) == size // part and all(g.last_sent for g in gets)
+    assert gets[1].time >= gets[0].last_sent - 0.01  # one part at first
+    assert _max_overlap(gets) >= 4
+
+
+def test_a_fixed_parts_count_starts_them_all_at_once(registry, fault_proxy, unique_repo, tmp_path):
+    desc, layer = _artifact(registry, unique_repo)
+    fault_proxy.add("GET", f"/blobs/{desc.digest}", throttle(1024 * 1024), times=None)
+    _, dst = _pull(fault_proxy, unique_repo, tmp_path / "l", part_size=PART, parts_in_flight=3)
+    assert dst.blob_path(desc.digest).read_bytes() == layer
+    gets = sorted(_blob_gets(fault_proxy, desc), key=lambda g: g.time)
+    assert gets[2].time < gets[0].last_sent  # three in flight from the start
+    assert _max_overlap(gets) == 3

@@ -223,6 +223,7 @@ class RecordedRequest:
     upstream_location: str | None = None
     time: float = field(default_factory=time.time)  # when the request arrived
     answered: float | None = None  # when the registry's answer arrived (what it did is done by then)
+    last_sent: float | None = None  # when response body bytes were last sent
 
     @property
     def range(self) -> str | None:
@@ -555,6 +556,7 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self._write(piece, chunked_out)
                 sent += len(piece)
                 rec.response_bytes = sent
+                rec.last_sent = time.time()
                 _pace(action, len(piece))
             if stop_at is not None:  # body ended before the cut point: still cut
                 raise _Cut("response cut by rule (body shorter than the limit)")

@@ -107,6 +107,8 @@ class _BlobStream:
         self._carry = b""
         self._socket: Any = None  # httpcore's network stream, once reading the body off it
         self._socket_left: int | None = None
+        self._raw: socket.socket | None = None  # its plain socket (no TLS), for recv_into
+        self._pending = b""  # received by next_into beyond the buffer it was given
         self._h11_first = True
         self._open()
 
@@ -141,7 +143,8 @@ class _BlobStream:
         self._response = response
         # no chunk size: httpx would hold back up to that many bytes, lost on a drop
         self._chunks = response.iter_raw()
-        self._socket = self._socket_left = None
+        self._socket = self._socket_left = self._raw = None
+        self._pending = b""
         self._h11_first = True
         length = header_int(response.headers.get("content-length"))
         stream = response.extensions.get("network_stream")
@@ -149,6 +152,7 @@ class _BlobStream:
                 and response.http_version == "HTTP/1.1"
                 and "transfer-encoding" not in response.headers):
             self._socket, self._socket_left = stream, length
+            self._raw = _plain_socket(stream)
 
     def _resume(self, reason: str) -> None:
         self.close()
@@ -167,7 +171,7 @@ class _BlobStream:
     def close(self) -> None:
         # forgotten first, so that interrupt() does not reach a connection back in the pool
         response, self._response, self._chunks = self._response, None, None
-        self._socket = self._socket_left = None
+        self._socket = self._socket_left = self._raw = None
         if response is not None:
             response.close()
 
@@ -263,6 +267,83 @@ class _BlobStream:
             keep = len(last) - (have - piece)
             parts[-1], self._carry = last[:keep], last[keep:]
         return b"".join(parts)
+
+
+    def _receive_into(self, view: memoryview) -> int:
+        """Like :meth:`_receive`, into ``view``: a plain-HTTP body goes from the socket into
+        the caller's buffer with no bytes object in between (recv_into; measured on loopback,
+        1 GiB: 1.0 s of system time against 1.7-3.1 s through bytes pieces)."""
+        if self._pending:
+            data = self._pending
+        elif self._raw is None or self._h11_first or self._socket_left is None:
+            data = self._receive(len(view))
+        else:
+            if self._socket_left <= 0:
+                raise StopIteration
+            try:
+                self._raw.settimeout(self.client.options.read_timeout)
+                n = self._raw.recv_into(view[: min(len(view), self._socket_left)])
+            except OSError as e:
+                raise httpx.ReadError(str(e) or type(e).__name__) from e
+            if not n:
+                raise StopIteration  # the peer closed early: resumed like any short body
+            self._socket_left -= n
+            return n
+        n = min(len(data), len(view))
+        view[:n] = data[:n]
+        self._pending = data[n:]
+        return n
+
+    def next_into(self, view: memoryview) -> int:
+        """Like :meth:`_next_chunk`, into ``view``: how many bytes (0 only once the expected
+        size is reached)."""
+        while True:
+            if self.offset >= self.end and self._chunks is None:
+                return 0
+            if self._stop.is_set():
+                raise _Stopped
+            interrupt.check()
+            try:
+                n = self._receive_into(view)
+            except StopIteration:
+                if self.offset >= self.end:
+                    self.close()
+                    return 0
+                self._resume(f"body ended early at byte {self.offset}")
+                continue
+            except (httpx.TransportError, httpx.StreamError) as e:
+                self._resume(str(e) or type(e).__name__)
+                continue
+            except TransportFailure as e:
+                self._resume(str(e))
+                continue
+            if self._skip:
+                cut = min(self._skip, n)
+                self._skip -= cut
+                if cut:
+                    view[: n - cut] = view[cut:n]
+                    n -= cut
+                if not n:
+                    continue
+            if self.end < self.desc.size and self.offset + n > self.end:
+                n = self.end - self.offset  # a part whose server ignored the Range's end
+                self.close()
+            self.offset += n
+            self._stalled = 0
+            self.client.stats.add(bytes_downloaded=n)
+            if self._on_bytes:
+                self._on_bytes(self.desc, n)
+            return n
+
+
+def _plain_socket(stream: Any) -> socket.socket | None:
+    """The socket under httpcore's network stream when nothing is layered on it (no TLS): its
+    bytes are the body's. Anything else (TLS, TLS through a proxy) is read through the
+    stream."""
+    sock = stream.get_extra_info("socket")
+    if stream.get_extra_info("ssl_object") is None and type(sock) is socket.socket:
+        return sock
+    return None
 
 
 class _Stopped(Exception):
@@ -369,6 +450,22 @@ class BlobDownload:
             parts.append(data)
             have += len(data)
         return b"".join(parts)
+
+    def readinto(self, buffer: memoryview) -> int:
+        """Fill ``buffer`` (fewer bytes only at the end; 0 after it). Received straight
+        into it when the download has no prefetch thread (a part of a ranged pull)."""
+        view = buffer.cast("B") if buffer.format != "B" else buffer
+        if self._prefetch or self._pos < len(self._buf):
+            data = self.read(len(view))
+            view[: len(data)] = data
+            return len(data)
+        got = 0
+        while got < len(view):
+            n = self._stream.next_into(view[got:])
+            if not n:
+                break
+            got += n
+        return got
 
     def readable(self) -> bool:
         return True

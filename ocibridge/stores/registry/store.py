@@ -456,7 +456,8 @@ def open_repository(ref: RegistryReference | None = None, options: RegistryOptio
         raise OcibridgeError("a registry store needs a host and a repository")
     defaults = RangedPlan()
     plan = RangedPlan(part_size=options.part_size or defaults.part_size,
-                      parts_in_flight=options.parts_in_flight or defaults.parts_in_flight)
+                      parts_in_flight=options.parts_in_flight or defaults.parts_in_flight,
+                      adaptive=options.parts_in_flight is None)
     client = RegistryClient(host, options, credentials=credential_function(options))
     return RegistryStore(client, repository, chunk_size=options.chunk_size, on_bytes=on_bytes,
                          ranged_plan=plan)

@@ -1,0 +1,142 @@
+"""How many ranged parts are in flight: the rule that picks the count, on a clock the test
+moves (the transfers themselves are in test_transfer_ranged.py, against a real registry)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+
+import pytest
+
+from ocibridge.stores.inorder_hash import InOrderHash
+from ocibridge.stores.part_governor import GAIN, SETTLE_SECONDS, WINDOW_SECONDS, PartGovernor, PartsAbandoned
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _window(governor: PartGovernor, clock: Clock, rate: float) -> None:
+    """One measuring window in which the parts brought ``rate`` bytes per second (until the
+    governor judged it, or for a whole window when it no longer judges)."""
+    judged = len(governor.history)
+    clock.now += SETTLE_SECONDS
+    step = WINDOW_SECONDS / 10
+    for _ in range(20):
+        clock.now += step
+        governor.count(int(rate * step))
+        if len(governor.history) > judged:
+            return
+
+
+def test_a_capped_link_doubles_the_parts_up_to_the_ceiling():
+    clock = Clock()
+    governor = PartGovernor(16, clock=clock)
+    assert governor.allowed == 1
+    for expected in (2, 4, 8, 16):
+        _window(governor, clock, 20e6 * governor.allowed)  # each connection adds its cap
+        assert governor.allowed == expected
+    _window(governor, clock, 20e6 * 16)
+    assert governor.allowed == 16
+
+
+def test_a_fast_link_steps_back_to_one_stream_and_stays():
+    clock = Clock()
+    governor = PartGovernor(16, clock=clock)
+    _window(governor, clock, 500e6)
+    assert governor.allowed == 2
+    _window(governor, clock, 500e6 * (GAIN - 0.05))  # two streams: barely better
+    assert governor.allowed == 1
+    _window(governor, clock, 50e6)  # settled: a later dip changes nothing
+    assert governor.allowed == 1
+    assert [allowed for allowed, _ in governor.history] == [1, 2]
+
+
+def test_a_fixed_count_is_not_adapted():
+    clock = Clock()
+    governor = PartGovernor(3, adaptive=False, clock=clock)
+    assert governor.allowed == 3
+    _window(governor, clock, 1e6)
+    assert governor.allowed == 3 and governor.history == []
+
+
+def test_parts_are_admitted_in_order_and_stop_releases_the_waiting():
+    governor = PartGovernor(2, adaptive=False)
+    order: list[int] = []
+    abandoned: list[int] = []
+
+    def part(ticket: int) -> None:
+        try:
+            governor.enter(ticket)
+        except PartsAbandoned:
+            abandoned.append(ticket)
+            return
+        order.append(ticket)
+
+    threads = [threading.Thread(target=part, args=(t,)) for t in (3, 2, 1, 0)]
+    for t in threads:
+        t.start()
+    for t in threads[2:]:
+        t.join(5)
+    assert order == [0, 1]  # tickets 2 and 3 wait: two slots, both taken
+    governor.stop()
+    for t in threads[:2]:
+        t.join(5)
+    assert sorted(abandoned) == [2, 3]
+
+
+class RecordingHasher:
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self.fed: list[tuple[str, int]] = []
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        self.fed.append(("buffer" if isinstance(data, memoryview) else "read back", len(data)))
+        self._hash.update(data)
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def test_in_order_hash_takes_frontier_buffers_and_reads_back_the_rest(tmp_path):
+    """Parts written out of order still hash to the blob's digest; only bytes written ahead
+    of the frontier are read back from the file."""
+    size = 10_000
+    data = os.urandom(size)
+    parts = [(0, 4000), (4000, 8000), (8000, 10_000)]
+    path = tmp_path / "blob"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    hasher = RecordingHasher()
+    feed = InOrderHash(fd, parts, [a for a, _ in parts], hasher)
+    released: list[int] = []
+
+    def write(i: int, start: int, end: int) -> None:
+        os.pwrite(fd, data[start:end], start)
+        feed.wrote(i, start, memoryview(data[start:end]), lambda: released.append(start))
+
+    write(2, 8000, 10_000)  # the last part first: ahead of the frontier
+    write(0, 0, 3000)  # at the frontier: handed over as it is
+    write(1, 4000, 6000)
+    write(0, 3000, 4000)  # joins part 1's bytes: those are read back
+    write(1, 6000, 8000)  # at the frontier again, then part 2 is read back
+    feed.run()
+    os.close(fd)
+    assert hasher.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert sorted(released) == [0, 3000, 4000, 6000, 8000]
+    # buffers (memoryview) at the frontier, file reads (bytes) for what was written ahead
+    assert hasher.fed == [("buffer", 3000), ("buffer", 1000), ("read back", 2000),
+                          ("buffer", 2000), ("read back", 2000)]
+
+
+def test_a_failed_part_is_raised_by_the_hashing_loop(tmp_path):
+    fd = os.open(tmp_path / "blob", os.O_RDWR | os.O_CREAT, 0o644)
+    feed = InOrderHash(fd, [(0, 10)], [0], hashlib.sha256())
+    feed.fail(OSError("the link dropped"))
+    with pytest.raises(OSError, match="the link dropped"):
+        feed.run()
+    os.close(fd)
