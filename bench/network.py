@@ -183,6 +183,8 @@ def main() -> None:
     parser.add_argument("--no-doc", action="store_true", help="print only, do not edit the doc")
     parser.add_argument("--kills-only", action="store_true",
                         help="only the kill -9 and rerun measurements (implies --no-doc)")
+    parser.add_argument("--pulls-only", action="store_true",
+                        help="only the pull throughput rows (implies --no-doc)")
     opts = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("needs root (ip netns, tc)")
@@ -213,8 +215,9 @@ def main() -> None:
                     cmd += ["-r", f"{a}-{b}", "-o", str(out / f"part{i}"), url]
                 figures["curl --parallel"] = timed(cmd)
                 shutil.rmtree(out)
-                for label, extra in ((f"ocibridge (default: --parts {RangedPlan().parts_in_flight})", []),
-                                     ("ocibridge --parts 4", ["--parts", "4"]),
+                ceiling = RangedPlan().parts_in_flight
+                for label, extra in ((f"ocibridge (default: parts by the rate, up to {ceiling})", []),
+                                     (f"ocibridge --parts {ceiling} (fixed)", ["--parts", str(ceiling)]),
                                      ("ocibridge --parts 1 (one stream)", ["--parts", "1"])):
                     layout = work / "layout"
                     figures[label] = timed(ocibridge("copy", "--plain-http", "-q", f"{registry}/bench/big:v1",
@@ -226,6 +229,10 @@ def main() -> None:
                     rate = size / seconds / MiB
                     rows.append((label, f"| {label} | {seconds:.2f} | {rate:.1f} | {base / seconds:.2f}× |"))
 
+            if opts.pulls_only:
+                for _, row in rows:
+                    print(row)
+                return
             # kill -9 half-way, then the same command again
             layout = work / "layout-kill"
             pull_cmd = ocibridge("copy", "--plain-http", "-q", f"{registry}/bench/big:v1", f"oci:{layout}:v1",

@@ -17,8 +17,9 @@ _SECRET_QUERY = re.compile(
 _USERINFO = re.compile(r"(://)[^/@\s]+@")
 
 
-#: the registry client's log layer (stores/registry/transport.py), and httpx's own
-REQUEST_LOGGERS = ("ocibridge.http", "httpx")
+#: the registry client's log layer (stores/registry/transport.py), httpx's own, and how many
+#: ranged parts a pull keeps in flight (stores/part_governor.py)
+REQUEST_LOGGERS = ("ocibridge.http", "httpx", "ocibridge.parts")
 
 
 def redact(text: str) -> str:

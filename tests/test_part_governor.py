@@ -34,11 +34,11 @@ def _window(governor: PartGovernor, clock: Clock, rate: float) -> None:
             return
 
 
-def test_a_capped_link_doubles_the_parts_up_to_the_ceiling():
+def test_a_capped_link_steps_the_parts_up_to_the_ceiling():
     clock = Clock()
     governor = PartGovernor(16, clock=clock)
     assert governor.allowed == 1
-    for expected in (2, 4, 8, 16):
+    for expected in (4, 16):
         _window(governor, clock, 20e6 * governor.allowed)  # each connection adds its cap
         assert governor.allowed == expected
     _window(governor, clock, 20e6 * 16)
@@ -49,12 +49,22 @@ def test_a_fast_link_steps_back_to_one_stream_and_stays():
     clock = Clock()
     governor = PartGovernor(16, clock=clock)
     _window(governor, clock, 500e6)
-    assert governor.allowed == 2
-    _window(governor, clock, 500e6 * (GAIN - 0.05))  # two streams: barely better
+    assert governor.allowed == 4
+    _window(governor, clock, 500e6 * (GAIN - 0.05))  # four streams: barely better
     assert governor.allowed == 1
     _window(governor, clock, 50e6)  # settled: a later dip changes nothing
     assert governor.allowed == 1
-    assert [allowed for allowed, _ in governor.history] == [1, 2]
+    assert [allowed for allowed, _ in governor.history] == [1, 4]
+
+
+def test_a_step_that_stops_paying_goes_back_one_step():
+    clock = Clock()
+    governor = PartGovernor(64, clock=clock)
+    _window(governor, clock, 20e6)
+    _window(governor, clock, 80e6)
+    assert governor.allowed == 16
+    _window(governor, clock, 85e6)  # the link itself is full
+    assert governor.allowed == 4
 
 
 def test_a_fixed_count_is_not_adapted():
