@@ -146,3 +146,90 @@ convert = "ollama"
         assert blob.read_bytes() == gguf.read_bytes()
     again = run_job(load_job(job))
     assert [a.status for a in again.artifacts] == ["skipped", "skipped"], again.format_text()
+
+
+def _uploads_and_mounts(log_text: str, repository: str) -> tuple[set[str], set[str]]:
+    """(digests uploaded to ``repository``: the PUT closing an upload, digests mounted into it:
+    the POST answered 201), read from the registry's own access log."""
+    import re
+    from urllib.parse import unquote
+
+    uploaded, mounted = set(), set()
+    for line in log_text.splitlines():
+        method = re.search(r"http\.request\.method=(\w+)", line)
+        uri = re.search(r'http\.request\.uri="([^"]*)"', line)
+        status = re.search(r"http\.response\.status=(\d+)", line)
+        if not (method and uri and status) or not uri.group(1).startswith(f"/v2/{repository}/blobs/uploads/"):
+            continue
+        query = unquote(uri.group(1))
+        if method.group(1) == "PUT" and status.group(1) == "201":
+            uploaded.update(re.findall(r"digest=(sha256:[0-9a-f]{64})", query))
+        if method.group(1) == "POST" and status.group(1) == "201":
+            mounted.update(re.findall(r"mount=(sha256:[0-9a-f]{64})", query))
+    return uploaded, mounted
+
+
+def test_a_converting_dry_run_within_one_registry_plans_the_mounts_the_run_makes(registry, tmp_path, unique_repo):
+    """convert = "ollama" into another repository of the same registry: the GGUF keeps its
+    digest, so the run mounts it from the source repository instead of uploading it again, and
+    the dry run plans exactly that, blob by blob (it used to plan every blob as sent), with the
+    bytes it plans to send equal to the bytes the run sends. The registry's access log agrees."""
+    from tests.ollama_fixtures import write_gguf
+
+    model = tmp_path / "tiny"
+    model.mkdir()
+    gguf = write_gguf(model / "tiny.gguf")
+    (model / "README.md").write_text("# tiny\n")
+    src = f"{registry.host}/{unique_repo}-src"
+    assert main(["push", str(model), f"{src}:v1", "-q"]) == 0
+    target_repo = f"{unique_repo}-ollama"
+    job = tmp_path / "job.toml"
+    job.write_text(f"""
+[[sync]]
+source = "{src}:v1"
+target = "{registry.host}/{target_repo}:v1"
+convert = "ollama"
+""")
+    dry = run_job(load_job(job), dry_run=True)
+    [planned] = dry.artifacts
+    actions = {digest: action for digest, _, action in planned.blob_actions}
+    weights = "sha256:" + __import__("hashlib").sha256(gguf.read_bytes()).hexdigest()
+    assert actions[weights] == "mount", dry.format_text()
+    assert planned.bytes_to_mount == gguf.stat().st_size
+    assert [a for d, a in actions.items() if d != weights] == ["send"]  # the Ollama config is new
+    assert "mount" in dry.format_text()
+
+    log = getattr(registry, "log_file", None)
+    logged = log.read_text(errors="replace") if log is not None else ""
+    summary = run_job(load_job(job))
+    assert summary.exit_code == 0, summary.format_text()
+    [done] = summary.artifacts
+    assert done.blobs_mounted == planned.blobs_to_mount == 1
+    assert done.blobs_copied == planned.blobs_planned and done.bytes_copied == planned.bytes_planned
+    if log is not None:  # a registry this suite runs: its own record of what reached it
+        uploaded, mounted = _uploads_and_mounts(log.read_text(errors="replace")[len(logged):], target_repo)
+        assert mounted == {weights}
+        assert uploaded == {d for d, a in actions.items() if a == "send"}
+
+
+def test_a_modelcar_dry_run_plans_what_the_run_sends(registry, tmp_path, unique_repo):
+    """convert = "modelcar" within one registry: the image's layers are new tars (nothing the
+    source repository holds), so the dry run plans them sent and the run sends exactly those."""
+    from tests.modelgen import make_model
+
+    model = make_model(tmp_path / "m")
+    src = f"{registry.host}/{unique_repo}-src"
+    assert main(["push", str(model), f"{src}:v1", "-q"]) == 0
+    job = tmp_path / "job.toml"
+    job.write_text(f"""
+[[sync]]
+source = "{src}:v1"
+target = "{registry.host}/{unique_repo}-car:v1"
+convert = "modelcar"
+""")
+    [planned] = run_job(load_job(job), dry_run=True).artifacts
+    summary = run_job(load_job(job))
+    assert summary.exit_code == 0, summary.format_text()
+    [done] = summary.artifacts
+    assert (done.blobs_mounted, done.blobs_copied, done.bytes_copied) == (
+        planned.blobs_to_mount, planned.blobs_planned, planned.bytes_planned)

@@ -44,6 +44,8 @@ class ArtifactPlan:
     src_ref: str  # digest (or the built artifact's reference) to copy
     tag: str | None  # target tag; None pushes by digest only
     referrers: bool = True
+    #: blobs a converted artifact shares with the source, mounted from there (same registry)
+    mounts: dict[str, Store] = field(default_factory=dict)
 
 
 @dataclass
@@ -190,6 +192,7 @@ class _Planner:
             return result
 
     def _plan(self, ref: str, tag: str | None, result: ArtifactResult) -> ArtifactPlan | ArtifactResult:
+        mounts: dict[str, Store] = {}
         if self.plan.entry.source_format == "ollama" or self.src.ollama:
             if self.plan.policy is not None:
                 raise SignatureError("verify: Ollama sources carry no signatures")
@@ -203,6 +206,8 @@ class _Planner:
             desc = self.view.convert(original) if store is self.view else original
             if self.to_family is not None:
                 store, desc = self._converted(original, result)
+                if store is not self.src.store:
+                    mounts = self._shared_with_source(original)
             src_ref = desc.digest
             if store is self.view and self.settings.referrers:
                 left = self._left_behind(original)
@@ -216,8 +221,8 @@ class _Planner:
                 result.status, result.reason = "skipped", "already mirrored"
                 return result
             result.note = "already mirrored; carrying signatures the target lacks"
-        self._count(store, desc, result)
-        return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers)
+        self._count(store, desc, result, mounts)
+        return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers, mounts=mounts)
 
     def _converted(self, original: Descriptor, result: ArtifactResult) -> tuple[Store, Descriptor]:
         """The artifact as family ``convert``; what the conversion drops is said per artifact:
@@ -239,6 +244,16 @@ class _Planner:
                 result.note = (f"{len(left)} referrer(s) of the original left behind: they name its digest, "
                                f"and the {conversion.target_family} form has another (sign the copy again)")
         return store, desc
+
+    def _shared_with_source(self, original: Descriptor) -> dict[str, Store]:
+        """Blobs of the source artifact, by digest, when the target can mount from the source:
+        an exported form (Ollama, ModelCar) staged in a scratch layout keeps some of them (an
+        Ollama model's GGUF), and the copy mounts those from the source repository rather
+        than upload them from the scratch copy."""
+        if not self._mountable(self.src.store):
+            return {}
+        graph = _graph(self.src.store, original, False, self._fetch)
+        return {d.digest: self.src.store for d in graph if not is_manifest(d)}
 
     def _from_oci(self, ref: str) -> tuple[Store, Descriptor, str]:
         """(store to copy from: the source or the converting view, the source's descriptor,
@@ -308,8 +323,10 @@ class _Planner:
         except NotFound:
             return False
 
-    def _count(self, store: Store, root: Descriptor, result: ArtifactResult) -> None:
-        """Walk the graph (and referrers) and HEAD each blob on the target."""
+    def _count(self, store: Store, root: Descriptor, result: ArtifactResult,
+               mounts: dict[str, Store]) -> None:
+        """Walk the graph (and referrers) and HEAD each blob on the target; one the target
+        lacks is mounted when it can be (from the source, or from ``mounts``), else sent."""
         for desc in _graph(store, root, self.settings.referrers, self._fetch):
             if is_manifest(desc):
                 continue
@@ -329,7 +346,7 @@ class _Planner:
                 result.blobs_present += 1
                 result.bytes_present += desc.size
                 action = "skip"
-            elif self._mountable(store):
+            elif desc.digest in mounts or self._mountable(store):
                 result.blobs_to_mount += 1
                 result.bytes_to_mount += desc.size
                 action = "mount"

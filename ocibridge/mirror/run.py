@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
-from ..copy import BlobLocks, copy
+from ..copy import BlobLocks, CopyHooks, copy
 from ..errors import OcibridgeError
 from ..oci.models import Descriptor
 from ..stores.base import WritableStore
@@ -96,7 +96,8 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
 
     try:
         stats = copy(item.store, item.src_ref, target, item.tag,
-                     concurrency=blobs, referrers=item.referrers, blob_locks=locks, progress=record)
+                     concurrency=blobs, referrers=item.referrers, blob_locks=locks, progress=record,
+                     hooks=CopyHooks(mounts=item.mounts))
     except OcibridgeError as e:
         result.status, result.reason = "failed", str(e)
         return result
