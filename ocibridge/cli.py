@@ -52,10 +52,10 @@ EXIT_INTERRUPTED = interrupt.EXIT_INTERRUPTED
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one line (what is wrong, where to look), not the
-    whole usage block, and flags may stand between positionals (``push SRC --format carton
-    DEST``, as oras and skopeo accept): plain argparse hands DEST to nobody once an optional
-    positional has been passed over."""
+    """argparse, but a usage mistake is one line (what is wrong, where to look: the help of
+    the command it was made in), not the whole usage block, and flags may stand between
+    positionals (``push SRC --format carton DEST``, as oras and skopeo accept): plain argparse
+    hands DEST to nobody once an optional positional has been passed over."""
 
     _intermixing = False
 
@@ -72,9 +72,14 @@ class _Parser(argparse.ArgumentParser):
         # sends those inner calls to argparse's own parsing.
         self._intermixing = True
         try:
-            return self.parse_known_intermixed_args(args, namespace)
+            parsed, extras = self.parse_known_intermixed_args(args, namespace)
         finally:
             self._intermixing = False
+        # A command's parser: what it does not know is a mistake in this command. Plain argparse
+        # hands the words up to the top-level parser, whose error points at 'ocibridge --help'.
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 class _Unbuilt(_Parser):

@@ -31,7 +31,9 @@ def register(command: CommandAdder) -> None:
                 "'mirror report REPORT…' merges shard reports")
     p.add_argument("job", metavar="JOB", help="job file (TOML, or YAML with PyYAML installed); "
                    "or 'report' followed by the shard reports to merge")
-    p.add_argument("reports", metavar="REPORT", nargs="*", help=argparse.SUPPRESS)
+    # default=[]: without one, argparse before 3.13 counts a '*' positional as required, and a
+    # 'mirror' with no JOB said "required: JOB, REPORT"
+    p.add_argument("reports", metavar="REPORT", nargs="*", default=[], help=argparse.SUPPRESS)
     p.add_argument("--dry-run", action="store_true", help="plan only: say what would be copied, change nothing")
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N (0-based): the artifacts a stable hash "
                    "gives it; all N shards together do the whole job")

@@ -163,7 +163,7 @@ def test_flags_may_stand_between_positionals(tmp_path):
     assert code == 0, err
     assert tree(tmp_path / "out") == tree(model)
     code, _, err = run("push", str(model), "--format", "directory", "oci:x:y", "extra")
-    assert code == 2 and err == "ocibridge: error: unrecognized arguments: extra (see 'ocibridge --help')\n"
+    assert code == 2 and err == "ocibridge: error: unrecognized arguments: extra (see 'ocibridge push --help')\n"
 
 
 def test_tags_of_nothing_is_an_error_line(tmp_path):

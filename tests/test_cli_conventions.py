@@ -114,6 +114,47 @@ def test_usage_mistakes_exit_2(tmp_path, capsys, args):
     assert code == 2 and err.startswith("ocibridge: error:") and err.count("\n") == 1, err
 
 
+def _usage_error(argv: list[str], capsys) -> tuple[object, str]:
+    try:
+        code: object = main(argv)
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", sorted(subcommands(build_parser())))
+def test_a_usage_mistake_points_at_the_commands_own_help(name, capsys, tmp_path, monkeypatch):
+    """An unknown flag after a command names that command's help, not the top-level one,
+    whether or not its arguments are complete: one line, exit 2. (The parsers are built lazily:
+    only the typed one.) Nothing runs: the flag fails the parse."""
+    monkeypatch.setenv("OCIBRIDGE_STORE", str(tmp_path / "store"))
+    words = name.split()
+    for extra in (["--bogus"], ["a", "b", "c", "d", "--bogus"]):
+        code, err = _usage_error([*words, *extra], capsys)
+        assert code == 2, (extra, err)
+        assert err.startswith("ocibridge: error: ") and err.count("\n") == 1, err
+        assert err.endswith(f" (see 'ocibridge {name} --help')\n"), err
+
+
+def test_an_unknown_flag_after_a_complete_command_is_named(tmp_path, capsys):
+    code, err = _usage_error(["validate", f"oci:{tmp_path}/l:v1", "--bogus"], capsys)
+    assert (code, err) == (2, "ocibridge: error: unrecognized arguments: --bogus (see 'ocibridge validate --help')\n")
+    code, err = _usage_error(["k8s", "check", f"oci:{tmp_path}/l:v1", "--bogus"], capsys)
+    assert (code, err) == (2, "ocibridge: error: unrecognized arguments: --bogus "
+                              "(see 'ocibridge k8s check --help')\n")
+    code, err = _usage_error(["validate", f"oci:{tmp_path}/l:v1", "stray"], capsys)
+    assert (code, err) == (2, "ocibridge: error: unrecognized arguments: stray (see 'ocibridge validate --help')\n")
+    code, err = _usage_error(["--bogus", "validate", f"oci:{tmp_path}/l:v1"], capsys)  # before the command
+    assert (code, err) == (2, "ocibridge: error: unrecognized arguments: --bogus (see 'ocibridge --help')\n")
+
+
+def test_mirror_without_a_job_names_only_the_job(capsys):
+    """REPORT (the words after 'mirror report') is not a required argument of a job run."""
+    code, err = _usage_error(["mirror"], capsys)
+    assert (code, err) == (2, "ocibridge: error: the following arguments are required: JOB "
+                              "(see 'ocibridge mirror --help')\n")
+
+
 def test_the_package_ships_py_typed():
     from pathlib import Path
 
