@@ -73,7 +73,8 @@ def atomic_write_bytes(final: Path, data: bytes, mode: int | None = None) -> Non
 
 
 def safe_relpath(path: str, what: str = "path") -> str:
-    """Normalise a relative POSIX path from untrusted input; refuse absolute paths and escapes."""
+    """Normalise a relative POSIX path from untrusted input (``./model//x`` is ``model/x``, as
+    tar and unzip read it); refuse absolute paths and escapes."""
     if not path or "\x00" in path:
         raise UnsafePath(f"empty or NUL-containing {what}")
     if path.startswith("/") or (len(path) > 1 and path[1] == ":") or path.startswith("\\"):
@@ -81,9 +82,17 @@ def safe_relpath(path: str, what: str = "path") -> str:
     if "\\" in path:
         raise UnsafePath(f"backslash in {what} {path!r}")
     parts = [p for p in path.split("/") if p not in ("", ".")]
-    if not parts or any(p == ".." for p in parts):
+    if any(p == ".." for p in parts):
         raise UnsafePath(f"{what} {path!r} escapes its tree")
+    if not parts:
+        raise UnsafePath(f"{what} {path!r} names the tree's root, not a file in it")
     return "/".join(parts)
+
+
+def is_root_entry(name: str) -> bool:
+    """Whether an archive member names the archive's root itself: the ``./`` entry
+    ``tar -C DIR -cf x.tar .`` and bsdtar's zips begin with (a directory, skipped)."""
+    return name.strip("/") in ("", ".")
 
 
 def link_stays_inside(link_path: str, target: str, root: str = "") -> bool:

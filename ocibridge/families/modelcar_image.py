@@ -22,7 +22,7 @@ from typing import Any
 
 from ..confined import check_links, whiteout_target
 from ..errors import OcibridgeError, SourceError, UnsafePath
-from ..fsutil import TEMP_PREFIX, safe_relpath
+from ..fsutil import TEMP_PREFIX, is_root_entry, safe_relpath
 from ..k8s.layers import MAX_ENTRIES, OPAQUE, WHITEOUT, Tree
 from ..k8s.runtime import TAR_LAYER_TYPES
 from ..modelpack.layers import open_layer, readable_layer
@@ -45,7 +45,7 @@ def _under_root(path: str) -> bool:
 def _affected(name: str) -> str | None:
     """The path a tar entry changes (a whiteout's target, an opaque marker's directory); None
     for the archive root."""
-    if name.strip("/") in ("", "."):
+    if is_root_entry(name):
         return None
     path = safe_relpath(name.rstrip("/"), "tar entry")
     directory, base = posixpath.split(path)

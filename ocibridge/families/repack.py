@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from ..errors import NotFound, OcibridgeError, SourceError
-from ..fsutil import TEMP_PREFIX, safe_relpath
+from ..fsutil import TEMP_PREFIX, is_root_entry, safe_relpath
 from ..modelpack.layers import MAX_TAR_ENTRIES, LayerReader, open_layer
 from ..modelpack.package import normalise_mode
 from ..oci.digest import CHUNK
@@ -140,7 +140,7 @@ class StagedBlobs:
                 for count, member in enumerate(tar):
                     if count > MAX_TAR_ENTRIES:
                         raise SourceError(f"{part.path}: tar layer has too many entries (bomb limit)")
-                    if member.name.strip("/") in ("", ".") or member.isdir():
+                    if is_root_entry(member.name) or member.isdir():
                         continue
                     path = safe_relpath(member.name.rstrip("/"), "tar entry")
                     if not member.isfile():

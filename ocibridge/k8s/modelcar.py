@@ -24,7 +24,7 @@ from typing import IO
 from ..confined import check_link, check_links, no_link_on_the_way
 from ..copy import CopyStats
 from ..errors import OcibridgeError, UnsafePath
-from ..fsutil import safe_relpath
+from ..fsutil import is_root_entry, safe_relpath
 from ..modelpack.extract import fetch_manifest
 from ..modelpack.layers import MAX_TAR_ENTRIES, layer_mode, layer_path, open_layer
 from ..modelpack.package import ModelFile, normalise_mode
@@ -264,7 +264,7 @@ def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iter
                 count += 1
                 if count > MAX_TAR_ENTRIES:
                     raise OcibridgeError("tar layer has too many entries (bomb limit)")
-                if member.name.strip("/") in ("", "."):
+                if is_root_entry(member.name):
                     continue
                 rel = safe_relpath(member.name.rstrip("/"), "tar entry")
                 path = f"{ROOT}/{rel}"

@@ -22,7 +22,7 @@ from typing import BinaryIO
 from ..confined import check_links
 from ..copy import CopyHooks, copy
 from ..errors import NotFound, OcibridgeError, UnsafePath
-from ..fsutil import TEMP_PREFIX, link_stays_inside, process_umask, safe_relpath
+from ..fsutil import TEMP_PREFIX, is_root_entry, link_stays_inside, process_umask, safe_relpath
 from ..oci.digest import CHUNK, verified, verify_bytes
 from ..oci.mediatypes import INDEX_TYPES, Variant, parse_layer_media_type
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
@@ -140,7 +140,7 @@ def _extract_tar(stream: Reader, staging: Path, written: list[str],
             count += 1
             if count > MAX_TAR_ENTRIES:
                 raise OcibridgeError("tar layer has too many entries (bomb limit)")
-            if member.isdir() and member.name.strip("/") in ("", "."):
+            if member.isdir() and is_root_entry(member.name):
                 continue  # the layer's root ('./', as `tar -C DIR -cf x.tar .` writes it)
             rel = safe_relpath(member.name, "tar entry")
             if select is not None and not select(rel):

@@ -67,7 +67,7 @@ class _CartonWriter:
         self._written: set[str] = set()
 
     def expected(self, path: str) -> str:
-        path = safe_relpath(path, "file path in the artifact")
+        """The sha256 MANIFEST gives ``path`` (normal: ``model/x``, not ``./model/x``)."""
         if path not in self.manifest.entries:
             raise NotACarton(f"the artifact holds {path!r}, which its MANIFEST does not list")
         return self.manifest.entries[path]
@@ -80,6 +80,7 @@ class _CartonWriter:
         self._written.add(path)
 
     def add_file(self, path: str, chunks: Iterator[bytes], size: int, mode: int) -> None:
+        """A file at ``path``, already normalised (:func:`safe_relpath`): the zip entry's name."""
         sha = self.expected(path)
         self._once(path)
         hashing = _Hashing(chunks)
@@ -125,12 +126,15 @@ def _find_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor, Carton
 
 def _write_tar_layer(store: Store, desc: Descriptor, writer: _CartonWriter) -> None:
     def add(member: tarfile.TarInfo, content: Reader | None) -> None:
+        # './model/x' (as `tar -C DIR .` writes it) is model/x, as tar reads it; '..' and
+        # absolute names are refused here, naming the entry as the layer holds it
+        path = safe_relpath(member.name, "tar entry")
         if member.issym():
-            writer.add_link(member.name, member.linkname)
+            writer.add_link(path, member.linkname)
         elif content is not None:
-            writer.add_file(member.name, _chunks(content, member.size), member.size, member.mode)
+            writer.add_file(path, _chunks(content, member.size), member.size, member.mode)
         else:
-            raise CartonError(f"{member.name}: hard links and devices cannot go into a carton")
+            raise CartonError(f"{path}: hard links and devices cannot go into a carton")
 
     each_tar_member(store, desc, add, CartonError)
 
@@ -143,9 +147,10 @@ def _write_entries(store: Store, manifest: Manifest, zw: ZipWriter) -> CartonMan
         if layer_type is None:
             raise NotACarton(f"layer {layer.digest} has media type {layer.mediaType}, not a ModelPack one")
         if layer_type.variant is Variant.RAW:
-            path = layer_path(layer)
-            if not path:
+            named = layer_path(layer)
+            if not named:
                 raise NotACarton(f"layer {layer.digest} has no file path annotation")
+            path = safe_relpath(named, "file path in the artifact")
             if path in (MANIFEST_NAME, LINKS_NAME):
                 continue
             sha = writer.expected(path)

@@ -23,7 +23,7 @@ from typing import BinaryIO
 import zstandard
 
 from ...errors import UnsafePath
-from ...fsutil import safe_relpath
+from ...fsutil import is_root_entry, safe_relpath
 from ...oci.digest import CHUNK
 from ...streams import unzstd
 from .errors import CartonError, CartonMismatch
@@ -112,6 +112,8 @@ def scan_entries(archive: Path, limits: CartonLimits = DEFAULT_LIMITS) -> list[C
     spans: list[tuple[int, int, str]] = []
     with open(archive, "rb") as f:
         for info in infos:
+            if is_root_entry(info.filename) and info.is_dir():
+                continue  # './', as bsdtar writes a zip of '.': the archive's root
             try:
                 rel = safe_relpath(info.filename.rstrip("/") or info.filename, "archive entry")
             except UnsafePath as e:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ...errors import SourceError, UnsafePath
-from ...fsutil import safe_relpath
+from ...fsutil import is_root_entry, safe_relpath
 
 #: Compression methods Python's zipfile decompresses everywhere we run.
 SUPPORTED_METHODS = {
@@ -104,6 +104,8 @@ def scan_zip(path: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list[ZipEntry]:
     total = 0
     for info in infos:
         name = info.filename
+        if is_root_entry(name) and info.is_dir():
+            continue  # './', as bsdtar writes a zip of '.': the archive's root
         try:
             rel = safe_relpath(name, "archive entry")
         except UnsafePath as e:
