@@ -135,6 +135,12 @@ def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
 
 def cmd_push(args: argparse.Namespace) -> int:
     variants, group = _layer_variants(args.layer)
+    if args.created not in (None, "now"):
+        from .modelpack.config import is_rfc3339  # the config's own rule (push loads it anyway)
+
+        if not is_rfc3339(args.created):
+            raise UsageError(f"--created {args.created!r}: not an RFC 3339 date-time such as "
+                             "2025-01-01T00:00:00Z (or give no value: now)")
     group |= {Kind(k) for k in args.group}
     options = BuildOptions(
         family=Family(args.media_types),

@@ -67,13 +67,8 @@ def open_store_target(text: str, *, for_write: bool = False,
         return StoreTarget(store, ref.reference, ref.tag or (None if ref.digest else DEFAULT_TAG), text)
     if is_ollama_reference(text):
         return open_ollama_target(text, for_write=for_write, options=_with_values(options, values))
-    if os.path.exists(text):  # else a local directory would be looked up as docker.io/<path>
-        from .stores.layout import LAYOUT_FILE
-
-        is_layout = os.path.isfile(os.path.join(text, LAYOUT_FILE))
-        hint = f"; as an OCI image layout it is written oci:{text}" if is_layout else ""
-        raise InvalidReference(
-            f"{text} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]){hint}")
+    if os.path.exists(text) or _path_like(text):  # else a directory would be looked up as docker.io/<path>
+        raise InvalidReference(_local_path(text, for_write))
     registry_ref = parse_registry_reference(text)
     from .stores.registry import open_repository  # issue 3
     from .stores.registry.mirrors import open_for_reading
@@ -81,6 +76,25 @@ def open_store_target(text: str, *, for_write: bool = False,
     opener = open_repository if for_write else open_for_reading  # reads may come from a mirror
     registry_store = opener(registry_ref, _with_values(options, values))
     return StoreTarget(registry_store, registry_ref.reference, registry_ref.tag, text)
+
+
+def _path_like(text: str) -> bool:
+    """Whether ``text`` is written as a file-system path: no registry reference starts so."""
+    return text.startswith(("/", "./", "../", "~")) or text in (".", "..")
+
+
+def _local_path(text: str, for_write: bool) -> str:
+    """The error for a path given where a store is meant, with how to write it as a layout when
+    it is one (``PATH`` or ``PATH:TAG``) or would be made one (a destination)."""
+    from .stores.layout import LAYOUT_FILE
+
+    path = text
+    head, sep, tag = text.rpartition(":")
+    if sep and "/" not in tag and not os.path.exists(text):
+        path = head  # PATH:TAG
+    is_layout = os.path.isfile(os.path.join(os.path.expanduser(path), LAYOUT_FILE))
+    hint = f"; as an OCI image layout it is written oci:{text}" if is_layout or for_write else ""
+    return f"{text} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]){hint}"
 
 
 def _with_values(options: RegistryOptions | None, values: dict[str, Any]) -> RegistryOptions | None:

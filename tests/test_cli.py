@@ -205,3 +205,40 @@ def test_local_work_does_not_import_httpx(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "False"
+
+
+def test_mistakes_a_user_makes_with_local_paths_are_named(tmp_path, capsys):
+    """What a user typing paths meets: each one line naming what is wrong and what to type."""
+    model = make_model(tmp_path / "m")
+    layout = tmp_path / "x"
+    assert main(["push", str(model), f"oci:{layout}:tag", "-q"]) == 0
+    capsys.readouterr()
+
+    def error(*args: str, code: int = 1) -> str:
+        assert main(list(args)) == code, args
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("ocibridge: error: "), err
+        return err.removeprefix("ocibridge: error: ").rstrip("\n")
+
+    # a layout typed without oci:, with a tag, or as a destination that does not exist yet: the
+    # hint says how to write it (it used to be "invalid repository '/…'")
+    assert error("inspect", f"{layout}:tag") == (
+        f"{layout}:tag is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]); "
+        f"as an OCI image layout it is written oci:{layout}:tag")
+    new = tmp_path / "y"
+    assert error("copy", f"oci:{layout}:tag", str(new)) == (
+        f"{new} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]); "
+        f"as an OCI image layout it is written oci:{new}")
+    assert not new.exists()
+    assert error("validate", "./x").startswith("./x is a local path, not a store")  # not "invalid registry host '.'"
+    # a layout that is not there at all says so (not "no oci-layout", as for a directory lacking one)
+    assert error("pull", f"oci:{tmp_path}/nope:tag", str(tmp_path / "out")) == (
+        f"{tmp_path}/nope is not an OCI image layout (no such directory)")
+    assert error("tags", f"oci:{model}") == f"{model} is not an OCI image layout (no oci-layout)"
+    # --format carton on a directory names it a directory (it said "no such file")
+    assert error("push", str(model), f"oci:{layout}:c", "--format", "carton") == (
+        f"{model}: a directory, not a file (--format carton reads a file)")
+    # a bad --created is a usage mistake naming the flag (it was a config field, exit 1)
+    assert error("push", str(model), f"oci:{layout}:d", "--created", "yesterday", code=2) == (
+        "--created 'yesterday': not an RFC 3339 date-time such as 2025-01-01T00:00:00Z (or give no value: "
+        "now) (see 'ocibridge push --help')")

@@ -86,9 +86,12 @@ class ReadsArtifacts(Protocol):
 
 
 # -- helpers for formats ------------------------------------------------------------------------
-def existing_file(source: str) -> Path:
-    """``source`` as a path to an existing file, or one clear error."""
+def existing_file(source: str, what: str = "") -> Path:
+    """``source`` as a path to an existing file, or one clear error (``what``: the format
+    that reads it, named when a directory was given)."""
     path = Path(source)
+    if path.is_dir():
+        raise SourceError(f"{source}: a directory, not a file{f' (--format {what} reads a file)' if what else ''}")
     if not path.is_file():
         raise SourceError(f"{source}: no such file")
     return path

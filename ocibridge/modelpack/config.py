@@ -22,8 +22,13 @@ _RFC3339 = re.compile(
 )
 
 
+def is_rfc3339(value: str) -> bool:
+    """Whether ``value`` is an RFC 3339 date-time (``createdAt``)."""
+    return _RFC3339.match(value) is not None
+
+
 def _rfc3339(value: str) -> str:
-    if not _RFC3339.match(value):
+    if not is_rfc3339(value):
         raise ValueError("must be an RFC 3339 date-time such as 2025-01-01T00:00:00Z")
     return value
 

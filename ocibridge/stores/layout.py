@@ -47,7 +47,8 @@ class LayoutStore:
         if (self.root / LAYOUT_FILE).is_file():
             return
         if not create:
-            raise NotFound(f"{self.root} is not an OCI image layout (no {LAYOUT_FILE})")
+            why = f"no {LAYOUT_FILE}" if self.root.is_dir() else "no such directory"
+            raise NotFound(f"{self.root} is not an OCI image layout ({why})")
         if self.root.exists() and not self.root.is_dir():
             raise OcibridgeError(f"{self.root} exists and is not a directory")
         self._fresh, self._made = True, _topmost_missing(self.root)

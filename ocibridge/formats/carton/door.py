@@ -38,7 +38,7 @@ class CartonFormat:
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
         from .reader import read_carton
 
-        return read_carton(existing_file(source))
+        return read_carton(existing_file(source, self.name))
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
         from .exporter import export_carton

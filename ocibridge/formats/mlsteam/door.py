@@ -37,7 +37,7 @@ class MlarchiveFormat:
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
         from .reader import read_mlarchive
 
-        return read_mlarchive(existing_file(source))
+        return read_mlarchive(existing_file(source, self.name))
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
         from .exporter import export_mlarchive
