@@ -5,6 +5,7 @@ partial file left by an interrupted run continued with Range after its prefix is
 from __future__ import annotations
 
 import io
+import logging
 import os
 
 from support.faultproxy import corrupt, ignore_range, throttle
@@ -142,9 +143,11 @@ def _max_overlap(gets) -> int:
     return most
 
 
-def test_parts_are_added_while_a_capped_link_gives_more(registry, fault_proxy, unique_repo, tmp_path):
+def test_parts_are_added_while_a_capped_link_gives_more(registry, fault_proxy, unique_repo, tmp_path,
+                                                        caplog):
     """The default plan starts with one part and adds parts while the rate rises: on a link
     that caps each connection (the proxy paces every response), they end up many at once."""
+    caplog.set_level(logging.INFO, logger="ocibridge.parts")  # what --debug shows
     size, part = 6 * 1024 * 1024, 256 * 1024
     layer = os.urandom(size)
     desc = Descriptor.for_bytes(OCI_LAYER_TAR, layer)
@@ -160,6 +163,8 @@ def test_parts_are_added_while_a_capped_link_gives_more(registry, fault_proxy, u
     assert len(gets) == size // part and all(g.last_sent for g in gets)
     assert gets[1].time >= gets[0].last_sent - 0.01  # one part at first
     assert _max_overlap(gets) >= 4
+    assert caplog.messages[0].startswith("ranged parts: 1 in flight brought ")
+    assert caplog.messages[0].endswith("MiB/s; now 4")
 
 
 def test_a_fixed_parts_count_starts_them_all_at_once(registry, fault_proxy, unique_repo, tmp_path):
