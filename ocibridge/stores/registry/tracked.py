@@ -82,6 +82,25 @@ def tracked_transport(**options: Any) -> httpx.HTTPTransport:
     return transport
 
 
+def plain_transport(limits: httpx.Limits) -> httpx.HTTPTransport:
+    """:func:`tracked_transport` for plain HTTP without a proxy, built without an SSL context.
+
+    ``httpx.HTTPTransport`` makes one even for ``verify=False`` (OpenSSL's first context: ~2.5
+    ms of every start, 1 % of a copy within a loopback registry), which no plain-HTTP
+    connection uses. The pool is the one httpx would build (HTTP/1.1, the same limits); were
+    an https URL ever sent to it, httpcore would verify with its default context.
+    """
+    transport = httpx.HTTPTransport.__new__(httpx.HTTPTransport)
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=None,
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=TrackedBackend(),
+    )
+    return transport
+
+
 #: How to verify a host's certificate, called when the first https request needs it.
 VerifyFactory = Callable[[], "ssl.SSLContext | bool"]
 
@@ -110,7 +129,9 @@ class NetworkTransport(httpx.BaseTransport):
         key = ("https" if tls else "http", proxy)
         with self._lock:
             transport = self._transports.get(key)
-            if transport is None:
+            if transport is None and not tls and proxy is None:
+                transport = self._transports[key] = plain_transport(self._limits)
+            elif transport is None:
                 options: dict[str, Any] = {"verify": self._verify() if tls else False,
                                            "limits": self._limits}
                 if proxy is not None:
