@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -303,10 +303,17 @@ class _Copy:
         write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it)."""
         src, dst, stats, progress = self.src, self.dst, self.stats, self.progress
         referrers = self.referrers if referrers is None else referrers
-        data = src.fetch_bytes(desc)
+        # The destination is asked whether it holds the manifest while the source sends it: two
+        # answers apart (a HEAD and a GET to one registry) cost one round trip, not two.
+        present = self.pool.submit(dst.exists, desc)
+        try:
+            data = src.fetch_bytes(desc)
+        except BaseException:
+            _settle(present)
+            raise
         children = (self.hooks.successors or successors)(desc, data)
         graph = any(is_manifest(child) for child in children)  # an index: manifests below it
-        if not dst.exists(desc):
+        if not present.result():
             if graph:
                 for child in children:
                     if is_manifest(child):
@@ -351,6 +358,12 @@ def _blobs_of(manifest: Manifest) -> list[Descriptor]:
     for blob in [manifest.config, *manifest.layers]:
         unique.setdefault(blob.digest, blob)
     return list(unique.values())
+
+
+def _settle(future: Future[Any]) -> None:
+    """Wait for ``future`` and drop its outcome: an error raised beside it goes first."""
+    with suppress(BaseException):
+        future.result()
 
 
 def _all(futures: Iterable[Future[None]]) -> None:
