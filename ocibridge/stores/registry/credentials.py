@@ -13,7 +13,6 @@ import base64
 import binascii
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +79,8 @@ def _decode_entry(entry: dict[str, Any], host: str) -> Credentials | None:
 
 def run_helper(name: str, action: str, payload: str) -> str:
     """Run ``docker-credential-<name> <action>`` with ``payload`` on stdin; its stdout."""
+    import subprocess  # here: every registry command reads credentials, few run a helper (~1.5 ms)
+
     program = f"docker-credential-{name}"
     try:
         done = subprocess.run([program, action], input=payload.encode(), capture_output=True,
