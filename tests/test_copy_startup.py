@@ -16,7 +16,7 @@ from ocibridge.stores.registry import open_repository
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 UNUSED = ("cryptography", "rich", "click", "pygments", "ocibridge.formats.carton", "ocibridge.httpencodings",
-          "ocibridge.signing.verify")
+          "ocibridge.signing.verify", "subprocess")
 PROBE = """
 import sys
 from ocibridge.cli import main
@@ -59,3 +59,21 @@ def test_httpx_main_still_runs_its_cli():
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "Usage" in done.stdout or "usage" in done.stdout.lower(), done.stdout
+
+
+def test_plain_http_copy_makes_no_ssl_context(registry, unique_repo):
+    """A plain-HTTP (loopback) registry is reached without building any SSL context: httpx
+    makes one even for ``verify=False``, OpenSSL's first costing ~2.5 ms of the start."""
+    _artifact(registry, unique_repo)
+    args = ["copy", "-q", f"{registry.host}/{unique_repo}:v1", f"{registry.host}/{unique_repo}-plain:v1"]
+    probe = ("import ssl, sys\n"
+             "made = []\n"
+             "new = ssl.SSLContext.__new__\n"
+             "def counting(cls, *a, **k):\n    made.append(cls)\n    return new(cls, *a, **k)\n"
+             "ssl.SSLContext.__new__ = counting\n"
+             "from ocibridge.cli import main\n"
+             f"assert main({args!r}) == 0\n"
+             "print('CONTEXTS:%d' % len(made), file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "CONTEXTS:0" in done.stderr, done.stderr
