@@ -178,7 +178,7 @@ def main() -> None:
     parser.add_argument("--rate", default="20M", help="per-connection cap, bytes per second")
     parser.add_argument("--delay-ms", type=float, default=20, help="added each way (RTT: twice)")
     parser.add_argument("--parts", type=int, default=RangedPlan().parts_in_flight,
-                        help="curl --parallel-max, and ocibridge --parts in the kill test")
+                        help="curl --parallel-max")
     parser.add_argument("--part-size-mib", type=int, default=32)
     parser.add_argument("--no-doc", action="store_true", help="print only, do not edit the doc")
     parser.add_argument("--kills-only", action="store_true",
@@ -235,8 +235,7 @@ def main() -> None:
                 return
             # kill -9 half-way, then the same command again
             layout = work / "layout-kill"
-            pull_cmd = ocibridge("copy", "--plain-http", "-q", f"{registry}/bench/big:v1", f"oci:{layout}:v1",
-                                 "--parts", str(opts.parts))
+            pull_cmd = ocibridge("copy", "--plain-http", "-q", f"{registry}/bench/big:v1", f"oci:{layout}:v1")
             pull_first, pull_again = kill_at(pull_cmd, "rx_bytes", size // 2, env)
             # 32 MiB chunks, as when these rows were measured (since then chunks are sized by
             # time unless --chunk-size is given: docs/transfers.md)

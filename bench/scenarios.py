@@ -166,6 +166,7 @@ class Bench:
         self.measure(f"pull {model.name}", _only({
             "curl (floor)": fresh("floor-", lambda out: self.run(tools.curl_get(
                 reg.url, repo, [(d, out / d.split(":")[1]) for d in layers], parallel))),
+            "sha256 (floor)": lambda i: self.run(tools.sha256_files([model.root / f for f in model.files])),
             "ocibridge": self.ocibridge_or_none(fresh("ob-", lambda out: self.run(
                 tools.ocibridge("pull", ref, str(out / "model"))))),
             "ocibridge (to layout)": self.ocibridge_or_none(fresh("obl-", lambda out: self.run(

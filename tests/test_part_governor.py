@@ -50,7 +50,7 @@ def test_a_fast_link_steps_back_to_one_stream_and_stays():
     governor = PartGovernor(16, clock=clock)
     _window(governor, clock, 500e6)
     assert governor.allowed == 4
-    _window(governor, clock, 500e6 * (GAIN - 0.05))  # four streams: barely better
+    _window(governor, clock, 500e6 * 1.02)  # four streams: no better
     assert governor.allowed == 1
     _window(governor, clock, 50e6)  # settled: a later dip changes nothing
     assert governor.allowed == 1
@@ -63,8 +63,37 @@ def test_a_step_that_stops_paying_goes_back_one_step():
     _window(governor, clock, 20e6)
     _window(governor, clock, 80e6)
     assert governor.allowed == 16
-    _window(governor, clock, 85e6)  # the link itself is full
+    _window(governor, clock, 82e6)  # the link itself is full
     assert governor.allowed == 4
+
+
+def test_a_step_still_ramping_up_is_measured_again():
+    """New connections in slow start: the first window after a step falls short of GAIN but
+    is rising; it is measured again, and the step is judged on the rate it reaches."""
+    clock = Clock()
+    governor = PartGovernor(64, clock=clock)
+    _window(governor, clock, 20e6)
+    _window(governor, clock, 80e6)
+    assert governor.allowed == 16
+    _window(governor, clock, 80e6 * (GAIN - 0.2))  # ramping: better, not yet by GAIN
+    assert governor.allowed == 16
+    _window(governor, clock, 80e6 * 3.5)
+    assert governor.allowed == 64
+    _window(governor, clock, 80e6 * 3.6)  # rising too little: back to 16
+    assert governor.allowed == 16 and len(governor.history) == 5
+
+
+def test_measuring_again_ends():
+    clock = Clock()
+    governor = PartGovernor(16, clock=clock)
+    _window(governor, clock, 20e6)
+    rate = 20e6 * 1.1
+    for _ in range(3):  # always rising a little, never by GAIN
+        _window(governor, clock, rate)
+        assert governor.allowed == 4
+        rate *= 1.06
+    _window(governor, clock, rate)
+    assert governor.allowed == 1
 
 
 def test_a_fixed_count_is_not_adapted():
