@@ -169,7 +169,8 @@ def test_parts_are_added_while_a_capped_link_gives_more(registry, fault_proxy, u
 
 def test_a_fixed_parts_count_starts_them_all_at_once(registry, fault_proxy, unique_repo, tmp_path):
     desc, layer = _artifact(registry, unique_repo)
-    fault_proxy.add("GET", f"/blobs/{desc.digest}", throttle(1024 * 1024), times=None)
+    # each part takes 0.5 s: room for a loaded machine to start the third part meanwhile
+    fault_proxy.add("GET", f"/blobs/{desc.digest}", throttle(256 * 1024), times=None)
     _, dst = _pull(fault_proxy, unique_repo, tmp_path / "l", part_size=PART, parts_in_flight=3)
     assert dst.blob_path(desc.digest).read_bytes() == layer
     gets = sorted(_blob_gets(fault_proxy, desc), key=lambda g: g.time)
