@@ -8,7 +8,6 @@ restores the manifest from the file that carries it).
 
 from __future__ import annotations
 
-from ..modelpack.builder import build
 from ..oci.mediatypes import OLLAMA_LAYER_PREFIX, Kind, Variant
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ..progress import ProgressFn
@@ -38,6 +37,7 @@ class OllamaFamily:
     def read(self, store: Store, desc: Descriptor, data: bytes, manifest: Manifest) -> Reading:
         """The model as ``push ollama:NAME`` builds it: a ModelPack view over the same blobs."""
         from ..formats.ollama import read_ollama
+        from ..modelpack.builder import build
 
         artifact = build(read_ollama(store, desc.digest))
         reading = ModelPackFamily().read(artifact, artifact.descriptor, artifact.manifest_bytes,

@@ -3,17 +3,21 @@ family's files come out by the one extractor (tar layers unpacked, raw layers as
 
 from __future__ import annotations
 
-from ..oci.models import Descriptor
-from ..stores.base import Store
-from .base import WriteOptions
-from .conversion import convert_reading
-from .registry import Identified
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..oci.models import Descriptor
+    from ..stores.base import Store
+    from .registry import Identified
 
 
 def modelpack_of(found: Identified, store: Store) -> tuple[Store, Descriptor]:
     """The ModelPack form of a model already identified in ``store`` (read once, not again)."""
     if found.family.name == "modelpack":
         return store, found.desc
+    from .base import WriteOptions  # another family: converted (its modules loaded now, not before)
+    from .conversion import convert_reading
+
     reading = found.family.read(store, found.desc, found.data, found.manifest)
     conversion = convert_reading(found, reading, "modelpack", WriteOptions())
     return conversion.store, conversion.descriptor

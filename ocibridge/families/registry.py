@@ -6,6 +6,8 @@ Adding a family is one module implementing :class:`~.base.ModelFamily` plus one 
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import OcibridgeError
@@ -16,7 +18,25 @@ from ..stores.base import MAX_MANIFEST_BYTES, Store
 from .base import ModelFamily, Probes
 from .describe import describe_other, is_image
 
-_FAMILIES: list[ModelFamily] = []
+
+class _Line:
+    """A registered family: its class, imported on first use (detection stops at the first family
+    that matches, so a ModelPack artifact never loads the other families' modules), or an
+    instance registered whole."""
+
+    def __init__(self, name: str, module: str = "", cls: str = "", family: ModelFamily | None = None):
+        self.name = name
+        self._where = (module, cls)
+        self._family = family
+
+    def family(self) -> ModelFamily:
+        if self._family is None:
+            module, cls = self._where
+            self._family = getattr(importlib.import_module(module), cls)()
+        return self._family
+
+
+_FAMILIES: list[_Line] = []
 
 
 class NotAModel(OcibridgeError):
@@ -31,25 +51,35 @@ class NotAModel(OcibridgeError):
 
 
 def register(family: ModelFamily) -> None:
-    if any(f.name == family.name for f in _FAMILIES):
-        raise ValueError(f"model family {family.name!r} registered twice")
-    _FAMILIES.append(family)
+    _add(_Line(family.name, family=family))
+
+
+def _add(line: _Line) -> None:
+    if any(f.name == line.name for f in _FAMILIES):
+        raise ValueError(f"model family {line.name!r} registered twice")
+    _FAMILIES.append(line)
 
 
 def names() -> list[str]:
     return [f.name for f in _FAMILIES]
 
 
+def _families() -> Iterator[ModelFamily]:
+    """The families in the table's order, each loaded when the iteration reaches it."""
+    for line in _FAMILIES:
+        yield line.family()
+
+
 def by_name(name: str) -> ModelFamily:
-    for family in _FAMILIES:
-        if family.name == name:
-            return family
+    for line in _FAMILIES:
+        if line.name == name:
+            return line.family()
     raise OcibridgeError(f"unknown model family {name!r} (known: {', '.join(names())})")
 
 
 def family_of(manifest: Manifest) -> ModelFamily | None:
     """The family a manifest belongs to, by its media types; None for anything else."""
-    for family in _FAMILIES:
+    for family in _families():
         if family.matches(manifest):
             return family
     return None
@@ -59,7 +89,7 @@ def probed(store: Store, desc: Descriptor, manifest: Manifest) -> ModelFamily | 
     """The family an image belongs to by its content (a ModelCar built by another tool)."""
     if not is_image(manifest):
         return None
-    for family in _FAMILIES:
+    for family in _families():
         if isinstance(family, Probes) and family.probe(store, desc, manifest):
             return family
     return None
@@ -138,12 +168,10 @@ def _probed_image(store: Store, index: Index) -> Identified | None:
 
 
 def _register_builtin() -> None:
-    import importlib
-
     from .table import REGISTRATIONS
 
-    for _, module, cls in REGISTRATIONS:
-        register(getattr(importlib.import_module(module), cls)())
+    for name, module, cls in REGISTRATIONS:
+        _add(_Line(name, module, cls))
 
 
 _register_builtin()
