@@ -113,6 +113,14 @@ def test_pull_destinations_come_from_the_table():
     assert door.exports_quietly("out.mlarchive") and not door.exports_quietly("out/dir")
 
 
+def test_a_line_names_the_family_its_format_reads():
+    """The door loads only the format whose line names an artifact's family (examine), so each
+    line's ``family`` is the one its class reads, and no line names one for a format that reads none."""
+    for line in table.REGISTRATIONS:
+        fmt = door.by_name(line.name)
+        assert line.family == (fmt.family if isinstance(fmt, door.ReadsArtifacts) else None), line.name
+
+
 @pytest.mark.parametrize("text, kind", [
     ("oci:/srv/store:v1", LayoutReference), ("registry.example/team/m:v1", RegistryReference),
     ("localhost:5000/m", RegistryReference), ("ollama:tiny:q8", OllamaReference),

@@ -145,6 +145,8 @@ def examine(store: Store, reference: str, dest_format: SourceFormat | None = Non
             return Examined(None, None)
         raise  # a container image, an index of no model: refused saying what it is
     for line in table.REGISTRATIONS:
+        if line.family != found.family.name:
+            continue  # the other formats are not loaded to ask (a ModelPack artifact needs none)
         fmt = _load(line)
         if isinstance(fmt, ReadsArtifacts) and fmt.family == found.family.name:
             root = store.resolve(reference)

@@ -6,7 +6,7 @@ format (``--help`` loads neither pydantic nor httpx); :mod:`.door` imports a for
 first use. A line says how a format is recognised without opening anything: by a scheme the
 reference starts with, or by a file suffix. A format may also recognise its files by content
 (:class:`.base.SniffsContent`) and convert artifacts of a model family found in a store
-(:class:`.base.ReadsArtifacts`). Adding a format: one module with a class implementing
+(:class:`.base.ReadsArtifacts`, named by the line's ``family``). Adding a format: one module with a class implementing
 :class:`.base.SourceFormat`, and one line here (or :func:`register`).
 """
 
@@ -25,13 +25,18 @@ class Registration:
     suffixes: tuple[str, ...] = ()  # file names ending so are this format (case-insensitive)
     schemes: tuple[str, ...] = ()  # references starting so are this format (not a --format choice)
     fallback: bool = False  # what a local path is when nothing else recognises it
+    #: the model family whose artifacts the format converts wherever they are found (its
+    #: :class:`.base.ReadsArtifacts` ``family``): a pull or push meeting an artifact of a family
+    #: loads only the format that reads it, not every format to ask
+    family: str | None = None
 
 
 #: In detection order; the fallback last.
 REGISTRATIONS: list[Registration] = [
     Registration("carton", "ocibridge.formats.carton.door", "CartonFormat", suffixes=(".carton",)),
     Registration("mlarchive", "ocibridge.formats.mlsteam.door", "MlarchiveFormat", suffixes=(".mlarchive",)),
-    Registration("ollama", "ocibridge.formats.ollama.door", "OllamaFormat", schemes=("ollama:",)),
+    Registration("ollama", "ocibridge.formats.ollama.door", "OllamaFormat", schemes=("ollama:",),
+                 family="ollama"),
     Registration("directory", "ocibridge.formats.directory", "DirectoryFormat", fallback=True),
 ]
 
