@@ -3,6 +3,11 @@
     import ocibridge
     result = ocibridge.push("models/tiny", "oci:/srv/store:tiny")
     ocibridge.pull("oci:/srv/store:tiny", "out/")
+
+The builder (and with it the ModelPack config model, pydantic) is imported by what builds:
+``push``, and a ``pull`` that converts (an Ollama model). A pull of a ModelPack artifact into a
+directory loads neither it nor any other format's or family's modules (their import was most of
+a small pull's time).
 """
 
 from __future__ import annotations
@@ -18,11 +23,8 @@ from .api_copy import pinned, verified_digest
 from .copy import CopyHooks, copy
 from .errors import UsageError
 from .formats import door
-from .modelpack.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, build, plan_layers
 from .modelpack.extract import resolve_model
 from .modelpack.inspect import inspect as inspect_artifact
-from .modelpack.package import ModelPackage
-from .oci.mediatypes import Kind
 from .oci.reference import on_registry
 from .overwrite import OnExisting
 from .pathfilter import PathFilter
@@ -33,6 +35,9 @@ from .stores.base import Store
 from .targets import StoreTarget, default_store_path, open_store_target
 
 if TYPE_CHECKING:
+    from .modelpack.builder import BuildOptions
+    from .modelpack.package import ModelPackage
+    from .oci.mediatypes import Kind
     from .signing.verify import VerifyPolicy
 
 
@@ -95,6 +100,8 @@ def push(
     another model family (``modelkit``, ``docker-model``; see ocibridge.families);
     ``overrides`` sets descriptor/config fields (``{"arch": "llama", ...}``).
     """
+    from .modelpack.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, plan_layers
+
     transfer = transfer or TransferOptions()
     origin: StoreTarget | None = None
     if door.is_store_reference(source):
@@ -193,6 +200,8 @@ def pull(
     if conversion is not None and not conversion.as_is:
         # A model of a family a source format reads (an Ollama model) is converted as push
         # would convert it, so its files can be pulled.
+        from .modelpack.builder import build
+
         reading = door.ReadRequest(registry_options=options)
         artifact = build(conversion.format.read_artifact(source.store, conversion.reference, reading))
         store, desc = artifact, artifact.descriptor

@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import SourceError
 from ..fsutil import link_stays_inside
-from ..modelpack.classify import classify
-from ..modelpack.package import ModelFile, ModelPackage
-from ..oci.mediatypes import Kind
 from .base import ExportRequest, ReadRequest
 
 if TYPE_CHECKING:
+    from ..modelpack.package import ModelPackage
+    from ..oci.mediatypes import Kind
     from ..oci.models import Descriptor
     from ..results import PullResult
     from ..stores.base import Store
@@ -40,6 +39,9 @@ def read_directory(
 ) -> ModelPackage:
     """Walk ``root`` in byte order. Symlinks inside the tree are kept as links; links that point
     outside it, sockets and devices are refused with a clear error."""
+    from ..modelpack.classify import classify  # reading only: a pull into a directory needs neither
+    from ..modelpack.package import ModelFile, ModelPackage
+
     base = Path(root)
     if not base.exists():
         raise SourceError(f"{base}: no such file or directory")
