@@ -80,3 +80,52 @@ def test_building_only_the_command_run_parses_and_lists_alike(line):
     assert lazy.format_help() == full.format_help()
     built = {name for name, p in subcommands(lazy).items() if not isinstance(p, _Unbuilt)}
     assert built and all(name.split()[0] in (line[0], {"cp": "copy", "ls": "list"}.get(line[0])) for name in built)
+
+
+PULL_PROBE = """
+import sys
+from ocibridge.cli import main
+code = main({args!r})
+heavy = sorted(m for m in sys.modules if m == "pydantic" or m.startswith({unused!r}))
+print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+#: what a pull of a ModelPack artifact into a directory has no use for: building (the builder,
+#: its packing and the config model with pydantic), reading a directory (classify), the other
+#: formats (archives, Ollama) and the other families with their conversion
+PULL_UNUSED = ("ocibridge.modelpack.builder", "ocibridge.modelpack.packing", "ocibridge.modelpack.config",
+               "ocibridge.modelpack.classify", "ocibridge.formats.carton", "ocibridge.formats.mlsteam",
+               "ocibridge.formats.ollama", "ocibridge.families.kitops", "ocibridge.families.docker",
+               "ocibridge.families.modelcar", "ocibridge.families.ollama", "ocibridge.families.conversion",
+               "ocibridge.k8s")
+
+
+def test_pull_of_a_modelpack_artifact_into_a_directory_loads_no_pydantic(registry, unique_repo, tmp_path):
+    """A pull into a directory needs the store, the family detection and the extractor; not
+    pydantic nor the modules that build, export into other formats or convert other families
+    (they are loaded when such a family or format is met)."""
+    from ocibridge.cli import main
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "w.bin").write_bytes(b"weights" * 100)
+    src = f"{registry.host}/{unique_repo}:v1"
+    layout = f"oci:{tmp_path / 'layout'}:v1"
+    assert main(["push", str(tmp_path / "m"), src, "-q"]) == 0
+    assert main(["push", str(tmp_path / "m"), layout, "-q"]) == 0
+    for n, ref in enumerate((src, layout)):
+        out = tmp_path / f"out{n}"
+        args = ["pull", ref, str(out), "-q", "--json"]
+        done = subprocess.run([sys.executable, "-c", PULL_PROBE.format(args=args, unused=PULL_UNUSED)],
+                              cwd=REPO_ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert (out / "w.bin").read_bytes() == b"weights" * 100  # it did pull
+        assert done.stderr.strip().splitlines()[-1] == "HEAVY:", (ref, done.stderr)
+
+
+def test_the_family_table_names_each_family_as_it_names_itself():
+    """The registry loads a family when detection reaches its line, by the line's name."""
+    from ocibridge.families import registry, table
+
+    assert registry.names() == table.names()
+    for name in table.names():
+        assert registry.by_name(name).name == name
