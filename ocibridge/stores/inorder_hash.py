@@ -22,7 +22,7 @@ from ..errors import DigestMismatch
 from ..oci.digest import CHUNK, Hasher
 from .part_governor import PartsAbandoned
 
-BUFFER = 1 << 20
+BUFFER = 512 * 1024
 
 
 class BufferPool:
