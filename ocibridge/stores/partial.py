@@ -191,7 +191,7 @@ def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, pl
         _remove(marker)
         return 0, False
     part_size = plan.part_size if plan.parts_in_flight > 1 and size >= 2 * plan.part_size else size
-    parts = _parts(size, max(1, part_size))
+    planned = parts = _parts(size, max(1, part_size))
     kept = _kept(fd, marker, size, parts, part_size)
     resumed = any(kept)
     todo = [i for i, (a, b) in enumerate(parts) if kept[i] < b - a]
@@ -205,7 +205,7 @@ def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, pl
             parts = [(0, size)]
     if len(parts) == 1:
         prefix = 0
-        for (a, b), k in zip(_parts(size, max(1, part_size)), kept, strict=True):
+        for (a, b), k in zip(planned, kept, strict=True):
             prefix += k
             if k < b - a:
                 break

@@ -212,18 +212,35 @@ class _BlobStream:
     def _next_chunk(self, want: int = PIECE) -> bytes:
         """The next bytes of the blob, up to ``want`` read from the socket (``b""`` only once
         the expected size is reached)."""
+        got = [b""]
+
+        def receive() -> int:
+            got[0] = self._receive(want)
+            return len(got[0])
+
+        def drop_front(cut: int, n: int) -> None:
+            got[0] = got[0][cut:n]
+
+        n = self._advance(receive, drop_front)
+        return got[0][:n]  # the object itself when nothing is cut
+
+    def _advance(self, receive: Callable[[], int], drop_front: Callable[[int, int], None]) -> int:
+        """What :meth:`_next_chunk` and :meth:`next_into` share: one ``receive`` (how many
+        bytes came), resumed with Range after drops and short bodies; the ``cut`` first bytes
+        of ``n`` dropped (``drop_front``) while a server that ignored Range repeats what is
+        here; clipped at a part's end; counted. The bytes kept, 0 only at the expected end."""
         while True:
             if self.offset >= self.end and self._chunks is None:
-                return b""
+                return 0
             if self._stop.is_set():
                 raise _Stopped
             interrupt.check()
             try:
-                data = self._receive(want)
+                n = receive()
             except StopIteration:
                 if self.offset >= self.end:
                     self.close()
-                    return b""
+                    return 0
                 self._resume(f"body ended early at byte {self.offset}")
                 continue
             except (httpx.TransportError, httpx.StreamError) as e:
@@ -233,21 +250,23 @@ class _BlobStream:
                 self._resume(str(e))
                 continue
             if self._skip:
-                cut = min(self._skip, len(data))
+                cut = min(self._skip, n)
                 self._skip -= cut
-                data = data[cut:]
-                if not data:
+                if cut:
+                    drop_front(cut, n)
+                    n -= cut
+                if not n:
                     continue
-            if self.end < self.desc.size and self.offset + len(data) > self.end:
+            if self.end < self.desc.size and self.offset + n > self.end:
                 # a part whose server ignored the Range's end: the rest is another part's
-                data = data[: self.end - self.offset]
+                n = self.end - self.offset
                 self.close()
-            self.offset += len(data)
+            self.offset += n
             self._stalled = 0
-            self.client.stats.add(bytes_downloaded=len(data))
+            self.client.stats.add(bytes_downloaded=n)
             if self._on_bytes:
-                self._on_bytes(self.desc, len(data))
-            return data
+                self._on_bytes(self.desc, n)
+            return n
 
     def next_piece(self) -> bytes:
         """The next ``PIECE`` bytes (fewer only at the end; ``b""`` after it): whole pieces
@@ -297,43 +316,11 @@ class _BlobStream:
     def next_into(self, view: memoryview) -> int:
         """Like :meth:`_next_chunk`, into ``view``: how many bytes (0 only once the expected
         size is reached)."""
-        while True:
-            if self.offset >= self.end and self._chunks is None:
-                return 0
-            if self._stop.is_set():
-                raise _Stopped
-            interrupt.check()
-            try:
-                n = self._receive_into(view)
-            except StopIteration:
-                if self.offset >= self.end:
-                    self.close()
-                    return 0
-                self._resume(f"body ended early at byte {self.offset}")
-                continue
-            except (httpx.TransportError, httpx.StreamError) as e:
-                self._resume(str(e) or type(e).__name__)
-                continue
-            except TransportFailure as e:
-                self._resume(str(e))
-                continue
-            if self._skip:
-                cut = min(self._skip, n)
-                self._skip -= cut
-                if cut:
-                    view[: n - cut] = view[cut:n]
-                    n -= cut
-                if not n:
-                    continue
-            if self.end < self.desc.size and self.offset + n > self.end:
-                n = self.end - self.offset  # a part whose server ignored the Range's end
-                self.close()
-            self.offset += n
-            self._stalled = 0
-            self.client.stats.add(bytes_downloaded=n)
-            if self._on_bytes:
-                self._on_bytes(self.desc, n)
-            return n
+
+        def drop_front(cut: int, n: int) -> None:
+            view[: n - cut] = view[cut:n]
+
+        return self._advance(lambda: self._receive_into(view), drop_front)
 
 
 def _plain_socket(stream: Any) -> socket.socket | None:
