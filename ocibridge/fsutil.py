@@ -10,7 +10,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from .errors import UnsafePath
 
@@ -65,6 +65,31 @@ def atomic_writer(final: Path, mode: int | None = None) -> Iterator[BinaryIO]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+#: Bytes per write(2) at most. On the Firecracker VMs measured (Linux 6.18 with free page
+#: reporting), writes of 512 KiB and more into the page cache cost 5-7x the system time of
+#: 448 KiB ones (1 GiB: 1.7-2.2 s against 0.33 s; the larger page-cache folios such writes
+#: get come from memory the host has taken back). 4096 calls per GiB cost nothing measurable.
+WRITE_MAX = 256 * 1024
+
+
+def write_sliced(out: IO[bytes], data: bytes | bytearray | memoryview) -> None:
+    """``out.write(data)`` in calls of at most :data:`WRITE_MAX` bytes."""
+    if len(data) <= WRITE_MAX:
+        out.write(data)
+        return
+    view = memoryview(data)
+    for start in range(0, len(view), WRITE_MAX):
+        out.write(view[start:start + WRITE_MAX])
+
+
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+    """All of ``data`` at ``offset``, in calls of at most :data:`WRITE_MAX` bytes."""
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:done + WRITE_MAX], offset + done)
 
 
 def atomic_write_bytes(final: Path, data: bytes, mode: int | None = None) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from .errors import NotFound, OcibridgeError, UnsafePath
-from .fsutil import safe_relpath
+from .fsutil import safe_relpath, write_sliced
 from .oci.digest import CHUNK, VerifyingReader, new_hasher, split_digest
 from .oci.layerinfo import layer_path
 from .oci.models import Descriptor
@@ -48,7 +48,7 @@ class _CachedBlob:
             with open(target, "xb") as out:
                 self._file.seek(0)
                 while chunk := self._file.read(CHUNK):
-                    out.write(chunk)
+                    write_sliced(out, chunk)
         os.chmod(target, mode)
         return target.stat().st_size
 

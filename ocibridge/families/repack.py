@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from ..errors import NotFound, OcibridgeError, SourceError
-from ..fsutil import TEMP_PREFIX, is_root_entry, safe_relpath
+from ..fsutil import TEMP_PREFIX, is_root_entry, safe_relpath, write_sliced
 from ..modelpack.layers import MAX_TAR_ENTRIES, LayerReader, open_layer
 from ..modelpack.package import normalise_mode
 from ..oci.digest import CHUNK
@@ -119,7 +119,7 @@ class StagedBlobs:
         with _layer(self.inner, part) as stream, open(out, "wb") as sink:  # verified at its end
             while chunk := stream.read(CHUNK):
                 h.update(chunk)
-                sink.write(chunk)
+                write_sliced(sink, chunk)
                 size += len(chunk)
         digest = "sha256:" + h.hexdigest()
         if part.diff_id not in (digest, part.blob.digest):
@@ -169,7 +169,7 @@ class StagedBlobs:
         with open(out, "wb") as sink:
             while written < size and (chunk := source.read(min(CHUNK, size - written))):
                 h.update(chunk)
-                sink.write(chunk)
+                write_sliced(sink, chunk)
                 written += len(chunk)
         if written != size:
             raise SourceError(f"{what}: the tar layer ends inside the file")

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..confined import MAX_LINK_HOPS, check_link, no_link_on_the_way, whiteout_target
 from ..errors import OcibridgeError, UnsafePath
+from ..fsutil import write_sliced
 from ..modelpack.layers import open_layer, readable_layer
 from ..oci.digest import CHUNK, HashingReader
 from ..oci.models import Descriptor
@@ -278,7 +279,7 @@ class Tree:
                     data = src.read(min(CHUNK, size - written))
                     if not data:
                         break
-                    out.write(data)
+                    write_sliced(out, data)
                     written += len(data)
             if written != size:
                 raise OcibridgeError(f"{path}: layer ended inside the file")

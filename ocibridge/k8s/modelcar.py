@@ -24,7 +24,7 @@ from typing import IO
 from ..confined import check_link, check_links, no_link_on_the_way
 from ..copy import CopyStats
 from ..errors import OcibridgeError, UnsafePath
-from ..fsutil import is_root_entry, safe_relpath
+from ..fsutil import is_root_entry, safe_relpath, write_sliced
 from ..modelpack.extract import fetch_manifest
 from ..modelpack.layers import MAX_TAR_ENTRIES, layer_mode, layer_path, open_layer
 from ..modelpack.package import ModelFile, normalise_mode
@@ -178,7 +178,7 @@ def _build_layer(store: WritableStore, layer: _Layer, spool: bool, stats: CopySt
 
 def _tee(chunks: Iterator[bytes], out: IO[bytes]) -> Iterator[bytes]:
     for chunk in chunks:
-        out.write(chunk)
+        write_sliced(out, chunk)
         yield chunk
 
 

@@ -22,7 +22,14 @@ from typing import BinaryIO
 from ..confined import check_links
 from ..copy import CopyHooks, copy
 from ..errors import NotFound, OcibridgeError, UnsafePath
-from ..fsutil import TEMP_PREFIX, is_root_entry, link_stays_inside, process_umask, safe_relpath
+from ..fsutil import (
+    TEMP_PREFIX,
+    is_root_entry,
+    link_stays_inside,
+    process_umask,
+    safe_relpath,
+    write_sliced,
+)
 from ..oci.digest import CHUNK, verified, verify_bytes
 from ..oci.mediatypes import INDEX_TYPES, Variant, parse_layer_media_type
 from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
@@ -84,7 +91,7 @@ def _write_stream(src: Reader, dest: Path, mode: int, remaining: int | None = No
             data = src.read(want)
             if not data:
                 break
-            out.write(data)
+            write_sliced(out, data)
             total += len(data)
     os.chmod(dest, mode & ~process_umask())
     return total

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import DigestMismatch, NotFound, OcibridgeError
-from ..fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode
+from ..fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
 from ..oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
 from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
@@ -124,7 +124,7 @@ class LayoutStore:
         with atomic_writer(final) as out:
             checked = verified(reader, desc.digest, desc.size)
             while chunk := checked.read(CHUNK):
-                out.write(chunk)
+                write_sliced(out, chunk)
             checked.verify()
         self._note_created(desc.digest)
 
@@ -149,7 +149,7 @@ class LayoutStore:
         try:
             with os.fdopen(fd, "wb") as out:
                 while chunk := hashing.read(CHUNK):
-                    out.write(chunk)
+                    write_sliced(out, chunk)
             os.chmod(tmp, shared_file_mode())
             final = self.blob_path(hashing.digest)
             existed = final.exists()

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from ...fsutil import TEMP_PREFIX
+from ...fsutil import TEMP_PREFIX, write_sliced
 from ...httpencodings import ACCEPT_ENCODING, DECODE_ERRORS, decoding_reader
 from ...httpheaders import header_int
 from ...oci.digest import CHUNK
@@ -163,7 +163,7 @@ class LinkFetcher:
                         if count > room:
                             raise _Failed(f"the disk of {self.cache_dir} is full but for {DISK_RESERVE} bytes")
                         digest.update(data)
-                        out.write(data)
+                        write_sliced(out, data)
                 except DECODE_ERRORS as e:
                     raise _Failed(f"cannot decode the response: {e}") from None
             if size is not None and count != size:

@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 import zstandard
 
+from ...fsutil import write_sliced
 from .zipread import METHOD_STORED, METHOD_ZSTD
 
 #: The zstd level the Carton library's zip crate uses (zstd's default).
@@ -100,7 +101,7 @@ class ZipWriter:
             size += len(chunk)
             data = compressor.compress(chunk) if compressor is not None else chunk
             csize += len(data)
-            self._out.write(data)
+            write_sliced(self._out, data)
         if compressor is not None:
             tail = compressor.flush()
             csize += len(tail)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import OcibridgeError, SourceError
-from ...fsutil import safe_relpath, shared_file_mode
+from ...fsutil import safe_relpath, shared_file_mode, write_sliced
 from ...modelpack.layers import layer_mode, layer_path, open_layer
 from ...oci.digest import CHUNK
 from ...oci.mediatypes import LayerType, Variant, parse_layer_media_type
@@ -87,7 +87,7 @@ class _ZipWriter:
                 data = src.read(min(CHUNK, size - count))
                 if not data:
                     break
-                out.write(data)
+                write_sliced(out, data)
                 crc = zlib.crc32(data, crc)
                 count += len(data)
         if count != size:

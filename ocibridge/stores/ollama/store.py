@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ...errors import NotFound, OcibridgeError
-from ...fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer
+from ...fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, write_sliced
 from ...oci.digest import (
     CHUNK,
     VerifyingReader,
@@ -208,7 +208,7 @@ class OllamaStore:
         with atomic_writer(final, mode=0o644) as out:
             checked = verified(reader, desc.digest, desc.size)
             while chunk := checked.read(CHUNK):
-                out.write(chunk)
+                write_sliced(out, chunk)
             checked.verify()
         if self._created is not None:
             self._created.append(final)
