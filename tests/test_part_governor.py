@@ -104,29 +104,51 @@ def test_a_fixed_count_is_not_adapted():
     assert governor.allowed == 3 and governor.history == []
 
 
-def test_parts_are_admitted_in_order_and_stop_releases_the_waiting():
-    governor = PartGovernor(2, adaptive=False)
-    order: list[int] = []
-    abandoned: list[int] = []
+def test_tickets_come_in_order_as_slots_free_and_stop_releases_the_waiting():
+    governor = PartGovernor(2, adaptive=False, tickets=5)
+    assert [governor.admit(), governor.admit()] == [0, 1]
+    admitted: list[int | None] = []
+    abandoned: list[bool] = []
 
-    def part(ticket: int) -> None:
+    def wait_for_a_slot() -> None:
         try:
-            governor.enter(ticket)
+            admitted.append(governor.admit())
         except PartsAbandoned:
-            abandoned.append(ticket)
-            return
-        order.append(ticket)
+            abandoned.append(True)
 
-    threads = [threading.Thread(target=part, args=(t,)) for t in (3, 2, 1, 0)]
-    for t in threads:
-        t.start()
-    for t in threads[2:]:
-        t.join(5)
-    assert order == [0, 1]  # tickets 2 and 3 wait: two slots, both taken
+    waiting = threading.Thread(target=wait_for_a_slot)
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive() and admitted == []  # both slots taken
+    assert governor.carry_on() == 2  # a worker that finished a part goes on in its slot
+    governor.leave()  # a worker gives its slot up
+    waiting.join(5)
+    assert admitted == [3]
+    late = threading.Thread(target=wait_for_a_slot)
+    late.start()
+    late.join(0.2)
+    assert late.is_alive()
     governor.stop()
-    for t in threads[:2]:
-        t.join(5)
-    assert sorted(abandoned) == [2, 3]
+    late.join(5)
+    assert abandoned == [True]
+
+
+def test_a_worker_carries_on_only_while_no_fewer_parts_are_allowed():
+    """Stepping back from four parts to one: workers leave as they finish until one is left,
+    which carries on; when the tickets run out, the waiting are told (None)."""
+    clock = Clock()
+    governor = PartGovernor(16, clock=clock, tickets=8)
+    assert governor.admit() == 0 and governor.one_at_a_time
+    _window(governor, clock, 500e6)
+    assert governor.allowed == 4 and not governor.one_at_a_time
+    assert [governor.admit() for _ in range(3)] == [1, 2, 3]
+    _window(governor, clock, 500e6)  # four were no better: back to one
+    assert governor.allowed == 1
+    assert [governor.carry_on() for _ in range(3)] == [None, None, None]  # three leave
+    assert governor.carry_on() == 4  # the last one goes on
+    assert [governor.carry_on() for _ in range(3)] == [5, 6, 7]
+    assert governor.carry_on() is None  # no tickets left
+    assert governor.admit() is None
 
 
 class RecordingHasher:

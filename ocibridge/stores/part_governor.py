@@ -9,8 +9,11 @@ with a 40 ms round trip, doubling instead took 1.6 s to reach 16 parts, 1 s more
 16 over 512 MiB); the first window in which it did not, it steps back to the count that did
 best and stays there. A fixed count (``--parts N``) skips all of this.
 
-Parts start in order (a part waits for its turn), so the prefix the hasher follows grows
-without holes and a rerun finds few half-written parts.
+Parts start in order (tickets are handed out as slots free up), so the prefix the hasher
+follows grows without holes and a rerun finds few half-written parts. While one part is
+allowed, its request asks for the rest of the blob and the next parts follow on the same
+connection: a fast link spends one request, not one per part (on loopback, 32 requests of
+32 MiB cost ~0.3 s of 1.5 s per GiB, in the registry as much as here).
 """
 
 from __future__ import annotations
@@ -51,12 +54,13 @@ class PartGovernor:
     """Admits parts in order, as many at once as the measured rate says are worth it."""
 
     def __init__(self, ceiling: int, adaptive: bool = True,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, tickets: int | None = None):
         self.ceiling = max(1, ceiling)
         self.allowed = 1 if adaptive else self.ceiling
         self._settled = not adaptive or self.ceiling == 1
         self._clock = clock
         self._cond = threading.Condition()
+        self._tickets = tickets  # parts to hand out (None: no end)
         self._next_ticket = 0
         self._active = 0
         self._stopped = False
@@ -69,22 +73,51 @@ class PartGovernor:
         self.history: list[tuple[int, float]] = []  # (parts allowed, bytes/s) per window
 
     # -- admission --------------------------------------------------------------------
-    def enter(self, ticket: int) -> None:
-        """Wait until it is part ``ticket``'s turn (tickets 0, 1, 2, … in the order parts
-        are wanted) and a slot is free."""
+    def _handed_out(self) -> bool:
+        return self._tickets is not None and self._next_ticket >= self._tickets
+
+    def _take_ticket(self) -> int:
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        if self._handed_out():
+            self._cond.notify_all()  # workers waiting for a slot have nothing left to wait for
+        return ticket
+
+    def admit(self) -> int | None:
+        """Wait for a free slot, then take it with the next part's ticket (0, 1, 2, … in the
+        order the parts come in the blob); ``None`` once every ticket is handed out."""
         with self._cond:
-            while not self._stopped and (ticket != self._next_ticket or self._active >= self.allowed):
+            while not self._stopped and not self._handed_out() and self._active >= self.allowed:
                 self._cond.wait()
             if self._stopped:
                 raise PartsAbandoned
-            self._next_ticket += 1
+            if self._handed_out():
+                return None
             self._active += 1
-            self._cond.notify_all()  # the next ticket may be waiting only for its turn
+            return self._take_ticket()
+
+    def carry_on(self) -> int | None:
+        """A part is done: the next ticket for the same slot while as many parts are allowed
+        as run now (its connection may go on into the next part), else the slot is left and
+        ``None`` returned."""
+        with self._cond:
+            if not self._stopped and not self._handed_out() and self._active <= self.allowed:
+                return self._take_ticket()
+            self._active -= 1
+            self._cond.notify_all()
+            return None
 
     def leave(self) -> None:
+        """Give the slot back without taking another ticket (a part failed)."""
         with self._cond:
             self._active -= 1
             self._cond.notify_all()
+
+    @property
+    def one_at_a_time(self) -> bool:
+        """One part is allowed now: a part's request may ask for the rest of the blob, for
+        the parts after it to follow on the same connection."""
+        return self.allowed == 1
 
     def stop(self) -> None:
         """Parts still waiting give up (they raise :class:`PartsAbandoned`)."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ..errors import DigestMismatch
+from ..fsutil import pwrite_all
 from ..oci.digest import Hasher, new_hasher, split_digest
 from ..oci.models import Descriptor
 from .inorder_hash import BufferPool, InOrderHash
@@ -84,7 +85,10 @@ class RangedBlobSource(Protocol):
 
     ranged_plan: RangedPlan
 
-    def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None) -> RangeReader:
+    def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None, *,
+                        probe: bool = False) -> RangeReader:
+        """``probe``: ask with a Range even for the whole blob, so that ``ranged`` says
+        whether the server sends parts."""
         ...
 
 
@@ -198,7 +202,9 @@ def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, pl
     first: RangeReader | None = None
     if len(parts) > 1 and todo:
         i = todo[0]
-        first = source.open_blob_range(desc, parts[i][0] + kept[i], parts[i][1])
+        # adaptive: one part at first, on a request for the rest of the blob (_run_parts)
+        first = source.open_blob_range(desc, parts[i][0] + kept[i], None if plan.adaptive else parts[i][1],
+                                       probe=True)
         if not first.ranged:
             first.close()  # Range ignored: one stream, after the contiguous prefix
             first = None
@@ -218,6 +224,20 @@ def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, pl
     return _run_parts(fd, marker, desc, source, plan, parts, kept, first, hasher, on_bytes), resumed
 
 
+@dataclass
+class _Stream:
+    """A worker's open request: the next byte it brings (``at``) and where it ends."""
+
+    reader: RangeReader | None = None
+    at: int = -1
+    end: int = -1
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+
+
 def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource,
                plan: RangedPlan, parts: list[tuple[int, int]], kept: list[int],
                first: RangeReader | None, hasher: Hasher, on_bytes: ByteCount | None) -> int:
@@ -233,7 +253,7 @@ def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource
         return 0
     in_flight = plan.parts_in_flight if ranged else 1
     slots = _part_slots(plan.parts_in_flight)
-    governor = PartGovernor(in_flight, plan.adaptive)
+    governor = PartGovernor(in_flight, plan.adaptive, tickets=len(todo))
     buffers = BufferPool(min(len(todo), in_flight) + 4)
     stop = threading.Event()  # a part failed: the others end at their next buffer
     records = os.open(marker, os.O_RDWR | os.O_CREAT, 0o644) if ranged else None
@@ -244,32 +264,56 @@ def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource
             for i, k in enumerate(kept):
                 os.pwrite(records, b"%019d\n" % k, _HEADER + i * _RECORD)
 
-        def fetch(ticket: int, i: int) -> int:
-            a, b = parts[i]
-            if ticket > 0:  # the first part was admitted before its request was opened
-                governor.enter(ticket)
+        def part_on(stream: _Stream, ticket: int) -> int:
+            """Part ``ticket`` on ``stream``'s connection when it stands at the part's start
+            and reaches its end, else on a new request: for the rest of the blob while one
+            part is allowed (the next parts may follow on it), else for the part alone."""
+            i = todo[ticket]
+            start, end = parts[i][0] + kept[i], parts[i][1]
+            if stream.reader is not None and (stream.at != start or stream.end < end):
+                stream.close()
+            if stream.reader is None:
+                if stop.is_set():
+                    raise PartsAbandoned
+                stream.end = desc.size if not ranged or governor.one_at_a_time else end
+                stream.reader = source.open_blob_range(desc, start, None if stream.end == desc.size else end)
+            got = _copy_part(fd, stream.reader, i, start, end, records, parts[i][0], feed, buffers,
+                             governor, on_bytes, stop)
+            stream.at = end
+            return got
+
+        def worker(ticket: int | None, stream: _Stream) -> int:
+            """Parts by ticket until none are left; while admitted, from part to part in the
+            same slot (``carry_on``)."""
+            fetched = 0
             try:
-                with slots:
-                    if stop.is_set():
-                        raise PartsAbandoned
-                    if ticket == 0 and first is not None:
-                        reader = first
-                    else:
-                        reader = source.open_blob_range(desc, a + kept[i], b if ranged else None)
+                while ticket is not None or (ticket := governor.admit()) is not None:
                     try:
-                        return _copy_part(fd, reader, i, a + kept[i], b, records, a, feed, buffers,
-                                          governor, on_bytes, stop)
-                    finally:
-                        reader.close()
+                        with slots:
+                            while ticket is not None:
+                                fetched += part_on(stream, ticket)
+                                ticket = governor.carry_on()  # None: the slot is left
+                    except BaseException:
+                        if ticket is not None:
+                            governor.leave()
+                        raise
+                    stream.close()  # the next admission is some parts further on
+                return fetched
             except BaseException as e:
                 feed.fail(e)
                 raise
             finally:
-                governor.leave()
+                stream.close()
 
-        governor.enter(0)
-        with ThreadPoolExecutor(in_flight, thread_name_prefix="part") as pool:
-            futures: list[Future[int]] = [pool.submit(fetch, t, i) for t, i in enumerate(todo)]
+        first_ticket = governor.admit()  # 0: the first part's request is open already
+        opened = _Stream()
+        if first is not None:
+            opened = _Stream(first, parts[todo[0]][0] + kept[todo[0]],
+                             desc.size if plan.adaptive else parts[todo[0]][1])
+        workers = min(in_flight, len(todo))
+        with ThreadPoolExecutor(workers, thread_name_prefix="part") as pool:
+            futures: list[Future[int]] = [pool.submit(worker, first_ticket, opened)]
+            futures += [pool.submit(worker, None, _Stream()) for _ in range(workers - 1)]
             try:
                 feed.run()
                 return sum(future.result() for future in futures)
@@ -299,9 +343,7 @@ def _copy_part(fd: int, reader: RangeReader, part: int, start: int, end: int, re
             n = reader.readinto(view)
             if not n:
                 raise DigestMismatch(f"the blob ended at byte {pos}, expected {end}")
-            done = 0
-            while done < n:
-                done += os.pwrite(fd, view[done:n], pos + done)
+            pwrite_all(fd, view[:n], pos)
         except BaseException:
             buffers.give(buffer)
             raise

@@ -88,7 +88,7 @@ class _BlobStream:
 
     def __init__(self, client: RegistryClient, repository: str, desc: Descriptor,
                  on_bytes: BytesHook | None, stop: threading.Event,
-                 start: int = 0, end: int | None = None):
+                 start: int = 0, end: int | None = None, ask_range: bool = False):
         self.client = client
         self.repository = repository
         self.desc = desc
@@ -96,6 +96,9 @@ class _BlobStream:
         #: bytes [start, end) are wanted: a part of a ranged download, or the rest of a blob
         self.end = desc.size if end is None else end
         self.ranged = False  # whether the server answered a Range with 206
+        #: a Range even for the whole blob (``bytes=0-``): a ranged download learns from the
+        #: answer whether it may ask for parts
+        self.ask_range = ask_range
         self.piece = PIECE  # bytes handed over at a time
         self.resumes = 0
         self._stalled = 0
@@ -117,7 +120,7 @@ class _BlobStream:
         headers = {"Accept-Encoding": "identity"}
         if self.end < self.desc.size:
             headers["Range"] = f"bytes={self.offset}-{self.end - 1}"
-        elif self.offset:
+        elif self.offset or self.ask_range:
             headers["Range"] = f"bytes={self.offset}-"
         path = f"/v2/{self.repository}/blobs/{self.desc.digest}"
         response = self.client.send("GET", path, scopes=(pull_scope(self.repository),),
@@ -350,10 +353,11 @@ class BlobDownload:
 
     def __init__(self, client: RegistryClient, repository: str, desc: Descriptor,
                  on_bytes: BytesHook | None = None, hasher: Hasher | None = None,
-                 start: int = 0, end: int | None = None, piece: int | None = None):
+                 start: int = 0, end: int | None = None, piece: int | None = None,
+                 ask_range: bool = False):
         self.desc = desc
         self._stop = threading.Event()
-        self._stream = _BlobStream(client, repository, desc, on_bytes, self._stop, start, end)
+        self._stream = _BlobStream(client, repository, desc, on_bytes, self._stop, start, end, ask_range)
         self._hasher = hasher
         self._queue: queue.Queue[bytes | BaseException] = queue.Queue(PREFETCH_PIECES)
         self._thread: threading.Thread | None = None

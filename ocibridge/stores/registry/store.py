@@ -149,11 +149,12 @@ class RegistryStore:
         raw = BlobDownload(self.client, self.repository, desc, self.on_bytes, hasher=hasher)
         return VerifyingReader(raw, desc.digest, desc.size, hasher=hasher)  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO (issue 15)
 
-    def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None) -> BlobDownload:
+    def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None, *,
+                        probe: bool = False) -> BlobDownload:
         """Bytes ``[start, end)`` of a blob, unverified (the caller hashes the whole blob);
         ``.ranged`` says whether the registry honoured the Range."""
         return BlobDownload(self.client, self.repository, desc, self.on_bytes, start=start, end=end,
-                            piece=RANGE_PIECE)
+                            piece=RANGE_PIECE, ask_range=probe)
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.size > MAX_MANIFEST_BYTES:
