@@ -199,15 +199,13 @@ def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, pl
     kept = _kept(fd, marker, size, parts, part_size)
     resumed = any(kept)
     todo = [i for i, (a, b) in enumerate(parts) if kept[i] < b - a]
-    first: RangeReader | None = None
+    first = _Stream()
     if len(parts) > 1 and todo:
         i = todo[0]
         # adaptive: one part at first, on a request for the rest of the blob (_run_parts)
-        first = source.open_blob_range(desc, parts[i][0] + kept[i], None if plan.adaptive else parts[i][1],
-                                       probe=True)
-        if not first.ranged:
+        if not first.open(source, desc, parts[i][0] + kept[i], size if plan.adaptive else parts[i][1],
+                          probe=True).ranged:
             first.close()  # Range ignored: one stream, after the contiguous prefix
-            first = None
             parts = [(0, size)]
     if len(parts) == 1:
         prefix = 0
@@ -232,6 +230,13 @@ class _Stream:
     at: int = -1
     end: int = -1
 
+    def open(self, source: RangedBlobSource, desc: Descriptor, start: int, end: int,
+             probe: bool = False) -> RangeReader:
+        """A request for ``[start, end)``: ``end`` at the blob's end asks for the rest of it."""
+        self.reader = source.open_blob_range(desc, start, None if end == desc.size else end, probe=probe)
+        self.at, self.end = start, end
+        return self.reader
+
     def close(self) -> None:
         if self.reader is not None:
             self.reader.close()
@@ -240,7 +245,7 @@ class _Stream:
 
 def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource,
                plan: RangedPlan, parts: list[tuple[int, int]], kept: list[int],
-               first: RangeReader | None, hasher: Hasher, on_bytes: ByteCount | None) -> int:
+               first: _Stream, hasher: Hasher, on_bytes: ByteCount | None) -> int:
     """The missing parts, as many in flight as the governor allows, each received into a
     pooled buffer, written at its offset and its progress recorded (several parts only);
     the calling thread hashes the blob in order meanwhile (:mod:`.inorder_hash`). The bytes
@@ -272,12 +277,12 @@ def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource
             start, end = parts[i][0] + kept[i], parts[i][1]
             if stream.reader is not None and (stream.at != start or stream.end < end):
                 stream.close()
-            if stream.reader is None:
+            reader = stream.reader
+            if reader is None:
                 if stop.is_set():
                     raise PartsAbandoned
-                stream.end = desc.size if not ranged or governor.one_at_a_time else end
-                stream.reader = source.open_blob_range(desc, start, None if stream.end == desc.size else end)
-            got = _copy_part(fd, stream.reader, i, start, end, records, parts[i][0], feed, buffers,
+                reader = stream.open(source, desc, start, desc.size if not ranged or governor.one_at_a_time else end)
+            got = _copy_part(fd, reader, i, start, end, records, parts[i][0], feed, buffers,
                              governor, on_bytes, stop)
             stream.at = end
             return got
@@ -305,14 +310,10 @@ def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource
             finally:
                 stream.close()
 
-        first_ticket = governor.admit()  # 0: the first part's request is open already
-        opened = _Stream()
-        if first is not None:
-            opened = _Stream(first, parts[todo[0]][0] + kept[todo[0]],
-                             desc.size if plan.adaptive else parts[todo[0]][1])
+        first_ticket = governor.admit()  # 0: the first part's request may be open already
         workers = min(in_flight, len(todo))
         with ThreadPoolExecutor(workers, thread_name_prefix="part") as pool:
-            futures: list[Future[int]] = [pool.submit(worker, first_ticket, opened)]
+            futures: list[Future[int]] = [pool.submit(worker, first_ticket, first)]
             futures += [pool.submit(worker, None, _Stream()) for _ in range(workers - 1)]
             try:
                 feed.run()
