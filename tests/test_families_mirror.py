@@ -93,6 +93,23 @@ convert = "{family}"
     assert after <= before
 
 
+def _gguf_model_pushed(registry, tmp_path, unique_repo, license_text: str | None = None):
+    """A model directory holding a small, real GGUF (architecture, tokenizer, F16 tensors), a
+    README and maybe a LICENSE, pushed as ``{registry}/{unique_repo}-src:v1``: (directory, GGUF
+    path, source)."""
+    from tests.ollama_fixtures import write_gguf
+
+    model = tmp_path / "tiny"
+    model.mkdir()
+    gguf = write_gguf(model / "tiny.gguf")
+    (model / "README.md").write_text("# tiny\n")
+    if license_text is not None:
+        (model / "LICENSE").write_text(license_text)
+    src = f"{registry.host}/{unique_repo}-src"
+    assert main(["push", str(model), f"{src}:v1", "-q"]) == 0
+    return model, gguf, src
+
+
 def test_a_sharded_mirror_converts_every_tag_into_an_ollama_model(registry, tmp_path, unique_repo, monkeypatch):
     """convert = "ollama", end to end: a GGUF model under two tags (a ModelPack artifact and a
     ModelKit) mirrored by two shards into Ollama models; the merged report lists what Ollama
@@ -100,15 +117,8 @@ def test_a_sharded_mirror_converts_every_tag_into_an_ollama_model(registry, tmp_
     and installs into an Ollama store; a second run finds everything mirrored."""
     from ocibridge.mirror.merge import merge_reports
     from ocibridge.mirror.shard import parse_shard
-    from tests.ollama_fixtures import write_gguf
 
-    model = tmp_path / "tiny"
-    model.mkdir()
-    gguf = write_gguf(model / "tiny.gguf")  # a small, real GGUF (architecture, tokenizer, F16 tensors)
-    (model / "README.md").write_text("# tiny\n")
-    (model / "LICENSE").write_text("MIT License\n")
-    src = f"{registry.host}/{unique_repo}-src"
-    assert main(["push", str(model), f"{src}:v1", "-q"]) == 0
+    model, gguf, src = _gguf_model_pushed(registry, tmp_path, unique_repo, license_text="MIT License\n")
     assert main(["push", str(model), f"{src}:v2", "-q", "--to", "modelkit", "--description", "two"]) == 0
     target = f"{registry.host}/{unique_repo}-ollama"
     job = tmp_path / "job.toml"
@@ -174,14 +184,7 @@ def test_a_converting_dry_run_within_one_registry_plans_the_mounts_the_run_makes
     digest, so the run mounts it from the source repository instead of uploading it again, and
     the dry run plans exactly that, blob by blob (it used to plan every blob as sent), with the
     bytes it plans to send equal to the bytes the run sends. The registry's access log agrees."""
-    from tests.ollama_fixtures import write_gguf
-
-    model = tmp_path / "tiny"
-    model.mkdir()
-    gguf = write_gguf(model / "tiny.gguf")
-    (model / "README.md").write_text("# tiny\n")
-    src = f"{registry.host}/{unique_repo}-src"
-    assert main(["push", str(model), f"{src}:v1", "-q"]) == 0
+    _, gguf, src = _gguf_model_pushed(registry, tmp_path, unique_repo)
     target_repo = f"{unique_repo}-ollama"
     job = tmp_path / "job.toml"
     job.write_text(f"""

@@ -46,6 +46,17 @@ def _blob_gets(proxy, desc: Descriptor):
     return proxy.requests_matching("GET", f"/blobs/{desc.digest}")
 
 
+def _download(proxy, repo: str, desc: Descriptor, layer: bytes, layout_dir, **options):
+    """Download one blob into a new layout through ``proxy`` (checked against ``layer``);
+    the blob's GETs the proxy saw, in the order they came."""
+    src = open_repository(host=proxy.host, repository=repo, **options)
+    dst = LayoutStore(layout_dir, create=True)
+    with src:
+        dst.download_blob(desc, src)
+    assert dst.blob_path(desc.digest).read_bytes() == layer
+    return sorted(_blob_gets(proxy, desc), key=lambda g: g.time)
+
+
 def test_large_blob_comes_in_parts_written_at_their_offsets(registry, fault_proxy, unique_repo, tmp_path):
     desc, layer = _artifact(registry, unique_repo)
     stats, dst = _pull(fault_proxy, unique_repo, tmp_path / "l", part_size=PART, parts_in_flight=3)
@@ -154,12 +165,7 @@ def test_parts_are_added_while_a_capped_link_gives_more(registry, fault_proxy, u
     with open_repository(host=registry.host, repository=unique_repo) as store:
         store.push_blob(desc, io.BytesIO(layer))
     fault_proxy.add("GET", f"/blobs/{desc.digest}", throttle(1024 * 1024), times=None)
-    src = open_repository(host=fault_proxy.host, repository=unique_repo, part_size=part)
-    dst = LayoutStore(tmp_path / "l", create=True)
-    with src:
-        dst.download_blob(desc, src)
-    assert dst.blob_path(desc.digest).read_bytes() == layer
-    gets = sorted(_blob_gets(fault_proxy, desc), key=lambda g: g.time)
+    gets = _download(fault_proxy, unique_repo, desc, layer, tmp_path / "l", part_size=part)
     assert gets[0].range == "bytes=0-"  # one part at first, asking for the rest of the blob
     # it carried on into the next part before the first judgement (a part takes 0.25 s)
     assert len(gets) < size // part and all(g.last_sent for g in gets)
@@ -171,14 +177,9 @@ def test_parts_are_added_while_a_capped_link_gives_more(registry, fault_proxy, u
 
 def test_one_part_at_a_time_keeps_one_connection(registry, fault_proxy, unique_repo, tmp_path):
     """While one part is allowed, the parts follow one another on the first request (for
-    the rest of the blob), not one request each; the records still let a rerun resume."""
+    the rest of the blob), not one request each."""
     desc, layer = _artifact(registry, unique_repo)
-    src = open_repository(host=fault_proxy.host, repository=unique_repo, part_size=PART)
-    dst = LayoutStore(tmp_path / "l", create=True)
-    with src:
-        dst.download_blob(desc, src)
-    assert dst.blob_path(desc.digest).read_bytes() == layer
-    gets = sorted(_blob_gets(fault_proxy, desc), key=lambda g: g.time)
+    gets = _download(fault_proxy, unique_repo, desc, layer, tmp_path / "l", part_size=PART)
     parts = -(-SIZE // PART)
     # 1 MB on loopback comes before the first judgement (0.4 s); a loaded machine may see
     # one, and its extra parts, but the first request still carries several parts
