@@ -68,9 +68,10 @@ def atomic_writer(final: Path, mode: int | None = None) -> Iterator[BinaryIO]:
 
 
 #: Bytes per write(2) at most. On the Firecracker VMs measured (Linux 6.18 with free page
-#: reporting), writes of 512 KiB and more into the page cache cost 5-7x the system time of
-#: 448 KiB ones (1 GiB: 1.7-2.2 s against 0.33 s; the larger page-cache folios such writes
-#: get come from memory the host has taken back). 4096 calls per GiB cost nothing measurable.
+#: reporting), writes of 512 KiB into the page cache cost 5-7x the system time of 256 KiB
+#: ones (1 GiB: 1.65-2.52 s against 0.30-0.38 s, six runs each; 448 KiB was as fast as 256).
+#: The larger page-cache folios larger writes get came from memory the host had taken back.
+#: 4096 calls per GiB cost nothing measurable.
 WRITE_MAX = 256 * 1024
 
 
