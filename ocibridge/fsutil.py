@@ -68,11 +68,13 @@ def atomic_writer(final: Path, mode: int | None = None) -> Iterator[BinaryIO]:
 
 
 #: Bytes per write(2) at most. On the Firecracker VMs measured (Linux 6.18 with free page
-#: reporting), writes of 512 KiB into the page cache cost 5-7x the system time of 256 KiB
-#: ones (1 GiB: 1.65-2.52 s against 0.30-0.38 s, six runs each; 448 KiB was as fast as 256).
-#: The larger page-cache folios larger writes get came from memory the host had taken back.
-#: 4096 calls per GiB cost nothing measurable.
-WRITE_MAX = 256 * 1024
+#: reporting), large writes into the page cache get large page-cache folios, and in the
+#: stretches when the host is taking freed memory back those cost several times the system
+#: time: a 1 GiB pull in 256 KiB writes took 2.20-4.07 s (sys 1.05-3.64 s), in 64 KiB writes
+#: 2.26-2.68 s, in 32 KiB writes 1.92-2.32 s (sys 1.13-1.28 s), curl (4-16 KiB writes)
+#: 1.42-1.63 s; 512 KiB writes were slow even outside those stretches (1 GiB 1.65-2.52 s
+#: against 0.30-0.38 s in 256 KiB). Outside them 32 KiB costs ~0.1 s per GiB more than 256.
+WRITE_MAX = 32 * 1024
 
 
 def write_sliced(out: IO[bytes], data: bytes | bytearray | memoryview) -> None:
