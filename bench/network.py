@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ocibridge.stores.partial import RangedPlan
+from ocibridge.stores.ranged import RangedPlan
 
 NS = "obbench"
 HOST_IF, NS_IF = "obb-h", "obb-r"

@@ -34,7 +34,7 @@ from .stores.base import (
     WritableStore,
     is_manifest,
 )
-from .stores.partial import RangedBlobSource, ResumableBlobSink
+from .stores.ranged import RangedBlobSource, ResumableBlobSink
 
 DEFAULT_CONCURRENCY = 4
 

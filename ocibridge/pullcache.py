@@ -25,7 +25,7 @@ from .oci.models import Descriptor
 from .progress import ProgressFn
 from .stores.base import Store, is_manifest
 from .stores.layout import LayoutStore
-from .stores.partial import RangedBlobSource
+from .stores.ranged import RangedBlobSource
 
 CACHE_ENV = "OCIBRIDGE_CACHE_DIR"
 

@@ -28,7 +28,8 @@ from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ..oci.reference import check_tag
 from ..stale import locked_tempfile, remove_stale
 from .base import MAX_MANIFEST_BYTES, Reopen, is_manifest
-from .partial import PARTIAL_PREFIX, ByteCount, RangedBlobSource, download
+from .partial import PARTIAL_PREFIX, download
+from .ranged import ByteCount, RangedBlobSource
 
 LAYOUT_FILE = "oci-layout"
 LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}

@@ -19,11 +19,9 @@ import fcntl
 import functools
 import os
 import threading
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from ..errors import DigestMismatch
 from ..fsutil import pwrite_all
@@ -31,21 +29,10 @@ from ..oci.digest import Hasher, new_hasher, split_digest
 from ..oci.models import Descriptor
 from .inorder_hash import BufferPool, InOrderHash
 from .part_governor import PartGovernor, PartsAbandoned
+from .ranged import ByteCount, RangedBlobSource, RangedPlan, RangeReader
 
 PARTIAL_PREFIX = ".ocibridge-partial-"
 PREFIX_SUFFIX = ".prefix"
-
-
-@dataclass(frozen=True)
-class RangedPlan:
-    """How a large blob is fetched: parts of ``part_size`` bytes, up to ``parts_in_flight``
-    at once. Blobs under two parts come in one stream."""
-
-    part_size: int = 32 * 1024 * 1024
-    parts_in_flight: int = 16
-    #: Start with one part and add parts while the rate rises (:mod:`.part_governor`);
-    #: ``False``: always ``parts_in_flight`` (``--parts N``).
-    adaptive: bool = True
 
 
 _slots_lock = threading.Lock()
@@ -60,48 +47,6 @@ def _part_slots(parts_in_flight: int) -> threading.BoundedSemaphore:
         if slots is None:
             slots = _slots[parts_in_flight] = threading.BoundedSemaphore(parts_in_flight)
         return slots
-
-
-class RangeReader(Protocol):
-    """A reader of bytes ``[start, end)`` of a blob (unverified: the writer hashes)."""
-
-    @property
-    def ranged(self) -> bool:
-        """Whether the server honoured the Range (else the reader streams from ``start``
-        to the blob's end, having skipped what came before)."""
-        ...
-
-    def readinto(self, buffer: memoryview) -> int:
-        """Fill ``buffer`` (fewer bytes only at the end of the range; 0 after it)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-@runtime_checkable
-class RangedBlobSource(Protocol):
-    """A store that can send part of a blob (a registry: HTTP Range), with its own plan for
-    how many parts of what size to ask at once."""
-
-    ranged_plan: RangedPlan
-
-    def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None, *,
-                        probe: bool = False) -> RangeReader:
-        """``probe``: ask with a Range even for the whole blob, so that ``ranged`` says
-        whether the server sends parts."""
-        ...
-
-
-ByteCount = Callable[[int], None]
-
-
-@runtime_checkable
-class ResumableBlobSink(Protocol):
-    """A store that writes a blob into a file it can resume (a layout)."""
-
-    def download_blob(self, desc: Descriptor, source: RangedBlobSource,
-                      on_bytes: ByteCount | None = None) -> None:
-        ...
 
 
 def partial_path(directory: Path, digest: str) -> Path:

@@ -31,7 +31,7 @@ from ...oci.mediatypes import ALL_MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
 from ...oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ...oci.reference import RegistryReference, check_tag
 from ..base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
-from ..partial import RangedPlan
+from ..ranged import RangedPlan
 from .blobhomes import BLOB_HOMES
 from .blobs import (
     RANGE_PIECE,

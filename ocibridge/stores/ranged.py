@@ -1,0 +1,68 @@
+"""What a store can do for a resumable, ranged download: the capabilities and the plan.
+
+Apart from :mod:`.partial` (which does the downloading), so that code that only asks whether
+a store has these capabilities, a copy that mounts every blob for one, does not load the
+download machinery, its threads and buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..oci.models import Descriptor
+
+
+@dataclass(frozen=True)
+class RangedPlan:
+    """How a large blob is fetched: parts of ``part_size`` bytes, up to ``parts_in_flight``
+    at once. Blobs under two parts come in one stream."""
+
+    part_size: int = 32 * 1024 * 1024
+    parts_in_flight: int = 16
+    #: Start with one part and add parts while the rate rises (:mod:`.part_governor`);
+    #: ``False``: always ``parts_in_flight`` (``--parts N``).
+    adaptive: bool = True
+
+
+class RangeReader(Protocol):
+    """A reader of bytes ``[start, end)`` of a blob (unverified: the writer hashes)."""
+
+    @property
+    def ranged(self) -> bool:
+        """Whether the server honoured the Range (else the reader streams from ``start``
+        to the blob's end, having skipped what came before)."""
+        ...
+
+    def readinto(self, buffer: memoryview) -> int:
+        """Fill ``buffer`` (fewer bytes only at the end of the range; 0 after it)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class RangedBlobSource(Protocol):
+    """A store that can send part of a blob (a registry: HTTP Range), with its own plan for
+    how many parts of what size to ask at once."""
+
+    ranged_plan: RangedPlan
+
+    def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None, *,
+                        probe: bool = False) -> RangeReader:
+        """``probe``: ask with a Range even for the whole blob, so that ``ranged`` says
+        whether the server sends parts."""
+        ...
+
+
+ByteCount = Callable[[int], None]
+
+
+@runtime_checkable
+class ResumableBlobSink(Protocol):
+    """A store that writes a blob into a file it can resume (a layout)."""
+
+    def download_blob(self, desc: Descriptor, source: RangedBlobSource,
+                      on_bytes: ByteCount | None = None) -> None:
+        ...
