@@ -1,6 +1,6 @@
 """A copy within one registry loads only what it uses: no signature verifier (cryptography)
 without ``--verify-key``, no body decoders (the carton package) for plain answers, no httpx
-command-line tool (rich, click, pygments). Its start-up is most of its time (issue 14: copy
+command-line tool (rich, click, pygments), no download code for blobs it mounts. Its start-up is most of its time (issue 14: copy
 within a registry against skopeo, measured by bench/run.py)."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from ocibridge.stores.registry import open_repository
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 UNUSED = ("cryptography", "rich", "click", "pygments", "ocibridge.formats.carton", "ocibridge.httpencodings",
-          "ocibridge.signing.verify", "subprocess")
+          "ocibridge.signing.verify", "subprocess",
+          # the download machinery: every blob is mounted, none downloaded
+          "ocibridge.stores.partial", "ocibridge.stores.inorder_hash", "ocibridge.stores.part_governor")
 PROBE = """
 import sys
 from ocibridge.cli import main
