@@ -20,6 +20,8 @@ from .registries import BenchRegistry, fresh_registry
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TAG = "v1"
+#: the imports every registry command needs before its first request, nothing of ocibridge's own
+STARTUP_FLOOR = "import ocibridge.stores.registry.httpx_cli, httpx, httpcore, h11"
 
 SampleFn = Callable[[int], Sample]
 
@@ -213,7 +215,13 @@ class Bench:
             self._count_uploads(sample, reg, scenario, "skopeo")
             return sample
 
-        self.measure(scenario, {"ocibridge": self.ocibridge_or_none(ocibridge), "skopeo": skopeo})
+        def startup(i: int) -> Sample:
+            """What any Python client on httpx pays before its first request: the interpreter
+            and httpx's imports (httpx's own CLI kept out, as ocibridge does)."""
+            return self.run([tools.PY, "-c", STARTUP_FLOOR])
+
+        self.measure(scenario, {"python + import httpx (floor)": startup,
+                                "ocibridge": self.ocibridge_or_none(ocibridge), "skopeo": skopeo})
 
     def copy_between(self, reg: BenchRegistry, model: Model, repo: str, only: tuple[str, ...] = ()) -> None:
         src = f"{reg.host}/{repo}:{TAG}"
