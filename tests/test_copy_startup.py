@@ -1,7 +1,8 @@
 """A copy within one registry loads only what it uses: no signature verifier (cryptography)
 without ``--verify-key``, no body decoders (the carton package) for plain answers, no httpx
-command-line tool (rich, click, pygments), no download code for blobs it mounts. Its start-up is most of its time (issue 14: copy
-within a registry against skopeo, measured by bench/run.py)."""
+command-line tool (rich, click, pygments), no download code for blobs it mounts. Its start-up
+is most of its time (issue 14: copy within a registry against skopeo, measured by
+bench/run.py)."""
 
 from __future__ import annotations
 
