@@ -46,6 +46,7 @@ from .blobs import (
 from .bodies import decoded_chunks, read_prefix
 from .client import RegistryClient, TransferStats
 from .credentials import credential_function
+from .manifestmemo import ManifestMemo
 from .options import RegistryOptions
 from .uploadstate import UploadState, file_identity
 
@@ -90,6 +91,7 @@ class RegistryStore:
         self._present: set[str] = set()
         self._missing: set[str] = set()
         self._fallback_lock = threading.Lock()
+        self._manifests = ManifestMemo()  # fetched by digest: a second read costs no request
 
     # -- plumbing --------------------------------------------------------------------------
     @property
@@ -160,10 +162,16 @@ class RegistryStore:
         if desc.size > MAX_MANIFEST_BYTES:
             raise OcibridgeError(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         if is_manifest(desc):
-            data, _ = self._get_manifest(desc.digest)
-        else:
-            with self.open_blob(desc) as reader:
-                data = reader.read()
+            known = self._manifests.get(desc.digest)
+            if known is not None:
+                return verify_bytes(known[1], desc.digest, desc.size)
+            data, got = self._get_manifest(desc.digest)
+            verify_bytes(data, desc.digest, desc.size)
+            media_type = _media_type(got.headers.get("content-type"))
+            self._manifests.put(desc.digest, media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType, data)
+            return data
+        with self.open_blob(desc) as reader:
+            data = reader.read()
         return verify_bytes(data, desc.digest, desc.size)
 
     def _get_manifest(self, reference: str) -> tuple[bytes, httpx.Response]:
@@ -193,7 +201,12 @@ class RegistryStore:
         return data, response
 
     def resolve(self, reference: str) -> Descriptor:
-        """HEAD the manifest for its digest, type and size; GET when the registry omits them."""
+        """HEAD the manifest for its digest, type and size; GET when the registry omits them.
+        A digest whose manifest this store already fetched needs no request."""
+        if is_digest(reference):
+            known = self._manifests.get(reference)
+            if known is not None:
+                return Descriptor(mediaType=known[0], digest=reference, size=len(known[1]))
         path = self._path("manifests", reference)
         response = self._send("HEAD", path, headers={"Accept": ACCEPT_MANIFESTS})
         if response.status_code == 404:
@@ -213,6 +226,7 @@ class RegistryStore:
         media_type = _media_type(got.headers.get("content-type"))
         if media_type not in ALL_MANIFEST_TYPES:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
+        self._manifests.put(digest, media_type, data)
         return Descriptor(mediaType=media_type, digest=digest, size=len(data))
 
     def tags(self) -> list[str]:
@@ -397,6 +411,7 @@ class RegistryStore:
         """DELETE the manifest by digest (every tag naming it goes with it, as the registry
         has it); 405 means the registry has deletes turned off."""
         scopes = (f"repository:{self.repository}:delete",)
+        self._manifests.forget(desc.digest)
         response = self.client.send("DELETE", self._path("manifests", desc.digest), scopes=scopes)
         if response.status_code == 404:
             raise NotFound(f"{self.describe()}@{desc.digest}: manifest not found")

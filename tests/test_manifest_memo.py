@@ -1,0 +1,52 @@
+"""A manifest fetched once by digest is not asked for again by the same store (its bytes are
+verified and cannot change), within a bound; a delete forgets it."""
+
+from __future__ import annotations
+
+import io
+
+from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.registry import open_repository
+from ocibridge.stores.registry.manifestmemo import ManifestMemo
+
+
+def test_the_memo_keeps_within_its_bound_oldest_out_first():
+    memo = ManifestMemo(limit=10)
+    memo.put("sha256:a", OCI_MANIFEST, b"aaaa")
+    memo.put("sha256:b", OCI_MANIFEST, b"bbbb")
+    memo.put("sha256:c", OCI_MANIFEST, b"cccc")  # 12 bytes: the oldest goes
+    assert memo.get("sha256:a") is None
+    assert memo.get("sha256:b") == (OCI_MANIFEST, b"bbbb")
+    memo.put("sha256:big", OCI_MANIFEST, b"x" * 11)  # over the bound alone: not kept
+    assert memo.get("sha256:big") is None and memo.get("sha256:c") is not None
+    memo.forget("sha256:c")
+    assert memo.get("sha256:c") is None
+    memo.put("sha256:d", OCI_MANIFEST, b"dddddd")  # room again after the forget: b stays
+    assert memo.get("sha256:b") is not None and memo.get("sha256:d") is not None
+
+
+def _push(host: str, repo: str) -> Descriptor:
+    layer, config = b"weights" * 100, b"{}"
+    layer_desc = Descriptor.for_bytes(OCI_LAYER_TAR, layer)
+    config_desc = Descriptor.for_bytes(OCI_CONFIG, config)
+    data = Manifest(mediaType=OCI_MANIFEST, config=config_desc, layers=[layer_desc]).to_json_bytes()
+    desc = Descriptor.for_bytes(OCI_MANIFEST, data)
+    with open_repository(host=host, repository=repo) as store:
+        store.push_blob(layer_desc, io.BytesIO(layer))
+        store.push_blob(config_desc, io.BytesIO(config))
+        store.push_manifest(desc, data, "v1")
+    return desc
+
+
+def test_a_fetched_manifest_costs_no_second_request(fault_proxy, unique_repo):
+    desc = _push(fault_proxy.host, unique_repo)
+    with open_repository(host=fault_proxy.host, repository=unique_repo) as store:
+        before = len(fault_proxy.requests)
+        data = store.fetch_bytes(desc)
+        assert len(fault_proxy.requests) == before + 1
+        assert store.fetch_bytes(desc) == data
+        assert store.resolve(desc.digest) == desc  # type and size from the bytes in hand
+        assert len(fault_proxy.requests) == before + 1
+        assert store.resolve("v1") == desc  # a tag can move: always asked
+        assert len(fault_proxy.requests) == before + 2
