@@ -5,10 +5,10 @@ cost where one stream already fills the link (loopback, a LAN): there the extra 
 share the CPUs with hashing, writing and the registry itself. So a download starts with one
 part in flight (and keeps it when that one is already fast, :data:`FAST_STREAM`), and takes
 four times as many after each window in which the rate rose by at least half over the window
-before (1, 4, 16: on a link capping each connection at 20 MiB/s
-with a 40 ms round trip, doubling instead took 1.6 s to reach 16 parts, 1 s more than a fixed
-16 over 512 MiB); the first window in which it did not, it steps back to the count that did
-best and stays there. A fixed count (``--parts N``) skips all of this.
+before (1, 4, 16: on a link capping each connection at 20 MiB/s with a 40 ms round trip,
+doubling instead took 1.6 s to reach 16 parts, 1 s more than a fixed 16 over 512 MiB); the
+first window in which it did not, it steps back to the count that did best and stays there.
+A fixed count (``--parts N``) skips all of this.
 
 Parts start in order (tickets are handed out as slots free up), so the prefix the hasher
 follows grows without holes and a rerun finds few half-written parts. While one part is
