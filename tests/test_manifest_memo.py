@@ -1,5 +1,6 @@
 """A manifest fetched once by digest is not asked for again by the same store (its bytes are
-verified and cannot change), within a bound; a delete forgets it."""
+verified and cannot change), within a bound; a delete forgets it. A pull reads the tag's
+manifest with one GET, checked against the digest the registry names for it."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.registry import open_repository
 from ocibridge.stores.registry.manifestmemo import ManifestMemo
+from tests import test_hostile_servers as _servers
+from tests.test_hostile_servers import _one_error_line, _send, ocibridge
+
+hostile = _servers.hostile  # the loopback misbehaving-registry fixture, shared
 
 
 def test_the_memo_keeps_within_its_bound_oldest_out_first():
@@ -50,3 +55,33 @@ def test_a_fetched_manifest_costs_no_second_request(fault_proxy, unique_repo):
         assert len(fault_proxy.requests) == before + 1
         assert store.resolve("v1") == desc  # a tag can move: always asked
         assert len(fault_proxy.requests) == before + 2
+
+
+def test_a_tag_read_with_one_get_is_checked_against_the_digest_the_registry_names(fault_proxy, unique_repo):
+    desc = _push(fault_proxy.host, unique_repo)
+    with open_repository(host=fault_proxy.host, repository=unique_repo) as store:
+        before = len(fault_proxy.requests)
+        got, data = store.read_manifest("v1")
+        assert got == desc and len(data) == desc.size
+        assert [(r.method, r.path.rsplit("/", 1)[1]) for r in fault_proxy.requests[before:]] == [("GET", "v1")]
+        assert store.resolve(desc.digest) == desc and len(fault_proxy.requests) == before + 1
+
+
+def test_a_tag_whose_bytes_are_not_the_digest_the_registry_names_fails_the_pull(hostile, tmp_path):
+    """The GET by tag is checked against the Docker-Content-Digest of the same answer: a
+    registry (or a proxy) that sends other bytes than the digest it names is refused."""
+    config = b"{}"
+    manifest = Manifest(mediaType=OCI_MANIFEST, config=Descriptor.for_bytes(OCI_CONFIG, config),
+                        layers=[]).to_json_bytes()
+
+    def answer(h) -> None:
+        if "/manifests/" in h.path:
+            _send(h, 200, manifest, {"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": "sha256:" + "b" * 64})
+        else:
+            _send(h, 200, config)
+
+    server = hostile(answer)
+    out = tmp_path / "out"
+    code, _, err = ocibridge("pull", f"{server.host}/m:v1", str(out))
+    assert "does not match its digest" in _one_error_line(code, err)
+    assert not out.exists()

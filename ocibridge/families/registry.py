@@ -14,7 +14,7 @@ from ..errors import OcibridgeError
 from ..modelpack.index import MAX_INDEX_ENTRIES, model_entry
 from ..oci.mediatypes import INDEX_TYPES
 from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
-from ..stores.base import MAX_MANIFEST_BYTES, Store
+from ..stores.base import MAX_MANIFEST_BYTES, Store, resolve_and_read
 from .base import ModelFamily, Probes
 from .describe import describe_other, is_image
 
@@ -121,8 +121,8 @@ def identify(store: Store, reference: str, *, shown: str | None = None) -> Ident
     index holds several models, the first by the table's order (ModelPack first) is taken.
     Anything else raises :class:`NotAModel` saying what it is.
     """
-    desc = store.resolve(reference)
-    data, node = _fetch(store, desc)
+    desc, data = resolve_and_read(store, reference)  # one request on a registry
+    node = parse_manifest_bytes(data, desc.mediaType)
     if isinstance(node, Manifest):
         family = family_of(node) or probed(store, desc, node)
         if family is None:

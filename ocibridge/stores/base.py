@@ -7,7 +7,8 @@ Two protocols say what every store of a kind does: :class:`ReadableStore` (a sou
 a built artifact, a pull cache) and :class:`WritableStore` (a destination). What only some
 stores can do is a small named capability, a ``runtime_checkable`` Protocol that callers test
 with ``isinstance`` (as oras-go asserts an interface): :class:`Mounting`, :class:`Ingesting`,
-:class:`Transactional`, :class:`Closable`, :class:`BlobView`. Nothing looks a capability up
+:class:`Transactional`, :class:`Closable`, :class:`BlobView`, :class:`ReadsByReference`.
+Nothing looks a capability up
 by an attribute's name.
 """
 
@@ -173,6 +174,25 @@ def blob_origin(store: object) -> object:
     while isinstance(store, BlobView):
         store = store.blob_source()
     return store
+
+
+@runtime_checkable
+class ReadsByReference(Protocol):
+    """A store that hands over a manifest's descriptor and bytes in one read (a registry's
+    ``GET`` by tag), where resolving first costs a round trip of its own."""
+
+    def read_manifest(self, reference: str) -> tuple[Descriptor, bytes]:
+        """The manifest a tag or digest names, verified; raises NotFound."""
+        ...
+
+
+def resolve_and_read(store: ReadableStore, reference: str) -> tuple[Descriptor, bytes]:
+    """What ``reference`` names and its verified bytes: one request on a registry, where
+    ``resolve`` then ``fetch_bytes`` make two (a ``HEAD``, then a ``GET``)."""
+    if isinstance(store, ReadsByReference):
+        return store.read_manifest(reference)
+    desc = store.resolve(reference)
+    return desc, store.fetch_bytes(desc)
 
 
 @runtime_checkable

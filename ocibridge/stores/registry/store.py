@@ -210,8 +210,7 @@ class RegistryStore:
         path = self._path("manifests", reference)
         response = self._send("HEAD", path, headers={"Accept": ACCEPT_MANIFESTS})
         if response.status_code == 404:
-            sep = "@" if is_digest(reference) else ":"
-            raise NotFound(f"{self.describe()}{sep}{reference}: manifest not found")
+            raise NotFound(self._no_manifest(reference))
         if response.status_code != 200:
             raise self._fail(response)
         digest = response.headers.get("docker-content-digest")
@@ -228,6 +227,36 @@ class RegistryStore:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
         self._manifests.put(digest, media_type, data)
         return Descriptor(mediaType=media_type, digest=digest, size=len(data))
+
+    def read_manifest(self, reference: str) -> tuple[Descriptor, bytes]:
+        """``GET`` the manifest a tag or digest names: its descriptor and verified bytes in one
+        request, kept by digest (a later ``fetch_bytes`` or ``resolve`` of it sends none).
+        A tag's bytes are checked against the ``Docker-Content-Digest`` the registry names."""
+        if is_digest(reference):
+            known = self._manifests.get(reference)
+            if known is not None:
+                return Descriptor(mediaType=known[0], digest=reference, size=len(known[1])), known[1]
+        try:
+            data, got = self._get_manifest(reference)  # verified when named by digest
+        except NotFound:
+            raise NotFound(self._no_manifest(reference)) from None
+        named = got.headers.get("docker-content-digest")
+        if is_digest(reference):
+            digest = reference
+        elif named and is_digest(named):
+            verify_bytes(data, named, what="manifest")
+            digest = named
+        else:
+            digest = sha256_bytes(data)
+        media_type = _media_type(got.headers.get("content-type"))
+        if media_type not in ALL_MANIFEST_TYPES:
+            media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
+        self._manifests.put(digest, media_type, data)
+        return Descriptor(mediaType=media_type, digest=digest, size=len(data)), data
+
+    def _no_manifest(self, reference: str) -> str:
+        sep = "@" if is_digest(reference) else ":"
+        return f"{self.describe()}{sep}{reference}: manifest not found"
 
     def tags(self) -> list[str]:
         """Every tag, following ``Link: <…>; rel="next"`` pages."""
