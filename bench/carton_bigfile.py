@@ -35,20 +35,20 @@ from pathlib import Path
 work = Path(work)
 t = time.perf_counter()
 if step == "baseline":
-    from ocibridge.formats.carton.zipread import EntryReader, scan_entries
+    from ocibridge.kinds.carton.zipread import EntryReader, scan_entries
     entry = next(e for e in scan_entries(work / "big.carton") if e.path == "model/weights.bin")
     h = hashlib.sha256()
     with EntryReader(work / "big.carton", entry, sha256_checked_by_caller=True) as r:  # no CRC
         while data := r.read(1 << 20):
             h.update(data)
 elif step == "push":
-    from ocibridge.copy import copy
-    from ocibridge.formats.carton import read_carton
-    from ocibridge.modelpack.builder import build
+    from ocibridge.transfer.copy import copy
+    from ocibridge.kinds.carton import read_carton
+    from ocibridge.model.builder import build
     from ocibridge.stores.layout import LayoutStore
     copy(build(read_carton(work / "big.carton")), "artifact", LayoutStore(work / "layout", create=True), "v1")
 elif step == "pull":
-    from ocibridge.formats.carton import export_carton
+    from ocibridge.kinds.carton import export_carton
     from ocibridge.stores.layout import LayoutStore
     store = LayoutStore(work / "layout")
     export_carton(store, store.resolve("v1"), work / "back.carton")
@@ -60,8 +60,8 @@ print(json.dumps({"step": step, "seconds": round(elapsed, 2),
 
 def make_big_carton(path: Path, size: int) -> str:
     """Written with the project's own streaming zip writer, exactly as Carton lays one out."""
-    from ocibridge.formats.carton import format_manifest
-    from ocibridge.formats.carton.zipwrite import ZipWriter
+    from ocibridge.kinds.carton import format_manifest
+    from ocibridge.kinds.carton.zipwrite import ZipWriter
 
     toml = b'spec_version = 1\nmodel_name = "big"\n\n[runner]\nrunner_name = "torchscript"\n' \
            b'required_framework_version = ">=2.0.0"\nrunner_compat_version = 1\n'
@@ -108,7 +108,7 @@ def main() -> None:
         results = [run_step(step, work) for step in ("baseline", "push", "pull")]
         for r in results:
             print(f"{r['step']:>9}: {r['seconds']:7.2f} s   peak RSS {r['peak_rss_mib']:7.1f} MiB")
-        from ocibridge.formats.carton import read_carton
+        from ocibridge.kinds.carton import read_carton
 
         back = read_carton(work / "back.carton", eager_verify_bytes=0)
         assert back.annotations["io.carton.model.hash"] == model_hash, "model hash changed"

@@ -263,7 +263,7 @@ class Bench:
         self.measure(f"carton → layout {name}", {
             "read+hash (floor)": floor,
             "read+hash+write (floor 2)": floor_write,
-            "ocibridge": ocibridge if tools.carton_ready() else "ocibridge.formats.carton is missing",
+            "ocibridge": ocibridge if tools.carton_ready() else "ocibridge.kinds.carton is missing",
         })
 
     def pack_and_push(self, model: Model) -> None:

@@ -31,7 +31,7 @@ def registry_store_ready() -> bool:
 
 
 def carton_ready() -> bool:
-    probe = [PY, "-c", "from ocibridge.formats.carton import read_carton"]
+    probe = [PY, "-c", "from ocibridge.kinds.carton import read_carton"]
     return subprocess.run(probe, capture_output=True).returncode == 0
 
 

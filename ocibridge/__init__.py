@@ -9,22 +9,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .version import __version__ as __version__
+from ocibridge.version import __version__ as __version__
 
 #: public name -> the module (under ocibridge) that defines it
 _HOMES = {
-    **dict.fromkeys(("inspect", "load_source", "login", "logout", "pull", "push", "tags", "validate"), "api"),
-    **dict.fromkeys(("TransferOptions", "copy_reference"), "api_copy"),  # api re-exports them
+    **dict.fromkeys(("inspect", "load_source", "login", "logout", "pull", "push", "tags", "validate"), "api.model_ops"),
+    **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
     "OcibridgeError": "errors",
-    "BuildOptions": "modelpack.builder", "build": "modelpack.builder",
+    "BuildOptions": "model.builder", "build": "model.builder",
     "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",
-    "OnExisting": "overwrite",
-    "ProgressEvent": "progress_events", "events": "progress_events",
+    "OnExisting": "core.overwrite",
+    "ProgressEvent": "transfer.progress_events", "events": "transfer.progress_events",
     **dict.fromkeys(("AttachResult", "DiscoverResult", "InspectResult", "LoginResult", "ModelEntry",
                      "PruneResult", "PullResult", "PushResult", "RemoveResult", "ResolveResult", "TagResult",
-                     "ValidateResult"), "results"),
+                     "ValidateResult"), "transfer.results"),
     **dict.fromkeys(("attach", "delete", "discover", "list_models", "prune", "remove", "resolve",
-                     "tag"), "store_ops"),
+                     "tag"), "api.store_ops"),
 }
 
 __all__ = [
@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .api import (
+    from ocibridge.api.model_ops import (
         TransferOptions,
         copy_reference,
         inspect,
@@ -82,12 +82,13 @@ if TYPE_CHECKING:
         tags,
         validate,
     )
-    from .errors import OcibridgeError
-    from .modelpack.builder import BuildOptions, build
-    from .oci.mediatypes import Family, Kind, Variant
-    from .overwrite import OnExisting
-    from .progress_events import ProgressEvent, events
-    from .results import (
+    from ocibridge.api.store_ops import attach, delete, discover, list_models, prune, remove, resolve, tag
+    from ocibridge.core.overwrite import OnExisting
+    from ocibridge.errors import OcibridgeError
+    from ocibridge.model.builder import BuildOptions, build
+    from ocibridge.oci.mediatypes import Family, Kind, Variant
+    from ocibridge.transfer.progress_events import ProgressEvent, events
+    from ocibridge.transfer.results import (
         AttachResult,
         DiscoverResult,
         InspectResult,
@@ -101,7 +102,6 @@ if TYPE_CHECKING:
         TagResult,
         ValidateResult,
     )
-    from .store_ops import attach, delete, discover, list_models, prune, remove, resolve, tag
 
 
 def __getattr__(name: str) -> Any:

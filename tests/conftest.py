@@ -27,6 +27,6 @@ def _fresh_blob_homes():
 
 @pytest.fixture(autouse=True)
 def _own_pull_cache(tmp_path, monkeypatch):
-    """Pulls into directories and archives go through a content cache (ocibridge.pullcache):
+    """Pulls into directories and archives go through a content cache (ocibridge.transfer.pullcache):
     each test has its own, never the user's."""
     monkeypatch.setenv("OCIBRIDGE_CACHE_DIR", str(tmp_path / "ocibridge-cache"))

@@ -9,13 +9,13 @@ import tarfile
 import pytest
 import zstandard
 
-from ocibridge.copy import copy
 from ocibridge.errors import SourceError
-from ocibridge.formats.directory import read_directory
-from ocibridge.modelpack.builder import ARTIFACT_TAG, AUTO_GROUP_THRESHOLD, BuildOptions, build
-from ocibridge.modelpack.classify import classify, infer_kind, parse_overrides
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.model.builder import ARTIFACT_TAG, AUTO_GROUP_THRESHOLD, BuildOptions, build
+from ocibridge.model.classify import classify, infer_kind, parse_overrides
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, Family, Kind, Variant
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.copy import copy
 from tests.modelgen import make_model
 
 
@@ -162,7 +162,7 @@ def test_symlink_inside_tree_is_kept(tmp_path):
 
 
 def test_created_at_only_when_asked(tmp_path, monkeypatch):
-    from ocibridge.modelpack.builder import created_now
+    from ocibridge.model.builder import created_now
 
     model = make_model(tmp_path / "m")
     plain = json.loads(build(read_directory(model)).config_bytes)
@@ -178,7 +178,7 @@ def test_iter_reader_any_chunking_and_linear():
     import random
     import time
 
-    from ocibridge.streams import IterReader
+    from ocibridge.core.streams import IterReader
 
     rng = random.Random(5)
     data = rng.randbytes(200_000)

@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from ocibridge.copy import copy
-from ocibridge.formats.carton import (
+from ocibridge.kinds.carton import (
     ANNOTATION_MODEL_HASH,
     CartonError,
     CartonLinkError,
@@ -33,13 +32,14 @@ from ocibridge.formats.carton import (
     read_carton,
     zipwrite,
 )
-from ocibridge.formats.carton.zipwrite import ZipWriter
-from ocibridge.formats.directory import read_directory
-from ocibridge.modelpack.builder import ARTIFACT_TAG, build
-from ocibridge.modelpack.config import parse_config
-from ocibridge.modelpack.validate import validate
+from ocibridge.kinds.carton.zipwrite import ZipWriter
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.model.builder import ARTIFACT_TAG, build
+from ocibridge.model.config import parse_config
+from ocibridge.model.validate import validate
 from ocibridge.oci.mediatypes import Kind, Variant, parse_layer_media_type
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.copy import copy
 from tests.support.data import data
 
 REFERENCE = data("carton")
@@ -494,7 +494,7 @@ def test_links_of_unknown_size_stop_at_the_cap_the_user_can_raise(tmp_path: Path
     make_carton(tmp_path / "l.carton", {"model/w.bin": weights}, omit=("model/w.bin",), links={sha(weights): [url]})
     monkeypatch.setenv("OCIBRIDGE_LINKS_MAX_BYTES", "100000")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    from ocibridge.cli import main
+    from ocibridge.cli.commands import main
 
     assert main(["push", str(tmp_path / "l.carton"), f"oci:{tmp_path}/layout:v1", "-q"]) == 1
     err = capsys.readouterr().err
@@ -624,7 +624,7 @@ def test_real_library_symlinks_round_trip(tmp_path: Path) -> None:
 class EntryBytes:
     @staticmethod
     def read(archive: Path, name: str) -> bytes:
-        from ocibridge.formats.carton.zipread import EntryReader, scan_entries
+        from ocibridge.kinds.carton.zipread import EntryReader, scan_entries
 
         entry = next(e for e in scan_entries(archive) if e.path == name)
         with EntryReader(archive, entry) as r:
@@ -634,7 +634,7 @@ class EntryBytes:
 # -- registry ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("carton", REFERENCE_CARTONS, ids=lambda p: p.name)
 def test_reference_round_trip_registry(carton: Path, tmp_path: Path, registry, unique_repo) -> None:
-    from ocibridge.targets import open_store_target
+    from ocibridge.kinds.targets import open_store_target
 
     ref = f"{registry.host}/{unique_repo}:v1"
     target = open_store_target(ref, for_write=True)
@@ -654,7 +654,7 @@ def test_links_not_downloaded_when_registry_has_blob(head_allowed: bool, tmp_pat
                                                      registry, unique_repo, monkeypatch: pytest.MonkeyPatch) -> None:
     """``ocibridge push`` of a LINKS carton to a registry repository that already holds the file's
     blob: same artifact, and the file is never downloaded (HEAD, or a ranged GET, tells its size)."""
-    from ocibridge import api
+    from ocibridge.api import model_ops as api
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     link_server.head_allowed = head_allowed

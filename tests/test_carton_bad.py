@@ -25,9 +25,8 @@ from test_carton import (
     sha,
 )
 
-from ocibridge.copy import copy
 from ocibridge.errors import OcibridgeError, UnsafePath
-from ocibridge.formats.carton import (
+from ocibridge.kinds.carton import (
     CartonError,
     CartonLimits,
     CartonMismatch,
@@ -36,13 +35,14 @@ from ocibridge.formats.carton import (
     format_manifest,
     read_carton,
 )
-from ocibridge.formats.carton.zipwrite import ZipWriter
-from ocibridge.formats.directory import read_directory
-from ocibridge.modelpack.builder import ARTIFACT_TAG, build
-from ocibridge.modelpack.layers import layer_path
+from ocibridge.kinds.carton.zipwrite import ZipWriter
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.layers.reader import layer_path
+from ocibridge.model.builder import ARTIFACT_TAG, build
 from ocibridge.oci.mediatypes import OCI_MANIFEST, Kind, Variant, layer_media_type
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.copy import copy
 
 
 def _raw_zip(path: Path, entries: list[tuple[str, bytes]], manifest: dict[str, str] | None = None) -> None:
@@ -312,8 +312,8 @@ def test_failed_push_leaves_layout_blob_set_unchanged(tmp_path: Path, monkeypatc
     """A big file not matching MANIFEST is found while the copy streams it, after other verified
     files were stored: those blobs are removed again, pre-existing ones (shared with an
     artifact already tagged) are kept, and index.json is untouched."""
-    from ocibridge import api
-    from ocibridge.formats.carton import reader
+    from ocibridge.api import model_ops as api
+    from ocibridge.kinds.carton import reader
 
     monkeypatch.setattr(reader, "EAGER_VERIFY_BYTES", 0)  # the streamed check, as for a big carton
     shared = noise(5000, 7)
@@ -408,10 +408,10 @@ def test_cli_bad_carton_to_registry_writes_nothing(case: str, tmp_path: Path, ca
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """One error line, exit 1, and the registry gets no tag, no manifest and none of the
     carton's intact files (the checks run before anything is sent)."""
-    from ocibridge.cli import main
+    from ocibridge.cli.commands import main
     from ocibridge.errors import NotFound
+    from ocibridge.kinds.targets import open_store_target
     from ocibridge.oci.models import Descriptor
-    from ocibridge.targets import open_store_target
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     path = tmp_path / f"{case}.carton"

@@ -10,8 +10,8 @@ import shlex
 
 import pytest
 
-from ocibridge.cli import build_parser, main
-from ocibridge.cli_help import EXAMPLES, subcommands
+from ocibridge.cli.commands import build_parser, main
+from ocibridge.cli.help import EXAMPLES, subcommands
 
 
 def _argv(example: str) -> list[str]:
@@ -35,7 +35,7 @@ def test_every_command_has_examples_in_its_help():
     assert {"push", "pull", "copy", "list", "rm", "prune", "tag", "delete", "resolve", "attach",
             "discover", "k8s check"} <= set(commands)
     missing = sorted(set(commands) - set(EXAMPLES))
-    assert not missing, f"commands without examples in ocibridge/cli_help.py: {missing}"
+    assert not missing, f"commands without examples in ocibridge/cli/help.py: {missing}"
     for name, parser in commands.items():
         assert "examples:\n  ocibridge " in parser.format_help(), name
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from ocibridge.cli import main
+from ocibridge.cli.commands import main
+from ocibridge.kinds.targets import open_store_target
 from ocibridge.oci.models import Descriptor, Manifest
-from ocibridge.targets import open_store_target
 from tests.modelgen import make_model, tree
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge import cli
-from ocibridge.terminal import printable
+from ocibridge.cli import commands as cli
+from ocibridge.core.terminal import printable
 from tests.modelgen import make_model
 
 ESC = "\x1b"
@@ -109,7 +109,7 @@ def test_a_newline_in_a_title_or_annotation_prints_no_line_of_its_own(tmp_path: 
 
 
 def test_one_line_escapes_newlines_as_well() -> None:
-    from ocibridge.terminal import one_line
+    from ocibridge.core.terminal import one_line
 
     assert one_line("a\tb\nc\x1b") == "a\tb\\nc\\x1b"
 

@@ -16,13 +16,13 @@ from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.registry import open_repository
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-UNUSED = ("cryptography", "rich", "click", "pygments", "ocibridge.formats.carton", "ocibridge.httpencodings",
+UNUSED = ("cryptography", "rich", "click", "pygments", "ocibridge.kinds.carton", "ocibridge.core.httpencodings",
           "ocibridge.signing.verify", "subprocess",
           # the download machinery: every blob is mounted, none downloaded
           "ocibridge.stores.partial", "ocibridge.stores.inorder_hash", "ocibridge.stores.part_governor")
 PROBE = """
 import sys
-from ocibridge.cli import main
+from ocibridge.cli.commands import main
 try:
     main({args!r})
 except SystemExit as e:
@@ -74,7 +74,7 @@ def test_plain_http_copy_makes_no_ssl_context(registry, unique_repo):
              "new = ssl.SSLContext.__new__\n"
              "def counting(cls, *a, **k):\n    made.append(cls)\n    return new(cls, *a, **k)\n"
              "ssl.SSLContext.__new__ = counting\n"
-             "from ocibridge.cli import main\n"
+             "from ocibridge.cli.commands import main\n"
              f"assert main({args!r}) == 0\n"
              "print('CONTEXTS:%d' % len(made), file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli import build_parser
-from ocibridge.cli_help import subcommands
+from ocibridge.cli.commands import build_parser
+from ocibridge.cli.help import subcommands
 from tests.modelgen import make_model
 
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs"

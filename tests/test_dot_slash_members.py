@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 from test_carton import TOML, noise, push, sha
 
-from ocibridge.cli import main
-from ocibridge.copy import copy
+from ocibridge.cli.commands import main
 from ocibridge.errors import UnsafePath
-from ocibridge.formats.carton import export_carton, format_manifest, read_carton
-from ocibridge.formats.directory import read_directory
-from ocibridge.formats.mlsteam import export_mlarchive, read_mlarchive
-from ocibridge.modelpack.builder import ARTIFACT_TAG, build
+from ocibridge.kinds.carton import export_carton, format_manifest, read_carton
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.kinds.mlsteam import export_mlarchive, read_mlarchive
+from ocibridge.model.builder import ARTIFACT_TAG, build
 from ocibridge.oci.mediatypes import OCI_MANIFEST, Kind, Variant, layer_media_type
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.copy import copy
 from tests.test_mlsteam_bad import archive_with
 
 WEIGHTS = noise(9000, 3)
@@ -178,7 +178,7 @@ def test_an_mlarchive_whose_entries_start_with_dot_slash_reads_as_the_plain_one(
 def test_an_mlarchive_exported_from_a_dot_slash_tar_layer_is_the_plain_one(tmp_path):
     """An mlarchive artifact whose hooks/ file comes in a tar layer: named ``./hooks/load.py``
     or ``hooks/load.py``, the exported mlarchive is the same, entry names without ``./``."""
-    from ocibridge.modelpack.layers import layer_path
+    from ocibridge.layers.reader import layer_path
 
     store = LayoutStore(tmp_path / "layout", create=True)
     root = copy(build(read_mlarchive(archive_with(tmp_path / "a.mlarchive"))), ARTIFACT_TAG, store, None).root

@@ -10,14 +10,14 @@ import shutil
 import pytest
 from support.data import data
 
-from ocibridge import api
-from ocibridge.cli import main
-from ocibridge.families import NotAModel, WriteOptions, convert, convert_artifact, identify
+from ocibridge.api import model_ops as api
+from ocibridge.cli.commands import main
+from ocibridge.kinds import NotAModel, WriteOptions, convert, convert_artifact, identify
+from ocibridge.kinds.targets import open_store_target
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_INDEX, OCI_LAYER_TAR, OCI_MANIFEST, Family
 from ocibridge.oci.models import Descriptor, Index, Manifest
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry.options import RegistryOptions
-from ocibridge.targets import open_store_target
 from tests.modelgen import make_model, tree
 
 KIT_DIGEST = "sha256:9e968bb72078b3787d2362f20657d1d69d6aeda467bfacf0ed04d65423e480ea"
@@ -42,7 +42,7 @@ def _docker(tmp_path) -> str:
 
 
 def _modelpack(tmp_path, family: Family) -> str:
-    from ocibridge.modelpack.builder import BuildOptions
+    from ocibridge.model.builder import BuildOptions
 
     model = make_model(tmp_path / f"model-{family.value}")
     ref = f"oci:{tmp_path / ('mp-' + family.value)}:v1"
@@ -233,7 +233,7 @@ def test_an_index_whose_entries_lost_artifact_type_resolves_to_its_model(tmp_pat
     image_ref = _image(tmp_path)
     image_store = LayoutStore(tmp_path / "img")
     image = image_store.resolve("v1")
-    from ocibridge.copy import copy
+    from ocibridge.transfer.copy import copy
 
     copy(image_store, "v1", store, None)
     index = Index(mediaType=OCI_INDEX, manifests=[

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from ocibridge import api
-from ocibridge.cli import main
-from ocibridge.families import convert, identify
+from ocibridge.api import model_ops as api
+from ocibridge.cli.commands import main
+from ocibridge.kinds import convert, identify
 from ocibridge.oci.models import Manifest
 from ocibridge.stores.layout import LayoutStore
 from tests.test_families_metadata import _config, hf_model

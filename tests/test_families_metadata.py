@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import struct
 
-from ocibridge import api
-from ocibridge.cli import main
+from ocibridge.api import model_ops as api
+from ocibridge.cli.commands import main
 from ocibridge.stores.layout import LayoutStore
 
 

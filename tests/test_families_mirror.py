@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from ocibridge.cli import main
-from ocibridge.families import identify
+from ocibridge.cli.commands import main
+from ocibridge.kinds import identify
+from ocibridge.kinds.targets import open_store_target
 from ocibridge.mirror import load_job, run_job
-from ocibridge.targets import open_store_target
 from tests.modelcar_images import kserve_modelcar
 from tests.signing_keys import key_pair
 

@@ -9,14 +9,14 @@ import tempfile
 
 import pytest
 
-from ocibridge import api
-from ocibridge.cli import main
-from ocibridge.families import NotAModel, convert, identify
+from ocibridge.api import model_ops as api
+from ocibridge.cli.commands import main
+from ocibridge.kinds import NotAModel, convert, identify
+from ocibridge.kinds.targets import open_store_target
 from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Index
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry.options import RegistryOptions
-from ocibridge.targets import open_store_target
 from tests.modelcar_images import BASE, copy_layer, kserve_modelcar, write_image
 from tests.modelgen import tree
 from tests.ollama_fixtures import write_gguf
@@ -216,7 +216,7 @@ def test_our_modelcar_copied_without_its_modelpack_form_reads_as_its_files(tmp_p
 
     from support.data import data
 
-    from ocibridge.copy import copy
+    from ocibridge.transfer.copy import copy
     from tests.test_families import KIT_DIGEST
 
     shutil.copytree(data("kitops", "kit-latest-tar"), tmp_path / "kit")

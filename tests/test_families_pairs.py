@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from support.data import data
 
-from ocibridge import api
-from ocibridge.families import WriteOptions, convert, identify
+from ocibridge.api import model_ops as api
+from ocibridge.kinds import WriteOptions, convert, identify
+from ocibridge.kinds.targets import open_store_target
 from ocibridge.oci.mediatypes import Family
-from ocibridge.targets import open_store_target
 from tests.modelcar_images import kserve_modelcar
 from tests.modelgen import tree
 from tests.ollama_fixtures import gguf_store, write_gguf
@@ -69,7 +69,7 @@ def _gguf_model(tmp: Path) -> Path:
 
 def _source(key: str, tmp: Path) -> str:
     if key.startswith("modelpack-"):  # as modctl / ocibridge push build it: raw layers
-        from ocibridge.modelpack.builder import BuildOptions
+        from ocibridge.model.builder import BuildOptions
 
         ref = f"oci:{tmp / key}:v1"
         api.push(str(_gguf_model(tmp)), ref, build_options=BuildOptions(family=FAMILIES[key][1]))

@@ -9,9 +9,9 @@ import shutil
 import pytest
 from support.data import data
 
-from ocibridge import api
-from ocibridge.cli import main
-from ocibridge.families import convert
+from ocibridge.api import model_ops as api
+from ocibridge.cli.commands import main
+from ocibridge.kinds import convert
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.layout import LayoutStore
 from tests.kit_compressed import KIT_DIGEST, compressed_kit

@@ -7,8 +7,8 @@ import shutil
 import pytest
 from support.data import data
 
-from ocibridge import api
-from ocibridge.cli import main
+from ocibridge.api import model_ops as api
+from ocibridge.cli.commands import main
 from tests.kit_compressed import KIT_DIGEST
 from tests.modelgen import make_model
 
@@ -54,7 +54,7 @@ def test_a_failed_convert_into_a_new_layout_leaves_nothing(tmp_path, capsys, to)
 def test_a_failed_push_to_a_family_leaves_the_layout_as_it_was(tmp_path, capsys, monkeypatch, to):
     """A file that changes between the build (which hashes it) and the copy (which sends it)
     fails the push late, after other blobs were written: they are taken back."""
-    from ocibridge.families import push as family_push
+    from ocibridge.kinds import push as family_push
 
     dest = tmp_path / "dest"
     api.push(str(make_model(tmp_path / "other")), f"oci:{dest}:other")

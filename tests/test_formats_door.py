@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli import main
+from ocibridge.cli.commands import main
 from ocibridge.errors import InvalidReference
-from ocibridge.formats import door, table
+from ocibridge.kinds import door
+from ocibridge.kinds import source_table as table
 from ocibridge.oci.reference import (
     LayoutReference,
     OllamaReference,
@@ -227,7 +228,7 @@ def test_the_adding_a_format_recipe_runs_as_written(tmp_path):
 
 def test_stores_and_targets_import_no_format():
     """targets and the Ollama store sit below the formats (the cycle targets <-> formats/ollama
-    is gone): none of their imports, lazy ones included, reaches ocibridge.formats."""
+    is gone): none of their imports, lazy ones included, reaches ocibridge.kinds."""
     import ast
 
     root = Path(__file__).resolve().parent.parent / "ocibridge"

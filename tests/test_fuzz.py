@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ocibridge.confined import MAX_LINK_HOPS
+from ocibridge.core.confined import MAX_LINK_HOPS
 from ocibridge.errors import OcibridgeError
-from ocibridge.formats.carton.reader import read_carton
-from ocibridge.formats.mlsteam.reader import read_mlarchive
-from ocibridge.k8s.layers import Tree, _apply_member
-from ocibridge.modelpack.config import parse_config
+from ocibridge.kinds.carton.reader import read_carton
+from ocibridge.kinds.mlsteam.reader import read_mlarchive
+from ocibridge.layers.apply import Tree, _apply_member
+from ocibridge.model.config import parse_config
 from ocibridge.oci.models import parse_manifest_bytes
 from ocibridge.oci.reference import parse_layout_reference, parse_ollama_name, parse_registry_reference
 

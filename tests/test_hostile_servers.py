@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from ocibridge.httpheaders import header_int
+from ocibridge.core.httpheaders import header_int
 
 Handler = Callable[[http.server.BaseHTTPRequestHandler], None]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli import main
-from ocibridge.confined import resolve_inside
+from ocibridge.cli.commands import main
+from ocibridge.core.confined import resolve_inside
 from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.k8s import check, mount
 from ocibridge.oci.mediatypes import OCI_MANIFEST

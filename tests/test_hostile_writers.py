@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli import main
-from ocibridge.formats.carton import format_manifest
+from ocibridge.cli.commands import main
+from ocibridge.kinds.carton import format_manifest
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore
@@ -168,7 +168,7 @@ def test_a_file_landing_between_the_walk_and_the_mkdir_is_named_as_the_parent(tm
     """A raw layer 'd' written by another thread after the parent walk, before the mkdir of a tar's
     'd/': the error names 'd' (CI once saw 'd/x', the name of the entry being staged)."""
     from ocibridge.errors import OcibridgeError
-    from ocibridge.modelpack import extract
+    from ocibridge.model import extract
 
     real_mkdir = Path.mkdir
 

@@ -1,11 +1,11 @@
-"""The package's import structure: layers that only look down, and no cycle.
+"""The package's import structure: layers that only look down, peers that never meet, no cycle.
 
-    oci (and the small helpers) <- stores <- copy <- modelpack / formats / families / k8s / mirror
+    core, oci <- stores <- transfer <- layers <- model <- kinds <- signing <- k8s | mirror
         <- api <- cli
 
 Every import of every module counts, wherever it is written: at the top, inside a function
 (a lazy import hides a cycle from Python, not from this test), under ``TYPE_CHECKING``, and by
-name through :mod:`ocibridge.lazy` or ``importlib.import_module`` (a string naming a module).
+name through :mod:`ocibridge.core.lazy` or ``importlib.import_module`` (a string naming a module).
 The modules are read as text (their AST), never imported.
 """
 
@@ -22,30 +22,31 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ocibridge"
 #: Layer of each module, by the longest matching prefix. An import may go to its own layer or
 #: below, never above.
 LAYERS: dict[str, int] = {
-    # 0: OCI models and the helpers everything uses
-    "ocibridge.oci": 0, "ocibridge.errors": 0, "ocibridge.streams": 0, "ocibridge.fsutil": 0,
-    "ocibridge.terminal": 0, "ocibridge.interrupt": 0, "ocibridge.lazy": 0,
-    "ocibridge.httpheaders": 0, "ocibridge.httpencodings": 0, "ocibridge.confined": 0, "ocibridge.stale": 0,
-    "ocibridge.overwrite": 0, "ocibridge.pathfilter": 0, "ocibridge.debuglog": 0,
-    "ocibridge.progress": 0, "ocibridge.progress_events": 0, "ocibridge.version": 0,
+    # 0: the private core, OCI models, and what the package says of itself
+    "ocibridge.core": 0, "ocibridge.oci": 0, "ocibridge.errors": 0, "ocibridge.version": 0,
     # 1: places of content
     "ocibridge.stores": 1,
-    # 2: the one copy, and the signatures it carries along
-    "ocibridge.copy": 2, "ocibridge.signing": 2,
-    # 3: what artifacts mean: model packages, formats at the door, families, k8s, mirror jobs
-    "ocibridge.modelpack": 3, "ocibridge.formats": 3, "ocibridge.families": 3,
-    "ocibridge.k8s": 3, "ocibridge.mirror": 3, "ocibridge.pullcache": 3,
-    "ocibridge.targets": 3, "ocibridge.results": 3, "ocibridge.push_result": 3,
-    # 4: the Python API
-    "ocibridge.api": 4, "ocibridge.api_copy": 4, "ocibridge.store_ops": 4, "ocibridge.schemas": 4,
-    "ocibridge.progress_modes": 4,
-    # 5: the command line (and the package's lazy exports, which name everything)
-    "ocibridge.cli": 5, "ocibridge.cli_args": 5, "ocibridge.cli_help": 5, "ocibridge.cli_store": 5,
-    "ocibridge.cli_mirror": 5, "ocibridge.cli_common": 5,
-    "ocibridge.transfer_flags": 5, "ocibridge.__main__": 5, "ocibridge": 5,
-    "ocibridge.signing.commands": 5, "ocibridge.mirror.command": 5, "ocibridge.mirror.__main__": 5,
-    "ocibridge.families.command": 5, "ocibridge.k8s.command": 5,
+    # 2: moving content between places: the one copy, progress, the pull cache
+    "ocibridge.transfer": 2,
+    # 3: layer bytes: reading, packing, applying
+    "ocibridge.layers": 3,
+    # 4: the neutral model package and the ModelPack artifact it builds
+    "ocibridge.model": 4,
+    # 5: every kind of model, one package each, behind one door
+    "ocibridge.kinds": 5,
+    # 6: signatures: made, verified before use, carried by copies (a hook the copy is given)
+    "ocibridge.signing": 6,
+    # 7: peers on top of the kinds and signatures, which never import each other
+    "ocibridge.k8s": 7, "ocibridge.mirror": 7,
+    # 8: the Python API
+    "ocibridge.api": 8,
+    # 9: the command line, its entry points, and the package's lazy façade (which names everything)
+    "ocibridge.cli": 9, "ocibridge.__main__": 9, "ocibridge": 9,
+    "ocibridge.mirror.command": 9, "ocibridge.mirror.__main__": 9,
 }
+
+#: Packages of layer 7 are peers: none imports another.
+PEERS = ("ocibridge.k8s", "ocibridge.mirror")
 
 #: Import cycles allowed: none (issue 15 removed the last, the CLI's flag helpers, now in
 #: cli_common). Kept as an empty list so a future entry has to be argued for in review.
@@ -172,9 +173,9 @@ GRAPH = import_graph()
 def test_the_graph_sees_lazy_imports():
     """The reader finds imports written inside functions and module names given as strings,
     so the checks below cover them."""
-    assert "ocibridge.api" in GRAPH["ocibridge.cli"]  # cli imports the API lazily
-    assert "ocibridge.store_ops" in GRAPH["ocibridge.cli_store"]  # LazyModule("ocibridge.store_ops")
-    assert "ocibridge.families.kitops" in GRAPH["ocibridge.families.table"]  # a registration line
+    assert "ocibridge.api.model_ops" in GRAPH["ocibridge.cli.commands"]  # cli imports the API lazily
+    assert "ocibridge.api.store_ops" in GRAPH["ocibridge.cli.store"]  # LazyModule("ocibridge.api.store_ops")
+    assert "ocibridge.kinds.kitops.family" in GRAPH["ocibridge.kinds.family_table"]  # a registration line
 
 
 def test_every_module_has_a_layer():
@@ -206,3 +207,15 @@ def test_known_cycles_are_still_there():
 def test_the_cycle_finder_finds_a_cycle():
     graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}
     assert cycles(graph) == [frozenset({"a", "b", "c"})]
+
+
+def _peer_of(module: str) -> str | None:
+    return next((p for p in PEERS if module == p or module.startswith(p + ".")), None)
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _peer_of(m) and layer_of(m) == 7))
+def test_peers_do_not_import_each_other(module):
+    mine = _peer_of(module)
+    across = [f"{target} (line {line})" for target, line in GRAPH[module].items()
+              if _peer_of(target) not in (None, mine) and layer_of(target) == 7]
+    assert not across, f"{module} imports a peer package: {', '.join(across)}"

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ocibridge import interrupt
+from ocibridge.core import interrupt
 
 
 class Estimate:

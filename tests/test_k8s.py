@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibridge.copy import copy
 from ocibridge.errors import OcibridgeError
-from ocibridge.formats.directory import read_directory
 from ocibridge.k8s import build_modelcar, check, mount, pod_yaml, volume_yaml
-from ocibridge.modelpack.builder import ARTIFACT_TAG, BuildOptions, build
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, build
 from ocibridge.oci.mediatypes import (
     ANNOTATION_TITLE,
     OCI_CONFIG,
@@ -29,6 +28,7 @@ from ocibridge.oci.mediatypes import (
 )
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.copy import copy
 from tests.k8s_pod import assert_valid_mount, assert_valid_pod, assert_valid_volume
 from tests.modelgen import make_model, tree
 
@@ -184,8 +184,8 @@ def test_modelcar_is_reproducible_and_reuses_layers(tmp_path):
 def test_modelcar_merges_more_than_100_layers_in_order(tmp_path):
     """105 raw artifact layers become 100 image layers (the first five carry two files each);
     every file is there once and the diff_ids verify on both runtimes."""
-    from ocibridge.k8s.modelcar import MAX_IMAGE_LAYERS
-    from ocibridge.modelpack.package import ModelFile, ModelPackage
+    from ocibridge.kinds.modelcar.build import MAX_IMAGE_LAYERS
+    from ocibridge.model.package import ModelFile, ModelPackage
 
     files = [ModelFile.from_bytes(f"shard-{i:03d}.safetensors", f"w{i}".encode() * 40, Kind.WEIGHT)
              for i in range(MAX_IMAGE_LAYERS + 5)]

@@ -12,19 +12,20 @@ import httpx
 import pytest
 import yaml
 
-from ocibridge.copy import copy
-from ocibridge.formats.carton import read_carton
-from ocibridge.formats.directory import read_directory
-from ocibridge.formats.mlsteam import read_mlarchive
-from ocibridge.formats.ollama import parse_ollama_name, read_ollama
 from ocibridge.k8s import build_modelcar, check, mount, volume_yaml
-from ocibridge.k8s.runtime import confine, crio_name
-from ocibridge.modelpack.builder import ARTIFACT_TAG, build
-from ocibridge.modelpack.extract import extract
+from ocibridge.k8s.runtime import crio_name
+from ocibridge.kinds.carton import read_carton
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.kinds.mlsteam import read_mlarchive
+from ocibridge.kinds.ollama import parse_ollama_name, read_ollama
+from ocibridge.kinds.ollama.store import OllamaStore
+from ocibridge.kinds.targets import open_store_target
+from ocibridge.layers.apply import confine
+from ocibridge.model.builder import ARTIFACT_TAG, build
+from ocibridge.model.extract import extract
 from ocibridge.oci.mediatypes import OCI_LAYER_TAR, parse_layer_media_type
 from ocibridge.oci.models import Index, Manifest, parse_manifest_bytes
-from ocibridge.stores.ollama.store import OllamaStore
-from ocibridge.targets import open_store_target
+from ocibridge.transfer.copy import copy
 from tests.k8s_pod import assert_valid_pod
 from tests.modelgen import make_model, tree
 from tests.support.data import data
@@ -134,7 +135,7 @@ def test_every_reference_model_on_both_runtimes(tmp_path, kind, registry, unique
 def test_archives_pull_back_through_a_modelcar_index(kind: str, tmp_path: Path) -> None:
     """One reference for both runtimes (`k8s modelcar --index`) still pulls back into the
     archive it came from: the index's ModelPack entry is exported, not refused."""
-    from ocibridge.api import pull, push
+    from ocibridge.api.model_ops import pull, push
 
     source = CARTONS[0] if kind.startswith("carton:") else None
     if source is None:

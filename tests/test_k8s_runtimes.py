@@ -18,11 +18,11 @@ from support.runtimes import (  # as the fixtures import it
     snapshot,
 )
 
-from ocibridge.cli import main
-from ocibridge.copy import copy
+from ocibridge.cli.commands import main
 from ocibridge.k8s import check
-from ocibridge.modelpack.builder import ARTIFACT_TAG, build
-from ocibridge.targets import open_store_target
+from ocibridge.kinds.targets import open_store_target
+from ocibridge.model.builder import ARTIFACT_TAG, build
+from ocibridge.transfer.copy import copy
 from tests.k8s_images import DOCKER_CONFIG, Entry, push_image
 from tests.test_k8s_formats import CARTONS, _package
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibridge.cli import main
+from ocibridge.cli.commands import main
 from ocibridge.errors import OcibridgeError
 from ocibridge.k8s import build_modelcar, check, mount, volume_yaml
 from ocibridge.k8s.runtime import RuntimeVersion
+from ocibridge.kinds.targets import open_store_target
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore
-from ocibridge.targets import open_store_target
 from tests.k8s_images import DOCKER_CONFIG, Entry, push_image
 from tests.test_k8s import _layout
 
@@ -286,7 +286,7 @@ def test_mount_says_what_it_cannot_reproduce_without_root(tmp_path: Path, capsys
     layout = LayoutStore(tmp_path / "img", create=True)
     push_image(layout, "v1", [[Entry("models", "dir", mode=0o755),
                                Entry("models/su", data=b"x", mode=0o4755, uid=1000, gid=2000)]])
-    monkeypatch.setattr("ocibridge.k8s.layers.os.geteuid", lambda: 4242)
+    monkeypatch.setattr("ocibridge.layers.apply.os.geteuid", lambda: 4242)
     out = tmp_path / "mnt"
     assert main(["k8s", "mount", f"oci:{layout.root}:v1", str(out), "--runtime", "containerd"]) == 0
     text = capsys.readouterr().out

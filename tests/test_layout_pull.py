@@ -4,15 +4,15 @@ import subprocess
 
 import pytest
 
-from ocibridge.copy import copy
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, UnsafePath
-from ocibridge.formats.directory import read_directory
-from ocibridge.modelpack.builder import ARTIFACT_TAG, BuildOptions, build
-from ocibridge.modelpack.extract import extract
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, build
+from ocibridge.model.extract import extract
 from ocibridge.oci.digest import sha256_bytes
 from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_MANIFEST, Kind, Variant
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.copy import copy
 from tests.modelgen import make_model, tree
 
 
@@ -182,7 +182,7 @@ def test_index_lists_each_manifest_once_and_skopeo_reads_it_without_a_tag(tmp_pa
 
 
 def _cli(*args):
-    from ocibridge.cli import main
+    from ocibridge.cli.commands import main
 
     return main(list(args))
 
@@ -201,7 +201,7 @@ def test_failed_copy_into_a_new_layout_leaves_no_directory(tmp_path, capsys):
 
 def test_file_vanishing_mid_push_leaves_no_new_layout(tmp_path, capsys, monkeypatch):
     """A real file-system error after some blobs were stored: blobs and layout both go."""
-    import ocibridge.formats.directory as directory  # the directory format's reader
+    import ocibridge.kinds.directory.source as directory  # the directory format's reader
 
     model = make_model(tmp_path / "m")
     listed = directory.read_directory
@@ -236,7 +236,7 @@ def _small_files(root, count, size):
 
 
 def _pack(src, layout_dir):
-    import ocibridge.api as api
+    import ocibridge.api.model_ops as api
 
     return api.push(str(src), f"oci:{layout_dir}:v", transfer=api.TransferOptions(concurrency=1))
 

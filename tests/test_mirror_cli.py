@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 import ocibridge.mirror.run as mirror_run
-from ocibridge.cli import main
-from ocibridge.copy import copy
+from ocibridge.cli.commands import main
 from ocibridge.mirror import load_job, run_job
-from ocibridge.modelpack.builder import build
+from ocibridge.model.builder import build
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
+from ocibridge.transfer.copy import copy
 from tests.test_mirror_units import package, push_models
 
 TAGS = ["1.0.0", "1.1.0", "2.0.0"]

@@ -20,15 +20,15 @@ import httpx
 import pytest
 from support.faultproxy import FaultProxy, server_error, status, too_many_requests
 
-from ocibridge.copy import copy
 from ocibridge.mirror import load_job, run_job
 from ocibridge.mirror.command import mirror_command
-from ocibridge.modelpack.builder import BuildOptions, build
-from ocibridge.modelpack.package import ModelFile, ModelPackage
+from ocibridge.model.builder import BuildOptions, build
+from ocibridge.model.package import ModelFile, ModelPackage
 from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, Family, Kind
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.registry import open_repository
+from ocibridge.transfer.copy import copy
 
 N_MODELS = 30
 SHARED = bytes(range(256)) * 1024  # 256 KiB base weights every model shares
@@ -381,7 +381,7 @@ target = "{registry2.host}/{dst_repo}:plain"
 def test_ollama_registry_to_modelpack(registry, registry2, tmp_path) -> None:
     from ollama_fixtures import gguf_store
 
-    from ocibridge.formats.ollama import OllamaStore, parse_ollama_name
+    from ocibridge.kinds.ollama import OllamaStore, parse_ollama_name
 
     gguf_store(tmp_path / "ollama", tmp_path, model="tiny", tag="q8")
     name = parse_ollama_name("tiny:q8")

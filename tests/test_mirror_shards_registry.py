@@ -26,15 +26,15 @@ import httpx
 import pytest
 from support.faultproxy import FaultProxy, RecordedRequest, delay
 
-from ocibridge.cli import main
-from ocibridge.copy import copy
+from ocibridge.cli.commands import main
 from ocibridge.mirror import load_job, run_job
 from ocibridge.mirror.shard import artifact_key, owner, parse_shard
-from ocibridge.modelpack.builder import build
-from ocibridge.modelpack.package import ModelFile, ModelPackage
+from ocibridge.model.builder import build
+from ocibridge.model.package import ModelFile, ModelPackage
 from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, Kind
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.registry import open_repository
+from ocibridge.transfer.copy import copy
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARDS = 4

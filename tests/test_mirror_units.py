@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.copy import copy
 from ocibridge.errors import OcibridgeError
 from ocibridge.mirror import load_job, parse_job, run_job
 from ocibridge.mirror.filters import select_tags
@@ -16,13 +15,14 @@ from ocibridge.mirror.job import TagFilter
 from ocibridge.mirror.ratelimit import TokenBucket
 from ocibridge.mirror.relabel import RelabelStore
 from ocibridge.mirror.semver import parse_range, parse_version
-from ocibridge.modelpack.builder import BuildOptions, build
-from ocibridge.modelpack.package import ModelFile, ModelPackage
+from ocibridge.model.builder import BuildOptions, build
+from ocibridge.model.package import ModelFile, ModelPackage
 from ocibridge.oci.mediatypes import Family, Kind
 from ocibridge.oci.models import Descriptor, parse_manifest_bytes
 from ocibridge.stores.base import ReadableStore, WritableStore
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry.options import RegistryOptions
+from ocibridge.transfer.copy import copy
 from tests.support.data import data
 
 SHARED = bytes(range(256)) * 256  # 64 KiB every model carries
@@ -183,7 +183,7 @@ def test_job_file_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def test_schema_file_is_current() -> None:
-    from ocibridge.schemas import generate, render
+    from ocibridge.model.schemas import generate, render
 
     path = Path(__file__).resolve().parents[1] / "schemas" / "mirror-job.schema.json"
     assert path.read_text() == render(generate()["mirror-job"])
@@ -316,7 +316,7 @@ def test_local_ollama_source_becomes_modelpack(tmp_path: Path, monkeypatch: pyte
     exactly as ``ocibridge push ollama:NAME`` converts it; an Ollama target is refused."""
     import shutil
 
-    from ocibridge.formats.ollama import OllamaStore, parse_ollama_name, read_ollama
+    from ocibridge.kinds.ollama import OllamaStore, parse_ollama_name, read_ollama
 
     models = tmp_path / "ollama"
     shutil.copytree(REFERENCE_OLLAMA, models)
@@ -372,7 +372,7 @@ def test_concurrent_copies_send_a_shared_blob_once_and_a_failed_send_blocks_nobo
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from ocibridge.copy import BlobLocks
+    from ocibridge.transfer.copy import BlobLocks
 
     src = LayoutStore(tmp_path / "src", create=True)
     push_models(src, [f"v{n}" for n in range(6)])

@@ -28,8 +28,7 @@ from mlsteam_model_sdk.core.dev.manifest import (
     read_manifest,
 )
 
-from ocibridge.copy import copy
-from ocibridge.formats.mlsteam import (
+from ocibridge.kinds.mlsteam import (
     ANNOTATION_IN_MEMORY,
     ANNOTATION_INTEGRITY,
     ANNOTATION_MODELS,
@@ -39,13 +38,14 @@ from ocibridge.formats.mlsteam import (
     parse_manifest,
     read_mlarchive,
 )
-from ocibridge.formats.mlsteam.exporter import STORE_WEIGHTS_FROM
-from ocibridge.modelpack.builder import ARTIFACT_TAG, build
-from ocibridge.modelpack.config import parse_config
-from ocibridge.modelpack.validate import validate
+from ocibridge.kinds.mlsteam.exporter import STORE_WEIGHTS_FROM
+from ocibridge.model.builder import ARTIFACT_TAG, build
+from ocibridge.model.config import parse_config
+from ocibridge.model.validate import validate
 from ocibridge.oci.mediatypes import Kind, Variant, parse_layer_media_type
 from ocibridge.oci.models import Manifest
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.copy import copy
 
 
 def _noise(n: int, seed: int) -> bytes:
@@ -309,7 +309,7 @@ def test_unknown_fields_are_kept():
     manifest = parse_manifest(json.dumps(doc).encode())
     assert manifest.extra_fields() == {"future_top": {"x": 1}}
     assert manifest.models[0].model_extra == {"future_model_field": [1, 2]}
-    from ocibridge.formats.mlsteam.mapping import annotations_of
+    from ocibridge.kinds.mlsteam.mapping import annotations_of
 
     models = json.loads(annotations_of(manifest)[ANNOTATION_MODELS])
     assert models == [{"name": "m", "future_model_field": [1, 2]}]
@@ -331,7 +331,7 @@ def test_hooks_are_never_imported_or_run(tmp_path):
 def test_cli_export_stores_weights_and_the_sdk_reads_it(tmp_path, capsys):
     """`ocibridge pull REF x.mlarchive`: weights of 1 MiB or more are stored (deflate would run
     at ~40 MB/s for a 0-20 % gain), the rest deflated; the SDK extracts it all."""
-    from ocibridge.cli import main
+    from ocibridge.cli.commands import main
 
     proj = tmp_path / "proj"
     (proj / "w").mkdir(parents=True)

@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.copy import copy
 from ocibridge.errors import DigestMismatch, OcibridgeError, SourceError, UnsafePath
-from ocibridge.formats.directory import read_directory
-from ocibridge.formats.mlsteam import (
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.kinds.mlsteam import (
     InvalidManifest,
     NotAnMlarchive,
     ZipLimits,
     export_mlarchive,
     read_mlarchive,
 )
-from ocibridge.modelpack.builder import ARTIFACT_TAG, build
+from ocibridge.model.builder import ARTIFACT_TAG, build
 from ocibridge.oci.models import Index
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.copy import copy
 from tests.modelgen import make_model
 from tests.test_mlsteam import make_sdk_archive_v2024, push_to_layout
 

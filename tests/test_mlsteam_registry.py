@@ -9,16 +9,16 @@ import uuid
 import pytest
 from mlsteam_model_sdk.core.dev.archive import build_archive
 
-from ocibridge.copy import copy
 from ocibridge.errors import NotFound
-from ocibridge.formats.mlsteam import (
+from ocibridge.kinds.mlsteam import (
     ANNOTATION_MODELS,
     ANNOTATION_SERVICES,
     export_mlarchive,
     read_mlarchive,
 )
-from ocibridge.modelpack.builder import ARTIFACT_TAG, build
-from ocibridge.targets import open_store_target
+from ocibridge.kinds.targets import open_store_target
+from ocibridge.model.builder import ARTIFACT_TAG, build
+from ocibridge.transfer.copy import copy
 from tests.test_mlsteam import make_sdk_archive_v2023, make_sdk_archive_v2024, zip_files
 from tests.test_mlsteam_bad import archive_with
 
@@ -42,7 +42,7 @@ def test_sdk_archives_round_trip_through_the_registry(registry, tmp_path):
 
 
 def _cli(capsys, *args: str) -> tuple[int, str, str]:
-    from ocibridge.cli import main
+    from ocibridge.cli.commands import main
 
     code = main(list(args))
     out, err = capsys.readouterr()

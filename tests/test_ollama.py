@@ -20,7 +20,6 @@ from ollama_fixtures import (
     write_store,
 )
 
-from ocibridge.copy import copy
 from ocibridge.errors import (
     DigestMismatch,
     InvalidReference,
@@ -28,8 +27,8 @@ from ocibridge.errors import (
     SourceError,
     UnsafePath,
 )
-from ocibridge.formats.directory import read_directory
-from ocibridge.formats.ollama import (
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.kinds.ollama import (
     CONFIG_FILE,
     MANIFEST_FILE,
     NotAnOllamaModel,
@@ -40,12 +39,13 @@ from ocibridge.formats.ollama import (
     read_gguf_header,
     read_ollama,
 )
-from ocibridge.formats.ollama.gguf_header import format_param_count
-from ocibridge.modelpack.builder import build
+from ocibridge.kinds.targets import StoreTarget, open_store_target
+from ocibridge.model.builder import build
+from ocibridge.model.gguf_header import format_param_count
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, parse_manifest_bytes
 from ocibridge.stores.layout import LayoutStore
-from ocibridge.targets import StoreTarget, open_store_target
+from ocibridge.transfer.copy import copy
 from tests.support.data import data
 
 REFERENCE = data("ollama")
@@ -438,7 +438,7 @@ def test_reference_store_is_untouched(tmp_path):
 
 def test_api_push_and_pull_with_ollama_names(tmp_path, monkeypatch):
     """What `ocibridge push ollama:NAME DEST` and `ocibridge pull REF ollama:NAME` run."""
-    from ocibridge import api
+    from ocibridge.api import model_ops as api
 
     src = tmp_path / "models"
     gguf_store(src, tmp_path, model="tiny", tag="q8")

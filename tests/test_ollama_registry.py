@@ -8,9 +8,8 @@ import uuid
 import pytest
 from ollama_fixtures import gguf_store, snapshot
 
-from ocibridge.copy import CopyHooks, copy
 from ocibridge.errors import NotFound, OcibridgeError
-from ocibridge.formats.ollama import (
+from ocibridge.kinds.ollama import (
     OllamaStore,
     export_ollama,
     mount_sources,
@@ -18,14 +17,15 @@ from ocibridge.formats.ollama import (
     parse_ollama_name,
     read_ollama,
 )
-from ocibridge.modelpack.builder import build
+from ocibridge.kinds.targets import StoreTarget
+from ocibridge.model.builder import build
 from ocibridge.oci.mediatypes import DOCKER_MANIFEST
 from ocibridge.oci.models import parse_manifest_bytes
 from ocibridge.oci.reference import parse_ollama_reference, parse_registry_reference
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES
-from ocibridge.targets import StoreTarget
+from ocibridge.transfer.copy import CopyHooks, copy
 
 
 def _name() -> str:
@@ -153,7 +153,7 @@ def test_ollama_registry_model_pulled_into_local_store(registry, served, tmp_pat
 def test_push_from_an_ollama_registry_names_the_model_as_the_reference_does(registry, served, tmp_path):
     """The CLI's push names the ModelPack config after ollama://HOST/NAME (the registry store
     itself carries no Ollama name)."""
-    from ocibridge.cli import main
+    from ocibridge.cli.commands import main
 
     _, _, model = served
     assert main(["push", f"ollama://{registry.host}/library/{model}:latest", f"oci:{tmp_path / 'l'}:v1", "-q"]) == 0

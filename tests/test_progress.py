@@ -15,7 +15,7 @@ import termios
 
 from ocibridge.oci.digest import VerifyingReader, sha256_bytes
 from ocibridge.oci.models import Descriptor
-from ocibridge.progress import REPORT_BYTES, ProgressBar, counting
+from ocibridge.transfer.progress import REPORT_BYTES, ProgressBar, counting
 
 BIG = 8 * REPORT_BYTES  # one blob of 2 MiB: eight byte reports while it is read
 FRAME = re.compile(r"(push|pull|copy) (\d+)/(\d+) blobs(?:, \d+ already there)?:\s+(\d+)%")
@@ -23,8 +23,8 @@ FRAME = re.compile(r"(push|pull|copy) (\d+)/(\d+) blobs(?:, \d+ already there)?:
 # The child runs the real CLI; only the redraw interval is set to 0 so that every byte report
 # is drawn (a transfer over loopback is too quick for tqdm's 0.2 s timer otherwise).
 CHILD = (
-    "import sys, ocibridge.progress as p; p.REFRESH_SECONDS = 0; "
-    "from ocibridge.cli import main; sys.exit(main(sys.argv[1:]))"
+    "import sys, ocibridge.transfer.progress as p; p.REFRESH_SECONDS = 0; "
+    "from ocibridge.cli.commands import main; sys.exit(main(sys.argv[1:]))"
 )
 
 

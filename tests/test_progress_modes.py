@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import ocibridge
-from ocibridge.progress_events import ProgressEvent, events
+from ocibridge.transfer.progress_events import ProgressEvent, events
 from tests.modelgen import make_model, tree
 from tests.test_progress import CHILD, on_terminal
 

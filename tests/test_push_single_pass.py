@@ -5,7 +5,7 @@ import json
 import pytest
 
 import ocibridge
-from ocibridge.modelpack import builder, digestcache
+from ocibridge.model import builder, digestcache
 from ocibridge.stores.layout import LayoutStore
 from tests.modelgen import make_model
 

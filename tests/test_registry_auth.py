@@ -17,7 +17,6 @@ import httpx
 import pytest
 from support.ocilayout import write_tiny_image
 
-from ocibridge.copy import copy
 from ocibridge.errors import RegistryError
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import parse_registry_reference
@@ -25,6 +24,7 @@ from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import get_credentials, login, logout, open_repository
 from ocibridge.stores.registry.auth import Token, parse_challenge, scope_key
 from ocibridge.stores.registry.client import ClientOptions, base_url, is_loopback
+from ocibridge.transfer.copy import copy
 
 
 def _store(reg, repo: str, **options):
@@ -458,7 +458,7 @@ def test_basic_auth_mirror_four_artifacts_in_parallel_passes_every_time(auth_reg
 def test_containers_auth_json_and_authfile(auth_registry, tmp_path, monkeypatch):
     """podman/skopeo logins live in containers' auth.json: read after the docker config
     ($REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json); --authfile FILE before both."""
-    from ocibridge.cli import main
+    from ocibridge.cli.commands import main
 
     _, image = _tiny(tmp_path)
     auth = base64.b64encode(f"{auth_registry.username}:{auth_registry.password}".encode()).decode()
@@ -490,7 +490,7 @@ def test_containers_auth_json_and_authfile(auth_registry, tmp_path, monkeypatch)
 
 
 def test_refusals_name_the_command_and_whether_credentials_were_sent(auth_registry, tmp_path, monkeypatch, capsys):
-    from ocibridge.cli import main
+    from ocibridge.cli.commands import main
 
     _, image = _tiny(tmp_path)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "empty-docker"))

@@ -29,12 +29,12 @@ from support.faultproxy import (
     truncate,
 )
 
-from ocibridge.copy import copy
 from ocibridge.errors import DigestMismatch, RegistryError
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import RegistryStore, blobs, open_repository
+from ocibridge.transfer.copy import copy
 
 SIZE = 1_000_000
 

@@ -11,12 +11,12 @@ import uuid
 import oras.client
 from support.ocilayout import write_tiny_image
 
-from ocibridge.copy import copy
-from ocibridge.formats.directory import read_directory
-from ocibridge.modelpack.builder import ARTIFACT_TAG, build
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.model.builder import ARTIFACT_TAG, build
 from ocibridge.oci.models import Manifest
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
+from ocibridge.transfer.copy import copy
 from tests.modelgen import make_model
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import uuid
 
-from ocibridge.copy import copy
-from ocibridge.modelpack.builder import build
-from ocibridge.modelpack.package import ModelFile, ModelPackage
+from ocibridge.model.builder import build
+from ocibridge.model.package import ModelFile, ModelPackage
 from ocibridge.oci.mediatypes import Kind
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.registry import open_repository
 from ocibridge.stores.registry.mirrors import mirror_location, open_for_reading
+from ocibridge.transfer.copy import copy
 
 
 def test_mirror_location() -> None:

@@ -6,7 +6,7 @@ import re
 from support.faultproxy import drop_request
 
 import ocibridge
-from ocibridge.modelpack import builder
+from ocibridge.model import builder
 from tests.modelgen import make_model, tree
 
 

@@ -9,15 +9,16 @@ import httpx
 import pytest
 from support.faultproxy import Status
 
-from ocibridge.copy import copy
 from ocibridge.errors import NotFound, RegistryError
-from ocibridge.formats.directory import read_directory
-from ocibridge.modelpack.builder import ARTIFACT_TAG, build
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.model.builder import ARTIFACT_TAG, build
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_INDEX, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.oci.reference import parse_registry_reference
+from ocibridge.signing.attach import SignatureCompanions
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import RegistryStore, fallback_tag, open_repository
+from ocibridge.transfer.copy import CopyHooks, copy
 from tests.modelgen import make_model, tree
 
 
@@ -182,13 +183,14 @@ def test_referrers_fallback_tag(registry, unique_repo, tmp_path):
         assert index["mediaType"] == OCI_INDEX
         # and copy --referrers carries them to a layout
         out = LayoutStore(tmp_path / "out", create=True)
-        stats = copy(store, "v1", out, "v1", referrers=True)
+        stats = copy(store, "v1", out, "v1", referrers=True,
+                     hooks=CopyHooks(companions=SignatureCompanions()))
         assert sorted(stats.referrers) == sorted(refs)
         assert sorted(d.digest for d in out.referrers(root)) == sorted(refs)
 
 
 def test_pull_roundtrip_through_layout_and_directory(registry, unique_repo, tmp_path):
-    from ocibridge.modelpack.extract import extract
+    from ocibridge.model.extract import extract
 
     model = make_model(tmp_path / "model")
     with _store(registry, unique_repo) as store:
@@ -261,7 +263,8 @@ def test_referrers_api_is_used_where_the_registry_has_it(registry, fault_proxy, 
         assert [d.digest for d in via.referrers(root)] == [sig_desc.digest]
         assert via.referrers(root, "application/vnd.example.sbom") == []
         out = LayoutStore(tmp_path / "out", create=True)
-        stats = copy(via, "v1", out, "v1", referrers=True)
+        stats = copy(via, "v1", out, "v1", referrers=True,
+                     hooks=CopyHooks(companions=SignatureCompanions()))
     assert stats.referrers == [sig_desc.digest]
     assert [d.digest for d in out.referrers(root)] == [sig_desc.digest]
     assert fault_proxy.requests_matching("GET", "/referrers/")
@@ -285,7 +288,8 @@ def test_referrers_200_that_is_not_an_index_means_no_api(registry, fault_proxy, 
         200, None, b"<html>registry UI</html>", (("Content-Type", "text/html"),)), times=None)
     out = LayoutStore(tmp_path / "out", create=True)
     with _store(fault_proxy, unique_repo) as via:
-        stats = copy(via, "v1", out, "v1", referrers=True)
+        stats = copy(via, "v1", out, "v1", referrers=True,
+                     hooks=CopyHooks(companions=SignatureCompanions()))
     assert stats.referrers == [sig_desc.digest]
     assert fault_proxy.requests_matching("GET", f"/manifests/{fallback_tag(root.digest)}")
 

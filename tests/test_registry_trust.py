@@ -94,7 +94,7 @@ def test_mtls_client_certificate_from_certs_d(mtls_registry, tmp_path) -> None:
 
 
 def test_debug_logs_each_request_with_secrets_redacted(registry, tmp_path) -> None:
-    from ocibridge.debuglog import redact
+    from ocibridge.stores.registry.debuglog import redact
 
     ref = f"{registry.host}/debug/{uuid.uuid4().hex[:8]}:v1"
     code, _, err = ocibridge("--debug", "push", str(_model(tmp_path)), ref, "-q", env=_isolated(tmp_path))

@@ -12,12 +12,12 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROBE = """
 import sys
-from ocibridge.cli import main
+from ocibridge.cli.commands import main
 try:
     main({args!r})
 except SystemExit:
     pass
-heavy = sorted(m for m in ("pydantic", "httpx", "httpcore", "ocibridge.api") if m in sys.modules)
+heavy = sorted(m for m in ("pydantic", "httpx", "httpcore", "ocibridge.api.model_ops") if m in sys.modules)
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 """
 
@@ -40,9 +40,9 @@ def test_the_package_names_still_resolve():
 
 COPY_PROBE = """
 import sys
-from ocibridge.cli import main
+from ocibridge.cli.commands import main
 code = main({args!r})
-heavy = sorted(m for m in ("pydantic", "ocibridge.api", "ocibridge.modelpack.builder", "ocibridge.formats.door",
+heavy = sorted(m for m in ("pydantic", "ocibridge.api.model_ops", "ocibridge.model.builder", "ocibridge.kinds.door",
                            "h2", "cryptography") if m in sys.modules)
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
 sys.exit(code)
@@ -52,7 +52,7 @@ sys.exit(code)
 def test_copy_between_registry_repositories_loads_no_pydantic(registry, unique_repo, tmp_path):
     """A copy needs the copy, the two stores and httpx; not pydantic, the modules of push and
     pull, h2 (HTTP/1.1 only) or the signature verifier (no --verify-key)."""
-    from ocibridge.cli import main
+    from ocibridge.cli.commands import main
 
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "w.bin").write_bytes(b"weights" * 100)
@@ -72,8 +72,8 @@ def test_copy_between_registry_repositories_loads_no_pydantic(registry, unique_r
 def test_building_only_the_command_run_parses_and_lists_alike(line):
     """main() builds the parser of the command typed first only (the others are listed by
     name and help): the same namespace, the same main --help, the others left unbuilt."""
-    from ocibridge.cli import _Unbuilt, build_parser
-    from ocibridge.cli_help import subcommands
+    from ocibridge.cli.commands import _Unbuilt, build_parser
+    from ocibridge.cli.help import subcommands
 
     full, lazy = build_parser(), build_parser(only=line[0])
     assert vars(lazy.parse_args(line)) == vars(full.parse_args(line))
@@ -84,7 +84,7 @@ def test_building_only_the_command_run_parses_and_lists_alike(line):
 
 PULL_PROBE = """
 import sys
-from ocibridge.cli import main
+from ocibridge.cli.commands import main
 code = main({args!r})
 heavy = sorted(m for m in sys.modules if m == "pydantic" or m.startswith({unused!r}))
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
@@ -93,10 +93,10 @@ sys.exit(code)
 #: what a pull of a ModelPack artifact into a directory has no use for: building (the builder,
 #: its packing and the config model with pydantic), reading a directory (classify), the other
 #: formats (archives, Ollama) and the other families with their conversion
-PULL_UNUSED = ("ocibridge.modelpack.builder", "ocibridge.modelpack.packing", "ocibridge.modelpack.config",
-               "ocibridge.modelpack.classify", "ocibridge.formats.carton", "ocibridge.formats.mlsteam",
-               "ocibridge.formats.ollama", "ocibridge.families.kitops", "ocibridge.families.docker",
-               "ocibridge.families.modelcar", "ocibridge.families.ollama", "ocibridge.families.conversion",
+PULL_UNUSED = ("ocibridge.model.builder", "ocibridge.model.packing", "ocibridge.model.config",
+               "ocibridge.model.classify", "ocibridge.kinds.carton", "ocibridge.kinds.mlsteam",
+               "ocibridge.kinds.ollama", "ocibridge.kinds.kitops.family", "ocibridge.kinds.docker.family",
+               "ocibridge.kinds.modelcar.family", "ocibridge.kinds.ollama.family", "ocibridge.kinds.conversion",
                "ocibridge.k8s")
 
 
@@ -104,7 +104,7 @@ def test_pull_of_a_modelpack_artifact_into_a_directory_loads_no_pydantic(registr
     """A pull into a directory needs the store, the family detection and the extractor; not
     pydantic nor the modules that build, export into other formats or convert other families
     (they are loaded when such a family or format is met)."""
-    from ocibridge.cli import main
+    from ocibridge.cli.commands import main
 
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "w.bin").write_bytes(b"weights" * 100)
@@ -124,7 +124,8 @@ def test_pull_of_a_modelpack_artifact_into_a_directory_loads_no_pydantic(registr
 
 def test_the_family_table_names_each_family_as_it_names_itself():
     """The registry loads a family when detection reaches its line, by the line's name."""
-    from ocibridge.families import registry, table
+    from ocibridge.kinds import families as registry
+    from ocibridge.kinds import family_table as table
 
     assert registry.names() == table.names()
     for name in table.names():

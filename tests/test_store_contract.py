@@ -21,19 +21,17 @@ from pathlib import Path
 import pytest
 from ollama_fixtures import DOCKER_MANIFEST, write_gguf, write_store
 
-from ocibridge.copy import copy
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
-from ocibridge.families.conversion import convert_artifact
-from ocibridge.formats.directory import read_directory
-from ocibridge.formats.ollama import OllamaRegistryStore, OllamaStore, parse_ollama_name
-from ocibridge.formats.ollama.exporter import OllamaView, _plan
+from ocibridge.kinds.conversion import convert_artifact
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.kinds.ollama import OllamaRegistryStore, OllamaStore, parse_ollama_name
+from ocibridge.kinds.ollama.exporter import OllamaView, _plan
 from ocibridge.mirror.relabel import RelabelStore
-from ocibridge.modelpack.builder import ARTIFACT_TAG, PlannedArtifact, build
-from ocibridge.modelpack.extract import DirectoryTarget, extract
+from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact, build
+from ocibridge.model.extract import DirectoryTarget, extract
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import parse_registry_reference
-from ocibridge.pullcache import cached_pull
 from ocibridge.stores.base import (
     Closable,
     Ingesting,
@@ -44,6 +42,8 @@ from ocibridge.stores.base import (
 )
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
+from ocibridge.transfer.copy import copy
+from ocibridge.transfer.pullcache import cached_pull
 
 WEIGHTS = bytes(range(256)) * 64  # the blob every case serves, known here
 ABSENT = Descriptor(mediaType="application/octet-stream", size=5,

@@ -10,12 +10,12 @@ import os
 
 from support.faultproxy import corrupt, ignore_range, throttle
 
-from ocibridge.copy import copy
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.partial import PARTIAL_PREFIX, partial_path
 from ocibridge.stores.registry import open_repository
+from ocibridge.transfer.copy import copy
 
 SIZE = 1_000_003  # not a multiple of the part size: the last part is short
 PART = 128 * 1024

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.fsutil import WRITE_MAX, pwrite_all, write_sliced
+from ocibridge.core.fsutil import WRITE_MAX, pwrite_all, write_sliced
 
 
 class RecordingFile(io.BytesIO):

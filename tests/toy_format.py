@@ -10,14 +10,14 @@ import tempfile
 from pathlib import Path
 from typing import ClassVar
 
+from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import SourceError
-from ocibridge.fsutil import atomic_write_bytes
-from ocibridge.modelpack.classify import classify
-from ocibridge.modelpack.extract import extract
-from ocibridge.modelpack.package import ModelFile, ModelPackage
+from ocibridge.model.classify import classify
+from ocibridge.model.extract import extract
+from ocibridge.model.package import ModelFile, ModelPackage
 from ocibridge.oci.models import Descriptor
-from ocibridge.results import PullResult
 from ocibridge.stores.base import Store
+from ocibridge.transfer.results import PullResult
 
 MAGIC = b'{"toy":'
 

@@ -1,11 +1,11 @@
 """Kubernetes image volumes: what CRI-O and containerd will mount, ModelCar images, Pod YAML."""
 
-from .check import CheckResult, check
-from .layers import TreeEntry
-from .modelcar import build_modelcar
-from .mount import MountResult, mount
-from .runtime import Runtime, RuntimeVersion
-from .volume import pinned_reference, pod_document, pod_yaml, volume_document, volume_yaml
+from ocibridge.k8s.check import CheckResult, check
+from ocibridge.k8s.mount import MountResult, mount
+from ocibridge.k8s.runtime import Runtime, RuntimeVersion
+from ocibridge.k8s.volume import pinned_reference, pod_document, pod_yaml, volume_document, volume_yaml
+from ocibridge.kinds.modelcar.build import build_modelcar
+from ocibridge.layers.apply import TreeEntry
 
 __all__ = [
     "CheckResult",

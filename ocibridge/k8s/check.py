@@ -11,27 +11,32 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..confined import MAX_LINK_HOPS
-from ..errors import OcibridgeError
-from ..modelpack.layers import UnreadableLayer
-from ..oci.mediatypes import DOCKER_CONFIG, DOCKER_MANIFEST, OCI_CONFIG, OCI_MANIFEST, Family, parse_layer_media_type
-from ..oci.models import Descriptor, ImageConfig, Manifest
-from ..stores.base import Store
-from .layers import Tree, TreeEntry, apply_layer
-from .runtime import (
+from ocibridge.core.confined import MAX_LINK_HOPS
+from ocibridge.errors import OcibridgeError
+from ocibridge.k8s.runtime import (
     DEFAULT_PLATFORM,
     IMAGE_MANIFEST_TYPES,
-    TAR_LAYER_TYPES,
     TITLE_KEY,
     Runtime,
     RuntimeVersion,
     Selection,
-    confine,
     crio_name,
-    parse_platform,
-    platform_matches,
     select,
 )
+from ocibridge.layers.apply import Tree, TreeEntry, apply_layer, confine
+from ocibridge.layers.reader import UnreadableLayer
+from ocibridge.oci.mediatypes import (
+    DOCKER_CONFIG,
+    DOCKER_MANIFEST,
+    OCI_CONFIG,
+    OCI_MANIFEST,
+    TAR_LAYER_TYPES,
+    Family,
+    parse_layer_media_type,
+)
+from ocibridge.oci.models import Descriptor, ImageConfig, Manifest
+from ocibridge.oci.platform import parse_platform, platform_matches
+from ocibridge.stores.base import Store
 
 #: Mode of a blob file in CRI-O's artifact store (containers/image writes layout blobs 0644).
 CRIO_BLOB_MODE = 0o644

@@ -16,13 +16,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import OcibridgeError
-from ..fsutil import TEMP_PREFIX
-from ..oci.models import Descriptor, ImageConfig
-from ..stores.base import Store
-from .check import CRIO_BLOB_MODE, check
-from .layers import Tree, apply_layer
-from .runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, Selection, confine, crio_name, select
+from ocibridge.core.fsutil import TEMP_PREFIX
+from ocibridge.errors import OcibridgeError
+from ocibridge.k8s.check import CRIO_BLOB_MODE, check
+from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, Selection, crio_name, select
+from ocibridge.layers.apply import Tree, apply_layer, confine
+from ocibridge.oci.models import Descriptor, ImageConfig
+from ocibridge.stores.base import Store
 
 
 @dataclass

@@ -20,36 +20,21 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..errors import OcibridgeError
-from ..oci.mediatypes import (
+from ocibridge.errors import OcibridgeError
+from ocibridge.oci.mediatypes import (
     DOCKER_CONFIG,
-    DOCKER_LAYER_GZIP,
     DOCKER_MANIFEST,
     OCI_CONFIG,
-    OCI_LAYER_TAR,
-    OCI_LAYER_TAR_GZIP,
-    OCI_LAYER_TAR_ZSTD,
     OCI_MANIFEST,
 )
-from ..oci.models import Descriptor, Index, Manifest, Platform, parse_manifest_bytes
-from ..stores.base import Store
+from ocibridge.oci.models import Descriptor, Index, Manifest, Platform, parse_manifest_bytes
+from ocibridge.oci.platform import parse_platform, platform_matches
+from ocibridge.stores.base import Store
 
 DEFAULT_PLATFORM = "linux/amd64"
 TITLE_KEY = "org.opencontainers.image.title"
 IMAGE_MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
 IMAGE_CONFIG_TYPES = ("", OCI_CONFIG, DOCKER_CONFIG)
-DOCKER_LAYER_TAR = "application/vnd.docker.image.rootfs.diff.tar"
-#: Layer media types an image unpacker applies, and how each is compressed.
-TAR_LAYER_TYPES = {
-    OCI_LAYER_TAR: None,
-    OCI_LAYER_TAR_GZIP: "gzip",
-    OCI_LAYER_TAR_ZSTD: "zstd",
-    "application/vnd.oci.image.layer.nondistributable.v1.tar": None,
-    "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip": "gzip",
-    "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd": "zstd",
-    DOCKER_LAYER_GZIP: "gzip",
-    DOCKER_LAYER_TAR: None,
-}
 
 
 class Runtime(str, Enum):
@@ -146,21 +131,6 @@ class RuntimeVersion:
         return self.label
 
 
-def parse_platform(text: str) -> Platform:
-    """``os/arch[/variant]`` as a Platform."""
-    parts = text.split("/")
-    if len(parts) not in (2, 3) or not all(parts):
-        raise OcibridgeError(f"invalid platform {text!r} (expected os/arch[/variant])")
-    return Platform(os=parts[0], architecture=parts[1], variant=parts[2] if len(parts) == 3 else None)
-
-
-def platform_matches(have: Platform, want: Platform) -> bool:
-    """os and architecture equal; a variant only has to agree where both name one."""
-    if have.os != want.os or have.architecture != want.architecture:
-        return False
-    return not (have.variant and want.variant and have.variant != want.variant)
-
-
 @dataclass
 class Selection:
     """The manifest a runtime ends up with for a reference, and how it got there."""
@@ -228,21 +198,3 @@ def crio_name(desc: Descriptor, version: RuntimeVersion | None = None) -> str | 
     key = (version or RuntimeVersion.parse(Runtime.CRIO)).filepath_key
     name = annotations[TITLE_KEY] if TITLE_KEY in annotations else annotations.get(key)
     return name or None
-
-
-def confine(name: str) -> tuple[str, bool]:
-    """Where a name lands under the mount path as a secure join puts it: ``..`` never climbs
-    above the mount, absolute names become relative. Returns (path, whether it was clamped)."""
-    parts: list[str] = []
-    clamped = name.startswith("/")
-    for part in name.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if parts:
-                parts.pop()
-            else:
-                clamped = True
-            continue
-        parts.append(part)
-    return "/".join(parts), clamped

@@ -13,13 +13,13 @@ import json
 import re
 from typing import Any
 
-from ..errors import InvalidReference, OcibridgeError
-from ..oci.digest import is_digest
-from ..oci.reference import is_layout_reference, is_ollama_reference, parse_registry_reference
-from ..stores.base import Store
-from .check import MODELCAR_ROOT, check
-from .modelcar import SOURCE_ANNOTATION
-from .runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
+from ocibridge.errors import InvalidReference, OcibridgeError
+from ocibridge.k8s.check import MODELCAR_ROOT, check
+from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
+from ocibridge.kinds.modelcar.build import SOURCE_ANNOTATION
+from ocibridge.oci.digest import is_digest
+from ocibridge.oci.reference import is_layout_reference, is_ollama_reference, parse_registry_reference
+from ocibridge.stores.base import Store
 
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 DEFAULT_IMAGE = "busybox:1.36"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import OcibridgeError
-from .job import MirrorJob
-from .run import ProgressCallback, run_job
-from .summary import ArtifactResult, MirrorSummary
+from ocibridge.errors import OcibridgeError
+from ocibridge.mirror.job import MirrorJob
+from ocibridge.mirror.run import ProgressCallback, run_job
+from ocibridge.mirror.summary import ArtifactResult, MirrorSummary
 
 __all__ = ["ArtifactResult", "MirrorJob", "MirrorSummary", "ProgressCallback", "load_job", "parse_job",
            "run_job"]

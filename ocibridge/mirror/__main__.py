@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .command import mirror_command
+from ocibridge.mirror.command import mirror_command
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,11 +8,11 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from ..errors import OcibridgeError
-from ..terminal import one_line, printable
-from . import load_job, run_job
-from .shard import parse_shard
-from .summary import ArtifactResult
+from ocibridge.core.terminal import one_line, printable
+from ocibridge.errors import OcibridgeError
+from ocibridge.mirror import load_job, run_job
+from ocibridge.mirror.shard import parse_shard
+from ocibridge.mirror.summary import ArtifactResult
 
 
 def mirror_command(job_path: str, *, dry_run: bool = False, as_json: bool = False,

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from ..errors import InvalidReference, NotFound, OcibridgeError
-from ..oci.models import Descriptor
-from ..oci.reference import (
+from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
+from ocibridge.mirror.job import MirrorJob
+from ocibridge.oci.models import Descriptor
+from ocibridge.oci.reference import (
     is_layout_reference,
     is_ollama_reference,
     names_version,
@@ -25,12 +26,11 @@ from ..oci.reference import (
     parse_ollama_reference,
     parse_registry_reference,
 )
-from ..stores.base import Store, close_store
-from ..stores.layout import LayoutStore
-from .job import MirrorJob
+from ocibridge.stores.base import Store, close_store
+from ocibridge.stores.layout import LayoutStore
 
 if TYPE_CHECKING:
-    from ..stores.registry.options import RequestGate
+    from ocibridge.stores.registry.options import RequestGate
 
 
 @dataclass
@@ -77,7 +77,7 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
         registry_ref = parse_registry_reference(text)
     except InvalidReference as e:
         raise OcibridgeError(f"{text!r}: {e}") from None
-    from ..stores.registry import open_repository
+    from ocibridge.stores.registry import open_repository
 
     options = job.registry_options(registry_ref.registry).with_gate(gate)
     registry_store = open_repository(registry_ref, options)
@@ -87,7 +87,7 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
 
 
 def _ollama_endpoint(text: str, job: MirrorJob, gate: RequestGate | None) -> Endpoint:
-    from ..stores.ollama.store import OllamaStore, default_models_dir
+    from ocibridge.kinds.ollama.store import OllamaStore, default_models_dir
 
     try:
         ref = parse_ollama_reference(text)
@@ -96,8 +96,8 @@ def _ollama_endpoint(text: str, job: MirrorJob, gate: RequestGate | None) -> End
     name = ref.name
     reference = name.digest or (name.tag if names_version(text.split(":", 1)[1]) else None)
     if ref.remote:
-        from ..oci.reference import RegistryReference
-        from ..stores.registry import open_repository
+        from ocibridge.oci.reference import RegistryReference
+        from ocibridge.stores.registry import open_repository
 
         repo = RegistryReference(name.host, name.repository, None, None)
         store: Store = open_repository(repo, job.registry_options(name.host).with_gate(gate))

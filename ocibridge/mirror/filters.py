@@ -11,9 +11,9 @@ import fnmatch
 import re
 from collections.abc import Callable, Iterable
 
-from ..errors import OcibridgeError
-from .job import TagFilter
-from .semver import parse_range, parse_version
+from ocibridge.errors import OcibridgeError
+from ocibridge.mirror.job import TagFilter
+from ocibridge.mirror.semver import parse_range, parse_version
 
 REGEX_PREFIX = "re:"
 _REFERRER_TAG = re.compile(r"^sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?\Z")

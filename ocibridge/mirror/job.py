@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from ..errors import OcibridgeError
+from ocibridge.errors import OcibridgeError
 
 if TYPE_CHECKING:
-    from ..stores.registry.options import RegistryOptions
+    from ocibridge.stores.registry.options import RegistryOptions
 
 FamilyName = Literal["cnai", "cncf", "modelkit", "docker-model", "any"]
 ConvertTo = Literal["cnai", "cncf", "modelpack", "modelkit", "docker-model", "modelcar", "ollama"]
@@ -195,7 +195,7 @@ class MirrorJob(_Strict):
 
     def registry_options(self, host: str) -> RegistryOptions:
         """How to reach ``host`` (``open_repository``'s options); secrets read now."""
-        from ..stores.registry.options import RegistryOptions
+        from ocibridge.stores.registry.options import RegistryOptions
 
         auth = self.registries.get(host)
         if auth is None:
@@ -211,7 +211,7 @@ class MirrorJob(_Strict):
         v = settings.verify
         if v is None:
             return None
-        from ..signing import VerifyPolicy
+        from ocibridge.signing import VerifyPolicy
 
         return VerifyPolicy.from_files(
             [str(self._path(k)) for k in v.keys], identity=v.certificate_identity,

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import OcibridgeError, UsageError
-from ..oci.reference import on_this_machine
-from .job import MirrorJob
+from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.mirror.job import MirrorJob
+from ocibridge.oci.reference import on_this_machine
 
 JOB_DIR = "/etc/ocibridge/job"
 DOCKER_DIR = "/etc/ocibridge/docker"

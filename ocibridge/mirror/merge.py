@@ -17,9 +17,9 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import OcibridgeError, UsageError
-from ..terminal import one_line
-from .summary import ArtifactResult, EntrySummary, MirrorSummary
+from ocibridge.core.terminal import one_line
+from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.mirror.summary import ArtifactResult, EntrySummary, MirrorSummary
 
 #: A report larger than this is not one ocibridge wrote (a million artifacts is ~1 GiB).
 MAX_REPORT_BYTES = 1 << 30

@@ -16,21 +16,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import NotFound, OcibridgeError, SignatureError
-from ..oci.digest import is_digest
-from ..oci.mediatypes import Family, family_of_artifact
-from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
-from ..oci.reference import check_tag
-from ..signing.attach import companion_tags, is_signature_referrer
-from ..signing.policy import verify_before_use
-from ..stores.base import Mounting, Store, blob_origin, is_manifest
-from .endpoints import Endpoint, open_endpoint
-from .filters import select_tags
-from .job import MirrorJob, ResolvedSettings, SyncEntry
-from .ratelimit import TokenBucket
-from .relabel import RelabelStore
-from .shard import Shard, artifact_key
-from .summary import ArtifactResult, EntrySummary
+from ocibridge.errors import NotFound, OcibridgeError, SignatureError
+from ocibridge.mirror.endpoints import Endpoint, open_endpoint
+from ocibridge.mirror.filters import select_tags
+from ocibridge.mirror.job import MirrorJob, ResolvedSettings, SyncEntry
+from ocibridge.mirror.ratelimit import TokenBucket
+from ocibridge.mirror.relabel import RelabelStore
+from ocibridge.mirror.shard import Shard, artifact_key
+from ocibridge.mirror.summary import ArtifactResult, EntrySummary
+from ocibridge.oci.digest import is_digest
+from ocibridge.oci.mediatypes import Family, family_of_artifact
+from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.oci.reference import check_tag
+from ocibridge.signing.attach import companion_tags, is_signature_referrer
+from ocibridge.signing.policy import verify_before_use
+from ocibridge.stores.base import Mounting, Store, blob_origin, is_manifest
 
 Fetch = Callable[[Store, Descriptor], bytes]
 
@@ -227,7 +227,7 @@ class _Planner:
     def _converted(self, original: Descriptor, result: ArtifactResult) -> tuple[Store, Descriptor]:
         """The artifact as family ``convert``; what the conversion drops is said per artifact:
         fields the target cannot hold, and referrers (signatures name the original digest)."""
-        from ..families import convert_staged
+        from ocibridge.kinds import convert_staged
 
         assert self.to_family is not None
         with self._lock:
@@ -289,8 +289,8 @@ class _Planner:
         return found
 
     def _from_ollama(self, ref: str) -> tuple[Store, Descriptor, str]:
-        from ..formats.ollama import OllamaStore, parse_ollama_name, read_ollama
-        from ..modelpack.builder import ARTIFACT_TAG, BuildOptions, build
+        from ocibridge.kinds.ollama import OllamaStore, parse_ollama_name, read_ollama
+        from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, build
 
         name = None
         if self.src.host is None and isinstance(self.src.store, OllamaStore):  # local: name each tag
@@ -306,7 +306,7 @@ class _Planner:
         family = Family(self.view.to if self.view is not None else Family.CNAI)
         artifact = build(package, BuildOptions(family=family))
         if self.to_family is not None:
-            from ..families import convert_staged
+            from ocibridge.kinds import convert_staged
 
             with self._lock:
                 scratch = self.plan.scratch_dir()
@@ -401,7 +401,7 @@ def signatures_missing(src: Store, dst: Store, desc: Descriptor) -> bool:
 
 def _other_family(store: Store, desc: Descriptor) -> str | None:
     """The name of a model family other than ModelPack (modelkit, docker-model), or None."""
-    from ..families import NotAModel, identify
+    from ocibridge.kinds import NotAModel, identify
 
     try:
         name: str = identify(store, desc.digest).family.name

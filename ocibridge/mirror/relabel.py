@@ -13,10 +13,10 @@ import io
 import threading
 from typing import Any, BinaryIO
 
-from ..errors import NotFound
-from ..oci.mediatypes import Family
-from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
-from ..stores.base import Store, is_manifest
+from ocibridge.errors import NotFound
+from ocibridge.oci.mediatypes import Family
+from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.stores.base import Store, is_manifest
 
 
 def _swap(value: str | None, prefixes: dict[str, str]) -> str | None:

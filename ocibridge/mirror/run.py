@@ -1,6 +1,6 @@
 """Executing a mirror job: plan each entry, then copy its artifacts with bounded concurrency.
 
-Every artifact is one :func:`ocibridge.copy.copy` pinned to the planned digest, so blobs the
+Every artifact is one :func:`ocibridge.transfer.copy.copy` pinned to the planned digest, so blobs the
 target holds are HEAD-skipped, blobs of the same registry are mounted, and the tag is written
 only after the whole graph is there. That is what makes a killed job safe to re-run: what
 finished is skipped, what did not is sent again, nothing half-done is ever tagged.
@@ -14,15 +14,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
-from ..copy import BlobLocks, CopyHooks, copy
-from ..errors import OcibridgeError
-from ..oci.models import Descriptor
-from ..stores.base import WritableStore
-from .job import MirrorJob
-from .plan import ArtifactPlan, EntryPlan, plan_entry
-from .shard import Shard
-from .siblings import offer_mounts, sibling_repositories
-from .summary import ArtifactResult, MirrorSummary
+from ocibridge.errors import OcibridgeError
+from ocibridge.mirror.job import MirrorJob
+from ocibridge.mirror.plan import ArtifactPlan, EntryPlan, plan_entry
+from ocibridge.mirror.shard import Shard
+from ocibridge.mirror.siblings import offer_mounts, sibling_repositories
+from ocibridge.mirror.summary import ArtifactResult, MirrorSummary
+from ocibridge.oci.models import Descriptor
+from ocibridge.signing.attach import SignatureCompanions
+from ocibridge.stores.base import WritableStore
+from ocibridge.transfer.copy import BlobLocks, CopyHooks, copy
 
 ProgressCallback = Callable[[str, ArtifactResult], None]
 """Called as ``progress(event, result)``; event is ``planned``, ``skipped``, ``copied`` or ``failed``.
@@ -97,7 +98,8 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
     try:
         stats = copy(item.store, item.src_ref, target, item.tag,
                      concurrency=blobs, referrers=item.referrers, blob_locks=locks, progress=record,
-                     hooks=CopyHooks(mounts=item.mounts))
+                     hooks=CopyHooks(mounts=item.mounts,
+                                     companions=SignatureCompanions() if item.referrers else None))
     except OcibridgeError as e:
         result.status, result.reason = "failed", str(e)
         return result

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from ..errors import UsageError
+from ocibridge.errors import UsageError
 
 #: More shards than this is a typing mistake, not a plan (an Indexed Job allows 100,000).
 MAX_SHARDS = 100_000

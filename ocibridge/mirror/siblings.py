@@ -11,11 +11,11 @@ left only to shards racing for the same blob at the same moment.
 
 from __future__ import annotations
 
-from ..errors import InvalidReference
-from ..oci.reference import is_layout_reference, is_ollama_reference, parse_registry_reference
-from ..stores.base import Store
-from ..stores.registry.blobhomes import BLOB_HOMES, HOMES_PER_BLOB
-from .job import MirrorJob
+from ocibridge.errors import InvalidReference
+from ocibridge.mirror.job import MirrorJob
+from ocibridge.oci.reference import is_layout_reference, is_ollama_reference, parse_registry_reference
+from ocibridge.stores.base import Store
+from ocibridge.stores.registry.blobhomes import BLOB_HOMES, HOMES_PER_BLOB
 
 
 def sibling_repositories(job: MirrorJob, index: int, limit: int = HOMES_PER_BLOB) -> list[str]:
@@ -40,7 +40,7 @@ def offer_mounts(target: Store, digests: list[str], repositories: list[str]) -> 
     blobs the process knows no home of yet (known homes are better guesses and are kept)."""
     if not repositories:
         return
-    from ..stores.registry import RegistryStore  # httpx: only when a registry is written
+    from ocibridge.stores.registry import RegistryStore  # httpx: only when a registry is written
 
     if not isinstance(target, RegistryStore):
         return

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from ..terminal import one_line
-from .shard import Shard
+from ocibridge.core.terminal import one_line
+from ocibridge.mirror.shard import Shard
 
 Status = Literal["copied", "skipped", "failed", "planned"]
 

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import DigestMismatch, OcibridgeError
-from ..streams import Reader, close_reader
+from ocibridge.core.streams import Reader, close_reader
+from ocibridge.errors import DigestMismatch, OcibridgeError
 
 CHUNK = 1 << 20
 _ALGORITHMS = {"sha256": 64, "sha512": 128}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 
-from .mediatypes import ANNOTATION_TITLE, Family
-from .models import Descriptor
+from ocibridge.oci.mediatypes import ANNOTATION_TITLE, Family
+from ocibridge.oci.models import Descriptor
 
 
 def layer_path(desc: Descriptor) -> str | None:

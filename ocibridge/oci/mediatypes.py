@@ -135,3 +135,16 @@ def family_of_artifact(artifact_type: str | None, config_media_type: str | None)
         if artifact_type == family.artifact_type or config_media_type == family.config_media_type:
             return family
     return None
+
+DOCKER_LAYER_TAR = "application/vnd.docker.image.rootfs.diff.tar"
+#: Layer media types an image unpacker applies, and how each is compressed.
+TAR_LAYER_TYPES = {
+    OCI_LAYER_TAR: None,
+    OCI_LAYER_TAR_GZIP: "gzip",
+    OCI_LAYER_TAR_ZSTD: "zstd",
+    "application/vnd.oci.image.layer.nondistributable.v1.tar": None,
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip": "gzip",
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd": "zstd",
+    DOCKER_LAYER_GZIP: "gzip",
+    DOCKER_LAYER_TAR: None,
+}

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
-from ..errors import OcibridgeError
-from .digest import check_digest, sha256_bytes
-from .mediatypes import INDEX_TYPES, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
+from ocibridge.errors import OcibridgeError
+from ocibridge.oci.digest import check_digest, sha256_bytes
+from ocibridge.oci.mediatypes import INDEX_TYPES, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
 
 _W = TypeVar("_W", bound="_Wire")
 _V = TypeVar("_V")

@@ -12,7 +12,7 @@ A registry reference without a host means Docker Hub (``docker.io``), a one-part
 there means ``library/<name>``, no tag and no digest means ``latest``. Ollama names keep
 Ollama's defaults (``registry.ollama.ai``, ``library``, ``latest``). Which files are archives
 of a source format is not known here: :func:`parse_reference` takes their suffixes (the
-format table in :mod:`ocibridge.formats.table` supplies them).
+format table in :mod:`ocibridge.kinds.source_table` supplies them).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..errors import InvalidReference
-from .digest import is_digest
+from ocibridge.errors import InvalidReference
+from ocibridge.oci.digest import is_digest
 
 DEFAULT_REGISTRY = "docker.io"
 DEFAULT_TAG = "latest"

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .digest import check_digest
-from .mediatypes import OCI_INDEX, OCI_MANIFEST
+from ocibridge.oci.digest import check_digest
+from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST
 
 
 class _Wire(BaseModel):

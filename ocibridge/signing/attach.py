@@ -12,12 +12,18 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import NotFound
-from ..oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ..stores.base import Store, WritableStore
-from .bundle import EMPTY_JSON, is_bundle_type, referrer_manifest
-from .classic import COMPANION_SUFFIXES, SignatureLayer, merged_layers, signature_manifest, signature_tag
-from .payload import SIMPLE_SIGNING_MEDIA_TYPE
+from ocibridge.errors import NotFound
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.signing.bundle import EMPTY_JSON, is_bundle_type, referrer_manifest
+from ocibridge.signing.classic import (
+    COMPANION_SUFFIXES,
+    SignatureLayer,
+    merged_layers,
+    signature_manifest,
+    signature_tag,
+)
+from ocibridge.signing.payload import SIMPLE_SIGNING_MEDIA_TYPE
+from ocibridge.stores.base import Store, WritableStore
 
 
 def _put_blob(store: WritableStore, desc: Descriptor, data: bytes) -> None:
@@ -131,3 +137,15 @@ def carry_companion_tags(src: Store, dst: WritableStore, subject: Descriptor,
         dst.push_manifest(merged, data, tag)
         carried.append(merged.digest)
     return carried
+
+
+class SignatureCompanions:
+    """The copy's :class:`~ocibridge.transfer.copy.Companions` for signatures: bundle referrers
+    count as signatures, and cosign's tag-named companions travel with their subject."""
+
+    def is_signature(self, desc: Descriptor) -> bool:
+        return is_signature_referrer(desc)
+
+    def carry(self, src: Store, dst: WritableStore, subject: Descriptor,
+              copy_manifest: Callable[[Descriptor], None]) -> list[str]:
+        return carry_companion_tags(src, dst, subject, copy_manifest)

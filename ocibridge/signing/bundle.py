@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from ..errors import SignatureError
-from ..oci.digest import split_digest
-from ..oci.mediatypes import ANNOTATION_CREATED, OCI_EMPTY, OCI_MANIFEST
-from ..oci.models import Descriptor, Manifest
+from ocibridge.errors import SignatureError
+from ocibridge.oci.digest import split_digest
+from ocibridge.oci.mediatypes import ANNOTATION_CREATED, OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, Manifest
 
 if TYPE_CHECKING:  # copies import this module: ``cryptography`` only when signing or verifying
-    from . import keys
+    from ocibridge.signing import keys
 
 BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 #: Media types bundles are written under (older: a ``version`` parameter).
@@ -60,7 +60,7 @@ def pae(payload_type: str, payload: bytes) -> bytes:
 
 def make_bundle(key: keys.PrivateKey, payload: bytes) -> bytes:
     """A v0.3 bundle: ``payload`` (a statement) in a DSSE envelope signed by ``key``."""
-    from . import keys
+    from ocibridge.signing import keys
 
     signature = keys.sign(key, pae(IN_TOTO_PAYLOAD_TYPE, payload))
     doc = {
@@ -141,7 +141,7 @@ def parse_bundle(data: bytes) -> BundleContent:
 
 def verify_envelope(envelope: dict[str, Any], key: keys.PublicKey) -> bytes:
     """The envelope's payload if one of its signatures verifies with ``key``; else raises."""
-    from . import keys
+    from ocibridge.signing import keys
 
     try:
         payload = base64.b64decode(envelope["payload"], validate=True)

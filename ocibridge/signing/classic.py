@@ -13,10 +13,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..oci.digest import split_digest
-from ..oci.mediatypes import OCI_CONFIG, OCI_MANIFEST
-from ..oci.models import Descriptor
-from .payload import SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE
+from ocibridge.oci.digest import split_digest
+from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_MANIFEST
+from ocibridge.oci.models import Descriptor
+from ocibridge.signing.payload import SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
 #: Tags cosign keeps beside a digest: signatures, attestations, SBOMs.

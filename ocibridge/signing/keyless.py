@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import SignatureError
-from .bundle import statement_claims
+from ocibridge.errors import SignatureError
+from ocibridge.signing.bundle import statement_claims
 
 
 @dataclass(frozen=True)

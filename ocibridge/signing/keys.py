@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from ..errors import SignatureError
+from ocibridge.errors import SignatureError
 
 #: The environment variable cosign reads a key's password from; ocibridge reads the same one.
 PASSWORD_ENV = "COSIGN_PASSWORD"

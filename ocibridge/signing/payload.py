@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SignatureError
+from ocibridge.errors import SignatureError
 
 SIMPLE_SIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"

@@ -3,10 +3,10 @@ convert) refuse it unless a signature verifies, and do so before they write anyt
 
 from __future__ import annotations
 
-from ..errors import SignatureError
-from ..oci.models import Descriptor
-from ..stores.base import Store
-from .verify import Verified, VerifyPolicy, verify_artifact
+from ocibridge.errors import SignatureError
+from ocibridge.oci.models import Descriptor
+from ocibridge.signing.verify import Verified, VerifyPolicy, verify_artifact
+from ocibridge.stores.base import Store
 
 __all__ = ["VerifyPolicy", "verify_before_use"]
 

@@ -6,13 +6,13 @@ import base64
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ..oci.models import Descriptor
-from ..stores.base import WritableStore
-from . import keys
-from .attach import attach_bundle, attach_classic
-from .bundle import make_bundle, statement
-from .classic import signature_layer, signature_tag
-from .payload import simple_signing_payload
+from ocibridge.oci.models import Descriptor
+from ocibridge.signing import keys
+from ocibridge.signing.attach import attach_bundle, attach_classic
+from ocibridge.signing.bundle import make_bundle, statement
+from ocibridge.signing.classic import signature_layer, signature_tag
+from ocibridge.signing.payload import simple_signing_payload
+from ocibridge.stores.base import WritableStore
 
 Form = Literal["classic", "bundle"]
 FORMS: tuple[Form, ...] = ("classic", "bundle")

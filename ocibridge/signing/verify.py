@@ -15,15 +15,15 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SignatureError
-from ..oci.models import Descriptor
-from ..stores.base import Store
-from . import keys
-from .attach import find_signatures
-from .bundle import BundleContent, parse_bundle, statement_claims, verify_envelope
-from .classic import SignatureLayer
-from .keyless import Identity, verify_keyless
-from .payload import parse_simple_signing
+from ocibridge.errors import SignatureError
+from ocibridge.oci.models import Descriptor
+from ocibridge.signing import keys
+from ocibridge.signing.attach import find_signatures
+from ocibridge.signing.bundle import BundleContent, parse_bundle, statement_claims, verify_envelope
+from ocibridge.signing.classic import SignatureLayer
+from ocibridge.signing.keyless import Identity, verify_keyless
+from ocibridge.signing.payload import parse_simple_signing
+from ocibridge.stores.base import Store
 
 CERTIFICATE_ANNOTATION = "dev.sigstore.cosign/certificate"
 
@@ -100,7 +100,7 @@ def verify_artifact(store: Store, subject: Descriptor, policy: VerifyPolicy) -> 
 
 
 def _sig_tag(subject: Descriptor) -> str:
-    from .classic import signature_tag
+    from ocibridge.signing.classic import signature_tag
 
     return signature_tag(subject.digest)
 

@@ -6,17 +6,17 @@ package for the protocols, and the layout's module brings tempfile and shutil (~
 
 from typing import TYPE_CHECKING, Any
 
-from .base import ReadableStore, Store, WritableStore
+from ocibridge.stores.base import ReadableStore, Store, WritableStore
 
 if TYPE_CHECKING:
-    from .layout import LayoutStore
+    from ocibridge.stores.layout import LayoutStore
 
 __all__ = ["LayoutStore", "ReadableStore", "Store", "WritableStore"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "LayoutStore":
-        from .layout import LayoutStore
+        from ocibridge.stores.layout import LayoutStore
 
         return LayoutStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
-from ..oci.mediatypes import ALL_MANIFEST_TYPES
-from ..oci.models import Descriptor
+from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES
+from ocibridge.oci.models import Descriptor
 
 #: Manifests and configs are small; anything larger is refused rather than read into memory.
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024

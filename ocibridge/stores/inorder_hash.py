@@ -17,10 +17,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import interrupt
-from ..errors import DigestMismatch
-from ..oci.digest import CHUNK, Hasher
-from .part_governor import PartsAbandoned
+from ocibridge.core import interrupt
+from ocibridge.errors import DigestMismatch
+from ocibridge.oci.digest import CHUNK, Hasher
+from ocibridge.stores.part_governor import PartsAbandoned
 
 BUFFER = 512 * 1024
 

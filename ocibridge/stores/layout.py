@@ -20,16 +20,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import DigestMismatch, NotFound, OcibridgeError
-from ..fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
-from ..oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
-from ..oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
-from ..oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
-from ..oci.reference import check_tag
-from ..stale import locked_tempfile, remove_stale
-from .base import MAX_MANIFEST_BYTES, Reopen, is_manifest
-from .partial import PARTIAL_PREFIX, download
-from .ranged import ByteCount, RangedBlobSource
+from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
+from ocibridge.core.stale import locked_tempfile, remove_stale
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
+from ocibridge.oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
+from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
+from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.oci.reference import check_tag
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, is_manifest
+from ocibridge.stores.partial import PARTIAL_PREFIX, download
+from ocibridge.stores.ranged import ByteCount, RangedBlobSource
 
 LAYOUT_FILE = "oci-layout"
 LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}

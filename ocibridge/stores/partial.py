@@ -23,13 +23,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import DigestMismatch
-from ..fsutil import pwrite_all
-from ..oci.digest import Hasher, new_hasher, split_digest
-from ..oci.models import Descriptor
-from .inorder_hash import BufferPool, InOrderHash
-from .part_governor import PartGovernor, PartsAbandoned
-from .ranged import ByteCount, RangedBlobSource, RangedPlan, RangeReader
+from ocibridge.core.fsutil import pwrite_all
+from ocibridge.errors import DigestMismatch
+from ocibridge.oci.digest import Hasher, new_hasher, split_digest
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.inorder_hash import BufferPool, InOrderHash
+from ocibridge.stores.part_governor import PartGovernor, PartsAbandoned
+from ocibridge.stores.ranged import ByteCount, RangedBlobSource, RangedPlan, RangeReader
 
 PARTIAL_PREFIX = ".ocibridge-partial-"
 PREFIX_SUFFIX = ".prefix"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..oci.models import Descriptor
+from ocibridge.oci.models import Descriptor
 
 
 @dataclass(frozen=True)

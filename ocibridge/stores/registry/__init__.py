@@ -9,14 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import httpx_cli  # noqa: F401  # before any submodule imports httpx: keeps its CLI (rich, click) unloaded
+from ocibridge.stores.registry import httpx_cli  # noqa: F401  # before any submodule imports httpx: keeps its CLI (rich, click) unloaded
 
 if TYPE_CHECKING:
-    from .client import ClientOptions, RegistryClient, TransferStats
-    from .credentials import credential_function, get_credentials, logout, store_credentials
-    from .loginflow import login
-    from .options import CredentialFunc, Credentials, RegistryOptions, RequestGate
-    from .store import RegistryStore, fallback_tag, open_repository
+    from ocibridge.stores.registry.client import ClientOptions, RegistryClient, TransferStats
+    from ocibridge.stores.registry.credentials import credential_function, get_credentials, logout, store_credentials
+    from ocibridge.stores.registry.loginflow import login
+    from ocibridge.stores.registry.options import CredentialFunc, Credentials, RegistryOptions, RequestGate
+    from ocibridge.stores.registry.store import RegistryStore, fallback_tag, open_repository
 
 _HOMES = {
     "ClientOptions": "client", "RegistryClient": "client", "TransferStats": "client",

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 
 import httpx
 
-from ...errors import RegistryError
-from .bodies import read_bounded
-from .options import Credentials
-from .transport import Layer, Origin, discard, policy_of
+from ocibridge.errors import RegistryError
+from ocibridge.stores.registry.bodies import read_bounded
+from ocibridge.stores.registry.options import Credentials
+from ocibridge.stores.registry.transport import Layer, Origin, discard, policy_of
 
 #: Tokens are renewed this many seconds before the server says they expire.
 EXPIRY_MARGIN = 5.0

@@ -27,16 +27,16 @@ from typing import Any, BinaryIO
 import httpcore
 import httpx
 
-from ... import interrupt
-from ...errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
-from ...httpheaders import header_int
-from ...oci.digest import CHUNK, Hasher
-from ...oci.models import Descriptor
-from ...streams import can_seek
-from .bodies import read_prefix
-from .chunkclock import ChunkClock
-from .client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
-from .uploadstate import UploadState
+from ocibridge.core import interrupt
+from ocibridge.core.httpheaders import header_int
+from ocibridge.core.streams import can_seek
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
+from ocibridge.oci.digest import CHUNK, Hasher
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.registry.bodies import read_prefix
+from ocibridge.stores.registry.chunkclock import ChunkClock
+from ocibridge.stores.registry.client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
+from ocibridge.stores.registry.uploadstate import UploadState
 
 #: A download gives up after this many attempts in a row that bring no new bytes.
 MAX_STALLED_RESUMES = 5

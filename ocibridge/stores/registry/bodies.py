@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import httpx
 
-from ...errors import RegistryError
-from ...oci.digest import CHUNK
+from ocibridge.errors import RegistryError
+from ocibridge.oci.digest import CHUNK
 
 ENV_MAX_BODY = "OCIBRIDGE_MAX_RESPONSE_BYTES"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024  # a tag page of 10,000 long tags is ~1 MiB
@@ -100,7 +100,7 @@ def decoded_chunks(response: httpx.Response, piece: int = CHUNK) -> Iterator[byt
         while data := raw.read(piece):
             yield data
         return
-    from ...httpencodings import DECODE_ERRORS, DECODERS, decoding_reader
+    from ocibridge.core.httpencodings import DECODE_ERRORS, DECODERS, decoding_reader
 
     codings = [c.strip().lower() for c in header.split(",")]
     known = ", ".join(c for c in codings if c in DECODERS)  # like httpx: an unknown label is no coding

@@ -16,18 +16,24 @@ from collections.abc import Iterable, Mapping
 
 import httpx
 
-from ...errors import RegistryError
-from .auth import Authenticator, AuthTransport
-from .bodies import read_bounded
-from .fallback import FallbackTransport
-from .hosts import host_settings
-from .options import CredentialFunc, RegistryOptions, anonymous
-from .ratelimit import RateLimit, RateLimitTransport
-from .redirects import MAX_REDIRECTS, REDIRECT_STATUSES, RedirectTransport
-from .retry import RETRY_STATUSES, Backoff, RetryTransport, TransportFailure, retry_after_seconds
-from .stats import TransferStats
-from .tracked import NetworkTransport, VerifyFactory
-from .transport import (
+from ocibridge.errors import RegistryError
+from ocibridge.stores.registry.auth import Authenticator, AuthTransport
+from ocibridge.stores.registry.bodies import read_bounded
+from ocibridge.stores.registry.fallback import FallbackTransport
+from ocibridge.stores.registry.hosts import host_settings
+from ocibridge.stores.registry.options import CredentialFunc, RegistryOptions, anonymous
+from ocibridge.stores.registry.ratelimit import RateLimit, RateLimitTransport
+from ocibridge.stores.registry.redirects import MAX_REDIRECTS, REDIRECT_STATUSES, RedirectTransport
+from ocibridge.stores.registry.retry import (
+    RETRY_STATUSES,
+    Backoff,
+    RetryTransport,
+    TransportFailure,
+    retry_after_seconds,
+)
+from ocibridge.stores.registry.stats import TransferStats
+from ocibridge.stores.registry.tracked import NetworkTransport, VerifyFactory
+from ocibridge.stores.registry.transport import (
     CountingTransport,
     GateTransport,
     LoggingTransport,
@@ -36,7 +42,7 @@ from .transport import (
     Shared,
     with_policy,
 )
-from .trust import host_cert_files, ssl_context
+from ocibridge.stores.registry.trust import host_cert_files, ssl_context
 
 __all__ = [
     "MAX_REDIRECTS", "REDIRECT_STATUSES", "RETRY_STATUSES", "ClientOptions", "RegistryClient",
@@ -62,7 +68,7 @@ ENV_USER_AGENT = "OCIBRIDGE_USER_AGENT"
 def user_agent() -> str:
     """``ocibridge/VERSION``, or ``$OCIBRIDGE_USER_AGENT``: a registry's access log then tells
     which tool (and, for a mirror shard, which shard) sent a request."""
-    from ...version import __version__
+    from ocibridge.version import __version__
 
     return os.environ.get(ENV_USER_AGENT) or f"ocibridge/{__version__}"
 

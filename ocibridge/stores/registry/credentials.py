@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ...errors import OcibridgeError
-from ...fsutil import atomic_write_bytes
-from .options import CredentialFunc, Credentials, RegistryOptions
+from ocibridge.core.fsutil import atomic_write_bytes
+from ocibridge.errors import OcibridgeError
+from ocibridge.stores.registry.options import CredentialFunc, Credentials, RegistryOptions
 
 __all__ = ["Credentials", "credential_function", "get_credentials", "logout", "store_credentials"]
 

@@ -11,8 +11,8 @@ import ssl
 
 import httpx
 
-from ... import interrupt
-from .transport import Layer, Origin, policy_of
+from ocibridge.core import interrupt
+from ocibridge.stores.registry.transport import Layer, Origin, policy_of
 
 
 class FallbackTransport(Layer):

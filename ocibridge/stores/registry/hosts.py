@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...errors import OcibridgeError
-from ...fsutil import atomic_write_bytes
+from ocibridge.core.fsutil import atomic_write_bytes
+from ocibridge.errors import OcibridgeError
 
 ENV_FILE = "OCIBRIDGE_REGISTRIES_CONF"
 

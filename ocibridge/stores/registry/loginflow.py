@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...errors import RegistryError
-from .client import RegistryClient
-from .credentials import store_credentials
-from .options import Credentials, RegistryOptions
+from ocibridge.errors import RegistryError
+from ocibridge.stores.registry.client import RegistryClient
+from ocibridge.stores.registry.credentials import store_credentials
+from ocibridge.stores.registry.options import Credentials, RegistryOptions
 
 
 def login(host: str, username: str, password: str, options: RegistryOptions | None = None, *,

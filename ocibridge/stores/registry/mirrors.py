@@ -9,11 +9,11 @@ gets its own from the credential files.
 
 from __future__ import annotations
 
-from ...errors import OcibridgeError
-from ...oci.reference import RegistryReference
-from .hosts import host_settings
-from .options import RegistryOptions
-from .store import RegistryStore, open_repository
+from ocibridge.errors import OcibridgeError
+from ocibridge.oci.reference import RegistryReference
+from ocibridge.stores.registry.hosts import host_settings
+from ocibridge.stores.registry.options import RegistryOptions
+from ocibridge.stores.registry.store import RegistryStore, open_repository
 
 
 def open_for_reading(ref: RegistryReference, options: RegistryOptions | None = None) -> RegistryStore:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ...errors import OcibridgeError
+from ocibridge.errors import OcibridgeError
 
 if TYPE_CHECKING:
     import httpx

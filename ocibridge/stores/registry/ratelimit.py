@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import httpx
 
-from ... import interrupt
-from .transport import Layer
+from ocibridge.core import interrupt
+from ocibridge.stores.registry.transport import Layer
 
 
 class RateLimit:

@@ -11,8 +11,8 @@ from urllib.parse import urljoin
 
 import httpx
 
-from ...errors import RegistryError
-from .transport import Layer, discard
+from ocibridge.errors import RegistryError
+from ocibridge.stores.registry.transport import Layer, discard
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 MAX_REDIRECTS = 5

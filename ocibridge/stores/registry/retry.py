@@ -14,12 +14,12 @@ import time
 
 import httpx
 
-from ... import interrupt
-from ...errors import RegistryError
-from ...httpheaders import header_int
-from .stats import TransferStats
-from .transport import Layer, discard, policy_of
-from .unreachable import classify
+from ocibridge.core import interrupt
+from ocibridge.core.httpheaders import header_int
+from ocibridge.errors import RegistryError
+from ocibridge.stores.registry.stats import TransferStats
+from ocibridge.stores.registry.transport import Layer, discard, policy_of
+from ocibridge.stores.registry.unreachable import classify
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 

@@ -17,9 +17,9 @@ from urllib.parse import urljoin
 
 import httpx
 
-from ...errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
-from ...httpheaders import header_int
-from ...oci.digest import (
+from ocibridge.core.httpheaders import header_int
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
+from ocibridge.oci.digest import (
     VerifyingReader,
     is_digest,
     new_hasher,
@@ -27,13 +27,13 @@ from ...oci.digest import (
     split_digest,
     verify_bytes,
 )
-from ...oci.mediatypes import ALL_MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
-from ...oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
-from ...oci.reference import RegistryReference, check_tag
-from ..base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
-from ..ranged import RangedPlan
-from .blobhomes import BLOB_HOMES
-from .blobs import (
+from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.oci.reference import RegistryReference, check_tag
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
+from ocibridge.stores.ranged import RangedPlan
+from ocibridge.stores.registry.blobhomes import BLOB_HOMES
+from ocibridge.stores.registry.blobs import (
     RANGE_PIECE,
     RESUMABLE_MIN,
     BlobDownload,
@@ -43,12 +43,12 @@ from .blobs import (
     pull_scope,
     push_scopes,
 )
-from .bodies import decoded_chunks, read_prefix
-from .client import RegistryClient, TransferStats
-from .credentials import credential_function
-from .manifestmemo import ManifestMemo
-from .options import RegistryOptions
-from .uploadstate import UploadState, file_identity
+from ocibridge.stores.registry.bodies import decoded_chunks, read_prefix
+from ocibridge.stores.registry.client import RegistryClient, TransferStats
+from ocibridge.stores.registry.credentials import credential_function
+from ocibridge.stores.registry.manifestmemo import ManifestMemo
+from ocibridge.stores.registry.options import RegistryOptions
+from ocibridge.stores.registry.uploadstate import UploadState, file_identity
 
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
 TAGS_PAGE_SIZE = 1000

@@ -19,7 +19,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from ... import interrupt
+from ocibridge.core import interrupt
 
 
 class TrackedBackend(httpcore.NetworkBackend):

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import httpx
 
-from .bodies import read_prefix
-from .options import RequestGate
-from .stats import TransferStats
+from ocibridge.stores.registry.bodies import read_prefix
+from ocibridge.stores.registry.options import RequestGate
+from ocibridge.stores.registry.stats import TransferStats
 
 #: The ``request.extensions`` key holding a request's :class:`RequestPolicy`.
 POLICY_KEY = "ocibridge.policy"

@@ -16,7 +16,7 @@ import os
 import ssl
 from pathlib import Path
 
-from ...errors import OcibridgeError
+from ocibridge.errors import OcibridgeError
 
 ENV_CERTS_DIRS = "OCIBRIDGE_CERTS_DIRS"
 

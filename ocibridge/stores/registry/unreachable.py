@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import ssl
 
-from ...errors import RegistryError
+from ocibridge.errors import RegistryError
 
 #: What OpenSSL says when the peer answers a TLS hello with plain HTTP.
 _PLAIN_HTTP_MARKERS = ("WRONG_VERSION_NUMBER", "record layer failure", "http request",

@@ -1,0 +1,101 @@
+"""The API's copy between stores (``copy_reference``) and the options every store is opened
+with (``TransferOptions``), apart from :mod:`ocibridge.api.model_ops`: ``ocibridge copy`` then loads
+neither the build, extract and format modules of the other commands nor pydantic (their
+import was a third of a copy's time within one registry). :mod:`ocibridge.api.model_ops` re-exports
+both names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ocibridge.kinds.targets import StoreTarget, open_store_target
+from ocibridge.oci.models import Descriptor
+from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, Companions, CopyHooks, copy
+from ocibridge.transfer.push_result import PushResult
+
+if TYPE_CHECKING:
+    from ocibridge.signing.verify import VerifyPolicy
+    from ocibridge.stores.registry.options import RegistryOptions
+    from ocibridge.transfer.progress import ProgressFn
+
+
+@dataclass
+class TransferOptions:
+    """How to reach registries and how hard to push; passed to every store that is opened."""
+
+    concurrency: int = DEFAULT_CONCURRENCY
+    plain_http: bool = False
+    insecure: bool = False
+    ca_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+    chunk_size: int | None = None
+    authfile: str | None = None  # read before the docker config and containers' auth.json
+    part_size: int | None = None  # ranged pulls: bytes per part
+    parts_in_flight: int | None = None  # ranged pulls: parts at once per blob
+    limit_rate: int | None = None  # bytes per second over every transfer
+
+    def registry_options(self) -> RegistryOptions:
+        """What every registry store opened with these options is given (one typed value)."""
+        from ocibridge.stores.registry.options import RegistryOptions
+
+        return RegistryOptions(
+            authfile=self.authfile, plain_http=self.plain_http, insecure=self.insecure,
+            ca_file=self.ca_file, username=self.username, password=self.password,
+            chunk_size=self.chunk_size, part_size=self.part_size,
+            parts_in_flight=self.parts_in_flight, limit_rate=self.limit_rate)
+
+
+def pinned(target: StoreTarget, desc: Descriptor) -> str:
+    text = target.text.split("@", 1)[0]
+    return f"{text}@{desc.digest}"
+
+
+def copy_reference(
+    src: str,
+    dst: str,
+    *,
+    referrers: bool = False,
+    transfer: TransferOptions | None = None,
+    progress: ProgressFn | None = None,
+    verify: VerifyPolicy | None = None,
+) -> PushResult:
+    """Copy an artifact (with its whole graph) between any two stores; with ``verify``, only
+    a signed one (checked before anything is written)."""
+    transfer = transfer or TransferOptions()
+    options = transfer.registry_options()
+    source = open_store_target(src, options=options)
+    if verify is not None:
+        source.reference = verified_digest(source, verify, src)
+    target = open_store_target(dst, for_write=True, options=options)
+    stats = copy(
+        source.store,
+        source.reference,
+        target.store,
+        target.tag,
+        concurrency=transfer.concurrency,
+        referrers=referrers,
+        progress=progress,
+        hooks=CopyHooks(undo_on_failure=True, companions=_signature_companions() if referrers else None),
+    )
+    assert stats.root is not None
+    return PushResult(pinned(target, stats.root), stats.root, stats)
+
+
+def verified_digest(source: StoreTarget, policy: VerifyPolicy, name: str) -> str:
+    """The digest ``source`` names, once a signature of it verifies (raises otherwise): what
+    is used next is pinned to what was verified."""
+    from ocibridge.signing.policy import verify_before_use
+
+    desc = source.store.resolve(source.reference)
+    verify_before_use(source.store, desc, policy, name=name)
+    return desc.digest
+
+
+def _signature_companions() -> Companions:
+    """Signatures travel with a copy that takes referrers (imported only then: ~15 ms)."""
+    from ocibridge.signing.attach import SignatureCompanions
+
+    return SignatureCompanions()

@@ -1,0 +1,272 @@
+"""The Python API. The CLI only parses arguments and calls these functions.
+
+    import ocibridge
+    result = ocibridge.push("models/tiny", "oci:/srv/store:tiny")
+    ocibridge.pull("oci:/srv/store:tiny", "out/")
+
+The builder (and with it the ModelPack config model, pydantic) is imported by what builds:
+``push``, and a ``pull`` that converts (an Ollama model). A pull of a ModelPack artifact into a
+directory loads neither it nor any other format's or family's modules (their import was most of
+a small pull's time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ocibridge.api.copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
+from ocibridge.api.copy import copy_reference as copy_reference
+from ocibridge.api.copy import pinned, verified_digest
+from ocibridge.core.overwrite import OnExisting
+from ocibridge.core.pathfilter import PathFilter
+from ocibridge.errors import UsageError
+from ocibridge.kinds import door
+from ocibridge.kinds.targets import StoreTarget, default_store_path, open_store_target
+from ocibridge.model.extract import resolve_model
+from ocibridge.model.inspect import inspect as inspect_artifact
+from ocibridge.oci.reference import on_registry
+from ocibridge.stores.base import Store
+from ocibridge.transfer.copy import CopyHooks, copy
+from ocibridge.transfer.progress import ProgressFn
+from ocibridge.transfer.progress_events import PushProgress
+from ocibridge.transfer.results import InspectResult, LoginResult, PullResult, PushResult, ValidateResult
+
+if TYPE_CHECKING:
+    from ocibridge.model.builder import BuildOptions
+    from ocibridge.model.package import ModelPackage
+    from ocibridge.oci.mediatypes import Kind
+    from ocibridge.signing.verify import VerifyPolicy
+
+
+def load_source(
+    source: str,
+    *,
+    format: str | None = None,
+    kind_overrides: Sequence[tuple[str, Kind]] = (),
+    excludes: tuple[str, ...] = (),
+    name: str | None = None,
+    transfer: TransferOptions | None = None,
+    build_file: str | None = None,
+) -> ModelPackage:
+    """Read any supported source into a neutral model package: the format table
+    (ocibridge/kinds/source_table.py) says which reader. ``build_file``: a Modelfile or a Kitfile
+    naming the files of the directory ``source`` (formats/buildfile.py)."""
+    fmt = door.source_format(source, format)
+    if build_file is not None:
+        from ocibridge.kinds.buildfile import read_build_file
+        from ocibridge.model import metadata
+
+        package = read_build_file(build_file, source, excludes=excludes, name=name)
+        metadata.fill(package)
+        return package
+    request = door.ReadRequest(kind_overrides, excludes, name, (transfer or TransferOptions()).registry_options())
+    package = fmt.read(source, request)
+    if name:
+        package.descriptor["name"] = name
+    return package
+
+
+def default_tag(package: ModelPackage) -> str:
+    """A tag for the default store, from the model's name and version."""
+    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", package.name or "model").strip(".-") or "model"
+    version = package.descriptor.get("version")
+    if version:
+        base += "-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", str(version))
+    return base[:128]
+
+
+def push(
+    source: str,
+    dest: str | None = None,
+    *,
+    build_options: BuildOptions | None = None,
+    transfer: TransferOptions | None = None,
+    format: str | None = None,
+    kind_overrides: Sequence[tuple[str, Kind]] = (),
+    excludes: tuple[str, ...] = (),
+    name: str | None = None,
+    progress: ProgressFn | None = None,
+    to: str | None = None,
+    overrides: dict[str, str] | None = None,
+    build_file: str | None = None,
+) -> PushResult:
+    """Convert ``source`` to a ModelPack artifact and store it at ``dest`` (default store if None).
+
+    A store reference as source (``oci:…``, a registry) is copied as it is, unless it holds a
+    model of a family a source format reads (an Ollama model): that is converted. ``to`` writes
+    another model family (``modelkit``, ``docker-model``; see ocibridge.kinds);
+    ``overrides`` sets descriptor/config fields (``{"arch": "llama", ...}``).
+    """
+    from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, plan_layers
+
+    transfer = transfer or TransferOptions()
+    origin: StoreTarget | None = None
+    if door.is_store_reference(source):
+        # An artifact of a family a source format reads (an Ollama model) is converted, unless
+        # the destination is that format's own; anything else is copied as it is.
+        origin = open_store_target(source, options=transfer.registry_options())
+        into = door.destination_format(dest) if dest is not None else None
+        conversion = door.examine(origin.store, origin.reference, into, source=source,
+                                  refuse_other=False).conversion  # anything else: copied as it is
+        if conversion is None or conversion.as_is:
+            if dest is None:
+                raise UsageError("copying from a store needs a destination")
+            return copy_reference(source, dest, transfer=transfer, progress=progress)
+        request = door.ReadRequest(kind_overrides, excludes, name, transfer.registry_options(), source)
+        package = conversion.format.read_artifact(origin.store, conversion.reference, request)
+        if name:
+            package.descriptor["name"] = name
+    else:
+        package = load_source(
+            source,
+            format=format,
+            kind_overrides=kind_overrides,
+            excludes=excludes,
+            name=name,
+            transfer=transfer,
+            build_file=build_file,
+        )
+    build_options = build_options or BuildOptions()
+    if dest is None:
+        dest = f"oci:{default_store_path()}:{default_tag(package)}"
+    if overrides or to not in (None, "modelpack"):
+        from ocibridge.kinds.push import apply_to_package, push_family
+
+        apply_to_package(package, overrides or {})
+        if to not in (None, "modelpack"):
+            return push_family(package, build_options, dest, to, registry_options=transfer.registry_options(),
+                               concurrency=transfer.concurrency, progress=progress)
+    target = open_store_target(dest, for_write=True, options=transfer.registry_options())
+    mounts: dict[str, Store] = {}
+    if origin is not None and conversion is not None and on_registry(source):
+        # The converted model's blobs keep their digests: mount them within the registry
+        # instead of re-sending them.
+        mounts = conversion.format.mount_sources(origin.store, conversion.reference)
+    # the artifact as a read-only store: new files are sent while hashed (one read per byte),
+    # the rest of the graph is the one copy's, which counts everything
+    artifact = PlannedArtifact(package, build_options)
+    shown = PushProgress(progress, [layer.progress_key() for layer in plan_layers(package, build_options)]) \
+        if progress else None
+    stats = copy(
+        artifact,
+        ARTIFACT_TAG,
+        target.store,
+        target.tag,
+        concurrency=transfer.concurrency,
+        progress=shown.copy_progress(lambda: artifact.artifact().manifest) if shown else None,
+        hooks=CopyHooks(mounts=mounts, undo_on_failure=True),
+    )
+    return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats)
+
+
+def pull(
+    src: str,
+    dest: str,
+    *,
+    format: str | None = None,
+    transfer: TransferOptions | None = None,
+    progress: ProgressFn | None = None,
+    verify: VerifyPolicy | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    on_existing: OnExisting | str = OnExisting.REFUSE,
+) -> PullResult:
+    """Bring an artifact back: into a directory, an archive (.carton/.mlarchive), an Ollama
+    store, or another store (which is a copy). With ``verify``, only a signed one.
+
+    Into a directory: ``include``/``exclude`` globs pick the files (unselected raw layers are
+    not fetched); a file already there with other content is refused (``on_existing="refuse"``,
+    nothing written), replaced (``"overwrite"``) or kept (``"keep"``)."""
+    transfer = transfer or TransferOptions()
+    options = transfer.registry_options()
+    fmt = door.destination_format(dest, format)
+    select = PathFilter.of(include, exclude)
+    if fmt is None:  # another store: a copy
+        _whole_artifact_only(select, dest)
+        copied = copy_reference(src, dest, transfer=transfer, progress=progress, verify=verify)
+        return PullResult(copied.descriptor.digest, copied.reference, "store", copy=copied.as_dict())
+    if not fmt.picks_files:
+        _whole_artifact_only(select, dest)
+    source = open_store_target(src, options=options)
+    if verify is not None:
+        source.reference = verified_digest(source, verify, src)
+    examined = door.examine(source.store, source.reference, fmt, source=src)
+    conversion = examined.conversion
+    store: Store
+    named: str | None = None  # the digest the user named, when the files come from another form
+    if conversion is not None and not conversion.as_is:
+        # A model of a family a source format reads (an Ollama model) is converted as push
+        # would convert it, so its files can be pulled.
+        from ocibridge.model.builder import build
+
+        reading = door.ReadRequest(registry_options=options)
+        artifact = build(conversion.format.read_artifact(source.store, conversion.reference, reading))
+        store, desc = artifact, artifact.descriptor
+    elif conversion is not None:  # into the format's own kind (Ollama to Ollama): as it is
+        store, desc = source.store, resolve_model(source.store, source.reference)
+    elif examined.model is not None:
+        # a ModelKit, a Docker model...: pulled as its ModelPack form (families/pull.py); an
+        # index with one ModelPack entry (k8s modelcar --index) is pulled as that entry
+        from ocibridge.kinds.pull import modelpack_of
+
+        store, desc = modelpack_of(examined.model, source.store)
+        named = examined.model.desc.digest
+    else:  # no model of a known family: read as it is, a plain OCI artifact of files
+        store, desc = source.store, resolve_model(source.store, source.reference)
+    request = door.ExportRequest(options, transfer.concurrency, progress, select, OnExisting(on_existing))
+    pulled = fmt.export(store, desc, dest, request)
+    if named is None or named == pulled.digest:
+        return pulled
+    return dataclasses.replace(pulled, digest=named, via=pulled.digest)
+
+
+def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
+    if select is not None:
+        raise UsageError(f"--include/--exclude pick files of a pull into a directory, not into {dest}")
+
+
+def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResult:
+    target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
+    info = inspect_artifact(target.store, target.reference)
+    info["reference"] = ref
+    return InspectResult(ref, info["digest"], info["mediaType"], info.get("artifactType"), info["size"],
+                         tuple(info["layers"]), info.get("config"), info)
+
+
+def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool = False,
+             warnings: list[str] | None = None) -> ValidateResult:
+    """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule of the
+    model-spec. A model of another family (ModelKit, Docker model, ModelCar image, Ollama) is
+    read as its family and its ModelPack form checked (``family`` says which). Runtime
+    readiness (CRI-O file names, containerd) is reported in the result's ``warnings`` (and
+    into ``warnings`` when given, also when invalid); ``strict`` makes it errors."""
+    found: list[str] = [] if warnings is None else warnings
+    target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
+    from ocibridge.kinds.validity import validate_model
+
+    done = validate_model(target.store, target.reference, shown=ref, strict=strict, warnings=found)
+    return ValidateResult(ref, done.descriptor, tuple(found), done.family, done.title)
+
+
+def tags(ref: str, *, transfer: TransferOptions | None = None) -> list[str]:
+    target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
+    return target.store.tags()
+
+
+def login(host: str, username: str, password: str, *, transfer: TransferOptions | None = None) -> LoginResult:
+    """Check the credentials against ``host`` and store them in the docker config (credential
+    helpers honoured), as ``ocibridge login`` does."""
+    from ocibridge.stores.registry.loginflow import login as store_login
+
+    store_login(host, username, password, (transfer or TransferOptions()).registry_options())
+    return LoginResult(host, username)
+
+
+def logout(host: str) -> bool:
+    """Forget the stored credentials of ``host``; False when there were none."""
+    from ocibridge.stores.registry.credentials import logout as store_logout
+
+    return store_logout(host)

@@ -1,0 +1,358 @@
+"""Everyday store commands as API calls: list, rm, prune, tag, delete, resolve, attach, discover.
+
+They follow the tools users know: modctl/ollama ``ls``/``rm``/``prune`` for the local store,
+oras ``tag``/``manifest delete``/``resolve``/``attach``/``discover`` for any store. A bare NAME
+(no ``oci:``, no registry host) means a tag of the default store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import BinaryIO, Protocol, runtime_checkable
+
+from ocibridge.api.model_ops import TransferOptions
+from ocibridge.core.fsutil import safe_relpath
+from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.kinds.door import is_store_reference
+from ocibridge.kinds.targets import StoreTarget, default_store_path, open_store_target
+from ocibridge.oci.digest import is_digest, sha256_file
+from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.mediatypes import family_of_artifact as _family_of
+from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.oci.reference import is_layout_reference, parse_layout_reference, parse_registry_reference
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, WritableStore
+from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
+from ocibridge.transfer.results import (
+    AttachResult,
+    DiscoverResult,
+    ModelEntry,
+    PruneResult,
+    RemoveResult,
+    ResolveResult,
+    TagResult,
+)
+
+#: prune leaves unreferenced blobs younger than this: they may belong to a push still running.
+DEFAULT_PRUNE_GRACE_SECONDS = 300.0
+EMPTY_JSON = b"{}"
+
+
+@runtime_checkable
+class DeletesManifests(Protocol):
+    """Stores that can remove a manifest (a layout's index entry, a registry's DELETE)."""
+
+    def delete_manifest(self, desc: Descriptor) -> None: ...
+
+
+def store_text(ref: str | None) -> str:
+    """``ref`` as a store reference: None is the default store, a bare NAME one of its tags."""
+    if ref is None:
+        return f"oci:{default_store_path()}"
+    if is_store_reference(ref):
+        return ref
+    if os.path.isfile(os.path.join(ref, LAYOUT_FILE)):
+        return f"oci:{ref}"
+    return f"oci:{default_store_path()}:{ref}"
+
+
+def _open(ref: str, transfer: TransferOptions | None) -> StoreTarget:
+    return open_store_target(store_text(ref), options=(transfer or TransferOptions()).registry_options())
+
+
+def _layout(ref: str | None) -> LayoutStore | None:
+    """The layout ``ref`` names; None for a default store nothing was pushed to yet (listing
+    or pruning it must not create it)."""
+    text = store_text(ref)
+    if ref is None and not (default_store_path() / LAYOUT_FILE).exists():
+        return None
+    target = open_store_target(text)
+    if not isinstance(target.store, LayoutStore):
+        raise UsageError(f"{ref}: not an OCI image layout (oci:PATH)")
+    return target.store
+
+
+# -- list ---------------------------------------------------------------------------------------
+def list_models(layout: str | None = None, *, include_attached: bool = False) -> list[ModelEntry]:
+    """The models a layout lists (default: the local store), one entry per tag.
+
+    Signatures and other attached artifacts (a ``subject``, or cosign's ``sha256-<hex>.sig``,
+    ``.att``, ``.sbom`` and referrers-fallback tags) are counted on the model they refer to, as
+    ``ollama list``/``modctl ls`` show models only; ``include_attached`` lists them as well.
+    """
+    store = _layout(layout)
+    if store is None:
+        return []
+    entries = []
+    for entry in store.read_index().manifests:
+        tag = (entry.annotations or {}).get(ANNOTATION_REF_NAME)
+        entries.append(_describe_entry(store, entry, tag))
+    attached = Counter(e.subject for e in entries if e.subject)
+    entries = [dataclasses.replace(e, attached=attached[e.digest]) if attached[e.digest] else e for e in entries]
+    if not include_attached:
+        entries = [e for e in entries if e.subject is None]
+    return sorted(entries, key=lambda e: (e.name or "", e.tag or "", e.digest))
+
+
+_ATTACHED_TAG = re.compile(r"^sha256-([0-9a-f]{64})(\.sig|\.att|\.sbom)?\Z")
+
+
+def _subject_of(node: Manifest | Index, tag: str | None) -> str | None:
+    """The digest an attached artifact refers to, by its ``subject`` or by cosign's tag scheme."""
+    if node.subject is not None:
+        return node.subject.digest
+    match = _ATTACHED_TAG.match(tag or "")
+    return f"sha256:{match.group(1)}" if match else None
+
+
+def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEntry:
+    size, name, created, family = entry.size, None, None, None
+    try:
+        node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
+    except OcibridgeError:
+        return ModelEntry(None, tag, entry.digest, size, None, None)
+    subject = _subject_of(node, tag)
+    if isinstance(node, Manifest):
+        size += node.config.size + sum(layer.size for layer in node.layers)
+        fam = _family_of(node.artifactType, node.config.mediaType)
+        family = fam.value if fam else None
+        created = (node.annotations or {}).get(ANNOTATION_CREATED)
+        if fam is not None:
+            name, created = _config_name_created(store, node.config, created)
+    else:
+        size += sum(m.size for m in node.manifests)
+    return ModelEntry(name, tag, entry.digest, size, created, family, subject=subject)
+
+
+def _config_name_created(store: Store, config: Descriptor, created: str | None) -> tuple[str | None, str | None]:
+    try:
+        data = json.loads(store.fetch_bytes(config))
+    except (OcibridgeError, ValueError):
+        return None, created
+    descriptor = data.get("descriptor") if isinstance(data, dict) else None
+    if not isinstance(descriptor, dict):
+        return None, created
+    return descriptor.get("name"), descriptor.get("createdAt") or created
+
+
+# -- rm / delete / prune ------------------------------------------------------------------------
+def remove(ref: str) -> RemoveResult:
+    """Take a model out of a layout (default store for a bare NAME): by tag, that tag; by digest,
+    every entry of that manifest. Blobs stay until :func:`prune`."""
+    text = store_text(ref)
+    target = open_store_target(text)
+    store = target.store
+    if not isinstance(store, LayoutStore):
+        raise UsageError(f"rm works on a layout or the local store; for a registry use 'delete {ref}'")
+    if is_digest(target.reference):
+        desc = store.resolve(target.reference)
+        tags = tuple(t for t in store.tags() if store.resolve(t).digest == desc.digest)
+        store.delete_manifest(desc)
+    else:
+        desc = store.untag(target.reference)
+        tags = (target.reference,)
+    return RemoveResult(ref, desc.digest, tags, _remove_orphaned_referrers(store, desc))
+
+
+def _remove_orphaned_referrers(store: LayoutStore, subject: Descriptor) -> tuple[str, ...]:
+    """Once a manifest is no longer listed, the artifacts attached to it (cards, signatures,
+    theirs in turn) would stay listed untagged for nothing: they go with it."""
+    if any(e.digest == subject.digest for e in store.read_index().manifests):
+        return ()
+    removed: list[str] = []
+    pending = [subject]
+    while pending:
+        for referrer in store.referrers(pending.pop()):
+            if any(e.digest == referrer.digest and (e.annotations or {}).get(ANNOTATION_REF_NAME)
+                   for e in store.read_index().manifests):
+                continue  # tagged on its own: the user keeps it
+            store.delete_manifest(referrer)
+            removed.append(referrer.digest)
+            pending.append(referrer)
+    return tuple(removed)
+
+
+def delete(ref: str, *, transfer: TransferOptions | None = None) -> RemoveResult:
+    """Delete a manifest from a registry or a layout (oras ``manifest delete``): a tag is
+    resolved to its digest first, and every tag naming that manifest goes with it."""
+    target = _open(ref, transfer)
+    store = target.store
+    if not isinstance(store, DeletesManifests):
+        raise UsageError(f"{ref}: this store cannot delete manifests")
+    desc = store.resolve(target.reference)
+    store.delete_manifest(desc)
+    tags = () if is_digest(target.reference) else (target.reference,)
+    return RemoveResult(ref, desc.digest, tags)
+
+
+def prune(layout: str | None = None, *, dry_run: bool = False,
+          grace_seconds: float = DEFAULT_PRUNE_GRACE_SECONDS) -> PruneResult:
+    """Remove the blobs of a layout that no listed manifest uses (modctl ``prune``).
+
+    Blobs modified less than ``grace_seconds`` ago are kept: another process may be pushing
+    them and tag its artifact only at the end. The walk and the removal hold the index lock."""
+    store = _layout(layout)
+    if store is None:
+        return PruneResult((), 0, dry_run)
+    now = time.time()
+    removed: list[str] = []
+    total = 0
+    recent = 0
+    with store.locked():
+        candidates = store.unreferenced_blobs()
+        spared = _used_by_recent_manifests(candidates, now - grace_seconds)
+        for blob in candidates:
+            try:
+                st = blob.stat()
+            except FileNotFoundError:
+                continue
+            if now - st.st_mtime < grace_seconds or f"{blob.parent.name}:{blob.name}" in spared:
+                recent += 1
+                continue
+            if not dry_run:
+                try:
+                    blob.unlink()
+                except FileNotFoundError:
+                    continue
+            removed.append(f"{blob.parent.name}:{blob.name}")
+            total += st.st_size
+    return PruneResult(tuple(removed), total, dry_run, recent)
+
+
+def _used_by_recent_manifests(blobs: list[Path], since: float) -> set[str]:
+    """Digests named by unreferenced manifests written or found present since ``since``: a push
+    that found its manifest already here (a layout writer touches what it finds) tags it soon,
+    so the blobs it names are spared with it."""
+    spared: set[str] = set()
+    pending = [b for b in blobs if _mtime(b) >= since]
+    by_digest = {f"{b.parent.name}:{b.name}": b for b in blobs}
+    while pending:
+        blob = pending.pop()
+        try:
+            if blob.stat().st_size > MAX_MANIFEST_BYTES:
+                continue
+            node = parse_manifest_bytes(blob.read_bytes())
+        except (OSError, OcibridgeError, ValueError):
+            continue  # a layer or a config, not a manifest
+        children = node.manifests if isinstance(node, Index) else [node.config, *node.layers]
+        for child in children:
+            if child.digest not in spared:
+                spared.add(child.digest)
+                if child.digest in by_digest:
+                    pending.append(by_digest[child.digest])
+    return spared
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+# -- tag / resolve ------------------------------------------------------------------------------
+def tag(ref: str, tags: Sequence[str], *, transfer: TransferOptions | None = None) -> TagResult:
+    """Point more tags at what ``ref`` names, in the same repository (oras ``tag``)."""
+    if not tags:
+        raise UsageError("tag needs at least one new TAG")
+    target = _open(ref, transfer)
+    desc = target.store.resolve(target.reference)
+    for name in tags:
+        target.store.tag(desc, name)
+    return TagResult(desc.digest, tuple(tags))
+
+
+def resolve(ref: str, *, transfer: TransferOptions | None = None) -> ResolveResult:
+    """The descriptor (digest, media type, size) a tag names (oras ``resolve``)."""
+    target = _open(ref, transfer)
+    return ResolveResult(ref, target.store.resolve(target.reference))
+
+
+# -- attach / discover --------------------------------------------------------------------------
+def attach(
+    subject_ref: str,
+    files: Sequence[str],
+    *,
+    artifact_type: str,
+    annotations: dict[str, str] | None = None,
+    transfer: TransferOptions | None = None,
+) -> AttachResult:
+    """Push an artifact whose ``subject`` is ``subject_ref`` (oras ``attach``): an empty config,
+    one layer per file (titled by its name), listed by the subject's referrers."""
+    if not artifact_type:
+        raise UsageError("attach needs --artifact-type TYPE")
+    target = _open(subject_ref, transfer)
+    store = target.store
+    subject = store.resolve(target.reference)
+    config = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
+    store.push_blob(config, _bytes_reader(EMPTY_JSON))
+    layers = []
+    for name in files:
+        path = Path(name)
+        if not path.is_file():
+            raise UsageError(f"{name}: no such file")
+        layers.append(_push_file(store, path))
+    if not layers:  # oras: an artifact with no files carries the empty blob as its one layer
+        layers.append(config)
+    all_annotations = dict(annotations or {})
+    manifest = Manifest(mediaType=OCI_MANIFEST, artifactType=artifact_type, config=config,
+                        layers=layers, subject=Descriptor(mediaType=subject.mediaType,
+                                                          digest=subject.digest, size=subject.size),
+                        annotations=all_annotations or None)
+    body = manifest.to_json_bytes()
+    desc = Descriptor.for_bytes(OCI_MANIFEST, body)
+    store.push_manifest(desc, body)
+    return AttachResult(f"{repository_text(store_text(subject_ref))}@{desc.digest}", desc, subject,
+                        artifact_type)
+
+
+def repository_text(text: str) -> str:
+    """``text`` without its tag or digest: where a digest-pinned reference is appended."""
+    if is_layout_reference(text):
+        return f"oci:{parse_layout_reference(text).path}"
+    ref = parse_registry_reference(text)
+    return f"{ref.registry}/{ref.repository}"
+
+
+def _push_file(store: WritableStore, path: Path) -> Descriptor:
+    digest, size = sha256_file(path)
+    title = safe_relpath(path.name, "file name")
+    desc = Descriptor(mediaType="application/octet-stream", digest=digest, size=size,
+                      annotations={ANNOTATION_TITLE: title})
+    with open(path, "rb") as reader:
+        store.push_blob(desc, reader)
+    return desc
+
+
+def _bytes_reader(data: bytes) -> BinaryIO:
+    return io.BytesIO(data)
+
+
+def discover(ref: str, *, artifact_type: str | None = None,
+             transfer: TransferOptions | None = None) -> DiscoverResult:
+    """The artifacts whose ``subject`` is ``ref`` (oras ``discover``): the registry's referrers
+    API where it has one, the ``sha256-<hex>`` fallback tag where not; a layout's index."""
+    target = _open(ref, transfer)
+    subject = target.store.resolve(target.reference)
+    found = target.store.referrers(subject, artifact_type)
+    return DiscoverResult(ref, subject, tuple(found))
+
+
+def referrer_tree(store: Store, desc: Descriptor, depth: int = 0, limit: int = 8) -> list[tuple[int, Descriptor]]:
+    """Referrers of ``desc`` and theirs (a signature of an SBOM), depth-first, for display."""
+    out: list[tuple[int, Descriptor]] = []
+    if depth >= limit:
+        return out
+    for ref in store.referrers(desc):
+        out.append((depth, ref))
+        out.extend(referrer_tree(store, ref, depth + 1, limit))
+    return out
+
+

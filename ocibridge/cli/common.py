@@ -1,0 +1,83 @@
+"""What every command module of the CLI shares: the registry-access flags and the options they
+make, --annotation values, and --json/text output. cli.py and the command modules beside it
+(cli_store, cli_mirror) import it; it imports none of them, so the CLI has no import cycle."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.cli.args import key_values
+from ocibridge.cli.transfer_flags import add_ranged_flags, ranged_options
+from ocibridge.core.lazy import LazyModule
+from ocibridge.core.terminal import printable
+from ocibridge.errors import OcibridgeError, UsageError
+
+if TYPE_CHECKING:
+    from ocibridge.api import copy as api_copy
+else:  # loaded on first use: --help and --version need neither pydantic nor httpx
+    api_copy = LazyModule("ocibridge.api.copy")
+
+
+def add_transfer_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("registry access")
+    g.add_argument("--concurrency", type=int, default=4, help="blobs in flight at once (default 4)")
+    g.add_argument("--plain-http", action="store_true", help="use HTTP instead of HTTPS")
+    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
+    g.add_argument("--ca-file", help="CA bundle for the registry's TLS certificate")
+    g.add_argument("-u", "--username", help="registry user name")
+    g.add_argument("-p", "--password", help="registry password or token")
+    g.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
+    g.add_argument("--chunk-size", type=int, help="upload in PATCH chunks of this many bytes, each with Content-Range "
+                   "(default: large blobs in streamed chunks sized by time)")
+    g.add_argument("--authfile", "--registry-config", metavar="FILE",
+                   help="credentials file (Docker or containers auth.json format), read before the others")
+    add_ranged_flags(g)
+
+
+def transfer_options(args: argparse.Namespace) -> api_copy.TransferOptions:
+    password = args.password
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    if args.concurrency < 1:
+        raise UsageError("--concurrency must be at least 1")
+    if args.chunk_size is not None and args.chunk_size < 1:
+        raise UsageError("--chunk-size must be at least 1 byte")
+    if args.ca_file:
+        check_ca_file(args.ca_file)
+    return api_copy.TransferOptions(
+        concurrency=args.concurrency,
+        plain_http=args.plain_http,
+        insecure=args.insecure,
+        ca_file=args.ca_file,
+        username=args.username,
+        password=password,
+        chunk_size=args.chunk_size,
+        authfile=args.authfile,
+        **ranged_options(args),
+    )
+
+
+def check_ca_file(path: str) -> None:
+    """Fail early, naming the flag and the file, rather than with a bare OpenSSL message."""
+    import ssl
+
+    try:
+        ssl.create_default_context(cafile=path)
+    except ssl.SSLError:  # an OSError too: test it first
+        raise OcibridgeError(f"--ca-file {path}: no PEM certificate in it") from None
+    except OSError as e:
+        raise OcibridgeError(f"--ca-file {path}: {e.strerror or e}") from None
+
+
+def annotation_values(items: list[str]) -> dict[str, str]:
+    return key_values(items, "--annotation")
+
+
+def emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    if args.json:
+        print(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        print(printable(text))

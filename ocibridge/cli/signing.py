@@ -1,0 +1,155 @@
+"""The ``sign`` and ``verify`` commands, and the ``--verify-key`` flag of commands that read.
+
+Registered on the main parser by :func:`add_signing_commands`; cli.py only calls it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.cli.args import key_values
+from ocibridge.core.terminal import printable
+from ocibridge.errors import SignatureError
+
+if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every other command time
+    from ocibridge.signing.verify import Verified, VerifyPolicy
+
+FORMS = ("classic", "bundle")
+
+CommandFactory = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
+
+
+def add_verify_flags(p: argparse.ArgumentParser) -> None:
+    """``--verify-key``: refuse the source unless a signature verifies with one of these keys."""
+    p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
+                   help="refuse the source unless signed by this public key (repeatable)")
+
+
+def policy_from_args(args: argparse.Namespace) -> VerifyPolicy | None:
+    paths = args.verify_key
+    if not paths:
+        return None  # no signature check: cryptography stays unloaded (~35 ms at start)
+    from ocibridge.signing.verify import VerifyPolicy
+
+    return VerifyPolicy.from_files(paths)
+
+
+def _open(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> Any:
+    from ocibridge.kinds.targets import open_store_target
+
+    return open_store_target(args.ref, options=transfer(args).registry_options())
+
+
+def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[argparse.ArgumentParser], None],
+                         transfer: Callable[[argparse.Namespace], Any]) -> None:
+    """Add ``sign`` and ``verify`` through cli.py's ``command`` factory."""
+
+    def run_sign(args: argparse.Namespace) -> int:
+        return cmd_sign(args, transfer)
+
+    def run_verify(args: argparse.Namespace) -> int:
+        return cmd_verify(args, transfer)
+
+    p = command("sign", run_sign, "sign an artifact (cosign .sig tag and sigstore bundle referrer)")
+    p.add_argument("ref", metavar="REF")
+    p.add_argument("--key", required=True, metavar="KEY",
+                   help="ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
+    p.add_argument("--form", choices=[*FORMS, "both"], default="both",
+                   help="classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
+    p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
+                   help="signed claim (repeatable)")
+    p.add_argument("--identity", metavar="REPOSITORY",
+                   help="repository name to sign as (default: where REF is)")
+    add_transfer_flags(p)
+
+    p = command("verify", run_verify, "verify an artifact's signatures (both forms), or a file against a bundle")
+    p.add_argument("ref", metavar="REF", help="artifact reference, or a file with --bundle")
+    p.add_argument("--key", action="append", default=[], metavar="PUB", help="public key (PEM; repeatable)")
+    p.add_argument("--certificate-identity", metavar="SAN", help="keyless: the signer's identity")
+    p.add_argument("--certificate-oidc-issuer", metavar="URL", help="keyless: the identity's OIDC issuer")
+    p.add_argument("--trusted-root", metavar="FILE", help="keyless: sigstore trusted_root.json (offline)")
+    p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
+                   help="claim every accepted signature must carry (repeatable)")
+    p.add_argument("--bundle", metavar="FILE", help="verify the file REF against this bundle file")
+    add_transfer_flags(p)
+
+
+def cmd_sign(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
+    from ocibridge.signing import keys
+    from ocibridge.signing.sign import SignOptions, sign_artifact
+
+    claims = key_values(args.annotation)  # usage mistakes first, before any key or store is opened
+    key = keys.load_private_key(args.key)
+    target = _open(args, transfer)
+    subject = target.store.resolve(target.reference)
+    forms: Any = FORMS if args.form == "both" else (args.form,)
+    options = SignOptions(identity=args.identity or target.store.describe(), claims=claims, forms=forms)
+    result = sign_artifact(target.store, subject, key, options)
+    where = ", ".join(f"{form}: {place}" for form, place in result.written.items())
+    same = f" (already there: {', '.join(result.unchanged)})" if result.unchanged else ""
+    _emit(args, result.as_dict(), f"signed {args.ref} ({subject.digest})\n  {where}{same}")
+    return 0
+
+
+def _policy(args: argparse.Namespace) -> VerifyPolicy:
+    from ocibridge.signing.verify import VerifyPolicy
+
+    return VerifyPolicy.from_files(args.key, identity=args.certificate_identity,
+                                   issuer=args.certificate_oidc_issuer, trusted_root=args.trusted_root,
+                                   claims=key_values(args.annotation))
+
+
+def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
+    from ocibridge.signing.policy import verify_before_use
+
+    policy = _policy(args)
+    if args.bundle:
+        verified = [verify_blob(Path(args.ref), Path(args.bundle), policy)]
+        digest = "sha256:" + hashlib.sha256(Path(args.ref).read_bytes()).hexdigest()
+    else:
+        target = _open(args, transfer)
+        subject = target.store.resolve(target.reference)
+        verified = verify_before_use(target.store, subject, policy, name=args.ref)
+        digest = subject.digest
+    lines = [f"  {v.form} by {v.signer}" + (f" (claims: {_show(v.claims)})" if v.claims else "") for v in verified]
+    _emit(args, {"verified": True, "digest": digest, "signatures": [v.as_dict() for v in verified]},
+          f"verified {args.ref} ({digest}): {len(verified)} signature(s)\n" + "\n".join(lines))
+    return 0
+
+
+def verify_blob(path: Path, bundle_path: Path, policy: VerifyPolicy) -> Verified:
+    """A file against a bundle file (cosign verify-blob --bundle): keyless or key."""
+    from ocibridge.signing.bundle import parse_bundle
+    from ocibridge.signing.keyless import verify_keyless
+    from ocibridge.signing.verify import Verified, verify_key_bundle
+
+    try:
+        data, bundle = path.read_bytes(), bundle_path.read_bytes()
+    except OSError as e:
+        raise SignatureError(f"{e.filename}: {e.strerror}") from None
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    content = parse_bundle(bundle)
+    try:
+        if content.has_certificate:
+            if policy.identity is None:
+                raise SignatureError("keyless bundle: pass --certificate-identity, --certificate-oidc-issuer "
+                                     "and --trusted-root")
+            claims = verify_keyless(bundle, policy.identity, dsse=content.envelope is not None, digest=digest,
+                                    artifact=data)
+            return Verified("bundle", policy.identity.identity, claims, str(bundle_path))
+        return verify_key_bundle(content, digest, data, policy, str(bundle_path))
+    except SignatureError as e:
+        raise SignatureError(f"{path}: refused: {e}") from None
+
+
+def _show(claims: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(claims.items()))
+
+
+def _emit(args: argparse.Namespace, data: dict[str, Any], text: str) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True) if args.json else printable(text))

@@ -1,0 +1,158 @@
+"""The everyday store commands of the CLI: list/ls, rm, prune, tag, delete, resolve, attach,
+discover. Each parses its flags, calls :mod:`ocibridge.api.store_ops`, and prints text or ``--json``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.cli.common import annotation_values, emit, transfer_options
+from ocibridge.core.lazy import LazyModule, lazy_function
+from ocibridge.core.terminal import human_size, one_line
+
+if TYPE_CHECKING:
+    from ocibridge.api import store_ops
+    from ocibridge.stores.base import Store
+else:  # loaded on first use: --help must not load pydantic and httpx
+    store_ops = LazyModule("ocibridge.api.store_ops")
+open_store_target = lazy_function("ocibridge.kinds.targets", "open_store_target")
+
+CommandAdder = Callable[..., argparse.ArgumentParser]
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    entries = store_ops.list_models(args.layout, include_attached=args.all)
+    if args.json:
+        emit(args, [e.as_dict() for e in entries], "")
+        return 0
+    rows = [("NAME", "TAG", "SIZE", "CREATED", "FAMILY", "ATTACHED", "DIGEST")]
+    for e in entries:
+        attached = str(e.attached) if e.attached else "-"
+        if e.subject:
+            attached = "to " + e.subject.split(":", 1)[-1][:12]
+        rows.append((e.name or "-", e.tag or "<none>", human_size(e.size), e.created or "-",
+                     e.family or "-", attached, e.digest.split(":", 1)[-1][:12]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    print("\n".join(one_line("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()) for r in rows))
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    results = [store_ops.remove(ref) for ref in args.refs]
+    text = "\n".join(f"removed {r.reference} ({r.digest})" for r in results)
+    text += "\nblobs stay until 'ocibridge prune'"
+    emit(args, [r.as_dict() for r in results], text)
+    return 0
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    if args.grace is None:
+        args.grace = store_ops.DEFAULT_PRUNE_GRACE_SECONDS
+    result = store_ops.prune(args.layout, dry_run=args.dry_run, grace_seconds=args.grace)
+    verb = "would remove" if args.dry_run else "removed"
+    text = f"{verb} {len(result.blobs)} unreferenced blobs ({human_size(result.bytes)})"
+    if result.kept_recent:
+        text += f"; kept {result.kept_recent} newer than {args.grace:g} s (a push may be running)"
+    if args.dry_run and result.blobs:
+        text += "".join(f"\n  {b}" for b in result.blobs)
+    emit(args, result.as_dict(), text)
+    return 0
+
+
+def cmd_tag(args: argparse.Namespace) -> int:
+    result = store_ops.tag(args.ref, args.tags, transfer=transfer_options(args))
+    emit(args, result.as_dict(), "\n".join(f"tagged {t} -> {result.digest}" for t in result.tags))
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    result = store_ops.delete(args.ref, transfer=transfer_options(args))
+    emit(args, result.as_dict(), f"deleted {result.digest} ({args.ref})")
+    return 0
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    result = store_ops.resolve(args.ref, transfer=transfer_options(args))
+    emit(args, result.as_dict(), result.digest)
+    return 0
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    annotations = annotation_values(args.annotation)
+    result = store_ops.attach(args.subject, args.files, artifact_type=args.artifact_type,
+                              annotations=annotations, transfer=transfer_options(args))
+    emit(args, result.as_dict(),
+          f"attached {result.artifact_type} to {result.subject.digest}\n  {result.reference}")
+    return 0
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    result = store_ops.discover(args.ref, artifact_type=args.artifact_type, transfer=transfer_options(args))
+    if args.json:
+        emit(args, result.as_dict(), "")
+        return 0
+    print(result.subject.digest)
+    target = open_store_target(store_ops.store_text(args.ref), options=transfer_options(args).registry_options())
+    _print_tree(target.store, result.referrers)
+    return 0
+
+
+def _print_tree(store: Store, top: tuple[Any, ...]) -> None:
+    for i, ref in enumerate(top):
+        last = i == len(top) - 1
+        print(one_line(f"{'└── ' if last else '├── '}{ref.artifactType or ref.mediaType}"))
+        pad = "    " if last else "│   "
+        print(f"{pad}└── {ref.digest}")
+        for depth, sub in store_ops.referrer_tree(store, ref):
+            print(one_line(f"{pad}{'    ' * (depth + 1)}└── {sub.artifactType or sub.mediaType} {sub.digest}"))
+
+
+def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.ArgumentParser], None]) -> None:
+    """Add the store commands through cli.py's ``command(name, func, help, aliases=)``."""
+    p = command("list", cmd_list, "list the models of the local store or of a layout", aliases=("ls",))
+    p.add_argument("layout", metavar="LAYOUT", nargs="?", help="oci:PATH (default: the local store)")
+    p.add_argument("-a", "--all", action="store_true",
+                   help="list signatures and other attached artifacts too (counted under ATTACHED)")
+
+    p = command("rm", cmd_rm, "remove models from the local store or a layout (blobs stay until prune)")
+    p.add_argument("refs", metavar="REF", nargs="+", help="NAME (local store), oci:PATH:TAG or oci:PATH@DIGEST")
+
+    p = command("prune", cmd_prune, "delete the blobs of a layout that no listed model uses")
+    p.add_argument("layout", metavar="LAYOUT", nargs="?", help="oci:PATH (default: the local store)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    p.add_argument("--grace", type=_seconds, metavar="SECONDS",  # None: store_ops' default
+                   help="keep unreferenced blobs younger than this: a push may be writing them (default 300)")
+
+    p = command("tag", cmd_tag, "give an artifact more tags in the same repository or layout")
+    p.add_argument("ref", metavar="REF")
+    p.add_argument("tags", metavar="TAG", nargs="+")
+    add_transfer_flags(p)
+
+    p = command("delete", cmd_delete, "delete a manifest (and every tag naming it) from a registry or layout")
+    p.add_argument("ref", metavar="REF")
+    add_transfer_flags(p)
+
+    p = command("resolve", cmd_resolve, "print the digest a tag names")
+    p.add_argument("ref", metavar="REF")
+    add_transfer_flags(p)
+
+    p = command("attach", cmd_attach, "push files as an artifact that refers to REF (a signature, an SBOM, a card)")
+    p.add_argument("subject", metavar="REF")
+    p.add_argument("files", metavar="FILE", nargs="*")
+    p.add_argument("--artifact-type", required=True, metavar="TYPE", help="the artifact's type (a media type)")
+    p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
+                   help="manifest annotation (repeatable)")
+    add_transfer_flags(p)
+
+    p = command("discover", cmd_discover, "list the artifacts that refer to REF")
+    p.add_argument("ref", metavar="REF")
+    p.add_argument("--artifact-type", metavar="TYPE", help="only referrers of this type")
+    add_transfer_flags(p)
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value

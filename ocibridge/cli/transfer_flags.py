@@ -1,0 +1,52 @@
+"""The CLI flags that shape transfers: ranged pull parts and the overall rate cap."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ocibridge.errors import OcibridgeError
+
+
+def add_ranged_flags(group: Any) -> None:
+    group.add_argument("--part-size", metavar="SIZE",
+                       help="pull large blobs in parts of SIZE (e.g. 32M; default 32M)")
+    group.add_argument("--parts", type=int, metavar="N", dest="parts_in_flight",
+                       help="parts of one blob in flight at once (default: by the rate, up to 16; 1: one stream)")
+    group.add_argument("--limit-rate", metavar="RATE",
+                       help="cap all transfers together at RATE bytes per second (e.g. 20M)")
+
+
+def ranged_options(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for flag, name, text in (("--part-size", "part_size", args.part_size),
+                             ("--limit-rate", "limit_rate", args.limit_rate)):
+        if text is not None:
+            try:
+                out[name] = parse_bytes(text)
+            except ValueError as e:
+                raise OcibridgeError(f"{flag}: {e}") from None
+    parts = args.parts_in_flight
+    if parts is not None:
+        if parts < 1:
+            raise OcibridgeError("--parts must be at least 1")
+        out["parts_in_flight"] = parts
+    return out
+
+
+def parse_bytes(text: str) -> int:
+    """``500K``, ``20M``, ``1G`` (powers of 1024, as curl reads them) or plain bytes: a rate
+    (per second) or a size."""
+    value = text.strip().upper().removesuffix("B").removesuffix("/S")
+    scale = 1
+    for suffix, factor in (("K", 1024), ("M", 1024**2), ("G", 1024**3)):
+        if value.endswith(suffix):
+            value, scale = value[:-1], factor
+            break
+    try:
+        rate = int(float(value) * scale)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a byte count (use e.g. 500K, 20M, 1G)") from None
+    if rate < 1:
+        raise ValueError(f"{text!r} is under one byte")
+    return rate

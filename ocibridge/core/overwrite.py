@@ -1,0 +1,78 @@
+"""What a pull into a non-empty directory does with a file that is already there.
+
+tar and oras refuse or ask; a model pull must never silently replace a user's edited config.
+The decision is made for every path before anything is moved into place, so a refusal leaves
+the directory exactly as it was (the commit step calls :func:`plan_commit` first).
+
+| existing path | ``refuse`` (default) | ``overwrite`` | ``keep`` (``-k``) |
+|---|---|---|---|
+| none | write | write | write |
+| same content (file, or symlink with the same target) | unchanged | unchanged | unchanged |
+| different | error, nothing written | replaced | left as it is |
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from ocibridge.errors import OcibridgeError
+
+
+class OnExisting(str, Enum):
+    REFUSE = "refuse"
+    OVERWRITE = "overwrite"
+    KEEP = "keep"
+
+
+class WouldOverwrite(OcibridgeError):
+    """A pull would replace files that differ from the artifact's."""
+
+    def __init__(self, paths: list[str]):
+        self.paths = paths
+        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        super().__init__(
+            f"{shown}: already there with other content; pass --overwrite to replace, "
+            "or -k/--keep-old-files to keep them")
+
+
+@dataclass
+class CommitPlan:
+    write: list[str] = field(default_factory=list)  # new or to be replaced
+    unchanged: list[str] = field(default_factory=list)  # already there, same content
+    kept: list[str] = field(default_factory=list)  # differing, left alone (-k)
+
+
+def same_content(staged: Path, existing: Path) -> bool:
+    """Whether ``existing`` already is what ``staged`` would put there."""
+    if staged.is_symlink() or existing.is_symlink():
+        return staged.is_symlink() and existing.is_symlink() and os.readlink(staged) == os.readlink(existing)
+    if not existing.is_file():
+        return False
+    same_mode = (staged.stat().st_mode & 0o111 != 0) == (existing.stat().st_mode & 0o111 != 0)
+    return same_mode and filecmp.cmp(staged, existing, shallow=False)
+
+
+def plan_commit(staging: Path, out: Path, files: list[str], policy: OnExisting) -> CommitPlan:
+    """Decide every path before any is moved; raise :class:`WouldOverwrite` listing every path
+    that ``refuse`` forbids to replace."""
+    plan = CommitPlan()
+    refused: list[str] = []
+    for rel in sorted(files):
+        existing = out / rel
+        if not (existing.exists() or existing.is_symlink()):
+            plan.write.append(rel)
+        elif same_content(staging / rel, existing):
+            plan.unchanged.append(rel)
+        elif policy is OnExisting.OVERWRITE:
+            plan.write.append(rel)
+        elif policy is OnExisting.KEEP:
+            plan.kept.append(rel)
+        else:
+            refused.append(rel)
+    if refused:
+        raise WouldOverwrite(refused)
+    return plan

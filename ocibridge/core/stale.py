@@ -1,0 +1,72 @@
+"""Temporary files of earlier runs that died (kill -9, power loss) are found and removed.
+
+The sweep covers a layout's blob folders only, where every temporary file is made by
+:func:`locked_tempfile` and held under an exclusive ``flock`` by the process writing it; the
+kernel drops the lock when that process dies, however it dies. A temporary file there that can
+be locked is therefore an orphan. (Staging folders of pulls and mounts and the exporters'
+temporary archives are not locked: widening the sweep to them would delete live files.)
+A short grace period covers the instant between a file's
+creation and its lock. Partial downloads (kept on purpose for a resume) are removed only
+once old: a blob nobody asked for again in two weeks is not coming back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from ocibridge.core.fsutil import TEMP_PREFIX
+
+#: seconds a new temporary file is left alone (created, not yet locked)
+GRACE_SECONDS = 60.0
+#: seconds after which an unlocked partial download is given up
+PARTIAL_MAX_AGE = 14 * 24 * 3600.0
+
+
+def locked_tempfile(directory: Path, suffix: str = "") -> tuple[int, str]:
+    """``mkstemp`` with our prefix, locked for as long as the descriptor is open."""
+    fd, path = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=suffix, dir=directory)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd, path
+
+
+def remove_stale(directory: Path, partial_prefix: str | None = None) -> int:
+    """Remove orphaned temporary files (and old partial downloads) in ``directory``; how many."""
+    removed = 0
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        if entry.name.startswith(TEMP_PREFIX):
+            min_age = GRACE_SECONDS
+        elif partial_prefix and entry.name.startswith(partial_prefix):
+            min_age = PARTIAL_MAX_AGE
+        else:
+            continue
+        with contextlib.suppress(OSError):
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            if now - entry.stat(follow_symlinks=False).st_mtime < min_age:
+                continue
+            if _remove_if_orphaned(entry.path):
+                removed += 1
+    return removed
+
+
+def _remove_if_orphaned(path: str) -> bool:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live process is writing it
+        os.unlink(path)
+        return True
+    finally:
+        os.close(fd)

@@ -1,1 +1,0 @@
-"""Format bridges: readers turn a source into a ModelPackage, exporters turn an artifact back."""

@@ -1,0 +1,166 @@
+"""Build files as push input (``push DIR -f FILE``): modctl's Modelfile and KitOps' Kitfile.
+
+Each names the model's files by kind and sets metadata. Only the files a build file names are
+packed, as its own tool does. The build file itself rides along as an annotation, as modctl
+(``org.cncf.modctl.modelfile``) and kit (``ml.kitops.modelkit.kitfile``) keep it, so a
+conversion to the other family keeps what only it can say. Field-by-field mapping:
+docs/formats/modelfile.md and docs/formats/kitfile.md.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import posixpath
+import re
+from pathlib import Path
+from typing import Any
+
+from ocibridge.errors import SourceError
+from ocibridge.kinds.directory.source import read_directory
+from ocibridge.model.package import ModelFile, ModelPackage
+from ocibridge.oci.mediatypes import Kind
+
+MODELFILE_ANNOTATION = "org.cncf.modctl.modelfile"
+KITFILE_ANNOTATION = "ml.kitops.modelkit.kitfile"
+MAX_BUILD_FILE = 1 << 20
+
+#: Modelfile metadata commands → (section, ModelPack field)
+MODELFILE_FIELDS = {
+    "name": ("descriptor", "name"), "arch": ("config", "architecture"), "family": ("descriptor", "family"),
+    "format": ("config", "format"), "paramsize": ("config", "paramSize"), "precision": ("config", "precision"),
+    "quantization": ("config", "quantization"),
+}
+#: Modelfile file commands → kind
+MODELFILE_KINDS = {"model": Kind.WEIGHT, "config": Kind.WEIGHT_CONFIG, "code": Kind.CODE,
+                   "dataset": Kind.DATASET, "doc": Kind.DOC}
+_WEIGHT_FILE = re.compile(r"\.(gguf|safetensors|bin|pt|pth|onnx|h5|ckpt|dduf|tflite|npz)$", re.I)
+
+
+def read_build_file(file: str, context: str, *, excludes: tuple[str, ...] = (),
+                    name: str | None = None) -> ModelPackage:
+    """A Kitfile (YAML with ``manifestVersion``) or a Modelfile, over the directory ``context``."""
+    path = Path(file)
+    try:
+        if path.stat().st_size > MAX_BUILD_FILE:
+            raise SourceError(f"{file}: too large for a build file")
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SourceError(f"{file}: cannot read the build file ({getattr(e, 'strerror', None) or e})") from None
+    if re.search(r"^manifestVersion\s*:", text, re.M):
+        return read_kitfile(text, file, context, excludes=excludes, name=name)
+    return read_modelfile(text, file, context, excludes=excludes, name=name)
+
+
+def _all_files(context: str, excludes: tuple[str, ...], name: str | None) -> ModelPackage:
+    return read_directory(context, excludes=excludes, name=name)
+
+
+def _matches(path: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(path, pattern) or fnmatch.fnmatchcase(posixpath.basename(path), pattern)
+
+
+def read_modelfile(text: str, where: str, context: str, *, excludes: tuple[str, ...] = (),
+                   name: str | None = None) -> ModelPackage:
+    """modctl's Modelfile: ``COMMAND value`` lines (case-insensitive commands, ``#`` comments)."""
+    descriptor: dict[str, Any] = {}
+    config: dict[str, Any] = {}
+    rules: list[tuple[int, Kind, str]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        command, _, value = line.partition(" ")
+        command, value = command.lower(), value.strip()
+        if not value:
+            raise SourceError(f"{where}:{number}: {command.upper()} needs a value")
+        if command in MODELFILE_FIELDS:
+            section, key = MODELFILE_FIELDS[command]
+            (descriptor if section == "descriptor" else config)[key] = value
+        elif command in MODELFILE_KINDS:
+            rules.append((number, MODELFILE_KINDS[command], value))
+        else:
+            raise SourceError(f"{where}:{number}: unknown Modelfile command {command.upper()!r} "
+                              f"(known: {', '.join(c.upper() for c in [*MODELFILE_FIELDS, *MODELFILE_KINDS])})")
+    if not rules:
+        raise SourceError(f"{where}: the Modelfile names no files (MODEL, CONFIG, CODE, DATASET, DOC)")
+    package = _all_files(context, excludes, name)
+    chosen: list[ModelFile] = []
+    used = {number: False for number, _, _ in rules}
+    for f in package.files:
+        for number, kind, pattern in rules:
+            if _matches(f.path, pattern):
+                f.kind = kind
+                used[number] = True
+                chosen.append(f)
+                break
+    for number, _, pattern in rules:
+        if not used[number]:
+            raise SourceError(f"{where}:{number}: {pattern!r} matches no file in {context}")
+    package.files = chosen
+    package.descriptor.update(descriptor)
+    package.config.update(config)
+    package.annotations[MODELFILE_ANNOTATION] = text
+    return package
+
+
+def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ...] = (),
+                 name: str | None = None) -> ModelPackage:
+    """KitOps' Kitfile: package metadata and the model, its parts, code, datasets, docs, prompts."""
+    try:
+        import yaml
+    except ImportError:
+        raise SourceError("reading a Kitfile needs PyYAML (pip install pyyaml)") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SourceError(f"{where}: not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise SourceError(f"{where}: a Kitfile is a YAML mapping")
+    package = _all_files(context, excludes, name)
+    by_path = {f.path: f for f in package.files}
+    chosen: dict[str, ModelFile] = {}
+
+    def take(element: Any, kind: Kind, what: str) -> None:
+        if not isinstance(element, dict) or not isinstance(element.get("path"), str):
+            raise SourceError(f"{where}: {what} needs a path")
+        prefix = posixpath.normpath(element["path"].strip("/"))
+        found = [f for p, f in by_path.items() if prefix == "." or p == prefix or p.startswith(prefix + "/")]
+        if not found:
+            raise SourceError(f"{where}: {what} path {element['path']!r} matches no file in {context}")
+        for f in found:
+            if f.path not in chosen:
+                f.kind = Kind.WEIGHT if kind is Kind.WEIGHT_CONFIG and _WEIGHT_FILE.search(f.path) else kind
+                chosen[f.path] = f
+
+    model = doc.get("model")
+    if isinstance(model, dict):
+        if model.get("path"):
+            take(model, Kind.WEIGHT, "model")
+        for part in model.get("parts") or []:
+            take(part, Kind.WEIGHT_CONFIG, "model part")
+    for section, kind in (("code", Kind.CODE), ("datasets", Kind.DATASET), ("docs", Kind.DOC),
+                          ("prompts", Kind.WEIGHT_CONFIG)):
+        for element in doc.get(section) or []:
+            take(element, kind, section)
+    if not chosen:
+        raise SourceError(f"{where}: the Kitfile names no files")
+    package.files = [chosen[p] for p in sorted(chosen, key=str.encode)]
+    meta: dict[str, Any] = doc["package"] if isinstance(doc.get("package"), dict) else {}
+    for key in ("name", "version", "description"):
+        if isinstance(meta.get(key), str) and meta[key]:
+            package.descriptor[key] = meta[key]
+    if name:
+        package.descriptor["name"] = name
+    if isinstance(meta.get("authors"), list) and meta["authors"]:
+        package.descriptor["authors"] = [str(a) for a in meta["authors"]]
+    licenses = sorted({e["license"] for e in [meta, model or {}, *((model or {}).get("parts") or []),
+                                              *(doc.get("datasets") or []), *(doc.get("code") or [])]
+                       if isinstance(e, dict) and isinstance(e.get("license"), str) and e["license"]})
+    if licenses:
+        package.descriptor["licenses"] = licenses
+    if isinstance(model, dict) and isinstance(model.get("format"), str):
+        package.config["format"] = model["format"]
+    package.annotations[KITFILE_ANNOTATION] = json.dumps(doc, separators=(",", ":"), sort_keys=False,
+                                                         default=str)
+    return package

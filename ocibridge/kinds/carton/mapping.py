@@ -1,0 +1,75 @@
+"""``carton.toml`` fields → ModelPack descriptor/config and ``io.carton.*`` manifest annotations.
+
+Only fields the ModelPack config schema defines go into the config; the rest (runner details,
+platforms, tensor specs) become manifest annotations under the neutral ``io.carton.`` prefix,
+which does not depend on the ModelPack naming family chosen at build time. The model hash
+annotation lets an artifact be found by its Carton model hash. Table: docs/formats/carton.md.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ocibridge.kinds.carton.carton_toml import CartonToml
+
+ANNOTATION_PREFIX = "io.carton."
+ANNOTATION_MODEL_HASH = ANNOTATION_PREFIX + "model.hash"
+ANNOTATION_SPEC_VERSION = ANNOTATION_PREFIX + "spec-version"
+ANNOTATION_RUNNER_NAME = ANNOTATION_PREFIX + "runner.name"
+ANNOTATION_FRAMEWORK_VERSION = ANNOTATION_PREFIX + "runner.required-framework-version"
+ANNOTATION_COMPAT_VERSION = ANNOTATION_PREFIX + "runner.compat-version"
+ANNOTATION_RUNNER_OPTS = ANNOTATION_PREFIX + "runner.opts+json"
+ANNOTATION_PLATFORMS = ANNOTATION_PREFIX + "required-platforms+json"
+ANNOTATION_INPUTS = ANNOTATION_PREFIX + "inputs+json"
+ANNOTATION_OUTPUTS = ANNOTATION_PREFIX + "outputs+json"
+ANNOTATION_MODEL_DESCRIPTION = ANNOTATION_PREFIX + "model-description"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def descriptor_of(toml: CartonToml) -> dict[str, Any]:
+    """name, description (the short one if there is one), licenses, sourceURL, docURL."""
+    descriptor: dict[str, Any] = {}
+    if toml.model_name:
+        descriptor["name"] = toml.model_name
+    description = toml.short_description or toml.model_description
+    if description:
+        descriptor["description"] = description
+    if toml.license:
+        descriptor["licenses"] = [toml.license]
+    if toml.repository:
+        descriptor["sourceURL"] = toml.repository
+    if toml.homepage:
+        descriptor["docURL"] = toml.homepage
+    return descriptor
+
+
+def config_of(toml: CartonToml) -> dict[str, Any]:
+    """The runner decides how the model files are read, which is what ``format`` says."""
+    return {"format": toml.runner.runner_name}
+
+
+def annotations_of(toml: CartonToml, model_hash: str) -> dict[str, str]:
+    runner = toml.runner
+    annotations = {
+        ANNOTATION_MODEL_HASH: model_hash,
+        ANNOTATION_SPEC_VERSION: str(toml.spec_version),
+        ANNOTATION_RUNNER_NAME: runner.runner_name,
+        ANNOTATION_FRAMEWORK_VERSION: runner.required_framework_version,
+    }
+    if runner.runner_compat_version is not None:
+        annotations[ANNOTATION_COMPAT_VERSION] = str(runner.runner_compat_version)
+    if runner.opts:
+        annotations[ANNOTATION_RUNNER_OPTS] = _json(runner.opts)
+    if toml.required_platforms:
+        annotations[ANNOTATION_PLATFORMS] = _json(toml.required_platforms)
+    if toml.input is not None:
+        annotations[ANNOTATION_INPUTS] = _json([t.model_dump(exclude_none=True) for t in toml.input])
+    if toml.output is not None:
+        annotations[ANNOTATION_OUTPUTS] = _json([t.model_dump(exclude_none=True) for t in toml.output])
+    if toml.short_description and toml.model_description:
+        annotations[ANNOTATION_MODEL_DESCRIPTION] = toml.model_description
+    return annotations

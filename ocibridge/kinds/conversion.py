@@ -1,0 +1,176 @@
+"""``convert``: an artifact of any family becomes another family, blobs reused byte for byte.
+
+The source is identified by what it is (:func:`.registry.identify`), read into the neutral
+view, written as the target family (or given back exactly, when it carries the target's
+origin), and moved by the one graph copy from a :class:`.view.ConvertedStore`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.kinds.families import Identified, by_name, identify
+from ocibridge.kinds.family import Exported, Exports, Reading, WriteOptions, Writes
+from ocibridge.kinds.family_table import OVERRIDES
+from ocibridge.kinds.neutral import Loss, ModelView, Written
+from ocibridge.kinds.origin import restore
+from ocibridge.kinds.repack import HoldsOnly, repack
+from ocibridge.kinds.targets import StoreTarget, open_store_target
+from ocibridge.kinds.view import TAG, ConvertedStore
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.base import Store
+from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, CopyHooks, CopyStats, copy
+from ocibridge.transfer.progress import ProgressFn
+
+if TYPE_CHECKING:
+    from ocibridge.stores.registry.options import RegistryOptions
+
+
+@dataclass
+class Conversion:
+    """A converted artifact ready to copy, and what the conversion found and lost."""
+
+    store: ConvertedStore
+    source: Identified
+    source_family: str
+    target_family: str
+    restored: bool
+    losses: list[Loss] = field(default_factory=list)
+    changes: list[Loss] = field(default_factory=list)  # layers rewritten for the target (new digests)
+
+    @property
+    def descriptor(self) -> Descriptor:
+        return self.store.descriptor
+
+
+def apply_overrides(view: ModelView, overrides: dict[str, str]) -> None:
+    """Set descriptor/config fields from flags (``--arch`` → config.architecture, ...)."""
+    for flag, value in overrides.items():
+        section, name = OVERRIDES[flag]
+        target = view.descriptor if section == "descriptor" else view.config
+        target[name] = [value] if name == "licenses" else value
+    if overrides:
+        view.edited = True
+
+
+def convert_artifact(store: Store, reference: str, to: str, options: WriteOptions | None = None,
+                     *, then: str | None = None, shown: str | None = None) -> Conversion:
+    """The artifact ``reference`` names in ``store``, as family ``to`` (nothing is written).
+    ``then``: the family an exporter writes from that form, whose layer needs apply too;
+    ``shown``: the reference as the user wrote it, for messages."""
+    options = options or WriteOptions()
+    found = identify(store, reference, shown=shown)
+    reading = found.family.read(store, found.desc, found.data, found.manifest)
+    return convert_reading(found, reading, to, options, then=then)
+
+
+def convert_reading(found: Identified, reading: Reading, to: str, options: WriteOptions,
+                    *, then: str | None = None) -> Conversion:
+    target = by_name(to)
+    if not isinstance(target, Writes):
+        raise OcibridgeError(f"{target.title}s are written by an exporter, not as a manifest over the same blobs")
+    changes: list[Loss] = []
+    needs = by_name(then) if then is not None else target
+    if isinstance(needs, HoldsOnly):
+        reading, changes = repack(reading, needs, needs.title)
+    view = reading.view
+    key = target.key(None, options)
+    if options.overrides:
+        apply_overrides(view, options.overrides)
+    written: Written | None = None
+    if not options.overrides and not changes:  # rewritten layers: the source bytes no longer fit
+        if view.family == key:  # already that family: the same manifest
+            written = Written(view.manifest, view.manifest_media_type, view.config_bytes,
+                              found.manifest.config.mediaType, found.manifest.artifactType)
+        else:
+            written = restore(view, key, view.manifest_media_type)
+    restored = written is not None and view.family != key
+    if written is None:
+        written = target.write(view, options)
+    for part in view.parts:  # every blob there before anything is written (and, on a
+        if not reading.blobs.exists(part.blob):  # registry, known as mountable from its repository)
+            raise NotFound(f"{reading.blobs.describe()}: blob {part.blob.digest} ({part.path}) is missing")
+    source_family = found.family.key(found.manifest, WriteOptions())
+    return Conversion(ConvertedStore(reading.blobs, written), found, source_family, key, restored,
+                      [*reading.losses, *written.losses], changes)
+
+
+@dataclass
+class ConvertResult:
+    reference: str
+    conversion: Conversion
+    stats: CopyStats
+
+    def as_dict(self) -> dict[str, Any]:
+        c = self.conversion
+        return {
+            "reference": self.reference,
+            "from": c.source_family,
+            "to": c.target_family,
+            "sourceDigest": c.source.desc.digest,
+            "restored": c.restored,
+            "lost": [loss.as_dict() for loss in c.losses if not loss.kept],
+            "keptForRoundTrip": [loss.as_dict() for loss in c.losses if loss.kept],
+            "changed": [change.as_dict() for change in c.changes],
+            **self.stats.as_dict(),
+        }
+
+
+def convert_staged(store: Store, reference: str, to: str, scratch: Path,
+                   options: WriteOptions | None = None) -> tuple[Store, Descriptor, Conversion]:
+    """(store, root, conversion): the artifact ``reference`` names as family ``to``, ready for a
+    copy. A family written over the same blobs is a view (nothing written); one written by an
+    exporter (Ollama, ModelCar: new manifests, maybe new layers) is exported into an OCI layout
+    at ``scratch``, which the caller removes once the copy is done (mirror jobs)."""
+    family = by_name(to)
+    if not isinstance(family, Exports):
+        conversion = convert_artifact(store, reference, to, options)
+        return conversion.store, conversion.descriptor, conversion
+    conversion = convert_artifact(store, reference, "modelpack", options, then=to)
+    staging = LayoutStore(scratch, create=True)
+    exported = family.export(conversion.store, conversion.descriptor,
+                             StoreTarget(staging, TAG, TAG, f"oci:{scratch}:{TAG}"),
+                             concurrency=DEFAULT_CONCURRENCY, progress=None)
+    _exported_losses(conversion, family.name, exported)
+    return staging, exported.descriptor, conversion
+
+
+def _exported_losses(conversion: Conversion, family: str, exported: Exported) -> None:
+    conversion.target_family = family
+    conversion.restored = False
+    if not exported.keeps_source:  # what the ModelPack form kept in annotations is gone too
+        conversion.losses = [Loss(x.field, x.value, False) for x in conversion.losses]
+    conversion.losses = [*conversion.losses, *exported.losses]
+
+
+def convert(
+    src: str,
+    dst: str,
+    to: str,
+    *,
+    options: WriteOptions | None = None,
+    registry_options: RegistryOptions | None = None,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    progress: ProgressFn | None = None,
+) -> ConvertResult:
+    """Convert the artifact at ``src`` into family ``to`` and store it at ``dst``."""
+    source = open_store_target(src, options=registry_options)
+    family = by_name(to)
+    if isinstance(family, Exports):  # Ollama, ModelCar: exported from the ModelPack form
+        conversion = convert_artifact(source.store, source.reference, "modelpack", options, then=to, shown=src)
+        target = open_store_target(dst, for_write=True, options=registry_options)
+        exported = family.export(conversion.store, conversion.descriptor, target,  # undone on failure
+                                 concurrency=concurrency, progress=progress)
+        _exported_losses(conversion, family.name, exported)
+        pinned = f"{dst.split('@', 1)[0]}@{exported.descriptor.digest}"
+        return ConvertResult(pinned, conversion, exported.stats)
+    conversion = convert_artifact(source.store, source.reference, to, options, shown=src)
+    target = open_store_target(dst, for_write=True, options=registry_options)
+    stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress,
+                 hooks=CopyHooks(undo_on_failure=True))  # a failed convert leaves a layout as it was
+    pinned = f"{target.text.split('@', 1)[0]}@{conversion.descriptor.digest}"
+    return ConvertResult(pinned, conversion, stats)

@@ -1,0 +1,117 @@
+"""Plain model directories: every regular file becomes a model file, its kind inferred by name."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from ocibridge.core.fsutil import link_stays_inside
+from ocibridge.errors import SourceError
+from ocibridge.kinds.source import ExportRequest, ReadRequest
+
+if TYPE_CHECKING:
+    from ocibridge.model.package import ModelPackage
+    from ocibridge.oci.mediatypes import Kind
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.stores.base import Store
+    from ocibridge.transfer.results import PullResult
+
+#: Tool folders and files, not part of a model: version control, Hugging Face's download cache
+#: (``.cache/huggingface`` in a ``local_dir`` download, ``.huggingface``), git attributes.
+DEFAULT_EXCLUDES = (".git", ".git/*", ".hg", ".svn", "__pycache__", "*/__pycache__", ".DS_Store",
+                    ".cache", ".huggingface", ".gitattributes")
+
+
+def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(rel, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def read_directory(
+    root: str | os.PathLike[str],
+    *,
+    overrides: Sequence[tuple[str, Kind]] = (),
+    excludes: tuple[str, ...] = (),
+    name: str | None = None,
+) -> ModelPackage:
+    """Walk ``root`` in byte order. Symlinks inside the tree are kept as links; links that point
+    outside it, sockets and devices are refused with a clear error."""
+    from ocibridge.model.classify import classify  # reading only: a pull into a directory needs neither
+    from ocibridge.model.package import ModelFile, ModelPackage
+
+    base = Path(root)
+    if not base.exists():
+        raise SourceError(f"{base}: no such file or directory")
+    if not base.is_dir():
+        raise SourceError(f"{base}: not a directory")
+    patterns = DEFAULT_EXCLUDES + tuple(excludes)
+    files: list[ModelFile] = []
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        current = base / rel_dir if rel_dir else base
+        try:
+            entries = sorted(os.scandir(current), key=lambda e: e.name.encode())
+        except OSError as e:
+            raise SourceError(f"{current}: cannot read directory: {e.strerror}") from None
+        for entry in entries:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            if _excluded(rel, patterns):
+                continue
+            if entry.is_symlink():
+                target = os.readlink(entry.path)
+                if not link_stays_inside(rel, target):
+                    raise SourceError(f"{rel}: symlink points outside the model ({target})")
+                files.append(
+                    ModelFile(rel, classify(rel, 0, overrides), 0, link_target=target)
+                )
+            elif entry.is_dir():
+                stack.append(rel)
+            elif entry.is_file():
+                path = Path(entry.path)
+                if not os.access(path, os.R_OK):
+                    raise SourceError(f"{rel}: file is not readable")
+                size = entry.stat().st_size
+                files.append(ModelFile.from_path(rel, path, classify(rel, size, overrides)))
+            else:
+                raise SourceError(f"{rel}: not a regular file, directory or symlink")
+    if not files:
+        raise SourceError(f"{base}: no files to package")
+    files.sort(key=lambda f: f.path.encode())
+    model_name = name or base.resolve().name
+    return ModelPackage(files=files, descriptor={"name": model_name}, source_format="directory")
+
+
+class DirectoryFormat:
+    """A plain model directory in the format table: the fallback for a local path. Read with
+    its metadata (config.json, safetensors and GGUF headers); pulled into file by file, only
+    the files asked for, resumable."""
+
+    name: ClassVar[str] = "directory"
+    picks_files: ClassVar[bool] = True
+    shows_progress: ClassVar[bool] = True
+
+    def read(self, source: str, request: ReadRequest) -> ModelPackage:
+        from ocibridge.model import metadata
+
+        package = read_directory(source, overrides=request.kind_overrides, excludes=request.excludes,
+                                 name=request.name)
+        metadata.fill(package)  # architecture, family, precision, paramSize from the files
+        return package
+
+    def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
+        from ocibridge.core.overwrite import OnExisting
+        from ocibridge.model.extract import extract
+        from ocibridge.transfer.pullcache import cached_pull
+        from ocibridge.transfer.results import PullResult
+
+        # resumable across runs, and files already in DEST with the right digest are not fetched
+        with cached_pull(store, Path(dest), request.progress) as cached:
+            result = extract(cached, desc.digest, dest, concurrency=request.concurrency,
+                             progress=request.progress, select=request.select,
+                             on_existing=request.on_existing or OnExisting.REFUSE)
+        return PullResult(desc.digest, dest, self.name, tuple(result.files), result.bytes_written,
+                          kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)))

@@ -1,0 +1,1 @@
+"""Docker Model Runner artifacts."""

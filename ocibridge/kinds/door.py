@@ -1,0 +1,165 @@
+"""The door: which source format reads a ``push`` source, writes a ``pull`` destination, or
+converts an artifact found in a store, all decided by the table in :mod:`.table`.
+
+A format (the protocols are in :mod:`.base`) is a class with a ``name``, ``read`` (a source
+→ a model package) and ``export`` (an artifact → the destination), plus two optional
+capabilities checked with ``isinstance``:
+:class:`SniffsContent` (recognise a file by its bytes when its name says nothing) and
+:class:`ReadsArtifacts` (convert artifacts of a model family, as found in any store: an
+Ollama model in a registry is converted by what it is, not by how its reference is spelled).
+
+Recognition order for a local path or reference: ``--format`` when given, then a scheme, then
+a file suffix, then content, then the fallback (a plain directory).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ocibridge.errors import OcibridgeError, SourceError
+from ocibridge.kinds import source_table as table
+from ocibridge.kinds.source import ExportRequest, ReadRequest, ReadsArtifacts, SniffsContent, SourceFormat
+from ocibridge.oci import reference as refs
+
+if TYPE_CHECKING:
+    from ocibridge.kinds.families import Identified
+    from ocibridge.stores.base import Store
+
+__all__ = ["ExportRequest", "ReadRequest", "ReadsArtifacts", "SniffsContent", "SourceFormat"]
+
+
+_LOADED: dict[str, SourceFormat] = {}
+
+
+def _load(line: table.Registration) -> SourceFormat:
+    key = f"{line.module}:{line.cls}"
+    if key not in _LOADED:
+        _LOADED[key] = getattr(importlib.import_module(line.module), line.cls)()
+    return _LOADED[key]
+
+
+def by_name(name: str) -> SourceFormat:
+    for line in table.REGISTRATIONS:
+        if line.name == name:
+            return _load(line)
+    raise OcibridgeError(f"unknown format {name!r} (known: {', '.join(r.name for r in table.REGISTRATIONS)})")
+
+
+def _by_reference(text: str) -> SourceFormat | None:
+    """The format a scheme or a suffix names, without opening anything."""
+    lower = text.lower()
+    for line in table.REGISTRATIONS:
+        if any(text.startswith(s) for s in line.schemes) or any(lower.endswith(s.lower()) for s in line.suffixes):
+            return _load(line)
+    return None
+
+
+def _fallback() -> SourceFormat:
+    return _load(next(r for r in table.REGISTRATIONS if r.fallback))
+
+
+def is_store_reference(text: str) -> bool:
+    """Whether ``text`` names a store: archives named by a registered suffix are files."""
+    return refs.is_store_reference(text, file_suffixes=table.file_suffixes())
+
+
+def source_format(source: str, explicit: str | None = None) -> SourceFormat:
+    """The format that reads ``source``: ``explicit`` (``--format``), else by scheme or
+    suffix, else by content (an existing file), else the fallback."""
+    if explicit and explicit != "auto":
+        return _named(explicit, "source")
+    found = _by_reference(source)
+    if found is not None:
+        return found
+    path = Path(source)
+    if path.is_file():
+        for line in table.REGISTRATIONS:
+            fmt = _load(line)
+            if isinstance(fmt, SniffsContent) and fmt.sniff(path):
+                return fmt
+    return _fallback()
+
+
+def destination_format(dest: str, explicit: str | None = None) -> SourceFormat | None:
+    """The format a ``pull`` writes at ``dest``; None when ``dest`` is a store (a copy)."""
+    if explicit and explicit != "auto":
+        return _named(explicit, "output")
+    found = _by_reference(dest)
+    if found is not None:
+        return found
+    return None if is_store_reference(dest) else _fallback()
+
+
+def _named(name: str, what: str) -> SourceFormat:
+    try:
+        return by_name(name)
+    except OcibridgeError:
+        raise SourceError(f"unknown {what} format {name!r}") from None
+
+
+def exports_quietly(dest: str, explicit: str | None = None) -> bool:
+    """Whether a pull into ``dest`` is an export that reports no progress (no bar drawn)."""
+    fmt = destination_format(dest, explicit)
+    return fmt is not None and not fmt.shows_progress
+
+
+@dataclass
+class Conversion:
+    """The format whose model family the artifact at a reference is, and what to read there."""
+
+    format: ReadsArtifacts
+    reference: str  # the model manifest (an index's entry by digest)
+    as_is: bool  # the destination is that format's own: the artifact goes across unconverted
+
+
+@dataclass
+class Examined:
+    """What the door found at a reference: the model (None when it is no model of a known
+    family) and, when a format reads that model's family, the conversion."""
+
+    model: Identified | None
+    conversion: Conversion | None
+
+
+def examine(store: Store, reference: str, dest_format: SourceFormat | None = None, *,
+            source: str | None = None, refuse_other: bool = True) -> Examined:
+    """Identify the artifact ``reference`` names by its model family (by media type) and pick
+    the format that reads that family, if any; ``as_is`` when ``dest_format`` is that same
+    format (an Ollama model into an Ollama store). The manifest is read once.
+
+    A ``source`` spelled with a format's scheme (``ollama:NAME``) names that format's own store,
+    which holds nothing else: its reader takes it without identification, and reports what is
+    wrong with a model there in its own terms."""
+    from ocibridge.kinds.families import NotAModel, identify
+
+    named = _by_reference(source) if source is not None else None
+    if isinstance(named, ReadsArtifacts):
+        return Examined(None, Conversion(named, reference, as_is=named is dest_format))
+    try:
+        found = identify(store, reference, shown=source)
+    except NotAModel as not_a_model:
+        if not_a_model.files_artifact or not refuse_other:  # read (or copied) as it is
+            return Examined(None, None)
+        raise  # a container image, an index of no model: refused saying what it is
+    for line in table.REGISTRATIONS:
+        if line.family != found.family.name:
+            continue  # the other formats are not loaded to ask (a ModelPack artifact needs none)
+        fmt = _load(line)
+        if isinstance(fmt, ReadsArtifacts) and fmt.family == found.family.name:
+            root = store.resolve(reference)
+            model = reference if root.digest == found.desc.digest else found.desc.digest
+            return Examined(found, Conversion(fmt, model, as_is=fmt is dest_format))
+    return Examined(found, None)
+
+
+if TYPE_CHECKING:  # mypy holds the built-in formats to the protocols (the table loads them by name)
+    from ocibridge.kinds.carton.door import CartonFormat
+    from ocibridge.kinds.directory.source import DirectoryFormat
+    from ocibridge.kinds.mlsteam.door import MlarchiveFormat
+    from ocibridge.kinds.ollama.door import OllamaFormat
+
+    def _conforming() -> tuple[list[SourceFormat], ReadsArtifacts]:
+        return [CartonFormat(), MlarchiveFormat(), OllamaFormat(), DirectoryFormat()], OllamaFormat()

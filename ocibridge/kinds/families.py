@@ -1,0 +1,177 @@
+"""The table of model families: detection by what an artifact is, and lookup by name.
+
+Adding a family is one module implementing :class:`~.base.ModelFamily` plus one line in
+:mod:`.table`; ``convert --to``, ``pull`` and ``push --to`` take their choices from there.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.kinds.describe import describe_other, is_image
+from ocibridge.kinds.family import ModelFamily, Probes
+from ocibridge.model.index import MAX_INDEX_ENTRIES, model_entry
+from ocibridge.oci.mediatypes import INDEX_TYPES
+from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, resolve_and_read
+
+
+class _Line:
+    """A registered family: its class, imported on first use (detection stops at the first family
+    that matches, so a ModelPack artifact never loads the other families' modules), or an
+    instance registered whole."""
+
+    def __init__(self, name: str, module: str = "", cls: str = "", family: ModelFamily | None = None):
+        self.name = name
+        self._where = (module, cls)
+        self._family = family
+
+    def family(self) -> ModelFamily:
+        if self._family is None:
+            module, cls = self._where
+            self._family = getattr(importlib.import_module(module), cls)()
+        return self._family
+
+
+_FAMILIES: list[_Line] = []
+
+
+class NotAModel(OcibridgeError):
+    """An artifact of no known model family; the message says what it is instead.
+
+    ``files_artifact`` is true for a plain OCI artifact manifest (not an image, not an index):
+    files pushed the way ``oras push`` writes them, which a pull can still give back as files."""
+
+    def __init__(self, message: str, *, files_artifact: bool = False) -> None:
+        super().__init__(message)
+        self.files_artifact = files_artifact
+
+
+def register(family: ModelFamily) -> None:
+    _add(_Line(family.name, family=family))
+
+
+def _add(line: _Line) -> None:
+    if any(f.name == line.name for f in _FAMILIES):
+        raise ValueError(f"model family {line.name!r} registered twice")
+    _FAMILIES.append(line)
+
+
+def names() -> list[str]:
+    return [f.name for f in _FAMILIES]
+
+
+def _families() -> Iterator[ModelFamily]:
+    """The families in the table's order, each loaded when the iteration reaches it."""
+    for line in _FAMILIES:
+        yield line.family()
+
+
+def by_name(name: str) -> ModelFamily:
+    for line in _FAMILIES:
+        if line.name == name:
+            return line.family()
+    raise OcibridgeError(f"unknown model family {name!r} (known: {', '.join(names())})")
+
+
+def family_of(manifest: Manifest) -> ModelFamily | None:
+    """The family a manifest belongs to, by its media types; None for anything else."""
+    for family in _families():
+        if family.matches(manifest):
+            return family
+    return None
+
+
+def probed(store: Store, desc: Descriptor, manifest: Manifest) -> ModelFamily | None:
+    """The family an image belongs to by its content (a ModelCar built by another tool)."""
+    if not is_image(manifest):
+        return None
+    for family in _families():
+        if isinstance(family, Probes) and family.probe(store, desc, manifest):
+            return family
+    return None
+
+
+@dataclass
+class Identified:
+    """A model manifest found at a reference, and its family."""
+
+    family: ModelFamily
+    desc: Descriptor
+    data: bytes
+    manifest: Manifest
+
+
+def _fetch(store: Store, desc: Descriptor) -> tuple[bytes, Manifest | Index]:
+    if desc.size > MAX_MANIFEST_BYTES:
+        raise OcibridgeError(f"manifest {desc.digest} is too large ({desc.size} bytes)")
+    data = store.fetch_bytes(desc)
+    return data, parse_manifest_bytes(data, desc.mediaType)
+
+
+def identify(store: Store, reference: str, *, shown: str | None = None) -> Identified:
+    """The model ``reference`` names, of any registered family (``shown``: the reference as the
+    user wrote it, for the refusal; ``reference`` alone is a tag such as ``1``).
+
+    An index resolves to its one model entry: by ``artifactType`` when entries carry it, else
+    by reading the entries' manifests (``skopeo copy --all`` drops ``artifactType``). When an
+    index holds several models, the first by the table's order (ModelPack first) is taken.
+    Anything else raises :class:`NotAModel` saying what it is.
+    """
+    desc, data = resolve_and_read(store, reference)  # one request on a registry
+    node = parse_manifest_bytes(data, desc.mediaType)
+    if isinstance(node, Manifest):
+        family = family_of(node) or probed(store, desc, node)
+        if family is None:
+            raise NotAModel(f"{shown or reference} is {describe_other(node)}, not a model of a known family "
+                            f"({', '.join(names())})", files_artifact=not is_image(node))
+        return Identified(family, desc, data, node)
+    return _from_index(store, shown or reference, node)
+
+
+def _from_index(store: Store, reference: str, index: Index) -> Identified:
+    order = {f.name: i for i, f in enumerate(_FAMILIES)}
+
+    def rank(manifest: Manifest) -> int | None:
+        family = family_of(manifest)
+        return None if family is None else order[family.name]
+
+    others: list[Manifest] = []
+    found = model_entry(store, index, rank, rank_type=None, others=others)
+    if found is None and any(is_image(m) for m in others):
+        car = _probed_image(store, index)
+        if car is not None:
+            return car
+    if found is None:
+        seen = sorted({describe_other(m) for m in others})
+        what = f" (entries: {', '.join(seen)})" if seen else ""
+        raise NotAModel(f"{reference} is an index with no model manifest{what}")
+    family = family_of(found.manifest)
+    assert family is not None
+    return Identified(family, found.desc, found.data, found.manifest)
+
+
+def _probed_image(store: Store, index: Index) -> Identified | None:
+    """An index of images: its first image is looked into (the platforms of a ModelCar hold the
+    same files under /models), a ModelCar built by another tool when its layers say so."""
+    for entry in index.manifests[:MAX_INDEX_ENTRIES]:
+        if entry.mediaType in INDEX_TYPES:
+            continue
+        data, node = _fetch(store, entry)
+        if isinstance(node, Manifest) and is_image(node):
+            family = probed(store, entry, node)
+            return Identified(family, entry, data, node) if family is not None else None
+    return None
+
+
+def _register_builtin() -> None:
+    from ocibridge.kinds.family_table import REGISTRATIONS
+
+    for name, module, cls in REGISTRATIONS:
+        _add(_Line(name, module, cls))
+
+
+_register_builtin()

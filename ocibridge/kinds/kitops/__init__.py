@@ -1,0 +1,1 @@
+"""KitOps ModelKits and their Kitfile."""

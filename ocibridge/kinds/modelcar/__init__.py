@@ -1,0 +1,1 @@
+"""ModelCar images: files under ``/models``, built for containerd/KServe and read back."""

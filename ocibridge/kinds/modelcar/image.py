@@ -1,0 +1,244 @@
+"""ModelCar images built by other tools: an ordinary image whose layers put the model under /models.
+
+KServe's convention is a Dockerfile such as ``FROM busybox`` + ``COPY model /models``: nothing in
+the manifest or config marks it, so it is recognised by what its layers hold (:func:`has_models`)
+and read by applying its tar layers in order through the confined layer reader of ``k8s mount``
+(whiteouts, links resolved inside the tree, bomb limits, diff_ids checked against the config).
+Only entries under ``models/`` are kept (and written to disk); the base image's files are
+counted and reported as lost, never unpacked.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import shutil
+import tarfile
+import tempfile
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ocibridge.core.confined import check_links, whiteout_target
+from ocibridge.core.fsutil import TEMP_PREFIX, is_root_entry, safe_relpath
+from ocibridge.core.streams import open_tar_stream
+from ocibridge.errors import OcibridgeError, SourceError, UnsafePath
+from ocibridge.kinds.neutral import Loss
+from ocibridge.layers.apply import MAX_ENTRIES, OPAQUE, WHITEOUT, Tree
+from ocibridge.layers.reader import open_layer, readable_layer
+from ocibridge.oci.digest import CHUNK, HashingReader
+from ocibridge.oci.mediatypes import TAR_LAYER_TYPES
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
+
+ROOT = "models"
+#: image config fields a model package has no place for, reported when the image sets them
+IMAGE_FIELDS = ("User", "Env", "Entrypoint", "Cmd", "WorkingDir", "Labels", "ExposedPorts", "Volumes",
+                "StopSignal", "Healthcheck")
+
+
+def _under_root(path: str) -> bool:
+    return path == ROOT or path.startswith(ROOT + "/")
+
+
+def _affected(name: str) -> str | None:
+    """The path a tar entry changes (a whiteout's target, an opaque marker's directory); None
+    for the archive root."""
+    if is_root_entry(name):
+        return None
+    path = safe_relpath(name.rstrip("/"), "tar entry")
+    directory, base = posixpath.split(path)
+    if base == OPAQUE:
+        return directory
+    if base.startswith(WHITEOUT):
+        return posixpath.join(directory, base[len(WHITEOUT):]) if directory else base[len(WHITEOUT):]
+    return path
+
+
+def has_models(store: Store, manifest: Manifest) -> bool:
+    """Whether the image's top-most layer that holds files puts them under /models.
+
+    Layers are read from the top down, tar headers only, and the scan stops at the first layer
+    that decides: one with a file under ``models/`` (a ModelCar), or one with files elsewhere
+    only (an application layer: an ordinary image); directories and deletions decide nothing.
+    A plain image costs one layer read.
+    """
+    for layer in reversed(manifest.layers):
+        if layer.mediaType not in TAR_LAYER_TYPES:
+            return False
+        verdict = _scan(store, layer)
+        if verdict is not None:
+            return verdict
+    return False
+
+
+def _scan(store: Store, layer: Descriptor) -> bool | None:
+    outside = False
+    with readable_layer(layer, "image layer"), open_layer(store, layer) as stream, open_tar_stream(stream) as tar:
+        for count, member in enumerate(tar):
+            if count > MAX_ENTRIES:
+                raise OcibridgeError("tar layer has too many entries (bomb limit)")
+            path = _affected(member.name)
+            if path is None or member.isdir():
+                continue
+            if _under_root(path) and path != ROOT:
+                return True
+            if not posixpath.basename(member.name.rstrip("/")).startswith(WHITEOUT):
+                outside = True  # a file elsewhere (a deletion elsewhere, RUN rm -rf /tmp/*, decides nothing)
+    return False if outside else None
+
+
+@dataclass
+class ModelsTree:
+    """The files under /models of an image, staged on disk (``root`` is the /models directory),
+    and what the image held that a model package cannot."""
+
+    staging: Path
+    entries: list[tuple[str, str, str | None]]  # (path under /models, 'file'|'symlink', link target)
+    losses: list[Loss] = field(default_factory=list)
+
+    @property
+    def root(self) -> Path:
+        return self.staging / ROOT
+
+    def remove(self) -> None:
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def remove_with(self, owner: object) -> None:
+        """Remove the staged files once ``owner`` (the store serving them) is collected, or at exit."""
+        weakref.finalize(owner, shutil.rmtree, str(self.staging), True)
+
+
+def read_models(store: Store, manifest: Manifest, config: dict[str, Any]) -> ModelsTree:
+    """Apply the image's layers (entries under /models only) in a new staging directory; a clear
+    error, and nothing left behind, for anything unsafe or inconsistent."""
+    staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX))
+    try:
+        return _read(store, manifest, config, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _read(store: Store, manifest: Manifest, config: dict[str, Any], staging: Path) -> ModelsTree:
+    diff_ids = (config.get("rootfs") or {}).get("diff_ids") if isinstance(config.get("rootfs"), dict) else None
+    if not isinstance(diff_ids, list) or len(diff_ids) != len(manifest.layers):
+        raise SourceError(f"image config lists {len(diff_ids) if isinstance(diff_ids, list) else 'no'} "
+                          f"diff_ids for {len(manifest.layers)} layers")
+    tree = Tree(staging)
+    outside = 0
+    for i, layer in enumerate(manifest.layers):
+        if layer.mediaType not in TAR_LAYER_TYPES:
+            raise SourceError(f"image layer {layer.digest} is {layer.mediaType!r}, not a tar layer")
+        diff_id, skipped = _apply(store, layer, tree)
+        outside += skipped
+        if diff_id != diff_ids[i]:
+            raise SourceError(f"image layer {i} ({layer.digest}): its diff_id is {diff_id}, "
+                              f"the config says {diff_ids[i]}")
+    tree.finish()
+    top = tree.entries.get(ROOT)
+    if top is None or top.type != "dir":
+        raise SourceError("the image has no /models directory" if top is None
+                          else "/models in the image is not a directory")
+    prefix = ROOT + "/"
+    entries: list[tuple[str, str, str | None]] = []
+    links: dict[str, str] = {}
+    for entry in tree.sorted():
+        if not entry.path.startswith(prefix) or entry.type == "dir":
+            continue
+        rel = entry.path[len(prefix):]
+        entries.append((rel, entry.type, entry.target))
+        if entry.type == "symlink" and entry.target is not None:
+            links[rel] = entry.target
+    try:  # a link inside /models may not lead to the base image's files either
+        check_links(links)
+    except UnsafePath as e:
+        raise UnsafePath(f"/models: {e}") from None
+    if not entries:
+        raise SourceError("the image's /models directory holds no files")
+    losses = []
+    if outside:
+        losses.append(Loss("image.base", f"{outside} entries outside /models (base image layers)", False))
+    losses += _config_losses(config)
+    annotations = sorted((manifest.annotations or {}).items())
+    losses += [Loss(f"image.annotations[{k}]", _short(v), False) for k, v in annotations]
+    return ModelsTree(staging, entries, losses)
+
+
+def _apply(store: Store, layer: Descriptor, tree: Tree) -> tuple[str, int]:
+    """Apply the entries of one layer that touch /models; (the layer's diff_id, entries skipped)."""
+    tree.begin_layer()
+    skipped = 0
+    with readable_layer(layer, "image layer"), open_layer(store, layer) as stream:  # bounded, verified at its end
+        hashing = HashingReader(stream)
+        with open_tar_stream(hashing) as tar:
+            for count, member in enumerate(tar):
+                if count > MAX_ENTRIES:
+                    raise OcibridgeError("tar layer has too many entries (bomb limit)")
+                path = _affected(member.name)
+                if path is None:
+                    continue
+                if path and not _under_root(path):  # '' is an opaque marker at the root
+                    deletion = posixpath.basename(member.name.rstrip("/")).startswith(WHITEOUT)
+                    skipped += 0 if member.isdir() or deletion else 1
+                    continue
+                if path == ROOT and not member.isdir() and not _is_marker(member):
+                    raise UnsafePath(f"/models in layer {layer.digest} is not a directory")
+                _apply_entry(tar, member, tree)
+        while hashing.read(CHUNK):  # to the end, where the blob's digest is checked
+            pass
+    return hashing.digest, skipped
+
+
+def _apply_entry(tar: tarfile.TarFile, member: tarfile.TarInfo, tree: Tree) -> None:
+    """One tar entry onto the tree, as an unpacker applies it; the tree refuses what is unsafe."""
+    path = safe_relpath(member.name.rstrip("/"), "tar entry")
+    directory, base = posixpath.split(path)
+    if base == OPAQUE:
+        tree.opaque(directory)
+    elif base.startswith(WHITEOUT):
+        hidden = base[len(WHITEOUT):]
+        if not hidden.startswith(WHITEOUT):  # other aufs metadata (.wh..wh.plnk…) are no files
+            tree.remove(whiteout_target(directory, hidden))
+    elif member.isdir():
+        tree.add_dir(path, member.mode)
+    elif member.issym():
+        tree.add_symlink(path, member.linkname)
+    elif member.islnk():
+        tree.add_hardlink(path, safe_relpath(member.linkname.rstrip("/"), "hard link target"))
+    elif member.isfile():
+        tree.add_file(path, member.mode, member.size, tar.extractfile(member))
+    else:
+        raise UnsafePath(f"{path}: device, fifo or other special file in a layer")
+
+
+def _is_marker(member: tarfile.TarInfo) -> bool:
+    """A whiteout of /models itself (``.wh.models``), which a later layer may recreate."""
+    return posixpath.basename(member.name.rstrip("/")).startswith(WHITEOUT)
+
+
+def _config_losses(config: dict[str, Any]) -> list[Loss]:
+    runtime = config.get("config")
+    if not isinstance(runtime, dict):
+        return []
+    return [Loss(f"image.config.{k}", _short(runtime[k]), False)
+            for k in IMAGE_FIELDS if runtime.get(k) not in (None, "", [], {})]
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def image_config(store: Store, manifest: Manifest) -> dict[str, Any]:
+    """The image config as a JSON object (bounded, clear errors)."""
+    if manifest.config.size > MAX_MANIFEST_BYTES:
+        raise SourceError(f"image config {manifest.config.digest} is too large ({manifest.config.size} bytes)")
+    try:
+        doc = json.loads(store.fetch_bytes(manifest.config))
+    except ValueError as e:
+        raise SourceError(f"image config {manifest.config.digest} is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise SourceError(f"image config {manifest.config.digest} is not a JSON object")
+    return doc

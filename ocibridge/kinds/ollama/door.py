@@ -1,0 +1,53 @@
+"""Ollama models in the format table: ``ollama:NAME`` (the local store) and
+``ollama://[host/]NAME`` (a registry) as sources and destinations, and any Ollama model found
+in a store (the families table knows one by its media types) converted by what it is."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, ClassVar
+
+from ocibridge.kinds.source import ExportRequest, ReadRequest
+
+if TYPE_CHECKING:
+    from ocibridge.model.package import ModelPackage
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.stores.base import Store
+    from ocibridge.transfer.results import PullResult
+
+
+class OllamaFormat:
+    name: ClassVar[str] = "ollama"
+    family: ClassVar[str] = "ollama"
+    picks_files: ClassVar[bool] = False
+    shows_progress: ClassVar[bool] = False
+
+    def read(self, source: str, request: ReadRequest) -> ModelPackage:
+        from ocibridge.kinds.targets import open_store_target
+
+        origin = open_store_target(source, options=request.registry_options)
+        return self.read_artifact(origin.store, origin.reference, dataclasses.replace(request, source=source))
+
+    def read_artifact(self, store: Store, reference: str, request: ReadRequest) -> ModelPackage:
+        from ocibridge.kinds.ollama.reader import read_ollama
+        from ocibridge.oci.reference import is_ollama_reference, parse_ollama_reference
+
+        # the name the user gave (ollama:NAME, ollama://HOST/NAME) names the model it becomes;
+        # a model found in a layout or a plain registry repository has none
+        source = request.source
+        name = parse_ollama_reference(source).name if source and is_ollama_reference(source) else None
+        return read_ollama(store, reference, name)
+
+    def mount_sources(self, origin: Store, reference: str) -> dict[str, Store]:
+        from ocibridge.kinds.ollama.mount import mount_sources
+
+        return mount_sources(origin, reference)
+
+    def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
+        from ocibridge.kinds.ollama.exporter import export_ollama
+        from ocibridge.kinds.targets import open_store_target
+        from ocibridge.transfer.results import PullResult
+
+        target = open_store_target(dest, for_write=True, options=request.registry_options)
+        export_ollama(store, desc, target)
+        return PullResult(desc.digest, dest, self.name)

@@ -1,0 +1,48 @@
+"""Where each Ollama layer goes in a model package: its path and its ModelPack kind.
+
+Shared by the reader (Ollama → package) and the exporter (package → Ollama) so the two
+directions cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from ocibridge.oci.mediatypes import Kind
+
+ANNOTATION_PREFIX = "io.ollama."
+ANNOTATION_NAME = "io.ollama.name"  # the Ollama name the model was read from
+ANNOTATION_MANIFEST_DIGEST = "io.ollama.manifest.digest"  # digest of the Ollama manifest
+
+#: Files that carry the Ollama manifest and config verbatim, so an export restores them exactly.
+MANIFEST_FILE = "ollama-manifest.json"
+CONFIG_FILE = "ollama-config.json"
+
+#: kind → (path of the first such layer, suffix added to the stem for later ones, ModelPack kind)
+LAYER_PATHS: dict[str, tuple[str, Kind]] = {
+    "model": ("model.gguf", Kind.WEIGHT),
+    "adapter": ("adapter.gguf", Kind.WEIGHT),
+    "projector": ("projector.gguf", Kind.WEIGHT),
+    "template": ("template", Kind.WEIGHT_CONFIG),
+    "system": ("system", Kind.WEIGHT_CONFIG),
+    "params": ("params.json", Kind.WEIGHT_CONFIG),
+    "messages": ("messages.json", Kind.WEIGHT_CONFIG),
+    "license": ("license", Kind.DOC),
+    "prompt": ("prompt", Kind.WEIGHT_CONFIG),
+    "config": ("ollama-layer-config.json", Kind.WEIGHT_CONFIG),
+    "tokenizer": ("tokenizer", Kind.WEIGHT_CONFIG),
+    "tokenizer.config": ("tokenizer.config", Kind.WEIGHT_CONFIG),
+}
+#: Kinds whose layers carry their own file name (``name`` field or media-type parameter).
+NAMED_KINDS = {"tensor": Kind.WEIGHT, "json": Kind.WEIGHT_CONFIG}
+
+
+def numbered(path: str, n: int) -> str:
+    """``adapter.gguf``, 2 → ``adapter-2.gguf``; ``license``, 3 → ``license-3``."""
+    if n <= 1:
+        return path
+    stem, dot, ext = path.partition(".")
+    return f"{stem}-{n}{dot}{ext}"
+
+
+def default_path(kind: str) -> tuple[str, Kind]:
+    """Path and kind of an Ollama layer kind without a name; unknown kinds are kept as config."""
+    return LAYER_PATHS.get(kind, (kind, Kind.WEIGHT_CONFIG))

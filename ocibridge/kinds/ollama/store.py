@@ -1,0 +1,248 @@
+"""The local Ollama store (``$OLLAMA_MODELS``) as a Store bound to one model name.
+
+``manifests/<host>/<namespace>/<model>/<tag>`` holds manifest files, ``blobs/sha256-<hex>``
+the blobs. Ollama keeps no manifest blobs, so a manifest's digest is the digest of its file.
+Blobs are written under a temporary name, verified, then renamed; a manifest file is written
+last and atomically, and only when every blob it names is present. ``removing_new_blobs_on_failure()`` removes
+the blobs a failed export added, so a failure leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, write_sliced
+from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.kinds.ollama.guard import check_blob, check_manifest
+from ocibridge.kinds.ollama.manifest import manifest_blobs, parse_ollama_manifest
+from ocibridge.oci.digest import (
+    CHUNK,
+    VerifyingReader,
+    is_digest,
+    sha256_bytes,
+    split_digest,
+    verified,
+    verify_bytes,
+)
+from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, DOCKER_MANIFEST
+from ocibridge.oci.models import Descriptor
+from ocibridge.oci.reference import OLLAMA_TAG_RE, OllamaName
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen
+
+MODELS_ENV = "OLLAMA_MODELS"
+
+
+def default_models_dir() -> Path:
+    """``$OLLAMA_MODELS``, else ``~/.ollama/models`` (where Ollama keeps its store)."""
+    value = os.environ.get(MODELS_ENV)
+    return Path(value).expanduser() if value else Path.home() / ".ollama" / "models"
+
+
+class OllamaStore:
+    """One model (host/namespace/model) of an Ollama models directory; tags are its tags."""
+
+    def __init__(self, root: str | os.PathLike[str], name: OllamaName, create: bool = False,
+                 label: str | None = None):
+        self.root = Path(root).expanduser()
+        self.name = name
+        self.label = label or f"ollama:{name.display}"  # how the user wrote it, for messages
+        if not create and not (self.root / "manifests").is_dir():
+            raise NotFound(f"{self.root} is not an Ollama models directory (no manifests/)")
+        self._pending: dict[str, bytes] = {}  # manifests pushed without a tag yet
+        self._created: list[Path] | None = None
+
+    def describe(self) -> str:
+        return f"ollama:{self.name.display_model} ({self.root})"
+
+    def close(self) -> None:
+        """Nothing is held open between calls; here so every store closes alike."""
+
+    def __enter__(self) -> OllamaStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- paths -------------------------------------------------------------------------------
+    @property
+    def model_dir(self) -> Path:
+        """Exact case for writing; an existing directory that differs only in case is used as
+        it is, since Ollama compares names case-insensitively (and some versions lowercase)."""
+        n = self.name
+        exact = self.root / "manifests" / n.host / n.namespace / n.model
+        if exact.is_dir():
+            return exact
+        found = self.root / "manifests"
+        for part in (n.host, n.namespace, n.model):
+            child = _case_insensitive_child(found, part)
+            if child is None:
+                return exact
+            found = child
+        return found
+
+    def manifest_path(self, tag: str) -> Path:
+        if not OLLAMA_TAG_RE.match(tag):
+            raise OcibridgeError(f"invalid Ollama tag {tag!r}")
+        folder = self.model_dir
+        exact = folder / tag
+        if exact.exists():
+            return exact
+        return _case_insensitive_child(folder, tag) or exact
+
+    def blob_path(self, digest: str) -> Path:
+        algorithm, hexpart = split_digest(digest)
+        if algorithm != "sha256":
+            raise OcibridgeError(f"Ollama stores only sha256 blobs, not {digest}")
+        return self.root / "blobs" / f"sha256-{hexpart}"
+
+    # -- manifests ---------------------------------------------------------------------------
+    def _read_manifest_file(self, tag: str) -> bytes:
+        path = self.manifest_path(tag)
+        try:
+            if path.stat().st_size > MAX_MANIFEST_BYTES:
+                raise OcibridgeError(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
+            return path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            known = ", ".join(self.tags()) or "none"
+            raise NotFound(f"{self.describe()}: no model tagged {tag!r} (tags: {known})") from None
+
+    def _find_manifest(self, digest: str) -> bytes | None:
+        if digest in self._pending:
+            return self._pending[digest]
+        for tag in self.tags():
+            data = self._read_manifest_file(tag)
+            if sha256_bytes(data) == digest:
+                return data
+        return None
+
+    def resolve(self, reference: str) -> Descriptor:
+        if is_digest(reference):
+            data = self._find_manifest(reference)
+            if data is None:
+                raise NotFound(f"{self.describe()}: no manifest with digest {reference}")
+        else:
+            data = self._read_manifest_file(reference)
+        return Descriptor.for_bytes(DOCKER_MANIFEST, data)
+
+    def tags(self) -> list[str]:
+        try:
+            entries = list(os.scandir(self.model_dir))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(
+            e.name for e in entries
+            if e.is_file(follow_symlinks=False) and not e.name.startswith(TEMP_PREFIX)
+            and OLLAMA_TAG_RE.match(e.name)
+        )
+
+    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        """Only Ollama-shaped manifests: a ModelPack artifact goes in through export_ollama."""
+        verify_bytes(data, desc.digest, desc.size, what="manifest")
+        check_manifest(self.label, desc.digest, data)
+        self._pending[desc.digest] = data
+        if tag is not None:
+            self.tag(desc, tag)
+
+    def tag(self, desc: Descriptor, tag: str) -> None:
+        data = self._find_manifest(desc.digest)
+        if data is None:
+            raise NotFound(f"{self.describe()}: cannot tag {desc.digest}: manifest not found")
+        manifest = parse_ollama_manifest(data, where=f"manifest {desc.digest}")
+        for blob in manifest_blobs(manifest):
+            blob_desc = Descriptor(mediaType=blob.mediaType, digest=blob.digest, size=blob.size)
+            if not self.exists(blob_desc):
+                raise NotFound(
+                    f"{self.describe()}: refusing to write {tag}: blob {blob.digest} is missing"
+                )
+        path = self.manifest_path(tag)
+        try:
+            if path.read_bytes() == data:
+                return
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        atomic_write_bytes(path, data, mode=0o644)
+
+    # -- blobs -------------------------------------------------------------------------------
+    def exists(self, desc: Descriptor) -> bool:
+        if desc.mediaType in ALL_MANIFEST_TYPES:
+            return self._find_manifest(desc.digest) is not None
+        try:
+            return self.blob_path(desc.digest).stat().st_size == desc.size
+        except (FileNotFoundError, OcibridgeError):
+            return False
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        data = self._find_manifest(desc.digest) if desc.mediaType in ALL_MANIFEST_TYPES else None
+        if data is not None:
+            import io
+
+            return io.BytesIO(data)
+        try:
+            raw = open(self.blob_path(desc.digest), "rb")  # noqa: SIM115 (closed by the caller)
+        except FileNotFoundError:
+            raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
+        return VerifyingReader(raw, desc.digest, desc.size,  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO (issue 15)
+                               what=f"{self.describe()}: blob")
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        if desc.size > MAX_MANIFEST_BYTES:
+            raise OcibridgeError(f"{desc.digest}: {desc.size} bytes is too large to read whole")
+        data = self._find_manifest(desc.digest) if desc.mediaType in ALL_MANIFEST_TYPES else None
+        if data is None:
+            try:
+                data = self.blob_path(desc.digest).read_bytes()
+            except FileNotFoundError:
+                raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
+        return verify_bytes(data, desc.digest, desc.size)
+
+    def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
+        """Ollama-typed blobs only, so a copy of anything else stops before writing a byte."""
+        if self.exists(desc):
+            return
+        check_blob(self.label, desc)
+        final = self.blob_path(desc.digest)
+        with atomic_writer(final, mode=0o644) as out:
+            checked = verified(reader, desc.digest, desc.size)
+            while chunk := checked.read(CHUNK):
+                write_sliced(out, chunk)
+            checked.verify()
+        if self._created is not None:
+            self._created.append(final)
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return []
+
+    @contextlib.contextmanager
+    def removing_new_blobs_on_failure(self) -> Iterator[None]:
+        """On failure, remove the blobs written inside the block (they were not there before)
+        and the folders it created."""
+        self._created = []
+        new_dirs = [d for d in (self.root / "blobs", self.root) if not d.exists()]
+        try:
+            yield
+        except BaseException:
+            for path in self._created:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+            for folder in new_dirs:  # made by this export: remove them again if left empty
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+            raise
+        finally:
+            self._created = None
+
+
+def _case_insensitive_child(folder: Path, name: str) -> Path | None:
+    """The entry of ``folder`` whose name equals ``name`` ignoring case (not a link), if any."""
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for entry in sorted(entries, key=lambda e: e.name):
+        if entry.name.lower() == name.lower() and not entry.is_symlink():
+            return Path(entry.path)
+    return None

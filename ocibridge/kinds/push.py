@@ -1,0 +1,60 @@
+"""``push DIR --to FAMILY``: the model is built as ModelPack (in memory, nothing staged), then
+written as the asked family and copied; raw files keep their digests in every family."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ocibridge.kinds.conversion import Conversion, convert_artifact
+from ocibridge.kinds.families import by_name
+from ocibridge.kinds.family import Exports, WriteOptions
+from ocibridge.kinds.family_table import OVERRIDES
+from ocibridge.kinds.targets import open_store_target
+from ocibridge.kinds.view import TAG
+from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, build
+from ocibridge.model.package import ModelPackage
+from ocibridge.transfer.copy import CopyHooks, copy
+from ocibridge.transfer.progress import ProgressFn
+from ocibridge.transfer.results import PushResult
+
+if TYPE_CHECKING:
+    from ocibridge.stores.registry.options import RegistryOptions
+
+
+def apply_to_package(package: ModelPackage, overrides: dict[str, str]) -> None:
+    """``--arch`` & co. on a push: set the fields before the config is written."""
+    for flag, value in overrides.items():
+        section, name = OVERRIDES[flag]
+        target = package.descriptor if section == "descriptor" else package.config
+        target[name] = [value] if name == "licenses" else value
+
+
+def push_family(
+    package: ModelPackage,
+    build_options: BuildOptions,
+    dest: str,
+    to: str,
+    *,
+    registry_options: RegistryOptions | None,
+    concurrency: int,
+    progress: ProgressFn | None,
+) -> PushResult:
+
+    artifact = build(package, build_options)
+    family = by_name(to)
+    if isinstance(family, Exports):  # Ollama, ModelCar: exported from the built ModelPack
+        target = open_store_target(dest, for_write=True, options=registry_options)
+        exported = family.export(artifact, artifact.descriptor, target, concurrency=concurrency,
+                                 progress=progress)
+        pinned = f"{dest.split('@', 1)[0]}@{exported.descriptor.digest}"
+        return PushResult(pinned, exported.descriptor, exported.stats,
+                          {"family": family.name, "lost": [loss.as_dict() for loss in exported.losses]})
+    conversion: Conversion = convert_artifact(artifact, ARTIFACT_TAG, to,
+                                              WriteOptions(media_types=build_options.family))
+    target = open_store_target(dest, for_write=True, options=registry_options)
+    stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress,
+                 hooks=CopyHooks(undo_on_failure=True))  # a failed push leaves a layout as it was
+    pinned = f"{target.text.split('@', 1)[0]}@{conversion.descriptor.digest}"
+    extra = {"family": conversion.target_family,
+             "lost": [loss.as_dict() for loss in conversion.losses]}
+    return PushResult(pinned, conversion.descriptor, stats, extra)

@@ -1,0 +1,128 @@
+"""What a source format is: the protocol every format of the table implements, its two
+optional capabilities (checked with ``isinstance``), the requests passed to readers and
+exporters, and small helpers formats share. Format modules import this module, never the
+door (:mod:`.door`), which imports them by name from the table: no cycle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+
+from ocibridge.errors import SourceError
+
+if TYPE_CHECKING:
+    from ocibridge.core.overwrite import OnExisting
+    from ocibridge.core.pathfilter import PathFilter
+    from ocibridge.model.package import ModelPackage
+    from ocibridge.oci.mediatypes import Kind
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.stores.base import Store
+    from ocibridge.stores.registry.options import RegistryOptions
+    from ocibridge.transfer.progress import ProgressFn
+    from ocibridge.transfer.results import PullResult
+
+
+@dataclass
+class ReadRequest:
+    """What a reader may use besides the source itself (each format takes what applies)."""
+
+    kind_overrides: Sequence[tuple[str, Kind]] = ()  # --kind GLOB=KIND (directories)
+    excludes: tuple[str, ...] = ()  # --exclude GLOB (directories)
+    name: str | None = None  # --name
+    registry_options: RegistryOptions | None = None  # sources that are stores
+    source: str | None = None  # the reference as written (ollama://HOST/NAME names the model)
+
+
+@dataclass
+class ExportRequest:
+    """What an exporter may use besides the artifact and the destination."""
+
+    registry_options: RegistryOptions | None = None
+    concurrency: int = 4
+    progress: ProgressFn | None = None
+    select: PathFilter | None = None  # --include/--exclude: only for formats that pick files
+    on_existing: OnExisting | None = None  # files already at the destination (directories)
+
+
+class SourceFormat(Protocol):
+    """A source format: a model it reads, an artifact it writes back."""
+
+    name: ClassVar[str]
+    picks_files: ClassVar[bool]  # honours --include/--exclude (else the whole artifact only)
+    shows_progress: ClassVar[bool]  # its export reports progress (else no bar is drawn)
+
+    def read(self, source: str, request: ReadRequest) -> ModelPackage:
+        """The model ``source`` names, as a neutral model package (nothing is written)."""
+        ...
+
+    def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
+        """Write the ModelPack artifact ``desc`` of ``store`` at ``dest``, all or nothing."""
+        ...
+
+
+@runtime_checkable
+class SniffsContent(Protocol):
+    """A format that recognises its files by their first bytes when the name says nothing."""
+
+    def sniff(self, path: Path) -> bool: ...
+
+
+@runtime_checkable
+class ReadsArtifacts(Protocol):
+    """A format whose models live in stores as artifacts of a model family (the families
+    table detects it by media type): such an artifact is converted wherever it is found."""
+
+    family: ClassVar[str]
+
+    def read_artifact(self, store: Store, reference: str, request: ReadRequest) -> ModelPackage: ...
+
+    def mount_sources(self, origin: Store, reference: str) -> dict[str, Store]:
+        """Where the converted model's blobs can be mounted from, by digest (a push's copy
+        mounts them within a registry instead of sending them)."""
+        ...
+
+
+# -- helpers for formats ------------------------------------------------------------------------
+def existing_file(source: str, what: str = "") -> Path:
+    """``source`` as a path to an existing file, or one clear error (``what``: the format
+    that reads it, named when a directory was given)."""
+    path = Path(source)
+    if path.is_dir():
+        raise SourceError(f"{source}: a directory, not a file{f' (--format {what} reads a file)' if what else ''}")
+    if not path.is_file():
+        raise SourceError(f"{source}: no such file")
+    return path
+
+
+def export_file(store: Store, desc: Descriptor, dest: str, request: ExportRequest, name: str,
+                write: WriteFile) -> PullResult:
+    """An archive export: the artifact's blobs pass the pull cache (resumable across runs),
+    then ``write`` builds the file at ``dest``."""
+    from ocibridge.transfer.pullcache import cached_pull
+    from ocibridge.transfer.results import PullResult
+
+    with cached_pull(store, None, request.progress) as cached:
+        write(cached, desc, Path(dest))
+    return PullResult(desc.digest, dest, name)
+
+
+def starts_with(path: Path, magic: bytes) -> bool:
+    """Whether the file at ``path`` begins with ``magic`` (False when it cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(len(magic)) == magic
+    except OSError:
+        return False
+
+
+#: The first bytes of a zip archive with at least one entry.
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+class WriteFile(Protocol):
+    def __call__(self, store: Store, desc: Descriptor, out_path: Path, /) -> object: ...
+
+

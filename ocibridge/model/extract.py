@@ -1,0 +1,448 @@
+"""Pull to a directory: an artifact's layers become files again, verified, never outside DIR.
+
+The directory is a copy's destination (:class:`DirectoryTarget`, as oras-go's file store is a
+Target): the one copy walks the artifact and sends each layer, and each becomes its files in a
+staging directory inside DIR as it arrives. The manifest comes last, once every layer has been
+read to its end (so every digest is verified): then the files are renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from ocibridge.core.confined import check_links
+from ocibridge.core.fsutil import (
+    TEMP_PREFIX,
+    is_root_entry,
+    link_stays_inside,
+    process_umask,
+    safe_relpath,
+    write_sliced,
+)
+from ocibridge.core.overwrite import OnExisting, plan_commit
+from ocibridge.core.streams import Reader, open_tar_stream
+from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
+from ocibridge.layers.reader import (
+    MAX_EXPANSION_RATIO,
+    MAX_TAR_ENTRIES,
+    layer_mode,
+    layer_path,
+    layer_stream,
+    readable_layer,
+)
+from ocibridge.model.index import model_entry
+from ocibridge.oci.digest import CHUNK, verified, verify_bytes
+from ocibridge.oci.mediatypes import INDEX_TYPES, Variant, parse_layer_media_type
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.stores.base import Reopen, Store, VerifiedFile
+from ocibridge.transfer.copy import CopyHooks, copy
+from ocibridge.transfer.progress import ProgressFn
+
+__all__ = [
+    "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "DirectoryTarget", "ExtractResult", "extract",
+    "fetch_manifest", "layer_mode", "layer_path", "resolve_model",
+]
+
+@dataclass
+class ExtractResult:
+    manifest: Descriptor | None
+    files: list[str] = field(default_factory=list)
+    bytes_written: int = 0
+    kept: list[str] = field(default_factory=list)  # existing files left alone (OnExisting.KEEP)
+    skipped: list[str] = field(default_factory=list)  # not selected (pull --include/--exclude)
+
+
+def resolve_model(store: Store, reference: str) -> Descriptor:
+    """What ``reference`` names, with an index holding one ModelPack entry resolved to that
+    entry (see :func:`fetch_manifest`); a manifest is not fetched to find out."""
+    desc = store.resolve(reference)
+    if desc.mediaType not in INDEX_TYPES:
+        return desc
+    return _model_manifest(store, desc, reference)[0]
+
+
+def fetch_manifest(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
+    """The model manifest ``reference`` names. An index holding exactly one ModelPack entry (by
+    its ``artifactType``, as ``k8s modelcar --index`` writes) resolves to that entry."""
+    return _model_manifest(store, store.resolve(reference), reference)
+
+
+def _model_manifest(store: Store, desc: Descriptor, reference: str) -> tuple[Descriptor, Manifest]:
+    """The manifest at the resolved ``desc``, following an index to its ModelPack entry
+    (:func:`.index.model_entry`)."""
+    manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    if isinstance(manifest, Manifest):
+        return desc, manifest
+    found = model_entry(store, manifest)
+    if found is None:
+        raise OcibridgeError(f"{reference} is an index with no ModelPack manifest; pick one by digest")
+    return found.desc, found.manifest
+
+
+def _write_stream(src: Reader, dest: Path, mode: int, remaining: int | None = None) -> int:
+    total = 0
+    with open(dest, "xb") as out:
+        while True:
+            want = CHUNK if remaining is None else min(CHUNK, remaining - total)
+            if want <= 0:
+                break
+            data = src.read(want)
+            if not data:
+                break
+            write_sliced(out, data)
+            total += len(data)
+    os.chmod(dest, mode & ~process_umask())
+    return total
+
+
+def _prepare_parent(staging: Path, rel: str) -> Path:
+    """The staged path for ``rel``, refusing to go through a staged symlink."""
+    target = staging / rel
+    parent = target.parent
+    _refuse_file_parents(staging, rel)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        # A concurrent raw layer may have written a file at a parent between the walk and the
+        # mkdir: walk again so the path named is the parent's, whichever layer landed first.
+        _refuse_file_parents(staging, rel)
+        with _named_as_in_the_artifact(rel):
+            raise
+    return target
+
+
+def _refuse_file_parents(staging: Path, rel: str) -> None:
+    """No parent of ``rel`` may be a symlink (it could redirect writes out of DIR) or a file."""
+    current = staging
+    for part in Path(rel).parent.parts:
+        current = current / part
+        if current.is_symlink():
+            raise UnsafePath(f"{rel}: a parent directory is a symlink in the artifact")
+        if current.exists() and not current.is_dir():
+            conflict = current.relative_to(staging).as_posix()
+            raise OcibridgeError(f"the artifact holds {conflict} as a file and as a directory")
+
+
+@contextlib.contextmanager
+def _named_as_in_the_artifact(rel: str) -> Iterator[None]:
+    """A file-system refusal while staging names the artifact's path, not the staging folder's."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno in (errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+            raise OcibridgeError(f"the artifact holds {rel} as a file and as a directory") from None
+        if error.errno == errno.ENAMETOOLONG:
+            raise OcibridgeError(f"{rel[:80]}…: name too long for this file system") from None
+        raise
+
+
+def _extract_tar(stream: Reader, staging: Path, written: list[str],
+                 select: Callable[[str], bool] | None = None, skipped: list[str] | None = None) -> int:
+    total = 0
+    count = 0
+    with open_tar_stream(stream) as tar:
+        for member in tar:
+            count += 1
+            if count > MAX_TAR_ENTRIES:
+                raise OcibridgeError("tar layer has too many entries (bomb limit)")
+            if member.isdir() and is_root_entry(member.name):
+                continue  # the layer's root ('./', as `tar -C DIR -cf x.tar .` writes it)
+            rel = safe_relpath(member.name, "tar entry")
+            if select is not None and not select(rel):
+                if skipped is not None and not member.isdir():
+                    skipped.append(rel)
+                continue
+            if member.isdir():
+                _prepare_parent(staging, rel + "/x")
+                continue
+            target = _prepare_parent(staging, rel)
+            if target.exists() or target.is_symlink():
+                raise OcibridgeError(f"duplicate path in artifact: {rel}")
+            if member.issym():
+                if not link_stays_inside(rel, member.linkname):
+                    raise UnsafePath(f"{rel}: symlink points outside the model ({member.linkname})")
+                with _named_as_in_the_artifact(rel):
+                    os.symlink(member.linkname, target)
+            elif member.isfile():
+                src = tar.extractfile(member)
+                assert src is not None
+                mode = 0o755 if member.mode & 0o111 else 0o644
+                with _named_as_in_the_artifact(rel):
+                    total += _write_stream(src, target, mode, member.size)
+            else:
+                raise UnsafePath(f"{rel}: unsupported tar entry type (hard link or device)")
+            written.append(rel)
+    while stream.read(CHUNK):  # trailing padding, to EOF where the layer is verified
+        pass
+    return total
+
+
+def extract(
+    store: Store, reference: str, dest: str | os.PathLike[str], *, concurrency: int = 4,
+    progress: ProgressFn | None = None, select: Callable[[str], bool] | None = None,
+    on_existing: OnExisting = OnExisting.OVERWRITE,
+) -> ExtractResult:
+    """Write the files of the artifact ``reference`` into ``dest`` (created if missing): the
+    one copy from ``store`` into a :class:`DirectoryTarget`.
+
+    Layers are fetched concurrently (tar layers unpacked one at a time). ``progress`` hears of
+    every layer up front, then of the bytes read as they come. ``select`` (a path predicate)
+    leaves out raw layers unfetched and tar entries unwritten; ``on_existing`` decides about
+    files already in ``dest`` (see :mod:`ocibridge.core.overwrite`).
+    """
+    desc = resolve_model(store, reference)
+    target = DirectoryTarget(dest, select=select, on_existing=on_existing)
+    with target.writing():
+        copy(store, desc, target, concurrency=concurrency, progress=progress,
+             hooks=CopyHooks(successors=target.successors))
+    return target.result
+
+
+class DirectoryTarget:
+    """A directory as a copy's destination: it keeps files, not blobs.
+
+    What it takes of a manifest is its layers (:meth:`successors`: no config; raw layers not
+    selected are left out before anything is fetched). Each layer pushed becomes its files in
+    a staging directory inside DIR; the manifest, pushed last, commits them into place all at
+    once. Nothing can be read back: it holds no blob, resolves no reference.
+    """
+
+    def __init__(self, dest: str | os.PathLike[str], *, select: Callable[[str], bool] | None = None,
+                 on_existing: OnExisting = OnExisting.OVERWRITE):
+        self.out = Path(dest)
+        self.select = select
+        self.on_existing = on_existing
+        self.result = ExtractResult(None)
+        self._staging: Path | None = None
+        self._raw: dict[str, list[tuple[str, int]]] = {}  # digest -> (path, mode) of raw layers
+        self._lock = threading.Lock()
+        self._tar_lock = threading.Lock()  # tar layers unpack one at a time: their paths may meet
+
+    def describe(self) -> str:
+        return str(self.out)
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Stage inside DIR for the block; on failure, DIR is as it was (a DIR the block
+        created goes again)."""
+        out = self.out
+        if out.exists() and not out.is_dir():
+            raise OcibridgeError(f"{out} exists and is not a directory")
+        made = _missing_dirs(out)
+        out.mkdir(parents=True, exist_ok=True)
+        self._staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
+        try:
+            yield
+        except BaseException:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            for directory in made:
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise
+        finally:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+        self.result.files.sort()
+
+    def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
+        """The layers this directory takes, checked before any is fetched: raw ones (each a
+        file, at a path of its own) first, then tar layers in manifest order."""
+        node = parse_manifest_bytes(data, desc.mediaType)
+        if not isinstance(node, Manifest):
+            raise OcibridgeError(f"{desc.digest} is an index, not a model manifest; pick one by digest")
+        raw: list[tuple[Descriptor, str]] = []
+        tars: list[Descriptor] = []
+        for layer in node.layers:
+            kind = parse_layer_media_type(layer.mediaType)
+            if kind is None or kind.variant is Variant.RAW:
+                name = layer_path(layer)
+                if name is None:
+                    raise OcibridgeError(f"layer {layer.digest} has no file path annotation")
+                rel = safe_relpath(name, "layer file path")
+                if self.select is not None and not self.select(rel):
+                    self.result.skipped.append(rel)
+                    continue
+                raw.append((layer, rel))
+            else:
+                tars.append(layer)
+        paths = [rel for _, rel in raw]
+        if len(set(paths)) != len(paths):
+            dup = next(p for p in paths if paths.count(p) > 1)
+            raise OcibridgeError(f"duplicate path in artifact: {dup}")
+        _refuse_file_and_directory(paths)
+        self._raw = {}
+        for layer, rel in raw:  # files of equal content are one blob: fetched once, written to each
+            self._raw.setdefault(layer.digest, []).append((rel, layer_mode(layer)))
+        if len({t.digest for t in tars}) != len(tars) or self._raw.keys() & {t.digest for t in tars}:
+            raise OcibridgeError("duplicate path in artifact: a tar layer is listed twice")
+        self.result.files.extend(paths)
+        return list({layer.digest: layer for layer, _ in raw}.values()) + tars
+
+    # -- reads: a directory holds no blobs ---------------------------------------------------
+    def exists(self, desc: Descriptor) -> bool:
+        return False
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        raise NotFound(f"{self.describe()}: a directory holds files, not blob {desc.digest}")
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        raise NotFound(f"{self.describe()}: a directory holds files, not blob {desc.digest}")
+
+    def resolve(self, reference: str) -> Descriptor:
+        raise NotFound(f"{self.describe()}: a directory has no reference {reference}")
+
+    def tags(self) -> list[str]:
+        return []
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return []
+
+    # -- writes ------------------------------------------------------------------------------
+    def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
+        """Write the layer's files into the staging directory, reading it to its end."""
+        staging = self._staging
+        if staging is None:
+            raise OcibridgeError(f"{self.describe()}: not open for writing")
+        paths = self._raw.get(desc.digest)
+        if paths is not None:
+            first, mode = paths[0]
+            written = _write_raw(reader, desc, first, staging, mode)
+            for rel, mode in paths[1:]:
+                with _named_as_in_the_artifact(rel):
+                    shutil.copyfile(staging / first, _prepare_parent(staging, rel))
+                    os.chmod(staging / rel, mode & ~process_umask())
+                written += desc.size
+        else:
+            files: list[str] = []
+            skipped: list[str] = []
+            with self._tar_lock, readable_layer(desc):
+                written = _extract_tar(layer_stream(reader, desc), staging, files, self.select, skipped)
+            with self._lock:
+                self.result.files.extend(files)
+                self.result.skipped.extend(skipped)
+        with self._lock:
+            self.result.bytes_written += written
+
+    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        """Every layer is in: check the staged links, then move the files into place."""
+        verify_bytes(data, desc.digest, desc.size, what="manifest")
+        staging = self._staging
+        if staging is None:
+            raise OcibridgeError(f"{self.describe()}: not open for writing")
+        self.result.manifest = desc
+        _check_staged_links(staging, self.out, self.result.files)
+        plan = plan_commit(staging, self.out, self.result.files, self.on_existing)
+        self.result.kept = plan.kept
+        _commit(staging, self.out, plan.write)
+
+    def tag(self, desc: Descriptor, tag: str) -> None:
+        """A directory has no tags: the files are what was asked for."""
+
+
+def _refuse_file_and_directory(paths: list[str]) -> None:
+    """Raw layers naming ``d`` and ``d/e`` cannot both be written: refused before any fetch, so
+    the path named does not depend on which of two concurrent downloads lands first."""
+    files = set(paths)
+    for rel in sorted(paths):
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            parent = "/".join(parts[:depth])
+            if parent in files:
+                raise OcibridgeError(f"the artifact holds {parent} as a file and as a directory")
+
+
+def _write_raw(reader: BinaryIO, layer: Descriptor, rel: str, staging: Path, mode: int) -> int:
+    target = _prepare_parent(staging, rel)
+    if isinstance(reader, VerifiedFile):  # verified in a file already: linked, not copied
+        with _named_as_in_the_artifact(rel):
+            return reader.link_to(target, mode & ~process_umask())
+    checked = verified(reader, layer.digest, layer.size, what="layer")
+    with _named_as_in_the_artifact(rel):
+        written = _write_stream(checked, target, mode)
+    checked.read(1)  # EOF: verification happens here
+    return written
+
+
+def _missing_dirs(path: Path) -> list[Path]:
+    """The directories ``mkdir(parents=True)`` would create for ``path``, deepest first."""
+    missing = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    return missing
+
+
+def _check_staged_links(staging: Path, out: Path, files: list[str]) -> None:
+    """Every staged link, followed through the other staged links and those already in DIR,
+    stays inside DIR (a chain of links that each look harmless can climb out of it)."""
+    links = {rel: os.readlink(staging / rel) for rel in files if (staging / rel).is_symlink()}
+    if not links:
+        return
+
+    def existing_link(rel: str) -> str | None:
+        path = out / rel
+        return os.readlink(path) if path.is_symlink() else None
+
+    check_links(links, also=existing_link)
+
+
+def _commit(staging: Path, out: Path, files: list[str]) -> None:
+    """Move verified files from staging into place, all or nothing.
+
+    Nothing is written through a symlink in DIR. A file that is replaced is first moved aside
+    (into a directory of its own beside the staging one, on the same file system: inside the
+    staging tree an artifact file could bear the backup's name); if any step fails, every file
+    moved in is taken out again, every file moved aside goes back and every directory made is
+    removed, so DIR is as it was.
+    """
+    aside: Path | None = None
+    moved_in: list[Path] = []
+    moved_aside: list[tuple[Path, Path]] = []
+    made_dirs: list[Path] = []
+    try:
+        for i, rel in enumerate(sorted(files)):
+            src = staging / rel
+            dst = out / rel
+            current = out
+            for part in Path(rel).parent.parts:
+                current = current / part
+                if current.is_symlink():
+                    raise UnsafePath(f"{rel}: {current} is a symlink in the destination")
+                if not current.exists():
+                    current.mkdir()
+                    made_dirs.append(current)
+            if dst.is_dir() and not dst.is_symlink():
+                raise OcibridgeError(f"{dst} is a directory; cannot replace it with a file")
+            if dst.exists() or dst.is_symlink():
+                if aside is None:
+                    aside = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
+                backup = aside / str(i)
+                os.rename(dst, backup)
+                moved_aside.append((backup, dst))
+            os.replace(src, dst)
+            moved_in.append(dst)
+    except BaseException:
+        for path in reversed(moved_in):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        for backup, dst in reversed(moved_aside):
+            with contextlib.suppress(OSError):
+                os.rename(backup, dst)
+        for directory in reversed(made_dirs):
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        if aside is not None:  # empty once every file is back; kept (not lost) if one is not
+            with contextlib.suppress(OSError):
+                aside.rmdir()
+        raise
+    if aside is not None:  # the replaced files' old versions
+        shutil.rmtree(aside, ignore_errors=True)

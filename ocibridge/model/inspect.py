@@ -1,0 +1,82 @@
+"""A readable summary of an artifact: manifest, config and a layer table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ocibridge.core.terminal import human_size as human_size  # its home since the copy's summary needs it alone
+from ocibridge.core.terminal import one_line
+from ocibridge.model.extract import fetch_manifest, layer_path
+from ocibridge.oci.mediatypes import parse_layer_media_type
+from ocibridge.stores.base import Store
+
+
+def inspect(store: Store, reference: str) -> dict[str, Any]:
+    desc, manifest = fetch_manifest(store, reference)
+    try:
+        config: Any = json.loads(store.fetch_bytes(manifest.config))
+    except ValueError:
+        config = None
+    layers = []
+    for layer in manifest.layers:
+        kind = parse_layer_media_type(layer.mediaType)
+        layers.append(
+            {
+                "kind": kind.kind.value if kind else "-",
+                "variant": kind.variant.value if kind else "-",
+                "path": layer_path(layer),
+                "size": layer.size,
+                "mediaType": layer.mediaType,
+                "digest": layer.digest,
+            }
+        )
+    return {
+        "digest": desc.digest,
+        "mediaType": desc.mediaType,
+        "artifactType": manifest.artifactType,
+        "size": desc.size,
+        "annotations": manifest.annotations or {},
+        "config": config,
+        "configDescriptor": manifest.config.model_dump(exclude_none=True),
+        "layers": layers,
+        "totalSize": sum(x.size for x in manifest.layers),
+    }
+
+
+#: convert's round-trip records (io.ocibridge.origin.<family>.manifest / .config): whole JSON
+#: documents, a screenful each; the text names them by size (--json carries them whole)
+_ORIGIN_PREFIX = "io.ocibridge.origin."
+
+
+def _shown_annotation(key: str, value: str) -> str:
+    if key.startswith(_ORIGIN_PREFIX) and not key.endswith(".of"):
+        return f"({len(value.encode())} bytes: the source's {key.rsplit('.', 1)[-1]}, restored by converting back)"
+    return value
+
+
+def format_inspect(info: dict[str, Any]) -> str:
+    lines = [
+        f"Digest:        {info['digest']}",
+        f"Media type:    {info['mediaType']}",
+        f"Artifact type: {info['artifactType'] or '-'}",
+        f"Total size:    {human_size(info['totalSize'])} in {len(info['layers'])} layers",
+    ]
+    config = info.get("config") or {}
+    for section in ("descriptor", "config"):
+        for key, value in (config.get(section) or {}).items():
+            lines.append(f"{section}.{key}: {json.dumps(value) if not isinstance(value, str) else value}")
+    for key, value in sorted(info["annotations"].items()):
+        lines.append(f"annotation {key}: {_shown_annotation(key, value)}")
+    rows = [("KIND", "VARIANT", "SIZE", "PATH", "MEDIA TYPE")]
+    rows += [
+        (x["kind"], x["variant"], human_size(x["size"]), x["path"] or "-", x["mediaType"])
+        for x in info["layers"]
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [one_line(line) for line in lines]  # a value holding a newline prints no line of its own
+    lines.append("")
+    for r in rows:
+        lines.append(one_line("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4]))
+    return "\n".join(lines)
+

@@ -1,0 +1,173 @@
+"""Validation of a ModelPack artifact: config rules, diffIds against layers, annotations."""
+
+from __future__ import annotations
+
+import json
+
+from ocibridge.core.fsutil import safe_relpath
+from ocibridge.errors import OcibridgeError, UnsafePath, ValidationError
+from ocibridge.layers.reader import uncompressed_digest
+from ocibridge.model.config import parse_config
+from ocibridge.model.extract import fetch_manifest
+from ocibridge.oci.mediatypes import (
+    ANNOTATION_TITLE,
+    OCI_MANIFEST,
+    Family,
+    Variant,
+    family_of_artifact,
+    parse_layer_media_type,
+)
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.stores.base import Store
+
+METADATA_FIELDS = ("name", "mode", "uid", "gid", "size", "mtime", "typeflag")
+
+
+def _uncompressed_digest(store: Store, layer: Descriptor, variant: Variant) -> str:
+    return uncompressed_digest(store, layer)
+
+
+def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str],
+                 warnings: list[str] | None = None) -> Variant | None:
+    """Spec rules on one layer into ``reasons``; what runtimes and tools need beyond the spec
+    (a file name CRI-O reads, file metadata) into ``warnings``."""
+    where = f"layers[{i}]"
+    warn = warnings if warnings is not None else []
+    kind = parse_layer_media_type(layer.mediaType)
+    if kind is None:
+        reasons.append(f"{where}.mediaType: {layer.mediaType!r} is not a ModelPack layer type")
+        return None
+    if kind.family is not family:
+        reasons.append(
+            f"{where}.mediaType: family {kind.family.value} differs from the artifact's {family.value}"
+        )
+    annotations = layer.annotations or {}
+    path = annotations.get(family.filepath_key)
+    title = annotations.get(ANNOTATION_TITLE)
+    if path and not (path == "." and kind.variant is not Variant.RAW):  # "." names a tar's root
+        try:
+            safe_relpath(path)  # pull refuses such a layer: say so before anyone pulls
+        except UnsafePath as e:
+            reasons.append(f"{where}.annotations.{family.filepath_key}: {e}; "
+                           "must be a relative path inside the model")
+    meta = annotations.get(family.metadata_key)
+    if meta is None:
+        warn.append(f"{where}.annotations: no {family.metadata_key}: the file mode is unknown (pulled as 0644)")
+    else:
+        try:
+            parsed = json.loads(meta)
+            missing = [k for k in METADATA_FIELDS if k not in parsed]
+            if missing:
+                reasons.append(f"{where}.annotations.{family.metadata_key}: missing {', '.join(missing)}")
+        except ValueError:
+            reasons.append(f"{where}.annotations.{family.metadata_key}: not valid JSON")
+    if kind.variant is Variant.RAW and not title:
+        if not path:
+            warn.append(f"{where}.annotations: neither {family.filepath_key} nor {ANNOTATION_TITLE}: "
+                        "no tool can name this file (pull refuses it)")
+        else:
+            skipping = "CRI-O 1.34+ (reads org.cncf.model.filepath)" if family is Family.CNAI else \
+                "CRI-O 1.33 (reads org.cnai.model.filepath)"
+            warn.append(f"{where}.annotations: no {ANNOTATION_TITLE}: {skipping} will not show {path}")
+    elif kind.variant is Variant.RAW and not path:
+        warn.append(f"{where}.annotations: no {family.filepath_key} (the spec's file path); "
+                    f"tools fall back to {ANNOTATION_TITLE}")
+    return kind.variant
+
+
+def validate_manifest(store: Store, manifest: Manifest, warnings: list[str] | None = None) -> list[str]:
+    """Every rule of the model-spec the artifact breaks, each as ``field: rule``; empty when
+    valid. What runtimes need beyond the spec goes into ``warnings`` when given."""
+    reasons: list[str] = []
+    if manifest.mediaType != OCI_MANIFEST:
+        reasons.append(f"mediaType: must be {OCI_MANIFEST}, is {manifest.mediaType!r}")
+    family = family_of_artifact(manifest.artifactType, manifest.config.mediaType)
+    if family is None:
+        reasons.append(
+            f"artifactType/config.mediaType: not a ModelPack artifact ({manifest.artifactType!r}, "
+            f"{manifest.config.mediaType!r})"
+        )
+        return reasons
+    if manifest.artifactType != family.artifact_type:
+        reasons.append(f"artifactType: must be {family.artifact_type}")
+    if manifest.config.mediaType != family.config_media_type:
+        reasons.append(f"config.mediaType: must be {family.config_media_type}")
+    config = None
+    try:
+        config = parse_config(store.fetch_bytes(manifest.config))
+    except ValidationError as e:
+        reasons.extend(f"config: {r}" for r in e.reasons)
+    except OcibridgeError as e:
+        reasons.append(f"config: {e}")
+    if not manifest.layers:
+        reasons.append("layers: at least one layer is required")
+    variants = [_check_layer(i, layer, family, reasons, warnings) for i, layer in enumerate(manifest.layers)]
+    if config is None:
+        return reasons
+    diff_ids = config.modelfs.diffIds
+    if len(diff_ids) != len(manifest.layers):
+        reasons.append(
+            f"modelfs.diffIds: {len(diff_ids)} entries for {len(manifest.layers)} layers"
+        )
+        return reasons
+    for i, (layer, variant, diff_id) in enumerate(zip(manifest.layers, variants, diff_ids, strict=True)):
+        if not store.exists(layer):
+            reasons.append(f"layers[{i}]: blob {layer.digest} is missing from the store")
+            continue
+        if variant in (Variant.TAR_GZIP, Variant.TAR_ZSTD):
+            try:
+                expected = _uncompressed_digest(store, layer, variant)
+            except OcibridgeError as e:
+                reasons.append(f"layers[{i}]: {e}")
+                continue
+        else:
+            expected = layer.digest
+        if diff_id != expected:
+            reasons.append(
+                f"modelfs.diffIds[{i}]: {diff_id} does not match layer content {expected}"
+            )
+    return reasons
+
+
+CONTAINERD = ("containerd mounts images only, not artifacts: this will not mount there "
+              "(ocibridge convert --to modelcar, or k8s modelcar --index)")
+
+
+def validate(store: Store, reference: str, *, strict: bool = False,
+             warnings: list[str] | None = None) -> Descriptor:
+    """Raise ValidationError with every reason, or return the manifest descriptor.
+
+    Spec conformance decides validity; runtime readiness (file names CRI-O reads, containerd's
+    images-only rule, file metadata) is collected into ``warnings``, and with ``strict`` they
+    count as reasons too.
+    """
+    found: list[str] = []
+    desc, manifest = fetch_manifest(store, reference)
+    reasons = validate_manifest(store, manifest, found)
+    if not _has_image(store, reference):
+        found.append(CONTAINERD)
+    if warnings is not None:
+        warnings.extend(found)
+    if strict:
+        reasons += [f"(strict) {w}" for w in found]
+    if reasons:
+        raise ValidationError(reasons)
+    return desc
+
+
+def _has_image(store: Store, reference: str) -> bool:
+    """Whether ``reference`` is an index that also serves an image (what containerd mounts)."""
+    from ocibridge.oci.mediatypes import INDEX_TYPES, OCI_CONFIG
+    from ocibridge.oci.models import Index, parse_manifest_bytes
+
+    desc = store.resolve(reference)
+    if desc.mediaType not in INDEX_TYPES:
+        return False
+    index = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    if not isinstance(index, Index):
+        return False
+    for entry in index.manifests[:32]:
+        node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
+        if isinstance(node, Manifest) and node.config.mediaType == OCI_CONFIG and not node.artifactType:
+            return True
+    return False

@@ -1,0 +1,395 @@
+"""The one graph copy: push, pull-to-store, ``copy``, exports and mirror jobs all run through it.
+
+Walks the manifest graph from a root, copies every blob the destination lacks (bounded
+concurrency, streamed, verified by the destination), children before parents so that a
+manifest never points at something missing, then tags the root.
+
+What a caller knows beyond the two stores travels as :class:`CopyHooks`: blobs to mount from
+another store of the destination's server, and whether a failed copy takes back what it added.
+A source with blobs of unknown digest (a push's new files, :class:`PendingBlobs`) has them
+ingested first by a destination that can (:class:`Ingesting`), each file read once. Every count
+of a transfer is made here, in :class:`CopyStats`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Protocol
+
+from ocibridge.errors import NotFound
+from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.stores.base import (
+    Ingesting,
+    Mounting,
+    PendingBlob,
+    PendingBlobs,
+    Store,
+    Transactional,
+    VerifiedFile,
+    WritableStore,
+    is_manifest,
+)
+from ocibridge.stores.ranged import RangedBlobSource, ResumableBlobSink
+from ocibridge.transfer.progress import ProgressFn, counting
+
+DEFAULT_CONCURRENCY = 4
+
+
+@dataclass
+class CopyStats:
+    """What a copy did; the basis of every ``--json`` summary."""
+
+    root: Descriptor | None = None
+    blobs_copied: int = 0
+    blobs_skipped: int = 0
+    blobs_mounted: int = 0
+    bytes_copied: int = 0
+    manifests_copied: int = 0
+    referrers: list[str] = field(default_factory=list)
+    signatures: list[str] = field(default_factory=list)  # .sig/.att/.sbom tags and bundle referrers
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, blobs_copied: int = 0, blobs_skipped: int = 0, blobs_mounted: int = 0,
+            bytes_copied: int = 0, manifests_copied: int = 0) -> None:
+        with self._lock:
+            self.blobs_copied += blobs_copied
+            self.blobs_skipped += blobs_skipped
+            self.blobs_mounted += blobs_mounted
+            self.bytes_copied += bytes_copied
+            self.manifests_copied += manifests_copied
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "digest": self.root.digest if self.root else None,
+            "mediaType": self.root.mediaType if self.root else None,
+            "size": self.root.size if self.root else None,
+            "blobsCopied": self.blobs_copied,
+            "blobsSkipped": self.blobs_skipped,
+            "blobsMounted": self.blobs_mounted,
+            "bytesCopied": self.bytes_copied,
+            "manifestsCopied": self.manifests_copied,
+            "referrers": self.referrers,
+            "signatures": self.signatures,
+        }
+
+
+Successors = Callable[[Descriptor, bytes], list[Descriptor]]
+
+
+def successors(desc: Descriptor, data: bytes) -> list[Descriptor]:
+    """What an OCI or Docker manifest or index names, each digest once."""
+    node = parse_manifest_bytes(data, desc.mediaType)
+    return list(node.manifests) if isinstance(node, Index) else _blobs_of(node)
+
+
+class Companions(Protocol):
+    """Content that goes with a manifest beside its referrers, named by the layer that knows it."""
+
+    def is_signature(self, desc: Descriptor) -> bool:
+        """Whether a referrer is a signature (counted in :attr:`CopyStats.signatures`)."""
+        ...
+
+    def carry(self, src: Store, dst: WritableStore, subject: Descriptor,
+              copy_manifest: Callable[[Descriptor], None]) -> list[str]:
+        """Copy what goes with ``subject`` that is no referrer; digests of what was carried."""
+        ...
+
+
+@dataclass(frozen=True)
+class CopyHooks:
+    """What the caller of a copy knows that neither store can tell it.
+
+    ``mounts``: digest -> another store holding that blob, from which the destination may
+    mount it (an Ollama model's blobs, kept under their digests in a push of its ModelPack
+    form). ``undo_on_failure``: a destination that can (:class:`Transactional`) takes back the
+    blobs a failed copy added. ``ingest``: blobs of unknown digest go through the destination's
+    ingest (one read per byte); off, the source hashes them first.
+    """
+
+    mounts: Mapping[str, Store] = field(default_factory=dict)
+    undo_on_failure: bool = False
+    ingest: bool = True
+    #: what a manifest names (as oras-go's FindSuccessors): a manifest, its config and layers;
+    #: an index, its entries. A source in a shape of its own (an Ollama manifest) says it here.
+    successors: Successors | None = None
+    #: with ``referrers``: what travels with a manifest without being a referrer of it (cosign's
+    #: tag-named signatures), and which referrers are signatures. The signing layer supplies it
+    #: (:class:`ocibridge.signing.attach.SignatureCompanions`), so the copy knows no signature.
+    companions: Companions | None = None
+
+
+class BlobLocks:
+    """One transfer per digest among copies that share a destination, and the digests they
+    placed there.
+
+    Artifacts of one repository share blobs (a base model, a tokenizer). Copied at once, two
+    copies would both see a shared blob missing and both send it. Holding the digest's lock
+    around check-and-send makes the second copy wait, then find the blob placed: it is
+    skipped without a request (a mount, tried before any existence check, would link it
+    again, and distribution 2.8 rewrites a link in place: a manifest PUT reading it meanwhile
+    fails). The lock is released by a ``with`` block, so a failed transfer can never leave
+    others waiting. Share one only among copies into one destination.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, tuple[threading.Lock, int]] = {}
+        self._placed: set[str] = set()
+
+    def placed(self, digest: str) -> bool:
+        """Whether a copy sharing these locks put ``digest`` at the destination (or found it there)."""
+        with self._guard:
+            return digest in self._placed
+
+    def mark_placed(self, digest: str) -> None:
+        with self._guard:
+            self._placed.add(digest)
+
+    @contextmanager
+    def hold(self, digest: str) -> Iterator[None]:
+        with self._guard:
+            lock, users = self._locks.get(digest, (threading.Lock(), 0))
+            self._locks[digest] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._guard:
+                lock, users = self._locks[digest]
+                if users == 1:
+                    del self._locks[digest]
+                else:
+                    self._locks[digest] = (lock, users - 1)
+
+
+def copy(
+    src: Store,
+    src_ref: str | Descriptor,
+    dst: WritableStore,
+    dst_tag: str | None = None,
+    *,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    referrers: bool = False,
+    progress: ProgressFn | None = None,
+    blob_locks: BlobLocks | None = None,
+    hooks: CopyHooks | None = None,
+) -> CopyStats:
+    """Copy the artifact ``src_ref`` names (a reference, or the descriptor it resolved to)
+    from ``src`` to ``dst`` and tag it ``dst_tag``.
+
+    Copies running at once into the same destination pass one shared ``blob_locks``. A source's
+    pending blobs are ingested only under a new tag: when the tag exists (a re-push, an update)
+    the source hashes its files first, so blobs the destination holds are skipped by a HEAD
+    instead of sent again.
+    """
+    hooks = hooks or CopyHooks()
+    stats = CopyStats()
+    with _undo_on_failure(dst, hooks), \
+            ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="copy") as pool:
+        run = _Copy(src, dst, pool, stats, progress, referrers, blob_locks or BlobLocks(), hooks)
+        if hooks.ingest and isinstance(src, PendingBlobs) and isinstance(dst, Ingesting) \
+                and not _tag_exists(dst, dst_tag):
+            run.ingest(dst, src.pending_blobs())
+        root = src_ref if isinstance(src_ref, Descriptor) else src.resolve(src_ref)
+        stats.root = root
+        run.node(root, dst_tag)
+    return stats
+
+
+def _undo_on_failure(dst: WritableStore, hooks: CopyHooks) -> AbstractContextManager[None]:
+    if hooks.undo_on_failure and isinstance(dst, Transactional):
+        return dst.removing_new_blobs_on_failure()
+    return nullcontext()
+
+
+def _tag_exists(dst: Store, tag: str | None) -> bool:
+    """Whether ``tag`` names something in ``dst`` already (True when there is no tag: a copy
+    pinned by digest goes the careful way, as an update does)."""
+    if tag is None:
+        return True
+    try:
+        dst.resolve(tag)
+    except NotFound:
+        return False
+    return True
+
+
+class _Copy:
+    """One copy's state: the two stores, the pool, the counts, and blobs already settled."""
+
+    def __init__(self, src: Store, dst: WritableStore, pool: ThreadPoolExecutor,
+                 stats: CopyStats, progress: ProgressFn | None, referrers: bool,
+                 locks: BlobLocks, hooks: CopyHooks):
+        self.src, self.dst, self.pool, self.stats = src, dst, pool, stats
+        self.progress, self.referrers, self.locks, self.hooks = progress, referrers, locks, hooks
+        self.ingested: set[str] = set()  # digests the destination took by ingest in this copy
+
+    # -- blobs of unknown digest ------------------------------------------------------------------
+    def ingest(self, dst: Ingesting, pending: list[PendingBlob]) -> None:
+        """Send each pending blob while hashing it (one read per byte), then tell the source its
+        digest. Equal files are one blob: counted once, though each was read and sent."""
+        progress, lock = self.progress, threading.Lock()
+        if progress:
+            for blob in pending:
+                progress("plan", blob.key, 0)
+
+        def one(blob: PendingBlob) -> None:
+            def reopen() -> BinaryIO:
+                return counting(blob.open(), blob.key, progress)
+
+            with reopen() as reader:
+                digest, size = dst.ingest_blob(reader, reopen=reopen, source_path=blob.source_path)
+            blob.settle(digest, size)
+            with lock:
+                new = digest not in self.ingested
+                self.ingested.add(digest)
+            self.stats.add(blobs_copied=int(new), bytes_copied=size)
+            if progress:
+                progress("done", blob.key, size)
+
+        _all(self.pool.submit(one, blob) for blob in pending)
+
+    # -- blobs ------------------------------------------------------------------------------------
+    def blob(self, desc: Descriptor) -> None:
+        """One blob: skip if placed by this copy or a sibling, mount if the destination can,
+        skip if present, else stream it across."""
+        with self.locks.hold(desc.digest):
+            if self.locks.placed(desc.digest):
+                self.stats.add(blobs_skipped=1)
+                if self.progress:
+                    self.progress("skip", desc, desc.size)
+                return
+            self._blob(desc)
+            self.locks.mark_placed(desc.digest)
+
+    def _blob(self, desc: Descriptor) -> None:
+        src, dst, progress, stats = self.src, self.dst, self.progress, self.stats
+        if desc.digest in self.ingested:  # sent and counted by ingest a moment ago
+            if progress:
+                progress("skip", desc, desc.size)
+            return
+        # A mount comes before the existence check: the registry answers it 201 whether it
+        # links the blob now or held it already, so a mounted blob costs one request, not a
+        # HEAD and a POST. A store with nowhere to mount from sends nothing and says no.
+        if isinstance(dst, Mounting) and self._mount(dst, desc):
+            stats.add(blobs_mounted=1)
+            if progress:
+                progress("mount", desc, desc.size)
+            return
+        if dst.exists(desc):
+            stats.add(blobs_skipped=1)
+            if progress:
+                progress("skip", desc, desc.size)
+            return
+        if progress:
+            progress("start", desc, 0)
+        if isinstance(dst, ResumableBlobSink) and isinstance(src, RangedBlobSource):
+            # into a file: resumable across runs, in parts at once when large
+            dst.download_blob(desc, src, on_bytes=_reporting(progress, desc))
+        else:
+            def reopen() -> BinaryIO:
+                # an interrupted upload restarts or resumes from a fresh read of the source
+                blob = src.open_blob(desc)
+                if isinstance(blob, VerifiedFile):  # a file the destination may link: as it is
+                    return blob
+                return counting(blob, desc, progress)
+
+            with reopen() as reader:
+                dst.push_blob(desc, reader, reopen=reopen)
+        stats.add(blobs_copied=1, bytes_copied=desc.size)
+        if progress:
+            progress("done", desc, desc.size)
+
+    def _mount(self, dst: Mounting, desc: Descriptor) -> bool:
+        other = self.hooks.mounts.get(desc.digest)  # the caller knows better where it lives
+        return dst.mount_from(desc, self.src if other is None else other)
+
+    def blobs(self, blobs: list[Descriptor]) -> None:
+        if self.progress:
+            for b in blobs:  # the whole manifest's size up front, for a steady total and ETA
+                self.progress("plan", b, 0)
+        _all(self.pool.submit(self.blob, b) for b in blobs)
+
+    # -- manifests --------------------------------------------------------------------------------
+    def node(self, desc: Descriptor, tag: str | None = None, referrers: bool | None = None) -> None:
+        """Copy one manifest and what it names; the root goes out with its ``tag`` in the same
+        write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it)."""
+        src, dst, stats, progress = self.src, self.dst, self.stats, self.progress
+        referrers = self.referrers if referrers is None else referrers
+        # The destination is asked whether it holds the manifest while the source sends it: two
+        # answers apart (a HEAD and a GET to one registry) cost one round trip, not two.
+        present = self.pool.submit(dst.exists, desc)
+        try:
+            data = src.fetch_bytes(desc)
+        except BaseException:
+            _settle(present)
+            raise
+        children = (self.hooks.successors or successors)(desc, data)
+        graph = any(is_manifest(child) for child in children)  # an index: manifests below it
+        if not present.result():
+            if graph:
+                for child in children:
+                    if is_manifest(child):
+                        self.node(child)
+                    else:
+                        self.blob(child)
+            else:
+                self.blobs(children)
+            dst.push_manifest(desc, data, tag)
+            stats.add(manifests_copied=1)
+        else:
+            if not graph:
+                # present with all it names (a registry or layout holds a manifest only with its
+                # blobs): they count as already there, so a re-push does not read as "0 skipped"
+                stats.add(blobs_skipped=len(children))
+                if progress:
+                    for blob in children:
+                        progress("skip", blob, blob.size)
+            if tag is not None:
+                dst.push_manifest(desc, data, tag)  # the bytes are in hand: tagging is one PUT
+        if referrers:
+            companions = self.hooks.companions
+            for ref in src.referrers(desc):
+                self.node(ref)
+                stats.referrers.append(ref.digest)
+                if companions is not None and companions.is_signature(ref):
+                    stats.signatures.append(ref.digest)
+            if companions is not None:
+                stats.signatures.extend(companions.carry(
+                    src, dst, desc, lambda d: self.node(d, referrers=False)))
+
+
+def _reporting(progress: ProgressFn | None, desc: Descriptor) -> Callable[[int], None] | None:
+    if progress is None:
+        return None
+    return lambda n: progress("bytes", desc, n)
+
+
+def _blobs_of(manifest: Manifest) -> list[Descriptor]:
+    unique: dict[str, Descriptor] = {}
+    for blob in [manifest.config, *manifest.layers]:
+        unique.setdefault(blob.digest, blob)
+    return list(unique.values())
+
+
+def _settle(future: Future[Any]) -> None:
+    """Wait for ``future`` and drop its outcome: an error raised beside it goes first."""
+    with suppress(BaseException):
+        future.result()
+
+
+def _all(futures: Iterable[Future[None]]) -> None:
+    """Wait for every future; the first failure is raised once all have ended, so running
+    transfers finish cleanly."""
+    errors = []
+    for f in list(futures):
+        try:
+            f.result()
+        except BaseException as e:  # noqa: BLE001 - collected, raised below
+            errors.append(e)
+    if errors:
+        raise errors[0]

@@ -1,0 +1,230 @@
+"""Transfer progress: the events copies and pulls report, and the tqdm bar that shows them.
+
+Every transfer reports ``progress(event, descriptor, nbytes)``:
+
+| event | meaning |
+|---|---|
+| ``plan`` | the blob will be handled (counts toward the total) |
+| ``start`` | its transfer begins |
+| ``bytes`` | ``nbytes`` more of it were read from the source |
+| ``done`` / ``skip`` / ``mount`` | it is finished: sent, already there, or mounted |
+
+Bytes are counted where the source is read (a file, a layout blob, a registry download),
+so one mechanism covers push, pull and copy between any two stores, and a copy between two
+registries counts each byte once. Counting costs one addition per read; the bar hears of it
+once per ``REPORT_BYTES`` per blob, and tqdm redraws at most every ``REFRESH_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, BinaryIO, TextIO
+
+from ocibridge.core.streams import can_seek
+from ocibridge.core.terminal import one_line
+from ocibridge.oci.digest import HashingReader
+from ocibridge.oci.models import Descriptor
+from ocibridge.transfer.progress_events import ProgressFn, event_of
+
+__all__ = ["REPORT_BYTES", "ProgressBar", "ProgressFn", "counting", "make_progress"]
+
+#: A reader passes on its count after this many bytes (and at the end of the blob).
+REPORT_BYTES = 256 * 1024
+#: The bar is redrawn at most this often.
+REFRESH_SECONDS = 0.2
+
+
+class _Tally:
+    """Bytes read from one blob, passed on to ``progress`` in steps of ``REPORT_BYTES``.
+
+    One per reader, used by the thread that reads it: no lock on the hot path."""
+
+    __slots__ = ("desc", "progress", "pending")
+
+    def __init__(self, desc: Descriptor, progress: ProgressFn):
+        self.desc = desc
+        self.progress = progress
+        self.pending = 0
+
+    def add(self, n: int) -> None:
+        self.pending += n
+        if self.pending >= REPORT_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            n, self.pending = self.pending, 0
+            self.progress("bytes", self.desc, n)
+
+
+class _CountingReader:
+    """A reader that tallies what is read through it; seeks pass through (upload resume)."""
+
+    def __init__(self, raw: BinaryIO, tally: _Tally):
+        self._raw = raw
+        self._tally = tally
+
+    def read(self, n: int = -1) -> bytes:
+        data = self._raw.read(n)
+        if data:
+            self._tally.add(len(data))
+        else:
+            self._tally.flush()
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return can_seek(self._raw)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        self._tally.flush()
+        self._raw.close()
+
+    def __enter__(self) -> _CountingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def counting(reader: BinaryIO, desc: Descriptor, progress: ProgressFn | None) -> BinaryIO:
+    """``reader``, reporting ``bytes`` events for ``desc`` as it is read.
+
+    A hashing (verifying) reader keeps its identity and counts what it reads underneath, so a
+    destination that recognises a source already verifying the digest does not hash again.
+    """
+    if progress is None:
+        return reader
+    tally = _Tally(desc, progress)
+    if isinstance(reader, HashingReader):
+        reader._raw = _CountingReader(reader._raw, tally)
+        return reader
+    return _CountingReader(reader, tally)  # type: ignore[return-value]  # a counting read()-stream standing in for the BinaryIO it wraps
+
+
+class ProgressBar:
+    """One aggregate byte bar over every blob of a transfer, with a blob count and the file
+    in flight.
+
+    Thread-safe: the copy's workers report at once. Each blob counts at most its size, so a
+    resumed or restarted transfer never pushes the bar past its total. The bar is drawn only at
+    the first event after the ``plan`` events, so its total is known when it appears; a blob
+    found already there (or mounted) leaves the total instead of filling it, so a re-push that
+    sends nothing does not draw a transfer.
+    """
+
+    def __init__(self, label: str, file: TextIO | None = None):
+        self._label = label
+        self._file = file or sys.stderr
+        self._bar: Any = None
+        self._total = 0
+        self._lock = threading.Lock()
+        self._blobs: dict[str, list[int]] = {}  # digest → [size, bytes counted, finished]
+        self._finished = 0
+        self._present = 0  # skipped or mounted
+        self._active: dict[str, str] = {}  # digest → name, of blobs being transferred
+
+    def __call__(self, event: str, desc: Descriptor, nbytes: int) -> None:
+        with self._lock:
+            blob = self._blobs.get(desc.digest)
+            if blob is None:
+                blob = self._blobs[desc.digest] = [desc.size, 0, 0]
+                self._total += desc.size
+            if event == "plan" or blob[2]:
+                if self._bar is not None:
+                    self._bar.total = self._total
+                    self._describe()
+                return  # finished: a later skip or a re-read changes nothing
+            bar = self._drawn()
+            if event == "bytes":
+                step = min(nbytes, blob[0] - blob[1])
+                if desc.digest not in self._active:  # a file hashed while sent has no start
+                    self._active[desc.digest] = _name(desc)
+                    self._describe()
+            elif event in ("skip", "mount"):
+                self._total -= blob[0] - blob[1]
+                bar.total = self._total
+                blob[2] = 1
+                self._finished += 1
+                self._present += 1
+                self._describe()
+                return
+            elif event == "done":
+                step = blob[0] - blob[1]
+                blob[2] = 1
+                self._finished += 1
+                self._active.pop(desc.digest, None)
+                self._describe()
+            elif event == "start":
+                self._active[desc.digest] = _name(desc)
+                self._describe()
+                return
+            else:
+                return
+            if step > 0:
+                blob[1] += step
+                bar.update(step)
+
+    def _drawn(self) -> Any:
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=self._total, unit="B", unit_scale=True, unit_divisor=1024,
+                desc=f"{self._label} {self._finished}/{len(self._blobs)} blobs",
+                file=self._file, leave=True, dynamic_ncols=True,
+                mininterval=REFRESH_SECONDS, miniters=1,
+            )
+            self._describe()
+        return self._bar
+
+    def _describe(self) -> None:
+        if self._bar is None:
+            return
+        present = f", {self._present} already there" if self._present else ""
+        self._bar.set_description_str(
+            f"{self._label} {self._finished}/{len(self._blobs)} blobs{present}", refresh=False)
+        names = list(self._active.values())
+        # The newest transfer is named: the first one in flight can be a small blob whose end
+        # the bar never draws (a config seen while every file went by unnamed).
+        current = names[-1][-40:] if names else ""
+        if len(names) > 1:
+            current += f" +{len(names) - 1}"  # more files in flight
+        self._bar.set_postfix_str(one_line(current), refresh=False)
+
+    @property
+    def counted(self) -> int:
+        return int(self._bar.n) if self._bar is not None else 0
+
+    @property
+    def total(self) -> int:
+        return self._total
+
+    def close(self) -> None:
+        if self._bar is None and self._blobs:
+            self._drawn()
+        if self._bar is not None:
+            self._active.clear()
+            self._describe()
+            self._bar.refresh()
+            self._bar.close()
+
+
+def _name(desc: Descriptor) -> str:
+    return event_of("start", desc, 0).name
+
+
+def make_progress(label: str, enabled: bool) -> ProgressBar | None:
+    """A bar on stderr when it is a terminal and ``enabled``; None otherwise (piped, --json, -q)."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    return ProgressBar(label)

@@ -1,0 +1,167 @@
+"""Pulls into a directory or an archive that resume, and skip what the directory holds.
+
+Such a pull writes files, not blobs, so what an interrupted run had received would be lost
+with its staging area. Here each registry blob first goes into a content cache (a layout
+under the user's cache directory), by the resumable, ranged download of a layout
+(:mod:`.stores.partial`): an interrupted run leaves its verified blobs and its partial blob
+there, and the next run continues. A file the output directory already holds with the
+layer's digest is read from there instead of the network. The cached blobs a pull used are
+removed once it succeeds (they are in the output now).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, cast
+
+from ocibridge.core.fsutil import safe_relpath, write_sliced
+from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
+from ocibridge.oci.digest import CHUNK, VerifyingReader, new_hasher, split_digest
+from ocibridge.oci.layerinfo import layer_path
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.base import Store, is_manifest
+from ocibridge.stores.layout import LayoutStore
+from ocibridge.stores.ranged import RangedBlobSource
+from ocibridge.transfer.progress import ProgressFn
+
+CACHE_ENV = "OCIBRIDGE_CACHE_DIR"
+
+
+class _CachedBlob:
+    """A cached blob verified a moment ago: read it, or link it to where it is going (a
+    :class:`~ocibridge.stores.base.VerifiedFile`: a directory pull writes each byte once)."""
+
+    def __init__(self, path: Path):
+        self._path = path
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+
+    def read(self, n: int = -1) -> bytes:
+        return self._file.read(n)
+
+    def link_to(self, target: Path, mode: int) -> int:
+        try:
+            os.link(self._path, target)  # the cache's name is dropped when the pull succeeds
+        except OSError:  # another file system, or no hard links: copy it
+            with open(target, "xb") as out:
+                self._file.seek(0)
+                while chunk := self._file.read(CHUNK):
+                    write_sliced(out, chunk)
+        os.chmod(target, mode)
+        return target.stat().st_size
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> _CachedBlob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def cache_root() -> Path:
+    """``$OCIBRIDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ocibridge``, else ``~/.cache/ocibridge``."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ocibridge"
+
+
+class CachedPullSource:
+    """``store`` for one pull, read-only: blobs through the resumable cache, or from files
+    already in ``existing``; everything else is the store's own."""
+
+    def __init__(self, store: Store, cache: LayoutStore, existing: Path | None,
+                 progress: ProgressFn | None):
+        self._store = store
+        self._cache = cache
+        self._existing = existing
+        self._progress = progress
+        self.used: set[str] = set()  # blobs read through the cache (fetched now or before)
+        self.reused = 0  # files found in the output directory
+
+    def describe(self) -> str:
+        return self._store.describe()
+
+    def exists(self, desc: Descriptor) -> bool:
+        return self._store.exists(desc)
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        return self._store.fetch_bytes(desc)
+
+    def resolve(self, reference: str) -> Descriptor:
+        return self._store.resolve(reference)
+
+    def tags(self) -> list[str]:
+        return self._store.tags()
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return self._store.referrers(desc, artifact_type)
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        local = self._existing_file(desc)
+        if local is not None:
+            self.reused += 1
+            return VerifyingReader(open(local, "rb"), desc.digest, desc.size)  # type: ignore[return-value]
+        if is_manifest(desc) or not isinstance(self._store, RangedBlobSource):
+            return self._store.open_blob(desc)
+        verified_now = False
+        if not self._cache.exists(desc):
+            progress, on_bytes = self._progress, None
+            if progress is not None:
+                def on_bytes(n: int) -> None:
+                    progress("bytes", desc, n)
+            self._cache.download_blob(desc, self._store, on_bytes=on_bytes)
+            verified_now = True
+        self.used.add(desc.digest)
+        try:
+            if verified_now:  # hashed on its way in a moment ago: not hashed a second time
+                return cast(BinaryIO, _CachedBlob(self._cache.blob_path(desc.digest)))
+            return self._cache.open_blob(desc)  # from an earlier run: verified as it is read
+        except (NotFound, FileNotFoundError):  # another pull's clean-up took it
+            return self._store.open_blob(desc)
+
+    def _existing_file(self, desc: Descriptor) -> Path | None:
+        """The output file this layer would write, when it is already there with its digest."""
+        if self._existing is None:
+            return None
+        name = layer_path(desc)
+        if name is None:
+            return None
+        try:
+            path = self._existing / safe_relpath(name, "layer file path")
+        except UnsafePath:
+            return None
+        try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size != desc.size:
+                return None
+            hasher = new_hasher(desc.digest)
+            with open(path, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    hasher.update(chunk)
+        except (OSError, OcibridgeError):
+            return None
+        return path if hasher.hexdigest() == split_digest(desc.digest)[1] else None
+
+    def forget_used(self) -> None:
+        for digest in self.used:
+            with contextlib.suppress(FileNotFoundError):
+                self._cache.blob_path(digest).unlink()
+
+
+@contextlib.contextmanager
+def cached_pull(store: Store, existing: Path | None,
+                progress: ProgressFn | None = None) -> Iterator[Store]:
+    """``store`` seen through the pull cache for the block; on success the blobs it read from
+    the cache are dropped, on failure or interrupt they stay for the next run."""
+    if not isinstance(store, RangedBlobSource):
+        yield store
+        return
+    cache = LayoutStore(cache_root() / "pulls", create=True)
+    source = CachedPullSource(store, cache, existing, progress)
+    yield cast(Store, source)
+    source.forget_used()
