@@ -23,6 +23,7 @@ from ocibridge.cli.common import transfer_options as _transfer
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
 from ocibridge.cli.signing import add_signing_commands, add_verify_flags, policy_from_args
 from ocibridge.core import interrupt
+from ocibridge.core.httpx_wall import defer_cli
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size, one_line, printable
 from ocibridge.errors import OcibridgeError, RegistryError, UsageError, ValidationError
@@ -703,6 +704,7 @@ def run() -> NoReturn:
     # 700 allocations walked them ~50 times for nothing (13 ms of a copy, 6 ms at 20,000).
     gc.set_threshold(20_000, 10, 10)
     gc.callbacks.append(_freeze_start_up)
+    defer_cli()
     code = main()
     if code == EXIT_INTERRUPTED:
         for stream in (sys.stdout, sys.stderr):
