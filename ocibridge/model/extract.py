@@ -30,7 +30,7 @@ from ocibridge.core.fsutil import (
 )
 from ocibridge.core.overwrite import OnExisting, plan_commit
 from ocibridge.core.streams import Reader, open_tar_stream
-from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
+from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.layers.reader import (
     MAX_EXPANSION_RATIO,
     MAX_TAR_ENTRIES,
@@ -287,24 +287,9 @@ class DirectoryTarget:
         self.result.files.extend(paths)
         return list({layer.digest: layer for layer, _ in raw}.values()) + tars
 
-    # -- reads: a directory holds no blobs ---------------------------------------------------
+    # -- what the copy asks: a directory holds no blobs, so every layer is taken ---------------
     def exists(self, desc: Descriptor) -> bool:
         return False
-
-    def open_blob(self, desc: Descriptor) -> BinaryIO:
-        raise NotFound(f"{self.describe()}: a directory holds files, not blob {desc.digest}")
-
-    def fetch_bytes(self, desc: Descriptor) -> bytes:
-        raise NotFound(f"{self.describe()}: a directory holds files, not blob {desc.digest}")
-
-    def resolve(self, reference: str) -> Descriptor:
-        raise NotFound(f"{self.describe()}: a directory has no reference {reference}")
-
-    def tags(self) -> list[str]:
-        return []
-
-    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return []
 
     # -- writes ------------------------------------------------------------------------------
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
@@ -344,8 +329,6 @@ class DirectoryTarget:
         self.result.kept = plan.kept
         _commit(staging, self.out, plan.write)
 
-    def tag(self, desc: Descriptor, tag: str) -> None:
-        """A directory has no tags: the files are what was asked for."""
 
 
 def _refuse_file_and_directory(paths: list[str]) -> None:

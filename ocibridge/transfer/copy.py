@@ -20,13 +20,15 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext, supp
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
-from ocibridge.errors import NotFound
+from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import (
+    CopyTarget,
     Ingesting,
     Mounting,
     PendingBlob,
     PendingBlobs,
+    ReadableStore,
     Store,
     Transactional,
     VerifiedFile,
@@ -169,7 +171,7 @@ class BlobLocks:
 def copy(
     src: Store,
     src_ref: str | Descriptor,
-    dst: WritableStore,
+    dst: CopyTarget,
     dst_tag: str | None = None,
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
@@ -200,16 +202,16 @@ def copy(
     return stats
 
 
-def _undo_on_failure(dst: WritableStore, hooks: CopyHooks) -> AbstractContextManager[None]:
+def _undo_on_failure(dst: CopyTarget, hooks: CopyHooks) -> AbstractContextManager[None]:
     if hooks.undo_on_failure and isinstance(dst, Transactional):
         return dst.removing_new_blobs_on_failure()
     return nullcontext()
 
 
-def _tag_exists(dst: Store, tag: str | None) -> bool:
+def _tag_exists(dst: CopyTarget, tag: str | None) -> bool:
     """Whether ``tag`` names something in ``dst`` already (True when there is no tag: a copy
-    pinned by digest goes the careful way, as an update does)."""
-    if tag is None:
+    pinned by digest goes the careful way, as an update does; and when ``dst`` cannot say)."""
+    if tag is None or not isinstance(dst, ReadableStore):
         return True
     try:
         dst.resolve(tag)
@@ -221,7 +223,7 @@ def _tag_exists(dst: Store, tag: str | None) -> bool:
 class _Copy:
     """One copy's state: the two stores, the pool, the counts, and blobs already settled."""
 
-    def __init__(self, src: Store, dst: WritableStore, pool: ThreadPoolExecutor,
+    def __init__(self, src: Store, dst: CopyTarget, pool: ThreadPoolExecutor,
                  stats: CopyStats, progress: ProgressFn | None, referrers: bool,
                  locks: BlobLocks, hooks: CopyHooks):
         self.src, self.dst, self.pool, self.stats = src, dst, pool, stats
@@ -359,6 +361,8 @@ class _Copy:
                 if companions is not None and companions.is_signature(ref):
                     stats.signatures.append(ref.digest)
             if companions is not None:
+                if not isinstance(dst, WritableStore):
+                    raise OcibridgeError(f"{dst.describe()} cannot hold what goes with a manifest (signatures)")
                 stats.signatures.extend(companions.carry(
                     src, dst, desc, lambda d: self.node(d, referrers=False)))
 
