@@ -24,7 +24,7 @@ from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import UsageError
 from ocibridge.kinds import door
-from ocibridge.kinds.targets import StoreTarget, default_store_path, open_store_target
+from ocibridge.kinds.targets import StoreTarget, closes_its_stores, default_store_path, open_store_target
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
 from ocibridge.oci.reference import on_registry
@@ -78,6 +78,7 @@ def default_tag(package: ModelPackage) -> str:
     return base[:128]
 
 
+@closes_its_stores
 def push(
     source: str,
     dest: str | None = None,
@@ -162,6 +163,7 @@ def push(
     return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats)
 
 
+@closes_its_stores
 def pull(
     src: str,
     dest: str,
@@ -228,6 +230,7 @@ def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
         raise UsageError(f"--include/--exclude pick files of a pull into a directory, not into {dest}")
 
 
+@closes_its_stores
 def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResult:
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     info = inspect_artifact(target.store, target.reference)
@@ -236,6 +239,7 @@ def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResu
                          tuple(info["layers"]), info.get("config"), info)
 
 
+@closes_its_stores
 def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool = False,
              warnings: list[str] | None = None) -> ValidateResult:
     """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule of the
@@ -251,6 +255,7 @@ def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool 
     return ValidateResult(ref, done.descriptor, tuple(found), done.family, done.title)
 
 
+@closes_its_stores
 def tags(ref: str, *, transfer: TransferOptions | None = None) -> list[str]:
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     return target.store.tags()

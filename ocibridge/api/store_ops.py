@@ -22,7 +22,7 @@ from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.kinds.door import is_store_reference
-from ocibridge.kinds.targets import StoreTarget, default_store_path, open_store_target
+from ocibridge.kinds.targets import StoreTarget, closes_its_stores, default_store_path, open_store_target
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.mediatypes import family_of_artifact as _family_of
@@ -143,6 +143,7 @@ def _config_name_created(store: Store, config: Descriptor, created: str | None) 
 
 
 # -- rm / delete / prune ------------------------------------------------------------------------
+@closes_its_stores
 def remove(ref: str) -> RemoveResult:
     """Take a model out of a layout (default store for a bare NAME): by tag, that tag; by digest,
     every entry of that manifest. Blobs stay until :func:`prune`."""
@@ -179,6 +180,7 @@ def _remove_orphaned_referrers(store: LayoutStore, subject: Descriptor) -> tuple
     return tuple(removed)
 
 
+@closes_its_stores
 def delete(ref: str, *, transfer: TransferOptions | None = None) -> RemoveResult:
     """Delete a manifest from a registry or a layout (oras ``manifest delete``): a tag is
     resolved to its digest first, and every tag naming that manifest goes with it."""
@@ -258,6 +260,7 @@ def _mtime(path: Path) -> float:
 
 
 # -- tag / resolve ------------------------------------------------------------------------------
+@closes_its_stores
 def tag(ref: str, tags: Sequence[str], *, transfer: TransferOptions | None = None) -> TagResult:
     """Point more tags at what ``ref`` names, in the same repository (oras ``tag``)."""
     if not tags:
@@ -269,6 +272,7 @@ def tag(ref: str, tags: Sequence[str], *, transfer: TransferOptions | None = Non
     return TagResult(desc.digest, tuple(tags))
 
 
+@closes_its_stores
 def resolve(ref: str, *, transfer: TransferOptions | None = None) -> ResolveResult:
     """The descriptor (digest, media type, size) a tag names (oras ``resolve``)."""
     target = _open(ref, transfer)
@@ -276,6 +280,7 @@ def resolve(ref: str, *, transfer: TransferOptions | None = None) -> ResolveResu
 
 
 # -- attach / discover --------------------------------------------------------------------------
+@closes_its_stores
 def attach(
     subject_ref: str,
     files: Sequence[str],
@@ -335,6 +340,7 @@ def _bytes_reader(data: bytes) -> BinaryIO:
     return io.BytesIO(data)
 
 
+@closes_its_stores
 def discover(ref: str, *, artifact_type: str | None = None,
              transfer: TransferOptions | None = None) -> DiscoverResult:
     """The artifacts whose ``subject`` is ``ref`` (oras ``discover``): the registry's referrers
