@@ -24,7 +24,8 @@ from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import NotFound, OcibridgeError, SourceError
 from ocibridge.kinds.family import Reading
 from ocibridge.kinds.neutral import Loss, Part
-from ocibridge.layers.reader import MAX_TAR_ENTRIES, LayerReader, open_layer
+from ocibridge.layers.reader import LayerReader, open_layer
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.package import normalise_mode
 from ocibridge.oci.digest import CHUNK, VerifyingReader
 from ocibridge.oci.mediatypes import Variant
@@ -137,9 +138,7 @@ class StagedBlobs:
         with _layer(self.inner, part) as layer:  # decoded, bounded, verified at its end
             stream = _Hashing(layer, h_tar)
             with open_tar_stream(stream) as tar:
-                for count, member in enumerate(tar):
-                    if count > MAX_TAR_ENTRIES:
-                        raise SourceError(f"{part.path}: tar layer has too many entries (bomb limit)")
+                for member in tar_members(tar, what=f"{part.path}: tar layer"):
                     if is_root_entry(member.name) or member.isdir():
                         continue
                     path = safe_relpath(member.name.rstrip("/"), "tar entry")

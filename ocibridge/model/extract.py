@@ -39,6 +39,7 @@ from ocibridge.layers.reader import (
     layer_stream,
     readable_layer,
 )
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.index import model_entry
 from ocibridge.oci.digest import CHUNK, verified, verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES, Variant, parse_layer_media_type
@@ -148,12 +149,8 @@ def _named_as_in_the_artifact(rel: str) -> Iterator[None]:
 def _extract_tar(stream: Reader, staging: Path, written: list[str],
                  select: Callable[[str], bool] | None = None, skipped: list[str] | None = None) -> int:
     total = 0
-    count = 0
     with open_tar_stream(stream) as tar:
-        for member in tar:
-            count += 1
-            if count > MAX_TAR_ENTRIES:
-                raise OcibridgeError("tar layer has too many entries (bomb limit)")
+        for member in tar_members(tar):
             if member.isdir() and is_root_entry(member.name):
                 continue  # the layer's root ('./', as `tar -C DIR -cf x.tar .` writes it)
             rel = safe_relpath(member.name, "tar entry")

@@ -25,7 +25,8 @@ from ocibridge.core.confined import check_link, check_links, no_link_on_the_way
 from ocibridge.core.fsutil import is_root_entry, safe_relpath, write_sliced
 from ocibridge.core.streams import IterReader, Reader, open_tar_stream
 from ocibridge.errors import OcibridgeError, UnsafePath
-from ocibridge.layers.reader import MAX_TAR_ENTRIES, layer_mode, layer_path, open_layer
+from ocibridge.layers.reader import layer_mode, layer_path, open_layer
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.extract import fetch_manifest
 from ocibridge.model.package import ModelFile, normalise_mode
 from ocibridge.model.packing import BLOCK, RECORD, TAR_FORMAT, tar_member
@@ -257,13 +258,9 @@ def _raw(store: Store, desc: Descriptor, w: _Writer) -> Iterator[bytes]:
 def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iterator[bytes]:
     """Re-root a tar layer of the artifact under ``models/`` (entries keep their order)."""
     with open_layer(store, desc) as stream:
-        count = 0
         links: dict[str, str] = {}  # the layer's symlinks, resolved together (confined.py)
         with open_tar_stream(stream) as tar:
-            for member in tar:
-                count += 1
-                if count > MAX_TAR_ENTRIES:
-                    raise OcibridgeError("tar layer has too many entries (bomb limit)")
+            for member in tar_members(tar):
                 if is_root_entry(member.name):
                     continue
                 rel = safe_relpath(member.name.rstrip("/"), "tar entry")
