@@ -25,13 +25,14 @@ from ollama_fixtures import DOCKER_MANIFEST, write_gguf, write_store
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.kinds.conversion import convert_artifact
 from ocibridge.kinds.directory.source import read_directory
+from ocibridge.kinds.modelcar.build import IMAGE_TAG, ModelCarImage, build_modelcar
 from ocibridge.kinds.ollama import OllamaRegistryStore, OllamaStore, parse_ollama_name
 from ocibridge.kinds.ollama.exporter import OllamaView, _plan
 from ocibridge.kinds.repack import StagedBlobs
 from ocibridge.mirror.endpoints import EmptyStore
 from ocibridge.mirror.relabel import RelabelStore
 from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact, build
-from ocibridge.model.extract import DirectoryTarget, extract
+from ocibridge.model.extract import DirectoryTarget, extract, fetch_manifest
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import parse_registry_reference
@@ -193,6 +194,20 @@ def staged_blobs(tmp: Path, registry) -> Case:
     return Case(staged, None, blob, None, _corrupt_file(staged._files[blob.digest]))
 
 
+def modelcar_image(tmp: Path, registry) -> Case:
+    """The ModelCar image of an artifact, before it is written: its layers made on reading.
+    What a layer holds is known from outside: the same image built into a second layout."""
+    source = _layout_case(tmp)
+    built = LayoutStore(tmp / "built", create=True)
+    copy(source.store, "v1", built, "v1")
+    image_desc = build_modelcar(built, "v1", tag="car")
+    layer = parse_manifest_bytes(built.fetch_bytes(image_desc)).layers[0]
+    src_desc, src = fetch_manifest(source.store, "v1")
+    image = ModelCarImage(source.store, src_desc, src, index=False, platforms=("linux/amd64",), spool=False)
+    return Case(image, IMAGE_TAG, layer, built.fetch_bytes(image_desc), source.corrupt,
+                _read(built.open_blob(layer)))
+
+
 def empty_store(tmp: Path, registry) -> Case:
     """A mirror target that does not exist yet, as a dry run sees it: it holds nothing."""
     return Case(EmptyStore("empty"), None, ABSENT)
@@ -224,6 +239,7 @@ KINDS = [
     Kind(pull_cache_view, "CachedPullSource"),
     Kind(ollama_view, "OllamaView"),
     Kind(staged_blobs, "StagedBlobs", resolves=False),
+    Kind(modelcar_image, "ModelCarImage", capabilities=frozenset({Closable})),  # its spooled layers
     Kind(empty_store, "EmptyStore", resolves=False, holds=False),
 ]
 #: A copy target that keeps files, not blobs: its own part at the end of this file.
