@@ -106,9 +106,10 @@ class ModelCarImage:
     """The ModelCar image of one ModelPack artifact, as a read-only store.
 
     Its tar layers are made from the artifact's layers when read. Their digests are unknown
-    until then, so they are :class:`PendingBlobs`: a copy into a store that ingests sends each
-    while hashing it (the source read once); otherwise they are hashed on first resolve (from a
-    remote source, spooled to a temporary file per layer rather than downloaded twice). The
+    until then: from a local source they are :class:`PendingBlobs` (a copy into a store that
+    ingests sends each while hashing it, the source read once); from a remote source each is
+    spooled to a temporary file on first resolve and hashed, so the destination is asked for
+    it before anything is sent and the source is downloaded once. The
     configs, manifests and index are made in memory once the layers are known; the ModelPack
     manifest an index names is the source's, served from the source store.
     """
@@ -125,6 +126,8 @@ class ModelCarImage:
         self._lock = threading.Lock()
 
     def pending_blobs(self) -> list[PendingBlob]:
+        if self.spool:  # a remote source: each layer is spooled once, then asked for and sent
+            return []
         return [PendingBlob(_stand_in(i), functools.partial(self._stream, group), functools.partial(_settle, group))
                 for i, group in enumerate(self.groups) if group.descriptor is None]
 
