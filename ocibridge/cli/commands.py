@@ -589,6 +589,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from ocibridge.cli.store import register as register_store_commands
 
     register_store_commands(command, _add_transfer_flags)
+    from ocibridge.cli.bundle import register as register_bundle_commands
+
+    register_bundle_commands(command, _add_transfer_flags)
     from ocibridge.cli.help import add_examples
 
     add_examples(parser)

@@ -76,6 +76,13 @@ EXAMPLES: dict[str, str] = {
     "attach": """\
   ocibridge attach registry.example/team/tiny:v1 card.md --artifact-type application/vnd.example.card
   ocibridge attach oci:/srv/models:tiny sbom.json --artifact-type application/spdx+json -a k=v""",
+    "save": """\
+  ocibridge save registry.example/team/tiny:v1 registry.example/team/big:v2 -o models.tar
+  ocibridge save registry.example/team/tiny:v1 -o models.tar --verify-key cosign.pub""",
+    "load": """\
+  ocibridge load --list models.tar
+  ocibridge load models.tar registry.internal:5000/mirror
+  ocibridge load models.tar oci:/srv/models""",
     "discover": """\
   ocibridge discover registry.example/team/tiny:v1
   ocibridge discover registry.example/team/tiny:v1 --artifact-type application/spdx+json --json""",
