@@ -82,7 +82,8 @@ def test_a_bundle_loads_into_a_layout_and_skopeo_reads_it(two_signed_models, tmp
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     index = json.loads((tmp_path / "by-skopeo" / "index.json").read_text())
-    listed = json.loads(tarfile.open(bundle).extractfile("index.json").read())  # type: ignore[union-attr]
+    with tarfile.open(bundle) as tar:
+        listed = json.loads(tar.extractfile("index.json").read())  # type: ignore[union-attr]
     assert index["manifests"][0]["digest"] in {m["digest"] for m in listed["manifests"]}
 
 
