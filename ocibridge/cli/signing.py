@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.cli.args import key_values
-from ocibridge.core.terminal import printable
+from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import SignatureError
 
 if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every other command time
@@ -116,7 +116,8 @@ def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace]
         subject = target.store.resolve(target.reference)
         verified = verify_before_use(target.store, subject, policy, name=args.ref)
         digest = subject.digest
-    lines = [f"  {v.form} by {v.signer}" + (f" (claims: {_show(v.claims)})" if v.claims else "") for v in verified]
+    lines = [one_line(f"  {v.form} by {v.signer}" + (f" (claims: {_show(v.claims)})" if v.claims else ""))
+             for v in verified]
     _emit(args, {"verified": True, "digest": digest, "signatures": [v.as_dict() for v in verified]},
           f"verified {args.ref} ({digest}): {len(verified)} signature(s)\n" + "\n".join(lines))
     return 0
