@@ -132,3 +132,26 @@ def test_verify_blob_refuses_an_attestation_bundle(tmp_path, capsys, predicate_t
     assert "not a signature" in err
     bundle.write_bytes(make_bundle(keys.load_private_key(private), _statement(digest, SIGN_PREDICATE_TYPE)))
     assert main(["verify", str(artifact), "--bundle", str(bundle), "--key", str(public)]) == 0
+
+
+# -- asked for by type: verify --attestation-type TYPE ------------------------------------------
+def test_attestation_verifies_only_when_asked_for_by_its_type(unsigned, tmp_path, capsys):
+    layout, digest, private, public = unsigned
+    slsa = ATTESTATION_TYPES[1]
+    _attach(layout, digest, make_bundle(private, _statement(digest, slsa)))
+    assert main(["verify", f"oci:{layout}:v1", "--key", str(public), "--attestation-type", slsa, "--json"]) == 0
+    (found,) = json.loads(capsys.readouterr().out)["signatures"]
+    assert found["form"] == "bundle"
+    err = _refused(capsys, ["verify", f"oci:{layout}:v1", "--key", str(public),
+                            "--attestation-type", ATTESTATION_TYPES[0]])
+    assert f"attestation of type '{slsa}'" in err
+
+
+def test_a_signature_is_no_attestation(unsigned, tmp_path, capsys):
+    """Signed in both forms (.sig tag and DSSE bundle), the artifact still has no SLSA attestation."""
+    layout, _, _, public = unsigned
+    assert main(["sign", f"oci:{layout}:v1", "--key", str(tmp_path / "k" / "cosign.key")]) == 0
+    capsys.readouterr()
+    err = _refused(capsys, ["verify", f"oci:{layout}:v1", "--key", str(public),
+                            "--attestation-type", ATTESTATION_TYPES[1]])
+    assert "2 signature(s), none verifies" in err and "not an attestation" in err
