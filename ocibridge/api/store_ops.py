@@ -20,6 +20,7 @@ from typing import BinaryIO, Protocol, runtime_checkable
 
 from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core.fsutil import safe_relpath
+from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.kinds.door import is_store_reference
 from ocibridge.kinds.targets import StoreTarget, closes_its_stores, default_store_path, open_store_target
@@ -168,15 +169,19 @@ def _remove_orphaned_referrers(store: LayoutStore, subject: Descriptor) -> tuple
     if any(e.digest == subject.digest for e in store.read_index().manifests):
         return ()
     removed: list[str] = []
-    pending = [subject]
+    bound = GraphBound(f"referrers of {subject.digest}")
+    pending = [(subject, 0)]
     while pending:
-        for referrer in store.referrers(pending.pop()):
+        node, depth = pending.pop()
+        for referrer in store.referrers(node):
+            if not bound.enter(referrer.digest, depth + 1):
+                continue
             if any(e.digest == referrer.digest and (e.annotations or {}).get(ANNOTATION_REF_NAME)
                    for e in store.read_index().manifests):
                 continue  # tagged on its own: the user keeps it
             store.delete_manifest(referrer)
             removed.append(referrer.digest)
-            pending.append(referrer)
+            pending.append((referrer, depth + 1))
     return tuple(removed)
 
 

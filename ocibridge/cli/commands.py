@@ -275,7 +275,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(names))
     elif names:
-        print(printable("\n".join(names)))
+        print("\n".join(one_line(name) for name in names))  # per tag: a newline in one forges no line
     if not names:  # most often a misspelt repository (registries answer 404): say so, as peers do
         print(f"ocibridge: error: {args.ref} has no tags (no such repository, or nothing tagged)",
               file=sys.stderr)
@@ -395,7 +395,7 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
     done = mount(t.store, t.reference, args.dir, args.runtime, platform=args.platform)
     text = f"laid out {len(done.paths)} paths in {args.dir} as {args.runtime} would mount them"
     _emit(args, {"files": done.paths, "notReproduced": done.not_reproduced},
-          "\n".join([text, *(f"  not reproduced: {n}" for n in done.not_reproduced)]))
+          "\n".join([text, *(f"  not reproduced: {one_line(n)}" for n in done.not_reproduced)]))
     return 0
 
 

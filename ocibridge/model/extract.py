@@ -29,6 +29,7 @@ from ocibridge.core.fsutil import (
     write_sliced,
 )
 from ocibridge.core.overwrite import OnExisting, plan_commit
+from ocibridge.core.stale import locked_staging, remove_stale_staging
 from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.layers.reader import (
@@ -236,18 +237,20 @@ class DirectoryTarget:
             raise OcibridgeError(f"{out} exists and is not a directory")
         made = _missing_dirs(out)
         out.mkdir(parents=True, exist_ok=True)
-        self._staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
-        try:
-            yield
-        except BaseException:
-            shutil.rmtree(self._staging, ignore_errors=True)
-            for directory in made:
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
-            raise
-        finally:
-            shutil.rmtree(self._staging, ignore_errors=True)
-            self._staging = None
+        remove_stale_staging(out)  # what pulls killed here before left behind
+        with locked_staging(out) as staging:
+            self._staging = staging
+            try:
+                yield
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                for directory in made:
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
+                raise
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+                self._staging = None
         self.result.files.sort()
 
     def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
