@@ -50,16 +50,24 @@ def load_source(
     name: str | None = None,
     transfer: TransferOptions | None = None,
     build_file: str | None = None,
+    use_build_file: bool = True,
 ) -> ModelPackage:
     """Read any supported source into a neutral model package: the format table
     (ocibridge/kinds/source_table.py) says which reader. ``build_file``: a Modelfile or a Kitfile
-    naming the files of the directory ``source`` (formats/buildfile.py)."""
+    naming the files of the directory ``source`` (kinds/buildfile.py); without one, a
+    ``Kitfile`` or ``Modelfile`` at the top of the directory is used, as kit and modctl do,
+    unless ``use_build_file`` is False."""
+    from ocibridge.kinds import buildfile
+    from ocibridge.model import metadata
+
     fmt = door.source_format(source, format)
     if build_file is not None:
-        from ocibridge.kinds.buildfile import read_build_file
-        from ocibridge.model import metadata
-
-        package = read_build_file(build_file, source, excludes=excludes, name=name)
+        package = buildfile.read_build_file(build_file, source, excludes=excludes, name=name)
+        metadata.fill(package)
+        return package
+    found = buildfile.default_build_file(source) if use_build_file and fmt.name == "directory" else None
+    if found is not None:
+        package = buildfile.read_default_build_file(found, source, excludes=excludes, name=name)
         metadata.fill(package)
         return package
     request = door.ReadRequest(kind_overrides, excludes, name, (transfer or TransferOptions()).registry_options())
@@ -92,6 +100,7 @@ def push(
     to: str | None = None,
     overrides: dict[str, str] | None = None,
     build_file: str | None = None,
+    use_build_file: bool = True,
 ) -> PushResult:
     """Convert ``source`` to a ModelPack artifact and store it at ``dest`` (default store if None).
 
@@ -128,6 +137,7 @@ def push(
             name=name,
             transfer=transfer,
             build_file=build_file,
+            use_build_file=use_build_file,
         )
     build_options = build_options or BuildOptions()
     if dest is None:

@@ -170,6 +170,7 @@ def cmd_push(args: argparse.Namespace) -> int:
             to=args.to,
             overrides=overrides_of(args),
             build_file=args.file,
+            use_build_file=not args.no_build_file,
         )
     finally:
         if bar:
@@ -502,7 +503,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="ModelPack naming family to write (default cnai)")
     p.add_argument("--name", help="model name (default: from the source)")
     p.add_argument("-f", "--file", metavar="FILE",
-                   help="a Modelfile (modctl) or Kitfile (KitOps) naming the files of SOURCE and their metadata")
+                   help="a Modelfile (modctl) or Kitfile (KitOps) naming the files of SOURCE and their metadata "
+                        "(default: a Kitfile or Modelfile at the top of SOURCE)")
+    p.add_argument("--no-build-file", action="store_true",
+                   help="pack a top-level Kitfile or Modelfile as a plain file instead of reading it")
     p.add_argument("--to", choices=family_choices(), default=None,
                    help="model family to write (default modelpack)")
     add_override_flags(p, skip=("name",), renamed={"format": "model-format"})
