@@ -247,17 +247,26 @@ def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResu
 
 
 def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool = False,
-             warnings: list[str] | None = None) -> ValidateResult:
+             warnings: list[str] | None = None, runtime: str | None = None) -> ValidateResult:
     """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule of the
     model-spec. A model of another family (ModelKit, Docker model, ModelCar image, Ollama) is
-    read as its family and its ModelPack form checked (``family`` says which). Runtime
-    readiness (CRI-O file names, containerd) is reported in the result's ``warnings`` (and
-    into ``warnings`` when given, also when invalid); ``strict`` makes it errors."""
+    read as its family and its ModelPack form checked (``family`` says which). What the spec
+    recommends is reported in the result's ``warnings`` (and into ``warnings`` when given, also
+    when invalid); ``strict`` makes it errors. ``runtime`` (``cri-o``, ``containerd@2.1``) adds
+    that runtime's readiness, which ``strict`` then makes errors too."""
+    from ocibridge.errors import UsageError
+    from ocibridge.model.validate import parse_runtime
+
+    try:
+        wanted = parse_runtime(runtime) if runtime is not None else None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     found: list[str] = [] if warnings is None else warnings
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     from ocibridge.kinds.validity import validate_model
 
-    done = validate_model(target.store, target.reference, shown=ref, strict=strict, warnings=found)
+    done = validate_model(target.store, target.reference, shown=ref, strict=strict, warnings=found,
+                          runtime=wanted)
     return ValidateResult(ref, done.descriptor, tuple(found), done.family, done.title)
 
 

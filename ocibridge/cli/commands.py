@@ -249,7 +249,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
-        desc = api.validate(args.ref, transfer=_transfer(args), strict=args.strict, warnings=warnings)
+        desc = api.validate(args.ref, transfer=_transfer(args), strict=args.strict, warnings=warnings,
+                            runtime=args.runtime)
     except ValidationError as e:
         if args.json:
             print(json.dumps({"valid": False, "reasons": e.reasons, "warnings": warnings}, indent=2))
@@ -564,7 +565,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = command("validate", cmd_validate, "check an artifact against the ModelPack rules")
     p.add_argument("ref", metavar="REF")
     p.add_argument("--strict", action="store_true",
-                   help="runtime readiness warnings (CRI-O file names, containerd) count as errors")
+                   help="warnings (what the spec recommends; with --runtime, that runtime's needs) count as errors")
+    p.add_argument("--runtime", metavar="cri-o|containerd[@VERSION]",
+                   help="also check what this runtime needs beyond the spec (CRI-O file names, containerd images)")
     _add_transfer_flags(p)
 
     p = command("tags", cmd_tags, "list the tags of a repository or layout")
