@@ -241,6 +241,9 @@ def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
 def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResult:
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     info = inspect_artifact(target.store, target.reference)
+    from ocibridge.kinds.family_info import describe
+
+    describe(target.store, target.reference, info)  # the family in words, its fields, layer kinds
     info["reference"] = ref
     return InspectResult(ref, info["digest"], info["mediaType"], info.get("artifactType"), info["size"],
                          tuple(info["layers"]), info.get("config"), info)
