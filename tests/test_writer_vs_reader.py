@@ -144,3 +144,27 @@ def test_a_directory_target_refuses_an_escaping_file_path(tmp_path, capsys):
     assert main(["pull", f"oci:{tmp_path}/l:bad", str(out), "-q"]) == 1
     assert "escaped" in _one_error_line(capsys)
     assert snapshot(tmp_path) == before
+
+
+def test_an_ollama_registry_destination_refuses_an_escaping_name(tmp_path, capsys, registry, unique_repo):
+    """`copy … ollama://HOST/NAME` checks the manifest as the Ollama reader would, before any write."""
+    _, ref = _hostile_layout(tmp_path / "layout", "parent-escape")
+    dest = f"ollama://{registry.host}/{unique_repo}:latest"
+    capsys.readouterr()
+    assert main(["copy", ref, dest, "-q"]) == 1
+    assert "../../x" in _one_error_line(capsys)
+    assert main(["resolve", f"{registry.host}/{unique_repo}:latest"]) == 1  # nothing tagged
+    capsys.readouterr()
+
+
+def test_a_layout_refuses_a_manifest_larger_than_its_reader_takes(tmp_path):
+    from ocibridge.stores.base import MAX_MANIFEST_BYTES
+
+    store = LayoutStore(tmp_path / "l", create=True)
+    before = snapshot(tmp_path / "l")
+    doc = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                      "config": _blob("application/vnd.oci.empty.v1+json", b"{}"), "layers": [],
+                      "annotations": {"x": "a" * MAX_MANIFEST_BYTES}}).encode()
+    with pytest.raises(OcibridgeError, match="more than a reader takes"):
+        store.push_manifest(Descriptor.for_bytes("application/vnd.oci.image.manifest.v1+json", doc), doc, "big")
+    assert snapshot(tmp_path / "l") == before
