@@ -129,7 +129,11 @@ def sources(tmp_path_factory) -> dict[str, tuple[str, dict[str, str]]]:
     ollama_root = root / "ollama"
     gguf_store(ollama_root, root)
     archive = make_sdk_archive_v2024(root / "mlsteam")
+    kit = make_model(root / "kitfile")  # a top-level Kitfile: read with PyYAML, a declared dependency
+    (kit / "Kitfile").write_text("manifestVersion: 1.0.0\npackage:\n  name: kit\nmodel:\n  path: model.safetensors\n"
+                                 "docs:\n  - path: README.md\n")
     return {
+        "kitfile": (str(kit), {}),
         "directory": (str(plain), {}),
         "safetensors": (str(st), {}),
         "gguf": (str(gg), {}),
@@ -158,13 +162,17 @@ def test_the_two_venvs_differ_in_the_optional_packages_only(two_venvs):
     assert _importable(two_venvs["none"], "ocibridge") and _importable(two_venvs["none"], "yaml")
 
 
-@pytest.mark.parametrize("kind", ["directory", "safetensors", "gguf", "gguf-untyped", "carton",
+@pytest.mark.parametrize("kind", ["directory", "kitfile", "safetensors", "gguf", "gguf-untyped", "carton",
                                   "mlarchive", "ollama"])
 def test_same_digest_with_and_without_the_optional_extras(two_venvs, sources, kind, tmp_path):
     source, env = sources[kind]
     digests = {name: _push(python, source, env, tmp_path / name / "layout")
                for name, python in two_venvs.items()}
     assert digests["full"] == digests["none"], digests
+    if kind == "kitfile":  # read as the build file after a plain install (PyYAML is declared)
+        layout = tmp_path / "none" / "layout"
+        manifest = json.loads((layout / "blobs" / "sha256" / digests["none"].split(":")[1]).read_bytes())
+        assert "ml.kitops.modelkit.kitfile" in manifest["annotations"]
     if kind.startswith("gguf"):  # the field that used to depend on the `gguf` package
         layout = tmp_path / "none" / "layout"
         manifest = json.loads((layout / "blobs" / "sha256" / digests["none"].split(":")[1]).read_bytes())
