@@ -171,6 +171,7 @@ def cmd_push(args: argparse.Namespace) -> int:
             to=args.to,
             overrides=overrides_of(args),
             build_file=args.file,
+            use_build_file=not args.no_build_file,
         )
     finally:
         if bar:
@@ -249,7 +250,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
-        desc = api.validate(args.ref, transfer=_transfer(args), strict=args.strict, warnings=warnings)
+        desc = api.validate(args.ref, transfer=_transfer(args), strict=args.strict, warnings=warnings,
+                            runtime=args.runtime)
     except ValidationError as e:
         if args.json:
             print(json.dumps({"valid": False, "reasons": e.reasons, "warnings": warnings}, indent=2))
@@ -503,7 +505,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="ModelPack naming family to write (default cnai)")
     p.add_argument("--name", help="model name (default: from the source)")
     p.add_argument("-f", "--file", metavar="FILE",
-                   help="a Modelfile (modctl) or Kitfile (KitOps) naming the files of SOURCE and their metadata")
+                   help="a Modelfile (modctl) or Kitfile (KitOps) naming the files of SOURCE and their metadata "
+                        "(default: a Kitfile or Modelfile at the top of SOURCE)")
+    p.add_argument("--no-build-file", action="store_true",
+                   help="pack a top-level Kitfile or Modelfile as a plain file instead of reading it")
     p.add_argument("--to", choices=family_choices(), default=None,
                    help="model family to write (default modelpack)")
     add_override_flags(p, skip=("name",), renamed={"format": "model-format"})
@@ -561,7 +566,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = command("validate", cmd_validate, "check an artifact against the ModelPack rules")
     p.add_argument("ref", metavar="REF")
     p.add_argument("--strict", action="store_true",
-                   help="runtime readiness warnings (CRI-O file names, containerd) count as errors")
+                   help="warnings (what the spec recommends; with --runtime, that runtime's needs) count as errors")
+    p.add_argument("--runtime", metavar="cri-o|containerd[@VERSION]",
+                   help="also check what this runtime needs beyond the spec (CRI-O file names, containerd images)")
     _add_transfer_flags(p)
 
     p = command("tags", cmd_tags, "list the tags of a repository or layout")

@@ -40,7 +40,8 @@ EXAMPLES: dict[str, str] = {
     "validate": """\
   ocibridge validate registry.example/team/tiny:v1
   ocibridge validate oci:/srv/models:tiny --json
-  ocibridge validate registry.example/team/tiny:v1 --strict    # CRI-O/containerd readiness too""",
+  ocibridge validate registry.example/team/tiny:v1 --strict    # spec warnings are errors
+  ocibridge validate registry.example/team/tiny:v1 --runtime cri-o@1.34   # and CRI-O 1.34's needs""",
     "tags": """\
   ocibridge tags registry.example/team/tiny
   ocibridge tags oci:/srv/models --json""",
