@@ -18,7 +18,7 @@ from test_carton import TOML, make_carton, noise, sha
 from ocibridge.cli.commands import main
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.leases import LEASE_DIR
-from tests.modelgen import tree
+from tests.modelgen import make_model, tree
 
 WAIT = 30.0
 
@@ -116,8 +116,60 @@ def test_undo_keeps_what_a_live_lease_claims_and_drops_dead_leases(tmp_path: Pat
     assert not a.blob_path(desc.digest).exists()
 
 
-def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, object]:
-    return dict(json.loads(capsys.readouterr().out))
+def _documents(text: str) -> list[dict[str, object]]:
+    """The JSON documents printed one after another (two commands, one stdout)."""
+    decoder, found, at = json.JSONDecoder(), [], 0
+    while (at := text.find("{", at)) >= 0:
+        doc, at = decoder.raw_decode(text, at)
+        found.append(doc)
+    return found
 
 
-_ = tree  # used by the pull race below
+@pytest.mark.parametrize("flags", [[], ["--keep-old-files"]], ids=["refuse", "keep"])
+def test_two_pulls_into_one_new_directory_cannot_both_win(tmp_path: Path, monkeypatch, capsys, registry,
+                                                          unique_repo, flags) -> None:
+    """Two pulls of different artifacts (same paths, other contents) into one new directory,
+    without --overwrite: the first to commit wins, the other sees its files and fails with one
+    line (or, with -k, keeps them); DIR holds the winner's tree exactly. The hook makes the first
+    pull wait, before it looks at DIR, until the second has looked too (or 3 s, when a lock
+    keeps the second out): without the lock both looked at an empty directory and both won."""
+    from ocibridge.model import extract
+
+    models = {name: make_model(tmp_path / name, seed=seed) for name, seed in (("a", 1), ("b", 2))}
+    for name, model in models.items():
+        assert main(["push", str(model), f"{registry.host}/{unique_repo}:{name}", "-q"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "out"
+    plan_commit = extract.plan_commit
+    arrived: list[str] = []
+    second = threading.Event()
+
+    def held_plan(staging, dest, files, policy):  # type: ignore[no-untyped-def]
+        arrived.append(threading.current_thread().name)
+        if len(arrived) == 1:
+            second.wait(3.0)  # the other pull, if nothing keeps it out
+        else:
+            second.set()
+        return plan_commit(staging, dest, files, policy)
+
+    monkeypatch.setattr(extract, "plan_commit", held_plan)
+    codes: dict[str, int] = {}
+    threads = [threading.Thread(target=_run, name=name, args=(
+        ["pull", f"{registry.host}/{unique_repo}:{name}", str(out), "-q", "--json", *flags], codes, name))
+        for name in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT * 2)
+    captured = capsys.readouterr()
+    assert len(arrived) == 2
+    winner = arrived[0]
+    if flags:  # -k: both succeed, and the later one kept the files the first wrote
+        assert codes == {"a": 0, "b": 0}, captured.err
+        kept = [doc.get("kept") for doc in _documents(captured.out)]
+        assert len(kept) == 2 and sorted(map(bool, kept)) == [False, True], kept
+    else:
+        assert sorted(codes.values()) == [0, 1] and codes[winner] == 0, (codes, arrived, captured.err)
+        errors = [line for line in captured.err.splitlines() if line.strip()]
+        assert len(errors) == 1 and errors[0].startswith("ocibridge: error:") and "Traceback" not in captured.err
+    assert tree(out) == tree(models[winner]), "DIR is not the winner's tree"

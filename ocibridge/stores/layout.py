@@ -5,9 +5,9 @@
 ``index.json`` is replaced atomically under a lock so concurrent writers do not lose tags.
 A push that fails part-way removes the blobs it added that nothing tagged uses and no other
 live writer claimed (:meth:`LayoutStore.removing_new_blobs_on_failure`, :mod:`.leases`), and the
-layout directory itself when the push created it and nothing ended up in it. Each manifest is listed in ``index.json`` once: a
-tagged entry replaces the untagged one, as oras-go does, so ``skopeo copy oci:DIR`` (no tag)
-works on a layout holding one artifact.
+layout directory itself when the push created it and nothing ended up in it. Each manifest is
+listed in ``index.json`` once: a tagged entry replaces the untagged one, as oras-go does, so
+``skopeo copy oci:DIR`` (no tag) works on a layout holding one artifact.
 """
 
 from __future__ import annotations
