@@ -173,3 +173,37 @@ def test_two_pulls_into_one_new_directory_cannot_both_win(tmp_path: Path, monkey
         errors = [line for line in captured.err.splitlines() if line.strip()]
         assert len(errors) == 1 and errors[0].startswith("ocibridge: error:") and "Traceback" not in captured.err
     assert tree(out) == tree(models[winner]), "DIR is not the winner's tree"
+
+
+def test_ollama_undo_keeps_blobs_claimed_or_named_by_a_manifest(tmp_path: Path) -> None:
+    """The Ollama store's undo: a blob another export found present (live lease) stays, and so
+    does one a manifest names once that export finished (its lease is over by then)."""
+    import io
+
+    from ocibridge.kinds.ollama import OllamaStore, parse_ollama_name
+    from ocibridge.oci.models import Descriptor
+
+    root = tmp_path / "models"
+    data = b"GGUF shared weights"
+    desc = Descriptor(mediaType="application/vnd.ollama.image.model", digest="sha256:" + sha(data),
+                      size=len(data))
+    a = OllamaStore(root, parse_ollama_name("a"), create=True)
+    b = OllamaStore(root, parse_ollama_name("b"), create=True)
+    b_writing = b.removing_new_blobs_on_failure()
+    with pytest.raises(RuntimeError), a.removing_new_blobs_on_failure():
+        a.push_blob(desc, io.BytesIO(data))
+        b_writing.__enter__()
+        assert b.exists(desc)  # B relies on it, and is still writing when A fails
+        raise RuntimeError("A fails")
+    assert a.blob_path(desc.digest).is_file(), "A's undo removed the blob B claimed"
+    b_writing.__exit__(None, None, None)
+    assert not (root / LEASE_DIR).exists()
+    # B done and gone; a manifest of B's names the blob: A's next undo keeps it too
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                           "layers": [{"mediaType": desc.mediaType, "digest": desc.digest, "size": desc.size}]})
+    (root / "manifests" / "registry.ollama.ai" / "library" / "b").mkdir(parents=True)
+    (root / "manifests" / "registry.ollama.ai" / "library" / "b" / "latest").write_text(manifest)
+    with pytest.raises(RuntimeError), a.removing_new_blobs_on_failure():
+        a._created.append(a.blob_path(desc.digest))  # type: ignore[union-attr]
+        raise RuntimeError("A fails again")
+    assert a.blob_path(desc.digest).is_file(), "A's undo removed a blob a manifest names"

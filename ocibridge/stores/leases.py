@@ -27,7 +27,7 @@ LEASE_DIR = ".ocibridge-leases"
 
 class Leases:
     """This writer's lease in ``root``, and the claims of the others; ``lock_path`` is the
-    store's lock file, under which claims are made and read."""
+    store's lock file (or directory), under which claims are made and read."""
 
     def __init__(self, root: Path, lock_path: Path) -> None:
         self.dir = root / LEASE_DIR
@@ -38,13 +38,15 @@ class Leases:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """The store's lock: claims, and undos reading them, are one step each."""
-        with open(self.lock_path, "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        """The store's lock: claims, and undos reading them, are one step each. ``lock_path``
+        may be a directory (the store's root: no lock file left among another program's files)."""
+        flags = os.O_RDONLY | os.O_DIRECTORY if self.lock_path.is_dir() else os.O_RDWR | os.O_CREAT
+        fd = os.open(self.lock_path, flags, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
 
     def claim(self, digest: str) -> None:
         """Record that this writer relies on ``digest`` (call under :meth:`locked`)."""
