@@ -188,3 +188,29 @@ verify = {{ keys = ["{s.public}"] }}
     expected = sorted(layer["digest"] for layer in json.loads(
         signed.store.fetch_bytes(signed.store.resolve(s.signed)))["layers"])
     assert layers == expected, "the mirror copied another artifact than the one it verified"
+
+
+def test_k8s_volume_pins_what_it_checked(setup, capsys):
+    """``k8s volume`` checks that the runtime will mount the artifact, then pins it by digest
+    in the Pod: the pinned digest is the one checked, not what the tag names afterwards."""
+    s, proxy = setup
+    assert main(["k8s", "volume", s.proxied, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    pinned = json.dumps(doc)
+    assert s.signed in pinned and s.unsigned not in pinned, pinned
+    assert proxy.requests_matching(None, r"/manifests/v1$")
+
+
+@pytest.mark.parametrize("argv", [
+    ["inspect", "{ref}"], ["validate", "{ref}"], ["k8s", "check", "{ref}"], ["k8s", "volume", "{ref}"],
+    ["k8s", "mount", "{ref}", "{tmp}/mnt"], ["k8s", "modelcar", "{ref}"], ["verify", "{ref}", "--key", "{pub}"],
+    ["pull", "{ref}", "{tmp}/out", "-q"], ["copy", "{ref}", "oci:{tmp}/layout:v1", "-q"],
+], ids=lambda argv: " ".join(w for w in argv if not w.startswith("{") and not w.startswith("-")))
+def test_every_command_asks_for_the_tag_once(setup, capsys, argv):
+    """The rule at its root: a command asks for the tag once; all else goes by digest."""
+    s, proxy = setup
+    words = [w.format(ref=s.proxied, tmp=s.tmp, pub=s.public) for w in argv]
+    code = main(words)
+    assert code == 0, capsys.readouterr().err
+    asked = proxy.requests_matching(None, r"/manifests/v1$")
+    assert len(asked) == 1, [f"{r.method} {r.path}" for r in asked]

@@ -38,6 +38,7 @@ def validate_model(store: Store, reference: str, *, shown: str, strict: bool = F
     broken rule, or return what was validated. ``shown`` is the reference as the user wrote it."""
     found_warnings: list[str] = []
     try:
+        reference = store.resolve(reference).digest  # the tag is asked for once (docs/security.md)
         found = identify(store, reference, shown=shown)
     except NotAModel as e:
         raise ValidationError([str(e)]) from None
