@@ -207,3 +207,38 @@ def test_ollama_undo_keeps_blobs_claimed_or_named_by_a_manifest(tmp_path: Path) 
         a._created.append(a.blob_path(desc.digest))  # type: ignore[union-attr]
         raise RuntimeError("A fails again")
     assert a.blob_path(desc.digest).is_file(), "A's undo removed a blob a manifest names"
+
+
+def test_a_writer_never_closed_or_killed_leaves_no_lease_that_counts(tmp_path: Path) -> None:
+    """A store dropped without close() ends its lease; a writer killed (os._exit: no cleanup)
+    leaves an unlocked lease, which the next undo removes without keeping its claims."""
+    import gc
+    import io
+    import subprocess
+    import sys
+
+    from ocibridge.oci.models import Descriptor
+
+    layout = tmp_path / "layout"
+    data = b"claimed then dropped"
+    desc = Descriptor(mediaType="application/octet-stream", digest="sha256:" + sha(data), size=len(data))
+    dropped = LayoutStore(layout, create=True)
+    dropped.push_blob(desc, io.BytesIO(data))
+    assert (layout / LEASE_DIR).is_dir()
+    del dropped
+    gc.collect()
+    assert not (layout / LEASE_DIR).exists()
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, sys\n"
+        "from ocibridge.stores.layout import LayoutStore\n"
+        "from ocibridge.oci.models import Descriptor\n"
+        f"s = LayoutStore({str(layout)!r}, create=True)\n"
+        f"s.exists(Descriptor(mediaType='application/octet-stream', digest={desc.digest!r}, size={desc.size}))\n"
+        "os._exit(0)\n")], timeout=60)
+    assert killed.returncode == 0 and len(list((layout / LEASE_DIR).iterdir())) == 1
+    store = LayoutStore(layout, create=True)
+    with pytest.raises(RuntimeError), store.removing_new_blobs_on_failure():
+        store._note_created(desc.digest)
+        raise RuntimeError("fails")
+    assert not store.blob_path(desc.digest).exists(), "a dead writer's claim kept the blob"
+    assert not (layout / LEASE_DIR).exists()

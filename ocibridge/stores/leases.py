@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import os
 import secrets
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -35,18 +36,12 @@ class Leases:
         self._mine: BinaryIO | None = None
         self._name: str | None = None
         self._claimed: set[str] = set()
+        self._end: weakref.finalize[[Path, Path, BinaryIO], Leases] | None = None  # also run when dropped, or at exit
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self) -> contextlib.AbstractContextManager[None]:
         """The store's lock: claims, and undos reading them, are one step each. ``lock_path``
         may be a directory (the store's root: no lock file left among another program's files)."""
-        flags = os.O_RDONLY | os.O_DIRECTORY if self.lock_path.is_dir() else os.O_RDWR | os.O_CREAT
-        fd = os.open(self.lock_path, flags, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # releases the lock
+        return _locked(self.lock_path)
 
     def claim(self, digest: str) -> None:
         """Record that this writer relies on ``digest`` (call under :meth:`locked`)."""
@@ -57,6 +52,8 @@ class Leases:
             self._name = f"{os.getpid()}-{secrets.token_hex(8)}"
             self._mine = open(self.dir / self._name, "ab")  # noqa: SIM115 - held for the lease's life
             fcntl.flock(self._mine, fcntl.LOCK_EX)
+            # a store never closed (a library caller) still ends its lease: no file is left behind
+            self._end = weakref.finalize(self, _end_lease, self.lock_path, self.dir / self._name, self._mine)
         self._mine.write(digest.encode() + b"\n")
         self._mine.flush()
         self._claimed.add(digest)
@@ -85,6 +82,8 @@ class Leases:
                     continue
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()  # its writer died: the lease is over
+        with contextlib.suppress(OSError):
+            self.dir.rmdir()  # no lease left (under the lock: no writer is between mkdir and open)
         return held
 
     def others_alive(self) -> bool:
@@ -97,13 +96,33 @@ class Leases:
 
     def release(self) -> None:
         """End this writer's lease: what it relies on is listed in the index by now, or given up."""
-        if self._mine is None:
-            return
-        with self.locked():  # not between another writer's mkdir and its lease file
+        if self._end is not None:
+            self._end()  # runs once: unlinks the lease file, closes it (which drops its flock)
+        self._mine, self._name, self._end = None, None, None
+        self._claimed.clear()
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    flags = os.O_RDONLY | os.O_DIRECTORY if lock_path.is_dir() else os.O_RDWR | os.O_CREAT
+    fd = os.open(lock_path, flags, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _end_lease(lock_path: Path, path: Path, file: BinaryIO) -> None:
+    """Remove a lease (and the lease directory, when it was the last) under the store's lock:
+    not between another writer's ``mkdir`` of the directory and the creation of its lease."""
+    try:
+        with _locked(lock_path):
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.dir / str(self._name))
-            self._mine.close()
-            self._mine, self._name = None, None
-            self._claimed.clear()
+                path.unlink()
             with contextlib.suppress(OSError):
-                self.dir.rmdir()  # the last lease gone: no directory left behind
+                path.parent.rmdir()
+    except OSError:
+        pass  # the store is gone (a layout removed by its undo): nothing to clean
+    finally:
+        file.close()
