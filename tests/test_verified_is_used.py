@@ -205,6 +205,7 @@ def test_k8s_volume_pins_what_it_checked(setup, capsys):
     ["inspect", "{ref}"], ["validate", "{ref}"], ["k8s", "check", "{ref}"], ["k8s", "volume", "{ref}"],
     ["k8s", "mount", "{ref}", "{tmp}/mnt"], ["k8s", "modelcar", "{ref}"], ["verify", "{ref}", "--key", "{pub}"],
     ["pull", "{ref}", "{tmp}/out", "-q"], ["copy", "{ref}", "oci:{tmp}/layout:v1", "-q"],
+    ["convert", "{ref}", "oci:{tmp}/converted:v1", "--to", "modelkit", "-q"],
 ], ids=lambda argv: " ".join(w for w in argv if not w.startswith("{") and not w.startswith("-")))
 def test_every_command_asks_for_the_tag_once(setup, capsys, argv):
     """The rule at its root: a command asks for the tag once; all else goes by digest."""
