@@ -361,9 +361,13 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     t = _k8s_target(args, for_write=True)
     from ocibridge.signing.policy import verify_before_use
 
-    verify_before_use(t.store, t.reference, policy_from_args(args), name=args.ref)
+    # the reference is resolved once: the image is built from the digest that was verified,
+    # not from whatever the tag names by then (docs/security.md, "what is verified is used")
+    source = t.store.resolve(t.reference)
+    verify_before_use(t.store, source, policy_from_args(args), name=args.ref)
     platforms = tuple(args.platform) if args.platform else None
-    desc = build_from_any(t.store, t.reference, shown=args.ref, tag=args.tag, index=args.index, platforms=platforms)
+    desc = build_from_any(t.store, source.digest, shown=args.ref, tag=args.tag, index=args.index,
+                          platforms=platforms)
     _emit(args, {"digest": desc.digest, "mediaType": desc.mediaType, "size": desc.size},
           f"built {desc.mediaType} {desc.digest}" + (f" tagged {args.tag}" if args.tag else ""))
     return 0

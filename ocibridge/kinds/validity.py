@@ -39,6 +39,7 @@ def validate_model(store: Store, reference: str, *, shown: str, strict: bool = F
     ``runtime`` asks for that runtime's readiness too (see model.validate.validate)."""
     found_warnings: list[str] = []
     try:
+        reference = store.resolve(reference).digest  # the tag is asked for once (docs/security.md)
         found = identify(store, reference, shown=shown)
     except NotAModel as e:
         raise ValidationError([str(e)]) from None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.confined import check_links
+from ocibridge.core.dirlock import directory_locked
 from ocibridge.core.fsutil import (
     TEMP_PREFIX,
     is_root_entry,
@@ -324,10 +325,13 @@ class DirectoryTarget:
         if staging is None:
             raise OcibridgeError(f"{self.describe()}: not open for writing")
         self.result.manifest = desc
-        _check_staged_links(staging, self.out, self.result.files)
-        plan = plan_commit(staging, self.out, self.result.files, self.on_existing)
-        self.result.kept = plan.kept
-        _commit(staging, self.out, plan.write)
+        # the look at DIR and the move into it are one step: a concurrent pull into DIR
+        # commits wholly before or after, and the later one sees the earlier one's files
+        with directory_locked(self.out):
+            _check_staged_links(staging, self.out, self.result.files)
+            plan = plan_commit(staging, self.out, self.result.files, self.on_existing)
+            self.result.kept = plan.kept
+            _commit(staging, self.out, plan.write)
 
 
 
