@@ -99,6 +99,20 @@ def _use_modelcar(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
     return str(manifest["annotations"][SOURCE_ANNOTATION])
 
 
+def _use_save(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    bundle = s.tmp / "bundle.tar"
+    code = main(["save", s.proxied, "-o", str(bundle), "--verify-key", str(s.public), "--json"])
+    if code != 0:
+        return _one_line_failure(capsys, bundle)
+    listed = json.loads(capsys.readouterr().out)["models"]
+    assert main(["load", str(bundle), f"oci:{s.tmp}/loaded", "--json"]) == 0  # what the bundle holds
+    capsys.readouterr()
+    t = open_store_target(f"oci:{s.tmp}/loaded:v1")
+    held = t.store.resolve(t.reference).digest
+    assert held == listed[0]["digest"]
+    return str(held)
+
+
 def _one_line_failure(capsys: pytest.CaptureFixture[str], output: Path | None) -> None:
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
@@ -113,6 +127,7 @@ USES: dict[tuple[str, ...], list[Use]] = {
     ("pull",): [_use_pull_dir, _use_pull_store],
     ("copy",): [_use_copy],
     ("k8s", "modelcar"): [_use_modelcar],
+    ("save",): [_use_save],
 }
 
 

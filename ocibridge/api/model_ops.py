@@ -246,7 +246,7 @@ def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResu
     info = inspect_artifact(target.store, target.reference)
     from ocibridge.kinds.family_info import describe
 
-    describe(target.store, target.reference, info)  # the family in words, its fields, layer kinds
+    describe(target.store, info["digest"], info)  # what was inspected, by digest: the tag is asked once
     info["reference"] = ref
     return InspectResult(ref, info["digest"], info["mediaType"], info.get("artifactType"), info["size"],
                          tuple(info["layers"]), info.get("config"), info)
