@@ -42,9 +42,11 @@ def read_build_file(file: str, context: str, *, excludes: tuple[str, ...] = (),
     """A Kitfile (YAML with ``manifestVersion``) or a Modelfile, over the directory ``context``."""
     path = Path(file)
     try:
-        if path.stat().st_size > MAX_BUILD_FILE:
-            raise SourceError(f"{file}: too large for a build file")
-        text = path.read_text()
+        with open(path, "rb") as f:  # read with a cap, not stat: /dev/zero or a FIFO states size 0
+            data = f.read(MAX_BUILD_FILE + 1)
+        if len(data) > MAX_BUILD_FILE:
+            raise SourceError(f"{file}: larger than {MAX_BUILD_FILE} bytes, too large for a build file")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SourceError(f"{file}: cannot read the build file ({getattr(e, 'strerror', None) or e})") from None
     if re.search(r"^manifestVersion\s*:", text, re.M):
@@ -104,6 +106,37 @@ def read_modelfile(text: str, where: str, context: str, *, excludes: tuple[str, 
     return package
 
 
+#: A Kitfile nests a few levels (package, model.parts[], parameters): deeper is refused, as is
+#: any YAML alias, so what is read can never grow beyond the (capped) text itself.
+MAX_YAML_DEPTH = 64
+
+
+def load_plain_yaml(yaml: Any, text: str, where: str) -> Any:
+    """``text`` as YAML without aliases (``*name``, the billion laughs: 637 bytes that expand to
+    gigabytes once re-serialised) and nested at most MAX_YAML_DEPTH deep."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML is optional and untyped here
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise SourceError(f"{where}:{mark.line + 1}: YAML aliases are not accepted in a Kitfile")
+            self.depth += 1
+            if self.depth > MAX_YAML_DEPTH:
+                raise SourceError(f"{where}: nested more than {MAX_YAML_DEPTH} deep")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    loader = Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ...] = (),
                  name: str | None = None) -> ModelPackage:
     """KitOps' Kitfile: package metadata and the model, its parts, code, datasets, docs, prompts."""
@@ -112,7 +145,7 @@ def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ..
     except ImportError:
         raise SourceError("reading a Kitfile needs PyYAML (pip install pyyaml)") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = load_plain_yaml(yaml, text, where)
     except yaml.YAMLError as e:
         raise SourceError(f"{where}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(doc, dict):

@@ -17,7 +17,6 @@ import base64
 import hashlib
 import json
 import os
-from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
@@ -25,6 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
 from ocibridge.errors import SignatureError
 
 #: The environment variable cosign reads a key's password from; ocibridge reads the same one.
@@ -37,9 +37,12 @@ PublicKey = ec.EllipticCurvePublicKey
 
 def _read(path: str | os.PathLike[str], what: str) -> bytes:
     try:
-        return Path(path).read_bytes()
+        data = read_at_most(path, MAX_SMALL_INPUT)
     except OSError as e:
         raise SignatureError(f"{what} {path}: {e.strerror or e}") from None
+    if len(data) > MAX_SMALL_INPUT:
+        raise SignatureError(f"{what} {path}: larger than {MAX_SMALL_INPUT} bytes, refused")
+    return data
 
 
 def _p256(key: object, path: str | os.PathLike[str]) -> None:
