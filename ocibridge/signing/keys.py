@@ -162,6 +162,17 @@ def verifies(key: PublicKey, signature: bytes, data: bytes) -> bool:
     return True
 
 
+def verifies_prehashed(key: PublicKey, signature: bytes, sha256: bytes) -> bool:
+    """:func:`verifies` for content given by its sha256, so a big file need never be in memory."""
+    from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+
+    try:
+        key.verify(signature, sha256, ec.ECDSA(Prehashed(hashes.SHA256())))
+    except InvalidSignature:
+        return False
+    return True
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
