@@ -18,6 +18,13 @@ GGUF_MAGIC = b"GGUF"
 MAX_HEADER_BYTES = 1 << 30  # tokenizer arrays make headers large, but not this large
 MAX_COUNT = 1 << 24
 MAX_KEY = 1 << 16
+#: Values decoded in one header (array items included): real headers hold a tokenizer of a few
+#: hundred thousand strings; this bounds the work an array of empty arrays could ask for.
+MAX_VALUES = 1 << 24
+#: Arrays of arrays nest at most this deep (real headers: 1).
+MAX_ARRAY_DEPTH = 4
+#: Element counts (a dimension, a tensor, the total) stay below 2^63, as ggml's int64 counts do.
+MAX_ELEMENTS = 1 << 63
 KEEP_STRING = 1 << 16  # longer string values are skipped, not kept
 _SKIP_CHUNK = 1 << 20
 
@@ -77,6 +84,8 @@ class GGUFHeader:
 
 def format_param_count(n: int) -> str:
     """``8030261248`` → ``8B``, ``134515008`` → ``135M``, ``1543714304`` → ``1.5B``."""
+    if n >= 10**300:  # no float holds it; a real count never comes close
+        return "unknown"
     for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
         if n >= scale:
             value = n / scale
@@ -93,6 +102,13 @@ class _Stream:
         self.where = where
         self.pos = 0
         self.endian = "<"
+        self.values = 0
+
+    def spend(self, n: int = 1) -> None:
+        """Count ``n`` values decoded, refusing a header that asks for more than MAX_VALUES."""
+        self.values += n
+        if self.values > MAX_VALUES:
+            raise SourceError(f"{self.where}: GGUF header holds more than {MAX_VALUES} values")
 
     def take(self, n: int) -> bytes:
         if self.pos + n > MAX_HEADER_BYTES:
@@ -129,7 +145,8 @@ class _Stream:
         return n
 
 
-def _value(s: _Stream, vtype: int, keep: bool) -> Any:
+def _value(s: _Stream, vtype: int, keep: bool, depth: int = 0) -> Any:
+    s.spend()
     if vtype in _SCALARS:
         return s.unpack(_SCALARS[vtype])
     if vtype == _STRING:
@@ -139,13 +156,15 @@ def _value(s: _Stream, vtype: int, keep: bool) -> Any:
         s.skip(n)
         return None
     if vtype == _ARRAY:
+        if depth >= MAX_ARRAY_DEPTH:
+            raise SourceError(f"{s.where}: GGUF arrays nested more than {MAX_ARRAY_DEPTH} deep")
         etype = s.unpack("I")
         n = s.count("array")
         if etype in _SCALARS:
             s.skip(n * struct.calcsize(_SCALARS[etype]))
         else:
             for _ in range(n):
-                _value(s, etype, keep=False)
+                _value(s, etype, keep=False, depth=depth + 1)
         return None
     raise SourceError(f"{s.where}: unknown GGUF value type {vtype}")
 
@@ -174,15 +193,18 @@ def read_gguf_header(raw: BinaryIO, where: str = "GGUF file") -> GGUFHeader:
         if value is not None:
             header.metadata[key] = value
     for _ in range(header.tensor_count):
+        s.spend()
         s.skip(s.string_length())
         n_dims = s.unpack("I")
         if n_dims > 8:
             raise SourceError(f"{where}: GGUF tensor with {n_dims} dimensions is implausible")
         elements = 1
         for _ in range(n_dims):
-            elements *= s.unpack("Q")
+            elements *= s.unpack("Q")  # each < 2^64, at most 8: a bounded integer
         ggml_type = s.unpack("I")
         s.skip(8)  # data offset
+        if elements >= MAX_ELEMENTS or header.parameter_count + elements >= MAX_ELEMENTS:
+            raise SourceError(f"{where}: GGUF tensor counts beyond 2^63 elements are implausible")
         header.parameter_count += elements
         header.tensor_types[ggml_type] = header.tensor_types.get(ggml_type, 0) + elements
     return header
