@@ -18,9 +18,9 @@ GGUF_MAGIC = b"GGUF"
 MAX_HEADER_BYTES = 1 << 30  # tokenizer arrays make headers large, but not this large
 MAX_COUNT = 1 << 24
 MAX_KEY = 1 << 16
-#: Values decoded in one header (array items included): real headers hold a tokenizer of a few
-#: hundred thousand strings; this bounds the work an array of empty arrays could ask for.
-MAX_VALUES = 1 << 24
+#: Values decoded in one header (items of string arrays, tensor infos): a tokenizer of 262K tokens
+#: and ~500K merges is ~1M; this bounds the CPU an array of empty arrays could ask for (~5 s).
+MAX_VALUES = 1 << 21
 #: Arrays of arrays nest at most this deep (real headers: 1).
 MAX_ARRAY_DEPTH = 4
 #: Element counts (a dimension, a tensor, the total) stay below 2^63, as ggml's int64 counts do.

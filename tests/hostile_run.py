@@ -1,0 +1,79 @@
+"""Running the CLI in a child process and measuring what it cost (issue 34): the exit code, its
+output, its peak resident memory (``ru_maxrss`` of that one child, from ``wait4``) and its time.
+Hostile-input tests assert all of it, and that the directory around the target did not change."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The memory any refused hostile input may cost the CLI (an idle CLI is ~60 MB).
+RSS_BOUND_MB = 300
+
+
+@dataclass
+class Ran:
+    code: int
+    out: str
+    err: str
+    peak_mb: float
+    seconds: float
+
+    def one_error_line(self) -> str:
+        """The single ``ocibridge: error:`` line of a refusal (exit 1, no traceback)."""
+        assert self.code == 1, (self.code, self.err)
+        assert "Traceback" not in self.err, self.err
+        lines = self.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("ocibridge: error: "), self.err
+        return lines[0]
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Ran:
+    """``python -m ocibridge ARGS`` with its own peak RSS (not the whole test session's)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", *args], stdout=out, stderr=err,
+                                stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+        deadline = start + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.01)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
+        seconds = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        return Ran(proc.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
+                   usage.ru_maxrss / 1024, seconds)
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
+    """Every path under ``root`` with its kind, size and mtime: what a refusal must leave alone
+    (sizes, not contents, so sparse files of gigabytes are never read)."""
+    out: dict[str, tuple[str, int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            kind = "link" if path.is_symlink() else "dir" if path.is_dir() else "file"
+            mtime = st.st_mtime_ns if kind == "file" else 0  # a directory's mtime moves with any staging inside
+            out[path.relative_to(root).as_posix()] = (kind, st.st_size if kind == "file" else 0, mtime)
+    return out
+
+
+def sparse(path: Path, size: int, head: bytes = b"") -> Path:
+    """A file of ``size`` bytes that costs no disk: ``head`` then a hole."""
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+    return path
