@@ -21,12 +21,19 @@ MAX_KEY = 1 << 16
 #: Values decoded in one header (items of string arrays, tensor infos): a tokenizer of 262K tokens
 #: and ~500K merges is ~1M; this bounds the CPU an array of empty arrays could ask for (~5 s).
 MAX_VALUES = 1 << 21
+#: Key/value pairs and tensor infos in one header: real files hold ~50 keys and a few thousand
+#: tensors; each costs a decode in Python, so these bound the header's CPU time.
+MAX_KEYS = 1 << 16
+MAX_TENSORS = 1 << 16
 #: Arrays of arrays nest at most this deep (real headers: 1).
 MAX_ARRAY_DEPTH = 4
 #: Element counts (a dimension, a tensor, the total) stay below 2^63, as ggml's int64 counts do.
 MAX_ELEMENTS = 1 << 63
 KEEP_STRING = 1 << 16  # longer string values are skipped, not kept
 _SKIP_CHUNK = 1 << 20
+_READ_AHEAD = 1 << 16
+#: Items of arrays inside arrays (never written by llama.cpp): each costs a full value decode.
+MAX_NESTED_ITEMS = 1 << 16
 
 #: GGUFValueType → struct format of fixed-size scalars.
 _SCALARS = {
@@ -95,7 +102,9 @@ def format_param_count(n: int) -> str:
 
 
 class _Stream:
-    """Exact reads with a budget, so a hostile header cannot make us read forever."""
+    """Exact reads with a budget, so a hostile header cannot make us read forever. Reads ahead
+    (at most _READ_AHEAD past what is parsed) so that the many small fields of a tokenizer cost
+    a slice each, not a read call each: the CPU a header takes is bounded by MAX_VALUES."""
 
     def __init__(self, raw: BinaryIO, where: str):
         self.raw = raw
@@ -103,6 +112,9 @@ class _Stream:
         self.pos = 0
         self.endian = "<"
         self.values = 0
+        self.nested = 0
+        self._buf = b""
+        self._off = 0
 
     def spend(self, n: int = 1) -> None:
         """Count ``n`` values decoded, refusing a header that asks for more than MAX_VALUES."""
@@ -113,15 +125,46 @@ class _Stream:
     def take(self, n: int) -> bytes:
         if self.pos + n > MAX_HEADER_BYTES:
             raise SourceError(f"{self.where}: GGUF header larger than {MAX_HEADER_BYTES} bytes")
-        parts, left = [], n
+        end = self._off + n
+        if end <= len(self._buf):  # the common case: a field already read ahead
+            data = self._buf[self._off:end]
+            self._off = end
+            self.pos += n
+            return data
+        parts, left = [self._buf[self._off:]], n - (len(self._buf) - self._off)
+        self._buf, self._off = b"", 0
         while left:
-            chunk = self.raw.read(min(left, _SKIP_CHUNK))
+            chunk = self.raw.read(max(min(left, _SKIP_CHUNK), _READ_AHEAD))
             if not chunk:
                 raise SourceError(f"{self.where}: truncated GGUF header")
-            parts.append(chunk)
-            left -= len(chunk)
+            if len(chunk) > left:  # keep what was read ahead
+                parts.append(chunk[:left])
+                self._buf = chunk[left:]
+                left = 0
+            else:
+                parts.append(chunk)
+                left -= len(chunk)
         self.pos += n
         return b"".join(parts)
+
+    def skip_strings(self, n: int) -> None:
+        """Skip ``n`` length-prefixed strings (a tokenizer's vocabulary): the fast path parses
+        lengths straight from the read-ahead buffer, the slow one is :meth:`skip`."""
+        fmt = self.endian + "Q"
+        while n:
+            buf, off = self._buf, self._off
+            if off + 8 > len(buf):
+                self.skip(self.string_length())
+                n -= 1
+                continue
+            (length,) = struct.unpack_from(fmt, buf, off)
+            if off + 8 + length > len(buf) or self.pos + 8 + length > MAX_HEADER_BYTES:
+                self.skip(self.string_length())
+                n -= 1
+                continue
+            self._off = off + 8 + length
+            self.pos += 8 + length
+            n -= 1
 
     def skip(self, n: int) -> None:
         while n:
@@ -162,7 +205,13 @@ def _value(s: _Stream, vtype: int, keep: bool, depth: int = 0) -> Any:
         n = s.count("array")
         if etype in _SCALARS:
             s.skip(n * struct.calcsize(_SCALARS[etype]))
+        elif etype == _STRING:
+            s.spend(n)
+            s.skip_strings(n)
         else:
+            s.nested += n
+            if s.nested > MAX_NESTED_ITEMS:
+                raise SourceError(f"{s.where}: GGUF arrays of arrays hold more than {MAX_NESTED_ITEMS} items")
             for _ in range(n):
                 _value(s, etype, keep=False, depth=depth + 1)
         return None
@@ -184,6 +233,9 @@ def read_gguf_header(raw: BinaryIO, where: str = "GGUF file") -> GGUFHeader:
     header = GGUFHeader(version=version)
     header.tensor_count = s.count("tensor")
     kv_count = s.count("key/value")
+    if header.tensor_count > MAX_TENSORS or kv_count > MAX_KEYS:
+        raise SourceError(f"{where}: GGUF header with {header.tensor_count} tensors and {kv_count} keys "
+                          f"is implausible (at most {MAX_TENSORS} and {MAX_KEYS})")
     for _ in range(kv_count):
         n = s.string_length()
         if n > MAX_KEY:
