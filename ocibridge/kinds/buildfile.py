@@ -166,15 +166,21 @@ def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ..
                 f.kind = Kind.WEIGHT if kind is Kind.WEIGHT_CONFIG and _WEIGHT_FILE.search(f.path) else kind
                 chosen[f.path] = f
 
+    def listed(section: dict[str, Any], key: str) -> list[Any]:
+        value = section.get(key) or []
+        if not isinstance(value, list):
+            raise SourceError(f"{where}: {key} must be a list")
+        return value
+
     model = doc.get("model")
     if isinstance(model, dict):
         if model.get("path"):
             take(model, Kind.WEIGHT, "model")
-        for part in model.get("parts") or []:
+        for part in listed(model, "parts"):
             take(part, Kind.WEIGHT_CONFIG, "model part")
     for section, kind in (("code", Kind.CODE), ("datasets", Kind.DATASET), ("docs", Kind.DOC),
                           ("prompts", Kind.WEIGHT_CONFIG)):
-        for element in doc.get(section) or []:
+        for element in listed(doc, section):
             take(element, kind, section)
     if not chosen:
         raise SourceError(f"{where}: the Kitfile names no files")
@@ -187,13 +193,17 @@ def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ..
         package.descriptor["name"] = name
     if isinstance(meta.get("authors"), list) and meta["authors"]:
         package.descriptor["authors"] = [str(a) for a in meta["authors"]]
-    licenses = sorted({e["license"] for e in [meta, model or {}, *((model or {}).get("parts") or []),
-                                              *(doc.get("datasets") or []), *(doc.get("code") or [])]
+    parts = listed(model, "parts") if isinstance(model, dict) else []
+    licenses = sorted({e["license"] for e in [meta, model or {}, *parts, *listed(doc, "datasets"),
+                                              *listed(doc, "code")]
                        if isinstance(e, dict) and isinstance(e.get("license"), str) and e["license"]})
     if licenses:
         package.descriptor["licenses"] = licenses
     if isinstance(model, dict) and isinstance(model.get("format"), str):
         package.config["format"] = model["format"]
-    package.annotations[KITFILE_ANNOTATION] = json.dumps(doc, separators=(",", ":"), sort_keys=False,
-                                                         default=str)
+    try:
+        package.annotations[KITFILE_ANNOTATION] = json.dumps(doc, separators=(",", ":"), sort_keys=False,
+                                                             default=str)
+    except (TypeError, ValueError) as e:  # a key JSON cannot carry (a date, a float nan as key...)
+        raise SourceError(f"{where}: cannot be kept as JSON: {e}") from None
     return package

@@ -102,9 +102,9 @@ def format_param_count(n: int) -> str:
 
 
 class _Stream:
-    """Exact reads with a budget, so a hostile header cannot make us read forever. Reads ahead
-    (at most _READ_AHEAD past what is parsed) so that the many small fields of a tokenizer cost
-    a slice each, not a read call each: the CPU a header takes is bounded by MAX_VALUES."""
+    """Exact reads with a budget, so a hostile header cannot make us read forever. The strings of
+    an array are read ahead (only as many bytes as their lengths alone must take), so that a
+    tokenizer's many small strings cost a slice each, not a read call each."""
 
     def __init__(self, raw: BinaryIO, where: str):
         self.raw = raw
@@ -134,18 +134,20 @@ class _Stream:
         parts, left = [self._buf[self._off:]], n - (len(self._buf) - self._off)
         self._buf, self._off = b"", 0
         while left:
-            chunk = self.raw.read(max(min(left, _SKIP_CHUNK), _READ_AHEAD))
+            chunk = self.raw.read(min(left, _SKIP_CHUNK))
             if not chunk:
                 raise SourceError(f"{self.where}: truncated GGUF header")
-            if len(chunk) > left:  # keep what was read ahead
-                parts.append(chunk[:left])
-                self._buf = chunk[left:]
-                left = 0
-            else:
-                parts.append(chunk)
-                left -= len(chunk)
+            parts.append(chunk)
+            left -= len(chunk)
         self.pos += n
         return b"".join(parts)
+
+    def _read_ahead(self, n: int) -> None:
+        """Buffer up to ``n`` more bytes, ``n`` being bytes the header certainly still holds (so
+        no byte of tensor data is ever read)."""
+        rest = self._buf[self._off:]
+        more = self.raw.read(n) if n > 0 else b""
+        self._buf, self._off = rest + more, 0
 
     def skip_strings(self, n: int) -> None:
         """Skip ``n`` length-prefixed strings (a tokenizer's vocabulary): the fast path parses
@@ -153,10 +155,11 @@ class _Stream:
         fmt = self.endian + "Q"
         while n:
             buf, off = self._buf, self._off
-            if off + 8 > len(buf):
-                self.skip(self.string_length())
-                n -= 1
-                continue
+            if off + 8 > len(buf):  # every string left has its 8-byte length: that much is header
+                self._read_ahead(min(_READ_AHEAD, 8 * n) - (len(buf) - off))
+                if self._off + 8 > len(self._buf):
+                    raise SourceError(f"{self.where}: truncated GGUF header")
+                buf, off = self._buf, self._off
             (length,) = struct.unpack_from(fmt, buf, off)
             if off + 8 + length > len(buf) or self.pos + 8 + length > MAX_HEADER_BYTES:
                 self.skip(self.string_length())
