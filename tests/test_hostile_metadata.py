@@ -23,6 +23,9 @@ from ocibridge.stores.layout import LayoutStore
 from tests.hostile_run import RSS_BOUND_MB, run_cli, snapshot, sparse
 from tests.test_families_metadata import _config
 
+#: A whole push in a child process (~1 s on an idle machine); the unbounded readers took minutes.
+PUSH_SECONDS = 10
+
 
 def safetensors(header: bytes | str, data: int = 0) -> bytes:
     raw = header.encode() if isinstance(header, str) else header
@@ -37,7 +40,7 @@ SAFETENSORS = {
     "a dimension of 10^399": _shape("[" + "1" + "0" * 399 + "]"),
     "a dimension of 2^63": _shape(f"[{2**63}]"),
     "dimensions whose product passes 2^63": _shape(f"[{2**40}, {2**40}]"),
-    "1.5M dimensions in a 3 MB header": _shape("[" + ",".join(["1"] * 1_500_000) + "]"),
+    "1.5M dimensions in a 3 MB header": _shape("[" + ",".join(["7"] * 1_500_000) + "]"),  # 7^1.5M: minutes of bigint
     "300,000 tensors of 4 dimensions": "{" + ",".join(
         f'"t{i}": {{"dtype": "F32", "shape": [2, 2, 2, 2], "data_offsets": [0, 0]}}' for i in range(300_000)) + "}",
     "tensors nested 100,000 deep": '{"w": ' + "[" * 100_000 + "]" * 100_000 + "}",
@@ -54,7 +57,7 @@ def test_a_hostile_safetensors_header_never_fails_a_push(tmp_path, header) -> No
     ran = run_cli("push", str(model), f"oci:{tmp_path / 'out'}:v1", "-q")
     assert ran.code == 0, ran.err
     assert "Traceback" not in ran.err and "error" not in ran.err
-    assert ran.seconds < 5 and ran.peak_mb < RSS_BOUND_MB, (ran.seconds, ran.peak_mb)
+    assert ran.seconds < PUSH_SECONDS and ran.peak_mb < RSS_BOUND_MB, (ran.seconds, ran.peak_mb)
     assert "paramSize" not in _config(tmp_path / "out", "v1")["config"]
 
 
@@ -105,7 +108,7 @@ def test_a_hostile_config_json_never_fails_a_push(tmp_path, text) -> None:
     assert ran.code == 0, ran.err
     config = _config(tmp_path / "out", "v1")["config"]
     assert len(config.get("architecture", "")) <= metadata.MAX_NAME
-    assert ran.seconds < 5 and ran.peak_mb < RSS_BOUND_MB
+    assert ran.seconds < PUSH_SECONDS and ran.peak_mb < RSS_BOUND_MB
 
 
 # -- GGUF headers --------------------------------------------------------------------------------
@@ -155,7 +158,7 @@ def test_a_hostile_gguf_header_never_fails_a_push(tmp_path, make) -> None:
     ran = run_cli("push", str(model), f"oci:{tmp_path / 'out'}:v1", "-q")
     assert ran.code == 0, ran.err
     assert "note:" in ran.err and "GGUF metadata unknown" in ran.err
-    assert ran.seconds < 5 and ran.peak_mb < RSS_BOUND_MB
+    assert ran.seconds < PUSH_SECONDS and ran.peak_mb < RSS_BOUND_MB
 
 
 def test_a_real_sized_tokenizer_is_within_the_value_budget() -> None:
