@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import BinaryIO
 
 _NUMBER = re.compile(r"[0-9]{1,19}")
 
@@ -34,4 +35,15 @@ def read_at_most(path: str | os.PathLike[str], cap: int) -> bytes:
     """At most ``cap + 1`` bytes of ``path``: one byte more tells the caller it is too long,
     and no more is ever read (``/dev/zero`` included). Raises OSError as ``open`` does."""
     with open(path, "rb") as f:
-        return f.read(cap + 1)
+        return read_capped(f, cap)
+
+
+def read_capped(f: BinaryIO, cap: int) -> bytes:
+    """At most ``cap + 1`` bytes of ``f``, in steps of 1 MiB: ``f.read(cap + 1)`` would
+    allocate the whole cap up front, even for a file of a few bytes."""
+    parts: list[bytes] = []
+    left = cap + 1
+    while left > 0 and (chunk := f.read(min(left, 1 << 20))):
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)

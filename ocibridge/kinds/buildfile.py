@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ocibridge.core.limits import read_at_most
 from ocibridge.errors import SourceError
 from ocibridge.kinds.directory.source import read_directory
 from ocibridge.model.package import ModelFile, ModelPackage
@@ -42,8 +43,7 @@ def read_build_file(file: str, context: str, *, excludes: tuple[str, ...] = (),
     """A Kitfile (YAML with ``manifestVersion``) or a Modelfile, over the directory ``context``."""
     path = Path(file)
     try:
-        with open(path, "rb") as f:  # read with a cap, not stat: /dev/zero or a FIFO states size 0
-            data = f.read(MAX_BUILD_FILE + 1)
+        data = read_at_most(path, MAX_BUILD_FILE)  # a cap, not stat: /dev/zero or a FIFO states size 0
         if len(data) > MAX_BUILD_FILE:
             raise SourceError(f"{file}: larger than {MAX_BUILD_FILE} bytes, too large for a build file")
         text = data.decode("utf-8")

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
-from ocibridge.core.limits import env_limit, over_limit
+from ocibridge.core.limits import env_limit, over_limit, read_capped
 from ocibridge.core.stale import locked_tempfile, remove_stale
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
@@ -300,7 +300,7 @@ class LayoutStore:
         cap = max_index_bytes()
         try:
             with open(self.root / "index.json", "rb") as f:
-                data = f.read(cap + 1)  # one byte more tells a longer file, and no more is read
+                data = read_capped(f, cap)  # one byte more tells a longer file, and no more is read
         except FileNotFoundError:
             return Index()
         if len(data) > cap:
