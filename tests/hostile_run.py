@@ -5,6 +5,7 @@ Hostile-input tests assert all of it, and that the directory around the target d
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,28 +34,38 @@ class Ran:
         return lines[0]
 
 
+#: Runs the CLI as its own child and writes that child's peak RSS (KiB) to the file argv[1]. A
+#: process forked straight from pytest would report pytest's own peak: Linux keeps the larger
+#: ``maxrss`` across fork and exec, so the measuring parent must be small itself.
+_MEASURE = """
+import resource, subprocess, sys
+code = subprocess.call(sys.argv[2:])
+with open(sys.argv[1], "w") as f:
+    f.write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(code)
+"""
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Ran:
-    """``python -m ocibridge ARGS`` with its own peak RSS (not the whole test session's)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    """``python -m ocibridge ARGS`` with its own peak RSS (not the test session's)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as rss:
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", *args], stdout=out, stderr=err,
-                                stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
-        deadline = start + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                proc.kill()
-                pid, status, usage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(0.01)
-        proc.returncode = os.waitstatus_to_exitcode(status)  # so Popen does not wait again
+        proc = subprocess.Popen([sys.executable, "-c", _MEASURE, rss.name, sys.executable, "-m", "ocibridge", *args],
+                                stdout=out, stderr=err, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
+                                start_new_session=True)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            code = proc.wait()
         seconds = time.monotonic() - start
         out.seek(0)
         err.seek(0)
-        return Ran(proc.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                   usage.ru_maxrss / 1024, seconds)
+        figure = rss.read()
+        peak_kib = int(figure) if figure else 1 << 40  # killed before it could say: unbounded
+        return Ran(code, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
+                   peak_kib / 1024, seconds)
 
 
 def snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
