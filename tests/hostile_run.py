@@ -15,6 +15,9 @@ from pathlib import Path
 
 #: The memory any refused hostile input may cost the CLI (an idle CLI is ~60 MB).
 RSS_BOUND_MB = 300
+#: The time a refused input may take the CLI, start-up included (~1 s on an idle machine, a few
+#: on a loaded one); the unbounded readers ran for 20 s to minutes.
+CLI_SECONDS = 10
 
 
 @dataclass

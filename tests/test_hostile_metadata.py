@@ -20,11 +20,10 @@ from ocibridge.model.gguf_header import MAX_VALUES, format_param_count, read_ggu
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore
-from tests.hostile_run import RSS_BOUND_MB, run_cli, snapshot, sparse
+from tests.hostile_run import CLI_SECONDS, RSS_BOUND_MB, run_cli, snapshot, sparse
 from tests.test_families_metadata import _config
 
-#: A whole push in a child process (~1 s on an idle machine); the unbounded readers took minutes.
-PUSH_SECONDS = 10
+PUSH_SECONDS = CLI_SECONDS  # a whole push in a child process; the unbounded readers took minutes
 
 
 def safetensors(header: bytes | str, data: int = 0) -> bytes:
