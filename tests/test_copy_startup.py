@@ -22,6 +22,8 @@ UNUSED = ("cryptography", "rich", "click", "pygments", "ocibridge.kinds.carton",
           "ocibridge.stores.partial", "ocibridge.stores.inorder_hash", "ocibridge.stores.part_governor")
 PROBE = """
 import sys
+from ocibridge.core.httpx_wall import defer_cli
+defer_cli()  # as the console entry point (cli.run) does first
 from ocibridge.cli.commands import main
 try:
     main({args!r})
@@ -55,7 +57,8 @@ def test_copy_within_a_registry_loads_no_unused_package(registry, unique_repo):
 
 def test_httpx_main_still_runs_its_cli():
     """The placeholder for httpx's CLI module hands over to the real one when called."""
-    probe = ("import ocibridge.stores.registry, httpx, sys\n"
+    probe = ("from ocibridge.core.httpx_wall import defer_cli\ndefer_cli()\n"
+             "import ocibridge.stores.registry, httpx, sys\n"
              "assert 'rich' not in sys.modules\n"
              "try:\n    httpx.main(['--help'])\nexcept SystemExit:\n    pass\n"
              "assert 'rich' in sys.modules\n")

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from ocibridge.core.limits import env_limit
 from ocibridge.core.streams import ClosableReader, Reader, close_reader, gunzip, unzstd
 from ocibridge.errors import OcibridgeError, SourceError
+from ocibridge.layers.tarwalk import MAX_TAR_ENTRIES as MAX_TAR_ENTRIES
 from ocibridge.oci.digest import CHUNK, verified
 from ocibridge.oci.layerinfo import layer_mode, layer_path
 from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
@@ -26,12 +27,12 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore, VerifiedFile
 
 #: A compressed layer may not put out more than this many times the compressed bytes it has
-#: consumed so far, plus EXPANSION_FLOOR; nor may a tar layer hold more entries. Both sizes are
-#: measured as the decoder runs: the size a descriptor declares is never trusted (issue 34).
+#: consumed so far, plus EXPANSION_FLOOR: measured as the decoder runs, the size a descriptor
+#: declares is never trusted (issue 34). The cap on a tar layer's entries is tarwalk's
+#: (re-exported here).
 MAX_EXPANSION_RATIO = 1000
 EXPANSION_FLOOR = 64 << 20
 ENV_EXPANSION_RATIO = "OCIBRIDGE_MAX_EXPANSION_RATIO"
-MAX_TAR_ENTRIES = 1_000_000
 
 __all__ = [
     "EXPANSION_FLOOR", "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "Bounded", "CountingReader", "LayerReader",

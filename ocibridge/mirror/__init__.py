@@ -30,12 +30,8 @@ def _read(path: Path) -> object:
     if len(text) > MAX_SMALL_INPUT:
         raise OcibridgeError(f"mirror job {path}: larger than {MAX_SMALL_INPUT} bytes, refused")
     if suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise OcibridgeError(
-                f"{path}: YAML job files need PyYAML (pip install pyyaml); or write the job in TOML"
-            ) from None
+        import yaml  # a declared dependency
+
         try:
             return yaml.safe_load(text)
         except yaml.YAMLError as e:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.confined import check_links
+from ocibridge.core.dirlock import directory_locked
 from ocibridge.core.fsutil import (
     TEMP_PREFIX,
     is_root_entry,
@@ -29,8 +30,9 @@ from ocibridge.core.fsutil import (
     write_sliced,
 )
 from ocibridge.core.overwrite import OnExisting, plan_commit
+from ocibridge.core.stale import locked_staging, remove_stale_staging
 from ocibridge.core.streams import Reader, open_tar_stream
-from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
+from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.layers.reader import (
     MAX_EXPANSION_RATIO,
     MAX_TAR_ENTRIES,
@@ -39,6 +41,7 @@ from ocibridge.layers.reader import (
     layer_stream,
     readable_layer,
 )
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.index import model_entry
 from ocibridge.oci.digest import CHUNK, verified, verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES, Variant, parse_layer_media_type
@@ -148,12 +151,8 @@ def _named_as_in_the_artifact(rel: str) -> Iterator[None]:
 def _extract_tar(stream: Reader, staging: Path, written: list[str],
                  select: Callable[[str], bool] | None = None, skipped: list[str] | None = None) -> int:
     total = 0
-    count = 0
     with open_tar_stream(stream) as tar:
-        for member in tar:
-            count += 1
-            if count > MAX_TAR_ENTRIES:
-                raise OcibridgeError("tar layer has too many entries (bomb limit)")
+        for member in tar_members(tar):
             if member.isdir() and is_root_entry(member.name):
                 continue  # the layer's root ('./', as `tar -C DIR -cf x.tar .` writes it)
             rel = safe_relpath(member.name, "tar entry")
@@ -239,18 +238,20 @@ class DirectoryTarget:
             raise OcibridgeError(f"{out} exists and is not a directory")
         made = _missing_dirs(out)
         out.mkdir(parents=True, exist_ok=True)
-        self._staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
-        try:
-            yield
-        except BaseException:
-            shutil.rmtree(self._staging, ignore_errors=True)
-            for directory in made:
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
-            raise
-        finally:
-            shutil.rmtree(self._staging, ignore_errors=True)
-            self._staging = None
+        remove_stale_staging(out)  # what pulls killed here before left behind
+        with locked_staging(out) as staging:
+            self._staging = staging
+            try:
+                yield
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                for directory in made:
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
+                raise
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+                self._staging = None
         self.result.files.sort()
 
     def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
@@ -287,24 +288,9 @@ class DirectoryTarget:
         self.result.files.extend(paths)
         return list({layer.digest: layer for layer, _ in raw}.values()) + tars
 
-    # -- reads: a directory holds no blobs ---------------------------------------------------
+    # -- what the copy asks: a directory holds no blobs, so every layer is taken ---------------
     def exists(self, desc: Descriptor) -> bool:
         return False
-
-    def open_blob(self, desc: Descriptor) -> BinaryIO:
-        raise NotFound(f"{self.describe()}: a directory holds files, not blob {desc.digest}")
-
-    def fetch_bytes(self, desc: Descriptor) -> bytes:
-        raise NotFound(f"{self.describe()}: a directory holds files, not blob {desc.digest}")
-
-    def resolve(self, reference: str) -> Descriptor:
-        raise NotFound(f"{self.describe()}: a directory has no reference {reference}")
-
-    def tags(self) -> list[str]:
-        return []
-
-    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return []
 
     # -- writes ------------------------------------------------------------------------------
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
@@ -339,13 +325,14 @@ class DirectoryTarget:
         if staging is None:
             raise OcibridgeError(f"{self.describe()}: not open for writing")
         self.result.manifest = desc
-        _check_staged_links(staging, self.out, self.result.files)
-        plan = plan_commit(staging, self.out, self.result.files, self.on_existing)
-        self.result.kept = plan.kept
-        _commit(staging, self.out, plan.write)
+        # the look at DIR and the move into it are one step: a concurrent pull into DIR
+        # commits wholly before or after, and the later one sees the earlier one's files
+        with directory_locked(self.out):
+            _check_staged_links(staging, self.out, self.result.files)
+            plan = plan_commit(staging, self.out, self.result.files, self.on_existing)
+            self.result.kept = plan.kept
+            _commit(staging, self.out, plan.write)
 
-    def tag(self, desc: Descriptor, tag: str) -> None:
-        """A directory has no tags: the files are what was asked for."""
 
 
 def _refuse_file_and_directory(paths: list[str]) -> None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.stores.registry import httpx_cli  # noqa: F401  # before any submodule imports httpx: keeps its CLI (rich, click) unloaded
-
 if TYPE_CHECKING:
     from ocibridge.stores.registry.client import ClientOptions, RegistryClient, TransferStats
     from ocibridge.stores.registry.credentials import credential_function, get_credentials, logout, store_credentials

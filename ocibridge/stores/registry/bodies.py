@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import httpx
 
+from ocibridge.core.httpx_wall import keep_body
 from ocibridge.errors import RegistryError
 from ocibridge.oci.digest import CHUNK
 
@@ -41,7 +42,7 @@ def read_bounded(response: httpx.Response, what: str, limit: int | None = None) 
     finally:
         response.close()
     data = b"".join(chunks)
-    response._content = data  # what Response.read() stores; .content/.json() read it from here
+    keep_body(response, data)
     return data
 
 
@@ -67,7 +68,7 @@ def read_prefix(response: httpx.Response, limit: int = ERROR_BODY_BYTES) -> byte
     finally:
         response.close()
     data = b"".join(chunks)
-    response._content = data
+    keep_body(response, data)
     return data
 
 

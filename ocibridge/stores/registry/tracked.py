@@ -20,6 +20,7 @@ import httpcore
 import httpx
 
 from ocibridge.core import interrupt
+from ocibridge.core.httpx_wall import transport_over, use_backend
 
 
 class TrackedBackend(httpcore.NetworkBackend):
@@ -76,9 +77,7 @@ class _NotedStream(httpcore.NetworkStream):
 def tracked_transport(**options: Any) -> httpx.HTTPTransport:
     """An ``httpx.HTTPTransport`` whose connections an interrupt shuts down."""
     transport = httpx.HTTPTransport(**options)
-    pool = getattr(transport, "_pool", None)
-    if pool is not None and hasattr(pool, "_network_backend"):
-        pool._network_backend = TrackedBackend()
+    use_backend(transport, TrackedBackend())
     return transport
 
 
@@ -90,15 +89,13 @@ def plain_transport(limits: httpx.Limits) -> httpx.HTTPTransport:
     connection uses. The pool is the one httpx would build (HTTP/1.1, the same limits); were
     an https URL ever sent to it, httpcore would verify with its default context.
     """
-    transport = httpx.HTTPTransport.__new__(httpx.HTTPTransport)
-    transport._pool = httpcore.ConnectionPool(
+    return transport_over(httpcore.ConnectionPool(
         ssl_context=None,
         max_connections=limits.max_connections,
         max_keepalive_connections=limits.max_keepalive_connections,
         keepalive_expiry=limits.keepalive_expiry,
         network_backend=TrackedBackend(),
-    )
-    return transport
+    ))
 
 
 #: How to verify a host's certificate, called when the first https request needs it.

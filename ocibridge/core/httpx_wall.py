@@ -1,0 +1,87 @@
+"""Every use of httpx's and httpcore's private parts, behind one wall.
+
+ocibridge relies on four things neither library documents; each is used only through a
+function here, and ``tests/test_httpx_wall.py`` pins them, so an httpx or httpcore release that
+changes one fails that test instead of a transfer:
+
+- ``HTTPTransport._pool``, the httpcore pool a transport sends through;
+- ``ConnectionPool._network_backend``, so connections open through ocibridge's tracked backend
+  (an interrupt shuts their sockets from another thread);
+- a transport built around a pool of ours (``HTTPTransport.__new__``), which skips the SSL
+  context httpx makes even for plain HTTP (~2.5 ms of every start);
+- ``Response._content``, where ``Response.read()`` keeps the body, so ``.content``/``.json()``
+  answer from a body read with a bound.
+
+Nothing here runs on import. :func:`defer_cli` is called by the ``ocibridge`` command only,
+never by a program that imports ocibridge.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used: defer_cli must run before httpx is first imported
+    import httpcore
+    import httpx
+
+
+def relied_on() -> dict[type, tuple[str, ...]]:
+    """The private names relied on, by owner (what the pinning test checks)."""
+    import httpcore
+    import httpx
+
+    return {
+        httpx.HTTPTransport: ("_pool",),
+        httpcore.ConnectionPool: ("_network_backend",),
+        httpx.Response: ("_content",),
+    }
+
+
+def use_backend(transport: httpx.HTTPTransport, backend: httpcore.NetworkBackend) -> None:
+    """Make ``transport`` open its connections through ``backend``."""
+    transport._pool._network_backend = backend  # pinned by relied_on()
+
+
+def transport_over(pool: httpcore.ConnectionPool) -> httpx.HTTPTransport:
+    """An ``httpx.HTTPTransport`` that sends through ``pool``, built without httpx's own pool."""
+    import httpx
+
+    transport = httpx.HTTPTransport.__new__(httpx.HTTPTransport)
+    transport._pool = pool
+    return transport
+
+
+def keep_body(response: httpx.Response, data: bytes) -> None:
+    """Let ``response.content`` and ``response.json()`` answer from ``data``, read by us."""
+    response._content = data
+
+
+_CLI = "httpx._main"
+
+
+class _Placeholder(types.ModuleType):
+    """Stands for ``httpx._main`` until its ``main`` is called."""
+
+
+def _cli_main(*args: Any, **kwargs: Any) -> Any:
+    if isinstance(sys.modules.get(_CLI), _Placeholder):
+        del sys.modules[_CLI]
+    return importlib.import_module(_CLI).main(*args, **kwargs)
+
+
+def defer_cli() -> None:
+    """Keep httpx's command-line tool (rich, click, pygments: ~30 ms) out of the command's start.
+
+    httpx's ``__init__`` imports ``httpx._main`` whenever those are installed. Before httpx is
+    first imported, a placeholder takes that module's name; its ``main`` loads the real module,
+    so ``httpx.main()`` still works. Called by :func:`ocibridge.cli.run` only, and a no-op once
+    httpx is imported.
+    """
+    if "httpx" in sys.modules or _CLI in sys.modules:
+        return
+    placeholder = _Placeholder(_CLI, defer_cli.__doc__)
+    placeholder.main = _cli_main  # type: ignore[attr-defined]  # a module's attribute, as httpx expects it
+    sys.modules[_CLI] = placeholder
