@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ocibridge.core.limits import read_at_most
 from ocibridge.errors import SourceError
 from ocibridge.kinds.directory.source import read_directory
 from ocibridge.model.package import ModelFile, ModelPackage
@@ -45,9 +46,10 @@ def read_build_file(file: str, context: str, *, excludes: tuple[str, ...] = (),
     """A Kitfile (YAML with ``manifestVersion``) or a Modelfile, over the directory ``context``."""
     path = Path(file)
     try:
-        if path.stat().st_size > MAX_BUILD_FILE:
-            raise SourceError(f"{file}: too large for a build file")
-        text = path.read_text()
+        data = read_at_most(path, MAX_BUILD_FILE)  # a cap, not stat: /dev/zero or a FIFO states size 0
+        if len(data) > MAX_BUILD_FILE:
+            raise SourceError(f"{file}: larger than {MAX_BUILD_FILE} bytes, too large for a build file")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SourceError(f"{file}: cannot read the build file ({getattr(e, 'strerror', None) or e})") from None
     if re.search(r"^manifestVersion\s*:", text, re.M):
@@ -129,13 +131,44 @@ def read_modelfile(text: str, where: str, context: str, *, excludes: tuple[str, 
     return package
 
 
+#: A Kitfile nests a few levels (package, model.parts[], parameters): deeper is refused, as is
+#: any YAML alias, so what is read can never grow beyond the (capped) text itself.
+MAX_YAML_DEPTH = 64
+
+
+def load_plain_yaml(yaml: Any, text: str, where: str) -> Any:
+    """``text`` as YAML without aliases (``*name``, the billion laughs: 637 bytes that expand to
+    gigabytes once re-serialised) and nested at most MAX_YAML_DEPTH deep."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML is optional and untyped here
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise SourceError(f"{where}:{mark.line + 1}: YAML aliases are not accepted in a Kitfile")
+            self.depth += 1
+            if self.depth > MAX_YAML_DEPTH:
+                raise SourceError(f"{where}: nested more than {MAX_YAML_DEPTH} deep")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    loader = Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ...] = (),
                  name: str | None = None) -> ModelPackage:
     """KitOps' Kitfile: package metadata and the model, its parts, code, datasets, docs, prompts."""
     import yaml  # a declared dependency: `push -f Kitfile` works after a plain install
 
     try:
-        doc = yaml.safe_load(text)
+        doc = load_plain_yaml(yaml, text, where)
     except yaml.YAMLError as e:
         raise SourceError(f"{where}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(doc, dict):
@@ -156,15 +189,21 @@ def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ..
                 f.kind = Kind.WEIGHT if kind is Kind.WEIGHT_CONFIG and _WEIGHT_FILE.search(f.path) else kind
                 chosen[f.path] = f
 
+    def listed(section: dict[str, Any], key: str) -> list[Any]:
+        value = section.get(key) or []
+        if not isinstance(value, list):
+            raise SourceError(f"{where}: {key} must be a list")
+        return value
+
     model = doc.get("model")
     if isinstance(model, dict):
         if model.get("path"):
             take(model, Kind.WEIGHT, "model")
-        for part in model.get("parts") or []:
+        for part in listed(model, "parts"):
             take(part, Kind.WEIGHT_CONFIG, "model part")
     for section, kind in (("code", Kind.CODE), ("datasets", Kind.DATASET), ("docs", Kind.DOC),
                           ("prompts", Kind.WEIGHT_CONFIG)):
-        for element in doc.get(section) or []:
+        for element in listed(doc, section):
             take(element, kind, section)
     if not chosen:
         raise SourceError(f"{where}: the Kitfile names no files")
@@ -177,13 +216,17 @@ def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ..
         package.descriptor["name"] = name
     if isinstance(meta.get("authors"), list) and meta["authors"]:
         package.descriptor["authors"] = [str(a) for a in meta["authors"]]
-    licenses = sorted({e["license"] for e in [meta, model or {}, *((model or {}).get("parts") or []),
-                                              *(doc.get("datasets") or []), *(doc.get("code") or [])]
+    parts = listed(model, "parts") if isinstance(model, dict) else []
+    licenses = sorted({e["license"] for e in [meta, model or {}, *parts, *listed(doc, "datasets"),
+                                              *listed(doc, "code")]
                        if isinstance(e, dict) and isinstance(e.get("license"), str) and e["license"]})
     if licenses:
         package.descriptor["licenses"] = licenses
     if isinstance(model, dict) and isinstance(model.get("format"), str):
         package.config["format"] = model["format"]
-    package.annotations[KITFILE_ANNOTATION] = json.dumps(doc, separators=(",", ":"), sort_keys=False,
-                                                         default=str)
+    try:
+        package.annotations[KITFILE_ANNOTATION] = json.dumps(doc, separators=(",", ":"), sort_keys=False,
+                                                             default=str)
+    except (TypeError, ValueError) as e:  # a key JSON cannot carry (a date, a float nan as key...)
+        raise SourceError(f"{where}: cannot be kept as JSON: {e}") from None
     return package

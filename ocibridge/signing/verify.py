@@ -180,8 +180,9 @@ def _bundle(data: bytes, where: str, digest: str, manifest: bytes | None, policy
 
 
 def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None, policy: VerifyPolicy,
-                      where: str) -> Verified:
-    """A key bundle: DSSE naming ``digest``, or a message signature over ``signed``."""
+                      where: str, *, signed_sha256: bytes | None = None) -> Verified:
+    """A key bundle: DSSE naming ``digest``, or a message signature over ``signed`` — or over
+    the content whose sha256 is ``signed_sha256``, for a file hashed as it streams (verify-blob)."""
     short = f"bundle {where[:19]}"
     if not policy.keys:
         raise SignatureError(f"{short}: signed with a key; pass --key")
@@ -198,10 +199,12 @@ def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None,
     assert content.message_digest is not None and content.message_signature is not None
     if policy.attestation:
         raise SignatureError(f"{short}: a message signature, not an attestation of type {policy.predicate_type}")
-    if signed is None or hashlib.sha256(signed).digest() != content.message_digest:
+    if signed_sha256 is None and signed is not None:
+        signed_sha256 = hashlib.sha256(signed).digest()
+    if signed_sha256 is None or signed_sha256 != content.message_digest:
         raise SignatureError(f"{short}: message digest is not that of {digest}")
     for name, key in policy.keys:
-        if keys.verifies(key, content.message_signature, signed):
+        if keys.verifies_prehashed(key, content.message_signature, signed_sha256):
             _require_claims({}, policy)
             return Verified("bundle", name, {}, where)
     raise SignatureError(f"{short}: message signature does not verify")

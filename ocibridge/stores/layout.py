@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
+from ocibridge.core.limits import env_limit, over_limit, read_capped
 from ocibridge.core.stale import locked_tempfile, remove_stale
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
@@ -34,6 +35,16 @@ from ocibridge.stores.ranged import ByteCount, RangedBlobSource
 LAYOUT_FILE = "oci-layout"
 LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}
 LOCK_FILE = ".ocibridge.lock"
+
+
+#: A layout's ``index.json`` is read whole (it is JSON) up to this many bytes: ~50,000 tags.
+MAX_INDEX_BYTES = 16 << 20
+ENV_MAX_INDEX = "OCIBRIDGE_MAX_INDEX_BYTES"
+
+
+def max_index_bytes() -> int:
+    """The cap on ``index.json``, raised with ``$OCIBRIDGE_MAX_INDEX_BYTES``."""
+    return env_limit(ENV_MAX_INDEX, MAX_INDEX_BYTES)
 
 
 class LayoutStore:
@@ -105,10 +116,17 @@ class LayoutStore:
         return present
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
+        """The blob as a verifying reader. A file whose size is not the descriptor's is refused
+        before a byte is read: nothing downstream may size a limit on a claim the file belies."""
         try:
             raw = open(self.blob_path(desc.digest), "rb")  # noqa: SIM115 - returned to the caller
         except FileNotFoundError:
             raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
+        actual = os.fstat(raw.fileno()).st_size
+        if actual != desc.size:
+            raw.close()
+            raise DigestMismatch(f"{self.describe()}: blob {desc.digest} holds {actual} bytes, its descriptor "
+                                 f"says {desc.size}")
         return VerifyingReader(raw, desc.digest, desc.size)  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO (issue 15)
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
@@ -294,10 +312,16 @@ class LayoutStore:
             yield
 
     def read_index(self) -> Index:
+        """``index.json``, read up to its cap (``$OCIBRIDGE_MAX_INDEX_BYTES``): a layout is
+        untrusted, and its index is read by every command that names it."""
+        cap = max_index_bytes()
         try:
-            data = (self.root / "index.json").read_bytes()
+            with open(self.root / "index.json", "rb") as f:
+                data = read_capped(f, cap)  # one byte more tells a longer file, and no more is read
         except FileNotFoundError:
             return Index()
+        if len(data) > cap:
+            raise OcibridgeError(over_limit(f"{self.root}/index.json", cap, ENV_MAX_INDEX))
         index = parse_manifest_bytes(data, OCI_INDEX)
         if not isinstance(index, Index):
             raise OcibridgeError(f"{self.root}/index.json is not an image index")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, write_sliced
-from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.kinds.ollama.guard import check_blob, check_manifest
 from ocibridge.kinds.ollama.manifest import manifest_blobs, parse_ollama_manifest
 from ocibridge.oci.digest import (
@@ -206,6 +206,11 @@ class OllamaStore:
             raw = open(self.blob_path(desc.digest), "rb")  # noqa: SIM115 (closed by the caller)
         except FileNotFoundError:
             raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
+        actual = os.fstat(raw.fileno()).st_size
+        if actual != desc.size:  # refused at once: no limit downstream is sized on a false claim
+            raw.close()
+            raise DigestMismatch(f"{self.describe()}: blob {desc.digest} holds {actual} bytes, its descriptor "
+                                 f"says {desc.size}")
         return VerifyingReader(raw, desc.digest, desc.size,  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO (issue 15)
                                what=f"{self.describe()}: blob")
 
@@ -215,7 +220,8 @@ class OllamaStore:
         data = self._find_manifest(desc.digest) if desc.mediaType in ALL_MANIFEST_TYPES else None
         if data is None:
             try:
-                data = self.blob_path(desc.digest).read_bytes()
+                with open(self.blob_path(desc.digest), "rb") as f:
+                    data = f.read(desc.size + 1)  # a longer file shows as one byte more, and no more is read
             except FileNotFoundError:
                 raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
         return verify_bytes(data, desc.digest, desc.size)
