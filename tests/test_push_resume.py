@@ -173,9 +173,10 @@ def test_ctrl_c_lets_the_chunk_in_flight_finish_and_the_rerun_sends_the_rest(
     cache = tmp_path / "cache"
     cmd, env = _push(fault_proxy, unique_repo, model, cache, chunk=None), _env(cache)
     fault_proxy.add("PATCH", "/blobs/uploads/", throttle(RATE), times=None)
-    first = _interrupt_at(cmd, env, fault_proxy, SIZE // 2)
+    _interrupt_at(cmd, env, fault_proxy, SIZE // 2)
     patches = fault_proxy.requests_matching("PATCH", "/blobs/uploads/")
     assert len(patches) >= 3 and all(p.status == 202 for p in patches), patches  # none was cut
+    first = sum(p.request_bytes for p in patches)  # the weights' (the small config goes by PUT)
     saved = _sessions(cache)
     assert len(saved) == 1 and saved[0]["offset"] == first >= SIZE // 2, (saved, first)
 
@@ -199,8 +200,9 @@ def test_ctrl_c_cuts_a_chunk_that_cannot_finish_in_time(registry, fault_proxy, u
     cmd, env = _push(fault_proxy, unique_repo, model, cache, chunk=48 * MiB), _env(cache)
     fault_proxy.add("PATCH", "/blobs/uploads/", throttle(RATE // 2), times=None)
     first = _interrupt_at(cmd, env, fault_proxy, 52 * MiB)
-    patches = fault_proxy.requests_matching("PATCH", "/blobs/uploads/")
-    assert [p.status for p in patches] == [202, None], patches  # the second was cut
+    patches = [p for p in fault_proxy.requests_matching("PATCH", "/blobs/uploads/")
+               if p.request_bytes > 1024]  # the weights' (the small config goes beside them)
+    assert [p.status for p in patches] == [202, None], [(p.status, p.request_bytes) for p in patches]
     assert first < SIZE
     assert [s["offset"] for s in _sessions(cache)] == [48 * MiB]
 
