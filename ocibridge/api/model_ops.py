@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ocibridge.api.copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.api.copy import copy_reference as copy_reference
-from ocibridge.api.copy import pinned, verified_digest
+from ocibridge.api.copy import pinned, verified_digest, wire_counts
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import UsageError
@@ -159,7 +159,7 @@ def push(
         progress=shown.copy_progress(lambda: artifact.artifact().manifest) if shown else None,
         hooks=CopyHooks(mounts=mounts, undo_on_failure=True),
     )
-    return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats)
+    return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats, wire_counts(target.store))
 
 
 def pull(

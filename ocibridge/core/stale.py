@@ -15,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ocibridge.core.fsutil import TEMP_PREFIX
@@ -70,3 +72,52 @@ def _remove_if_orphaned(path: str) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+#: seconds a new staging directory is left alone (made, not yet locked: microseconds apart)
+DIR_GRACE_SECONDS = 1.0
+
+
+@contextlib.contextmanager
+def locked_staging_dir(parent: Path) -> Iterator[Path]:
+    """A temporary directory in ``parent`` (our prefix), locked while the block runs and
+    removed after it. Orphans of runs that were killed (``kill -9``, a power cut) are removed
+    first: a directory nobody holds the lock of, so a pull run again into the same DIR leaves
+    no ``.ocibridge-tmp-*`` behind, whatever ended the one before."""
+    remove_stale_dirs(parent)
+    staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=parent))
+    fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        os.close(fd)
+
+
+def remove_stale_dirs(parent: Path) -> int:
+    """Remove the staging directories in ``parent`` no live process holds; how many."""
+    removed = 0
+    now = time.time()
+    try:
+        entries = list(os.scandir(parent))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    for entry in entries:
+        if not entry.name.startswith(TEMP_PREFIX):
+            continue
+        with contextlib.suppress(OSError):
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            if now - entry.stat(follow_symlinks=False).st_mtime < DIR_GRACE_SECONDS:
+                continue
+            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live process stages there
+            finally:
+                os.close(fd)
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed += 1
+    return removed

@@ -29,6 +29,7 @@ from ocibridge.core.fsutil import (
     write_sliced,
 )
 from ocibridge.core.overwrite import OnExisting, plan_commit
+from ocibridge.core.stale import locked_staging_dir, remove_stale_dirs
 from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
 from ocibridge.layers.reader import (
@@ -239,18 +240,17 @@ class DirectoryTarget:
             raise OcibridgeError(f"{out} exists and is not a directory")
         made = _missing_dirs(out)
         out.mkdir(parents=True, exist_ok=True)
-        self._staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
         try:
-            yield
+            with locked_staging_dir(out) as self._staging:  # a killed run's is swept first
+                yield
         except BaseException:
-            shutil.rmtree(self._staging, ignore_errors=True)
             for directory in made:
                 with contextlib.suppress(OSError):
                     directory.rmdir()
             raise
         finally:
-            shutil.rmtree(self._staging, ignore_errors=True)
             self._staging = None
+        remove_stale_dirs(out)  # one a run killed just before this one began is old enough now
         self.result.files.sort()
 
     def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
