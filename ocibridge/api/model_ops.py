@@ -24,7 +24,7 @@ from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import UsageError
 from ocibridge.kinds import door
-from ocibridge.kinds.targets import StoreTarget, default_store_path, open_store_target
+from ocibridge.kinds.targets import StoreTarget, default_store_path, local_store_reference, open_store_target
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
 from ocibridge.oci.reference import on_registry
@@ -104,6 +104,7 @@ def push(
 
     transfer = transfer or TransferOptions()
     origin: StoreTarget | None = None
+    source = local_store_reference(source) or source  # the one name rule (kinds/targets.py)
     if door.is_store_reference(source):
         # An artifact of a family a source format reads (an Ollama model) is converted, unless
         # the destination is that format's own; anything else is copied as it is.
