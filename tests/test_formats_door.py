@@ -226,22 +226,6 @@ def test_the_adding_a_format_recipe_runs_as_written(tmp_path):
     assert (tmp_path / "back.notes").is_file()
 
 
-def test_stores_and_targets_import_no_format():
-    """targets and the Ollama store sit below the formats (the cycle targets <-> formats/ollama
-    is gone): none of their imports, lazy ones included, reaches ocibridge.kinds."""
-    import ast
-
-    root = Path(__file__).resolve().parent.parent / "ocibridge"
-    files = [root / "targets.py", root / "oci" / "reference.py", *sorted((root / "stores" / "ollama").glob("*.py"))]
-    for path in files:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                assert "formats" not in module.split("."), f"{path.name} imports {module}"
-            elif isinstance(node, ast.Import):
-                assert not any(".formats" in a.name for a in node.names), path.name
-
-
 def test_a_broken_model_in_the_ollama_store_is_refused_by_its_reader_not_copied(tmp_path, monkeypatch, capsys):
     """ollama:NAME is the Ollama format's own store: a manifest there that is no Ollama model is
     reported by the Ollama reader, and nothing is copied as it is."""

@@ -11,6 +11,7 @@ own part at the end.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import io
 import json
@@ -24,16 +25,20 @@ from ollama_fixtures import DOCKER_MANIFEST, write_gguf, write_store
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.kinds.conversion import convert_artifact
 from ocibridge.kinds.directory.source import read_directory
+from ocibridge.kinds.modelcar.build import IMAGE_TAG, ModelCarImage, build_modelcar
 from ocibridge.kinds.ollama import OllamaRegistryStore, OllamaStore, parse_ollama_name
 from ocibridge.kinds.ollama.exporter import OllamaView, _plan
+from ocibridge.kinds.repack import StagedBlobs
+from ocibridge.mirror.endpoints import EmptyStore
 from ocibridge.mirror.relabel import RelabelStore
 from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact, build
-from ocibridge.model.extract import DirectoryTarget, extract
+from ocibridge.model.extract import DirectoryTarget, extract, fetch_manifest
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.base import (
     Closable,
+    CopyTarget,
     Ingesting,
     Mounting,
     ReadableStore,
@@ -55,7 +60,7 @@ ABSENT_MANIFEST = Descriptor(mediaType="application/vnd.oci.image.manifest.v1+js
 @dataclass
 class Case:
     store: ReadableStore
-    tag: str  # a tag the store resolves
+    tag: str | None  # a tag the store resolves (None: it resolves no reference)
     blob: Descriptor  # a layer holding WEIGHTS
     manifest_bytes: bytes | None = None  # what the tag names, byte for byte, when known outside
     corrupt: Callable[[], None] | None = None  # makes the stored blob's bytes wrong
@@ -180,32 +185,71 @@ def ollama_view(tmp: Path, registry) -> Case:
     return Case(view, view.descriptor.digest, blob, None, _corrupt_file(layout.blob_path(blob.digest)), weights)
 
 
+def staged_blobs(tmp: Path, registry) -> Case:
+    """A conversion's staged blobs: read-only, resolving no reference, every staged file
+    verified as it is read."""
+    source = _layout_case(tmp)
+    staged = StagedBlobs(source.store)
+    blob = staged._stage(io.BytesIO(WEIGHTS), len(WEIGHTS), "weights")
+    return Case(staged, None, blob, None, _corrupt_file(staged._files[blob.digest]))
+
+
+def modelcar_image(tmp: Path, registry) -> Case:
+    """The ModelCar image of an artifact, before it is written: its layers made on reading.
+    What a layer holds is known from outside: the same image built into a second layout."""
+    source = _layout_case(tmp)
+    built = LayoutStore(tmp / "built", create=True)
+    copy(source.store, "v1", built, "v1")
+    image_desc = build_modelcar(built, "v1", tag="car")
+    layer = parse_manifest_bytes(built.fetch_bytes(image_desc)).layers[0]
+    src_desc, src = fetch_manifest(source.store, "v1")
+    image = ModelCarImage(source.store, src_desc, src, index=False, platforms=("linux/amd64",), spool=False)
+    return Case(image, IMAGE_TAG, layer, built.fetch_bytes(image_desc), source.corrupt,
+                _read(built.open_blob(layer)))
+
+
+def empty_store(tmp: Path, registry) -> Case:
+    """A mirror target that does not exist yet, as a dry run sees it: it holds nothing."""
+    return Case(EmptyStore("empty"), None, ABSENT)
+
+
 @dataclass(frozen=True)
 class Kind:
-    """What a store of this case is: writable, and which named capabilities it has."""
+    """What a store of this case is: its class, writable, which named capabilities it has,
+    whether it resolves a reference and holds the case's blob."""
 
     make: Callable[[Path, object], Case | Iterator[Case]]
+    covers: str  # the class of the store it makes
     writable: bool = False
     capabilities: frozenset[type] = frozenset()
+    resolves: bool = True
+    holds: bool = True
 
 
 WRITABLE_LOCAL = frozenset({Transactional, Closable})
 KINDS = [
-    Kind(layout, True, WRITABLE_LOCAL | {Ingesting}),
-    Kind(registry_repository, True, frozenset({Mounting, Ingesting, Closable})),
-    Kind(ollama_store, True, WRITABLE_LOCAL),
-    Kind(ollama_registry_guard, True, frozenset({Mounting, Closable})),  # no ingest: untyped blobs
-    Kind(built_artifact),
-    Kind(planned_artifact),
-    Kind(family_view),
-    Kind(relabel_view),
-    Kind(pull_cache_view),
-    Kind(ollama_view),
+    Kind(layout, "LayoutStore", True, WRITABLE_LOCAL | {Ingesting}),
+    Kind(registry_repository, "RegistryStore", True, frozenset({Mounting, Ingesting, Closable})),
+    Kind(ollama_store, "OllamaStore", True, WRITABLE_LOCAL),
+    Kind(ollama_registry_guard, "OllamaRegistryStore", True, frozenset({Mounting, Closable})),  # untyped blobs
+    Kind(built_artifact, "ArtifactStore"),
+    Kind(planned_artifact, "PlannedArtifact"),
+    Kind(family_view, "ConvertedStore"),
+    Kind(relabel_view, "RelabelStore"),
+    Kind(pull_cache_view, "CachedPullSource"),
+    Kind(ollama_view, "OllamaView"),
+    Kind(staged_blobs, "StagedBlobs", resolves=False),
+    Kind(modelcar_image, "ModelCarImage", capabilities=frozenset({Closable})),  # its spooled layers
+    Kind(empty_store, "EmptyStore", resolves=False, holds=False),
 ]
+#: A copy target that keeps files, not blobs: its own part at the end of this file.
+NOT_A_STORE = {"DirectoryTarget"}
 CAPABILITIES = (Mounting, Ingesting, Transactional, Closable)
 #: Cases whose stored bytes a test can spoil in place (a registry's are spoiled on the wire below).
-CORRUPTIBLE = [k for k in KINDS if k.make not in (registry_repository, ollama_registry_guard,
-                                                   pull_cache_view)]
+CORRUPTIBLE = [k for k in KINDS if k.holds and k.make not in (registry_repository, ollama_registry_guard,
+                                                                pull_cache_view)]
+RESOLVING = [k for k in KINDS if k.resolves]
+HOLDING = [k for k in KINDS if k.holds]
 
 
 def _case(kind: Kind, tmp_path: Path, registry) -> Iterator[Case]:
@@ -226,8 +270,18 @@ def kind(request) -> Kind:
 
 
 @pytest.fixture
-def case(kind, tmp_path, registry) -> Iterator[Case]:
+def any_case(kind, tmp_path, registry) -> Iterator[Case]:
     yield from _case(kind, tmp_path, registry)
+
+
+@pytest.fixture(params=RESOLVING, ids=_ids(RESOLVING))
+def case(request, tmp_path, registry) -> Iterator[Case]:
+    yield from _case(request.param, tmp_path, registry)
+
+
+@pytest.fixture(params=HOLDING, ids=_ids(HOLDING))
+def holding(request, tmp_path, registry) -> Iterator[Case]:
+    yield from _case(request.param, tmp_path, registry)
 
 
 @pytest.fixture(params=[k for k in KINDS if k.writable], ids=_ids([k for k in KINDS if k.writable]))
@@ -251,16 +305,56 @@ def _read(reader) -> bytes:
 
 
 # -- reads ---------------------------------------------------------------------------------------
-def test_is_a_readable_store_and_writable_only_if_it_takes_writes(case, kind):
-    assert isinstance(case.store, ReadableStore)
-    assert case.store.describe()
-    assert isinstance(case.store, WritableStore) == kind.writable  # read-only: no stubbed writes
+def test_is_a_readable_store_and_writable_only_if_it_takes_writes(any_case, kind):
+    assert type(any_case.store).__name__ == kind.covers
+    assert isinstance(any_case.store, ReadableStore)
+    assert any_case.store.describe()
+    assert isinstance(any_case.store, WritableStore) == kind.writable  # read-only: no stubbed writes
+    assert isinstance(any_case.store, CopyTarget) == kind.writable
 
 
-def test_capabilities_are_named_protocols(case, kind):
+def test_capabilities_are_named_protocols(any_case, kind):
     """What only some stores do is found by isinstance on a named protocol, never by probing
     for an attribute: each store has exactly the capabilities it implements."""
-    assert {c for c in CAPABILITIES if isinstance(case.store, c)} == set(kind.capabilities)
+    assert {c for c in CAPABILITIES if isinstance(any_case.store, c)} == set(kind.capabilities)
+
+
+def _store_classes() -> dict[str, str]:
+    """Every class of the package that answers like a store (describe, exists, and reads or
+    writes blobs), found in the source text: class name -> module file."""
+    found = {}
+    package = Path(__file__).resolve().parent.parent / "ocibridge"
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and not any(ast.unparse(b) == "Protocol" for b in node.bases):
+                methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+                if {"describe", "exists"} <= methods and methods & {"open_blob", "push_blob"}:
+                    found[node.name] = str(path.relative_to(package))
+    return found
+
+
+def test_the_contract_covers_every_store_class():
+    classes = _store_classes()
+    assert {"LayoutStore", "DirectoryTarget", "StagedBlobs"} <= set(classes)  # the scan sees them
+    uncovered = set(classes) - {k.covers for k in KINDS} - NOT_A_STORE
+    assert not uncovered, f"store classes without a case in KINDS: {sorted(uncovered)}"
+
+
+def test_no_store_class_stubs_a_write_it_refuses():
+    """A class either takes writes (all of them) or defines none: read-only stores and the
+    directory target have no method that only refuses."""
+    package = Path(__file__).resolve().parent.parent / "ocibridge"
+    writes = {"push_blob", "push_manifest", "tag"}
+    partial = []
+    for name, rel in _store_classes().items():
+        tree = ast.parse((package / rel).read_text())
+        cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == name)
+        methods = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+        if name in NOT_A_STORE:
+            assert not methods & {"open_blob", "fetch_bytes", "resolve", "tags", "referrers", "tag"}, name
+        elif methods & writes and not writes <= methods:
+            partial.append(name)
+    assert not partial, f"classes with some write methods only: {partial}"
 
 
 def test_resolves_its_tag_and_the_digest(case):
@@ -275,14 +369,17 @@ def test_resolves_its_tag_and_the_digest(case):
     assert case.blob.digest in names
 
 
-def test_holds_and_serves_the_blob(case):
-    assert case.store.exists(case.blob)
-    assert _read(case.store.open_blob(case.blob)) == case.blob_bytes
+def test_holds_and_serves_the_blob(holding):
+    assert holding.store.exists(holding.blob)
+    assert _read(holding.store.open_blob(holding.blob)) == holding.blob_bytes
+
+
+def test_holds_what_its_tag_names(case):
     assert case.store.exists(case.store.resolve(case.tag))
 
 
-def test_absent_content_is_not_found(case):
-    store = case.store
+def test_absent_content_is_not_found(any_case):
+    store = any_case.store
     assert not store.exists(ABSENT)
     with pytest.raises(NotFound):
         store.fetch_bytes(ABSENT)
@@ -371,16 +468,11 @@ def test_manifest_with_wrong_digest_is_refused(writable):
 
 # -- the directory target ------------------------------------------------------------------------
 def test_directory_target_holds_files_not_blobs(tmp_path):
+    """A copy target, not a store: nothing to read back, so no read method to stub."""
     target = DirectoryTarget(tmp_path / "out")
-    assert isinstance(target, WritableStore)
+    assert isinstance(target, CopyTarget)
+    assert not isinstance(target, ReadableStore) and not isinstance(target, WritableStore)
     assert not target.exists(ABSENT)
-    with pytest.raises(NotFound):
-        target.fetch_bytes(ABSENT)
-    with pytest.raises(NotFound):
-        target.open_blob(ABSENT)
-    with pytest.raises(NotFound):
-        target.resolve("v1")
-    assert target.tags() == [] and target.referrers(ABSENT) == []
 
 
 def test_directory_target_is_a_copy_destination(tmp_path):

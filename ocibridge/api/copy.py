@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ocibridge.kinds.targets import StoreTarget, open_store_target
+from ocibridge.kinds.targets import StoreTarget, closes_its_stores, open_store_target
 from ocibridge.oci.models import Descriptor
 from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, Companions, CopyHooks, copy
 from ocibridge.transfer.push_result import PushResult
@@ -53,6 +53,7 @@ def pinned(target: StoreTarget, desc: Descriptor) -> str:
     return f"{text}@{desc.digest}"
 
 
+@closes_its_stores
 def copy_reference(
     src: str,
     dst: str,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.cli.args import key_values
-from ocibridge.core.terminal import printable
+from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import SignatureError
 
 if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every other command time
@@ -76,6 +76,9 @@ def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="claim every accepted signature must carry (repeatable)")
     p.add_argument("--bundle", metavar="FILE", help="verify the file REF against this bundle file")
+    p.add_argument("--attestation-type", metavar="TYPE",
+                   help="verify a signed in-toto attestation of this predicate type (a URI) instead of a "
+                        "signature; attestations never count as signatures otherwise")
     add_transfer_flags(p)
 
 
@@ -97,11 +100,13 @@ def cmd_sign(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], 
 
 
 def _policy(args: argparse.Namespace) -> VerifyPolicy:
+    from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE
     from ocibridge.signing.verify import VerifyPolicy
 
     return VerifyPolicy.from_files(args.key, identity=args.certificate_identity,
                                    issuer=args.certificate_oidc_issuer, trusted_root=args.trusted_root,
-                                   claims=key_values(args.annotation))
+                                   claims=key_values(args.annotation),
+                                   predicate_type=args.attestation_type or SIGN_PREDICATE_TYPE)
 
 
 def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
@@ -116,7 +121,8 @@ def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace]
         subject = target.store.resolve(target.reference)
         verified = verify_before_use(target.store, subject, policy, name=args.ref)
         digest = subject.digest
-    lines = [f"  {v.form} by {v.signer}" + (f" (claims: {_show(v.claims)})" if v.claims else "") for v in verified]
+    lines = [one_line(f"  {v.form} by {v.signer}" + (f" (claims: {_show(v.claims)})" if v.claims else ""))
+             for v in verified]
     _emit(args, {"verified": True, "digest": digest, "signatures": [v.as_dict() for v in verified]},
           f"verified {args.ref} ({digest}): {len(verified)} signature(s)\n" + "\n".join(lines))
     return 0
@@ -140,7 +146,7 @@ def verify_blob(path: Path, bundle_path: Path, policy: VerifyPolicy) -> Verified
                 raise SignatureError("keyless bundle: pass --certificate-identity, --certificate-oidc-issuer "
                                      "and --trusted-root")
             claims = verify_keyless(bundle, policy.identity, dsse=content.envelope is not None, digest=digest,
-                                    artifact=data)
+                                    artifact=data, predicate_type=policy.predicate_type)
             return Verified("bundle", policy.identity.identity, claims, str(bundle_path))
         return verify_key_bundle(content, digest, data, policy, str(bundle_path))
     except SignatureError as e:

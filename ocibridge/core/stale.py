@@ -3,8 +3,11 @@
 The sweep covers a layout's blob folders only, where every temporary file is made by
 :func:`locked_tempfile` and held under an exclusive ``flock`` by the process writing it; the
 kernel drops the lock when that process dies, however it dies. A temporary file there that can
-be locked is therefore an orphan. (Staging folders of pulls and mounts and the exporters'
-temporary archives are not locked: widening the sweep to them would delete live files.)
+be locked is therefore an orphan. A pull's staging directory is made the same way
+(:func:`locked_staging`: its own prefix, the directory itself under ``flock``), and the next
+pull into the same DIR sweeps the orphans (:func:`remove_stale_staging`). Not swept: the
+directory a pull moves replaced files aside into (after a crash it may hold the only copy of the
+user's files), mount staging and the exporters' temporary archives, which are not locked.
 A short grace period covers the instant between a file's
 creation and its lock. Partial downloads (kept on purpose for a resume) are removed only
 once old: a blob nobody asked for again in two weeks is not coming back.
@@ -27,6 +30,12 @@ from ocibridge.core.fsutil import TEMP_PREFIX
 GRACE_SECONDS = 60.0
 #: seconds after which an unlocked partial download is given up
 PARTIAL_MAX_AGE = 14 * 24 * 3600.0
+#: a pull's staging directory inside DIR (locked while the pull runs)
+STAGING_PREFIX = TEMP_PREFIX + "stage-"
+#: seconds a new staging directory is left alone: it is locked microseconds after it is made,
+#: so a short grace suffices (60 s, as for files, let a pull re-run at once after a kill -9
+#: leave the killed one's behind: issue 32)
+STAGING_GRACE_SECONDS = 1.0
 
 
 def locked_tempfile(directory: Path, suffix: str = "") -> tuple[int, str]:
@@ -74,50 +83,48 @@ def _remove_if_orphaned(path: str) -> bool:
         os.close(fd)
 
 
-#: seconds a new staging directory is left alone (made, not yet locked: microseconds apart)
-DIR_GRACE_SECONDS = 1.0
-
-
 @contextlib.contextmanager
-def locked_staging_dir(parent: Path) -> Iterator[Path]:
-    """A temporary directory in ``parent`` (our prefix), locked while the block runs and
-    removed after it. Orphans of runs that were killed (``kill -9``, a power cut) are removed
-    first: a directory nobody holds the lock of, so a pull run again into the same DIR leaves
-    no ``.ocibridge-tmp-*`` behind, whatever ended the one before."""
-    remove_stale_dirs(parent)
-    staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=parent))
-    fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
+def locked_staging(directory: Path) -> Iterator[Path]:
+    """A new staging directory in ``directory``, under ``flock`` until the block ends: a
+    staging directory that can be locked belongs to no live process."""
+    path = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=directory))
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        yield staging
+        yield path
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
         os.close(fd)
 
 
-def remove_stale_dirs(parent: Path) -> int:
-    """Remove the staging directories in ``parent`` no live process holds; how many."""
+def remove_stale_staging(directory: Path) -> int:
+    """Remove the staging directories of dead pulls in ``directory``; how many."""
     removed = 0
     now = time.time()
     try:
-        entries = list(os.scandir(parent))
+        entries = list(os.scandir(directory))
     except (FileNotFoundError, NotADirectoryError):
         return 0
     for entry in entries:
-        if not entry.name.startswith(TEMP_PREFIX):
+        if not entry.name.startswith(STAGING_PREFIX):
             continue
         with contextlib.suppress(OSError):
             if not entry.is_dir(follow_symlinks=False):
                 continue
-            if now - entry.stat(follow_symlinks=False).st_mtime < DIR_GRACE_SECONDS:
+            if now - entry.stat(follow_symlinks=False).st_mtime < STAGING_GRACE_SECONDS:
                 continue
-            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # a live process stages there
-            finally:
-                os.close(fd)
-            shutil.rmtree(entry.path, ignore_errors=True)
-            removed += 1
+            if _remove_dir_if_orphaned(entry.path):
+                removed += 1
     return removed
+
+
+def _remove_dir_if_orphaned(path: str) -> bool:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live pull is staging there
+        shutil.rmtree(path)  # under our lock: no pull can take it meanwhile
+        return True
+    finally:
+        os.close(fd)

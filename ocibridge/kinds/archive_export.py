@@ -15,6 +15,7 @@ from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import OcibridgeError
 from ocibridge.layers.reader import open_layer, readable_layer
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
@@ -37,7 +38,7 @@ def each_tar_member(store: Store, desc: Descriptor, visit: MemberVisitor,
     naming it."""
     with contextlib.closing(open_layer(store, desc)) as layer, readable_layer(desc, error=error):
         with open_tar_stream(layer) as tar:
-            for member in tar:
+            for member in tar_members(tar):
                 if not member.isdir():
                     visit(member, tar.extractfile(member) if member.isfile() else None)
         read_to_end(layer)

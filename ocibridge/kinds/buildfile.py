@@ -21,6 +21,9 @@ from ocibridge.kinds.directory.source import read_directory
 from ocibridge.model.package import ModelFile, ModelPackage
 from ocibridge.oci.mediatypes import Kind
 
+#: Names read as the build file when found at the top of a pushed directory, as ``kit pack .``
+#: and ``modctl build .`` do (``--no-build-file`` packs them as plain files instead).
+DEFAULT_NAMES = ("Kitfile", "Modelfile")
 MODELFILE_ANNOTATION = "org.cncf.modctl.modelfile"
 KITFILE_ANNOTATION = "ml.kitops.modelkit.kitfile"
 MAX_BUILD_FILE = 1 << 20
@@ -50,6 +53,28 @@ def read_build_file(file: str, context: str, *, excludes: tuple[str, ...] = (),
     if re.search(r"^manifestVersion\s*:", text, re.M):
         return read_kitfile(text, file, context, excludes=excludes, name=name)
     return read_modelfile(text, file, context, excludes=excludes, name=name)
+
+
+def default_build_file(directory: str) -> str | None:
+    """The ``Kitfile`` or ``Modelfile`` at the top of ``directory``, if exactly one is there."""
+    root = Path(directory)
+    if not root.is_dir():
+        return None
+    found = [name for name in DEFAULT_NAMES if (root / name).is_file()]
+    if len(found) > 1:
+        raise SourceError(f"{directory}: both a Kitfile and a Modelfile; name one with -f FILE, "
+                          "or --no-build-file to pack both as plain files")
+    return str(root / found[0]) if found else None
+
+
+def read_default_build_file(file: str, context: str, *, excludes: tuple[str, ...] = (),
+                            name: str | None = None) -> ModelPackage:
+    """``read_build_file`` for a build file found by name: an error says how to pack it as a file."""
+    try:
+        return read_build_file(file, context, excludes=excludes, name=name)
+    except SourceError as e:
+        raise SourceError(f"{e} (a {Path(file).name} at the top of the directory is read as its build "
+                          "file; --no-build-file packs it as a plain file)") from None
 
 
 def _all_files(context: str, excludes: tuple[str, ...], name: str | None) -> ModelPackage:
@@ -107,10 +132,8 @@ def read_modelfile(text: str, where: str, context: str, *, excludes: tuple[str, 
 def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ...] = (),
                  name: str | None = None) -> ModelPackage:
     """KitOps' Kitfile: package metadata and the model, its parts, code, datasets, docs, prompts."""
-    try:
-        import yaml
-    except ImportError:
-        raise SourceError("reading a Kitfile needs PyYAML (pip install pyyaml)") from None
+    import yaml  # a declared dependency: `push -f Kitfile` works after a plain install
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:

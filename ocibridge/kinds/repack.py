@@ -24,9 +24,10 @@ from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import NotFound, OcibridgeError, SourceError
 from ocibridge.kinds.family import Reading
 from ocibridge.kinds.neutral import Loss, Part
-from ocibridge.layers.reader import MAX_TAR_ENTRIES, LayerReader, open_layer
+from ocibridge.layers.reader import LayerReader, open_layer
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.package import normalise_mode
-from ocibridge.oci.digest import CHUNK
+from ocibridge.oci.digest import CHUNK, VerifyingReader
 from ocibridge.oci.mediatypes import Variant
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
@@ -137,9 +138,7 @@ class StagedBlobs:
         with _layer(self.inner, part) as layer:  # decoded, bounded, verified at its end
             stream = _Hashing(layer, h_tar)
             with open_tar_stream(stream) as tar:
-                for count, member in enumerate(tar):
-                    if count > MAX_TAR_ENTRIES:
-                        raise SourceError(f"{part.path}: tar layer has too many entries (bomb limit)")
+                for member in tar_members(tar, what=f"{part.path}: tar layer"):
                     if is_root_entry(member.name) or member.isdir():
                         continue
                     path = safe_relpath(member.name.rstrip("/"), "tar entry")
@@ -185,7 +184,10 @@ class StagedBlobs:
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         path = self._files.get(desc.digest)
-        return open(path, "rb") if path is not None else self.inner.open_blob(desc)
+        if path is None:
+            return self.inner.open_blob(desc)
+        raw = open(path, "rb")  # noqa: SIM115 - returned to the caller, verified at its end
+        return VerifyingReader(raw, desc.digest, desc.size)  # type: ignore[return-value]  # as the other stores
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.digest in self._files:
@@ -201,12 +203,4 @@ class StagedBlobs:
     def tags(self) -> list[str]:
         return []
 
-    def push_blob(self, desc: Descriptor, reader: BinaryIO) -> None:
-        raise OcibridgeError(f"{self.describe()} is read-only")
-
-    def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
-        raise OcibridgeError(f"{self.describe()} is read-only")
-
-    def tag(self, desc: Descriptor, tag: str) -> None:
-        raise OcibridgeError(f"{self.describe()} is read-only")
 

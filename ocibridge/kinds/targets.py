@@ -13,11 +13,15 @@ and write them.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import re
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ocibridge.errors import InvalidReference
 from ocibridge.oci.reference import (
@@ -29,7 +33,7 @@ from ocibridge.oci.reference import (
     parse_ollama_reference,
     parse_registry_reference,
 )
-from ocibridge.stores.base import WritableStore
+from ocibridge.stores.base import WritableStore, close_store
 
 if TYPE_CHECKING:
     from ocibridge.stores.registry.options import RegistryOptions
@@ -55,6 +59,44 @@ class StoreTarget:
     text: str  # how the user wrote it, for messages
 
 
+#: The stores opened by the API call running in this context (None: outside any).
+_OPENED: ContextVar[list[object] | None] = ContextVar("ocibridge_opened_stores", default=None)
+
+_Call = TypeVar("_Call", bound=Callable[..., Any])
+
+
+@contextlib.contextmanager
+def closing_opened_stores() -> Iterator[None]:
+    """Every store opened in the block (by :func:`open_store_target`, however deep) is closed at
+    its end, whatever happens: an API call leaves no connection pool behind."""
+    opened: list[object] = []
+    token = _OPENED.set(opened)
+    try:
+        yield
+    finally:
+        _OPENED.reset(token)
+        for store in reversed(opened):
+            close_store(store)
+
+
+def closes_its_stores(call: _Call) -> _Call:
+    """An API function whose result is data: the stores it opens are closed when it returns."""
+
+    @functools.wraps(call)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with closing_opened_stores():
+            return call(*args, **kwargs)
+
+    return run  # type: ignore[return-value]  # same signature, wrapped
+
+
+def _opened(target: StoreTarget) -> StoreTarget:
+    opened = _OPENED.get()
+    if opened is not None:
+        opened.append(target.store)
+    return target
+
+
 def open_store_target(text: str, *, for_write: bool = False,
                       options: RegistryOptions | None = None, **values: Any) -> StoreTarget:
     """Open the store a reference names; ``options`` say how to reach a registry (keyword
@@ -65,7 +107,7 @@ def open_store_target(text: str, *, for_write: bool = False,
 
         ref = parse_layout_reference(text)
         store = LayoutStore(os.path.expanduser(ref.path), create=for_write)
-        return StoreTarget(store, ref.reference, ref.tag or (None if ref.digest else DEFAULT_TAG), text)
+        return _opened(StoreTarget(store, ref.reference, ref.tag or (None if ref.digest else DEFAULT_TAG), text))
     if is_ollama_reference(text):
         return open_ollama_target(text, for_write=for_write, options=_with_values(options, values))
     local = local_store_reference(text)
@@ -79,7 +121,7 @@ def open_store_target(text: str, *, for_write: bool = False,
 
     opener = open_repository if for_write else open_for_reading  # reads may come from a mirror
     registry_store = opener(registry_ref, _with_values(options, values))
-    return StoreTarget(registry_store, registry_ref.reference, registry_ref.tag, text)
+    return _opened(StoreTarget(registry_store, registry_ref.reference, registry_ref.tag, text))
 
 
 #: a bare ``NAME[:TAG]``: no ``/``, no scheme; what Docker would read as docker.io/library/NAME
@@ -169,4 +211,4 @@ def open_ollama_target(text: str, *, for_write: bool = False,
         from ocibridge.kinds.ollama.store import OllamaStore, default_models_dir
 
         store = OllamaStore(default_models_dir(), name, create=for_write, label=text)
-    return StoreTarget(store, ref.reference, name.tag, text)
+    return _opened(StoreTarget(store, ref.reference, name.tag, text))

@@ -30,12 +30,12 @@ from ocibridge.core.fsutil import write_sliced
 from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.layers.reader import open_layer, readable_layer
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.digest import CHUNK, HashingReader
 from ocibridge.oci.mediatypes import TAR_LAYER_TYPES
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
 
-MAX_ENTRIES = 1_000_000
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 
@@ -358,15 +358,11 @@ def _entry_path(name: str, tree: Tree) -> str | None:
 def apply_layer(store: Store, desc: Descriptor, tree: Tree) -> str:
     """Apply one tar layer to ``tree``; return its diff_id (sha256 of the uncompressed tar)."""
     tree.begin_layer()
-    count = 0
     decoding = TAR_LAYER_TYPES.get(desc.mediaType)  # as the runtimes decode
     with readable_layer(desc), open_layer(store, desc, decoding) as stream:
         hashing = HashingReader(stream)
         with open_tar_stream(hashing) as tar:
-            for member in tar:
-                count += 1
-                if count > MAX_ENTRIES:
-                    raise OcibridgeError("tar layer has too many entries (bomb limit)")
+            for member in tar_members(tar):
                 _apply_member(tar, member, tree)
         while hashing.read(CHUNK):  # to its end: the blob is verified there
             pass

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 from ocibridge.core.streams import ClosableReader, Reader, close_reader, gunzip, unzstd
 from ocibridge.errors import OcibridgeError, SourceError
+from ocibridge.layers.tarwalk import MAX_TAR_ENTRIES as MAX_TAR_ENTRIES
 from ocibridge.oci.digest import CHUNK, verified
 from ocibridge.oci.layerinfo import layer_mode, layer_path
 from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
@@ -25,9 +26,8 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore, VerifiedFile
 
 #: A compressed layer may not expand beyond this many times its size (at least 1 MiB that many
-#: times), nor a tar layer hold more entries.
+#: times); the cap on a tar layer's entries is tarwalk's (re-exported here).
 MAX_EXPANSION_RATIO = 1000
-MAX_TAR_ENTRIES = 1_000_000
 
 __all__ = [
     "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "Bounded", "LayerReader", "compression_of", "decompressed",

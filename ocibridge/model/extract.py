@@ -29,9 +29,9 @@ from ocibridge.core.fsutil import (
     write_sliced,
 )
 from ocibridge.core.overwrite import OnExisting, plan_commit
-from ocibridge.core.stale import locked_staging_dir, remove_stale_dirs
+from ocibridge.core.stale import locked_staging, remove_stale_staging
 from ocibridge.core.streams import Reader, open_tar_stream
-from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
+from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.layers.reader import (
     MAX_EXPANSION_RATIO,
     MAX_TAR_ENTRIES,
@@ -40,6 +40,7 @@ from ocibridge.layers.reader import (
     layer_stream,
     readable_layer,
 )
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.index import model_entry
 from ocibridge.oci.digest import CHUNK, verified, verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES, Variant, parse_layer_media_type
@@ -149,12 +150,8 @@ def _named_as_in_the_artifact(rel: str) -> Iterator[None]:
 def _extract_tar(stream: Reader, staging: Path, written: list[str],
                  select: Callable[[str], bool] | None = None, skipped: list[str] | None = None) -> int:
     total = 0
-    count = 0
     with open_tar_stream(stream) as tar:
-        for member in tar:
-            count += 1
-            if count > MAX_TAR_ENTRIES:
-                raise OcibridgeError("tar layer has too many entries (bomb limit)")
+        for member in tar_members(tar):
             if member.isdir() and is_root_entry(member.name):
                 continue  # the layer's root ('./', as `tar -C DIR -cf x.tar .` writes it)
             rel = safe_relpath(member.name, "tar entry")
@@ -240,17 +237,21 @@ class DirectoryTarget:
             raise OcibridgeError(f"{out} exists and is not a directory")
         made = _missing_dirs(out)
         out.mkdir(parents=True, exist_ok=True)
-        try:
-            with locked_staging_dir(out) as self._staging:  # a killed run's is swept first
+        remove_stale_staging(out)  # what pulls killed here before left behind
+        with locked_staging(out) as staging:
+            self._staging = staging
+            try:
                 yield
-        except BaseException:
-            for directory in made:
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
-            raise
-        finally:
-            self._staging = None
-        remove_stale_dirs(out)  # one a run killed just before this one began is old enough now
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                for directory in made:
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
+                raise
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+                self._staging = None
+        remove_stale_staging(out)  # one a run killed just before this one began is old enough now
         self.result.files.sort()
 
     def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
@@ -287,24 +288,9 @@ class DirectoryTarget:
         self.result.files.extend(paths)
         return list({layer.digest: layer for layer, _ in raw}.values()) + tars
 
-    # -- reads: a directory holds no blobs ---------------------------------------------------
+    # -- what the copy asks: a directory holds no blobs, so every layer is taken ---------------
     def exists(self, desc: Descriptor) -> bool:
         return False
-
-    def open_blob(self, desc: Descriptor) -> BinaryIO:
-        raise NotFound(f"{self.describe()}: a directory holds files, not blob {desc.digest}")
-
-    def fetch_bytes(self, desc: Descriptor) -> bytes:
-        raise NotFound(f"{self.describe()}: a directory holds files, not blob {desc.digest}")
-
-    def resolve(self, reference: str) -> Descriptor:
-        raise NotFound(f"{self.describe()}: a directory has no reference {reference}")
-
-    def tags(self) -> list[str]:
-        return []
-
-    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return []
 
     # -- writes ------------------------------------------------------------------------------
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
@@ -344,8 +330,6 @@ class DirectoryTarget:
         self.result.kept = plan.kept
         _commit(staging, self.out, plan.write)
 
-    def tag(self, desc: Descriptor, tag: str) -> None:
-        """A directory has no tags: the files are what was asked for."""
 
 
 def _refuse_file_and_directory(paths: list[str]) -> None:

@@ -1,9 +1,9 @@
 """The header of a GGUF file, read from a stream: architecture, parameter count, file type.
 
 Reads only the key/value section and the tensor infos, never the tensor data, so it works on
-a blob streaming from a registry as well as on a local file. Type names come from the ``gguf``
-package (ggml's own tables); the parser is a small streaming one because ``gguf.GGUFReader``
-needs a whole local file to map into memory.
+a blob streaming from a registry as well as on a local file. Type names come from ggml's
+tables, copied in ggml_types (never the optional ``gguf`` package, see docs/reproducibility.md);
+the parser is a small streaming one because ``gguf.GGUFReader`` needs a whole local file.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ocibridge.errors import SourceError
+from ocibridge.model.ggml_types import FILE_TYPES, TENSOR_TYPES
 
 GGUF_MAGIC = b"GGUF"
 MAX_HEADER_BYTES = 1 << 30  # tokenizer arrays make headers large, but not this large
@@ -51,27 +52,15 @@ class GGUFHeader:
 
     @property
     def quantization(self) -> str | None:
-        """The file type name (``Q4_K_M``, ``F16``), else the dominant tensor type.
-        Names come from ggml's tables in the ``gguf`` package; without it, None."""
-        try:
-            import gguf
-        except ImportError:
-            return None
-
+        """The file type name (``Q4_K_M``, ``F16``), else the dominant tensor type. Names come from
+        ocibridge's own copy of ggml's tables, never an optional package, so a config is the same
+        whatever is installed."""
         file_type = self.metadata.get("general.file_type")
-        if isinstance(file_type, int) and not isinstance(file_type, bool):
-            try:
-                name = gguf.LlamaFileType(file_type).name
-            except ValueError:
-                name = None
-            if name:
-                return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+        if isinstance(file_type, int) and not isinstance(file_type, bool) and file_type in FILE_TYPES:
+            return FILE_TYPES[file_type]
         if self.tensor_types:
             dominant = max(self.tensor_types.items(), key=lambda kv: kv[1])[0]
-            try:
-                return gguf.GGMLQuantizationType(dominant).name
-            except ValueError:
-                return None
+            return TENSOR_TYPES.get(dominant)
         return None
 
 

@@ -7,7 +7,8 @@ Two protocols say what every store of a kind does: :class:`ReadableStore` (a sou
 a built artifact, a pull cache) and :class:`WritableStore` (a destination). What only some
 stores can do is a small named capability, a ``runtime_checkable`` Protocol that callers test
 with ``isinstance`` (as oras-go asserts an interface): :class:`Mounting`, :class:`Ingesting`,
-:class:`Transactional`, :class:`Closable`, :class:`BlobView`, :class:`ReadsByReference`.
+:class:`Transactional`, :class:`Closable`, :class:`BlobView`, :class:`ReadsByReference`. A copy's
+destination need only be a :class:`CopyTarget`.
 Nothing looks a capability up
 by an attribute's name.
 """
@@ -65,8 +66,18 @@ class ReadableStore(Protocol):
 
 
 @runtime_checkable
-class WritableStore(ReadableStore, Protocol):
-    """A store a copy can write to: blobs first (verified), then manifests, then tags."""
+class CopyTarget(Protocol):
+    """What a copy needs of its destination, and no more: whether content is there already,
+    blobs (verified), then manifests (tagging them). A place that keeps something other than
+    blobs (a directory's files) is a copy target without being a store."""
+
+    def describe(self) -> str:
+        """A human-readable name for messages."""
+        ...
+
+    def exists(self, desc: Descriptor) -> bool:
+        """Whether the content is already there (by digest): the copy then skips it."""
+        ...
 
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
         """Store a blob from a stream; verifies digest and size before it becomes visible.
@@ -77,6 +88,11 @@ class WritableStore(ReadableStore, Protocol):
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
         """Store a manifest or index (verified), optionally tagging it."""
         ...
+
+
+@runtime_checkable
+class WritableStore(ReadableStore, CopyTarget, Protocol):
+    """A store a copy can write to and read back: blobs first (verified), then manifests, then tags."""
 
     def tag(self, desc: Descriptor, tag: str) -> None:
         """Point ``tag`` at an existing manifest, replacing what it named before."""

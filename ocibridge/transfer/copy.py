@@ -22,14 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
 from ocibridge.core import interrupt
-from ocibridge.errors import NotFound
+from ocibridge.core.graphbound import GraphBound
+from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import (
+    CopyTarget,
     Ingesting,
     Mounting,
     PendingBlob,
     PendingBlobs,
+    ReadableStore,
     Store,
     Transactional,
     VerifiedFile,
@@ -172,7 +175,7 @@ class BlobLocks:
 def copy(
     src: Store,
     src_ref: str | Descriptor,
-    dst: WritableStore,
+    dst: CopyTarget,
     dst_tag: str | None = None,
     *,
     concurrency: int = DEFAULT_CONCURRENCY,
@@ -206,16 +209,16 @@ def copy(
     return stats
 
 
-def _undo_on_failure(dst: WritableStore, hooks: CopyHooks) -> AbstractContextManager[None]:
+def _undo_on_failure(dst: CopyTarget, hooks: CopyHooks) -> AbstractContextManager[None]:
     if hooks.undo_on_failure and isinstance(dst, Transactional):
         return dst.removing_new_blobs_on_failure()
     return nullcontext()
 
 
-def _tag_exists(dst: Store, tag: str | None) -> bool:
+def _tag_exists(dst: CopyTarget, tag: str | None) -> bool:
     """Whether ``tag`` names something in ``dst`` already (True when there is no tag: a copy
-    pinned by digest goes the careful way, as an update does)."""
-    if tag is None:
+    pinned by digest goes the careful way, as an update does; and when ``dst`` cannot say)."""
+    if tag is None or not isinstance(dst, ReadableStore):
         return True
     try:
         dst.resolve(tag)
@@ -227,12 +230,13 @@ def _tag_exists(dst: Store, tag: str | None) -> bool:
 class _Copy:
     """One copy's state: the two stores, the pool, the counts, and blobs already settled."""
 
-    def __init__(self, src: Store, dst: WritableStore, pool: ThreadPoolExecutor,
+    def __init__(self, src: Store, dst: CopyTarget, pool: ThreadPoolExecutor,
                  stats: CopyStats, progress: ProgressFn | None, referrers: bool,
                  locks: BlobLocks, hooks: CopyHooks):
         self.src, self.dst, self.pool, self.stats = src, dst, pool, stats
         self.progress, self.referrers, self.locks, self.hooks = progress, referrers, locks, hooks
         self.ingested: set[str] = set()  # digests the destination took by ingest in this copy
+        self.graph = GraphBound(f"copy of {src.describe()}")  # each manifest once, bounded
 
     # -- blobs of unknown digest ------------------------------------------------------------------
     def ingest(self, dst: Ingesting, pending: list[PendingBlob]) -> None:
@@ -336,11 +340,18 @@ class _Copy:
         _all(self.pool.submit(self.blob, b) for b in blobs)
 
     # -- manifests --------------------------------------------------------------------------------
-    def node(self, desc: Descriptor, tag: str | None = None, referrers: bool | None = None) -> None:
+    def node(self, desc: Descriptor, tag: str | None = None, referrers: bool | None = None,
+             depth: int = 0) -> bool:
         """Copy one manifest and what it names; the root goes out with its ``tag`` in the same
-        write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it)."""
+        write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it).
+
+        Each manifest is walked once per copy (a diamond or a cycle of referrers and fallback
+        tags costs one visit per node, not one per path), within the bounds of
+        core/graphbound.py; returns whether this call walked it (False: it was already)."""
         src, dst, stats, progress = self.src, self.dst, self.stats, self.progress
         referrers = self.referrers if referrers is None else referrers
+        if not self.graph.enter(f"{int(referrers)}{desc.digest}", depth) and tag is None:
+            return False
         # The destination is asked whether it holds the manifest while the source sends it: two
         # answers apart (a HEAD and a GET to one registry) cost one round trip, not two.
         present = self.pool.submit(dst.exists, desc)
@@ -355,7 +366,7 @@ class _Copy:
             if graph:
                 for child in children:
                     if is_manifest(child):
-                        self.node(child)
+                        self.node(child, depth=depth + 1)
                     else:
                         self.blob(child)
             else:
@@ -377,13 +388,20 @@ class _Copy:
         if referrers:
             companions = self.hooks.companions
             for ref in src.referrers(desc):
-                self.node(ref)
+                if not self.node(ref, depth=depth + 1):
+                    continue
                 stats.referrers.append(ref.digest)
                 if companions is not None and companions.is_signature(ref):
                     stats.signatures.append(ref.digest)
             if companions is not None:
-                stats.signatures.extend(companions.carry(
-                    src, dst, desc, lambda d: self.node(d, referrers=False)))
+                if not isinstance(dst, WritableStore):
+                    raise OcibridgeError(f"{dst.describe()} cannot hold what goes with a manifest (signatures)")
+
+                def companion(d: Descriptor) -> None:
+                    self.node(d, referrers=False, depth=depth + 1)
+
+                stats.signatures.extend(companions.carry(src, dst, desc, companion))
+        return True
 
 
 def _reporting(progress: ProgressFn | None, desc: Descriptor) -> Callable[[int], None] | None:

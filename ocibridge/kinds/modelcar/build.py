@@ -14,22 +14,26 @@ serves CRI-O, containerd and ModelPack tools; see docs/kubernetes.md for the tra
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import io
 import tarfile
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, BinaryIO
 
 from ocibridge.core.confined import check_link, check_links, no_link_on_the_way
 from ocibridge.core.fsutil import is_root_entry, safe_relpath, write_sliced
 from ocibridge.core.streams import IterReader, Reader, open_tar_stream
-from ocibridge.errors import OcibridgeError, UnsafePath
-from ocibridge.layers.reader import MAX_TAR_ENTRIES, layer_mode, layer_path, open_layer
+from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
+from ocibridge.layers.reader import layer_mode, layer_path, open_layer
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.extract import fetch_manifest
 from ocibridge.model.package import ModelFile, normalise_mode
 from ocibridge.model.packing import BLOCK, RECORD, TAR_FORMAT, tar_member
-from ocibridge.oci.digest import CHUNK, sha256_chunks
+from ocibridge.oci.digest import CHUNK, VerifyingReader, sha256_chunks, verify_bytes
 from ocibridge.oci.mediatypes import (
     OCI_CONFIG,
     OCI_INDEX,
@@ -43,9 +47,9 @@ from ocibridge.oci.mediatypes import (
 )
 from ocibridge.oci.models import Descriptor, ImageConfig, Index, Manifest, RootFS
 from ocibridge.oci.platform import parse_platform
-from ocibridge.stores.base import Store, WritableStore
+from ocibridge.stores.base import PendingBlob, Store, WritableStore
 from ocibridge.stores.layout import LayoutStore
-from ocibridge.transfer.copy import CopyStats
+from ocibridge.transfer.copy import CopyHooks, CopyStats, copy
 
 ROOT = "models"
 DEFAULT_PLATFORMS = ("linux/amd64", "linux/arm64")
@@ -68,59 +72,184 @@ def build_modelcar(
     index: bool = False,
     platforms: tuple[str, ...] = DEFAULT_PLATFORMS,
     stats: CopyStats | None = None,
+    undo_on_failure: bool = True,
 ) -> Descriptor:
     """Write the image (or the index) into ``store`` and return its descriptor; ``stats``
-    counts what was uploaded and what was there already (``convert --to modelcar`` reports it)."""
+    counts what was uploaded and what was there already (``convert --to modelcar`` reports it).
+    ``undo_on_failure``: a layout takes back what a failed build added (off for a caller whose
+    own undo block holds several writes).
+
+    The image is a read-only store (:class:`ModelCarImage`) moved by the one copy, as a push
+    moves a planned artifact: existence checks, mounts, progress and undo are the copy's."""
     if not platforms:
         raise OcibridgeError("at least one platform is needed")
-    stats = stats if stats is not None else CopyStats()
     src_desc, src = _source(store, reference)
-    groups = _partition(src.layers)
-    spool = not isinstance(store, LayoutStore)
-    for layer in groups:
-        _build_layer(store, layer, spool, stats)
-    layers = [g.descriptor for g in groups if g.descriptor]
-    chosen = platforms if index else platforms[:1]
-    manifests: list[Descriptor] = []
-    for text in chosen:
-        plat = parse_platform(text)
-        config = ImageConfig(
-            architecture=plat.architecture,
-            os=plat.os,
-            config={},
-            rootfs=RootFS(diff_ids=[d.digest for d in layers]),
-        )
-        if plat.variant:
-            config.model_extra["variant"] = plat.variant  # no field of its own: kept as an extra one
-        config_bytes = config.to_json_bytes()
-        config_desc = Descriptor.for_bytes(OCI_CONFIG, config_bytes)
-        if _counted(store, config_desc, stats):
-            store.push_blob(config_desc, io.BytesIO(config_bytes))
-        manifest = Manifest(
-            mediaType=OCI_MANIFEST,
-            config=config_desc,
-            layers=layers,
-            annotations={SOURCE_ANNOTATION: src_desc.digest},
-        )
-        data = manifest.to_json_bytes()
-        desc = Descriptor.for_bytes(OCI_MANIFEST, data)
-        stats.add(manifests_copied=0 if store.exists(desc) else 1)
-        store.push_manifest(desc, data, None if index else tag)
-        manifests.append(desc.model_copy(update={"platform": plat}))
-    if not index:
-        return manifests[0].model_copy(update={"platform": None})
-    entry = Descriptor(
-        mediaType=src_desc.mediaType,
-        digest=src_desc.digest,
-        size=src_desc.size,
-        artifactType=src.artifactType or _family(src).artifact_type,
-    )
-    top = Index(mediaType=OCI_INDEX, manifests=[*manifests, entry])
-    data = top.to_json_bytes()
-    desc = Descriptor.for_bytes(OCI_INDEX, data)
-    stats.add(manifests_copied=0 if store.exists(desc) else 1)
-    store.push_manifest(desc, data, tag)
-    return desc
+    image = ModelCarImage(store, src_desc, src, index=index, platforms=platforms,
+                          spool=not isinstance(store, LayoutStore))
+    try:
+        done = copy(image, IMAGE_TAG, store, tag, hooks=CopyHooks(undo_on_failure=undo_on_failure))
+    finally:
+        image.close()
+    if stats is not None:
+        stats.add(blobs_copied=done.blobs_copied, blobs_skipped=done.blobs_skipped,
+                  blobs_mounted=done.blobs_mounted, bytes_copied=done.bytes_copied,
+                  manifests_copied=done.manifests_copied)
+    assert done.root is not None
+    return done.root
+
+
+#: The one reference a :class:`ModelCarImage` resolves.
+IMAGE_TAG = "modelcar"
+
+
+class ModelCarImage:
+    """The ModelCar image of one ModelPack artifact, as a read-only store.
+
+    Its tar layers are made from the artifact's layers when read. Their digests are unknown
+    until then: from a local source they are :class:`PendingBlobs` (a copy into a store that
+    ingests sends each while hashing it, the source read once); from a remote source each is
+    spooled to a temporary file on first resolve and hashed, so the destination is asked for
+    it before anything is sent and the source is downloaded once. The
+    configs, manifests and index are made in memory once the layers are known; the ModelPack
+    manifest an index names is the source's, served from the source store.
+    """
+
+    def __init__(self, source: Store, src_desc: Descriptor, src: Manifest, *, index: bool,
+                 platforms: tuple[str, ...], spool: bool):
+        self.source, self.src_desc, self.src = source, src_desc, src
+        self.index, self.spool = index, spool
+        self.platforms = [parse_platform(text) for text in (platforms if index else platforms[:1])]
+        self.groups = _partition(src.layers)
+        self._spooled: dict[str, IO[bytes]] = {}  # layer digest -> its spooled bytes
+        self._small: dict[str, bytes] = {}  # configs, manifests, the index
+        self._top: Descriptor | None = None
+        self._lock = threading.Lock()
+
+    def pending_blobs(self) -> list[PendingBlob]:
+        if self.spool:  # a remote source: each layer is spooled once, then asked for and sent
+            return []
+        return [PendingBlob(_stand_in(i), functools.partial(self._stream, group), functools.partial(_settle, group))
+                for i, group in enumerate(self.groups) if group.descriptor is None]
+
+    def _stream(self, group: _Layer) -> BinaryIO:
+        return IterReader(_tar(self.source, group.sources))  # type: ignore[return-value]  # only read
+
+    def close(self) -> None:
+        for spooled in self._spooled.values():
+            spooled.close()
+        self._spooled.clear()
+
+    def _layers(self) -> dict[str, _Layer]:
+        return {g.descriptor.digest: g for g in self.groups if g.descriptor is not None}
+
+    def _finish(self) -> Descriptor:
+        with self._lock:
+            if self._top is None:
+                for group in self.groups:
+                    if group.descriptor is None:
+                        self._hash(group)
+                self._top = self._describe()
+            return self._top
+
+    def _hash(self, group: _Layer) -> None:
+        if not self.spool:
+            digest, size = sha256_chunks(_tar(self.source, group.sources))
+        else:
+            spooled = tempfile.TemporaryFile(prefix=".ocibridge-modelcar-")  # noqa: SIM115 - kept until close()
+            digest, size = sha256_chunks(_tee(_tar(self.source, group.sources), spooled))
+            self._spooled[digest] = spooled
+        group.descriptor = Descriptor(mediaType=OCI_LAYER_TAR, digest=digest, size=size)
+
+    def _keep(self, media_type: str, data: bytes) -> Descriptor:
+        desc = Descriptor.for_bytes(media_type, data)
+        self._small[desc.digest] = data
+        return desc
+
+    def _describe(self) -> Descriptor:
+        layers = [g.descriptor for g in self.groups if g.descriptor is not None]
+        manifests: list[Descriptor] = []
+        for plat in self.platforms:
+            config = ImageConfig(architecture=plat.architecture, os=plat.os, config={},
+                                 rootfs=RootFS(diff_ids=[d.digest for d in layers]))
+            if plat.variant:
+                config.model_extra["variant"] = plat.variant  # no field of its own: kept as an extra one
+            config_desc = self._keep(OCI_CONFIG, config.to_json_bytes())
+            manifest = Manifest(mediaType=OCI_MANIFEST, config=config_desc, layers=layers,
+                                annotations={SOURCE_ANNOTATION: self.src_desc.digest})
+            desc = self._keep(OCI_MANIFEST, manifest.to_json_bytes())
+            manifests.append(desc.model_copy(update={"platform": plat}))
+        if not self.index:
+            return manifests[0].model_copy(update={"platform": None})
+        entry = Descriptor(mediaType=self.src_desc.mediaType, digest=self.src_desc.digest,
+                           size=self.src_desc.size,
+                           artifactType=self.src.artifactType or _family(self.src).artifact_type)
+        return self._keep(OCI_INDEX, Index(mediaType=OCI_INDEX, manifests=[*manifests, entry]).to_json_bytes())
+
+    # -- the readable store ------------------------------------------------------------------
+    def describe(self) -> str:
+        return f"ModelCar image of {self.src_desc.digest}"
+
+    def exists(self, desc: Descriptor) -> bool:
+        self._finish()
+        return desc.digest in self._small or desc.digest in self._layers() or self.source.exists(desc)
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        self._finish()
+        if desc.digest in self._small:
+            return io.BytesIO(verify_bytes(self._small[desc.digest], desc.digest, desc.size))
+        group = self._layers().get(desc.digest)
+        if group is None:
+            return self.source.open_blob(desc)
+        spooled = self._spooled.get(desc.digest)
+        if spooled is not None:
+            spooled.seek(0)
+            raw: Reader = _Unclosed(spooled)
+        else:
+            raw = IterReader(_tar(self.source, group.sources))
+        return VerifyingReader(raw, desc.digest, desc.size)  # type: ignore[return-value]  # as the stores' readers
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        self._finish()
+        if desc.digest in self._small:
+            return verify_bytes(self._small[desc.digest], desc.digest, desc.size)
+        if desc.digest in self._layers():
+            raise OcibridgeError(f"{desc.digest} is a layer of the ModelCar image, not a manifest or config")
+        return self.source.fetch_bytes(desc)
+
+    def resolve(self, reference: str) -> Descriptor:
+        top = self._finish()
+        if reference in (IMAGE_TAG, top.digest):
+            return top
+        raise NotFound(f"{self.describe()}: no reference {reference}")
+
+    def tags(self) -> list[str]:
+        return [IMAGE_TAG]
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return []
+
+
+def _stand_in(number: int) -> Descriptor:
+    """What progress calls the image's ``number``-th layer until its digest is known."""
+    return Descriptor(mediaType=OCI_LAYER_TAR, size=0,
+                      digest="sha256:" + hashlib.sha256(f"modelcar layer {number}".encode()).hexdigest())
+
+
+def _settle(group: _Layer, digest: str, size: int) -> None:
+    group.descriptor = Descriptor(mediaType=OCI_LAYER_TAR, digest=digest, size=size)
+
+
+class _Unclosed:
+    """A spooled layer's file, read by a copy that closes what it reads: kept open for reuse."""
+
+    def __init__(self, raw: IO[bytes]):
+        self._raw = raw
+
+    def read(self, n: int = -1) -> bytes:
+        return self._raw.read(n)
+
+    def close(self) -> None:
+        pass
 
 
 def _family(manifest: Manifest) -> Family:
@@ -149,31 +278,6 @@ def _partition(layers: list[Descriptor]) -> list[_Layer]:
         out.append(_Layer(layers[start:end]))
         start = end
     return out
-
-
-def _counted(store: WritableStore, desc: Descriptor, stats: CopyStats) -> bool:
-    """Whether ``desc`` must be uploaded (counted as copied), else counted as already there."""
-    if store.exists(desc):
-        stats.add(blobs_skipped=1)
-        return False
-    stats.add(blobs_copied=1, bytes_copied=desc.size)
-    return True
-
-
-def _build_layer(store: WritableStore, layer: _Layer, spool: bool, stats: CopyStats) -> None:
-    """Hash the layer, then push it: from a second pass, or from a spooled copy."""
-    if not spool:
-        digest, size = sha256_chunks(_tar(store, layer.sources))
-        layer.descriptor = Descriptor(mediaType=OCI_LAYER_TAR, digest=digest, size=size)
-        if _counted(store, layer.descriptor, stats):
-            store.push_blob(layer.descriptor, IterReader(_tar(store, layer.sources)))  # type: ignore[arg-type]  # push_blob only reads
-        return
-    with tempfile.TemporaryFile(prefix=".ocibridge-modelcar-") as tmp:
-        digest, size = sha256_chunks(_tee(_tar(store, layer.sources), tmp))
-        layer.descriptor = Descriptor(mediaType=OCI_LAYER_TAR, digest=digest, size=size)
-        if _counted(store, layer.descriptor, stats):
-            tmp.seek(0)
-            store.push_blob(layer.descriptor, tmp)
 
 
 def _tee(chunks: Iterator[bytes], out: IO[bytes]) -> Iterator[bytes]:
@@ -257,13 +361,9 @@ def _raw(store: Store, desc: Descriptor, w: _Writer) -> Iterator[bytes]:
 def _retar(store: Store, desc: Descriptor, variant: Variant, w: _Writer) -> Iterator[bytes]:
     """Re-root a tar layer of the artifact under ``models/`` (entries keep their order)."""
     with open_layer(store, desc) as stream:
-        count = 0
         links: dict[str, str] = {}  # the layer's symlinks, resolved together (confined.py)
         with open_tar_stream(stream) as tar:
-            for member in tar:
-                count += 1
-                if count > MAX_TAR_ENTRIES:
-                    raise OcibridgeError("tar layer has too many entries (bomb limit)")
+            for member in tar_members(tar):
                 if is_root_entry(member.name):
                     continue
                 rel = safe_relpath(member.name.rstrip("/"), "tar entry")

@@ -62,7 +62,7 @@ class ModelCarFamily:
 
         with undone_on_failure(target.store):  # a failure in either step leaves a layout as it was
             stats = copy(store, desc.digest, target.store, None, concurrency=concurrency, progress=progress)
-            image = build_modelcar(target.store, desc.digest, tag=target.tag, stats=stats)
+            image = build_modelcar(target.store, desc.digest, tag=target.tag, stats=stats, undo_on_failure=False)
         stats.root = image
         return Exported(image, stats, keeps_source=True)
 

@@ -29,4 +29,5 @@ def build_from_any(store: WritableStore, reference: str, *, shown: str, tag: str
             form, desc = modelpack_of(found, store)
             copy(form, desc.digest, store, None, concurrency=DEFAULT_CONCURRENCY, progress=None)
             reference = desc.digest
-        return build_modelcar(store, reference, tag=tag, index=index, platforms=platforms or DEFAULT_PLATFORMS)
+        return build_modelcar(store, reference, tag=tag, index=index, platforms=platforms or DEFAULT_PLATFORMS,
+                              undo_on_failure=False)  # the block above holds both steps

@@ -23,10 +23,11 @@ from typing import Any
 from ocibridge.core.confined import check_links, whiteout_target
 from ocibridge.core.fsutil import TEMP_PREFIX, is_root_entry, safe_relpath
 from ocibridge.core.streams import open_tar_stream
-from ocibridge.errors import OcibridgeError, SourceError, UnsafePath
+from ocibridge.errors import SourceError, UnsafePath
 from ocibridge.kinds.neutral import Loss
-from ocibridge.layers.apply import MAX_ENTRIES, OPAQUE, WHITEOUT, Tree
+from ocibridge.layers.apply import OPAQUE, WHITEOUT, Tree
 from ocibridge.layers.reader import open_layer, readable_layer
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.digest import CHUNK, HashingReader
 from ocibridge.oci.mediatypes import TAR_LAYER_TYPES
 from ocibridge.oci.models import Descriptor, Manifest
@@ -76,9 +77,7 @@ def has_models(store: Store, manifest: Manifest) -> bool:
 def _scan(store: Store, layer: Descriptor) -> bool | None:
     outside = False
     with readable_layer(layer, "image layer"), open_layer(store, layer) as stream, open_tar_stream(stream) as tar:
-        for count, member in enumerate(tar):
-            if count > MAX_ENTRIES:
-                raise OcibridgeError("tar layer has too many entries (bomb limit)")
+        for member in tar_members(tar):
             path = _affected(member.name)
             if path is None or member.isdir():
                 continue
@@ -173,9 +172,7 @@ def _apply(store: Store, layer: Descriptor, tree: Tree) -> tuple[str, int]:
     with readable_layer(layer, "image layer"), open_layer(store, layer) as stream:  # bounded, verified at its end
         hashing = HashingReader(stream)
         with open_tar_stream(hashing) as tar:
-            for count, member in enumerate(tar):
-                if count > MAX_ENTRIES:
-                    raise OcibridgeError("tar layer has too many entries (bomb limit)")
+            for member in tar_members(tar):
                 path = _affected(member.name)
                 if path is None:
                     continue
