@@ -13,7 +13,8 @@ from ocibridge.cli.commands import build_parser, main
 from tests.signing_keys import key_pair
 
 #: commands that take no model reference (hosts, a job file, a layout path)
-NO_REFERENCE = {("login",), ("logout",), ("mirror",), ("list",), ("ls",), ("prune",), ("k8s",)}
+NO_REFERENCE = {("login",), ("logout",), ("mirror",), ("list",), ("ls",), ("prune",), ("k8s",),
+                ("load",)}  # load: a bundle file and a registry prefix or oci:DIR
 
 #: argv per command, with {name} (the local model), {tmp} and {key}/{pub}; "ok" when it must
 #: succeed, else it must fail for a reason other than the name (a registry-only operation)
@@ -37,6 +38,7 @@ CASES: dict[tuple[str, ...], tuple[list[str], bool]] = {
     ("attach",): (["attach", "{name}", "{tmp}/note.txt", "--artifact-type", "application/x-note"], True),
     ("discover",): (["discover", "{name}"], True),
     ("delete",): (["delete", "{name}"], False),
+    ("save",): (["save", "{name}", "-o", "{tmp}/bundle.tar"], True),
     ("rm",): (["rm", "{name}"], True),
 }
 #: what a name taken for something else shows
