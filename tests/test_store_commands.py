@@ -64,7 +64,8 @@ def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
     assert main(["list"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["NAME", "TAG", "SIZE", "CREATED", "FAMILY", "ATTACHED", "DIGEST"]
-    assert table[1].split()[:2] == ["alpha", "alpha"] and "2025-01-02T03:04:05Z" in table[1]
+    # the local store shows NAME and TAG as they are typed: alpha:latest (issue 32)
+    assert table[1].split()[:2] == ["alpha", "latest"] and "2025-01-02T03:04:05Z" in table[1]
 
     blobs = sorted((store / "blobs" / "sha256").iterdir())
     removed = cli_json(capsys, "rm", "beta")

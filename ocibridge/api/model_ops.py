@@ -19,12 +19,18 @@ from typing import TYPE_CHECKING
 
 from ocibridge.api.copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.api.copy import copy_reference as copy_reference
-from ocibridge.api.copy import pinned, verified_digest
+from ocibridge.api.copy import pinned, verified_digest, wire_counts
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import UsageError
 from ocibridge.kinds import door
-from ocibridge.kinds.targets import StoreTarget, closes_its_stores, default_store_path, open_store_target
+from ocibridge.kinds.targets import (
+    StoreTarget,
+    closes_its_stores,
+    default_store_path,
+    local_store_reference,
+    open_store_target,
+)
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
 from ocibridge.oci.reference import on_registry
@@ -114,6 +120,7 @@ def push(
 
     transfer = transfer or TransferOptions()
     origin: StoreTarget | None = None
+    source = local_store_reference(source) or source  # the one name rule (kinds/targets.py)
     if door.is_store_reference(source):
         # An artifact of a family a source format reads (an Ollama model) is converted, unless
         # the destination is that format's own; anything else is copied as it is.
@@ -170,7 +177,7 @@ def push(
         progress=shown.copy_progress(lambda: artifact.artifact().manifest) if shown else None,
         hooks=CopyHooks(mounts=mounts, undo_on_failure=True),
     )
-    return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats)
+    return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats, wire_counts(target.store))
 
 
 @closes_its_stores

@@ -23,7 +23,13 @@ from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError, UsageError
 from ocibridge.kinds.door import is_store_reference
-from ocibridge.kinds.targets import StoreTarget, closes_its_stores, default_store_path, open_store_target
+from ocibridge.kinds.targets import (
+    StoreTarget,
+    closes_its_stores,
+    default_store_path,
+    local_store_reference,
+    open_store_target,
+)
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.mediatypes import family_of_artifact as _family_of
@@ -57,6 +63,9 @@ def store_text(ref: str | None) -> str:
     """``ref`` as a store reference: None is the default store, a bare NAME one of its tags."""
     if ref is None:
         return f"oci:{default_store_path()}"
+    local = local_store_reference(ref)  # the one name rule (kinds/targets.py)
+    if local is not None:
+        return local
     if is_store_reference(ref):
         return ref
     if os.path.isfile(os.path.join(ref, LAYOUT_FILE)):

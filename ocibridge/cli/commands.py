@@ -22,7 +22,7 @@ from ocibridge.cli.common import emit as _emit
 from ocibridge.cli.common import transfer_options as _transfer
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
 from ocibridge.cli.signing import add_signing_commands, add_verify_flags, policy_from_args
-from ocibridge.core import interrupt
+from ocibridge.core import interrupt, notices
 from ocibridge.core.httpx_wall import defer_cli
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size, one_line, printable
@@ -652,10 +652,15 @@ def _unexpected(e: BaseException) -> str:
     return f"unexpected {type(e).__name__}: {detail} (run with --debug for the traceback)"
 
 
+def _notice_to_stderr(text: str) -> None:
+    """A notice (a resumed upload) as one line on stderr, above a bar that may be drawn."""
+    print(one_line(f"ocibridge: {text}"), file=sys.stderr, flush=True)
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run the command; the errors ocibridge knows become one line and their exit code."""
     try:
-        with interrupt.handling_signals():
+        with interrupt.handling_signals(), notices.heard_by(_notice_to_stderr):
             code: int = args.func(args)
             return code
     except RegistryError as e:

@@ -32,6 +32,10 @@ GRACE_SECONDS = 60.0
 PARTIAL_MAX_AGE = 14 * 24 * 3600.0
 #: a pull's staging directory inside DIR (locked while the pull runs)
 STAGING_PREFIX = TEMP_PREFIX + "stage-"
+#: seconds a new staging directory is left alone: it is locked microseconds after it is made,
+#: so a short grace suffices (60 s, as for files, let a pull re-run at once after a kill -9
+#: leave the killed one's behind: issue 32)
+STAGING_GRACE_SECONDS = 1.0
 
 
 def locked_tempfile(directory: Path, suffix: str = "") -> tuple[int, str]:
@@ -106,7 +110,7 @@ def remove_stale_staging(directory: Path) -> int:
         with contextlib.suppress(OSError):
             if not entry.is_dir(follow_symlinks=False):
                 continue
-            if now - entry.stat(follow_symlinks=False).st_mtime < GRACE_SECONDS:
+            if now - entry.stat(follow_symlinks=False).st_mtime < STAGING_GRACE_SECONDS:
                 continue
             if _remove_dir_if_orphaned(entry.path):
                 removed += 1

@@ -252,6 +252,7 @@ class DirectoryTarget:
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
                 self._staging = None
+        remove_stale_staging(out)  # one a run killed just before this one began is old enough now
         self.result.files.sort()
 
     def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:

@@ -171,6 +171,9 @@ class LayoutStore:
         download(self.blob_path(desc.digest), desc, source, on_bytes=on_bytes)
         self._note_created(desc.digest)
 
+    def ingest_sends_unasked(self) -> bool:
+        return False  # a local write: no network, nothing to ask first
+
     def ingest_blob(self, reader: BinaryIO, *, reopen: Reopen | None = None,
                     source_path: Path | None = None) -> tuple[str, int]:
         """Store a blob whose digest is not known yet, hashing while writing (one pass); a

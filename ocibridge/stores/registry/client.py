@@ -166,6 +166,8 @@ class RegistryClient:
         self.stats = TransferStats()
         o = self.options
         rate_limit = RateLimit(o.limit_rate) if o.limit_rate else None
+        #: the ``--limit-rate`` budget: a body read off the socket directly must take from it too
+        self.rate_limit = rate_limit
         limits = httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size)
         self._network = NetworkTransport(_verify(host, o), limits)
         # Builds requests (httpx's default headers, ours, the timeouts); sending is the stack's job.

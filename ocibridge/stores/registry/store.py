@@ -356,6 +356,9 @@ class RegistryStore:
             raise
         self._remember(desc.digest)
 
+    def ingest_sends_unasked(self) -> bool:
+        return True  # a copy hashes first and asks (HEAD, mount) before any byte goes out
+
     def ingest_blob(self, reader: BinaryIO, *, reopen: Reopen | None = None,
                     source_path: Path | None = None) -> tuple[str, int]:
         """Upload a blob whose digest is not known yet, hashing while sending (one read).
