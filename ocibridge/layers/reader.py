@@ -16,6 +16,7 @@ import tarfile
 import zlib
 from collections.abc import Iterator
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.limits import env_limit
 from ocibridge.core.streams import ClosableReader, Reader, close_reader, gunzip, unzstd
 from ocibridge.errors import OcibridgeError, SourceError
@@ -119,7 +120,7 @@ def decompressed(reader: Reader, compression: str | None) -> Reader:
     return Bounded(stream, counted)
 
 
-class LayerReader:
+class LayerReader(ClosesOnExit):
     """A layer's decoded bytes. At their end the blob itself is read to its end, where its
     verifying reader checks the digest: a layer read to EOF has been verified."""
 
@@ -136,12 +137,6 @@ class LayerReader:
 
     def close(self) -> None:
         close_reader(self.blob)
-
-    def __enter__(self) -> LayerReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 #: ``compression=`` of :func:`open_layer`: as the layer's media type says (:func:`compression_of`).

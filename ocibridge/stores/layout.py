@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
 from ocibridge.core.limits import env_limit, over_limit, read_capped
 from ocibridge.core.stale import locked_tempfile, remove_stale
@@ -47,7 +48,7 @@ def max_index_bytes() -> int:
     return env_limit(ENV_MAX_INDEX, MAX_INDEX_BYTES)
 
 
-class LayoutStore:
+class LayoutStore(ClosesOnExit):
     """An OCI image layout directory. ``create=True`` makes it on first use."""
 
     def __init__(self, path: str | os.PathLike[str], create: bool = False):
@@ -78,12 +79,6 @@ class LayoutStore:
     def close(self) -> None:
         """End this writer's lease (see :mod:`.leases`): its artifacts are listed by now."""
         self._leases.release()
-
-    def __enter__(self) -> LayoutStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- blobs -------------------------------------------------------------------------------
     def blob_path(self, digest: str) -> Path:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, write_sliced
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.kinds.ollama.guard import check_blob, check_manifest
@@ -44,7 +45,7 @@ def default_models_dir() -> Path:
     return Path(value).expanduser() if value else Path.home() / ".ollama" / "models"
 
 
-class OllamaStore:
+class OllamaStore(ClosesOnExit):
     """One model (host/namespace/model) of an Ollama models directory; tags are its tags."""
 
     def __init__(self, root: str | os.PathLike[str], name: OllamaName, create: bool = False,
@@ -64,12 +65,6 @@ class OllamaStore:
     def close(self) -> None:
         """End this writer's lease (see :mod:`ocibridge.stores.leases`)."""
         self._leases.release()
-
-    def __enter__(self) -> OllamaStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- paths -------------------------------------------------------------------------------
     @property

@@ -17,6 +17,7 @@ from urllib.parse import urljoin
 
 import httpx
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.httpheaders import header_int
 from ocibridge.core.limits import env_limit
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
@@ -75,7 +76,7 @@ def fallback_tag(digest: str) -> str:
     return f"{algorithm}-{hexpart}"[:128]
 
 
-class RegistryStore:
+class RegistryStore(ClosesOnExit):
     """A repository on a registry; thread-safe (one client, locked token cache)."""
 
     def __init__(self, client: RegistryClient, repository: str, *,
@@ -109,12 +110,6 @@ class RegistryStore:
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
-
-    def __enter__(self) -> RegistryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _path(self, kind: str, ref: str = "") -> str:
         return f"/v2/{self.repository}/{kind}/{ref}" if ref else f"/v2/{self.repository}/{kind}/"
