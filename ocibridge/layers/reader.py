@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.limits import env_limit
 from ocibridge.core.streams import ClosableReader, Reader, close_reader, gunzip, unzstd
-from ocibridge.errors import OcibridgeError, SourceError
+from ocibridge.errors import OcibridgeError, SourceError, TooLarge
 from ocibridge.layers.tarwalk import MAX_TAR_ENTRIES as MAX_TAR_ENTRIES
 from ocibridge.oci.digest import CHUNK, verified
 from ocibridge.oci.layerinfo import layer_mode, layer_path
@@ -104,7 +104,7 @@ class Bounded:
         data = self._raw.read(n)
         self.count += len(data)
         if self.count > self.limit():
-            raise OcibridgeError(
+            raise TooLarge(
                 f"layer expands to more than {self._ratio} times its {self._consumed.count} compressed bytes "
                 f"read so far: refusing (bomb limit; raise ${ENV_EXPANSION_RATIO} if it is genuine)")
         return data

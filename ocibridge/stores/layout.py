@@ -23,7 +23,7 @@ from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
 from ocibridge.core.limits import env_limit, over_limit, read_capped
 from ocibridge.core.stale import locked_tempfile, remove_stale
-from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, TooLarge
 from ocibridge.oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
 from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
@@ -126,7 +126,7 @@ class LayoutStore(ClosesOnExit):
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.size > MAX_MANIFEST_BYTES:
-            raise OcibridgeError(f"{desc.digest}: {desc.size} bytes is too large to read whole")
+            raise TooLarge(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         try:
             with open(self.blob_path(desc.digest), "rb") as f:
                 data = f.read(desc.size + 1)  # one byte more tells a longer file, and no more is read
@@ -319,7 +319,7 @@ class LayoutStore(ClosesOnExit):
         except FileNotFoundError:
             return Index()
         if len(data) > cap:
-            raise OcibridgeError(over_limit(f"{self.root}/index.json", cap, ENV_MAX_INDEX))
+            raise TooLarge(over_limit(f"{self.root}/index.json", cap, ENV_MAX_INDEX))
         index = parse_manifest_bytes(data, OCI_INDEX)
         if not isinstance(index, Index):
             raise OcibridgeError(f"{self.root}/index.json is not an image index")

@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, write_sliced
-from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, TooLarge
 from ocibridge.kinds.ollama.guard import check_blob, check_manifest
 from ocibridge.kinds.ollama.manifest import manifest_blobs, parse_ollama_manifest
 from ocibridge.oci.digest import (
@@ -103,7 +103,7 @@ class OllamaStore(ClosesOnExit):
         path = self.manifest_path(tag)
         try:
             if path.stat().st_size > MAX_MANIFEST_BYTES:
-                raise OcibridgeError(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
+                raise TooLarge(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
             return path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             known = ", ".join(self.tags()) or "none"
@@ -211,7 +211,7 @@ class OllamaStore(ClosesOnExit):
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.size > MAX_MANIFEST_BYTES:
-            raise OcibridgeError(f"{desc.digest}: {desc.size} bytes is too large to read whole")
+            raise TooLarge(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         data = self._find_manifest(desc.digest) if desc.mediaType in ALL_MANIFEST_TYPES else None
         if data is None:
             try:
