@@ -270,3 +270,20 @@ def test_cat_prints_a_range_and_refuses_a_bad_one(unbound_model, registry, capsy
     assert "--range 'nope'" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert main(["cat", ref, "missing.bin"]) != 0
     assert "no file 'missing.bin'" in capsysbinary.readouterr().err.decode()
+
+
+def test_a_whole_file_read_through_fsspec_is_the_file(big_model, registry):
+    """Sequential reads (spans of chunks, read on ahead) give the file's bytes exactly; a range
+    across chunk boundaries too."""
+    repo, file, layer, _ = big_model
+    fs = fsspec.filesystem("ocibridge", skip_instance_cache=True)
+    path = f"{registry.host}/{repo}:v1/model.safetensors"
+    digest = hashlib.sha256()
+    with fs.open(path, "rb") as f:
+        while piece := f.read(10 * 1024 * 1024 + 7):
+            digest.update(piece)
+    assert "sha256:" + digest.hexdigest() == layer.digest
+    with file.open("rb") as local:
+        local.seek(DEFAULT_CHUNK_SIZE - 5)
+        assert fs.cat_file(path, DEFAULT_CHUNK_SIZE - 5, 3 * DEFAULT_CHUNK_SIZE + 5) == \
+            local.read(2 * DEFAULT_CHUNK_SIZE + 10)

@@ -17,6 +17,9 @@ from ocibridge.api.lazy_ops import LazyModel, open_model
 from ocibridge.errors import InvalidReference, NotFound
 
 PROTOCOL = "ocibridge"
+#: an open file's reads come in blocks of this size: a whole-file read of 256 MiB took 1.6× a
+#: pull's time in 8 MiB blocks, 1.2× in 32 MiB ones (two Range requests in flight per block)
+BLOCK_SIZE = 32 * 1024 * 1024
 
 
 def split_path(path: str) -> tuple[str, str]:
@@ -118,7 +121,7 @@ class OcibridgeFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec i
             self.model(ref).file(inner)
         except NotFound:
             raise FileNotFoundError(path) from None
-        return ModelFile(self, path, mode, block_size=block_size or 8 * 1024 * 1024,
+        return ModelFile(self, path, mode, block_size=block_size or BLOCK_SIZE,
                          cache_options=cache_options, **kwargs)
 
 
