@@ -14,8 +14,8 @@ from ocibridge.version import __version__ as __version__
 #: public name -> the module (under ocibridge) that defines it
 _HOMES = {
     **dict.fromkeys(("inspect", "load_source", "login", "logout", "pull", "push", "tags", "validate"), "api.model_ops"),
-    **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),
-    **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),  # api re-exports them
+    **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
+    **dict.fromkeys(("attach_chunks", "cat", "filesystem", "open_model", "open_tensors"), "api.lazy_ops"),
     "OcibridgeError": "errors",
     "BuildOptions": "model.builder", "build": "model.builder",
     "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",
@@ -57,6 +57,7 @@ __all__ = [
     "delete",
     "discover",
     "events",
+    "filesystem",
     "inspect",
     "list_models",
     "load_source",
@@ -75,7 +76,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from ocibridge.api.lazy_ops import attach_chunks, cat, open_model, open_tensors
+    from ocibridge.api.lazy_ops import attach_chunks, cat, filesystem, open_model, open_tensors
     from ocibridge.api.model_ops import (
         TransferOptions,
         copy_reference,

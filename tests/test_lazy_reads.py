@@ -287,3 +287,35 @@ def test_a_whole_file_read_through_fsspec_is_the_file(big_model, registry):
         local.seek(DEFAULT_CHUNK_SIZE - 5)
         assert fs.cat_file(path, DEFAULT_CHUNK_SIZE - 5, 3 * DEFAULT_CHUNK_SIZE + 5) == \
             local.read(2 * DEFAULT_CHUNK_SIZE + 10)
+
+
+def test_without_fsspec_the_error_names_the_extra(monkeypatch):
+    import sys
+
+    import ocibridge
+    from ocibridge.errors import OcibridgeError
+
+    monkeypatch.setitem(sys.modules, "fsspec", None)
+    monkeypatch.delitem(sys.modules, "fsspec.spec", raising=False)
+    monkeypatch.delitem(sys.modules, "ocibridge.api.fsspec_fs", raising=False)
+    with pytest.raises(OcibridgeError, match=r"pip install 'ocibridge\[fsspec\]'"):
+        ocibridge.filesystem()
+
+
+def test_cli_push_chunks_then_cat_is_lazy_and_chunks_reports_bound(registry, fault_proxy, tmp_path, capsysbinary):
+    src = tmp_path / "m"
+    src.mkdir()
+    data = os.urandom(17 * 1024 * 1024)
+    (src / "w.bin").write_bytes(data)
+    repo = new_repo()
+    assert main(["push", str(src), f"{registry.host}/{repo}:v1", "--chunks", "-q", "--json"]) == 0
+    pushed = json.loads(capsysbinary.readouterr().out)
+    assert pushed["chunks"]["layers"] == 1
+    fault_proxy.clear()
+    assert main(["cat", f"{fault_proxy.host}/{repo}:v1", "w.bin", "--range", "-16"]) == 0
+    out = capsysbinary.readouterr()
+    assert out.out == data[-16:] and not out.err
+    assert _blob_bytes(fault_proxy) < 2 * DEFAULT_CHUNK_SIZE
+    assert main(["chunks", f"{registry.host}/{repo}:v1", "--json"]) == 0
+    attached = json.loads(capsysbinary.readouterr().out)
+    assert attached["bound"] is True and attached["table"] == pushed["chunks"]["table"]
