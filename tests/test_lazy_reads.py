@@ -319,3 +319,20 @@ def test_cli_push_chunks_then_cat_is_lazy_and_chunks_reports_bound(registry, fau
     assert main(["chunks", f"{registry.host}/{repo}:v1", "--json"]) == 0
     attached = json.loads(capsysbinary.readouterr().out)
     assert attached["bound"] is True and attached["table"] == pushed["chunks"]["table"]
+
+
+def test_a_copy_with_referrers_keeps_the_chain(registry, fault_proxy, tmp_path):
+    from ocibridge.api.copy import copy_reference
+
+    src = tmp_path / "m"
+    src.mkdir()
+    data = os.urandom(17 * 1024 * 1024 + 5)
+    (src / "w.bin").write_bytes(data)
+    first, second = new_repo(), new_repo()
+    push_with_chunks(str(src), f"{registry.host}/{first}:v1")
+    copy_reference(f"{registry.host}/{first}:v1", f"{registry.host}/{second}:v1", referrers=True)
+    warnings: list[str] = []
+    with open_model(f"{fault_proxy.host}/{second}:v1", warn=warnings.append) as model:
+        assert model.read("w.bin", len(data) - 3) == data[-3:]
+        assert model.chain.how.endswith("bound by the manifest") and not warnings
+        assert model.bytes_fetched == len(data) - 17 * DEFAULT_CHUNK_SIZE  # the last, short chunk only
