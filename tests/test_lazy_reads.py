@@ -336,3 +336,11 @@ def test_a_copy_with_referrers_keeps_the_chain(registry, fault_proxy, tmp_path):
         assert model.read("w.bin", len(data) - 3) == data[-3:]
         assert model.chain.how.endswith("bound by the manifest") and not warnings
         assert model.bytes_fetched == len(data) - 17 * DEFAULT_CHUNK_SIZE  # the last, short chunk only
+
+
+def test_chunks_says_how_to_make_an_unbound_table_usable(unbound_model, registry, capsys):
+    repo, _, result = unbound_model
+    assert main(["chunks", f"{registry.host}/{repo}:v1"]) == 0  # the same table again: the same referrer
+    out = capsys.readouterr().out
+    assert f"as referrer {result.referrer}" in out
+    assert f"ocibridge sign {registry.host}/{repo}@{result.referrer} --key KEY" in out

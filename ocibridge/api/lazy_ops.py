@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.api.copy import TransferOptions
-from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.errors import UsageError
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import on_registry, parse_registry_reference
 from ocibridge.remote.blobreader import LazySource
@@ -148,14 +148,3 @@ def push_with_chunks(source: str, dest: str | None = None, *, build_options: Any
                                   "layers": len(table.layers)}
     return result
 
-
-def filesystem(**storage_options: Any) -> Any:
-    """The ``ocibridge://`` fsspec filesystem (``fsspec.filesystem("ocibridge")`` finds it too);
-    an error naming the extra when fsspec is not installed."""
-    try:
-        from ocibridge.api.fsspec_fs import OcibridgeFileSystem
-    except ImportError as e:
-        if (e.name or "").split(".")[0] != "fsspec":
-            raise
-        raise OcibridgeError("the ocibridge:// filesystem needs fsspec: pip install 'ocibridge[fsspec]'") from None
-    return OcibridgeFileSystem(**storage_options)

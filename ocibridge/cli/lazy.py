@@ -52,10 +52,13 @@ def cmd_chunks(args: argparse.Namespace, transfer: Callable[[argparse.Namespace]
     from ocibridge.api.lazy_ops import attach_chunks
 
     result = attach_chunks(args.ref, transfer=transfer(args))
+    from ocibridge.oci.reference import parse_registry_reference
+
+    parsed = parse_registry_reference(args.ref)
     note = "" if result.bound else (
         "\n  the manifest does not bind this table: readers use it only if the referrer is signed "
-        f"(ocibridge sign {args.ref.rsplit(':', 1)[0] if '@' not in args.ref else args.ref.split('@')[0]}"
-        f"@{result.referrer} --key KEY) and they pass --verify-key")
+        f"(ocibridge sign {parsed.registry}/{parsed.repository}@{result.referrer} --key KEY) "
+        "and they pass --verify-key")
     emit(args, result.as_dict(),
          f"attached chunk table {result.table} ({result.layers} layers) as referrer {result.referrer}{note}")
     return 0

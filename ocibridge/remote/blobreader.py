@@ -69,7 +69,7 @@ class VerifiedBlob:
         self._parallel = max(1, parallel)
         self._cached = max(1, cached)
         self._cache: OrderedDict[int, bytes] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a fetch done before its callback is added calls back under it
         self._spool: IO[bytes] | None = None
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[int, Future[dict[int, bytes]]] = {}
@@ -138,9 +138,10 @@ class VerifiedBlob:
             self._pool = ThreadPoolExecutor(self._parallel, thread_name_prefix="chunk")
         for span in _spans(missing, SPAN_CHUNKS):
             future = self._pool.submit(self._fetch_span, span)
-            future.add_done_callback(functools.partial(self._done, span))
             for i in span:
                 started[i] = self._pending[i] = future
+            # after the entries exist: a future already done runs this at once, in this thread
+            future.add_done_callback(functools.partial(self._done, span))
         return started
 
     def _done(self, span: range, future: Future[dict[int, bytes]]) -> None:
