@@ -32,6 +32,8 @@ PARALLEL = 8
 SPAN_CHUNKS = 16
 #: reads of this many chunks or more that continue the last read start a read-ahead
 READ_AHEAD_MIN = 4
+#: and read on at most this many chunks (half the cache: what is read ahead stays until used)
+READ_AHEAD_MAX = CACHED_CHUNKS // 2
 _SPOOL_PIECE = 1024 * 1024
 
 
@@ -119,7 +121,7 @@ class VerifiedBlob:
             sequential = wanted.start in (self._next, self._next - 1) and len(wanted) >= READ_AHEAD_MIN
             self._next = wanted.stop
             if sequential:
-                ahead = range(wanted.stop, min(wanted.stop + len(wanted), self._count))
+                ahead = range(wanted.stop, min(wanted.stop + min(len(wanted), READ_AHEAD_MAX), self._count))
                 self._submit([i for i in ahead if i not in self._cache and i not in self._pending])
         for i, future in waits.items():
             have[i] = future.result()[i]
