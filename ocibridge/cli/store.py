@@ -67,8 +67,10 @@ def cmd_tag(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    result = store_ops.delete(args.ref, transfer=transfer_options(args))
-    emit(args, result.as_dict(), f"deleted {result.digest} ({args.ref})")
+    result = store_ops.delete(args.ref, transfer=transfer_options(args), force=args.force, dry_run=args.dry_run)
+    verb = "would delete" if result.dry_run else "deleted"
+    lines = [f"{verb} {result.digest} ({args.ref})", *(f"  tag {t}" for t in result.tags)]
+    emit(args, result.as_dict(), "\n".join(map(one_line, lines)))  # tags are the registry's text
     return 0
 
 
@@ -131,6 +133,9 @@ def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.Argum
 
     p = command("delete", cmd_delete, "delete a manifest (and every tag naming it) from a registry or layout")
     p.add_argument("ref", metavar="REF")
+    p.add_argument("-f", "--force", action="store_true",
+                   help="delete even when other tags (or signature tags) go with the manifest")
+    p.add_argument("--dry-run", action="store_true", help="list the tags that would go; delete nothing")
     add_transfer_flags(p)
 
     p = command("resolve", cmd_resolve, "print the digest a tag names")

@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext, supp
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
+from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import (
@@ -229,6 +230,7 @@ class _Copy:
         self.src, self.dst, self.pool, self.stats = src, dst, pool, stats
         self.progress, self.referrers, self.locks, self.hooks = progress, referrers, locks, hooks
         self.ingested: set[str] = set()  # digests the destination took by ingest in this copy
+        self.graph = GraphBound(f"copy of {src.describe()}")  # each manifest once, bounded
 
     # -- blobs of unknown digest ------------------------------------------------------------------
     def ingest(self, dst: Ingesting, pending: list[PendingBlob]) -> None:
@@ -317,11 +319,18 @@ class _Copy:
         _all(self.pool.submit(self.blob, b) for b in blobs)
 
     # -- manifests --------------------------------------------------------------------------------
-    def node(self, desc: Descriptor, tag: str | None = None, referrers: bool | None = None) -> None:
+    def node(self, desc: Descriptor, tag: str | None = None, referrers: bool | None = None,
+             depth: int = 0) -> bool:
         """Copy one manifest and what it names; the root goes out with its ``tag`` in the same
-        write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it)."""
+        write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it).
+
+        Each manifest is walked once per copy (a diamond or a cycle of referrers and fallback
+        tags costs one visit per node, not one per path), within the bounds of
+        core/graphbound.py; returns whether this call walked it (False: it was already)."""
         src, dst, stats, progress = self.src, self.dst, self.stats, self.progress
         referrers = self.referrers if referrers is None else referrers
+        if not self.graph.enter(f"{int(referrers)}{desc.digest}", depth) and tag is None:
+            return False
         # The destination is asked whether it holds the manifest while the source sends it: two
         # answers apart (a HEAD and a GET to one registry) cost one round trip, not two.
         present = self.pool.submit(dst.exists, desc)
@@ -336,7 +345,7 @@ class _Copy:
             if graph:
                 for child in children:
                     if is_manifest(child):
-                        self.node(child)
+                        self.node(child, depth=depth + 1)
                     else:
                         self.blob(child)
             else:
@@ -356,15 +365,20 @@ class _Copy:
         if referrers:
             companions = self.hooks.companions
             for ref in src.referrers(desc):
-                self.node(ref)
+                if not self.node(ref, depth=depth + 1):
+                    continue
                 stats.referrers.append(ref.digest)
                 if companions is not None and companions.is_signature(ref):
                     stats.signatures.append(ref.digest)
             if companions is not None:
                 if not isinstance(dst, WritableStore):
                     raise OcibridgeError(f"{dst.describe()} cannot hold what goes with a manifest (signatures)")
-                stats.signatures.extend(companions.carry(
-                    src, dst, desc, lambda d: self.node(d, referrers=False)))
+
+                def companion(d: Descriptor) -> None:
+                    self.node(d, referrers=False, depth=depth + 1)
+
+                stats.signatures.extend(companions.carry(src, dst, desc, companion))
+        return True
 
 
 def _reporting(progress: ProgressFn | None, desc: Descriptor) -> Callable[[int], None] | None:
