@@ -20,7 +20,7 @@ from support.fixtures import new_repo
 from ocibridge.api.lazy_ops import attach_chunks, open_model, open_tensors, push_with_chunks
 from ocibridge.api.model_ops import push
 from ocibridge.cli.commands import main
-from ocibridge.errors import DigestMismatch
+from ocibridge.errors import DigestMismatch, SignatureError
 from ocibridge.model.builder import BuildOptions
 from ocibridge.oci.mediatypes import Kind, Variant
 from ocibridge.remote.attach import attach_table
@@ -161,25 +161,29 @@ def test_an_unbound_table_falls_back_to_a_whole_verified_read_and_says_so(unboun
 def test_an_unbound_table_is_used_when_its_referrer_is_signed(unbound_model, registry, fault_proxy, tmp_path):
     repo, data, result = unbound_model
     key, pub = key_pair(tmp_path)
-    assert main(["sign", f"{registry.host}/{repo}@{result.referrer}", "--key", str(key)]) == 0
-    other_key, other_pub = key_pair(tmp_path / "other")
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    assert main(["sign", f"{registry.host}/{repo}:v1", "--key", str(key)]) == 0  # the model itself
     warnings: list[str] = []
-    with open_model(f"{fault_proxy.host}/{repo}:v1", verify_key=[str(other_pub)], warn=warnings.append) as model:
+    with open_model(ref, verify_key=[str(pub)], warn=warnings.append) as model:  # the table: unsigned
         assert model.read("weights.bin", 10, 20) == data[10:20]
     assert len(warnings) == 1 and "signed by a trusted key" in warnings[0]
+    assert main(["sign", f"{registry.host}/{repo}@{result.referrer}", "--key", str(key)]) == 0
     fault_proxy.clear()
-    moved_before = _blob_bytes(fault_proxy)
-    with open_model(f"{fault_proxy.host}/{repo}:v1", verify_key=[str(pub)], warn=warnings.append) as model:
+    with open_model(ref, verify_key=[str(pub)], warn=warnings.append) as model:
         assert model.read("weights.bin", 10, 20) == data[10:20]
         assert model.chain.how.startswith("chunk table in signed referrer")
         assert model.bytes_fetched == DEFAULT_CHUNK_SIZE
-    assert len(warnings) == 1 and moved_before == 0
+    assert len(warnings) == 1
+    _, other = key_pair(tmp_path / "other")
+    with pytest.raises(SignatureError):  # as pull's --verify-key: the model must be signed by it
+        open_model(ref, verify_key=[str(other)])
 
 
 def test_a_tampered_chunk_under_a_signed_table_is_refused(unbound_model, registry, fault_proxy, tmp_path):
     repo, data, result = unbound_model
     key, pub = key_pair(tmp_path)
-    assert main(["sign", f"{registry.host}/{repo}@{result.referrer}", "--key", str(key)]) == 0
+    for signed in (f"{registry.host}/{repo}:v1", f"{registry.host}/{repo}@{result.referrer}"):
+        assert main(["sign", signed, "--key", str(key)]) == 0
     with open_model(f"{registry.host}/{repo}:v1", warn=None) as model:
         layer = model.file("weights.bin").layer
     fault_proxy.add("GET", f"/blobs/{layer.digest}", corrupt(offset=5))

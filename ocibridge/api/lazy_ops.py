@@ -58,11 +58,21 @@ def _referrer_check(store: LazySource, verify_key: Sequence[str]) -> ReferrerChe
 
 def open_model(ref: str, *, transfer: TransferOptions | None = None, verify_key: Sequence[str] = (),
                warn: Warn | None = warn_stderr) -> LazyModel:
-    """The model ``ref`` names, its files read lazily; ``verify_key``: public keys, one of which
-    must have signed a chunk table the manifest itself does not bind. Close it (or ``with``)."""
+    """The model ``ref`` names, its files read lazily. ``verify_key``: public keys; one of them
+    must have signed the model (the digest its tag named when read, used from then on) and, for
+    a chunk table the manifest does not bind, its referrer. Close it (or ``with``)."""
     store, reference = _store(ref, transfer)
     try:
-        return LazyModel(store, reference, verify_referrer=_referrer_check(store, verify_key), warn=warn)
+        model = LazyModel(store, reference, verify_referrer=_referrer_check(store, verify_key), warn=warn)
+        if verify_key:  # as pull's --verify-key: the model itself must be signed, by the digest read
+            from ocibridge.signing.verify import VerifyPolicy, verify_artifact
+
+            try:
+                verify_artifact(store, model.descriptor, VerifyPolicy.from_files(list(verify_key)))
+            except BaseException:
+                model.close()
+                raise
+        return model
     except BaseException:
         getattr(store, "close", lambda: None)()
         raise

@@ -74,7 +74,8 @@ def register(command: Callable[..., argparse.ArgumentParser],
     p.add_argument("path", metavar="PATH", help="the file's path in the model")
     p.add_argument("--range", metavar="A-B", help="bytes A up to B (B excluded); A- to the end; -N the last N")
     p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
-                   help="accept a chunk table the manifest does not bind if its referrer is signed by this key")
+                   help="refuse the model unless signed by this key; a chunk table the manifest does not bind "
+                        "is used only if its referrer is signed by it too (repeatable)")
     add_transfer_flags(p)
 
     p = command("chunks", lambda args: cmd_chunks(args, transfer),
