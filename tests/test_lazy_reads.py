@@ -223,7 +223,7 @@ def test_table_round_trip_and_malformed_tables_are_refused():
 # -- fsspec ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def dataset_model(registry, tmp_path_factory):
-    pa = pytest.importorskip("pyarrow")  # in the [test] extra: a missing one fails the import check below
+    import pyarrow as pa  # in the [test] extra
     import pyarrow.parquet as pq
 
     src = tmp_path_factory.mktemp("ds") / "model"
