@@ -30,6 +30,8 @@ LAYERS: dict[str, int] = {
     "ocibridge.transfer": 2,
     # 3: layer bytes: reading, packing, applying
     "ocibridge.layers": 3,
+    # 3: lazy, verified reads of a registry model's files (chunk tables; docs/lazy.md)
+    "ocibridge.remote": 3,
     # 4: the neutral model package and the ModelPack artifact it builds
     "ocibridge.model": 4,
     # 5: every kind of model, one package each, behind one door
