@@ -13,7 +13,8 @@ from ocibridge.version import __version__ as __version__
 
 #: public name -> the module (under ocibridge) that defines it
 _HOMES = {
-    **dict.fromkeys(("inspect", "load_source", "login", "logout", "pull", "push", "tags", "validate"), "api.model_ops"),
+    **dict.fromkeys(("inspect", "load_source", "login", "logout", "path", "pull", "push", "tags", "validate"),
+                    "api.model_ops"),
     **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
     "OcibridgeError": "errors",
     "BuildOptions": "model.builder", "build": "model.builder",
@@ -59,6 +60,7 @@ __all__ = [
     "load_source",
     "login",
     "logout",
+    "path",
     "prune",
     "pull",
     "push",
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
         load_source,
         login,
         logout,
+        path,
         pull,
         push,
         tags,

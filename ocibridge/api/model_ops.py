@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.api.copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
@@ -223,6 +224,37 @@ def pull(
     if named is None or named == pulled.digest:
         return pulled
     return dataclasses.replace(pulled, digest=named, via=pulled.digest)
+
+
+@closes_its_stores
+def path(
+    ref: str,
+    *,
+    transfer: TransferOptions | None = None,
+    verify: VerifyPolicy | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    offline: bool | None = None,
+) -> Path:
+    """The local directory of ``ref``'s files, in the shared model cache (``$OCIBRIDGE_CACHE``):
+    only the blobs the cache lacks are fetched; read-only, shared with every other caller.
+    ``offline`` (default ``$OCIBRIDGE_OFFLINE``) contacts nothing: ``ref`` means what it last
+    resolved to. With ``verify``, a signature of the digest must verify, and that digest is used."""
+    from ocibridge.cache.models import ModelCache, offline_from_env
+
+    offline = offline_from_env() if offline is None else offline
+    cache = ModelCache()
+    if offline:
+        if verify is not None:
+            raise UsageError("--verify-key needs the registry: it cannot be checked offline")
+        return cache.snapshot(None, ref, shown=ref, include=include, exclude=exclude).path
+    transfer = transfer or TransferOptions()
+    source = open_store_target(ref, options=transfer.registry_options())
+    reference = source.reference
+    if verify is not None:
+        reference = verified_digest(source, verify, ref)
+    return cache.snapshot(source.store, reference, shown=ref, include=include, exclude=exclude,
+                          concurrency=transfer.concurrency).path
 
 
 def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
