@@ -181,3 +181,39 @@ def test_prune_policy_mistakes_are_one_line(capsys, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_verify_key_refuses_an_unsigned_model_then_resolves_the_signed_digest(tmp_path, capsys, registry,
+                                                                               unique_repo):
+    from signing_keys import key_pair
+
+    ref = f"{registry.host}/{unique_repo}:v1"
+    src = push_version(tmp_path, ref, "one")
+    private, public = key_pair(tmp_path / "k")
+    capsys.readouterr()
+    assert main(["path", ref, "--verify-key", str(public)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not signed" in err
+    assert ModelCache().snapshot_dirs() == []  # nothing fetched for an unverified model
+    assert main(["sign", ref, "--key", str(private)]) == 0
+    capsys.readouterr()
+    assert main(["path", ref, "--verify-key", str(public)]) == 0
+    assert same_files(Path(capsys.readouterr().out.strip()), src)
+    assert main(["path", ref, "--verify-key", str(public), "--offline"]) == 2
+    assert "offline" in capsys.readouterr().err
+
+
+def test_a_model_of_many_small_files_in_a_tar_layer(tmp_path, capsys, registry, unique_repo):
+    src = tmp_path / "small"
+    (src / "tok").mkdir(parents=True)
+    for i in range(80):  # more than AUTO_GROUP_THRESHOLD files of one kind
+        (src / "tok" / f"part{i:02}.json").write_text(json.dumps({"i": i}))
+    (src / "config.json").write_text("{}")
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert main(["push", str(src), ref, "-q"]) == 0  # small files are grouped into a tar layer
+    capsys.readouterr()
+    assert main(["inspect", ref, "--json"]) == 0
+    assert any(layer["variant"] != "raw" for layer in json.loads(capsys.readouterr().out)["layers"])
+    snap = ocibridge.path(ref)
+    assert same_files(snap, src)
+    assert all(p.stat().st_mode & 0o222 == 0 for p in snap.rglob("*"))
