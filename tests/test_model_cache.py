@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support import FaultProxy, corrupt
+from support import FaultProxy, corrupt, throttle
 from support.registry import RegistryProcess
 
 import ocibridge
@@ -109,6 +109,9 @@ def test_eight_processes_at_once_get_complete_snapshots_and_fetch_each_blob_once
     sources = {tag: push_version(tmp_path, f"{registry.host}/{unique_repo}:{tag}", tag)
                for tag in ("a", "b", "c")}
     capsys.readouterr()
+    # slow blobs (0.5 s each): the processes' downloads overlap in time, so only the cache's
+    # locks keep a shared blob from being fetched by several of them
+    fault_proxy.add("GET", r"/blobs/sha256:", throttle(128 * 1024), times=None)
     tags = ["a", "b", "c", "a", "b", "c", "a", "b"]
     procs = [subprocess.Popen([sys.executable, "-c", _RESOLVE, f"{fault_proxy.host}/{unique_repo}:{tag}"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for tag in tags]
