@@ -139,3 +139,20 @@ def test_hub_cache_source_mistakes_are_one_line(tmp_path, capsys, hub, source, w
     err = capsys.readouterr().err
     assert code in (1, 2) and err.count("\n") == 1 and words in err, err
     assert not (tmp_path / "layout").exists()
+
+
+def test_path_hf_lays_the_snapshot_out_in_the_hub_cache_too(tmp_path, capsys, hub, registry, unique_repo):
+    from transformers import AutoConfig
+
+    src = make_model(tmp_path / "src")
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert main(["push", str(src), ref, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["path", ref, "--hf", "acme/via-path"]) == 0
+    snapshot = Path(capsys.readouterr().out.strip())
+    where = Path(huggingface_hub.snapshot_download("acme/via-path", local_files_only=True))
+    assert files_of(where) == files_of(src) == files_of(snapshot)
+    assert (where / "model.safetensors").resolve().stat().st_ino == (snapshot / "model.safetensors").stat().st_ino
+    assert AutoConfig.from_pretrained("acme/via-path", local_files_only=True).hidden_size == 32
+    assert main(["path", f"{registry.host}/{unique_repo}:absent", "--hf", "../bad"]) == 2  # before any request
+    assert "not a Hugging Face repo id" in capsys.readouterr().err

@@ -139,6 +139,12 @@ def test_offline_after_the_registry_is_gone(tmp_path, capsys, monkeypatch):
     # a selection never made before is built from the cache alone
     partial = ocibridge.path(ref, include=["w2.bin"])
     assert [p.name for p in partial.iterdir()] == ["w2.bin"]
+    # pinned by digest: the manifest the cache holds, whatever name fetched it
+    assert main(["resolve", f"{reg.host}/offline/model:v1"]) == 1  # (the registry is gone)
+    capsys.readouterr()
+    digest = next(p.name for p in (model_cache_root() / "refs").iterdir())  # one record so far
+    recorded = json.loads((model_cache_root() / "refs" / digest).read_text())["digest"]
+    assert ocibridge.path(f"{reg.host}/offline/model@{recorded}") == online
     assert main(["path", f"{reg.host}/offline/model:never"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "never fetched" in err and "Traceback" not in err

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import urllib.parse
@@ -39,6 +40,7 @@ from ocibridge.transfer.pullcache import cache_root
 CACHE_ENV = "OCIBRIDGE_CACHE"
 OFFLINE_ENV = "OCIBRIDGE_OFFLINE"
 TEMP_PREFIX = ".tmp-"
+_PINNED = re.compile(r"sha256:[0-9a-f]{64}$")
 
 
 def model_cache_root() -> Path:
@@ -56,7 +58,7 @@ class Snapshot:
     """A snapshot directory and what it holds."""
 
     path: Path
-    digest: str  # the model manifest's
+    manifest: Descriptor  # the model manifest's (its bytes are in the cache)
     fetched: tuple[str, ...] = ()  # blobs downloaded to make it (none: all were cached)
 
 
@@ -96,10 +98,29 @@ class ModelCache:
             data = json.loads(self._ref_file(reference).read_bytes())
             return Descriptor(mediaType=data["mediaType"], digest=data["digest"], size=data["size"])
         except FileNotFoundError:
+            pinned = self._pinned_manifest(reference)
+            if pinned is not None:
+                return pinned
             raise OfflineMiss(f"offline: {reference} was never fetched into the model cache "
                               f"({self.root})") from None
         except (ValueError, KeyError, TypeError) as e:
             raise OcibridgeError(f"model cache: the record of {reference} is damaged ({e})") from None
+
+    def _pinned_manifest(self, reference: str) -> Descriptor | None:
+        """A reference pinned by digest (``…@sha256:…``) whose manifest the cache holds, fetched
+        under any name: it means that manifest, wherever it was fetched from."""
+        found = _PINNED.search(reference)
+        if found is None:
+            return None
+        path = self.blobs.blob_path(found.group(0))
+        try:
+            data = path.read_bytes()
+            media_type = json.loads(data).get("mediaType")
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not isinstance(media_type, str):
+            return None
+        return Descriptor(mediaType=media_type, digest=found.group(0), size=len(data))
 
     # -- snapshots ---------------------------------------------------------------------------
     def snapshot(self, remote: Store | None, reference: str, *, shown: str,
@@ -117,11 +138,11 @@ class ModelCache:
         final = self.snapshots / name
         if final.is_dir():
             _touch(final)
-            return Snapshot(final, desc.digest)
+            return Snapshot(final, desc)
         with flocked(self.locks / "cache.lock", shared=True), flocked(self.locks / f"snapshot-{name}.lock"):
             if final.is_dir():  # another process built it while we waited
                 _touch(final)
-                return Snapshot(final, desc.digest)
+                return Snapshot(final, desc)
             source = CacheSource(self.blobs, self.locks, remote, desc)
             staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.snapshots))
             try:
@@ -132,7 +153,7 @@ class ModelCache:
             except BaseException:
                 remove_tree(staging)
                 raise
-            return Snapshot(final, desc.digest, tuple(source.fetched))
+            return Snapshot(final, desc, tuple(source.fetched))
 
     def _keep_manifest(self, remote: Store, desc: Descriptor) -> None:
         """The model manifest goes into the cache (verified), so offline builds can read it."""

@@ -32,7 +32,8 @@ def cmd_path(args: argparse.Namespace) -> int:
     from ocibridge.api.model_ops import path
 
     where = path(args.ref, transfer=transfer_options(args), verify=policy_from_args(args),
-                 include=args.include, exclude=args.exclude, offline=True if args.offline else None)
+                 include=args.include, exclude=args.exclude, offline=True if args.offline else None,
+                 hf=args.hf)
     emit(args, {"reference": args.ref, "path": str(where)}, str(where))
     return 0
 
@@ -67,6 +68,8 @@ def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.Argum
                    help="leave out files matching GLOB (repeatable)")
     p.add_argument("--offline", action="store_true",
                    help="contact nothing: REF as last resolved (also OCIBRIDGE_OFFLINE=1)")
+    p.add_argument("--hf", metavar="ORG/NAME",
+                   help="also lay the model out in the Hugging Face cache as this repo id (hard links)")
     add_verify_flags(p)
     add_transfer_flags(p)
 

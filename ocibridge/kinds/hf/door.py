@@ -17,6 +17,7 @@ from ocibridge.kinds.hf.hubcache import COMMIT, parse, repo_folder, resolve_revi
 from ocibridge.kinds.source import ExportRequest, ReadRequest
 
 if TYPE_CHECKING:
+    from ocibridge.cache.models import ModelCache, Snapshot
     from ocibridge.model.package import ModelFile, ModelPackage
     from ocibridge.oci.models import Descriptor
     from ocibridge.stores.base import Store
@@ -88,20 +89,29 @@ class HubCacheFormat:
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
         from ocibridge.cache.models import ModelCache
-        from ocibridge.kinds.hf.hubwrite import write_hub_snapshot
-        from ocibridge.oci.models import Manifest, parse_manifest_bytes
         from ocibridge.transfer.results import PullResult
 
-        repo_id, revision = parse(dest)
+        parse(dest)  # a malformed name fails before anything is fetched
         select = request.select
-        snap = ModelCache().snapshot(store, desc.digest, shown=desc.digest,
-                                     include=select.include if select else (),
-                                     exclude=select.exclude if select else (),
-                                     concurrency=request.concurrency)
-        manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
-        said = (manifest.annotations or {}).get(REVISION_ANNOTATION, "") if isinstance(manifest, Manifest) else ""
-        # the commit it came from when it came from the Hub; else a name made of the digest
-        commit = said if COMMIT.fullmatch(said) else desc.digest.split(":", 1)[1][:40]
-        files = write_hub_snapshot(snap.path, repo_folder(repo_id), commit, ref=revision or "main")
+        cache = ModelCache()
+        snap = cache.snapshot(store, desc.digest, shown=desc.digest,
+                              include=select.include if select else (),
+                              exclude=select.exclude if select else (),
+                              concurrency=request.concurrency)
+        files = into_hub_cache(cache, snap, dest)
         size = sum((snap.path / f).stat().st_size for f in files)
         return PullResult(desc.digest, dest, self.name, tuple(files), size)
+
+
+def into_hub_cache(cache: ModelCache, snap: Snapshot, dest: str) -> list[str]:
+    """Lay a model cache snapshot out in the Hub cache as ``hf:ORG/NAME[@REF]`` (the ref
+    ``main`` by default) names it: the commit it came from when it came from the Hub (its
+    ``image.revision``), else a name made of its digest."""
+    from ocibridge.kinds.hf.hubwrite import write_hub_snapshot
+    from ocibridge.oci.models import Manifest, parse_manifest_bytes
+
+    repo_id, ref = parse(dest)
+    manifest = parse_manifest_bytes(cache.blobs.fetch_bytes(snap.manifest), snap.manifest.mediaType)
+    said = (manifest.annotations or {}).get(REVISION_ANNOTATION, "") if isinstance(manifest, Manifest) else ""
+    commit = said if COMMIT.fullmatch(said) else snap.manifest.digest.split(":", 1)[1][:40]
+    return write_hub_snapshot(snap.path, repo_folder(repo_id), commit, ref=ref or "main")
