@@ -30,8 +30,8 @@ from ocibridge.cache.source import CacheSource, OfflineMiss
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import OcibridgeError
-from ocibridge.model.extract import extract, resolve_model
 from ocibridge.oci.digest import split_digest, verify_bytes
+from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
 from ocibridge.stores.layout import LayoutStore
@@ -131,7 +131,11 @@ class ModelCache:
         if remote is None:
             desc = self.remembered(shown)
         else:
-            desc = resolve_model(remote, reference)
+            desc = remote.resolve(reference)
+            if desc.mediaType in INDEX_TYPES:  # an index of one ModelPack entry: that entry
+                from ocibridge.model.extract import resolve_model
+
+                desc = resolve_model(remote, reference)
             self._keep_manifest(remote, desc)
             self.remember(shown, desc)
         name = split_digest(desc.digest)[1] + ("-" + filter_id(include, exclude) if include or exclude else "")
@@ -143,6 +147,8 @@ class ModelCache:
             if final.is_dir():  # another process built it while we waited
                 _touch(final)
                 return Snapshot(final, desc)
+            from ocibridge.model.extract import extract  # building only: a cached snapshot needs none of it
+
             source = CacheSource(self.blobs, self.locks, remote, desc)
             staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.snapshots))
             try:

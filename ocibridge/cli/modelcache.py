@@ -29,7 +29,7 @@ def parse_age(text: str) -> float:
 
 
 def cmd_path(args: argparse.Namespace) -> int:
-    from ocibridge.api.model_ops import path
+    from ocibridge.api.cache_ops import path
 
     where = path(args.ref, transfer=transfer_options(args), verify=policy_from_args(args),
                  include=args.include, exclude=args.exclude, offline=True if args.offline else None,
