@@ -82,6 +82,11 @@ def test_a_pulled_model_is_found_by_repo_id_offline(tmp_path, capsys, hub, regis
     assert config.hidden_size == 32 and config.model_type == "bert"
     tokenizer = AutoTokenizer.from_pretrained("acme/tiny", local_files_only=True)
     assert tokenizer.tokenize("Hello world") == ["hello", "world"]
+    # pulled again: the snapshot of that commit is replaced whole, nothing left beside it
+    assert main(["pull", ref, "hf:acme/tiny", "-q"]) == 0
+    assert [p.name for p in (hub / "models--acme--tiny" / "snapshots").iterdir()] == [revision.commit_hash]
+    assert huggingface_hub.scan_cache_dir(hub).warnings == []
+    assert files_of(Path(huggingface_hub.snapshot_download("acme/tiny", local_files_only=True))) == files_of(src)
 
 
 def write_with_huggingface_hub(hub: Path, repo_id: str, src: Path, commit: str) -> None:

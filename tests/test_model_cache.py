@@ -226,3 +226,19 @@ def test_a_model_of_many_small_files_in_a_tar_layer(tmp_path, capsys, registry, 
     snap = ocibridge.path(ref)
     assert same_files(snap, src)
     assert all(p.stat().st_mode & 0o222 == 0 for p in snap.rglob("*"))
+
+
+def test_path_of_a_layout_model_with_empty_and_duplicate_files(tmp_path, capsys):
+    """A layout is no ranged source: its blobs come in through the cache's plain write."""
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "__init__.py").write_bytes(b"")
+    (src / "empty.txt").write_bytes(b"")
+    (src / "a.bin").write_bytes(_pattern(1))
+    (src / "copy-of-a.bin").write_bytes(_pattern(1))
+    ref = f"oci:{tmp_path / 'layout'}:v1"
+    assert main(["push", str(src), ref, "-q", "--no-auto-group"]) == 0
+    capsys.readouterr()
+    snap = ocibridge.path(ref)
+    assert same_files(snap, src)
+    assert ocibridge.path(ref, offline=True) == snap

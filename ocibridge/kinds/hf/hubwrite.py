@@ -77,5 +77,6 @@ def write_hub_snapshot(files: Path, folder: Path, revision: str, ref: str = "mai
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    (folder / "refs" / ref).parent.mkdir(parents=True, exist_ok=True)  # refs/pr/1, as the Hub names PRs
     atomic_write_bytes(folder / "refs" / ref, revision.encode())
     return written
