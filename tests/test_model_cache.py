@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support import FaultProxy, corrupt, throttle
+from support import FaultProxy, corrupt, drop_response, throttle
 from support.registry import RegistryProcess
 
 import ocibridge
@@ -242,3 +242,13 @@ def test_path_of_a_layout_model_with_empty_and_duplicate_files(tmp_path, capsys)
     snap = ocibridge.path(ref)
     assert same_files(snap, src)
     assert ocibridge.path(ref, offline=True) == snap
+
+
+def test_a_cut_download_resumes_with_a_range(tmp_path, capsys, registry, unique_repo, fault_proxy):
+    src = push_version(tmp_path, f"{registry.host}/{unique_repo}:v1", "one")
+    capsys.readouterr()
+    fault_proxy.add("GET", r"/blobs/sha256:", drop_response(after=10_000), times=1)
+    snap = ocibridge.path(f"{fault_proxy.host}/{unique_repo}:v1")
+    assert same_files(snap, src)
+    ranges = [r.range for r in fault_proxy.requests_matching("GET", r"/blobs/sha256:") if r.range]
+    assert ranges == ["bytes=10000-"]  # the 10,000 bytes received were kept, not fetched again
