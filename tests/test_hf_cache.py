@@ -161,3 +161,14 @@ def test_path_hf_lays_the_snapshot_out_in_the_hub_cache_too(tmp_path, capsys, hu
     assert AutoConfig.from_pretrained("acme/via-path", local_files_only=True).hidden_size == 32
     assert main(["path", f"{registry.host}/{unique_repo}:absent", "--hf", "../bad"]) == 2  # before any request
     assert "not a Hugging Face repo id" in capsys.readouterr().err
+
+
+def test_a_hub_snapshot_link_leaving_the_repo_folder_is_refused(tmp_path, capsys, hub):
+    write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not part of any model")
+    (hub / "models--acme--source" / "snapshots" / COMMIT / "stolen.txt").symlink_to(secret)
+    assert main(["push", "hf:acme/source", f"oci:{tmp_path / 'layout'}:t", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "stolen.txt does not lead to a file of the cache" in err
+    assert not (tmp_path / "layout").exists()
