@@ -90,6 +90,9 @@ def check_targets(results: Results, names: dict[str, str]) -> list[Check]:
             checks.append(Check(target, _why_missing(a, b), "N/A"))
     checks.append(_zero_bytes(results, f"re-push {one}", "ocibridge",
                               "re-push of an unchanged model uploads 0 blob bytes"))
+    checks.append(_zero_bytes(results, f"push of a fresh copy {one}", "ocibridge",
+                              "push of a fresh copy (digest cache cold) uploads 0 blob bytes"))
+    checks.append(_fresh_copy_time(results, one))
     checks.append(_zero_bytes(results, f"copy within a registry {multi}", "ocibridge",
                               "copy within a registry uploads 0 blob bytes"))
     within = f"copy within a registry {multi}"
@@ -117,6 +120,18 @@ def _rss_check(results: Results) -> Check:
         return Check(f"peak RSS ≤ {RSS_LIMIT_MB:.0f} MB in every ocibridge run", "not measured", "N/A")
     return Check(f"peak RSS ≤ {RSS_LIMIT_MB:.0f} MB in every ocibridge run",
                  f"worst {worst[0]:.0f} MB ({worst[1]})", "PASS" if worst[0] <= RSS_LIMIT_MB else "FAIL")
+
+
+def _fresh_copy_time(results: Results, one: str) -> Check:
+    """A fresh copy costs a read and hash of its files, never an upload: well under the first
+    push (which reads, hashes and sends)."""
+    target = f"push of a fresh copy {one} ≤ 0.5× the first push"
+    fresh, first = results.get(f"push of a fresh copy {one}", "ocibridge"), results.get(f"push {one}", "ocibridge")
+    if not (_ok(fresh) and _ok(first)):
+        return Check(target, _why_missing(fresh, first), "N/A")
+    ratio = fresh.median / first.median
+    return Check(target, f"{fresh.median:.2f} s / {first.median:.2f} s = **{ratio:.2f}×**",
+                 "PASS" if ratio <= 0.5 else "FAIL")
 
 
 def _zero_bytes(results: Results, scenario: str, tool: str, target: str) -> Check:

@@ -183,6 +183,8 @@ def run_all(bench: Bench, work: Path, s: dict[str, int], names: dict[str, str], 
             if "one" in built:
                 log("re-push")
                 bench.repush(reg, built["one"], "bench/one")
+                log("push of a fresh copy")
+                bench.fresh_copy_push(reg, built["one"], "bench/one")
                 if "big" in chosen:  # the 1 GiB side of the memory comparison with "big"
                     bench.copy_between(reg, built["one"], "bench/one", only=("ocibridge",))
             if "multi" in built:

@@ -192,6 +192,24 @@ class Bench:
 
         self.measure(f"re-push {model.name}", {"ocibridge": self.ocibridge_or_none(ocibridge)})
 
+    def fresh_copy_push(self, reg: BenchRegistry, model: Model, repo: str) -> None:
+        """Push a fresh copy of the model (new inodes and times, same name: the same artifact)
+        under a new tag, the digest cache cold, to the repository that holds it: every blob must
+        be asked for and none sent (issue 32). Its time sets against the first push's."""
+        def ocibridge(i: int) -> Sample:
+            copy = model.root.parent / f"fresh-copy-{i}" / model.root.name
+            shutil.copytree(model.root, copy)
+            try:
+                reg.mark()
+                sample = self.run(tools.ocibridge("push", str(copy), f"{reg.host}/{repo}:fresh{i}"),
+                                  cold=True)
+                self._count_uploads(sample, reg, f"push of a fresh copy {model.name}", "ocibridge")
+            finally:
+                shutil.rmtree(copy.parent)
+            return sample
+
+        self.measure(f"push of a fresh copy {model.name}", {"ocibridge": self.ocibridge_or_none(ocibridge)})
+
     def _count_uploads(self, sample: Sample, reg: BenchRegistry, scenario: str, tool: str) -> None:
         counted = reg.uploads_since_mark()
         series = self.results.table.setdefault(scenario, {}).setdefault(tool, Series(tool))

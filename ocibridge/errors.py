@@ -54,3 +54,7 @@ class RegistryError(OcibridgeError):
 
 class SignatureError(OcibridgeError):
     """A signature that is missing, malformed or does not verify; or a key that cannot sign."""
+
+
+class GraphTooLarge(OcibridgeError):
+    """A manifest graph (index entries, referrers, cosign tags) deeper or wider than a walk takes."""

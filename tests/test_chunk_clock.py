@@ -101,7 +101,7 @@ def test_a_streamed_chunk_can_end_at_once(clock_time: FakeTime) -> None:
 
 
 def test_seconds_to_finish_counts_the_bytes_left_and_the_wait(clock_time: FakeTime) -> None:
-    clock = ChunkClock(fixed=40 * MiB)
+    clock = ChunkClock(fixed=40 * MiB, min_chunk=40 * MiB)  # a Content-Range chunk (the registry's minimum)
     _chunk(clock, clock_time, 40 * MiB, 0.35, 0.05)  # 100 MiB/s, the wait included
     clock.started(40 * MiB)
     assert clock.seconds_to_finish() == pytest.approx(0.4 + 0.05)

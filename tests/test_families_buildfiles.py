@@ -146,3 +146,63 @@ def test_a_bad_build_file_is_one_error_line(tmp_path, capsys, text, message):
     code = main(["push", str(model), f"oci:{tmp_path / 'out'}:v1", "-f", str(tmp_path / "build"), "-q"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1 and err[0].startswith("ocibridge: error: ") and message in err[0], err
+
+
+@pytest.mark.parametrize("name,text", [("Kitfile", KITFILE), ("Modelfile", MODELFILE)])
+def test_a_top_level_build_file_is_used_by_default(tmp_path, name, text):
+    """`push DIR` reads DIR/Kitfile or DIR/Modelfile as `kit pack .` and `modctl build .` do
+    (issue 32): only the files it names are packed, and it is not itself a layer."""
+    model = _model(tmp_path)
+    (model / name).write_text(text)
+    assert main(["push", str(model), f"oci:{tmp_path / 'out'}:v1", "-q"]) == 0
+    manifest, layers = _layers(tmp_path / "out", "v1")
+    assert name not in layers and "notes.txt" not in layers
+    assert "model-00001-of-00002.safetensors" in layers
+    assert _config(tmp_path / "out", "v1")["descriptor"]["name"] == "llama-tiny"
+    if name == "Kitfile":
+        import yaml
+
+        assert json.loads(manifest.annotations["ml.kitops.modelkit.kitfile"]) == yaml.safe_load(text)
+    else:
+        assert manifest.annotations["org.cncf.modctl.modelfile"] == text
+
+
+@pytest.mark.parametrize("name,text", [("Kitfile", KITFILE), ("Modelfile", MODELFILE)])
+def test_no_build_file_packs_it_as_a_plain_file(tmp_path, name, text):
+    model = _model(tmp_path)
+    (model / name).write_text(text)
+    assert main(["push", str(model), f"oci:{tmp_path / 'out'}:v1", "--no-build-file", "-q"]) == 0
+    manifest, layers = _layers(tmp_path / "out", "v1")
+    assert name in layers and "notes.txt" in layers
+    assert "ml.kitops.modelkit.kitfile" not in (manifest.annotations or {})
+    assert "org.cncf.modctl.modelfile" not in (manifest.annotations or {})
+
+
+def test_a_top_level_build_file_that_does_not_parse_names_the_way_out(tmp_path, capsys):
+    """An Ollama-style Modelfile (FROM …) is not modctl's: one line, which says --no-build-file."""
+    model = _model(tmp_path)
+    (model / "Modelfile").write_text("FROM ./model.gguf\n")
+    assert main(["push", str(model), f"oci:{tmp_path / 'out'}:v1", "-q"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--no-build-file" in err and "FROM" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_both_build_files_at_the_top_is_ambiguous(tmp_path, capsys):
+    model = _model(tmp_path)
+    (model / "Kitfile").write_text(KITFILE)
+    (model / "Modelfile").write_text(MODELFILE)
+    assert main(["push", str(model), f"oci:{tmp_path / 'out'}:v1", "-q"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "-f FILE" in err
+    assert main(["push", str(model), f"oci:{tmp_path / 'out'}:v1", "-f", str(model / "Kitfile"), "-q"]) == 0
+
+
+def test_pyyaml_is_a_runtime_dependency():
+    """`push -f Kitfile` must work after a plain `pip install ocibridge` (issue 32)."""
+    from pathlib import Path
+
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
+    assert any(d.lower().startswith("pyyaml") for d in project["dependencies"])

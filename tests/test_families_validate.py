@@ -25,23 +25,74 @@ def _modctl_style(tmp_path, family: str = "cnai") -> str:
     return f"oci:{tmp_path}/s:modctl"
 
 
-def test_an_artifact_without_titles_is_valid_with_a_cri_o_warning(tmp_path, capsys):
+def test_an_artifact_without_titles_is_valid_with_a_cri_o_note_when_asked(tmp_path, capsys):
     ref = _modctl_style(tmp_path)
     capsys.readouterr()
     assert main(["validate", ref]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"{ref}: valid (sha256:")
+    assert "warning:" not in out  # runtime readiness only when asked (issue 32)
+    assert main(["validate", ref, "--runtime", "cri-o"]) == 0
+    out = capsys.readouterr().out
     assert "warning: layers[0].annotations: no org.opencontainers.image.title: CRI-O 1.34+" in out
-    assert "warning: containerd mounts images only" in out
+    assert "containerd" not in out
+    assert main(["validate", ref, "--runtime", "cri-o@1.33"]) == 0  # 1.33 reads org.cnai.model.filepath
+    assert "warning:" not in capsys.readouterr().out
 
 
-def test_strict_turns_the_warnings_into_errors(tmp_path, capsys):
+def test_strict_with_a_runtime_turns_its_notes_into_errors(tmp_path, capsys):
     ref = _modctl_style(tmp_path, "cncf")
     capsys.readouterr()
-    assert main(["validate", ref, "--strict", "--json"]) == 1
+    assert main(["validate", ref, "--strict", "--json"]) == 0  # conforming: no runtime asked
+    assert main(["validate", ref, "--strict", "--json", "--runtime", "cri-o@1.33"]) == 1
+    capsys.readouterr()
+    assert main(["validate", ref, "--strict", "--json", "--runtime", "cri-o@1.33"]) == 1
     report = json.loads(capsys.readouterr().out)
     assert report["valid"] is False
     assert any(r.startswith("(strict) layers[") and "CRI-O 1.33" in r for r in report["reasons"])
+
+
+def test_a_plain_modelpack_artifact_passes_strict(tmp_path, capsys):
+    """`validate --strict` failed every plain ModelPack artifact ("containerd mounts images
+    only"): a runtime note is not a spec violation (issue 32)."""
+    model = make_model(tmp_path / "m")
+    assert main(["push", str(model), f"oci:{tmp_path}/s:v", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["validate", f"oci:{tmp_path}/s:v", "--strict", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["valid"] is True and report["warnings"] == []
+    assert main(["validate", f"oci:{tmp_path}/s:v", "--runtime", "containerd@2.1"]) == 0
+    assert "warning: containerd mounts images only" in capsys.readouterr().out
+    assert main(["validate", f"oci:{tmp_path}/s:v", "--runtime", "containerd", "--strict"]) == 1
+    assert "(strict) containerd mounts images only" in capsys.readouterr().err
+
+
+def test_a_spec_warning_fails_strict(tmp_path, capsys):
+    """A layer without the file metadata annotation conforms but is warned about; --strict fails."""
+    model = make_model(tmp_path / "m")
+    assert main(["push", str(model), f"oci:{tmp_path}/s:v", "-q"]) == 0
+    layout = LayoutStore(tmp_path / "s")
+    desc = layout.resolve("v")
+    manifest = Manifest.model_validate_json(layout.fetch_bytes(desc))
+    for layer in manifest.layers:
+        for key in list(layer.annotations or {}):
+            if key.endswith(".file.metadata+json"):
+                del layer.annotations[key]
+    data = manifest.to_json_bytes()
+    layout.push_manifest(Descriptor.for_bytes(desc.mediaType, data), data, "nometa")
+    capsys.readouterr()
+    ref = f"oci:{tmp_path}/s:nometa"
+    assert main(["validate", ref]) == 0
+    assert "warning: layers[0].annotations: no " in capsys.readouterr().out
+    assert main(["validate", ref, "--strict"]) == 1
+    err = capsys.readouterr().err
+    assert "(strict) layers[0].annotations: no " in err and "Traceback" not in err
+
+
+def test_an_unknown_runtime_is_one_line(tmp_path, capsys):
+    assert main(["validate", f"oci:{tmp_path}/s:v", "--runtime", "docker"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cri-o" in err
 
 
 def test_a_modelcar_index_is_ready_for_containerd(tmp_path, capsys):
@@ -83,6 +134,9 @@ def test_a_modelkit_and_a_docker_model_are_named_and_checked_not_called_invalid(
         out = capsys.readouterr().out.splitlines()
         assert out[0].startswith(f"{ref}: valid {title} (sha256:"), out
         assert any("--to modelpack" in line for line in out), out  # how to get a ModelPack artifact
+        assert not any("containerd" in line for line in out), out  # only when asked
+        assert main(["validate", ref, "--runtime", "containerd"]) == 0
+        out = capsys.readouterr().out.splitlines()
         assert any(line.startswith("  warning: containerd mounts images only") for line in out), out
         assert main(["validate", ref, "--json"]) == 0
         report = json.loads(capsys.readouterr().out)

@@ -494,9 +494,10 @@ def test_projector_and_repeated_kinds_map_and_round_trip(tmp_path):
     assert snapshot(out) == snapshot(src)
 
 
-def test_without_the_gguf_package_quantization_comes_from_the_ollama_config(tmp_path, monkeypatch):
-    """`gguf` is an optional extra (it brings numpy): without it the header still gives the
-    architecture and parameter count; the quantization name falls back to Ollama's file_type."""
+def test_without_the_gguf_package_quantization_still_comes_from_the_header(tmp_path, monkeypatch):
+    """`gguf` is an optional extra (it brings numpy): without it the header gives the same
+    architecture, parameter count and quantization name, so the config (and the digest) does not
+    depend on what is installed (issue 32)."""
     import sys
 
     src = tmp_path / "models"
@@ -505,4 +506,15 @@ def test_without_the_gguf_package_quantization_comes_from_the_ollama_config(tmp_
     package = read_ollama(OllamaStore(src, parse_ollama_name("tiny")), "latest")
     assert package.config == {"format": "gguf", "architecture": "llama",
                               "paramSize": format_param_count(gguf_param_count()),
-                              "quantization": "F16"}
+                              "quantization": "Q8_0"}
+
+
+def test_ggml_type_tables_agree_with_the_gguf_package():
+    """ocibridge's own copy of ggml's tables names every type the `gguf` package names, the same
+    way, so dropping the optional package changed no quantization name (issue 32)."""
+    from ocibridge.model.ggml_types import FILE_TYPES, TENSOR_TYPES
+
+    theirs_files = {m.value: m.name.removeprefix("MOSTLY_").removeprefix("ALL_") for m in gguf.LlamaFileType}
+    theirs_tensors = {m.value: m.name for m in gguf.GGMLQuantizationType}
+    assert {k: FILE_TYPES.get(k) for k in theirs_files} == theirs_files
+    assert {k: TENSOR_TYPES.get(k) for k in theirs_tensors} == theirs_tensors

@@ -173,9 +173,10 @@ def test_ctrl_c_lets_the_chunk_in_flight_finish_and_the_rerun_sends_the_rest(
     cache = tmp_path / "cache"
     cmd, env = _push(fault_proxy, unique_repo, model, cache, chunk=None), _env(cache)
     fault_proxy.add("PATCH", "/blobs/uploads/", throttle(RATE), times=None)
-    first = _interrupt_at(cmd, env, fault_proxy, SIZE // 2)
+    _interrupt_at(cmd, env, fault_proxy, SIZE // 2)
     patches = fault_proxy.requests_matching("PATCH", "/blobs/uploads/")
     assert len(patches) >= 3 and all(p.status == 202 for p in patches), patches  # none was cut
+    first = sum(p.request_bytes for p in patches)  # the weights' (the small config goes by PUT)
     saved = _sessions(cache)
     assert len(saved) == 1 and saved[0]["offset"] == first >= SIZE // 2, (saved, first)
 
@@ -190,25 +191,29 @@ def test_ctrl_c_lets_the_chunk_in_flight_finish_and_the_rerun_sends_the_rest(
     assert _sessions(cache) == []
 
 
-def test_ctrl_c_cuts_a_chunk_that_cannot_finish_in_time(registry, fault_proxy, unique_repo, tmp_path):
-    """A chunk far from its end at the Ctrl-C (48 MiB chunks at 32 MiB/s, the signal 4 MiB into
-    the second) is cut, as the process must stop within the grace; distribution then refuses
-    the session, and the rerun starts a new one and completes."""
+def test_ctrl_c_ends_a_fixed_chunk_early_and_the_rerun_resumes(registry, fault_proxy, unique_repo, tmp_path):
+    """A --chunk-size chunk far from its end at the Ctrl-C (48 MiB chunks at 32 MiB/s, the
+    signal 4 MiB into the second) used to be cut as a Content-Range chunk, and distribution then
+    refused the session: everything went again (issue 32). Fixed-size chunks are streamed now:
+    the chunk ends early as a whole request, the registry confirms it, and the rerun continues."""
     model, digest = _model(tmp_path)
     cache = tmp_path / "cache"
     cmd, env = _push(fault_proxy, unique_repo, model, cache, chunk=48 * MiB), _env(cache)
     fault_proxy.add("PATCH", "/blobs/uploads/", throttle(RATE // 2), times=None)
-    first = _interrupt_at(cmd, env, fault_proxy, 52 * MiB)
-    patches = fault_proxy.requests_matching("PATCH", "/blobs/uploads/")
-    assert [p.status for p in patches] == [202, None], patches  # the second was cut
-    assert first < SIZE
-    assert [s["offset"] for s in _sessions(cache)] == [48 * MiB]
+    _interrupt_at(cmd, env, fault_proxy, 52 * MiB)
+    patches = [p for p in fault_proxy.requests_matching("PATCH", "/blobs/uploads/")
+               if p.request_bytes > 1024]  # the weights' (the small config goes beside them)
+    assert [p.status for p in patches] == [202, 202], [(p.status, p.request_bytes) for p in patches]
+    assert patches[0].request_bytes == 48 * MiB and 0 < patches[1].request_bytes < 48 * MiB
+    first = sum(p.request_bytes for p in patches)
+    assert [s["offset"] for s in _sessions(cache)] == [first]
 
     fault_proxy.clear()
     done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert [r.status for r in fault_proxy.requests_matching("GET", "/blobs/uploads/")] == [404]
-    assert _upload_bytes(fault_proxy) >= SIZE
+    assert [r.status for r in fault_proxy.requests_matching("GET", "/blobs/uploads/")] == [204]
+    assert _upload_bytes(fault_proxy) <= SIZE - first + 64 * 1024
+    assert f"resumed {digest} at {100 * first // SIZE}%" in done.stderr
     assert _registry_digest(registry, unique_repo, digest) == digest
 
 

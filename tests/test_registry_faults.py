@@ -316,8 +316,10 @@ def test_dropped_chunk_resumes_from_registry_offset(registry, fault_proxy):
     status_checks = fault_proxy.requests_matching("GET", "/blobs/uploads/")
     assert len(status_checks) == 1
     patches = fault_proxy.requests_matching("PATCH", "/blobs/uploads/")
-    ranges = [p.content_range for p in patches]
-    assert ranges[:3] == [f"0-{chunk - 1}", f"{chunk}-{2 * chunk - 1}", f"{chunk}-{2 * chunk - 1}"]
+    # streamed chunks of --chunk-size (they can end early at a Ctrl-C): the second, cut before
+    # it reached the registry, went again whole from the registry's offset
+    assert [p.content_range for p in patches] == [None] * len(patches)
+    assert [p.request_bytes for p in patches][:3] == [chunk, 1000, chunk]
     assert len(opened) == 2
     assert hashlib.sha256(_registry_blob(registry, repo, desc.digest)).hexdigest() == desc.digest[7:]
 
@@ -360,8 +362,7 @@ def test_413_on_monolithic_put_falls_back_to_chunks(registry, fault_proxy, monke
     with _open(fault_proxy, repo, backoff_base=0.05) as dst:
         dst.push_blob(desc, io.BytesIO(data))
     patches = fault_proxy.requests_matching("PATCH", "/blobs/uploads/")
-    assert [p.content_range for p in patches] == ["0-299999", "300000-599999", "600000-899999",
-                                                  "900000-999999"]
+    assert [p.request_bytes for p in patches] == [300_000, 300_000, 300_000, 100_000]
     assert _registry_blob(registry, repo, desc.digest) == data
 
 

@@ -145,7 +145,8 @@ def test_redirect_layer_does_not_follow_a_put(fault_proxy):
 def _auth_stack(reg_url: str, network: httpx.BaseTransport, credentials: Credentials | None):
     origin = Origin(reg_url)
     client = httpx.Client()
-    auth = Authenticator(httpx.URL(reg_url).netloc.decode(), client.build_request, network, credentials)
+    auth = Authenticator(httpx.URL(reg_url).netloc.decode(), client.build_request, network, credentials,
+                         registry_url=lambda: reg_url)
     return AuthTransport(network, auth, origin), auth
 
 

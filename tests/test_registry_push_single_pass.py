@@ -1,5 +1,7 @@
-"""A new push to a registry streams each new file once (digest learnt while uploading);
-a re-push of an existing tag uploads nothing; an interrupted streaming upload restarts."""
+"""A new push to a registry hashes each new file once (in the copy, beside the others), asks
+the registry, then sends what it lacks (issue 32: no blob it holds is sent, even when the
+digest cache knows no file); the builder does not hash again; a re-push of an existing tag
+uploads nothing; an interrupted upload restarts."""
 
 import re
 
@@ -18,7 +20,7 @@ def test_new_push_streams_once_then_repush_sends_nothing(tmp_path, registry, uni
     model = make_model(tmp_path / "m")
     ref = f"{registry.host}/{unique_repo}:v1"
     first = ocibridge.push(str(model), ref)
-    assert hashed == [], "no separate hashing pass for a new push"
+    assert hashed == [], "the builder does not hash again what the copy hashed"
     assert first.stats.bytes_copied >= sum(len(c) for c, _ in tree(model).values())
     ocibridge.validate(ref)
     out = tmp_path / "out"
@@ -30,15 +32,15 @@ def test_new_push_streams_once_then_repush_sends_nothing(tmp_path, registry, uni
     assert again.stats.bytes_copied == 0
 
 
-def test_interrupted_streaming_upload_restarts(tmp_path, fault_proxy, unique_repo, monkeypatch):
+def test_interrupted_upload_restarts(tmp_path, fault_proxy, unique_repo, monkeypatch):
     monkeypatch.setenv("OCIBRIDGE_DIGEST_CACHE", "0")
     model = make_model(tmp_path / "m")
-    rule = fault_proxy.add("PATCH", r"/blobs/uploads/", drop_request(after=50_000), times=1)
+    rule = fault_proxy.add("PUT", r"/blobs/uploads/", drop_request(after=50_000), times=1)
     ref = f"{fault_proxy.host}/{unique_repo}:v1"
     result = ocibridge.push(str(model), ref)
-    patches = fault_proxy.requests_matching("PATCH", r"/blobs/uploads/")
+    puts = fault_proxy.requests_matching("PUT", r"/blobs/uploads/")
     assert rule.applied == 1, "the upload must really have been cut"
-    assert len(patches) >= 2
+    assert len(puts) >= 2
     out = tmp_path / "out"
     ocibridge.pull(ref, str(out))
     assert tree(out) == tree(model)

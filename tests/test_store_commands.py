@@ -64,7 +64,8 @@ def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
     assert main(["list"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["NAME", "TAG", "SIZE", "CREATED", "FAMILY", "ATTACHED", "DIGEST"]
-    assert table[1].split()[:2] == ["alpha", "alpha"] and "2025-01-02T03:04:05Z" in table[1]
+    # the local store shows NAME and TAG as they are typed: alpha:latest (issue 32)
+    assert table[1].split()[:2] == ["alpha", "latest"] and "2025-01-02T03:04:05Z" in table[1]
 
     blobs = sorted((store / "blobs" / "sha256").iterdir())
     removed = cli_json(capsys, "rm", "beta")
@@ -171,8 +172,14 @@ def test_tag_resolve_attach_discover_delete_on_a_registry(tmp_path, capsys, regi
     assert main(["tags", ref, "--json"]) == 0
     assert "sha256-" + digest.split(":")[1] in json.loads(capsys.readouterr().out)
 
-    deleted = cli_json(capsys, "delete", f"{ref}:stable")
-    assert deleted["digest"] == digest
+    fallback = "sha256-" + digest.split(":")[1]
+    # v1 and the referrers fallback tag go with `stable`: refused without --force (issue 32)
+    assert main(["delete", f"{ref}:stable"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "v1" in err and fallback in err and "--force" in err
+    assert cli_json(capsys, "resolve", f"{ref}:stable")["digest"] == digest  # nothing deleted
+    deleted = cli_json(capsys, "delete", f"{ref}:stable", "--force")
+    assert deleted["digest"] == digest and deleted["tags"] == ["stable", "v1", fallback]
     assert main(["resolve", f"{ref}:v1"]) == 1
     assert "manifest not found" in capsys.readouterr().err
 
@@ -218,3 +225,51 @@ def test_usage_mistakes_of_store_commands_exit_2(tmp_path, capsys, args, message
         code = e.code
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("ocibridge: error:") and message in err and err.count("\n") == 1
+
+
+def _signed_twice_tagged(ref: str, tmp_path, capsys) -> str:
+    """A model tagged `tmp` and `keep`, with a cosign-style `sha256-<hex>.sig` tag beside it."""
+    model = make_model(tmp_path / "m")
+    assert main(["push", str(model), f"{ref}:tmp", "-q"]) == 0
+    capsys.readouterr()
+    digest = cli_json(capsys, "tag", f"{ref}:tmp", "keep")["digest"]
+    note = tmp_path / "other"
+    make_model(note, seed=3)
+    assert main(["push", str(note), f"{ref}:sha256-{digest.split(':')[1]}.sig", "-q"]) == 0
+    capsys.readouterr()
+    return digest
+
+
+@pytest.mark.parametrize("where", ["registry", "layout"])
+def test_delete_lists_every_tag_that_goes_and_refuses_without_force(where, tmp_path, capsys, request):
+    """`delete REG/ml/m:tmp` also removed `keep` and the cosign `.sig` tag, printing only `tmp`
+    (issue 32): it now lists them, refuses without --force, and --dry-run deletes nothing."""
+    if where == "registry":
+        registry = request.getfixturevalue("registry")
+        ref = f"{registry.host}/{request.getfixturevalue('unique_repo')}"
+    else:
+        ref = f"oci:{tmp_path}/layout"
+    digest = _signed_twice_tagged(ref, tmp_path, capsys)
+    sig_tag = f"sha256-{digest.split(':')[1]}.sig"
+    assert main(["delete", f"{ref}:tmp"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "keep" in err and sig_tag in err and "Traceback" not in err
+    dry = cli_json(capsys, "delete", f"{ref}:tmp", "--dry-run")
+    assert dry["tags"] == ["tmp", "keep", sig_tag] and dry["dryRun"] is True
+    assert main(["delete", f"{ref}:tmp", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"would delete {digest}") and "  tag keep" in out and f"  tag {sig_tag}" in out
+    assert sorted(cli_json(capsys, "tags", ref)) == sorted(["tmp", "keep", sig_tag])  # all still there
+    assert main(["delete", f"{ref}:tmp", "-f"]) == 0
+    out = capsys.readouterr().out
+    assert "  tag tmp" in out and "  tag keep" in out and f"  tag {sig_tag}" in out
+    main(["tags", ref, "--json"])
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_delete_of_the_only_tag_needs_no_force(tmp_path, capsys):
+    model = make_model(tmp_path / "m")
+    layout = f"oci:{tmp_path}/layout"
+    assert main(["push", str(model), f"{layout}:only", "-q"]) == 0
+    capsys.readouterr()
+    assert cli_json(capsys, "delete", f"{layout}:only")["tags"] == ["only"]

@@ -82,7 +82,18 @@ def copy_reference(
         hooks=CopyHooks(undo_on_failure=True, companions=_signature_companions() if referrers else None),
     )
     assert stats.root is not None
-    return PushResult(pinned(target, stats.root), stats.root, stats)
+    return PushResult(pinned(target, stats.root), stats.root, stats, wire_counts(target.store))
+
+
+def wire_counts(store: object) -> dict[str, int]:
+    """What went to a registry over the wire beside the copy's own counts (``bytesCopied`` is
+    every blob copied, whole): the blob bytes really sent (a retry's again) and those an
+    upload continued from, sent by an earlier run. Empty for a store that keeps no such count."""
+    stats = getattr(store, "stats", None)
+    sent, resumed = getattr(stats, "bytes_uploaded", None), getattr(stats, "bytes_resumed", None)
+    if not isinstance(sent, int) or not isinstance(resumed, int):
+        return {}
+    return {"bytesSent": sent, "bytesResumed": resumed}
 
 
 def verified_digest(source: StoreTarget, policy: VerifyPolicy, name: str) -> str:

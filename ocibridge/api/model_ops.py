@@ -20,12 +20,18 @@ from typing import TYPE_CHECKING
 from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
 from ocibridge.api.copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.api.copy import copy_reference as copy_reference
-from ocibridge.api.copy import pinned, verified_digest
+from ocibridge.api.copy import pinned, verified_digest, wire_counts
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import UsageError
 from ocibridge.kinds import door
-from ocibridge.kinds.targets import StoreTarget, closes_its_stores, default_store_path, open_store_target
+from ocibridge.kinds.targets import (
+    StoreTarget,
+    closes_its_stores,
+    default_store_path,
+    local_store_reference,
+    open_store_target,
+)
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
 from ocibridge.oci.reference import on_registry
@@ -51,16 +57,24 @@ def load_source(
     name: str | None = None,
     transfer: TransferOptions | None = None,
     build_file: str | None = None,
+    use_build_file: bool = True,
 ) -> ModelPackage:
     """Read any supported source into a neutral model package: the format table
     (ocibridge/kinds/source_table.py) says which reader. ``build_file``: a Modelfile or a Kitfile
-    naming the files of the directory ``source`` (formats/buildfile.py)."""
+    naming the files of the directory ``source`` (kinds/buildfile.py); without one, a
+    ``Kitfile`` or ``Modelfile`` at the top of the directory is used, as kit and modctl do,
+    unless ``use_build_file`` is False."""
+    from ocibridge.kinds import buildfile
+    from ocibridge.model import metadata
+
     fmt = door.source_format(source, format)
     if build_file is not None:
-        from ocibridge.kinds.buildfile import read_build_file
-        from ocibridge.model import metadata
-
-        package = read_build_file(build_file, source, excludes=excludes, name=name)
+        package = buildfile.read_build_file(build_file, source, excludes=excludes, name=name)
+        metadata.fill(package)
+        return package
+    found = buildfile.default_build_file(source) if use_build_file and fmt.name == "directory" else None
+    if found is not None:
+        package = buildfile.read_default_build_file(found, source, excludes=excludes, name=name)
         metadata.fill(package)
         return package
     request = door.ReadRequest(kind_overrides, excludes, name, (transfer or TransferOptions()).registry_options())
@@ -94,6 +108,7 @@ def push(
     to: str | None = None,
     overrides: dict[str, str] | None = None,
     build_file: str | None = None,
+    use_build_file: bool = True,
 ) -> PushResult:
     """Convert ``source`` to a ModelPack artifact and store it at ``dest`` (default store if None).
 
@@ -106,6 +121,7 @@ def push(
 
     transfer = transfer or TransferOptions()
     origin: StoreTarget | None = None
+    source = local_store_reference(source) or source  # the one name rule (kinds/targets.py)
     if door.is_store_reference(source):
         # An artifact of a family a source format reads (an Ollama model) is converted, unless
         # the destination is that format's own; anything else is copied as it is.
@@ -130,6 +146,7 @@ def push(
             name=name,
             transfer=transfer,
             build_file=build_file,
+            use_build_file=use_build_file,
         )
     build_options = build_options or BuildOptions()
     if dest is None:
@@ -161,7 +178,7 @@ def push(
         progress=shown.copy_progress(lambda: artifact.artifact().manifest) if shown else None,
         hooks=CopyHooks(mounts=mounts, undo_on_failure=True),
     )
-    return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats)
+    return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats, wire_counts(target.store))
 
 
 @closes_its_stores
@@ -235,6 +252,9 @@ def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
 def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResult:
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     info = inspect_artifact(target.store, target.reference)
+    from ocibridge.kinds.family_info import describe
+
+    describe(target.store, info["digest"], info)  # what was inspected, by digest: the tag is asked once
     info["reference"] = ref
     return InspectResult(ref, info["digest"], info["mediaType"], info.get("artifactType"), info["size"],
                          tuple(info["layers"]), info.get("config"), info)
@@ -242,17 +262,26 @@ def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResu
 
 @closes_its_stores
 def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool = False,
-             warnings: list[str] | None = None) -> ValidateResult:
+             warnings: list[str] | None = None, runtime: str | None = None) -> ValidateResult:
     """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule of the
     model-spec. A model of another family (ModelKit, Docker model, ModelCar image, Ollama) is
-    read as its family and its ModelPack form checked (``family`` says which). Runtime
-    readiness (CRI-O file names, containerd) is reported in the result's ``warnings`` (and
-    into ``warnings`` when given, also when invalid); ``strict`` makes it errors."""
+    read as its family and its ModelPack form checked (``family`` says which). What the spec
+    recommends is reported in the result's ``warnings`` (and into ``warnings`` when given, also
+    when invalid); ``strict`` makes it errors. ``runtime`` (``cri-o``, ``containerd@2.1``) adds
+    that runtime's readiness, which ``strict`` then makes errors too."""
+    from ocibridge.errors import UsageError
+    from ocibridge.model.validate import parse_runtime
+
+    try:
+        wanted = parse_runtime(runtime) if runtime is not None else None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     found: list[str] = [] if warnings is None else warnings
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     from ocibridge.kinds.validity import validate_model
 
-    done = validate_model(target.store, target.reference, shown=ref, strict=strict, warnings=found)
+    done = validate_model(target.store, target.reference, shown=ref, strict=strict, warnings=found,
+                          runtime=wanted)
     return ValidateResult(ref, done.descriptor, tuple(found), done.family, done.title)
 
 

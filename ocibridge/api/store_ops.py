@@ -20,9 +20,16 @@ from typing import BinaryIO, Protocol, runtime_checkable
 
 from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core.fsutil import safe_relpath
-from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.core.graphbound import GraphBound
+from ocibridge.errors import NotFound, OcibridgeError, UsageError
 from ocibridge.kinds.door import is_store_reference
-from ocibridge.kinds.targets import StoreTarget, closes_its_stores, default_store_path, open_store_target
+from ocibridge.kinds.targets import (
+    StoreTarget,
+    closes_its_stores,
+    default_store_path,
+    local_store_reference,
+    open_store_target,
+)
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.mediatypes import family_of_artifact as _family_of
@@ -56,6 +63,9 @@ def store_text(ref: str | None) -> str:
     """``ref`` as a store reference: None is the default store, a bare NAME one of its tags."""
     if ref is None:
         return f"oci:{default_store_path()}"
+    local = local_store_reference(ref)  # the one name rule (kinds/targets.py)
+    if local is not None:
+        return local
     if is_store_reference(ref):
         return ref
     if os.path.isfile(os.path.join(ref, LAYOUT_FILE)):
@@ -168,30 +178,75 @@ def _remove_orphaned_referrers(store: LayoutStore, subject: Descriptor) -> tuple
     if any(e.digest == subject.digest for e in store.read_index().manifests):
         return ()
     removed: list[str] = []
-    pending = [subject]
+    bound = GraphBound(f"referrers of {subject.digest}")
+    pending = [(subject, 0)]
     while pending:
-        for referrer in store.referrers(pending.pop()):
+        node, depth = pending.pop()
+        for referrer in store.referrers(node):
+            if not bound.enter(referrer.digest, depth + 1):
+                continue
             if any(e.digest == referrer.digest and (e.annotations or {}).get(ANNOTATION_REF_NAME)
                    for e in store.read_index().manifests):
                 continue  # tagged on its own: the user keeps it
             store.delete_manifest(referrer)
             removed.append(referrer.digest)
-            pending.append(referrer)
+            pending.append((referrer, depth + 1))
     return tuple(removed)
 
 
 @closes_its_stores
-def delete(ref: str, *, transfer: TransferOptions | None = None) -> RemoveResult:
+def delete(ref: str, *, transfer: TransferOptions | None = None, force: bool = False,
+           dry_run: bool = False) -> RemoveResult:
     """Delete a manifest from a registry or a layout (oras ``manifest delete``): a tag is
-    resolved to its digest first, and every tag naming that manifest goes with it."""
+    resolved to its digest first, and every tag naming that manifest goes with it, as do the
+    tags of its signatures and attachments (cosign's ``sha256-<hex>.sig/.att/.sbom``, the
+    referrers fallback ``sha256-<hex>``). When that is more than the tag named, it is refused
+    unless ``force``; ``dry_run`` lists what would go and deletes nothing."""
     target = _open(ref, transfer)
     store = target.store
     if not isinstance(store, DeletesManifests):
         raise UsageError(f"{ref}: this store cannot delete manifests")
     desc = store.resolve(target.reference)
+    named = () if is_digest(target.reference) else (target.reference,)
+    same, companions = _tags_going_with(store, desc, named)
+    tags = (*named, *same, *companions)
+    if dry_run:
+        return RemoveResult(ref, desc.digest, tags, dry_run=True)
+    if len(tags) > len(named) and not force:
+        others = ", ".join(t for t in tags if t not in named)
+        raise OcibridgeError(f"{ref}: deleting {desc.digest} also removes {others}; "
+                             "--force to delete them all, --dry-run to list")
     store.delete_manifest(desc)
-    tags = () if is_digest(target.reference) else (target.reference,)
-    return RemoveResult(ref, desc.digest, tags)
+    removed: list[str] = []
+    for tag in companions:
+        try:
+            companion = store.resolve(tag)
+            store.delete_manifest(companion)
+        except NotFound:
+            continue  # gone with the manifest already (a registry's own clean-up)
+        removed.append(companion.digest)
+    return RemoveResult(ref, desc.digest, tags, tuple(removed))
+
+
+def _tags_going_with(store: Store, desc: Descriptor, named: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(other tags naming ``desc``, tags of its signatures and attachments), each sorted."""
+    same: list[str] = []
+    companions: list[str] = []
+    hex_digest = desc.digest.partition(":")[2]
+    for tag in store.tags():
+        if tag in named:
+            continue
+        match = _ATTACHED_TAG.match(tag)
+        if match:
+            if match.group(1) == hex_digest:
+                companions.append(tag)
+            continue
+        try:
+            if store.resolve(tag).digest == desc.digest:
+                same.append(tag)
+        except NotFound:
+            continue  # deleted meanwhile
+    return tuple(sorted(same)), tuple(sorted(companions))
 
 
 def prune(layout: str | None = None, *, dry_run: bool = False,

@@ -22,7 +22,7 @@ from ocibridge.cli.common import emit as _emit
 from ocibridge.cli.common import transfer_options as _transfer
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
 from ocibridge.cli.signing import add_signing_commands, add_verify_flags, policy_from_args
-from ocibridge.core import interrupt
+from ocibridge.core import interrupt, notices
 from ocibridge.core.httpx_wall import defer_cli
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size, one_line, printable
@@ -171,6 +171,7 @@ def cmd_push(args: argparse.Namespace) -> int:
             to=args.to,
             overrides=overrides_of(args),
             build_file=args.file,
+            use_build_file=not args.no_build_file,
         )
     finally:
         if bar:
@@ -249,7 +250,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
-        desc = api.validate(args.ref, transfer=_transfer(args), strict=args.strict, warnings=warnings)
+        desc = api.validate(args.ref, transfer=_transfer(args), strict=args.strict, warnings=warnings,
+                            runtime=args.runtime)
     except ValidationError as e:
         if args.json:
             print(json.dumps({"valid": False, "reasons": e.reasons, "warnings": warnings}, indent=2))
@@ -275,7 +277,7 @@ def cmd_tags(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(names))
     elif names:
-        print(printable("\n".join(names)))
+        print("\n".join(one_line(name) for name in names))  # per tag: a newline in one forges no line
     if not names:  # most often a misspelt repository (registries answer 404): say so, as peers do
         print(f"ocibridge: error: {args.ref} has no tags (no such repository, or nothing tagged)",
               file=sys.stderr)
@@ -359,9 +361,13 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     t = _k8s_target(args, for_write=True)
     from ocibridge.signing.policy import verify_before_use
 
-    verify_before_use(t.store, t.reference, policy_from_args(args), name=args.ref)
+    # the reference is resolved once: the image is built from the digest that was verified,
+    # not from whatever the tag names by then (docs/security.md, "what is verified is used")
+    source = t.store.resolve(t.reference)
+    verify_before_use(t.store, source, policy_from_args(args), name=args.ref)
     platforms = tuple(args.platform) if args.platform else None
-    desc = build_from_any(t.store, t.reference, shown=args.ref, tag=args.tag, index=args.index, platforms=platforms)
+    desc = build_from_any(t.store, source.digest, shown=args.ref, tag=args.tag, index=args.index,
+                          platforms=platforms)
     _emit(args, {"digest": desc.digest, "mediaType": desc.mediaType, "size": desc.size},
           f"built {desc.mediaType} {desc.digest}" + (f" tagged {args.tag}" if args.tag else ""))
     return 0
@@ -395,7 +401,7 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
     done = mount(t.store, t.reference, args.dir, args.runtime, platform=args.platform)
     text = f"laid out {len(done.paths)} paths in {args.dir} as {args.runtime} would mount them"
     _emit(args, {"files": done.paths, "notReproduced": done.not_reproduced},
-          "\n".join([text, *(f"  not reproduced: {n}" for n in done.not_reproduced)]))
+          "\n".join([text, *(f"  not reproduced: {one_line(n)}" for n in done.not_reproduced)]))
     return 0
 
 
@@ -503,7 +509,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="ModelPack naming family to write (default cnai)")
     p.add_argument("--name", help="model name (default: from the source)")
     p.add_argument("-f", "--file", metavar="FILE",
-                   help="a Modelfile (modctl) or Kitfile (KitOps) naming the files of SOURCE and their metadata")
+                   help="a Modelfile (modctl) or Kitfile (KitOps) naming the files of SOURCE and their metadata "
+                        "(default: a Kitfile or Modelfile at the top of SOURCE)")
+    p.add_argument("--no-build-file", action="store_true",
+                   help="pack a top-level Kitfile or Modelfile as a plain file instead of reading it")
     p.add_argument("--to", choices=family_choices(), default=None,
                    help="model family to write (default modelpack)")
     add_override_flags(p, skip=("name",), renamed={"format": "model-format"})
@@ -561,7 +570,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = command("validate", cmd_validate, "check an artifact against the ModelPack rules")
     p.add_argument("ref", metavar="REF")
     p.add_argument("--strict", action="store_true",
-                   help="runtime readiness warnings (CRI-O file names, containerd) count as errors")
+                   help="warnings (what the spec recommends; with --runtime, that runtime's needs) count as errors")
+    p.add_argument("--runtime", metavar="cri-o|containerd[@VERSION]",
+                   help="also check what this runtime needs beyond the spec (CRI-O file names, containerd images)")
     _add_transfer_flags(p)
 
     p = command("tags", cmd_tags, "list the tags of a repository or layout")
@@ -592,6 +603,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from ocibridge.cli.store import register as register_store_commands
 
     register_store_commands(command, _add_transfer_flags)
+    from ocibridge.cli.bundle import register as register_bundle_commands
+
+    register_bundle_commands(command, _add_transfer_flags)
     from ocibridge.cli.help import add_examples
 
     add_examples(parser)
@@ -641,10 +655,15 @@ def _unexpected(e: BaseException) -> str:
     return f"unexpected {type(e).__name__}: {detail} (run with --debug for the traceback)"
 
 
+def _notice_to_stderr(text: str) -> None:
+    """A notice (a resumed upload) as one line on stderr, above a bar that may be drawn."""
+    print(one_line(f"ocibridge: {text}"), file=sys.stderr, flush=True)
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run the command; the errors ocibridge knows become one line and their exit code."""
     try:
-        with interrupt.handling_signals():
+        with interrupt.handling_signals(), notices.heard_by(_notice_to_stderr):
             code: int = args.func(args)
             return code
     except RegistryError as e:

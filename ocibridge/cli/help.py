@@ -40,7 +40,8 @@ EXAMPLES: dict[str, str] = {
     "validate": """\
   ocibridge validate registry.example/team/tiny:v1
   ocibridge validate oci:/srv/models:tiny --json
-  ocibridge validate registry.example/team/tiny:v1 --strict    # CRI-O/containerd readiness too""",
+  ocibridge validate registry.example/team/tiny:v1 --strict    # spec warnings are errors
+  ocibridge validate registry.example/team/tiny:v1 --runtime cri-o@1.34   # and CRI-O 1.34's needs""",
     "tags": """\
   ocibridge tags registry.example/team/tiny
   ocibridge tags oci:/srv/models --json""",
@@ -83,6 +84,13 @@ EXAMPLES: dict[str, str] = {
     "attach": """\
   ocibridge attach registry.example/team/tiny:v1 card.md --artifact-type application/vnd.example.card
   ocibridge attach oci:/srv/models:tiny sbom.json --artifact-type application/spdx+json -a k=v""",
+    "save": """\
+  ocibridge save registry.example/team/tiny:v1 registry.example/team/big:v2 -o models.tar
+  ocibridge save registry.example/team/tiny:v1 -o models.tar --verify-key cosign.pub""",
+    "load": """\
+  ocibridge load --list models.tar
+  ocibridge load models.tar registry.internal:5000/mirror
+  ocibridge load models.tar oci:/srv/models""",
     "discover": """\
   ocibridge discover registry.example/team/tiny:v1
   ocibridge discover registry.example/team/tiny:v1 --artifact-type application/spdx+json --json""",

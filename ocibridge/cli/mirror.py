@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import emit
+from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
 from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ def _emit_k8s(args: argparse.Namespace) -> int:
     path = Path(args.job)
     job = load_job(path)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_at_most(path, MAX_SMALL_INPUT).decode("utf-8")  # load_job above refused a longer one
     except UnicodeDecodeError:
         raise OcibridgeError(f"{path}: not UTF-8 text, which a ConfigMap needs") from None
     opts = JobOptions(

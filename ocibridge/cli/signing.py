@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.cli.args import key_values
-from ocibridge.core.terminal import printable
+from ocibridge.core.limits import read_at_most
+from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import SignatureError
 
 if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every other command time
@@ -76,6 +77,9 @@ def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="claim every accepted signature must carry (repeatable)")
     p.add_argument("--bundle", metavar="FILE", help="verify the file REF against this bundle file")
+    p.add_argument("--attestation-type", metavar="TYPE",
+                   help="verify a signed in-toto attestation of this predicate type (a URI) instead of a "
+                        "signature; attestations never count as signatures otherwise")
     add_transfer_flags(p)
 
 
@@ -97,11 +101,13 @@ def cmd_sign(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], 
 
 
 def _policy(args: argparse.Namespace) -> VerifyPolicy:
+    from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE
     from ocibridge.signing.verify import VerifyPolicy
 
     return VerifyPolicy.from_files(args.key, identity=args.certificate_identity,
                                    issuer=args.certificate_oidc_issuer, trusted_root=args.trusted_root,
-                                   claims=key_values(args.annotation))
+                                   claims=key_values(args.annotation),
+                                   predicate_type=args.attestation_type or SIGN_PREDICATE_TYPE)
 
 
 def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
@@ -109,30 +115,35 @@ def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace]
 
     policy = _policy(args)
     if args.bundle:
-        verified = [verify_blob(Path(args.ref), Path(args.bundle), policy)]
-        digest = "sha256:" + hashlib.sha256(Path(args.ref).read_bytes()).hexdigest()
+        blob, digest = verify_blob(Path(args.ref), Path(args.bundle), policy)
+        verified = [blob]
     else:
         target = _open(args, transfer)
         subject = target.store.resolve(target.reference)
         verified = verify_before_use(target.store, subject, policy, name=args.ref)
         digest = subject.digest
-    lines = [f"  {v.form} by {v.signer}" + (f" (claims: {_show(v.claims)})" if v.claims else "") for v in verified]
+    lines = [one_line(f"  {v.form} by {v.signer}" + (f" (claims: {_show(v.claims)})" if v.claims else ""))
+             for v in verified]
     _emit(args, {"verified": True, "digest": digest, "signatures": [v.as_dict() for v in verified]},
           f"verified {args.ref} ({digest}): {len(verified)} signature(s)\n" + "\n".join(lines))
     return 0
 
 
-def verify_blob(path: Path, bundle_path: Path, policy: VerifyPolicy) -> Verified:
-    """A file against a bundle file (cosign verify-blob --bundle): keyless or key."""
+def verify_blob(path: Path, bundle_path: Path, policy: VerifyPolicy) -> tuple[Verified, str]:
+    """A file against a bundle file (cosign verify-blob --bundle): keyless or key; with the
+    file's digest. The file is hashed as it streams, the bundle read up to MAX_BUNDLE_BYTES."""
     from ocibridge.signing.bundle import parse_bundle
     from ocibridge.signing.keyless import verify_keyless
     from ocibridge.signing.verify import Verified, verify_key_bundle
 
     try:
-        data, bundle = path.read_bytes(), bundle_path.read_bytes()
+        bundle = read_at_most(bundle_path, MAX_BUNDLE_BYTES)
+        if len(bundle) > MAX_BUNDLE_BYTES:
+            raise SignatureError(f"{bundle_path}: larger than {MAX_BUNDLE_BYTES} bytes, not a bundle")
+        sha = _sha256_of_file(path)  # streamed: the file to verify may be any size
     except OSError as e:
         raise SignatureError(f"{e.filename}: {e.strerror}") from None
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    digest = "sha256:" + sha.hex()
     content = parse_bundle(bundle)
     try:
         if content.has_certificate:
@@ -140,11 +151,23 @@ def verify_blob(path: Path, bundle_path: Path, policy: VerifyPolicy) -> Verified
                 raise SignatureError("keyless bundle: pass --certificate-identity, --certificate-oidc-issuer "
                                      "and --trusted-root")
             claims = verify_keyless(bundle, policy.identity, dsse=content.envelope is not None, digest=digest,
-                                    artifact=data)
-            return Verified("bundle", policy.identity.identity, claims, str(bundle_path))
-        return verify_key_bundle(content, digest, data, policy, str(bundle_path))
+                                    artifact_sha256=sha, predicate_type=policy.predicate_type)
+            return Verified("bundle", policy.identity.identity, claims, str(bundle_path)), digest
+        return verify_key_bundle(content, digest, None, policy, str(bundle_path), signed_sha256=sha), digest
     except SignatureError as e:
         raise SignatureError(f"{path}: refused: {e}") from None
+
+
+#: A sigstore bundle is a few KiB (a certificate chain, a signature, a log entry).
+MAX_BUNDLE_BYTES = 4 << 20
+
+
+def _sha256_of_file(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.digest()
 
 
 def _show(claims: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.cli.common import annotation_values, emit, transfer_options
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size, one_line
+from ocibridge.kinds.targets import local_tag_shown
 
 if TYPE_CHECKING:
     from ocibridge.api import store_ops
@@ -27,11 +28,13 @@ def cmd_list(args: argparse.Namespace) -> int:
         emit(args, [e.as_dict() for e in entries], "")
         return 0
     rows = [("NAME", "TAG", "SIZE", "CREATED", "FAMILY", "ATTACHED", "DIGEST")]
+    local = args.layout is None  # the local store: NAME and TAG as they are typed (NAME:TAG)
     for e in entries:
+        tag = local_tag_shown(e.name, e.tag) if local else e.tag
         attached = str(e.attached) if e.attached else "-"
         if e.subject:
             attached = "to " + e.subject.split(":", 1)[-1][:12]
-        rows.append((e.name or "-", e.tag or "<none>", human_size(e.size), e.created or "-",
+        rows.append((e.name or "-", tag or "<none>", human_size(e.size), e.created or "-",
                      e.family or "-", attached, e.digest.split(":", 1)[-1][:12]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     print("\n".join(one_line("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()) for r in rows))
@@ -67,8 +70,10 @@ def cmd_tag(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    result = store_ops.delete(args.ref, transfer=transfer_options(args))
-    emit(args, result.as_dict(), f"deleted {result.digest} ({args.ref})")
+    result = store_ops.delete(args.ref, transfer=transfer_options(args), force=args.force, dry_run=args.dry_run)
+    verb = "would delete" if result.dry_run else "deleted"
+    lines = [f"{verb} {result.digest} ({args.ref})", *(f"  tag {t}" for t in result.tags)]
+    emit(args, result.as_dict(), "\n".join(map(one_line, lines)))  # tags are the registry's text
     return 0
 
 
@@ -131,6 +136,9 @@ def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.Argum
 
     p = command("delete", cmd_delete, "delete a manifest (and every tag naming it) from a registry or layout")
     p.add_argument("ref", metavar="REF")
+    p.add_argument("-f", "--force", action="store_true",
+                   help="delete even when other tags (or signature tags) go with the manifest")
+    p.add_argument("--dry-run", action="store_true", help="list the tags that would go; delete nothing")
     add_transfer_flags(p)
 
     p = command("resolve", cmd_resolve, "print the digest a tag names")

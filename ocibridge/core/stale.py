@@ -3,8 +3,11 @@
 The sweep covers a layout's blob folders only, where every temporary file is made by
 :func:`locked_tempfile` and held under an exclusive ``flock`` by the process writing it; the
 kernel drops the lock when that process dies, however it dies. A temporary file there that can
-be locked is therefore an orphan. (Staging folders of pulls and mounts and the exporters'
-temporary archives are not locked: widening the sweep to them would delete live files.)
+be locked is therefore an orphan. A pull's staging directory is made the same way
+(:func:`locked_staging`: its own prefix, the directory itself under ``flock``), and the next
+pull into the same DIR sweeps the orphans (:func:`remove_stale_staging`). Not swept: the
+directory a pull moves replaced files aside into (after a crash it may hold the only copy of the
+user's files), mount staging and the exporters' temporary archives, which are not locked.
 A short grace period covers the instant between a file's
 creation and its lock. Partial downloads (kept on purpose for a resume) are removed only
 once old: a blob nobody asked for again in two weeks is not coming back.
@@ -15,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ocibridge.core.fsutil import TEMP_PREFIX
@@ -25,6 +30,12 @@ from ocibridge.core.fsutil import TEMP_PREFIX
 GRACE_SECONDS = 60.0
 #: seconds after which an unlocked partial download is given up
 PARTIAL_MAX_AGE = 14 * 24 * 3600.0
+#: a pull's staging directory inside DIR (locked while the pull runs)
+STAGING_PREFIX = TEMP_PREFIX + "stage-"
+#: seconds a new staging directory is left alone: it is locked microseconds after it is made,
+#: so a short grace suffices (60 s, as for files, let a pull re-run at once after a kill -9
+#: leave the killed one's behind: issue 32)
+STAGING_GRACE_SECONDS = 1.0
 
 
 def locked_tempfile(directory: Path, suffix: str = "") -> tuple[int, str]:
@@ -67,6 +78,53 @@ def _remove_if_orphaned(path: str) -> bool:
         except BlockingIOError:
             return False  # a live process is writing it
         os.unlink(path)
+        return True
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def locked_staging(directory: Path) -> Iterator[Path]:
+    """A new staging directory in ``directory``, under ``flock`` until the block ends: a
+    staging directory that can be locked belongs to no live process."""
+    path = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=directory))
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield path
+    finally:
+        os.close(fd)
+
+
+def remove_stale_staging(directory: Path) -> int:
+    """Remove the staging directories of dead pulls in ``directory``; how many."""
+    removed = 0
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    for entry in entries:
+        if not entry.name.startswith(STAGING_PREFIX):
+            continue
+        with contextlib.suppress(OSError):
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            if now - entry.stat(follow_symlinks=False).st_mtime < STAGING_GRACE_SECONDS:
+                continue
+            if _remove_dir_if_orphaned(entry.path):
+                removed += 1
+    return removed
+
+
+def _remove_dir_if_orphaned(path: str) -> bool:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live pull is staging there
+        shutil.rmtree(path)  # under our lock: no pull can take it meanwhile
         return True
     finally:
         os.close(fd)

@@ -46,14 +46,15 @@ def mount(
     out = Path(dest)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise OcibridgeError(f"{out} exists and is not an empty directory")
-    result = check(store, reference, rv, platform=platform, read_layers=False)
+    digest = store.resolve(reference).digest  # once: what is checked is what is laid out
+    result = check(store, digest, rv, platform=platform, read_layers=False)
     if result.reasons:
         raise OcibridgeError(f"{rv.label} would not mount {reference}: {result.reasons[0]}")
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out.parent))
     try:
         tree = Tree(staging, fresh_parents=rv.runtime is Runtime.CRIO)
-        sel = select(store, reference, platform)
+        sel = select(store, digest, platform)
         if result.kind == "artifact":
             _artifact(store, sel.manifest.layers, tree, rv)
         else:

@@ -139,10 +139,11 @@ def volume_document(
     digest and choose the subPath (``models`` for a ModelCar image, where the runtime has
     subPath). Returns the document, the runtime, the pinned reference and the subPath."""
     rv = RuntimeVersion.parse(runtime)
-    result = check(store, reference, rv, platform=platform, read_layers=False)
+    digest = store.resolve(reference).digest  # once: what is checked is what the Pod pins
+    result = check(store, digest, rv, platform=platform, read_layers=False)
     if result.reasons:
         raise OcibridgeError(f"{rv.label} would not mount {reference_text}: {result.reasons[0]}")
-    sel = select(store, reference, platform)
+    sel = select(store, digest, platform)
     sub_path = None
     if result.kind == "image" and SOURCE_ANNOTATION in (sel.manifest.annotations or {}) and rv.has_sub_path:
         sub_path = MODELCAR_ROOT

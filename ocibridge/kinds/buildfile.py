@@ -16,11 +16,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ocibridge.core.limits import read_at_most
 from ocibridge.errors import SourceError
 from ocibridge.kinds.directory.source import read_directory
 from ocibridge.model.package import ModelFile, ModelPackage
 from ocibridge.oci.mediatypes import Kind
 
+#: Names read as the build file when found at the top of a pushed directory, as ``kit pack .``
+#: and ``modctl build .`` do (``--no-build-file`` packs them as plain files instead).
+DEFAULT_NAMES = ("Kitfile", "Modelfile")
 MODELFILE_ANNOTATION = "org.cncf.modctl.modelfile"
 KITFILE_ANNOTATION = "ml.kitops.modelkit.kitfile"
 MAX_BUILD_FILE = 1 << 20
@@ -42,14 +46,37 @@ def read_build_file(file: str, context: str, *, excludes: tuple[str, ...] = (),
     """A Kitfile (YAML with ``manifestVersion``) or a Modelfile, over the directory ``context``."""
     path = Path(file)
     try:
-        if path.stat().st_size > MAX_BUILD_FILE:
-            raise SourceError(f"{file}: too large for a build file")
-        text = path.read_text()
+        data = read_at_most(path, MAX_BUILD_FILE)  # a cap, not stat: /dev/zero or a FIFO states size 0
+        if len(data) > MAX_BUILD_FILE:
+            raise SourceError(f"{file}: larger than {MAX_BUILD_FILE} bytes, too large for a build file")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SourceError(f"{file}: cannot read the build file ({getattr(e, 'strerror', None) or e})") from None
     if re.search(r"^manifestVersion\s*:", text, re.M):
         return read_kitfile(text, file, context, excludes=excludes, name=name)
     return read_modelfile(text, file, context, excludes=excludes, name=name)
+
+
+def default_build_file(directory: str) -> str | None:
+    """The ``Kitfile`` or ``Modelfile`` at the top of ``directory``, if exactly one is there."""
+    root = Path(directory)
+    if not root.is_dir():
+        return None
+    found = [name for name in DEFAULT_NAMES if (root / name).is_file()]
+    if len(found) > 1:
+        raise SourceError(f"{directory}: both a Kitfile and a Modelfile; name one with -f FILE, "
+                          "or --no-build-file to pack both as plain files")
+    return str(root / found[0]) if found else None
+
+
+def read_default_build_file(file: str, context: str, *, excludes: tuple[str, ...] = (),
+                            name: str | None = None) -> ModelPackage:
+    """``read_build_file`` for a build file found by name: an error says how to pack it as a file."""
+    try:
+        return read_build_file(file, context, excludes=excludes, name=name)
+    except SourceError as e:
+        raise SourceError(f"{e} (a {Path(file).name} at the top of the directory is read as its build "
+                          "file; --no-build-file packs it as a plain file)") from None
 
 
 def _all_files(context: str, excludes: tuple[str, ...], name: str | None) -> ModelPackage:
@@ -104,15 +131,44 @@ def read_modelfile(text: str, where: str, context: str, *, excludes: tuple[str, 
     return package
 
 
+#: A Kitfile nests a few levels (package, model.parts[], parameters): deeper is refused, as is
+#: any YAML alias, so what is read can never grow beyond the (capped) text itself.
+MAX_YAML_DEPTH = 64
+
+
+def load_plain_yaml(yaml: Any, text: str, where: str) -> Any:
+    """``text`` as YAML without aliases (``*name``, the billion laughs: 637 bytes that expand to
+    gigabytes once re-serialised) and nested at most MAX_YAML_DEPTH deep."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML is optional and untyped here
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise SourceError(f"{where}:{mark.line + 1}: YAML aliases are not accepted in a Kitfile")
+            self.depth += 1
+            if self.depth > MAX_YAML_DEPTH:
+                raise SourceError(f"{where}: nested more than {MAX_YAML_DEPTH} deep")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    loader = Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ...] = (),
                  name: str | None = None) -> ModelPackage:
     """KitOps' Kitfile: package metadata and the model, its parts, code, datasets, docs, prompts."""
+    import yaml  # a declared dependency: `push -f Kitfile` works after a plain install
+
     try:
-        import yaml
-    except ImportError:
-        raise SourceError("reading a Kitfile needs PyYAML (pip install pyyaml)") from None
-    try:
-        doc = yaml.safe_load(text)
+        doc = load_plain_yaml(yaml, text, where)
     except yaml.YAMLError as e:
         raise SourceError(f"{where}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(doc, dict):
@@ -133,15 +189,21 @@ def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ..
                 f.kind = Kind.WEIGHT if kind is Kind.WEIGHT_CONFIG and _WEIGHT_FILE.search(f.path) else kind
                 chosen[f.path] = f
 
+    def listed(section: dict[str, Any], key: str) -> list[Any]:
+        value = section.get(key) or []
+        if not isinstance(value, list):
+            raise SourceError(f"{where}: {key} must be a list")
+        return value
+
     model = doc.get("model")
     if isinstance(model, dict):
         if model.get("path"):
             take(model, Kind.WEIGHT, "model")
-        for part in model.get("parts") or []:
+        for part in listed(model, "parts"):
             take(part, Kind.WEIGHT_CONFIG, "model part")
     for section, kind in (("code", Kind.CODE), ("datasets", Kind.DATASET), ("docs", Kind.DOC),
                           ("prompts", Kind.WEIGHT_CONFIG)):
-        for element in doc.get(section) or []:
+        for element in listed(doc, section):
             take(element, kind, section)
     if not chosen:
         raise SourceError(f"{where}: the Kitfile names no files")
@@ -154,13 +216,17 @@ def read_kitfile(text: str, where: str, context: str, *, excludes: tuple[str, ..
         package.descriptor["name"] = name
     if isinstance(meta.get("authors"), list) and meta["authors"]:
         package.descriptor["authors"] = [str(a) for a in meta["authors"]]
-    licenses = sorted({e["license"] for e in [meta, model or {}, *((model or {}).get("parts") or []),
-                                              *(doc.get("datasets") or []), *(doc.get("code") or [])]
+    parts = listed(model, "parts") if isinstance(model, dict) else []
+    licenses = sorted({e["license"] for e in [meta, model or {}, *parts, *listed(doc, "datasets"),
+                                              *listed(doc, "code")]
                        if isinstance(e, dict) and isinstance(e.get("license"), str) and e["license"]})
     if licenses:
         package.descriptor["licenses"] = licenses
     if isinstance(model, dict) and isinstance(model.get("format"), str):
         package.config["format"] = model["format"]
-    package.annotations[KITFILE_ANNOTATION] = json.dumps(doc, separators=(",", ":"), sort_keys=False,
-                                                         default=str)
+    try:
+        package.annotations[KITFILE_ANNOTATION] = json.dumps(doc, separators=(",", ":"), sort_keys=False,
+                                                             default=str)
+    except (TypeError, ValueError) as e:  # a key JSON cannot carry (a date, a float nan as key...)
+        raise SourceError(f"{where}: cannot be kept as JSON: {e}") from None
     return package

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -109,6 +110,9 @@ def open_store_target(text: str, *, for_write: bool = False,
         return _opened(StoreTarget(store, ref.reference, ref.tag or (None if ref.digest else DEFAULT_TAG), text))
     if is_ollama_reference(text):
         return open_ollama_target(text, for_write=for_write, options=_with_values(options, values))
+    local = local_store_reference(text)
+    if local is not None:  # the one name rule: a model of the local store by its bare name
+        return open_store_target(local, for_write=for_write, options=options, **values)
     if os.path.exists(text) or _path_like(text):  # else a directory would be looked up as docker.io/<path>
         raise InvalidReference(_local_path(text, for_write))
     registry_ref = parse_registry_reference(text)
@@ -118,6 +122,48 @@ def open_store_target(text: str, *, for_write: bool = False,
     opener = open_repository if for_write else open_for_reading  # reads may come from a mirror
     registry_store = opener(registry_ref, _with_values(options, values))
     return _opened(StoreTarget(registry_store, registry_ref.reference, registry_ref.tag, text))
+
+
+#: a bare ``NAME[:TAG]``: no ``/``, no scheme; what Docker would read as docker.io/library/NAME
+_BARE_NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9._-]{0,127})(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?\Z")
+
+
+def local_store_reference(text: str) -> str | None:
+    """The one name rule of every command that takes a reference: a bare ``NAME[:TAG]`` that
+    names a model in the local store (the embedded default layout) means that model,
+    ``oci:STORE:TAG`` (a push into the store tags a model by its name, ``NAME[-VERSION]``;
+    ``NAME:latest`` is ``NAME``; ``NAME:TAG`` is the store's tag ``NAME:TAG`` when a layout
+    holds one, else ``NAME-TAG``). Anything else, or a name the store does not hold, is None:
+    Docker's defaults (and an existing path) keep their meaning."""
+    match = _BARE_NAME.match(text)
+    if match is None or os.path.exists(text):
+        return None
+    from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
+
+    store = default_store_path()
+    if not (store / LAYOUT_FILE).is_file():
+        return None
+    name, tag = match["name"], match["tag"]
+    candidates = [name] if tag in (None, DEFAULT_TAG) else [f"{name}:{tag}", f"{name}-{tag}"]
+    held = set(LayoutStore(store).tags())
+    for candidate in candidates:
+        if candidate in held:
+            return f"oci:{store}:{candidate}" if ":" not in candidate else f"oci:{store}@" + \
+                LayoutStore(store).resolve(candidate).digest
+    return None
+
+
+def local_tag_shown(name: str | None, stored: str | None) -> str | None:
+    """The TAG ``ls`` shows for a local-store entry, the inverse of :func:`local_store_reference`:
+    ``latest`` for the stored tag NAME, ``VERSION`` for NAME-VERSION (typed ``NAME:VERSION``),
+    else the stored tag itself (typed bare)."""
+    if name is None or stored is None:
+        return stored
+    if stored == name:
+        return DEFAULT_TAG
+    if stored.startswith(name + "-") and len(stored) > len(name) + 1:
+        return stored[len(name) + 1:]
+    return stored
 
 
 def _path_like(text: str) -> bool:

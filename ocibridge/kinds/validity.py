@@ -16,7 +16,7 @@ from ocibridge.errors import OcibridgeError, ValidationError
 from ocibridge.kinds.conversion import convert_reading
 from ocibridge.kinds.families import Identified, NotAModel, identify
 from ocibridge.kinds.family import WriteOptions
-from ocibridge.model.validate import CONTAINERD, validate_manifest
+from ocibridge.model.validate import CONTAINERD, Runtime, validate_manifest
 from ocibridge.model.validate import validate as validate_modelpack
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
@@ -33,19 +33,22 @@ class Validated:
 
 
 def validate_model(store: Store, reference: str, *, shown: str, strict: bool = False,
-                   warnings: list[str] | None = None) -> Validated:
+                   warnings: list[str] | None = None, runtime: Runtime | None = None) -> Validated:
     """Raise :class:`ValidationError` (with ``family`` set for another family) listing every
-    broken rule, or return what was validated. ``shown`` is the reference as the user wrote it."""
+    broken rule, or return what was validated. ``shown`` is the reference as the user wrote it;
+    ``runtime`` asks for that runtime's readiness too (see model.validate.validate)."""
     found_warnings: list[str] = []
     try:
+        reference = store.resolve(reference).digest  # the tag is asked for once (docs/security.md)
         found = identify(store, reference, shown=shown)
     except NotAModel as e:
         raise ValidationError([str(e)]) from None
     if found.family.name == "modelpack":
-        desc = validate_modelpack(store, reference, strict=strict, warnings=warnings)
+        desc = validate_modelpack(store, reference, strict=strict, warnings=warnings, runtime=runtime)
         return Validated(desc, "modelpack", "")
     reasons = _other_family(store, found)
-    if found.family.name != "modelcar":  # an Ollama manifest looks like an image, but no runtime unpacks it
+    # an Ollama manifest looks like an image, but no runtime unpacks it
+    if runtime is not None and runtime.name == "containerd" and found.family.name != "modelcar":
         found_warnings.append(CONTAINERD)
     if warnings is not None:
         warnings.extend(found_warnings)

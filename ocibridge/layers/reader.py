@@ -16,6 +16,7 @@ import tarfile
 import zlib
 from collections.abc import Iterator
 
+from ocibridge.core.limits import env_limit
 from ocibridge.core.streams import ClosableReader, Reader, close_reader, gunzip, unzstd
 from ocibridge.errors import OcibridgeError, SourceError
 from ocibridge.layers.tarwalk import MAX_TAR_ENTRIES as MAX_TAR_ENTRIES
@@ -25,12 +26,17 @@ from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore, VerifiedFile
 
-#: A compressed layer may not expand beyond this many times its size (at least 1 MiB that many
-#: times); the cap on a tar layer's entries is tarwalk's (re-exported here).
+#: A compressed layer may not put out more than this many times the compressed bytes it has
+#: consumed so far, plus EXPANSION_FLOOR: measured as the decoder runs, the size a descriptor
+#: declares is never trusted (issue 34). The cap on a tar layer's entries is tarwalk's
+#: (re-exported here).
 MAX_EXPANSION_RATIO = 1000
+EXPANSION_FLOOR = 64 << 20
+ENV_EXPANSION_RATIO = "OCIBRIDGE_MAX_EXPANSION_RATIO"
 
 __all__ = [
-    "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "Bounded", "LayerReader", "compression_of", "decompressed",
+    "EXPANSION_FLOOR", "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "Bounded", "CountingReader", "LayerReader",
+    "compression_of", "decompressed",
     "UnreadableLayer", "layer_mode", "layer_path", "layer_stream", "open_layer", "readable_layer",
     "uncompressed_digest",
 ]
@@ -51,35 +57,75 @@ def compression_of(media_type: str) -> str | None:
     return None
 
 
-class Bounded:
-    """Stops a decompression bomb once more than ``limit`` bytes came out."""
+class CountingReader:
+    """Counts the bytes a decoder actually takes from ``raw``."""
 
-    def __init__(self, raw: Reader, limit: int):
-        self._raw, self._limit, self.count = raw, limit, 0
+    def __init__(self, raw: Reader):
+        self._raw, self.count = raw, 0
 
     def read(self, n: int = -1) -> bytes:
         data = self._raw.read(n)
         self.count += len(data)
-        if self.count > self._limit:
-            raise OcibridgeError(f"layer expands beyond {self._limit} bytes: refusing (bomb limit)")
         return data
 
 
-def decompressed(reader: Reader, compression: str | None, size: int) -> Reader:
-    """``reader`` decoded (gzip, zstd) within the bomb limit for a blob of ``size`` bytes."""
+def expansion_ratio() -> int:
+    """The bomb ratio, raised with ``$OCIBRIDGE_MAX_EXPANSION_RATIO`` for genuinely sparse layers."""
+    return env_limit(ENV_EXPANSION_RATIO, MAX_EXPANSION_RATIO)
+
+
+class Bounded:
+    """Stops a decompression bomb as it goes off: once the decoded bytes exceed ``ratio`` times
+    the compressed bytes ``consumed`` has counted, plus ``floor``. A read asks the decoder for at
+    most CHUNK bytes at a time, so the check runs at least every CHUNK bytes of output."""
+
+    def __init__(self, raw: Reader, consumed: CountingReader, ratio: int | None = None,
+                 floor: int = EXPANSION_FLOOR):
+        self._raw, self._consumed, self.count = raw, consumed, 0
+        self._ratio = expansion_ratio() if ratio is None else ratio
+        self._floor = floor
+
+    def limit(self) -> int:
+        """What may have come out, given what went in so far."""
+        return self._consumed.count * self._ratio + self._floor
+
+    def read(self, n: int = -1) -> bytes:
+        if 0 <= n <= CHUNK:
+            return self._step(n)
+        parts: list[bytes] = []
+        want = n
+        while want != 0 and (data := self._step(CHUNK if want < 0 else min(want, CHUNK))):
+            parts.append(data)
+            want = want - len(data) if want > 0 else want
+        return b"".join(parts)
+
+    def _step(self, n: int) -> bytes:
+        data = self._raw.read(n)
+        self.count += len(data)
+        if self.count > self.limit():
+            raise OcibridgeError(
+                f"layer expands to more than {self._ratio} times its {self._consumed.count} compressed bytes "
+                f"read so far: refusing (bomb limit; raise ${ENV_EXPANSION_RATIO} if it is genuine)")
+        return data
+
+
+def decompressed(reader: Reader, compression: str | None) -> Reader:
+    """``reader`` decoded (gzip, zstd) within the bomb limit, which counts the compressed bytes
+    really read from ``reader`` (not what any descriptor says of them)."""
     if compression is None:
         return reader
-    stream = gunzip(reader) if compression == "gzip" else unzstd(reader)
-    return Bounded(stream, max(size, 1 << 20) * MAX_EXPANSION_RATIO)
+    counted = CountingReader(reader)
+    stream = gunzip(counted) if compression == "gzip" else unzstd(counted)
+    return Bounded(stream, counted)
 
 
 class LayerReader:
     """A layer's decoded bytes. At their end the blob itself is read to its end, where its
     verifying reader checks the digest: a layer read to EOF has been verified."""
 
-    def __init__(self, blob: ClosableReader, compression: str | None, size: int):
+    def __init__(self, blob: ClosableReader, compression: str | None):
         self.blob = blob
-        self._stream = decompressed(blob, compression, size)
+        self._stream = decompressed(blob, compression)
 
     def read(self, n: int = -1) -> bytes:
         data = self._stream.read(n)
@@ -109,7 +155,7 @@ def layer_stream(blob: ClosableReader, desc: Descriptor, compression: str | None
         blob = verified(blob, desc.digest, desc.size, what="layer")
     if compression == BY_MEDIA_TYPE:
         compression = compression_of(desc.mediaType)
-    return LayerReader(blob, compression, desc.size)
+    return LayerReader(blob, compression)
 
 
 def open_layer(store: ReadableStore, desc: Descriptor, compression: str | None = BY_MEDIA_TYPE) -> LayerReader:

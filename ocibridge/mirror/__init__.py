@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError as PydanticValidationError
 
+from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
 from ocibridge.errors import OcibridgeError
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.mirror.run import ProgressCallback, run_job
@@ -23,16 +24,14 @@ __all__ = ["ArtifactResult", "MirrorJob", "MirrorSummary", "ProgressCallback", "
 def _read(path: Path) -> object:
     suffix = path.suffix.lower()
     try:
-        text = path.read_bytes()
+        text = read_at_most(path, MAX_SMALL_INPUT)
     except OSError as e:
         raise OcibridgeError(f"cannot read mirror job {path}: {e.strerror}") from None
+    if len(text) > MAX_SMALL_INPUT:
+        raise OcibridgeError(f"mirror job {path}: larger than {MAX_SMALL_INPUT} bytes, refused")
     if suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise OcibridgeError(
-                f"{path}: YAML job files need PyYAML (pip install pyyaml); or write the job in TOML"
-            ) from None
+        import yaml  # a declared dependency
+
         try:
             return yaml.safe_load(text)
         except yaml.YAMLError as e:

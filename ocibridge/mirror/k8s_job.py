@@ -169,13 +169,18 @@ def _check_options(opts: JobOptions) -> None:
 
 def _check_job_runs_in_a_pod(job: MirrorJob) -> None:
     """Refuse what a pod cannot do: read a path of this machine (a layout, the local Ollama
-    store, a file named relative to the job, which the ConfigMap does not hold)."""
+    store, a file named relative to the job, which the ConfigMap does not hold); and what it
+    must not: a password inline in the job, which the ConfigMap would hold in clear."""
     for n, entry in enumerate(job.sync, 1):
         for side, text in (("source", entry.source), ("target", entry.target)):
             if on_this_machine(text):
                 raise OcibridgeError(f"sync entry {n}: {side} {text!r} is a path on this machine, which "
                                      "the pods cannot read; mirror between registries in Kubernetes")
     for host, auth in job.registries.items():
+        if auth.password:  # the job text goes into a ConfigMap, which is no place for a secret
+            raise OcibridgeError(f"registries.{host}.password: an inline password would be copied into the "
+                                 "ConfigMap in clear; use password_env with --env-secret SECRET, or the docker "
+                                 "config Secret (--docker-config-secret)")
         for key, value in (("password_file", auth.password_file), ("ca_file", auth.ca_file)):
             if value and not Path(value).is_absolute():
                 raise OcibridgeError(f"registries.{host}.{key} = {value!r}: relative to the job file, "

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError, SignatureError
 from ocibridge.mirror.endpoints import Endpoint, open_endpoint
 from ocibridge.mirror.filters import select_tags
@@ -277,15 +278,18 @@ class _Planner:
         they are not copied (a signature over the original would not verify against the new one)."""
         assert self.view is not None
         found: list[str] = []
-        stack = [original]
+        bound = GraphBound(f"graph of {original.digest}")
+        stack = [(original, 0)]
         while stack:
-            desc = stack.pop()
-            if not is_manifest(desc) or self.view.convert(desc).digest == desc.digest:
+            desc, depth = stack.pop()
+            if not is_manifest(desc) or not bound.enter(desc.digest, depth):
+                continue
+            if self.view.convert(desc).digest == desc.digest:
                 continue
             found.extend(r.digest for r in self.src.store.referrers(desc))
             node = parse_manifest_bytes(self._fetch(self.src.store, desc), desc.mediaType)
             if isinstance(node, Index):
-                stack.extend(node.manifests)
+                stack.extend((d, depth + 1) for d in node.manifests)
         return found
 
     def _from_ollama(self, ref: str) -> tuple[Store, Descriptor, str]:
@@ -363,26 +367,30 @@ class _Planner:
 
 
 def _graph(store: Store, root: Descriptor, referrers: bool, fetch: Fetch) -> list[Descriptor]:
-    """Every descriptor reachable from ``root``: manifests, configs, layers (and referrers)."""
+    """Every descriptor reachable from ``root``: manifests, configs, layers (and referrers);
+    each once, within the bounds of core/graphbound.py (referrers are untrusted)."""
     out: list[Descriptor] = []
     seen: set[str] = set()
-    stack = [root]
+    bound = GraphBound(f"graph of {root.digest}")
+    stack = [(root, 0)]
     while stack:
-        desc = stack.pop()
+        desc, depth = stack.pop()
         if desc.digest in seen:
             continue
         seen.add(desc.digest)
         out.append(desc)
         if not is_manifest(desc):
             continue
+        bound.enter(desc.digest, depth)
         node = parse_manifest_bytes(fetch(store, desc), desc.mediaType)
+        below = depth + 1
         if isinstance(node, Index):
-            stack.extend(node.manifests)
+            stack.extend((d, below) for d in node.manifests)
         else:
-            stack.extend([node.config, *node.layers])
+            stack.extend((d, below) for d in (node.config, *node.layers))
         if referrers:
-            stack.extend(store.referrers(desc))
-            stack.extend(d for d, _ in companion_tags(store, desc))
+            stack.extend((d, below) for d in store.referrers(desc))
+            stack.extend((d, below) for d, _ in companion_tags(store, desc))
     return out
 
 
@@ -410,14 +418,19 @@ def _other_family(store: Store, desc: Descriptor) -> str | None:
     return name
 
 
-def _family(store: Store, desc: Descriptor, fetch: Fetch) -> Family | None:
-    """The ModelPack family of a manifest, or of an index's first ModelPack child."""
+def _family(store: Store, desc: Descriptor, fetch: Fetch, bound: GraphBound | None = None,
+            depth: int = 0) -> Family | None:
+    """The ModelPack family of a manifest, or of an index's first ModelPack child (each
+    nested index looked at once, within the bounds of core/graphbound.py)."""
+    bound = bound or GraphBound(f"graph of {desc.digest}")
+    if not bound.enter(desc.digest, depth):
+        return None
     node = parse_manifest_bytes(fetch(store, desc), desc.mediaType)
     if isinstance(node, Manifest):
         return family_of_artifact(node.artifactType, node.config.mediaType)
     for child in node.manifests:
         if is_manifest(child):
-            found = _family(store, child, fetch)
+            found = _family(store, child, fetch, bound, depth + 1)
             if found is not None:
                 return found
     return None

@@ -13,7 +13,8 @@ import io
 import threading
 from typing import Any, BinaryIO
 
-from ocibridge.errors import NotFound
+from ocibridge.core.graphbound import ENV_MAX_DEPTH, max_depth
+from ocibridge.errors import GraphTooLarge, NotFound
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import Store, is_manifest
@@ -89,10 +90,14 @@ class RelabelStore:
         return self.inner
 
     # -- conversion ---------------------------------------------------------------------------
-    def convert(self, desc: Descriptor) -> Descriptor:
-        """The descriptor of ``desc`` as this view serves it (converting on first sight)."""
+    def convert(self, desc: Descriptor, depth: int = 0) -> Descriptor:
+        """The descriptor of ``desc`` as this view serves it (converting on first sight; each
+        digest once, by the memo below, and no deeper than core/graphbound.py allows)."""
         if not is_manifest(desc):
             return desc
+        if depth > max_depth():
+            raise GraphTooLarge(f"{desc.digest}: indexes nested deeper than {max_depth()} "
+                                f"(${ENV_MAX_DEPTH} raises the limit)")
         with self._lock:
             if desc.digest in self._converted:
                 return self._converted[desc.digest][0]
@@ -103,7 +108,7 @@ class RelabelStore:
         if isinstance(node, Index):
             children = []
             for child in node.manifests:
-                new_child = self.convert(child)
+                new_child = self.convert(child, depth + 1)
                 children.append(child if new_child.digest == child.digest else child.model_copy(
                     update={"digest": new_child.digest, "size": new_child.size,
                             "artifactType": new_child.artifactType}))

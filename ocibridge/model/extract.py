@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.confined import check_links
+from ocibridge.core.dirlock import directory_locked
 from ocibridge.core.fsutil import (
     TEMP_PREFIX,
     is_root_entry,
@@ -29,6 +30,7 @@ from ocibridge.core.fsutil import (
     write_sliced,
 )
 from ocibridge.core.overwrite import OnExisting, plan_commit
+from ocibridge.core.stale import locked_staging, remove_stale_staging
 from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.layers.reader import (
@@ -236,18 +238,21 @@ class DirectoryTarget:
             raise OcibridgeError(f"{out} exists and is not a directory")
         made = _missing_dirs(out)
         out.mkdir(parents=True, exist_ok=True)
-        self._staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=out))
-        try:
-            yield
-        except BaseException:
-            shutil.rmtree(self._staging, ignore_errors=True)
-            for directory in made:
-                with contextlib.suppress(OSError):
-                    directory.rmdir()
-            raise
-        finally:
-            shutil.rmtree(self._staging, ignore_errors=True)
-            self._staging = None
+        remove_stale_staging(out)  # what pulls killed here before left behind
+        with locked_staging(out) as staging:
+            self._staging = staging
+            try:
+                yield
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                for directory in made:
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
+                raise
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+                self._staging = None
+        remove_stale_staging(out)  # one a run killed just before this one began is old enough now
         self.result.files.sort()
 
     def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
@@ -321,10 +326,13 @@ class DirectoryTarget:
         if staging is None:
             raise OcibridgeError(f"{self.describe()}: not open for writing")
         self.result.manifest = desc
-        _check_staged_links(staging, self.out, self.result.files)
-        plan = plan_commit(staging, self.out, self.result.files, self.on_existing)
-        self.result.kept = plan.kept
-        _commit(staging, self.out, plan.write)
+        # the look at DIR and the move into it are one step: a concurrent pull into DIR
+        # commits wholly before or after, and the later one sees the earlier one's files
+        with directory_locked(self.out):
+            _check_staged_links(staging, self.out, self.result.files)
+            plan = plan_commit(staging, self.out, self.result.files, self.on_existing)
+            self.result.kept = plan.kept
+            _commit(staging, self.out, plan.write)
 
 
 

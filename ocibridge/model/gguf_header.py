@@ -1,9 +1,9 @@
 """The header of a GGUF file, read from a stream: architecture, parameter count, file type.
 
 Reads only the key/value section and the tensor infos, never the tensor data, so it works on
-a blob streaming from a registry as well as on a local file. Type names come from the ``gguf``
-package (ggml's own tables); the parser is a small streaming one because ``gguf.GGUFReader``
-needs a whole local file to map into memory.
+a blob streaming from a registry as well as on a local file. Type names come from ggml's
+tables, copied in ggml_types (never the optional ``gguf`` package, see docs/reproducibility.md);
+the parser is a small streaming one because ``gguf.GGUFReader`` needs a whole local file.
 """
 
 from __future__ import annotations
@@ -13,13 +13,28 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from ocibridge.errors import SourceError
+from ocibridge.model.ggml_types import FILE_TYPES, TENSOR_TYPES
 
 GGUF_MAGIC = b"GGUF"
 MAX_HEADER_BYTES = 1 << 30  # tokenizer arrays make headers large, but not this large
 MAX_COUNT = 1 << 24
 MAX_KEY = 1 << 16
+#: Values decoded in one header (items of string arrays, tensor infos): a tokenizer of 262K tokens
+#: and ~500K merges is ~1M; this bounds the CPU an array of empty arrays could ask for (~5 s).
+MAX_VALUES = 1 << 21
+#: Key/value pairs and tensor infos in one header: real files hold ~50 keys and a few thousand
+#: tensors; each costs a decode in Python, so these bound the header's CPU time.
+MAX_KEYS = 1 << 16
+MAX_TENSORS = 1 << 16
+#: Arrays of arrays nest at most this deep (real headers: 1).
+MAX_ARRAY_DEPTH = 4
+#: Element counts (a dimension, a tensor, the total) stay below 2^63, as ggml's int64 counts do.
+MAX_ELEMENTS = 1 << 63
 KEEP_STRING = 1 << 16  # longer string values are skipped, not kept
 _SKIP_CHUNK = 1 << 20
+_READ_AHEAD = 1 << 16
+#: Items of arrays inside arrays (never written by llama.cpp): each costs a full value decode.
+MAX_NESTED_ITEMS = 1 << 16
 
 #: GGUFValueType → struct format of fixed-size scalars.
 _SCALARS = {
@@ -51,32 +66,22 @@ class GGUFHeader:
 
     @property
     def quantization(self) -> str | None:
-        """The file type name (``Q4_K_M``, ``F16``), else the dominant tensor type.
-        Names come from ggml's tables in the ``gguf`` package; without it, None."""
-        try:
-            import gguf
-        except ImportError:
-            return None
-
+        """The file type name (``Q4_K_M``, ``F16``), else the dominant tensor type. Names come from
+        ocibridge's own copy of ggml's tables, never an optional package, so a config is the same
+        whatever is installed."""
         file_type = self.metadata.get("general.file_type")
-        if isinstance(file_type, int) and not isinstance(file_type, bool):
-            try:
-                name = gguf.LlamaFileType(file_type).name
-            except ValueError:
-                name = None
-            if name:
-                return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+        if isinstance(file_type, int) and not isinstance(file_type, bool) and file_type in FILE_TYPES:
+            return FILE_TYPES[file_type]
         if self.tensor_types:
             dominant = max(self.tensor_types.items(), key=lambda kv: kv[1])[0]
-            try:
-                return gguf.GGMLQuantizationType(dominant).name
-            except ValueError:
-                return None
+            return TENSOR_TYPES.get(dominant)
         return None
 
 
 def format_param_count(n: int) -> str:
     """``8030261248`` → ``8B``, ``134515008`` → ``135M``, ``1543714304`` → ``1.5B``."""
+    if n >= 10**300:  # no float holds it; a real count never comes close
+        return "unknown"
     for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
         if n >= scale:
             value = n / scale
@@ -86,18 +91,37 @@ def format_param_count(n: int) -> str:
 
 
 class _Stream:
-    """Exact reads with a budget, so a hostile header cannot make us read forever."""
+    """Exact reads with a budget, so a hostile header cannot make us read forever. The strings of
+    an array are read ahead (only as many bytes as their lengths alone must take), so that a
+    tokenizer's many small strings cost a slice each, not a read call each."""
 
     def __init__(self, raw: BinaryIO, where: str):
         self.raw = raw
         self.where = where
         self.pos = 0
         self.endian = "<"
+        self.values = 0
+        self.nested = 0
+        self._buf = b""
+        self._off = 0
+
+    def spend(self, n: int = 1) -> None:
+        """Count ``n`` values decoded, refusing a header that asks for more than MAX_VALUES."""
+        self.values += n
+        if self.values > MAX_VALUES:
+            raise SourceError(f"{self.where}: GGUF header holds more than {MAX_VALUES} values")
 
     def take(self, n: int) -> bytes:
         if self.pos + n > MAX_HEADER_BYTES:
             raise SourceError(f"{self.where}: GGUF header larger than {MAX_HEADER_BYTES} bytes")
-        parts, left = [], n
+        end = self._off + n
+        if end <= len(self._buf):  # the common case: a field already read ahead
+            data = self._buf[self._off:end]
+            self._off = end
+            self.pos += n
+            return data
+        parts, left = [self._buf[self._off:]], n - (len(self._buf) - self._off)
+        self._buf, self._off = b"", 0
         while left:
             chunk = self.raw.read(min(left, _SKIP_CHUNK))
             if not chunk:
@@ -106,6 +130,33 @@ class _Stream:
             left -= len(chunk)
         self.pos += n
         return b"".join(parts)
+
+    def _read_ahead(self, n: int) -> None:
+        """Buffer up to ``n`` more bytes, ``n`` being bytes the header certainly still holds (so
+        no byte of tensor data is ever read)."""
+        rest = self._buf[self._off:]
+        more = self.raw.read(n) if n > 0 else b""
+        self._buf, self._off = rest + more, 0
+
+    def skip_strings(self, n: int) -> None:
+        """Skip ``n`` length-prefixed strings (a tokenizer's vocabulary): the fast path parses
+        lengths straight from the read-ahead buffer, the slow one is :meth:`skip`."""
+        fmt = self.endian + "Q"
+        while n:
+            buf, off = self._buf, self._off
+            if off + 8 > len(buf):  # every string left has its 8-byte length: that much is header
+                self._read_ahead(min(_READ_AHEAD, 8 * n) - (len(buf) - off))
+                if self._off + 8 > len(self._buf):
+                    raise SourceError(f"{self.where}: truncated GGUF header")
+                buf, off = self._buf, self._off
+            (length,) = struct.unpack_from(fmt, buf, off)
+            if off + 8 + length > len(buf) or self.pos + 8 + length > MAX_HEADER_BYTES:
+                self.skip(self.string_length())
+                n -= 1
+                continue
+            self._off = off + 8 + length
+            self.pos += 8 + length
+            n -= 1
 
     def skip(self, n: int) -> None:
         while n:
@@ -129,7 +180,8 @@ class _Stream:
         return n
 
 
-def _value(s: _Stream, vtype: int, keep: bool) -> Any:
+def _value(s: _Stream, vtype: int, keep: bool, depth: int = 0) -> Any:
+    s.spend()
     if vtype in _SCALARS:
         return s.unpack(_SCALARS[vtype])
     if vtype == _STRING:
@@ -139,13 +191,21 @@ def _value(s: _Stream, vtype: int, keep: bool) -> Any:
         s.skip(n)
         return None
     if vtype == _ARRAY:
+        if depth >= MAX_ARRAY_DEPTH:
+            raise SourceError(f"{s.where}: GGUF arrays nested more than {MAX_ARRAY_DEPTH} deep")
         etype = s.unpack("I")
         n = s.count("array")
         if etype in _SCALARS:
             s.skip(n * struct.calcsize(_SCALARS[etype]))
+        elif etype == _STRING:
+            s.spend(n)
+            s.skip_strings(n)
         else:
+            s.nested += n
+            if s.nested > MAX_NESTED_ITEMS:
+                raise SourceError(f"{s.where}: GGUF arrays of arrays hold more than {MAX_NESTED_ITEMS} items")
             for _ in range(n):
-                _value(s, etype, keep=False)
+                _value(s, etype, keep=False, depth=depth + 1)
         return None
     raise SourceError(f"{s.where}: unknown GGUF value type {vtype}")
 
@@ -165,6 +225,9 @@ def read_gguf_header(raw: BinaryIO, where: str = "GGUF file") -> GGUFHeader:
     header = GGUFHeader(version=version)
     header.tensor_count = s.count("tensor")
     kv_count = s.count("key/value")
+    if header.tensor_count > MAX_TENSORS or kv_count > MAX_KEYS:
+        raise SourceError(f"{where}: GGUF header with {header.tensor_count} tensors and {kv_count} keys "
+                          f"is implausible (at most {MAX_TENSORS} and {MAX_KEYS})")
     for _ in range(kv_count):
         n = s.string_length()
         if n > MAX_KEY:
@@ -174,15 +237,18 @@ def read_gguf_header(raw: BinaryIO, where: str = "GGUF file") -> GGUFHeader:
         if value is not None:
             header.metadata[key] = value
     for _ in range(header.tensor_count):
+        s.spend()
         s.skip(s.string_length())
         n_dims = s.unpack("I")
         if n_dims > 8:
             raise SourceError(f"{where}: GGUF tensor with {n_dims} dimensions is implausible")
         elements = 1
         for _ in range(n_dims):
-            elements *= s.unpack("Q")
+            elements *= s.unpack("Q")  # each < 2^64, at most 8: a bounded integer
         ggml_type = s.unpack("I")
         s.skip(8)  # data offset
+        if elements >= MAX_ELEMENTS or header.parameter_count + elements >= MAX_ELEMENTS:
+            raise SourceError(f"{where}: GGUF tensor counts beyond 2^63 elements are implausible")
         header.parameter_count += elements
         header.tensor_types[ggml_type] = header.tensor_types.get(ggml_type, 0) + elements
     return header

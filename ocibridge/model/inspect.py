@@ -44,6 +44,32 @@ def inspect(store: Store, reference: str) -> dict[str, Any]:
     }
 
 
+#: fields a person reading the summary does not need (``--json`` keeps them)
+_DIGEST_KEYS = ("digest", "diffId")
+
+
+def _field_lines(label: str, value: Any) -> list[str]:
+    """A mapping one line per key, a list one line per element, digests left to ``--json``."""
+    if isinstance(value, dict):
+        return [f"{label}.{k}: {_value(v)}" for k, v in value.items() if k not in _DIGEST_KEYS]
+    if isinstance(value, list):
+        return [f"{label}[{i}]: {_value(v)}" for i, v in enumerate(value)]
+    return [f"{label}: {_value(value)}"]
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in _DIGEST_KEYS}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def _value(value: Any) -> str:
+    value = _strip(value)
+    return value if isinstance(value, str) else json.dumps(value, separators=(", ", ": "))
+
+
 #: convert's round-trip records (io.ocibridge.origin.<family>.manifest / .config): whole JSON
 #: documents, a screenful each; the text names them by size (--json carries them whole)
 _ORIGIN_PREFIX = "io.ocibridge.origin."
@@ -57,15 +83,21 @@ def _shown_annotation(key: str, value: str) -> str:
 
 def format_inspect(info: dict[str, Any]) -> str:
     lines = [
+        *([f"Family:        {info['familyName']}"] if info.get("familyName") else []),
         f"Digest:        {info['digest']}",
         f"Media type:    {info['mediaType']}",
         f"Artifact type: {info['artifactType'] or '-'}",
         f"Total size:    {human_size(info['totalSize'])} in {len(info['layers'])} layers",
     ]
     config = info.get("config") or {}
-    for section in ("descriptor", "config"):
-        for key, value in (config.get(section) or {}).items():
-            lines.append(f"{section}.{key}: {json.dumps(value) if not isinstance(value, str) else value}")
+    own = info.get("familyFields")
+    if own:  # a family's own fields, under its own names (a Kitfile's package, model, code ...)
+        for key, value in own["fields"].items():
+            lines += _field_lines(f"{own['label']} {key}", value)
+    elif isinstance(config, dict):
+        for section in ("descriptor", "config"):
+            for key, value in (config.get(section) or {}).items():
+                lines.append(f"{section}.{key}: {_value(value)}")
     for key, value in sorted(info["annotations"].items()):
         lines.append(f"annotation {key}: {_shown_annotation(key, value)}")
     rows = [("KIND", "VARIANT", "SIZE", "PATH", "MEDIA TYPE")]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError, UnsafePath, ValidationError
@@ -21,6 +23,46 @@ from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import Store
 
 METADATA_FIELDS = ("name", "mode", "uid", "gid", "size", "mtime", "typeflag")
+RUNTIMES = ("cri-o", "containerd")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The runtime ``validate --runtime`` checks readiness for; no version means every version."""
+
+    name: str
+    version: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class RuntimeNote:
+    """What a runtime (in versions ``since``..``until``, both inclusive) needs beyond the spec."""
+
+    runtime: str
+    text: str
+    since: tuple[int, int] | None = None
+    until: tuple[int, int] | None = None
+
+    def applies(self, runtime: Runtime) -> bool:
+        if runtime.name != self.runtime:
+            return False
+        if runtime.version is None:
+            return True
+        return (self.since is None or runtime.version >= self.since) and \
+            (self.until is None or runtime.version <= self.until)
+
+
+def parse_runtime(text: str) -> Runtime:
+    """``cri-o``, ``containerd``, ``cri-o@1.34`` → a Runtime; ValueError says what is accepted."""
+    name, _, version = text.strip().lower().partition("@")
+    if name not in RUNTIMES:
+        raise ValueError(f"unknown runtime {text!r} (known: {', '.join(RUNTIMES)}, optionally @MAJOR.MINOR)")
+    if not version:
+        return Runtime(name)
+    match = re.fullmatch(r"v?(\d{1,4})\.(\d{1,4})(?:\.\d{1,6})?", version)
+    if match is None:
+        raise ValueError(f"runtime version {version!r}: expected MAJOR.MINOR (e.g. {name}@1.34)")
+    return Runtime(name, (int(match.group(1)), int(match.group(2))))
 
 
 def _uncompressed_digest(store: Store, layer: Descriptor, variant: Variant) -> str:
@@ -28,11 +70,13 @@ def _uncompressed_digest(store: Store, layer: Descriptor, variant: Variant) -> s
 
 
 def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str],
-                 warnings: list[str] | None = None) -> Variant | None:
-    """Spec rules on one layer into ``reasons``; what runtimes and tools need beyond the spec
-    (a file name CRI-O reads, file metadata) into ``warnings``."""
+                 warnings: list[str] | None = None, notes: list[RuntimeNote] | None = None) -> Variant | None:
+    """Spec rules on one layer into ``reasons``; what the spec recommends and tools need (file
+    metadata, a file path) into ``warnings``; what one runtime needs (a file name CRI-O reads)
+    into ``notes``."""
     where = f"layers[{i}]"
     warn = warnings if warnings is not None else []
+    note = notes if notes is not None else []
     kind = parse_layer_media_type(layer.mediaType)
     if kind is None:
         reasons.append(f"{where}.mediaType: {layer.mediaType!r} is not a ModelPack layer type")
@@ -68,16 +112,19 @@ def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str],
         else:
             skipping = "CRI-O 1.34+ (reads org.cncf.model.filepath)" if family is Family.CNAI else \
                 "CRI-O 1.33 (reads org.cnai.model.filepath)"
-            warn.append(f"{where}.annotations: no {ANNOTATION_TITLE}: {skipping} will not show {path}")
+            text = f"{where}.annotations: no {ANNOTATION_TITLE}: {skipping} will not show {path}"
+            note.append(RuntimeNote("cri-o", text, since=(1, 34)) if family is Family.CNAI
+                        else RuntimeNote("cri-o", text, until=(1, 33)))
     elif kind.variant is Variant.RAW and not path:
         warn.append(f"{where}.annotations: no {family.filepath_key} (the spec's file path); "
                     f"tools fall back to {ANNOTATION_TITLE}")
     return kind.variant
 
 
-def validate_manifest(store: Store, manifest: Manifest, warnings: list[str] | None = None) -> list[str]:
+def validate_manifest(store: Store, manifest: Manifest, warnings: list[str] | None = None,
+                      notes: list[RuntimeNote] | None = None) -> list[str]:
     """Every rule of the model-spec the artifact breaks, each as ``field: rule``; empty when
-    valid. What runtimes need beyond the spec goes into ``warnings`` when given."""
+    valid. What the spec recommends goes into ``warnings``, what a runtime needs into ``notes``."""
     reasons: list[str] = []
     if manifest.mediaType != OCI_MANIFEST:
         reasons.append(f"mediaType: must be {OCI_MANIFEST}, is {manifest.mediaType!r}")
@@ -101,7 +148,7 @@ def validate_manifest(store: Store, manifest: Manifest, warnings: list[str] | No
         reasons.append(f"config: {e}")
     if not manifest.layers:
         reasons.append("layers: at least one layer is required")
-    variants = [_check_layer(i, layer, family, reasons, warnings) for i, layer in enumerate(manifest.layers)]
+    variants = [_check_layer(i, layer, family, reasons, warnings, notes) for i, layer in enumerate(manifest.layers)]
     if config is None:
         return reasons
     diff_ids = config.modelfs.diffIds
@@ -134,18 +181,22 @@ CONTAINERD = ("containerd mounts images only, not artifacts: this will not mount
 
 
 def validate(store: Store, reference: str, *, strict: bool = False,
-             warnings: list[str] | None = None) -> Descriptor:
+             warnings: list[str] | None = None, runtime: Runtime | None = None) -> Descriptor:
     """Raise ValidationError with every reason, or return the manifest descriptor.
 
-    Spec conformance decides validity; runtime readiness (file names CRI-O reads, containerd's
-    images-only rule, file metadata) is collected into ``warnings``, and with ``strict`` they
-    count as reasons too.
+    Spec conformance decides validity; what the spec recommends (file metadata, file paths) is
+    collected into ``warnings``, and with ``strict`` it counts as reasons too. Runtime readiness
+    (file names CRI-O reads, containerd's images-only rule) is checked only for ``runtime``: a
+    runtime note is not a spec violation, so a conforming artifact passes ``strict`` without it.
     """
     found: list[str] = []
+    notes: list[RuntimeNote] = []
     desc, manifest = fetch_manifest(store, reference)
-    reasons = validate_manifest(store, manifest, found)
-    if not _has_image(store, reference):
-        found.append(CONTAINERD)
+    reasons = validate_manifest(store, manifest, found, notes)
+    if runtime is not None and runtime.name == "containerd" and not _has_image(store, reference):
+        notes.append(RuntimeNote("containerd", CONTAINERD))
+    if runtime is not None:
+        found += [n.text for n in notes if n.applies(runtime)]
     if warnings is not None:
         warnings.extend(found)
     if strict:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core.terminal import one_line
 from ocibridge.errors import SignatureError
 from ocibridge.oci.digest import split_digest
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, OCI_EMPTY, OCI_MANIFEST
@@ -157,22 +158,39 @@ def verify_envelope(envelope: dict[str, Any], key: keys.PublicKey) -> bytes:
     return payload
 
 
-def statement_claims(payload: bytes, digest: str) -> dict[str, Any]:
-    """The claims of a statement whose subject is ``digest``; raises when it names another."""
+def statement_claims(payload: bytes, digest: str, predicate_type: str = SIGN_PREDICATE_TYPE) -> dict[str, Any]:
+    """The claims of a statement whose subject is ``digest`` and whose signed predicate type is
+    ``predicate_type``; raises otherwise.
+
+    The predicate type is what separates a signature from an attestation: a key that signs
+    SLSA provenance (or any other predicate) about a digest has not signed the artifact, so a
+    statement of another type never counts as a signature (docs/security.md, invariant).
+    """
     algorithm, hexpart = split_digest(digest)
     try:
         doc = json.loads(payload)
         kind = doc["_type"]
         subjects = doc["subject"]
+        predicate = doc.get("predicateType")
         matching = [s for s in subjects if (s.get("digest") or {}).get(algorithm) == hexpart]
     except (ValueError, KeyError, TypeError, AttributeError):
         raise SignatureError("signed statement is not an in-toto statement") from None
     if kind not in STATEMENT_TYPES:
         raise SignatureError(f"signed statement has type {kind!r}")
+    if predicate != predicate_type:
+        what = "an attestation" if isinstance(predicate, str) else "a statement"
+        raise SignatureError(f"signed statement is {what} of type {_short(predicate)}, not a signature "
+                             f"({predicate_type})")
     if not matching:
         raise SignatureError(f"signed statement does not name {digest}")
     claims = matching[0].get("annotations") or {}
     return claims if isinstance(claims, dict) else {}
+
+
+def _short(value: object) -> str:
+    """A hostile predicate type, shown on one line and at most 100 characters."""
+    text = one_line(repr(value))
+    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def _b64(data: bytes) -> str:

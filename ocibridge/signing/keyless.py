@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibridge.errors import SignatureError
-from ocibridge.signing.bundle import statement_claims
+from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE, statement_claims
 
 
 @dataclass(frozen=True)
@@ -24,9 +24,11 @@ class Identity:
 
 
 def verify_keyless(bundle: bytes, who: Identity, *, dsse: bool, digest: str | None = None,
-                   artifact: bytes | None = None) -> dict[str, Any]:
-    """Verify a certificate bundle; DSSE ones must name ``digest``, message ones sign ``artifact``.
-    Returns the signed claims (DSSE statements only)."""
+                   artifact: bytes | None = None, predicate_type: str = SIGN_PREDICATE_TYPE,
+                   artifact_sha256: bytes | None = None) -> dict[str, Any]:
+    """Verify a certificate bundle; DSSE ones must name ``digest`` with ``predicate_type``,
+    message ones sign ``artifact`` (or the content whose sha256 is ``artifact_sha256``, a file
+    hashed as it streamed). Returns the signed claims (DSSE statements only)."""
     try:
         from sigstore.errors import Error as SigstoreError
         from sigstore.models import Bundle, TrustedRoot
@@ -45,9 +47,17 @@ def verify_keyless(bundle: bytes, who: Identity, *, dsse: bool, digest: str | No
             _, payload = verifier.verify_dsse(parsed, rule)
             if digest is None:
                 raise SignatureError("a DSSE bundle needs the digest it must name")
-            return statement_claims(payload, digest)
+            return statement_claims(payload, digest, predicate_type)
+        if artifact_sha256 is not None:  # a file hashed as it streamed: never held in memory
+            from sigstore.hashes import Hashed
+            from sigstore_models.common.v1 import HashAlgorithm
+
+            verifier.verify_artifact(Hashed(algorithm=HashAlgorithm.SHA2_256, digest=artifact_sha256), parsed, rule)
+            return {}
         if artifact is None:
             raise SignatureError("a message-signature bundle needs the signed bytes")
+        if predicate_type != SIGN_PREDICATE_TYPE:
+            raise SignatureError(f"a message signature, not an attestation of type {predicate_type}")
         verifier.verify_artifact(artifact, parsed, rule)
         return {}
     except SignatureError:

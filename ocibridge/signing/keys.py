@@ -17,7 +17,6 @@ import base64
 import hashlib
 import json
 import os
-from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
@@ -25,6 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
 from ocibridge.errors import SignatureError
 
 #: The environment variable cosign reads a key's password from; ocibridge reads the same one.
@@ -37,9 +37,12 @@ PublicKey = ec.EllipticCurvePublicKey
 
 def _read(path: str | os.PathLike[str], what: str) -> bytes:
     try:
-        return Path(path).read_bytes()
+        data = read_at_most(path, MAX_SMALL_INPUT)
     except OSError as e:
         raise SignatureError(f"{what} {path}: {e.strerror or e}") from None
+    if len(data) > MAX_SMALL_INPUT:
+        raise SignatureError(f"{what} {path}: larger than {MAX_SMALL_INPUT} bytes, refused")
+    return data
 
 
 def _p256(key: object, path: str | os.PathLike[str]) -> None:
@@ -154,6 +157,17 @@ def sign(key: PrivateKey, data: bytes) -> bytes:
 def verifies(key: PublicKey, signature: bytes, data: bytes) -> bool:
     try:
         key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
+    except InvalidSignature:
+        return False
+    return True
+
+
+def verifies_prehashed(key: PublicKey, signature: bytes, sha256: bytes) -> bool:
+    """:func:`verifies` for content given by its sha256, so a big file need never be in memory."""
+    from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+
+    try:
+        key.verify(signature, sha256, ec.ECDSA(Prehashed(hashes.SHA256())))
     except InvalidSignature:
         return False
     return True

@@ -19,7 +19,13 @@ from ocibridge.errors import SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing import keys
 from ocibridge.signing.attach import find_signatures
-from ocibridge.signing.bundle import BundleContent, parse_bundle, statement_claims, verify_envelope
+from ocibridge.signing.bundle import (
+    SIGN_PREDICATE_TYPE,
+    BundleContent,
+    parse_bundle,
+    statement_claims,
+    verify_envelope,
+)
 from ocibridge.signing.classic import SignatureLayer
 from ocibridge.signing.keyless import Identity, verify_keyless
 from ocibridge.signing.payload import parse_simple_signing
@@ -31,11 +37,19 @@ CERTIFICATE_ANNOTATION = "dev.sigstore.cosign/certificate"
 @dataclass
 class VerifyPolicy:
     """Who may have signed: any of ``keys`` (name, public key), or a keyless ``identity``;
-    ``claims`` every accepted signature must carry (``--annotation``)."""
+    ``claims`` every accepted signature must carry (``--annotation``). ``predicate_type``: what
+    the signed statement must be; cosign's signature predicate unless an attestation of another
+    type is asked for by name (``verify --attestation-type``): never both at once."""
 
     keys: list[tuple[str, keys.PublicKey]] = field(default_factory=list)
     identity: Identity | None = None
     claims: dict[str, str] = field(default_factory=dict)
+    predicate_type: str = SIGN_PREDICATE_TYPE
+
+    @property
+    def attestation(self) -> bool:
+        """Whether this policy asks for an attestation rather than a signature."""
+        return self.predicate_type != SIGN_PREDICATE_TYPE
 
     def __post_init__(self) -> None:
         if not self.keys and self.identity is None:
@@ -44,7 +58,8 @@ class VerifyPolicy:
 
     @classmethod
     def from_files(cls, key_paths: list[str], *, identity: str | None = None, issuer: str | None = None,
-                   trusted_root: str | None = None, claims: dict[str, str] | None = None) -> VerifyPolicy:
+                   trusted_root: str | None = None, claims: dict[str, str] | None = None,
+                   predicate_type: str = SIGN_PREDICATE_TYPE) -> VerifyPolicy:
         who = None
         if identity or issuer or trusted_root:
             missing = [flag for flag, value in (("--certificate-identity", identity),
@@ -54,7 +69,7 @@ class VerifyPolicy:
                 raise SignatureError(f"keyless verification also needs {', '.join(missing)}")
             assert identity and issuer and trusted_root
             who = Identity(identity, issuer, trusted_root)
-        return cls([(p, keys.load_public_key(p)) for p in key_paths], who, dict(claims or {}))
+        return cls([(p, keys.load_public_key(p)) for p in key_paths], who, dict(claims or {}), predicate_type)
 
     def describe(self) -> str:
         parts = [f"key {name}" for name, _ in self.keys]
@@ -125,6 +140,8 @@ def _show(claims: dict[str, Any]) -> str:
 def _classic(layer: SignatureLayer, subject: Descriptor, policy: VerifyPolicy) -> Verified:
     where = _sig_tag(subject)
     notes = layer.descriptor.annotations or {}
+    if policy.attestation:
+        raise SignatureError(f"{where}: a signature, not an attestation of type {policy.predicate_type}")
     if layer.signature is None:
         raise SignatureError(f"{where}: a layer has no signature annotation")
     if CERTIFICATE_ANNOTATION in notes and not policy.keys:
@@ -152,16 +169,20 @@ def _bundle(data: bytes, where: str, digest: str, manifest: bytes | None, policy
         if policy.identity is None:
             raise SignatureError(f"bundle {where[:19]}: keyless (certificate) bundle; pass a certificate "
                                  "identity, issuer and trusted root")
+        if content.envelope is None and policy.attestation:
+            raise SignatureError(f"bundle {where[:19]}: a message signature, not an attestation of type "
+                                 f"{policy.predicate_type}")
         claims = verify_keyless(data, policy.identity, dsse=content.envelope is not None, digest=digest,
-                                artifact=manifest)
+                                artifact=manifest, predicate_type=policy.predicate_type)
         _require_claims(claims, policy)
         return Verified("bundle", policy.identity.identity, claims, where)
     return verify_key_bundle(content, digest, manifest, policy, where)
 
 
 def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None, policy: VerifyPolicy,
-                      where: str) -> Verified:
-    """A key bundle: DSSE naming ``digest``, or a message signature over ``signed``."""
+                      where: str, *, signed_sha256: bytes | None = None) -> Verified:
+    """A key bundle: DSSE naming ``digest``, or a message signature over ``signed`` — or over
+    the content whose sha256 is ``signed_sha256``, for a file hashed as it streams (verify-blob)."""
     short = f"bundle {where[:19]}"
     if not policy.keys:
         raise SignatureError(f"{short}: signed with a key; pass --key")
@@ -171,15 +192,19 @@ def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None,
                 payload = verify_envelope(content.envelope, key)
             except SignatureError:
                 continue
-            claims = statement_claims(payload, digest)
+            claims = statement_claims(payload, digest, policy.predicate_type)
             _require_claims(claims, policy)
             return Verified("bundle", name, claims, where)
         raise SignatureError(f"{short}: DSSE signature does not verify")
     assert content.message_digest is not None and content.message_signature is not None
-    if signed is None or hashlib.sha256(signed).digest() != content.message_digest:
+    if policy.attestation:
+        raise SignatureError(f"{short}: a message signature, not an attestation of type {policy.predicate_type}")
+    if signed_sha256 is None and signed is not None:
+        signed_sha256 = hashlib.sha256(signed).digest()
+    if signed_sha256 is None or signed_sha256 != content.message_digest:
         raise SignatureError(f"{short}: message digest is not that of {digest}")
     for name, key in policy.keys:
-        if keys.verifies(key, content.message_signature, signed):
+        if keys.verifies_prehashed(key, content.message_signature, signed_sha256):
             _require_claims({}, policy)
             return Verified("bundle", name, {}, where)
     raise SignatureError(f"{short}: message signature does not verify")

@@ -119,6 +119,12 @@ class Ingesting(Protocol):
         the stream reads when there is one, lets a store continue an upload a killed run left."""
         ...
 
+    def ingest_sends_unasked(self) -> bool:
+        """Whether ingesting sends bytes over a network before the store could say it holds
+        them (a registry): a copy then hashes first and asks, so no byte it holds is sent
+        again. A local store (a layout) ingests: a blob it holds costs one local write."""
+        ...
+
 
 @dataclass(frozen=True)
 class PendingBlob:

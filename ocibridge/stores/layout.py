@@ -3,17 +3,16 @@
 ``oci-layout``, ``index.json`` (tags as ``org.opencontainers.image.ref.name``) and
 ``blobs/<alg>/<hex>``. Blobs are written under a temporary name, verified, then renamed;
 ``index.json`` is replaced atomically under a lock so concurrent writers do not lose tags.
-A push that fails part-way removes the blobs it added that nothing tagged uses
-(:meth:`LayoutStore.removing_new_blobs_on_failure`), and the layout directory itself when the
-push created it and nothing ended up in it. Each manifest is listed in ``index.json`` once: a
-tagged entry replaces the untagged one, as oras-go does, so ``skopeo copy oci:DIR`` (no tag)
-works on a layout holding one artifact.
+A push that fails part-way removes the blobs it added that nothing tagged uses and no other
+live writer claimed (:meth:`LayoutStore.removing_new_blobs_on_failure`, :mod:`.leases`), and the
+layout directory itself when the push created it and nothing ended up in it. Each manifest is
+listed in ``index.json`` once: a tagged entry replaces the untagged one, as oras-go does, so
+``skopeo copy oci:DIR`` (no tag) works on a layout holding one artifact.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
+from ocibridge.core.limits import env_limit, over_limit, read_capped
 from ocibridge.core.stale import locked_tempfile, remove_stale
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
@@ -28,11 +28,23 @@ from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import check_tag
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, is_manifest
+from ocibridge.stores.leases import LEASE_DIR, Leases
 from ocibridge.stores.partial import PARTIAL_PREFIX, download
 from ocibridge.stores.ranged import ByteCount, RangedBlobSource
 
 LAYOUT_FILE = "oci-layout"
 LAYOUT_VERSION = {"imageLayoutVersion": "1.0.0"}
+LOCK_FILE = ".ocibridge.lock"
+
+
+#: A layout's ``index.json`` is read whole (it is JSON) up to this many bytes: ~50,000 tags.
+MAX_INDEX_BYTES = 16 << 20
+ENV_MAX_INDEX = "OCIBRIDGE_MAX_INDEX_BYTES"
+
+
+def max_index_bytes() -> int:
+    """The cap on ``index.json``, raised with ``$OCIBRIDGE_MAX_INDEX_BYTES``."""
+    return env_limit(ENV_MAX_INDEX, MAX_INDEX_BYTES)
 
 
 class LayoutStore:
@@ -45,6 +57,7 @@ class LayoutStore:
         self._made: Path | None = None  # the topmost directory this object created, if any
         self._writing = create  # opened to write: blobs found present are touched (see exists)
         self._swept = False  # orphaned temporary files of dead runs removed (once)
+        self._leases = Leases(self.root, self.root / LOCK_FILE)  # blobs this writer relies on
         if (self.root / LAYOUT_FILE).is_file():
             return
         if not create:
@@ -63,7 +76,8 @@ class LayoutStore:
         return f"oci:{self.root}"
 
     def close(self) -> None:
-        """Nothing is held open between calls; here so every store closes alike."""
+        """End this writer's lease (see :mod:`.leases`): its artifacts are listed by now."""
+        self._leases.release()
 
     def __enter__(self) -> LayoutStore:
         return self
@@ -77,24 +91,42 @@ class LayoutStore:
         return self.root / "blobs" / algorithm / hexpart
 
     def exists(self, desc: Descriptor) -> bool:
-        """Whether the blob is here. A writer that finds it here will reference it: its mtime is
-        refreshed, so a concurrent ``prune`` (which spares recent blobs) does not take it away
-        before the writer's manifest is tagged."""
-        path = self.blob_path(desc.digest)
+        """Whether the blob is here. A writer that finds it here will reference it: it claims
+        it in its lease (so another writer's undo keeps it, see :mod:`.leases`) and refreshes
+        its mtime (so a concurrent ``prune``, which spares recent blobs, keeps it too)."""
+        if not self._writing:
+            return self._present(desc)
+        return self._claimed_present(desc)
+
+    def _present(self, desc: Descriptor) -> bool:
         try:
-            present = path.stat().st_size == desc.size
+            return self.blob_path(desc.digest).stat().st_size == desc.size
         except FileNotFoundError:
             return False
-        if present and self._writing:
+
+    def _claimed_present(self, desc: Descriptor) -> bool:
+        """Claim ``desc`` for this writer, then say whether it is here: one step under the
+        lock, so a failing writer's undo either sees the claim or happened before the look."""
+        with self._locked():
+            self._leases.claim(desc.digest)
+            present = self._present(desc)
+        if present:
             with contextlib.suppress(OSError):
-                os.utime(path)
+                os.utime(self.blob_path(desc.digest))
         return present
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
+        """The blob as a verifying reader. A file whose size is not the descriptor's is refused
+        before a byte is read: nothing downstream may size a limit on a claim the file belies."""
         try:
             raw = open(self.blob_path(desc.digest), "rb")  # noqa: SIM115 - returned to the caller
         except FileNotFoundError:
             raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
+        actual = os.fstat(raw.fileno()).st_size
+        if actual != desc.size:
+            raw.close()
+            raise DigestMismatch(f"{self.describe()}: blob {desc.digest} holds {actual} bytes, its descriptor "
+                                 f"says {desc.size}")
         return VerifyingReader(raw, desc.digest, desc.size)  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO (issue 15)
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
@@ -118,7 +150,7 @@ class LayoutStore:
 
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
         """``reopen`` is not needed: a local write that fails fails the copy."""
-        if self.exists(desc):
+        if self._claimed_present(desc):
             return
         self._sweep_once()
         final = self.blob_path(desc.digest)
@@ -133,11 +165,14 @@ class LayoutStore:
                       on_bytes: ByteCount | None = None) -> None:
         """Fetch a blob that can be resumed: kept partial when interrupted, continued with
         Range by the next run, in parts at once when large (see :mod:`.partial`)."""
-        if self.exists(desc):
+        if self._claimed_present(desc):
             return
         self._sweep_once()
         download(self.blob_path(desc.digest), desc, source, on_bytes=on_bytes)
         self._note_created(desc.digest)
+
+    def ingest_sends_unasked(self) -> bool:
+        return False  # a local write: no network, nothing to ask first
 
     def ingest_blob(self, reader: BinaryIO, *, reopen: Reopen | None = None,
                     source_path: Path | None = None) -> tuple[str, int]:
@@ -153,8 +188,10 @@ class LayoutStore:
                     write_sliced(out, chunk)
             os.chmod(tmp, shared_file_mode())
             final = self.blob_path(hashing.digest)
-            existed = final.exists()
-            os.replace(tmp, final)
+            with self._locked():  # in place and claimed in one step (see _claimed_present)
+                self._leases.claim(hashing.digest)
+                existed = final.exists()
+                os.replace(tmp, final)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
@@ -174,10 +211,10 @@ class LayoutStore:
         layout this object created is removed again (with the parents it made) if it is still
         empty, so a failed push into a new layout leaves no directory behind.
 
-        Blobs present before the block are never touched. The check and the deletion hold the
-        index lock, so an artifact tagged meanwhile keeps its blobs. Not covered: another
-        process that found one of these blobs present, skipped it, and tags its artifact only
-        after the deletion (its tag would then name a missing blob).
+        Blobs present before the block are never touched, nor those another live writer
+        claimed (found present, or is writing: :mod:`.leases`). The check and the deletion
+        hold the index lock, so an artifact tagged meanwhile keeps its blobs, and a writer
+        that looks for a blob after the deletion finds it missing and writes it again.
         """
         if self._created is not None:
             raise OcibridgeError("removing_new_blobs_on_failure does not nest")
@@ -188,10 +225,12 @@ class LayoutStore:
             raise  # interrupted, not failed: verified blobs stay, so the rerun skips them
         except BaseException:
             self._remove_unreferenced(created)
+            self._leases.release()
             self._remove_if_made_and_empty()
             raise
         finally:
             self._created = None
+            self._leases.release()  # done: what this writer relied on is listed, or given up
 
     def _remove_if_made_and_empty(self) -> None:
         """Undo the creation of a layout nobody has put anything in (no manifest listed, no
@@ -199,10 +238,12 @@ class LayoutStore:
         if not self._fresh:
             return
         with self._locked():
-            if self.read_index().manifests or any(
+            if self.read_index().manifests or self._leases.others_alive() or any(
                     f.is_file() for f in (self.root / "blobs").rglob("*")):
                 return
-            for name in ("index.json", LAYOUT_FILE, ".ocibridge.lock"):
+            with contextlib.suppress(OSError):
+                (self.root / LEASE_DIR).rmdir()
+            for name in ("index.json", LAYOUT_FILE, LOCK_FILE):
                 with contextlib.suppress(FileNotFoundError):
                     (self.root / name).unlink()
         blobs = self.root / "blobs"
@@ -225,6 +266,7 @@ class LayoutStore:
             used = self._referenced()
             if used is None:
                 return  # an artifact whose blobs cannot be listed: keep everything
+            used |= self._leases.held_by_others()
             for digest in digests - used:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.blob_path(digest))
@@ -259,7 +301,7 @@ class LayoutStore:
             raise OcibridgeError(f"manifest {desc.digest}: {desc.size} bytes is more than a reader takes "
                                  f"({MAX_MANIFEST_BYTES})")
         parse_manifest_bytes(data, desc.mediaType)  # raises on anything the reader would refuse
-        if not self.exists(desc):
+        if not self._claimed_present(desc):
             atomic_write_bytes(self.blob_path(desc.digest), data)
         if tag is not None:
             self.tag(desc, tag)
@@ -269,18 +311,20 @@ class LayoutStore:
     # -- index -------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        with open(self.root / ".ocibridge.lock", "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with self._leases.locked():
+            yield
 
     def read_index(self) -> Index:
+        """``index.json``, read up to its cap (``$OCIBRIDGE_MAX_INDEX_BYTES``): a layout is
+        untrusted, and its index is read by every command that names it."""
+        cap = max_index_bytes()
         try:
-            data = (self.root / "index.json").read_bytes()
+            with open(self.root / "index.json", "rb") as f:
+                data = read_capped(f, cap)  # one byte more tells a longer file, and no more is read
         except FileNotFoundError:
             return Index()
+        if len(data) > cap:
+            raise OcibridgeError(over_limit(f"{self.root}/index.json", cap, ENV_MAX_INDEX))
         index = parse_manifest_bytes(data, OCI_INDEX)
         if not isinstance(index, Index):
             raise OcibridgeError(f"{self.root}/index.json is not an image index")

@@ -13,6 +13,7 @@ of a transfer is made here, in :class:`CopyStats`.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,7 +21,10 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext, supp
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
+from ocibridge.core import interrupt
+from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import (
     CopyTarget,
@@ -193,9 +197,12 @@ def copy(
     with _undo_on_failure(dst, hooks), \
             ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="copy") as pool:
         run = _Copy(src, dst, pool, stats, progress, referrers, blob_locks or BlobLocks(), hooks)
-        if hooks.ingest and isinstance(src, PendingBlobs) and isinstance(dst, Ingesting) \
-                and not _tag_exists(dst, dst_tag):
-            run.ingest(dst, src.pending_blobs())
+        if isinstance(src, PendingBlobs):
+            if hooks.ingest and isinstance(dst, Ingesting) and not dst.ingest_sends_unasked() \
+                    and not _tag_exists(dst, dst_tag):
+                run.ingest(dst, src.pending_blobs())
+            else:  # digests first, so the destination is asked before any byte is sent
+                run.hash_pending(src.pending_blobs())
         root = src_ref if isinstance(src_ref, Descriptor) else src.resolve(src_ref)
         stats.root = root
         run.node(root, dst_tag)
@@ -229,6 +236,7 @@ class _Copy:
         self.src, self.dst, self.pool, self.stats = src, dst, pool, stats
         self.progress, self.referrers, self.locks, self.hooks = progress, referrers, locks, hooks
         self.ingested: set[str] = set()  # digests the destination took by ingest in this copy
+        self.graph = GraphBound(f"copy of {src.describe()}")  # each manifest once, bounded
 
     # -- blobs of unknown digest ------------------------------------------------------------------
     def ingest(self, dst: Ingesting, pending: list[PendingBlob]) -> None:
@@ -252,6 +260,21 @@ class _Copy:
             self.stats.add(blobs_copied=int(new), bytes_copied=size)
             if progress:
                 progress("done", blob.key, size)
+
+        _all(self.pool.submit(one, blob) for blob in pending)
+
+    def hash_pending(self, pending: list[PendingBlob]) -> None:
+        """Hash each pending blob (in the pool, files at once) and tell the source its digest.
+        A second read to send a missing blob comes from the page cache; see docs/benchmarks.md
+        ("Ask before sending") for why this beats hashing beside the upload."""
+        def one(blob: PendingBlob) -> None:
+            hasher, size = hashlib.sha256(), 0
+            with blob.open() as reader:
+                while data := reader.read(CHUNK):
+                    interrupt.check()
+                    hasher.update(data)
+                    size += len(data)
+            blob.settle("sha256:" + hasher.hexdigest(), size)
 
         _all(self.pool.submit(one, blob) for blob in pending)
 
@@ -317,11 +340,18 @@ class _Copy:
         _all(self.pool.submit(self.blob, b) for b in blobs)
 
     # -- manifests --------------------------------------------------------------------------------
-    def node(self, desc: Descriptor, tag: str | None = None, referrers: bool | None = None) -> None:
+    def node(self, desc: Descriptor, tag: str | None = None, referrers: bool | None = None,
+             depth: int = 0) -> bool:
         """Copy one manifest and what it names; the root goes out with its ``tag`` in the same
-        write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it)."""
+        write (one PUT on a registry, not a PUT, a GET and a second PUT to tag it).
+
+        Each manifest is walked once per copy (a diamond or a cycle of referrers and fallback
+        tags costs one visit per node, not one per path), within the bounds of
+        core/graphbound.py; returns whether this call walked it (False: it was already)."""
         src, dst, stats, progress = self.src, self.dst, self.stats, self.progress
         referrers = self.referrers if referrers is None else referrers
+        if not self.graph.enter(f"{int(referrers)}{desc.digest}", depth) and tag is None:
+            return False
         # The destination is asked whether it holds the manifest while the source sends it: two
         # answers apart (a HEAD and a GET to one registry) cost one round trip, not two.
         present = self.pool.submit(dst.exists, desc)
@@ -336,7 +366,7 @@ class _Copy:
             if graph:
                 for child in children:
                     if is_manifest(child):
-                        self.node(child)
+                        self.node(child, depth=depth + 1)
                     else:
                         self.blob(child)
             else:
@@ -347,24 +377,31 @@ class _Copy:
             if not graph:
                 # present with all it names (a registry or layout holds a manifest only with its
                 # blobs): they count as already there, so a re-push does not read as "0 skipped"
-                stats.add(blobs_skipped=len(children))
+                # (each blob once: one this copy ingested a moment ago is counted as uploaded)
+                fresh = [blob for blob in children if blob.digest not in self.ingested]
+                stats.add(blobs_skipped=len(fresh))
                 if progress:
-                    for blob in children:
+                    for blob in fresh:
                         progress("skip", blob, blob.size)
             if tag is not None:
                 dst.push_manifest(desc, data, tag)  # the bytes are in hand: tagging is one PUT
         if referrers:
             companions = self.hooks.companions
             for ref in src.referrers(desc):
-                self.node(ref)
+                if not self.node(ref, depth=depth + 1):
+                    continue
                 stats.referrers.append(ref.digest)
                 if companions is not None and companions.is_signature(ref):
                     stats.signatures.append(ref.digest)
             if companions is not None:
                 if not isinstance(dst, WritableStore):
                     raise OcibridgeError(f"{dst.describe()} cannot hold what goes with a manifest (signatures)")
-                stats.signatures.extend(companions.carry(
-                    src, dst, desc, lambda d: self.node(d, referrers=False)))
+
+                def companion(d: Descriptor) -> None:
+                    self.node(d, referrers=False, depth=depth + 1)
+
+                stats.signatures.extend(companions.carry(src, dst, desc, companion))
+        return True
 
 
 def _reporting(progress: ProgressFn | None, desc: Descriptor) -> Callable[[int], None] | None:

@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import Any, BinaryIO, TextIO
 
 from ocibridge.core.streams import can_seek
 from ocibridge.core.terminal import one_line
+from ocibridge.core.termwidth import fallback_columns, reported_columns
 from ocibridge.oci.digest import HashingReader
 from ocibridge.oci.models import Descriptor
 from ocibridge.transfer.progress_events import ProgressFn, event_of
@@ -132,6 +134,7 @@ class ProgressBar:
         self._finished = 0
         self._present = 0  # skipped or mounted
         self._active: dict[str, str] = {}  # digest → name, of blobs being transferred
+        self._drawn_at = 0.0  # when the counts were last drawn by _redraw
 
     def __call__(self, event: str, desc: Descriptor, nbytes: int) -> None:
         with self._lock:
@@ -157,6 +160,7 @@ class ProgressBar:
                 self._finished += 1
                 self._present += 1
                 self._describe()
+                self._redraw()  # no byte moves for it: the count must show by itself
                 return
             elif event == "done":
                 step = blob[0] - blob[1]
@@ -164,6 +168,8 @@ class ProgressBar:
                 self._finished += 1
                 self._active.pop(desc.digest, None)
                 self._describe()
+                if step <= 0:
+                    self._redraw()
             elif event == "start":
                 self._active[desc.digest] = _name(desc)
                 self._describe()
@@ -178,10 +184,13 @@ class ProgressBar:
         if self._bar is None:
             from tqdm import tqdm
 
+            # a terminal that reports 0 columns gets a fixed width, not tqdm's bar-less line
+            sized = reported_columns(self._file) > 0
             self._bar = tqdm(
                 total=self._total, unit="B", unit_scale=True, unit_divisor=1024,
                 desc=f"{self._label} {self._finished}/{len(self._blobs)} blobs",
-                file=self._file, leave=True, dynamic_ncols=True,
+                file=self._file, leave=True, dynamic_ncols=sized,
+                ncols=None if sized else fallback_columns(),
                 mininterval=REFRESH_SECONDS, miniters=1,
             )
             self._describe()
@@ -200,6 +209,14 @@ class ProgressBar:
         if len(names) > 1:
             current += f" +{len(names) - 1}"  # more files in flight
         self._bar.set_postfix_str(one_line(current), refresh=False)
+
+    def _redraw(self) -> None:
+        """Draw the counts now unless drawn less than ``REFRESH_SECONDS`` ago (a burst of
+        blobs found present costs one draw per interval; the last one shows at close)."""
+        now = time.monotonic()
+        if now - self._drawn_at >= REFRESH_SECONDS:
+            self._drawn_at = now
+            self._bar.refresh()
 
     @property
     def counted(self) -> int:

@@ -99,11 +99,13 @@ class RemoveResult:
     reference: str
     digest: str
     tags: tuple[str, ...]
-    referrers: tuple[str, ...] = ()  # attached artifacts removed with it (rm in a layout)
+    referrers: tuple[str, ...] = ()  # attached artifacts removed with it (their manifests)
+    dry_run: bool = False  # listed only: nothing was removed
 
     def as_dict(self) -> dict[str, Any]:
-        return {"reference": self.reference, "digest": self.digest, "tags": list(self.tags),
-                "referrers": list(self.referrers)}
+        out = {"reference": self.reference, "digest": self.digest, "tags": list(self.tags),
+               "referrers": list(self.referrers)}
+        return {**out, "dryRun": True} if self.dry_run else out
 
 
 @dataclass(frozen=True)

@@ -124,8 +124,18 @@ class BufferRequest:
     name: str = "buffer_request"
 
 
+@dataclass(frozen=True)
+class Reroute:
+    """Forward the request under another path: with ``skip=1`` on a tag's manifest path, the
+    tag names one manifest the first time it is asked and another afterwards (a tag moved
+    between a check and a use)."""
+
+    path: str
+    name: str = "reroute"
+
+
 Action = (Status | DropResponse | Truncate | Corrupt | DropRequest | LoseResponse | Delay
-          | Throttle | IgnoreRange | BufferRequest)
+          | Throttle | IgnoreRange | BufferRequest | Reroute)
 
 
 def status(code: int, retry_after: float | None = None, body: bytes = b"",
@@ -179,6 +189,10 @@ def buffer_request(rate: float | None = None) -> BufferRequest:
 
 def ignore_range() -> IgnoreRange:
     return IgnoreRange()
+
+
+def reroute(path: str) -> Reroute:
+    return Reroute(path)
 
 
 def _pace(action: Action | None, n: int) -> None:
@@ -457,7 +471,8 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             if isinstance(action, BufferRequest):
                 self._send_buffered(conn, rec, action, has_body)
                 return
-            conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            path = action.path if isinstance(action, Reroute) else self.path
+            conn.putrequest(self.command, path, skip_host=True, skip_accept_encoding=True)
             conn.putheader("Host", proxy.upstream_netloc)
             for name, value in self.headers.items():
                 if name.lower() in HOP_BY_HOP or name.lower() == "host":

@@ -92,6 +92,7 @@ def _read_files(store: Store, manifest: Manifest) -> Reading:
 def _package(models: ModelsTree, config: dict[str, Any]) -> ModelPackage:
     """The staged files as a package: kinds by name (as a directory push), links kept as links,
     the name from the image's title label when it has one."""
+    from ocibridge.model import metadata
     from ocibridge.model.classify import classify
     from ocibridge.model.package import ModelFile
 
@@ -104,5 +105,8 @@ def _package(models: ModelsTree, config: dict[str, Any]) -> ModelPackage:
             files.append(ModelFile.from_path(rel, path, classify(rel, path.stat().st_size)))
     labels = (config.get("config") or {}).get("Labels") if isinstance(config.get("config"), dict) else None
     title = labels.get("org.opencontainers.image.title") if isinstance(labels, dict) else None
+    if isinstance(title, str) and len(title) > metadata.MAX_NAME:  # another tool's label: no name this long
+        metadata.note(f"image label org.opencontainers.image.title of {len(title)} characters is no name; ignored")
+        title = None
     descriptor = {"name": title} if isinstance(title, str) and title else {}
     return ModelPackage(files=files, descriptor=descriptor, source_format="modelcar")

@@ -236,6 +236,8 @@ def image_config(store: Store, manifest: Manifest) -> dict[str, Any]:
         doc = json.loads(store.fetch_bytes(manifest.config))
     except ValueError as e:
         raise SourceError(f"image config {manifest.config.digest} is not valid JSON: {e}") from None
+    except RecursionError:
+        raise SourceError(f"image config {manifest.config.digest} is nested too deeply to read") from None
     if not isinstance(doc, dict):
         raise SourceError(f"image config {manifest.config.digest} is not a JSON object")
     return doc

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, BinaryIO
 
-from ocibridge.errors import OcibridgeError, SourceError
+from ocibridge.errors import OcibridgeError, SourceError, UnsafePath
 from ocibridge.kinds.ollama.manifest import parse_ollama_manifest
+from ocibridge.kinds.ollama.names import layer_names
 from ocibridge.oci.mediatypes import DOCKER_CONFIG, OLLAMA_LAYER_PREFIX
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Reopen
@@ -42,10 +43,16 @@ def check_blob(label: str, desc: Descriptor) -> None:
 
 
 def check_manifest(label: str, digest: str, data: bytes) -> None:
+    """Refuse what the Ollama reader would refuse, before anything is written: not an Ollama
+    manifest at all, or one whose layer names are missing, unsafe (``../x``) or repeated."""
     try:
-        parse_ollama_manifest(data, where=f"manifest {digest}")
+        manifest = parse_ollama_manifest(data, where=f"manifest {digest}")
     except SourceError as e:
         raise NotAnOllamaModel(f"{label} takes Ollama models only: {e}; {_hint(label)}") from None
+    try:
+        layer_names(manifest)
+    except (SourceError, UnsafePath) as e:
+        raise type(e)(f"{label}: refusing manifest {digest}: {e}") from None
 
 
 class OllamaRegistryStore:

@@ -12,8 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from ocibridge.core.fsutil import safe_relpath
-from ocibridge.errors import NotFound, OcibridgeError, SourceError, UnsafePath
+from ocibridge.errors import NotFound, OcibridgeError, SourceError
 from ocibridge.kinds.ollama.manifest import (
     LayerType,
     OllamaLayer,
@@ -31,6 +30,7 @@ from ocibridge.kinds.ollama.mapping import (
     default_path,
     numbered,
 )
+from ocibridge.kinds.ollama.names import layer_names
 from ocibridge.kinds.ollama.store import OllamaStore
 from ocibridge.model.gguf_header import GGUFHeader, read_gguf_header
 from ocibridge.model.package import ModelFile, ModelPackage
@@ -55,27 +55,17 @@ def _opener(store: Store, desc: Descriptor) -> Callable[[], BinaryIO]:
 def _layer_files(store: Store, manifest: OllamaManifest) -> list[ModelFile]:
     """Named layers take their names; the others take the fixed names of their kind."""
     files: list[ModelFile] = []
-    used = {MANIFEST_FILE, CONFIG_FILE}
+    names = layer_names(manifest)  # the checks every Ollama writer makes too
+    used = {MANIFEST_FILE, CONFIG_FILE, *(n for n in names if n is not None)}
     counts: dict[str, int] = {}
     planned: list[tuple[OllamaLayer, str | None, str]] = []
-    for layer in manifest.layers:
+    for layer, name in zip(manifest.layers, names, strict=True):
         lt = parse_layer_type(layer.mediaType)
         assert lt is not None  # parse_ollama_manifest checked it
-        name = layer.name or lt.params.get("name")
-        if lt.kind in NAMED_KINDS:
-            if not name:
-                raise SourceError(f"{lt.kind} layer {layer.digest} has no name")
-            try:
-                path = safe_relpath(name, f"{lt.kind} layer name")
-            except UnsafePath as e:
-                raise UnsafePath(f"Ollama manifest: {e}") from None
-            if path in used:
-                raise SourceError(f"Ollama manifest: two layers named {path!r}")
-            used.add(path)
-        planned.append((layer, name if lt.kind in NAMED_KINDS else None, lt.kind))
+        planned.append((layer, name, lt.kind))
     for layer, named, kind in planned:
         if named is not None:
-            path, mp_kind = safe_relpath(named), NAMED_KINDS[kind]
+            path, mp_kind = named, NAMED_KINDS[kind]
         else:
             base, mp_kind = default_path(kind.replace("/", "_"))
             n = counts.get(kind, 0)

@@ -4,7 +4,8 @@
 the blobs. Ollama keeps no manifest blobs, so a manifest's digest is the digest of its file.
 Blobs are written under a temporary name, verified, then renamed; a manifest file is written
 last and atomically, and only when every blob it names is present. ``removing_new_blobs_on_failure()`` removes
-the blobs a failed export added, so a failure leaves the store as it was.
+the blobs a failed export added, so a failure leaves the store as it was: all but those another
+live writer claimed (:mod:`ocibridge.stores.leases`) or a manifest of the store names.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, write_sliced
-from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.kinds.ollama.guard import check_blob, check_manifest
 from ocibridge.kinds.ollama.manifest import manifest_blobs, parse_ollama_manifest
 from ocibridge.oci.digest import (
@@ -32,6 +33,7 @@ from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, DOCKER_MANIFEST
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import OLLAMA_TAG_RE, OllamaName
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen
+from ocibridge.stores.leases import Leases
 
 MODELS_ENV = "OLLAMA_MODELS"
 
@@ -54,12 +56,14 @@ class OllamaStore:
             raise NotFound(f"{self.root} is not an Ollama models directory (no manifests/)")
         self._pending: dict[str, bytes] = {}  # manifests pushed without a tag yet
         self._created: list[Path] | None = None
+        self._leases = Leases(self.root, self.root)  # the models directory itself is the lock
 
     def describe(self) -> str:
         return f"ollama:{self.name.display_model} ({self.root})"
 
     def close(self) -> None:
-        """Nothing is held open between calls; here so every store closes alike."""
+        """End this writer's lease (see :mod:`ocibridge.stores.leases`)."""
+        self._leases.release()
 
     def __enter__(self) -> OllamaStore:
         return self
@@ -170,10 +174,27 @@ class OllamaStore:
     def exists(self, desc: Descriptor) -> bool:
         if desc.mediaType in ALL_MANIFEST_TYPES:
             return self._find_manifest(desc.digest) is not None
+        return self._look(desc)
+
+    def _look(self, desc: Descriptor) -> bool:
+        """Inside :meth:`removing_new_blobs_on_failure` (every export): claimed, then looked
+        for; outside it nothing is claimed, so no lease file appears in Ollama's directory."""
+        return self._present(desc) if self._created is None else self._claimed_present(desc)
+
+    def _present(self, desc: Descriptor) -> bool:
         try:
             return self.blob_path(desc.digest).stat().st_size == desc.size
         except (FileNotFoundError, OcibridgeError):
             return False
+
+    def _claimed_present(self, desc: Descriptor) -> bool:
+        """Claim the blob for this writer and look for it, as one step under the store's lock:
+        a failing writer's undo either sees the claim or happened before the look."""
+        self.blob_path(desc.digest)  # an unsupported digest fails here, before any lock file
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._leases.locked():
+            self._leases.claim(desc.digest)
+            return self._present(desc)
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         data = self._find_manifest(desc.digest) if desc.mediaType in ALL_MANIFEST_TYPES else None
@@ -185,6 +206,11 @@ class OllamaStore:
             raw = open(self.blob_path(desc.digest), "rb")  # noqa: SIM115 (closed by the caller)
         except FileNotFoundError:
             raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
+        actual = os.fstat(raw.fileno()).st_size
+        if actual != desc.size:  # refused at once: no limit downstream is sized on a false claim
+            raw.close()
+            raise DigestMismatch(f"{self.describe()}: blob {desc.digest} holds {actual} bytes, its descriptor "
+                                 f"says {desc.size}")
         return VerifyingReader(raw, desc.digest, desc.size,  # type: ignore[return-value]  # a verifying read()-stream where the Store protocol still names BinaryIO (issue 15)
                                what=f"{self.describe()}: blob")
 
@@ -194,16 +220,17 @@ class OllamaStore:
         data = self._find_manifest(desc.digest) if desc.mediaType in ALL_MANIFEST_TYPES else None
         if data is None:
             try:
-                data = self.blob_path(desc.digest).read_bytes()
+                with open(self.blob_path(desc.digest), "rb") as f:
+                    data = f.read(desc.size + 1)  # a longer file shows as one byte more, and no more is read
             except FileNotFoundError:
                 raise NotFound(f"{self.describe()}: blob {desc.digest} not found") from None
         return verify_bytes(data, desc.digest, desc.size)
 
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
         """Ollama-typed blobs only, so a copy of anything else stops before writing a byte."""
-        if self.exists(desc):
-            return
         check_blob(self.label, desc)
+        if self._look(desc):
+            return
         final = self.blob_path(desc.digest)
         with atomic_writer(final, mode=0o644) as out:
             checked = verified(reader, desc.digest, desc.size)
@@ -219,21 +246,48 @@ class OllamaStore:
     @contextlib.contextmanager
     def removing_new_blobs_on_failure(self) -> Iterator[None]:
         """On failure, remove the blobs written inside the block (they were not there before)
-        and the folders it created."""
+        but those another live writer claimed or a manifest names, and the folders it created."""
         self._created = []
         new_dirs = [d for d in (self.root / "blobs", self.root) if not d.exists()]
         try:
             yield
         except BaseException:
-            for path in self._created:
-                with contextlib.suppress(FileNotFoundError):
-                    path.unlink()
+            self._remove_unclaimed(self._created)
+            self._leases.release()
             for folder in new_dirs:  # made by this export: remove them again if left empty
                 with contextlib.suppress(OSError):
                     folder.rmdir()
             raise
         finally:
             self._created = None
+            self._leases.release()
+
+    def _remove_unclaimed(self, paths: list[Path]) -> None:
+        if not paths:
+            return
+        with self._leases.locked():
+            keep = self._leases.held_by_others() | self._named_by_manifests()
+            for path in paths:
+                if "sha256:" + path.name.removeprefix("sha256-") in keep:
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+
+    def _named_by_manifests(self) -> set[str]:
+        """Blob digests named by any manifest file of the store (every model, every tag): a
+        writer that finished meanwhile holds no lease, but its manifest names what it needs."""
+        named: set[str] = set()
+        for path in (self.root / "manifests").rglob("*"):
+            if path.name.startswith(TEMP_PREFIX) or not path.is_file() or path.is_symlink():
+                continue
+            try:
+                if path.stat().st_size > MAX_MANIFEST_BYTES:
+                    continue
+                manifest = parse_ollama_manifest(path.read_bytes(), where=str(path))
+            except (OSError, OcibridgeError):
+                continue
+            named.update(blob.digest for blob in manifest_blobs(manifest))
+        return named
 
 
 def _case_insensitive_child(folder: Path, name: str) -> Path | None:

@@ -77,8 +77,13 @@ class Authenticator:
     """Chooses the Authorization header for a request's scopes; thread-safe."""
 
     def __init__(self, host: str, build: RequestBuilder, token_transport: httpx.BaseTransport,
-                 credentials: Credentials | None):
+                 credentials: Credentials | None, *, registry_url: Callable[[], str],
+                 plain_allowed: Callable[[str], bool] = lambda host: False):
         self.host = host
+        #: the registry's base URL now (its scheme is the channel the user chose)
+        self._registry_url = registry_url
+        #: whether the user marked a ``host[:port]`` plain HTTP or insecure
+        self._plain_allowed = plain_allowed
         self._build = build
         self._token_transport = token_transport
         self.credentials = credentials
@@ -160,6 +165,8 @@ class Authenticator:
         realm = _checked_realm(self.host, bearer.get("realm", ""))
         service = bearer.get("service")
         c = self.credentials
+        if c is not None and (c.identity_token or c.username):
+            self._check_channel(realm)
         self.token_requests += 1
         try:
             if c is not None and c.identity_token:
@@ -198,6 +205,24 @@ class Authenticator:
         lifetime = max(1.0, expires_in - EXPIRY_MARGIN) if expires_in > 2 * EXPIRY_MARGIN \
             else expires_in * 0.8
         return Token(str(value), time.monotonic() + lifetime)
+
+
+    def _check_channel(self, realm: str) -> None:
+        """Refuse to send credentials to a plain-HTTP realm named by an HTTPS registry.
+
+        The challenge comes from the registry, but the user chose TLS for it: a cleartext realm
+        would hand their password to anyone on the path. Allowed only when the user marked the
+        realm's host plain HTTP or insecure (docs/security.md, invariant)."""
+        url = httpx.URL(realm)
+        if url.scheme != "http" or not self._registry_url().startswith("https://"):
+            return
+        where = f"{url.host}:{url.port}" if url.port else url.host
+        if self._plain_allowed(where):
+            return
+        shown = realm if len(realm) <= 200 else realm[:200] + "..."
+        raise RegistryError(f"registry {self.host}: its token server realm {shown!r} is plain HTTP while the "
+                            "registry uses HTTPS; credentials are not sent in cleartext (if that server is "
+                            f"meant to be plain HTTP, mark {where} plain_http in the registry settings)")
 
 
 class AuthTransport(Layer):

@@ -27,9 +27,10 @@ from typing import Any, BinaryIO
 import httpcore
 import httpx
 
-from ocibridge.core import interrupt
+from ocibridge.core import interrupt, notices
 from ocibridge.core.httpheaders import header_int
 from ocibridge.core.streams import can_seek
+from ocibridge.core.terminal import human_size
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
 from ocibridge.oci.digest import CHUNK, Hasher
 from ocibridge.oci.models import Descriptor
@@ -151,7 +152,10 @@ class _BlobStream:
         self._h11_first = True
         length = header_int(response.headers.get("content-length"))
         stream = response.extensions.get("network_stream")
+        # Not under --limit-rate: the socket read would pass the metered body (a pull into a
+        # directory ran at full speed); at a capped rate the copies it saves do not matter.
         if (self.end - self.offset >= DIRECT_MIN and length is not None and stream is not None
+                and self.client.rate_limit is None
                 and response.http_version == "HTTP/1.1"
                 and "transfer-encoding" not in response.headers):
             self._socket, self._socket_left = stream, length
@@ -680,10 +684,17 @@ class BlobUpload:
         self.location = self.state.location
         offset = self._registry_offset()
         if offset is not None and offset <= self.desc.size and self._resume_at(offset):
-            self.client.stats.add(upload_resumes=1)
+            self.client.stats.add(upload_resumes=1, bytes_resumed=offset)
+            if offset:
+                notices.say(f"resumed {self._name()} at {100 * offset // max(1, self.desc.size)}%"
+                            f" ({human_size(offset)} already on {self.client.host})")
             return
         self.location = None
         self.state.forget()
+
+    def _name(self) -> str:
+        """What a notice calls this upload: its digest."""
+        return self.desc.digest
 
     def _resume_at(self, offset: int) -> bool:
         """Make the source continue at ``offset``; False when it cannot."""
@@ -904,6 +915,9 @@ class StreamingIngest(BlobUpload):
         self.size = size
         self.result: tuple[str, int] | None = None
         self._hasher = hashlib.sha256()
+
+    def _name(self) -> str:
+        return "an upload"  # its digest is not known yet
 
     def _resume_at(self, offset: int) -> bool:
         """Continue at ``offset``: the source from byte 0 again, its first ``offset`` bytes

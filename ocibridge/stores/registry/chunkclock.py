@@ -7,8 +7,10 @@ hash state, answers; the next PATCH reopens it), ~50-100 ms on a loaded loopback
 link chunks must be large (32 MiB chunks made a 1 GiB push 1.2-1.6× one PUT); a chunk of a
 few seconds keeps it a few per cent, and is what a ``kill -9`` loses at most when the
 registry keeps the session. A Ctrl-C does not depend on the size: a streamed chunk ends early
-(see blobs.py). These chunks are sent streamed; a fixed size (``--chunk-size``, or the
-registry's ``OCI-Chunk-Min-Length``) makes every chunk that size, sent with Content-Range.
+(see blobs.py). Chunks are sent streamed, of a fixed size too (``--chunk-size``: every chunk
+that size, but able to end early, so a Ctrl-C at any chunk size and rate leaves a session the
+registry keeps); only the registry's ``OCI-Chunk-Min-Length`` makes them Content-Range chunks
+(a chunk ended early could be shorter than that minimum, and refused).
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ GROWTH = 4
 
 class ChunkClock:
     """Times an upload's chunks (thread-safe reads: an interrupt asks from the main thread).
-    With ``fixed``, every chunk has that size (``--chunk-size``); the timing still serves
-    :meth:`seconds_to_finish`. Without, the chunks are ``streamed``."""
+    With ``fixed``, every chunk has that size (``--chunk-size``), else they are sized by time;
+    either way they are ``streamed`` unless ``ranged`` (the registry's minimum length)."""
 
     def __init__(self, fixed: int | None = None, min_chunk: int = 0):
         self.fixed = max(fixed, min_chunk) if fixed else None
         self.min_chunk = max(MIN_CHUNK, min_chunk)
+        #: Content-Range chunks of the fixed size, each sent to its end (the registry's minimum)
+        self.ranged = min_chunk > 0
         self._next = self.fixed or max(FIRST_CHUNK, self.min_chunk)
         self._lock = threading.Lock()
         self._size = 0  # of the chunk in flight
@@ -49,7 +53,7 @@ class ChunkClock:
     @property
     def streamed(self) -> bool:
         """Whether chunks go as streamed bodies (that may end early), not Content-Range ones."""
-        return self.fixed is None
+        return not self.ranged
 
     def require(self, minimum: int) -> None:
         """The registry's smallest chunk (``OCI-Chunk-Min-Length``): fixed chunks of at least
@@ -58,6 +62,7 @@ class ChunkClock:
             self.min_chunk = max(self.min_chunk, minimum)
             self.fixed = max(self.fixed or self._next, minimum)
             self._next = self.fixed
+            self.ranged = True
 
     def next_size(self, left: int) -> int:
         """The size of the next chunk, ``left`` bytes being still to send."""
@@ -92,7 +97,7 @@ class ChunkClock:
     def seconds_to_finish(self) -> float | None:
         """Expected seconds until the chunk in flight is answered if it ends as soon as it can:
         a streamed chunk at once, so the last chunk's wait (0 before any answer: the
-        interrupt's limit bounds a wrong guess); a fixed one after its bytes not yet handed
+        interrupt's limit bounds a wrong guess); a ranged one after its bytes not yet handed
         over, at the last chunk's rate, plus that wait (None before any answer). None with no
         chunk in flight (or the lock held: asked from a signal handler, the thread it
         interrupted may hold it)."""

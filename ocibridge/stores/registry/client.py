@@ -112,6 +112,15 @@ def _verify(host: str, options: RegistryOptions) -> VerifyFactory:
     return lambda: ssl_context(host, options.ca_file)
 
 
+def _plain_allowed(host: str, options: RegistryOptions, where: str) -> bool:
+    """Whether the user marked ``where`` (a token server's host[:port]) plain HTTP or insecure:
+    on the command line for the registry's own host, or in the settings file for any host."""
+    if where == host and (options.plain_http or options.insecure):
+        return True
+    saved = host_settings(where)
+    return bool(saved.plain_http or saved.insecure)
+
+
 def build_stack(host: str, options: RegistryOptions, origin: Origin, stats: TransferStats,
                 bottom: httpx.BaseTransport, auth: Authenticator, backoff: Backoff) -> RetryTransport:
     """retry -> [fallback] -> redirects -> auth -> counting -> ``bottom`` (the token stack:
@@ -157,6 +166,8 @@ class RegistryClient:
         self.stats = TransferStats()
         o = self.options
         rate_limit = RateLimit(o.limit_rate) if o.limit_rate else None
+        #: the ``--limit-rate`` budget: a body read off the socket directly must take from it too
+        self.rate_limit = rate_limit
         limits = httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size)
         self._network = NetworkTransport(_verify(host, o), limits)
         # Builds requests (httpx's default headers, ours, the timeouts); sending is the stack's job.
@@ -164,7 +175,9 @@ class RegistryClient:
                                      follow_redirects=False, trust_env=False, transport=_NotHere(),
                                      headers={"User-Agent": user_agent()})
         bottom = token_stack(o, Shared(self._network), rate_limit)
-        self.auth = Authenticator(host, self._builder.build_request, bottom, credentials(host))
+        self.auth = Authenticator(host, self._builder.build_request, bottom, credentials(host),
+                                  registry_url=lambda: self.origin.base,
+                                  plain_allowed=lambda where: _plain_allowed(host, o, where))
         self.backoff = Backoff(o.max_retries, o.backoff_base, o.backoff_cap, o.retry_after_cap)
         self.transport = build_stack(host, o, self.origin, self.stats, bottom, self.auth, self.backoff)
 

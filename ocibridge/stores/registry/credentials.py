@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibridge.core.fsutil import atomic_write_bytes
+from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
 from ocibridge.errors import OcibridgeError
 from ocibridge.stores.registry.options import CredentialFunc, Credentials, RegistryOptions
 
@@ -131,7 +132,10 @@ def containers_auth_files() -> list[Path]:
 def _load_auth_file(path: Path, what: str = "auth file") -> dict[str, Any]:
     """An auth file in Docker's or containers' format (both: ``auths``, ``credHelpers``)."""
     try:
-        data = json.loads(path.read_text())
+        raw = read_at_most(path, MAX_SMALL_INPUT)
+        if len(raw) > MAX_SMALL_INPUT:
+            raise ValueError(f"larger than {MAX_SMALL_INPUT} bytes")
+        data = json.loads(raw)
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as e:

@@ -17,28 +17,41 @@ import httpx
 from ocibridge.core import interrupt
 from ocibridge.stores.registry.transport import Layer
 
+#: The largest burst, in seconds' worth of the rate: small, so that a transfer of a few
+#: seconds is held near the cap from its start (a full second's burst made a 4 s transfer run
+#: at 1.25× the cap), never under what one read hands over.
+BURST_SECONDS = 0.25
+MIN_BURST = 16 * 1024
+
 
 class RateLimit:
-    """At most ``rate`` bytes per second on average, bursts of at most one second's worth."""
+    """At most ``rate`` bytes per second on average, bursts of at most ``BURST_SECONDS``."""
 
     def __init__(self, rate: int):
         if rate < 1:
             raise ValueError("the rate must be at least 1 byte per second")
         self.rate = rate
+        self.burst = float(max(MIN_BURST, rate * BURST_SECONDS))
         self._lock = threading.Lock()
-        self._available = float(rate)
+        self._available = self.burst
         self._stamp = time.monotonic()
 
     def take(self, n: int) -> None:
-        """Account ``n`` bytes, sleeping as long as the budget asks."""
+        """Account ``n`` bytes, sleeping as long as the budget asks.
+
+        An interrupt ends the wait early without raising: the bytes in hand go out, and the
+        request they belong to decides (an upload chunk spared by the interrupt ends cleanly
+        at its next piece; any other sees the interrupt at its own check). Raising here cut a
+        PATCH mid-body, and distribution then refuses the session ("upload resumed at wrong
+        offset"): the whole blob went again."""
         with self._lock:
             now = time.monotonic()
-            self._available = min(float(self.rate), self._available + (now - self._stamp) * self.rate)
+            self._available = min(self.burst, self._available + (now - self._stamp) * self.rate)
             self._stamp = now
             self._available -= n
             wait = -self._available / self.rate if self._available < 0 else 0.0
         if wait > 0:
-            interrupt.sleep(wait)
+            interrupt.CANCELLED.wait(wait)
 
 
 

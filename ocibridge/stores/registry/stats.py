@@ -20,6 +20,8 @@ class TransferStats:
     download_resumes: int = 0
     upload_resumes: int = 0
     upload_restarts: int = 0
+    #: bytes an earlier run had sent that an upload continued from (not sent again)
+    bytes_resumed: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()

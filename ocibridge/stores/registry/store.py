@@ -18,6 +18,7 @@ from urllib.parse import urljoin
 import httpx
 
 from ocibridge.core.httpheaders import header_int
+from ocibridge.core.limits import env_limit
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
 from ocibridge.oci.digest import (
     VerifyingReader,
@@ -53,6 +54,10 @@ from ocibridge.stores.registry.uploadstate import UploadState, file_identity
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
 TAGS_PAGE_SIZE = 1000
 MAX_TAG_PAGES = 10_000
+#: Distinct tags held across all pages (each at most 128 bytes on average), raised with
+#: $OCIBRIDGE_MAX_TAGS: a server that pages on forever cannot make the list grow without end.
+MAX_TAGS = 1_000_000
+ENV_MAX_TAGS = "OCIBRIDGE_MAX_TAGS"
 
 #: seconds before a manifest PUT answered DIGEST_INVALID is sent again (see _put_manifest)
 MANIFEST_RETRY_PAUSE = 0.05
@@ -260,7 +265,9 @@ class RegistryStore:
 
     def tags(self) -> list[str]:
         """Every tag, following ``Link: <…>; rel="next"`` pages."""
-        names: list[str] = []
+        names: set[str] = set()
+        held = 0  # bytes of the distinct tags kept: the total a hostile server can make us hold
+        cap_count, cap_bytes = env_limit(ENV_MAX_TAGS, MAX_TAGS), env_limit(ENV_MAX_TAGS, MAX_TAGS) * 128
         url: str | None = self._path("tags", "list")
         params: dict[str, str] | None = {"n": str(TAGS_PAGE_SIZE)}
         for _ in range(MAX_TAG_PAGES):
@@ -272,9 +279,18 @@ class RegistryStore:
             if response.status_code != 200:
                 raise self._fail(response)
             try:
-                names.extend(response.json().get("tags") or [])
+                page = response.json().get("tags") or []
+                if not isinstance(page, list):
+                    raise ValueError("'tags' is not a list")
             except (ValueError, AttributeError) as e:
                 raise RegistryError(f"registry {self.host}: bad tag list: {e}") from None
+            for name in page:
+                if isinstance(name, str) and name not in names:
+                    names.add(name)
+                    held += len(name)
+            if len(names) > cap_count or held > cap_bytes:
+                raise RegistryError(f"{self.describe()}: more than {cap_count} tags (or {cap_bytes} bytes of "
+                                    f"them), refused (raise ${ENV_MAX_TAGS} if it is genuine)")
             url = _next_link(response)
             if url is not None:
                 url = urljoin(str(response.url), url)
@@ -339,6 +355,9 @@ class RegistryStore:
                 raise ContentRejected(str(e), e.status, e.code, e.credentials_sent) from None
             raise
         self._remember(desc.digest)
+
+    def ingest_sends_unasked(self) -> bool:
+        return True  # a copy hashes first and asks (HEAD, mount) before any byte goes out
 
     def ingest_blob(self, reader: BinaryIO, *, reopen: Reopen | None = None,
                     source_path: Path | None = None) -> tuple[str, int]:

@@ -1,0 +1,229 @@
+"""Air-gap bundles: several models, with their signatures and referrers, in one file.
+
+A bundle is an OCI image layout in a plain tar (what ``skopeo copy oci-archive:`` and
+``podman load`` read), plus ``ocibridge-bundle.json`` naming each model's original reference,
+its tag in the layout and its digest. ``save`` copies every model into a staging layout and
+writes the tar reproducibly (sorted entries, fixed metadata): the same models give the same
+bytes. ``load`` reads a bundle as untrusted input (only the layout's own files, every blob
+verified by the copy) and copies each model under a destination prefix, keeping its
+repository path and tag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tarfile
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.api.copy import TransferOptions, verified_digest
+from ocibridge.core.fsutil import write_sliced
+from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.kinds.targets import closes_its_stores, open_store_target
+from ocibridge.layers.tarwalk import tar_members
+from ocibridge.oci.reference import LayoutReference, RegistryReference, parse_reference
+from ocibridge.signing.attach import SignatureCompanions
+from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.copy import CopyHooks, copy
+
+if TYPE_CHECKING:
+    from ocibridge.signing.verify import VerifyPolicy
+    from ocibridge.transfer.progress import ProgressFn
+
+BUNDLE_FILE = "ocibridge-bundle.json"
+BUNDLE_VERSION = 1
+#: Entries a bundle may hold besides blobs; blobs only under blobs/sha256/<hex>.
+_LAYOUT_FILES = {"oci-layout", "index.json", BUNDLE_FILE}
+_BLOB_NAME = re.compile(r"blobs/sha256/[0-9a-f]{64}\Z")
+#: ``ocibridge-bundle.json`` and ``index.json`` are small; a larger one is refused.
+MAX_LISTING_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BundleEntry:
+    """One model of a bundle: as the user named it, its tag in the bundle's layout, its digest."""
+
+    reference: str
+    tag: str
+    digest: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"reference": self.reference, "tag": self.tag, "digest": self.digest}
+
+
+@dataclass(frozen=True)
+class BundleResult:
+    """What ``save`` wrote or ``load`` copied (``destinations``: where each entry went)."""
+
+    path: str
+    entries: tuple[BundleEntry, ...]
+    destinations: tuple[str, ...] = ()
+    signatures: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"path": self.path, "models": [e.as_dict() for e in self.entries],
+                               "signatures": self.signatures}
+        if self.destinations:
+            out["destinations"] = list(self.destinations)
+        return out
+
+
+@closes_its_stores
+def save(refs: Sequence[str], output: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
+         verify: VerifyPolicy | None = None, progress: ProgressFn | None = None) -> BundleResult:
+    """Write the models ``refs`` name (each with its signatures and referrers) into the bundle
+    ``output``; with ``verify``, only signed ones, and each bundled by the digest verified."""
+    if not refs:
+        raise UsageError("name at least one model to bundle")
+    transfer = transfer or TransferOptions()
+    out = Path(output)
+    if out.is_dir():
+        raise UsageError(f"{out} is a directory; a bundle is one file (e.g. models.tar)")
+    entries: list[BundleEntry] = []
+    signatures = 0
+    if not out.parent.is_dir():
+        raise UsageError(f"{out.parent}: no such directory")
+    with tempfile.TemporaryDirectory(prefix=".ocibridge-bundle-", dir=out.parent) as tmp:
+        layout = LayoutStore(Path(tmp) / "layout", create=True)
+        for number, ref in enumerate(refs):
+            source = open_store_target(ref, options=transfer.registry_options())
+            if verify is not None:
+                source.reference = verified_digest(source, verify, ref)
+            tag = f"m{number}"
+            stats = copy(source.store, source.reference, layout, tag, concurrency=transfer.concurrency,
+                         referrers=True, progress=progress, hooks=CopyHooks(companions=SignatureCompanions()))
+            assert stats.root is not None
+            signatures += len(stats.signatures)
+            entries.append(BundleEntry(ref, tag, stats.root.digest))
+        listing = {"version": BUNDLE_VERSION, "models": [e.as_dict() for e in entries]}
+        (layout.root / BUNDLE_FILE).write_bytes(json.dumps(listing, indent=2, sort_keys=True).encode() + b"\n")
+        staged = Path(tmp) / "bundle.tar"
+        _write_tar(layout.root, staged)
+        os.replace(staged, out)
+    return BundleResult(str(out), tuple(entries), signatures=signatures)
+
+
+def _write_tar(root: Path, out: Path) -> None:
+    """The layout as a tar with sorted entries and fixed metadata: same content, same bytes."""
+    with open(out, "wb") as sink, tarfile.open(fileobj=sink, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
+            rel = path.relative_to(root).as_posix()
+            if not (rel in _LAYOUT_FILES or rel in ("blobs", "blobs/sha256") or _BLOB_NAME.match(rel)):
+                continue  # the layout's lock file and anything else of ocibridge's own
+            info = tarfile.TarInfo(rel + ("/" if path.is_dir() else ""))
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            if path.is_dir():
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.mode, info.size = 0o644, path.stat().st_size
+                with open(path, "rb") as f:
+                    tar.addfile(info, f)
+
+
+@contextlib.contextmanager
+def opened(bundle: str | os.PathLike[str]) -> Iterator[tuple[LayoutStore, list[BundleEntry]]]:
+    """The bundle's layout (unpacked into a temporary directory, removed afterwards) and its
+    models. Untrusted: only the layout's own files, regular, at their names; blobs are
+    verified when read."""
+    path = Path(bundle)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such bundle file")
+    with tempfile.TemporaryDirectory(prefix=".ocibridge-bundle-") as tmp:
+        root = Path(tmp) / "layout"
+        (root / "blobs" / "sha256").mkdir(parents=True)
+        try:
+            with tarfile.open(path, mode="r:") as tar:
+                for member in tar_members(tar, what=f"{path}"):
+                    _unpack(tar, member, root, path)
+        except tarfile.TarError as e:
+            raise OcibridgeError(f"{path}: not a bundle (not a tar: {e})") from None
+        if not (root / BUNDLE_FILE).is_file() or not (root / "index.json").is_file():
+            raise OcibridgeError(f"{path}: not an ocibridge bundle (no {BUNDLE_FILE} or index.json)")
+        entries = _entries(root / BUNDLE_FILE, path)
+        yield LayoutStore(root), entries
+
+
+def _unpack(tar: tarfile.TarFile, member: tarfile.TarInfo, root: Path, bundle: Path) -> None:
+    name = member.name.rstrip("/")
+    if member.isdir() and name in ("blobs", "blobs/sha256"):
+        return
+    if not member.isfile() or not (name in _LAYOUT_FILES or _BLOB_NAME.match(name)):
+        raise OcibridgeError(f"{bundle}: unexpected entry {name!r} (a bundle holds an OCI layout only)")
+    if name in _LAYOUT_FILES and member.size > MAX_LISTING_BYTES:
+        raise OcibridgeError(f"{bundle}: {name} is {member.size} bytes, more than {MAX_LISTING_BYTES}")
+    source = tar.extractfile(member)
+    assert source is not None
+    with open(root / name, "xb") as sink:  # x: an entry twice is refused
+        while chunk := source.read(1024 * 1024):
+            write_sliced(sink, chunk)
+
+
+def _entries(listing: Path, bundle: Path) -> list[BundleEntry]:
+    try:
+        doc = json.loads(listing.read_bytes())
+        if doc.get("version") != BUNDLE_VERSION:
+            raise ValueError(f"version {doc.get('version')!r}, this ocibridge reads {BUNDLE_VERSION}")
+        entries = [BundleEntry(str(m["reference"]), str(m["tag"]), str(m["digest"])) for m in doc["models"]]
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise OcibridgeError(f"{bundle}: {BUNDLE_FILE} unreadable: {e}") from None
+    return entries
+
+
+def list_bundle(bundle: str | os.PathLike[str]) -> BundleResult:
+    """The models a bundle holds (each checked to be in its layout by the digest listed)."""
+    with opened(bundle) as (layout, entries):
+        for entry in entries:
+            if layout.resolve(entry.tag).digest != entry.digest:
+                raise OcibridgeError(f"{bundle}: {entry.reference} is listed as {entry.digest}, "
+                                     f"but its tag names another manifest")
+    return BundleResult(str(bundle), tuple(entries))
+
+
+def destination_of(entry: BundleEntry, prefix: str) -> str:
+    """Where a model goes under ``prefix``: a registry prefix keeps the model's repository path
+    and tag (``reg.internal/mirror`` + ``ghcr.io/org/m:v1`` -> ``reg.internal/mirror/org/m:v1``);
+    ``oci:DIR`` keeps the tag."""
+    ref = parse_reference(entry.reference)
+    if isinstance(ref, RegistryReference):
+        repository, tag = ref.repository, ref.tag
+    elif isinstance(ref, LayoutReference):
+        repository, tag = Path(ref.path).name or "model", ref.tag
+    else:
+        repository, tag = "model", None
+    tag = tag or entry.tag
+    if prefix.startswith("oci:"):
+        return f"{prefix.rstrip(':')}:{tag}"
+    return f"{prefix.rstrip('/')}/{repository}:{tag}"
+
+
+@closes_its_stores
+def load(bundle: str | os.PathLike[str], prefix: str, *, transfer: TransferOptions | None = None,
+         progress: ProgressFn | None = None) -> BundleResult:
+    """Copy every model of ``bundle`` (with its signatures and referrers) under ``prefix``."""
+    transfer = transfer or TransferOptions()
+    destinations: list[str] = []
+    signatures = 0
+    with opened(bundle) as (layout, entries):
+        named = [destination_of(e, prefix) for e in entries]
+        if len(set(named)) != len(named):
+            dup = next(n for n in named if named.count(n) > 1)
+            raise UsageError(f"two models of the bundle would both go to {dup}; load into a registry prefix")
+        for entry, dest in zip(entries, named, strict=True):
+            desc = layout.resolve(entry.tag)
+            if desc.digest != entry.digest:
+                raise OcibridgeError(f"{bundle}: {entry.reference} is listed as {entry.digest}, "
+                                     f"but its tag names {desc.digest}")
+            target = open_store_target(dest, for_write=True, options=transfer.registry_options())
+            stats = copy(layout, desc, target.store, target.tag, concurrency=transfer.concurrency,
+                         referrers=True, progress=progress,
+                         hooks=CopyHooks(undo_on_failure=True, companions=SignatureCompanions()))
+            signatures += len(stats.signatures)
+            destinations.append(f"{dest}@{desc.digest}")
+    return BundleResult(str(bundle), tuple(entries), tuple(destinations), signatures)

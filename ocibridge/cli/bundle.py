@@ -1,0 +1,62 @@
+"""``ocibridge save`` and ``ocibridge load``: several models in one bundle file, carried into a site with no
+network to the registry they came from (as ``oras backup/restore`` and ``podman save/load``)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.cli.common import emit, transfer_options
+from ocibridge.cli.signing import add_verify_flags, policy_from_args
+from ocibridge.core.lazy import LazyModule
+from ocibridge.core.terminal import one_line
+from ocibridge.errors import UsageError
+
+if TYPE_CHECKING:
+    from ocibridge.api import bundle
+else:  # loaded on first use: --help must not load pydantic and httpx
+    bundle = LazyModule("ocibridge.api.bundle")
+
+CommandAdder = Callable[..., argparse.ArgumentParser]
+
+
+def cmd_save(args: argparse.Namespace) -> int:
+    result = bundle.save(args.refs, args.output, transfer=transfer_options(args), verify=policy_from_args(args))
+    lines = [f"bundled {len(result.entries)} models ({result.signatures} signatures) into {result.path}"]
+    lines += [f"  {e.tag}  {e.digest}  {e.reference}" for e in result.entries]
+    emit(args, result.as_dict(), "\n".join(one_line(x) for x in lines))
+    return 0
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    if args.list:
+        return cmd_list(args)
+    if args.prefix is None:
+        raise UsageError("load needs a PREFIX (host[/path] or oci:DIR), or --list")
+    result = bundle.load(args.bundle, args.prefix, transfer=transfer_options(args))
+    lines = [f"loaded {len(result.entries)} models ({result.signatures} signatures) from {result.path}"]
+    lines += [f"  {dest}" for dest in result.destinations]
+    emit(args, result.as_dict(), "\n".join(one_line(x) for x in lines))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    result = bundle.list_bundle(args.bundle)
+    lines = [f"{e.tag}  {e.digest}  {e.reference}" for e in result.entries]
+    emit(args, result.as_dict(), "\n".join(one_line(x) for x in lines))
+    return 0
+
+
+def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.ArgumentParser], Any]) -> None:
+    p = command("save", cmd_save, "write models (with signatures and referrers) into one bundle file")
+    p.add_argument("refs", metavar="REF", nargs="+")
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="the bundle (a tar holding an OCI layout)")
+    add_verify_flags(p)
+    add_transfer_flags(p)
+    p = command("load", cmd_load, "copy every model of a bundle (from save) under a registry prefix or into oci:DIR")
+    p.add_argument("bundle", metavar="FILE")
+    p.add_argument("prefix", metavar="PREFIX", nargs="?",
+                   help="host[/path] (each model keeps its repository and tag) or oci:DIR")
+    p.add_argument("--list", action="store_true", help="only list the models the bundle holds")
+    add_transfer_flags(p)

@@ -1,0 +1,149 @@
+"""Credentials never travel over a weaker channel than the user chose (issue 34, item 6).
+
+A hostile HTTPS registry on loopback, with a certificate the client verifies (a private CA in the
+settings file), challenges with a Bearer realm at a plain-HTTP token server that records every
+request. With credentials configured, the token server must never see one; the command fails with
+one line. Several realms of the class are tried (another port, the registry's own host and port,
+a path, a query); marking the realm host plain HTTP in the settings file is the explicit way out.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import ssl
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from support.certs import make_tls_files
+
+from ocibridge.cli.commands import main
+
+USER, PASSWORD = "alice", "s3cret-pass"
+BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+
+
+class _Server:
+    """A loopback HTTP(S) server whose answer to every GET is ``answer(handler)``; it records the
+    (path, Authorization) of every request."""
+
+    def __init__(self, answer: Callable[[http.server.BaseHTTPRequestHandler], None],
+                 tls: ssl.SSLContext | None = None) -> None:
+        outer = self
+
+        class _Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                outer.seen.append((self.path, self.headers.get("Authorization")))
+                answer(self)
+
+            do_HEAD = do_GET
+            do_POST = do_GET
+
+        self.seen: list[tuple[str, str | None]] = []
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _answer(handler: http.server.BaseHTTPRequestHandler, status: int, body: bytes = b"",
+            headers: dict[str, str] | None = None) -> None:
+    handler.send_response(status)
+    for k, v in (headers or {}).items():
+        handler.send_header(k, v)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(body)
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch) -> Iterator[Callable[[Callable[[str, str], str]], tuple[_Server, _Server]]]:
+    """start(realm_of): (HTTPS registry, plain-HTTP token server), the registry's realm being
+    ``realm_of(token_server_host, registry_host)``; credentials for the registry in a docker
+    config, its CA in the settings file."""
+    tls = make_tls_files(tmp_path / "tls")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
+    servers: list[_Server] = []
+
+    def start(realm_of: Callable[[str, str], str]) -> tuple[_Server, _Server]:
+        token = _Server(lambda h: _answer(h, 200, json.dumps({"token": "t", "expires_in": 300}).encode(),
+                                          {"Content-Type": "application/json"}))
+        realm: list[str] = []
+
+        def registry_answer(h: http.server.BaseHTTPRequestHandler) -> None:
+            if (h.headers.get("Authorization") or "").startswith("Bearer "):
+                _answer(h, 200, json.dumps({"name": "team/m", "tags": ["v1"]}).encode(),
+                        {"Content-Type": "application/json"})
+            else:
+                _answer(h, 401, b"{}", {"WWW-Authenticate": f'Bearer realm="{realm[0]}",service="reg"'})
+
+        registry = _Server(registry_answer, tls=context)
+        realm.append(realm_of(token.host, registry.host))
+        servers.extend([token, registry])
+        auth = {"auths": {registry.host: {"auth": base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}}}
+        (tmp_path / "docker").mkdir(exist_ok=True)
+        (tmp_path / "docker" / "config.json").write_text(json.dumps(auth))
+        monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+        settings = tmp_path / "registries.toml"
+        settings.write_text(f'[registry."{registry.host}"]\nca_file = "{tls.ca_file}"\n')
+        monkeypatch.setenv("OCIBRIDGE_REGISTRIES_CONF", str(settings))
+        return registry, token
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+REALMS: dict[str, Callable[[str, str], str]] = {
+    "token host": lambda token, reg: f"http://{token}/token",
+    "token host, path and query": lambda token, reg: f"http://{token}/v2/token?account={USER}&x=1",
+    "upper-case scheme": lambda token, reg: f"HTTP://{token}/token",
+}
+
+
+@pytest.mark.parametrize("name", list(REALMS))
+def test_credentials_never_go_to_a_plain_http_realm(setup, capsys, name):
+    registry, token = setup(REALMS[name])
+    assert main(["tags", f"{registry.host}/team/m"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ocibridge: error: ") and err.count("\n") == 1, err
+    assert "plain HTTP" in err and "cleartext" in err and token.host in err
+    assert registry.seen, "the registry was asked"
+    assert [auth for _, auth in token.seen if auth] == []  # no credentials over http
+    assert token.seen == []  # not even a request
+
+
+def test_realm_on_the_registry_host_over_http_is_refused(setup, capsys):
+    """The registry's own host and port, spoken to in cleartext, is still a weaker channel."""
+    registry, _ = setup(lambda token, reg: f"http://{reg}/token")
+    assert main(["tags", f"{registry.host}/team/m"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cleartext" in err
+    assert all(auth is None or not auth.startswith("Basic") for _, auth in registry.seen)
+
+
+def test_realm_host_marked_plain_http_gets_the_credentials(setup, capsys, tmp_path):
+    """The explicit way out: the user marks the token server's host plain HTTP."""
+    registry, token = setup(REALMS["token host"])
+    settings = tmp_path / "registries.toml"
+    settings.write_text(settings.read_text() + f'\n[registry."{token.host}"]\nplain_http = true\n')
+    assert main(["tags", f"{registry.host}/team/m"]) == 0
+    assert "v1" in capsys.readouterr().out
+    assert [auth for _, auth in token.seen] == [BASIC]

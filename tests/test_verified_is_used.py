@@ -1,0 +1,232 @@
+"""What is verified is what is used (issue 34, item 1): every command that takes ``--verify-key``
+resolves its source once and uses, by digest, the artifact whose signature it checked.
+
+A fault proxy in front of the real registry moves the tag between verification and use: the
+first request for the tag's manifest is answered with the signed artifact, every later one with
+an unsigned artifact of the same repository. Each command must then either use the signed
+artifact (files pulled, digest copied, the ModelCar image's source) or fail with one line.
+The commands are found in the parser: a new command with ``--verify-key`` and no case here fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from support.faultproxy import FaultProxy, reroute
+
+from ocibridge.cli.commands import build_parser, main
+from ocibridge.kinds.modelcar.build import SOURCE_ANNOTATION
+from ocibridge.kinds.targets import open_store_target
+from tests.modelgen import make_model, tree
+from tests.signing_keys import key_pair
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[
+        tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every (sub)command of ``parser``, once each (aliases share a parser), by its words."""
+    seen: set[int] = set()
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for name, sub in action.choices.items():
+            if id(sub) in seen:
+                continue
+            seen.add(id(sub))
+            yield (*path, name), sub
+            yield from _commands(sub, (*path, name))
+
+
+def verifying_commands() -> list[tuple[str, ...]]:
+    return [words for words, p in _commands(build_parser())
+            if any("--verify-key" in a.option_strings for a in p._actions)]
+
+
+@dataclass
+class Setup:
+    """A repository holding ``v1`` (signed) and ``unsigned``; ``proxied`` names v1 through a
+    proxy that answers the tag with the unsigned one from its second request on."""
+
+    tmp: Path
+    proxied: str
+    signed: str
+    unsigned: str
+    public: Path
+    signed_model: Path
+    registry_repo: str
+
+
+def _use_pull_dir(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    out = s.tmp / "out"
+    code = main(["pull", s.proxied, str(out), "--verify-key", str(s.public), "--json", "-q"])
+    if code != 0:
+        return _one_line_failure(capsys, out)
+    assert tree(out) == tree(s.signed_model), "the files pulled are not those of the verified artifact"
+    return str(json.loads(capsys.readouterr().out)["digest"])
+
+
+def _use_pull_store(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    layout = s.tmp / "pulled-layout"
+    code = main(["pull", s.proxied, f"oci:{layout}:v1", "--verify-key", str(s.public), "--json", "-q"])
+    if code != 0:
+        return _one_line_failure(capsys, layout)
+    capsys.readouterr()
+    t = open_store_target(f"oci:{layout}:v1")
+    return t.store.resolve(t.reference).digest
+
+
+def _use_copy(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    layout = s.tmp / "copied-layout"
+    code = main(["copy", s.proxied, f"oci:{layout}:v1", "--verify-key", str(s.public), "--json", "-q"])
+    if code != 0:
+        return _one_line_failure(capsys, layout)
+    capsys.readouterr()
+    t = open_store_target(f"oci:{layout}:v1")
+    return t.store.resolve(t.reference).digest
+
+
+def _use_modelcar(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    code = main(["k8s", "modelcar", s.proxied, "--verify-key", str(s.public), "--tag", "car", "--json"])
+    if code != 0:
+        return _one_line_failure(capsys, None)
+    built = json.loads(capsys.readouterr().out)["digest"]
+    direct = open_store_target(f"{s.registry_repo}@{built}")
+    manifest = json.loads(direct.store.fetch_bytes(direct.store.resolve(built)))
+    return str(manifest["annotations"][SOURCE_ANNOTATION])
+
+
+def _use_save(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    bundle = s.tmp / "bundle.tar"
+    code = main(["save", s.proxied, "-o", str(bundle), "--verify-key", str(s.public), "--json"])
+    if code != 0:
+        return _one_line_failure(capsys, bundle)
+    listed = json.loads(capsys.readouterr().out)["models"]
+    assert main(["load", str(bundle), f"oci:{s.tmp}/loaded", "--json"]) == 0  # what the bundle holds
+    capsys.readouterr()
+    t = open_store_target(f"oci:{s.tmp}/loaded:v1")
+    held = t.store.resolve(t.reference).digest
+    assert held == listed[0]["digest"]
+    return str(held)
+
+
+def _one_line_failure(capsys: pytest.CaptureFixture[str], output: Path | None) -> None:
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert output is None or not output.exists(), "a refused command left its output behind"
+    return None
+
+
+Use = Callable[[Setup, pytest.CaptureFixture[str]], "str | None"]
+
+# every command taking --verify-key, with each way it uses its source
+USES: dict[tuple[str, ...], list[Use]] = {
+    ("pull",): [_use_pull_dir, _use_pull_store],
+    ("copy",): [_use_copy],
+    ("k8s", "modelcar"): [_use_modelcar],
+    ("save",): [_use_save],
+}
+
+
+def test_every_verifying_command_has_a_moved_tag_case():
+    """A command that gains ``--verify-key`` must gain a case here (and pin what it verified)."""
+    found = set(verifying_commands())
+    assert found, "no command takes --verify-key: the parser walk is broken"
+    assert found == set(USES), f"commands with --verify-key and no moved-tag case: {sorted(found - set(USES))}"
+
+
+@pytest.fixture
+def setup(tmp_path, capsys, registry, unique_repo) -> Iterator[tuple[Setup, FaultProxy]]:
+    repo = f"{registry.host}/{unique_repo}"
+    signed_model = make_model(tmp_path / "signed", seed=1)
+    assert main(["push", str(signed_model), f"{repo}:v1", "--json", "-q"]) == 0
+    signed = json.loads(capsys.readouterr().out)["digest"]
+    assert main(["push", str(make_model(tmp_path / "unsigned", seed=2)), f"{repo}:unsigned", "--json", "-q"]) == 0
+    unsigned = json.loads(capsys.readouterr().out)["digest"]
+    private, public = key_pair(tmp_path / "k")
+    assert main(["sign", f"{repo}:v1", "--key", str(private)]) == 0
+    capsys.readouterr()
+    with FaultProxy(registry) as proxy:
+        proxy.add(None, rf"/{unique_repo}/manifests/v1$", reroute(f"/v2/{unique_repo}/manifests/unsigned"),
+                  skip=1, times=None)
+        yield Setup(tmp_path, f"{proxy.host}/{unique_repo}:v1", signed, unsigned, public, signed_model,
+                    repo), proxy
+
+
+@pytest.mark.parametrize("words,use", [(w, u) for w, uses in USES.items() for u in uses],
+                         ids=lambda v: " ".join(v) if isinstance(v, tuple) else v.__name__)
+def test_moved_tag_is_not_used(setup, capsys, words, use):
+    s, proxy = setup
+    used = use(s, capsys)
+    assert proxy.requests_matching(None, r"/manifests/v1$"), "the tag was never asked through the proxy"
+    if used is not None:
+        assert used == s.signed, f"{' '.join(words)} verified {s.signed} but used {used}"
+    # the tag did move: asked now, it names the unsigned artifact
+    t = open_store_target(s.proxied)
+    assert t.store.resolve(t.reference).digest == s.unsigned
+
+
+@pytest.mark.parametrize("convert", [None, "cncf"])
+def test_mirror_entry_with_verify_copies_what_it_verified(setup, tmp_path, registry2, unique_repo, convert):
+    """A mirror entry's ``verify`` block (the job-file form of ``--verify-key``), as it is and
+    re-labelled: what is copied is the artifact whose signature verified."""
+    s, proxy = setup
+    proxy_host = s.proxied.split("/", 1)[0]
+    job = tmp_path / "job.toml"
+    job.write_text(f"""
+[registries."{proxy_host}"]
+plain_http = true
+[registries."{registry2.host}"]
+plain_http = true
+
+[[sync]]
+source = "{s.proxied}"
+target = "{registry2.host}/{unique_repo}:v1"
+verify = {{ keys = ["{s.public}"] }}
+{f'convert = "{convert}"' if convert else ''}
+""")
+    from ocibridge.mirror import load_job, run_job
+
+    (result,) = run_job(load_job(job)).artifacts
+    assert proxy.requests_matching(None, r"/manifests/v1$"), "the tag was never asked through the proxy"
+    if result.status == "failed":
+        assert "\n" not in (result.reason or "")
+        return
+    assert result.status == "copied", result
+    copied = open_store_target(f"{registry2.host}/{unique_repo}:v1")
+    manifest = json.loads(copied.store.fetch_bytes(copied.store.resolve(copied.reference)))
+    layers = sorted(layer["digest"] for layer in manifest["layers"])
+    signed = open_store_target(f"{s.registry_repo}@{s.signed}")
+    expected = sorted(layer["digest"] for layer in json.loads(
+        signed.store.fetch_bytes(signed.store.resolve(s.signed)))["layers"])
+    assert layers == expected, "the mirror copied another artifact than the one it verified"
+
+
+def test_k8s_volume_pins_what_it_checked(setup, capsys):
+    """``k8s volume`` checks that the runtime will mount the artifact, then pins it by digest
+    in the Pod: the pinned digest is the one checked, not what the tag names afterwards."""
+    s, proxy = setup
+    assert main(["k8s", "volume", s.proxied, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    pinned = json.dumps(doc)
+    assert s.signed in pinned and s.unsigned not in pinned, pinned
+    assert proxy.requests_matching(None, r"/manifests/v1$")
+
+
+@pytest.mark.parametrize("argv", [
+    ["inspect", "{ref}"], ["validate", "{ref}"], ["k8s", "check", "{ref}"], ["k8s", "volume", "{ref}"],
+    ["k8s", "mount", "{ref}", "{tmp}/mnt"], ["k8s", "modelcar", "{ref}"], ["verify", "{ref}", "--key", "{pub}"],
+    ["pull", "{ref}", "{tmp}/out", "-q"], ["copy", "{ref}", "oci:{tmp}/layout:v1", "-q"],
+    ["convert", "{ref}", "oci:{tmp}/converted:v1", "--to", "modelkit", "-q"],
+], ids=lambda argv: " ".join(w for w in argv if not w.startswith("{") and not w.startswith("-")))
+def test_every_command_asks_for_the_tag_once(setup, capsys, argv):
+    """The rule at its root: a command asks for the tag once; all else goes by digest."""
+    s, proxy = setup
+    words = [w.format(ref=s.proxied, tmp=s.tmp, pub=s.public) for w in argv]
+    code = main(words)
+    assert code == 0, capsys.readouterr().err
+    asked = proxy.requests_matching(None, r"/manifests/v1$")
+    assert len(asked) == 1, [f"{r.method} {r.path}" for r in asked]
