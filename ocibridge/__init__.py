@@ -13,7 +13,8 @@ from ocibridge.version import __version__ as __version__
 
 #: public name -> the module (under ocibridge) that defines it
 _HOMES = {
-    **dict.fromkeys(("inspect", "load_source", "login", "logout", "pull", "push", "tags", "validate"), "api.model_ops"),
+    **dict.fromkeys(("inspect", "load_source", "login", "logout", "path", "pull", "push", "tags", "validate"),
+                    "api.model_ops"),
     **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
     **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
@@ -66,6 +67,7 @@ __all__ = [
     "logout",
     "open_model",
     "open_tensors",
+    "path",
     "prune",
     "pull",
     "push",
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
         load_source,
         login,
         logout,
+        path,
         pull,
         push,
         tags,

@@ -595,6 +595,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from ocibridge.cli.mirror import register as register_mirror
 
     register_mirror(command)
+    from ocibridge.cli.modelcache import register as register_model_cache
+
+    register_model_cache(command, _add_transfer_flags)
 
     if only in (None, "k8s"):
         _add_k8s_commands(sub, command)

@@ -51,6 +51,13 @@ EXAMPLES: dict[str, str] = {
   ocibridge login localhost:5000 -u alice -p secret --json""",
     "logout": """\
   ocibridge logout registry.example""",
+    "path": """\
+  ocibridge path registry.example/team/tiny:v1     # shared, read-only: vllm serve "$(ocibridge path ...)"
+  ocibridge path registry.example/team/tiny:v1 --include '*.json'
+  ocibridge path registry.example/team/tiny:v1 --offline   # as last resolved (OCIBRIDGE_OFFLINE=1)""",
+    "cache": """\
+  ocibridge cache dir
+  ocibridge cache prune --older-than 30d --max-size 50G""",
     "mirror": """\
   ocibridge mirror job.toml --dry-run
   ocibridge mirror job.toml --json
