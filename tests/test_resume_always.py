@@ -174,3 +174,31 @@ def test_a_fixed_chunk_size_is_streamed_so_it_can_end_early():
 
     assert ChunkClock(16 * MiB).streamed  # --chunk-size: ends cleanly at a Ctrl-C
     assert not ChunkClock(16 * MiB, min_chunk=MiB).streamed  # the registry's minimum: Content-Range
+
+
+def test_limit_rate_is_one_budget_for_both_ends_of_a_copy(tmp_path, registry, fault_proxy, capped_source):
+    """A copy between two registries (two clients: no mount across hosts) downloads and uploads
+    every byte; one budget for the process holds both together under the cap."""
+    _, ref = capped_source
+    through_proxy = ref.replace(registry.host, fault_proxy.host)
+    capped = TransferOptions(limit_rate=CAP)
+    rate = _rate_of(lambda: ocibridge.copy_reference(through_proxy, f"{registry.host}/ratecap/two-ends:v1",
+                                                     transfer=capped))
+    # 12 MiB down and 12 MiB up at 4 MiB/s together: about 2 MiB/s of the model (two budgets: 4)
+    assert rate <= 0.65 * CAP, f"{rate / MiB:.2f} MiB/s of the model against a cap of {CAP / MiB:.0f} for both ends"
+
+
+def test_mirror_limit_rate_caps_the_job(tmp_path, registry, capped_source):
+    """``mirror --limit-rate`` caps a job whose clients are opened from the job file."""
+    _, ref = capped_source
+    job = tmp_path / "job.toml"
+    job.write_text(f'[[sync]]\nsource = "{ref}"\ntarget = "oci:{tmp_path}/mirrored"\n')
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "mirror", str(job), "--limit-rate", "4M"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - start
+    assert done.returncode == 0, done.stderr
+    assert RATE_SIZE / elapsed <= 1.25 * CAP, f"{RATE_SIZE / elapsed / MiB:.2f} MiB/s against a cap of 4"
+    bad = subprocess.run([sys.executable, "-m", "ocibridge", "mirror", str(job), "--limit-rate", "fast"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr

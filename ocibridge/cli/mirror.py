@@ -39,6 +39,8 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N (0-based): the artifacts a stable hash "
                    "gives it; all N shards together do the whole job")
     p.add_argument("--report", metavar="FILE", help="also write the --json report to FILE (whole or not at all)")
+    p.add_argument("--limit-rate", metavar="RATE",
+                   help="cap all the job's transfers together at RATE bytes per second (e.g. 20M)")
     p.add_argument("--emit", choices=["k8s-job"], help="print a Kubernetes ConfigMap and Indexed Job running "
                    "the job in --shards pods (YAML; a List in JSON with --json) instead of running it")
     g = p.add_argument_group("Kubernetes Job (with --emit k8s-job)")
@@ -79,6 +81,14 @@ def cmd_mirror(args: argparse.Namespace) -> int:
     shard = parse_shard(args.shard) if args.shard is not None else None
     if args.report and not Path(args.report).resolve().parent.is_dir():
         raise UsageError(f"--report {args.report}: no such directory")  # say so before the work, not after
+    if args.limit_rate is not None:
+        from ocibridge.cli.transfer_flags import parse_bytes
+        from ocibridge.stores.registry.ratelimit import set_process_rate
+
+        try:
+            set_process_rate(parse_bytes(args.limit_rate))
+        except ValueError as e:
+            raise UsageError(f"--limit-rate: {e}") from None
     job = load_job(args.job)
     live = None if args.json or not sys.stderr.isatty() else live_reporter(sys.stderr)
     with _shard_user_agent(shard):

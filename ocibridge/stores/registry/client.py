@@ -22,7 +22,7 @@ from ocibridge.stores.registry.bodies import read_bounded
 from ocibridge.stores.registry.fallback import FallbackTransport
 from ocibridge.stores.registry.hosts import host_settings
 from ocibridge.stores.registry.options import CredentialFunc, RegistryOptions, anonymous
-from ocibridge.stores.registry.ratelimit import RateLimit, RateLimitTransport
+from ocibridge.stores.registry.ratelimit import RateLimit, RateLimitTransport, budget_for
 from ocibridge.stores.registry.redirects import MAX_REDIRECTS, REDIRECT_STATUSES, RedirectTransport
 from ocibridge.stores.registry.retry import (
     RETRY_STATUSES,
@@ -165,7 +165,7 @@ class RegistryClient:
         self.origin = Origin(base_url(host, self.options))
         self.stats = TransferStats()
         o = self.options
-        rate_limit = RateLimit(o.limit_rate) if o.limit_rate else None
+        rate_limit = budget_for(o.limit_rate)
         #: the ``--limit-rate`` budget: a body read off the socket directly must take from it too
         self.rate_limit = rate_limit
         limits = httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size)

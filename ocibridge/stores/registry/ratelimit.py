@@ -55,6 +55,34 @@ class RateLimit:
 
 
 
+_SHARED: dict[int, RateLimit] = {}
+_SHARED_LOCK = threading.Lock()
+#: The cap a command set for the whole process (``mirror --limit-rate``), for clients whose
+#: options name none.
+_PROCESS_RATE: list[int | None] = [None]
+
+
+def set_process_rate(rate: int | None) -> None:
+    """Cap every registry transfer of this process at ``rate`` bytes per second (None: no cap),
+    whatever options each client was opened with: a mirror job opens its clients from the job
+    file, not from the command line."""
+    _PROCESS_RATE[0] = rate
+
+
+def budget_for(rate: int | None) -> RateLimit | None:
+    """The process's one budget for ``rate`` (or the process cap): every client, connection
+    and part of a command draws from it, so a copy between two registries (two clients) stays
+    under the cap with both directions together."""
+    rate = rate or _PROCESS_RATE[0]
+    if not rate:
+        return None
+    with _SHARED_LOCK:
+        budget = _SHARED.get(rate)
+        if budget is None:
+            budget = _SHARED[rate] = RateLimit(rate)
+        return budget
+
+
 class RateLimitTransport(Layer):
     """The ``--limit-rate`` layer: every body byte sent or received, of every request of
     the client, takes from the budget as it passes (uploads, downloads, manifests alike)."""
