@@ -113,6 +113,15 @@ def _use_save(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
     return str(held)
 
 
+def _use_path(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    code = main(["path", s.proxied, "--verify-key", str(s.public), "--json"])
+    if code != 0:
+        return _one_line_failure(capsys, None)
+    snapshot = Path(json.loads(capsys.readouterr().out)["path"])
+    assert tree(snapshot) == tree(s.signed_model), "the snapshot is not the verified artifact's files"
+    return s.signed
+
+
 def _one_line_failure(capsys: pytest.CaptureFixture[str], output: Path | None) -> None:
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
@@ -138,6 +147,7 @@ USES: dict[tuple[str, ...], list[Use]] = {
     ("copy",): [_use_copy],
     ("k8s", "modelcar"): [_use_modelcar],
     ("save",): [_use_save],
+    ("path",): [_use_path],
     ("cat",): [_use_cat],
 }
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import BinaryIO, cast
 
 from ocibridge.cache.locks import flocked
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.oci.digest import split_digest
 from ocibridge.oci.models import Descriptor
@@ -29,7 +30,7 @@ class OfflineMiss(OcibridgeError):
     """What an offline resolution needs is not in the cache."""
 
 
-class LinkedBlob:
+class LinkedBlob(ClosesOnExit):
     """A verified blob of the cache: linked where it is wanted (copied where links fail)."""
 
     def __init__(self, path: Path):
@@ -40,21 +41,23 @@ class LinkedBlob:
         return self._file.read(n)
 
     def link_to(self, target: Path, mode: int) -> int:
+        """A link shares the blob's mode (read-only, not executable): a file the model marks
+        executable (a script) is copied instead, so it keeps its mode as a pull gives it."""
+        if mode & 0o111:
+            return self._copy_to(target, mode)
         try:
             os.link(self._path, target)  # the blob keeps its read-only mode
         except OSError:  # another file system, or no hard links
-            shutil.copyfile(self._path, target)
-            os.chmod(target, mode & ~0o222)
+            return self._copy_to(target, mode)
+        return target.stat().st_size
+
+    def _copy_to(self, target: Path, mode: int) -> int:
+        shutil.copyfile(self._path, target)
+        os.chmod(target, mode & ~0o222)
         return target.stat().st_size
 
     def close(self) -> None:
         self._file.close()
-
-    def __enter__(self) -> LinkedBlob:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class CacheSource:
