@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every 
     from ocibridge.signing.verify import Verified, VerifyPolicy
 
 FORMS = ("classic", "bundle")
+ALL_FORMS = ("classic", "bundle", "oms")
 
 CommandFactory = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
@@ -60,8 +61,9 @@ def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[
     p.add_argument("ref", metavar="REF")
     p.add_argument("--key", required=True, metavar="KEY",
                    help="ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
-    p.add_argument("--form", choices=[*FORMS, "both"], default="both",
-                   help="classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
+    p.add_argument("--form", choices=[*ALL_FORMS, "both", "all"], default="both",
+                   help="classic (.sig tag), bundle (OCI 1.1 referrer), both (default), oms (OpenSSF "
+                        "model signing: the file list, as a referrer) or all three")
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="signed claim (repeatable)")
     p.add_argument("--identity", metavar="REPOSITORY",
@@ -91,7 +93,7 @@ def cmd_sign(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], 
     key = keys.load_private_key(args.key)
     target = _open(args, transfer)
     subject = target.store.resolve(target.reference)
-    forms: Any = FORMS if args.form == "both" else (args.form,)
+    forms: Any = {"both": FORMS, "all": ALL_FORMS}.get(args.form, (args.form,))
     options = SignOptions(identity=args.identity or target.store.describe(), claims=claims, forms=forms)
     result = sign_artifact(target.store, subject, key, options)
     where = ", ".join(f"{form}: {place}" for form, place in result.written.items())
