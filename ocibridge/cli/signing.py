@@ -70,6 +70,13 @@ def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[
                    help="repository name to sign as (default: where REF is)")
     add_transfer_flags(p)
 
+    p = command("verify-dir", cmd_verify_dir, "verify a directory (a pull, a cache, a snapshot) against an "
+                "OMS model signature")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--signature", required=True, metavar="FILE", help="the OMS signature (model_signing's "
+                   "model.sig)")
+    p.add_argument("--key", action="append", required=True, metavar="PUB", help="public key (PEM; repeatable)")
+
     p = command("verify", run_verify, "verify an artifact's signatures (both forms), or a file against a bundle")
     p.add_argument("ref", metavar="REF", help="artifact reference, or a file with --bundle")
     p.add_argument("--key", action="append", default=[], metavar="PUB", help="public key (PEM; repeatable)")
@@ -128,6 +135,18 @@ def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace]
              for v in verified]
     _emit(args, {"verified": True, "digest": digest, "signatures": [v.as_dict() for v in verified]},
           f"verified {args.ref} ({digest}): {len(verified)} signature(s)\n" + "\n".join(lines))
+    return 0
+
+
+def cmd_verify_dir(args: argparse.Namespace) -> int:
+    from ocibridge.signing.omsdir import verify_directory
+    from ocibridge.signing.verify import VerifyPolicy
+
+    policy = VerifyPolicy.from_files(args.key)
+    verified, statement = verify_directory(Path(args.dir), Path(args.signature), policy)
+    _emit(args, {"verified": True, "signer": verified.signer, "model": statement.name,
+                 "files": len(statement.files)},
+          f"verified {args.dir}: {len(statement.files)} file(s) signed by {verified.signer} (OMS)")
     return 0
 
 
