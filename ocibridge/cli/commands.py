@@ -189,7 +189,8 @@ def cmd_push(args: argparse.Namespace) -> int:
         from ocibridge.kinds.targets import open_store_target
         from ocibridge.signing.omspull import attach_oms
 
-        target = open_store_target(result.reference, for_write=True, options=_transfer(args).registry_options())
+        where = result.reference.rsplit("@", 1)[0]  # the store pushed to (the reference is pinned)
+        target = open_store_target(where, for_write=True, options=_transfer(args).registry_options())
         from ocibridge.stores.base import close_store
 
         try:
