@@ -347,3 +347,24 @@ def test_verify_dir_refuses_symlinks_and_bad_input(signed, tmp_path, capsys):
     shutil.rmtree(out / "weights")
     code = main(["verify-dir", str(out), "--signature", str(out / "model.sig"), "--key", str(public)])
     assert "missing: weights/part-2.bin" in _refused(capsys, code)
+
+
+# -- on a real registry (docker-registry 2.8: referrers through the fallback index) -------------
+def test_oms_on_a_registry_signs_verifies_and_pulls(tmp_path, capsys, registry, unique_repo):
+    model = make_model(tmp_path / "m")
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert main(["push", str(model), ref, "-q"]) == 0
+    private, public = key_pair(tmp_path / "k")
+    assert main(["sign", ref, "--key", str(private), "--form", "oms"]) == 0
+    capsys.readouterr()
+    assert main(["verify", ref, "--key", str(public), "--json"]) == 0
+    (only,) = json.loads(capsys.readouterr().out)["signatures"]
+    assert only["form"] == "oms"
+    out = tmp_path / "out"
+    assert _pull(ref, out, public) == 0
+    library_verify(out, public)
+    # a model_signing signature pushed with its directory verifies from the registry too
+    signature = library_sign(model, private)
+    other = f"{registry.host}/{unique_repo}-lib:v1"  # another repository: no signature of ours there
+    assert main(["push", str(model), other, "-q", "--signature", str(signature)]) == 0
+    assert main(["verify", other, "--key", str(public)]) == 0
