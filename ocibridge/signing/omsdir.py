@@ -114,7 +114,10 @@ def check_directory(root: Path, statement: OmsStatement, signature: Path,
 
 def verify_directory(root: Path, signature: Path, policy: VerifyPolicy) -> tuple[Verified, OmsStatement]:
     """Verify the directory ``root`` against the OMS signature file ``signature``."""
-    data = read_signature(signature)
-    verified, statement = verify_oms_signature(parse_bundle(data), policy, str(signature))
-    check_directory(root, statement, signature)
+    try:
+        data = read_signature(signature)
+        verified, statement = verify_oms_signature(parse_bundle(data), policy, str(signature))
+        check_directory(root, statement, signature)
+    except SignatureError as e:
+        raise SignatureError(f"{root}: refused: {e}") from None
     return verified, statement
