@@ -57,7 +57,7 @@ def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[
     def run_verify(args: argparse.Namespace) -> int:
         return cmd_verify(args, transfer)
 
-    p = command("sign", run_sign, "sign an artifact (cosign .sig tag and sigstore bundle referrer)")
+    p = command("sign", run_sign, "sign an artifact (cosign .sig tag, sigstore bundle referrer, OMS model signature)")
     p.add_argument("ref", metavar="REF")
     p.add_argument("--key", required=True, metavar="KEY",
                    help="ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
@@ -77,7 +77,7 @@ def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[
                    "model.sig)")
     p.add_argument("--key", action="append", required=True, metavar="PUB", help="public key (PEM; repeatable)")
 
-    p = command("verify", run_verify, "verify an artifact's signatures (both forms), or a file against a bundle")
+    p = command("verify", run_verify, "verify an artifact's signatures (every form), or a file against a bundle")
     p.add_argument("ref", metavar="REF", help="artifact reference, or a file with --bundle")
     p.add_argument("--key", action="append", default=[], metavar="PUB", help="public key (PEM; repeatable)")
     p.add_argument("--certificate-identity", metavar="SAN", help="keyless: the signer's identity")
