@@ -214,6 +214,32 @@ def test_oms_signature_of_other_files_does_not_count(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_an_unlistable_model_fails_only_its_oms_signature(tmp_path, capsys):
+    """A manifest whose files cannot be listed safely (a path escaping the model) refuses OMS
+    signing with one line; at verify, an OMS referrer of it is one reason among others, and
+    the cosign signatures still verify."""
+    model = make_model(tmp_path / "m")
+    assert main(["push", str(model), f"oci:{tmp_path}/store:v1", "-q"]) == 0
+    store = LayoutStore(str(tmp_path / "store"))
+    doc = json.loads(store.fetch_bytes(store.resolve("v1")))
+    doc["layers"][0]["annotations"]["org.cnai.model.filepath"] = "../evil"
+    data = json.dumps(doc).encode()
+    store.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, data), data, "evil")
+    ref = f"oci:{tmp_path}/store:evil"
+    private, public = key_pair(tmp_path / "k")
+    capsys.readouterr()
+    assert "escapes" in _refused(capsys, main(["sign", ref, "--key", str(private), "--form", "oms"]))
+    assert main(["sign", ref, "--key", str(private)]) == 0
+    key = keys.load_private_key(private)
+    statement = oms_statement("m", {"README.md": "00" * 32})
+    attach_bundle(store, store.resolve("evil"), make_bundle(key, statement, hint=keys.pem_hint(key)),
+                  OMS_PREDICATE_TYPE)
+    capsys.readouterr()
+    assert main(["verify", ref, "--key", str(public), "--json"]) == 0
+    forms = sorted(s["form"] for s in json.loads(capsys.readouterr().out)["signatures"])
+    assert forms == ["bundle", "classic"]
+
+
 def test_cosign_bundle_is_not_an_oms_signature(tmp_path, capsys):
     """--with-signatures needs an OMS statement: a cosign bundle (another predicate) is not one."""
     model = make_model(tmp_path / "m")
@@ -246,6 +272,28 @@ def test_copy_r_carries_the_oms_signature(signed, tmp_path, capsys):
     ref, public, _ = signed
     assert main(["copy", "-r", ref, f"oci:{tmp_path}/far:v1", "-q"]) == 0
     assert main(["verify", f"oci:{tmp_path}/far:v1", "--key", str(public)]) == 0
+
+
+def test_tar_layers_are_listed_from_their_contents(tmp_path, capsys):
+    """Files packed in tar layers (grouped, gzip) are signed by their own SHA-256, so the
+    library verifies the pulled directory and ocibridge's pushes of a library signature match."""
+    model = make_model(tmp_path / "m")
+    ref = f"oci:{tmp_path}/store:v1"
+    assert main(["push", str(model), ref, "-q", "--group", "code", "--group", "doc",
+                 "--layer", "code=tar+gzip"]) == 0
+    store = LayoutStore(str(tmp_path / "store"))
+    manifest = json.loads(store.fetch_bytes(store.resolve("v1")))
+    assert any("tar" in layer["mediaType"] for layer in manifest["layers"])
+    private, public = key_pair(tmp_path / "k")
+    assert main(["sign", ref, "--key", str(private), "--form", "oms"]) == 0
+    out = tmp_path / "out"
+    assert _pull(ref, out, public) == 0
+    library_verify(out, public)
+    # a library signature of the same directory attaches to the grouped artifact too
+    signature = library_sign(model, private)
+    assert main(["push", str(model), f"oci:{tmp_path}/lib:v1", "-q", "--group", "code", "--group", "doc",
+                 "--signature", str(signature)]) == 0
+    assert main(["verify", f"oci:{tmp_path}/lib:v1", "--key", str(public)]) == 0
 
 
 # -- partial pulls ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ocibridge.errors import SignatureError
+from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing import keys
 from ocibridge.signing.attach import find_signatures
@@ -266,5 +266,11 @@ def verify_oms(data: bytes, files: Callable[[], Mapping[str, str]], policy: Veri
     (path -> sha256 hex, asked only once the signature verified): the statement's file list
     must be the model's, so it binds to this model and no other."""
     verified, statement = verify_oms_signature(parse_bundle(data), policy, where)
-    compare_files(statement.files, files(), what)
+    try:
+        listed = files()
+    except SignatureError:
+        raise
+    except OcibridgeError as e:  # a layer that cannot be listed: this signature is not accepted
+        raise SignatureError(f"OMS signature {where[:19]}: cannot list the model's files: {e}") from None
+    compare_files(statement.files, listed, what)
     return verified
