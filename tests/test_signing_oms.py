@@ -416,3 +416,34 @@ def test_oms_on_a_registry_signs_verifies_and_pulls(tmp_path, capsys, registry, 
     other = f"{registry.host}/{unique_repo}-lib:v1"  # another repository: no signature of ours there
     assert main(["push", str(model), other, "-q", "--signature", str(signature)]) == 0
     assert main(["verify", other, "--key", str(public)]) == 0
+
+
+@pytest.mark.parametrize("verify_key", [True, False], ids=["verify-key", "no-key"])
+def test_moved_tag_pulls_what_the_oms_signature_signs(tmp_path, capsys, registry, unique_repo, verify_key):
+    """Check, then use: a proxy answers the tag with another model from its second request on;
+    the files pulled and the model.sig written are those of the manifest first resolved."""
+    from support.faultproxy import FaultProxy, reroute
+
+    from tests.modelgen import tree
+
+    repo = f"{registry.host}/{unique_repo}"
+    signed_model = make_model(tmp_path / "signed", seed=1)
+    assert main(["push", str(signed_model), f"{repo}:v1", "-q"]) == 0
+    assert main(["push", str(make_model(tmp_path / "other", seed=2)), f"{repo}:other", "-q"]) == 0
+    private, public = key_pair(tmp_path / "k")
+    assert main(["sign", f"{repo}:v1", "--key", str(private), "--form", "oms"]) == 0
+    assert main(["sign", f"{repo}:other", "--key", str(private), "--form", "oms"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "out"
+    with FaultProxy(registry) as proxy:
+        proxy.add(None, rf"/{unique_repo}/manifests/v1$", reroute(f"/v2/{unique_repo}/manifests/other"),
+                  skip=1, times=None)
+        argv = ["pull", f"{proxy.host}/{unique_repo}:v1", str(out), "-q", "--with-signatures"]
+        assert main(argv + (["--verify-key", str(public)] if verify_key else [])) == 0
+        assert len(proxy.requests_matching(None, r"/manifests/v1$")) == 1
+    signature = out / "model.sig"
+    data = signature.read_bytes()
+    signature.unlink()
+    assert tree(out) == tree(signed_model)
+    signature.write_bytes(data)
+    library_verify(out, public)
