@@ -222,7 +222,7 @@ def pull(
         source.reference = verified_digest(source, verify, src)
     oms = None
     if with_signatures:
-        from ocibridge.signing.omspull import choose_oms_signature
+        from ocibridge.signing.omstravel import choose_oms_signature
 
         signed = source.store.resolve(source.reference)
         source.reference = signed.digest  # the files pulled are those of the manifest the signature names
@@ -253,7 +253,7 @@ def pull(
     request = door.ExportRequest(options, transfer.concurrency, progress, select, OnExisting(on_existing))
     pulled = fmt.export(store, desc, dest, request)
     if oms is not None:
-        from ocibridge.signing.omspull import write_beside
+        from ocibridge.signing.omstravel import write_beside
 
         written = write_beside(oms, Path(dest), list(pulled.files))
         pulled = dataclasses.replace(pulled, signature=str(written))

@@ -159,7 +159,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     oms, excludes = None, tuple(args.exclude)
     if args.signature:  # checked against DIR before a byte is sent; kept out of the model's files
-        from ocibridge.signing.omspull import directory_signature
+        from ocibridge.signing.omstravel import directory_signature
 
         oms = directory_signature(Path(args.source), Path(args.signature))
         inside = _relative_inside(Path(args.signature), Path(args.source))
@@ -187,7 +187,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     text = f"pushed {result.reference}\n  {_counts(result.stats, 'uploaded')}"
     if oms is not None:
         from ocibridge.kinds.targets import open_store_target
-        from ocibridge.signing.omspull import attach_oms
+        from ocibridge.signing.omstravel import attach_oms
 
         where = result.reference.rsplit("@", 1)[0]  # the store pushed to (the reference is pinned)
         target = open_store_target(where, for_write=True, options=_transfer(args).registry_options())
