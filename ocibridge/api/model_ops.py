@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
@@ -193,9 +194,14 @@ def pull(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     on_existing: OnExisting | str = OnExisting.REFUSE,
+    with_signatures: bool = False,
 ) -> PullResult:
     """Bring an artifact back: into a directory, an archive (.carton/.mlarchive), an Ollama
     store, or another store (which is a copy). With ``verify``, only a signed one.
+
+    ``with_signatures`` (into a directory): the artifact's OMS signature, chosen (and, with
+    ``verify``, verified) before anything is written, goes beside the files as ``model.sig``
+    once the files pulled are checked against it.
 
     Into a directory: ``include``/``exclude`` globs pick the files (unselected raw layers are
     not fetched); a file already there with other content is refused (``on_existing="refuse"``,
@@ -204,6 +210,8 @@ def pull(
     options = transfer.registry_options()
     fmt = door.destination_format(dest, format)
     select = PathFilter.of(include, exclude)
+    if with_signatures and (fmt is None or fmt.name != "directory"):
+        raise UsageError(f"--with-signatures writes model.sig beside pulled files, not into {dest}")
     if fmt is None:  # another store: a copy
         _whole_artifact_only(select, dest)
         copied = copy_reference(src, dest, transfer=transfer, progress=progress, verify=verify)
@@ -213,6 +221,13 @@ def pull(
     source = open_store_target(src, options=options)
     if verify is not None:
         source.reference = verified_digest(source, verify, src)
+    oms = None
+    if with_signatures:
+        from ocibridge.signing.omstravel import choose_oms_signature
+
+        signed = source.store.resolve(source.reference)
+        source.reference = signed.digest  # the files pulled are those of the manifest the signature names
+        oms = choose_oms_signature(source.store, signed, verify)
     examined = door.examine(source.store, source.reference, fmt, source=src)
     conversion = examined.conversion
     store: Store
@@ -238,6 +253,11 @@ def pull(
         store, desc = source.store, resolve_model(source.store, source.reference)
     request = door.ExportRequest(options, transfer.concurrency, progress, select, OnExisting(on_existing))
     pulled = fmt.export(store, desc, dest, request)
+    if oms is not None:
+        from ocibridge.signing.omstravel import write_beside
+
+        written = write_beside(oms, Path(dest), list(pulled.files))
+        pulled = dataclasses.replace(pulled, signature=str(written))
     if named is None or named == pulled.digest:
         return pulled
     return dataclasses.replace(pulled, digest=named, via=pulled.digest)

@@ -14,6 +14,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ocibridge.cli.common import add_transfer_flags as _add_transfer_flags
@@ -156,6 +157,13 @@ def cmd_push(args: argparse.Namespace) -> int:
         overrides = parse_overrides(args.kind)
     except ValueError as e:
         raise UsageError(str(e)) from None
+    oms, excludes = None, tuple(args.exclude)
+    if args.signature:  # checked against DIR before a byte is sent; kept out of the model's files
+        from ocibridge.signing.omstravel import directory_signature
+
+        oms = directory_signature(Path(args.source), Path(args.signature))
+        inside = _relative_inside(Path(args.signature), Path(args.source))
+        excludes += (inside,) if inside else ()
     bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
     try:
         push = api.push
@@ -168,7 +176,7 @@ def cmd_push(args: argparse.Namespace) -> int:
             transfer=_transfer(args),
             format=args.format,
             kind_overrides=overrides,
-            excludes=tuple(args.exclude),
+            excludes=excludes,
             name=args.name,
             progress=bar,
             to=args.to,
@@ -179,8 +187,31 @@ def cmd_push(args: argparse.Namespace) -> int:
     finally:
         if bar:
             bar.close()
-    _emit(args, result.as_dict(), f"pushed {result.reference}\n  {_counts(result.stats, 'uploaded')}")
+    text = f"pushed {result.reference}\n  {_counts(result.stats, 'uploaded')}"
+    if oms is not None:
+        from ocibridge.kinds.targets import open_store_target
+        from ocibridge.signing.omstravel import attach_oms
+
+        where = result.reference.rsplit("@", 1)[0]  # the store pushed to (the reference is pinned)
+        target = open_store_target(where, for_write=True, options=_transfer(args).registry_options())
+        from ocibridge.stores.base import close_store
+
+        try:
+            referrer = attach_oms(target.store, result.descriptor, oms)
+        finally:
+            close_store(target.store)
+        result.extra["signature"] = referrer.digest
+        text += f"\n  OMS signature attached: {referrer.digest}"
+    _emit(args, result.as_dict(), text)
     return 0
+
+
+def _relative_inside(path: Path, root: Path) -> str | None:
+    """``path`` relative to ``root`` when it lies inside it (a signature kept in the model)."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
 
 
 def _counts(s: CopyStats, verb: str) -> str:
@@ -201,13 +232,15 @@ def cmd_pull(args: argparse.Namespace) -> int:
     try:
         result = api.pull(args.src, args.dest, format=args.format, transfer=_transfer(args), progress=bar,
                           verify=policy_from_args(args), include=args.include, exclude=args.pull_exclude,
-                          on_existing=on_existing)
+                          on_existing=on_existing, with_signatures=args.with_signatures)
     finally:
         if bar:
             bar.close()
     if result.format == "directory":
         count, size = len(result.files), human_size(result.bytes)
         text = f"pulled {result.digest} into {args.dest}: {count} files, {size}"
+        if result.signature:
+            text += f"; OMS signature in {result.signature}"
         if result.kept:
             text += f"; kept {len(result.kept)} existing files that differ: {', '.join(result.kept)}"
     else:
@@ -222,6 +255,9 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
                    help="only files matching GLOB (repeatable; unmatched layers are not fetched)")
     g.add_argument("--exclude", dest="pull_exclude", action="append", default=[], metavar="GLOB",
                    help="leave out files matching GLOB (repeatable)")
+    g.add_argument("--with-signatures", action="store_true",
+                   help="write the model's OMS signature beside the files as model.sig (OpenSSF model "
+                        "signing tools verify the directory with it); the pulled files are checked against it")
     mode = g.add_mutually_exclusive_group()
     mode.add_argument("--overwrite", action="store_true", help="replace existing files that differ")
     mode.add_argument("-k", "--keep-old-files", action="store_true", help="keep existing files that differ")
@@ -527,6 +563,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="pack all files of this kind into one tar layer (repeatable)")
     p.add_argument("--no-auto-group", action="store_true",
                    help="never group many small files into one tar layer automatically")
+    p.add_argument("--signature", metavar="FILE",
+                   help="an OMS signature of SOURCE (model_signing's model.sig): checked to sign exactly its "
+                        "files, then attached to the pushed artifact (and left out of its files)")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                    help="leave out matching files (repeatable)")
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",

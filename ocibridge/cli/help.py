@@ -105,7 +105,11 @@ EXAMPLES: dict[str, str] = {
   ocibridge discover registry.example/team/tiny:v1 --artifact-type application/spdx+json --json""",
     "sign": """\
   ocibridge sign registry.example/team/tiny:v1 --key cosign.key -a team=ml
-  ocibridge sign oci:/srv/models:tiny --key cosign.key --identity registry.example/team/tiny""",
+  ocibridge sign oci:/srv/models:tiny --key cosign.key --identity registry.example/team/tiny
+  ocibridge sign registry.example/team/tiny:v1 --key cosign.key --form all    # classic, bundle and OMS""",
+    "verify-dir": """\
+  ocibridge pull registry.example/team/tiny:v1 tiny --verify-key cosign.pub --with-signatures
+  ocibridge verify-dir tiny --signature tiny/model.sig --key cosign.pub""",
     "verify": """\
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub -a team=ml --json""",

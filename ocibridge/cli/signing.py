@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every 
     from ocibridge.signing.verify import Verified, VerifyPolicy
 
 FORMS = ("classic", "bundle")
+ALL_FORMS = ("classic", "bundle", "oms")
 
 CommandFactory = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
@@ -56,19 +57,27 @@ def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[
     def run_verify(args: argparse.Namespace) -> int:
         return cmd_verify(args, transfer)
 
-    p = command("sign", run_sign, "sign an artifact (cosign .sig tag and sigstore bundle referrer)")
+    p = command("sign", run_sign, "sign an artifact (cosign .sig tag, sigstore bundle referrer, OMS model signature)")
     p.add_argument("ref", metavar="REF")
     p.add_argument("--key", required=True, metavar="KEY",
                    help="ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
-    p.add_argument("--form", choices=[*FORMS, "both"], default="both",
-                   help="classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
+    p.add_argument("--form", choices=[*ALL_FORMS, "both", "all"], default="both",
+                   help="classic (.sig tag), bundle (OCI 1.1 referrer), both (default), oms (OpenSSF "
+                        "model signing: the file list, as a referrer) or all three")
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="signed claim (repeatable)")
     p.add_argument("--identity", metavar="REPOSITORY",
                    help="repository name to sign as (default: where REF is)")
     add_transfer_flags(p)
 
-    p = command("verify", run_verify, "verify an artifact's signatures (both forms), or a file against a bundle")
+    p = command("verify-dir", cmd_verify_dir, "verify a directory (a pull, a cache, a snapshot) against an "
+                "OMS model signature")
+    p.add_argument("dir", metavar="DIR")
+    p.add_argument("--signature", required=True, metavar="FILE", help="the OMS signature (model_signing's "
+                   "model.sig)")
+    p.add_argument("--key", action="append", required=True, metavar="PUB", help="public key (PEM; repeatable)")
+
+    p = command("verify", run_verify, "verify an artifact's signatures (every form), or a file against a bundle")
     p.add_argument("ref", metavar="REF", help="artifact reference, or a file with --bundle")
     p.add_argument("--key", action="append", default=[], metavar="PUB", help="public key (PEM; repeatable)")
     p.add_argument("--certificate-identity", metavar="SAN", help="keyless: the signer's identity")
@@ -91,7 +100,7 @@ def cmd_sign(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], 
     key = keys.load_private_key(args.key)
     target = _open(args, transfer)
     subject = target.store.resolve(target.reference)
-    forms: Any = FORMS if args.form == "both" else (args.form,)
+    forms: Any = {"both": FORMS, "all": ALL_FORMS}.get(args.form, (args.form,))
     options = SignOptions(identity=args.identity or target.store.describe(), claims=claims, forms=forms)
     result = sign_artifact(target.store, subject, key, options)
     where = ", ".join(f"{form}: {place}" for form, place in result.written.items())
@@ -126,6 +135,18 @@ def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace]
              for v in verified]
     _emit(args, {"verified": True, "digest": digest, "signatures": [v.as_dict() for v in verified]},
           f"verified {args.ref} ({digest}): {len(verified)} signature(s)\n" + "\n".join(lines))
+    return 0
+
+
+def cmd_verify_dir(args: argparse.Namespace) -> int:
+    from ocibridge.signing.omsdir import verify_directory
+    from ocibridge.signing.verify import VerifyPolicy
+
+    policy = VerifyPolicy.from_files(args.key)
+    verified, statement = verify_directory(Path(args.dir), Path(args.signature), policy)
+    _emit(args, {"verified": True, "signer": verified.signer, "model": statement.name,
+                 "files": len(statement.files)},
+          f"verified {args.dir}: {len(statement.files)} file(s) signed by {verified.signer} (OMS)")
     return 0
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ocibridge.errors import NotFound
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ocibridge.signing.bundle import EMPTY_JSON, is_bundle_type, referrer_manifest
+from ocibridge.signing.bundle import EMPTY_JSON, SIGN_PREDICATE_TYPE, is_bundle_type, referrer_manifest
 from ocibridge.signing.classic import (
     COMPANION_SUFFIXES,
     SignatureLayer,
@@ -61,9 +61,10 @@ def attach_classic(store: WritableStore, subject: Descriptor, layer: SignatureLa
     return desc, True
 
 
-def attach_bundle(store: WritableStore, subject: Descriptor, bundle: bytes) -> tuple[Descriptor, bool]:
+def attach_bundle(store: WritableStore, subject: Descriptor, bundle: bytes,
+                  predicate_type: str = SIGN_PREDICATE_TYPE) -> tuple[Descriptor, bool]:
     """Push ``bundle`` as a referrer of ``subject``: (referrer manifest, whether it was new)."""
-    layer, data, desc = referrer_manifest(subject, bundle)
+    layer, data, desc = referrer_manifest(subject, bundle, predicate_type)
     if store.exists(desc):
         return desc, False
     _put_blob(store, Descriptor.for_bytes("application/vnd.oci.empty.v1+json", EMPTY_JSON), EMPTY_JSON)

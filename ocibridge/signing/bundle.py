@@ -59,14 +59,15 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %s %d %s" % (len(kind), kind, len(payload), payload)
 
 
-def make_bundle(key: keys.PrivateKey, payload: bytes) -> bytes:
-    """A v0.3 bundle: ``payload`` (a statement) in a DSSE envelope signed by ``key``."""
+def make_bundle(key: keys.PrivateKey, payload: bytes, hint: str | None = None) -> bytes:
+    """A v0.3 bundle: ``payload`` (a statement) in a DSSE envelope signed by ``key``, naming
+    the key by ``hint`` (default: cosign's, base64 SHA-256 of the DER key)."""
     from ocibridge.signing import keys
 
     signature = keys.sign(key, pae(IN_TOTO_PAYLOAD_TYPE, payload))
     doc = {
         "mediaType": BUNDLE_MEDIA_TYPE,
-        "verificationMaterial": {"publicKey": {"hint": keys.key_hint(key)}, "tlogEntries": []},
+        "verificationMaterial": {"publicKey": {"hint": hint or keys.key_hint(key)}, "tlogEntries": []},
         "dsseEnvelope": {
             "payload": _b64(payload),
             "payloadType": IN_TOTO_PAYLOAD_TYPE,
@@ -76,10 +77,11 @@ def make_bundle(key: keys.PrivateKey, payload: bytes) -> bytes:
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def referrer_manifest(subject: Descriptor, bundle: bytes) -> tuple[Descriptor, bytes, Descriptor]:
+def referrer_manifest(subject: Descriptor, bundle: bytes,
+                      predicate_type: str = SIGN_PREDICATE_TYPE) -> tuple[Descriptor, bytes, Descriptor]:
     """(bundle layer descriptor, manifest bytes, manifest descriptor) of the referrer."""
     layer = Descriptor.for_bytes(BUNDLE_MEDIA_TYPE, bundle)
-    annotations = {CONTENT_ANNOTATION: "dsse-envelope", PREDICATE_ANNOTATION: SIGN_PREDICATE_TYPE}
+    annotations = {CONTENT_ANNOTATION: "dsse-envelope", PREDICATE_ANNOTATION: predicate_type}
     created = _created()
     if created:
         annotations[ANNOTATION_CREATED] = created

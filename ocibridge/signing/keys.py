@@ -149,6 +149,11 @@ def key_hint(key: PrivateKey | PublicKey) -> str:
     return _b64(hashlib.sha256(der).digest())
 
 
+def pem_hint(key: PrivateKey | PublicKey) -> str:
+    """What ``model_signing`` names a key by (and checks): hex SHA-256 of the PEM public key."""
+    return hashlib.sha256(public_pem(key)).hexdigest()
+
+
 def sign(key: PrivateKey, data: bytes) -> bytes:
     """A DER ECDSA-P256/SHA-256 signature of ``data`` (RFC 6979: reproducible)."""
     return key.sign(data, ec.ECDSA(hashes.SHA256(), deterministic_signing=True))

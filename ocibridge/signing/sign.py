@@ -1,4 +1,7 @@
-"""``sign``: make both signature forms for one manifest and put them beside it."""
+"""``sign``: make the signature forms asked for one manifest and put them beside it.
+
+``oms`` is the OpenSSF model signing form: a bundle over the model's file list (:mod:`.oms`),
+made from the manifest's layer digests, attached as a referrer like the cosign bundle."""
 
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ from ocibridge.signing.classic import signature_layer, signature_tag
 from ocibridge.signing.payload import simple_signing_payload
 from ocibridge.stores.base import WritableStore
 
-Form = Literal["classic", "bundle"]
+Form = Literal["classic", "bundle", "oms"]
 FORMS: tuple[Form, ...] = ("classic", "bundle")
+ALL_FORMS: tuple[Form, ...] = ("classic", "bundle", "oms")
 
 
 @dataclass
@@ -54,4 +58,15 @@ def sign_artifact(store: WritableStore, subject: Descriptor, key: keys.PrivateKe
         result.written["bundle"] = desc.digest
         if not new:
             result.unchanged.append("bundle")
+    if "oms" in options.forms:
+        from ocibridge.signing.oms import OMS_PREDICATE_TYPE, model_name, oms_statement
+        from ocibridge.signing.omsfiles import manifest_files
+
+        files = manifest_files(store, subject)  # raw layers: their digests; no weight byte is read
+        payload = oms_statement(model_name(options.identity), files)
+        bundle = make_bundle(key, payload, hint=keys.pem_hint(key))
+        desc, new = attach_bundle(store, subject, bundle, OMS_PREDICATE_TYPE)
+        result.written["oms"] = desc.digest
+        if not new:
+            result.unchanged.append("oms")
     return result

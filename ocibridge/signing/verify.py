@@ -12,10 +12,12 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ocibridge.errors import SignatureError
+from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing import keys
 from ocibridge.signing.attach import find_signatures
@@ -28,6 +30,7 @@ from ocibridge.signing.bundle import (
 )
 from ocibridge.signing.classic import SignatureLayer
 from ocibridge.signing.keyless import Identity, verify_keyless
+from ocibridge.signing.oms import OMS_PREDICATE_TYPE, OmsStatement, compare_files, parse_oms, predicate_type_of
 from ocibridge.signing.payload import parse_simple_signing
 from ocibridge.stores.base import Store
 
@@ -99,9 +102,24 @@ def verify_artifact(store: Store, subject: Descriptor, policy: VerifyPolicy) -> 
     for layer in found.classic:
         _collect(lambda layer=layer: _classic(layer, subject, policy), verified, reasons)
     manifest: bytes | None = None
+    files: dict[str, str] | None = None
+
+    def model_files() -> dict[str, str]:  # read once, and only for an OMS signature that verified
+        nonlocal files
+        if files is None:
+            from ocibridge.signing.omsfiles import manifest_files
+
+            files = manifest_files(store, subject)
+        return files
+
     for ref, data in found.bundles:
         if manifest is None and b'"messageSignature"' in data:
             manifest = store.fetch_bytes(subject)
+        if is_oms(data):
+            _collect(lambda ref=ref, data=data: verify_oms(data, model_files, policy, ref.digest,
+                                                           f"manifest {subject.digest[:19]}"),
+                     verified, reasons)
+            continue
         _collect(lambda ref=ref, data=data, m=manifest: _bundle(data, ref.digest, subject.digest, m, policy),
                  verified, reasons)
     if verified:
@@ -208,3 +226,51 @@ def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None,
             _require_claims({}, policy)
             return Verified("bundle", name, {}, where)
     raise SignatureError(f"{short}: message signature does not verify")
+
+
+def is_oms(data: bytes) -> bool:
+    """Whether a bundle's (not yet verified) DSSE payload says it is an OMS statement."""
+    try:
+        envelope = json.loads(data).get("dsseEnvelope")
+        payload = base64.b64decode(envelope["payload"], validate=True)
+    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+        return False
+    return predicate_type_of(payload) == OMS_PREDICATE_TYPE
+
+
+def verify_oms_signature(content: BundleContent, policy: VerifyPolicy, where: str) -> tuple[Verified, OmsStatement]:
+    """The signer and the statement of an OMS bundle whose DSSE signature verifies with one of
+    the policy's keys; raises otherwise. The files are compared by the caller."""
+    short = f"OMS signature {where[:19]}"
+    if policy.attestation:
+        raise SignatureError(f"{short}: a model signature, not an attestation of type {policy.predicate_type}")
+    if content.has_certificate:
+        raise SignatureError(f"{short}: keyless OMS signatures are not verified here (key signatures only)")
+    if not policy.keys or content.envelope is None:
+        raise SignatureError(f"{short}: signed with a key; pass --key")
+    for name, key in policy.keys:
+        try:
+            payload = verify_envelope(content.envelope, key)
+        except SignatureError:
+            continue
+        statement = parse_oms(payload)
+        if policy.claims:
+            raise SignatureError(f"{short}: carries no claims ({', '.join(sorted(policy.claims))} asked)")
+        return Verified("oms", name, {}, where), statement
+    raise SignatureError(f"{short}: DSSE signature does not verify")
+
+
+def verify_oms(data: bytes, files: Callable[[], Mapping[str, str]], policy: VerifyPolicy, where: str,
+               what: str) -> Verified:
+    """The OMS bundle ``data`` verifies with the policy's keys and signs exactly ``files()``
+    (path -> sha256 hex, asked only once the signature verified): the statement's file list
+    must be the model's, so it binds to this model and no other."""
+    verified, statement = verify_oms_signature(parse_bundle(data), policy, where)
+    try:
+        listed = files()
+    except SignatureError:
+        raise
+    except OcibridgeError as e:  # a layer that cannot be listed: this signature is not accepted
+        raise SignatureError(f"OMS signature {where[:19]}: cannot list the model's files: {e}") from None
+    compare_files(statement.files, listed, what)
+    return verified

@@ -24,6 +24,7 @@ class PullResult:
     skipped: tuple[str, ...] = ()  # left out by --include/--exclude
     copy: dict[str, Any] | None = None  # a pull into a store: the copy's summary
     via: str | None = None  # a ModelKit, Docker model...: the digest of the ModelPack form read
+    signature: str | None = None  # --with-signatures: the OMS signature file written beside the files
 
 
     def as_dict(self) -> dict[str, Any]:
@@ -35,6 +36,8 @@ class PullResult:
         if self.format == "directory":
             out.update(files=list(self.files), bytes=self.bytes, kept=list(self.kept),
                        skipped=list(self.skipped))
+            if self.signature is not None:
+                out["signature"] = self.signature
         return out
 
 

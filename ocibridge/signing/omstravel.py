@@ -1,0 +1,101 @@
+"""OMS signatures travelling with files: beside a pull as ``model.sig``, and pushed with a model.
+
+``pull --with-signatures`` writes the OMS signature of the pulled manifest where the
+``model_signing`` CLI looks for it, so the directory verifies with OpenSSF tooling once it
+has left the registry. The signature is chosen before any file is written: with a key policy,
+one that verifies and signs exactly the manifest's files; without one, one whose statement
+lists exactly the manifest's files (its key is the reader's to check, e.g. ``verify-dir``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ocibridge.core.fsutil import atomic_write_bytes
+from ocibridge.errors import SignatureError
+from ocibridge.oci.models import Descriptor
+from ocibridge.signing.attach import attach_bundle, find_signatures
+from ocibridge.signing.bundle import parse_bundle
+from ocibridge.signing.oms import OMS_PREDICATE_TYPE, SIGNATURE_FILE, OmsStatement, compare_files, parse_oms
+from ocibridge.signing.omsdir import hash_files
+from ocibridge.signing.omsfiles import manifest_files
+from ocibridge.signing.verify import VerifyPolicy, is_oms, verify_oms_signature
+from ocibridge.stores.base import Store, WritableStore
+
+
+@dataclass
+class OmsSignature:
+    """An OMS bundle of a manifest and the statement it holds."""
+
+    bundle: bytes
+    statement: OmsStatement
+
+
+def choose_oms_signature(store: Store, subject: Descriptor, policy: VerifyPolicy | None) -> OmsSignature:
+    """The first OMS referrer of ``subject`` that signs exactly its files (and verifies under
+    ``policy`` when there is one); raises when there is none."""
+    reasons: list[str] = []
+    files: dict[str, str] | None = None
+    for _, data in find_signatures(store, subject).bundles:
+        if not is_oms(data):
+            continue
+        try:
+            statement = _statement(data, policy)
+            files = manifest_files(store, subject) if files is None else files
+            compare_files(statement.files, files, f"manifest {subject.digest[:19]}")
+        except SignatureError as e:
+            reasons.append(str(e))
+            continue
+        return OmsSignature(data, statement)
+    why = f": {'; '.join(dict.fromkeys(reasons))}" if reasons else ""
+    raise SignatureError(f"{subject.digest} has no usable OMS signature (sign --form oms){why}")
+
+
+def _statement(data: bytes, policy: VerifyPolicy | None) -> OmsStatement:
+    if policy is not None:
+        return verify_oms_signature(parse_bundle(data), policy, "referrer")[1]
+    try:
+        payload = base64.b64decode(json.loads(data)["dsseEnvelope"]["payload"], validate=True)
+    except (ValueError, KeyError, TypeError):
+        raise SignatureError("malformed OMS bundle") from None
+    return parse_oms(payload)
+
+
+def write_beside(signature: OmsSignature, directory: Path, fetched: list[str]) -> Path:
+    """Check the ``fetched`` files in ``directory`` against the statement (a partial pull
+    checks what it fetched against the full signature), then write ``model.sig``."""
+    present = [rel for rel in fetched if rel in signature.statement.files]
+    unsigned = sorted(set(fetched) - set(present))
+    if unsigned:
+        raise SignatureError(f"{directory}: {', '.join(unsigned[:3])} not signed by the OMS signature")
+    compare_files({p: signature.statement.files[p] for p in present}, hash_files(directory, present),
+                  str(directory))
+    target = directory / SIGNATURE_FILE
+    atomic_write_bytes(target, signature.bundle)
+    return target
+
+
+def directory_signature(directory: Path, signature: Path) -> OmsSignature:
+    """``push DIR --signature FILE``, before anything is sent: the OMS signature (made by the
+    ``model_signing`` tools on DIR) must sign exactly DIR's files. Its key is not checked here
+    (``verify`` and ``--verify-key`` check it wherever the model goes)."""
+    from ocibridge.signing.omsdir import check_directory, read_signature
+
+    data = read_signature(signature)
+    try:
+        statement = _statement(data, None)
+        check_directory(directory, statement, signature)
+    except SignatureError as e:
+        raise SignatureError(f"{signature}: refused: {e}") from None
+    return OmsSignature(data, statement)
+
+
+def attach_oms(store: WritableStore, subject: Descriptor, signature: OmsSignature) -> Descriptor:
+    """Attach ``signature`` as a referrer of the pushed manifest ``subject``, once the
+    manifest's files are checked to be exactly the signed ones."""
+    compare_files(signature.statement.files, manifest_files(store, subject), f"pushed manifest {subject.digest}")
+    desc, _ = attach_bundle(store, subject, signature.bundle, OMS_PREDICATE_TYPE)
+    return desc
