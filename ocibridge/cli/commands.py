@@ -375,22 +375,44 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
 
 def cmd_k8s_volume(args: argparse.Namespace) -> int:
     from ocibridge.k8s import volume_yaml
+    from ocibridge.oci.reference import parse_registry_reference
+    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
 
+    secret = None
+    if args.create_pull_secret and (not args.image_pull_secret or args.snippet):
+        raise UsageError("--create-pull-secret needs --image-pull-secret NAME (the Secret it creates) "
+                         "and a whole Pod (not --snippet)")
     t = _k8s_target(args)
+    if args.create_pull_secret:  # after the reference is known to be a registry's
+        host = parse_registry_reference(args.ref).registry
+        secret = pull_secret(args.image_pull_secret[0], [host])
+    with contextlib.suppress(OcibridgeError):  # a layout reference is refused below, with its own message
+        for line in loopback_warnings([parse_registry_reference(args.ref).registry]):
+            print(line, file=sys.stderr)
     if args.json:  # the same Pod (or snippet) as a JSON document: kubectl takes either
         from ocibridge.k8s.volume import volume_document
 
         doc, *_ = volume_document(
             t.store, t.reference, args.ref, runtime=args.runtime, platform=args.platform,
             mount_path=args.mount_path, name=args.name, image=args.image, snippet=args.snippet,
+            pull_secrets=args.image_pull_secret,
         )
+        if secret is not None:
+            doc = {"apiVersion": "v1", "kind": "List", "items": [secret, doc]}
         print(json.dumps(doc, indent=2, ensure_ascii=True))
-        return 0
-    text = volume_yaml(
-        t.store, t.reference, args.ref, runtime=args.runtime, mount_path=args.mount_path,
-        name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
-    )
-    print(printable(text), end="")
+    else:
+        text = volume_yaml(
+            t.store, t.reference, args.ref, runtime=args.runtime, mount_path=args.mount_path,
+            name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
+            pull_secrets=args.image_pull_secret,
+        )
+        if secret is not None:
+            from ocibridge.mirror.yamlout import dump_all
+
+            text = dump_all([secret]) + "---\n" + text
+        print(printable(text), end="")
+    if secret is not None:
+        print(CREDENTIALS_WARNING, file=sys.stderr)
     return 0
 
 
@@ -463,6 +485,11 @@ def _add_k8s_commands(sub: argparse._SubParsersAction[_Parser], command: Command
     p.add_argument("--name", default="model-consumer", help="Pod name")
     p.add_argument("--image", default="busybox:1.36", help="container image of the Pod")
     p.add_argument("--snippet", action="store_true", help="only the volume and volumeMount")
+    p.add_argument("--image-pull-secret", action="append", default=[], metavar="NAME",
+                   help="a Secret of type kubernetes.io/dockerconfigjson to pull with (imagePullSecrets; repeatable)")
+    p.add_argument("--create-pull-secret", action="store_true",
+                   help="also print that Secret, built from your stored credentials for the registry "
+                        "(the output then holds them)")
     p = kcommand("mount", cmd_k8s_mount, "lay out DIR as the runtime would present the mount")
     p.add_argument("dir", metavar="DIR")
 
