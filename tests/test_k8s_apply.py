@@ -195,3 +195,20 @@ def test_docker_config_secret_only_when_credentials_come_from_it(tmp_path, capsy
     assert main(base) == 0  # c.example's credentials can only come from a docker config
     [_, k8s_job] = k8s_checked(tmp_path / "c", capsys.readouterr().out)
     assert "docker-config" in {v["name"] for v in k8s_job["spec"]["template"]["spec"]["volumes"]}
+
+
+def test_relative_ca_file_is_read_next_to_the_job(tmp_path, capsys):
+    (tmp_path / "ca.pem").write_bytes(_pem(tmp_path).read_bytes())
+    job = tmp_path / "job.toml"
+    job.write_text('[registries."r.example"]\nca_file = "ca.pem"\n\n[[sync]]\nsource = "r.example/a"\n'
+                   'target = "m.example/a"\n')
+    assert main(["mirror", str(job), "--emit", "k8s-job", "--shards", "1"]) == 0
+    _, ca_map, _ = k8s_checked(tmp_path / "k", capsys.readouterr().out)
+    assert ca_map["data"]["ca-0.crt"] == (tmp_path / "ca.pem").read_text()
+    (tmp_path / "ca.pem").write_text("not a certificate")
+    assert main(["mirror", str(job), "--emit", "k8s-job", "--shards", "1"]) == 1
+    assert "holds no PEM certificate" in capsys.readouterr().err
+    (tmp_path / "ca.pem").unlink()
+    assert main(["mirror", str(job), "--emit", "k8s-job", "--shards", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "ca_file: cannot read" in err and "Traceback" not in err

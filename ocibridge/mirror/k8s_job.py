@@ -262,7 +262,8 @@ def _check_options(opts: JobOptions) -> None:
 def _check_job_runs_in_a_pod(job: MirrorJob) -> None:
     """Refuse what a pod cannot do: read a path of this machine (a layout, the local Ollama
     store, a file named relative to the job, which the ConfigMap does not hold); and what it
-    must not: a password inline in the job, which the ConfigMap would hold in clear."""
+    must not: a password inline in the job, which the ConfigMap would hold in clear. A
+    ``ca_file`` is read here, on this machine, and goes to the pods in a ConfigMap of its own."""
     for n, entry in enumerate(job.sync, 1):
         for side, text in (("source", entry.source), ("target", entry.target)):
             if on_this_machine(text):
@@ -273,11 +274,10 @@ def _check_job_runs_in_a_pod(job: MirrorJob) -> None:
             raise OcibridgeError(f"registries.{host}.password: an inline password would be copied into the "
                                  "ConfigMap in clear; use password_env with --env-secret SECRET, or the docker "
                                  "config Secret (--docker-config-secret)")
-        for key, value in (("password_file", auth.password_file), ("ca_file", auth.ca_file)):
-            if value and not Path(value).is_absolute():
-                raise OcibridgeError(f"registries.{host}.{key} = {value!r}: relative to the job file, "
-                                     "which in a pod is a ConfigMap holding only the job; use an absolute "
-                                     "path of a volume you mount, or the docker config Secret")
+        if auth.password_file and not Path(auth.password_file).is_absolute():
+            raise OcibridgeError(f"registries.{host}.password_file = {auth.password_file!r}: relative to the job "
+                                 "file, which in a pod is a ConfigMap holding only the job; use an absolute "
+                                 "path of a volume you mount, or the docker config Secret")
     settings = [job.defaults, *job.sync]
     for s in settings:
         if s.verify is not None:
