@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.api.copy import TransferOptions, verified_digest
 from ocibridge.core.fsutil import write_sliced
 from ocibridge.errors import OcibridgeError, UsageError
-from ocibridge.kinds.targets import closes_its_stores, open_store_target
+from ocibridge.kinds.targets import closes_its_stores, default_store_path, open_store_target
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.reference import LayoutReference, RegistryReference, parse_reference
 from ocibridge.signing.attach import SignatureCompanions
@@ -203,15 +203,30 @@ def destination_of(entry: BundleEntry, prefix: str) -> str:
     return f"{prefix.rstrip('/')}/{repository}:{tag}"
 
 
+def local_destination(entry: BundleEntry) -> str:
+    """Where a model goes in the local store: ``NAME`` (tag latest or none) or ``NAME-TAG``,
+    NAME the last part of its repository, so ``ls`` lists it and the one name rule finds it."""
+    ref = parse_reference(entry.reference)
+    if isinstance(ref, RegistryReference):
+        name, tag = ref.repository.rsplit("/", 1)[-1], ref.tag
+    elif isinstance(ref, LayoutReference):
+        name, tag = Path(ref.path).name or "model", ref.tag
+    else:
+        name, tag = "model", None
+    name = re.sub(r"[^a-z0-9._-]", "-", name.lower()).lstrip("._-") or "model"
+    return f"oci:{default_store_path()}:{name if tag in (None, 'latest') else f'{name}-{tag}'}"
+
+
 @closes_its_stores
-def load(bundle: str | os.PathLike[str], prefix: str, *, transfer: TransferOptions | None = None,
+def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer: TransferOptions | None = None,
          progress: ProgressFn | None = None) -> BundleResult:
-    """Copy every model of ``bundle`` (with its signatures and referrers) under ``prefix``."""
+    """Copy every model of ``bundle`` (with its signatures and referrers) under ``prefix``;
+    without one, into the local store (:func:`local_destination`)."""
     transfer = transfer or TransferOptions()
     destinations: list[str] = []
     signatures = 0
     with opened(bundle) as (layout, entries):
-        named = [destination_of(e, prefix) for e in entries]
+        named = [destination_of(e, prefix) if prefix is not None else local_destination(e) for e in entries]
         if len(set(named)) != len(named):
             dup = next(n for n in named if named.count(n) > 1)
             raise UsageError(f"two models of the bundle would both go to {dup}; load into a registry prefix")
