@@ -6,6 +6,7 @@ non-image artifacts, so the image is the busybox one of tests/test_modelcar_base
 from __future__ import annotations
 
 import json
+import tarfile
 
 from ocibridge.cli.commands import main
 from tests.modelgen import make_model
@@ -44,3 +45,51 @@ def test_a_one_image_bundle_loads_under_podman(tmp_path, capsys, registry, podma
     loaded = out.strip().splitlines()[-1].split()[-1]
     said = podman.podman("run", "--rm", "--network=none", *RUN_FLAGS, loaded, "sh", "-c", "echo hello")
     assert said.strip() == "hello"
+
+
+def _layout_model(tmp_path, capsys, size: int):
+    model = tmp_path / "big"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(bytes(range(256)) * (size // 256))
+    layout = tmp_path / "layout"
+    assert main(["push", "-q", str(model), f"oci:{layout}:v1"]) == 0
+    capsys.readouterr()
+    return layout
+
+
+def test_save_streams_blobs_from_the_source_without_staging_them(tmp_path, capsys, monkeypatch):
+    from ocibridge.api import bundle as api_bundle
+
+    layout = _layout_model(tmp_path, capsys, 3 << 20)
+    seen: list[int] = []
+    original = api_bundle._write_tar
+
+    def spy(root, planned, out, progress=None):
+        seen.extend(p.stat().st_size for p in (root / "blobs" / "sha256").iterdir())
+        return original(root, planned, out, progress)
+
+    monkeypatch.setattr(api_bundle, "_write_tar", spy)
+    out = tmp_path / "out" / "b.tar"
+    out.parent.mkdir()
+    assert main(["save", f"oci:{layout}:v1", "-o", str(out), "-q"]) == 0
+    assert seen and max(seen) < 64 * 1024  # manifests only: the 3 MiB weights were never staged
+    with tarfile.open(out) as tar:
+        names = tar.getnames()
+        big = [m for m in tar.getmembers() if m.size >= 3 << 20]
+    assert len(big) == 1 and names.index(big[0].name) < names.index("index.json")  # blobs first
+    assert names[-3:] == ["index.json", "oci-layout", "ocibridge-bundle.json"]
+
+
+def test_a_blob_that_is_not_what_it_says_stops_save_and_leaves_nothing(tmp_path, capsys):
+    layout = _layout_model(tmp_path, capsys, 1 << 20)
+    blob = max((layout / "blobs" / "sha256").iterdir(), key=lambda p: p.stat().st_size)
+    data = bytearray(blob.read_bytes())
+    data[-1] ^= 0xFF  # same size, other bytes
+    blob.chmod(0o644)
+    blob.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["save", f"oci:{layout}:v1", "-o", str(out / "b.tar"), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert "the bundle is not written" in err and "Traceback" not in err
+    assert list(out.iterdir()) == []  # no partial output, no staging directory left
