@@ -120,7 +120,6 @@ def test_mirror_job_mounts_the_ca_and_pull_secrets(tmp_path, capsys, monkeypatch
     job = tmp_path / "job.toml"
     job.write_text(f'[registries."registry.internal:5000"]\nca_file = "{ca}"\n\n'
                    f'[[sync]]\nsource = "{auth_registry.host}/llm/a"\ntarget = "registry.internal:5000/llm/a"\n')
-    monkeypatch.setattr("ocibridge.mirror.k8s_job.needs_docker_config", lambda job: True)
     capsys.readouterr()
     args = ["mirror", str(job), "--emit", "k8s-job", "--shards", "2", "--image-pull-secret", "tools-pull"]
     assert main(args) == 0
@@ -212,3 +211,19 @@ def test_relative_ca_file_is_read_next_to_the_job(tmp_path, capsys):
     assert main(["mirror", str(job), "--emit", "k8s-job", "--shards", "1"]) == 1
     err = capsys.readouterr().err
     assert "ca_file: cannot read" in err and "Traceback" not in err
+
+
+def test_pull_secret_from_a_lookup():
+    from ocibridge.errors import OcibridgeError
+    from ocibridge.stores.registry.options import Credentials
+    from ocibridge.stores.registry.pull_secret import pull_secret
+
+    creds = {"a.example": Credentials("u", "p"), "t.example": Credentials("", identity_token="tok")}
+    secret = pull_secret("s", ["a.example", "b.example"], lookup=creds.get, every_host=False)
+    assert list(json.loads(base64.b64decode(secret["data"][".dockerconfigjson"]))["auths"]) == ["a.example"]
+    with pytest.raises(OcibridgeError, match="no stored credentials for b.example"):
+        pull_secret("s", ["a.example", "b.example"], lookup=creds.get)
+    with pytest.raises(OcibridgeError, match="identity token"):
+        pull_secret("s", ["t.example"], lookup=creds.get)
+    with pytest.raises(OcibridgeError, match="no stored credentials for any of b.example"):
+        pull_secret("s", ["b.example"], lookup=creds.get, every_host=False)
