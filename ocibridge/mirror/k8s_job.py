@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibridge.core.limits import read_at_most
-from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.errors import OcibridgeError, TooLarge, UsageError
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.oci.reference import on_this_machine
 
@@ -97,7 +97,7 @@ def k8s_objects(job: MirrorJob, job_path: Path, job_text: str, opts: JobOptions,
         raise UsageError(f"the job reads {', '.join(needs_env)} from the environment: pass --env-secret SECRET "
                          "naming a Secret that holds it")
     if len(job_text.encode()) > MAX_CONFIGMAP_BYTES:
-        raise OcibridgeError(f"{job_path}: larger than a ConfigMap holds (1 MiB)")
+        raise TooLarge(f"{job_path}: larger than a ConfigMap holds (1 MiB)")
     key = "job" + (job_path.suffix.lower() if job_path.suffix.lower() in (".yaml", ".yml", ".json") else ".toml")
     configmap = opts.configmap or f"{opts.name}-job"
     labels = {"app.kubernetes.io/name": "ocibridge-mirror", "app.kubernetes.io/instance": opts.name}
@@ -127,12 +127,12 @@ def _ca_files(job: MirrorJob) -> list[tuple[str, str]]:
         path = job.base_dir / Path(auth.ca_file).expanduser()
         try:
             raw = read_at_most(path, MAX_CONFIGMAP_BYTES // 4)
-            if len(raw) > MAX_CONFIGMAP_BYTES // 4:
-                raise OcibridgeError("larger than 256 KiB, which is no CA bundle")
             pem = raw.decode("ascii")
-        except (OSError, UnicodeDecodeError, OcibridgeError) as e:
+        except (OSError, UnicodeDecodeError) as e:
             raise OcibridgeError(f"registries.{host}.ca_file: cannot read {path} to put it in a ConfigMap: "
                                  f"{getattr(e, 'strerror', None) or e}") from None
+        if len(raw) > MAX_CONFIGMAP_BYTES // 4:
+            raise TooLarge(f"registries.{host}.ca_file: {path} is larger than 256 KiB, which is no CA bundle")
         if "-----BEGIN CERTIFICATE-----" not in pem:
             raise OcibridgeError(f"registries.{host}.ca_file: {path} holds no PEM certificate")
         cas.append((host, pem))
