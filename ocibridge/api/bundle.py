@@ -2,16 +2,17 @@
 
 A bundle is an OCI image layout in a plain tar (what ``skopeo copy oci-archive:`` and
 ``podman load`` read), plus ``ocibridge-bundle.json`` naming each model's original reference,
-its tag in the layout and its digest. ``save`` copies every model into a staging layout and
-writes the tar reproducibly (sorted entries, fixed metadata): the same models give the same
-bytes. ``load`` reads a bundle as untrusted input (only the layout's own files, every blob
-verified by the copy) and copies each model under a destination prefix, keeping its
-repository path and tag.
+its tag in the layout and its digest. ``save`` plans the layout (manifests and tags only) and
+streams every blob from its source into the tar, reproducibly (sorted entries, fixed metadata):
+the same models give the same bytes, and no blob is staged. ``load`` reads a bundle as
+untrusted input (only the layout's own files, every blob verified by the copy) and copies
+each model under a destination prefix, keeping its repository path and tag.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -20,15 +21,17 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ocibridge.api.copy import TransferOptions, verified_digest
 from ocibridge.core.fsutil import write_sliced
 from ocibridge.errors import OcibridgeError, UsageError
-from ocibridge.kinds.targets import closes_its_stores, open_store_target
+from ocibridge.kinds.targets import closes_its_stores, default_store_path, open_store_target
 from ocibridge.layers.tarwalk import tar_members
+from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, RegistryReference, parse_reference
 from ocibridge.signing.attach import SignatureCompanions
+from ocibridge.stores.base import Store, is_manifest
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.transfer.copy import CopyHooks, copy
 
@@ -74,11 +77,35 @@ class BundleResult:
         return out
 
 
+class _PlanLayout(LayoutStore):
+    """The bundle's layout, planned: manifests and tags are written (small), blobs are not.
+
+    The copy asks whether each blob is here; this layout says yes and notes the blob and the
+    store it will be read from, so no blob is staged: :func:`_write_tar` streams each one from
+    its source into the tar, verified on the way."""
+
+    def __init__(self, root: Path):
+        super().__init__(root, create=True)
+        self.source: Store | None = None
+        self.planned: dict[str, tuple[Descriptor, Store]] = {}
+
+    def exists(self, desc: Descriptor) -> bool:
+        if is_manifest(desc) or self.source is None:
+            return super().exists(desc)
+        self.planned.setdefault(desc.digest, (desc, self.source))
+        return True
+
+
 @closes_its_stores
 def save(refs: Sequence[str], output: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
          verify: VerifyPolicy | None = None, progress: ProgressFn | None = None) -> BundleResult:
     """Write the models ``refs`` name (each with its signatures and referrers) into the bundle
-    ``output``; with ``verify``, only signed ones, and each bundled by the digest verified."""
+    ``output``; with ``verify``, only signed ones, and each bundled by the digest verified.
+
+    Streamed: the manifests are planned first (a copy into a layout that takes no blob), then
+    the tar is written with every blob read from its source store, its size known from the
+    descriptor and its digest checked as it passes; the output is written beside ``output``
+    and renamed into place only when whole (a mismatch removes it)."""
     if not refs:
         raise UsageError("name at least one model to bundle")
     transfer = transfer or TransferOptions()
@@ -90,41 +117,100 @@ def save(refs: Sequence[str], output: str | os.PathLike[str], *, transfer: Trans
     if not out.parent.is_dir():
         raise UsageError(f"{out.parent}: no such directory")
     with tempfile.TemporaryDirectory(prefix=".ocibridge-bundle-", dir=out.parent) as tmp:
-        layout = LayoutStore(Path(tmp) / "layout", create=True)
+        layout = _PlanLayout(Path(tmp) / "layout")
         for number, ref in enumerate(refs):
             source = open_store_target(ref, options=transfer.registry_options())
             if verify is not None:
                 source.reference = verified_digest(source, verify, ref)
             tag = f"m{number}"
+            layout.source = source.store
             stats = copy(source.store, source.reference, layout, tag, concurrency=transfer.concurrency,
-                         referrers=True, progress=progress, hooks=CopyHooks(companions=SignatureCompanions()))
+                         referrers=True, progress=None, hooks=CopyHooks(companions=SignatureCompanions()))
             assert stats.root is not None
             signatures += len(stats.signatures)
             entries.append(BundleEntry(ref, tag, stats.root.digest))
         listing = {"version": BUNDLE_VERSION, "models": [e.as_dict() for e in entries]}
         (layout.root / BUNDLE_FILE).write_bytes(json.dumps(listing, indent=2, sort_keys=True).encode() + b"\n")
         staged = Path(tmp) / "bundle.tar"
-        _write_tar(layout.root, staged)
+        _write_tar(layout.root, layout.planned, staged, progress)
         os.replace(staged, out)
     return BundleResult(str(out), tuple(entries), signatures=signatures)
 
 
-def _write_tar(root: Path, out: Path) -> None:
-    """The layout as a tar with sorted entries and fixed metadata: same content, same bytes."""
+def _write_tar(root: Path, planned: dict[str, tuple[Descriptor, Store]], out: Path,
+               progress: ProgressFn | None = None) -> None:
+    """The layout as a tar with sorted entries and fixed metadata: same content, same bytes.
+    Blobs come first (``blobs/`` sorts before ``index.json``); a planned blob is streamed from
+    its source store and must be, byte for byte, what its descriptor says."""
+    files: dict[str, Path | Descriptor] = {}
+    for path in root.rglob("*"):
+        rel = path.relative_to(root).as_posix()
+        if rel in _LAYOUT_FILES or rel in ("blobs", "blobs/sha256") or _BLOB_NAME.match(rel):
+            files[rel] = path  # not the layout's lock file or anything else of ocibridge's own
+    for digest, (desc, _) in planned.items():
+        files.setdefault("blobs/" + digest.replace(":", "/"), desc)
+    if progress:
+        for item in files.values():
+            if isinstance(item, Descriptor):
+                progress("plan", item, 0)
     with open(out, "wb") as sink, tarfile.open(fileobj=sink, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for path in sorted(root.rglob("*"), key=lambda p: p.relative_to(root).as_posix()):
-            rel = path.relative_to(root).as_posix()
-            if not (rel in _LAYOUT_FILES or rel in ("blobs", "blobs/sha256") or _BLOB_NAME.match(rel)):
-                continue  # the layout's lock file and anything else of ocibridge's own
-            info = tarfile.TarInfo(rel + ("/" if path.is_dir() else ""))
+        for rel in sorted(files):
+            item = files[rel]
+            is_dir = isinstance(item, Path) and item.is_dir()
+            info = tarfile.TarInfo(rel + ("/" if is_dir else ""))
             info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-            if path.is_dir():
+            if is_dir:
                 info.type, info.mode = tarfile.DIRTYPE, 0o755
                 tar.addfile(info)
-            else:
-                info.mode, info.size = 0o644, path.stat().st_size
-                with open(path, "rb") as f:
+            elif isinstance(item, Path):
+                info.mode, info.size = 0o644, item.stat().st_size
+                with open(item, "rb") as f:
                     tar.addfile(info, f)
+            else:
+                info.mode, info.size = 0o644, item.size
+                _stream_blob(tar, info, item, planned[item.digest][1], progress)
+
+
+def _stream_blob(tar: tarfile.TarFile, info: tarfile.TarInfo, desc: Descriptor, store: Store,
+                 progress: ProgressFn | None) -> None:
+    """One blob from ``store`` into ``tar``: exactly ``desc.size`` bytes of digest ``desc.digest``."""
+    if progress:
+        progress("start", desc, 0)
+    try:
+        with store.open_blob(desc) as raw:
+            reader = _Checked(raw, desc, progress)
+            tar.addfile(info, reader)  # read() is all tarfile calls
+            reader.finish(store)
+    except OSError as e:  # tarfile's "unexpected end of data": the source was short
+        raise OcibridgeError(f"blob {desc.digest} from {store.describe()}: {e}; "
+                             "the bundle is not written") from None
+    except OcibridgeError as e:  # the store's own reader, or _Checked, found other bytes
+        raise OcibridgeError(f"{e}; the bundle is not written") from None
+    if progress:
+        progress("done", desc, desc.size)
+
+
+class _Checked:
+    """Hashes and counts what passes, so a blob that is not what its descriptor says stops the save."""
+
+    def __init__(self, raw: BinaryIO, desc: Descriptor, progress: ProgressFn | None):
+        self.raw, self.desc, self.progress = raw, desc, progress
+        self.hash = hashlib.sha256()
+        self.count = 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.raw.read(n)
+        self.hash.update(data)
+        self.count += len(data)
+        if self.progress and data:
+            self.progress("bytes", self.desc, len(data))
+        return data
+
+    def finish(self, store: Store) -> None:
+        extra = self.raw.read(1)
+        if extra or self.count != self.desc.size or "sha256:" + self.hash.hexdigest() != self.desc.digest:
+            raise OcibridgeError(f"blob {self.desc.digest} from {store.describe()} is not what its descriptor "
+                                 "says (size or digest)")
 
 
 @contextlib.contextmanager
@@ -203,15 +289,30 @@ def destination_of(entry: BundleEntry, prefix: str) -> str:
     return f"{prefix.rstrip('/')}/{repository}:{tag}"
 
 
+def local_destination(entry: BundleEntry) -> str:
+    """Where a model goes in the local store: ``NAME`` (tag latest or none) or ``NAME-TAG``,
+    NAME the last part of its repository, so ``ls`` lists it and the one name rule finds it."""
+    ref = parse_reference(entry.reference)
+    if isinstance(ref, RegistryReference):
+        name, tag = ref.repository.rsplit("/", 1)[-1], ref.tag
+    elif isinstance(ref, LayoutReference):
+        name, tag = Path(ref.path).name or "model", ref.tag
+    else:
+        name, tag = "model", None
+    name = re.sub(r"[^a-z0-9._-]", "-", name.lower()).lstrip("._-") or "model"
+    return f"oci:{default_store_path()}:{name if tag in (None, 'latest') else f'{name}-{tag}'}"
+
+
 @closes_its_stores
-def load(bundle: str | os.PathLike[str], prefix: str, *, transfer: TransferOptions | None = None,
+def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer: TransferOptions | None = None,
          progress: ProgressFn | None = None) -> BundleResult:
-    """Copy every model of ``bundle`` (with its signatures and referrers) under ``prefix``."""
+    """Copy every model of ``bundle`` (with its signatures and referrers) under ``prefix``;
+    without one, into the local store (:func:`local_destination`)."""
     transfer = transfer or TransferOptions()
     destinations: list[str] = []
     signatures = 0
     with opened(bundle) as (layout, entries):
-        named = [destination_of(e, prefix) for e in entries]
+        named = [destination_of(e, prefix) if prefix is not None else local_destination(e) for e in entries]
         if len(set(named)) != len(named):
             dup = next(n for n in named if named.count(n) > 1)
             raise UsageError(f"two models of the bundle would both go to {dup}; load into a registry prefix")

@@ -4,14 +4,15 @@ network to the registry they came from (as ``oras backup/restore`` and ``podman 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.cli.common import emit, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line
-from ocibridge.errors import UsageError
+from ocibridge.transfer.progress_modes import MODES, choose_progress
 
 if TYPE_CHECKING:
     from ocibridge.api import bundle
@@ -21,8 +22,21 @@ else:  # loaded on first use: --help must not load pydantic and httpx
 CommandAdder = Callable[..., argparse.ArgumentParser]
 
 
+@contextmanager
+def _progress(args: argparse.Namespace, label: str) -> Iterator[Any]:
+    """The bar (or plain lines) ``--progress`` asks for, closed however the command ends."""
+    bar = choose_progress(args.progress, label, quiet=args.quiet, machine_output=args.json)
+    try:
+        yield bar
+    finally:
+        if bar:
+            bar.close()
+
+
 def cmd_save(args: argparse.Namespace) -> int:
-    result = bundle.save(args.refs, args.output, transfer=transfer_options(args), verify=policy_from_args(args))
+    with _progress(args, "save") as bar:
+        result = bundle.save(args.refs, args.output, transfer=transfer_options(args), verify=policy_from_args(args),
+                             progress=bar)
     lines = [f"bundled {len(result.entries)} models ({result.signatures} signatures) into {result.path}"]
     lines += [f"  {e.tag}  {e.digest}  {e.reference}" for e in result.entries]
     emit(args, result.as_dict(), "\n".join(one_line(x) for x in lines))
@@ -32,9 +46,8 @@ def cmd_save(args: argparse.Namespace) -> int:
 def cmd_load(args: argparse.Namespace) -> int:
     if args.list:
         return cmd_list(args)
-    if args.prefix is None:
-        raise UsageError("load needs a PREFIX (host[/path] or oci:DIR), or --list")
-    result = bundle.load(args.bundle, args.prefix, transfer=transfer_options(args))
+    with _progress(args, "load") as bar:
+        result = bundle.load(args.bundle, args.prefix, transfer=transfer_options(args), progress=bar)
     lines = [f"loaded {len(result.entries)} models ({result.signatures} signatures) from {result.path}"]
     lines += [f"  {dest}" for dest in result.destinations]
     emit(args, result.as_dict(), "\n".join(one_line(x) for x in lines))
@@ -53,10 +66,20 @@ def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.Argum
     p.add_argument("refs", metavar="REF", nargs="+")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the bundle (a tar holding an OCI layout)")
     add_verify_flags(p)
+    _add_progress_flags(p)
     add_transfer_flags(p)
-    p = command("load", cmd_load, "copy every model of a bundle (from save) under a registry prefix or into oci:DIR")
+    p = command("load", cmd_load, "copy every model of a bundle (from save) under a registry prefix, into oci:DIR "
+                "or (without PREFIX) into the local store")
     p.add_argument("bundle", metavar="FILE")
     p.add_argument("prefix", metavar="PREFIX", nargs="?",
-                   help="host[/path] (each model keeps its repository and tag) or oci:DIR")
+                   help="host[/path] (each model keeps its repository and tag) or oci:DIR; default: the local "
+                        "store, each model as NAME or NAME-TAG (the last part of its repository)")
     p.add_argument("--list", action="store_true", help="only list the models the bundle holds")
+    _add_progress_flags(p)
     add_transfer_flags(p)
+
+
+def _add_progress_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    p.add_argument("--progress", choices=MODES, default="auto",
+                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")

@@ -396,7 +396,17 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
 
 def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     from ocibridge.kinds.modelcar.from_any import build_from_any
+    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
 
+    if args.kserve:
+        from ocibridge.k8s.kserve import check_name
+        from ocibridge.k8s.volume import pinned_reference
+
+        check_name(args.kserve)
+        pinned_reference(args.ref, "sha256:" + "0" * 64)  # a layout: refused before anything is built
+    if args.create_pull_secret and not (args.kserve and args.image_pull_secret):
+        raise UsageError("--create-pull-secret needs --kserve NAME and --image-pull-secret NAME "
+                         "(the Secret it creates)")
     t = _k8s_target(args, for_write=True)
     from ocibridge.signing.policy import verify_before_use
 
@@ -405,31 +415,83 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     source = t.store.resolve(t.reference)
     verify_before_use(t.store, source, policy_from_args(args), name=args.ref)
     platforms = tuple(args.platform) if args.platform else None
+    base = None
+    if args.base:
+        from ocibridge.kinds.modelcar.base import open_base
+        from ocibridge.kinds.targets import open_store_target
+
+        b = open_store_target(args.base, options=_transfer(args).registry_options())
+        base = open_base(b.store, b.reference, platform=(args.platform or ["linux/amd64"])[0], shown=args.base)
     desc = build_from_any(t.store, source.digest, shown=args.ref, tag=args.tag, index=args.index,
-                          platforms=platforms)
-    _emit(args, {"digest": desc.digest, "mediaType": desc.mediaType, "size": desc.size},
-          f"built {desc.mediaType} {desc.digest}" + (f" tagged {args.tag}" if args.tag else ""))
+                          platforms=platforms, base=base)
+    summary: dict[str, Any] = {"digest": desc.digest, "mediaType": desc.mediaType, "size": desc.size}
+    text = f"built {desc.mediaType} {desc.digest}" + (f" tagged {args.tag}" if args.tag else "")
+    if not args.kserve:
+        _emit(args, summary, text)
+        return 0
+    from ocibridge.k8s.kserve import header, inference_service
+    from ocibridge.k8s.volume import pinned_reference
+    from ocibridge.mirror.yamlout import dump_all
+    from ocibridge.oci.reference import parse_registry_reference
+
+    pinned = pinned_reference(args.ref, desc.digest)
+    host = parse_registry_reference(args.ref).registry
+    docs = [inference_service(args.kserve, pinned, runnable=base is not None, model_format=args.model_format,
+                              pull_secrets=args.image_pull_secret)]
+    if args.create_pull_secret:
+        docs.insert(0, pull_secret(args.image_pull_secret[0], [host]))
+    for line in loopback_warnings([host]):
+        print(line, file=sys.stderr)
+    if args.json:
+        print(json.dumps({**summary, "objects": docs}, indent=2))
+    else:
+        print(one_line(text), file=sys.stderr)
+        print(printable(header(pinned, base is not None) + dump_all(docs)), end="")
+    if args.create_pull_secret:
+        print(CREDENTIALS_WARNING, file=sys.stderr)
     return 0
 
 
 def cmd_k8s_volume(args: argparse.Namespace) -> int:
     from ocibridge.k8s import volume_yaml
+    from ocibridge.oci.reference import parse_registry_reference
+    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
 
+    secret = None
+    if args.create_pull_secret and (not args.image_pull_secret or args.snippet):
+        raise UsageError("--create-pull-secret needs --image-pull-secret NAME (the Secret it creates) "
+                         "and a whole Pod (not --snippet)")
     t = _k8s_target(args)
+    if args.create_pull_secret:  # after the reference is known to be a registry's
+        host = parse_registry_reference(args.ref).registry
+        secret = pull_secret(args.image_pull_secret[0], [host])
+    with contextlib.suppress(OcibridgeError):  # a layout reference is refused below, with its own message
+        for line in loopback_warnings([parse_registry_reference(args.ref).registry]):
+            print(line, file=sys.stderr)
     if args.json:  # the same Pod (or snippet) as a JSON document: kubectl takes either
         from ocibridge.k8s.volume import volume_document
 
         doc, *_ = volume_document(
             t.store, t.reference, args.ref, runtime=args.runtime, platform=args.platform,
             mount_path=args.mount_path, name=args.name, image=args.image, snippet=args.snippet,
+            pull_secrets=args.image_pull_secret,
         )
+        if secret is not None:
+            doc = {"apiVersion": "v1", "kind": "List", "items": [secret, doc]}
         print(json.dumps(doc, indent=2, ensure_ascii=True))
-        return 0
-    text = volume_yaml(
-        t.store, t.reference, args.ref, runtime=args.runtime, mount_path=args.mount_path,
-        name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
-    )
-    print(printable(text), end="")
+    else:
+        text = volume_yaml(
+            t.store, t.reference, args.ref, runtime=args.runtime, mount_path=args.mount_path,
+            name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
+            pull_secrets=args.image_pull_secret,
+        )
+        if secret is not None:
+            from ocibridge.mirror.yamlout import dump_all
+
+            text = dump_all([secret]) + "---\n" + text
+        print(printable(text), end="")
+    if secret is not None:
+        print(CREDENTIALS_WARNING, file=sys.stderr)
     return 0
 
 
@@ -496,12 +558,25 @@ def _add_k8s_commands(sub: argparse._SubParsersAction[_Parser], command: Command
     p.add_argument("--tag", help="tag the image (or index) in the same store")
     p.add_argument("--index", action="store_true", help="one index serving the image and the ModelPack artifact")
     p.add_argument("--platform", action="append", default=[], help="platform os/arch (repeatable)")
+    p.add_argument("--base", metavar="IMAGE", help="build on this runnable image (busybox, say: read from its "
+                   "registry or layout) so KServe's ModelCar sidecar can start; its platform is the image's")
+    p.add_argument("--kserve", metavar="NAME", help="print a KServe InferenceService serving the image (pinned)")
+    p.add_argument("--model-format", default="huggingface", help="the InferenceService's modelFormat name")
+    p.add_argument("--image-pull-secret", action="append", default=[], metavar="NAME",
+                   help="imagePullSecrets of the InferenceService's predictor (repeatable)")
+    p.add_argument("--create-pull-secret", action="store_true",
+                   help="also print that Secret, from your stored credentials (the output then holds them)")
     add_verify_flags(p)
     p = kcommand("volume", cmd_k8s_volume, "print a Pod with the image volume pinned by digest")
     p.add_argument("--mount-path", default="/models")
     p.add_argument("--name", default="model-consumer", help="Pod name")
     p.add_argument("--image", default="busybox:1.36", help="container image of the Pod")
     p.add_argument("--snippet", action="store_true", help="only the volume and volumeMount")
+    p.add_argument("--image-pull-secret", action="append", default=[], metavar="NAME",
+                   help="a Secret of type kubernetes.io/dockerconfigjson to pull with (imagePullSecrets; repeatable)")
+    p.add_argument("--create-pull-secret", action="store_true",
+                   help="also print that Secret, built from your stored credentials for the registry "
+                        "(the output then holds them)")
     p = kcommand("mount", cmd_k8s_mount, "lay out DIR as the runtime would present the mount")
     p.add_argument("dir", metavar="DIR")
 

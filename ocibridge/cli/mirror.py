@@ -65,6 +65,11 @@ def register(command: CommandAdder) -> None:
     g.add_argument("--reports-claim", metavar="PVC",
                    help="a PersistentVolumeClaim to write each shard's report to, besides its log")
     g.add_argument("--service-account", metavar="NAME", help="service account of the pods")
+    g.add_argument("--image-pull-secret", action="append", default=[], metavar="SECRET",
+                   help="a Secret to pull IMAGE with (imagePullSecrets of the pods; repeatable)")
+    g.add_argument("--create-pull-secret", action="store_true",
+                   help="also print the docker config Secret, built from your stored credentials for every "
+                        "registry of the job (the output then holds them)")
 
 
 def cmd_mirror(args: argparse.Namespace) -> int:
@@ -135,7 +140,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 def _emit_k8s(args: argparse.Namespace) -> int:
     from ocibridge.mirror import load_job
-    from ocibridge.mirror.k8s_job import JobOptions, k8s_objects
+    from ocibridge.mirror.k8s_job import JobOptions, docker_secret_name, k8s_objects, registry_hosts
     from ocibridge.mirror.yamlout import dump_all
     from ocibridge.version import __version__
 
@@ -155,8 +160,21 @@ def _emit_k8s(args: argparse.Namespace) -> int:
         docker_config_secret="" if args.no_docker_config else args.docker_config_secret,
         env_secrets=args.env_secret, backoff_limit_per_index=args.backoff_limit_per_index,
         max_failed_indexes=args.max_failed_indexes, cpu=args.cpu, memory=args.memory,
-        reports_claim=args.reports_claim, service_account=args.service_account)
-    objects = k8s_objects(job, path, text, opts)
+        reports_claim=args.reports_claim, service_account=args.service_account,
+        image_pull_secrets=args.image_pull_secret, create_pull_secret=args.create_pull_secret)
+    if args.create_pull_secret and args.no_docker_config:
+        raise UsageError("--create-pull-secret creates the docker config Secret that --no-docker-config leaves out")
+    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
+
+    secret = None
+    if args.create_pull_secret:
+        secret = pull_secret(docker_secret_name(opts), registry_hosts(job), namespace=opts.namespace,
+                             every_host=False)
+    objects = k8s_objects(job, path, text, opts, secret)
+    for line in loopback_warnings(registry_hosts(job)):
+        print(line, file=sys.stderr)
+    if secret is not None:
+        print(CREDENTIALS_WARNING, file=sys.stderr)
     if args.json:
         print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
     else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ocibridge.errors import InvalidReference, OcibridgeError
@@ -20,6 +21,7 @@ from ocibridge.kinds.modelcar.build import SOURCE_ANNOTATION
 from ocibridge.oci.digest import is_digest
 from ocibridge.oci.reference import is_layout_reference, is_ollama_reference, parse_registry_reference
 from ocibridge.stores.base import Store
+from ocibridge.stores.registry.pull_secret import check_secret_name
 
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 DEFAULT_IMAGE = "busybox:1.36"
@@ -63,17 +65,23 @@ def pod_document(
     sub_path: str | None = None,
     snippet: bool = False,
     volume_name: str = "model",
+    pull_secrets: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The Pod (or, with ``snippet``, ``volumes`` + ``volumeMounts`` to paste) as a mapping."""
+    """The Pod (or, with ``snippet``, ``volumes`` + ``volumeMounts`` to paste) as a mapping.
+    ``pull_secrets`` name the Secrets kubelet pulls the image volume (and the container) with:
+    a registry that needs auth fails the pull without them."""
     ref = reference_pinned_by_digest
     _check_inputs(ref, mount_path, [name, volume_name], sub_path)
+    for secret in pull_secrets:
+        check_secret_name("--image-pull-secret", secret)
+    pulls = [{"name": s} for s in dict.fromkeys(pull_secrets)]
     mount: dict[str, Any] = {"name": volume_name, "mountPath": mount_path, "readOnly": True}
     if sub_path:
         mount["subPath"] = sub_path
     volume = {"name": volume_name, "image": {"reference": ref, "pullPolicy": "IfNotPresent"}}
     if snippet:
-        return {"volumes": [volume], "volumeMounts": [mount]}
-    return {
+        return {"volumes": [volume], "volumeMounts": [mount], **({"imagePullSecrets": pulls} if pulls else {})}
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name},
@@ -83,6 +91,9 @@ def pod_document(
             "volumes": [volume],
         },
     }
+    if pulls:
+        pod["spec"]["imagePullSecrets"] = pulls
+    return pod
 
 
 def _render(value: object, indent: str = "") -> list[str]:
@@ -113,17 +124,37 @@ def pod_yaml(
     sub_path: str | None = None,
     snippet: bool = False,
     volume_name: str = "model",
+    pull_secrets: Sequence[str] = (),
+    files_at: str | None = None,
 ) -> str:
-    """:func:`pod_document` as YAML, headed by what the cluster and runtime need."""
+    """:func:`pod_document` as YAML, headed by what the cluster and runtime need and, with
+    ``files_at``, where the model's files appear in the container."""
     rv = RuntimeVersion.parse(runtime)
     doc = pod_document(reference_pinned_by_digest, mount_path=mount_path, name=name, image=image,
-                       sub_path=sub_path, snippet=snippet, volume_name=volume_name)
+                       sub_path=sub_path, snippet=snippet, volume_name=volume_name, pull_secrets=pull_secrets)
     header = [
         f"# Image volume for {reference_pinned_by_digest}",
-        f"# Needs Kubernetes >= 1.31 with the ImageVolume feature gate on (beta from 1.33, on by default "
-        f"from 1.35){', subPath needs >= 1.33' if sub_path else ''}; runtime: {needs(rv, bool(sub_path))}.",
+        f"# Needs Kubernetes >= 1.31 with the ImageVolume feature gate on (beta from 1.33, GA and on by "
+        f"default from 1.36){', subPath needs >= 1.33' if sub_path else ''}; runtime: "
+        f"{needs(rv, bool(sub_path))}.",
     ]
+    if files_at:
+        header.append(f"# On {rv.label}: {files_at}")
+    if not pull_secrets:
+        header.append("# No imagePullSecrets: add --image-pull-secret NAME if the registry needs credentials.")
     return "\n".join([*header, *_render(doc)]) + "\n"
+
+
+def files_at(rv: RuntimeVersion, kind: str, modelcar: bool, mount_path: str, sub_path: str | None) -> str:
+    """Where the files land in the container, said in the YAML so nobody has to guess."""
+    if modelcar and sub_path:
+        return f"the model's files are directly under {mount_path} (subPath {sub_path})."
+    if modelcar:
+        return (f"the model's files are under {mount_path.rstrip('/')}/{MODELCAR_ROOT}, not {mount_path}: "
+                f"{rv.label} has no image-volume subPath (containerd 2.2 and CRI-O 1.33 have).")
+    if kind == "image":
+        return f"the image's file tree is at {mount_path}."
+    return f"each layer's file is at {mount_path} under its title (org.opencontainers.image.title)."
 
 
 def volume_document(
@@ -134,10 +165,11 @@ def volume_document(
     runtime: str | Runtime | RuntimeVersion,
     platform: str = DEFAULT_PLATFORM,
     **pod: object,
-) -> tuple[dict[str, Any], RuntimeVersion, str, str | None]:
+) -> tuple[dict[str, Any], RuntimeVersion, str, str | None, str]:
     """Resolve ``reference`` in ``store``, refuse what ``runtime`` would not mount, pin by
     digest and choose the subPath (``models`` for a ModelCar image, where the runtime has
-    subPath). Returns the document, the runtime, the pinned reference and the subPath."""
+    subPath). Returns the document, the runtime, the pinned reference, the subPath and where
+    the files land in the container."""
     rv = RuntimeVersion.parse(runtime)
     digest = store.resolve(reference).digest  # once: what is checked is what the Pod pins
     result = check(store, digest, rv, platform=platform, read_layers=False)
@@ -148,7 +180,10 @@ def volume_document(
     if result.kind == "image" and SOURCE_ANNOTATION in (sel.manifest.annotations or {}) and rv.has_sub_path:
         sub_path = MODELCAR_ROOT
     pinned = pinned_reference(reference_text, sel.top.digest)
-    return pod_document(pinned, sub_path=sub_path, **pod), rv, pinned, sub_path  # type: ignore[arg-type]
+    modelcar = result.kind == "image" and SOURCE_ANNOTATION in (sel.manifest.annotations or {})
+    where = files_at(rv, result.kind, modelcar, str(pod.get("mount_path", "/models")), sub_path)
+    doc = pod_document(pinned, sub_path=sub_path, **pod)  # type: ignore[arg-type]
+    return doc, rv, pinned, sub_path, where
 
 
 def volume_yaml(
@@ -162,11 +197,12 @@ def volume_yaml(
     image: str = DEFAULT_IMAGE,
     snippet: bool = False,
     platform: str = DEFAULT_PLATFORM,
+    pull_secrets: Sequence[str] = (),
 ) -> str:
     """:func:`volume_document` as YAML with its header."""
-    _, rv, pinned, sub_path = volume_document(
+    _, rv, pinned, sub_path, where = volume_document(
         store, reference, reference_text, runtime=runtime, platform=platform,
-        mount_path=mount_path, name=name, image=image, snippet=snippet,
+        mount_path=mount_path, name=name, image=image, snippet=snippet, pull_secrets=pull_secrets,
     )
     return pod_yaml(pinned, runtime=rv, mount_path=mount_path, name=name, image=image,
-                    sub_path=sub_path, snippet=snippet)
+                    sub_path=sub_path, snippet=snippet, pull_secrets=pull_secrets, files_at=where)

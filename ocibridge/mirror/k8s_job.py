@@ -10,11 +10,13 @@ usage error (exit 2) fails its index at once; an evicted pod is not counted as a
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ocibridge.core.limits import read_at_most
 from ocibridge.errors import OcibridgeError, TooLarge, UsageError
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.oci.reference import on_this_machine
@@ -22,6 +24,8 @@ from ocibridge.oci.reference import on_this_machine
 JOB_DIR = "/etc/ocibridge/job"
 DOCKER_DIR = "/etc/ocibridge/docker"
 REPORTS_DIR = "/reports"
+#: Where the CA ConfigMap is mounted: a certs.d directory ocibridge reads (stores/registry/trust.py).
+CERTS_DIR = "/etc/containers/certs.d"
 CONTAINER = "mirror"
 #: A ConfigMap holds at most 1 MiB.
 MAX_CONFIGMAP_BYTES = 1 << 20
@@ -50,12 +54,44 @@ class JobOptions:
     memory: str = "512Mi"
     reports_claim: str | None = None  # a PVC the reports are written to, besides the logs
     service_account: str | None = None
+    image_pull_secrets: list[str] = field(default_factory=list)  # to pull IMAGE with
+    create_pull_secret: bool = False  # emit the docker config Secret from the stored credentials
 
 
-def k8s_objects(job: MirrorJob, job_path: Path, job_text: str, opts: JobOptions) -> list[dict[str, Any]]:
-    """[ConfigMap, Job] for ``job`` (read from ``job_path``, whose text goes into the ConfigMap)."""
+def registry_hosts(job: MirrorJob) -> list[str]:
+    """Every registry ``host[:port]`` the job's sync entries name (sources and targets)."""
+    hosts = set()
+    for entry in job.sync:
+        for text in (entry.source, entry.target):
+            if not on_this_machine(text):
+                hosts.add(text.split("://")[-1].split("/")[0])
+    return sorted(hosts)
+
+
+def needs_docker_config(job: MirrorJob) -> bool:
+    """True when some registry's credentials can only come from a docker config: one the job
+    gives no password_env or password_file for. A job whose every registry has those needs no
+    Secret mounted (and a mandatory one would be a Secret to create for nothing)."""
+    for host in registry_hosts(job):
+        auth = job.registries.get(host)
+        if auth is None or not (auth.username and (auth.password_env or auth.password_file)):
+            return True
+    return False
+
+
+def k8s_objects(job: MirrorJob, job_path: Path, job_text: str, opts: JobOptions,
+                secret: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """[ConfigMap, (CA ConfigMap,) Job] for ``job`` (read from ``job_path``, whose text goes into
+    the ConfigMap); ``secret``, the docker config Secret built by the caller, goes first.
+
+    A ``ca_file`` names a path on this machine, which no pod sees: its PEM goes into a ConfigMap
+    mounted as ``/etc/containers/certs.d/HOST/ca.crt`` (where ocibridge, like podman, looks for
+    a registry's CA) and the job in the ConfigMap is written without the ``ca_file`` (as JSON)."""
     _check_options(opts)
     _check_job_runs_in_a_pod(job)
+    cas = _ca_files(job)
+    if cas:
+        job, job_path, job_text = _without_ca_files(job)
     needs_env = sorted({a.password_env for a in job.registries.values() if a.password_env})
     if needs_env and not opts.env_secrets:
         raise UsageError(f"the job reads {', '.join(needs_env)} from the environment: pass --env-secret SECRET "
@@ -69,10 +105,51 @@ def k8s_objects(job: MirrorJob, job_path: Path, job_text: str, opts: JobOptions)
     if opts.namespace:
         meta["namespace"] = opts.namespace
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {key: job_text}}
-    return [config_map, _job(job, key, configmap, labels, opts)]
+    objects = [] if secret is None else [secret]
+    objects.append(config_map)
+    ca_map = None
+    if cas:
+        ca_map = f"{opts.name}-ca"
+        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": ca_map},
+                        "data": {f"ca-{n}.crt": pem for n, (_, pem) in enumerate(cas)}})
+    docker = _docker_secret(opts, job)
+    pod_job = _job(job, key, configmap, labels, opts, docker,
+                   [(host, f"ca-{n}.crt") for n, (host, _) in enumerate(cas)], ca_map)
+    return [*objects, pod_job]
 
 
-def _job(job: MirrorJob, key: str, configmap: str, labels: dict[str, str], opts: JobOptions) -> dict[str, Any]:
+def _ca_files(job: MirrorJob) -> list[tuple[str, str]]:
+    """(host, PEM text) of every ``ca_file`` in the job, read now, on this machine."""
+    cas = []
+    for host, auth in sorted(job.registries.items()):
+        if not auth.ca_file:
+            continue
+        path = job.base_dir / Path(auth.ca_file).expanduser()
+        try:
+            raw = read_at_most(path, MAX_CONFIGMAP_BYTES // 4)
+            pem = raw.decode("ascii")
+        except (OSError, UnicodeDecodeError) as e:
+            raise OcibridgeError(f"registries.{host}.ca_file: cannot read {path} to put it in a ConfigMap: "
+                                 f"{getattr(e, 'strerror', None) or e}") from None
+        if len(raw) > MAX_CONFIGMAP_BYTES // 4:
+            raise TooLarge(f"registries.{host}.ca_file: {path} is larger than 256 KiB, which is no CA bundle")
+        if "-----BEGIN CERTIFICATE-----" not in pem:
+            raise OcibridgeError(f"registries.{host}.ca_file: {path} holds no PEM certificate")
+        cas.append((host, pem))
+    return cas
+
+
+def _without_ca_files(job: MirrorJob) -> tuple[MirrorJob, Path, str]:
+    """The job as JSON without its ``ca_file`` paths (the pod finds the CAs in certs.d)."""
+    data = job.model_dump(mode="json", exclude_none=True)
+    for auth in data.get("registries", {}).values():
+        auth.pop("ca_file", None)
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    return MirrorJob.model_validate(data), Path("job.json"), text
+
+
+def _job(job: MirrorJob, key: str, configmap: str, labels: dict[str, str], opts: JobOptions, secret: str,
+         cas: list[tuple[str, str]], ca_map: str | None) -> dict[str, Any]:
     index = "$(JOB_COMPLETION_INDEX)"  # set by the Job controller in every pod of an Indexed Job
     args = ["mirror", f"{JOB_DIR}/{key}", "--shard", f"{index}/{opts.shards}", "--json"]
     mounts: list[dict[str, Any]] = [{"name": "job", "mountPath": JOB_DIR, "readOnly": True},
@@ -80,7 +157,10 @@ def _job(job: MirrorJob, key: str, configmap: str, labels: dict[str, str], opts:
     volumes: list[dict[str, Any]] = [{"name": "job", "configMap": {"name": configmap}},
                                      {"name": "tmp", "emptyDir": {}}]
     env = [{"name": "HOME", "value": "/tmp"}]  # the root filesystem is read-only
-    secret = _docker_secret(opts)
+    if ca_map:
+        mounts.append({"name": "registry-ca", "mountPath": CERTS_DIR, "readOnly": True})
+        volumes.append({"name": "registry-ca", "configMap": {
+            "name": ca_map, "items": [{"key": key_, "path": f"{host}/ca.crt"} for host, key_ in cas]}})
     if secret:
         env.append({"name": "DOCKER_CONFIG", "value": DOCKER_DIR})
         mounts.append({"name": "docker-config", "mountPath": DOCKER_DIR, "readOnly": True})
@@ -110,6 +190,8 @@ def _job(job: MirrorJob, key: str, configmap: str, labels: dict[str, str], opts:
     }
     if opts.service_account:
         pod_spec["serviceAccountName"] = opts.service_account
+    if opts.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": s} for s in dict.fromkeys(opts.image_pull_secrets)]
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": opts.shards,
@@ -131,10 +213,19 @@ def _job(job: MirrorJob, key: str, configmap: str, labels: dict[str, str], opts:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
-def _docker_secret(opts: JobOptions) -> str:
-    if opts.docker_config_secret is None:
-        return f"{opts.name}-docker-config"
-    return opts.docker_config_secret
+def docker_secret_name(opts: JobOptions) -> str:
+    """The docker config Secret's name: ``--docker-config-secret`` or NAME-docker-config."""
+    return opts.docker_config_secret or f"{opts.name}-docker-config"
+
+
+def _docker_secret(opts: JobOptions, job: MirrorJob) -> str:
+    """The Secret to mount as the docker config, or "" for none: one named or created is
+    mounted; by default one is mounted only when some registry's credentials must come from it."""
+    if opts.docker_config_secret == "":
+        return ""
+    if opts.docker_config_secret is not None or opts.create_pull_secret or needs_docker_config(job):
+        return docker_secret_name(opts)
+    return ""
 
 
 def _check_options(opts: JobOptions) -> None:
@@ -156,7 +247,8 @@ def _check_options(opts: JobOptions) -> None:
     for flag, values in (("--docker-config-secret", [opts.docker_config_secret or "x"]),
                          ("--env-secret", opts.env_secrets),
                          ("--reports-claim", [opts.reports_claim or "x"]),
-                         ("--service-account", [opts.service_account or "x"])):
+                         ("--service-account", [opts.service_account or "x"]),
+                         ("--image-pull-secret", opts.image_pull_secrets)):
         for value in values:
             if not _DNS_SUBDOMAIN.match(value):
                 raise UsageError(f"{flag} {value!r} is not a valid Kubernetes name")
@@ -170,7 +262,8 @@ def _check_options(opts: JobOptions) -> None:
 def _check_job_runs_in_a_pod(job: MirrorJob) -> None:
     """Refuse what a pod cannot do: read a path of this machine (a layout, the local Ollama
     store, a file named relative to the job, which the ConfigMap does not hold); and what it
-    must not: a password inline in the job, which the ConfigMap would hold in clear."""
+    must not: a password inline in the job, which the ConfigMap would hold in clear. A
+    ``ca_file`` is read here, on this machine, and goes to the pods in a ConfigMap of its own."""
     for n, entry in enumerate(job.sync, 1):
         for side, text in (("source", entry.source), ("target", entry.target)):
             if on_this_machine(text):
@@ -181,11 +274,10 @@ def _check_job_runs_in_a_pod(job: MirrorJob) -> None:
             raise OcibridgeError(f"registries.{host}.password: an inline password would be copied into the "
                                  "ConfigMap in clear; use password_env with --env-secret SECRET, or the docker "
                                  "config Secret (--docker-config-secret)")
-        for key, value in (("password_file", auth.password_file), ("ca_file", auth.ca_file)):
-            if value and not Path(value).is_absolute():
-                raise OcibridgeError(f"registries.{host}.{key} = {value!r}: relative to the job file, "
-                                     "which in a pod is a ConfigMap holding only the job; use an absolute "
-                                     "path of a volume you mount, or the docker config Secret")
+        if auth.password_file and not Path(auth.password_file).is_absolute():
+            raise OcibridgeError(f"registries.{host}.password_file = {auth.password_file!r}: relative to the job "
+                                 "file, which in a pod is a ConfigMap holding only the job; use an absolute "
+                                 "path of a volume you mount, or the docker config Secret")
     settings = [job.defaults, *job.sync]
     for s in settings:
         if s.verify is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import json
 import tarfile
 import tempfile
 import threading
@@ -28,6 +29,7 @@ from ocibridge.core.confined import check_link, check_links, no_link_on_the_way
 from ocibridge.core.fsutil import is_root_entry, safe_relpath, write_sliced
 from ocibridge.core.streams import IterReader, Reader, open_tar_stream
 from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
+from ocibridge.kinds.modelcar.base import BaseImage
 from ocibridge.layers.reader import layer_mode, layer_path, open_layer
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.extract import fetch_manifest
@@ -73,11 +75,13 @@ def build_modelcar(
     platforms: tuple[str, ...] = DEFAULT_PLATFORMS,
     stats: CopyStats | None = None,
     undo_on_failure: bool = True,
+    base: BaseImage | None = None,
 ) -> Descriptor:
     """Write the image (or the index) into ``store`` and return its descriptor; ``stats``
     counts what was uploaded and what was there already (``convert --to modelcar`` reports it).
     ``undo_on_failure``: a layout takes back what a failed build added (off for a caller whose
-    own undo block holds several writes).
+    own undo block holds several writes). ``base``: a runnable image (:mod:`.base`) whose
+    layers and config come first, for KServe's sidecar mode; its platform is the only one.
 
     The image is a read-only store (:class:`ModelCarImage`) moved by the one copy, as a push
     moves a planned artifact: existence checks, mounts, progress and undo are the copy's."""
@@ -85,7 +89,7 @@ def build_modelcar(
         raise OcibridgeError("at least one platform is needed")
     src_desc, src = _source(store, reference)
     image = ModelCarImage(store, src_desc, src, index=index, platforms=platforms,
-                          spool=not isinstance(store, LayoutStore))
+                          spool=not isinstance(store, LayoutStore), base=base)
     try:
         done = copy(image, IMAGE_TAG, store, tag, hooks=CopyHooks(undo_on_failure=undo_on_failure))
     finally:
@@ -115,10 +119,13 @@ class ModelCarImage:
     """
 
     def __init__(self, source: Store, src_desc: Descriptor, src: Manifest, *, index: bool,
-                 platforms: tuple[str, ...], spool: bool):
+                 platforms: tuple[str, ...], spool: bool, base: BaseImage | None = None):
         self.source, self.src_desc, self.src = source, src_desc, src
-        self.index, self.spool = index, spool
+        self.index, self.spool, self.base = index, spool, base
         self.platforms = [parse_platform(text) for text in (platforms if index else platforms[:1])]
+        if base is not None:
+            self.platforms = [base.platform]
+        self._base_layers = {d.digest: d for d in base.layers} if base is not None else {}
         self.groups = _partition(src.layers)
         self._spooled: dict[str, IO[bytes]] = {}  # layer digest -> its spooled bytes
         self._small: dict[str, bytes] = {}  # configs, manifests, the index
@@ -169,12 +176,17 @@ class ModelCarImage:
         layers = [g.descriptor for g in self.groups if g.descriptor is not None]
         manifests: list[Descriptor] = []
         for plat in self.platforms:
-            config = ImageConfig(architecture=plat.architecture, os=plat.os, config={},
-                                 rootfs=RootFS(diff_ids=[d.digest for d in layers]))
-            if plat.variant:
-                config.model_extra["variant"] = plat.variant  # no field of its own: kept as an extra one
-            config_desc = self._keep(OCI_CONFIG, config.to_json_bytes())
-            manifest = Manifest(mediaType=OCI_MANIFEST, config=config_desc, layers=layers,
+            if self.base is not None:
+                data = json.dumps(self.base.config_for(layers), sort_keys=True, separators=(",", ":")).encode()
+                config_desc = self._keep(OCI_CONFIG, data)
+            else:
+                config = ImageConfig(architecture=plat.architecture, os=plat.os, config={},
+                                     rootfs=RootFS(diff_ids=[d.digest for d in layers]))
+                if plat.variant:
+                    config.model_extra["variant"] = plat.variant  # no field of its own: kept as an extra one
+                config_desc = self._keep(OCI_CONFIG, config.to_json_bytes())
+            all_layers = [*(self.base.layers if self.base is not None else []), *layers]
+            manifest = Manifest(mediaType=OCI_MANIFEST, config=config_desc, layers=all_layers,
                                 annotations={SOURCE_ANNOTATION: self.src_desc.digest})
             desc = self._keep(OCI_MANIFEST, manifest.to_json_bytes())
             manifests.append(desc.model_copy(update={"platform": plat}))
@@ -191,6 +203,8 @@ class ModelCarImage:
 
     def exists(self, desc: Descriptor) -> bool:
         self._finish()
+        if self.base is not None and desc.digest in self._base_layers:
+            return True
         return desc.digest in self._small or desc.digest in self._layers() or self.source.exists(desc)
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
@@ -198,6 +212,8 @@ class ModelCarImage:
         if desc.digest in self._small:
             return io.BytesIO(verify_bytes(self._small[desc.digest], desc.digest, desc.size))
         group = self._layers().get(desc.digest)
+        if group is None and self.base is not None and desc.digest in self._base_layers:
+            return self.base.store.open_blob(desc)
         if group is None:
             return self.source.open_blob(desc)
         spooled = self._spooled.get(desc.digest)

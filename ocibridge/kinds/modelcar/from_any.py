@@ -9,6 +9,7 @@ modules: it uses the family table, which loads them.
 from __future__ import annotations
 
 from ocibridge.kinds.families import identify
+from ocibridge.kinds.modelcar.base import BaseImage
 from ocibridge.kinds.modelcar.build import DEFAULT_PLATFORMS, build_modelcar
 from ocibridge.kinds.pull import modelpack_of
 from ocibridge.kinds.undo import undone_on_failure
@@ -18,7 +19,7 @@ from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, copy
 
 
 def build_from_any(store: WritableStore, reference: str, *, shown: str, tag: str | None, index: bool,
-                   platforms: tuple[str, ...] | None = None) -> Descriptor:
+                   platforms: tuple[str, ...] | None = None, base: BaseImage | None = None) -> Descriptor:
     """``k8s modelcar`` of a model of any family: one that is not ModelPack (a ModelKit, a
     Docker model, a ModelCar image) has its ModelPack form stored beside it, untagged, and the
     image is built from that, as ``convert --to modelcar`` does; a container image or another
@@ -30,4 +31,4 @@ def build_from_any(store: WritableStore, reference: str, *, shown: str, tag: str
             copy(form, desc.digest, store, None, concurrency=DEFAULT_CONCURRENCY, progress=None)
             reference = desc.digest
         return build_modelcar(store, reference, tag=tag, index=index, platforms=platforms or DEFAULT_PLATFORMS,
-                              undo_on_failure=False)  # the block above holds both steps
+                              undo_on_failure=False, base=base)  # the block above holds both steps
