@@ -7,7 +7,7 @@ hash state, answers; the next PATCH reopens it), ~50-100 ms on a loaded loopback
 link chunks must be large (32 MiB chunks made a 1 GiB push 1.2-1.6× one PUT); a chunk of a
 few seconds keeps it a few per cent, and is what a ``kill -9`` loses at most when the
 registry keeps the session. A Ctrl-C does not depend on the size: a streamed chunk ends early
-(see blobs.py). Chunks are sent streamed, of a fixed size too (``--chunk-size``: every chunk
+(see upload.py). Chunks are sent streamed, of a fixed size too (``--chunk-size``: every chunk
 that size, but able to end early, so a Ctrl-C at any chunk size and rate leaves a session the
 registry keeps); only the registry's ``OCI-Chunk-Min-Length`` makes them Content-Range chunks
 (a chunk ended early could be shorter than that minimum, and refused).

@@ -191,7 +191,7 @@ class RegistryClient:
         self._network.close()
 
     def _sleep(self, attempt: int, retry_after: float | None) -> None:
-        """The retry layer's backoff, for uploads that recover on their own (blobs.py)."""
+        """The retry layer's backoff, for uploads that recover on their own (upload.py)."""
         self.transport.sleep(attempt, retry_after)
 
     def url(self, path: str) -> str:
