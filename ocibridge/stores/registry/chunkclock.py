@@ -49,6 +49,8 @@ class ChunkClock:
         self._last_byte = 0.0
         self.rate: float | None = None  # bytes/s over the last answered chunk, its wait included
         self.wait: float | None = None  # seconds from its last byte handed over to its answer
+        #: no chunk larger than this (a body cap the registry or a proxy before it has)
+        self.cap: int | None = None
 
     @property
     def streamed(self) -> bool:
@@ -66,7 +68,7 @@ class ChunkClock:
 
     def next_size(self, left: int) -> int:
         """The size of the next chunk, ``left`` bytes being still to send."""
-        return max(1, min(self._next, left))
+        return max(1, min(self._next, left, self.cap or left))
 
     def started(self, size: int) -> None:
         with self._lock:

@@ -43,6 +43,7 @@ from ocibridge.stores.registry.transport import (
     with_policy,
 )
 from ocibridge.stores.registry.trust import host_cert_files, ssl_context
+from ocibridge.stores.registry.uploadpolicy import UploadPolicy
 
 __all__ = [
     "MAX_REDIRECTS", "REDIRECT_STATUSES", "RETRY_STATUSES", "ClientOptions", "RegistryClient",
@@ -180,6 +181,14 @@ class RegistryClient:
                                   plain_allowed=lambda where: _plain_allowed(host, o, where))
         self.backoff = Backoff(o.max_retries, o.backoff_base, o.backoff_cap, o.retry_after_cap)
         self.transport = build_stack(host, o, self.origin, self.stats, bottom, self.auth, self.backoff)
+        self._uploads: UploadPolicy | None = None
+
+    @property
+    def uploads(self) -> UploadPolicy:
+        """The upload form this registry takes (learnt, remembered per host: uploadpolicy.py)."""
+        if self._uploads is None:
+            self._uploads = UploadPolicy.load(self.host)
+        return self._uploads
 
     @property
     def base(self) -> str:

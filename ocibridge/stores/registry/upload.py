@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import BinaryIO
@@ -27,10 +28,12 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry.chunkclock import ChunkClock
 from ocibridge.stores.registry.client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
 from ocibridge.stores.registry.download import BytesHook
+from ocibridge.stores.registry.uploadpolicy import CONTENT_CODES
 from ocibridge.stores.registry.uploadstate import UploadState
 
-#: PATCH size used when a registry refuses a monolithic PUT as too large (413).
-FALLBACK_CHUNK_SIZE = 8 * 1024 * 1024
+log = logging.getLogger("ocibridge.http")
+#: 401 answers mid-upload taken as an expired token (more: the credentials are refused)
+MAX_RENEWALS = 8
 
 #: Bodies up to this size are sent in one piece rather than streamed.
 SMALL_BODY = 256 * 1024
@@ -125,11 +128,19 @@ def _range_end(value: str | None) -> int | None:
 
 class _Interrupted(Exception):
     """An upload request that failed in a way worth resuming or restarting; ``retry_after``
-    is the wait the registry asked for (Retry-After), if it named one."""
+    is the wait the registry asked for (Retry-After), if it named one. ``adapted``: the
+    upload changed form after a refusal of that form (not counted as a failure)."""
 
-    def __init__(self, reason: str, retry_after: float | None = None):
+    def __init__(self, reason: str, retry_after: float | None = None, adapted: bool = False):
         super().__init__(reason)
         self.retry_after = retry_after
+        self.adapted = adapted
+
+
+#: A refusal of the upload's form, not of its content (see uploadpolicy.py): the form changes.
+FORM_REFUSALS = frozenset({400, 405, 413, 416, 501})
+#: How many form changes one upload may make (halving a chunk from 1 GiB to 256 KiB: 12).
+MAX_ADAPTATIONS = 16
 
 
 class BlobUpload:
@@ -147,8 +158,10 @@ class BlobUpload:
         self.desc = desc
         self.source = _Source(reader, reopen)
         self.chunk_size = chunk_size
+        self.policy = client.uploads
         #: the chunks' sizes and timing; None: one request
         self.clock = ChunkClock(chunk_size) if chunked or chunk_size else None
+        self._fit_policy(desc.size)
         self.on_bytes = on_bytes
         self.scopes = push_scopes(repository)
         self.location: str | None = None
@@ -156,9 +169,51 @@ class BlobUpload:
         self.min_chunk = 0
         #: where the session is kept for a later run (None: this run only)
         self.state = state
+        self._renewals = 0  # tokens renewed after a 401 mid-upload
+
+    def _fit_policy(self, size: int | None) -> None:
+        """The form the host takes: one PUT where it refuses PATCH, chunks under its cap."""
+        policy = self.policy
+        if not policy.chunked_allowed:
+            if self.clock is not None:
+                log.info("%s: one PUT for %s (the registry takes no chunks)", self.client.host, self._name())
+            self.clock = None
+            if size is not None and not policy.fits_one_request(size):
+                raise policy.cannot_fit(size, self._name())
+            return
+        if policy.max_body is None:
+            return
+        if self.clock is None and (size is None or not policy.fits_one_request(size)):
+            self.clock = ChunkClock(policy.max_body)
+        if self.clock is not None:
+            self.clock.cap = policy.max_body
+
+    def _refused_form(self, response: httpx.Response, body: int, patch: bool) -> None:
+        """A PATCH or a PUT with a body was refused: when for its form (PATCH itself, the
+        body's size), change form and ask again (_Interrupted); else return."""
+        status = response.status_code
+        if status not in FORM_REFUSALS:
+            return
+        code = self.client.error(response, self._action()).code
+        if code in CONTENT_CODES:
+            return
+        if status == 413 or (not patch and status in (400, 416)):
+            if not self.policy.chunked_allowed:
+                raise self.policy.cannot_fit(self.desc.size or body, self._name())
+            size = self.policy.body_refused(body)
+            self.chunk_size = size
+            self.clock = ChunkClock(max(self.min_chunk, size), self.min_chunk)
+            self.clock.cap = size
+            raise _Interrupted(f"HTTP {status}: a body of {body} bytes refused, chunks of {size}", adapted=True)
+        if patch and (status in (405, 501) or code == "UNSUPPORTED"):
+            self.policy.no_chunks()
+            self.clock = None
+            raise _Interrupted(f"HTTP {status}: chunked upload refused, one PUT instead", adapted=True)
+        if status == 416:
+            raise _Interrupted("HTTP 416: the registry holds another offset")
 
     def run(self) -> None:
-        failures = 0
+        failures = adaptations = 0
         try:
             self._continue_saved()
             while True:
@@ -168,6 +223,10 @@ class BlobUpload:
                     self._send_rest()
                     return
                 except _Interrupted as e:
+                    if e.adapted and adaptations < MAX_ADAPTATIONS:
+                        adaptations += 1
+                        self._recover(str(e))
+                        continue
                     failures += 1
                     if failures > self.client.options.max_retries:
                         raise RegistryError(
@@ -262,6 +321,13 @@ class BlobUpload:
         if response.status_code in RETRY_STATUSES:
             raise _Interrupted(f"HTTP {response.status_code}",
                                retry_after_seconds(response.headers.get("retry-after")))
+        if response.status_code == 401 and not replay and self._renewals < MAX_RENEWALS:
+            # A token that expired mid-upload (Docker Hub, GHCR: 5 minutes): the auth layer
+            # learnt the challenge; ask again from the registry's offset with a new token.
+            self._renewals += 1
+            log.info("%s: 401 during the upload of %s: token renewed, going on from the registry's offset",
+                     self.client.host, self._name())
+            raise _Interrupted("HTTP 401: token expired", adapted=True)
         return response
 
     def _count(self, n: int) -> None:
@@ -291,13 +357,11 @@ class BlobUpload:
                 body = self._chunk_body(n, end + 1 == size, clock, flight)
                 response = self._request("PATCH", self.location, headers=headers,
                                          content=wrap(body) if wrap else body)
-            if response.status_code == 413 and clock.streamed:
-                # a body cap (a proxy's): the spec's small chunks from the registry's offset
-                self.clock = ChunkClock(max(self.min_chunk, FALLBACK_CHUNK_SIZE), self.min_chunk)
-                raise _Interrupted("HTTP 413: chunk too large, switching to smaller chunks")
             if response.status_code != 202:
+                self._refused_form(response, n, patch=True)
                 raise self.client.error(response, self._action())
             sent = clock.answered()
+            self.policy.body_passed(sent)
             self._take_location(response)
             held = _range_end(response.headers.get("range"))
             if held is not None and held != self.offset + sent:
@@ -352,13 +416,11 @@ class BlobUpload:
         response = self._request("PUT", url, content=body,
                                  headers={"Content-Type": "application/octet-stream",
                                           "Content-Length": str(length)})
-        if response.status_code == 413 and self.clock is None:
-            # The registry (or a proxy before it) caps request bodies: go chunked.
-            self.chunk_size = max(self.min_chunk, FALLBACK_CHUNK_SIZE)
-            self.clock = ChunkClock(self.chunk_size)
-            raise _Interrupted("HTTP 413: request body too large, switching to chunked upload")
+        if response.status_code != 201 and length:
+            self._refused_form(response, length, patch=False)
         if response.status_code != 201:
             raise self.client.error(response, self._action())
+        self.policy.body_passed(length)
         got = response.headers.get("docker-content-digest")
         if got and got != self.desc.digest:
             raise RegistryError(f"registry {self.client.host} stored {got} for {self.desc.digest}",
@@ -465,8 +527,39 @@ class StreamingIngest(BlobUpload):
             self._hasher.update(data)
             yield data
 
+    def _one_pass_allowed(self) -> bool:
+        """Whether the digest can be learnt while sending: the registry takes PATCH, and a
+        body of unknown size (one streamed PATCH) is not held to a cap."""
+        policy = self.policy
+        return policy.chunked_allowed and (policy.max_body is None or (self.clock is not None and bool(self.size)))
+
+    def _hash_first(self) -> None:
+        """Read the source once for its digest, then upload it as a blob of known digest, in
+        the form the registry takes (one PUT where it refuses PATCH)."""
+        if not self.source.can_rewind():
+            raise RegistryError(f"registry {self.client.host} takes no streamed (PATCH) upload "
+                                f"of unknown digest, and this source cannot be read twice")
+        self.source.go_to(0)
+        hasher, total = hashlib.sha256(), 0
+        while data := self.source.reader.read(CHUNK):
+            interrupt.check()
+            hasher.update(data)
+            total += len(data)
+        self.source.pos = total
+        self.source.go_to(0)
+        self.offset = 0
+        digest = "sha256:" + hasher.hexdigest()
+        self.desc = Descriptor(mediaType="application/octet-stream", digest=digest, size=total)
+        self.size = total
+        self._fit_policy(total)
+        BlobUpload._send_rest(self)
+        self.result = (digest, total)
+
     def _send_rest(self) -> None:
         assert self.location is not None
+        if self.result is None and not self._one_pass_allowed():
+            self._hash_first()
+            return
         if self.clock is not None and self.size:
             self._send_chunks(self.size, self._hashing)
             total = self.size
@@ -475,6 +568,7 @@ class StreamingIngest(BlobUpload):
             response = self._request("PATCH", self.location, content=self._stream(counter),
                                      headers={"Content-Type": "application/octet-stream"})
             if response.status_code != 202:
+                self._refused_form(response, counter[0], patch=True)
                 raise self.client.error(response, self._action())
             self._take_location(response)
             total = counter[0]
@@ -494,7 +588,7 @@ class StreamingIngest(BlobUpload):
         if self.clock is not None:
             super()._recover(reason)  # the registry's offset, else a new session
             return
-        if self.source.reopen is None and self.source.pos > 0:
+        if not self.source.can_rewind() and self.source.pos > 0:
             raise RegistryError(
                 f"registry {self.client.host}: streaming upload to {self.repository} was interrupted "
                 f"({reason}) and its source cannot be read again")
