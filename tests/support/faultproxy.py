@@ -160,7 +160,8 @@ Action = (Status | DropResponse | Truncate | Corrupt | DropRequest | LoseRespons
 
 class Quirk(Protocol):
     """A standing behaviour of a registry (tests/support/profiles.py): consulted for every
-    request no rule took; may answer or transform it, and rewrite the response's headers."""
+    request before the rules (which apply when no quirk acts); may answer or transform it,
+    and rewrite the response's headers."""
 
     def on_request(self, proxy: FaultProxy, rec: RecordedRequest) -> Action | None: ...
 
@@ -466,11 +467,13 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self.command, self.path, {k.lower(): v for k, v in self.headers.items()}
             )
             proxy._record(rec)
-            action = proxy._pick(self.command, self.path)
-            for quirk in proxy.quirks if action is None else ():
+            action = None
+            for quirk in proxy.quirks:  # the registry's own behaviour first (a 401, a 413)
                 action = quirk.on_request(proxy, rec)
                 if action is not None:
                     break
+            if action is None:
+                action = proxy._pick(self.command, self.path)
             rec.action = action.name if action else None
             try:
                 if isinstance(action, Serve):

@@ -152,7 +152,7 @@ class BlobUpload:
     def __init__(self, client: RegistryClient, repository: str, desc: Descriptor,
                  reader: BinaryIO, *, chunk_size: int | None = None, chunked: bool = False,
                  reopen: Reopen | None = None, on_bytes: BytesHook | None = None,
-                 state: UploadState | None = None):
+                 state: UploadState | None = None, session: str | None = None):
         self.client = client
         self.repository = repository
         self.desc = desc
@@ -164,7 +164,8 @@ class BlobUpload:
         self._fit_policy(desc.size)
         self.on_bytes = on_bytes
         self.scopes = push_scopes(repository)
-        self.location: str | None = None
+        #: the upload session's URL; ``session``: one already open (a mount's 202 answer)
+        self.location: str | None = session
         self.offset = 0
         self.min_chunk = 0
         #: where the session is kept for a later run (None: this run only)
@@ -215,7 +216,10 @@ class BlobUpload:
     def run(self) -> None:
         failures = adaptations = 0
         try:
-            self._continue_saved()
+            if self.location is not None:
+                self._saved()  # a session given: kept as one this upload opened
+            else:
+                self._continue_saved()
             while True:
                 try:
                     if self.location is None:
