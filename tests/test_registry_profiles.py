@@ -253,3 +253,25 @@ def test_streamed_ingest_of_unknown_digest_adapts(quirk, fault_proxy, unique_rep
     assert _taken_upload_bytes(fault_proxy) == SIZE
     got = fault_proxy.upstream("GET", f"/v2/{unique_repo}/blobs/{digest}")[2]
     assert got == data
+
+
+def test_check_registry_on_plain_distribution_and_an_old_registry(fault_proxy, unique_repo, capsys):
+    """distribution 2.8 as it is: chunks yes, referrers API no; behind a pre-1.1 validator:
+    artifact manifests no. Nothing is learnt as a limit."""
+    from ocibridge.cli import main
+
+    assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert (plain["chunked_uploads"], plain["referrers_api"], plain["oci_1_1_artifacts"]) == (True, False, True)
+    assert plain["max_body"] is None and hosts.host_settings(fault_proxy.host).upload is None
+    fault_proxy.quirks[:] = [RejectManifests(artifact_type=True)]
+    assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["oci_1_1_artifacts"] is False
+
+
+def test_check_registry_refuses_a_reference_in_one_line(capsys):
+    from ocibridge.cli import main
+
+    assert main(["check-registry", "registry.example/team/x@sha256:00"]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "HOST/REPO" in err
