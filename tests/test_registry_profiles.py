@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -111,8 +112,10 @@ def test_push_pull_copy_over_profile(name, fault_proxy, unique_repo, tmp_path):
     _pulled(fault_proxy, copied, tmp_path / "out2", files)
 
 
-def test_gar_push_goes_monolithic_and_remembers(fault_proxy, unique_repo, tmp_path):
-    """No PATCH accepted: the upload is one PUT, and the host is remembered as monolithic."""
+def test_gar_push_goes_monolithic_and_remembers(fault_proxy, unique_repo, tmp_path, caplog):
+    """No PATCH accepted: the upload is one PUT, and the host is remembered as monolithic
+    (in the settings file, and said in the --debug log)."""
+    caplog.set_level(logging.INFO, logger="ocibridge.http")
     fault_proxy.quirks[:] = [NoChunkedPatch()]
     files = _model(tmp_path / "model")
     api.push(str(tmp_path / "model"), f"{fault_proxy.host}/{unique_repo}:v1", transfer=_opts())
@@ -120,6 +123,7 @@ def test_gar_push_goes_monolithic_and_remembers(fault_proxy, unique_repo, tmp_pa
     assert len(patches) <= 1  # at most the first try, refused before its body is stored
     settings = hosts.host_settings(fault_proxy.host)
     assert settings.upload == "monolithic"
+    assert any("refuses chunked (PATCH) uploads" in r.getMessage() for r in caplog.records)
     fault_proxy.clear()
     (tmp_path / "model" / "weights.bin").write_bytes(os.urandom(SIZE))
     api.push(str(tmp_path / "model"), f"{fault_proxy.host}/{unique_repo}:v2", transfer=_opts())
@@ -275,3 +279,15 @@ def test_check_registry_refuses_a_reference_in_one_line(capsys):
     assert main(["check-registry", "registry.example/team/x@sha256:00"]) != 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "HOST/REPO" in err
+
+
+def test_a_blob_that_cannot_fit_is_one_line_naming_the_limits(fault_proxy, unique_repo, tmp_path):
+    """No chunks and a body cap under the blob's size: nothing can bring it there."""
+    fault_proxy.quirks[:] = [NoChunkedPatch(), BodyCap(CAP)]
+    _model(tmp_path / "model")
+    with pytest.raises(RegistryError) as e:
+        api.push(str(tmp_path / "model"), f"{fault_proxy.host}/{unique_repo}:v1", transfer=_opts())
+    text = str(e.value)
+    assert "\n" not in text and "takes no chunked uploads" in text and "refuses request bodies over" in text
+    count, refused = _refused_upload_bytes(fault_proxy)
+    assert refused <= count * SIZE
