@@ -291,3 +291,18 @@ def test_a_blob_that_cannot_fit_is_one_line_naming_the_limits(fault_proxy, uniqu
     assert "\n" not in text and "takes no chunked uploads" in text and "refuses request bodies over" in text
     count, refused = _refused_upload_bytes(fault_proxy)
     assert refused <= count * SIZE
+
+
+def test_a_spent_pull_quota_is_one_line_without_retries(fault_proxy, unique_repo, tmp_path):
+    """429 with RateLimit-Remaining: 0 and no Retry-After (Docker Hub's pull limit): no
+    retry can help within the hours of the window, so one line names the limit at once."""
+    _model(tmp_path / "model")
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    api.push(str(tmp_path / "model"), ref, transfer=_opts())
+    fault_proxy.clear()
+    fault_proxy.quirks[:] = [RateLimited(every=1000, quota=0)]
+    with pytest.raises(RegistryError) as e:
+        api.pull(ref, str(tmp_path / "out"), transfer=_opts())
+    text = str(e.value)
+    assert "\n" not in text and "RateLimit-Limit 100;w=21600" in text
+    assert len([r for r in fault_proxy.requests if r.status == 429]) == 1

@@ -270,11 +270,14 @@ class RejectManifests(Quirk):
 
 @dataclass
 class RateLimited(Quirk):
-    """Docker Hub's pull limit: every ``every``-th request is 429 with ``RateLimit-*`` headers
-    (``RateLimit-Limit: 100;w=21600``) and a short ``Retry-After``."""
+    """Docker Hub's limits: every ``every``-th request is 429 with ``RateLimit-*`` headers
+    (``RateLimit-Limit: 100;w=21600``) and a short ``Retry-After``; past ``quota`` requests,
+    every one, without ``Retry-After`` (the pull limit of a 6-hour window is spent)."""
 
     every: int = 5
-    retry_after: float = 0.2
+    retry_after: float | None = 0.2
+    #: after this many requests every one is refused, with no Retry-After (quota spent)
+    quota: int | None = None
     seen: int = 0
     limited: int = 0
 
@@ -282,12 +285,13 @@ class RateLimited(Quirk):
         if not rec.path.startswith("/v2/") or rec.path == "/v2/":
             return None
         self.seen += 1
-        if self.seen % self.every:
+        spent = self.quota is not None and self.seen > self.quota
+        if self.seen % self.every and not spent:
             return None
         self.limited += 1
         status = _error(429, "TOOMANYREQUESTS", "You have reached your pull rate limit.",
                         {"RateLimit-Limit": "100;w=21600", "RateLimit-Remaining": "0;w=21600"})
-        return Status(429, self.retry_after, status.body, status.headers)
+        return Status(429, None if spent else self.retry_after, status.body, status.headers)
 
 
 def profile(name: str, *, scale: int = MiB) -> list[Quirk]:

@@ -246,6 +246,9 @@ class RegistryClient:
         text += f"{code}: {message}" if code else f"HTTP {response.status_code}"
         if not code and message:
             text += f": {message}"
+        limit = response.headers.get("ratelimit-limit")
+        if response.status_code == 429 and limit:
+            text += f" (RateLimit-Limit {limit}, remaining {response.headers.get('ratelimit-remaining', '?')})"
         sent = response.request.headers.get("authorization") is not None
         return RegistryError(_one_line_str(text), response.status_code, code, credentials_sent=sent)
 
