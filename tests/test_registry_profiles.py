@@ -22,6 +22,7 @@ from support.profiles import (
     NoChunkedPatch,
     NoDigestOnHead,
     NoMount,
+    RangeEndExclusive,
     RateLimited,
     ReferrersApi,
     RejectManifests,
@@ -50,6 +51,7 @@ PROFILES = {
     "harbor": lambda: [ReferrersApi(), RelativeLocation()],
     "no-head-digest": lambda: [NoDigestOnHead()],
     "dockerhub-ratelimit": lambda: [RateLimited(every=6)],
+    "range-end-exclusive": lambda: [RangeEndExclusive()],
 }
 
 
@@ -306,3 +308,13 @@ def test_a_spent_pull_quota_is_one_line_without_retries(fault_proxy, unique_repo
     text = str(e.value)
     assert "\n" not in text and "RateLimit-Limit 100;w=21600" in text
     assert len([r for r in fault_proxy.requests if r.status == 429]) == 1
+
+
+@pytest.mark.parametrize("entry", ['upload = "sometimes"', "max_body = 0", 'max_body = "8M"'])
+def test_bad_learnt_settings_are_one_line(entry, tmp_path, monkeypatch):
+    conf = tmp_path / "bad.toml"
+    conf.write_text(f'[registry."r.example"]\n{entry}\n')
+    monkeypatch.setenv(hosts.ENV_FILE, str(conf))
+    with pytest.raises(OcibridgeError) as e:
+        hosts.host_settings("r.example")
+    assert "\n" not in str(e.value) and "registry.'r.example'" in str(e.value)

@@ -160,6 +160,21 @@ class RelativeLocation(Quirk):
         return out
 
 
+class RangeEndExclusive(Quirk):
+    """Upload answers (a chunk's 202, a status GET's 204) with ``Range: 0-N`` for N bytes
+    held, one past distribution's ``0-(N-1)``: the other of the two styles registries use."""
+
+    def on_response(self, rec: RecordedRequest, status: int,
+                    headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        if rec.method not in ("PATCH", "GET") or status not in (202, 204) or not _UPLOAD.match(rec.path):
+            return headers
+        out = []
+        for k, v in headers:
+            m = re.fullmatch(r"0-([0-9]+)", v.strip()) if k.lower() == "range" else None
+            out.append((k, f"0-{int(m.group(1)) + 1}" if m else v))
+        return out
+
+
 def fallback_tag(digest: str) -> str:
     return digest.replace(":", "-")
 

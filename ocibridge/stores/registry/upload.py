@@ -367,7 +367,12 @@ class BlobUpload:
             sent = clock.answered()
             self.policy.body_passed(sent)
             self._take_location(response)
-            held = _range_end(response.headers.get("range"))
+            held = self._held(response)
+            if held is not None and held == self.offset + sent + 1 and not self.policy.range_exclusive:
+                # ``Range: 0-N`` for N bytes (an end past the last byte), not distribution's
+                # ``0-(N-1)``: read every later answer of this registry that way
+                self.policy.exclusive_range_end()
+                held -= 1
             if held is not None and held != self.offset + sent:
                 raise _Interrupted(f"the registry holds {held} bytes, {self.offset + sent} were sent")
             self.offset += sent
@@ -456,9 +461,16 @@ class BlobUpload:
             return None
         if response.status_code != 204:
             return None
-        held = _range_end(response.headers.get("range"))
+        held = self._held(response)
         if held is not None:
             self._take_location(response)
+        return held
+
+    def _held(self, response: httpx.Response) -> int | None:
+        """The bytes an upload answer's ``Range`` says the registry holds, in its style."""
+        held = _range_end(response.headers.get("range"))
+        if held is not None and held and self.policy.range_exclusive:
+            held -= 1
         return held
 
     def _cancel(self) -> None:

@@ -34,6 +34,8 @@ class UploadPolicy:
         self.max_body = max_body
         self._lock = threading.Lock()
         self._unconfirmed: int | None = None  # a size picked after a 413, not yet seen passing
+        #: upload answers say ``Range: 0-N`` for N bytes held (distribution: ``0-(N-1)``)
+        self.range_exclusive = False
 
     @classmethod
     def load(cls, host: str) -> UploadPolicy:
@@ -57,6 +59,11 @@ class UploadPolicy:
             self.upload = "monolithic"
         log.info("%s: the registry refuses chunked (PATCH) uploads: one PUT per blob from now on", self.host)
         self._remember(upload="monolithic")
+
+    def exclusive_range_end(self) -> None:
+        """An answer's Range ended one past the bytes sent: this registry's style (this run)."""
+        self.range_exclusive = True
+        log.info("%s: upload answers give Range 0-N for N bytes held: read so from now on", self.host)
 
     def body_refused(self, size: int) -> int:
         """A body of ``size`` bytes was refused as too large (413): the chunk size to try
