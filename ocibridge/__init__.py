@@ -13,8 +13,11 @@ from ocibridge.version import __version__ as __version__
 
 #: public name -> the module (under ocibridge) that defines it
 _HOMES = {
-    **dict.fromkeys(("inspect", "load_source", "login", "logout", "pull", "push", "tags", "validate"), "api.model_ops"),
+    **dict.fromkeys(("inspect", "load_source", "login", "logout", "path", "pull", "push", "tags", "validate"),
+                    "api.model_ops"),
     **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
+    **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
+    "filesystem": "api.lazy_fs",
     "OcibridgeError": "errors",
     "BuildOptions": "model.builder", "build": "model.builder",
     "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",
@@ -49,16 +52,22 @@ __all__ = [
     "ValidateResult",
     "Variant",
     "attach",
+    "attach_chunks",
     "build",
+    "cat",
     "copy_reference",
     "delete",
     "discover",
     "events",
+    "filesystem",
     "inspect",
     "list_models",
     "load_source",
     "login",
     "logout",
+    "open_model",
+    "open_tensors",
+    "path",
     "prune",
     "pull",
     "push",
@@ -70,6 +79,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from ocibridge.api.lazy_fs import filesystem
+    from ocibridge.api.lazy_ops import attach_chunks, cat, open_model, open_tensors
     from ocibridge.api.model_ops import (
         TransferOptions,
         copy_reference,
@@ -77,6 +88,7 @@ if TYPE_CHECKING:
         load_source,
         login,
         logout,
+        path,
         pull,
         push,
         tags,

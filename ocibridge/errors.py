@@ -56,5 +56,8 @@ class SignatureError(OcibridgeError):
     """A signature that is missing, malformed or does not verify; or a key that cannot sign."""
 
 
-class GraphTooLarge(OcibridgeError):
-    """A manifest graph (index entries, referrers, cosign tags) deeper or wider than a walk takes."""
+class TooLarge(SourceError):
+    """An input beyond one of ocibridge's limits (bytes, entries, nesting, manifests in a graph),
+    refused before it costs the memory or time it asks for; the message names the limit and,
+    where there is one, its override (docs/security.md lists them all). The one type for every
+    "too large": a caller catches it without knowing which limit was met."""

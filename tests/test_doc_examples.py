@@ -17,7 +17,7 @@ from ocibridge.cli.help import subcommands
 from tests.modelgen import make_model
 
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs"
-DOCS = ["cli.md", "api.md", "registry.md", "kubernetes.md"]
+DOCS = ["cli.md", "api.md", "registry.md", "kubernetes.md", "using.md"]
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 RUNNERS = {"sh": ["bash", "-euo", "pipefail", "-c"], "python": [sys.executable, "-c"]}
 

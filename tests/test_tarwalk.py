@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.errors import OcibridgeError
+from ocibridge.errors import OcibridgeError, TooLarge
 from ocibridge.layers import tarwalk
-from ocibridge.layers.tarwalk import TooManyEntries, tar_members
+from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.extract import extract
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore
@@ -32,7 +32,7 @@ def _tar(n: int) -> bytes:
 def test_the_cap_refuses_the_entry_past_it():
     with tarfile.open(fileobj=io.BytesIO(_tar(4))) as tar:
         assert [m.name for m in tar_members(tar, limit=4)] == ["f0.txt", "f1.txt", "f2.txt", "f3.txt"]
-    with tarfile.open(fileobj=io.BytesIO(_tar(4))) as tar, pytest.raises(TooManyEntries, match="more than 3"):
+    with tarfile.open(fileobj=io.BytesIO(_tar(4))) as tar, pytest.raises(TooLarge, match="more than 3"):
         list(tar_members(tar, limit=3))
 
 

@@ -120,6 +120,16 @@ def _one_line_failure(capsys: pytest.CaptureFixture[str], output: Path | None) -
     return None
 
 
+def _use_cat(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    # bytes 0-5 of model.safetensors are ASCII and differ by seed (1 signed, 2 unsigned)
+    code = main(["cat", s.proxied, "model.safetensors", "--range", "0-5", "--verify-key", str(s.public)])
+    if code != 0:
+        return _one_line_failure(capsys, None)
+    out = capsys.readouterr().out.encode()
+    assert len(out) == 5
+    return s.signed if out == (s.signed_model / "model.safetensors").read_bytes()[:5] else s.unsigned
+
+
 Use = Callable[[Setup, pytest.CaptureFixture[str]], "str | None"]
 
 # every command taking --verify-key, with each way it uses its source
@@ -128,6 +138,7 @@ USES: dict[tuple[str, ...], list[Use]] = {
     ("copy",): [_use_copy],
     ("k8s", "modelcar"): [_use_modelcar],
     ("save",): [_use_save],
+    ("cat",): [_use_cat],
 }
 
 

@@ -158,7 +158,10 @@ def cmd_push(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
     try:
-        result = api.push(
+        push = api.push
+        if args.chunks:
+            from ocibridge.api.lazy_ops import push_with_chunks as push
+        result = push(
             args.source,
             args.dest,
             build_options=options,
@@ -528,6 +531,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                    help="leave out matching files (repeatable)")
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="manifest annotation (repeatable)")
+    p.add_argument("--chunks", action="store_true",
+                   help="bind a chunk table of the large files in the manifest, for verified lazy reads "
+                        "(reads those files twice; docs/lazy.md)")
     p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
                    help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
@@ -589,6 +595,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from ocibridge.cli.mirror import register as register_mirror
 
     register_mirror(command)
+    from ocibridge.cli.modelcache import register as register_model_cache
+
+    register_model_cache(command, _add_transfer_flags)
 
     if only in (None, "k8s"):
         _add_k8s_commands(sub, command)
@@ -606,6 +615,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from ocibridge.cli.bundle import register as register_bundle_commands
 
     register_bundle_commands(command, _add_transfer_flags)
+    from ocibridge.cli.lazy import register as register_lazy_commands
+
+    register_lazy_commands(command, _add_transfer_flags, _transfer)
     from ocibridge.cli.help import add_examples
 
     add_examples(parser)

@@ -20,7 +20,8 @@ EXAMPLES: dict[str, str] = {
   ocibridge push model.carton oci:/srv/models:model-v2 --media-types cncf
   ocibridge push ./m reg.example/m:v1 --kind '*.json=weight.config' --layer doc=tar+zstd
   ocibridge push ollama:llama3.2 registry.example/ollama/llama3.2:latest
-  ocibridge push ./tiny-llama reg.example/kit/tiny:v1 -f Kitfile --to modelkit""",
+  ocibridge push ./tiny-llama reg.example/kit/tiny:v1 -f Kitfile --to modelkit
+  ocibridge push ./big-model registry.example/team/big:v1 --chunks   # for lazy reads (cat, open_tensors)""",
     "pull": """\
   ocibridge pull registry.example/team/tiny:v1 ./tiny          # files back
   ocibridge pull registry.example/team/tiny:v1 -o ./tiny --include '*.json' --include 'tokenizer*'
@@ -53,6 +54,13 @@ EXAMPLES: dict[str, str] = {
   ocibridge login localhost:5000 -u alice -p secret --json""",
     "logout": """\
   ocibridge logout registry.example""",
+    "path": """\
+  ocibridge path registry.example/team/tiny:v1     # shared, read-only: vllm serve "$(ocibridge path ...)"
+  ocibridge path registry.example/team/tiny:v1 --include '*.json'
+  ocibridge path registry.example/team/tiny:v1 --offline   # as last resolved (OCIBRIDGE_OFFLINE=1)""",
+    "cache": """\
+  ocibridge cache dir
+  ocibridge cache prune --older-than 30d --max-size 50G""",
     "mirror": """\
   ocibridge mirror job.toml --dry-run
   ocibridge mirror job.toml --json
@@ -80,6 +88,14 @@ EXAMPLES: dict[str, str] = {
     "attach": """\
   ocibridge attach registry.example/team/tiny:v1 card.md --artifact-type application/vnd.example.card
   ocibridge attach oci:/srv/models:tiny sbom.json --artifact-type application/spdx+json -a k=v""",
+    "cat": """\
+  ocibridge cat registry.example/team/tiny:v1 config.json
+  ocibridge cat registry.example/team/tiny:v1 model.safetensors --range 0-8 > header-length.bin
+  ocibridge cat registry.example/team/tiny:v1 weights/part-2.bin --range -1024 > tail.bin
+  ocibridge cat registry.example/team/tiny:v1 config.json --verify-key cosign.pub""",
+    "chunks": """\
+  ocibridge chunks registry.example/team/older:v1              # then sign the referrer it names
+  ocibridge push ./tiny-llama registry.example/team/tiny:v1 --chunks   # bound at push instead""",
     "save": """\
   ocibridge save registry.example/team/tiny:v1 registry.example/team/big:v2 -o models.tar
   ocibridge save registry.example/team/tiny:v1 -o models.tar --verify-key cosign.pub""",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.cli.args import key_values
 from ocibridge.core.limits import read_at_most
 from ocibridge.core.terminal import one_line, printable
-from ocibridge.errors import SignatureError
+from ocibridge.errors import SignatureError, TooLarge
 
 if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every other command time
     from ocibridge.signing.verify import Verified, VerifyPolicy
@@ -139,7 +139,7 @@ def verify_blob(path: Path, bundle_path: Path, policy: VerifyPolicy) -> tuple[Ve
     try:
         bundle = read_at_most(bundle_path, MAX_BUNDLE_BYTES)
         if len(bundle) > MAX_BUNDLE_BYTES:
-            raise SignatureError(f"{bundle_path}: larger than {MAX_BUNDLE_BYTES} bytes, not a bundle")
+            raise TooLarge(f"{bundle_path}: larger than {MAX_BUNDLE_BYTES} bytes, not a bundle")
         sha = _sha256_of_file(path)  # streamed: the file to verify may be any size
     except OSError as e:
         raise SignatureError(f"{e.filename}: {e.strerror}") from None

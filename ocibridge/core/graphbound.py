@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 
-from ocibridge.errors import GraphTooLarge
+from ocibridge.errors import TooLarge
 
 #: Manifests (index entries, referrers, companion tags) nested below a root.
 MAX_GRAPH_DEPTH = 32
@@ -50,13 +50,13 @@ class GraphBound:
     def enter(self, key: str, depth: int) -> bool:
         """Whether ``key`` (a digest) is new to this walk; raises past either limit."""
         if depth > self.depth_limit:
-            raise GraphTooLarge(f"{self.what}: nested deeper than {self.depth_limit} manifests below the "
+            raise TooLarge(f"{self.what}: nested deeper than {self.depth_limit} manifests below the "
                                 f"root (${ENV_MAX_DEPTH} raises the limit)")
         with self._lock:
             if key in self._seen:
                 return False
             if len(self._seen) >= self.node_limit:
-                raise GraphTooLarge(f"{self.what}: more than {self.node_limit} manifests "
+                raise TooLarge(f"{self.what}: more than {self.node_limit} manifests "
                                     f"(${ENV_MAX_NODES} raises the limit)")
             self._seen.add(key)
             return True

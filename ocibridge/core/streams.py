@@ -8,6 +8,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Protocol, cast, runtime_checkable
 
+from ocibridge.core.closing import ClosesOnExit
+
 if TYPE_CHECKING:  # imported where a tar is read: every registry command imports this module
     import tarfile
 
@@ -90,7 +92,7 @@ def unzstd(raw: Reader, *, max_window_size: int = 0, read_size: int | None = Non
     return dctx.stream_reader(source, read_size=read_size, read_across_frames=True)
 
 
-class IterReader:
+class IterReader(ClosesOnExit):
     """A read-only file object over an iterator of byte chunks (constant memory).
 
     Linear in the bytes read, whatever the chunk sizes: a read collects the pieces it needs and
@@ -132,12 +134,6 @@ class IterReader:
     def close(self) -> None:
         if isinstance(self._it, _Closable):  # a generator: its finally blocks run now
             self._it.close()
-
-    def __enter__(self) -> IterReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def iter_reader(reader: Reader, chunk: int = 1 << 20) -> Iterator[bytes]:

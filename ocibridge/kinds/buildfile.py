@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibridge.core.limits import read_at_most
-from ocibridge.errors import SourceError
+from ocibridge.errors import SourceError, TooLarge
 from ocibridge.kinds.directory.source import read_directory
 from ocibridge.model.package import ModelFile, ModelPackage
 from ocibridge.oci.mediatypes import Kind
@@ -48,7 +48,7 @@ def read_build_file(file: str, context: str, *, excludes: tuple[str, ...] = (),
     try:
         data = read_at_most(path, MAX_BUILD_FILE)  # a cap, not stat: /dev/zero or a FIFO states size 0
         if len(data) > MAX_BUILD_FILE:
-            raise SourceError(f"{file}: larger than {MAX_BUILD_FILE} bytes, too large for a build file")
+            raise TooLarge(f"{file}: larger than {MAX_BUILD_FILE} bytes, too large for a build file")
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SourceError(f"{file}: cannot read the build file ({getattr(e, 'strerror', None) or e})") from None
@@ -149,7 +149,7 @@ def load_plain_yaml(yaml: Any, text: str, where: str) -> Any:
                 raise SourceError(f"{where}:{mark.line + 1}: YAML aliases are not accepted in a Kitfile")
             self.depth += 1
             if self.depth > MAX_YAML_DEPTH:
-                raise SourceError(f"{where}: nested more than {MAX_YAML_DEPTH} deep")
+                raise TooLarge(f"{where}: nested more than {MAX_YAML_DEPTH} deep")
             try:
                 return super().compose_node(parent, index)
             finally:

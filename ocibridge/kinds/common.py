@@ -7,7 +7,7 @@ import json
 import posixpath
 from typing import Any
 
-from ocibridge.errors import SourceError
+from ocibridge.errors import SourceError, TooLarge
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, Family, Variant
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
@@ -68,7 +68,7 @@ def file_metadata(path: str, mode: int, size: int, variant: Variant) -> str:
 def fetch_json(store: Store, desc: Descriptor, what: str) -> tuple[bytes, Any]:
     """A small JSON blob (a config), read and parsed; a clear error when it is not JSON."""
     if desc.size > MAX_MANIFEST_BYTES:
-        raise SourceError(f"{what} {desc.digest} is too large ({desc.size} bytes)")
+        raise TooLarge(f"{what} {desc.digest} is too large ({desc.size} bytes)")
     data = store.fetch_bytes(desc)
     try:
         return data, json.loads(data)

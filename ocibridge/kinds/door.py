@@ -62,7 +62,11 @@ def _fallback() -> SourceFormat:
 
 
 def is_store_reference(text: str) -> bool:
-    """Whether ``text`` names a store: archives named by a registered suffix are files."""
+    """Whether ``text`` names a store: archives named by a registered suffix are files, and a
+    scheme of a format that keeps no artifacts (``hf:``; unlike ``ollama:``, whose models are a
+    family of a store) names that format's place, not a registry."""
+    if any(text.startswith(s) for r in table.REGISTRATIONS if r.family is None for s in r.schemes):
+        return False
     return refs.is_store_reference(text, file_suffixes=table.file_suffixes())
 
 
@@ -158,8 +162,11 @@ def examine(store: Store, reference: str, dest_format: SourceFormat | None = Non
 if TYPE_CHECKING:  # mypy holds the built-in formats to the protocols (the table loads them by name)
     from ocibridge.kinds.carton.door import CartonFormat
     from ocibridge.kinds.directory.source import DirectoryFormat
+    from ocibridge.kinds.hf.door import HubCacheFormat
     from ocibridge.kinds.mlsteam.door import MlarchiveFormat
     from ocibridge.kinds.ollama.door import OllamaFormat
 
     def _conforming() -> tuple[list[SourceFormat], ReadsArtifacts]:
-        return [CartonFormat(), MlarchiveFormat(), OllamaFormat(), DirectoryFormat()], OllamaFormat()
+        formats: list[SourceFormat] = [CartonFormat(), MlarchiveFormat(), OllamaFormat(), HubCacheFormat(),
+                                       DirectoryFormat()]
+        return formats, OllamaFormat()

@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ocibridge.errors import OcibridgeError
+from ocibridge.errors import OcibridgeError, TooLarge
 from ocibridge.kinds.describe import describe_other, is_image
 from ocibridge.kinds.family import ModelFamily, Probes
 from ocibridge.model.index import MAX_INDEX_ENTRIES, model_entry
@@ -107,7 +107,7 @@ class Identified:
 
 def _fetch(store: Store, desc: Descriptor) -> tuple[bytes, Manifest | Index]:
     if desc.size > MAX_MANIFEST_BYTES:
-        raise OcibridgeError(f"manifest {desc.digest} is too large ({desc.size} bytes)")
+        raise TooLarge(f"manifest {desc.digest} is too large ({desc.size} bytes)")
     data = store.fetch_bytes(desc)
     return data, parse_manifest_bytes(data, desc.mediaType)
 

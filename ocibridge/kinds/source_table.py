@@ -37,6 +37,7 @@ REGISTRATIONS: list[Registration] = [
     Registration("mlarchive", "ocibridge.kinds.mlsteam.door", "MlarchiveFormat", suffixes=(".mlarchive",)),
     Registration("ollama", "ocibridge.kinds.ollama.door", "OllamaFormat", schemes=("ollama:",),
                  family="ollama"),
+    Registration("hf", "ocibridge.kinds.hf.door", "HubCacheFormat", schemes=("hf:",)),
     Registration("directory", "ocibridge.kinds.directory.source", "DirectoryFormat", fallback=True),
 ]
 

@@ -16,9 +16,10 @@ import tarfile
 import zlib
 from collections.abc import Iterator
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.limits import env_limit
 from ocibridge.core.streams import ClosableReader, Reader, close_reader, gunzip, unzstd
-from ocibridge.errors import OcibridgeError, SourceError
+from ocibridge.errors import OcibridgeError, SourceError, TooLarge
 from ocibridge.layers.tarwalk import MAX_TAR_ENTRIES as MAX_TAR_ENTRIES
 from ocibridge.oci.digest import CHUNK, verified
 from ocibridge.oci.layerinfo import layer_mode, layer_path
@@ -103,7 +104,7 @@ class Bounded:
         data = self._raw.read(n)
         self.count += len(data)
         if self.count > self.limit():
-            raise OcibridgeError(
+            raise TooLarge(
                 f"layer expands to more than {self._ratio} times its {self._consumed.count} compressed bytes "
                 f"read so far: refusing (bomb limit; raise ${ENV_EXPANSION_RATIO} if it is genuine)")
         return data
@@ -119,7 +120,7 @@ def decompressed(reader: Reader, compression: str | None) -> Reader:
     return Bounded(stream, counted)
 
 
-class LayerReader:
+class LayerReader(ClosesOnExit):
     """A layer's decoded bytes. At their end the blob itself is read to its end, where its
     verifying reader checks the digest: a layer read to EOF has been verified."""
 
@@ -136,12 +137,6 @@ class LayerReader:
 
     def close(self) -> None:
         close_reader(self.blob)
-
-    def __enter__(self) -> LayerReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 #: ``compression=`` of :func:`open_layer`: as the layer's media type says (:func:`compression_of`).

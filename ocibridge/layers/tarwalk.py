@@ -12,14 +12,10 @@ from __future__ import annotations
 import tarfile
 from collections.abc import Iterator
 
-from ocibridge.errors import SourceError
+from ocibridge.errors import TooLarge
 
 #: Entries one tar layer may hold.
 MAX_TAR_ENTRIES = 1_000_000
-
-
-class TooManyEntries(SourceError):
-    """A tar layer with more entries than :data:`MAX_TAR_ENTRIES` (a bomb of its own kind)."""
 
 
 def tar_members(tar: tarfile.TarFile, *, what: str = "tar layer",
@@ -29,5 +25,5 @@ def tar_members(tar: tarfile.TarFile, *, what: str = "tar layer",
     limit = MAX_TAR_ENTRIES if limit is None else limit
     for count, member in enumerate(tar, 1):
         if count > limit:
-            raise TooManyEntries(f"{what} has too many entries (more than {limit}: bomb limit)")
+            raise TooLarge(f"{what} has too many entries (more than {limit}: bomb limit)")
         yield member

@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError as PydanticValidationError
 
 from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
-from ocibridge.errors import OcibridgeError
+from ocibridge.errors import OcibridgeError, TooLarge
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.mirror.run import ProgressCallback, run_job
 from ocibridge.mirror.summary import ArtifactResult, MirrorSummary
@@ -28,7 +28,7 @@ def _read(path: Path) -> object:
     except OSError as e:
         raise OcibridgeError(f"cannot read mirror job {path}: {e.strerror}") from None
     if len(text) > MAX_SMALL_INPUT:
-        raise OcibridgeError(f"mirror job {path}: larger than {MAX_SMALL_INPUT} bytes, refused")
+        raise TooLarge(f"mirror job {path}: larger than {MAX_SMALL_INPUT} bytes, refused")
     if suffix in (".yaml", ".yml"):
         import yaml  # a declared dependency
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.errors import OcibridgeError, TooLarge, UsageError
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.oci.reference import on_this_machine
 
@@ -61,7 +61,7 @@ def k8s_objects(job: MirrorJob, job_path: Path, job_text: str, opts: JobOptions)
         raise UsageError(f"the job reads {', '.join(needs_env)} from the environment: pass --env-secret SECRET "
                          "naming a Secret that holds it")
     if len(job_text.encode()) > MAX_CONFIGMAP_BYTES:
-        raise OcibridgeError(f"{job_path}: larger than a ConfigMap holds (1 MiB)")
+        raise TooLarge(f"{job_path}: larger than a ConfigMap holds (1 MiB)")
     key = "job" + (job_path.suffix.lower() if job_path.suffix.lower() in (".yaml", ".yml", ".json") else ".toml")
     configmap = opts.configmap or f"{opts.name}-job"
     labels = {"app.kubernetes.io/name": "ocibridge-mirror", "app.kubernetes.io/instance": opts.name}

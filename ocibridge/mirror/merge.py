@@ -18,7 +18,7 @@ from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from ocibridge.core.terminal import one_line
-from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.errors import OcibridgeError, TooLarge, UsageError
 from ocibridge.mirror.summary import ArtifactResult, EntrySummary, MirrorSummary
 
 #: A report larger than this is not one ocibridge wrote (a million artifacts is ~1 GiB).
@@ -173,7 +173,7 @@ def read_report(path: str) -> ShardReport:
     except OSError as e:
         raise OcibridgeError(f"cannot read report {path}: {e.strerror}") from None
     if len(raw) > MAX_REPORT_BYTES:
-        raise OcibridgeError(f"{path}: larger than {MAX_REPORT_BYTES} bytes; not a mirror report")
+        raise TooLarge(f"{path}: larger than {MAX_REPORT_BYTES} bytes; not a mirror report")
     data = _find_report(raw.decode("utf-8", "replace"))
     if data is None:
         raise OcibridgeError(f"{path}: no mirror report in it (expected the output of "

@@ -14,7 +14,7 @@ import threading
 from typing import Any, BinaryIO
 
 from ocibridge.core.graphbound import ENV_MAX_DEPTH, max_depth
-from ocibridge.errors import GraphTooLarge, NotFound
+from ocibridge.errors import NotFound, TooLarge
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import Store, is_manifest
@@ -96,7 +96,7 @@ class RelabelStore:
         if not is_manifest(desc):
             return desc
         if depth > max_depth():
-            raise GraphTooLarge(f"{desc.digest}: indexes nested deeper than {max_depth()} "
+            raise TooLarge(f"{desc.digest}: indexes nested deeper than {max_depth()} "
                                 f"(${ENV_MAX_DEPTH} raises the limit)")
         with self._lock:
             if desc.digest in self._converted:

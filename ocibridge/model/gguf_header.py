@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from ocibridge.errors import SourceError
+from ocibridge.errors import SourceError, TooLarge
 from ocibridge.model.ggml_types import FILE_TYPES, TENSOR_TYPES
 
 GGUF_MAGIC = b"GGUF"
@@ -113,7 +113,7 @@ class _Stream:
 
     def take(self, n: int) -> bytes:
         if self.pos + n > MAX_HEADER_BYTES:
-            raise SourceError(f"{self.where}: GGUF header larger than {MAX_HEADER_BYTES} bytes")
+            raise TooLarge(f"{self.where}: GGUF header larger than {MAX_HEADER_BYTES} bytes")
         end = self._off + n
         if end <= len(self._buf):  # the common case: a field already read ahead
             data = self._buf[self._off:end]
@@ -192,7 +192,7 @@ def _value(s: _Stream, vtype: int, keep: bool, depth: int = 0) -> Any:
         return None
     if vtype == _ARRAY:
         if depth >= MAX_ARRAY_DEPTH:
-            raise SourceError(f"{s.where}: GGUF arrays nested more than {MAX_ARRAY_DEPTH} deep")
+            raise TooLarge(f"{s.where}: GGUF arrays nested more than {MAX_ARRAY_DEPTH} deep")
         etype = s.unpack("I")
         n = s.count("array")
         if etype in _SCALARS:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.streams import Reader, close_reader
 from ocibridge.errors import DigestMismatch, OcibridgeError
 
@@ -76,7 +77,7 @@ def sha256_chunks(chunks: Iterable[bytes]) -> tuple[str, int]:
     return "sha256:" + h.hexdigest(), size
 
 
-class HashingReader:
+class HashingReader(ClosesOnExit):
     """Wraps a readable stream and hashes what passes through; counts bytes.
 
     With ``hasher``, ``raw`` is a source that has updated that hasher with every byte by the
@@ -104,12 +105,6 @@ class HashingReader:
 
     def close(self) -> None:
         close_reader(self._raw)
-
-    def __enter__(self) -> HashingReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class VerifyingReader(HashingReader):

@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
-from ocibridge.errors import SignatureError
+from ocibridge.errors import SignatureError, TooLarge
 
 #: The environment variable cosign reads a key's password from; ocibridge reads the same one.
 PASSWORD_ENV = "COSIGN_PASSWORD"
@@ -41,7 +41,7 @@ def _read(path: str | os.PathLike[str], what: str) -> bytes:
     except OSError as e:
         raise SignatureError(f"{what} {path}: {e.strerror or e}") from None
     if len(data) > MAX_SMALL_INPUT:
-        raise SignatureError(f"{what} {path}: larger than {MAX_SMALL_INPUT} bytes, refused")
+        raise TooLarge(f"{what} {path}: larger than {MAX_SMALL_INPUT} bytes, refused")
     return data
 
 

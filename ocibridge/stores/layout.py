@@ -19,10 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
 from ocibridge.core.limits import env_limit, over_limit, read_capped
 from ocibridge.core.stale import locked_tempfile, remove_stale
-from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, TooLarge
 from ocibridge.oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
 from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
@@ -47,7 +48,7 @@ def max_index_bytes() -> int:
     return env_limit(ENV_MAX_INDEX, MAX_INDEX_BYTES)
 
 
-class LayoutStore:
+class LayoutStore(ClosesOnExit):
     """An OCI image layout directory. ``create=True`` makes it on first use."""
 
     def __init__(self, path: str | os.PathLike[str], create: bool = False):
@@ -78,12 +79,6 @@ class LayoutStore:
     def close(self) -> None:
         """End this writer's lease (see :mod:`.leases`): its artifacts are listed by now."""
         self._leases.release()
-
-    def __enter__(self) -> LayoutStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- blobs -------------------------------------------------------------------------------
     def blob_path(self, digest: str) -> Path:
@@ -131,7 +126,7 @@ class LayoutStore:
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.size > MAX_MANIFEST_BYTES:
-            raise OcibridgeError(f"{desc.digest}: {desc.size} bytes is too large to read whole")
+            raise TooLarge(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         try:
             with open(self.blob_path(desc.digest), "rb") as f:
                 data = f.read(desc.size + 1)  # one byte more tells a longer file, and no more is read
@@ -324,7 +319,7 @@ class LayoutStore:
         except FileNotFoundError:
             return Index()
         if len(data) > cap:
-            raise OcibridgeError(over_limit(f"{self.root}/index.json", cap, ENV_MAX_INDEX))
+            raise TooLarge(over_limit(f"{self.root}/index.json", cap, ENV_MAX_INDEX))
         index = parse_manifest_bytes(data, OCI_INDEX)
         if not isinstance(index, Index):
             raise OcibridgeError(f"{self.root}/index.json is not an image index")

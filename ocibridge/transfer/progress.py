@@ -22,6 +22,7 @@ import threading
 import time
 from typing import Any, BinaryIO, TextIO
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.streams import can_seek
 from ocibridge.core.terminal import one_line
 from ocibridge.core.termwidth import fallback_columns, reported_columns
@@ -60,7 +61,7 @@ class _Tally:
             self.progress("bytes", self.desc, n)
 
 
-class _CountingReader:
+class _CountingReader(ClosesOnExit):
     """A reader that tallies what is read through it; seeks pass through (upload resume)."""
 
     def __init__(self, raw: BinaryIO, tally: _Tally):
@@ -91,12 +92,6 @@ class _CountingReader:
         self._tally.flush()
         self._raw.close()
 
-    def __enter__(self) -> _CountingReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
 
 def counting(reader: BinaryIO, desc: Descriptor, progress: ProgressFn | None) -> BinaryIO:
     """``reader``, reporting ``bytes`` events for ``desc`` as it is read.
@@ -108,7 +103,7 @@ def counting(reader: BinaryIO, desc: Descriptor, progress: ProgressFn | None) ->
         return reader
     tally = _Tally(desc, progress)
     if isinstance(reader, HashingReader):
-        reader._raw = _CountingReader(reader._raw, tally)
+        reader._raw = _CountingReader(reader._raw, tally)  # type: ignore[arg-type]  # its raw stream is a file-like reader
         return reader
     return _CountingReader(reader, tally)  # type: ignore[return-value]  # a counting read()-stream standing in for the BinaryIO it wraps
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import safe_relpath, write_sliced
 from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
 from ocibridge.oci.digest import CHUNK, VerifyingReader, new_hasher, split_digest
@@ -30,7 +31,7 @@ from ocibridge.transfer.progress import ProgressFn
 CACHE_ENV = "OCIBRIDGE_CACHE_DIR"
 
 
-class _CachedBlob:
+class _CachedBlob(ClosesOnExit):
     """A cached blob verified a moment ago: read it, or link it to where it is going (a
     :class:`~ocibridge.stores.base.VerifiedFile`: a directory pull writes each byte once)."""
 
@@ -54,12 +55,6 @@ class _CachedBlob:
 
     def close(self) -> None:
         self._file.close()
-
-    def __enter__(self) -> _CachedBlob:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def cache_root() -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ocibridge.core.fsutil import link_stays_inside, safe_relpath, shared_file_mode
 from ocibridge.core.streams import Reader
-from ocibridge.errors import OcibridgeError, UnsafePath
+from ocibridge.errors import OcibridgeError, TooLarge, UnsafePath
 from ocibridge.kinds.archive_export import each_tar_member, read_to_end, temp_beside
 from ocibridge.kinds.carton.errors import CartonError, CartonMismatch, NotACarton
 from ocibridge.kinds.carton.manifest import LINKS_NAME, MANIFEST_NAME, TOML_NAME, CartonManifest, parse_manifest
@@ -110,7 +110,7 @@ def _find_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor, Carton
             )
     layer = found[MANIFEST_NAME]
     if layer.size > DEFAULT_LIMITS.max_small_file:
-        raise NotACarton(f"{MANIFEST_NAME} layer is {layer.size} bytes: too large")
+        raise TooLarge(f"{MANIFEST_NAME} layer is {layer.size} bytes: too large")
     with contextlib.closing(open_layer(store, layer)) as r:
         data = r.read(layer.size + 1)
         read_to_end(r)

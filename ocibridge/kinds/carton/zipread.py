@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 import zstandard
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import is_root_entry, safe_relpath
 from ocibridge.core.streams import unzstd
 from ocibridge.errors import UnsafePath
@@ -185,7 +186,7 @@ class _RawSection:
         return data
 
 
-class EntryReader:
+class EntryReader(ClosesOnExit):
     """A streaming reader of one entry's content; verifies its size, and its sha256 if given,
     else its CRC-32. ``sha256_checked_by_caller`` says the caller hashes what it reads and
     compares the result with MANIFEST (a :class:`VerifyingReader` on top), so no CRC is needed."""
@@ -282,12 +283,6 @@ class EntryReader:
 
     def close(self) -> None:
         self._file.close()
-
-    def __enter__(self) -> EntryReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def read_entry_bytes(archive: Path, entry: CartonEntry, max_bytes: int) -> bytes:

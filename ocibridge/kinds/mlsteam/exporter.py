@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ocibridge.core.fsutil import safe_relpath, shared_file_mode, write_sliced
 from ocibridge.core.streams import Reader
-from ocibridge.errors import OcibridgeError, SourceError
+from ocibridge.errors import OcibridgeError, SourceError, TooLarge
 from ocibridge.kinds.archive_export import each_tar_member, read_to_end, temp_beside
 from ocibridge.kinds.mlsteam.manifest import MANIFEST_NAME, parse_manifest
 from ocibridge.kinds.mlsteam.reader import MAX_MANIFEST_BYTES, MODELS_DIR, read_mlarchive
@@ -107,7 +107,7 @@ def _read_archive_manifest(store: Store, manifest: Manifest) -> tuple[Descriptor
         layer_type = parse_layer_media_type(layer.mediaType)
         if layer_type and layer_type.variant is Variant.RAW and layer_path(layer) == MANIFEST_NAME:
             if layer.size > MAX_MANIFEST_BYTES:
-                raise NotAnMlarchive(f"{MANIFEST_NAME} layer is {layer.size} bytes: too large")
+                raise TooLarge(f"{MANIFEST_NAME} layer is {layer.size} bytes: too large")
             with contextlib.closing(open_layer(store, layer)) as r:
                 data = r.read(layer.size + 1)
                 read_to_end(r)

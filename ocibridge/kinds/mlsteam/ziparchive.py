@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import is_root_entry, safe_relpath
 from ocibridge.errors import SourceError, UnsafePath
 
@@ -144,7 +145,7 @@ def scan_zip(path: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list[ZipEntry]:
     return entries
 
 
-class EntryReader:
+class EntryReader(ClosesOnExit):
     """A streaming reader of one entry, refusing more bytes than declared or allowed."""
 
     def __init__(self, path: Path, entry: ZipEntry, limits: ZipLimits = DEFAULT_LIMITS):
@@ -184,12 +185,6 @@ class EntryReader:
             self._raw.close()
         finally:
             self._zip.close()
-
-    def __enter__(self) -> EntryReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def open_entry(path: Path, entry: ZipEntry, limits: ZipLimits = DEFAULT_LIMITS) -> BinaryIO:

@@ -23,7 +23,7 @@ from typing import Any
 from ocibridge.core.confined import check_links, whiteout_target
 from ocibridge.core.fsutil import TEMP_PREFIX, is_root_entry, safe_relpath
 from ocibridge.core.streams import open_tar_stream
-from ocibridge.errors import SourceError, UnsafePath
+from ocibridge.errors import SourceError, TooLarge, UnsafePath
 from ocibridge.kinds.neutral import Loss
 from ocibridge.layers.apply import OPAQUE, WHITEOUT, Tree
 from ocibridge.layers.reader import open_layer, readable_layer
@@ -231,7 +231,7 @@ def _short(value: Any) -> str:
 def image_config(store: Store, manifest: Manifest) -> dict[str, Any]:
     """The image config as a JSON object (bounded, clear errors)."""
     if manifest.config.size > MAX_MANIFEST_BYTES:
-        raise SourceError(f"image config {manifest.config.digest} is too large ({manifest.config.size} bytes)")
+        raise TooLarge(f"image config {manifest.config.digest} is too large ({manifest.config.size} bytes)")
     try:
         doc = json.loads(store.fetch_bytes(manifest.config))
     except ValueError as e:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ocibridge.core.fsutil import safe_relpath
-from ocibridge.errors import NotFound, OcibridgeError, SourceError
+from ocibridge.errors import NotFound, OcibridgeError, SourceError, TooLarge
 from ocibridge.kinds.ollama.manifest import (
     OllamaConfig,
     OllamaRootFS,
@@ -87,7 +87,7 @@ def _restore_plan(src: Store, files: dict[str, Descriptor]) -> _Plan:
     """The artifact came from Ollama: the manifest is restored byte for byte."""
     desc = files[MANIFEST_FILE]
     if desc.size > MAX_MANIFEST_BYTES:
-        raise SourceError(f"{MANIFEST_FILE} is too large ({desc.size} bytes)")
+        raise TooLarge(f"{MANIFEST_FILE} is too large ({desc.size} bytes)")
     data = src.fetch_bytes(desc)
     manifest = parse_ollama_manifest(data, where=MANIFEST_FILE)
     by_digest = {d.digest: d for d in files.values()}

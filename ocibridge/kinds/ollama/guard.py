@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, BinaryIO
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.errors import OcibridgeError, SourceError, UnsafePath
 from ocibridge.kinds.ollama.manifest import parse_ollama_manifest
 from ocibridge.kinds.ollama.names import layer_names
@@ -55,7 +56,7 @@ def check_manifest(label: str, digest: str, data: bytes) -> None:
         raise type(e)(f"{label}: refusing manifest {digest}: {e}") from None
 
 
-class OllamaRegistryStore:
+class OllamaRegistryStore(ClosesOnExit):
     """A registry repository used as an Ollama destination: every write is checked first;
     everything else is the wrapped store's (so mounts, HEAD skips and retries still apply).
 
@@ -90,12 +91,6 @@ class OllamaRegistryStore:
 
     def close(self) -> None:
         self._inner.close()
-
-    def __enter__(self) -> OllamaRegistryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- writes: checked first ----------------------------------------------------------------
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from ocibridge.errors import NotFound, OcibridgeError, SourceError
+from ocibridge.errors import NotFound, OcibridgeError, SourceError, TooLarge
 from ocibridge.kinds.ollama.manifest import (
     LayerType,
     OllamaLayer,
@@ -149,7 +149,7 @@ def read_ollama(store: Store, reference: str, name: OllamaName | None = None) ->
         name = store.name
     desc = store.resolve(reference)
     if desc.size > MAX_MANIFEST_BYTES:
-        raise SourceError(f"Ollama manifest {desc.digest} is too large ({desc.size} bytes)")
+        raise TooLarge(f"Ollama manifest {desc.digest} is too large ({desc.size} bytes)")
     data = store.fetch_bytes(desc)
     manifest = parse_ollama_manifest(data, where=f"Ollama manifest {desc.digest}")
     for blob in ([manifest.config] if manifest.config else []) + manifest.layers:
@@ -165,7 +165,7 @@ def read_ollama(store: Store, reference: str, name: OllamaName | None = None) ->
     if manifest.config is not None:
         cfg = manifest.config
         if cfg.size > MAX_MANIFEST_BYTES:
-            raise SourceError(f"Ollama config {cfg.digest} is too large ({cfg.size} bytes)")
+            raise TooLarge(f"Ollama config {cfg.digest} is too large ({cfg.size} bytes)")
         parsed = parse_ollama_config(store.fetch_bytes(_descriptor(cfg)),
                                      where=f"Ollama config {cfg.digest}")
         ollama_config = parsed.model_dump(exclude_none=True)

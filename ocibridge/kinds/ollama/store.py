@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, write_sliced
-from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, TooLarge
 from ocibridge.kinds.ollama.guard import check_blob, check_manifest
 from ocibridge.kinds.ollama.manifest import manifest_blobs, parse_ollama_manifest
 from ocibridge.oci.digest import (
@@ -44,7 +45,7 @@ def default_models_dir() -> Path:
     return Path(value).expanduser() if value else Path.home() / ".ollama" / "models"
 
 
-class OllamaStore:
+class OllamaStore(ClosesOnExit):
     """One model (host/namespace/model) of an Ollama models directory; tags are its tags."""
 
     def __init__(self, root: str | os.PathLike[str], name: OllamaName, create: bool = False,
@@ -64,12 +65,6 @@ class OllamaStore:
     def close(self) -> None:
         """End this writer's lease (see :mod:`ocibridge.stores.leases`)."""
         self._leases.release()
-
-    def __enter__(self) -> OllamaStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- paths -------------------------------------------------------------------------------
     @property
@@ -108,7 +103,7 @@ class OllamaStore:
         path = self.manifest_path(tag)
         try:
             if path.stat().st_size > MAX_MANIFEST_BYTES:
-                raise OcibridgeError(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
+                raise TooLarge(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
             return path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             known = ", ".join(self.tags()) or "none"
@@ -216,7 +211,7 @@ class OllamaStore:
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.size > MAX_MANIFEST_BYTES:
-            raise OcibridgeError(f"{desc.digest}: {desc.size} bytes is too large to read whole")
+            raise TooLarge(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         data = self._find_manifest(desc.digest) if desc.mediaType in ALL_MANIFEST_TYPES else None
         if data is None:
             try:

@@ -24,6 +24,7 @@ import httpcore
 import httpx
 
 from ocibridge.core import interrupt
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.httpheaders import header_int
 from ocibridge.errors import NotFound, OcibridgeError, RegistryError
 from ocibridge.oci.digest import CHUNK, Hasher
@@ -320,7 +321,7 @@ class _Stopped(Exception):
     """The reader was closed: the prefetch thread stops quietly."""
 
 
-class BlobDownload:
+class BlobDownload(ClosesOnExit):
     """A raw reader over a registry blob that resumes after drops; wrap it to verify.
 
     Blobs over ``PREFETCH_MIN`` are received by a thread of their own into a bounded queue
@@ -455,12 +456,6 @@ class BlobDownload:
                 self._queue.get_nowait()  # room for a put it may be blocked in
             self._stream.interrupt()
             thread.join(0.05)
-
-    def __enter__(self) -> BlobDownload:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _prefetch(stream: _BlobStream, pieces: queue.Queue[bytes | BaseException], stop: threading.Event,

@@ -17,9 +17,10 @@ from urllib.parse import urljoin
 
 import httpx
 
+from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.httpheaders import header_int
 from ocibridge.core.limits import env_limit
-from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError, TooLarge
 from ocibridge.oci.digest import (
     VerifyingReader,
     is_digest,
@@ -67,7 +68,7 @@ def fallback_tag(digest: str) -> str:
     return f"{algorithm}-{hexpart}"[:128]
 
 
-class RegistryStore:
+class RegistryStore(ClosesOnExit):
     """A repository on a registry; thread-safe (one client, locked token cache)."""
 
     def __init__(self, client: RegistryClient, repository: str, *,
@@ -106,12 +107,6 @@ class RegistryStore:
         self._mount_sessions.clear()
         if self._owns_client:
             self.client.close()
-
-    def __enter__(self) -> RegistryStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _path(self, kind: str, ref: str = "") -> str:
         return f"/v2/{self.repository}/{kind}/{ref}" if ref else f"/v2/{self.repository}/{kind}/"
@@ -162,7 +157,7 @@ class RegistryStore:
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.size > MAX_MANIFEST_BYTES:
-            raise OcibridgeError(f"{desc.digest}: {desc.size} bytes is too large to read whole")
+            raise TooLarge(f"{desc.digest}: {desc.size} bytes is too large to read whole")
         if is_manifest(desc):
             known = self._manifests.get(desc.digest)
             if known is not None:
@@ -191,7 +186,7 @@ class RegistryStore:
             for chunk in decoded_chunks(response):  # bounded decoding, even gzip in gzip
                 total += len(chunk)
                 if total > MAX_MANIFEST_BYTES:
-                    raise OcibridgeError(f"{self.describe()}: manifest {reference} is too large")
+                    raise TooLarge(f"{self.describe()}: manifest {reference} is too large")
                 parts.append(chunk)
         except httpx.TransportError as e:
             raise RegistryError(f"registry {self.host}: reading manifest {reference}: {e}") from e
@@ -286,7 +281,7 @@ class RegistryStore:
                     names.add(name)
                     held += len(name)
             if len(names) > cap_count or held > cap_bytes:
-                raise RegistryError(f"{self.describe()}: more than {cap_count} tags (or {cap_bytes} bytes of "
+                raise TooLarge(f"{self.describe()}: more than {cap_count} tags (or {cap_bytes} bytes of "
                                     f"them), refused (raise ${ENV_MAX_TAGS} if it is genuine)")
             url = _next_link(response)
             if url is not None:

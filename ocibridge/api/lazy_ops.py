@@ -1,0 +1,160 @@
+"""The Python API of lazy reads: a registry model's files, verified chunk by chunk (docs/lazy.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ocibridge.api.copy import TransferOptions
+from ocibridge.errors import UsageError
+from ocibridge.oci.models import Descriptor
+from ocibridge.oci.reference import on_registry, parse_registry_reference
+from ocibridge.remote.blobreader import LazySource
+from ocibridge.remote.chain import ReferrerCheck, bound_table_descriptor
+from ocibridge.remote.model import RemoteModel, Warn, warn_stderr
+from ocibridge.remote.safetensors import RemoteSafetensors
+from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
+
+
+class LazyModel(RemoteModel):
+    """A :class:`RemoteModel` that owns its registry connection (``with``/``close``)."""
+
+    def close(self) -> None:
+        super().close()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> LazyModel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _store(ref: str, transfer: TransferOptions | None) -> tuple[LazySource, str]:
+    if not on_registry(ref):
+        raise UsageError(f"{ref}: lazy reads need a registry reference (host/repo:tag or @digest)")
+    from ocibridge.stores.registry import open_repository
+
+    parsed = parse_registry_reference(ref)
+    store = open_repository(parsed, (transfer or TransferOptions()).registry_options())
+    return store, parsed.reference
+
+
+def _referrer_check(store: LazySource, verify_key: Sequence[str]) -> ReferrerCheck | None:
+    if not verify_key:
+        return None
+    from ocibridge.signing.verify import VerifyPolicy, verify_artifact
+
+    policy = VerifyPolicy.from_files(list(verify_key))
+
+    def check(desc: Descriptor) -> None:
+        verify_artifact(store, desc, policy)
+
+    return check
+
+
+def open_model(ref: str, *, transfer: TransferOptions | None = None, verify_key: Sequence[str] = (),
+               warn: Warn | None = warn_stderr) -> LazyModel:
+    """The model ``ref`` names, its files read lazily. ``verify_key``: public keys; one of them
+    must have signed the model (the digest its tag named when read, used from then on) and, for
+    a chunk table the manifest does not bind, its referrer. Close it (or ``with``)."""
+    store, reference = _store(ref, transfer)
+    try:
+        model = LazyModel(store, reference, verify_referrer=_referrer_check(store, verify_key), warn=warn)
+        if verify_key:  # as pull's --verify-key: the model itself must be signed, by the digest read
+            from ocibridge.signing.verify import VerifyPolicy, verify_artifact
+
+            try:
+                verify_artifact(store, model.descriptor, VerifyPolicy.from_files(list(verify_key)))
+            except BaseException:
+                model.close()
+                raise
+        return model
+    except BaseException:
+        getattr(store, "close", lambda: None)()
+        raise
+
+
+def open_tensors(ref: str, file: str, **kw: Any) -> RemoteSafetensors:
+    """The safetensors ``file`` of model ``ref``: its header is read at once, a tensor's bytes
+    only when asked (``get_bytes``, ``get_tensor``); every byte verified. ``kw``: as open_model."""
+    model = open_model(ref, **kw)
+    try:
+        return RemoteSafetensors(model.open(file), file)
+    except BaseException:
+        model.close()
+        raise
+
+
+def cat(ref: str, path: str, start: int = 0, end: int | None = None, **kw: Any) -> bytes:
+    """Bytes ``[start, end)`` of one file of model ``ref``, verified."""
+    with open_model(ref, **kw) as model:
+        return model.read(path, start, end)
+
+
+@dataclass(frozen=True)
+class ChunksResult:
+    subject: str
+    referrer: str
+    table: str
+    layers: int
+    bound: bool  # whether the manifest's own annotation names this table
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"subject": self.subject, "referrer": self.referrer, "table": self.table,
+                "layers": self.layers, "bound": self.bound}
+
+
+def attach_chunks(ref: str, *, transfer: TransferOptions | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                  threshold: int = DEFAULT_THRESHOLD) -> ChunksResult:
+    """Compute the chunk tables of an existing model's large raw layers (reading each blob once,
+    verified) and attach them as a referrer. The manifest does not bind such a table: readers
+    use it only when the referrer is signed by a key they trust (``ocibridge sign`` it)."""
+    from ocibridge.remote.attach import attach_table, table_from_store
+
+    with open_model(ref, transfer=transfer, warn=None) as model:
+        table = table_from_store(model.store, model.manifest, chunk_size=chunk_size, threshold=threshold)
+        referrer = attach_table(model.store, model.descriptor, table)  # type: ignore[arg-type]  # a registry store writes
+        bound = bound_table_descriptor(model.manifest)
+        return ChunksResult(model.descriptor.digest, referrer.digest, table.descriptor().digest,
+                            len(table.layers), bound is not None and bound.digest == table.descriptor().digest)
+
+
+def push_with_chunks(source: str, dest: str | None = None, *, build_options: Any = None,
+                     transfer: TransferOptions | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                     threshold: int = DEFAULT_THRESHOLD, **push_kw: Any) -> Any:
+    """``push`` whose manifest binds a chunk table (``push --chunks``): the tables of the
+    source's large files are computed first (a second read of those files, hence opt-in), their
+    digest goes into the manifest's annotations (same input, same table, same manifest digest),
+    and after the push the table is attached as a referrer so the registry keeps its blob."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from ocibridge.api.model_ops import push
+    from ocibridge.kinds.targets import closing_opened_stores, open_store_target
+    from ocibridge.model.builder import BuildOptions
+    from ocibridge.remote.attach import attach_table, binding_annotations, files_under, table_from_files
+
+    root = Path(source)
+    if not root.exists():
+        raise UsageError(f"--chunks: {source} is not a local file or directory (for a pushed model: "
+                         "ocibridge chunks REF)")
+    table = table_from_files(files_under(root), chunk_size=chunk_size, threshold=threshold)
+    options = build_options or BuildOptions()
+    if table.layers:
+        options = replace(options, annotations={**options.annotations, **binding_annotations(table)})
+    result = push(source, dest, build_options=options, transfer=transfer, **push_kw)
+    if table.layers:
+        with closing_opened_stores():
+            target = open_store_target(result.reference, for_write=True,
+                                       options=(transfer or TransferOptions()).registry_options())
+            subject = Descriptor(mediaType=result.descriptor.mediaType, digest=result.descriptor.digest,
+                                 size=result.descriptor.size)
+            referrer = attach_table(target.store, subject, table)
+        result.extra["chunks"] = {"table": table.descriptor().digest, "referrer": referrer.digest,
+                                  "layers": len(table.layers)}
+    return result
+

@@ -1,0 +1,208 @@
+"""The model cache on disk, and the snapshots ``ocibridge path`` answers with.
+
+    $OCIBRIDGE_CACHE (default: the user cache dir, .../ocibridge/models)
+        oci-layout, index.json, blobs/sha256/<hex>   verified blobs, read-only, once each
+        snapshots/<manifest hex>[-<filter id>]/      the files: hard links to the blobs
+        refs/<reference, quoted>.json                what a reference last resolved to
+        locks/                                       flock files (blobs, snapshots, the cache)
+
+A snapshot is built in a temporary directory beside the others and renamed into place whole,
+so it is there complete or not at all; a build holds the cache lock shared, ``prune`` holds
+it exclusive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import urllib.parse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ocibridge.cache.locks import flocked
+from ocibridge.cache.source import CacheSource, OfflineMiss
+from ocibridge.core.fsutil import atomic_write_bytes
+from ocibridge.core.pathfilter import PathFilter
+from ocibridge.errors import OcibridgeError
+from ocibridge.oci.digest import split_digest, verify_bytes
+from ocibridge.oci.mediatypes import INDEX_TYPES
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.base import Store
+from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.pullcache import cache_root
+
+CACHE_ENV = "OCIBRIDGE_CACHE"
+OFFLINE_ENV = "OCIBRIDGE_OFFLINE"
+TEMP_PREFIX = ".tmp-"
+_PINNED = re.compile(r"sha256:[0-9a-f]{64}$")
+
+
+def model_cache_root() -> Path:
+    """``$OCIBRIDGE_CACHE``, else ``models`` in the user cache directory of ocibridge."""
+    explicit = os.environ.get(CACHE_ENV)
+    return Path(explicit) if explicit else cache_root() / "models"
+
+
+def offline_from_env() -> bool:
+    return os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A snapshot directory and what it holds."""
+
+    path: Path
+    manifest: Descriptor  # the model manifest's (its bytes are in the cache)
+    fetched: tuple[str, ...] = ()  # blobs downloaded to make it (none: all were cached)
+
+
+def filter_id(include: Sequence[str], exclude: Sequence[str]) -> str:
+    """A short name for a file selection, part of a partial snapshot's directory name."""
+    if not include and not exclude:
+        return ""
+    spec = json.dumps({"include": list(include), "exclude": list(exclude)}, sort_keys=True)
+    return hashlib.sha256(spec.encode()).hexdigest()[:12]
+
+
+class ModelCache:
+    """The cache at ``root`` (default :func:`model_cache_root`)."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = root if root is not None else model_cache_root()
+        self.blobs = LayoutStore(self.root, create=True)
+        self.snapshots = self.root / "snapshots"
+        self.refs = self.root / "refs"
+        self.locks = self.root / "locks"
+        for directory in (self.snapshots, self.refs, self.locks):
+            directory.mkdir(parents=True, exist_ok=True)
+
+    # -- references --------------------------------------------------------------------------
+    def _ref_file(self, reference: str) -> Path:
+        return self.refs / (urllib.parse.quote(reference, safe="") + ".json")
+
+    def remember(self, reference: str, desc: Descriptor) -> None:
+        """Record what ``reference`` resolved to, for an offline resolution later."""
+        data = json.dumps({"reference": reference, "mediaType": desc.mediaType,
+                           "digest": desc.digest, "size": desc.size}).encode()
+        atomic_write_bytes(self._ref_file(reference), data)
+
+    def remembered(self, reference: str) -> Descriptor:
+        """What ``reference`` resolved to when last fetched; one error line if never."""
+        try:
+            data = json.loads(self._ref_file(reference).read_bytes())
+            return Descriptor(mediaType=data["mediaType"], digest=data["digest"], size=data["size"])
+        except FileNotFoundError:
+            pinned = self._pinned_manifest(reference)
+            if pinned is not None:
+                return pinned
+            raise OfflineMiss(f"offline: {reference} was never fetched into the model cache "
+                              f"({self.root})") from None
+        except (ValueError, KeyError, TypeError) as e:
+            raise OcibridgeError(f"model cache: the record of {reference} is damaged ({e})") from None
+
+    def _pinned_manifest(self, reference: str) -> Descriptor | None:
+        """A reference pinned by digest (``…@sha256:…``) whose manifest the cache holds, fetched
+        under any name: it means that manifest, wherever it was fetched from."""
+        found = _PINNED.search(reference)
+        if found is None:
+            return None
+        path = self.blobs.blob_path(found.group(0))
+        try:
+            data = path.read_bytes()
+            media_type = json.loads(data).get("mediaType")
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not isinstance(media_type, str):
+            return None
+        return Descriptor(mediaType=media_type, digest=found.group(0), size=len(data))
+
+    # -- snapshots ---------------------------------------------------------------------------
+    def snapshot(self, remote: Store | None, reference: str, *, shown: str,
+                 include: Sequence[str] = (), exclude: Sequence[str] = (),
+                 concurrency: int = 4) -> Snapshot:
+        """The snapshot of ``reference`` (a tag or digest of ``remote``; with ``remote`` None,
+        offline: ``shown`` as last resolved). Only blobs the cache lacks are fetched."""
+        if remote is None:
+            desc = self.remembered(shown)
+        else:
+            desc = remote.resolve(reference)
+            if desc.mediaType in INDEX_TYPES:  # an index of one ModelPack entry: that entry
+                from ocibridge.model.extract import resolve_model
+
+                desc = resolve_model(remote, reference)
+            self._keep_manifest(remote, desc)
+            self.remember(shown, desc)
+        name = split_digest(desc.digest)[1] + ("-" + filter_id(include, exclude) if include or exclude else "")
+        final = self.snapshots / name
+        if final.is_dir():
+            _touch(final)
+            return Snapshot(final, desc)
+        with flocked(self.locks / "cache.lock", shared=True), flocked(self.locks / f"snapshot-{name}.lock"):
+            if final.is_dir():  # another process built it while we waited
+                _touch(final)
+                return Snapshot(final, desc)
+            from ocibridge.model.extract import extract  # building only: a cached snapshot needs none of it
+
+            source = CacheSource(self.blobs, self.locks, remote, desc)
+            staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.snapshots))
+            try:
+                extract(source, desc.digest, staging, concurrency=concurrency,
+                        select=PathFilter.of(include, exclude))
+                _read_only(staging)
+                os.rename(staging, final)
+            except BaseException:
+                remove_tree(staging)
+                raise
+            return Snapshot(final, desc, tuple(source.fetched))
+
+    def _keep_manifest(self, remote: Store, desc: Descriptor) -> None:
+        """The model manifest goes into the cache (verified), so offline builds can read it."""
+        if self.blobs.exists(desc):
+            return
+        data = verify_bytes(remote.fetch_bytes(desc), desc.digest, desc.size, what="manifest")
+        path = self.blobs.blob_path(desc.digest)
+        atomic_write_bytes(path, data)
+        os.chmod(path, 0o444)
+
+    def snapshot_dirs(self) -> list[Path]:
+        return sorted(p for p in self.snapshots.iterdir()
+                      if p.is_dir() and not p.name.startswith(TEMP_PREFIX))
+
+
+def _touch(path: Path) -> None:
+    """Mark a snapshot used now (``prune --older-than`` goes by it)."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def _read_only(tree: Path) -> None:
+    """Files lose their write bits, then directories (deepest first)."""
+    for dirpath, _dirnames, filenames in os.walk(tree, topdown=False):
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if not os.path.islink(path) and st.st_mode & 0o222:
+                os.chmod(path, st.st_mode & 0o7555)
+        os.chmod(dirpath, 0o555)
+
+
+def remove_tree(tree: Path) -> None:
+    """Remove a (read-only) snapshot tree."""
+    def writable(func: Callable[..., object], path: str, _exc: object) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o755)
+            func(path)
+
+    with contextlib.suppress(OSError):
+        os.chmod(tree, 0o755)
+    for dirpath, dirnames, _ in os.walk(tree):
+        for name in dirnames:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(dirpath, name), 0o755)
+    shutil.rmtree(tree, onerror=writable)

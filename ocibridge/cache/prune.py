@@ -1,0 +1,82 @@
+"""Keeping the model cache in bounds: snapshots unused for a while go, then the oldest until
+the cache fits a size, then every blob no remaining snapshot uses."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ocibridge.cache.locks import flocked
+from ocibridge.cache.models import ModelCache, remove_tree
+
+
+@dataclass
+class CachePrune:
+    """What a prune removed."""
+
+    snapshots: list[str] = field(default_factory=list)
+    blobs: int = 0
+    freed: int = 0  # bytes given back to the file system
+    size: int = 0  # bytes the cache takes after the prune
+
+    def as_dict(self) -> dict[str, object]:
+        return {"snapshots": self.snapshots, "blobs": self.blobs, "freed": self.freed, "size": self.size}
+
+
+def disk_use(root: Path) -> int:
+    """Bytes of the files under ``root``, a file linked many times counted once."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            st = os.lstat(os.path.join(dirpath, name))
+            if (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
+
+
+def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int | None = None) -> CachePrune:
+    """Remove snapshots not used for ``older_than`` seconds, then the least recently used until
+    the cache takes at most ``max_size`` bytes; blobs no snapshot links go with them. Waits for
+    builds in progress (they hold the cache lock shared)."""
+    done = CachePrune()
+    with flocked(cache.locks / "cache.lock"):
+        before = disk_use(cache.root)
+        snapshots = sorted(cache.snapshot_dirs(), key=lambda p: p.stat().st_mtime)
+        if older_than is not None:
+            cutoff = time.time() - older_than
+            for snap in [s for s in snapshots if s.stat().st_mtime < cutoff]:
+                _drop(snap, done, snapshots)
+        done.blobs += _collect(cache, snapshots)
+        if max_size is not None:
+            while snapshots and disk_use(cache.root) > max_size:
+                _drop(snapshots[0], done, snapshots)
+                done.blobs += _collect(cache, snapshots)
+        for stale in cache.snapshots.glob(".tmp-*"):  # builds killed before their rename
+            remove_tree(stale)
+        done.size = disk_use(cache.root)
+        done.freed = before - done.size
+    return done
+
+
+def _drop(snap: Path, done: CachePrune, snapshots: list[Path]) -> None:
+    remove_tree(snap)
+    snapshots.remove(snap)
+    done.snapshots.append(snap.name)
+
+
+def _collect(cache: ModelCache, snapshots: list[Path]) -> int:
+    """Remove the blobs no snapshot links (a blob's only name is its own), sparing the
+    manifests of the snapshots that stay."""
+    keep = {s.name.split("-", 1)[0] for s in snapshots}
+    removed = 0
+    for blob in (cache.root / "blobs" / "sha256").iterdir():
+        if blob.name in keep or not blob.is_file():
+            continue
+        if blob.stat().st_nlink == 1:
+            blob.unlink()
+            removed += 1
+    return removed

@@ -1,0 +1,116 @@
+"""The store a snapshot is built from: blobs come from the cache, fetched into it once.
+
+A blob the cache lacks is downloaded into it under a lock of its own (another process
+resolving a model that shares it waits, then finds it there), by the layout's resumable,
+ranged download where the source allows. Each blob is then handed to the directory writer as a
+:class:`~ocibridge.stores.base.VerifiedFile`, so the snapshot's file is a hard link to it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import BinaryIO, cast
+
+from ocibridge.cache.locks import flocked
+from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.oci.digest import split_digest
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.base import Store
+from ocibridge.stores.layout import LayoutStore
+from ocibridge.stores.ranged import RangedBlobSource
+
+#: Blobs and snapshot files are never written after they are made.
+READ_ONLY = 0o444
+
+
+class OfflineMiss(OcibridgeError):
+    """What an offline resolution needs is not in the cache."""
+
+
+class LinkedBlob:
+    """A verified blob of the cache: linked where it is wanted (copied where links fail)."""
+
+    def __init__(self, path: Path):
+        self._path = path
+        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+
+    def read(self, n: int = -1, /) -> bytes:
+        return self._file.read(n)
+
+    def link_to(self, target: Path, mode: int) -> int:
+        try:
+            os.link(self._path, target)  # the blob keeps its read-only mode
+        except OSError:  # another file system, or no hard links
+            shutil.copyfile(self._path, target)
+            os.chmod(target, mode & ~0o222)
+        return target.stat().st_size
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> LinkedBlob:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class CacheSource:
+    """A read-only store over ``blobs`` (the cache's layout) that fills it from ``remote``
+    (None: offline, nothing is fetched). The model manifest ``desc`` is answered from the
+    cache too, so a snapshot builds the same way online and offline."""
+
+    def __init__(self, blobs: LayoutStore, locks: Path, remote: Store | None, desc: Descriptor):
+        self._blobs = blobs
+        self._locks = locks
+        self._remote = remote
+        self._desc = desc
+        self.fetched: list[str] = []  # digests this build downloaded
+
+    def describe(self) -> str:
+        return self._remote.describe() if self._remote is not None else f"model cache {self._blobs.root}"
+
+    def exists(self, desc: Descriptor) -> bool:
+        return self._blobs.exists(desc) or (self._remote is not None and self._remote.exists(desc))
+
+    def resolve(self, reference: str) -> Descriptor:
+        if reference == self._desc.digest:
+            return self._desc
+        raise NotFound(f"{self.describe()}: only {self._desc.digest} is resolved here")
+
+    def tags(self) -> list[str]:
+        return []
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return []
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        self.ensure(desc)
+        return self._blobs.fetch_bytes(desc)
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        self.ensure(desc)
+        return cast(BinaryIO, LinkedBlob(self._blobs.blob_path(desc.digest)))
+
+    def ensure(self, desc: Descriptor) -> None:
+        """The blob is in the cache, verified, when this returns (fetched now if need be)."""
+        if self._blobs.exists(desc):
+            return
+        if self._remote is None:
+            raise OfflineMiss(f"offline: blob {desc.digest} is not in the model cache")
+        with flocked(self._locks / f"{split_digest(desc.digest)[1]}.lock"):
+            if self._blobs.exists(desc):  # another process fetched it while we waited
+                return
+            remote = self._remote
+            if isinstance(remote, RangedBlobSource) and desc.size > 0:
+                self._blobs.download_blob(desc, remote)
+            else:
+                reader = remote.open_blob(desc)
+                try:
+                    self._blobs.push_blob(desc, reader)
+                finally:
+                    reader.close()
+            os.chmod(self._blobs.blob_path(desc.digest), READ_ONLY)
+            self.fetched.append(desc.digest)

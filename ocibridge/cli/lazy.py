@@ -1,0 +1,84 @@
+"""``cat`` (one file of a registry model, read lazily and verified) and ``chunks`` (attach the
+chunk table of an existing model). docs/lazy.md says what is trusted and why."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ocibridge.cli.common import emit
+from ocibridge.errors import UsageError
+
+#: ``cat`` writes in steps of this many bytes, each verified before it is written
+STEP = 8 * 1024 * 1024
+
+
+def parse_range(text: str | None, size: int) -> tuple[int, int]:
+    """``A-B``: bytes A up to B (B excluded, as Python slices); ``A-``: to the end; ``-N``: the
+    last N bytes."""
+    if text is None:
+        return 0, size
+    first, sep, last = text.partition("-")
+    try:
+        if not sep:
+            raise ValueError
+        if not first:
+            return max(0, size - int(last)), size
+        start = int(first)
+        end = int(last) if last else size
+    except ValueError:
+        raise UsageError(f"--range {text!r}: expected A-B, A- or -N (byte offsets)") from None
+    if start < 0 or end < start or start > size:
+        raise UsageError(f"--range {text!r}: outside the file's {size} bytes")
+    return start, min(end, size)
+
+
+def cmd_cat(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
+    from ocibridge.api.lazy_ops import open_model
+
+    out = sys.stdout.buffer
+    with open_model(args.ref, transfer=transfer(args), verify_key=args.verify_key) as model:
+        start, end = parse_range(args.range, model.file(args.path).size)
+        blob = model.open(args.path)
+        for at in range(start, end, STEP):
+            out.write(blob.read(at, min(at + STEP, end)))  # verified before a byte is written
+        out.flush()
+    return 0
+
+
+def cmd_chunks(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
+    from ocibridge.api.lazy_ops import attach_chunks
+
+    result = attach_chunks(args.ref, transfer=transfer(args))
+    from ocibridge.oci.reference import parse_registry_reference
+
+    parsed = parse_registry_reference(args.ref)
+    note = "" if result.bound else (
+        "\n  the manifest does not bind this table: readers use it only if the referrer is signed "
+        f"(ocibridge sign {parsed.registry}/{parsed.repository}@{result.referrer} --key KEY) "
+        "and they pass --verify-key")
+    emit(args, result.as_dict(),
+         f"attached chunk table {result.table} ({result.layers} layers) as referrer {result.referrer}{note}")
+    return 0
+
+
+def register(command: Callable[..., argparse.ArgumentParser],
+             add_transfer_flags: Callable[[argparse.ArgumentParser], None],
+             transfer: Callable[[argparse.Namespace], Any]) -> None:
+    """Add ``cat`` and ``chunks`` through cli.py's ``command`` factory."""
+    p = command("cat", lambda args: cmd_cat(args, transfer),
+                "print a file of a registry model, reading only the byte ranges needed (verified)")
+    p.add_argument("ref", metavar="REF", help="host/repo:tag or host/repo@digest")
+    p.add_argument("path", metavar="PATH", help="the file's path in the model")
+    p.add_argument("--range", metavar="A-B", help="bytes A up to B (B excluded); A- to the end; -N the last N")
+    p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
+                   help="refuse the model unless signed by this key; a chunk table the manifest does not bind "
+                        "is used only if its referrer is signed by it too (repeatable)")
+    add_transfer_flags(p)
+
+    p = command("chunks", lambda args: cmd_chunks(args, transfer),
+                "compute the chunk tables of a pushed model and attach them (for lazy reads)")
+    p.add_argument("ref", metavar="REF")
+    add_transfer_flags(p)

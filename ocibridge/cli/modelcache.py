@@ -1,0 +1,79 @@
+"""``ocibridge path`` and ``ocibridge cache``: the shared model cache on the command line.
+
+``path`` prints the snapshot directory alone on stdout (for ``vllm serve "$(ocibridge path
+REF)"``); ``cache prune`` keeps the cache in bounds."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+
+from ocibridge.cli.common import emit, transfer_options
+from ocibridge.cli.signing import add_verify_flags, policy_from_args
+from ocibridge.cli.transfer_flags import parse_bytes
+from ocibridge.core.terminal import human_size
+from ocibridge.errors import UsageError
+
+CommandAdder = Callable[..., argparse.ArgumentParser]
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> float:
+    """``30d``, ``12h``, ``90m``, ``2w`` or plain seconds."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
+    if found is None:
+        raise UsageError(f"--older-than {text!r}: use e.g. 30d, 12h, 90m")
+    return float(found.group(1)) * _UNITS[found.group(2) or "s"]
+
+
+def cmd_path(args: argparse.Namespace) -> int:
+    from ocibridge.api.cache_ops import path
+
+    where = path(args.ref, transfer=transfer_options(args), verify=policy_from_args(args),
+                 include=args.include, exclude=args.exclude, offline=True if args.offline else None,
+                 hf=args.hf)
+    emit(args, {"reference": args.ref, "path": str(where)}, str(where))
+    return 0
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.prune import prune
+
+    if args.action == "dir":
+        emit(args, {"path": str(ModelCache().root)}, str(ModelCache().root))
+        return 0
+    try:
+        max_size = parse_bytes(args.max_size) if args.max_size is not None else None
+    except ValueError as e:
+        raise UsageError(f"--max-size: {e}") from None
+    older = parse_age(args.older_than) if args.older_than is not None else None
+    if older is None and max_size is None:
+        raise UsageError("cache prune needs --older-than AGE and/or --max-size SIZE")
+    done = prune(ModelCache(), older_than=older, max_size=max_size)
+    emit(args, done.as_dict(), f"removed {len(done.snapshots)} snapshots and {done.blobs} blobs, "
+                               f"freed {human_size(done.freed)}; the cache holds {human_size(done.size)}")
+    return 0
+
+
+def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.ArgumentParser], None]) -> None:
+    p = command("path", cmd_path, "print the local directory of a model's files, from the shared model "
+                "cache (fetching only what it lacks)")
+    p.add_argument("ref", metavar="REF")
+    p.add_argument("--include", action="append", default=[], metavar="GLOB",
+                   help="only files matching GLOB (repeatable; a snapshot of its own)")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out files matching GLOB (repeatable)")
+    p.add_argument("--offline", action="store_true",
+                   help="contact nothing: REF as last resolved (also OCIBRIDGE_OFFLINE=1)")
+    p.add_argument("--hf", metavar="ORG/NAME",
+                   help="also lay the model out in the Hugging Face cache as this repo id (hard links)")
+    add_verify_flags(p)
+    add_transfer_flags(p)
+
+    p = command("cache", cmd_cache, "the shared model cache of 'path': show where it is, or prune it")
+    p.add_argument("action", choices=["prune", "dir"])
+    p.add_argument("--older-than", metavar="AGE", help="remove snapshots unused for AGE (30d, 12h, ...)")
+    p.add_argument("--max-size", metavar="SIZE", help="then the least recently used until the cache fits SIZE")

@@ -1,0 +1,117 @@
+"""``hf:ORG/NAME[@REVISION]`` in the format table: a model of the local Hugging Face cache.
+
+Pushed, the snapshot's files are read where the cache keeps them (no network), and the
+artifact says where they came from with the standard annotations (``image.source``: the Hub
+page; ``image.revision``: the commit). Pulled, the artifact is resolved through the model
+cache and laid out as the Hub cache, so code that loads by repo id finds it offline.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from ocibridge.errors import SourceError
+from ocibridge.kinds.hf.hubcache import COMMIT, parse, repo_folder, resolve_revision
+from ocibridge.kinds.source import ExportRequest, ReadRequest
+
+if TYPE_CHECKING:
+    from ocibridge.cache.models import ModelCache, Snapshot
+    from ocibridge.model.package import ModelFile, ModelPackage
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.stores.base import Store
+    from ocibridge.transfer.results import PullResult
+
+SOURCE_ANNOTATION = "org.opencontainers.image.source"
+REVISION_ANNOTATION = "org.opencontainers.image.revision"
+
+
+def read_snapshot(reference: str, request: ReadRequest) -> ModelPackage:
+    """The files of a Hub cache snapshot, each read from the blob its symlink names (a link
+    leaving the repo's folder is refused)."""
+    from ocibridge.model import metadata
+    from ocibridge.model.classify import classify
+    from ocibridge.model.package import ModelPackage
+
+    repo_id, revision = parse(reference)
+    folder = repo_folder(repo_id)
+    commit = resolve_revision(folder, repo_id, revision)
+    snapshot = folder / "snapshots" / commit
+    if not snapshot.is_dir():
+        raise SourceError(f"{reference}: snapshot {commit} is missing from {folder}")
+    inside = os.path.realpath(folder) + os.sep
+    files: list[ModelFile] = []
+    for path in sorted(snapshot.rglob("*"), key=lambda p: p.as_posix().encode()):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        rel = path.relative_to(snapshot).as_posix()
+        if any(rel == p or rel.startswith(p + "/") for p in (".gitattributes",)) or \
+                any(_glob(rel, p) for p in request.excludes):
+            continue
+        real = os.path.realpath(path)
+        if not real.startswith(inside) or not os.path.isfile(real):
+            raise SourceError(f"{reference}: {rel} does not lead to a file of the cache ({real})")
+        files.append(_file(rel, Path(real), classify(rel, os.path.getsize(real), request.kind_overrides)))
+    if not files:
+        raise SourceError(f"{reference}: the snapshot {commit} holds no files")
+    package = ModelPackage(files=files, descriptor={"name": request.name or repo_id.rsplit("/", 1)[-1]},
+                           source_format="hf")
+    metadata.fill(package)
+    package.annotations[SOURCE_ANNOTATION] = f"https://huggingface.co/{repo_id}"
+    package.annotations[REVISION_ANNOTATION] = commit
+    return package
+
+
+def _file(rel: str, real: Path, kind: object) -> ModelFile:
+    from ocibridge.model.package import ModelFile
+
+    found = ModelFile.from_path(rel, real, kind)  # type: ignore[arg-type]
+    found.mode = 0o644  # the cache's modes say nothing of the model's: a plain file's mode
+    return found
+
+
+def _glob(rel: str, pattern: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(rel, pattern) or fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], pattern)
+
+
+class HubCacheFormat:
+    """The Hugging Face Hub cache, one repository of it (``hf:ORG/NAME``)."""
+
+    name: ClassVar[str] = "hf"
+    picks_files: ClassVar[bool] = True
+    shows_progress: ClassVar[bool] = False
+
+    def read(self, source: str, request: ReadRequest) -> ModelPackage:
+        return read_snapshot(source, request)
+
+    def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
+        from ocibridge.cache.models import ModelCache
+        from ocibridge.transfer.results import PullResult
+
+        parse(dest)  # a malformed name fails before anything is fetched
+        select = request.select
+        cache = ModelCache()
+        snap = cache.snapshot(store, desc.digest, shown=desc.digest,
+                              include=select.include if select else (),
+                              exclude=select.exclude if select else (),
+                              concurrency=request.concurrency)
+        files = into_hub_cache(cache, snap, dest)
+        size = sum((snap.path / f).stat().st_size for f in files)
+        return PullResult(desc.digest, dest, self.name, tuple(files), size)
+
+
+def into_hub_cache(cache: ModelCache, snap: Snapshot, dest: str) -> list[str]:
+    """Lay a model cache snapshot out in the Hub cache as ``hf:ORG/NAME[@REF]`` (the ref
+    ``main`` by default) names it: the commit it came from when it came from the Hub (its
+    ``image.revision``), else a name made of its digest."""
+    from ocibridge.kinds.hf.hubwrite import write_hub_snapshot
+    from ocibridge.oci.models import Manifest, parse_manifest_bytes
+
+    repo_id, ref = parse(dest)
+    manifest = parse_manifest_bytes(cache.blobs.fetch_bytes(snap.manifest), snap.manifest.mediaType)
+    said = (manifest.annotations or {}).get(REVISION_ANNOTATION, "") if isinstance(manifest, Manifest) else ""
+    commit = said if COMMIT.fullmatch(said) else snap.manifest.digest.split(":", 1)[1][:40]
+    return write_hub_snapshot(snap.path, repo_folder(repo_id), commit, ref=ref or "main")

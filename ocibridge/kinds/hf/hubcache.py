@@ -1,0 +1,90 @@
+"""The Hub cache layout, as huggingface_hub reads and writes it (its "Manage cache" guide):
+
+    $HF_HUB_CACHE (else $HF_HOME/hub, else ~/.cache/huggingface/hub)
+        models--ORG--NAME/
+            blobs/<etag>                 the files' bytes: sha256 of LFS files, git blob sha1 of others
+            snapshots/<commit>/<path>    relative symlinks to ../../blobs/<etag>
+            refs/main                    the commit that "main" names
+
+Nothing here touches the network; the layout is all a Hub library needs to load by repo id
+with ``local_files_only=True``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+from ocibridge.errors import SourceError, UsageError
+
+SCHEME = "hf:"
+
+#: Files git-lfs keeps on the Hub, by the default .gitattributes of a new Hub repository, and
+#: any file of 10 MB or more (the Hub refuses larger regular git files).
+LFS_SUFFIXES = (".7z", ".arrow", ".bin", ".bz2", ".ckpt", ".ftz", ".gguf", ".gz", ".h5", ".joblib",
+                ".mlmodel", ".model", ".msgpack", ".npy", ".npz", ".onnx", ".ot", ".parquet", ".pb",
+                ".pickle", ".pkl", ".pt", ".pth", ".rar", ".safetensors", ".tar", ".tflite", ".tgz",
+                ".wasm", ".xz", ".zip", ".zst")
+LFS_MIN_SIZE = 10 * 1000 * 1000
+
+_PART = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
+_REPO_ID = re.compile(rf"(?:{_PART}/)?{_PART}")
+_REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,254}")
+COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def hub_cache() -> Path:
+    """Where huggingface_hub keeps its cache, by its own environment variables."""
+    explicit = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    home = os.environ.get("HF_HOME")
+    if home:
+        return Path(home).expanduser() / "hub"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "huggingface" / "hub"
+
+
+def parse(reference: str) -> tuple[str, str | None]:
+    """``hf:ORG/NAME[@REVISION]`` as (repo id, revision or None); one error line if malformed."""
+    body = reference[len(SCHEME):] if reference.startswith(SCHEME) else reference
+    repo_id, _, revision = body.partition("@")
+    if not _REPO_ID.fullmatch(repo_id) or ".." in repo_id or "--" in repo_id:
+        raise UsageError(f"{reference}: not a Hugging Face repo id (hf:ORG/NAME[@REVISION])")
+    if revision and (not _REVISION.fullmatch(revision) or ".." in revision):
+        raise UsageError(f"{reference}: {revision!r} is not a revision")
+    return repo_id, revision or None
+
+
+def repo_folder(repo_id: str, root: Path | None = None) -> Path:
+    return (root or hub_cache()) / ("models--" + repo_id.replace("/", "--"))
+
+
+def git_blob_sha1(path: Path) -> str:
+    """What git names a file (and the Hub its etag, for a file not in LFS)."""
+    h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())  # noqa: S324 - git's name, not security
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def is_lfs(rel: str, size: int) -> bool:
+    return size >= LFS_MIN_SIZE or rel.lower().endswith(LFS_SUFFIXES)
+
+
+def resolve_revision(folder: Path, repo_id: str, revision: str | None) -> str:
+    """The commit a revision names in the cache: a ref (``main`` by default) or a commit."""
+    wanted = revision or "main"
+    if COMMIT.fullmatch(wanted) and (folder / "snapshots" / wanted).is_dir():
+        return wanted
+    ref = folder / "refs" / wanted
+    try:
+        commit = ref.read_text().strip()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        raise SourceError(f"hf:{repo_id}@{wanted}: not in the Hugging Face cache ({folder})") from None
+    if not COMMIT.fullmatch(commit):
+        raise SourceError(f"{ref}: not a commit hash")
+    return commit

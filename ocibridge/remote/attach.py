@@ -1,0 +1,87 @@
+"""Computing chunk tables (from a model's blobs, or from local files before a push) and
+attaching one to a model manifest as a referrer, so registries keep the table blob."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from pathlib import Path
+
+from ocibridge.errors import DigestMismatch
+from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.remote.model import is_raw
+from ocibridge.remote.table import (
+    ANNOTATION_DIGEST,
+    ANNOTATION_SIZE,
+    ARTIFACT_TYPE,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_THRESHOLD,
+    ChunkTable,
+    LayerChunks,
+    build_table,
+    chunk_stream,
+)
+from ocibridge.stores.base import ReadableStore, WritableStore
+
+EMPTY_CONFIG = b"{}"
+
+
+def table_from_store(store: ReadableStore, manifest: Manifest, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                     threshold: int = DEFAULT_THRESHOLD) -> ChunkTable:
+    """Tables of the manifest's raw layers of ``threshold`` bytes or more, each read once and
+    checked against its layer digest as it is chunked."""
+    entries: list[LayerChunks] = []
+    for layer in manifest.layers:
+        if layer.size < threshold or not is_raw(layer) or any(e.digest == layer.digest for e in entries):
+            continue
+        with store.open_blob(layer) as reader:
+            entry = chunk_stream(reader, chunk_size)
+        if (entry.digest, entry.size) != (layer.digest, layer.size):
+            raise DigestMismatch(f"{store.describe()}: {layer.digest} read as {entry.digest} ({entry.size} bytes)")
+        entries.append(entry)
+    return build_table(entries, chunk_size)
+
+
+def table_from_files(paths: Iterable[Path], *, chunk_size: int = DEFAULT_CHUNK_SIZE,
+                     threshold: int = DEFAULT_THRESHOLD) -> ChunkTable:
+    """Tables of local files of ``threshold`` bytes or more (the raw layers a push will make of
+    them have the files' own digests); a second read of each such file."""
+    entries = []
+    for path in sorted(paths):
+        if path.is_file() and not path.is_symlink() and path.stat().st_size >= threshold:
+            with path.open("rb") as f:
+                entries.append(chunk_stream(f, chunk_size))
+    return build_table(entries, chunk_size)
+
+
+def files_under(root: Path) -> list[Path]:
+    if root.is_file():
+        return [root]
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def binding_annotations(table: ChunkTable) -> dict[str, str]:
+    """The model-manifest annotations that bind ``table`` (its digest and size)."""
+    desc = table.descriptor()
+    return {ANNOTATION_DIGEST: desc.digest, ANNOTATION_SIZE: str(desc.size)}
+
+
+def referrer_manifest(subject: Descriptor, table: ChunkTable) -> bytes:
+    config = Descriptor.for_bytes(OCI_EMPTY, EMPTY_CONFIG)
+    manifest = Manifest(mediaType=OCI_MANIFEST, artifactType=ARTIFACT_TYPE, config=config,
+                        layers=[table.descriptor()], subject=subject)
+    return manifest.to_json_bytes()
+
+
+def attach_table(store: WritableStore, subject: Descriptor, table: ChunkTable) -> Descriptor:
+    """Push the table blob and a referrer manifest (``subject``: the model manifest) that keeps
+    it; returns the referrer's descriptor. Blobs first, manifest last: nothing half-written."""
+    data = table.to_bytes()
+    desc = table.descriptor()
+    store.push_blob(desc, io.BytesIO(data))
+    store.push_blob(Descriptor.for_bytes(OCI_EMPTY, EMPTY_CONFIG), io.BytesIO(EMPTY_CONFIG))
+    body = referrer_manifest(subject, table)
+    ref = Descriptor.for_bytes(OCI_MANIFEST, body, artifactType=ARTIFACT_TYPE)
+    store.push_manifest(ref, body)
+    return ref

@@ -1,0 +1,137 @@
+"""A model on a registry as files by path, each read lazily and verified (see ``chain``)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.oci.layerinfo import layer_path
+from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.remote.blobreader import LazySource, VerifiedBlob
+from ocibridge.remote.chain import Chain, ReferrerCheck, find_chain
+from ocibridge.remote.table import DEFAULT_THRESHOLD
+
+Warn = Callable[[str], None]
+
+
+def warn_stderr(message: str) -> None:
+    print(f"ocibridge: {message}", file=sys.stderr)
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    path: str
+    layer: Descriptor
+
+    @property
+    def size(self) -> int:
+        return self.layer.size
+
+
+def is_raw(layer: Descriptor) -> bool:
+    """A layer whose bytes are the file's bytes (so byte ``i`` of the file is byte ``i`` of the
+    blob): a raw ModelPack layer, or any non-tar layer with a file path annotation."""
+    parsed = parse_layer_media_type(layer.mediaType)
+    if parsed is not None:
+        return parsed.variant is Variant.RAW
+    return "tar" not in layer.mediaType
+
+
+class RemoteModel:
+    """The files of one resolved model manifest; ``open(path)`` reads one lazily."""
+
+    def __init__(self, store: LazySource, reference: str, *, verify_referrer: ReferrerCheck | None = None,
+                 warn: Warn | None = warn_stderr):
+        self.store = store
+        self.reference = reference
+        self._warn = warn
+        self.descriptor, data = _read_manifest(store, reference)
+        parsed = parse_manifest_bytes(data, self.descriptor.mediaType)
+        if not isinstance(parsed, Manifest):
+            raise OcibridgeError(f"{store.describe()}:{reference} is an index: name one model manifest "
+                                 "(by its digest) to read its files")
+        self.manifest = parsed
+        self.files: dict[str, RemoteFile] = {}
+        self.packed: dict[str, Descriptor] = {}  # paths of tar layers: no byte ranges there
+        for layer in parsed.layers:
+            path = layer_path(layer)
+            if not path:
+                continue
+            if is_raw(layer):
+                self.files[path.strip("/")] = RemoteFile(path.strip("/"), layer)
+            else:
+                self.packed[path.strip("/")] = layer
+        self._chain: Chain | None = None
+        self._verify_referrer = verify_referrer
+        self._lock = threading.Lock()
+        self._open: dict[str, VerifiedBlob] = {}
+
+    @property
+    def chain(self) -> Chain:
+        """The chunk table trusted for this manifest, found on first use."""
+        with self._lock:
+            if self._chain is None:
+                self._chain = find_chain(self.store, self.descriptor, self.manifest,
+                                         verify_referrer=self._verify_referrer)
+            return self._chain
+
+    def file(self, path: str) -> RemoteFile:
+        key = path.strip("/")
+        if key in self.files:
+            return self.files[key]
+        if key in self.packed:
+            raise OcibridgeError(f"{key} is packed in a tar layer ({self.packed[key].mediaType}): lazy reads "
+                                 "need raw layers (push with --layer KIND=raw)")
+        raise NotFound(f"{self.store.describe()}:{self.reference}: no file {key!r} in the model")
+
+    def open(self, path: str) -> VerifiedBlob:
+        """The verified reader of one file (shared: a second open reuses its cached chunks)."""
+        entry = self.file(path)
+        with self._lock:
+            known = self._open.get(entry.path)
+        if known is not None:
+            return known
+        chain = self.chain
+        chunks = chain.table.for_layer(entry.layer) if chain.table is not None else None
+        on_fallback = None
+        if chunks is None and entry.size >= DEFAULT_THRESHOLD:
+            why = chain.how if chain.table is None else f"the chunk table has no entry for {entry.layer.digest}"
+            on_fallback = self._fallback_notice(entry, why)
+        chunk_size = chain.table.chunk_size if chain.table is not None else 0
+        blob = VerifiedBlob(self.store, entry.layer, chunks, chunk_size, on_fallback=on_fallback)
+        with self._lock:
+            return self._open.setdefault(entry.path, blob)
+
+    def _fallback_notice(self, entry: RemoteFile, why: str) -> Callable[[], None]:
+        def notice() -> None:
+            if self._warn is not None:
+                self._warn(f"{entry.path}: {why}; reading the whole blob ({entry.size} bytes), "
+                           "verified by its digest, instead of byte ranges")
+        return notice
+
+    def read(self, path: str, start: int = 0, end: int | None = None) -> bytes:
+        return self.open(path).read(start, end)
+
+    @property
+    def bytes_fetched(self) -> int:
+        with self._lock:
+            return sum(b.bytes_fetched for b in self._open.values())
+
+    def close(self) -> None:
+        with self._lock:
+            for blob in self._open.values():
+                blob.close()
+            self._open.clear()
+
+
+def _read_manifest(store: LazySource, reference: str) -> tuple[Descriptor, bytes]:
+    read = getattr(store, "read_manifest", None)
+    if read is not None:
+        desc, data = read(reference)
+        return desc, data
+    desc = store.resolve(reference)
+    return desc, store.fetch_bytes(desc)

@@ -1,0 +1,105 @@
+"""One tensor of a safetensors file without the rest: the header, then that tensor's bytes.
+
+Format (huggingface/safetensors): an 8-byte little-endian header length N, N bytes of JSON
+(``name -> {dtype, shape, data_offsets: [begin, end]}``, offsets from byte 8 + N), the data.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.remote.blobreader import VerifiedBlob
+
+#: the safetensors library's own cap on the header
+MAX_HEADER = 100 * 1024 * 1024
+DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2,
+               "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+_NUMPY = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
+          "I32": "int32", "U32": "uint32", "F32": "float32", "I64": "int64", "U64": "uint64", "F64": "float64"}
+
+
+class SafetensorsError(OcibridgeError):
+    """A safetensors header that is malformed or names data outside the file."""
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    start: int  # absolute offsets in the file
+    end: int
+
+
+class RemoteSafetensors:
+    """``keys()``, ``info(name)``, ``get_bytes(name)`` and ``get_tensor(name)`` (numpy) of a file
+    read through a :class:`VerifiedBlob`: only the header's and the asked tensors' chunks move."""
+
+    def __init__(self, blob: VerifiedBlob, name: str = "file"):
+        self.blob = blob
+        self.name = name
+        if blob.size < 8:
+            raise SafetensorsError(f"{name}: {blob.size} bytes is too short for a safetensors file")
+        (length,) = struct.unpack("<Q", blob.read(0, 8))
+        if length > min(MAX_HEADER, blob.size - 8):
+            raise SafetensorsError(f"{name}: header length {length} is past the file or over {MAX_HEADER}")
+        try:
+            header = json.loads(blob.read(8, 8 + length))
+            if not isinstance(header, dict):
+                raise ValueError("not an object")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise SafetensorsError(f"{name}: bad safetensors header: {e}") from None
+        base = 8 + length
+        meta = header.pop("__metadata__", None)
+        self.metadata: dict[str, Any] = meta if isinstance(meta, dict) else {}
+        self.tensors: dict[str, TensorInfo] = {}
+        for key, item in header.items():
+            self.tensors[key] = _info(name, key, item, base, blob.size)
+
+    def keys(self) -> list[str]:
+        return list(self.tensors)
+
+    def info(self, key: str) -> TensorInfo:
+        try:
+            return self.tensors[key]
+        except KeyError:
+            raise SafetensorsError(f"{self.name}: no tensor {key!r}") from None
+
+    def get_bytes(self, key: str) -> bytes:
+        info = self.info(key)
+        return self.blob.read(info.start, info.end)
+
+    def get_tensor(self, key: str) -> Any:
+        """The tensor as a numpy array (numpy is needed; bf16/fp8 have no numpy type)."""
+        info = self.info(key)
+        try:
+            import numpy
+        except ImportError:
+            raise OcibridgeError("get_tensor needs numpy (pip install numpy); get_bytes does not") from None
+        if info.dtype not in _NUMPY:
+            raise SafetensorsError(f"{self.name}: {key} is {info.dtype}, which numpy has no type for: "
+                                   "use get_bytes")
+        dtype = numpy.dtype(_NUMPY[info.dtype]).newbyteorder("<")
+        return numpy.frombuffer(self.get_bytes(key), dtype=dtype).reshape(info.shape)
+
+
+def _info(name: str, key: str, item: object, base: int, size: int) -> TensorInfo:
+    bad = SafetensorsError(f"{name}: tensor {key!r}: malformed header entry")
+    if not isinstance(item, dict):
+        raise bad
+    dtype, shape, offsets = item.get("dtype"), item.get("shape"), item.get("data_offsets")
+    if not isinstance(dtype, str) or not isinstance(shape, list) or not isinstance(offsets, list) \
+            or len(offsets) != 2 or not all(isinstance(d, int) and d >= 0 for d in [*shape, *offsets]):
+        raise bad
+    begin, end = offsets
+    if begin > end or base + end > size:
+        raise SafetensorsError(f"{name}: tensor {key!r} lies outside the file's data")
+    width = DTYPE_BYTES.get(dtype)
+    if width is not None and math.prod(shape) * width != end - begin:
+        raise SafetensorsError(f"{name}: tensor {key!r}: {end - begin} bytes for {dtype}{shape}")
+    return TensorInfo(key, dtype, tuple(shape), base + begin, base + end)

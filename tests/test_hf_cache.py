@@ -1,0 +1,174 @@
+"""The Hugging Face Hub cache both ways (issue 28), checked with the real huggingface_hub and
+transformers (no deep-learning framework needed): a pulled model is found by repo id offline,
+and a cache written by huggingface_hub's own helpers pushes with its origin and comes back
+byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+from huggingface_hub import file_download
+
+from ocibridge.cache.models import ModelCache
+from ocibridge.cli.commands import main
+from ocibridge.oci.digest import split_digest
+
+CONFIG = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
+          "intermediate_size": 64, "vocab_size": 6}
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture(autouse=True)
+def hub(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "hf-home" / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(root))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing here may reach the Hub
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(root))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    return root
+
+
+def make_model(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "config.json").write_text(json.dumps(CONFIG))
+    (root / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n")
+    (root / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
+                                                             "do_lower_case": True}))
+    (root / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      " + bytes(range(256)) * 64)
+    (root / "extra").mkdir()
+    (root / "extra" / "notes.md").write_text("# tiny\n")
+    return root
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def git_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_a_pulled_model_is_found_by_repo_id_offline(tmp_path, capsys, hub, registry, unique_repo):
+    from transformers import AutoConfig, AutoTokenizer
+
+    src = make_model(tmp_path / "src")
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert main(["push", str(src), ref, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["pull", ref, "hf:acme/tiny", "--json"]) == 0
+    pulled = json.loads(capsys.readouterr().out)
+    assert pulled["format"] == "hf"
+    where = Path(huggingface_hub.snapshot_download("acme/tiny", local_files_only=True))
+    assert files_of(where) == files_of(src)
+    report = huggingface_hub.scan_cache_dir(hub)
+    assert report.warnings == []
+    (repo,) = report.repos
+    assert repo.repo_id == "acme/tiny" and repo.repo_type == "model" and repo.nb_files == 5
+    (revision,) = repo.revisions
+    assert revision.refs == frozenset({"main"})
+    blobs = {p.name for p in (hub / "models--acme--tiny" / "blobs").iterdir()}
+    weights = (src / "model.safetensors").read_bytes()
+    assert hashlib.sha256(weights).hexdigest() in blobs  # an LFS file: named by its sha256
+    assert git_sha1((src / "config.json").read_bytes()) in blobs  # a small text file: by its git sha1
+    # one copy on disk: the Hub's blob is the model cache's
+    in_cache = ModelCache().blobs.blob_path("sha256:" + hashlib.sha256(weights).hexdigest())
+    hub_blob = hub / "models--acme--tiny" / "blobs" / hashlib.sha256(weights).hexdigest()
+    assert hub_blob.stat().st_ino == in_cache.stat().st_ino
+    config = AutoConfig.from_pretrained("acme/tiny", local_files_only=True)
+    assert config.hidden_size == 32 and config.model_type == "bert"
+    tokenizer = AutoTokenizer.from_pretrained("acme/tiny", local_files_only=True)
+    assert tokenizer.tokenize("Hello world") == ["hello", "world"]
+    # pulled again: the snapshot of that commit is replaced whole, nothing left beside it
+    assert main(["pull", ref, "hf:acme/tiny", "-q"]) == 0
+    assert [p.name for p in (hub / "models--acme--tiny" / "snapshots").iterdir()] == [revision.commit_hash]
+    assert huggingface_hub.scan_cache_dir(hub).warnings == []
+    assert files_of(Path(huggingface_hub.snapshot_download("acme/tiny", local_files_only=True))) == files_of(src)
+
+
+def write_with_huggingface_hub(hub: Path, repo_id: str, src: Path, commit: str) -> None:
+    """Lay ``src`` out as huggingface_hub does after a download, with its own helpers."""
+    folder = hub / file_download.repo_folder_name(repo_id=repo_id, repo_type="model")
+    for path in sorted(p for p in src.rglob("*") if p.is_file()):
+        rel = path.relative_to(src).as_posix()
+        data = path.read_bytes()
+        etag = hashlib.sha256(data).hexdigest() if rel.endswith(".safetensors") else git_sha1(data)
+        blob = folder / "blobs" / etag
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        pointer = Path(file_download._get_pointer_path(str(folder), commit, rel))
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        file_download._create_symlink(str(blob), str(pointer), new_blob=False)
+    file_download._cache_commit_hash_for_specific_revision(str(folder), "main", commit)
+
+
+def test_a_hub_cache_pushes_with_its_origin_and_pulls_back_byte_identical(tmp_path, capsys, hub, registry,
+                                                                          unique_repo):
+    src = make_model(tmp_path / "src")
+    write_with_huggingface_hub(hub, "acme/source", src, COMMIT)
+    assert huggingface_hub.scan_cache_dir(hub).warnings == []
+    ref = f"{registry.host}/{unique_repo}:hf"
+    assert main(["push", "hf:acme/source", ref, "-q", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", ref, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    annotations = info["annotations"]
+    assert annotations["org.opencontainers.image.source"] == "https://huggingface.co/acme/source"
+    assert annotations["org.opencontainers.image.revision"] == COMMIT
+    out = tmp_path / "back"
+    assert main(["pull", ref, str(out), "-q"]) == 0
+    assert files_of(out) == files_of(src)
+    # and into the Hub cache again under another name: the same commit, the same files
+    assert main(["pull", ref, "hf:acme/copy", "-q"]) == 0
+    assert (hub / "models--acme--copy" / "refs" / "main").read_text() == COMMIT
+    where = Path(huggingface_hub.snapshot_download("acme/copy", local_files_only=True))
+    assert where.name == COMMIT and files_of(where) == files_of(src)
+    # by commit, the same artifact (pushes are reproducible)
+    digest = info["digest"]
+    capsys.readouterr()
+    assert main(["push", f"hf:acme/source@{COMMIT}", f"{registry.host}/{unique_repo}:by-commit", "--json",
+                 "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["digest"] == digest
+    assert split_digest(digest)[0] == "sha256"
+
+
+@pytest.mark.parametrize("source, words", [("hf:acme/absent", "not in the Hugging Face cache"),
+                                           ("hf:acme/source@v9", "not in the Hugging Face cache"),
+                                           ("hf:../etc", "not a Hugging Face repo id")])
+def test_hub_cache_source_mistakes_are_one_line(tmp_path, capsys, hub, source, words):
+    write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)
+    code = main(["push", source, f"oci:{tmp_path / 'layout'}:t", "-q"])
+    err = capsys.readouterr().err
+    assert code in (1, 2) and err.count("\n") == 1 and words in err, err
+    assert not (tmp_path / "layout").exists()
+
+
+def test_path_hf_lays_the_snapshot_out_in_the_hub_cache_too(tmp_path, capsys, hub, registry, unique_repo):
+    from transformers import AutoConfig
+
+    src = make_model(tmp_path / "src")
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert main(["push", str(src), ref, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["path", ref, "--hf", "acme/via-path"]) == 0
+    snapshot = Path(capsys.readouterr().out.strip())
+    where = Path(huggingface_hub.snapshot_download("acme/via-path", local_files_only=True))
+    assert files_of(where) == files_of(src) == files_of(snapshot)
+    assert (where / "model.safetensors").resolve().stat().st_ino == (snapshot / "model.safetensors").stat().st_ino
+    assert AutoConfig.from_pretrained("acme/via-path", local_files_only=True).hidden_size == 32
+    assert main(["path", f"{registry.host}/{unique_repo}:absent", "--hf", "../bad"]) == 2  # before any request
+    assert "not a Hugging Face repo id" in capsys.readouterr().err
+
+
+def test_a_hub_snapshot_link_leaving_the_repo_folder_is_refused(tmp_path, capsys, hub):
+    write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not part of any model")
+    (hub / "models--acme--source" / "snapshots" / COMMIT / "stolen.txt").symlink_to(secret)
+    assert main(["push", "hf:acme/source", f"oci:{tmp_path / 'layout'}:t", "-q"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "stolen.txt does not lead to a file of the cache" in err
+    assert not (tmp_path / "layout").exists()
