@@ -318,3 +318,20 @@ def test_bad_learnt_settings_are_one_line(entry, tmp_path, monkeypatch):
     with pytest.raises(OcibridgeError) as e:
         hosts.host_settings("r.example")
     assert "\n" not in str(e.value) and "registry.'r.example'" in str(e.value)
+
+
+@pytest.mark.parametrize("name", ["gar", "cloudflare", "ecr"])
+def test_mirror_job_into_a_profile(name, registry, fault_proxy, unique_repo, tmp_path):
+    """A mirror job (the copy under every mirror run) into a registry with a quirk."""
+    from ocibridge.mirror import load_job, run_job
+
+    files = _model(tmp_path / "model")
+    api.push(str(tmp_path / "model"), f"{registry.host}/{unique_repo}:v1", transfer=_opts())
+    fault_proxy.quirks[:] = PROFILES[name]()
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(f"sync:\n  - source: {registry.host}/{unique_repo}\n"
+                        f"    target: {fault_proxy.host}/{unique_repo}-mirror\n    tags: {{latest: 1}}\n")
+    summary = run_job(load_job(job_file))
+    assert summary.ok, summary.format_text()
+    assert _taken_upload_bytes(fault_proxy) < sum(len(d) for d in files.values()) + 64 * KiB
+    _pulled(fault_proxy, f"{fault_proxy.host}/{unique_repo}-mirror:v1", tmp_path / "out", files)
