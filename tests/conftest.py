@@ -26,6 +26,13 @@ def _fresh_blob_homes():
 
 
 @pytest.fixture(autouse=True)
+def _own_registry_settings(tmp_path, monkeypatch):
+    """What the client learns about a registry (upload form, body cap: uploadpolicy.py) goes
+    to the settings file: each test has its own, never the user's, and starts knowing nothing."""
+    monkeypatch.setenv("OCIBRIDGE_REGISTRIES_CONF", str(tmp_path / "registries.toml"))
+
+
+@pytest.fixture(autouse=True)
 def _own_pull_cache(tmp_path, monkeypatch):
     """Pulls into directories and archives go through a content cache (ocibridge.transfer.pullcache):
     each test has its own, never the user's."""

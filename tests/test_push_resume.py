@@ -22,7 +22,7 @@ import httpx
 import pytest
 from support.faultproxy import buffer_request, throttle
 
-from ocibridge.stores.registry.blobs import RESUMABLE_MIN
+from ocibridge.stores.registry.upload import RESUMABLE_MIN
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MiB = 1024 * 1024
@@ -223,7 +223,7 @@ def test_a_source_shorter_than_its_size_fails_the_streamed_chunks(registry, uniq
     from ocibridge.errors import DigestMismatch
     from ocibridge.oci.models import Descriptor
     from ocibridge.stores.registry import open_repository
-    from ocibridge.stores.registry.blobs import BlobUpload
+    from ocibridge.stores.registry.upload import BlobUpload
 
     data = os.urandom(3 * MiB)
     desc = Descriptor(mediaType="application/octet-stream", digest="sha256:" + "1" * 64, size=12 * MiB)

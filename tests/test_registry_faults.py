@@ -33,7 +33,7 @@ from ocibridge.errors import DigestMismatch, RegistryError
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore
-from ocibridge.stores.registry import RegistryStore, blobs, open_repository
+from ocibridge.stores.registry import RegistryStore, download, open_repository
 from ocibridge.transfer.copy import copy
 
 SIZE = 1_000_000
@@ -116,7 +116,7 @@ def test_corrupted_manifest_rejected(registry, fault_proxy):
 @pytest.mark.parametrize("fault", [drop_response(after=300_000), truncate(missing=1000)])
 def test_socket_read_resumes_after_a_cut(registry, fault_proxy, monkeypatch, fault):
     """Big bodies are read off the socket, not through h11: cuts still resume with Range."""
-    monkeypatch.setattr(blobs, "DIRECT_MIN", 0)
+    monkeypatch.setattr(download, "DIRECT_MIN", 0)
     sizes = []
     read = SyncStream.read
 
@@ -137,7 +137,7 @@ def test_socket_read_resumes_after_a_cut(registry, fault_proxy, monkeypatch, fau
 
 
 def test_socket_read_of_corrupt_bytes_is_rejected(registry, fault_proxy, monkeypatch, tmp_path):
-    monkeypatch.setattr(blobs, "DIRECT_MIN", 0)
+    monkeypatch.setattr(download, "DIRECT_MIN", 0)
     repo, layer_desc, _, _ = _artifact(registry)
     fault_proxy.add("GET", f"/blobs/{layer_desc.digest}", corrupt(offset=SIZE - 1), times=None)
     out = LayoutStore(tmp_path / "out", create=True)
@@ -176,7 +176,7 @@ def stalling_server():
 
 @pytest.mark.parametrize("direct_min", [0, 1 << 40], ids=["socket", "h11"])
 def test_close_stops_a_download_blocked_on_the_network(stalling_server, monkeypatch, direct_min):
-    monkeypatch.setattr(blobs, "DIRECT_MIN", direct_min)
+    monkeypatch.setattr(download, "DIRECT_MIN", direct_min)
     desc = Descriptor(mediaType=OCI_LAYER_TAR, digest="sha256:" + "1" * 64, size=50_000_000)
     with open_repository(host=stalling_server, repository="stall", read_timeout=10) as store:
         reader = store.open_blob(desc)
@@ -189,8 +189,8 @@ def test_close_stops_a_download_blocked_on_the_network(stalling_server, monkeypa
 
 
 def test_unclosed_reader_does_not_leave_its_thread_behind(registry, monkeypatch):
-    monkeypatch.setattr(blobs, "PIECE", 65536)
-    monkeypatch.setattr(blobs, "PREFETCH_PIECES", 1)
+    monkeypatch.setattr(download, "PIECE", 65536)
+    monkeypatch.setattr(download, "PREFETCH_PIECES", 1)
     repo, layer_desc, layer, _ = _artifact(registry)
     with _open(registry, repo) as src:
         reader = src.open_blob(layer_desc)
@@ -353,8 +353,7 @@ def test_upload_5xx_restarts_and_repush_is_free(registry, fault_proxy, tmp_path)
     assert _registry_blob(registry, new_repo, layer_desc.digest) == layer
 
 
-def test_413_on_monolithic_put_falls_back_to_chunks(registry, fault_proxy, monkeypatch):
-    monkeypatch.setattr("ocibridge.stores.registry.blobs.FALLBACK_CHUNK_SIZE", 300_000)
+def test_413_on_monolithic_put_falls_back_to_chunks(registry, fault_proxy):
     data = os.urandom(SIZE)
     desc = Descriptor.for_bytes(OCI_LAYER_TAR, data)
     repo = f"faults/{uuid.uuid4().hex[:8]}"
@@ -362,7 +361,7 @@ def test_413_on_monolithic_put_falls_back_to_chunks(registry, fault_proxy, monke
     with _open(fault_proxy, repo, backoff_base=0.05) as dst:
         dst.push_blob(desc, io.BytesIO(data))
     patches = fault_proxy.requests_matching("PATCH", "/blobs/uploads/")
-    assert [p.request_bytes for p in patches] == [300_000, 300_000, 300_000, 100_000]
+    assert [p.request_bytes for p in patches] == [500_000, 500_000]  # half the refused body
     assert _registry_blob(registry, repo, desc.digest) == data
 
 

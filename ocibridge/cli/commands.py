@@ -720,6 +720,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         sub.add_parser("k8s", help=K8S_HELP)
         unbuilt[0] = False
     add_signing_commands(command, _add_transfer_flags, _transfer)
+    from ocibridge.cli.registry_check import register as register_check_registry
+
+    register_check_registry(command, _add_transfer_flags)
     from ocibridge.cli.store import register as register_store_commands
 
     register_store_commands(command, _add_transfer_flags)

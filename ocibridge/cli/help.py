@@ -46,6 +46,9 @@ EXAMPLES: dict[str, str] = {
     "tags": """\
   ocibridge tags registry.example/team/tiny
   ocibridge tags oci:/srv/models --json""",
+    "check-registry": """\
+  ocibridge check-registry registry.example               # reachable, API version
+  ocibridge check-registry registry.example/team/scratch --json   # tries uploads, mount, referrers""",
     "login": """\
   ocibridge login registry.example -u alice --password-stdin < token.txt
   ocibridge login localhost:5000 -u alice -p secret --json""",

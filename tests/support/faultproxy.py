@@ -20,7 +20,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -134,8 +134,39 @@ class Reroute:
     name: str = "reroute"
 
 
+@dataclass(frozen=True)
+class CapBody:
+    """Read the whole request body first (as Cloudflare or nginx does); one over ``limit``
+    bytes is answered ``code`` and never reaches the registry, a smaller one is forwarded."""
+
+    limit: int
+    code: int = 413
+    body: bytes = b"<html><head><title>413 Request Entity Too Large</title></head></html>"
+    name: str = "cap_body"
+
+
+@dataclass(frozen=True)
+class Serve:
+    """Answer from ``handler(proxy, request, body)`` (the request body read first): a quirk
+    that needs the body, or answers a route the registry does not have."""
+
+    handler: Callable[[FaultProxy, RecordedRequest, bytes], Status]
+    name: str = "serve"
+
+
 Action = (Status | DropResponse | Truncate | Corrupt | DropRequest | LoseResponse | Delay
-          | Throttle | IgnoreRange | BufferRequest | Reroute)
+          | Throttle | IgnoreRange | BufferRequest | Reroute | CapBody | Serve)
+
+
+class Quirk(Protocol):
+    """A standing behaviour of a registry (tests/support/profiles.py): consulted for every
+    request before the rules (which apply when no quirk acts); may answer or transform it,
+    and rewrite the response's headers."""
+
+    def on_request(self, proxy: FaultProxy, rec: RecordedRequest) -> Action | None: ...
+
+    def on_response(self, rec: RecordedRequest, status: int,
+                    headers: list[tuple[str, str]]) -> list[tuple[str, str]]: ...
 
 
 def status(code: int, retry_after: float | None = None, body: bytes = b"",
@@ -269,6 +300,8 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
         self._requests: list[RecordedRequest] = []
+        #: standing behaviours (a registry profile), after the rules
+        self.quirks: list[Quirk] = []
         server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         server.daemon_threads = True
         self._server = server
@@ -344,6 +377,19 @@ class FaultProxy:
                 rule.applied += 1
                 return rule.action
         return None
+
+    def upstream(self, method: str, path: str, headers: dict[str, str] | None = None,
+                 body: bytes | None = None) -> tuple[int, list[tuple[str, str]], bytes]:
+        """One request straight to the registry (for quirks that answer themselves)."""
+        conn = self._connect()
+        try:
+            conn.request(method, path, body=body, headers={"Host": self.upstream_netloc, **(headers or {})})
+            resp = conn.getresponse()
+            data = resp.read()
+            return resp.status, [(k, self._rewrite_location(v) if k.lower() == "location" else v)
+                                 for k, v in resp.getheaders()], data
+        finally:
+            conn.close()
 
     def _connect(self) -> http.client.HTTPConnection:
         host, _, port = self.upstream_netloc.rpartition(":")
@@ -421,9 +467,23 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self.command, self.path, {k.lower(): v for k, v in self.headers.items()}
             )
             proxy._record(rec)
-            action = proxy._pick(self.command, self.path)
+            action = None
+            for quirk in proxy.quirks:  # the registry's own behaviour first (a 401, a 413)
+                action = quirk.on_request(proxy, rec)
+                if action is not None:
+                    break
+            if action is None:
+                action = proxy._pick(self.command, self.path)
             rec.action = action.name if action else None
             try:
+                if isinstance(action, Serve):
+                    body = b"".join(self._body_pieces())
+                    rec.request_bytes = len(body)
+                    self._answer(rec, action.handler(proxy, rec, body), read=False)
+                    return
+                if isinstance(action, CapBody):
+                    self._capped(rec, action)
+                    return
                 if isinstance(action, Status):
                     self._answer(rec, action)
                     return
@@ -435,8 +495,27 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             except (OSError, http.client.HTTPException):
                 self._cut()
 
-        def _answer(self, rec: RecordedRequest, action: Status) -> None:
+        def _capped(self, rec: RecordedRequest, action: CapBody) -> None:
+            pieces = []
             for piece in self._body_pieces():
+                rec.request_bytes += len(piece)
+                if rec.request_bytes <= action.limit:
+                    pieces.append(piece)
+            if rec.request_bytes > action.limit:
+                self._answer(rec, Status(action.code, None, action.body,
+                                         (("Content-Type", "text/html"),)), read=False)
+                return
+            conn = proxy._connect()
+            try:
+                self._send_buffered(conn, rec, BufferRequest(), True, b"".join(pieces))
+                resp = conn.getresponse()
+                rec.answered = time.time()
+                self._relay(resp, rec, None)
+            finally:
+                conn.close()
+
+        def _answer(self, rec: RecordedRequest, action: Status, read: bool = True) -> None:
+            for piece in self._body_pieces() if read else ():
                 rec.request_bytes += len(piece)
             self.send_response_only(action.code)
             if not any(k.lower() == "content-type" for k, _ in action.headers):
@@ -503,11 +582,11 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 conn.send(b"0\r\n\r\n")
 
         def _send_buffered(self, conn: http.client.HTTPConnection, rec: RecordedRequest,
-                           action: BufferRequest, has_body: bool) -> None:
+                           action: BufferRequest, has_body: bool, read: bytes | None = None) -> None:
             """The whole body first (a cut raises _Cut: nothing was forwarded), then the
             request with a Content-Length."""
-            pieces = []
-            if has_body:
+            pieces = [] if read is None else [read]
+            if has_body and read is None:
                 for piece in self._body_pieces():
                     rec.request_bytes += len(piece)
                     pieces.append(piece)
@@ -534,7 +613,10 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             chunked_out = not no_body and length is None
             rec.status = resp.status  # recorded before the client can see the answer and move on
             self.send_response_only(resp.status, resp.reason)
-            for name, value in resp.getheaders():
+            out = resp.getheaders()
+            for quirk in proxy.quirks:
+                out = quirk.on_response(rec, resp.status, out)
+            for name, value in out:
                 lname = name.lower()
                 if lname in HOP_BY_HOP:
                     continue

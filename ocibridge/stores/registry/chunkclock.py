@@ -7,7 +7,7 @@ hash state, answers; the next PATCH reopens it), ~50-100 ms on a loaded loopback
 link chunks must be large (32 MiB chunks made a 1 GiB push 1.2-1.6× one PUT); a chunk of a
 few seconds keeps it a few per cent, and is what a ``kill -9`` loses at most when the
 registry keeps the session. A Ctrl-C does not depend on the size: a streamed chunk ends early
-(see blobs.py). Chunks are sent streamed, of a fixed size too (``--chunk-size``: every chunk
+(see upload.py). Chunks are sent streamed, of a fixed size too (``--chunk-size``: every chunk
 that size, but able to end early, so a Ctrl-C at any chunk size and rate leaves a session the
 registry keeps); only the registry's ``OCI-Chunk-Min-Length`` makes them Content-Range chunks
 (a chunk ended early could be shorter than that minimum, and refused).
@@ -49,6 +49,8 @@ class ChunkClock:
         self._last_byte = 0.0
         self.rate: float | None = None  # bytes/s over the last answered chunk, its wait included
         self.wait: float | None = None  # seconds from its last byte handed over to its answer
+        #: no chunk larger than this (a body cap the registry or a proxy before it has)
+        self.cap: int | None = None
 
     @property
     def streamed(self) -> bool:
@@ -66,7 +68,7 @@ class ChunkClock:
 
     def next_size(self, left: int) -> int:
         """The size of the next chunk, ``left`` bytes being still to send."""
-        return max(1, min(self._next, left))
+        return max(1, min(self._next, left, self.cap or left))
 
     def started(self, size: int) -> None:
         with self._lock:

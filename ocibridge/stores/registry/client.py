@@ -43,6 +43,7 @@ from ocibridge.stores.registry.transport import (
     with_policy,
 )
 from ocibridge.stores.registry.trust import host_cert_files, ssl_context
+from ocibridge.stores.registry.uploadpolicy import UploadPolicy
 
 __all__ = [
     "MAX_REDIRECTS", "REDIRECT_STATUSES", "RETRY_STATUSES", "ClientOptions", "RegistryClient",
@@ -180,6 +181,14 @@ class RegistryClient:
                                   plain_allowed=lambda where: _plain_allowed(host, o, where))
         self.backoff = Backoff(o.max_retries, o.backoff_base, o.backoff_cap, o.retry_after_cap)
         self.transport = build_stack(host, o, self.origin, self.stats, bottom, self.auth, self.backoff)
+        self._uploads: UploadPolicy | None = None
+
+    @property
+    def uploads(self) -> UploadPolicy:
+        """The upload form this registry takes (learnt, remembered per host: uploadpolicy.py)."""
+        if self._uploads is None:
+            self._uploads = UploadPolicy.load(self.host)
+        return self._uploads
 
     @property
     def base(self) -> str:
@@ -191,7 +200,7 @@ class RegistryClient:
         self._network.close()
 
     def _sleep(self, attempt: int, retry_after: float | None) -> None:
-        """The retry layer's backoff, for uploads that recover on their own (blobs.py)."""
+        """The retry layer's backoff, for uploads that recover on their own (upload.py)."""
         self.transport.sleep(attempt, retry_after)
 
     def url(self, path: str) -> str:
@@ -237,6 +246,9 @@ class RegistryClient:
         text += f"{code}: {message}" if code else f"HTTP {response.status_code}"
         if not code and message:
             text += f": {message}"
+        limit = response.headers.get("ratelimit-limit")
+        if response.status_code == 429 and limit:
+            text += f" (RateLimit-Limit {limit}, remaining {response.headers.get('ratelimit-remaining', '?')})"
         sent = response.request.headers.get("authorization") is not None
         return RegistryError(_one_line_str(text), response.status_code, code, credentials_sent=sent)
 

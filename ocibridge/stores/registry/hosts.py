@@ -7,9 +7,13 @@
     plain_http = false                      # false: TLS even on a loopback address
     insecure = false                        # true: TLS without verification
     mirrors = ["mirror.internal:5000"]      # reads try these first (same repository), then the host
+    upload = "monolithic"                   # learnt: no chunked (PATCH) uploads (or "chunked")
+    max_body = 8388608                      # learnt: request bodies over this are refused (a cap)
 
 ``ocibridge login HOST --ca-file F`` (and ``--plain-http``/``--insecure``) writes the host's
 entry, so later commands need no flag. Flags on the command line win over the file.
+``upload`` and ``max_body`` are written by the client when a registry refuses an upload form
+(uploadpolicy.py), so later pushes start with what works there.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ class HostSettings:
     insecure: bool | None = None
     ca_file: str | None = None
     mirrors: tuple[str, ...] = ()
+    upload: str | None = None  # "monolithic" or "chunked": what the registry takes
+    max_body: int | None = None  # the largest request body known to pass
+
+
+UPLOAD_FORMS = ("monolithic", "chunked")
 
 
 def settings_path() -> Path:
@@ -66,7 +75,7 @@ def host_settings(host: str) -> HostSettings:
         return HostSettings()
     if not isinstance(entry, dict):
         raise OcibridgeError(f"{path}: registry.{host!r} is not a table")
-    unknown = set(entry) - {"plain_http", "insecure", "ca_file", "mirrors"}
+    unknown = set(entry) - {"plain_http", "insecure", "ca_file", "mirrors", "upload", "max_body"}
     if unknown:
         raise OcibridgeError(f"{path}: registry.{host!r}: unknown setting {sorted(unknown)[0]!r}")
     for key in ("plain_http", "insecure"):
@@ -78,7 +87,14 @@ def host_settings(host: str) -> HostSettings:
     mirrors = entry.get("mirrors", [])
     if not isinstance(mirrors, list) or not all(isinstance(m, str) and m for m in mirrors):
         raise OcibridgeError(f"{path}: registry.{host!r}.mirrors must be a list of host[:port][/namespace]")
-    return HostSettings(entry.get("plain_http"), entry.get("insecure"), ca_file, tuple(mirrors))
+    upload = entry.get("upload")
+    if upload is not None and upload not in UPLOAD_FORMS:
+        raise OcibridgeError(f"{path}: registry.{host!r}.upload must be one of {', '.join(UPLOAD_FORMS)}")
+    max_body = entry.get("max_body")
+    if max_body is not None and (type(max_body) is not int or max_body < 1):
+        raise OcibridgeError(f"{path}: registry.{host!r}.max_body must be a positive number of bytes")
+    return HostSettings(entry.get("plain_http"), entry.get("insecure"), ca_file, tuple(mirrors),
+                        upload, max_body)
 
 
 def remember(host: str, *, plain_http: bool | None = None, insecure: bool | None = None,
@@ -90,6 +106,16 @@ def remember(host: str, *, plain_http: bool | None = None, insecure: bool | None
         return None
     if "ca_file" in given:
         given["ca_file"] = str(Path(given["ca_file"]).resolve())
+    return _merge(host, given)
+
+
+def remember_upload(host: str, *, upload: str | None = None, max_body: int | None = None) -> Path | None:
+    """Record what a registry was seen to take for uploads (others kept)."""
+    given: dict[str, Any] = {k: v for k, v in (("upload", upload), ("max_body", max_body)) if v is not None}
+    return _merge(host, given) if given else None
+
+
+def _merge(host: str, given: dict[str, Any]) -> Path:
     import tomli_w
 
     path = settings_path()

@@ -72,7 +72,8 @@ class RetryTransport(Layer):
                 self.sleep(attempt, None)
                 attempt += 1
                 continue
-            if response.status_code in RETRY_STATUSES and retry and attempt < self.backoff.max_retries:
+            if response.status_code in RETRY_STATUSES and retry and attempt < self.backoff.max_retries \
+                    and not quota_exhausted(response):
                 wait = retry_after_seconds(response.headers.get("retry-after"))
                 discard(response)
                 self.sleep(attempt, wait)
@@ -85,6 +86,16 @@ class RetryTransport(Layer):
         recovery wait here too)."""
         self.stats.add(retries=1)
         interrupt.sleep(self.backoff.delay(attempt, retry_after))
+
+
+def quota_exhausted(response: httpx.Response) -> bool:
+    """A 429 that says its quota is spent for a window (Docker Hub's pull limit:
+    ``RateLimit-Remaining: 0;w=21600``) and names no ``Retry-After``: retrying within
+    seconds cannot help, so the error is reported at once, naming the limit."""
+    if response.status_code != 429 or response.headers.get("retry-after"):
+        return False
+    remaining = str(response.headers.get("ratelimit-remaining", "")).split(";", 1)[0].strip()
+    return remaining == "0"
 
 
 def retry_after_seconds(value: str | None) -> float | None:

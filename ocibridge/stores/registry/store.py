@@ -35,21 +35,13 @@ from ocibridge.oci.reference import RegistryReference, check_tag
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
 from ocibridge.stores.ranged import RangedPlan
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES
-from ocibridge.stores.registry.blobs import (
-    RANGE_PIECE,
-    RESUMABLE_MIN,
-    BlobDownload,
-    BlobUpload,
-    BytesHook,
-    StreamingIngest,
-    pull_scope,
-    push_scopes,
-)
 from ocibridge.stores.registry.bodies import decoded_chunks, read_prefix
 from ocibridge.stores.registry.client import RegistryClient, TransferStats
 from ocibridge.stores.registry.credentials import credential_function
+from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload, BytesHook, pull_scope
 from ocibridge.stores.registry.manifestmemo import ManifestMemo
 from ocibridge.stores.registry.options import RegistryOptions
+from ocibridge.stores.registry.upload import RESUMABLE_MIN, BlobUpload, StreamingIngest, push_scopes
 from ocibridge.stores.registry.uploadstate import UploadState, file_identity
 
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
@@ -97,6 +89,8 @@ class RegistryStore(ClosesOnExit):
         self._present: set[str] = set()
         self._missing: set[str] = set()
         self._fallback_lock = threading.Lock()
+        #: upload sessions a mount answered with (202), by digest, for the upload that follows
+        self._mount_sessions: dict[str, str] = {}
         self._manifests = ManifestMemo()  # fetched by digest: a second read costs no request
 
     # -- plumbing --------------------------------------------------------------------------
@@ -108,6 +102,9 @@ class RegistryStore(ClosesOnExit):
         return f"{self.host}/{self.repository}"
 
     def close(self) -> None:
+        for location in self._mount_sessions.values():  # no upload came: tell the registry
+            self._drop_session(location)
+        self._mount_sessions.clear()
         if self._owns_client:
             self.client.close()
 
@@ -342,9 +339,12 @@ class RegistryStore(ClosesOnExit):
         chunked, state = desc.size >= RESUMABLE_MIN, None
         if chunked:  # chunks, and the session kept for a later run
             state = UploadState.open(self.client.base, self.repository, f"digest:{desc.digest}")
+        with self._fallback_lock:
+            session = self._mount_sessions.pop(desc.digest, None)
         try:
             BlobUpload(self.client, self.repository, desc, reader, chunk_size=self.chunk_size,
-                       chunked=chunked, reopen=reopen, on_bytes=self.on_bytes, state=state).run()
+                       chunked=chunked, reopen=reopen, on_bytes=self.on_bytes, state=state,
+                       session=session).run()
         except RegistryError as e:
             if e.code in ("DIGEST_INVALID", "SIZE_INVALID"):  # the registry checked: the same error
                 raise ContentRejected(str(e), e.status, e.code, e.credentials_sent) from None
@@ -408,13 +408,22 @@ class RegistryStore(ClosesOnExit):
             self._remember(desc.digest)
             return True
         if response.status_code == 202 and response.headers.get("location"):
+            # Not mounted (ECR mounts only blobs a manifest of the source names): the answer
+            # is an upload session, which the upload that follows uses (the spec's intent).
             location = str(response.url.join(response.headers["location"]))
-            with contextlib.suppress(RegistryError):
-                self.client.send("DELETE", location, scopes=scopes, retry=False)
+            with self._fallback_lock:
+                stale = self._mount_sessions.pop(desc.digest, None)
+                self._mount_sessions[desc.digest] = location
+            if stale is not None:
+                self._drop_session(stale)
             return False
         if response.status_code in (401, 403, 404):
             return False  # no right to read the source: the copy streams it instead
         raise self._fail(response, push=True)
+
+    def _drop_session(self, location: str) -> None:
+        with contextlib.suppress(RegistryError, httpx.HTTPError):
+            self.client.send("DELETE", location, scopes=push_scopes(self.repository), retry=False)
 
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
         verify_bytes(data, desc.digest, desc.size, what="manifest")
@@ -436,6 +445,8 @@ class RegistryStore(ClosesOnExit):
             if response.status_code in (200, 201):
                 break
             error = self._fail(response, push=True)
+            if error.code == "MANIFEST_INVALID":
+                raise _artifact_hint(error, data, desc.mediaType)
             if attempt or error.code != "DIGEST_INVALID":
                 raise error
             time.sleep(MANIFEST_RETRY_PAUSE)
@@ -475,6 +486,32 @@ class RegistryStore(ClosesOnExit):
             body = index.to_json_bytes()
             self._put_manifest(Descriptor.for_bytes(OCI_INDEX, body), body,
                                fallback_tag(subject.digest))
+
+
+#: Config media types every registry takes (an image's); others are OCI 1.1-era artifacts.
+IMAGE_CONFIGS = frozenset({"application/vnd.oci.image.config.v1+json",
+                           "application/vnd.docker.container.image.v1+json"})
+
+
+def _artifact_hint(error: RegistryError, data: bytes, media_type: str) -> RegistryError:
+    """A refused manifest that is an artifact's: say so, in the same one line. Registries
+    before OCI 1.1 refuse ``artifactType``, some (GitLab) config types that are not an
+    image's (docs/registry.md); the digest names these bytes, so nothing can be dropped."""
+    try:
+        manifest = parse_manifest_bytes(data, media_type)
+    except OcibridgeError:
+        return error
+    config = manifest.config.mediaType if isinstance(manifest, Manifest) else None
+    parts = []
+    if manifest.artifactType:
+        parts.append(f"artifactType {manifest.artifactType}")
+    if config and config not in IMAGE_CONFIGS:
+        parts.append(f"config media type {config}")
+    if not parts:
+        return error
+    return RegistryError(f"{error}; the registry may not take OCI 1.1 artifact manifests "
+                         f"(this one has {' and '.join(parts)}; see `ocibridge check-registry`)",
+                         error.status, error.code, error.credentials_sent)
 
 
 def _subject_of(data: bytes, media_type: str) -> Descriptor | None:

@@ -1,0 +1,38 @@
+"""``ocibridge check-registry HOST[/REPO]``: what the registry supports, as text or ``--json``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from ocibridge.cli.common import emit, transfer_options
+from ocibridge.core.terminal import human_size, one_line
+
+CommandAdder = Callable[..., argparse.ArgumentParser]
+LABELS = (("chunked_uploads", "chunked (PATCH) uploads"), ("monolithic_uploads", "single-PUT uploads"),
+          ("mount", "cross-repository mount"), ("referrers_api", "OCI 1.1 referrers API"),
+          ("oci_1_1_artifacts", "OCI 1.1 artifact manifests"))
+
+
+def cmd_check_registry(args: argparse.Namespace) -> int:
+    from ocibridge.api.registry_check import check_registry
+
+    report = check_registry(args.target, transfer=transfer_options(args)).as_dict()
+    lines = [f"registry {report['host']}" + (f" (repository {report['repository']})" if report["repository"] else "")]
+    for key, label in LABELS:
+        value = report[key]
+        lines.append(f"  {label}: {'yes' if value else 'unknown' if value is None else 'no'}")
+    if report["max_body"]:
+        lines.append(f"  largest request body known to pass: {human_size(report['max_body'])}")
+    lines += [f"  note: {n}" for n in report["notes"]]
+    emit(args, report, "\n".join(one_line(line) for line in lines))
+    return 0
+
+
+def register(command: CommandAdder, add_transfer_flags: Callable[[Any], None]) -> None:
+    p = command("check-registry", cmd_check_registry,
+                "report what a registry supports (chunked uploads, mount, referrers API, OCI 1.1 artifacts)")
+    p.add_argument("target", metavar="HOST[/REPO]",
+                   help="with a repository, small blobs and an artifact manifest are tried there (push rights)")
+    add_transfer_flags(p)

@@ -1,0 +1,179 @@
+"""``ocibridge check-registry``: ask a registry what it supports, by trying it.
+
+Registries differ in what they take (docs/registry.md); their answers, not their names, say it.
+With a repository the probe writes there what a push would, but no manifest that stays and no
+tag: two small random blobs (one sent in a PATCH chunk, one in a single PUT), a mount of one
+into ``REPO-ocibridge-probe``, and an OCI 1.1 artifact manifest (``artifactType``, the empty
+config) deleted again where the registry allows deletes. The referrers API is asked with a
+GET. What the uploads teach is remembered for the host, as a push would (uploadpolicy.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+from ocibridge.errors import OcibridgeError, RegistryError
+from ocibridge.oci.digest import sha256_bytes
+from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST
+from ocibridge.stores.registry.client import RegistryClient
+from ocibridge.stores.registry.download import pull_scope
+from ocibridge.stores.registry.upload import push_scopes
+from ocibridge.stores.registry.uploadpolicy import CONTENT_CODES
+
+EMPTY_CONFIG = "application/vnd.oci.empty.v1+json"
+PROBE_ARTIFACT = "application/vnd.ocibridge.probe.v1"
+
+
+@dataclass
+class RegistryReport:
+    """What a registry was seen to support; None where the probe could not tell."""
+
+    host: str
+    repository: str | None
+    api_version: str | None
+    chunked_uploads: bool | None = None
+    monolithic_uploads: bool | None = None
+    mount: bool | None = None
+    referrers_api: bool | None = None
+    oci_1_1_artifacts: bool | None = None
+    max_body: int | None = None  # the largest request body known to pass (settings file)
+    notes: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["notes"] = list(self.notes)
+        return out
+
+
+def probe(client: RegistryClient, repository: str | None) -> RegistryReport:
+    """Try each capability against ``client``'s registry (in ``repository`` when given)."""
+    response = client.send("GET", "/v2/")
+    if response.status_code not in (200, 401):
+        raise client.error(response, "does not answer as an OCI registry")
+    report = RegistryReport(client.host, repository, response.headers.get("docker-distribution-api-version"))
+    if repository is None:
+        report.notes = ("give HOST/REPO to try uploads, mounts, referrers and artifacts (it needs push rights)",)
+        return report
+    notes: list[str] = []
+    scopes = push_scopes(repository)
+    chunked = os.urandom(64)
+    report.chunked_uploads = _upload(client, repository, chunked, scopes, chunk=True, notes=notes)
+    whole = os.urandom(64)
+    report.monolithic_uploads = _upload(client, repository, whole, scopes, chunk=False, notes=notes)
+    blob = whole if report.monolithic_uploads else chunked
+    if report.monolithic_uploads or report.chunked_uploads:
+        report.mount = _mount(client, repository, sha256_bytes(blob), notes)
+        report.oci_1_1_artifacts = _artifact(client, repository, notes)
+    report.referrers_api = _referrers(client, repository)
+    report.max_body = client.uploads.max_body
+    report.notes = tuple(notes)
+    return report
+
+
+def _start(client: RegistryClient, path: str, scopes: tuple[str, ...],
+           params: dict[str, str] | None = None) -> httpx.Response:
+    return client.send("POST", path, scopes=scopes, content=b"", params=params)
+
+
+def _upload(client: RegistryClient, repository: str, data: bytes, scopes: tuple[str, ...], *,
+            chunk: bool, notes: list[str]) -> bool | None:
+    """One small blob: POST, then a PATCH chunk and an empty PUT, or a single PUT."""
+    response = _start(client, f"/v2/{repository}/blobs/uploads/", scopes)
+    if response.status_code != 202 or not response.headers.get("location"):
+        notes.append(f"starting an upload: HTTP {response.status_code}")
+        return None
+    location = str(response.url.join(response.headers["location"]))
+    body = data
+    if chunk:
+        response = client.send("PATCH", location, scopes=scopes, content=data, retry=False,
+                               headers={"Content-Type": "application/octet-stream",
+                                        "Content-Range": f"0-{len(data) - 1}"})
+        if response.status_code != 202:
+            code = client.error(response, "").code
+            if code in CONTENT_CODES:
+                notes.append(f"a PATCH chunk: HTTP {response.status_code} {code}")
+                return None
+            client.uploads.no_chunks()
+            with contextlib.suppress(RegistryError, httpx.HTTPError):
+                client.send("DELETE", location, scopes=scopes, retry=False)
+            return False
+        location = str(response.url.join(response.headers.get("location") or location))
+        body = b""
+    url = str(httpx.URL(location).copy_merge_params({"digest": sha256_bytes(data)}))
+    response = client.send("PUT", url, scopes=scopes, content=body, retry=False,
+                           headers={"Content-Type": "application/octet-stream"})
+    if response.status_code != 201:
+        notes.append(f"closing a {'chunked' if chunk else 'single-PUT'} upload: HTTP {response.status_code}")
+        return False
+    return True
+
+
+def _mount(client: RegistryClient, repository: str, digest: str, notes: list[str]) -> bool | None:
+    """Mount the blob just sent into a sibling repository: 201 mounted, 202 not."""
+    other = f"{repository}-ocibridge-probe"
+    scopes = (*push_scopes(other), pull_scope(repository))
+    response = _start(client, f"/v2/{other}/blobs/uploads/", scopes, {"mount": digest, "from": repository})
+    if response.status_code == 201:
+        return True
+    if response.status_code == 202:
+        if response.headers.get("location"):
+            with contextlib.suppress(RegistryError, httpx.HTTPError):
+                client.send("DELETE", str(response.url.join(response.headers["location"])),
+                            scopes=scopes, retry=False)
+        return False
+    notes.append(f"mount into {other}: HTTP {response.status_code}")
+    return None
+
+
+def _artifact(client: RegistryClient, repository: str, notes: list[str]) -> bool | None:
+    """PUT an OCI 1.1 artifact manifest (artifactType, empty config), by digest; delete it."""
+    scopes = push_scopes(repository)
+    empty = b"{}"
+    if not _upload(client, repository, empty, scopes, chunk=False, notes=notes):
+        return None
+    descriptor = {"mediaType": EMPTY_CONFIG, "digest": sha256_bytes(empty), "size": len(empty)}
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "artifactType": PROBE_ARTIFACT,
+                           "config": descriptor, "layers": [descriptor],
+                           "annotations": {"org.opencontainers.image.title": os.urandom(8).hex()}},
+                          separators=(",", ":")).encode()
+    digest = sha256_bytes(manifest)
+    response = client.send("PUT", f"/v2/{repository}/manifests/{digest}", scopes=scopes,
+                           content=manifest, headers={"Content-Type": OCI_MANIFEST})
+    if response.status_code in (400, 415):
+        return False
+    if response.status_code not in (200, 201):
+        notes.append(f"an artifact manifest: HTTP {response.status_code}")
+        return None
+    with contextlib.suppress(RegistryError, httpx.HTTPError):
+        client.send("DELETE", f"/v2/{repository}/manifests/{digest}",
+                    scopes=(f"repository:{repository}:delete",), retry=False)
+    return True
+
+
+def _referrers(client: RegistryClient, repository: str) -> bool | None:
+    response = client.send("GET", f"/v2/{repository}/referrers/sha256:{'0' * 64}",
+                           scopes=(pull_scope(repository),), headers={"Accept": OCI_INDEX})
+    kind = (response.headers.get("content-type") or "").split(";")[0].strip()
+    if response.status_code == 200:
+        return kind == OCI_INDEX
+    if response.status_code in (404, 405, 400):
+        return False
+    return None
+
+
+def check_registry(target: str, client_for: Any) -> RegistryReport:
+    """``HOST[/REPO]`` probed through the client ``client_for(host)`` builds."""
+    host, _, repository = target.partition("/")
+    if not host or "/" in host or any(c in target for c in " @"):
+        raise OcibridgeError(f"check-registry takes HOST or HOST/REPO, not {target!r}")
+    client = client_for(host)
+    try:
+        return probe(client, repository or None)
+    finally:
+        client.close()

@@ -1,0 +1,618 @@
+"""Blob uploads: one PUT for a small source, PATCH chunks for a large one, resumable.
+
+Each chunk the registry answered is durable there; when interrupted an upload asks the
+registry how far it got (GET on the upload URL) and continues from there, or restarts cleanly
+when the registry lost the session. With an :class:`UploadState` the session URL and offset
+outlive the process, so the same push run again after ``kill -9`` continues too. Downloads are
+in download.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import BinaryIO
+
+import httpx
+
+from ocibridge.core import interrupt, notices
+from ocibridge.core.httpheaders import header_int
+from ocibridge.core.streams import can_seek
+from ocibridge.core.terminal import human_size
+from ocibridge.errors import DigestMismatch, OcibridgeError, RegistryError
+from ocibridge.oci.digest import CHUNK
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.registry.chunkclock import ChunkClock
+from ocibridge.stores.registry.client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
+from ocibridge.stores.registry.download import BytesHook
+from ocibridge.stores.registry.uploadpolicy import CONTENT_CODES
+from ocibridge.stores.registry.uploadstate import UploadState
+
+log = logging.getLogger("ocibridge.http")
+#: 401 answers mid-upload taken as an expired token (more: the credentials are refused)
+MAX_RENEWALS = 8
+
+#: Bodies up to this size are sent in one piece rather than streamed.
+SMALL_BODY = 256 * 1024
+
+#: Blobs of at least this size go up as PATCH chunks sized by time (chunkclock.py; unless a
+#: chunk size was set), with the session kept across runs: a killed push loses at most the
+#: chunk in flight (when the registry keeps the session; see docs/transfers.md). Smaller
+#: blobs keep the fewer requests of one streamed body.
+RESUMABLE_MIN = 64 * 1024 * 1024
+
+Reopen = Callable[[], BinaryIO]
+
+
+def push_scopes(repository: str) -> tuple[str, ...]:
+    return (f"repository:{repository}:pull,push",)
+
+
+class _Source:
+    """The blob's bytes to send, able to go back to an offset by seek() or by reopening."""
+
+    def __init__(self, reader: BinaryIO, reopen: Reopen | None):
+        self.reader = reader
+        self.reopen = reopen
+        self.pos = 0
+        self._reopened = False
+
+    def seekable(self) -> bool:
+        return can_seek(self.reader)
+
+    def can_rewind(self) -> bool:
+        return self.seekable() or self.reopen is not None
+
+    def go_to(self, offset: int) -> None:
+        if offset == self.pos:
+            return
+        if self.seekable():
+            self.reader.seek(offset)
+            self.pos = offset
+            return
+        if self.reopen is None:
+            raise OcibridgeError("the upload source cannot be read again")
+        if self._reopened:
+            self.reader.close()
+        self.reader = self.reopen()
+        self._reopened = True
+        self.pos = 0
+        while self.pos < offset:
+            data = self.reader.read(min(CHUNK, offset - self.pos))
+            if not data:
+                raise OcibridgeError("the upload source ended before the resume offset")
+            self.pos += len(data)
+
+    def chunks(self, limit: int, on_chunk: Callable[[int], None], last: bool = False,
+               check: Callable[[], None] = interrupt.check) -> Iterator[bytes]:
+        """Up to ``limit`` bytes from the current position, streamed. With ``last``, the
+        source is read to EOF before the final piece goes out, so a verifying source raises
+        DigestMismatch while the request is still open and the registry commits nothing.
+        ``check`` runs before each read (an interrupt stops the body there)."""
+        left = limit
+        while left > 0:
+            check()
+            data = self.reader.read(min(CHUNK, left))
+            if not data:
+                return
+            self.pos += len(data)
+            left -= len(data)
+            if left == 0 and last and self.reader.read(1):
+                raise DigestMismatch("the upload source holds more bytes than its descriptor says")
+            on_chunk(len(data))
+            yield data
+        if limit == 0 and last and self.reader.read(1):
+            raise DigestMismatch("the upload source holds more bytes than its descriptor says")
+
+    def close(self) -> None:
+        if self._reopened:
+            self.reader.close()
+
+
+class _EndChunk(Exception):
+    """A streamed chunk ends here (an interrupt): what was sent is the whole request."""
+
+
+def _range_end(value: str | None) -> int | None:
+    """The bytes a registry says it holds, from an upload answer's ``Range: 0-N``; None when
+    absent or unreadable. Distribution answers "0-0" for both 0 and 1 bytes (read as 0)."""
+    m = re.match(r"^(?:bytes=)?0-([0-9]{1,19})$", (value or "").strip())
+    if not m:
+        return None
+    end = int(m.group(1))
+    return 0 if end == 0 else end + 1
+
+
+class _Interrupted(Exception):
+    """An upload request that failed in a way worth resuming or restarting; ``retry_after``
+    is the wait the registry asked for (Retry-After), if it named one. ``adapted``: the
+    upload changed form after a refusal of that form (not counted as a failure)."""
+
+    def __init__(self, reason: str, retry_after: float | None = None, adapted: bool = False):
+        super().__init__(reason)
+        self.retry_after = retry_after
+        self.adapted = adapted
+
+
+#: A refusal of the upload's form, not of its content (see uploadpolicy.py): the form changes.
+FORM_REFUSALS = frozenset({400, 405, 413, 416, 501})
+#: How many form changes one upload may make (halving a chunk from 1 GiB to 256 KiB: 12).
+MAX_ADAPTATIONS = 16
+
+
+class BlobUpload:
+    """One blob's upload session: start, send (monolithic or chunked), commit, recover.
+
+    Chunked (``chunked``, or a ``chunk_size``): PATCH chunks of ``chunk_size`` bytes, else of
+    the sizes :class:`ChunkClock` picks from the rate; else one streamed PUT."""
+
+    def __init__(self, client: RegistryClient, repository: str, desc: Descriptor,
+                 reader: BinaryIO, *, chunk_size: int | None = None, chunked: bool = False,
+                 reopen: Reopen | None = None, on_bytes: BytesHook | None = None,
+                 state: UploadState | None = None, session: str | None = None):
+        self.client = client
+        self.repository = repository
+        self.desc = desc
+        self.source = _Source(reader, reopen)
+        self.chunk_size = chunk_size
+        self.policy = client.uploads
+        #: the chunks' sizes and timing; None: one request
+        self.clock = ChunkClock(chunk_size) if chunked or chunk_size else None
+        self._fit_policy(desc.size)
+        self.on_bytes = on_bytes
+        self.scopes = push_scopes(repository)
+        #: the upload session's URL; ``session``: one already open (a mount's 202 answer)
+        self.location: str | None = session
+        self.offset = 0
+        self.min_chunk = 0
+        #: where the session is kept for a later run (None: this run only)
+        self.state = state
+        self._renewals = 0  # tokens renewed after a 401 mid-upload
+
+    def _fit_policy(self, size: int | None) -> None:
+        """The form the host takes: one PUT where it refuses PATCH, chunks under its cap."""
+        policy = self.policy
+        if not policy.chunked_allowed:
+            if self.clock is not None:
+                log.info("%s: one PUT for %s (the registry takes no chunks)", self.client.host, self._name())
+            self.clock = None
+            if size is not None and not policy.fits_one_request(size):
+                raise policy.cannot_fit(size, self._name())
+            return
+        if policy.max_body is None:
+            return
+        if self.clock is None and (size is None or not policy.fits_one_request(size)):
+            self.clock = ChunkClock(policy.max_body)
+        if self.clock is not None:
+            self.clock.cap = policy.max_body
+
+    def _refused_form(self, response: httpx.Response, body: int, patch: bool) -> None:
+        """A PATCH or a PUT with a body was refused: when for its form (PATCH itself, the
+        body's size), change form and ask again (_Interrupted); else return."""
+        status = response.status_code
+        if status not in FORM_REFUSALS:
+            return
+        code = self.client.error(response, self._action()).code
+        if code in CONTENT_CODES:
+            return
+        if status == 413 or (not patch and status in (400, 416)):
+            if not self.policy.chunked_allowed:
+                raise self.policy.cannot_fit(self.desc.size or body, self._name())
+            size = self.policy.body_refused(body)
+            self.chunk_size = size
+            self.clock = ChunkClock(max(self.min_chunk, size), self.min_chunk)
+            self.clock.cap = size
+            raise _Interrupted(f"HTTP {status}: a body of {body} bytes refused, chunks of {size}", adapted=True)
+        if patch and (status in (405, 501) or code == "UNSUPPORTED"):
+            self.policy.no_chunks()
+            self.clock = None
+            raise _Interrupted(f"HTTP {status}: chunked upload refused, one PUT instead", adapted=True)
+        if status == 416:
+            raise _Interrupted("HTTP 416: the registry holds another offset")
+
+    def run(self) -> None:
+        failures = adaptations = 0
+        try:
+            if self.location is not None:
+                self._saved()  # a session given: kept as one this upload opened
+            else:
+                self._continue_saved()
+            while True:
+                try:
+                    if self.location is None:
+                        self._start()
+                    self._send_rest()
+                    return
+                except _Interrupted as e:
+                    if e.adapted and adaptations < MAX_ADAPTATIONS:
+                        adaptations += 1
+                        self._recover(str(e))
+                        continue
+                    failures += 1
+                    if failures > self.client.options.max_retries:
+                        raise RegistryError(
+                            f"registry {self.client.host}: upload of {self.desc.digest} to "
+                            f"{self.repository} failed {failures} times: {e}") from None
+                    self.client._sleep(failures - 1, e.retry_after)
+                    self._recover(str(e))
+        except KeyboardInterrupt:
+            raise  # interrupted: no DELETE (the session stays for the next run, or expires)
+        except BaseException:
+            self._cancel()
+            raise
+        finally:
+            self.source.close()
+            if self.state is not None:
+                self.state.close()
+
+    def _continue_saved(self) -> None:
+        """Pick up the session an earlier run left (its URL persisted), at the offset the
+        registry reports; a session the registry dropped is forgotten (a new one starts)."""
+        if self.state is None or self.state.location is None:
+            return
+        self.location = self.state.location
+        offset = self._registry_offset()
+        if offset is not None and offset <= self.desc.size and self._resume_at(offset):
+            self.client.stats.add(upload_resumes=1, bytes_resumed=offset)
+            if offset:
+                notices.say(f"resumed {self._name()} at {100 * offset // max(1, self.desc.size)}%"
+                            f" ({human_size(offset)} already on {self.client.host})")
+            return
+        self.location = None
+        self.state.forget()
+
+    def _name(self) -> str:
+        """What a notice calls this upload: its digest."""
+        return self.desc.digest
+
+    def _resume_at(self, offset: int) -> bool:
+        """Make the source continue at ``offset``; False when it cannot."""
+        try:
+            self.source.go_to(offset)
+        except OcibridgeError:
+            return False
+        self.offset = offset
+        return True
+
+    def _saved(self) -> None:
+        """The registry confirmed ``self.offset`` bytes of the session: keep that for later."""
+        if self.state is not None and self.location is not None:
+            self.state.save(self.location, self.offset)
+
+    def _done(self) -> None:
+        self.location = None
+        if self.state is not None:
+            self.state.forget()
+
+    def _action(self) -> str:
+        return f"refused writing to {self.repository}"
+
+    def _start(self) -> None:
+        path = f"/v2/{self.repository}/blobs/uploads/"
+        response = self._request("POST", path, content=b"", replay=True)
+        if response.status_code != 202:
+            raise self.client.error(response, self._action())
+        self._take_location(response)
+        if not self._resume_at(0):
+            raise OcibridgeError("the upload source cannot be read again")
+        self._saved()
+        minimum = header_int(response.headers.get("oci-chunk-min-length"))
+        if minimum:
+            self.min_chunk = minimum
+            if self.clock is not None:  # a short streamed chunk could be refused: the spec's
+                self.clock.require(minimum)
+
+    def _take_location(self, response: httpx.Response) -> None:
+        location = response.headers.get("location")
+        if not location:
+            raise RegistryError(f"registry {self.client.host}: upload answer has no Location",
+                                response.status_code)
+        self.location = str(response.url.join(location))
+
+    def _request(self, method: str, url: str, *, content: bytes | Iterable[bytes],
+                 headers: Mapping[str, str] | None = None, params: Mapping[str, str] | None = None,
+                 replay: bool = False) -> httpx.Response:
+        try:
+            response = self.client.send(method, url, scopes=self.scopes, headers=headers,
+                                        params=params, content=content, retry=replay)
+        except TransportFailure as e:
+            raise _Interrupted(str(e)) from e
+        except (httpx.TransportError, httpx.StreamError) as e:
+            raise _Interrupted(str(e) or type(e).__name__) from e
+        if response.status_code in RETRY_STATUSES:
+            raise _Interrupted(f"HTTP {response.status_code}",
+                               retry_after_seconds(response.headers.get("retry-after")))
+        if response.status_code == 401 and not replay and self._renewals < MAX_RENEWALS:
+            # A token that expired mid-upload (Docker Hub, GHCR: 5 minutes): the auth layer
+            # learnt the challenge; ask again from the registry's offset with a new token.
+            self._renewals += 1
+            log.info("%s: 401 during the upload of %s: token renewed, going on from the registry's offset",
+                     self.client.host, self._name())
+            raise _Interrupted("HTTP 401: token expired", adapted=True)
+        return response
+
+    def _count(self, n: int) -> None:
+        self.client.stats.add(bytes_uploaded=n)
+        if self.on_bytes:
+            self.on_bytes(self.desc, n)
+
+    def _send_chunks(self, size: int, wrap: Callable[[Iterator[bytes]], Iterator[bytes]] | None = None) -> None:
+        """PATCH chunks from ``self.offset`` up to ``size``, each one the registry confirmed
+        saved for a later run; an interrupt ends the chunk in flight early or lets it finish
+        when it can within the grace (see :meth:`_chunk_body`), then stops here.
+
+        A chunk sized by the clock goes as a streamed body (chunked transfer encoding, no
+        Content-Range: what docker push sends), which can end at any byte as a whole request;
+        a fixed ``--chunk-size`` (or the registry's minimum) as the spec's Content-Range
+        chunk."""
+        clock = self.clock
+        assert clock is not None and self.location is not None
+        while self.offset < size:
+            interrupt.check()
+            n = clock.next_size(size - self.offset)
+            end = self.offset + n - 1
+            headers = {"Content-Type": "application/octet-stream"}
+            if not clock.streamed:
+                headers.update({"Content-Range": f"{self.offset}-{end}", "Content-Length": str(n)})
+            with interrupt.finishable(clock) as flight:
+                body = self._chunk_body(n, end + 1 == size, clock, flight)
+                response = self._request("PATCH", self.location, headers=headers,
+                                         content=wrap(body) if wrap else body)
+            if response.status_code != 202:
+                self._refused_form(response, n, patch=True)
+                raise self.client.error(response, self._action())
+            sent = clock.answered()
+            self.policy.body_passed(sent)
+            self._take_location(response)
+            held = self._held(response)
+            if held is not None and held == self.offset + sent + 1 and not self.policy.range_exclusive:
+                # ``Range: 0-N`` for N bytes (an end past the last byte), not distribution's
+                # ``0-(N-1)``: read every later answer of this registry that way
+                self.policy.exclusive_range_end()
+                held -= 1
+            if held is not None and held != self.offset + sent:
+                raise _Interrupted(f"the registry holds {held} bytes, {self.offset + sent} were sent")
+            self.offset += sent
+            self._saved()
+            if sent < n:  # ended early: by an interrupt, else the source is short
+                interrupt.check()
+                raise DigestMismatch(f"the upload source ended at byte {self.offset} of {size}")
+
+    def _chunk_body(self, n: int, last: bool, clock: ChunkClock,
+                    flight: interrupt.InFlight) -> Iterator[bytes]:
+        """One chunk's bytes, timed: each piece counts as sent once the socket took it.
+
+        After an interrupt that spared it, a streamed chunk ends at the next piece (the
+        registry then holds a whole request, and its session stays valid); a Content-Range
+        chunk goes on to its declared end; one not spared stops (Interrupted)."""
+        clock.started(n)
+
+        def check() -> None:
+            if interrupt.CANCELLED.is_set() and flight.spared and clock.streamed:
+                raise _EndChunk
+            flight.check()
+
+        first = True
+        try:
+            for data in self.source.chunks(n, self._count, last=last, check=check):
+                if first:  # the request's headers are written: its socket is this thread's last
+                    flight.bind()
+                    first = False
+                yield data
+                clock.sent(len(data))
+        except _EndChunk:
+            return
+
+    def _send_rest(self) -> None:
+        """Send everything from ``self.offset`` and commit."""
+        assert self.location is not None
+        size = self.desc.size
+        if self.clock is not None:
+            self._send_chunks(size)
+            body: bytes | Iterator[bytes] = b""
+            length = 0
+        else:
+            length = size - self.offset
+            body = self.source.chunks(length, self._count, last=True)
+            if length <= SMALL_BODY:
+                # Headers and a small body in one write: a streamed body goes out in a second
+                # segment that Nagle + delayed ACK hold back ~40 ms per blob.
+                body = b"".join(body)
+        url = str(httpx.URL(self.location).copy_merge_params({"digest": self.desc.digest}))
+        response = self._request("PUT", url, content=body,
+                                 headers={"Content-Type": "application/octet-stream",
+                                          "Content-Length": str(length)})
+        if response.status_code != 201 and length:
+            self._refused_form(response, length, patch=False)
+        if response.status_code != 201:
+            raise self.client.error(response, self._action())
+        self.policy.body_passed(length)
+        got = response.headers.get("docker-content-digest")
+        if got and got != self.desc.digest:
+            raise RegistryError(f"registry {self.client.host} stored {got} for {self.desc.digest}",
+                                201, "DIGEST_INVALID")
+        self._done()
+        self.client.stats.add(blobs_uploaded=1)
+
+    def _recover(self, reason: str) -> None:
+        """After an interruption: continue from the registry's offset, else restart."""
+        offset = self._registry_offset()
+        if offset is not None and offset <= self.desc.size and self._resume_at(offset):
+            self.client.stats.add(upload_resumes=1)
+            return
+        if not self.source.can_rewind() and self.source.pos > 0:
+            raise RegistryError(
+                f"registry {self.client.host}: upload of {self.desc.digest} to {self.repository} "
+                f"was interrupted ({reason}) and its source cannot be read again")
+        self._cancel()
+        self.client.stats.add(upload_restarts=1)
+        self.location = None  # _start() opens a new session and rewinds the source
+
+    def _registry_offset(self) -> int | None:
+        """How many bytes the registry holds for this session (GET on the upload URL)."""
+        if self.location is None:
+            return None
+        try:
+            response = self.client.send("GET", self.location, scopes=self.scopes)
+        except RegistryError:
+            return None
+        if response.status_code != 204:
+            return None
+        held = self._held(response)
+        if held is not None:
+            self._take_location(response)
+        return held
+
+    def _held(self, response: httpx.Response) -> int | None:
+        """The bytes an upload answer's ``Range`` says the registry holds, in its style."""
+        held = _range_end(response.headers.get("range"))
+        if held is not None and held and self.policy.range_exclusive:
+            held -= 1
+        return held
+
+    def _cancel(self) -> None:
+        """Best effort: tell the registry to drop an unfinished session."""
+        if self.location is None:
+            return
+        with contextlib.suppress(RegistryError, httpx.HTTPError):
+            self.client.send("DELETE", self.location, scopes=self.scopes, retry=False)
+        self._done()
+
+
+class StreamingIngest(BlobUpload):
+    """An upload whose digest is learnt while sending: POST, PATCH that hashes every byte on
+    its way out, then PUT ``?digest=`` with what was computed. A new file is thus read once for
+    both its digest and its upload. Of a source of unknown or small ``size`` one streaming
+    PATCH; interrupted, it starts over from ``reopen()`` (a PATCH cut mid-body invalidates the
+    session in distribution 2.8). Of a large one PATCH chunks, so that a session the registry
+    kept continues: the hash is rebuilt by reading the source's prefix again (a local read,
+    cheap next to sending), and the registry checks the final digest against what it holds."""
+
+    def __init__(self, client: RegistryClient, repository: str, reader: BinaryIO, *,
+                 reopen: Reopen | None = None, on_bytes: BytesHook | None = None,
+                 size: int | None = None, chunk_size: int | None = None,
+                 state: UploadState | None = None):
+        placeholder = Descriptor(mediaType="application/octet-stream", digest="sha256:" + "0" * 64,
+                                 size=size or 0)
+        super().__init__(client, repository, placeholder, reader, reopen=reopen, on_bytes=on_bytes,
+                         chunk_size=chunk_size if size else None, chunked=bool(size), state=state)
+        self.size = size
+        self.result: tuple[str, int] | None = None
+        self._hasher = hashlib.sha256()
+
+    def _name(self) -> str:
+        return "an upload"  # its digest is not known yet
+
+    def _resume_at(self, offset: int) -> bool:
+        """Continue at ``offset``: the source from byte 0 again, its first ``offset`` bytes
+        hashed (not sent)."""
+        if offset and self.clock is None:
+            return False  # one streamed PATCH: a part of it is no resumable state
+        try:
+            self.source.go_to(0)
+        except OcibridgeError:
+            return False
+        hasher = hashlib.sha256()
+        left = offset
+        while left:
+            interrupt.check()
+            data = self.source.reader.read(min(CHUNK, left))
+            if not data:
+                return False  # the source is shorter now: start over
+            hasher.update(data)
+            self.source.pos += len(data)
+            left -= len(data)
+        self._hasher = hasher
+        self.offset = offset
+        return True
+
+    def _stream(self, counter: list[int]) -> Iterator[bytes]:
+        while data := self.source.reader.read(CHUNK):
+            interrupt.check()
+            self._hasher.update(data)
+            counter[0] += len(data)
+            self.source.pos += len(data)
+            self._count(len(data))
+            yield data
+
+    def _hashing(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        for data in chunks:
+            self._hasher.update(data)
+            yield data
+
+    def _one_pass_allowed(self) -> bool:
+        """Whether the digest can be learnt while sending: the registry takes PATCH, and a
+        body of unknown size (one streamed PATCH) is not held to a cap."""
+        policy = self.policy
+        return policy.chunked_allowed and (policy.max_body is None or (self.clock is not None and bool(self.size)))
+
+    def _hash_first(self) -> None:
+        """Read the source once for its digest, then upload it as a blob of known digest, in
+        the form the registry takes (one PUT where it refuses PATCH)."""
+        if not self.source.can_rewind():
+            raise RegistryError(f"registry {self.client.host} takes no streamed (PATCH) upload "
+                                f"of unknown digest, and this source cannot be read twice")
+        self.source.go_to(0)
+        hasher, total = hashlib.sha256(), 0
+        while data := self.source.reader.read(CHUNK):
+            interrupt.check()
+            hasher.update(data)
+            total += len(data)
+        self.source.pos = total
+        self.source.go_to(0)
+        self.offset = 0
+        digest = "sha256:" + hasher.hexdigest()
+        self.desc = Descriptor(mediaType="application/octet-stream", digest=digest, size=total)
+        self.size = total
+        self._fit_policy(total)
+        BlobUpload._send_rest(self)
+        self.result = (digest, total)
+
+    def _send_rest(self) -> None:
+        assert self.location is not None
+        if self.result is None and not self._one_pass_allowed():
+            self._hash_first()
+            return
+        if self.clock is not None and self.size:
+            self._send_chunks(self.size, self._hashing)
+            total = self.size
+        else:
+            counter = [0]
+            response = self._request("PATCH", self.location, content=self._stream(counter),
+                                     headers={"Content-Type": "application/octet-stream"})
+            if response.status_code != 202:
+                self._refused_form(response, counter[0], patch=True)
+                raise self.client.error(response, self._action())
+            self._take_location(response)
+            total = counter[0]
+        digest = "sha256:" + self._hasher.hexdigest()
+        url = str(httpx.URL(self.location).copy_merge_params({"digest": digest}))
+        response = self._request("PUT", url, content=b"", headers={"Content-Length": "0"})
+        if response.status_code != 201:
+            raise self.client.error(response, self._action())
+        got = response.headers.get("docker-content-digest")
+        if got and got != digest:
+            raise RegistryError(f"registry {self.client.host} stored {got} for {digest}", 201, "DIGEST_INVALID")
+        self._done()
+        self.client.stats.add(blobs_uploaded=1)
+        self.result = (digest, total)
+
+    def _recover(self, reason: str) -> None:
+        if self.clock is not None:
+            super()._recover(reason)  # the registry's offset, else a new session
+            return
+        if not self.source.can_rewind() and self.source.pos > 0:
+            raise RegistryError(
+                f"registry {self.client.host}: streaming upload to {self.repository} was interrupted "
+                f"({reason}) and its source cannot be read again")
+        self._cancel()
+        self.client.stats.add(upload_restarts=1)
+        self.location = None
+
+    def ingest(self) -> tuple[str, int]:
+        self.run()
+        assert self.result is not None
+        return self.result
