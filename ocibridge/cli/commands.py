@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from ocibridge.cli.common import add_pull_secret_flags
 from ocibridge.cli.common import add_transfer_flags as _add_transfer_flags
 from ocibridge.cli.common import annotation_values as _annotations
 from ocibridge.cli.common import emit as _emit
@@ -562,21 +563,14 @@ def _add_k8s_commands(sub: argparse._SubParsersAction[_Parser], command: Command
                    "registry or layout) so KServe's ModelCar sidecar can start; its platform is the image's")
     p.add_argument("--kserve", metavar="NAME", help="print a KServe InferenceService serving the image (pinned)")
     p.add_argument("--model-format", default="huggingface", help="the InferenceService's modelFormat name")
-    p.add_argument("--image-pull-secret", action="append", default=[], metavar="NAME",
-                   help="imagePullSecrets of the InferenceService's predictor (repeatable)")
-    p.add_argument("--create-pull-secret", action="store_true",
-                   help="also print that Secret, from your stored credentials (the output then holds them)")
+    add_pull_secret_flags(p, pulls="the InferenceService's image", creates="the registry")
     add_verify_flags(p)
     p = kcommand("volume", cmd_k8s_volume, "print a Pod with the image volume pinned by digest")
     p.add_argument("--mount-path", default="/models")
     p.add_argument("--name", default="model-consumer", help="Pod name")
     p.add_argument("--image", default="busybox:1.36", help="container image of the Pod")
     p.add_argument("--snippet", action="store_true", help="only the volume and volumeMount")
-    p.add_argument("--image-pull-secret", action="append", default=[], metavar="NAME",
-                   help="a Secret of type kubernetes.io/dockerconfigjson to pull with (imagePullSecrets; repeatable)")
-    p.add_argument("--create-pull-secret", action="store_true",
-                   help="also print that Secret, built from your stored credentials for the registry "
-                        "(the output then holds them)")
+    add_pull_secret_flags(p, pulls="the model", creates="the registry")
     p = kcommand("mount", cmd_k8s_mount, "lay out DIR as the runtime would present the mount")
     p.add_argument("dir", metavar="DIR")
 

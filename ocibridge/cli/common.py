@@ -81,3 +81,14 @@ def emit(args: argparse.Namespace, data: Any, text: str) -> None:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
         print(printable(text))
+
+
+def add_pull_secret_flags(p: Any, *, pulls: str, creates: str) -> None:
+    """``--image-pull-secret`` and ``--create-pull-secret`` of every command that prints
+    Kubernetes documents (``pulls``: what the Secret pulls; ``creates``: whose login it holds)."""
+    p.add_argument("--image-pull-secret", action="append", default=[], metavar="NAME",
+                   help=f"a Secret of type kubernetes.io/dockerconfigjson to pull {pulls} with "
+                        "(imagePullSecrets; repeatable)")
+    p.add_argument("--create-pull-secret", action="store_true",
+                   help=f"also print that Secret, built from your stored credentials for {creates} "
+                        "(the output then holds them)")

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ocibridge.cli.common import emit
+from ocibridge.cli.common import add_pull_secret_flags, emit
 from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
 from ocibridge.errors import OcibridgeError, UsageError
 
@@ -65,11 +65,7 @@ def register(command: CommandAdder) -> None:
     g.add_argument("--reports-claim", metavar="PVC",
                    help="a PersistentVolumeClaim to write each shard's report to, besides its log")
     g.add_argument("--service-account", metavar="NAME", help="service account of the pods")
-    g.add_argument("--image-pull-secret", action="append", default=[], metavar="SECRET",
-                   help="a Secret to pull IMAGE with (imagePullSecrets of the pods; repeatable)")
-    g.add_argument("--create-pull-secret", action="store_true",
-                   help="also print the docker config Secret, built from your stored credentials for every "
-                        "registry of the job (the output then holds them)")
+    add_pull_secret_flags(g, pulls="IMAGE", creates="every registry of the job")
 
 
 def cmd_mirror(args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ import os
 import re
 from typing import BinaryIO
 
+from ocibridge.errors import OcibridgeError, TooLarge
+
 _NUMBER = re.compile(r"[0-9]{1,19}")
 
 
@@ -36,6 +38,20 @@ def read_at_most(path: str | os.PathLike[str], cap: int) -> bytes:
     and no more is ever read (``/dev/zero`` included). Raises OSError as ``open`` does."""
     with open(path, "rb") as f:
         return read_capped(f, cap)
+
+
+def read_small_file(path: str | os.PathLike[str], cap: int, what: str,
+                    unreadable: type[OcibridgeError] = OcibridgeError) -> bytes:
+    """A small file the user names (a key, a job, a signature), whole: one error line when it
+    cannot be read (as ``unreadable``, ``what PATH: reason``) or holds more than ``cap`` bytes
+    (:class:`TooLarge`, read no further than that)."""
+    try:
+        data = read_at_most(path, cap)
+    except OSError as e:
+        raise unreadable(f"{what} {path}: {e.strerror or e}") from None
+    if len(data) > cap:
+        raise TooLarge(f"{what} {path}: larger than {cap} bytes, refused")
+    return data
 
 
 def read_capped(f: BinaryIO, cap: int) -> bytes:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pydantic import ValidationError as PydanticValidationError
 
-from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
-from ocibridge.errors import OcibridgeError, TooLarge
+from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
+from ocibridge.errors import OcibridgeError
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.mirror.run import ProgressCallback, run_job
 from ocibridge.mirror.summary import ArtifactResult, MirrorSummary
@@ -23,12 +23,7 @@ __all__ = ["ArtifactResult", "MirrorJob", "MirrorSummary", "ProgressCallback", "
 
 def _read(path: Path) -> object:
     suffix = path.suffix.lower()
-    try:
-        text = read_at_most(path, MAX_SMALL_INPUT)
-    except OSError as e:
-        raise OcibridgeError(f"cannot read mirror job {path}: {e.strerror}") from None
-    if len(text) > MAX_SMALL_INPUT:
-        raise TooLarge(f"mirror job {path}: larger than {MAX_SMALL_INPUT} bytes, refused")
+    text = read_small_file(path, MAX_SMALL_INPUT, "mirror job")
     if suffix in (".yaml", ".yml"):
         import yaml  # a declared dependency
 

@@ -44,7 +44,8 @@ from ocibridge.layers.reader import (
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.index import model_entry
 from ocibridge.oci.digest import CHUNK, verified, verify_bytes
-from ocibridge.oci.mediatypes import INDEX_TYPES, Variant, parse_layer_media_type
+from ocibridge.oci.layerinfo import raw_file_path
+from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import Reopen, Store, VerifiedFile
 from ocibridge.transfer.copy import CopyHooks, copy
@@ -264,11 +265,8 @@ class DirectoryTarget:
         raw: list[tuple[Descriptor, str]] = []
         tars: list[Descriptor] = []
         for layer in node.layers:
-            kind = parse_layer_media_type(layer.mediaType)
-            if kind is None or kind.variant is Variant.RAW:
-                name = layer_path(layer)
-                if name is None:
-                    raise OcibridgeError(f"layer {layer.digest} has no file path annotation")
+            name = raw_file_path(layer)
+            if name is not None:
                 rel = safe_relpath(name, "layer file path")
                 if self.select is not None and not self.select(rel):
                     self.result.skipped.append(rel)

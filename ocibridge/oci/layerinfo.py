@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 
-from ocibridge.oci.mediatypes import ANNOTATION_TITLE, Family
+from ocibridge.errors import OcibridgeError
+from ocibridge.oci.mediatypes import ANNOTATION_TITLE, Family, Variant, parse_layer_media_type
 from ocibridge.oci.models import Descriptor
 
 
@@ -16,6 +17,18 @@ def layer_path(desc: Descriptor) -> str | None:
         if family.filepath_key in annotations:
             return annotations[family.filepath_key]
     return annotations.get(ANNOTATION_TITLE)
+
+
+def raw_file_path(layer: Descriptor, error: type[OcibridgeError] = OcibridgeError) -> str | None:
+    """The model path of a raw layer (one file, its blob's bytes); None for a tar layer. A raw
+    layer naming no path is refused (as ``error``): nobody could say where its file goes."""
+    kind = parse_layer_media_type(layer.mediaType)
+    if kind is not None and kind.variant is not Variant.RAW:
+        return None
+    name = layer_path(layer)
+    if name is None:
+        raise error(f"layer {layer.digest} has no file path annotation")
+    return name
 
 
 def layer_mode(desc: Descriptor) -> int:

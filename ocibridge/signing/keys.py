@@ -24,8 +24,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
-from ocibridge.errors import SignatureError, TooLarge
+from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
+from ocibridge.errors import SignatureError
 
 #: The environment variable cosign reads a key's password from; ocibridge reads the same one.
 PASSWORD_ENV = "COSIGN_PASSWORD"
@@ -36,13 +36,7 @@ PublicKey = ec.EllipticCurvePublicKey
 
 
 def _read(path: str | os.PathLike[str], what: str) -> bytes:
-    try:
-        data = read_at_most(path, MAX_SMALL_INPUT)
-    except OSError as e:
-        raise SignatureError(f"{what} {path}: {e.strerror or e}") from None
-    if len(data) > MAX_SMALL_INPUT:
-        raise TooLarge(f"{what} {path}: larger than {MAX_SMALL_INPUT} bytes, refused")
-    return data
+    return read_small_file(path, MAX_SMALL_INPUT, what, SignatureError)
 
 
 def _p256(key: object, path: str | os.PathLike[str]) -> None:

@@ -16,7 +16,7 @@ import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ocibridge.core.limits import read_at_most
+from ocibridge.core.limits import read_small_file
 from ocibridge.errors import SignatureError
 from ocibridge.signing.bundle import parse_bundle
 from ocibridge.signing.oms import GIT_PATHS, OmsStatement, compare_files, is_ignored, path_key
@@ -29,13 +29,7 @@ CHUNK = 1 << 20
 
 def read_signature(path: Path) -> bytes:
     """The signature file, refused when it cannot be a signature (too large, unreadable)."""
-    try:
-        data = read_at_most(path, MAX_OMS_SIGNATURE_BYTES)
-    except OSError as e:
-        raise SignatureError(f"{e.filename}: {e.strerror}") from None
-    if len(data) > MAX_OMS_SIGNATURE_BYTES:
-        raise SignatureError(f"{path}: larger than {MAX_OMS_SIGNATURE_BYTES} bytes, not a signature")
-    return data
+    return read_small_file(path, MAX_OMS_SIGNATURE_BYTES, "signature", SignatureError)
 
 
 def list_files(root: Path, ignored: tuple[str, ...]) -> list[str]:

@@ -16,8 +16,7 @@ from ocibridge.errors import SignatureError
 from ocibridge.layers.reader import open_layer
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.digest import CHUNK, split_digest
-from ocibridge.oci.layerinfo import layer_path
-from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
+from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.signing.oms import GIT_PATHS, SIGNATURE_FILE, is_ignored
 from ocibridge.stores.base import Store
@@ -35,11 +34,8 @@ def manifest_files(store: Store, subject: Descriptor, data: bytes | None = None)
         raise SignatureError(f"{subject.digest} is an index; sign one model manifest by digest")
     files: dict[str, str] = {}
     for layer in node.layers:
-        kind = parse_layer_media_type(layer.mediaType)
-        if kind is None or kind.variant is Variant.RAW:
-            name = layer_path(layer)
-            if name is None:
-                raise SignatureError(f"layer {layer.digest} has no file path annotation")
+        name = raw_file_path(layer, SignatureError)
+        if name is not None:
             algorithm, hexpart = split_digest(layer.digest)
             if algorithm != "sha256":
                 raise SignatureError(f"layer {layer.digest}: OMS needs sha256 file digests")
