@@ -14,7 +14,8 @@ from tests.signing_keys import key_pair
 
 #: commands that take no model reference (hosts, a job file, a layout path)
 NO_REFERENCE = {("login",), ("logout",), ("mirror",), ("list",), ("ls",), ("prune",), ("k8s",),
-                ("load",)}  # load: a bundle file and a registry prefix or oci:DIR
+                ("load",),  # load: a bundle file and a registry prefix or oci:DIR
+                ("verify-dir",), ("check-registry",), ("cache",)}  # a directory, a host, the cache
 
 #: argv per command, with {name} (the local model), {tmp} and {key}/{pub}; "ok" when it must
 #: succeed, else it must fail for a reason other than the name (a registry-only operation)
@@ -39,6 +40,9 @@ CASES: dict[tuple[str, ...], tuple[list[str], bool]] = {
     ("discover",): (["discover", "{name}"], True),
     ("delete",): (["delete", "{name}"], False),
     ("save",): (["save", "{name}", "-o", "{tmp}/bundle.tar"], True),
+    ("path",): (["path", "{name}"], True),
+    ("cat",): (["cat", "{name}", "config.json"], False),  # lazy reads are of registry models
+    ("chunks",): (["chunks", "{name}"], False),
     ("rm",): (["rm", "{name}"], True),
 }
 #: what a name taken for something else shows

@@ -23,6 +23,7 @@ import pytest
 from ollama_fixtures import DOCKER_MANIFEST, write_gguf, write_store
 
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
+from ocibridge.cache.source import CacheSource
 from ocibridge.kinds.conversion import convert_artifact
 from ocibridge.kinds.directory.source import read_directory
 from ocibridge.kinds.modelcar.build import IMAGE_TAG, ModelCarImage, build_modelcar
@@ -208,6 +209,17 @@ def modelcar_image(tmp: Path, registry) -> Case:
                 _read(built.open_blob(layer)))
 
 
+def cache_source(tmp: Path, registry) -> Case:
+    """The model cache filling itself from a source while a snapshot is built: it resolves the
+    one manifest it was opened for, by digest."""
+    source = _layout_case(tmp)
+    desc = source.store.resolve("v1")
+    blobs = LayoutStore(tmp / "cache", create=True)
+    (tmp / "locks").mkdir()
+    store = CacheSource(blobs, tmp / "locks", source.store, desc)
+    return Case(store, desc.digest, source.blob, source.manifest_bytes, source.corrupt)
+
+
 def empty_store(tmp: Path, registry) -> Case:
     """A mirror target that does not exist yet, as a dry run sees it: it holds nothing."""
     return Case(EmptyStore("empty"), None, ABSENT)
@@ -239,6 +251,7 @@ KINDS = [
     Kind(pull_cache_view, "CachedPullSource"),
     Kind(ollama_view, "OllamaView"),
     Kind(staged_blobs, "StagedBlobs", resolves=False),
+    Kind(cache_source, "CacheSource"),
     Kind(modelcar_image, "ModelCarImage", capabilities=frozenset({Closable})),  # its spooled layers
     Kind(empty_store, "EmptyStore", resolves=False, holds=False),
 ]

@@ -73,7 +73,7 @@ class VerifiedBlob:
         self._cache: OrderedDict[int, bytes] = OrderedDict()
         self._lock = threading.RLock()  # a fetch done before its callback is added calls back under it
         self._spool: IO[bytes] | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._workers: ThreadPoolExecutor | None = None
         self._pending: dict[int, Future[dict[int, bytes]]] = {}
         self._next = -2  # the chunk after the last read: a read starting there is sequential
         #: bytes of this blob received from the source (chunks or the whole blob)
@@ -136,10 +136,10 @@ class VerifiedBlob:
         started: dict[int, Future[dict[int, bytes]]] = {}
         if not missing:
             return started
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._parallel, thread_name_prefix="chunk")
+        if self._workers is None:
+            self._workers = ThreadPoolExecutor(self._parallel, thread_name_prefix="chunk")
         for span in _spans(missing, SPAN_CHUNKS):
-            future = self._pool.submit(self._fetch_span, span)
+            future = self._workers.submit(self._fetch_span, span)
             for i in span:
                 started[i] = self._pending[i] = future
             # after the entries exist: a future already done runs this at once, in this thread
@@ -216,7 +216,7 @@ class VerifiedBlob:
 
     def close(self) -> None:
         with self._lock:
-            pool, self._pool = self._pool, None
+            pool, self._workers = self._workers, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         with self._lock:
