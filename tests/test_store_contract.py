@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from ollama_fixtures import DOCKER_MANIFEST, write_gguf, write_store
 
-from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.cache.source import CacheSource
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
 from ocibridge.kinds.conversion import convert_artifact
 from ocibridge.kinds.directory.source import read_directory
 from ocibridge.kinds.modelcar.build import IMAGE_TAG, ModelCarImage, build_modelcar
