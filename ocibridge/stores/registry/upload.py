@@ -395,12 +395,13 @@ class BlobUpload:
                 raise _EndChunk
             flight.check()
 
-        first = True
+        # The body is first asked for once the request's headers are written: its socket is
+        # this thread's last. Taken now, before the first piece is read (reading it, or its
+        # rate wait, left a window where an interrupt found no socket to spare and cut the
+        # PATCH after its headers: distribution then refuses the session).
+        flight.bind()
         try:
             for data in self.source.chunks(n, self._count, last=last, check=check):
-                if first:  # the request's headers are written: its socket is this thread's last
-                    flight.bind()
-                    first = False
                 yield data
                 clock.sent(len(data))
         except _EndChunk:
