@@ -80,7 +80,8 @@ class RemoteSafetensors:
         try:
             import numpy
         except ImportError:
-            raise OcibridgeError("get_tensor needs numpy (pip install numpy); get_bytes does not") from None
+            raise OcibridgeError("get_tensor needs numpy: pip install 'ocibridge[tensors]' "
+                                 "(get_bytes does not)") from None
         if info.dtype not in _NUMPY:
             raise SafetensorsError(f"{self.name}: {key} is {info.dtype}, which numpy has no type for: "
                                    "use get_bytes")
