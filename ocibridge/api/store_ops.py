@@ -8,7 +8,6 @@ oras ``tag``/``manifest delete``/``resolve``/``attach``/``discover`` for any sto
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
 import re
@@ -16,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import BinaryIO, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core.fsutil import safe_relpath
@@ -35,7 +34,7 @@ from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, AN
 from ocibridge.oci.mediatypes import family_of_artifact as _family_of
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import is_layout_reference, parse_layout_reference, parse_registry_reference
-from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, WritableStore
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
 from ocibridge.transfer.results import (
     AttachResult,
@@ -46,6 +45,7 @@ from ocibridge.transfer.results import (
     ResolveResult,
     TagResult,
 )
+from ocibridge.transfer.writer import Blob, retag, write_artifact
 
 #: prune leaves unreferenced blobs younger than this: they may belong to a push still running.
 DEFAULT_PRUNE_GRACE_SECONDS = 300.0
@@ -322,8 +322,7 @@ def tag(ref: str, tags: Sequence[str], *, transfer: TransferOptions | None = Non
         raise UsageError("tag needs at least one new TAG")
     target = _open(ref, transfer)
     desc = target.store.resolve(target.reference)
-    for name in tags:
-        target.store.tag(desc, name)
+    retag(target.store, desc, tags)
     return TagResult(desc.digest, tuple(tags))
 
 
@@ -352,15 +351,14 @@ def attach(
     store = target.store
     subject = store.resolve(target.reference)
     config = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
-    store.push_blob(config, _bytes_reader(EMPTY_JSON))
-    layers = []
+    blobs = [Blob.of_bytes(config, EMPTY_JSON)]
     for name in files:
         path = Path(name)
         if not path.is_file():
             raise UsageError(f"{name}: no such file")
-        layers.append(_push_file(store, path))
-    if not layers:  # oras: an artifact with no files carries the empty blob as its one layer
-        layers.append(config)
+        blobs.append(_file_blob(path))
+    # oras: an artifact with no files carries the empty blob as its one layer
+    layers = [blob.desc for blob in blobs[1:]] or [config]
     all_annotations = dict(annotations or {})
     manifest = Manifest(mediaType=OCI_MANIFEST, artifactType=artifact_type, config=config,
                         layers=layers, subject=Descriptor(mediaType=subject.mediaType,
@@ -368,7 +366,7 @@ def attach(
                         annotations=all_annotations or None)
     body = manifest.to_json_bytes()
     desc = Descriptor.for_bytes(OCI_MANIFEST, body)
-    store.push_manifest(desc, body)
+    write_artifact(store, desc, body, blobs)
     return AttachResult(f"{repository_text(store_text(subject_ref))}@{desc.digest}", desc, subject,
                         artifact_type)
 
@@ -381,18 +379,12 @@ def repository_text(text: str) -> str:
     return f"{ref.registry}/{ref.repository}"
 
 
-def _push_file(store: WritableStore, path: Path) -> Descriptor:
+def _file_blob(path: Path) -> Blob:
+    """An attached file as a layer titled by its name (hashed here: the layer names its digest)."""
     digest, size = sha256_file(path)
     title = safe_relpath(path.name, "file name")
-    desc = Descriptor(mediaType="application/octet-stream", digest=digest, size=size,
-                      annotations={ANNOTATION_TITLE: title})
-    with open(path, "rb") as reader:
-        store.push_blob(desc, reader)
-    return desc
-
-
-def _bytes_reader(data: bytes) -> BinaryIO:
-    return io.BytesIO(data)
+    return Blob.of_file(Descriptor(mediaType="application/octet-stream", digest=digest, size=size,
+                                   annotations={ANNOTATION_TITLE: title}), path)
 
 
 @closes_its_stores

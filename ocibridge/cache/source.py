@@ -21,6 +21,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.ranged import RangedBlobSource
+from ocibridge.transfer.writer import reading, write_blob
 
 #: Blobs and snapshot files are never written after they are made.
 READ_ONLY = 0o444
@@ -110,10 +111,6 @@ class CacheSource:
             if isinstance(remote, RangedBlobSource) and desc.size > 0:
                 self._blobs.download_blob(desc, remote)
             else:
-                reader = remote.open_blob(desc)
-                try:
-                    self._blobs.push_blob(desc, reader)
-                finally:
-                    reader.close()
+                write_blob(self._blobs, reading(remote, desc))
             os.chmod(self._blobs.blob_path(desc.digest), READ_ONLY)
             self.fetched.append(desc.digest)

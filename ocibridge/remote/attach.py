@@ -3,7 +3,6 @@ attaching one to a model manifest as a referrer, so registries keep the table bl
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from ocibridge.remote.table import (
     chunk_stream,
 )
 from ocibridge.stores.base import ReadableStore, WritableStore
+from ocibridge.transfer.writer import Blob, write_artifact
 
 EMPTY_CONFIG = b"{}"
 
@@ -77,11 +77,9 @@ def referrer_manifest(subject: Descriptor, table: ChunkTable) -> bytes:
 def attach_table(store: WritableStore, subject: Descriptor, table: ChunkTable) -> Descriptor:
     """Push the table blob and a referrer manifest (``subject``: the model manifest) that keeps
     it; returns the referrer's descriptor. Blobs first, manifest last: nothing half-written."""
-    data = table.to_bytes()
-    desc = table.descriptor()
-    store.push_blob(desc, io.BytesIO(data))
-    store.push_blob(Descriptor.for_bytes(OCI_EMPTY, EMPTY_CONFIG), io.BytesIO(EMPTY_CONFIG))
+    blobs = [Blob.of_bytes(table.descriptor(), table.to_bytes()),
+             Blob.of_bytes(Descriptor.for_bytes(OCI_EMPTY, EMPTY_CONFIG), EMPTY_CONFIG)]
     body = referrer_manifest(subject, table)
     ref = Descriptor.for_bytes(OCI_MANIFEST, body, artifactType=ARTIFACT_TYPE)
-    store.push_manifest(ref, body)
+    write_artifact(store, ref, body, blobs)
     return ref

@@ -8,7 +8,6 @@ pushed as referrers: the registry store lists them through the referrers API or 
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,11 +23,7 @@ from ocibridge.signing.classic import (
 )
 from ocibridge.signing.payload import SIMPLE_SIGNING_MEDIA_TYPE
 from ocibridge.stores.base import Store, WritableStore
-
-
-def _put_blob(store: WritableStore, desc: Descriptor, data: bytes) -> None:
-    if not store.exists(desc):
-        store.push_blob(desc, io.BytesIO(data))
+from ocibridge.transfer.writer import Blob, retag, write_artifact
 
 
 def _tagged(store: Store, tag: str) -> Descriptor | None:
@@ -54,10 +49,9 @@ def attach_classic(store: WritableStore, subject: Descriptor, layer: SignatureLa
     layers = merged_layers(existing, [layer.descriptor])
     if current is not None and len(layers) == len(existing):
         return current, False
-    _put_blob(store, layer.descriptor, layer.payload)
     config_desc, config, desc, data = signature_manifest(layers)
-    _put_blob(store, config_desc, config)
-    store.push_manifest(desc, data, tag)
+    write_artifact(store, desc, data, [Blob.of_bytes(layer.descriptor, layer.payload),
+                                       Blob.of_bytes(config_desc, config)], [tag])
     return desc, True
 
 
@@ -65,12 +59,9 @@ def attach_bundle(store: WritableStore, subject: Descriptor, bundle: bytes,
                   predicate_type: str = SIGN_PREDICATE_TYPE) -> tuple[Descriptor, bool]:
     """Push ``bundle`` as a referrer of ``subject``: (referrer manifest, whether it was new)."""
     layer, data, desc = referrer_manifest(subject, bundle, predicate_type)
-    if store.exists(desc):
-        return desc, False
-    _put_blob(store, Descriptor.for_bytes("application/vnd.oci.empty.v1+json", EMPTY_JSON), EMPTY_JSON)
-    _put_blob(store, layer, bundle)
-    store.push_manifest(desc, data)
-    return desc, True
+    empty = Descriptor.for_bytes("application/vnd.oci.empty.v1+json", EMPTY_JSON)
+    sent = write_artifact(store, desc, data, [Blob.of_bytes(empty, EMPTY_JSON), Blob.of_bytes(layer, bundle)])
+    return desc, sent.manifests_copied > 0
 
 
 @dataclass
@@ -129,13 +120,12 @@ def carry_companion_tags(src: Store, dst: WritableStore, subject: Descriptor,
             continue
         copy_manifest(desc)
         if there is None:
-            dst.tag(desc, tag)
+            retag(dst, desc, [tag])
             carried.append(desc.digest)
             continue
         layers = merged_layers(_layers_at(dst, there), _layers_at(src, desc))
         config_desc, config, merged, data = signature_manifest(layers)
-        _put_blob(dst, config_desc, config)
-        dst.push_manifest(merged, data, tag)
+        write_artifact(dst, merged, data, [Blob.of_bytes(config_desc, config)], [tag])
         carried.append(merged.digest)
     return carried
 
