@@ -50,6 +50,7 @@ from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
 from ocibridge.transfer.copy import copy
 from ocibridge.transfer.pullcache import cached_pull
+from ocibridge.transfer.writer import ArtifactSource, Blob
 
 WEIGHTS = bytes(range(256)) * 64  # the blob every case serves, known here
 ABSENT = Descriptor(mediaType="application/octet-stream", size=5,
@@ -220,6 +221,20 @@ def cache_source(tmp: Path, registry) -> Case:
     return Case(store, desc.digest, source.blob, source.manifest_bytes, source.corrupt)
 
 
+def written_artifact(tmp: Path, registry) -> Case:
+    """What the writer holds: one manifest and the blobs given with it (here a file), resolved
+    by the manifest's digest."""
+    path = tmp / "weights.bin"
+    path.write_bytes(WEIGHTS)
+    blob = Descriptor(mediaType="application/octet-stream", digest=_sha(WEIGHTS), size=len(WEIGHTS))
+    config = Descriptor.for_bytes("application/vnd.oci.empty.v1+json", b"{}")
+    body = Manifest(mediaType="application/vnd.oci.image.manifest.v1+json", config=config,
+                    layers=[blob]).to_json_bytes()
+    desc = Descriptor.for_bytes("application/vnd.oci.image.manifest.v1+json", body)
+    store = ArtifactSource(desc, body, [Blob.of_bytes(config, b"{}"), Blob.of_file(blob, path)])
+    return Case(store, desc.digest, blob, body, _corrupt_file(path))
+
+
 def empty_store(tmp: Path, registry) -> Case:
     """A mirror target that does not exist yet, as a dry run sees it: it holds nothing."""
     return Case(EmptyStore("empty"), None, ABSENT)
@@ -254,6 +269,7 @@ KINDS = [
     Kind(cache_source, "CacheSource"),
     Kind(modelcar_image, "ModelCarImage", capabilities=frozenset({Closable})),  # its spooled layers
     Kind(empty_store, "EmptyStore", resolves=False, holds=False),
+    Kind(written_artifact, "ArtifactSource"),
 ]
 #: A copy target that keeps files, not blobs: its own part at the end of this file.
 NOT_A_STORE = {"DirectoryTarget"}

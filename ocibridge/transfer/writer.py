@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.errors import NotFound
+from ocibridge.oci.digest import verified
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import CopyTarget, ReadableStore, Reopen, WritableStore
 from ocibridge.transfer.copy import CopyHooks, CopyStats, copy
@@ -61,7 +62,8 @@ class ArtifactSource:
         blob = self._blobs.get(desc.digest)
         if blob is None:
             raise NotFound(f"{self.describe()}: no blob {desc.digest}")
-        return blob.open()
+        # checked as read, as every store's blob is: a file changed since it was hashed fails here
+        return verified(blob.open(), blob.desc.digest, blob.desc.size)  # type: ignore[return-value]
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         with self.open_blob(desc) as reader:
