@@ -13,10 +13,13 @@ from support import drop_request
 from ocibridge.api import store_ops
 from ocibridge.errors import DigestMismatch, NotFound, UsageError
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import parse_registry_reference
+from ocibridge.signing.attach import SignatureCompanions, attach_classic
+from ocibridge.signing.classic import signature_layer, signature_tag
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
+from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.writer import Blob, write_artifact
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ocibridge"
@@ -133,3 +136,28 @@ def test_attach_with_a_missing_file_writes_nothing(tmp_path):
                          artifact_type="application/vnd.example")
     assert sorted(p.name for p in (tmp_path / "layout" / "blobs" / "sha256").iterdir()) == before
     assert json.loads((tmp_path / "layout" / "index.json").read_text()) == index
+
+
+def test_a_merged_signature_is_counted_in_the_copy_that_carried_it(tmp_path):
+    """Carrying a ``.sig`` tag into a store that holds other signatures writes a merged manifest
+    and its config: the copy's counts (``bytesCopied`` of a push or copy) include them."""
+    src = LayoutStore(tmp_path / "src", create=True)
+    dst = LayoutStore(tmp_path / "dst", create=True)
+    weights = Blob.of_bytes(Descriptor.for_bytes("application/octet-stream", b"weights"), b"weights")
+    config = Blob.of_bytes(Descriptor.for_bytes(OCI_EMPTY, b"{}"), b"{}")
+    root, body = _artifact([weights])
+    for store in (src, dst):
+        write_artifact(store, root, body, [config, weights], ["v1"])
+    attach_classic(src, root, signature_layer(b'{"signed": "here"}', "c2lnLWE="))
+    attach_classic(dst, root, signature_layer(b'{"signed": "there"}', "c2lnLWI="))
+    tag = signature_tag(root.digest)
+    carried = parse_manifest_bytes(src.fetch_bytes(src.resolve(tag)))
+
+    stats = copy(src, "v1", dst, "v1", referrers=True, hooks=CopyHooks(companions=SignatureCompanions()))
+
+    merged = parse_manifest_bytes(dst.fetch_bytes(dst.resolve(tag)))
+    assert isinstance(merged, Manifest) and isinstance(carried, Manifest) and len(merged.layers) == 2
+    assert stats.signatures == [dst.resolve(tag).digest]
+    # the carried .sig manifest (its payload and config) and the merged one (its new config)
+    assert stats.manifests_copied == 2
+    assert stats.bytes_copied == carried.layers[0].size + carried.config.size + merged.config.size

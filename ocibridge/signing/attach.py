@@ -23,6 +23,7 @@ from ocibridge.signing.classic import (
 )
 from ocibridge.signing.payload import SIMPLE_SIGNING_MEDIA_TYPE
 from ocibridge.stores.base import Store, WritableStore
+from ocibridge.transfer.copy import CopyStats
 from ocibridge.transfer.writer import Blob, retag, write_artifact
 
 
@@ -106,11 +107,12 @@ def companion_tags(store: Store, subject: Descriptor) -> list[tuple[Descriptor, 
 
 
 def carry_companion_tags(src: Store, dst: WritableStore, subject: Descriptor,
-                         copy_manifest: Callable[[Descriptor], None]) -> list[str]:
+                         copy_manifest: Callable[[Descriptor], None], stats: CopyStats | None = None) -> list[str]:
     """Copy ``subject``'s cosign tags from ``src`` to ``dst``; digests of what was carried.
 
     ``copy_manifest`` copies one manifest with its blobs (the caller's graph copy). When ``dst``
-    already holds the tag with other signatures, the two are merged: none is lost.
+    already holds the tag with other signatures, the two are merged: none is lost; what the
+    merge sends is counted in ``stats`` (the caller's copy).
     """
     carried = []
     for desc, tag in companion_tags(src, subject):
@@ -125,7 +127,9 @@ def carry_companion_tags(src: Store, dst: WritableStore, subject: Descriptor,
             continue
         layers = merged_layers(_layers_at(dst, there), _layers_at(src, desc))
         config_desc, config, merged, data = signature_manifest(layers)
-        write_artifact(dst, merged, data, [Blob.of_bytes(config_desc, config)], [tag])
+        sent = write_artifact(dst, merged, data, [Blob.of_bytes(config_desc, config)], [tag])
+        if stats is not None:
+            stats.absorb(sent)
         carried.append(merged.digest)
     return carried
 
@@ -138,5 +142,5 @@ class SignatureCompanions:
         return is_signature_referrer(desc)
 
     def carry(self, src: Store, dst: WritableStore, subject: Descriptor,
-              copy_manifest: Callable[[Descriptor], None]) -> list[str]:
-        return carry_companion_tags(src, dst, subject, copy_manifest)
+              copy_manifest: Callable[[Descriptor], None], stats: CopyStats) -> list[str]:
+        return carry_companion_tags(src, dst, subject, copy_manifest, stats)

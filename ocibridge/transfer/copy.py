@@ -68,6 +68,11 @@ class CopyStats:
             self.bytes_copied += bytes_copied
             self.manifests_copied += manifests_copied
 
+    def absorb(self, other: CopyStats) -> None:
+        """Add the counts of a write made on this copy's behalf (a merged signature manifest)."""
+        self.add(other.blobs_copied, other.blobs_skipped, other.blobs_mounted, other.bytes_copied,
+                 other.manifests_copied)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "digest": self.root.digest if self.root else None,
@@ -100,8 +105,9 @@ class Companions(Protocol):
         ...
 
     def carry(self, src: Store, dst: WritableStore, subject: Descriptor,
-              copy_manifest: Callable[[Descriptor], None]) -> list[str]:
-        """Copy what goes with ``subject`` that is no referrer; digests of what was carried."""
+              copy_manifest: Callable[[Descriptor], None], stats: CopyStats) -> list[str]:
+        """Copy what goes with ``subject`` that is no referrer; digests of what was carried.
+        What it writes itself, beside ``copy_manifest``, is counted in ``stats``."""
         ...
 
 
@@ -400,7 +406,7 @@ class _Copy:
                 def companion(d: Descriptor) -> None:
                     self.node(d, referrers=False, depth=depth + 1)
 
-                stats.signatures.extend(companions.carry(src, dst, desc, companion))
+                stats.signatures.extend(companions.carry(src, dst, desc, companion, stats))
         return True
 
 
