@@ -13,8 +13,9 @@ already, and a destination that lacks them refuses the manifest.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO
 
@@ -123,5 +124,4 @@ def write_blob(store: CopyTarget, blob: Blob, *, progress: ProgressFn | None = N
 
 def reading(store: ReadableStore, desc: Descriptor) -> Blob:
     """A blob of another store, read from it (as often as an upload needs)."""
-    opener: Callable[[], BinaryIO] = lambda: store.open_blob(desc)  # noqa: E731 - a named reopen
-    return Blob(desc, opener)
+    return Blob(desc, partial(store.open_blob, desc))
