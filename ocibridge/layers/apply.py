@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,14 +161,7 @@ class Tree:
         *parents, base = path.split("/")
         pending, done = list(parents), []  # type: tuple[list[str], list[str]]
         hops, must_exist = 0, False
-        while pending:
-            part = pending.pop(0)
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
+        for part in _names(pending, done):
             here = "/".join([*done, part])
             entry = self.entries.get(here)
             if entry is not None and entry.type == "symlink" and here in self._layer:
@@ -176,7 +170,7 @@ class Tree:
                     raise UnsafePath(f"{path}: more than {MAX_LINK_HOPS} links to follow (a loop?)")
                 target = entry.target or ""
                 if target.startswith("/"):
-                    done = []
+                    done.clear()
                 # containers/storage creates a missing parent directory only when the parent
                 # itself is missing; a link that is the entry's own directory must lead to a
                 # directory the layer holds
@@ -217,14 +211,7 @@ class Tree:
         target starts again at its root, ``..`` stops there); None for a loop."""
         pending, done = path.split("/"), []  # type: tuple[list[str], list[str]]
         hops = 0
-        while pending:
-            part = pending.pop(0)
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
+        for part in _names(pending, done):
             target = self.link_at("/".join([*done, part]))
             if target is None:
                 done.append(part)
@@ -233,7 +220,7 @@ class Tree:
             if hops > MAX_LINK_HOPS:
                 return None
             if target.startswith("/"):
-                done = []
+                done.clear()
             pending[:0] = target.split("/")
         return "/".join(done)
 
@@ -352,6 +339,21 @@ class Tree:
         for entry in sorted(self.entries.values(), key=lambda e: -e.path.count("/")):
             if entry.type == "dir":
                 os.chmod(self.root / entry.path, entry.mode)
+
+
+def _names(pending: list[str], done: list[str]) -> Iterator[str]:
+    """The names of a path being resolved, in turn: empty and ``.`` ones skipped, ``..`` taking
+    one back from ``done`` (never above the image's root). The caller may put a link's target
+    in front of ``pending`` and clear ``done`` (an absolute target) as it goes."""
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        yield part
 
 
 def apply_layer(store: Store, desc: Descriptor, tree: Tree) -> str:
