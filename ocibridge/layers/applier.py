@@ -79,7 +79,7 @@ class LayerEntry:
 
 
 #: a name rule: :meth:`LayerSink.place` of the sink the entries go to
-Place = Callable[[str, str], "str | None"]
+Place = Callable[[str, str], str | None]
 
 
 def read_entry(member: tarfile.TarInfo, place: Place) -> LayerEntry | None:
