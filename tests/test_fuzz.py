@@ -31,7 +31,8 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.kinds.buildfile import read_kitfile, read_modelfile
 from ocibridge.kinds.carton.reader import read_carton
 from ocibridge.kinds.mlsteam.reader import read_mlarchive
-from ocibridge.layers.apply import Tree, _apply_member
+from ocibridge.layers.applier import apply_entry, read_entry
+from ocibridge.layers.apply import Tree
 from ocibridge.model import metadata
 from ocibridge.model.config import parse_config
 from ocibridge.model.gguf_header import read_gguf_header
@@ -104,7 +105,9 @@ def test_layer_applier_never_leaves_the_tree(layers: list[list[tuple[str, str, s
                 tree.begin_layer()
                 with tarfile.open(fileobj=io.BytesIO(_tar(layer)), mode="r:") as tar:
                     for member in tar:
-                        _apply_member(tar, member, tree)
+                        entry = read_entry(member, tree.place)
+                        if entry is not None:
+                            apply_entry(tar, entry, tree)
             tree.finish()
         except OcibridgeError:
             refused = True

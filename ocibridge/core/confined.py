@@ -7,8 +7,9 @@ as the kernel would, and refuses any step above the root. Directory pulls, archi
 ``k8s mount`` and ``k8s check`` all call it, so the rule lives once and ``check`` predicts
 exactly what ``mount`` refuses.
 
-Whiteouts (``.wh.NAME`` in image layers) delete; :func:`whiteout_target` refuses names that would
-delete the directory itself, its parent, or anything named with a separator.
+Whiteouts (the names that delete in image layers) are read in one place,
+:mod:`ocibridge.layers.applier`, which refuses those that would delete the directory itself, its
+parent, or anything named with a separator.
 """
 
 from __future__ import annotations
@@ -90,11 +91,3 @@ def no_link_on_the_way(path: str, is_link: Callable[[str], bool], *, what: str =
         parent = "/".join(parts[: i + 1])
         if is_link(parent):
             raise UnsafePath(f"{what} {path}: a parent directory is a symlink ({parent})")
-
-
-def whiteout_target(directory: str, hidden: str) -> str:
-    """The path a ``.wh.<hidden>`` entry in ``directory`` deletes; refuse names that are not one
-    plain name (``.``, ``..``, empty, or containing a separator or NUL)."""
-    if hidden in ("", ".", "..") or "/" in hidden or "\\" in hidden or "\x00" in hidden:
-        raise UnsafePath(f"whiteout {posixpath.join(directory, '.wh.' + hidden)!r} names no single entry")
-    return posixpath.join(directory, hidden) if directory else hidden

@@ -20,24 +20,22 @@ from __future__ import annotations
 import os
 import posixpath
 import shutil
-import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ocibridge.core.confined import MAX_LINK_HOPS, check_link, no_link_on_the_way, whiteout_target
+from ocibridge.core.confined import MAX_LINK_HOPS, check_link, no_link_on_the_way
 from ocibridge.core.fsutil import write_sliced
 from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import OcibridgeError, UnsafePath
+from ocibridge.layers.applier import apply_entry, read_entry
 from ocibridge.layers.reader import open_layer, readable_layer
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.digest import CHUNK, HashingReader
 from ocibridge.oci.mediatypes import TAR_LAYER_TYPES
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
-
-WHITEOUT = ".wh."
-OPAQUE = ".wh..wh..opq"
 
 
 @dataclass
@@ -78,6 +76,18 @@ class Tree:
         self.not_reproduced: list[str] = []
         #: (name, where it landed) for tar names that climbed above the root or were absolute
         self.confined: list[tuple[str, str]] = []
+
+    # -- names -------------------------------------------------------------------------------
+    def place(self, name: str, what: str) -> str | None:
+        """Where a tar name lands, as the unpackers clean it: ``..`` stops at the image's root,
+        an absolute name is read from the root (recorded in :attr:`confined`); None for the
+        root itself."""
+        if "\x00" in name:
+            raise UnsafePath(f"{name!r}: NUL in a tar entry name")
+        path, clamped = confine(name)
+        if clamped:
+            self.confined.append((name, path))
+        return path or None
 
     # -- queries -----------------------------------------------------------------------------
     def sorted(self) -> list[TreeEntry]:
@@ -125,10 +135,12 @@ class Tree:
             elif disk.exists() or disk.is_symlink():
                 disk.unlink()
 
-    def opaque(self, directory: str) -> None:
-        """Hide what lower layers put in ``directory``; this layer's entries stay."""
+    def opaque(self, marker: str) -> None:
+        """Hide what lower layers put in the directory of the opaque ``marker``; this layer's
+        entries stay. A link on the way to the marker, or as its directory, is refused."""
+        directory = posixpath.dirname(marker)
         if directory:
-            no_link_on_the_way(directory + "/.wh..wh..opq", self._is_link, what="opaque whiteout")
+            no_link_on_the_way(marker, self._is_link, what="opaque whiteout")
             if self._is_link(directory):
                 raise UnsafePath(f"opaque whiteout in {directory}, which is a symlink")
         for p in sorted(self._children(directory) if directory else list(self.entries), reverse=True):
@@ -149,14 +161,7 @@ class Tree:
         *parents, base = path.split("/")
         pending, done = list(parents), []  # type: tuple[list[str], list[str]]
         hops, must_exist = 0, False
-        while pending:
-            part = pending.pop(0)
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
+        for part in _names(pending, done):
             here = "/".join([*done, part])
             entry = self.entries.get(here)
             if entry is not None and entry.type == "symlink" and here in self._layer:
@@ -165,7 +170,7 @@ class Tree:
                     raise UnsafePath(f"{path}: more than {MAX_LINK_HOPS} links to follow (a loop?)")
                 target = entry.target or ""
                 if target.startswith("/"):
-                    done = []
+                    done.clear()
                 # containers/storage creates a missing parent directory only when the parent
                 # itself is missing; a link that is the entry's own directory must lead to a
                 # directory the layer holds
@@ -206,14 +211,7 @@ class Tree:
         target starts again at its root, ``..`` stops there); None for a loop."""
         pending, done = path.split("/"), []  # type: tuple[list[str], list[str]]
         hops = 0
-        while pending:
-            part = pending.pop(0)
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
+        for part in _names(pending, done):
             target = self.link_at("/".join([*done, part]))
             if target is None:
                 done.append(part)
@@ -222,7 +220,7 @@ class Tree:
             if hops > MAX_LINK_HOPS:
                 return None
             if target.startswith("/"):
-                done = []
+                done.clear()
             pending[:0] = target.split("/")
         return "/".join(done)
 
@@ -239,7 +237,7 @@ class Tree:
     def opaque_marker(self, path: str) -> None:
         """``path`` is a ``.wh..wh..opq`` entry: its directory, reached as any entry's parents
         are, loses what lower layers put in it."""
-        self.opaque(posixpath.dirname(self._parents(path)))
+        self.opaque(self._parents(path))
 
     def _replace(self, path: str, new_type: str) -> None:
         existing = self.entries.get(path)
@@ -343,16 +341,19 @@ class Tree:
                 os.chmod(self.root / entry.path, entry.mode)
 
 
-def _entry_path(name: str, tree: Tree) -> str | None:
-    """Where a tar entry lands, as the unpackers clean its name: ``..`` stops at the image's root,
-    an absolute name is read from the root (the tree records the names it had to confine);
-    None for the root itself."""
-    if "\x00" in name:
-        raise UnsafePath(f"{name!r}: NUL in a tar entry name")
-    path, clamped = confine(name)
-    if clamped:
-        tree.confined.append((name, path))
-    return path or None
+def _names(pending: list[str], done: list[str]) -> Iterator[str]:
+    """The names of a path being resolved, in turn: empty and ``.`` ones skipped, ``..`` taking
+    one back from ``done`` (never above the image's root). The caller may put a link's target
+    in front of ``pending`` and clear ``done`` (an absolute target) as it goes."""
+    while pending:
+        part = pending.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        yield part
 
 
 def apply_layer(store: Store, desc: Descriptor, tree: Tree) -> str:
@@ -363,45 +364,12 @@ def apply_layer(store: Store, desc: Descriptor, tree: Tree) -> str:
         hashing = HashingReader(stream)
         with open_tar_stream(hashing) as tar:
             for member in tar_members(tar):
-                _apply_member(tar, member, tree)
+                entry = read_entry(member, tree.place)
+                if entry is not None:
+                    apply_entry(tar, entry, tree)
         while hashing.read(CHUNK):  # to its end: the blob is verified there
             pass
     return hashing.digest
-
-
-def _apply_member(tar: tarfile.TarFile, member: tarfile.TarInfo, tree: Tree) -> None:
-    path = _entry_path(member.name, tree)
-    if path is None:
-        return
-    directory, base = posixpath.split(path)
-    if base == OPAQUE:
-        tree.opaque_marker(path)
-        return
-    if base.startswith(WHITEOUT):
-        hidden = base[len(WHITEOUT):]
-        if hidden.startswith(WHITEOUT):  # other aufs metadata (.wh..wh.plnk…): not files
-            return
-        tree.whiteout(whiteout_target(directory, hidden))
-        return
-    if member.isdir():
-        tree.add_dir(path, member.mode, member.uid, member.gid)
-    elif member.issym():
-        tree.add_symlink(path, member.linkname, member.uid, member.gid)
-    elif member.islnk():
-        target = _entry_path(member.linkname, tree)
-        if target is None:
-            raise UnsafePath(f"{path}: hard link to the root")
-        tree.add_hardlink(path, target)
-    elif member.isfile():
-        src = tar.extractfile(member) if tree.root is not None else None
-        tree.add_file(path, member.mode, member.size, src, member.uid, member.gid)
-    elif member.isfifo():
-        tree.add_special(path, "fifo", member.mode, member.uid, member.gid, None)
-    elif member.ischr() or member.isblk():
-        kind = "chardev" if member.ischr() else "blockdev"
-        tree.add_special(path, kind, member.mode, member.uid, member.gid, f"{member.devmajor}:{member.devminor}")
-    else:
-        raise UnsafePath(f"{path}: unsupported tar entry type in a layer")
 
 
 def confine(name: str) -> tuple[str, bool]:

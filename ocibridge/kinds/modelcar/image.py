@@ -11,21 +11,20 @@ counted and reported as lost, never unpacked.
 from __future__ import annotations
 
 import json
-import posixpath
 import shutil
-import tarfile
 import tempfile
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from ocibridge.core.confined import check_links, whiteout_target
+from ocibridge.core.confined import check_links
 from ocibridge.core.fsutil import TEMP_PREFIX, is_root_entry, safe_relpath
 from ocibridge.core.streams import open_tar_stream
 from ocibridge.errors import SourceError, TooLarge, UnsafePath
 from ocibridge.kinds.neutral import Loss
-from ocibridge.layers.apply import OPAQUE, WHITEOUT, Tree
+from ocibridge.layers.applier import apply_entry, read_entry
+from ocibridge.layers.apply import Tree
 from ocibridge.layers.reader import open_layer, readable_layer
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.digest import CHUNK, HashingReader
@@ -43,18 +42,45 @@ def _under_root(path: str) -> bool:
     return path == ROOT or path.startswith(ROOT + "/")
 
 
-def _affected(name: str) -> str | None:
-    """The path a tar entry changes (a whiteout's target, an opaque marker's directory); None
-    for the archive root."""
-    if is_root_entry(name):
+def _place(name: str, what: str) -> str | None:
+    """ModelCar's name rule: a name that is absolute or climbs out of the image is refused, not
+    cleaned into it as a runtime would; None for the archive root."""
+    if what == "tar entry" and is_root_entry(name):
         return None
-    path = safe_relpath(name.rstrip("/"), "tar entry")
-    directory, base = posixpath.split(path)
-    if base == OPAQUE:
-        return directory
-    if base.startswith(WHITEOUT):
-        return posixpath.join(directory, base[len(WHITEOUT):]) if directory else base[len(WHITEOUT):]
-    return path
+    return safe_relpath(name.rstrip("/"), what)
+
+
+class _ModelsSink:
+    """How an image's entries under /models are laid out on the :class:`Tree`: names refused
+    (:func:`_place`), a whiteout or opaque marker never reached through a link (the tree refuses
+    it), owners not kept (the files become the package's), special files refused."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+
+    def place(self, name: str, what: str) -> str | None:
+        return _place(name, what)
+
+    def opaque_marker(self, path: str) -> None:
+        self.tree.opaque(path)
+
+    def whiteout(self, path: str) -> None:
+        self.tree.remove(path)
+
+    def add_dir(self, path: str, mode: int, uid: int, gid: int) -> None:
+        self.tree.add_dir(path, mode)
+
+    def add_symlink(self, path: str, target: str, uid: int, gid: int) -> None:
+        self.tree.add_symlink(path, target)
+
+    def add_hardlink(self, path: str, target: str) -> None:
+        self.tree.add_hardlink(path, target)
+
+    def add_file(self, path: str, mode: int, size: int, src: IO[bytes] | None, uid: int, gid: int) -> None:
+        self.tree.add_file(path, mode, size, src)
+
+    def add_special(self, path: str, kind: str, mode: int, uid: int, gid: int, device: str | None) -> None:
+        raise UnsafePath(f"{path}: device, fifo or other special file in a layer")
 
 
 def has_models(store: Store, manifest: Manifest) -> bool:
@@ -78,12 +104,13 @@ def _scan(store: Store, layer: Descriptor) -> bool | None:
     outside = False
     with readable_layer(layer, "image layer"), open_layer(store, layer) as stream, open_tar_stream(stream) as tar:
         for member in tar_members(tar):
-            path = _affected(member.name)
-            if path is None or member.isdir():
+            entry = read_entry(member, _place)
+            if entry is None or member.isdir():
                 continue
+            path = entry.affected
             if _under_root(path) and path != ROOT:
                 return True
-            if not posixpath.basename(member.name.rstrip("/")).startswith(WHITEOUT):
+            if not entry.deletion:
                 outside = True  # a file elsewhere (a deletion elsewhere, RUN rm -rf /tmp/*, decides nothing)
     return False if outside else None
 
@@ -168,51 +195,26 @@ def _read(store: Store, manifest: Manifest, config: dict[str, Any], staging: Pat
 def _apply(store: Store, layer: Descriptor, tree: Tree) -> tuple[str, int]:
     """Apply the entries of one layer that touch /models; (the layer's diff_id, entries skipped)."""
     tree.begin_layer()
+    sink = _ModelsSink(tree)
     skipped = 0
     with readable_layer(layer, "image layer"), open_layer(store, layer) as stream:  # bounded, verified at its end
         hashing = HashingReader(stream)
         with open_tar_stream(hashing) as tar:
             for member in tar_members(tar):
-                path = _affected(member.name)
-                if path is None:
+                entry = read_entry(member, _place)
+                if entry is None:
                     continue
+                path = entry.affected
                 if path and not _under_root(path):  # '' is an opaque marker at the root
-                    deletion = posixpath.basename(member.name.rstrip("/")).startswith(WHITEOUT)
-                    skipped += 0 if member.isdir() or deletion else 1
+                    skipped += 0 if member.isdir() or entry.deletion else 1
                     continue
-                if path == ROOT and not member.isdir() and not _is_marker(member):
+                # a whiteout of /models itself (.wh.models) may be recreated by a later layer
+                if path == ROOT and not member.isdir() and not entry.deletion:
                     raise UnsafePath(f"/models in layer {layer.digest} is not a directory")
-                _apply_entry(tar, member, tree)
+                apply_entry(tar, entry, sink)
         while hashing.read(CHUNK):  # to the end, where the blob's digest is checked
             pass
     return hashing.digest, skipped
-
-
-def _apply_entry(tar: tarfile.TarFile, member: tarfile.TarInfo, tree: Tree) -> None:
-    """One tar entry onto the tree, as an unpacker applies it; the tree refuses what is unsafe."""
-    path = safe_relpath(member.name.rstrip("/"), "tar entry")
-    directory, base = posixpath.split(path)
-    if base == OPAQUE:
-        tree.opaque(directory)
-    elif base.startswith(WHITEOUT):
-        hidden = base[len(WHITEOUT):]
-        if not hidden.startswith(WHITEOUT):  # other aufs metadata (.wh..wh.plnk…) are no files
-            tree.remove(whiteout_target(directory, hidden))
-    elif member.isdir():
-        tree.add_dir(path, member.mode)
-    elif member.issym():
-        tree.add_symlink(path, member.linkname)
-    elif member.islnk():
-        tree.add_hardlink(path, safe_relpath(member.linkname.rstrip("/"), "hard link target"))
-    elif member.isfile():
-        tree.add_file(path, member.mode, member.size, tar.extractfile(member))
-    else:
-        raise UnsafePath(f"{path}: device, fifo or other special file in a layer")
-
-
-def _is_marker(member: tarfile.TarInfo) -> bool:
-    """A whiteout of /models itself (``.wh.models``), which a later layer may recreate."""
-    return posixpath.basename(member.name.rstrip("/")).startswith(WHITEOUT)
 
 
 def _config_losses(config: dict[str, Any]) -> list[Loss]:
