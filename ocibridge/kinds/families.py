@@ -1,4 +1,4 @@
-"""The table of model families: detection by what an artifact is, and lookup by name.
+"""The model families: detection by what an artifact is, and lookup by name.
 
 The families are the lines of the one table of kinds, :mod:`.table`, that name a family class
 (:class:`~.family.ModelFamily`); ``convert --to``, ``pull`` and ``push --to`` take their
