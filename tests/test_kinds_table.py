@@ -136,3 +136,22 @@ def test_the_architecture_doc_lists_the_kinds_as_the_table_has_them():
             for row in section.splitlines() if row.startswith("| `")]
     listed = [tuple(m.group(1) if m else None for m in row) for row in rows]
     assert listed == [(k.name, k.format, k.family) for k in table.KINDS]
+
+
+def test_looking_into_a_file_loads_only_the_formats_that_declare_sniff(tmp_path):
+    """A file whose name says nothing is shown to the formats whose line says ``sniffs`` only:
+    the Ollama and Hugging Face formats (which read no file) stay unloaded."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    plain = tmp_path / "weights.bin"
+    plain.write_bytes(b"not an archive")
+    probe = ("import sys\nfrom ocibridge.kinds import door\n"
+             f"print(door.source_format({str(plain)!r}).name)\n"
+             "print(sorted(m for m in sys.modules if m.startswith(('ocibridge.kinds.ollama', 'ocibridge.kinds.hf'))))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["directory", "[]"], done.stdout
+    sniffing = [k.format for k in table.sources() if k.sniffs]
+    assert sniffing == ["carton", "mlarchive"]
