@@ -12,8 +12,7 @@ import pytest
 
 from ocibridge.cli.commands import main
 from ocibridge.errors import InvalidReference
-from ocibridge.kinds import door
-from ocibridge.kinds import source_table as table
+from ocibridge.kinds import door, table
 from ocibridge.oci.reference import (
     LayoutReference,
     OllamaReference,
@@ -26,7 +25,7 @@ from ocibridge.oci.reference import (
     parse_reference,
 )
 
-TOY = table.Registration("toy", "tests.toy_format", "ToyFormat", suffixes=(".toy",))
+TOY = table.Line("toy", format="toy", source=("tests.toy_format", "ToyFormat"), sniffs=True, suffixes=(".toy",))
 FILES = {"model.safetensors": b"\x00weights" * 100, "config.json": b'{"model_type": "toy"}', "README.md": b"# toy\n"}
 
 
@@ -83,7 +82,7 @@ def test_a_format_that_picks_no_files_refuses_include(toy, tmp_path, capsys):
 
 
 def test_unregistered_the_toy_is_unknown(tmp_path, capsys):
-    assert "toy" not in table.choices()
+    assert "toy" not in table.format_choices()
     src = _toy_file(tmp_path / "tiny.toy")
     assert door.source_format(str(src)).name == "directory"  # the fallback, which then refuses a file
     assert main(["push", str(src), f"oci:{tmp_path}/store:v1"]) == 1
@@ -112,14 +111,6 @@ def test_pull_destinations_come_from_the_table():
     assert door.destination_format("registry.example/x.carton").name == "carton"  # an archive file
     assert door.destination_format("localhost:5000/repo:v1", "carton").name == "carton"  # --format wins
     assert door.exports_quietly("out.mlarchive") and not door.exports_quietly("out/dir")
-
-
-def test_a_line_names_the_family_its_format_reads():
-    """The door loads only the format whose line names an artifact's family (examine), so each
-    line's ``family`` is the one its class reads, and no line names one for a format that reads none."""
-    for line in table.REGISTRATIONS:
-        fmt = door.by_name(line.name)
-        assert line.family == (fmt.family if isinstance(fmt, door.ReadsArtifacts) else None), line.name
 
 
 @pytest.mark.parametrize("text, kind", [
@@ -215,7 +206,7 @@ def test_the_adding_a_format_recipe_runs_as_written(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     text = (root / "docs" / "architecture.md").read_text()
-    section = text.split("## Adding a format", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## Adding a kind", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
     assert blocks
     for code in blocks:

@@ -125,8 +125,8 @@ def test_pull_of_a_modelpack_artifact_into_a_directory_loads_no_pydantic(registr
 def test_the_family_table_names_each_family_as_it_names_itself():
     """The registry loads a family when detection reaches its line, by the line's name."""
     from ocibridge.kinds import families as registry
-    from ocibridge.kinds import family_table as table
+    from ocibridge.kinds import table
 
-    assert registry.names() == table.names()
-    for name in table.names():
+    assert registry.names() == table.family_names()
+    for name in table.family_names():
         assert registry.by_name(name).name == name

@@ -60,8 +60,8 @@ def load_source(
     build_file: str | None = None,
     use_build_file: bool = True,
 ) -> ModelPackage:
-    """Read any supported source into a neutral model package: the format table
-    (ocibridge/kinds/source_table.py) says which reader. ``build_file``: a Modelfile or a Kitfile
+    """Read any supported source into a neutral model package: the table of kinds
+    (ocibridge/kinds/table.py) says which reader. ``build_file``: a Modelfile or a Kitfile
     naming the files of the directory ``source`` (kinds/buildfile.py); without one, a
     ``Kitfile`` or ``Modelfile`` at the top of the directory is used, as kit and modctl do,
     unless ``use_build_file`` is False."""

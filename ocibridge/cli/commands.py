@@ -29,8 +29,7 @@ from ocibridge.core.httpx_wall import defer_cli
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size, one_line, printable
 from ocibridge.errors import OcibridgeError, RegistryError, UsageError, ValidationError
-from ocibridge.kinds.source_table import choices as format_choices
-from ocibridge.kinds.source_table import source_kinds
+from ocibridge.kinds.table import format_choices, source_kinds
 from ocibridge.oci.mediatypes import Family, Kind, Variant
 from ocibridge.transfer.progress_modes import MODES, choose_progress
 

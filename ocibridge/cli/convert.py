@@ -7,7 +7,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.kinds.family_table import OVERRIDES, names
+from ocibridge.kinds.overrides import OVERRIDES
+from ocibridge.kinds.table import family_names
 from ocibridge.oci.mediatypes import Family
 
 if TYPE_CHECKING:  # the command line loads the families only when a command runs
@@ -42,7 +43,7 @@ def overrides_of(args: argparse.Namespace) -> dict[str, str]:
 
 
 def family_choices() -> list[str]:
-    return names()
+    return family_names()
 
 
 def add_convert_command(

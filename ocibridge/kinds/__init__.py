@@ -14,7 +14,7 @@ _HOMES = {
     "convert_artifact": "conversion", "convert_staged": "conversion",
     "Loss": "neutral", "ModelView": "neutral", "Part": "neutral", "Written": "neutral",
     "Identified": "families", "NotAModel": "families", "by_name": "families", "identify": "families",
-    "register": "families", "names": "family_table",
+    "names": "families", "register": "table", "unregister": "table", "KINDS": "table",
 }
 __all__ = sorted(_HOMES)
 

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.kinds.families import Identified, by_name, identify
 from ocibridge.kinds.family import Exported, Exports, Reading, WriteOptions, Writes
-from ocibridge.kinds.family_table import OVERRIDES
 from ocibridge.kinds.neutral import Loss, ModelView, Written
 from ocibridge.kinds.origin import restore
+from ocibridge.kinds.overrides import OVERRIDES
 from ocibridge.kinds.repack import HoldsOnly, repack
 from ocibridge.kinds.targets import StoreTarget, open_store_target
 from ocibridge.kinds.view import TAG, ConvertedStore

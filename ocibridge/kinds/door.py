@@ -1,7 +1,8 @@
 """The door: which source format reads a ``push`` source, writes a ``pull`` destination, or
-converts an artifact found in a store, all decided by the table in :mod:`.table`.
+converts an artifact found in a store, all decided by the source formats' side of the one
+table of kinds, :mod:`.table`.
 
-A format (the protocols are in :mod:`.base`) is a class with a ``name``, ``read`` (a source
+A format (the protocols are in :mod:`.source`) is a class with a ``name``, ``read`` (a source
 → a model package) and ``export`` (an artifact → the destination), plus two optional
 capabilities checked with ``isinstance``:
 :class:`SniffsContent` (recognise a file by its bytes when its name says nothing) and
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import OcibridgeError, SourceError
-from ocibridge.kinds import source_table as table
+from ocibridge.kinds import table
 from ocibridge.kinds.source import ExportRequest, ReadRequest, ReadsArtifacts, SniffsContent, SourceFormat
 from ocibridge.oci import reference as refs
 
@@ -31,41 +32,43 @@ if TYPE_CHECKING:
 __all__ = ["ExportRequest", "ReadRequest", "ReadsArtifacts", "SniffsContent", "SourceFormat"]
 
 
-_LOADED: dict[str, SourceFormat] = {}
+_LOADED: dict[tuple[str, str], SourceFormat] = {}
 
 
-def _load(line: table.Registration) -> SourceFormat:
-    key = f"{line.module}:{line.cls}"
-    if key not in _LOADED:
-        _LOADED[key] = getattr(importlib.import_module(line.module), line.cls)()
-    return _LOADED[key]
+def _load(line: table.Line) -> SourceFormat:
+    """The source format of a table line, its module imported on first use."""
+    assert line.source is not None
+    if line.source not in _LOADED:
+        module, cls = line.source
+        _LOADED[line.source] = getattr(importlib.import_module(module), cls)()
+    return _LOADED[line.source]
 
 
 def by_name(name: str) -> SourceFormat:
-    for line in table.REGISTRATIONS:
-        if line.name == name:
+    for line in table.sources():
+        if line.format == name:
             return _load(line)
-    raise OcibridgeError(f"unknown format {name!r} (known: {', '.join(r.name for r in table.REGISTRATIONS)})")
+    raise OcibridgeError(f"unknown format {name!r} (known: {', '.join(str(k.format) for k in table.sources())})")
 
 
 def _by_reference(text: str) -> SourceFormat | None:
     """The format a scheme or a suffix names, without opening anything."""
     lower = text.lower()
-    for line in table.REGISTRATIONS:
+    for line in table.sources():
         if any(text.startswith(s) for s in line.schemes) or any(lower.endswith(s.lower()) for s in line.suffixes):
             return _load(line)
     return None
 
 
 def _fallback() -> SourceFormat:
-    return _load(next(r for r in table.REGISTRATIONS if r.fallback))
+    return _load(next(k for k in table.sources() if k.fallback))
 
 
 def is_store_reference(text: str) -> bool:
     """Whether ``text`` names a store: archives named by a registered suffix are files, and a
     scheme of a format that keeps no artifacts (``hf:``; unlike ``ollama:``, whose models are a
     family of a store) names that format's place, not a registry."""
-    if any(text.startswith(s) for r in table.REGISTRATIONS if r.family is None for s in r.schemes):
+    if any(text.startswith(s) for k in table.sources() if not k.converts for s in k.schemes):
         return False
     return refs.is_store_reference(text, file_suffixes=table.file_suffixes())
 
@@ -80,7 +83,9 @@ def source_format(source: str, explicit: str | None = None) -> SourceFormat:
         return found
     path = Path(source)
     if path.is_file():
-        for line in table.REGISTRATIONS:
+        for line in table.sources():
+            if not line.sniffs:
+                continue  # only the formats that say they sniff are loaded to ask
             fmt = _load(line)
             if isinstance(fmt, SniffsContent) and fmt.sniff(path):
                 return fmt
@@ -148,8 +153,8 @@ def examine(store: Store, reference: str, dest_format: SourceFormat | None = Non
         if not_a_model.files_artifact or not refuse_other:  # read (or copied) as it is
             return Examined(None, None)
         raise  # a container image, an index of no model: refused saying what it is
-    for line in table.REGISTRATIONS:
-        if line.family != found.family.name:
+    for line in table.sources():
+        if not line.converts or line.family != found.family.name:
             continue  # the other formats are not loaded to ask (a ModelPack artifact needs none)
         fmt = _load(line)
         if isinstance(fmt, ReadsArtifacts) and fmt.family == found.family.name:

@@ -1,7 +1,8 @@
-"""The table of model families: detection by what an artifact is, and lookup by name.
+"""The model families: detection by what an artifact is, and lookup by name.
 
-Adding a family is one module implementing :class:`~.base.ModelFamily` plus one line in
-:mod:`.table`; ``convert --to``, ``pull`` and ``push --to`` take their choices from there.
+The families are the lines of the one table of kinds, :mod:`.table`, that name a family class
+(:class:`~.family.ModelFamily`); ``convert --to``, ``pull`` and ``push --to`` take their
+choices from there.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ocibridge.errors import OcibridgeError, TooLarge
+from ocibridge.kinds import table
 from ocibridge.kinds.describe import describe_other, is_image
 from ocibridge.kinds.family import ModelFamily, Probes
 from ocibridge.model.index import MAX_INDEX_ENTRIES, model_entry
@@ -18,25 +20,17 @@ from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, resolve_and_read
 
-
-class _Line:
-    """A registered family: its class, imported on first use (detection stops at the first family
-    that matches, so a ModelPack artifact never loads the other families' modules), or an
-    instance registered whole."""
-
-    def __init__(self, name: str, module: str = "", cls: str = "", family: ModelFamily | None = None):
-        self.name = name
-        self._where = (module, cls)
-        self._family = family
-
-    def family(self) -> ModelFamily:
-        if self._family is None:
-            module, cls = self._where
-            self._family = getattr(importlib.import_module(module), cls)()
-        return self._family
+_LOADED: dict[tuple[str, str], ModelFamily] = {}
 
 
-_FAMILIES: list[_Line] = []
+def _load(line: table.Line) -> ModelFamily:
+    """The family of a table line, its module imported on first use (detection stops at the
+    first family that matches, so a ModelPack artifact never loads the other families' modules)."""
+    assert line.artifacts is not None
+    if line.artifacts not in _LOADED:
+        module, cls = line.artifacts
+        _LOADED[line.artifacts] = getattr(importlib.import_module(module), cls)()
+    return _LOADED[line.artifacts]
 
 
 class NotAModel(OcibridgeError):
@@ -50,30 +44,20 @@ class NotAModel(OcibridgeError):
         self.files_artifact = files_artifact
 
 
-def register(family: ModelFamily) -> None:
-    _add(_Line(family.name, family=family))
-
-
-def _add(line: _Line) -> None:
-    if any(f.name == line.name for f in _FAMILIES):
-        raise ValueError(f"model family {line.name!r} registered twice")
-    _FAMILIES.append(line)
-
-
 def names() -> list[str]:
-    return [f.name for f in _FAMILIES]
+    return table.family_names()
 
 
 def _families() -> Iterator[ModelFamily]:
     """The families in the table's order, each loaded when the iteration reaches it."""
-    for line in _FAMILIES:
-        yield line.family()
+    for line in table.families():
+        yield _load(line)
 
 
 def by_name(name: str) -> ModelFamily:
-    for line in _FAMILIES:
-        if line.name == name:
-            return line.family()
+    for line in table.families():
+        if line.family == name:
+            return _load(line)
     raise OcibridgeError(f"unknown model family {name!r} (known: {', '.join(names())})")
 
 
@@ -89,7 +73,10 @@ def probed(store: Store, desc: Descriptor, manifest: Manifest) -> ModelFamily | 
     """The family an image belongs to by its content (a ModelCar built by another tool)."""
     if not is_image(manifest):
         return None
-    for family in _families():
+    for line in table.families():
+        if not line.probes:
+            continue  # only the families that say they probe are loaded to ask
+        family = _load(line)
         if isinstance(family, Probes) and family.probe(store, desc, manifest):
             return family
     return None
@@ -133,7 +120,7 @@ def identify(store: Store, reference: str, *, shown: str | None = None) -> Ident
 
 
 def _from_index(store: Store, reference: str, index: Index) -> Identified:
-    order = {f.name: i for i, f in enumerate(_FAMILIES)}
+    order = {name: i for i, name in enumerate(names())}
 
     def rank(manifest: Manifest) -> int | None:
         family = family_of(manifest)
@@ -166,12 +153,3 @@ def _probed_image(store: Store, index: Index) -> Identified | None:
             return Identified(family, entry, data, node) if family is not None else None
     return None
 
-
-def _register_builtin() -> None:
-    from ocibridge.kinds.family_table import REGISTRATIONS
-
-    for name, module, cls in REGISTRATIONS:
-        _add(_Line(name, module, cls))
-
-
-_register_builtin()

@@ -1,6 +1,6 @@
 """What a model family module provides: how to recognise, read and write it.
 
-A family is one line in :mod:`.table` (which :mod:`.registry` loads); detection,
+A family is named on its kind's line in :mod:`.table` (which :mod:`.families` loads); detection,
 ``convert --to``, ``pull`` of any family and ``push --to`` all come from that table.
 """
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ocibridge.kinds.conversion import Conversion, convert_artifact
 from ocibridge.kinds.families import by_name
 from ocibridge.kinds.family import Exports, WriteOptions
-from ocibridge.kinds.family_table import OVERRIDES
+from ocibridge.kinds.overrides import OVERRIDES
 from ocibridge.kinds.targets import open_store_target
 from ocibridge.kinds.view import TAG
 from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, build

@@ -12,7 +12,7 @@ A registry reference without a host means Docker Hub (``docker.io``), a one-part
 there means ``library/<name>``, no tag and no digest means ``latest``. Ollama names keep
 Ollama's defaults (``registry.ollama.ai``, ``library``, ``latest``). Which files are archives
 of a source format is not known here: :func:`parse_reference` takes their suffixes (the
-format table in :mod:`ocibridge.kinds.source_table` supplies them).
+table of kinds in :mod:`ocibridge.kinds.table` supplies them).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Carton (``*.carton``) in the format table: read into a model package (found by suffix or by
+"""Carton (``*.carton``) in the table of kinds: read into a model package (found by suffix or by
 content), exported back."""
 
 from __future__ import annotations

@@ -86,7 +86,7 @@ def read_directory(
 
 
 class DirectoryFormat:
-    """A plain model directory in the format table: the fallback for a local path. Read with
+    """A plain model directory in the table of kinds: the fallback for a local path. Read with
     its metadata (config.json, safetensors and GGUF headers); pulled into file by file, only
     the files asked for, resumable."""
 

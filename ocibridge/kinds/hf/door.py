@@ -1,4 +1,4 @@
-"""``hf:ORG/NAME[@REVISION]`` in the format table: a model of the local Hugging Face cache.
+"""``hf:ORG/NAME[@REVISION]`` in the table of kinds: a model of the local Hugging Face cache.
 
 Pushed, the snapshot's files are read where the cache keeps them (no network), and the
 artifact says where they came from with the standard annotations (``image.source``: the Hub

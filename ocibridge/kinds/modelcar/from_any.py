@@ -3,7 +3,7 @@
 ``k8s check --runtime containerd`` tells the user of a ModelKit or a Docker model to build a
 ModelCar image; the image is built from the model's ModelPack form, stored beside it untagged,
 exactly as ``convert --to modelcar`` exports it (the same image). Kept apart from the family
-modules: it uses the family table, which loads them.
+modules: it uses the table of kinds, whose families are loaded as detection reaches them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Ollama models in the format table: ``ollama:NAME`` (the local store) and
+"""Ollama models in the table of kinds: ``ollama:NAME`` (the local store) and
 ``ollama://[host/]NAME`` (a registry) as sources and destinations, and any Ollama model found
-in a store (the families table knows one by its media types) converted by what it is."""
+in a store (its family, on the same line of the table, knows one by its media types) converted
+by what it is."""
 
 from __future__ import annotations
 
