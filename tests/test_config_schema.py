@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from ocibridge.api import schemas
 from ocibridge.errors import ValidationError
-from ocibridge.model import schemas
 from ocibridge.model.config import parse_config
 from tests.support.data import data
 
@@ -48,7 +48,7 @@ def test_errors_name_field_and_rule():
 def test_committed_schemas_are_current():
     for name, schema in schemas.generate().items():
         path = REPO / "schemas" / f"{name}.schema.json"
-        assert path.exists(), f"{path} missing: run python -m ocibridge.model.schemas schemas"
+        assert path.exists(), f"{path} missing: run python -m ocibridge.api.schemas schemas"
         assert path.read_text() == schemas.render(schema), (
-            f"{path} is stale: run python -m ocibridge.model.schemas schemas"
+            f"{path} is stale: run python -m ocibridge.api.schemas schemas"
         )

@@ -100,8 +100,10 @@ def _imports(module: str, path: Path) -> Iterator[tuple[str, int]]:
                 name = f"{prefix}.{alias.name}"
                 yield (name if name in MODULES else prefix), node.lineno
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and id(node) not in docstrings and node.value in MODULES and node.value != "ocibridge":
-            yield node.value, node.lineno  # a module named to be imported later (lazy, a table)
+                and id(node) not in docstrings:
+            named = node.value.partition(":")[0]  # "module" or "module:Class", as entry points write it
+            if named in MODULES and named != "ocibridge":
+                yield named, node.lineno  # a module named to be imported later (lazy, a table)
 
 
 def import_graph() -> dict[str, dict[str, int]]:

@@ -183,7 +183,7 @@ def test_job_file_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def test_schema_file_is_current() -> None:
-    from ocibridge.model.schemas import generate, render
+    from ocibridge.api.schemas import generate, render
 
     path = Path(__file__).resolve().parents[1] / "schemas" / "mirror-job.schema.json"
     assert path.read_text() == render(generate()["mirror-job"])

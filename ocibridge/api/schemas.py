@@ -1,5 +1,8 @@
-"""JSON Schemas generated from the pydantic wire models; ``python -m ocibridge.model.schemas DIR``
-rewrites ``schemas/`` and a test fails when the committed files fall behind the models."""
+"""JSON Schemas generated from the pydantic wire models; ``python -m ocibridge.api.schemas DIR``
+rewrites ``schemas/`` and a test fails when the committed files fall behind the models.
+
+It sits in ``api/`` because it gathers wire models from every layer (the mirror job's included),
+named by import rather than by string so that the layering test sees each edge."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ocibridge.mirror.job import MirrorJob
 from ocibridge.model.config import ModelPackConfig
 from ocibridge.oci.schema_models import Descriptor, ImageConfig, Index, Manifest
 
@@ -19,31 +23,12 @@ MODELS: dict[str, type[BaseModel]] = {
     "oci-manifest": Manifest,
     "oci-index": Index,
     "oci-image-config": ImageConfig,
+    "mirror-job": MirrorJob,
 }
-
-#: Other modules (mirror jobs, format manifests) register their models here.
-EXTRA_MODELS: dict[str, str] = {
-    "mirror-job": "ocibridge.mirror.job:MirrorJob",
-}
-
-
-def _load(spec: str) -> type[BaseModel] | None:
-    module, _, name = spec.partition(":")
-    try:
-        mod = __import__(module, fromlist=[name])
-    except ImportError:
-        return None
-    return getattr(mod, name, None)
-
 
 def generate() -> dict[str, dict[str, Any]]:
-    models = dict(MODELS)
-    for name, spec in EXTRA_MODELS.items():
-        model = _load(spec)
-        if model is not None:
-            models[name] = model
     out = {}
-    for name, model in sorted(models.items()):
+    for name, model in sorted(MODELS.items()):
         schema = model.model_json_schema(by_alias=True)
         schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
         schema["$id"] = f"https://ocibridge.dev/schemas/{name}.schema.json"
