@@ -310,7 +310,8 @@ def test_a_spent_pull_quota_is_one_line_without_retries(fault_proxy, unique_repo
     assert len([r for r in fault_proxy.requests if r.status == 429]) == 1
 
 
-@pytest.mark.parametrize("entry", ['upload = "sometimes"', "max_body = 0", 'max_body = "8M"'])
+@pytest.mark.parametrize("entry", ['upload = "sometimes"', "max_body = 0", 'max_body = "8M"',
+                                   'range_end = "open"'])
 def test_bad_learnt_settings_are_one_line(entry, tmp_path, monkeypatch):
     conf = tmp_path / "bad.toml"
     conf.write_text(f'[registry."r.example"]\n{entry}\n')
@@ -335,3 +336,62 @@ def test_mirror_job_into_a_profile(name, registry, fault_proxy, unique_repo, tmp
     assert summary.ok, summary.format_text()
     assert _taken_upload_bytes(fault_proxy) < sum(len(d) for d in files.values()) + 64 * KiB
     _pulled(fault_proxy, f"{fault_proxy.host}/{unique_repo}-mirror:v1", tmp_path / "out", files)
+
+
+def test_range_style_is_remembered_for_the_next_run(fault_proxy, unique_repo, tmp_path, caplog, capsys):
+    """An end-exclusive ``Range`` registry: the first run learns the style and writes it to the
+    settings file. A push that failed after its first chunk is continued by a new run, whose
+    first answer is the session's status: read in the remembered style, the upload resumes at
+    the registry's offset (read in distribution's, it would skip a byte and start again)."""
+    import io
+
+    from ocibridge.cli import main
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.stores.registry import open_repository
+
+    chunk = 512 * KiB
+    fault_proxy.quirks[:] = [RangeEndExclusive()]
+    data = os.urandom(SIZE)
+    desc = Descriptor.for_bytes("application/octet-stream", data)
+
+    class CtrlC(io.BytesIO):
+        """Ctrl-C once the first chunk is read: the session is kept for the next run."""
+
+        def read(self, n: int | None = -1) -> bytes:
+            if self.tell() >= chunk:
+                raise KeyboardInterrupt
+            return super().read(n if n is None or n < 0 else min(n, chunk - self.tell()))
+
+    with open_repository(host=fault_proxy.host, repository=unique_repo, plain_http=True,
+                         chunk_size=chunk) as store, pytest.raises(KeyboardInterrupt):
+        store.push_blob(desc, CtrlC(data))
+    assert [r.status for r in fault_proxy.requests_matching("PATCH", "/blobs/uploads/")][0] == 202
+    assert hosts.host_settings(fault_proxy.host).range_end == "exclusive"
+
+    caplog.set_level(logging.INFO, logger="ocibridge.http")
+    fault_proxy.clear()
+    with open_repository(host=fault_proxy.host, repository=unique_repo, plain_http=True,
+                         chunk_size=chunk) as store:
+        store.push_blob(desc, io.BytesIO(data))
+        assert (store.stats.upload_resumes, store.stats.upload_restarts) == (1, 0)
+    first = fault_proxy.requests[0]
+    assert first.method in ("HEAD", "GET") and not fault_proxy.requests_matching("POST", "/blobs/uploads/")
+    assert _taken_upload_bytes(fault_proxy) == SIZE - chunk  # from the registry's offset, once
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("Range answers end-exclusive" in m for m in messages)  # --debug says where it came from
+    assert fault_proxy.upstream("GET", f"/v2/{unique_repo}/blobs/{desc.digest}")[2] == data
+
+    assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["range_end"] == "exclusive"
+
+
+def test_check_registry_learns_the_range_style(fault_proxy, unique_repo, capsys):
+    from ocibridge.cli import main
+
+    assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http"]) == 0
+    assert "upload Range answers: 0-(N-1) for N bytes held" in capsys.readouterr().out
+    assert hosts.host_settings(fault_proxy.host).range_end is None  # distribution's: nothing to keep
+    fault_proxy.quirks[:] = [RangeEndExclusive()]
+    assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["range_end"] == "exclusive"
+    assert hosts.host_settings(fault_proxy.host).range_end == "exclusive"
