@@ -140,6 +140,9 @@ def test_body_cap_chunks_under_the_cap_and_remembers(fault_proxy, unique_repo, t
     api.push(str(tmp_path / "model"), f"{fault_proxy.host}/{unique_repo}:v1", transfer=_opts())
     taken = [r for r in fault_proxy.requests if r.status in (201, 202) and "/blobs/uploads/" in r.path]
     assert all(r.request_bytes <= CAP for r in taken)
+    body_bytes, refusals, refused_bytes = _upload_bodies(fault_proxy)
+    assert SIZE <= body_bytes < SIZE + 64 * KiB  # every byte the registry took, once
+    assert refusals >= 1 and refused_bytes <= refusals * SIZE  # at most one body per 413
     settings = hosts.host_settings(fault_proxy.host)
     assert settings.max_body is not None and settings.max_body <= CAP
     _pulled(fault_proxy, f"{fault_proxy.host}/{unique_repo}:v1", tmp_path / "out", files)
@@ -159,9 +162,11 @@ def test_token_expiry_mid_upload_and_download(fault_proxy, unique_repo, tmp_path
     api.push(str(tmp_path / "model"), ref, transfer=_opts(chunk_size=512 * KiB))
     expired = [r for r in fault_proxy.requests if r.method == "PATCH" and r.status == 401]
     assert expired  # the lifetime really ran out between chunks of the weights
-    assert _taken_upload_bytes(fault_proxy) < sum(len(d) for d in files.values()) + 64 * KiB
-    count, refused = _refused_upload_bytes(fault_proxy)
+    body_bytes, count, refused = _upload_bodies(fault_proxy)
+    assert SIZE <= body_bytes < sum(len(d) for d in files.values()) + 64 * KiB  # each byte taken once
     assert refused <= count * 512 * KiB  # a refused chunk at most, per 401
+    assert {r.status for r in fault_proxy.requests if r.method in ("PATCH", "PUT") and "/blobs/uploads/" in r.path
+            and r.status not in (201, 202)} == {401}  # the only refusals: expired tokens
     assert not [r for r in fault_proxy.requests if r.method == "DELETE"]  # no blob restarted
 
     fault_proxy.clear()
@@ -395,3 +400,43 @@ def test_check_registry_learns_the_range_style(fault_proxy, unique_repo, capsys)
     assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["range_end"] == "exclusive"
     assert hosts.host_settings(fault_proxy.host).range_end == "exclusive"
+
+
+def _upload_bodies(proxy: FaultProxy) -> tuple[int, int, int]:
+    """From the proxy's log: (bytes of PATCH/PUT bodies the registry took, refused requests,
+    bytes of refused bodies), uploads only."""
+    bodies = [r for r in proxy.requests if r.method in ("PATCH", "PUT") and "/blobs/uploads/" in r.path]
+    taken = sum(r.request_bytes for r in bodies if r.status in (201, 202))
+    refused = [r for r in bodies if r.status not in (201, 202)]
+    return taken, len(refused), sum(r.request_bytes for r in refused)
+
+
+def test_cloudflare_real_body_cap_with_a_150_mib_blob(fault_proxy, unique_repo, tmp_path):
+    """Cloudflare's real cap (100 MB, not scaled) and a 150 MiB file pushed with the default
+    chunking (chunks sized by time grow past 100 MB): one 413, chunks under the cap from the
+    registry's offset, nothing else sent twice; the learnt cap is what then passed."""
+    cap = 100_000_000
+    fault_proxy.quirks[:] = [BodyCap(cap)]
+    model = tmp_path / "model"
+    model.mkdir()
+    size = 150 * MiB
+    hasher = hashlib.sha256()
+    with open(model / "weights.bin", "wb") as f:  # random 1 MiB blocks, each used once
+        for _ in range(size // MiB):
+            block = os.urandom(MiB)
+            hasher.update(block)
+            f.write(block)
+    (model / "config.json").write_bytes(b'{"model_type": "llama"}')
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    api.push(str(model), ref, transfer=TransferOptions(plain_http=True))
+    taken, refusals, refused_bytes = _upload_bodies(fault_proxy)
+    assert size <= taken < size + 64 * KiB  # every byte once, + the small blobs
+    # one 413 (the first chunk over 100 MB; Cloudflare reads it whole before refusing), then
+    # chunks of half that size: that body is the only one sent twice
+    assert refusals == 1 and cap < refused_bytes < size
+    weights = [r for r in fault_proxy.requests if r.method in ("PATCH", "PUT") and r.status in (201, 202)]
+    assert max(r.request_bytes for r in weights) <= cap
+    learnt = hosts.host_settings(fault_proxy.host).max_body
+    assert learnt is not None and learnt <= cap
+    got = fault_proxy.upstream("GET", f"/v2/{unique_repo}/blobs/sha256:{hasher.hexdigest()}")[2]
+    assert len(got) == size and hashlib.sha256(got).hexdigest() == hasher.hexdigest()
