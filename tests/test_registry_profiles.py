@@ -440,3 +440,23 @@ def test_cloudflare_real_body_cap_with_a_150_mib_blob(fault_proxy, unique_repo, 
     assert learnt is not None and learnt <= cap
     got = fault_proxy.upstream("GET", f"/v2/{unique_repo}/blobs/sha256:{hasher.hexdigest()}")[2]
     assert len(got) == size and hashlib.sha256(got).hexdigest() == hasher.hexdigest()
+
+
+def test_tokens_that_die_early_are_renewed_before_that_age(fault_proxy, unique_repo, tmp_path, caplog):
+    """Tokens claiming 300 s that die after 2.5 s: the first death mid-upload shows the real
+    lifetime, and later tokens are renewed before it, so no other chunk is sent with a dead
+    token (each such chunk would be sent whole, refused, and sent again)."""
+    from support.faultproxy import throttle
+
+    caplog.set_level(logging.INFO, logger="ocibridge.http")
+    fault_proxy.quirks[:] = [ShortTokens(lifetime=2.5)]
+    fault_proxy.add("PATCH", "/blobs/uploads/", throttle(512 * KiB), times=None)
+    _model(tmp_path / "model")
+    started = __import__("time").monotonic()
+    api.push(str(tmp_path / "model"), f"{fault_proxy.host}/{unique_repo}:v1",
+             transfer=TransferOptions(plain_http=True, concurrency=1, chunk_size=256 * KiB))
+    assert __import__("time").monotonic() - started > 5.5  # two lifetimes and more
+    body_bytes, refusals, refused = _upload_bodies(fault_proxy)
+    assert refusals == 1 and refused <= 256 * KiB  # the first death only
+    assert SIZE <= body_bytes < SIZE + 64 * KiB
+    assert any("before its announced expiry" in r.getMessage() for r in caplog.records)
