@@ -140,6 +140,9 @@ def test_body_cap_chunks_under_the_cap_and_remembers(fault_proxy, unique_repo, t
     api.push(str(tmp_path / "model"), f"{fault_proxy.host}/{unique_repo}:v1", transfer=_opts())
     taken = [r for r in fault_proxy.requests if r.status in (201, 202) and "/blobs/uploads/" in r.path]
     assert all(r.request_bytes <= CAP for r in taken)
+    body_bytes, refusals, refused_bytes = _upload_bodies(fault_proxy)
+    assert SIZE <= body_bytes < SIZE + 64 * KiB  # every byte the registry took, once
+    assert refusals >= 1 and refused_bytes <= refusals * SIZE  # at most one body per 413
     settings = hosts.host_settings(fault_proxy.host)
     assert settings.max_body is not None and settings.max_body <= CAP
     _pulled(fault_proxy, f"{fault_proxy.host}/{unique_repo}:v1", tmp_path / "out", files)
@@ -159,9 +162,11 @@ def test_token_expiry_mid_upload_and_download(fault_proxy, unique_repo, tmp_path
     api.push(str(tmp_path / "model"), ref, transfer=_opts(chunk_size=512 * KiB))
     expired = [r for r in fault_proxy.requests if r.method == "PATCH" and r.status == 401]
     assert expired  # the lifetime really ran out between chunks of the weights
-    assert _taken_upload_bytes(fault_proxy) < sum(len(d) for d in files.values()) + 64 * KiB
-    count, refused = _refused_upload_bytes(fault_proxy)
+    body_bytes, count, refused = _upload_bodies(fault_proxy)
+    assert SIZE <= body_bytes < sum(len(d) for d in files.values()) + 64 * KiB  # each byte taken once
     assert refused <= count * 512 * KiB  # a refused chunk at most, per 401
+    assert {r.status for r in fault_proxy.requests if r.method in ("PATCH", "PUT") and "/blobs/uploads/" in r.path
+            and r.status not in (201, 202)} == {401}  # the only refusals: expired tokens
     assert not [r for r in fault_proxy.requests if r.method == "DELETE"]  # no blob restarted
 
     fault_proxy.clear()
@@ -310,7 +315,8 @@ def test_a_spent_pull_quota_is_one_line_without_retries(fault_proxy, unique_repo
     assert len([r for r in fault_proxy.requests if r.status == 429]) == 1
 
 
-@pytest.mark.parametrize("entry", ['upload = "sometimes"', "max_body = 0", 'max_body = "8M"'])
+@pytest.mark.parametrize("entry", ['upload = "sometimes"', "max_body = 0", 'max_body = "8M"',
+                                   'range_end = "open"'])
 def test_bad_learnt_settings_are_one_line(entry, tmp_path, monkeypatch):
     conf = tmp_path / "bad.toml"
     conf.write_text(f'[registry."r.example"]\n{entry}\n')
@@ -335,3 +341,122 @@ def test_mirror_job_into_a_profile(name, registry, fault_proxy, unique_repo, tmp
     assert summary.ok, summary.format_text()
     assert _taken_upload_bytes(fault_proxy) < sum(len(d) for d in files.values()) + 64 * KiB
     _pulled(fault_proxy, f"{fault_proxy.host}/{unique_repo}-mirror:v1", tmp_path / "out", files)
+
+
+def test_range_style_is_remembered_for_the_next_run(fault_proxy, unique_repo, tmp_path, caplog, capsys):
+    """An end-exclusive ``Range`` registry: the first run learns the style and writes it to the
+    settings file. A push that failed after its first chunk is continued by a new run, whose
+    first answer is the session's status: read in the remembered style, the upload resumes at
+    the registry's offset (read in distribution's, it would skip a byte and start again)."""
+    import io
+
+    from ocibridge.cli import main
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.stores.registry import open_repository
+
+    chunk = 512 * KiB
+    fault_proxy.quirks[:] = [RangeEndExclusive()]
+    data = os.urandom(SIZE)
+    desc = Descriptor.for_bytes("application/octet-stream", data)
+
+    class CtrlC(io.BytesIO):
+        """Ctrl-C once the first chunk is read: the session is kept for the next run."""
+
+        def read(self, n: int | None = -1) -> bytes:
+            if self.tell() >= chunk:
+                raise KeyboardInterrupt
+            return super().read(n if n is None or n < 0 else min(n, chunk - self.tell()))
+
+    with open_repository(host=fault_proxy.host, repository=unique_repo, plain_http=True,
+                         chunk_size=chunk) as store, pytest.raises(KeyboardInterrupt):
+        store.push_blob(desc, CtrlC(data))
+    assert [r.status for r in fault_proxy.requests_matching("PATCH", "/blobs/uploads/")][0] == 202
+    assert hosts.host_settings(fault_proxy.host).range_end == "exclusive"
+
+    caplog.set_level(logging.INFO, logger="ocibridge.http")
+    fault_proxy.clear()
+    with open_repository(host=fault_proxy.host, repository=unique_repo, plain_http=True,
+                         chunk_size=chunk) as store:
+        store.push_blob(desc, io.BytesIO(data))
+        assert (store.stats.upload_resumes, store.stats.upload_restarts) == (1, 0)
+    first = fault_proxy.requests[0]
+    assert first.method in ("HEAD", "GET") and not fault_proxy.requests_matching("POST", "/blobs/uploads/")
+    assert _taken_upload_bytes(fault_proxy) == SIZE - chunk  # from the registry's offset, once
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("Range answers end-exclusive" in m for m in messages)  # --debug says where it came from
+    assert fault_proxy.upstream("GET", f"/v2/{unique_repo}/blobs/{desc.digest}")[2] == data
+
+    assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["range_end"] == "exclusive"
+
+
+def test_check_registry_learns_the_range_style(fault_proxy, unique_repo, capsys):
+    from ocibridge.cli import main
+
+    assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http"]) == 0
+    assert "upload Range answers: 0-(N-1) for N bytes held" in capsys.readouterr().out
+    assert hosts.host_settings(fault_proxy.host).range_end is None  # distribution's: nothing to keep
+    fault_proxy.quirks[:] = [RangeEndExclusive()]
+    assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["range_end"] == "exclusive"
+    assert hosts.host_settings(fault_proxy.host).range_end == "exclusive"
+
+
+def _upload_bodies(proxy: FaultProxy) -> tuple[int, int, int]:
+    """From the proxy's log: (bytes of PATCH/PUT bodies the registry took, refused requests,
+    bytes of refused bodies), uploads only."""
+    bodies = [r for r in proxy.requests if r.method in ("PATCH", "PUT") and "/blobs/uploads/" in r.path]
+    taken = sum(r.request_bytes for r in bodies if r.status in (201, 202))
+    refused = [r for r in bodies if r.status not in (201, 202)]
+    return taken, len(refused), sum(r.request_bytes for r in refused)
+
+
+def test_cloudflare_real_body_cap_with_a_150_mib_blob(fault_proxy, unique_repo, tmp_path):
+    """Cloudflare's real cap (100 MB, not scaled) and a 150 MiB file pushed with the default
+    chunking (chunks sized by time grow past 100 MB): one 413, chunks under the cap from the
+    registry's offset, nothing else sent twice; the learnt cap is what then passed."""
+    cap = 100_000_000
+    fault_proxy.quirks[:] = [BodyCap(cap)]
+    model = tmp_path / "model"
+    model.mkdir()
+    size = 150 * MiB
+    hasher = hashlib.sha256()
+    with open(model / "weights.bin", "wb") as f:  # random 1 MiB blocks, each used once
+        for _ in range(size // MiB):
+            block = os.urandom(MiB)
+            hasher.update(block)
+            f.write(block)
+    (model / "config.json").write_bytes(b'{"model_type": "llama"}')
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    api.push(str(model), ref, transfer=TransferOptions(plain_http=True))
+    taken, refusals, refused_bytes = _upload_bodies(fault_proxy)
+    assert size <= taken < size + 64 * KiB  # every byte once, + the small blobs
+    # one 413 (the first chunk over 100 MB; Cloudflare reads it whole before refusing), then
+    # chunks of half that size: that body is the only one sent twice
+    assert refusals == 1 and cap < refused_bytes < size
+    weights = [r for r in fault_proxy.requests if r.method in ("PATCH", "PUT") and r.status in (201, 202)]
+    assert max(r.request_bytes for r in weights) <= cap
+    learnt = hosts.host_settings(fault_proxy.host).max_body
+    assert learnt is not None and learnt <= cap
+    got = fault_proxy.upstream("GET", f"/v2/{unique_repo}/blobs/sha256:{hasher.hexdigest()}")[2]
+    assert len(got) == size and hashlib.sha256(got).hexdigest() == hasher.hexdigest()
+
+
+def test_tokens_that_die_early_are_renewed_before_that_age(fault_proxy, unique_repo, tmp_path, caplog):
+    """Tokens claiming 300 s that die after 2.5 s: the first death mid-upload shows the real
+    lifetime, and later tokens are renewed before it, so no other chunk is sent with a dead
+    token (each such chunk would be sent whole, refused, and sent again)."""
+    from support.faultproxy import throttle
+
+    caplog.set_level(logging.INFO, logger="ocibridge.http")
+    fault_proxy.quirks[:] = [ShortTokens(lifetime=2.5)]
+    fault_proxy.add("PATCH", "/blobs/uploads/", throttle(512 * KiB), times=None)
+    _model(tmp_path / "model")
+    started = __import__("time").monotonic()
+    api.push(str(tmp_path / "model"), f"{fault_proxy.host}/{unique_repo}:v1",
+             transfer=TransferOptions(plain_http=True, concurrency=1, chunk_size=256 * KiB))
+    assert __import__("time").monotonic() - started > 5.5  # two lifetimes and more
+    body_bytes, refusals, refused = _upload_bodies(fault_proxy)
+    assert refusals == 1 and refused <= 256 * KiB  # the first death only
+    assert SIZE <= body_bytes < SIZE + 64 * KiB
+    assert any("before its announced expiry" in r.getMessage() for r in caplog.records)

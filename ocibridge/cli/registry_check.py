@@ -25,6 +25,9 @@ def cmd_check_registry(args: argparse.Namespace) -> int:
         lines.append(f"  {label}: {'yes' if value else 'unknown' if value is None else 'no'}")
     if report["max_body"]:
         lines.append(f"  largest request body known to pass: {human_size(report['max_body'])}")
+    if report["range_end"]:
+        style = "0-N for N bytes held" if report["range_end"] == "exclusive" else "0-(N-1) for N bytes held"
+        lines.append(f"  upload Range answers: {style} ({report['range_end']} end)")
     lines += [f"  note: {n}" for n in report["notes"]]
     emit(args, report, "\n".join(one_line(line) for line in lines))
     return 0

@@ -10,6 +10,7 @@ credential function the client was given; this module never looks in a credentia
 from __future__ import annotations
 
 import base64
+import logging
 import re
 import threading
 import time
@@ -27,7 +28,12 @@ from ocibridge.stores.registry.transport import Layer, Origin, discard, policy_o
 EXPIRY_MARGIN = 5.0
 #: The token spec's default lifetime when the server gives none.
 DEFAULT_EXPIRES_IN = 60.0
+#: A token refused this long after it was issued, while it claimed to live longer, shows the
+#: registry's real lifetime (younger refusals are about scope, not age).
+MIN_OBSERVED_LIFE = 2.0
 CLIENT_ID = "ocibridge"
+
+log = logging.getLogger("ocibridge.http")
 
 _PARAM_RE = re.compile(r'\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))\s*,?')
 
@@ -64,6 +70,7 @@ def scope_key(scopes: Iterable[str]) -> str:
 class Token:
     value: str
     expires_at: float
+    issued_at: float = 0.0
 
     def valid(self) -> bool:
         return time.monotonic() < self.expires_at
@@ -93,6 +100,8 @@ class Authenticator:
         self._bearer: dict[str, str] = {}
         self._tokens: dict[str, Token] = {}
         self.token_requests = 0
+        #: seconds tokens were seen to live, when less than they claimed (renewed before that)
+        self.observed_life: float | None = None
 
     def authorization(self, scopes: Iterable[str]) -> str | None:
         """The header for these scopes, fetching a token first when the registry wants one."""
@@ -134,10 +143,23 @@ class Authenticator:
             current = self._tokens.get(key)
             if current is not None and current.valid() and sent != f"Bearer {current.value}":
                 return True  # another request renewed the token after this one was sent
+            if current is not None and current.valid():
+                self._died_early(current)
             self._tokens.pop(key, None)
         extra = challenge.params.get("scope", "")
         self._fetch_token(scopes, extra.split() if extra else ())
         return True
+
+    def _died_early(self, token: Token) -> None:
+        """A token refused before its announced expiry (Docker Hub, GHCR: ~300 s, and some
+        die sooner than they say): later tokens are renewed before the age it reached, so a
+        long transfer does not send a whole chunk with a dead token each time. Lock held."""
+        age = time.monotonic() - token.issued_at
+        if age < MIN_OBSERVED_LIFE or (self.observed_life is not None and age >= self.observed_life):
+            return
+        self.observed_life = age
+        log.info("%s: a bearer token was refused after %.1f s, before its announced expiry: "
+                 "tokens are renewed after %.1f s from now on", self.host, age, 0.8 * age)
 
     def _basic(self) -> str | None:
         c = self.credentials
@@ -204,7 +226,11 @@ class Authenticator:
             raise RegistryError(f"registry {self.host}: token server {realm} returned no token")
         lifetime = max(1.0, expires_in - EXPIRY_MARGIN) if expires_in > 2 * EXPIRY_MARGIN \
             else expires_in * 0.8
-        return Token(str(value), time.monotonic() + lifetime)
+        with self._lock:
+            if self.observed_life is not None:
+                lifetime = min(lifetime, 0.8 * self.observed_life)
+        now = time.monotonic()
+        return Token(str(value), now + lifetime, now)
 
 
     def _check_channel(self, realm: str) -> None:

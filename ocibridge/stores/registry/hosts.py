@@ -9,10 +9,11 @@
     mirrors = ["mirror.internal:5000"]      # reads try these first (same repository), then the host
     upload = "monolithic"                   # learnt: no chunked (PATCH) uploads (or "chunked")
     max_body = 8388608                      # learnt: request bodies over this are refused (a cap)
+    range_end = "exclusive"                 # learnt: upload answers say Range 0-N for N bytes held
 
 ``ocibridge login HOST --ca-file F`` (and ``--plain-http``/``--insecure``) writes the host's
 entry, so later commands need no flag. Flags on the command line win over the file.
-``upload`` and ``max_body`` are written by the client when a registry refuses an upload form
+``upload``, ``max_body`` and ``range_end`` are written by the client when a registry refuses an upload form
 (uploadpolicy.py), so later pushes start with what works there.
 """
 
@@ -38,9 +39,11 @@ class HostSettings:
     mirrors: tuple[str, ...] = ()
     upload: str | None = None  # "monolithic" or "chunked": what the registry takes
     max_body: int | None = None  # the largest request body known to pass
+    range_end: str | None = None  # "exclusive" (0-N for N bytes) or "inclusive" (0-(N-1))
 
 
 UPLOAD_FORMS = ("monolithic", "chunked")
+RANGE_ENDS = ("inclusive", "exclusive")
 
 
 def settings_path() -> Path:
@@ -75,7 +78,8 @@ def host_settings(host: str) -> HostSettings:
         return HostSettings()
     if not isinstance(entry, dict):
         raise OcibridgeError(f"{path}: registry.{host!r} is not a table")
-    unknown = set(entry) - {"plain_http", "insecure", "ca_file", "mirrors", "upload", "max_body"}
+    unknown = set(entry) - {"plain_http", "insecure", "ca_file", "mirrors", "upload", "max_body",
+                          "range_end"}
     if unknown:
         raise OcibridgeError(f"{path}: registry.{host!r}: unknown setting {sorted(unknown)[0]!r}")
     for key in ("plain_http", "insecure"):
@@ -93,8 +97,11 @@ def host_settings(host: str) -> HostSettings:
     max_body = entry.get("max_body")
     if max_body is not None and (type(max_body) is not int or max_body < 1):
         raise OcibridgeError(f"{path}: registry.{host!r}.max_body must be a positive number of bytes")
+    range_end = entry.get("range_end")
+    if range_end is not None and range_end not in RANGE_ENDS:
+        raise OcibridgeError(f"{path}: registry.{host!r}.range_end must be one of {', '.join(RANGE_ENDS)}")
     return HostSettings(entry.get("plain_http"), entry.get("insecure"), ca_file, tuple(mirrors),
-                        upload, max_body)
+                        upload, max_body, range_end)
 
 
 def remember(host: str, *, plain_http: bool | None = None, insecure: bool | None = None,
@@ -109,9 +116,11 @@ def remember(host: str, *, plain_http: bool | None = None, insecure: bool | None
     return _merge(host, given)
 
 
-def remember_upload(host: str, *, upload: str | None = None, max_body: int | None = None) -> Path | None:
+def remember_upload(host: str, *, upload: str | None = None, max_body: int | None = None,
+                    range_end: str | None = None) -> Path | None:
     """Record what a registry was seen to take for uploads (others kept)."""
-    given: dict[str, Any] = {k: v for k, v in (("upload", upload), ("max_body", max_body)) if v is not None}
+    given: dict[str, Any] = {k: v for k, v in (("upload", upload), ("max_body", max_body),
+                                               ("range_end", range_end)) if v is not None}
     return _merge(host, given) if given else None
 
 

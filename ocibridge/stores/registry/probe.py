@@ -43,6 +43,8 @@ class RegistryReport:
     referrers_api: bool | None = None
     oci_1_1_artifacts: bool | None = None
     max_body: int | None = None  # the largest request body known to pass (settings file)
+    #: upload answers' Range style: "inclusive" (0-(N-1) for N bytes, distribution) or "exclusive"
+    range_end: str | None = None
     notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
@@ -72,6 +74,7 @@ def probe(client: RegistryClient, repository: str | None) -> RegistryReport:
         report.oci_1_1_artifacts = _artifact(client, repository, notes)
     report.referrers_api = _referrers(client, repository)
     report.max_body = client.uploads.max_body
+    report.range_end = _range_style(client)
     report.notes = tuple(notes)
     return report
 
@@ -103,6 +106,7 @@ def _upload(client: RegistryClient, repository: str, data: bytes, scopes: tuple[
             with contextlib.suppress(RegistryError, httpx.HTTPError):
                 client.send("DELETE", location, scopes=scopes, retry=False)
             return False
+        _learn_range(client, response.headers.get("range"), len(data))
         location = str(response.url.join(response.headers.get("location") or location))
         body = b""
     url = str(httpx.URL(location).copy_merge_params({"digest": sha256_bytes(data)}))
@@ -112,6 +116,26 @@ def _upload(client: RegistryClient, repository: str, data: bytes, scopes: tuple[
         notes.append(f"closing a {'chunked' if chunk else 'single-PUT'} upload: HTTP {response.status_code}")
         return False
     return True
+
+
+def _learn_range(client: RegistryClient, value: str | None, sent: int) -> None:
+    """A chunk's answer names the Range style: ``0-(sent-1)`` distribution's, ``0-sent`` the other
+    (remembered in the settings file, as an upload learns it)."""
+    end = (value or "").strip().removeprefix("bytes=")
+    if end == f"0-{sent}":
+        client.uploads.exclusive_range_end()
+    elif end == f"0-{sent - 1}":
+        if client.uploads.range_exclusive:
+            client.uploads.inclusive_range_end()
+        client.uploads.range_confirmed()
+
+
+def _range_style(client: RegistryClient) -> str | None:
+    """The style seen in this probe, else what the settings file says, else unknown."""
+    policy = client.uploads
+    if policy.range_seen or policy.range_exclusive:
+        return "exclusive" if policy.range_exclusive else "inclusive"
+    return None
 
 
 def _mount(client: RegistryClient, repository: str, digest: str, notes: list[str]) -> bool | None:

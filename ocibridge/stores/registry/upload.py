@@ -368,11 +368,7 @@ class BlobUpload:
             self.policy.body_passed(sent)
             self._take_location(response)
             held = self._held(response)
-            if held is not None and held == self.offset + sent + 1 and not self.policy.range_exclusive:
-                # ``Range: 0-N`` for N bytes (an end past the last byte), not distribution's
-                # ``0-(N-1)``: read every later answer of this registry that way
-                self.policy.exclusive_range_end()
-                held -= 1
+            held = self._learn_range_style(held, self.offset + sent)
             if held is not None and held != self.offset + sent:
                 raise _Interrupted(f"the registry holds {held} bytes, {self.offset + sent} were sent")
             self.offset += sent
@@ -465,6 +461,24 @@ class BlobUpload:
         held = self._held(response)
         if held is not None:
             self._take_location(response)
+        return held
+
+    def _learn_range_style(self, held: int | None, expected: int) -> int | None:
+        """A chunk's answer one off the bytes sent, in the way the other Range style reads:
+        that is this registry's style (remembered per host, uploadpolicy.py)."""
+        policy = self.policy
+        if held is None:
+            return None
+        if held == expected:
+            policy.range_confirmed()
+        elif held == expected + 1 and not policy.range_exclusive:
+            # ``Range: 0-N`` for N bytes (an end past the last byte), not distribution's
+            # ``0-(N-1)``: read every later answer of this registry that way
+            policy.exclusive_range_end()
+            return held - 1
+        elif held + 1 == expected and policy.range_exclusive and not policy.range_seen:
+            policy.inclusive_range_end()  # remembered, but this registry answers as distribution
+            return held + 1
         return held
 
     def _held(self, response: httpx.Response) -> int | None:

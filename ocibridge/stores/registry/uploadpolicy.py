@@ -28,23 +28,27 @@ log = logging.getLogger("ocibridge.http")
 class UploadPolicy:
     """One host's upload form: chunked allowed or not, and the largest body known to pass."""
 
-    def __init__(self, host: str, upload: str | None = None, max_body: int | None = None):
+    def __init__(self, host: str, upload: str | None = None, max_body: int | None = None,
+                 range_end: str | None = None):
         self.host = host
         self.upload = upload
         self.max_body = max_body
         self._lock = threading.Lock()
         self._unconfirmed: int | None = None  # a size picked after a 413, not yet seen passing
         #: upload answers say ``Range: 0-N`` for N bytes held (distribution: ``0-(N-1)``)
-        self.range_exclusive = False
+        self.range_exclusive = range_end == "exclusive"
+        #: the style was seen in an answer of this run (not only read from the settings file)
+        self.range_seen = False
 
     @classmethod
     def load(cls, host: str) -> UploadPolicy:
         saved = hosts.host_settings(host)
-        policy = cls(host, saved.upload, saved.max_body)
-        if saved.upload or saved.max_body:
-            log.info("%s: upload settings from %s: %s%s", host, hosts.settings_path(),
+        policy = cls(host, saved.upload, saved.max_body, saved.range_end)
+        if saved.upload or saved.max_body or saved.range_end:
+            log.info("%s: upload settings from %s: %s%s%s", host, hosts.settings_path(),
                      saved.upload or "any form",
-                     f", bodies up to {saved.max_body} bytes" if saved.max_body else "")
+                     f", bodies up to {saved.max_body} bytes" if saved.max_body else "",
+                     f", Range answers end-{saved.range_end}" if saved.range_end else "")
         return policy
 
     @property
@@ -61,9 +65,30 @@ class UploadPolicy:
         self._remember(upload="monolithic")
 
     def exclusive_range_end(self) -> None:
-        """An answer's Range ended one past the bytes sent: this registry's style (this run)."""
-        self.range_exclusive = True
+        """An answer's Range ended one past the bytes sent: this registry's style, remembered
+        so that a later process resuming a session reads the first status answer right."""
+        with self._lock:
+            self.range_seen = True
+            if self.range_exclusive:
+                return
+            self.range_exclusive = True
         log.info("%s: upload answers give Range 0-N for N bytes held: read so from now on", self.host)
+        self._remember(range_end="exclusive")
+
+    def inclusive_range_end(self) -> None:
+        """A remembered end-exclusive style read one byte short in an answer of this run: the
+        registry (or what fronts it) changed; distribution's style from now on."""
+        with self._lock:
+            if not self.range_exclusive or self.range_seen:
+                return
+            self.range_exclusive = False
+            self.range_seen = True
+        log.info("%s: upload answers give Range 0-(N-1) for N bytes held (not as remembered)", self.host)
+        self._remember(range_end="inclusive")
+
+    def range_confirmed(self) -> None:
+        """An answer matched the style in use: later mismatches are interruptions."""
+        self.range_seen = True
 
     def body_refused(self, size: int) -> int:
         """A body of ``size`` bytes was refused as too large (413): the chunk size to try
