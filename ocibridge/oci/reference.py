@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ocibridge.errors import InvalidReference
 from ocibridge.oci.digest import is_digest
@@ -46,6 +46,12 @@ class RegistryReference:
     repository: str
     tag: str | None = None
     digest: str | None = None
+    written: str = field(default="", compare=False, repr=False, kw_only=True)  # as the user typed it
+
+    @property
+    def text(self) -> str:
+        """How the user wrote it (for messages and results), else its full form."""
+        return self.written or str(self)
 
     @property
     def reference(self) -> str:
@@ -66,6 +72,11 @@ class LayoutReference:
     path: str
     tag: str | None = None
     digest: str | None = None
+    written: str = field(default="", compare=False, repr=False, kw_only=True)
+
+    @property
+    def text(self) -> str:
+        return self.written or str(self)
 
     @property
     def reference(self) -> str:
@@ -118,7 +129,7 @@ def parse_registry_reference(text: str) -> RegistryReference:
         )
     if tag is None and digest is None:
         tag = DEFAULT_TAG
-    return RegistryReference(registry, repository, tag, digest)
+    return RegistryReference(registry, repository, tag, digest, written=original)
 
 
 def parse_layout_reference(text: str) -> LayoutReference:
@@ -134,7 +145,7 @@ def parse_layout_reference(text: str) -> LayoutReference:
         body, tag = body[:colon], check_tag(body[colon + 1:])
     if not body:
         raise InvalidReference(f"layout reference {text!r} has no path")
-    return LayoutReference(body, tag, digest)
+    return LayoutReference(body, tag, digest, written=text)
 
 
 def is_layout_reference(text: str) -> bool:
@@ -245,10 +256,18 @@ class OllamaReference:
 
     name: OllamaName
     remote: bool
+    written: str = field(default="", compare=False, repr=False, kw_only=True)
 
     @property
     def reference(self) -> str:
         return self.name.digest or self.name.tag
+
+    @property
+    def text(self) -> str:
+        return self.written or str(self)
+
+    def __str__(self) -> str:
+        return (OLLAMA_REGISTRY_SCHEME if self.remote else OLLAMA_SCHEME) + self.name.display
 
     def registry_reference(self) -> RegistryReference:
         """The registry repository an ``ollama://`` name is served from."""
@@ -262,9 +281,9 @@ def is_ollama_reference(text: str) -> bool:
 def parse_ollama_reference(text: str) -> OllamaReference:
     """Parse ``ollama:NAME`` or ``ollama://[host/]NAME``."""
     if text.startswith(OLLAMA_REGISTRY_SCHEME):
-        return OllamaReference(parse_ollama_name(text[len(OLLAMA_REGISTRY_SCHEME):]), remote=True)
+        return OllamaReference(parse_ollama_name(text[len(OLLAMA_REGISTRY_SCHEME):]), remote=True, written=text)
     if text.startswith(OLLAMA_SCHEME):
-        return OllamaReference(parse_ollama_name(text[len(OLLAMA_SCHEME):]), remote=False)
+        return OllamaReference(parse_ollama_name(text[len(OLLAMA_SCHEME):]), remote=False, written=text)
     raise InvalidReference(f"not an Ollama reference: {text!r}")
 
 
@@ -274,6 +293,13 @@ class PathReference:
     """A local file or directory (a source to read, or where a pull writes)."""
 
     path: str
+
+    @property
+    def text(self) -> str:
+        return self.path
+
+    def __str__(self) -> str:
+        return self.path
 
 
 Reference = RegistryReference | LayoutReference | OllamaReference | PathReference
@@ -311,15 +337,35 @@ def on_registry(text: str) -> bool:
     return is_store_reference(text)
 
 
-def parse_reference(text: str, *, file_suffixes: tuple[str, ...] = ()) -> Reference:
-    """The reference ``text`` is, parsed: one of the four kinds in the table above."""
+def parse_reference(text: str, *, file_suffixes: tuple[str, ...] = (), path_schemes: tuple[str, ...] = (),
+                    store: bool = False) -> Reference:
+    """The reference ``text`` is, parsed: one of the four kinds in the table above. The one
+    place that decides which scheme a text is (called once per reference, at the API's edge).
+
+    ``store``: a store is meant (``copy``, ``inspect``, a push's destination), so only an
+    existing path or one written as a path (``/``, ``./``, ``~``…) is a path, and anything else
+    a registry name with Docker's defaults (``ubuntu`` is ``docker.io/library/ubuntu``).
+    Otherwise (a push's source, a pull's destination) a registry needs a host-like first part
+    (see :func:`is_store_reference`), and ``path_schemes`` (``hf:``: a format's own place,
+    keeping no artifacts) and names ending in ``file_suffixes`` are local."""
     if is_layout_reference(text):
         return parse_layout_reference(text)
     if is_ollama_reference(text):
         return parse_ollama_reference(text)
+    if store:
+        if os.path.exists(text) or path_like(text):
+            return PathReference(text)
+        return parse_registry_reference(text)
+    if path_schemes and text.startswith(path_schemes):
+        return PathReference(text)
     if is_store_reference(text, file_suffixes=file_suffixes):
         return parse_registry_reference(text)
     return PathReference(text)
+
+
+def path_like(text: str) -> bool:
+    """Whether ``text`` is written as a file-system path: no registry reference starts so."""
+    return text.startswith(("/", "./", "../", "~")) or text in (".", "..")
 
 
 def names_version(text: str) -> bool:
