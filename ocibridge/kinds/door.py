@@ -65,7 +65,9 @@ def is_store_reference(text: str) -> bool:
     """Whether ``text`` names a store: archives named by a registered suffix are files, and a
     scheme of a format that keeps no artifacts (``hf:``; unlike ``ollama:``, whose models are a
     family of a store) names that format's place, not a registry."""
-    if any(text.startswith(s) for r in table.REGISTRATIONS if r.family is None for s in r.schemes):
+    from ocibridge.kinds.targets import path_schemes
+
+    if text.startswith(path_schemes()):
         return False
     return refs.is_store_reference(text, file_suffixes=table.file_suffixes())
 

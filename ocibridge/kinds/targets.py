@@ -110,10 +110,10 @@ def reference_of(ref: str | Reference, *, store: bool = True) -> Reference:
         if local is not None:
             return local
     return refs.parse_reference(ref, store=store, file_suffixes=source_table.file_suffixes(),
-                                path_schemes=_path_schemes())
+                                path_schemes=path_schemes())
 
 
-def _path_schemes() -> tuple[str, ...]:
+def path_schemes() -> tuple[str, ...]:
     """Schemes of formats that keep no artifacts (``hf:``): they name that format's place, not
     a store (unlike ``ollama:``, whose models are a family of a store)."""
     return tuple(s for r in source_table.REGISTRATIONS if r.family is None for s in r.schemes)
