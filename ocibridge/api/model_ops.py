@@ -122,7 +122,7 @@ def push(
 
     transfer = transfer or TransferOptions()
     origin: StoreTarget | None = None
-    source_ref = reference_of(source, store=False)  # parsed once, here (the one name rule first)
+    source_ref = door.source_reference(source)  # parsed once, here (the one name rule first)
     dest_ref = reference_of(dest) if dest is not None else None
     if not isinstance(source_ref, PathReference):
         # An artifact of a family a source format reads (an Ollama model) is converted, unless
@@ -135,7 +135,7 @@ def push(
             if dest_ref is None:
                 raise UsageError("copying from a store needs a destination")
             return copy_reference(source_ref, dest_ref, transfer=transfer, progress=progress)
-        request = door.ReadRequest(kind_overrides, excludes, name, transfer.registry_options(), source_ref.text)
+        request = door.ReadRequest(kind_overrides, excludes, name, transfer.registry_options(), source_ref)
         package = conversion.format.read_artifact(origin.store, conversion.reference, request)
         if name:
             package.descriptor["name"] = name
@@ -271,14 +271,20 @@ def pull(
     return dataclasses.replace(pulled, digest=named, via=pulled.digest)
 
 
+def _as_written(ref: str | Reference) -> str:
+    """A reference as the user wrote it, for results (a bare NAME stays NAME)."""
+    return ref if isinstance(ref, str) else ref.text
+
+
 def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
     if select is not None:
         raise UsageError(f"--include/--exclude pick files of a pull into a directory, not into {dest}")
 
 
 @closes_its_stores
-def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResult:
+def inspect(ref: str | Reference, *, transfer: TransferOptions | None = None) -> InspectResult:
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
+    ref = _as_written(ref)
     info = inspect_artifact(target.store, target.reference)
     from ocibridge.kinds.family_info import describe
 
@@ -289,7 +295,7 @@ def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResu
 
 
 @closes_its_stores
-def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool = False,
+def validate(ref: str | Reference, *, transfer: TransferOptions | None = None, strict: bool = False,
              warnings: list[str] | None = None, runtime: str | None = None) -> ValidateResult:
     """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule of the
     model-spec. A model of another family (ModelKit, Docker model, ModelCar image, Ollama) is
@@ -306,6 +312,7 @@ def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool 
         raise UsageError(str(e)) from None
     found: list[str] = [] if warnings is None else warnings
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
+    ref = _as_written(ref)
     from ocibridge.kinds.validity import validate_model
 
     done = validate_model(target.store, target.reference, shown=ref, strict=strict, warnings=found,
@@ -314,7 +321,7 @@ def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool 
 
 
 @closes_its_stores
-def tags(ref: str, *, transfer: TransferOptions | None = None) -> list[str]:
+def tags(ref: str | Reference, *, transfer: TransferOptions | None = None) -> list[str]:
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     return target.store.tags()
 

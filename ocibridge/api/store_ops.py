@@ -22,12 +22,12 @@ from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError, UsageError
+from ocibridge.kinds.door import source_reference
 from ocibridge.kinds.targets import (
     StoreTarget,
     closes_its_stores,
     default_store_path,
     open_store_target,
-    reference_of,
 )
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
@@ -70,7 +70,7 @@ def store_reference(ref: str | Reference | None) -> Reference:
     its tags (the one name rule, kinds/targets.py), a directory holding a layout that layout."""
     if ref is None:
         return LayoutReference(str(default_store_path()), written=f"oci:{default_store_path()}")
-    parsed = reference_of(ref, store=False)
+    parsed = source_reference(ref)
     if not isinstance(parsed, PathReference):
         return parsed
     if os.path.isfile(os.path.join(parsed.path, LAYOUT_FILE)):

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ocibridge.errors import InvalidReference
-from ocibridge.kinds import source_table
 from ocibridge.oci import reference as refs
 from ocibridge.oci.reference import (
     DEFAULT_TAG,
@@ -98,25 +97,22 @@ def _opened(target: StoreTarget) -> StoreTarget:
     return target
 
 
-def reference_of(ref: str | Reference, *, store: bool = True) -> Reference:
-    """The edge: what the user typed, parsed once into a typed :data:`Reference` (a typed one
-    passes through). The local store's name rule comes first (:func:`local_store_reference`),
-    then :func:`ocibridge.oci.reference.parse_reference`; ``store`` says a store is meant
-    (``copy``, a destination) rather than a source that may be a path (a push's source)."""
+def reference_of(ref: str | Reference) -> Reference:
+    """The edge: the text of a store reference, parsed once into a typed :data:`Reference` (a
+    typed one passes through): the local store's name rule first (:func:`local_store_reference`),
+    then :func:`ocibridge.oci.reference.parse_reference` as a store is meant (Docker's defaults;
+    only what is written as a path is one). A source that may be a file or directory (a push's)
+    is parsed by :func:`ocibridge.kinds.door.source_reference`."""
     if not isinstance(ref, str):
         return ref
-    if not (refs.is_layout_reference(ref) or refs.is_ollama_reference(ref)):
-        local = local_store_reference(ref)
-        if local is not None:
-            return local
-    return refs.parse_reference(ref, store=store, file_suffixes=source_table.file_suffixes(),
-                                path_schemes=path_schemes())
+    return local_name(ref) or refs.parse_reference(ref, store=True)
 
 
-def path_schemes() -> tuple[str, ...]:
-    """Schemes of formats that keep no artifacts (``hf:``): they name that format's place, not
-    a store (unlike ``ollama:``, whose models are a family of a store)."""
-    return tuple(s for r in source_table.REGISTRATIONS if r.family is None for s in r.schemes)
+def local_name(text: str) -> LayoutReference | None:
+    """:func:`local_store_reference`, for a text that has no scheme (``oci:``, ``ollama:``)."""
+    if refs.is_layout_reference(text) or refs.is_ollama_reference(text):
+        return None
+    return local_store_reference(text)
 
 
 def open_store_target(ref: str | Reference, *, for_write: bool = False,
