@@ -71,7 +71,7 @@ def copy_reference(
     src_ref, dst_ref = reference_of(src), reference_of(dst)
     source = open_store_target(src_ref, options=options)
     if verify is not None:
-        source.reference = verified_digest(source, verify, source.text)
+        source.reference = verified_digest(source, verify, src if isinstance(src, str) else src.text)
     target = open_store_target(dst_ref, for_write=True, options=options)
     stats = copy(
         source.store,

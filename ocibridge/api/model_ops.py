@@ -219,16 +219,15 @@ def pull(
     select = PathFilter.of(include, exclude)
     if with_signatures and (fmt is None or fmt.name != "directory"):
         raise UsageError(f"--with-signatures writes model.sig beside pulled files, not into {dest}")
-    src_ref = reference_of(src)  # parsed once, here
-    if fmt is None:  # another store: a copy
+    if fmt is None:  # another store: a copy (which parses both references, once)
         _whole_artifact_only(select, dest)
-        copied = copy_reference(src_ref, dest, transfer=transfer, progress=progress, verify=verify)
+        copied = copy_reference(src, dest, transfer=transfer, progress=progress, verify=verify)
         return PullResult(copied.descriptor.digest, copied.reference, "store", copy=copied.as_dict())
     if not fmt.picks_files:
         _whole_artifact_only(select, dest)
-    source = open_store_target(src_ref, options=options)
+    source = open_store_target(reference_of(src), options=options)  # parsed once, here
     if verify is not None:
-        source.reference = verified_digest(source, verify, source.text)
+        source.reference = verified_digest(source, verify, _as_written(src))
     oms = None
     if with_signatures:
         from ocibridge.signing.omstravel import choose_oms_signature
@@ -236,7 +235,7 @@ def pull(
         signed = source.store.resolve(source.reference)
         source.reference = signed.digest  # the files pulled are those of the manifest the signature names
         oms = choose_oms_signature(source.store, signed, verify)
-    examined = door.examine(source.store, source.reference, fmt, source=source.text)
+    examined = door.examine(source.store, source.reference, fmt, source=_as_written(src))
     conversion = examined.conversion
     store: Store
     named: str | None = None  # the digest the user named, when the files come from another form
