@@ -43,7 +43,10 @@ for label, module, name in (("parse", refs, "parse_reference"),
                             ("ollama", refs, "parse_ollama_reference"),
                             ("classify", refs, "is_store_reference"),
                             ("classify-door", door, "is_store_reference"),
-                            ("local", targets, "local_store_reference")):
+                            ("local", targets, "local_store_reference"),
+                            ("is-layout", refs, "is_layout_reference"),
+                            ("is-ollama", refs, "is_ollama_reference"),
+                            ("on-registry", refs, "on_registry")):
     fn = getattr(module, name)
     originals[fn] = counted(label, fn)
 for mod in list(sys.modules.values()):

@@ -79,12 +79,12 @@ def source_reference(source: str | refs.Reference) -> refs.Reference:
     """A source that may be a store or a file or directory (a push's), parsed once: the local
     store's name rule first, then :func:`~ocibridge.oci.reference.parse_reference`, where a
     registry needs a host and archives and ``hf:`` names are local (:class:`PathReference`)."""
-    from ocibridge.kinds.targets import local_name
+    from ocibridge.kinds.targets import local_store_reference
 
     if not isinstance(source, str):
         return source
-    return local_name(source) or refs.parse_reference(source, file_suffixes=table.file_suffixes(),
-                                                      path_schemes=_path_schemes())
+    return refs.parse_reference(source, file_suffixes=table.file_suffixes(), path_schemes=_path_schemes(),
+                                local=local_store_reference)
 
 
 def source_format(source: str, explicit: str | None = None) -> SourceFormat:

@@ -105,14 +105,7 @@ def reference_of(ref: str | Reference) -> Reference:
     is parsed by :func:`ocibridge.kinds.door.source_reference`."""
     if not isinstance(ref, str):
         return ref
-    return local_name(ref) or refs.parse_reference(ref, store=True)
-
-
-def local_name(text: str) -> LayoutReference | None:
-    """:func:`local_store_reference`, for a text that has no scheme (``oci:``, ``ollama:``)."""
-    if refs.is_layout_reference(text) or refs.is_ollama_reference(text):
-        return None
-    return local_store_reference(text)
+    return refs.parse_reference(ref, store=True, local=local_store_reference)
 
 
 def open_store_target(ref: str | Reference, *, for_write: bool = False,

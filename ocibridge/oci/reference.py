@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ocibridge.errors import InvalidReference
@@ -313,6 +314,11 @@ def is_store_reference(text: str, *, file_suffixes: tuple[str, ...] = ()) -> boo
     (``.`` or ``:`` in it, or ``localhost``) and a ``/``, as Docker reads names."""
     if is_layout_reference(text) or is_ollama_reference(text):
         return True
+    return _names_registry(text, file_suffixes)
+
+
+def _names_registry(text: str, file_suffixes: tuple[str, ...]) -> bool:
+    """:func:`is_store_reference` for a text without a scheme."""
     if os.path.exists(text) or text.startswith((".", "/", "~")):
         return False
     if file_suffixes and text.lower().endswith(tuple(s.lower() for s in file_suffixes)):
@@ -338,7 +344,7 @@ def on_registry(text: str) -> bool:
 
 
 def parse_reference(text: str, *, file_suffixes: tuple[str, ...] = (), path_schemes: tuple[str, ...] = (),
-                    store: bool = False) -> Reference:
+                    store: bool = False, local: Callable[[str], Reference | None] | None = None) -> Reference:
     """The reference ``text`` is, parsed: one of the four kinds in the table above. The one
     place that decides which scheme a text is (called once per reference, at the API's edge).
 
@@ -347,18 +353,24 @@ def parse_reference(text: str, *, file_suffixes: tuple[str, ...] = (), path_sche
     a registry name with Docker's defaults (``ubuntu`` is ``docker.io/library/ubuntu``).
     Otherwise (a push's source, a pull's destination) a registry needs a host-like first part
     (see :func:`is_store_reference`), and ``path_schemes`` (``hf:``: a format's own place,
-    keeping no artifacts) and names ending in ``file_suffixes`` are local."""
+    keeping no artifacts) and names ending in ``file_suffixes`` are local.
+
+    ``local``: a rule for texts without a scheme, asked first (the local store's bare names,
+    :func:`ocibridge.kinds.targets.local_store_reference`, which needs a store to look in)."""
     if is_layout_reference(text):
         return parse_layout_reference(text)
     if is_ollama_reference(text):
         return parse_ollama_reference(text)
+    named = local(text) if local is not None else None
+    if named is not None:
+        return named
     if store:
         if os.path.exists(text) or path_like(text):
             return PathReference(text)
         return parse_registry_reference(text)
     if path_schemes and text.startswith(path_schemes):
         return PathReference(text)
-    if is_store_reference(text, file_suffixes=file_suffixes):
+    if _names_registry(text, file_suffixes):
         return parse_registry_reference(text)
     return PathReference(text)
 
