@@ -116,3 +116,23 @@ def test_a_directory_push_parses_each_reference_once(registry, unique_repo, mode
     calls = pushed["calls"]
     assert isinstance(calls, dict)
     assert calls.get(f"parse {model_dir}") == 1, calls  # the source: a path, known as one once
+
+
+def test_typed_references_are_used_as_they_are(model_dir, tmp_path, monkeypatch):
+    """The API takes a parsed ``Reference`` as well as a text (compatibility) and parses it no
+    further: a copy between two layouts named by typed values calls no parser."""
+    import ocibridge.oci.reference as refs
+    from ocibridge.api.copy import copy_reference
+    from ocibridge.api.model_ops import push
+
+    pushed = push(str(model_dir), f"oci:{tmp_path / 'a'}:v1")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"parsed again: {args}")
+
+    for name in ("parse_reference", "parse_layout_reference", "parse_registry_reference"):
+        monkeypatch.setattr(refs, name, refuse)
+    copied = copy_reference(refs.LayoutReference(str(tmp_path / "a"), "v1"),
+                            refs.LayoutReference(str(tmp_path / "b"), "v2"))
+    assert copied.descriptor.digest == pushed.descriptor.digest
+    assert copied.reference == f"oci:{tmp_path / 'b'}:v2@{pushed.descriptor.digest}"
