@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ocibridge.kinds.targets import StoreTarget, closes_its_stores, open_store_target
+from ocibridge.kinds.targets import StoreTarget, closes_its_stores, open_store_target, reference_of
 from ocibridge.oci.models import Descriptor
+from ocibridge.oci.reference import Reference
 from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, Companions, CopyHooks, copy
 from ocibridge.transfer.push_result import PushResult
 
@@ -55,8 +56,8 @@ def pinned(target: StoreTarget, desc: Descriptor) -> str:
 
 @closes_its_stores
 def copy_reference(
-    src: str,
-    dst: str,
+    src: str | Reference,
+    dst: str | Reference,
     *,
     referrers: bool = False,
     transfer: TransferOptions | None = None,
@@ -64,13 +65,14 @@ def copy_reference(
     verify: VerifyPolicy | None = None,
 ) -> PushResult:
     """Copy an artifact (with its whole graph) between any two stores; with ``verify``, only
-    a signed one (checked before anything is written)."""
+    a signed one (checked before anything is written). Each reference is parsed once, here."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
-    source = open_store_target(src, options=options)
+    src_ref, dst_ref = reference_of(src), reference_of(dst)
+    source = open_store_target(src_ref, options=options)
     if verify is not None:
-        source.reference = verified_digest(source, verify, src)
-    target = open_store_target(dst, for_write=True, options=options)
+        source.reference = verified_digest(source, verify, src if isinstance(src, str) else src.text)
+    target = open_store_target(dst_ref, for_write=True, options=options)
     stats = copy(
         source.store,
         source.reference,

@@ -9,7 +9,7 @@ from typing import Any
 from ocibridge.api.copy import TransferOptions
 from ocibridge.errors import UsageError
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import on_registry, parse_registry_reference
+from ocibridge.oci.reference import Reference, RegistryReference, parse_reference
 from ocibridge.remote.blobreader import LazySource
 from ocibridge.remote.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.remote.model import RemoteModel, Warn, warn_stderr
@@ -34,11 +34,11 @@ class LazyModel(RemoteModel):
 
 
 def _store(ref: str, transfer: TransferOptions | None) -> tuple[LazySource, str]:
-    if not on_registry(ref):
+    parsed = parse_reference(ref)
+    if not isinstance(parsed, RegistryReference):
         raise UsageError(f"{ref}: lazy reads need a registry reference (host/repo:tag or @digest)")
     from ocibridge.stores.registry import open_repository
 
-    parsed = parse_registry_reference(ref)
     store = open_repository(parsed, (transfer or TransferOptions()).registry_options())
     return store, parsed.reference
 
@@ -123,7 +123,7 @@ def attach_chunks(ref: str, *, transfer: TransferOptions | None = None, chunk_si
                             len(table.layers), bound is not None and bound.digest == table.descriptor().digest)
 
 
-def push_with_chunks(source: str, dest: str | None = None, *, build_options: Any = None,
+def push_with_chunks(source: str | Reference, dest: str | Reference | None = None, *, build_options: Any = None,
                      transfer: TransferOptions | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
                      threshold: int = DEFAULT_THRESHOLD, **push_kw: Any) -> Any:
     """``push`` whose manifest binds a chunk table (``push --chunks``): the tables of the
@@ -138,7 +138,7 @@ def push_with_chunks(source: str, dest: str | None = None, *, build_options: Any
     from ocibridge.model.builder import BuildOptions
     from ocibridge.remote.attach import attach_table, binding_annotations, files_under, table_from_files
 
-    root = Path(source)
+    root = Path(source if isinstance(source, str) else source.text)
     if not root.exists():
         raise UsageError(f"--chunks: {source} is not a local file or directory (for a pushed model: "
                          "ocibridge chunks REF)")

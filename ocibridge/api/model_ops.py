@@ -30,12 +30,12 @@ from ocibridge.kinds.targets import (
     StoreTarget,
     closes_its_stores,
     default_store_path,
-    local_store_reference,
     open_store_target,
+    reference_of,
 )
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
-from ocibridge.oci.reference import on_registry
+from ocibridge.oci.reference import OllamaReference, PathReference, Reference, RegistryReference
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
@@ -96,8 +96,8 @@ def default_tag(package: ModelPackage) -> str:
 
 @closes_its_stores
 def push(
-    source: str,
-    dest: str | None = None,
+    source: str | Reference,
+    dest: str | Reference | None = None,
     *,
     build_options: BuildOptions | None = None,
     transfer: TransferOptions | None = None,
@@ -122,25 +122,26 @@ def push(
 
     transfer = transfer or TransferOptions()
     origin: StoreTarget | None = None
-    source = local_store_reference(source) or source  # the one name rule (kinds/targets.py)
-    if door.is_store_reference(source):
+    source_ref = door.source_reference(source)  # parsed once, here (the one name rule first)
+    dest_ref = reference_of(dest) if dest is not None else None
+    if not isinstance(source_ref, PathReference):
         # An artifact of a family a source format reads (an Ollama model) is converted, unless
         # the destination is that format's own; anything else is copied as it is.
-        origin = open_store_target(source, options=transfer.registry_options())
-        into = door.destination_format(dest) if dest is not None else None
-        conversion = door.examine(origin.store, origin.reference, into, source=source,
+        origin = open_store_target(source_ref, options=transfer.registry_options())
+        into = door.destination_format(dest_ref.text) if dest_ref is not None else None
+        conversion = door.examine(origin.store, origin.reference, into, source=source_ref.text,
                                   refuse_other=False).conversion  # anything else: copied as it is
         if conversion is None or conversion.as_is:
-            if dest is None:
+            if dest_ref is None:
                 raise UsageError("copying from a store needs a destination")
-            return copy_reference(source, dest, transfer=transfer, progress=progress)
-        request = door.ReadRequest(kind_overrides, excludes, name, transfer.registry_options(), source)
+            return copy_reference(source_ref, dest_ref, transfer=transfer, progress=progress)
+        request = door.ReadRequest(kind_overrides, excludes, name, transfer.registry_options(), source_ref)
         package = conversion.format.read_artifact(origin.store, conversion.reference, request)
         if name:
             package.descriptor["name"] = name
     else:
         package = load_source(
-            source,
+            source_ref.text,
             format=format,
             kind_overrides=kind_overrides,
             excludes=excludes,
@@ -150,18 +151,18 @@ def push(
             use_build_file=use_build_file,
         )
     build_options = build_options or BuildOptions()
-    if dest is None:
-        dest = f"oci:{default_store_path()}:{default_tag(package)}"
+    if dest_ref is None:
+        dest_ref = reference_of(f"oci:{default_store_path()}:{default_tag(package)}")
     if overrides or to not in (None, "modelpack"):
         from ocibridge.kinds.push import apply_to_package, push_family
 
         apply_to_package(package, overrides or {})
         if to not in (None, "modelpack"):
-            return push_family(package, build_options, dest, to, registry_options=transfer.registry_options(),
+            return push_family(package, build_options, dest_ref, to, registry_options=transfer.registry_options(),
                                concurrency=transfer.concurrency, progress=progress)
-    target = open_store_target(dest, for_write=True, options=transfer.registry_options())
+    target = open_store_target(dest_ref, for_write=True, options=transfer.registry_options())
     mounts: dict[str, Store] = {}
-    if origin is not None and conversion is not None and on_registry(source):
+    if origin is not None and conversion is not None and _on_registry(source_ref):
         # The converted model's blobs keep their digests: mount them within the registry
         # instead of re-sending them.
         mounts = conversion.format.mount_sources(origin.store, conversion.reference)
@@ -182,9 +183,15 @@ def push(
     return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats, wire_counts(target.store))
 
 
+def _on_registry(ref: Reference) -> bool:
+    """Whether ``ref`` names something on a registry, where blobs can be mounted from one
+    repository into another."""
+    return isinstance(ref, RegistryReference) or (isinstance(ref, OllamaReference) and ref.remote)
+
+
 @closes_its_stores
 def pull(
-    src: str,
+    src: str | Reference,
     dest: str,
     *,
     format: str | None = None,
@@ -212,15 +219,15 @@ def pull(
     select = PathFilter.of(include, exclude)
     if with_signatures and (fmt is None or fmt.name != "directory"):
         raise UsageError(f"--with-signatures writes model.sig beside pulled files, not into {dest}")
-    if fmt is None:  # another store: a copy
+    if fmt is None:  # another store: a copy (which parses both references, once)
         _whole_artifact_only(select, dest)
         copied = copy_reference(src, dest, transfer=transfer, progress=progress, verify=verify)
         return PullResult(copied.descriptor.digest, copied.reference, "store", copy=copied.as_dict())
     if not fmt.picks_files:
         _whole_artifact_only(select, dest)
-    source = open_store_target(src, options=options)
+    source = open_store_target(reference_of(src), options=options)  # parsed once, here
     if verify is not None:
-        source.reference = verified_digest(source, verify, src)
+        source.reference = verified_digest(source, verify, _as_written(src))
     oms = None
     if with_signatures:
         from ocibridge.signing.omstravel import choose_oms_signature
@@ -228,7 +235,7 @@ def pull(
         signed = source.store.resolve(source.reference)
         source.reference = signed.digest  # the files pulled are those of the manifest the signature names
         oms = choose_oms_signature(source.store, signed, verify)
-    examined = door.examine(source.store, source.reference, fmt, source=src)
+    examined = door.examine(source.store, source.reference, fmt, source=_as_written(src))
     conversion = examined.conversion
     store: Store
     named: str | None = None  # the digest the user named, when the files come from another form
@@ -263,14 +270,20 @@ def pull(
     return dataclasses.replace(pulled, digest=named, via=pulled.digest)
 
 
+def _as_written(ref: str | Reference) -> str:
+    """A reference as the user wrote it, for results (a bare NAME stays NAME)."""
+    return ref if isinstance(ref, str) else ref.text
+
+
 def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
     if select is not None:
         raise UsageError(f"--include/--exclude pick files of a pull into a directory, not into {dest}")
 
 
 @closes_its_stores
-def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResult:
+def inspect(ref: str | Reference, *, transfer: TransferOptions | None = None) -> InspectResult:
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
+    ref = _as_written(ref)
     info = inspect_artifact(target.store, target.reference)
     from ocibridge.kinds.family_info import describe
 
@@ -281,7 +294,7 @@ def inspect(ref: str, *, transfer: TransferOptions | None = None) -> InspectResu
 
 
 @closes_its_stores
-def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool = False,
+def validate(ref: str | Reference, *, transfer: TransferOptions | None = None, strict: bool = False,
              warnings: list[str] | None = None, runtime: str | None = None) -> ValidateResult:
     """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule of the
     model-spec. A model of another family (ModelKit, Docker model, ModelCar image, Ollama) is
@@ -298,6 +311,7 @@ def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool 
         raise UsageError(str(e)) from None
     found: list[str] = [] if warnings is None else warnings
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
+    ref = _as_written(ref)
     from ocibridge.kinds.validity import validate_model
 
     done = validate_model(target.store, target.reference, shown=ref, strict=strict, warnings=found,
@@ -306,7 +320,7 @@ def validate(ref: str, *, transfer: TransferOptions | None = None, strict: bool 
 
 
 @closes_its_stores
-def tags(ref: str, *, transfer: TransferOptions | None = None) -> list[str]:
+def tags(ref: str | Reference, *, transfer: TransferOptions | None = None) -> list[str]:
     target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
     return target.store.tags()
 

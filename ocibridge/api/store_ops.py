@@ -21,19 +21,25 @@ from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError, UsageError
-from ocibridge.kinds.door import is_store_reference
+from ocibridge.kinds.door import source_reference
 from ocibridge.kinds.targets import (
     StoreTarget,
     closes_its_stores,
     default_store_path,
-    local_store_reference,
     open_store_target,
 )
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.mediatypes import family_of_artifact as _family_of
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
-from ocibridge.oci.reference import is_layout_reference, parse_layout_reference, parse_registry_reference
+from ocibridge.oci.reference import (
+    LayoutReference,
+    OllamaReference,
+    PathReference,
+    Reference,
+    RegistryReference,
+    parse_layout_reference,
+)
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
 from ocibridge.transfer.results import (
@@ -59,31 +65,35 @@ class DeletesManifests(Protocol):
     def delete_manifest(self, desc: Descriptor) -> None: ...
 
 
-def store_text(ref: str | None) -> str:
-    """``ref`` as a store reference: None is the default store, a bare NAME one of its tags."""
+def store_reference(ref: str | Reference | None) -> Reference:
+    """``ref`` parsed once as a store reference: None is the default store, a bare NAME one of
+    its tags (the one name rule, kinds/targets.py), a directory holding a layout that layout."""
     if ref is None:
-        return f"oci:{default_store_path()}"
-    local = local_store_reference(ref)  # the one name rule (kinds/targets.py)
-    if local is not None:
-        return local
-    if is_store_reference(ref):
-        return ref
-    if os.path.isfile(os.path.join(ref, LAYOUT_FILE)):
-        return f"oci:{ref}"
-    return f"oci:{default_store_path()}:{ref}"
+        return LayoutReference(str(default_store_path()), written=f"oci:{default_store_path()}")
+    parsed = source_reference(ref)
+    if not isinstance(parsed, PathReference):
+        return parsed
+    if os.path.isfile(os.path.join(parsed.path, LAYOUT_FILE)):
+        return LayoutReference(parsed.path, written=f"oci:{parsed.path}")
+    return parse_layout_reference(f"oci:{default_store_path()}:{parsed.path}")  # a tag of the default store
 
 
-def _open(ref: str, transfer: TransferOptions | None) -> StoreTarget:
-    return open_store_target(store_text(ref), options=(transfer or TransferOptions()).registry_options())
+def store_text(ref: str | None) -> str:
+    """``ref`` as a store reference's text (see :func:`store_reference`)."""
+    return store_reference(ref).text
+
+
+def _open(ref: str | Reference, transfer: TransferOptions | None) -> StoreTarget:
+    return open_store_target(store_reference(ref), options=(transfer or TransferOptions()).registry_options())
 
 
 def _layout(ref: str | None) -> LayoutStore | None:
     """The layout ``ref`` names; None for a default store nothing was pushed to yet (listing
     or pruning it must not create it)."""
-    text = store_text(ref)
+    parsed = store_reference(ref)
     if ref is None and not (default_store_path() / LAYOUT_FILE).exists():
         return None
-    target = open_store_target(text)
+    target = open_store_target(parsed)
     if not isinstance(target.store, LayoutStore):
         raise UsageError(f"{ref}: not an OCI image layout (oci:PATH)")
     return target.store
@@ -157,8 +167,7 @@ def _config_name_created(store: Store, config: Descriptor, created: str | None) 
 def remove(ref: str) -> RemoveResult:
     """Take a model out of a layout (default store for a bare NAME): by tag, that tag; by digest,
     every entry of that manifest. Blobs stay until :func:`prune`."""
-    text = store_text(ref)
-    target = open_store_target(text)
+    target = open_store_target(store_reference(ref))
     store = target.store
     if not isinstance(store, LayoutStore):
         raise UsageError(f"rm works on a layout or the local store; for a registry use 'delete {ref}'")
@@ -336,7 +345,7 @@ def resolve(ref: str, *, transfer: TransferOptions | None = None) -> ResolveResu
 # -- attach / discover --------------------------------------------------------------------------
 @closes_its_stores
 def attach(
-    subject_ref: str,
+    subject_ref: str | Reference,
     files: Sequence[str],
     *,
     artifact_type: str,
@@ -347,7 +356,8 @@ def attach(
     one layer per file (titled by its name), listed by the subject's referrers."""
     if not artifact_type:
         raise UsageError("attach needs --artifact-type TYPE")
-    target = _open(subject_ref, transfer)
+    parsed = store_reference(subject_ref)  # once: opened, then named in the result
+    target = _open(parsed, transfer)
     store = target.store
     subject = store.resolve(target.reference)
     config = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
@@ -367,16 +377,19 @@ def attach(
     body = manifest.to_json_bytes()
     desc = Descriptor.for_bytes(OCI_MANIFEST, body)
     write_artifact(store, desc, body, blobs)
-    return AttachResult(f"{repository_text(store_text(subject_ref))}@{desc.digest}", desc, subject,
+    return AttachResult(f"{repository_text(parsed)}@{desc.digest}", desc, subject,
                         artifact_type)
 
 
-def repository_text(text: str) -> str:
-    """``text`` without its tag or digest: where a digest-pinned reference is appended."""
-    if is_layout_reference(text):
-        return f"oci:{parse_layout_reference(text).path}"
-    ref = parse_registry_reference(text)
-    return f"{ref.registry}/{ref.repository}"
+def repository_text(ref: Reference) -> str:
+    """``ref`` without its tag or digest: where a digest-pinned reference is appended."""
+    if isinstance(ref, LayoutReference):
+        return f"oci:{ref.path}"
+    if isinstance(ref, RegistryReference):
+        return f"{ref.registry}/{ref.repository}"
+    if isinstance(ref, OllamaReference):
+        return ("ollama://" if ref.remote else "ollama:") + ref.name.display_model
+    return ref.text
 
 
 def _file_blob(path: Path) -> Blob:

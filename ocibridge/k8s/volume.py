@@ -19,7 +19,7 @@ from ocibridge.k8s.check import MODELCAR_ROOT, check
 from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
 from ocibridge.kinds.modelcar.build import SOURCE_ANNOTATION
 from ocibridge.oci.digest import is_digest
-from ocibridge.oci.reference import is_layout_reference, is_ollama_reference, parse_registry_reference
+from ocibridge.oci.reference import PathReference, RegistryReference, parse_reference, parse_registry_reference
 from ocibridge.stores.base import Store
 from ocibridge.stores.registry.pull_secret import check_secret_name
 
@@ -36,9 +36,11 @@ def needs(rv: RuntimeVersion, sub_path: bool) -> str:
 
 def pinned_reference(text: str, digest: str) -> str:
     """``host/repo@sha256:…`` for a registry reference; a node cannot pull from a layout."""
-    if is_layout_reference(text) or is_ollama_reference(text):
+    ref = parse_reference(text, store=True)
+    if isinstance(ref, PathReference):  # read as Docker reads a name (what a node pulls)
+        ref = parse_registry_reference(text)
+    if not isinstance(ref, RegistryReference):
         raise OcibridgeError(f"{text} is not a registry reference; push it to a registry a node can pull from")
-    ref = parse_registry_reference(text)
     return f"{ref.registry}/{ref.repository}@{digest}"
 
 
@@ -46,7 +48,8 @@ def _check_inputs(reference: str, mount_path: str, names: list[str], sub_path: s
     head, _, digest = reference.rpartition("@")
     if not head or not is_digest(digest) or "oci:" in head:
         raise InvalidReference(f"{reference!r} is not pinned by digest (host/repo@sha256:…)")
-    parse_registry_reference(reference)
+    if not isinstance(parse_reference(reference, store=True), RegistryReference):
+        parse_registry_reference(reference)  # raises: says what is wrong with it as a registry name
     if not mount_path.startswith("/") or ".." in mount_path.split("/"):
         raise OcibridgeError(f"mount path {mount_path!r} must be absolute without '..'")
     for name in names:

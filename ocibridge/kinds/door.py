@@ -64,13 +64,30 @@ def _fallback() -> SourceFormat:
     return _load(next(k for k in table.sources() if k.fallback))
 
 
+def _path_schemes() -> tuple[str, ...]:
+    """Schemes of formats that keep no artifacts (``hf:``; unlike ``ollama:``, whose models are
+    a family of a store): they name that format's place, not a store."""
+    return tuple(s for k in table.sources() if not k.converts for s in k.schemes)
+
+
 def is_store_reference(text: str) -> bool:
     """Whether ``text`` names a store: archives named by a registered suffix are files, and a
-    scheme of a format that keeps no artifacts (``hf:``; unlike ``ollama:``, whose models are a
-    family of a store) names that format's place, not a registry."""
-    if any(text.startswith(s) for k in table.sources() if not k.converts for s in k.schemes):
+    scheme of a format that keeps no artifacts names that format's place, not a registry."""
+    if text.startswith(_path_schemes()):
         return False
     return refs.is_store_reference(text, file_suffixes=table.file_suffixes())
+
+
+def source_reference(source: str | refs.Reference) -> refs.Reference:
+    """A source that may be a store or a file or directory (a push's), parsed once: the local
+    store's name rule first, then :func:`~ocibridge.oci.reference.parse_reference`, where a
+    registry needs a host and archives and ``hf:`` names are local (:class:`PathReference`)."""
+    from ocibridge.kinds.targets import local_store_reference
+
+    if not isinstance(source, str):
+        return source
+    return refs.parse_reference(source, file_suffixes=table.file_suffixes(), path_schemes=_path_schemes(),
+                                local=local_store_reference)
 
 
 def source_format(source: str, explicit: str | None = None) -> SourceFormat:

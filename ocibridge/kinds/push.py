@@ -18,6 +18,7 @@ from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.results import PushResult
 
 if TYPE_CHECKING:
+    from ocibridge.oci.reference import Reference
     from ocibridge.stores.registry.options import RegistryOptions
 
 
@@ -32,7 +33,7 @@ def apply_to_package(package: ModelPackage, overrides: dict[str, str]) -> None:
 def push_family(
     package: ModelPackage,
     build_options: BuildOptions,
-    dest: str,
+    dest: str | Reference,
     to: str,
     *,
     registry_options: RegistryOptions | None,
@@ -46,7 +47,7 @@ def push_family(
         target = open_store_target(dest, for_write=True, options=registry_options)
         exported = family.export(artifact, artifact.descriptor, target, concurrency=concurrency,
                                  progress=progress)
-        pinned = f"{dest.split('@', 1)[0]}@{exported.descriptor.digest}"
+        pinned = f"{target.text.split('@', 1)[0]}@{exported.descriptor.digest}"
         return PushResult(pinned, exported.descriptor, exported.stats,
                           {"family": family.name, "lost": [loss.as_dict() for loss in exported.losses]})
     conversion: Conversion = convert_artifact(artifact, ARTIFACT_TAG, to,

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
     from ocibridge.oci.models import Descriptor
+    from ocibridge.oci.reference import Reference
     from ocibridge.stores.base import Store
     from ocibridge.stores.registry.options import RegistryOptions
     from ocibridge.transfer.progress import ProgressFn
@@ -33,7 +34,7 @@ class ReadRequest:
     excludes: tuple[str, ...] = ()  # --exclude GLOB (directories)
     name: str | None = None  # --name
     registry_options: RegistryOptions | None = None  # sources that are stores
-    source: str | None = None  # the reference as written (ollama://HOST/NAME names the model)
+    source: Reference | None = None  # the source, parsed (ollama://HOST/NAME names the model)
 
 
 @dataclass

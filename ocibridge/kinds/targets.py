@@ -24,14 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ocibridge.errors import InvalidReference
+from ocibridge.oci import reference as refs
 from ocibridge.oci.reference import (
     DEFAULT_TAG,
+    LayoutReference,
     OllamaReference,
-    is_layout_reference,
-    is_ollama_reference,
-    parse_layout_reference,
-    parse_ollama_reference,
-    parse_registry_reference,
+    PathReference,
+    Reference,
+    RegistryReference,
 )
 from ocibridge.stores.base import WritableStore, close_store
 
@@ -97,38 +97,49 @@ def _opened(target: StoreTarget) -> StoreTarget:
     return target
 
 
-def open_store_target(text: str, *, for_write: bool = False,
+def reference_of(ref: str | Reference) -> Reference:
+    """The edge: the text of a store reference, parsed once into a typed :data:`Reference` (a
+    typed one passes through): the local store's name rule first (:func:`local_store_reference`),
+    then :func:`ocibridge.oci.reference.parse_reference` as a store is meant (Docker's defaults;
+    only what is written as a path is one). A source that may be a file or directory (a push's)
+    is parsed by :func:`ocibridge.kinds.door.source_reference`."""
+    if not isinstance(ref, str):
+        return ref
+    return refs.parse_reference(ref, store=True, local=local_store_reference)
+
+
+def open_store_target(ref: str | Reference, *, for_write: bool = False,
                       options: RegistryOptions | None = None, **values: Any) -> StoreTarget:
-    """Open the store a reference names; ``options`` say how to reach a registry (keyword
-    ``values`` change some of its fields: ``plain_http=True``). Registry and Ollama stores are
-    imported lazily."""
-    if is_layout_reference(text):
+    """Open the store a reference names: the one dispatch on its scheme. A text is parsed first
+    (:func:`reference_of`); ``options`` say how to reach a registry (keyword ``values`` change
+    some of its fields: ``plain_http=True``). Registry and Ollama stores are imported lazily."""
+    parsed = reference_of(ref)
+    if isinstance(parsed, LayoutReference):
         from ocibridge.stores.layout import LayoutStore  # here: a copy between registries needs none of it
 
-        ref = parse_layout_reference(text)
-        store = LayoutStore(os.path.expanduser(ref.path), create=for_write)
-        return _opened(StoreTarget(store, ref.reference, ref.tag or (None if ref.digest else DEFAULT_TAG), text))
-    if is_ollama_reference(text):
-        return open_ollama_target(text, for_write=for_write, options=_with_values(options, values))
-    local = local_store_reference(text)
-    if local is not None:  # the one name rule: a model of the local store by its bare name
-        return open_store_target(local, for_write=for_write, options=options, **values)
-    if os.path.exists(text) or _path_like(text):  # else a directory would be looked up as docker.io/<path>
-        raise InvalidReference(_local_path(text, for_write))
-    registry_ref = parse_registry_reference(text)
+        store = LayoutStore(os.path.expanduser(parsed.path), create=for_write)
+        tag = parsed.tag or (None if parsed.digest else DEFAULT_TAG)
+        return _opened(StoreTarget(store, parsed.reference, tag, parsed.text))
+    if isinstance(parsed, OllamaReference):
+        return open_ollama_target(parsed, for_write=for_write, options=_with_values(options, values))
+    if isinstance(parsed, PathReference):  # else a directory would be looked up as docker.io/<path>
+        raise InvalidReference(_local_path(parsed.path, for_write))
+    return _open_registry(parsed, for_write, _with_values(options, values))
+
+
+def _open_registry(ref: RegistryReference, for_write: bool, options: RegistryOptions | None) -> StoreTarget:
     from ocibridge.stores.registry import open_repository  # issue 3
     from ocibridge.stores.registry.mirrors import open_for_reading
 
     opener = open_repository if for_write else open_for_reading  # reads may come from a mirror
-    registry_store = opener(registry_ref, _with_values(options, values))
-    return _opened(StoreTarget(registry_store, registry_ref.reference, registry_ref.tag, text))
+    return _opened(StoreTarget(opener(ref, options), ref.reference, ref.tag, ref.text))
 
 
 #: a bare ``NAME[:TAG]``: no ``/``, no scheme; what Docker would read as docker.io/library/NAME
 _BARE_NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9._-]{0,127})(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?\Z")
 
 
-def local_store_reference(text: str) -> str | None:
+def local_store_reference(text: str) -> LayoutReference | None:
     """The one name rule of every command that takes a reference: a bare ``NAME[:TAG]`` that
     names a model in the local store (the embedded default layout) means that model,
     ``oci:STORE:TAG`` (a push into the store tags a model by its name, ``NAME[-VERSION]``;
@@ -148,8 +159,10 @@ def local_store_reference(text: str) -> str | None:
     held = set(LayoutStore(store).tags())
     for candidate in candidates:
         if candidate in held:
-            return f"oci:{store}:{candidate}" if ":" not in candidate else f"oci:{store}@" + \
-                LayoutStore(store).resolve(candidate).digest
+            if ":" not in candidate:
+                return LayoutReference(str(store), candidate, written=f"oci:{store}:{candidate}")
+            digest = LayoutStore(store).resolve(candidate).digest
+            return LayoutReference(str(store), None, digest, written=f"oci:{store}@{digest}")
     return None
 
 
@@ -164,11 +177,6 @@ def local_tag_shown(name: str | None, stored: str | None) -> str | None:
     if stored.startswith(name + "-") and len(stored) > len(name) + 1:
         return stored[len(name) + 1:]
     return stored
-
-
-def _path_like(text: str) -> bool:
-    """Whether ``text`` is written as a file-system path: no registry reference starts so."""
-    return text.startswith(("/", "./", "../", "~")) or text in (".", "..")
 
 
 def _local_path(text: str, for_write: bool) -> str:
@@ -193,13 +201,14 @@ def _with_values(options: RegistryOptions | None, values: dict[str, Any]) -> Reg
     return (options or RegistryOptions()).updated(values)
 
 
-def open_ollama_target(text: str, *, for_write: bool = False,
+def open_ollama_target(ref: str | OllamaReference, *, for_write: bool = False,
                        options: RegistryOptions | None = None) -> StoreTarget:
     """``ollama:NAME`` → the local store ($OLLAMA_MODELS); ``ollama://[host/]NAME`` → a
     registry repository ``namespace/model`` (plain HTTP for loopback hosts). Opened for
     writing, both take Ollama models only (see stores/ollama/guard.py)."""
-    ref: OllamaReference = parse_ollama_reference(text)
-    name = ref.name
+    if isinstance(ref, str):
+        ref = refs.parse_ollama_reference(ref)
+    name, text = ref.name, ref.text
     store: WritableStore
     if ref.remote:
         from ocibridge.kinds.ollama.guard import OllamaRegistryStore

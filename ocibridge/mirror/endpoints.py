@@ -19,11 +19,14 @@ from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import (
+    LayoutReference,
+    OllamaReference,
+    PathReference,
+    Reference,
+    RegistryReference,
     is_layout_reference,
-    is_ollama_reference,
     names_version,
-    parse_layout_reference,
-    parse_ollama_reference,
+    parse_reference,
     parse_registry_reference,
 )
 from ocibridge.stores.base import Store, close_store
@@ -54,13 +57,14 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
                   gate: RequestGate | None = None) -> Endpoint:
     """A store for ``text``; a missing layout target in a dry run reads as empty. Every
     request to a registry waits for ``gate`` (the entry's rate_limit) when one is given."""
-    if is_ollama_reference(text):
+    parsed = job_reference(text)
+    if isinstance(parsed, OllamaReference):
         if for_write:
             raise OcibridgeError(f"{text!r}: Ollama stores are mirror sources only "
                                  "(use `ocibridge pull REF ollama:NAME` to install a model)")
-        return _ollama_endpoint(text, job, gate)
-    if is_layout_reference(text):
-        ref = parse_layout_reference(text)
+        return _ollama_endpoint(parsed, job, gate)
+    if isinstance(parsed, LayoutReference):
+        ref = parsed
         path = Path(os.path.expanduser(ref.path))
         if not path.is_absolute():
             path = job.base_dir / path
@@ -73,10 +77,8 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
                 raise
             store = EmptyStore(name)
         return Endpoint(store, name, reference)
-    try:
-        registry_ref = parse_registry_reference(text)
-    except InvalidReference as e:
-        raise OcibridgeError(f"{text!r}: {e}") from None
+    assert isinstance(parsed, RegistryReference)
+    registry_ref = parsed
     from ocibridge.stores.registry import open_repository
 
     options = job.registry_options(registry_ref.registry).with_gate(gate)
@@ -86,17 +88,26 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
                     registry_ref.registry)
 
 
-def _ollama_endpoint(text: str, job: MirrorJob, gate: RequestGate | None) -> Endpoint:
+def job_reference(text: str) -> Reference:
+    """A job's source or target, parsed (the one scheme dispatch, :func:`parse_reference`): a
+    job names no local paths, so what is not a layout or Ollama name is a registry name, as
+    Docker reads it. A registry or Ollama name that does not parse is the job's error."""
+    try:
+        parsed = parse_reference(text, store=True)
+        return parse_registry_reference(text) if isinstance(parsed, PathReference) else parsed
+    except InvalidReference as e:
+        if is_layout_reference(text):
+            raise
+        raise OcibridgeError(f"{text!r}: {e}") from None
+
+
+def _ollama_endpoint(ref: OllamaReference, job: MirrorJob, gate: RequestGate | None) -> Endpoint:
     from ocibridge.kinds.ollama.store import OllamaStore, default_models_dir
 
-    try:
-        ref = parse_ollama_reference(text)
-    except InvalidReference as e:
-        raise OcibridgeError(f"{text!r}: {e}") from None
+    text = ref.text
     name = ref.name
     reference = name.digest or (name.tag if names_version(text.split(":", 1)[1]) else None)
     if ref.remote:
-        from ocibridge.oci.reference import RegistryReference
         from ocibridge.stores.registry import open_repository
 
         repo = RegistryReference(name.host, name.repository, None, None)

@@ -19,7 +19,9 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ocibridge.core.terminal import one_line
 from ocibridge.errors import OcibridgeError, TooLarge, UsageError
+from ocibridge.mirror.endpoints import job_reference
 from ocibridge.mirror.summary import ArtifactResult, EntrySummary, MirrorSummary
+from ocibridge.oci.reference import LayoutReference, RegistryReference
 
 #: A report larger than this is not one ocibridge wrote (a million artifacts is ~1 GiB).
 MAX_REPORT_BYTES = 1 << 30
@@ -160,9 +162,15 @@ def _repeated(reports: list[ShardReport], merged: MergedReport) -> None:
 
 def _place(target: str) -> str:
     """Where blobs are shared: a registry host (every repository of it) or one layout."""
-    if target.startswith("oci:"):
-        return target.rsplit(":", 1)[0] if target.count(":") > 1 else target
-    return target.split("/", 1)[0]
+    try:
+        ref = job_reference(target)
+    except OcibridgeError:  # a report names what its run opened; an odd one is its own place
+        return target
+    if isinstance(ref, LayoutReference):
+        return f"oci:{ref.path}"
+    if isinstance(ref, RegistryReference):
+        return ref.registry
+    return target
 
 
 def read_report(path: str) -> ShardReport:

@@ -11,9 +11,10 @@ left only to shards racing for the same blob at the same moment.
 
 from __future__ import annotations
 
-from ocibridge.errors import InvalidReference
+from ocibridge.errors import OcibridgeError
+from ocibridge.mirror.endpoints import job_reference
 from ocibridge.mirror.job import MirrorJob
-from ocibridge.oci.reference import is_layout_reference, is_ollama_reference, parse_registry_reference
+from ocibridge.oci.reference import RegistryReference
 from ocibridge.stores.base import Store
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES, HOMES_PER_BLOB
 
@@ -52,10 +53,8 @@ def offer_mounts(target: Store, digests: list[str], repositories: list[str]) -> 
 
 
 def _registry_target(text: str) -> tuple[str, str] | None:
-    if is_layout_reference(text) or is_ollama_reference(text):
-        return None
     try:
-        ref = parse_registry_reference(text)
-    except InvalidReference:
+        ref = job_reference(text)
+    except OcibridgeError:  # reported when the entry runs
         return None
-    return ref.registry, ref.repository
+    return (ref.registry, ref.repository) if isinstance(ref, RegistryReference) else None

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ocibridge.errors import InvalidReference
 from ocibridge.oci.digest import is_digest
@@ -46,6 +47,12 @@ class RegistryReference:
     repository: str
     tag: str | None = None
     digest: str | None = None
+    written: str = field(default="", compare=False, repr=False, kw_only=True)  # as the user typed it
+
+    @property
+    def text(self) -> str:
+        """How the user wrote it (for messages and results), else its full form."""
+        return self.written or str(self)
 
     @property
     def reference(self) -> str:
@@ -66,6 +73,11 @@ class LayoutReference:
     path: str
     tag: str | None = None
     digest: str | None = None
+    written: str = field(default="", compare=False, repr=False, kw_only=True)
+
+    @property
+    def text(self) -> str:
+        return self.written or str(self)
 
     @property
     def reference(self) -> str:
@@ -118,7 +130,7 @@ def parse_registry_reference(text: str) -> RegistryReference:
         )
     if tag is None and digest is None:
         tag = DEFAULT_TAG
-    return RegistryReference(registry, repository, tag, digest)
+    return RegistryReference(registry, repository, tag, digest, written=original)
 
 
 def parse_layout_reference(text: str) -> LayoutReference:
@@ -134,7 +146,7 @@ def parse_layout_reference(text: str) -> LayoutReference:
         body, tag = body[:colon], check_tag(body[colon + 1:])
     if not body:
         raise InvalidReference(f"layout reference {text!r} has no path")
-    return LayoutReference(body, tag, digest)
+    return LayoutReference(body, tag, digest, written=text)
 
 
 def is_layout_reference(text: str) -> bool:
@@ -245,10 +257,18 @@ class OllamaReference:
 
     name: OllamaName
     remote: bool
+    written: str = field(default="", compare=False, repr=False, kw_only=True)
 
     @property
     def reference(self) -> str:
         return self.name.digest or self.name.tag
+
+    @property
+    def text(self) -> str:
+        return self.written or str(self)
+
+    def __str__(self) -> str:
+        return (OLLAMA_REGISTRY_SCHEME if self.remote else OLLAMA_SCHEME) + self.name.display
 
     def registry_reference(self) -> RegistryReference:
         """The registry repository an ``ollama://`` name is served from."""
@@ -262,9 +282,9 @@ def is_ollama_reference(text: str) -> bool:
 def parse_ollama_reference(text: str) -> OllamaReference:
     """Parse ``ollama:NAME`` or ``ollama://[host/]NAME``."""
     if text.startswith(OLLAMA_REGISTRY_SCHEME):
-        return OllamaReference(parse_ollama_name(text[len(OLLAMA_REGISTRY_SCHEME):]), remote=True)
+        return OllamaReference(parse_ollama_name(text[len(OLLAMA_REGISTRY_SCHEME):]), remote=True, written=text)
     if text.startswith(OLLAMA_SCHEME):
-        return OllamaReference(parse_ollama_name(text[len(OLLAMA_SCHEME):]), remote=False)
+        return OllamaReference(parse_ollama_name(text[len(OLLAMA_SCHEME):]), remote=False, written=text)
     raise InvalidReference(f"not an Ollama reference: {text!r}")
 
 
@@ -274,6 +294,13 @@ class PathReference:
     """A local file or directory (a source to read, or where a pull writes)."""
 
     path: str
+
+    @property
+    def text(self) -> str:
+        return self.path
+
+    def __str__(self) -> str:
+        return self.path
 
 
 Reference = RegistryReference | LayoutReference | OllamaReference | PathReference
@@ -287,6 +314,11 @@ def is_store_reference(text: str, *, file_suffixes: tuple[str, ...] = ()) -> boo
     (``.`` or ``:`` in it, or ``localhost``) and a ``/``, as Docker reads names."""
     if is_layout_reference(text) or is_ollama_reference(text):
         return True
+    return _names_registry(text, file_suffixes)
+
+
+def _names_registry(text: str, file_suffixes: tuple[str, ...]) -> bool:
+    """:func:`is_store_reference` for a text without a scheme."""
     if os.path.exists(text) or text.startswith((".", "/", "~")):
         return False
     if file_suffixes and text.lower().endswith(tuple(s.lower() for s in file_suffixes)):
@@ -311,15 +343,41 @@ def on_registry(text: str) -> bool:
     return is_store_reference(text)
 
 
-def parse_reference(text: str, *, file_suffixes: tuple[str, ...] = ()) -> Reference:
-    """The reference ``text`` is, parsed: one of the four kinds in the table above."""
+def parse_reference(text: str, *, file_suffixes: tuple[str, ...] = (), path_schemes: tuple[str, ...] = (),
+                    store: bool = False, local: Callable[[str], Reference | None] | None = None) -> Reference:
+    """The reference ``text`` is, parsed: one of the four kinds in the table above. The one
+    place that decides which scheme a text is (called once per reference, at the API's edge).
+
+    ``store``: a store is meant (``copy``, ``inspect``, a push's destination), so only an
+    existing path or one written as a path (``/``, ``./``, ``~``…) is a path, and anything else
+    a registry name with Docker's defaults (``ubuntu`` is ``docker.io/library/ubuntu``).
+    Otherwise (a push's source, a pull's destination) a registry needs a host-like first part
+    (see :func:`is_store_reference`), and ``path_schemes`` (``hf:``: a format's own place,
+    keeping no artifacts) and names ending in ``file_suffixes`` are local.
+
+    ``local``: a rule for texts without a scheme, asked first (the local store's bare names,
+    :func:`ocibridge.kinds.targets.local_store_reference`, which needs a store to look in)."""
     if is_layout_reference(text):
         return parse_layout_reference(text)
     if is_ollama_reference(text):
         return parse_ollama_reference(text)
-    if is_store_reference(text, file_suffixes=file_suffixes):
+    named = local(text) if local is not None else None
+    if named is not None:
+        return named
+    if store:
+        if os.path.exists(text) or path_like(text):
+            return PathReference(text)
+        return parse_registry_reference(text)
+    if path_schemes and text.startswith(path_schemes):
+        return PathReference(text)
+    if _names_registry(text, file_suffixes):
         return parse_registry_reference(text)
     return PathReference(text)
+
+
+def path_like(text: str) -> bool:
+    """Whether ``text`` is written as a file-system path: no registry reference starts so."""
+    return text.startswith(("/", "./", "../", "~")) or text in (".", "..")
 
 
 def names_version(text: str) -> bool:

@@ -24,19 +24,20 @@ class OllamaFormat:
     shows_progress: ClassVar[bool] = False
 
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
-        from ocibridge.kinds.targets import open_store_target
+        from ocibridge.kinds.targets import open_store_target, reference_of
 
-        origin = open_store_target(source, options=request.registry_options)
-        return self.read_artifact(origin.store, origin.reference, dataclasses.replace(request, source=source))
+        parsed = reference_of(source)
+        origin = open_store_target(parsed, options=request.registry_options)
+        return self.read_artifact(origin.store, origin.reference, dataclasses.replace(request, source=parsed))
 
     def read_artifact(self, store: Store, reference: str, request: ReadRequest) -> ModelPackage:
         from ocibridge.kinds.ollama.reader import read_ollama
-        from ocibridge.oci.reference import is_ollama_reference, parse_ollama_reference
+        from ocibridge.oci.reference import OllamaReference
 
         # the name the user gave (ollama:NAME, ollama://HOST/NAME) names the model it becomes;
         # a model found in a layout or a plain registry repository has none
         source = request.source
-        name = parse_ollama_reference(source).name if source and is_ollama_reference(source) else None
+        name = source.name if isinstance(source, OllamaReference) else None
         return read_ollama(store, reference, name)
 
     def mount_sources(self, origin: Store, reference: str) -> dict[str, Store]:
