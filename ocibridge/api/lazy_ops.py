@@ -8,6 +8,8 @@ from typing import Any
 
 from ocibridge.api.copy import TransferOptions
 from ocibridge.errors import UsageError
+from ocibridge.model.gguf_header import GGUF_MAGIC
+from ocibridge.model.gguf_tensors import RemoteGGUF
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import on_registry, parse_registry_reference
 from ocibridge.remote.blobreader import LazySource
@@ -78,12 +80,16 @@ def open_model(ref: str, *, transfer: TransferOptions | None = None, verify_key:
         raise
 
 
-def open_tensors(ref: str, file: str, **kw: Any) -> RemoteSafetensors:
-    """The safetensors ``file`` of model ``ref``: its header is read at once, a tensor's bytes
-    only when asked (``get_bytes``, ``get_tensor``); every byte verified. ``kw``: as open_model."""
+def open_tensors(ref: str, file: str, **kw: Any) -> RemoteSafetensors | RemoteGGUF:
+    """The safetensors or GGUF ``file`` of model ``ref`` (told apart by the GGUF magic): its
+    header is read at once, a tensor's bytes only when asked (``get_bytes``, ``get_tensor``);
+    every byte verified. ``kw``: as open_model."""
     model = open_model(ref, **kw)
     try:
-        return RemoteSafetensors(model.open(file), file)
+        blob = model.open(file)
+        if blob.size >= 4 and blob.read(0, 4) == GGUF_MAGIC:
+            return RemoteGGUF(blob, file)
+        return RemoteSafetensors(blob, file)
     except BaseException:
         model.close()
         raise
