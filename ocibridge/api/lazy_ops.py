@@ -59,13 +59,22 @@ def _referrer_check(store: LazySource, verify_key: Sequence[str]) -> ReferrerChe
 
 
 def open_model(ref: str, *, transfer: TransferOptions | None = None, verify_key: Sequence[str] = (),
-               warn: Warn | None = warn_stderr) -> LazyModel:
+               warn: Warn | None = warn_stderr, cache: bool = True) -> LazyModel:
     """The model ``ref`` names, its files read lazily. ``verify_key``: public keys; one of them
     must have signed the model (the digest its tag named when read, used from then on) and, for
-    a chunk table the manifest does not bind, its referrer. Close it (or ``with``)."""
+    a chunk table the manifest does not bind, its referrer. ``cache``: keep verified chunks in
+    the model cache (``$OCIBRIDGE_CACHE/chunks``), so a range read again moves nothing. Close
+    it (or ``with``)."""
     store, reference = _store(ref, transfer)
     try:
-        model = LazyModel(store, reference, verify_referrer=_referrer_check(store, verify_key), warn=warn)
+        chunk_store = None
+        if cache:
+            from ocibridge.cache.chunks import CacheChunks
+            from ocibridge.cache.models import model_cache_root
+
+            chunk_store = CacheChunks(model_cache_root())
+        model = LazyModel(store, reference, verify_referrer=_referrer_check(store, verify_key), warn=warn,
+                          chunk_store=chunk_store)
         if verify_key:  # as pull's --verify-key: the model itself must be signed, by the digest read
             from ocibridge.signing.verify import VerifyPolicy, verify_artifact
 

@@ -19,6 +19,7 @@ from typing import IO, Protocol
 
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.oci.models import Descriptor
+from ocibridge.remote.chunkstore import ChunkStore
 from ocibridge.remote.table import LayerChunks
 from ocibridge.stores.base import ReadableStore
 from ocibridge.stores.ranged import RangedBlobSource
@@ -62,8 +63,9 @@ class VerifiedBlob:
 
     def __init__(self, source: LazySource, layer: Descriptor, chunks: LayerChunks | None,
                  chunk_size: int, *, on_fallback: Callable[[], None] | None = None,
-                 parallel: int = PARALLEL, cached: int = CACHED_CHUNKS):
+                 parallel: int = PARALLEL, cached: int = CACHED_CHUNKS, store: ChunkStore | None = None):
         self.source = source
+        self.store = store  # verified chunks kept across opens (the model cache), if any
         self.layer = layer
         self.chunks = chunks
         self.chunk_size = chunk_size
@@ -132,19 +134,28 @@ class VerifiedBlob:
         return -(-self.size // self.chunk_size)
 
     def _submit(self, missing: list[int]) -> dict[int, Future[dict[int, bytes]]]:
-        """Start fetching ``missing`` chunks, in spans (called with the lock held)."""
+        """Start getting ``missing`` chunks, in spans: from the chunk store those it holds, the
+        rest from the source (called with the lock held)."""
         started: dict[int, Future[dict[int, bytes]]] = {}
         if not missing:
             return started
         if self._workers is None:
             self._workers = ThreadPoolExecutor(self._parallel, thread_name_prefix="chunk")
-        for span in _spans(missing, SPAN_CHUNKS):
-            future = self._workers.submit(self._fetch_span, span)
+        stored = self._stored(missing)
+        for span in _spans([i for i in missing if i in stored], SPAN_CHUNKS) + \
+                _spans([i for i in missing if i not in stored], SPAN_CHUNKS):
+            work = self._load_span if span.start in stored else self._fetch_span
+            future = self._workers.submit(work, span)
             for i in span:
                 started[i] = self._pending[i] = future
             # after the entries exist: a future already done runs this at once, in this thread
             future.add_done_callback(functools.partial(self._done, span))
         return started
+
+    def _stored(self, indexes: list[int]) -> set[int]:
+        if self.store is None or self.chunks is None:
+            return set()
+        return {i for i in indexes if self.store.has(self.chunks.chunks[i])}
 
     def _done(self, span: range, future: Future[dict[int, bytes]]) -> None:
         with self._lock:
@@ -158,6 +169,21 @@ class VerifiedBlob:
                 self._cache.move_to_end(i)
             while len(self._cache) > self._cached:
                 self._cache.popitem(last=False)
+
+    def _load_span(self, span: range) -> dict[int, bytes]:
+        """Chunks from the store, each checked against the table as if it had just arrived;
+        one missing or damaged is fetched from the source instead."""
+        assert self.chunks is not None and self.store is not None
+        out: dict[int, bytes] = {}
+        for index in span:
+            data = self.store.get(self.chunks.chunks[index])
+            if data is None or hashlib.sha256(data).hexdigest() != self.chunks.chunks[index]:
+                if data is not None:
+                    self.store.drop(self.chunks.chunks[index])
+                out.update(self._fetch_span(range(index, index + 1)))
+            else:
+                out[index] = data
+        return out
 
     def _fetch_span(self, span: range) -> dict[int, bytes]:
         """Consecutive chunks in one Range request, each checked as soon as it has arrived."""
@@ -184,7 +210,9 @@ class VerifiedBlob:
                     raise DigestMismatch(
                         f"{self.source.describe()}: chunk {index} of {self.layer.digest} (bytes {at}-{at + want}) "
                         "does not match its digest in the chunk table: refusing the range")
-                out[index] = bytes(buffer)
+                out[index] = data = bytes(buffer)
+                if self.store is not None:  # only now: verified
+                    self.store.put(self.chunks.chunks[index], data)
         finally:
             reader.close()
         return out
