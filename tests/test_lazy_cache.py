@@ -138,3 +138,22 @@ def test_prune_removes_chunks_first(chunked, registry):
 def test_chunk_names_must_be_digests(tmp_path: Path):
     with pytest.raises(ValueError, match="not a SHA-256"):
         CacheChunks(tmp_path).path("../x")
+
+
+def test_small_sequential_reads_through_fsspec_make_long_range_requests(chunked, fault_proxy):
+    """A reader of 64 KiB at a time (no fsspec cache in between): the blob reader reads ahead
+    in spans, so the whole file is a few Range requests, each byte fetched once."""
+    import fsspec
+
+    repo, data = chunked
+    fs = fsspec.filesystem("ocibridge", skip_instance_cache=True, cache=False)
+    got = bytearray()
+    with fs.open(f"{fault_proxy.host}/{repo}:v1/weights.bin", "rb") as f:
+        while piece := f.read(64 * 1024):
+            got += piece
+    for model in list(fs._models.values()):
+        model.close()
+    assert bytes(got) == data
+    layer = [r for r in fault_proxy.requests_matching("GET", "/blobs/") if r.response_bytes > 64 * 1024]
+    assert sum(r.response_bytes for r in layer) == len(data)
+    assert len(layer) <= 8, [r.response_bytes for r in layer]  # not one request per 1 MiB chunk (21)

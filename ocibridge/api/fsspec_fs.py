@@ -122,6 +122,9 @@ class OcibridgeFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec i
             self.model(ref).file(inner)
         except NotFound:
             raise FileNotFoundError(path) from None
+        # no fsspec cache by default: the blob reader keeps verified chunks and reads ahead
+        # itself, and fsspec's readahead cache cost two more copies of every byte
+        kwargs.setdefault("cache_type", "none")
         return ModelFile(self, path, mode, block_size=block_size or BLOCK_SIZE,
                          cache_options=cache_options, **kwargs)
 

@@ -45,7 +45,7 @@ class CacheChunks:
         except OSError:
             return None
 
-    def put(self, sha256_hex: str, data: bytes) -> None:
+    def put(self, sha256_hex: str, data: bytes | bytearray) -> None:
         final = self.path(sha256_hex)
         if final.is_file():
             return

@@ -21,7 +21,7 @@ class ChunkStore(Protocol):
         """The chunk's bytes, or None if gone (the caller verifies them)."""
         ...
 
-    def put(self, sha256_hex: str, data: bytes) -> None:
+    def put(self, sha256_hex: str, data: bytes | bytearray) -> None:
         """Keep ``data``, already verified to have this digest; errors are the store's to
         swallow (a cache that cannot write must not fail a read)."""
         ...
