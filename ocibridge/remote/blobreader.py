@@ -25,17 +25,17 @@ from ocibridge.stores.base import ReadableStore
 from ocibridge.stores.ranged import RangedBlobSource
 
 #: verified chunks kept in memory per blob (1 MiB each by default)
-CACHED_CHUNKS = 128
+CACHED_CHUNKS = 96
 #: chunk requests in flight for one blob
 PARALLEL = 8
 #: most chunks asked in one Range request: fewer, longer requests for long reads (one request
-#: per 1 MiB chunk took 3-4× a pull's time for a whole file), still checked chunk by chunk;
-#: 8 rather than 16 so that a 32 MiB block is four requests at once, not two
-SPAN_CHUNKS = 8
+#: per 1 MiB chunk took 3-4× a pull's time for a whole file), still checked chunk by chunk
+#: (spans of 8 with a read-ahead of 64 took ~2× the CPU time of these at 1 GiB)
+SPAN_CHUNKS = 16
 #: reads of this many chunks or more that continue the last read start a read-ahead
 READ_AHEAD_MIN = 4
 #: of four times the read, up to this many chunks (half the cache: what is read ahead stays
-#: until used); 64 keeps two 32 MiB blocks of the fsspec file in flight while one is consumed
+#: until used)
 READ_AHEAD_MAX = CACHED_CHUNKS // 2
 #: verified chunks waiting to be written to the chunk store (writes lag the reads by at most this)
 STORE_BACKLOG = 32
