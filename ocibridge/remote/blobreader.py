@@ -39,6 +39,8 @@ READ_AHEAD_MIN = 4
 READ_AHEAD_MAX = CACHED_CHUNKS // 2
 #: verified chunks waiting to be written to the chunk store (writes lag the reads by at most this)
 STORE_BACKLOG = 32
+#: threads writing them (four were no faster than one on a whole 1 GiB read, load 5-7)
+STORE_WRITERS = 1
 
 #: a verified chunk; a bytearray as received (never changed after), to save a copy
 Chunk = bytes | bytearray
@@ -255,7 +257,7 @@ class VerifiedBlob:
         self._backlog.acquire()
         with self._lock:
             if self._writer is None:
-                self._writer = ThreadPoolExecutor(1, thread_name_prefix="chunk-store")
+                self._writer = ThreadPoolExecutor(STORE_WRITERS, thread_name_prefix="chunk-store")
             writer = self._writer
 
         def write() -> None:
