@@ -40,10 +40,11 @@ class OcibridgeFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec i
     root_marker = ""
 
     def __init__(self, *, plain_http: bool | None = None, insecure: bool = False,
-                 verify_key: list[str] | None = None, **kwargs: Any):
+                 verify_key: list[str] | None = None, cache: bool = True, **kwargs: Any):
         super().__init__(**kwargs)
         self._transfer = TransferOptions(plain_http=bool(plain_http), insecure=insecure)
         self._verify_key = list(verify_key or [])
+        self._cache = cache  # verified chunks kept in the model cache
         self._models: dict[str, LazyModel] = {}
         self._lock = threading.Lock()
 
@@ -58,7 +59,7 @@ class OcibridgeFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec i
         with self._lock:
             found = self._models.get(ref)
             if found is None:
-                found = open_model(ref, transfer=self._transfer, verify_key=self._verify_key)
+                found = open_model(ref, transfer=self._transfer, verify_key=self._verify_key, cache=self._cache)
                 self._models[ref] = found
             return found
 
@@ -121,6 +122,9 @@ class OcibridgeFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec i
             self.model(ref).file(inner)
         except NotFound:
             raise FileNotFoundError(path) from None
+        # no fsspec cache by default: the blob reader keeps verified chunks and reads ahead
+        # itself, and fsspec's readahead cache cost two more copies of every byte
+        kwargs.setdefault("cache_type", "none")
         return ModelFile(self, path, mode, block_size=block_size or BLOCK_SIZE,
                          cache_options=cache_options, **kwargs)
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from ocibridge.api.copy import TransferOptions
 from ocibridge.errors import UsageError
+from ocibridge.model.gguf_header import GGUF_MAGIC
+from ocibridge.model.gguf_tensors import RemoteGGUF
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import Reference, RegistryReference, parse_reference
 from ocibridge.remote.blobreader import LazySource
@@ -57,13 +59,22 @@ def _referrer_check(store: LazySource, verify_key: Sequence[str]) -> ReferrerChe
 
 
 def open_model(ref: str, *, transfer: TransferOptions | None = None, verify_key: Sequence[str] = (),
-               warn: Warn | None = warn_stderr) -> LazyModel:
+               warn: Warn | None = warn_stderr, cache: bool = True) -> LazyModel:
     """The model ``ref`` names, its files read lazily. ``verify_key``: public keys; one of them
     must have signed the model (the digest its tag named when read, used from then on) and, for
-    a chunk table the manifest does not bind, its referrer. Close it (or ``with``)."""
+    a chunk table the manifest does not bind, its referrer. ``cache``: keep verified chunks in
+    the model cache (``$OCIBRIDGE_CACHE/chunks``), so a range read again moves nothing. Close
+    it (or ``with``)."""
     store, reference = _store(ref, transfer)
     try:
-        model = LazyModel(store, reference, verify_referrer=_referrer_check(store, verify_key), warn=warn)
+        chunk_store = None
+        if cache:
+            from ocibridge.cache.chunks import CacheChunks
+            from ocibridge.cache.models import model_cache_root
+
+            chunk_store = CacheChunks(model_cache_root())
+        model = LazyModel(store, reference, verify_referrer=_referrer_check(store, verify_key), warn=warn,
+                          chunk_store=chunk_store)
         if verify_key:  # as pull's --verify-key: the model itself must be signed, by the digest read
             from ocibridge.signing.verify import VerifyPolicy, verify_artifact
 
@@ -78,12 +89,16 @@ def open_model(ref: str, *, transfer: TransferOptions | None = None, verify_key:
         raise
 
 
-def open_tensors(ref: str, file: str, **kw: Any) -> RemoteSafetensors:
-    """The safetensors ``file`` of model ``ref``: its header is read at once, a tensor's bytes
-    only when asked (``get_bytes``, ``get_tensor``); every byte verified. ``kw``: as open_model."""
+def open_tensors(ref: str, file: str, **kw: Any) -> RemoteSafetensors | RemoteGGUF:
+    """The safetensors or GGUF ``file`` of model ``ref`` (told apart by the GGUF magic): its
+    header is read at once, a tensor's bytes only when asked (``get_bytes``, ``get_tensor``);
+    every byte verified. ``kw``: as open_model."""
     model = open_model(ref, **kw)
     try:
-        return RemoteSafetensors(model.open(file), file)
+        blob = model.open(file)
+        if blob.size >= 4 and blob.read(0, 4) == GGUF_MAGIC:
+            return RemoteGGUF(blob, file)
+        return RemoteSafetensors(blob, file)
     except BaseException:
         model.close()
         raise

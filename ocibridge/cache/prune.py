@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.locks import flocked
 from ocibridge.cache.models import ModelCache, remove_tree
 
@@ -18,11 +19,13 @@ class CachePrune:
 
     snapshots: list[str] = field(default_factory=list)
     blobs: int = 0
+    chunks: int = 0  # verified chunks of lazy reads (cache/chunks.py)
     freed: int = 0  # bytes given back to the file system
     size: int = 0  # bytes the cache takes after the prune
 
     def as_dict(self) -> dict[str, object]:
-        return {"snapshots": self.snapshots, "blobs": self.blobs, "freed": self.freed, "size": self.size}
+        return {"snapshots": self.snapshots, "blobs": self.blobs, "chunks": self.chunks, "freed": self.freed,
+                "size": self.size}
 
 
 def disk_use(root: Path) -> int:
@@ -39,10 +42,12 @@ def disk_use(root: Path) -> int:
 
 
 def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int | None = None) -> CachePrune:
-    """Remove snapshots not used for ``older_than`` seconds, then the least recently used until
-    the cache takes at most ``max_size`` bytes; blobs no snapshot links go with them. Waits for
-    builds in progress (they hold the cache lock shared)."""
+    """Remove snapshots (and chunks of lazy reads) not used for ``older_than`` seconds, then
+    chunks oldest first and then the least recently used snapshots until the cache takes at
+    most ``max_size`` bytes; blobs no snapshot links go with them. Waits for builds in progress
+    and chunk writes (they hold the cache lock shared)."""
     done = CachePrune()
+    chunks = CacheChunks(cache.root)
     with flocked(cache.locks / "cache.lock"):
         before = disk_use(cache.root)
         snapshots = sorted(cache.snapshot_dirs(), key=lambda p: p.stat().st_mtime)
@@ -50,8 +55,17 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
             cutoff = time.time() - older_than
             for snap in [s for s in snapshots if s.stat().st_mtime < cutoff]:
                 _drop(snap, done, snapshots)
+            for chunk in chunks.files():
+                if _mtime(chunk) < cutoff:
+                    done.chunks += int(chunks.remove(chunk) > 0)
         done.blobs += _collect(cache, snapshots)
-        if max_size is not None:
+        if max_size is not None:  # chunks of lazy reads go first: they only save a fetch
+            size = disk_use(cache.root)
+            for chunk in chunks.files():
+                if size <= max_size:
+                    break
+                size -= chunks.remove(chunk)
+                done.chunks += 1
             while snapshots and disk_use(cache.root) > max_size:
                 _drop(snapshots[0], done, snapshots)
                 done.blobs += _collect(cache, snapshots)
@@ -60,6 +74,13 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
         done.size = disk_use(cache.root)
         done.freed = before - done.size
     return done
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return float("inf")  # gone already: nothing to remove
 
 
 def _drop(snap: Path, done: CachePrune, snapshots: list[Path]) -> None:

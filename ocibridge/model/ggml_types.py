@@ -25,3 +25,19 @@ TENSOR_TYPES: dict[int, str] = {
     23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16",
     34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4", 40: "NVFP4", 41: "Q1_0",
 }
+
+#: ggml tensor type code → (elements per block, bytes per block): a tensor of ``n`` elements
+#: (``n`` a multiple of the block) holds ``n // block * bytes`` bytes. Values are ggml's
+#: (``ggml_type_traits``), the same as the ``gguf`` package's ``GGML_QUANT_SIZES``.
+TYPE_SIZES: dict[int, tuple[int, int]] = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+    9: (32, 40), 10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210),
+    15: (256, 292), 16: (256, 66), 17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18),
+    21: (256, 110), 22: (256, 82), 23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8),
+    28: (1, 8), 29: (256, 56), 30: (1, 2), 34: (256, 54), 35: (256, 66), 39: (32, 17),
+    40: (64, 36), 41: (128, 18),
+}
+
+#: ggml types numpy has a dtype for (little-endian files; the rest are blocks: read bytes)
+NUMPY_TYPES: dict[int, str] = {0: "float32", 1: "float16", 24: "int8", 25: "int16", 26: "int32",
+                               27: "int64", 28: "float64"}

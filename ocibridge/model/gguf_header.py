@@ -1,4 +1,5 @@
-"""The header of a GGUF file, read from a stream: architecture, parameter count, file type.
+"""The header of a GGUF file, read from a stream: architecture, parameter count, file type, and
+the tensor-info table (name, dims, ggml type, offset) that lazy reads of tensor data need.
 
 Reads only the key/value section and the tensor infos, never the tensor data, so it works on
 a blob streaming from a registry as well as on a local file. Type names come from ggml's
@@ -43,6 +44,27 @@ _SCALARS = {
 _STRING, _ARRAY = 8, 9
 
 
+@dataclass(frozen=True)
+class GGUFTensor:
+    """One entry of the tensor-info table: where its data lies, relative to the data section."""
+
+    name: str
+    dims: tuple[int, ...]  # as GGUF stores them: fastest-varying first (ggml's ne[])
+    ggml_type: int
+    offset: int  # from the start of the data section
+
+    @property
+    def elements(self) -> int:
+        n = 1
+        for d in self.dims:
+            n *= d
+        return n
+
+
+#: the data section starts at the first multiple of this after the header (``general.alignment``)
+DEFAULT_ALIGNMENT = 32
+
+
 @dataclass
 class GGUFHeader:
     version: int
@@ -50,6 +72,21 @@ class GGUFHeader:
     tensor_count: int = 0
     parameter_count: int = 0
     tensor_types: dict[int, int] = field(default_factory=dict)  # ggml type → element count
+    tensors: list[GGUFTensor] = field(default_factory=list)  # the tensor-info table, in file order
+    header_size: int = 0  # bytes of magic, counts, key/values and tensor infos
+    byte_order: str = "<"  # ">" for a big-endian file: its tensor data is big-endian too
+
+    @property
+    def alignment(self) -> int:
+        value = self.metadata.get("general.alignment")
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0 and value % 8 == 0:
+            return value
+        return DEFAULT_ALIGNMENT
+
+    @property
+    def data_start(self) -> int:
+        """Where the data section (the tensors' bytes) starts in the file."""
+        return -(-self.header_size // self.alignment) * self.alignment
 
     @property
     def architecture(self) -> str | None:
@@ -238,17 +275,23 @@ def read_gguf_header(raw: BinaryIO, where: str = "GGUF file") -> GGUFHeader:
             header.metadata[key] = value
     for _ in range(header.tensor_count):
         s.spend()
-        s.skip(s.string_length())
+        name_length = s.string_length()
+        if name_length > MAX_KEY:
+            raise SourceError(f"{where}: GGUF tensor name of {name_length} bytes is implausible")
+        name = s.take(name_length).decode("utf-8", errors="replace")
         n_dims = s.unpack("I")
         if n_dims > 8:
             raise SourceError(f"{where}: GGUF tensor with {n_dims} dimensions is implausible")
+        dims = tuple(int(s.unpack("Q")) for _ in range(n_dims))
         elements = 1
-        for _ in range(n_dims):
-            elements *= s.unpack("Q")  # each < 2^64, at most 8: a bounded integer
+        for d in dims:
+            elements *= d  # each < 2^64, at most 8: a bounded integer
         ggml_type = s.unpack("I")
-        s.skip(8)  # data offset
+        header.tensors.append(GGUFTensor(name, dims, ggml_type, int(s.unpack("Q"))))
         if elements >= MAX_ELEMENTS or header.parameter_count + elements >= MAX_ELEMENTS:
             raise SourceError(f"{where}: GGUF tensor counts beyond 2^63 elements are implausible")
         header.parameter_count += elements
         header.tensor_types[ggml_type] = header.tensor_types.get(ggml_type, 0) + elements
+    header.header_size = s.pos
+    header.byte_order = s.endian
     return header

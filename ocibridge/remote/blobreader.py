@@ -19,21 +19,31 @@ from typing import IO, Protocol
 
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.oci.models import Descriptor
+from ocibridge.remote.chunkstore import ChunkStore
 from ocibridge.remote.table import LayerChunks
 from ocibridge.stores.base import ReadableStore
 from ocibridge.stores.ranged import RangedBlobSource
 
 #: verified chunks kept in memory per blob (1 MiB each by default)
 CACHED_CHUNKS = 96
-#: chunk requests in flight for one read
+#: chunk requests in flight for one blob
 PARALLEL = 8
 #: most chunks asked in one Range request: fewer, longer requests for long reads (one request
 #: per 1 MiB chunk took 3-4× a pull's time for a whole file), still checked chunk by chunk
+#: (spans of 8 with a read-ahead of 64 took ~2× the CPU time of these at 1 GiB)
 SPAN_CHUNKS = 16
 #: reads of this many chunks or more that continue the last read start a read-ahead
 READ_AHEAD_MIN = 4
-#: and read on at most this many chunks (half the cache: what is read ahead stays until used)
+#: of four times the read, up to this many chunks (half the cache: what is read ahead stays
+#: until used)
 READ_AHEAD_MAX = CACHED_CHUNKS // 2
+#: verified chunks waiting to be written to the chunk store (writes lag the reads by at most this)
+STORE_BACKLOG = 32
+#: threads writing them (four were no faster than one on a whole 1 GiB read, load 5-7)
+STORE_WRITERS = 1
+
+#: a verified chunk; a bytearray as received (never changed after), to save a copy
+Chunk = bytes | bytearray
 _SPOOL_PIECE = 1024 * 1024
 
 
@@ -62,20 +72,25 @@ class VerifiedBlob:
 
     def __init__(self, source: LazySource, layer: Descriptor, chunks: LayerChunks | None,
                  chunk_size: int, *, on_fallback: Callable[[], None] | None = None,
-                 parallel: int = PARALLEL, cached: int = CACHED_CHUNKS):
+                 parallel: int = PARALLEL, cached: int = CACHED_CHUNKS, store: ChunkStore | None = None):
         self.source = source
+        self.store = store  # verified chunks kept across opens (the model cache), if any
         self.layer = layer
         self.chunks = chunks
         self.chunk_size = chunk_size
         self._on_fallback = on_fallback
         self._parallel = max(1, parallel)
         self._cached = max(1, cached)
-        self._cache: OrderedDict[int, bytes] = OrderedDict()
+        self._cache: OrderedDict[int, Chunk] = OrderedDict()
         self._lock = threading.RLock()  # a fetch done before its callback is added calls back under it
         self._spool: IO[bytes] | None = None
         self._workers: ThreadPoolExecutor | None = None
-        self._pending: dict[int, Future[dict[int, bytes]]] = {}
+        self._writer: ThreadPoolExecutor | None = None  # writes to the chunk store
+        self._backlog = threading.BoundedSemaphore(STORE_BACKLOG)
+        self._pending: dict[int, Future[dict[int, Chunk]]] = {}
         self._next = -2  # the chunk after the last read: a read starting there is sequential
+        self._run = 0  # chunks read by the current run of sequential reads
+        self._ahead_to = 0  # read-ahead has been asked up to this chunk
         #: bytes of this blob received from the source (chunks or the whole blob)
         self.bytes_fetched = 0
 
@@ -99,14 +114,18 @@ class VerifiedBlob:
             return self._from_spool(start, end)
         first, last = start // self.chunk_size, (end - 1) // self.chunk_size
         pieces = self._chunks(range(first, last + 1))
-        data = b"".join(pieces)
-        offset = first * self.chunk_size
-        return data[start - offset : end - offset]
+        lo, hi = start - first * self.chunk_size, end - last * self.chunk_size
+        if len(pieces) == 1 and lo == 0 and hi == len(pieces[0]) and isinstance(pieces[0], bytes):
+            return pieces[0]
+        views = [memoryview(p) for p in pieces]
+        views[-1] = views[-1][:hi]  # (first, so that a single piece is cut at both ends right)
+        views[0] = views[0][lo:]
+        return b"".join(views)  # the one copy of the bytes a read returns
 
     # -- chunks ----------------------------------------------------------------------------
-    def _chunks(self, wanted: range) -> list[bytes]:
-        have: dict[int, bytes] = {}
-        waits: dict[int, Future[dict[int, bytes]]] = {}
+    def _chunks(self, wanted: range) -> list[Chunk]:
+        have: dict[int, Chunk] = {}
+        waits: dict[int, Future[dict[int, Chunk]]] = {}
         with self._lock:
             for i in wanted:
                 if i in self._cache:
@@ -116,37 +135,61 @@ class VerifiedBlob:
                     waits[i] = self._pending[i]
             futures = self._submit([i for i in wanted if i not in have and i not in waits])
             waits.update(futures)
-            # a long read that continues the last one: read on as far ahead while the caller works
-            # (never for short reads: a tensor after its header must not cost a chunk more)
-            sequential = wanted.start in (self._next, self._next - 1) and len(wanted) >= READ_AHEAD_MIN
-            self._next = wanted.stop
-            if sequential:
-                ahead = range(wanted.stop, min(wanted.stop + min(len(wanted), READ_AHEAD_MAX), self._count))
-                self._submit([i for i in ahead if i not in self._cache and i not in self._pending])
+            self._read_ahead(wanted)
         for i, future in waits.items():
             have[i] = future.result()[i]
         return [have[i] for i in wanted]
+
+    def _read_ahead(self, wanted: range) -> None:
+        """Reads that continue the last one, READ_AHEAD_MIN chunks or more in a row after it (a
+        long one, or many short ones): keep up to four times the read (at least two spans, at most
+        READ_AHEAD_MAX chunks) fetched ahead while the caller works, topped up in runs of at
+        least half that, so that small sequential reads still make long Range requests. Never
+        for a first short read: a tensor after its header must not cost a chunk more. Called
+        with the lock held."""
+        if wanted.start in (self._next, self._next - 1):
+            self._run += wanted.stop - self._next
+        else:
+            self._run = 0  # a first read, however long, reads nothing more
+        self._next = wanted.stop
+        if self._run < READ_AHEAD_MIN:
+            return
+        depth = min(READ_AHEAD_MAX, max(2 * SPAN_CHUNKS, 4 * len(wanted)))
+        if self._ahead_to >= min(wanted.stop + depth // 2, self._count):
+            return
+        start, stop = max(self._ahead_to, wanted.stop), min(wanted.stop + depth, self._count)
+        self._ahead_to = stop
+        self._submit([i for i in range(start, stop) if i not in self._cache and i not in self._pending])
 
     @property
     def _count(self) -> int:
         return -(-self.size // self.chunk_size)
 
-    def _submit(self, missing: list[int]) -> dict[int, Future[dict[int, bytes]]]:
-        """Start fetching ``missing`` chunks, in spans (called with the lock held)."""
-        started: dict[int, Future[dict[int, bytes]]] = {}
+    def _submit(self, missing: list[int]) -> dict[int, Future[dict[int, Chunk]]]:
+        """Start getting ``missing`` chunks, in spans: from the chunk store those it holds, the
+        rest from the source (called with the lock held)."""
+        started: dict[int, Future[dict[int, Chunk]]] = {}
         if not missing:
             return started
         if self._workers is None:
             self._workers = ThreadPoolExecutor(self._parallel, thread_name_prefix="chunk")
-        for span in _spans(missing, SPAN_CHUNKS):
-            future = self._workers.submit(self._fetch_span, span)
+        stored = self._stored(missing)
+        for span in _spans([i for i in missing if i in stored], SPAN_CHUNKS) + \
+                _spans([i for i in missing if i not in stored], SPAN_CHUNKS):
+            work = self._load_span if span.start in stored else self._fetch_span
+            future = self._workers.submit(work, span)
             for i in span:
                 started[i] = self._pending[i] = future
             # after the entries exist: a future already done runs this at once, in this thread
             future.add_done_callback(functools.partial(self._done, span))
         return started
 
-    def _done(self, span: range, future: Future[dict[int, bytes]]) -> None:
+    def _stored(self, indexes: list[int]) -> set[int]:
+        if self.store is None or self.chunks is None:
+            return set()
+        return {i for i in indexes if self.store.has(self.chunks.chunks[i])}
+
+    def _done(self, span: range, future: Future[dict[int, Chunk]]) -> None:
         with self._lock:
             for i in span:
                 if self._pending.get(i) is future:
@@ -159,13 +202,28 @@ class VerifiedBlob:
             while len(self._cache) > self._cached:
                 self._cache.popitem(last=False)
 
-    def _fetch_span(self, span: range) -> dict[int, bytes]:
+    def _load_span(self, span: range) -> dict[int, Chunk]:
+        """Chunks from the store, each checked against the table as if it had just arrived;
+        one missing or damaged is fetched from the source instead."""
+        assert self.chunks is not None and self.store is not None
+        out: dict[int, Chunk] = {}
+        for index in span:
+            data = self.store.get(self.chunks.chunks[index])
+            if data is None or hashlib.sha256(data).hexdigest() != self.chunks.chunks[index]:
+                if data is not None:
+                    self.store.drop(self.chunks.chunks[index])
+                out.update(self._fetch_span(range(index, index + 1)))
+            else:
+                out[index] = data
+        return out
+
+    def _fetch_span(self, span: range) -> dict[int, Chunk]:
         """Consecutive chunks in one Range request, each checked as soon as it has arrived."""
         assert self.chunks is not None
         start = span.start * self.chunk_size
         end = min(span.stop * self.chunk_size, self.size)
         reader = self.source.open_blob_range(self.layer, start, end)
-        out: dict[int, bytes] = {}
+        out: dict[int, Chunk] = {}
         try:
             for index in span:
                 at = index * self.chunk_size
@@ -184,10 +242,31 @@ class VerifiedBlob:
                     raise DigestMismatch(
                         f"{self.source.describe()}: chunk {index} of {self.layer.digest} (bytes {at}-{at + want}) "
                         "does not match its digest in the chunk table: refusing the range")
-                out[index] = bytes(buffer)
+                out[index] = buffer
+                if self.store is not None:  # only now: verified
+                    self._store_later(self.chunks.chunks[index], buffer)
         finally:
             reader.close()
         return out
+
+    def _store_later(self, sha256_hex: str, data: Chunk) -> None:
+        """Hand a verified chunk to the store on the writer thread, so that fetching goes on
+        while it is written (a backlog of STORE_BACKLOG chunks at most: then this waits)."""
+        assert self.store is not None
+        store = self.store
+        self._backlog.acquire()
+        with self._lock:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(STORE_WRITERS, thread_name_prefix="chunk-store")
+            writer = self._writer
+
+        def write() -> None:
+            try:
+                store.put(sha256_hex, data)
+            finally:
+                self._backlog.release()
+
+        writer.submit(write)
 
     # -- the whole blob, once --------------------------------------------------------------
     def _from_spool(self, start: int, end: int) -> bytes:
@@ -219,6 +298,10 @@ class VerifiedBlob:
             pool, self._workers = self._workers, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:  # every verified chunk fetched is in the store when close returns
+            writer.shutdown(wait=True)
         with self._lock:
             if self._spool is not None:
                 self._spool.close()

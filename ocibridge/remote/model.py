@@ -13,6 +13,7 @@ from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.remote.blobreader import LazySource, VerifiedBlob
 from ocibridge.remote.chain import Chain, ReferrerCheck, find_chain
+from ocibridge.remote.chunkstore import ChunkStore
 from ocibridge.remote.table import DEFAULT_THRESHOLD
 
 Warn = Callable[[str], None]
@@ -45,8 +46,9 @@ class RemoteModel:
     """The files of one resolved model manifest; ``open(path)`` reads one lazily."""
 
     def __init__(self, store: LazySource, reference: str, *, verify_referrer: ReferrerCheck | None = None,
-                 warn: Warn | None = warn_stderr):
+                 warn: Warn | None = warn_stderr, chunk_store: ChunkStore | None = None):
         self.store = store
+        self.chunk_store = chunk_store
         self.reference = reference
         self._warn = warn
         self.descriptor, data = _read_manifest(store, reference)
@@ -102,7 +104,8 @@ class RemoteModel:
             why = chain.how if chain.table is None else f"the chunk table has no entry for {entry.layer.digest}"
             on_fallback = self._fallback_notice(entry, why)
         chunk_size = chain.table.chunk_size if chain.table is not None else 0
-        blob = VerifiedBlob(self.store, entry.layer, chunks, chunk_size, on_fallback=on_fallback)
+        blob = VerifiedBlob(self.store, entry.layer, chunks, chunk_size, on_fallback=on_fallback,
+                            store=self.chunk_store)
         with self._lock:
             return self._open.setdefault(entry.path, blob)
 

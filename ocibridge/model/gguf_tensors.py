@@ -1,0 +1,129 @@
+"""One tensor of a GGUF file without the rest: the header, then that tensor's bytes.
+
+Format (ggml's GGUF v2/v3): magic, counts, key/values, then one tensor info per tensor (name,
+dims, ggml type, offset); the data section starts at the first multiple of
+``general.alignment`` (32) after the infos, and a tensor's bytes are ``offset`` from there,
+``elements / block * block bytes`` long. Works over any reader of verified byte ranges (a
+:class:`ocibridge.remote.blobreader.VerifiedBlob`), so only the header's and the asked tensors'
+chunks move.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.model.ggml_types import NUMPY_TYPES, TENSOR_TYPES, TYPE_SIZES
+from ocibridge.model.gguf_header import GGUFHeader, read_gguf_header
+
+#: the header is read in pieces of this size: at most one piece past its end is read (a
+#: chunk of tensor data more, at worst, which the first tensor read usually needs anyway)
+_HEADER_PIECE = 64 * 1024
+
+
+class GGUFError(OcibridgeError):
+    """A GGUF file whose tensor table is malformed or names data outside the file."""
+
+
+class RangeReadable(Protocol):
+    """Verified bytes ``[start, end)`` of one file."""
+
+    @property
+    def size(self) -> int: ...
+
+    def read(self, start: int = 0, end: int | None = None) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class GGUFTensorInfo:
+    name: str
+    ggml_type: int
+    type_name: str  # "F32", "Q8_0", or "type N" for a code ggml_types does not know
+    shape: tuple[int, ...]  # numpy order (slowest-varying first): GGUF's dims reversed
+    start: int  # absolute offsets in the file
+    end: int
+
+
+class _RangeStream(io.RawIOBase):
+    """The file as a stream, for the header parser (which reads forward only)."""
+
+    def __init__(self, reader: RangeReadable):
+        self._reader = reader
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        end = min(self._pos + len(view), self._reader.size)
+        if end <= self._pos:
+            return 0
+        data = self._reader.read(self._pos, end)
+        view[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+class RemoteGGUF:
+    """``keys()``, ``info(name)``, ``get_bytes(name)`` and ``get_tensor(name)`` (numpy, for
+    F32/F16/I8-I64/F64; quantized blocks have no numpy type) of a GGUF file read by ranges."""
+
+    def __init__(self, blob: RangeReadable, name: str = "file"):
+        self.blob = blob
+        self.name = name
+        stream = io.BufferedReader(_RangeStream(blob), buffer_size=_HEADER_PIECE)
+        self.header: GGUFHeader = read_gguf_header(stream, where=name)
+        self.metadata = self.header.metadata
+        base = self.header.data_start
+        self.tensors: dict[str, GGUFTensorInfo] = {}
+        for t in self.header.tensors:
+            sizes = TYPE_SIZES.get(t.ggml_type)
+            if sizes is None:
+                raise GGUFError(f"{name}: tensor {t.name!r} has ggml type {t.ggml_type}, whose size "
+                                "ocibridge does not know")
+            block, width = sizes
+            if t.elements % block:
+                raise GGUFError(f"{name}: tensor {t.name!r}: {t.elements} elements is not a whole number "
+                                f"of {block}-element blocks")
+            start = base + t.offset
+            end = start + t.elements // block * width
+            if end > blob.size:
+                raise GGUFError(f"{name}: tensor {t.name!r} lies outside the file (bytes {start}-{end} "
+                                f"of {blob.size})")
+            if t.name in self.tensors:
+                raise GGUFError(f"{name}: tensor {t.name!r} is listed twice")
+            type_name = TENSOR_TYPES.get(t.ggml_type, f"type {t.ggml_type}")
+            self.tensors[t.name] = GGUFTensorInfo(t.name, t.ggml_type, type_name, tuple(reversed(t.dims)),
+                                                  start, end)
+
+    def keys(self) -> list[str]:
+        return list(self.tensors)
+
+    def info(self, key: str) -> GGUFTensorInfo:
+        try:
+            return self.tensors[key]
+        except KeyError:
+            raise GGUFError(f"{self.name}: no tensor {key!r}") from None
+
+    def get_bytes(self, key: str) -> bytes:
+        info = self.info(key)
+        return self.blob.read(info.start, info.end)
+
+    def get_tensor(self, key: str) -> Any:
+        """The tensor as a numpy array of its shape (numpy is needed); quantized types: use
+        get_bytes (their blocks have no numpy type)."""
+        info = self.info(key)
+        try:
+            import numpy
+        except ImportError:
+            raise OcibridgeError("get_tensor needs numpy: pip install 'ocibridge[tensors]' "
+                                 "(get_bytes does not)") from None
+        if info.ggml_type not in NUMPY_TYPES:
+            raise GGUFError(f"{self.name}: {key} is {info.type_name}, which numpy has no type for: "
+                            "use get_bytes")
+        dtype = numpy.dtype(NUMPY_TYPES[info.ggml_type]).newbyteorder(">" if self.header.byte_order == ">" else "<")
+        return numpy.frombuffer(self.get_bytes(key), dtype=dtype).reshape(info.shape)
+
