@@ -10,8 +10,9 @@ import shlex
 
 import pytest
 
-from ocibridge.cli.commands import build_parser, main
+from ocibridge.cli import main
 from ocibridge.cli.help import EXAMPLES, subcommands
+from ocibridge.cli.parser import build_parser
 
 
 def _argv(example: str) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli import commands as cli
+from ocibridge import cli
 from ocibridge.core.terminal import printable
 from tests.modelgen import make_model
 
