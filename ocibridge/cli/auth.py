@@ -32,7 +32,7 @@ def cmd_login(args: argparse.Namespace) -> int:
     if saved is not None:
         text += f"; its TLS settings are remembered in {saved}"
     emit(args, {"host": args.host, "username": transfer.username, "loggedIn": True,
-                 "settings": str(saved) if saved else None}, text)
+                "settings": str(saved) if saved else None}, text)
     return 0
 
 

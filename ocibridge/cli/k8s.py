@@ -170,7 +170,7 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
     done = mount(t.store, t.reference, args.dir, args.runtime, platform=args.platform)
     text = f"laid out {len(done.paths)} paths in {args.dir} as {args.runtime} would mount them"
     emit(args, {"files": done.paths, "notReproduced": done.not_reproduced},
-          "\n".join([text, *(f"  not reproduced: {one_line(n)}" for n in done.not_reproduced)]))
+         "\n".join([text, *(f"  not reproduced: {one_line(n)}" for n in done.not_reproduced)]))
     return 0
 
 

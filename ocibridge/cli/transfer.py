@@ -183,7 +183,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
     s = result.stats
     referrers = f", {len(s.referrers)} referrers" if args.referrers else ""
     emit(args, result.as_dict(),
-          f"copied {args.src} to {result.reference}\n  {counts(s, 'copied')}{referrers}")
+         f"copied {args.src} to {result.reference}\n  {counts(s, 'copied')}{referrers}")
     return 0
 
 
