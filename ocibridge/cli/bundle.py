@@ -20,7 +20,6 @@ else:  # loaded on first use: --help must not load pydantic and httpx
     bundle = LazyModule("ocibridge.api.bundle")
 
 
-
 @contextmanager
 def _progress(args: argparse.Namespace, label: str) -> Iterator[Any]:
     """The bar (or plain lines) ``--progress`` asks for, closed however the command ends."""

@@ -148,6 +148,5 @@ def run() -> NoReturn:
     sys.exit(code)
 
 
-
 if __name__ == "__main__":
     run()

@@ -24,7 +24,6 @@ FORMS = ("classic", "bundle")
 ALL_FORMS = ("classic", "bundle", "oms")
 
 
-
 def add_verify_flags(p: argparse.ArgumentParser) -> None:
     """``--verify-key``: refuse the source unless a signature verifies with one of these keys."""
     p.add_argument("--verify-key", action="append", default=[], metavar="PUB",

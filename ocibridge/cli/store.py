@@ -19,7 +19,6 @@ else:  # loaded on first use: --help must not load pydantic and httpx
 open_store_target = lazy_function("ocibridge.kinds.targets", "open_store_target")
 
 
-
 def cmd_list(args: argparse.Namespace) -> int:
     entries = store_ops.list_models(args.layout, include_attached=args.all)
     if args.json:
