@@ -31,7 +31,7 @@ from pathlib import Path
 
 import ocibridge as api
 from ocibridge import TransferOptions
-from ocibridge.cli.commands import main as cli
+from ocibridge.cli import main as cli
 from tests.signing_keys import key_pair
 from tests.support.faultproxy import FaultProxy, RecordedRequest
 from tests.support.profiles import (

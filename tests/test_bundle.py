@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from signing_keys import key_pair
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 
 
 def _model(root: Path, name: str, weights: bytes) -> Path:

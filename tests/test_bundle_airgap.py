@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import tarfile
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from tests.modelgen import make_model
 from tests.test_modelcar_base import RUN_FLAGS, push_busybox
 

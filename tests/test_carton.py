@@ -494,7 +494,7 @@ def test_links_of_unknown_size_stop_at_the_cap_the_user_can_raise(tmp_path: Path
     make_carton(tmp_path / "l.carton", {"model/w.bin": weights}, omit=("model/w.bin",), links={sha(weights): [url]})
     monkeypatch.setenv("OCIBRIDGE_LINKS_MAX_BYTES", "100000")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    from ocibridge.cli.commands import main
+    from ocibridge.cli import main
 
     assert main(["push", str(tmp_path / "l.carton"), f"oci:{tmp_path}/layout:v1", "-q"]) == 1
     err = capsys.readouterr().err

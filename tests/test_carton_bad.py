@@ -408,7 +408,7 @@ def test_cli_bad_carton_to_registry_writes_nothing(case: str, tmp_path: Path, ca
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """One error line, exit 1, and the registry gets no tag, no manifest and none of the
     carton's intact files (the checks run before anything is sent)."""
-    from ocibridge.cli.commands import main
+    from ocibridge.cli import main
     from ocibridge.errors import NotFound
     from ocibridge.kinds.targets import open_store_target
     from ocibridge.oci.models import Descriptor

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from support.certs import make_tls_files
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 
 USER, PASSWORD = "alice", "s3cret-pass"
 BASIC = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()

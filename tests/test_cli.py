@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from tests.modelgen import make_model, tree
 from tests.support.data import data
 
@@ -196,7 +196,7 @@ def test_local_work_does_not_import_httpx(tmp_path):
     carton = sorted(data("carton").glob("*.carton"))[0]
     model = make_model(tmp_path / "m")
     script = (
-        "import sys\nfrom ocibridge.cli.commands import main\n"
+        "import sys\nfrom ocibridge.cli import main\n"
         f"assert main(['push', {str(model)!r}, 'oci:{tmp_path}/l:d', '-q']) == 0\n"
         f"assert main(['push', {str(carton)!r}, 'oci:{tmp_path}/l:c', '-q']) == 0\n"
         f"assert main(['pull', 'oci:{tmp_path}/l:c', {str(tmp_path / 'out')!r}, '-q']) == 0\n"

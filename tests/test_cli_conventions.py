@@ -10,8 +10,9 @@ import shlex
 
 import pytest
 
-from ocibridge.cli.commands import build_parser, main
+from ocibridge.cli import main
 from ocibridge.cli.help import EXAMPLES, subcommands
+from ocibridge.cli.parser import build_parser
 
 
 def _argv(example: str) -> list[str]:
@@ -164,3 +165,21 @@ def test_the_package_ships_py_typed():
     assert (root / "py.typed").is_file()
     pyproject = (root.parent / "pyproject.toml").read_text()
     assert '[tool.setuptools.package-data]\nocibridge = ["py.typed"]' in pyproject
+
+
+def test_each_command_lives_in_its_group_module():
+    """One module per command group (issue 27): every command's function is in a cli module
+    that registers it through ``register(command)``, none in the parser, the entry point or the
+    shared helpers, and every module with a ``register`` adds at least one command."""
+    import importlib
+    import pkgutil
+
+    import ocibridge.cli
+
+    homes = {name: func.__module__ for name, parser in subcommands(build_parser()).items()
+             if (func := parser.get_default("func")) is not None}
+    assert {"push", "tags", "login", "k8s check", "convert", "sign"} <= set(homes)
+    groups = {f"ocibridge.cli.{m.name}" for m in pkgutil.iter_modules(ocibridge.cli.__path__)
+              if hasattr(importlib.import_module(f"ocibridge.cli.{m.name}"), "register")}
+    assert set(homes.values()) == groups
+    assert not groups & {"ocibridge.cli.parser", "ocibridge.cli.entry", "ocibridge.cli.common"}

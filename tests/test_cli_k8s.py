@@ -4,7 +4,7 @@ import json
 
 import yaml
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from tests.modelgen import make_model, tree
 
 

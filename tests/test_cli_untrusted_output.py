@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli import commands as cli
+from ocibridge.cli import inspect as inspect_commands
+from ocibridge.cli import main
 from ocibridge.core.terminal import printable
 from tests.modelgen import make_model
 
@@ -60,8 +61,8 @@ def test_an_unexpected_exception_is_one_line(monkeypatch, capsys) -> None:
     def broken(args):
         raise ValueError("something nobody foresaw\nwith a second line")
 
-    monkeypatch.setattr(cli, "cmd_tags", broken)
-    assert cli.main(["tags", "oci:/nonexistent"]) == 1
+    monkeypatch.setattr(inspect_commands, "cmd_tags", broken)
+    assert main(["tags", "oci:/nonexistent"]) == 1
     err = capsys.readouterr().err
     assert err.splitlines() == [
         "ocibridge: error: unexpected ValueError: something nobody foresaw with a second line "
@@ -124,7 +125,7 @@ def test_an_error_message_holding_a_newline_is_one_line(monkeypatch, capsys, err
             raise FileNotFoundError(2, "No such file", "dir/a\nocibridge: pulled")
         raise OcibridgeError("layer a\nocibridge: pulled into DIR")
 
-    monkeypatch.setattr(cli, "cmd_tags", broken)
-    assert cli.main(["tags", "oci:/nonexistent"]) == 1
+    monkeypatch.setattr(inspect_commands, "cmd_tags", broken)
+    assert main(["tags", "oci:/nonexistent"]) == 1
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "a\\nocibridge: pulled" in err

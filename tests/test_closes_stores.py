@@ -21,7 +21,7 @@ def counting_close(self):
     closed.add(id(self)); close(self)
 client.RegistryClient.__init__ = counting_init
 client.RegistryClient.close = counting_close
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 code = main({args!r})
 gc.collect()
 print("CLIENTS", len(made), len(closed & set(made)), "EXIT", code)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_carton import TOML, make_carton, noise, sha
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.leases import LEASE_DIR
 from tests.modelgen import make_model, tree

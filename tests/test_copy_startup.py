@@ -24,7 +24,7 @@ PROBE = """
 import sys
 from ocibridge.core.httpx_wall import defer_cli
 defer_cli()  # as the console entry point (cli.run) does first
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 try:
     main({args!r})
 except SystemExit as e:
@@ -77,7 +77,7 @@ def test_plain_http_copy_makes_no_ssl_context(registry, unique_repo):
              "new = ssl.SSLContext.__new__\n"
              "def counting(cls, *a, **k):\n    made.append(cls)\n    return new(cls, *a, **k)\n"
              "ssl.SSLContext.__new__ = counting\n"
-             "from ocibridge.cli.commands import main\n"
+             "from ocibridge.cli import main\n"
              f"assert main({args!r}) == 0\n"
              "print('CONTEXTS:%d' % len(made), file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True)

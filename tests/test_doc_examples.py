@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli.commands import build_parser
 from ocibridge.cli.help import subcommands
+from ocibridge.cli.parser import build_parser
 from tests.modelgen import make_model
 
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_carton import TOML, noise, push, sha
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.errors import UnsafePath
 from ocibridge.kinds.carton import export_carton, format_manifest, read_carton
 from ocibridge.kinds.directory.source import read_directory

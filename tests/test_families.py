@@ -11,7 +11,7 @@ import pytest
 from support.data import data
 
 from ocibridge.api import model_ops as api
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.kinds import NotAModel, WriteOptions, convert, convert_artifact, identify
 from ocibridge.kinds.targets import open_store_target
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_INDEX, OCI_LAYER_TAR, OCI_MANIFEST, Family

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ocibridge.api import model_ops as api
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.kinds import convert, identify
 from ocibridge.oci.models import Manifest
 from ocibridge.stores.layout import LayoutStore

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support.data import data
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.stores.layout import LayoutStore
 from tests.test_families import DOCKER_DIGEST, KIT_DIGEST
 from tests.test_families_buildfiles import KITFILE, MODELFILE, _model

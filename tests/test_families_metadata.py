@@ -6,7 +6,7 @@ import json
 import struct
 
 from ocibridge.api import model_ops as api
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.stores.layout import LayoutStore
 
 

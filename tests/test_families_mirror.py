@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.kinds import identify
 from ocibridge.kinds.targets import open_store_target
 from ocibridge.mirror import load_job, run_job

@@ -10,7 +10,7 @@ import tempfile
 import pytest
 
 from ocibridge.api import model_ops as api
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.kinds import NotAModel, convert, identify
 from ocibridge.kinds.targets import open_store_target
 from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST

@@ -10,7 +10,7 @@ import pytest
 from support.data import data
 
 from ocibridge.api import model_ops as api
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.kinds import convert
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.layout import LayoutStore

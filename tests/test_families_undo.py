@@ -8,7 +8,7 @@ import pytest
 from support.data import data
 
 from ocibridge.api import model_ops as api
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from tests.kit_compressed import KIT_DIGEST
 from tests.modelgen import make_model
 

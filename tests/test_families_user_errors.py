@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from tests.modelcar_images import BASE, write_image
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.errors import InvalidReference
 from ocibridge.kinds import door, table
 from ocibridge.oci.reference import (

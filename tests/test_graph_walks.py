@@ -16,7 +16,7 @@ import json
 import pytest
 from support.fixtures import new_repo
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.core.graphbound import ENV_MAX_DEPTH, ENV_MAX_NODES, MAX_GRAPH_DEPTH
 from ocibridge.mirror import load_job, run_job
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_INDEX, OCI_MANIFEST

@@ -14,7 +14,7 @@ import pytest
 from huggingface_hub import file_download
 
 from ocibridge.cache.models import ModelCache
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.oci.digest import split_digest
 
 CONFIG = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,

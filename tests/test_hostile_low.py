@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.core.interrupt import EXIT_INTERRUPTED
 from ocibridge.core.stale import GRACE_SECONDS, STAGING_PREFIX, locked_staging

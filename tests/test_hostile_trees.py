@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.core.confined import resolve_inside
 from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.k8s import check, mount

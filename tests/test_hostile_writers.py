@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.kinds.carton import format_manifest
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest

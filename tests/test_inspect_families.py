@@ -9,7 +9,7 @@ import shutil
 
 from support.data import data
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from tests.modelgen import make_model
 from tests.test_families_pairs import DOCKER_DIGEST, KIT_DIGEST
 

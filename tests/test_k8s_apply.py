@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.stores.registry.pull_secret import is_loopback
 from tests.modelgen import make_model
 from tests.support.kubeapi import kubectl_dry_run

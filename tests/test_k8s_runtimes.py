@@ -18,7 +18,7 @@ from support.runtimes import (  # as the fixtures import it
     snapshot,
 )
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.k8s import check
 from ocibridge.kinds.targets import open_store_target
 from ocibridge.model.builder import ARTIFACT_TAG, build

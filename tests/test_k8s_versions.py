@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError
 from ocibridge.k8s import build_modelcar, check, mount, volume_yaml
 from ocibridge.k8s.runtime import RuntimeVersion

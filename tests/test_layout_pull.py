@@ -182,7 +182,7 @@ def test_index_lists_each_manifest_once_and_skopeo_reads_it_without_a_tag(tmp_pa
 
 
 def _cli(*args):
-    from ocibridge.cli.commands import main
+    from ocibridge.cli import main
 
     return main(list(args))
 

@@ -19,7 +19,7 @@ from support.fixtures import new_repo
 
 from ocibridge.api.lazy_ops import attach_chunks, open_model, open_tensors, push_with_chunks
 from ocibridge.api.model_ops import push
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.errors import DigestMismatch, SignatureError
 from ocibridge.model.builder import BuildOptions
 from ocibridge.oci.mediatypes import Kind, Variant

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli.commands import build_parser, main
+from ocibridge.cli import main
+from ocibridge.cli.parser import build_parser
 from tests.signing_keys import key_pair
 
 #: commands that take no model reference (hosts, a job file, a layout path)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import ocibridge.mirror.run as mirror_run
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.mirror import load_job, run_job
 from ocibridge.model.builder import build
 from ocibridge.oci.reference import parse_registry_reference

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes.client import ApiClient, V1ConfigMap, V1Job
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.errors import UsageError
 from ocibridge.mirror import load_job, run_job
 from ocibridge.mirror.shard import artifact_key, owner, parse_shard

@@ -26,7 +26,7 @@ import httpx
 import pytest
 from support.faultproxy import FaultProxy, RecordedRequest, delay
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.mirror import load_job, run_job
 from ocibridge.mirror.shard import artifact_key, owner, parse_shard
 from ocibridge.model.builder import build

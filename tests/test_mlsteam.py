@@ -331,7 +331,7 @@ def test_hooks_are_never_imported_or_run(tmp_path):
 def test_cli_export_stores_weights_and_the_sdk_reads_it(tmp_path, capsys):
     """`ocibridge pull REF x.mlarchive`: weights of 1 MiB or more are stored (deflate would run
     at ~40 MB/s for a 0-20 % gain), the rest deflated; the SDK extracts it all."""
-    from ocibridge.cli.commands import main
+    from ocibridge.cli import main
 
     proj = tmp_path / "proj"
     (proj / "w").mkdir(parents=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from tests.test_mlsteam import make_sdk_archive_v2024
 from tests.test_mlsteam_bad import CASES, archive_with
 

@@ -42,7 +42,7 @@ def test_sdk_archives_round_trip_through_the_registry(registry, tmp_path):
 
 
 def _cli(capsys, *args: str) -> tuple[int, str, str]:
-    from ocibridge.cli.commands import main
+    from ocibridge.cli import main
 
     code = main(list(args))
     out, err = capsys.readouterr()

@@ -19,7 +19,7 @@ from support.registry import RegistryProcess
 import ocibridge
 from ocibridge.cache.models import ModelCache, model_cache_root
 from ocibridge.cache.prune import disk_use, prune
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 
 SIZE = 64 * 1024
 

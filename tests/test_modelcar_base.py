@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.kinds.targets import open_store_target
 from tests.k8s_images import Entry, push_image
 from tests.modelgen import make_model

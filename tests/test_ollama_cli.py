@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ollama_fixtures import gguf_store, snapshot
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.kinds.ollama import CONFIG_FILE, MANIFEST_FILE
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.registry import open_repository

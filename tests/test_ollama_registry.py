@@ -153,7 +153,7 @@ def test_ollama_registry_model_pulled_into_local_store(registry, served, tmp_pat
 def test_push_from_an_ollama_registry_names_the_model_as_the_reference_does(registry, served, tmp_path):
     """The CLI's push names the ModelPack config after ollama://HOST/NAME (the registry store
     itself carries no Ollama name)."""
-    from ocibridge.cli.commands import main
+    from ocibridge.cli import main
 
     _, _, model = served
     assert main(["push", f"ollama://{registry.host}/library/{model}:latest", f"oci:{tmp_path / 'l'}:v1", "-q"]) == 0

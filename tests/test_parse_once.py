@@ -28,7 +28,7 @@ def counting_close(self):
 client.RegistryClient.__init__ = counting_init
 client.RegistryClient.close = counting_close
 
-import ocibridge.cli.commands, ocibridge.api.model_ops, ocibridge.api.copy, ocibridge.kinds.door
+import ocibridge.cli.transfer, ocibridge.api.model_ops, ocibridge.api.copy, ocibridge.kinds.door
 import ocibridge.kinds.targets as targets, ocibridge.oci.reference as refs, ocibridge.kinds.door as door
 calls = collections.Counter()
 def counted(label, fn):
@@ -54,7 +54,7 @@ for mod in list(sys.modules.values()):
         for attr, value in list(vars(mod).items()):
             if callable(value) and value in originals:
                 setattr(mod, attr, originals[value])
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 code = main({args!r})
 gc.collect()
 print("RESULT", json.dumps({{"made": len(made), "closed": len(closed & set(made)), "exit": code,

@@ -24,7 +24,7 @@ FRAME = re.compile(r"(push|pull|copy) (\d+)/(\d+) blobs(?:, \d+ already there)?:
 # is drawn (a transfer over loopback is too quick for tqdm's 0.2 s timer otherwise).
 CHILD = (
     "import sys, ocibridge.transfer.progress as p; p.REFRESH_SECONDS = 0; "
-    "from ocibridge.cli.commands import main; sys.exit(main(sys.argv[1:]))"
+    "from ocibridge.cli import main; sys.exit(main(sys.argv[1:]))"
 )
 
 

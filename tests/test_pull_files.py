@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.core.overwrite import OnExisting, WouldOverwrite, plan_commit
 from ocibridge.core.pathfilter import PathFilter
 from tests.modelgen import make_model, tree

@@ -458,7 +458,7 @@ def test_basic_auth_mirror_four_artifacts_in_parallel_passes_every_time(auth_reg
 def test_containers_auth_json_and_authfile(auth_registry, tmp_path, monkeypatch):
     """podman/skopeo logins live in containers' auth.json: read after the docker config
     ($REGISTRY_AUTH_FILE, $XDG_RUNTIME_DIR/containers/auth.json); --authfile FILE before both."""
-    from ocibridge.cli.commands import main
+    from ocibridge.cli import main
 
     _, image = _tiny(tmp_path)
     auth = base64.b64encode(f"{auth_registry.username}:{auth_registry.password}".encode()).decode()
@@ -490,7 +490,7 @@ def test_containers_auth_json_and_authfile(auth_registry, tmp_path, monkeypatch)
 
 
 def test_refusals_name_the_command_and_whether_credentials_were_sent(auth_registry, tmp_path, monkeypatch, capsys):
-    from ocibridge.cli.commands import main
+    from ocibridge.cli import main
 
     _, image = _tiny(tmp_path)
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "empty-docker"))

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from support.faultproxy import delay
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.stores.layout import LayoutStore
 
 HOLD = 0.5

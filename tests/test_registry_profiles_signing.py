@@ -13,7 +13,7 @@ import json
 import pytest
 from support.profiles import ReferrersApi, ShortTokens
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from tests.signing_keys import key_pair
 from tests.test_registry_profiles import PROFILES, _large_is_small, _model  # noqa: F401 (fixture)
 

@@ -11,7 +11,7 @@ import shutil
 import pytest
 from cryptography.exceptions import InvalidSignature
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.errors import SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing import keys

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.signing import keys
 from ocibridge.signing.attach import attach_bundle
 from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE, STATEMENT_V1, make_bundle

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from tests import cosign_spec
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair

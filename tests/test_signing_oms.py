@@ -16,7 +16,7 @@ from pathlib import Path
 import model_signing
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.signing import keys

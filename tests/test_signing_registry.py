@@ -12,7 +12,7 @@ import pytest
 from cryptography.exceptions import InvalidSignature
 from support.faultproxy import FaultProxy, status
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.kinds.targets import open_store_target
 from ocibridge.mirror import load_job, run_job
 from ocibridge.oci.mediatypes import OCI_INDEX

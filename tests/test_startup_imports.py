@@ -12,7 +12,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROBE = """
 import sys
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 try:
     main({args!r})
 except SystemExit:
@@ -40,7 +40,7 @@ def test_the_package_names_still_resolve():
 
 COPY_PROBE = """
 import sys
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 code = main({args!r})
 heavy = sorted(m for m in ("pydantic", "ocibridge.api.model_ops", "ocibridge.model.builder", "ocibridge.kinds.door",
                            "h2", "cryptography") if m in sys.modules)
@@ -52,7 +52,7 @@ sys.exit(code)
 def test_copy_between_registry_repositories_loads_no_pydantic(registry, unique_repo, tmp_path):
     """A copy needs the copy, the two stores and httpx; not pydantic, the modules of push and
     pull, h2 (HTTP/1.1 only) or the signature verifier (no --verify-key)."""
-    from ocibridge.cli.commands import main
+    from ocibridge.cli import main
 
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "w.bin").write_bytes(b"weights" * 100)
@@ -72,8 +72,8 @@ def test_copy_between_registry_repositories_loads_no_pydantic(registry, unique_r
 def test_building_only_the_command_run_parses_and_lists_alike(line):
     """main() builds the parser of the command typed first only (the others are listed by
     name and help): the same namespace, the same main --help, the others left unbuilt."""
-    from ocibridge.cli.commands import _Unbuilt, build_parser
     from ocibridge.cli.help import subcommands
+    from ocibridge.cli.parser import _Unbuilt, build_parser
 
     full, lazy = build_parser(), build_parser(only=line[0])
     assert vars(lazy.parse_args(line)) == vars(full.parse_args(line))
@@ -84,7 +84,7 @@ def test_building_only_the_command_run_parses_and_lists_alike(line):
 
 PULL_PROBE = """
 import sys
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 code = main({args!r})
 heavy = sorted(m for m in sys.modules if m == "pydantic" or m.startswith({unused!r}))
 print("HEAVY:" + ",".join(heavy), file=sys.stderr)
@@ -104,7 +104,7 @@ def test_pull_of_a_modelpack_artifact_into_a_directory_loads_no_pydantic(registr
     """A pull into a directory needs the store, the family detection and the extractor; not
     pydantic nor the modules that build, export into other formats or convert other families
     (they are loaded when such a family or format is met)."""
-    from ocibridge.cli.commands import main
+    from ocibridge.cli import main
 
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "w.bin").write_bytes(b"weights" * 100)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair
 

@@ -11,7 +11,7 @@ import pytest
 from support.certs import make_tls_files
 from support.faultproxy import too_many_requests
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry import open_repository
 from ocibridge.stores.registry.unreachable import RegistryUnreachable

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support.faultproxy import throttle
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 
 
 def _model(root, files: int = 3):

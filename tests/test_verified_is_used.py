@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from support.faultproxy import FaultProxy, reroute
 
-from ocibridge.cli.commands import build_parser, main
+from ocibridge.cli import main
+from ocibridge.cli.parser import build_parser
 from ocibridge.kinds.modelcar.build import SOURCE_ANNOTATION
 from ocibridge.kinds.targets import open_store_target
 from tests.modelgen import make_model, tree

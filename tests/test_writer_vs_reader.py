@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ocibridge.cli.commands import main
+from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError
 from ocibridge.kinds.ollama.reader import read_ollama
 from ocibridge.oci.models import Descriptor

@@ -3,6 +3,6 @@
 :func:`run` is the console script; :func:`main` takes an argument list and returns the exit code.
 """
 
-from ocibridge.cli.commands import main, run
+from ocibridge.cli.entry import main, run
 
 __all__ = ["main", "run"]

@@ -4,11 +4,11 @@ network to the registry they came from (as ``oras backup/restore`` and ``podman 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.cli.common import emit, transfer_options
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line
@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from ocibridge.api import bundle
 else:  # loaded on first use: --help must not load pydantic and httpx
     bundle = LazyModule("ocibridge.api.bundle")
-
-CommandAdder = Callable[..., argparse.ArgumentParser]
 
 
 @contextmanager
@@ -61,7 +59,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.ArgumentParser], Any]) -> None:
+def register(command: CommandAdder) -> None:
     p = command("save", cmd_save, "write models (with signatures and referrers) into one bundle file")
     p.add_argument("refs", metavar="REF", nargs="+")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the bundle (a tar holding an OCI layout)")

@@ -1,24 +1,43 @@
-"""What every command module of the CLI shares: the registry-access flags and the options they
-make, --annotation values, and --json/text output. cli.py and the command modules beside it
-(cli_store, cli_mirror) import it; it imports none of them, so the CLI has no import cycle."""
+"""What every command module of the CLI shares: how a group adds its commands
+(:class:`CommandAdder`), the registry-access flags and the options they make, --annotation
+values, --json/text output and the exit codes. The group modules and parser.py import it; it
+imports none of them, so the CLI has no import cycle."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ocibridge.cli.args import key_values
 from ocibridge.cli.transfer_flags import add_ranged_flags, ranged_options
 from ocibridge.core.lazy import LazyModule
-from ocibridge.core.terminal import printable
+from ocibridge.core.terminal import human_size, printable
 from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
     from ocibridge.api import copy as api_copy
+    from ocibridge.transfer.copy import CopyStats
 else:  # loaded on first use: --help and --version need neither pydantic nor httpx
     api_copy = LazyModule("ocibridge.api.copy")
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+Command = Callable[[argparse.Namespace], int]
+
+
+class CommandAdder(Protocol):
+    """What parser.py gives each group module's ``register``: it adds one command (its parser,
+    its ``func`` and ``--json``) and returns the parser for the group to add its arguments to.
+    A command that is not the one being run gets a parser that drops them (nothing is built),
+    so a group may add its arguments unconditionally. ``group=True`` adds a command that only
+    holds subcommands (``k8s``): no ``func``, no ``--json``, no description."""
+
+    def __call__(self, name: str, func: Command | None, help: str, aliases: tuple[str, ...] = (),
+                 *, group: bool = False) -> argparse.ArgumentParser: ...
 
 
 def add_transfer_flags(p: argparse.ArgumentParser) -> None:
@@ -92,3 +111,11 @@ def add_pull_secret_flags(p: Any, *, pulls: str, creates: str) -> None:
     p.add_argument("--create-pull-secret", action="store_true",
                    help=f"also print that Secret, built from your stored credentials for {creates} "
                         "(the output then holds them)")
+
+
+def counts(s: CopyStats, verb: str) -> str:
+    """What a copy did, in one line (push, pull, copy and convert print it)."""
+    if not (s.blobs_copied or s.blobs_mounted or s.manifests_copied):
+        return "already there: nothing to send"
+    return (f"{s.blobs_copied} blobs {verb} ({human_size(s.bytes_copied)}), "
+            f"{s.blobs_skipped} already present, {s.blobs_mounted} mounted")

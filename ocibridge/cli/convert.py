@@ -1,12 +1,12 @@
-"""``ocibridge convert SRC DST --to FAMILY``: the command line of :mod:`.convert`."""
+"""``ocibridge convert SRC DST --to FAMILY``: the command line of :mod:`ocibridge.kinds.conversion`."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, transfer_options
 from ocibridge.kinds.overrides import OVERRIDES
 from ocibridge.kinds.table import family_names
 from ocibridge.oci.mediatypes import Family
@@ -46,12 +46,24 @@ def family_choices() -> list[str]:
     return family_names()
 
 
-def add_convert_command(
-    command: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser],
-    add_transfer_flags: Callable[[argparse.ArgumentParser], None],
-    run: Callable[[argparse.Namespace], int],
-) -> None:
-    p = command("convert", run,
+def cmd_convert(args: argparse.Namespace) -> int:
+    from ocibridge.kinds.conversion import convert
+    from ocibridge.transfer.progress_modes import choose_progress
+
+    bar = choose_progress(args.progress, "convert", quiet=args.quiet, machine_output=args.json)
+    try:
+        result = convert(args.src, args.dst, args.to, options=write_options(args),
+                         registry_options=transfer_options(args).registry_options(), concurrency=args.concurrency,
+                         progress=bar)
+    finally:
+        if bar:
+            bar.close()
+    report(args, result, counts(result.stats, "copied"))
+    return 0
+
+
+def register(command: CommandAdder) -> None:
+    p = command("convert", cmd_convert,
                 "convert a model artifact to another family (ModelPack, ModelKit, Docker model, ModelCar, Ollama)")
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")

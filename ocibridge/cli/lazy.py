@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import Any
 
-from ocibridge.cli.common import emit
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.errors import UsageError
 
 #: ``cat`` writes in steps of this many bytes, each verified before it is written
@@ -35,11 +33,11 @@ def parse_range(text: str | None, size: int) -> tuple[int, int]:
     return start, min(end, size)
 
 
-def cmd_cat(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
+def cmd_cat(args: argparse.Namespace) -> int:
     from ocibridge.api.lazy_ops import open_model
 
     out = sys.stdout.buffer
-    with open_model(args.ref, transfer=transfer(args), verify_key=args.verify_key) as model:
+    with open_model(args.ref, transfer=transfer_options(args), verify_key=args.verify_key) as model:
         start, end = parse_range(args.range, model.file(args.path).size)
         blob = model.open(args.path)
         for at in range(start, end, STEP):
@@ -48,10 +46,10 @@ def cmd_cat(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], A
     return 0
 
 
-def cmd_chunks(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
+def cmd_chunks(args: argparse.Namespace) -> int:
     from ocibridge.api.lazy_ops import attach_chunks
 
-    result = attach_chunks(args.ref, transfer=transfer(args))
+    result = attach_chunks(args.ref, transfer=transfer_options(args))
     from ocibridge.oci.reference import parse_registry_reference
 
     parsed = parse_registry_reference(args.ref)
@@ -64,11 +62,9 @@ def cmd_chunks(args: argparse.Namespace, transfer: Callable[[argparse.Namespace]
     return 0
 
 
-def register(command: Callable[..., argparse.ArgumentParser],
-             add_transfer_flags: Callable[[argparse.ArgumentParser], None],
-             transfer: Callable[[argparse.Namespace], Any]) -> None:
-    """Add ``cat`` and ``chunks`` through cli.py's ``command`` factory."""
-    p = command("cat", lambda args: cmd_cat(args, transfer),
+def register(command: CommandAdder) -> None:
+    """Add ``cat`` and ``chunks``."""
+    p = command("cat", cmd_cat,
                 "print a file of a registry model, reading only the byte ranges needed (verified)")
     p.add_argument("ref", metavar="REF", help="host/repo:tag or host/repo@digest")
     p.add_argument("path", metavar="PATH", help="the file's path in the model")
@@ -78,7 +74,7 @@ def register(command: Callable[..., argparse.ArgumentParser],
                         "is used only if its referrer is signed by it too (repeatable)")
     add_transfer_flags(p)
 
-    p = command("chunks", lambda args: cmd_chunks(args, transfer),
+    p = command("chunks", cmd_chunks,
                 "compute the chunk tables of a pushed model and attach them (for lazy reads)")
     p.add_argument("ref", metavar="REF")
     add_transfer_flags(p)

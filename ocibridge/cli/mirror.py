@@ -11,19 +11,18 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ocibridge.cli.common import add_pull_secret_flags, emit
+from ocibridge.cli.common import CommandAdder, add_pull_secret_flags, emit
 from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
 from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
     from ocibridge.mirror.shard import Shard
 
-CommandAdder = Callable[..., argparse.ArgumentParser]
 REPORT = "report"
 
 

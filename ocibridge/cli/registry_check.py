@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
 
-from ocibridge.cli.common import emit, transfer_options
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.core.terminal import human_size, one_line
 
-CommandAdder = Callable[..., argparse.ArgumentParser]
 LABELS = (("chunked_uploads", "chunked (PATCH) uploads"), ("monolithic_uploads", "single-PUT uploads"),
           ("mount", "cross-repository mount"), ("referrers_api", "OCI 1.1 referrers API"),
           ("oci_1_1_artifacts", "OCI 1.1 artifact manifests"))
@@ -33,7 +30,7 @@ def cmd_check_registry(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(command: CommandAdder, add_transfer_flags: Callable[[Any], None]) -> None:
+def register(command: CommandAdder) -> None:
     p = command("check-registry", cmd_check_registry,
                 "report what a registry supports (chunked uploads, mount, referrers API, OCI 1.1 artifacts)")
     p.add_argument("target", metavar="HOST[/REPO]",

@@ -1,6 +1,6 @@
 """The ``sign`` and ``verify`` commands, and the ``--verify-key`` flag of commands that read.
 
-Registered on the main parser by :func:`add_signing_commands`; cli.py only calls it.
+Registered on the main parser by :func:`register`, as every command group is (cli/parser.py).
 """
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.cli.args import key_values
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.core.limits import read_at_most
 from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import SignatureError, TooLarge
@@ -22,8 +22,6 @@ if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every 
 
 FORMS = ("classic", "bundle")
 ALL_FORMS = ("classic", "bundle", "oms")
-
-CommandFactory = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
 
 def add_verify_flags(p: argparse.ArgumentParser) -> None:
@@ -41,23 +39,15 @@ def policy_from_args(args: argparse.Namespace) -> VerifyPolicy | None:
     return VerifyPolicy.from_files(paths)
 
 
-def _open(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> Any:
+def _open(args: argparse.Namespace) -> Any:
     from ocibridge.kinds.targets import open_store_target
 
-    return open_store_target(args.ref, options=transfer(args).registry_options())
+    return open_store_target(args.ref, options=transfer_options(args).registry_options())
 
 
-def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[argparse.ArgumentParser], None],
-                         transfer: Callable[[argparse.Namespace], Any]) -> None:
-    """Add ``sign`` and ``verify`` through cli.py's ``command`` factory."""
-
-    def run_sign(args: argparse.Namespace) -> int:
-        return cmd_sign(args, transfer)
-
-    def run_verify(args: argparse.Namespace) -> int:
-        return cmd_verify(args, transfer)
-
-    p = command("sign", run_sign, "sign an artifact (cosign .sig tag, sigstore bundle referrer, OMS model signature)")
+def register(command: CommandAdder) -> None:
+    """Add ``sign``, ``verify-dir`` and ``verify``."""
+    p = command("sign", cmd_sign, "sign an artifact (cosign .sig tag, sigstore bundle referrer, OMS model signature)")
     p.add_argument("ref", metavar="REF")
     p.add_argument("--key", required=True, metavar="KEY",
                    help="ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
@@ -77,7 +67,7 @@ def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[
                    "model.sig)")
     p.add_argument("--key", action="append", required=True, metavar="PUB", help="public key (PEM; repeatable)")
 
-    p = command("verify", run_verify, "verify an artifact's signatures (every form), or a file against a bundle")
+    p = command("verify", cmd_verify, "verify an artifact's signatures (every form), or a file against a bundle")
     p.add_argument("ref", metavar="REF", help="artifact reference, or a file with --bundle")
     p.add_argument("--key", action="append", default=[], metavar="PUB", help="public key (PEM; repeatable)")
     p.add_argument("--certificate-identity", metavar="SAN", help="keyless: the signer's identity")
@@ -92,13 +82,13 @@ def add_signing_commands(command: CommandFactory, add_transfer_flags: Callable[[
     add_transfer_flags(p)
 
 
-def cmd_sign(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
+def cmd_sign(args: argparse.Namespace) -> int:
     from ocibridge.signing import keys
     from ocibridge.signing.sign import SignOptions, sign_artifact
 
     claims = key_values(args.annotation)  # usage mistakes first, before any key or store is opened
     key = keys.load_private_key(args.key)
-    target = _open(args, transfer)
+    target = _open(args)
     subject = target.store.resolve(target.reference)
     forms: Any = {"both": FORMS, "all": ALL_FORMS}.get(args.form, (args.form,))
     options = SignOptions(identity=args.identity or target.store.describe(), claims=claims, forms=forms)
@@ -119,7 +109,7 @@ def _policy(args: argparse.Namespace) -> VerifyPolicy:
                                    predicate_type=args.attestation_type or SIGN_PREDICATE_TYPE)
 
 
-def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace], Any]) -> int:
+def cmd_verify(args: argparse.Namespace) -> int:
     from ocibridge.signing.policy import verify_before_use
 
     policy = _policy(args)
@@ -127,7 +117,7 @@ def cmd_verify(args: argparse.Namespace, transfer: Callable[[argparse.Namespace]
         blob, digest = verify_blob(Path(args.ref), Path(args.bundle), policy)
         verified = [blob]
     else:
-        target = _open(args, transfer)
+        target = _open(args)
         subject = target.store.resolve(target.reference)
         verified = verify_before_use(target.store, subject, policy, name=args.ref)
         digest = subject.digest

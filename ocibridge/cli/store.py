@@ -4,10 +4,9 @@ discover. Each parses its flags, calls :mod:`ocibridge.api.store_ops`, and print
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.cli.common import annotation_values, emit, transfer_options
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, annotation_values, emit, transfer_options
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size, one_line
 from ocibridge.kinds.targets import local_tag_shown
@@ -18,8 +17,6 @@ if TYPE_CHECKING:
 else:  # loaded on first use: --help must not load pydantic and httpx
     store_ops = LazyModule("ocibridge.api.store_ops")
 open_store_target = lazy_function("ocibridge.kinds.targets", "open_store_target")
-
-CommandAdder = Callable[..., argparse.ArgumentParser]
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -113,8 +110,8 @@ def _print_tree(store: Store, top: tuple[Any, ...]) -> None:
             print(one_line(f"{pad}{'    ' * (depth + 1)}└── {sub.artifactType or sub.mediaType} {sub.digest}"))
 
 
-def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.ArgumentParser], None]) -> None:
-    """Add the store commands through cli.py's ``command(name, func, help, aliases=)``."""
+def register(command: CommandAdder) -> None:
+    """Add the store commands (list/ls, rm, prune, tag, delete, resolve, attach, discover)."""
     p = command("list", cmd_list, "list the models of the local store or of a layout", aliases=("ls",))
     p.add_argument("layout", metavar="LAYOUT", nargs="?", help="oci:PATH (default: the local store)")
     p.add_argument("-a", "--all", action="store_true",

@@ -1,0 +1,55 @@
+"""``login`` and ``logout``: credentials (and the TLS settings it took to reach the host) kept
+in the docker config, where later commands find them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
+from ocibridge.errors import UsageError
+
+
+def cmd_login(args: argparse.Namespace) -> int:
+    from ocibridge.stores.registry.loginflow import login
+
+    transfer = transfer_options(args)
+    if sys.stdin.isatty() and not args.password_stdin:  # ask, as docker and oras do
+        import getpass
+
+        transfer.username = transfer.username or input("Username: ").strip()
+        if transfer.password is None:
+            transfer.password = getpass.getpass("Password: ")
+    if not transfer.username or not transfer.password:
+        raise UsageError("login needs --username and --password or --password-stdin")
+    login(args.host, transfer.username, transfer.password, transfer.registry_options())
+    from ocibridge.stores.registry.hosts import remember
+
+    # What it took to reach the host is kept, so later commands need no --ca-file (as Docker's certs.d)
+    saved = remember(args.host, ca_file=transfer.ca_file, plain_http=transfer.plain_http or None,
+                     insecure=transfer.insecure or None)
+    text = f"login succeeded for {args.host}"
+    if saved is not None:
+        text += f"; its TLS settings are remembered in {saved}"
+    emit(args, {"host": args.host, "username": transfer.username, "loggedIn": True,
+                "settings": str(saved) if saved else None}, text)
+    return 0
+
+
+def cmd_logout(args: argparse.Namespace) -> int:
+    from ocibridge.stores.registry.credentials import logout
+
+    removed = logout(args.host)
+    text = f"removed credentials for {args.host}" if removed else f"not logged in to {args.host}"
+    emit(args, {"host": args.host, "removed": removed}, text)
+    return 0
+
+
+def register(command: CommandAdder) -> None:
+    p = command("login", cmd_login, "store registry credentials in the docker config")
+    p.add_argument("host", metavar="HOST")
+    add_transfer_flags(p)
+
+    p = command("logout", cmd_logout, "remove stored registry credentials")
+    p.add_argument("host", metavar="HOST")
+

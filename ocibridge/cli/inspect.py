@@ -1,0 +1,83 @@
+"""``inspect``, ``validate`` and ``tags``: read an artifact or a repository through
+:mod:`ocibridge.api.model_ops` and print what it holds (``validate``: the reasons it fails)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from ocibridge.cli.common import EXIT_FAILURE, CommandAdder, add_transfer_flags, emit, transfer_options
+from ocibridge.core.lazy import LazyModule, lazy_function
+from ocibridge.core.terminal import one_line
+from ocibridge.errors import ValidationError
+
+if TYPE_CHECKING:
+    from ocibridge.api import model_ops as api
+else:  # loaded on first use: --help and --version need neither pydantic nor httpx
+    api = LazyModule("ocibridge.api.model_ops")
+format_inspect = lazy_function("ocibridge.model.inspect", "format_inspect")
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    info = api.inspect(args.ref, transfer=transfer_options(args)).as_dict()
+    emit(args, info, format_inspect(info))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    warnings: list[str] = []
+    try:
+        desc = api.validate(args.ref, transfer=transfer_options(args), strict=args.strict, warnings=warnings,
+                            runtime=args.runtime)
+    except ValidationError as e:
+        if args.json:
+            print(json.dumps({"valid": False, "reasons": e.reasons, "warnings": warnings}, indent=2))
+        else:
+            print(one_line(f"{args.ref}: invalid{' ' + e.family if e.family else ''}"), file=sys.stderr)
+            for reason in e.reasons:
+                print(one_line(f"  - {reason}"), file=sys.stderr)
+            for warning in [] if args.strict else warnings:
+                print(one_line(f"  warning: {warning}"), file=sys.stderr)
+        return EXIT_FAILURE
+    note = [] if not desc.title else [  # another family: what was checked, and the way to ModelPack
+        f"  note: not a ModelPack artifact; its ModelPack form (`ocibridge convert {args.ref} DEST --to modelpack`) "
+        "conforms to the model-spec"]
+    title = f" {desc.title}" if desc.title else ""
+    text = "\n".join([f"{args.ref}: valid{title} ({desc.digest})", *map(one_line, note),
+                      *(one_line(f"  warning: {w}") for w in desc.warnings)])
+    emit(args, desc.as_dict(), text)
+    return 0
+
+
+def cmd_tags(args: argparse.Namespace) -> int:
+    names = api.tags(args.ref, transfer=transfer_options(args))
+    if args.json:
+        print(json.dumps(names))
+    elif names:
+        print("\n".join(one_line(name) for name in names))  # per tag: a newline in one forges no line
+    if not names:  # most often a misspelt repository (registries answer 404): say so, as peers do
+        print(f"ocibridge: error: {args.ref} has no tags (no such repository, or nothing tagged)",
+              file=sys.stderr)
+        return EXIT_FAILURE
+    return 0
+
+
+def register(command: CommandAdder) -> None:
+    p = command("inspect", cmd_inspect, "show an artifact's manifest, config and layers")
+    p.add_argument("ref", metavar="REF")
+    add_transfer_flags(p)
+
+    p = command("validate", cmd_validate, "check an artifact against the ModelPack rules")
+    p.add_argument("ref", metavar="REF")
+    p.add_argument("--strict", action="store_true",
+                   help="warnings (what the spec recommends; with --runtime, that runtime's needs) count as errors")
+    p.add_argument("--runtime", metavar="cri-o|containerd[@VERSION]",
+                   help="also check what this runtime needs beyond the spec (CRI-O file names, containerd images)")
+    add_transfer_flags(p)
+
+    p = command("tags", cmd_tags, "list the tags of a repository or layout")
+    p.add_argument("ref", metavar="REF")
+    add_transfer_flags(p)
+

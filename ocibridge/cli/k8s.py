@@ -1,0 +1,229 @@
+"""``k8s check|modelcar|volume|mount``: Kubernetes image volumes. Whether one will mount and
+what the pod sees, a ModelCar image (with a KServe InferenceService), a Pod pinned by digest,
+and a directory laid out as the runtime would mount it."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.cli.common import (
+    EXIT_FAILURE,
+    Command,
+    CommandAdder,
+    add_pull_secret_flags,
+    add_transfer_flags,
+    emit,
+    transfer_options,
+)
+from ocibridge.cli.signing import add_verify_flags, policy_from_args
+from ocibridge.core.terminal import human_size, one_line, printable
+from ocibridge.errors import OcibridgeError, UsageError
+
+if TYPE_CHECKING:
+    from ocibridge.kinds.targets import StoreTarget
+
+
+def _k8s_target(args: argparse.Namespace, for_write: bool = False) -> StoreTarget:
+    from ocibridge.kinds.targets import open_store_target
+
+    return open_store_target(args.ref, for_write=for_write, options=transfer_options(args).registry_options())
+
+
+def cmd_k8s_check(args: argparse.Namespace) -> int:
+    from ocibridge.k8s import check
+
+    t = _k8s_target(args)
+    result = check(t.store, t.reference, args.runtime, platform=args.platform)
+    result.reference = args.ref  # as the user wrote it, not the store-relative tag
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        verdict = "will mount" if result.will_mount else "will NOT mount"
+        hidden = result.layers_hidden if result.will_mount else 0
+        but = f", but {hidden} layer(s) will not be visible (see warnings)" if hidden else ""
+        label = result.version.label if result.version else args.runtime
+        print(one_line(f"{args.ref}: {verdict} on {label} ({result.kind}){but}"))
+        for reason in result.reasons:
+            print(one_line(f"  reason: {reason}"))
+        for warning in result.warnings:
+            print(one_line(f"  warning: {warning}"))
+        for layer in result.layers:
+            print(one_line(f"  {layer}"))
+        if result.tree:
+            print(f"files at the mount path{' (subPath ' + result.sub_path + ')' if result.sub_path else ''}:")
+            for entry in result.tree:
+                extra = f" -> {entry.target}" if entry.type == "symlink" else f" {entry.target or ''}".rstrip()
+                size = human_size(entry.size) if entry.type == "file" else entry.type
+                print(one_line(f"  {entry.path}  {size}{extra}"))
+    return 0 if result.will_mount else EXIT_FAILURE
+
+
+def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
+    from ocibridge.kinds.modelcar.from_any import build_from_any
+    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
+
+    if args.kserve:
+        from ocibridge.k8s.kserve import check_name
+        from ocibridge.k8s.volume import pinned_reference
+
+        check_name(args.kserve)
+        pinned_reference(args.ref, "sha256:" + "0" * 64)  # a layout: refused before anything is built
+    if args.create_pull_secret and not (args.kserve and args.image_pull_secret):
+        raise UsageError("--create-pull-secret needs --kserve NAME and --image-pull-secret NAME "
+                         "(the Secret it creates)")
+    t = _k8s_target(args, for_write=True)
+    from ocibridge.signing.policy import verify_before_use
+
+    # the reference is resolved once: the image is built from the digest that was verified,
+    # not from whatever the tag names by then (docs/security.md, "what is verified is used")
+    source = t.store.resolve(t.reference)
+    verify_before_use(t.store, source, policy_from_args(args), name=args.ref)
+    platforms = tuple(args.platform) if args.platform else None
+    base = None
+    if args.base:
+        from ocibridge.kinds.modelcar.base import open_base
+        from ocibridge.kinds.targets import open_store_target
+
+        b = open_store_target(args.base, options=transfer_options(args).registry_options())
+        base = open_base(b.store, b.reference, platform=(args.platform or ["linux/amd64"])[0], shown=args.base)
+    desc = build_from_any(t.store, source.digest, shown=args.ref, tag=args.tag, index=args.index,
+                          platforms=platforms, base=base)
+    summary: dict[str, Any] = {"digest": desc.digest, "mediaType": desc.mediaType, "size": desc.size}
+    text = f"built {desc.mediaType} {desc.digest}" + (f" tagged {args.tag}" if args.tag else "")
+    if not args.kserve:
+        emit(args, summary, text)
+        return 0
+    from ocibridge.k8s.kserve import header, inference_service
+    from ocibridge.k8s.volume import pinned_reference
+    from ocibridge.mirror.yamlout import dump_all
+    from ocibridge.oci.reference import parse_registry_reference
+
+    pinned = pinned_reference(args.ref, desc.digest)
+    host = parse_registry_reference(args.ref).registry
+    docs = [inference_service(args.kserve, pinned, runnable=base is not None, model_format=args.model_format,
+                              pull_secrets=args.image_pull_secret)]
+    if args.create_pull_secret:
+        docs.insert(0, pull_secret(args.image_pull_secret[0], [host]))
+    for line in loopback_warnings([host]):
+        print(line, file=sys.stderr)
+    if args.json:
+        print(json.dumps({**summary, "objects": docs}, indent=2))
+    else:
+        print(one_line(text), file=sys.stderr)
+        print(printable(header(pinned, base is not None) + dump_all(docs)), end="")
+    if args.create_pull_secret:
+        print(CREDENTIALS_WARNING, file=sys.stderr)
+    return 0
+
+
+def cmd_k8s_volume(args: argparse.Namespace) -> int:
+    from ocibridge.k8s import volume_yaml
+    from ocibridge.oci.reference import parse_registry_reference
+    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
+
+    secret = None
+    if args.create_pull_secret and (not args.image_pull_secret or args.snippet):
+        raise UsageError("--create-pull-secret needs --image-pull-secret NAME (the Secret it creates) "
+                         "and a whole Pod (not --snippet)")
+    t = _k8s_target(args)
+    if args.create_pull_secret:  # after the reference is known to be a registry's
+        host = parse_registry_reference(args.ref).registry
+        secret = pull_secret(args.image_pull_secret[0], [host])
+    with contextlib.suppress(OcibridgeError):  # a layout reference is refused below, with its own message
+        for line in loopback_warnings([parse_registry_reference(args.ref).registry]):
+            print(line, file=sys.stderr)
+    if args.json:  # the same Pod (or snippet) as a JSON document: kubectl takes either
+        from ocibridge.k8s.volume import volume_document
+
+        doc, *_ = volume_document(
+            t.store, t.reference, args.ref, runtime=args.runtime, platform=args.platform,
+            mount_path=args.mount_path, name=args.name, image=args.image, snippet=args.snippet,
+            pull_secrets=args.image_pull_secret,
+        )
+        if secret is not None:
+            doc = {"apiVersion": "v1", "kind": "List", "items": [secret, doc]}
+        print(json.dumps(doc, indent=2, ensure_ascii=True))
+    else:
+        text = volume_yaml(
+            t.store, t.reference, args.ref, runtime=args.runtime, mount_path=args.mount_path,
+            name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
+            pull_secrets=args.image_pull_secret,
+        )
+        if secret is not None:
+            from ocibridge.mirror.yamlout import dump_all
+
+            text = dump_all([secret]) + "---\n" + text
+        print(printable(text), end="")
+    if secret is not None:
+        print(CREDENTIALS_WARNING, file=sys.stderr)
+    return 0
+
+
+def cmd_k8s_mount(args: argparse.Namespace) -> int:
+    from ocibridge.k8s import mount
+
+    t = _k8s_target(args)
+    done = mount(t.store, t.reference, args.dir, args.runtime, platform=args.platform)
+    text = f"laid out {len(done.paths)} paths in {args.dir} as {args.runtime} would mount them"
+    emit(args, {"files": done.paths, "notReproduced": done.not_reproduced},
+         "\n".join([text, *(f"  not reproduced: {one_line(n)}" for n in done.not_reproduced)]))
+    return 0
+
+
+def _runtime_arg(text: str) -> str:
+    """``--runtime``: a runtime with an optional version, checked when the line is parsed."""
+    from ocibridge.k8s.runtime import RuntimeVersion
+
+    try:
+        RuntimeVersion.parse(text)
+    except OcibridgeError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+K8S_HELP = "Kubernetes image volumes: check, modelcar, volume, mount"
+
+
+def register(command: CommandAdder) -> None:
+    """The ``k8s`` group and its commands (each takes REF, ``--json`` and the registry flags)."""
+    k8s = command("k8s", None, K8S_HELP, group=True)
+    ksub = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
+
+    def kcommand(name: str, func: Command, help: str) -> argparse.ArgumentParser:
+        p = ksub.add_parser(name, help=help, description=help)
+        p.set_defaults(func=func)
+        p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+        p.add_argument("ref", metavar="REF")
+        if name != "modelcar":
+            p.add_argument("--runtime", type=_runtime_arg, default="cri-o", metavar="RUNTIME[@VERSION]",
+                           help="cri-o[@1.33|@1.34|…] or containerd[@1.6|@1.7|@2.0|@2.1|@2.2|@2.3|…]; "
+                                "default: the current release (cri-o 1.36, containerd 2.3)")
+            p.add_argument("--platform", default="linux/amd64", help="node platform os/arch")
+        add_transfer_flags(p)
+        return p
+
+    kcommand("check", cmd_k8s_check, "say whether an image volume will mount and what the pod will see")
+    p = kcommand("modelcar", cmd_k8s_modelcar, "build a ModelCar-style image (files under /models) for containerd")
+    p.add_argument("--tag", help="tag the image (or index) in the same store")
+    p.add_argument("--index", action="store_true", help="one index serving the image and the ModelPack artifact")
+    p.add_argument("--platform", action="append", default=[], help="platform os/arch (repeatable)")
+    p.add_argument("--base", metavar="IMAGE", help="build on this runnable image (busybox, say: read from its "
+                   "registry or layout) so KServe's ModelCar sidecar can start; its platform is the image's")
+    p.add_argument("--kserve", metavar="NAME", help="print a KServe InferenceService serving the image (pinned)")
+    p.add_argument("--model-format", default="huggingface", help="the InferenceService's modelFormat name")
+    add_pull_secret_flags(p, pulls="the InferenceService's image", creates="the registry")
+    add_verify_flags(p)
+    p = kcommand("volume", cmd_k8s_volume, "print a Pod with the image volume pinned by digest")
+    p.add_argument("--mount-path", default="/models")
+    p.add_argument("--name", default="model-consumer", help="Pod name")
+    p.add_argument("--image", default="busybox:1.36", help="container image of the Pod")
+    p.add_argument("--snippet", action="store_true", help="only the volume and volumeMount")
+    add_pull_secret_flags(p, pulls="the model", creates="the registry")
+    p = kcommand("mount", cmd_k8s_mount, "lay out DIR as the runtime would present the mount")
+    p.add_argument("dir", metavar="DIR")
+
+

@@ -1,0 +1,255 @@
+"""``push``, ``pull`` and ``copy``: parse their flags, call :mod:`ocibridge.api.model_ops` (or
+:mod:`ocibridge.api.copy`, which loads none of push's and pull's modules), print the counts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, emit, transfer_options
+from ocibridge.cli.common import annotation_values as _annotations
+from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
+from ocibridge.cli.signing import add_verify_flags, policy_from_args
+from ocibridge.core.lazy import LazyModule, lazy_function
+from ocibridge.core.terminal import human_size
+from ocibridge.errors import UsageError
+from ocibridge.kinds.table import format_choices, source_kinds
+from ocibridge.oci.mediatypes import Family, Kind, Variant
+from ocibridge.transfer.progress_modes import MODES, choose_progress
+
+if TYPE_CHECKING:
+    from ocibridge.api import copy as api_copy
+    from ocibridge.api import model_ops as api
+else:  # loaded on first use: --help and --version need neither pydantic nor httpx
+    api = LazyModule("ocibridge.api.model_ops")
+    api_copy = LazyModule("ocibridge.api.copy")  # copy: without the modules of push and pull
+BuildOptions = lazy_function("ocibridge.model.builder", "BuildOptions")
+created_now = lazy_function("ocibridge.model.builder", "created_now")
+parse_overrides = lazy_function("ocibridge.model.classify", "parse_overrides")
+exports_quietly = lazy_function("ocibridge.kinds.door", "exports_quietly")
+
+
+def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
+    variants: dict[Kind, Variant] = {}
+    group: set[Kind] = set()
+    for item in items:
+        kind, sep, variant = item.partition("=")
+        try:
+            k = Kind(kind)
+            v = Variant(variant)
+        except ValueError:
+            raise UsageError(
+                f"--layer expects KIND=VARIANT (kinds: {', '.join(x.value for x in Kind)}; "
+                f"variants: {', '.join(x.value for x in Variant)}), got {item!r}"
+            ) from None
+        if not sep:
+            raise UsageError(f"--layer expects KIND=VARIANT, got {item!r}")
+        variants[k] = v
+    return variants, group
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    variants, group = _layer_variants(args.layer)
+    if args.created not in (None, "now"):
+        from ocibridge.model.config import is_rfc3339  # the config's own rule (push loads it anyway)
+
+        if not is_rfc3339(args.created):
+            raise UsageError(f"--created {args.created!r}: not an RFC 3339 date-time such as "
+                             "2025-01-01T00:00:00Z (or give no value: now)")
+    group |= {Kind(k) for k in args.group}
+    options = BuildOptions(
+        family=Family(args.media_types),
+        variants=variants,
+        group=group,
+        auto_group=not args.no_auto_group,
+        created_at=(created_now() if args.created == "now" else args.created) if args.created else None,
+        annotations=_annotations(args.annotation),
+    )
+    try:
+        overrides = parse_overrides(args.kind)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    oms, excludes = None, tuple(args.exclude)
+    if args.signature:  # checked against DIR before a byte is sent; kept out of the model's files
+        from ocibridge.signing.omstravel import directory_signature
+
+        oms = directory_signature(Path(args.source), Path(args.signature))
+        inside = _relative_inside(Path(args.signature), Path(args.source))
+        excludes += (inside,) if inside else ()
+    bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
+    try:
+        push = api.push
+        if args.chunks:
+            from ocibridge.api.lazy_ops import push_with_chunks as push
+        result = push(
+            args.source,
+            args.dest,
+            build_options=options,
+            transfer=transfer_options(args),
+            format=args.format,
+            kind_overrides=overrides,
+            excludes=excludes,
+            name=args.name,
+            progress=bar,
+            to=args.to,
+            overrides=overrides_of(args),
+            build_file=args.file,
+            use_build_file=not args.no_build_file,
+        )
+    finally:
+        if bar:
+            bar.close()
+    text = f"pushed {result.reference}\n  {counts(result.stats, 'uploaded')}"
+    if oms is not None:
+        from ocibridge.kinds.targets import open_store_target
+        from ocibridge.signing.omstravel import attach_oms
+
+        where = result.reference.rsplit("@", 1)[0]  # the store pushed to (the reference is pinned)
+        target = open_store_target(where, for_write=True, options=transfer_options(args).registry_options())
+        from ocibridge.stores.base import close_store
+
+        try:
+            referrer = attach_oms(target.store, result.descriptor, oms)
+        finally:
+            close_store(target.store)
+        result.extra["signature"] = referrer.digest
+        text += f"\n  OMS signature attached: {referrer.digest}"
+    emit(args, result.as_dict(), text)
+    return 0
+
+
+def _relative_inside(path: Path, root: Path) -> str | None:
+    """``path`` relative to ``root`` when it lies inside it (a signature kept in the model)."""
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    if (args.dest is None) == (args.output is None):
+        raise UsageError("pull needs one destination: DEST or -o/--output DIR")
+    args.dest = args.dest or args.output
+    # exports into an archive or the Ollama store report no progress (yet): no frozen bar
+    export = exports_quietly(args.dest, args.format)
+    bar = choose_progress(args.progress, "pull", quiet=args.quiet, machine_output=args.json or export)
+    on_existing = "overwrite" if args.overwrite else "keep" if args.keep_old_files else "refuse"
+    try:
+        result = api.pull(args.src, args.dest, format=args.format, transfer=transfer_options(args), progress=bar,
+                          verify=policy_from_args(args), include=args.include, exclude=args.pull_exclude,
+                          on_existing=on_existing, with_signatures=args.with_signatures)
+    finally:
+        if bar:
+            bar.close()
+    if result.format == "directory":
+        count, size = len(result.files), human_size(result.bytes)
+        text = f"pulled {result.digest} into {args.dest}: {count} files, {size}"
+        if result.signature:
+            text += f"; OMS signature in {result.signature}"
+        if result.kept:
+            text += f"; kept {len(result.kept)} existing files that differ: {', '.join(result.kept)}"
+    else:
+        text = f"pulled {result.digest} to {args.dest}"
+    emit(args, result.as_dict(), text)
+    return 0
+
+
+def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("into a directory")
+    g.add_argument("--include", action="append", default=[], metavar="GLOB",
+                   help="only files matching GLOB (repeatable; unmatched layers are not fetched)")
+    g.add_argument("--exclude", dest="pull_exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out files matching GLOB (repeatable)")
+    g.add_argument("--with-signatures", action="store_true",
+                   help="write the model's OMS signature beside the files as model.sig (OpenSSF model "
+                        "signing tools verify the directory with it); the pulled files are checked against it")
+    mode = g.add_mutually_exclusive_group()
+    mode.add_argument("--overwrite", action="store_true", help="replace existing files that differ")
+    mode.add_argument("-k", "--keep-old-files", action="store_true", help="keep existing files that differ")
+
+
+def cmd_copy(args: argparse.Namespace) -> int:
+    bar = choose_progress(args.progress, "copy", quiet=args.quiet, machine_output=args.json)
+    try:
+        result = api_copy.copy_reference(
+            args.src, args.dst, referrers=args.referrers, transfer=transfer_options(args), progress=bar,
+            verify=policy_from_args(args),
+        )
+    finally:
+        if bar:
+            bar.close()
+    s = result.stats
+    referrers = f", {len(s.referrers)} referrers" if args.referrers else ""
+    emit(args, result.as_dict(),
+         f"copied {args.src} to {result.reference}\n  {counts(s, 'copied')}{referrers}")
+    return 0
+
+
+def register(command: CommandAdder) -> None:
+    p = command("push", cmd_push, f"convert a model ({source_kinds()}) and store it")
+    p.add_argument("source", metavar="SOURCE")
+    p.add_argument("dest", metavar="DEST", nargs="?",
+                   help="oci:PATH:TAG or host/repo:tag (default: the local store)")
+    p.add_argument("--format", choices=["auto", *format_choices()], default=None,
+                   help="source format (default: by extension, else by content)")
+    p.add_argument("--media-types", choices=[f.value for f in Family], default=Family.CNAI.value,
+                   help="ModelPack naming family to write (default cnai)")
+    p.add_argument("--name", help="model name (default: from the source)")
+    p.add_argument("-f", "--file", metavar="FILE",
+                   help="a Modelfile (modctl) or Kitfile (KitOps) naming the files of SOURCE and their metadata "
+                        "(default: a Kitfile or Modelfile at the top of SOURCE)")
+    p.add_argument("--no-build-file", action="store_true",
+                   help="pack a top-level Kitfile or Modelfile as a plain file instead of reading it")
+    p.add_argument("--to", choices=family_choices(), default=None,
+                   help="model family to write (default modelpack)")
+    add_override_flags(p, skip=("name",), renamed={"format": "model-format"})
+    p.add_argument("--kind", action="append", default=[], metavar="GLOB=KIND",
+                   help="override the inferred kind of matching files (repeatable)")
+    p.add_argument("--layer", action="append", default=[], metavar="KIND=VARIANT",
+                   help="layer variant per kind: raw, tar, tar+gzip, tar+zstd (repeatable)")
+    p.add_argument("--group", action="append", default=[], choices=[k.value for k in Kind],
+                   help="pack all files of this kind into one tar layer (repeatable)")
+    p.add_argument("--no-auto-group", action="store_true",
+                   help="never group many small files into one tar layer automatically")
+    p.add_argument("--signature", metavar="FILE",
+                   help="an OMS signature of SOURCE (model_signing's model.sig): checked to sign exactly its "
+                        "files, then attached to the pushed artifact (and left out of its files)")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="leave out matching files (repeatable)")
+    p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
+                   help="manifest annotation (repeatable)")
+    p.add_argument("--chunks", action="store_true",
+                   help="bind a chunk table of the large files in the manifest, for verified lazy reads "
+                        "(reads those files twice; docs/lazy.md)")
+    p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
+                   help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
+    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    p.add_argument("--progress", choices=MODES, default="auto",
+                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
+    add_transfer_flags(p)
+
+    p = command("pull", cmd_pull, "fetch an artifact into a directory, an archive or another store")
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("dest", metavar="DEST", nargs="?",
+                   help=f"{source_kinds()} or a store")
+    p.add_argument("-o", "--output", metavar="DIR", help="DEST as oras spells it")
+    p.add_argument("--format", choices=["auto", *format_choices()], default=None)
+    _add_pull_file_flags(p)
+    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    p.add_argument("--progress", choices=MODES, default="auto",
+                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
+    add_verify_flags(p)
+    add_transfer_flags(p)
+
+    p = command("copy", cmd_copy, "copy an artifact and everything it references between stores", aliases=("cp",))
+    p.add_argument("src", metavar="SRC")
+    p.add_argument("dst", metavar="DST")
+    p.add_argument("-r", "--referrers", "--recursive", action="store_true",
+                   help="copy signatures and other referrers too (oras: --recursive)")
+    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    p.add_argument("--progress", choices=MODES, default="auto",
+                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
+    add_verify_flags(p)
+    add_transfer_flags(p)
+
