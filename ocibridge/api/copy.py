@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ocibridge.errors import UsageError
+from ocibridge.kinds.hf.artifact import hub_artifact, is_hub_reference
 from ocibridge.kinds.targets import StoreTarget, closes_its_stores, open_store_target
 from ocibridge.oci.models import Descriptor
 from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, Companions, CopyHooks, copy
@@ -67,13 +69,19 @@ def copy_reference(
     a signed one (checked before anything is written)."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
-    source = open_store_target(src, options=options)
-    if verify is not None:
-        source.reference = verified_digest(source, verify, src)
+    if is_hub_reference(src):  # the local Hugging Face cache: the artifact a push of it builds
+        if verify is not None:
+            raise UsageError(f"{src}: --verify-key checks a store's signatures; the Hugging Face cache has none")
+        source_store, source_reference = hub_artifact(src)
+    else:
+        source = open_store_target(src, options=options)
+        if verify is not None:
+            source.reference = verified_digest(source, verify, src)
+        source_store, source_reference = source.store, source.reference
     target = open_store_target(dst, for_write=True, options=options)
     stats = copy(
-        source.store,
-        source.reference,
+        source_store,
+        source_reference,
         target.store,
         target.tag,
         concurrency=transfer.concurrency,
