@@ -10,13 +10,12 @@ renamed into place whole), so its presence is the completeness check.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import urllib.parse
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ocibridge.core.cachedir import user_cache_dir
 
@@ -39,6 +38,8 @@ def filter_id(include: Sequence[str], exclude: Sequence[str]) -> str:
     """A short name for a file selection, part of a partial snapshot's directory name."""
     if not include and not exclude:
         return ""
+    import hashlib  # a partial snapshot only
+
     spec = json.dumps({"include": list(include), "exclude": list(exclude)}, sort_keys=True)
     return hashlib.sha256(spec.encode()).hexdigest()[:12]
 
@@ -53,11 +54,11 @@ def ref_file(root: Path, reference: str) -> Path:
     return root / "refs" / (urllib.parse.quote(reference, safe="") + ".json")
 
 
-@dataclass(frozen=True)
-class Origin:
+class Origin(NamedTuple):
     """Where a registry reference was resolved: the repository asked directly (no mirror), the
     tag or digest, and the digest its manifest request answered (an index's, when the model is
-    an entry of one). Enough to ask again whether the tag still names it."""
+    an entry of one). Enough to ask again whether the tag still names it. (Named tuples: a warm
+    ``path`` imports no dataclasses.)"""
 
     host: str
     repository: str
@@ -65,8 +66,7 @@ class Origin:
     top: str
 
 
-@dataclass(frozen=True)
-class RefRecord:
+class RefRecord(NamedTuple):
     """The record of one reference: the model manifest it resolved to."""
 
     media_type: str
