@@ -113,3 +113,15 @@ def test_verify_key_is_never_answered_warm(warm, tmp_path):
 ])
 def test_only_plain_path_command_lines_are_taken(argv, parsed):
     assert _parse(argv) == parsed
+
+
+def test_a_registry_asking_for_credentials_is_answered_the_full_way(tmp_path, capsys, auth_registry, monkeypatch):
+    """The one anonymous HEAD meets a challenge: the full client (with the login) answers."""
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+    ocibridge.login(auth_registry.host, auth_registry.username, auth_registry.password)
+    src = push_version(tmp_path, f"{auth_registry.host}/warm/auth:v1", "one")
+    snapshot = ocibridge.path(f"{auth_registry.host}/warm/auth:v1")
+    capsys.readouterr()
+    code, out, err, heavy = cli("path", f"{auth_registry.host}/warm/auth:v1")
+    assert (code, out, err) == (0, str(snapshot), "") and same_files(snapshot, src)
+    assert "ocibridge.stores.registry.client" in heavy  # the full client answered
