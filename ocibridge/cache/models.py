@@ -25,12 +25,6 @@ from pathlib import Path
 
 from ocibridge.cache.locks import flocked
 from ocibridge.cache.records import (
-    CACHE_ENV as CACHE_ENV,
-)
-from ocibridge.cache.records import (
-    OFFLINE_ENV as OFFLINE_ENV,
-)
-from ocibridge.cache.records import (
     TEMP_PREFIX,
     Origin,
     complete_snapshot,
@@ -39,9 +33,7 @@ from ocibridge.cache.records import (
     ref_file,
     snapshot_name,
 )
-from ocibridge.cache.records import filter_id as filter_id
-from ocibridge.cache.records import model_cache_root as model_cache_root
-from ocibridge.cache.records import offline_from_env as offline_from_env
+from ocibridge.cache.records import model_cache_root as model_cache_root  # where the cache is, named here too
 from ocibridge.cache.source import CacheSource, OfflineMiss
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.pathfilter import PathFilter

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from ocibridge.core.cachedir import CACHE_ENV as CACHE_ENV
 from ocibridge.core.cachedir import user_cache_dir
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import safe_relpath, write_sliced
