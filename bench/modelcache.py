@@ -6,8 +6,9 @@ and what a second version that shares most files fetches.
 A model of N small files (raw layers, one per file) is pushed to a fresh local registry, then:
 ``path`` cold (everything fetched), ``path`` warm (the cache holds it: one manifest HEAD),
 and ``path --offline`` (no request), as a command and as an API call, beside ``stat`` of the
-same files (the least any "is it here" check costs); then a second version with 1 % of its files changed, fetched
-through a counting proxy: the bytes of blob bodies it received.
+same files (the least any "is it here" check costs), the interpreter's own start-up and one
+``HEAD`` by curl (what the registry itself takes to answer); then a second version with 1 %
+of its files changed, fetched through a counting proxy: the bytes of blob bodies it received.
 """
 
 from __future__ import annotations
@@ -72,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
                 warm_offline = median_of(args.repeat, lambda: cli(
                     "path", "--offline", f"{registry.host}/bench/m:v1", env=env)[0])
                 stat = median_of(args.repeat, lambda: _timed(["stat", "--format=%s", *files]))
+                python = median_of(args.repeat, lambda: _timed([sys.executable, "-c", "pass"]))
+                head = median_of(args.repeat, lambda: _timed([
+                    "curl", "-sfI", "-H", "Accept: application/vnd.oci.image.manifest.v1+json",
+                    f"http://{registry.host}/v2/bench/m/manifests/v1"]))
                 os.environ.update(OCIBRIDGE_CACHE=env["OCIBRIDGE_CACHE"])
                 import ocibridge
 
@@ -93,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| `path` warm (API call) | {api * 1000:.1f} ms |")
     print(f"| `path --offline` (API call) | {offline * 1000:.1f} ms |")
     print(f"| `stat` of the {len(files)} files (command) | {stat:.3f} s |")
+    print(f"| the floor: `python -c pass` (command) | {python:.3f} s |")
+    print(f"| the registry's part: one manifest `HEAD` by `curl` (command) | {head:.3f} s |")
     print(f"| second version, {changed} files changed: blob bytes fetched | {fetched_v2 / 2**10:.0f} KiB "
           f"({fetched_v2 / max(fetched_v1, 1):.1%} of the first) |")
     return 0

@@ -53,6 +53,13 @@ def answer(argv: Sequence[str]) -> int | None:
     try:
         where = warm_path(ref, offline=offline or offline_from_env(),
                           include=globs["--include"], exclude=globs["--exclude"])
+    except KeyboardInterrupt:  # as the full CLI says it (and exits) on Ctrl-C
+        import sys
+
+        from ocibridge.core.interrupt import EXIT_INTERRUPTED
+
+        print("ocibridge: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception:  # noqa: BLE001 - the full CLI then runs, and reports whatever it is as one line
         return None
     if where is None:
