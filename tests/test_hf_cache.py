@@ -172,3 +172,71 @@ def test_a_hub_snapshot_link_leaving_the_repo_folder_is_refused(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "stolen.txt does not lead to a file of the cache" in err
     assert not (tmp_path / "layout").exists()
+
+
+def annotations_of(ref: str, capsys) -> tuple[str, dict[str, str]]:
+    capsys.readouterr()
+    assert main(["inspect", ref, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    return info["digest"], info["annotations"]
+
+
+def test_copy_reads_the_hub_cache_as_push_does(tmp_path, capsys, hub, registry, unique_repo):
+    """``copy hf:…`` stores the very artifact ``push hf:…`` builds: into a layout and into a
+    registry, with its origin, and it pulls back byte for byte."""
+    src = make_model(tmp_path / "src")
+    write_with_huggingface_hub(hub, "acme/source", src, COMMIT)
+    pushed = f"{registry.host}/{unique_repo}:pushed"
+    assert main(["push", "hf:acme/source", pushed, "-q"]) == 0
+    digest, _ = annotations_of(pushed, capsys)
+    layout = f"oci:{tmp_path / 'layout'}:copied"
+    copied = f"{registry.host}/{unique_repo}:copied"
+    for dest in (layout, copied):
+        assert main(["copy", "hf:acme/source", dest, "-q"]) == 0
+        got, annotations = annotations_of(dest, capsys)
+        assert got == digest
+        assert annotations["org.opencontainers.image.source"] == "https://huggingface.co/acme/source"
+        assert annotations["org.opencontainers.image.revision"] == COMMIT
+    assert main(["copy", f"hf:acme/source@{COMMIT}", f"{registry.host}/{unique_repo}:by-commit", "-q"]) == 0
+    assert annotations_of(f"{registry.host}/{unique_repo}:by-commit", capsys)[0] == digest
+    out = tmp_path / "back"
+    assert main(["pull", copied, str(out), "-q"]) == 0
+    assert files_of(out) == files_of(src)
+    from signing_keys import key_pair
+
+    _, public = key_pair(tmp_path / "k")
+    capsys.readouterr()
+    assert main(["copy", "hf:acme/source", f"{registry.host}/{unique_repo}:v", "--verify-key", str(public)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the Hugging Face cache has none" in err
+
+
+def test_convert_reads_the_hub_cache(tmp_path, capsys, hub, registry, unique_repo):
+    src = make_model(tmp_path / "src")
+    write_with_huggingface_hub(hub, "acme/source", src, COMMIT)
+    kit = f"{registry.host}/{unique_repo}:kit"
+    assert main(["convert", "hf:acme/source", kit, "--to", "modelkit", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", kit, "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert "kitops" in json.dumps(info).lower()  # a ModelKit now
+    annotations = info["annotations"]
+    assert annotations["org.opencontainers.image.source"] == "https://huggingface.co/acme/source"
+    assert annotations["org.opencontainers.image.revision"] == COMMIT
+    out = tmp_path / "back"
+    assert main(["pull", kit, str(out), "-q"]) == 0
+    assert {k: v for k, v in files_of(out).items() if k != "Kitfile"} == files_of(src)
+
+
+@pytest.mark.parametrize("command", ["copy", "convert"])
+@pytest.mark.parametrize("source, words", [("hf:acme/absent", "not in the Hugging Face cache"),
+                                           ("hf:acme/source@v9", "not in the Hugging Face cache"),
+                                           (f"hf:acme/source@{'f' * 40}", "not in the Hugging Face cache"),
+                                           ("hf:../etc", "not a Hugging Face repo id")])
+def test_copy_and_convert_hub_mistakes_are_one_line(tmp_path, capsys, hub, command, source, words):
+    write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)
+    extra = ["--to", "modelkit"] if command == "convert" else []
+    code = main([command, source, f"oci:{tmp_path / 'layout'}:t", "-q", *extra])
+    err = capsys.readouterr().err
+    assert code in (1, 2) and err.count("\n") == 1 and words in err, err
+    assert not (tmp_path / "layout").exists()

@@ -130,3 +130,39 @@ def test_the_family_table_names_each_family_as_it_names_itself():
     assert registry.names() == table.family_names()
     for name in table.family_names():
         assert registry.by_name(name).name == name
+
+
+WARM_PATH_PROBE = """
+import sys
+sys.argv = ["ocibridge", *{args!r}]
+from ocibridge.cli import run
+try:
+    run()
+except SystemExit as e:
+    code = e.code
+heavy = sorted(m for m in ("pydantic", "httpx", "httpcore", "ssl", "email", "ocibridge.cli.entry",
+                           "ocibridge.cli.transfer",
+                           "ocibridge.api.model_ops", "ocibridge.cache.models", "ocibridge.oci.models",
+                           "ocibridge.stores.base") if m in sys.modules)
+print("HEAVY:" + ",".join(heavy), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def test_a_warm_offline_path_loads_only_the_cache_records(tmp_path, monkeypatch):
+    """``path REF --offline`` of a snapshot the cache holds is answered by the console entry
+    from the reference's record and the snapshot's directory: nothing else of ocibridge loads
+    (tests/test_path_warm.py checks the online case against a registry)."""
+    from ocibridge.cache.records import record_bytes, ref_file
+
+    root = tmp_path / "models"
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(root))
+    ref, digest = "registry.example:5000/org/m:v1", "sha256:" + "ab" * 32
+    ref_file(root, ref).parent.mkdir(parents=True)
+    ref_file(root, ref).write_bytes(record_bytes(ref, "application/vnd.oci.image.manifest.v1+json", digest, 9, None))
+    snapshot = root / "snapshots" / ("ab" * 32)
+    snapshot.mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-c", WARM_PATH_PROBE.format(args=["path", ref, "--offline"])],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == str(snapshot), done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "HEAVY:", done.stderr

@@ -35,9 +35,17 @@ def path(
     resolved to. With ``verify``, a signature of the digest must verify, and that digest is used.
     ``hf`` (``ORG/NAME``): the model is also laid out in the Hugging Face cache under that repo id,
     from the same blobs (hard links)."""
-    from ocibridge.cache.models import ModelCache, offline_from_env
+    from ocibridge.cache.records import offline_from_env
 
     offline = offline_from_env() if offline is None else offline
+    if transfer is None and verify is None and hf is None:  # the cache may answer alone
+        from ocibridge.cache.warm import warm_path
+
+        warm = warm_path(ref, offline=offline, include=include, exclude=exclude)
+        if warm is not None:
+            return warm
+    from ocibridge.cache.models import ModelCache
+
     hub_name = None if hf is None else hf if hf.startswith("hf:") else f"hf:{hf}"
     if hub_name is not None:
         from ocibridge.kinds.hf.hubcache import parse
@@ -57,9 +65,26 @@ def path(
 
             reference = verified_digest(source, verify, ref)
         snap = cache.snapshot(source.store, reference, shown=ref, include=include, exclude=exclude,
-                              concurrency=transfer.concurrency)
+                              concurrency=transfer.concurrency, origin=_direct_origin(ref, source.store))
     if hub_name is not None:
         from ocibridge.kinds.hf.door import into_hub_cache
 
         into_hub_cache(cache, snap, hub_name)
     return snap.path
+
+
+def _direct_origin(ref: str, store: object) -> tuple[str, str] | None:
+    """(host, repository) when ``store`` is the registry repository ``ref`` names, asked
+    directly (not a mirror, not a local store name): then a warm ``path`` of a tag may check
+    it with one request (:mod:`ocibridge.cache.warm`)."""
+    host, repository = getattr(store, "host", None), getattr(store, "repository", None)
+    if not isinstance(host, str) or not isinstance(repository, str) or "/" not in ref:
+        return None
+    from ocibridge.errors import InvalidReference
+    from ocibridge.oci.reference import parse_registry_reference
+
+    try:
+        named = parse_registry_reference(ref)
+    except InvalidReference:
+        return None
+    return (host, repository) if (named.registry, named.repository) == (host, repository) else None

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ocibridge.errors import UsageError
+from ocibridge.kinds.hf.artifact import hub_artifact, is_hub_reference
 from ocibridge.kinds.targets import StoreTarget, closes_its_stores, open_store_target, reference_of
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import Reference
@@ -68,14 +70,20 @@ def copy_reference(
     a signed one (checked before anything is written). Each reference is parsed once, here."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
-    src_ref, dst_ref = reference_of(src), reference_of(dst)
-    source = open_store_target(src_ref, options=options)
-    if verify is not None:
-        source.reference = verified_digest(source, verify, src if isinstance(src, str) else src.text)
-    target = open_store_target(dst_ref, for_write=True, options=options)
+    src_text = src if isinstance(src, str) else src.text
+    if is_hub_reference(src_text):  # the local Hugging Face cache: the artifact a push of it builds
+        if verify is not None:
+            raise UsageError(f"{src_text}: --verify-key checks a store's signatures; the Hugging Face cache has none")
+        source_store, source_reference = hub_artifact(src_text)
+    else:
+        source = open_store_target(reference_of(src), options=options)
+        if verify is not None:
+            source.reference = verified_digest(source, verify, src_text)
+        source_store, source_reference = source.store, source.reference
+    target = open_store_target(reference_of(dst), for_write=True, options=options)
     stats = copy(
-        source.store,
-        source.reference,
+        source_store,
+        source_reference,
         target.store,
         target.tag,
         concurrency=transfer.concurrency,

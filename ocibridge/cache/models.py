@@ -14,43 +14,37 @@ it exclusive.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
-import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ocibridge.cache.locks import flocked
+from ocibridge.cache.records import (
+    TEMP_PREFIX,
+    Origin,
+    complete_snapshot,
+    read_record,
+    record_bytes,
+    ref_file,
+    snapshot_name,
+)
+from ocibridge.cache.records import model_cache_root as model_cache_root  # where the cache is, named here too
 from ocibridge.cache.source import CacheSource, OfflineMiss
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import OcibridgeError
-from ocibridge.oci.digest import split_digest, verify_bytes
+from ocibridge.oci.digest import verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
 from ocibridge.stores.layout import LayoutStore
-from ocibridge.transfer.pullcache import cache_root
 
-CACHE_ENV = "OCIBRIDGE_CACHE"
-OFFLINE_ENV = "OCIBRIDGE_OFFLINE"
-TEMP_PREFIX = ".tmp-"
 _PINNED = re.compile(r"sha256:[0-9a-f]{64}$")
-
-
-def model_cache_root() -> Path:
-    """``$OCIBRIDGE_CACHE``, else ``models`` in the user cache directory of ocibridge."""
-    explicit = os.environ.get(CACHE_ENV)
-    return Path(explicit) if explicit else cache_root() / "models"
-
-
-def offline_from_env() -> bool:
-    return os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -60,14 +54,6 @@ class Snapshot:
     path: Path
     manifest: Descriptor  # the model manifest's (its bytes are in the cache)
     fetched: tuple[str, ...] = ()  # blobs downloaded to make it (none: all were cached)
-
-
-def filter_id(include: Sequence[str], exclude: Sequence[str]) -> str:
-    """A short name for a file selection, part of a partial snapshot's directory name."""
-    if not include and not exclude:
-        return ""
-    spec = json.dumps({"include": list(include), "exclude": list(exclude)}, sort_keys=True)
-    return hashlib.sha256(spec.encode()).hexdigest()[:12]
 
 
 class ModelCache:
@@ -83,28 +69,24 @@ class ModelCache:
             directory.mkdir(parents=True, exist_ok=True)
 
     # -- references --------------------------------------------------------------------------
-    def _ref_file(self, reference: str) -> Path:
-        return self.refs / (urllib.parse.quote(reference, safe="") + ".json")
-
-    def remember(self, reference: str, desc: Descriptor) -> None:
-        """Record what ``reference`` resolved to, for an offline resolution later."""
-        data = json.dumps({"reference": reference, "mediaType": desc.mediaType,
-                           "digest": desc.digest, "size": desc.size}).encode()
-        atomic_write_bytes(self._ref_file(reference), data)
+    def remember(self, reference: str, desc: Descriptor, origin: Origin | None = None) -> None:
+        """Record what ``reference`` resolved to, for an offline resolution later (and, with
+        its ``origin``, for the warm answer of :mod:`.warm`)."""
+        data = record_bytes(reference, desc.mediaType, desc.digest, desc.size, origin)
+        atomic_write_bytes(ref_file(self.root, reference), data)
 
     def remembered(self, reference: str) -> Descriptor:
         """What ``reference`` resolved to when last fetched; one error line if never."""
         try:
-            data = json.loads(self._ref_file(reference).read_bytes())
-            return Descriptor(mediaType=data["mediaType"], digest=data["digest"], size=data["size"])
-        except FileNotFoundError:
-            pinned = self._pinned_manifest(reference)
-            if pinned is not None:
-                return pinned
-            raise OfflineMiss(f"offline: {reference} was never fetched into the model cache "
-                              f"({self.root})") from None
-        except (ValueError, KeyError, TypeError) as e:
+            record = read_record(self.root, reference)
+        except ValueError as e:
             raise OcibridgeError(f"model cache: the record of {reference} is damaged ({e})") from None
+        if record is not None:
+            return Descriptor(mediaType=record.media_type, digest=record.digest, size=record.size)
+        pinned = self._pinned_manifest(reference)
+        if pinned is not None:
+            return pinned
+        raise OfflineMiss(f"offline: {reference} was never fetched into the model cache ({self.root})")
 
     def _pinned_manifest(self, reference: str) -> Descriptor | None:
         """A reference pinned by digest (``…@sha256:…``) whose manifest the cache holds, fetched
@@ -125,27 +107,27 @@ class ModelCache:
     # -- snapshots ---------------------------------------------------------------------------
     def snapshot(self, remote: Store | None, reference: str, *, shown: str,
                  include: Sequence[str] = (), exclude: Sequence[str] = (),
-                 concurrency: int = 4) -> Snapshot:
+                 concurrency: int = 4, origin: tuple[str, str] | None = None) -> Snapshot:
         """The snapshot of ``reference`` (a tag or digest of ``remote``; with ``remote`` None,
-        offline: ``shown`` as last resolved). Only blobs the cache lacks are fetched."""
+        offline: ``shown`` as last resolved). Only blobs the cache lacks are fetched.
+        ``origin`` (host, repository): ``remote`` is that registry repository, asked directly;
+        the record then lets a later warm ``path`` check the tag with one request."""
         if remote is None:
             desc = self.remembered(shown)
         else:
-            desc = remote.resolve(reference)
+            desc = top = remote.resolve(reference)
             if desc.mediaType in INDEX_TYPES:  # an index of one ModelPack entry: that entry
                 from ocibridge.model.extract import resolve_model
 
                 desc = resolve_model(remote, reference)
             self._keep_manifest(remote, desc)
-            self.remember(shown, desc)
-        name = split_digest(desc.digest)[1] + ("-" + filter_id(include, exclude) if include or exclude else "")
+            self.remember(shown, desc, None if origin is None else Origin(*origin, reference, top.digest))
+        name = snapshot_name(desc.digest, include, exclude)
         final = self.snapshots / name
-        if final.is_dir():
-            _touch(final)
+        if complete_snapshot(self.root, name) is not None:
             return Snapshot(final, desc)
         with flocked(self.locks / "cache.lock", shared=True), flocked(self.locks / f"snapshot-{name}.lock"):
-            if final.is_dir():  # another process built it while we waited
-                _touch(final)
+            if complete_snapshot(self.root, name) is not None:  # another process built it while we waited
                 return Snapshot(final, desc)
             from ocibridge.model.extract import extract  # building only: a cached snapshot needs none of it
 
@@ -173,12 +155,6 @@ class ModelCache:
     def snapshot_dirs(self) -> list[Path]:
         return sorted(p for p in self.snapshots.iterdir()
                       if p.is_dir() and not p.name.startswith(TEMP_PREFIX))
-
-
-def _touch(path: Path) -> None:
-    """Mark a snapshot used now (``prune --older-than`` goes by it)."""
-    with contextlib.suppress(OSError):
-        os.utime(path)
 
 
 def _read_only(tree: Path) -> None:

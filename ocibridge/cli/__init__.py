@@ -1,8 +1,36 @@
 """The ``ocibridge`` command: one module per command group, each parsing flags and calling the API.
 
 :func:`run` is the console script; :func:`main` takes an argument list and returns the exit code.
+``run`` answers a warm ``path`` first (:mod:`.fastpath`), before the commands are imported.
 """
 
-from ocibridge.cli.entry import main, run
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from ocibridge.cli.entry import main
 
 __all__ = ["main", "run"]
+
+
+def run() -> NoReturn:
+    """The console entry point."""
+    if sys.argv[1:2] == ["path"]:
+        from ocibridge.cli.fastpath import answer
+
+        code = answer(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
+    from ocibridge.cli.entry import run as run_command
+
+    run_command()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "main":
+        from ocibridge.cli import entry
+
+        return entry.main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

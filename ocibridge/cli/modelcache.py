@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Callable
 
-from ocibridge.cli.common import emit, transfer_options
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.transfer_flags import parse_bytes
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
-
-CommandAdder = Callable[..., argparse.ArgumentParser]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -58,7 +55,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(command: CommandAdder, add_transfer_flags: Callable[[argparse.ArgumentParser], None]) -> None:
+def register(command: CommandAdder) -> None:
     p = command("path", cmd_path, "print the local directory of a model's files, from the shared model "
                 "cache (fetching only what it lacks)")
     p.add_argument("ref", metavar="REF")

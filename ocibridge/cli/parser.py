@@ -22,17 +22,12 @@ from ocibridge.cli import (
     store,
     transfer,
 )
-from ocibridge.cli.common import EXIT_USAGE, Command, CommandAdder, add_transfer_flags
+from ocibridge.cli.common import EXIT_USAGE, Command, CommandAdder
 from ocibridge.cli.help import add_examples
-
-
-def _add_model_cache(command: CommandAdder) -> None:
-    modelcache.register(command, add_transfer_flags)  # the one group still given the flags
-
 
 #: every command group in the order ``--help`` lists its commands
 GROUPS: tuple[Callable[[CommandAdder], None], ...] = (
-    transfer.register, convert.register, inspect.register, auth.register, mirror.register, _add_model_cache,
+    transfer.register, convert.register, inspect.register, auth.register, mirror.register, modelcache.register,
     k8s.register, signing.register, registry_check.register, store.register, bundle.register, lazy.register,
 )
 

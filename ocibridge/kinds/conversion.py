@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.kinds.families import Identified, by_name, identify
 from ocibridge.kinds.family import Exported, Exports, Reading, WriteOptions, Writes
+from ocibridge.kinds.hf.artifact import hub_artifact, is_hub_reference
 from ocibridge.kinds.neutral import Loss, ModelView, Written
 from ocibridge.kinds.origin import restore
 from ocibridge.kinds.overrides import OVERRIDES
@@ -157,18 +158,23 @@ def convert(
     concurrency: int = DEFAULT_CONCURRENCY,
     progress: ProgressFn | None = None,
 ) -> ConvertResult:
-    """Convert the artifact at ``src`` into family ``to`` and store it at ``dst``."""
-    source = open_store_target(src, options=registry_options)
+    """Convert the artifact at ``src`` into family ``to`` and store it at ``dst``. ``src`` may
+    be ``hf:ORG/NAME[@REVISION]``: the artifact a push of that Hugging Face cache model builds."""
+    if is_hub_reference(src):
+        source_store, source_reference = hub_artifact(src)
+    else:
+        source = open_store_target(src, options=registry_options)
+        source_store, source_reference = source.store, source.reference
     family = by_name(to)
     if isinstance(family, Exports):  # Ollama, ModelCar: exported from the ModelPack form
-        conversion = convert_artifact(source.store, source.reference, "modelpack", options, then=to, shown=src)
+        conversion = convert_artifact(source_store, source_reference, "modelpack", options, then=to, shown=src)
         target = open_store_target(dst, for_write=True, options=registry_options)
         exported = family.export(conversion.store, conversion.descriptor, target,  # undone on failure
                                  concurrency=concurrency, progress=progress)
         _exported_losses(conversion, family.name, exported)
         pinned = f"{dst.split('@', 1)[0]}@{exported.descriptor.digest}"
         return ConvertResult(pinned, conversion, exported.stats)
-    conversion = convert_artifact(source.store, source.reference, to, options, shown=src)
+    conversion = convert_artifact(source_store, source_reference, to, options, shown=src)
     target = open_store_target(dst, for_write=True, options=registry_options)
     stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress,
                  hooks=CopyHooks(undo_on_failure=True))  # a failed convert leaves a layout as it was

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
 
+from ocibridge.core.cachedir import user_cache_dir
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.fsutil import safe_relpath, write_sliced
 from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
@@ -27,8 +28,6 @@ from ocibridge.stores.base import Store, is_manifest
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.ranged import RangedBlobSource
 from ocibridge.transfer.progress import ProgressFn
-
-CACHE_ENV = "OCIBRIDGE_CACHE_DIR"
 
 
 class _CachedBlob(ClosesOnExit):
@@ -59,11 +58,7 @@ class _CachedBlob(ClosesOnExit):
 
 def cache_root() -> Path:
     """``$OCIBRIDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ocibridge``, else ``~/.cache/ocibridge``."""
-    explicit = os.environ.get(CACHE_ENV)
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ocibridge"
+    return user_cache_dir()
 
 
 class CachedPullSource:

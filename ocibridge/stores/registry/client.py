@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Iterable, Mapping
 
 import httpx
@@ -22,6 +21,7 @@ from ocibridge.stores.registry.bodies import read_bounded
 from ocibridge.stores.registry.fallback import FallbackTransport
 from ocibridge.stores.registry.hosts import host_settings
 from ocibridge.stores.registry.options import CredentialFunc, RegistryOptions, anonymous
+from ocibridge.stores.registry.quickhead import DOCKER_HUB, ENV_USER_AGENT, is_loopback, user_agent
 from ocibridge.stores.registry.ratelimit import RateLimit, RateLimitTransport, budget_for
 from ocibridge.stores.registry.redirects import MAX_REDIRECTS, REDIRECT_STATUSES, RedirectTransport
 from ocibridge.stores.registry.retry import (
@@ -47,12 +47,10 @@ from ocibridge.stores.registry.uploadpolicy import UploadPolicy
 
 __all__ = [
     "MAX_REDIRECTS", "REDIRECT_STATUSES", "RETRY_STATUSES", "ClientOptions", "RegistryClient",
-    "RegistryOptions", "TransferStats", "TransportFailure", "base_url", "is_loopback",
+    "ENV_USER_AGENT", "RegistryOptions", "TransferStats", "TransportFailure", "base_url", "is_loopback",
     "parse_error_body", "retry_after_seconds",
 ]
 
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
-DOCKER_HUB = "docker.io"
 DOCKER_HUB_API = "registry-1.docker.io"
 _DEFAULT_CODES = {
     401: ("UNAUTHORIZED", "authentication required"),
@@ -61,25 +59,6 @@ _DEFAULT_CODES = {
 
 #: The name the options had before they travelled from the CLI down as one value.
 ClientOptions = RegistryOptions
-
-
-ENV_USER_AGENT = "OCIBRIDGE_USER_AGENT"
-
-
-def user_agent() -> str:
-    """``ocibridge/VERSION``, or ``$OCIBRIDGE_USER_AGENT``: a registry's access log then tells
-    which tool (and, for a mirror shard, which shard) sent a request."""
-    from ocibridge.version import __version__
-
-    return os.environ.get(ENV_USER_AGENT) or f"ocibridge/{__version__}"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host[:port]`` names this machine (plain HTTP by Docker's convention)."""
-    name = host.rsplit(":", 1)[0] if not host.endswith("]") and host.count(":") == 1 else host
-    if name.startswith("[") and "]" in name:
-        name = name[1 : name.index("]")]
-    return name in LOOPBACK_HOSTS or name.startswith("127.")
 
 
 def base_url(host: str, options: RegistryOptions) -> str:

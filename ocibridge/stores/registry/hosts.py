@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import OcibridgeError
 
 ENV_FILE = "OCIBRIDGE_REGISTRIES_CONF"
@@ -132,5 +131,7 @@ def _merge(host: str, given: dict[str, Any]) -> Path:
     table = data.setdefault("registry", {})
     table[host] = {**table.get(host, {}), **given}
     path.parent.mkdir(parents=True, exist_ok=True)
+    from ocibridge.core.fsutil import atomic_write_bytes  # writing only: a warm `path` reads this module
+
     atomic_write_bytes(path, tomli_w.dumps(data).encode())
     return path

@@ -13,10 +13,13 @@
 from __future__ import annotations
 
 import os
-import ssl
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ocibridge.errors import OcibridgeError
+
+if TYPE_CHECKING:
+    import ssl
 
 ENV_CERTS_DIRS = "OCIBRIDGE_CERTS_DIRS"
 
@@ -51,6 +54,8 @@ def host_cert_files(host: str) -> tuple[list[Path], list[tuple[Path, Path]]]:
 
 def ssl_context(host: str, ca_file: str | None = None) -> ssl.SSLContext:
     """A verifying context for ``host``: system store, certifi, certs.d, then ``ca_file``."""
+    import ssl  # here: the certs.d look-up of a plain-HTTP host needs none of it
+
     import certifi
     import truststore
 
