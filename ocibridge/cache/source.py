@@ -15,10 +15,10 @@ from typing import BinaryIO, cast
 
 from ocibridge.cache.locks import flocked
 from ocibridge.core.closing import ClosesOnExit
-from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import split_digest
 from ocibridge.oci.models import Descriptor
-from ocibridge.stores.base import Store
+from ocibridge.stores.base import OneManifest, Store
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.ranged import RangedBlobSource
 from ocibridge.transfer.writer import reading, write_blob
@@ -61,7 +61,7 @@ class LinkedBlob(ClosesOnExit):
         self._file.close()
 
 
-class CacheSource:
+class CacheSource(OneManifest):
     """A read-only store over ``blobs`` (the cache's layout) that fills it from ``remote``
     (None: offline, nothing is fetched). The model manifest ``desc`` is answered from the
     cache too, so a snapshot builds the same way online and offline."""
@@ -79,16 +79,8 @@ class CacheSource:
     def exists(self, desc: Descriptor) -> bool:
         return self._blobs.exists(desc) or (self._remote is not None and self._remote.exists(desc))
 
-    def resolve(self, reference: str) -> Descriptor:
-        if reference == self._desc.digest:
-            return self._desc
-        raise NotFound(f"{self.describe()}: only {self._desc.digest} is resolved here")
-
-    def tags(self) -> list[str]:
-        return []
-
-    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return []
+    def held_manifest(self) -> Descriptor:
+        return self._desc
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         self.ensure(desc)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.model.ggml_types import NUMPY_TYPES, TENSOR_TYPES, TYPE_SIZES
 from ocibridge.model.gguf_header import GGUFHeader, read_gguf_header
+from ocibridge.remote.tensorfile import RangeReadable, TensorFile
 
 #: the header is read in pieces of this size: at most one piece past its end is read (a
 #: chunk of tensor data more, at worst, which the first tensor read usually needs anyway)
@@ -25,15 +26,6 @@ _HEADER_PIECE = 64 * 1024
 
 class GGUFError(OcibridgeError):
     """A GGUF file whose tensor table is malformed or names data outside the file."""
-
-
-class RangeReadable(Protocol):
-    """Verified bytes ``[start, end)`` of one file."""
-
-    @property
-    def size(self) -> int: ...
-
-    def read(self, start: int = 0, end: int | None = None) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -67,18 +59,18 @@ class _RangeStream(io.RawIOBase):
         return len(data)
 
 
-class RemoteGGUF:
+class RemoteGGUF(TensorFile["GGUFTensorInfo"]):
     """``keys()``, ``info(name)``, ``get_bytes(name)`` and ``get_tensor(name)`` (numpy, for
     F32/F16/I8-I64/F64; quantized blocks have no numpy type) of a GGUF file read by ranges."""
 
+    error = GGUFError
+
     def __init__(self, blob: RangeReadable, name: str = "file"):
-        self.blob = blob
-        self.name = name
+        super().__init__(blob, name)
         stream = io.BufferedReader(_RangeStream(blob), buffer_size=_HEADER_PIECE)
         self.header: GGUFHeader = read_gguf_header(stream, where=name)
         self.metadata = self.header.metadata
         base = self.header.data_start
-        self.tensors: dict[str, GGUFTensorInfo] = {}
         for t in self.header.tensors:
             sizes = TYPE_SIZES.get(t.ggml_type)
             if sizes is None:
@@ -99,31 +91,10 @@ class RemoteGGUF:
             self.tensors[t.name] = GGUFTensorInfo(t.name, t.ggml_type, type_name, tuple(reversed(t.dims)),
                                                   start, end)
 
-    def keys(self) -> list[str]:
-        return list(self.tensors)
-
-    def info(self, key: str) -> GGUFTensorInfo:
-        try:
-            return self.tensors[key]
-        except KeyError:
-            raise GGUFError(f"{self.name}: no tensor {key!r}") from None
-
-    def get_bytes(self, key: str) -> bytes:
-        info = self.info(key)
-        return self.blob.read(info.start, info.end)
-
     def get_tensor(self, key: str) -> Any:
         """The tensor as a numpy array of its shape (numpy is needed); quantized types: use
         get_bytes (their blocks have no numpy type)."""
         info = self.info(key)
-        try:
-            import numpy
-        except ImportError:
-            raise OcibridgeError("get_tensor needs numpy: pip install 'ocibridge[tensors]' "
-                                 "(get_bytes does not)") from None
-        if info.ggml_type not in NUMPY_TYPES:
-            raise GGUFError(f"{self.name}: {key} is {info.type_name}, which numpy has no type for: "
-                            "use get_bytes")
-        dtype = numpy.dtype(NUMPY_TYPES[info.ggml_type]).newbyteorder(">" if self.header.byte_order == ">" else "<")
-        return numpy.frombuffer(self.get_bytes(key), dtype=dtype).reshape(info.shape)
+        return self._array(key, NUMPY_TYPES.get(info.ggml_type), info.type_name,
+                           ">" if self.header.byte_order == ">" else "<")
 

@@ -42,22 +42,36 @@ def check_tag(tag: str) -> str:
 
 
 @dataclass(frozen=True)
-class RegistryReference:
-    registry: str
-    repository: str
-    tag: str | None = None
-    digest: str | None = None
-    written: str = field(default="", compare=False, repr=False, kw_only=True)  # as the user typed it
+class _AsWritten:
+    """The text a reference was parsed from, kept for messages and results (a bare ``NAME``
+    stays ``NAME``, not its ``oci:`` form); not part of its identity."""
+
+    written: str = field(default="", compare=False, repr=False, kw_only=True)
 
     @property
     def text(self) -> str:
-        """How the user wrote it (for messages and results), else its full form."""
+        """How the user wrote it, else its full form."""
         return self.written or str(self)
+
+
+class _Pinned:
+    """A reference that names a tag, a digest or neither (then ``latest``)."""
+
+    tag: str | None
+    digest: str | None
 
     @property
     def reference(self) -> str:
         """What the distribution API takes after /manifests/: the digest if pinned, else the tag."""
         return self.digest or self.tag or DEFAULT_TAG
+
+
+@dataclass(frozen=True)
+class RegistryReference(_Pinned, _AsWritten):
+    registry: str
+    repository: str
+    tag: str | None = None
+    digest: str | None = None
 
     def __str__(self) -> str:
         s = f"{self.registry}/{self.repository}"
@@ -69,19 +83,10 @@ class RegistryReference:
 
 
 @dataclass(frozen=True)
-class LayoutReference:
+class LayoutReference(_Pinned, _AsWritten):
     path: str
     tag: str | None = None
     digest: str | None = None
-    written: str = field(default="", compare=False, repr=False, kw_only=True)
-
-    @property
-    def text(self) -> str:
-        return self.written or str(self)
-
-    @property
-    def reference(self) -> str:
-        return self.digest or self.tag or DEFAULT_TAG
 
     def __str__(self) -> str:
         s = f"{LAYOUT_SCHEME}{self.path}"
@@ -251,21 +256,15 @@ def parse_ollama_name(text: str) -> OllamaName:
 
 
 @dataclass(frozen=True)
-class OllamaReference:
+class OllamaReference(_AsWritten):
     """``ollama:NAME`` (the local store, ``remote`` False) or ``ollama://[host/]NAME`` (an
     Ollama-compatible registry: repository ``namespace/model`` on ``name.host``)."""
 
     name: OllamaName
     remote: bool
-    written: str = field(default="", compare=False, repr=False, kw_only=True)
-
     @property
     def reference(self) -> str:
         return self.name.digest or self.name.tag
-
-    @property
-    def text(self) -> str:
-        return self.written or str(self)
 
     def __str__(self) -> str:
         return (OLLAMA_REGISTRY_SCHEME if self.remote else OLLAMA_SCHEME) + self.name.display

@@ -14,6 +14,7 @@ from typing import Any
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.remote.blobreader import VerifiedBlob
+from ocibridge.remote.tensorfile import TensorFile
 
 #: the safetensors library's own cap on the header
 MAX_HEADER = 100 * 1024 * 1024
@@ -36,13 +37,14 @@ class TensorInfo:
     end: int
 
 
-class RemoteSafetensors:
+class RemoteSafetensors(TensorFile["TensorInfo"]):
     """``keys()``, ``info(name)``, ``get_bytes(name)`` and ``get_tensor(name)`` (numpy) of a file
     read through a :class:`VerifiedBlob`: only the header's and the asked tensors' chunks move."""
 
+    error = SafetensorsError
+
     def __init__(self, blob: VerifiedBlob, name: str = "file"):
-        self.blob = blob
-        self.name = name
+        super().__init__(blob, name)
         if blob.size < 8:
             raise SafetensorsError(f"{name}: {blob.size} bytes is too short for a safetensors file")
         (length,) = struct.unpack("<Q", blob.read(0, 8))
@@ -57,36 +59,13 @@ class RemoteSafetensors:
         base = 8 + length
         meta = header.pop("__metadata__", None)
         self.metadata: dict[str, Any] = meta if isinstance(meta, dict) else {}
-        self.tensors: dict[str, TensorInfo] = {}
         for key, item in header.items():
             self.tensors[key] = _info(name, key, item, base, blob.size)
-
-    def keys(self) -> list[str]:
-        return list(self.tensors)
-
-    def info(self, key: str) -> TensorInfo:
-        try:
-            return self.tensors[key]
-        except KeyError:
-            raise SafetensorsError(f"{self.name}: no tensor {key!r}") from None
-
-    def get_bytes(self, key: str) -> bytes:
-        info = self.info(key)
-        return self.blob.read(info.start, info.end)
 
     def get_tensor(self, key: str) -> Any:
         """The tensor as a numpy array (numpy is needed; bf16/fp8 have no numpy type)."""
         info = self.info(key)
-        try:
-            import numpy
-        except ImportError:
-            raise OcibridgeError("get_tensor needs numpy: pip install 'ocibridge[tensors]' "
-                                 "(get_bytes does not)") from None
-        if info.dtype not in _NUMPY:
-            raise SafetensorsError(f"{self.name}: {key} is {info.dtype}, which numpy has no type for: "
-                                   "use get_bytes")
-        dtype = numpy.dtype(_NUMPY[info.dtype]).newbyteorder("<")
-        return numpy.frombuffer(self.get_bytes(key), dtype=dtype).reshape(info.shape)
+        return self._array(key, _NUMPY.get(info.dtype), info.dtype)
 
 
 def _info(name: str, key: str, item: object, base: int, size: int) -> TensorInfo:

@@ -15,12 +15,14 @@ by an attribute's name.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
+from ocibridge.errors import NotFound
 from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES
 from ocibridge.oci.models import Descriptor
 
@@ -225,3 +227,28 @@ class Mounting(Protocol):
     def can_mount_from(self, src: object) -> bool: ...
 
     def mount_from(self, desc: Descriptor, src: object) -> bool: ...
+
+
+class OneManifest(ABC):
+    """The reading side every store holding a single manifest shares (an artifact being
+    written, a cached snapshot's source, a view of one model): only that manifest's digest
+    resolves; it has no tags and no referrers."""
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    @abstractmethod
+    def held_manifest(self) -> Descriptor:
+        """The one manifest this store holds."""
+
+    def resolve(self, reference: str) -> Descriptor:
+        held = self.held_manifest()
+        if reference == held.digest:
+            return held
+        raise NotFound(f"{self.describe()}: only {held.digest} is resolved here")
+
+    def tags(self) -> list[str]:
+        return []
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return []

@@ -22,7 +22,7 @@ from typing import BinaryIO
 from ocibridge.errors import NotFound
 from ocibridge.oci.digest import verified
 from ocibridge.oci.models import Descriptor
-from ocibridge.stores.base import CopyTarget, ReadableStore, Reopen, WritableStore
+from ocibridge.stores.base import CopyTarget, OneManifest, ReadableStore, Reopen, WritableStore
 from ocibridge.transfer.copy import CopyHooks, CopyStats, copy
 from ocibridge.transfer.progress import ProgressFn, counting
 
@@ -44,7 +44,7 @@ class Blob:
         return cls(desc, lambda: path.open("rb"))
 
 
-class ArtifactSource:
+class ArtifactSource(OneManifest):
     """A read-only store of one manifest and the blobs given with it; nothing else is here."""
 
     def __init__(self, manifest: Descriptor, data: bytes, blobs: Sequence[Blob]):
@@ -70,16 +70,8 @@ class ArtifactSource:
         with self.open_blob(desc) as reader:
             return reader.read()
 
-    def resolve(self, reference: str) -> Descriptor:
-        if reference == self.manifest.digest:
-            return self.manifest
-        raise NotFound(f"{self.describe()}: only {self.manifest.digest} is resolved here")
-
-    def tags(self) -> list[str]:
-        return []
-
-    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return []
+    def held_manifest(self) -> Descriptor:
+        return self.manifest
 
     def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
         """The copy's view of the manifest: the blobs given, in order; the rest is the destination's."""

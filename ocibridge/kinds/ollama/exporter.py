@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ocibridge.core.fsutil import safe_relpath
-from ocibridge.errors import NotFound, OcibridgeError, SourceError, TooLarge
+from ocibridge.errors import OcibridgeError, SourceError, TooLarge
 from ocibridge.kinds.ollama.manifest import (
     OllamaConfig,
     OllamaRootFS,
@@ -41,7 +41,7 @@ from ocibridge.oci.mediatypes import (
 )
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import DEFAULT_TAG
-from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, OneManifest, Store
 from ocibridge.transfer.copy import CopyHooks, CopyStats, copy
 from ocibridge.transfer.progress import ProgressFn
 
@@ -232,7 +232,7 @@ def copy_as_ollama(
         raise OcibridgeError(f"export to {target.text} failed: {e}") from e
 
 
-class OllamaView:
+class OllamaView(OneManifest):
     """An artifact seen as the Ollama model it exports to: the Ollama manifest and the blobs
     made for it (a generated config) are this view's, every other blob is the source's."""
 
@@ -265,13 +265,5 @@ class OllamaView:
             return io.BytesIO(self.fetch_bytes(desc))
         return self.src.open_blob(desc)
 
-    def resolve(self, reference: str) -> Descriptor:
-        if reference == self.descriptor.digest:
-            return self.descriptor
-        raise NotFound(f"{self.describe()} has no reference {reference}")
-
-    def tags(self) -> list[str]:
-        return []
-
-    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return []
+    def held_manifest(self) -> Descriptor:
+        return self.descriptor
