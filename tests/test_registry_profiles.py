@@ -326,9 +326,9 @@ def test_bad_learnt_settings_are_one_line(entry, tmp_path, monkeypatch):
     assert "\n" not in str(e.value) and "registry.'r.example'" in str(e.value)
 
 
-@pytest.mark.parametrize("name", ["gar", "cloudflare", "ecr"])
+@pytest.mark.parametrize("name", sorted(PROFILES))
 def test_mirror_job_into_a_profile(name, registry, fault_proxy, unique_repo, tmp_path):
-    """A mirror job (the copy under every mirror run) into a registry with a quirk."""
+    """A mirror job (the copy under every mirror run) into a registry of every profile."""
     from ocibridge.mirror import load_job, run_job
 
     files = _model(tmp_path / "model")
