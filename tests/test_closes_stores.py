@@ -3,24 +3,13 @@ registries (and a push, a pull, an inspect) leaves no connection pool and no soc
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-PROBE = """
-import gc, sys
-from ocibridge.stores.registry import client
-made, closed = [], set()
-init, close = client.RegistryClient.__init__, client.RegistryClient.close
-def counting_init(self, *a, **k):
-    made.append(id(self)); init(self, *a, **k)
-def counting_close(self):
-    closed.add(id(self)); close(self)
-client.RegistryClient.__init__ = counting_init
-client.RegistryClient.close = counting_close
+from tests.support.client_probe import CLIENT_COUNTER, run_probe, small_model
+
+PROBE = CLIENT_COUNTER + """
 from ocibridge.cli import main
 code = main({args!r})
 gc.collect()
@@ -29,19 +18,13 @@ print("CLIENTS", len(made), len(closed & set(made)), "EXIT", code)
 
 
 def _run(args: list[str], cwd: Path) -> tuple[str, str]:
-    done = subprocess.run([sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c",
-                           PROBE.format(args=args)], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(REPO_ROOT), "HOME": str(cwd), "PATH": "/usr/bin:/bin"})
+    done = run_probe(PROBE.format(args=args), cwd)
     return done.stdout, done.stderr
 
 
 @pytest.fixture
 def model_dir(tmp_path: Path) -> Path:
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "weights.bin").write_bytes(b"w" * 50_000)
-    (model / "config.json").write_text("{}")
-    return model
+    return small_model(tmp_path)
 
 
 def test_every_command_closes_the_clients_it_opens(registry, unique_repo, model_dir, tmp_path):

@@ -9,24 +9,14 @@ bound it (``from ... import name``) and in modules imported later."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-PROBE = """
-import collections, gc, json, sys
-from ocibridge.stores.registry import client
-made, closed = [], set()
-init, close = client.RegistryClient.__init__, client.RegistryClient.close
-def counting_init(self, *a, **k):
-    made.append(id(self)); init(self, *a, **k)
-def counting_close(self):
-    closed.add(id(self)); close(self)
-client.RegistryClient.__init__ = counting_init
-client.RegistryClient.close = counting_close
+from tests.support.client_probe import CLIENT_COUNTER, run_probe, small_model
+
+PROBE = CLIENT_COUNTER + """
+import collections, json
 
 import ocibridge.cli.transfer, ocibridge.api.model_ops, ocibridge.api.copy, ocibridge.kinds.door
 import ocibridge.kinds.targets as targets, ocibridge.oci.reference as refs, ocibridge.kinds.door as door
@@ -63,20 +53,14 @@ print("RESULT", json.dumps({{"made": len(made), "closed": len(closed & set(made)
 
 
 def _run(args: list[str], cwd: Path) -> tuple[dict[str, object], str]:
-    done = subprocess.run([sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c",
-                           PROBE.format(args=args)], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(REPO_ROOT), "HOME": str(cwd), "PATH": "/usr/bin:/bin"})
+    done = run_probe(PROBE.format(args=args), cwd)
     assert "RESULT" in done.stdout, (args, done.stdout, done.stderr)
     return json.loads(done.stdout.split("RESULT", 1)[1]), done.stderr
 
 
 @pytest.fixture
 def model_dir(tmp_path: Path) -> Path:
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "weights.bin").write_bytes(b"w" * 50_000)
-    (model / "config.json").write_text("{}")
-    return model
+    return small_model(tmp_path)
 
 
 def _assert_parsed_once(result: dict[str, object], texts: list[str], scheme: str,
