@@ -5,7 +5,8 @@
 
 Rows: time to the first tensor (open_tensors + one small tensor) against ``pull`` of the model,
 with the bytes each moved; and a whole-file sequential read through the ocibridge:// filesystem
-against ``pull`` (target ≤ 1.3×).
+against ``pull`` (target ≤ 1.3×): pull and the reads alternate ``--repeat`` times, medians
+shown with every sample (one sample of a GiB pull varies 1.5-2.6 s on these machines).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import struct
 import tempfile
 import time
@@ -43,7 +45,14 @@ def write_model(directory: Path, size: int) -> Path:
     return path
 
 
-def run(size_mib: int, work: Path) -> list[str]:
+def _kept(chunks: Path) -> str:
+    """What a cold read left in the block cache: whole-layer files and chunk files."""
+    def count(sub: str) -> int:
+        return len(list((chunks / sub).iterdir())) if (chunks / sub).is_dir() else 0
+    return f"kept as {count('layers')} layer file(s), {count('sha256')} chunk file(s)"
+
+
+def run(size_mib: int, work: Path, repeat: int = 3) -> list[str]:
     import fsspec
 
     from ocibridge.api.lazy_ops import open_tensors, push_with_chunks
@@ -63,11 +72,13 @@ def run(size_mib: int, work: Path) -> list[str]:
         moved = tensors.blob.bytes_fetched
         tensors.blob.close()
 
-        out = work / f"pulled{size_mib}"
-        t = time.perf_counter()
-        pull(ref, str(out))
-        full = time.perf_counter() - t
-        shutil.rmtree(out)
+        def pull_once() -> float:
+            out = work / f"pulled{size_mib}"
+            t = time.perf_counter()
+            pull(ref, str(out))
+            took = time.perf_counter() - t
+            shutil.rmtree(out)
+            return took
 
         def sequential(cache: bool) -> float:
             fs = fsspec.filesystem("ocibridge", skip_instance_cache=True, cache=cache)
@@ -75,24 +86,31 @@ def run(size_mib: int, work: Path) -> list[str]:
             with fs.open(f"{ref}/model.safetensors", "rb") as f:
                 while f.read(16 * MiB):
                     pass
-            took = time.perf_counter() - t
             for model in list(fs._models.values()):
-                model.close()
-            return took
+                model.close()  # (waits for the block cache's writes: part of the cold read's cost)
+            return time.perf_counter() - t
 
-        shutil.rmtree(work / "cache" / "chunks", ignore_errors=True)
-        seq_off = sequential(cache=False)
-        seq = sequential(cache=True)  # cold: every chunk fetched, and written to the model cache
-        warm = sequential(cache=True)  # every chunk from the model cache
-        shutil.rmtree(work / "cache" / "chunks", ignore_errors=True)
+        chunks = work / "cache" / "chunks"
+        samples: dict[str, list[float]] = {"pull": [], "off": [], "cold": [], "warm": []}
+        kept = ""
+        for _ in range(repeat):  # alternating, so that a slow stretch of the machine hits all alike
+            samples["pull"].append(pull_once())
+            samples["off"].append(sequential(cache=False))
+            shutil.rmtree(chunks, ignore_errors=True)
+            samples["cold"].append(sequential(cache=True))  # every chunk fetched, and kept
+            kept = _kept(chunks)
+            samples["warm"].append(sequential(cache=True))  # every chunk from the model cache
+        shutil.rmtree(chunks, ignore_errors=True)
+        full = statistics.median(samples["pull"])
         rows.append(f"| {size_mib} MiB | first tensor | {first:.2f} s ({moved / MiB:.1f} MiB moved) "
                     f"| pull {full:.2f} s | {first / full:.3f}× |")
-        rows.append(f"| {size_mib} MiB | sequential read via fsspec, no block cache | {seq_off:.2f} s "
-                    f"| pull {full:.2f} s | {seq_off / full:.2f}× |")
-        rows.append(f"| {size_mib} MiB | sequential read via fsspec, block cache cold | {seq:.2f} s "
-                    f"| pull {full:.2f} s | {seq / full:.2f}× |")
-        rows.append(f"| {size_mib} MiB | sequential read via fsspec, block cache warm | {warm:.2f} s "
-                    f"| pull {full:.2f} s | {warm / full:.2f}× |")
+        for key, what in (("off", "no block cache"), ("cold", f"block cache cold ({kept})"),
+                          ("warm", "block cache warm")):
+            took = statistics.median(samples[key])
+            each = ", ".join(f"{x:.2f}" for x in samples[key])
+            rows.append(f"| {size_mib} MiB | sequential read via fsspec, {what} | {took:.2f} s ({each}) "
+                        f"| pull {full:.2f} s ({', '.join(f'{x:.2f}' for x in samples['pull'])}) "
+                        f"| {took / full:.2f}× |")
         shutil.rmtree(src)
     return rows
 
@@ -101,12 +119,13 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.lazy_reads", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", nargs="+", type=int, default=[1024, 4096], help="file sizes in MiB")
+    p.add_argument("--repeat", type=int, default=3, help="alternating samples of each read (medians shown)")
     args = p.parse_args(argv)
     print("| file | measure | ocibridge lazy | against | ratio |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="lazybench-") as tmp:
         os.environ["OCIBRIDGE_CACHE"] = str(Path(tmp) / "cache")  # never the user's model cache
         for size in args.sizes:
-            for row in run(size, Path(tmp)):
+            for row in run(size, Path(tmp), args.repeat):
                 print(row, flush=True)
     print("load average (1, 5, 15 min) at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,126 @@ def test_small_sequential_reads_through_fsspec_make_long_range_requests(chunked,
     layer = [r for r in fault_proxy.requests_matching("GET", "/blobs/") if r.response_bytes > 64 * 1024]
     assert sum(r.response_bytes for r in layer) == len(data)
     assert len(layer) <= 8, [r.response_bytes for r in layer]  # not one request per 1 MiB chunk (21)
+
+
+def _files(kind: str) -> list[Path]:
+    d = model_cache_root() / "chunks" / kind
+    return sorted(d.iterdir()) if d.is_dir() else []
+
+
+def _read_pieces(ref: str, pieces: list[tuple[int, int]], **kw) -> tuple[list[bytes], str]:
+    with open_model(ref, warn=None, **kw) as model:
+        blob = model.open("weights.bin")
+        return [blob.read(a, b) for a, b in pieces], blob.layer.digest
+
+
+def _layer_key(ref: str) -> str:
+    with open_model(ref, warn=None, cache=False) as model:
+        blob = model.open("weights.bin")
+        assert blob.chunks is not None
+        return blob.chunks.content_key(blob.chunk_size)
+
+
+def test_a_whole_read_from_the_first_byte_is_kept_as_one_layer_file(chunked, fault_proxy):
+    """Sequential reads from byte 0 to the end leave one file, not one per chunk (21 here), and
+    a later read of any range moves nothing."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    pieces = [(0, 8), (8, 3 * MiB)] + [(a, min(a + 3 * MiB, len(data))) for a in range(3 * MiB, len(data), 3 * MiB)]
+    got, digest = _read_pieces(ref, pieces)
+    assert b"".join(got) == data
+    assert _files("sha256") == []
+    (layer,) = _files("layers")
+    assert layer.name == _layer_key(ref)
+    assert layer.read_bytes() == data and layer.stat().st_mode & 0o777 == 0o444
+    moved = _layer_bytes(fault_proxy, digest)
+    assert moved == len(data)
+    again, _ = _read(ref, 7 * MiB + 5, 19 * MiB)
+    assert again == data[7 * MiB + 5:19 * MiB]
+    assert _layer_bytes(fault_proxy, digest) == moved
+
+
+def test_a_run_that_breaks_off_keeps_what_it_read_as_chunk_files(chunked, fault_proxy):
+    """Chunk files at once, while the file is still open (another process sees them), not only
+    when it is closed."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    chunk = {hashlib.sha256(data[i * MiB:(i + 1) * MiB]).hexdigest() for i in (0, 1, 2, 10)}
+    with open_model(ref, warn=None) as model:
+        blob = model.open("weights.bin")
+        assert blob.read(0, 3 * MiB) == data[:3 * MiB]  # chunks 0-2: staged for a whole-layer file
+        assert blob.read(10 * MiB, 10 * MiB + 1) == data[10 * MiB:10 * MiB + 1]  # a seek: the run is over
+        digest = blob.layer.digest
+        deadline = time.monotonic() + 10
+        while {p.name for p in _files("sha256")} != chunk and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert {p.name for p in _files("sha256")} == chunk
+    assert _files("layers") == []  # (nor any temporary file of one)
+    assert {p.name for p in _files("sha256")} == chunk
+    moved = _layer_bytes(fault_proxy, digest)
+    again, _ = _read(ref, 0, 3 * MiB)
+    assert again == data[:3 * MiB] and _layer_bytes(fault_proxy, digest) == moved
+
+
+def test_a_run_from_the_first_byte_that_stops_short_keeps_chunk_files(chunked, fault_proxy):
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    got, _ = _read_pieces(ref, [(0, 2 * MiB), (2 * MiB, 5 * MiB)])
+    assert b"".join(got) == data[:5 * MiB]
+    assert _files("layers") == []
+    assert {p.name for p in _files("sha256")} == {hashlib.sha256(data[i * MiB:(i + 1) * MiB]).hexdigest()
+                                                  for i in range(5)}
+
+
+def test_a_whole_read_uses_the_chunks_already_kept(chunked, fault_proxy):
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    _, digest = _read(ref, 2 * MiB, 5 * MiB)  # chunks 2-4, kept as chunk files
+    whole, _ = _read(ref, 0, len(data))
+    assert whole == data
+    assert _layer_bytes(fault_proxy, digest) == len(data)  # 3 MiB first, the other 18 MiB + 321 after
+    (layer,) = _files("layers")
+    assert layer.read_bytes() == data
+
+
+def test_a_damaged_layer_file_is_dropped_and_the_chunk_fetched_again(chunked, fault_proxy):
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    _, digest = _read(ref, 0, len(data))
+    (layer,) = _files("layers")
+    os.chmod(layer, 0o644)
+    with layer.open("r+b") as f:  # chunk 7 changed, the size kept
+        f.seek(7 * MiB + 100)
+        f.write(b"\xff" * 10)
+    moved = _layer_bytes(fault_proxy, digest)
+    got, _ = _read(ref, 7 * MiB, 7 * MiB + 200)
+    assert got == data[7 * MiB:7 * MiB + 200]
+    assert _layer_bytes(fault_proxy, digest) == moved + MiB  # that chunk alone
+    assert _files("layers") == []
+    assert [p.name for p in _files("sha256")] == [hashlib.sha256(data[7 * MiB:8 * MiB]).hexdigest()]
+
+
+def test_prune_goes_by_last_read_and_removes_orphans_of_killed_writers(chunked, registry):
+    from ocibridge.core.fsutil import TEMP_PREFIX
+    from ocibridge.core.stale import locked_tempfile
+
+    repo, data = chunked
+    ref = f"{registry.host}/{repo}:v1"
+    _read(ref, 2 * MiB, 4 * MiB)  # chunks 2 and 3
+    old = 1_000_000_000.0
+    for p in _files("sha256"):
+        os.utime(p, (old, old))
+    _read(ref, 2 * MiB, 2 * MiB + 1)  # chunk 2 read again: used now
+    orphan = model_cache_root() / "chunks" / "layers" / (TEMP_PREFIX + "killed")
+    orphan.parent.mkdir(parents=True, exist_ok=True)
+    orphan.write_bytes(b"x" * 1000)
+    os.utime(orphan, (old, old))
+    live_fd, live = locked_tempfile(orphan.parent)  # a writer still at work: its lock is held
+    os.utime(live, (old, old))
+    try:
+        done = prune(ModelCache(model_cache_root()), older_than=3600)
+        assert done.chunks == 1
+        assert [p.name for p in _files("sha256")] == [hashlib.sha256(data[2 * MiB:3 * MiB]).hexdigest()]
+        assert not orphan.exists() and Path(live).exists()
+    finally:
+        os.close(live_fd)

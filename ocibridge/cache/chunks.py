@@ -1,13 +1,18 @@
 """Verified chunks of lazy reads, kept in the model cache so that a range read twice moves once.
 
     $OCIBRIDGE_CACHE/chunks/sha256/<hex>    one chunk of some layer, named by its SHA-256
+    $OCIBRIDGE_CACHE/chunks/layers/<key>    every chunk of one layer read whole, at its offset
 
-Content-addressed, as the chunk tables name them (docs/lazy.md): a chunk shared by two layers
-or two models is stored once. A file is written beside its final name and renamed into place,
-read-only, so a reader sees a whole chunk or none; writers hold the cache lock shared, so
-``prune`` (exclusive) never removes a chunk mid-write. Readers take no lock: a chunk pruned
-under them reads as absent, and every chunk read back is checked against the table by the
-reader (``remote.blobreader``), so a damaged file costs a fetch, never a wrong byte.
+Chunk files are content-addressed, as the chunk tables name them (docs/lazy.md): a chunk shared
+by two layers or two models is stored once. A layer read whole from its first byte is kept as
+one file instead, named by ``LayerChunks.content_key`` (a digest of its chunk digests): one file
+costs what a pull's write costs, 1,024 chunk files cost more than the read. Every file is
+written beside its final name (locked while written, so ``prune`` can tell an orphan of a
+killed writer) and renamed into place read-only, so a reader sees a whole file or none; the
+renames hold the cache lock shared, so ``prune`` (exclusive) never removes one mid-write.
+Readers take no lock: a file pruned under them reads as absent, and every chunk read back is
+checked against the table by the reader (``remote.blobreader``), so a damaged file costs a
+fetch, never a wrong byte. A read marks the file used (its mtime): prune goes by last use.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ import re
 from pathlib import Path
 
 from ocibridge.cache.locks import flocked
-from ocibridge.core.fsutil import atomic_writer, write_sliced
+from ocibridge.core.fsutil import WRITE_MAX, atomic_writer, write_sliced
+from ocibridge.core.stale import locked_tempfile, remove_stale
 
 _HEX = re.compile(r"[0-9a-f]{64}$")
 
@@ -29,6 +35,7 @@ class CacheChunks:
     def __init__(self, root: Path):
         self.root = root
         self.dir = root / "chunks" / "sha256"
+        self.layers = root / "chunks" / "layers"
         self.lock = root / "locks" / "cache.lock"
 
     def path(self, sha256_hex: str) -> Path:
@@ -36,14 +43,23 @@ class CacheChunks:
             raise ValueError(f"not a SHA-256 hex digest: {sha256_hex!r}")
         return self.dir / sha256_hex
 
+    def layer_path(self, key: str) -> Path:
+        if not _HEX.match(key):
+            raise ValueError(f"not a layer key (64 hex digits): {key!r}")
+        return self.layers / key
+
+    # -- one chunk per file ------------------------------------------------------------------
     def has(self, sha256_hex: str) -> bool:
         return self.path(sha256_hex).is_file()
 
     def get(self, sha256_hex: str) -> bytes | None:
+        path = self.path(sha256_hex)
         try:
-            return self.path(sha256_hex).read_bytes()
+            data = path.read_bytes()
         except OSError:
             return None
+        _mark_used(path)
+        return data
 
     def put(self, sha256_hex: str, data: bytes | bytearray) -> None:
         final = self.path(sha256_hex)
@@ -56,21 +72,108 @@ class CacheChunks:
         with contextlib.suppress(OSError), flocked(self.lock, shared=True):
             os.unlink(self.path(sha256_hex))
 
+    # -- whole layers ------------------------------------------------------------------------
+    def open_layer(self, key: str) -> LayerFile | None:
+        path = self.layer_path(key)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+        _mark_used(path)
+        return LayerFile(fd)
+
+    def stage_layer(self, key: str) -> StagedLayerFile | None:
+        try:
+            self.layers.mkdir(parents=True, exist_ok=True)
+            fd, tmp = locked_tempfile(self.layers)
+        except OSError:
+            return None
+        return StagedLayerFile(fd, Path(tmp), self.layer_path(key), self.lock)
+
+    def drop_layer(self, key: str) -> None:
+        with contextlib.suppress(OSError), flocked(self.lock, shared=True):
+            os.unlink(self.layer_path(key))
+
+    # -- for prune ---------------------------------------------------------------------------
     def files(self) -> list[Path]:
-        """The chunk files, oldest first (for prune)."""
-        if not self.dir.is_dir():
-            return []
-        found = [p for p in self.dir.iterdir() if _HEX.match(p.name)]
+        """Chunk and layer files, least recently used first."""
+        found = [p for d in (self.dir, self.layers) if d.is_dir() for p in d.iterdir() if _HEX.match(p.name)]
         return sorted(found, key=_mtime)
 
     def remove(self, path: Path) -> int:
-        """Remove one chunk file; its size, 0 if it was gone."""
+        """Remove one chunk or layer file; its size, 0 if it was gone."""
         try:
             size = path.stat().st_size
             os.unlink(path)
             return size
         except OSError:
             return 0
+
+    def remove_orphans(self) -> int:
+        """Temporary files of writers that died before their rename (kill -9): how many."""
+        return remove_stale(self.dir) + remove_stale(self.layers)
+
+
+class LayerFile:
+    """A whole layer kept in the cache, read by offset (a :class:`remote.chunkstore.StoredLayer`)."""
+
+    def __init__(self, fd: int):
+        self._fd = fd
+
+    def read_at(self, offset: int, size: int) -> bytes | None:
+        try:
+            data = os.pread(self._fd, size, offset)
+        except OSError:
+            return None
+        return data if len(data) == size else None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+
+
+class StagedLayerFile:
+    """A layer file being filled (a :class:`remote.chunkstore.LayerStaging`): a locked temporary
+    file beside its final name, renamed into place read-only by ``commit``."""
+
+    def __init__(self, fd: int, tmp: Path, final: Path, cache_lock: Path):
+        self._fd = fd
+        self._tmp = tmp
+        self._final = final
+        self._cache_lock = cache_lock
+
+    def write_at(self, offset: int, data: bytes | bytearray) -> None:
+        view = memoryview(data)
+        done = 0
+        while done < len(view):  # small writes: see core.fsutil.WRITE_MAX
+            done += os.pwrite(self._fd, view[done:done + WRITE_MAX], offset + done)
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        return os.pread(self._fd, size, offset)
+
+    def commit(self) -> None:
+        try:
+            os.fchmod(self._fd, 0o444)
+            with flocked(self._cache_lock, shared=True):
+                os.replace(self._tmp, self._final)
+        except OSError:
+            self.discard()  # a cache that cannot write must not fail a read
+        else:
+            self._close()
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self._tmp)
+        self._close()
+
+    def _close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self._fd)  # (releases the lock)
+
+
+def _mark_used(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.utime(path)
 
 
 def _mtime(path: Path) -> float:

@@ -43,7 +43,7 @@ def disk_use(root: Path) -> int:
 
 def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int | None = None) -> CachePrune:
     """Remove snapshots (and chunks of lazy reads) not used for ``older_than`` seconds, then
-    chunks oldest first and then the least recently used snapshots until the cache takes at
+    chunks least recently read first and then the least recently used snapshots until the cache takes at
     most ``max_size`` bytes; blobs no snapshot links go with them. Waits for builds in progress
     and chunk writes (they hold the cache lock shared)."""
     done = CachePrune()
@@ -71,6 +71,7 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
                 done.blobs += _collect(cache, snapshots)
         for stale in cache.snapshots.glob(".tmp-*"):  # builds killed before their rename
             remove_tree(stale)
+        chunks.remove_orphans()  # chunk and layer files of lazy readers killed mid-write
         done.size = disk_use(cache.root)
         done.freed = before - done.size
     return done

@@ -1,15 +1,43 @@
-"""Where verified chunks outlive one open file: a store keyed by the chunk's SHA-256.
+"""Where verified chunks outlive one open file: a store keyed by the chunk's SHA-256, and whole
+layers kept as one file each.
 
 A protocol only: the model cache (``ocibridge.cache.chunks``, a layer above) implements it and
 ``api.lazy_ops`` wires it in, so this layer never imports the cache. A reader hands the store a
 chunk only after checking it against the chunk table, and checks what the store gives back the
 same way before using it: a store that lost or damaged a chunk costs a fetch, never a wrong
 byte.
+
+Two shapes, because they cost differently: chunks read here and there are kept one file per
+chunk (shared between layers and models), while a layer read whole from its first byte is kept
+as one file (writing 1,024 small files cost more than the whole read of a GiB: docs/lazy.md).
 """
 
 from __future__ import annotations
 
 from typing import Protocol
+
+
+class StoredLayer(Protocol):
+    """Every chunk of one layer, at its offset, in one piece of storage (read-only)."""
+
+    def read_at(self, offset: int, size: int) -> bytes | None:
+        """``size`` bytes from ``offset``, or None if they cannot be read (the caller verifies)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LayerStaging(Protocol):
+    """A whole-layer file being filled, chunk by verified chunk, in any order; it becomes a
+    :class:`StoredLayer` only by ``commit`` once every chunk is in (else ``discard``)."""
+
+    def write_at(self, offset: int, data: bytes | bytearray) -> None: ...
+
+    def read_at(self, offset: int, size: int) -> bytes: ...
+
+    def commit(self) -> None: ...
+
+    def discard(self) -> None: ...
 
 
 class ChunkStore(Protocol):
@@ -28,4 +56,16 @@ class ChunkStore(Protocol):
 
     def drop(self, sha256_hex: str) -> None:
         """Forget a chunk whose stored bytes did not match its digest."""
+        ...
+
+    def open_layer(self, key: str) -> StoredLayer | None:
+        """The whole layer named ``key`` (``LayerChunks.content_key``), or None if not kept."""
+        ...
+
+    def stage_layer(self, key: str) -> LayerStaging | None:
+        """A new whole-layer file to fill, or None if the store cannot write one now."""
+        ...
+
+    def drop_layer(self, key: str) -> None:
+        """Forget a whole layer one of whose chunks did not match its digest."""
         ...

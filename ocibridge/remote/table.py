@@ -51,6 +51,16 @@ class LayerChunks:
     def as_dict(self) -> dict[str, object]:
         return {"digest": self.digest, "size": self.size, "chunks": list(self.chunks)}
 
+    def content_key(self, chunk_size: int) -> str:
+        """Hex SHA-256 naming the bytes these chunks make up: of ``"<chunkSize>\\n"`` and then
+        each chunk digest and ``"\\n"``. Not the layer digest: nobody hashed the whole blob, and a
+        key taken from an untrusted table must never name bytes some other reader trusts by
+        layer digest (a pull's cache does)."""
+        h = hashlib.sha256(f"{chunk_size}\n".encode())
+        for chunk in self.chunks:
+            h.update(chunk.encode() + b"\n")
+        return h.hexdigest()
+
 
 @dataclass(frozen=True)
 class ChunkTable:
