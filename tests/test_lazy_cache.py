@@ -281,3 +281,61 @@ def test_prune_goes_by_last_read_and_removes_orphans_of_killed_writers(chunked, 
         assert not orphan.exists() and Path(live).exists()
     finally:
         os.close(live_fd)
+
+
+@pytest.fixture(scope="module")
+def unchunked(registry, tmp_path_factory):
+    """A 20 MiB file pushed without a chunk table: (repo, its bytes)."""
+    from ocibridge.api.model_ops import push
+
+    src = tmp_path_factory.mktemp("plain") / "model"
+    src.mkdir()
+    data = os.urandom(20 * MiB + 123)
+    (src / "weights.bin").write_bytes(data)
+    repo = new_repo()
+    push(str(src), f"{registry.host}/{repo}:v1")
+    return repo, data
+
+
+def _cached_blob(digest: str) -> Path:
+    return model_cache_root() / "blobs" / "sha256" / digest.split(":", 1)[1]
+
+
+@pytest.mark.parametrize("kind", ["chunked", "unchunked"])
+def test_a_model_already_in_the_model_cache_is_read_from_there(kind, request, fault_proxy):
+    """After ``ocibridge path`` the blobs are local: lazy reads move no byte of them, with a chunk
+    table (each chunk checked against it) or without (the copy hashed against the layer digest)."""
+    import ocibridge
+
+    repo, data = request.getfixturevalue(kind)
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    ocibridge.path(ref)
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+    moved = _layer_bytes(fault_proxy, digest)
+    assert moved == len(data)  # the path's own fetch
+    got, _ = _read(ref, 5 * MiB + 3, 9 * MiB)
+    assert got == data[5 * MiB + 3:9 * MiB]
+    assert _layer_bytes(fault_proxy, digest) == moved
+
+
+@pytest.mark.parametrize("kind", ["chunked", "unchunked"])
+def test_a_damaged_blob_in_the_model_cache_is_never_served(kind, request, fault_proxy):
+    import ocibridge
+
+    repo, data = request.getfixturevalue(kind)
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    ocibridge.path(ref)
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+    blob = _cached_blob(digest)
+    os.chmod(blob, 0o644)
+    with blob.open("r+b") as f:
+        f.seek(5 * MiB + 10)
+        f.write(b"\x00\xff" * 8)
+    moved = _layer_bytes(fault_proxy, digest)
+    got, _ = _read(ref, 5 * MiB, 6 * MiB)
+    assert got == data[5 * MiB:6 * MiB]
+    # with a table, the one damaged chunk comes from the registry; without, the whole blob
+    assert _layer_bytes(fault_proxy, digest) - moved == (MiB if kind == "chunked" else len(data))
+    assert blob.exists()  # the model cache's own file: not the lazy reader's to remove

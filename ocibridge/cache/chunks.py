@@ -82,6 +82,15 @@ class CacheChunks:
         _mark_used(path)
         return LayerFile(fd)
 
+    def open_blob(self, digest: str) -> LayerFile | None:
+        algorithm, _, hexpart = digest.partition(":")
+        if algorithm != "sha256" or not _HEX.match(hexpart):
+            return None
+        try:
+            return LayerFile(os.open(self.root / "blobs" / "sha256" / hexpart, os.O_RDONLY))
+        except OSError:
+            return None
+
     def stage_layer(self, key: str) -> StagedLayerFile | None:
         try:
             self.layers.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import tempfile
 import threading
 from collections import OrderedDict
@@ -88,11 +89,12 @@ class VerifiedBlob:
         self._cached = max(1, cached)
         self._cache: OrderedDict[int, Chunk] = OrderedDict()
         self._lock = threading.RLock()  # a fetch done before its callback is added calls back under it
-        self._spool: IO[bytes] | None = None
+        self._spool: StoredLayer | None = None  # the whole blob, verified by its digest (no table)
         self._workers: ThreadPoolExecutor | None = None
         self._writer: ThreadPoolExecutor | None = None  # writes to the chunk store
         self._layer_key = chunks.content_key(chunk_size) if chunks is not None and store is not None else None
         self._layer: StoredLayer | None = None  # the whole layer, kept by the store
+        self._layer_is_blob = False  # (the store's copy named by the layer digest: not ours to drop)
         self._layer_looked = False
         self._whole_run = True  # every read so far continues one run from chunk 0
         self._staging: LayerStaging | None = None  # (the writer thread's alone)
@@ -211,10 +213,15 @@ class VerifiedBlob:
         return {i for i in indexes if self.store.has(self.chunks.chunks[i])}
 
     def _whole_layer(self) -> StoredLayer | None:
-        """The store's whole-layer file of this blob, looked for once (lock held)."""
+        """The store's whole copy of this layer, looked for once (lock held): a layer file of
+        lazy reads, else the blob a pull into the model cache left (its chunks are checked
+        against the table all the same)."""
         if not self._layer_looked and self.store is not None and self._layer_key is not None:
             self._layer_looked = True
             self._layer = self.store.open_layer(self._layer_key)
+            if self._layer is None:
+                self._layer = self.store.open_blob(self.layer.digest)
+                self._layer_is_blob = self._layer is not None
         return self._layer
 
     def _done(self, span: range, future: Future[dict[int, Chunk]]) -> None:
@@ -259,6 +266,8 @@ class VerifiedBlob:
             if self._layer is not layer:
                 return  # dropped already by another span
             self._layer = None
+            if self._layer_is_blob:
+                return  # the model cache's blob: left to it (snapshots link it), no longer used here
         self.store.drop_layer(self._layer_key)
 
     def _fetch_span(self, span: range) -> dict[int, Chunk]:
@@ -383,11 +392,34 @@ class VerifiedBlob:
             if self._spool is None:
                 if self._on_fallback is not None:
                     self._on_fallback()
-                self._spool = self._download()
-            self._spool.seek(start)
-            return self._spool.read(end - start)
+                self._spool = self._stored_whole() or self._download()
+            data = self._spool.read_at(start, end - start)
+        if data is None:
+            raise OcibridgeError(f"{self.layer.digest}: the verified copy of the blob could not be read")
+        return data
 
-    def _download(self) -> IO[bytes]:
+    def _stored_whole(self) -> StoredLayer | None:
+        """The store's copy of the blob under its layer digest (a pull into the model cache),
+        used only if it hashes to that digest now: the chunks of no table vouch for it."""
+        if self.store is None:
+            return None
+        copy = self.store.open_blob(self.layer.digest)
+        if copy is None:
+            return None
+        digest = hashlib.sha256()
+        at = 0
+        while at < self.size:
+            piece = copy.read_at(at, min(_SPOOL_PIECE, self.size - at))
+            if not piece:
+                break
+            digest.update(piece)
+            at += len(piece)
+        if at == self.size and not copy.read_at(at, 1) and "sha256:" + digest.hexdigest() == self.layer.digest:
+            return copy
+        copy.close()
+        return None
+
+    def _download(self) -> StoredLayer:
         spool = tempfile.TemporaryFile(prefix="ocibridge-lazy-")  # noqa: SIM115  # kept open: the reads serve from it
         try:
             with self.source.open_blob(self.layer) as reader:  # verifies digest and size at its end
@@ -397,10 +429,11 @@ class VerifiedBlob:
                         break
                     spool.write(piece)
                     self.bytes_fetched += len(piece)
+            spool.flush()
         except BaseException:
             spool.close()
             raise
-        return spool
+        return _Spool(spool)
 
     def close(self) -> None:
         with self._lock:
@@ -421,3 +454,16 @@ class VerifiedBlob:
                 self._layer = None
             self._layer_looked = False
             self._cache.clear()
+
+
+class _Spool:
+    """The whole blob downloaded into a temporary file (a :class:`StoredLayer`)."""
+
+    def __init__(self, file: IO[bytes]):
+        self._file = file
+
+    def read_at(self, offset: int, size: int) -> bytes | None:
+        return os.pread(self._file.fileno(), size, offset)
+
+    def close(self) -> None:
+        self._file.close()

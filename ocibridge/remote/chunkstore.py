@@ -66,6 +66,11 @@ class ChunkStore(Protocol):
         """A new whole-layer file to fill, or None if the store cannot write one now."""
         ...
 
+    def open_blob(self, digest: str) -> StoredLayer | None:
+        """A whole blob the store holds under its own digest, or None (a pull into the model
+        cache leaves them; the reader checks what it reads, by chunk or by the whole digest)."""
+        ...
+
     def drop_layer(self, key: str) -> None:
         """Forget a whole layer one of whose chunks did not match its digest."""
         ...
