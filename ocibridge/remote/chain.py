@@ -77,7 +77,8 @@ def find_chain(store: ReadableStore, subject: Descriptor, manifest: Manifest, *,
         try:
             return Chain(read_table_blob(store, bound), f"chunk table {bound.digest} bound by the manifest")
         except NotFound:
-            return Chain(None, f"the chunk table {bound.digest} the manifest names is not in the registry")
+            return Chain(None, f"the chunk table {bound.digest} the manifest names is not in the registry "
+                               "(a copy without its referrers leaves it behind: copy with --referrers)")
     try:
         found = store.referrers(subject, ARTIFACT_TYPE)
     except OcibridgeError as e:
