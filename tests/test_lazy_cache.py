@@ -89,13 +89,13 @@ def test_a_tampered_chunk_is_never_stored(chunked, fault_proxy):
 def test_a_damaged_stored_chunk_is_fetched_again_and_replaced(chunked, fault_proxy):
     repo, data = chunked
     ref = f"{fault_proxy.host}/{repo}:v1"
-    _, digest = _read(ref, 0, 10)
+    _, digest = _read(ref, 3 * MiB, 3 * MiB + 10)
     stored = CacheChunks(model_cache_root())
     (path,) = stored.files()
     os.chmod(path, 0o644)
     path.write_bytes(b"\0" * MiB)  # the same size, other bytes
-    got, _ = _read(ref, 0, 10)
-    assert got == data[:10]
+    got, _ = _read(ref, 3 * MiB, 3 * MiB + 10)
+    assert got == data[3 * MiB:3 * MiB + 10]
     assert _layer_bytes(fault_proxy, digest) == 2 * DEFAULT_CHUNK_SIZE
     assert hashlib.sha256(path.read_bytes()).hexdigest() == path.name
 
@@ -106,28 +106,39 @@ def test_concurrent_readers_share_the_cache(chunked, registry):
     results: list[bytes] = []
     errors: list[BaseException] = []
 
-    def reader() -> None:
+    def reader(start: int, end: int) -> None:
         try:
-            results.append(_read(ref, 0, 8 * MiB)[0])
+            results.append(_read(ref, start, end)[0])
         except BaseException as e:  # pragma: no cover - reported below
             errors.append(e)
 
-    threads = [threading.Thread(target=reader) for _ in range(4)]
+    # chunk files: four readers of chunks 1-8
+    threads = [threading.Thread(target=reader, args=(MiB, 9 * MiB)) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not errors and results == [data[:8 * MiB]] * 4
+    assert not errors and results == [data[MiB:9 * MiB]] * 4
     stored = CacheChunks(model_cache_root())
     files = stored.files()
     assert len(files) == 8
     assert all(hashlib.sha256(p.read_bytes()).hexdigest() == p.name for p in files)
     assert not [p for p in stored.dir.iterdir() if p not in files]  # no temporary file left
+    # layer files: four readers of the whole file, each staging its own, one kept
+    results.clear()
+    threads = [threading.Thread(target=reader, args=(0, len(data))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and results == [data] * 4
+    (layer,) = _files("layers")  # (no temporary file left either)
+    assert layer.read_bytes() == data
 
 
 def test_prune_removes_chunks_first(chunked, registry):
     repo, _ = chunked
-    _read(f"{registry.host}/{repo}:v1", 0, 4 * MiB)
+    _read(f"{registry.host}/{repo}:v1", MiB, 5 * MiB)
     cache = ModelCache(model_cache_root())
     assert len(CacheChunks(cache.root).files()) == 4
     done = prune(cache, max_size=2 * MiB + 512 * 1024)
@@ -197,36 +208,46 @@ def test_a_whole_read_from_the_first_byte_is_kept_as_one_layer_file(chunked, fau
     assert _layer_bytes(fault_proxy, digest) == moved
 
 
-def test_a_run_that_breaks_off_keeps_what_it_read_as_chunk_files(chunked, fault_proxy):
-    """Chunk files at once, while the file is still open (another process sees them), not only
-    when it is closed."""
+def test_a_run_that_breaks_off_keeps_its_prefix_as_a_layer_file(chunked, fault_proxy):
+    """Chunks 0-2 read in order, then a seek: 0-2 become a layer file of three chunks at once,
+    while the file is still open (another process sees them), and the chunk after the seek a
+    chunk file; reads of either move nothing more."""
     repo, data = chunked
     ref = f"{fault_proxy.host}/{repo}:v1"
-    chunk = {hashlib.sha256(data[i * MiB:(i + 1) * MiB]).hexdigest() for i in (0, 1, 2, 10)}
+    chunk10 = hashlib.sha256(data[10 * MiB:11 * MiB]).hexdigest()
     with open_model(ref, warn=None) as model:
         blob = model.open("weights.bin")
-        assert blob.read(0, 3 * MiB) == data[:3 * MiB]  # chunks 0-2: staged for a whole-layer file
+        assert blob.read(0, 3 * MiB) == data[:3 * MiB]  # chunks 0-2: staged for a layer file
         assert blob.read(10 * MiB, 10 * MiB + 1) == data[10 * MiB:10 * MiB + 1]  # a seek: the run is over
         digest = blob.layer.digest
         deadline = time.monotonic() + 10
-        while {p.name for p in _files("sha256")} != chunk and time.monotonic() < deadline:
+        while not _files("layers") and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert {p.name for p in _files("sha256")} == chunk
-    assert _files("layers") == []  # (nor any temporary file of one)
-    assert {p.name for p in _files("sha256")} == chunk
+        (layer,) = _files("layers")
+        assert layer.read_bytes() == data[:3 * MiB] and layer.name == _layer_key(ref)
+    assert [p.name for p in _files("sha256")] == [chunk10]
+    assert [p.name for p in _files("layers")] == [layer.name]  # no temporary file left
     moved = _layer_bytes(fault_proxy, digest)
-    again, _ = _read(ref, 0, 3 * MiB)
-    assert again == data[:3 * MiB] and _layer_bytes(fault_proxy, digest) == moved
+    again, _ = _read_pieces(ref, [(MiB + 5, 3 * MiB), (10 * MiB, 11 * MiB)])
+    assert again == [data[MiB + 5:3 * MiB], data[10 * MiB:11 * MiB]]
+    assert _layer_bytes(fault_proxy, digest) == moved
+    beyond, _ = _read(ref, 2 * MiB, 4 * MiB)  # chunk 2 from the prefix, chunk 3 fetched
+    assert beyond == data[2 * MiB:4 * MiB] and _layer_bytes(fault_proxy, digest) == moved + MiB
 
 
-def test_a_run_from_the_first_byte_that_stops_short_keeps_chunk_files(chunked, fault_proxy):
+def test_a_run_from_the_first_byte_that_stops_short_is_a_prefix_then_completed(chunked, fault_proxy):
     repo, data = chunked
     ref = f"{fault_proxy.host}/{repo}:v1"
-    got, _ = _read_pieces(ref, [(0, 2 * MiB), (2 * MiB, 5 * MiB)])
+    got, digest = _read_pieces(ref, [(0, 2 * MiB), (2 * MiB, 5 * MiB)])
     assert b"".join(got) == data[:5 * MiB]
-    assert _files("layers") == []
-    assert {p.name for p in _files("sha256")} == {hashlib.sha256(data[i * MiB:(i + 1) * MiB]).hexdigest()
-                                                  for i in range(5)}
+    assert _files("sha256") == []
+    (layer,) = _files("layers")
+    assert layer.read_bytes() == data[:5 * MiB]
+    # a whole read later: the five chunks from the prefix, the rest fetched, one whole file
+    whole, _ = _read(ref, 0, len(data))
+    assert whole == data and _layer_bytes(fault_proxy, digest) == len(data)
+    (layer,) = _files("layers")
+    assert layer.read_bytes() == data and _files("sha256") == []
 
 
 def test_a_whole_read_uses_the_chunks_already_kept(chunked, fault_proxy):
@@ -339,3 +360,27 @@ def test_a_damaged_blob_in_the_model_cache_is_never_served(kind, request, fault_
     # with a table, the one damaged chunk comes from the registry; without, the whole blob
     assert _layer_bytes(fault_proxy, digest) - moved == (MiB if kind == "chunked" else len(data))
     assert blob.exists()  # the model cache's own file: not the lazy reader's to remove
+
+
+def test_a_layer_file_is_never_replaced_by_a_shorter_one_and_orphans_go_when_staging(tmp_path: Path):
+    from ocibridge.core.fsutil import TEMP_PREFIX
+
+    store = CacheChunks(tmp_path)
+    key = "ab" * 32
+    orphan = store.layers / (TEMP_PREFIX + "killed-reader")
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"x" * 4096)
+    os.utime(orphan, (1_000_000_000.0, 1_000_000_000.0))
+    longer = store.stage_layer(key)
+    assert longer is not None and not orphan.exists()  # swept as a new staging starts
+    longer.write_at(0, b"a" * 100)
+    longer.write_at(100, b"b" * 100)
+    longer.commit()
+    shorter = store.stage_layer(key)
+    assert shorter is not None
+    shorter.write_at(0, b"a" * 100)
+    shorter.commit()
+    stored = store.open_layer(key)
+    assert stored is not None and stored.size() == 200 and stored.read_at(100, 100) == b"b" * 100
+    stored.close()
+    assert sorted(p.name for p in store.layers.iterdir()) == [key]

@@ -1,12 +1,12 @@
 """Verified chunks of lazy reads, kept in the model cache so that a range read twice moves once.
 
     $OCIBRIDGE_CACHE/chunks/sha256/<hex>    one chunk of some layer, named by its SHA-256
-    $OCIBRIDGE_CACHE/chunks/layers/<key>    every chunk of one layer read whole, at its offset
+    $OCIBRIDGE_CACHE/chunks/layers/<key>    a layer's chunks from its first on (all, or up to a gap)
 
 Chunk files are content-addressed, as the chunk tables name them (docs/lazy.md): a chunk shared
-by two layers or two models is stored once. A layer read whole from its first byte is kept as
-one file instead, named by ``LayerChunks.content_key`` (a digest of its chunk digests): one file
-costs what a pull's write costs, 1,024 chunk files cost more than the read. Every file is
+by two layers or two models is stored once. A layer read from its first byte on is kept as one
+file instead (``remote.keeper``), named by ``LayerChunks.content_key`` (a digest of its chunk
+digests): one file costs what a pull's write costs, 1,024 chunk files cost more than the read. Every file is
 written beside its final name (locked while written, so ``prune`` can tell an orphan of a
 killed writer) and renamed into place read-only, so a reader sees a whole file or none; the
 renames hold the cache lock shared, so ``prune`` (exclusive) never removes one mid-write.
@@ -94,6 +94,7 @@ class CacheChunks:
     def stage_layer(self, key: str) -> StagedLayerFile | None:
         try:
             self.layers.mkdir(parents=True, exist_ok=True)
+            remove_stale(self.layers)  # a reader killed mid-run left its (layer-sized) file
             fd, tmp = locked_tempfile(self.layers)
         except OSError:
             return None
@@ -136,6 +137,9 @@ class LayerFile:
             return None
         return data if len(data) == size else None
 
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
     def close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self._fd)
@@ -160,10 +164,15 @@ class StagedLayerFile:
     def read_at(self, offset: int, size: int) -> bytes:
         return os.pread(self._fd, size, offset)
 
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+
     def commit(self) -> None:
         try:
             os.fchmod(self._fd, 0o444)
             with flocked(self._cache_lock, shared=True):
+                if _size(self._final) >= os.fstat(self._fd).st_size:
+                    raise FileExistsError(self._final)  # another reader's is as long: keep it
                 os.replace(self._tmp, self._final)
         except OSError:
             self.discard()  # a cache that cannot write must not fail a read
@@ -178,6 +187,13 @@ class StagedLayerFile:
     def _close(self) -> None:
         with contextlib.suppress(OSError):
             os.close(self._fd)  # (releases the lock)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
 
 
 def _mark_used(path: Path) -> None:

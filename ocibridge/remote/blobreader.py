@@ -20,7 +20,8 @@ from typing import IO, Protocol
 
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.chunkstore import ChunkStore, LayerStaging, StoredLayer
+from ocibridge.remote.chunkstore import ChunkStore, StoredLayer
+from ocibridge.remote.keeper import Chunk, ChunkKeeper
 from ocibridge.remote.table import LayerChunks
 from ocibridge.stores.base import ReadableStore
 from ocibridge.stores.ranged import RangedBlobSource
@@ -38,13 +39,6 @@ READ_AHEAD_MIN = 4
 #: of four times the read, up to this many chunks (half the cache: what is read ahead stays
 #: until used)
 READ_AHEAD_MAX = CACHED_CHUNKS // 2
-#: verified chunks waiting to be written to the chunk store (writes lag the reads by at most this);
-#: one thread writes them (four were no faster than one on a whole 1 GiB read, load 5-7), and
-#: only it touches the staged whole-layer file
-STORE_BACKLOG = 32
-
-#: a verified chunk; a bytearray as received (never changed after), to save a copy
-Chunk = bytes | bytearray
 _SPOOL_PIECE = 1024 * 1024
 
 
@@ -71,10 +65,9 @@ class RangeOutside(OcibridgeError):
 class VerifiedBlob:
     """Reads of one layer blob; thread-safe.
 
-    With a chunk store, verified chunks are kept there: one file per chunk, or, while every read
-    so far continues one run from the blob's first byte, one whole-layer file that is committed
-    when its last chunk is in. A run that breaks off (a seek elsewhere, or ``close`` before the
-    end) hands what it staged to the chunk files, so nothing read is lost to the cache."""
+    With a chunk store and a table, verified chunks are kept there and read back from there
+    (``remote.keeper``); with a store and no table, a blob it holds whole is used if it hashes
+    to the layer digest."""
 
     def __init__(self, source: LazySource, layer: Descriptor, chunks: LayerChunks | None,
                  chunk_size: int, *, on_fallback: Callable[[], None] | None = None,
@@ -91,15 +84,7 @@ class VerifiedBlob:
         self._lock = threading.RLock()  # a fetch done before its callback is added calls back under it
         self._spool: StoredLayer | None = None  # the whole blob, verified by its digest (no table)
         self._workers: ThreadPoolExecutor | None = None
-        self._writer: ThreadPoolExecutor | None = None  # writes to the chunk store
-        self._layer_key = chunks.content_key(chunk_size) if chunks is not None and store is not None else None
-        self._layer: StoredLayer | None = None  # the whole layer, kept by the store
-        self._layer_is_blob = False  # (the store's copy named by the layer digest: not ours to drop)
-        self._layer_looked = False
-        self._whole_run = True  # every read so far continues one run from chunk 0
-        self._staging: LayerStaging | None = None  # (the writer thread's alone)
-        self._staged: set[int] = set()
-        self._backlog = threading.BoundedSemaphore(STORE_BACKLOG)
+        self._keeper = ChunkKeeper(store, layer, chunks, chunk_size) if store is not None and chunks else None
         self._pending: dict[int, Future[dict[int, Chunk]]] = {}
         self._next = -2  # the chunk after the last read: a read starting there is sequential
         self._run = 0  # chunks read by the current run of sequential reads
@@ -165,8 +150,8 @@ class VerifiedBlob:
             self._run += wanted.stop - self._next
         else:
             self._run = 0  # a first read, however long, reads nothing more
-        if self._whole_run and not continues and not (self._next == -2 and wanted.start == 0):
-            self._end_whole_run()
+        if self._keeper is not None:
+            self._keeper.note_read(wanted.start, continues, opening=self._next == -2)
         self._next = wanted.stop
         if self._run < READ_AHEAD_MIN:
             return
@@ -176,11 +161,6 @@ class VerifiedBlob:
         start, stop = max(self._ahead_to, wanted.stop), min(wanted.stop + depth, self._count)
         self._ahead_to = stop
         self._submit([i for i in range(start, stop) if i not in self._cache and i not in self._pending])
-
-    def _extent(self, index: int) -> tuple[int, int]:
-        """Offset and length of chunk ``index`` in the blob."""
-        at = index * self.chunk_size
-        return at, min(at + self.chunk_size, self.size) - at
 
     @property
     def _count(self) -> int:
@@ -206,23 +186,9 @@ class VerifiedBlob:
         return started
 
     def _stored(self, indexes: list[int]) -> set[int]:
-        if self.store is None or self.chunks is None:
+        if self._keeper is None:
             return set()
-        if self._whole_layer() is not None:
-            return set(indexes)
-        return {i for i in indexes if self.store.has(self.chunks.chunks[i])}
-
-    def _whole_layer(self) -> StoredLayer | None:
-        """The store's whole copy of this layer, looked for once (lock held): a layer file of
-        lazy reads, else the blob a pull into the model cache left (its chunks are checked
-        against the table all the same)."""
-        if not self._layer_looked and self.store is not None and self._layer_key is not None:
-            self._layer_looked = True
-            self._layer = self.store.open_layer(self._layer_key)
-            if self._layer is None:
-                self._layer = self.store.open_blob(self.layer.digest)
-                self._layer_is_blob = self._layer is not None
-        return self._layer
+        return {i for i in indexes if self._keeper.has(i)}
 
     def _done(self, span: range, future: Future[dict[int, Chunk]]) -> None:
         with self._lock:
@@ -240,35 +206,15 @@ class VerifiedBlob:
     def _load_span(self, span: range) -> dict[int, Chunk]:
         """Chunks from the store, each checked against the table as if it had just arrived;
         one missing or damaged is fetched from the source instead."""
-        assert self.chunks is not None and self.store is not None
+        assert self._keeper is not None
         out: dict[int, Chunk] = {}
         for index in span:
-            expected = self.chunks.chunks[index]
-            with self._lock:
-                layer = self._layer
-            data = layer.read_at(*self._extent(index)) if layer is not None else self.store.get(expected)
-            if data is None or hashlib.sha256(data).hexdigest() != expected:
-                if layer is not None:
-                    self._drop_whole_layer(layer)
-                elif data is not None:
-                    self.store.drop(expected)
+            data = self._keeper.load(index)
+            if data is None:
                 out.update(self._fetch_span(range(index, index + 1)))
             else:
                 out[index] = data
-                if layer is None:
-                    self._store_later(index, data, fetched=False)  # for a whole-layer file being staged
         return out
-
-    def _drop_whole_layer(self, layer: StoredLayer) -> None:
-        """A chunk of the whole-layer file did not match: the file goes, the rest is fetched."""
-        assert self.store is not None and self._layer_key is not None
-        with self._lock:
-            if self._layer is not layer:
-                return  # dropped already by another span
-            self._layer = None
-            if self._layer_is_blob:
-                return  # the model cache's blob: left to it (snapshots link it), no longer used here
-        self.store.drop_layer(self._layer_key)
 
     def _fetch_span(self, span: range) -> dict[int, Chunk]:
         """Consecutive chunks in one Range request, each checked as soon as it has arrived."""
@@ -296,95 +242,11 @@ class VerifiedBlob:
                         f"{self.source.describe()}: chunk {index} of {self.layer.digest} (bytes {at}-{at + want}) "
                         "does not match its digest in the chunk table: refusing the range")
                 out[index] = buffer
-                if self.store is not None:  # only now: verified
-                    self._store_later(index, buffer, fetched=True)
+                if self._keeper is not None:  # only now: verified
+                    self._keeper.keep(index, buffer, fetched=True)
         finally:
             reader.close()
         return out
-
-    def _store_later(self, index: int, data: Chunk, *, fetched: bool) -> None:
-        """Hand a verified chunk to the writer thread, so that fetching goes on while it is
-        written (a backlog of STORE_BACKLOG chunks at most: then this waits). ``fetched``: it
-        came from the source (else from the chunk files, where it is already)."""
-        if self.store is None:
-            return
-        with self._lock:
-            if not fetched and not self._whole_run:
-                return
-        self._backlog.acquire()
-        try:
-            self._on_writer(functools.partial(self._keep, index, data, fetched))
-        except BaseException:
-            self._backlog.release()
-            raise
-
-    def _on_writer(self, work: Callable[[], None]) -> None:
-        with self._lock:
-            if self._writer is None:
-                self._writer = ThreadPoolExecutor(1, thread_name_prefix="chunk-store")
-            self._writer.submit(work)
-
-    def _keep(self, index: int, data: Chunk, fetched: bool) -> None:
-        """(writer thread) Into the whole-layer file while the run from chunk 0 holds, else
-        into a chunk file."""
-        assert self.store is not None and self.chunks is not None
-        try:
-            staging = self._staging_now()
-            if staging is not None:
-                try:
-                    staging.write_at(index * self.chunk_size, data)
-                except OSError:
-                    self._unstage()  # what is staged goes to chunk files; this one too, below
-                else:
-                    self._staged.add(index)
-                    if len(self._staged) == self._count:
-                        self._staging = None
-                        staging.commit()
-                        with self._lock:
-                            self._layer_looked = False  # reads from now on may use it
-                    return
-            if fetched:
-                self.store.put(self.chunks.chunks[index], data)
-        finally:
-            self._backlog.release()
-
-    def _staging_now(self) -> LayerStaging | None:
-        """(writer thread) The whole-layer file to write into, made on the run's first chunk."""
-        assert self.store is not None and self._layer_key is not None
-        with self._lock:
-            whole = self._whole_run and self._layer is None
-        if not whole:
-            return None
-        if self._staging is None:
-            self._staging = self.store.stage_layer(self._layer_key)
-            if self._staging is None:
-                with self._lock:
-                    self._whole_run = False
-        return self._staging
-
-    def _end_whole_run(self) -> None:
-        """Reads stopped being one run from chunk 0 (lock held): chunks go to chunk files from
-        now on, and those staged so far follow them on the writer thread."""
-        self._whole_run = False
-        if self._writer is not None:
-            self._writer.submit(self._unstage)
-
-    def _unstage(self) -> None:
-        """(writer thread) Copy the chunks staged so far to chunk files; drop the staged file."""
-        staging, self._staging = self._staging, None
-        staged, self._staged = sorted(self._staged), set()
-        with self._lock:
-            self._whole_run = False
-        if staging is None:
-            return
-        assert self.store is not None and self.chunks is not None
-        try:
-            for index in staged:
-                self.store.put(self.chunks.chunks[index], staging.read_at(*self._extent(index)))
-        except OSError:
-            pass  # a cache that cannot write must not fail a read
-        finally:
-            staging.discard()
 
     # -- the whole blob, once --------------------------------------------------------------
     def _from_spool(self, start: int, end: int) -> bytes:
@@ -440,19 +302,12 @@ class VerifiedBlob:
             pool, self._workers = self._workers, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-        with self._lock:
-            writer, self._writer = self._writer, None
-        if writer is not None:  # every verified chunk fetched is in the store when close returns
-            writer.submit(self._unstage)  # a run from chunk 0 that stopped short of the end
-            writer.shutdown(wait=True)
+        if self._keeper is not None:  # every verified chunk fetched is in the store when close returns
+            self._keeper.close()
         with self._lock:
             if self._spool is not None:
                 self._spool.close()
                 self._spool = None
-            if self._layer is not None:
-                self._layer.close()
-                self._layer = None
-            self._layer_looked = False
             self._cache.clear()
 
 
@@ -464,6 +319,9 @@ class _Spool:
 
     def read_at(self, offset: int, size: int) -> bytes | None:
         return os.pread(self._file.fileno(), size, offset)
+
+    def size(self) -> int:
+        return os.fstat(self._file.fileno()).st_size
 
     def close(self) -> None:
         self._file.close()

@@ -8,8 +8,9 @@ same way before using it: a store that lost or damaged a chunk costs a fetch, ne
 byte.
 
 Two shapes, because they cost differently: chunks read here and there are kept one file per
-chunk (shared between layers and models), while a layer read whole from its first byte is kept
-as one file (writing 1,024 small files cost more than the whole read of a GiB: docs/lazy.md).
+chunk (shared between layers and models), while a layer read from its first byte on is kept as
+one file (writing 1,024 small files cost more than the whole read of a GiB: docs/lazy.md);
+``remote.keeper`` decides which.
 """
 
 from __future__ import annotations
@@ -24,16 +25,23 @@ class StoredLayer(Protocol):
         """``size`` bytes from ``offset``, or None if they cannot be read (the caller verifies)."""
         ...
 
+    def size(self) -> int:
+        """Bytes held, from the layer's first: a layer file may hold a prefix of its chunks."""
+        ...
+
     def close(self) -> None: ...
 
 
 class LayerStaging(Protocol):
-    """A whole-layer file being filled, chunk by verified chunk, in any order; it becomes a
-    :class:`StoredLayer` only by ``commit`` once every chunk is in (else ``discard``)."""
+    """A layer file being filled, chunk by verified chunk, in any order; ``commit`` makes it a
+    :class:`StoredLayer` (whole, or cut by ``truncate`` to the chunks from the first up to the
+    first gap), ``discard`` throws it away. A commit never replaces a longer file."""
 
     def write_at(self, offset: int, data: bytes | bytearray) -> None: ...
 
     def read_at(self, offset: int, size: int) -> bytes: ...
+
+    def truncate(self, size: int) -> None: ...
 
     def commit(self) -> None: ...
 
@@ -59,11 +67,11 @@ class ChunkStore(Protocol):
         ...
 
     def open_layer(self, key: str) -> StoredLayer | None:
-        """The whole layer named ``key`` (``LayerChunks.content_key``), or None if not kept."""
+        """The layer file named ``key`` (``LayerChunks.content_key``), or None if not kept."""
         ...
 
     def stage_layer(self, key: str) -> LayerStaging | None:
-        """A new whole-layer file to fill, or None if the store cannot write one now."""
+        """A new layer file to fill, or None if the store cannot write one now."""
         ...
 
     def open_blob(self, digest: str) -> StoredLayer | None:
@@ -72,5 +80,5 @@ class ChunkStore(Protocol):
         ...
 
     def drop_layer(self, key: str) -> None:
-        """Forget a whole layer one of whose chunks did not match its digest."""
+        """Forget a layer file one of whose chunks did not match its digest."""
         ...
