@@ -384,3 +384,31 @@ def test_a_layer_file_is_never_replaced_by_a_shorter_one_and_orphans_go_when_sta
     assert stored is not None and stored.size() == 200 and stored.read_at(100, 100) == b"b" * 100
     stored.close()
     assert sorted(p.name for p in store.layers.iterdir()) == [key]
+
+
+_SCRIPT = """
+import sys, fsspec
+fs = fsspec.filesystem("ocibridge")
+f = fs.open(sys.argv[1] + "/weights.bin", "rb")
+for _ in range(5):
+    assert len(f.read(1024 * 1024)) == 1024 * 1024
+if sys.argv[2] == "interrupt":
+    raise KeyboardInterrupt
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "interrupt"])
+def test_a_script_that_never_closes_its_file_leaves_a_prefix_not_a_dead_temporary(how, chunked, registry):
+    """fsspec keeps models open: a script that reads the start of a file and exits (or is
+    interrupted) must still leave what it read in the cache, as a prefix layer file."""
+    import subprocess
+    import sys
+
+    repo, data = chunked
+    done = subprocess.run([sys.executable, "-c", _SCRIPT, f"{registry.host}/{repo}:v1", how],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == (0 if how == "exit" else -2), done.stderr  # (-SIGINT: as Python dies of ^C)
+    layers = _files("layers")
+    assert [p.name for p in layers] == [_layer_key(f"{registry.host}/{repo}:v1")]  # no temporary file
+    kept = layers[0].read_bytes()
+    assert len(kept) >= 5 * MiB and len(kept) % MiB == 0 and kept == data[:len(kept)]

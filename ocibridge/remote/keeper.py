@@ -15,10 +15,12 @@ blob, which is not ours). The layer file is named by ``LayerChunks.content_key``
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import hashlib
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,6 +35,17 @@ STORE_BACKLOG = 32
 
 #: a verified chunk; a bytearray as received (never changed after), to save a copy
 Chunk = bytes | bytearray
+
+#: keepers not closed yet: at exit their runs end too, so a script that never closes its
+#: files (fsspec keeps them open) leaves a prefix layer file, not a dead temporary one
+_OPEN: weakref.WeakSet[ChunkKeeper] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_keepers() -> None:
+    for keeper in list(_OPEN):
+        with contextlib.suppress(Exception):
+            keeper.close()
 
 
 class ChunkKeeper:
@@ -55,6 +68,7 @@ class ChunkKeeper:
         self._from_start = True  # every read so far continues one run from chunk 0
         self._staging: LayerStaging | None = None  # (the writer thread's alone, as _staged)
         self._staged: set[int] = set()
+        _OPEN.add(self)
 
     # -- reading back ------------------------------------------------------------------------
     def has(self, index: int) -> bool:
@@ -134,7 +148,8 @@ class ChunkKeeper:
             self._from_start = False
             writer = self._writer
         if writer is not None:  # what was staged is committed as a prefix, without waiting
-            writer.submit(self._end_run)
+            with contextlib.suppress(RuntimeError):  # (closing: close ends the run itself)
+                writer.submit(self._end_run)
 
     # -- keeping -----------------------------------------------------------------------------
     def keep(self, index: int, data: Chunk, *, fetched: bool) -> None:
@@ -219,12 +234,15 @@ class ChunkKeeper:
             self._looked = False  # reads from now on see the new file
 
     def close(self) -> None:
-        """Wait for every write; a run still open ends here (its prefix is committed)."""
+        """Wait for every write; a run still open ends here (its prefix is committed). Also
+        called at interpreter exit for keepers nobody closed (an fsspec filesystem keeps its
+        models open), after the writer threads have drained."""
         with self._lock:
             writer, self._writer = self._writer, None
         if writer is not None:
-            writer.submit(self._end_run)
             writer.shutdown(wait=True)
+        self._end_run()  # (the writer is done: this thread is the only one left touching staging)
+        _OPEN.discard(self)
         with self._lock:
             if self._whole is not None:
                 with contextlib.suppress(OSError):
