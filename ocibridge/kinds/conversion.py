@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.kinds.chunks import carry_chunks
 from ocibridge.kinds.families import Identified, by_name, identify
 from ocibridge.kinds.family import Exported, Exports, Reading, WriteOptions, Writes
 from ocibridge.kinds.hf.artifact import hub_artifact, is_hub_reference
@@ -59,14 +60,25 @@ def apply_overrides(view: ModelView, overrides: dict[str, str]) -> None:
 
 
 def convert_artifact(store: Store, reference: str, to: str, options: WriteOptions | None = None,
-                     *, then: str | None = None, shown: str | None = None) -> Conversion:
+                     *, then: str | None = None, shown: str | None = None, chunks: bool = False) -> Conversion:
     """The artifact ``reference`` names in ``store``, as family ``to`` (nothing is written).
     ``then``: the family an exporter writes from that form, whose layer needs apply too;
-    ``shown``: the reference as the user wrote it, for messages."""
+    ``shown``: the reference as the user wrote it, for messages; ``chunks``: carry the chunk
+    table the source binds (kinds/chunks.py; an exported form keeps none)."""
     options = options or WriteOptions()
     found = identify(store, reference, shown=shown)
     reading = found.family.read(store, found.desc, found.data, found.manifest)
-    return convert_reading(found, reading, to, options, then=then)
+    conversion = convert_reading(found, reading, to, options, then=then)
+    if chunks:
+        family = by_name(then) if then is not None else None
+        before = conversion.store.descriptor.digest
+        conversion.store, lost = carry_chunks(store, found.desc.digest, found.manifest, conversion.store,
+                                              keeps_table=family is None,
+                                              family=family.name if family is not None else to)
+        if conversion.store.descriptor.digest != before:  # re-bound: no longer the original bytes
+            conversion.restored = False
+        conversion.losses += lost
+    return conversion
 
 
 def convert_reading(found: Identified, reading: Reading, to: str, options: WriteOptions,
@@ -129,9 +141,9 @@ def convert_staged(store: Store, reference: str, to: str, scratch: Path,
     at ``scratch``, which the caller removes once the copy is done (mirror jobs)."""
     family = by_name(to)
     if not isinstance(family, Exports):
-        conversion = convert_artifact(store, reference, to, options)
+        conversion = convert_artifact(store, reference, to, options, chunks=True)
         return conversion.store, conversion.descriptor, conversion
-    conversion = convert_artifact(store, reference, "modelpack", options, then=to)
+    conversion = convert_artifact(store, reference, "modelpack", options, then=to, chunks=True)
     staging = LayoutStore(scratch, create=True)
     exported = family.export(conversion.store, conversion.descriptor,
                              StoreTarget(staging, TAG, TAG, f"oci:{scratch}:{TAG}"),
@@ -167,16 +179,18 @@ def convert(
         source_store, source_reference = source.store, source.reference
     family = by_name(to)
     if isinstance(family, Exports):  # Ollama, ModelCar: exported from the ModelPack form
-        conversion = convert_artifact(source_store, source_reference, "modelpack", options, then=to, shown=src)
+        conversion = convert_artifact(source_store, source_reference, "modelpack", options, then=to, shown=src,
+                                      chunks=True)
         target = open_store_target(dst, for_write=True, options=registry_options)
         exported = family.export(conversion.store, conversion.descriptor, target,  # undone on failure
                                  concurrency=concurrency, progress=progress)
         _exported_losses(conversion, family.name, exported)
         pinned = f"{dst.split('@', 1)[0]}@{exported.descriptor.digest}"
         return ConvertResult(pinned, conversion, exported.stats)
-    conversion = convert_artifact(source_store, source_reference, to, options, shown=src)
+    conversion = convert_artifact(source_store, source_reference, to, options, shown=src, chunks=True)
     target = open_store_target(dst, for_write=True, options=registry_options)
     stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress,
+                 referrers=conversion.store.chunks is not None,  # the carried chunk table's referrer
                  hooks=CopyHooks(undo_on_failure=True))  # a failed convert leaves a layout as it was
     pinned = f"{target.text.split('@', 1)[0]}@{conversion.descriptor.digest}"
     return ConvertResult(pinned, conversion, stats)

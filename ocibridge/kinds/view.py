@@ -1,6 +1,8 @@
 """A read-only store serving one converted artifact: its new manifest and config from memory,
 every layer from the source store, untouched. The one graph copy moves it like any artifact,
-so blobs the destination holds are skipped and blobs in its registry are mounted."""
+so blobs the destination holds are skipped and blobs in its registry are mounted. A chunk
+table carried from the source (remote/carry.py) is served as the new manifest's one referrer,
+so a copy that takes referrers writes the table blob and the referrer that keeps it."""
 
 from __future__ import annotations
 
@@ -10,15 +12,17 @@ from typing import BinaryIO
 from ocibridge.errors import NotFound
 from ocibridge.kinds.neutral import Written
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.remote.carry import ChunkReferrer
 from ocibridge.stores.base import Store
 
 TAG = "converted"
 
 
 class ConvertedStore:
-    def __init__(self, inner: Store, written: Written):
+    def __init__(self, inner: Store, written: Written, chunks: ChunkReferrer | None = None):
         self.inner = inner
         self.written = written
+        self.chunks = chunks  # the carried chunk table's referrer (subject: this manifest)
         self.descriptor = Descriptor.for_bytes(written.media_type, written.manifest)
         if written.artifact_type:
             self.descriptor.artifactType = written.artifact_type
@@ -31,19 +35,23 @@ class ConvertedStore:
         return f"{self.inner.describe()} (converted)"
 
     def exists(self, desc: Descriptor) -> bool:
-        if desc.digest in (self.descriptor.digest, self.config.digest):
+        if desc.digest in (self.descriptor.digest, self.config.digest) or self._chunk_bytes(desc) is not None:
             return True
         return self.inner.exists(desc)
+
+    def _chunk_bytes(self, desc: Descriptor) -> bytes | None:
+        return self.chunks.bytes_of(desc.digest) if self.chunks is not None else None
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.digest == self.descriptor.digest:
             return self.written.manifest
         if desc.digest == self.config.digest:
             return self.written.config
-        return self.inner.fetch_bytes(desc)
+        held = self._chunk_bytes(desc)
+        return held if held is not None else self.inner.fetch_bytes(desc)
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
-        if desc.digest in (self.descriptor.digest, self.config.digest):
+        if desc.digest in (self.descriptor.digest, self.config.digest) or self._chunk_bytes(desc) is not None:
             return io.BytesIO(self.fetch_bytes(desc))
         return self.inner.open_blob(desc)
 
@@ -53,7 +61,12 @@ class ConvertedStore:
         raise NotFound(f"{self.describe()} has no reference {reference}")
 
     def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return []  # a signature of the source names the source's digest, not this one
+        # a signature of the source names the source's digest, not this one; a carried chunk
+        # table's referrer is made for this manifest
+        chunks = self.chunks
+        if chunks is not None and desc.digest == self.descriptor.digest and chunks.matches(artifact_type):
+            return [chunks.descriptor]
+        return []
 
     def tags(self) -> list[str]:
         return [TAG]

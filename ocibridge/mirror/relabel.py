@@ -4,7 +4,9 @@ Only manifests change: media types (artifactType, config, layers) and annotation
 (``org.<family>.model.*``) move to the other family. Config and layer blobs are the same
 bytes, so a mirror that converts still HEAD-skips and mounts every blob; only manifest
 (and index) digests change. :class:`RelabelStore` does this on the fly as a read-only store,
-so the one graph copy moves converted artifacts without knowing about it.
+so the one graph copy moves converted artifacts without knowing about it. A chunk table the
+original binds keeps every entry (same blobs, raw stays raw) and is bound by the re-labelled
+manifest's annotations as it was; its referrer is made anew for the new digest (remote/carry.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ocibridge.core.graphbound import ENV_MAX_DEPTH, max_depth
 from ocibridge.errors import NotFound, TooLarge
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.remote.carry import ChunkReferrer, bound_source_table, rebind, reduce_table
 from ocibridge.stores.base import Store, is_manifest
 
 
@@ -72,7 +75,9 @@ class RelabelStore:
 
     Manifests that are not ModelPack (or already in ``to``) pass through unchanged, byte for
     byte. Referrers of a converted manifest are not offered: they name the original digest,
-    and a signature over it would not verify against the converted one.
+    and a signature over it would not verify against the converted one. The one exception is
+    made here: the referrer of a chunk table the original binds, checked against that binding
+    (a table served with other bytes fails the conversion) and made for the new digest.
     """
 
     def __init__(self, inner: Store, to: Family):
@@ -81,6 +86,8 @@ class RelabelStore:
         self._lock = threading.Lock()
         self._converted: dict[str, tuple[Descriptor, bytes]] = {}  # new digest → (desc, bytes)
         self._unchanged: set[str] = set()  # manifests checked and served as they are
+        self._chunks: dict[str, ChunkReferrer] = {}  # new manifest digest → its chunk table's referrer
+        self._held: dict[str, bytes] = {}  # blobs of those referrers (the tables, the empty config)
 
     def describe(self) -> str:
         return f"{self.inner.describe()} (as vnd.{self.to.value})"
@@ -105,6 +112,7 @@ class RelabelStore:
                 return desc
         data = self.inner.fetch_bytes(desc)
         node = parse_manifest_bytes(data, desc.mediaType)
+        table = None
         if isinstance(node, Index):
             children = []
             for child in node.manifests:
@@ -117,6 +125,10 @@ class RelabelStore:
         else:
             new_node = relabel_manifest(node, self.to)
             changed = new_node.model_dump(by_alias=True) != node.model_dump(by_alias=True)
+            table = bound_source_table(self.inner, node).table if changed else None
+            if table is not None:
+                table = reduce_table(table, new_node.layers)
+                new_node = rebind(new_node, table)
         if not changed:
             with self._lock:
                 self._unchanged.add(desc.digest)
@@ -130,6 +142,11 @@ class RelabelStore:
             new.platform = desc.platform
         with self._lock:
             self._converted[new.digest] = (new, body)
+            if isinstance(new_node, Manifest) and table is not None and table.layers:
+                chunks = ChunkReferrer(new, table)
+                self._chunks[new.digest] = chunks
+                self._converted[chunks.descriptor.digest] = (chunks.descriptor, chunks.body)
+                self._held.update(chunks.blobs)
         return new
 
     def _lookup(self, digest: str) -> tuple[Descriptor, bytes] | None:
@@ -143,13 +160,22 @@ class RelabelStore:
             return found[0]
         return self.convert(self.inner.resolve(reference))
 
+    def _held_blob(self, digest: str) -> bytes | None:
+        with self._lock:
+            return self._held.get(digest)
+
     def exists(self, desc: Descriptor) -> bool:
-        return self._lookup(desc.digest) is not None or self.inner.exists(desc)
+        if self._lookup(desc.digest) is not None or self._held_blob(desc.digest) is not None:
+            return True
+        return self.inner.exists(desc)
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         found = self._lookup(desc.digest)
         if found is not None:
             return found[1]
+        held = self._held_blob(desc.digest)
+        if held is not None:
+            return held
         if is_manifest(desc):
             converted = self.convert(desc)
             if converted.digest != desc.digest:
@@ -160,6 +186,9 @@ class RelabelStore:
         found = self._lookup(desc.digest)
         if found is not None:
             return io.BytesIO(found[1])
+        held = self._held_blob(desc.digest)
+        if held is not None:
+            return io.BytesIO(held)
         return self.inner.open_blob(desc)
 
     def tags(self) -> list[str]:
@@ -167,5 +196,7 @@ class RelabelStore:
 
     def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
         if self._lookup(desc.digest) is not None:
-            return []
+            with self._lock:
+                chunks = self._chunks.get(desc.digest)
+            return [chunks.descriptor] if chunks is not None and chunks.matches(artifact_type) else []
         return self.inner.referrers(desc, artifact_type)
