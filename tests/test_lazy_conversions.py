@@ -131,19 +131,43 @@ def test_convert_to_modelcar_drops_the_table_and_says_so(chunked, registry, caps
     assert f"lost: chunk table = {table} of " in capsys.readouterr().out
 
 
-def test_convert_to_modelkit_reports_what_the_table_keeps(chunked, registry, capsys):
-    """A ModelKit keeps raw files it can (the weights) and tars the rest: the table follows the
-    raw layer or is dropped, and a lazy read of the converted model never trusts a stale entry."""
+def test_convert_to_modelkit_keeps_the_raw_weights_entry(chunked, registry, fault_proxy, capsys):
+    """A ModelKit keeps raw files as raw layers: the weights' entry follows them."""
     repo, file, table = chunked
     out = new_repo()
     report = _convert_cli(f"{registry.host}/{repo}:v1", f"{registry.host}/{out}:v1", "modelkit", capsys)
+    assert not [x for x in report["lost"] if x["field"] == "chunk table"]
     with open_model(f"{registry.host}/{out}:v1", warn=None, cache=False) as model:
-        raw = [layer for layer in model.manifest.layers if layer.size == file.stat().st_size]
-        bound = (model.manifest.annotations or {}).get(ANNOTATION_DIGEST)
-        if raw and "tar" not in raw[0].mediaType:
-            assert bound == table and model.chain.table is not None
-        else:
-            assert bound is None and [x for x in report["lost"] if x["field"] == "chunk table"]
+        assert model.manifest.annotations[ANNOTATION_DIGEST] == table
+        [weights] = [layer for layer in model.manifest.layers if layer.size == file.stat().st_size]
+        assert weights.mediaType.endswith(".raw")
+    _reads_one_tensor_lazily(f"{fault_proxy.host}/{out}:v1", file, fault_proxy)
+
+
+def test_a_table_is_cut_to_the_layers_that_stay_raw_and_byte_identical():
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.remote.carry import describe_reduction, rebind, reduce_table
+    from ocibridge.remote.table import LayerChunks, build_table
+
+    a = LayerChunks("sha256:" + "a" * 64, 20, ("0" * 64,))
+    b = LayerChunks("sha256:" + "b" * 64, 20, ("1" * 64,))
+    full = build_table([a, b], 64 * 1024)
+    raw = Descriptor(mediaType="application/vnd.cncf.model.weight.v1.raw", digest=a.digest, size=20)
+    tar = Descriptor(mediaType="application/vnd.cncf.model.weight.v1.tar", digest=b.digest, size=20)
+    resized = Descriptor(mediaType="application/vnd.cncf.model.weight.v1.raw", digest=b.digest, size=21)
+    cut = reduce_table(full, [raw, tar, resized])
+    assert list(cut.layers) == [a.digest]
+    assert describe_reduction(full, cut) == ("reduced to 1 of 2 layer(s) (the others no longer raw files "
+                                             "with the same digest)")
+    assert "dropped" in (describe_reduction(full, reduce_table(full, [tar])) or "")
+    assert describe_reduction(full, reduce_table(full, [raw, resized.model_copy(update={"size": 20})])) is None
+    from ocibridge.oci.models import Manifest
+
+    bare = Manifest(mediaType="application/vnd.oci.image.manifest.v1+json", config=raw, layers=[raw],
+                    annotations={ANNOTATION_DIGEST: "sha256:" + "c" * 64, "io.ocibridge.chunks.size": "9"})
+    assert rebind(bare, cut).annotations == {ANNOTATION_DIGEST: cut.descriptor().digest,
+                                             "io.ocibridge.chunks.size": str(cut.descriptor().size)}
+    assert rebind(bare, reduce_table(full, [tar])).annotations is None
 
 
 def test_a_forged_bound_table_fails_the_conversion_and_writes_nothing(chunked, registry, fault_proxy, capsys):
