@@ -91,6 +91,7 @@ def test_convert_to_docker_carries_the_table_and_reads_lazily(chunked, registry,
     report = _convert_cli(f"{registry.host}/{repo}:v1", f"{registry.host}/{out}:v1", "docker-model", capsys)
     assert report["to"] == "docker-model" and not [x for x in report["lost"] if x["field"] == "chunk table"]
     assert report["referrers"] == [_chunk_referrers(registry, out, "v1")[0].digest]
+    assert report["chunks"] == {"table": table, "layers": 1, "referrer": report["referrers"][0]}
     with open_model(f"{registry.host}/{out}:v1", warn=None, cache=False) as model:
         assert model.manifest.annotations[ANNOTATION_DIGEST] == table  # every entry survived
         assert model.chain.how.endswith("bound by the manifest")
@@ -100,6 +101,15 @@ def test_convert_to_docker_carries_the_table_and_reads_lazily(chunked, registry,
     again = _convert_cli(f"{registry.host}/{repo}:v1", f"{registry.host}/{new_repo()}:v1", "docker-model", capsys)
     assert again["reference"].split("@")[1] == report["reference"].split("@")[1]
     assert again["referrers"] == report["referrers"]
+    # and back: the original manifest, restored byte for byte, still binding the same table
+    back = _convert_cli(f"{registry.host}/{out}:v1", f"{registry.host}/{new_repo()}:v1", "modelpack", capsys)
+    with open_repository(host=registry.host, repository=repo) as store:
+        assert back["restored"] and back["reference"].split("@")[1] == store.resolve("v1").digest
+    assert back["chunks"]["table"] == table
+    # the text report says what the converted manifest binds
+    assert main(["convert", f"{registry.host}/{repo}:v1", f"{registry.host}/{new_repo()}:v1",
+                 "--to", "docker-model", "-q"]) == 0
+    assert f"chunk table {table} bound (1 layer(s))" in capsys.readouterr().out
 
 
 def test_convert_to_cncf_names_carries_the_table(chunked, registry, fault_proxy):
@@ -197,7 +207,8 @@ def test_an_unsigned_referrer_table_is_not_carried_as_bound(registry, tmp_path, 
     assert _chunk_referrers(registry, out, "v1") == []
 
 
-def test_a_relabelling_mirror_carries_the_table(chunked, registry, fault_proxy, tmp_path):
+@pytest.mark.parametrize("family", ["cncf", "docker-model"])
+def test_a_converting_mirror_carries_the_table(chunked, registry, fault_proxy, tmp_path, family):
     repo, file, table = chunked
     out = new_repo()
     job = tmp_path / "job.toml"
@@ -208,14 +219,15 @@ plain_http = true
 [[sync]]
 source = "{registry.host}/{repo}:v1"
 target = "{registry.host}/{out}:v1"
-convert = "cncf"
+convert = "{family}"
 """)
     summary = run_job(load_job(job))
     assert summary.exit_code == 0, summary.format_text()
     [result] = summary.artifacts
     assert result.status == "copied" and result.referrers == 1
     with open_model(f"{registry.host}/{out}:v1", warn=None, cache=False) as model:
-        assert model.manifest.layers[0].mediaType.startswith("application/vnd.cncf.model.")
+        media = model.manifest.layers[0].mediaType
+        assert media.startswith("application/vnd.cncf.model." if family == "cncf" else "application/vnd.docker.ai.")
         assert model.manifest.annotations[ANNOTATION_DIGEST] == table
         assert [r.digest for r in _chunk_referrers(registry, out, "v1")] != []
     _reads_one_tensor_lazily(f"{fault_proxy.host}/{out}:v1", file, fault_proxy)

@@ -103,3 +103,7 @@ def report(args: argparse.Namespace, result: ConvertResult, counts: str) -> None
             print(f"  lost: {loss.field} = {loss.value}")
     for change in c.changes:
         print(f"  changed: {change.field}: {change.value}")
+    chunks = result.chunks()
+    if chunks is not None:
+        print(f"  chunk table {chunks['table']} bound ({chunks['layers']} layer(s)), "
+              f"kept by referrer {chunks['referrer']}: lazy reads are verified by chunk")

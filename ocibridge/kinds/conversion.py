@@ -118,6 +118,14 @@ class ConvertResult:
     conversion: Conversion
     stats: CopyStats
 
+    def chunks(self) -> dict[str, Any] | None:
+        """The chunk table the converted manifest binds (carried from the source), if any."""
+        held = self.conversion.store.chunks
+        if held is None:
+            return None
+        return {"table": held.table.descriptor().digest, "layers": len(held.table.layers),
+                "referrer": held.descriptor.digest}
+
     def as_dict(self) -> dict[str, Any]:
         c = self.conversion
         return {
@@ -129,6 +137,7 @@ class ConvertResult:
             "lost": [loss.as_dict() for loss in c.losses if not loss.kept],
             "keptForRoundTrip": [loss.as_dict() for loss in c.losses if loss.kept],
             "changed": [change.as_dict() for change in c.changes],
+            "chunks": self.chunks(),
             **self.stats.as_dict(),
         }
 
