@@ -125,7 +125,7 @@ def test_convert_to_cncf_names_carries_the_table(chunked, registry, fault_proxy)
 
 
 def test_convert_to_modelcar_drops_the_table_and_says_so(chunked, registry, capsys):
-    repo, _, table = chunked
+    repo, file, table = chunked
     out = new_repo()
     report = _convert_cli(f"{registry.host}/{repo}:v1", f"{registry.host}/{out}:v1", "modelcar", capsys)
     [dropped] = [x for x in report["lost"] if x["field"] == "chunk table"]
@@ -135,6 +135,15 @@ def test_convert_to_modelcar_drops_the_table_and_says_so(chunked, registry, caps
         image = json.loads(store.fetch_bytes(store.resolve(digest)))
         assert ANNOTATION_DIGEST not in (image.get("annotations") or {})
         assert store.referrers(store.resolve(digest), ARTIFACT_TYPE) == []
+    # the ModelPack form the image is built beside (and names) binds none either: a lazy read of
+    # it falls back to the whole blob, verified, and says so
+    form = f"{registry.host}/{out}@{image['annotations']['io.ocibridge.modelcar.source']}"
+    warnings: list[str] = []
+    with open_model(form, warn=warnings.append, cache=False) as model:
+        assert ANNOTATION_DIGEST not in (model.manifest.annotations or {})
+        assert model.read("model.safetensors", 0, 8) == file.read_bytes()[:8]
+        assert model.bytes_fetched >= file.stat().st_size
+    assert len(warnings) == 1 and "no chunk table" in warnings[0] and "reading the whole blob" in warnings[0]
     # the text report names it too
     assert main(["convert", f"{registry.host}/{repo}:v1", f"{registry.host}/{new_repo()}:v1",
                  "--to", "modelcar", "-q"]) == 0
