@@ -264,3 +264,17 @@ convert = "cncf"
     assert summary.exit_code != 0 and result.status == "failed" and "chunk table" in result.reason
     with open_repository(host=registry.host, repository=out) as store, pytest.raises(NotFound):
         store.resolve("v1")
+
+
+def test_a_conversion_into_a_layout_keeps_the_chain_for_a_later_copy(chunked, registry, fault_proxy, tmp_path):
+    """Converted into an OCI layout, the table and its referrer are there; `copy --referrers` to
+    a registry then gives a model that reads lazily."""
+    from ocibridge.api.copy import copy_reference
+
+    repo, file, table = chunked
+    layout = f"oci:{tmp_path / 'layout'}:v1"
+    result = convert(f"{registry.host}/{repo}:v1", layout, "docker-model")
+    assert result.chunks() is not None and result.chunks()["table"] == table
+    out = new_repo()
+    copy_reference(layout, f"{registry.host}/{out}:v1", referrers=True)
+    _reads_one_tensor_lazily(f"{fault_proxy.host}/{out}:v1", file, fault_proxy)
