@@ -24,8 +24,8 @@ FIELD = "chunk table"
 def carry_chunks(source: Store, source_digest: str, source_manifest: Manifest, converted: ConvertedStore,
                  *, keeps_table: bool, family: str) -> tuple[ConvertedStore, list[Loss]]:
     """``converted`` binding (and serving) what survives of the table that ``source_manifest``
-    binds, and the losses to report. ``keeps_table``: whether the target
-    family's manifest keeps annotations a reader can find (an exporter's does not).
+    binds, and the losses to report. ``keeps_table``: whether the target family's manifest
+    keeps annotations a reader can find (an exporter's does not).
     A table served with other bytes than its binding names raises: nothing is written."""
     found = bound_source_table(source, source_manifest)
     losses = [Loss(FIELD, found.note, False)] if found.note else []
@@ -39,12 +39,8 @@ def carry_chunks(source: Store, source_digest: str, source_manifest: Manifest, c
         if said:
             losses.append(Loss(FIELD, f"{table.descriptor().digest} of {source_digest}: {said}", False))
     manifest = rebind(converted.manifest, carried)
-    if manifest.annotations == converted.manifest.annotations:
-        if carried is None or not carried.layers:
-            return converted, losses
-        return ConvertedStore(converted.inner, converted.written, ChunkReferrer(converted.descriptor, carried)), losses
-    written = replace(converted.written, manifest=manifest.to_json_bytes())
-    store = ConvertedStore(converted.inner, written)
+    if manifest.annotations != converted.manifest.annotations:  # a restored original may already bind it
+        converted = ConvertedStore(converted.inner, replace(converted.written, manifest=manifest.to_json_bytes()))
     if carried is not None and carried.layers:
-        store.chunks = ChunkReferrer(store.descriptor, carried)
-    return store, losses
+        converted = ConvertedStore(converted.inner, converted.written, ChunkReferrer(converted.descriptor, carried))
+    return converted, losses
