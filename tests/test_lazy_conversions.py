@@ -234,6 +234,7 @@ convert = "{family}"
     assert summary.exit_code == 0, summary.format_text()
     [result] = summary.artifacts
     assert result.status == "copied" and result.referrers == 1
+    assert result.referrers_left_behind == 0  # the original's chunk referrer is replaced, not left
     with open_model(f"{registry.host}/{out}:v1", warn=None, cache=False) as model:
         media = model.manifest.layers[0].mediaType
         assert media.startswith("application/vnd.cncf.model." if family == "cncf" else "application/vnd.docker.ai.")

@@ -29,6 +29,7 @@ from ocibridge.oci.digest import is_digest
 from ocibridge.oci.mediatypes import Family, family_of_artifact
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import check_tag
+from ocibridge.remote.table import ARTIFACT_TYPE as CHUNKS_ARTIFACT_TYPE
 from ocibridge.signing.attach import companion_tags, is_signature_referrer
 from ocibridge.signing.policy import verify_before_use
 from ocibridge.stores.base import Mounting, Store, blob_origin, is_manifest
@@ -239,7 +240,10 @@ class _Planner:
         result.lost = [f"{loss.field} = {loss.value}" for loss in conversion.losses if not loss.kept]
         result.lost += [f"{change.field}: {change.value}" for change in conversion.changes]
         if self.settings.referrers:  # OCI referrers, and cosign's sha256-<hex>.sig/.att/.sbom tags
-            left = [*self.src.store.referrers(original), *(d for d, _ in companion_tags(self.src.store, original))]
+            replaced = conversion.store.chunks is not None  # the chunk table's referrer is made anew
+            left = [*(r for r in self.src.store.referrers(original)
+                      if not (replaced and r.artifactType == CHUNKS_ARTIFACT_TYPE)),
+                    *(d for d, _ in companion_tags(self.src.store, original))]
             result.referrers_left_behind = len(left)
             if left:
                 result.note = (f"{len(left)} referrer(s) of the original left behind: they name its digest, "
@@ -284,9 +288,12 @@ class _Planner:
             desc, depth = stack.pop()
             if not is_manifest(desc) or not bound.enter(desc.digest, depth):
                 continue
-            if self.view.convert(desc).digest == desc.digest:
+            new = self.view.convert(desc)
+            if new.digest == desc.digest:
                 continue
-            found.extend(r.digest for r in self.src.store.referrers(desc))
+            replaced = self.view.carries_chunks(new.digest)  # a chunk table's referrer is made anew
+            found.extend(r.digest for r in self.src.store.referrers(desc)
+                         if not (replaced and r.artifactType == CHUNKS_ARTIFACT_TYPE))
             node = parse_manifest_bytes(self._fetch(self.src.store, desc), desc.mediaType)
             if isinstance(node, Index):
                 stack.extend((d, depth + 1) for d in node.manifests)

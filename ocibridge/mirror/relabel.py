@@ -149,6 +149,12 @@ class RelabelStore:
                 self._held.update(chunks.blobs)
         return new
 
+    def carries_chunks(self, converted: str) -> bool:
+        """Whether the manifest served as ``converted`` comes with a chunk table's referrer made
+        for it (the original's chunk referrer is then replaced, not left behind)."""
+        with self._lock:
+            return converted in self._chunks
+
     def _lookup(self, digest: str) -> tuple[Descriptor, bytes] | None:
         with self._lock:
             return self._converted.get(digest)
