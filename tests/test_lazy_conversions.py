@@ -279,3 +279,18 @@ def test_a_conversion_into_a_layout_keeps_the_chain_for_a_later_copy(chunked, re
     out = new_repo()
     copy_reference(layout, f"{registry.host}/{out}:v1", referrers=True)
     _reads_one_tensor_lazily(f"{fault_proxy.host}/{out}:v1", file, fault_proxy)
+
+
+def test_a_bound_table_the_source_lacks_is_dropped_and_reported(chunked, registry, fault_proxy, capsys):
+    """The source names a table its registry does not serve (404): the conversion drops the
+    binding (it would name a blob nobody can check) and says why."""
+    repo, _, table = chunked
+    fault_proxy.add("GET", f"/blobs/{table}", status(404, body=b'{"errors":[{"code":"BLOB_UNKNOWN"}]}'), times=None)
+    fault_proxy.add("HEAD", f"/blobs/{table}", status(404), times=None)
+    out = new_repo()
+    report = _convert_cli(f"{fault_proxy.host}/{repo}:v1", f"{registry.host}/{out}:v1", "docker-model", capsys)
+    [dropped] = [x for x in report["lost"] if x["field"] == "chunk table"]
+    assert table in dropped["value"] and "is not in" in dropped["value"]
+    assert report["chunks"] is None and report["referrers"] == []
+    with open_model(f"{registry.host}/{out}:v1", warn=None, cache=False) as model:
+        assert ANNOTATION_DIGEST not in (model.manifest.annotations or {})
