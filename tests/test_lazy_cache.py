@@ -24,16 +24,20 @@ from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
 MiB = 1024 * 1024
 
 
+def _pushed(registry, tmp_path_factory, size: int, push) -> tuple[str, bytes]:
+    src = tmp_path_factory.mktemp("model") / "model"
+    src.mkdir()
+    data = os.urandom(size)
+    (src / "weights.bin").write_bytes(data)
+    repo = new_repo()
+    push(str(src), f"{registry.host}/{repo}:v1")
+    return repo, data
+
+
 @pytest.fixture(scope="module")
 def chunked(registry, tmp_path_factory):
     """A 20 MiB file pushed with ``--chunks``: (repo, its bytes)."""
-    src = tmp_path_factory.mktemp("cached") / "model"
-    src.mkdir()
-    data = os.urandom(20 * MiB + 321)
-    (src / "weights.bin").write_bytes(data)
-    repo = new_repo()
-    push_with_chunks(str(src), f"{registry.host}/{repo}:v1")
-    return repo, data
+    return _pushed(registry, tmp_path_factory, 20 * MiB + 321, push_with_chunks)
 
 
 def _layer_bytes(proxy, digest: str) -> int:
@@ -309,13 +313,7 @@ def unchunked(registry, tmp_path_factory):
     """A 20 MiB file pushed without a chunk table: (repo, its bytes)."""
     from ocibridge.api.model_ops import push
 
-    src = tmp_path_factory.mktemp("plain") / "model"
-    src.mkdir()
-    data = os.urandom(20 * MiB + 123)
-    (src / "weights.bin").write_bytes(data)
-    repo = new_repo()
-    push(str(src), f"{registry.host}/{repo}:v1")
-    return repo, data
+    return _pushed(registry, tmp_path_factory, 20 * MiB + 123, push)
 
 
 def _cached_blob(digest: str) -> Path:

@@ -216,21 +216,21 @@ def test_an_unsigned_referrer_table_is_not_carried_as_bound(registry, tmp_path, 
     assert _chunk_referrers(registry, out, "v1") == []
 
 
+def _converting_job(tmp_path, source: str, target: str, family: str) -> Path:
+    """A mirror job of one artifact, converted to ``family``, over plain HTTP on both sides."""
+    hosts = dict.fromkeys(ref.split("/", 1)[0] for ref in (source, target))
+    plain = "".join(f'[registries."{host}"]\nplain_http = true\n\n' for host in hosts)
+    job = tmp_path / "job.toml"
+    job.write_text(f'{plain}[[sync]]\nsource = "{source}"\ntarget = "{target}"\nconvert = "{family}"\n')
+    return job
+
+
 @pytest.mark.parametrize("family", ["cncf", "docker-model"])
 def test_a_converting_mirror_carries_the_table(chunked, registry, fault_proxy, tmp_path, family):
     repo, file, table = chunked
     out = new_repo()
-    job = tmp_path / "job.toml"
-    job.write_text(f"""
-[registries."{registry.host}"]
-plain_http = true
-
-[[sync]]
-source = "{registry.host}/{repo}:v1"
-target = "{registry.host}/{out}:v1"
-convert = "{family}"
-""")
-    summary = run_job(load_job(job))
+    summary = run_job(load_job(_converting_job(tmp_path, f"{registry.host}/{repo}:v1", f"{registry.host}/{out}:v1",
+                                               family)))
     assert summary.exit_code == 0, summary.format_text()
     [result] = summary.artifacts
     assert result.status == "copied" and result.referrers == 1
@@ -247,20 +247,8 @@ def test_a_relabelling_mirror_refuses_a_forged_bound_table(chunked, registry, fa
     repo, _, table = chunked
     _serve_forged_table(registry, repo, table, fault_proxy)
     out = new_repo()
-    job = tmp_path / "job.toml"
-    job.write_text(f"""
-[registries."{fault_proxy.host}"]
-plain_http = true
-
-[registries."{registry.host}"]
-plain_http = true
-
-[[sync]]
-source = "{fault_proxy.host}/{repo}:v1"
-target = "{registry.host}/{out}:v1"
-convert = "cncf"
-""")
-    summary = run_job(load_job(job))
+    summary = run_job(load_job(_converting_job(tmp_path, f"{fault_proxy.host}/{repo}:v1",
+                                               f"{registry.host}/{out}:v1", "cncf")))
     [result] = summary.artifacts
     assert summary.exit_code != 0 and result.status == "failed" and "chunk table" in result.reason
     with open_repository(host=registry.host, repository=out) as store, pytest.raises(NotFound):
