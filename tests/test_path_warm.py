@@ -5,40 +5,22 @@ tag, ``--verify-key``) goes the full way."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.entry_probe import run_entry
 from test_model_cache import push_version, same_files
 
 import ocibridge
 from ocibridge.cli.fastpath import _parse
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("pydantic", "httpx", "httpcore", "ocibridge.cli.entry", "ocibridge.cli.transfer", "ocibridge.api.model_ops",
          "ocibridge.cache.models", "ocibridge.model.extract", "ocibridge.stores.registry.client")
-PROBE = """
-import sys
-sys.argv = ["ocibridge", *{args!r}]
-from ocibridge.cli import run
-try:
-    run()
-except SystemExit as e:
-    code = e.code
-heavy = sorted(m for m in {heavy!r} if m in sys.modules)
-print("HEAVY:" + ",".join(heavy), file=sys.stderr)
-sys.exit(code)
-"""
 
 
 def cli(*args: str) -> tuple[int, str, str, list[str]]:
     """Run the console entry point as a command: (exit code, stdout, stderr, heavy modules)."""
-    done = subprocess.run([sys.executable, "-c", PROBE.format(args=list(args), heavy=HEAVY)], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=120)
-    *err, last = done.stderr.strip().splitlines()
-    assert last.startswith("HEAVY:"), done.stderr
-    return done.returncode, done.stdout.strip(), "\n".join(err), [m for m in last[6:].split(",") if m]
+    return run_entry(args, HEAVY)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.entry_probe import run_entry
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PROBE = """
@@ -132,21 +133,8 @@ def test_the_family_table_names_each_family_as_it_names_itself():
         assert registry.by_name(name).name == name
 
 
-WARM_PATH_PROBE = """
-import sys
-sys.argv = ["ocibridge", *{args!r}]
-from ocibridge.cli import run
-try:
-    run()
-except SystemExit as e:
-    code = e.code
-heavy = sorted(m for m in ("pydantic", "httpx", "httpcore", "ssl", "email", "ocibridge.cli.entry",
-                           "ocibridge.cli.transfer",
-                           "ocibridge.api.model_ops", "ocibridge.cache.models", "ocibridge.oci.models",
-                           "ocibridge.stores.base") if m in sys.modules)
-print("HEAVY:" + ",".join(heavy), file=sys.stderr)
-sys.exit(code)
-"""
+WARM_PATH_HEAVY = ("pydantic", "httpx", "httpcore", "ssl", "email", "ocibridge.cli.entry", "ocibridge.cli.transfer",
+                   "ocibridge.api.model_ops", "ocibridge.cache.models", "ocibridge.oci.models", "ocibridge.stores.base")
 
 
 def test_a_warm_offline_path_loads_only_the_cache_records(tmp_path, monkeypatch):
@@ -162,7 +150,6 @@ def test_a_warm_offline_path_loads_only_the_cache_records(tmp_path, monkeypatch)
     ref_file(root, ref).write_bytes(record_bytes(ref, "application/vnd.oci.image.manifest.v1+json", digest, 9, None))
     snapshot = root / "snapshots" / ("ab" * 32)
     snapshot.mkdir(parents=True)
-    done = subprocess.run([sys.executable, "-c", WARM_PATH_PROBE.format(args=["path", ref, "--offline"])],
-                          cwd=REPO_ROOT, capture_output=True, text=True)
-    assert done.returncode == 0 and done.stdout.strip() == str(snapshot), done.stderr
-    assert done.stderr.strip().splitlines()[-1] == "HEAVY:", done.stderr
+    code, out, err, heavy = run_entry(["path", ref, "--offline"], WARM_PATH_HEAVY)
+    assert code == 0 and out == str(snapshot), err
+    assert heavy == [], err
