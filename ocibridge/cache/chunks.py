@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from ocibridge.cache.locks import flocked
-from ocibridge.core.fsutil import WRITE_MAX, atomic_writer, write_sliced
+from ocibridge.core.fsutil import atomic_writer, pwrite_all, write_sliced
 from ocibridge.core.stale import locked_tempfile, remove_stale
 
 _HEX = re.compile(r"[0-9a-f]{64}$")
@@ -156,10 +156,7 @@ class StagedLayerFile:
         self._cache_lock = cache_lock
 
     def write_at(self, offset: int, data: bytes | bytearray) -> None:
-        view = memoryview(data)
-        done = 0
-        while done < len(view):  # small writes: see core.fsutil.WRITE_MAX
-            done += os.pwrite(self._fd, view[done:done + WRITE_MAX], offset + done)
+        pwrite_all(self._fd, data, offset)
 
     def read_at(self, offset: int, size: int) -> bytes:
         return os.pread(self._fd, size, offset)

@@ -14,11 +14,12 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Protocol
 
 from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.oci.digest import sha256_chunks
 from ocibridge.oci.models import Descriptor
 from ocibridge.remote.chunkstore import ChunkStore, StoredLayer
 from ocibridge.remote.keeper import Chunk, ChunkKeeper
@@ -268,15 +269,7 @@ class VerifiedBlob:
         copy = self.store.open_blob(self.layer.digest)
         if copy is None:
             return None
-        digest = hashlib.sha256()
-        at = 0
-        while at < self.size:
-            piece = copy.read_at(at, min(_SPOOL_PIECE, self.size - at))
-            if not piece:
-                break
-            digest.update(piece)
-            at += len(piece)
-        if at == self.size and not copy.read_at(at, 1) and "sha256:" + digest.hexdigest() == self.layer.digest:
+        if copy.size() == self.size and sha256_chunks(_pieces(copy, self.size)) == (self.layer.digest, self.size):
             return copy
         copy.close()
         return None
@@ -309,6 +302,15 @@ class VerifiedBlob:
                 self._spool.close()
                 self._spool = None
             self._cache.clear()
+
+
+def _pieces(stored: StoredLayer, size: int) -> Iterator[bytes]:
+    """``stored``'s first ``size`` bytes, in constant memory (stops early at a short read)."""
+    for at in range(0, size, _SPOOL_PIECE):
+        piece = stored.read_at(at, min(_SPOOL_PIECE, size - at))
+        if not piece:
+            return
+        yield piece
 
 
 class _Spool:
