@@ -11,19 +11,11 @@ from pathlib import Path
 import pytest
 
 from ocibridge.cli import main
-from ocibridge.errors import InvalidReference
+from ocibridge.errors import InvalidReference, OcibridgeError
 from ocibridge.kinds import door, table
-from ocibridge.oci.reference import (
-    LayoutReference,
-    OllamaReference,
-    PathReference,
-    RegistryReference,
-    is_store_reference,
-    names_version,
-    on_registry,
-    on_this_machine,
-    parse_reference,
-)
+from ocibridge.kinds.hf.locator import HubReference
+from ocibridge.kinds.locate import Role, locate, on_registry, on_this_machine
+from ocibridge.oci.reference import LayoutReference, OllamaReference, PathReference, RegistryReference
 
 TOY = table.Line("toy", format="toy", source=("tests.toy_format", "ToyFormat"), sniffs=True, suffixes=(".toy",))
 FILES = {"model.safetensors": b"\x00weights" * 100, "config.json": b'{"model_type": "toy"}', "README.md": b"# toy\n"}
@@ -102,44 +94,65 @@ def test_formats_are_recognised_by_scheme_then_suffix_then_fallback(text, expect
     assert door.source_format(text).name == expected
 
 
+def _out(text):
+    return locate(text, Role.OUTPUT)
+
+
 def test_pull_destinations_come_from_the_table():
-    assert door.destination_format("out.carton").name == "carton"
-    assert door.destination_format("ollama:tiny").name == "ollama"
-    assert door.destination_format("out/dir").name == "directory"
-    assert door.destination_format("localhost:5000/repo:v1") is None  # a store: a copy
-    assert door.destination_format("oci:/srv/store:v1") is None
-    assert door.destination_format("registry.example/x.carton").name == "carton"  # an archive file
-    assert door.destination_format("localhost:5000/repo:v1", "carton").name == "carton"  # --format wins
-    assert door.exports_quietly("out.mlarchive") and not door.exports_quietly("out/dir")
+    assert door.destination_format(_out("out.carton")).name == "carton"
+    assert door.destination_format(_out("ollama:tiny")).name == "ollama"
+    assert door.destination_format(_out("out/dir")).name == "directory"
+    assert door.destination_format(_out("localhost:5000/repo:v1")) is None  # a store: a copy
+    assert door.destination_format(_out("oci:/srv/store:v1")) is None
+    assert door.destination_format(_out("registry.example/x.carton")).name == "carton"  # an archive file
+    assert door.destination_format(_out("localhost:5000/repo:v1"), "carton").name == "carton"  # --format wins
+    assert door.exports_quietly(_out("out.mlarchive")) and not door.exports_quietly(_out("out/dir"))
 
 
-@pytest.mark.parametrize("text, kind", [
-    ("oci:/srv/store:v1", LayoutReference), ("registry.example/team/m:v1", RegistryReference),
-    ("localhost:5000/m", RegistryReference), ("ollama:tiny:q8", OllamaReference),
-    ("ollama://localhost:5000/library/tiny", OllamaReference), ("./models/tiny", PathReference),
-    ("models/tiny", PathReference), ("registry.example/m.carton", PathReference),
+@pytest.mark.parametrize("text, role, kind", [
+    ("oci:/srv/store:v1", Role.SOURCE, LayoutReference),
+    ("registry.example/team/m:v1", Role.SOURCE, RegistryReference),
+    ("localhost:5000/m", Role.SOURCE, RegistryReference), ("ollama:tiny:q8", Role.SOURCE, OllamaReference),
+    ("ollama://localhost:5000/library/tiny", Role.SOURCE, OllamaReference),
+    ("./models/tiny", Role.SOURCE, PathReference),
+    ("models/tiny", Role.SOURCE, PathReference), ("registry.example/m.carton", Role.SOURCE, PathReference),
+    ("hf:org/name@main", Role.SOURCE, HubReference), ("hf:org/name", Role.MODEL, HubReference),
+    ("registry.example/m.carton", Role.MODEL, RegistryReference), ("ubuntu", Role.MODEL, RegistryReference),
+    ("models/tiny", Role.OUTPUT, PathReference), ("localhost:5000/m", Role.OUTPUT, RegistryReference),
+    ("localhost:5000/m", Role.DESTINATION, RegistryReference), ("mymodel:v2", Role.DESTINATION, LayoutReference),
+    ("localhost:5000/m", Role.REGISTRY, RegistryReference), ("ubuntu", Role.JOB, RegistryReference),
 ])
-def test_one_parser_reads_every_scheme(text, kind):
-    assert isinstance(parse_reference(text, file_suffixes=table.file_suffixes()), kind)
+def test_one_locator_reads_every_scheme_in_every_role(text, role, kind):
+    assert isinstance(locate(text, role), kind)
 
 
 def test_reference_details():
-    local = parse_reference("ollama:me/tiny:q8")
+    local = locate("ollama:me/tiny:q8", Role.MODEL)
     assert isinstance(local, OllamaReference) and not local.remote
     assert (local.name.namespace, local.name.model, local.reference) == ("me", "tiny", "q8")
-    remote = parse_reference("ollama://localhost:5000/tiny")
+    remote = locate("ollama://localhost:5000/tiny", Role.MODEL)
     assert isinstance(remote, OllamaReference) and remote.remote
     assert str(remote.registry_reference()) == "localhost:5000/library/tiny:latest"
-    assert is_store_reference("registry.example/m.carton") and not is_store_reference(
-        "registry.example/m.carton", file_suffixes=(".carton",))
-    assert on_registry("ollama://localhost:5000/tiny") and on_registry("localhost:5000/m")
-    assert not on_registry("ollama:tiny") and not on_registry("oci:/srv/x")
-    assert on_this_machine("ollama:tiny") and on_this_machine("oci:/srv/x")
-    assert not on_this_machine("ollama://localhost:5000/tiny") and not on_this_machine("localhost:5000/m")
-    assert names_version("host/repo:v1") and names_version("repo@sha256:" + "a" * 64)
-    assert not names_version("localhost:5000/repo")
+    assert on_registry(remote) and on_registry(locate("localhost:5000/m", Role.MODEL))
+    assert not on_registry(local) and not on_registry(locate("oci:/srv/x", Role.MODEL))
+    assert on_this_machine(local) and on_this_machine(locate("oci:/srv/x", Role.MODEL))
+    assert not on_this_machine(remote) and not on_this_machine(locate("localhost:5000/m", Role.MODEL))
+    assert locate("host.example/repo:v1", Role.JOB).names_version
+    assert locate("repo@sha256:" + "a" * 64, Role.JOB).names_version
+    assert not locate("localhost:5000/repo", Role.JOB).names_version
+    assert local.name.names_version and not locate("ollama:tiny", Role.MODEL).name.names_version
     with pytest.raises(InvalidReference):
-        parse_reference("ollama:../etc")
+        locate("ollama:../etc", Role.MODEL)
+
+
+@pytest.mark.parametrize("text, role", [
+    ("hf:org/name", Role.REGISTRY), ("oci:/srv/x:v1", Role.REGISTRY), ("hf:org/name", Role.DESTINATION),
+    ("hf:org/name", Role.JOB), ("./models/tiny", Role.MODEL), ("./models/tiny", Role.DESTINATION),
+])
+def test_a_role_refuses_what_it_cannot_take_in_one_line(text, role):
+    with pytest.raises(OcibridgeError) as refused:
+        locate(text, role)
+    assert "\n" not in str(refused.value) and text in str(refused.value)
 
 
 def test_an_ollama_model_in_any_store_is_converted_by_what_it_is(tmp_path, monkeypatch, capsys):

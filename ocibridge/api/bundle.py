@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ocibridge.api.copy import TransferOptions, verified_digest
 from ocibridge.core.fsutil import write_sliced
 from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.kinds.locate import Role, locate, text_of
 from ocibridge.kinds.targets import closes_its_stores, default_store_path, open_store_target
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import LayoutReference, RegistryReference, parse_reference
+from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.signing.attach import SignatureCompanions
 from ocibridge.stores.base import Store, is_manifest
 from ocibridge.stores.layout import LayoutStore
@@ -119,9 +120,10 @@ def save(refs: Sequence[str], output: str | os.PathLike[str], *, transfer: Trans
     with tempfile.TemporaryDirectory(prefix=".ocibridge-bundle-", dir=out.parent) as tmp:
         layout = _PlanLayout(Path(tmp) / "layout")
         for number, ref in enumerate(refs):
-            source = open_store_target(ref, options=transfer.registry_options())
+            located = locate(ref, Role.MODEL)  # the edge: once each
+            source = open_store_target(located, options=transfer.registry_options())
             if verify is not None:
-                source.reference = verified_digest(source, verify, ref)
+                source.reference = verified_digest(source, verify, text_of(located))
             tag = f"m{number}"
             layout.source = source.store
             stats = copy(source.store, source.reference, layout, tag, concurrency=transfer.concurrency,
@@ -276,7 +278,7 @@ def destination_of(entry: BundleEntry, prefix: str) -> str:
     """Where a model goes under ``prefix``: a registry prefix keeps the model's repository path
     and tag (``reg.internal/mirror`` + ``ghcr.io/org/m:v1`` -> ``reg.internal/mirror/org/m:v1``);
     ``oci:DIR`` keeps the tag."""
-    ref = parse_reference(entry.reference)
+    ref = locate(entry.reference, Role.JOB)  # the bundle's own text: a store, never a path
     if isinstance(ref, RegistryReference):
         repository, tag = ref.repository, ref.tag
     elif isinstance(ref, LayoutReference):
@@ -292,7 +294,7 @@ def destination_of(entry: BundleEntry, prefix: str) -> str:
 def local_destination(entry: BundleEntry) -> str:
     """Where a model goes in the local store: ``NAME`` (tag latest or none) or ``NAME-TAG``,
     NAME the last part of its repository, so ``ls`` lists it and the one name rule finds it."""
-    ref = parse_reference(entry.reference)
+    ref = locate(entry.reference, Role.JOB)
     if isinstance(ref, RegistryReference):
         name, tag = ref.repository.rsplit("/", 1)[-1], ref.tag
     elif isinstance(ref, LayoutReference):
@@ -321,7 +323,8 @@ def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer:
             if desc.digest != entry.digest:
                 raise OcibridgeError(f"{bundle}: {entry.reference} is listed as {entry.digest}, "
                                      f"but its tag names {desc.digest}")
-            target = open_store_target(dest, for_write=True, options=transfer.registry_options())
+            target = open_store_target(locate(dest, Role.DESTINATION), for_write=True,
+                                       options=transfer.registry_options())
             stats = copy(layout, desc, target.store, target.tag, concurrency=transfer.concurrency,
                          referrers=True, progress=progress,
                          hooks=CopyHooks(undo_on_failure=True, companions=SignatureCompanions()))

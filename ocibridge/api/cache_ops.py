@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 
 from ocibridge.api.copy import TransferOptions
 from ocibridge.errors import UsageError
-from ocibridge.kinds.targets import closes_its_stores, open_store_target
+from ocibridge.kinds.hf.locator import HubReference, parse_hub_reference
+from ocibridge.kinds.locate import Locator, Role, locate, text_of
+from ocibridge.kinds.targets import closes_its_stores, open_source
 
 if TYPE_CHECKING:
     from ocibridge.signing.verify import VerifyPolicy
@@ -20,14 +22,14 @@ if TYPE_CHECKING:
 
 @closes_its_stores
 def path(
-    ref: str,
+    ref: str | Locator,
     *,
     transfer: TransferOptions | None = None,
     verify: VerifyPolicy | None = None,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     offline: bool | None = None,
-    hf: str | None = None,
+    hf: str | HubReference | None = None,
 ) -> Path:
     """The local directory of ``ref``'s files, in the shared model cache (``$OCIBRIDGE_CACHE``):
     only the blobs the cache lacks are fetched; read-only, shared with every other caller.
@@ -37,54 +39,47 @@ def path(
     from the same blobs (hard links)."""
     from ocibridge.cache.records import offline_from_env
 
+    located = locate(ref, Role.MODEL)  # once, here
+    shown = text_of(located)
     offline = offline_from_env() if offline is None else offline
     if transfer is None and verify is None and hf is None:  # the cache may answer alone
         from ocibridge.cache.warm import warm_path
 
-        warm = warm_path(ref, offline=offline, include=include, exclude=exclude)
+        warm = warm_path(located, offline=offline, include=include, exclude=exclude)
         if warm is not None:
             return warm
     from ocibridge.cache.models import ModelCache
 
-    hub_name = None if hf is None else hf if hf.startswith("hf:") else f"hf:{hf}"
-    if hub_name is not None:
-        from ocibridge.kinds.hf.hubcache import parse
-
-        parse(hub_name)  # a malformed repo id fails before anything is fetched
+    hub = None if hf is None else hf if isinstance(hf, HubReference) else parse_hub_reference(hf)  # before a fetch
     cache = ModelCache()
     if offline:
         if verify is not None:
             raise UsageError("--verify-key needs the registry: it cannot be checked offline")
-        snap = cache.snapshot(None, ref, shown=ref, include=include, exclude=exclude)
+        snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
     else:
         transfer = transfer or TransferOptions()
-        source = open_store_target(ref, options=transfer.registry_options())
+        source = open_source(located, options=transfer.registry_options())
         reference = source.reference
         if verify is not None:
             from ocibridge.api.copy import verified_digest
 
-            reference = verified_digest(source, verify, ref)
-        snap = cache.snapshot(source.store, reference, shown=ref, include=include, exclude=exclude,
-                              concurrency=transfer.concurrency, origin=_direct_origin(ref, source.store))
-    if hub_name is not None:
+            reference = verified_digest(source, verify, shown)
+        snap = cache.snapshot(source.store, reference, shown=shown, include=include, exclude=exclude,
+                              concurrency=transfer.concurrency, origin=_direct_origin(located, source.store))
+    if hub is not None:
         from ocibridge.kinds.hf.door import into_hub_cache
 
-        into_hub_cache(cache, snap, hub_name)
+        into_hub_cache(cache, snap, hub)
     return snap.path
 
 
-def _direct_origin(ref: str, store: object) -> tuple[str, str] | None:
-    """(host, repository) when ``store`` is the registry repository ``ref`` names, asked
+def _direct_origin(located: Locator, store: object) -> tuple[str, str] | None:
+    """(host, repository) when ``store`` is the registry repository ``located`` names, asked
     directly (not a mirror, not a local store name): then a warm ``path`` of a tag may check
     it with one request (:mod:`ocibridge.cache.warm`)."""
-    host, repository = getattr(store, "host", None), getattr(store, "repository", None)
-    if not isinstance(host, str) or not isinstance(repository, str) or "/" not in ref:
-        return None
-    from ocibridge.errors import InvalidReference
-    from ocibridge.oci.reference import parse_registry_reference
+    from ocibridge.oci.reference import RegistryReference
 
-    try:
-        named = parse_registry_reference(ref)
-    except InvalidReference:
+    host, repository = getattr(store, "host", None), getattr(store, "repository", None)
+    if not isinstance(located, RegistryReference) or not isinstance(host, str) or not isinstance(repository, str):
         return None
-    return (host, repository) if (named.registry, named.repository) == (host, repository) else None
+    return (host, repository) if (located.registry, located.repository) == (host, repository) else None

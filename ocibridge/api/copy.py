@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import UsageError
-from ocibridge.kinds.hf.artifact import hub_artifact, is_hub_reference
-from ocibridge.kinds.targets import StoreTarget, closes_its_stores, open_store_target, reference_of
+from ocibridge.kinds.hf.locator import HubReference
+from ocibridge.kinds.locate import Locator, Role, locate, text_of
+from ocibridge.kinds.targets import SourceTarget, closes_its_stores, open_source, open_store_target
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import Reference
 from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, Companions, CopyHooks, copy
 from ocibridge.transfer.push_result import PushResult
 
@@ -51,15 +51,15 @@ class TransferOptions:
             parts_in_flight=self.parts_in_flight, limit_rate=self.limit_rate)
 
 
-def pinned(target: StoreTarget, desc: Descriptor) -> str:
+def pinned(target: SourceTarget, desc: Descriptor) -> str:
     text = target.text.split("@", 1)[0]
     return f"{text}@{desc.digest}"
 
 
 @closes_its_stores
 def copy_reference(
-    src: str | Reference,
-    dst: str | Reference,
+    src: str | Locator,
+    dst: str | Locator,
     *,
     referrers: bool = False,
     transfer: TransferOptions | None = None,
@@ -67,20 +67,19 @@ def copy_reference(
     verify: VerifyPolicy | None = None,
 ) -> PushResult:
     """Copy an artifact (with its whole graph) between any two stores; with ``verify``, only
-    a signed one (checked before anything is written). Each reference is parsed once, here."""
+    a signed one (checked before anything is written). Each reference is located once, here."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
-    src_text = src if isinstance(src, str) else src.text
-    if is_hub_reference(src_text):  # the local Hugging Face cache: the artifact a push of it builds
-        if verify is not None:
-            raise UsageError(f"{src_text}: --verify-key checks a store's signatures; the Hugging Face cache has none")
-        source_store, source_reference = hub_artifact(src_text)
-    else:
-        source = open_store_target(reference_of(src), options=options)
-        if verify is not None:
-            source.reference = verified_digest(source, verify, src_text)
-        source_store, source_reference = source.store, source.reference
-    target = open_store_target(reference_of(dst), for_write=True, options=options)
+    src_ref, dst_ref = locate(src, Role.MODEL), locate(dst, Role.DESTINATION)
+    src_text = text_of(src_ref)
+    if verify is not None and isinstance(src_ref, HubReference):
+        raise UsageError(f"{src_text}: --verify-key checks a store's signatures; the Hugging Face cache has none")
+    # hf:ORG/NAME opens as the artifact a push of it builds (its kind's opener)
+    source = open_source(src_ref, options=options)
+    if verify is not None:
+        source.reference = verified_digest(source, verify, src_text)
+    source_store, source_reference = source.store, source.reference
+    target = open_store_target(dst_ref, for_write=True, options=options)
     stats = copy(
         source_store,
         source_reference,
@@ -106,7 +105,7 @@ def wire_counts(store: object) -> dict[str, int]:
     return {"bytesSent": sent, "bytesResumed": resumed}
 
 
-def verified_digest(source: StoreTarget, policy: VerifyPolicy, name: str) -> str:
+def verified_digest(source: SourceTarget, policy: VerifyPolicy, name: str) -> str:
     """The digest ``source`` names, once a signature of it verifies (raises otherwise): what
     is used next is pinned to what was verified."""
     from ocibridge.signing.policy import verify_before_use

@@ -8,10 +8,11 @@ from typing import Any
 
 from ocibridge.api.copy import TransferOptions
 from ocibridge.errors import UsageError
+from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.model.gguf_header import GGUF_MAGIC
 from ocibridge.model.gguf_tensors import RemoteGGUF
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import Reference, RegistryReference, parse_reference
+from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.remote.blobreader import LazySource
 from ocibridge.remote.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.remote.model import RemoteModel, Warn, warn_stderr
@@ -35,10 +36,9 @@ class LazyModel(RemoteModel):
         self.close()
 
 
-def _store(ref: str, transfer: TransferOptions | None) -> tuple[LazySource, str]:
-    parsed = parse_reference(ref)
-    if not isinstance(parsed, RegistryReference):
-        raise UsageError(f"{ref}: lazy reads need a registry reference (host/repo:tag or @digest)")
+def _store(ref: str | Locator, transfer: TransferOptions | None) -> tuple[LazySource, str]:
+    parsed = locate(ref, Role.REGISTRY)
+    assert isinstance(parsed, RegistryReference)
     from ocibridge.stores.registry import open_repository
 
     store = open_repository(parsed, (transfer or TransferOptions()).registry_options())
@@ -58,7 +58,7 @@ def _referrer_check(store: LazySource, verify_key: Sequence[str]) -> ReferrerChe
     return check
 
 
-def open_model(ref: str, *, transfer: TransferOptions | None = None, verify_key: Sequence[str] = (),
+def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, verify_key: Sequence[str] = (),
                warn: Warn | None = warn_stderr, cache: bool = True) -> LazyModel:
     """The model ``ref`` names, its files read lazily. ``verify_key``: public keys; one of them
     must have signed the model (the digest its tag named when read, used from then on) and, for
@@ -89,7 +89,7 @@ def open_model(ref: str, *, transfer: TransferOptions | None = None, verify_key:
         raise
 
 
-def open_tensors(ref: str, file: str, **kw: Any) -> RemoteSafetensors | RemoteGGUF:
+def open_tensors(ref: str | Locator, file: str, **kw: Any) -> RemoteSafetensors | RemoteGGUF:
     """The safetensors or GGUF ``file`` of model ``ref`` (told apart by the GGUF magic): its
     header is read at once, a tensor's bytes only when asked (``get_bytes``, ``get_tensor``);
     every byte verified. ``kw``: as open_model."""
@@ -104,7 +104,7 @@ def open_tensors(ref: str, file: str, **kw: Any) -> RemoteSafetensors | RemoteGG
         raise
 
 
-def cat(ref: str, path: str, start: int = 0, end: int | None = None, **kw: Any) -> bytes:
+def cat(ref: str | Locator, path: str, start: int = 0, end: int | None = None, **kw: Any) -> bytes:
     """Bytes ``[start, end)`` of one file of model ``ref``, verified."""
     with open_model(ref, **kw) as model:
         return model.read(path, start, end)
@@ -123,7 +123,7 @@ class ChunksResult:
                 "layers": self.layers, "bound": self.bound}
 
 
-def attach_chunks(ref: str, *, transfer: TransferOptions | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
+def attach_chunks(ref: str | Locator, *, transfer: TransferOptions | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
                   threshold: int = DEFAULT_THRESHOLD) -> ChunksResult:
     """Compute the chunk tables of an existing model's large raw layers (reading each blob once,
     verified) and attach them as a referrer. The manifest does not bind such a table: readers
@@ -138,7 +138,7 @@ def attach_chunks(ref: str, *, transfer: TransferOptions | None = None, chunk_si
                             len(table.layers), bound is not None and bound.digest == table.descriptor().digest)
 
 
-def push_with_chunks(source: str | Reference, dest: str | Reference | None = None, *, build_options: Any = None,
+def push_with_chunks(source: str | Locator, dest: str | Locator | None = None, *, build_options: Any = None,
                      transfer: TransferOptions | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
                      threshold: int = DEFAULT_THRESHOLD, **push_kw: Any) -> Any:
     """``push`` whose manifest binds a chunk table (``push --chunks``): the tables of the
@@ -149,11 +149,13 @@ def push_with_chunks(source: str | Reference, dest: str | Reference | None = Non
     from pathlib import Path
 
     from ocibridge.api.model_ops import push
-    from ocibridge.kinds.targets import closing_opened_stores, open_store_target
+    from ocibridge.kinds.targets import closing_opened_stores, default_store_path, open_store_target
     from ocibridge.model.builder import BuildOptions
     from ocibridge.remote.attach import attach_table, binding_annotations, files_under, table_from_files
 
-    root = Path(source if isinstance(source, str) else source.text)
+    source = locate(source, Role.SOURCE)  # located once each, here
+    dest = locate(dest, Role.DESTINATION) if dest is not None else None
+    root = Path(text_of(source))
     if not root.exists():
         raise UsageError(f"--chunks: {source} is not a local file or directory (for a pushed model: "
                          "ocibridge chunks REF)")
@@ -164,7 +166,8 @@ def push_with_chunks(source: str | Reference, dest: str | Reference | None = Non
     result = push(source, dest, build_options=options, transfer=transfer, **push_kw)
     if table.layers:
         with closing_opened_stores():
-            target = open_store_target(result.reference, for_write=True,
+            where = dest if dest is not None else LayoutReference(str(default_store_path()))
+            target = open_store_target(where, for_write=True,
                                        options=(transfer or TransferOptions()).registry_options())
             subject = Descriptor(mediaType=result.descriptor.mediaType, digest=result.descriptor.digest,
                                  size=result.descriptor.size)

@@ -26,16 +26,17 @@ from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import UsageError
 from ocibridge.kinds import door
+from ocibridge.kinds.locate import Locator, Role, locate, on_registry, text_of
 from ocibridge.kinds.targets import (
     StoreTarget,
     closes_its_stores,
     default_store_path,
+    open_source,
     open_store_target,
-    reference_of,
 )
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
-from ocibridge.oci.reference import OllamaReference, PathReference, Reference, RegistryReference
+from ocibridge.oci.reference import LayoutReference, PathReference
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
 
 def load_source(
-    source: str,
+    source: str | Locator,
     *,
     format: str | None = None,
     kind_overrides: Sequence[tuple[str, Kind]] = (),
@@ -68,6 +69,8 @@ def load_source(
     from ocibridge.kinds import buildfile
     from ocibridge.model import metadata
 
+    located = locate(source, Role.SOURCE)
+    source = text_of(located)
     fmt = door.source_format(source, format)
     if build_file is not None:
         package = buildfile.read_build_file(build_file, source, excludes=excludes, name=name)
@@ -78,7 +81,8 @@ def load_source(
         package = buildfile.read_default_build_file(found, source, excludes=excludes, name=name)
         metadata.fill(package)
         return package
-    request = door.ReadRequest(kind_overrides, excludes, name, (transfer or TransferOptions()).registry_options())
+    request = door.ReadRequest(kind_overrides, excludes, name, (transfer or TransferOptions()).registry_options(),
+                               None if isinstance(located, PathReference) else located)
     package = fmt.read(source, request)
     if name:
         package.descriptor["name"] = name
@@ -96,8 +100,8 @@ def default_tag(package: ModelPackage) -> str:
 
 @closes_its_stores
 def push(
-    source: str | Reference,
-    dest: str | Reference | None = None,
+    source: str | Locator,
+    dest: str | Locator | None = None,
     *,
     build_options: BuildOptions | None = None,
     transfer: TransferOptions | None = None,
@@ -122,14 +126,14 @@ def push(
 
     transfer = transfer or TransferOptions()
     origin: StoreTarget | None = None
-    source_ref = door.source_reference(source)  # parsed once, here (the one name rule first)
-    dest_ref = reference_of(dest) if dest is not None else None
-    if not isinstance(source_ref, PathReference):
+    source_ref = locate(source, Role.SOURCE)  # located once each, here
+    dest_ref = locate(dest, Role.DESTINATION) if dest is not None else None
+    if door.is_store(source_ref):
         # An artifact of a family a source format reads (an Ollama model) is converted, unless
         # the destination is that format's own; anything else is copied as it is.
         origin = open_store_target(source_ref, options=transfer.registry_options())
-        into = door.destination_format(dest_ref.text) if dest_ref is not None else None
-        conversion = door.examine(origin.store, origin.reference, into, source=source_ref.text,
+        into = door.destination_format(dest_ref) if dest_ref is not None else None
+        conversion = door.examine(origin.store, origin.reference, into, source=source_ref,
                                   refuse_other=False).conversion  # anything else: copied as it is
         if conversion is None or conversion.as_is:
             if dest_ref is None:
@@ -141,7 +145,7 @@ def push(
             package.descriptor["name"] = name
     else:
         package = load_source(
-            source_ref.text,
+            source_ref,
             format=format,
             kind_overrides=kind_overrides,
             excludes=excludes,
@@ -152,7 +156,7 @@ def push(
         )
     build_options = build_options or BuildOptions()
     if dest_ref is None:
-        dest_ref = reference_of(f"oci:{default_store_path()}:{default_tag(package)}")
+        dest_ref = LayoutReference(str(default_store_path()), default_tag(package))
     if overrides or to not in (None, "modelpack"):
         from ocibridge.kinds.push import apply_to_package, push_family
 
@@ -162,7 +166,7 @@ def push(
                                concurrency=transfer.concurrency, progress=progress)
     target = open_store_target(dest_ref, for_write=True, options=transfer.registry_options())
     mounts: dict[str, Store] = {}
-    if origin is not None and conversion is not None and _on_registry(source_ref):
+    if origin is not None and conversion is not None and on_registry(source_ref):
         # The converted model's blobs keep their digests: mount them within the registry
         # instead of re-sending them.
         mounts = conversion.format.mount_sources(origin.store, conversion.reference)
@@ -183,16 +187,10 @@ def push(
     return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats, wire_counts(target.store))
 
 
-def _on_registry(ref: Reference) -> bool:
-    """Whether ``ref`` names something on a registry, where blobs can be mounted from one
-    repository into another."""
-    return isinstance(ref, RegistryReference) or (isinstance(ref, OllamaReference) and ref.remote)
-
-
 @closes_its_stores
 def pull(
-    src: str | Reference,
-    dest: str,
+    src: str | Locator,
+    dest: str | Locator,
     *,
     format: str | None = None,
     transfer: TransferOptions | None = None,
@@ -215,19 +213,21 @@ def pull(
     nothing written), replaced (``"overwrite"``) or kept (``"keep"``)."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
-    fmt = door.destination_format(dest, format)
+    src_ref, dest_ref = locate(src, Role.MODEL), locate(dest, Role.OUTPUT)  # located once each, here
+    dest = text_of(dest_ref)
+    fmt = door.destination_format(dest_ref, format)
     select = PathFilter.of(include, exclude)
     if with_signatures and (fmt is None or fmt.name != "directory"):
         raise UsageError(f"--with-signatures writes model.sig beside pulled files, not into {dest}")
     if fmt is None:  # another store: a copy (which parses both references, once)
         _whole_artifact_only(select, dest)
-        copied = copy_reference(src, dest, transfer=transfer, progress=progress, verify=verify)
+        copied = copy_reference(src_ref, dest_ref, transfer=transfer, progress=progress, verify=verify)
         return PullResult(copied.descriptor.digest, copied.reference, "store", copy=copied.as_dict())
     if not fmt.picks_files:
         _whole_artifact_only(select, dest)
-    source = open_store_target(reference_of(src), options=options)  # parsed once, here
+    source = open_source(src_ref, options=options)
     if verify is not None:
-        source.reference = verified_digest(source, verify, _as_written(src))
+        source.reference = verified_digest(source, verify, text_of(src_ref))
     oms = None
     if with_signatures:
         from ocibridge.signing.omstravel import choose_oms_signature
@@ -235,7 +235,7 @@ def pull(
         signed = source.store.resolve(source.reference)
         source.reference = signed.digest  # the files pulled are those of the manifest the signature names
         oms = choose_oms_signature(source.store, signed, verify)
-    examined = door.examine(source.store, source.reference, fmt, source=_as_written(src))
+    examined = door.examine(source.store, source.reference, fmt, source=src_ref)
     conversion = examined.conversion
     store: Store
     named: str | None = None  # the digest the user named, when the files come from another form
@@ -258,7 +258,8 @@ def pull(
         named = examined.model.desc.digest
     else:  # no model of a known family: read as it is, a plain OCI artifact of files
         store, desc = source.store, resolve_model(source.store, source.reference)
-    request = door.ExportRequest(options, transfer.concurrency, progress, select, OnExisting(on_existing))
+    request = door.ExportRequest(options, transfer.concurrency, progress, select, OnExisting(on_existing),
+                                 dest_ref)
     pulled = fmt.export(store, desc, dest, request)
     if oms is not None:
         from ocibridge.signing.omstravel import write_beside
@@ -270,20 +271,16 @@ def pull(
     return dataclasses.replace(pulled, digest=named, via=pulled.digest)
 
 
-def _as_written(ref: str | Reference) -> str:
-    """A reference as the user wrote it, for results (a bare NAME stays NAME)."""
-    return ref if isinstance(ref, str) else ref.text
-
-
 def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
     if select is not None:
         raise UsageError(f"--include/--exclude pick files of a pull into a directory, not into {dest}")
 
 
 @closes_its_stores
-def inspect(ref: str | Reference, *, transfer: TransferOptions | None = None) -> InspectResult:
-    target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
-    ref = _as_written(ref)
+def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> InspectResult:
+    located = locate(ref, Role.MODEL)
+    target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
+    ref = text_of(located)
     info = inspect_artifact(target.store, target.reference)
     from ocibridge.kinds.family_info import describe
 
@@ -294,7 +291,7 @@ def inspect(ref: str | Reference, *, transfer: TransferOptions | None = None) ->
 
 
 @closes_its_stores
-def validate(ref: str | Reference, *, transfer: TransferOptions | None = None, strict: bool = False,
+def validate(ref: str | Locator, *, transfer: TransferOptions | None = None, strict: bool = False,
              warnings: list[str] | None = None, runtime: str | None = None) -> ValidateResult:
     """Raise :class:`ocibridge.errors.ValidationError` listing every broken rule of the
     model-spec. A model of another family (ModelKit, Docker model, ModelCar image, Ollama) is
@@ -310,8 +307,9 @@ def validate(ref: str | Reference, *, transfer: TransferOptions | None = None, s
     except ValueError as e:
         raise UsageError(str(e)) from None
     found: list[str] = [] if warnings is None else warnings
-    target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
-    ref = _as_written(ref)
+    located = locate(ref, Role.MODEL)
+    target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
+    ref = text_of(located)
     from ocibridge.kinds.validity import validate_model
 
     done = validate_model(target.store, target.reference, shown=ref, strict=strict, warnings=found,
@@ -320,8 +318,8 @@ def validate(ref: str | Reference, *, transfer: TransferOptions | None = None, s
 
 
 @closes_its_stores
-def tags(ref: str | Reference, *, transfer: TransferOptions | None = None) -> list[str]:
-    target = open_store_target(ref, options=(transfer or TransferOptions()).registry_options())
+def tags(ref: str | Locator, *, transfer: TransferOptions | None = None) -> list[str]:
+    target = open_store_target(locate(ref, Role.MODEL), options=(transfer or TransferOptions()).registry_options())
     return target.store.tags()
 
 

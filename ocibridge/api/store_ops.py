@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import time
 from collections import Counter
@@ -21,7 +20,7 @@ from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError, UsageError
-from ocibridge.kinds.door import source_reference
+from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.targets import (
     StoreTarget,
     closes_its_stores,
@@ -35,10 +34,7 @@ from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_byt
 from ocibridge.oci.reference import (
     LayoutReference,
     OllamaReference,
-    PathReference,
-    Reference,
     RegistryReference,
-    parse_layout_reference,
 )
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
@@ -65,32 +61,22 @@ class DeletesManifests(Protocol):
     def delete_manifest(self, desc: Descriptor) -> None: ...
 
 
-def store_reference(ref: str | Reference | None) -> Reference:
-    """``ref`` parsed once as a store reference: None is the default store, a bare NAME one of
-    its tags (the one name rule, kinds/targets.py), a directory holding a layout that layout."""
+def store_reference(ref: str | Locator | None, role: Role = Role.MODEL) -> Locator:
+    """``ref`` located once (kinds/locate.py): None is the local store, a bare NAME[:TAG] a model
+    it holds, a directory holding a layout that layout."""
     if ref is None:
         return LayoutReference(str(default_store_path()), written=f"oci:{default_store_path()}")
-    parsed = source_reference(ref)
-    if not isinstance(parsed, PathReference):
-        return parsed
-    if os.path.isfile(os.path.join(parsed.path, LAYOUT_FILE)):
-        return LayoutReference(parsed.path, written=f"oci:{parsed.path}")
-    return parse_layout_reference(f"oci:{default_store_path()}:{parsed.path}")  # a tag of the default store
+    return locate(ref, role)
 
 
-def store_text(ref: str | None) -> str:
-    """``ref`` as a store reference's text (see :func:`store_reference`)."""
-    return store_reference(ref).text
-
-
-def _open(ref: str | Reference, transfer: TransferOptions | None) -> StoreTarget:
+def _open(ref: str | Locator, transfer: TransferOptions | None) -> StoreTarget:
     return open_store_target(store_reference(ref), options=(transfer or TransferOptions()).registry_options())
 
 
 def _layout(ref: str | None) -> LayoutStore | None:
     """The layout ``ref`` names; None for a default store nothing was pushed to yet (listing
     or pruning it must not create it)."""
-    parsed = store_reference(ref)
+    parsed = store_reference(ref, Role.LAYOUT)
     if ref is None and not (default_store_path() / LAYOUT_FILE).exists():
         return None
     target = open_store_target(parsed)
@@ -164,10 +150,12 @@ def _config_name_created(store: Store, config: Descriptor, created: str | None) 
 
 # -- rm / delete / prune ------------------------------------------------------------------------
 @closes_its_stores
-def remove(ref: str) -> RemoveResult:
+def remove(ref: str | Locator) -> RemoveResult:
     """Take a model out of a layout (default store for a bare NAME): by tag, that tag; by digest,
     every entry of that manifest. Blobs stay until :func:`prune`."""
-    target = open_store_target(store_reference(ref))
+    located = store_reference(ref, Role.LOCAL)  # once, here
+    ref = text_of(located)
+    target = open_store_target(located)
     store = target.store
     if not isinstance(store, LayoutStore):
         raise UsageError(f"rm works on a layout or the local store; for a registry use 'delete {ref}'")
@@ -204,14 +192,16 @@ def _remove_orphaned_referrers(store: LayoutStore, subject: Descriptor) -> tuple
 
 
 @closes_its_stores
-def delete(ref: str, *, transfer: TransferOptions | None = None, force: bool = False,
+def delete(ref: str | Locator, *, transfer: TransferOptions | None = None, force: bool = False,
            dry_run: bool = False) -> RemoveResult:
     """Delete a manifest from a registry or a layout (oras ``manifest delete``): a tag is
     resolved to its digest first, and every tag naming that manifest goes with it, as do the
     tags of its signatures and attachments (cosign's ``sha256-<hex>.sig/.att/.sbom``, the
     referrers fallback ``sha256-<hex>``). When that is more than the tag named, it is refused
     unless ``force``; ``dry_run`` lists what would go and deletes nothing."""
-    target = _open(ref, transfer)
+    located = store_reference(ref)  # once, here
+    ref = text_of(located)
+    target = _open(located, transfer)
     store = target.store
     if not isinstance(store, DeletesManifests):
         raise UsageError(f"{ref}: this store cannot delete manifests")
@@ -325,27 +315,31 @@ def _mtime(path: Path) -> float:
 
 # -- tag / resolve ------------------------------------------------------------------------------
 @closes_its_stores
-def tag(ref: str, tags: Sequence[str], *, transfer: TransferOptions | None = None) -> TagResult:
+def tag(ref: str | Locator, tags: Sequence[str], *, transfer: TransferOptions | None = None) -> TagResult:
     """Point more tags at what ``ref`` names, in the same repository (oras ``tag``)."""
     if not tags:
         raise UsageError("tag needs at least one new TAG")
-    target = _open(ref, transfer)
+    located = store_reference(ref)  # once, here
+    ref = text_of(located)
+    target = _open(located, transfer)
     desc = target.store.resolve(target.reference)
     retag(target.store, desc, tags)
     return TagResult(desc.digest, tuple(tags))
 
 
 @closes_its_stores
-def resolve(ref: str, *, transfer: TransferOptions | None = None) -> ResolveResult:
+def resolve(ref: str | Locator, *, transfer: TransferOptions | None = None) -> ResolveResult:
     """The descriptor (digest, media type, size) a tag names (oras ``resolve``)."""
-    target = _open(ref, transfer)
+    located = store_reference(ref)  # once, here
+    ref = text_of(located)
+    target = _open(located, transfer)
     return ResolveResult(ref, target.store.resolve(target.reference))
 
 
 # -- attach / discover --------------------------------------------------------------------------
 @closes_its_stores
 def attach(
-    subject_ref: str | Reference,
+    subject_ref: str | Locator,
     files: Sequence[str],
     *,
     artifact_type: str,
@@ -381,7 +375,7 @@ def attach(
                         artifact_type)
 
 
-def repository_text(ref: Reference) -> str:
+def repository_text(ref: Locator) -> str:
     """``ref`` without its tag or digest: where a digest-pinned reference is appended."""
     if isinstance(ref, LayoutReference):
         return f"oci:{ref.path}"
@@ -401,11 +395,13 @@ def _file_blob(path: Path) -> Blob:
 
 
 @closes_its_stores
-def discover(ref: str, *, artifact_type: str | None = None,
+def discover(ref: str | Locator, *, artifact_type: str | None = None,
              transfer: TransferOptions | None = None) -> DiscoverResult:
     """The artifacts whose ``subject`` is ``ref`` (oras ``discover``): the registry's referrers
     API where it has one, the ``sha256-<hex>`` fallback tag where not; a layout's index."""
-    target = _open(ref, transfer)
+    located = store_reference(ref)  # once, here
+    ref = text_of(located)
+    target = _open(located, transfer)
     subject = target.store.resolve(target.reference)
     found = target.store.referrers(subject, artifact_type)
     return DiscoverResult(ref, subject, tuple(found))

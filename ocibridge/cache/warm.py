@@ -10,31 +10,29 @@ the same result it always had: nothing here is a second way of being right.
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from ocibridge.cache.records import complete_snapshot, model_cache_root, read_record, snapshot_name
+from ocibridge.oci.reference import RegistryReference, Written
 
-_DIGEST_REFERENCE = re.compile(r"@sha256:[0-9a-f]{64}\Z")
 
-
-def warm_path(ref: str, *, offline: bool, include: Sequence[str] = (),
+def warm_path(ref: Written, *, offline: bool, include: Sequence[str] = (),
               exclude: Sequence[str] = ()) -> Path | None:
-    """The snapshot directory of ``ref`` if the cache can answer now, else None."""
+    """The snapshot directory of ``ref`` (located: kinds/locate.py) if the cache can answer
+    now, else None."""
     root = model_cache_root()
     try:
-        record = read_record(root, ref)
+        record = read_record(root, ref.text)
     except (ValueError, OSError):
         return None  # the full resolution says what is wrong with it
     if record is None:
         return None
     if not offline:
         origin = record.origin
-        if origin is None or os.path.exists(ref):
-            return None
-        if not _DIGEST_REFERENCE.search(ref):
+        if origin is None or not isinstance(ref, RegistryReference):
+            return None  # only a registry reference is checked by one HEAD
+        if ref.digest is None:
             from ocibridge.stores.registry.quickhead import head_digest
 
             if head_digest(origin.host, origin.repository, origin.reference) != origin.top:

@@ -49,9 +49,10 @@ def answer(argv: Sequence[str]) -> int | None:
     ref, offline, as_json, globs = parsed
     from ocibridge.cache.records import offline_from_env
     from ocibridge.cache.warm import warm_path
+    from ocibridge.kinds.locate import Role, locate
 
     try:
-        where = warm_path(ref, offline=offline or offline_from_env(),
+        where = warm_path(locate(ref, Role.MODEL), offline=offline or offline_from_env(),
                           include=globs["--include"], exclude=globs["--exclude"])
     except KeyboardInterrupt:  # as the full CLI says it (and exits) on Ctrl-C
         import sys

@@ -12,6 +12,7 @@ from ocibridge.cli.common import EXIT_FAILURE, CommandAdder, add_transfer_flags,
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import one_line
 from ocibridge.errors import ValidationError
+from ocibridge.kinds.locate import Role, locate
 
 if TYPE_CHECKING:
     from ocibridge.api import model_ops as api
@@ -21,7 +22,7 @@ format_inspect = lazy_function("ocibridge.model.inspect", "format_inspect")
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    info = api.inspect(args.ref, transfer=transfer_options(args)).as_dict()
+    info = api.inspect(locate(args.ref, Role.MODEL), transfer=transfer_options(args)).as_dict()
     emit(args, info, format_inspect(info))
     return 0
 
@@ -29,8 +30,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
-        desc = api.validate(args.ref, transfer=transfer_options(args), strict=args.strict, warnings=warnings,
-                            runtime=args.runtime)
+        desc = api.validate(locate(args.ref, Role.MODEL), transfer=transfer_options(args), strict=args.strict,
+                            warnings=warnings, runtime=args.runtime)
     except ValidationError as e:
         if args.json:
             print(json.dumps({"valid": False, "reasons": e.reasons, "warnings": warnings}, indent=2))
@@ -52,7 +53,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_tags(args: argparse.Namespace) -> int:
-    names = api.tags(args.ref, transfer=transfer_options(args))
+    names = api.tags(locate(args.ref, Role.MODEL), transfer=transfer_options(args))
     if args.json:
         print(json.dumps(names))
     elif names:

@@ -5,7 +5,6 @@ and a directory laid out as the runtime would mount it."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from typing import TYPE_CHECKING, Any
@@ -24,19 +23,27 @@ from ocibridge.core.terminal import human_size, one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
+    from ocibridge.kinds.locate import Locator
     from ocibridge.kinds.targets import StoreTarget
 
 
-def _k8s_target(args: argparse.Namespace, for_write: bool = False) -> StoreTarget:
+def _located(args: argparse.Namespace) -> Locator:
+    """REF, located (once per command: the command passes it on)."""
+    from ocibridge.kinds.locate import Role, locate
+
+    return locate(args.ref, Role.MODEL)
+
+
+def _k8s_target(args: argparse.Namespace, located: Locator, for_write: bool = False) -> StoreTarget:
     from ocibridge.kinds.targets import open_store_target
 
-    return open_store_target(args.ref, for_write=for_write, options=transfer_options(args).registry_options())
+    return open_store_target(located, for_write=for_write, options=transfer_options(args).registry_options())
 
 
 def cmd_k8s_check(args: argparse.Namespace) -> int:
     from ocibridge.k8s import check
 
-    t = _k8s_target(args)
+    t = _k8s_target(args, _located(args))
     result = check(t.store, t.reference, args.runtime, platform=args.platform)
     result.reference = args.ref  # as the user wrote it, not the store-relative tag
     if args.json:
@@ -66,16 +73,17 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     from ocibridge.kinds.modelcar.from_any import build_from_any
     from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
 
+    located = _located(args)
     if args.kserve:
         from ocibridge.k8s.kserve import check_name
         from ocibridge.k8s.volume import pinned_reference
 
         check_name(args.kserve)
-        pinned_reference(args.ref, "sha256:" + "0" * 64)  # a layout: refused before anything is built
+        pinned_reference(located, "sha256:" + "0" * 64)  # a layout: refused before anything is built
     if args.create_pull_secret and not (args.kserve and args.image_pull_secret):
         raise UsageError("--create-pull-secret needs --kserve NAME and --image-pull-secret NAME "
                          "(the Secret it creates)")
-    t = _k8s_target(args, for_write=True)
+    t = _k8s_target(args, located, for_write=True)
     from ocibridge.signing.policy import verify_before_use
 
     # the reference is resolved once: the image is built from the digest that was verified,
@@ -85,10 +93,11 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     platforms = tuple(args.platform) if args.platform else None
     base = None
     if args.base:
+        from ocibridge.kinds.locate import Role, locate
         from ocibridge.kinds.modelcar.base import open_base
         from ocibridge.kinds.targets import open_store_target
 
-        b = open_store_target(args.base, options=transfer_options(args).registry_options())
+        b = open_store_target(locate(args.base, Role.MODEL), options=transfer_options(args).registry_options())
         base = open_base(b.store, b.reference, platform=(args.platform or ["linux/amd64"])[0], shown=args.base)
     desc = build_from_any(t.store, source.digest, shown=args.ref, tag=args.tag, index=args.index,
                           platforms=platforms, base=base)
@@ -100,11 +109,10 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     from ocibridge.k8s.kserve import header, inference_service
     from ocibridge.k8s.volume import pinned_reference
     from ocibridge.mirror.yamlout import dump_all
-    from ocibridge.oci.reference import parse_registry_reference
 
-    pinned = pinned_reference(args.ref, desc.digest)
-    host = parse_registry_reference(args.ref).registry
-    docs = [inference_service(args.kserve, pinned, runnable=base is not None, model_format=args.model_format,
+    pinned = pinned_reference(located, desc.digest)
+    host = pinned.registry
+    docs = [inference_service(args.kserve, str(pinned), runnable=base is not None, model_format=args.model_format,
                               pull_secrets=args.image_pull_secret)]
     if args.create_pull_secret:
         docs.insert(0, pull_secret(args.image_pull_secret[0], [host]))
@@ -114,7 +122,7 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
         print(json.dumps({**summary, "objects": docs}, indent=2))
     else:
         print(one_line(text), file=sys.stderr)
-        print(printable(header(pinned, base is not None) + dump_all(docs)), end="")
+        print(printable(header(str(pinned), base is not None) + dump_all(docs)), end="")
     if args.create_pull_secret:
         print(CREDENTIALS_WARNING, file=sys.stderr)
     return 0
@@ -122,25 +130,25 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
 
 def cmd_k8s_volume(args: argparse.Namespace) -> int:
     from ocibridge.k8s import volume_yaml
-    from ocibridge.oci.reference import parse_registry_reference
+    from ocibridge.oci.reference import RegistryReference
     from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
 
     secret = None
     if args.create_pull_secret and (not args.image_pull_secret or args.snippet):
         raise UsageError("--create-pull-secret needs --image-pull-secret NAME (the Secret it creates) "
                          "and a whole Pod (not --snippet)")
-    t = _k8s_target(args)
-    if args.create_pull_secret:  # after the reference is known to be a registry's
-        host = parse_registry_reference(args.ref).registry
-        secret = pull_secret(args.image_pull_secret[0], [host])
-    with contextlib.suppress(OcibridgeError):  # a layout reference is refused below, with its own message
-        for line in loopback_warnings([parse_registry_reference(args.ref).registry]):
+    located = _located(args)
+    t = _k8s_target(args, located)
+    if isinstance(located, RegistryReference):  # a layout reference is refused below, with its own message
+        if args.create_pull_secret:
+            secret = pull_secret(args.image_pull_secret[0], [located.registry])
+        for line in loopback_warnings([located.registry]):
             print(line, file=sys.stderr)
     if args.json:  # the same Pod (or snippet) as a JSON document: kubectl takes either
         from ocibridge.k8s.volume import volume_document
 
         doc, *_ = volume_document(
-            t.store, t.reference, args.ref, runtime=args.runtime, platform=args.platform,
+            t.store, t.reference, located, runtime=args.runtime, platform=args.platform,
             mount_path=args.mount_path, name=args.name, image=args.image, snippet=args.snippet,
             pull_secrets=args.image_pull_secret,
         )
@@ -149,7 +157,7 @@ def cmd_k8s_volume(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2, ensure_ascii=True))
     else:
         text = volume_yaml(
-            t.store, t.reference, args.ref, runtime=args.runtime, mount_path=args.mount_path,
+            t.store, t.reference, located, runtime=args.runtime, mount_path=args.mount_path,
             name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
             pull_secrets=args.image_pull_secret,
         )
@@ -166,7 +174,7 @@ def cmd_k8s_volume(args: argparse.Namespace) -> int:
 def cmd_k8s_mount(args: argparse.Namespace) -> int:
     from ocibridge.k8s import mount
 
-    t = _k8s_target(args)
+    t = _k8s_target(args, _located(args))
     done = mount(t.store, t.reference, args.dir, args.runtime, platform=args.platform)
     text = f"laid out {len(done.paths)} paths in {args.dir} as {args.runtime} would mount them"
     emit(args, {"files": done.paths, "notReproduced": done.not_reproduced},

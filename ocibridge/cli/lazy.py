@@ -37,7 +37,10 @@ def cmd_cat(args: argparse.Namespace) -> int:
     from ocibridge.api.lazy_ops import open_model
 
     out = sys.stdout.buffer
-    with open_model(args.ref, transfer=transfer_options(args), verify_key=args.verify_key) as model:
+    from ocibridge.kinds.locate import Role, locate
+
+    located = locate(args.ref, Role.REGISTRY)
+    with open_model(located, transfer=transfer_options(args), verify_key=args.verify_key) as model:
         start, end = parse_range(args.range, model.file(args.path).size)
         blob = model.open(args.path)
         for at in range(start, end, STEP):
@@ -48,11 +51,12 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 def cmd_chunks(args: argparse.Namespace) -> int:
     from ocibridge.api.lazy_ops import attach_chunks
+    from ocibridge.kinds.locate import Role, locate
+    from ocibridge.oci.reference import RegistryReference
 
-    result = attach_chunks(args.ref, transfer=transfer_options(args))
-    from ocibridge.oci.reference import parse_registry_reference
-
-    parsed = parse_registry_reference(args.ref)
+    parsed = locate(args.ref, Role.REGISTRY)  # once: read, then named in the note
+    assert isinstance(parsed, RegistryReference)
+    result = attach_chunks(parsed, transfer=transfer_options(args))
     note = "" if result.bound else (
         "\n  the manifest does not bind this table: readers use it only if the referrer is signed "
         f"(ocibridge sign {parsed.registry}/{parsed.repository}@{result.referrer} --key KEY) "

@@ -27,8 +27,9 @@ def parse_age(text: str) -> float:
 
 def cmd_path(args: argparse.Namespace) -> int:
     from ocibridge.api.cache_ops import path
+    from ocibridge.kinds.locate import Role, locate
 
-    where = path(args.ref, transfer=transfer_options(args), verify=policy_from_args(args),
+    where = path(locate(args.ref, Role.MODEL), transfer=transfer_options(args), verify=policy_from_args(args),
                  include=args.include, exclude=args.exclude, offline=True if args.offline else None,
                  hf=args.hf)
     emit(args, {"reference": args.ref, "path": str(where)}, str(where))

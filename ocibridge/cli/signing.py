@@ -40,9 +40,10 @@ def policy_from_args(args: argparse.Namespace) -> VerifyPolicy | None:
 
 
 def _open(args: argparse.Namespace) -> Any:
+    from ocibridge.kinds.locate import Role, locate
     from ocibridge.kinds.targets import open_store_target
 
-    return open_store_target(args.ref, options=transfer_options(args).registry_options())
+    return open_store_target(locate(args.ref, Role.MODEL), options=transfer_options(args).registry_options())
 
 
 def register(command: CommandAdder) -> None:

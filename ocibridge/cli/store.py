@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, annotation_values, emit, transfer_options
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size, one_line
+from ocibridge.kinds.locate import Role, locate
 from ocibridge.kinds.targets import local_tag_shown
 
 if TYPE_CHECKING:
@@ -90,12 +91,13 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
-    result = store_ops.discover(args.ref, artifact_type=args.artifact_type, transfer=transfer_options(args))
+    located = locate(args.ref, Role.MODEL)  # once: listed, then opened to walk the tree
+    result = store_ops.discover(located, artifact_type=args.artifact_type, transfer=transfer_options(args))
     if args.json:
         emit(args, result.as_dict(), "")
         return 0
     print(result.subject.digest)
-    target = open_store_target(store_ops.store_text(args.ref), options=transfer_options(args).registry_options())
+    target = open_store_target(located, options=transfer_options(args).registry_options())
     _print_tree(target.store, result.referrers)
     return 0
 

@@ -14,6 +14,7 @@ from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
+from ocibridge.kinds.locate import Role, locate
 from ocibridge.kinds.table import format_choices, source_kinds
 from ocibridge.oci.mediatypes import Family, Kind, Variant
 from ocibridge.transfer.progress_modes import MODES, choose_progress
@@ -77,14 +78,16 @@ def cmd_push(args: argparse.Namespace) -> int:
         oms = directory_signature(Path(args.source), Path(args.signature))
         inside = _relative_inside(Path(args.signature), Path(args.source))
         excludes += (inside,) if inside else ()
+    source = locate(args.source, Role.SOURCE)  # the edge: each argument located once
+    dest = locate(args.dest, Role.DESTINATION) if args.dest is not None else None
     bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
     try:
         push = api.push
         if args.chunks:
             from ocibridge.api.lazy_ops import push_with_chunks as push
         result = push(
-            args.source,
-            args.dest,
+            source,
+            dest,
             build_options=options,
             transfer=transfer_options(args),
             format=args.format,
@@ -102,10 +105,11 @@ def cmd_push(args: argparse.Namespace) -> int:
             bar.close()
     text = f"pushed {result.reference}\n  {counts(result.stats, 'uploaded')}"
     if oms is not None:
-        from ocibridge.kinds.targets import open_store_target
+        from ocibridge.kinds.targets import default_store_path, open_store_target
+        from ocibridge.oci.reference import LayoutReference
         from ocibridge.signing.omstravel import attach_oms
 
-        where = result.reference.rsplit("@", 1)[0]  # the store pushed to (the reference is pinned)
+        where = dest if dest is not None else LayoutReference(str(default_store_path()))  # the store pushed to
         target = open_store_target(where, for_write=True, options=transfer_options(args).registry_options())
         from ocibridge.stores.base import close_store
 
@@ -131,12 +135,13 @@ def cmd_pull(args: argparse.Namespace) -> int:
     if (args.dest is None) == (args.output is None):
         raise UsageError("pull needs one destination: DEST or -o/--output DIR")
     args.dest = args.dest or args.output
+    src, dest = locate(args.src, Role.MODEL), locate(args.dest, Role.OUTPUT)  # the edge: once each
     # exports into an archive or the Ollama store report no progress (yet): no frozen bar
-    export = exports_quietly(args.dest, args.format)
+    export = exports_quietly(dest, args.format)
     bar = choose_progress(args.progress, "pull", quiet=args.quiet, machine_output=args.json or export)
     on_existing = "overwrite" if args.overwrite else "keep" if args.keep_old_files else "refuse"
     try:
-        result = api.pull(args.src, args.dest, format=args.format, transfer=transfer_options(args), progress=bar,
+        result = api.pull(src, dest, format=args.format, transfer=transfer_options(args), progress=bar,
                           verify=policy_from_args(args), include=args.include, exclude=args.pull_exclude,
                           on_existing=on_existing, with_signatures=args.with_signatures)
     finally:
@@ -170,12 +175,11 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
+    src, dst = locate(args.src, Role.MODEL), locate(args.dst, Role.DESTINATION)  # the edge: once each
     bar = choose_progress(args.progress, "copy", quiet=args.quiet, machine_output=args.json)
     try:
-        result = api_copy.copy_reference(
-            args.src, args.dst, referrers=args.referrers, transfer=transfer_options(args), progress=bar,
-            verify=policy_from_args(args),
-        )
+        result = api_copy.copy_reference(src, dst, referrers=args.referrers, transfer=transfer_options(args),
+                                         progress=bar, verify=policy_from_args(args))
     finally:
         if bar:
             bar.close()

@@ -17,9 +17,9 @@ from typing import Any
 from ocibridge.errors import InvalidReference, OcibridgeError
 from ocibridge.k8s.check import MODELCAR_ROOT, check
 from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
+from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.modelcar.build import SOURCE_ANNOTATION
-from ocibridge.oci.digest import is_digest
-from ocibridge.oci.reference import PathReference, RegistryReference, parse_reference, parse_registry_reference
+from ocibridge.oci.reference import RegistryReference
 from ocibridge.stores.base import Store
 from ocibridge.stores.registry.pull_secret import check_secret_name
 
@@ -34,22 +34,17 @@ def needs(rv: RuntimeVersion, sub_path: bool) -> str:
     return "containerd >= 2.1 (images only)" + (", 2.2 for subPath" if sub_path else "")
 
 
-def pinned_reference(text: str, digest: str) -> str:
-    """``host/repo@sha256:…`` for a registry reference; a node cannot pull from a layout."""
-    ref = parse_reference(text, store=True)
-    if isinstance(ref, PathReference):  # read as Docker reads a name (what a node pulls)
-        ref = parse_registry_reference(text)
-    if not isinstance(ref, RegistryReference):
-        raise OcibridgeError(f"{text} is not a registry reference; push it to a registry a node can pull from")
-    return f"{ref.registry}/{ref.repository}@{digest}"
+def pinned_reference(located: Locator, digest: str) -> RegistryReference:
+    """``host/repo@sha256:…`` of a located registry reference; a node cannot pull from a layout."""
+    if not isinstance(located, RegistryReference):
+        raise OcibridgeError(f"{text_of(located)} is not a registry reference; "
+                             "push it to a registry a node can pull from")
+    return RegistryReference(located.registry, located.repository, None, digest)
 
 
-def _check_inputs(reference: str, mount_path: str, names: list[str], sub_path: str | None) -> None:
-    head, _, digest = reference.rpartition("@")
-    if not head or not is_digest(digest) or "oci:" in head:
-        raise InvalidReference(f"{reference!r} is not pinned by digest (host/repo@sha256:…)")
-    if not isinstance(parse_reference(reference, store=True), RegistryReference):
-        parse_registry_reference(reference)  # raises: says what is wrong with it as a registry name
+def _check_inputs(ref: RegistryReference, mount_path: str, names: list[str], sub_path: str | None) -> None:
+    if ref.digest is None or ref.tag is not None:
+        raise InvalidReference(f"{ref.text!r} is not pinned by digest (host/repo@sha256:…)")
     if not mount_path.startswith("/") or ".." in mount_path.split("/"):
         raise OcibridgeError(f"mount path {mount_path!r} must be absolute without '..'")
     for name in names:
@@ -60,7 +55,7 @@ def _check_inputs(reference: str, mount_path: str, names: list[str], sub_path: s
 
 
 def pod_document(
-    reference_pinned_by_digest: str,
+    reference_pinned_by_digest: str | Locator,
     *,
     mount_path: str = "/models",
     name: str = "model-consumer",
@@ -73,8 +68,10 @@ def pod_document(
     """The Pod (or, with ``snippet``, ``volumes`` + ``volumeMounts`` to paste) as a mapping.
     ``pull_secrets`` name the Secrets kubelet pulls the image volume (and the container) with:
     a registry that needs auth fails the pull without them."""
-    ref = reference_pinned_by_digest
-    _check_inputs(ref, mount_path, [name, volume_name], sub_path)
+    pinned = locate(reference_pinned_by_digest, Role.REGISTRY)  # the API's edge (a text is located once)
+    assert isinstance(pinned, RegistryReference)
+    _check_inputs(pinned, mount_path, [name, volume_name], sub_path)
+    ref = str(pinned)
     for secret in pull_secrets:
         check_secret_name("--image-pull-secret", secret)
     pulls = [{"name": s} for s in dict.fromkeys(pull_secrets)]
@@ -118,7 +115,7 @@ def _render(value: object, indent: str = "") -> list[str]:
 
 
 def pod_yaml(
-    reference_pinned_by_digest: str,
+    reference_pinned_by_digest: str | Locator,
     *,
     runtime: str | Runtime | RuntimeVersion,
     mount_path: str = "/models",
@@ -136,7 +133,7 @@ def pod_yaml(
     doc = pod_document(reference_pinned_by_digest, mount_path=mount_path, name=name, image=image,
                        sub_path=sub_path, snippet=snippet, volume_name=volume_name, pull_secrets=pull_secrets)
     header = [
-        f"# Image volume for {reference_pinned_by_digest}",
+        f"# Image volume for {text_of(locate(reference_pinned_by_digest, Role.REGISTRY))}",
         f"# Needs Kubernetes >= 1.31 with the ImageVolume feature gate on (beta from 1.33, GA and on by "
         f"default from 1.36){', subPath needs >= 1.33' if sub_path else ''}; runtime: "
         f"{needs(rv, bool(sub_path))}.",
@@ -163,12 +160,12 @@ def files_at(rv: RuntimeVersion, kind: str, modelcar: bool, mount_path: str, sub
 def volume_document(
     store: Store,
     reference: str,
-    reference_text: str,
+    located: Locator,
     *,
     runtime: str | Runtime | RuntimeVersion,
     platform: str = DEFAULT_PLATFORM,
     **pod: object,
-) -> tuple[dict[str, Any], RuntimeVersion, str, str | None, str]:
+) -> tuple[dict[str, Any], RuntimeVersion, RegistryReference, str | None, str]:
     """Resolve ``reference`` in ``store``, refuse what ``runtime`` would not mount, pin by
     digest and choose the subPath (``models`` for a ModelCar image, where the runtime has
     subPath). Returns the document, the runtime, the pinned reference, the subPath and where
@@ -177,12 +174,12 @@ def volume_document(
     digest = store.resolve(reference).digest  # once: what is checked is what the Pod pins
     result = check(store, digest, rv, platform=platform, read_layers=False)
     if result.reasons:
-        raise OcibridgeError(f"{rv.label} would not mount {reference_text}: {result.reasons[0]}")
+        raise OcibridgeError(f"{rv.label} would not mount {text_of(located)}: {result.reasons[0]}")
     sel = select(store, digest, platform)
     sub_path = None
     if result.kind == "image" and SOURCE_ANNOTATION in (sel.manifest.annotations or {}) and rv.has_sub_path:
         sub_path = MODELCAR_ROOT
-    pinned = pinned_reference(reference_text, sel.top.digest)
+    pinned = pinned_reference(located, sel.top.digest)
     modelcar = result.kind == "image" and SOURCE_ANNOTATION in (sel.manifest.annotations or {})
     where = files_at(rv, result.kind, modelcar, str(pod.get("mount_path", "/models")), sub_path)
     doc = pod_document(pinned, sub_path=sub_path, **pod)  # type: ignore[arg-type]
@@ -192,7 +189,7 @@ def volume_document(
 def volume_yaml(
     store: Store,
     reference: str,
-    reference_text: str,
+    located: Locator,
     *,
     runtime: str | Runtime | RuntimeVersion,
     mount_path: str = "/models",
@@ -204,7 +201,7 @@ def volume_yaml(
 ) -> str:
     """:func:`volume_document` as YAML with its header."""
     _, rv, pinned, sub_path, where = volume_document(
-        store, reference, reference_text, runtime=runtime, platform=platform,
+        store, reference, located, runtime=runtime, platform=platform,
         mount_path=mount_path, name=name, image=image, snippet=snippet, pull_secrets=pull_secrets,
     )
     return pod_yaml(pinned, runtime=rv, mount_path=mount_path, name=name, image=image,

@@ -15,12 +15,12 @@ from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.kinds.chunks import carry_chunks
 from ocibridge.kinds.families import Identified, by_name, identify
 from ocibridge.kinds.family import Exported, Exports, Reading, WriteOptions, Writes
-from ocibridge.kinds.hf.artifact import hub_artifact, is_hub_reference
+from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.neutral import Loss, ModelView, Written
 from ocibridge.kinds.origin import restore
 from ocibridge.kinds.overrides import OVERRIDES
 from ocibridge.kinds.repack import HoldsOnly, repack
-from ocibridge.kinds.targets import StoreTarget, open_store_target
+from ocibridge.kinds.targets import StoreTarget, open_source, open_store_target
 from ocibridge.kinds.view import TAG, ConvertedStore
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
@@ -170,8 +170,8 @@ def _exported_losses(conversion: Conversion, family: str, exported: Exported) ->
 
 
 def convert(
-    src: str,
-    dst: str,
+    src: str | Locator,
+    dst: str | Locator,
     to: str,
     *,
     options: WriteOptions | None = None,
@@ -181,23 +181,21 @@ def convert(
 ) -> ConvertResult:
     """Convert the artifact at ``src`` into family ``to`` and store it at ``dst``. ``src`` may
     be ``hf:ORG/NAME[@REVISION]``: the artifact a push of that Hugging Face cache model builds."""
-    if is_hub_reference(src):
-        source_store, source_reference = hub_artifact(src)
-    else:
-        source = open_store_target(src, options=registry_options)
-        source_store, source_reference = source.store, source.reference
+    src_ref, dst_ref = locate(src, Role.MODEL), locate(dst, Role.DESTINATION)  # the edge: once each
+    source = open_source(src_ref, options=registry_options)  # hf: the artifact a push of it builds
+    source_store, source_reference, src = source.store, source.reference, text_of(src_ref)
     family = by_name(to)
     if isinstance(family, Exports):  # Ollama, ModelCar: exported from the ModelPack form
         conversion = convert_artifact(source_store, source_reference, "modelpack", options, then=to, shown=src,
                                       chunks=True)
-        target = open_store_target(dst, for_write=True, options=registry_options)
+        target = open_store_target(dst_ref, for_write=True, options=registry_options)
         exported = family.export(conversion.store, conversion.descriptor, target,  # undone on failure
                                  concurrency=concurrency, progress=progress)
         _exported_losses(conversion, family.name, exported)
-        pinned = f"{dst.split('@', 1)[0]}@{exported.descriptor.digest}"
+        pinned = f"{target.text.split('@', 1)[0]}@{exported.descriptor.digest}"
         return ConvertResult(pinned, conversion, exported.stats)
     conversion = convert_artifact(source_store, source_reference, to, options, shown=src, chunks=True)
-    target = open_store_target(dst, for_write=True, options=registry_options)
+    target = open_store_target(dst_ref, for_write=True, options=registry_options)
     stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress,
                  referrers=conversion.store.chunks is not None,  # the carried chunk table's referrer
                  hooks=CopyHooks(undo_on_failure=True))  # a failed convert leaves a layout as it was

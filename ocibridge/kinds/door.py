@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING
 from ocibridge.errors import OcibridgeError, SourceError
 from ocibridge.kinds import table
 from ocibridge.kinds.source import ExportRequest, ReadRequest, ReadsArtifacts, SniffsContent, SourceFormat
-from ocibridge.oci import reference as refs
+from ocibridge.oci.reference import LayoutReference, OllamaReference, PathReference, RegistryReference
 
 if TYPE_CHECKING:
     from ocibridge.kinds.families import Identified
+    from ocibridge.kinds.locate import Locator
     from ocibridge.stores.base import Store
 
 __all__ = ["ExportRequest", "ReadRequest", "ReadsArtifacts", "SniffsContent", "SourceFormat"]
@@ -60,34 +61,26 @@ def _by_reference(text: str) -> SourceFormat | None:
     return None
 
 
+def _by_locator(located: Locator) -> SourceFormat | None:
+    """The format whose own place a kind's locator names (``ollama:NAME``, ``hf:ORG/NAME``), or
+    the one a path's suffix names."""
+    if isinstance(located, PathReference):
+        return _by_reference(located.path)
+    made = (type(located).__module__, type(located).__qualname__)
+    for line in table.sources():
+        if line.locator == made:
+            return _load(line)
+    return None
+
+
+def is_store(located: Locator) -> bool:
+    """Whether a locator names a store holding artifacts (a layout, a registry, Ollama's), not
+    a file, a directory or a format's own place that keeps none (the Hub cache)."""
+    return isinstance(located, (LayoutReference, RegistryReference, OllamaReference))
+
+
 def _fallback() -> SourceFormat:
     return _load(next(k for k in table.sources() if k.fallback))
-
-
-def _path_schemes() -> tuple[str, ...]:
-    """Schemes of formats that keep no artifacts (``hf:``; unlike ``ollama:``, whose models are
-    a family of a store): they name that format's place, not a store."""
-    return tuple(s for k in table.sources() if not k.converts for s in k.schemes)
-
-
-def is_store_reference(text: str) -> bool:
-    """Whether ``text`` names a store: archives named by a registered suffix are files, and a
-    scheme of a format that keeps no artifacts names that format's place, not a registry."""
-    if text.startswith(_path_schemes()):
-        return False
-    return refs.is_store_reference(text, file_suffixes=table.file_suffixes())
-
-
-def source_reference(source: str | refs.Reference) -> refs.Reference:
-    """A source that may be a store or a file or directory (a push's), parsed once: the local
-    store's name rule first, then :func:`~ocibridge.oci.reference.parse_reference`, where a
-    registry needs a host and archives and ``hf:`` names are local (:class:`PathReference`)."""
-    from ocibridge.kinds.targets import local_store_reference
-
-    if not isinstance(source, str):
-        return source
-    return refs.parse_reference(source, file_suffixes=table.file_suffixes(), path_schemes=_path_schemes(),
-                                local=local_store_reference)
 
 
 def source_format(source: str, explicit: str | None = None) -> SourceFormat:
@@ -109,14 +102,15 @@ def source_format(source: str, explicit: str | None = None) -> SourceFormat:
     return _fallback()
 
 
-def destination_format(dest: str, explicit: str | None = None) -> SourceFormat | None:
-    """The format a ``pull`` writes at ``dest``; None when ``dest`` is a store (a copy)."""
+def destination_format(dest: Locator, explicit: str | None = None) -> SourceFormat | None:
+    """The format a ``pull`` writes at ``dest`` (located, kinds/locate.py); None when ``dest``
+    is a store (a copy)."""
     if explicit and explicit != "auto":
         return _named(explicit, "output")
-    found = _by_reference(dest)
+    found = _by_locator(dest)
     if found is not None:
         return found
-    return None if is_store_reference(dest) else _fallback()
+    return None if is_store(dest) else _fallback()
 
 
 def _named(name: str, what: str) -> SourceFormat:
@@ -126,7 +120,7 @@ def _named(name: str, what: str) -> SourceFormat:
         raise SourceError(f"unknown {what} format {name!r}") from None
 
 
-def exports_quietly(dest: str, explicit: str | None = None) -> bool:
+def exports_quietly(dest: Locator, explicit: str | None = None) -> bool:
     """Whether a pull into ``dest`` is an export that reports no progress (no bar drawn)."""
     fmt = destination_format(dest, explicit)
     return fmt is not None and not fmt.shows_progress
@@ -151,7 +145,7 @@ class Examined:
 
 
 def examine(store: Store, reference: str, dest_format: SourceFormat | None = None, *,
-            source: str | None = None, refuse_other: bool = True) -> Examined:
+            source: Locator | None = None, refuse_other: bool = True) -> Examined:
     """Identify the artifact ``reference`` names by its model family (by media type) and pick
     the format that reads that family, if any; ``as_is`` when ``dest_format`` is that same
     format (an Ollama model into an Ollama store). The manifest is read once.
@@ -161,11 +155,11 @@ def examine(store: Store, reference: str, dest_format: SourceFormat | None = Non
     wrong with a model there in its own terms."""
     from ocibridge.kinds.families import NotAModel, identify
 
-    named = _by_reference(source) if source is not None else None
+    named = _by_locator(source) if source is not None else None
     if isinstance(named, ReadsArtifacts):
         return Examined(None, Conversion(named, reference, as_is=named is dest_format))
     try:
-        found = identify(store, reference, shown=source)
+        found = identify(store, reference, shown=source.text if source is not None else None)
     except NotAModel as not_a_model:
         if not_a_model.files_artifact or not refuse_other:  # read (or copied) as it is
             return Examined(None, None)

@@ -18,7 +18,7 @@ from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.results import PushResult
 
 if TYPE_CHECKING:
-    from ocibridge.oci.reference import Reference
+    from ocibridge.kinds.locate import Locator
     from ocibridge.stores.registry.options import RegistryOptions
 
 
@@ -33,7 +33,7 @@ def apply_to_package(package: ModelPackage, overrides: dict[str, str]) -> None:
 def push_family(
     package: ModelPackage,
     build_options: BuildOptions,
-    dest: str | Reference,
+    dest: Locator,
     to: str,
     *,
     registry_options: RegistryOptions | None,

@@ -16,10 +16,10 @@ from ocibridge.errors import SourceError
 if TYPE_CHECKING:
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.core.pathfilter import PathFilter
+    from ocibridge.kinds.locate import Locator
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
     from ocibridge.oci.models import Descriptor
-    from ocibridge.oci.reference import Reference
     from ocibridge.stores.base import Store
     from ocibridge.stores.registry.options import RegistryOptions
     from ocibridge.transfer.progress import ProgressFn
@@ -34,7 +34,7 @@ class ReadRequest:
     excludes: tuple[str, ...] = ()  # --exclude GLOB (directories)
     name: str | None = None  # --name
     registry_options: RegistryOptions | None = None  # sources that are stores
-    source: Reference | None = None  # the source, parsed (ollama://HOST/NAME names the model)
+    source: Locator | None = None  # the source, located (ollama://HOST/NAME names the model)
 
 
 @dataclass
@@ -46,6 +46,7 @@ class ExportRequest:
     progress: ProgressFn | None = None
     select: PathFilter | None = None  # --include/--exclude: only for formats that pick files
     on_existing: OnExisting | None = None  # files already at the destination (directories)
+    destination: Locator | None = None  # the destination as located (kinds/locate.py), for formats that use it
 
 
 class SourceFormat(Protocol):

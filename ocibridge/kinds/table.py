@@ -31,6 +31,12 @@ class Line:
     sniffs: bool = False  # recognises its files by their first bytes (``SniffsContent``)
     suffixes: tuple[str, ...] = ()  # file names ending so are this format (case-insensitive)
     schemes: tuple[str, ...] = ()  # references starting so are this format (not a --format choice)
+    #: (module, function): a text starting with one of ``schemes`` -> its typed locator (kinds/locate.py)
+    grammar: tuple[str, str] | None = None
+    #: (module, class): the typed locator the grammar makes
+    locator: tuple[str, str] | None = None
+    #: (module, function): that locator -> the store holding it (``StoreTarget``; kinds/targets.py)
+    opener: tuple[str, str] | None = None
     fallback: bool = False  # what a local path is when nothing else recognises it
     # -- the model family: its artifacts, read in any store (``ModelFamily``)
     family: str | None = None  # its --to name
@@ -49,6 +55,8 @@ class Line:
     def __post_init__(self) -> None:
         if (self.format is None) != (self.source is None) or (self.family is None) != (self.artifacts is None):
             raise ValueError(f"kind {self.name!r}: a format and a family are each named with their class")
+        if bool(self.schemes) != (self.grammar is not None) or (self.grammar is None) != (self.locator is None):
+            raise ValueError(f"kind {self.name!r}: schemes are read by the kind's grammar into its locator")
 
 
 #: In order: the families in detection order (ModelPack first, so an index holding several models
@@ -73,8 +81,14 @@ KINDS: list[Line] = [
     Line("mlsteam", format="mlarchive", source=("ocibridge.kinds.mlsteam.door", "MlarchiveFormat"), sniffs=True,
          suffixes=(".mlarchive",)),
     Line("ollama", format="ollama", source=("ocibridge.kinds.ollama.door", "OllamaFormat"), schemes=("ollama:",),
+         grammar=("ocibridge.oci.reference", "parse_ollama_reference"),
+         locator=("ocibridge.oci.reference", "OllamaReference"),
+         opener=("ocibridge.kinds.ollama.target", "open_ollama_target"),
          family="ollama", artifacts=("ocibridge.kinds.ollama.family", "OllamaFamily"), exports=True, converts=True),
-    Line("hf", format="hf", source=("ocibridge.kinds.hf.door", "HubCacheFormat"), schemes=("hf:",)),
+    Line("hf", format="hf", source=("ocibridge.kinds.hf.door", "HubCacheFormat"), schemes=("hf:",),
+         grammar=("ocibridge.kinds.hf.locator", "parse_hub_reference"),
+         locator=("ocibridge.kinds.hf.locator", "HubReference"),
+         opener=("ocibridge.kinds.hf.artifact", "open_hub_target")),
     Line("directory", format="directory", source=("ocibridge.kinds.directory.source", "DirectoryFormat"),
          fallback=True),
 ]

@@ -24,18 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ocibridge.errors import InvalidReference
-from ocibridge.oci import reference as refs
 from ocibridge.oci.reference import (
     DEFAULT_TAG,
     LayoutReference,
-    OllamaReference,
     PathReference,
-    Reference,
     RegistryReference,
 )
-from ocibridge.stores.base import WritableStore, close_store
+from ocibridge.stores.base import Store, WritableStore, close_store
 
 if TYPE_CHECKING:
+    from ocibridge.kinds.locate import Locator
     from ocibridge.stores.registry.options import RegistryOptions
 
 STORE_ENV = "OCIBRIDGE_STORE"
@@ -50,7 +48,18 @@ def default_store_path() -> Path:
 
 
 @dataclass
-class StoreTarget:
+class SourceTarget:
+    """A place to read an artifact from, and the tag or digest of it there: a store, or a
+    kind's own place that builds the artifact as a read-only store (``hf:ORG/NAME``)."""
+
+    store: Store
+    reference: str
+    tag: str | None
+    text: str  # how the user wrote it, for messages
+
+
+@dataclass
+class StoreTarget(SourceTarget):
     """A store plus the tag or digest within it."""
 
     store: WritableStore  # layouts, registries and Ollama stores all take writes
@@ -90,41 +99,73 @@ def closes_its_stores(call: _Call) -> _Call:
     return run  # type: ignore[return-value]  # same signature, wrapped
 
 
-def _opened(target: StoreTarget) -> StoreTarget:
+_Target = TypeVar("_Target", bound=SourceTarget)
+
+
+def _opened(target: _Target) -> _Target:
     opened = _OPENED.get()
     if opened is not None:
         opened.append(target.store)
     return target
 
 
-def reference_of(ref: str | Reference) -> Reference:
-    """The edge: the text of a store reference, parsed once into a typed :data:`Reference` (a
-    typed one passes through): the local store's name rule first (:func:`local_store_reference`),
-    then :func:`ocibridge.oci.reference.parse_reference` as a store is meant (Docker's defaults;
-    only what is written as a path is one). A source that may be a file or directory (a push's)
-    is parsed by :func:`ocibridge.kinds.door.source_reference`."""
-    if not isinstance(ref, str):
-        return ref
-    return refs.parse_reference(ref, store=True, local=local_store_reference)
+def reference_of(ref: str | Locator) -> Locator:
+    """A model reference located (:func:`ocibridge.kinds.locate.locate`, role ``MODEL``)."""
+    from ocibridge.kinds.locate import Role, locate
+
+    return locate(ref, Role.MODEL)
 
 
-def open_store_target(ref: str | Reference, *, for_write: bool = False,
+def open_store_target(ref: str | Locator, *, for_write: bool = False,
                       options: RegistryOptions | None = None, **values: Any) -> StoreTarget:
-    """Open the store a reference names: the one dispatch on its scheme. A text is parsed first
-    (:func:`reference_of`); ``options`` say how to reach a registry (keyword ``values`` change
-    some of its fields: ``plain_http=True``). Registry and Ollama stores are imported lazily."""
-    parsed = reference_of(ref)
-    if isinstance(parsed, LayoutReference):
+    """Open the store a locator names: the one dispatch on its type. A text is located here
+    (:func:`ocibridge.kinds.locate.locate`: a model reference, or a destination when opened for
+    writing); code below the edges passes the locator it was given. ``options`` say how to
+    reach a registry (keyword ``values`` change some of its fields: ``plain_http=True``). A kind's
+    locator is opened by the opener its line of the table names; registry and kind stores are
+    imported lazily."""
+    if isinstance(ref, str):
+        from ocibridge.kinds.locate import Role, locate
+
+        ref = locate(ref, Role.DESTINATION if for_write else Role.MODEL)
+    options = _with_values(options, values)
+    if isinstance(ref, LayoutReference):
         from ocibridge.stores.layout import LayoutStore  # here: a copy between registries needs none of it
 
-        store = LayoutStore(os.path.expanduser(parsed.path), create=for_write)
-        tag = parsed.tag or (None if parsed.digest else DEFAULT_TAG)
-        return _opened(StoreTarget(store, parsed.reference, tag, parsed.text))
-    if isinstance(parsed, OllamaReference):
-        return open_ollama_target(parsed, for_write=for_write, options=_with_values(options, values))
-    if isinstance(parsed, PathReference):  # else a directory would be looked up as docker.io/<path>
-        raise InvalidReference(_local_path(parsed.path, for_write))
-    return _open_registry(parsed, for_write, _with_values(options, values))
+        store = LayoutStore(os.path.expanduser(ref.path), create=for_write)
+        tag = ref.tag or (None if ref.digest else DEFAULT_TAG)
+        return _opened(StoreTarget(store, ref.reference, tag, ref.text))
+    if isinstance(ref, RegistryReference):
+        return _open_registry(ref, for_write, options)
+    if isinstance(ref, PathReference):  # else a directory would be looked up as docker.io/<path>
+        raise InvalidReference(f"{ref.text} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag])")
+    target = _opened(_kind_opener(ref)(ref, for_write=for_write, options=options))
+    if not isinstance(target, StoreTarget):
+        raise InvalidReference(f"{ref.text} is no store (it is read by push, copy and convert as a source)")
+    return target
+
+
+def open_source(ref: Locator, *, options: RegistryOptions | None = None) -> SourceTarget:
+    """Open what a located model reference reads from: a store (:func:`open_store_target`), or
+    the read-only artifact a kind's own place builds (``hf:ORG/NAME``: what a push of it stores)."""
+    if isinstance(ref, (LayoutReference, RegistryReference, PathReference)):
+        return open_store_target(ref, options=options)
+    return _opened(_kind_opener(ref)(ref, options=options))
+
+
+def _kind_opener(ref: object) -> Callable[..., SourceTarget]:
+    """The opener of the kind whose locator ``ref`` is (its line of the table names both)."""
+    import importlib
+
+    from ocibridge.kinds import table
+
+    made = (type(ref).__module__, type(ref).__qualname__)
+    for line in table.KINDS:
+        if line.locator == made and line.opener is not None:
+            module, function = line.opener
+            opener: Callable[..., SourceTarget] = getattr(importlib.import_module(module), function)
+            return opener
+    raise InvalidReference(f"{ref}: no store opens it")
 
 
 def _open_registry(ref: RegistryReference, for_write: bool, options: RegistryOptions | None) -> StoreTarget:
@@ -166,6 +207,19 @@ def local_store_reference(text: str) -> LayoutReference | None:
     return None
 
 
+def local_destination(text: str) -> LayoutReference:
+    """Where a store destination without a registry host goes: the local store, under the name
+    ``NAME[:TAG]`` (as ``docker build -t``, ``kit pack -t`` and ``modctl build -t`` name a local
+    model). One error line when ``text`` is no such name."""
+    match = _BARE_NAME.match(text)
+    if match is None:
+        raise InvalidReference(f"invalid local name {text!r}: NAME[:TAG] (lowercase letters, digits, . _ -), "
+                               "oci:PATH[:TAG] or host/repo[:tag]")
+    name, tag = match["name"], match["tag"] or DEFAULT_TAG
+    stored = name if tag == DEFAULT_TAG else f"{name}-{tag}"
+    return LayoutReference(str(default_store_path()), stored, written=text)
+
+
 def local_tag_shown(name: str | None, stored: str | None) -> str | None:
     """The TAG ``ls`` shows for a local-store entry, the inverse of :func:`local_store_reference`:
     ``latest`` for the stored tag NAME, ``VERSION`` for NAME-VERSION (typed ``NAME:VERSION``),
@@ -179,45 +233,9 @@ def local_tag_shown(name: str | None, stored: str | None) -> str | None:
     return stored
 
 
-def _local_path(text: str, for_write: bool) -> str:
-    """The error for a path given where a store is meant, with how to write it as a layout when
-    it is one (``PATH`` or ``PATH:TAG``) or would be made one (a destination)."""
-    from ocibridge.stores.layout import LAYOUT_FILE
-
-    path = text
-    head, sep, tag = text.rpartition(":")
-    if sep and "/" not in tag and not os.path.exists(text):
-        path = head  # PATH:TAG
-    is_layout = os.path.isfile(os.path.join(os.path.expanduser(path), LAYOUT_FILE))
-    hint = f"; as an OCI image layout it is written oci:{text}" if is_layout or for_write else ""
-    return f"{text} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]){hint}"
-
-
 def _with_values(options: RegistryOptions | None, values: dict[str, Any]) -> RegistryOptions | None:
     if not values:
         return options
     from ocibridge.stores.registry.options import RegistryOptions
 
     return (options or RegistryOptions()).updated(values)
-
-
-def open_ollama_target(ref: str | OllamaReference, *, for_write: bool = False,
-                       options: RegistryOptions | None = None) -> StoreTarget:
-    """``ollama:NAME`` → the local store ($OLLAMA_MODELS); ``ollama://[host/]NAME`` → a
-    registry repository ``namespace/model`` (plain HTTP for loopback hosts). Opened for
-    writing, both take Ollama models only (see stores/ollama/guard.py)."""
-    if isinstance(ref, str):
-        ref = refs.parse_ollama_reference(ref)
-    name, text = ref.name, ref.text
-    store: WritableStore
-    if ref.remote:
-        from ocibridge.kinds.ollama.guard import OllamaRegistryStore
-        from ocibridge.stores.registry import open_repository
-
-        repository = open_repository(ref.registry_reference(), options)
-        store = OllamaRegistryStore(repository, text) if for_write else repository
-    else:
-        from ocibridge.kinds.ollama.store import OllamaStore, default_models_dir
-
-        store = OllamaStore(default_models_dir(), name, create=for_write, label=text)
-    return _opened(StoreTarget(store, ref.reference, name.tag, text))

@@ -10,25 +10,17 @@ tag means *all tags*.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
+from ocibridge.kinds.locate import Locator, Role, locate
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import (
-    LayoutReference,
-    OllamaReference,
-    PathReference,
-    Reference,
-    RegistryReference,
-    is_layout_reference,
-    names_version,
-    parse_reference,
-    parse_registry_reference,
-)
+from ocibridge.oci.reference import LayoutReference, OllamaName, OllamaReference, RegistryReference
 from ocibridge.stores.base import Store, close_store
 from ocibridge.stores.layout import LayoutStore
 
@@ -43,6 +35,7 @@ class Endpoint:
     reference: str | None  # a tag or digest when one artifact is named, else None (all tags)
     host: str | None = None  # registry host, None for layouts and the local Ollama store
     ollama: bool = False  # an Ollama store or registry: its models are converted to ModelPack
+    ollama_name: OllamaName | None = None  # the Ollama model an ollama:// source names (its tags name it)
 
     @property
     def is_tag(self) -> bool:
@@ -83,20 +76,21 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
 
     options = job.registry_options(registry_ref.registry).with_gate(gate)
     registry_store = open_repository(registry_ref, options)
-    reference = (registry_ref.digest or registry_ref.tag) if names_version(text) else None
+    reference = (registry_ref.digest or registry_ref.tag) if registry_ref.names_version else None
     return Endpoint(registry_store, f"{registry_ref.registry}/{registry_ref.repository}", reference,
                     registry_ref.registry)
 
 
-def job_reference(text: str) -> Reference:
-    """A job's source or target, parsed (the one scheme dispatch, :func:`parse_reference`): a
-    job names no local paths, so what is not a layout or Ollama name is a registry name, as
-    Docker reads it. A registry or Ollama name that does not parse is the job's error."""
+@functools.lru_cache(maxsize=256)
+def job_reference(text: str) -> Locator:
+    """A job's source or target, located once (kinds/locate.py, role ``JOB``; kept, as the job
+    asks for each entry's more than once): a job names no local paths, so what is not a layout
+    or Ollama name is a registry name, as Docker reads it. A registry or Ollama name that does
+    not parse is the job's error."""
     try:
-        parsed = parse_reference(text, store=True)
-        return parse_registry_reference(text) if isinstance(parsed, PathReference) else parsed
+        return locate(text, Role.JOB)
     except InvalidReference as e:
-        if is_layout_reference(text):
+        if text.startswith("oci:"):
             raise
         raise OcibridgeError(f"{text!r}: {e}") from None
 
@@ -104,15 +98,15 @@ def job_reference(text: str) -> Reference:
 def _ollama_endpoint(ref: OllamaReference, job: MirrorJob, gate: RequestGate | None) -> Endpoint:
     from ocibridge.kinds.ollama.store import OllamaStore, default_models_dir
 
-    text = ref.text
     name = ref.name
-    reference = name.digest or (name.tag if names_version(text.split(":", 1)[1]) else None)
+    reference = name.digest or (name.tag if name.names_version else None)
     if ref.remote:
         from ocibridge.stores.registry import open_repository
 
         repo = RegistryReference(name.host, name.repository, None, None)
         store: Store = open_repository(repo, job.registry_options(name.host).with_gate(gate))
-        return Endpoint(store, f"{name.host}/{name.repository}", reference, name.host, ollama=True)
+        return Endpoint(store, f"{name.host}/{name.repository}", reference, name.host, ollama=True,
+                        ollama_name=name)
     store = OllamaStore(default_models_dir(), name)
     return Endpoint(store, f"ollama:{name.display_model}", reference, None, ollama=True)
 

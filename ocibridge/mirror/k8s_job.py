@@ -18,8 +18,10 @@ from typing import Any
 
 from ocibridge.core.limits import read_at_most
 from ocibridge.errors import OcibridgeError, TooLarge, UsageError
+from ocibridge.kinds.locate import on_this_machine
+from ocibridge.mirror.endpoints import job_reference
 from ocibridge.mirror.job import MirrorJob
-from ocibridge.oci.reference import on_this_machine
+from ocibridge.oci.reference import OllamaReference, RegistryReference
 
 JOB_DIR = "/etc/ocibridge/job"
 DOCKER_DIR = "/etc/ocibridge/docker"
@@ -63,8 +65,11 @@ def registry_hosts(job: MirrorJob) -> list[str]:
     hosts = set()
     for entry in job.sync:
         for text in (entry.source, entry.target):
-            if not on_this_machine(text):
-                hosts.add(text.split("://")[-1].split("/")[0])
+            located = job_reference(text)
+            if isinstance(located, RegistryReference):
+                hosts.add(located.registry)
+            elif isinstance(located, OllamaReference) and located.remote:
+                hosts.add(located.name.host)
     return sorted(hosts)
 
 
@@ -266,7 +271,7 @@ def _check_job_runs_in_a_pod(job: MirrorJob) -> None:
     ``ca_file`` is read here, on this machine, and goes to the pods in a ConfigMap of its own."""
     for n, entry in enumerate(job.sync, 1):
         for side, text in (("source", entry.source), ("target", entry.target)):
-            if on_this_machine(text):
+            if on_this_machine(job_reference(text)):
                 raise OcibridgeError(f"sync entry {n}: {side} {text!r} is a path on this machine, which "
                                      "the pods cannot read; mirror between registries in Kubernetes")
     for host, auth in job.registries.items():

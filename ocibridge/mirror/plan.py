@@ -300,19 +300,19 @@ class _Planner:
         return found
 
     def _from_ollama(self, ref: str) -> tuple[Store, Descriptor, str]:
-        from ocibridge.kinds.ollama import OllamaStore, parse_ollama_name, read_ollama
+        from ocibridge.kinds.ollama import OllamaStore, read_ollama
         from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, build
+        from ocibridge.oci.reference import OLLAMA_TAG_RE
 
         name = None
         if self.src.host is None and isinstance(self.src.store, OllamaStore):  # local: name each tag
             local = self.src.store.name
             name = replace(local, digest=ref) if ref.startswith("sha256:") else replace(local, tag=ref)
-        elif self.src.host is not None:
-            sep = "@" if ref.startswith("sha256:") else ":"
-            try:
-                name = parse_ollama_name(f"{self.src.name}{sep}{ref}")
-            except (OcibridgeError, ValueError):
-                name = None
+        elif self.src.ollama_name is not None:  # a registry's tag names the model only if Ollama's rules allow it
+            if ref.startswith("sha256:"):
+                name = replace(self.src.ollama_name, digest=ref)
+            elif OLLAMA_TAG_RE.match(ref):
+                name = replace(self.src.ollama_name, tag=ref, digest=None)
         package = read_ollama(self.src.store, ref, name)
         family = Family(self.view.to if self.view is not None else Family.CNAI)
         artifact = build(package, BuildOptions(family=family))

@@ -17,10 +17,9 @@ table of kinds in :mod:`ocibridge.kinds.table` supplies them).
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ocibridge.errors import InvalidReference
 from ocibridge.oci.digest import is_digest
@@ -39,6 +38,13 @@ def check_tag(tag: str) -> str:
     if not _TAG_RE.match(tag):
         raise InvalidReference(f"invalid tag {tag!r}")
     return tag
+
+
+class Written(Protocol):
+    """Any locator (kinds/locate.py): it says how the user wrote it."""
+
+    @property
+    def text(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,9 @@ class RegistryReference(_Pinned, _AsWritten):
     repository: str
     tag: str | None = None
     digest: str | None = None
+    #: the text named a tag or digest (not ``latest`` by default): a mirror job reads a bare
+    #: name as *every tag*
+    names_version: bool = field(default=True, compare=False, repr=False, kw_only=True)
 
     def __str__(self) -> str:
         s = f"{self.registry}/{self.repository}"
@@ -133,9 +142,10 @@ def parse_registry_reference(text: str) -> RegistryReference:
             f"invalid repository {repository!r} in {original!r} "
             "(lowercase letters, digits and separators . _ - /)"
         )
-    if tag is None and digest is None:
+    named = tag is not None or digest is not None
+    if not named:
         tag = DEFAULT_TAG
-    return RegistryReference(registry, repository, tag, digest, written=original)
+    return RegistryReference(registry, repository, tag, digest, written=original, names_version=named)
 
 
 def parse_layout_reference(text: str) -> LayoutReference:
@@ -181,6 +191,8 @@ class OllamaName:
     model: str = ""
     tag: str = DEFAULT_TAG
     digest: str | None = None
+    #: the text named a tag or digest (see :attr:`RegistryReference.names_version`)
+    names_version: bool = field(default=True, compare=False, repr=False, kw_only=True)
 
     @property
     def repository(self) -> str:
@@ -227,9 +239,10 @@ def parse_ollama_name(text: str) -> OllamaName:
         if not is_digest(digest):
             raise InvalidReference(f"invalid digest in Ollama model name {original!r}")
     tag = DEFAULT_TAG
+    named = digest is not None
     slash, colon = text.rfind("/"), text.rfind(":")
     if colon > slash:
-        text, tag = text[:colon], text[colon + 1:]
+        text, tag, named = text[:colon], text[colon + 1:], True
     parts = text.split("/")
     host, namespace = OLLAMA_DEFAULT_HOST, OLLAMA_DEFAULT_NAMESPACE
     if len(parts) == 3:
@@ -252,7 +265,7 @@ def parse_ollama_name(text: str) -> OllamaName:
             raise InvalidReference(f"invalid {what} {value!r} in Ollama model name {original!r}")
     if not OLLAMA_TAG_RE.match(tag):
         raise InvalidReference(f"invalid tag {tag!r} in Ollama model name {original!r}")
-    return OllamaName(host, namespace, model, tag, digest)
+    return OllamaName(host, namespace, model, tag, digest, names_version=named)
 
 
 @dataclass(frozen=True)
@@ -272,10 +285,6 @@ class OllamaReference(_AsWritten):
     def registry_reference(self) -> RegistryReference:
         """The registry repository an ``ollama://`` name is served from."""
         return RegistryReference(self.name.host, self.name.repository, self.name.tag, self.name.digest)
-
-
-def is_ollama_reference(text: str) -> bool:
-    return text.startswith(OLLAMA_SCHEME)
 
 
 def parse_ollama_reference(text: str) -> OllamaReference:
@@ -305,81 +314,6 @@ class PathReference:
 Reference = RegistryReference | LayoutReference | OllamaReference | PathReference
 
 
-def is_store_reference(text: str, *, file_suffixes: tuple[str, ...] = ()) -> bool:
-    """Whether ``text`` names a store (layout, registry, Ollama) rather than a local path.
-
-    An existing path, one starting with ``.``, ``/`` or ``~``, or one ending in an archive
-    suffix of ``file_suffixes`` is a path; else a registry needs a host-like first part
-    (``.`` or ``:`` in it, or ``localhost``) and a ``/``, as Docker reads names."""
-    if is_layout_reference(text) or is_ollama_reference(text):
-        return True
-    return _names_registry(text, file_suffixes)
-
-
-def _names_registry(text: str, file_suffixes: tuple[str, ...]) -> bool:
-    """:func:`is_store_reference` for a text without a scheme."""
-    if os.path.exists(text) or text.startswith((".", "/", "~")):
-        return False
-    if file_suffixes and text.lower().endswith(tuple(s.lower() for s in file_suffixes)):
-        return False
-    first = text.split("/", 1)[0]
-    return "/" in text and ("." in first or ":" in first or first == "localhost")
-
-
-def on_this_machine(text: str) -> bool:
-    """Whether a store reference names a place on this machine (a layout, the local Ollama
-    store) rather than on a registry."""
-    return is_layout_reference(text) or (is_ollama_reference(text) and not text.startswith(OLLAMA_REGISTRY_SCHEME))
-
-
-def on_registry(text: str) -> bool:
-    """Whether ``text`` names something on a registry (``host/repo`` or ``ollama://``), where
-    blobs can be mounted from one repository into another."""
-    if is_layout_reference(text):
-        return False
-    if is_ollama_reference(text):
-        return text.startswith(OLLAMA_REGISTRY_SCHEME)
-    return is_store_reference(text)
-
-
-def parse_reference(text: str, *, file_suffixes: tuple[str, ...] = (), path_schemes: tuple[str, ...] = (),
-                    store: bool = False, local: Callable[[str], Reference | None] | None = None) -> Reference:
-    """The reference ``text`` is, parsed: one of the four kinds in the table above. The one
-    place that decides which scheme a text is (called once per reference, at the API's edge).
-
-    ``store``: a store is meant (``copy``, ``inspect``, a push's destination), so only an
-    existing path or one written as a path (``/``, ``./``, ``~``…) is a path, and anything else
-    a registry name with Docker's defaults (``ubuntu`` is ``docker.io/library/ubuntu``).
-    Otherwise (a push's source, a pull's destination) a registry needs a host-like first part
-    (see :func:`is_store_reference`), and ``path_schemes`` (``hf:``: a format's own place,
-    keeping no artifacts) and names ending in ``file_suffixes`` are local.
-
-    ``local``: a rule for texts without a scheme, asked first (the local store's bare names,
-    :func:`ocibridge.kinds.targets.local_store_reference`, which needs a store to look in)."""
-    if is_layout_reference(text):
-        return parse_layout_reference(text)
-    if is_ollama_reference(text):
-        return parse_ollama_reference(text)
-    named = local(text) if local is not None else None
-    if named is not None:
-        return named
-    if store:
-        if os.path.exists(text) or path_like(text):
-            return PathReference(text)
-        return parse_registry_reference(text)
-    if path_schemes and text.startswith(path_schemes):
-        return PathReference(text)
-    if _names_registry(text, file_suffixes):
-        return parse_registry_reference(text)
-    return PathReference(text)
-
-
 def path_like(text: str) -> bool:
     """Whether ``text`` is written as a file-system path: no registry reference starts so."""
     return text.startswith(("/", "./", "../", "~")) or text in (".", "..")
-
-
-def names_version(text: str) -> bool:
-    """Whether a registry or Ollama name states a tag or digest (its last path part has ':' or
-    '@') instead of leaving the default: a mirror job reads a bare name as *every tag*."""
-    return "@" in text or ":" in text.rsplit("/", 1)[-1]

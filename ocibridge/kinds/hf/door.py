@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ocibridge.errors import SourceError
-from ocibridge.kinds.hf.hubcache import COMMIT, parse, repo_folder, resolve_revision
+from ocibridge.kinds.hf.hubcache import COMMIT, repo_folder, resolve_revision
+from ocibridge.kinds.hf.locator import HubReference, parse_hub_reference
 from ocibridge.kinds.source import ExportRequest, ReadRequest
 
 if TYPE_CHECKING:
@@ -27,14 +28,14 @@ SOURCE_ANNOTATION = "org.opencontainers.image.source"
 REVISION_ANNOTATION = "org.opencontainers.image.revision"
 
 
-def read_snapshot(reference: str, request: ReadRequest) -> ModelPackage:
+def read_snapshot(ref: HubReference, request: ReadRequest) -> ModelPackage:
     """The files of a Hub cache snapshot, each read from the blob its symlink names (a link
     leaving the repo's folder is refused)."""
     from ocibridge.model import metadata
     from ocibridge.model.classify import classify
     from ocibridge.model.package import ModelPackage
 
-    repo_id, revision = parse(reference)
+    reference, repo_id, revision = ref.text, ref.repo_id, ref.revision
     folder = repo_folder(repo_id)
     commit = resolve_revision(folder, repo_id, revision)
     snapshot = folder / "snapshots" / commit
@@ -85,32 +86,34 @@ class HubCacheFormat:
     shows_progress: ClassVar[bool] = False
 
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
-        return read_snapshot(source, request)
+        located = request.source
+        return read_snapshot(located if isinstance(located, HubReference) else parse_hub_reference(source), request)
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
         from ocibridge.cache.models import ModelCache
         from ocibridge.transfer.results import PullResult
 
-        parse(dest)  # a malformed name fails before anything is fetched
+        located = request.destination
+        hub = located if isinstance(located, HubReference) else parse_hub_reference(dest)  # before any fetch
         select = request.select
         cache = ModelCache()
         snap = cache.snapshot(store, desc.digest, shown=desc.digest,
                               include=select.include if select else (),
                               exclude=select.exclude if select else (),
                               concurrency=request.concurrency)
-        files = into_hub_cache(cache, snap, dest)
+        files = into_hub_cache(cache, snap, hub)
         size = sum((snap.path / f).stat().st_size for f in files)
         return PullResult(desc.digest, dest, self.name, tuple(files), size)
 
 
-def into_hub_cache(cache: ModelCache, snap: Snapshot, dest: str) -> list[str]:
+def into_hub_cache(cache: ModelCache, snap: Snapshot, dest: HubReference) -> list[str]:
     """Lay a model cache snapshot out in the Hub cache as ``hf:ORG/NAME[@REF]`` (the ref
     ``main`` by default) names it: the commit it came from when it came from the Hub (its
     ``image.revision``), else a name made of its digest."""
     from ocibridge.kinds.hf.hubwrite import write_hub_snapshot
     from ocibridge.oci.models import Manifest, parse_manifest_bytes
 
-    repo_id, ref = parse(dest)
+    repo_id, ref = dest.repo_id, dest.revision
     manifest = parse_manifest_bytes(cache.blobs.fetch_bytes(snap.manifest), snap.manifest.mediaType)
     said = (manifest.annotations or {}).get(REVISION_ANNOTATION, "") if isinstance(manifest, Manifest) else ""
     commit = said if COMMIT.fullmatch(said) else snap.manifest.digest.split(":", 1)[1][:40]

@@ -14,7 +14,7 @@ from ocibridge.kinds.ollama.mapping import ANNOTATION_MANIFEST_DIGEST, ANNOTATIO
 from ocibridge.kinds.ollama.mount import mount_sources
 from ocibridge.kinds.ollama.reader import read_ollama
 from ocibridge.kinds.ollama.store import OllamaStore, default_models_dir
-from ocibridge.kinds.targets import open_ollama_target
+from ocibridge.kinds.ollama.target import open_ollama_target
 from ocibridge.model.gguf_header import GGUFHeader, read_gguf_header
 from ocibridge.oci.reference import OllamaName, parse_ollama_name
 

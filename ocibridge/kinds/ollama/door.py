@@ -24,9 +24,10 @@ class OllamaFormat:
     shows_progress: ClassVar[bool] = False
 
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
-        from ocibridge.kinds.targets import open_store_target, reference_of
+        from ocibridge.kinds.locate import Role, locate
+        from ocibridge.kinds.targets import open_store_target
 
-        parsed = reference_of(source)
+        parsed = request.source if request.source is not None else locate(source, Role.MODEL)
         origin = open_store_target(parsed, options=request.registry_options)
         return self.read_artifact(origin.store, origin.reference, dataclasses.replace(request, source=parsed))
 
@@ -46,10 +47,12 @@ class OllamaFormat:
         return mount_sources(origin, reference)
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
+        from ocibridge.kinds.locate import Role, locate
         from ocibridge.kinds.ollama.exporter import export_ollama
         from ocibridge.kinds.targets import open_store_target
         from ocibridge.transfer.results import PullResult
 
-        target = open_store_target(dest, for_write=True, options=request.registry_options)
+        located = request.destination if request.destination is not None else locate(dest, Role.DESTINATION)
+        target = open_store_target(located, for_write=True, options=request.registry_options)
         export_ollama(store, desc, target)
         return PullResult(desc.digest, dest, self.name)

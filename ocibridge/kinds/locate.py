@@ -1,0 +1,238 @@
+"""What a text names, decided in one place: :func:`locate` turns what a user typed into a typed
+locator, once, at the edge (the CLI's command functions and the API's public functions).
+
+The role says what the argument may be; the same text can mean different things in different
+roles (``m`` is the stored model ``m:latest`` for ``inspect``, the directory ``m`` for ``pull
+REF m``):
+
+- ``MODEL`` (inspect, validate, pull SRC, copy SRC, path, tag, sign, k8s …): a store reference
+  (``oci:``, a kind's scheme such as ``ollama:`` or ``hf:``, a registry, a directory holding an
+  OCI layout). A bare ``NAME[:TAG]`` is the local store's model when it holds one of that name
+  (even when a directory of that name exists), else Docker's defaults (``docker.io/library/NAME``).
+- ``DESTINATION`` (push DEST, copy DST, convert DST): a store; a name without a registry host
+  is a name in the local store, new or not.
+- ``SOURCE`` (push SOURCE): an existing path (it wins), an archive, a kind's place (``hf:``), a
+  store; a bare name is the stored model when no path of that name exists.
+- ``OUTPUT`` (pull DEST): a directory, an archive, a kind's place, a store (with a host).
+- ``REGISTRY`` (lazy reads, ``k8s volume`` documents): a registry reference only.
+- ``JOB`` (mirror jobs, bundle entries): a store; what is no layout or kind's name is a registry
+  name (Docker's defaults).
+- ``LOCAL`` (rm): a model of the local store (an unknown name is an error naming it) or a layout.
+- ``LAYOUT`` (ls, prune): a layout, ``oci:DIR`` or a directory holding one.
+
+Kinds register their schemes and grammars in :mod:`.table` (``schemes``, ``grammar``); the
+layout scheme ``oci:`` and registry names are the stores' own. Nothing below the edges parses a
+reference text again: :func:`ocibridge.kinds.targets.open_store_target` opens a locator as it is.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import os
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.errors import InvalidReference, UsageError
+from ocibridge.kinds import table
+from ocibridge.oci import reference as refs
+from ocibridge.oci.reference import (
+    LayoutReference,
+    OllamaReference,
+    PathReference,
+    Reference,
+    RegistryReference,
+)
+
+if TYPE_CHECKING:
+    from ocibridge.kinds.hf.locator import HubReference
+
+    Locator = Reference | HubReference
+else:
+    Locator = Any
+
+
+class Role(enum.Enum):
+    """What an argument may be (see the module's table)."""
+
+    MODEL = "model"
+    DESTINATION = "destination"
+    SOURCE = "source"
+    OUTPUT = "output"
+    REGISTRY = "registry"
+    JOB = "job"
+    LOCAL = "local"
+    LAYOUT = "layout"
+
+
+def locate(text: str | Locator, role: Role) -> Locator:
+    """The typed locator ``text`` is in ``role``; a typed one passes through (checked against
+    the role). One error line (:class:`InvalidReference`/:class:`UsageError`) when it is none."""
+    if not isinstance(text, str):
+        return _checked(text, role, text_of(text))
+    if refs.is_layout_reference(text):
+        return _checked(refs.parse_layout_reference(text), role, text)
+    kind = _kind_of_scheme(text)
+    if kind is not None:
+        return _checked(_grammar(kind)(text), role, text)
+    if role is Role.REGISTRY or role is Role.JOB:
+        return refs.parse_registry_reference(text)
+    if role is Role.OUTPUT:
+        return _output(text)
+    if role is Role.SOURCE:
+        return _source(text)
+    if role is Role.DESTINATION:
+        return _destination(text)
+    if role is Role.LOCAL:
+        return _local(text)
+    if role is Role.LAYOUT:
+        return _layout(text)
+    return _model(text)
+
+
+def text_of(locator: Locator) -> str:
+    """How the user wrote a locator (its full form when it was built, not typed)."""
+    return str(locator.text)
+
+
+def on_registry(locator: Locator) -> bool:
+    """Whether a locator names something on a registry, where blobs can be mounted from one
+    repository into another."""
+    return isinstance(locator, RegistryReference) or (isinstance(locator, OllamaReference) and locator.remote)
+
+
+def on_this_machine(locator: Locator) -> bool:
+    """Whether a store locator names a place on this machine (a layout, the local Ollama store)."""
+    return isinstance(locator, LayoutReference) or (isinstance(locator, OllamaReference) and not locator.remote)
+
+
+# -- the roles ------------------------------------------------------------------------------------
+def _model(text: str) -> Locator:
+    stored = _stored(text)
+    if stored is not None:
+        return stored
+    if os.path.exists(text) or refs.path_like(text):
+        layout = _layout_directory(text)
+        if layout is not None:
+            return layout
+        raise InvalidReference(_not_a_model(text))
+    return refs.parse_registry_reference(text)
+
+
+def _local(text: str) -> Locator:
+    stored = _stored(text)
+    if stored is not None:
+        return stored
+    if os.path.exists(text) or refs.path_like(text) or _host_qualified(text):
+        return _model(text)
+    shown = text if ":" in text else f"{text}:latest"
+    raise UsageError(f"no model {shown} in the local store (ocibridge ls lists them)")
+
+
+def _layout(text: str) -> Locator:
+    layout = _layout_directory(text)
+    if layout is None:
+        raise UsageError(f"{text}: not an OCI image layout (oci:PATH, or a directory holding one)")
+    return layout
+
+
+def _destination(text: str) -> Locator:
+    if os.path.exists(text) or refs.path_like(text):
+        layout = _layout_directory(text)
+        if layout is not None:
+            return layout
+        raise InvalidReference(_local_path(text, for_write=True))
+    if _host_qualified(text):
+        return refs.parse_registry_reference(text)
+    from ocibridge.kinds.targets import local_destination
+
+    return local_destination(text)
+
+
+def _source(text: str) -> Locator:
+    if os.path.exists(text) or refs.path_like(text) or _named_as_file(text):
+        return PathReference(text)
+    stored = _stored(text)
+    if stored is not None:
+        return stored
+    if _host_qualified(text) and "/" in text:
+        return refs.parse_registry_reference(text)
+    return PathReference(text)  # no such file: its format's reader says so
+
+
+def _output(text: str) -> Locator:
+    if os.path.exists(text) or refs.path_like(text) or _named_as_file(text):
+        return PathReference(text)
+    if _host_qualified(text) and "/" in text:
+        return refs.parse_registry_reference(text)
+    return PathReference(text)
+
+
+# -- the rules the roles share ------------------------------------------------------------------
+def _stored(text: str) -> LayoutReference | None:
+    """The local store's model a bare ``NAME[:TAG]`` names, if the store holds it."""
+    if _host_qualified(text) or text.startswith(("/", ".", "~")):
+        return None
+    from ocibridge.kinds.targets import local_store_reference
+
+    return local_store_reference(text)
+
+
+def _host_qualified(text: str) -> bool:
+    """Whether the first part of a name is a registry host (Docker's rule: it has a ``.`` or a
+    ``:``, or is ``localhost``, and a ``/`` follows)."""
+    first, sep, _ = text.partition("/")
+    return bool(sep) and ("." in first or ":" in first or first == "localhost")
+
+
+def _named_as_file(text: str) -> bool:
+    """An archive named by a registered suffix (``m.carton``) is a file, not a registry name."""
+    return text.lower().endswith(tuple(s.lower() for s in table.file_suffixes()))
+
+
+def _layout_directory(text: str) -> LayoutReference | None:
+    """A directory holding an OCI image layout, written as a path: that layout."""
+    from ocibridge.stores.layout import LAYOUT_FILE
+
+    if os.path.isfile(os.path.join(os.path.expanduser(text), LAYOUT_FILE)):
+        return LayoutReference(text, written=text)
+    return None
+
+
+def _kind_of_scheme(text: str) -> table.Line | None:
+    for line in table.KINDS:
+        if any(text.startswith(s) for s in line.schemes):
+            return line
+    return None
+
+
+def _grammar(line: table.Line) -> Any:
+    assert line.grammar is not None, f"kind {line.name!r} names schemes but no grammar"
+    module, function = line.grammar
+    return getattr(importlib.import_module(module), function)
+
+
+_STORES = (LayoutReference, RegistryReference, OllamaReference)
+
+
+def _checked(locator: Locator, role: Role, text: str) -> Locator:
+    """The locator, if ``role`` takes its kind; else one error line saying what is taken."""
+    if role is Role.REGISTRY and not isinstance(locator, RegistryReference):
+        raise UsageError(f"{text}: a registry reference is needed here (host/repo:tag or @digest)")
+    if role in (Role.DESTINATION, Role.JOB) and not isinstance(locator, _STORES):
+        raise UsageError(f"{text}: not a store to write to (oci:PATH[:TAG], host/repo[:tag] or a local NAME:TAG)")
+    if role in (Role.MODEL, Role.LOCAL) and isinstance(locator, PathReference):
+        raise InvalidReference(_not_a_model(text))
+    if role is Role.LAYOUT and not isinstance(locator, LayoutReference):
+        raise UsageError(f"{text}: not an OCI image layout (oci:PATH, or a directory holding one)")
+    return locator
+
+
+def _not_a_model(text: str) -> str:
+    return (f"{text} is a local path, not a model reference; push it first (ocibridge push {text}), "
+            "or name a stored model (ocibridge ls), oci:PATH[:TAG] or host/repo[:tag]")
+
+
+def _local_path(text: str, for_write: bool) -> str:
+    """The error for a path given where a store is meant, with how to write it as a layout."""
+    hint = f"; as an OCI image layout it is written oci:{text}" if for_write else ""
+    return f"{text} is a local path, not a store (oci:PATH[:TAG], host/repo[:tag] or a local NAME:TAG){hint}"

@@ -1,0 +1,35 @@
+"""The Ollama kind's opener (its line of the table of kinds names it): the store an
+``ollama:NAME`` or ``ollama://[host/]NAME`` locator names."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ocibridge.kinds.targets import StoreTarget
+from ocibridge.oci.reference import OllamaReference, parse_ollama_reference
+
+if TYPE_CHECKING:
+    from ocibridge.stores.base import WritableStore
+    from ocibridge.stores.registry.options import RegistryOptions
+
+
+def open_ollama_target(ref: str | OllamaReference, *, for_write: bool = False,
+                       options: RegistryOptions | None = None) -> StoreTarget:
+    """``ollama:NAME`` → the local store ($OLLAMA_MODELS); ``ollama://[host/]NAME`` → a
+    registry repository ``namespace/model`` (plain HTTP for loopback hosts). Opened for
+    writing, both take Ollama models only (see stores/ollama/guard.py)."""
+    if isinstance(ref, str):  # the API's edge: the kind's grammar, once
+        ref = parse_ollama_reference(ref)
+    name, text = ref.name, ref.text
+    store: WritableStore
+    if ref.remote:
+        from ocibridge.kinds.ollama.guard import OllamaRegistryStore
+        from ocibridge.stores.registry import open_repository
+
+        repository = open_repository(ref.registry_reference(), options)
+        store = OllamaRegistryStore(repository, text) if for_write else repository
+    else:
+        from ocibridge.kinds.ollama.store import OllamaStore, default_models_dir
+
+        store = OllamaStore(default_models_dir(), name, create=for_write, label=text)
+    return StoreTarget(store, ref.reference, name.tag, text)
