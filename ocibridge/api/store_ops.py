@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -26,7 +25,9 @@ from ocibridge.kinds.targets import (
     StoreTarget,
     closes_its_stores,
     default_store_path,
+    local_store_reference,
     open_store_target,
+    rewrite_if_local,
 )
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
@@ -38,10 +39,17 @@ from ocibridge.oci.reference import (
     PathReference,
     Reference,
     RegistryReference,
-    parse_layout_reference,
 )
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
+from ocibridge.stores.local_names import (
+    ATTACHED_TAG,
+    is_legacy,
+    is_tag,
+    listed_name,
+    split_local_name,
+    stored_name,
+)
 from ocibridge.transfer.results import (
     AttachResult,
     DiscoverResult,
@@ -66,16 +74,25 @@ class DeletesManifests(Protocol):
 
 
 def store_reference(ref: str | Reference | None) -> Reference:
-    """``ref`` parsed once as a store reference: None is the default store, a bare NAME one of
-    its tags (the one name rule, kinds/targets.py), a directory holding a layout that layout."""
+    """``ref`` parsed once as a store reference: None is the default store; a bare
+    ``NAME[:TAG]`` a model of the local store (the one name rule, kinds/targets.py), even where a
+    directory of that name exists, and one the store does not hold an error naming it; a
+    directory holding a layout that layout."""
     if ref is None:
         return LayoutReference(str(default_store_path()), written=f"oci:{default_store_path()}")
+    held = local_store_reference(ref) if isinstance(ref, str) else None
+    if held is not None:
+        return held
     parsed = source_reference(ref)
     if not isinstance(parsed, PathReference):
         return parsed
     if os.path.isfile(os.path.join(parsed.path, LAYOUT_FILE)):
         return LayoutReference(parsed.path, written=f"oci:{parsed.path}")
-    return parse_layout_reference(f"oci:{default_store_path()}:{parsed.path}")  # a tag of the default store
+    named = split_local_name(parsed.path)
+    if named is not None:
+        raise NotFound(f"no model {stored_name(*named)} in the local store (ocibridge ls lists them)")
+    raise UsageError(f"{parsed.path} is a local path, not a store or a model of the local store "
+                     "(oci:PATH[:TAG], host/repo[:tag], or a NAME:TAG ocibridge ls lists)")
 
 
 def store_text(ref: str | None) -> str:
@@ -110,10 +127,15 @@ def list_models(layout: str | None = None, *, include_attached: bool = False) ->
     store = _layout(layout)
     if store is None:
         return []
+    index = store.read_index()
+    local = layout is None
     entries = []
-    for entry in store.read_index().manifests:
+    for entry in index.manifests:
         tag = (entry.annotations or {}).get(ANNOTATION_REF_NAME)
-        entries.append(_describe_entry(store, entry, tag))
+        described = _describe_entry(store, entry, tag)
+        if local and tag is not None and described.subject is None:  # attached: listed by its tag
+            described = _as_typed(store, index, described, tag)
+        entries.append(described)
     attached = Counter(e.subject for e in entries if e.subject)
     entries = [dataclasses.replace(e, attached=attached[e.digest]) if attached[e.digest] else e for e in entries]
     if not include_attached:
@@ -121,14 +143,17 @@ def list_models(layout: str | None = None, *, include_attached: bool = False) ->
     return sorted(entries, key=lambda e: (e.name or "", e.tag or "", e.digest))
 
 
-_ATTACHED_TAG = re.compile(r"^sha256-([0-9a-f]{64})(\.sig|\.att|\.sbom)?\Z")
+def _as_typed(store: LayoutStore, index: Index, entry: ModelEntry, ref: str) -> ModelEntry:
+    """An entry of the local store with the NAME and TAG to type (``listed_name``)."""
+    name, tag = listed_name(store, ref, entry.model if is_legacy(ref) else None, index=index)
+    return dataclasses.replace(entry, name=name, tag=tag)
 
 
 def _subject_of(node: Manifest | Index, tag: str | None) -> str | None:
     """The digest an attached artifact refers to, by its ``subject`` or by cosign's tag scheme."""
     if node.subject is not None:
         return node.subject.digest
-    match = _ATTACHED_TAG.match(tag or "")
+    match = ATTACHED_TAG.match(tag or "")
     return f"sha256:{match.group(1)}" if match else None
 
 
@@ -137,7 +162,7 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
     try:
         node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
     except OcibridgeError:
-        return ModelEntry(None, tag, entry.digest, size, None, None)
+        return ModelEntry(None, tag, entry.digest, size, None, None, ref=tag)
     subject = _subject_of(node, tag)
     if isinstance(node, Manifest):
         size += node.config.size + sum(layer.size for layer in node.layers)
@@ -148,7 +173,7 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
             name, created = _config_name_created(store, node.config, created)
     else:
         size += sum(m.size for m in node.manifests)
-    return ModelEntry(name, tag, entry.digest, size, created, family, subject=subject)
+    return ModelEntry(name, tag, entry.digest, size, created, family, subject=subject, ref=tag, model=name)
 
 
 def _config_name_created(store: Store, config: Descriptor, created: str | None) -> tuple[str | None, str | None]:
@@ -167,6 +192,7 @@ def _config_name_created(store: Store, config: Descriptor, created: str | None) 
 def remove(ref: str) -> RemoveResult:
     """Take a model out of a layout (default store for a bare NAME): by tag, that tag; by digest,
     every entry of that manifest. Blobs stay until :func:`prune`."""
+    _rewrite_before(ref)
     target = open_store_target(store_reference(ref))
     store = target.store
     if not isinstance(store, LayoutStore):
@@ -211,6 +237,7 @@ def delete(ref: str, *, transfer: TransferOptions | None = None, force: bool = F
     tags of its signatures and attachments (cosign's ``sha256-<hex>.sig/.att/.sbom``, the
     referrers fallback ``sha256-<hex>``). When that is more than the tag named, it is refused
     unless ``force``; ``dry_run`` lists what would go and deletes nothing."""
+    _rewrite_before(ref)
     target = _open(ref, transfer)
     store = target.store
     if not isinstance(store, DeletesManifests):
@@ -245,7 +272,7 @@ def _tags_going_with(store: Store, desc: Descriptor, named: tuple[str, ...]) -> 
     for tag in store.tags():
         if tag in named:
             continue
-        match = _ATTACHED_TAG.match(tag)
+        match = ATTACHED_TAG.match(tag)
         if match:
             if match.group(1) == hex_digest:
                 companions.append(tag)
@@ -329,10 +356,41 @@ def tag(ref: str, tags: Sequence[str], *, transfer: TransferOptions | None = Non
     """Point more tags at what ``ref`` names, in the same repository (oras ``tag``)."""
     if not tags:
         raise UsageError("tag needs at least one new TAG")
-    target = _open(ref, transfer)
+    _rewrite_before(ref)
+    parsed = store_reference(ref)
+    target = _open(parsed, transfer)
     desc = target.store.resolve(target.reference)
-    retag(target.store, desc, tags)
-    return TagResult(desc.digest, tuple(tags))
+    named = split_local_name(ref) if _is_local(ref, parsed) else None
+    new = tuple(_local_tag(named, t) for t in tags) if named is not None else tuple(tags)
+    retag(target.store, desc, new)
+    _rewrite_after(target)
+    return TagResult(desc.digest, new)
+
+
+def _is_local(text: str, parsed: Reference) -> bool:
+    """Whether ``text`` was read as a name of the local store (not ``oci:`` nor a registry)."""
+    return isinstance(parsed, LayoutReference) and not text.startswith("oci:") and split_local_name(text) is not None
+
+
+def _local_tag(source: tuple[str, str], new: str) -> str:
+    """A new name of a local model: ``TAG`` is a new tag of its NAME, ``NAME:TAG`` that name."""
+    named = split_local_name(new) if ":" in new else (source[0], new) if is_tag(new) else None
+    if named is None:
+        raise UsageError(f"{new!r}: a new name in the local store is TAG or NAME:TAG")
+    return stored_name(*named)
+
+
+def _rewrite_before(ref: str) -> None:
+    """A command about to write names a local model: the store's names from the release before
+    become ``NAME:TAG`` first, so the name typed is found by its new form."""
+    if split_local_name(ref) is not None and (default_store_path() / LAYOUT_FILE).is_file():
+        rewrite_if_local(LayoutStore(default_store_path()))
+
+
+def _rewrite_after(target: StoreTarget) -> None:
+    """A write into the local store spelt ``oci:STORE:…`` may have written an old-style name."""
+    if isinstance(target.store, LayoutStore):
+        rewrite_if_local(target.store)
 
 
 @closes_its_stores
@@ -356,6 +414,8 @@ def attach(
     one layer per file (titled by its name), listed by the subject's referrers."""
     if not artifact_type:
         raise UsageError("attach needs --artifact-type TYPE")
+    if isinstance(subject_ref, str):
+        _rewrite_before(subject_ref)
     parsed = store_reference(subject_ref)  # once: opened, then named in the result
     target = _open(parsed, transfer)
     store = target.store

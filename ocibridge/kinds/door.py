@@ -16,6 +16,7 @@ a file suffix, then content, then the fallback (a plain directory).
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -80,14 +81,15 @@ def is_store_reference(text: str) -> bool:
 
 def source_reference(source: str | refs.Reference) -> refs.Reference:
     """A source that may be a store or a file or directory (a push's), parsed once: the local
-    store's name rule first, then :func:`~ocibridge.oci.reference.parse_reference`, where a
+    store's name rule first (an existing path wins over a stored name: a push's source may be
+    a directory), then :func:`~ocibridge.oci.reference.parse_reference`, where a
     registry needs a host and archives and ``hf:`` names are local (:class:`PathReference`)."""
     from ocibridge.kinds.targets import local_store_reference
 
     if not isinstance(source, str):
         return source
     return refs.parse_reference(source, file_suffixes=table.file_suffixes(), path_schemes=_path_schemes(),
-                                local=local_store_reference)
+                                local=lambda text: None if os.path.exists(text) else local_store_reference(text))
 
 
 def source_format(source: str, explicit: str | None = None) -> SourceFormat:

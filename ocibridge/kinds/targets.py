@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from ocibridge.oci.reference import (
 from ocibridge.stores.base import WritableStore, close_store
 
 if TYPE_CHECKING:
+    from ocibridge.stores.layout import LayoutStore
     from ocibridge.stores.registry.options import RegistryOptions
 
 STORE_ENV = "OCIBRIDGE_STORE"
@@ -118,6 +118,8 @@ def open_store_target(ref: str | Reference, *, for_write: bool = False,
         from ocibridge.stores.layout import LayoutStore  # here: a copy between registries needs none of it
 
         store = LayoutStore(os.path.expanduser(parsed.path), create=for_write)
+        if for_write:
+            rewrite_if_local(store)
         tag = parsed.tag or (None if parsed.digest else DEFAULT_TAG)
         return _opened(StoreTarget(store, parsed.reference, tag, parsed.text))
     if isinstance(parsed, OllamaReference):
@@ -135,48 +137,43 @@ def _open_registry(ref: RegistryReference, for_write: bool, options: RegistryOpt
     return _opened(StoreTarget(opener(ref, options), ref.reference, ref.tag, ref.text))
 
 
-#: a bare ``NAME[:TAG]``: no ``/``, no scheme; what Docker would read as docker.io/library/NAME
-_BARE_NAME = re.compile(r"^(?P<name>[a-z0-9][a-z0-9._-]{0,127})(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9._-]{0,127}))?\Z")
-
-
 def local_store_reference(text: str) -> LayoutReference | None:
-    """The one name rule of every command that takes a reference: a bare ``NAME[:TAG]`` that
-    names a model in the local store (the embedded default layout) means that model,
-    ``oci:STORE:TAG`` (a push into the store tags a model by its name, ``NAME[-VERSION]``;
-    ``NAME:latest`` is ``NAME``; ``NAME:TAG`` is the store's tag ``NAME:TAG`` when a layout
-    holds one, else ``NAME-TAG``). Anything else, or a name the store does not hold, is None:
-    Docker's defaults (and an existing path) keep their meaning."""
-    match = _BARE_NAME.match(text)
-    if match is None or os.path.exists(text):
-        return None
-    from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
+    """The one name rule of every command that takes a model reference: a bare ``NAME[:TAG]``
+    (:mod:`ocibridge.stores.local_names`) the local store (the embedded default layout) holds
+    means that model, even where a directory of that name exists (a push's source, where a path
+    wins, is parsed by :func:`ocibridge.kinds.door.source_reference`). Anything else, or a name
+    the store does not hold, is None: Docker's defaults keep their meaning. A name the release
+    before wrote is pinned by digest, so a rewrite of the store's names before its use
+    (:func:`~ocibridge.stores.local_names.rewrite_legacy`) does not lose it."""
+    from ocibridge.stores.local_names import split_local_name
 
+    parsed = split_local_name(text)
     store = default_store_path()
-    if not (store / LAYOUT_FILE).is_file():
+    if parsed is None or not (store / "oci-layout").is_file():
         return None
-    name, tag = match["name"], match["tag"]
-    candidates = [name] if tag in (None, DEFAULT_TAG) else [f"{name}:{tag}", f"{name}-{tag}"]
-    held = set(LayoutStore(store).tags())
-    for candidate in candidates:
-        if candidate in held:
-            if ":" not in candidate:
-                return LayoutReference(str(store), candidate, written=f"oci:{store}:{candidate}")
-            digest = LayoutStore(store).resolve(candidate).digest
-            return LayoutReference(str(store), None, digest, written=f"oci:{store}@{digest}")
-    return None
+    from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME
+    from ocibridge.stores.layout import LayoutStore
+    from ocibridge.stores.local_names import find_local, is_legacy
+
+    layout = LayoutStore(store)
+    index = layout.read_index()
+    found = find_local(layout, *parsed, index=index)
+    if found is None:
+        return None
+    if not is_legacy(found):
+        return LayoutReference(str(store), found, written=f"oci:{store}:{found}")
+    digest = next(e.digest for e in index.manifests if (e.annotations or {}).get(ANNOTATION_REF_NAME) == found)
+    return LayoutReference(str(store), None, digest, written=f"oci:{store}@{digest}")
 
 
-def local_tag_shown(name: str | None, stored: str | None) -> str | None:
-    """The TAG ``ls`` shows for a local-store entry, the inverse of :func:`local_store_reference`:
-    ``latest`` for the stored tag NAME, ``VERSION`` for NAME-VERSION (typed ``NAME:VERSION``),
-    else the stored tag itself (typed bare)."""
-    if name is None or stored is None:
-        return stored
-    if stored == name:
-        return DEFAULT_TAG
-    if stored.startswith(name + "-") and len(stored) > len(name) + 1:
-        return stored[len(name) + 1:]
-    return stored
+def rewrite_if_local(store: LayoutStore) -> None:
+    """Before a write into the local store, its names from the release before become
+    ``NAME:TAG`` (:func:`~ocibridge.stores.local_names.rewrite_legacy`); other layouts keep theirs."""
+    if store.root.resolve() != default_store_path().resolve() or not (store.root / "index.json").is_file():
+        return
+    from ocibridge.stores.local_names import rewrite_legacy
+
+    rewrite_legacy(store)
 
 
 def _local_path(text: str, for_write: bool) -> str:
