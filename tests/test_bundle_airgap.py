@@ -24,10 +24,11 @@ def test_load_without_prefix_fills_the_local_store(tmp_path, capsys, monkeypatch
     assert "started" in err  # plain progress: a line per blob
     assert main(["load", str(bundle), "--json", "-q"]) == 0
     loaded = json.loads(capsys.readouterr().out)
-    assert [d.split("@")[0].rsplit(":", 1)[-1] for d in loaded["destinations"]] == ["llama-v1", "tiny"]
+    store = tmp_path / "store"
+    assert [d.split("@")[0] for d in loaded["destinations"]] == [f"oci:{store}:llama:v1", f"oci:{store}:tiny:latest"]
     assert main(["ls", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert {m["tag"] for m in listed} >= {"llama-v1", "tiny"}, listed
+    assert {(m["name"], m["tag"]) for m in listed} >= {("llama", "v1"), ("tiny", "latest")}, listed
     assert main(["resolve", "llama:v1"]) == 0  # the one name rule finds it
     assert capsys.readouterr().out.split()[-1] == loaded["destinations"][0].split("@")[1]
     assert main(["pull", "tiny", "-o", str(tmp_path / "pulled"), "-q"]) == 0

@@ -410,7 +410,7 @@ def test_cli_bad_carton_to_registry_writes_nothing(case: str, tmp_path: Path, ca
     carton's intact files (the checks run before anything is sent)."""
     from ocibridge.cli import main
     from ocibridge.errors import NotFound
-    from ocibridge.kinds.targets import open_store_target
+    from ocibridge.kinds.locate import open_target as open_store_target
     from ocibridge.oci.models import Descriptor
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

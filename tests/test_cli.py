@@ -41,7 +41,7 @@ def test_default_store_when_dest_is_left_out(tmp_path):
     store = tmp_path / "default-store"
     code, out, err = run("push", str(model), env={"OCIBRIDGE_STORE": str(store)})
     assert code == 0, err
-    assert f"oci:{store}:my-model@sha256:" in out
+    assert f"oci:{store}:my-model:latest@sha256:" in out  # NAME:TAG, DIRNAME:latest
     assert (store / "index.json").exists()
 
 

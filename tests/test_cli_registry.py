@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ocibridge.cli import main
-from ocibridge.kinds.targets import open_store_target
+from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.oci.models import Descriptor, Manifest
 from tests.modelgen import make_model, tree
 

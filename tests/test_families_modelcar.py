@@ -12,7 +12,7 @@ import pytest
 from ocibridge.api import model_ops as api
 from ocibridge.cli import main
 from ocibridge.kinds import NotAModel, convert, identify
-from ocibridge.kinds.targets import open_store_target
+from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Index
 from ocibridge.stores.layout import LayoutStore

@@ -19,7 +19,7 @@ from support.data import data
 
 from ocibridge.api import model_ops as api
 from ocibridge.kinds import WriteOptions, convert, identify
-from ocibridge.kinds.targets import open_store_target
+from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.oci.mediatypes import Family
 from tests.modelcar_images import kserve_modelcar
 from tests.modelgen import tree

@@ -16,10 +16,10 @@ from ocibridge.k8s import build_modelcar, check, mount, volume_yaml
 from ocibridge.k8s.runtime import crio_name
 from ocibridge.kinds.carton import read_carton
 from ocibridge.kinds.directory.source import read_directory
+from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.kinds.mlsteam import read_mlarchive
 from ocibridge.kinds.ollama import parse_ollama_name, read_ollama
 from ocibridge.kinds.ollama.store import OllamaStore
-from ocibridge.kinds.targets import open_store_target
 from ocibridge.layers.apply import confine
 from ocibridge.model.builder import ARTIFACT_TAG, build
 from ocibridge.model.extract import extract

@@ -10,13 +10,13 @@ import pytest
 from mlsteam_model_sdk.core.dev.archive import build_archive
 
 from ocibridge.errors import NotFound
+from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.kinds.mlsteam import (
     ANNOTATION_MODELS,
     ANNOTATION_SERVICES,
     export_mlarchive,
     read_mlarchive,
 )
-from ocibridge.kinds.targets import open_store_target
 from ocibridge.model.builder import ARTIFACT_TAG, build
 from ocibridge.transfer.copy import copy
 from tests.test_mlsteam import make_sdk_archive_v2023, make_sdk_archive_v2024, zip_files

@@ -28,6 +28,7 @@ from ocibridge.errors import (
     UnsafePath,
 )
 from ocibridge.kinds.directory.source import read_directory
+from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.kinds.ollama import (
     CONFIG_FILE,
     MANIFEST_FILE,
@@ -39,7 +40,7 @@ from ocibridge.kinds.ollama import (
     read_gguf_header,
     read_ollama,
 )
-from ocibridge.kinds.targets import StoreTarget, open_store_target
+from ocibridge.kinds.targets import StoreTarget
 from ocibridge.model.builder import build
 from ocibridge.model.gguf_header import format_param_count
 from ocibridge.oci.mediatypes import Family

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import pytest
 
 import ocibridge
-from ocibridge.kinds.targets import open_store_target
+from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.model.extract import fetch_manifest
 from tests.modelgen import make_model
 

@@ -13,7 +13,7 @@ from cryptography.exceptions import InvalidSignature
 from support.faultproxy import FaultProxy, status
 
 from ocibridge.cli import main
-from ocibridge.kinds.targets import open_store_target
+from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.mirror import load_job, run_job
 from ocibridge.oci.mediatypes import OCI_INDEX
 from ocibridge.oci.models import Index

@@ -40,7 +40,7 @@ def test_list_counts_signatures_on_their_model_and_all_shows_them(tmp_path, stor
     make_model(tmp_path / "alpha")
     key, _ = key_pair(tmp_path / "keys")
     assert main(["push", str(tmp_path / "alpha"), "-q"]) == 0
-    assert main(["sign", f"oci:{store}:alpha", "--key", str(key)]) == 0
+    assert main(["sign", f"oci:{store}:alpha:latest", "--key", str(key)]) == 0
     capsys.readouterr()
     models = cli_json(capsys, "ls")
     assert [(e["name"], e["attached"], e["subject"]) for e in models] == [("alpha", 2, None)]
@@ -59,7 +59,8 @@ def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
     capsys.readouterr()
     listed = cli_json(capsys, "ls")
     assert [(e["name"], e["tag"], e["family"]) for e in listed] == [
-        ("alpha", "alpha", "cnai"), ("beta", "beta", "cnai")]
+        ("alpha", "latest", "cnai"), ("beta", "latest", "cnai")]
+    assert [e["ref"] for e in listed] == ["alpha:latest", "beta:latest"]  # the store's names: NAME:TAG
     assert listed[0]["created"] == "2025-01-02T03:04:05Z" and listed[0]["size"] > 400_000
     assert main(["list"]) == 0
     table = capsys.readouterr().out.splitlines()
@@ -69,7 +70,7 @@ def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
 
     blobs = sorted((store / "blobs" / "sha256").iterdir())
     removed = cli_json(capsys, "rm", "beta")
-    assert removed[0]["tags"] == ["beta"]
+    assert removed[0]["tags"] == ["beta:latest"]
     assert [e["name"] for e in cli_json(capsys, "ls")] == ["alpha"]
     # blobs of a just-written push are inside the grace period: kept, and said so
     kept = cli_json(capsys, "prune", "--dry-run")
@@ -85,8 +86,8 @@ def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
     left = {f"sha256:{p.name}" for p in (store / "blobs" / "sha256").iterdir()}
     assert not left & set(done["blobs"])
     # alpha is whole still: it pulls and validates
-    assert main(["validate", f"oci:{store}:alpha"]) == 0
-    assert main(["pull", f"oci:{store}:alpha", str(tmp_path / "out"), "-q"]) == 0
+    assert main(["validate", f"oci:{store}:alpha:latest"]) == 0
+    assert main(["pull", f"oci:{store}:alpha:latest", str(tmp_path / "out"), "-q"]) == 0
 
 
 def test_prune_spares_what_a_push_found_present_and_is_about_to_tag(tmp_path, capsys):

@@ -292,17 +292,20 @@ def destination_of(entry: BundleEntry, prefix: str) -> str:
 
 
 def local_destination(entry: BundleEntry) -> str:
-    """Where a model goes in the local store: ``NAME`` (tag latest or none) or ``NAME-TAG``,
-    NAME the last part of its repository, so ``ls`` lists it and the one name rule finds it."""
+    """Where a model goes in the local store: ``NAME:TAG``, NAME the last part of its
+    repository (a local model's own NAME), so ``ls`` lists it as it is typed."""
+    from ocibridge.stores.local_names import sanitized, split_local_name, stored_name
+
     ref = locate(entry.reference, Role.JOB)
     if isinstance(ref, RegistryReference):
         name, tag = ref.repository.rsplit("/", 1)[-1], ref.tag
     elif isinstance(ref, LayoutReference):
         name, tag = Path(ref.path).name or "model", ref.tag
+        if ref.tag and ":" in ref.tag:  # saved from a local store: NAME:TAG
+            name, tag = split_local_name(ref.tag) or (name, tag)
     else:
         name, tag = "model", None
-    name = re.sub(r"[^a-z0-9._-]", "-", name.lower()).lstrip("._-") or "model"
-    return f"oci:{default_store_path()}:{name if tag in (None, 'latest') else f'{name}-{tag}'}"
+    return f"oci:{default_store_path()}:{stored_name(*sanitized(name, tag or 'latest'))}"
 
 
 @closes_its_stores

@@ -13,7 +13,6 @@ a small pull's time).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +30,7 @@ from ocibridge.kinds.targets import (
     StoreTarget,
     closes_its_stores,
     default_store_path,
+    is_local_name,
     open_source,
     open_store_target,
 )
@@ -89,13 +89,42 @@ def load_source(
     return package
 
 
-def default_tag(package: ModelPackage) -> str:
-    """A tag for the default store, from the model's name and version."""
-    base = re.sub(r"[^A-Za-z0-9_.-]+", "-", package.name or "model").strip(".-") or "model"
+def local_name(package: ModelPackage) -> tuple[str, str]:
+    """NAME and TAG of a model pushed into the local store without a name: the model's name
+    (a directory's by default) and version (``latest`` without one), made to fit the grammars."""
+    from ocibridge.stores.local_names import sanitized
+
     version = package.descriptor.get("version")
-    if version:
-        base += "-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", str(version))
-    return base[:128]
+    return sanitized(package.name or "model", str(version) if version else "latest")
+
+
+def _local_dest(dest: str | Locator | None, package: ModelPackage | None = None) -> Locator | None:
+    """A push's DEST in the local store, as Docker reads it: no scheme and no registry host is a
+    local ``NAME[:TAG]`` (``ubuntu``; ``docker.io/library/ubuntu`` is Docker Hub's); no DEST is
+    the model's own name (:func:`local_name`). None: DEST names another store."""
+    from ocibridge.stores.local_names import split_local_name, stored_name
+
+    if package is not None:
+        named: tuple[str, str] | None = local_name(package)
+    elif isinstance(dest, str):
+        named = split_local_name(dest)
+    else:
+        named = None
+    if named is None:
+        return None
+    return LayoutReference(str(default_store_path()), stored_name(*named))
+
+
+def _say_path_wins(source: str) -> None:
+    """A push reads an existing path even when the local store holds a model of that name:
+    said, since every other command would read the stored model."""
+    from ocibridge.core import notices
+    from ocibridge.kinds.targets import local_store_reference
+
+    held = local_store_reference(source)
+    if held is not None:
+        shown = held.tag if held.tag else held.digest
+        notices.say(f"pushing the directory {source} (the local store also holds {shown})")
 
 
 @closes_its_stores
@@ -128,6 +157,8 @@ def push(
     origin: StoreTarget | None = None
     source_ref = locate(source, Role.SOURCE)  # located once each, here
     dest_ref = locate(dest, Role.DESTINATION) if dest is not None else None
+    if isinstance(source_ref, PathReference):
+        _say_path_wins(source_ref.path)
     if door.is_store(source_ref):
         # An artifact of a family a source format reads (an Ollama model) is converted, unless
         # the destination is that format's own; anything else is copied as it is.
@@ -155,15 +186,18 @@ def push(
             use_build_file=use_build_file,
         )
     build_options = build_options or BuildOptions()
-    if dest_ref is None:
-        dest_ref = LayoutReference(str(default_store_path()), default_tag(package))
     if overrides or to not in (None, "modelpack"):
-        from ocibridge.kinds.push import apply_to_package, push_family
+        from ocibridge.kinds.push import apply_to_package
 
         apply_to_package(package, overrides or {})
-        if to not in (None, "modelpack"):
-            return push_family(package, build_options, dest_ref, to, registry_options=transfer.registry_options(),
-                               concurrency=transfer.concurrency, progress=progress)
+    if dest_ref is None:  # named after the overrides: ``--version 2.0`` tags NAME:2.0
+        dest_ref = _local_dest(None, package)
+    assert dest_ref is not None
+    if to not in (None, "modelpack"):
+        from ocibridge.kinds.push import push_family
+
+        return push_family(package, build_options, dest_ref, to, registry_options=transfer.registry_options(),
+                           concurrency=transfer.concurrency, progress=progress)
     target = open_store_target(dest_ref, for_write=True, options=transfer.registry_options())
     mounts: dict[str, Store] = {}
     if origin is not None and conversion is not None and on_registry(source_ref):
@@ -319,7 +353,15 @@ def validate(ref: str | Locator, *, transfer: TransferOptions | None = None, str
 
 @closes_its_stores
 def tags(ref: str | Locator, *, transfer: TransferOptions | None = None) -> list[str]:
-    target = open_store_target(locate(ref, Role.MODEL), options=(transfer or TransferOptions()).registry_options())
+    """The tags of a registry repository or a layout; of a local ``NAME[:TAG]``, NAME's TAGs."""
+    from ocibridge.stores.layout import LayoutStore
+    from ocibridge.stores.local_names import split_local_name, tags_of
+
+    located = locate(ref, Role.MODEL)  # once, here
+    target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
+    named = split_local_name(text_of(located)) if is_local_name(located) else None
+    if named is not None and isinstance(target.store, LayoutStore):  # oci:… is no local name
+        return tags_of(target.store, named[0])
     return target.store.tags()
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -25,7 +24,9 @@ from ocibridge.kinds.targets import (
     StoreTarget,
     closes_its_stores,
     default_store_path,
+    is_local_name,
     open_store_target,
+    rewrite_if_local,
 )
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
@@ -38,6 +39,14 @@ from ocibridge.oci.reference import (
 )
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
+from ocibridge.stores.local_names import (
+    ATTACHED_TAG,
+    is_legacy,
+    is_tag,
+    listed_name,
+    split_local_name,
+    stored_name,
+)
 from ocibridge.transfer.results import (
     AttachResult,
     DiscoverResult,
@@ -61,7 +70,7 @@ class DeletesManifests(Protocol):
     def delete_manifest(self, desc: Descriptor) -> None: ...
 
 
-def store_reference(ref: str | Locator | None, role: Role = Role.MODEL) -> Locator:
+def store_reference(ref: str | Locator | None, role: Role = Role.LOCAL) -> Locator:
     """``ref`` located once (kinds/locate.py): None is the local store, a bare NAME[:TAG] a model
     it holds, a directory holding a layout that layout."""
     if ref is None:
@@ -96,10 +105,15 @@ def list_models(layout: str | None = None, *, include_attached: bool = False) ->
     store = _layout(layout)
     if store is None:
         return []
+    index = store.read_index()
+    local = layout is None
     entries = []
-    for entry in store.read_index().manifests:
+    for entry in index.manifests:
         tag = (entry.annotations or {}).get(ANNOTATION_REF_NAME)
-        entries.append(_describe_entry(store, entry, tag))
+        described = _describe_entry(store, entry, tag)
+        if local and tag is not None and described.subject is None:  # attached: listed by its tag
+            described = _as_typed(store, index, described, tag)
+        entries.append(described)
     attached = Counter(e.subject for e in entries if e.subject)
     entries = [dataclasses.replace(e, attached=attached[e.digest]) if attached[e.digest] else e for e in entries]
     if not include_attached:
@@ -107,14 +121,17 @@ def list_models(layout: str | None = None, *, include_attached: bool = False) ->
     return sorted(entries, key=lambda e: (e.name or "", e.tag or "", e.digest))
 
 
-_ATTACHED_TAG = re.compile(r"^sha256-([0-9a-f]{64})(\.sig|\.att|\.sbom)?\Z")
+def _as_typed(store: LayoutStore, index: Index, entry: ModelEntry, ref: str) -> ModelEntry:
+    """An entry of the local store with the NAME and TAG to type (``listed_name``)."""
+    name, tag = listed_name(store, ref, entry.model if is_legacy(ref) else None, index=index)
+    return dataclasses.replace(entry, name=name, tag=tag)
 
 
 def _subject_of(node: Manifest | Index, tag: str | None) -> str | None:
     """The digest an attached artifact refers to, by its ``subject`` or by cosign's tag scheme."""
     if node.subject is not None:
         return node.subject.digest
-    match = _ATTACHED_TAG.match(tag or "")
+    match = ATTACHED_TAG.match(tag or "")
     return f"sha256:{match.group(1)}" if match else None
 
 
@@ -123,7 +140,7 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
     try:
         node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
     except OcibridgeError:
-        return ModelEntry(None, tag, entry.digest, size, None, None)
+        return ModelEntry(None, tag, entry.digest, size, None, None, ref=tag)
     subject = _subject_of(node, tag)
     if isinstance(node, Manifest):
         size += node.config.size + sum(layer.size for layer in node.layers)
@@ -134,7 +151,7 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
             name, created = _config_name_created(store, node.config, created)
     else:
         size += sum(m.size for m in node.manifests)
-    return ModelEntry(name, tag, entry.digest, size, created, family, subject=subject)
+    return ModelEntry(name, tag, entry.digest, size, created, family, subject=subject, ref=tag, model=name)
 
 
 def _config_name_created(store: Store, config: Descriptor, created: str | None) -> tuple[str | None, str | None]:
@@ -153,6 +170,7 @@ def _config_name_created(store: Store, config: Descriptor, created: str | None) 
 def remove(ref: str | Locator) -> RemoveResult:
     """Take a model out of a layout (default store for a bare NAME): by tag, that tag; by digest,
     every entry of that manifest. Blobs stay until :func:`prune`."""
+    _rewrite_before(ref)  # the release before's names first: the name typed is found in its new form
     located = store_reference(ref, Role.LOCAL)  # once, here
     ref = text_of(located)
     target = open_store_target(located)
@@ -199,6 +217,7 @@ def delete(ref: str | Locator, *, transfer: TransferOptions | None = None, force
     tags of its signatures and attachments (cosign's ``sha256-<hex>.sig/.att/.sbom``, the
     referrers fallback ``sha256-<hex>``). When that is more than the tag named, it is refused
     unless ``force``; ``dry_run`` lists what would go and deletes nothing."""
+    _rewrite_before(ref)  # the release before's names first: the name typed is found in its new form
     located = store_reference(ref)  # once, here
     ref = text_of(located)
     target = _open(located, transfer)
@@ -235,7 +254,7 @@ def _tags_going_with(store: Store, desc: Descriptor, named: tuple[str, ...]) -> 
     for tag in store.tags():
         if tag in named:
             continue
-        match = _ATTACHED_TAG.match(tag)
+        match = ATTACHED_TAG.match(tag)
         if match:
             if match.group(1) == hex_digest:
                 companions.append(tag)
@@ -319,12 +338,37 @@ def tag(ref: str | Locator, tags: Sequence[str], *, transfer: TransferOptions | 
     """Point more tags at what ``ref`` names, in the same repository (oras ``tag``)."""
     if not tags:
         raise UsageError("tag needs at least one new TAG")
+    _rewrite_before(ref)  # the release before's names first: the name typed is found in its new form
     located = store_reference(ref)  # once, here
     ref = text_of(located)
     target = _open(located, transfer)
     desc = target.store.resolve(target.reference)
-    retag(target.store, desc, tags)
-    return TagResult(desc.digest, tuple(tags))
+    named = split_local_name(ref) if is_local_name(located) else None
+    new = tuple(_local_tag(named, t) for t in tags) if named is not None else tuple(tags)
+    retag(target.store, desc, new)
+    _rewrite_after(target)
+    return TagResult(desc.digest, new)
+
+
+def _local_tag(source: tuple[str, str], new: str) -> str:
+    """A new name of a local model: ``TAG`` is a new tag of its NAME, ``NAME:TAG`` that name."""
+    named = split_local_name(new) if ":" in new else (source[0], new) if is_tag(new) else None
+    if named is None:
+        raise UsageError(f"{new!r}: a new name in the local store is TAG or NAME:TAG")
+    return stored_name(*named)
+
+
+def _rewrite_before(ref: str | Locator) -> None:
+    """A command about to write names a local model: the store's names from the release before
+    become ``NAME:TAG`` first, so the name typed is found by its new form."""
+    if isinstance(ref, str) and split_local_name(ref) is not None and (default_store_path() / LAYOUT_FILE).is_file():
+        rewrite_if_local(LayoutStore(default_store_path()))
+
+
+def _rewrite_after(target: StoreTarget) -> None:
+    """A write into the local store spelt ``oci:STORE:…`` may have written an old-style name."""
+    if isinstance(target.store, LayoutStore):
+        rewrite_if_local(target.store)
 
 
 @closes_its_stores
@@ -350,6 +394,8 @@ def attach(
     one layer per file (titled by its name), listed by the subject's referrers."""
     if not artifact_type:
         raise UsageError("attach needs --artifact-type TYPE")
+    if isinstance(subject_ref, str):
+        _rewrite_before(subject_ref)
     parsed = store_reference(subject_ref)  # once: opened, then named in the result
     target = _open(parsed, transfer)
     store = target.store

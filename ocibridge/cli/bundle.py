@@ -71,7 +71,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("bundle", metavar="FILE")
     p.add_argument("prefix", metavar="PREFIX", nargs="?",
                    help="host[/path] (each model keeps its repository and tag) or oci:DIR; default: the local "
-                        "store, each model as NAME or NAME-TAG (the last part of its repository)")
+                        "store, each model as NAME:TAG (NAME the last part of its repository)")
     p.add_argument("--list", action="store_true", help="only list the models the bundle holds")
     _add_progress_flags(p)
     add_transfer_flags(p)

@@ -48,11 +48,13 @@ def family_choices() -> list[str]:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from ocibridge.kinds.conversion import convert
+    from ocibridge.kinds.locate import Role, locate
     from ocibridge.transfer.progress_modes import choose_progress
 
+    src, dst = locate(args.src, Role.MODEL), locate(args.dst, Role.DESTINATION)  # the edge: once each
     bar = choose_progress(args.progress, "convert", quiet=args.quiet, machine_output=args.json)
     try:
-        result = convert(args.src, args.dst, args.to, options=write_options(args),
+        result = convert(src, dst, args.to, options=write_options(args),
                          registry_options=transfer_options(args).registry_options(), concurrency=args.concurrency,
                          progress=bar)
     finally:

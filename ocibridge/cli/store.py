@@ -10,7 +10,6 @@ from ocibridge.cli.common import CommandAdder, add_transfer_flags, annotation_va
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size, one_line
 from ocibridge.kinds.locate import Role, locate
-from ocibridge.kinds.targets import local_tag_shown
 
 if TYPE_CHECKING:
     from ocibridge.api import store_ops
@@ -26,9 +25,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         emit(args, [e.as_dict() for e in entries], "")
         return 0
     rows = [("NAME", "TAG", "SIZE", "CREATED", "FAMILY", "ATTACHED", "DIGEST")]
-    local = args.layout is None  # the local store: NAME and TAG as they are typed (NAME:TAG)
-    for e in entries:
-        tag = local_tag_shown(e.name, e.tag) if local else e.tag
+    for e in entries:  # the local store's NAME and TAG are typed NAME:TAG (store_ops.list_models)
+        tag = e.tag
         attached = str(e.attached) if e.attached else "-"
         if e.subject:
             attached = "to " + e.subject.split(":", 1)[-1][:12]
@@ -91,7 +89,7 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
-    located = locate(args.ref, Role.MODEL)  # once: listed, then opened to walk the tree
+    located = locate(args.ref, Role.LOCAL)  # once: listed, then opened to walk the tree
     result = store_ops.discover(located, artifact_type=args.artifact_type, transfer=transfer_options(args))
     if args.json:
         emit(args, result.as_dict(), "")
@@ -120,7 +118,7 @@ def register(command: CommandAdder) -> None:
                    help="list signatures and other attached artifacts too (counted under ATTACHED)")
 
     p = command("rm", cmd_rm, "remove models from the local store or a layout (blobs stay until prune)")
-    p.add_argument("refs", metavar="REF", nargs="+", help="NAME (local store), oci:PATH:TAG or oci:PATH@DIGEST")
+    p.add_argument("refs", metavar="REF", nargs="+", help="NAME[:TAG] (local store), oci:PATH:TAG or oci:PATH@DIGEST")
 
     p = command("prune", cmd_prune, "delete the blobs of a layout that no listed model uses")
     p.add_argument("layout", metavar="LAYOUT", nargs="?", help="oci:PATH (default: the local store)")
@@ -130,7 +128,8 @@ def register(command: CommandAdder) -> None:
 
     p = command("tag", cmd_tag, "give an artifact more tags in the same repository or layout")
     p.add_argument("ref", metavar="REF")
-    p.add_argument("tags", metavar="TAG", nargs="+")
+    p.add_argument("tags", metavar="TAG", nargs="+",
+                   help="for a local NAME[:TAG]: TAG (NAME:TAG) or another NAME:TAG")
     add_transfer_flags(p)
 
     p = command("delete", cmd_delete, "delete a manifest (and every tag naming it) from a registry or layout")

@@ -78,6 +78,10 @@ def cmd_push(args: argparse.Namespace) -> int:
         oms = directory_signature(Path(args.source), Path(args.signature))
         inside = _relative_inside(Path(args.signature), Path(args.source))
         excludes += (inside,) if inside else ()
+    if args.tag_dest is not None:
+        if args.dest is not None:
+            raise UsageError(f"push takes DEST or -t/--tag, not both ({args.dest}, {args.tag_dest})")
+        args.dest = args.tag_dest
     source = locate(args.source, Role.SOURCE)  # the edge: each argument located once
     dest = locate(args.dest, Role.DESTINATION) if args.dest is not None else None
     bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
@@ -194,7 +198,10 @@ def register(command: CommandAdder) -> None:
     p = command("push", cmd_push, f"convert a model ({source_kinds()}) and store it")
     p.add_argument("source", metavar="SOURCE")
     p.add_argument("dest", metavar="DEST", nargs="?",
-                   help="oci:PATH:TAG or host/repo:tag (default: the local store)")
+                   help="NAME[:TAG] (the local store), oci:PATH:TAG or host/repo:tag "
+                        "(default: the local store, NAME:VERSION of the model, else DIRNAME:latest)")
+    p.add_argument("-t", "--tag", dest="tag_dest", metavar="NAME:TAG",
+                   help="DEST as kit, modctl and docker spell it")
     p.add_argument("--format", choices=["auto", *format_choices()], default=None,
                    help="source format (default: by extension, else by content)")
     p.add_argument("--media-types", choices=[f.value for f in Family], default=Family.CNAI.value,

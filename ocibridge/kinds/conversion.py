@@ -15,7 +15,7 @@ from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.kinds.chunks import carry_chunks
 from ocibridge.kinds.families import Identified, by_name, identify
 from ocibridge.kinds.family import Exported, Exports, Reading, WriteOptions, Writes
-from ocibridge.kinds.locate import Locator, Role, locate, text_of
+from ocibridge.kinds.locators import Locator, text_of
 from ocibridge.kinds.neutral import Loss, ModelView, Written
 from ocibridge.kinds.origin import restore
 from ocibridge.kinds.overrides import OVERRIDES
@@ -170,8 +170,8 @@ def _exported_losses(conversion: Conversion, family: str, exported: Exported) ->
 
 
 def convert(
-    src: str | Locator,
-    dst: str | Locator,
+    src: Locator,
+    dst: Locator,
     to: str,
     *,
     options: WriteOptions | None = None,
@@ -181,12 +181,12 @@ def convert(
 ) -> ConvertResult:
     """Convert the artifact at ``src`` into family ``to`` and store it at ``dst``. ``src`` may
     be ``hf:ORG/NAME[@REVISION]``: the artifact a push of that Hugging Face cache model builds."""
-    src_ref, dst_ref = locate(src, Role.MODEL), locate(dst, Role.DESTINATION)  # the edge: once each
+    src_ref, dst_ref = src, dst  # located at the edge (cli/convert.py)
     source = open_source(src_ref, options=registry_options)  # hf: the artifact a push of it builds
-    source_store, source_reference, src = source.store, source.reference, text_of(src_ref)
+    source_store, source_reference, shown = source.store, source.reference, text_of(src_ref)
     family = by_name(to)
     if isinstance(family, Exports):  # Ollama, ModelCar: exported from the ModelPack form
-        conversion = convert_artifact(source_store, source_reference, "modelpack", options, then=to, shown=src,
+        conversion = convert_artifact(source_store, source_reference, "modelpack", options, then=to, shown=shown,
                                       chunks=True)
         target = open_store_target(dst_ref, for_write=True, options=registry_options)
         exported = family.export(conversion.store, conversion.descriptor, target,  # undone on failure
@@ -194,7 +194,7 @@ def convert(
         _exported_losses(conversion, family.name, exported)
         pinned = f"{target.text.split('@', 1)[0]}@{exported.descriptor.digest}"
         return ConvertResult(pinned, conversion, exported.stats)
-    conversion = convert_artifact(source_store, source_reference, to, options, shown=src, chunks=True)
+    conversion = convert_artifact(source_store, source_reference, to, options, shown=shown, chunks=True)
     target = open_store_target(dst_ref, for_write=True, options=registry_options)
     stats = copy(conversion.store, TAG, target.store, target.tag, concurrency=concurrency, progress=progress,
                  referrers=conversion.store.chunks is not None,  # the carried chunk table's referrer

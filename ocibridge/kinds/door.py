@@ -27,7 +27,7 @@ from ocibridge.oci.reference import LayoutReference, OllamaReference, PathRefere
 
 if TYPE_CHECKING:
     from ocibridge.kinds.families import Identified
-    from ocibridge.kinds.locate import Locator
+    from ocibridge.kinds.locators import Locator
     from ocibridge.stores.base import Store
 
 __all__ = ["ExportRequest", "ReadRequest", "ReadsArtifacts", "SniffsContent", "SourceFormat"]

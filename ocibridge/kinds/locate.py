@@ -32,23 +32,17 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.errors import InvalidReference, UsageError
+from ocibridge.errors import InvalidReference, NotFound, UsageError
 from ocibridge.kinds import table
+from ocibridge.kinds.locators import Locator, on_registry, on_this_machine, text_of
 from ocibridge.oci import reference as refs
-from ocibridge.oci.reference import (
-    LayoutReference,
-    OllamaReference,
-    PathReference,
-    Reference,
-    RegistryReference,
-)
+from ocibridge.oci.reference import LayoutReference, OllamaReference, PathReference, RegistryReference
 
 if TYPE_CHECKING:
-    from ocibridge.kinds.hf.locator import HubReference
+    from ocibridge.stores.registry.options import RegistryOptions
+    from ocibridge.stores.target import StoreTarget
 
-    Locator = Reference | HubReference
-else:
-    Locator = Any
+__all__ = ["Locator", "Role", "locate", "on_registry", "on_this_machine", "open_target", "text_of"]
 
 
 class Role(enum.Enum):
@@ -74,6 +68,9 @@ def locate(text: str | Locator, role: Role) -> Locator:
     kind = _kind_of_scheme(text)
     if kind is not None:
         return _checked(_grammar(kind)(text), role, text)
+    if role is Role.REGISTRY and _stored(text) is not None:
+        raise UsageError(f"{text} is a model of the local store; a registry reference is needed here "
+                         "(host/repo:tag or @digest: push it to a registry first)")
     if role is Role.REGISTRY or role is Role.JOB:
         return refs.parse_registry_reference(text)
     if role is Role.OUTPUT:
@@ -89,20 +86,14 @@ def locate(text: str | Locator, role: Role) -> Locator:
     return _model(text)
 
 
-def text_of(locator: Locator) -> str:
-    """How the user wrote a locator (its full form when it was built, not typed)."""
-    return str(locator.text)
+def open_target(ref: str | Locator, *, for_write: bool = False, options: RegistryOptions | None = None,
+                **values: Any) -> StoreTarget:
+    """The store a text names, for the Python API's callers: located (a model reference; a
+    destination when opened for writing), then opened (:func:`ocibridge.kinds.targets.open_store_target`)."""
+    from ocibridge.kinds.targets import open_store_target
 
-
-def on_registry(locator: Locator) -> bool:
-    """Whether a locator names something on a registry, where blobs can be mounted from one
-    repository into another."""
-    return isinstance(locator, RegistryReference) or (isinstance(locator, OllamaReference) and locator.remote)
-
-
-def on_this_machine(locator: Locator) -> bool:
-    """Whether a store locator names a place on this machine (a layout, the local Ollama store)."""
-    return isinstance(locator, LayoutReference) or (isinstance(locator, OllamaReference) and not locator.remote)
+    located = locate(ref, Role.DESTINATION if for_write else Role.MODEL)
+    return open_store_target(located, for_write=for_write, options=options, **values)
 
 
 # -- the roles ------------------------------------------------------------------------------------
@@ -125,7 +116,7 @@ def _local(text: str) -> Locator:
     if os.path.exists(text) or refs.path_like(text) or _host_qualified(text):
         return _model(text)
     shown = text if ":" in text else f"{text}:latest"
-    raise UsageError(f"no model {shown} in the local store (ocibridge ls lists them)")
+    raise NotFound(f"no model {shown} in the local store (ocibridge ls lists them)")
 
 
 def _layout(text: str) -> Locator:

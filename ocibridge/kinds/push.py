@@ -18,7 +18,7 @@ from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.results import PushResult
 
 if TYPE_CHECKING:
-    from ocibridge.kinds.locate import Locator
+    from ocibridge.kinds.locators import Locator
     from ocibridge.stores.registry.options import RegistryOptions
 
 

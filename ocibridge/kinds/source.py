@@ -16,7 +16,7 @@ from ocibridge.errors import SourceError
 if TYPE_CHECKING:
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.core.pathfilter import PathFilter
-    from ocibridge.kinds.locate import Locator
+    from ocibridge.kinds.locators import Locator
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
     from ocibridge.oci.models import Descriptor

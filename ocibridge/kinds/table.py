@@ -35,8 +35,6 @@ class Line:
     grammar: tuple[str, str] | None = None
     #: (module, class): the typed locator the grammar makes
     locator: tuple[str, str] | None = None
-    #: (module, function): that locator -> the store holding it (``StoreTarget``; kinds/targets.py)
-    opener: tuple[str, str] | None = None
     fallback: bool = False  # what a local path is when nothing else recognises it
     # -- the model family: its artifacts, read in any store (``ModelFamily``)
     family: str | None = None  # its --to name
@@ -83,12 +81,10 @@ KINDS: list[Line] = [
     Line("ollama", format="ollama", source=("ocibridge.kinds.ollama.door", "OllamaFormat"), schemes=("ollama:",),
          grammar=("ocibridge.oci.reference", "parse_ollama_reference"),
          locator=("ocibridge.oci.reference", "OllamaReference"),
-         opener=("ocibridge.kinds.ollama.target", "open_ollama_target"),
          family="ollama", artifacts=("ocibridge.kinds.ollama.family", "OllamaFamily"), exports=True, converts=True),
     Line("hf", format="hf", source=("ocibridge.kinds.hf.door", "HubCacheFormat"), schemes=("hf:",),
          grammar=("ocibridge.kinds.hf.locator", "parse_hub_reference"),
-         locator=("ocibridge.kinds.hf.locator", "HubReference"),
-         opener=("ocibridge.kinds.hf.artifact", "open_hub_target")),
+         locator=("ocibridge.kinds.hf.locator", "HubReference")),
     Line("directory", format="directory", source=("ocibridge.kinds.directory.source", "DirectoryFormat"),
          fallback=True),
 ]

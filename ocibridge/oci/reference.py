@@ -17,6 +17,7 @@ table of kinds in :mod:`ocibridge.kinds.table` supplies them).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -31,6 +32,10 @@ LAYOUT_SCHEME = "oci:"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _REPO_RE = re.compile(rf"^{_COMPONENT}(?:/{_COMPONENT})*\Z")
 _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
+#: the OCI ``org.opencontainers.image.ref.name`` grammar (image-spec annotations.md): a layout's
+#: names, which may hold ':' and '/' (``mymodel:v2``, ``myorg/model:v1``)
+_REF_COMPONENT = r"[A-Za-z0-9]+(?:(?:[-._:@+]|--)[A-Za-z0-9]+)*"
+_REF_NAME_RE = re.compile(rf"^{_REF_COMPONENT}(?:/{_REF_COMPONENT})*\Z")
 _HOST_RE = re.compile(r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?\Z")
 
 
@@ -45,6 +50,13 @@ class Written(Protocol):
 
     @property
     def text(self) -> str: ...
+
+
+def check_ref_name(name: str) -> str:
+    """A name of an OCI image layout entry: the ref.name grammar (wider than a registry tag)."""
+    if len(name) > 255 or not _REF_NAME_RE.match(name):
+        raise InvalidReference(f"invalid tag {name!r} (a layout's names: the OCI ref.name grammar)")
+    return name
 
 
 @dataclass(frozen=True)
@@ -149,19 +161,31 @@ def parse_registry_reference(text: str) -> RegistryReference:
 
 
 def parse_layout_reference(text: str) -> LayoutReference:
-    """Parse ``oci:PATH[:TAG|@DIGEST]``; the tag is what follows the last ':' after the last '/'."""
+    """Parse ``oci:PATH[:REF|@DIGEST]``. REF is what follows the first ':' of the last path
+    component, as containers/image splits ``oci:PATH:REF``, so a name holding ':' reads the same
+    here and in skopeo (``oci:STORE:mymodel:v2``). A REF holding '/' (``myorg/model:v1``) has
+    its first ':' earlier: that ':' is taken when what precedes it is a layout on disk."""
     if not text.startswith(LAYOUT_SCHEME):
         raise InvalidReference(f"not a layout reference: {text!r}")
     body = text[len(LAYOUT_SCHEME):]
     body, digest = _split_digest(body)
     tag = None
-    slash = body.rfind("/")
-    colon = body.rfind(":")
-    if colon > slash and digest is None:
-        body, tag = body[:colon], check_tag(body[colon + 1:])
+    colon = _name_colon(body) if digest is None else -1
+    if colon >= 0:
+        body, tag = body[:colon], check_ref_name(body[colon + 1:])
     if not body:
         raise InvalidReference(f"layout reference {text!r} has no path")
     return LayoutReference(body, tag, digest, written=text)
+
+
+def _name_colon(body: str) -> int:
+    """Where ``PATH:REF`` splits (-1: no REF): at a ':' whose left side is an existing layout,
+    else the first ':' after the last '/'."""
+    for at, char in enumerate(body):
+        if char == ":" and at and os.path.isfile(os.path.join(os.path.expanduser(body[:at]), "oci-layout")):
+            return at
+    slash = body.rfind("/")
+    return body.find(":", slash + 1)
 
 
 def is_layout_reference(text: str) -> bool:

@@ -27,7 +27,7 @@ from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, TooLarge
 from ocibridge.oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
 from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
-from ocibridge.oci.reference import check_tag
+from ocibridge.oci.reference import check_ref_name
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, is_manifest
 from ocibridge.stores.leases import LEASE_DIR, Leases
 from ocibridge.stores.partial import PARTIAL_PREFIX, download
@@ -362,7 +362,9 @@ class LayoutStore(ClosesOnExit):
             atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
 
     def tag(self, desc: Descriptor, tag: str) -> None:
-        check_tag(tag)
+        """Name ``desc`` ``tag``: a layout's names follow the OCI ref.name grammar, so they may
+        hold ':' and '/' (the local store's ``NAME:TAG``), unlike a registry's tags."""
+        check_ref_name(tag)
         if not self.exists(desc):
             raise NotFound(f"{self.describe()}: cannot tag {desc.digest}: manifest not found")
         self._update_index(desc, tag)
@@ -413,6 +415,29 @@ class LayoutStore(ClosesOnExit):
             index.manifests = [e for e in index.manifests if e not in named]
             atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
         return _strip_ref_name(named[0])
+
+    def rename(self, renames: dict[str, str]) -> list[str]:
+        """Give entries other names in one write of ``index.json`` (same digest, other
+        annotations kept): each ``old -> new`` whose ``old`` is still listed and whose ``new``
+        names nothing yet, so a name another writer took meanwhile is never overwritten.
+        Returns the old names renamed."""
+        for wanted in renames.values():
+            check_ref_name(wanted)
+        with self._locked():
+            index = self.read_index()
+            taken: set[str | None] = {(e.annotations or {}).get(ANNOTATION_REF_NAME) for e in index.manifests}
+            done: list[str] = []
+            for entry in index.manifests:
+                old = (entry.annotations or {}).get(ANNOTATION_REF_NAME)
+                new = renames.get(old or "")
+                if old is None or new is None or new in taken:
+                    continue
+                entry.annotations = {**(entry.annotations or {}), ANNOTATION_REF_NAME: new}
+                taken.add(new)
+                done.append(old)
+            if done:
+                atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
+        return done
 
     def unreferenced_blobs(self) -> list[Path]:
         """Blob files nothing reachable from ``index.json`` uses (temporary files excluded).

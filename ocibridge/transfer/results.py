@@ -88,11 +88,13 @@ class ModelEntry:
     family: str | None  # cnai, cncf, or None for other artifacts
     attached: int = 0  # signatures and other artifacts that refer to this one (listed with --all)
     subject: str | None = None  # for an attached artifact: the digest it refers to
+    ref: str | None = None  # the name stored (the layout's ref.name): local store NAME:TAG
+    model: str | None = None  # the name the model's config gives it
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "tag": self.tag, "digest": self.digest, "size": self.size,
                 "created": self.created, "family": self.family, "attached": self.attached,
-                "subject": self.subject}
+                "subject": self.subject, "ref": self.ref, "model": self.model}
 
 
 @dataclass(frozen=True)

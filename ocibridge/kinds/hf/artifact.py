@@ -11,24 +11,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ocibridge.errors import UsageError
 from ocibridge.kinds.hf.locator import HubReference
 
 if TYPE_CHECKING:
-    from ocibridge.kinds.targets import SourceTarget
-    from ocibridge.stores.registry.options import RegistryOptions
+    from ocibridge.stores.target import SourceTarget
 
 
-def open_hub_target(ref: HubReference, *, for_write: bool = False,
-                    options: RegistryOptions | None = None) -> SourceTarget:
+def open_hub_target(ref: HubReference) -> SourceTarget:
     """The hf kind's opener: the artifact a push of ``hf:ORG/NAME[@REVISION]`` builds, as a
     read-only store; one error line for a repo or revision the cache lacks."""
     from ocibridge.kinds.hf.door import read_snapshot
     from ocibridge.kinds.source import ReadRequest
-    from ocibridge.kinds.targets import SourceTarget
     from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
+    from ocibridge.stores.target import SourceTarget
 
-    if for_write:
-        raise UsageError(f"{ref.text}: the Hugging Face cache is written by pull (pull REF {ref.text}), "
-                         "not as a store")
     return SourceTarget(PlannedArtifact(read_snapshot(ref, ReadRequest())), ARTIFACT_TAG, None, ref.text)

@@ -24,10 +24,10 @@ class OllamaFormat:
     shows_progress: ClassVar[bool] = False
 
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
-        from ocibridge.kinds.locate import Role, locate
         from ocibridge.kinds.targets import open_store_target
+        from ocibridge.oci.reference import parse_ollama_reference
 
-        parsed = request.source if request.source is not None else locate(source, Role.MODEL)
+        parsed = request.source if request.source is not None else parse_ollama_reference(source)
         origin = open_store_target(parsed, options=request.registry_options)
         return self.read_artifact(origin.store, origin.reference, dataclasses.replace(request, source=parsed))
 
@@ -47,12 +47,12 @@ class OllamaFormat:
         return mount_sources(origin, reference)
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
-        from ocibridge.kinds.locate import Role, locate
         from ocibridge.kinds.ollama.exporter import export_ollama
         from ocibridge.kinds.targets import open_store_target
+        from ocibridge.oci.reference import parse_ollama_reference
         from ocibridge.transfer.results import PullResult
 
-        located = request.destination if request.destination is not None else locate(dest, Role.DESTINATION)
+        located = request.destination if request.destination is not None else parse_ollama_reference(dest)
         target = open_store_target(located, for_write=True, options=request.registry_options)
         export_ollama(store, desc, target)
         return PullResult(desc.digest, dest, self.name)

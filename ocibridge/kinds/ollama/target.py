@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ocibridge.kinds.targets import StoreTarget
 from ocibridge.oci.reference import OllamaReference, parse_ollama_reference
+from ocibridge.stores.target import StoreTarget
 
 if TYPE_CHECKING:
     from ocibridge.stores.base import WritableStore
