@@ -1,10 +1,11 @@
-"""References are parsed once, at the edge (issue 27): a registry → registry copy and a
-directory → registry push turn each reference the user typed into a typed ``Reference`` one
-time, pass that value down, and close every registry client they open.
+"""What a text names is decided once, at the edge (issue 39): every command turns each reference
+the user typed into a typed locator with one call of :func:`ocibridge.kinds.locate.locate`, passes
+that value down, no reference grammar reads the same text twice, and every registry client it
+opens is closed.
 
-The probe runs the CLI in a fresh interpreter with ``ResourceWarning`` as an error and a
-counter on every function that parses or classifies a reference text, wherever a module
-bound it (``from ... import name``) and in modules imported later."""
+The probe runs the CLI in a fresh interpreter with ``ResourceWarning`` as an error and a counter
+on ``locate`` (texts only: a typed locator passing through is no parse) and on every grammar and
+name rule, wherever a module bound it and in modules imported later."""
 
 from __future__ import annotations
 
@@ -13,32 +14,31 @@ from pathlib import Path
 
 import pytest
 
+from tests.signing_keys import key_pair
 from tests.support.client_probe import CLIENT_COUNTER, run_probe, small_model
 
 PROBE = CLIENT_COUNTER + """
 import collections, json
 
-import ocibridge.cli.transfer, ocibridge.api.model_ops, ocibridge.api.copy, ocibridge.kinds.door
-import ocibridge.kinds.targets as targets, ocibridge.oci.reference as refs, ocibridge.kinds.door as door
+import ocibridge.kinds.locate as locate_module, ocibridge.oci.reference as refs
+import ocibridge.kinds.hf.locator as hub, ocibridge.kinds.targets as targets
 calls = collections.Counter()
-def counted(label, fn):
+def counted(label, fn, texts_only=False):
     def run(text, *a, **k):
-        calls[label + " " + str(text)] += 1
+        if isinstance(text, str) or not texts_only:
+            calls[label + " " + str(text)] += 1
         return fn(text, *a, **k)
     return run
 originals = {{}}
-for label, module, name in (("parse", refs, "parse_reference"),
-                            ("registry", refs, "parse_registry_reference"),
-                            ("layout", refs, "parse_layout_reference"),
-                            ("ollama", refs, "parse_ollama_reference"),
-                            ("classify", refs, "is_store_reference"),
-                            ("classify-door", door, "is_store_reference"),
-                            ("local", targets, "local_store_reference"),
-                            ("is-layout", refs, "is_layout_reference"),
-                            ("is-ollama", refs, "is_ollama_reference"),
-                            ("on-registry", refs, "on_registry")):
+for label, module, name, texts_only in (("locate", locate_module, "locate", True),
+                                        ("registry", refs, "parse_registry_reference", False),
+                                        ("layout", refs, "parse_layout_reference", False),
+                                        ("ollama", refs, "parse_ollama_reference", False),
+                                        ("ollama-name", refs, "parse_ollama_name", False),
+                                        ("hub", hub, "parse_hub_reference", False),
+                                        ("local", targets, "local_store_reference", False)):
     fn = getattr(module, name)
-    originals[fn] = counted(label, fn)
+    originals[fn] = counted(label, fn, texts_only)
 for mod in list(sys.modules.values()):
     if getattr(mod, "__name__", "").startswith("ocibridge"):
         for attr, value in list(vars(mod).items()):
@@ -58,63 +58,82 @@ def _run(args: list[str], cwd: Path) -> tuple[dict[str, object], str]:
     return json.loads(done.stdout.split("RESULT", 1)[1]), done.stderr
 
 
-@pytest.fixture
-def model_dir(tmp_path: Path) -> Path:
-    return small_model(tmp_path)
+@pytest.fixture(scope="module")
+def world(registry, tmp_path_factory):
+    """A model in the registry (signed, with a chunk table), one in the local store, a mirror
+    job: what every command below reads."""
+    home = tmp_path_factory.mktemp("parse-once")
+    model = small_model(home)
+    repo = f"{registry.host}/parse-once/m"
+    for argv in (["push", "-q", str(model), f"{repo}:v1"], ["push", "-q", str(model), "mym:v1"]):
+        result, err = _run(argv, home)
+        assert result["exit"] == 0, err
+    key, pub = key_pair(home)
+    (home / "job.toml").write_text(f'[[sync]]\nsource = "{repo}:v1"\ntarget = "oci:{home}/mirrored"\n')
+    return {"home": home, "model": str(model), "repo": repo, "key": str(key), "pub": str(pub)}
 
 
-def _assert_parsed_once(result: dict[str, object], texts: list[str], scheme: str,
-                        paths: tuple[str, ...] = ()) -> None:
+#: every command that takes a reference: (argv, the texts in it that are references)
+COMMANDS: list[tuple[list[str], list[str]]] = [
+    (["push", "-q", "{model}", "{repo}:v2"], ["{model}", "{repo}:v2"]),
+    (["push", "-q", "{model}", "other:v1"], ["{model}", "other:v1"]),
+    (["copy", "-q", "{repo}:v1", "{repo}-copy:v1"], ["{repo}:v1", "{repo}-copy:v1"]),
+    (["copy", "-q", "mym:v1", "oci:{home}/copied:v1"], ["mym:v1", "oci:{home}/copied:v1"]),
+    (["pull", "-q", "{repo}:v1", "{home}/out-reg"], ["{repo}:v1", "{home}/out-reg"]),
+    (["pull", "-q", "mym:v1", "{home}/out-local"], ["mym:v1", "{home}/out-local"]),
+    (["path", "{repo}:v1"], ["{repo}:v1"]),
+    (["path", "mym:v1"], ["mym:v1"]),
+    (["inspect", "{repo}:v1"], ["{repo}:v1"]),
+    (["validate", "mym:v1"], ["mym:v1"]),
+    (["tags", "{repo}:v1"], ["{repo}:v1"]),
+    (["resolve", "mym:v1"], ["mym:v1"]),
+    (["tag", "mym:v1", "v9"], ["mym:v1"]),
+    (["discover", "{repo}:v1"], ["{repo}:v1"]),
+    (["delete", "--dry-run", "{repo}:v1"], ["{repo}:v1"]),
+    (["sign", "{repo}:v1", "--key", "{key}"], ["{repo}:v1"]),
+    (["verify", "{repo}:v1", "--key", "{pub}"], ["{repo}:v1"]),
+    (["convert", "-q", "{repo}:v1", "oci:{home}/kit:v1", "--to", "modelkit"], ["{repo}:v1", "oci:{home}/kit:v1"]),
+    (["save", "-q", "{repo}:v1", "mym:v1", "-o", "{home}/bundle.tar"], ["{repo}:v1", "mym:v1"]),
+    (["chunks", "{repo}:v1"], ["{repo}:v1"]),
+    (["cat", "{repo}:v1", "config.json"], ["{repo}:v1"]),
+    (["k8s", "check", "{repo}:v1"], ["{repo}:v1"]),
+    (["k8s", "volume", "{repo}:v1"], ["{repo}:v1"]),
+    (["mirror", "{home}/job.toml"], ["{repo}:v1", "oci:{home}/mirrored"]),
+    (["rm", "mym:v9"], ["mym:v9"]),
+]
+
+
+@pytest.mark.parametrize("argv, texts", COMMANDS, ids=[" ".join(c[0][:2]) for c in COMMANDS])
+def test_every_command_locates_each_reference_once(world, argv, texts):
+    args = [a.format(**world) for a in argv]
+    result, err = _run(args, world["home"])
+    assert result["exit"] == 0, (args, err)
     calls = result["calls"]
     assert isinstance(calls, dict)
-    for text in texts:
-        assert calls.get(f"parse {text}") == 1, (text, calls)  # the edge: one parse per reference
-        assert calls.get(f"{scheme} {text}") == 1, (text, calls)  # its scheme's parser, once
+    for text in (t.format(**world) for t in texts):
+        assert calls.get(f"locate {text}") == 1, (text, calls)  # the edge: one locate per reference
     over = {key: n for key, n in calls.items() if n > 1}
-    assert not over, over  # nothing classified twice
-    parsed = {key.split(" ", 1)[1] for key in calls if key.startswith("parse ")}
-    assert parsed == {*texts, *paths}, calls  # and nothing derived from them parsed again
-
-
-def _assert_closed(result: dict[str, object], err: str) -> None:
-    assert result["exit"] == 0, (result, err)
-    assert isinstance(result["made"], int) and result["made"] >= 1
-    assert result["closed"] == result["made"], result
+    assert not over, over  # no grammar or name rule reads a text twice
+    located = {key.split(" ", 1)[1] for key in calls if key.startswith("locate ")}
+    assert located == {t.format(**world) for t in texts}, calls  # and nothing derived from them again
+    assert result["closed"] == result["made"], result  # every registry client closed
     assert "ResourceWarning" not in err, err
 
 
-def test_a_registry_copy_parses_each_reference_once(registry, unique_repo, model_dir, tmp_path):
-    src, dst = f"{registry.host}/{unique_repo}:v1", f"{registry.host}/{unique_repo}-copy:v1"
-    pushed, err = _run(["push", "-q", str(model_dir), src], tmp_path)
-    _assert_closed(pushed, err)
-    copied, err = _run(["copy", "-q", src, dst], tmp_path)
-    _assert_closed(copied, err)
-    _assert_parsed_once(copied, [src, dst], "registry")
-
-
-def test_a_directory_push_parses_each_reference_once(registry, unique_repo, model_dir, tmp_path):
-    dst = f"{registry.host}/{unique_repo}:v1"
-    pushed, err = _run(["push", "-q", str(model_dir), dst], tmp_path)
-    _assert_closed(pushed, err)
-    _assert_parsed_once(pushed, [dst], "registry", paths=(str(model_dir),))
-    calls = pushed["calls"]
-    assert isinstance(calls, dict)
-    assert calls.get(f"parse {model_dir}") == 1, calls  # the source: a path, known as one once
-
-
-def test_typed_references_are_used_as_they_are(model_dir, tmp_path, monkeypatch):
-    """The API takes a parsed ``Reference`` as well as a text (compatibility) and parses it no
-    further: a copy between two layouts named by typed values calls no parser."""
+def test_typed_references_are_used_as_they_are(tmp_path, monkeypatch):
+    """The API takes a locator as well as a text and parses it no further: a copy between two
+    layouts named by typed values calls no grammar."""
     import ocibridge.oci.reference as refs
     from ocibridge.api.copy import copy_reference
     from ocibridge.api.model_ops import push
 
+    model_dir = small_model(tmp_path)
     pushed = push(str(model_dir), f"oci:{tmp_path / 'a'}:v1")
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError(f"parsed again: {args}")
 
-    for name in ("parse_reference", "parse_layout_reference", "parse_registry_reference"):
+    for name in ("parse_layout_reference", "parse_registry_reference", "parse_ollama_reference"):
         monkeypatch.setattr(refs, name, refuse)
     copied = copy_reference(refs.LayoutReference(str(tmp_path / "a"), "v1"),
                             refs.LayoutReference(str(tmp_path / "b"), "v2"))

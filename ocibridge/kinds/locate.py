@@ -102,10 +102,7 @@ def _model(text: str) -> Locator:
     if stored is not None:
         return stored
     if os.path.exists(text) or refs.path_like(text):
-        layout = _layout_directory(text)
-        if layout is not None:
-            return layout
-        raise InvalidReference(_not_a_model(text))
+        raise InvalidReference(_local_path(text, for_write=False))
     return refs.parse_registry_reference(text)
 
 
@@ -113,6 +110,10 @@ def _local(text: str) -> Locator:
     stored = _stored(text)
     if stored is not None:
         return stored
+    if os.path.exists(text) or refs.path_like(text):  # a store command takes a directory holding a layout
+        layout = _layout_directory(text)
+        if layout is not None:
+            return layout
     if os.path.exists(text) or refs.path_like(text) or _host_qualified(text):
         return _model(text)
     shown = text if ":" in text else f"{text}:latest"
@@ -128,9 +129,6 @@ def _layout(text: str) -> Locator:
 
 def _destination(text: str) -> Locator:
     if os.path.exists(text) or refs.path_like(text):
-        layout = _layout_directory(text)
-        if layout is not None:
-            return layout
         raise InvalidReference(_local_path(text, for_write=True))
     if _host_qualified(text):
         return refs.parse_registry_reference(text)
@@ -212,18 +210,21 @@ def _checked(locator: Locator, role: Role, text: str) -> Locator:
     if role in (Role.DESTINATION, Role.JOB) and not isinstance(locator, _STORES):
         raise UsageError(f"{text}: not a store to write to (oci:PATH[:TAG], host/repo[:tag] or a local NAME:TAG)")
     if role in (Role.MODEL, Role.LOCAL) and isinstance(locator, PathReference):
-        raise InvalidReference(_not_a_model(text))
+        raise InvalidReference(_local_path(text, for_write=False))
     if role is Role.LAYOUT and not isinstance(locator, LayoutReference):
         raise UsageError(f"{text}: not an OCI image layout (oci:PATH, or a directory holding one)")
     return locator
 
 
-def _not_a_model(text: str) -> str:
-    return (f"{text} is a local path, not a model reference; push it first (ocibridge push {text}), "
-            "or name a stored model (ocibridge ls), oci:PATH[:TAG] or host/repo[:tag]")
-
-
 def _local_path(text: str, for_write: bool) -> str:
-    """The error for a path given where a store is meant, with how to write it as a layout."""
-    hint = f"; as an OCI image layout it is written oci:{text}" if for_write else ""
-    return f"{text} is a local path, not a store (oci:PATH[:TAG], host/repo[:tag] or a local NAME:TAG){hint}"
+    """The error for a path given where a store is meant, with how to write it as a layout when
+    it is one (``PATH`` or ``PATH:TAG``) or would be made one (a destination)."""
+    from ocibridge.stores.layout import LAYOUT_FILE
+
+    path = text
+    head, sep, tag = text.rpartition(":")
+    if sep and "/" not in tag and not os.path.exists(text):
+        path = head  # PATH:TAG
+    is_layout = os.path.isfile(os.path.join(os.path.expanduser(path), LAYOUT_FILE))
+    hint = f"; as an OCI image layout it is written oci:{text}" if is_layout or for_write else ""
+    return f"{text} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]){hint}"
