@@ -7,8 +7,9 @@ import json
 import pytest
 
 from ocibridge.api import model_ops as api
+from ocibridge.api.convert import convert
 from ocibridge.cli import main
-from ocibridge.kinds import convert, identify
+from ocibridge.kinds import identify
 from ocibridge.oci.models import Manifest
 from ocibridge.stores.layout import LayoutStore
 from tests.test_families_metadata import _config, hf_model

@@ -10,8 +10,9 @@ import tempfile
 import pytest
 
 from ocibridge.api import model_ops as api
+from ocibridge.api.convert import convert
 from ocibridge.cli import main
-from ocibridge.kinds import NotAModel, convert, identify
+from ocibridge.kinds import NotAModel, identify
 from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Index

@@ -18,7 +18,8 @@ import pytest
 from support.data import data
 
 from ocibridge.api import model_ops as api
-from ocibridge.kinds import WriteOptions, convert, identify
+from ocibridge.api.convert import convert
+from ocibridge.kinds import WriteOptions, identify
 from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.oci.mediatypes import Family
 from tests.modelcar_images import kserve_modelcar

@@ -10,8 +10,8 @@ import pytest
 from support.data import data
 
 from ocibridge.api import model_ops as api
+from ocibridge.api.convert import convert
 from ocibridge.cli import main
-from ocibridge.kinds import convert
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.layout import LayoutStore
 from tests.kit_compressed import KIT_DIGEST, compressed_kit

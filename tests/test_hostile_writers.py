@@ -125,7 +125,8 @@ def test_every_name_check_refuses_a_trailing_newline() -> None:
         (split_digest, f"sha256:{hex64}\n"),
         (parse_registry_reference, "localhost:5000/repo\n"),
         (parse_ollama_name, "library/tiny:latest\n"),
-        (lambda name: _check_inputs(f"localhost:5000/m@sha256:{hex64}", "/models", [name], None), "model\n"),
+        (lambda name: _check_inputs(parse_registry_reference(f"localhost:5000/m@sha256:{hex64}"), "/models",
+                                       [name], None), "model\n"),
     ]
     for check, value in refusals:
         with pytest.raises(OcibridgeError):

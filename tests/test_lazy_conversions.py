@@ -14,11 +14,11 @@ from safetensors import safe_open
 from support.faultproxy import status
 from support.fixtures import new_repo
 
+from ocibridge.api.convert import convert
 from ocibridge.api.lazy_ops import attach_chunks, open_model, open_tensors, push_with_chunks
 from ocibridge.api.model_ops import push
 from ocibridge.cli import main
 from ocibridge.errors import NotFound
-from ocibridge.kinds.conversion import convert
 from ocibridge.kinds.family import WriteOptions
 from ocibridge.mirror import load_job, run_job
 from ocibridge.oci.mediatypes import Family

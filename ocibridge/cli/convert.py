@@ -47,7 +47,7 @@ def family_choices() -> list[str]:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from ocibridge.kinds.conversion import convert
+    from ocibridge.api.convert import convert
     from ocibridge.kinds.locate import Role, locate
     from ocibridge.transfer.progress_modes import choose_progress
 

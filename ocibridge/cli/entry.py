@@ -70,8 +70,12 @@ def _notice_to_stderr(text: str) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     """Run the command; the errors ocibridge knows become one line and their exit code."""
+    from ocibridge.kinds.targets import closing_opened_stores
+
     try:
-        with interrupt.handling_signals(), notices.heard_by(_notice_to_stderr):
+        # every store a command opens is closed when it ends (a command that walks a store after
+        # the API call returned, as discover's tree or k8s's documents, holds its own)
+        with interrupt.handling_signals(), notices.heard_by(_notice_to_stderr), closing_opened_stores():
             code: int = args.func(args)
             return code
     except RegistryError as e:

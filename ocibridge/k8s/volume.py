@@ -34,8 +34,10 @@ def needs(rv: RuntimeVersion, sub_path: bool) -> str:
     return "containerd >= 2.1 (images only)" + (", 2.2 for subPath" if sub_path else "")
 
 
-def pinned_reference(located: Locator, digest: str) -> RegistryReference:
-    """``host/repo@sha256:…`` of a located registry reference; a node cannot pull from a layout."""
+def pinned_reference(located: str | Locator, digest: str) -> RegistryReference:
+    """``host/repo@sha256:…`` of a registry reference (a text is located here, the API's edge);
+    a node cannot pull from a layout."""
+    located = locate(located, Role.MODEL)
     if not isinstance(located, RegistryReference):
         raise OcibridgeError(f"{text_of(located)} is not a registry reference; "
                              "push it to a registry a node can pull from")
@@ -160,7 +162,7 @@ def files_at(rv: RuntimeVersion, kind: str, modelcar: bool, mount_path: str, sub
 def volume_document(
     store: Store,
     reference: str,
-    located: Locator,
+    located: str | Locator,
     *,
     runtime: str | Runtime | RuntimeVersion,
     platform: str = DEFAULT_PLATFORM,
@@ -171,6 +173,7 @@ def volume_document(
     subPath). Returns the document, the runtime, the pinned reference, the subPath and where
     the files land in the container."""
     rv = RuntimeVersion.parse(runtime)
+    located = locate(located, Role.MODEL)  # the API's edge: a text is located once, a locator passes
     digest = store.resolve(reference).digest  # once: what is checked is what the Pod pins
     result = check(store, digest, rv, platform=platform, read_layers=False)
     if result.reasons:
@@ -189,7 +192,7 @@ def volume_document(
 def volume_yaml(
     store: Store,
     reference: str,
-    located: Locator,
+    located: str | Locator,
     *,
     runtime: str | Runtime | RuntimeVersion,
     mount_path: str = "/models",

@@ -20,7 +20,13 @@ from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.kinds.locate import Locator, Role, locate
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import LayoutReference, OllamaName, OllamaReference, RegistryReference
+from ocibridge.oci.reference import (
+    LayoutReference,
+    OllamaName,
+    OllamaReference,
+    RegistryReference,
+    ollama_model_name,
+)
 from ocibridge.stores.base import Store, close_store
 from ocibridge.stores.layout import LayoutStore
 
@@ -78,7 +84,19 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
     registry_store = open_repository(registry_ref, options)
     reference = (registry_ref.digest or registry_ref.tag) if registry_ref.names_version else None
     return Endpoint(registry_store, f"{registry_ref.registry}/{registry_ref.repository}", reference,
-                    registry_ref.registry)
+                    registry_ref.registry, ollama_name=_as_ollama_name(registry_ref))
+
+
+def _as_ollama_name(ref: RegistryReference) -> OllamaName | None:
+    """The Ollama model a registry repository ``namespace/model`` would hold (the name an Ollama
+    model found there is given), if its parts follow Ollama's rules; else None."""
+    parts = ref.repository.split("/")
+    if len(parts) != 2:
+        return None
+    try:
+        return ollama_model_name(ref.registry, parts[0], parts[1])
+    except InvalidReference:
+        return None
 
 
 @functools.lru_cache(maxsize=256)

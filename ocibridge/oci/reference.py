@@ -53,9 +53,13 @@ class Written(Protocol):
 
 
 def check_ref_name(name: str) -> str:
-    """A name of an OCI image layout entry: the ref.name grammar (wider than a registry tag)."""
-    if len(name) > 255 or not _REF_NAME_RE.match(name):
-        raise InvalidReference(f"invalid tag {name!r} (a layout's names: the OCI ref.name grammar)")
+    """A name written into an OCI image layout: a registry tag, or a local ``NAME:TAG`` whose
+    NAME is a repository name and TAG a registry tag (both within the OCI ref.name grammar), so
+    every name written can also be pushed as it is."""
+    head, sep, tag = name.rpartition(":")
+    fits = _REPO_RE.match(head) and _TAG_RE.match(tag) if sep else _TAG_RE.match(name)
+    if len(name) > 255 or not fits or not _REF_NAME_RE.match(name):
+        raise InvalidReference(f"invalid tag {name!r} (a layout's names: TAG or NAME:TAG)")
     return name
 
 
@@ -243,6 +247,17 @@ class OllamaName:
     def is_loopback(self) -> bool:
         host = self.host.rsplit(":", 1)[0] if self.host.count(":") == 1 else self.host
         return host in _OLLAMA_LOOPBACK
+
+
+def ollama_model_name(host: str, namespace: str, model: str) -> OllamaName:
+    """The Ollama model ``host/namespace/model`` from parts already split (a registry repository
+    an Ollama model was found in), each checked against Ollama's rules."""
+    if not _OLLAMA_HOST_RE.match(host):
+        raise InvalidReference(f"invalid host {host!r} for an Ollama model name")
+    for what, value in (("namespace", namespace), ("model", model)):
+        if not _OLLAMA_PART_RE.match(value):
+            raise InvalidReference(f"invalid {what} {value!r} for an Ollama model name")
+    return OllamaName(host, namespace, model)
 
 
 def _looks_like_host(part: str) -> bool:
