@@ -77,9 +77,11 @@ def _direct_origin(ref: str, store: object) -> tuple[str, str] | None:
     """(host, repository) when ``store`` is the registry repository ``ref`` names, asked
     directly (not a mirror, not a local store name): then a warm ``path`` of a tag may check
     it with one request (:mod:`ocibridge.cache.warm`)."""
-    host, repository = getattr(store, "host", None), getattr(store, "repository", None)
-    if not isinstance(host, str) or not isinstance(repository, str) or "/" not in ref:
+    from ocibridge.stores.base import RegistryRepository
+
+    if not isinstance(store, RegistryRepository) or "/" not in ref:
         return None
+    host, repository = store.host, store.repository
     from ocibridge.errors import InvalidReference
     from ocibridge.oci.reference import parse_registry_reference
 

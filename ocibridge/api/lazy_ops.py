@@ -17,6 +17,7 @@ from ocibridge.remote.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.remote.model import RemoteModel, Warn, warn_stderr
 from ocibridge.remote.safetensors import RemoteSafetensors
 from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
+from ocibridge.stores.base import close_store
 
 
 class LazyModel(RemoteModel):
@@ -24,9 +25,7 @@ class LazyModel(RemoteModel):
 
     def close(self) -> None:
         super().close()
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            close()
+        close_store(self.store)
 
     def __enter__(self) -> LazyModel:
         return self
@@ -85,7 +84,7 @@ def open_model(ref: str, *, transfer: TransferOptions | None = None, verify_key:
                 raise
         return model
     except BaseException:
-        getattr(store, "close", lambda: None)()
+        close_store(store)
         raise
 
 
