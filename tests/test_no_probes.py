@@ -71,3 +71,28 @@ def test_the_capabilities_that_replaced_probes_hold_for_the_stores(tmp_path: Pat
     with LayoutStore(tmp_path / "layout", create=True) as layout:
         assert not isinstance(layout, (CountsUploads, RegistryRepository, ReadsByReference))
         assert wire_counts(layout) == {}
+
+
+def module_table_writes(path: Path) -> list[int]:
+    """Lines that put a module into ``sys.modules`` or take one out (a placeholder)."""
+    def is_table(node: ast.AST) -> bool:
+        return ast.unparse(node) == "sys.modules"
+
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, (ast.Store, ast.Del)) and is_table(node.value):
+            lines.append(node.lineno)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and is_table(node.func.value)
+                and node.func.attr in {"__setitem__", "__delitem__", "setdefault", "update", "pop", "popitem"}):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_nothing_is_written_into_sys_modules(tmp_path: Path) -> None:
+    bad = [f"{path.relative_to(PACKAGE)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+           for line in module_table_writes(path)]
+    assert not bad, f"assignments into sys.modules: {bad}"
+    sample = tmp_path / "m.py"
+    sample.write_text("import sys\nsys.modules['a'] = 1\ndel sys.modules['a']\nsys.modules.setdefault('b', 2)\n"
+                      "x = sys.modules['c']\n")
+    assert module_table_writes(sample) == [2, 3, 4]
