@@ -29,7 +29,7 @@ def path(
     offline: bool | None = None,
     hf: str | None = None,
 ) -> Path:
-    """The local directory of ``ref``'s files, in the shared model cache (``$OCIBRIDGE_CACHE``):
+    """The local directory of ``ref``'s files, in the shared model cache (``$OCIBRIDGE_CACHE/models``):
     only the blobs the cache lacks are fetched; read-only, shared with every other caller.
     ``offline`` (default ``$OCIBRIDGE_OFFLINE``) contacts nothing: ``ref`` means what it last
     resolved to. With ``verify``, a signature of the digest must verify, and that digest is used.

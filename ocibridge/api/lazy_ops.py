@@ -62,7 +62,7 @@ def open_model(ref: str, *, transfer: TransferOptions | None = None, verify_key:
     """The model ``ref`` names, its files read lazily. ``verify_key``: public keys; one of them
     must have signed the model (the digest its tag named when read, used from then on) and, for
     a chunk table the manifest does not bind, its referrer. ``cache``: keep verified chunks in
-    the model cache (``$OCIBRIDGE_CACHE/chunks``), so a range read again moves nothing. Close
+    the model cache (``$OCIBRIDGE_CACHE/models/chunks``), so a range read again moves nothing. Close
     it (or ``with``)."""
     store, reference = _store(ref, transfer)
     try:

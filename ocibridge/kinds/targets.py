@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ocibridge.core.environment import STORE as STORE_ENV
 from ocibridge.errors import InvalidReference
 from ocibridge.oci import reference as refs
 from ocibridge.oci.reference import (
@@ -38,7 +39,6 @@ from ocibridge.stores.base import WritableStore, close_store
 if TYPE_CHECKING:
     from ocibridge.stores.registry.options import RegistryOptions
 
-STORE_ENV = "OCIBRIDGE_STORE"
 
 
 def default_store_path() -> Path:

@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from ocibridge.core.environment import LINKS_MAX_BYTES as ENV_MAX_SIZE
+from ocibridge.core.environment import cache_root
 from ocibridge.core.fsutil import TEMP_PREFIX, write_sliced
 from ocibridge.core.httpencodings import ACCEPT_ENCODING, DECODE_ERRORS, decoding_reader
 from ocibridge.core.httpheaders import header_int
@@ -32,7 +34,6 @@ if TYPE_CHECKING:  # httpx costs ~0.1-0.2 s to import: only cartons with LINKS p
 
 TIMEOUT, CONNECT_TIMEOUT = 60.0, 15.0  # seconds
 DEFAULT_MAX_SIZE = 64 << 30  # a LINKS file of unknown size: 64 GiB unless $OCIBRIDGE_LINKS_MAX_BYTES says more
-ENV_MAX_SIZE = "OCIBRIDGE_LINKS_MAX_BYTES"
 DISK_RESERVE = 256 << 20  # a download never fills the disk: this much stays free
 
 
@@ -42,8 +43,7 @@ def max_download_size() -> int:
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ocibridge" / "carton-links"
+    return cache_root() / "carton-links"
 
 
 class _Failed(Exception):

@@ -15,10 +15,10 @@ import os
 import re
 import socket
 
+from ocibridge.core.environment import USER_AGENT as ENV_USER_AGENT
 from ocibridge.core.hosts import is_loopback, split_host_port
 from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES
 
-ENV_USER_AGENT = "OCIBRIDGE_USER_AGENT"
 DOCKER_HUB = "docker.io"
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 TIMEOUT = 30.0
