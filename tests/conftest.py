@@ -36,4 +36,5 @@ def _own_registry_settings(tmp_path, monkeypatch):
 def _own_pull_cache(tmp_path, monkeypatch):
     """Pulls into directories and archives go through a content cache (ocibridge.transfer.pullcache):
     each test has its own, never the user's."""
-    monkeypatch.setenv("OCIBRIDGE_CACHE_DIR", str(tmp_path / "ocibridge-cache"))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "ocibridge-cache"))
+    monkeypatch.delenv("OCIBRIDGE_CACHE_DIR", raising=False)

@@ -493,7 +493,7 @@ def test_links_of_unknown_size_stop_at_the_cap_the_user_can_raise(tmp_path: Path
     url = link_server.add("w", weights, "gzip")
     make_carton(tmp_path / "l.carton", {"model/w.bin": weights}, omit=("model/w.bin",), links={sha(weights): [url]})
     monkeypatch.setenv("OCIBRIDGE_LINKS_MAX_BYTES", "100000")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "cache"))
     from ocibridge.cli import main
 
     assert main(["push", str(tmp_path / "l.carton"), f"oci:{tmp_path}/layout:v1", "-q"]) == 1
@@ -502,7 +502,7 @@ def test_links_of_unknown_size_stop_at_the_cap_the_user_can_raise(tmp_path: Path
     assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
     monkeypatch.setenv("OCIBRIDGE_LINKS_MAX_BYTES", "400000")
     assert main(["push", str(tmp_path / "l.carton"), f"oci:{tmp_path}/layout:v1", "-q"]) == 0
-    assert (tmp_path / "cache" / "ocibridge" / "carton-links" / sha(weights)).is_file()  # the cache it kept clean
+    assert (tmp_path / "cache" / "carton-links" / sha(weights)).is_file()  # the cache it kept clean
 
 
 def test_links_next_url_on_failure(tmp_path: Path, link_server: LinkServer) -> None:
@@ -656,7 +656,7 @@ def test_links_not_downloaded_when_registry_has_blob(head_allowed: bool, tmp_pat
     blob: same artifact, and the file is never downloaded (HEAD, or a ranged GET, tells its size)."""
     from ocibridge.api import model_ops as api
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "xdg"))
     link_server.head_allowed = head_allowed
     weights = noise(2 << 20, 13)
     url = link_server.add("w", weights, "zstd")
@@ -666,7 +666,7 @@ def test_links_not_downloaded_when_registry_has_blob(head_allowed: bool, tmp_pat
     second = api.push(str(tmp_path / "l.carton"), f"{registry.host}/{unique_repo}:links")
     assert second.descriptor.digest == first.descriptor.digest and second.stats.blobs_copied == 0
     assert link_server.gets == [] and link_server.probes == ([] if head_allowed else ["/w"])
-    assert not (tmp_path / "xdg").exists()
+    assert not (tmp_path / "xdg" / "carton-links").exists()
 
 
 def test_not_a_zip(tmp_path: Path) -> None:

@@ -413,7 +413,7 @@ def test_cli_bad_carton_to_registry_writes_nothing(case: str, tmp_path: Path, ca
     from ocibridge.kinds.locate import open_target as open_store_target
     from ocibridge.oci.models import Descriptor
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "xdg"))
     path = tmp_path / f"{case}.carton"
     intact = _bad_carton(case, path)
     ref = f"{registry.host}/{unique_repo}:v1"

@@ -30,7 +30,7 @@ class _Server:
     (path, Authorization) of every request."""
 
     def __init__(self, answer: Callable[[http.server.BaseHTTPRequestHandler], None],
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, bind: str = "127.0.0.1") -> None:
         outer = self
 
         class _Handler(http.server.BaseHTTPRequestHandler):
@@ -47,14 +47,15 @@ class _Server:
             do_POST = do_GET
 
         self.seen: list[tuple[str, str | None]] = []
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.bind = bind
+        self.server = http.server.ThreadingHTTPServer((bind, 0), _Handler)
         if tls is not None:
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     @property
     def host(self) -> str:
-        return f"127.0.0.1:{self.server.server_address[1]}"
+        return f"{self.bind}:{self.server.server_address[1]}"
 
     def close(self) -> None:
         self.server.shutdown()
@@ -147,3 +148,53 @@ def test_realm_host_marked_plain_http_gets_the_credentials(setup, capsys, tmp_pa
     assert main(["tags", f"{registry.host}/team/m"]) == 0
     assert "v1" in capsys.readouterr().out
     assert [auth for _, auth in token.seen] == [BASIC]
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its way out (no packet is sent), if it is not loopback."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))
+        except OSError:
+            return None
+        address = s.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+def test_a_plain_http_loopback_registry_sends_no_credentials_to_a_realm_off_the_machine(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """Plain HTTP by default is for loopback only: a loopback registry's cleartext realm on an
+    address off this machine (one the user did not mark plain HTTP) gets no stored credentials."""
+    outward = _outward_address()
+    if outward is None:
+        pytest.skip("no non-loopback IPv4 address")
+    token = _Server(lambda h: _answer(h, 200, json.dumps({"token": "t"}).encode(),
+                                      {"Content-Type": "application/json"}), bind=outward)
+
+    def registry_answer(h: http.server.BaseHTTPRequestHandler) -> None:
+        if (h.headers.get("Authorization") or "").startswith("Bearer "):
+            _answer(h, 200, json.dumps({"name": "team/m", "tags": ["v1"]}).encode(),
+                    {"Content-Type": "application/json"})
+        else:
+            _answer(h, 401, b"{}", {"WWW-Authenticate": f'Bearer realm="http://{token.host}/token",service="r"'})
+
+    registry = _Server(registry_answer)
+    try:
+        auth = {"auths": {registry.host: {"auth": base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}}}
+        (tmp_path / "docker").mkdir()
+        (tmp_path / "docker" / "config.json").write_text(json.dumps(auth))
+        monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+        monkeypatch.setenv("OCIBRIDGE_REGISTRIES_CONF", str(tmp_path / "none.toml"))
+        assert main(["tags", f"{registry.host}/team/m"]) == 1
+        err = capsys.readouterr().err
+        assert "plain HTTP off this machine" in err and "cleartext" in err and err.count("\n") == 1, err
+        assert registry.seen and token.seen == []
+        (tmp_path / "marked.toml").write_text(f'[registry."{token.host}"]\nplain_http = true\n')
+        monkeypatch.setenv("OCIBRIDGE_REGISTRIES_CONF", str(tmp_path / "marked.toml"))
+        assert main(["tags", f"{registry.host}/team/m"]) == 0  # marked by the user: allowed
+        assert [auth for _, auth in token.seen] == [BASIC]
+    finally:
+        token.close()
+        registry.close()

@@ -102,7 +102,8 @@ def test_pull_secret_refusals(tmp_path, capsys, own_credentials, registry, uniqu
 
 @pytest.mark.parametrize("host, loopback", [
     ("localhost:5000", True), ("127.0.0.1:5000", True), ("127.9.9.9", True), ("[::1]:5000", True),
-    ("::1", True), ("registry.localhost", True), ("registry.internal:5000", False), ("10.0.0.1", False),
+    ("::1", True), ("registry.localhost", False),
+    ("127.attacker.example", False), ("registry.internal:5000", False), ("10.0.0.1", False),
     ("localhost.example.com", False)])
 def test_loopback_names(host, loopback):
     assert is_loopback(host) is loopback

@@ -247,7 +247,7 @@ def test_small_files_pack_in_linear_time_and_memory_independent_of_content(tmp_p
     import time
     import tracemalloc
 
-    monkeypatch.setenv("OCIBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "cache"))
     peaks = {}
     for size in (100, 40_000):  # 0.1 MB vs 40 MB of content in 1,000 files
         src = _small_files(tmp_path / f"m{size}", 1000, size)

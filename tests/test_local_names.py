@@ -69,7 +69,7 @@ def test_every_command_is_covered():
 @pytest.fixture()
 def local_model(tmp_path, monkeypatch):
     monkeypatch.setenv("OCIBRIDGE_STORE", str(tmp_path / "store"))
-    monkeypatch.setenv("OCIBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "cache"))
     model = tmp_path / "tiny-llama"
     model.mkdir()
     (model / "model.safetensors").write_bytes(bytes(range(256)) * 400)

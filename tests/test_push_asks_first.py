@@ -48,7 +48,7 @@ def _adds_up(result, ref: str) -> None:
 
 @pytest.fixture()
 def first_push(tmp_path, fault_proxy, unique_repo, monkeypatch):
-    monkeypatch.setenv("OCIBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "cache"))
     model = make_model(tmp_path / "model")
     ref = f"{fault_proxy.host}/{unique_repo}:v1"
     result = ocibridge.push(str(model), ref)

@@ -56,7 +56,7 @@ def _push(proxy, repo: str, model: Path, cache: Path, chunk: int | None = CHUNK)
 
 def _env(cache: Path) -> dict[str, str]:
     # a first push, as a user's: the digest is learnt while sending
-    return dict(os.environ, OCIBRIDGE_CACHE_DIR=str(cache), OCIBRIDGE_DIGEST_CACHE="0")
+    return dict(os.environ, OCIBRIDGE_CACHE=str(cache), OCIBRIDGE_DIGEST_CACHE="0")
 
 
 def _upload_bytes(proxy) -> int:
@@ -237,7 +237,7 @@ def test_a_source_shorter_than_its_size_fails_the_streamed_chunks(registry, uniq
 def test_upload_states_too_old_to_resume_are_removed(tmp_path, monkeypatch):
     from ocibridge.stores.registry.uploadstate import MAX_AGE, UploadState, uploads_dir
 
-    monkeypatch.setenv("OCIBRIDGE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path))
     uploads_dir().mkdir(parents=True)
     old, recent = uploads_dir() / "old.json", uploads_dir() / "recent.json"
     for path in (old, recent):

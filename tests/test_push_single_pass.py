@@ -12,7 +12,7 @@ from tests.modelgen import make_model
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("OCIBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("OCIBRIDGE_DIGEST_CACHE", "1")
     return tmp_path / "cache"
 

@@ -13,7 +13,7 @@ from tests.modelgen import make_model, tree
 
 
 def test_new_push_streams_once_then_repush_sends_nothing(tmp_path, registry, unique_repo, monkeypatch):
-    monkeypatch.setenv("OCIBRIDGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "cache"))
     hashed = []
     real = builder.file_chunks
     monkeypatch.setattr(builder, "file_chunks", lambda f: (hashed.append(f.path), real(f))[1])

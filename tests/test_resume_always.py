@@ -43,7 +43,7 @@ def _model(root: Path, size: int = SIZE) -> tuple[Path, str]:
 
 
 def _env(cache: Path) -> dict[str, str]:
-    return dict(os.environ, OCIBRIDGE_CACHE_DIR=str(cache))
+    return dict(os.environ, OCIBRIDGE_CACHE=str(cache))
 
 
 def _saved_offset(cache: Path) -> int:

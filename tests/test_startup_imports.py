@@ -144,7 +144,7 @@ def test_a_warm_offline_path_loads_only_the_cache_records(tmp_path, monkeypatch)
     from ocibridge.cache.records import record_bytes, ref_file
 
     root = tmp_path / "models"
-    monkeypatch.setenv("OCIBRIDGE_CACHE", str(root))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path))  # the cache root: the model cache is its models/
     ref, digest = "registry.example:5000/org/m:v1", "sha256:" + "ab" * 32
     ref_file(root, ref).parent.mkdir(parents=True)
     ref_file(root, ref).write_bytes(record_bytes(ref, "application/vnd.oci.image.manifest.v1+json", digest, 9, None))

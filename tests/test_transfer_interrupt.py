@@ -151,7 +151,7 @@ def test_interrupted_directory_pull_resumes_from_the_cache(registry, fault_proxy
     rerun = fault_proxy.requests[before:]
     big_gets = [r.range for r in rerun if r.path.endswith(big.digest)]
     assert len(big_gets) == 1 and big_gets[0] is not None and big_gets[0] != "bytes=0-"
-    cache = Path(os.environ["OCIBRIDGE_CACHE_DIR"]) / "pulls" / "blobs" / "sha256"
+    cache = Path(os.environ["OCIBRIDGE_CACHE"]) / "pulls" / "blobs" / "sha256"
     assert [p.name for p in cache.iterdir()] == []  # taken back once the pull succeeded
 
 

@@ -31,7 +31,7 @@ def path(
     offline: bool | None = None,
     hf: str | HubReference | None = None,
 ) -> Path:
-    """The local directory of ``ref``'s files, in the shared model cache (``$OCIBRIDGE_CACHE``):
+    """The local directory of ``ref``'s files, in the shared model cache (``$OCIBRIDGE_CACHE/models``):
     only the blobs the cache lacks are fetched; read-only, shared with every other caller.
     ``offline`` (default ``$OCIBRIDGE_OFFLINE``) contacts nothing: ``ref`` means what it last
     resolved to. With ``verify``, a signature of the digest must verify, and that digest is used.
@@ -78,8 +78,9 @@ def _direct_origin(located: Locator, store: object) -> tuple[str, str] | None:
     directly (not a mirror, not a local store name): then a warm ``path`` of a tag may check
     it with one request (:mod:`ocibridge.cache.warm`)."""
     from ocibridge.oci.reference import RegistryReference
+    from ocibridge.stores.base import RegistryRepository
 
-    host, repository = getattr(store, "host", None), getattr(store, "repository", None)
-    if not isinstance(located, RegistryReference) or not isinstance(host, str) or not isinstance(repository, str):
+    if not isinstance(located, RegistryReference) or not isinstance(store, RegistryRepository):
         return None
+    host, repository = store.host, store.repository
     return (host, repository) if (located.registry, located.repository) == (host, repository) else None

@@ -98,11 +98,11 @@ def wire_counts(store: object) -> dict[str, int]:
     """What went to a registry over the wire beside the copy's own counts (``bytesCopied`` is
     every blob copied, whole): the blob bytes really sent (a retry's again) and those an
     upload continued from, sent by an earlier run. Empty for a store that keeps no such count."""
-    stats = getattr(store, "stats", None)
-    sent, resumed = getattr(stats, "bytes_uploaded", None), getattr(stats, "bytes_resumed", None)
-    if not isinstance(sent, int) or not isinstance(resumed, int):
+    from ocibridge.stores.base import CountsUploads
+
+    if not isinstance(store, CountsUploads):
         return {}
-    return {"bytesSent": sent, "bytesResumed": resumed}
+    return {"bytesSent": store.stats.bytes_uploaded, "bytesResumed": store.stats.bytes_resumed}
 
 
 def verified_digest(source: SourceTarget, policy: VerifyPolicy, name: str) -> str:

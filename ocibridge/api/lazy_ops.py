@@ -18,6 +18,7 @@ from ocibridge.remote.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.remote.model import RemoteModel, Warn, warn_stderr
 from ocibridge.remote.safetensors import RemoteSafetensors
 from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
+from ocibridge.stores.base import close_store
 
 
 class LazyModel(RemoteModel):
@@ -25,9 +26,7 @@ class LazyModel(RemoteModel):
 
     def close(self) -> None:
         super().close()
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            close()
+        close_store(self.store)
 
     def __enter__(self) -> LazyModel:
         return self
@@ -63,7 +62,7 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
     """The model ``ref`` names, its files read lazily. ``verify_key``: public keys; one of them
     must have signed the model (the digest its tag named when read, used from then on) and, for
     a chunk table the manifest does not bind, its referrer. ``cache``: keep verified chunks in
-    the model cache (``$OCIBRIDGE_CACHE/chunks``), so a range read again moves nothing. Close
+    the model cache (``$OCIBRIDGE_CACHE/models/chunks``), so a range read again moves nothing. Close
     it (or ``with``)."""
     store, reference = _store(ref, transfer)
     try:
@@ -85,7 +84,7 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
                 raise
         return model
     except BaseException:
-        getattr(store, "close", lambda: None)()
+        close_store(store)
         raise
 
 

@@ -1,7 +1,7 @@
 """Verified chunks of lazy reads, kept in the model cache so that a range read twice moves once.
 
-    $OCIBRIDGE_CACHE/chunks/sha256/<hex>    one chunk of some layer, named by its SHA-256
-    $OCIBRIDGE_CACHE/chunks/layers/<key>    a layer's chunks from its first on (all, or up to a gap)
+    $OCIBRIDGE_CACHE/models/chunks/sha256/<hex>    one chunk of some layer, named by its SHA-256
+    $OCIBRIDGE_CACHE/models/chunks/layers/<key>    a layer's chunks from its first on (all, or up to a gap)
 
 Chunk files are content-addressed, as the chunk tables name them (docs/lazy.md): a chunk shared
 by two layers or two models is stored once. A layer read from its first byte on is kept as one

@@ -1,6 +1,6 @@
 """The model cache on disk, and the snapshots ``ocibridge path`` answers with.
 
-    $OCIBRIDGE_CACHE (default: the user cache dir, .../ocibridge/models)
+    $OCIBRIDGE_CACHE/models (the cache root: ~/.cache/ocibridge unless set; core/environment.py)
         oci-layout, index.json, blobs/sha256/<hex>   verified blobs, read-only, once each
         snapshots/<manifest hex>[-<filter id>]/      the files: hard links to the blobs
         refs/<reference, quoted>.json                what a reference last resolved to

@@ -17,21 +17,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from ocibridge.core.cachedir import user_cache_dir
+from ocibridge.core.environment import OFFLINE, cache_root, switched_on
 
-CACHE_ENV = "OCIBRIDGE_CACHE"
-OFFLINE_ENV = "OCIBRIDGE_OFFLINE"
 TEMP_PREFIX = ".tmp-"
 
 
 def model_cache_root() -> Path:
-    """``$OCIBRIDGE_CACHE``, else ``models`` in the user cache directory of ocibridge."""
-    explicit = os.environ.get(CACHE_ENV)
-    return Path(explicit) if explicit else user_cache_dir() / "models"
+    """``models/`` in the cache root (``$OCIBRIDGE_CACHE``)."""
+    return cache_root() / "models"
 
 
 def offline_from_env() -> bool:
-    return os.environ.get(OFFLINE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return switched_on(OFFLINE, default=False)
 
 
 def filter_id(include: Sequence[str], exclude: Sequence[str]) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from ocibridge.core.environment import OFFLINE
+
 EXAMPLES: dict[str, str] = {
     "": """\
   ocibridge push ./tiny-llama registry.example/team/tiny:v1
@@ -54,10 +56,10 @@ EXAMPLES: dict[str, str] = {
   ocibridge login localhost:5000 -u alice -p secret --json""",
     "logout": """\
   ocibridge logout registry.example""",
-    "path": """\
+    "path": f"""\
   ocibridge path registry.example/team/tiny:v1     # shared, read-only: vllm serve "$(ocibridge path ...)"
   ocibridge path registry.example/team/tiny:v1 --include '*.json'
-  ocibridge path registry.example/team/tiny:v1 --offline   # as last resolved (OCIBRIDGE_OFFLINE=1)""",
+  ocibridge path registry.example/team/tiny:v1 --offline   # as last resolved ({OFFLINE}=1)""",
     "cache": """\
   ocibridge cache dir
   ocibridge cache prune --older-than 30d --max-size 50G""",

@@ -11,6 +11,7 @@ import re
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.transfer_flags import parse_bytes
+from ocibridge.core.environment import OFFLINE
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
 
@@ -65,7 +66,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                    help="leave out files matching GLOB (repeatable)")
     p.add_argument("--offline", action="store_true",
-                   help="contact nothing: REF as last resolved (also OCIBRIDGE_OFFLINE=1)")
+                   help=f"contact nothing: REF as last resolved (also {OFFLINE}=1)")
     p.add_argument("--hf", metavar="ORG/NAME",
                    help="also lay the model out in the Hugging Face cache as this repo id (hard links)")
     add_verify_flags(p)

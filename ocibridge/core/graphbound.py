@@ -13,14 +13,14 @@ from __future__ import annotations
 import os
 import threading
 
+from ocibridge.core.environment import MAX_GRAPH_DEPTH as ENV_MAX_DEPTH
+from ocibridge.core.environment import MAX_GRAPH_NODES as ENV_MAX_NODES
 from ocibridge.errors import TooLarge
 
 #: Manifests (index entries, referrers, companion tags) nested below a root.
 MAX_GRAPH_DEPTH = 32
 #: Distinct manifests one walk visits.
 MAX_GRAPH_NODES = 10_000
-ENV_MAX_DEPTH = "OCIBRIDGE_MAX_GRAPH_DEPTH"
-ENV_MAX_NODES = "OCIBRIDGE_MAX_GRAPH_NODES"
 
 
 def _limit(env: str, default: int) -> int:

@@ -18,12 +18,15 @@ never by a program that imports ocibridge.
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # imported where used: defer_cli must run before httpx is first imported
+    import importlib.machinery
+
     import httpcore
     import httpx
 
@@ -62,26 +65,29 @@ def keep_body(response: httpx.Response, data: bytes) -> None:
 _CLI = "httpx._main"
 
 
-class _Placeholder(types.ModuleType):
-    """Stands for ``httpx._main`` until its ``main`` is called."""
+class _RefuseCliOnce:
+    """Refuses ``httpx._main`` once, the import httpx's ``__init__`` makes, then leaves (a
+    meta-path finder by its ``find_spec``: ``importlib.abc`` would cost ~7 ms of the start)."""
 
-
-def _cli_main(*args: Any, **kwargs: Any) -> Any:
-    if isinstance(sys.modules.get(_CLI), _Placeholder):
-        del sys.modules[_CLI]
-    return importlib.import_module(_CLI).main(*args, **kwargs)
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if name != _CLI:
+            return None
+        with contextlib.suppress(ValueError):  # another thread's import already removed it
+            sys.meta_path.remove(self)
+        raise ModuleNotFoundError(f"{_CLI} is not loaded by the ocibridge command", name=name)
 
 
 def defer_cli() -> None:
     """Keep httpx's command-line tool (rich, click, pygments: ~30 ms) out of the command's start.
 
-    httpx's ``__init__`` imports ``httpx._main`` whenever those are installed. Before httpx is
-    first imported, a placeholder takes that module's name; its ``main`` loads the real module,
-    so ``httpx.main()`` still works. Called by :func:`ocibridge.cli.run` only, and a no-op once
-    httpx is imported.
+    httpx's ``__init__`` imports ``httpx._main`` whenever those are installed, and falls back to
+    a ``main`` that says the CLI is not installed when that import fails. A finder refuses that
+    one import (nothing is put in ``sys.modules``) and removes itself, so a later
+    ``import httpx._main`` loads the real module. Called by :func:`ocibridge.cli.run` only
+    (which never runs httpx's CLI), and a no-op once httpx is imported.
     """
     if "httpx" in sys.modules or _CLI in sys.modules:
         return
-    placeholder = _Placeholder(_CLI, defer_cli.__doc__)
-    placeholder.main = _cli_main  # type: ignore[attr-defined]  # a module's attribute, as httpx expects it
-    sys.modules[_CLI] = placeholder
+    if not any(isinstance(finder, _RefuseCliOnce) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _RefuseCliOnce())

@@ -21,6 +21,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ocibridge.core.environment import STORE as STORE_ENV
 from ocibridge.errors import InvalidReference
 from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.oci.reference import (
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from ocibridge.stores.layout import LayoutStore
     from ocibridge.stores.registry.options import RegistryOptions
 
-STORE_ENV = "OCIBRIDGE_STORE"
 
 
 def default_store_path() -> Path:

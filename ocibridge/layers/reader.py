@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Iterator
 
 from ocibridge.core.closing import ClosesOnExit
+from ocibridge.core.environment import MAX_EXPANSION_RATIO as ENV_EXPANSION_RATIO
 from ocibridge.core.limits import env_limit
 from ocibridge.core.streams import ClosableReader, Reader, close_reader, gunzip, unzstd
 from ocibridge.errors import OcibridgeError, SourceError, TooLarge
@@ -33,7 +34,6 @@ from ocibridge.stores.base import ReadableStore, VerifiedFile
 #: (re-exported here).
 MAX_EXPANSION_RATIO = 1000
 EXPANSION_FLOOR = 64 << 20
-ENV_EXPANSION_RATIO = "OCIBRIDGE_MAX_EXPANSION_RATIO"
 
 __all__ = [
     "EXPANSION_FLOOR", "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "Bounded", "CountingReader", "LayerReader",

@@ -15,7 +15,8 @@ import io
 import threading
 from typing import Any, BinaryIO
 
-from ocibridge.core.graphbound import ENV_MAX_DEPTH, max_depth
+from ocibridge.core.environment import MAX_GRAPH_DEPTH as ENV_MAX_DEPTH
+from ocibridge.core.graphbound import max_depth
 from ocibridge.errors import NotFound, TooLarge
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes

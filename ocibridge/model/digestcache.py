@@ -4,7 +4,7 @@ multi-GB model does not read its files at all (the registry's HEAD answers for t
 Keyed by (path, device, inode, size, mtime_ns, ctime_ns): any write to the file changes
 ctime, so a stale entry can only come from deliberately forged timestamps — and even then the
 destination's digest verification during the copy refuses the content. ``OCIBRIDGE_DIGEST_CACHE=0``
-turns it off; ``OCIBRIDGE_CACHE_DIR`` moves it.
+turns it off; it lives in the cache root (``$OCIBRIDGE_CACHE``).
 """
 
 from __future__ import annotations
@@ -15,19 +15,13 @@ import sqlite3
 import threading
 from pathlib import Path
 
-ENV_SWITCH = "OCIBRIDGE_DIGEST_CACHE"
-ENV_DIR = "OCIBRIDGE_CACHE_DIR"
+from ocibridge.core.environment import DIGEST_CACHE, cache_root, switched_on
 
-
-def cache_dir() -> Path:
-    if os.environ.get(ENV_DIR):
-        return Path(os.environ[ENV_DIR])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ocibridge"
+cache_dir = cache_root
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV_SWITCH, "1") not in ("0", "false", "no", "off")
+    return switched_on(DIGEST_CACHE)
 
 
 def _key(path: Path) -> tuple[str, int, int, int, int, int] | None:

@@ -207,7 +207,6 @@ OLLAMA_DEFAULT_NAMESPACE = "library"
 _OLLAMA_HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,349}(?::[0-9]{1,5})?\Z")
 _OLLAMA_PART_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}\Z")
 OLLAMA_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,79}\Z")
-_OLLAMA_LOOPBACK = ("localhost", "127.0.0.1", "::1", "[::1]")
 
 
 @dataclass(frozen=True)
@@ -245,8 +244,9 @@ class OllamaName:
 
     @property
     def is_loopback(self) -> bool:
-        host = self.host.rsplit(":", 1)[0] if self.host.count(":") == 1 else self.host
-        return host in _OLLAMA_LOOPBACK
+        from ocibridge.core.hosts import is_loopback
+
+        return is_loopback(self.host)
 
 
 def ollama_model_name(host: str, namespace: str, model: str) -> OllamaName:

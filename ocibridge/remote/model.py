@@ -15,6 +15,7 @@ from ocibridge.remote.blobreader import LazySource, VerifiedBlob
 from ocibridge.remote.chain import Chain, ReferrerCheck, find_chain
 from ocibridge.remote.chunkstore import ChunkStore
 from ocibridge.remote.table import DEFAULT_THRESHOLD
+from ocibridge.stores.base import resolve_and_read
 
 Warn = Callable[[str], None]
 
@@ -51,7 +52,7 @@ class RemoteModel:
         self.chunk_store = chunk_store
         self.reference = reference
         self._warn = warn
-        self.descriptor, data = _read_manifest(store, reference)
+        self.descriptor, data = resolve_and_read(store, reference)
         parsed = parse_manifest_bytes(data, self.descriptor.mediaType)
         if not isinstance(parsed, Manifest):
             raise OcibridgeError(f"{store.describe()}:{reference} is an index: name one model manifest "
@@ -130,11 +131,3 @@ class RemoteModel:
                 blob.close()
             self._open.clear()
 
-
-def _read_manifest(store: LazySource, reference: str) -> tuple[Descriptor, bytes]:
-    read = getattr(store, "read_manifest", None)
-    if read is not None:
-        desc, data = read(reference)
-        return desc, data
-    desc = store.resolve(reference)
-    return desc, store.fetch_bytes(desc)

@@ -7,7 +7,8 @@ Two protocols say what every store of a kind does: :class:`ReadableStore` (a sou
 a built artifact, a pull cache) and :class:`WritableStore` (a destination). What only some
 stores can do is a small named capability, a ``runtime_checkable`` Protocol that callers test
 with ``isinstance`` (as oras-go asserts an interface): :class:`Mounting`, :class:`Ingesting`,
-:class:`Transactional`, :class:`Closable`, :class:`BlobView`, :class:`ReadsByReference`. A copy's
+:class:`Transactional`, :class:`Closable`, :class:`BlobView`, :class:`ReadsByReference`,
+:class:`CountsUploads`, :class:`RegistryRepository`. A copy's
 destination need only be a :class:`CopyTarget`.
 Nothing looks a capability up
 by an attribute's name.
@@ -217,6 +218,31 @@ def resolve_and_read(store: ReadableStore, reference: str) -> tuple[Descriptor, 
         return store.read_manifest(reference)
     desc = store.resolve(reference)
     return desc, store.fetch_bytes(desc)
+
+
+class UploadCounts(Protocol):
+    """What a store counted of the blob bytes it sent over the wire."""
+
+    bytes_uploaded: int  # really sent, a retry's again
+    bytes_resumed: int  # an upload continued from, sent by an earlier run
+
+
+@runtime_checkable
+class CountsUploads(Protocol):
+    """A store that counts what it sends over the wire beside the copy's own counts (a
+    registry): a push reports the bytes really sent, which the copy cannot know."""
+
+    @property
+    def stats(self) -> UploadCounts: ...
+
+
+@runtime_checkable
+class RegistryRepository(Protocol):
+    """A store that is one repository of a registry, asked directly: where its content
+    lives, so a later run can check a tag there with one request."""
+
+    host: str
+    repository: str
 
 
 @runtime_checkable

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.closing import ClosesOnExit
+from ocibridge.core.environment import MAX_INDEX_BYTES as ENV_MAX_INDEX
 from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
 from ocibridge.core.limits import env_limit, over_limit, read_capped
 from ocibridge.core.stale import locked_tempfile, remove_stale
@@ -40,7 +41,6 @@ LOCK_FILE = ".ocibridge.lock"
 
 #: A layout's ``index.json`` is read whole (it is JSON) up to this many bytes: ~50,000 tags.
 MAX_INDEX_BYTES = 16 << 20
-ENV_MAX_INDEX = "OCIBRIDGE_MAX_INDEX_BYTES"
 
 
 def max_index_bytes() -> int:

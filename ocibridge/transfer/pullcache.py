@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from ocibridge.core.cachedir import user_cache_dir
 from ocibridge.core.closing import ClosesOnExit
+from ocibridge.core.environment import cache_root
 from ocibridge.core.fsutil import safe_relpath, write_sliced
 from ocibridge.errors import NotFound, OcibridgeError, UnsafePath
 from ocibridge.oci.digest import CHUNK, VerifyingReader, new_hasher, split_digest
@@ -54,11 +54,6 @@ class _CachedBlob(ClosesOnExit):
 
     def close(self) -> None:
         self._file.close()
-
-
-def cache_root() -> Path:
-    """``$OCIBRIDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ocibridge``, else ``~/.cache/ocibridge``."""
-    return user_cache_dir()
 
 
 class CachedPullSource:

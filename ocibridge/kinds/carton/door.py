@@ -36,9 +36,11 @@ class CartonFormat:
         return {MANIFEST_NAME, TOML_NAME} <= names
 
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
+        from ocibridge.kinds.carton.links import LinkFetcher
         from ocibridge.kinds.carton.reader import read_carton
 
-        return read_carton(existing_file(source, self.name))
+        fetcher = LinkFetcher(options=request.registry_options)  # LINKS reached as a pull reaches a registry
+        return read_carton(existing_file(source, self.name), links_fetcher=fetcher)
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
         from ocibridge.kinds.carton.exporter import export_carton

@@ -8,6 +8,11 @@ when a layer is actually copied, so a destination that already holds the blob (a
 digest *is* the MANIFEST sha256) costs no download.
 Each URL is tried in order; a download is written under a temporary name in the cache,
 hashed while it streams, and renamed to ``<sha256>`` only when it matches.
+
+Requests go through the registry client's stack (``RegistryClient``, anonymous): the same trust
+(certs.d, ``--ca-file``, ``--insecure``), proxies, settings file, retries of a 5xx or a dropped
+connection, redirects and ``--limit-rate`` as a pull, and each client is closed when its request
+is done (a LINKS file is fetched once, so there is no pool worth keeping).
 """
 
 from __future__ import annotations
@@ -17,22 +22,27 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from ocibridge.core.environment import LINKS_MAX_BYTES as ENV_MAX_SIZE
+from ocibridge.core.environment import cache_root
 from ocibridge.core.fsutil import TEMP_PREFIX, write_sliced
 from ocibridge.core.httpencodings import ACCEPT_ENCODING, DECODE_ERRORS, decoding_reader
 from ocibridge.core.httpheaders import header_int
 from ocibridge.core.streams import IterReader
+from ocibridge.errors import RegistryError
 from ocibridge.kinds.carton.errors import CartonLinkError
 from ocibridge.oci.digest import CHUNK
 
 if TYPE_CHECKING:  # httpx costs ~0.1-0.2 s to import: only cartons with LINKS pay it
     import httpx
 
-TIMEOUT, CONNECT_TIMEOUT = 60.0, 15.0  # seconds
+    from ocibridge.stores.registry.client import RegistryClient
+    from ocibridge.stores.registry.options import RegistryOptions
+
 DEFAULT_MAX_SIZE = 64 << 30  # a LINKS file of unknown size: 64 GiB unless $OCIBRIDGE_LINKS_MAX_BYTES says more
-ENV_MAX_SIZE = "OCIBRIDGE_LINKS_MAX_BYTES"
 DISK_RESERVE = 256 << 20  # a download never fills the disk: this much stays free
 
 
@@ -42,8 +52,7 @@ def max_download_size() -> int:
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ocibridge" / "carton-links"
+    return cache_root() / "carton-links"
 
 
 class _Failed(Exception):
@@ -80,22 +89,36 @@ class LinkFetcher:
         self,
         cache_dir: str | os.PathLike[str] | None = None,
         *,
-        client: httpx.Client | None = None,
+        options: RegistryOptions | None = None,
         max_size: int | None = None,
     ):
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        self._client = client
+        self.options = options  # as a pull's: trust, proxies, retries, rate limit
         self.max_size = max_download_size() if max_size is None else max_size
         self.downloads = 0  # completed, verified downloads (tests assert on it)
 
-    @property
-    def client(self) -> httpx.Client:
-        if self._client is None:
-            import httpx
+    @contextlib.contextmanager
+    def _client(self, url: str) -> Iterator[RegistryClient]:
+        """A client for ``url``'s host, closed when the block ends."""
+        import httpx
 
-            timeout = httpx.Timeout(TIMEOUT, connect=CONNECT_TIMEOUT)
-            self._client = httpx.Client(timeout=timeout, follow_redirects=True)
-        return self._client
+        from ocibridge.stores.registry.client import RegistryClient
+
+        client = RegistryClient(httpx.URL(url).netloc.decode("ascii"), self.options)
+        try:
+            yield client
+        finally:
+            client.close()
+
+    @contextlib.contextmanager
+    def _get(self, url: str, headers: dict[str, str]) -> Iterator[httpx.Response]:
+        """A streamed GET of ``url`` (retried as the registry client retries), closed after."""
+        with self._client(url) as client:
+            resp = client.send("GET", url, headers=headers, stream=True)
+            try:
+                yield resp
+            finally:
+                resp.close()
 
     def cached(self, sha256: str) -> Path | None:
         path = self.cache_dir / sha256
@@ -113,11 +136,11 @@ class LinkFetcher:
     def _probe_size(self, url: str) -> int | None:
         import httpx
 
-        with contextlib.suppress(httpx.HTTPError):
-            resp = self.client.head(url, headers={"Accept-Encoding": "identity"})
+        with contextlib.suppress(httpx.HTTPError, RegistryError), self._client(url) as client:
+            resp = client.send("HEAD", url, headers={"Accept-Encoding": "identity"})
             if (size := _identity_length(resp)) is not None:
                 return size
-        with contextlib.suppress(httpx.HTTPError), self.client.stream("GET", url, headers=_PROBE) as resp:
+        with contextlib.suppress(httpx.HTTPError, RegistryError), self._get(url, _PROBE) as resp:
             size = _range_total(resp)
             return size if size is not None else _identity_length(resp)  # the body is never read
         return None
@@ -150,7 +173,7 @@ class LinkFetcher:
             digest = hashlib.sha256()
             count = 0
             headers = {"Accept-Encoding": ACCEPT_ENCODING}
-            with os.fdopen(fd, "wb") as out, self.client.stream("GET", url, headers=headers) as resp:
+            with os.fdopen(fd, "wb") as out, self._get(url, headers) as resp:
                 if not resp.is_success:
                     raise _Failed(f"HTTP {resp.status_code}")
                 try:
@@ -176,6 +199,8 @@ class LinkFetcher:
             return final
         except httpx.HTTPError as e:
             raise _Failed(f"{type(e).__name__}: {e}") from None
+        except RegistryError as e:  # the connection failed after the client's retries
+            raise _Failed(str(e)) from None
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)

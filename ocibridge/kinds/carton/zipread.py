@@ -94,7 +94,7 @@ def _data_offset(f: BinaryIO, archive: Path, info: zipfile.ZipInfo) -> int:
 def _open_zip(archive: Path) -> tuple[list[zipfile.ZipInfo], int]:
     try:
         with zipfile.ZipFile(archive) as zf:
-            return zf.infolist(), int(getattr(zf, "start_dir", 0) or 0)
+            return zf.infolist(), zf.start_dir  # where the central directory begins (set on every read)
     except FileNotFoundError:
         raise CartonError(f"{archive}: no such file") from None
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError, OSError) as e:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from ocibridge.core.hosts import is_loopback
 from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.bodies import read_bounded
 from ocibridge.stores.registry.options import Credentials
@@ -234,20 +235,25 @@ class Authenticator:
 
 
     def _check_channel(self, realm: str) -> None:
-        """Refuse to send credentials to a plain-HTTP realm named by an HTTPS registry.
+        """Refuse to send credentials to a plain-HTTP realm the user did not choose.
 
-        The challenge comes from the registry, but the user chose TLS for it: a cleartext realm
-        would hand their password to anyone on the path. Allowed only when the user marked the
-        realm's host plain HTTP or insecure (docs/security.md, invariant)."""
+        The challenge comes from the registry: a cleartext realm would hand the password to
+        anyone on the path. Allowed when the user marked the realm's host plain HTTP or
+        insecure, or when a plain-HTTP loopback registry names a loopback realm (neither
+        leaves this machine); an HTTPS registry's realm never gets the weaker channel by
+        default, even on loopback (docs/security.md, invariant)."""
         url = httpx.URL(realm)
-        if url.scheme != "http" or not self._registry_url().startswith("https://"):
+        if url.scheme != "http":
             return
         where = f"{url.host}:{url.port}" if url.port else url.host
         if self._plain_allowed(where):
             return
+        if not self._registry_url().startswith("https://") and is_loopback(self.host) and is_loopback(where):
+            return
         shown = realm if len(realm) <= 200 else realm[:200] + "..."
-        raise RegistryError(f"registry {self.host}: its token server realm {shown!r} is plain HTTP while the "
-                            "registry uses HTTPS; credentials are not sent in cleartext (if that server is "
+        why = "while the registry uses HTTPS" if self._registry_url().startswith("https://") else "off this machine"
+        raise RegistryError(f"registry {self.host}: its token server realm {shown!r} is plain HTTP {why}; "
+                            "credentials are not sent in cleartext (if that server is "
                             f"meant to be plain HTTP, mark {where} plain_http in the registry settings)")
 
 

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 
 import httpx
 
+from ocibridge.core.environment import MAX_RESPONSE_BYTES as ENV_MAX_BODY
 from ocibridge.core.httpx_wall import keep_body
 from ocibridge.errors import RegistryError
 from ocibridge.oci.digest import CHUNK
 
-ENV_MAX_BODY = "OCIBRIDGE_MAX_RESPONSE_BYTES"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024  # a tag page of 10,000 long tags is ~1 MiB
 
 

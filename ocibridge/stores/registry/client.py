@@ -15,13 +15,15 @@ from collections.abc import Iterable, Mapping
 
 import httpx
 
+from ocibridge.core.environment import USER_AGENT as ENV_USER_AGENT
+from ocibridge.core.hosts import is_loopback
 from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.auth import Authenticator, AuthTransport
 from ocibridge.stores.registry.bodies import read_bounded
 from ocibridge.stores.registry.fallback import FallbackTransport
 from ocibridge.stores.registry.hosts import host_settings
 from ocibridge.stores.registry.options import CredentialFunc, RegistryOptions, anonymous
-from ocibridge.stores.registry.quickhead import DOCKER_HUB, ENV_USER_AGENT, is_loopback, user_agent
+from ocibridge.stores.registry.quickhead import DOCKER_HUB, user_agent
 from ocibridge.stores.registry.ratelimit import RateLimit, RateLimitTransport, budget_for
 from ocibridge.stores.registry.redirects import MAX_REDIRECTS, REDIRECT_STATUSES, RedirectTransport
 from ocibridge.stores.registry.retry import (

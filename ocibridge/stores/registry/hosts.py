@@ -25,9 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ocibridge.core.environment import REGISTRIES_CONF as ENV_FILE
 from ocibridge.errors import OcibridgeError
-
-ENV_FILE = "OCIBRIDGE_REGISTRIES_CONF"
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ credentials in clear (base64 is no protection): the CLI says so on stderr.
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ocibridge.core.hosts import is_loopback
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.stores.registry.credentials import get_credentials
 from ocibridge.stores.registry.options import Credentials
@@ -28,27 +28,6 @@ def check_secret_name(flag: str, name: str) -> None:
     """A Secret name is a DNS subdomain; say which flag is wrong, not what the API server says later."""
     if not _DNS_SUBDOMAIN.match(name):
         raise UsageError(f"{flag} {name!r} is not a valid Kubernetes name (lowercase, digits, '-', '.')")
-
-
-def host_of(host_port: str) -> str:
-    """The host part of ``host[:port]`` (an IPv6 literal in brackets or bare)."""
-    if host_port.startswith("["):
-        return host_port[1:].partition("]")[0]
-    if host_port.count(":") > 1:  # a bare IPv6 address
-        return host_port
-    return host_port.partition(":")[0]
-
-
-def is_loopback(host_port: str) -> bool:
-    """True for ``localhost``, ``*.localhost``, 127.0.0.0/8 and ``::1``: inside a pod these name
-    the pod itself, not the machine the YAML was written on."""
-    host = host_of(host_port).lower().rstrip(".")
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def loopback_warnings(hosts: Iterable[str]) -> list[str]:

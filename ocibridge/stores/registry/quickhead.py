@@ -15,10 +15,10 @@ import os
 import re
 import socket
 
+from ocibridge.core.environment import USER_AGENT as ENV_USER_AGENT
+from ocibridge.core.hosts import is_loopback, split_host_port
 from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES
 
-ENV_USER_AGENT = "OCIBRIDGE_USER_AGENT"
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
 DOCKER_HUB = "docker.io"
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 TIMEOUT = 30.0
@@ -35,14 +35,6 @@ def user_agent() -> str:
     from ocibridge.version import __version__
 
     return os.environ.get(ENV_USER_AGENT) or f"ocibridge/{__version__}"
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host[:port]`` names this machine (plain HTTP by Docker's convention)."""
-    name = host.rsplit(":", 1)[0] if not host.endswith("]") and host.count(":") == 1 else host
-    if name.startswith("[") and "]" in name:
-        name = name[1 : name.index("]")]
-    return name in LOOPBACK_HOSTS or name.startswith("127.")
 
 
 def _plain_case(host: str) -> bool:
@@ -62,13 +54,8 @@ def _plain_case(host: str) -> bool:
 
 def _address(host: str, default_port: int) -> tuple[str, int] | None:
     """(name, port) of ``host[:port]`` (``[v6]:port`` too), None if malformed."""
-    name, port = host, str(default_port)
-    if host.startswith("["):
-        name, _, rest = host[1:].partition("]")
-        if rest:
-            port = rest.removeprefix(":")
-    elif host.count(":") == 1:
-        name, port = host.split(":")
+    name, port = split_host_port(host)
+    port = str(default_port) if port is None else port
     return (name, int(port)) if name and port.isdigit() else None
 
 

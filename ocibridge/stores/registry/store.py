@@ -18,6 +18,7 @@ from urllib.parse import urljoin
 import httpx
 
 from ocibridge.core.closing import ClosesOnExit
+from ocibridge.core.environment import MAX_TAGS as ENV_MAX_TAGS
 from ocibridge.core.httpheaders import header_int
 from ocibridge.core.limits import env_limit
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError, TooLarge
@@ -50,7 +51,6 @@ MAX_TAG_PAGES = 10_000
 #: Distinct tags held across all pages (each at most 128 bytes on average), raised with
 #: $OCIBRIDGE_MAX_TAGS: a server that pages on forever cannot make the list grow without end.
 MAX_TAGS = 1_000_000
-ENV_MAX_TAGS = "OCIBRIDGE_MAX_TAGS"
 
 #: seconds before a manifest PUT answered DIGEST_INVALID is sent again (see _put_manifest)
 MANIFEST_RETRY_PAUSE = 0.05

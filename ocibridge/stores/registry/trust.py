@@ -16,12 +16,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ocibridge.core.environment import CERTS_DIRS as ENV_CERTS_DIRS
 from ocibridge.errors import OcibridgeError
 
 if TYPE_CHECKING:
     import ssl
 
-ENV_CERTS_DIRS = "OCIBRIDGE_CERTS_DIRS"
 
 
 def certs_dirs() -> list[Path]:

@@ -22,20 +22,15 @@ import os
 import time
 from pathlib import Path
 
+from ocibridge.core.environment import UPLOAD_RESUME, cache_root, switched_on
+
 #: Sessions older than this are not resumed (distribution purges uploads after a week).
 MAX_AGE = 6 * 24 * 3600
-ENV_SWITCH = "OCIBRIDGE_UPLOAD_RESUME"
 
 
 def uploads_dir() -> Path:
-    """``uploads/`` in the cache the pull cache and the digest cache use (the same rule:
-    ``$OCIBRIDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ocibridge``, else ``~/.cache/ocibridge``;
-    written out here, as the store layer does not import from those above it)."""
-    explicit = os.environ.get("OCIBRIDGE_CACHE_DIR")
-    if explicit:
-        return Path(explicit) / "uploads"
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ocibridge" / "uploads"
+    """``uploads/`` in the cache root (``$OCIBRIDGE_CACHE``)."""
+    return cache_root() / "uploads"
 
 
 def file_identity(path: Path) -> tuple[str, int]:
@@ -69,7 +64,7 @@ class UploadState:
     def open(cls, base: str, repository: str, identity: str) -> UploadState | None:
         """The state of this upload, locked; None when resume is off, the cache is not
         writable, or another process holds it."""
-        if os.environ.get(ENV_SWITCH, "1") == "0":
+        if not switched_on(UPLOAD_RESUME):
             return None
         key = hashlib.sha256(f"{base}\n{repository}\n{identity}".encode()).hexdigest()
         directory = uploads_dir()

@@ -1,0 +1,77 @@
+"""Every ``OCIBRIDGE_*`` environment variable, with its default, and the one cache root.
+
+Named here only (``tests/test_environment.py`` holds that), so a reader finds what can be set in
+one place and two modules cannot read one setting two ways. Standard library only: the warm
+``path`` start-up reads the cache root before anything heavier is imported.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+
+class Variable(NamedTuple):
+    name: str
+    default: str  # what applies when it is unset, as the docs say it
+
+
+CACHE = "OCIBRIDGE_CACHE"
+#: the older spelling of :data:`CACHE`, read when that is unset (deprecated: docs/using.md)
+CACHE_DEPRECATED = "OCIBRIDGE_CACHE_DIR"
+OFFLINE = "OCIBRIDGE_OFFLINE"
+STORE = "OCIBRIDGE_STORE"
+DIGEST_CACHE = "OCIBRIDGE_DIGEST_CACHE"
+UPLOAD_RESUME = "OCIBRIDGE_UPLOAD_RESUME"
+USER_AGENT = "OCIBRIDGE_USER_AGENT"
+REGISTRIES_CONF = "OCIBRIDGE_REGISTRIES_CONF"
+CERTS_DIRS = "OCIBRIDGE_CERTS_DIRS"
+MAX_RESPONSE_BYTES = "OCIBRIDGE_MAX_RESPONSE_BYTES"
+MAX_TAGS = "OCIBRIDGE_MAX_TAGS"
+MAX_INDEX_BYTES = "OCIBRIDGE_MAX_INDEX_BYTES"
+MAX_EXPANSION_RATIO = "OCIBRIDGE_MAX_EXPANSION_RATIO"
+MAX_GRAPH_DEPTH = "OCIBRIDGE_MAX_GRAPH_DEPTH"
+MAX_GRAPH_NODES = "OCIBRIDGE_MAX_GRAPH_NODES"
+LINKS_MAX_BYTES = "OCIBRIDGE_LINKS_MAX_BYTES"
+
+#: Every variable and its default (the numbers themselves live beside the code they bound).
+VARIABLES = (
+    Variable(CACHE, "$XDG_CACHE_HOME/ocibridge, else ~/.cache/ocibridge"),
+    Variable(CACHE_DEPRECATED, "unset: the deprecated spelling of OCIBRIDGE_CACHE"),
+    Variable(OFFLINE, "off"),
+    Variable(STORE, "$XDG_DATA_HOME/ocibridge/store, else ~/.local/share/ocibridge/store"),
+    Variable(DIGEST_CACHE, "on (0, false, no, off turn it off)"),
+    Variable(UPLOAD_RESUME, "on (0 turns it off)"),
+    Variable(USER_AGENT, "ocibridge/VERSION"),
+    Variable(REGISTRIES_CONF, "$XDG_CONFIG_HOME/ocibridge/registries.toml, else ~/.config/..."),
+    Variable(CERTS_DIRS, "/etc/docker/certs.d, /etc/containers/certs.d, ~/.config/containers/certs.d"),
+    Variable(MAX_RESPONSE_BYTES, "stores/registry/bodies.py"),
+    Variable(MAX_TAGS, "stores/registry/store.py"),
+    Variable(MAX_INDEX_BYTES, "stores/layout.py"),
+    Variable(MAX_EXPANSION_RATIO, "layers/reader.py"),
+    Variable(MAX_GRAPH_DEPTH, "core/graphbound.py"),
+    Variable(MAX_GRAPH_NODES, "core/graphbound.py"),
+    Variable(LINKS_MAX_BYTES, "64 GiB"),
+)
+
+
+def cache_root() -> Path:
+    """Where every cache of ocibridge lives (``pulls/``, ``models/``, ``uploads/``, the digest
+    cache, ``carton-links/``): ``$OCIBRIDGE_CACHE``, else ``$OCIBRIDGE_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/ocibridge``, else ``~/.cache/ocibridge``."""
+    explicit = os.environ.get(CACHE) or os.environ.get(CACHE_DEPRECATED)
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ocibridge"
+
+
+def switched_on(name: str, default: bool = True) -> bool:
+    """A yes/no variable: ``0``, ``false``, ``no``, ``off`` say no, ``1``, ``true``, ``yes``,
+    ``on`` say yes (any case), anything else is ``default``."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    return default
