@@ -98,6 +98,7 @@ def start_shard(job: Path, index: int, report: Path) -> subprocess.Popen:
 def finish(proc: subprocess.Popen) -> int:
     _, err = proc.communicate(timeout=60)
     assert not err or b"Traceback" not in err, err.decode()
+    assert proc.returncode == 0, err.decode(errors="replace")[-2000:]  # what the shard said, for a failure
     return proc.returncode
 
 
