@@ -19,13 +19,14 @@ from pathlib import Path
 
 from ocibridge.core.fsutil import link_stays_inside, safe_relpath, shared_file_mode
 from ocibridge.core.streams import Reader
+from ocibridge.core.zipbound import METHOD_STORED
 from ocibridge.errors import OcibridgeError, TooLarge, UnsafePath
 from ocibridge.kinds.archive_export import each_tar_member, read_to_end, temp_beside
 from ocibridge.kinds.carton.errors import CartonError, CartonMismatch, NotACarton
 from ocibridge.kinds.carton.manifest import LINKS_NAME, MANIFEST_NAME, TOML_NAME, CartonManifest, parse_manifest
 from ocibridge.kinds.carton.mapping import ANNOTATION_MODEL_HASH
 from ocibridge.kinds.carton.reader import read_carton
-from ocibridge.kinds.carton.zipread import DEFAULT_LIMITS, METHOD_STORED, EntryReader, scan_entries
+from ocibridge.kinds.carton.zipread import DEFAULT_LIMITS, EntryReader, scan_entries
 from ocibridge.kinds.carton.zipwrite import ZipWriter
 from ocibridge.kinds.readback import must_read_back
 from ocibridge.layers.reader import layer_mode, layer_path, open_layer
