@@ -155,13 +155,11 @@ def _scan(archive: Path, limits: CartonLimits) -> tuple[dict[str, CartonEntry], 
     for name in (MANIFEST_NAME, TOML_NAME):
         if name not in by_path or by_path[name].is_link:
             raise CartonError(f"{archive}: not a carton: no {name} file at its root")
+    manifest_bytes = _read_small(archive, by_path[MANIFEST_NAME], limits)  # its errors name the archive
+    links_bytes = _read_small(archive, by_path[LINKS_NAME], limits) if LINKS_NAME in by_path else None
     try:
-        manifest = parse_manifest(_read_small(archive, by_path[MANIFEST_NAME], limits))
-        links = (
-            parse_links(_read_small(archive, by_path[LINKS_NAME], limits))
-            if LINKS_NAME in by_path
-            else CartonLinks()
-        )
+        manifest = parse_manifest(manifest_bytes)
+        links = parse_links(links_bytes) if links_bytes is not None else CartonLinks()
     except (CartonError, UnsafePath) as e:
         raise type(e)(f"{archive}: {e}") from None
     toml_bytes = _read_small(archive, by_path[TOML_NAME], limits)
