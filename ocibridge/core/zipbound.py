@@ -93,27 +93,18 @@ class ZipMember:
     info: zipfile.ZipInfo
     data_offset: int
     is_link: bool
-    unix_mode: int  # the permission bits the archive records (0: none)
+    size: int  # as declared: no read hands out more
+    compress_size: int
+    crc: int
+    method: int
+    mode: int  # 0o777 for a link, else 0o755 when the archive records an executable bit, else 0o644
 
-    @property
-    def size(self) -> int:
-        return self.info.file_size
-
-    @property
-    def compress_size(self) -> int:
-        return self.info.compress_size
-
-    @property
-    def crc(self) -> int:
-        return self.info.CRC
-
-    @property
-    def method(self) -> int:
-        return self.info.compress_type
-
-    @property
-    def mode(self) -> int:
-        return 0o777 if self.is_link else (0o755 if self.unix_mode & 0o111 else 0o644)
+    @classmethod
+    def of(cls, path: str, info: zipfile.ZipInfo, data_offset: int, is_link: bool) -> ZipMember:
+        executable = _unix_mode(info) & 0o111
+        mode = 0o777 if is_link else (0o755 if executable else 0o644)
+        return cls(path, info, data_offset, is_link, info.file_size, info.compress_size, info.CRC,
+                   info.compress_type, mode)
 
 
 def _central_directory(archive: Path, rules: ZipRules) -> tuple[list[zipfile.ZipInfo], int]:
@@ -209,7 +200,7 @@ def _locate_data(
                 renamed.append(rel)
             offset = info.header_offset + _LOCAL.size + name_len + extra_len
             spans.append((info.header_offset, offset + info.compress_size, rel))
-            members.append(ZipMember(rel, info, offset, is_link, _unix_mode(info) & 0o7777))
+            members.append(ZipMember.of(rel, info, offset, is_link))
         end = cd_start or f.seek(0, 2)
     spans.sort()
     for (_, stop, name), (start, _, following) in zip(spans, spans[1:], strict=False):

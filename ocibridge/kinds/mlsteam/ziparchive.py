@@ -7,44 +7,39 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO
 
-from ocibridge.core.zipbound import (
-    METHOD_BZIP2,
-    METHOD_DEFLATE,
-    METHOD_LZMA,
-    METHOD_STORED,
-    MemberReader,
-    ZipLimits,
-    ZipMember,
-    ZipRules,
-    read_member_bytes,
-    scan,
-)
+from ocibridge.core import zipbound
+from ocibridge.core.zipbound import ZipLimits
 from ocibridge.errors import SourceError
 
 #: Compression methods Python's zipfile decompresses everywhere we run.
-SUPPORTED_METHODS = {METHOD_STORED: "stored", METHOD_DEFLATE: "deflate", METHOD_BZIP2: "bzip2", METHOD_LZMA: "lzma"}
-MLARCHIVE_ZIP = ZipRules(
+SUPPORTED_METHODS = {
+    zipbound.METHOD_STORED: "stored",
+    zipbound.METHOD_DEFLATE: "deflate",
+    zipbound.METHOD_BZIP2: "bzip2",
+    zipbound.METHOD_LZMA: "lzma",
+}
+MLARCHIVE_ZIP = zipbound.ZipRules(
     error=SourceError,
     methods=frozenset(SUPPORTED_METHODS),
     crc_mismatch="corrupt entry data: Bad CRC-32",
 )
 DEFAULT_LIMITS = ZipLimits()
 #: One checked file entry: its normalised path and the zip's record of it.
-ZipEntry = ZipMember
+ZipEntry = zipbound.ZipMember
 
 
 def scan_zip(path: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list[ZipEntry]:
     """Every file entry of the archive, checked; directory entries are dropped."""
-    return scan(path, MLARCHIVE_ZIP, limits)
+    return zipbound.scan(path, MLARCHIVE_ZIP, limits)
 
 
 def open_entry(path: Path, entry: ZipEntry) -> BinaryIO:
-    return MemberReader(path, entry, MLARCHIVE_ZIP)  # type: ignore[return-value]  # a bounded zip entry read()-stream where callers name BinaryIO
+    return zipbound.MemberReader(path, entry, MLARCHIVE_ZIP)  # type: ignore[return-value]  # a bounded zip entry read()-stream where callers name BinaryIO
 
 
 def read_small_entry(path: Path, entry: ZipEntry, max_bytes: int) -> bytes:
     """A small entry (a manifest) read whole, refusing anything larger than ``max_bytes``."""
-    return read_member_bytes(path, entry, MLARCHIVE_ZIP, max_bytes)
+    return zipbound.read_member_bytes(path, entry, MLARCHIVE_ZIP, max_bytes)
 
 
 __all__ = [
