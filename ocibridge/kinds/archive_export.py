@@ -17,7 +17,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.layers.reader import open_layer, readable_layer
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.digest import CHUNK
-from ocibridge.oci.models import Descriptor
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import Store
 
 #: Called with a tar member (never a directory) and its content: a reader for a regular file,
@@ -63,3 +63,15 @@ def temp_beside(final: Path, suffix: str) -> Iterator[Path]:
         for folder in [] if ok else made:
             with contextlib.suppress(OSError):
                 folder.rmdir()
+
+
+def manifest_to_export(store: Store, desc: Descriptor, out_path: Path, what: str,
+                       not_one: type[OcibridgeError]) -> Manifest:
+    """The model manifest ``desc`` names, to be exported as the file ``out_path`` (a directory
+    there is refused, ``what`` saying what to give instead); an index is one ``not_one`` error."""
+    if out_path.is_dir():
+        raise OcibridgeError(f"{out_path} is a directory; give {what}")
+    manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+    if not isinstance(manifest, Manifest):
+        raise not_one(f"{desc.digest} is an index, not a model manifest; pick one by digest")
+    return manifest

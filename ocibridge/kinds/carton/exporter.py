@@ -19,19 +19,20 @@ from pathlib import Path
 
 from ocibridge.core.fsutil import link_stays_inside, safe_relpath, shared_file_mode
 from ocibridge.core.streams import Reader
+from ocibridge.core.zipbound import METHOD_STORED
 from ocibridge.errors import OcibridgeError, TooLarge, UnsafePath
-from ocibridge.kinds.archive_export import each_tar_member, read_to_end, temp_beside
+from ocibridge.kinds.archive_export import each_tar_member, manifest_to_export, read_to_end, temp_beside
 from ocibridge.kinds.carton.errors import CartonError, CartonMismatch, NotACarton
 from ocibridge.kinds.carton.manifest import LINKS_NAME, MANIFEST_NAME, TOML_NAME, CartonManifest, parse_manifest
 from ocibridge.kinds.carton.mapping import ANNOTATION_MODEL_HASH
 from ocibridge.kinds.carton.reader import read_carton
-from ocibridge.kinds.carton.zipread import DEFAULT_LIMITS, METHOD_STORED, EntryReader, scan_entries
+from ocibridge.kinds.carton.zipread import DEFAULT_LIMITS, EntryReader, scan_entries
 from ocibridge.kinds.carton.zipwrite import ZipWriter
 from ocibridge.kinds.readback import must_read_back
 from ocibridge.layers.reader import layer_mode, layer_path, open_layer
 from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
-from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import Store
 
 
@@ -189,11 +190,7 @@ def _check_written(tmp: Path, zw: ZipWriter, carton_manifest: CartonManifest) ->
 def export_carton(store: Store, desc: Descriptor, out_path: Path) -> None:
     """Rebuild the ``.carton`` an artifact holds at ``out_path`` (nothing there on failure)."""
     out_path = Path(out_path)
-    if out_path.is_dir():
-        raise OcibridgeError(f"{out_path} is a directory; give the carton's file name")
-    manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
-    if not isinstance(manifest, Manifest):
-        raise NotACarton(f"{desc.digest} is an index, not a model manifest; pick one by digest")
+    manifest = manifest_to_export(store, desc, out_path, "the carton's file name", NotACarton)
     with temp_beside(out_path, ".carton") as tmp:
         with open(tmp, "wb") as out:
             zw = ZipWriter(out)

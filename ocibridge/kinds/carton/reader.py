@@ -94,15 +94,6 @@ def _read_small(archive: Path, entry: CartonEntry, limits: CartonLimits) -> byte
     return read_entry_bytes(archive, entry, limits.max_small_file)
 
 
-def _check_tree(archive: Path, entries: list[CartonEntry]) -> None:
-    paths = {e.path for e in entries}
-    for entry in entries:
-        parts = entry.path.split("/")
-        for i in range(1, len(parts)):
-            if "/".join(parts[:i]) in paths:
-                raise CartonError(f"{archive}: {'/'.join(parts[:i])!r} is both a file and a directory")
-
-
 def _resolve_links(archive: Path, links: dict[str, str], manifest: CartonManifest) -> None:
     """Links stay in ``model/`` and end at a listed file whose hash the link's MANIFEST line repeats
     (Carton records a link under its final target's sha256)."""
@@ -160,18 +151,15 @@ def _scan(archive: Path, limits: CartonLimits) -> tuple[dict[str, CartonEntry], 
     from ocibridge.kinds.carton.zipread import scan_entries
 
     entries = scan_entries(archive, limits)
-    _check_tree(archive, entries)
     by_path = {e.path: e for e in entries}
     for name in (MANIFEST_NAME, TOML_NAME):
         if name not in by_path or by_path[name].is_link:
             raise CartonError(f"{archive}: not a carton: no {name} file at its root")
+    manifest_bytes = _read_small(archive, by_path[MANIFEST_NAME], limits)  # its errors name the archive
+    links_bytes = _read_small(archive, by_path[LINKS_NAME], limits) if LINKS_NAME in by_path else None
     try:
-        manifest = parse_manifest(_read_small(archive, by_path[MANIFEST_NAME], limits))
-        links = (
-            parse_links(_read_small(archive, by_path[LINKS_NAME], limits))
-            if LINKS_NAME in by_path
-            else CartonLinks()
-        )
+        manifest = parse_manifest(manifest_bytes)
+        links = parse_links(links_bytes) if links_bytes is not None else CartonLinks()
     except (CartonError, UnsafePath) as e:
         raise type(e)(f"{archive}: {e}") from None
     toml_bytes = _read_small(archive, by_path[TOML_NAME], limits)

@@ -19,7 +19,7 @@ from typing import BinaryIO
 import zstandard
 
 from ocibridge.core.fsutil import write_sliced
-from ocibridge.kinds.carton.zipread import METHOD_STORED, METHOD_ZSTD
+from ocibridge.core.zipbound import METHOD_STORED, METHOD_ZSTD
 
 #: The zstd level the Carton library's zip crate uses (zstd's default).
 ZSTD_LEVEL = 3

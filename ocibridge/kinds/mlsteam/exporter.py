@@ -26,14 +26,14 @@ from pathlib import Path
 from ocibridge.core.fsutil import safe_relpath, shared_file_mode, write_sliced
 from ocibridge.core.streams import Reader
 from ocibridge.errors import OcibridgeError, SourceError, TooLarge
-from ocibridge.kinds.archive_export import each_tar_member, read_to_end, temp_beside
+from ocibridge.kinds.archive_export import each_tar_member, manifest_to_export, read_to_end, temp_beside
 from ocibridge.kinds.mlsteam.manifest import MANIFEST_NAME, parse_manifest
 from ocibridge.kinds.mlsteam.reader import MAX_MANIFEST_BYTES, MODELS_DIR, read_mlarchive
 from ocibridge.kinds.readback import must_read_back
 from ocibridge.layers.reader import layer_mode, layer_path, open_layer
 from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.mediatypes import LayerType, Variant, parse_layer_media_type
-from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import Store
 
 #: The earliest time a zip can record; used for every entry so exports are reproducible.
@@ -178,11 +178,7 @@ def export_mlarchive(
     """Rebuild the ``.mlarchive`` an artifact holds at ``out_path`` (nothing there on failure).
     Weights are stored unless ``compress_weights`` (smaller by 0-20 %, ~10x slower)."""
     out_path = Path(out_path)
-    if out_path.is_dir():
-        raise OcibridgeError(f"{out_path} is a directory; give the archive's file name")
-    manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
-    if not isinstance(manifest, Manifest):
-        raise NotAnMlarchive(f"{desc.digest} is an index, not a model manifest; pick one by digest")
+    manifest = manifest_to_export(store, desc, out_path, "the archive's file name", NotAnMlarchive)
     with temp_beside(out_path, ".mlarchive") as tmp:
         with zipfile.ZipFile(
             tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=compresslevel

@@ -88,7 +88,7 @@ def _check_references(manifest: MlarchiveManifest, paths: set[str]) -> None:
             )
 
 
-def _model_file(archive: Path, entry: ZipEntry, limits: ZipLimits) -> ModelFile:
+def _model_file(archive: Path, entry: ZipEntry) -> ModelFile:
     top = _top(entry.path)
     layer: str | None = None
     if entry.path == MANIFEST_NAME:
@@ -103,7 +103,7 @@ def _model_file(archive: Path, entry: ZipEntry, limits: ZipLimits) -> ModelFile:
         path=entry.path,
         kind=kind,
         size=entry.size,
-        opener=lambda: open_entry(archive, entry, limits),
+        opener=lambda: open_entry(archive, entry),
         mode=entry.mode,
         layer=layer,
     )
@@ -130,7 +130,7 @@ def read_mlarchive(
         _check_references(manifest, paths)
     except (SourceError, UnsafePath) as e:
         raise type(e)(f"{archive}: {e}") from None
-    files = [_model_file(archive, e, limits) for e in entries]
+    files = [_model_file(archive, e) for e in entries]
     files.sort(key=lambda f: f.path.encode())
     return ModelPackage(
         files=files,
