@@ -49,7 +49,7 @@ VARIABLES = (
     Variable(MAX_RESPONSE_BYTES, "stores/registry/bodies.py"),
     Variable(MAX_TAGS, "stores/registry/store.py"),
     Variable(MAX_INDEX_BYTES, "stores/layout.py"),
-    Variable(MAX_EXPANSION_RATIO, "layers/reader.py"),
+    Variable(MAX_EXPANSION_RATIO, "layers/reader.py, core/zipbound.py"),
     Variable(MAX_GRAPH_DEPTH, "core/graphbound.py"),
     Variable(MAX_GRAPH_NODES, "core/graphbound.py"),
     Variable(LINKS_MAX_BYTES, "64 GiB"),
