@@ -243,3 +243,30 @@ def test_json_shapes_for_other_clients(model, hub):
         info = httpx.get(f"{served.url}/api/models/acme/tiny").json()
         assert json.dumps(info)  # plain JSON
         assert {s["rfilename"] for s in info["siblings"]} == set(files_of(src))
+
+
+def test_sixteen_clients_at_once_share_one_fetch_per_blob(tmp_path, monkeypatch, registry, unique_repo,
+                                                           fault_proxy):
+    from collections import Counter
+    from concurrent.futures import ThreadPoolExecutor
+
+    models = {}
+    for name in ("one", "two"):
+        models[name] = make_model(tmp_path / name, weights=8192)  # 2 MiB of weights each
+        assert main(["push", str(models[name]), f"{registry.host}/{unique_repo}/acme/{name}:latest", "-q"]) == 0
+    with serving([f"{fault_proxy.host}/{unique_repo}"]) as served:  # every registry request counted
+        point_hub_at(monkeypatch, served.url, tmp_path / "unused")
+
+        def client(i: int) -> tuple[str, Path]:
+            name = ("one", "two")[i % 2]
+            return name, Path(snapshot_download(f"acme/{name}", cache_dir=tmp_path / f"hub{i}"))
+
+        with ThreadPoolExecutor(16) as pool:
+            results = list(pool.map(client, range(16)))
+    for name, where in results:
+        assert files_of(where) == files_of(models[name])
+    gets = Counter(r.path for r in fault_proxy.requests_matching("GET", r"/blobs/sha256:"))
+    files = {hashlib.sha256(b).hexdigest() for m in models.values() for b in files_of(m).values()}
+    sent = {path.rsplit(":", 1)[1]: count for path, count in gets.items()}
+    assert files <= set(sent)
+    assert all(sent[f] == 1 for f in files), sent  # each file's blob came from the registry once

@@ -1,9 +1,11 @@
 """Running the application with uvicorn: the listen address, TLS, the access log, and a
-graceful stop on SIGTERM or Ctrl-C (uvicorn's: requests in flight are finished first)."""
+graceful stop on SIGTERM or Ctrl-C (uvicorn's: requests in flight are finished first, for up
+to :data:`GRACE` seconds). The access log goes to stdout (uvicorn's), the rest to stderr."""
 
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -71,11 +73,17 @@ def server(app: Starlette, options: ServeOptions, sock: socket.socket | None = N
     host, port = parse_listen(options.listen)
     if bool(options.cert) != bool(options.key):
         raise UsageError("--cert and --key go together")
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            if sig == signal.SIGTERM:  # a stop asked for, done gracefully: a clean exit, not re-raised
+                self._captured_signals.remove(sig)
+
     config = uvicorn.Config(
         app, host=host, port=port, ssl_certfile=options.cert, ssl_keyfile=options.key,
         access_log=options.access_log, log_level="info", timeout_graceful_shutdown=GRACE,
         lifespan="off", server_header=False, proxy_headers=False)
-    return uvicorn.Server(config)
+    return Server(config)
 
 
 def serve(catalog: Catalog, options: ServeOptions) -> None:
