@@ -121,6 +121,10 @@ EXAMPLES: dict[str, str] = {
     "k8s": """\
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
   ocibridge k8s volume registry.example/team/tiny:v1 > pod.yaml""",
+    "serve": """\
+  ocibridge serve registry.example/models                      # repo ORG/NAME: registry.example/models/org/name
+  ocibridge serve registry.example/models local --listen :8080 --token-file tokens.txt
+  ocibridge serve oci:/srv/models --default-tag v1             # then HF_ENDPOINT=http://127.0.0.1:8080""",
     "k8s check": """\
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o@1.33    # names by org.cnai.model.filepath

@@ -18,6 +18,7 @@ from ocibridge.cli import (
     mirror,
     modelcache,
     registry_check,
+    serve,
     signing,
     store,
     transfer,
@@ -29,6 +30,7 @@ from ocibridge.cli.help import add_examples
 GROUPS: tuple[Callable[[CommandAdder], None], ...] = (
     transfer.register, convert.register, inspect.register, auth.register, mirror.register, modelcache.register,
     k8s.register, signing.register, registry_check.register, store.register, bundle.register, lazy.register,
+    serve.register,
 )
 
 

@@ -1,0 +1,59 @@
+"""``serve``: the Hugging Face Hub's read API over registries, layouts and the local store
+(docs/serve.md). Starlette and uvicorn are loaded only when it runs (``ocibridge[serve]``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
+from ocibridge.errors import OcibridgeError
+
+EXTRA = "ocibridge serve needs Starlette and uvicorn: pip install 'ocibridge[serve]'"
+
+
+def needs_extra() -> None:
+    """One error line naming the extra when its packages are missing."""
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise OcibridgeError(EXTRA) from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ocibridge.cli.signing import policy_from_args
+
+    needs_extra()
+    from ocibridge.serve.server import ServeOptions, parse_listen, read_tokens, serve
+    from ocibridge.serve.sources import Catalog, parse_sources
+
+    parse_listen(args.listen)  # a usage mistake before anything is opened
+    transfer = transfer_options(args)
+    sources = parse_sources(args.sources, transfer.registry_options())  # each located once, here
+    catalog = Catalog(sources, default_tag=args.default_tag, verify=policy_from_args(args))
+    tokens = read_tokens(args.token_file) if args.token_file else ()
+    options = ServeOptions(listen=args.listen, cert=args.cert, key=args.key, tokens=tokens,
+                           access_log=not args.no_access_log, concurrency=transfer.concurrency)
+    serve(catalog, options)
+    return 0
+
+
+def register(command: CommandAdder) -> None:
+    """Add ``serve``."""
+    p = command("serve", cmd_serve,
+                "serve the Hugging Face Hub's read API over registries (HF_ENDPOINT=http://HOST:PORT)")
+    p.add_argument("sources", nargs="+", metavar="SOURCE",
+                   help="a registry prefix (host/path: repo ORG/NAME is host/path/org/name), oci:DIR "
+                        "(models named ORG/NAME:TAG) or local (the local store); searched in order")
+    p.add_argument("--listen", default="127.0.0.1:8080", metavar="HOST:PORT",
+                   help="address to listen on (default 127.0.0.1:8080; :PORT for every address)")
+    p.add_argument("--default-tag", default="latest", metavar="TAG",
+                   help="the tag the revision 'main' names (default latest)")
+    p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
+                   help="serve only models signed by this key; others are refused with the reason (repeatable)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="read tokens, one a line: clients must send 'Authorization: Bearer TOKEN' (HF_TOKEN)")
+    p.add_argument("--cert", metavar="PEM", help="TLS certificate (with --key): serve HTTPS")
+    p.add_argument("--key", metavar="PEM", help="TLS private key")
+    p.add_argument("--no-access-log", action="store_true", help="do not log each request")
+    add_transfer_flags(p)

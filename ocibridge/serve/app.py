@@ -1,0 +1,279 @@
+"""The ASGI application: the Hub's read API, answered from the sources.
+
+Routes (huggingface_hub's, from its hf_api.py, file_download.py and hf_file_system.py):
+
+    GET  /api/models?search=&author=&limit=                 what the sources hold
+    GET  /api/models/{repo}[/revision/{rev}][?blobs=true]   model_info
+    GET  /api/models/{repo}/tree/{rev}[/{path}][?recursive=] list_repo_tree (pages: Link rel="next")
+    POST /api/models/{repo}/paths-info/{rev}                get_paths_info
+    HEAD|GET /{repo}/resolve/{rev}/{path}                   hf_hub_download, HfFileSystem (Range)
+    GET  /healthz, /readyz
+
+The path is split on its raw ``/`` before decoding, so a revision or a path sent quoted
+(``refs%2Fpr%2F1``) stays one segment. Not-found answers carry the Hub's ``X-Error-Code``
+(``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), so the client raises its own errors.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, unquote
+
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.serve import hubjson
+from ocibridge.serve.blobs import Blobs, read_file
+from ocibridge.serve.files import FileLists, HubFile, ModelFiles
+from ocibridge.serve.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
+
+log = logging.getLogger("ocibridge.serve")
+
+#: entries per page of a tree listing (the Hub's: 1000) and of a model listing
+PAGE = 1000
+_KEYWORDS = ("revision", "tree", "paths-info")
+_T = TypeVar("_T")
+
+
+class EntryNotFound(OcibridgeError):
+    pass
+
+
+def _header_text(text: str) -> str:
+    return " ".join(text.split()).encode("ascii", "replace").decode()[:500]
+
+
+def _error(status: int, code: str | None, message: str, extra: dict[str, str] | None = None) -> Response:
+    headers = {"X-Error-Message": _header_text(message)}
+    if code:
+        headers["X-Error-Code"] = code
+    headers.update(extra or {})
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+class ServeApp:
+    """What the routes share: the sources, the file lists, the blobs, the tokens."""
+
+    def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, *,
+                 tokens: Sequence[str] = (), page: int = PAGE):
+        self.catalog = catalog
+        self.lists = lists
+        self.blobs = blobs
+        self.tokens = [t.encode() for t in tokens]
+        self.page = page
+
+    # -- plumbing --------------------------------------------------------------------------
+    async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
+        return await anyio.to_thread.run_sync(call, *args)
+
+    def _allowed(self, request: Request) -> bool:
+        if not self.tokens:
+            return True
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        given = token.strip().encode()
+        return scheme.lower() == "bearer" and any(hmac.compare_digest(given, t) for t in self.tokens)
+
+    async def _guarded(self, request: Request, answer: Callable[[Request], Awaitable[Response]]) -> Response:
+        if not self._allowed(request):
+            return _error(401, None, "Invalid credentials in Authorization header")
+        try:
+            return await answer(request)
+        except RepoNotFound as e:
+            return _error(404, "RepoNotFound", str(e))
+        except RevisionNotFound as e:
+            return _error(404, "RevisionNotFound", str(e))
+        except Refused as e:
+            return _error(403, None, str(e))
+        except OcibridgeError as e:
+            log.warning("%s %s: %s", request.method, request.url.path, e)
+            return _error(502, None, str(e))
+
+    async def _resolve(self, repo_id: str, revision: str | None) -> tuple[Resolved, ModelFiles]:
+        resolved = await self._run(self.catalog.resolve, repo_id, revision)
+        files = await self._run(self.lists.of, resolved)
+        return resolved, files
+
+    # -- routes ------------------------------------------------------------------------------
+    async def healthz(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(self, request: Request) -> Response:
+        problems = []
+        for source in self.catalog.sources:
+            try:
+                await self._run(source.ready)
+            except Exception as e:  # noqa: BLE001 - whatever it is, the source is not ready
+                problems.append(f"{source.shown}: {e}")
+        if problems:
+            return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    async def dispatch(self, request: Request) -> Response:
+        return await self._guarded(request, self._dispatch)
+
+    async def _dispatch(self, request: Request) -> Response:
+        raw = request.scope.get("raw_path") or request.url.path.encode()
+        segs = [unquote(s.decode("latin-1")) for s in raw.split(b"?", 1)[0].split(b"/")[1:]]
+        if segs and segs[-1] == "" and len(segs) > 1:
+            segs = segs[:-1]
+        if segs[:2] == ["api", "models"]:
+            rest = segs[2:]
+            if not rest:
+                return await self.list_models(request)
+            return await self._api(request, rest)
+        for k in (2, 1):
+            if len(segs) > k + 1 and segs[k] == "resolve" and request.method in ("GET", "HEAD"):
+                return await self.resolve_file(request, "/".join(segs[:k]), segs[k + 1], "/".join(segs[k + 2:]))
+        return _error(404, None, f"no such route: {request.url.path}")
+
+    async def _api(self, request: Request, rest: list[str]) -> Response:
+        for k in (2, 1):
+            if len(rest) > k and rest[k] in _KEYWORDS:
+                repo_id, verb, args = "/".join(rest[:k]), rest[k], rest[k + 1:]
+                break
+        else:
+            if len(rest) > 2 or request.method != "GET":
+                return _error(404, None, f"no such route: {request.url.path}")
+            return await self.model_info(request, "/".join(rest), None)
+        if verb == "revision" and len(args) >= 1 and request.method == "GET":
+            return await self.model_info(request, repo_id, "/".join(args))
+        if verb == "tree" and len(args) >= 1 and request.method == "GET":
+            return await self.tree(request, repo_id, args[0], "/".join(args[1:]))
+        if verb == "paths-info" and len(args) == 1 and request.method == "POST":
+            return await self.paths_info(request, repo_id, args[0])
+        return _error(404, None, f"no such route: {request.url.path}")
+
+    async def list_models(self, request: Request) -> Response:
+        params = request.query_params
+        search = (params.get("search") or "").lower()
+        author = params.get("author")
+        limit = _int(params.get("limit"))
+        found = await self._run(lambda: [r for r, _ in self.catalog.repo_ids()])
+        chosen = [r for r in found if search in r.lower()
+                  and (author is None or r.split("/", 1)[0] == author and "/" in r)]
+        if limit is not None:
+            chosen = chosen[:limit]
+        return self._paged(request, [hubjson.summary(r) for r in chosen])
+
+    async def model_info(self, request: Request, repo_id: str, revision: str | None) -> Response:
+        resolved, files = await self._resolve(repo_id, revision)
+        blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
+        return JSONResponse(hubjson.model_info(resolved, files, blobs))
+
+    async def tree(self, request: Request, repo_id: str, revision: str, path: str) -> Response:
+        resolved, files = await self._resolve(repo_id, revision)
+        recursive = request.query_params.get("recursive", "").lower() in ("1", "true")
+        entries = hubjson.tree(files, path.strip("/"), recursive)
+        if entries is None:
+            return _error(404, "EntryNotFound", f"{repo_id}@{revision}: no directory {path}",
+                          {"X-Repo-Commit": resolved.commit})
+        return self._paged(request, entries, {"X-Repo-Commit": resolved.commit})
+
+    def _paged(self, request: Request, entries: list[dict[str, Any]],
+               headers: dict[str, str] | None = None) -> Response:
+        start = _int(request.query_params.get("cursor")) or 0
+        page = entries[start:start + self.page]
+        headers = dict(headers or {})
+        if start + self.page < len(entries):
+            url = request.url.include_query_params(cursor=start + self.page)
+            headers["Link"] = f'<{url}>; rel="next"'
+        return JSONResponse(page, headers=headers)
+
+    async def paths_info(self, request: Request, repo_id: str, revision: str) -> Response:
+        body = await request.body()
+        paths: list[str] = []
+        if request.headers.get("content-type", "").startswith("application/json"):
+            try:
+                given = json.loads(body).get("paths", [])
+            except (ValueError, AttributeError):
+                given = []
+            paths = [p for p in given if isinstance(p, str)] if isinstance(given, list) else []
+        else:
+            paths = parse_qs(body.decode("utf-8", "replace")).get("paths", [])
+        resolved, files = await self._resolve(repo_id, revision)
+        return JSONResponse(hubjson.paths_info(files, paths), headers={"X-Repo-Commit": resolved.commit})
+
+    async def resolve_file(self, request: Request, repo_id: str, revision: str, path: str) -> Response:
+        resolved, files = await self._resolve(repo_id, revision)
+        commit = {"X-Repo-Commit": resolved.commit}
+        f = files.files.get(path.strip("/"))
+        if f is None:
+            return _error(404, "EntryNotFound", f"{repo_id}@{revision}: no file {path}", commit)
+        headers = {**commit, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
+                   "X-Linked-Size": str(f.size), "Accept-Ranges": "bytes",
+                   "Content-Type": "application/octet-stream"}
+        wanted = _range(request.headers.get("range"), f.size)
+        if wanted == "unsatisfiable":
+            return _error(416, None, f"range not satisfiable for {f.size} bytes",
+                          {**commit, "Content-Range": f"bytes */{f.size}"})
+        start, end = wanted if isinstance(wanted, tuple) else (0, f.size)
+        status = 206 if isinstance(wanted, tuple) else 200
+        if status == 206:
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{f.size}"
+        headers["Content-Length"] = str(end - start)
+        if request.method == "HEAD":
+            return Response(status_code=status, headers=headers)
+        return StreamingResponse(await self._body(resolved, f, start, end, status == 206),
+                                 status_code=status, headers=headers)
+
+    async def _body(self, resolved: Resolved, f: HubFile, start: int, end: int, ranged: bool) -> Any:
+        if f.local is not None:
+            return read_file(f.local, start, end)
+        layer = f.layer
+        assert layer is not None
+        found = self.blobs.cached(layer) or await self.blobs.wait(layer)
+        if found is None and (ranged or start or end != f.size):
+            found = await self.blobs.fill(resolved.repo.store, resolved.model, layer)
+        if found is not None:
+            return read_file(found, start, end)
+        return self.blobs.stream(resolved.repo.store, layer)
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return max(0, int(text)) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _range(header: str | None, size: int) -> tuple[int, int] | str | None:
+    """``Range: bytes=A-B`` (B included), ``A-`` or ``-N`` as [start, end); None: the whole file
+    (no header, or one this server does not take: several ranges, another unit)."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first, sep, last = header[len("bytes="):].strip().partition("-")
+    try:
+        if not sep:
+            return None
+        if not first:
+            n = int(last)
+            return (max(0, size - n), size) if n > 0 and size > 0 else "unsatisfiable"
+        start = int(first)
+        end = min(int(last) + 1, size) if last else size
+    except ValueError:
+        return None
+    if start >= size or end <= start:
+        return "unsatisfiable"
+    return start, end
+
+
+def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequence[str] = (),
+               page: int = PAGE) -> Starlette:
+    """The Starlette application over ``catalog``."""
+    serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page)
+    routes = [
+        Route("/healthz", serve.healthz, methods=["GET", "HEAD"]),
+        Route("/readyz", serve.readyz, methods=["GET", "HEAD"]),
+        Route("/{rest:path}", serve.dispatch, methods=["GET", "HEAD", "POST"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.serve = serve
+    return app

@@ -1,0 +1,165 @@
+"""A file's bytes, verified, and kept in the model cache; one fetch per digest.
+
+- A blob the model cache holds (verified when it was written) is read from there.
+- Else a whole file is streamed from the registry while it is hashed and written into the cache;
+  the last chunk is held back until the digest is checked, so a client never receives a whole
+  body that is wrong: on a mismatch the body iterator raises, and the server cuts the connection
+  before the response completes. A verified blob is renamed into the cache.
+- A byte range of a blob the cache lacks: the blob is fetched into the cache first (verified,
+  by the cache's resumable ranged download), then the range is read from it.
+- Requests for a digest being fetched wait for that fetch (an event per digest, on the event
+  loop: no worker thread is held while waiting), then read the cache.
+
+Work on files and sockets runs in worker threads (``anyio.to_thread``), one chunk at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+import anyio.to_thread
+
+from ocibridge.core.fsutil import TEMP_PREFIX
+from ocibridge.errors import DigestMismatch
+from ocibridge.oci.digest import CHUNK
+from ocibridge.oci.models import Descriptor
+
+if TYPE_CHECKING:
+    from ocibridge.cache.models import ModelCache
+    from ocibridge.stores.base import Store
+
+#: blobs and snapshot files are read-only in the model cache
+READ_ONLY = 0o444
+
+
+async def read_file(path: Path, start: int, end: int) -> AsyncIterator[bytes]:
+    """Bytes ``[start, end)`` of a (verified) local file, a chunk at a time."""
+    f = await anyio.to_thread.run_sync(open, path, "rb")
+    try:
+        await anyio.to_thread.run_sync(f.seek, start)
+        left = end - start
+        while left > 0:
+            chunk = await anyio.to_thread.run_sync(f.read, min(CHUNK, left))
+            if not chunk:
+                raise DigestMismatch(f"{path}: shorter than its {end} bytes")
+            left -= len(chunk)
+            yield chunk
+    finally:
+        await anyio.to_thread.run_sync(f.close)
+
+
+class Blobs:
+    """Blobs of the model cache, filled from registries once per digest."""
+
+    def __init__(self, cache: ModelCache):
+        self.cache = cache
+        self._filling: dict[str, asyncio.Event] = {}
+        self.fetched = 0  # blobs fetched from a source (for tests and the log)
+
+    def cached(self, layer: Descriptor) -> Path | None:
+        """The model cache's verified copy of ``layer``, if it holds one."""
+        return self.cache.blobs.blob_path(layer.digest) if self.cache.blobs.exists(layer) else None
+
+    async def wait(self, layer: Descriptor) -> Path | None:
+        """Wait out a fetch of ``layer`` in progress; then the cache's copy, if any."""
+        for _ in range(2):
+            event = self._filling.get(layer.digest)
+            if event is None:
+                break
+            await event.wait()
+        return self.cached(layer)
+
+    async def fill(self, store: Store, manifest: Descriptor, layer: Descriptor) -> Path:
+        """Fetch ``layer`` into the cache (verified) unless there; its path."""
+        found = await self.wait(layer)
+        if found is not None:
+            return found
+        event = self._claim(layer)
+        try:
+            from ocibridge.cache.source import CacheSource
+
+            source = CacheSource(self.cache.blobs, self.cache.locks, store, manifest)
+            await anyio.to_thread.run_sync(source.ensure, layer)
+            self.fetched += len(source.fetched)
+        finally:
+            self._release(layer, event)
+        return self.cache.blobs.blob_path(layer.digest)
+
+    def stream(self, store: Store, layer: Descriptor) -> AsyncIterator[bytes]:
+        """The whole blob from ``store``, hashed while sent and written into the cache; claimed
+        now (a request that comes while it runs waits for it)."""
+        event = self._claim(layer)
+        return self._stream(store, layer, event)
+
+    def _claim(self, layer: Descriptor) -> asyncio.Event:
+        event = asyncio.Event()
+        self._filling[layer.digest] = event
+        return event
+
+    def _release(self, layer: Descriptor, event: asyncio.Event) -> None:
+        if self._filling.get(layer.digest) is event:
+            del self._filling[layer.digest]
+        event.set()
+
+    async def _stream(self, store: Store, layer: Descriptor, event: asyncio.Event) -> AsyncIterator[bytes]:
+        expected = layer.digest.split(":", 1)[1]
+        final = self.cache.blobs.blob_path(layer.digest)
+        reader: BinaryIO | None = None
+        staged: Path | None = None
+        out: BinaryIO | None = None
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=final.parent)
+            staged = Path(name)
+            out = os.fdopen(fd, "wb")
+            reader = await anyio.to_thread.run_sync(store.open_blob, layer)
+            h = hashlib.sha256()
+            size = 0
+            held = b""  # the last chunk read: sent only once the next is read, or the digest checked
+
+            def step() -> bytes:
+                assert reader is not None and out is not None
+                chunk = reader.read(CHUNK)
+                if chunk:
+                    out.write(chunk)
+                return chunk
+
+            while True:
+                chunk = await anyio.to_thread.run_sync(step)
+                if not chunk:
+                    break
+                h.update(chunk)
+                size += len(chunk)
+                if size > layer.size:
+                    raise DigestMismatch(f"{store.describe()}: blob {layer.digest} is larger than its "
+                                         f"{layer.size} bytes")
+                if held:
+                    yield held
+                held = chunk
+            if size != layer.size or h.hexdigest() != expected:
+                raise DigestMismatch(f"{store.describe()}: blob {layer.digest} does not match its digest "
+                                     f"(got sha256:{h.hexdigest()}, {size} bytes): the connection is cut")
+            await anyio.to_thread.run_sync(out.close)
+            os.chmod(staged, READ_ONLY)
+            os.replace(staged, final)
+            staged = None
+            self.fetched += 1
+            if held:
+                yield held
+        finally:
+            if out is not None:
+                out.close()
+            if staged is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    staged.unlink()
+            if reader is not None:
+                with contextlib.suppress(Exception):
+                    reader.close()
+            self._release(layer, event)

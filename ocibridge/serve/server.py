@@ -1,0 +1,96 @@
+"""Running the application with uvicorn: the listen address, TLS, the access log, and a
+graceful stop on SIGTERM or Ctrl-C (uvicorn's: requests in flight are finished first, for up
+to :data:`GRACE` seconds). The access log goes to stdout (uvicorn's), the rest to stderr."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.errors import UsageError
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from ocibridge.serve.sources import Catalog
+
+#: seconds requests in flight get to finish after SIGTERM
+GRACE = 30
+
+
+@dataclass
+class ServeOptions:
+    listen: str = "127.0.0.1:8080"
+    cert: str | None = None
+    key: str | None = None
+    tokens: Sequence[str] = ()
+    access_log: bool = True
+    concurrency: int = 4
+    page: int = field(default=1000)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[V6]:PORT`` or ``:PORT`` (every address)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError(f"--listen {text!r}: expected HOST:PORT")
+    host = host.strip("[]") or "0.0.0.0"  # noqa: S104 - asked for: ':PORT' listens everywhere
+    return host, int(port)
+
+
+def read_tokens(path: str) -> list[str]:
+    """The read tokens of ``--token-file``: one a line; blank lines and ``#`` comments skipped."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as e:
+        raise UsageError(f"--token-file {path}: {e.strerror or e}") from None
+    tokens = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+    if not tokens:
+        raise UsageError(f"--token-file {path}: holds no token")
+    return tokens
+
+
+def build_app(catalog: Catalog, options: ServeOptions) -> Starlette:
+    from ocibridge.cache.models import ModelCache
+    from ocibridge.serve.app import create_app
+    from ocibridge.serve.blobs import Blobs
+    from ocibridge.serve.files import FileLists
+
+    cache = ModelCache()
+    return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
+                      tokens=options.tokens, page=options.page)
+
+
+def server(app: Starlette, options: ServeOptions, sock: socket.socket | None = None) -> Any:
+    """A uvicorn server for ``app`` (``.run(sockets=[sock])`` to serve a socket bound already)."""
+    import uvicorn
+
+    host, port = parse_listen(options.listen)
+    if bool(options.cert) != bool(options.key):
+        raise UsageError("--cert and --key go together")
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            if sig == signal.SIGTERM:  # a stop asked for, done gracefully: a clean exit, not re-raised
+                self._captured_signals.remove(sig)
+
+    config = uvicorn.Config(
+        app, host=host, port=port, ssl_certfile=options.cert, ssl_keyfile=options.key,
+        access_log=options.access_log, log_level="info", timeout_graceful_shutdown=GRACE,
+        lifespan="off", server_header=False, proxy_headers=False)
+    return Server(config)
+
+
+def serve(catalog: Catalog, options: ServeOptions) -> None:
+    """Serve until SIGTERM or Ctrl-C."""
+    logging.basicConfig(level=logging.INFO, format="ocibridge: %(message)s")
+    app = build_app(catalog, options)
+    try:
+        server(app, options).run()
+    finally:
+        catalog.close()

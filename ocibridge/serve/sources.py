@@ -1,0 +1,380 @@
+"""What a Hub repo id and revision name in the sources ``serve`` was given.
+
+- A **registry prefix** ``host[/path]``: repo id ``ORG/NAME`` is the repository
+  ``path/org/name`` (lowercased: OCI repositories are); its tags are the revisions.
+- A **layout** ``oci:DIR`` and the **local store** (``local``): repo id ``ORG/NAME`` is the models
+  named ``org/name:TAG`` there (the local store's ``NAME:TAG`` names, written as the layout's
+  ``org.opencontainers.image.ref.name``); repo id ``NAME`` the names ``name:TAG``.
+
+A revision is ``main`` (the default tag, ``latest`` unless set), another tag, ``sha256:<hex>``,
+or a 40-hex commit id: the first 40 hex digits of the digest a tag resolves to, mapped back
+exactly (commits handed out are remembered; else the repository's tags are resolved), an
+unknown or ambiguous one being not found. Sources are searched in order: the first where the
+revision resolves answers.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.oci.reference import LayoutReference, RegistryReference, check_tag
+
+if TYPE_CHECKING:
+    from ocibridge.signing.verify import VerifyPolicy
+    from ocibridge.stores.base import Store
+    from ocibridge.stores.registry.options import RegistryOptions
+
+#: what ``main`` means unless ``--default-tag`` says otherwise
+DEFAULT_TAG = "latest"
+COMMIT = re.compile(r"[0-9a-f]{40}")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+#: one part of a repo id, as the Hub and OCI (lowercased) both take it
+_PART = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+#: tags resolved at most to map a commit id back to its digest
+MAX_TAGS_SCANNED = 1000
+#: resolved revisions kept in memory (manifests are content-addressed: a digest's never changes)
+MEMO = 512
+
+
+class RepoNotFound(OcibridgeError):
+    """No source holds the repository."""
+
+
+class RevisionNotFound(OcibridgeError):
+    """A source holds the repository, none the revision."""
+
+
+class Refused(OcibridgeError):
+    """The model is there but may not be served (``--verify-key``: no signature verifies)."""
+
+
+def repo_parts(repo_id: str) -> list[str] | None:
+    """The repo id's parts, lowercased; None when no source could hold it."""
+    parts = repo_id.lower().split("/")
+    if not 1 <= len(parts) <= 2 or not all(_PART.fullmatch(p) for p in parts):
+        return None
+    return parts
+
+
+@dataclass
+class Repository:
+    """Where one repo id lives in one source: a store, and the prefix of its tags there."""
+
+    store: Store
+    shown: str  # for messages: reg.example/models/org/name, oci:DIR org/name
+    prefix: str = ""  # a layout's names: "org/name:"; a registry repository: ""
+
+    def reference(self, tag: str) -> str:
+        return self.prefix + tag
+
+    def tags(self) -> list[str]:
+        return [t[len(self.prefix):] for t in self.store.tags() if t.startswith(self.prefix)]
+
+
+class Source:
+    """A place repositories are found; :meth:`repository` None: it cannot hold that repo id."""
+
+    shown: str
+
+    def repository(self, parts: list[str]) -> Repository | None:
+        raise NotImplementedError
+
+    def repo_ids(self) -> list[str]:
+        """Every repo id the source holds (as far as it can tell)."""
+        raise NotImplementedError
+
+    def ready(self) -> None:
+        """Raises when the source cannot be read now."""
+
+    def close(self) -> None:
+        pass
+
+
+class RegistrySource(Source):
+    """Repositories under ``host/path`` of a registry."""
+
+    def __init__(self, host: str, path: str, options: RegistryOptions | None):
+        self.host, self.path, self.options = host, path.strip("/"), options
+        self.shown = f"{host}/{self.path}" if self.path else host
+        self._stores: dict[str, Store] = {}
+        self._lock = threading.Lock()
+        self.seen: set[str] = set()  # repo ids found here (listed when the catalog is refused)
+
+    def _store(self, repository: str) -> Store:
+        with self._lock:
+            store = self._stores.get(repository)
+            if store is None:
+                from ocibridge.stores.registry import open_repository
+
+                store = open_repository(RegistryReference(self.host, repository), self.options)
+                self._stores[repository] = store
+            return store
+
+    def repository(self, parts: list[str]) -> Repository | None:
+        repository = "/".join([self.path, *parts] if self.path else parts)
+        if self.host == "docker.io" and len(parts) == 1 and not self.path:
+            repository = f"library/{repository}"
+        return Repository(self._store(repository), f"{self.host}/{repository}")
+
+    def repo_ids(self) -> list[str]:
+        listed = self._catalog()
+        return sorted(self.seen if listed is None else listed)
+
+    def _catalog(self) -> set[str] | None:
+        """The registry's catalog under the prefix; None when the registry does not allow it."""
+        from urllib.parse import urljoin
+
+        client = self._store(self.path or "library")
+        client_send = client.client.send  # type: ignore[attr-defined]  # a registry store: its client
+        found: set[str] = set()
+        url: str | None = "/v2/_catalog"
+        params: dict[str, str] | None = {"n": "1000"}
+        head = f"{self.path}/" if self.path else ""
+        for _ in range(100):  # at most 100,000 repositories
+            if url is None:
+                break
+            response = client_send("GET", url, scopes=("registry:catalog:*",), params=params)
+            if response.status_code != 200:
+                return None
+            try:
+                names = response.json().get("repositories") or []
+            except (ValueError, AttributeError):
+                return None
+            for name in names:
+                if isinstance(name, str) and name.startswith(head):
+                    rest = name[len(head):]
+                    if repo_parts(rest) is not None:
+                        found.add(rest)
+            link = response.headers.get("link", "")
+            match = re.search(r"<([^>]+)>\s*;\s*rel=\"?next\"?", link)
+            url = urljoin(str(response.url), match.group(1)) if match else None
+            params = None
+        return found
+
+    def ready(self) -> None:
+        store = self._store(self.path or "library")
+        response = store.client.send("GET", "/v2/")  # type: ignore[attr-defined]
+        if response.status_code not in (200, 401):
+            raise RegistryError(f"registry {self.host}: /v2/ answered {response.status_code}")
+
+    def close(self) -> None:
+        with self._lock:
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
+
+
+class LayoutSource(Source):
+    """Models of an OCI layout named ``NAME:TAG`` (the local store is one)."""
+
+    def __init__(self, path: Path, shown: str):
+        self.root = path
+        self.shown = shown
+
+    def _store(self) -> Store:
+        from ocibridge.stores.layout import LayoutStore
+
+        if not (self.root / "oci-layout").is_file():
+            raise NotFound(f"{self.shown}: no OCI layout at {self.root}")
+        return LayoutStore(self.root)
+
+    def repository(self, parts: list[str]) -> Repository | None:
+        try:
+            store = self._store()
+        except NotFound:
+            return None
+        name = "/".join(parts)
+        return Repository(store, f"{self.shown} {name}", prefix=f"{name}:")
+
+    def repo_ids(self) -> list[str]:
+        try:
+            names = self._store().tags()
+        except NotFound:
+            return []
+        found = {n.rpartition(":")[0] for n in names if ":" in n}
+        return sorted(n for n in found if repo_parts(n) is not None)
+
+    def ready(self) -> None:
+        self._store()
+
+
+def parse_sources(texts: Sequence[str], options: RegistryOptions | None = None) -> list[Source]:
+    """The sources named on the command line, each located once (:func:`ocibridge.kinds.locate.locate`):
+    ``local``, ``oci:DIR``, or a registry prefix ``host[/path]``."""
+    from ocibridge.kinds.locate import Role, locate
+
+    sources: list[Source] = []
+    for text in texts:
+        if text == "local":
+            from ocibridge.kinds.targets import default_store_path
+
+            sources.append(LayoutSource(default_store_path(), "local"))
+            continue
+        if text.startswith("oci:"):
+            located = locate(text, Role.LAYOUT)
+            assert isinstance(located, LayoutReference)
+            if located.tag or located.digest:
+                raise UsageError(f"{text}: a source is a whole layout (oci:DIR), not one model in it")
+            sources.append(LayoutSource(Path(located.path).expanduser(), text))
+            continue
+        host, slash, path = text.partition("/")
+        if not slash:  # a registry alone: every repository of it
+            located = locate(f"{text}/x", Role.REGISTRY)
+            assert isinstance(located, RegistryReference)
+            sources.append(RegistrySource(located.registry, "", options))
+            continue
+        located = locate(text, Role.REGISTRY)
+        assert isinstance(located, RegistryReference)
+        if located.names_version:
+            raise UsageError(f"{text}: a source is a registry prefix (host/path), without a tag or digest")
+        sources.append(RegistrySource(located.registry, located.repository, options))
+    if not sources:
+        raise UsageError("serve needs at least one SOURCE (a registry prefix, oci:DIR or local)")
+    return sources
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A revision of a repo id, resolved: the manifest it names and the model manifest."""
+
+    repo_id: str
+    revision: str
+    commit: str  # the first 40 hex digits of ``top``'s digest
+    top: Descriptor  # what the revision resolves to (an index, or the model manifest)
+    model: Descriptor  # the model manifest
+    manifest: Manifest
+    repo: Repository
+    source: Source
+
+
+def commit_of(digest: str) -> str:
+    return digest.split(":", 1)[1][:40]
+
+
+class Catalog:
+    """The sources, searched in order, and what was resolved in them."""
+
+    def __init__(self, sources: Sequence[Source], *, default_tag: str = DEFAULT_TAG,
+                 verify: VerifyPolicy | None = None):
+        self.sources = list(sources)
+        self.default_tag = check_tag(default_tag)
+        self.verify = verify
+        self._lock = threading.Lock()
+        self._commits: dict[tuple[int, str, str], str] = {}  # (source, repo id, commit) -> digest
+        self._manifests: OrderedDict[str, tuple[Descriptor, Manifest]] = OrderedDict()
+        self._verified: set[str] = set()
+
+    def close(self) -> None:
+        for source in self.sources:
+            source.close()
+
+    def resolve(self, repo_id: str, revision: str | None) -> Resolved:
+        """The revision (``main`` when None) of ``repo_id``; :class:`RepoNotFound` or
+        :class:`RevisionNotFound` as the Hub answers; :class:`Refused` when a policy refuses it."""
+        revision = revision or "main"
+        parts = repo_parts(repo_id)
+        if parts is None:
+            raise RepoNotFound(f"{repo_id}: not a repository any source can hold")
+        key = "/".join(parts)
+        held = False
+        for number, source in enumerate(self.sources):
+            repo = source.repository(parts)
+            if repo is None:
+                continue
+            try:
+                top = self._resolve(number, key, repo, revision)
+            except (NotFound, InvalidReference):
+                held = held or self._holds(repo)
+                continue
+            if isinstance(source, RegistrySource):
+                source.seen.add(key)
+            with self._lock:
+                self._commits[(number, key, commit_of(top.digest))] = top.digest
+            model, manifest = self._manifest(repo.store, top)
+            self._check(repo, top)
+            return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source)
+        if held:
+            raise RevisionNotFound(f"{repo_id}: no revision {revision}")
+        raise RepoNotFound(f"{repo_id}: no such repository in {', '.join(s.shown for s in self.sources)}")
+
+    def _resolve(self, number: int, key: str, repo: Repository, revision: str) -> Descriptor:
+        store = repo.store
+        if _DIGEST.fullmatch(revision):
+            return store.resolve(revision)
+        if COMMIT.fullmatch(revision):
+            with self._lock:
+                known = self._commits.get((number, key, revision))
+            if known is not None:
+                return store.resolve(known)
+            return store.resolve(self._commit_digest(repo, revision))
+        tag = self.default_tag if revision == "main" else check_tag(revision)
+        return store.resolve(repo.reference(tag))
+
+    def _commit_digest(self, repo: Repository, commit: str) -> str:
+        """The one digest a commit id abbreviates among the repository's tags."""
+        found = set()
+        for tag in repo.tags()[:MAX_TAGS_SCANNED]:
+            try:
+                digest = repo.store.resolve(repo.reference(tag)).digest
+            except (NotFound, InvalidReference):
+                continue
+            if commit_of(digest) == commit:
+                found.add(digest)
+        if len(found) != 1:
+            raise NotFound(f"{repo.shown}: no one manifest has the commit id {commit}")
+        return found.pop()
+
+    @staticmethod
+    def _holds(repo: Repository) -> bool:
+        try:
+            return bool(repo.tags())
+        except (NotFound, RegistryError):
+            return False
+
+    def _manifest(self, store: Store, top: Descriptor) -> tuple[Descriptor, Manifest]:
+        with self._lock:
+            known = self._manifests.get(top.digest)
+            if known is not None:
+                self._manifests.move_to_end(top.digest)
+                return known
+        from ocibridge.model.extract import fetch_manifest
+
+        found = fetch_manifest(store, top.digest)
+        with self._lock:
+            self._manifests[top.digest] = found
+            while len(self._manifests) > MEMO:
+                self._manifests.popitem(last=False)
+        return found
+
+    def _check(self, repo: Repository, top: Descriptor) -> None:
+        if self.verify is None or top.digest in self._verified:
+            return
+        from ocibridge.errors import SignatureError
+        from ocibridge.signing.policy import verify_before_use
+
+        try:
+            verify_before_use(repo.store, top, self.verify, name=repo.shown)
+        except SignatureError as e:
+            raise Refused(str(e)) from None
+        with self._lock:
+            self._verified.add(top.digest)
+
+    def repo_ids(self) -> Iterator[tuple[str, Source]]:
+        """Every repo id the sources hold, the first source's first."""
+        seen: set[str] = set()
+        for source in self.sources:
+            for repo_id in source.repo_ids():
+                if repo_id not in seen:
+                    seen.add(repo_id)
+                    yield repo_id, source
+

@@ -1,0 +1,104 @@
+"""Running ``ocibridge serve`` for tests: the app in a uvicorn server on a free loopback port,
+in a thread of the test process, and huggingface_hub pointed at it (HF_ENDPOINT read at import
+time: its constants are patched as the environment variable would have set them)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import huggingface_hub
+import pytest
+
+from ocibridge.serve.server import ServeOptions, build_app, server
+from ocibridge.serve.sources import Catalog, parse_sources
+
+CONFIG = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
+          "intermediate_size": 64, "vocab_size": 6}
+
+
+def make_model(root: Path, weights: int = 64) -> Path:
+    """A tiny BERT that AutoConfig and AutoTokenizer load (no deep-learning framework needed)."""
+    root.mkdir(parents=True)
+    (root / "config.json").write_text(json.dumps(CONFIG))
+    (root / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\nworld\n")
+    (root / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
+                                                             "do_lower_case": True}))
+    (root / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      "
+                                             + hashlib.sha256(root.name.encode()).digest() * 8 * weights)
+    (root / "extra").mkdir()
+    (root / "extra" / "notes.md").write_text(f"# {root.name}\n")
+    return root
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@dataclass
+class Served:
+    url: str
+    app: Any
+    catalog: Catalog
+    requests: list[tuple[str, str]]  # (method, path) of every request serve answered
+
+    @property
+    def blobs(self) -> Any:
+        return self.app.state.serve.blobs
+
+
+@contextlib.contextmanager
+def serving(sources: list[str], *, default_tag: str = "latest", tokens: tuple[str, ...] = (),
+            page: int = 1000, verify: Any = None) -> Iterator[Served]:
+    catalog = Catalog(parse_sources(sources), default_tag=default_tag, verify=verify)
+    options = ServeOptions(tokens=tokens, page=page, access_log=False)
+    app = build_app(catalog, options)
+    seen: list[tuple[str, str]] = []
+
+    async def counting(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append((scope["method"], scope["path"]))
+        await app(scope, receive, send)
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    options.listen = f"127.0.0.1:{port}"
+    srv = server(counting, options)
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not srv.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "serve did not start"
+        time.sleep(0.01)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", app, catalog, seen)
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=30)
+        catalog.close()
+        sock.close()
+
+
+def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path) -> None:
+    """What ``HF_ENDPOINT=url HF_HUB_CACHE=hub`` does to huggingface_hub, in this process."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_ENDPOINT", url)
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setattr(constants, "ENDPOINT", url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True, raising=False)

@@ -1,0 +1,272 @@
+"""``ocibridge serve`` (issue 40) against a real registry, with the real huggingface_hub and
+transformers: every read the Hub's clients make, answered from OCI, verified."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from huggingface_hub import HfApi, HfFileSystem, hf_hub_download, snapshot_download
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    HfHubHTTPError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from serving import files_of, make_model, point_hub_at, serving
+
+from ocibridge.cli import main
+
+
+@pytest.fixture
+def model(tmp_path, capsys, registry, unique_repo):
+    """acme/tiny under the prefix REGISTRY/unique_repo, tagged latest and v1."""
+    src = make_model(tmp_path / "tiny", weights=4096)  # 1 MiB of weights: several chunks
+    ref = f"{registry.host}/{unique_repo}/acme/tiny"
+    assert main(["push", str(src), f"{ref}:latest", "-q"]) == 0
+    assert main(["tag", f"{ref}:latest", "v1"]) == 0
+    assert main(["resolve", f"{ref}:latest"]) == 0
+    digest = capsys.readouterr().out.split()[-1]
+    return src, f"{registry.host}/{unique_repo}", digest
+
+
+@pytest.fixture
+def hub(tmp_path) -> Path:
+    return tmp_path / "hf-home" / "hub"
+
+
+def test_snapshot_download_holds_the_models_exact_bytes_then_answers_from_the_hub_cache(model, hub, monkeypatch):
+    src, prefix, digest = model
+    with serving([prefix]) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        where = Path(snapshot_download("acme/tiny"))
+        assert files_of(where) == files_of(src)
+        assert where.name == digest.split(":")[1][:40]  # the commit: the manifest digest's first 40 hex
+        blobs = {p.name for p in (hub / "models--acme--tiny" / "blobs").iterdir()}
+        assert blobs == {hashlib.sha256(b).hexdigest() for b in files_of(src).values()}  # named by SHA-256
+        # what was served is in the model cache, under the same names
+        from ocibridge.cache.models import ModelCache
+
+        weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
+        assert ModelCache().blobs.blob_path(f"sha256:{weights}").is_file()
+        served.requests.clear()
+        assert Path(snapshot_download("acme/tiny")) == where
+        assert served.requests == [("GET", "/api/models/acme/tiny/revision/main")]  # one request
+
+
+def test_allow_patterns_and_hf_hub_download(model, hub, monkeypatch):
+    src, prefix, _ = model
+    with serving([prefix]) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        where = Path(snapshot_download("acme/tiny", allow_patterns=["*.json"]))
+        assert sorted(files_of(where)) == ["config.json", "tokenizer_config.json"]
+        one = Path(hf_hub_download("acme/tiny", "extra/notes.md", revision="v1"))
+        assert one.read_bytes() == (src / "extra" / "notes.md").read_bytes()
+
+
+def test_model_info_files_and_tree(model, hub, monkeypatch):
+    src, prefix, digest = model
+    with serving([prefix], page=2) as served:  # pages of 2 entries: the client follows Link
+        point_hub_at(monkeypatch, served.url, hub)
+        api = HfApi()
+        info = api.model_info("acme/tiny", files_metadata=True)
+        assert info.id == "acme/tiny" and info.sha == digest.split(":")[1][:40]
+        by_name = {s.rfilename: s for s in info.siblings}
+        assert sorted(by_name) == sorted(files_of(src))
+        weights = (src / "model.safetensors").read_bytes()
+        assert by_name["model.safetensors"].size == len(weights)
+        assert by_name["model.safetensors"].lfs.sha256 == hashlib.sha256(weights).hexdigest()
+        assert sorted(api.list_repo_files("acme/tiny")) == sorted(files_of(src))
+        top = {e.path: type(e).__name__ for e in api.list_repo_tree("acme/tiny")}
+        assert top == {"extra": "RepoFolder", "config.json": "RepoFile", "model.safetensors": "RepoFile",
+                       "tokenizer_config.json": "RepoFile", "vocab.txt": "RepoFile"}
+        assert [e.path for e in api.list_repo_tree("acme/tiny", "extra")] == ["extra/notes.md"]
+        deep = [e.path for e in api.list_repo_tree("acme/tiny", recursive=True)]
+        assert sorted(deep) == sorted([*files_of(src), "extra"])
+        infos = api.get_paths_info("acme/tiny", ["config.json", "extra", "absent.txt"])
+        assert [(type(i).__name__, i.path) for i in infos] == [("RepoFile", "config.json"), ("RepoFolder", "extra")]
+        # revisions: a tag, the commit id, the digest
+        for revision in ("v1", info.sha, digest):
+            assert api.model_info("acme/tiny", revision=revision).sha == info.sha
+
+
+def test_hf_file_system_ls_open_and_ranges(model, hub, monkeypatch):
+    src, prefix, _ = model
+    with serving([prefix]) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        fs = HfFileSystem(skip_instance_cache=True)
+        names = {p.rsplit("/", 1)[-1] for p in fs.ls("acme/tiny", detail=False)}
+        assert names == {"config.json", "extra", "model.safetensors", "tokenizer_config.json", "vocab.txt"}
+        weights = (src / "model.safetensors").read_bytes()
+        with fs.open("acme/tiny/model.safetensors", "rb", block_size=4096) as f:
+            f.seek(100_000)
+            assert f.read(10) == weights[100_000:100_010]
+        with fs.open("acme/tiny/config.json", "rb") as f:
+            assert f.read() == (src / "config.json").read_bytes()
+        r = httpx.get(f"{served.url}/acme/tiny/resolve/main/model.safetensors", headers={"Range": "bytes=-16"})
+        assert r.status_code == 206 and r.content == weights[-16:]
+        assert r.headers["content-range"] == f"bytes {len(weights) - 16}-{len(weights) - 1}/{len(weights)}"
+        r = httpx.get(f"{served.url}/acme/tiny/resolve/main/model.safetensors",
+                      headers={"Range": f"bytes={len(weights)}-"})
+        assert r.status_code == 416
+
+
+def test_transformers_load_by_repo_id(model, hub, monkeypatch):
+    from transformers import AutoConfig, AutoTokenizer
+
+    _, prefix, _ = model
+    with serving([prefix]) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        config = AutoConfig.from_pretrained("acme/tiny")
+        assert config.model_type == "bert" and config.hidden_size == 32
+        tokenizer = AutoTokenizer.from_pretrained("acme/tiny")
+        assert tokenizer.convert_tokens_to_ids(["hello", "world"]) == [4, 5]
+
+
+def test_not_found_answers_are_the_clients_own_errors(model, hub, monkeypatch):
+    _, prefix, _ = model
+    with serving([prefix]) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        api = HfApi()
+        with pytest.raises(RepositoryNotFoundError):
+            api.model_info("acme/absent")
+        with pytest.raises(RevisionNotFoundError):
+            api.model_info("acme/tiny", revision="v9")
+        with pytest.raises(RevisionNotFoundError):
+            api.model_info("acme/tiny", revision="0" * 40)  # no tag's digest starts so
+        with pytest.raises(EntryNotFoundError):
+            hf_hub_download("acme/tiny", "absent.bin")
+        with pytest.raises(RepositoryNotFoundError):
+            hf_hub_download("acme/absent", "config.json")
+        with pytest.raises(RevisionNotFoundError):
+            hf_hub_download("acme/tiny", "config.json", revision="v9")
+
+
+def test_a_tampered_blob_cuts_the_connection_and_nothing_is_committed(tmp_path, hub, monkeypatch, registry,
+                                                                       unique_repo, fault_proxy):
+    from support import corrupt
+
+    src = make_model(tmp_path / "tiny", weights=4096)
+    assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/tiny:latest", "-q"]) == 0
+    weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
+    fault_proxy.add("GET", f"/blobs/sha256:{weights}", corrupt(offset=500_000), times=100)
+    monkeypatch.setattr("time.sleep", lambda s: None)  # the client's retries, without their pauses
+    with serving([f"{fault_proxy.host}/{unique_repo}"]) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        with pytest.raises((HfHubHTTPError, httpx2.HTTPError)):  # the cut body, after its retries
+            hf_hub_download("acme/tiny", "model.safetensors")
+        folder = hub / "models--acme--tiny"
+        assert not (folder / "blobs" / weights).exists()
+        assert not any(p.name == "model.safetensors" for p in folder.rglob("*"))
+        from ocibridge.cache.models import ModelCache
+
+        assert not ModelCache().blobs.blob_path(f"sha256:{weights}").exists()  # nor in the model cache
+        # the other files are served as ever
+        assert Path(hf_hub_download("acme/tiny", "config.json")).read_bytes() == (src / "config.json").read_bytes()
+
+
+def test_sources_layout_local_and_order(tmp_path, hub, monkeypatch, capsys):
+    from ocibridge.stores.layout import LayoutStore
+
+    monkeypatch.setenv("OCIBRIDGE_STORE", str(tmp_path / "store"))
+    first = make_model(tmp_path / "first")
+    second = make_model(tmp_path / "second")
+    LayoutStore(tmp_path / "lay", create=True)
+    assert main(["push", str(first), f"oci:{tmp_path}/lay:acme/tiny:latest", "-q"]) == 0
+    assert main(["push", str(second), "acme/tiny:latest", "-q"]) == 0  # the local store
+    assert main(["push", str(second), "solo:v2", "-q"]) == 0
+    capsys.readouterr()
+    with serving([f"oci:{tmp_path}/lay", "local"], default_tag="v2") as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        # main is v2: only the local store has solo:v2; acme/tiny:v2 nowhere
+        assert files_of(Path(snapshot_download("solo"))) == files_of(second)
+        with pytest.raises(RevisionNotFoundError):
+            HfApi().model_info("acme/tiny")
+        assert files_of(Path(snapshot_download("acme/tiny", revision="latest"))) == files_of(first)  # layout first
+        listed = {m.id for m in HfApi().list_models()}
+        assert listed == {"acme/tiny", "solo"}
+        assert [m.id for m in HfApi().list_models(author="acme")] == ["acme/tiny"]
+        assert [m.id for m in HfApi().list_models(search="sol")] == ["solo"]
+
+
+def test_registry_catalog_lists_models(model, hub, monkeypatch):
+    _, prefix, _ = model
+    with serving([prefix]) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        assert [m.id for m in HfApi().list_models()] == ["acme/tiny"]
+
+
+def test_read_tokens(model, hub, monkeypatch):
+    _, prefix, _ = model
+    with serving([prefix], tokens=("s3cret",)) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        with pytest.raises(HfHubHTTPError) as refused:
+            HfApi(token=False).model_info("acme/tiny")
+        assert refused.value.response.status_code == 401
+        assert HfApi(token="s3cret").model_info("acme/tiny").id == "acme/tiny"
+        assert httpx.get(f"{served.url}/healthz").status_code == 200  # probes need no token
+        assert httpx.get(f"{served.url}/readyz").json() == {"status": "ready"}
+
+
+def test_an_unsigned_model_is_refused_with_the_reason(model, hub, monkeypatch, tmp_path):
+    from signing_keys import key_pair
+
+    from ocibridge.signing.verify import VerifyPolicy
+
+    _, prefix, _ = model
+    _, pub = key_pair(tmp_path)
+    with serving([prefix], verify=VerifyPolicy.from_files([str(pub)])) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        with pytest.raises(HfHubHTTPError) as refused:
+            HfApi().model_info("acme/tiny")
+        assert refused.value.response.status_code == 403
+        assert "refused" in refused.value.response.headers["x-error-message"]
+
+
+def test_json_shapes_for_other_clients(model, hub):
+    src, prefix, _ = model
+    with serving([prefix]) as served:
+        head = httpx.head(f"{served.url}/acme/tiny/resolve/main/config.json")
+        sha = hashlib.sha256((src / "config.json").read_bytes()).hexdigest()
+        assert head.status_code == 200
+        assert head.headers["etag"] == head.headers["x-linked-etag"] == f'"{sha}"'
+        size = str((src / "config.json").stat().st_size)
+        assert head.headers["x-linked-size"] == head.headers["content-length"] == size
+        assert head.headers["accept-ranges"] == "bytes" and len(head.headers["x-repo-commit"]) == 40
+        missing = httpx.head(f"{served.url}/acme/tiny/resolve/main/absent.bin")
+        assert missing.status_code == 404 and missing.headers["x-error-code"] == "EntryNotFound"
+        assert missing.headers["x-repo-commit"] == head.headers["x-repo-commit"]
+        info = httpx.get(f"{served.url}/api/models/acme/tiny").json()
+        assert json.dumps(info)  # plain JSON
+        assert {s["rfilename"] for s in info["siblings"]} == set(files_of(src))
+
+
+def test_sixteen_clients_at_once_share_one_fetch_per_blob(tmp_path, monkeypatch, registry, unique_repo,
+                                                           fault_proxy):
+    from collections import Counter
+    from concurrent.futures import ThreadPoolExecutor
+
+    models = {}
+    for name in ("one", "two"):
+        models[name] = make_model(tmp_path / name, weights=8192)  # 2 MiB of weights each
+        assert main(["push", str(models[name]), f"{registry.host}/{unique_repo}/acme/{name}:latest", "-q"]) == 0
+    with serving([f"{fault_proxy.host}/{unique_repo}"]) as served:  # every registry request counted
+        point_hub_at(monkeypatch, served.url, tmp_path / "unused")
+
+        def client(i: int) -> tuple[str, Path]:
+            name = ("one", "two")[i % 2]
+            return name, Path(snapshot_download(f"acme/{name}", cache_dir=tmp_path / f"hub{i}"))
+
+        with ThreadPoolExecutor(16) as pool:
+            results = list(pool.map(client, range(16)))
+    for name, where in results:
+        assert files_of(where) == files_of(models[name])
+    gets = Counter(r.path for r in fault_proxy.requests_matching("GET", r"/blobs/sha256:"))
+    files = {hashlib.sha256(b).hexdigest() for m in models.values() for b in files_of(m).values()}
+    sent = {path.rsplit(":", 1)[1]: count for path, count in gets.items()}
+    assert files <= set(sent)
+    assert all(sent[f] == 1 for f in files), sent  # each file's blob came from the registry once

@@ -1,0 +1,80 @@
+"""The ``ocibridge serve`` command as people run it: a process that answers until SIGTERM,
+logs each request, and names its extra when Starlette or uvicorn is missing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from serving import make_model
+
+from ocibridge.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_serve(*args: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", *args, "--listen", f"127.0.0.1:{port}"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        try:
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "serve did not start"
+        time.sleep(0.1)
+
+
+def test_serve_answers_logs_and_stops_on_sigterm(tmp_path):
+    from ocibridge.stores.layout import LayoutStore
+
+    src = make_model(tmp_path / "tiny")
+    LayoutStore(tmp_path / "lay", create=True)
+    assert main(["push", str(src), f"oci:{tmp_path}/lay:acme/tiny:latest", "-q"]) == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE_DIR": str(tmp_path / "cache")}
+    (tmp_path / "tokens").write_text("# read tokens\nt0ken\n")
+    proc, url = start_serve(f"oci:{tmp_path}/lay", "--token-file", str(tmp_path / "tokens"), env=env)
+    try:
+        assert httpx.get(f"{url}/api/models/acme/tiny").status_code == 401
+        auth = {"Authorization": "Bearer t0ken"}
+        info = httpx.get(f"{url}/api/models/acme/tiny", headers=auth).json()
+        assert info["id"] == "acme/tiny"
+        body = httpx.get(f"{url}/acme/tiny/resolve/main/config.json", headers=auth).content
+        assert body == (src / "config.json").read_bytes()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err.decode()
+    log = out.decode() + err.decode()
+    assert '"GET /acme/tiny/resolve/main/config.json HTTP/1.1" 200' in log  # the access log
+    assert "Shutting down" in log
+
+
+def test_serve_names_its_extra_when_uvicorn_is_missing(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    assert main(["serve", "local"]) == 1
+    assert "pip install 'ocibridge[serve]'" in capsys.readouterr().err
+
+
+def test_serve_usage_mistakes(capsys):
+    assert main(["serve", "local", "--listen", "nowhere"]) == 2
+    assert "--listen" in capsys.readouterr().err
+    assert main(["serve", "registry.example/models:v1"]) == 2
+    assert "registry prefix" in capsys.readouterr().err
