@@ -26,11 +26,13 @@ from typing import TYPE_CHECKING
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.oci.reference import LayoutReference, RegistryReference, check_tag
+from ocibridge.stores.base import close_store
 
 if TYPE_CHECKING:
     from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.stores.base import Store
     from ocibridge.stores.registry.options import RegistryOptions
+    from ocibridge.stores.registry.store import RegistryStore
 
 #: what ``main`` means unless ``--default-tag`` says otherwise
 DEFAULT_TAG = "latest"
@@ -104,15 +106,15 @@ class RegistrySource(Source):
     def __init__(self, host: str, path: str, options: RegistryOptions | None):
         self.host, self.path, self.options = host, path.strip("/"), options
         self.shown = f"{host}/{self.path}" if self.path else host
-        self._stores: dict[str, Store] = {}
+        self._stores: dict[str, RegistryStore] = {}
         self._lock = threading.Lock()
         self.seen: set[str] = set()  # repo ids found here (listed when the catalog is refused)
 
-    def _store(self, repository: str) -> Store:
+    def _store(self, repository: str) -> RegistryStore:
         with self._lock:
             store = self._stores.get(repository)
             if store is None:
-                from ocibridge.stores.registry import open_repository
+                from ocibridge.stores.registry.store import open_repository
 
                 store = open_repository(RegistryReference(self.host, repository), self.options)
                 self._stores[repository] = store
@@ -133,7 +135,7 @@ class RegistrySource(Source):
         from urllib.parse import urljoin
 
         client = self._store(self.path or "library")
-        client_send = client.client.send  # type: ignore[attr-defined]  # a registry store: its client
+        client_send = client.client.send
         found: set[str] = set()
         url: str | None = "/v2/_catalog"
         params: dict[str, str] | None = {"n": "1000"}
@@ -161,7 +163,7 @@ class RegistrySource(Source):
 
     def ready(self) -> None:
         store = self._store(self.path or "library")
-        response = store.client.send("GET", "/v2/")  # type: ignore[attr-defined]
+        response = store.client.send("GET", "/v2/")
         if response.status_code not in (200, 401):
             raise RegistryError(f"registry {self.host}: /v2/ answered {response.status_code}")
 
@@ -169,9 +171,7 @@ class RegistrySource(Source):
         with self._lock:
             stores, self._stores = list(self._stores.values()), {}
         for store in stores:
-            close = getattr(store, "close", None)
-            if close is not None:
-                close()
+            close_store(store)
 
 
 class LayoutSource(Source):
