@@ -34,8 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         from ocibridge.stores.registry.debuglog import enable_request_log
 
         enable_request_log()
-    # the command is the first word (the main parser's own flags take no value)
-    parser = build_parser(only=argv[0] if argv and not argv[0].startswith("-") else None)
+    parser = build_parser(lazy=True)  # only the command the line names is imported and built
     args = parser.parse_args(argv)
     try:
         return _run(args)

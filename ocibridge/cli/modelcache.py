@@ -57,8 +57,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def register(command: CommandAdder) -> None:
-    p = command("path", cmd_path, "print the local directory of a model's files, from the shared model "
-                "cache (fetching only what it lacks)")
+    p = command("path", cmd_path)
     p.add_argument("ref", metavar="REF")
     p.add_argument("--include", action="append", default=[], metavar="GLOB",
                    help="only files matching GLOB (repeatable; a snapshot of its own)")
@@ -71,7 +70,7 @@ def register(command: CommandAdder) -> None:
     add_verify_flags(p)
     add_transfer_flags(p)
 
-    p = command("cache", cmd_cache, "the shared model cache of 'path': show where it is, or prune it")
+    p = command("cache", cmd_cache)
     p.add_argument("action", choices=["prune", "dir"])
     p.add_argument("--older-than", metavar="AGE", help="remove snapshots unused for AGE (30d, 12h, ...)")
     p.add_argument("--max-size", metavar="SIZE", help="then the least recently used until the cache fits SIZE")
