@@ -134,7 +134,7 @@ def test_the_family_table_names_each_family_as_it_names_itself():
         assert registry.by_name(name).name == name
 
 
-WARM_PATH_HEAVY = ("pydantic", "httpx", "httpcore", "ssl", "email", "ocibridge.cli.entry", "ocibridge.cli.transfer",
+WARM_PATH_HEAVY = ("pydantic", "httpx", "httpcore", "ssl", "email", "ocibridge.cli.transfer", "ocibridge.api.copy",
                    "ocibridge.api.model_ops", "ocibridge.cache.models", "ocibridge.oci.models", "ocibridge.stores.base")
 
 

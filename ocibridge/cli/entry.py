@@ -36,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         enable_request_log()
     parser = build_parser(lazy=True)  # only the command the line names is imported and built
     args = parser.parse_args(argv)
+    args.debug = debug  # taken out of argv above; a command may ask (path answers warm only without it)
     try:
         return _run(args)
     except Exception as e:
