@@ -1,5 +1,6 @@
 """A warm ``ocibridge path`` (issue 28): a model the cache holds is answered from the cache's
-records before the registry client, pydantic or the model modules are imported; a tag costs
+records before the registry client, pydantic, httpx or the model modules are imported (the
+``path`` command's own module loads, as every command's does: no argv parsed by hand); a tag costs
 one HEAD, a digest or ``--offline`` none; whatever the warm path cannot be sure of (a moved
 tag, ``--verify-key``) goes the full way."""
 
@@ -12,9 +13,10 @@ from support.entry_probe import run_entry
 from test_model_cache import push_version, same_files
 
 import ocibridge
-from ocibridge.cli.fastpath import _parse
+from ocibridge.cli.modelcache import _only_warm_flags
+from ocibridge.cli.parser import build_parser
 
-HEAVY = ("pydantic", "httpx", "httpcore", "ocibridge.cli.entry", "ocibridge.cli.transfer", "ocibridge.api.model_ops",
+HEAVY = ("pydantic", "httpx", "httpcore", "ocibridge.cli.transfer", "ocibridge.api.model_ops", "ocibridge.api.copy",
          "ocibridge.cache.models", "ocibridge.model.extract", "ocibridge.stores.registry.client")
 
 
@@ -85,16 +87,19 @@ def test_verify_key_is_never_answered_warm(warm, tmp_path):
     assert code == 1 and out == "" and err.count("\n") == 0 and "is not signed" in err
 
 
-@pytest.mark.parametrize(("argv", "parsed"), [
-    (["path", "r"], ("r", False, False, {"--include": [], "--exclude": []})),
-    (["path", "--offline", "r", "--json", "--exclude=a", "--include", "b"],
-     ("r", True, True, {"--include": ["b"], "--exclude": ["a"]})),
-    (["path", "r", "--hf", "o/n"], None), (["path", "r", "--verify-key", "k"], None),
-    (["path", "r", "--debug"], None), (["path", "r", "s"], None), (["path"], None), (["pull", "r"], None),
-    (["path", "r", "--include"], None), (["path", "r", "--plain-http"], None),
+@pytest.mark.parametrize(("argv", "warm"), [
+    (["path", "r"], True), (["path", "--offline", "r", "--json", "--exclude=a", "--include", "b"], True),
+    (["path", "r", "--concurrency", "4"], True),  # the default, said aloud
+    (["path", "r", "--hf", "o/n"], False), (["path", "r", "--verify-key", "k"], False),
+    (["path", "r", "--plain-http"], False), (["path", "r", "--concurrency", "2"], False),
+    (["path", "r", "--authfile", "a.json"], False),
 ])
-def test_only_plain_path_command_lines_are_taken(argv, parsed):
-    assert _parse(argv) == parsed
+def test_only_the_flags_the_warm_answer_heeds_let_it_answer(argv, warm):
+    args = build_parser(lazy=True).parse_args(argv)
+    args.debug = False
+    assert _only_warm_flags(args) is warm
+    args.debug = True  # --debug: the full way, whose requests are logged
+    assert _only_warm_flags(args) is False
 
 
 def test_a_registry_asking_for_credentials_is_answered_the_full_way(tmp_path, capsys, auth_registry, monkeypatch):

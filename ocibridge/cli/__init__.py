@@ -1,12 +1,11 @@
 """The ``ocibridge`` command: one module per command group, each parsing flags and calling the API.
 
 :func:`run` is the console script; :func:`main` takes an argument list and returns the exit code.
-``run`` answers a warm ``path`` first (:mod:`.fastpath`), before the commands are imported.
+Only the module of the command being run is imported (:mod:`.table`, :mod:`.parser`).
 """
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -17,12 +16,6 @@ __all__ = ["main", "run"]
 
 def run() -> NoReturn:
     """The console entry point."""
-    if sys.argv[1:2] == ["path"]:
-        from ocibridge.cli.fastpath import answer
-
-        code = answer(sys.argv[1:])
-        if code is not None:
-            sys.exit(code)
     from ocibridge.cli.entry import run as run_command
 
     run_command()

@@ -46,10 +46,10 @@ def cmd_logout(args: argparse.Namespace) -> int:
 
 
 def register(command: CommandAdder) -> None:
-    p = command("login", cmd_login, "store registry credentials in the docker config")
+    p = command("login", cmd_login)
     p.add_argument("host", metavar="HOST")
     add_transfer_flags(p)
 
-    p = command("logout", cmd_logout, "remove stored registry credentials")
+    p = command("logout", cmd_logout)
     p.add_argument("host", metavar="HOST")
 

@@ -60,14 +60,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def register(command: CommandAdder) -> None:
-    p = command("save", cmd_save, "write models (with signatures and referrers) into one bundle file")
+    p = command("save", cmd_save)
     p.add_argument("refs", metavar="REF", nargs="+")
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the bundle (a tar holding an OCI layout)")
     add_verify_flags(p)
     _add_progress_flags(p)
     add_transfer_flags(p)
-    p = command("load", cmd_load, "copy every model of a bundle (from save) under a registry prefix, into oci:DIR "
-                "or (without PREFIX) into the local store")
+    p = command("load", cmd_load)
     p.add_argument("bundle", metavar="FILE")
     p.add_argument("prefix", metavar="PREFIX", nargs="?",
                    help="host[/path] (each model keeps its repository and tag) or oci:DIR; default: the local "

@@ -65,8 +65,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def register(command: CommandAdder) -> None:
-    p = command("convert", cmd_convert,
-                "convert a model artifact to another family (ModelPack, ModelKit, Docker model, ModelCar, Ollama)")
+    p = command("convert", cmd_convert)
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
     p.add_argument("--to", required=True, choices=family_choices(), help="family to write")

@@ -34,9 +34,9 @@ def main(argv: list[str] | None = None) -> int:
         from ocibridge.stores.registry.debuglog import enable_request_log
 
         enable_request_log()
-    # the command is the first word (the main parser's own flags take no value)
-    parser = build_parser(only=argv[0] if argv and not argv[0].startswith("-") else None)
+    parser = build_parser(lazy=True)  # only the command the line names is imported and built
     args = parser.parse_args(argv)
+    args.debug = debug  # taken out of argv above; a command may ask (path answers warm only without it)
     try:
         return _run(args)
     except Exception as e:
@@ -70,7 +70,7 @@ def _notice_to_stderr(text: str) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     """Run the command; the errors ocibridge knows become one line and their exit code."""
-    from ocibridge.kinds.targets import closing_opened_stores
+    from ocibridge.stores.opened import closing_opened_stores
 
     try:
         # every store a command opens is closed when it ends (a command that walks a store after

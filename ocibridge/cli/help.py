@@ -156,10 +156,11 @@ def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, 
     return found
 
 
-def add_examples(parser: argparse.ArgumentParser) -> None:
-    """Put each command's examples in its epilog (kept as written, not re-wrapped)."""
-    for name, sub in {"": parser, **subcommands(parser)}.items():
-        text = EXAMPLES.get(name)
+def add_examples(parser: argparse.ArgumentParser, name: str = "") -> None:
+    """Put the examples of the command ``name`` (the program's own: "") and of its subcommands
+    in their epilogs (kept as written, not re-wrapped)."""
+    for full, sub in {name: parser, **subcommands(parser, f"{name} " if name else "")}.items():
+        text = EXAMPLES.get(full)
         if text:
             sub.epilog = "examples:\n" + text
             sub.formatter_class = argparse.RawDescriptionHelpFormatter

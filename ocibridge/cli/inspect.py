@@ -66,11 +66,11 @@ def cmd_tags(args: argparse.Namespace) -> int:
 
 
 def register(command: CommandAdder) -> None:
-    p = command("inspect", cmd_inspect, "show an artifact's manifest, config and layers")
+    p = command("inspect", cmd_inspect)
     p.add_argument("ref", metavar="REF")
     add_transfer_flags(p)
 
-    p = command("validate", cmd_validate, "check an artifact against the ModelPack rules")
+    p = command("validate", cmd_validate)
     p.add_argument("ref", metavar="REF")
     p.add_argument("--strict", action="store_true",
                    help="warnings (what the spec recommends; with --runtime, that runtime's needs) count as errors")
@@ -78,7 +78,7 @@ def register(command: CommandAdder) -> None:
                    help="also check what this runtime needs beyond the spec (CRI-O file names, containerd images)")
     add_transfer_flags(p)
 
-    p = command("tags", cmd_tags, "list the tags of a repository or layout")
+    p = command("tags", cmd_tags)
     p.add_argument("ref", metavar="REF")
     add_transfer_flags(p)
 

@@ -193,12 +193,9 @@ def _runtime_arg(text: str) -> str:
     return text
 
 
-K8S_HELP = "Kubernetes image volumes: check, modelcar, volume, mount"
-
-
 def register(command: CommandAdder) -> None:
     """The ``k8s`` group and its commands (each takes REF, ``--json`` and the registry flags)."""
-    k8s = command("k8s", None, K8S_HELP, group=True)
+    k8s = command("k8s", None, group=True)
     ksub = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
 
     def kcommand(name: str, func: Command, help: str) -> argparse.ArgumentParser:

@@ -68,8 +68,7 @@ def cmd_chunks(args: argparse.Namespace) -> int:
 
 def register(command: CommandAdder) -> None:
     """Add ``cat`` and ``chunks``."""
-    p = command("cat", cmd_cat,
-                "print a file of a registry model, reading only the byte ranges needed (verified)")
+    p = command("cat", cmd_cat)
     p.add_argument("ref", metavar="REF", help="host/repo:tag or host/repo@digest")
     p.add_argument("path", metavar="PATH", help="the file's path in the model")
     p.add_argument("--range", metavar="A-B", help="bytes A up to B (B excluded); A- to the end; -N the last N")
@@ -78,7 +77,6 @@ def register(command: CommandAdder) -> None:
                         "is used only if its referrer is signed by it too (repeatable)")
     add_transfer_flags(p)
 
-    p = command("chunks", cmd_chunks,
-                "compute the chunk tables of a pushed model and attach them (for lazy reads)")
+    p = command("chunks", cmd_chunks)
     p.add_argument("ref", metavar="REF")
     add_transfer_flags(p)

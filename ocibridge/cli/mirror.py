@@ -27,8 +27,7 @@ REPORT = "report"
 
 
 def register(command: CommandAdder) -> None:
-    p = command("mirror", cmd_mirror, "run a mirror job: copy many models between registries, resumably; "
-                "'mirror report REPORT…' merges shard reports")
+    p = command("mirror", cmd_mirror)
     p.add_argument("job", metavar="JOB", help="job file (TOML, or YAML with PyYAML installed); "
                    "or 'report' followed by the shard reports to merge")
     # default=[]: without one, argparse before 3.13 counts a '*' positional as required, and a

@@ -27,14 +27,39 @@ def parse_age(text: str) -> float:
 
 
 def cmd_path(args: argparse.Namespace) -> int:
-    from ocibridge.api.cache_ops import path
     from ocibridge.kinds.locate import Role, locate
 
-    where = path(locate(args.ref, Role.MODEL), transfer=transfer_options(args), verify=policy_from_args(args),
-                 include=args.include, exclude=args.exclude, offline=True if args.offline else None,
-                 hf=args.hf)
+    located = locate(args.ref, Role.MODEL)
+    where = None
+    if _only_warm_flags(args):  # the cache may answer before the registry client loads
+        from ocibridge.cache.records import offline_from_env
+        from ocibridge.cache.warm import warm_path
+
+        where = warm_path(located, offline=args.offline or offline_from_env(), include=args.include,
+                          exclude=args.exclude)
+    if where is None:
+        from ocibridge.api.cache_ops import path
+
+        where = path(located, transfer=transfer_options(args), verify=policy_from_args(args),
+                     include=args.include, exclude=args.exclude, offline=True if args.offline else None,
+                     hf=args.hf)
     emit(args, {"reference": args.ref, "path": str(where)}, str(where))
     return 0
+
+
+#: the flags of ``path`` that the cache's warm answer heeds (cache/warm.py)
+_WARM_FLAGS = ("ref", "include", "exclude", "offline")
+
+
+def _only_warm_flags(args: argparse.Namespace) -> bool:
+    """Whether every other flag of ``path`` is at its default (a key to verify with, ``--hf``,
+    a registry setting: the full way) and ``--debug`` is off (the full way logs its requests)."""
+    if args.debug:
+        return False
+    plain = argparse.ArgumentParser(add_help=False)
+    _path_arguments(plain)
+    defaults = vars(plain.parse_args(["REF"]))
+    return all(getattr(args, dest) == value for dest, value in defaults.items() if dest not in _WARM_FLAGS)
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -58,8 +83,15 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def register(command: CommandAdder) -> None:
-    p = command("path", cmd_path, "print the local directory of a model's files, from the shared model "
-                "cache (fetching only what it lacks)")
+    _path_arguments(command("path", cmd_path))
+
+    p = command("cache", cmd_cache)
+    p.add_argument("action", choices=["prune", "dir"])
+    p.add_argument("--older-than", metavar="AGE", help="remove snapshots unused for AGE (30d, 12h, ...)")
+    p.add_argument("--max-size", metavar="SIZE", help="then the least recently used until the cache fits SIZE")
+
+
+def _path_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("ref", metavar="REF")
     p.add_argument("--include", action="append", default=[], metavar="GLOB",
                    help="only files matching GLOB (repeatable; a snapshot of its own)")
@@ -71,8 +103,3 @@ def register(command: CommandAdder) -> None:
                    help="also lay the model out in the Hugging Face cache as this repo id (hard links)")
     add_verify_flags(p)
     add_transfer_flags(p)
-
-    p = command("cache", cmd_cache, "the shared model cache of 'path': show where it is, or prune it")
-    p.add_argument("action", choices=["prune", "dir"])
-    p.add_argument("--older-than", metavar="AGE", help="remove snapshots unused for AGE (30d, 12h, ...)")
-    p.add_argument("--max-size", metavar="SIZE", help="then the least recently used until the cache fits SIZE")

@@ -1,37 +1,20 @@
 """The command line's parser: one argparse parser per command, which each command group module
-adds through its ``register(command)`` (:class:`~ocibridge.cli.common.CommandAdder`); only the
-command being run has its arguments built."""
+adds through its ``register(command)`` (:class:`~ocibridge.cli.common.CommandAdder`).
+
+:func:`build_parser` lists every command from the table (:mod:`.table`); ``main`` asks for
+the lazy form, where a command's group module is imported and its parser built only when the
+line names it: ``--help`` and each command load no other command's module."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+import importlib
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from ocibridge.cli import (
-    auth,
-    bundle,
-    convert,
-    inspect,
-    k8s,
-    lazy,
-    mirror,
-    modelcache,
-    registry_check,
-    serve,
-    signing,
-    store,
-    transfer,
-)
 from ocibridge.cli.common import EXIT_USAGE, Command, CommandAdder
 from ocibridge.cli.help import add_examples
-
-#: every command group in the order ``--help`` lists its commands
-GROUPS: tuple[Callable[[CommandAdder], None], ...] = (
-    transfer.register, convert.register, inspect.register, auth.register, mirror.register, modelcache.register,
-    k8s.register, signing.register, registry_check.register, store.register, bundle.register, lazy.register,
-    serve.register,
-)
+from ocibridge.cli.table import BY_NAME, COMMANDS, GROUPS, summary
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,10 +49,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Unbuilt(_Parser):
-    """A command that is not the one being run. Its subparsers action lists it (``--help``,
-    "invalid choice") by the name and help given to ``add_parser``; it is never parsed, so its
-    arguments are not built: building every command's parser took ~20-40 ms of each start.
-    Whatever its builder calls on it is dropped."""
+    """A command not built (yet). The subparsers action lists it (``--help``, "invalid choice")
+    by the name and help given to ``add_parser``; it is never parsed: :class:`_Commands` builds
+    the command first. Its group's ``register`` also adds the group's other commands, which
+    get one of these: whatever the builder calls on it is dropped."""
 
     def __init__(self, **kwargs: Any) -> None:  # no parser state: nothing is parsed with it
         self.prog = kwargs.get("prog") or ""
@@ -94,13 +77,67 @@ class _Unbuilt(_Parser):
         pass
 
     def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError(f"{self.prog}: the parser of a command not being run was asked to parse")
+        raise AssertionError(f"{self.prog}: a command's parser was asked to parse before it was built")
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line; with ``only`` (a command or alias as typed first), that
-    command's parser alone is built and the others are listed by name and help
-    (:class:`_Unbuilt`): what ``--help`` and the usage errors show is the same."""
+class _Commands(argparse._SubParsersAction):  # type: ignore[type-arg]  # argparse's own action, made generic by typeshed
+    """The ``COMMAND`` argument: a command listed but not built is built (its group module
+    imported, its ``register`` run) when the line reaches it, whatever stands before it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        name = values[0]
+        if isinstance(self._name_parser_map.get(name), _Unbuilt):
+            self.build(name)
+        super().__call__(parser, namespace, values, option_string)
+
+    def add(self, name: str, *, built: bool, group: bool = False) -> argparse.ArgumentParser:
+        """A command as the table lists it: its summary, aliases and place in ``--help``."""
+        entry = BY_NAME[name]
+        kwargs: dict[str, Any] = {"help": summary(entry), "aliases": list(entry.aliases)}
+        if built and not group:  # a group only holds subcommands: no description
+            kwargs["description"] = summary(entry)
+        return self.add_parser(name, **kwargs)  # type: ignore[no-any-return]
+
+    def build(self, word: str) -> None:
+        """Build the command ``word`` (a name or an alias) in place of what lists it."""
+        entry = BY_NAME[word]
+        built: list[argparse.ArgumentParser] = []
+
+        def command(name: str, func: Command | None, *, group: bool = False) -> argparse.ArgumentParser:
+            if name != entry.name:  # another command of the group: dropped
+                return _Unbuilt()
+            kwargs: dict[str, Any] = {"prog": f"{self._prog_prefix} {name}"}
+            if not group:
+                kwargs["description"] = summary(entry)
+            p = _Parser(**kwargs)
+            built.append(p)
+            return _command_parser(p, func, group=group)
+
+        _register_group(entry.module, command)
+        if not built:
+            raise AssertionError(f"ocibridge.cli.{entry.module} did not add {entry.name!r}, as cli/table.py says")
+        for name in (entry.name, *entry.aliases):  # the same keys: the listing's order is kept
+            self._name_parser_map[name] = built[0]
+        add_examples(built[0], entry.name)
+
+
+def _command_parser(p: argparse.ArgumentParser, func: Command | None, *, group: bool) -> argparse.ArgumentParser:
+    if not group:
+        p.set_defaults(func=func)
+        p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    return p
+
+
+def _register_group(module: str, command: CommandAdder) -> None:
+    """Run the ``register`` of the group module ``ocibridge.cli.<module>``."""
+    importlib.import_module(f"ocibridge.cli.{module}").register(command)
+
+
+def build_parser(*, lazy: bool = False) -> argparse.ArgumentParser:
+    """The whole command line. ``lazy`` (what ``main`` runs): every command listed from the table
+    and built when a line names it (:class:`_Commands`); otherwise every group module is
+    imported and every command built. What ``--help`` and the usage errors show is the same."""
     parser = _Parser(
         prog="ocibridge",
         description="Publish ML models to OCI registries as ModelPack artifacts, and bring them back.",
@@ -109,30 +146,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="log every HTTP request (secrets redacted) and, on an error, the traceback "
                              "(accepted anywhere on the line)")
-    unbuilt = [False]  # whether the add_parser call in progress is for a command not being run
+    unbuilt = [False]  # whether the add_parser call in progress lists a command not built
 
     def parser_class(**kwargs: Any) -> _Parser:
         return _Unbuilt(**kwargs) if unbuilt[0] else _Parser(**kwargs)
 
     # parser_class may be any callable making a parser; typeshed asks for a class
-    sub: argparse._SubParsersAction[_Parser] = parser.add_subparsers(  # type: ignore[call-overload]
-        dest="command", required=True, metavar="COMMAND", parser_class=parser_class)
+    sub: _Commands = parser.add_subparsers(  # type: ignore[call-overload]
+        dest="command", required=True, metavar="COMMAND", parser_class=parser_class, action=_Commands)
+    if lazy:
+        unbuilt[0] = True
+        for entry in COMMANDS:
+            sub.add(entry.name, built=False)
+        unbuilt[0] = False
+    else:
+        def command(name: str, func: Command | None, *, group: bool = False) -> argparse.ArgumentParser:
+            return _command_parser(sub.add(name, built=True, group=group), func, group=group)
 
-    def command(name: str, func: Command | None, help: str, aliases: tuple[str, ...] = (),
-                *, group: bool = False) -> argparse.ArgumentParser:
-        unbuilt[0] = only is not None and only not in (name, *aliases)
-        try:
-            if group:  # it only holds subcommands, which take --json and run
-                return sub.add_parser(name, help=help, aliases=list(aliases))
-            p = sub.add_parser(name, help=help, description=help, aliases=list(aliases))
-        finally:
-            unbuilt[0] = False
-        p.set_defaults(func=func)
-        p.add_argument("--json", action="store_true", help="print a machine-readable summary")
-        return p
-
-    for register in GROUPS:
-        register(command)
+        for module in GROUPS:
+            _register_group(module, command)
     add_examples(parser)
     return parser
 

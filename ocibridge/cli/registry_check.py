@@ -31,8 +31,7 @@ def cmd_check_registry(args: argparse.Namespace) -> int:
 
 
 def register(command: CommandAdder) -> None:
-    p = command("check-registry", cmd_check_registry,
-                "report what a registry supports (chunked uploads, mount, referrers API, OCI 1.1 artifacts)")
+    p = command("check-registry", cmd_check_registry)
     p.add_argument("target", metavar="HOST[/REPO]",
                    help="with a repository, small blobs and an artifact manifest are tried there (push rights)")
     add_transfer_flags(p)

@@ -40,8 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def register(command: CommandAdder) -> None:
     """Add ``serve``."""
-    p = command("serve", cmd_serve,
-                "serve the Hugging Face Hub's read API over registries (HF_ENDPOINT=http://HOST:PORT)")
+    p = command("serve", cmd_serve)
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="a registry prefix (host/path: repo ORG/NAME is host/path/org/name), oci:DIR "
                         "(models named ORG/NAME:TAG) or local (the local store); searched in order")

@@ -48,7 +48,7 @@ def _open(args: argparse.Namespace) -> Any:
 
 def register(command: CommandAdder) -> None:
     """Add ``sign``, ``verify-dir`` and ``verify``."""
-    p = command("sign", cmd_sign, "sign an artifact (cosign .sig tag, sigstore bundle referrer, OMS model signature)")
+    p = command("sign", cmd_sign)
     p.add_argument("ref", metavar="REF")
     p.add_argument("--key", required=True, metavar="KEY",
                    help="ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
@@ -61,14 +61,13 @@ def register(command: CommandAdder) -> None:
                    help="repository name to sign as (default: where REF is)")
     add_transfer_flags(p)
 
-    p = command("verify-dir", cmd_verify_dir, "verify a directory (a pull, a cache, a snapshot) against an "
-                "OMS model signature")
+    p = command("verify-dir", cmd_verify_dir)
     p.add_argument("dir", metavar="DIR")
     p.add_argument("--signature", required=True, metavar="FILE", help="the OMS signature (model_signing's "
                    "model.sig)")
     p.add_argument("--key", action="append", required=True, metavar="PUB", help="public key (PEM; repeatable)")
 
-    p = command("verify", cmd_verify, "verify an artifact's signatures (every form), or a file against a bundle")
+    p = command("verify", cmd_verify)
     p.add_argument("ref", metavar="REF", help="artifact reference, or a file with --bundle")
     p.add_argument("--key", action="append", default=[], metavar="PUB", help="public key (PEM; repeatable)")
     p.add_argument("--certificate-identity", metavar="SAN", help="keyless: the signer's identity")

@@ -112,38 +112,38 @@ def _print_tree(store: Store, top: tuple[Any, ...]) -> None:
 
 def register(command: CommandAdder) -> None:
     """Add the store commands (list/ls, rm, prune, tag, delete, resolve, attach, discover)."""
-    p = command("list", cmd_list, "list the models of the local store or of a layout", aliases=("ls",))
+    p = command("list", cmd_list)
     p.add_argument("layout", metavar="LAYOUT", nargs="?", help="oci:PATH (default: the local store)")
     p.add_argument("-a", "--all", action="store_true",
                    help="list signatures and other attached artifacts too (counted under ATTACHED)")
 
-    p = command("rm", cmd_rm, "remove models from the local store or a layout (blobs stay until prune)")
+    p = command("rm", cmd_rm)
     p.add_argument("refs", metavar="REF", nargs="+", help="NAME[:TAG] (local store), oci:PATH:TAG or oci:PATH@DIGEST")
 
-    p = command("prune", cmd_prune, "delete the blobs of a layout that no listed model uses")
+    p = command("prune", cmd_prune)
     p.add_argument("layout", metavar="LAYOUT", nargs="?", help="oci:PATH (default: the local store)")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     p.add_argument("--grace", type=_seconds, metavar="SECONDS",  # None: store_ops' default
                    help="keep unreferenced blobs younger than this: a push may be writing them (default 300)")
 
-    p = command("tag", cmd_tag, "give an artifact more tags in the same repository or layout")
+    p = command("tag", cmd_tag)
     p.add_argument("ref", metavar="REF")
     p.add_argument("tags", metavar="TAG", nargs="+",
                    help="for a local NAME[:TAG]: TAG (NAME:TAG) or another NAME:TAG")
     add_transfer_flags(p)
 
-    p = command("delete", cmd_delete, "delete a manifest (and every tag naming it) from a registry or layout")
+    p = command("delete", cmd_delete)
     p.add_argument("ref", metavar="REF")
     p.add_argument("-f", "--force", action="store_true",
                    help="delete even when other tags (or signature tags) go with the manifest")
     p.add_argument("--dry-run", action="store_true", help="list the tags that would go; delete nothing")
     add_transfer_flags(p)
 
-    p = command("resolve", cmd_resolve, "print the digest a tag names")
+    p = command("resolve", cmd_resolve)
     p.add_argument("ref", metavar="REF")
     add_transfer_flags(p)
 
-    p = command("attach", cmd_attach, "push files as an artifact that refers to REF (a signature, an SBOM, a card)")
+    p = command("attach", cmd_attach)
     p.add_argument("subject", metavar="REF")
     p.add_argument("files", metavar="FILE", nargs="*")
     p.add_argument("--artifact-type", required=True, metavar="TYPE", help="the artifact's type (a media type)")
@@ -151,7 +151,7 @@ def register(command: CommandAdder) -> None:
                    help="manifest annotation (repeatable)")
     add_transfer_flags(p)
 
-    p = command("discover", cmd_discover, "list the artifacts that refer to REF")
+    p = command("discover", cmd_discover)
     p.add_argument("ref", metavar="REF")
     p.add_argument("--artifact-type", metavar="TYPE", help="only referrers of this type")
     add_transfer_flags(p)

@@ -195,7 +195,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
 
 
 def register(command: CommandAdder) -> None:
-    p = command("push", cmd_push, f"convert a model ({source_kinds()}) and store it")
+    p = command("push", cmd_push)
     p.add_argument("source", metavar="SOURCE")
     p.add_argument("dest", metavar="DEST", nargs="?",
                    help="NAME[:TAG] (the local store), oci:PATH:TAG or host/repo:tag "
@@ -240,7 +240,7 @@ def register(command: CommandAdder) -> None:
                    help="auto (a bar on a terminal), bar, plain (a line per blob), none")
     add_transfer_flags(p)
 
-    p = command("pull", cmd_pull, "fetch an artifact into a directory, an archive or another store")
+    p = command("pull", cmd_pull)
     p.add_argument("src", metavar="SRC")
     p.add_argument("dest", metavar="DEST", nargs="?",
                    help=f"{source_kinds()} or a store")
@@ -253,7 +253,7 @@ def register(command: CommandAdder) -> None:
     add_verify_flags(p)
     add_transfer_flags(p)
 
-    p = command("copy", cmd_copy, "copy an artifact and everything it references between stores", aliases=("cp",))
+    p = command("copy", cmd_copy)
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
     p.add_argument("-r", "--referrers", "--recursive", action="store_true",

@@ -13,11 +13,7 @@ and write them.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,11 +27,11 @@ from ocibridge.oci.reference import (
     PathReference,
     RegistryReference,
 )
-from ocibridge.stores.base import close_store
+from ocibridge.stores.opened import closes_its_stores, closing_opened_stores, remember
 from ocibridge.stores.target import SourceTarget, StoreTarget
 
-__all__ = ["SourceTarget", "StoreTarget", "closes_its_stores", "default_store_path", "local_destination",
-           "local_store_reference", "open_source", "open_store_target", "rewrite_if_local"]
+__all__ = ["SourceTarget", "StoreTarget", "closes_its_stores", "closing_opened_stores", "default_store_path",
+           "local_destination", "local_store_reference", "open_source", "open_store_target", "rewrite_if_local"]
 
 if TYPE_CHECKING:
     from ocibridge.kinds.locators import Locator
@@ -52,44 +48,11 @@ def default_store_path() -> Path:
     return Path(data) / "ocibridge" / "store"
 
 
-#: The stores opened by the API call running in this context (None: outside any).
-_OPENED: ContextVar[list[object] | None] = ContextVar("ocibridge_opened_stores", default=None)
-
-_Call = TypeVar("_Call", bound=Callable[..., Any])
-
-
-@contextlib.contextmanager
-def closing_opened_stores() -> Iterator[None]:
-    """Every store opened in the block (by :func:`open_store_target`, however deep) is closed at
-    its end, whatever happens: an API call leaves no connection pool behind."""
-    opened: list[object] = []
-    token = _OPENED.set(opened)
-    try:
-        yield
-    finally:
-        _OPENED.reset(token)
-        for store in reversed(opened):
-            close_store(store)
-
-
-def closes_its_stores(call: _Call) -> _Call:
-    """An API function whose result is data: the stores it opens are closed when it returns."""
-
-    @functools.wraps(call)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        with closing_opened_stores():
-            return call(*args, **kwargs)
-
-    return run  # type: ignore[return-value]  # same signature, wrapped
-
-
 _Target = TypeVar("_Target", bound=SourceTarget)
 
 
 def _opened(target: _Target) -> _Target:
-    opened = _OPENED.get()
-    if opened is not None:
-        opened.append(target.store)
+    remember(target.store)
     return target
 
 
