@@ -120,20 +120,16 @@ def pod_yaml(
     reference_pinned_by_digest: str | Locator,
     *,
     runtime: str | Runtime | RuntimeVersion,
-    mount_path: str = "/models",
-    name: str = "model-consumer",
-    image: str = DEFAULT_IMAGE,
     sub_path: str | None = None,
-    snippet: bool = False,
-    volume_name: str = "model",
     pull_secrets: Sequence[str] = (),
     files_at: str | None = None,
+    **pod: Any,
 ) -> str:
-    """:func:`pod_document` as YAML, headed by what the cluster and runtime need and, with
-    ``files_at``, where the model's files appear in the container."""
+    """:func:`pod_document` as YAML (``pod``: its other keywords, ``mount_path``, ``name``,
+    ``image``, ``snippet``, ``volume_name``), headed by what the cluster and runtime need and,
+    with ``files_at``, where the model's files appear in the container."""
     rv = RuntimeVersion.parse(runtime)
-    doc = pod_document(reference_pinned_by_digest, mount_path=mount_path, name=name, image=image,
-                       sub_path=sub_path, snippet=snippet, volume_name=volume_name, pull_secrets=pull_secrets)
+    doc = pod_document(reference_pinned_by_digest, sub_path=sub_path, pull_secrets=pull_secrets, **pod)
     header = [
         f"# Image volume for {text_of(locate(reference_pinned_by_digest, Role.REGISTRY))}",
         f"# Needs Kubernetes >= 1.31 with the ImageVolume feature gate on (beta from 1.33, GA and on by "

@@ -8,7 +8,6 @@ files are hashed there, once per model, and served from that snapshot.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError
-from ocibridge.oci.digest import CHUNK
+from ocibridge.oci.digest import sha256_file
 from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.models import Descriptor
 
@@ -98,8 +97,5 @@ class FileLists:
 
 
 def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+    """The file's SHA-256 in hex (what the Hub names an LFS file by)."""
+    return sha256_file(path)[0].removeprefix("sha256:")

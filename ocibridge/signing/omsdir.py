@@ -10,7 +10,6 @@ OMS tools refuse them by default; the paths the statement ignores (and git's fil
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from ocibridge.core.limits import read_small_file
 from ocibridge.errors import SignatureError
+from ocibridge.oci.digest import sha256_file as digest_file
 from ocibridge.signing.bundle import parse_bundle
 from ocibridge.signing.oms import GIT_PATHS, OmsStatement, compare_files, is_ignored, path_key
 from ocibridge.signing.verify import Verified, VerifyPolicy, verify_oms_signature
@@ -60,12 +60,9 @@ def _raise(error: OSError) -> None:
     raise SignatureError(f"{error.filename}: {error.strerror}")
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+def sha256_hex(path: Path) -> str:
+    """A file's SHA-256 in hex, as OMS lists it."""
+    return digest_file(path)[0].removeprefix("sha256:")
 
 
 def hash_files(root: Path, names: list[str], workers: int | None = None) -> dict[str, str]:
@@ -73,7 +70,7 @@ def hash_files(root: Path, names: list[str], workers: int | None = None) -> dict
     workers = workers or min(8, (os.cpu_count() or 1) * 2)
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            return dict(zip(names, pool.map(lambda rel: sha256_file(root / rel), names), strict=True))
+            return dict(zip(names, pool.map(lambda rel: sha256_hex(root / rel), names), strict=True))
     except OSError as e:
         raise SignatureError(f"{e.filename}: {e.strerror}") from None
 
