@@ -4,7 +4,8 @@ The full CLI imports every command's module and builds its parser (~0.3 s under 
 ``path`` is read from two small files and, for a tag, one HEAD (:mod:`ocibridge.cache.warm`).
 Only the plain forms are taken here: ``path REF`` with ``--offline``, ``--json``,
 ``--include``/``--exclude``. Any other flag (``--verify-key``, ``--hf``, transport flags,
-``--debug``), a cache that cannot answer, or anything unexpected goes to the full CLI.
+``--debug``), a policy file asking for a check of REF, a cache that cannot answer, or anything
+unexpected goes to the full CLI.
 """
 
 from __future__ import annotations
@@ -52,7 +53,12 @@ def answer(argv: Sequence[str]) -> int | None:
     from ocibridge.kinds.locate import Role, locate
 
     try:
-        where = warm_path(locate(ref, Role.MODEL), offline=offline or offline_from_env(),
+        located = locate(ref, Role.MODEL)
+        from ocibridge.signing.use import needs_checking
+
+        if needs_checking(located, None):  # the policy file asks for a check: the full CLI makes it
+            return None
+        where = warm_path(located, offline=offline or offline_from_env(),
                           include=globs["--include"], exclude=globs["--exclude"])
     except KeyboardInterrupt:  # as the full CLI says it (and exits) on Ctrl-C
         import sys
