@@ -38,3 +38,14 @@ def _own_pull_cache(tmp_path, monkeypatch):
     each test has its own, never the user's."""
     monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "ocibridge-cache"))
     monkeypatch.delenv("OCIBRIDGE_CACHE_DIR", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _own_containers_policy(tmp_path_factory, monkeypatch):
+    """Every use of a model obeys the containers policy file (docs/signing.md): the tests obey
+    one that accepts anything, never the machine's /etc/containers/policy.json or the user's;
+    tests of the policy name their own."""
+    path = tmp_path_factory.getbasetemp() / "accept-anything-policy.json"
+    if not path.exists():
+        path.write_text('{"default": [{"type": "insecureAcceptAnything"}]}')
+    monkeypatch.setenv("OCIBRIDGE_POLICY", str(path))

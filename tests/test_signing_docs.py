@@ -46,6 +46,8 @@ def test_every_example_in_signing_md_runs(tmp_path, registry):
     (toml,) = _blocks("toml")
     name, _, body = toml.partition("\n")
     (work / name.lstrip("# ").strip()).write_text(body.replace("$REGISTRY", registry.host))
+    for body in _blocks("json"):  # the policy file of "The containers policy file"
+        (work / "policy.json").write_text(body.replace("$REGISTRY", registry.host))
     env = {**os.environ, "REGISTRY": registry.host,
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("COSIGN_PASSWORD", None)

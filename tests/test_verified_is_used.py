@@ -123,6 +123,29 @@ def _use_path(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
     return s.signed
 
 
+def _use_mount(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    out = s.tmp / "mounted"
+    code = main(["k8s", "mount", s.proxied, str(out), "--verify-key", str(s.public)])
+    if code != 0:
+        return _one_line_failure(capsys, out)
+    capsys.readouterr()
+    weights = (out / "model.safetensors").read_bytes()  # the seed tells the two models apart
+    return s.signed if weights == (s.signed_model / "model.safetensors").read_bytes() else s.unsigned
+
+
+def _use_load(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    """load checks each model of the bundle (fixed by digest) with the signatures it carries."""
+    bundle = s.tmp / "carried.tar"
+    assert main(["save", s.proxied, "-o", str(bundle)]) == 0  # the tag's first answer: the signed one
+    capsys.readouterr()
+    code = main(["load", str(bundle), f"oci:{s.tmp}/verified-load", "--verify-key", str(s.public)])
+    if code != 0:
+        return _one_line_failure(capsys, s.tmp / "verified-load")
+    capsys.readouterr()
+    t = open_store_target(f"oci:{s.tmp}/verified-load:v1")
+    return t.store.resolve(t.reference).digest
+
+
 def _one_line_failure(capsys: pytest.CaptureFixture[str], output: Path | None) -> None:
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
@@ -150,6 +173,8 @@ USES: dict[tuple[str, ...], list[Use]] = {
     ("save",): [_use_save],
     ("path",): [_use_path],
     ("cat",): [_use_cat],
+    ("k8s", "mount"): [_use_mount],
+    ("load",): [_use_load],
 }
 
 

@@ -37,6 +37,7 @@ from ocibridge.stores.layout import LayoutStore
 from ocibridge.transfer.copy import CopyHooks, copy
 
 if TYPE_CHECKING:
+    from ocibridge.signing.use import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.transfer.progress import ProgressFn
 
@@ -99,7 +100,7 @@ class _PlanLayout(LayoutStore):
 
 @closes_its_stores
 def save(refs: Sequence[str], output: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
-         verify: VerifyPolicy | None = None, progress: ProgressFn | None = None) -> BundleResult:
+         verify: VerifyPolicy | UsePolicy | None = None, progress: ProgressFn | None = None) -> BundleResult:
     """Write the models ``refs`` name (each with its signatures and referrers) into the bundle
     ``output``; with ``verify``, only signed ones, and each bundled by the digest verified.
 
@@ -122,8 +123,7 @@ def save(refs: Sequence[str], output: str | os.PathLike[str], *, transfer: Trans
         for number, ref in enumerate(refs):
             located = locate(ref, Role.MODEL)  # the edge: once each
             source = open_store_target(located, options=transfer.registry_options())
-            if verify is not None:
-                source.reference = verified_digest(source, verify, text_of(located))
+            source.reference = verified_digest(source, verify, text_of(located), located)
             tag = f"m{number}"
             layout.source = source.store
             stats = copy(source.store, source.reference, layout, tag, concurrency=transfer.concurrency,
@@ -310,9 +310,12 @@ def local_destination(entry: BundleEntry) -> str:
 
 @closes_its_stores
 def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer: TransferOptions | None = None,
-         progress: ProgressFn | None = None) -> BundleResult:
+         progress: ProgressFn | None = None, verify: VerifyPolicy | UsePolicy | None = None) -> BundleResult:
     """Copy every model of ``bundle`` (with its signatures and referrers) under ``prefix``;
-    without one, into the local store (:func:`local_destination`)."""
+    without one, into the local store (:func:`local_destination`). Every model is first
+    checked, under the reference it was saved from, against the containers policy file that
+    applies and the keys of ``verify``, with the signatures the bundle carries: one refused,
+    nothing is loaded."""
     transfer = transfer or TransferOptions()
     destinations: list[str] = []
     signatures = 0
@@ -321,11 +324,17 @@ def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer:
         if len(set(named)) != len(named):
             dup = next(n for n in named if named.count(n) > 1)
             raise UsageError(f"two models of the bundle would both go to {dup}; load into a registry prefix")
-        for entry, dest in zip(entries, named, strict=True):
+        from ocibridge.signing.use import check_before_use
+
+        checked: list[Descriptor] = []
+        for entry in entries:
             desc = layout.resolve(entry.tag)
             if desc.digest != entry.digest:
                 raise OcibridgeError(f"{bundle}: {entry.reference} is listed as {entry.digest}, "
                                      f"but its tag names {desc.digest}")
+            check_before_use(layout, desc, locate(entry.reference, Role.JOB), verify, entry.reference)
+            checked.append(desc)
+        for desc, dest in zip(checked, named, strict=True):
             target = open_store_target(locate(dest, Role.DESTINATION), for_write=True,
                                        options=transfer.registry_options())
             stats = copy(layout, desc, target.store, target.tag, concurrency=transfer.concurrency,

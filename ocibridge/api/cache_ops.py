@@ -17,6 +17,7 @@ from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.targets import closes_its_stores, open_source
 
 if TYPE_CHECKING:
+    from ocibridge.signing.use import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
 
 
@@ -25,7 +26,7 @@ def path(
     ref: str | Locator,
     *,
     transfer: TransferOptions | None = None,
-    verify: VerifyPolicy | None = None,
+    verify: VerifyPolicy | UsePolicy | None = None,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     offline: bool | None = None,
@@ -34,7 +35,8 @@ def path(
     """The local directory of ``ref``'s files, in the shared model cache (``$OCIBRIDGE_CACHE/models``):
     only the blobs the cache lacks are fetched; read-only, shared with every other caller.
     ``offline`` (default ``$OCIBRIDGE_OFFLINE``) contacts nothing: ``ref`` means what it last
-    resolved to. With ``verify``, a signature of the digest must verify, and that digest is used.
+    resolved to. The containers policy file that applies, and ``verify`` (keys) when given,
+    must accept the digest, which is then what is used (checked online: never from the cache alone).
     ``hf`` (``ORG/NAME``): the model is also laid out in the Hugging Face cache under that repo id,
     from the same blobs (hard links)."""
     from ocibridge.cache.records import offline_from_env
@@ -42,7 +44,11 @@ def path(
     located = locate(ref, Role.MODEL)  # once, here
     shown = text_of(located)
     offline = offline_from_env() if offline is None else offline
-    if transfer is None and verify is None and hf is None:  # the cache may answer alone
+    from ocibridge.signing.use import needs_checking, refuse_before_opening
+
+    refuse_before_opening(located, verify, shown)
+    checking = needs_checking(located, verify)
+    if transfer is None and not checking and hf is None:  # the cache may answer alone
         from ocibridge.cache.warm import warm_path
 
         warm = warm_path(located, offline=offline, include=include, exclude=exclude)
@@ -53,17 +59,18 @@ def path(
     hub = None if hf is None else hf if isinstance(hf, HubReference) else parse_hub_reference(hf)  # before a fetch
     cache = ModelCache()
     if offline:
-        if verify is not None:
-            raise UsageError("--verify-key needs the registry: it cannot be checked offline")
+        if checking:
+            raise UsageError(f"{shown}: the policy (--verify-key or the policy file) needs the registry: "
+                             "it cannot be checked offline")
         snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
     else:
         transfer = transfer or TransferOptions()
         source = open_source(located, options=transfer.registry_options())
         reference = source.reference
-        if verify is not None:
+        if checking:
             from ocibridge.api.copy import verified_digest
 
-            reference = verified_digest(source, verify, shown)
+            reference = verified_digest(source, verify, shown, located)
         snap = cache.snapshot(source.store, reference, shown=shown, include=include, exclude=exclude,
                               concurrency=transfer.concurrency, origin=_direct_origin(located, source.store))
     if hub is not None:

@@ -15,6 +15,7 @@ from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.targets import SourceTarget, closes_its_stores, open_source, open_store_target
 from ocibridge.oci.models import Descriptor
+from ocibridge.signing.use import UsePolicy, check_before_use, refuse_before_opening
 from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, Companions, CopyHooks, copy
 from ocibridge.transfer.push_result import PushResult
 
@@ -64,20 +65,21 @@ def copy_reference(
     referrers: bool = False,
     transfer: TransferOptions | None = None,
     progress: ProgressFn | None = None,
-    verify: VerifyPolicy | None = None,
+    verify: VerifyPolicy | UsePolicy | None = None,
 ) -> PushResult:
     """Copy an artifact (with its whole graph) between any two stores; with ``verify``, only
-    a signed one (checked before anything is written). Each reference is located once, here."""
+    a signed one (checked before anything is written); the containers policy file that applies
+    is obeyed in every case. Each reference is located once, here."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
     src_ref, dst_ref = locate(src, Role.MODEL), locate(dst, Role.DESTINATION)
     src_text = text_of(src_ref)
     if verify is not None and isinstance(src_ref, HubReference):
         raise UsageError(f"{src_text}: --verify-key checks a store's signatures; the Hugging Face cache has none")
+    refuse_before_opening(src_ref, verify, src_text)
     # hf:ORG/NAME opens as the artifact a push of it builds (its kind's opener)
     source = open_source(src_ref, options=options)
-    if verify is not None:
-        source.reference = verified_digest(source, verify, src_text)
+    source.reference = verified_digest(source, verify, src_text, src_ref)
     source_store, source_reference = source.store, source.reference
     target = open_store_target(dst_ref, for_write=True, options=options)
     stats = copy(
@@ -105,14 +107,12 @@ def wire_counts(store: object) -> dict[str, int]:
     return {"bytesSent": store.stats.bytes_uploaded, "bytesResumed": store.stats.bytes_resumed}
 
 
-def verified_digest(source: SourceTarget, policy: VerifyPolicy, name: str) -> str:
-    """The digest ``source`` names, once a signature of it verifies (raises otherwise): what
-    is used next is pinned to what was verified."""
-    from ocibridge.signing.policy import verify_before_use
-
-    desc = source.store.resolve(source.reference)
-    verify_before_use(source.store, desc, policy, name=name)
-    return desc.digest
+def verified_digest(source: SourceTarget, policy: VerifyPolicy | UsePolicy | None, name: str,
+                    located: Locator | None = None) -> str:
+    """Check then use: what ``source`` names, once the policy file that applies to ``located``
+    and the keys of ``policy`` accept it (raises otherwise). The digest that was checked is
+    what is used next; when nothing had to be checked, the reference as it was."""
+    return check_before_use(source.store, source.reference, located, policy, name)
 
 
 def _signature_companions() -> Companions:

@@ -35,9 +35,7 @@ class LazyModel(RemoteModel):
         self.close()
 
 
-def _store(ref: str | Locator, transfer: TransferOptions | None) -> tuple[LazySource, str]:
-    parsed = locate(ref, Role.REGISTRY)
-    assert isinstance(parsed, RegistryReference)
+def _store(parsed: RegistryReference, transfer: TransferOptions | None) -> tuple[LazySource, str]:
     from ocibridge.stores.registry import open_repository
 
     store = open_repository(parsed, (transfer or TransferOptions()).registry_options())
@@ -58,13 +56,20 @@ def _referrer_check(store: LazySource, verify_key: Sequence[str]) -> ReferrerChe
 
 
 def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, verify_key: Sequence[str] = (),
-               warn: Warn | None = warn_stderr, cache: bool = True) -> LazyModel:
+               warn: Warn | None = warn_stderr, cache: bool = True, policy: str | None = None) -> LazyModel:
     """The model ``ref`` names, its files read lazily. ``verify_key``: public keys; one of them
     must have signed the model (the digest its tag named when read, used from then on) and, for
-    a chunk table the manifest does not bind, its referrer. ``cache``: keep verified chunks in
+    a chunk table the manifest does not bind, its referrer. The containers policy file
+    (``policy``, else the one found) must accept that digest too. ``cache``: keep verified chunks in
     the model cache (``$OCIBRIDGE_CACHE/models/chunks``), so a range read again moves nothing. Close
     it (or ``with``)."""
-    store, reference = _store(ref, transfer)
+    from ocibridge.signing.use import UsePolicy, check_before_use, refuse_before_opening
+
+    parsed = locate(ref, Role.REGISTRY)
+    assert isinstance(parsed, RegistryReference)
+    use = UsePolicy(file=policy)
+    refuse_before_opening(parsed, use, text_of(parsed))
+    store, reference = _store(parsed, transfer)
     try:
         chunk_store = None
         if cache:
@@ -82,6 +87,11 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
             except BaseException:
                 model.close()
                 raise
+        try:  # the digest read is the one checked, and the one every range is read from
+            check_before_use(store, model.descriptor, parsed, use, text_of(parsed))
+        except BaseException:
+            model.close()
+            raise
         return model
     except BaseException:
         close_store(store)

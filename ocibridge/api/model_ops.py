@@ -37,6 +37,7 @@ from ocibridge.kinds.targets import (
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
 from ocibridge.oci.reference import LayoutReference, PathReference
+from ocibridge.signing.use import UsePolicy, as_use_policy, refuse_before_opening
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
@@ -229,7 +230,7 @@ def pull(
     format: str | None = None,
     transfer: TransferOptions | None = None,
     progress: ProgressFn | None = None,
-    verify: VerifyPolicy | None = None,
+    verify: VerifyPolicy | UsePolicy | None = None,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     on_existing: OnExisting | str = OnExisting.REFUSE,
@@ -259,16 +260,16 @@ def pull(
         return PullResult(copied.descriptor.digest, copied.reference, "store", copy=copied.as_dict())
     if not fmt.picks_files:
         _whole_artifact_only(select, dest)
+    refuse_before_opening(src_ref, verify, text_of(src_ref))
     source = open_source(src_ref, options=options)
-    if verify is not None:
-        source.reference = verified_digest(source, verify, text_of(src_ref))
+    source.reference = verified_digest(source, verify, text_of(src_ref), src_ref)  # check, then use
     oms = None
     if with_signatures:
         from ocibridge.signing.omstravel import choose_oms_signature
 
         signed = source.store.resolve(source.reference)
         source.reference = signed.digest  # the files pulled are those of the manifest the signature names
-        oms = choose_oms_signature(source.store, signed, verify)
+        oms = choose_oms_signature(source.store, signed, as_use_policy(verify).keys)
     examined = door.examine(source.store, source.reference, fmt, source=src_ref)
     conversion = examined.conversion
     store: Store

@@ -45,7 +45,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     if args.list:
         return cmd_list(args)
     with _progress(args, "load") as bar:
-        result = bundle.load(args.bundle, args.prefix, transfer=transfer_options(args), progress=bar)
+        result = bundle.load(args.bundle, args.prefix, transfer=transfer_options(args), progress=bar,
+                             verify=policy_from_args(args))
     lines = [f"loaded {len(result.entries)} models ({result.signatures} signatures) from {result.path}"]
     lines += [f"  {dest}" for dest in result.destinations]
     emit(args, result.as_dict(), "\n".join(one_line(x) for x in lines))
@@ -72,6 +73,7 @@ def register(command: CommandAdder) -> None:
                    help="host[/path] (each model keeps its repository and tag) or oci:DIR; default: the local "
                         "store, each model as NAME:TAG (NAME the last part of its repository)")
     p.add_argument("--list", action="store_true", help="only list the models the bundle holds")
+    add_verify_flags(p)
     _add_progress_flags(p)
     add_transfer_flags(p)
 

@@ -83,13 +83,14 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     if args.create_pull_secret and not (args.kserve and args.image_pull_secret):
         raise UsageError("--create-pull-secret needs --kserve NAME and --image-pull-secret NAME "
                          "(the Secret it creates)")
-    t = _k8s_target(args, located, for_write=True)
-    from ocibridge.signing.policy import verify_before_use
+    from ocibridge.signing.use import check_before_use, refuse_before_opening
 
+    refuse_before_opening(located, policy_from_args(args), args.ref)
+    t = _k8s_target(args, located, for_write=True)
     # the reference is resolved once: the image is built from the digest that was verified,
     # not from whatever the tag names by then (docs/security.md, "what is verified is used")
     source = t.store.resolve(t.reference)
-    verify_before_use(t.store, source, policy_from_args(args), name=args.ref)
+    check_before_use(t.store, source, located, policy_from_args(args), args.ref)
     platforms = tuple(args.platform) if args.platform else None
     base = None
     if args.base:
@@ -173,9 +174,13 @@ def cmd_k8s_volume(args: argparse.Namespace) -> int:
 
 def cmd_k8s_mount(args: argparse.Namespace) -> int:
     from ocibridge.k8s import mount
+    from ocibridge.signing.use import check_before_use, refuse_before_opening
 
-    t = _k8s_target(args, _located(args))
-    done = mount(t.store, t.reference, args.dir, args.runtime, platform=args.platform)
+    located = _located(args)
+    refuse_before_opening(located, policy_from_args(args), args.ref)
+    t = _k8s_target(args, located)
+    used = check_before_use(t.store, t.reference, located, policy_from_args(args), args.ref)  # check, then use
+    done = mount(t.store, used, args.dir, args.runtime, platform=args.platform)
     text = f"laid out {len(done.paths)} paths in {args.dir} as {args.runtime} would mount them"
     emit(args, {"files": done.paths, "notReproduced": done.not_reproduced},
          "\n".join([text, *(f"  not reproduced: {one_line(n)}" for n in done.not_reproduced)]))
@@ -230,5 +235,6 @@ def register(command: CommandAdder) -> None:
     add_pull_secret_flags(p, pulls="the model", creates="the registry")
     p = kcommand("mount", cmd_k8s_mount, "lay out DIR as the runtime would present the mount")
     p.add_argument("dir", metavar="DIR")
+    add_verify_flags(p)
 
 

@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
+from ocibridge.cli.signing import add_policy_flag
 from ocibridge.errors import UsageError
 
 #: ``cat`` writes in steps of this many bytes, each verified before it is written
@@ -40,7 +41,8 @@ def cmd_cat(args: argparse.Namespace) -> int:
     from ocibridge.kinds.locate import Role, locate
 
     located = locate(args.ref, Role.REGISTRY)
-    with open_model(located, transfer=transfer_options(args), verify_key=args.verify_key) as model:
+    with open_model(located, transfer=transfer_options(args), verify_key=args.verify_key,
+                    policy=args.policy) as model:
         start, end = parse_range(args.range, model.file(args.path).size)
         blob = model.open(args.path)
         for at in range(start, end, STEP):
@@ -75,6 +77,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
                    help="refuse the model unless signed by this key; a chunk table the manifest does not bind "
                         "is used only if its referrer is signed by it too (repeatable)")
+    add_policy_flag(p)
     add_transfer_flags(p)
 
     p = command("chunks", cmd_chunks)

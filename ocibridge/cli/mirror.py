@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_pull_secret_flags, emit
+from ocibridge.cli.signing import add_policy_flag
 from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
 from ocibridge.errors import OcibridgeError, UsageError
 
@@ -36,6 +37,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--dry-run", action="store_true", help="plan only: say what would be copied, change nothing")
     p.add_argument("--shard", metavar="I/N", help="run only shard I of N (0-based): the artifacts a stable hash "
                    "gives it; all N shards together do the whole job")
+    add_policy_flag(p)
     p.add_argument("--report", metavar="FILE", help="also write the --json report to FILE (whole or not at all)")
     p.add_argument("--limit-rate", metavar="RATE",
                    help="cap all the job's transfers together at RATE bytes per second (e.g. 20M)")
@@ -89,6 +91,7 @@ def cmd_mirror(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise UsageError(f"--limit-rate: {e}") from None
     job = load_job(args.job)
+    job.obey_policy(args.policy)
     live = None if args.json or not sys.stderr.isatty() else live_reporter(sys.stderr)
     with _shard_user_agent(shard):
         summary = run_job(job, dry_run=args.dry_run, progress=live, shard=shard)

@@ -31,7 +31,7 @@ def cmd_path(args: argparse.Namespace) -> int:
 
     located = locate(args.ref, Role.MODEL)
     where = None
-    if _only_warm_flags(args):  # the cache may answer before the registry client loads
+    if _only_warm_flags(args) and not _policy_asks(located):  # the cache may answer before the client loads
         from ocibridge.cache.records import offline_from_env
         from ocibridge.cache.warm import warm_path
 
@@ -45,6 +45,13 @@ def cmd_path(args: argparse.Namespace) -> int:
                      hf=args.hf)
     emit(args, {"reference": args.ref, "path": str(where)}, str(where))
     return 0
+
+
+def _policy_asks(located: object) -> bool:
+    """Whether the containers policy file asks for a check of REF: then the full way makes it."""
+    from ocibridge.signing.use import needs_checking
+
+    return needs_checking(located, None)
 
 
 #: the flags of ``path`` that the cache's warm answer heeds (cache/warm.py)

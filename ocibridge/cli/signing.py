@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.cli.args import key_values
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
+from ocibridge.core import environment
 from ocibridge.core.limits import read_at_most
 from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import SignatureError, TooLarge
 
 if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every other command time
+    from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.verify import Verified, VerifyPolicy
 
 FORMS = ("classic", "bundle")
@@ -25,18 +27,33 @@ ALL_FORMS = ("classic", "bundle", "oms")
 
 
 def add_verify_flags(p: argparse.ArgumentParser) -> None:
-    """``--verify-key``: refuse the source unless a signature verifies with one of these keys."""
+    """``--verify-key``: refuse the source unless a signature verifies with one of these keys;
+    ``--policy``: the containers policy file to obey (else the one found, docs/signing.md)."""
     p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
                    help="refuse the source unless signed by this public key (repeatable)")
+    add_policy_flag(p)
 
 
-def policy_from_args(args: argparse.Namespace) -> VerifyPolicy | None:
+def add_policy_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policy", metavar="FILE", default=None,
+                   help=f"containers policy.json to obey (default: ${environment.POLICY}, "
+                        "~/.config/containers/policy.json, /etc/containers/policy.json)")
+
+
+def policy_from_args(args: argparse.Namespace) -> VerifyPolicy | UsePolicy | None:
+    """The keys of ``--verify-key`` and the ``--policy`` file; None: the policy file found."""
     paths = args.verify_key
-    if not paths:
-        return None  # no signature check: cryptography stays unloaded (~35 ms at start)
-    from ocibridge.signing.verify import VerifyPolicy
+    keys = None
+    if paths:  # without, cryptography stays unloaded (~35 ms at start)
+        from ocibridge.signing.verify import VerifyPolicy
 
-    return VerifyPolicy.from_files(paths)
+        keys = VerifyPolicy.from_files(paths)
+    policy = args.policy
+    if policy is None:
+        return keys
+    from ocibridge.signing.containers_policy import UsePolicy
+
+    return UsePolicy(keys=keys, file=policy)
 
 
 def _open(args: argparse.Namespace) -> Any:

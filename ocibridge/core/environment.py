@@ -34,6 +34,8 @@ MAX_EXPANSION_RATIO = "OCIBRIDGE_MAX_EXPANSION_RATIO"
 MAX_GRAPH_DEPTH = "OCIBRIDGE_MAX_GRAPH_DEPTH"
 MAX_GRAPH_NODES = "OCIBRIDGE_MAX_GRAPH_NODES"
 LINKS_MAX_BYTES = "OCIBRIDGE_LINKS_MAX_BYTES"
+#: the containers policy file every use of a model obeys (signing/containers_policy.py)
+POLICY = "OCIBRIDGE_POLICY"
 
 #: Every variable and its default (the numbers themselves live beside the code they bound).
 VARIABLES = (
@@ -53,6 +55,7 @@ VARIABLES = (
     Variable(MAX_GRAPH_DEPTH, "core/graphbound.py"),
     Variable(MAX_GRAPH_NODES, "core/graphbound.py"),
     Variable(LINKS_MAX_BYTES, "64 GiB"),
+    Variable(POLICY, "$HOME/.config/containers/policy.json, else /etc/containers/policy.json, else none"),
 )
 
 

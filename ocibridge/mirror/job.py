@@ -154,6 +154,16 @@ class MirrorJob(_Strict):
     sync: list[SyncEntry] = Field(min_length=1)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _policy_file: str | None = PrivateAttr(default=None)
+
+    @property
+    def policy_file(self) -> str | None:
+        """The containers policy file every artifact is checked against (``--policy``); None:
+        the one found (docs/signing.md)."""
+        return self._policy_file
+
+    def obey_policy(self, path: str | None) -> None:
+        self._policy_file = path
 
     @property
     def base_dir(self) -> Path:

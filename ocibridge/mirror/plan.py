@@ -31,7 +31,9 @@ from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_byt
 from ocibridge.oci.reference import check_tag
 from ocibridge.remote.table import ARTIFACT_TYPE as CHUNKS_ARTIFACT_TYPE
 from ocibridge.signing.attach import companion_tags, is_signature_referrer
+from ocibridge.signing.containers_policy import DockerName, Scope, docker_scope, oci_scope
 from ocibridge.signing.policy import verify_before_use
+from ocibridge.signing.use import UsePolicy, check_before_use
 from ocibridge.stores.base import Mounting, Store, blob_origin, is_manifest
 
 Fetch = Callable[[Store, Descriptor], bytes]
@@ -62,6 +64,7 @@ class EntryPlan:
     results: list[ArtifactResult] = field(default_factory=list)  # skipped and failed ones
     bucket: TokenBucket | None = None
     policy: Any = None  # VerifyPolicy of the entry's ``verify`` block
+    policy_file: str | None = None  # the containers policy file (--policy); None: the one found
     #: where artifacts converted by an exporter (ModelCar, Ollama) wait for their copy
     scratch: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
 
@@ -93,6 +96,7 @@ def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = 
         plan.source = open_endpoint(entry.source, job, gate=plan.bucket)
         plan.target = open_endpoint(entry.target, job, for_write=True, dry_run=dry_run)
         plan.policy = job.verify_policy(settings)
+        plan.policy_file = job.policy_file
         refs = _references(plan)
         if shard is not None:
             refs = _of_shard(plan, refs, shard)
@@ -199,12 +203,15 @@ class _Planner:
             if self.plan.policy is not None:
                 raise SignatureError("verify: Ollama sources carry no signatures")
             store, desc, src_ref = self._from_ollama(ref)
+            check_before_use(store, desc, None, UsePolicy(file=self.plan.policy_file), result.source)
         else:
             store, original, reason = self._from_oci(ref)
             if reason:
                 result.status, result.reason, result.digest = "skipped", reason, original.digest
                 return result
             verify_before_use(self.src.store, original, self.plan.policy, name=result.source)
+            check_before_use(self.src.store, original, self._located(ref), UsePolicy(file=self.plan.policy_file),
+                             result.source)
             desc = self.view.convert(original) if store is self.view else original
             if self.to_family is not None:
                 store, desc = self._converted(original, result)
@@ -259,6 +266,16 @@ class _Planner:
             return {}
         graph = _graph(self.src.store, original, False, self._fetch)
         return {d.digest: self.src.store for d in graph if not is_manifest(d)}
+
+    def _located(self, ref: str) -> Scope:
+        """Where the containers policy looks the source artifact up (the endpoint was located
+        once: its parts are used as they are)."""
+        if self.src.host is not None:
+            digest = ref if is_digest(ref) else None
+            return docker_scope(DockerName(self.src.name, None if digest else ref, digest))
+        if self.src.name.startswith("oci:"):
+            return oci_scope(self.src.name[len("oci:"):])
+        return Scope(None)
 
     def _from_oci(self, ref: str) -> tuple[Store, Descriptor, str]:
         """(store to copy from: the source or the converting view, the source's descriptor,

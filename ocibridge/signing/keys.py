@@ -118,7 +118,11 @@ def encrypt_cosign_key(key: PrivateKey, password: bytes, *, n: int = 32768) -> b
 
 def load_public_key(path: str | os.PathLike[str]) -> PublicKey:
     """A P-256 public key from a PEM public key or certificate."""
-    data = _read(path, "public key")
+    return public_key_from_pem(_read(path, "public key"), path)
+
+
+def public_key_from_pem(data: bytes, path: str | os.PathLike[str]) -> PublicKey:
+    """:func:`load_public_key` of bytes already read (``path`` names them in messages)."""
     try:
         if b"BEGIN CERTIFICATE" in data:
             key: object = x509.load_pem_x509_certificate(data).public_key()

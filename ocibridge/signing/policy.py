@@ -1,5 +1,7 @@
-"""The policy on use: commands that read an artifact (pull, copy, k8s modelcar, mirror entries,
-convert) refuse it unless a signature verifies, and do so before they write anything."""
+"""The policy on use: commands that use an artifact (pull, path, copy, k8s, mirror entries,
+lazy reads, save, load) refuse it unless the containers policy file that applies
+(:mod:`ocibridge.signing.containers_policy`) and the keys given (``--verify-key``) accept it,
+and do so before they write anything; what is then used is the digest that was checked."""
 
 from __future__ import annotations
 
@@ -25,3 +27,4 @@ def verify_before_use(store: Store, subject: Descriptor | str, policy: VerifyPol
         return verify_artifact(store, desc, policy)
     except SignatureError as e:
         raise SignatureError(f"{name or store.describe()}: refused: {e}") from None
+

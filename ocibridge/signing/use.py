@@ -1,0 +1,107 @@
+"""Check then use: the one check every command that uses a model makes before it writes
+anything (pull, path, copy, k8s, mirror entries, lazy reads, save, load): the containers policy
+file that applies (:mod:`ocibridge.signing.containers_policy`) and the keys given
+(``--verify-key``) must both accept what the reference names; what is then used is the digest
+that was checked.
+
+No ``cryptography`` at import: a policy that accepts anything costs one small file read and no
+request (``ocibridge copy`` without a check loads no signature code)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ocibridge.signing.containers_policy import (
+    Decision,
+    DockerName,
+    Scope,
+    UsePolicy,
+    docker_scope,
+    load_policy,
+    oci_scope,
+)
+
+if TYPE_CHECKING:
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.signing.verify import VerifyPolicy
+    from ocibridge.stores.base import Store
+
+__all__ = ["UsePolicy", "check_before_use", "decision_for", "needs_checking", "scope_of"]
+
+
+def scope_of(located: object) -> Scope:
+    """Where the containers policy looks ``located`` (a locator) up: a registry reference in the
+    ``docker`` transport (a tag, else its digest), a layout (and the local store) in ``oci``,
+    an Ollama registry name as the registry reference it is; anything else (the local Ollama
+    store, the Hugging Face cache) has no transport of containers/image: ``default`` applies."""
+    from ocibridge.oci.reference import LayoutReference, OllamaReference, RegistryReference
+
+    if isinstance(located, Scope):  # already looked up (a mirror entry's artifact)
+        return located
+    if isinstance(located, RegistryReference):
+        name = f"{located.registry}/{located.repository}"
+        return docker_scope(DockerName(name, None if located.digest else located.tag, located.digest))
+    if isinstance(located, LayoutReference):
+        return oci_scope(located.path)
+    if isinstance(located, OllamaReference) and located.remote:
+        o = located.name
+        return docker_scope(DockerName(f"{o.host}/{o.namespace}/{o.model}", None if o.digest else o.tag, o.digest))
+    return Scope(None)
+
+
+def decision_for(located: object, use: UsePolicy | None = None) -> Decision | None:
+    """What the policy file that applies (``use.file``, else the one found) asks of
+    ``located``; None when there is no policy file."""
+    policy = load_policy(use.file if use is not None else None)
+    return None if policy is None else policy.decide(scope_of(located))
+
+
+def as_use_policy(verify: VerifyPolicy | UsePolicy | None) -> UsePolicy:
+    """``verify`` as the API takes it (keys, the policy file and keys, or nothing) as one value."""
+    if isinstance(verify, UsePolicy):
+        return verify
+    return UsePolicy(keys=verify)
+
+
+def refuse_before_opening(located: object, verify: VerifyPolicy | UsePolicy | None, name: str) -> None:
+    """Refuse what the policy file refuses whatever the store holds (``reject``, ``signedBy``)
+    before the source is even opened."""
+    decision = decision_for(located, as_use_policy(verify))
+    if decision is not None:
+        decision.refuse_early(name)
+
+
+def needs_checking(located: object, verify: VerifyPolicy | UsePolicy | None) -> bool:
+    """Whether using ``located`` asks for any check (keys given, or a policy file whose scope
+    does not accept anything): when not, nothing is resolved or fetched for it."""
+    use = as_use_policy(verify)
+    if use.keys is not None:
+        return True
+    decision = decision_for(located, use)
+    return decision is not None and not decision.accepts_anything
+
+
+def check_before_use(store: Store, reference: str | Descriptor, located: object,
+                     verify: VerifyPolicy | UsePolicy | None, name: str) -> str:
+    """Check then use: the policy file's requirements for ``located`` and the keys of
+    ``verify`` (``--verify-key``) both hold for what ``reference`` names in ``store``. Returns
+    what to use: the digest that was checked, or ``reference`` as given when nothing had to be
+    (no keys, no policy file or one accepting anything: no request is made).
+    Raises :class:`SignatureError` (one line, ``NAME: refused...``) before anything is written."""
+    use = as_use_policy(verify)
+    decision = decision_for(located, use)
+    if decision is not None:
+        decision.refuse_early(name)  # reject, signedBy: nothing is asked of the store
+    if use.keys is None and (decision is None or decision.accepts_anything):
+        return reference if isinstance(reference, str) else reference.digest
+    desc = store.resolve(reference) if isinstance(reference, str) else reference
+    if use.keys is not None:
+        from ocibridge.signing.policy import verify_before_use
+
+        verify_before_use(store, desc, use.keys, name=name)
+    if decision is not None and not decision.accepts_anything:
+        from ocibridge.signing.policy_eval import evaluate
+
+        evaluate(decision, store, desc, name)
+    return desc.digest
+
