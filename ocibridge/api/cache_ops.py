@@ -63,7 +63,7 @@ def path(
         if verify is not None:
             from ocibridge.api.copy import verified_digest
 
-            reference = verified_digest(source, verify, shown)
+            reference = verified_digest(source, verify, shown, files_only=True)  # a snapshot of files
         snap = cache.snapshot(source.store, reference, shown=shown, include=include, exclude=exclude,
                               concurrency=transfer.concurrency, origin=_direct_origin(located, source.store))
     if hub is not None:

@@ -105,13 +105,16 @@ def wire_counts(store: object) -> dict[str, int]:
     return {"bytesSent": sent, "bytesResumed": resumed}
 
 
-def verified_digest(source: SourceTarget, policy: VerifyPolicy, name: str) -> str:
+def verified_digest(source: SourceTarget, policy: VerifyPolicy, name: str, *, files_only: bool = False) -> str:
     """The digest ``source`` names, once a signature of it verifies (raises otherwise): what
-    is used next is pinned to what was verified."""
-    from ocibridge.signing.policy import verify_before_use
+    is used next is pinned to what was verified. ``files_only``: the caller uses the model's
+    files and nothing else of its manifest (a pull into a directory), so a signature of the
+    files (OMS) is enough; otherwise the signature must cover the manifest."""
+    from ocibridge.signing.policy import Trusted, verify_before_use
 
     desc = source.store.resolve(source.reference)
-    verify_before_use(source.store, desc, policy, name=name)
+    verify_before_use(source.store, desc, policy, name=name,
+                      trusts=Trusted.FILES if files_only else Trusted.MANIFEST)
     return desc.digest
 
 

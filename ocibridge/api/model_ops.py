@@ -261,7 +261,7 @@ def pull(
         _whole_artifact_only(select, dest)
     source = open_source(src_ref, options=options)
     if verify is not None:
-        source.reference = verified_digest(source, verify, text_of(src_ref))
+        source.reference = verified_digest(source, verify, text_of(src_ref), files_only=True)
     oms = None
     if with_signatures:
         from ocibridge.signing.omstravel import choose_oms_signature

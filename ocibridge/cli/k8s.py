@@ -84,12 +84,12 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
         raise UsageError("--create-pull-secret needs --kserve NAME and --image-pull-secret NAME "
                          "(the Secret it creates)")
     t = _k8s_target(args, located, for_write=True)
-    from ocibridge.signing.policy import verify_before_use
+    from ocibridge.signing.policy import Trusted, verify_before_use
 
     # the reference is resolved once: the image is built from the digest that was verified,
     # not from whatever the tag names by then (docs/security.md, "what is verified is used")
     source = t.store.resolve(t.reference)
-    verify_before_use(t.store, source, policy_from_args(args), name=args.ref)
+    verify_before_use(t.store, source, policy_from_args(args), name=args.ref, trusts=Trusted.MANIFEST)
     platforms = tuple(args.platform) if args.platform else None
     base = None
     if args.base:
