@@ -64,17 +64,6 @@ def read_small(path: str | os.PathLike[str], limit: int, what: str, *,
     return data
 
 
-def read_small_text(path: str | os.PathLike[str], limit: int, what: str, **kw: object) -> str:
-    """:func:`read_small` decoded as UTF-8 (one error line when it is not)."""
-    error = kw.get("error", OcibridgeError)
-    assert isinstance(error, type) and issubclass(error, OcibridgeError)
-    data = read_small(path, limit, what, **kw)  # type: ignore[arg-type]
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise error(f"{what} {path}: not UTF-8 text ({e.reason})") from None
-
-
 def _kind(mode: int) -> str:
     if stat.S_ISFIFO(mode):
         return "a FIFO"
@@ -87,4 +76,4 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-__all__ = ["MAX_TINY_FILE", "read_small", "read_small_text"]
+__all__ = ["MAX_TINY_FILE", "read_small"]
