@@ -325,16 +325,17 @@ def test_modelcar_refuses_badly_signed(pushed, tmp_path, capsys):
 
 def test_verify_before_use_is_reusable(pushed, tmp_path):
     from ocibridge.signing import VerifyPolicy, verify_before_use
+    from ocibridge.signing.coverage import Trusted
 
     layout, digest = pushed
     private, public = key_pair(tmp_path / "k")
     store = LayoutStore(layout)
     policy = VerifyPolicy.from_files([str(public)])
     with pytest.raises(SignatureError, match="refused"):
-        verify_before_use(store, "v1", policy)
-    assert verify_before_use(store, "v1", None) == []
+        verify_before_use(store, "v1", policy, trusts=Trusted.MANIFEST)
+    assert verify_before_use(store, "v1", None, trusts=Trusted.MANIFEST) == []
     assert _sign(f"oci:{layout}:v1", private) == 0
-    assert {v.form for v in verify_before_use(store, "v1", policy)} == {"classic", "bundle"}
+    assert {v.form for v in verify_before_use(store, "v1", policy, trusts=Trusted.MANIFEST)} == {"classic", "bundle"}
 
 
 # -- signatures travel ------------------------------------------------------------------------

@@ -62,6 +62,18 @@ def _pull(ref: str, out: Path, public: Path, *extra: str) -> int:
     return main(["pull", ref, str(out), "-q", "--verify-key", str(public), "--with-signatures", *extra])
 
 
+def _files_verify(ref: str, public: Path, out: Path) -> int:
+    """An OMS signature covers the model's files, not its manifest (signing/coverage.py): a pull
+    into a directory is what it verifies."""
+    return main(["pull", ref, str(out), "-q", "--verify-key", str(public)])
+
+
+def _manifest_refused(ref: str, public: Path, capsys) -> None:
+    """``verify --key`` asks for a signature of the manifest: an OMS signature is not one."""
+    capsys.readouterr()
+    assert "does not cover the manifest" in _refused(capsys, main(["verify", ref, "--key", str(public)]))
+
+
 def _refused(capsys, code: int) -> str:
     captured = capsys.readouterr()
     assert code != 0
@@ -158,9 +170,7 @@ def test_library_signature_verifies_pushes_and_travels(tmp_path, capsys):
     assert main(["push", str(model), ref, "-q", "--signature", str(signature), "--json"]) == 0
     pushed = json.loads(capsys.readouterr().out)
     assert "signature" in pushed
-    assert main(["verify", ref, "--key", str(public), "--json"]) == 0
-    (only,) = json.loads(capsys.readouterr().out)["signatures"]
-    assert only["form"] == "oms"
+    _manifest_refused(ref, public, capsys)
     # model.sig was kept out of the model's files; a pull brings it back beside them
     out = tmp_path / "out"
     assert _pull(ref, out, public) == 0
@@ -186,12 +196,15 @@ def test_library_signature_of_other_files_is_refused_at_push(tmp_path, capsys, h
 
 
 # -- verify and --verify-key: what counts as an OMS signature -------------------------------------
-def test_oms_alone_satisfies_verify_key_and_pins_the_digest(signed, tmp_path, capsys):
+def test_oms_alone_satisfies_a_pull_not_verify_or_copy(signed, tmp_path, capsys):
+    """An OMS signature lists files: it verifies a pull into a directory, never the manifest
+    that ``verify`` checks and ``copy`` carries (issue 41)."""
     ref, public, _ = signed
-    assert main(["verify", ref, "--key", str(public), "--json"]) == 0
-    (only,) = json.loads(capsys.readouterr().out)["signatures"]
-    assert only["form"] == "oms"
-    assert main(["copy", ref, f"oci:{tmp_path}/copy:v1", "--verify-key", str(public), "-q"]) == 0
+    _manifest_refused(ref, public, capsys)
+    code = main(["copy", ref, f"oci:{tmp_path}/copy:v1", "--verify-key", str(public), "-q"])
+    assert "does not cover the manifest" in _refused(capsys, code)
+    assert not (tmp_path / "copy").exists()
+    assert _files_verify(ref, public, tmp_path / "out") == 0
 
 
 def test_oms_signature_of_other_files_does_not_count(tmp_path, capsys):
@@ -265,13 +278,13 @@ def test_form_all_writes_three_and_each_verifies(tmp_path, capsys):
     assert set(json.loads(capsys.readouterr().out)["unchanged"]) == {"classic", "bundle", "oms"}
     assert main(["verify", ref, "--key", str(public), "--json"]) == 0
     forms = sorted(s["form"] for s in json.loads(capsys.readouterr().out)["signatures"])
-    assert forms == ["bundle", "classic", "oms"]
+    assert forms == ["bundle", "classic"]  # the OMS one verifies files, not the manifest
 
 
 def test_copy_r_carries_the_oms_signature(signed, tmp_path, capsys):
     ref, public, _ = signed
     assert main(["copy", "-r", ref, f"oci:{tmp_path}/far:v1", "-q"]) == 0
-    assert main(["verify", f"oci:{tmp_path}/far:v1", "--key", str(public)]) == 0
+    assert _files_verify(f"oci:{tmp_path}/far:v1", public, tmp_path / "out") == 0
 
 
 def test_tar_layers_are_listed_from_their_contents(tmp_path, capsys):
@@ -293,7 +306,7 @@ def test_tar_layers_are_listed_from_their_contents(tmp_path, capsys):
     signature = library_sign(model, private)
     assert main(["push", str(model), f"oci:{tmp_path}/lib:v1", "-q", "--group", "code", "--group", "doc",
                  "--signature", str(signature)]) == 0
-    assert main(["verify", f"oci:{tmp_path}/lib:v1", "--key", str(public)]) == 0
+    assert _files_verify(f"oci:{tmp_path}/lib:v1", public, tmp_path / "lib-out") == 0
 
 
 # -- partial pulls ------------------------------------------------------------------------------
@@ -404,10 +417,7 @@ def test_oms_on_a_registry_signs_verifies_and_pulls(tmp_path, capsys, registry, 
     assert main(["push", str(model), ref, "-q"]) == 0
     private, public = key_pair(tmp_path / "k")
     assert main(["sign", ref, "--key", str(private), "--form", "oms"]) == 0
-    capsys.readouterr()
-    assert main(["verify", ref, "--key", str(public), "--json"]) == 0
-    (only,) = json.loads(capsys.readouterr().out)["signatures"]
-    assert only["form"] == "oms"
+    _manifest_refused(ref, public, capsys)
     out = tmp_path / "out"
     assert _pull(ref, out, public) == 0
     library_verify(out, public)
@@ -415,7 +425,7 @@ def test_oms_on_a_registry_signs_verifies_and_pulls(tmp_path, capsys, registry, 
     signature = library_sign(model, private)
     other = f"{registry.host}/{unique_repo}-lib:v1"  # another repository: no signature of ours there
     assert main(["push", str(model), other, "-q", "--signature", str(signature)]) == 0
-    assert main(["verify", other, "--key", str(public)]) == 0
+    assert _files_verify(other, public, tmp_path / "other-out") == 0
 
 
 @pytest.mark.parametrize("verify_key", [True, False], ids=["verify-key", "no-key"])

@@ -227,8 +227,9 @@ def opened(bundle: str | os.PathLike[str]) -> Iterator[tuple[LayoutStore, list[B
         root = Path(tmp) / "layout"
         (root / "blobs" / "sha256").mkdir(parents=True)
         try:
-            with tarfile.open(path, mode="r:") as tar:
-                for member in tar_members(tar, what=f"{path}"):
+            with open(path, "rb") as raw, tarfile.open(fileobj=raw, mode="r:") as tar:
+                size = os.fstat(raw.fileno()).st_size  # measured: members are written from these bytes only
+                for member in tar_members(tar, what=f"{path}", archive_size=size):
                     _unpack(tar, member, root, path)
         except tarfile.TarError as e:
             raise OcibridgeError(f"{path}: not a bundle (not a tar: {e})") from None

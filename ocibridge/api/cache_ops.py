@@ -70,7 +70,7 @@ def path(
         if checking:
             from ocibridge.api.copy import verified_digest
 
-            reference = verified_digest(source, verify, shown, located)
+            reference = verified_digest(source, verify, shown, located, files_only=True)  # a snapshot of files
         snap = cache.snapshot(source.store, reference, shown=shown, include=include, exclude=exclude,
                               concurrency=transfer.concurrency, origin=_direct_origin(located, source.store))
     if hub is not None:

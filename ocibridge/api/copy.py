@@ -108,11 +108,17 @@ def wire_counts(store: object) -> dict[str, int]:
 
 
 def verified_digest(source: SourceTarget, policy: VerifyPolicy | UsePolicy | None, name: str,
-                    located: Locator | None = None) -> str:
+                    located: Locator | None = None, *, files_only: bool = False) -> str:
     """Check then use: what ``source`` names, once the policy file that applies to ``located``
     and the keys of ``policy`` accept it (raises otherwise). The digest that was checked is
-    what is used next; when nothing had to be checked, the reference as it was."""
-    return check_before_use(source.store, source.reference, located, policy, name)
+    what is used next; when nothing had to be checked, the reference as it was. ``files_only``:
+    the caller uses the model's files and nothing else of its manifest (a pull into a
+    directory), so a signature of the files (OMS) is enough; otherwise the signature must cover
+    the manifest (signing/coverage.py)."""
+    from ocibridge.signing.coverage import Trusted
+
+    return check_before_use(source.store, source.reference, located, policy, name,
+                            trusts=Trusted.FILES if files_only else Trusted.MANIFEST)
 
 
 def _signature_companions() -> Companions:

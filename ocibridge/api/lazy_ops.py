@@ -45,12 +45,13 @@ def _store(parsed: RegistryReference, transfer: TransferOptions | None) -> tuple
 def _referrer_check(store: LazySource, verify_key: Sequence[str]) -> ReferrerCheck | None:
     if not verify_key:
         return None
+    from ocibridge.signing.coverage import Trusted
     from ocibridge.signing.verify import VerifyPolicy, verify_artifact
 
     policy = VerifyPolicy.from_files(list(verify_key))
 
     def check(desc: Descriptor) -> None:
-        verify_artifact(store, desc, policy)
+        verify_artifact(store, desc, policy, trusts=Trusted.REFERRER)
 
     return check
 
@@ -80,13 +81,21 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
         model = LazyModel(store, reference, verify_referrer=_referrer_check(store, verify_key), warn=warn,
                           chunk_store=chunk_store)
         if verify_key:  # as pull's --verify-key: the model itself must be signed, by the digest read
+            from ocibridge.signing.coverage import Trusted, require_cover
             from ocibridge.signing.verify import VerifyPolicy, verify_artifact
 
-            try:
-                verify_artifact(store, model.descriptor, VerifyPolicy.from_files(list(verify_key)))
+            try:  # files read whole are checked by their layer digests: a signature of the files will do
+                verified = verify_artifact(store, model.descriptor, VerifyPolicy.from_files(list(verify_key)),
+                                           trusts=Trusted.FILES)
             except BaseException:
                 model.close()
                 raise
+            subject = model.descriptor.digest
+
+            def covered() -> None:  # ranges checked by a table the manifest binds: a signature must cover it
+                require_cover(verified, Trusted.CHUNK_TABLE, subject)
+
+            model.trust_bound = covered
         try:  # the digest read is the one checked, and the one every range is read from
             check_before_use(store, model.descriptor, parsed, use, text_of(parsed))
         except BaseException:

@@ -262,7 +262,7 @@ def pull(
         _whole_artifact_only(select, dest)
     refuse_before_opening(src_ref, verify, text_of(src_ref))
     source = open_source(src_ref, options=options)
-    source.reference = verified_digest(source, verify, text_of(src_ref), src_ref)  # check, then use
+    source.reference = verified_digest(source, verify, text_of(src_ref), src_ref, files_only=True)  # check, then use
     oms = None
     if with_signatures:
         from ocibridge.signing.omstravel import choose_oms_signature

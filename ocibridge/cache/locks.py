@@ -4,20 +4,15 @@ each other instead of downloading or building twice; ``prune`` waits for every b
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 from collections.abc import Iterator
 from pathlib import Path
+
+from ocibridge.core.lockfile import flocked_file
 
 
 @contextlib.contextmanager
 def flocked(path: Path, *, shared: bool = False) -> Iterator[None]:
     """Hold an ``flock`` on ``path`` (created) for the block. Each call opens its own file, so
     two threads of one process exclude each other as two processes do."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+    with flocked_file(path, shared=shared):  # created inside its directory, never through a link
         yield
-    finally:
-        os.close(fd)  # releases the lock

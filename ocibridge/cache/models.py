@@ -37,11 +37,12 @@ from ocibridge.cache.records import model_cache_root as model_cache_root  # wher
 from ocibridge.cache.source import CacheSource, OfflineMiss
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.pathfilter import PathFilter
+from ocibridge.core.smallfile import read_small
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor
-from ocibridge.stores.base import Store
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LayoutStore
 
 _PINNED = re.compile(r"sha256:[0-9a-f]{64}$")
@@ -96,9 +97,9 @@ class ModelCache:
             return None
         path = self.blobs.blob_path(found.group(0))
         try:
-            data = path.read_bytes()
+            data = read_small(path, MAX_MANIFEST_BYTES, "cached manifest")
             media_type = json.loads(data).get("mediaType")
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, OcibridgeError):
             return None
         if not isinstance(media_type, str):
             return None

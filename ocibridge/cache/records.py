@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ocibridge.core.environment import OFFLINE, cache_root, switched_on
+from ocibridge.core.smallfile import MAX_TINY_FILE, read_small
 
 TEMP_PREFIX = ".tmp-"
 
@@ -75,7 +76,7 @@ class RefRecord(NamedTuple):
 def read_record(root: Path, reference: str) -> RefRecord | None:
     """The record of ``reference``, None if there is none; ValueError if it is damaged."""
     try:
-        data = json.loads(ref_file(root, reference).read_bytes())
+        data = json.loads(read_small(ref_file(root, reference), MAX_TINY_FILE, "cache record"))
     except FileNotFoundError:
         return None
     try:

@@ -4,19 +4,26 @@ A blob the cache lacks is downloaded into it under a lock of its own (another pr
 resolving a model that shares it waits, then finds it there), by the layout's resumable,
 ranged download where the source allows. Each blob is then handed to the directory writer as a
 :class:`~ocibridge.stores.base.VerifiedFile`, so the snapshot's file is a hard link to it.
+
+The cache may be shared, so a blob found there is not trusted by its name: before it is linked
+or read it is opened without following a link, must be a regular file, and is hashed (what this
+build downloaded was hashed as it came); the file linked is that very inode (a file swapped in
+after the hash is not linked), and a blob whose bytes are not its name's is fetched again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import BinaryIO, cast
 
 from ocibridge.cache.locks import flocked
 from ocibridge.core.closing import ClosesOnExit
-from ocibridge.errors import OcibridgeError
-from ocibridge.oci.digest import split_digest
+from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.oci.digest import new_hasher, split_digest
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import OneManifest, Store
 from ocibridge.stores.layout import LayoutStore
@@ -34,9 +41,14 @@ class OfflineMiss(OcibridgeError):
 class LinkedBlob(ClosesOnExit):
     """A verified blob of the cache: linked where it is wanted (copied where links fail)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, inode: tuple[int, int] | None = None):
         self._path = path
-        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
+        self._file = os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb")
+        st = os.fstat(self._file.fileno())
+        self._inode = (st.st_dev, st.st_ino)
+        if inode is not None and self._inode != inode:  # swapped since it was verified
+            self._file.close()
+            raise DigestMismatch(f"model cache blob {path}: replaced while it was being used: refused")
 
     def read(self, n: int = -1, /) -> bytes:
         return self._file.read(n)
@@ -47,13 +59,20 @@ class LinkedBlob(ClosesOnExit):
         if mode & 0o111:
             return self._copy_to(target, mode)
         try:
-            os.link(self._path, target)  # the blob keeps its read-only mode
+            os.link(self._path, target, follow_symlinks=False)  # the blob keeps its read-only mode
         except OSError:  # another file system, or no hard links
             return self._copy_to(target, mode)
-        return target.stat().st_size
+        st = os.lstat(target)
+        if (st.st_dev, st.st_ino) != self._inode:  # not the file verified: copy the verified one
+            os.unlink(target)
+            return self._copy_to(target, mode)
+        return st.st_size
 
     def _copy_to(self, target: Path, mode: int) -> int:
-        shutil.copyfile(self._path, target)
+        """A copy from the descriptor verified (never from the name, which may have changed)."""
+        self._file.seek(0)
+        with open(target, "xb") as out:
+            shutil.copyfileobj(self._file, out, 1 << 20)
         os.chmod(target, mode & ~0o222)
         return target.stat().st_size
 
@@ -72,6 +91,7 @@ class CacheSource(OneManifest):
         self._remote = remote
         self._desc = desc
         self.fetched: list[str] = []  # digests this build downloaded
+        self._verified: dict[str, tuple[int, int]] = {}  # digest -> the inode hashed by this build
 
     def describe(self) -> str:
         return self._remote.describe() if self._remote is not None else f"model cache {self._blobs.root}"
@@ -88,16 +108,18 @@ class CacheSource(OneManifest):
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         self.ensure(desc)
-        return cast(BinaryIO, LinkedBlob(self._blobs.blob_path(desc.digest)))
+        return cast(BinaryIO, LinkedBlob(self._blobs.blob_path(desc.digest), self._verified.get(desc.digest)))
 
     def ensure(self, desc: Descriptor) -> None:
         """The blob is in the cache, verified, when this returns (fetched now if need be)."""
-        if self._blobs.exists(desc):
+        if desc.digest in self._verified:
+            return
+        if self._blobs.exists(desc) and self._hashed(desc):
             return
         if self._remote is None:
             raise OfflineMiss(f"offline: blob {desc.digest} is not in the model cache")
         with flocked(self._locks / f"{split_digest(desc.digest)[1]}.lock"):
-            if self._blobs.exists(desc):  # another process fetched it while we waited
+            if self._blobs.exists(desc) and self._hashed(desc):  # another process fetched it meanwhile
                 return
             remote = self._remote
             if isinstance(remote, RangedBlobSource) and desc.size > 0:
@@ -106,3 +128,35 @@ class CacheSource(OneManifest):
                 write_blob(self._blobs, reading(remote, desc))
             os.chmod(self._blobs.blob_path(desc.digest), READ_ONLY)
             self.fetched.append(desc.digest)
+            if not self._hashed(desc):  # what was just verified as it came is the file now there
+                raise DigestMismatch(f"model cache blob {desc.digest}: changed as it was written: refused")
+
+    def _hashed(self, desc: Descriptor) -> bool:
+        """Whether the blob file is a regular file holding exactly ``desc`` (hashed, ~0.85 s/GiB);
+        one that is not (a link, another file under the name) is removed, to be fetched again."""
+        path = self._blobs.blob_path(desc.digest)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        except OSError:  # a link planted at the blob's name
+            return self._discard(path)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size != desc.size:
+                return self._discard(path)
+            h = new_hasher(desc.digest)
+            while chunk := os.read(fd, 1 << 20):
+                h.update(chunk)
+        finally:
+            os.close(fd)
+        if f"{split_digest(desc.digest)[0]}:{h.hexdigest()}" != desc.digest:
+            return self._discard(path)
+        self._verified[desc.digest] = (st.st_dev, st.st_ino)
+        return True
+
+    @staticmethod
+    def _discard(path: Path) -> bool:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return False

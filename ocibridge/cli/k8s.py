@@ -83,6 +83,7 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     if args.create_pull_secret and not (args.kserve and args.image_pull_secret):
         raise UsageError("--create-pull-secret needs --kserve NAME and --image-pull-secret NAME "
                          "(the Secret it creates)")
+    from ocibridge.signing.coverage import Trusted
     from ocibridge.signing.use import check_before_use, refuse_before_opening
 
     refuse_before_opening(located, policy_from_args(args), args.ref)
@@ -90,7 +91,7 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     # the reference is resolved once: the image is built from the digest that was verified,
     # not from whatever the tag names by then (docs/security.md, "what is verified is used")
     source = t.store.resolve(t.reference)
-    check_before_use(t.store, source, located, policy_from_args(args), args.ref)
+    check_before_use(t.store, source, located, policy_from_args(args), args.ref, trusts=Trusted.MANIFEST)
     platforms = tuple(args.platform) if args.platform else None
     base = None
     if args.base:

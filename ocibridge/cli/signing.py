@@ -127,7 +127,7 @@ def _policy(args: argparse.Namespace) -> VerifyPolicy:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from ocibridge.signing.policy import verify_before_use
+    from ocibridge.signing.policy import Trusted, verify_before_use
 
     policy = _policy(args)
     if args.bundle:
@@ -136,7 +136,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         target = _open(args)
         subject = target.store.resolve(target.reference)
-        verified = verify_before_use(target.store, subject, policy, name=args.ref)
+        verified = verify_before_use(target.store, subject, policy, name=args.ref, trusts=Trusted.MANIFEST)
         digest = subject.digest
     lines = [one_line(f"  {v.form} by {v.signer}" + (f" (claims: {_show(v.claims)})" if v.claims else ""))
              for v in verified]

@@ -10,7 +10,7 @@ import os
 import re
 from typing import BinaryIO
 
-from ocibridge.errors import OcibridgeError, TooLarge
+from ocibridge.errors import OcibridgeError
 
 _NUMBER = re.compile(r"[0-9]{1,19}")
 
@@ -45,13 +45,12 @@ def read_small_file(path: str | os.PathLike[str], cap: int, what: str,
     """A small file the user names (a key, a job, a signature), whole: one error line when it
     cannot be read (as ``unreadable``, ``what PATH: reason``) or holds more than ``cap`` bytes
     (:class:`TooLarge`, read no further than that)."""
-    try:
-        data = read_at_most(path, cap)
+    from ocibridge.core.smallfile import read_small
+
+    try:  # the one small-file reader; the user named this file, so a FIFO is theirs to give
+        return read_small(path, cap, what, error=unreadable, named=True)
     except OSError as e:
         raise unreadable(f"{what} {path}: {e.strerror or e}") from None
-    if len(data) > cap:
-        raise TooLarge(f"{what} {path}: larger than {cap} bytes, refused")
-    return data
 
 
 def read_capped(f: BinaryIO, cap: int) -> bytes:

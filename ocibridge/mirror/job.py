@@ -240,10 +240,14 @@ class MirrorJob(_Strict):
             return value
         if auth.password_file:
             path = self._path(auth.password_file)
-            try:
-                return path.read_text().rstrip("\r\n")
-            except OSError as e:
-                raise OcibridgeError(f"registry {host}: cannot read password_file {path}: {e.strerror}") from None
+            from ocibridge.core.limits import MAX_SMALL_INPUT
+            from ocibridge.core.smallfile import read_small
+
+            try:  # named by the job: a FIFO is allowed, but never read past the cap
+                data = read_small(path, MAX_SMALL_INPUT, f"registry {host}: password_file", named=True)
+                return data.decode("utf-8").rstrip("\r\n")
+            except (OSError, UnicodeDecodeError) as e:
+                raise OcibridgeError(f"registry {host}: cannot read password_file {path}: {e}") from None
         return auth.password or ""
 
 

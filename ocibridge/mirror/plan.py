@@ -32,7 +32,7 @@ from ocibridge.oci.reference import check_tag
 from ocibridge.remote.table import ARTIFACT_TYPE as CHUNKS_ARTIFACT_TYPE
 from ocibridge.signing.attach import companion_tags, is_signature_referrer
 from ocibridge.signing.containers_policy import DockerName, Scope, docker_scope, oci_scope
-from ocibridge.signing.policy import verify_before_use
+from ocibridge.signing.policy import Trusted, verify_before_use
 from ocibridge.signing.use import UsePolicy, check_before_use
 from ocibridge.stores.base import Mounting, Store, blob_origin, is_manifest
 
@@ -209,9 +209,10 @@ class _Planner:
             if reason:
                 result.status, result.reason, result.digest = "skipped", reason, original.digest
                 return result
-            verify_before_use(self.src.store, original, self.plan.policy, name=result.source)
+            verify_before_use(self.src.store, original, self.plan.policy, name=result.source,
+                              trusts=Trusted.MANIFEST)
             check_before_use(self.src.store, original, self._located(ref), UsePolicy(file=self.plan.policy_file),
-                             result.source)
+                             result.source, trusts=Trusted.MANIFEST)
             desc = self.view.convert(original) if store is self.view else original
             if self.to_family is not None:
                 store, desc = self._converted(original, result)

@@ -1,9 +1,12 @@
 """Which chunk table a lazy reader may trust for a resolved model manifest.
 
 The chain starts at the manifest's digest. A table is trusted when (1) the manifest names the
-table blob's digest in ``io.ocibridge.chunks.digest`` (the manifest digest binds it), or (2) a
-referrer holding it is signed by a key the caller trusts (``verify_referrer``). A table found
-any other way is a registry's word and is not used: reads fall back to whole blobs.
+table blob's digest in ``io.ocibridge.chunks.digest`` (the manifest digest binds it) and, when
+the caller asks for signatures, a signature covering the manifest's annotations verified
+(``trust_bound``: an OMS signature lists files, not annotations, so it vouches for no table),
+or (2) a referrer holding it is signed by a key the caller trusts (``verify_referrer``). A
+table found any other way is a registry's word and is not used: reads fall back to whole
+blobs, each verified by the layer digest.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from ocibridge.stores.base import ReadableStore
 
 #: raises when a referrer manifest is not signed by a trusted key (the signing package's check)
 ReferrerCheck = Callable[[Descriptor], None]
+#: raises when the table the manifest binds may not be trusted (no signature covering it)
+BoundCheck = Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -69,10 +74,15 @@ def read_table_blob(store: ReadableStore, desc: Descriptor) -> ChunkTable:
 
 
 def find_chain(store: ReadableStore, subject: Descriptor, manifest: Manifest, *,
-               verify_referrer: ReferrerCheck | None = None) -> Chain:
+               verify_referrer: ReferrerCheck | None = None, trust_bound: BoundCheck | None = None) -> Chain:
     """The table to use for ``manifest`` (resolved as ``subject``); errors only for a table the
     manifest binds but the registry does not serve intact (a swapped table is refused, loudly)."""
     bound = bound_table_descriptor(manifest)
+    if bound is not None and trust_bound is not None:
+        try:
+            trust_bound()
+        except OcibridgeError as e:
+            return Chain(None, f"the chunk table {bound.digest} the manifest binds is not used ({e})")
     if bound is not None:
         try:
             return Chain(read_table_blob(store, bound), f"chunk table {bound.digest} bound by the manifest")

@@ -12,7 +12,7 @@ from ocibridge.oci.layerinfo import layer_path
 from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.remote.blobreader import LazySource, VerifiedBlob
-from ocibridge.remote.chain import Chain, ReferrerCheck, find_chain
+from ocibridge.remote.chain import BoundCheck, Chain, ReferrerCheck, find_chain
 from ocibridge.remote.chunkstore import ChunkStore
 from ocibridge.remote.table import DEFAULT_THRESHOLD
 from ocibridge.stores.base import resolve_and_read
@@ -70,6 +70,8 @@ class RemoteModel:
                 self.packed[path.strip("/")] = layer
         self._chain: Chain | None = None
         self._verify_referrer = verify_referrer
+        #: set by a caller that verified signatures: may the table the manifest binds be used?
+        self.trust_bound: BoundCheck | None = None
         self._lock = threading.Lock()
         self._open: dict[str, VerifiedBlob] = {}
 
@@ -79,7 +81,7 @@ class RemoteModel:
         with self._lock:
             if self._chain is None:
                 self._chain = find_chain(self.store, self.descriptor, self.manifest,
-                                         verify_referrer=self._verify_referrer)
+                                         verify_referrer=self._verify_referrer, trust_bound=self.trust_bound)
             return self._chain
 
     def file(self, path: str) -> RemoteFile:

@@ -360,10 +360,10 @@ class Catalog:
         if self.verify is None or top.digest in self._verified:
             return
         from ocibridge.errors import SignatureError
-        from ocibridge.signing.policy import verify_before_use
+        from ocibridge.signing.policy import Trusted, verify_before_use
 
         try:
-            verify_before_use(repo.store, top, self.verify, name=repo.shown)
+            verify_before_use(repo.store, top, self.verify, name=repo.shown, trusts=Trusted.FILES)
         except SignatureError as e:
             raise Refused(str(e)) from None
         with self._lock:

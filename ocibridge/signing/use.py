@@ -20,6 +20,7 @@ from ocibridge.signing.containers_policy import (
     load_policy,
     oci_scope,
 )
+from ocibridge.signing.coverage import Trusted
 
 if TYPE_CHECKING:
     from ocibridge.oci.models import Descriptor
@@ -82,11 +83,12 @@ def needs_checking(located: object, verify: VerifyPolicy | UsePolicy | None) -> 
 
 
 def check_before_use(store: Store, reference: str | Descriptor, located: object,
-                     verify: VerifyPolicy | UsePolicy | None, name: str) -> str:
+                     verify: VerifyPolicy | UsePolicy | None, name: str, *, trusts: Trusted = Trusted.MANIFEST) -> str:
     """Check then use: the policy file's requirements for ``located`` and the keys of
     ``verify`` (``--verify-key``) both hold for what ``reference`` names in ``store``. Returns
     what to use: the digest that was checked, or ``reference`` as given when nothing had to be
-    (no keys, no policy file or one accepting anything: no request is made).
+    (no keys, no policy file or one accepting anything: no request is made). ``trusts``: what
+    the caller relies on once the keys' signature verifies (signing/coverage.py).
     Raises :class:`SignatureError` (one line, ``NAME: refused...``) before anything is written."""
     use = as_use_policy(verify)
     decision = decision_for(located, use)
@@ -98,7 +100,7 @@ def check_before_use(store: Store, reference: str | Descriptor, located: object,
     if use.keys is not None:
         from ocibridge.signing.policy import verify_before_use
 
-        verify_before_use(store, desc, use.keys, name=name)
+        verify_before_use(store, desc, use.keys, name=name, trusts=trusts)
     if decision is not None and not decision.accepts_anything:
         from ocibridge.signing.policy_eval import evaluate
 

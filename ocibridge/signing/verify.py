@@ -29,6 +29,7 @@ from ocibridge.signing.bundle import (
     verify_envelope,
 )
 from ocibridge.signing.classic import SignatureLayer
+from ocibridge.signing.coverage import Trusted, covers, uncovered_reason
 from ocibridge.signing.keyless import Identity, verify_keyless
 from ocibridge.signing.oms import OMS_PREDICATE_TYPE, OmsStatement, compare_files, parse_oms, predicate_type_of
 from ocibridge.signing.payload import parse_simple_signing
@@ -94,8 +95,9 @@ class Verified:
         return {"form": self.form, "signer": self.signer, "claims": self.claims, "where": self.where}
 
 
-def verify_artifact(store: Store, subject: Descriptor, policy: VerifyPolicy) -> list[Verified]:
-    """Every signature of ``subject`` that verifies under ``policy``; raises when there is none."""
+def verify_artifact(store: Store, subject: Descriptor, policy: VerifyPolicy, *, trusts: Trusted) -> list[Verified]:
+    """Every signature of ``subject`` that verifies under ``policy`` and whose signed payload
+    covers what the caller ``trusts`` (signing/coverage.py); raises when there is none."""
     found = find_signatures(store, subject)
     verified: list[Verified] = []
     reasons: list[str] = []
@@ -122,14 +124,16 @@ def verify_artifact(store: Store, subject: Descriptor, policy: VerifyPolicy) -> 
             continue
         _collect(lambda ref=ref, data=data, m=manifest: _bundle(data, ref.digest, subject.digest, m, policy),
                  verified, reasons)
-    if verified:
-        return verified
+    covering = [v for v in verified if covers(v.form, trusts)]
+    if covering:
+        return covering
+    reasons.extend(uncovered_reason(v.form, v.where, trusts) for v in verified)
     if not reasons:
         raise SignatureError(f"{subject.digest} is not signed (no {_sig_tag(subject)} tag, no sigstore "
                              "bundle referrer)")
     unique = list(dict.fromkeys(reasons))
     raise SignatureError(f"{subject.digest}: {len(reasons)} signature(s), none verifies with "
-                         f"{policy.describe()}: {'; '.join(unique[:3])}")
+                         f"{policy.describe()} and covers the {trusts.value}: {'; '.join(unique[:3])}")
 
 
 def _sig_tag(subject: Descriptor) -> str:

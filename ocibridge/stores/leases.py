@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from ocibridge.core.lockfile import open_in_dir
+
 LEASE_DIR = ".ocibridge-leases"
 
 
@@ -33,15 +35,17 @@ class Leases:
     def __init__(self, root: Path, lock_path: Path) -> None:
         self.dir = root / LEASE_DIR
         self.lock_path = lock_path
+        self._dir_lock = lock_path == root  # the user's directory (maybe reached by a link), locked as it is
         self._mine: BinaryIO | None = None
         self._name: str | None = None
         self._claimed: set[str] = set()
-        self._end: weakref.finalize[[Path, Path, BinaryIO], Leases] | None = None  # also run when dropped, or at exit
+        # also run when dropped, or at exit
+        self._end: weakref.finalize[[Path, bool, Path, BinaryIO], Leases] | None = None
 
     def locked(self) -> contextlib.AbstractContextManager[None]:
         """The store's lock: claims, and undos reading them, are one step each. ``lock_path``
         may be a directory (the store's root: no lock file left among another program's files)."""
-        return _locked(self.lock_path)
+        return _locked(self.lock_path, self._dir_lock)
 
     def claim(self, digest: str) -> None:
         """Record that this writer relies on ``digest`` (call under :meth:`locked`)."""
@@ -50,10 +54,13 @@ class Leases:
         if self._mine is None:
             self.dir.mkdir(exist_ok=True)
             self._name = f"{os.getpid()}-{secrets.token_hex(8)}"
-            self._mine = open(self.dir / self._name, "ab")  # noqa: SIM115 - held for the lease's life
+            fd = open_in_dir(self.dir / self._name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND,
+                             make_parent=False)  # inside the store, never through a planted link
+            self._mine = os.fdopen(fd, "ab")  # held for the lease's life
             fcntl.flock(self._mine, fcntl.LOCK_EX)
             # a store never closed (a library caller) still ends its lease: no file is left behind
-            self._end = weakref.finalize(self, _end_lease, self.lock_path, self.dir / self._name, self._mine)
+            self._end = weakref.finalize(self, _end_lease, self.lock_path, self._dir_lock,
+                                         self.dir / self._name, self._mine)
         self._mine.write(digest.encode() + b"\n")
         self._mine.flush()
         self._claimed.add(digest)
@@ -103,9 +110,14 @@ class Leases:
 
 
 @contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    flags = os.O_RDONLY | os.O_DIRECTORY if lock_path.is_dir() else os.O_RDWR | os.O_CREAT
-    fd = os.open(lock_path, flags, 0o666)
+def _locked(lock_path: Path, directory: bool) -> Iterator[None]:
+    """The store's lock: a directory of the user's (an Ollama models directory) is locked as it
+    is; a lock file (a layout's ``.ocibridge.lock``) is created inside the store, never through
+    a link planted at its name (core/lockfile.py)."""
+    if directory:
+        fd = os.open(lock_path, os.O_RDONLY | os.O_DIRECTORY)
+    else:
+        fd = open_in_dir(lock_path, os.O_RDWR | os.O_CREAT, 0o666, make_parent=False)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -113,11 +125,11 @@ def _locked(lock_path: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _end_lease(lock_path: Path, path: Path, file: BinaryIO) -> None:
+def _end_lease(lock_path: Path, directory: bool, path: Path, file: BinaryIO) -> None:
     """Remove a lease (and the lease directory, when it was the last) under the store's lock:
     not between another writer's ``mkdir`` of the directory and the creation of its lease."""
     try:
-        with _locked(lock_path):
+        with _locked(lock_path, directory):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             with contextlib.suppress(OSError):

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ocibridge.core.fsutil import pwrite_all
+from ocibridge.core.lockfile import open_in_dir
+from ocibridge.core.smallfile import read_small
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import Hasher, new_hasher, split_digest
 from ocibridge.oci.models import Descriptor
@@ -61,7 +63,7 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
     partial = partial_path(final.parent, desc.digest)
     marker = partial.with_name(partial.name + PREFIX_SUFFIX)
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_in_dir(partial, os.O_RDWR | os.O_CREAT, 0o644)  # never written through a planted link
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # another process on this blob: wait for it
         if final.exists() and final.stat().st_size == desc.size:
@@ -117,7 +119,7 @@ def _kept(fd: int, marker: Path, size: int, parts: list[tuple[int, int]], part_s
     single stream was writing) from the file's length."""
     on_disk = os.fstat(fd).st_size
     try:
-        data = marker.read_bytes()
+        data = read_small(marker, _HEADER + len(parts) * _RECORD, "download record", follow=False)
     except FileNotFoundError:
         return [max(0, min(on_disk - a, b - a)) for a, b in parts]
     if not data.startswith(_header(size, part_size)):
@@ -206,7 +208,7 @@ def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource
     governor = PartGovernor(in_flight, plan.adaptive, tickets=len(todo))
     buffers = BufferPool(min(len(todo), in_flight) + 4)
     stop = threading.Event()  # a part failed: the others end at their next buffer
-    records = os.open(marker, os.O_RDWR | os.O_CREAT, 0o644) if ranged else None
+    records = open_in_dir(marker, os.O_RDWR | os.O_CREAT, 0o644) if ranged else None
     try:
         if records is not None:
             os.ftruncate(records, 0)

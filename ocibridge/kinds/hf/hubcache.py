@@ -17,6 +17,7 @@ import os
 import re
 from pathlib import Path
 
+from ocibridge.core.smallfile import MAX_TINY_FILE, read_small
 from ocibridge.errors import SourceError, UsageError
 
 SCHEME = "hf:"
@@ -81,9 +82,10 @@ def resolve_revision(folder: Path, repo_id: str, revision: str | None) -> str:
     if COMMIT.fullmatch(wanted) and (folder / "snapshots" / wanted).is_dir():
         return wanted
     ref = folder / "refs" / wanted
-    try:
-        commit = ref.read_text().strip()
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+    try:  # a shared cache: a regular file of a few bytes, never a FIFO's wait or /dev/zero's flood
+        data = read_small(ref, MAX_TINY_FILE, "Hugging Face ref", error=SourceError)
+        commit = data.decode("ascii", "replace").strip()
+    except (FileNotFoundError, NotADirectoryError):
         raise SourceError(f"hf:{repo_id}@{wanted}: not in the Hugging Face cache ({folder})") from None
     if not COMMIT.fullmatch(commit):
         raise SourceError(f"{ref}: not a commit hash")

@@ -8,11 +8,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 
 from ocibridge.core.fsutil import atomic_write_bytes
+from ocibridge.errors import SourceError
 from ocibridge.kinds.hf.hubcache import git_blob_sha1, is_lfs
 
 #: huggingface_hub's files are plain rw-r--r--; the model cache's blobs are read-only.
@@ -31,10 +34,17 @@ def etag_of(rel: str, path: Path) -> str:
 
 
 def _place_blob(src: Path, blob: Path) -> None:
-    """``blob`` holds ``src``'s bytes: linked, or copied (then made like huggingface_hub's)."""
-    if blob.exists():
-        return
-    tmp = blob.with_name(f".{blob.name}.{os.getpid()}.incomplete")
+    """``blob`` holds ``src``'s bytes (whose etag was just computed from them): linked, or copied
+    (then made like huggingface_hub's). A file already under that name is not trusted by it (the
+    Hub cache is shared: anyone who can write it could have put another file, or a link, there):
+    unless it is ``src``'s own inode it is replaced, which costs a link, not a hash."""
+    try:
+        here, there = os.lstat(blob), os.stat(src)
+        if stat.S_ISREG(here.st_mode) and (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino):
+            return
+    except FileNotFoundError:
+        pass
+    tmp = blob.with_name(f".{blob.name}.{secrets.token_hex(8)}.incomplete")  # a name nobody planted
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()
     try:
@@ -49,8 +59,10 @@ def write_hub_snapshot(files: Path, folder: Path, revision: str, ref: str = "mai
     """Put the tree ``files`` into the repo ``folder`` of a Hub cache as commit ``revision``,
     and point ``refs/<ref>`` at it. The files written, sorted."""
     blobs, snapshots = folder / "blobs", folder / "snapshots"
-    for directory in (blobs, snapshots, folder / "refs"):
+    for directory in (folder, blobs, snapshots, folder / "refs"):
         directory.mkdir(parents=True, exist_ok=True)
+        if directory.is_symlink():  # written through, the blobs would land wherever it points
+            raise SourceError(f"{directory}: a symbolic link in the Hugging Face cache: refused (remove it)")
     staging = Path(tempfile.mkdtemp(prefix=".tmp-ocibridge-", dir=snapshots))
     os.chmod(staging, 0o755)
     written: list[str] = []

@@ -52,11 +52,14 @@ def settings_path() -> Path:
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
+    from ocibridge.core.limits import MAX_SMALL_INPUT
+    from ocibridge.core.smallfile import read_small
+
+    try:  # a regular file, capped: a FIFO or /dev/zero there is one error, not a hang
+        text = read_small(path, MAX_SMALL_INPUT, "registry settings").decode("utf-8")
     except FileNotFoundError:
         return {}  # the usual case: no TOML parser to import (~3 ms of every registry command)
-    except (OSError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:
         raise OcibridgeError(f"cannot read registry settings {path}: {e}") from None
     if sys.version_info >= (3, 11):
         import tomllib
@@ -125,12 +128,16 @@ def remember_upload(host: str, *, upload: str | None = None, max_body: int | Non
 def _merge(host: str, given: dict[str, Any]) -> Path:
     import tomli_w
 
-    path = settings_path()
-    data = _load(path)
-    table = data.setdefault("registry", {})
-    table[host] = {**table.get(host, {}), **given}
-    path.parent.mkdir(parents=True, exist_ok=True)
     from ocibridge.core.fsutil import atomic_write_bytes  # writing only: a warm `path` reads this module
+    from ocibridge.core.lockfile import flocked_file
 
-    atomic_write_bytes(path, tomli_w.dumps(data).encode())
+    path = settings_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # read, change and replace as one step: two writers (a login and an upload probe) each keep
+    # the other's change; the lock file sits beside the settings, never reached through a link
+    with flocked_file(path.with_name(path.name + ".lock")):
+        data = _load(path)
+        table = data.setdefault("registry", {})
+        table[host] = {**table.get(host, {}), **given}
+        atomic_write_bytes(path, tomli_w.dumps(data).encode())
     return path

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from ocibridge.core.environment import UPLOAD_RESUME, cache_root, switched_on
+from ocibridge.core.lockfile import PlantedLink, open_in_dir
 
 #: Sessions older than this are not resumed (distribution purges uploads after a week).
 MAX_AGE = 6 * 24 * 3600
@@ -72,8 +73,8 @@ class UploadState:
         try:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             _remove_stale(directory)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError:
+            fd = open_in_dir(path, os.O_RDWR | os.O_CREAT, 0o600, make_parent=False)
+        except (OSError, PlantedLink):  # a link planted at its name: resume is off, nothing written there
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
