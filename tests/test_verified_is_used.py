@@ -163,6 +163,28 @@ def _use_cat(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
     return s.signed if out == (s.signed_model / "model.safetensors").read_bytes()[:5] else s.unsigned
 
 
+def _use_serve(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    """serve answers by the manifest digest it verified: the files a client downloads are those
+    of the signed model, or the request is refused (403), never the unsigned one's."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError
+    from serving import point_hub_at, serving
+
+    from ocibridge.signing.verify import VerifyPolicy
+
+    host, _, rest = s.proxied.partition("/")
+    repo_id, _, tag = rest.rpartition(":")
+    with serving([host], verify=VerifyPolicy.from_files([str(s.public)])) as served, \
+            pytest.MonkeyPatch.context() as patch:
+        point_hub_at(patch, served.url, s.tmp / "serve-hub")
+        try:
+            where = Path(snapshot_download(repo_id, revision=tag))
+        except HfHubHTTPError:
+            return None
+    weights = (where / "model.safetensors").read_bytes()  # the seed tells the two models apart
+    return s.signed if weights == (s.signed_model / "model.safetensors").read_bytes() else s.unsigned
+
+
 Use = Callable[[Setup, pytest.CaptureFixture[str]], "str | None"]
 
 # every command taking --verify-key, with each way it uses its source
@@ -175,6 +197,7 @@ USES: dict[tuple[str, ...], list[Use]] = {
     ("cat",): [_use_cat],
     ("k8s", "mount"): [_use_mount],
     ("load",): [_use_load],
+    ("serve",): [_use_serve],
 }
 
 
