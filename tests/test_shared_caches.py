@@ -30,7 +30,7 @@ def caches(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "models"))
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path))  # the cache root: the model cache is its models/
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("a file of the user's, outside every cache")

@@ -224,12 +224,12 @@ def test_a_layout_lock_planted_as_a_link_creates_nothing_outside(tmp_path, capsy
 
 @pytest.mark.parametrize("how", LINKS)
 def test_a_cache_lock_planted_as_a_link_creates_nothing_outside(tmp_path, how):
-    cache = tmp_path / "cache"
+    cache = tmp_path / "cache" / "models"  # the model cache, under the cache root $OCIBRIDGE_CACHE
     outside = tmp_path / "outside"
     outside.mkdir()
     target = _plant_link(cache / "locks" / "cache.lock", how, outside)
     before, snapshot_locks = snapshot(outside), snapshot(cache / "locks")  # the cache may set its layout up
-    ran = run_cli("cache", "prune", "--max-size", "1G", env={"OCIBRIDGE_CACHE": str(cache)})
+    ran = run_cli("cache", "prune", "--max-size", "1G", env={"OCIBRIDGE_CACHE": str(cache.parent)})
     line = ran.one_error_line()
     assert "cache.lock" in line and "symbolic link" in line, line
     assert snapshot(outside) == before and snapshot(cache / "locks") == snapshot_locks
