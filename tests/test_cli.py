@@ -85,7 +85,8 @@ def test_cncf_media_types_flag(tmp_path, capsys):
 def test_bad_input_one_line_nonzero_nothing_written(tmp_path, capsys, args, message):
     model = make_model(tmp_path / "m")
     args = [a.format(tmp=tmp_path, model=model) for a in args]
-    usage_mistake = any(a in args for a in ("--layer", "--kind"))
+    # a flag's value or a reference typed wrong is a usage mistake (issue 42)
+    usage_mistake = any(a in args for a in ("--layer", "--kind")) or message.startswith("invalid")
     assert main(args) == (2 if usage_mistake else 1)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ocibridge: error:")
@@ -166,15 +167,16 @@ def test_flags_may_stand_between_positionals(tmp_path):
     assert code == 2 and err == "ocibridge: error: unrecognized arguments: extra (see 'ocibridge push --help')\n"
 
 
-def test_tags_of_nothing_is_an_error_line(tmp_path):
+def test_tags_of_an_empty_layout_is_nothing(tmp_path):
+    """An emptied repository or layout has no tags, which is no error (issue 42); a repository
+    the registry does not know is (tests/test_documented_outputs.py)."""
     model = make_model(tmp_path / "m")
     assert run("push", str(model), f"oci:{tmp_path}/store:v1")[0] == 0
     assert run("tags", f"oci:{tmp_path}/store")[1] == "v1\n"
     from ocibridge.stores.layout import LayoutStore
 
     LayoutStore(tmp_path / "empty", create=True)
-    code, out, err = run("tags", f"oci:{tmp_path}/empty")
-    assert (code, out) == (1, "") and err.count("\n") == 1 and "has no tags" in err
+    assert run("tags", f"oci:{tmp_path}/empty") == (0, "", "")
 
 
 def test_closed_pipe_is_not_reported_as_an_error(tmp_path):
@@ -222,15 +224,17 @@ def test_mistakes_a_user_makes_with_local_paths_are_named(tmp_path, capsys):
 
     # a layout typed without oci:, with a tag, or as a destination that does not exist yet: the
     # hint says how to write it (it used to be "invalid repository '/…'")
-    assert error("inspect", f"{layout}:tag") == (
+    # (a reference typed wrong is a usage mistake: exit 2, naming the command's help)
+    assert error("inspect", f"{layout}:tag", code=2) == (
         f"{layout}:tag is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]); "
-        f"as an OCI image layout it is written oci:{layout}:tag")
+        f"as an OCI image layout it is written oci:{layout}:tag (see 'ocibridge inspect --help')")
     new = tmp_path / "y"
-    assert error("copy", f"oci:{layout}:tag", str(new)) == (
+    assert error("copy", f"oci:{layout}:tag", str(new), code=2) == (
         f"{new} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag]); "
-        f"as an OCI image layout it is written oci:{new}")
+        f"as an OCI image layout it is written oci:{new} (see 'ocibridge copy --help')")
     assert not new.exists()
-    assert error("validate", "./x").startswith("./x is a local path, not a store")  # not "invalid registry host '.'"
+    # not "invalid registry host '.'"
+    assert error("validate", "./x", code=2).startswith("./x is a local path, not a store")
     # a layout that is not there at all says so (not "no oci-layout", as for a directory lacking one)
     assert error("pull", f"oci:{tmp_path}/nope:tag", str(tmp_path / "out")) == (
         f"{tmp_path}/nope is not an OCI image layout (no such directory)")

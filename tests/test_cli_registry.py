@@ -70,7 +70,7 @@ def test_push_pull_inspect_validate_tags_copy(tmp_path, capsys, registry, unique
     assert "v2" in json.loads(capsys.readouterr().out)
     assert main(["tags", f"{registry.host}/{unique_repo}-none"]) == 1  # the registry says 404
     out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1 and "has no tags (no such repository" in err
+    assert out == "" and err.count("\n") == 1 and "no such repository" in err
 
 
 def test_cncf_media_types_through_a_registry(tmp_path, capsys, registry, unique_repo):
@@ -147,8 +147,8 @@ def test_tls_flags(tmp_path, capsys, tls_registry, registry, unique_repo):
         (["pull", "{reg}/x:v1", "{tmp}/a", "-o", "{tmp}/b"], 2, "pull needs one destination"),
         (["pull", "{reg}/test/none:v1", "{tmp}/out"], 1, "/test/none:v1: manifest not found"),
         (["pull", "{reg}/test/none@sha256:" + "a" * 64, "{tmp}/out"], 1, "none@sha256:aaaa"),
-        (["inspect", "{model}"], 1, "is a local path, not a store"),
-        (["copy", "{reg}/x:v1", "{model}"], 1, "is a local path, not a store"),
+        (["inspect", "{model}"], 2, "is a local path, not a store"),  # a reference typed wrong: usage
+        (["copy", "{reg}/x:v1", "{model}"], 2, "is a local path, not a store"),
         (["login", "{reg}"], 2, "login needs --username"),
         (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
     ],

@@ -71,7 +71,7 @@ def test_an_unexpected_exception_is_one_line(monkeypatch, capsys) -> None:
 
 def test_control_characters_in_a_tag_are_escaped_in_the_error(tmp_path: Path) -> None:
     code, _, err = run("inspect", f"oci:{tmp_path}/l:v{ESC}]0;owned{chr(7)}x")
-    assert code == 1 and ESC not in err and "\x07" not in err
+    assert code == 2 and ESC not in err and "\x07" not in err  # a reference typed wrong: a usage mistake
     assert "\\x1b]0;owned\\x07" in err and len(err.splitlines()) == 1
 
 

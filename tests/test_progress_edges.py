@@ -69,3 +69,55 @@ def test_blobs_found_present_count_as_they_are_found():
     os.close(master)
     assert "push 3/5 blobs, 3 already there" in before_close, before_close
     assert "push 0/5 blobs" not in before_close.split("\r")[-1], before_close
+
+
+def _cli_on_a_zero_size_terminal(*args: str, env: dict[str, str]) -> tuple[int, str]:
+    """The real CLI with stderr on a pty that reports 0 rows and 0 columns (set so with
+    TIOCSWINSZ, as `script -qec` leaves it when it has no terminal of its own)."""
+    import fcntl
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 0, 0, 0, 0))
+    assert os.get_terminal_size(slave) == os.terminal_size((0, 0))
+    child = "import sys; from ocibridge.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", child, *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    os.close(slave)
+    screen = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not data:
+            break
+        screen += data
+    os.close(master)
+    return proc.wait(timeout=60), screen.decode(errors="replace")
+
+
+def test_a_push_on_a_zero_size_terminal_draws_its_bar(tmp_path):
+    """tqdm asked the terminal for the rows it was not given and got none: it drew nothing
+    at all, with --progress bar too (issue 42). Now $COLUMNS or 80 columns, $LINES or 24 rows."""
+    import re
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(os.urandom(3 << 20))
+    (model / "config.json").write_text("{}\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    for extra in ((), ("--progress", "bar")):
+        code, screen = _cli_on_a_zero_size_terminal("push", str(model), f"oci:{tmp_path}/l{len(extra)}:v1",
+                                                    *extra, env=env)
+        assert code == 0, screen
+        drawn = [line for line in re.split(r"[\r\n]", screen) if re.search(r"push \d+/\d+ blobs", line)]
+        assert drawn, screen
+        assert "100%" in drawn[-1] and "█" in drawn[-1] and all(len(line.rstrip()) <= 80 for line in drawn), drawn
+    env["COLUMNS"] = "100"
+    code, screen = _cli_on_a_zero_size_terminal("push", str(model), f"oci:{tmp_path}/l9:v1", env=env)
+    drawn = [line for line in re.split(r"[\r\n]", screen) if "100%" in line]
+    assert code == 0 and drawn and all(80 < len(line.rstrip()) <= 100 for line in drawn), drawn

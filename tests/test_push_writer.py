@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import drop_request
+from support import drop_request, lose_response, status
 
 from ocibridge.api import store_ops
 from ocibridge.errors import DigestMismatch, NotFound, UsageError
@@ -98,16 +98,60 @@ def test_the_writer_sends_what_is_missing_once_and_the_manifest_last(tmp_path, f
     assert not [r for r in fault_proxy.requests if r.method != "HEAD"], "a second write sent something"
 
 
-def test_an_upload_cut_off_is_sent_again_from_a_fresh_read(tmp_path, fault_proxy, unique_repo):
+def _blob_put(desc: Descriptor) -> str:
+    """The final PUT of ``desc``'s upload session (``?digest=`` names it): the rule of a test
+    must hit that blob, not whichever upload comes first. (Matching any upload, the cut fell on
+    the 2-byte config's PUT two runs in three, which the proxy forwards whole before cutting:
+    under load the registry committed it after the client's status GET, and the client sent
+    the config again into the session that commit had closed: BLOB_UPLOAD_UNKNOWN, issue 42.)"""
+    return r"/blobs/uploads/.+digest=sha256(:|%3A)" + desc.digest.split(":")[1]
+
+
+def _one_mib() -> tuple[Blob, Blob, Descriptor, bytes, bytes]:
     data = bytes(range(256)) * 4096  # 1 MiB
     blob = Blob.of_bytes(Descriptor.for_bytes("application/octet-stream", data), data)
     desc, body = _artifact([blob])
     config = Blob.of_bytes(Descriptor.for_bytes(OCI_EMPTY, b"{}"), b"{}")
-    fault_proxy.add(None, r"/blobs/uploads/.+", drop_request(after=100_000, forward=False))
+    return blob, config, desc, body, data
+
+
+def test_an_upload_cut_off_is_sent_again_from_a_fresh_read(tmp_path, fault_proxy, unique_repo):
+    blob, config, desc, body, data = _one_mib()
+    rule = fault_proxy.add("PUT", _blob_put(blob.desc), drop_request(after=100_000, forward=False))
     store = open_repository(parse_registry_reference(f"{fault_proxy.host}/{unique_repo}:x"))
     stats = write_artifact(store, desc, body, [config, blob], ["v1"])
     assert stats.manifests_copied == 1 and store.fetch_bytes(blob.desc) == data
-    assert any(r.action for r in fault_proxy.requests), "the fault never fired"
+    assert rule.exhausted, "the fault never fired"
+    puts = fault_proxy.requests_matching("PUT", _blob_put(blob.desc))
+    assert [r.action for r in puts] == ["drop_request", None] and puts[-1].request_bytes == len(data)
+
+
+def test_a_session_the_registry_dropped_is_not_sent_into_again(tmp_path, fault_proxy, unique_repo):
+    """The registry forgets the session between the status GET and the PUT (it committed it from
+    a request whose answer was lost, or it expired): a new session, not a failed push."""
+    blob, config, desc, body, data = _one_mib()
+    fault_proxy.add("PUT", _blob_put(blob.desc), drop_request(after=100_000, forward=False))
+    unknown = json.dumps({"errors": [{"code": "BLOB_UPLOAD_UNKNOWN", "message": "blob upload unknown to registry"}]})
+    fault_proxy.add("PUT", _blob_put(blob.desc), status(404, body=unknown.encode(),
+                                                        headers={"Content-Type": "application/json"}))
+    store = open_repository(parse_registry_reference(f"{fault_proxy.host}/{unique_repo}:x"))
+    stats = write_artifact(store, desc, body, [config, blob], ["v1"])
+    assert stats.manifests_copied == 1 and store.fetch_bytes(blob.desc) == data
+    puts = fault_proxy.requests_matching("PUT", _blob_put(blob.desc))
+    assert [r.action for r in puts] == ["drop_request", "status", None]
+    assert len({r.path.split("?")[0] for r in puts}) == 2  # the last one in a session of its own
+
+
+def test_a_put_whose_answer_was_lost_is_not_sent_again(tmp_path, fault_proxy, unique_repo):
+    """The registry committed the PUT; its answer was lost: the session is gone and the blob is
+    there (one HEAD), so the megabyte is not sent a second time."""
+    blob, config, desc, body, data = _one_mib()
+    fault_proxy.add("PUT", _blob_put(blob.desc), lose_response())
+    store = open_repository(parse_registry_reference(f"{fault_proxy.host}/{unique_repo}:x"))
+    stats = write_artifact(store, desc, body, [config, blob], ["v1"])
+    assert stats.manifests_copied == 1 and store.fetch_bytes(blob.desc) == data
+    assert len(fault_proxy.requests_matching("PUT", _blob_put(blob.desc))) == 1
+    assert fault_proxy.requests_matching("HEAD", "/blobs/" + blob.desc.digest)
 
 
 def test_a_blob_that_is_not_what_it_claims_leaves_no_manifest(tmp_path):

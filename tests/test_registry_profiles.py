@@ -239,11 +239,11 @@ def test_check_registry_reports_support(fault_proxy, unique_repo, capsys):
     code = main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert report["chunked_uploads"] is False
-    assert report["monolithic_uploads"] is True
-    assert report["referrers_api"] is True
+    assert report["chunkedUploads"] is False
+    assert report["monolithicUploads"] is True
+    assert report["referrersApi"] is True
     assert report["mount"] is True
-    assert report["oci_1_1_artifacts"] is True
+    assert report["oci11Artifacts"] is True
 
 
 @pytest.mark.parametrize("quirk", ["gar", "cloudflare"])
@@ -273,11 +273,11 @@ def test_check_registry_on_plain_distribution_and_an_old_registry(fault_proxy, u
 
     assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
     plain = json.loads(capsys.readouterr().out)
-    assert (plain["chunked_uploads"], plain["referrers_api"], plain["oci_1_1_artifacts"]) == (True, False, True)
-    assert plain["max_body"] is None and hosts.host_settings(fault_proxy.host).upload is None
+    assert (plain["chunkedUploads"], plain["referrersApi"], plain["oci11Artifacts"]) == (True, False, True)
+    assert plain["maxBody"] is None and hosts.host_settings(fault_proxy.host).upload is None
     fault_proxy.quirks[:] = [RejectManifests(artifact_type=True)]
     assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["oci_1_1_artifacts"] is False
+    assert json.loads(capsys.readouterr().out)["oci11Artifacts"] is False
 
 
 def test_check_registry_refuses_a_reference_in_one_line(capsys):
@@ -387,7 +387,7 @@ def test_range_style_is_remembered_for_the_next_run(fault_proxy, unique_repo, tm
     assert fault_proxy.upstream("GET", f"/v2/{unique_repo}/blobs/{desc.digest}")[2] == data
 
     assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["range_end"] == "exclusive"
+    assert json.loads(capsys.readouterr().out)["rangeEnd"] == "exclusive"
 
 
 def test_check_registry_learns_the_range_style(fault_proxy, unique_repo, capsys):
@@ -398,7 +398,7 @@ def test_check_registry_learns_the_range_style(fault_proxy, unique_repo, capsys)
     assert hosts.host_settings(fault_proxy.host).range_end is None  # distribution's: nothing to keep
     fault_proxy.quirks[:] = [RangeEndExclusive()]
     assert main(["check-registry", f"{fault_proxy.host}/{unique_repo}", "--plain-http", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["range_end"] == "exclusive"
+    assert json.loads(capsys.readouterr().out)["rangeEnd"] == "exclusive"
     assert hosts.host_settings(fault_proxy.host).range_end == "exclusive"
 
 

@@ -120,7 +120,7 @@ def test_ranged_flags_on_the_command_line(registry, fault_proxy, unique_repo, tm
     assert ranges == sorted(f"bytes={s}-{s + 512 * 1024 - 1}" if s + 512 * 1024 < SIZE else f"bytes={s}-"
                             for s in starts)
     assert LayoutStore(tmp_path / "l").blob_path(big.digest).read_bytes() == layer
-    assert main(["copy", f"{fault_proxy.host}/{unique_repo}:v1", dest, "--limit-rate", "fast"]) == 1
+    assert main(["copy", f"{fault_proxy.host}/{unique_repo}:v1", dest, "--limit-rate", "fast"]) == 2  # a usage mistake
     assert "--limit-rate" in capsys.readouterr().err
 
 

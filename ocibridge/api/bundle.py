@@ -295,6 +295,12 @@ def destination_of(entry: BundleEntry, prefix: str) -> str:
 def local_destination(entry: BundleEntry) -> str:
     """Where a model goes in the local store: ``NAME:TAG``, NAME the last part of its
     repository (a local model's own NAME), so ``ls`` lists it as it is typed."""
+    return named_in_layout(entry, f"oci:{default_store_path()}")
+
+
+def named_in_layout(entry: BundleEntry, layout: str) -> str:
+    """``layout`` (``oci:DIR``) with the model as ``NAME:TAG`` in it, as the local store names
+    models (NAME the last part of its repository)."""
     from ocibridge.stores.local_names import sanitized, split_local_name, stored_name
 
     ref = locate(entry.reference, Role.JOB)
@@ -306,7 +312,29 @@ def local_destination(entry: BundleEntry) -> str:
             name, tag = split_local_name(ref.tag) or (name, tag)
     else:
         name, tag = "model", None
-    return f"oci:{default_store_path()}:{stored_name(*sanitized(name, tag or 'latest'))}"
+    return f"{layout.rstrip(':')}:{stored_name(*sanitized(name, tag or 'latest'))}"
+
+
+def destinations_of(entries: Sequence[BundleEntry], prefix: str | None) -> list[str]:
+    """Where each model goes. Into a layout (``oci:DIR``) a model keeps its tag; models
+    sharing a tag are named ``NAME:TAG`` there instead, as the local store names them. Two that
+    would still meet are refused, naming them and how to load them apart."""
+    if prefix is None:
+        named = [local_destination(e) for e in entries]
+    else:
+        named = [destination_of(e, prefix) for e in entries]
+        if prefix.startswith("oci:"):
+            shared = {n for n in named if named.count(n) > 1}
+            named = [named_in_layout(e, prefix) if n in shared else n for e, n in zip(entries, named, strict=True)]
+    for n in named:
+        meeting = [e.reference for e, m in zip(entries, named, strict=True) if m == n]
+        if len(meeting) > 1:
+            where = "the local store" if prefix is None else prefix
+            raise UsageError(
+                f"{' and '.join(meeting)} would both be {n}: load the bundle under a registry prefix "
+                f"(ocibridge load FILE HOST/PATH keeps each repository), or save them in bundles of "
+                f"their own (into {where} one at a time)")
+    return named
 
 
 @closes_its_stores
@@ -321,10 +349,7 @@ def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer:
     destinations: list[str] = []
     signatures = 0
     with opened(bundle) as (layout, entries):
-        named = [destination_of(e, prefix) if prefix is not None else local_destination(e) for e in entries]
-        if len(set(named)) != len(named):
-            dup = next(n for n in named if named.count(n) > 1)
-            raise UsageError(f"two models of the bundle would both go to {dup}; load into a registry prefix")
+        named = destinations_of(entries, prefix)
         from ocibridge.signing.use import check_before_use
 
         checked: list[Descriptor] = []

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.api.copy import TransferOptions
-from ocibridge.errors import UsageError
+from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.kinds.hf.locator import HubReference, parse_hub_reference
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.targets import closes_its_stores, open_source
 
 if TYPE_CHECKING:
+    from ocibridge.cache.models import ModelCache
     from ocibridge.signing.use import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
 
@@ -37,6 +38,10 @@ def path(
     ``offline`` (default ``$OCIBRIDGE_OFFLINE``) contacts nothing: ``ref`` means what it last
     resolved to. The containers policy file that applies, and ``verify`` (keys) when given,
     must accept the digest, which is then what is used (checked online: never from the cache alone).
+    Online, a registry that cannot be reached (refused, no such host, timed out) while the cache
+    holds the complete snapshot ``ref`` last resolved to gives that snapshot, with one warning
+    (a notice) dating that resolution; an answer (401, 403, 404) never does, nor an incomplete
+    snapshot, nor a check asked for (keys, a policy file that is not accept-anything).
     ``hf`` (``ORG/NAME``): the model is also laid out in the Hugging Face cache under that repo id,
     from the same blobs (hard links)."""
     from ocibridge.cache.records import offline_from_env
@@ -65,19 +70,50 @@ def path(
         snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
     else:
         transfer = transfer or TransferOptions()
-        source = open_source(located, options=transfer.registry_options())
-        reference = source.reference
-        if checking:
-            from ocibridge.api.copy import verified_digest
+        try:
+            source = open_source(located, options=transfer.registry_options())
+            reference = source.reference
+            if checking:
+                from ocibridge.api.copy import verified_digest
 
-            reference = verified_digest(source, verify, shown, located, files_only=True)  # a snapshot of files
-        snap = cache.snapshot(source.store, reference, shown=shown, include=include, exclude=exclude,
-                              concurrency=transfer.concurrency, origin=_direct_origin(located, source.store))
+                reference = verified_digest(source, verify, shown, located, files_only=True)  # a snapshot of files
+            snap = cache.snapshot(source.store, reference, shown=shown, include=include, exclude=exclude,
+                                  concurrency=transfer.concurrency, origin=_direct_origin(located, source.store))
+        except OcibridgeError as e:
+            if checking or not _cached_through_outage(cache, e, shown, include, exclude):
+                raise
+            snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
     if hub is not None:
         from ocibridge.kinds.hf.door import into_hub_cache
 
         into_hub_cache(cache, snap, hub)
     return snap.path
+
+
+def _cached_through_outage(cache: ModelCache, error: OcibridgeError, shown: str,
+                           include: Sequence[str], exclude: Sequence[str]) -> bool:
+    """Whether ``path`` answers from the cache although the registry could not be asked:
+    only when it could not be reached at all (refused, no such host, timed out; never an
+    answer such as 401, 403 or 404) and the cache holds the complete snapshot ``shown`` last
+    resolved to. Then it says so, in one warning line dated by that resolution."""
+    import time
+
+    from ocibridge.cache.records import complete_snapshot, read_record, resolved_at, snapshot_name
+    from ocibridge.core import notices
+    from ocibridge.stores.registry.unreachable import is_outage
+
+    if not is_outage(error):
+        return False
+    try:
+        record = read_record(cache.root, shown)
+    except (ValueError, OSError):
+        return False
+    if record is None or complete_snapshot(cache.root, snapshot_name(record.digest, include, exclude)) is None:
+        return False
+    stamp = resolved_at(cache.root, shown)
+    when = "at an unknown time" if stamp is None else time.strftime("at %Y-%m-%d %H:%M:%S UTC", time.gmtime(stamp))
+    notices.say(f"warning: {error}; using {shown} as last resolved {when} ({record.digest}) from the model cache")
+    return True
 
 
 def _direct_origin(located: Locator, store: object) -> tuple[str, str] | None:

@@ -23,7 +23,7 @@ from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, verified_digest, wire_counts
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
-from ocibridge.errors import UsageError
+from ocibridge.errors import NotFound, UsageError
 from ocibridge.kinds import door
 from ocibridge.kinds.locate import Locator, Role, locate, on_registry, text_of
 from ocibridge.kinds.targets import (
@@ -354,7 +354,9 @@ def validate(ref: str | Locator, *, transfer: TransferOptions | None = None, str
 
 @closes_its_stores
 def tags(ref: str | Locator, *, transfer: TransferOptions | None = None) -> list[str]:
-    """The tags of a registry repository or a layout; of a local ``NAME[:TAG]``, NAME's TAGs."""
+    """The tags of a registry repository or a layout; of a local ``NAME[:TAG]``, NAME's TAGs.
+    A repository that exists with no tag (emptied) has none; NotFound when the registry does
+    not know the repository at all (its tag list answered 404: most often a misspelt name)."""
     from ocibridge.stores.layout import LayoutStore
     from ocibridge.stores.local_names import split_local_name, tags_of
 
@@ -363,7 +365,10 @@ def tags(ref: str | Locator, *, transfer: TransferOptions | None = None) -> list
     named = split_local_name(text_of(located)) if is_local_name(located) else None
     if named is not None and isinstance(target.store, LayoutStore):  # oci:… is no local name
         return tags_of(target.store, named[0])
-    return target.store.tags()
+    names = target.store.tags()
+    if not names and getattr(target.store, "repository_unknown", False):
+        raise NotFound(f"{text_of(located)}: no such repository (the registry answered 404 to its tag list)")
+    return names
 
 
 def login(host: str, username: str, password: str, *, transfer: TransferOptions | None = None) -> LoginResult:

@@ -97,6 +97,22 @@ def record_bytes(reference: str, media_type: str, digest: str, size: int, origin
     return json.dumps(data).encode()
 
 
+def resolved_at(root: Path, reference: str) -> float | None:
+    """When ``reference`` was last resolved by asking its registry (a time stamp), None if
+    never: its record is written at every full resolution and touched when a warm ``path``
+    finds the tag unmoved, so the record's modification time is that moment."""
+    try:
+        return ref_file(root, reference).stat().st_mtime
+    except OSError:
+        return None
+
+
+def mark_resolved(root: Path, reference: str) -> None:
+    """The registry confirmed ``reference`` names what its record says, now."""
+    with contextlib.suppress(OSError):
+        os.utime(ref_file(root, reference))
+
+
 def complete_snapshot(root: Path, name: str) -> Path | None:
     """The snapshot directory ``name`` if it is there (so complete), marked used now."""
     path = root / "snapshots" / name

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ocibridge.cache.records import complete_snapshot, model_cache_root, read_record, snapshot_name
+from ocibridge.cache.records import complete_snapshot, mark_resolved, model_cache_root, read_record, snapshot_name
 from ocibridge.oci.reference import RegistryReference, Written
 
 
@@ -37,4 +37,5 @@ def warm_path(ref: Written, *, offline: bool, include: Sequence[str] = (),
 
             if head_digest(origin.host, origin.repository, origin.reference) != origin.top:
                 return None  # moved, or only the full client can tell: it resolves again
+            mark_resolved(root, ref.text)  # what an outage's warning will date
     return complete_snapshot(root, snapshot_name(record.digest, include, exclude))

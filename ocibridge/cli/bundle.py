@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line
@@ -35,7 +35,8 @@ def cmd_save(args: argparse.Namespace) -> int:
     with _progress(args, "save") as bar:
         result = bundle.save(args.refs, args.output, transfer=transfer_options(args), verify=policy_from_args(args),
                              progress=bar)
-    lines = [f"bundled {len(result.entries)} models ({result.signatures} signatures) into {result.path}"]
+    counted = f"{plural(len(result.entries), 'model')} ({plural(result.signatures, 'signature')})"
+    lines = [f"bundled {counted} into {result.path}"]
     lines += [f"  {e.tag}  {e.digest}  {e.reference}" for e in result.entries]
     emit(args, result.as_dict(), "\n".join(one_line(x) for x in lines))
     return 0
@@ -47,7 +48,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     with _progress(args, "load") as bar:
         result = bundle.load(args.bundle, args.prefix, transfer=transfer_options(args), progress=bar,
                              verify=policy_from_args(args))
-    lines = [f"loaded {len(result.entries)} models ({result.signatures} signatures) from {result.path}"]
+    counted = f"{plural(len(result.entries), 'model')} ({plural(result.signatures, 'signature')})"
+    lines = [f"loaded {counted} from {result.path}"]
     lines += [f"  {dest}" for dest in result.destinations]
     emit(args, result.as_dict(), "\n".join(one_line(x) for x in lines))
     return 0

@@ -113,9 +113,14 @@ def add_pull_secret_flags(p: Any, *, pulls: str, creates: str) -> None:
                         "(the output then holds them)")
 
 
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 blob``, ``2 blobs`` (``words``: a plural not made with an s)."""
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
 def counts(s: CopyStats, verb: str) -> str:
     """What a copy did, in one line (push, pull, copy and convert print it)."""
     if not (s.blobs_copied or s.blobs_mounted or s.manifests_copied):
         return "already there: nothing to send"
-    return (f"{s.blobs_copied} blobs {verb} ({human_size(s.bytes_copied)}), "
+    return (f"{plural(s.blobs_copied, 'blob')} {verb} ({human_size(s.bytes_copied)}), "
             f"{s.blobs_skipped} already present, {s.blobs_mounted} mounted")

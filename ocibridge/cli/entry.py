@@ -14,14 +14,14 @@ import gc
 import os
 import sys
 import traceback
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 from ocibridge.cli.common import EXIT_FAILURE, EXIT_USAGE
 from ocibridge.cli.parser import build_parser
 from ocibridge.core import interrupt, notices
 from ocibridge.core.httpx_wall import defer_cli
 from ocibridge.core.terminal import one_line
-from ocibridge.errors import OcibridgeError, RegistryError, UsageError
+from ocibridge.errors import InvalidReference, OcibridgeError, RegistryError, UsageError
 
 EXIT_INTERRUPTED = interrupt.EXIT_INTERRUPTED
 
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.debug = debug  # taken out of argv above; a command may ask (path answers warm only without it)
     try:
-        return _run(args)
+        return _run(args, debug=debug)
     except Exception as e:
         if debug:
             traceback.print_exc()
@@ -64,13 +64,27 @@ def _unexpected(e: BaseException) -> str:
 
 
 def _notice_to_stderr(text: str) -> None:
-    """A notice (a resumed upload) as one line on stderr, above a bar that may be drawn."""
-    print(one_line(f"ocibridge: {text}"), file=sys.stderr, flush=True)
+    """A notice (a resumed upload) as one line on stderr, above a bar that may be drawn: on a
+    terminal the bar's line is cleared first (the bar draws itself again below)."""
+    clear = "\r\x1b[K" if _isatty(sys.stderr) else ""
+    print(clear + one_line(f"ocibridge: {text}"), file=sys.stderr, flush=True)
 
 
-def _run(args: argparse.Namespace) -> int:
-    """Run the command; the errors ocibridge knows become one line and their exit code."""
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (ValueError, OSError):  # closed, or no file behind it
+        return False
+
+
+def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
+    """Run the command; the errors ocibridge knows become one line and their exit code
+    (``debug``: the traceback above it, as ``--debug``'s help says)."""
     from ocibridge.stores.opened import closing_opened_stores
+
+    def trace() -> None:
+        if debug:
+            traceback.print_exc()
 
     try:
         # every store a command opens is closed when it ends (a command that walks a store after
@@ -79,6 +93,7 @@ def _run(args: argparse.Namespace) -> int:
             code: int = args.func(args)
             return code
     except RegistryError as e:
+        trace()
         hint = ""
         if e.status in (401, 403) and args.command not in ("login", "logout"):
             if e.credentials_sent:
@@ -90,10 +105,12 @@ def _run(args: argparse.Namespace) -> int:
             hint = " (if the registry serves HTTPS, pass --ca-file FILE or --insecure)"
         print(one_line(f"ocibridge: error: {e}{hint}"), file=sys.stderr)
         return EXIT_FAILURE
-    except UsageError as e:
+    except (UsageError, InvalidReference) as e:  # a reference typed wrong is a usage mistake too
+        trace()
         print(one_line(f"ocibridge: error: {e} (see 'ocibridge {args.command} --help')"), file=sys.stderr)
         return EXIT_USAGE
     except OcibridgeError as e:
+        trace()
         print(one_line(f"ocibridge: error: {e}"), file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:
@@ -102,6 +119,7 @@ def _run(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILURE
     except OSError as e:
+        trace()
         where = f"{e.filename}: " if e.filename else ""
         print(one_line(f"ocibridge: error: {where}{e.strerror or e}"), file=sys.stderr)
         return EXIT_FAILURE
@@ -111,6 +129,7 @@ def _run(args: argparse.Namespace) -> int:
         httpx = sys.modules.get("httpx")
         if httpx is None or not isinstance(e, httpx.HTTPError):
             raise
+        trace()
         print(one_line(f"ocibridge: error: network: {e}"), file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:

@@ -37,6 +37,10 @@ def parse_range(text: str | None, size: int) -> tuple[int, int]:
 def cmd_cat(args: argparse.Namespace) -> int:
     from ocibridge.api.lazy_ops import open_model
 
+    if args.json:  # stdout is the file's bytes: there is no summary to print instead
+        raise UsageError("cat prints the file's bytes; --json has no meaning here "
+                         "('ocibridge inspect REF --json' lists the files)")
+
     out = sys.stdout.buffer
     from ocibridge.kinds.locate import Role, locate
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import re
 
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.transfer_flags import parse_bytes
 from ocibridge.core.environment import OFFLINE
@@ -84,7 +84,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if older is None and max_size is None:
         raise UsageError("cache prune needs --older-than AGE and/or --max-size SIZE")
     done = prune(ModelCache(), older_than=older, max_size=max_size)
-    emit(args, done.as_dict(), f"removed {len(done.snapshots)} snapshots and {done.blobs} blobs, "
+    emit(args, done.as_dict(), f"removed {plural(len(done.snapshots), 'snapshot')} and {plural(done.blobs, 'blob')}, "
                                f"freed {human_size(done.freed)}; the cache holds {human_size(done.size)}")
     return 0
 

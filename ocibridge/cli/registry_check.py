@@ -7,9 +7,9 @@ import argparse
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
 from ocibridge.core.terminal import human_size, one_line
 
-LABELS = (("chunked_uploads", "chunked (PATCH) uploads"), ("monolithic_uploads", "single-PUT uploads"),
-          ("mount", "cross-repository mount"), ("referrers_api", "OCI 1.1 referrers API"),
-          ("oci_1_1_artifacts", "OCI 1.1 artifact manifests"))
+LABELS = (("chunkedUploads", "chunked (PATCH) uploads"), ("monolithicUploads", "single-PUT uploads"),
+          ("mount", "cross-repository mount"), ("referrersApi", "OCI 1.1 referrers API"),
+          ("oci11Artifacts", "OCI 1.1 artifact manifests"))
 
 
 def cmd_check_registry(args: argparse.Namespace) -> int:
@@ -20,11 +20,11 @@ def cmd_check_registry(args: argparse.Namespace) -> int:
     for key, label in LABELS:
         value = report[key]
         lines.append(f"  {label}: {'yes' if value else 'unknown' if value is None else 'no'}")
-    if report["max_body"]:
-        lines.append(f"  largest request body known to pass: {human_size(report['max_body'])}")
-    if report["range_end"]:
-        style = "0-N for N bytes held" if report["range_end"] == "exclusive" else "0-(N-1) for N bytes held"
-        lines.append(f"  upload Range answers: {style} ({report['range_end']} end)")
+    if report["maxBody"]:
+        lines.append(f"  largest request body known to pass: {human_size(report['maxBody'])}")
+    if report["rangeEnd"]:
+        style = "0-N for N bytes held" if report["rangeEnd"] == "exclusive" else "0-(N-1) for N bytes held"
+        lines.append(f"  upload Range answers: {style} ({report['rangeEnd']} end)")
     lines += [f"  note: {n}" for n in report["notes"]]
     emit(args, report, "\n".join(one_line(line) for line in lines))
     return 0

@@ -16,7 +16,7 @@ from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_opti
 from ocibridge.core import environment
 from ocibridge.core.limits import read_at_most
 from ocibridge.core.terminal import one_line, printable
-from ocibridge.errors import SignatureError, TooLarge
+from ocibridge.errors import SignatureError, TooLarge, UsageError
 
 if TYPE_CHECKING:  # imported when a command runs: ``cryptography`` costs every other command time
     from ocibridge.signing.containers_policy import UsePolicy
@@ -80,8 +80,8 @@ def register(command: CommandAdder) -> None:
 
     p = command("verify-dir", cmd_verify_dir)
     p.add_argument("dir", metavar="DIR")
-    p.add_argument("--signature", required=True, metavar="FILE", help="the OMS signature (model_signing's "
-                   "model.sig)")
+    p.add_argument("--signature", metavar="FILE", help="the OMS signature (model_signing's model.sig; "
+                   "default: DIR/model.sig, where pull puts it)")
     p.add_argument("--key", action="append", required=True, metavar="PUB", help="public key (PEM; repeatable)")
 
     p = command("verify", cmd_verify)
@@ -146,11 +146,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_dir(args: argparse.Namespace) -> int:
+    from ocibridge.signing.oms import SIGNATURE_FILE
     from ocibridge.signing.omsdir import verify_directory
     from ocibridge.signing.verify import VerifyPolicy
 
     policy = VerifyPolicy.from_files(args.key)
-    verified, statement = verify_directory(Path(args.dir), Path(args.signature), policy)
+    signature = Path(args.signature) if args.signature else Path(args.dir) / SIGNATURE_FILE
+    if not args.signature and not signature.is_file():
+        raise UsageError(f"{args.dir} holds no {SIGNATURE_FILE}: pass --signature FILE")
+    verified, statement = verify_directory(Path(args.dir), signature, policy)
     _emit(args, {"verified": True, "signer": verified.signer, "model": statement.name,
                  "files": len(statement.files)},
           f"verified {args.dir}: {len(statement.files)} file(s) signed by {verified.signer} (OMS)")

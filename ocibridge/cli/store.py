@@ -68,7 +68,8 @@ def cmd_tag(args: argparse.Namespace) -> int:
 def cmd_delete(args: argparse.Namespace) -> int:
     result = store_ops.delete(args.ref, transfer=transfer_options(args), force=args.force, dry_run=args.dry_run)
     verb = "would delete" if result.dry_run else "deleted"
-    lines = [f"{verb} {result.digest} ({args.ref})", *(f"  tag {t}" for t in result.tags)]
+    lines = [f"{verb} {result.digest} ({args.ref})", *(f"  tag {t}" for t in result.tags),
+             *(f"  manifest {d}" for d in result.referrers)]  # referrers, and what attachment tags named
     emit(args, result.as_dict(), "\n".join(map(one_line, lines)))  # tags are the registry's text
     return 0
 
@@ -135,8 +136,9 @@ def register(command: CommandAdder) -> None:
     p = command("delete", cmd_delete)
     p.add_argument("ref", metavar="REF")
     p.add_argument("-f", "--force", action="store_true",
-                   help="delete even when other tags (or signature tags) go with the manifest")
-    p.add_argument("--dry-run", action="store_true", help="list the tags that would go; delete nothing")
+                   help="delete even when other tags, signature tags or referrers (signatures, chunk "
+                        "tables, attestations) go with the manifest")
+    p.add_argument("--dry-run", action="store_true", help="list the tags and manifests that would go; delete nothing")
     add_transfer_flags(p)
 
     p = command("resolve", cmd_resolve)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ocibridge.errors import OcibridgeError
+from ocibridge.errors import UsageError
 
 
 def add_ranged_flags(group: Any) -> None:
@@ -25,11 +25,11 @@ def ranged_options(args: argparse.Namespace) -> dict[str, Any]:
             try:
                 out[name] = parse_bytes(text)
             except ValueError as e:
-                raise OcibridgeError(f"{flag}: {e}") from None
+                raise UsageError(f"{flag}: {e}") from None
     parts = args.parts_in_flight
     if parts is not None:
         if parts < 1:
-            raise OcibridgeError("--parts must be at least 1")
+            raise UsageError("--parts must be at least 1")
         out["parts_in_flight"] = parts
     return out
 

@@ -189,10 +189,10 @@ def _bundle(data: bytes, where: str, digest: str, manifest: bytes | None, policy
     content = parse_bundle(data)
     if content.has_certificate:
         if policy.identity is None:
-            raise SignatureError(f"bundle {where[:19]}: keyless (certificate) bundle; pass a certificate "
+            raise SignatureError(f"bundle {_short(where)}: keyless (certificate) bundle; pass a certificate "
                                  "identity, issuer and trusted root")
         if content.envelope is None and policy.attestation:
-            raise SignatureError(f"bundle {where[:19]}: a message signature, not an attestation of type "
+            raise SignatureError(f"bundle {_short(where)}: a message signature, not an attestation of type "
                                  f"{policy.predicate_type}")
         claims = verify_keyless(data, policy.identity, dsse=content.envelope is not None, digest=digest,
                                 artifact=manifest, predicate_type=policy.predicate_type)
@@ -205,7 +205,7 @@ def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None,
                       where: str, *, signed_sha256: bytes | None = None) -> Verified:
     """A key bundle: DSSE naming ``digest``, or a message signature over ``signed`` — or over
     the content whose sha256 is ``signed_sha256``, for a file hashed as it streams (verify-blob)."""
-    short = f"bundle {where[:19]}"
+    short = f"bundle {_short(where)}"
     if not policy.keys:
         raise SignatureError(f"{short}: signed with a key; pass --key")
     if content.envelope is not None:
@@ -242,10 +242,19 @@ def is_oms(data: bytes) -> bool:
     return predicate_type_of(payload) == OMS_PREDICATE_TYPE
 
 
+def _short(where: str) -> str:
+    """Where a signature was found, for a message: a digest shortened (``sha256:`` and 12 hex
+    digits), a file path or a reference whole (cut, it names nothing)."""
+    algorithm, _, hexpart = where.partition(":")
+    if algorithm in ("sha256", "sha512") and len(hexpart) > 12 and all(c in "0123456789abcdef" for c in hexpart):
+        return where[:19]
+    return where
+
+
 def verify_oms_signature(content: BundleContent, policy: VerifyPolicy, where: str) -> tuple[Verified, OmsStatement]:
     """The signer and the statement of an OMS bundle whose DSSE signature verifies with one of
     the policy's keys; raises otherwise. The files are compared by the caller."""
-    short = f"OMS signature {where[:19]}"
+    short = f"OMS signature {_short(where)}"
     if policy.attestation:
         raise SignatureError(f"{short}: a model signature, not an attestation of type {policy.predicate_type}")
     if content.has_certificate:
@@ -275,6 +284,6 @@ def verify_oms(data: bytes, files: Callable[[], Mapping[str, str]], policy: Veri
     except SignatureError:
         raise
     except OcibridgeError as e:  # a layer that cannot be listed: this signature is not accepted
-        raise SignatureError(f"OMS signature {where[:19]}: cannot list the model's files: {e}") from None
+        raise SignatureError(f"OMS signature {_short(where)}: cannot list the model's files: {e}") from None
     compare_files(statement.files, listed, what)
     return verified

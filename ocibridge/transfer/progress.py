@@ -25,7 +25,7 @@ from typing import Any, BinaryIO, TextIO
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.streams import can_seek
 from ocibridge.core.terminal import one_line
-from ocibridge.core.termwidth import fallback_columns, reported_columns
+from ocibridge.core.termwidth import fallback_columns, fallback_lines, reported_columns, reported_lines
 from ocibridge.oci.digest import HashingReader
 from ocibridge.oci.models import Descriptor
 from ocibridge.transfer.progress_events import ProgressFn, event_of
@@ -186,6 +186,7 @@ class ProgressBar:
                 desc=f"{self._label} {self._finished}/{len(self._blobs)} blobs",
                 file=self._file, leave=True, dynamic_ncols=sized,
                 ncols=None if sized else fallback_columns(),
+                nrows=None if reported_lines(self._file) > 0 else fallback_lines(),
                 mininterval=REFRESH_SECONDS, miniters=1,
             )
             self._describe()

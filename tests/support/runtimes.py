@@ -10,6 +10,7 @@ turn that into a test failure, never a skip.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -23,6 +24,10 @@ from pathlib import Path
 
 INSTALL_HINT = "install it with `apt-get install -y containerd podman` (./scripts/test does)"
 TIMEOUT = 120
+#: podman sets the container's rlimits; a sandbox that may not raise them (even to the values
+#: this process has) refuses the defaults: "error setting rlimit type 7: operation not permitted".
+#: Lower ones are always allowed.
+RUN_FLAGS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024")
 
 
 class RuntimeUnavailable(RuntimeError):
@@ -193,7 +198,36 @@ class Podman:
         base = ["podman", "--root", str(self.workdir / self.driver / "root"),
                 "--runroot", str(self.workdir / self.driver / "run"), "--storage-driver", self.driver,
                 "--cgroup-manager", "cgroupfs", "--events-backend", "none"]
-        return _run([*base, *args], f"podman {args[0]}")
+        what = f"podman {args[2]} ({args[1]})" if args[0] == "--runtime" and len(args) > 2 else f"podman {args[0]}"
+        return _run([*base, *args], what)
+
+    @functools.cached_property
+    def runtime(self) -> str:
+        """The OCI runtime that runs containers on this host (crun, else runc: support/ociruntime.py),
+        chosen by one real run of each candidate, once per session."""
+        from support import ociruntime
+
+        rootfs = ociruntime.probe_rootfs(self.workdir)
+
+        def probe(runtime: str) -> str | None:
+            try:
+                self.podman("--runtime", runtime, "run", *self._run_flags(), "--rootfs", str(rootfs), "/bin/true")
+            except RuntimeRefused as e:
+                return str(e)
+            return None
+
+        try:
+            return ociruntime.choose(ociruntime.candidates(ociruntime.cgroup_layout()), probe)
+        except RuntimeError as e:
+            raise RuntimeUnavailable(f"podman: {e}") from None
+
+    @staticmethod
+    def _run_flags() -> tuple[str, ...]:
+        return ("--rm", "--network=none", *RUN_FLAGS)
+
+    def run(self, image: str, *command: str) -> str:
+        """``podman run --rm --network=none IMAGE COMMAND…`` with the runtime that works here."""
+        return self.podman("--runtime", self.runtime, "run", *self._run_flags(), image, *command)
 
     def pull(self, reference: str, platform: str = "linux/amd64") -> None:
         self.podman("pull", "-q", "--tls-verify=false", "--platform", platform, reference)

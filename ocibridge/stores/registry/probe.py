@@ -48,9 +48,15 @@ class RegistryReport:
     notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        """camelCase keys, as every ``--json`` of ocibridge (``chunkedUploads``, ``oci11Artifacts``)."""
+        out = {_camel(key): value for key, value in asdict(self).items()}
         out["notes"] = list(self.notes)
         return out
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def probe(client: RegistryClient, repository: str | None) -> RegistryReport:

@@ -27,6 +27,8 @@ RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 class TransportFailure(RegistryError):
     """The connection failed (refused, reset, timed out) rather than the registry answering."""
 
+    outage = True  # unreachable.is_outage: nothing answered, after every retry
+
 
 class Backoff:
     """How long to wait before attempt ``n + 1``; ``max_retries`` attempts after the first."""

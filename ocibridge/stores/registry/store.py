@@ -75,6 +75,8 @@ class RegistryStore(ClosesOnExit):
                  chunk_size: int | None = None, on_bytes: BytesHook | None = None,
                  owns_client: bool = True, ranged_plan: RangedPlan | None = None):
         self.client = client
+        #: the last tag list answered 404 (no such repository), not an empty list
+        self.repository_unknown = False
         #: how a large blob is pulled into a file: parts in flight (see ..partial)
         self.ranged_plan = ranged_plan or RangedPlan()
         self.host = client.host
@@ -267,6 +269,7 @@ class RegistryStore(ClosesOnExit):
                 break
             response = self._send("GET", url, params=params)
             if response.status_code == 404 and not names:
+                self.repository_unknown = True
                 return []
             if response.status_code != 200:
                 raise self._fail(response)

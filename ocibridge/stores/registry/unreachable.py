@@ -19,7 +19,24 @@ _PLAIN_HTTP_MARKERS = ("WRONG_VERSION_NUMBER", "record layer failure", "http req
 
 
 class RegistryUnreachable(RegistryError):
-    """The registry cannot be reached or trusted; retrying would not change that."""
+    """The registry cannot be reached or trusted; retrying would not change that. ``outage``:
+    it could not be reached at all (refused, a name that does not resolve), as opposed to
+    reached and not trusted: what ``path`` may answer from the model cache."""
+
+    outage = False
+
+
+class RegistryDown(RegistryUnreachable):
+    """Nothing answered: the connection was refused or the host name does not resolve."""
+
+    outage = True
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether ``error`` says the registry could not be reached (refused, no such host, timed
+    out or cut off after every retry) rather than that it answered (401, 404, ...) or was not
+    trusted."""
+    return any(getattr(cause, "outage", False) for cause in _causes(error))
 
 
 def _causes(error: BaseException) -> list[BaseException]:
@@ -54,17 +71,17 @@ def classify(host: str, url: str, error: BaseException) -> RegistryUnreachable |
                     "speak plain HTTP (pass --plain-http)")
             return RegistryUnreachable(f"registry {host}: TLS handshake failed ({_text(cause)})")
         if isinstance(cause, socket.gaierror):
-            return RegistryUnreachable(
+            return RegistryDown(
                 f"registry {host}: cannot resolve the host name ({_text(cause)})")
         if isinstance(cause, ConnectionRefusedError):
-            return RegistryUnreachable(
+            return RegistryDown(
                 f"registry {host}: connection refused (is the registry running, and the port right?)")
     lowered = every_text.lower()
     if "name or service not known" in lowered or "nodename nor servname" in lowered \
             or "temporary failure in name resolution" in lowered:
-        return RegistryUnreachable(f"registry {host}: cannot resolve the host name ({every_text})")
+        return RegistryDown(f"registry {host}: cannot resolve the host name ({every_text})")
     if "connection refused" in lowered:
-        return RegistryUnreachable(
+        return RegistryDown(
             f"registry {host}: connection refused (is the registry running, and the port right?)")
     if "certificate verify failed" in lowered:
         return RegistryUnreachable(

@@ -171,6 +171,8 @@ class BlobUpload:
         #: where the session is kept for a later run (None: this run only)
         self.state = state
         self._renewals = 0  # tokens renewed after a 401 mid-upload
+        #: the registry holds the blob although no commit was answered (a PUT whose answer was lost)
+        self.landed = False
 
     def _fit_policy(self, size: int | None) -> None:
         """The form the host takes: one PUT where it refuses PATCH, chunks under its cap."""
@@ -220,7 +222,7 @@ class BlobUpload:
                 self._saved()  # a session given: kept as one this upload opened
             else:
                 self._continue_saved()
-            while True:
+            while not self.landed:
                 try:
                     if self.location is None:
                         self._start()
@@ -325,6 +327,11 @@ class BlobUpload:
         if response.status_code in RETRY_STATUSES:
             raise _Interrupted(f"HTTP {response.status_code}",
                                retry_after_seconds(response.headers.get("retry-after")))
+        if response.status_code == 404 and method in ("PATCH", "PUT"):
+            # BLOB_UPLOAD_UNKNOWN: the registry dropped the session (expired, or committed by a
+            # request of ours whose answer was lost, as late as after our status GET): see
+            # whether the blob is there, else start a new session
+            raise _Interrupted("HTTP 404: the registry no longer knows the upload session")
         if response.status_code == 401 and not replay and self._renewals < MAX_RENEWALS:
             # A token that expired mid-upload (Docker Hub, GHCR: 5 minutes): the auth layer
             # learnt the challenge; ask again from the registry's offset with a new token.
@@ -435,10 +442,17 @@ class BlobUpload:
         self.client.stats.add(blobs_uploaded=1)
 
     def _recover(self, reason: str) -> None:
-        """After an interruption: continue from the registry's offset, else restart."""
+        """After an interruption: continue from the registry's offset; else, when the session
+        is gone and the registry holds the blob (committed by a request whose answer was
+        lost), done; else restart."""
         offset = self._registry_offset()
         if offset is not None and offset <= self.desc.size and self._resume_at(offset):
             self.client.stats.add(upload_resumes=1)
+            return
+        if offset is None and self._committed_meanwhile():
+            self._done()
+            self.landed = True
+            self.client.stats.add(blobs_uploaded=1)
             return
         if not self.source.can_rewind() and self.source.pos > 0:
             raise RegistryError(
@@ -447,6 +461,21 @@ class BlobUpload:
         self._cancel()
         self.client.stats.add(upload_restarts=1)
         self.location = None  # _start() opens a new session and rewinds the source
+
+    def _committed_meanwhile(self) -> bool:
+        """Whether the registry holds this blob now (one HEAD)."""
+        digest = self._known_digest()
+        if digest is None:
+            return False
+        try:
+            response = self.client.send("HEAD", f"/v2/{self.repository}/blobs/{digest}", scopes=self.scopes)
+        except RegistryError:
+            return False
+        return response.status_code == 200 and header_int(response.headers.get("content-length")) in (
+            None, self.desc.size)
+
+    def _known_digest(self) -> str | None:
+        return self.desc.digest
 
     def _registry_offset(self) -> int | None:
         """How many bytes the registry holds for this session (GET on the upload URL)."""
@@ -520,6 +549,9 @@ class StreamingIngest(BlobUpload):
 
     def _name(self) -> str:
         return "an upload"  # its digest is not known yet
+
+    def _known_digest(self) -> str | None:
+        return None  # learnt while sending: a restart sends it again
 
     def _resume_at(self, offset: int) -> bool:
         """Continue at ``offset``: the source from byte 0 again, its first ``offset`` bytes
