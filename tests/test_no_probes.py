@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ocibridge"
 ALLOWED = {
     # OSError.strerror is None for some errors (raised without errno): a message, not a capability
     ("kinds/buildfile.py", "strerror"),
-    ("mirror/k8s_job.py", "strerror"),
+    ("stores/registry/pull_secret.py", "strerror"),
     # a threading.local's attribute is absent in a thread that never set it: per-thread state
     ("core/interrupt.py", "socket"),
 }

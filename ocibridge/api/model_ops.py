@@ -366,7 +366,9 @@ def tags(ref: str | Locator, *, transfer: TransferOptions | None = None) -> list
     if named is not None and isinstance(target.store, LayoutStore):  # oci:… is no local name
         return tags_of(target.store, named[0])
     names = target.store.tags()
-    if not names and getattr(target.store, "repository_unknown", False):
+    from ocibridge.stores.registry.store import RegistryStore  # opened above when it is one
+
+    if not names and isinstance(target.store, RegistryStore) and target.store.repository_unknown:
         raise NotFound(f"{text_of(located)}: no such repository (the registry answered 404 to its tag list)")
     return names
 

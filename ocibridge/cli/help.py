@@ -138,6 +138,10 @@ EXAMPLES: dict[str, str] = {
   ocibridge k8s volume registry.example/team/tiny:v1 --snippet --mount-path /models""",
     "k8s mount": """\
   ocibridge k8s mount oci:/srv/models:tiny ./as-mounted --runtime containerd""",
+    "k8s serve": """\
+  ocibridge k8s serve registry.example/models --image registry.example/tools/ocibridge:0.1.0 > serve.yaml
+  ocibridge k8s serve registry.example/models --replicas 3 --cache-access-mode ReadWriteMany --storage-class cephfs
+  ocibridge k8s serve registry.example/models --token-secret hf-tokens --create-pull-secret --ca-file ca.pem""",
 }
 
 

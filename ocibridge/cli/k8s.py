@@ -188,6 +188,57 @@ def cmd_k8s_mount(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_k8s_serve(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ocibridge.k8s.serve import ServeDeployment, header, objects
+    from ocibridge.mirror.yamlout import dump_all
+    from ocibridge.serve.server import GRACE
+    from ocibridge.serve.sources import RegistrySource, parse_sources
+    from ocibridge.stores.registry.pull_secret import (
+        CREDENTIALS_WARNING,
+        check_secret_name,
+        loopback_warnings,
+        pull_secret,
+        read_ca_pem,
+    )
+    from ocibridge.version import __version__
+
+    sources = parse_sources(args.sources)  # each located once, as serve will
+    for source in sources:
+        if not isinstance(source, RegistrySource):
+            raise UsageError(f"{source.shown}: a path on this machine, which the pods cannot read; "
+                             "push the models to a registry the cluster reaches and serve that")
+    hosts = [s.host for s in sources if isinstance(s, RegistrySource)]
+    if args.create_pull_secret and args.no_docker_config:
+        raise UsageError("--create-pull-secret creates the docker config Secret that --no-docker-config leaves out")
+    docker = None if args.no_docker_config else (
+        args.docker_config_secret or (f"{args.name}-docker-config" if args.create_pull_secret else None))
+    if docker:
+        check_secret_name("--docker-config-secret", docker)
+    d = ServeDeployment(
+        sources=[s.shown for s in sources], hosts=hosts, image=args.image or f"ocibridge:{__version__}",
+        name=args.name, namespace=args.namespace, replicas=args.replicas, port=args.port,
+        cache_size=args.cache_size, storage_class=args.storage_class, cache_access_mode=args.cache_access_mode,
+        token_secret=args.token_secret, default_tag=args.default_tag, plain_http=args.plain_http,
+        insecure=args.insecure, ca_pem=read_ca_pem(Path(args.ca_file), "--ca-file") if args.ca_file else None,
+        docker_config_secret=docker, image_pull_secrets=args.image_pull_secret, cpu=args.cpu,
+        memory=args.memory, grace=GRACE, service_type=args.service_type)
+    docs = objects(d)
+    if args.create_pull_secret:
+        assert docker is not None
+        docs.insert(0, pull_secret(docker, hosts, namespace=args.namespace))
+    for line in loopback_warnings(hosts):
+        print(line, file=sys.stderr)
+    if args.json:
+        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=2))
+    else:
+        print(printable(header(d) + dump_all(docs)), end="")
+    if args.create_pull_secret:
+        print(CREDENTIALS_WARNING, file=sys.stderr)
+    return 0
+
+
 def _runtime_arg(text: str) -> str:
     """``--runtime``: a runtime with an optional version, checked when the line is parsed."""
     from ocibridge.k8s.runtime import RuntimeVersion
@@ -237,5 +288,45 @@ def register(command: CommandAdder) -> None:
     p = kcommand("mount", cmd_k8s_mount, "lay out DIR as the runtime would present the mount")
     p.add_argument("dir", metavar="DIR")
     add_verify_flags(p)
+    _register_serve(ksub)
+
+
+def _register_serve(ksub: Any) -> None:
+    help = "print a Deployment, Service and cache volume running 'ocibridge serve' (the Hub's API over registries)"
+    p = ksub.add_parser("serve", help=help, description=help)
+    p.set_defaults(func=cmd_k8s_serve)
+    p.add_argument("sources", nargs="+", metavar="SOURCE",
+                   help="a registry prefix (host/path), as 'ocibridge serve' takes it; searched in order")
+    p.add_argument("--json", action="store_true", help="print the documents as a JSON List")
+    p.add_argument("--replicas", type=int, default=1, metavar="N", help="replicas behind the Service (default 1)")
+    p.add_argument("--image", metavar="IMAGE",
+                   help="image with ocibridge[serve] as its entrypoint (default ocibridge:VERSION; see Containerfile)")
+    p.add_argument("--name", default="ocibridge-serve",
+                   help="name of the Deployment and Service (default ocibridge-serve)")
+    p.add_argument("--namespace", help="namespace of every document")
+    p.add_argument("--port", type=int, default=8080, help="port of the container and the Service (default 8080)")
+    p.add_argument("--service-type", default="ClusterIP", choices=["ClusterIP", "NodePort", "LoadBalancer"],
+                   help="the Service's type (default ClusterIP)")
+    p.add_argument("--cache-size", default="50Gi", metavar="SIZE",
+                   help="size of the model cache's volume (default 50Gi)")
+    p.add_argument("--cache-access-mode", choices=["ReadWriteOnce", "ReadWriteMany"],
+                   help="the cache claim's access mode; default: ReadWriteOnce for one replica, else an "
+                        "emptyDir cache per replica (ReadWriteMany: one claim every replica shares)")
+    p.add_argument("--storage-class", metavar="CLASS", help="storage class of the cache's claim")
+    p.add_argument("--token-secret", metavar="SECRET",
+                   help="a Secret whose key 'tokens' holds the read tokens, one a line (serve --token-file)")
+    p.add_argument("--default-tag", metavar="TAG", help="the tag the revision 'main' names (default latest)")
+    p.add_argument("--cpu", default="500m", help="CPU request per replica (default 500m)")
+    p.add_argument("--memory", default="1Gi", help="memory request and limit per replica (default 1Gi)")
+    g = p.add_argument_group("registry access (in the pods)")
+    g.add_argument("--plain-http", action="store_true", help="the registries speak HTTP")
+    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
+    g.add_argument("--ca-file", metavar="PEM", help="CA of the registries: read here, put in a ConfigMap mounted "
+                   "where ocibridge looks for each registry's CA")
+    g.add_argument("--docker-config-secret", metavar="SECRET",
+                   help="a Secret of type kubernetes.io/dockerconfigjson with the registries' credentials, "
+                        "mounted as $DOCKER_CONFIG (default with --create-pull-secret: NAME-docker-config)")
+    g.add_argument("--no-docker-config", action="store_true", help="mount no docker config Secret")
+    add_pull_secret_flags(g, pulls="IMAGE", creates="the sources' registries, mounted as $DOCKER_CONFIG")
 
 

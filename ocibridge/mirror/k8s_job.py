@@ -11,31 +11,33 @@ usage error (exit 2) fails its index at once; an evicted pod is not counted as a
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ocibridge.core.limits import read_at_most
 from ocibridge.errors import OcibridgeError, TooLarge, UsageError
 from ocibridge.kinds.locate import on_this_machine
 from ocibridge.mirror.endpoints import job_reference
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.oci.reference import OllamaReference, RegistryReference
+from ocibridge.stores.registry.pull_secret import (
+    ca_config_map,
+    ca_mount,
+    check_label,
+    check_quantity,
+    check_secret_name,
+    docker_config_mount,
+    is_label,
+    read_ca_pem,
+)
 
 JOB_DIR = "/etc/ocibridge/job"
-DOCKER_DIR = "/etc/ocibridge/docker"
 REPORTS_DIR = "/reports"
-#: Where the CA ConfigMap is mounted: a certs.d directory ocibridge reads (stores/registry/trust.py).
-CERTS_DIR = "/etc/containers/certs.d"
 CONTAINER = "mirror"
 #: A ConfigMap holds at most 1 MiB.
 MAX_CONFIGMAP_BYTES = 1 << 20
 #: Exit status of a usage mistake: retrying the pod cannot help.
 EXIT_USAGE = 2
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
-_QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?\Z")
 
 
 @dataclass
@@ -115,8 +117,7 @@ def k8s_objects(job: MirrorJob, job_path: Path, job_text: str, opts: JobOptions,
     ca_map = None
     if cas:
         ca_map = f"{opts.name}-ca"
-        objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": ca_map},
-                        "data": {f"ca-{n}.crt": pem for n, (_, pem) in enumerate(cas)}})
+        objects.append(ca_config_map({**meta, "name": ca_map}, [pem for _, pem in cas]))
     docker = _docker_secret(opts, job)
     pod_job = _job(job, key, configmap, labels, opts, docker,
                    [(host, f"ca-{n}.crt") for n, (host, _) in enumerate(cas)], ca_map)
@@ -125,23 +126,8 @@ def k8s_objects(job: MirrorJob, job_path: Path, job_text: str, opts: JobOptions,
 
 def _ca_files(job: MirrorJob) -> list[tuple[str, str]]:
     """(host, PEM text) of every ``ca_file`` in the job, read now, on this machine."""
-    cas = []
-    for host, auth in sorted(job.registries.items()):
-        if not auth.ca_file:
-            continue
-        path = job.base_dir / Path(auth.ca_file).expanduser()
-        try:
-            raw = read_at_most(path, MAX_CONFIGMAP_BYTES // 4)
-            pem = raw.decode("ascii")
-        except (OSError, UnicodeDecodeError) as e:
-            raise OcibridgeError(f"registries.{host}.ca_file: cannot read {path} to put it in a ConfigMap: "
-                                 f"{getattr(e, 'strerror', None) or e}") from None
-        if len(raw) > MAX_CONFIGMAP_BYTES // 4:
-            raise TooLarge(f"registries.{host}.ca_file: {path} is larger than 256 KiB, which is no CA bundle")
-        if "-----BEGIN CERTIFICATE-----" not in pem:
-            raise OcibridgeError(f"registries.{host}.ca_file: {path} holds no PEM certificate")
-        cas.append((host, pem))
-    return cas
+    return [(host, read_ca_pem(job.base_dir / Path(auth.ca_file).expanduser(), f"registries.{host}.ca_file"))
+            for host, auth in sorted(job.registries.items()) if auth.ca_file]
 
 
 def _without_ca_files(job: MirrorJob) -> tuple[MirrorJob, Path, str]:
@@ -163,14 +149,14 @@ def _job(job: MirrorJob, key: str, configmap: str, labels: dict[str, str], opts:
                                      {"name": "tmp", "emptyDir": {}}]
     env = [{"name": "HOME", "value": "/tmp"}]  # the root filesystem is read-only
     if ca_map:
-        mounts.append({"name": "registry-ca", "mountPath": CERTS_DIR, "readOnly": True})
-        volumes.append({"name": "registry-ca", "configMap": {
-            "name": ca_map, "items": [{"key": key_, "path": f"{host}/ca.crt"} for host, key_ in cas]}})
+        volume, mount = ca_mount(ca_map, cas)
+        volumes.append(volume)
+        mounts.append(mount)
     if secret:
-        env.append({"name": "DOCKER_CONFIG", "value": DOCKER_DIR})
-        mounts.append({"name": "docker-config", "mountPath": DOCKER_DIR, "readOnly": True})
-        volumes.append({"name": "docker-config", "secret": {
-            "secretName": secret, "items": [{"key": ".dockerconfigjson", "path": "config.json"}]}})
+        volume, mount, var = docker_config_mount(secret)
+        env.append(var)
+        mounts.append(mount)
+        volumes.append(volume)
     if opts.reports_claim:
         args += ["--report", f"{REPORTS_DIR}/shard-{index}-of-{opts.shards}.json"]
         mounts.append({"name": "reports", "mountPath": REPORTS_DIR})
@@ -242,26 +228,24 @@ def _check_options(opts: JobOptions) -> None:
         raise UsageError("--backoff-limit-per-index must be 0 or more")
     if opts.max_failed_indexes is not None and not 0 <= opts.max_failed_indexes <= opts.shards:
         raise UsageError("--max-failed-indexes must be between 0 and --shards")
-    if not _DNS_LABEL.match(opts.name) or len(opts.name) > 52:
+    if not is_label(opts.name) or len(opts.name) > 52:
         raise UsageError(f"--name {opts.name!r}: a Job name is lowercase letters, digits and '-', "
                          "at most 52 characters (its pods add a suffix)")
-    for flag, value in (("--namespace", opts.namespace), ("--configmap", opts.configmap)):
-        if value is not None and not _DNS_LABEL.match(value) and not (flag == "--configmap"
-                                                                      and _DNS_SUBDOMAIN.match(value)):
-            raise UsageError(f"{flag} {value!r} is not a valid Kubernetes name")
+    if opts.namespace is not None:
+        check_label("--namespace", opts.namespace)
+    if opts.configmap is not None:
+        check_secret_name("--configmap", opts.configmap)
     for flag, values in (("--docker-config-secret", [opts.docker_config_secret or "x"]),
                          ("--env-secret", opts.env_secrets),
                          ("--reports-claim", [opts.reports_claim or "x"]),
                          ("--service-account", [opts.service_account or "x"]),
                          ("--image-pull-secret", opts.image_pull_secrets)):
         for value in values:
-            if not _DNS_SUBDOMAIN.match(value):
-                raise UsageError(f"{flag} {value!r} is not a valid Kubernetes name")
+            check_secret_name(flag, value)
     if not opts.image or any(c.isspace() or not c.isprintable() for c in opts.image):
         raise UsageError(f"--image {opts.image!r} is not an image reference")
-    for flag, value in (("--cpu", opts.cpu), ("--memory", opts.memory)):
-        if not _QUANTITY.match(value):
-            raise UsageError(f"{flag} {value!r} is not a Kubernetes quantity (500m, 2, 512Mi, 4Gi)")
+    check_quantity("--cpu", opts.cpu)
+    check_quantity("--memory", opts.memory)
 
 
 def _check_job_runs_in_a_pod(job: MirrorJob) -> None:

@@ -72,8 +72,10 @@ class VerifiedBlob:
 
     def __init__(self, source: LazySource, layer: Descriptor, chunks: LayerChunks | None,
                  chunk_size: int, *, on_fallback: Callable[[], None] | None = None,
-                 parallel: int = PARALLEL, cached: int = CACHED_CHUNKS, store: ChunkStore | None = None):
+                 parallel: int = PARALLEL, cached: int = CACHED_CHUNKS, store: ChunkStore | None = None,
+                 read_ahead: bool = True):
         self.source = source
+        self._reads_ahead = read_ahead  # off for a reader that knows where its reads end (serve's ranges)
         self.store = store  # verified chunks kept across opens (the model cache), if any
         self.layer = layer
         self.chunks = chunks
@@ -154,7 +156,7 @@ class VerifiedBlob:
         if self._keeper is not None:
             self._keeper.note_read(wanted.start, continues, opening=self._next == -2)
         self._next = wanted.stop
-        if self._run < READ_AHEAD_MIN:
+        if self._run < READ_AHEAD_MIN or not self._reads_ahead:
             return
         depth = min(READ_AHEAD_MAX, max(2 * SPAN_CHUNKS, 4 * len(wanted)))
         if self._ahead_to >= min(wanted.stop + depth // 2, self._count):

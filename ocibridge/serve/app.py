@@ -20,7 +20,7 @@ import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qs, unquote
 
 import anyio.to_thread
@@ -34,6 +34,9 @@ from ocibridge.serve import hubjson
 from ocibridge.serve.blobs import Blobs, read_file
 from ocibridge.serve.files import FileLists, HubFile, ModelFiles
 from ocibridge.serve.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
+
+if TYPE_CHECKING:
+    from ocibridge.serve.ranges import ChunkRanges
 
 log = logging.getLogger("ocibridge.serve")
 
@@ -63,10 +66,11 @@ class ServeApp:
     """What the routes share: the sources, the file lists, the blobs, the tokens."""
 
     def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, *,
-                 tokens: Sequence[str] = (), page: int = PAGE):
+                 tokens: Sequence[str] = (), page: int = PAGE, ranges: ChunkRanges | None = None):
         self.catalog = catalog
         self.lists = lists
         self.blobs = blobs
+        self.ranges = ranges
         self.tokens = [t.encode() for t in tokens]
         self.page = page
 
@@ -231,6 +235,10 @@ class ServeApp:
         assert layer is not None
         found = self.blobs.cached(layer) or await self.blobs.wait(layer)
         if found is None and (ranged or start or end != f.size):
+            if self.ranges is not None:  # verified chunks, when the manifest binds a chunk table
+                blob = await self._run(self.ranges.open, resolved.repo.store, resolved.manifest, layer)
+                if blob is not None:
+                    return self.ranges.read(blob, start, end)
             found = await self.blobs.fill(resolved.repo.store, resolved.model, layer)
         if found is not None:
             return read_file(found, start, end)
@@ -266,9 +274,10 @@ def _range(header: str | None, size: int) -> tuple[int, int] | str | None:
 
 
 def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequence[str] = (),
-               page: int = PAGE) -> Starlette:
-    """The Starlette application over ``catalog``."""
-    serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page)
+               page: int = PAGE, ranges: ChunkRanges | None = None) -> Starlette:
+    """The Starlette application over ``catalog``; ``ranges``: ranges of blobs the model cache
+    lacks from verified chunks (else the whole blob is fetched first)."""
+    serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges)
     routes = [
         Route("/healthz", serve.healthz, methods=["GET", "HEAD"]),
         Route("/readyz", serve.readyz, methods=["GET", "HEAD"]),

@@ -60,10 +60,11 @@ def build_app(catalog: Catalog, options: ServeOptions) -> Starlette:
     from ocibridge.serve.app import create_app
     from ocibridge.serve.blobs import Blobs
     from ocibridge.serve.files import FileLists
+    from ocibridge.serve.ranges import ChunkRanges
 
     cache = ModelCache()
     return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
-                      tokens=options.tokens, page=options.page)
+                      tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache))
 
 
 def server(app: Starlette, options: ServeOptions, sock: socket.socket | None = None) -> Any:
@@ -93,4 +94,5 @@ def serve(catalog: Catalog, options: ServeOptions) -> None:
     try:
         server(app, options).run()
     finally:
+        app.state.serve.ranges.close()  # the chunks verified so far are in the model cache when it returns
         catalog.close()

@@ -1,7 +1,7 @@
 """`kubectl apply --dry-run=client` without a cluster: a discovery-only API server.
 
 kubectl needs a server even for a client-side dry run: it maps each document's kind to a
-resource through discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/batch/v1``) and GETs the
+resource through discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/apps/v1``, ``/apis/batch/v1``) and GETs the
 live object to choose between create and patch. This server answers exactly that (every object
 is 404, so each document is "created (dry run)") and nothing else, and counts any write so a
 test can prove none was sent. Schema validation needs the OpenAPI documents a real server
@@ -25,7 +25,9 @@ from typing import Any
 
 KUBECTL = shutil.which("kubectl")
 
-_CORE = [("pods", "Pod"), ("configmaps", "ConfigMap"), ("secrets", "Secret")]
+_CORE = [("pods", "Pod"), ("configmaps", "ConfigMap"), ("secrets", "Secret"), ("services", "Service"),
+         ("persistentvolumeclaims", "PersistentVolumeClaim")]
+_APPS = [("deployments", "Deployment")]
 _BATCH = [("jobs", "Job")]
 _KSERVE = [("inferenceservices", "InferenceService")]
 
@@ -45,8 +47,9 @@ ROUTES: dict[str, dict[str, Any]] = {
     "/api": {"kind": "APIVersions", "versions": ["v1"],
              "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
     "/apis": {"kind": "APIGroupList", "apiVersion": "v1",
-              "groups": [_group("batch", "v1"), _group("serving.kserve.io", "v1beta1")]},
+              "groups": [_group("apps", "v1"), _group("batch", "v1"), _group("serving.kserve.io", "v1beta1")]},
     "/api/v1": _resources("v1", _CORE),
+    "/apis/apps/v1": _resources("apps/v1", _APPS),
     "/apis/batch/v1": _resources("batch/v1", _BATCH),
     "/apis/serving.kserve.io/v1beta1": _resources("serving.kserve.io/v1beta1", _KSERVE),
 }

@@ -1,5 +1,8 @@
 """What a pod needs to reach a private registry: a Kubernetes pull Secret built from the user's stored
-credentials, and a warning for registry names that mean something else inside a pod.
+credentials, the registry's CA in a ConfigMap mounted where ocibridge's certs.d lookup reads it
+(stores/registry/trust.py), the docker config Secret mounted as ``$DOCKER_CONFIG``, the checks of
+the names and quantities every emitted document carries, and a warning for registry names that
+mean something else inside a pod. Every command that prints Kubernetes documents builds them here.
 
 The Secret is of type ``kubernetes.io/dockerconfigjson``, the form kubelet reads for
 ``imagePullSecrets`` and ocibridge reads as ``$DOCKER_CONFIG/config.json``. It holds the
@@ -11,15 +14,25 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ocibridge.core.hosts import is_loopback
-from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.core.limits import read_at_most
+from ocibridge.errors import OcibridgeError, TooLarge, UsageError
 from ocibridge.stores.registry.credentials import get_credentials
 from ocibridge.stores.registry.options import Credentials
 
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+_QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?\Z")
+#: Where the CA ConfigMap is mounted: a certs.d directory ocibridge reads (stores/registry/trust.py).
+CERTS_DIR = "/etc/containers/certs.d"
+#: Where the docker config Secret is mounted (``$DOCKER_CONFIG``: ocibridge reads config.json there).
+DOCKER_DIR = "/etc/ocibridge/docker"
+#: A CA bundle larger than this is no CA bundle (a ConfigMap holds at most 1 MiB in all).
+MAX_CA_BYTES = 256 << 10
 CREDENTIALS_WARNING = ("warning: the output holds registry credentials (a Secret is only base64, not "
                        "encrypted): do not commit it or paste it anywhere public")
 
@@ -28,6 +41,61 @@ def check_secret_name(flag: str, name: str) -> None:
     """A Secret name is a DNS subdomain; say which flag is wrong, not what the API server says later."""
     if not _DNS_SUBDOMAIN.match(name):
         raise UsageError(f"{flag} {name!r} is not a valid Kubernetes name (lowercase, digits, '-', '.')")
+
+
+def is_label(name: str) -> bool:
+    """A DNS label: a Namespace, a Service, a Deployment's name."""
+    return bool(_DNS_LABEL.match(name))
+
+
+def check_label(flag: str, name: str) -> None:
+    if not is_label(name):
+        raise UsageError(f"{flag} {name!r} is not a valid Kubernetes name (lowercase letters, digits and '-', "
+                         "at most 63 characters)")
+
+
+def check_quantity(flag: str, value: str) -> None:
+    if not _QUANTITY.match(value):
+        raise UsageError(f"{flag} {value!r} is not a Kubernetes quantity (500m, 2, 512Mi, 4Gi)")
+
+
+def read_ca_pem(path: Path, what: str) -> str:
+    """The PEM text of a CA file of this machine, read now to go into a ConfigMap (no pod sees
+    this machine's paths); ``what`` names it in errors (``--ca-file``, ``registries.H.ca_file``)."""
+    try:
+        raw = read_at_most(path, MAX_CA_BYTES)
+        pem = raw.decode("ascii")
+    except (OSError, UnicodeDecodeError) as e:
+        raise OcibridgeError(f"{what}: cannot read {path} to put it in a ConfigMap: "
+                             f"{getattr(e, 'strerror', None) or e}") from None
+    if len(raw) > MAX_CA_BYTES:
+        raise TooLarge(f"{what}: {path} is larger than 256 KiB, which is no CA bundle")
+    if "-----BEGIN CERTIFICATE-----" not in pem:
+        raise OcibridgeError(f"{what}: {path} holds no PEM certificate")
+    return pem
+
+
+def ca_config_map(meta: dict[str, Any], pems: Sequence[str]) -> dict[str, Any]:
+    """The ConfigMap holding CA bundles as keys ``ca-0.crt``, ``ca-1.crt``, …"""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
+            "data": {f"ca-{n}.crt": pem for n, pem in enumerate(pems)}}
+
+
+def ca_mount(config_map: str, host_keys: Iterable[tuple[str, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(volume, volumeMount) putting each (host, key) of the CA ConfigMap at
+    ``/etc/containers/certs.d/HOST/ca.crt``, where ocibridge, like podman, looks for a registry's CA."""
+    items = [{"key": key, "path": f"{host}/ca.crt"} for host, key in host_keys]
+    return ({"name": "registry-ca", "configMap": {"name": config_map, "items": items}},
+            {"name": "registry-ca", "mountPath": CERTS_DIR, "readOnly": True})
+
+
+def docker_config_mount(secret: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, str]]:
+    """(volume, volumeMount, env var) mounting a dockerconfigjson Secret as ``$DOCKER_CONFIG/config.json``:
+    ocibridge in the pod reads the registry credentials there."""
+    return ({"name": "docker-config", "secret": {
+                "secretName": secret, "items": [{"key": ".dockerconfigjson", "path": "config.json"}]}},
+            {"name": "docker-config", "mountPath": DOCKER_DIR, "readOnly": True},
+            {"name": "DOCKER_CONFIG", "value": DOCKER_DIR})
 
 
 def loopback_warnings(hosts: Iterable[str]) -> list[str]:

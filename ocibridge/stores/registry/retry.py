@@ -16,18 +16,16 @@ import httpx
 
 from ocibridge.core import interrupt
 from ocibridge.core.httpheaders import header_int
-from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.stats import TransferStats
 from ocibridge.stores.registry.transport import Layer, discard, policy_of
-from ocibridge.stores.registry.unreachable import classify
+from ocibridge.stores.registry.unreachable import Outage, classify
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 
-class TransportFailure(RegistryError):
-    """The connection failed (refused, reset, timed out) rather than the registry answering."""
-
-    outage = True  # unreachable.is_outage: nothing answered, after every retry
+class TransportFailure(Outage):
+    """The connection failed (refused, reset, timed out) rather than the registry answering:
+    nothing answered, after every retry (an :class:`Outage`)."""
 
 
 class Backoff:

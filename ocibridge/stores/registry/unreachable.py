@@ -18,25 +18,28 @@ _PLAIN_HTTP_MARKERS = ("WRONG_VERSION_NUMBER", "record layer failure", "http req
                        "PACKET_LENGTH_TOO_LONG", "UNEXPECTED_EOF_WHILE_READING")
 
 
+class Outage(RegistryError):
+    """Nothing answered: the registry could not be reached at all (refused, a name that does
+    not resolve, timed out or cut off after every retry), as opposed to reached and not trusted,
+    or answering 401/404: what ``path`` may answer from the model cache."""
+
+
 class RegistryUnreachable(RegistryError):
     """The registry cannot be reached or trusted; retrying would not change that. ``outage``:
     it could not be reached at all (refused, a name that does not resolve), as opposed to
     reached and not trusted: what ``path`` may answer from the model cache."""
 
-    outage = False
 
 
-class RegistryDown(RegistryUnreachable):
+class RegistryDown(RegistryUnreachable, Outage):
     """Nothing answered: the connection was refused or the host name does not resolve."""
-
-    outage = True
 
 
 def is_outage(error: BaseException) -> bool:
     """Whether ``error`` says the registry could not be reached (refused, no such host, timed
     out or cut off after every retry) rather than that it answered (401, 404, ...) or was not
     trusted."""
-    return any(getattr(cause, "outage", False) for cause in _causes(error))
+    return any(isinstance(cause, Outage) for cause in _causes(error))
 
 
 def _causes(error: BaseException) -> list[BaseException]:

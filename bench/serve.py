@@ -1,0 +1,249 @@
+"""``ocibridge serve`` against ``ocibridge pull`` (issue 40), on a fresh local registry.
+
+    .venv/bin/python -m bench.serve                                   # 1 GiB (--repeat 2), then 4 GiB once
+    .venv/bin/python -m bench.serve --sizes 1024 --repeat 2 --big 4096 --clients 16
+
+The model is one safetensors-like file of random bytes and a config.json. Every client is a
+process of its own, as a user runs it: ``snapshot_download`` with ``HF_ENDPOINT`` at serve and an
+empty Hub cache, against ``python -m ocibridge pull REF DIR`` with empty caches (target ≤ 1.15×).
+
+- cold: serve started afresh with an empty model cache (it fetches from the registry while it
+  streams to the client);
+- warm: serve's model cache holds the blob, the client's Hub cache is empty;
+- peak RSS: ``VmHWM`` of the server process (``/proc/PID/status``) after a cold download, at
+  each size (flat from 1 to 4 GiB: bytes move a chunk at a time);
+- 16 clients: that many ``snapshot_download`` processes at once against a cold server (one
+  registry fetch shared), their total throughput against one ``pull``'s.
+
+pull and the serve runs alternate ``--repeat`` times; medians are shown with every sample, and
+``/proc/loadavg`` with each row (the machine may be shared: figures under load are said so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from .registries import fresh_registry
+
+MiB = 1024 * 1024
+ROOT = Path(__file__).resolve().parent.parent
+REPO = "bench/serve"
+SNAPSHOT = ("import sys; from huggingface_hub import snapshot_download; "
+            "print(snapshot_download(sys.argv[1], revision=sys.argv[2]))")
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def write_model(directory: Path, size: int) -> Path:
+    """``model.safetensors`` of ``size`` bytes (an 8-byte header length, a JSON header, random
+    bytes) and ``config.json``."""
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 32}))
+    header = json.dumps({"w": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with (directory / "model.safetensors").open("wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        left = size - 8 - len(header)
+        while left > 0:
+            n = min(left, 64 * MiB)
+            f.write(os.urandom(n))
+            left -= n
+    return directory
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def base_env(work: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_HUB_ENABLE_HF_TRANSFER": "0",
+            "DOCKER_CONFIG": str(work / "docker")}
+
+
+class Server:
+    """``ocibridge serve`` as a process of its own, with a model cache of its own."""
+
+    def __init__(self, work: Path, source: str, cache: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**base_env(work), "OCIBRIDGE_CACHE": str(cache), "OCIBRIDGE_CACHE_DIR": str(cache) + "-dir"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ocibridge", "serve", source, "--listen", f"127.0.0.1:{self.port}",
+             "--no-access-log"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(self.proc.communicate()[1].decode())
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.url}/healthz").status_code == 200:
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError("serve did not start")
+            time.sleep(0.1)
+
+    def peak_rss_mib(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmHWM")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.communicate(timeout=60)
+
+
+@contextlib.contextmanager
+def server(work: Path, source: str, cache: Path) -> Iterator[Server]:
+    shutil.rmtree(cache, ignore_errors=True)
+    s = Server(work, source, cache)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+def snapshot_cmd(url: str, work: Path, hub: Path, tag: str) -> tuple[list[str], dict[str, str]]:
+    env = {**base_env(work), "HF_ENDPOINT": url, "HF_HUB_CACHE": str(hub), "HF_HOME": str(hub) + "-home"}
+    return [sys.executable, "-c", SNAPSHOT, REPO, tag], env
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    took = time.perf_counter() - t
+    if done.returncode:
+        raise RuntimeError(f"{cmd[:4]} exit {done.returncode}: {done.stderr[-2000:]}")
+    return took
+
+
+def snapshot_once(url: str, work: Path, tag: str) -> float:
+    hub = work / "hub"
+    shutil.rmtree(hub, ignore_errors=True)
+    took = timed(*snapshot_cmd(url, work, hub, tag))
+    shutil.rmtree(hub, ignore_errors=True)
+    shutil.rmtree(str(hub) + "-home", ignore_errors=True)
+    return took
+
+
+def pull_once(ref: str, work: Path) -> float:
+    out, caches = work / "pulled", work / "pull-caches"
+    for d in (out, caches):
+        shutil.rmtree(d, ignore_errors=True)
+    env = {**base_env(work), "OCIBRIDGE_CACHE": str(caches / "models"), "OCIBRIDGE_CACHE_DIR": str(caches)}
+    took = timed([sys.executable, "-m", "ocibridge", "pull", ref, str(out), "-q"], env)
+    for d in (out, caches):
+        shutil.rmtree(d, ignore_errors=True)
+    return took
+
+
+def many_at_once(url: str, work: Path, tag: str, clients: int) -> float:
+    """Wall time of ``clients`` snapshot_download processes started together."""
+    procs = []
+    t = time.perf_counter()
+    for n in range(clients):
+        cmd, env = snapshot_cmd(url, work, work / f"hub{n}", tag)
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+    failed = [p.communicate()[1].decode()[-1000:] for p in procs if p.wait() != 0]
+    took = time.perf_counter() - t
+    for n in range(clients):
+        shutil.rmtree(work / f"hub{n}", ignore_errors=True)
+        shutil.rmtree(str(work / f"hub{n}") + "-home", ignore_errors=True)
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {clients} clients failed: {failed[0]}")
+    return took
+
+
+def _each(xs: list[float]) -> str:
+    return ", ".join(f"{x:.2f}" for x in xs)
+
+
+def run(size_mib: int, work: Path, repeat: int, clients: int) -> list[str]:
+    from ocibridge.api.model_ops import push
+
+    rows = []
+    with fresh_registry(work) as reg:
+        src = write_model(work / f"m{size_mib}", size_mib * MiB)
+        tag = f"v{size_mib}"
+        ref = f"{reg.host}/{REPO}:{tag}"
+        push(str(src), ref)
+        shutil.rmtree(src)
+        source = reg.host
+        cache = work / "serve-cache"
+        samples: dict[str, list[float]] = {"pull": [], "cold": [], "warm": []}
+        loads: dict[str, list[str]] = {"pull": [], "cold": [], "warm": []}
+        rss: list[float] = []
+        for _ in range(repeat):  # alternating, so that a slow stretch of the machine hits all alike
+            loads["pull"].append(load())
+            samples["pull"].append(pull_once(ref, work))
+            with server(work, source, cache) as s:
+                loads["cold"].append(load())
+                samples["cold"].append(snapshot_once(s.url, work, tag))
+                rss.append(s.peak_rss_mib())
+                loads["warm"].append(load())
+                samples["warm"].append(snapshot_once(s.url, work, tag))
+        full = statistics.median(samples["pull"])
+        pulls = f"pull {full:.2f} s ({_each(samples['pull'])})"
+        for key, what in (("cold", "snapshot_download via serve, cold (empty model cache)"),
+                          ("warm", "snapshot_download via serve, warm (model cache filled, Hub cache empty)")):
+            took = statistics.median(samples[key])
+            rows.append(f"| {size_mib} MiB | {what} | {took:.2f} s ({_each(samples[key])}) | {pulls} "
+                        f"| {took / full:.2f}× | {'; '.join(loads[key])} |")
+        rows.append(f"| {size_mib} MiB | serve's peak RSS (VmHWM) after a cold download | {max(rss):.0f} MiB "
+                    f"({_each(rss)}) | | | {loads['cold'][-1]} |")
+        if clients:
+            with server(work, source, cache) as s:
+                at = load()
+                wall = many_at_once(s.url, work, tag, clients)
+                rss_many = s.peak_rss_mib()
+            total = clients * size_mib / wall
+            one = size_mib / full
+            rows.append(f"| {size_mib} MiB | {clients} snapshot_downloads at once via serve (cold), total "
+                        f"throughput | {total:.0f} MiB/s ({wall:.2f} s for all; peak RSS {rss_many:.0f} MiB) "
+                        f"| one pull {one:.0f} MiB/s | {total / one:.2f}× | {at} |")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.serve", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", nargs="+", type=int, default=[1024], help="model sizes in MiB (default 1024)")
+    p.add_argument("--repeat", type=int, default=2, help="alternating samples at --sizes (medians shown)")
+    p.add_argument("--big", type=int, nargs="*", default=[4096],
+                   help="sizes in MiB measured once, without the clients (default 4096: the RSS at 4 GiB)")
+    p.add_argument("--clients", type=int, default=16, help="concurrent clients at --sizes (0: none)")
+    args = p.parse_args(argv)
+    print(f"load average at the start: {load()}; {os.cpu_count()} cores")
+    print("| model | measure | serve | against | ratio | load (1, 5, 15 min) |\n|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="servebench-") as tmp:
+        work = Path(tmp)
+        os.environ["OCIBRIDGE_CACHE"] = str(work / "own-cache")  # never the user's model cache
+        for size in args.sizes:
+            for row in run(size, work, args.repeat, args.clients):
+                print(row, flush=True)
+        for size in args.big:
+            for row in run(size, work, 1, 0):
+                print(row, flush=True)
+    print(f"load average at the end: {load()}")
+
+
+if __name__ == "__main__":
+    main()

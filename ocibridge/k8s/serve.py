@@ -1,0 +1,242 @@
+"""``k8s serve``: ``ocibridge serve`` on Kubernetes. A Deployment of N replicas behind a
+Service, the model cache on a volume, probes on ``/readyz`` and ``/healthz``, and what the pods
+need to reach the registries (a docker config Secret, a CA ConfigMap: stores/registry/pull_secret.py).
+
+The cache volume (docs/serve.md, "On Kubernetes"):
+
+- one replica: a ReadWriteOnce PersistentVolumeClaim (any storage class has it), the Deployment
+  replaced with ``Recreate`` (a rolling update would start the new pod while the old one holds
+  the volume, and on another node it would never attach);
+- several replicas and ``--cache-access-mode ReadWriteMany``: one claim all replicas share (the
+  model cache's writes are atomic renames of verified files under flock, so replicas may share it);
+- several replicas otherwise: an ``emptyDir`` per replica, sized by ``--cache-size``. A
+  ReadWriteOnce claim cannot be shared by pods on different nodes; the registry is the source
+  of truth, so a replica that restarts with an empty cache fetches again and is still right.
+
+The registries' names must mean the same inside the cluster: loopback names are warned about
+by the caller. Nothing of this machine reaches the pods but the CA's text and, when asked, the
+stored login (a Secret).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ocibridge.core import environment
+from ocibridge.errors import UsageError
+from ocibridge.stores.registry.pull_secret import (
+    ca_config_map,
+    ca_mount,
+    check_label,
+    check_quantity,
+    check_secret_name,
+    docker_config_mount,
+)
+
+CONTAINER = "serve"
+#: Where the model cache is mounted in the pod (``$OCIBRIDGE_CACHE``).
+CACHE_DIR = "/var/cache/ocibridge"
+TOKENS_DIR = "/etc/ocibridge/tokens"
+#: The key of the ``--token-secret`` Secret holding the read tokens, one a line.
+TOKENS_KEY = "tokens"
+#: The uid and gid of the Containerfile's image; fsGroup makes the cache volume writable to it.
+IMAGE_USER = 10001
+#: Seconds a pod keeps serving after it is told to stop, while the endpoints controller takes it
+#: out of the Service (kube-proxy learns of it a moment later than the kubelet).
+DRAIN = 5
+ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany")
+
+
+@dataclass
+class ServeDeployment:
+    """What ``k8s serve`` flags set."""
+
+    sources: Sequence[str]  # registry prefixes, as serve takes them
+    image: str
+    hosts: Sequence[str] = ()  # the registries the sources name (for the CA items)
+    name: str = "ocibridge-serve"
+    namespace: str | None = None
+    replicas: int = 1
+    port: int = 8080
+    cache_size: str = "50Gi"
+    storage_class: str | None = None
+    cache_access_mode: str | None = None  # default: ReadWriteOnce for one replica, else an emptyDir
+    token_secret: str | None = None
+    default_tag: str | None = None
+    plain_http: bool = False
+    insecure: bool = False
+    ca_pem: str | None = None  # the text of --ca-file, for every source registry
+    docker_config_secret: str | None = None  # mounted as $DOCKER_CONFIG: the registries' credentials
+    image_pull_secrets: Sequence[str] = ()  # to pull IMAGE with
+    cpu: str = "500m"
+    memory: str = "1Gi"
+    grace: int = 30  # seconds serve gives requests in flight after SIGTERM
+    service_type: str = "ClusterIP"
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def cache_volume(self) -> str:
+        """``ReadWriteOnce``, ``ReadWriteMany`` (a claim) or ``emptyDir`` (one per replica)."""
+        if self.cache_access_mode:
+            return self.cache_access_mode
+        return "ReadWriteOnce" if self.replicas == 1 else "emptyDir"
+
+
+def check(d: ServeDeployment) -> None:
+    if not d.sources:
+        raise UsageError("k8s serve needs at least one SOURCE (a registry prefix)")
+    if not 1 <= d.replicas <= 1000:
+        raise UsageError("--replicas must be between 1 and 1000")
+    if not 1 <= d.port <= 65535:
+        raise UsageError("--port must be between 1 and 65535")
+    if len(d.name) > 47:  # a Deployment's pods add two suffixes; the claim adds -cache
+        raise UsageError(f"--name {d.name!r}: at most 47 characters (the pods' names add suffixes)")
+    check_label("--name", d.name)
+    if d.namespace is not None:
+        check_label("--namespace", d.namespace)
+    for flag, names in (("--token-secret", [d.token_secret]), ("--storage-class", [d.storage_class]),
+                        ("--docker-config-secret", [d.docker_config_secret]),
+                        ("--image-pull-secret", list(d.image_pull_secrets))):
+        for name in names:
+            if name is not None:
+                check_secret_name(flag, name)
+    if d.cache_access_mode is not None and d.cache_access_mode not in ACCESS_MODES:
+        raise UsageError(f"--cache-access-mode {d.cache_access_mode!r}: ReadWriteOnce or ReadWriteMany")
+    if d.cache_access_mode == "ReadWriteOnce" and d.replicas > 1:
+        raise UsageError("--cache-access-mode ReadWriteOnce with --replicas > 1: a ReadWriteOnce volume attaches "
+                         "to one node, so replicas elsewhere would never start; use ReadWriteMany (a storage "
+                         "class that has it) or leave the mode out for a cache per replica (emptyDir)")
+    if d.storage_class and d.cache_volume() == "emptyDir":
+        raise UsageError("--storage-class names the class of the cache's claim, and several replicas without "
+                         "--cache-access-mode ReadWriteMany have none (an emptyDir each)")
+    for flag, value in (("--cache-size", d.cache_size), ("--cpu", d.cpu), ("--memory", d.memory)):
+        check_quantity(flag, value)
+    if not d.image or any(c.isspace() or not c.isprintable() for c in d.image):
+        raise UsageError(f"--image {d.image!r} is not an image reference")
+    if d.default_tag is not None and (not d.default_tag or any(c.isspace() for c in d.default_tag)):
+        raise UsageError(f"--default-tag {d.default_tag!r} is not a tag")
+
+
+def objects(d: ServeDeployment) -> list[dict[str, Any]]:
+    """[CA ConfigMap,] [PersistentVolumeClaim,] Deployment, Service (a docker config Secret,
+    built by the caller from the stored login, goes before them)."""
+    check(d)
+    labels = {"app.kubernetes.io/name": "ocibridge-serve", "app.kubernetes.io/instance": d.name, **d.labels}
+    meta: dict[str, Any] = {"name": d.name, "labels": labels}
+    if d.namespace:
+        meta["namespace"] = d.namespace
+    docs: list[dict[str, Any]] = []
+    ca_map = None
+    if d.ca_pem is not None:
+        ca_map = f"{d.name}-ca"
+        docs.append(ca_config_map({**meta, "name": ca_map}, [d.ca_pem]))
+    claim = None
+    if d.cache_volume() != "emptyDir":
+        claim = f"{d.name}-cache"
+        spec: dict[str, Any] = {"accessModes": [d.cache_volume()], "resources": {"requests": {"storage": d.cache_size}}}
+        if d.storage_class:
+            spec["storageClassName"] = d.storage_class
+        docs.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {**meta, "name": claim},
+                     "spec": spec})
+    docs.append(_deployment(d, meta, labels, claim, ca_map))
+    docs.append({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
+        "type": d.service_type, "selector": labels,
+        "ports": [{"name": "http", "port": d.port, "targetPort": "http", "protocol": "TCP"}]}})
+    return docs
+
+
+def serve_args(d: ServeDeployment) -> list[str]:
+    """The container's command line (the image's entrypoint is ``ocibridge``)."""
+    args = ["serve", *d.sources, "--listen", f":{d.port}"]
+    if d.default_tag:
+        args += ["--default-tag", d.default_tag]
+    if d.token_secret:
+        args += ["--token-file", f"{TOKENS_DIR}/{TOKENS_KEY}"]
+    if d.plain_http:
+        args.append("--plain-http")
+    if d.insecure:
+        args.append("--insecure")
+    return args
+
+
+def _deployment(d: ServeDeployment, meta: dict[str, Any], labels: dict[str, str], claim: str | None,
+                ca_map: str | None) -> dict[str, Any]:
+    env = [{"name": "HOME", "value": "/tmp"},  # the root filesystem is read-only
+           {"name": environment.CACHE, "value": CACHE_DIR}]
+    mounts: list[dict[str, Any]] = [{"name": "cache", "mountPath": CACHE_DIR}, {"name": "tmp", "mountPath": "/tmp"}]
+    cache: dict[str, Any] = ({"persistentVolumeClaim": {"claimName": claim}} if claim
+                             else {"emptyDir": {"sizeLimit": d.cache_size}})
+    volumes: list[dict[str, Any]] = [{"name": "cache", **cache}, {"name": "tmp", "emptyDir": {}}]
+    if ca_map:
+        volume, mount = ca_mount(ca_map, [(host, "ca-0.crt") for host in dict.fromkeys(d.hosts)])
+        volumes.append(volume)
+        mounts.append(mount)
+    if d.docker_config_secret:
+        volume, mount, var = docker_config_mount(d.docker_config_secret)
+        volumes.append(volume)
+        mounts.append(mount)
+        env.append(var)
+    if d.token_secret:
+        volumes.append({"name": "tokens", "secret": {"secretName": d.token_secret,
+                                                     "items": [{"key": TOKENS_KEY, "path": TOKENS_KEY}]}})
+        mounts.append({"name": "tokens", "mountPath": TOKENS_DIR, "readOnly": True})
+    requests = {"cpu": d.cpu, "memory": d.memory}
+    if not claim:  # the scheduler places each replica on a node with room for its cache
+        requests["ephemeral-storage"] = d.cache_size
+
+    def probe(path: str, period: int, failures: int) -> dict[str, Any]:
+        return {"httpGet": {"path": path, "port": "http"}, "periodSeconds": period, "timeoutSeconds": 5,
+                "failureThreshold": failures}
+
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": d.image,
+        "args": serve_args(d),
+        "ports": [{"name": "http", "containerPort": d.port, "protocol": "TCP"}],
+        "env": env,
+        # ready: every source reachable (a registry down takes the replicas out of the Service, and
+        # they come back by themselves); alive: the process answers (a registry down does not restart it)
+        "readinessProbe": probe("/readyz", 10, 3),
+        "livenessProbe": probe("/healthz", 20, 3),
+        "startupProbe": probe("/healthz", 2, 30),
+        # keep serving while the Service forgets the pod, then SIGTERM: serve finishes what is in flight
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(DRAIN)]}}},
+        "resources": {"requests": requests, "limits": {"memory": d.memory}},
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts,
+    }
+    pod: dict[str, Any] = {
+        # preStop, then serve's own grace for the requests in flight, then a margin to exit
+        "terminationGracePeriodSeconds": DRAIN + d.grace + 5,
+        "securityContext": {"runAsNonRoot": True, "fsGroup": IMAGE_USER, "fsGroupChangePolicy": "OnRootMismatch",
+                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if d.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": s} for s in dict.fromkeys(d.image_pull_secrets)]
+    # a ReadWriteOnce claim is held by one pod: the old one goes before the new one starts
+    strategy = {"type": "Recreate"} if claim and d.cache_volume() == "ReadWriteOnce" else {
+        "type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {
+        "replicas": d.replicas, "selector": {"matchLabels": labels}, "strategy": strategy,
+        "template": {"metadata": {"labels": labels}, "spec": pod}}}
+
+
+def header(d: ServeDeployment) -> str:
+    """The comment lines above the YAML: what the cache is, how to reach the server."""
+    volume = d.cache_volume()
+    where = f"{d.name}.{d.namespace or 'NAMESPACE'}.svc"
+    cache = {
+        "ReadWriteOnce": [f"the model cache is a ReadWriteOnce claim of {d.cache_size} (one replica: an update",
+                          "recreates the pod, which holds the volume)"],
+        "ReadWriteMany": [f"the model cache is one ReadWriteMany claim of {d.cache_size} every replica shares"],
+        "emptyDir": [f"each replica's model cache is an emptyDir of {d.cache_size}, emptied when the pod goes",
+                     "(a ReadWriteOnce claim cannot be shared across nodes; --cache-access-mode ReadWriteMany",
+                     "shares one claim)"],
+    }[volume]
+    lines = [f"ocibridge serve: {d.replicas} replica(s) serving {', '.join(d.sources)};", *cache,
+             f"Clients: HF_ENDPOINT=http://{where}:{d.port}"]
+    return "".join(f"# {line}\n" for line in lines)

@@ -1,0 +1,204 @@
+"""``ocibridge k8s serve``: a Deployment, Service and cache volume running ``ocibridge serve``.
+The documents pass the Kubernetes client's models and ``kubectl apply --dry-run=client``
+(test_k8s_apply.py's check); the cache volume is what the replicas can share; and the
+container's command line, environment and mounts, laid out on this machine, make a server
+whose probes answer and which serves a model from the registry."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from kubernetes.client import ApiClient
+
+from ocibridge.cli import main
+from tests.serving import make_model
+from tests.support.kubeapi import kubectl_dry_run
+from tests.test_k8s_apply import _login, _pem, own_credentials  # noqa: F401 - a fixture used by name
+from tests.test_serve_cli import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+KINDS = {"Secret": "V1Secret", "ConfigMap": "V1ConfigMap", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
+         "Deployment": "V1Deployment", "Service": "V1Service"}
+
+
+def checked(tmp_path: Path, text: str) -> dict[str, dict]:
+    """The documents of ``text`` by kind, each checked by the client's model and all by kubectl."""
+    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    client = ApiClient()
+    for doc in docs:
+        model = client.deserialize(json.dumps(doc), KINDS[doc["kind"]], "application/json")
+        assert client.sanitize_for_serialization(model) == doc
+    out = kubectl_dry_run(tmp_path, text)
+    assert out.count("created (dry run)") == len(docs), out
+    by_kind = {d["kind"]: d for d in docs}
+    assert len(by_kind) == len(docs)
+    return by_kind
+
+
+def _pod(docs: dict[str, dict]) -> dict:
+    return docs["Deployment"]["spec"]["template"]["spec"]
+
+
+def test_one_replica_keeps_its_cache_on_a_claim(tmp_path, capsys, registry):
+    assert main(["k8s", "serve", f"{registry.host}/models", "--image", "reg.example/ocibridge:1"]) == 0
+    out, err = capsys.readouterr()
+    docs = checked(tmp_path, out)
+    assert list(docs) == ["PersistentVolumeClaim", "Deployment", "Service"]
+    claim = docs["PersistentVolumeClaim"]
+    assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}}
+    deployment = docs["Deployment"]["spec"]
+    assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
+    pod = _pod(docs)
+    [c] = pod["containers"]
+    assert c["image"] == "reg.example/ocibridge:1"
+    assert c["args"] == ["serve", f"{registry.host}/models", "--listen", ":8080"]
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert pod["terminationGracePeriodSeconds"] > 30  # serve's own grace after SIGTERM fits in it
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["cache"]["persistentVolumeClaim"] == {"claimName": claim["metadata"]["name"]}
+    cache_env = {e["name"]: e["value"] for e in c["env"]}["OCIBRIDGE_CACHE"]
+    assert {"name": "cache", "mountPath": cache_env} in c["volumeMounts"]
+    assert pod["securityContext"]["fsGroup"] == 10001  # the Containerfile's user writes the claim
+    service = docs["Service"]["spec"]
+    assert service["selector"] == deployment["selector"]["matchLabels"]
+    assert service["ports"][0]["targetPort"] == "http" and service["ports"][0]["port"] == 8080
+    assert "HF_ENDPOINT=http://ocibridge-serve.NAMESPACE.svc:8080" in out
+    assert "loopback name" in err  # the test registry is 127.0.0.1:PORT
+
+
+def test_replicas_share_a_read_write_many_claim_or_have_a_cache_each(tmp_path, capsys):
+    src = "registry.internal:5000/models"
+    assert main(["k8s", "serve", src, "--replicas", "3", "--cache-access-mode", "ReadWriteMany",
+                 "--storage-class", "cephfs", "--cache-size", "200Gi", "--namespace", "ml"]) == 0
+    docs = checked(tmp_path / "a", capsys.readouterr().out)
+    assert docs["PersistentVolumeClaim"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert docs["PersistentVolumeClaim"]["spec"]["storageClassName"] == "cephfs"
+    assert docs["Deployment"]["spec"]["replicas"] == 3
+    assert docs["Deployment"]["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert {d["metadata"]["namespace"] for d in docs.values()} == {"ml"}
+
+    assert main(["k8s", "serve", src, "--replicas", "3", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [i["kind"] for i in listed["items"]] == ["Deployment", "Service"]  # no claim: an emptyDir each
+    pod = listed["items"][0]["spec"]["template"]["spec"]
+    [cache] = [v for v in pod["volumes"] if v["name"] == "cache"]
+    assert cache == {"name": "cache", "emptyDir": {"sizeLimit": "50Gi"}}
+    assert pod["containers"][0]["resources"]["requests"]["ephemeral-storage"] == "50Gi"
+
+
+@pytest.mark.usefixtures("own_credentials")
+def test_credentials_ca_and_tokens_reach_the_pod(tmp_path, capsys, monkeypatch, auth_registry):
+    _login(monkeypatch, auth_registry)
+    ca = _pem(tmp_path)
+    capsys.readouterr()
+    assert main(["k8s", "serve", f"{auth_registry.host}/llm", "registry.internal:5000", "--ca-file", str(ca),
+                 "--token-secret", "hf-tokens", "--image-pull-secret", "tools", "--create-pull-secret",
+                 "--default-tag", "stable"]) == 1
+    assert "no stored credentials for registry.internal:5000" in capsys.readouterr().err
+    assert main(["k8s", "serve", f"{auth_registry.host}/llm", "--ca-file", str(ca), "--token-secret", "hf-tokens",
+                 "--image-pull-secret", "tools", "--create-pull-secret", "--default-tag", "stable"]) == 0
+    out, err = capsys.readouterr()
+    docs = checked(tmp_path, out)
+    assert list(docs) == ["Secret", "ConfigMap", "PersistentVolumeClaim", "Deployment", "Service"]
+    assert str(tmp_path) not in out  # no path of this machine goes to the cluster
+    auths = json.loads(base64.b64decode(docs["Secret"]["data"][".dockerconfigjson"]))["auths"]
+    assert list(auths) == [auth_registry.host] and "holds registry credentials" in err
+    assert docs["ConfigMap"]["data"] == {"ca-0.crt": ca.read_text()}
+    pod = _pod(docs)
+    assert pod["imagePullSecrets"] == [{"name": "tools"}]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    [c] = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert volumes["docker-config"]["secret"]["secretName"] == docs["Secret"]["metadata"]["name"]
+    assert env["DOCKER_CONFIG"] == mounts["docker-config"]
+    assert volumes["registry-ca"]["configMap"]["items"] == [{"key": "ca-0.crt", "path": f"{auth_registry.host}/ca.crt"}]
+    assert mounts["registry-ca"] == "/etc/containers/certs.d"
+    assert volumes["tokens"]["secret"]["secretName"] == "hf-tokens"
+    assert c["args"][c["args"].index("--token-file") + 1].startswith(mounts["tokens"] + "/")
+    assert c["args"][c["args"].index("--default-tag") + 1] == "stable"
+
+
+def test_refusals(tmp_path, capsys):
+    src = "registry.internal:5000/models"
+    for args, words in (
+        ([f"oci:{tmp_path}/lay"], "a path on this machine"),
+        (["local"], "a path on this machine"),
+        ([src, "--replicas", "2", "--cache-access-mode", "ReadWriteOnce"], "attaches to one node"),
+        ([src, "--replicas", "2", "--storage-class", "fast"], "an emptyDir each"),
+        ([src, "--replicas", "0"], "--replicas"),
+        ([src, "--name", "Serve_1"], "--name 'Serve_1'"),
+        ([src, "--cache-size", "lots"], "--cache-size 'lots'"),
+        ([src, "--token-secret", "Bad_Name"], "--token-secret 'Bad_Name'"),
+        ([src, "--create-pull-secret", "--no-docker-config"], "--no-docker-config"),
+        ([f"{src}:v1"], "registry prefix"),
+    ):
+        assert main(["k8s", "serve", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err, (args, err)
+
+
+def test_the_container_runs_as_emitted(tmp_path, capsys, registry, unique_repo):
+    """The Deployment's args, env and mounts, laid out here, are an ``ocibridge serve`` whose
+    probes answer and which serves the model (mount paths mapped to directories of the test)."""
+    prefix = f"{registry.host}/{unique_repo}"
+    src = make_model(tmp_path / "tiny")
+    assert main(["push", str(src), f"{prefix}/acme/tiny:stable", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["k8s", "serve", prefix, "--token-secret", "hf-tokens", "--default-tag", "stable",
+                 "--json"]) == 0
+    items = json.loads(capsys.readouterr().out)["items"]
+    [c] = [i for i in items if i["kind"] == "Deployment"][0]["spec"]["template"]["spec"]["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    here = {path: str(tmp_path / "pod" / name) for name, path in mounts.items()}
+    (tmp_path / "pod" / "tokens").mkdir(parents=True)
+    (tmp_path / "pod" / "tokens" / "tokens").write_text("t0ken\n")
+    port = free_port()
+
+    def local(text: str) -> str:
+        """A value with the mount it starts with mapped to its directory here; the listen address."""
+        for path, directory in here.items():
+            if text == path or text.startswith(path + "/"):
+                return directory + text[len(path):]
+        return f"127.0.0.1:{port}" if text == ":8080" else text
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **{e["name"]: local(e["value"]) for e in c["env"]}}
+    proc = subprocess.Popen([sys.executable, "-m", "ocibridge", *map(local, c["args"])], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, proc.communicate()[1].decode()
+            try:
+                if httpx.get(url + c["livenessProbe"]["httpGet"]["path"]).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.1)
+        assert httpx.get(url + c["readinessProbe"]["httpGet"]["path"]).status_code == 200
+        auth = {"Authorization": "Bearer t0ken"}
+        body = httpx.get(f"{url}/acme/tiny/resolve/main/model.safetensors", headers=auth).content
+        assert body == (src / "model.safetensors").read_bytes()
+        assert any((tmp_path / "pod" / "cache" / "models" / "blobs" / "sha256").iterdir())  # the cache is the volume
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("path", ["Containerfile"])
+def test_the_image_has_serve(path):
+    text = (ROOT / path).read_text()
+    assert "/src[serve]" in text and 'ENTRYPOINT ["ocibridge"]' in text

@@ -1,0 +1,76 @@
+"""Ranges of a file the model cache does not hold yet, answered from verified chunks when the
+manifest binds a chunk table (``push --chunks``), instead of fetching the whole blob first:
+the bytes the registry sends are counted on a proxy in front of it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import httpx
+import pytest
+from huggingface_hub import HfFileSystem
+from serving import point_hub_at, serving
+from support.faultproxy import corrupt
+
+from ocibridge.api.lazy_ops import push_with_chunks
+from ocibridge.cli import main
+
+MiB = 1 << 20
+SIZE = 64 * MiB
+
+
+def blob_bytes(proxy) -> int:
+    return sum(r.response_bytes for r in proxy.requests_matching("GET", "/blobs/"))
+
+
+@pytest.fixture
+def big(tmp_path, registry, unique_repo):
+    src = tmp_path / "big"
+    src.mkdir()
+    (src / "config.json").write_text('{"model_type": "bert"}')
+    data = os.urandom(SIZE)
+    (src / "model.safetensors").write_bytes(data)
+    push_with_chunks(str(src), f"{registry.host}/{unique_repo}/acme/big:latest")
+    plain = f"{registry.host}/{unique_repo}/acme/plain:latest"
+    assert main(["push", str(src), plain, "-q"]) == 0
+    return data, unique_repo
+
+
+def test_a_ranged_read_moves_a_few_chunks_not_the_blob(big, fault_proxy, monkeypatch, tmp_path):
+    data, repo = big
+    with serving([f"{fault_proxy.host}/{repo}"]) as served:
+        point_hub_at(monkeypatch, served.url, tmp_path / "hub")
+        fs = HfFileSystem(skip_instance_cache=True)
+        fault_proxy.clear()
+        with fs.open("acme/big/model.safetensors", "rb") as f:
+            f.seek(40 * MiB + 12345)
+            assert f.read(100_000) == data[40 * MiB + 12345:40 * MiB + 112_345]
+        moved = blob_bytes(fault_proxy)
+        # HfFileSystem reads a 5 MiB block: 6 chunks of 1 MiB, the table and the config (6.0 MiB)
+        assert 0 < moved <= 8 * MiB, moved
+        assert served.blobs.fetched == 0  # no whole blob
+
+        fault_proxy.clear()  # asked again: the verified chunks are in the model cache
+        r = httpx.get(f"{served.url}/acme/big/resolve/main/model.safetensors",
+                      headers={"Range": f"bytes={40 * MiB}-{40 * MiB + 999}"})
+        assert r.status_code == 206 and r.content == data[40 * MiB:40 * MiB + 1000]
+        assert blob_bytes(fault_proxy) == 0
+
+        fault_proxy.clear()  # no chunk table: the whole blob, verified, as before
+        r = httpx.get(f"{served.url}/acme/plain/resolve/main/model.safetensors",
+                      headers={"Range": "bytes=100-199"})
+        assert r.status_code == 206 and r.content == data[100:200]
+        assert blob_bytes(fault_proxy) >= SIZE
+
+
+def test_a_chunk_that_does_not_match_its_table_cuts_the_answer(big, fault_proxy, monkeypatch, tmp_path):
+    data, repo = big
+    with serving([f"{fault_proxy.host}/{repo}"]) as served:
+        layer = hashlib.sha256(data).hexdigest()  # a raw layer's blob is the file
+        fault_proxy.add("GET", rf"/blobs/sha256:{layer}", corrupt(offset=10), times=None)
+        with pytest.raises(httpx.HTTPError):
+            r = httpx.get(f"{served.url}/acme/big/resolve/main/model.safetensors",
+                          headers={"Range": f"bytes={8 * MiB}-{9 * MiB - 1}"})
+            assert r.content != data[8 * MiB:9 * MiB]  # (not reached: the connection is cut)
+            raise AssertionError(f"{r.status_code} answered in full")
