@@ -138,6 +138,10 @@ EXAMPLES: dict[str, str] = {
   ocibridge k8s volume registry.example/team/tiny:v1 --snippet --mount-path /models""",
     "k8s mount": """\
   ocibridge k8s mount oci:/srv/models:tiny ./as-mounted --runtime containerd""",
+    "k8s prewarm": """\
+  ocibridge k8s prewarm registry.example/llm/llama:v3 --selector nvidia.com/gpu.present=true > prewarm.yaml
+  ocibridge k8s prewarm registry.example/llm/llama:v3-modelcar --runtime containerd@1.7   # init containers
+  ocibridge k8s prewarm registry.example/llm/llama:v3 --json    # kubectl rollout status ds/model-prewarm""",
 }
 
 

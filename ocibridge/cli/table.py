@@ -37,7 +37,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("path", "modelcache", "print the local directory of a model's files, from the shared model "
                  "cache (fetching only what it lacks)"),
     CommandEntry("cache", "modelcache", "the shared model cache of 'path': show where it is, or prune it"),
-    CommandEntry("k8s", "k8s", "Kubernetes image volumes: check, modelcar, volume, mount"),
+    CommandEntry("k8s", "k8s", "Kubernetes image volumes: check, modelcar, volume, mount, prewarm"),
     CommandEntry("sign", "signing",
                  "sign an artifact (cosign .sig tag, sigstore bundle referrer, OMS model signature)"),
     CommandEntry("verify-dir", "signing",

@@ -27,6 +27,7 @@ KUBECTL = shutil.which("kubectl")
 
 _CORE = [("pods", "Pod"), ("configmaps", "ConfigMap"), ("secrets", "Secret")]
 _BATCH = [("jobs", "Job")]
+_APPS = [("daemonsets", "DaemonSet")]
 _KSERVE = [("inferenceservices", "InferenceService")]
 
 
@@ -45,8 +46,9 @@ ROUTES: dict[str, dict[str, Any]] = {
     "/api": {"kind": "APIVersions", "versions": ["v1"],
              "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
     "/apis": {"kind": "APIGroupList", "apiVersion": "v1",
-              "groups": [_group("batch", "v1"), _group("serving.kserve.io", "v1beta1")]},
+              "groups": [_group("apps", "v1"), _group("batch", "v1"), _group("serving.kserve.io", "v1beta1")]},
     "/api/v1": _resources("v1", _CORE),
+    "/apis/apps/v1": _resources("apps/v1", _APPS),
     "/apis/batch/v1": _resources("batch/v1", _BATCH),
     "/apis/serving.kserve.io/v1beta1": _resources("serving.kserve.io/v1beta1", _KSERVE),
 }
