@@ -34,6 +34,7 @@ CASES: dict[tuple[str, ...], tuple[list[str], bool]] = {
     ("k8s", "modelcar"): (["k8s", "modelcar", "{name}"], False),
     ("k8s", "volume"): (["k8s", "volume", "{name}"], False),
     ("k8s", "mount"): (["k8s", "mount", "{name}", "{tmp}/mounted"], True),
+    ("k8s", "prewarm"): (["k8s", "prewarm", "{name}"], False),  # a node pulls from a registry
     ("sign",): (["sign", "{name}", "--key", "{key}"], True),
     ("verify",): (["verify", "{name}", "--key", "{pub}"], True),
     ("tag",): (["tag", "{name}:latest", "v2"], True),

@@ -1,7 +1,8 @@
-"""docs/mirroring.md's at-scale walk-through runs as written: shards of one job at once against
-a real registry, the merged report (and the one that names a missing shard), and the emitted
-Kubernetes Job, read back with the Kubernetes client's models. Its `text` blocks need a cluster
-or a base image from a public registry, neither of which the tests have."""
+"""docs/mirroring.md's examples run as written: the nightly Hub sync (``ocibridge serve`` as the
+Hub), and the at-scale walk-through: shards of one job at once against a real registry, the
+merged report (and the one that names a missing shard), and the emitted Kubernetes Job, read
+back with the Kubernetes client's models. Its `text` blocks need a cluster or a base image
+from a public registry, neither of which the tests have."""
 
 from __future__ import annotations
 
@@ -17,13 +18,20 @@ from tests.test_mirror_shards import k8s_model
 def test_mirroring_walk_through_runs(doc_env) -> None:  # noqa: F811
     work, env = doc_env
     blocks = runnable_blocks("mirroring.md")
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     for lang, code, line in blocks:
         proc = subprocess.run([*RUNNERS[lang], code], cwd=work, env=env, capture_output=True, text=True,
                               timeout=300)
         assert proc.returncode == 0, (
             f"docs/mirroring.md:{line} ({lang}) exit {proc.returncode}\n--- stdout\n{proc.stdout}\n"
             f"--- stderr\n{proc.stderr}")
+        if "hf://acme/tiny" in code:  # the nightly Hub sync: main and its pinned commit, then nothing moves
+            tags = proc.stdout.splitlines()[-2:]
+            assert tags[0] == "main" and tags[1].startswith("main-") and len(tags[1]) == len("main-") + 12, tags
+            assert "1 copied" in proc.stdout and "0 copied" in proc.stdout
+            hub_map, hub_job = yaml.safe_load_all((work / "hub-sync.yaml").read_text())
+            assert "hf://acme/tiny" in k8s_model(hub_map, "V1ConfigMap").data["job.toml"]
+            assert k8s_model(hub_job, "V1Job").spec.completions == 1
         if "mirror report shard-0.json shard-1.json shard-2.json" in code:
             out = proc.stdout.splitlines()
             assert "all 3 shard(s) reported" in out and out[-3:] == ["1.0.0", "1.1.0", "2.0.0"]

@@ -142,6 +142,10 @@ EXAMPLES: dict[str, str] = {
   ocibridge k8s serve registry.example/models --image registry.example/tools/ocibridge:0.1.0 > serve.yaml
   ocibridge k8s serve registry.example/models --replicas 3 --cache-access-mode ReadWriteMany --storage-class cephfs
   ocibridge k8s serve registry.example/models --token-secret hf-tokens --create-pull-secret --ca-file ca.pem""",
+    "k8s prewarm": """\
+  ocibridge k8s prewarm registry.example/llm/llama:v3 --selector nvidia.com/gpu.present=true > prewarm.yaml
+  ocibridge k8s prewarm registry.example/llm/llama:v3-modelcar --runtime containerd@1.7   # init containers
+  ocibridge k8s prewarm registry.example/llm/llama:v3 --json    # kubectl rollout status ds/model-prewarm""",
 }
 
 

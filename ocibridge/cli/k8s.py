@@ -1,6 +1,7 @@
-"""``k8s check|modelcar|volume|mount``: Kubernetes image volumes. Whether one will mount and
-what the pod sees, a ModelCar image (with a KServe InferenceService), a Pod pinned by digest,
-and a directory laid out as the runtime would mount it."""
+"""``k8s check|modelcar|volume|mount|prewarm``: Kubernetes image volumes. Whether one will mount
+and what the pod sees, a ModelCar image (with a KServe InferenceService), a Pod pinned by digest,
+a directory laid out as the runtime would mount it, and a DaemonSet that pulls models on every
+node ahead of the workload."""
 
 from __future__ import annotations
 
@@ -239,6 +240,47 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_k8s_prewarm(args: argparse.Namespace) -> int:
+    from ocibridge.k8s.prewarm import Model, check_selector, prewarm_daemonset
+    from ocibridge.kinds.locate import Role, locate
+    from ocibridge.mirror.yamlout import dump_all
+    from ocibridge.oci.reference import RegistryReference
+    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
+
+    if args.create_pull_secret and not args.image_pull_secret:
+        raise UsageError("--create-pull-secret needs --image-pull-secret NAME (the Secret it creates)")
+    selector = check_selector(args.selector)
+    models = []
+    for ref in args.refs:
+        located = locate(ref, Role.MODEL)
+        if not isinstance(located, RegistryReference):
+            raise UsageError(f"{ref} is not a registry reference: a node pulls from a registry "
+                             "(push it to one first)")
+        t = _k8s_target(args, located)
+        models.append(Model(t.store, t.reference, located))
+    done = prewarm_daemonset(models, runtime=args.runtime, platform=args.platform, mode=args.mode,
+                             name=args.name, namespace=args.namespace, selector=selector, image=args.image,
+                             pull_secrets=args.image_pull_secret)
+    hosts = sorted({p.registry for p in done.pinned})
+    docs = [done.daemonset]
+    if args.create_pull_secret:
+        docs.insert(0, pull_secret(args.image_pull_secret[0], hosts, namespace=args.namespace))
+    for line in loopback_warnings(hosts):
+        print(line, file=sys.stderr)
+    if args.ca_file:  # the nodes pull, with their runtime's trust, not this machine's
+        print("warning: --ca-file is this machine's trust; the nodes pull with their runtime's: put the CA in "
+              f"/etc/containers/certs.d/{hosts[0]}/ca.crt (CRI-O) or containerd's hosts.toml on every node",
+              file=sys.stderr)
+    if args.json:
+        print(json.dumps(docs[0] if len(docs) == 1 else {"apiVersion": "v1", "kind": "List", "items": docs},
+                         indent=2, ensure_ascii=True))
+    else:
+        print(printable("\n".join(done.header()) + "\n" + dump_all(docs)), end="")
+    if args.create_pull_secret:
+        print(CREDENTIALS_WARNING, file=sys.stderr)
+    return 0
+
+
 def _runtime_arg(text: str) -> str:
     """``--runtime``: a runtime with an optional version, checked when the line is parsed."""
     from ocibridge.k8s.runtime import RuntimeVersion
@@ -259,7 +301,10 @@ def register(command: CommandAdder) -> None:
         p = ksub.add_parser(name, help=help, description=help)
         p.set_defaults(func=func)
         p.add_argument("--json", action="store_true", help="print a machine-readable summary")
-        p.add_argument("ref", metavar="REF")
+        if name == "prewarm":
+            p.add_argument("refs", metavar="REF", nargs="+")
+        else:
+            p.add_argument("ref", metavar="REF")
         if name != "modelcar":
             p.add_argument("--runtime", type=_runtime_arg, default="cri-o", metavar="RUNTIME[@VERSION]",
                            help="cri-o[@1.33|@1.34|…] or containerd[@1.6|@1.7|@2.0|@2.1|@2.2|@2.3|…]; "
@@ -288,6 +333,17 @@ def register(command: CommandAdder) -> None:
     p = kcommand("mount", cmd_k8s_mount, "lay out DIR as the runtime would present the mount")
     p.add_argument("dir", metavar="DIR")
     add_verify_flags(p)
+    p = kcommand("prewarm", cmd_k8s_prewarm, "print a DaemonSet that makes every selected node pull the "
+                 "models (pinned by digest) ahead of the workload")
+    p.add_argument("--selector", action="append", default=[], metavar="KEY=VALUE",
+                   help="only nodes with this label (nodeSelector; repeatable)")
+    p.add_argument("--mode", choices=("volume", "modelcar"),
+                   help="image volumes of a sleeping container (default where the runtime has them) or "
+                        "ModelCar images as init containers (any cluster; REF must be an image)")
+    p.add_argument("--name", default="model-prewarm", help="DaemonSet name")
+    p.add_argument("--namespace", help="DaemonSet namespace")
+    p.add_argument("--image", default="busybox:1.36", help="the image of the container that holds the models")
+    add_pull_secret_flags(p, pulls="the models", creates="their registries")
     _register_serve(ksub)
 
 

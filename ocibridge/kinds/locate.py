@@ -15,8 +15,9 @@ REF m``):
   store; a bare name is the stored model when no path of that name exists.
 - ``OUTPUT`` (pull DEST): a directory, an archive, a kind's place, a store (with a host).
 - ``REGISTRY`` (lazy reads, ``k8s volume`` documents): a registry reference only.
-- ``JOB`` (mirror jobs, bundle entries): a store; what is no layout or kind's name is a registry
-  name (Docker's defaults).
+- ``JOB`` (mirror jobs, bundle entries): a store, or a repository on a Hub endpoint
+  (``hf://ORG/NAME``, a mirror source); what is no layout or kind's name is a registry name
+  (Docker's defaults).
 - ``LOCAL`` (rm): a model of the local store (an unknown name is an error naming it) or a layout.
 - ``LAYOUT`` (ls, prune): a layout, ``oci:DIR`` or a directory holding one.
 
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import InvalidReference, NotFound, UsageError
 from ocibridge.kinds import table
+from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.kinds.locators import Locator, on_registry, on_this_machine, text_of
 from ocibridge.oci import reference as refs
 from ocibridge.oci.reference import LayoutReference, OllamaReference, PathReference, RegistryReference
@@ -207,6 +209,11 @@ def _checked(locator: Locator, role: Role, text: str) -> Locator:
     """The locator, if ``role`` takes its kind; else one error line saying what is taken."""
     if role is Role.REGISTRY and not isinstance(locator, RegistryReference):
         raise UsageError(f"{text}: a registry reference is needed here (host/repo:tag or @digest)")
+    if isinstance(locator, HubReference) and (locator.remote or role is Role.JOB):
+        if role is Role.JOB and locator.remote:
+            return locator  # a mirror job's source: the repository on a Hub endpoint
+        raise UsageError(f"{text}: hf://ORG/NAME (a repository on a Hub endpoint) is a mirror job's source; "
+                         "hf:ORG/NAME is a model of the local Hugging Face cache, which push, copy and convert read")
     if role in (Role.DESTINATION, Role.JOB) and not isinstance(locator, _STORES):
         raise UsageError(f"{text}: not a store to write to (oci:PATH[:TAG], host/repo[:tag] or a local NAME:TAG)")
     if role in (Role.MODEL, Role.LOCAL) and isinstance(locator, PathReference):

@@ -2,8 +2,9 @@
 
 ``host/repo`` (every tag) or ``host/repo:tag`` / ``@digest`` (one reference) on a registry,
 with the job's per-host options; ``oci:PATH[:TAG|@DIGEST]`` for a layout, PATH relative to
-the job file; as sources only, ``ollama:NAME`` (the local Ollama store, ``$OLLAMA_MODELS``) and
-``ollama://[host/]NAME`` (an Ollama registry). Unlike the CLI's references, a name without a
+the job file; as sources only, ``ollama:NAME`` (the local Ollama store, ``$OLLAMA_MODELS``),
+``ollama://[host/]NAME`` (an Ollama registry) and ``hf://ORG/NAME`` (a repository on a Hub
+endpoint, read by mirror/hub.py). Unlike the CLI's references, a name without a
 tag means *all tags*.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
+from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.kinds.locate import Locator, Role, locate
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.oci.models import Descriptor
@@ -62,6 +64,12 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
             raise OcibridgeError(f"{text!r}: Ollama stores are mirror sources only "
                                  "(use `ocibridge pull REF ollama:NAME` to install a model)")
         return _ollama_endpoint(parsed, job, gate)
+    if isinstance(parsed, HubReference):  # planned by mirror/hub.py, downloaded when copied
+        if for_write:
+            raise OcibridgeError(f"{text!r}: a Hub repository is a mirror source only (the target is a "
+                                 "registry repository or oci:PATH)")
+        name = f"hf://{parsed.repo_id}"
+        return Endpoint(EmptyStore(name), name, parsed.revision)
     if isinstance(parsed, LayoutReference):
         ref = parsed
         path = Path(os.path.expanduser(ref.path))

@@ -105,6 +105,18 @@ class VerifySettings(_Strict):
         return self
 
 
+class RevisionFilter(_Strict):
+    """Which revisions of a Hub repository (``hf://`` sources) to mirror: branches, tags and
+    commit ids, by name."""
+
+    allow: list[str] = Field(
+        default_factory=lambda: ["main"],
+        description="Branch and tag names as globs (fnmatch) or, prefixed 're:', regular expressions; a "
+        "40-hex commit id names that commit. Default: main only; ['*'] for every branch and tag.",
+    )
+    deny: list[str] = Field(default_factory=list, description="Same forms as allow; deny wins.")
+
+
 class Settings(_Strict):
     """Settings an entry may override; missing ones come from the job's defaults."""
 
@@ -122,6 +134,24 @@ class Settings(_Strict):
     verify: VerifySettings | None = Field(
         default=None, description="Only mirror artifacts whose signature verifies (cosign .sig or sigstore bundle)."
     )
+    endpoint: str | None = Field(
+        default=None, description="hf:// sources: the Hub endpoint (default $HF_ENDPOINT, else https://huggingface.co)."
+    )
+    token_env: str | None = Field(
+        default=None, description="hf:// sources: environment variable holding the Hub token (default: "
+        "huggingface_hub's own, $HF_TOKEN or the stored login)."
+    )
+    token_file: str | None = Field(
+        default=None, description="hf:// sources: file holding the Hub token (relative to the job)."
+    )
+
+    @model_validator(mode="after")
+    def _one_token(self) -> Settings:
+        if self.token_env and self.token_file:
+            raise ValueError("give only one of token_env, token_file")
+        if self.endpoint is not None and not self.endpoint.startswith(("https://", "http://")):
+            raise ValueError(f"endpoint {self.endpoint!r}: an http:// or https:// URL")
+        return self
 
 
 class SyncEntry(Settings):
@@ -141,6 +171,38 @@ class SyncEntry(Settings):
         description="'ollama': the host/repo source is an Ollama registry; its models become ModelPack. "
         "Implied by ollama: and ollama:// sources.",
     )
+    revisions: RevisionFilter | None = Field(
+        default=None, description="hf:// sources: which branches, tags and commits (default: main)."
+    )
+    include: list[str] = Field(
+        default_factory=list, description="hf:// sources: only files whose path matches one of these globs."
+    )
+    exclude: list[str] = Field(
+        default_factory=list, description="hf:// sources: leave out files whose path matches one of these globs."
+    )
+
+    @property
+    def from_hub(self) -> bool:
+        """Whether the source is a repository on a Hub endpoint (``hf://ORG/NAME``)."""
+        return self.source.startswith("hf://")
+
+    @model_validator(mode="after")
+    def _hub_keys(self) -> SyncEntry:
+        if self.target.startswith("hf:"):
+            raise ValueError(f"target {self.target!r}: a Hub repository is a mirror source only (the target is a "
+                             "registry repository or oci:PATH)")
+        if self.from_hub:
+            for name, unset in (("tags", self.tags == TagFilter()), ("source_format", self.source_format == "oci"),
+                                ("convert", self.convert is None), ("verify", self.verify is None)):
+                if not unset:
+                    hint = " (revisions selects what a Hub repository mirrors)" if name == "tags" else ""
+                    raise ValueError(f"{name}: not for hf:// sources{hint}")
+        else:
+            for name, given in (("revisions", self.revisions is not None), ("include", self.include),
+                                ("exclude", self.exclude)):
+                if given:
+                    raise ValueError(f"{name}: only for hf:// sources")
+        return self
 
 
 class MirrorJob(_Strict):
@@ -215,6 +277,30 @@ class MirrorJob(_Strict):
             ca_file=str(self._path(auth.ca_file)) if auth.ca_file else None,
             username=auth.username or None,
             password=self._password(host, auth) if auth.username else None)
+
+    def hub_endpoint(self, entry: SyncEntry) -> str:
+        """The Hub endpoint of an ``hf://`` entry: its own, the job's default, ``$HF_ENDPOINT``,
+        else the Hugging Face Hub; without a trailing slash."""
+        url = entry.endpoint or self.defaults.endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
+        return url.rstrip("/")
+
+    def hub_token(self, entry: SyncEntry) -> str | None:
+        """The token of an ``hf://`` entry (read now), or None: huggingface_hub finds its own
+        (``$HF_TOKEN``, the token ``hf auth login`` stored)."""
+        env = entry.token_env or (None if entry.token_file else self.defaults.token_env)
+        file = entry.token_file or (None if entry.token_env else self.defaults.token_file)
+        if env:
+            value = os.environ.get(env)
+            if value is None:
+                raise OcibridgeError(f"{entry.source}: environment variable {env} (token_env) is not set")
+            return value.strip()
+        if file:
+            path = self._path(file)
+            try:
+                return path.read_text().strip()
+            except OSError as e:
+                raise OcibridgeError(f"{entry.source}: cannot read token_file {path}: {e.strerror}") from None
+        return None
 
     def verify_policy(self, settings: ResolvedSettings) -> Any:
         """The entry's :class:`ocibridge.signing.VerifyPolicy` (key files read now), or None."""

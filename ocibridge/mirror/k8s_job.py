@@ -99,7 +99,8 @@ def k8s_objects(job: MirrorJob, job_path: Path, job_text: str, opts: JobOptions,
     cas = _ca_files(job)
     if cas:
         job, job_path, job_text = _without_ca_files(job)
-    needs_env = sorted({a.password_env for a in job.registries.values() if a.password_env})
+    needs_env = sorted({a.password_env for a in job.registries.values() if a.password_env}
+                       | {s.token_env for s in (job.defaults, *job.sync) if s.token_env})
     if needs_env and not opts.env_secrets:
         raise UsageError(f"the job reads {', '.join(needs_env)} from the environment: pass --env-secret SECRET "
                          "naming a Secret that holds it")
@@ -269,6 +270,10 @@ def _check_job_runs_in_a_pod(job: MirrorJob) -> None:
                                  "path of a volume you mount, or the docker config Secret")
     settings = [job.defaults, *job.sync]
     for s in settings:
+        if s.token_file and not Path(s.token_file).is_absolute():
+            raise OcibridgeError(f"token_file = {s.token_file!r}: relative to the job file, which in a pod is a "
+                                 "ConfigMap holding only the job; use token_env with --env-secret SECRET, or an "
+                                 "absolute path of a volume you mount")
         if s.verify is not None:
             for value in [*s.verify.keys, *([s.verify.trusted_root] if s.verify.trusted_root else [])]:
                 if not Path(value).is_absolute():

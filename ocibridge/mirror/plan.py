@@ -8,19 +8,18 @@ is walked and every blob HEADed on the target, so the plan says exactly what wil
 
 from __future__ import annotations
 
-import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
+from dataclasses import replace
 
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError, SignatureError
-from ocibridge.mirror.endpoints import Endpoint, open_endpoint
+from ocibridge.kinds.hf.locator import HubReference
+from ocibridge.mirror.endpoints import job_reference, open_endpoint
 from ocibridge.mirror.filters import select_tags
-from ocibridge.mirror.job import MirrorJob, ResolvedSettings, SyncEntry
+from ocibridge.mirror.job import MirrorJob, SyncEntry
+from ocibridge.mirror.planned import ArtifactPlan, EntryPlan
 from ocibridge.mirror.ratelimit import TokenBucket
 from ocibridge.mirror.relabel import RelabelStore
 from ocibridge.mirror.shard import Shard, artifact_key
@@ -39,50 +38,6 @@ from ocibridge.stores.base import Mounting, Store, blob_origin, is_manifest
 Fetch = Callable[[Store, Descriptor], bytes]
 
 
-@dataclass
-class ArtifactPlan:
-    """One artifact to copy: from ``store`` (the source, or a converting view of it)."""
-
-    result: ArtifactResult
-    store: Store
-    src_ref: str  # digest (or the built artifact's reference) to copy
-    tag: str | None  # target tag; None pushes by digest only
-    referrers: bool = True
-    #: blobs a converted artifact shares with the source, mounted from there (same registry)
-    mounts: dict[str, Store] = field(default_factory=dict)
-
-
-@dataclass
-class EntryPlan:
-    index: int
-    entry: SyncEntry
-    settings: ResolvedSettings
-    summary: EntrySummary
-    source: Endpoint | None = None
-    target: Endpoint | None = None
-    copies: list[ArtifactPlan] = field(default_factory=list)
-    results: list[ArtifactResult] = field(default_factory=list)  # skipped and failed ones
-    bucket: TokenBucket | None = None
-    policy: Any = None  # VerifyPolicy of the entry's ``verify`` block
-    policy_file: str | None = None  # the containers policy file (--policy); None: the one found
-    #: where artifacts converted by an exporter (ModelCar, Ollama) wait for their copy
-    scratch: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
-
-    def close(self) -> None:
-        for endpoint in (self.source, self.target):
-            if endpoint is not None:
-                endpoint.close()
-        for folder in self.scratch:
-            folder.cleanup()
-        self.scratch.clear()
-
-    def scratch_dir(self) -> Path:
-        """A new empty folder, removed when the plan is closed."""
-        folder = tempfile.TemporaryDirectory(prefix="ocibridge-mirror-")
-        self.scratch.append(folder)
-        return Path(folder.name) / "layout"
-
-
 def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = False,
                shard: Shard | None = None) -> EntryPlan:
     """Open both ends and plan every artifact (of ``shard`` only, when given); failures become
@@ -95,6 +50,12 @@ def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = 
             plan.bucket = TokenBucket(rl.requests_per_second, rl.burst)
         plan.source = open_endpoint(entry.source, job, gate=plan.bucket)
         plan.target = open_endpoint(entry.target, job, for_write=True, dry_run=dry_run)
+        located = job_reference(entry.source)
+        if isinstance(located, HubReference):  # a repository on a Hub endpoint: revisions, not tags
+            from ocibridge.mirror.hub import plan_hub
+
+            plan_hub(job, plan, located, dry_run=dry_run, shard=shard)
+            return plan
         plan.policy = job.verify_policy(settings)
         plan.policy_file = job.policy_file
         refs = _references(plan)

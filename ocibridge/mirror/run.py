@@ -16,7 +16,8 @@ from datetime import datetime, timezone
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.mirror.job import MirrorJob
-from ocibridge.mirror.plan import ArtifactPlan, EntryPlan, plan_entry
+from ocibridge.mirror.plan import plan_entry
+from ocibridge.mirror.planned import ArtifactPlan, EntryPlan
 from ocibridge.mirror.shard import Shard
 from ocibridge.mirror.siblings import offer_mounts, sibling_repositories
 from ocibridge.mirror.summary import ArtifactResult, MirrorSummary
@@ -24,6 +25,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.signing.attach import SignatureCompanions
 from ocibridge.stores.base import WritableStore
 from ocibridge.transfer.copy import BlobLocks, CopyHooks, copy
+from ocibridge.transfer.writer import retag
 
 ProgressCallback = Callable[[str, ArtifactResult], None]
 """Called as ``progress(event, result)``; event is ``planned``, ``skipped``, ``copied`` or ``failed``.
@@ -96,10 +98,13 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
                 result.blobs_sent.append(desc.digest)
 
     try:
-        stats = copy(item.store, item.src_ref, target, item.tag,
+        store, src_ref = item.prepare() if item.prepare is not None else (item.store, item.src_ref)
+        stats = copy(store, src_ref, target, item.tag,
                      concurrency=blobs, referrers=item.referrers, blob_locks=locks, progress=record,
                      hooks=CopyHooks(mounts=item.mounts,
                                      companions=SignatureCompanions() if item.referrers else None))
+        if item.also_tags and stats.root is not None:
+            retag(target, stats.root, item.also_tags)
     except OcibridgeError as e:
         result.status, result.reason = "failed", str(e)
         return result
@@ -107,6 +112,8 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
         result.status, result.reason = "failed", f"{type(e).__name__}: {e}"
         return result
     result.status = "copied"
+    if result.digest is None and stats.root is not None:  # built when the copy started (a Hub revision)
+        result.digest = stats.root.digest
     result.blobs_copied = stats.blobs_copied
     result.blobs_mounted = stats.blobs_mounted
     result.blobs_skipped = stats.blobs_skipped

@@ -27,7 +27,7 @@ KUBECTL = shutil.which("kubectl")
 
 _CORE = [("pods", "Pod"), ("configmaps", "ConfigMap"), ("secrets", "Secret"), ("services", "Service"),
          ("persistentvolumeclaims", "PersistentVolumeClaim")]
-_APPS = [("deployments", "Deployment")]
+_APPS = [("deployments", "Deployment"), ("daemonsets", "DaemonSet")]
 _BATCH = [("jobs", "Job")]
 _KSERVE = [("inferenceservices", "InferenceService")]
 

@@ -9,6 +9,7 @@ cache and laid out as the Hub cache, so code that loads by repo id finds it offl
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -28,9 +29,11 @@ SOURCE_ANNOTATION = "org.opencontainers.image.source"
 REVISION_ANNOTATION = "org.opencontainers.image.revision"
 
 
-def read_snapshot(ref: HubReference, request: ReadRequest) -> ModelPackage:
+def read_snapshot(ref: HubReference, request: ReadRequest,
+                  keep: Callable[[str], bool] | None = None) -> ModelPackage:
     """The files of a Hub cache snapshot, each read from the blob its symlink names (a link
-    leaving the repo's folder is refused)."""
+    leaving the repo's folder is refused); only those ``keep`` keeps, when given (a mirror job's
+    include/exclude: the snapshot may hold more, downloaded by another)."""
     from ocibridge.model import metadata
     from ocibridge.model.classify import classify
     from ocibridge.model.package import ModelPackage
@@ -48,7 +51,7 @@ def read_snapshot(ref: HubReference, request: ReadRequest) -> ModelPackage:
             continue
         rel = path.relative_to(snapshot).as_posix()
         if any(rel == p or rel.startswith(p + "/") for p in (".gitattributes",)) or \
-                any(_glob(rel, p) for p in request.excludes):
+                any(_glob(rel, p) for p in request.excludes) or (keep is not None and not keep(rel)):
             continue
         real = os.path.realpath(path)
         if not real.startswith(inside) or not os.path.isfile(real):
