@@ -108,8 +108,9 @@ def register(command: CommandAdder) -> None:
                    help="claim every accepted signature must carry (repeatable)")
     p.add_argument("--bundle", metavar="FILE", help="verify the file REF against this bundle file")
     p.add_argument("--attestation-type", metavar="TYPE",
-                   help="verify a signed in-toto attestation of this predicate type (a URI) instead of a "
-                        "signature; attestations never count as signatures otherwise")
+                   help="verify a signed in-toto attestation of this predicate type (a URI, or cosign's "
+                        "name: cyclonedx, slsaprovenance1, ...) instead of a signature; attestations never "
+                        "count as signatures otherwise")
     add_transfer_flags(p)
 
 
@@ -201,13 +202,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         target = _open(args)
         subject = target.store.resolve(target.reference)
-        verified = verify_before_use(target.store, subject, policy, name=args.ref, trusts=Trusted.MANIFEST)
+        trusts = Trusted.STATEMENT if policy.attestation else Trusted.MANIFEST
+        verified = verify_before_use(target.store, subject, policy, name=args.ref, trusts=trusts)
         digest = subject.digest
     lines = [one_line(f"  {v.form} by {v.signer}" + (f" (claims: {_show(v.claims)})" if v.claims else ""))
              for v in verified]
     _emit(args, {"verified": True, "digest": digest, "signatures": [v.as_dict() for v in verified]},
-          f"verified {args.ref} ({digest}): {len(verified)} signature(s)\n" + "\n".join(lines))
+          f"verified {args.ref} ({digest}): {len(verified)} {_what(policy)}\n" + "\n".join(lines))
     return 0
+
+
+def _what(policy: VerifyPolicy) -> str:
+    return f"attestation(s) of type {policy.predicate_type}" if policy.attestation else "signature(s)"
 
 
 def cmd_verify_dir(args: argparse.Namespace) -> int:

@@ -127,5 +127,25 @@ def find_attestations(store: Store, subject: Descriptor) -> list[Attestation]:
     return sorted(found, key=lambda a: (a.predicate_type, a.referrer.digest))
 
 
+EVIDENCE_TYPES = {"application/vnd.cyclonedx+json": CYCLONEDX, "application/vnd.in-toto+json": "in-toto statement"}
+
+
+def list_evidence(store: Store, subject: Descriptor) -> list[dict[str, Any]]:
+    """What ``inspect`` lists: each attestation referrer (its claimed predicate type: nothing is
+    verified here) and each unsigned evidence referrer (a BOM, a provenance statement)."""
+    from ocibridge.signing.oms import OMS_PREDICATE_TYPE
+
+    out = []
+    for ref in store.referrers(subject):
+        if is_bundle_type(ref.artifactType):
+            node = parse_manifest_bytes(store.fetch_bytes(ref), ref.mediaType)
+            kind = (node.annotations or {}).get(PREDICATE_ANNOTATION, "") if isinstance(node, Manifest) else ""
+            if kind and kind not in (SIGN_PREDICATE_TYPE, OMS_PREDICATE_TYPE):
+                out.append({"digest": ref.digest, "predicateType": kind, "signed": True})
+        elif ref.artifactType in EVIDENCE_TYPES:
+            out.append({"digest": ref.digest, "predicateType": EVIDENCE_TYPES[ref.artifactType], "signed": False})
+    return sorted(out, key=lambda e: (e["predicateType"], e["digest"]))
+
+
 __all__ = ["BUNDLE_MEDIA_TYPE", "CYCLONEDX", "SLSA_PROVENANCE_V1", "attach_document", "attest",
-           "find_attestations", "predicate_type_of", "statement"]
+           "find_attestations", "list_evidence", "predicate_type_of", "statement"]
