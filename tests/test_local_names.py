@@ -36,6 +36,7 @@ CASES: dict[tuple[str, ...], tuple[list[str], bool]] = {
     ("k8s", "mount"): (["k8s", "mount", "{name}", "{tmp}/mounted"], True),
     ("k8s", "prewarm"): (["k8s", "prewarm", "{name}"], False),  # a node pulls from a registry
     ("sign",): (["sign", "{name}", "--key", "{key}"], True),
+    ("attest",): (["attest", "{name}", "--key", "{key}", "--sbom"], True),
     ("verify",): (["verify", "{name}", "--key", "{pub}"], True),
     ("tag",): (["tag", "{name}:latest", "v2"], True),
     ("resolve",): (["resolve", "{name}"], True),

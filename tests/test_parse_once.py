@@ -98,6 +98,8 @@ COMMANDS: list[tuple[list[str], list[str]]] = [
     (["cat", "{repo}:v1", "config.json"], ["{repo}:v1"]),
     (["k8s", "check", "{repo}:v1"], ["{repo}:v1"]),
     (["k8s", "volume", "{repo}:v1"], ["{repo}:v1"]),
+    (["k8s", "prewarm", "{repo}:v1"], ["{repo}:v1"]),
+    (["attest", "{repo}:v1", "--key", "{key}", "--sbom"], ["{repo}:v1"]),
     (["mirror", "{home}/job.toml"], ["{repo}:v1", "oci:{home}/mirrored"]),
     (["rm", "mym:v9"], ["mym:v9"]),
 ]

@@ -141,7 +141,7 @@ def test_attestation_verifies_only_when_asked_for_by_its_type(unsigned, tmp_path
     _attach(layout, digest, make_bundle(private, _statement(digest, slsa)))
     assert main(["verify", f"oci:{layout}:v1", "--key", str(public), "--attestation-type", slsa, "--json"]) == 0
     (found,) = json.loads(capsys.readouterr().out)["signatures"]
-    assert found["form"] == "bundle"
+    assert found["form"] == "attestation"
     err = _refused(capsys, ["verify", f"oci:{layout}:v1", "--key", str(public),
                             "--attestation-type", ATTESTATION_TYPES[0]])
     assert f"attestation of type '{slsa}'" in err

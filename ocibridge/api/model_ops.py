@@ -320,6 +320,13 @@ def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> I
     from ocibridge.kinds.family_info import describe
 
     describe(target.store, info["digest"], info)  # what was inspected, by digest: the tag is asked once
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.signing.attest import list_evidence
+
+    subject = Descriptor(mediaType=info["mediaType"], digest=info["digest"], size=info["size"])
+    evidence = list_evidence(target.store, subject)
+    if evidence:  # attestations and evidence referrers (claimed types; verify checks them)
+        info["attestations"] = evidence
     info["reference"] = ref
     return InspectResult(ref, info["digest"], info["mediaType"], info.get("artifactType"), info["size"],
                          tuple(info["layers"]), info.get("config"), info)

@@ -56,11 +56,12 @@ def policy_from_args(args: argparse.Namespace) -> VerifyPolicy | UsePolicy | Non
     return UsePolicy(keys=keys, file=policy)
 
 
-def _open(args: argparse.Namespace) -> Any:
+def _open(args: argparse.Namespace, located: Any = None, write: bool = False) -> Any:
     from ocibridge.kinds.locate import Role, locate
     from ocibridge.kinds.targets import open_store_target
 
-    return open_store_target(locate(args.ref, Role.MODEL), options=transfer_options(args).registry_options())
+    return open_store_target(located or locate(args.ref, Role.MODEL), for_write=write,
+                             options=transfer_options(args).registry_options())
 
 
 def register(command: CommandAdder) -> None:
@@ -76,6 +77,19 @@ def register(command: CommandAdder) -> None:
                    help="signed claim (repeatable)")
     p.add_argument("--identity", metavar="REPOSITORY",
                    help="repository name to sign as (default: where REF is)")
+    add_transfer_flags(p)
+
+    p = command("attest", cmd_attest)
+    p.add_argument("ref", metavar="REF")
+    p.add_argument("--key", required=True, metavar="KEY",
+                   help="ECDSA P-256 private key, as sign takes it (password in $COSIGN_PASSWORD)")
+    p.add_argument("--sbom", action="store_true",
+                   help="attest the model's AI-BOM (CycloneDX 1.6 ML-BOM; pip install 'ocibridge[evidence]')")
+    p.add_argument("--sbom-time", metavar="RFC3339", help="the BOM's timestamp (default: none)")
+    p.add_argument("--provenance", metavar="FILE",
+                   help="attest this SLSA provenance v1 predicate (a JSON file, as push --provenance makes it)")
+    p.add_argument("--identity", metavar="REPOSITORY",
+                   help="repository name the statement's subject names (default: where REF is)")
     add_transfer_flags(p)
 
     p = command("verify-dir", cmd_verify_dir)
@@ -94,8 +108,9 @@ def register(command: CommandAdder) -> None:
                    help="claim every accepted signature must carry (repeatable)")
     p.add_argument("--bundle", metavar="FILE", help="verify the file REF against this bundle file")
     p.add_argument("--attestation-type", metavar="TYPE",
-                   help="verify a signed in-toto attestation of this predicate type (a URI) instead of a "
-                        "signature; attestations never count as signatures otherwise")
+                   help="verify a signed in-toto attestation of this predicate type (a URI, or cosign's "
+                        "name: cyclonedx, slsaprovenance1, ...) instead of a signature; attestations never "
+                        "count as signatures otherwise")
     add_transfer_flags(p)
 
 
@@ -116,10 +131,61 @@ def cmd_sign(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_attest(args: argparse.Namespace) -> int:
+    from ocibridge.kinds.locate import Role, locate
+    from ocibridge.signing import keys
+    from ocibridge.signing.evidence import EvidenceOptions, attach_evidence
+
+    if not args.sbom and not args.provenance:
+        raise UsageError("attest needs --sbom, --provenance FILE or both")
+    provenance = read_provenance(args.provenance) if args.provenance else None
+    key = keys.load_private_key(args.key)
+    located = locate(args.ref, Role.MODEL)
+    target = _open(args, located, write=True)
+    subject = target.store.resolve(target.reference)
+    identity = args.identity or target.store.describe()
+    options = EvidenceOptions(sbom=args.sbom, provenance=provenance, key=key, identity=identity,
+                              repository=repository_of(located), sbom_time=args.sbom_time)
+    result = attach_evidence(target.store, subject, options)
+    where = ", ".join(f"{kind}: {place}" for kind, place in result.written.items())
+    same = f" (already there: {', '.join(result.unchanged)})" if result.unchanged else ""
+    _emit(args, {"digest": subject.digest, **result.as_dict()},
+          f"attested {args.ref} ({subject.digest})\n  {where}{same}")
+    return 0
+
+
+def repository_of(located: object) -> str | None:
+    """The registry repository a located reference names (``host/repo``), else None."""
+    from ocibridge.oci.reference import RegistryReference
+
+    return f"{located.registry}/{located.repository}" if isinstance(located, RegistryReference) else None
+
+
+def read_provenance(path: str) -> dict[str, Any]:
+    """A SLSA v1 predicate from a file (or the predicate of a statement holding one)."""
+    from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
+
+    data = read_small_file(path, MAX_SMALL_INPUT, "provenance", UsageError)
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        raise UsageError(f"{path}: not JSON") from None
+    if isinstance(doc, dict) and isinstance(doc.get("predicate"), dict):
+        doc = doc["predicate"]
+    if not isinstance(doc, dict) or not isinstance(doc.get("buildDefinition"), dict) \
+            or not isinstance(doc.get("runDetails"), dict):
+        raise UsageError(f"{path}: not a SLSA provenance v1 predicate (buildDefinition, runDetails)")
+    return doc
+
+
 def _policy(args: argparse.Namespace) -> VerifyPolicy:
     from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE
     from ocibridge.signing.verify import VerifyPolicy
 
+    if args.attestation_type:
+        from ocibridge.signing.attest import predicate_type_of
+
+        args.attestation_type = predicate_type_of(args.attestation_type)
     return VerifyPolicy.from_files(args.key, identity=args.certificate_identity,
                                    issuer=args.certificate_oidc_issuer, trusted_root=args.trusted_root,
                                    claims=key_values(args.annotation),
@@ -136,13 +202,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         target = _open(args)
         subject = target.store.resolve(target.reference)
-        verified = verify_before_use(target.store, subject, policy, name=args.ref, trusts=Trusted.MANIFEST)
+        trusts = Trusted.STATEMENT if policy.attestation else Trusted.MANIFEST
+        verified = verify_before_use(target.store, subject, policy, name=args.ref, trusts=trusts)
         digest = subject.digest
     lines = [one_line(f"  {v.form} by {v.signer}" + (f" (claims: {_show(v.claims)})" if v.claims else ""))
              for v in verified]
     _emit(args, {"verified": True, "digest": digest, "signatures": [v.as_dict() for v in verified]},
-          f"verified {args.ref} ({digest}): {len(verified)} signature(s)\n" + "\n".join(lines))
+          f"verified {args.ref} ({digest}): {len(verified)} {_what(policy)}\n" + "\n".join(lines))
     return 0
+
+
+def _what(policy: VerifyPolicy) -> str:
+    return f"attestation(s) of type {policy.predicate_type}" if policy.attestation else "signature(s)"
 
 
 def cmd_verify_dir(args: argparse.Namespace) -> int:

@@ -41,6 +41,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "Kubernetes: image volumes (check, modelcar, volume, mount, prewarm) and ocibridge serve (serve)"),
     CommandEntry("sign", "signing",
                  "sign an artifact (cosign .sig tag, sigstore bundle referrer, OMS model signature)"),
+    CommandEntry("attest", "signing",
+                 "sign and attach evidence about an artifact: its AI-BOM (CycloneDX), SLSA provenance"),
     CommandEntry("verify-dir", "signing",
                  "verify a directory (a pull, a cache, a snapshot) against an OMS model signature"),
     CommandEntry("verify", "signing", "verify an artifact's signatures (every form), or a file against a bundle"),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, emit, transfer_options
 from ocibridge.cli.common import annotation_values as _annotations
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
+from ocibridge.cli.evidence import add_evidence_flags, evidence_options, push_evidence
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size
@@ -78,6 +79,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         oms = directory_signature(Path(args.source), Path(args.signature))
         inside = _relative_inside(Path(args.signature), Path(args.source))
         excludes += (inside,) if inside else ()
+    evidence = evidence_options(args)  # a key and the extra checked before a byte is sent
     if args.tag_dest is not None:
         if args.dest is not None:
             raise UsageError(f"push takes DEST or -t/--tag, not both ({args.dest}, {args.tag_dest})")
@@ -108,6 +110,8 @@ def cmd_push(args: argparse.Namespace) -> int:
         if bar:
             bar.close()
     text = f"pushed {result.reference}\n  {counts(result.stats, 'uploaded')}"
+    if evidence is not None:
+        text += push_evidence(args, source, dest, result, evidence)
     if oms is not None:
         from ocibridge.kinds.targets import default_store_path, open_store_target
         from ocibridge.oci.reference import LayoutReference
@@ -228,6 +232,7 @@ def register(command: CommandAdder) -> None:
                         "files, then attached to the pushed artifact (and left out of its files)")
     p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                    help="leave out matching files (repeatable)")
+    add_evidence_flags(p)
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="manifest annotation (repeatable)")
     p.add_argument("--chunks", action="store_true",

@@ -100,6 +100,9 @@ def format_inspect(info: dict[str, Any]) -> str:
                 lines.append(f"{section}.{key}: {_value(value)}")
     for key, value in sorted(info["annotations"].items()):
         lines.append(f"annotation {key}: {_shown_annotation(key, value)}")
+    for found in info.get("attestations") or []:  # claimed types: `verify --attestation-type` checks them
+        how = "attestation (signed)" if found["signed"] else "evidence (unsigned)"
+        lines.append(f"{how}: {found['predicateType']} {found['digest']}")
     rows = [("KIND", "VARIANT", "SIZE", "PATH", "MEDIA TYPE")]
     rows += [
         (x["kind"], x["variant"], human_size(x["size"]), x["path"] or "-", x["mediaType"])

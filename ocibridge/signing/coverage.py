@@ -26,6 +26,7 @@ class Form(str, Enum):
     CLASSIC = "classic"  # cosign simple signing, the .sig tag: names the manifest digest
     BUNDLE = "bundle"  # a sigstore bundle: DSSE statement naming the digest, or a message signature over the manifest
     OMS = "oms"  # an OpenSSF model-signing statement: file names and their sha256
+    ATTESTATION = "attestation"  # an in-toto statement of another predicate type about a digest (BOM, provenance)
 
 
 class Trusted(str, Enum):
@@ -37,17 +38,24 @@ class Trusted(str, Enum):
     REFERRER = "referrer"  # a referrer manifest (a chunk table attached, not bound), signed itself
     LAYER = "layer"  # a layer blob, by the digest the manifest lists
     FILES = "files"  # the model's file names and contents (pull into a directory, path)
+    STATEMENT = "attested statement"  # what an attestation's predicate says of its subject (verify --attestation-type)
 
 
-_MANIFEST_BOUND = frozenset(Trusted)
+#: A signature vouches for the manifest and all it binds, never for a statement it does not make.
+_MANIFEST_BOUND = frozenset(Trusted) - {Trusted.STATEMENT}
 #: form -> what its signed payload covers
 COVERS: dict[Form, frozenset[Trusted]] = {
     Form.CLASSIC: _MANIFEST_BOUND,
     Form.BUNDLE: _MANIFEST_BOUND,
     Form.OMS: frozenset({Trusted.FILES}),
+    # its subject only: what the predicate says of that digest; it signs nothing of the artifact
+    Form.ATTESTATION: frozenset({Trusted.STATEMENT}),
 }
 
-_WHY = {Form.OMS: "an OMS signature signs the model's file names and digests, nothing of its manifest"}
+_WHY = {Form.OMS: "an OMS signature signs the model's file names and digests, nothing of its manifest",
+        Form.ATTESTATION: "an attestation says something about its subject; it is not a signature of it",
+        Form.CLASSIC: "a signature of the manifest is not an attestation",
+        Form.BUNDLE: "a signature of the manifest is not an attestation"}
 
 
 def covers(form: Form | str, trusted: Trusted) -> bool:
@@ -71,7 +79,12 @@ S = TypeVar("S", bound=_Signed)
 
 def uncovered_reason(form: Form | str, where: str, trusted: Trusted) -> str:
     """One line: why a verified signature does not count for ``trusted``."""
-    why = _WHY.get(Form(form), f"a {form} signature") if covers_anything(form) else "an unknown form"
+    if not covers_anything(form):
+        why = "an unknown form"
+    elif Form(form) in (Form.CLASSIC, Form.BUNDLE) and trusted is not Trusted.STATEMENT:
+        why = f"a {form} signature"
+    else:
+        why = _WHY.get(Form(form), f"a {form} signature")
     return f"{form} signature {where[:19]}: verifies, but does not cover the {trusted.value} ({why})"
 
 

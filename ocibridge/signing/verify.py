@@ -86,7 +86,7 @@ class VerifyPolicy:
 class Verified:
     """One signature that verified."""
 
-    form: str  # classic | bundle
+    form: str  # classic | bundle | oms | attestation (coverage.Form)
     signer: str  # the key's name, or the certificate identity
     claims: dict[str, Any] = field(default_factory=dict)
     where: str = ""  # the .sig tag or the referrer digest
@@ -197,7 +197,7 @@ def _bundle(data: bytes, where: str, digest: str, manifest: bytes | None, policy
         claims = verify_keyless(data, policy.identity, dsse=content.envelope is not None, digest=digest,
                                 artifact=manifest, predicate_type=policy.predicate_type)
         _require_claims(claims, policy)
-        return Verified("bundle", policy.identity.identity, claims, where)
+        return Verified(_bundle_form(policy), policy.identity.identity, claims, where)
     return verify_key_bundle(content, digest, manifest, policy, where)
 
 
@@ -216,7 +216,7 @@ def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None,
                 continue
             claims = statement_claims(payload, digest, policy.predicate_type)
             _require_claims(claims, policy)
-            return Verified("bundle", name, claims, where)
+            return Verified(_bundle_form(policy), name, claims, where)
         raise SignatureError(f"{short}: DSSE signature does not verify")
     assert content.message_digest is not None and content.message_signature is not None
     if policy.attestation:
@@ -230,6 +230,12 @@ def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None,
             _require_claims({}, policy)
             return Verified("bundle", name, {}, where)
     raise SignatureError(f"{short}: message signature does not verify")
+
+
+def _bundle_form(policy: VerifyPolicy) -> str:
+    """A DSSE bundle verified for a signature is the bundle form; for another predicate type,
+    an attestation (coverage.Form.ATTESTATION: it covers its subject's statement only)."""
+    return "attestation" if policy.attestation else "bundle"
 
 
 def is_oms(data: bytes) -> bool:
