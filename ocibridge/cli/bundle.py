@@ -16,6 +16,7 @@ from ocibridge.transfer.progress_modes import MODES, choose_progress
 
 if TYPE_CHECKING:
     from ocibridge.api import bundle
+    from ocibridge.api.bundle import BundleResult
 else:  # loaded on first use: --help must not load pydantic and httpx
     bundle = LazyModule("ocibridge.api.bundle")
 
@@ -35,11 +36,8 @@ def cmd_save(args: argparse.Namespace) -> int:
     with _progress(args, "save") as bar:
         result = bundle.save(args.refs, args.output, transfer=transfer_options(args), verify=policy_from_args(args),
                              progress=bar)
-    counted = f"{plural(len(result.entries), 'model')} ({plural(result.signatures, 'signature')})"
-    lines = [f"bundled {counted} into {result.path}"]
-    lines += [f"  {e.tag}  {e.digest}  {e.reference}" for e in result.entries]
-    emit(args, result.as_dict(), "\n".join(one_line(x) for x in lines))
-    return 0
+    return _said(args, result, f"bundled {{}} into {result.path}",
+                 [f"{e.tag}  {e.digest}  {e.reference}" for e in result.entries])
 
 
 def cmd_load(args: argparse.Namespace) -> int:
@@ -48,9 +46,13 @@ def cmd_load(args: argparse.Namespace) -> int:
     with _progress(args, "load") as bar:
         result = bundle.load(args.bundle, args.prefix, transfer=transfer_options(args), progress=bar,
                              verify=policy_from_args(args))
+    return _said(args, result, f"loaded {{}} from {result.path}", list(result.destinations))
+
+
+def _said(args: argparse.Namespace, result: BundleResult, first: str, rows: list[str]) -> int:
+    """The summary of save and load: ``first`` with the counts in its ``{}``, then a row each."""
     counted = f"{plural(len(result.entries), 'model')} ({plural(result.signatures, 'signature')})"
-    lines = [f"loaded {counted} from {result.path}"]
-    lines += [f"  {dest}" for dest in result.destinations]
+    lines = [first.format(counted), *(f"  {row}" for row in rows)]
     emit(args, result.as_dict(), "\n".join(one_line(x) for x in lines))
     return 0
 

@@ -64,33 +64,38 @@ def _open(args: argparse.Namespace, located: Any = None, write: bool = False) ->
                              options=transfer_options(args).registry_options())
 
 
-def register(command: CommandAdder) -> None:
-    """Add ``sign``, ``verify-dir`` and ``verify``."""
-    p = command("sign", cmd_sign)
+def _keyed(p: argparse.ArgumentParser, key_help: str) -> argparse.ArgumentParser:
+    """REF and the private key of a command that signs (sign, attest)."""
     p.add_argument("ref", metavar="REF")
-    p.add_argument("--key", required=True, metavar="KEY",
-                   help="ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
+    p.add_argument("--key", required=True, metavar="KEY", help=key_help)
+    return p
+
+
+def _named_as(p: argparse.ArgumentParser, identity_help: str) -> None:
+    """The repository a signing command names (``--identity``), then the registry flags."""
+    p.add_argument("--identity", metavar="REPOSITORY", help=identity_help)
+    add_transfer_flags(p)
+
+
+def register(command: CommandAdder) -> None:
+    """Add ``sign``, ``attest``, ``verify-dir`` and ``verify``."""
+    p = _keyed(command("sign", cmd_sign),
+               "ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
     p.add_argument("--form", choices=[*ALL_FORMS, "both", "all"], default="both",
                    help="classic (.sig tag), bundle (OCI 1.1 referrer), both (default), oms (OpenSSF "
                         "model signing: the file list, as a referrer) or all three")
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="signed claim (repeatable)")
-    p.add_argument("--identity", metavar="REPOSITORY",
-                   help="repository name to sign as (default: where REF is)")
-    add_transfer_flags(p)
+    _named_as(p, "repository name to sign as (default: where REF is)")
 
-    p = command("attest", cmd_attest)
-    p.add_argument("ref", metavar="REF")
-    p.add_argument("--key", required=True, metavar="KEY",
-                   help="ECDSA P-256 private key, as sign takes it (password in $COSIGN_PASSWORD)")
+    p = _keyed(command("attest", cmd_attest),
+               "ECDSA P-256 private key, as sign takes it (password in $COSIGN_PASSWORD)")
     p.add_argument("--sbom", action="store_true",
                    help="attest the model's AI-BOM (CycloneDX 1.6 ML-BOM; pip install 'ocibridge[evidence]')")
     p.add_argument("--sbom-time", metavar="RFC3339", help="the BOM's timestamp (default: none)")
     p.add_argument("--provenance", metavar="FILE",
                    help="attest this SLSA provenance v1 predicate (a JSON file, as push --provenance makes it)")
-    p.add_argument("--identity", metavar="REPOSITORY",
-                   help="repository name the statement's subject names (default: where REF is)")
-    add_transfer_flags(p)
+    _named_as(p, "repository name the statement's subject names (default: where REF is)")
 
     p = command("verify-dir", cmd_verify_dir)
     p.add_argument("dir", metavar="DIR")

@@ -26,14 +26,7 @@ from typing import Any
 
 from ocibridge.core import environment
 from ocibridge.errors import UsageError
-from ocibridge.stores.registry.pull_secret import (
-    ca_config_map,
-    ca_mount,
-    check_label,
-    check_quantity,
-    check_secret_name,
-    docker_config_mount,
-)
+from ocibridge.stores.registry import pull_secret as secrets  # the k8s helpers the mirror Job shares
 
 CONTAINER = "serve"
 #: Where the model cache is mounted in the pod (``$OCIBRIDGE_CACHE``).
@@ -92,15 +85,15 @@ def check(d: ServeDeployment) -> None:
         raise UsageError("--port must be between 1 and 65535")
     if len(d.name) > 47:  # a Deployment's pods add two suffixes; the claim adds -cache
         raise UsageError(f"--name {d.name!r}: at most 47 characters (the pods' names add suffixes)")
-    check_label("--name", d.name)
+    secrets.check_label("--name", d.name)
     if d.namespace is not None:
-        check_label("--namespace", d.namespace)
+        secrets.check_label("--namespace", d.namespace)
     for flag, names in (("--token-secret", [d.token_secret]), ("--storage-class", [d.storage_class]),
                         ("--docker-config-secret", [d.docker_config_secret]),
                         ("--image-pull-secret", list(d.image_pull_secrets))):
         for name in names:
             if name is not None:
-                check_secret_name(flag, name)
+                secrets.check_secret_name(flag, name)
     if d.cache_access_mode is not None and d.cache_access_mode not in ACCESS_MODES:
         raise UsageError(f"--cache-access-mode {d.cache_access_mode!r}: ReadWriteOnce or ReadWriteMany")
     if d.cache_access_mode == "ReadWriteOnce" and d.replicas > 1:
@@ -111,7 +104,7 @@ def check(d: ServeDeployment) -> None:
         raise UsageError("--storage-class names the class of the cache's claim, and several replicas without "
                          "--cache-access-mode ReadWriteMany have none (an emptyDir each)")
     for flag, value in (("--cache-size", d.cache_size), ("--cpu", d.cpu), ("--memory", d.memory)):
-        check_quantity(flag, value)
+        secrets.check_quantity(flag, value)
     if not d.image or any(c.isspace() or not c.isprintable() for c in d.image):
         raise UsageError(f"--image {d.image!r} is not an image reference")
     if d.default_tag is not None and (not d.default_tag or any(c.isspace() for c in d.default_tag)):
@@ -130,7 +123,7 @@ def objects(d: ServeDeployment) -> list[dict[str, Any]]:
     ca_map = None
     if d.ca_pem is not None:
         ca_map = f"{d.name}-ca"
-        docs.append(ca_config_map({**meta, "name": ca_map}, [d.ca_pem]))
+        docs.append(secrets.ca_config_map({**meta, "name": ca_map}, [d.ca_pem]))
     claim = None
     if d.cache_volume() != "emptyDir":
         claim = f"{d.name}-cache"
@@ -169,11 +162,11 @@ def _deployment(d: ServeDeployment, meta: dict[str, Any], labels: dict[str, str]
                              else {"emptyDir": {"sizeLimit": d.cache_size}})
     volumes: list[dict[str, Any]] = [{"name": "cache", **cache}, {"name": "tmp", "emptyDir": {}}]
     if ca_map:
-        volume, mount = ca_mount(ca_map, [(host, "ca-0.crt") for host in dict.fromkeys(d.hosts)])
+        volume, mount = secrets.ca_mount(ca_map, [(host, "ca-0.crt") for host in dict.fromkeys(d.hosts)])
         volumes.append(volume)
         mounts.append(mount)
     if d.docker_config_secret:
-        volume, mount, var = docker_config_mount(d.docker_config_secret)
+        volume, mount, var = secrets.docker_config_mount(d.docker_config_secret)
         volumes.append(volume)
         mounts.append(mount)
         env.append(var)

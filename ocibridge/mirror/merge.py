@@ -17,8 +17,9 @@ from typing import Any
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
+from ocibridge.core.smallfile import read_small
 from ocibridge.core.terminal import one_line
-from ocibridge.errors import OcibridgeError, TooLarge, UsageError
+from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.mirror.endpoints import job_reference
 from ocibridge.mirror.summary import ArtifactResult, EntrySummary, MirrorSummary
 from ocibridge.oci.reference import LayoutReference, RegistryReference
@@ -175,13 +176,10 @@ def _place(target: str) -> str:
 
 def read_report(path: str) -> ShardReport:
     """One shard report from a file of only JSON or from a log that contains it."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_REPORT_BYTES + 1)
-    except OSError as e:
+    try:  # a file the user names (a FIFO of a log is fine), bounded
+        raw = read_small(path, MAX_REPORT_BYTES, "cannot read report", named=True)
+    except FileNotFoundError as e:
         raise OcibridgeError(f"cannot read report {path}: {e.strerror}") from None
-    if len(raw) > MAX_REPORT_BYTES:
-        raise TooLarge(f"{path}: larger than {MAX_REPORT_BYTES} bytes; not a mirror report")
     data = _find_report(raw.decode("utf-8", "replace"))
     if data is None:
         raise OcibridgeError(f"{path}: no mirror report in it (expected the output of "

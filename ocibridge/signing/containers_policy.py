@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from ocibridge.core import environment
-from ocibridge.errors import InvalidReference, SignatureError, UsageError
+from ocibridge.core.smallfile import read_small
+from ocibridge.errors import InvalidReference, SignatureError, TooLarge, UsageError
 from ocibridge.oci.reference import parse_registry_reference
 
 SYSTEM_POLICY = Path("/etc/containers/policy.json")
@@ -305,13 +306,12 @@ def load_policy(explicit: str | os.PathLike[str] | None = None) -> ContainersPol
     path = find_policy_file(explicit)
     if path is None:
         return None
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_POLICY_BYTES + 1)
-    except OSError as e:
-        raise PolicyFileError(f"policy file {path}: {e.strerror or e}") from None
-    if len(data) > MAX_POLICY_BYTES:
-        raise PolicyFileError(f"policy file {path}: larger than {MAX_POLICY_BYTES} bytes")
+    try:  # the one small-file reader: bounded, no hang on a FIFO found in place of the file
+        data = read_small(path, MAX_POLICY_BYTES, "policy file", error=PolicyFileError)
+    except FileNotFoundError as e:
+        raise PolicyFileError(f"policy file {path}: {e.strerror}") from None
+    except TooLarge as e:
+        raise PolicyFileError(str(e)) from None
     return parse_policy(data, path)
 
 
