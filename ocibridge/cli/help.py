@@ -112,9 +112,13 @@ EXAMPLES: dict[str, str] = {
   ocibridge sign registry.example/team/tiny:v1 --key cosign.key -a team=ml
   ocibridge sign oci:/srv/models:tiny --key cosign.key --identity registry.example/team/tiny
   ocibridge sign registry.example/team/tiny:v1 --key cosign.key --form all    # classic, bundle and OMS""",
+    "attest": """\
+  ocibridge attest registry.example/team/tiny:v1 --key cosign.key --sbom      # the AI-BOM, signed
+  ocibridge attest registry.example/team/tiny:v1 --key cosign.key --provenance provenance.json
+  ocibridge verify registry.example/team/tiny:v1 --key cosign.pub --attestation-type cyclonedx""",
     "verify-dir": """\
   ocibridge pull registry.example/team/tiny:v1 tiny --verify-key cosign.pub --with-signatures
-  ocibridge verify-dir tiny --signature tiny/model.sig --key cosign.pub""",
+  ocibridge verify-dir tiny --key cosign.pub      # tiny/model.sig, where pull put it""",
     "verify": """\
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub -a team=ml --json""",
