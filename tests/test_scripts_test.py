@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,10 +15,18 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test"
 
 
 def run(prefix: list[str], env: dict[str, str] | None = None) -> tuple[int, str, float]:
-    started = time.monotonic()
-    done = subprocess.run([*prefix, "bash", str(SCRIPT)], capture_output=True, text=True, timeout=60,
-                          env=env, stdin=subprocess.DEVNULL)
-    return done.returncode, done.stderr, time.monotonic() - started
+    """The script run as a copy in a folder anyone may read (a checkout under a 0700 folder, as
+    ``mktemp -d`` makes, is no place another user can run it from)."""
+    with tempfile.TemporaryDirectory() as where:
+        os.chmod(where, 0o755)
+        copy = Path(where) / "scripts" / "test"
+        copy.parent.mkdir(mode=0o755)
+        shutil.copy(SCRIPT, copy)
+        os.chmod(copy, 0o755)
+        started = time.monotonic()
+        done = subprocess.run([*prefix, "bash", str(copy)], capture_output=True, text=True, timeout=60,
+                              env=env, stdin=subprocess.DEVNULL, cwd=where)
+        return done.returncode, done.stderr, time.monotonic() - started
 
 
 def test_without_root_it_says_so_and_stops():
