@@ -145,11 +145,15 @@ class ChunkKeeper:
         with self._lock:
             if not self._from_start:
                 return
-            self._from_start = False
             writer = self._writer
-        if writer is not None:  # what was staged is committed as a prefix, without waiting
-            with contextlib.suppress(RuntimeError):  # (closing: close ends the run itself)
-                writer.submit(self._end_run)
+            if writer is None:  # nothing kept yet: nothing to commit
+                self._from_start = False
+                return
+        # The run ends on the writer thread, after the chunks read before this one are written
+        # (it is one thread: they are queued ahead), so every one of them is in the prefix; the
+        # flag flips there too (ending it here raced them into chunk files: a prefix of 2 of 3)
+        with contextlib.suppress(RuntimeError):  # (closing: close ends the run itself)
+            writer.submit(self._end_run)
 
     # -- keeping -----------------------------------------------------------------------------
     def keep(self, index: int, data: Chunk, *, fetched: bool) -> None:
