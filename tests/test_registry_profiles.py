@@ -170,7 +170,7 @@ def test_token_expiry_mid_upload_and_download(fault_proxy, unique_repo, tmp_path
     assert not [r for r in fault_proxy.requests if r.method == "DELETE"]  # no blob restarted
 
     fault_proxy.clear()
-    fault_proxy.add("GET", "/blobs/sha256:", throttle(1 * MiB), times=None)
+    fault_proxy.add("GET", "/blobs/sha256:", throttle(512 * KiB), times=None)  # 3 rounds of 2 parts, 1 s each
     api.pull(ref, str(tmp_path / "out"), transfer=_opts(part_size=512 * KiB, parts_in_flight=2))
     assert (tmp_path / "out" / "weights.bin").read_bytes() == files["weights.bin"]
     weights = hashlib.sha256(files["weights.bin"]).hexdigest()
