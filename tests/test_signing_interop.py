@@ -88,3 +88,31 @@ def test_openssl_verifies_classic_signatures_made_here(signed, tmp_path):
     assert json.loads(payload.read_bytes())["critical"]["image"]["docker-manifest-digest"] == digest
     payload.write_bytes(payload.read_bytes().replace(b'"team":"ml"', b'"team":"mL"'))
     assert openssl().returncode != 0
+
+
+@pytest.mark.parametrize("evidence", ["--sbom", "--provenance"])
+def test_sigstore_js_verifies_the_bom_and_provenance_attestations(sigstore_js, tmp_path, capsys, evidence):
+    """The AI-BOM and the SLSA provenance, key-signed by push --attest-key, verify with
+    sigstore-js against the key, name the pushed manifest as their subject and carry the
+    predicate they claim; another key is refused by the same checker."""
+    from ocibridge.signing.attest import CYCLONEDX, SLSA_PROVENANCE_V1, find_attestations
+    from ocibridge.stores.layout import LayoutStore
+
+    model = make_model(tmp_path / "m")
+    private, public = key_pair(tmp_path / "k")
+    assert main(["push", str(model), f"oci:{tmp_path}/store:v1", evidence, "--attest-key", str(private),
+                 "--json", "-q"]) == 0
+    digest = json.loads(capsys.readouterr().out)["digest"]
+    store = LayoutStore(tmp_path / "store")
+    (found,) = find_attestations(store, store.resolve(digest))
+    wanted = CYCLONEDX if evidence == "--sbom" else SLSA_PROVENANCE_V1
+    assert found.predicate_type == wanted
+    path = tmp_path / "attestation.json"
+    path.write_bytes(found.bundle)
+    done = _node(sigstore_js, path, public, digest[7:])
+    assert done.returncode == 0 and done.stdout.strip() == "OK", done.stdout + done.stderr
+    payload = json.loads(base64.b64decode(json.loads(found.bundle)["dsseEnvelope"]["payload"]))
+    assert payload["predicateType"] == wanted
+    _, other = key_pair(tmp_path / "o", "other")
+    refused = _node(sigstore_js, path, other, digest[7:])
+    assert refused.returncode == 1 and "not" in refused.stdout
