@@ -198,3 +198,27 @@ def test_a_policy_with_no_signature_asked_is_refused(tmp_path, capsys):
     policy = write_policy(tmp_path, {"reg.example.com": [{"type": "insecureAcceptAnything"}]})
     code, out, err = run(capsys, "--from-policy", str(policy))
     assert code == 2 and "nothing for an admission controller to check" in err
+
+
+def test_check_says_whether_the_node_policy_lets_crio_pull(tmp_path, capsys, registry, unique_repo):
+    """The node's policy file, evaluated against the real registry: refused (unsigned under a
+    sigstoreSigned scope, exit 1), accepted; containerd reads no such file."""
+    from tests.modelgen import make_model
+
+    make_model(tmp_path / "m")
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert main(["push", str(tmp_path / "m"), ref, "-q"]) == 0
+    capsys.readouterr()
+    signed = write_policy(tmp_path, {registry.host: [{"type": "sigstoreSigned", "keyPath": str(KEY)}]},
+                          default="insecureAcceptAnything")
+    assert main(["k8s", "check", ref, "--runtime", "cri-o@1.33", "--node-policy", str(signed)]) == 1
+    out = capsys.readouterr().out
+    assert "will NOT mount" in out and f'reason: node policy {signed} (docker "{registry.host}"): ' \
+        "CRI-O refuses the pull" in out and "has none" in out
+    accepting = tmp_path / "accept.json"
+    accepting.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}]}))
+    assert main(["k8s", "check", ref, "--runtime", "cri-o", "--node-policy", str(accepting), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["nodePolicy"] == \
+        f"node policy {accepting} (default): CRI-O pulls it (it accepts anything)"
+    main(["k8s", "check", ref, "--runtime", "containerd", "--node-policy", str(signed)])
+    assert "containerd reads no containers policy file" in capsys.readouterr().out

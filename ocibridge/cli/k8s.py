@@ -43,12 +43,19 @@ def _k8s_target(args: argparse.Namespace, located: Locator, for_write: bool = Fa
 
 def cmd_k8s_check(args: argparse.Namespace) -> int:
     from ocibridge.k8s import check
+    from ocibridge.k8s.node_policy import node_policy
 
-    t = _k8s_target(args, _located(args))
+    located = _located(args)
+    t = _k8s_target(args, located)
     result = check(t.store, t.reference, args.runtime, platform=args.platform)
     result.reference = args.ref  # as the user wrote it, not the store-relative tag
+    assert result.version is not None
+    node = node_policy(t.store, t.reference, located, args.node_policy, result.version, args.ref)
+    if node.refused:
+        result.reasons.append(node.line)
+        result.will_mount = False
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps({**result.to_json(), "nodePolicy": node.line}, indent=2))
     else:
         verdict = "will mount" if result.will_mount else "will NOT mount"
         hidden = result.layers_hidden if result.will_mount else 0
@@ -57,6 +64,8 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
         print(one_line(f"{args.ref}: {verdict} on {label} ({result.kind}){but}"))
         for reason in result.reasons:
             print(one_line(f"  reason: {reason}"))
+        if not node.refused:
+            print(one_line(f"  {node.line}"))
         for warning in result.warnings:
             print(one_line(f"  warning: {warning}"))
         for layer in result.layers:
@@ -353,7 +362,10 @@ def register(command: CommandAdder) -> None:
         add_transfer_flags(p)
         return p
 
-    kcommand("check", cmd_k8s_check, "say whether an image volume will mount and what the pod will see")
+    p = kcommand("check", cmd_k8s_check, "say whether an image volume will mount and what the pod will see")
+    p.add_argument("--node-policy", metavar="FILE",
+                   help="a node's containers policy.json, evaluated as CRI-O applies it to the pull "
+                        "(default /etc/containers/policy.json, when this machine has one)")
     p = kcommand("modelcar", cmd_k8s_modelcar, "build a ModelCar-style image (files under /models) for containerd")
     p.add_argument("--tag", help="tag the image (or index) in the same store")
     p.add_argument("--index", action="store_true", help="one index serving the image and the ModelPack artifact")
