@@ -150,6 +150,10 @@ EXAMPLES: dict[str, str] = {
   ocibridge k8s prewarm registry.example/llm/llama:v3 --selector nvidia.com/gpu.present=true > prewarm.yaml
   ocibridge k8s prewarm registry.example/llm/llama:v3-modelcar --runtime containerd@1.7   # init containers
   ocibridge k8s prewarm registry.example/llm/llama:v3 --json    # kubectl rollout status ds/model-prewarm""",
+    "k8s policy": """\
+  ocibridge k8s policy --from-policy /etc/containers/policy.json > admission.yaml
+  ocibridge k8s policy --image registry.example/ml --key cosign.pub --kyverno-only
+  ocibridge k8s policy --image registry.example/ml --identity ci@example.com --issuer https://token.example""",
 }
 
 

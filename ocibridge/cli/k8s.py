@@ -43,12 +43,19 @@ def _k8s_target(args: argparse.Namespace, located: Locator, for_write: bool = Fa
 
 def cmd_k8s_check(args: argparse.Namespace) -> int:
     from ocibridge.k8s import check
+    from ocibridge.k8s.node_policy import node_policy
 
-    t = _k8s_target(args, _located(args))
+    located = _located(args)
+    t = _k8s_target(args, located)
     result = check(t.store, t.reference, args.runtime, platform=args.platform)
     result.reference = args.ref  # as the user wrote it, not the store-relative tag
+    assert result.version is not None
+    node = node_policy(t.store, t.reference, located, args.node_policy, result.version, args.ref)
+    if node.refused:
+        result.reasons.append(node.line)
+        result.will_mount = False
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps({**result.to_json(), "nodePolicy": node.line}, indent=2))
     else:
         verdict = "will mount" if result.will_mount else "will NOT mount"
         hidden = result.layers_hidden if result.will_mount else 0
@@ -57,6 +64,8 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
         print(one_line(f"{args.ref}: {verdict} on {label} ({result.kind}){but}"))
         for reason in result.reasons:
             print(one_line(f"  reason: {reason}"))
+        if not node.refused:
+            print(one_line(f"  {node.line}"))
         for warning in result.warnings:
             print(one_line(f"  warning: {warning}"))
         for layer in result.layers:
@@ -281,6 +290,46 @@ def cmd_k8s_prewarm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_k8s_policy(args: argparse.Namespace) -> int:
+    from ocibridge.k8s.admission import from_flags, from_policy
+    from ocibridge.k8s.admission_docs import check_name, kyverno, policy_controller, policy_controller_notes
+    from ocibridge.mirror.yamlout import dump_all
+
+    name = check_name(args.name)
+    if args.from_policy:
+        if args.image or args.key or args.identity or args.issuer:
+            raise UsageError("--from-policy takes the scopes and keys from the file: "
+                             "leave out --image, --key, --identity and --issuer")
+        from ocibridge.signing.containers_policy import load_policy
+
+        policy = load_policy(args.from_policy)
+        assert policy is not None
+        t = from_policy(policy)
+    else:
+        t = from_flags(args.image, args.key, args.identity, args.issuer)
+    if not t.rules:
+        raise UsageError(f"{args.from_policy}: no docker scope asks for a signature (sigstoreSigned): "
+                         "nothing for an admission controller to check")
+    docs: list[dict[str, Any]] = []
+    notes = list(t.notes)
+    if not args.policy_controller_only:
+        docs.append(kyverno(t, name))
+    if not args.kyverno_only:
+        docs.extend(policy_controller(t, name))
+        notes.extend(policy_controller_notes(t))
+    if args.json:
+        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs, "notes": notes}, indent=2))
+    else:
+        head = ["# ocibridge k8s policy: admission checks matching the containers policy the nodes enforce",
+                *(f"# note: {n}" for n in notes)]
+        print(printable("\n".join(head) + "\n" + dump_all(docs)), end="")
+    untranslated = sum(1 for n in t.notes if "not translated" in n)
+    if untranslated:
+        print(f"warning: {untranslated} part(s) of the policy are not translated (see the comments above "
+              "the documents)", file=sys.stderr)
+    return 0
+
+
 def _runtime_arg(text: str) -> str:
     """``--runtime``: a runtime with an optional version, checked when the line is parsed."""
     from ocibridge.k8s.runtime import RuntimeVersion
@@ -313,7 +362,10 @@ def register(command: CommandAdder) -> None:
         add_transfer_flags(p)
         return p
 
-    kcommand("check", cmd_k8s_check, "say whether an image volume will mount and what the pod will see")
+    p = kcommand("check", cmd_k8s_check, "say whether an image volume will mount and what the pod will see")
+    p.add_argument("--node-policy", metavar="FILE",
+                   help="a node's containers policy.json, evaluated as CRI-O applies it to the pull "
+                        "(default /etc/containers/policy.json, when this machine has one)")
     p = kcommand("modelcar", cmd_k8s_modelcar, "build a ModelCar-style image (files under /models) for containerd")
     p.add_argument("--tag", help="tag the image (or index) in the same store")
     p.add_argument("--index", action="store_true", help="one index serving the image and the ModelPack artifact")
@@ -345,6 +397,28 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--image", default="busybox:1.36", help="the image of the container that holds the models")
     add_pull_secret_flags(p, pulls="the models", creates="their registries")
     _register_serve(ksub)
+    _register_policy(ksub)
+
+
+def _register_policy(ksub: Any) -> None:
+    help = ("print a Kyverno ClusterPolicy and policy-controller ClusterImagePolicies that check at admission "
+            "the signatures the nodes' containers policy asks for")
+    p = ksub.add_parser("policy", help=help, description=help)
+    p.set_defaults(func=cmd_k8s_policy)
+    p.add_argument("--from-policy", metavar="FILE", help="translate this containers policy.json's docker scopes")
+    p.add_argument("--image", action="append", default=[], metavar="SCOPE",
+                   help="a scope as policy.json writes it: host, host/namespace, host/repo[:tag], *.domain "
+                        "(repeatable)")
+    p.add_argument("--key", action="append", default=[], metavar="PUB",
+                   help="a public key (PEM) whose signature is accepted (repeatable: any one)")
+    p.add_argument("--identity", metavar="SUBJECT", help="keyless: the certificate's subject (an email, a URI)")
+    p.add_argument("--issuer", metavar="URL", help="keyless: the OIDC issuer")
+    p.add_argument("--name", default="models-signed", help="name of the documents (default models-signed)")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--kyverno-only", action="store_true", help="only the Kyverno ClusterPolicy")
+    only.add_argument("--policy-controller-only", action="store_true",
+                      help="only the policy-controller ClusterImagePolicies")
+    p.add_argument("--json", action="store_true", help="print the documents as a JSON List (with notes)")
 
 
 def _register_serve(ksub: Any) -> None:

@@ -30,11 +30,13 @@ _CORE = [("pods", "Pod"), ("configmaps", "ConfigMap"), ("secrets", "Secret"), ("
 _APPS = [("deployments", "Deployment"), ("daemonsets", "DaemonSet")]
 _BATCH = [("jobs", "Job")]
 _KSERVE = [("inferenceservices", "InferenceService")]
+_KYVERNO = [("clusterpolicies", "ClusterPolicy")]  # cluster-scoped, as their CRDs say
+_SIGSTORE = [("clusterimagepolicies", "ClusterImagePolicy")]
 
 
-def _resources(group_version: str, kinds: list[tuple[str, str]]) -> dict[str, Any]:
+def _resources(group_version: str, kinds: list[tuple[str, str]], namespaced: bool = True) -> dict[str, Any]:
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": [
-        {"name": plural, "singularName": kind.lower(), "namespaced": True, "kind": kind,
+        {"name": plural, "singularName": kind.lower(), "namespaced": namespaced, "kind": kind,
          "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]} for plural, kind in kinds]}
 
 
@@ -47,11 +49,14 @@ ROUTES: dict[str, dict[str, Any]] = {
     "/api": {"kind": "APIVersions", "versions": ["v1"],
              "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
     "/apis": {"kind": "APIGroupList", "apiVersion": "v1",
-              "groups": [_group("apps", "v1"), _group("batch", "v1"), _group("serving.kserve.io", "v1beta1")]},
+              "groups": [_group("apps", "v1"), _group("batch", "v1"), _group("serving.kserve.io", "v1beta1"),
+                         _group("kyverno.io", "v1"), _group("policy.sigstore.dev", "v1beta1")]},
     "/api/v1": _resources("v1", _CORE),
     "/apis/apps/v1": _resources("apps/v1", _APPS),
     "/apis/batch/v1": _resources("batch/v1", _BATCH),
     "/apis/serving.kserve.io/v1beta1": _resources("serving.kserve.io/v1beta1", _KSERVE),
+    "/apis/kyverno.io/v1": _resources("kyverno.io/v1", _KYVERNO, namespaced=False),
+    "/apis/policy.sigstore.dev/v1beta1": _resources("policy.sigstore.dev/v1beta1", _SIGSTORE, namespaced=False),
 }
 
 
