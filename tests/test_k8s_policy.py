@@ -222,3 +222,6 @@ def test_check_says_whether_the_node_policy_lets_crio_pull(tmp_path, capsys, reg
         f"node policy {accepting} (default): CRI-O pulls it (it accepts anything)"
     main(["k8s", "check", ref, "--runtime", "containerd", "--node-policy", str(signed)])
     assert "containerd reads no containers policy file" in capsys.readouterr().out
+    # without the flag this machine's own policy file is never read: the check is about the node
+    assert main(["k8s", "check", ref, "--runtime", "cri-o", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["nodePolicy"].startswith("node policy: not evaluated")

@@ -365,7 +365,7 @@ def register(command: CommandAdder) -> None:
     p = kcommand("check", cmd_k8s_check, "say whether an image volume will mount and what the pod will see")
     p.add_argument("--node-policy", metavar="FILE",
                    help="a node's containers policy.json, evaluated as CRI-O applies it to the pull "
-                        "(default /etc/containers/policy.json, when this machine has one)")
+                        "(CRI-O reads /etc/containers/policy.json there; not evaluated without this flag)")
     p = kcommand("modelcar", cmd_k8s_modelcar, "build a ModelCar-style image (files under /models) for containerd")
     p.add_argument("--tag", help="tag the image (or index) in the same store")
     p.add_argument("--index", action="store_true", help="one index serving the image and the ModelPack artifact")

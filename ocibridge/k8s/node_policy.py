@@ -29,15 +29,16 @@ class NodePolicy:
 
 def node_policy(store: Store, reference: str, located: object, path: str | None, rv: RuntimeVersion,
                 shown: str) -> NodePolicy:
-    """The node's verdict on ``located`` (``path``: the node's policy file; None: the system one)."""
+    """The node's verdict on ``located`` (``path``: the node's policy file). Without one nothing
+    is evaluated: the machine running ``check`` is seldom the node, and its own policy file
+    refusing would turn a mount check into a failure the node may never see."""
     if rv.runtime is not Runtime.CRIO:
         return NodePolicy("node policy: containerd reads no containers policy file: nothing is verified at pull")
     if not isinstance(located, RegistryReference):
         return NodePolicy("node policy: not evaluated: a node pulls from a registry, not from a layout")
-    file = Path(path) if path else SYSTEM_POLICY
-    if path is None and not file.is_file():
-        return NodePolicy(f"node policy: {file} is not on this machine; give a node's file with --node-policy FILE")
-    policy = load_policy(file)
+    if path is None:
+        return NodePolicy(f"node policy: not evaluated (give the node's {SYSTEM_POLICY} with --node-policy FILE)")
+    policy = load_policy(Path(path))
     assert policy is not None
     from ocibridge.signing.policy_eval import evaluate
     from ocibridge.signing.use import scope_of
