@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ocibridge.errors import SignatureError
 from ocibridge.k8s.runtime import Runtime, RuntimeVersion
+from ocibridge.kinds.locators import Locator
 from ocibridge.oci.reference import RegistryReference
 from ocibridge.signing.containers_policy import SYSTEM_POLICY, load_policy
 from ocibridge.stores.base import Store
@@ -27,7 +28,7 @@ class NodePolicy:
     refused: bool = False
 
 
-def node_policy(store: Store, reference: str, located: object, path: str | None, rv: RuntimeVersion,
+def node_policy(store: Store, reference: str, located: Locator, path: str | None, rv: RuntimeVersion,
                 shown: str) -> NodePolicy:
     """The node's verdict on ``located`` (``path``: the node's policy file). Without one nothing
     is evaluated: the machine running ``check`` is seldom the node, and its own policy file
