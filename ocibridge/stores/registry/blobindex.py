@@ -26,7 +26,9 @@ from ocibridge.core.environment import cache_root, switched_on
 
 #: Repositories remembered per blob, most recent first; older ones are forgotten.
 HOMES_PER_BLOB = 3
-#: Rows kept in all (about 150 bytes each on disk); the least recently seen go first.
+#: Rows kept in all; the least recently seen go first. Measured: 48 MB for 204,500 rows (about
+#: 235 bytes each with the key and time indexes), a write of a manifest's 8 digests 0.14 ms,
+#: a lookup 0.01 ms, a count 0.6 ms.
 MAX_ROWS = 200_000
 #: Writes by this process between two counts of the rows (a count is a scan of the index).
 CHECK_EVERY = 64
