@@ -15,14 +15,17 @@ silent: it holds candidates, never facts, and a push without it uploads as befor
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ocibridge.core.environment import BLOB_HOMES as ENV_BLOB_HOMES
 from ocibridge.core.environment import cache_root, switched_on
+
+if TYPE_CHECKING:
+    import sqlite3
 
 #: Repositories remembered per blob, most recent first; older ones are forgotten.
 HOMES_PER_BLOB = 3
@@ -69,6 +72,8 @@ class BlobIndex:
 
     def remember(self, base: str, repository: str, digests: Iterable[str]) -> None:
         """``repository`` of ``base`` held each of ``digests`` just now."""
+        import sqlite3  # here, not at import: a copy's start-up does not pay for it (~1.3 ms)
+
         rows = [d for d in dict.fromkeys(digests) if plausible(d, repository)]
         conn = self._connect() if rows else None
         if conn is None:
@@ -89,6 +94,8 @@ class BlobIndex:
             return
 
     def candidates(self, base: str, digest: str) -> list[str]:
+        import sqlite3
+
         conn = self._connect()
         if conn is None:
             return []
@@ -101,6 +108,8 @@ class BlobIndex:
 
     def forget(self, base: str, digest: str, repository: str) -> None:
         """A remembered home that did not hold the blob (deleted since, or never did)."""
+        import sqlite3
+
         conn = self._connect()
         if conn is None:
             return
@@ -112,6 +121,8 @@ class BlobIndex:
             return
 
     def clear(self) -> None:
+        import sqlite3
+
         conn = self._connect()
         if conn is None:
             return
@@ -122,6 +133,8 @@ class BlobIndex:
             return
 
     def rows(self) -> int:
+        import sqlite3
+
         conn = self._connect()
         if conn is None:
             return 0
@@ -145,6 +158,8 @@ class BlobIndex:
     def _connect(self) -> sqlite3.Connection | None:
         """The calling thread's connection to the current index file; None when it is off or
         cannot be opened (a read-only home, a corrupt file): then nothing is remembered."""
+        import sqlite3
+
         if not self.enabled():
             return None
         directory = self._directory or index_dir()
