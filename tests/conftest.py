@@ -16,12 +16,13 @@ from support.fixtures import (  # noqa: F401
 
 
 @pytest.fixture(autouse=True)
-def _fresh_blob_homes():
-    """Where blobs live is process-wide knowledge (cross-repository mounts): each test starts
-    without what earlier tests uploaded, so its upload counts are its own."""
+def _fresh_blob_homes(_own_pull_cache):
+    """Where blobs live is process-wide knowledge (cross-repository mounts), kept on disk under
+    the cache root: each test starts without what earlier tests uploaded, so its upload counts
+    are its own (its cache root, and so its index, is its own: never the user's)."""
     from ocibridge.stores.registry.blobhomes import BLOB_HOMES
 
-    BLOB_HOMES.forget_all()
+    BLOB_HOMES.forget_in_process()
     yield
 
 

@@ -23,6 +23,8 @@ CACHE_DEPRECATED = "OCIBRIDGE_CACHE_DIR"
 OFFLINE = "OCIBRIDGE_OFFLINE"
 STORE = "OCIBRIDGE_STORE"
 DIGEST_CACHE = "OCIBRIDGE_DIGEST_CACHE"
+#: the on-disk index of which repositories of a registry held a blob (stores/registry/blobindex.py)
+BLOB_HOMES = "OCIBRIDGE_BLOB_HOMES"
 UPLOAD_RESUME = "OCIBRIDGE_UPLOAD_RESUME"
 USER_AGENT = "OCIBRIDGE_USER_AGENT"
 REGISTRIES_CONF = "OCIBRIDGE_REGISTRIES_CONF"
@@ -44,6 +46,7 @@ VARIABLES = (
     Variable(OFFLINE, "off"),
     Variable(STORE, "$XDG_DATA_HOME/ocibridge/store, else ~/.local/share/ocibridge/store"),
     Variable(DIGEST_CACHE, "on (0, false, no, off turn it off)"),
+    Variable(BLOB_HOMES, "on (0, false, no, off turn it off)"),
     Variable(UPLOAD_RESUME, "on (0 turns it off)"),
     Variable(USER_AGENT, "ocibridge/VERSION"),
     Variable(REGISTRIES_CONF, "$XDG_CONFIG_HOME/ocibridge/registries.toml, else ~/.config/..."),

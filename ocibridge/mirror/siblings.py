@@ -38,7 +38,8 @@ def sibling_repositories(job: MirrorJob, index: int, limit: int = HOMES_PER_BLOB
 
 def offer_mounts(target: Store, digests: list[str], repositories: list[str]) -> None:
     """Offer ``repositories`` as mount sources of ``digests`` to a registry ``target``, for
-    blobs the process knows no home of yet (known homes are better guesses and are kept)."""
+    blobs the process knows no home of yet (known homes, this run's or an earlier run's, are
+    better guesses and are kept)."""
     if not repositories:
         return
     from ocibridge.stores.registry import RegistryStore  # httpx: only when a registry is written
@@ -49,7 +50,7 @@ def offer_mounts(target: Store, digests: list[str], repositories: list[str]) -> 
     for digest in digests:
         if not BLOB_HOMES.candidates(base, digest):
             for repository in reversed(repositories):  # remembered most recent first
-                BLOB_HOMES.remember(base, digest, repository)
+                BLOB_HOMES.suggest(base, digest, repository)  # a guess: never written down
 
 
 def _registry_target(text: str) -> tuple[str, str] | None:

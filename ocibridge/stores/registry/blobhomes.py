@@ -1,47 +1,93 @@
-"""Which repositories of a registry are known to hold a blob, learnt in this process.
+"""Which repositories of a registry are known to hold a blob: where a cross-repository mount
+may take it from instead of an upload.
 
 A copy into one repository can then mount a blob that another repository of the same registry
-received or showed earlier (a mirror job writing several models with a shared base into
-separate repositories), instead of uploading it again: the cache Docker and containers/image
-keep for cross-repository mounts. Knowledge only, never trusted: a mount the registry refuses
-falls back to an upload.
+received or showed earlier, in this process (a mirror job writing several models with a shared
+base into separate repositories) or in an earlier one (``push ./model REG/ml/other`` after
+``REG/ml/model`` got the same files): the cache Docker and containers/image keep for
+cross-repository mounts. This module is the in-process front (fast, and holding the guesses
+a mirror shard is offered, which are never written down) of the on-disk index
+(:mod:`.blobindex`). Knowledge only, never trusted: a mount the registry refuses falls back to
+an upload, and a home that did not hold the blob is forgotten.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 
-#: Repositories remembered per blob, most recent first; older ones are forgotten.
-HOMES_PER_BLOB = 3
+from ocibridge.stores.registry.blobindex import HOMES_PER_BLOB, BlobIndex
+
+__all__ = ["BLOB_HOMES", "HOMES_PER_BLOB", "MAX_BLOBS", "BlobHomes"]
+
 #: Blobs remembered per process; the least recently seen are forgotten first.
 MAX_BLOBS = 100_000
 
 
 class BlobHomes:
-    """``(registry base URL, digest) → repositories``, bounded and thread-safe."""
+    """``(registry base URL, digest) → repositories``, bounded and thread-safe; what is learnt
+    goes to ``index`` too (when given), and what the process does not know is asked of it."""
 
-    def __init__(self, max_blobs: int = MAX_BLOBS) -> None:
+    def __init__(self, max_blobs: int = MAX_BLOBS, index: BlobIndex | None = None) -> None:
         self._lock = threading.Lock()
         self._homes: OrderedDict[tuple[str, str], list[str]] = OrderedDict()
         self._max = max_blobs
+        self._index = index
 
     def remember(self, base: str, digest: str, repository: str) -> None:
-        key = (base, digest)
-        with self._lock:
-            repos = [r for r in self._homes.pop(key, []) if r != repository]
-            self._homes[key] = [repository, *repos][:HOMES_PER_BLOB]
-            while len(self._homes) > self._max:
-                self._homes.popitem(last=False)
+        """``repository`` holds ``digest``: sent, mounted or found there."""
+        self.remember_all(base, repository, [digest])
+
+    def remember_all(self, base: str, repository: str, digests: Iterable[str]) -> None:
+        """``repository`` holds every one of ``digests`` (a manifest read there names them)."""
+        digests = list(digests)
+        self._front(base, repository, digests)
+        if self._index is not None:
+            self._index.remember(base, repository, digests)
+
+    def suggest(self, base: str, digest: str, repository: str) -> None:
+        """A guess for this process only (a mirror shard's sibling repositories): not written
+        down, so a later run never tries it as if it had been seen."""
+        self._front(base, repository, [digest])
 
     def candidates(self, base: str, digest: str) -> list[str]:
+        """Repositories to try, most recent first: this process's, then the index's."""
         with self._lock:
-            return list(self._homes.get((base, digest), ()))
+            known = list(self._homes.get((base, digest), ()))
+        if self._index is not None:
+            known += [r for r in self._index.candidates(base, digest) if r not in known]
+        return known
 
-    def forget_all(self) -> None:
+    def forget(self, base: str, digest: str, repository: str) -> None:
+        """``repository`` turned out not to hold ``digest`` (deleted since)."""
+        with self._lock:
+            repos = self._homes.get((base, digest))
+            if repos is not None and repository in repos:
+                repos.remove(repository)
+        if self._index is not None:
+            self._index.forget(base, digest, repository)
+
+    def forget_in_process(self) -> None:
+        """What this process learnt; the on-disk index stays (a fresh process's view)."""
         with self._lock:
             self._homes.clear()
 
+    def forget_all(self) -> None:
+        """Everything, the on-disk index under the current cache root included."""
+        self.forget_in_process()
+        if self._index is not None:
+            self._index.clear()
 
-#: The process-wide knowledge every RegistryStore shares.
-BLOB_HOMES = BlobHomes()
+    def _front(self, base: str, repository: str, digests: list[str]) -> None:
+        with self._lock:
+            for digest in digests:
+                key = (base, digest)
+                repos = [r for r in self._homes.pop(key, []) if r != repository]
+                self._homes[key] = [repository, *repos][:HOMES_PER_BLOB]
+            while len(self._homes) > self._max:
+                self._homes.popitem(last=False)
+
+
+#: The process-wide knowledge every RegistryStore shares, kept on disk across runs.
+BLOB_HOMES = BlobHomes(index=BlobIndex())

@@ -167,7 +167,9 @@ class RegistryStore(ClosesOnExit):
             data, got = self._get_manifest(desc.digest)
             verify_bytes(data, desc.digest, desc.size)
             media_type = _media_type(got.headers.get("content-type"))
-            self._manifests.put(desc.digest, media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType, data)
+            media_type = media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType
+            self._manifests.put(desc.digest, media_type, data)
+            self._learn_homes(data, media_type)
             return data
         with self.open_blob(desc) as reader:
             data = reader.read()
@@ -225,6 +227,7 @@ class RegistryStore(ClosesOnExit):
         if media_type not in ALL_MANIFEST_TYPES:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
         self._manifests.put(digest, media_type, data)
+        self._learn_homes(data, media_type)
         return Descriptor(mediaType=media_type, digest=digest, size=len(data))
 
     def read_manifest(self, reference: str) -> tuple[Descriptor, bytes]:
@@ -251,7 +254,19 @@ class RegistryStore(ClosesOnExit):
         if media_type not in ALL_MANIFEST_TYPES:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
         self._manifests.put(digest, media_type, data)
+        self._learn_homes(data, media_type)
         return Descriptor(mediaType=media_type, digest=digest, size=len(data)), data
+
+    def _learn_homes(self, data: bytes, media_type: str) -> None:
+        """A manifest read here names blobs this repository holds (a registry takes no
+        manifest whose blobs it lacks): remembered as mount sources for later pushes."""
+        try:
+            manifest = parse_manifest_bytes(data, media_type)
+        except OcibridgeError:
+            return
+        if isinstance(manifest, Manifest):
+            digests = [manifest.config.digest, *(layer.digest for layer in manifest.layers)]
+            BLOB_HOMES.remember_all(self.client.base, self.repository, digests)
 
     def _no_manifest(self, reference: str) -> str:
         sep = "@" if is_digest(reference) else ":"
@@ -387,21 +402,31 @@ class RegistryStore(ClosesOnExit):
 
     def mount_from(self, desc: Descriptor, src: object) -> bool:
         """Cross-repository mount on this registry: from ``src`` when it is a repository of
-        the same registry, else from a repository seen holding the blob earlier in this process
-        (:mod:`.blobhomes`). False when none mounts: the caller uploads."""
+        the same registry, else from a repository seen holding the blob, in this process or an
+        earlier one (:mod:`.blobhomes`). False when none mounts: the caller uploads."""
         if is_manifest(desc):
             return False
         src = blob_origin(src)  # a re-labelling view mounts from the repository behind it
+        base = self.client.base
+        known = BLOB_HOMES.candidates(base, desc.digest)
+        if self.repository in known and desc.digest not in self._missing and self.exists(desc):
+            return False  # held here already (a re-push): the caller's exists() says so, unasked
         tried = {self.repository}
-        origins = [src.repository] if isinstance(src, RegistryStore) and src.client.base == self.client.base else []
-        for origin in [*origins, *BLOB_HOMES.candidates(self.client.base, desc.digest)]:
+        origins = [src.repository] if isinstance(src, RegistryStore) and src.client.base == base else []
+        for origin in [*origins, *known]:
             if origin not in tried:
                 tried.add(origin)
-                if self._mount(desc, origin):
+                mounted = self._mount(desc, origin)
+                if mounted:
                     return True
+                if mounted is None and origin not in origins:
+                    BLOB_HOMES.forget(base, desc.digest, origin)  # stale: deleted since
         return False
 
-    def _mount(self, desc: Descriptor, origin: str) -> bool:
+    def _mount(self, desc: Descriptor, origin: str) -> bool | None:
+        """True: mounted. False: refused (no right to read ``origin``). None: not mounted,
+        though the source could be read: ``origin`` does not hold the blob (or the registry
+        never mounts)."""
         scopes = (*push_scopes(self.repository), pull_scope(origin))
         response = self.client.send(
             "POST", self._path("blobs", "uploads/"), scopes=scopes, content=b"",
@@ -419,9 +444,11 @@ class RegistryStore(ClosesOnExit):
                 self._mount_sessions[desc.digest] = location
             if stale is not None:
                 self._drop_session(stale)
-            return False
-        if response.status_code in (401, 403, 404):
+            return None
+        if response.status_code in (401, 403):
             return False  # no right to read the source: the copy streams it instead
+        if response.status_code == 404:
+            return None  # no such source repository (distribution answers 202; others 404)
         raise self._fail(response, push=True)
 
     def _drop_session(self, location: str) -> None:
