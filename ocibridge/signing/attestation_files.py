@@ -47,7 +47,8 @@ def short_name(predicate_type: str) -> str:
     return _UNSAFE.sub("-", "-".join(tail[-2:]).lower()).strip("-") or "statement"
 
 
-def collect(store: Store, subject: Descriptor, keys: VerifyPolicy | None, name: str) -> tuple[list[AttestationFile], int]:
+def collect(store: Store, subject: Descriptor, keys: VerifyPolicy | None,
+            name: str) -> tuple[list[AttestationFile], int]:
     """(files to write, unsigned ones left out). With ``keys``, every signed attestation must
     verify with one of them (raises, one line, naming it) and unsigned evidence, which nothing
     vouches for, is left out; without, all are taken as they are."""
