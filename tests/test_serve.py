@@ -13,6 +13,7 @@ import pytest
 from huggingface_hub import HfApi, HfFileSystem, hf_hub_download, snapshot_download
 from huggingface_hub.errors import (
     EntryNotFoundError,
+    GatedRepoError,
     HfHubHTTPError,
     RepositoryNotFoundError,
     RevisionNotFoundError,
@@ -270,3 +271,69 @@ def test_sixteen_clients_at_once_share_one_fetch_per_blob(tmp_path, monkeypatch,
     sent = {path.rsplit(":", 1)[1]: count for path, count in gets.items()}
     assert files <= set(sent)
     assert all(sent[f] == 1 for f in files), sent  # each file's blob came from the registry once
+
+
+def test_serve_obeys_the_containers_policy_file_like_pull(model, hub, monkeypatch, tmp_path, capsys):
+    """The policy file found ($OCIBRIDGE_POLICY here) or named (--policy): a repository it
+    rejects is refused (403, the reason in X-Error-Message, which huggingface_hub raises with),
+    nothing is written to the Hub cache; one it accepts is served."""
+    from ocibridge.signing.containers_policy import UsePolicy
+
+    src, prefix, _ = model
+    host, _, path = prefix.partition("/")
+    reject_repo = tmp_path / "reject-repo.json"
+    reject_repo.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}], "transports": {
+        "docker": {f"{prefix}/acme/tiny": [{"type": "reject"}]}}}))
+    accept = tmp_path / "accept.json"
+    accept.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}], "transports": {
+        "docker": {f"{prefix}/acme/other": [{"type": "reject"}]}}}))  # another repository's scope
+    monkeypatch.setenv("OCIBRIDGE_POLICY", str(reject_repo))
+    with serving([prefix]) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        with pytest.raises(HfHubHTTPError) as refused:
+            HfApi().model_info("acme/tiny")
+        assert refused.value.response.status_code == 403
+        assert "rejects it" in refused.value.response.headers["x-error-message"]
+        assert "rejects it" in str(refused.value)  # what the user of the client reads
+        # every client call raises the refusal as the Hub's own "there, but not for you" (gated)
+        for call in (lambda: snapshot_download("acme/tiny"),
+                     lambda: hf_hub_download("acme/tiny", "config.json", revision="v1")):  # a tag: the repo's scope
+            with pytest.raises(GatedRepoError) as gated:
+                call()
+            assert gated.value.response.status_code == 403 and "rejects it" in str(gated.value)
+        assert not hub.exists() or not any(hub.rglob("config.json"))
+    with serving([prefix], verify=UsePolicy(file=str(accept))) as served:  # --policy: the file named wins
+        point_hub_at(monkeypatch, served.url, hub)
+        where = Path(snapshot_download("acme/tiny"))
+        assert files_of(where) == files_of(src)
+    # the command line: --policy is read at start, a broken one is one error line
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    capsys.readouterr()
+    assert main(["serve", prefix, "--policy", str(broken), "--listen", "127.0.0.1:1"]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("ocibridge: error: ") and err.count("\n") == 1 and "broken.json" in err, err
+
+
+def test_serve_policy_scopes_a_layout_source(tmp_path, hub, monkeypatch):
+    """An oci:DIR source is looked up in the policy's oci transport, by its directory."""
+    from ocibridge.signing.containers_policy import UsePolicy
+
+    src = make_model(tmp_path / "tiny", weights=16)
+    from ocibridge.stores.layout import LayoutStore
+
+    layout = tmp_path / "layout"
+    LayoutStore(layout, create=True)
+    assert main(["push", str(src), f"oci:{layout}:acme/tiny:latest", "-q"]) == 0
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}], "transports": {
+        "oci": {str(layout): [{"type": "reject"}]}}}))
+    with serving([f"oci:{layout}"], verify=UsePolicy(file=str(policy))) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        with pytest.raises(HfHubHTTPError) as refused:
+            HfApi().model_info("acme/tiny")
+        assert refused.value.response.status_code == 403
+    policy.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}]}))
+    with serving([f"oci:{layout}"], verify=UsePolicy(file=str(policy))) as served:
+        point_hub_at(monkeypatch, served.url, hub)
+        assert HfApi().model_info("acme/tiny").id == "acme/tiny"

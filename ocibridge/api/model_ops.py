@@ -235,13 +235,16 @@ def pull(
     exclude: Sequence[str] = (),
     on_existing: OnExisting | str = OnExisting.REFUSE,
     with_signatures: bool = False,
+    with_attestations: bool = False,
 ) -> PullResult:
     """Bring an artifact back: into a directory, an archive (.carton/.mlarchive), an Ollama
     store, or another store (which is a copy). With ``verify``, only a signed one.
 
     ``with_signatures`` (into a directory): the artifact's OMS signature, chosen (and, with
     ``verify``, verified) before anything is written, goes beside the files as ``model.sig``
-    once the files pulled are checked against it.
+    once the files pulled are checked against it. ``with_attestations`` (into a directory): the
+    manifest's attestations and evidence referrers go under ``.ocibridge/attestations/``
+    (signing/attestation_files.py), each verified first when ``verify`` has keys.
 
     Into a directory: ``include``/``exclude`` globs pick the files (unselected raw layers are
     not fetched); a file already there with other content is refused (``on_existing="refuse"``,
@@ -254,6 +257,9 @@ def pull(
     select = PathFilter.of(include, exclude)
     if with_signatures and (fmt is None or fmt.name != "directory"):
         raise UsageError(f"--with-signatures writes model.sig beside pulled files, not into {dest}")
+    if with_attestations and (fmt is None or fmt.name != "directory"):
+        raise UsageError(f"--with-attestations writes attestations beside pulled files, not into {dest}"
+                         " (copy -r carries them between stores)")
     if fmt is None:  # another store: a copy (which parses both references, once)
         _whole_artifact_only(select, dest)
         copied = copy_reference(src_ref, dest_ref, transfer=transfer, progress=progress, verify=verify)
@@ -270,6 +276,14 @@ def pull(
         signed = source.store.resolve(source.reference)
         source.reference = signed.digest  # the files pulled are those of the manifest the signature names
         oms = choose_oms_signature(source.store, signed, as_use_policy(verify).keys)
+    attestations = None
+    if with_attestations:  # read (and verified) before a file is written
+        from ocibridge.signing import attestation_files
+
+        subject = source.store.resolve(source.reference)
+        source.reference = subject.digest  # the files pulled are those of the manifest attested
+        attestations = attestation_files.collect(source.store, subject, as_use_policy(verify).keys,
+                                                 text_of(src_ref))
     examined = door.examine(source.store, source.reference, fmt, source=src_ref)
     conversion = examined.conversion
     store: Store
@@ -301,6 +315,12 @@ def pull(
 
         written = write_beside(oms, Path(dest), list(pulled.files))
         pulled = dataclasses.replace(pulled, signature=str(written))
+    if attestations is not None:
+        from ocibridge.signing import attestation_files
+
+        files, left_out = attestations
+        pulled = dataclasses.replace(pulled, attestations=tuple(attestation_files.write(files, Path(dest))),
+                                     attestations_left_out=left_out)
     if named is None or named == pulled.digest:
         return pulled
     return dataclasses.replace(pulled, digest=named, via=pulled.digest)

@@ -7,6 +7,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, transfer_options
+from ocibridge.cli.evidence import add_evidence_flags, evidence_lines, evidence_options, source_evidence
 from ocibridge.kinds.overrides import OVERRIDES
 from ocibridge.kinds.table import family_names
 from ocibridge.oci.mediatypes import Family
@@ -52,6 +53,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from ocibridge.transfer.progress_modes import choose_progress
 
     src, dst = locate(args.src, Role.MODEL), locate(args.dst, Role.DESTINATION)  # the edge: once each
+    evidence = evidence_options(args)  # a key and the extra checked before a byte is sent
     bar = choose_progress(args.progress, "convert", quiet=args.quiet, machine_output=args.json)
     try:
         result = convert(src, dst, args.to, options=write_options(args),
@@ -60,7 +62,11 @@ def cmd_convert(args: argparse.Namespace) -> int:
     finally:
         if bar:
             bar.close()
-    report(args, result, counts(result.stats, "copied"))
+    attached = None
+    if evidence is not None:  # what was read: the source manifest, by digest
+        digest = result.reference.rsplit("@", 1)[1]
+        attached = source_evidence(args, "convert", src, dst, digest, result.conversion.source.desc, evidence)
+    report(args, result, counts(result.stats, "copied"), attached)
     return 0
 
 
@@ -72,6 +78,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--media-types", choices=[f.value for f in Family], default=Family.CNAI.value,
                    help="ModelPack naming to write with --to modelpack (default cnai)")
     add_override_flags(p)
+    add_evidence_flags(p, "convert")
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
     from ocibridge.transfer.progress_modes import MODES
 
@@ -85,9 +92,13 @@ def write_options(args: argparse.Namespace) -> WriteOptions:
     return WriteOptions(media_types=Family(args.media_types), overrides=overrides_of(args))
 
 
-def report(args: argparse.Namespace, result: ConvertResult, counts: str) -> None:
-    """Text: what became what, the copy counts, then one line per field the target lost."""
+def report(args: argparse.Namespace, result: ConvertResult, counts: str,
+           evidence: dict[str, Any] | None = None) -> None:
+    """Text: what became what, the copy counts, then one line per field the target lost (and
+    the evidence attached, if any)."""
     data: dict[str, Any] = result.as_dict()
+    if evidence is not None:
+        data["evidence"] = evidence
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -108,3 +119,5 @@ def report(args: argparse.Namespace, result: ConvertResult, counts: str) -> None
     if chunks is not None:
         print(f"  chunk table {chunks['table']} bound ({chunks['layers']} layer(s)), "
               f"kept by referrer {chunks['referrer']}: lazy reads are verified by chunk")
+    if evidence is not None:
+        print(evidence_lines(evidence).lstrip("\n"))

@@ -7,9 +7,11 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
+from ocibridge.cli.signing import add_policy_flag, policy_from_args
 from ocibridge.errors import OcibridgeError
 
 if TYPE_CHECKING:
+    from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
 
 EXTRA = "ocibridge serve needs Starlette and uvicorn: pip install 'ocibridge[serve]'"
@@ -33,8 +35,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     parse_listen(args.listen)  # a usage mistake before anything is opened
     transfer = transfer_options(args)
     sources = parse_sources(args.sources, transfer.registry_options())  # each located once, here
-    # its models are checked by --verify-key (no policy file yet: docs/serve.md, limits)
-    catalog = Catalog(sources, default_tag=args.default_tag, verify=_keys(args.verify_key))
+    # its models are checked as pull checks them: the containers policy file that applies
+    # (--policy, else the one found) and the --verify-key keys (docs/serve.md)
+    catalog = Catalog(sources, default_tag=args.default_tag, verify=_policy(args))
     tokens = read_tokens(args.token_file) if args.token_file else ()
     options = ServeOptions(listen=args.listen, cert=args.cert, key=args.key, tokens=tokens,
                            access_log=not args.no_access_log, concurrency=transfer.concurrency)
@@ -54,6 +57,7 @@ def register(command: CommandAdder) -> None:
                    help="the tag the revision 'main' names (default latest)")
     p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
                    help="serve only models signed by this key; others are refused with the reason (repeatable)")
+    add_policy_flag(p)
     p.add_argument("--token-file", metavar="FILE",
                    help="read tokens, one a line: clients must send 'Authorization: Bearer TOKEN' (HF_TOKEN)")
     p.add_argument("--cert", metavar="PEM", help="TLS certificate (with --key): serve HTTPS")
@@ -62,10 +66,10 @@ def register(command: CommandAdder) -> None:
     add_transfer_flags(p)
 
 
-def _keys(paths: list[str] | None) -> VerifyPolicy | None:
-    """The ``--verify-key`` keys (cryptography loaded only when some are given)."""
-    if not paths:
-        return None
-    from ocibridge.signing.verify import VerifyPolicy
+def _policy(args: argparse.Namespace) -> VerifyPolicy | UsePolicy | None:
+    """The ``--verify-key`` keys and the policy file, which is read now: a broken one is one
+    error line at start, not a refusal of every request."""
+    from ocibridge.signing.containers_policy import load_policy
 
-    return VerifyPolicy.from_files(paths)
+    load_policy(args.policy)
+    return policy_from_args(args)

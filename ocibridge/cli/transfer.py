@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, emit, transfer_options
 from ocibridge.cli.common import annotation_values as _annotations
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
-from ocibridge.cli.evidence import add_evidence_flags, evidence_options, push_evidence
+from ocibridge.cli.evidence import (
+    add_evidence_flags,
+    evidence_lines,
+    evidence_options,
+    push_evidence,
+    source_evidence,
+)
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size
@@ -151,7 +157,8 @@ def cmd_pull(args: argparse.Namespace) -> int:
     try:
         result = api.pull(src, dest, format=args.format, transfer=transfer_options(args), progress=bar,
                           verify=policy_from_args(args), include=args.include, exclude=args.pull_exclude,
-                          on_existing=on_existing, with_signatures=args.with_signatures)
+                          on_existing=on_existing, with_signatures=args.with_signatures,
+                          with_attestations=args.with_attestations)
     finally:
         if bar:
             bar.close()
@@ -160,6 +167,10 @@ def cmd_pull(args: argparse.Namespace) -> int:
         text = f"pulled {result.digest} into {args.dest}: {count} files, {size}"
         if result.signature:
             text += f"; OMS signature in {result.signature}"
+        if result.attestations is not None:
+            text += f"; {len(result.attestations)} attestation(s) in {Path(args.dest) / '.ocibridge' / 'attestations'}"
+            if result.attestations_left_out:
+                text += f" ({result.attestations_left_out} unsigned left out: no key vouches for them)"
         if result.kept:
             text += f"; kept {len(result.kept)} existing files that differ: {', '.join(result.kept)}"
     else:
@@ -177,6 +188,9 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--with-signatures", action="store_true",
                    help="write the model's OMS signature beside the files as model.sig (OpenSSF model "
                         "signing tools verify the directory with it); the pulled files are checked against it")
+    g.add_argument("--with-attestations", action="store_true",
+                   help="write the model's attestations (AI-BOM, provenance; signed or not) under "
+                        "DIR/.ocibridge/attestations/, verified first with --verify-key (docs/signing.md)")
     mode = g.add_mutually_exclusive_group()
     mode.add_argument("--overwrite", action="store_true", help="replace existing files that differ")
     mode.add_argument("-k", "--keep-old-files", action="store_true", help="keep existing files that differ")
@@ -184,6 +198,7 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
 
 def cmd_copy(args: argparse.Namespace) -> int:
     src, dst = locate(args.src, Role.MODEL), locate(args.dst, Role.DESTINATION)  # the edge: once each
+    evidence = evidence_options(args)  # a key and the extra checked before a byte is sent
     bar = choose_progress(args.progress, "copy", quiet=args.quiet, machine_output=args.json)
     try:
         result = api_copy.copy_reference(src, dst, referrers=args.referrers, transfer=transfer_options(args),
@@ -193,8 +208,12 @@ def cmd_copy(args: argparse.Namespace) -> int:
             bar.close()
     s = result.stats
     referrers = f", {len(s.referrers)} referrers" if args.referrers else ""
-    emit(args, result.as_dict(),
-         f"copied {args.src} to {result.reference}\n  {counts(s, 'copied')}{referrers}")
+    text = f"copied {args.src} to {result.reference}\n  {counts(s, 'copied')}{referrers}"
+    if evidence is not None:  # a copy is byte for byte: the source manifest is the one written
+        result.extra["evidence"] = source_evidence(args, "copy", src, dst, result.descriptor.digest,
+                                                   result.descriptor, evidence)
+        text += evidence_lines(result.extra["evidence"])
+    emit(args, result.as_dict(), text)
     return 0
 
 
@@ -263,6 +282,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("dst", metavar="DST")
     p.add_argument("-r", "--referrers", "--recursive", action="store_true",
                    help="copy signatures and other referrers too (oras: --recursive)")
+    add_evidence_flags(p, "copy")
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
     p.add_argument("--progress", choices=MODES, default="auto",
                    help="auto (a bar on a terminal), bar, plain (a line per blob), none")

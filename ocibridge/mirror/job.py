@@ -134,6 +134,14 @@ class Settings(_Strict):
     verify: VerifySettings | None = Field(
         default=None, description="Only mirror artifacts whose signature verifies (cosign .sig or sigstore bundle)."
     )
+    provenance: bool | None = Field(
+        default=None, description="Attach SLSA provenance v1 (build type https://ocibridge.dev/slsa/mirror/v1) to "
+        "each manifest written: what was mirrored from where, the source manifest by digest. Default false."
+    )
+    attest_key: str | None = Field(
+        default=None, description="Sign the provenance as an in-toto attestation with this private key (relative "
+        "to the job); else it is attached unsigned."
+    )
     endpoint: str | None = Field(
         default=None, description="hf:// sources: the Hub endpoint (default $HF_ENDPOINT, else https://huggingface.co)."
     )
@@ -216,6 +224,15 @@ class MirrorJob(_Strict):
     sync: list[SyncEntry] = Field(min_length=1)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @model_validator(mode="after")
+    def _key_with_provenance(self) -> MirrorJob:
+        for entry in self.sync:
+            key = entry.attest_key if entry.attest_key is not None else self.defaults.attest_key
+            wanted = entry.provenance if entry.provenance is not None else self.defaults.provenance
+            if key and not wanted:
+                raise ValueError(f"{entry.source}: attest_key signs the provenance: it goes with provenance = true")
+        return self
     _policy_file: str | None = PrivateAttr(default=None)
 
     @property
@@ -263,6 +280,8 @@ class MirrorJob(_Strict):
             rate_limit=pick("rate_limit", None),
             convert=pick("convert", None),
             verify=pick("verify", None),
+            provenance=pick("provenance", False),
+            attest_key=str(self._path(key)) if (key := pick("attest_key", None)) else None,
         )
 
     def registry_options(self, host: str) -> RegistryOptions:
@@ -344,3 +363,5 @@ class ResolvedSettings(BaseModel):
     rate_limit: RateLimit | None
     convert: str | None
     verify: VerifySettings | None = None
+    provenance: bool = False
+    attest_key: str | None = None  # a path, relative to the job's folder resolved

@@ -50,6 +50,10 @@ def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = 
             plan.bucket = TokenBucket(rl.requests_per_second, rl.burst)
         plan.source = open_endpoint(entry.source, job, gate=plan.bucket)
         plan.target = open_endpoint(entry.target, job, for_write=True, dry_run=dry_run)
+        if settings.attest_key:  # a key that cannot sign fails the entry before anything is copied
+            from ocibridge.signing import keys
+
+            plan.attest_key = keys.load_private_key(settings.attest_key)
         located = job_reference(entry.source)
         if isinstance(located, HubReference):  # a repository on a Hub endpoint: revisions, not tags
             from ocibridge.mirror.hub import plan_hub
@@ -164,9 +168,11 @@ class _Planner:
             if self.plan.policy is not None:
                 raise SignatureError("verify: Ollama sources carry no signatures")
             store, desc, src_ref = self._from_ollama(ref)
+            read = desc
             check_before_use(store, desc, None, UsePolicy(file=self.plan.policy_file), result.source)
         else:
             store, original, reason = self._from_oci(ref)
+            read = original
             if reason:
                 result.status, result.reason, result.digest = "skipped", reason, original.digest
                 return result
@@ -193,7 +199,7 @@ class _Planner:
                 return result
             result.note = "already mirrored; carrying signatures the target lacks"
         self._count(store, desc, result, mounts)
-        return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers, mounts=mounts)
+        return ArtifactPlan(result, store, src_ref, tag, referrers=self.settings.referrers, mounts=mounts, read=read)
 
     def _converted(self, original: Descriptor, result: ArtifactResult) -> tuple[Store, Descriptor]:
         """The artifact as family ``convert``; what the conversion drops is said per artifact:

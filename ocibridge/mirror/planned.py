@@ -14,6 +14,7 @@ from ocibridge.mirror.endpoints import Endpoint
 from ocibridge.mirror.job import ResolvedSettings, SyncEntry
 from ocibridge.mirror.ratelimit import TokenBucket
 from ocibridge.mirror.summary import ArtifactResult, EntrySummary
+from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
 
 
@@ -33,6 +34,9 @@ class ArtifactPlan:
     prepare: Callable[[], tuple[Store, str]] | None = None
     #: tags pointed at the copied manifest once ``tag`` is written (a Hub revision's moving tag)
     also_tags: list[str] = field(default_factory=list)
+    #: the source manifest read (before any conversion): the provenance's dependency; None: a
+    #: Hub revision (its files and commit, as the built manifest's annotations name them)
+    read: Descriptor | None = None
 
 
 @dataclass
@@ -48,6 +52,7 @@ class EntryPlan:
     bucket: TokenBucket | None = None
     policy: Any = None  # VerifyPolicy of the entry's ``verify`` block
     policy_file: str | None = None  # the containers policy file (--policy); None: the one found
+    attest_key: Any = None  # the private key of the entry's attest_key (loaded before anything is copied)
     #: where artifacts converted by an exporter (ModelCar, Ollama) wait for their copy
     scratch: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
 

@@ -79,7 +79,7 @@ def _execute(plan: EntryPlan, progress: ProgressCallback | None, siblings: list[
 
     def one(item: ArtifactPlan) -> ArtifactResult:
         offer_mounts(target, [d for d, _, action in item.result.blob_actions if action == "send"], siblings)
-        result = _copy_one(target, item, conc.blobs, locks)
+        result = _copy_one(target, item, conc.blobs, locks, plan)
         with said:
             _emit(progress, result)
         return result
@@ -88,7 +88,8 @@ def _execute(plan: EntryPlan, progress: ProgressCallback | None, siblings: list[
         return list(pool.map(one, plan.copies))
 
 
-def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: BlobLocks) -> ArtifactResult:
+def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: BlobLocks,
+              plan: EntryPlan) -> ArtifactResult:
     result = item.result
     sent = threading.Lock()
 
@@ -105,6 +106,10 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
                                      companions=SignatureCompanions() if item.referrers else None))
         if item.also_tags and stats.root is not None:
             retag(target, stats.root, item.also_tags)
+        if plan.settings.provenance and stats.root is not None:  # the copy is there: then what made it
+            from ocibridge.mirror.provenance import attach_provenance
+
+            result.provenance = attach_provenance(plan, item, target, stats.root)
     except OcibridgeError as e:
         result.status, result.reason = "failed", str(e)
         return result

@@ -38,6 +38,7 @@ class ArtifactResult:
     referrers: int = 0
     signatures: int = 0  # signature manifests carried: cosign .sig/.att/.sbom tags and bundle referrers
     blobs_sent: list[str] = field(default_factory=list)  # digests this run uploaded (not mounted, not skipped)
+    provenance: str | None = None  # the provenance referrer attached (provenance = true)
     # re-labelled artifacts: referrers of the original, not copied (they name the old digest)
     referrers_left_behind: int = 0
     note: str = ""  # said about a copied or planned artifact, e.g. what was left behind

@@ -95,7 +95,7 @@ class ServeApp:
         except RevisionNotFound as e:
             return _error(404, "RevisionNotFound", str(e))
         except Refused as e:
-            return _error(403, None, str(e))
+            return _error(403, "GatedRepo", str(e))  # the Hub's "there, not for you": every client raises it
         except OcibridgeError as e:
             log.warning("%s %s: %s", request.method, request.url.path, e)
             return _error(502, None, str(e))

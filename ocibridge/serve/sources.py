@@ -29,6 +29,7 @@ from ocibridge.oci.reference import LayoutReference, RegistryReference, check_ta
 from ocibridge.stores.base import close_store
 
 if TYPE_CHECKING:
+    from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.stores.base import Store
     from ocibridge.stores.registry.options import RegistryOptions
@@ -55,7 +56,8 @@ class RevisionNotFound(OcibridgeError):
 
 
 class Refused(OcibridgeError):
-    """The model is there but may not be served (``--verify-key``: no signature verifies)."""
+    """The model is there but may not be served: the containers policy file rejects it, or
+    (``--verify-key``) no signature verifies."""
 
 
 def repo_parts(repo_id: str) -> list[str] | None:
@@ -73,9 +75,19 @@ class Repository:
     store: Store
     shown: str  # for messages: reg.example/models/org/name, oci:DIR org/name
     prefix: str = ""  # a layout's names: "org/name:"; a registry repository: ""
+    base: RegistryReference | LayoutReference | None = None  # where the containers policy looks it up
 
     def reference(self, tag: str) -> str:
         return self.prefix + tag
+
+    def located(self, tag: str | None, digest: str) -> object:
+        """The revision as the locator the containers policy is looked up by (signing/use.py
+        scope_of): a registry repository's tag (else digest), a layout."""
+        if isinstance(self.base, RegistryReference):
+            return RegistryReference(self.base.registry, self.base.repository, tag, None if tag else digest)
+        if isinstance(self.base, LayoutReference):
+            return LayoutReference(self.base.path, self.reference(tag) if tag else None, None if tag else digest)
+        return None
 
     def tags(self) -> list[str]:
         return [t[len(self.prefix):] for t in self.store.tags() if t.startswith(self.prefix)]
@@ -124,7 +136,8 @@ class RegistrySource(Source):
         repository = "/".join([self.path, *parts] if self.path else parts)
         if self.host == "docker.io" and len(parts) == 1 and not self.path:
             repository = f"library/{repository}"
-        return Repository(self._store(repository), f"{self.host}/{repository}")
+        return Repository(self._store(repository), f"{self.host}/{repository}",
+                          base=RegistryReference(self.host, repository))
 
     def repo_ids(self) -> list[str]:
         listed = self._catalog()
@@ -194,7 +207,7 @@ class LayoutSource(Source):
         except NotFound:
             return None
         name = "/".join(parts)
-        return Repository(store, f"{self.shown} {name}", prefix=f"{name}:")
+        return Repository(store, f"{self.shown} {name}", prefix=f"{name}:", base=LayoutReference(str(self.root)))
 
     def repo_ids(self) -> list[str]:
         try:
@@ -265,14 +278,14 @@ class Catalog:
     """The sources, searched in order, and what was resolved in them."""
 
     def __init__(self, sources: Sequence[Source], *, default_tag: str = DEFAULT_TAG,
-                 verify: VerifyPolicy | None = None):
+                 verify: VerifyPolicy | UsePolicy | None = None):
         self.sources = list(sources)
         self.default_tag = check_tag(default_tag)
         self.verify = verify
         self._lock = threading.Lock()
         self._commits: dict[tuple[int, str, str], str] = {}  # (source, repo id, commit) -> digest
         self._manifests: OrderedDict[str, tuple[Descriptor, Manifest]] = OrderedDict()
-        self._verified: set[str] = set()
+        self._verified: set[tuple[str, str | None, str]] = set()  # (repository, tag, digest) accepted
 
     def close(self) -> None:
         for source in self.sources:
@@ -301,7 +314,7 @@ class Catalog:
             with self._lock:
                 self._commits[(number, key, commit_of(top.digest))] = top.digest
             model, manifest = self._manifest(repo.store, top)
-            self._check(repo, top)
+            self._check(repo, top, self._tag_of(revision))
             return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source)
         if held:
             raise RevisionNotFound(f"{repo_id}: no revision {revision}")
@@ -356,18 +369,29 @@ class Catalog:
                 self._manifests.popitem(last=False)
         return found
 
-    def _check(self, repo: Repository, top: Descriptor) -> None:
-        if self.verify is None or top.digest in self._verified:
+    def _tag_of(self, revision: str) -> str | None:
+        """The tag a revision names (None: a digest or commit id), as the policy's scopes see it."""
+        if _DIGEST.fullmatch(revision) or COMMIT.fullmatch(revision):
+            return None
+        return self.default_tag if revision == "main" else revision
+
+    def _check(self, repo: Repository, top: Descriptor, tag: str | None) -> None:
+        """Check then serve, as pull checks: the containers policy file that applies to the
+        repository (and tag) and the ``--verify-key`` keys; once accepted, remembered."""
+        key = (repo.shown, tag, top.digest)
+        if key in self._verified:
             return
         from ocibridge.errors import SignatureError
-        from ocibridge.signing.policy import Trusted, verify_before_use
+        from ocibridge.signing.policy import Trusted
+        from ocibridge.signing.use import check_before_use
 
         try:
-            verify_before_use(repo.store, top, self.verify, name=repo.shown, trusts=Trusted.FILES)
+            check_before_use(repo.store, top, repo.located(tag, top.digest), self.verify, repo.shown,
+                             trusts=Trusted.FILES)
         except SignatureError as e:
             raise Refused(str(e)) from None
         with self._lock:
-            self._verified.add(top.digest)
+            self._verified.add(key)
 
     def repo_ids(self) -> Iterator[tuple[str, Source]]:
         """Every repo id the sources hold, the first source's first."""

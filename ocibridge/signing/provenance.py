@@ -57,6 +57,18 @@ def manifest_dependency(uri: str, desc: Descriptor) -> dict[str, Any]:
     return {"uri": uri, "digest": {algorithm: hexpart}, "mediaType": desc.mediaType}
 
 
+def locator_uri(located: object) -> str:
+    """Where a manifest was read, as a dependency's uri: ``oci://host/repo`` (a registry),
+    ``oci-layout:DIR`` (a layout, the local store), else the reference as written."""
+    from ocibridge.oci.reference import LayoutReference, RegistryReference
+
+    if isinstance(located, RegistryReference):
+        return f"oci://{located.registry}/{located.repository}"
+    if isinstance(located, LayoutReference):
+        return f"oci-layout:{located.path}"
+    return str(located)
+
+
 def model_dependencies(store: Store, subject: Descriptor, source: str) -> list[dict[str, Any]]:
     """What a push read: each file of the model (by SHA-256, named by its path under
     ``source``) and where the model came from, as the annotations the kinds write say."""

@@ -293,3 +293,9 @@ def verify_oms(data: bytes, files: Callable[[], Mapping[str, str]], policy: Veri
         raise SignatureError(f"OMS signature {_short(where)}: cannot list the model's files: {e}") from None
     compare_files(statement.files, listed, what)
     return verified
+
+
+def verify_attestation(data: bytes, where: str, digest: str, policy: VerifyPolicy) -> Verified:
+    """One attestation bundle (DSSE) about ``digest``, under ``policy`` (its predicate type set
+    to the attestation's): a pull writing attestations beside the files checks each first."""
+    return _bundle(data, where, digest, None, policy)

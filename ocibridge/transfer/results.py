@@ -25,7 +25,8 @@ class PullResult:
     copy: dict[str, Any] | None = None  # a pull into a store: the copy's summary
     via: str | None = None  # a ModelKit, Docker model...: the digest of the ModelPack form read
     signature: str | None = None  # --with-signatures: the OMS signature file written beside the files
-
+    attestations: tuple[str, ...] | None = None  # --with-attestations: the files written (relative to output)
+    attestations_left_out: int = 0  # unsigned evidence not written (keys given: nothing vouches for it)
 
     def as_dict(self) -> dict[str, Any]:
         if self.copy is not None:
@@ -38,6 +39,9 @@ class PullResult:
                        skipped=list(self.skipped))
             if self.signature is not None:
                 out["signature"] = self.signature
+            if self.attestations is not None:
+                out["attestations"] = list(self.attestations)
+                out["attestationsLeftOut"] = self.attestations_left_out
         return out
 
 
