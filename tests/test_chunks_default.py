@@ -109,14 +109,29 @@ def test_a_default_push_is_reproducible_and_made_in_the_hashing_read(registry, b
     assert plain.descriptor.digest != a.descriptor.digest and "chunks" not in plain.extra
 
 
-def test_a_known_digest_is_chunked_by_one_read_that_checks_it(registry, big_src, tmp_path, monkeypatch):
-    """A re-push (the digest cache names the file) reads the file once for its chunks, and the
-    table is the one the hashing read made."""
-    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "cache"))
-    first = push(str(big_src), f"oci:{tmp_path / 'a'}:v1")
+def test_a_re_push_takes_the_table_from_the_cache_else_one_read(registry, big_src, tmp_path, monkeypatch):
+    """A re-push (the digest cache names the file, so nothing reads it) takes the chunks from the
+    chunk cache; without that entry, one read makes the same table."""
+    import shutil
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(cache))
+    reads: list[int] = []
+    real = chunking.chunk_stream
+
+    def counted(reader, chunk_size):
+        reads.append(chunk_size)
+        return real(reader, chunk_size)
+
+    monkeypatch.setattr(chunking, "chunk_stream", counted)
+    first = push(str(big_src), f"oci:{tmp_path / 'a'}:v1")  # into a layout: hashed as it is written
     again = push(str(big_src), f"{registry.host}/{new_repo()}:v1")
-    assert again.descriptor.digest == first.descriptor.digest
-    assert again.extra["chunks"]["table"] == first.extra["chunks"]["table"]
+    assert reads == []  # the table both times without a read of its own
+    shutil.rmtree(cache / "chunk-tables")
+    third = push(str(big_src), f"{registry.host}/{new_repo()}:v1")
+    assert reads == [DEFAULT_CHUNK_SIZE]  # the file read once, for its chunks
+    assert first.descriptor.digest == again.descriptor.digest == third.descriptor.digest
+    assert first.extra["chunks"]["table"] == again.extra["chunks"]["table"] == third.extra["chunks"]["table"]
 
 
 def test_a_model_under_the_threshold_keeps_its_digest(registry, tmp_path):

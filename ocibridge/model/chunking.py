@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import BinaryIO
 
 from ocibridge.errors import DigestMismatch, SourceError
+from ocibridge.model import chunkcache
 from ocibridge.model.package import ModelFile
 from ocibridge.remote.table import (
     DEFAULT_CHUNK_SIZE,
@@ -160,22 +161,32 @@ class ChunkingReader:
 def chunk_table(files: Iterable[ModelFile], policy: ChunkPolicy,
                 read: Mapping[str, LayerChunks]) -> ChunkTable:
     """The table of the raw-layer ``files`` of ``policy.threshold`` bytes or more: each one's
-    chunks from the read that hashed it (``read``, by digest), else from one read now, which
-    also settles a digest nobody knew (so the build does not read the file again) and is
-    checked against one the source gave."""
+    chunks from the read that hashed it (``read``, by digest), else from the chunk cache (a file
+    whose digest was known without a read: a re-push), else from one read now, which also
+    settles a digest nobody knew (so the build does not read the file again) and is checked
+    against one the source gave."""
     entries: dict[str, LayerChunks] = {}
     for f in files:
         if not policy.wants(f.size):
             continue
-        if f.digest is not None and f.digest in read:
-            entries[f.digest] = read[f.digest]
-            continue
-        with f.open() as reader:
-            entry = chunk_stream(reader, policy.chunk_size)
-        if entry.size != f.size:
-            raise SourceError(f"{f.path}: size changed while reading ({f.size} → {entry.size})")
-        if f.digest is not None and f.digest != entry.digest:
-            raise DigestMismatch(f"{f.path}: read as {entry.digest}, the source said {f.digest}")
-        f.digest = entry.digest
+        known = None if f.digest is None else read.get(f.digest)
+        if known is not None:
+            chunkcache.remember(known, policy.chunk_size)
+        elif f.digest is not None:  # named without a read (the digest cache, the source): chunked before?
+            known = chunkcache.lookup(f.digest, f.size, policy.chunk_size)
+        entry = known if known is not None else _read_chunks(f, policy.chunk_size)
         entries[entry.digest] = entry
     return build_table(entries.values(), policy.chunk_size)
+
+
+def _read_chunks(f: ModelFile, chunk_size: int) -> LayerChunks:
+    """One read of ``f``: its digest (checked against a known one, else settled) and chunks."""
+    with f.open() as reader:
+        entry = chunk_stream(reader, chunk_size)
+    if entry.size != f.size:
+        raise SourceError(f"{f.path}: size changed while reading ({f.size} → {entry.size})")
+    if f.digest is not None and f.digest != entry.digest:
+        raise DigestMismatch(f"{f.path}: read as {entry.digest}, the source said {f.digest}")
+    f.digest = entry.digest
+    chunkcache.remember(entry, chunk_size)
+    return entry
