@@ -183,3 +183,21 @@ def test_a_bad_chunk_size_is_one_clear_error(tmp_path):
     with pytest.raises(UsageError, match="chunk size 100 is not between"):
         push(str(tmp_path / "m"), f"oci:{tmp_path / 'o'}:v1", chunk_size=100)
     assert not (tmp_path / "o").exists()  # refused before anything is written
+
+
+def test_push_to_docker_model_binds_and_carries_the_table(registry, fault_proxy, big_src, capsys):
+    repo = new_repo()
+    assert main(["push", str(big_src), f"{registry.host}/{repo}:v1", "--to", "docker-model", "-q", "--json"]) == 0
+    pushed = json.loads(capsys.readouterr().out)
+    assert pushed["family"] == "docker-model" and pushed["chunks"]["layers"] == 1
+    store, desc, manifest = _manifest(registry, repo)
+    assert (manifest.annotations or {}).get(ANNOTATION_DIGEST) == pushed["chunks"]["table"]
+    subject = Descriptor(mediaType=desc.mediaType, digest=desc.digest, size=desc.size)
+    assert [r.digest for r in store.referrers(subject, ARTIFACT_TYPE)] == [pushed["chunks"]["referrer"]]
+    layer = max(manifest.layers, key=lambda x: x.size)
+    fault_proxy.clear()
+    with open_model(f"{fault_proxy.host}/{repo}:v1", warn=None, cache=False) as model, \
+            (big_src / "model.safetensors").open("rb") as f:
+        f.seek(100 * MiB)
+        assert model.read("model.safetensors", 100 * MiB, 100 * MiB + 10) == f.read(10)
+    assert 0 < _blob_bytes(fault_proxy) <= layer.size // 100
