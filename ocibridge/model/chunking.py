@@ -35,11 +35,14 @@ from ocibridge.remote.table import (
 @dataclass(frozen=True)
 class ChunkPolicy:
     """Which raw layers a push gives a chunk table (``threshold`` bytes or more), and the chunk
-    size. ``threaded``: hash the chunks on a second thread beside the whole-file hash."""
+    size. ``threaded``: hash the chunks on a second thread beside the whole-file hash. Off:
+    on 2 busy cores (load 4.5) it was slower than one thread (1 GiB: 1.74 s against 1.27 s,
+    medians of 7; the file hash alone 0.64 s), and a push hashes several files at once anyway;
+    it kept the wall time flat only with a core to spare (docs/benchmarks.md)."""
 
     chunk_size: int = DEFAULT_CHUNK_SIZE
     threshold: int = PUSH_THRESHOLD
-    threaded: bool = True
+    threaded: bool = False
 
     def __post_init__(self) -> None:
         if not MIN_CHUNK_SIZE <= self.chunk_size <= MAX_CHUNK_SIZE:
