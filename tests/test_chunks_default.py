@@ -201,3 +201,25 @@ def test_push_to_docker_model_binds_and_carries_the_table(registry, fault_proxy,
         f.seek(100 * MiB)
         assert model.read("model.safetensors", 100 * MiB, 100 * MiB + 10) == f.read(10)
     assert 0 < _blob_bytes(fault_proxy) <= layer.size // 100
+
+
+def test_push_of_a_hugging_face_cache_model_binds_the_same_table(registry, tmp_path, monkeypatch, capsys):
+    """``push hf:ORG/NAME`` reads the snapshot's files as a directory push does: same table."""
+    import huggingface_hub
+    import huggingface_hub.constants
+
+    hub = tmp_path / "hf-home" / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    src = tmp_path / "m"
+    src.mkdir()
+    _safetensors(src / "model.safetensors", PUSH_THRESHOLD + MiB)
+    (src / "config.json").write_text('{"model_type": "bert"}')
+    first = push(str(src), f"{registry.host}/{new_repo()}:v1")
+    assert main(["pull", first.reference, "hf:acme/big", "-q"]) == 0
+    again = push("hf:acme/big", f"{registry.host}/{new_repo()}:v1")
+    assert again.extra["chunks"]["table"] == first.extra["chunks"]["table"]
+    assert again.extra["chunks"]["layers"] == 1
+    capsys.readouterr()
