@@ -35,10 +35,10 @@ from ocibridge.remote.table import (
 @dataclass(frozen=True)
 class ChunkPolicy:
     """Which raw layers a push gives a chunk table (``threshold`` bytes or more), and the chunk
-    size. ``threaded``: hash the chunks on a second thread beside the whole-file hash. Off:
-    on 2 busy cores (load 4.5) it was slower than one thread (1 GiB: 1.74 s against 1.27 s,
-    medians of 7; the file hash alone 0.64 s), and a push hashes several files at once anyway;
-    it kept the wall time flat only with a core to spare (docs/benchmarks.md)."""
+    size. ``threaded``: hash the chunks on a second thread beside the whole-file hash. Off: it
+    kept the wall time flat only with a core to spare; on 2 busy cores it was the slower in 3 of
+    4 runs (1 GiB, load 4.5: 1.74 s against 1.27 s on one thread, the file hash alone 0.64 s),
+    and a push hashes several files at once anyway (docs/benchmarks.md, issue 43)."""
 
     chunk_size: int = DEFAULT_CHUNK_SIZE
     threshold: int = PUSH_THRESHOLD
