@@ -56,15 +56,15 @@ def _kept(chunks: Path) -> str:
 def run(size_mib: int, work: Path, repeat: int = 3) -> list[str]:
     import fsspec
 
-    from ocibridge.api.lazy_ops import open_tensors, push_with_chunks
-    from ocibridge.api.model_ops import pull
+    from ocibridge.api.lazy_ops import open_tensors
+    from ocibridge.api.model_ops import pull, push
 
     rows = []
     with fresh_registry(work) as reg:
         src = work / f"m{size_mib}"
         write_model(src, size_mib * MiB)
         ref = f"{reg.host}/bench/lazy{size_mib}:v1"
-        push_with_chunks(str(src), ref)
+        push(str(src), ref)  # a chunk table by default (issue 43)
 
         t = time.perf_counter()
         tensors = open_tensors(ref, "model.safetensors")

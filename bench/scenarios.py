@@ -116,6 +116,11 @@ class Bench:
             with fresh_registry(self.workdir) as reg:
                 return self.run(tools.ocibridge("push", str(model.root), f"{reg.host}/bench/ob:{TAG}"), cold=True)
 
+        def ocibridge_no_chunks(i: int) -> Sample:  # what the default's chunk table costs (issue 43)
+            with fresh_registry(self.workdir) as reg:
+                return self.run(tools.ocibridge("push", str(model.root), f"{reg.host}/bench/obn:{TAG}",
+                                                "--no-chunks"), cold=True)
+
         def ocibridge_cached(i: int) -> Sample:
             with fresh_registry(self.workdir) as reg:
                 return self.run(tools.ocibridge("push", str(model.root), f"{reg.host}/bench/obc:{TAG}"))
@@ -135,6 +140,7 @@ class Bench:
         self.measure(f"push {model.name}", _only({
             "curl (floor)": floor,
             "ocibridge": self.ocibridge_or_none(ocibridge),
+            "ocibridge --no-chunks": self.ocibridge_or_none(ocibridge_no_chunks),
             "ocibridge (digests cached)": self.ocibridge_or_none(ocibridge_cached),
             "ocibridge (from layout)": self.ocibridge_or_none(ocibridge_layout),
             "skopeo (from layout)": skopeo,

@@ -312,7 +312,8 @@ def test_cli_push_chunks_then_cat_is_lazy_and_chunks_reports_bound(registry, fau
     data = os.urandom(17 * 1024 * 1024)
     (src / "w.bin").write_bytes(data)
     repo = new_repo()
-    assert main(["push", str(src), f"{registry.host}/{repo}:v1", "--chunks", "-q", "--json"]) == 0
+    assert main(["push", str(src), f"{registry.host}/{repo}:v1", "--chunks", "--chunk-threshold", "16M", "-q",
+                 "--json"]) == 0
     pushed = json.loads(capsysbinary.readouterr().out)
     assert pushed["chunks"]["layers"] == 1
     fault_proxy.clear()

@@ -12,7 +12,7 @@ from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.model.gguf_header import GGUF_MAGIC
 from ocibridge.model.gguf_tensors import RemoteGGUF
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import LayoutReference, RegistryReference
+from ocibridge.oci.reference import RegistryReference
 from ocibridge.remote.blobreader import LazySource
 from ocibridge.remote.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.remote.model import RemoteModel, Warn, warn_stderr
@@ -159,38 +159,18 @@ def attach_chunks(ref: str | Locator, *, transfer: TransferOptions | None = None
 def push_with_chunks(source: str | Locator, dest: str | Locator | None = None, *, build_options: Any = None,
                      transfer: TransferOptions | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
                      threshold: int = DEFAULT_THRESHOLD, **push_kw: Any) -> Any:
-    """``push`` whose manifest binds a chunk table (``push --chunks``): the tables of the
-    source's large files are computed first (a second read of those files, hence opt-in), their
-    digest goes into the manifest's annotations (same input, same table, same manifest digest),
-    and after the push the table is attached as a referrer so the registry keeps its blob."""
-    from dataclasses import replace
+    """``push`` of local files binding a chunk table of the files from ``threshold`` bytes (16 MiB
+    here, as before tables were the default; ``push`` itself binds them from 64 MiB). The table
+    is made in the read that hashes each file (same input, same table, same manifest digest)
+    and attached as a referrer after the push."""
     from pathlib import Path
 
     from ocibridge.api.model_ops import push
-    from ocibridge.kinds.targets import closing_opened_stores, default_store_path, open_store_target
-    from ocibridge.model.builder import BuildOptions
-    from ocibridge.remote.attach import attach_table, binding_annotations, files_under, table_from_files
 
     source = locate(source, Role.SOURCE)  # located once each, here
     dest = locate(dest, Role.DESTINATION) if dest is not None else None
-    root = Path(text_of(source))
-    if not root.exists():
+    if not Path(text_of(source)).exists():
         raise UsageError(f"--chunks: {source} is not a local file or directory (for a pushed model: "
                          "ocibridge chunks REF)")
-    table = table_from_files(files_under(root), chunk_size=chunk_size, threshold=threshold)
-    options = build_options or BuildOptions()
-    if table.layers:
-        options = replace(options, annotations={**options.annotations, **binding_annotations(table)})
-    result = push(source, dest, build_options=options, transfer=transfer, **push_kw)
-    if table.layers:
-        with closing_opened_stores():
-            where = dest if dest is not None else LayoutReference(str(default_store_path()))
-            target = open_store_target(where, for_write=True,
-                                       options=(transfer or TransferOptions()).registry_options())
-            subject = Descriptor(mediaType=result.descriptor.mediaType, digest=result.descriptor.digest,
-                                 size=result.descriptor.size)
-            referrer = attach_table(target.store, subject, table)
-        result.extra["chunks"] = {"table": table.descriptor().digest, "referrer": referrer.digest,
-                                  "layers": len(table.layers)}
-    return result
-
+    return push(source, dest, build_options=build_options, transfer=transfer, chunks=True,
+                chunk_threshold=threshold, chunk_size=chunk_size, **push_kw)

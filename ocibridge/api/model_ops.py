@@ -36,7 +36,9 @@ from ocibridge.kinds.targets import (
 )
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
+from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, PathReference
+from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.signing.use import UsePolicy, as_use_policy, refuse_before_opening
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyHooks, copy
@@ -144,8 +146,15 @@ def push(
     overrides: dict[str, str] | None = None,
     build_file: str | None = None,
     use_build_file: bool = True,
+    chunks: bool = True,
+    chunk_threshold: int = PUSH_THRESHOLD,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> PushResult:
     """Convert ``source`` to a ModelPack artifact and store it at ``dest`` (default store if None).
+
+    ``chunks``: the manifest binds a chunk table of the raw files of ``chunk_threshold`` bytes or
+    more (made in the read that hashes them) and the table is attached as a referrer, so a lazy
+    read moves only the chunks it needs (docs/lazy.md); False leaves it out.
 
     A store reference as source (``oci:…``, a registry) is copied as it is, unless it holds a
     model of a family a source format reads (an Ollama model): that is converted. ``to`` writes
@@ -153,6 +162,7 @@ def push(
     ``overrides`` sets descriptor/config fields (``{"arch": "llama", ...}``).
     """
     from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, plan_layers
+    from ocibridge.model.chunking import ChunkPolicy
 
     transfer = transfer or TransferOptions()
     origin: StoreTarget | None = None
@@ -187,6 +197,10 @@ def push(
             use_build_file=use_build_file,
         )
     build_options = build_options or BuildOptions()
+    try:  # a table of files read here; a model read from a store would be downloaded once more for it
+        policy = ChunkPolicy(chunk_size, chunk_threshold) if chunks and origin is None else None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if overrides or to not in (None, "modelpack"):
         from ocibridge.kinds.push import apply_to_package
 
@@ -198,7 +212,7 @@ def push(
         from ocibridge.kinds.push import push_family
 
         return push_family(package, build_options, dest_ref, to, registry_options=transfer.registry_options(),
-                           concurrency=transfer.concurrency, progress=progress)
+                           concurrency=transfer.concurrency, progress=progress, chunks=policy)
     target = open_store_target(dest_ref, for_write=True, options=transfer.registry_options())
     mounts: dict[str, Store] = {}
     if origin is not None and conversion is not None and on_registry(source_ref):
@@ -207,7 +221,7 @@ def push(
         mounts = conversion.format.mount_sources(origin.store, conversion.reference)
     # the artifact as a read-only store: new files are sent while hashed (one read per byte),
     # the rest of the graph is the one copy's, which counts everything
-    artifact = PlannedArtifact(package, build_options)
+    artifact = PlannedArtifact(package, build_options, policy)
     shown = PushProgress(progress, [layer.progress_key() for layer in plan_layers(package, build_options)]) \
         if progress else None
     stats = copy(
@@ -219,7 +233,16 @@ def push(
         progress=shown.copy_progress(lambda: artifact.artifact().manifest) if shown else None,
         hooks=CopyHooks(mounts=mounts, undo_on_failure=True),
     )
-    return PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats, wire_counts(target.store))
+    result = PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats, wire_counts(target.store))
+    if artifact.table is not None and artifact.table.layers:
+        from ocibridge.remote.attach import attach_table
+
+        subject = artifact.descriptor
+        attached = attach_table(target.store, Descriptor(mediaType=subject.mediaType, digest=subject.digest,
+                                                         size=subject.size), artifact.table)
+        result.extra["chunks"] = {"table": artifact.table.descriptor().digest, "referrer": attached.digest,
+                                  "layers": len(artifact.table.layers)}
+    return result
 
 
 @closes_its_stores

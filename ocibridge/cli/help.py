@@ -23,7 +23,7 @@ EXAMPLES: dict[str, str] = {
   ocibridge push ./m reg.example/m:v1 --kind '*.json=weight.config' --layer doc=tar+zstd
   ocibridge push ollama:llama3.2 registry.example/ollama/llama3.2:latest
   ocibridge push ./tiny-llama reg.example/kit/tiny:v1 -f Kitfile --to modelkit
-  ocibridge push ./big-model registry.example/team/big:v1 --chunks   # for lazy reads (cat, open_tensors)""",
+  ocibridge push ./big-model registry.example/team/big:v1 --no-chunks   # no chunk table (default: files from 64M)""",
     "pull": """\
   ocibridge pull registry.example/team/tiny:v1 ./tiny          # files back
   ocibridge pull registry.example/team/tiny:v1 -o ./tiny --include '*.json' --include 'tokenizer*'
@@ -97,7 +97,7 @@ EXAMPLES: dict[str, str] = {
   ocibridge cat registry.example/team/tiny:v1 config.json --verify-key cosign.pub""",
     "chunks": """\
   ocibridge chunks registry.example/team/older:v1              # then sign the referrer it names
-  ocibridge push ./tiny-llama registry.example/team/tiny:v1 --chunks   # bound at push instead""",
+  ocibridge push ./tiny-llama registry.example/team/tiny:v1 --chunk-threshold 1M   # bound at push instead""",
     "save": """\
   ocibridge save registry.example/team/tiny:v1 registry.example/team/big:v2 -o models.tar
   ocibridge save registry.example/team/tiny:v1 -o models.tar --verify-key cosign.pub""",

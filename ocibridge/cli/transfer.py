@@ -18,6 +18,7 @@ from ocibridge.cli.evidence import (
     source_evidence,
 )
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
+from ocibridge.cli.transfer_flags import parse_bytes
 from ocibridge.core.lazy import LazyModule, lazy_function
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
@@ -66,6 +67,10 @@ def cmd_push(args: argparse.Namespace) -> int:
             raise UsageError(f"--created {args.created!r}: not an RFC 3339 date-time such as "
                              "2025-01-01T00:00:00Z (or give no value: now)")
     group |= {Kind(k) for k in args.group}
+    try:
+        chunk_threshold = parse_bytes(args.chunk_threshold)
+    except ValueError as e:
+        raise UsageError(f"--chunk-threshold: {e}") from None
     options = BuildOptions(
         family=Family(args.media_types),
         variants=variants,
@@ -94,10 +99,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     dest = locate(args.dest, Role.DESTINATION) if args.dest is not None else None
     bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
     try:
-        push = api.push
-        if args.chunks:
-            from ocibridge.api.lazy_ops import push_with_chunks as push
-        result = push(
+        result = api.push(
             source,
             dest,
             build_options=options,
@@ -111,6 +113,8 @@ def cmd_push(args: argparse.Namespace) -> int:
             overrides=overrides_of(args),
             build_file=args.file,
             use_build_file=not args.no_build_file,
+            chunks=not args.no_chunks,
+            chunk_threshold=chunk_threshold,
         )
     finally:
         if bar:
@@ -254,9 +258,14 @@ def register(command: CommandAdder) -> None:
     add_evidence_flags(p)
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="manifest annotation (repeatable)")
-    p.add_argument("--chunks", action="store_true",
-                   help="bind a chunk table of the large files in the manifest, for verified lazy reads "
-                        "(reads those files twice; docs/lazy.md)")
+    chunking = p.add_mutually_exclusive_group()
+    chunking.add_argument("--chunks", action="store_true",
+                          help="bind a chunk table of the large raw files in the manifest, for verified lazy "
+                               "reads (the default; made in the read that hashes them; docs/lazy.md)")
+    chunking.add_argument("--no-chunks", action="store_true",
+                          help="bind no chunk table: a lazy read of a file moves all of it")
+    p.add_argument("--chunk-threshold", metavar="SIZE", default="64M",
+                   help="files from this size get a chunk table (default 64M; e.g. 16M, 1G)")
     p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
                    help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")

@@ -7,6 +7,7 @@ that pushing to a layout or a registry is the one graph copy and nothing is stag
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
 import hashlib
@@ -14,19 +15,21 @@ import io
 import json
 import posixpath
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ocibridge.core.streams import IterReader
 from ocibridge.errors import NotFound, SourceError
 from ocibridge.model import digestcache
+from ocibridge.model.chunking import ChunkingReader, ChunkPolicy, chunk_table
 from ocibridge.model.config import parse_config
 from ocibridge.model.package import ModelFile, ModelPackage, env_epoch
 from ocibridge.model.packing import compress, file_chunks, tar_chunks
 from ocibridge.oci.digest import is_digest, sha256_bytes, verified
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family, Kind, Variant
 from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.remote.table import ChunkTable, LayerChunks, binding_annotations
 from ocibridge.stores.base import PendingBlob
 from ocibridge.transfer.progress_events import file_key, layer_key
 
@@ -198,8 +201,13 @@ class ArtifactStore:
     file that changed between planning and copying.
     """
 
-    def __init__(self, manifest: Manifest, config_bytes: bytes, layers: list[PlannedLayer]):
+    def __init__(self, manifest: Manifest, config_bytes: bytes, layers: list[PlannedLayer],
+                 table: ChunkTable | None = None):
         self.manifest = manifest
+        self.table = table  # the chunk table the manifest binds, served as a small blob
+        self._small = {manifest.config.digest: config_bytes}
+        if table is not None:
+            self._small[table.descriptor().digest] = table.to_bytes()
         self.manifest_bytes = manifest.to_json_bytes()
         self.descriptor = Descriptor.for_bytes(OCI_MANIFEST, self.manifest_bytes)
         self.descriptor.artifactType = manifest.artifactType
@@ -210,16 +218,13 @@ class ArtifactStore:
         return "built artifact"
 
     def exists(self, desc: Descriptor) -> bool:
-        return desc.digest in self._layers or desc.digest in (
-            self.descriptor.digest,
-            self.manifest.config.digest,
-        )
+        return desc.digest in self._layers or desc.digest in self._small or desc.digest == self.descriptor.digest
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:
         if desc.digest == self.descriptor.digest:
             return self.manifest_bytes
-        if desc.digest == self.manifest.config.digest:
-            return self.config_bytes
+        if desc.digest in self._small:
+            return self._small[desc.digest]
         raise NotFound(f"built artifact has no small blob {desc.digest}")
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
@@ -254,22 +259,56 @@ class PlannedArtifact:
     reports name such a file by its path-keyed stand-in until its digest is known.
     """
 
-    def __init__(self, package: ModelPackage, options: BuildOptions | None = None):
+    def __init__(self, package: ModelPackage, options: BuildOptions | None = None,
+                 chunks: ChunkPolicy | None = None):
         self.package = package
         self.options = options or BuildOptions()
+        self.chunks = chunks  # None: no chunk table
+        self.table: ChunkTable | None = None  # the table the manifest binds, once built
         self._built: ArtifactStore | None = None
         self._lock = threading.Lock()
+        self._readers: dict[str, ChunkingReader] = {}  # by file path: the last reader opened
+        self._chunked: dict[str, LayerChunks] = {}  # by digest: chunks made by the hashing read
+        self._readers_lock = threading.Lock()
 
     def pending_blobs(self) -> list[PendingBlob]:
         files = [layer.files[0] for layer in plan_layers(self.package, self.options)
                  if layer.variant is Variant.RAW and layer.files[0].digest is None]
-        return [PendingBlob(file_key(f.path, f.size), f.open, functools.partial(_settle, f), f.source_path)
-                for f in files]
+        return [PendingBlob(file_key(f.path, f.size), self._opener(f), functools.partial(self._settle, f),
+                            f.source_path) for f in files]
+
+    def _opener(self, f: ModelFile) -> Callable[[], BinaryIO]:
+        """``f.open``, or for a file that gets a table a reader that also hashes its chunks."""
+        policy = self.chunks
+        if policy is None or not policy.wants(f.size):
+            return f.open
+
+        def open_chunking() -> BinaryIO:
+            reader = ChunkingReader(f.open(), policy)
+            with self._readers_lock:
+                self._readers[f.path] = reader
+            return reader  # type: ignore[return-value]  # a read()-stream standing in for the file it wraps
+
+        return open_chunking
+
+    def _settle(self, f: ModelFile, digest: str, size: int) -> None:
+        _settle(f, digest, size)
+        with self._readers_lock:
+            reader = self._readers.pop(f.path, None)
+        chunks = reader.chunks(size) if reader is not None else None
+        if chunks is not None:
+            with self._readers_lock:
+                self._chunked[digest] = LayerChunks(digest, size, chunks)
 
     def artifact(self) -> ArtifactStore:
         with self._lock:
             if self._built is None:
-                self._built = build(self.package, self.options)
+                options = self.options
+                if self.chunks is not None:
+                    raw = [layer.files[0] for layer in plan_layers(self.package, options)
+                           if layer.variant is Variant.RAW]
+                    self.table = chunk_table(raw, self.chunks, self._chunked)
+                self._built = build(self.package, options, self.table)
             return self._built
 
     @property
@@ -298,6 +337,14 @@ class PlannedArtifact:
         return []
 
 
+def bind_table(options: BuildOptions, table: ChunkTable | None) -> BuildOptions:
+    """``options`` whose manifest annotations name ``table`` (none for an empty one, so a model
+    without large files keeps the digest it had before tables were the default)."""
+    if table is None or not table.layers:
+        return options
+    return dataclasses.replace(options, annotations={**options.annotations, **binding_annotations(table)})
+
+
 def _settle(f: ModelFile, digest: str, size: int) -> None:
     if size != f.size:
         raise SourceError(f"{f.path}: size changed while reading ({f.size} → {size})")
@@ -306,9 +353,12 @@ def _settle(f: ModelFile, digest: str, size: int) -> None:
         digestcache.remember(f.source_path, digest)
 
 
-def build(package: ModelPackage, options: BuildOptions | None = None) -> ArtifactStore:
-    """Plan and describe every layer, write the config and manifest; nothing touches disk."""
-    options = options or BuildOptions()
+def build(package: ModelPackage, options: BuildOptions | None = None,
+          table: ChunkTable | None = None) -> ArtifactStore:
+    """Plan and describe every layer, write the config and manifest; nothing touches disk.
+    ``table``: a chunk table of the raw layers, bound by the manifest and served as a blob (so a
+    conversion carries it)."""
+    options = bind_table(options or BuildOptions(), table)
     if not package.files:
         raise SourceError("the model has no files")
     family = options.family
@@ -338,4 +388,4 @@ def build(package: ModelPackage, options: BuildOptions | None = None) -> Artifac
         layers=[layer.descriptor for layer in layers if layer.descriptor],
         annotations=annotations or None,
     )
-    return ArtifactStore(manifest, config_bytes, layers)
+    return ArtifactStore(manifest, config_bytes, layers, table if table is not None and table.layers else None)

@@ -11,18 +11,19 @@ from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.remote.model import is_raw
 from ocibridge.remote.table import (
-    ANNOTATION_DIGEST,
-    ANNOTATION_SIZE,
     ARTIFACT_TYPE,
     DEFAULT_CHUNK_SIZE,
     DEFAULT_THRESHOLD,
     ChunkTable,
     LayerChunks,
+    binding_annotations,
     build_table,
     chunk_stream,
 )
 from ocibridge.stores.base import ReadableStore, WritableStore
 from ocibridge.transfer.writer import Blob, write_artifact
+
+__all__ = ["attach_table", "binding_annotations", "files_under", "table_from_files", "table_from_store"]
 
 EMPTY_CONFIG = b"{}"
 
@@ -59,12 +60,6 @@ def files_under(root: Path) -> list[Path]:
     if root.is_file():
         return [root]
     return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
-
-
-def binding_annotations(table: ChunkTable) -> dict[str, str]:
-    """The model-manifest annotations that bind ``table`` (its digest and size)."""
-    desc = table.descriptor()
-    return {ANNOTATION_DIGEST: desc.digest, ANNOTATION_SIZE: str(desc.size)}
 
 
 def referrer_manifest(subject: Descriptor, table: ChunkTable) -> bytes:

@@ -1,0 +1,59 @@
+"""Chunk digests of pushed raw files, by layer digest, so a re-push of an unchanged model (whose
+digests the digest cache knows, so no file is read) binds its table without reading them either.
+
+An entry is written only from a read that hashed the same bytes to that digest, so it is a fact
+about the content, whatever file or source names it later. It lives beside the digest cache
+(``$OCIBRIDGE_CACHE/chunk-tables/<chunkSize>/<hex>``, one hex digest a line) and obeys its switch
+(``OCIBRIDGE_DIGEST_CACHE=0``); an entry that does not parse is ignored and written again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from ocibridge.core.environment import cache_root
+from ocibridge.model import digestcache
+from ocibridge.oci.digest import is_digest
+from ocibridge.remote.table import LayerChunks, chunk_count
+
+HEX = frozenset("0123456789abcdef")
+
+
+def _named(digest: str) -> bool:
+    return digest.startswith("sha256:") and is_digest(digest)
+
+
+def _path(digest: str, chunk_size: int) -> Path:
+    return cache_root() / "chunk-tables" / str(chunk_size) / digest.removeprefix("sha256:")
+
+
+def lookup(digest: str, size: int, chunk_size: int) -> LayerChunks | None:
+    if not digestcache.enabled() or not _named(digest):
+        return None
+    try:
+        lines = _path(digest, chunk_size).read_text().split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(lines) != chunk_count(size, chunk_size) or any(len(x) != 64 or not HEX.issuperset(x) for x in lines):
+        return None
+    return LayerChunks(digest, size, tuple(lines))
+
+
+def remember(entry: LayerChunks, chunk_size: int) -> None:
+    """Written whole (a temporary file renamed into place); a cache that cannot be written is not used."""
+    if not digestcache.enabled() or not _named(entry.digest):
+        return
+    path = _path(entry.digest, chunk_size)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write("".join(c + "\n" for c in entry.chunks))
+            os.replace(tmp, path)
+        except OSError:
+            os.unlink(tmp)
+            raise
