@@ -35,6 +35,7 @@ from ocibridge.cache.records import (
 )
 from ocibridge.cache.records import model_cache_root as model_cache_root  # where the cache is, named here too
 from ocibridge.cache.source import CacheSource, OfflineMiss
+from ocibridge.core import notices
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.core.smallfile import read_small
@@ -42,8 +43,10 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor
+from ocibridge.remote.delta import DeltaResult, reuse_line
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.progress_events import ProgressFn
 
 _PINNED = re.compile(r"sha256:[0-9a-f]{64}$")
 
@@ -55,6 +58,7 @@ class Snapshot:
     path: Path
     manifest: Descriptor  # the model manifest's (its bytes are in the cache)
     fetched: tuple[str, ...] = ()  # blobs downloaded to make it (none: all were cached)
+    deltas: tuple[DeltaResult, ...] = ()  # those of them built partly from chunks the cache held
 
 
 class ModelCache:
@@ -108,11 +112,15 @@ class ModelCache:
     # -- snapshots ---------------------------------------------------------------------------
     def snapshot(self, remote: Store | None, reference: str, *, shown: str,
                  include: Sequence[str] = (), exclude: Sequence[str] = (),
-                 concurrency: int = 4, origin: tuple[str, str] | None = None) -> Snapshot:
+                 concurrency: int = 4, origin: tuple[str, str] | None = None,
+                 progress: ProgressFn | None = None) -> Snapshot:
         """The snapshot of ``reference`` (a tag or digest of ``remote``; with ``remote`` None,
         offline: ``shown`` as last resolved). Only blobs the cache lacks are fetched.
         ``origin`` (host, repository): ``remote`` is that registry repository, asked directly;
-        the record then lets a later warm ``path`` check the tag with one request."""
+        the record then lets a later warm ``path`` check the tag with one request.
+        ``progress``: the events of each blob the snapshot needs (transfer/progress.py).
+        A layer the manifest's chunk table describes is built from the chunks other cached
+        blobs share with it where it can (a delta: only the other chunks are fetched)."""
         if remote is None:
             desc = self.remembered(shown)
         else:
@@ -130,9 +138,11 @@ class ModelCache:
         with flocked(self.locks / "cache.lock", shared=True), flocked(self.locks / f"snapshot-{name}.lock"):
             if complete_snapshot(self.root, name) is not None:  # another process built it while we waited
                 return Snapshot(final, desc)
+            from ocibridge.cache.tables import bound_table
             from ocibridge.model.extract import extract  # building only: a cached snapshot needs none of it
 
-            source = CacheSource(self.blobs, self.locks, remote, desc)
+            table = bound_table(self.blobs, remote, desc)
+            source = CacheSource(self.blobs, self.locks, remote, desc, table, progress)
             staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.snapshots))
             try:
                 extract(source, desc.digest, staging, concurrency=concurrency,
@@ -142,7 +152,9 @@ class ModelCache:
             except BaseException:
                 remove_tree(staging)
                 raise
-            return Snapshot(final, desc, tuple(source.fetched))
+            for done in source.deltas:
+                notices.say(reuse_line(done))
+            return Snapshot(final, desc, tuple(source.fetched), tuple(source.deltas))
 
     def _keep_manifest(self, remote: Store, desc: Descriptor) -> None:
         """The model manifest goes into the cache (verified), so offline builds can read it."""

@@ -1,0 +1,134 @@
+"""Delta pulls (issue 43): a new version whose chunk table shares chunks with a blob the model
+cache holds moves only its other chunks (counted on the registry log through the proxy), gives
+files byte-identical to a full pull, re-hashes every reused chunk (a tampered cached blob costs
+a fetch, never a wrong byte), and a model without a table downloads whole as before."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+from support.entry_probe import run_entry
+from support.fixtures import new_repo
+
+import ocibridge
+from ocibridge.api.lazy_ops import push_with_chunks
+from ocibridge.core import notices
+from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
+
+MiB = 1024 * 1024
+TENSORS = 10  # of 4 MiB each: a changed one spans 5 chunks of 1 MiB (the header shifts them)
+
+
+def _model(directory: Path, changed: int | None) -> Path:
+    """A safetensors model of ``TENSORS`` float32 tensors (40 MiB); ``changed``: that one
+    tensor has other values (the same shape: the header, hence every offset, stays)."""
+    directory.mkdir(parents=True)
+    rng = np.random.default_rng(43)
+    tensors = {f"layers.{i:02d}.weight": rng.standard_normal((1024, 1024), dtype=np.float32) for i in range(TENSORS)}
+    if changed is not None:
+        other = np.random.default_rng(7)
+        tensors[f"layers.{changed:02d}.weight"] = other.standard_normal((1024, 1024), dtype=np.float32)
+    save_file(tensors, str(directory / "model.safetensors"))
+    (directory / "config.json").write_text('{"model_type": "toy"}')
+    return directory
+
+
+@pytest.fixture(scope="module")
+def versions(registry, tmp_path_factory):
+    """v1 and v2 (one tensor in ten changed) pushed with chunk tables, and v1/v2 without:
+    (repo, repo without tables, v1 dir, v2 dir)."""
+    base = tmp_path_factory.mktemp("delta")
+    v1, v2 = _model(base / "v1", None), _model(base / "v2", 3)
+    chunked, plain = new_repo(), new_repo()
+    for tag, src in (("v1", v1), ("v2", v2)):
+        push_with_chunks(str(src), f"{registry.host}/{chunked}:{tag}")
+        ocibridge.push(str(src), f"{registry.host}/{plain}:{tag}")
+    return chunked, plain, v1, v2
+
+
+def _layer_of(snapshot: Path) -> str:
+    return "sha256:" + hashlib.sha256((snapshot / "model.safetensors").read_bytes()).hexdigest()
+
+
+def _moved(proxy, digest: str) -> int:
+    return sum(r.response_bytes for r in proxy.requests_matching("GET", f"/blobs/{digest}"))
+
+
+def _same_tree(a: Path, b: Path) -> None:
+    names = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def _path(ref: str) -> tuple[Path, list[str]]:
+    heard: list[str] = []
+    with notices.heard_by(heard.append):
+        where = ocibridge.path(ref)
+    return where, heard
+
+
+def test_v2_after_v1_moves_only_its_changed_chunks(versions, fault_proxy, tmp_path, monkeypatch):
+    repo, _, _, v2 = versions
+    _path(f"{fault_proxy.host}/{repo}:v1")
+    snap, heard = _path(f"{fault_proxy.host}/{repo}:v2")
+    layer = _layer_of(snap)
+    size = (v2 / "model.safetensors").stat().st_size
+    moved = _moved(fault_proxy, layer)
+    assert 0 < moved <= 0.15 * size, (moved, size)
+    assert moved == 5 * DEFAULT_CHUNK_SIZE  # the changed tensor's 4 MiB, shifted by the header: 5 chunks
+    ranged = [r for r in fault_proxy.requests_matching("GET", f"/blobs/{layer}")]
+    assert len(ranged) == 1 and ranged[0].range is not None  # one run, one Range request
+    chunks = -(-size // DEFAULT_CHUNK_SIZE)
+    assert [h for h in heard if h.startswith("reused ")] == [
+        f"reused {chunks - 5} of {chunks} chunks ({(size - 5 * MiB) / MiB:.1f} MiB) of {layer}; fetched 5.0 MiB"]
+    _same_tree(snap, v2)
+    # a full pull of v2 into a fresh cache gives the same bytes
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "fresh"))
+    fault_proxy.clear()
+    full, heard = _path(f"{fault_proxy.host}/{repo}:v2")
+    assert _moved(fault_proxy, layer) == size
+    assert not [h for h in heard if h.startswith("reused ")]
+    _same_tree(full, snap)
+
+
+def test_a_tampered_cached_chunk_is_fetched_not_used(versions, fault_proxy):
+    repo, _, v1, v2 = versions
+    first, _ = _path(f"{fault_proxy.host}/{repo}:v1")
+    blob = first / "model.safetensors"  # a hard link to the cache's blob
+    os.chmod(blob, 0o644)
+    with open(blob, "r+b") as f:  # chunk 30: one v2 shares with v1
+        f.seek(30 * MiB + 123)
+        f.write(b"\xff" * 16)
+    os.chmod(blob, 0o444)
+    snap, heard = _path(f"{fault_proxy.host}/{repo}:v2")
+    layer = _layer_of(snap)
+    assert _moved(fault_proxy, layer) == 6 * DEFAULT_CHUNK_SIZE  # the 5 changed and the tampered one
+    assert any(h.startswith("reused ") for h in heard)
+    _same_tree(snap, v2)
+
+
+def test_without_a_table_v2_downloads_whole(versions, fault_proxy):
+    _, plain, _, v2 = versions
+    _path(f"{fault_proxy.host}/{plain}:v1")
+    snap, heard = _path(f"{fault_proxy.host}/{plain}:v2")
+    assert _moved(fault_proxy, _layer_of(snap)) == (v2 / "model.safetensors").stat().st_size
+    assert not [h for h in heard if h.startswith("reused ")]
+    _same_tree(snap, v2)
+
+
+def test_the_cli_says_what_it_reused_on_stderr_and_in_json(versions, fault_proxy):
+    repo, _, _, _ = versions
+    assert run_entry(("path", f"{fault_proxy.host}/{repo}:v1"), ())[0] == 0
+    code, out, err, _ = run_entry(("path", f"{fault_proxy.host}/{repo}:v2", "--json"), ())
+    assert code == 0, err
+    doc = json.loads(out)
+    (delta,) = doc["delta"]
+    assert delta["reused"] == delta["chunks"] - 5 and delta["fetchedBytes"] == 5 * MiB
+    assert f"reused {delta['reused']} of {delta['chunks']} chunks" in err
