@@ -145,7 +145,7 @@ class ModelCache:
             source = CacheSource(self.blobs, self.locks, remote, desc, table, progress)
             staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.snapshots))
             try:
-                extract(source, desc.digest, staging, concurrency=concurrency,
+                extract(source, desc.digest, staging, concurrency=concurrency, progress=progress,
                         select=PathFilter.of(include, exclude))
                 _read_only(staging)
                 os.rename(staging, final)

@@ -127,22 +127,18 @@ class CacheSource(OneManifest):
             return
         if self._blobs.exists(desc) and self._hashed(desc):
             self._index_it(desc)  # (fetched before its table was known)
-            self._tell("skip", desc, desc.size)
             return
         if self._remote is None:
             raise OfflineMiss(f"offline: blob {desc.digest} is not in the model cache")
         with flocked(self._locks / f"{split_digest(desc.digest)[1]}.lock"):
             if self._blobs.exists(desc) and self._hashed(desc):  # another process fetched it meanwhile
-                self._tell("skip", desc, desc.size)
                 return
             remote = self._remote
-            self._tell("start", desc, 0)
             if isinstance(remote, RangedBlobSource) and desc.size > 0:
                 if not self._delta(desc, remote):
                     self._blobs.download_blob(desc, remote, on_bytes=self._bytes_of(desc))
             else:
                 write_blob(self._blobs, reading(remote, desc))
-            self._tell("done", desc, desc.size)
             os.chmod(self._blobs.blob_path(desc.digest), READ_ONLY)
             self.fetched.append(desc.digest)
             if not self._hashed(desc):  # what was just verified as it came is the file now there
@@ -171,12 +167,9 @@ class CacheSource(OneManifest):
         self.deltas.append(result)
         return True
 
-    def _tell(self, event: str, desc: Descriptor, nbytes: int) -> None:
-        if self._progress is not None:
-            self._progress(event, desc, nbytes)
-
     def _bytes_of(self, desc: Descriptor) -> Callable[[int], None] | None:
-        """``bytes`` events of ``desc`` (received from the network; reused chunks are not)."""
+        """``bytes`` events of ``desc`` as it is received (the copy that builds the snapshot
+        tells the rest: plan, start, done); reused chunks are not counted, ``done`` fills them."""
         progress = self._progress
         if progress is None:
             return None
