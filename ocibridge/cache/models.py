@@ -35,7 +35,6 @@ from ocibridge.cache.records import (
 )
 from ocibridge.cache.records import model_cache_root as model_cache_root  # where the cache is, named here too
 from ocibridge.cache.source import CacheSource, OfflineMiss
-from ocibridge.core import notices
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.core.smallfile import read_small
@@ -43,7 +42,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.delta import DeltaResult, reuse_line
+from ocibridge.remote.delta import DeltaResult
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.transfer.progress_events import ProgressFn
@@ -138,11 +137,14 @@ class ModelCache:
         with flocked(self.locks / "cache.lock", shared=True), flocked(self.locks / f"snapshot-{name}.lock"):
             if complete_snapshot(self.root, name) is not None:  # another process built it while we waited
                 return Snapshot(final, desc)
+            from ocibridge.cache.chunkindex import ChunkIndex
+            from ocibridge.cache.deltas import LocalDelta
             from ocibridge.cache.tables import bound_table
             from ocibridge.model.extract import extract  # building only: a cached snapshot needs none of it
 
             table = bound_table(self.blobs, remote, desc)
-            source = CacheSource(self.blobs, self.locks, remote, desc, table, progress)
+            delta = None if table is None else LocalDelta(table, ChunkIndex(self.root))
+            source = CacheSource(self.blobs, self.locks, remote, desc, delta, progress)
             staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.snapshots))
             try:
                 extract(source, desc.digest, staging, concurrency=concurrency, progress=progress,
@@ -152,9 +154,7 @@ class ModelCache:
             except BaseException:
                 remove_tree(staging)
                 raise
-            for done in source.deltas:
-                notices.say(reuse_line(done))
-            return Snapshot(final, desc, tuple(source.fetched), tuple(source.deltas))
+            return Snapshot(final, desc, tuple(source.fetched), tuple(delta.results if delta is not None else ()))
 
     def _keep_manifest(self, remote: Store, desc: Descriptor) -> None:
         """The model manifest goes into the cache (verified), so offline builds can read it."""

@@ -21,15 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from ocibridge.cache.chunkindex import ChunkIndex
+from ocibridge.cache.deltas import LocalDelta
 from ocibridge.cache.locks import flocked
-from ocibridge.core import notices
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.oci.digest import new_hasher, split_digest
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.delta import DeltaResult, delta_download, worth_it
-from ocibridge.remote.table import ChunkTable
 from ocibridge.stores.base import OneManifest, Store
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.ranged import RangedBlobSource
@@ -92,16 +89,14 @@ class CacheSource(OneManifest):
     cache too, so a snapshot builds the same way online and offline."""
 
     def __init__(self, blobs: LayoutStore, locks: Path, remote: Store | None, desc: Descriptor,
-                 table: ChunkTable | None = None, progress: ProgressFn | None = None):
+                 delta: LocalDelta | None = None, progress: ProgressFn | None = None):
         self._blobs = blobs
         self._locks = locks
         self._remote = remote
         self._desc = desc
-        self._table = table  # the manifest's bound chunk table: delta downloads, and the index
-        self._index = ChunkIndex(blobs.root)
+        self._delta = delta  # with the manifest's bound chunk table: delta downloads, and the index
         self._progress = progress
         self.fetched: list[str] = []  # digests this build downloaded
-        self.deltas: list[DeltaResult] = []  # those of them built partly from chunks held here
         self._verified: dict[str, tuple[int, int]] = {}  # digest -> the inode hashed by this build
 
     def describe(self) -> str:
@@ -135,8 +130,9 @@ class CacheSource(OneManifest):
                 return
             remote = self._remote
             if isinstance(remote, RangedBlobSource) and desc.size > 0:
-                if not self._delta(desc, remote):
-                    self._blobs.download_blob(desc, remote, on_bytes=self._bytes_of(desc))
+                path, on_bytes = self._blobs.blob_path(desc.digest), self._bytes_of(desc)
+                if self._delta is None or not self._delta.build(path, desc, remote, on_bytes):
+                    self._blobs.download_blob(desc, remote, on_bytes=on_bytes)
             else:
                 write_blob(self._blobs, reading(remote, desc))
             os.chmod(self._blobs.blob_path(desc.digest), READ_ONLY)
@@ -144,28 +140,6 @@ class CacheSource(OneManifest):
             if not self._hashed(desc):  # what was just verified as it came is the file now there
                 raise DigestMismatch(f"model cache blob {desc.digest}: changed as it was written: refused")
             self._index_it(desc)
-
-    def _delta(self, desc: Descriptor, remote: RangedBlobSource) -> bool:
-        """Build ``desc`` from chunks other cached blobs hold plus Range requests for the rest
-        (remote/delta.py), when its chunk table shares any; False: download it whole. A delta
-        that fails its checks is not retried: the whole download is, once."""
-        entry = self._table.for_layer(desc) if self._table is not None else None
-        if entry is None or self._table is None:
-            return False
-        local = self._index.for_layer(entry)
-        try:
-            if not worth_it(entry, local):
-                return False
-            try:
-                result = delta_download(self._blobs.blob_path(desc.digest), desc, entry, self._table.chunk_size,
-                                        local, remote, on_bytes=self._bytes_of(desc))
-            except DigestMismatch as e:
-                notices.say(f"delta download of {desc.digest} failed ({e}): downloading it whole")
-                return False
-        finally:
-            local.close()
-        self.deltas.append(result)
-        return True
 
     def _bytes_of(self, desc: Descriptor) -> Callable[[int], None] | None:
         """``bytes`` events of ``desc`` as it is received (the copy that builds the snapshot
@@ -176,9 +150,8 @@ class CacheSource(OneManifest):
         return lambda n: progress("bytes", desc, n)
 
     def _index_it(self, desc: Descriptor) -> None:
-        entry = self._table.for_layer(desc) if self._table is not None else None
-        if entry is not None and self._table is not None:
-            self._index.remember(entry, self._table.chunk_size)
+        if self._delta is not None:
+            self._delta.remember(desc)
 
     def _hashed(self, desc: Descriptor) -> bool:
         """Whether the blob file is a regular file holding exactly ``desc`` (hashed, ~0.85 s/GiB);

@@ -51,6 +51,8 @@ class LocalChunks(Protocol):
         """What :meth:`read` gave did not hash to the name: stop offering it."""
         ...
 
+    def close(self) -> None: ...
+
 
 @dataclass(frozen=True)
 class DeltaResult:
