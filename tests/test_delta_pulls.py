@@ -132,3 +132,32 @@ def test_the_cli_says_what_it_reused_on_stderr_and_in_json(versions, fault_proxy
     (delta,) = doc["delta"]
     assert delta["reused"] == delta["chunks"] - 5 and delta["fetchedBytes"] == 5 * MiB
     assert f"reused {delta['reused']} of {delta['chunks']} chunks" in err
+
+
+def _pull(ref: str, dest: Path, **kw) -> list[str]:
+    heard: list[str] = []
+    with notices.heard_by(heard.append):
+        ocibridge.pull(ref, str(dest), **kw)
+    return [h for h in heard if h.startswith("reused ")]
+
+
+def test_pull_over_the_old_version_moves_only_the_changed_chunks(versions, fault_proxy, tmp_path):
+    repo, _, v1, v2 = versions
+    out = tmp_path / "out"
+    assert _pull(f"{fault_proxy.host}/{repo}:v1", out) == []  # nothing held: whole
+    fault_proxy.clear()
+    said = _pull(f"{fault_proxy.host}/{repo}:v2", out, on_existing="overwrite")
+    layer = "sha256:" + hashlib.sha256((v2 / "model.safetensors").read_bytes()).hexdigest()
+    assert _moved(fault_proxy, layer) == 5 * DEFAULT_CHUNK_SIZE  # the old file in DEST gave the rest
+    assert len(said) == 1 and said[0].startswith("reused 36 of 41 chunks")
+    _same_tree(out, v2)
+
+
+def test_pull_into_an_empty_directory_reuses_the_model_cache(versions, fault_proxy, tmp_path):
+    repo, _, _, v2 = versions
+    _path(f"{fault_proxy.host}/{repo}:v1")
+    said = _pull(f"{fault_proxy.host}/{repo}:v2", tmp_path / "fresh")
+    layer = "sha256:" + hashlib.sha256((v2 / "model.safetensors").read_bytes()).hexdigest()
+    assert _moved(fault_proxy, layer) == 5 * DEFAULT_CHUNK_SIZE
+    assert len(said) == 1
+    _same_tree(tmp_path / "fresh", v2)

@@ -21,6 +21,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.remote.delta import DeltaResult, LocalChunks, delta_download, reuse_line, worth_it
 from ocibridge.remote.localchunks import AnyChunks, FileChunks
 from ocibridge.remote.table import ChunkTable, LayerChunks
+from ocibridge.stores.base import Store
 from ocibridge.stores.ranged import ByteCount, RangedBlobSource
 
 
@@ -71,3 +72,19 @@ class LocalDelta:
                 return places
             places.append(FileChunks(path, self.table.chunk_size, set(entry.chunks)))
         return places
+
+
+def pull_delta(store: Store, manifest: Descriptor, dest: Path | None) -> LocalDelta | None:
+    """Deltas for a pull of ``manifest`` (a model manifest) into ``dest`` (a directory; None:
+    an archive), from the model cache's blobs and the files ``dest`` holds; None without a
+    bound chunk table."""
+    from ocibridge.cache.records import model_cache_root
+    from ocibridge.cache.tables import remote_bound_table
+
+    if not isinstance(store, RangedBlobSource):
+        return None  # no Range requests: nothing to fetch a part of
+    table = remote_bound_table(store, manifest)
+    if table is None:
+        return None
+    root = model_cache_root()
+    return LocalDelta(table, ChunkIndex(root) if root.is_dir() else None, dest)

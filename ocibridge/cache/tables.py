@@ -52,3 +52,14 @@ def _verified(store: ReadableStore, desc: Descriptor) -> bytes:
     with store.open_blob(desc) as reader:
         data = reader.read(desc.size + 1)
     return verify_bytes(data, desc.digest, desc.size, what="chunk table")
+
+
+def remote_bound_table(store: Store, manifest: Descriptor) -> ChunkTable | None:
+    """The table the manifest ``store`` holds binds (for a pull: nothing kept in the cache)."""
+    try:
+        parsed = parse_manifest_bytes(store.fetch_bytes(manifest))
+        desc = bound_table_descriptor(parsed) if isinstance(parsed, Manifest) else None
+        return None if desc is None else parse_table(_verified(store, desc))
+    except (OcibridgeError, OSError) as e:
+        _LOG.debug("chunk table of %s not used: %s", manifest.digest, e)
+        return None
