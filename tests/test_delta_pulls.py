@@ -161,3 +161,19 @@ def test_pull_into_an_empty_directory_reuses_the_model_cache(versions, fault_pro
     assert _moved(fault_proxy, layer) == 5 * DEFAULT_CHUNK_SIZE
     assert len(said) == 1
     _same_tree(tmp_path / "fresh", v2)
+
+
+def test_a_lazy_read_of_v2_uses_the_chunks_v1_left_in_the_cache(versions, fault_proxy):
+    from ocibridge.api.lazy_ops import open_model
+
+    repo, _, _, v2 = versions
+    _path(f"{fault_proxy.host}/{repo}:v1")
+    data = (v2 / "model.safetensors").read_bytes()
+    with open_model(f"{fault_proxy.host}/{repo}:v2", warn=None) as model:
+        layer = model.file("model.safetensors").layer.digest
+        start, end = 30 * MiB + 5, 33 * MiB  # chunks 30-32: the same in v1
+        assert model.read("model.safetensors", start, end) == data[start:end]
+        assert _moved(fault_proxy, layer) == 0
+        start, end = 13 * MiB, 14 * MiB  # in the changed tensor: fetched
+        assert model.read("model.safetensors", start, end) == data[start:end]
+        assert 0 < _moved(fault_proxy, layer) <= 2 * DEFAULT_CHUNK_SIZE

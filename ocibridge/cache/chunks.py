@@ -21,6 +21,11 @@ import contextlib
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ocibridge.cache.chunkindex import IndexedChunks
+    from ocibridge.remote.table import LayerChunks
 
 from ocibridge.cache.locks import flocked
 from ocibridge.core.fsutil import atomic_writer, pwrite_all, write_sliced
@@ -103,6 +108,11 @@ class CacheChunks:
     def drop_layer(self, key: str) -> None:
         with contextlib.suppress(OSError), flocked(self.lock, shared=True):
             os.unlink(self.layer_path(key))
+
+    def elsewhere(self, chunks: LayerChunks) -> IndexedChunks:
+        from ocibridge.cache.chunkindex import ChunkIndex
+
+        return ChunkIndex(self.root).for_layer(chunks)
 
     # -- for prune ---------------------------------------------------------------------------
     def files(self) -> list[Path]:
