@@ -177,3 +177,61 @@ def test_a_lazy_read_of_v2_uses_the_chunks_v1_left_in_the_cache(versions, fault_
         start, end = 13 * MiB, 14 * MiB  # in the changed tensor: fetched
         assert model.read("model.safetensors", start, end) == data[start:end]
         assert 0 < _moved(fault_proxy, layer) <= 2 * DEFAULT_CHUNK_SIZE
+
+
+def test_the_delta_pulls_example_of_lazy_md_runs(versions, registry, tmp_path):
+    """docs/lazy.md, "Delta pulls": its sh blocks run as written (./v1, ./v2 as above)."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "lazy.md").read_text()
+    section = text[text.index("## Delta pulls"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = re.findall(r"^```sh\n(.*?)^```", section, re.S | re.M)
+    assert blocks
+    _, _, v1, v2 = versions
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(v1, work / "v1")
+    shutil.copytree(v2, work / "v2")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ocibridge").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ocibridge "$@"\n')
+    (bin_dir / "ocibridge").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "REGISTRY": f"{registry.host}/{new_repo('doc')}", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    for code in blocks:
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+    assert (work / "out" / "model.safetensors").read_bytes() == (v2 / "model.safetensors").read_bytes()
+
+
+def test_the_limits_table_of_lazy_md_is_what_fixed_chunks_give():
+    """docs/lazy.md, "What fixed chunks cannot reuse": the figures, measured again here."""
+    from safetensors.numpy import save
+
+    def chunks(blob: bytes) -> list[str]:
+        return [hashlib.sha256(blob[i:i + MiB]).hexdigest() for i in range(0, len(blob), MiB)]
+
+    rng = np.random.default_rng(43)
+    base = {f"layers.{i:02d}.weight": rng.standard_normal((1024, 1024), dtype=np.float32) for i in range(40)}
+    old = set(chunks(save(base)))
+
+    def reused(tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> str:
+        new = chunks(save(tensors, metadata=metadata))
+        return f"{sum(c in old for c in new)} of {len(new)}"
+
+    tuned = dict(base)
+    for i in range(0, 40, 10):
+        tuned[f"layers.{i:02d}.weight"] = np.random.default_rng(i).standard_normal((1024, 1024), dtype=np.float32)
+    renamed = {k.replace("layers.00", "layer.00"): v for k, v in base.items()}
+    added = {**base, "zz.bias": np.zeros(16, dtype=np.float32)}
+    reshaped = {**base, "layers.05.weight": base["layers.05.weight"][:1000]}
+    measured = [reused(tuned), reused(renamed), reused(added), reused(base, {"v": "2"}), reused(reshaped)]
+    assert measured == ["141 of 161", "160 of 161", "0 of 161", "0 of 161", "22 of 160"]
+    text = (Path(__file__).resolve().parent.parent / "docs" / "lazy.md").read_text()
+    for row in ("| 141 of 161 |", "| 160 of 161 |", "| 0 of 161 |", "| 22 of 160 (the chunks before it) |"):
+        assert row in text, row
