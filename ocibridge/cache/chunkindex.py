@@ -8,8 +8,7 @@ Nothing is kept in memory between runs: a delta asks for the chunks of one new l
 files are scanned for those alone, newest first and at most ``MAX_TABLES`` of them, so memory
 is bounded by the new layer's chunk count and a file whose blob is gone (pruned) is removed as
 it is met. The index is never trusted: it says where to look, the reader hashes every chunk
-(:mod:`ocibridge.remote.delta`), and a place that read wrong is not offered again. Chunk files
-of lazy reads (:mod:`.chunks`) are offered too.
+(:mod:`ocibridge.remote.delta`), and a place that read wrong is not offered again.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import os
 import re
 from pathlib import Path
 
-from ocibridge.cache.chunks import CacheChunks
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.oci.digest import split_digest
 from ocibridge.remote.table import LayerChunks
@@ -74,7 +72,7 @@ class ChunkIndex:
                     found = places.setdefault(chunk, [])
                     if len(found) < MAX_PLACES:
                         found.append((blob_hex, i * chunk_size))
-        return IndexedChunks(self.blobs, places, CacheChunks(self.root))
+        return IndexedChunks(self.blobs, places)
 
     def _newest_first(self) -> list[str]:
         try:
@@ -112,17 +110,16 @@ class ChunkIndex:
 
 
 class IndexedChunks:
-    """The places found for one layer's chunks (a :class:`ocibridge.remote.delta.LocalChunks`):
-    read from the blobs by offset, else from chunk files; close when done."""
+    """The places found for one layer's chunks (a :class:`ocibridge.remote.delta.LocalChunks`),
+    read from the blobs by offset; close when done."""
 
-    def __init__(self, blobs: Path, places: dict[str, list[tuple[str, int]]], chunk_files: CacheChunks):
+    def __init__(self, blobs: Path, places: dict[str, list[tuple[str, int]]]):
         self._blobs = blobs
         self._places = places
-        self._chunk_files = chunk_files
         self._fds: dict[str, int | None] = {}
 
     def has(self, sha256_hex: str) -> bool:
-        return bool(self._places.get(sha256_hex)) or self._chunk_files.has(sha256_hex)
+        return bool(self._places.get(sha256_hex))
 
     def read(self, sha256_hex: str, size: int) -> bytes | None:
         for blob_hex, offset in self._places.get(sha256_hex, []):
@@ -130,15 +127,13 @@ class IndexedChunks:
             if fd is not None:
                 with contextlib.suppress(OSError):
                     return os.pread(fd, size, offset)
-        return self._chunk_files.get(sha256_hex)
+        return None
 
     def damaged(self, sha256_hex: str) -> None:
         """The first place offered read wrong: the next read tries the others."""
         found = self._places.get(sha256_hex)
         if found:
             found.pop(0)
-        else:
-            self._chunk_files.drop(sha256_hex)
 
     def _fd(self, blob_hex: str) -> int | None:
         if blob_hex not in self._fds:

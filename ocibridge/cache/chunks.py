@@ -77,6 +77,16 @@ class CacheChunks:
         with contextlib.suppress(OSError), flocked(self.lock, shared=True):
             os.unlink(self.path(sha256_hex))
 
+    # -- as a delta's LocalChunks (remote/delta.py): the reader checks what it gets ---------
+    def read(self, sha256_hex: str, size: int) -> bytes | None:
+        return self.get(sha256_hex)
+
+    def damaged(self, sha256_hex: str) -> None:
+        self.drop(sha256_hex)
+
+    def close(self) -> None:
+        pass
+
     # -- whole layers ------------------------------------------------------------------------
     def open_layer(self, key: str) -> LayerFile | None:
         path = self.layer_path(key)

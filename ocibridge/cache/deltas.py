@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ocibridge.cache.chunkindex import ChunkIndex
+from ocibridge.cache.chunks import CacheChunks
 from ocibridge.core import notices
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import DigestMismatch, UnsafePath
@@ -63,7 +64,8 @@ class LocalDelta:
     def _places(self, desc: Descriptor, entry: LayerChunks) -> list[LocalChunks]:
         places: list[LocalChunks] = []
         if self._index is not None:
-            places.append(self._index.for_layer(entry))
+            places.append(self._index.for_layer(entry))  # the model cache's blobs
+            places.append(CacheChunks(self._index.root))  # and its chunks of lazy reads
         name = layer_path(desc)
         if self._existing is not None and name is not None:
             try:
