@@ -151,6 +151,11 @@ def test_pull_over_the_old_version_moves_only_the_changed_chunks(versions, fault
     assert _moved(fault_proxy, layer) == 5 * DEFAULT_CHUNK_SIZE  # the old file in DEST gave the rest
     assert len(said) == 1 and said[0].startswith("reused 36 of 41 chunks")
     _same_tree(out, v2)
+    code, json_out, err, _ = run_entry(("pull", f"{fault_proxy.host}/{repo}:v1", str(out), "--overwrite", "--json"), ())
+    assert code == 0, err
+    (delta,) = json.loads(json_out)["delta"]  # back to v1: v2's file in DEST gives what the two share
+    assert delta["reused"] == 36 and delta["chunks"] == 41 and delta["requests"] == 1
+    _same_tree(out, v1)
 
 
 def test_pull_into_an_empty_directory_reuses_the_model_cache(versions, fault_proxy, tmp_path):

@@ -25,6 +25,7 @@ class PullResult:
     copy: dict[str, Any] | None = None  # a pull into a store: the copy's summary
     via: str | None = None  # a ModelKit, Docker model...: the digest of the ModelPack form read
     signature: str | None = None  # --with-signatures: the OMS signature file written beside the files
+    delta: tuple[dict[str, Any], ...] = ()  # layers built partly from chunks held here (cache/deltas.py)
 
 
     def as_dict(self) -> dict[str, Any]:
@@ -38,6 +39,8 @@ class PullResult:
                        skipped=list(self.skipped))
             if self.signature is not None:
                 out["signature"] = self.signature
+            if self.delta:
+                out["delta"] = [dict(d) for d in self.delta]
         return out
 
 

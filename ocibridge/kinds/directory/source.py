@@ -116,5 +116,6 @@ class DirectoryFormat:
             result = extract(cached, desc.digest, dest, concurrency=request.concurrency,
                              progress=request.progress, select=request.select,
                              on_existing=request.on_existing or OnExisting.REFUSE)
+        reused = tuple(done.as_dict() for done in delta.results) if delta is not None else ()
         return PullResult(desc.digest, dest, self.name, tuple(result.files), result.bytes_written,
-                          kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)))
+                          kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)), delta=reused)
