@@ -18,6 +18,7 @@ from ocibridge.api.lazy_ops import open_model, push_with_chunks
 from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.models import ModelCache, model_cache_root
 from ocibridge.cache.prune import prune
+from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import DigestMismatch
 from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
 
@@ -180,6 +181,10 @@ def _files(kind: str) -> list[Path]:
     return sorted(d.iterdir()) if d.is_dir() else []
 
 
+def _committed(kind: str) -> list[Path]:
+    return [p for p in _files(kind) if not p.name.startswith(TEMP_PREFIX)]
+
+
 def _read_pieces(ref: str, pieces: list[tuple[int, int]], **kw) -> tuple[list[bytes], str]:
     with open_model(ref, warn=None, **kw) as model:
         blob = model.open("weights.bin")
@@ -225,9 +230,10 @@ def test_a_run_that_breaks_off_keeps_its_prefix_as_a_layer_file(chunked, fault_p
         assert blob.read(10 * MiB, 10 * MiB + 1) == data[10 * MiB:10 * MiB + 1]  # a seek: the run is over
         digest = blob.layer.digest
         deadline = time.monotonic() + 10
-        while not _files("layers") and time.monotonic() < deadline:
+        # committed only: under load the poll saw the staged (temporary, half-written) file
+        while not _committed("layers") and time.monotonic() < deadline:
             time.sleep(0.05)
-        (layer,) = _files("layers")
+        (layer,) = _committed("layers")
         kept = layer.read_bytes()  # chunks 0-2, and chunk 3 when the read-ahead brought it before the seek
         assert len(kept) in (3 * MiB, 4 * MiB), len(kept)  # every chunk read before the seek is in the prefix
         assert kept == data[:len(kept)] and layer.name == _layer_key(ref)

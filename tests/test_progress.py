@@ -8,17 +8,19 @@ import json
 import os
 import pty
 import re
+import shutil
 import struct
 import subprocess
 import sys
 import termios
+from pathlib import Path
 
 from ocibridge.oci.digest import VerifyingReader, sha256_bytes
 from ocibridge.oci.models import Descriptor
 from ocibridge.transfer.progress import REPORT_BYTES, ProgressBar, counting
 
 BIG = 8 * REPORT_BYTES  # one blob of 2 MiB: eight byte reports while it is read
-FRAME = re.compile(r"(push|pull|copy) (\d+)/(\d+) blobs(?:, \d+ already there)?:\s+(\d+)%")
+FRAME = re.compile(r"(push|pull|copy|path) (\d+)/(\d+) blobs(?:, \d+ already there)?:\s+(\d+)%")
 
 # The child runs the real CLI; only the redraw interval is set to 0 so that every byte report
 # is drawn (a transfer over loopback is too quick for tqdm's 0.2 s timer otherwise).
@@ -91,6 +93,22 @@ def test_push_pull_copy_draw_byte_level_bars_on_a_terminal(tmp_path, registry, u
     assert "\r" not in out
 
 
+def test_path_draws_the_bar_pull_draws_and_stdout_stays_the_path(tmp_path, registry, unique_repo):
+    model = make_model(tmp_path / "m")
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert on_terminal("push", str(model), ref, "-q")[0] == 0
+
+    code, out, screen = on_terminal("path", ref)
+    assert code == 0, screen
+    assert_advances_mid_blob(screen, "path")
+    where = Path(out.strip())
+    assert "\r" not in out
+    assert (where / "model.safetensors").read_bytes() == (model / "model.safetensors").read_bytes()
+
+    code, again, screen = on_terminal("path", ref, "--progress", "bar")  # cached: the warm answer draws nothing
+    assert (code, again, screen) == (0, out, "")
+
+
 def test_no_bar_when_piped_or_json_or_quiet(tmp_path):
     model = make_model(tmp_path / "m")
     proc = subprocess.run([sys.executable, "-c", CHILD, "push", str(model), f"oci:{tmp_path}/s:a"],
@@ -103,6 +121,11 @@ def test_no_bar_when_piped_or_json_or_quiet(tmp_path):
 
     code, out, screen = on_terminal("pull", f"oci:{tmp_path}/s:b", str(tmp_path / "o"), "-q")
     assert code == 0 and screen == "" and out.startswith("pulled ")
+
+    for quiet in (("-q",), ("--json",)):
+        code, out, screen = on_terminal("path", f"oci:{tmp_path}/s:b", *quiet)
+        assert code == 0 and screen == "" and "snapshots" in out
+        shutil.rmtree(os.environ["OCIBRIDGE_CACHE"], ignore_errors=True)  # not warm next time
 
 
 def test_bar_counts_each_blob_at_most_its_size():

@@ -6,7 +6,7 @@ cache holds is answered after one manifest request, and start-up is most of what
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,8 +18,10 @@ from ocibridge.kinds.targets import closes_its_stores, open_source
 
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache
+    from ocibridge.remote.delta import DeltaResult
     from ocibridge.signing.use import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
+    from ocibridge.transfer.progress_events import ProgressFn
 
 
 @closes_its_stores
@@ -32,6 +34,8 @@ def path(
     exclude: Sequence[str] = (),
     offline: bool | None = None,
     hf: str | HubReference | None = None,
+    progress: ProgressFn | None = None,
+    on_delta: Callable[[DeltaResult], None] | None = None,
 ) -> Path:
     """The local directory of ``ref``'s files, in the shared model cache (``$OCIBRIDGE_CACHE/models``):
     only the blobs the cache lacks are fetched; read-only, shared with every other caller.
@@ -43,7 +47,10 @@ def path(
     (a notice) dating that resolution; an answer (401, 403, 404) never does, nor an incomplete
     snapshot, nor a check asked for (keys, a policy file that is not accept-anything).
     ``hf`` (``ORG/NAME``): the model is also laid out in the Hugging Face cache under that repo id,
-    from the same blobs (hard links)."""
+    from the same blobs (hard links). ``progress``: the events of each blob fetched or found
+    (transfer/progress.py). A layer whose chunk table shares chunks with blobs the cache holds
+    (an earlier version) is a delta: those chunks are read locally, each re-hashed, and only
+    the others fetched; ``on_delta`` hears what each such layer reused (docs/lazy.md)."""
     from ocibridge.cache.records import offline_from_env
 
     located = locate(ref, Role.MODEL)  # once, here
@@ -78,11 +85,15 @@ def path(
 
                 reference = verified_digest(source, verify, shown, located, files_only=True)  # a snapshot of files
             snap = cache.snapshot(source.store, reference, shown=shown, include=include, exclude=exclude,
-                                  concurrency=transfer.concurrency, origin=_direct_origin(located, source.store))
+                                  concurrency=transfer.concurrency, origin=_direct_origin(located, source.store),
+                                  progress=progress)
         except OcibridgeError as e:
             if checking or not _cached_through_outage(cache, e, shown, include, exclude):
                 raise
             snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
+    if on_delta is not None:
+        for done in snap.deltas:
+            on_delta(done)
     if hub is not None:
         from ocibridge.kinds.hf.door import into_hub_cache
 

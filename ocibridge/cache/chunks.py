@@ -21,6 +21,11 @@ import contextlib
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ocibridge.cache.chunkindex import IndexedChunks
+    from ocibridge.remote.table import LayerChunks
 
 from ocibridge.cache.locks import flocked
 from ocibridge.core.fsutil import atomic_writer, pwrite_all, write_sliced
@@ -72,6 +77,16 @@ class CacheChunks:
         with contextlib.suppress(OSError), flocked(self.lock, shared=True):
             os.unlink(self.path(sha256_hex))
 
+    # -- as a delta's LocalChunks (remote/delta.py): the reader checks what it gets ---------
+    def read(self, sha256_hex: str, size: int) -> bytes | None:
+        return self.get(sha256_hex)
+
+    def damaged(self, sha256_hex: str) -> None:
+        self.drop(sha256_hex)
+
+    def close(self) -> None:
+        pass
+
     # -- whole layers ------------------------------------------------------------------------
     def open_layer(self, key: str) -> LayerFile | None:
         path = self.layer_path(key)
@@ -103,6 +118,11 @@ class CacheChunks:
     def drop_layer(self, key: str) -> None:
         with contextlib.suppress(OSError), flocked(self.lock, shared=True):
             os.unlink(self.layer_path(key))
+
+    def elsewhere(self, chunks: LayerChunks) -> IndexedChunks:
+        from ocibridge.cache.chunkindex import ChunkIndex
+
+        return ChunkIndex(self.root).for_layer(chunks)
 
     # -- for prune ---------------------------------------------------------------------------
     def files(self) -> list[Path]:

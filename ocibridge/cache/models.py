@@ -42,8 +42,10 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor
+from ocibridge.remote.delta import DeltaResult
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LayoutStore
+from ocibridge.transfer.progress_events import ProgressFn
 
 _PINNED = re.compile(r"sha256:[0-9a-f]{64}$")
 
@@ -55,6 +57,7 @@ class Snapshot:
     path: Path
     manifest: Descriptor  # the model manifest's (its bytes are in the cache)
     fetched: tuple[str, ...] = ()  # blobs downloaded to make it (none: all were cached)
+    deltas: tuple[DeltaResult, ...] = ()  # those of them built partly from chunks the cache held
 
 
 class ModelCache:
@@ -108,11 +111,15 @@ class ModelCache:
     # -- snapshots ---------------------------------------------------------------------------
     def snapshot(self, remote: Store | None, reference: str, *, shown: str,
                  include: Sequence[str] = (), exclude: Sequence[str] = (),
-                 concurrency: int = 4, origin: tuple[str, str] | None = None) -> Snapshot:
+                 concurrency: int = 4, origin: tuple[str, str] | None = None,
+                 progress: ProgressFn | None = None) -> Snapshot:
         """The snapshot of ``reference`` (a tag or digest of ``remote``; with ``remote`` None,
         offline: ``shown`` as last resolved). Only blobs the cache lacks are fetched.
         ``origin`` (host, repository): ``remote`` is that registry repository, asked directly;
-        the record then lets a later warm ``path`` check the tag with one request."""
+        the record then lets a later warm ``path`` check the tag with one request.
+        ``progress``: the events of each blob the snapshot needs (transfer/progress.py).
+        A layer the manifest's chunk table describes is built from the chunks other cached
+        blobs share with it where it can (a delta: only the other chunks are fetched)."""
         if remote is None:
             desc = self.remembered(shown)
         else:
@@ -130,19 +137,24 @@ class ModelCache:
         with flocked(self.locks / "cache.lock", shared=True), flocked(self.locks / f"snapshot-{name}.lock"):
             if complete_snapshot(self.root, name) is not None:  # another process built it while we waited
                 return Snapshot(final, desc)
+            from ocibridge.cache.chunkindex import ChunkIndex
+            from ocibridge.cache.deltas import LocalDelta
+            from ocibridge.cache.tables import bound_table
             from ocibridge.model.extract import extract  # building only: a cached snapshot needs none of it
 
-            source = CacheSource(self.blobs, self.locks, remote, desc)
+            table = bound_table(self.blobs, remote, desc)
+            delta = None if table is None else LocalDelta(table, ChunkIndex(self.root))
+            source = CacheSource(self.blobs, self.locks, remote, desc, delta, progress)
             staging = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.snapshots))
             try:
-                extract(source, desc.digest, staging, concurrency=concurrency,
+                extract(source, desc.digest, staging, concurrency=concurrency, progress=progress,
                         select=PathFilter.of(include, exclude))
                 _read_only(staging)
                 os.rename(staging, final)
             except BaseException:
                 remove_tree(staging)
                 raise
-            return Snapshot(final, desc, tuple(source.fetched))
+            return Snapshot(final, desc, tuple(source.fetched), tuple(delta.results if delta is not None else ()))
 
     def _keep_manifest(self, remote: Store, desc: Descriptor) -> None:
         """The model manifest goes into the cache (verified), so offline builds can read it."""

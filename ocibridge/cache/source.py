@@ -17,9 +17,11 @@ import contextlib
 import os
 import shutil
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, cast
 
+from ocibridge.cache.deltas import LocalDelta
 from ocibridge.cache.locks import flocked
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.errors import DigestMismatch, OcibridgeError
@@ -28,6 +30,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import OneManifest, Store
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.ranged import RangedBlobSource
+from ocibridge.transfer.progress_events import ProgressFn
 from ocibridge.transfer.writer import reading, write_blob
 
 #: Blobs and snapshot files are never written after they are made.
@@ -85,11 +88,14 @@ class CacheSource(OneManifest):
     (None: offline, nothing is fetched). The model manifest ``desc`` is answered from the
     cache too, so a snapshot builds the same way online and offline."""
 
-    def __init__(self, blobs: LayoutStore, locks: Path, remote: Store | None, desc: Descriptor):
+    def __init__(self, blobs: LayoutStore, locks: Path, remote: Store | None, desc: Descriptor,
+                 delta: LocalDelta | None = None, progress: ProgressFn | None = None):
         self._blobs = blobs
         self._locks = locks
         self._remote = remote
         self._desc = desc
+        self._delta = delta  # with the manifest's bound chunk table: delta downloads, and the index
+        self._progress = progress
         self.fetched: list[str] = []  # digests this build downloaded
         self._verified: dict[str, tuple[int, int]] = {}  # digest -> the inode hashed by this build
 
@@ -115,6 +121,7 @@ class CacheSource(OneManifest):
         if desc.digest in self._verified:
             return
         if self._blobs.exists(desc) and self._hashed(desc):
+            self._index_it(desc)  # (fetched before its table was known)
             return
         if self._remote is None:
             raise OfflineMiss(f"offline: blob {desc.digest} is not in the model cache")
@@ -123,13 +130,28 @@ class CacheSource(OneManifest):
                 return
             remote = self._remote
             if isinstance(remote, RangedBlobSource) and desc.size > 0:
-                self._blobs.download_blob(desc, remote)
+                path, on_bytes = self._blobs.blob_path(desc.digest), self._bytes_of(desc)
+                if self._delta is None or not self._delta.build(path, desc, remote, on_bytes):
+                    self._blobs.download_blob(desc, remote, on_bytes=on_bytes)
             else:
                 write_blob(self._blobs, reading(remote, desc))
             os.chmod(self._blobs.blob_path(desc.digest), READ_ONLY)
             self.fetched.append(desc.digest)
             if not self._hashed(desc):  # what was just verified as it came is the file now there
                 raise DigestMismatch(f"model cache blob {desc.digest}: changed as it was written: refused")
+            self._index_it(desc)
+
+    def _bytes_of(self, desc: Descriptor) -> Callable[[int], None] | None:
+        """``bytes`` events of ``desc`` as it is received (the copy that builds the snapshot
+        tells the rest: plan, start, done); reused chunks are not counted, ``done`` fills them."""
+        progress = self._progress
+        if progress is None:
+            return None
+        return lambda n: progress("bytes", desc, n)
+
+    def _index_it(self, desc: Descriptor) -> None:
+        if self._delta is not None:
+            self._delta.remember(desc)
 
     def _hashed(self, desc: Descriptor) -> bool:
         """Whether the blob file is a regular file holding exactly ``desc`` (hashed, ~0.85 s/GiB);

@@ -14,6 +14,7 @@ from ocibridge.cli.transfer_flags import parse_bytes
 from ocibridge.core.environment import OFFLINE
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
+from ocibridge.transfer.progress_modes import MODES, choose_progress
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -37,13 +38,22 @@ def cmd_path(args: argparse.Namespace) -> int:
 
         where = warm_path(located, offline=args.offline or offline_from_env(), include=args.include,
                           exclude=args.exclude)
+    deltas: list[dict[str, object]] = []
     if where is None:
         from ocibridge.api.cache_ops import path
 
-        where = path(located, transfer=transfer_options(args), verify=policy_from_args(args),
-                     include=args.include, exclude=args.exclude, offline=True if args.offline else None,
-                     hf=args.hf)
-    emit(args, {"reference": args.ref, "path": str(where)}, str(where))
+        bar = choose_progress(args.progress, "path", quiet=args.quiet, machine_output=args.json)
+        try:
+            where = path(located, transfer=transfer_options(args), verify=policy_from_args(args),
+                         include=args.include, exclude=args.exclude, offline=True if args.offline else None,
+                         hf=args.hf, progress=bar, on_delta=lambda done: deltas.append(done.as_dict()))
+        finally:
+            if bar:
+                bar.close()
+    data: dict[str, object] = {"reference": args.ref, "path": str(where)}
+    if deltas:
+        data["delta"] = deltas  # (the reused line of each went to stderr as the cache built it)
+    emit(args, data, str(where))
     return 0
 
 
@@ -55,7 +65,7 @@ def _policy_asks(located: object) -> bool:
 
 
 #: the flags of ``path`` that the cache's warm answer heeds (cache/warm.py)
-_WARM_FLAGS = ("ref", "include", "exclude", "offline")
+_WARM_FLAGS = ("ref", "include", "exclude", "offline", "quiet", "progress")
 
 
 def _only_warm_flags(args: argparse.Namespace) -> bool:
@@ -108,5 +118,8 @@ def _path_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"contact nothing: REF as last resolved (also {OFFLINE}=1)")
     p.add_argument("--hf", metavar="ORG/NAME",
                    help="also lay the model out in the Hugging Face cache as this repo id (hard links)")
+    p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
+    p.add_argument("--progress", choices=MODES, default="auto",
+                   help="auto (a bar on a terminal), bar, plain (a line per blob), none")
     add_verify_flags(p)
     add_transfer_flags(p)

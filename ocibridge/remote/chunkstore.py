@@ -15,7 +15,11 @@ one file (writing 1,024 small files cost more than the whole read of a GiB: docs
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ocibridge.remote.delta import LocalChunks
+    from ocibridge.remote.table import LayerChunks
 
 
 class StoredLayer(Protocol):
@@ -81,4 +85,9 @@ class ChunkStore(Protocol):
 
     def drop_layer(self, key: str) -> None:
         """Forget a layer file one of whose chunks did not match its digest."""
+        ...
+
+    def elsewhere(self, chunks: LayerChunks) -> LocalChunks:
+        """Where chunks of this layer may be held under other blobs (an earlier version's, in
+        the model cache): what a delta download reuses, and a lazy read too."""
         ...

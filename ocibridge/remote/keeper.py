@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ocibridge.oci.models import Descriptor
 from ocibridge.remote.chunkstore import ChunkStore, LayerStaging, StoredLayer
+from ocibridge.remote.delta import LocalChunks
 from ocibridge.remote.table import LayerChunks
 
 #: verified chunks waiting to be written (writes lag the reads by at most this, then fetches
@@ -66,6 +67,7 @@ class ChunkKeeper:
         self._covered = 0  # chunks 0 .. covered-1 are in it
         self._looked = False
         self._from_start = True  # every read so far continues one run from chunk 0
+        self._others: LocalChunks | None = None  # chunks other cached blobs hold (an earlier version's)
         self._staging: LayerStaging | None = None  # (the writer thread's alone, as _staged)
         self._staged: set[int] = set()
         _OPEN.add(self)
@@ -74,7 +76,8 @@ class ChunkKeeper:
     def has(self, index: int) -> bool:
         """Whether the store holds chunk ``index`` (cheap: decides load or fetch)."""
         _, covered = self._whole_view()
-        return index < covered or self.store.has(self.chunks.chunks[index])
+        digest = self.chunks.chunks[index]
+        return index < covered or self.store.has(digest) or self._other_places().has(digest)
 
     def load(self, index: int) -> Chunk | None:
         """Chunk ``index`` from the store, checked against the table; None if it is not there
@@ -93,7 +96,21 @@ class ChunkKeeper:
             return data
         if data is not None:
             self.store.drop(expected)
+        others = self._other_places()
+        data = others.read(expected, self._extent(index)[1]) if others.has(expected) else None
+        if data is not None and hashlib.sha256(data).hexdigest() == expected:
+            self.keep(index, data, fetched=False)
+            return data
+        if data is not None:
+            others.damaged(expected)
         return None
+
+    def _other_places(self) -> LocalChunks:
+        """(once per open layer) The chunks of this layer other blobs of the store hold."""
+        with self._lock:
+            if self._others is None:
+                self._others = self.store.elsewhere(self.chunks)
+            return self._others
 
     def _whole_view(self) -> tuple[StoredLayer | None, int]:
         with self._lock:
@@ -252,3 +269,6 @@ class ChunkKeeper:
                 with contextlib.suppress(OSError):
                     self._whole.close()
             self._whole, self._covered, self._looked = None, 0, False
+            others, self._others = self._others, None
+        if others is not None:
+            others.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ocibridge.oci.models import Descriptor
@@ -65,4 +66,16 @@ class ResumableBlobSink(Protocol):
 
     def download_blob(self, desc: Descriptor, source: RangedBlobSource,
                       on_bytes: ByteCount | None = None) -> None:
+        ...
+
+
+@runtime_checkable
+class DeltaBuilder(Protocol):
+    """Builds a blob from chunks held locally plus Range requests for the rest (a delta:
+    remote/delta.py), where a chunk table allows it."""
+
+    def build(self, final: Path, desc: Descriptor, source: RangedBlobSource,
+              on_bytes: ByteCount | None = None) -> bool:
+        """``desc`` at ``final`` (verified), True; False when nothing local can be reused (the
+        caller downloads it whole)."""
         ...

@@ -26,7 +26,7 @@ from ocibridge.oci.layerinfo import layer_path
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store, is_manifest
 from ocibridge.stores.layout import LayoutStore
-from ocibridge.stores.ranged import RangedBlobSource
+from ocibridge.stores.ranged import DeltaBuilder, RangedBlobSource
 from ocibridge.transfer.progress import ProgressFn
 
 
@@ -61,11 +61,12 @@ class CachedPullSource:
     already in ``existing``; everything else is the store's own."""
 
     def __init__(self, store: Store, cache: LayoutStore, existing: Path | None,
-                 progress: ProgressFn | None):
+                 progress: ProgressFn | None, delta: DeltaBuilder | None = None):
         self._store = store
         self._cache = cache
         self._existing = existing
         self._progress = progress
+        self._delta = delta  # builds a blob from chunks held here, where a chunk table allows
         self.used: set[str] = set()  # blobs read through the cache (fetched now or before)
         self.reused = 0  # files found in the output directory
 
@@ -100,7 +101,9 @@ class CachedPullSource:
             if progress is not None:
                 def on_bytes(n: int) -> None:
                     progress("bytes", desc, n)
-            self._cache.download_blob(desc, self._store, on_bytes=on_bytes)
+            final = self._cache.blob_path(desc.digest)
+            if self._delta is None or not self._delta.build(final, desc, self._store, on_bytes):
+                self._cache.download_blob(desc, self._store, on_bytes=on_bytes)
             verified_now = True
         self.used.add(desc.digest)
         try:
@@ -140,13 +143,14 @@ class CachedPullSource:
 
 @contextlib.contextmanager
 def cached_pull(store: Store, existing: Path | None,
-                progress: ProgressFn | None = None) -> Iterator[Store]:
+                progress: ProgressFn | None = None, delta: DeltaBuilder | None = None) -> Iterator[Store]:
     """``store`` seen through the pull cache for the block; on success the blobs it read from
-    the cache are dropped, on failure or interrupt they stay for the next run."""
+    the cache are dropped, on failure or interrupt they stay for the next run. ``delta``: a
+    blob whose chunks are partly held here is built from them (cache/deltas.py)."""
     if not isinstance(store, RangedBlobSource):
         yield store
         return
     cache = LayoutStore(cache_root() / "pulls", create=True)
-    source = CachedPullSource(store, cache, existing, progress)
+    source = CachedPullSource(store, cache, existing, progress, delta)
     yield cast(Store, source)
     source.forget_used()

@@ -27,6 +27,7 @@ class PullResult:
     signature: str | None = None  # --with-signatures: the OMS signature file written beside the files
     attestations: tuple[str, ...] | None = None  # --with-attestations: the files written (relative to output)
     attestations_left_out: int = 0  # unsigned evidence not written (keys given: nothing vouches for it)
+    delta: tuple[dict[str, Any], ...] = ()  # layers built partly from chunks held here (cache/deltas.py)
 
     def as_dict(self) -> dict[str, Any]:
         if self.copy is not None:
@@ -42,6 +43,8 @@ class PullResult:
             if self.attestations is not None:
                 out["attestations"] = list(self.attestations)
                 out["attestationsLeftOut"] = self.attestations_left_out
+            if self.delta:
+                out["delta"] = [dict(d) for d in self.delta]
         return out
 
 

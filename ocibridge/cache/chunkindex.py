@@ -1,0 +1,158 @@
+"""Which blob of the model cache holds which chunk: what a delta download reuses.
+
+    $OCIBRIDGE_CACHE/models/chunks/tables/<blob hex>   the chunk digests of a cached blob
+
+When a blob whose chunk table is known lands in the cache, its entry is kept here
+(:meth:`ChunkIndex.remember`): a header line, then one SHA-256 per chunk (65 bytes per MiB).
+Nothing is kept in memory between runs: a delta asks for the chunks of one new layer, and the
+files are scanned for those alone, newest first and at most ``MAX_TABLES`` of them, so memory
+is bounded by the new layer's chunk count and a file whose blob is gone (pruned) is removed as
+it is met. The index is never trusted: it says where to look, the reader hashes every chunk
+(:mod:`ocibridge.remote.delta`), and a place that read wrong is not offered again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+
+from ocibridge.core.fsutil import atomic_write_bytes
+from ocibridge.oci.digest import split_digest
+from ocibridge.remote.table import LayerChunks
+
+#: table files scanned for one delta, newest first (a model of 4 large files: 4 of them)
+MAX_TABLES = 512
+#: a table file over this is not read (a 1 TiB blob in 1 MiB chunks: 68 MiB)
+MAX_TABLE_FILE = 80 * 1024 * 1024
+#: places kept per chunk digest (a chunk in many blobs: the first few suffice)
+MAX_PLACES = 3
+
+_HEADER = re.compile(rb"ocibridge-chunks 1 (\d{1,9}) (\d{1,19})\n")
+_HEX = re.compile(r"[0-9a-f]{64}$")
+
+
+class ChunkIndex:
+    """The ``chunks/tables`` directory of a model cache root."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.dir = root / "chunks" / "tables"
+        self.blobs = root / "blobs" / "sha256"
+
+    def remember(self, entry: LayerChunks, chunk_size: int) -> None:
+        """Keep the chunk digests of a blob now in the cache (verified by its digest); a
+        cache that cannot write loses only a later delta."""
+        algorithm, hexpart = split_digest(entry.digest)
+        if algorithm != "sha256":
+            return
+        path = self.dir / hexpart
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                os.utime(path)  # used again: scanned early
+                return
+            self.dir.mkdir(parents=True, exist_ok=True)
+            body = f"ocibridge-chunks 1 {chunk_size} {entry.size}\n" + "".join(c + "\n" for c in entry.chunks)
+            atomic_write_bytes(path, body.encode(), 0o444)
+
+    def for_layer(self, entry: LayerChunks) -> IndexedChunks:
+        """Where the chunks of ``entry`` may be read locally."""
+        wanted = set(entry.chunks)
+        places: dict[str, list[tuple[str, int]]] = {}
+        for blob_hex in self._newest_first():
+            if blob_hex == split_digest(entry.digest)[1]:
+                continue
+            table = self._read(blob_hex)
+            if table is None:
+                continue
+            chunk_size, chunks = table
+            for i, chunk in enumerate(chunks):
+                if chunk in wanted:
+                    found = places.setdefault(chunk, [])
+                    if len(found) < MAX_PLACES:
+                        found.append((blob_hex, i * chunk_size))
+        return IndexedChunks(self.blobs, places)
+
+    def _newest_first(self) -> list[str]:
+        try:
+            entries = [e for e in os.scandir(self.dir) if _HEX.match(e.name)]
+        except OSError:
+            return []
+        entries.sort(key=_mtime, reverse=True)
+        return [e.name for e in entries[:MAX_TABLES]]
+
+    def _read(self, blob_hex: str) -> tuple[int, list[str]] | None:
+        """A table file, or None (removed when its blob is gone or it is malformed)."""
+        path = self.dir / blob_hex
+        try:
+            blob_size = (self.blobs / blob_hex).stat().st_size
+            if path.stat().st_size > MAX_TABLE_FILE:
+                return None
+            data = path.read_bytes()
+        except FileNotFoundError:
+            self._forget(path)
+            return None
+        except OSError:
+            return None
+        head = _HEADER.match(data)
+        lines = data[head.end():].decode("ascii", "replace").split() if head else []
+        if head is None or int(head.group(2)) != blob_size or not int(head.group(1)) \
+                or len(lines) != -(-blob_size // int(head.group(1))):
+            self._forget(path)
+            return None
+        return int(head.group(1)), lines
+
+    @staticmethod
+    def _forget(path: Path) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+class IndexedChunks:
+    """The places found for one layer's chunks (a :class:`ocibridge.remote.delta.LocalChunks`),
+    read from the blobs by offset; close when done."""
+
+    def __init__(self, blobs: Path, places: dict[str, list[tuple[str, int]]]):
+        self._blobs = blobs
+        self._places = places
+        self._fds: dict[str, int | None] = {}
+
+    def has(self, sha256_hex: str) -> bool:
+        return bool(self._places.get(sha256_hex))
+
+    def read(self, sha256_hex: str, size: int) -> bytes | None:
+        for blob_hex, offset in self._places.get(sha256_hex, []):
+            fd = self._fd(blob_hex)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    return os.pread(fd, size, offset)
+        return None
+
+    def damaged(self, sha256_hex: str) -> None:
+        """The first place offered read wrong: the next read tries the others."""
+        found = self._places.get(sha256_hex)
+        if found:
+            found.pop(0)
+
+    def _fd(self, blob_hex: str) -> int | None:
+        if blob_hex not in self._fds:
+            try:
+                self._fds[blob_hex] = os.open(self._blobs / blob_hex, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                self._fds[blob_hex] = None
+        return self._fds[blob_hex]
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._fds.clear()
+
+
+def _mtime(entry: os.DirEntry[str]) -> float:
+    try:
+        return entry.stat().st_mtime
+    except OSError:
+        return 0.0

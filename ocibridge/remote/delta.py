@@ -1,0 +1,185 @@
+"""Delta downloads: a blob whose chunk table shares chunks with bytes held here moves only the
+chunks nobody holds.
+
+A fine-tune that changes a tenth of a model's tensors leaves most 1 MiB chunks of its
+safetensors files as they were; the chunk table of the new layer names them by SHA-256, and
+the local side (the model cache's index, :mod:`ocibridge.cache.chunkindex`) says where such
+bytes may be. Nothing local is trusted: every reused chunk is hashed against the table, a
+wrong one is fetched instead (and reported, so the local side stops offering that place). The blob is
+built in a staged file chunk by chunk in order, the missing runs each asked with one Range,
+hashed as it is built, and renamed to its name only when the whole blob's digest is the one
+the manifest names: a failure leaves no file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ocibridge.core.fsutil import pwrite_all, shared_file_mode
+from ocibridge.core.stale import locked_tempfile
+from ocibridge.errors import DigestMismatch
+from ocibridge.oci.digest import Hasher, new_hasher, split_digest
+from ocibridge.oci.models import Descriptor
+from ocibridge.remote.table import LayerChunks
+from ocibridge.stores.ranged import RangedBlobSource, RangeReader
+
+ByteCount = Callable[[int], None]
+
+#: local chunks read and hashed ahead of the one being written (memory: this many chunks)
+LOOKAHEAD = 8
+
+
+class LocalChunks(Protocol):
+    """Where chunks may be held locally, by SHA-256 (hex); what it gives is checked here."""
+
+    def has(self, sha256_hex: str) -> bool:
+        """Whether the chunk may be read locally (cheap: decides whether a delta is worth it)."""
+        ...
+
+    def read(self, sha256_hex: str, size: int) -> bytes | None:
+        """``size`` bytes said to be that chunk, or None."""
+        ...
+
+    def damaged(self, sha256_hex: str) -> None:
+        """What :meth:`read` gave did not hash to the name: stop offering it."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class DeltaResult:
+    """What a delta download reused and what it moved."""
+
+    digest: str
+    chunks: int  # chunks of the layer
+    reused: int  # of them read locally (verified)
+    reused_bytes: int
+    fetched_bytes: int
+    requests: int  # Range requests made (one per run of adjacent missing chunks)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"digest": self.digest, "chunks": self.chunks, "reused": self.reused,
+                "reusedBytes": self.reused_bytes, "fetchedBytes": self.fetched_bytes, "requests": self.requests}
+
+
+def reuse_line(done: DeltaResult) -> str:
+    """What a delta saved, in one line for the user."""
+    return (f"reused {done.reused} of {done.chunks} chunks ({done.reused_bytes / 2**20:.1f} MiB) of "
+            f"{done.digest}; fetched {done.fetched_bytes / 2**20:.1f} MiB")
+
+
+def worth_it(entry: LayerChunks, local: LocalChunks) -> bool:
+    """Whether any chunk of the layer may be held locally (else: a plain download)."""
+    return any(local.has(c) for c in entry.chunks)
+
+
+def delta_download(final: Path, desc: Descriptor, entry: LayerChunks, chunk_size: int, local: LocalChunks,
+                   source: RangedBlobSource, on_bytes: ByteCount | None = None) -> DeltaResult:
+    """Build ``desc`` at ``final`` from local chunks and Range requests for the rest."""
+    if (entry.digest, entry.size) != (desc.digest, desc.size):
+        raise DigestMismatch(f"{desc.digest}: the chunk table describes another blob")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = locked_tempfile(final.parent)
+    try:
+        result = _build(fd, desc, entry, chunk_size, local, source, on_bytes)
+        os.fchmod(fd, shared_file_mode())
+        os.replace(tmp, final)
+        return result
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    finally:
+        os.close(fd)
+
+
+def _build(fd: int, desc: Descriptor, entry: LayerChunks, chunk_size: int, local: LocalChunks,
+           source: RangedBlobSource, on_bytes: ByteCount | None) -> DeltaResult:
+    """Chunks in order: a local one if it hashes right, else the run of missing chunks from
+    here, in one request. Local chunks are read and hashed ``LOOKAHEAD`` ahead on a worker
+    thread while this one writes them and hashes the whole blob in order: each byte is read
+    once and the two hashes run at once (a 1 GiB delta reusing 905 MiB: 6.37 s on one thread,
+    3.10 s so, bench.delta on a shared machine). Fetches are one run at a time, not parallel."""
+    whole = new_hasher(desc.digest)
+    count = len(entry.chunks)
+    reused = reused_bytes = fetched = requests = 0
+    held = [local.has(c) for c in entry.chunks]
+    with ThreadPoolExecutor(1, thread_name_prefix="delta-read") as pool:
+        ahead: dict[int, Future[bytes | None]] = {}
+        i = 0
+        while i < count:
+            if held[i]:
+                for k in range(i, min(i + LOOKAHEAD, count)):
+                    if held[k] and k not in ahead:
+                        ahead[k] = pool.submit(_read_checked, local, entry.chunks[k], _extent(k, chunk_size, desc.size))
+                data = ahead.pop(i).result()
+                if data is not None:
+                    pwrite_all(fd, data, i * chunk_size)
+                    whole.update(data)
+                    reused += 1
+                    reused_bytes += len(data)
+                    i += 1
+                    continue
+                local.damaged(entry.chunks[i])  # tampered with or rotted: fetched instead
+                held[i] = False
+            end = i + 1  # the run: every following chunk not held locally
+            while end < count and not held[end]:
+                end += 1
+            fetched += _fetch_run(fd, desc, entry, chunk_size, i, end, source, whole, on_bytes)
+            requests += 1
+            i = end
+    if whole.hexdigest() != split_digest(desc.digest)[1]:
+        raise DigestMismatch(f"{desc.digest}: the blob built from reused and fetched chunks has another digest")
+    return DeltaResult(desc.digest, count, reused, reused_bytes, fetched, requests)
+
+
+def _read_checked(local: LocalChunks, expected: str, size: int) -> bytes | None:
+    """(worker thread) The chunk read locally when it hashes to ``expected``, else None."""
+    data = local.read(expected, size)
+    if data is None or len(data) != size or hashlib.sha256(data).hexdigest() != expected:
+        return None
+    return data
+
+
+def _fetch_run(fd: int, desc: Descriptor, entry: LayerChunks, chunk_size: int, first: int, end: int,
+               source: RangedBlobSource, whole: Hasher, on_bytes: ByteCount | None) -> int:
+    """Chunks ``first`` .. ``end``-1 in one Range request, each checked against the table as it
+    comes (a wrong byte fails here, not only at the end)."""
+    start, stop = first * chunk_size, min(end * chunk_size, desc.size)
+    reader = source.open_blob_range(desc, start, None if stop == desc.size else stop)
+    try:
+        buffer = bytearray(chunk_size)
+        for index in range(first, end):
+            size = _extent(index, chunk_size, desc.size)
+            view = memoryview(buffer)[:size]
+            _fill(reader, view, desc, index * chunk_size)
+            if hashlib.sha256(view).hexdigest() != entry.chunks[index]:
+                raise DigestMismatch(f"{desc.digest}: chunk {index} from the registry does not match its table")
+            pwrite_all(fd, view, index * chunk_size)
+            whole.update(view)
+            if on_bytes is not None:
+                on_bytes(size)
+    finally:
+        reader.close()
+    return stop - start
+
+
+def _fill(reader: RangeReader, view: memoryview, desc: Descriptor, at: int) -> None:
+    got = 0
+    while got < len(view):
+        n = reader.readinto(view[got:])
+        if not n:
+            raise DigestMismatch(f"{desc.digest}: the registry's answer ended at byte {at + got}")
+        got += n
+
+
+def _extent(index: int, chunk_size: int, size: int) -> int:
+    return min(chunk_size, size - index * chunk_size)

@@ -1,0 +1,242 @@
+"""Delta pulls (issue 43): a new version whose chunk table shares chunks with a blob the model
+cache holds moves only its other chunks (counted on the registry log through the proxy), gives
+files byte-identical to a full pull, re-hashes every reused chunk (a tampered cached blob costs
+a fetch, never a wrong byte), and a model without a table downloads whole as before."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+from support.entry_probe import run_entry
+from support.fixtures import new_repo
+
+import ocibridge
+from ocibridge.api.lazy_ops import push_with_chunks
+from ocibridge.core import notices
+from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
+
+MiB = 1024 * 1024
+TENSORS = 10  # of 4 MiB each: a changed one spans 5 chunks of 1 MiB (the header shifts them)
+
+
+def _model(directory: Path, changed: int | None) -> Path:
+    """A safetensors model of ``TENSORS`` float32 tensors (40 MiB); ``changed``: that one
+    tensor has other values (the same shape: the header, hence every offset, stays)."""
+    directory.mkdir(parents=True)
+    rng = np.random.default_rng(43)
+    tensors = {f"layers.{i:02d}.weight": rng.standard_normal((1024, 1024), dtype=np.float32) for i in range(TENSORS)}
+    if changed is not None:
+        other = np.random.default_rng(7)
+        tensors[f"layers.{changed:02d}.weight"] = other.standard_normal((1024, 1024), dtype=np.float32)
+    save_file(tensors, str(directory / "model.safetensors"))
+    (directory / "config.json").write_text('{"model_type": "toy"}')
+    return directory
+
+
+@pytest.fixture(scope="module")
+def versions(registry, tmp_path_factory):
+    """v1 and v2 (one tensor in ten changed) pushed with chunk tables, and v1/v2 without:
+    (repo, repo without tables, v1 dir, v2 dir)."""
+    base = tmp_path_factory.mktemp("delta")
+    v1, v2 = _model(base / "v1", None), _model(base / "v2", 3)
+    chunked, plain = new_repo(), new_repo()
+    for tag, src in (("v1", v1), ("v2", v2)):
+        push_with_chunks(str(src), f"{registry.host}/{chunked}:{tag}")
+        ocibridge.push(str(src), f"{registry.host}/{plain}:{tag}")
+    return chunked, plain, v1, v2
+
+
+def _layer_of(snapshot: Path) -> str:
+    return "sha256:" + hashlib.sha256((snapshot / "model.safetensors").read_bytes()).hexdigest()
+
+
+def _moved(proxy, digest: str) -> int:
+    return sum(r.response_bytes for r in proxy.requests_matching("GET", f"/blobs/{digest}"))
+
+
+def _same_tree(a: Path, b: Path) -> None:
+    names = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert names == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    for name in names:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def _path(ref: str) -> tuple[Path, list[str]]:
+    heard: list[str] = []
+    with notices.heard_by(heard.append):
+        where = ocibridge.path(ref)
+    return where, heard
+
+
+def test_v2_after_v1_moves_only_its_changed_chunks(versions, fault_proxy, tmp_path, monkeypatch):
+    repo, _, _, v2 = versions
+    _path(f"{fault_proxy.host}/{repo}:v1")
+    snap, heard = _path(f"{fault_proxy.host}/{repo}:v2")
+    layer = _layer_of(snap)
+    size = (v2 / "model.safetensors").stat().st_size
+    moved = _moved(fault_proxy, layer)
+    assert 0 < moved <= 0.15 * size, (moved, size)
+    assert moved == 5 * DEFAULT_CHUNK_SIZE  # the changed tensor's 4 MiB, shifted by the header: 5 chunks
+    ranged = [r for r in fault_proxy.requests_matching("GET", f"/blobs/{layer}")]
+    assert len(ranged) == 1 and ranged[0].range is not None  # one run, one Range request
+    chunks = -(-size // DEFAULT_CHUNK_SIZE)
+    assert [h for h in heard if h.startswith("reused ")] == [
+        f"reused {chunks - 5} of {chunks} chunks ({(size - 5 * MiB) / MiB:.1f} MiB) of {layer}; fetched 5.0 MiB"]
+    _same_tree(snap, v2)
+    # a full pull of v2 into a fresh cache gives the same bytes
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "fresh"))
+    fault_proxy.clear()
+    full, heard = _path(f"{fault_proxy.host}/{repo}:v2")
+    assert _moved(fault_proxy, layer) == size
+    assert not [h for h in heard if h.startswith("reused ")]
+    _same_tree(full, snap)
+
+
+def test_a_tampered_cached_chunk_is_fetched_not_used(versions, fault_proxy):
+    repo, _, v1, v2 = versions
+    first, _ = _path(f"{fault_proxy.host}/{repo}:v1")
+    blob = first / "model.safetensors"  # a hard link to the cache's blob
+    os.chmod(blob, 0o644)
+    with open(blob, "r+b") as f:  # chunk 30: one v2 shares with v1
+        f.seek(30 * MiB + 123)
+        f.write(b"\xff" * 16)
+    os.chmod(blob, 0o444)
+    snap, heard = _path(f"{fault_proxy.host}/{repo}:v2")
+    layer = _layer_of(snap)
+    assert _moved(fault_proxy, layer) == 6 * DEFAULT_CHUNK_SIZE  # the 5 changed and the tampered one
+    assert any(h.startswith("reused ") for h in heard)
+    _same_tree(snap, v2)
+
+
+def test_without_a_table_v2_downloads_whole(versions, fault_proxy):
+    _, plain, _, v2 = versions
+    _path(f"{fault_proxy.host}/{plain}:v1")
+    snap, heard = _path(f"{fault_proxy.host}/{plain}:v2")
+    assert _moved(fault_proxy, _layer_of(snap)) == (v2 / "model.safetensors").stat().st_size
+    assert not [h for h in heard if h.startswith("reused ")]
+    _same_tree(snap, v2)
+
+
+def test_the_cli_says_what_it_reused_on_stderr_and_in_json(versions, fault_proxy):
+    repo, _, _, _ = versions
+    assert run_entry(("path", f"{fault_proxy.host}/{repo}:v1"), ())[0] == 0
+    code, out, err, _ = run_entry(("path", f"{fault_proxy.host}/{repo}:v2", "--json"), ())
+    assert code == 0, err
+    doc = json.loads(out)
+    (delta,) = doc["delta"]
+    assert delta["reused"] == delta["chunks"] - 5 and delta["fetchedBytes"] == 5 * MiB
+    assert f"reused {delta['reused']} of {delta['chunks']} chunks" in err
+
+
+def _pull(ref: str, dest: Path, **kw) -> list[str]:
+    heard: list[str] = []
+    with notices.heard_by(heard.append):
+        ocibridge.pull(ref, str(dest), **kw)
+    return [h for h in heard if h.startswith("reused ")]
+
+
+def test_pull_over_the_old_version_moves_only_the_changed_chunks(versions, fault_proxy, tmp_path):
+    repo, _, v1, v2 = versions
+    out = tmp_path / "out"
+    assert _pull(f"{fault_proxy.host}/{repo}:v1", out) == []  # nothing held: whole
+    fault_proxy.clear()
+    said = _pull(f"{fault_proxy.host}/{repo}:v2", out, on_existing="overwrite")
+    layer = "sha256:" + hashlib.sha256((v2 / "model.safetensors").read_bytes()).hexdigest()
+    assert _moved(fault_proxy, layer) == 5 * DEFAULT_CHUNK_SIZE  # the old file in DEST gave the rest
+    assert len(said) == 1 and said[0].startswith("reused 36 of 41 chunks")
+    _same_tree(out, v2)
+    code, json_out, err, _ = run_entry(("pull", f"{fault_proxy.host}/{repo}:v1", str(out), "--overwrite", "--json"), ())
+    assert code == 0, err
+    (delta,) = json.loads(json_out)["delta"]  # back to v1: v2's file in DEST gives what the two share
+    assert delta["reused"] == 36 and delta["chunks"] == 41 and delta["requests"] == 1
+    _same_tree(out, v1)
+
+
+def test_pull_into_an_empty_directory_reuses_the_model_cache(versions, fault_proxy, tmp_path):
+    repo, _, _, v2 = versions
+    _path(f"{fault_proxy.host}/{repo}:v1")
+    said = _pull(f"{fault_proxy.host}/{repo}:v2", tmp_path / "fresh")
+    layer = "sha256:" + hashlib.sha256((v2 / "model.safetensors").read_bytes()).hexdigest()
+    assert _moved(fault_proxy, layer) == 5 * DEFAULT_CHUNK_SIZE
+    assert len(said) == 1
+    _same_tree(tmp_path / "fresh", v2)
+
+
+def test_a_lazy_read_of_v2_uses_the_chunks_v1_left_in_the_cache(versions, fault_proxy):
+    from ocibridge.api.lazy_ops import open_model
+
+    repo, _, _, v2 = versions
+    _path(f"{fault_proxy.host}/{repo}:v1")
+    data = (v2 / "model.safetensors").read_bytes()
+    with open_model(f"{fault_proxy.host}/{repo}:v2", warn=None) as model:
+        layer = model.file("model.safetensors").layer.digest
+        start, end = 30 * MiB + 5, 33 * MiB  # chunks 30-32: the same in v1
+        assert model.read("model.safetensors", start, end) == data[start:end]
+        assert _moved(fault_proxy, layer) == 0
+        start, end = 13 * MiB, 14 * MiB  # in the changed tensor: fetched
+        assert model.read("model.safetensors", start, end) == data[start:end]
+        assert 0 < _moved(fault_proxy, layer) <= 2 * DEFAULT_CHUNK_SIZE
+
+
+def test_the_delta_pulls_example_of_lazy_md_runs(versions, registry, tmp_path):
+    """docs/lazy.md, "Delta pulls": its sh blocks run as written (./v1, ./v2 as above)."""
+    import re
+    import shutil
+    import subprocess
+    import sys
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "lazy.md").read_text()
+    section = text[text.index("## Delta pulls"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = re.findall(r"^```sh\n(.*?)^```", section, re.S | re.M)
+    assert blocks
+    _, _, v1, v2 = versions
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(v1, work / "v1")
+    shutil.copytree(v2, work / "v2")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ocibridge").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ocibridge "$@"\n')
+    (bin_dir / "ocibridge").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "REGISTRY": f"{registry.host}/{new_repo('doc')}", "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    for code in blocks:
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", code], cwd=work, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+    assert (work / "out" / "model.safetensors").read_bytes() == (v2 / "model.safetensors").read_bytes()
+
+
+def test_the_limits_table_of_lazy_md_is_what_fixed_chunks_give():
+    """docs/lazy.md, "What fixed chunks cannot reuse": the figures, measured again here."""
+    from safetensors.numpy import save
+
+    def chunks(blob: bytes) -> list[str]:
+        return [hashlib.sha256(blob[i:i + MiB]).hexdigest() for i in range(0, len(blob), MiB)]
+
+    rng = np.random.default_rng(43)
+    base = {f"layers.{i:02d}.weight": rng.standard_normal((1024, 1024), dtype=np.float32) for i in range(40)}
+    old = set(chunks(save(base)))
+
+    def reused(tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> str:
+        new = chunks(save(tensors, metadata=metadata))
+        return f"{sum(c in old for c in new)} of {len(new)}"
+
+    tuned = dict(base)
+    for i in range(0, 40, 10):
+        tuned[f"layers.{i:02d}.weight"] = np.random.default_rng(i).standard_normal((1024, 1024), dtype=np.float32)
+    renamed = {k.replace("layers.00", "layer.00"): v for k, v in base.items()}
+    added = {**base, "zz.bias": np.zeros(16, dtype=np.float32)}
+    reshaped = {**base, "layers.05.weight": base["layers.05.weight"][:1000]}
+    measured = [reused(tuned), reused(renamed), reused(added), reused(base, {"v": "2"}), reused(reshaped)]
+    assert measured == ["141 of 161", "160 of 161", "0 of 161", "0 of 161", "22 of 160"]
+    text = (Path(__file__).resolve().parent.parent / "docs" / "lazy.md").read_text()
+    for row in ("| 141 of 161 |", "| 160 of 161 |", "| 0 of 161 |", "| 22 of 160 (the chunks before it) |"):
+        assert row in text, row
