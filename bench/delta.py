@@ -4,11 +4,11 @@ chunks with the first, against a full ``path`` of it into an empty model cache.
     .venv/bin/python -m bench.delta --mib 1024 --changed 0.1 --repeat 3 [--limit-rate 100M]
 
 A safetensors model of ``--mib`` MiB (float32 tensors of 16 MiB, made with the safetensors
-library) is pushed with ``--chunks`` as v1, and as v2 with a share ``--changed`` of its tensors
-given other values (same shapes: the header, hence every offset, stays). Per repeat, in a fresh
-cache: ``path v1`` (not timed), then ``path v2`` timed (the delta); and ``path v2`` timed in
-another fresh cache (the full pull). Blob bytes are counted on a proxy in front of a fresh
-local registry. Times are medians; report the ratios (the machine may be shared).
+library) is pushed with a chunk table (``--chunk-threshold 1M``) as v1, and as v2 with a share
+``--changed`` of its tensors given other values (same shapes: the header, hence every offset,
+stays). Per repeat, in a fresh cache: ``path v1`` (not timed), then ``path v2`` timed (the
+delta); and ``path v2`` timed in another fresh cache (the full pull). Blob bytes are counted
+on a proxy in front of a fresh local registry. Times are medians; report the ratios (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for version in (1, 2):
                     differ = make_model(work / f"v{version}", args.mib, args.changed, version)
-                    cli("push", str(work / f"v{version}"), f"{registry.host}/bench/d:v{version}", "--chunks", "-q",
-                        env=env)
+                    cli("push", str(work / f"v{version}"), f"{registry.host}/bench/d:v{version}", "-q",
+                        "--chunk-threshold", "1M", env=env)
                 size = (work / "v2" / "model.safetensors").stat().st_size
                 delta_s, full_s, delta_b, full_b, said = [], [], [], [], ""
                 for i in range(args.repeat):
