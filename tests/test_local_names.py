@@ -17,7 +17,8 @@ from tests.signing_keys import key_pair
 NO_REFERENCE = {("login",), ("logout",), ("mirror",), ("list",), ("ls",), ("prune",), ("k8s",),
                 ("load",),  # load: a bundle file and a registry prefix or oci:DIR
                 ("verify-dir",), ("check-registry",), ("cache",),  # a directory, a host, the cache
-                ("serve",), ("k8s", "serve")}  # sources: registry prefixes, oci:DIR, the local store as a whole
+                ("serve",), ("k8s", "serve"),  # sources: registry prefixes, oci:DIR, the local store as a whole
+                ("k8s", "policy")}  # scopes as policy.json writes them (host, host/repo), keys
 
 #: argv per command, with {name} (the local model), {tmp} and {key}/{pub}; "ok" when it must
 #: succeed, else it must fail for a reason other than the name (a registry-only operation)
