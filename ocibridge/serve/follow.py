@@ -22,7 +22,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from ocibridge.errors import DigestMismatch
+from ocibridge.errors import DigestMismatch, OcibridgeError
 
 #: bytes read from the file and handed to the server per step (the warm path reads as much)
 SEND = 1 << 20
@@ -89,8 +89,10 @@ class Fill:
     def sendable(self) -> int:
         """Bytes a client may have now: the hashed prefix less the last byte until verified."""
         with self._lock:
+            if isinstance(self.error, DigestMismatch):
+                raise DigestMismatch(f"{self.error}: the connection is cut")
             if self.error is not None:
-                raise DigestMismatch(f"blob {self.digest}: {self.error}: the connection is cut")
+                raise OcibridgeError(f"blob {self.digest}: {self.error}: the connection is cut")
             return self.size if self.verified else min(self.hashed, self.size - 1)
 
     async def changed(self) -> None:
@@ -113,7 +115,7 @@ async def follow(fill: Fill, start: int, end: int) -> AsyncIterator[bytes]:
     try:
         while at < end:
             ready = min(end, fill.sendable())
-            if ready <= at:
+            if ready < min(end, at + SEND):  # whole pieces: fewer, larger writes while it arrives
                 await fill.changed()
                 continue
             if fill.generation != generation:
