@@ -9,7 +9,7 @@ whole blob matched its digest: a client of a blob that does not match gets a bod
 
 Measured (1 GiB, loopback, docs/benchmarks.md): serve spent 3.2-3.3 s of CPU on a cold
 download when it read the blob in 1 MiB pieces through the store's reader, wrote it, and hashed
-it a second time on the event loop before each piece was sent.
+it a second time on the event loop before each piece was sent; 1.46-1.59 s this way.
 """
 
 from __future__ import annotations
