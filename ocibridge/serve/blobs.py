@@ -33,7 +33,7 @@ from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import CHUNK, split_digest
 from ocibridge.oci.models import Descriptor
-from ocibridge.serve.follow import SEND, Fill, follow
+from ocibridge.serve.follow import Fill, follow
 from ocibridge.stores.inorder_hash import Frontier
 from ocibridge.stores.ranged import RangedBlobSource
 
@@ -46,19 +46,19 @@ READ_ONLY = 0o444
 
 
 async def read_file(path: Path, start: int, end: int) -> AsyncIterator[bytes]:
-    """Bytes ``[start, end)`` of a (verified) local file, ``SEND`` bytes at a time (one
-    ``pread`` each: no buffered reader copying in between)."""
-    fd = await anyio.to_thread.run_sync(os.open, path, os.O_RDONLY | os.O_CLOEXEC)
+    """Bytes ``[start, end)`` of a (verified) local file, a chunk at a time."""
+    f = await anyio.to_thread.run_sync(open, path, "rb")
     try:
-        at = start
-        while at < end:
-            chunk = await anyio.to_thread.run_sync(os.pread, fd, min(SEND, end - at), at)
+        await anyio.to_thread.run_sync(f.seek, start)
+        left = end - start
+        while left > 0:
+            chunk = await anyio.to_thread.run_sync(f.read, min(CHUNK, left))
             if not chunk:
                 raise DigestMismatch(f"{path}: shorter than its {end} bytes")
-            at += len(chunk)
+            left -= len(chunk)
             yield chunk
     finally:
-        os.close(fd)
+        await anyio.to_thread.run_sync(f.close)
 
 
 class Blobs:
