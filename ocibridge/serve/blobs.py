@@ -92,7 +92,9 @@ class Blobs:
                 found = self.cached(layer)
                 if found is not None:
                     return read_file(found, start, end)
-                fill = self._follow_fetch(store, layer)
+                fill = self._fills.get(layer.digest)  # started by a request that waited alongside
+                if fill is None:
+                    fill = self._follow_fetch(store, layer)
             return follow(fill, start, end)
         found = await self.wait(layer)
         if found is None and (start or end != layer.size):
