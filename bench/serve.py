@@ -13,7 +13,9 @@ empty Hub cache, against ``python -m ocibridge pull REF DIR`` with empty caches 
 - peak RSS: ``VmHWM`` of the server process (``/proc/PID/status``) after a cold download, at
   each size (flat from 1 to 4 GiB: bytes move a chunk at a time);
 - 16 clients: that many ``snapshot_download`` processes at once against a cold server (one
-  registry fetch shared), their total throughput against one ``pull``'s.
+  registry fetch shared), their total throughput against one ``pull``'s;
+- CPU: seconds of CPU (user + system, medians) of the client process, of serve and of the
+  registry in each sample, against pull's: on two shared cores, the sum is what bounds the ratio.
 
 pull and the serve runs alternate ``--repeat`` times; medians are shown with every sample, and
 ``/proc/loadavg`` with each row (the machine may be shared: figures under load are said so).
@@ -25,6 +27,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -48,6 +51,30 @@ SNAPSHOT = ("import sys; from huggingface_hub import snapshot_download; "
 
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    """CPU seconds of the waited-for child processes so far (the clients, the pulls)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+class Cpu:
+    """CPU seconds used meanwhile by the children waited for and by processes named by pid."""
+
+    def __init__(self, **pids: int):
+        self.pids = pids
+        self.start = {"client": children_cpu(), **{k: cpu_of(p) for k, p in pids.items()}}
+
+    def used(self) -> dict[str, float]:
+        now = {"client": children_cpu(), **{k: cpu_of(p) for k, p in self.pids.items()}}
+        return {k: now[k] - self.start[k] for k in now}
 
 
 def write_model(directory: Path, size: int) -> Path:
@@ -176,6 +203,11 @@ def _each(xs: list[float]) -> str:
     return ", ".join(f"{x:.2f}" for x in xs)
 
 
+def _cpu(samples: list[dict[str, float]]) -> str:
+    """``client 1.40 + serve 0.30 + registry 0.00``: the median of each process's samples."""
+    return " + ".join(f"{k} {statistics.median(s[k] for s in samples):.2f}" for k in samples[0])
+
+
 def run(size_mib: int, work: Path, repeat: int, clients: int) -> list[str]:
     from ocibridge.api.model_ops import push
 
@@ -191,15 +223,22 @@ def run(size_mib: int, work: Path, repeat: int, clients: int) -> list[str]:
         samples: dict[str, list[float]] = {"pull": [], "cold": [], "warm": []}
         loads: dict[str, list[str]] = {"pull": [], "cold": [], "warm": []}
         rss: list[float] = []
+        cpu: dict[str, list[dict[str, float]]] = {"pull": [], "cold": [], "warm": []}
+        registry_pid = reg.process.pid
+        assert registry_pid is not None
         for _ in range(repeat):  # alternating, so that a slow stretch of the machine hits all alike
             loads["pull"].append(load())
+            meter = Cpu(registry=registry_pid)
             samples["pull"].append(pull_once(ref, work))
+            cpu["pull"].append(meter.used())
             with server(work, source, cache) as s:
-                loads["cold"].append(load())
-                samples["cold"].append(snapshot_once(s.url, work, tag))
-                rss.append(s.peak_rss_mib())
-                loads["warm"].append(load())
-                samples["warm"].append(snapshot_once(s.url, work, tag))
+                for key in ("cold", "warm"):
+                    loads[key].append(load())
+                    meter = Cpu(serve=s.proc.pid, registry=registry_pid)
+                    samples[key].append(snapshot_once(s.url, work, tag))
+                    cpu[key].append(meter.used())
+                    if key == "cold":
+                        rss.append(s.peak_rss_mib())
         full = statistics.median(samples["pull"])
         pulls = f"pull {full:.2f} s ({_each(samples['pull'])})"
         for key, what in (("cold", "snapshot_download via serve, cold (empty model cache)"),
@@ -207,6 +246,8 @@ def run(size_mib: int, work: Path, repeat: int, clients: int) -> list[str]:
             took = statistics.median(samples[key])
             rows.append(f"| {size_mib} MiB | {what} | {took:.2f} s ({_each(samples[key])}) | {pulls} "
                         f"| {took / full:.2f}× | {'; '.join(loads[key])} |")
+        rows.append(f"| {size_mib} MiB | CPU seconds (medians): {_cpu(cpu['cold'])} cold, {_cpu(cpu['warm'])} "
+                    f"warm | | pull {_cpu(cpu['pull'])} | | {loads['warm'][-1]} |")
         rows.append(f"| {size_mib} MiB | serve's peak RSS (VmHWM) after a cold download | {max(rss):.0f} MiB "
                     f"({_each(rss)}) | | | {loads['cold'][-1]} |")
         if clients:

@@ -337,3 +337,36 @@ def test_serve_policy_scopes_a_layout_source(tmp_path, hub, monkeypatch):
     with serving([f"oci:{layout}"], verify=UsePolicy(file=str(policy))) as served:
         point_hub_at(monkeypatch, served.url, hub)
         assert HfApi().model_info("acme/tiny").id == "acme/tiny"
+
+
+def test_a_cold_file_is_sent_while_it_arrives_and_its_clients_share_one_fetch(tmp_path, registry, unique_repo,
+                                                                               fault_proxy):
+    """The registry paced at 1 MiB/s (4 MiB of weights): serve's first bytes reach the client
+    while the registry is still sending, not after the whole blob is in the model cache; a
+    second client joining midway gets the same verified bytes, from that one fetch."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from support import throttle
+
+    src = make_model(tmp_path / "tiny", weights=16384)  # 4 MiB of weights
+    assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/tiny:latest", "-q"]) == 0
+    data = (src / "model.safetensors").read_bytes()
+    weights = hashlib.sha256(data).hexdigest()
+    fault_proxy.add("GET", f"/blobs/sha256:{weights}", throttle(1 << 20), times=None)
+    with serving([f"{fault_proxy.host}/{unique_repo}"]) as served:
+        url = f"{served.url}/acme/tiny/resolve/main/model.safetensors"
+
+        def whole() -> bytes:
+            return httpx.get(url, timeout=60).content
+
+        with httpx.stream("GET", url, timeout=60) as r, ThreadPoolExecutor(1) as pool:
+            pieces = r.iter_raw()
+            first = next(pieces)
+            assert first and data.startswith(first)
+            assert served.blobs.fetched == 0  # the registry has not finished sending
+            other = pool.submit(whole)  # joins the fetch in progress
+            body = first + b"".join(pieces)
+            assert body == data
+            assert other.result() == data
+    gets = [r for r in fault_proxy.requests_matching("GET", rf"/blobs/sha256:{weights}")]
+    assert len(gets) == 1 and served.blobs.fetched == 1

@@ -233,16 +233,13 @@ class ServeApp:
             return read_file(f.local, start, end)
         layer = f.layer
         assert layer is not None
-        found = self.blobs.cached(layer) or await self.blobs.wait(layer)
-        if found is None and (ranged or start or end != f.size):
-            if self.ranges is not None:  # verified chunks, when the manifest binds a chunk table
-                blob = await self._run(self.ranges.open, resolved.repo.store, resolved.manifest, layer)
-                if blob is not None:
-                    return self.ranges.read(blob, start, end)
-            found = await self.blobs.fill(resolved.repo.store, resolved.model, layer)
-        if found is not None:
-            return read_file(found, start, end)
-        return self.blobs.stream(resolved.repo.store, layer)
+        partial = ranged or start or end != f.size
+        if partial and self.ranges is not None and not self.blobs.filling(layer) and self.blobs.cached(layer) is None:
+            # verified chunks, when the manifest binds a chunk table: no whole blob fetched for a range
+            blob = await self._run(self.ranges.open, resolved.repo.store, resolved.manifest, layer)
+            if blob is not None:
+                return self.ranges.read(blob, start, end)
+        return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end)
 
 
 def _int(text: str | None) -> int | None:

@@ -1,12 +1,14 @@
 """A file's bytes, verified, and kept in the model cache; one fetch per digest.
 
 - A blob the model cache holds (verified when it was written) is read from there.
-- Else a whole file is streamed from the registry while it is hashed and written into the cache;
+- From a registry (a store that sends parts of blobs), the blob is fetched once into the cache
+  by pull's own download and every request for it, whole or a range, follows that file as its
+  verified prefix grows (:mod:`.follow`): the first bytes go out while the rest arrives.
+- From another store, a whole file is streamed while it is hashed and written into the cache;
   the last chunk is held back until the digest is checked, so a client never receives a whole
   body that is wrong: on a mismatch the body iterator raises, and the server cuts the connection
-  before the response completes. A verified blob is renamed into the cache.
-- A byte range of a blob the cache lacks: the blob is fetched into the cache first (verified,
-  by the cache's resumable ranged download), then the range is read from it.
+  before the response completes. A verified blob is renamed into the cache. A byte range is
+  read from the cache once the blob is fetched into it.
 - Requests for a digest being fetched wait for that fetch (an event per digest, on the event
   loop: no worker thread is held while waiting), then read the cache.
 
@@ -26,10 +28,14 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import anyio.to_thread
 
+from ocibridge.cache.locks import flocked
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import DigestMismatch
-from ocibridge.oci.digest import CHUNK
+from ocibridge.oci.digest import CHUNK, split_digest
 from ocibridge.oci.models import Descriptor
+from ocibridge.serve.follow import Fill, follow
+from ocibridge.stores.inorder_hash import Frontier
+from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache
@@ -61,11 +67,62 @@ class Blobs:
     def __init__(self, cache: ModelCache):
         self.cache = cache
         self._filling: dict[str, asyncio.Event] = {}
+        self._fills: dict[str, Fill] = {}  # registry fetches in progress, by digest
         self.fetched = 0  # blobs fetched from a source (for tests and the log)
 
     def cached(self, layer: Descriptor) -> Path | None:
         """The model cache's verified copy of ``layer``, if it holds one."""
         return self.cache.blobs.blob_path(layer.digest) if self.cache.blobs.exists(layer) else None
+
+    def filling(self, layer: Descriptor) -> bool:
+        """Whether a fetch of ``layer`` is in progress."""
+        return layer.digest in self._fills or layer.digest in self._filling
+
+    async def body(self, store: Store, manifest: Descriptor, layer: Descriptor,
+                   start: int, end: int) -> AsyncIterator[bytes]:
+        """Bytes ``[start, end)`` of ``layer``: from the cache, else from one fetch shared by
+        every request for it (followed as it arrives, from a registry)."""
+        found = self.cached(layer)
+        if found is not None:
+            return read_file(found, start, end)
+        if isinstance(store, RangedBlobSource) and layer.size > 0:
+            fill = self._fills.get(layer.digest)
+            if fill is None:
+                await self.wait(layer)  # a fetch of the other kind (a store that sends no parts)
+                found = self.cached(layer)
+                if found is not None:
+                    return read_file(found, start, end)
+                fill = self._fills.get(layer.digest)  # started by a request that waited alongside
+                if fill is None:
+                    fill = self._follow_fetch(store, layer)
+            return follow(fill, start, end)
+        found = await self.wait(layer)
+        if found is None and (start or end != layer.size):
+            found = await self.fill(store, manifest, layer)
+        if found is not None:
+            return read_file(found, start, end)
+        return self.stream(store, layer)
+
+    def _follow_fetch(self, store: RangedBlobSource, layer: Descriptor) -> Fill:
+        fill = Fill(layer.digest, layer.size, self.cache.blobs.blob_path(layer.digest))
+        self._fills[layer.digest] = fill
+        blobs, locks = self.cache.blobs, self.cache.locks
+
+        def fetch(on_hashed: Frontier) -> None:
+            # the cache's lock: another process filling the same cache waits, then finds it
+            with flocked(locks / f"{split_digest(layer.digest)[1]}.lock"):
+                if not blobs.exists(layer):
+                    blobs.download_blob(layer, store, on_hashed=on_hashed)
+                    os.chmod(blobs.blob_path(layer.digest), READ_ONLY)
+
+        def done(ended: Fill) -> None:
+            if self._fills.get(layer.digest) is ended:
+                del self._fills[layer.digest]
+            if ended.verified:
+                self.fetched += 1
+
+        fill.start(fetch, done)
+        return fill
 
     async def wait(self, layer: Descriptor) -> Path | None:
         """Wait out a fetch of ``layer`` in progress; then the cache's copy, if any."""

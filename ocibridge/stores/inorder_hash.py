@@ -24,6 +24,10 @@ from ocibridge.stores.part_governor import PartsAbandoned
 
 BUFFER = 512 * 1024
 
+#: ``(fd, upto)``: bytes ``[0, upto)`` of the file ``fd`` are written and hashed in order; a
+#: reader may follow the file as it grows (serve sends them while the blob still arrives).
+Frontier = Callable[[int, int], None]
+
 
 class BufferPool:
     """Up to ``count`` reusable receive buffers of ``BUFFER`` bytes, made as first needed."""
@@ -64,8 +68,10 @@ class _ReadBack:
 class InOrderHash:
     """The frontier of a blob's hash across its parts; :meth:`run` is the hashing loop."""
 
-    def __init__(self, fd: int, parts: list[tuple[int, int]], written: list[int], hasher: Hasher):
+    def __init__(self, fd: int, parts: list[tuple[int, int]], written: list[int], hasher: Hasher,
+                 on_hashed: Frontier | None = None):
         self._fd = fd
+        self._on_hashed = on_hashed
         self._parts = parts
         self._part_size = parts[0][1] - parts[0][0]
         self._size = parts[-1][1]
@@ -122,6 +128,8 @@ class InOrderHash:
             else:
                 _hash_range(self._fd, task.start, task.end, self._hasher)
                 hashed += task.end - task.start
+            if self._on_hashed is not None:
+                self._on_hashed(self._fd, hashed)
 
 
 def _hash_range(fd: int, start: int, end: int, hasher: Hasher) -> None:

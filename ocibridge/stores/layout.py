@@ -30,6 +30,7 @@ from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import check_ref_name
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, is_manifest
+from ocibridge.stores.inorder_hash import Frontier
 from ocibridge.stores.leases import LEASE_DIR, Leases
 from ocibridge.stores.partial import PARTIAL_PREFIX, download
 from ocibridge.stores.ranged import ByteCount, RangedBlobSource
@@ -157,13 +158,14 @@ class LayoutStore(ClosesOnExit):
         self._note_created(desc.digest)
 
     def download_blob(self, desc: Descriptor, source: RangedBlobSource,
-                      on_bytes: ByteCount | None = None) -> None:
+                      on_bytes: ByteCount | None = None, on_hashed: Frontier | None = None) -> None:
         """Fetch a blob that can be resumed: kept partial when interrupted, continued with
-        Range by the next run, in parts at once when large (see :mod:`.partial`)."""
+        Range by the next run, in parts at once when large (see :mod:`.partial`); ``on_hashed``
+        follows the verified-as-it-comes prefix (a server sends it on at once)."""
         if self._claimed_present(desc):
             return
         self._sweep_once()
-        download(self.blob_path(desc.digest), desc, source, on_bytes=on_bytes)
+        download(self.blob_path(desc.digest), desc, source, on_bytes=on_bytes, on_hashed=on_hashed)
         self._note_created(desc.digest)
 
     def ingest_sends_unasked(self) -> bool:

@@ -29,7 +29,7 @@ from ocibridge.core.smallfile import read_small
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import Hasher, new_hasher, split_digest
 from ocibridge.oci.models import Descriptor
-from ocibridge.stores.inorder_hash import BufferPool, InOrderHash
+from ocibridge.stores.inorder_hash import BufferPool, Frontier, InOrderHash
 from ocibridge.stores.part_governor import PartGovernor, PartsAbandoned
 from ocibridge.stores.ranged import ByteCount, RangedBlobSource, RangedPlan, RangeReader
 
@@ -56,9 +56,11 @@ def partial_path(directory: Path, digest: str) -> Path:
 
 
 def download(final: Path, desc: Descriptor, source: RangedBlobSource,
-             plan: RangedPlan | None = None, on_bytes: ByteCount | None = None) -> int:
+             plan: RangedPlan | None = None, on_bytes: ByteCount | None = None,
+             on_hashed: Frontier | None = None) -> int:
     """Fetch ``desc`` from ``source`` into ``final`` (verified, then renamed); the bytes
-    fetched over the network this time (less than the size when resumed)."""
+    fetched over the network this time (less than the size when resumed). ``on_hashed``
+    follows the prefix written and hashed (it starts again from 0 if kept bytes fail)."""
     plan = plan or source.ranged_plan
     partial = partial_path(final.parent, desc.digest)
     marker = partial.with_name(partial.name + PREFIX_SUFFIX)
@@ -75,7 +77,7 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
                 os.ftruncate(fd, 0)
                 _remove(marker)
             hasher = new_hasher(desc.digest)
-            got, resumed = _fetch(fd, marker, desc, source, plan, hasher, on_bytes)
+            got, resumed = _fetch(fd, marker, desc, source, plan, hasher, on_bytes, on_hashed)
             fetched += got
             if hasher.hexdigest() == split_digest(desc.digest)[1]:
                 # No fsync: like every other blob a layout writes, and like curl, oras and
@@ -134,7 +136,8 @@ def _kept(fd: int, marker: Path, size: int, parts: list[tuple[int, int]], part_s
 
 # -- fetching -------------------------------------------------------------------------------
 def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, plan: RangedPlan,
-           hasher: Hasher, on_bytes: ByteCount | None) -> tuple[int, bool]:
+           hasher: Hasher, on_bytes: ByteCount | None,
+           on_hashed: Frontier | None = None) -> tuple[int, bool]:
     """Bring the partial file to the whole blob, hashing it in order; (bytes fetched, whether
     bytes kept from before were used)."""
     size = desc.size
@@ -166,7 +169,8 @@ def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, pl
             os.ftruncate(fd, prefix)
         _remove(marker)  # written in order from here: the file's length is the prefix
         kept = [prefix]
-    return _run_parts(fd, marker, desc, source, plan, parts, kept, first, hasher, on_bytes), resumed
+    got = _run_parts(fd, marker, desc, source, plan, parts, kept, first, hasher, on_bytes, on_hashed)
+    return got, resumed
 
 
 @dataclass
@@ -192,14 +196,15 @@ class _Stream:
 
 def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource,
                plan: RangedPlan, parts: list[tuple[int, int]], kept: list[int],
-               first: _Stream, hasher: Hasher, on_bytes: ByteCount | None) -> int:
+               first: _Stream, hasher: Hasher, on_bytes: ByteCount | None,
+               on_hashed: Frontier | None = None) -> int:
     """The missing parts, as many in flight as the governor allows, each received into a
     pooled buffer, written at its offset and its progress recorded (several parts only);
     the calling thread hashes the blob in order meanwhile (:mod:`.inorder_hash`). The bytes
     fetched."""
     ranged = len(parts) > 1
     todo = [i for i, (a, b) in enumerate(parts) if kept[i] < b - a]
-    feed = InOrderHash(fd, parts, [a + k for (a, _), k in zip(parts, kept, strict=True)], hasher)
+    feed = InOrderHash(fd, parts, [a + k for (a, _), k in zip(parts, kept, strict=True)], hasher, on_hashed)
     if not todo:
         feed.run()
         return 0
