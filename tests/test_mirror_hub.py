@@ -8,6 +8,7 @@ the same Hub cache snapshot.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -347,3 +348,40 @@ def test_a_hub_job_as_a_kubernetes_job(tmp_path, capsys):
     relative.write_text('[[sync]]\nsource = "hf://acme/tiny"\ntarget = "registry.internal/m"\ntoken_file = "tok"\n')
     assert main(["mirror", str(relative), "--emit", "k8s-job", "--shards", "1"]) == 1
     assert "token_file = 'tok': relative to the job file" in capsys.readouterr().err
+
+
+def test_the_provenance_of_a_hub_mirror_names_the_hub_repository_and_commit(tmp_path, capsys, hub_repo, hub_cache,
+                                                                             registry2, unique_repo, monkeypatch):
+    """provenance = true on a Hub source: the statement attached to the mirrored manifest has
+    the mirror's build type and records the Hub repository at its commit and every file by
+    SHA-256 (what was read: there is no source manifest); pulled beside the files with
+    --with-attestations."""
+    main_1 = hub_repo.push("tiny-a", "latest")
+    target = f"{registry2.host}/{unique_repo}/mirror/tiny"
+    with serving([hub_repo.prefix]) as served:
+        point_hub_at(monkeypatch, served.url, hub_cache)
+        job_path = write_job(tmp_path / "job.toml", f"""
+[defaults]
+endpoint = "{served.url}"
+provenance = true
+
+[[sync]]
+source = "hf://acme/tiny"
+target = "{target}"
+revisions = {{ allow = ["main"] }}
+""")
+        summary = run_job(load_job(job_path))
+        assert summary.exit_code == 0, summary.format_text()
+    out = tmp_path / "out"
+    capsys.readouterr()
+    assert main(["pull", f"{target}:main", str(out), "--with-attestations", "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)["attestations"]
+    (name,) = [w for w in written if "slsaprovenance" in w]
+    statement = json.loads((out / name).read_text())
+    definition = statement["predicate"]["buildDefinition"]
+    assert definition["buildType"] == "https://ocibridge.dev/slsa/mirror/v1"
+    deps = definition["resolvedDependencies"]
+    assert {"uri": "https://huggingface.co/acme/tiny", "digest": {"gitCommit": main_1}, "name": "hub"} in deps
+    weights = (out / "model.safetensors").read_bytes()
+    assert any(d.get("name") == "model.safetensors" and d["digest"] == {"sha256": hashlib.sha256(weights).hexdigest()}
+               for d in deps)
