@@ -168,11 +168,26 @@ def test_mirror_attaches_provenance_to_each_target_manifest(source, registry, un
     capsys.readouterr()
     assert main(["mirror", str(bad)]) != 0
     assert "nokey.pem" in capsys.readouterr().out
-    assert not [p for p in (tmp_path / "bad").rglob("*") if p.is_file() and p.parent.name == "sha256"]
+    assert not (tmp_path / "bad").exists()  # not even an empty layout: the key is loaded first
     # attest_key without provenance: refused when the job is read
     wrong = _job(tmp_path / "wrong.toml", repo, f"oci:{tmp_path}/w", f'attest_key = "{private}"\n')
     assert main(["mirror", str(wrong)]) != 0
     assert "goes with provenance" in capsys.readouterr().err
+
+
+def test_mirror_with_an_unreadable_attest_key_creates_no_target(tmp_path, capsys):
+    """The key is loaded before the target is opened: a layout target was created (empty) by
+    the failed run before, so a fixed job then ran against a folder nobody asked for."""
+    assert main(["push", str(make_model(tmp_path / "m")), f"oci:{tmp_path}/src:v1", "-q"]) == 0
+    public = key_pair(tmp_path / "k")[1]
+    for name, key in (("missing", tmp_path / "nokey.pem"), ("public", public)):
+        job = _job(tmp_path / f"{name}.toml", f"oci:{tmp_path}/src", f"oci:{tmp_path}/{name}",
+                   f'provenance = true\nattest_key = "{key}"\n')
+        capsys.readouterr()
+        assert main(["mirror", str(job)]) == 1
+        out = capsys.readouterr().out
+        assert f"FAILED  oci:{tmp_path}/src" in out and str(key) in out
+        assert not (tmp_path / name).exists()
 
 
 def test_bom_and_provenance_are_carried_by_copy_r_mirror_save_and_load(tmp_path, registry, unique_repo, capsys):

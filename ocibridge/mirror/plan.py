@@ -48,12 +48,12 @@ def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = 
         if settings.rate_limit is not None:
             rl = settings.rate_limit
             plan.bucket = TokenBucket(rl.requests_per_second, rl.burst)
-        plan.source = open_endpoint(entry.source, job, gate=plan.bucket)
-        plan.target = open_endpoint(entry.target, job, for_write=True, dry_run=dry_run)
-        if settings.attest_key:  # a key that cannot sign fails the entry before anything is copied
+        if settings.attest_key:  # a key that cannot sign fails the entry before a target is opened (created)
             from ocibridge.signing import keys
 
             plan.attest_key = keys.load_private_key(settings.attest_key)
+        plan.source = open_endpoint(entry.source, job, gate=plan.bucket)
+        plan.target = open_endpoint(entry.target, job, for_write=True, dry_run=dry_run)
         located = job_reference(entry.source)
         if isinstance(located, HubReference):  # a repository on a Hub endpoint: revisions, not tags
             from ocibridge.mirror.hub import plan_hub

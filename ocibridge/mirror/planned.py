@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.mirror.endpoints import Endpoint
 from ocibridge.mirror.job import ResolvedSettings, SyncEntry
@@ -16,6 +16,9 @@ from ocibridge.mirror.ratelimit import TokenBucket
 from ocibridge.mirror.summary import ArtifactResult, EntrySummary
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
+
+if TYPE_CHECKING:
+    from ocibridge.signing.keys import PrivateKey
 
 
 @dataclass
@@ -52,7 +55,7 @@ class EntryPlan:
     bucket: TokenBucket | None = None
     policy: Any = None  # VerifyPolicy of the entry's ``verify`` block
     policy_file: str | None = None  # the containers policy file (--policy); None: the one found
-    attest_key: Any = None  # the private key of the entry's attest_key (loaded before anything is copied)
+    attest_key: PrivateKey | None = None  # the entry's attest_key, loaded before a target is opened
     #: where artifacts converted by an exporter (ModelCar, Ollama) wait for their copy
     scratch: list[tempfile.TemporaryDirectory[str]] = field(default_factory=list)
 
