@@ -225,3 +225,21 @@ def test_check_says_whether_the_node_policy_lets_crio_pull(tmp_path, capsys, reg
     # without the flag this machine's own policy file is never read: the check is about the node
     assert main(["k8s", "check", ref, "--runtime", "cri-o", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["nodePolicy"].startswith("node policy: not evaluated")
+
+
+@pytest.mark.parametrize("runtime", ["containerd", "cri-o@1.33"])
+def test_check_refuses_a_node_policy_file_it_cannot_read_whatever_the_runtime(tmp_path, capsys, runtime):
+    """A named node policy that is missing or broken is one error line (exit 2), not skipped
+    because the runtime (containerd) or the reference (a layout) would not evaluate it: the
+    user asked for a check of that file."""
+    from tests.modelgen import make_model
+
+    layout = f"oci:{tmp_path}/lay:v1"
+    assert main(["push", str(make_model(tmp_path / "m")), layout, "-q"]) == 0
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    for path, message in ((tmp_path / "missing.json", "No such file"), (broken, "not JSON")):
+        capsys.readouterr()
+        code = main(["k8s", "check", layout, "--runtime", runtime, "--node-policy", str(path)])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and message in err and err.count("\n") == 1, err

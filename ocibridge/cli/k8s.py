@@ -44,13 +44,16 @@ def _k8s_target(args: argparse.Namespace, located: Locator, for_write: bool = Fa
 def cmd_k8s_check(args: argparse.Namespace) -> int:
     from ocibridge.k8s import check
     from ocibridge.k8s.node_policy import node_policy
+    from ocibridge.signing.containers_policy import read_policy_file
 
     located = _located(args)
+    # read whatever the runtime or reference: a file named but missing or broken is an error, not skipped
+    nodes = read_policy_file(args.node_policy) if args.node_policy else None
     t = _k8s_target(args, located)
     result = check(t.store, t.reference, args.runtime, platform=args.platform)
     result.reference = args.ref  # as the user wrote it, not the store-relative tag
     assert result.version is not None
-    node = node_policy(t.store, t.reference, located, args.node_policy, result.version, args.ref)
+    node = node_policy(t.store, t.reference, located, nodes, result.version, args.ref)
     if node.refused:
         result.reasons.append(node.line)
         result.will_mount = False
@@ -294,17 +297,14 @@ def cmd_k8s_policy(args: argparse.Namespace) -> int:
     from ocibridge.k8s.admission import from_flags, from_policy
     from ocibridge.k8s.admission_docs import check_name, kyverno, policy_controller, policy_controller_notes
     from ocibridge.mirror.yamlout import dump_all
+    from ocibridge.signing.containers_policy import read_policy_file
 
     name = check_name(args.name)
     if args.from_policy:
         if args.image or args.key or args.identity or args.issuer:
             raise UsageError("--from-policy takes the scopes and keys from the file: "
                              "leave out --image, --key, --identity and --issuer")
-        from ocibridge.signing.containers_policy import load_policy
-
-        policy = load_policy(args.from_policy)
-        assert policy is not None
-        t = from_policy(policy)
+        t = from_policy(read_policy_file(args.from_policy))
     else:
         t = from_flags(args.image, args.key, args.identity, args.issuer)
     if not t.rules:

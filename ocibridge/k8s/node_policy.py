@@ -12,13 +12,12 @@ The file is evaluated here with ocibridge's own evaluator (docs/signing.md says 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ocibridge.errors import SignatureError
 from ocibridge.k8s.runtime import Runtime, RuntimeVersion
 from ocibridge.kinds.locators import Locator
 from ocibridge.oci.reference import RegistryReference
-from ocibridge.signing.containers_policy import SYSTEM_POLICY, load_policy
+from ocibridge.signing.containers_policy import SYSTEM_POLICY, ContainersPolicy
 from ocibridge.stores.base import Store
 
 
@@ -28,19 +27,18 @@ class NodePolicy:
     refused: bool = False
 
 
-def node_policy(store: Store, reference: str, located: Locator, path: str | None, rv: RuntimeVersion,
-                shown: str) -> NodePolicy:
-    """The node's verdict on ``located`` (``path``: the node's policy file). Without one nothing
-    is evaluated: the machine running ``check`` is seldom the node, and its own policy file
-    refusing would turn a mount check into a failure the node may never see."""
+def node_policy(store: Store, reference: str, located: Locator, policy: ContainersPolicy | None,
+                rv: RuntimeVersion, shown: str) -> NodePolicy:
+    """The node's verdict on ``located`` (``policy``: the node's file, read at the command's
+    edge so a bad one is an error whatever the runtime). Without one nothing is evaluated: the
+    machine running ``check`` is seldom the node, and its own policy file refusing would turn a
+    mount check into a failure the node may never see."""
     if rv.runtime is not Runtime.CRIO:
         return NodePolicy("node policy: containerd reads no containers policy file: nothing is verified at pull")
     if not isinstance(located, RegistryReference):
         return NodePolicy("node policy: not evaluated: a node pulls from a registry, not from a layout")
-    if path is None:
+    if policy is None:
         return NodePolicy(f"node policy: not evaluated (give the node's {SYSTEM_POLICY} with --node-policy FILE)")
-    policy = load_policy(Path(path))
-    assert policy is not None
     from ocibridge.signing.policy_eval import evaluate
     from ocibridge.signing.use import scope_of
 

@@ -304,15 +304,20 @@ def find_policy_file(explicit: str | os.PathLike[str] | None = None) -> Path | N
 def load_policy(explicit: str | os.PathLike[str] | None = None) -> ContainersPolicy | None:
     """The policy found by :func:`find_policy_file`, read and checked; None without one."""
     path = find_policy_file(explicit)
-    if path is None:
-        return None
+    return None if path is None else read_policy_file(path)
+
+
+def read_policy_file(path: str | os.PathLike[str]) -> ContainersPolicy:
+    """The policy file named (no search): for a file that must be there, such as a node's
+    (``k8s check --node-policy``) or one to translate (``k8s policy --from-policy``)."""
+    where = Path(path)
     try:  # the one small-file reader: bounded, no hang on a FIFO found in place of the file
-        data = read_small(path, MAX_POLICY_BYTES, "policy file", error=PolicyFileError)
+        data = read_small(where, MAX_POLICY_BYTES, "policy file", error=PolicyFileError)
     except FileNotFoundError as e:
-        raise PolicyFileError(f"policy file {path}: {e.strerror}") from None
+        raise PolicyFileError(f"policy file {where}: {e.strerror}") from None
     except TooLarge as e:
         raise PolicyFileError(str(e)) from None
-    return parse_policy(data, path)
+    return parse_policy(data, where)
 
 
 def parse_policy(data: bytes, path: Path) -> ContainersPolicy:
