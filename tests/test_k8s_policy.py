@@ -243,3 +243,16 @@ def test_check_refuses_a_node_policy_file_it_cannot_read_whatever_the_runtime(tm
         code = main(["k8s", "check", layout, "--runtime", runtime, "--node-policy", str(path)])
         out, err = capsys.readouterr()
         assert code == 2 and out == "" and message in err and err.count("\n") == 1, err
+
+
+def test_a_key_that_is_not_public_is_named_once(tmp_path, capsys):
+    """A private key given as --key (or as a policy's keyPath): the line names the file once
+    (it read '--key K: --key K: not a PEM public key')."""
+    from tests.signing_keys import key_pair
+
+    private = key_pair(tmp_path / "k")[0]
+    code, out, err = run(capsys, "--image", "reg.example.com/ml", "--key", str(private))
+    assert code == 2 and out == "" and err.count(f"--key {private}") == 1 and "not a PEM public key" in err
+    policy = write_policy(tmp_path, {"reg.example.com/ml": [{"type": "sigstoreSigned", "keyPath": str(private)}]})
+    code, out, err = run(capsys, "--from-policy", str(policy))
+    assert code == 2 and err.count(str(private)) == 1 and "not a PEM public key" in err, err

@@ -10,9 +10,10 @@ not carry over, so both controllers' documents (:mod:`ocibridge.k8s.admission_do
 from __future__ import annotations
 
 import base64
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ocibridge.core.smallfile import read_small
 from ocibridge.errors import OcibridgeError, UsageError
@@ -67,13 +68,9 @@ class Translation:
 
 
 def read_pem(path: str, what: str) -> str:
-    """A PEM file named on the command line or in the policy, checked to be one public key
-    (or a certificate chain for ``roots``)."""
-    try:
-        data = read_small(Path(path), MAX_PEM, what, error=UsageError)
-    except OSError as e:
-        raise UsageError(f"{what} {path}: {e.strerror or e}") from None
-    return _pem_text(data, f"{what} {path}")
+    """A PEM file named on the command line or in the policy (a certificate chain for
+    ``roots``): read bounded, so a FIFO or a huge file named by mistake cannot hang or flood."""
+    return _pem_text(_read_bytes(path, what), f"{what} {path}")
 
 
 def _pem_text(data: bytes, where: str) -> str:
@@ -92,8 +89,8 @@ def _public_key(data: bytes, where: str) -> str:
     text = _pem_text(data, where)
     try:
         keys.public_key_from_pem(text.encode(), where)
-    except OcibridgeError as e:
-        raise UsageError(f"{where}: {str(e).splitlines()[0]}") from None
+    except OcibridgeError as e:  # its message already starts with ``where``
+        raise UsageError(str(e).splitlines()[0]) from None
     return text
 
 
@@ -188,14 +185,12 @@ def _requirements(requirements: Sequence[Requirement], where: str,
 
 
 def _key_text(source: KeySource, where: str) -> str:
-    if source.data is not None:
-        return _public_key(source.data, f"{where} {source.name}")
-    assert source.path is not None
-    return _public_key(_read_bytes(source.path, f"{where} key file"), f"{where} key file {source.path}")
+    if source.path is not None:
+        return _public_key(_read_bytes(source.path, f"{where} key file"), f"{where} key file {source.path}")
+    return _public_key(source.read(), f"{where} {source.name}")
 
 
-def _keyless(fulcio: object, rekor: str | None, where: str) -> Signer:
-    assert isinstance(fulcio, dict)
+def _keyless(fulcio: Mapping[str, Any], rekor: str | None, where: str) -> Signer:
     roots = None
     if "caPath" in fulcio:
         roots = read_pem(str(fulcio["caPath"]), f"{where} fulcio caPath")
