@@ -13,11 +13,14 @@ asked (``--provenance-time``), then as ``runDetails.metadata.startedOn``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.oci.digest import split_digest
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
+
+if TYPE_CHECKING:
+    from ocibridge.kinds.locators import Locator
 
 PROVENANCE_PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://ocibridge.dev/slsa/{}/v1"
@@ -57,7 +60,7 @@ def manifest_dependency(uri: str, desc: Descriptor) -> dict[str, Any]:
     return {"uri": uri, "digest": {algorithm: hexpart}, "mediaType": desc.mediaType}
 
 
-def locator_uri(located: object) -> str:
+def locator_uri(located: Locator) -> str:
     """Where a manifest was read, as a dependency's uri: ``oci://host/repo`` (a registry),
     ``oci-layout:DIR`` (a layout, the local store), else the reference as written."""
     from ocibridge.oci.reference import LayoutReference, RegistryReference
