@@ -39,7 +39,7 @@ def chunked(registry, tmp_path_factory):
     write_safetensors(file, [("a.big", FLOATS - SMALL), ("b.small", SMALL)])
     (src / "config.json").write_text('{"architectures": ["Tiny"]}')
     repo = new_repo()
-    result = push_with_chunks(str(src), f"{registry.host}/{repo}:v1")
+    result = push_with_chunks(str(src), f"{registry.host}/{repo}:v1", threshold=16 << 20)
     return repo, file, result.extra["chunks"]["table"]
 
 

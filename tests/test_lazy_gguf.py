@@ -44,7 +44,7 @@ def gguf_model(registry, tmp_path_factory):
     file = src / "model.gguf"
     write_gguf(file)
     repo = new_repo()
-    push_with_chunks(str(src), f"{registry.host}/{repo}:v1")
+    push_with_chunks(str(src), f"{registry.host}/{repo}:v1", threshold=16 << 20)
     return repo, file
 
 

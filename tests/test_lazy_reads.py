@@ -198,8 +198,8 @@ def test_push_chunks_gives_the_same_manifest_digest_twice(registry, tmp_path):
     src.mkdir()
     (src / "w.bin").write_bytes(b"\x01" * (17 * 1024 * 1024))
     (src / "config.json").write_text("{}")
-    a = push_with_chunks(str(src), f"{registry.host}/{new_repo()}:v1")
-    b = push_with_chunks(str(src), f"{registry.host}/{new_repo()}:v1")
+    a = push_with_chunks(str(src), f"{registry.host}/{new_repo()}:v1", threshold=16 << 20)
+    b = push_with_chunks(str(src), f"{registry.host}/{new_repo()}:v1", threshold=16 << 20)
     assert a.descriptor.digest == b.descriptor.digest and a.extra["chunks"] == b.extra["chunks"]
     plain = push(str(src), f"{registry.host}/{new_repo()}:v1")
     assert plain.descriptor.digest != a.descriptor.digest  # the annotation is what binds the table
@@ -334,7 +334,7 @@ def test_a_copy_with_referrers_keeps_the_chain(registry, fault_proxy, tmp_path):
     data = os.urandom(17 * 1024 * 1024 + 5)
     (src / "w.bin").write_bytes(data)
     first, second = new_repo(), new_repo()
-    push_with_chunks(str(src), f"{registry.host}/{first}:v1")
+    push_with_chunks(str(src), f"{registry.host}/{first}:v1", threshold=16 << 20)
     copy_reference(f"{registry.host}/{first}:v1", f"{registry.host}/{second}:v1", referrers=True)
     warnings: list[str] = []
     with open_model(f"{fault_proxy.host}/{second}:v1", warn=warnings.append) as model:

@@ -17,7 +17,7 @@ from ocibridge.remote.blobreader import LazySource
 from ocibridge.remote.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.remote.model import RemoteModel, Warn, warn_stderr
 from ocibridge.remote.safetensors import RemoteSafetensors
-from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
+from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.stores.base import close_store
 
 
@@ -158,11 +158,11 @@ def attach_chunks(ref: str | Locator, *, transfer: TransferOptions | None = None
 
 def push_with_chunks(source: str | Locator, dest: str | Locator | None = None, *, build_options: Any = None,
                      transfer: TransferOptions | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                     threshold: int = DEFAULT_THRESHOLD, **push_kw: Any) -> Any:
-    """``push`` of local files binding a chunk table of the files from ``threshold`` bytes (16 MiB
-    here, as before tables were the default; ``push`` itself binds them from 64 MiB). The table
-    is made in the read that hashes each file (same input, same table, same manifest digest)
-    and attached as a referrer after the push."""
+                     threshold: int = PUSH_THRESHOLD, **push_kw: Any) -> Any:
+    """``push --chunks``: local files only (a store source is refused, where ``push`` would
+    copy it without a table). Same threshold as ``push``, so the API and the command bind the
+    same table for the same files; the table is made in the read that hashes each file and
+    attached as a referrer after the push."""
     from pathlib import Path
 
     from ocibridge.api.model_ops import push

@@ -28,11 +28,14 @@ ANNOTATION_SIZE = "io.ocibridge.chunks.size"
 #: 1 MiB: reading one small tensor moves at most two chunks (the header's and the tensor's),
 #: under 1 % of any layer from 256 MiB up; the table costs 67 bytes per MiB (0.006 %).
 DEFAULT_CHUNK_SIZE = 1024 * 1024
-#: layers under this are read whole (still verified by their digest): a table would save little
+#: ``ocibridge chunks REF`` (a table attached after the push, bound to nothing) covers raw layers
+#: from 16 MiB, and a lazy read of a layer this large with no table says it reads it whole. Lower
+#: than a push's on purpose: the command is asked for explicitly and changes no manifest digest.
 DEFAULT_THRESHOLD = 16 * 1024 * 1024
-#: a push binds tables of raw layers from 64 MiB (docs/lazy.md): a tensor read from a smaller
-#: file moves at most that file; from 64 MiB a table cuts a small read to ~2 MiB (3 %, under 1 %
-#: from 256 MiB). A model with no such file keeps the manifest digest it had before the default.
+#: every push binds tables of raw layers from 64 MiB (``push``, ``push --chunks``, the API's
+#: ``push`` and ``push_with_chunks``; docs/lazy.md): a tensor read from a smaller file moves at
+#: most that file; from 64 MiB a table cuts a small read to ~2 MiB (3 %, under 1 % from 256 MiB).
+#: A model with no such file keeps the manifest digest it had before tables were the default.
 PUSH_THRESHOLD = 64 * 1024 * 1024
 MIN_CHUNK_SIZE = 64 * 1024
 MAX_CHUNK_SIZE = 64 * 1024 * 1024
