@@ -103,6 +103,21 @@ class ChunkIndex:
             return None
         return int(head.group(1)), lines
 
+    def remove_orphans(self) -> int:
+        """Remove every table file whose blob is no longer cached (``cache prune``): a delta
+        removes one only as it meets it among the newest, so without this the files of pruned
+        blobs would stay and count against ``--max-size``. Returns how many went."""
+        try:
+            entries = [e for e in os.scandir(self.dir) if _HEX.match(e.name)]
+        except OSError:
+            return 0
+        removed = 0
+        for entry in entries:
+            if not (self.blobs / entry.name).is_file():
+                self._forget(Path(entry.path))
+                removed += 1
+        return removed
+
     @staticmethod
     def _forget(path: Path) -> None:
         with contextlib.suppress(OSError):

@@ -1,5 +1,6 @@
 """Keeping the model cache in bounds: snapshots unused for a while go, then the oldest until
-the cache fits a size, then every blob no remaining snapshot uses."""
+the cache fits a size, then every blob no remaining snapshot uses, and the chunk-index files
+(``chunks/tables``) of the blobs gone."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ocibridge.cache.chunkindex import ChunkIndex
 from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.locks import flocked
 from ocibridge.cache.models import ModelCache, remove_tree
@@ -20,12 +22,13 @@ class CachePrune:
     snapshots: list[str] = field(default_factory=list)
     blobs: int = 0
     chunks: int = 0  # verified chunks of lazy reads (cache/chunks.py)
+    tables: int = 0  # chunk-index files of blobs no longer cached (cache/chunkindex.py)
     freed: int = 0  # bytes given back to the file system
     size: int = 0  # bytes the cache takes after the prune
 
     def as_dict(self) -> dict[str, object]:
-        return {"snapshots": self.snapshots, "blobs": self.blobs, "chunks": self.chunks, "freed": self.freed,
-                "size": self.size}
+        return {"snapshots": self.snapshots, "blobs": self.blobs, "chunks": self.chunks, "tables": self.tables,
+                "freed": self.freed, "size": self.size}
 
 
 def disk_use(root: Path) -> int:
@@ -48,6 +51,7 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
     and chunk writes (they hold the cache lock shared)."""
     done = CachePrune()
     chunks = CacheChunks(cache.root)
+    index = ChunkIndex(cache.root)
     with flocked(cache.locks / "cache.lock"):
         before = disk_use(cache.root)
         snapshots = sorted(cache.snapshot_dirs(), key=lambda p: p.stat().st_mtime)
@@ -59,6 +63,7 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
                 if _mtime(chunk) < cutoff:
                     done.chunks += int(chunks.remove(chunk) > 0)
         done.blobs += _collect(cache, snapshots)
+        done.tables += index.remove_orphans()
         if max_size is not None:  # chunks of lazy reads go first: they only save a fetch
             size = disk_use(cache.root)
             for chunk in chunks.files():
@@ -69,6 +74,7 @@ def prune(cache: ModelCache, *, older_than: float | None = None, max_size: int |
             while snapshots and disk_use(cache.root) > max_size:
                 _drop(snapshots[0], done, snapshots)
                 done.blobs += _collect(cache, snapshots)
+                done.tables += index.remove_orphans()  # their bytes count against max_size too
         for stale in cache.snapshots.glob(".tmp-*"):  # builds killed before their rename
             remove_tree(stale)
         chunks.remove_orphans()  # chunk and layer files of lazy readers killed mid-write
