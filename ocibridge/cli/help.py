@@ -29,14 +29,17 @@ EXAMPLES: dict[str, str] = {
   ocibridge pull registry.example/team/tiny:v1 -o ./tiny --include '*.json' --include 'tokenizer*'
   ocibridge pull registry.example/team/tiny:v1 ./tiny --overwrite   # replace files that differ
   ocibridge pull oci:/srv/models:model-v2 model.carton         # rebuild the archive
-  ocibridge pull registry.example/ollama/llama3.2 ollama:llama3.2""",
+  ocibridge pull registry.example/ollama/llama3.2 ollama:llama3.2
+  ocibridge pull registry.example/team/tiny:v1 ./tiny --with-attestations --verify-key cosign.pub   # BOM, provenance""",
     "copy": """\
   ocibridge copy registry.example/team/tiny:v1 mirror.example/team/tiny:v1 -r
-  ocibridge cp registry.example/team/tiny:v1 oci:/srv/models:tiny --progress plain""",
+  ocibridge cp registry.example/team/tiny:v1 oci:/srv/models:tiny --progress plain
+  ocibridge copy registry.example/team/tiny:v1 mirror.example/team/tiny:v1 --provenance --attest-key cosign.key""",
     "convert": """\
   ocibridge convert registry.example/kit/tiny:v1 registry.example/models/tiny:v1 --to modelpack
   ocibridge convert oci:/srv/models:tiny oci:/srv/docker:tiny --to docker-model --json
-  ocibridge convert registry.example/ai/smollm2:latest ollama:smollm2 --to ollama""",
+  ocibridge convert registry.example/ai/smollm2:latest ollama:smollm2 --to ollama
+  ocibridge convert registry.example/kit/tiny:v1 registry.example/models/tiny:v1 --to modelpack --provenance""",
     "inspect": """\
   ocibridge inspect registry.example/team/tiny:v1
   ocibridge inspect oci:/srv/models:tiny --json""",
@@ -59,7 +62,8 @@ EXAMPLES: dict[str, str] = {
     "path": f"""\
   ocibridge path registry.example/team/tiny:v1     # shared, read-only: vllm serve "$(ocibridge path ...)"
   ocibridge path registry.example/team/tiny:v1 --include '*.json'
-  ocibridge path registry.example/team/tiny:v1 --offline   # as last resolved ({OFFLINE}=1)""",
+  ocibridge path registry.example/team/tiny:v1 --offline   # as last resolved ({OFFLINE}=1)
+  ocibridge path registry.example/team/tiny:v2 --progress plain   # a fine-tune of v1: 'reused N of M chunks'""",
     "cache": """\
   ocibridge cache dir
   ocibridge cache prune --older-than 30d --max-size 50G""",
@@ -128,11 +132,13 @@ EXAMPLES: dict[str, str] = {
     "serve": """\
   ocibridge serve registry.example/models                      # repo ORG/NAME: registry.example/models/org/name
   ocibridge serve registry.example/models local --listen :8080 --token-file tokens.txt
-  ocibridge serve oci:/srv/models --default-tag v1             # then HF_ENDPOINT=http://127.0.0.1:8080""",
+  ocibridge serve oci:/srv/models --default-tag v1             # then HF_ENDPOINT=http://127.0.0.1:8080
+  ocibridge serve registry.example/models --policy /etc/containers/policy.json   # refused: 403 GatedRepo""",
     "k8s check": """\
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o@1.33    # names by org.cnai.model.filepath
-  ocibridge k8s check registry.example/team/tiny:v1 --runtime containerd@2.1 --json""",
+  ocibridge k8s check registry.example/team/tiny:v1 --runtime containerd@2.1 --json
+  ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o --node-policy node-policy.json""",
     "k8s modelcar": """\
   ocibridge k8s modelcar registry.example/team/tiny:v1 --tag v1-modelcar
   ocibridge k8s modelcar oci:/srv/models:tiny --tag both --index""",
