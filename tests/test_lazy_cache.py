@@ -38,7 +38,8 @@ def _pushed(registry, tmp_path_factory, size: int, push) -> tuple[str, bytes]:
 @pytest.fixture(scope="module")
 def chunked(registry, tmp_path_factory):
     """A 20 MiB file pushed with ``--chunks``: (repo, its bytes)."""
-    return _pushed(registry, tmp_path_factory, 20 * MiB + 321, push_with_chunks)
+    return _pushed(registry, tmp_path_factory, 20 * MiB + 321,
+                   lambda src, dest: push_with_chunks(src, dest, threshold=16 * MiB))
 
 
 def _layer_bytes(proxy, digest: str) -> int:
@@ -419,3 +420,19 @@ def test_a_script_that_never_closes_its_file_leaves_a_prefix_not_a_dead_temporar
     assert [p.name for p in layers] == [_layer_key(f"{registry.host}/{repo}:v1")]  # no temporary file
     kept = layers[0].read_bytes()
     assert len(kept) >= 5 * MiB and len(kept) % MiB == 0 and kept == data[:len(kept)]
+
+
+def test_only_exactly_64_hex_digits_name_a_chunk_file(tmp_path):
+    """The three copies of the hex check (cache/chunks.py, cache/chunkindex.py,
+    model/chunkcache.py) are one (oci.digest.is_sha256_hex); the regular expressions it
+    replaced ended in ``$``, which also took a name with a trailing newline."""
+    from ocibridge.cache.chunks import CacheChunks
+    from ocibridge.oci.digest import is_sha256_hex
+
+    good = "ab" * 32
+    assert is_sha256_hex(good)
+    for bad in (good + "\n", good.upper(), good[:-1], good + "0", "../" + good[3:], ""):
+        assert not is_sha256_hex(bad), bad
+        with pytest.raises(ValueError):
+            CacheChunks(tmp_path).path(bad)
+    assert CacheChunks(tmp_path).path(good).name == good
