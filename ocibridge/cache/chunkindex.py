@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from ocibridge.core.fsutil import atomic_write_bytes
-from ocibridge.oci.digest import split_digest
+from ocibridge.oci.digest import is_sha256_hex, split_digest
 from ocibridge.remote.table import LayerChunks
 
 #: table files scanned for one delta, newest first (a model of 4 large files: 4 of them)
@@ -30,7 +30,6 @@ MAX_TABLE_FILE = 80 * 1024 * 1024
 MAX_PLACES = 3
 
 _HEADER = re.compile(rb"ocibridge-chunks 1 (\d{1,9}) (\d{1,19})\n")
-_HEX = re.compile(r"[0-9a-f]{64}$")
 
 
 class ChunkIndex:
@@ -76,7 +75,7 @@ class ChunkIndex:
 
     def _newest_first(self) -> list[str]:
         try:
-            entries = [e for e in os.scandir(self.dir) if _HEX.match(e.name)]
+            entries = [e for e in os.scandir(self.dir) if is_sha256_hex(e.name)]
         except OSError:
             return []
         entries.sort(key=_mtime, reverse=True)
@@ -108,7 +107,7 @@ class ChunkIndex:
         removes one only as it meets it among the newest, so without this the files of pruned
         blobs would stay and count against ``--max-size``. Returns how many went."""
         try:
-            entries = [e for e in os.scandir(self.dir) if _HEX.match(e.name)]
+            entries = [e for e in os.scandir(self.dir) if is_sha256_hex(e.name)]
         except OSError:
             return 0
         removed = 0

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,8 +29,7 @@ if TYPE_CHECKING:
 from ocibridge.cache.locks import flocked
 from ocibridge.core.fsutil import atomic_writer, pwrite_all, write_sliced
 from ocibridge.core.stale import locked_tempfile, remove_stale
-
-_HEX = re.compile(r"[0-9a-f]{64}$")
+from ocibridge.oci.digest import is_sha256_hex
 
 
 class CacheChunks:
@@ -44,12 +42,12 @@ class CacheChunks:
         self.lock = root / "locks" / "cache.lock"
 
     def path(self, sha256_hex: str) -> Path:
-        if not _HEX.match(sha256_hex):
+        if not is_sha256_hex(sha256_hex):
             raise ValueError(f"not a SHA-256 hex digest: {sha256_hex!r}")
         return self.dir / sha256_hex
 
     def layer_path(self, key: str) -> Path:
-        if not _HEX.match(key):
+        if not is_sha256_hex(key):
             raise ValueError(f"not a layer key (64 hex digits): {key!r}")
         return self.layers / key
 
@@ -99,7 +97,7 @@ class CacheChunks:
 
     def open_blob(self, digest: str) -> LayerFile | None:
         algorithm, _, hexpart = digest.partition(":")
-        if algorithm != "sha256" or not _HEX.match(hexpart):
+        if algorithm != "sha256" or not is_sha256_hex(hexpart):
             return None
         try:
             return LayerFile(os.open(self.root / "blobs" / "sha256" / hexpart, os.O_RDONLY))
@@ -127,7 +125,7 @@ class CacheChunks:
     # -- for prune ---------------------------------------------------------------------------
     def files(self) -> list[Path]:
         """Chunk and layer files, least recently used first."""
-        found = [p for d in (self.dir, self.layers) if d.is_dir() for p in d.iterdir() if _HEX.match(p.name)]
+        found = [p for d in (self.dir, self.layers) if d.is_dir() for p in d.iterdir() if is_sha256_hex(p.name)]
         return sorted(found, key=_mtime)
 
     def remove(self, path: Path) -> int:

@@ -30,7 +30,7 @@ EXAMPLES: dict[str, str] = {
   ocibridge pull registry.example/team/tiny:v1 ./tiny --overwrite   # replace files that differ
   ocibridge pull oci:/srv/models:model-v2 model.carton         # rebuild the archive
   ocibridge pull registry.example/ollama/llama3.2 ollama:llama3.2
-  ocibridge pull registry.example/team/tiny:v1 ./tiny --with-attestations --verify-key cosign.pub   # BOM, provenance""",
+  ocibridge pull registry.example/team/tiny:v1 ./tiny --with-attestations --verify-key cosign.pub  # BOM, SLSA""",
     "copy": """\
   ocibridge copy registry.example/team/tiny:v1 mirror.example/team/tiny:v1 -r
   ocibridge cp registry.example/team/tiny:v1 oci:/srv/models:tiny --progress plain

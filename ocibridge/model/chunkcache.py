@@ -16,10 +16,8 @@ from pathlib import Path
 
 from ocibridge.core.environment import cache_root
 from ocibridge.model import digestcache
-from ocibridge.oci.digest import is_digest
+from ocibridge.oci.digest import is_digest, is_sha256_hex
 from ocibridge.remote.table import LayerChunks, chunk_count
-
-HEX = frozenset("0123456789abcdef")
 
 
 def _named(digest: str) -> bool:
@@ -37,7 +35,7 @@ def lookup(digest: str, size: int, chunk_size: int) -> LayerChunks | None:
         lines = _path(digest, chunk_size).read_text().split()
     except (OSError, UnicodeDecodeError):
         return None
-    if len(lines) != chunk_count(size, chunk_size) or any(len(x) != 64 or not HEX.issuperset(x) for x in lines):
+    if len(lines) != chunk_count(size, chunk_size) or not all(map(is_sha256_hex, lines)):
         return None
     return LayerChunks(digest, size, tuple(lines))
 

@@ -18,6 +18,7 @@ from ocibridge.errors import DigestMismatch, OcibridgeError
 CHUNK = 1 << 20
 _ALGORITHMS = {"sha256": 64, "sha512": 128}
 _DIGEST_RE = re.compile(r"^(sha256|sha512):([a-f0-9]+)\Z")
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
 class Hasher(Protocol):
@@ -42,6 +43,12 @@ def is_digest(value: str) -> bool:
     except OcibridgeError:
         return False
     return True
+
+
+def is_sha256_hex(text: str) -> bool:
+    """Whether ``text`` is exactly 64 lowercase hex digits: a SHA-256 that names a file (a
+    blob, a chunk, a table entry), so nothing else (a trailing newline, ``..``) becomes a path."""
+    return _SHA256_HEX.fullmatch(text) is not None
 
 
 def split_digest(digest: str) -> tuple[str, str]:
