@@ -264,3 +264,24 @@ def test_pull_with_attestations_writes_them_beside_the_files(tmp_path, registry,
     assert main(["pull", ref, str(tmp_path / "m.carton"), "--with-attestations"]) == 2
     assert "--with-attestations" in capsys.readouterr().err
     assert other  # the other key pair's public half is unused: only its private key signed
+
+
+@pytest.mark.parametrize("argv", [["convert", "SRC", "ollama:tiny", "--to", "ollama", "--provenance"],
+                                  ["copy", "SRC", "ollama:tiny", "--provenance"],
+                                  ["push", "DIR", "ollama:tiny", "--provenance"]])
+def test_evidence_into_the_ollama_store_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys,
+                                                                              argv):
+    """The Ollama store keeps no referrers: convert --to ollama wrote the model, then failed
+    to attach ('takes Ollama models only, not ... blobs'), exit 1 with the model there."""
+    from tests.ollama_fixtures import write_gguf
+
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "ollama"))
+    (tmp_path / "g").mkdir()
+    write_gguf(tmp_path / "g" / "model.gguf")
+    assert main(["push", str(tmp_path / "g"), f"oci:{tmp_path}/lay:v1", "-q"]) == 0
+    capsys.readouterr()
+    argv = [{"SRC": f"oci:{tmp_path}/lay:v1", "DIR": str(tmp_path / "g")}.get(a, a) for a in argv]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "cannot hold" in err and "ollama:tiny" in err
+    assert not (tmp_path / "ollama").exists()

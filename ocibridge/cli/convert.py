@@ -7,7 +7,13 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, transfer_options
-from ocibridge.cli.evidence import add_evidence_flags, evidence_lines, evidence_options, source_evidence
+from ocibridge.cli.evidence import (
+    add_evidence_flags,
+    evidence_lines,
+    evidence_options,
+    refuse_unattachable,
+    source_evidence,
+)
 from ocibridge.kinds.overrides import OVERRIDES
 from ocibridge.kinds.table import family_names
 from ocibridge.oci.mediatypes import Family
@@ -54,6 +60,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     src, dst = locate(args.src, Role.MODEL), locate(args.dst, Role.DESTINATION)  # the edge: once each
     evidence = evidence_options(args)  # a key and the extra checked before a byte is sent
+    refuse_unattachable(dst, evidence)
     bar = choose_progress(args.progress, "convert", quiet=args.quiet, machine_output=args.json)
     try:
         result = convert(src, dst, args.to, options=write_options(args),

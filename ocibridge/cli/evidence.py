@@ -59,6 +59,17 @@ def evidence_options(args: argparse.Namespace) -> EvidenceOptions | None:
     return EvidenceOptions(sbom=args.sbom, key=key, sbom_time=args.sbom_time)
 
 
+def refuse_unattachable(dest: Locator | None, options: EvidenceOptions | None) -> None:
+    """Evidence goes on as referrers of the manifest written. The local Ollama store keeps
+    models, no referrers: checked before the command writes, since after it the model is there
+    and only the attach fails (with a message about blob types)."""
+    from ocibridge.oci.reference import OllamaReference
+
+    if options is not None and isinstance(dest, OllamaReference) and not dest.remote:
+        raise UsageError(f"--sbom and --provenance attach referrers, which {dest} cannot hold (the Ollama "
+                         "store keeps models only): write to a registry or an oci: layout, then pull it into Ollama")
+
+
 def result_flags(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """The flags of ``command`` that change its result, as given (unset ones left out)."""
     values = vars(args)

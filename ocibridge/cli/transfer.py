@@ -15,6 +15,7 @@ from ocibridge.cli.evidence import (
     evidence_lines,
     evidence_options,
     push_evidence,
+    refuse_unattachable,
     source_evidence,
 )
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
@@ -97,6 +98,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         args.dest = args.tag_dest
     source = locate(args.source, Role.SOURCE)  # the edge: each argument located once
     dest = locate(args.dest, Role.DESTINATION) if args.dest is not None else None
+    refuse_unattachable(dest, evidence)
     bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
     try:
         result = api.push(
@@ -203,6 +205,7 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
 def cmd_copy(args: argparse.Namespace) -> int:
     src, dst = locate(args.src, Role.MODEL), locate(args.dst, Role.DESTINATION)  # the edge: once each
     evidence = evidence_options(args)  # a key and the extra checked before a byte is sent
+    refuse_unattachable(dst, evidence)
     bar = choose_progress(args.progress, "copy", quiet=args.quiet, machine_output=args.json)
     try:
         result = api_copy.copy_reference(src, dst, referrers=args.referrers, transfer=transfer_options(args),
