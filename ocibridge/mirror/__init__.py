@@ -55,7 +55,9 @@ def parse_job(data: object, base_dir: Path | None = None, where: str = "mirror j
     except PydanticValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(top)"
-        raise OcibridgeError(f"{where}: {loc}: {first['msg']}") from None
+        # a check of ours raising ValueError reads as our sentence, not pydantic's "Value error, ..."
+        msg = first["msg"].removeprefix("Value error, ") if first["type"] == "value_error" else first["msg"]
+        raise OcibridgeError(f"{where}: {loc}: {msg}") from None
     return job.with_base_dir(base_dir or Path.cwd())
 
 
