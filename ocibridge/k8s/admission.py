@@ -56,6 +56,9 @@ class Rule:
 
 @dataclass
 class Translation:
+    """Both controllers' documents are made from this one form, so a policy file and the
+    flags give the same Kyverno and policy-controller output, and the notes travel with it."""
+
     rules: list[Rule]
     #: scopes that are not rules (accept, reject, untranslatable) yet hide broader ones
     other_scopes: list[ImageScope] = field(default_factory=list)

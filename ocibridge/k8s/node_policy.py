@@ -23,6 +23,10 @@ from ocibridge.stores.base import Store
 
 @dataclass(frozen=True)
 class NodePolicy:
+    """The verdict as ``check`` prints it: a refusal joins the mount's reasons (exit 1), any
+    other line is said beside them, so a node that would refuse the pull is not reported as
+    mounting."""
+
     line: str
     refused: bool = False
 

@@ -32,6 +32,9 @@ _UNSAFE = re.compile(r"[^a-z0-9]+")
 
 @dataclass(frozen=True)
 class AttestationFile:
+    """One file to write, collected (and verified) before the model's files are written, so a
+    refusal leaves the directory as it was."""
+
     name: str  # the file name under FOLDER
     data: bytes
     predicate_type: str
