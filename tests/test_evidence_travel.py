@@ -286,3 +286,24 @@ def test_evidence_into_the_ollama_store_is_refused_before_anything_is_written(tm
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and "cannot hold" in err and "ollama:tiny" in err
     assert not (tmp_path / "ollama").exists()
+
+
+@pytest.mark.parametrize("blocker", ["file", "link"])
+def test_pull_with_attestations_refuses_a_blocked_folder_before_writing_files(tmp_path, capsys, blocker):
+    """DIR/.ocibridge a file (or a link elsewhere): the model's files were written first and
+    then the attestations failed ('Not a directory', exit 1), or followed the link out of DIR."""
+    src = f"oci:{tmp_path}/lay:v1"
+    assert main(["push", str(make_model(tmp_path / "m")), src, "-q", "--provenance"]) == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if blocker == "file":
+        (out / ".ocibridge").write_text("")
+    else:
+        (out / ".ocibridge").symlink_to(elsewhere)
+    capsys.readouterr()
+    assert main(["pull", src, str(out), "--with-attestations"]) == 2
+    stdout, err = capsys.readouterr()
+    assert stdout == "" and err.count("\n") == 1 and "in the way" in err
+    assert sorted(p.name for p in out.iterdir()) == [".ocibridge"] and list(elsewhere.iterdir()) == []

@@ -307,6 +307,7 @@ def pull(
         source.reference = subject.digest  # the files pulled are those of the manifest attested
         attestations = attestation_files.collect(source.store, subject, as_use_policy(verify).keys,
                                                  text_of(src_ref))
+        attestation_files.check_folder(Path(dest))
     examined = door.examine(source.store, source.reference, fmt, source=src_ref)
     conversion = examined.conversion
     store: Store

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.core.fsutil import atomic_write_bytes
-from ocibridge.errors import SignatureError
+from ocibridge.errors import SignatureError, UsageError
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.signing.attest import EVIDENCE_TYPES, TYPE_NAMES, find_attestations
 
@@ -96,6 +96,18 @@ def _statement_type(data: bytes) -> str | None:
         return None
     kind = doc.get("predicateType") if isinstance(doc, dict) else None
     return kind if isinstance(kind, str) else None
+
+
+def check_folder(directory: Path) -> None:
+    """Refuse, before the model's files are written, a ``DIR/.ocibridge/attestations`` that
+    cannot be the folder: a file or a link in its place. Found after the pull, it left the
+    files written and the command failed; a link would have put the attestations elsewhere."""
+    place = directory
+    for part in FOLDER.parts:
+        place = place / part
+        if place.is_symlink() or (place.exists() and not place.is_dir()):
+            raise UsageError(f"--with-attestations: {place} is in the way (not a directory): move it, or pull "
+                             "elsewhere")
 
 
 def write(files: list[AttestationFile], directory: Path) -> list[str]:
