@@ -13,6 +13,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 from support.fixtures import new_repo
+from support.hubcache import offline_hub_cache
 
 from ocibridge.api.lazy_ops import open_model, open_tensors, push_with_chunks
 from ocibridge.api.model_ops import push
@@ -208,14 +209,7 @@ def test_push_to_docker_model_binds_and_carries_the_table(registry, fault_proxy,
 
 def test_push_of_a_hugging_face_cache_model_binds_the_same_table(registry, tmp_path, monkeypatch, capsys):
     """``push hf:ORG/NAME`` reads the snapshot's files as a directory push does: same table."""
-    import huggingface_hub
-    import huggingface_hub.constants
-
-    hub = tmp_path / "hf-home" / "hub"
-    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    offline_hub_cache(tmp_path, monkeypatch)
     src = tmp_path / "m"
     src.mkdir()
     _safetensors(src / "model.safetensors", PUSH_THRESHOLD + MiB)

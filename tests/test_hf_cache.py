@@ -12,6 +12,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 from huggingface_hub import file_download
+from support.hubcache import offline_hub_cache
 
 from ocibridge.cache.models import ModelCache
 from ocibridge.cli import main
@@ -24,12 +25,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 @pytest.fixture(autouse=True)
 def hub(tmp_path, monkeypatch) -> Path:
-    root = tmp_path / "hf-home" / "hub"
-    monkeypatch.setenv("HF_HUB_CACHE", str(root))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing here may reach the Hub
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(root))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    return root
+    return offline_hub_cache(tmp_path, monkeypatch)  # nothing here may reach the Hub
 
 
 def make_model(root: Path) -> Path:

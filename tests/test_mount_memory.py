@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+from support.hubcache import offline_hub_cache
 from support.profiles import NoMount
 
 import ocibridge
@@ -122,16 +123,10 @@ def test_push_to_another_family_mounts_too(registry, tmp_path):
 
 
 def test_push_from_the_hub_cache_mounts_too(registry, tmp_path, monkeypatch, capsys):
-    import huggingface_hub
-
     from tests.test_hf_cache import COMMIT, write_with_huggingface_hub
     from tests.test_hf_cache import make_model as make_hub_model
 
-    hub = tmp_path / "hf-home" / "hub"
-    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    hub = offline_hub_cache(tmp_path, monkeypatch)
     write_with_huggingface_hub(hub, "acme/source", make_hub_model(tmp_path / "src"), COMMIT)
     one, two = _repo("a"), _repo("b")
     assert main(["push", "hf:acme/source", f"{registry.host}/{one}:v1", "-q"]) == 0

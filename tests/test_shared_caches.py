@@ -20,16 +20,13 @@ import pytest
 from ocibridge.cache.models import ModelCache, remove_tree
 from ocibridge.cli import main
 from tests.hostile_run import snapshot
+from tests.support.hubcache import offline_hub_cache
 from tests.test_hf_cache import files_of, git_sha1, make_model
 
 
 @pytest.fixture
 def caches(tmp_path, monkeypatch):
-    hub = tmp_path / "hf-home" / "hub"
-    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    hub = offline_hub_cache(tmp_path, monkeypatch)
     monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path))  # the cache root: the model cache is its models/
     outside = tmp_path / "outside"
     outside.mkdir()
