@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
@@ -15,6 +16,9 @@ from ocibridge.core.environment import OFFLINE
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
 from ocibridge.transfer.progress_modes import MODES, choose_progress
+
+if TYPE_CHECKING:
+    from ocibridge.kinds.locators import Locator
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -57,7 +61,7 @@ def cmd_path(args: argparse.Namespace) -> int:
     return 0
 
 
-def _policy_asks(located: object) -> bool:
+def _policy_asks(located: Locator) -> bool:
     """Whether the containers policy file asks for a check of REF: then the full way makes it."""
     from ocibridge.signing.use import needs_checking
 

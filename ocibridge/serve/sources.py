@@ -80,7 +80,7 @@ class Repository:
     def reference(self, tag: str) -> str:
         return self.prefix + tag
 
-    def located(self, tag: str | None, digest: str) -> object:
+    def located(self, tag: str | None, digest: str) -> RegistryReference | LayoutReference | None:
         """The revision as the locator the containers policy is looked up by (signing/use.py
         scope_of): a registry repository's tag (else digest), a layout."""
         if isinstance(self.base, RegistryReference):

@@ -23,6 +23,7 @@ from ocibridge.signing.containers_policy import (
 from ocibridge.signing.coverage import Trusted
 
 if TYPE_CHECKING:
+    from ocibridge.kinds.locators import Locator
     from ocibridge.oci.models import Descriptor
     from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.stores.base import Store
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["UsePolicy", "check_before_use", "decision_for", "needs_checking", "scope_of"]
 
 
-def scope_of(located: object) -> Scope:
+def scope_of(located: Locator | Scope | None) -> Scope:
     """Where the containers policy looks ``located`` (a locator) up: a registry reference in the
     ``docker`` transport (a tag, else its digest), a layout (and the local store) in ``oci``,
     an Ollama registry name as the registry reference it is; anything else (the local Ollama
@@ -50,7 +51,7 @@ def scope_of(located: object) -> Scope:
     return Scope(None)
 
 
-def decision_for(located: object, use: UsePolicy | None = None) -> Decision | None:
+def decision_for(located: Locator | Scope | None, use: UsePolicy | None = None) -> Decision | None:
     """What the policy file that applies (``use.file``, else the one found) asks of
     ``located``; None when there is no policy file."""
     policy = load_policy(use.file if use is not None else None)
@@ -64,7 +65,7 @@ def as_use_policy(verify: VerifyPolicy | UsePolicy | None) -> UsePolicy:
     return UsePolicy(keys=verify)
 
 
-def refuse_before_opening(located: object, verify: VerifyPolicy | UsePolicy | None, name: str) -> None:
+def refuse_before_opening(located: Locator | Scope | None, verify: VerifyPolicy | UsePolicy | None, name: str) -> None:
     """Refuse what the policy file refuses whatever the store holds (``reject``, ``signedBy``)
     before the source is even opened."""
     decision = decision_for(located, as_use_policy(verify))
@@ -72,7 +73,7 @@ def refuse_before_opening(located: object, verify: VerifyPolicy | UsePolicy | No
         decision.refuse_early(name)
 
 
-def needs_checking(located: object, verify: VerifyPolicy | UsePolicy | None) -> bool:
+def needs_checking(located: Locator | Scope | None, verify: VerifyPolicy | UsePolicy | None) -> bool:
     """Whether using ``located`` asks for any check (keys given, or a policy file whose scope
     does not accept anything): when not, nothing is resolved or fetched for it."""
     use = as_use_policy(verify)
@@ -82,7 +83,7 @@ def needs_checking(located: object, verify: VerifyPolicy | UsePolicy | None) -> 
     return decision is not None and not decision.accepts_anything
 
 
-def check_before_use(store: Store, reference: str | Descriptor, located: object,
+def check_before_use(store: Store, reference: str | Descriptor, located: Locator | Scope | None,
                      verify: VerifyPolicy | UsePolicy | None, name: str, *, trusts: Trusted = Trusted.MANIFEST) -> str:
     """Check then use: the policy file's requirements for ``located`` and the keys of
     ``verify`` (``--verify-key``) both hold for what ``reference`` names in ``store``. Returns
