@@ -23,7 +23,6 @@ RESULT_FLAGS = {
     "convert": ("to", "media_types"),
     "copy": ("referrers",),
 }
-PUSH_FLAGS = RESULT_FLAGS["push"]
 
 
 def add_evidence_flags(p: argparse.ArgumentParser, what: str = "push") -> None:
