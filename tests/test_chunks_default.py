@@ -159,6 +159,10 @@ def test_chunk_threshold_flag_and_bad_values(registry, tmp_path, capsys):
     assert main(["push", str(src), f"{registry.host}/{repo}:v2", "--chunk-threshold", "lots", "-q"]) == 2
     err = capsys.readouterr().err
     assert "--chunk-threshold" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    # with --no-chunks it contradicts: one line, not silently dropped
+    assert main(["push", str(src), f"{registry.host}/{repo}:v2", "--no-chunks", "--chunk-threshold", "1M"]) == 2
+    err = capsys.readouterr().err
+    assert "leave it out with --no-chunks" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("threaded", [False, True])

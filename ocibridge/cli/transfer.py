@@ -68,10 +68,7 @@ def cmd_push(args: argparse.Namespace) -> int:
             raise UsageError(f"--created {args.created!r}: not an RFC 3339 date-time such as "
                              "2025-01-01T00:00:00Z (or give no value: now)")
     group |= {Kind(k) for k in args.group}
-    try:
-        chunk_threshold = parse_bytes(args.chunk_threshold)
-    except ValueError as e:
-        raise UsageError(f"--chunk-threshold: {e}") from None
+    chunk_threshold = _chunk_threshold(args)
     options = BuildOptions(
         family=Family(args.media_types),
         variants=variants,
@@ -185,6 +182,21 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chunk_threshold(args: argparse.Namespace) -> int:
+    """``--chunk-threshold`` in bytes (default: push's, remote/table.py PUSH_THRESHOLD); given
+    with ``--no-chunks`` it is a contradiction, not a setting to drop silently."""
+    from ocibridge.remote.table import PUSH_THRESHOLD
+
+    if args.chunk_threshold is None:
+        return PUSH_THRESHOLD
+    if args.no_chunks:
+        raise UsageError("--chunk-threshold says which files get a chunk table: leave it out with --no-chunks")
+    try:
+        return parse_bytes(args.chunk_threshold)
+    except ValueError as e:
+        raise UsageError(f"--chunk-threshold: {e}") from None
+
+
 def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("into a directory")
     g.add_argument("--include", action="append", default=[], metavar="GLOB",
@@ -267,7 +279,7 @@ def register(command: CommandAdder) -> None:
                                "reads (the default; made in the read that hashes them; docs/lazy.md)")
     chunking.add_argument("--no-chunks", action="store_true",
                           help="bind no chunk table: a lazy read of a file moves all of it")
-    p.add_argument("--chunk-threshold", metavar="SIZE", default="64M",
+    p.add_argument("--chunk-threshold", metavar="SIZE", default=None,
                    help="files from this size get a chunk table (default 64M; e.g. 16M, 1G)")
     p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
                    help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
