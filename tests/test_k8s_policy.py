@@ -256,3 +256,16 @@ def test_a_key_that_is_not_public_is_named_once(tmp_path, capsys):
     policy = write_policy(tmp_path, {"reg.example.com/ml": [{"type": "sigstoreSigned", "keyPath": str(private)}]})
     code, out, err = run(capsys, "--from-policy", str(policy))
     assert code == 2 and err.count(str(private)) == 1 and "not a PEM public key" in err, err
+
+
+def test_the_untranslated_count_is_of_parts_left_out_not_of_words_in_notes(tmp_path, capsys):
+    """The warning counted notes containing 'not translated'; each note starts with the policy
+    file's path, so a file under a folder of that name made every note count (here 4, not 1)."""
+    folder = tmp_path / "not translated"
+    folder.mkdir()
+    policy = write_policy(folder, {
+        "reg.example.com/ml": [{"type": "sigstoreSigned", "keyPath": str(KEY)}],
+        "reg.example.com/ml/public": [{"type": "insecureAcceptAnything"}],
+    })
+    code, out, err = run(capsys, "--from-policy", str(policy))
+    assert code == 0 and err.count("\n") == 1 and "warning: 1 part(s) of the policy are not translated" in err, err

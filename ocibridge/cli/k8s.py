@@ -323,9 +323,8 @@ def cmd_k8s_policy(args: argparse.Namespace) -> int:
         head = ["# ocibridge k8s policy: admission checks matching the containers policy the nodes enforce",
                 *(f"# note: {n}" for n in notes)]
         print(printable("\n".join(head) + "\n" + dump_all(docs)), end="")
-    untranslated = sum(1 for n in t.notes if "not translated" in n)
-    if untranslated:
-        print(f"warning: {untranslated} part(s) of the policy are not translated (see the comments above "
+    if t.untranslated:
+        print(f"warning: {t.untranslated} part(s) of the policy are not translated (see the comments above "
               "the documents)", file=sys.stderr)
     return 0
 

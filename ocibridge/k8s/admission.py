@@ -63,6 +63,12 @@ class Translation:
     #: scopes that are not rules (accept, reject, untranslatable) yet hide broader ones
     other_scopes: list[ImageScope] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what does not carry over, one line each
+    untranslated: int = 0  # of those, parts of the policy left out entirely (the command warns)
+
+    def left_out(self, note: str) -> None:
+        """A part of the policy neither controller can check: noted, and counted for the warning."""
+        self.notes.append(note)
+        self.untranslated += 1
 
     def narrower(self, rule: Rule) -> list[ImageScope]:
         """Scopes more specific than ``rule``'s, whose images containers/image judges by them instead."""
@@ -131,15 +137,15 @@ def from_policy(policy: ContainersPolicy) -> Translation:
         if any(r.type != ACCEPT for r in policy.default):
             t.notes.append(f'{where}: "default" stands for the docker transport\'s "" scope (no docker "" scope)')
     for transport in sorted(set(policy.transports) - {"docker"}):
-        t.notes.append(f"{where}: transport {transport!r} is not translated: a Pod names registry images only")
+        t.left_out(f"{where}: transport {transport!r} is not translated: a Pod names registry images only")
     for text, requirements in docker.items():
         label = f'docker "{text}"'
         try:
             scope = ImageScope.parse(text)
         except UsageError as e:
-            t.notes.append(f"{where} ({label}): not translated: {e}")
+            t.left_out(f"{where} ({label}): not translated: {e}")
             continue
-        translated = _requirements(requirements, f"{where} ({label})", t.notes)
+        translated = _requirements(requirements, f"{where} ({label})", t)
         if translated:
             t.rules.append(Rule(scope, translated))
         else:
@@ -149,20 +155,20 @@ def from_policy(policy: ContainersPolicy) -> Translation:
 
 
 def _requirements(requirements: Sequence[Requirement], where: str,
-                  notes: list[str]) -> tuple[tuple[Signer, ...], ...] | None:
+                  t: Translation) -> tuple[tuple[Signer, ...], ...] | None:
     """The scope's requirements as signer sets; None when the scope is no rule (accept, reject,
     or a requirement neither CRD can express), with a note saying so."""
     types = {r.type for r in requirements}
     if REJECT in types:
-        notes.append(f"{where}: reject is not translated: neither verifyImages nor an authority refuses every "
+        t.left_out(f"{where}: reject is not translated: neither verifyImages nor an authority refuses every "
                      "image (policy-controller: an authority `static: {action: fail}`; Kyverno: a validate rule)")
         return None
     if types == {ACCEPT}:
         if where.endswith('docker "")'):
-            notes.append(f"{where}: insecureAcceptAnything: no document; images no policy matches are then "
+            t.notes.append(f"{where}: insecureAcceptAnything: no document; images no policy matches are then "
                          "admitted by Kyverno, and by policy-controller as its no-match-policy says")
         else:
-            notes.append(f"{where}: insecureAcceptAnything: no document (Kyverno skips these images; "
+            t.notes.append(f"{where}: insecureAcceptAnything: no document (Kyverno skips these images; "
                          "policy-controller still applies a broader policy's glob to them)")
         return None
     out: list[tuple[Signer, ...]] = []
@@ -170,16 +176,16 @@ def _requirements(requirements: Sequence[Requirement], where: str,
         if r.type == ACCEPT:
             continue
         if r.type != SIGSTORE_SIGNED:
-            notes.append(f"{where}: {r.type} is not translated (neither CRD verifies it): the scope is left out")
+            t.left_out(f"{where}: {r.type} is not translated (neither CRD verifies it): the scope is left out")
             return None
         if r.pki is not None:
-            notes.append(f"{where}: sigstoreSigned with pki is not translated: the scope is left out")
+            t.left_out(f"{where}: sigstoreSigned with pki is not translated: the scope is left out")
             return None
-        notes.append(f"{where}: signedIdentity {r.identity.describe()} has no field in either CRD: the "
+        t.notes.append(f"{where}: signedIdentity {r.identity.describe()} has no field in either CRD: the "
                      "controllers check that a signature names the digest, not which reference it names")
         rekor = _key_text(r.rekor_keys[0], where) if r.rekor_keys else None
         if len(r.rekor_keys) > 1:
-            notes.append(f"{where}: only the first Rekor key is carried over")
+            t.notes.append(f"{where}: only the first Rekor key is carried over")
         if r.fulcio is not None:
             out.append((_keyless(r.fulcio, rekor, where),))
         else:
