@@ -224,3 +224,20 @@ def test_push_of_a_hugging_face_cache_model_binds_the_same_table(registry, tmp_p
     assert again.extra["chunks"]["table"] == first.extra["chunks"]["table"]
     assert again.extra["chunks"]["layers"] == 1
     capsys.readouterr()
+
+
+def test_a_file_under_the_push_threshold_is_read_whole_without_a_notice(registry, tmp_path):
+    """A default push tables files from 64 MiB; a 20 MiB file beside one is read whole by
+    design. The reader said 'the chunk table has no entry for ...; reading the whole blob' for
+    it on every open, as if something were missing; it says so only for a layer from 64 MiB."""
+    src = tmp_path / "m"
+    src.mkdir()
+    _safetensors(src / "model.safetensors", PUSH_THRESHOLD + MiB)
+    small = np.random.default_rng(7).bytes(20 * MiB)
+    (src / "small.bin").write_bytes(small)
+    ref = f"{registry.host}/{new_repo()}:v1"
+    assert "chunks" in push(str(src), ref).extra
+    warnings: list[str] = []
+    with open_model(ref, warn=warnings.append, cache=False) as model:
+        assert model.read("small.bin", 5 * MiB, 5 * MiB + 7) == small[5 * MiB:5 * MiB + 7]
+    assert warnings == []

@@ -14,7 +14,7 @@ from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.remote.blobreader import LazySource, VerifiedBlob
 from ocibridge.remote.chain import BoundCheck, Chain, ReferrerCheck, find_chain
 from ocibridge.remote.chunkstore import ChunkStore
-from ocibridge.remote.table import DEFAULT_THRESHOLD
+from ocibridge.remote.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.stores.base import resolve_and_read
 
 Warn = Callable[[str], None]
@@ -103,7 +103,9 @@ class RemoteModel:
         chain = self.chain
         chunks = chain.table.for_layer(entry.layer) if chain.table is not None else None
         on_fallback = None
-        if chunks is None and entry.size >= DEFAULT_THRESHOLD:
+        # said where a table would have helped and was expected: no table at all from 16 MiB; a
+        # table without this layer only from a push's 64 MiB (below it a push leaves files out)
+        if chunks is None and entry.size >= (DEFAULT_THRESHOLD if chain.table is None else PUSH_THRESHOLD):
             why = chain.how if chain.table is None else f"the chunk table has no entry for {entry.layer.digest}"
             on_fallback = self._fallback_notice(entry, why)
         chunk_size = chain.table.chunk_size if chain.table is not None else 0

@@ -29,7 +29,8 @@ ANNOTATION_SIZE = "io.ocibridge.chunks.size"
 #: under 1 % of any layer from 256 MiB up; the table costs 67 bytes per MiB (0.006 %).
 DEFAULT_CHUNK_SIZE = 1024 * 1024
 #: ``ocibridge chunks REF`` (a table attached after the push, bound to nothing) covers raw layers
-#: from 16 MiB, and a lazy read of a layer this large with no table says it reads it whole. Lower
+#: from 16 MiB, and a lazy read of a layer this large when the model has no table says it reads
+#: it whole (a layer a table leaves out: from PUSH_THRESHOLD, below which a push leaves it out). Lower
 #: than a push's on purpose: the command is asked for explicitly and changes no manifest digest.
 DEFAULT_THRESHOLD = 16 * 1024 * 1024
 #: every push binds tables of raw layers from 64 MiB (``push``, ``push --chunks``, the API's
