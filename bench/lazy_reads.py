@@ -7,6 +7,13 @@ Rows: time to the first tensor (open_tensors + one small tensor) against ``pull`
 with the bytes each moved; and a whole-file sequential read through the ocibridge:// filesystem
 against ``pull`` (target ≤ 1.3×): pull and the reads alternate ``--repeat`` times, medians
 shown with every sample (one sample of a GiB pull varies 1.5-2.6 s on these machines).
+
+    .venv/bin/python -m bench.lazy_reads --processes --sizes 1024   # issue 43's measure
+
+``--processes``: the whole-file read as a user runs it, against ``ocibridge pull`` run the same
+way: each sample a whole process (interpreter, imports, manifest, the read) with a fresh cache
+root, and ``sync`` after each so the GiB one run wrote is on disk before the next starts
+(target ≤ 1.2× pull).
 """
 
 from __future__ import annotations
@@ -130,17 +137,68 @@ def run(size_mib: int, work: Path, repeat: int = 3) -> list[str]:
     return rows
 
 
+#: a whole-file read through the filesystem as a user's script does it (the block cache on)
+READ_SCRIPT = """
+import sys, fsspec
+fs = fsspec.filesystem("ocibridge")
+with fs.open(sys.argv[1], "rb") as f:
+    while f.read(16 << 20):
+        pass
+"""
+
+
+def run_processes(size_mib: int, work: Path, repeat: int = 3) -> list[str]:
+    """Pull and the whole-file read as processes, alternating; fresh caches, ``sync`` between."""
+    import sys
+
+    from ocibridge.api.model_ops import push
+
+    with fresh_registry(work) as reg:
+        src = work / f"p{size_mib}"
+        write_model(src, size_mib * MiB)
+        ref = f"{reg.host}/bench/whole{size_mib}:v1"
+        push(str(src), ref)
+        shutil.rmtree(src)
+
+        def timed(argv: list[str]) -> float:
+            cache = work / "process-cache"
+            shutil.rmtree(cache, ignore_errors=True)
+            env = {**os.environ, "OCIBRIDGE_CACHE": str(cache)}
+            t = time.perf_counter()
+            subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL)
+            took = time.perf_counter() - t
+            shutil.rmtree(work / "pulled", ignore_errors=True)
+            shutil.rmtree(cache, ignore_errors=True)
+            subprocess.run(["sync"], check=True)
+            return took
+
+        pull_argv = [sys.executable, "-m", "ocibridge", "pull", ref, str(work / "pulled"), "-q"]
+        read_argv = [sys.executable, "-c", READ_SCRIPT, f"{ref}/model.safetensors"]
+        timed(pull_argv)  # warm-up: the interpreter's and the page cache's first touch
+        samples: dict[str, list[float]] = {"pull": [], "read": []}
+        for _ in range(repeat):
+            samples["pull"].append(timed(pull_argv))
+            samples["read"].append(timed(read_argv))
+        full, read = statistics.median(samples["pull"]), statistics.median(samples["read"])
+        each = ", ".join(f"{x:.2f}" for x in samples["read"])
+        pulls = ", ".join(f"{x:.2f}" for x in samples["pull"])
+        return [f"| {size_mib} MiB | whole file through fsspec, as a process (fresh cache, sync between) "
+                f"| {read:.2f} s ({each}) | ocibridge pull as a process {full:.2f} s ({pulls}) | {read / full:.2f}× |"]
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m bench.lazy_reads", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", nargs="+", type=int, default=[1024, 4096], help="file sizes in MiB")
     p.add_argument("--repeat", type=int, default=3, help="alternating samples of each read (medians shown)")
+    p.add_argument("--processes", action="store_true",
+                   help="only the whole-file read and pull, each a whole process (issue 43's measure)")
     args = p.parse_args(argv)
     print("| file | measure | ocibridge lazy | against | ratio |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="lazybench-") as tmp:
         os.environ["OCIBRIDGE_CACHE"] = str(Path(tmp) / "cache")  # never the user's model cache
         for size in args.sizes:
-            for row in run(size, Path(tmp), args.repeat):
+            for row in (run_processes if args.processes else run)(size, Path(tmp), args.repeat):
                 print(row, flush=True)
     print("load average (1, 5, 15 min) at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 

@@ -112,8 +112,11 @@ def test_a_default_push_is_reproducible_and_made_in_the_hashing_read(registry, b
 
 def test_a_re_push_takes_the_table_from_the_cache_else_one_read(registry, big_src, tmp_path, monkeypatch):
     """A re-push (the digest cache names the file, so nothing reads it) takes the chunks from the
-    chunk cache; without that entry, one read makes the same table."""
+    chunk cache; without that entry, the copy's one read of the file makes the same table (the
+    file is pending as if its digest were unknown), never a read of its own before the copy."""
     import shutil
+
+    from ocibridge.model import builder
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("OCIBRIDGE_CACHE", str(cache))
@@ -124,13 +127,22 @@ def test_a_re_push_takes_the_table_from_the_cache_else_one_read(registry, big_sr
         reads.append(chunk_size)
         return real(reader, chunk_size)
 
+    opened: list[int] = []
+
+    class CountedReader(ChunkingReader):
+        def __init__(self, *args, **kwargs):
+            opened.append(1)
+            super().__init__(*args, **kwargs)
+
     monkeypatch.setattr(chunking, "chunk_stream", counted)
+    monkeypatch.setattr(builder, "ChunkingReader", CountedReader)
     first = push(str(big_src), f"oci:{tmp_path / 'a'}:v1")  # into a layout: hashed as it is written
+    assert len(opened) == 1
     again = push(str(big_src), f"{registry.host}/{new_repo()}:v1")
-    assert reads == []  # the table both times without a read of its own
+    assert reads == [] and len(opened) == 1  # the table both times without a read of its own
     shutil.rmtree(cache / "chunk-tables")
     third = push(str(big_src), f"{registry.host}/{new_repo()}:v1")
-    assert reads == [DEFAULT_CHUNK_SIZE]  # the file read once, for its chunks
+    assert reads == [] and len(opened) == 2  # the copy's read of the file made its chunks
     assert first.descriptor.digest == again.descriptor.digest == third.descriptor.digest
     assert first.extra["chunks"]["table"] == again.extra["chunks"]["table"] == third.extra["chunks"]["table"]
 
@@ -241,3 +253,24 @@ def test_a_file_under_the_push_threshold_is_read_whole_without_a_notice(registry
     with open_model(ref, warn=warnings.append, cache=False) as model:
         assert model.read("small.bin", 5 * MiB, 5 * MiB + 7) == small[5 * MiB:5 * MiB + 7]
     assert warnings == []
+
+
+def test_a_carton_pushed_into_a_layout_is_read_once_for_digest_and_chunks(tmp_path, monkeypatch):
+    """A carton names its files' SHA-256 (MANIFEST), so its large file is no pending blob by its
+    digest; its table is still made by the copy's one read of the entry, not by a read of its own
+    before the copy (that read made carton → layout 6.5x its floor at 1 GiB). Pushed again, the
+    same digest."""
+    from tests.test_carton import make_carton, noise
+
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "cache"))
+    reads: list[int] = []
+    real = chunking.chunk_stream
+    monkeypatch.setattr(chunking, "chunk_stream", lambda reader, size: (reads.append(size), real(reader, size))[1])
+    weights = noise(3 * MiB + 17)
+    carton = tmp_path / "m.carton"
+    make_carton(carton, {"model/weights.bin": weights, "model/config.json": b"{}"})
+    pushed = push(str(carton), f"oci:{tmp_path / 'layout'}:v1", chunk_threshold=MiB)
+    assert reads == []  # no read of its own
+    assert pushed.extra["chunks"]["layers"] == 1
+    again = push(str(carton), f"oci:{tmp_path / 'again'}:v1", chunk_threshold=MiB)
+    assert again.descriptor.digest == pushed.descriptor.digest and reads == []

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ocibridge.core.streams import IterReader
-from ocibridge.errors import NotFound, SourceError
-from ocibridge.model import digestcache
+from ocibridge.errors import DigestMismatch, NotFound, SourceError
+from ocibridge.model import chunkcache, digestcache
 from ocibridge.model.chunking import ChunkingReader, ChunkPolicy, chunk_table
 from ocibridge.model.config import parse_config
 from ocibridge.model.package import ModelFile, ModelPackage, env_epoch
@@ -253,7 +253,8 @@ class ArtifactStore:
 class PlannedArtifact:
     """The artifact a push will build, as a read-only store that builds it on first read.
 
-    Before that, its raw files whose digest nobody knows are :class:`PendingBlobs`: a copy into
+    Before that, its raw files whose digest nobody knows (or whose chunk table is wanted and not
+    cached: :meth:`_unchunked`) are :class:`PendingBlobs`: a copy into
     a store that ingests sends them while hashing them and settles their digests here, so the
     artifact built afterwards names them without reading any file a second time. Progress
     reports name such a file by its path-keyed stand-in until its digest is known.
@@ -273,9 +274,17 @@ class PlannedArtifact:
 
     def pending_blobs(self) -> list[PendingBlob]:
         files = [layer.files[0] for layer in plan_layers(self.package, self.options)
-                 if layer.variant is Variant.RAW and layer.files[0].digest is None]
+                 if layer.variant is Variant.RAW and (layer.files[0].digest is None or self._unchunked(layer.files[0]))]
         return [PendingBlob(file_key(f.path, f.size), self._opener(f), functools.partial(self._settle, f),
                             f.source_path) for f in files]
+
+    def _unchunked(self, f: ModelFile) -> bool:
+        """A file whose digest the source gave (a carton's MANIFEST, the digest cache) but whose
+        table is wanted and not in the chunk cache: pending too, so the copy's one read of it
+        makes the chunks (else the table would cost a read of its own before the copy)."""
+        policy = self.chunks
+        return (policy is not None and policy.wants(f.size) and f.digest is not None
+                and chunkcache.lookup(f.digest, f.size, policy.chunk_size) is None)
 
     def _opener(self, f: ModelFile) -> Callable[[], BinaryIO]:
         """``f.open``, or for a file that gets a table a reader that also hashes its chunks."""
@@ -348,6 +357,8 @@ def bind_table(options: BuildOptions, table: ChunkTable | None) -> BuildOptions:
 def _settle(f: ModelFile, digest: str, size: int) -> None:
     if size != f.size:
         raise SourceError(f"{f.path}: size changed while reading ({f.size} → {size})")
+    if f.digest is not None and f.digest != digest:
+        raise DigestMismatch(f"{f.path}: read as {digest}, the source said {f.digest}")
     f.digest = digest
     if f.source_path is not None:
         digestcache.remember(f.source_path, digest)
