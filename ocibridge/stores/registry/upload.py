@@ -538,7 +538,8 @@ class StreamingIngest(BlobUpload):
     def __init__(self, client: RegistryClient, repository: str, reader: BinaryIO, *,
                  reopen: Reopen | None = None, on_bytes: BytesHook | None = None,
                  size: int | None = None, chunk_size: int | None = None,
-                 state: UploadState | None = None):
+                 state: UploadState | None = None, name: str | None = None):
+        """``name``: what a notice calls the upload (the file it reads), its digest unknown."""
         placeholder = Descriptor(mediaType="application/octet-stream", digest="sha256:" + "0" * 64,
                                  size=size or 0)
         super().__init__(client, repository, placeholder, reader, reopen=reopen, on_bytes=on_bytes,
@@ -546,9 +547,10 @@ class StreamingIngest(BlobUpload):
         self.size = size
         self.result: tuple[str, int] | None = None
         self._hasher = hashlib.sha256()
+        self._label = name or "an upload"
 
     def _name(self) -> str:
-        return "an upload"  # its digest is not known yet
+        return self._label  # its digest is not known yet
 
     def _known_digest(self) -> str | None:
         return None  # learnt while sending: a restart sends it again
