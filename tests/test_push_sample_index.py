@@ -89,7 +89,10 @@ def big_model(tmp_path, monkeypatch):
     return model
 
 
-def test_new_file_is_read_once_and_sent_once(big_model, fault_proxy, unique_repo, monkeypatch):
+@pytest.mark.parametrize("index", ["1", "0"])
+def test_new_file_is_read_once_and_sent_once(index, big_model, fault_proxy, unique_repo, monkeypatch):
+    """With ``OCIBRIDGE_DIGEST_CACHE=0`` (no index either) a large file is new content too."""
+    monkeypatch.setenv("OCIBRIDGE_DIGEST_CACHE", index)
     reads = Reads(monkeypatch)
     ref = f"{fault_proxy.host}/{unique_repo}:v1"
     ocibridge.push(str(big_model), ref, chunks=False)
@@ -98,7 +101,9 @@ def test_new_file_is_read_once_and_sent_once(big_model, fault_proxy, unique_repo
     assert BIG <= sent < BIG + 420_000, sent  # the big file once, plus the small files and config
     assert _layer(ref, "model.safetensors").digest == "sha256:" + hashlib.sha256(_big_bytes(1)).hexdigest()
     weights = big_model / "model.safetensors"
-    assert sampleindex.lookup(*sampleindex.sample_of(weights)) == _layer(ref, "model.safetensors").digest
+    monkeypatch.setenv("OCIBRIDGE_DIGEST_CACHE", "1")
+    indexed = sampleindex.lookup(*sampleindex.sample_of(weights))
+    assert indexed == (_layer(ref, "model.safetensors").digest if index == "1" else None)
 
 
 def test_fresh_copy_sends_no_blob_byte_via_the_sample_index(tmp_path, big_model, fault_proxy, unique_repo,

@@ -10,7 +10,8 @@ candidate is only a hint: a file whose middle differs fails the confirmation and
 
 Files of at most :data:`MIN_SIZE` bytes are not indexed: their sample would be the whole file,
 so they are hashed whole and asked about, as before. The index follows the digest cache's switch
-(``OCIBRIDGE_DIGEST_CACHE=0`` turns both off) and lives beside it in the cache root.
+(``OCIBRIDGE_DIGEST_CACHE=0`` turns both off: every larger file is then new content, sent while
+hashed, unless its push goes to a tag that exists) and lives beside it in the cache root.
 """
 
 from __future__ import annotations
@@ -39,8 +40,8 @@ def enabled() -> bool:
 
 
 def applies(size: int) -> bool:
-    """Whether a file of ``size`` bytes is looked up and indexed here."""
-    return size > MIN_SIZE and enabled()
+    """Whether a file of ``size`` bytes is looked up and indexed here (when :func:`enabled`)."""
+    return size > MIN_SIZE
 
 
 def sample_of(path: Path) -> tuple[int, str] | None:
@@ -86,7 +87,7 @@ def _connect() -> sqlite3.Connection | None:
 
 def lookup(size: int, sample: str) -> str | None:
     """The digest a file of this size and sample had when last hashed (a candidate, unconfirmed)."""
-    if not applies(size):
+    if not applies(size) or not enabled():
         return None
     conn = _connect()
     if conn is None:
@@ -100,7 +101,7 @@ def lookup(size: int, sample: str) -> str | None:
 
 def remember(path: Path, size: int, digest: str) -> None:
     """Index a file just hashed whole to ``digest`` (``size`` bytes; a file changed since is not)."""
-    if not applies(size):
+    if not applies(size) or not enabled():
         return
     sampled = sample_of(path)
     conn = _connect() if sampled is not None and sampled[0] == size else None

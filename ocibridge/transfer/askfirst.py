@@ -49,7 +49,7 @@ def place(blob: PendingBlob, held: Callable[[Descriptor], bool],
     """Settle an :func:`indexed` blob: confirmed as content ``held`` says the destination has
     (nothing sent), else ``send`` uploads it while hashing it."""
     assert blob.source_path is not None
-    sampled = sampleindex.sample_of(blob.source_path)
+    sampled = sampleindex.sample_of(blob.source_path) if sampleindex.enabled() else None
     candidate = sampleindex.lookup(*sampled) if sampled is not None else None
     if candidate is not None and sampled is not None \
             and held(Descriptor(mediaType=BLOB_TYPE, digest=candidate, size=sampled[0])):
