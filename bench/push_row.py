@@ -6,6 +6,7 @@ the load average: on a shared machine CPU seconds are the steadier figure.
 
     .venv/bin/python -m bench.push_row --repeat 7
     .venv/bin/python -m bench.push_row --repeat 5 --baseline /work/main   # + rows of another checkout
+    .venv/bin/python -m bench.push_row --fresh-copy   # + a copy's push to a registry holding it
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size-mib", type=int, default=1024, help="the weight's size (default 1024)")
     p.add_argument("--baseline", help="another checkout whose ocibridge is measured too (e.g. main)")
     p.add_argument("--workdir", help="parent of the temporary directory")
+    p.add_argument("--fresh-copy", action="store_true",
+                   help="also push a copy of the model (new directory, same content) to a registry holding it")
     args = p.parse_args(argv)
     compile_package()
     if args.baseline:
@@ -61,18 +64,41 @@ def main(argv: list[str] | None = None) -> int:
                 return timed("curl (floor)", reg, lambda: bench.run(cmd))
 
         def ocibridge(name: str, *extra: str, checkout: str | None = None) -> Callable[[int], Sample]:
-            env = {**bench.env, "OCIBRIDGE_DIGEST_CACHE": "0", "PYTHONPATH": checkout or str(REPO_ROOT)}
+            home = checkout or str(REPO_ROOT)  # the working directory too: ``-m`` imports from it first
+            env = {**bench.env, "OCIBRIDGE_DIGEST_CACHE": "0", "PYTHONPATH": home}
 
             def sample(i: int) -> Sample:
                 with fresh_registry(work) as reg:
                     cmd = tools.ocibridge("push", str(model.root), f"{reg.host}/bench/ob:{TAG}", *extra)
                     os.sync()
-                    return timed(name, reg, lambda: run_measured(cmd, env=env))
+                    return timed(name, reg, lambda: run_measured(cmd, cwd=home, env=env))
             return sample
 
+        def fresh_copy(i: int) -> Sample:
+            """A copy of the model in a new directory (same name), pushed under a new tag to a
+            registry that holds it: the digest cache knows no file of it, the sample index does."""
+            cache = work / f"cache-copy-{i}"
+            env = {**bench.env, "OCIBRIDGE_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO_ROOT)}
+            copy = work / f"copy-{i}" / model.root.name
+            with fresh_registry(work) as reg:
+                run_quiet(tools.ocibridge("push", str(model.root), f"{reg.host}/bench/ob:{TAG}"), env=env)
+                shutil.copytree(model.root, copy)
+                os.sync()
+                reg.mark()
+                sample = timed("ocibridge, fresh copy", reg,
+                               lambda: run_measured(tools.ocibridge("push", str(copy), f"{reg.host}/bench/ob:v2"),
+                                                    cwd=str(REPO_ROOT), env=env))
+                sent.append(reg.uploads_since_mark().blob_bytes)
+            shutil.rmtree(copy.parent)
+            shutil.rmtree(cache)
+            return sample
+
+        sent: list[int] = []
         rows: dict[str, Callable[[int], Sample] | str] = {
             "curl (floor)": floor, "ocibridge": ocibridge("ocibridge"),
             "ocibridge --no-chunks": ocibridge("ocibridge --no-chunks", "--no-chunks")}
+        if args.fresh_copy:
+            rows["ocibridge, fresh copy"] = fresh_copy
         if args.baseline:
             rows["ocibridge (baseline)"] = ocibridge("ocibridge (baseline)", checkout=args.baseline)
             rows["ocibridge --no-chunks (baseline)"] = ocibridge("ocibridge --no-chunks (baseline)",
@@ -100,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {row.median:.2f} ({lo:.2f}–{hi:.2f}) | {row.median / base_wall:.2f}× "
               f"| {statistics.median(cpus):.2f} ({min(cpus):.2f}–{max(cpus):.2f}) "
               f"| {statistics.median(registry_cpu[name]):.2f} | {total:.2f} | {total / base_total:.2f}× |")
+    if sent:
+        print(f"fresh copy: blob bytes the registry received per run: {sent}")
     return 0
 
 
