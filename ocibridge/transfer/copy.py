@@ -202,13 +202,17 @@ def copy(
             ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="copy") as pool:
         run = _Copy(src, dst, pool, stats, progress, referrers, blob_locks or BlobLocks(), hooks)
         if isinstance(src, PendingBlobs):
-            if hooks.ingest and isinstance(dst, Ingesting) and not _tag_exists(dst, dst_tag):
+            pending = src.pending_blobs()
+            # into a registry only large files on disk are sent while hashed: with none, no tag HEAD
+            if hooks.ingest and isinstance(dst, Ingesting) \
+                    and (not dst.ingest_sends_unasked() or any(askfirst.indexed(b) for b in pending)) \
+                    and not _tag_exists(dst, dst_tag):
                 if dst.ingest_sends_unasked():  # a registry: known content asked, new sent as hashed
-                    run.ask_or_ingest(dst, src.pending_blobs())
+                    run.ask_or_ingest(dst, pending)
                 else:
-                    run.ingest(dst, src.pending_blobs())
+                    run.ingest(dst, pending)
             else:  # digests first, so the destination is asked before any byte is sent
-                run.hash_pending(src.pending_blobs())
+                run.hash_pending(pending)
         root = src_ref if isinstance(src_ref, Descriptor) else src.resolve(src_ref)
         stats.root = root
         run.node(root, dst_tag)
