@@ -166,3 +166,16 @@ def test_known_content_the_registry_lacks_is_read_once(tmp_path, big_model, faul
     sent = _blob_bytes_sent(fault_proxy)
     assert BIG <= sent < BIG + 420_000, sent
     assert fault_proxy.requests_matching("HEAD", r"/blobs/sha256:"), "the candidate was asked about"
+
+
+def test_two_equal_new_files_are_sent_once(tmp_path, big_model, fault_proxy, unique_repo, monkeypatch):
+    """Equal files of one push share a sample: the first is sent while hashed, the second then
+    finds it indexed and held, and is only confirmed."""
+    shutil.copy(big_model / "model.safetensors", big_model / "weights" / "copy.safetensors")
+    reads = Reads(monkeypatch)
+    ref = f"{fault_proxy.host}/{unique_repo}:v1"
+    result = ocibridge.push(str(big_model), ref, chunks=False)
+    assert BIG <= _blob_bytes_sent(fault_proxy) < BIG + 420_000
+    assert reads.passes("model.safetensors") + reads.passes("weights/copy.safetensors") == [BIG, BIG]
+    assert _layer(ref, "weights/copy.safetensors").digest == _layer(ref, "model.safetensors").digest
+    assert BIG <= result.stats.bytes_copied < 2 * BIG, "the summary counts the shared blob once"

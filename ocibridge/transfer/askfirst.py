@@ -44,6 +44,18 @@ def hash_whole(blob: PendingBlob) -> tuple[str, int]:
     return "sha256:" + hasher.hexdigest(), size
 
 
+def by_sample(blobs: list[PendingBlob]) -> list[list[PendingBlob]]:
+    """:func:`indexed` blobs in groups of one size and sample, to be placed one after another:
+    the first of equal files is sent, the next finds it indexed and held, and is only confirmed
+    (without the index, each is a group of its own)."""
+    groups: dict[object, list[PendingBlob]] = {}
+    for blob in blobs:
+        assert blob.source_path is not None
+        sampled = sampleindex.sample_of(blob.source_path) if sampleindex.enabled() else None
+        groups.setdefault(sampled if sampled is not None else id(blob), []).append(blob)
+    return list(groups.values())
+
+
 def place(blob: PendingBlob, held: Callable[[Descriptor], bool],
           send: Callable[[PendingBlob], None]) -> None:
     """Settle an :func:`indexed` blob: confirmed as content ``held`` says the destination has

@@ -294,8 +294,13 @@ class _Copy:
                 self.progress("plan", blob.key, 0)
             self._ingest_one(dst, blob)
 
-        _all(self.pool.submit(askfirst.place, blob, held, send) if askfirst.indexed(blob)
-             else self.pool.submit(self._hash_one, blob) for blob in pending)
+        def place(group: list[PendingBlob]) -> None:
+            for blob in group:
+                askfirst.place(blob, held, send)
+
+        indexed = [blob for blob in pending if askfirst.indexed(blob)]
+        _all([*(self.pool.submit(place, group) for group in askfirst.by_sample(indexed)),
+              *(self.pool.submit(self._hash_one, blob) for blob in pending if not askfirst.indexed(blob))])
 
     def hash_pending(self, pending: list[PendingBlob]) -> None:
         """Hash each pending blob (in the pool, files at once) and tell the source its digest.
