@@ -32,6 +32,7 @@ class Sample:
     seconds: float
     rss_mb: float
     stdout: str
+    cpu: float = 0.0  # user + system seconds of the command and what it waited for (wait4)
 
 
 @dataclass
@@ -82,7 +83,7 @@ def run_measured(cmd: Sequence[str], *, cwd: str | None = None, env: dict[str, s
         if GNU_TIME:
             lines = rss_file.read().split()
             rss_kb = int(lines[-1]) if lines and lines[-1].isdigit() else rss_kb
-    return Sample(seconds=elapsed, rss_mb=rss_kb / 1024, stdout=stdout)
+    return Sample(seconds=elapsed, rss_mb=rss_kb / 1024, stdout=stdout, cpu=usage.ru_utime + usage.ru_stime)
 
 
 def run_quiet(cmd: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> str:

@@ -10,6 +10,7 @@ its size; cross-repository mounts (``POST …?mount=`` answered 201) move no byt
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import tempfile
@@ -76,6 +77,15 @@ class BenchRegistry:
             return self.process.log_file.stat().st_size
         except FileNotFoundError:
             return 0
+
+    def cpu_seconds(self) -> float:
+        """The registry process's user+system CPU seconds so far (0 when it cannot be read)."""
+        pid = self.process.pid
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
     def stop(self) -> None:
         self.process.stop()

@@ -88,7 +88,9 @@ def test_ctrl_c_under_limit_rate_resumes_every_time(run, tmp_path, registry, uni
     assert resumed >= 4 * MiB, (summary, done.stderr)  # the first run's bytes were kept
     assert summary["bytesSent"] <= SIZE - resumed + 1024, summary  # and not sent again
     pct = 100 * resumed // SIZE
-    assert re.search(rf"resumed {digest} at {pct}%", done.stderr), done.stderr
+    # a new file is sent while hashed (issue 43): its digest is not known yet when the upload
+    # resumes, so the notice names the file
+    assert re.search(rf"resumed {re.escape(str(model / 'weights.bin'))} at {pct}%", done.stderr), done.stderr
     log = _registry_log_since(registry, log_start)
     assert "upload resumed at wrong offset" not in log and "client disconnected during blob PATCH" not in log
     head = subprocess.run(["curl", "-sf", f"{registry.url}/v2/{unique_repo}/blobs/{digest}"],

@@ -64,8 +64,8 @@ VARIABLES = (
 
 def cache_root() -> Path:
     """Where every cache of ocibridge lives (``pulls/``, ``models/``, ``uploads/``, the digest
-    cache, ``carton-links/``): ``$OCIBRIDGE_CACHE``, else ``$OCIBRIDGE_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/ocibridge``, else ``~/.cache/ocibridge``."""
+    cache and content-sample index, ``carton-links/``): ``$OCIBRIDGE_CACHE``, else
+    ``$OCIBRIDGE_CACHE_DIR``, else ``$XDG_CACHE_HOME/ocibridge``, else ``~/.cache/ocibridge``."""
     explicit = os.environ.get(CACHE) or os.environ.get(CACHE_DEPRECATED)
     if explicit:
         return Path(explicit)

@@ -17,11 +17,12 @@ import posixpath
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.core.streams import IterReader
 from ocibridge.errors import DigestMismatch, NotFound, SourceError
-from ocibridge.model import chunkcache, digestcache
+from ocibridge.model import chunkcache, digestcache, sampleindex
 from ocibridge.model.chunking import ChunkingReader, ChunkPolicy, chunk_table
 from ocibridge.model.config import parse_config
 from ocibridge.model.package import ModelFile, ModelPackage, env_epoch
@@ -159,7 +160,7 @@ def _describe_layer(layer: PlannedLayer, family: Family) -> None:
                 size += len(chunk)
             digest = "sha256:" + h.hexdigest()
             if single.source_path is not None and size == single.size:
-                digestcache.remember(single.source_path, digest)
+                _remember(single.source_path, size, digest)
         if size != single.size:
             raise SourceError(f"{single.path}: size changed while reading ({single.size} → {size})")
         diff_id = digest
@@ -361,7 +362,14 @@ def _settle(f: ModelFile, digest: str, size: int) -> None:
         raise DigestMismatch(f"{f.path}: read as {digest}, the source said {f.digest}")
     f.digest = digest
     if f.source_path is not None:
-        digestcache.remember(f.source_path, digest)
+        _remember(f.source_path, size, digest)
+
+
+def _remember(path: Path, size: int, digest: str) -> None:
+    """A file hashed whole: known by its identity next time, and by its content sample
+    wherever a copy of it turns up (sampleindex.py)."""
+    digestcache.remember(path, digest)
+    sampleindex.remember(path, size, digest)
 
 
 def build(package: ModelPackage, options: BuildOptions | None = None,

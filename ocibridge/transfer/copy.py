@@ -13,7 +13,6 @@ of a transfer is made here, in :class:`CopyStats`.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,10 +20,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext, supp
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
-from ocibridge.core import interrupt
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError
-from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import (
     CopyTarget,
@@ -40,6 +37,7 @@ from ocibridge.stores.base import (
     is_manifest,
 )
 from ocibridge.stores.ranged import RangedBlobSource, ResumableBlobSink
+from ocibridge.transfer import askfirst
 from ocibridge.transfer.progress import ProgressFn, counting
 
 DEFAULT_CONCURRENCY = 4
@@ -204,11 +202,17 @@ def copy(
             ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="copy") as pool:
         run = _Copy(src, dst, pool, stats, progress, referrers, blob_locks or BlobLocks(), hooks)
         if isinstance(src, PendingBlobs):
-            if hooks.ingest and isinstance(dst, Ingesting) and not dst.ingest_sends_unasked() \
+            pending = src.pending_blobs()
+            # into a registry only large files on disk are sent while hashed: with none, no tag HEAD
+            if hooks.ingest and isinstance(dst, Ingesting) \
+                    and (not dst.ingest_sends_unasked() or any(askfirst.indexed(b) for b in pending)) \
                     and not _tag_exists(dst, dst_tag):
-                run.ingest(dst, src.pending_blobs())
+                if dst.ingest_sends_unasked():  # a registry: known content asked, new sent as hashed
+                    run.ask_or_ingest(dst, pending)
+                else:
+                    run.ingest(dst, pending)
             else:  # digests first, so the destination is asked before any byte is sent
-                run.hash_pending(src.pending_blobs())
+                run.hash_pending(pending)
         root = src_ref if isinstance(src_ref, Descriptor) else src.resolve(src_ref)
         stats.root = root
         run.node(root, dst_tag)
@@ -242,47 +246,70 @@ class _Copy:
         self.src, self.dst, self.pool, self.stats = src, dst, pool, stats
         self.progress, self.referrers, self.locks, self.hooks = progress, referrers, locks, hooks
         self.ingested: set[str] = set()  # digests the destination took by ingest in this copy
+        self.mounted: set[str] = set()  # digests mounted while pending files were placed
+        self._lock = threading.Lock()  # guards the two sets above
         self.graph = GraphBound(f"copy of {src.describe()}")  # each manifest once, bounded
 
     # -- blobs of unknown digest ------------------------------------------------------------------
     def ingest(self, dst: Ingesting, pending: list[PendingBlob]) -> None:
         """Send each pending blob while hashing it (one read per byte), then tell the source its
         digest. Equal files are one blob: counted once, though each was read and sent."""
-        progress, lock = self.progress, threading.Lock()
-        if progress:
+        if self.progress:
             for blob in pending:
-                progress("plan", blob.key, 0)
+                self.progress("plan", blob.key, 0)
+        _all(self.pool.submit(self._ingest_one, dst, blob) for blob in pending)
 
-        def one(blob: PendingBlob) -> None:
-            def reopen() -> BinaryIO:
-                return counting(blob.open(), blob.key, progress)
+    def _ingest_one(self, dst: Ingesting, blob: PendingBlob) -> None:
+        progress = self.progress
 
-            with reopen() as reader:
-                digest, size = dst.ingest_blob(reader, reopen=reopen, source_path=blob.source_path)
-            blob.settle(digest, size)
-            with lock:
-                new = digest not in self.ingested
-                self.ingested.add(digest)
-            self.stats.add(blobs_copied=int(new), bytes_copied=size)
-            if progress:
-                progress("done", blob.key, size)
+        def reopen() -> BinaryIO:
+            return counting(blob.open(), blob.key, progress)
 
-        _all(self.pool.submit(one, blob) for blob in pending)
+        with reopen() as reader:
+            digest, size = dst.ingest_blob(reader, reopen=reopen, source_path=blob.source_path)
+        blob.settle(digest, size)
+        with self._lock:
+            new = digest not in self.ingested
+            self.ingested.add(digest)
+        self.stats.add(blobs_copied=int(new), bytes_copied=size)
+        if progress:
+            progress("done", blob.key, size)
+
+    def ask_or_ingest(self, dst: Ingesting, pending: list[PendingBlob]) -> None:
+        """Into a store that sends what it ingests (a registry), issue 43: a file whose content
+        the sample index knows is asked about and confirmed locally (nothing sent), one of new
+        content is sent while hashed (one read); a small one is hashed first and asked about
+        (transfer/askfirst.py says why each)."""
+        def held(desc: Descriptor) -> bool:
+            if self.dst.exists(desc):
+                return True
+            if isinstance(self.dst, Mounting) and self._mount(self.dst, desc):
+                with self._lock:
+                    self.mounted.add(desc.digest)  # counted as mounted when the manifest names it
+                return True
+            return False
+
+        def send(blob: PendingBlob) -> None:
+            if self.progress:
+                self.progress("plan", blob.key, 0)
+            self._ingest_one(dst, blob)
+
+        def place(group: list[PendingBlob]) -> None:
+            for blob in group:
+                askfirst.place(blob, held, send)
+
+        indexed = [blob for blob in pending if askfirst.indexed(blob)]
+        _all([*(self.pool.submit(place, group) for group in askfirst.by_sample(indexed)),
+              *(self.pool.submit(self._hash_one, blob) for blob in pending if not askfirst.indexed(blob))])
 
     def hash_pending(self, pending: list[PendingBlob]) -> None:
         """Hash each pending blob (in the pool, files at once) and tell the source its digest.
-        A second read to send a missing blob comes from the page cache; see docs/benchmarks.md
-        ("Ask before sending") for why this beats hashing beside the upload."""
-        def one(blob: PendingBlob) -> None:
-            hasher, size = hashlib.sha256(), 0
-            with blob.open() as reader:
-                while data := reader.read(CHUNK):
-                    interrupt.check()
-                    hasher.update(data)
-                    size += len(data)
-            blob.settle("sha256:" + hasher.hexdigest(), size)
+        A second read to send a missing blob comes from the page cache (see docs/benchmarks.md)."""
+        _all(self.pool.submit(self._hash_one, blob) for blob in pending)
 
-        _all(self.pool.submit(one, blob) for blob in pending)
+    @staticmethod
+    def _hash_one(blob: PendingBlob) -> None:
+        blob.settle(*askfirst.hash_whole(blob))
 
     # -- blobs ------------------------------------------------------------------------------------
     def blob(self, desc: Descriptor) -> None:
@@ -302,6 +329,11 @@ class _Copy:
         if desc.digest in self.ingested:  # sent and counted by ingest a moment ago
             if progress:
                 progress("skip", desc, desc.size)
+            return
+        if desc.digest in self.mounted:  # mounted for a file confirmed as known content
+            stats.add(blobs_mounted=1)
+            if progress:
+                progress("mount", desc, desc.size)
             return
         # A mount comes before the existence check: the registry answers it 201 whether it
         # links the blob now or held it already, so a mounted blob costs one request, not a

@@ -386,7 +386,8 @@ class RegistryStore(ClosesOnExit):
         digest, got = StreamingIngest(self.client, self.repository, reader, reopen=reopen,
                                       on_bytes=self.on_bytes, size=size,
                                       chunk_size=self.chunk_size,
-                                      state=state).ingest()
+                                      state=state,
+                                      name=str(source_path) if source_path is not None else None).ingest()
         self._remember(digest)
         return digest, got
 

@@ -465,14 +465,14 @@ class BlobUpload:
     def _committed_meanwhile(self) -> bool:
         """Whether the registry holds this blob now (one HEAD)."""
         digest = self._known_digest()
-        if digest is None:
-            return False
+        return digest is not None and self._holds(digest, self.desc.size)
+
+    def _holds(self, digest: str, size: int) -> bool:
         try:
             response = self.client.send("HEAD", f"/v2/{self.repository}/blobs/{digest}", scopes=self.scopes)
         except RegistryError:
             return False
-        return response.status_code == 200 and header_int(response.headers.get("content-length")) in (
-            None, self.desc.size)
+        return response.status_code == 200 and header_int(response.headers.get("content-length")) in (None, size)
 
     def _known_digest(self) -> str | None:
         return self.desc.digest
@@ -538,7 +538,9 @@ class StreamingIngest(BlobUpload):
     def __init__(self, client: RegistryClient, repository: str, reader: BinaryIO, *,
                  reopen: Reopen | None = None, on_bytes: BytesHook | None = None,
                  size: int | None = None, chunk_size: int | None = None,
-                 state: UploadState | None = None):
+                 state: UploadState | None = None, name: str | None = None):
+        """``name``: what a notice calls the upload (the file it reads), its digest unknown."""
+        self._label = name or "an upload"  # before the base class, which may name it already
         placeholder = Descriptor(mediaType="application/octet-stream", digest="sha256:" + "0" * 64,
                                  size=size or 0)
         super().__init__(client, repository, placeholder, reader, reopen=reopen, on_bytes=on_bytes,
@@ -548,7 +550,7 @@ class StreamingIngest(BlobUpload):
         self._hasher = hashlib.sha256()
 
     def _name(self) -> str:
-        return "an upload"  # its digest is not known yet
+        return self._label  # its digest is not known yet
 
     def _known_digest(self) -> str | None:
         return None  # learnt while sending: a restart sends it again
@@ -597,8 +599,9 @@ class StreamingIngest(BlobUpload):
         return policy.chunked_allowed and (policy.max_body is None or (self.clock is not None and bool(self.size)))
 
     def _hash_first(self) -> None:
-        """Read the source once for its digest, then upload it as a blob of known digest, in
-        the form the registry takes (one PUT where it refuses PATCH)."""
+        """Read the source once for its digest, ask whether the registry holds it, then upload
+        it as a blob of known digest, in the form the registry takes (one PUT where it refuses
+        PATCH)."""
         if not self.source.can_rewind():
             raise RegistryError(f"registry {self.client.host} takes no streamed (PATCH) upload "
                                 f"of unknown digest, and this source cannot be read twice")
@@ -614,6 +617,10 @@ class StreamingIngest(BlobUpload):
         digest = "sha256:" + hasher.hexdigest()
         self.desc = Descriptor(mediaType="application/octet-stream", digest=digest, size=total)
         self.size = total
+        if self._holds(digest, total):  # the digest is known before any byte goes: ask (issue 43)
+            self._cancel()  # the session opened for it is dropped; nothing is sent
+            self.result = (digest, total)
+            return
         self._fit_policy(total)
         BlobUpload._send_rest(self)
         self.result = (digest, total)
