@@ -91,8 +91,8 @@ def big_model(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("index", ["1", "0"])
 def test_new_file_is_read_once_and_sent_once(index, big_model, fault_proxy, unique_repo, monkeypatch):
-    """With ``OCIBRIDGE_DIGEST_CACHE=0`` (no index either) a large file is new content too."""
-    monkeypatch.setenv("OCIBRIDGE_DIGEST_CACHE", index)
+    """With ``OCIBRIDGE_SAMPLE_INDEX=0`` (nothing indexed) a large file is new content too."""
+    monkeypatch.setenv("OCIBRIDGE_SAMPLE_INDEX", index)
     reads = Reads(monkeypatch)
     ref = f"{fault_proxy.host}/{unique_repo}:v1"
     ocibridge.push(str(big_model), ref, chunks=False)
@@ -101,7 +101,7 @@ def test_new_file_is_read_once_and_sent_once(index, big_model, fault_proxy, uniq
     assert BIG <= sent < BIG + 420_000, sent  # the big file once, plus the small files and config
     assert _layer(ref, "model.safetensors").digest == "sha256:" + hashlib.sha256(_big_bytes(1)).hexdigest()
     weights = big_model / "model.safetensors"
-    monkeypatch.setenv("OCIBRIDGE_DIGEST_CACHE", "1")
+    monkeypatch.setenv("OCIBRIDGE_SAMPLE_INDEX", "1")
     indexed = sampleindex.lookup(*sampleindex.sample_of(weights))
     assert indexed == (_layer(ref, "model.safetensors").digest if index == "1" else None)
 

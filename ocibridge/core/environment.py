@@ -23,6 +23,7 @@ CACHE_DEPRECATED = "OCIBRIDGE_CACHE_DIR"
 OFFLINE = "OCIBRIDGE_OFFLINE"
 STORE = "OCIBRIDGE_STORE"
 DIGEST_CACHE = "OCIBRIDGE_DIGEST_CACHE"
+SAMPLE_INDEX = "OCIBRIDGE_SAMPLE_INDEX"
 #: the on-disk index of which repositories of a registry held a blob (stores/registry/blobindex.py)
 BLOB_HOMES = "OCIBRIDGE_BLOB_HOMES"
 UPLOAD_RESUME = "OCIBRIDGE_UPLOAD_RESUME"
@@ -46,6 +47,7 @@ VARIABLES = (
     Variable(OFFLINE, "off"),
     Variable(STORE, "$XDG_DATA_HOME/ocibridge/store, else ~/.local/share/ocibridge/store"),
     Variable(DIGEST_CACHE, "on (0, false, no, off turn it off)"),
+    Variable(SAMPLE_INDEX, "on (0, false, no, off turn it off)"),
     Variable(BLOB_HOMES, "on (0, false, no, off turn it off)"),
     Variable(UPLOAD_RESUME, "on (0 turns it off)"),
     Variable(USER_AGENT, "ocibridge/VERSION"),

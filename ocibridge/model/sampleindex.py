@@ -9,9 +9,10 @@ sample, so the push asks the registry about the candidate and confirms it by has
 candidate is only a hint: a file whose middle differs fails the confirmation and is sent.
 
 Files of at most :data:`MIN_SIZE` bytes are not indexed: their sample would be the whole file,
-so they are hashed whole and asked about, as before. The index follows the digest cache's switch
-(``OCIBRIDGE_DIGEST_CACHE=0`` turns both off: every larger file is then new content, sent while
-hashed, unless its push goes to a tag that exists) and lives beside it in the cache root.
+so they are hashed whole and asked about, as before. The index has its own switch
+(``OCIBRIDGE_SAMPLE_INDEX=0``: every larger file is then new content, sent while hashed, unless
+its push goes to a tag that exists), not the digest cache's: a cold digest cache is exactly the
+fresh copy this index is for. It lives beside the digest cache in the cache root.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from ocibridge.core.environment import cache_root
-from ocibridge.model import digestcache
+from ocibridge.core.environment import SAMPLE_INDEX, cache_root, switched_on
 
 SAMPLE = 1 << 20  # bytes read at each end of a file
 MIN_SIZE = 2 * SAMPLE  # a file this size or smaller is its own sample: hashed whole instead
@@ -36,7 +36,7 @@ _memo_lock = threading.Lock()
 
 
 def enabled() -> bool:
-    return digestcache.enabled()
+    return switched_on(SAMPLE_INDEX)
 
 
 def applies(size: int) -> bool:
