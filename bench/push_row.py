@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def ocibridge(name: str, *extra: str, checkout: str | None = None) -> Callable[[int], Sample]:
             home = checkout or str(REPO_ROOT)  # the working directory too: ``-m`` imports from it first
-            env = {**bench.env, "OCIBRIDGE_DIGEST_CACHE": "0", "PYTHONPATH": home}
+            env = {**bench.env, "OCIBRIDGE_DIGEST_CACHE": "0", "OCIBRIDGE_SAMPLE_INDEX": "0", "PYTHONPATH": home}
 
             def sample(i: int) -> Sample:
                 with fresh_registry(work) as reg:
