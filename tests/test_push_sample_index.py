@@ -15,9 +15,9 @@ import pytest
 
 import ocibridge
 from ocibridge.kinds.locate import open_target as open_store_target
-from ocibridge.model import sampleindex
 from ocibridge.model.extract import fetch_manifest
 from ocibridge.model.package import ModelFile
+from ocibridge.transfer import sampleindex
 from tests.modelgen import make_model, tree
 
 MIB = 1 << 20

@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from ocibridge.core.streams import IterReader
 from ocibridge.errors import DigestMismatch, NotFound, SourceError
-from ocibridge.model import chunkcache, digestcache, sampleindex
+from ocibridge.model import chunkcache, digestcache
 from ocibridge.model.chunking import ChunkingReader, ChunkPolicy, chunk_table
 from ocibridge.model.config import parse_config
 from ocibridge.model.package import ModelFile, ModelPackage, env_epoch
@@ -32,6 +32,7 @@ from ocibridge.oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family, Kin
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.remote.table import ChunkTable, LayerChunks, binding_annotations
 from ocibridge.stores.base import PendingBlob
+from ocibridge.transfer import sampleindex
 from ocibridge.transfer.progress_events import file_key, layer_key
 
 #: Non-weight kinds with more files than this are grouped into one tar layer per kind, so a

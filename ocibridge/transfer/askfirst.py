@@ -1,7 +1,7 @@
 """Which way a push's new file goes to a registry, so that both promises hold (issue 43): no byte
 the registry holds is sent, and a file of new content is read once.
 
-* A file the content-sample index (model/sampleindex.py) names a candidate digest for is *known
+* A file the content-sample index (transfer/sampleindex.py) names a candidate digest for is *known
   content*: the registry is asked about the candidate (HEAD, or a mount from a repository seen
   holding it); if held, the file is hashed locally to confirm, and nothing is sent.
 * Anything else is *new content*: uploaded while it is hashed (the registry's streaming ingest),
@@ -19,10 +19,10 @@ import hashlib
 from collections.abc import Callable
 
 from ocibridge.core import interrupt
-from ocibridge.model import sampleindex
 from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import PendingBlob
+from ocibridge.transfer import sampleindex
 
 BLOB_TYPE = "application/octet-stream"
 
