@@ -12,10 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import threading
 from pathlib import Path
 
 from ocibridge.core.environment import DIGEST_CACHE, cache_root, switched_on
+from ocibridge.core.sqlitefile import ThreadConnections
 
 cache_dir = cache_root
 
@@ -32,29 +32,14 @@ def _key(path: Path) -> tuple[str, int, int, int, int, int] | None:
     return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-_local = threading.local()  # one connection per thread and cache file, reused
+_conns = ThreadConnections(
+    "CREATE TABLE IF NOT EXISTS digests (path TEXT, dev INTEGER, ino INTEGER, size INTEGER,"
+    " mtime INTEGER, ctime INTEGER, digest TEXT, PRIMARY KEY (path, dev, ino, size, mtime, ctime))")
 
 
 def _connect() -> sqlite3.Connection | None:
-    """The calling thread's connection to the cache. Opening one (and creating the table)
-    per file cost ~0.6 ms, a quarter of packing 10,000 small files; a connection is reused by
-    its thread only (sqlite3's rule), and closed when the thread ends."""
-    try:
-        directory = cache_dir()
-        db = directory / "digests.sqlite"
-        conns: dict[Path, sqlite3.Connection] = _local.__dict__.setdefault("conns", {})
-        if db in conns:
-            return conns[db]
-        directory.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(db, timeout=5)
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS digests (path TEXT, dev INTEGER, ino INTEGER, size INTEGER,"
-            " mtime INTEGER, ctime INTEGER, digest TEXT, PRIMARY KEY (path, dev, ino, size, mtime, ctime))"
-        )
-        conns[db] = conn
-        return conn
-    except (OSError, sqlite3.Error):
-        return None  # a cache that cannot be opened is simply not used
+    """The calling thread's connection to the cache (None: not used)."""
+    return _conns.get(cache_dir() / "digests.sqlite")
 
 
 def lookup(path: Path) -> str | None:

@@ -25,12 +25,12 @@ import threading
 from pathlib import Path
 
 from ocibridge.core.environment import SAMPLE_INDEX, cache_root, switched_on
+from ocibridge.core.sqlitefile import ThreadConnections
 
 SAMPLE = 1 << 20  # bytes read at each end of a file
 MIN_SIZE = 2 * SAMPLE  # a file this size or smaller is its own sample: hashed whole instead
 _MEMO_MAX = 4096
 
-_local = threading.local()  # one connection per thread and cache file (sqlite3's rule)
 _memo: dict[tuple[int, int, int, int, int], str] = {}  # a file's sample, by its identity
 _memo_lock = threading.Lock()
 
@@ -68,21 +68,12 @@ def sample_of(path: Path) -> tuple[int, str] | None:
     return st.st_size, sample
 
 
+_conns = ThreadConnections("CREATE TABLE IF NOT EXISTS samples (size INTEGER, sample TEXT, digest TEXT,"
+                           " PRIMARY KEY (size, sample))")
+
+
 def _connect() -> sqlite3.Connection | None:
-    try:
-        directory = cache_root()
-        db = directory / "samples.sqlite"
-        conns: dict[Path, sqlite3.Connection] = _local.__dict__.setdefault("conns", {})
-        if db in conns:
-            return conns[db]
-        directory.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(db, timeout=5)
-        conn.execute("CREATE TABLE IF NOT EXISTS samples (size INTEGER, sample TEXT, digest TEXT,"
-                     " PRIMARY KEY (size, sample))")
-        conns[db] = conn
-        return conn
-    except (OSError, sqlite3.Error):
-        return None  # an index that cannot be opened is simply not used
+    return _conns.get(cache_root() / "samples.sqlite")
 
 
 def lookup(size: int, sample: str) -> str | None:

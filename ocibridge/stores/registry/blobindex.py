@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ocibridge.core.environment import BLOB_HOMES as ENV_BLOB_HOMES
 from ocibridge.core.environment import cache_root, switched_on
+from ocibridge.core.sqlitefile import ThreadConnections
 
 if TYPE_CHECKING:
     import sqlite3
@@ -63,7 +64,7 @@ class BlobIndex:
     def __init__(self, max_rows: int = MAX_ROWS, check_every: int = CHECK_EVERY,
                  directory: Path | None = None) -> None:
         self._max, self._check_every, self._directory = max_rows, check_every, directory
-        self._local = threading.local()  # sqlite3 connections serve the thread that made them
+        self._conns = ThreadConnections(*_SCHEMA, timeout=2, wal=True, mode=0o700)
         self._lock = threading.Lock()
         self._writes = 0
 
@@ -158,23 +159,6 @@ class BlobIndex:
     def _connect(self) -> sqlite3.Connection | None:
         """The calling thread's connection to the current index file; None when it is off or
         cannot be opened (a read-only home, a corrupt file): then nothing is remembered."""
-        import sqlite3
-
         if not self.enabled():
             return None
-        directory = self._directory or index_dir()
-        db = directory / "index.sqlite"
-        conns: dict[Path, sqlite3.Connection] = self._local.__dict__.setdefault("conns", {})
-        if db in conns:
-            return conns[db]
-        try:
-            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-            conn = sqlite3.connect(db, timeout=2)  # the busy timeout, for writers in other processes
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")  # a lost last write only loses a hint
-            for statement in _SCHEMA:
-                conn.execute(statement)
-        except (OSError, sqlite3.Error):
-            return None
-        conns[db] = conn
-        return conn
+        return self._conns.get((self._directory or index_dir()) / "index.sqlite")
