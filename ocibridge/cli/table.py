@@ -38,7 +38,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "cache (fetching only what it lacks)"),
     CommandEntry("cache", "modelcache", "the shared model cache of 'path': show where it is, or prune it"),
     CommandEntry("k8s", "k8s",
-                 "Kubernetes: image volumes (check, modelcar, volume, mount, prewarm) and ocibridge serve (serve)"),
+                 "Kubernetes: image volumes (check, modelcar, volume, mount, prewarm), ocibridge serve (serve), "
+                 "admission policies (policy)"),
     CommandEntry("sign", "signing",
                  "sign an artifact (cosign .sig tag, sigstore bundle referrer, OMS model signature)"),
     CommandEntry("attest", "signing",
