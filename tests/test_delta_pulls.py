@@ -184,6 +184,27 @@ def test_a_lazy_read_of_v2_uses_the_chunks_v1_left_in_the_cache(versions, fault_
         assert 0 < _moved(fault_proxy, layer) <= 2 * DEFAULT_CHUNK_SIZE
 
 
+def test_a_whole_read_of_v2_reads_chunks_v1_left_not_one_fetch(versions, fault_proxy, monkeypatch):
+    """A whole sequential read normally becomes one fetch of the layer (remote.layerfill);
+    not when the cache holds chunks of it: then only the changed chunks move."""
+    import fsspec
+
+    from ocibridge.remote import blobreader
+
+    monkeypatch.setattr(blobreader, "FILL_MIN_SIZE", 8 * MiB)
+    monkeypatch.setattr(blobreader, "FILL_AFTER", 2 * MiB)
+    repo, _, _, v2 = versions
+    _path(f"{fault_proxy.host}/{repo}:v1")
+    data = (v2 / "model.safetensors").read_bytes()
+    fs = fsspec.filesystem("ocibridge", skip_instance_cache=True)
+    ref = f"{fault_proxy.host}/{repo}:v2"
+    with fs.open(f"{ref}/model.safetensors", "rb") as f:
+        assert f.read() == data
+    layer = fs.model(ref).file("model.safetensors").layer.digest
+    fs.model(ref).close()
+    assert 0 < _moved(fault_proxy, layer) <= 0.15 * len(data)
+
+
 def test_the_delta_pulls_example_of_lazy_md_runs(versions, registry, tmp_path):
     """docs/lazy.md, "Delta pulls": its ``bash`` blocks run as written (./v1, ./v2 as above; fenced
     ``bash``, not ``sh``, so test_doc_examples, which has no v1 and v2, leaves them to this test)."""

@@ -30,6 +30,7 @@ from ocibridge.cache.locks import flocked
 from ocibridge.core.fsutil import atomic_writer, pwrite_all, write_sliced
 from ocibridge.core.stale import locked_tempfile, remove_stale
 from ocibridge.oci.digest import is_sha256_hex
+from ocibridge.stores.partial import PARTIAL_PREFIX
 
 
 class CacheChunks:
@@ -113,6 +114,13 @@ class CacheChunks:
             return None
         return StagedLayerFile(fd, Path(tmp), self.layer_path(key), self.lock)
 
+    def layer_target(self, key: str) -> Path | None:
+        try:
+            self.layers.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return None
+        return self.layer_path(key)
+
     def drop_layer(self, key: str) -> None:
         with contextlib.suppress(OSError), flocked(self.lock, shared=True):
             os.unlink(self.layer_path(key))
@@ -139,7 +147,8 @@ class CacheChunks:
 
     def remove_orphans(self) -> int:
         """Temporary files of writers that died before their rename (kill -9): how many."""
-        return remove_stale(self.dir) + remove_stale(self.layers)
+        # (and a whole-read fill's partial file, once old: kept until then for its resume)
+        return remove_stale(self.dir) + remove_stale(self.layers, PARTIAL_PREFIX)
 
 
 class LayerFile:

@@ -23,6 +23,7 @@ from ocibridge.oci.digest import sha256_chunks
 from ocibridge.oci.models import Descriptor
 from ocibridge.remote.chunkstore import ChunkStore, StoredLayer
 from ocibridge.remote.keeper import Chunk, ChunkKeeper
+from ocibridge.remote.layerfill import FILL_AFTER, FILL_MIN_SIZE, FillFailed, LayerFill
 from ocibridge.remote.table import LayerChunks
 from ocibridge.stores.base import ReadableStore
 from ocibridge.stores.ranged import RangedBlobSource
@@ -92,6 +93,8 @@ class VerifiedBlob:
         self._next = -2  # the chunk after the last read: a read starting there is sequential
         self._run = 0  # chunks read by the current run of sequential reads
         self._ahead_to = 0  # read-ahead has been asked up to this chunk
+        self._zero_run = 0  # the end of an unbroken run of reads from byte 0 (-1: broken)
+        self._fill: LayerFill | None = None  # a whole read's one fetch, once started
         #: bytes of this blob received from the source (chunks or the whole blob)
         self.bytes_fetched = 0
 
@@ -113,6 +116,12 @@ class VerifiedBlob:
             return b""
         if self.chunks is None:
             return self._from_spool(start, end)
+        fill = self._fill_for(start, end)
+        if fill is not None:
+            try:
+                return fill.read(start, end)
+            except FillFailed:
+                pass  # (not a wrong byte: that raises DigestMismatch) the chunk reads take over
         first, last = start // self.chunk_size, (end - 1) // self.chunk_size
         pieces = self._chunks(range(first, last + 1))
         lo, hi = start - first * self.chunk_size, end - last * self.chunk_size
@@ -122,6 +131,31 @@ class VerifiedBlob:
         views[-1] = views[-1][:hi]  # (first, so that a single piece is cut at both ends right)
         views[0] = views[0][lo:]
         return b"".join(views)  # the one copy of the bytes a read returns
+
+    # -- a whole read, from one fetch ------------------------------------------------------
+    def _fill_for(self, start: int, end: int) -> LayerFill | None:
+        """The fill to answer ``[start, end)`` from, started here when this read makes a run
+        from byte 0 of FILL_AFTER bytes or more (``remote.layerfill``); None: read by chunks."""
+        with self._lock:
+            run = self._zero_run
+            self._zero_run = end if start == run else -1
+            if self._fill is not None:
+                return None if self._fill.failed else self._fill
+            if (start != run or end < FILL_AFTER or self.size < FILL_MIN_SIZE or not self._reads_ahead
+                    or self._keeper is None or self.store is None or self.chunks is None):
+                return None
+            if self._keeper.holds_any():
+                return None  # chunk by chunk, each held one read back (a delta read)
+            target = self.store.layer_target(self._keeper.key)
+            if target is None:
+                return None
+            self._fill = LayerFill(self.source, self.layer, self.chunks, self.chunk_size, target,
+                                   on_bytes=self._count_fetched, where=self.source.describe()).start()
+            return self._fill
+
+    def _count_fetched(self, n: int) -> None:
+        with self._lock:
+            self.bytes_fetched += n
 
     # -- chunks ----------------------------------------------------------------------------
     def _chunks(self, wanted: range) -> list[Chunk]:
@@ -295,6 +329,9 @@ class VerifiedBlob:
     def close(self) -> None:
         with self._lock:
             pool, self._workers = self._workers, None
+            fill, self._fill = self._fill, None
+        if fill is not None:
+            fill.close()
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         if self._keeper is not None:  # every verified chunk fetched is in the store when close returns

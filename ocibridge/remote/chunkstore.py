@@ -18,6 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ocibridge.remote.delta import LocalChunks
     from ocibridge.remote.table import LayerChunks
 
@@ -76,6 +78,11 @@ class ChunkStore(Protocol):
 
     def stage_layer(self, key: str) -> LayerStaging | None:
         """A new layer file to fill, or None if the store cannot write one now."""
+        ...
+
+    def layer_target(self, key: str) -> Path | None:
+        """Where a whole layer file named ``key`` goes when a download fills it in place
+        (``remote.layerfill``), its directory made; None if the store cannot take one."""
         ...
 
     def open_blob(self, digest: str) -> StoredLayer | None:

@@ -79,6 +79,15 @@ class ChunkKeeper:
         digest = self.chunks.chunks[index]
         return index < covered or self.store.has(digest) or self._other_places().has(digest)
 
+    def holds_any(self) -> bool:
+        """Whether the store holds any chunk of the layer (a layer file, chunk files, or other
+        blobs: an earlier version's), so that reading chunk by chunk moves less."""
+        _, covered = self._whole_view()
+        if covered:
+            return True
+        others = self._other_places()
+        return any(self.store.has(d) or others.has(d) for d in self.chunks.chunks)
+
     def load(self, index: int) -> Chunk | None:
         """Chunk ``index`` from the store, checked against the table; None if it is not there
         or was damaged (the file that held it is dropped)."""

@@ -19,6 +19,7 @@ import fcntl
 import functools
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,10 +58,14 @@ def partial_path(directory: Path, digest: str) -> Path:
 
 def download(final: Path, desc: Descriptor, source: RangedBlobSource,
              plan: RangedPlan | None = None, on_bytes: ByteCount | None = None,
-             on_hashed: Frontier | None = None) -> int:
+             on_hashed: Frontier | None = None, *, hasher_for: Callable[[], Hasher] | None = None,
+             abandon: threading.Event | None = None) -> int:
     """Fetch ``desc`` from ``source`` into ``final`` (verified, then renamed); the bytes
     fetched over the network this time (less than the size when resumed). ``on_hashed``
-    follows the prefix written and hashed (it starts again from 0 if kept bytes fail)."""
+    follows the prefix written and hashed (it starts again from 0 if kept bytes fail).
+    ``hasher_for`` makes the check (default: the blob's digest; a chunk table's check in
+    ``remote.tablehash``); setting ``abandon`` stops the parts at their next buffer (the
+    partial file stays, for a later resume) and the download raises ``PartsAbandoned``."""
     plan = plan or source.ranged_plan
     partial = partial_path(final.parent, desc.digest)
     marker = partial.with_name(partial.name + PREFIX_SUFFIX)
@@ -76,8 +81,8 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
             if fresh:  # what was kept did not verify: once more, from byte 0
                 os.ftruncate(fd, 0)
                 _remove(marker)
-            hasher = new_hasher(desc.digest)
-            got, resumed = _fetch(fd, marker, desc, source, plan, hasher, on_bytes, on_hashed)
+            hasher = hasher_for() if hasher_for is not None else new_hasher(desc.digest)
+            got, resumed = _fetch(fd, marker, desc, source, plan, hasher, on_bytes, on_hashed, abandon)
             fetched += got
             if hasher.hexdigest() == split_digest(desc.digest)[1]:
                 # No fsync: like every other blob a layout writes, and like curl, oras and
@@ -137,7 +142,7 @@ def _kept(fd: int, marker: Path, size: int, parts: list[tuple[int, int]], part_s
 # -- fetching -------------------------------------------------------------------------------
 def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, plan: RangedPlan,
            hasher: Hasher, on_bytes: ByteCount | None,
-           on_hashed: Frontier | None = None) -> tuple[int, bool]:
+           on_hashed: Frontier | None = None, abandon: threading.Event | None = None) -> tuple[int, bool]:
     """Bring the partial file to the whole blob, hashing it in order; (bytes fetched, whether
     bytes kept from before were used)."""
     size = desc.size
@@ -169,7 +174,7 @@ def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, pl
             os.ftruncate(fd, prefix)
         _remove(marker)  # written in order from here: the file's length is the prefix
         kept = [prefix]
-    got = _run_parts(fd, marker, desc, source, plan, parts, kept, first, hasher, on_bytes, on_hashed)
+    got = _run_parts(fd, marker, desc, source, plan, parts, kept, first, hasher, on_bytes, on_hashed, abandon)
     return got, resumed
 
 
@@ -197,7 +202,7 @@ class _Stream:
 def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource,
                plan: RangedPlan, parts: list[tuple[int, int]], kept: list[int],
                first: _Stream, hasher: Hasher, on_bytes: ByteCount | None,
-               on_hashed: Frontier | None = None) -> int:
+               on_hashed: Frontier | None = None, abandon: threading.Event | None = None) -> int:
     """The missing parts, as many in flight as the governor allows, each received into a
     pooled buffer, written at its offset and its progress recorded (several parts only);
     the calling thread hashes the blob in order meanwhile (:mod:`.inorder_hash`). The bytes
@@ -212,7 +217,7 @@ def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource
     slots = _part_slots(plan.parts_in_flight)
     governor = PartGovernor(in_flight, plan.adaptive, tickets=len(todo))
     buffers = BufferPool(min(len(todo), in_flight) + 4)
-    stop = threading.Event()  # a part failed: the others end at their next buffer
+    stop = abandon or threading.Event()  # a part failed: the others end at their next buffer
     records = open_in_dir(marker, os.O_RDWR | os.O_CREAT, 0o644) if ranged else None
     try:
         if records is not None:

@@ -1,0 +1,163 @@
+"""A sequential whole read of a layer, served from one pull-style fetch into the chunk store.
+
+A reader that goes from the first byte on through a large layer (a copy, a checksum, a
+loader reading a whole file) gains nothing from chunk-by-chunk Range requests: every chunk
+becomes a Python object, crosses threads, is written later from a cold cache and copied
+again into the read's result. Such a read costs what a pull costs when the pull engine
+(``stores.partial.download``: parts in flight into pooled buffers, written at once, hashed in
+order) fetches the layer into the store's layer file, checking each chunk against the table
+as the in-order hash reaches it (``remote.tablehash``); reads wait for the checked prefix to
+cover them and are answered from the file. Bytes past the checked prefix are never returned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.oci.models import Descriptor
+from ocibridge.remote.table import LayerChunks
+from ocibridge.remote.tablehash import TableHasher
+from ocibridge.stores.partial import download
+from ocibridge.stores.ranged import RangedBlobSource
+
+#: layers from this size get a fill for a whole read (below it the chunk reads are as quick)
+FILL_MIN_SIZE = 64 * 1024 * 1024
+#: a run of reads from byte 0 that reaches this many bytes starts the fill (an opening read
+#: this long starts it at once; a run of small reads costs at most this much fetched twice)
+FILL_AFTER = 16 * 1024 * 1024
+
+
+#: fills still fetching: stopped when the interpreter exits (an fsspec filesystem keeps its
+#: files open), before the part threads are joined, or the exit would wait for the whole layer
+_RUNNING: weakref.WeakSet[LayerFill] = weakref.WeakSet()
+
+
+def _abandon_running() -> None:
+    for fill in list(_RUNNING):
+        fill._abandon.set()
+
+
+# threading's own exit hooks run before atexit's, and join the part threads: this one must
+# run first (hooks run last-registered first; concurrent.futures registered when imported).
+# threading._register_atexit is what concurrent.futures itself uses (Python 3.9 on)
+threading._register_atexit(_abandon_running)  # type: ignore[attr-defined]  # private: typeshed omits it
+
+
+class FillFailed(OcibridgeError):
+    """The fill could not bring the layer (not a wrong byte: the chunk reads take over)."""
+
+
+class LayerFill:
+    """One layer on its way into the chunk store's layer file ``target``; thread-safe."""
+
+    def __init__(self, source: RangedBlobSource, layer: Descriptor, chunks: LayerChunks,
+                 chunk_size: int, target: Path, on_bytes: Callable[[int], None] | None = None,
+                 where: str = "the registry"):
+        self.source = source
+        self.where = where  # the source, as errors name it
+        self.layer = layer
+        self.chunks = chunks
+        self.chunk_size = chunk_size
+        self.target = target
+        self._changed = threading.Condition()
+        self._hasher: TableHasher | None = None
+        self._verified = 0  # checked prefix of the current attempt's file
+        self._fd: int | None = None  # our own descriptor of the file being filled
+        self._error: BaseException | None = None
+        self._done = False
+        self._abandon = threading.Event()
+        self._on_bytes = on_bytes
+        self._thread = threading.Thread(target=self._run, name="layer-fill", daemon=True)
+
+    def start(self) -> LayerFill:
+        _RUNNING.add(self)
+        self._thread.start()
+        return self
+
+    # -- the fetching thread ---------------------------------------------------------------
+    def _new_hasher(self) -> TableHasher:
+        with self._changed:
+            self._hasher = TableHasher(self.chunks, self.chunk_size)
+            self._verified = 0  # a new attempt from byte 0: nothing of the last one stands
+        return self._hasher
+
+    def _on_hashed(self, fd: int, _upto: int) -> None:
+        with self._changed:
+            if self._fd is None:
+                self._fd = os.dup(fd)  # stays valid after the download renames or closes its own
+            if self._hasher is not None:
+                self._verified = self._hasher.verified
+            self._changed.notify_all()
+
+    def _run(self) -> None:
+        error: BaseException | None = None
+        try:
+            download(self.target, self.layer, self.source, on_bytes=self._on_bytes, on_hashed=self._on_hashed,
+                     hasher_for=self._new_hasher, abandon=self._abandon)
+        except BaseException as e:  # noqa: BLE001 - handed to the readers waiting, who raise it
+            error = e
+        with self._changed:
+            if error is None and self._fd is None:
+                # another process filled it while this one waited for its lock: the store's
+                # reads (checked chunk by chunk) answer from here on
+                error = FillFailed(f"{self.layer.digest}: filled by another reader")
+            elif error is None:
+                self._verified = self.layer.size
+            self._error, self._done = error, True
+            self._changed.notify_all()
+        _RUNNING.discard(self)
+
+    # -- readers -----------------------------------------------------------------------------
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` once the checked prefix covers them. Raises DigestMismatch
+        for a layer that does not match its table, FillFailed when the fill stopped for any
+        other reason (the caller reads by chunks instead)."""
+        with self._changed:
+            while self._verified < end and not self._done:
+                self._changed.wait()
+            if self._verified < end or self._fd is None:
+                raise self._failure()
+            # under the lock: a download that starts over from byte 0 makes its new hasher
+            # (and so writes anything) only after this read
+            data = os.pread(self._fd, end - start, start)
+        if len(data) != end - start:
+            raise FillFailed(f"{self.layer.digest}: the filled file is shorter than its checked prefix")
+        return data
+
+    def _failure(self) -> BaseException:
+        error = self._error
+        hasher = self._hasher
+        if hasher is not None and hasher.failed_chunk is not None:
+            at = hasher.failed_chunk * self.chunk_size
+            return DigestMismatch(
+                f"{self.where}: chunk {hasher.failed_chunk} of {self.layer.digest} (bytes {at}-"
+                f"{min(at + self.chunk_size, self.layer.size)}) does not match its digest in the chunk table: "
+                "refusing the range")
+        if isinstance(error, DigestMismatch):
+            return error
+        if isinstance(error, FillFailed):
+            return error
+        return FillFailed(f"{self.layer.digest}: {error}" if error is not None else f"{self.layer.digest}: stopped")
+
+    @property
+    def failed(self) -> bool:
+        with self._changed:
+            return self._done and self._verified < self.layer.size
+
+    def close(self) -> None:
+        """Stop the fetch if it still runs (what it wrote stays for a later resume)."""
+        self._abandon.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        with self._changed:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+

@@ -1,0 +1,194 @@
+"""A whole sequential read of a chunked layer is one pull-style fetch into the model cache's
+layer file (issue 43: the whole file through the filesystem at a pull's cost), every byte
+returned checked against the chunk table first; counted on the registry log."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+
+import fsspec
+import pytest
+from support.faultproxy import corrupt, throttle
+from support.fixtures import new_repo
+
+from ocibridge.api.lazy_ops import open_model, push_with_chunks
+from ocibridge.cache.chunks import CacheChunks
+from ocibridge.cache.models import model_cache_root
+from ocibridge.errors import DigestMismatch
+from ocibridge.remote import blobreader
+from ocibridge.remote.table import LayerChunks
+from ocibridge.remote.tablehash import TableHasher
+from ocibridge.stores.partial import PARTIAL_PREFIX
+
+MiB = 1024 * 1024
+SIZE = 12 * MiB + 321
+
+
+@pytest.fixture(scope="module")
+def chunked(registry, tmp_path_factory):
+    """A 12 MiB file pushed with a chunk table: (repo, its bytes)."""
+    src = tmp_path_factory.mktemp("fill") / "model"
+    src.mkdir()
+    data = os.urandom(SIZE)
+    (src / "weights.bin").write_bytes(data)
+    repo = new_repo()
+    push_with_chunks(str(src), f"{registry.host}/{repo}:v1", threshold=MiB)
+    return repo, data
+
+
+@pytest.fixture(autouse=True)
+def small_fills(monkeypatch):
+    """Fills from 8 MiB, started by a run of 2 MiB (64 MiB and 16 MiB by default)."""
+    monkeypatch.setattr(blobreader, "FILL_MIN_SIZE", 8 * MiB)
+    monkeypatch.setattr(blobreader, "FILL_AFTER", 2 * MiB)
+
+
+def _layer_bytes(proxy, digest: str) -> int:
+    return sum(r.response_bytes for r in proxy.requests_matching("GET", f"/blobs/{digest}"))
+
+
+def _ranges(proxy, digest: str) -> list[str]:
+    return [r.headers.get("range", "") for r in proxy.requests_matching("GET", f"/blobs/{digest}")]
+
+
+def _layer_files() -> list[str]:
+    layers = CacheChunks(model_cache_root()).layers
+    return sorted(p.name for p in layers.iterdir()) if layers.is_dir() else []
+
+
+def _read_all(ref: str, piece: int) -> tuple[bytes, str]:
+    fs = fsspec.filesystem("ocibridge", skip_instance_cache=True)
+    out = bytearray()
+    with fs.open(f"{ref}/weights.bin", "rb") as f:
+        while chunk := f.read(piece):
+            out += chunk
+    model = fs.model(ref)
+    digest = model.file("weights.bin").layer.digest
+    model.close()
+    return bytes(out), digest
+
+
+def test_a_whole_read_is_one_fetch_kept_as_the_layer_file(chunked, fault_proxy):
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    got, digest = _read_all(ref, 4 * MiB)
+    assert got == data
+    assert _layer_bytes(fault_proxy, digest) == SIZE  # once: the opening read started the fill
+    # one request for the whole blob, as a pull asks (chunk reads ask bounded ranges)
+    assert _ranges(fault_proxy, digest) in ([""], ["bytes=0-"])
+    (name,) = _layer_files()
+    kept = CacheChunks(model_cache_root()).layers / name
+    assert hashlib.sha256(kept.read_bytes()).hexdigest() == digest.split(":")[1]
+    again, _ = _read_all(ref, 4 * MiB)  # from the layer file, checked chunk by chunk
+    assert again == data
+    assert _layer_bytes(fault_proxy, digest) == SIZE
+
+
+def test_small_reads_start_the_fill_after_a_run(chunked, fault_proxy):
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    got, digest = _read_all(ref, 256 * 1024)
+    assert got == data
+    moved = _layer_bytes(fault_proxy, digest)
+    # the chunks of the first 2 MiB (and what they read ahead), then the whole layer once
+    assert SIZE <= moved <= SIZE + 4 * MiB
+    assert {"", "bytes=0-"} & set(_ranges(fault_proxy, digest))  # the fill's one request
+    assert len(_layer_files()) == 1
+
+
+def test_a_tampered_blob_returns_no_byte_and_keeps_nothing(chunked, fault_proxy):
+    repo, _ = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        fault_proxy.add("GET", f"/blobs/{digest}", corrupt(offset=100), times=None)
+        with pytest.raises(DigestMismatch, match="chunk 0 .* chunk table"):
+            model.read("weights.bin", 0, 4 * MiB)
+        assert _ranges(fault_proxy, digest) in ([""], ["bytes=0-"])  # refused by the fill
+    assert _layer_files() == []  # neither the layer file nor its partial file
+
+
+def test_closing_mid_read_stops_the_fetch_and_the_next_read_resumes(chunked, fault_proxy):
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        fault_proxy.add("GET", f"/blobs/{digest}", throttle(MiB), times=None)  # the whole: 12 s
+        assert model.read("weights.bin", 0, 2 * MiB) == data[:2 * MiB]
+        t = time.monotonic()
+    assert time.monotonic() - t < 5  # the close did not wait for the rest of the layer
+    first = _layer_bytes(fault_proxy, digest)
+    assert first < SIZE
+    assert any(name.startswith(PARTIAL_PREFIX) for name in _layer_files())
+    fault_proxy.clear()
+    got, _ = _read_all(ref, 4 * MiB)
+    assert got == data
+    # the rest, not the whole layer again (a part cut mid-buffer is asked from where it stood)
+    assert _layer_bytes(fault_proxy, digest) - first < SIZE
+    assert not any(name.startswith(PARTIAL_PREFIX) for name in _layer_files())
+
+
+EXITS_MID_READ = """
+import sys, time
+from ocibridge.api.lazy_ops import open_model
+from ocibridge.remote import blobreader
+blobreader.FILL_MIN_SIZE, blobreader.FILL_AFTER = 8 << 20, 2 << 20
+model = open_model(sys.argv[1], warn=None)
+assert len(model.read("weights.bin", 0, 2 << 20)) == 2 << 20
+print(time.monotonic(), flush=True)  # and exits, the model never closed
+"""
+
+
+def test_a_process_that_exits_mid_read_does_not_wait_for_the_layer(chunked, fault_proxy):
+    repo, _ = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+    fault_proxy.add("GET", f"/blobs/{digest}", throttle(MiB), times=None)  # the whole: 12 s
+    done = subprocess.run([sys.executable, "-c", EXITS_MID_READ, ref], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    exited = time.monotonic()
+    assert exited - float(done.stdout) < 5
+    assert _layer_bytes(fault_proxy, digest) < SIZE
+    assert any(name.startswith(PARTIAL_PREFIX) for name in _layer_files())
+
+
+# -- the hasher alone -----------------------------------------------------------------------
+def _table(data: bytes, chunk: int) -> LayerChunks:
+    pieces = [data[i:i + chunk] for i in range(0, len(data), chunk)]
+    return LayerChunks("sha256:" + hashlib.sha256(data).hexdigest(), len(data),
+                       tuple(hashlib.sha256(p).hexdigest() for p in pieces))
+
+
+@pytest.mark.parametrize("step", [1, 7, 100, 4096])
+def test_the_hasher_checks_chunks_across_any_update_sizes(step):
+    data = os.urandom(1000)
+    hasher = TableHasher(_table(data, 64), 64)
+    for at in range(0, len(data), step):
+        hasher.update(data[at:at + step])
+        assert hasher.verified == min(len(data), (at + step) // 64 * 64) or hasher.verified == len(data)
+    assert hasher.verified == len(data)
+    assert hasher.hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_the_hasher_stops_at_a_wrong_chunk_and_never_vouches_again():
+    data = bytearray(os.urandom(1000))
+    table = _table(bytes(data), 64)
+    data[200] ^= 1  # chunk 3
+    hasher = TableHasher(table, 64)
+    hasher.update(data)
+    assert hasher.failed_chunk == 3
+    assert hasher.verified == 3 * 64
+    assert hasher.hexdigest() == ""
+
+
+def test_the_hasher_refuses_more_bytes_than_the_table_covers():
+    data = os.urandom(130)
+    hasher = TableHasher(_table(data, 64), 64)
+    hasher.update(data + b"x")
+    assert hasher.verified == 130
+    assert hasher.hexdigest() == ""
