@@ -111,7 +111,10 @@ def run(size_mib: int, work: Path, repeat: int = 3) -> list[str]:
                 model.close()  # (waits for the block cache's writes: part of the cold read's cost)
             return time.perf_counter() - t
 
-        chunks = work / "cache" / "chunks"
+        from ocibridge.cache.chunks import CacheChunks
+        from ocibridge.cache.models import model_cache_root
+
+        chunks = CacheChunks(model_cache_root()).dir.parent  # chunks/sha256 and chunks/layers
         samples: dict[str, list[float]] = {"curl": [], "pull": [], "off": [], "cold": [], "warm": []}
         kept = ""
         for _ in range(repeat):  # alternating, so that a slow stretch of the machine hits all alike
