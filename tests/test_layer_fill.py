@@ -8,6 +8,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import fsspec
@@ -130,6 +131,34 @@ def test_closing_mid_read_stops_the_fetch_and_the_next_read_resumes(chunked, fau
     # the rest, not the whole layer again (a part cut mid-buffer is asked from where it stood)
     assert _layer_bytes(fault_proxy, digest) - first < SIZE
     assert not any(name.startswith(PARTIAL_PREFIX) for name in _layer_files())
+
+
+def test_two_whole_readers_at_once_share_one_fetch(chunked, fault_proxy):
+    """The second reader's fill waits for the first's (a lock on the partial file), finds the
+    layer file in place, and reads it back chunk by chunk: the layer moves once."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    results: list[bytes] = []
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        try:
+            with open_model(ref, warn=None) as model:
+                out = [model.read("weights.bin", at, min(at + 4 * MiB, SIZE)) for at in range(0, SIZE, 4 * MiB)]
+            results.append(b"".join(out))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and results == [data, data]
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+    assert _layer_bytes(fault_proxy, digest) == SIZE
+    assert len(_layer_files()) == 1
 
 
 EXITS_MID_READ = """

@@ -95,6 +95,7 @@ class VerifiedBlob:
         self._ahead_to = 0  # read-ahead has been asked up to this chunk
         self._zero_run = 0  # the end of an unbroken run of reads from byte 0 (-1: broken)
         self._fill: LayerFill | None = None  # a whole read's one fetch, once started
+        self._no_fill = False  # a fill was considered and not started (the cache holds chunks)
         #: bytes of this blob received from the source (chunks or the whole blob)
         self.bytes_fetched = 0
 
@@ -121,7 +122,10 @@ class VerifiedBlob:
             try:
                 return fill.read(start, end)
             except FillFailed:
-                pass  # (not a wrong byte: that raises DigestMismatch) the chunk reads take over
+                # (not a wrong byte: that raises DigestMismatch) the chunk reads take over, and
+                # see what the store holds now (another process may have filled the layer file)
+                if self._keeper is not None:
+                    self._keeper.look_again()
         first, last = start // self.chunk_size, (end - 1) // self.chunk_size
         pieces = self._chunks(range(first, last + 1))
         lo, hi = start - first * self.chunk_size, end - last * self.chunk_size
@@ -142,8 +146,9 @@ class VerifiedBlob:
             if self._fill is not None:
                 return None if self._fill.failed else self._fill
             if (start != run or end < FILL_AFTER or self.size < FILL_MIN_SIZE or not self._reads_ahead
-                    or self._keeper is None or self.store is None or self.chunks is None):
+                    or self._keeper is None or self.store is None or self.chunks is None or self._no_fill):
                 return None
+            self._no_fill = True  # decided once: asked again, the answer would cost the same look
             if self._keeper.holds_any():
                 return None  # chunk by chunk, each held one read back (a delta read)
             target = self.store.layer_target(self._keeper.key)

@@ -263,6 +263,10 @@ class ChunkKeeper:
         with self._lock:
             self._looked = False  # reads from now on see the new file
 
+    def look_again(self) -> None:
+        """Reads from now on look again for a layer file (one another reader may have made)."""
+        self._reopen()
+
     def close(self) -> None:
         """Wait for every write; a run still open ends here (its prefix is committed). Also
         called at interpreter exit for keepers nobody closed (an fsspec filesystem keeps its
