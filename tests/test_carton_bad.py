@@ -464,3 +464,40 @@ def _tar_of(name: str, data: bytes) -> bytes:
 
 
 TAR_LAYER = layer_media_type(Kind.WEIGHT, Variant.TAR)
+
+
+def test_a_mismatch_fails_the_one_read_that_makes_the_chunk_table(tmp_path: Path, monkeypatch) -> None:
+    """A file that gets a chunk table is written to a layout by the copy's one read, hashed for
+    MANIFEST and for its chunks, not again by the layout (``IngestingVouched``): a file that
+    does not match MANIFEST still fails that read, with the carton's error, and leaves no blob."""
+    from ocibridge.api import model_ops as api
+    from ocibridge.kinds.carton import reader
+    from ocibridge.model import chunkcache
+
+    monkeypatch.setattr(reader, "EAGER_VERIFY_BYTES", 0)
+
+    def hashed_again(*args, **kwargs):
+        raise AssertionError("the layout hashed a file its carton stream checks already")
+
+    monkeypatch.setattr(LayoutStore, "ingest_blob", hashed_again)
+    big_good = random.Random(2).randbytes(9 << 20)
+    big_bad = big_good[:4 << 20] + b"!" + big_good[(4 << 20) + 1:]  # the same size
+    manifest = {p: sha(d) for p, d in {"carton.toml": TOML, "tensor_data/index.toml": b"tensor = []\n",
+                                       "model/z.bin": big_good}.items()}
+    bad = tmp_path / "bad.carton"
+    make_carton(bad, {"model/z.bin": big_bad}, manifest=manifest)
+    layout = tmp_path / "layout"
+    LayoutStore(layout, create=True)
+    with pytest.raises(CartonMismatch, match=r"model/z.bin: content sha256 .* does not match MANIFEST"):
+        api.push(str(bad), f"oci:{layout}:bad", chunk_threshold=1 << 20)
+    blobs = layout / "blobs" / "sha256"
+    assert not (blobs / sha(big_good)).exists() and not (blobs / sha(big_bad)).exists()
+    assert_nothing_published(layout)
+
+    good = tmp_path / "good.carton"
+    make_carton(good, {"model/z.bin": big_good})
+    done = api.push(str(good), f"oci:{layout}:good", chunk_threshold=1 << 20)
+    assert (blobs / sha(big_good)).read_bytes() == big_good
+    table = chunkcache.lookup("sha256:" + sha(big_good), len(big_good), 1 << 20)
+    assert table is not None and len(table.chunks) == 9  # made by the same read
+    assert done is not None and LayoutStore(layout).tags() == ["good"]

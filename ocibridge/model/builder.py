@@ -252,6 +252,13 @@ class ArtifactStore:
         return [ARTIFACT_TAG]
 
 
+def _vouched(f: ModelFile) -> Descriptor | None:
+    """What ``f``'s own stream checks, when it checks anything (``ModelFile.checked``)."""
+    if f.checked and f.digest is not None:
+        return Descriptor(mediaType="application/octet-stream", digest=f.digest, size=f.size)
+    return None
+
+
 class PlannedArtifact:
     """The artifact a push will build, as a read-only store that builds it on first read.
 
@@ -278,7 +285,7 @@ class PlannedArtifact:
         files = [layer.files[0] for layer in plan_layers(self.package, self.options)
                  if layer.variant is Variant.RAW and (layer.files[0].digest is None or self._unchunked(layer.files[0]))]
         return [PendingBlob(file_key(f.path, f.size), self._opener(f), functools.partial(self._settle, f),
-                            f.source_path) for f in files]
+                            f.source_path, _vouched(f)) for f in files]
 
     def _unchunked(self, f: ModelFile) -> bool:
         """A file whose digest the source gave (a carton's MANIFEST, the digest cache) but whose

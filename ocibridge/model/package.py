@@ -33,6 +33,9 @@ class ModelFile:
     layer: str | None = None  # files sharing a layer name go into one tar layer
     variant: Variant | None = None  # override of the layer variant for this file
     source_path: Path | None = None  # the file on disk, when there is one (digest cache key)
+    #: ``open()`` raises at the stream's end unless the content has ``digest`` (a carton entry
+    #: against its MANIFEST): a store may write it under that digest without hashing it again
+    checked: bool = False
 
     def __post_init__(self) -> None:
         self.path = safe_relpath(self.path, "model file path")

@@ -137,6 +137,21 @@ class PendingBlob:
     open: Reopen  # its content, from the start, as often as needed
     settle: Callable[[str, int], None]  # tells the source the digest and size it turned out to have
     source_path: Path | None = None  # the file it is read from, when there is one (upload resume)
+    #: the digest and size ``open``'s stream checks itself at its end (a carton entry against
+    #: its MANIFEST), when it does: see :class:`IngestingVouched`
+    vouched: Descriptor | None = None
+
+
+@runtime_checkable
+class IngestingVouched(Protocol):
+    """A store that writes a pending blob whose stream checks its own digest (raises at its end
+    on a mismatch) without hashing it a second time: a carton pushed into a layout hashes each
+    file once for MANIFEST, once for its chunk table, not a third time for the store."""
+
+    def ingest_vouched(self, desc: Descriptor, reader: BinaryIO) -> None:
+        """Store the stream under ``desc``, read to its end (where it raises if the content is
+        not ``desc``'s); nothing is kept when it raises or its size is not ``desc.size``."""
+        ...
 
 
 @runtime_checkable

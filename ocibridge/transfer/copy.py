@@ -26,6 +26,7 @@ from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_byt
 from ocibridge.stores.base import (
     CopyTarget,
     Ingesting,
+    IngestingVouched,
     Mounting,
     PendingBlob,
     PendingBlobs,
@@ -266,7 +267,11 @@ class _Copy:
             return counting(blob.open(), blob.key, progress)
 
         with reopen() as reader:
-            digest, size = dst.ingest_blob(reader, reopen=reopen, source_path=blob.source_path)
+            if blob.vouched is not None and isinstance(dst, IngestingVouched):
+                dst.ingest_vouched(blob.vouched, reader)  # the stream checks its digest itself
+                digest, size = blob.vouched.digest, blob.vouched.size
+            else:
+                digest, size = dst.ingest_blob(reader, reopen=reopen, source_path=blob.source_path)
         blob.settle(digest, size)
         with self._lock:
             new = digest not in self.ingested

@@ -217,6 +217,7 @@ def read_carton(
                     opener=_entry_opener(archive, entry, sha),
                     mode=entry.mode,
                     digest="sha256:" + sha,
+                    checked=True,
                 )
             )
             continue
@@ -235,6 +236,7 @@ def read_carton(
                 size=size,
                 opener=_link_opener(fetcher, sha, urls, what, size),
                 digest="sha256:" + sha,
+                checked=True,
             )
         )
     manifest_entry = by_path[MANIFEST_NAME]
