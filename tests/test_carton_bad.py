@@ -501,3 +501,47 @@ def test_a_mismatch_fails_the_one_read_that_makes_the_chunk_table(tmp_path: Path
     table = chunkcache.lookup("sha256:" + sha(big_good), len(big_good), 1 << 20)
     assert table is not None and len(table.chunks) == 9  # made by the same read
     assert done is not None and LayoutStore(layout).tags() == ["good"]
+
+
+def test_a_mismatch_fails_the_chunking_read_before_a_registry_gets_anything(tmp_path: Path, monkeypatch, registry,
+                                                                            unique_repo) -> None:
+    """Into a registry, the file with a chunk table is read once before anything is sent (for
+    its chunks and its MANIFEST check, not hashed a third time: ``askfirst.hash_whole``); a
+    file that does not match MANIFEST fails there, and the registry gets no blob, no tag."""
+    from types import SimpleNamespace
+
+    from ocibridge.api import model_ops as api
+    from ocibridge.errors import NotFound
+    from ocibridge.kinds.carton import reader
+    from ocibridge.kinds.locate import open_target as open_store_target
+    from ocibridge.model import chunkcache
+    from ocibridge.transfer import askfirst
+
+    def hashed_again():
+        raise AssertionError("the copy hashed a file its carton stream checks already")
+
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "xdg"))
+    monkeypatch.setattr(reader, "EAGER_VERIFY_BYTES", 0)
+    monkeypatch.setattr(askfirst, "hashlib", SimpleNamespace(sha256=hashed_again))
+    big_good = random.Random(3).randbytes(9 << 20)
+    big_bad = big_good[:4 << 20] + b"!" + big_good[(4 << 20) + 1:]
+    manifest = {p: sha(d) for p, d in {"carton.toml": TOML, "tensor_data/index.toml": b"tensor = []\n",
+                                       "model/z.bin": big_good}.items()}
+    bad = tmp_path / "bad.carton"
+    make_carton(bad, {"model/z.bin": big_bad}, manifest=manifest)
+    ref = f"{registry.host}/{unique_repo}:v1"
+    with pytest.raises(CartonMismatch, match=r"model/z.bin: content sha256 .* does not match MANIFEST"):
+        api.push(str(bad), ref, chunk_threshold=1 << 20)
+    store = open_store_target(ref).store
+    with pytest.raises(NotFound):
+        store.resolve("v1")
+    for data in (big_good, big_bad):
+        assert not store.exists(Descriptor(mediaType="application/octet-stream", digest="sha256:" + sha(data),
+                                           size=len(data)))
+    good = tmp_path / "good.carton"
+    make_carton(good, {"model/z.bin": big_good})
+    api.push(str(good), ref, chunk_threshold=1 << 20)
+    with store.open_blob(Descriptor(mediaType="application/octet-stream", digest="sha256:" + sha(big_good),
+                                    size=len(big_good))) as blob:
+        assert blob.read() == big_good
+    assert chunkcache.lookup("sha256:" + sha(big_good), len(big_good), 1 << 20) is not None

@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Callable
 
 from ocibridge.core import interrupt
+from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import PendingBlob
@@ -34,7 +35,18 @@ def indexed(blob: PendingBlob) -> bool:
 
 
 def hash_whole(blob: PendingBlob) -> tuple[str, int]:
-    """Read ``blob`` once for its digest and size (its opener may tabulate chunks as it goes)."""
+    """Read ``blob`` once for its digest and size (its opener may tabulate chunks as it goes).
+    A stream that checks a digest itself (``PendingBlob.vouched``: a carton file against its
+    MANIFEST) is read, not hashed again: it raises at its end if its content is not that."""
+    if blob.vouched is not None:
+        size = 0
+        with blob.open() as reader:
+            while data := reader.read(CHUNK):
+                interrupt.check()
+                size += len(data)
+        if size != blob.vouched.size:
+            raise DigestMismatch(f"{blob.vouched.digest}: got {size} bytes, expected {blob.vouched.size}")
+        return blob.vouched.digest, size
     hasher, size = hashlib.sha256(), 0
     with blob.open() as reader:
         while data := reader.read(CHUNK):
