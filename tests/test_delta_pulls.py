@@ -205,6 +205,50 @@ def test_a_whole_read_of_v2_reads_chunks_v1_left_not_one_fetch(versions, fault_p
     assert 0 < _moved(fault_proxy, layer) <= 0.15 * len(data)
 
 
+def test_a_killed_delta_resumes_from_what_it_wrote(versions, fault_proxy):
+    """``path`` of v2 killed while its delta fetches the changed chunks leaves the blob's partial
+    file; the next ``path`` reuses the chunks it holds (checked against the table) and fetches
+    only the rest."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from support.faultproxy import throttle
+
+    from ocibridge.cache.models import model_cache_root
+
+    repo, _, _, v2 = versions
+    _path(f"{fault_proxy.host}/{repo}:v1")
+    data = (v2 / "model.safetensors").read_bytes()
+    layer = "sha256:" + hashlib.sha256(data).hexdigest()
+    fault_proxy.add("GET", f"/blobs/{layer}", throttle(MiB), times=None)  # the 5 changed chunks: 5 s
+    ref = f"{fault_proxy.host}/{repo}:v2"
+    child = subprocess.Popen([sys.executable, "-m", "ocibridge", "path", ref, "-q"],
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    name = f".ocibridge-partial-{layer.split(':')[1]}"
+    deadline = time.monotonic() + 60
+    partial = None
+    while time.monotonic() < deadline:  # until two fetched chunks are written past the reused 12
+        found = list(model_cache_root().rglob(name))
+        if found and found[0].stat().st_size >= 14 * MiB:
+            partial = found[0]
+            break
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert partial is not None and partial.exists()
+    first = _moved(fault_proxy, layer)
+    assert 2 * MiB <= first < 5 * MiB
+    fault_proxy.clear()
+    snap, heard = _path(ref)
+    second = _moved(fault_proxy, layer) - first
+    assert 0 < second <= 5 * MiB - 2 * MiB  # not the chunks the killed run had written
+    assert [h for h in heard if h.startswith("reused ") and "from an interrupted run" in h], heard
+    _same_tree(snap, v2)
+    assert not partial.exists()
+
+
 def test_the_delta_pulls_example_of_lazy_md_runs(versions, registry, tmp_path):
     """docs/lazy.md, "Delta pulls": its ``bash`` blocks run as written (./v1, ./v2 as above; fenced
     ``bash``, not ``sh``, so test_doc_examples, which has no v1 and v2, leaves them to this test)."""

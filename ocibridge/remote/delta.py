@@ -8,12 +8,17 @@ bytes may be. Nothing local is trusted: every reused chunk is hashed against the
 wrong one is fetched instead (and reported, so the local side stops offering that place). The blob is
 built in a staged file chunk by chunk in order, the missing runs each asked with one Range,
 hashed as it is built, and renamed to its name only when the whole blob's digest is the one
-the manifest names: a failure leaves no file behind.
+the manifest names. The staged file is the blob's partial file (``stores.partial``'s name,
+locked while written): a run that is interrupted leaves it, and the next delta of the blob
+reuses the chunks it holds from the first, each checked against the table like any other
+local chunk (a plain download resumes it too: it is written in order). A wrong byte
+(a table that does not describe the blob, or the registry sending other bytes) removes it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 from collections.abc import Callable
@@ -23,11 +28,12 @@ from pathlib import Path
 from typing import Protocol
 
 from ocibridge.core.fsutil import pwrite_all, shared_file_mode
-from ocibridge.core.stale import locked_tempfile
+from ocibridge.core.lockfile import open_in_dir
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import Hasher, new_hasher, split_digest
 from ocibridge.oci.models import Descriptor
 from ocibridge.remote.table import LayerChunks
+from ocibridge.stores.partial import PREFIX_SUFFIX, partial_path
 from ocibridge.stores.ranged import RangedBlobSource, RangeReader
 
 ByteCount = Callable[[int], None]
@@ -64,15 +70,18 @@ class DeltaResult:
     reused_bytes: int
     fetched_bytes: int
     requests: int  # Range requests made (one per run of adjacent missing chunks)
+    resumed: int = 0  # of the reused, chunks an interrupted run had written
 
     def as_dict(self) -> dict[str, object]:
         return {"digest": self.digest, "chunks": self.chunks, "reused": self.reused,
-                "reusedBytes": self.reused_bytes, "fetchedBytes": self.fetched_bytes, "requests": self.requests}
+                "reusedBytes": self.reused_bytes, "fetchedBytes": self.fetched_bytes, "requests": self.requests,
+                "resumed": self.resumed}
 
 
 def reuse_line(done: DeltaResult) -> str:
     """What a delta saved, in one line for the user."""
-    return (f"reused {done.reused} of {done.chunks} chunks ({done.reused_bytes / 2**20:.1f} MiB) of "
+    resumed = f", {done.resumed} of them from an interrupted run" if done.resumed else ""
+    return (f"reused {done.reused} of {done.chunks} chunks ({done.reused_bytes / 2**20:.1f} MiB{resumed}) of "
             f"{done.digest}; fetched {done.fetched_bytes / 2**20:.1f} MiB")
 
 
@@ -87,22 +96,35 @@ def delta_download(final: Path, desc: Descriptor, entry: LayerChunks, chunk_size
     if (entry.digest, entry.size) != (desc.digest, desc.size):
         raise DigestMismatch(f"{desc.digest}: the chunk table describes another blob")
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = locked_tempfile(final.parent)
+    partial = partial_path(final.parent, desc.digest)
+    fd = open_in_dir(partial, os.O_RDWR | os.O_CREAT, 0o644)  # never written through a planted link
     try:
-        result = _build(fd, desc, entry, chunk_size, local, source, on_bytes)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another process on this blob: wait for it
+        if final.exists() and final.stat().st_size == desc.size:
+            _remove(partial)  # that process made it (the caller reads it back, checked)
+            return DeltaResult(desc.digest, len(entry.chunks), 0, 0, 0, 0)
+        kept = min(os.fstat(fd).st_size, desc.size) // chunk_size  # whole chunks an earlier run wrote
+        result = _build(fd, desc, entry, chunk_size, local, source, on_bytes, kept)
+        if os.fstat(fd).st_size != desc.size:
+            os.ftruncate(fd, desc.size)  # (only longer: every chunk was written) nothing past the blob
         os.fchmod(fd, shared_file_mode())
-        os.replace(tmp, final)
+        os.replace(partial, final)
+        _remove(partial.with_name(partial.name + PREFIX_SUFFIX))  # a ranged download's record, if any
         return result
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except DigestMismatch:
+        _remove(partial)  # a wrong byte: nothing of it is worth resuming
         raise
     finally:
         os.close(fd)
 
 
+def _remove(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
 def _build(fd: int, desc: Descriptor, entry: LayerChunks, chunk_size: int, local: LocalChunks,
-           source: RangedBlobSource, on_bytes: ByteCount | None) -> DeltaResult:
+           source: RangedBlobSource, on_bytes: ByteCount | None, kept: int = 0) -> DeltaResult:
     """Chunks in order: a local one if it hashes right, else the run of missing chunks from
     here, in one request. Local chunks are read and hashed ``LOOKAHEAD`` ahead on a worker
     thread while this one writes them and hashes the whole blob in order: each byte is read
@@ -110,12 +132,21 @@ def _build(fd: int, desc: Descriptor, entry: LayerChunks, chunk_size: int, local
     3.10 s so, bench.delta on a shared machine). Fetches are one run at a time, not parallel."""
     whole = new_hasher(desc.digest)
     count = len(entry.chunks)
-    reused = reused_bytes = fetched = requests = 0
+    reused = reused_bytes = fetched = requests = resumed = 0
     held = [local.has(c) for c in entry.chunks]
     with ThreadPoolExecutor(1, thread_name_prefix="delta-read") as pool:
         ahead: dict[int, Future[bytes | None]] = {}
         i = 0
         while i < count:
+            if i < kept:  # written by an interrupted run: used when it still hashes right
+                size = _extent(i, chunk_size, desc.size)
+                mine = os.pread(fd, size, i * chunk_size)
+                if len(mine) == size and hashlib.sha256(mine).hexdigest() == entry.chunks[i]:
+                    whole.update(mine)
+                    reused, reused_bytes, resumed = reused + 1, reused_bytes + size, resumed + 1
+                    i += 1
+                    continue
+                kept = i  # from here on as if it were not there
             if held[i]:
                 for k in range(i, min(i + LOOKAHEAD, count)):
                     if held[k] and k not in ahead:
@@ -138,7 +169,7 @@ def _build(fd: int, desc: Descriptor, entry: LayerChunks, chunk_size: int, local
             i = end
     if whole.hexdigest() != split_digest(desc.digest)[1]:
         raise DigestMismatch(f"{desc.digest}: the blob built from reused and fetched chunks has another digest")
-    return DeltaResult(desc.digest, count, reused, reused_bytes, fetched, requests)
+    return DeltaResult(desc.digest, count, reused, reused_bytes, fetched, requests, resumed)
 
 
 def _read_checked(local: LocalChunks, expected: str, size: int) -> bytes | None:
