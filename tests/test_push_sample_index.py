@@ -179,3 +179,47 @@ def test_two_equal_new_files_are_sent_once(tmp_path, big_model, fault_proxy, uni
     assert reads.passes("model.safetensors") + reads.passes("weights/copy.safetensors") == [BIG, BIG]
     assert _layer(ref, "weights/copy.safetensors").digest == _layer(ref, "model.safetensors").digest
     assert BIG <= result.stats.bytes_copied < 2 * BIG, "the summary counts the shared blob once"
+
+
+@pytest.mark.parametrize("index", ["1", "0"])
+def test_another_machine_sends_nothing_the_repository_holds_under_another_tag(index, tmp_path, big_model,
+                                                                              fault_proxy, unique_repo, monkeypatch):
+    """Pushed from a machine that never hashed the file (no digest cache, no sample index), under
+    a new tag: the repository's manifest names a file of that path and size, the registry's blob
+    has the same first and last MiB (two Range requests), so it is confirmed locally, not sent."""
+    repo = f"{fault_proxy.host}/{unique_repo}"
+    ocibridge.push(str(big_model), f"{repo}:v1", chunks=False)
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "another-machine"))
+    monkeypatch.setenv("OCIBRIDGE_SAMPLE_INDEX", index)
+    copy = tmp_path / "elsewhere" / "model"
+    shutil.copytree(big_model, copy)
+    fault_proxy.clear()
+    reads = Reads(monkeypatch)
+    result = ocibridge.push(str(copy), f"{repo}:v2", chunks=False)
+    assert _blob_bytes_sent(fault_proxy) == 0
+    assert result.stats.blobs_copied == 0
+    assert reads.passes("model.safetensors") == [BIG], "confirmed by one local read"
+    digest = _layer(f"{repo}:v1", "model.safetensors").digest
+    sampled = [r for r in fault_proxy.requests_matching("GET", f"/blobs/{digest}")]
+    assert len(sampled) == 2 and all(r.headers.get("range") for r in sampled)  # its two ends
+    assert sum(r.response_bytes for r in sampled) == 2 * MIB
+    assert _manifest_bytes(f"{repo}:v2") == _manifest_bytes(f"{repo}:v1")
+
+
+def test_a_same_size_file_with_other_ends_is_sent_without_a_confirming_read(tmp_path, big_model, fault_proxy,
+                                                                            unique_repo, monkeypatch):
+    """A fine-tune of the same size under a new tag, from another machine: the repository names a
+    candidate for its path and size, but the blob's ends differ from the file's: new content,
+    one read, sent once (the 2 MiB of the two ends are all it cost)."""
+    repo = f"{fault_proxy.host}/{unique_repo}"
+    ocibridge.push(str(big_model), f"{repo}:v1", chunks=False)
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "another-machine"))
+    tuned = tmp_path / "tuned" / "model"
+    shutil.copytree(big_model, tuned)
+    (tuned / "model.safetensors").write_bytes(_big_bytes(3))  # same size, other bytes
+    fault_proxy.clear()
+    reads = Reads(monkeypatch)
+    ocibridge.push(str(tuned), f"{repo}:v2", chunks=False)
+    assert reads.passes("model.safetensors") == [BIG], "sent while hashed, no confirming read"
+    assert BIG <= _blob_bytes_sent(fault_proxy) < BIG + 5_000
+    assert _layer(f"{repo}:v2", "model.safetensors").digest == "sha256:" + hashlib.sha256(_big_bytes(3)).hexdigest()

@@ -24,6 +24,8 @@ from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import PendingBlob
 from ocibridge.transfer import sampleindex
+from ocibridge.transfer.progress_events import PATH_KEY
+from ocibridge.transfer.repohints import RepositoryHints
 
 BLOB_TYPE = "application/octet-stream"
 
@@ -69,12 +71,17 @@ def by_sample(blobs: list[PendingBlob]) -> list[list[PendingBlob]]:
 
 
 def place(blob: PendingBlob, held: Callable[[Descriptor], bool],
-          send: Callable[[PendingBlob], None]) -> None:
+          send: Callable[[PendingBlob], None], hints: RepositoryHints | None = None) -> None:
     """Settle an :func:`indexed` blob: confirmed as content ``held`` says the destination has
-    (nothing sent), else ``send`` uploads it while hashing it."""
+    (nothing sent), else ``send`` uploads it while hashing it. The candidate comes from the
+    sample index, else from the destination repository's own manifests (``hints``)."""
     assert blob.source_path is not None
-    sampled = sampleindex.sample_of(blob.source_path) if sampleindex.enabled() else None
-    candidate = sampleindex.lookup(*sampled) if sampled is not None else None
+    index_on = sampleindex.enabled()
+    sampled = sampleindex.sample_of(blob.source_path) if index_on or hints is not None else None
+    candidate = sampleindex.lookup(*sampled) if sampled is not None and index_on else None
+    path = (blob.key.annotations or {}).get(PATH_KEY)
+    if candidate is None and hints is not None and sampled is not None and path is not None:
+        candidate = hints.candidate(path, sampled[0], sampled[1])
     if candidate is not None and sampled is not None \
             and held(Descriptor(mediaType=BLOB_TYPE, digest=candidate, size=sampled[0])):
         digest, size = hash_whole(blob)

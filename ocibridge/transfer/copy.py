@@ -40,6 +40,7 @@ from ocibridge.stores.base import (
 from ocibridge.stores.ranged import RangedBlobSource, ResumableBlobSink
 from ocibridge.transfer import askfirst
 from ocibridge.transfer.progress import ProgressFn, counting
+from ocibridge.transfer.repohints import RepositoryHints
 
 DEFAULT_CONCURRENCY = 4
 
@@ -299,9 +300,11 @@ class _Copy:
                 self.progress("plan", blob.key, 0)
             self._ingest_one(dst, blob)
 
+        hints = RepositoryHints(self.dst) if isinstance(self.dst, ReadableStore) else None
+
         def place(group: list[PendingBlob]) -> None:
             for blob in group:
-                askfirst.place(blob, held, send)
+                askfirst.place(blob, held, send, hints)
 
         indexed = [blob for blob in pending if askfirst.indexed(blob)]
         _all([*(self.pool.submit(place, group) for group in askfirst.by_sample(indexed)),
