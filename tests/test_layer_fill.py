@@ -221,3 +221,32 @@ def test_the_hasher_refuses_more_bytes_than_the_table_covers():
     hasher.update(data + b"x")
     assert hasher.verified == 130
     assert hasher.hexdigest() == ""
+
+
+def test_a_fill_that_ended_does_not_hold_its_lock_while_its_reader_stays_open(chunked, fault_proxy):
+    """A reader whose fill waits for another's goes on when that fill has ended, not when the
+    reader that made it is closed (an fsspec file may stay open for the life of a process)."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    got: list[bytes | BaseException] = []
+    with open_model(ref, warn=None) as first:
+        digest = first.file("weights.bin").layer.digest
+        fault_proxy.add("GET", f"/blobs/{digest}", throttle(4 * MiB), times=None)  # the whole: 3 s
+        assert first.read("weights.bin", 0, 2 * MiB) == data[:2 * MiB]  # its fill holds the lock
+        second = open_model(ref, warn=None)
+
+        def read_second() -> None:
+            try:
+                got.append(second.read("weights.bin", 0, 2 * MiB))
+            except BaseException as e:  # noqa: BLE001 - checked below
+                got.append(e)
+
+        waiting = threading.Thread(target=read_second, daemon=True)
+        waiting.start()
+        assert first.read("weights.bin", 0, SIZE) == data  # the first fill has ended
+        waiting.join(10)
+        alive = waiting.is_alive()
+    waiting.join(30)  # (closing the first reader let it go on, if nothing else did)
+    second.close()
+    assert not alive  # it went on before the first reader was closed
+    assert got == [data[:2 * MiB]]

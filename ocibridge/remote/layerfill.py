@@ -23,7 +23,7 @@ from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.oci.models import Descriptor
 from ocibridge.remote.table import LayerChunks
 from ocibridge.remote.tablehash import TableHasher
-from ocibridge.stores.partial import download
+from ocibridge.stores.partial import download, partial_path
 from ocibridge.stores.ranged import RangedBlobSource
 
 #: layers from this size get a fill for a whole read (below it the chunk reads are as quick)
@@ -90,10 +90,23 @@ class LayerFill:
     def _on_hashed(self, fd: int, _upto: int) -> None:
         with self._changed:
             if self._fd is None:
-                self._fd = os.dup(fd)  # stays valid after the download renames or closes its own
+                self._fd = self._own_descriptor(fd)  # valid after the download renames or closes its own
             if self._hasher is not None:
                 self._verified = self._hasher.verified
             self._changed.notify_all()
+
+    def _own_descriptor(self, fd: int) -> int:
+        """The file ``fd`` names, opened anew: not ``os.dup``, whose descriptor shares the
+        download's open file and so its ``flock`` (held while the reader stays open, another
+        reader's fill of the layer would wait for that reader's close, not the fill's end).
+        Opened by the partial file's name while the download holds its lock (nobody renames
+        it meanwhile), and checked to be the same file."""
+        own = os.open(partial_path(self.target.parent, self.layer.digest), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        mine, theirs = os.fstat(own), os.fstat(fd)
+        if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+            os.close(own)
+            raise FillFailed(f"{self.layer.digest}: the partial file was replaced while it was filled")
+        return own
 
     def _run(self) -> None:
         error: BaseException | None = None
