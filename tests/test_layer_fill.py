@@ -250,3 +250,32 @@ def test_a_fill_that_ended_does_not_hold_its_lock_while_its_reader_stays_open(ch
     second.close()
     assert not alive  # it went on before the first reader was closed
     assert got == [data[:2 * MiB]]
+
+
+def test_closing_a_reader_whose_fill_waits_for_another_does_not_wait_for_the_layer(chunked, fault_proxy):
+    """A second reader's fill waits on the first's lock of the partial file: closing the second
+    reader stops that wait too (it does not last until the first has fetched the whole layer)."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as first:
+        digest = first.file("weights.bin").layer.digest
+        fault_proxy.add("GET", f"/blobs/{digest}", throttle(MiB), times=None)  # the whole: 12 s
+        assert first.read("weights.bin", 0, 2 * MiB) == data[:2 * MiB]  # its fill holds the lock
+        second = open_model(ref, warn=None)
+        got: list[bytes | BaseException] = []
+
+        def read_second() -> None:
+            try:
+                got.append(second.read("weights.bin", 0, 2 * MiB))
+            except BaseException as e:  # noqa: BLE001 - checked below
+                got.append(e)
+
+        waiting = threading.Thread(target=read_second)
+        waiting.start()
+        time.sleep(0.5)  # its fill is waiting for the lock
+        t = time.monotonic()
+        second.close()
+        closed = time.monotonic() - t
+        waiting.join(30)
+        assert closed < 5
+        assert got and (not isinstance(got[0], bytes) or got[0] == data[:2 * MiB])

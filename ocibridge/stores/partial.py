@@ -72,7 +72,7 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
     final.parent.mkdir(parents=True, exist_ok=True)
     fd = open_in_dir(partial, os.O_RDWR | os.O_CREAT, 0o644)  # never written through a planted link
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # another process on this blob: wait for it
+        _lock(fd, abandon)  # another process on this blob: wait for it
         if final.exists() and final.stat().st_size == desc.size:
             _remove(partial, marker)
             return 0
@@ -98,6 +98,21 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
         raise DigestMismatch(f"{desc.digest}: the downloaded content has another digest")
     finally:
         os.close(fd)
+
+
+def _lock(fd: int, abandon: threading.Event | None) -> None:
+    """The partial file's lock, waited for until ``abandon`` is set (then ``PartsAbandoned``):
+    a reader closed while another fills the same blob must not wait for the whole blob."""
+    if abandon is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if abandon.wait(0.05):
+                raise PartsAbandoned from None
 
 
 def _remove(*paths: Path) -> None:
