@@ -13,7 +13,7 @@ import time
 
 import fsspec
 import pytest
-from support.faultproxy import corrupt, throttle
+from support.faultproxy import corrupt, drop_response, status, throttle
 from support.fixtures import new_repo
 
 from ocibridge.api.lazy_ops import open_model, push_with_chunks
@@ -279,3 +279,20 @@ def test_closing_a_reader_whose_fill_waits_for_another_does_not_wait_for_the_lay
         waiting.join(30)
         assert closed < 5
         assert got and (not isinstance(got[0], bytes) or got[0] == data[:2 * MiB])
+
+
+def test_a_damaged_partial_file_and_a_cut_fetch_leave_the_read_to_the_chunks(chunked, fault_proxy):
+    """A wrong byte in what an earlier fill left is no wrong byte from the registry: when the
+    resumed fetch then stops (a dropped connection), the read goes on by chunks."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        layers = CacheChunks(model_cache_root()).layers
+        layers.mkdir(parents=True, exist_ok=True)
+        left = bytearray(data[:6 * MiB])
+        left[100] ^= 0xFF  # chunk 0 of the file an earlier fill left
+        (layers / f"{PARTIAL_PREFIX}{digest.split(':')[1]}").write_bytes(left)
+        fault_proxy.add("GET", f"/blobs/{digest}", drop_response(after=1000), times=1)
+        fault_proxy.add("GET", f"/blobs/{digest}", status(404), times=1)  # (its retry)
+        assert model.read("weights.bin", 0, 4 * MiB) == data[:4 * MiB]

@@ -146,7 +146,9 @@ class LayerFill:
     def _failure(self) -> BaseException:
         error = self._error
         hasher = self._hasher
-        if hasher is not None and hasher.failed_chunk is not None:
+        # a wrong chunk is the source's only when the download failed on it: a resumed attempt
+        # also fails on a damaged partial file, and goes on (or stops for another reason)
+        if hasher is not None and hasher.failed_chunk is not None and isinstance(error, DigestMismatch):
             at = hasher.failed_chunk * self.chunk_size
             return DigestMismatch(
                 f"{self.where}: chunk {hasher.failed_chunk} of {self.layer.digest} (bytes {at}-"
