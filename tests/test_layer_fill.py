@@ -296,3 +296,21 @@ def test_a_damaged_partial_file_and_a_cut_fetch_leave_the_read_to_the_chunks(chu
         fault_proxy.add("GET", f"/blobs/{digest}", drop_response(after=1000), times=1)
         fault_proxy.add("GET", f"/blobs/{digest}", status(404), times=1)  # (its retry)
         assert model.read("weights.bin", 0, 4 * MiB) == data[:4 * MiB]
+
+
+def test_a_damaged_partial_file_is_fetched_again_from_byte_0_and_no_wrong_byte_is_read(chunked, fault_proxy):
+    """The resumed fetch fails on the damaged chunk, the download truncates the file and starts
+    over: every read returns the layer's bytes, and the layer file kept is the layer."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        layers = CacheChunks(model_cache_root()).layers
+        layers.mkdir(parents=True, exist_ok=True)
+        left = bytearray(data[:6 * MiB])
+        left[3 * MiB + 5] ^= 0xFF  # chunk 3: chunks 0-2 of the kept bytes check
+        (layers / f"{PARTIAL_PREFIX}{digest.split(':')[1]}").write_bytes(left)
+        got = b"".join(model.read("weights.bin", at, min(at + 2 * MiB, SIZE)) for at in range(0, SIZE, 2 * MiB))
+    assert got == data
+    (name,) = _layer_files()
+    assert hashlib.sha256((layers / name).read_bytes()).hexdigest() == digest.split(":")[1]
