@@ -314,3 +314,20 @@ def test_a_damaged_partial_file_is_fetched_again_from_byte_0_and_no_wrong_byte_i
     assert got == data
     (name,) = _layer_files()
     assert hashlib.sha256((layers / name).read_bytes()).hexdigest() == digest.split(":")[1]
+
+
+def test_a_read_longer_than_one_pread_gives_is_answered_by_the_fill(chunked, fault_proxy, monkeypatch):
+    """One pread(2) returns at most 0x7ffff000 bytes on Linux, so a single read of a layer of
+    2 GiB or more (``model.read(path)``) comes from the filled file in several: here each is
+    cut at 3 MiB. The fill answers it, not the chunk reads after a "short" file."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: pread(fd, min(n, 3 * MiB), at))
+
+    def by_chunks(*args, **kwargs):
+        raise AssertionError("read by chunks")
+
+    with open_model(ref, warn=None) as model:
+        monkeypatch.setattr(blobreader.VerifiedBlob, "_chunks", by_chunks)
+        assert model.read("weights.bin") == data

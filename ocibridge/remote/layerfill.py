@@ -49,6 +49,20 @@ def _abandon_running() -> None:
 threading._register_atexit(_abandon_running)  # type: ignore[attr-defined]  # private: typeshed omits it
 
 
+def _pread_full(fd: int, size: int, offset: int) -> bytes:
+    """``size`` bytes at ``offset``, fewer only at the file's end: one pread(2) returns at most
+    0x7ffff000 bytes on Linux, so a read of a 2 GiB layer at once (``read(path)``) takes two."""
+    data = os.pread(fd, size, offset)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size and (more := os.pread(fd, size - got, offset + got)):
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
 class FillFailed(OcibridgeError):
     """The fill could not bring the layer (not a wrong byte: the chunk reads take over)."""
 
@@ -138,7 +152,7 @@ class LayerFill:
                 raise self._failure()
             # under the lock: a download that starts over from byte 0 makes its new hasher
             # (and so writes anything) only after this read
-            data = os.pread(self._fd, end - start, start)
+            data = _pread_full(self._fd, end - start, start)
         if len(data) != end - start:
             raise FillFailed(f"{self.layer.digest}: the filled file is shorter than its checked prefix")
         return data
