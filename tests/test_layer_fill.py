@@ -13,7 +13,7 @@ import time
 
 import fsspec
 import pytest
-from support.faultproxy import corrupt, throttle
+from support.faultproxy import corrupt, drop_response, status, throttle
 from support.fixtures import new_repo
 
 from ocibridge.api.lazy_ops import open_model, push_with_chunks
@@ -221,3 +221,113 @@ def test_the_hasher_refuses_more_bytes_than_the_table_covers():
     hasher.update(data + b"x")
     assert hasher.verified == 130
     assert hasher.hexdigest() == ""
+
+
+def test_a_fill_that_ended_does_not_hold_its_lock_while_its_reader_stays_open(chunked, fault_proxy):
+    """A reader whose fill waits for another's goes on when that fill has ended, not when the
+    reader that made it is closed (an fsspec file may stay open for the life of a process)."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    got: list[bytes | BaseException] = []
+    with open_model(ref, warn=None) as first:
+        digest = first.file("weights.bin").layer.digest
+        fault_proxy.add("GET", f"/blobs/{digest}", throttle(4 * MiB), times=None)  # the whole: 3 s
+        assert first.read("weights.bin", 0, 2 * MiB) == data[:2 * MiB]  # its fill holds the lock
+        second = open_model(ref, warn=None)
+
+        def read_second() -> None:
+            try:
+                got.append(second.read("weights.bin", 0, 2 * MiB))
+            except BaseException as e:  # noqa: BLE001 - checked below
+                got.append(e)
+
+        waiting = threading.Thread(target=read_second, daemon=True)
+        waiting.start()
+        assert first.read("weights.bin", 0, SIZE) == data  # the first fill has ended
+        waiting.join(10)
+        alive = waiting.is_alive()
+    waiting.join(30)  # (closing the first reader let it go on, if nothing else did)
+    second.close()
+    assert not alive  # it went on before the first reader was closed
+    assert got == [data[:2 * MiB]]
+
+
+def test_closing_a_reader_whose_fill_waits_for_another_does_not_wait_for_the_layer(chunked, fault_proxy):
+    """A second reader's fill waits on the first's lock of the partial file: closing the second
+    reader stops that wait too (it does not last until the first has fetched the whole layer)."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as first:
+        digest = first.file("weights.bin").layer.digest
+        fault_proxy.add("GET", f"/blobs/{digest}", throttle(MiB), times=None)  # the whole: 12 s
+        assert first.read("weights.bin", 0, 2 * MiB) == data[:2 * MiB]  # its fill holds the lock
+        second = open_model(ref, warn=None)
+        got: list[bytes | BaseException] = []
+
+        def read_second() -> None:
+            try:
+                got.append(second.read("weights.bin", 0, 2 * MiB))
+            except BaseException as e:  # noqa: BLE001 - checked below
+                got.append(e)
+
+        waiting = threading.Thread(target=read_second)
+        waiting.start()
+        time.sleep(0.5)  # its fill is waiting for the lock
+        t = time.monotonic()
+        second.close()
+        closed = time.monotonic() - t
+        waiting.join(30)
+        assert closed < 5
+        assert got and (not isinstance(got[0], bytes) or got[0] == data[:2 * MiB])
+
+
+def test_a_damaged_partial_file_and_a_cut_fetch_leave_the_read_to_the_chunks(chunked, fault_proxy):
+    """A wrong byte in what an earlier fill left is no wrong byte from the registry: when the
+    resumed fetch then stops (a dropped connection), the read goes on by chunks."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        layers = CacheChunks(model_cache_root()).layers
+        layers.mkdir(parents=True, exist_ok=True)
+        left = bytearray(data[:6 * MiB])
+        left[100] ^= 0xFF  # chunk 0 of the file an earlier fill left
+        (layers / f"{PARTIAL_PREFIX}{digest.split(':')[1]}").write_bytes(left)
+        fault_proxy.add("GET", f"/blobs/{digest}", drop_response(after=1000), times=1)
+        fault_proxy.add("GET", f"/blobs/{digest}", status(404), times=1)  # (its retry)
+        assert model.read("weights.bin", 0, 4 * MiB) == data[:4 * MiB]
+
+
+def test_a_damaged_partial_file_is_fetched_again_from_byte_0_and_no_wrong_byte_is_read(chunked, fault_proxy):
+    """The resumed fetch fails on the damaged chunk, the download truncates the file and starts
+    over: every read returns the layer's bytes, and the layer file kept is the layer."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        layers = CacheChunks(model_cache_root()).layers
+        layers.mkdir(parents=True, exist_ok=True)
+        left = bytearray(data[:6 * MiB])
+        left[3 * MiB + 5] ^= 0xFF  # chunk 3: chunks 0-2 of the kept bytes check
+        (layers / f"{PARTIAL_PREFIX}{digest.split(':')[1]}").write_bytes(left)
+        got = b"".join(model.read("weights.bin", at, min(at + 2 * MiB, SIZE)) for at in range(0, SIZE, 2 * MiB))
+    assert got == data
+    (name,) = _layer_files()
+    assert hashlib.sha256((layers / name).read_bytes()).hexdigest() == digest.split(":")[1]
+
+
+def test_a_read_longer_than_one_pread_gives_is_answered_by_the_fill(chunked, fault_proxy, monkeypatch):
+    """One pread(2) returns at most 0x7ffff000 bytes on Linux, so a single read of a layer of
+    2 GiB or more (``model.read(path)``) comes from the filled file in several: here each is
+    cut at 3 MiB. The fill answers it, not the chunk reads after a "short" file."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: pread(fd, min(n, 3 * MiB), at))
+
+    def by_chunks(*args, **kwargs):
+        raise AssertionError("read by chunks")
+
+    with open_model(ref, warn=None) as model:
+        monkeypatch.setattr(blobreader.VerifiedBlob, "_chunks", by_chunks)
+        assert model.read("weights.bin") == data

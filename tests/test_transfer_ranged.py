@@ -4,9 +4,13 @@ partial file left by an interrupted run continued with Range after its prefix is
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import io
 import logging
 import os
+import threading
+import time
 
 from support.faultproxy import corrupt, ignore_range, throttle
 
@@ -202,3 +206,47 @@ def test_a_fixed_parts_count_starts_them_all_at_once(registry, fault_proxy, uniq
     gets = sorted(_blob_gets(fault_proxy, desc), key=lambda g: g.time)
     assert gets[2].time < gets[0].last_sent  # three in flight from the start
     assert _max_overlap(gets) == 3
+
+
+def test_a_download_that_waited_on_a_partial_file_renamed_meanwhile_takes_the_new_one(registry, fault_proxy,
+                                                                                     unique_repo, tmp_path):
+    """The writer it waited for renamed the partial file it held (its blob, under another name)
+    and a third writer made a new one: the download works on the file now at the partial name
+    (checked like any kept bytes), never renames into place a file it did not hash."""
+    desc, layer = _artifact(registry, unique_repo)
+    LayoutStore(tmp_path / "l", create=True)
+    blobs = tmp_path / "l" / "blobs" / "sha256"
+    blobs.mkdir(parents=True, exist_ok=True)
+    partial = partial_path(blobs, desc.digest)
+    partial.write_bytes(layer)  # the other writer's, whole
+    holder = os.open(partial, os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    errors: list[BaseException] = []
+
+    def pull() -> None:
+        try:
+            with open_repository(host=fault_proxy.host, repository=unique_repo) as src:
+                LayoutStore(tmp_path / "l").download_blob(desc, src)
+        except BaseException as e:  # noqa: BLE001 - checked below
+            errors.append(e)
+
+    waiting = threading.Thread(target=pull)
+    waiting.start()
+    deadline = time.monotonic() + 30
+    while not _opened_elsewhere(partial, holder) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.rename(partial, tmp_path / "elsewhere")  # the other writer's blob, under its own name
+    partial.write_bytes(bytes(len(layer)))  # a third writer's file, nothing in it yet
+    os.close(holder)
+    waiting.join(60)
+    assert not errors
+    assert (blobs / desc.digest.split(":")[1]).read_bytes() == layer
+
+
+def _opened_elsewhere(path, but: int) -> bool:
+    """Whether a descriptor of this process other than ``but`` names ``path`` (Linux)."""
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if int(fd) != but and os.readlink(f"/proc/self/fd/{fd}") == str(path):
+                return True
+    return False

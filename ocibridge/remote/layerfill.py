@@ -23,7 +23,7 @@ from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.oci.models import Descriptor
 from ocibridge.remote.table import LayerChunks
 from ocibridge.remote.tablehash import TableHasher
-from ocibridge.stores.partial import download
+from ocibridge.stores.partial import download, partial_path
 from ocibridge.stores.ranged import RangedBlobSource
 
 #: layers from this size get a fill for a whole read (below it the chunk reads are as quick)
@@ -47,6 +47,20 @@ def _abandon_running() -> None:
 # run first (hooks run last-registered first; concurrent.futures registered when imported).
 # threading._register_atexit is what concurrent.futures itself uses (Python 3.9 on)
 threading._register_atexit(_abandon_running)  # type: ignore[attr-defined]  # private: typeshed omits it
+
+
+def _pread_full(fd: int, size: int, offset: int) -> bytes:
+    """``size`` bytes at ``offset``, fewer only at the file's end: one pread(2) returns at most
+    0x7ffff000 bytes on Linux, so a read of a 2 GiB layer at once (``read(path)``) takes two."""
+    data = os.pread(fd, size, offset)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size and (more := os.pread(fd, size - got, offset + got)):
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
 
 
 class FillFailed(OcibridgeError):
@@ -90,10 +104,23 @@ class LayerFill:
     def _on_hashed(self, fd: int, _upto: int) -> None:
         with self._changed:
             if self._fd is None:
-                self._fd = os.dup(fd)  # stays valid after the download renames or closes its own
+                self._fd = self._own_descriptor(fd)  # valid after the download renames or closes its own
             if self._hasher is not None:
                 self._verified = self._hasher.verified
             self._changed.notify_all()
+
+    def _own_descriptor(self, fd: int) -> int:
+        """The file ``fd`` names, opened anew: not ``os.dup``, whose descriptor shares the
+        download's open file and so its ``flock`` (held while the reader stays open, another
+        reader's fill of the layer would wait for that reader's close, not the fill's end).
+        Opened by the partial file's name while the download holds its lock (nobody renames
+        it meanwhile), and checked to be the same file."""
+        own = os.open(partial_path(self.target.parent, self.layer.digest), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        mine, theirs = os.fstat(own), os.fstat(fd)
+        if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+            os.close(own)
+            raise FillFailed(f"{self.layer.digest}: the partial file was replaced while it was filled")
+        return own
 
     def _run(self) -> None:
         error: BaseException | None = None
@@ -125,7 +152,7 @@ class LayerFill:
                 raise self._failure()
             # under the lock: a download that starts over from byte 0 makes its new hasher
             # (and so writes anything) only after this read
-            data = os.pread(self._fd, end - start, start)
+            data = _pread_full(self._fd, end - start, start)
         if len(data) != end - start:
             raise FillFailed(f"{self.layer.digest}: the filled file is shorter than its checked prefix")
         return data
@@ -133,7 +160,9 @@ class LayerFill:
     def _failure(self) -> BaseException:
         error = self._error
         hasher = self._hasher
-        if hasher is not None and hasher.failed_chunk is not None:
+        # a wrong chunk is the source's only when the download failed on it: a resumed attempt
+        # also fails on a damaged partial file, and goes on (or stops for another reason)
+        if hasher is not None and hasher.failed_chunk is not None and isinstance(error, DigestMismatch):
             at = hasher.failed_chunk * self.chunk_size
             return DigestMismatch(
                 f"{self.where}: chunk {hasher.failed_chunk} of {self.layer.digest} (bytes {at}-"

@@ -70,9 +70,8 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
     partial = partial_path(final.parent, desc.digest)
     marker = partial.with_name(partial.name + PREFIX_SUFFIX)
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd = open_in_dir(partial, os.O_RDWR | os.O_CREAT, 0o644)  # never written through a planted link
+    fd = _open_locked(partial, abandon)  # another process on this blob: wait for it
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # another process on this blob: wait for it
         if final.exists() and final.stat().st_size == desc.size:
             _remove(partial, marker)
             return 0
@@ -98,6 +97,43 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
         raise DigestMismatch(f"{desc.digest}: the downloaded content has another digest")
     finally:
         os.close(fd)
+
+
+def _open_locked(partial: Path, abandon: threading.Event | None) -> int:
+    """The partial file, opened and locked. The writer waited for may have renamed the file
+    (its blob; a layer file of the chunk cache has a name of its own) or removed it, and a third
+    begun a new one: the file at the partial name is the one worked on, else the rename at the
+    end would put in place a file this download never hashed."""
+    while True:
+        fd = open_in_dir(partial, os.O_RDWR | os.O_CREAT, 0o644)  # never written through a planted link
+        try:
+            _lock(fd, abandon)
+            mine = os.fstat(fd)
+            try:
+                named = os.stat(partial, follow_symlinks=False)
+            except FileNotFoundError:
+                named = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if named is not None and (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino):
+            return fd
+        os.close(fd)
+
+
+def _lock(fd: int, abandon: threading.Event | None) -> None:
+    """The partial file's lock, waited for until ``abandon`` is set (then ``PartsAbandoned``):
+    a reader closed while another fills the same blob must not wait for the whole blob."""
+    if abandon is None:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if abandon.wait(0.05):
+                raise PartsAbandoned from None
 
 
 def _remove(*paths: Path) -> None:
