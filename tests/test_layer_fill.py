@@ -331,3 +331,20 @@ def test_a_read_longer_than_one_pread_gives_is_answered_by_the_fill(chunked, fau
     with open_model(ref, warn=None) as model:
         monkeypatch.setattr(blobreader.VerifiedBlob, "_chunks", by_chunks)
         assert model.read("weights.bin") == data
+
+
+def test_a_read_of_a_blob_without_a_table_longer_than_one_pread(registry, tmp_path_factory, monkeypatch):
+    """Without a chunk table the blob is read whole into a spool file and ranges come from there:
+    a read longer than one pread(2) gives (2 GiB on Linux; cut at 3 MiB here) is whole too."""
+    import ocibridge
+
+    src = tmp_path_factory.mktemp("spool") / "model"
+    src.mkdir()
+    data = os.urandom(9 * MiB + 5)
+    (src / "weights.bin").write_bytes(data)
+    ref = f"{registry.host}/{new_repo()}:v1"
+    ocibridge.push(str(src), ref, chunks=False)
+    pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, at: pread(fd, min(n, 3 * MiB), at))
+    with open_model(ref, warn=None) as model:
+        assert model.read("weights.bin") == data

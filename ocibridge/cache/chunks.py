@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ocibridge.remote.table import LayerChunks
 
 from ocibridge.cache.locks import flocked
-from ocibridge.core.fsutil import atomic_writer, pwrite_all, write_sliced
+from ocibridge.core.fsutil import atomic_writer, pread_full, pwrite_all, write_sliced
 from ocibridge.core.stale import locked_tempfile, remove_stale
 from ocibridge.oci.digest import is_sha256_hex
 from ocibridge.stores.partial import PARTIAL_PREFIX
@@ -159,7 +159,7 @@ class LayerFile:
 
     def read_at(self, offset: int, size: int) -> bytes | None:
         try:
-            data = os.pread(self._fd, size, offset)
+            data = pread_full(self._fd, size, offset)
         except OSError:
             return None
         return data if len(data) == size else None

@@ -95,6 +95,20 @@ def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> No
         done += os.pwrite(fd, view[done:done + WRITE_MAX], offset + done)
 
 
+def pread_full(fd: int, size: int, offset: int) -> bytes:
+    """``size`` bytes at ``offset``, fewer only at the file's end: one pread(2) returns at most
+    0x7ffff000 bytes on Linux, so a read of 2 GiB or more at once takes two."""
+    data = os.pread(fd, size, offset)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size and (more := os.pread(fd, size - got, offset + got)):
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
 def atomic_write_bytes(final: Path, data: bytes, mode: int | None = None) -> None:
     with atomic_writer(final, mode) as f:
         f.write(data)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Protocol
 
+from ocibridge.core.fsutil import pread_full
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.oci.digest import sha256_chunks
 from ocibridge.oci.models import Descriptor
@@ -364,7 +365,7 @@ class _Spool:
         self._file = file
 
     def read_at(self, offset: int, size: int) -> bytes | None:
-        return os.pread(self._file.fileno(), size, offset)
+        return pread_full(self._file.fileno(), size, offset)  # (a read of 2 GiB or more: several preads)
 
     def size(self) -> int:
         return os.fstat(self._file.fileno()).st_size

@@ -18,7 +18,6 @@ local chunk (a plain download resumes it too: it is written in order). A wrong b
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 from collections.abc import Callable
@@ -28,12 +27,11 @@ from pathlib import Path
 from typing import Protocol
 
 from ocibridge.core.fsutil import pwrite_all, shared_file_mode
-from ocibridge.core.lockfile import open_in_dir
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import Hasher, new_hasher, split_digest
 from ocibridge.oci.models import Descriptor
 from ocibridge.remote.table import LayerChunks
-from ocibridge.stores.partial import PREFIX_SUFFIX, partial_path
+from ocibridge.stores.partial import PREFIX_SUFFIX, open_locked, partial_path
 from ocibridge.stores.ranged import RangedBlobSource, RangeReader
 
 ByteCount = Callable[[int], None]
@@ -97,9 +95,8 @@ def delta_download(final: Path, desc: Descriptor, entry: LayerChunks, chunk_size
         raise DigestMismatch(f"{desc.digest}: the chunk table describes another blob")
     final.parent.mkdir(parents=True, exist_ok=True)
     partial = partial_path(final.parent, desc.digest)
-    fd = open_in_dir(partial, os.O_RDWR | os.O_CREAT, 0o644)  # never written through a planted link
+    fd = open_locked(partial)  # another process on this blob: waited for (the file at the name then)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # another process on this blob: wait for it
         if final.exists() and final.stat().st_size == desc.size:
             _remove(partial)  # that process made it (the caller reads it back, checked)
             return DeltaResult(desc.digest, len(entry.chunks), 0, 0, 0, 0)

@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
+from ocibridge.core.fsutil import pread_full
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.oci.models import Descriptor
 from ocibridge.remote.table import LayerChunks
@@ -47,20 +48,6 @@ def _abandon_running() -> None:
 # run first (hooks run last-registered first; concurrent.futures registered when imported).
 # threading._register_atexit is what concurrent.futures itself uses (Python 3.9 on)
 threading._register_atexit(_abandon_running)  # type: ignore[attr-defined]  # private: typeshed omits it
-
-
-def _pread_full(fd: int, size: int, offset: int) -> bytes:
-    """``size`` bytes at ``offset``, fewer only at the file's end: one pread(2) returns at most
-    0x7ffff000 bytes on Linux, so a read of a 2 GiB layer at once (``read(path)``) takes two."""
-    data = os.pread(fd, size, offset)
-    if len(data) == size or not data:
-        return data
-    parts = [data]
-    got = len(data)
-    while got < size and (more := os.pread(fd, size - got, offset + got)):
-        parts.append(more)
-        got += len(more)
-    return b"".join(parts)
 
 
 class FillFailed(OcibridgeError):
@@ -152,7 +139,7 @@ class LayerFill:
                 raise self._failure()
             # under the lock: a download that starts over from byte 0 makes its new hasher
             # (and so writes anything) only after this read
-            data = _pread_full(self._fd, end - start, start)
+            data = pread_full(self._fd, end - start, start)
         if len(data) != end - start:
             raise FillFailed(f"{self.layer.digest}: the filled file is shorter than its checked prefix")
         return data

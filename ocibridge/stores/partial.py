@@ -70,7 +70,7 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
     partial = partial_path(final.parent, desc.digest)
     marker = partial.with_name(partial.name + PREFIX_SUFFIX)
     final.parent.mkdir(parents=True, exist_ok=True)
-    fd = _open_locked(partial, abandon)  # another process on this blob: wait for it
+    fd = open_locked(partial, abandon)  # another process on this blob: wait for it
     try:
         if final.exists() and final.stat().st_size == desc.size:
             _remove(partial, marker)
@@ -99,7 +99,7 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
         os.close(fd)
 
 
-def _open_locked(partial: Path, abandon: threading.Event | None) -> int:
+def open_locked(partial: Path, abandon: threading.Event | None = None) -> int:
     """The partial file, opened and locked. The writer waited for may have renamed the file
     (its blob; a layer file of the chunk cache has a name of its own) or removed it, and a third
     begun a new one: the file at the partial name is the one worked on, else the rename at the
