@@ -83,6 +83,7 @@ def test_a_whole_read_is_one_fetch_kept_as_the_layer_file(chunked, fault_proxy):
     assert _ranges(fault_proxy, digest) in ([""], ["bytes=0-"])
     (name,) = _layer_files()
     kept = CacheChunks(model_cache_root()).layers / name
+    assert kept.stat().st_mode & 0o777 == 0o444  # read-only, as the layer files chunk reads keep
     assert hashlib.sha256(kept.read_bytes()).hexdigest() == digest.split(":")[1]
     again, _ = _read_all(ref, 4 * MiB)  # from the layer file, checked chunk by chunk
     assert again == data

@@ -114,6 +114,8 @@ class LayerFill:
         try:
             download(self.target, self.layer, self.source, on_bytes=self._on_bytes, on_hashed=self._on_hashed,
                      hasher_for=self._new_hasher, abandon=self._abandon)
+            with contextlib.suppress(OSError):
+                os.chmod(self.target, 0o444)  # read-only, as the cache's other layer files
         except BaseException as e:  # noqa: BLE001 - handed to the readers waiting, who raise it
             error = e
         with self._changed:
