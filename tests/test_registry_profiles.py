@@ -471,13 +471,19 @@ def test_tokens_that_die_early_are_renewed_before_that_age(fault_proxy, unique_r
 def test_gar_push_of_held_content_unknown_here_sends_nothing(fault_proxy, unique_repo, tmp_path, monkeypatch):
     """Issue 43 on a registry that takes no PATCH: a large file no local index knows is hashed
     first for its one PUT, so its digest is known before any byte goes, and the registry is
-    asked: content it holds (pushed from elsewhere) is not sent again, its session is dropped."""
+    asked: content it holds (pushed from elsewhere) is not sent again, its session is dropped.
+    (Under another path: at the same path the repository's own manifest names it, and it is
+    confirmed without a session: tests/test_push_sample_index.py.)"""
     fault_proxy.quirks[:] = [NoChunkedPatch()]
     files = _model(tmp_path / "model")
     api.push(str(tmp_path / "model"), f"{fault_proxy.host}/{unique_repo}:v1", transfer=_opts())
     fault_proxy.clear()
     monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "another-machine"))  # no digest cache, no index
-    api.push(str(tmp_path / "model"), f"{fault_proxy.host}/{unique_repo}:v2", transfer=_opts())
-    assert _taken_upload_bytes(fault_proxy) == 0
+    moved = {("renamed.bin" if name == "weights.bin" else name): data for name, data in files.items()}
+    (tmp_path / "moved").mkdir()
+    for name, data in moved.items():
+        (tmp_path / "moved" / name).write_bytes(data)
+    api.push(str(tmp_path / "moved"), f"{fault_proxy.host}/{unique_repo}:v2", transfer=_opts())
+    assert _taken_upload_bytes(fault_proxy) < 1024  # the new config (it names the new path), not the file
     assert fault_proxy.requests_matching("DELETE", "/blobs/uploads/"), "the unneeded session is dropped"
-    _pulled(fault_proxy, f"{fault_proxy.host}/{unique_repo}:v2", tmp_path / "o", files)
+    _pulled(fault_proxy, f"{fault_proxy.host}/{unique_repo}:v2", tmp_path / "o", moved)
