@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import fsspec
 import pytest
@@ -282,6 +283,17 @@ def test_closing_a_reader_whose_fill_waits_for_another_does_not_wait_for_the_lay
         assert got and (not isinstance(got[0], bytes) or got[0] == data[:2 * MiB])
 
 
+def _leave_damaged_partial(digest: str, data: bytes, flip: int) -> Path:
+    """The partial file an earlier fill left: the layer's first 6 MiB with byte ``flip`` changed;
+    the chunk cache's layers directory."""
+    layers = CacheChunks(model_cache_root()).layers
+    layers.mkdir(parents=True, exist_ok=True)
+    left = bytearray(data[:6 * MiB])
+    left[flip] ^= 0xFF
+    (layers / f"{PARTIAL_PREFIX}{digest.split(':')[1]}").write_bytes(left)
+    return layers
+
+
 def test_a_damaged_partial_file_and_a_cut_fetch_leave_the_read_to_the_chunks(chunked, fault_proxy):
     """A wrong byte in what an earlier fill left is no wrong byte from the registry: when the
     resumed fetch then stops (a dropped connection), the read goes on by chunks."""
@@ -289,11 +301,7 @@ def test_a_damaged_partial_file_and_a_cut_fetch_leave_the_read_to_the_chunks(chu
     ref = f"{fault_proxy.host}/{repo}:v1"
     with open_model(ref, warn=None) as model:
         digest = model.file("weights.bin").layer.digest
-        layers = CacheChunks(model_cache_root()).layers
-        layers.mkdir(parents=True, exist_ok=True)
-        left = bytearray(data[:6 * MiB])
-        left[100] ^= 0xFF  # chunk 0 of the file an earlier fill left
-        (layers / f"{PARTIAL_PREFIX}{digest.split(':')[1]}").write_bytes(left)
+        _leave_damaged_partial(digest, data, flip=100)  # chunk 0 of the file an earlier fill left
         fault_proxy.add("GET", f"/blobs/{digest}", drop_response(after=1000), times=1)
         fault_proxy.add("GET", f"/blobs/{digest}", status(404), times=1)  # (its retry)
         assert model.read("weights.bin", 0, 4 * MiB) == data[:4 * MiB]
@@ -306,11 +314,7 @@ def test_a_damaged_partial_file_is_fetched_again_from_byte_0_and_no_wrong_byte_i
     ref = f"{fault_proxy.host}/{repo}:v1"
     with open_model(ref, warn=None) as model:
         digest = model.file("weights.bin").layer.digest
-        layers = CacheChunks(model_cache_root()).layers
-        layers.mkdir(parents=True, exist_ok=True)
-        left = bytearray(data[:6 * MiB])
-        left[3 * MiB + 5] ^= 0xFF  # chunk 3: chunks 0-2 of the kept bytes check
-        (layers / f"{PARTIAL_PREFIX}{digest.split(':')[1]}").write_bytes(left)
+        layers = _leave_damaged_partial(digest, data, flip=3 * MiB + 5)  # chunk 3: chunks 0-2 check
         got = b"".join(model.read("weights.bin", at, min(at + 2 * MiB, SIZE)) for at in range(0, SIZE, 2 * MiB))
     assert got == data
     (name,) = _layer_files()

@@ -27,7 +27,7 @@ from ocibridge.remote.keeper import Chunk, ChunkKeeper
 from ocibridge.remote.layerfill import FILL_AFTER, FILL_MIN_SIZE, FillFailed, LayerFill
 from ocibridge.remote.table import LayerChunks
 from ocibridge.stores.base import ReadableStore
-from ocibridge.stores.ranged import RangedBlobSource
+from ocibridge.stores.ranged import RangedBlobSource, read_full
 
 #: verified chunks kept in memory per blob (1 MiB each by default)
 CACHED_CHUNKS = 96
@@ -272,12 +272,7 @@ class VerifiedBlob:
                 want = min(at + self.chunk_size, self.size) - at
                 buffer = bytearray(want)
                 view = memoryview(buffer)
-                got = 0
-                while got < want:
-                    n = reader.readinto(view[got:])
-                    if not n:
-                        break
-                    got += n
+                got = read_full(reader, view)
                 with self._lock:
                     self.bytes_fetched += got
                 if got != want or hashlib.sha256(view[:got]).hexdigest() != self.chunks.chunks[index]:

@@ -32,7 +32,7 @@ from ocibridge.oci.digest import Hasher, new_hasher, split_digest
 from ocibridge.oci.models import Descriptor
 from ocibridge.remote.table import LayerChunks
 from ocibridge.stores.partial import PREFIX_SUFFIX, open_locked, partial_path
-from ocibridge.stores.ranged import RangedBlobSource, RangeReader
+from ocibridge.stores.ranged import RangedBlobSource, RangeReader, read_full
 
 ByteCount = Callable[[int], None]
 
@@ -201,12 +201,9 @@ def _fetch_run(fd: int, desc: Descriptor, entry: LayerChunks, chunk_size: int, f
 
 
 def _fill(reader: RangeReader, view: memoryview, desc: Descriptor, at: int) -> None:
-    got = 0
-    while got < len(view):
-        n = reader.readinto(view[got:])
-        if not n:
-            raise DigestMismatch(f"{desc.digest}: the registry's answer ended at byte {at + got}")
-        got += n
+    got = read_full(reader, view)
+    if got < len(view):
+        raise DigestMismatch(f"{desc.digest}: the registry's answer ended at byte {at + got}")
 
 
 def _extent(index: int, chunk_size: int, size: int) -> int:

@@ -13,9 +13,10 @@ listed in ``index.json`` once: a tagged entry replaces the untagged one, as oras
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -176,47 +177,45 @@ class LayoutStore(ClosesOnExit):
         """Store a blob whose digest is not known yet, hashing while writing (one pass); a
         local write is not resumed (``source_path`` is not used)."""
         hashing = HashingReader(reader)
-        tmp_dir = self.root / "blobs" / "sha256"
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = locked_tempfile(tmp_dir)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                while chunk := hashing.read(CHUNK):
-                    write_sliced(out, chunk)
-            os.chmod(tmp, shared_file_mode())
-            final = self.blob_path(hashing.digest)
-            with self._locked():  # in place and claimed in one step (see _claimed_present)
-                self._leases.claim(hashing.digest)
-                existed = final.exists()
-                os.replace(tmp, final)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        if not existed:
-            self._note_created(hashing.digest)
-        return hashing.digest, hashing.size
+        digest = self._place_stream(iter(functools.partial(hashing.read, CHUNK), b""), lambda: hashing.digest)
+        return digest, hashing.size
 
     def ingest_vouched(self, desc: Descriptor, reader: BinaryIO) -> None:
         """A blob whose stream checks ``desc``'s digest at its end: written without hashing
         (the stream raises before the rename when its content is not ``desc``'s)."""
+        written = 0
+
+        def pieces() -> Iterator[bytes]:
+            nonlocal written
+            while chunk := reader.read(CHUNK):  # (the last, empty read is where it checks)
+                written += len(chunk)
+                if written > desc.size:
+                    raise DigestMismatch(f"{desc.digest}: more than the expected {desc.size} bytes")
+                yield chunk
+
+        def checked() -> str:
+            if written != desc.size:
+                raise DigestMismatch(f"{desc.digest}: got {written} bytes, expected {desc.size}")
+            return desc.digest
+
+        self._place_stream(pieces(), checked)
+
+    def _place_stream(self, pieces: Iterable[bytes], digest_of: Callable[[], str]) -> str:
+        """Write ``pieces`` to a temporary file beside the blobs, then put it in place under
+        ``digest_of()`` (asked once they are all written: it may raise), claimed in one step
+        (see _claimed_present); nothing is left when anything raises. The digest."""
         tmp_dir = self.root / "blobs" / "sha256"
         tmp_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp = locked_tempfile(tmp_dir)
         try:
-            written = 0
             with os.fdopen(fd, "wb") as out:
-                while chunk := reader.read(CHUNK):  # (the last, empty read is where it checks)
-                    written += len(chunk)
-                    if written > desc.size:
-                        raise DigestMismatch(f"{desc.digest}: more than the expected {desc.size} bytes")
+                for chunk in pieces:
                     write_sliced(out, chunk)
-            if written != desc.size:
-                raise DigestMismatch(f"{desc.digest}: got {written} bytes, expected {desc.size}")
+            digest = digest_of()
             os.chmod(tmp, shared_file_mode())
-            final = self.blob_path(desc.digest)
+            final = self.blob_path(digest)
             with self._locked():
-                self._leases.claim(desc.digest)
+                self._leases.claim(digest)
                 existed = final.exists()
                 os.replace(tmp, final)
         except BaseException:
@@ -224,7 +223,8 @@ class LayoutStore(ClosesOnExit):
                 os.unlink(tmp)
             raise
         if not existed:
-            self._note_created(desc.digest)
+            self._note_created(digest)
+        return digest
 
     def _note_created(self, digest: str) -> None:
         if self._created is not None:

@@ -60,6 +60,18 @@ class RangedBlobSource(Protocol):
 ByteCount = Callable[[int], None]
 
 
+def read_full(reader: RangeReader, view: memoryview) -> int:
+    """Fill ``view`` from ``reader``: the bytes read, fewer only where the range (or the
+    server's answer) ended."""
+    got = 0
+    while got < len(view):
+        n = reader.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
+
+
 @runtime_checkable
 class ResumableBlobSink(Protocol):
     """A store that writes a blob into a file it can resume (a layout)."""

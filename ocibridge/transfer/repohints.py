@@ -23,7 +23,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import ReadableStore
-from ocibridge.stores.ranged import RangedBlobSource
+from ocibridge.stores.ranged import RangedBlobSource, read_full
 from ocibridge.transfer import sampleindex
 
 #: tagged manifests read for candidates (each a small GET)
@@ -94,13 +94,6 @@ def _read_range(source: RangedBlobSource, desc: Descriptor, start: int, end: int
     reader = source.open_blob_range(desc, start, None if end == desc.size else end)
     try:
         buffer = bytearray(end - start)
-        view = memoryview(buffer)
-        got = 0
-        while got < len(buffer):
-            n = reader.readinto(view[got:])
-            if not n:
-                break
-            got += n
-        return bytes(buffer[:got])
+        return bytes(buffer[:read_full(reader, memoryview(buffer))])
     finally:
         reader.close()
