@@ -1,5 +1,7 @@
 """Shared pytest fixtures. Registry fixtures live in tests/support (see support/fixtures.py)."""
 
+import os
+
 import pytest
 from support.fixtures import (  # noqa: F401
     auth_registry,
@@ -50,3 +52,19 @@ def _own_containers_policy(tmp_path_factory, monkeypatch):
     if not path.exists():
         path.write_text('{"default": [{"type": "insecureAcceptAnything"}]}')
     monkeypatch.setenv("OCIBRIDGE_POLICY", str(path))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_xet_cache(tmp_path_factory):
+    """hf_xet, huggingface_hub's downloader, keeps caches and logs under HF_XET_CACHE (read when
+    its one session per process starts): a test run writes none into the home directory. Its
+    retries of a 5xx answer pause 0.1 s, not 3 s and more (the tests that refuse a blob)."""
+    saved = {k: os.environ.get(k) for k in ("HF_XET_CACHE", "HF_XET_CLIENT_RETRY_BASE_DELAY")}
+    os.environ["HF_XET_CACHE"] = str(tmp_path_factory.mktemp("xet-cache"))
+    os.environ["HF_XET_CLIENT_RETRY_BASE_DELAY"] = "100ms"
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

@@ -57,9 +57,9 @@ class Served:
 
 @contextlib.contextmanager
 def serving(sources: list[str], *, default_tag: str = "latest", tokens: tuple[str, ...] = (),
-            page: int = 1000, verify: Any = None) -> Iterator[Served]:
+            page: int = 1000, verify: Any = None, xet_min: int | None = None) -> Iterator[Served]:
     catalog = Catalog(parse_sources(sources), default_tag=default_tag, verify=verify)
-    options = ServeOptions(tokens=tokens, page=page, access_log=False)
+    options = ServeOptions(tokens=tokens, page=page, access_log=False, xet_min=xet_min)
     app = build_app(catalog, options)
     seen: list[tuple[str, str]] = []
 
@@ -89,8 +89,9 @@ def serving(sources: list[str], *, default_tag: str = "latest", tokens: tuple[st
         sock.close()
 
 
-def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path) -> None:
-    """What ``HF_ENDPOINT=url HF_HUB_CACHE=hub`` does to huggingface_hub, in this process."""
+def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path, *, xet: bool = False) -> None:
+    """What ``HF_ENDPOINT=url HF_HUB_CACHE=hub`` does to huggingface_hub, in this process
+    (``xet``: with hf_xet, as it runs by default; else ``HF_HUB_DISABLE_XET=1``)."""
     from huggingface_hub import constants
 
     monkeypatch.setenv("HF_ENDPOINT", url)
@@ -101,4 +102,4 @@ def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path) -> None:
     monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", not xet, raising=False)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.cli.signing import add_policy_flag, policy_from_args
-from ocibridge.errors import OcibridgeError
+from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
     from ocibridge.signing.containers_policy import UsePolicy
@@ -40,7 +40,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     catalog = Catalog(sources, default_tag=args.default_tag, verify=_policy(args))
     tokens = read_tokens(args.token_file) if args.token_file else ()
     options = ServeOptions(listen=args.listen, cert=args.cert, key=args.key, tokens=tokens,
-                           access_log=not args.no_access_log, concurrency=transfer.concurrency)
+                           access_log=not args.no_access_log, concurrency=transfer.concurrency,
+                           xet_min=_xet_min(args))
     serve(catalog, options)
     return 0
 
@@ -63,7 +64,21 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--cert", metavar="PEM", help="TLS certificate (with --key): serve HTTPS")
     p.add_argument("--key", metavar="PEM", help="TLS private key")
     p.add_argument("--no-access-log", action="store_true", help="do not log each request")
+    p.add_argument("--xet-min-size", default="8M", metavar="SIZE",
+                   help="offer files from this size over Xet, which huggingface_hub downloads in parallel "
+                        "with hf_xet (default 8M; 'off': plain downloads only)")
     add_transfer_flags(p)
+
+
+def _xet_min(args: argparse.Namespace) -> int | None:
+    from ocibridge.cli.transfer_flags import parse_bytes
+
+    if args.xet_min_size.lower() in ("off", "none", "no"):
+        return None
+    try:
+        return max(1, parse_bytes(args.xet_min_size))
+    except ValueError as e:
+        raise UsageError(f"--xet-min-size: {e}") from None
 
 
 def _policy(args: argparse.Namespace) -> VerifyPolicy | UsePolicy | None:

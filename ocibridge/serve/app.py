@@ -7,6 +7,9 @@ Routes (huggingface_hub's, from its hf_api.py, file_download.py and hf_file_syst
     GET  /api/models/{repo}/tree/{rev}[/{path}][?recursive=] list_repo_tree (pages: Link rel="next")
     POST /api/models/{repo}/paths-info/{rev}                get_paths_info
     HEAD|GET /{repo}/resolve/{rev}/{path}                   hf_hub_download, HfFileSystem (Range)
+    GET  /api/models/{repo}/xet-read-token/{rev}             a Xet access token (hf_xet)
+    GET  /xet/{commit}/{repo}/v1|v2/reconstructions/{file}   where a file's pieces are (:mod:`.xet`)
+    GET  /xet/{commit}/{repo}/xorbs/{sha256}/{size}/{k}      the pieces (a signed URL)
     GET  /healthz, /readyz
 
 The path is split on its raw ``/`` before decoding, so a revision or a path sent quoted
@@ -19,6 +22,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qs, unquote
@@ -30,7 +34,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.serve import hubjson
+from ocibridge.serve import hubjson, xet
 from ocibridge.serve.blobs import Blobs, read_file
 from ocibridge.serve.files import FileLists, HubFile, ModelFiles
 from ocibridge.serve.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
@@ -42,7 +46,10 @@ log = logging.getLogger("ocibridge.serve")
 
 #: entries per page of a tree listing (the Hub's: 1000) and of a model listing
 PAGE = 1000
-_KEYWORDS = ("revision", "tree", "paths-info")
+_KEYWORDS = ("revision", "tree", "paths-info", "xet-read-token")
+#: seconds a commit resolved for Xet requests is reused (a commit names one manifest; this bounds
+#: how long a deleted one or a changed policy takes to be seen)
+PINNED_FOR = 60
 _T = TypeVar("_T")
 
 
@@ -66,13 +73,17 @@ class ServeApp:
     """What the routes share: the sources, the file lists, the blobs, the tokens."""
 
     def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, *,
-                 tokens: Sequence[str] = (), page: int = PAGE, ranges: ChunkRanges | None = None):
+                 tokens: Sequence[str] = (), page: int = PAGE, ranges: ChunkRanges | None = None,
+                 xet_min: int | None = xet.MIN_SIZE):
         self.catalog = catalog
         self.lists = lists
         self.blobs = blobs
         self.ranges = ranges
         self.tokens = [t.encode() for t in tokens]
         self.page = page
+        self.xet_min = xet_min
+        self.grants = xet.Grants(self.tokens)
+        self._pinned: dict[tuple[str, str], tuple[float, Resolved, ModelFiles]] = {}
 
     # -- plumbing --------------------------------------------------------------------------
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
@@ -85,8 +96,9 @@ class ServeApp:
         given = token.strip().encode()
         return scheme.lower() == "bearer" and any(hmac.compare_digest(given, t) for t in self.tokens)
 
-    async def _guarded(self, request: Request, answer: Callable[[Request], Awaitable[Response]]) -> Response:
-        if not self._allowed(request):
+    async def _guarded(self, request: Request, answer: Callable[[Request], Awaitable[Response]],
+                       bearer: bool = True) -> Response:
+        if bearer and not self._allowed(request):
             return _error(401, None, "Invalid credentials in Authorization header")
         try:
             return await answer(request)
@@ -121,13 +133,19 @@ class ServeApp:
         return JSONResponse({"status": "ready"})
 
     async def dispatch(self, request: Request) -> Response:
+        if request.url.path.startswith("/xet/"):  # its own grants: hf_xet sends no read token
+            return await self._guarded(request, self._xet, bearer=False)
         return await self._guarded(request, self._dispatch)
 
-    async def _dispatch(self, request: Request) -> Response:
+    def _segments(self, request: Request) -> list[str]:
         raw = request.scope.get("raw_path") or request.url.path.encode()
         segs = [unquote(s.decode("latin-1")) for s in raw.split(b"?", 1)[0].split(b"/")[1:]]
         if segs and segs[-1] == "" and len(segs) > 1:
             segs = segs[:-1]
+        return segs
+
+    async def _dispatch(self, request: Request) -> Response:
+        segs = self._segments(request)
         if segs[:2] == ["api", "models"]:
             rest = segs[2:]
             if not rest:
@@ -153,6 +171,8 @@ class ServeApp:
             return await self.tree(request, repo_id, args[0], "/".join(args[1:]))
         if verb == "paths-info" and len(args) == 1 and request.method == "POST":
             return await self.paths_info(request, repo_id, args[0])
+        if verb == "xet-read-token" and len(args) == 1 and request.method == "GET":
+            return await self.xet_token(request, repo_id, args[0])
         return _error(404, None, f"no such route: {request.url.path}")
 
     async def list_models(self, request: Request) -> Response:
@@ -175,7 +195,7 @@ class ServeApp:
     async def tree(self, request: Request, repo_id: str, revision: str, path: str) -> Response:
         resolved, files = await self._resolve(repo_id, revision)
         recursive = request.query_params.get("recursive", "").lower() in ("1", "true")
-        entries = hubjson.tree(files, path.strip("/"), recursive)
+        entries = hubjson.tree(files, path.strip("/"), recursive, self._xet_name)
         if entries is None:
             return _error(404, "EntryNotFound", f"{repo_id}@{revision}: no directory {path}",
                           {"X-Repo-Commit": resolved.commit})
@@ -203,7 +223,8 @@ class ServeApp:
         else:
             paths = parse_qs(body.decode("utf-8", "replace")).get("paths", [])
         resolved, files = await self._resolve(repo_id, revision)
-        return JSONResponse(hubjson.paths_info(files, paths), headers={"X-Repo-Commit": resolved.commit})
+        return JSONResponse(hubjson.paths_info(files, paths, self._xet_name),
+                            headers={"X-Repo-Commit": resolved.commit})
 
     async def resolve_file(self, request: Request, repo_id: str, revision: str, path: str) -> Response:
         resolved, files = await self._resolve(repo_id, revision)
@@ -214,6 +235,10 @@ class ServeApp:
         headers = {**commit, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
                    "X-Linked-Size": str(f.size), "Accept-Ranges": "bytes",
                    "Content-Type": "application/octet-stream"}
+        name = self._xet_name(f)
+        if name is not None:
+            headers["X-Xet-Hash"] = name
+            headers["X-Xet-Refresh-Route"] = self._token_route(request, repo_id, resolved.commit)
         wanted = _range(request.headers.get("range"), f.size)
         if wanted == "unsatisfiable":
             return _error(416, None, f"range not satisfiable for {f.size} bytes",
@@ -240,6 +265,102 @@ class ServeApp:
             if blob is not None:
                 return self.ranges.read(blob, start, end)
         return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end)
+
+
+    # -- Xet (:mod:`.xet`) -----------------------------------------------------------------------
+    def _xet_name(self, f: HubFile) -> str | None:
+        """The file's Xet name when it is offered over Xet."""
+        if self.xet_min is None or f.size < max(1, self.xet_min):
+            return None
+        return xet.file_id(f.sha256, f.size)
+
+    @staticmethod
+    def _base(request: Request) -> str:
+        return str(request.base_url).rstrip("/")
+
+    def _token_route(self, request: Request, repo_id: str, commit: str) -> str:
+        return f"{self._base(request)}/api/models/{repo_id}/xet-read-token/{commit}"
+
+    async def xet_token(self, request: Request, repo_id: str, revision: str) -> Response:
+        resolved, _ = await self._resolve(repo_id, revision)
+        token, expires = self.grants.grant(f"{resolved.repo_id}@{resolved.commit}")
+        cas = f"{self._base(request)}/xet/{resolved.commit}/{resolved.repo_id}"
+        return JSONResponse({"casUrl": cas, "accessToken": token, "exp": expires},
+                            headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
+                                     "X-Xet-Token-Expiration": str(expires)})
+
+    async def _pinned_model(self, repo_id: str, commit: str) -> tuple[Resolved, ModelFiles]:
+        """A commit's model for the Xet routes, reused for :data:`PINNED_FOR` seconds (one
+        file is many requests)."""
+        key = (repo_id, commit)
+        known = self._pinned.get(key)
+        if known is not None and time.monotonic() - known[0] < PINNED_FOR:
+            return known[1], known[2]
+        resolved, files = await self._resolve(repo_id, commit)
+        if len(self._pinned) > 1024:
+            self._pinned.clear()
+        self._pinned[key] = (time.monotonic(), resolved, files)
+        return resolved, files
+
+    async def _xet(self, request: Request) -> Response:
+        segs = self._segments(request)
+        if request.method != "GET" or len(segs) < 6:
+            return _error(404, None, f"no such route: {request.url.path}")
+        commit = segs[1]
+        if len(segs) in (6, 7) and segs[-2] == "reconstructions" and segs[-3] in ("v1", "v2"):
+            return await self.xet_reconstruction(request, "/".join(segs[2:-3]), commit, int(segs[-3][1]), segs[-1])
+        if len(segs) in (7, 8) and segs[-4] == "xorbs" and segs[-2].isdigit() and segs[-1].isdigit():
+            return await self.xet_xorb(request, "/".join(segs[2:-4]), commit, segs[-3], int(segs[-2]), int(segs[-1]))
+        return _error(404, None, f"no such route: {request.url.path}")
+
+    async def xet_reconstruction(self, request: Request, repo_id: str, commit: str, version: int,
+                                 name: str) -> Response:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if not self.grants.allows(token.strip() if scheme.lower() == "bearer" else "", f"{repo_id}@{commit}"):
+            return _error(401, None, "Invalid or expired Xet access token")
+        resolved, files = await self._pinned_model(repo_id, commit)
+        f = next((f for f in files.files.values() if self._xet_name(f) == name), None)
+        if f is None:
+            return _error(404, "EntryNotFound", f"{repo_id}@{commit}: no file with the Xet name {name}")
+        wanted = _range(request.headers.get("range"), f.size)
+        if wanted == "unsatisfiable":
+            return _error(416, None, f"range not satisfiable for {f.size} bytes")
+        start, end = wanted if isinstance(wanted, tuple) else (0, f.size)
+        _, expires = self.grants.grant("")
+        path = f"/xet/{resolved.commit}/{resolved.repo_id}/xorbs/{f.sha256}/{f.size}"
+        base = self._base(request)
+
+        def url_of(k: int) -> str:
+            return base + self.grants.signed(f"{path}/{k}", expires)
+
+        return JSONResponse(xet.reconstruction(f.sha256, f.size, start, end, url_of, version))
+
+    async def xet_xorb(self, request: Request, repo_id: str, commit: str, sha256: str, size: int,
+                       k: int) -> Response:
+        params = request.query_params
+        if not self.grants.url_allowed(request.url.path, params.get("expires"), params.get("signature")):
+            return _error(403, None, "the xorb URL is not signed, or its signature expired")
+        resolved, files = await self._pinned_model(repo_id, commit)
+        f = next((f for f in files.files.values() if f.sha256 == sha256 and f.size == size), None)
+        if f is None or self._xet_name(f) is None or not 0 <= k < xet.xorb_count(size):
+            return _error(404, "EntryNotFound", f"{repo_id}@{commit}: no such xorb")
+        total = xet.xorb_size(size, k)
+        wanted = _range(request.headers.get("range"), total)
+        if wanted == "unsatisfiable":
+            return _error(416, None, f"range not satisfiable for {total} bytes", {"Content-Range": f"bytes */{total}"})
+        start, end = wanted if isinstance(wanted, tuple) else (0, total)
+        if f.local is not None:
+            path = f.local
+        else:
+            assert f.layer is not None
+            path = await self.blobs.verified(resolved.repo.store, resolved.model, f.layer)
+        headers = {"Content-Length": str(end - start), "Content-Type": "application/octet-stream",
+                   "Accept-Ranges": "bytes"}
+        status = 200
+        if isinstance(wanted, tuple):
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
+        return StreamingResponse(xet.xorb_body(path, size, k, start, end), status_code=status, headers=headers)
 
 
 def _int(text: str | None) -> int | None:
@@ -271,10 +392,12 @@ def _range(header: str | None, size: int) -> tuple[int, int] | str | None:
 
 
 def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequence[str] = (),
-               page: int = PAGE, ranges: ChunkRanges | None = None) -> Starlette:
+               page: int = PAGE, ranges: ChunkRanges | None = None,
+               xet_min: int | None = xet.MIN_SIZE) -> Starlette:
     """The Starlette application over ``catalog``; ``ranges``: ranges of blobs the model cache
-    lacks from verified chunks (else the whole blob is fetched first)."""
-    serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges)
+    lacks from verified chunks (else the whole blob is fetched first); ``xet_min``: files from
+    this size are offered over Xet (None: none)."""
+    serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges, xet_min=xet_min)
     routes = [
         Route("/healthz", serve.healthz, methods=["GET", "HEAD"]),
         Route("/readyz", serve.readyz, methods=["GET", "HEAD"]),

@@ -103,6 +103,26 @@ class Blobs:
             return read_file(found, start, end)
         return self.stream(store, layer)
 
+    async def verified(self, store: Store, manifest: Descriptor, layer: Descriptor) -> Path:
+        """The model cache's copy of ``layer``, fetched and verified first if it is not there:
+        for senders that may send no byte before the whole blob is checked (Xet's)."""
+        found = self.cached(layer)
+        if found is not None:
+            return found
+        if isinstance(store, RangedBlobSource) and layer.size > 0:
+            fill = self._fills.get(layer.digest)
+            if fill is None:
+                found = await self.wait(layer)
+                if found is not None:
+                    return found
+                fill = self._fills.get(layer.digest) or self._follow_fetch(store, layer)
+            await fill.finished()
+            found = self.cached(layer)
+            if found is None:
+                raise DigestMismatch(f"blob {layer.digest}: verified, then gone from the model cache")
+            return found
+        return await self.fill(store, manifest, layer)
+
     def _follow_fetch(self, store: RangedBlobSource, layer: Descriptor) -> Fill:
         fill = Fill(layer.digest, layer.size, self.cache.blobs.blob_path(layer.digest))
         self._fills[layer.digest] = fill

@@ -98,6 +98,13 @@ class Fill:
     async def changed(self) -> None:
         await self._changed.wait()
 
+    async def finished(self) -> None:
+        """Wait until the whole blob is verified and in the cache; raises if it failed."""
+        while True:
+            if self.sendable() == self.size and self.verified:
+                return
+            await self.changed()
+
     def open(self) -> int:
         """A descriptor of the blob's file: the download's while it runs, else the cache's."""
         with self._lock:

@@ -10,6 +10,7 @@ to be read to list a model. Directories are named by a hash of what they hold.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -28,10 +29,18 @@ def git_oid(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's name, not security
 
 
-def file_entry(f: HubFile) -> dict[str, Any]:
+#: a file's Xet name, or None when it is not offered over Xet
+XetNames = Callable[[HubFile], "str | None"]
+
+
+def file_entry(f: HubFile, xet_name: XetNames | None = None) -> dict[str, Any]:
     ptr = pointer(f)
-    return {"type": "file", "oid": git_oid(ptr), "size": f.size, "path": f.path,
-            "lfs": {"oid": f.sha256, "size": f.size, "pointerSize": len(ptr)}}
+    entry: dict[str, Any] = {"type": "file", "oid": git_oid(ptr), "size": f.size, "path": f.path,
+                             "lfs": {"oid": f.sha256, "size": f.size, "pointerSize": len(ptr)}}
+    name = xet_name(f) if xet_name is not None else None
+    if name is not None:
+        entry["xetHash"] = name
+    return entry
 
 
 def directory_entry(files: ModelFiles, path: str) -> dict[str, Any]:
@@ -88,7 +97,8 @@ def model_info(resolved: Resolved, files: ModelFiles, blobs: bool) -> dict[str, 
     return info
 
 
-def tree(files: ModelFiles, path: str, recursive: bool) -> list[dict[str, Any]] | None:
+def tree(files: ModelFiles, path: str, recursive: bool,
+         xet_name: XetNames | None = None) -> list[dict[str, Any]] | None:
     """The entries under ``path`` ("" for the top), directories first as the Hub lists them;
     None when ``path`` is no directory of the model."""
     dirs = files.directories()
@@ -100,18 +110,18 @@ def tree(files: ModelFiles, path: str, recursive: bool) -> list[dict[str, Any]] 
         return p.startswith(head) and (recursive or "/" not in p[len(head):])
 
     entries = [directory_entry(files, d) for d in sorted(dirs) if wanted(d)]
-    entries += [file_entry(f) for p, f in files.files.items() if wanted(p)]
+    entries += [file_entry(f, xet_name) for p, f in files.files.items() if wanted(p)]
     return entries
 
 
-def paths_info(files: ModelFiles, paths: list[str]) -> list[dict[str, Any]]:
+def paths_info(files: ModelFiles, paths: list[str], xet_name: XetNames | None = None) -> list[dict[str, Any]]:
     """``POST /api/models/{repo}/paths-info/{rev}``: what exists of ``paths``, the rest left out."""
     dirs = files.directories()
     out: list[dict[str, Any]] = []
     for raw in paths:
         p = raw.strip("/")
         if p in files.files:
-            out.append(file_entry(files.files[p]))
+            out.append(file_entry(files.files[p], xet_name))
         elif p in dirs:
             out.append(directory_entry(files, p))
     return out

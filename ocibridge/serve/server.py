@@ -32,6 +32,7 @@ class ServeOptions:
     access_log: bool = True
     concurrency: int = 4
     page: int = field(default=1000)
+    xet_min: int | None = 8 * 1024 * 1024  # files from this size are offered over Xet (None: none)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -64,7 +65,8 @@ def build_app(catalog: Catalog, options: ServeOptions) -> Starlette:
 
     cache = ModelCache()
     return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
-                      tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache))
+                      tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache),
+                      xet_min=options.xet_min)
 
 
 def server(app: Starlette, options: ServeOptions, sock: socket.socket | None = None) -> Any:

@@ -1,0 +1,197 @@
+"""Large files over Xet, the protocol huggingface_hub hands Hub files to (``hf_xet``, in Rust).
+
+Why: through the Hub's plain ``resolve`` route, huggingface_hub reads a file on one connection
+into fresh 10 MB buffers from Python; its own CPU exceeds a whole ``ocibridge pull``
+(docs/benchmarks.md). Given a file's Xet name, it hands the download to ``hf_xet``, which asks
+where the file's pieces are and fetches them on parallel connections.
+
+What serve says, as the Xet CAS API has it (facts from xet-core's client and its local server):
+
+- ``X-Xet-Hash`` on ``resolve`` (and ``xetHash`` in tree entries) names the file, and
+  ``X-Xet-Refresh-Route`` the route that grants an access token for the repo's commit
+  (``/api/models/{repo}/xet-read-token/{commit}``: ``X-Xet-Cas-Url``, ``X-Xet-Access-Token``,
+  ``X-Xet-Token-Expiration``).
+- ``GET {cas}/v2/reconstructions/{file}`` (and ``v1``), with an optional ``Range``: the terms
+  that make up the bytes asked for, and for each "xorb" the URL and byte range that carry them.
+- A xorb is the file's bytes in chunks of :data:`CHUNK`, each behind an 8-byte header (version 0,
+  stored length, scheme 0 = stored as is, length); :data:`XORB_CHUNKS` chunks a xorb.
+
+The names are serve's own, not the Hub's Xet hashes: those are Merkle hashes over content-defined
+chunks, and finding those chunks means a rolling hash over every byte before the first answer.
+Serve names a file by its SHA-256 and size, and a xorb by the file and its place in it
+(:func:`file_id`, :func:`xorb_id`), so equal names mean equal bytes. ``hf_xet`` checks no hash of
+what it receives (xet-core reconstructs without one), so what keeps a wrong byte out of the
+client's file is serve's own rule: a xorb is sent only from a verified file (the model cache's
+blob, or a snapshot file), never from a download still in progress.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+
+from ocibridge.errors import DigestMismatch
+
+#: bytes of a chunk: Xet's target size (hf_xet refuses a chunk over 128 KiB)
+CHUNK = 64 * 1024
+#: chunks of a xorb: 16 MiB of the file, a request of hf_xet each (a xorb holds at most 8192 and 64 MiB)
+XORB_CHUNKS = 256
+#: a chunk's header: version, stored length (3 bytes, little-endian), scheme, length (3 bytes)
+HEADER = 8
+#: chunks read from the file per piece handed to the server (4 MiB)
+PIECE_CHUNKS = 64
+#: seconds an access token is good for (hf_xet asks the refresh route for another before then)
+TOKEN_LIFE = 3600
+#: files from this size are offered over Xet (smaller ones cost fewer requests as one GET)
+MIN_SIZE = 8 * 1024 * 1024
+
+
+def file_id(sha256: str, size: int) -> str:
+    """The Xet name of a file: of its SHA-256 and size (64 hex digits, as hf_xet takes it)."""
+    return hashlib.sha256(f"ocibridge-xet-file-v1 {sha256} {size} {CHUNK}".encode()).hexdigest()
+
+
+def xorb_id(sha256: str, size: int, k: int) -> str:
+    """The name of the ``k``-th xorb of a file: equal names hold equal bytes."""
+    return hashlib.sha256(f"ocibridge-xet-xorb-v1 {sha256} {size} {CHUNK} {XORB_CHUNKS} {k}".encode()).hexdigest()
+
+
+def chunk_count(size: int) -> int:
+    return -(-size // CHUNK)
+
+
+def xorb_count(size: int) -> int:
+    return -(-chunk_count(size) // XORB_CHUNKS)
+
+
+def _header(length: int) -> bytes:
+    n = length.to_bytes(3, "little")
+    return b"\x00" + n + b"\x00" + n
+
+
+def _stored(size: int, first: int, end: int) -> tuple[int, int]:
+    """File bytes and xorb bytes of file chunks ``[first, end)``."""
+    data = min(size, end * CHUNK) - first * CHUNK
+    return data, data + HEADER * (end - first)
+
+
+def reconstruction(sha256: str, size: int, start: int, end: int, url_of: Callable[[int], str],
+                   version: int = 2) -> dict[str, Any]:
+    """The answer to ``GET /v{version}/reconstructions/{file}`` for file bytes ``[start, end)``:
+    every xorb those bytes are in, the chunks of it they span and where those are."""
+    first, last = start // CHUNK, chunk_count(end)
+    terms: list[dict[str, Any]] = []
+    where: dict[str, list[dict[str, Any]]] = {}
+    for k in range(first // XORB_CHUNKS, (last - 1) // XORB_CHUNKS + 1):
+        base = k * XORB_CHUNKS
+        lo, hi = max(first, base), min(last, base + XORB_CHUNKS)
+        data, stored = _stored(size, lo, hi)
+        at = (lo - base) * (CHUNK + HEADER)
+        name = xorb_id(sha256, size, k)
+        chunks = {"start": lo - base, "end": hi - base}
+        stored_range = {"start": at, "end": at + stored - 1}
+        terms.append({"hash": name, "unpacked_length": data, "range": chunks})
+        if version == 1:
+            where.setdefault(name, []).append({"range": chunks, "url": url_of(k), "url_range": stored_range})
+        else:
+            where.setdefault(name, []).append({"url": url_of(k), "ranges": [{"chunks": chunks,
+                                                                             "bytes": stored_range}]})
+    answer: dict[str, Any] = {"offset_into_first_range": start - first * CHUNK, "terms": terms}
+    answer["fetch_info" if version == 1 else "xorbs"] = where
+    return answer
+
+
+def xorb_size(size: int, k: int) -> int:
+    """Bytes of the ``k``-th xorb as sent."""
+    base = k * XORB_CHUNKS
+    return _stored(size, base, min(chunk_count(size), base + XORB_CHUNKS))[1]
+
+
+def _piece(fd: int, size: int, first: int, end: int) -> bytearray:
+    """File chunks ``[first, end)`` behind their headers, read straight into place (one copy)."""
+    buf = bytearray(_stored(size, first, end)[1])
+    view = memoryview(buf)
+    targets = []
+    at = 0
+    for c in range(first, end):
+        length = min(CHUNK, size - c * CHUNK)
+        buf[at:at + HEADER] = _header(length)
+        targets.append(view[at + HEADER:at + HEADER + length])
+        at += HEADER + length
+    want = at - HEADER * (end - first)
+    got = os.preadv(fd, targets, first * CHUNK)
+    if got != want:
+        raise DigestMismatch(f"a verified file ended {want - got} bytes early")
+    return buf
+
+
+async def xorb_body(path: Path, size: int, k: int, start: int, end: int) -> AsyncIterator[memoryview]:
+    """Bytes ``[start, end)`` of the ``k``-th xorb of the verified file at ``path``."""
+    base = k * XORB_CHUNKS
+    top = min(chunk_count(size), base + XORB_CHUNKS)
+    c = base + start // (CHUNK + HEADER)
+    skip = start % (CHUNK + HEADER)
+    left = end - start
+    fd = await anyio.to_thread.run_sync(os.open, path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if os.fstat(fd).st_size != size:
+            raise DigestMismatch(f"{path}: not the file's {size} bytes")
+        while left > 0 and c < top:
+            upto = min(top, c + PIECE_CHUNKS)
+            piece = await anyio.to_thread.run_sync(_piece, fd, size, c, upto)
+            out = memoryview(piece)[skip:skip + left]  # a new buffer each piece: the server may keep it
+            skip = 0
+            left -= len(out)
+            c = upto
+            yield out
+    finally:
+        os.close(fd)
+
+
+class Grants:
+    """Access tokens and xorb URLs, signed with a key made from the read tokens.
+
+    Every replica reading the same token file makes the same key, so a token one replica grants
+    is good at another. With no read tokens the server is open, and so is this."""
+
+    def __init__(self, tokens: Sequence[bytes], clock: Callable[[], float] = time.time):
+        self.key = hashlib.sha256(b"ocibridge-xet-grant\0" + b"\0".join(sorted(tokens))).digest() if tokens else None
+        self.clock = clock
+
+    def _sign(self, text: str) -> str:
+        assert self.key is not None
+        return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
+
+    def grant(self, scope: str) -> tuple[str, int]:
+        """A token for ``scope`` (a repo's commit), and when it expires (Unix seconds)."""
+        expires = int(self.clock()) + TOKEN_LIFE
+        if self.key is None:
+            return "open", expires
+        return f"{expires}.{self._sign(f'token {scope} {expires}')}", expires
+
+    def allows(self, token: str, scope: str) -> bool:
+        if self.key is None:
+            return True
+        expires, _, sig = token.partition(".")
+        return (expires.isdigit() and int(expires) > self.clock()
+                and hmac.compare_digest(sig, self._sign(f"token {scope} {expires}")))
+
+    def signed(self, path: str, expires: int) -> str:
+        """``path`` with the query that lets it be fetched without a header until ``expires``."""
+        if self.key is None:
+            return path
+        return f"{path}?expires={expires}&signature={self._sign(f'url {path} {expires}')}"
+
+    def url_allowed(self, path: str, expires: str | None, signature: str | None) -> bool:
+        if self.key is None:
+            return True
+        if not expires or not expires.isdigit() or int(expires) <= self.clock() or not signature:
+            return False
+        return hmac.compare_digest(signature, self._sign(f"url {path} {expires}"))

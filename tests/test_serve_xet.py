@@ -1,0 +1,245 @@
+"""serve over Xet (issue 40): huggingface_hub with hf_xet, as it runs by default, downloads the
+files serve offers over Xet on parallel connections and gets the model's exact bytes, each
+xorb sent only from a verified file."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from pathlib import Path
+
+import httpx
+import pytest
+from huggingface_hub import HfApi, HfFileSystem, hf_hub_download, snapshot_download
+from serving import files_of, make_model, point_hub_at, serving
+
+from ocibridge.cli import main
+from ocibridge.serve import xet
+
+SIZE = 2 * xet.XORB_CHUNKS * xet.CHUNK + 5 * xet.CHUNK + 1000  # 2 xorbs and a short third
+
+
+@pytest.fixture
+def model(tmp_path, capsys, registry, unique_repo):
+    """acme/big (weights of ~32 MiB: three xorbs, the last chunk short) under REGISTRY/unique_repo."""
+    src = make_model(tmp_path / "big", weights=1)
+    (src / "model.safetensors").write_bytes(os.urandom(SIZE))
+    ref = f"{registry.host}/{unique_repo}/acme/big"
+    assert main(["push", str(src), f"{ref}:latest", "-q"]) == 0
+    capsys.readouterr()
+    return src, f"{registry.host}/{unique_repo}"
+
+
+@pytest.fixture
+def hub(tmp_path) -> Path:
+    return tmp_path / "hf-home" / "hub"
+
+
+def decode_xorb(data: bytes) -> bytes:
+    """The file bytes of a xorb range as sent: 8-byte chunk headers (Xet's format, read here
+    independently of hf_xet) each before its stored bytes."""
+    out, at = bytearray(), 0
+    while at < len(data):
+        version, stored, scheme, length = data[at], int.from_bytes(data[at + 1:at + 4], "little"), \
+            data[at + 4], int.from_bytes(data[at + 5:at + 8], "little")
+        assert (version, scheme) == (0, 0) and stored == length <= 128 * 1024
+        out += data[at + 8:at + 8 + length]
+        at += 8 + length
+    assert at == len(data)
+    return bytes(out)
+
+
+def test_snapshot_download_over_xet_gets_the_exact_bytes_from_a_cold_server(model, hub, monkeypatch):
+    src, prefix = model
+    weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
+    with serving([prefix], xet_min=1024 * 1024) as served:
+        point_hub_at(monkeypatch, served.url, hub, xet=True)
+        where = Path(snapshot_download("acme/big"))
+        assert files_of(where) == files_of(src)
+        assert (hub / "models--acme--big" / "blobs" / weights).is_file()  # named by SHA-256, as before
+        xorbs = [p for _, p in served.requests if "/xorbs/" in p]
+        assert len({p.rsplit("/", 1)[1] for p in xorbs}) == 3  # all three xorbs, by hf_xet
+        assert any("/v2/reconstructions/" in p for _, p in served.requests)
+        # the weights went over Xet, not the plain route; the small files did not
+        gets = [p for m, p in served.requests if m == "GET" and "/resolve/" in p]
+        assert not [p for p in gets if p.endswith("model.safetensors")]
+        assert [p for p in gets if p.endswith("config.json")]
+        from ocibridge.cache.models import ModelCache
+
+        assert ModelCache().blobs.blob_path(f"sha256:{weights}").is_file()  # kept in the model cache
+        assert served.blobs.fetched >= 1
+        served.requests.clear()
+        assert Path(snapshot_download("acme/big")) == where
+        assert served.requests == [("GET", "/api/models/acme/big/revision/main")]  # the Hub cache answers
+
+
+def test_hf_hub_download_and_file_system_over_xet_from_a_warm_server(model, hub, monkeypatch, tmp_path):
+    src, prefix = model
+    weights = (src / "model.safetensors").read_bytes()
+    with serving([prefix], xet_min=1024 * 1024) as served:
+        point_hub_at(monkeypatch, served.url, hub, xet=True)
+        assert Path(hf_hub_download("acme/big", "model.safetensors")).read_bytes() == weights
+        fetched = served.blobs.fetched
+        point_hub_at(monkeypatch, served.url, tmp_path / "hub2", xet=True)
+        served.requests.clear()
+        assert Path(hf_hub_download("acme/big", "model.safetensors")).read_bytes() == weights
+        assert served.blobs.fetched == fetched  # from the model cache: no second fetch
+        assert [p for _, p in served.requests if "/xorbs/" in p]
+        fs = HfFileSystem(skip_instance_cache=True)
+        with fs.open("acme/big/model.safetensors", "rb", block_size=4096) as f:
+            f.seek(SIZE - 70_000)
+            assert f.read(50_000) == weights[SIZE - 70_000:SIZE - 20_000]
+        entries = {e.path: e for e in HfApi().list_repo_tree("acme/big")}
+        assert entries["model.safetensors"].xet_hash == xet.file_id(hashlib.sha256(weights).hexdigest(), SIZE)
+        assert entries["config.json"].xet_hash is None  # under --xet-min-size: the plain route
+
+
+def test_reconstruction_ranges_and_xorb_bytes_decode_to_the_file(model, hub, monkeypatch):
+    src, prefix = model
+    weights = (src / "model.safetensors").read_bytes()
+    sha = hashlib.sha256(weights).hexdigest()
+    with serving([prefix], xet_min=1024 * 1024) as served:
+        head = httpx.head(f"{served.url}/acme/big/resolve/main/model.safetensors")
+        name = head.headers["x-xet-hash"]
+        assert name == xet.file_id(sha, SIZE)
+        grant = httpx.get(head.headers["x-xet-refresh-route"])
+        cas, token = grant.headers["x-xet-cas-url"], grant.headers["x-xet-access-token"]
+        assert grant.json()["casUrl"] == cas
+        rng = random.Random(7)
+        cases = [(0, SIZE), (SIZE - 1, SIZE), (xet.CHUNK - 1, xet.CHUNK + 1),
+                 (xet.XORB_CHUNKS * xet.CHUNK - 5, xet.XORB_CHUNKS * xet.CHUNK + 5)]
+        cases += [tuple(sorted(rng.sample(range(SIZE + 1), 2))) for _ in range(4)]
+        for version in (1, 2):
+            for start, end in cases:
+                r = httpx.get(f"{cas}/v{version}/reconstructions/{name}",
+                              headers={"Authorization": f"Bearer {token}", "Range": f"bytes={start}-{end - 1}"})
+                assert r.status_code == 200, r.text
+                plan = r.json()
+                got = bytearray()
+                for term in plan["terms"]:
+                    places = plan["fetch_info" if version == 1 else "xorbs"][term["hash"]]
+                    if version == 1:
+                        place = next(p for p in places if p["range"] == term["range"])
+                        url, span = place["url"], place["url_range"]
+                    else:
+                        place = next(p for p in places if p["ranges"][0]["chunks"] == term["range"])
+                        url, span = place["url"], place["ranges"][0]["bytes"]
+                    body = httpx.get(url, headers={"Range": f"bytes={span['start']}-{span['end']}"})
+                    assert body.status_code == 206
+                    piece = decode_xorb(body.content)
+                    assert len(piece) == term["unpacked_length"]
+                    got += piece
+                skip = plan["offset_into_first_range"]
+                assert bytes(got[skip:skip + end - start]) == weights[start:end], (version, start, end)
+        r = httpx.get(f"{cas}/v2/reconstructions/{name}",
+                      headers={"Authorization": f"Bearer {token}", "Range": f"bytes={SIZE}-{SIZE + 10}"})
+        assert r.status_code == 416  # past the end: how hf_xet learns it has all
+        r = httpx.get(f"{cas}/v2/reconstructions/{'0' * 64}", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 404
+
+
+def test_a_tampered_blob_sends_no_xorb_byte_and_the_client_commits_nothing(tmp_path, hub, monkeypatch,
+                                                                          registry, unique_repo, fault_proxy):
+    from support import corrupt
+
+    src = make_model(tmp_path / "big", weights=1)
+    (src / "model.safetensors").write_bytes(os.urandom(SIZE))
+    assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/big:latest", "-q"]) == 0
+    weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
+    fault_proxy.add("GET", f"/blobs/sha256:{weights}", corrupt(offset=SIZE - 100), times=1000)
+    monkeypatch.setenv("HF_XET_CLIENT_RETRY_MAX_ATTEMPTS", "1")
+    with serving([f"{fault_proxy.host}/{unique_repo}"], xet_min=1024 * 1024) as served:
+        point_hub_at(monkeypatch, served.url, hub, xet=True)
+        with pytest.raises(Exception) as raised:  # noqa: PT011 - hf_xet raises its RuntimeError
+            hf_hub_download("acme/big", "model.safetensors")
+        assert "502" in str(raised.value) or "Bad Gateway" in str(raised.value), raised.value
+        folder = hub / "models--acme--big"
+        assert not (folder / "blobs" / weights).exists()
+        assert not any(p.name == "model.safetensors" for p in folder.rglob("*"))
+        from ocibridge.cache.models import ModelCache
+
+        assert not ModelCache().blobs.blob_path(f"sha256:{weights}").exists()
+        assert Path(hf_hub_download("acme/big", "config.json")).read_bytes() == (src / "config.json").read_bytes()
+        # every xorb request was answered with an error, before any byte of the blob
+        xorb_urls = [p for _, p in served.requests if "/xorbs/" in p]
+        assert xorb_urls
+        for p in set(xorb_urls):
+            assert httpx.get(f"{served.url}{p}").status_code == 502
+
+
+def test_read_tokens_grant_xet_access_and_unsigned_urls_are_refused(model, hub, monkeypatch):
+    src, prefix = model
+    with serving([prefix], tokens=("s3cret",), xet_min=1024 * 1024) as served:
+        point_hub_at(monkeypatch, served.url, hub, xet=True)
+        monkeypatch.setenv("HF_TOKEN", "s3cret")
+        from huggingface_hub import constants
+
+        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(hub / "no-token"))
+        where = Path(snapshot_download("acme/big", token="s3cret"))
+        assert files_of(where) == files_of(src)
+        signed = next(p for _, p in served.requests if "/xorbs/" in p)
+        base = f"{served.url}/acme/big/resolve/main/model.safetensors"
+        assert httpx.head(base).status_code == 401
+        head = httpx.head(base, headers={"Authorization": "Bearer s3cret"})
+        route = head.headers["x-xet-refresh-route"]
+        assert httpx.get(route).status_code == 401  # the grant needs the read token
+        grant = httpx.get(route, headers={"Authorization": "Bearer s3cret"})
+        cas, token = grant.headers["x-xet-cas-url"], grant.headers["x-xet-access-token"]
+        name = head.headers["x-xet-hash"]
+        assert httpx.get(f"{cas}/v2/reconstructions/{name}").status_code == 401
+        read_token = {"Authorization": "Bearer s3cret"}  # a read token is no Xet token
+        assert httpx.get(f"{cas}/v2/reconstructions/{name}", headers=read_token).status_code == 401
+        plan = httpx.get(f"{cas}/v2/reconstructions/{name}", headers={"Authorization": f"Bearer {token}"}).json()
+        url = next(iter(plan["xorbs"].values()))[0]["url"]
+        assert httpx.get(url, headers={"Range": "bytes=0-99"}).status_code == 206
+        assert httpx.get(url.split("?")[0], headers={"Range": "bytes=0-99"}).status_code == 403
+        assert httpx.get(url.replace("signature=", "signature=0"), headers={"Range": "bytes=0-99"}).status_code == 403
+        other = cas.replace("/acme/big", "/acme/other")
+        assert httpx.get(f"{other}/v2/reconstructions/{name}",
+                         headers={"Authorization": f"Bearer {token}"}).status_code == 401  # another repo's scope
+        assert signed.startswith("/xet/")
+
+
+def test_grants_expire():
+    now = [1000.0]
+    grants = xet.Grants([b"a", b"b"], clock=lambda: now[0])
+    token, expires = grants.grant("acme/big@abc")
+    assert grants.allows(token, "acme/big@abc") and not grants.allows(token, "acme/big@abd")
+    url = grants.signed("/xet/abc/acme/big/xorbs/00/1/0", expires)
+    path, query = url.split("?")
+    fields = dict(kv.split("=") for kv in query.split("&"))
+    assert grants.url_allowed(path, fields["expires"], fields["signature"])
+    assert not grants.url_allowed(path + "1", fields["expires"], fields["signature"])
+    assert not grants.url_allowed(path, str(int(fields["expires"]) + 1), fields["signature"])
+    now[0] += xet.TOKEN_LIFE + 1
+    assert not grants.allows(token, "acme/big@abc")
+    assert not grants.url_allowed(path, fields["expires"], fields["signature"])
+    same = xet.Grants([b"b", b"a"], clock=lambda: 1000.0)  # another replica, the same token file
+    assert same.allows(token, "acme/big@abc")
+    assert xet.Grants([], clock=lambda: 0).allows("anything", "x")  # no read tokens: an open server
+
+
+def test_xet_min_size_flag_takes_sizes_and_off(capsys):
+    assert main(["serve", "oci:/nonexistent", "--xet-min-size", "lots"]) == 2
+    err = capsys.readouterr().err
+    assert "--xet-min-size" in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_file_over_xet_from_a_layout_with_tar_layers(tmp_path, hub, monkeypatch, capsys):
+    """Files inside tar layers are served from the verified snapshot, over Xet like the others."""
+    from ocibridge.serve.files import FileLists
+    from ocibridge.stores.layout import LayoutStore
+
+    src = make_model(tmp_path / "tiny")
+    LayoutStore(tmp_path / "lay", create=True)
+    assert main(["push", str(src), f"oci:{tmp_path}/lay:acme/tiny:latest", "-q", "--group", "doc"]) == 0
+    capsys.readouterr()
+    with serving([f"oci:{tmp_path}/lay"], xet_min=1) as served:
+        point_hub_at(monkeypatch, served.url, hub, xet=True)
+        assert files_of(Path(snapshot_download("acme/tiny"))) == files_of(src)
+        resolved = served.catalog.resolve("acme/tiny", None)
+        held = FileLists(served.app.state.serve.lists.cache).of(resolved).files
+        assert any(f.local is not None for f in held.values())  # a file of a tar layer was among them
+        assert not [p for m, p in served.requests if m == "GET" and "/resolve/" in p]  # all over Xet
+        assert len({p.split("/xorbs/")[1].split("/")[0] for _, p in served.requests if "/xorbs/" in p}) == len(held)
