@@ -35,7 +35,7 @@ from starlette.routing import Route
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.serve import hubjson, xet
-from ocibridge.serve.blobs import Blobs, read_file
+from ocibridge.serve.blobs import Blobs, Checked, CheckedFile, read_file
 from ocibridge.serve.files import FileLists, HubFile, ModelFiles
 from ocibridge.serve.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
 
@@ -349,18 +349,25 @@ class ServeApp:
         if wanted == "unsatisfiable":
             return _error(416, None, f"range not satisfiable for {total} bytes", {"Content-Range": f"bytes */{total}"})
         start, end = wanted if isinstance(wanted, tuple) else (0, total)
+        source: Checked
         if f.local is not None:
-            path = f.local
+            source = CheckedFile(f.local)
         else:
             assert f.layer is not None
-            path = await self.blobs.verified(resolved.repo.store, resolved.model, f.layer)
+            store = resolved.repo.store
+            chunks = None
+            if self.ranges is not None and self.blobs.cached(f.layer) is None:
+                chunks = await self._run(self.ranges.layer_table, store, resolved.manifest, f.layer)
+            source = await self.blobs.checked(store, resolved.model, f.layer, chunks)
+        # the first piece verified before the answer starts: a blob that fails there is a 502
+        await source.until(xet.first_piece_end(size, k, start))
         headers = {"Content-Length": str(end - start), "Content-Type": "application/octet-stream",
                    "Accept-Ranges": "bytes"}
         status = 200
         if isinstance(wanted, tuple):
             status = 206
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
-        return StreamingResponse(xet.xorb_body(path, size, k, start, end), status_code=status, headers=headers)
+        return StreamingResponse(xet.xorb_body(source, size, k, start, end), status_code=status, headers=headers)
 
 
 def _int(text: str | None) -> int | None:

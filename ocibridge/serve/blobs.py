@@ -24,7 +24,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 import anyio.to_thread
 
@@ -33,13 +33,18 @@ from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import CHUNK, split_digest
 from ocibridge.oci.models import Descriptor
+from ocibridge.remote.tablehash import TableHasher
 from ocibridge.serve.follow import Fill, follow
 from ocibridge.stores.inorder_hash import Frontier
 from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache
+    from ocibridge.remote.table import LayerChunks
     from ocibridge.stores.base import Store
+
+#: a layer's chunk digests and the table's chunk size
+TableOf = tuple["LayerChunks", int]
 
 #: blobs and snapshot files are read-only in the model cache
 READ_ONLY = 0o444
@@ -59,6 +64,31 @@ async def read_file(path: Path, start: int, end: int) -> AsyncIterator[bytes]:
             yield chunk
     finally:
         await anyio.to_thread.run_sync(f.close)
+
+
+class Checked(Protocol):
+    """A blob's file, read only as far as it is verified."""
+
+    def open(self) -> int:
+        """A descriptor of the file (the caller closes it)."""
+        ...
+
+    async def until(self, end: int) -> None:
+        """Return once bytes ``[0, end)`` are verified; raise if they never will be."""
+        ...
+
+
+class CheckedFile:
+    """A file verified whole (the model cache's blob, a snapshot's file)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def open(self) -> int:
+        return os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    async def until(self, end: int) -> None:
+        return None
 
 
 class Blobs:
@@ -103,36 +133,40 @@ class Blobs:
             return read_file(found, start, end)
         return self.stream(store, layer)
 
-    async def verified(self, store: Store, manifest: Descriptor, layer: Descriptor) -> Path:
-        """The model cache's copy of ``layer``, fetched and verified first if it is not there:
-        for senders that may send no byte before the whole blob is checked (Xet's)."""
+    async def checked(self, store: Store, manifest: Descriptor, layer: Descriptor,
+                      chunks: TableOf | None = None) -> Checked:
+        """``layer``'s bytes as they are verified, for senders that may send no other (Xet's):
+        the model cache's copy; else the registry fetch, checked chunk by chunk against
+        ``chunks`` (the table the manifest binds) as it arrives, or whole when there is none."""
         found = self.cached(layer)
         if found is not None:
-            return found
+            return CheckedFile(found)
         if isinstance(store, RangedBlobSource) and layer.size > 0:
             fill = self._fills.get(layer.digest)
             if fill is None:
                 found = await self.wait(layer)
                 if found is not None:
-                    return found
-                fill = self._fills.get(layer.digest) or self._follow_fetch(store, layer)
-            await fill.finished()
-            found = self.cached(layer)
-            if found is None:
-                raise DigestMismatch(f"blob {layer.digest}: verified, then gone from the model cache")
-            return found
-        return await self.fill(store, manifest, layer)
+                    return CheckedFile(found)
+                fill = self._fills.get(layer.digest) or self._follow_fetch(store, layer, chunks)
+            return fill
+        return CheckedFile(await self.fill(store, manifest, layer))
 
-    def _follow_fetch(self, store: RangedBlobSource, layer: Descriptor) -> Fill:
+    def _follow_fetch(self, store: RangedBlobSource, layer: Descriptor, chunks: TableOf | None = None) -> Fill:
         fill = Fill(layer.digest, layer.size, self.cache.blobs.blob_path(layer.digest))
         self._fills[layer.digest] = fill
         blobs, locks = self.cache.blobs, self.cache.locks
+
+        def table_hasher() -> TableHasher:
+            assert chunks is not None
+            fill.hasher = TableHasher(*chunks)  # a new one each time the download starts over
+            return fill.hasher
 
         def fetch(on_hashed: Frontier) -> None:
             # the cache's lock: another process filling the same cache waits, then finds it
             with flocked(locks / f"{split_digest(layer.digest)[1]}.lock"):
                 if not blobs.exists(layer):
-                    blobs.download_blob(layer, store, on_hashed=on_hashed)
+                    blobs.download_blob(layer, store, on_hashed=on_hashed,
+                                        hasher_for=table_hasher if chunks is not None else None)
                     os.chmod(blobs.blob_path(layer.digest), READ_ONLY)
 
         def done(ended: Fill) -> None:

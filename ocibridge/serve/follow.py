@@ -23,6 +23,7 @@ from pathlib import Path
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.remote.tablehash import TableHasher
 
 #: bytes read from the file and handed to the server per step (the warm path reads as much)
 SEND = 1 << 20
@@ -42,6 +43,7 @@ class Fill:
         self.hashed = 0
         self.verified = False
         self.error: BaseException | None = None
+        self.hasher: TableHasher | None = None  # set when the chunk table checks the blob as it comes
         self._fd: int | None = None  # a copy of the download's descriptor, while it runs
         self._lock = threading.Lock()
         self._loop = asyncio.get_running_loop()
@@ -98,11 +100,20 @@ class Fill:
     async def changed(self) -> None:
         await self._changed.wait()
 
-    async def finished(self) -> None:
-        """Wait until the whole blob is verified and in the cache; raises if it failed."""
-        while True:
-            if self.sendable() == self.size and self.verified:
-                return
+    def checked(self) -> int:
+        """Bytes from the first that are verified now: the chunks the table checked so far, or
+        none until the whole blob matched its digest; raises if the fetch failed."""
+        self.sendable()
+        with self._lock:
+            if self.verified:
+                return self.size
+            if self.hasher is None or self._fd is None:  # no file to read from yet
+                return 0
+            return self.hasher.verified
+
+    async def until(self, end: int) -> None:
+        """Wait until bytes ``[0, end)`` are verified (:meth:`checked`)."""
+        while self.checked() < end:
             await self.changed()
 
     def open(self) -> int:

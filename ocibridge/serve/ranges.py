@@ -22,7 +22,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.remote.blobreader import VerifiedBlob
 from ocibridge.remote.chain import bound_table_descriptor, read_table_blob
-from ocibridge.remote.table import ChunkTable
+from ocibridge.remote.table import ChunkTable, LayerChunks
 from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
@@ -64,6 +64,15 @@ class ChunkRanges:
             while len(self._tables) > 4 * OPEN:
                 self._tables.popitem(last=False)
         return table
+
+    def layer_table(self, store: Store, manifest: Manifest, layer: Descriptor) -> tuple[LayerChunks, int] | None:
+        """``layer``'s chunk digests and the chunk size, when the manifest binds a table with an
+        entry for it (a registry fetch of the whole blob is then checked chunk by chunk)."""
+        if not isinstance(store, RangedBlobSource):
+            return None
+        table = self._table(store, manifest)
+        chunks = table.for_layer(layer) if table is not None else None
+        return (chunks, table.chunk_size) if table is not None and chunks is not None else None
 
     def open(self, store: Store, manifest: Manifest, layer: Descriptor) -> VerifiedBlob | None:
         """A chunk reader of ``layer`` (held: :meth:`release` it), or None when the manifest binds

@@ -21,8 +21,9 @@ chunks, and finding those chunks means a rolling hash over every byte before the
 Serve names a file by its SHA-256 and size, and a xorb by the file and its place in it
 (:func:`file_id`, :func:`xorb_id`), so equal names mean equal bytes. ``hf_xet`` checks no hash of
 what it receives (xet-core reconstructs without one), so what keeps a wrong byte out of the
-client's file is serve's own rule: a xorb is sent only from a verified file (the model cache's
-blob, or a snapshot file), never from a download still in progress.
+client's file is serve's own rule: a xorb is sent only from verified bytes: a verified file (the
+model cache's blob, a snapshot file), or the part of a registry fetch its chunk table has
+checked so far (the whole blob once its digest matched, when the manifest binds no table).
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ import hmac
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch
+
+if TYPE_CHECKING:
+    from ocibridge.serve.blobs import Checked
 
 #: bytes of a chunk: Xet's target size (hf_xet refuses a chunk over 128 KiB)
 CHUNK = 64 * 1024
@@ -132,19 +135,27 @@ def _piece(fd: int, size: int, first: int, end: int) -> bytearray:
     return buf
 
 
-async def xorb_body(path: Path, size: int, k: int, start: int, end: int) -> AsyncIterator[memoryview]:
-    """Bytes ``[start, end)`` of the ``k``-th xorb of the verified file at ``path``."""
+def first_piece_end(size: int, k: int, start: int) -> int:
+    """The file offset the first piece of a xorb range sent from ``start`` ends at."""
+    c = k * XORB_CHUNKS + start // (CHUNK + HEADER)
+    return min(size, min(chunk_count(size), k * XORB_CHUNKS + XORB_CHUNKS, c + PIECE_CHUNKS) * CHUNK)
+
+
+async def xorb_body(source: Checked, size: int, k: int, start: int, end: int) -> AsyncIterator[memoryview]:
+    """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
+    bytes are verified (at once from a verified file; as a registry fetch checks them)."""
     base = k * XORB_CHUNKS
     top = min(chunk_count(size), base + XORB_CHUNKS)
     c = base + start // (CHUNK + HEADER)
     skip = start % (CHUNK + HEADER)
     left = end - start
-    fd = await anyio.to_thread.run_sync(os.open, path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd: int | None = None
     try:
-        if os.fstat(fd).st_size != size:
-            raise DigestMismatch(f"{path}: not the file's {size} bytes")
         while left > 0 and c < top:
             upto = min(top, c + PIECE_CHUNKS)
+            await source.until(min(size, upto * CHUNK))
+            if fd is None:
+                fd = await anyio.to_thread.run_sync(source.open)
             piece = await anyio.to_thread.run_sync(_piece, fd, size, c, upto)
             out = memoryview(piece)[skip:skip + left]  # a new buffer each piece: the server may keep it
             skip = 0
@@ -152,7 +163,8 @@ async def xorb_body(path: Path, size: int, k: int, start: int, end: int) -> Asyn
             c = upto
             yield out
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 class Grants:

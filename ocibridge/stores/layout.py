@@ -26,7 +26,16 @@ from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer
 from ocibridge.core.limits import env_limit, over_limit, read_capped
 from ocibridge.core.stale import locked_tempfile, remove_stale
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, TooLarge
-from ocibridge.oci.digest import CHUNK, HashingReader, VerifyingReader, is_digest, split_digest, verified, verify_bytes
+from ocibridge.oci.digest import (
+    CHUNK,
+    Hasher,
+    HashingReader,
+    VerifyingReader,
+    is_digest,
+    split_digest,
+    verified,
+    verify_bytes,
+)
 from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import check_ref_name
@@ -159,14 +168,17 @@ class LayoutStore(ClosesOnExit):
         self._note_created(desc.digest)
 
     def download_blob(self, desc: Descriptor, source: RangedBlobSource,
-                      on_bytes: ByteCount | None = None, on_hashed: Frontier | None = None) -> None:
+                      on_bytes: ByteCount | None = None, on_hashed: Frontier | None = None,
+                      hasher_for: Callable[[], Hasher] | None = None) -> None:
         """Fetch a blob that can be resumed: kept partial when interrupted, continued with
         Range by the next run, in parts at once when large (see :mod:`.partial`); ``on_hashed``
-        follows the verified-as-it-comes prefix (a server sends it on at once)."""
+        follows the verified-as-it-comes prefix (a server sends it on at once); ``hasher_for``
+        checks it otherwise than by its digest (a chunk table's check)."""
         if self._claimed_present(desc):
             return
         self._sweep_once()
-        download(self.blob_path(desc.digest), desc, source, on_bytes=on_bytes, on_hashed=on_hashed)
+        download(self.blob_path(desc.digest), desc, source, on_bytes=on_bytes, on_hashed=on_hashed,
+                 hasher_for=hasher_for)
         self._note_created(desc.digest)
 
     def ingest_sends_unasked(self) -> bool:
