@@ -6,6 +6,9 @@
 The model is one safetensors-like file of random bytes and a config.json. Every client is a
 process of its own, as a user runs it: ``snapshot_download`` with ``HF_ENDPOINT`` at serve and an
 empty Hub cache, against ``python -m ocibridge pull REF DIR`` with empty caches (target ≤ 1.15×).
+The weights go over Xet (hf_xet, huggingface_hub's default where it is installed); the same
+download with ``HF_HUB_DISABLE_XET=1`` (the plain resolve route) is measured too (``--no-plain``:
+not).
 
 - cold: serve started afresh with an empty model cache (it fetches from the registry while it
   streams to the client);
@@ -148,8 +151,9 @@ def server(work: Path, source: str, cache: Path) -> Iterator[Server]:
         s.stop()
 
 
-def snapshot_cmd(url: str, work: Path, hub: Path, tag: str) -> tuple[list[str], dict[str, str]]:
-    env = {**base_env(work), "HF_ENDPOINT": url, "HF_HUB_CACHE": str(hub), "HF_HOME": str(hub) + "-home"}
+def snapshot_cmd(url: str, work: Path, hub: Path, tag: str, plain: bool = False) -> tuple[list[str], dict[str, str]]:
+    env = {**base_env(work), "HF_ENDPOINT": url, "HF_HUB_CACHE": str(hub), "HF_HOME": str(hub) + "-home",
+           "HF_HUB_DISABLE_XET": "1" if plain else "0"}
     return [sys.executable, "-c", SNAPSHOT, REPO, tag], env
 
 
@@ -162,10 +166,10 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
     return took
 
 
-def snapshot_once(url: str, work: Path, tag: str) -> float:
+def snapshot_once(url: str, work: Path, tag: str, plain: bool = False) -> float:
     hub = work / "hub"
     shutil.rmtree(hub, ignore_errors=True)
-    took = timed(*snapshot_cmd(url, work, hub, tag))
+    took = timed(*snapshot_cmd(url, work, hub, tag, plain))
     shutil.rmtree(hub, ignore_errors=True)
     shutil.rmtree(str(hub) + "-home", ignore_errors=True)
     return took
@@ -208,7 +212,13 @@ def _cpu(samples: list[dict[str, float]]) -> str:
     return " + ".join(f"{k} {statistics.median(s[k] for s in samples):.2f}" for k in samples[0])
 
 
-def run(size_mib: int, work: Path, repeat: int, clients: int) -> list[str]:
+ROWS = (("cold", "snapshot_download via serve, Xet, cold (empty model cache)"),
+        ("warm", "snapshot_download via serve, Xet, warm (model cache filled, Hub cache empty)"),
+        ("cold-plain", "the same, HF_HUB_DISABLE_XET=1 (plain resolve route), cold"),
+        ("warm-plain", "the same, HF_HUB_DISABLE_XET=1, warm"))
+
+
+def run(size_mib: int, work: Path, repeat: int, clients: int, plain: bool = True) -> list[str]:
     from ocibridge.api.model_ops import push
 
     rows = []
@@ -220,10 +230,12 @@ def run(size_mib: int, work: Path, repeat: int, clients: int) -> list[str]:
         shutil.rmtree(src)
         source = reg.host
         cache = work / "serve-cache"
-        samples: dict[str, list[float]] = {"pull": [], "cold": [], "warm": []}
-        loads: dict[str, list[str]] = {"pull": [], "cold": [], "warm": []}
+        kinds = [("cold", "warm"), ("cold-plain", "warm-plain")] if plain else [("cold", "warm")]
+        keys = ["pull", *(k for pair in kinds for k in pair)]
+        samples: dict[str, list[float]] = {k: [] for k in keys}
+        loads: dict[str, list[str]] = {k: [] for k in keys}
         rss: list[float] = []
-        cpu: dict[str, list[dict[str, float]]] = {"pull": [], "cold": [], "warm": []}
+        cpu: dict[str, list[dict[str, float]]] = {k: [] for k in keys}
         registry_pid = reg.process.pid
         assert registry_pid is not None
         for _ in range(repeat):  # alternating, so that a slow stretch of the machine hits all alike
@@ -231,23 +243,27 @@ def run(size_mib: int, work: Path, repeat: int, clients: int) -> list[str]:
             meter = Cpu(registry=registry_pid)
             samples["pull"].append(pull_once(ref, work))
             cpu["pull"].append(meter.used())
-            with server(work, source, cache) as s:
-                for key in ("cold", "warm"):
-                    loads[key].append(load())
-                    meter = Cpu(serve=s.proc.pid, registry=registry_pid)
-                    samples[key].append(snapshot_once(s.url, work, tag))
-                    cpu[key].append(meter.used())
-                    if key == "cold":
-                        rss.append(s.peak_rss_mib())
+            for pair in kinds:
+                with server(work, source, cache) as s:
+                    for key in pair:
+                        loads[key].append(load())
+                        meter = Cpu(serve=s.proc.pid, registry=registry_pid)
+                        samples[key].append(snapshot_once(s.url, work, tag, plain=key.endswith("plain")))
+                        cpu[key].append(meter.used())
+                        if key == "cold":
+                            rss.append(s.peak_rss_mib())
         full = statistics.median(samples["pull"])
         pulls = f"pull {full:.2f} s ({_each(samples['pull'])})"
-        for key, what in (("cold", "snapshot_download via serve, cold (empty model cache)"),
-                          ("warm", "snapshot_download via serve, warm (model cache filled, Hub cache empty)")):
+        for key, what in ROWS:
+            if key not in samples:
+                continue
             took = statistics.median(samples[key])
             rows.append(f"| {size_mib} MiB | {what} | {took:.2f} s ({_each(samples[key])}) | {pulls} "
                         f"| {took / full:.2f}× | {'; '.join(loads[key])} |")
-        rows.append(f"| {size_mib} MiB | CPU seconds (medians): {_cpu(cpu['cold'])} cold, {_cpu(cpu['warm'])} "
-                    f"warm | | pull {_cpu(cpu['pull'])} | | {loads['warm'][-1]} |")
+        for cold, warm in kinds:
+            rows.append(f"| {size_mib} MiB | CPU seconds (medians), {'plain' if 'plain' in cold else 'Xet'}: "
+                        f"{_cpu(cpu[cold])} cold, {_cpu(cpu[warm])} warm | | pull {_cpu(cpu['pull'])} | "
+                        f"| {loads[warm][-1]} |")
         rows.append(f"| {size_mib} MiB | serve's peak RSS (VmHWM) after a cold download | {max(rss):.0f} MiB "
                     f"({_each(rss)}) | | | {loads['cold'][-1]} |")
         if clients:
@@ -271,6 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--big", type=int, nargs="*", default=[4096],
                    help="sizes in MiB measured once, without the clients (default 4096: the RSS at 4 GiB)")
     p.add_argument("--clients", type=int, default=16, help="concurrent clients at --sizes (0: none)")
+    p.add_argument("--no-plain", action="store_true", help="measure Xet downloads only (not HF_HUB_DISABLE_XET=1)")
     args = p.parse_args(argv)
     print(f"load average at the start: {load()}; {os.cpu_count()} cores")
     print("| model | measure | serve | against | ratio | load (1, 5, 15 min) |\n|---|---|---|---|---|---|")
@@ -278,10 +295,10 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(tmp)
         os.environ["OCIBRIDGE_CACHE"] = str(work / "own-cache")  # never the user's model cache
         for size in args.sizes:
-            for row in run(size, work, args.repeat, args.clients):
+            for row in run(size, work, args.repeat, args.clients, not args.no_plain):
                 print(row, flush=True)
         for size in args.big:
-            for row in run(size, work, 1, 0):
+            for row in run(size, work, 1, 0, False):
                 print(row, flush=True)
     print(f"load average at the end: {load()}")
 

@@ -230,10 +230,29 @@ def test_grants_expire():
     assert xet.Grants([], clock=lambda: 0).allows("anything", "x")  # no read tokens: an open server
 
 
-def test_xet_min_size_flag_takes_sizes_and_off(capsys):
-    assert main(["serve", "oci:/nonexistent", "--xet-min-size", "lots"]) == 2
-    err = capsys.readouterr().err
-    assert "--xet-min-size" in err and len(err.strip().splitlines()) == 1
+def test_xet_min_size_and_public_url_flags_refuse_nonsense_in_one_line(capsys):
+    for flag, value in (("--xet-min-size", "lots"), ("--public-url", "ftp://x"), ("--public-url", "hub.example")):
+        assert main(["serve", "oci:/nonexistent", flag, value]) == 2
+        err = capsys.readouterr().err
+        assert flag in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_public_url_names_where_clients_reach_serve(model):
+    """Behind a proxy that terminates TLS, the URLs serve hands out name the proxy."""
+    _, prefix = model
+    with serving([prefix], xet_min=1024 * 1024, public_url="https://hub.example/models/") as served:
+        head = httpx.head(f"{served.url}/acme/big/resolve/main/model.safetensors")
+        route = head.headers["x-xet-refresh-route"]
+        assert route.startswith("https://hub.example/models/api/models/acme/big/xet-read-token/")
+        grant = httpx.get(served.url + route.removeprefix("https://hub.example/models"))
+        cas = grant.headers["x-xet-cas-url"]
+        assert cas.startswith("https://hub.example/models/xet/")
+        plan = httpx.get(served.url + cas.removeprefix("https://hub.example/models")
+                         + f"/v2/reconstructions/{head.headers['x-xet-hash']}").json()
+        url = next(iter(plan["xorbs"].values()))[0]["url"]
+        assert url.startswith("https://hub.example/models/xet/")
+        assert httpx.get(served.url + url.removeprefix("https://hub.example/models"),
+                         headers={"Range": "bytes=0-7"}).content == bytes([0, 0, 0, 1, 0, 0, 0, 1])
 
 
 def test_every_file_over_xet_from_a_layout_with_tar_layers(tmp_path, hub, monkeypatch, capsys):
@@ -253,3 +272,23 @@ def test_every_file_over_xet_from_a_layout_with_tar_layers(tmp_path, hub, monkey
         assert any(f.local is not None for f in held.values())  # a file of a tar layer was among them
         assert not [p for m, p in served.requests if m == "GET" and "/resolve/" in p]  # all over Xet
         assert len({p.split("/xorbs/")[1].split("/")[0] for _, p in served.requests if "/xorbs/" in p}) == len(held)
+
+
+def test_a_client_that_leaves_mid_xorb_frees_its_turn(model, monkeypatch):
+    """Xorb answers are sent a bounded number at once (serve's memory); one cut short by its
+    client gives its turn back, so the next answers are not stuck behind it."""
+    _, prefix = model
+    monkeypatch.setattr(xet, "SENDING_AT_ONCE", 1)
+    with serving([prefix], xet_min=1024 * 1024) as served:
+        head = httpx.head(f"{served.url}/acme/big/resolve/main/model.safetensors")
+        grant = httpx.get(head.headers["x-xet-refresh-route"])
+        cas, token = grant.headers["x-xet-cas-url"], grant.headers["x-xet-access-token"]
+        plan = httpx.get(f"{cas}/v2/reconstructions/{head.headers['x-xet-hash']}",
+                         headers={"Authorization": f"Bearer {token}"}).json()
+        url = plan["xorbs"][plan["terms"][0]["hash"]][0]["url"]
+        for _ in range(3):
+            with httpx.stream("GET", url, timeout=10) as r:  # 16 MiB, left after its first bytes
+                assert r.status_code == 200
+                next(r.iter_bytes())
+        whole = httpx.get(url, timeout=10)
+        assert whole.status_code == 200 and len(whole.content) == xet.xorb_size(SIZE, 0)

@@ -19,6 +19,7 @@ The path is split on its raw ``/`` before decoding, so a revision or a path sent
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -74,8 +75,9 @@ class ServeApp:
 
     def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, *,
                  tokens: Sequence[str] = (), page: int = PAGE, ranges: ChunkRanges | None = None,
-                 xet_min: int | None = xet.MIN_SIZE):
+                 xet_min: int | None = xet.MIN_SIZE, public_url: str | None = None):
         self.catalog = catalog
+        self.public_url = public_url.rstrip("/") if public_url else None
         self.lists = lists
         self.blobs = blobs
         self.ranges = ranges
@@ -84,6 +86,7 @@ class ServeApp:
         self.xet_min = xet_min
         self.grants = xet.Grants(self.tokens)
         self._pinned: dict[tuple[str, str], tuple[float, Resolved, ModelFiles]] = {}
+        self._pieces: asyncio.Semaphore | None = None  # made on the server's loop
 
     # -- plumbing --------------------------------------------------------------------------
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
@@ -274,9 +277,9 @@ class ServeApp:
             return None
         return xet.file_id(f.sha256, f.size)
 
-    @staticmethod
-    def _base(request: Request) -> str:
-        return str(request.base_url).rstrip("/")
+    def _base(self, request: Request) -> str:
+        """Where clients reach serve: ``--public-url``, else the address this request came to."""
+        return self.public_url or str(request.base_url).rstrip("/")
 
     def _token_route(self, request: Request, repo_id: str, commit: str) -> str:
         return f"{self._base(request)}/api/models/{repo_id}/xet-read-token/{commit}"
@@ -367,7 +370,10 @@ class ServeApp:
         if isinstance(wanted, tuple):
             status = 206
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
-        return StreamingResponse(xet.xorb_body(source, size, k, start, end), status_code=status, headers=headers)
+        if self._pieces is None:
+            self._pieces = asyncio.Semaphore(xet.SENDING_AT_ONCE)
+        return StreamingResponse(xet.xorb_body(source, size, k, start, end, self._pieces),
+                                 status_code=status, headers=headers)
 
 
 def _int(text: str | None) -> int | None:
@@ -400,11 +406,13 @@ def _range(header: str | None, size: int) -> tuple[int, int] | str | None:
 
 def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequence[str] = (),
                page: int = PAGE, ranges: ChunkRanges | None = None,
-               xet_min: int | None = xet.MIN_SIZE) -> Starlette:
+               xet_min: int | None = xet.MIN_SIZE, public_url: str | None = None) -> Starlette:
     """The Starlette application over ``catalog``; ``ranges``: ranges of blobs the model cache
     lacks from verified chunks (else the whole blob is fetched first); ``xet_min``: files from
-    this size are offered over Xet (None: none)."""
-    serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges, xet_min=xet_min)
+    this size are offered over Xet (None: none); ``public_url``: the URL clients reach serve at,
+    for the URLs it hands out (behind a proxy that terminates TLS)."""
+    serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges, xet_min=xet_min,
+                     public_url=public_url)
     routes = [
         Route("/healthz", serve.healthz, methods=["GET", "HEAD"]),
         Route("/readyz", serve.readyz, methods=["GET", "HEAD"]),

@@ -33,6 +33,7 @@ class ServeOptions:
     concurrency: int = 4
     page: int = field(default=1000)
     xet_min: int | None = 8 * 1024 * 1024  # files from this size are offered over Xet (None: none)
+    public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -66,7 +67,7 @@ def build_app(catalog: Catalog, options: ServeOptions) -> Starlette:
     cache = ModelCache()
     return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
                       tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache),
-                      xet_min=options.xet_min)
+                      xet_min=options.xet_min, public_url=options.public_url)
 
 
 def server(app: Starlette, options: ServeOptions, sock: socket.socket | None = None) -> Any:

@@ -28,6 +28,7 @@ checked so far (the whole blob once its digest matched, when the manifest binds 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import os
@@ -48,8 +49,15 @@ CHUNK = 64 * 1024
 XORB_CHUNKS = 256
 #: a chunk's header: version, stored length (3 bytes, little-endian), scheme, length (3 bytes)
 HEADER = 8
-#: chunks read from the file per piece handed to the server (4 MiB)
-PIECE_CHUNKS = 64
+#: chunks read from the file per piece handed to the server (1 MiB)
+PIECE_CHUNKS = 16
+#: xorb answers being sent at once, over every client: what bounds serve's memory when many
+#: clients each open many xorb requests (hf_xet's concurrency adapts upward); the others wait
+#: their turn. An answer holds about three pieces: the one read, the server's copy of it, and
+#: what the socket has not taken yet (uvicorn waits for the socket before the next write, not
+#: after this one), so a permit per piece let each waiting request keep a piece: with 16
+#: clients serve's RSS grew past 900 MiB.
+SENDING_AT_ONCE = 32
 #: seconds an access token is good for (hf_xet asks the refresh route for another before then)
 TOKEN_LIFE = 3600
 #: files from this size are offered over Xet (smaller ones cost fewer requests as one GET)
@@ -117,8 +125,11 @@ def xorb_size(size: int, k: int) -> int:
     return _stored(size, base, min(chunk_count(size), base + XORB_CHUNKS))[1]
 
 
-def _piece(fd: int, size: int, first: int, end: int) -> bytearray:
-    """File chunks ``[first, end)`` behind their headers, read straight into place (one copy)."""
+def _frame(size: int, first: int, end: int) -> tuple[bytearray, list[memoryview]]:
+    """A buffer for file chunks ``[first, end)`` with their headers written, and the places
+    their bytes go. Made on the event loop's thread, so every piece comes from one allocator
+    arena (made on many worker threads, freed pieces stayed in each thread's arena: serve's RSS
+    grew with the number of requests)."""
     buf = bytearray(_stored(size, first, end)[1])
     view = memoryview(buf)
     targets = []
@@ -128,11 +139,15 @@ def _piece(fd: int, size: int, first: int, end: int) -> bytearray:
         buf[at:at + HEADER] = _header(length)
         targets.append(view[at + HEADER:at + HEADER + length])
         at += HEADER + length
-    want = at - HEADER * (end - first)
-    got = os.preadv(fd, targets, first * CHUNK)
+    return buf, targets
+
+
+def _fill(fd: int, targets: list[memoryview], offset: int) -> None:
+    """Read the file's bytes from ``offset`` straight into ``targets`` (one copy)."""
+    want = sum(len(t) for t in targets)
+    got = os.preadv(fd, targets, offset)
     if got != want:
         raise DigestMismatch(f"a verified file ended {want - got} bytes early")
-    return buf
 
 
 def first_piece_end(size: int, k: int, start: int) -> int:
@@ -141,28 +156,37 @@ def first_piece_end(size: int, k: int, start: int) -> int:
     return min(size, min(chunk_count(size), k * XORB_CHUNKS + XORB_CHUNKS, c + PIECE_CHUNKS) * CHUNK)
 
 
-async def xorb_body(source: Checked, size: int, k: int, start: int, end: int) -> AsyncIterator[memoryview]:
+async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
+                    gate: asyncio.Semaphore) -> AsyncIterator[memoryview]:
     """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
-    bytes are verified (at once from a verified file; as a registry fetch checks them)."""
+    bytes are verified (at once from a verified file; as a registry fetch checks them), once
+    ``gate`` lets this answer be sent (it holds its permit until it ends)."""
     base = k * XORB_CHUNKS
     top = min(chunk_count(size), base + XORB_CHUNKS)
     c = base + start // (CHUNK + HEADER)
     skip = start % (CHUNK + HEADER)
     left = end - start
     fd: int | None = None
+    held = False
     try:
         while left > 0 and c < top:
             upto = min(top, c + PIECE_CHUNKS)
             await source.until(min(size, upto * CHUNK))
             if fd is None:
                 fd = await anyio.to_thread.run_sync(source.open)
-            piece = await anyio.to_thread.run_sync(_piece, fd, size, c, upto)
+            if not held:
+                await gate.acquire()
+                held = True
+            piece, targets = _frame(size, c, upto)
+            await anyio.to_thread.run_sync(_fill, fd, targets, c * CHUNK)
             out = memoryview(piece)[skip:skip + left]  # a new buffer each piece: the server may keep it
             skip = 0
             left -= len(out)
             c = upto
             yield out
     finally:
+        if held:
+            gate.release()
         if fd is not None:
             os.close(fd)
 
