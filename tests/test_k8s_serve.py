@@ -157,7 +157,7 @@ def test_the_container_runs_as_emitted(tmp_path, capsys, registry, unique_repo):
     assert main(["push", str(src), f"{prefix}/acme/tiny:stable", "-q"]) == 0
     capsys.readouterr()
     assert main(["k8s", "serve", prefix, "--token-secret", "hf-tokens", "--default-tag", "stable",
-                 "--json"]) == 0
+                 "--public-url", "https://hub.example/models", "--json"]) == 0
     items = json.loads(capsys.readouterr().out)["items"]
     [c] = [i for i in items if i["kind"] == "Deployment"][0]["spec"]["template"]["spec"]["containers"]
     mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
@@ -192,6 +192,8 @@ def test_the_container_runs_as_emitted(tmp_path, capsys, registry, unique_repo):
         auth = {"Authorization": "Bearer t0ken"}
         body = httpx.get(f"{url}/acme/tiny/resolve/main/model.safetensors", headers=auth).content
         assert body == (src / "model.safetensors").read_bytes()
+        grant = httpx.get(f"{url}/api/models/acme/tiny/xet-read-token/main", headers=auth)  # Xet URLs: the Ingress's
+        assert grant.headers["x-xet-cas-url"].startswith("https://hub.example/models/xet/")
         assert any((tmp_path / "pod" / "cache" / "models" / "blobs" / "sha256").iterdir())  # the cache is the volume
     finally:
         proc.terminate()

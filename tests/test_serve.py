@@ -246,8 +246,9 @@ def test_json_shapes_for_other_clients(model, hub):
         assert {s["rfilename"] for s in info["siblings"]} == set(files_of(src))
 
 
+@pytest.mark.parametrize("xet", [False, True], ids=["plain", "xet"])
 def test_sixteen_clients_at_once_share_one_fetch_per_blob(tmp_path, monkeypatch, registry, unique_repo,
-                                                           fault_proxy):
+                                                           fault_proxy, xet):
     from collections import Counter
     from concurrent.futures import ThreadPoolExecutor
 
@@ -255,8 +256,9 @@ def test_sixteen_clients_at_once_share_one_fetch_per_blob(tmp_path, monkeypatch,
     for name in ("one", "two"):
         models[name] = make_model(tmp_path / name, weights=8192)  # 2 MiB of weights each
         assert main(["push", str(models[name]), f"{registry.host}/{unique_repo}/acme/{name}:latest", "-q"]) == 0
-    with serving([f"{fault_proxy.host}/{unique_repo}"]) as served:  # every registry request counted
-        point_hub_at(monkeypatch, served.url, tmp_path / "unused")
+    with serving([f"{fault_proxy.host}/{unique_repo}"],  # every registry request counted
+                 xet_min=1024 * 1024 if xet else None) as served:
+        point_hub_at(monkeypatch, served.url, tmp_path / "unused", xet=xet)
 
         def client(i: int) -> tuple[str, Path]:
             name = ("one", "two")[i % 2]
@@ -271,6 +273,8 @@ def test_sixteen_clients_at_once_share_one_fetch_per_blob(tmp_path, monkeypatch,
     sent = {path.rsplit(":", 1)[1]: count for path, count in gets.items()}
     assert files <= set(sent)
     assert all(sent[f] == 1 for f in files), sent  # each file's blob came from the registry once
+    xorbs = [p for _, p in served.requests if "/xorbs/" in p]
+    assert bool(xorbs) == xet  # the weights went over Xet when offered, and only then
 
 
 def test_serve_obeys_the_containers_policy_file_like_pull(model, hub, monkeypatch, tmp_path, capsys):

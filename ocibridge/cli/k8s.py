@@ -206,7 +206,7 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
 
     from ocibridge.k8s.serve import ServeDeployment, header, objects
     from ocibridge.mirror.yamlout import dump_all
-    from ocibridge.serve.server import GRACE
+    from ocibridge.serve.server import GRACE, parse_public_url
     from ocibridge.serve.sources import RegistrySource, parse_sources
     from ocibridge.stores.registry.pull_secret import (
         CREDENTIALS_WARNING,
@@ -234,6 +234,7 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         name=args.name, namespace=args.namespace, replicas=args.replicas, port=args.port,
         cache_size=args.cache_size, storage_class=args.storage_class, cache_access_mode=args.cache_access_mode,
         token_secret=args.token_secret, default_tag=args.default_tag, plain_http=args.plain_http,
+        public_url=parse_public_url(args.public_url),
         insecure=args.insecure, ca_pem=read_ca_pem(Path(args.ca_file), "--ca-file") if args.ca_file else None,
         docker_config_secret=docker, image_pull_secrets=args.image_pull_secret, cpu=args.cpu,
         memory=args.memory, grace=GRACE, service_type=args.service_type)
@@ -445,6 +446,8 @@ def _register_serve(ksub: Any) -> None:
     p.add_argument("--token-secret", metavar="SECRET",
                    help="a Secret whose key 'tokens' holds the read tokens, one a line (serve --token-file)")
     p.add_argument("--default-tag", metavar="TAG", help="the tag the revision 'main' names (default latest)")
+    p.add_argument("--public-url", metavar="URL",
+                   help="the URL clients reach the Service at, when an Ingress ends TLS (serve --public-url)")
     p.add_argument("--cpu", default="500m", help="CPU request per replica (default 500m)")
     p.add_argument("--memory", default="1Gi", help="memory request and limit per replica (default 1Gi)")
     g = p.add_argument_group("registry access (in the pods)")

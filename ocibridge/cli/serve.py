@@ -29,7 +29,7 @@ def needs_extra() -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
 
     needs_extra()
-    from ocibridge.serve.server import ServeOptions, parse_listen, read_tokens, serve
+    from ocibridge.serve.server import ServeOptions, parse_listen, parse_public_url, read_tokens, serve
     from ocibridge.serve.sources import Catalog, parse_sources
 
     parse_listen(args.listen)  # a usage mistake before anything is opened
@@ -41,7 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     tokens = read_tokens(args.token_file) if args.token_file else ()
     options = ServeOptions(listen=args.listen, cert=args.cert, key=args.key, tokens=tokens,
                            access_log=not args.no_access_log, concurrency=transfer.concurrency,
-                           xet_min=_xet_min(args), public_url=_public_url(args.public_url))
+                           xet_min=_xet_min(args), public_url=parse_public_url(args.public_url))
     serve(catalog, options)
     return 0
 
@@ -71,17 +71,6 @@ def register(command: CommandAdder) -> None:
                    help="the URL clients reach serve at, for the Xet URLs it hands out (behind a proxy "
                         "that terminates TLS; default: the address each request came to)")
     add_transfer_flags(p)
-
-
-def _public_url(text: str | None) -> str | None:
-    if text is None:
-        return None
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise UsageError(f"--public-url {text!r}: expected http(s)://HOST[:PORT][/PATH]")
-    return text.rstrip("/")
 
 
 def _xet_min(args: argparse.Namespace) -> int | None:

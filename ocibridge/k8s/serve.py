@@ -58,6 +58,7 @@ class ServeDeployment:
     cache_access_mode: str | None = None  # default: ReadWriteOnce for one replica, else an emptyDir
     token_secret: str | None = None
     default_tag: str | None = None
+    public_url: str | None = None  # where clients reach the Service (an Ingress that ends TLS)
     plain_http: bool = False
     insecure: bool = False
     ca_pem: str | None = None  # the text of --ca-file, for every source registry
@@ -144,6 +145,8 @@ def serve_args(d: ServeDeployment) -> list[str]:
     args = ["serve", *d.sources, "--listen", f":{d.port}"]
     if d.default_tag:
         args += ["--default-tag", d.default_tag]
+    if d.public_url:
+        args += ["--public-url", d.public_url]
     if d.token_secret:
         args += ["--token-file", f"{TOKENS_DIR}/{TOKENS_KEY}"]
     if d.plain_http:

@@ -45,6 +45,18 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def parse_public_url(text: str | None) -> str | None:
+    """``--public-url``: ``http(s)://HOST[:PORT][/PATH]``, without a trailing slash."""
+    if text is None:
+        return None
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise UsageError(f"--public-url {text!r}: expected http(s)://HOST[:PORT][/PATH]")
+    return text.rstrip("/")
+
+
 def read_tokens(path: str) -> list[str]:
     """The read tokens of ``--token-file``: one a line; blank lines and ``#`` comments skipped."""
     try:
