@@ -175,19 +175,24 @@ def snapshot_once(url: str, work: Path, tag: str, plain: bool = False) -> float:
     return took
 
 
-def pull_once(ref: str, work: Path) -> tuple[float, float]:
-    """Seconds of ``ocibridge pull``, and of ``cp`` of the file it wrote: a cold download through
-    serve on the same machine writes the file twice (serve's model cache, the client's Hub cache)."""
+def pull_once(ref: str, work: Path) -> float:
+    """Seconds of ``ocibridge pull``; what it wrote stays for :func:`copy_pulled`."""
     out, caches = work / "pulled", work / "pull-caches"
     for d in (out, caches):
         shutil.rmtree(d, ignore_errors=True)
     env = {**base_env(work), "OCIBRIDGE_CACHE": str(caches / "models"), "OCIBRIDGE_CACHE_DIR": str(caches)}
-    took = timed([sys.executable, "-m", "ocibridge", "pull", ref, str(out), "-q"], env)
-    copied = timed(["cp", str(out / "model.safetensors"), str(work / "copy.bin")], env)
+    return timed([sys.executable, "-m", "ocibridge", "pull", ref, str(out), "-q"], env)
+
+
+def copy_pulled(work: Path) -> float:
+    """Seconds of ``cp`` of the file pull wrote (then both removed): a cold download through
+    serve on the same machine writes the file twice (serve's model cache, the client's Hub cache)."""
+    out = work / "pulled"
+    copied = timed(["cp", str(out / "model.safetensors"), str(work / "copy.bin")], dict(os.environ))
     (work / "copy.bin").unlink()
-    for d in (out, caches):
+    for d in (out, work / "pull-caches"):
         shutil.rmtree(d, ignore_errors=True)
-    return took, copied
+    return copied
 
 
 def many_at_once(url: str, work: Path, tag: str, clients: int) -> float:
@@ -246,10 +251,9 @@ def run(size_mib: int, work: Path, repeat: int, clients: int, plain: bool = True
         for _ in range(repeat):  # alternating, so that a slow stretch of the machine hits all alike
             loads["pull"].append(load())
             meter = Cpu(registry=registry_pid)
-            pulled, copied = pull_once(ref, work)
-            samples["pull"].append(pulled)
-            copies.append(copied)
+            samples["pull"].append(pull_once(ref, work))
             cpu["pull"].append(meter.used())
+            copies.append(copy_pulled(work))
             for pair in kinds:
                 with server(work, source, cache) as s:
                     for key in pair:

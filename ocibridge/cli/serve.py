@@ -64,7 +64,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--cert", metavar="PEM", help="TLS certificate (with --key): serve HTTPS")
     p.add_argument("--key", metavar="PEM", help="TLS private key")
     p.add_argument("--no-access-log", action="store_true", help="do not log each request")
-    p.add_argument("--xet-min-size", default="8M", metavar="SIZE",
+    p.add_argument("--xet-min-size", metavar="SIZE",
                    help="offer files from this size over Xet, which huggingface_hub downloads in parallel "
                         "with hf_xet (default 8M; 'off': plain downloads only)")
     p.add_argument("--public-url", metavar="URL",
@@ -75,7 +75,10 @@ def register(command: CommandAdder) -> None:
 
 def _xet_min(args: argparse.Namespace) -> int | None:
     from ocibridge.cli.transfer_flags import parse_bytes
+    from ocibridge.serve.server import XET_MIN_SIZE
 
+    if args.xet_min_size is None:
+        return XET_MIN_SIZE
     if args.xet_min_size.lower() in ("off", "none", "no"):
         return None
     try:

@@ -39,6 +39,7 @@ from ocibridge.serve import hubjson, xet
 from ocibridge.serve.blobs import Blobs, Checked, CheckedFile, read_file
 from ocibridge.serve.files import FileLists, HubFile, ModelFiles
 from ocibridge.serve.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
+from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
     from ocibridge.serve.ranges import ChunkRanges
@@ -95,9 +96,8 @@ class ServeApp:
     def _allowed(self, request: Request) -> bool:
         if not self.tokens:
             return True
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        given = token.strip().encode()
-        return scheme.lower() == "bearer" and any(hmac.compare_digest(given, t) for t in self.tokens)
+        given = _bearer(request).encode()
+        return bool(given) and any(hmac.compare_digest(given, t) for t in self.tokens)
 
     async def _guarded(self, request: Request, answer: Callable[[Request], Awaitable[Response]],
                        bearer: bool = True) -> Response:
@@ -198,7 +198,8 @@ class ServeApp:
     async def tree(self, request: Request, repo_id: str, revision: str, path: str) -> Response:
         resolved, files = await self._resolve(repo_id, revision)
         recursive = request.query_params.get("recursive", "").lower() in ("1", "true")
-        entries = hubjson.tree(files, path.strip("/"), recursive, self._xet_name)
+        offered = await self._offered(resolved, files)
+        entries = hubjson.tree(files, path.strip("/"), recursive, lambda f: offered.get(f.path))
         if entries is None:
             return _error(404, "EntryNotFound", f"{repo_id}@{revision}: no directory {path}",
                           {"X-Repo-Commit": resolved.commit})
@@ -226,7 +227,8 @@ class ServeApp:
         else:
             paths = parse_qs(body.decode("utf-8", "replace")).get("paths", [])
         resolved, files = await self._resolve(repo_id, revision)
-        return JSONResponse(hubjson.paths_info(files, paths, self._xet_name),
+        offered = await self._offered(resolved, files)
+        return JSONResponse(hubjson.paths_info(files, paths, lambda f: offered.get(f.path)),
                             headers={"X-Repo-Commit": resolved.commit})
 
     async def resolve_file(self, request: Request, repo_id: str, revision: str, path: str) -> Response:
@@ -238,7 +240,7 @@ class ServeApp:
         headers = {**commit, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
                    "X-Linked-Size": str(f.size), "Accept-Ranges": "bytes",
                    "Content-Type": "application/octet-stream"}
-        name = self._xet_name(f)
+        name = await self._run(self._offer, resolved, f) if self.xet_min is not None else None
         if name is not None:
             headers["X-Xet-Hash"] = name
             headers["X-Xet-Refresh-Route"] = self._token_route(request, repo_id, resolved.commit)
@@ -272,10 +274,37 @@ class ServeApp:
 
     # -- Xet (:mod:`.xet`) -----------------------------------------------------------------------
     def _xet_name(self, f: HubFile) -> str | None:
-        """The file's Xet name when it is offered over Xet."""
+        """The file's Xet name when it is large enough for Xet (``--xet-min-size``)."""
         if self.xet_min is None or f.size < max(1, self.xet_min):
             return None
         return xet.file_id(f.sha256, f.size)
+
+    def _offer(self, resolved: Resolved, f: HubFile) -> str | None:
+        """The Xet name a file is offered under, if it is: large enough, and its bytes can go
+        out as they are verified: a verified file (a snapshot's, the model cache's), a store
+        read whole at once (a layout), or a registry blob whose manifest binds a chunk table.
+        A registry blob without one would be sent only once it is all fetched, and hf_xet gives
+        up on an answer that sends nothing for 300 s: the plain route streams it instead."""
+        name = self._xet_name(f)
+        if name is None or f.local is not None or f.layer is None:
+            return name
+        store = resolved.repo.store
+        if not isinstance(store, RangedBlobSource) or self.blobs.cached(f.layer) is not None:
+            return name
+        if self.ranges is not None and self.ranges.layer_table(store, resolved.manifest, f.layer) is not None:
+            return name
+        return None
+
+    async def _offered(self, resolved: Resolved, files: ModelFiles) -> dict[str, str]:
+        """The Xet names of the files offered over Xet (:meth:`_offer`), by path."""
+        if self.xet_min is None:
+            return {}
+
+        def each() -> dict[str, str]:
+            names = {path: self._offer(resolved, f) for path, f in files.files.items()}
+            return {path: name for path, name in names.items() if name is not None}
+
+        return await self._run(each)
 
     def _base(self, request: Request) -> str:
         """Where clients reach serve: ``--public-url``, else the address this request came to."""
@@ -312,14 +341,14 @@ class ServeApp:
         commit = segs[1]
         if len(segs) in (6, 7) and segs[-2] == "reconstructions" and segs[-3] in ("v1", "v2"):
             return await self.xet_reconstruction(request, "/".join(segs[2:-3]), commit, int(segs[-3][1]), segs[-1])
-        if len(segs) in (7, 8) and segs[-4] == "xorbs" and segs[-2].isdigit() and segs[-1].isdigit():
-            return await self.xet_xorb(request, "/".join(segs[2:-4]), commit, segs[-3], int(segs[-2]), int(segs[-1]))
+        size, k = _number(segs[-2]), _number(segs[-1])
+        if len(segs) in (7, 8) and segs[-4] == "xorbs" and size is not None and k is not None:
+            return await self.xet_xorb(request, "/".join(segs[2:-4]), commit, segs[-3], size, k)
         return _error(404, None, f"no such route: {request.url.path}")
 
     async def xet_reconstruction(self, request: Request, repo_id: str, commit: str, version: int,
                                  name: str) -> Response:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if not self.grants.allows(token.strip() if scheme.lower() == "bearer" else "", f"{repo_id}@{commit}"):
+        if not self.grants.allows(_bearer(request), f"{repo_id}@{commit}"):
             return _error(401, None, "Invalid or expired Xet access token")
         resolved, files = await self._pinned_model(repo_id, commit)
         f = next((f for f in files.files.values() if self._xet_name(f) == name), None)
@@ -329,7 +358,7 @@ class ServeApp:
         if wanted == "unsatisfiable":
             return _error(416, None, f"range not satisfiable for {f.size} bytes")
         start, end = wanted if isinstance(wanted, tuple) else (0, f.size)
-        _, expires = self.grants.grant("")
+        expires = self.grants.expiry()
         path = f"/xet/{resolved.commit}/{resolved.repo_id}/xorbs/{f.sha256}/{f.size}"
         base = self._base(request)
 
@@ -374,6 +403,17 @@ class ServeApp:
             self._pieces = asyncio.Semaphore(xet.SENDING_AT_ONCE)
         return StreamingResponse(xet.xorb_body(source, size, k, start, end, self._pieces),
                                  status_code=status, headers=headers)
+
+
+def _bearer(request: Request) -> str:
+    """The token of ``Authorization: Bearer TOKEN``, or ""."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def _number(text: str) -> int | None:
+    """A path segment of ASCII digits (not too many) as a number; None otherwise."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
 
 
 def _int(text: str | None) -> int | None:

@@ -33,8 +33,8 @@ from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import CHUNK, split_digest
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.tablehash import TableHasher
-from ocibridge.serve.follow import Fill, follow
+from ocibridge.remote.tablehash import TableAndDigestHasher
+from ocibridge.serve.follow import Fill, FillView, follow
 from ocibridge.stores.inorder_hash import Frontier
 from ocibridge.stores.ranged import RangedBlobSource
 
@@ -73,8 +73,17 @@ class Checked(Protocol):
         """A descriptor of the file (the caller closes it)."""
         ...
 
-    async def until(self, end: int) -> None:
-        """Return once bytes ``[0, end)`` are verified; raise if they never will be."""
+    async def until(self, end: int) -> object:
+        """Return once bytes ``[0, end)`` are verified (raise if they never will be): a stamp
+        for :meth:`confirm`."""
+        ...
+
+    def confirm(self, stamp: object, end: int) -> None:
+        """After reading bytes below ``end``: raise unless they were still verified bytes."""
+        ...
+
+    def ready(self, end: int) -> bool:
+        """Whether :meth:`until` would return at once."""
         ...
 
 
@@ -87,8 +96,14 @@ class CheckedFile:
     def open(self) -> int:
         return os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
 
-    async def until(self, end: int) -> None:
+    async def until(self, end: int) -> object:
         return None
+
+    def confirm(self, stamp: object, end: int) -> None:
+        return None
+
+    def ready(self, end: int) -> bool:
+        return True
 
 
 class Blobs:
@@ -137,7 +152,8 @@ class Blobs:
                       chunks: TableOf | None = None) -> Checked:
         """``layer``'s bytes as they are verified, for senders that may send no other (Xet's):
         the model cache's copy; else the registry fetch, checked chunk by chunk against
-        ``chunks`` (the table the manifest binds) as it arrives, or whole when there is none."""
+        ``chunks`` (the table the manifest binds) as it arrives, or whole when there is none or
+        the fetch under way is checked by another manifest's table."""
         found = self.cached(layer)
         if found is not None:
             return CheckedFile(found)
@@ -148,18 +164,21 @@ class Blobs:
                 if found is not None:
                     return CheckedFile(found)
                 fill = self._fills.get(layer.digest) or self._follow_fetch(store, layer, chunks)
-            return fill
+            key = chunks[0].content_key(chunks[1]) if chunks is not None else None
+            return FillView(fill, whole=key is None or key != fill.table_key)
         return CheckedFile(await self.fill(store, manifest, layer))
 
     def _follow_fetch(self, store: RangedBlobSource, layer: Descriptor, chunks: TableOf | None = None) -> Fill:
         fill = Fill(layer.digest, layer.size, self.cache.blobs.blob_path(layer.digest))
+        fill.table_key = chunks[0].content_key(chunks[1]) if chunks is not None else None
         self._fills[layer.digest] = fill
         blobs, locks = self.cache.blobs, self.cache.locks
 
-        def table_hasher() -> TableHasher:
+        def table_hasher() -> TableAndDigestHasher:
             assert chunks is not None
-            fill.hasher = TableHasher(*chunks)  # a new one each time the download starts over
-            return fill.hasher
+            hasher = TableAndDigestHasher(*chunks)  # a new one each time the download starts over
+            fill.set_hasher(hasher)
+            return hasher
 
         def fetch(on_hashed: Frontier) -> None:
             # the cache's lock: another process filling the same cache waits, then finds it

@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch, OcibridgeError
-from ocibridge.remote.tablehash import TableHasher
+from ocibridge.remote.tablehash import TableAndDigestHasher
 
 #: bytes read from the file and handed to the server per step (the warm path reads as much)
 SEND = 1 << 20
@@ -43,11 +43,13 @@ class Fill:
         self.hashed = 0
         self.verified = False
         self.error: BaseException | None = None
-        self.hasher: TableHasher | None = None  # set when the chunk table checks the blob as it comes
+        self.hasher: TableAndDigestHasher | None = None  # set when a chunk table checks the blob as it comes
+        self.table_key: str | None = None  # the content key of that table (whose word the early bytes are)
         self._fd: int | None = None  # a copy of the download's descriptor, while it runs
         self._lock = threading.Lock()
         self._loop = asyncio.get_running_loop()
         self._changed = asyncio.Event()
+        self._due: list[tuple[int, asyncio.Future[None]]] = []  # until(end) waiters, woken when it is verified
 
     # -- the fetching thread -----------------------------------------------------------------
     def start(self, fetch: Callable[[Callable[[int, int], None]], None],
@@ -70,6 +72,12 @@ class Fill:
 
         threading.Thread(target=run, name=f"fill-{self.digest[7:19]}", daemon=True).start()
 
+    def set_hasher(self, hasher: TableAndDigestHasher) -> None:
+        """The fetching thread's hasher for this start of the download (under the lock, as
+        :meth:`confirm` reads it)."""
+        with self._lock:
+            self.hasher = hasher
+
     def _on_hashed(self, fd: int, upto: int) -> None:
         with self._lock:
             if self._fd is None:
@@ -83,6 +91,19 @@ class Fill:
     def _wake(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
+        if self._due:
+            try:
+                ready = self.checked()  # a waiter for the whole blob re-checks itself (woken early: harmless)
+            except Exception:  # noqa: BLE001 - every waiter is woken to raise it itself
+                ready = self.size
+            waiting = []
+            for end, future in self._due:
+                if end <= ready or self.error is not None:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    waiting.append((end, future))
+            self._due = waiting
 
     def _finish(self, done: Callable[[Fill], None]) -> None:
         done(self)
@@ -100,21 +121,42 @@ class Fill:
     async def changed(self) -> None:
         await self._changed.wait()
 
-    def checked(self) -> int:
+    def checked(self, whole: bool = False) -> int:
         """Bytes from the first that are verified now: the chunks the table checked so far, or
-        none until the whole blob matched its digest; raises if the fetch failed."""
+        none until the whole blob matched its digest (always so with ``whole``); raises if the
+        fetch failed."""
         self.sendable()
         with self._lock:
             if self.verified:
                 return self.size
-            if self.hasher is None or self._fd is None:  # no file to read from yet
+            if whole or self.hasher is None or self._fd is None:  # no file to read from yet
                 return 0
             return self.hasher.verified
 
-    async def until(self, end: int) -> None:
-        """Wait until bytes ``[0, end)`` are verified (:meth:`checked`)."""
-        while self.checked() < end:
-            await self.changed()
+    async def until(self, end: int, whole: bool = False) -> object:
+        """Wait until bytes ``[0, end)`` are verified (:meth:`checked`); what :meth:`confirm`
+        takes after the read. Woken only once they are (or the fetch failed), not at each piece
+        hashed: many requests of one client wait on one fetch, and waking each at every MiB
+        cost serve a third more CPU."""
+        while self.checked(whole) < end:
+            future = self._loop.create_future()
+            self._due.append((end, future))
+            await future
+        with self._lock:
+            return None if self.verified else self.hasher
+
+    def confirm(self, stamp: object, end: int) -> None:
+        """Raise unless bytes ``[0, end)`` read since :meth:`until` returned ``stamp`` were still
+        the verified ones when read: a download that starts over truncates the file it is in."""
+        with self._lock:
+            if stamp is None or (stamp is self.hasher and self.hasher is not None and self.hasher.verified >= end):
+                return
+        raise DigestMismatch(f"blob {self.digest}: its download started over while it was read: "
+                             "the connection is cut")
+
+    def ready(self, end: int, whole: bool = False) -> bool:
+        """Whether :meth:`until` would return at once."""
+        return self.checked(whole) >= end
 
     def open(self) -> int:
         """A descriptor of the blob's file: the download's while it runs, else the cache's."""
@@ -122,6 +164,27 @@ class Fill:
             if self._fd is not None:
                 return os.dup(self._fd)
         return os.open(self.final, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+
+class FillView:
+    """A :class:`Fill` as a ``serve.blobs.Checked``: its table's early bytes when the reader's
+    manifest binds the same table, else only the whole blob once its digest matched."""
+
+    def __init__(self, fill: Fill, whole: bool):
+        self.fill = fill
+        self.whole = whole
+
+    def open(self) -> int:
+        return self.fill.open()
+
+    async def until(self, end: int) -> object:
+        return await self.fill.until(end, self.whole)
+
+    def confirm(self, stamp: object, end: int) -> None:
+        self.fill.confirm(stamp, end)
+
+    def ready(self, end: int) -> bool:
+        return self.fill.ready(end, self.whole)
 
 
 async def follow(fill: Fill, start: int, end: int) -> AsyncIterator[bytes]:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 #: seconds requests in flight get to finish after SIGTERM
 GRACE = 30
+#: files from this size are offered over Xet by default (``--xet-min-size``; serve/xet.py)
+XET_MIN_SIZE = 8 * 1024 * 1024
 
 
 @dataclass
@@ -32,7 +34,7 @@ class ServeOptions:
     access_log: bool = True
     concurrency: int = 4
     page: int = field(default=1000)
-    xet_min: int | None = 8 * 1024 * 1024  # files from this size are offered over Xet (None: none)
+    xet_min: int | None = XET_MIN_SIZE  # files from this size are offered over Xet (None: none)
     public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
 
 

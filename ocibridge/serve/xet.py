@@ -29,6 +29,7 @@ checked so far (the whole blob once its digest matched, when the manifest binds 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import os
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch
+from ocibridge.serve.server import XET_MIN_SIZE
 
 if TYPE_CHECKING:
     from ocibridge.serve.blobs import Checked
@@ -61,9 +63,10 @@ SENDING_AT_ONCE = 32
 #: seconds an access token is good for (hf_xet asks the refresh route for another before then)
 TOKEN_LIFE = 3600
 #: files from this size are offered over Xet (smaller ones cost fewer requests as one GET)
-MIN_SIZE = 8 * 1024 * 1024
+MIN_SIZE = XET_MIN_SIZE
 
 
+@functools.lru_cache(maxsize=4096)
 def file_id(sha256: str, size: int) -> str:
     """The Xet name of a file: of its SHA-256 and size (64 hex digits, as hf_xet takes it)."""
     return hashlib.sha256(f"ocibridge-xet-file-v1 {sha256} {size} {CHUNK}".encode()).hexdigest()
@@ -159,8 +162,10 @@ def first_piece_end(size: int, k: int, start: int) -> int:
 async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
                     gate: asyncio.Semaphore) -> AsyncIterator[memoryview]:
     """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
-    bytes are verified (at once from a verified file; as a registry fetch checks them), once
-    ``gate`` lets this answer be sent (it holds its permit until it ends)."""
+    bytes are verified (at once from a verified file; as a registry fetch checks them) and
+    confirmed still verified after the read. An answer sends while it holds a permit of
+    ``gate``; it gives the permit back while it waits for the fetch, and opens the file only
+    with one (a queue of requests holds no descriptors)."""
     base = k * XORB_CHUNKS
     top = min(chunk_count(size), base + XORB_CHUNKS)
     c = base + start // (CHUNK + HEADER)
@@ -171,14 +176,19 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
     try:
         while left > 0 and c < top:
             upto = min(top, c + PIECE_CHUNKS)
-            await source.until(min(size, upto * CHUNK))
-            if fd is None:
-                fd = await anyio.to_thread.run_sync(source.open)
+            need = min(size, upto * CHUNK)
+            if held and not source.ready(need):
+                gate.release()  # waiting for the registry: others may send meanwhile
+                held = False
+            stamp = await source.until(need)
             if not held:
                 await gate.acquire()
                 held = True
+            if fd is None:
+                fd = await anyio.to_thread.run_sync(source.open)
             piece, targets = _frame(size, c, upto)
             await anyio.to_thread.run_sync(_fill, fd, targets, c * CHUNK)
+            source.confirm(stamp, need)
             out = memoryview(piece)[skip:skip + left]  # a new buffer each piece: the server may keep it
             skip = 0
             left -= len(out)
@@ -205,9 +215,13 @@ class Grants:
         assert self.key is not None
         return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
 
+    def expiry(self) -> int:
+        """When what is granted now expires (Unix seconds)."""
+        return int(self.clock()) + TOKEN_LIFE
+
     def grant(self, scope: str) -> tuple[str, int]:
-        """A token for ``scope`` (a repo's commit), and when it expires (Unix seconds)."""
-        expires = int(self.clock()) + TOKEN_LIFE
+        """A token for ``scope`` (a repo's commit), and when it expires."""
+        expires = self.expiry()
         if self.key is None:
             return "open", expires
         return f"{expires}.{self._sign(f'token {scope} {expires}')}", expires
@@ -216,8 +230,8 @@ class Grants:
         if self.key is None:
             return True
         expires, _, sig = token.partition(".")
-        return (expires.isdigit() and int(expires) > self.clock()
-                and hmac.compare_digest(sig, self._sign(f"token {scope} {expires}")))
+        return (_seconds(expires) > self.clock()
+                and hmac.compare_digest(sig.encode(), self._sign(f"token {scope} {expires}").encode()))
 
     def signed(self, path: str, expires: int) -> str:
         """``path`` with the query that lets it be fetched without a header until ``expires``."""
@@ -228,6 +242,11 @@ class Grants:
     def url_allowed(self, path: str, expires: str | None, signature: str | None) -> bool:
         if self.key is None:
             return True
-        if not expires or not expires.isdigit() or int(expires) <= self.clock() or not signature:
+        if expires is None or signature is None or _seconds(expires) <= self.clock():
             return False
-        return hmac.compare_digest(signature, self._sign(f"url {path} {expires}"))
+        return hmac.compare_digest(signature.encode(), self._sign(f"url {path} {expires}").encode())
+
+
+def _seconds(text: str) -> int:
+    """A Unix time written in ASCII digits; 0 (long past) for anything else."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 12 else 0
