@@ -1,0 +1,73 @@
+"""The pieces of an HTTP answer both route sets share: the Hub's error shape, and reading
+what a request says (a bearer token, a path number, a Range)."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+
+def header_text(text: str) -> str:
+    """``text`` fit for a header: one line of ASCII, at most 500 characters."""
+    return " ".join(text.split()).encode("ascii", "replace").decode()[:500]
+
+
+def error(status: int, code: str | None, message: str, extra: dict[str, str] | None = None) -> Response:
+    """An error as the Hub answers it: ``X-Error-Code`` (which the client maps to its own
+    exceptions) and the message in ``X-Error-Message`` and the body."""
+    headers = {"X-Error-Message": header_text(message)}
+    if code:
+        headers["X-Error-Code"] = code
+    headers.update(extra or {})
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def bearer(request: Request) -> str:
+    """The token of ``Authorization: Bearer TOKEN``, or ""."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def number(text: str) -> int | None:
+    """A path segment of ASCII digits (not too many) as a number; None otherwise."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
+
+
+def int_param(text: str | None) -> int | None:
+    try:
+        return max(0, int(text)) if text is not None else None
+    except ValueError:
+        return None
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | str | None:
+    """``Range: bytes=A-B`` (B included), ``A-`` or ``-N`` as [start, end); None: the whole file
+    (no header, or one this server does not take: several ranges, another unit)."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first, sep, last = header[len("bytes="):].strip().partition("-")
+    try:
+        if not sep:
+            return None
+        if not first:
+            n = int(last)
+            return (max(0, size - n), size) if n > 0 and size > 0 else "unsatisfiable"
+        start = int(first)
+        end = min(int(last) + 1, size) if last else size
+    except ValueError:
+        return None
+    if start >= size or end <= start:
+        return "unsatisfiable"
+    return start, end
+
+
+def segments(request: Request) -> list[str]:
+    """The path split on its raw ``/`` before decoding, so a revision or a path sent quoted
+    (``refs%2Fpr%2F1``) stays one segment; a trailing ``/`` dropped."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    segs = [unquote(s.decode("latin-1")) for s in raw.split(b"?", 1)[0].split(b"/")[1:]]
+    if segs and segs[-1] == "" and len(segs) > 1:
+        segs = segs[:-1]
+    return segs

@@ -1,0 +1,179 @@
+"""The Xet routes of serve (:mod:`.xet` for the protocol): which files are offered, the access
+grant, where a file's pieces are, and the pieces, each sent only from verified bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ocibridge.serve import xet
+from ocibridge.serve.answers import bearer, byte_range, error, number, segments
+from ocibridge.serve.blobs import Blobs, Checked, CheckedFile
+from ocibridge.serve.files import HubFile, ModelFiles
+from ocibridge.serve.sources import Resolved
+from ocibridge.stores.ranged import RangedBlobSource
+
+if TYPE_CHECKING:
+    from ocibridge.serve.ranges import ChunkRanges
+
+#: seconds a commit resolved for Xet requests is reused (a commit names one manifest; this bounds
+#: how long a deleted one or a changed policy takes to be seen)
+PINNED_FOR = 60
+_T = TypeVar("_T")
+#: how the routes resolve a repo id and revision: the app's, with its not-found answers
+Resolver = Callable[[str, "str | None"], Awaitable[tuple[Resolved, ModelFiles]]]
+
+
+class XetRoutes:
+    """The Xet side of serve, over the app's resolver, blobs and chunk tables."""
+
+    def __init__(self, resolve: Resolver, blobs: Blobs, ranges: ChunkRanges | None, *,
+                 tokens: Sequence[bytes], xet_min: int | None, public_url: str | None):
+        self.resolve = resolve
+        self.blobs = blobs
+        self.ranges = ranges
+        self.xet_min = xet_min
+        self.public_url = public_url.rstrip("/") if public_url else None
+        self.grants = xet.Grants(tokens)
+        self._pinned: dict[tuple[str, str], tuple[float, Resolved, ModelFiles]] = {}
+        self._pieces: asyncio.Semaphore | None = None  # made on the server's loop
+
+    async def run(self, call: Callable[..., _T], *args: Any) -> _T:
+        return await anyio.to_thread.run_sync(call, *args)
+
+    def name(self, f: HubFile) -> str | None:
+        """The file's Xet name when it is large enough for Xet (``--xet-min-size``)."""
+        if self.xet_min is None or f.size < max(1, self.xet_min):
+            return None
+        return xet.file_id(f.sha256, f.size)
+
+    def offer(self, resolved: Resolved, f: HubFile) -> str | None:
+        """The Xet name a file is offered under, if it is: large enough, and its bytes can go
+        out as they are verified: a verified file (a snapshot's, the model cache's), a store
+        read whole at once (a layout), or a registry blob whose manifest binds a chunk table.
+        A registry blob without one would be sent only once it is all fetched, and hf_xet gives
+        up on an answer that sends nothing for 300 s: the plain route streams it instead."""
+        name = self.name(f)
+        if name is None or f.local is not None or f.layer is None:
+            return name
+        store = resolved.repo.store
+        if not isinstance(store, RangedBlobSource) or self.blobs.cached(f.layer) is not None:
+            return name
+        if self.ranges is not None and self.ranges.layer_table(store, resolved.manifest, f.layer) is not None:
+            return name
+        return None
+
+    async def offered(self, resolved: Resolved, files: ModelFiles) -> dict[str, str]:
+        """The Xet names of the files offered over Xet (:meth:`_offer`), by path."""
+        if self.xet_min is None:
+            return {}
+
+        def each() -> dict[str, str]:
+            names = {path: self.offer(resolved, f) for path, f in files.files.items()}
+            return {path: name for path, name in names.items() if name is not None}
+
+        return await self.run(each)
+
+    def base(self, request: Request) -> str:
+        """Where clients reach serve: ``--public-url``, else the address this request came to."""
+        return self.public_url or str(request.base_url).rstrip("/")
+
+    def token_route(self, request: Request, repo_id: str, commit: str) -> str:
+        return f"{self.base(request)}/api/models/{repo_id}/xet-read-token/{commit}"
+
+    async def token(self, request: Request, repo_id: str, revision: str) -> Response:
+        resolved, _ = await self.resolve(repo_id, revision)
+        token, expires = self.grants.grant(f"{resolved.repo_id}@{resolved.commit}")
+        cas = f"{self.base(request)}/xet/{resolved.commit}/{resolved.repo_id}"
+        return JSONResponse({"casUrl": cas, "accessToken": token, "exp": expires},
+                            headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
+                                     "X-Xet-Token-Expiration": str(expires)})
+
+    async def _pinned_model(self, repo_id: str, commit: str) -> tuple[Resolved, ModelFiles]:
+        """A commit's model for the Xet routes, reused for :data:`PINNED_FOR` seconds (one
+        file is many requests)."""
+        key = (repo_id, commit)
+        known = self._pinned.get(key)
+        if known is not None and time.monotonic() - known[0] < PINNED_FOR:
+            return known[1], known[2]
+        resolved, files = await self.resolve(repo_id, commit)
+        if len(self._pinned) > 1024:
+            self._pinned.clear()
+        self._pinned[key] = (time.monotonic(), resolved, files)
+        return resolved, files
+
+    async def dispatch(self, request: Request) -> Response:
+        segs = segments(request)
+        if request.method != "GET" or len(segs) < 6:
+            return error(404, None, f"no such route: {request.url.path}")
+        commit = segs[1]
+        if len(segs) in (6, 7) and segs[-2] == "reconstructions" and segs[-3] in ("v1", "v2"):
+            return await self.reconstruction(request, "/".join(segs[2:-3]), commit, int(segs[-3][1]), segs[-1])
+        size, k = number(segs[-2]), number(segs[-1])
+        if len(segs) in (7, 8) and segs[-4] == "xorbs" and size is not None and k is not None:
+            return await self.xorb(request, "/".join(segs[2:-4]), commit, segs[-3], size, k)
+        return error(404, None, f"no such route: {request.url.path}")
+
+    async def reconstruction(self, request: Request, repo_id: str, commit: str, version: int,
+                             name: str) -> Response:
+        if not self.grants.allows(bearer(request), f"{repo_id}@{commit}"):
+            return error(401, None, "Invalid or expired Xet access token")
+        resolved, files = await self._pinned_model(repo_id, commit)
+        f = next((f for f in files.files.values() if self.name(f) == name), None)
+        if f is None:
+            return error(404, "EntryNotFound", f"{repo_id}@{commit}: no file with the Xet name {name}")
+        wanted = byte_range(request.headers.get("range"), f.size)
+        if wanted == "unsatisfiable":
+            return error(416, None, f"range not satisfiable for {f.size} bytes")
+        start, end = wanted if isinstance(wanted, tuple) else (0, f.size)
+        expires = self.grants.expiry()
+        path = f"/xet/{resolved.commit}/{resolved.repo_id}/xorbs/{f.sha256}/{f.size}"
+        base = self.base(request)
+
+        def url_of(k: int) -> str:
+            return base + self.grants.signed(f"{path}/{k}", expires)
+
+        return JSONResponse(xet.reconstruction(f.sha256, f.size, start, end, url_of, version))
+
+    async def xorb(self, request: Request, repo_id: str, commit: str, sha256: str, size: int,
+                   k: int) -> Response:
+        params = request.query_params
+        if not self.grants.url_allowed(request.url.path, params.get("expires"), params.get("signature")):
+            return error(403, None, "the xorb URL is not signed, or its signature expired")
+        resolved, files = await self._pinned_model(repo_id, commit)
+        f = next((f for f in files.files.values() if f.sha256 == sha256 and f.size == size), None)
+        if f is None or self.name(f) is None or not 0 <= k < xet.xorb_count(size):
+            return error(404, "EntryNotFound", f"{repo_id}@{commit}: no such xorb")
+        total = xet.xorb_size(size, k)
+        wanted = byte_range(request.headers.get("range"), total)
+        if wanted == "unsatisfiable":
+            return error(416, None, f"range not satisfiable for {total} bytes", {"Content-Range": f"bytes */{total}"})
+        start, end = wanted if isinstance(wanted, tuple) else (0, total)
+        source: Checked
+        if f.local is not None:
+            source = CheckedFile(f.local)
+        else:
+            assert f.layer is not None
+            store = resolved.repo.store
+            chunks = None
+            if self.ranges is not None and self.blobs.cached(f.layer) is None:
+                chunks = await self.run(self.ranges.layer_table, store, resolved.manifest, f.layer)
+            source = await self.blobs.checked(store, resolved.model, f.layer, chunks)
+        # the first piece verified before the answer starts: a blob that fails there is a 502
+        await source.until(xet.first_piece_end(size, k, start))
+        headers = {"Content-Length": str(end - start), "Content-Type": "application/octet-stream",
+                   "Accept-Ranges": "bytes"}
+        status = 200
+        if isinstance(wanted, tuple):
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
+        if self._pieces is None:
+            self._pieces = asyncio.Semaphore(xet.SENDING_AT_ONCE)
+        return StreamingResponse(xet.xorb_body(source, size, k, start, end, self._pieces),
+                                 status_code=status, headers=headers)
