@@ -255,7 +255,9 @@ def test_sixteen_clients_at_once_share_one_fetch_per_blob(tmp_path, monkeypatch,
     models = {}
     for name in ("one", "two"):
         models[name] = make_model(tmp_path / name, weights=8192)  # 2 MiB of weights each
-        assert main(["push", str(models[name]), f"{registry.host}/{unique_repo}/acme/{name}:latest", "-q"]) == 0
+        table = ["--chunks", "--chunk-threshold", "1M"] if xet else []  # over Xet from the first byte
+        assert main(["push", str(models[name]), f"{registry.host}/{unique_repo}/acme/{name}:latest", "-q",
+                     *table]) == 0
     with serving([f"{fault_proxy.host}/{unique_repo}"],  # every registry request counted
                  xet_min=1024 * 1024 if xet else None) as served:
         point_hub_at(monkeypatch, served.url, tmp_path / "unused", xet=xet)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import time
 from pathlib import Path
 
 import httpx
@@ -330,3 +331,33 @@ def test_a_client_that_leaves_mid_xorb_frees_its_turn(model, monkeypatch):
                 next(r.iter_bytes())
         whole = httpx.get(url, timeout=10)
         assert whole.status_code == 200 and len(whole.content) == xet.xorb_size(SIZE, 0)
+
+
+def test_a_xorb_that_waits_too_long_for_the_registry_is_a_503_to_ask_again(tmp_path, registry, unique_repo,
+                                                                          fault_proxy, monkeypatch, capsys):
+    """hf_xet gives up on an answer silent for 300 s; serve answers 503 (which it retries)
+    once a xorb's first bytes have waited FIRST_BYTE_WAIT, then serves it when they are in."""
+    from support import delay
+
+    from ocibridge.serve import xetroutes
+
+    src = make_model(tmp_path / "big", weights=1)
+    (src / "model.safetensors").write_bytes(os.urandom(SIZE))
+    ref = f"{registry.host}/{unique_repo}/acme/big:latest"
+    assert main(["push", str(src), ref, "-q", "--chunks", "--chunk-threshold", "1M"]) == 0
+    weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
+    fault_proxy.add("GET", f"/blobs/sha256:{weights}", delay(1.5), times=1000)
+    monkeypatch.setattr(xetroutes, "FIRST_BYTE_WAIT", 0.3)
+    with serving([f"{fault_proxy.host}/{unique_repo}"], xet_min=1024 * 1024) as served:
+        grant = httpx.get(f"{served.url}/api/models/acme/big/xet-read-token/main")
+        plan = httpx.get(f"{grant.headers['x-xet-cas-url']}/v2/reconstructions/{xet.file_id(weights, SIZE)}",
+                         headers={"Authorization": f"Bearer {grant.headers['x-xet-access-token']}"}).json()
+        url = plan["xorbs"][plan["terms"][2]["hash"]][0]["url"]
+        first = httpx.get(url, timeout=30)
+        assert first.status_code == 503 and first.headers["retry-after"] == "5"
+        deadline = time.monotonic() + 30
+        while (again := httpx.get(url, timeout=30)).status_code == 503:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert again.status_code == 200
+        assert decode_xorb(again.content) == (src / "model.safetensors").read_bytes()[2 * xet.XORB_CHUNKS * xet.CHUNK:]

@@ -244,7 +244,10 @@ class ServeApp:
             blob = await self._run(self.ranges.open, resolved.repo.store, resolved.manifest, layer)
             if blob is not None:
                 return self.ranges.read(blob, start, end)
-        return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end)
+        chunks = None
+        if self.ranges is not None and self.xet.xet_min is not None and layer.size >= self.xet.xet_min:
+            chunks = await self._run(self.ranges.layer_table, resolved.repo.store, resolved.manifest, layer)
+        return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks)
 
 
 def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequence[str] = (),

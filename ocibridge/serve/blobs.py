@@ -124,9 +124,10 @@ class Blobs:
         return layer.digest in self._fills or layer.digest in self._filling
 
     async def body(self, store: Store, manifest: Descriptor, layer: Descriptor,
-                   start: int, end: int) -> AsyncIterator[bytes]:
+                   start: int, end: int, chunks: TableOf | None = None) -> AsyncIterator[bytes]:
         """Bytes ``[start, end)`` of ``layer``: from the cache, else from one fetch shared by
-        every request for it (followed as it arrives, from a registry)."""
+        every request for it (followed as it arrives, from a registry; checked chunk by chunk
+        against ``chunks`` too, so Xet requests that join it get verified chunks early)."""
         found = self.cached(layer)
         if found is not None:
             return read_file(found, start, end)
@@ -139,7 +140,7 @@ class Blobs:
                     return read_file(found, start, end)
                 fill = self._fills.get(layer.digest)  # started by a request that waited alongside
                 if fill is None:
-                    fill = self._follow_fetch(store, layer)
+                    fill = self._follow_fetch(store, layer, chunks)
             return follow(fill, start, end)
         found = await self.wait(layer)
         if found is None and (start or end != layer.size):

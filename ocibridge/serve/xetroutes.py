@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
@@ -25,9 +25,25 @@ if TYPE_CHECKING:
 #: seconds a commit resolved for Xet requests is reused (a commit names one manifest; this bounds
 #: how long a deleted one or a changed policy takes to be seen)
 PINNED_FOR = 60
+#: seconds a xorb request waits for its first verified bytes before a 503
+FIRST_BYTE_WAIT = 120.0
 _T = TypeVar("_T")
 #: how the routes resolve a repo id and revision: the app's, with its not-found answers
 Resolver = Callable[[str, "str | None"], Awaitable[tuple[Resolved, ModelFiles]]]
+
+
+class ClosingStream(StreamingResponse):
+    """A streaming answer whose body is closed when the answer ends, sent or not: a client that
+    leaves mid-answer gives back its send permit and file at once (Starlette leaves a body it
+    stopped iterating to the garbage collector)."""
+
+    body_iterator: AsyncGenerator[Any, None]
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.body_iterator.aclose()
 
 
 class XetRoutes:
@@ -165,8 +181,14 @@ class XetRoutes:
             if self.ranges is not None and self.blobs.cached(f.layer) is None:
                 chunks = await self.run(self.ranges.layer_table, store, resolved.manifest, f.layer)
             source = await self.blobs.checked(store, resolved.model, f.layer, chunks)
-        # the first piece verified before the answer starts: a blob that fails there is a 502
-        await source.until(xet.first_piece_end(size, k, start))
+        # the first piece verified before the answer starts: a blob that fails there is a 502; a
+        # wait that outlasts FIRST_BYTE_WAIT is a 503 (hf_xet retries it), not a silence hf_xet
+        # gives up on after 300 s
+        try:
+            await asyncio.wait_for(source.until(xet.first_piece_end(size, k, start)), FIRST_BYTE_WAIT)
+        except asyncio.TimeoutError:
+            return error(503, None, f"{repo_id}@{commit}: still fetching that part of the file; ask again",
+                         {"Retry-After": "5"})
         headers = {"Content-Length": str(end - start), "Content-Type": "application/octet-stream",
                    "Accept-Ranges": "bytes"}
         status = 200
@@ -175,5 +197,5 @@ class XetRoutes:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
         if self._pieces is None:
             self._pieces = asyncio.Semaphore(xet.SENDING_AT_ONCE)
-        return StreamingResponse(xet.xorb_body(source, size, k, start, end, self._pieces),
-                                 status_code=status, headers=headers)
+        return ClosingStream(xet.xorb_body(source, size, k, start, end, self._pieces),
+                             status_code=status, headers=headers)
