@@ -35,12 +35,12 @@ def command_lines() -> list[list[str]]:
 
 def test_using_it_names_each_capability():
     commands = {argv[0] for argv in command_lines()}
-    assert {"path", "cat", "save", "sign", "verify-dir", "check-registry"} <= commands
+    assert {"path", "cat", "save", "sign", "verify-dir", "check-registry", "serve"} <= commands
     assert any("hf:" in word for argv in command_lines() for word in argv)
     assert any(argv[:1] == ["sign"] and "oms" in argv for argv in command_lines())
     assert any("--image-pull-secret" in argv for argv in command_lines())  # pull secrets
     assert "load models.tar" in USING and "lazy reads" in USING
-    for extra in ("[fsspec]", "[tensors]", "[signing]"):
+    for extra in ("[fsspec]", "[tensors]", "[signing]", "[serve]"):
         assert f"'ocibridge{extra}'" in USING, extra
     assert "docker-registry serve examples/registry-config.yml" in USING
 
