@@ -75,7 +75,7 @@ def register(command: CommandAdder) -> None:
 
 def _xet_min(args: argparse.Namespace) -> int | None:
     from ocibridge.cli.transfer_flags import parse_bytes
-    from ocibridge.serve.server import XET_MIN_SIZE
+    from ocibridge.serve import XET_MIN_SIZE
 
     if args.xet_min_size is None:
         return XET_MIN_SIZE

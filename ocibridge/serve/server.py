@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
+from ocibridge.serve import XET_MIN_SIZE
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
 
 #: seconds requests in flight get to finish after SIGTERM
 GRACE = 30
-#: files from this size are offered over Xet by default (``--xet-min-size``; serve/xet.py)
-XET_MIN_SIZE = 8 * 1024 * 1024
 
 
 @dataclass

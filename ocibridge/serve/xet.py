@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch
-from ocibridge.serve.server import XET_MIN_SIZE
+from ocibridge.serve import XET_MIN_SIZE
 
 if TYPE_CHECKING:
     from ocibridge.serve.blobs import Checked
