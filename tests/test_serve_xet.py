@@ -361,3 +361,46 @@ def test_a_xorb_that_waits_too_long_for_the_registry_is_a_503_to_ask_again(tmp_p
             time.sleep(0.2)
         assert again.status_code == 200
         assert decode_xorb(again.content) == (src / "model.safetensors").read_bytes()[2 * xet.XORB_CHUNKS * xet.CHUNK:]
+
+
+def test_xet_over_https_with_a_private_ca(model, tmp_path):
+    """serve --cert/--key: hf_xet (rustls, the system's trust) and huggingface_hub both trust a
+    private CA named by SSL_CERT_FILE, and the weights go over Xet."""
+    import ssl
+    import subprocess
+    import sys
+
+    from support.certs import make_tls_files
+    from support.registry import free_port
+
+    src, prefix = model
+    tls = make_tls_files(tmp_path / "tls")
+    port = free_port()
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", prefix, "--listen", f"127.0.0.1:{port}",
+                             "--cert", str(tls.cert_file), "--key", str(tls.key_file), "--xet-min-size", "1M"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    url = f"https://127.0.0.1:{port}"
+    trust = ssl.create_default_context(cafile=tls.ca_file)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None
+            try:
+                if httpx.get(f"{url}/healthz", verify=trust).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.1)
+        client = {**env, "HF_ENDPOINT": url, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HOME": str(tmp_path / "home"),
+                  "SSL_CERT_FILE": str(tls.ca_file), "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_XET": "0"}
+        done = subprocess.run([sys.executable, "-c", "from huggingface_hub import snapshot_download as s; "
+                               "print(s('acme/big'))"], env=client, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert files_of(Path(done.stdout.strip().splitlines()[-1])) == files_of(src)
+    finally:
+        proc.terminate()
+        log = proc.communicate(timeout=60)[0].decode()
+    assert "/xorbs/" in log and "/v2/reconstructions/" in log  # the weights went over Xet, over TLS
