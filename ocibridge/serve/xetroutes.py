@@ -61,6 +61,7 @@ class XetRoutes:
         self._pieces: asyncio.Semaphore | None = None  # made on the server's loop
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
+        """``call(*args)`` on a worker thread (file and registry work keep off the event loop)."""
         return await anyio.to_thread.run_sync(call, *args)
 
     def name(self, f: HubFile) -> str | None:
@@ -86,7 +87,7 @@ class XetRoutes:
         return None
 
     async def offered(self, resolved: Resolved, files: ModelFiles) -> dict[str, str]:
-        """The Xet names of the files offered over Xet (:meth:`_offer`), by path."""
+        """The Xet names of the files offered over Xet (:meth:`offer`), by path."""
         if self.xet_min is None:
             return {}
 
@@ -101,9 +102,12 @@ class XetRoutes:
         return self.public_url or str(request.base_url).rstrip("/")
 
     def token_route(self, request: Request, repo_id: str, commit: str) -> str:
+        """``X-Xet-Refresh-Route``: where huggingface_hub asks for a token for the commit."""
         return f"{self.base(request)}/api/models/{repo_id}/xet-read-token/{commit}"
 
     async def token(self, request: Request, repo_id: str, revision: str) -> Response:
+        """A token for the revision's commit and the CAS URL naming repo and commit, as headers
+        (what huggingface_hub reads) and as JSON (the Hub's body)."""
         resolved, _ = await self.resolve(repo_id, revision)
         token, expires = self.grants.grant(f"{resolved.repo_id}@{resolved.commit}")
         cas = f"{self.base(request)}/xet/{resolved.commit}/{resolved.repo_id}"
@@ -125,6 +129,7 @@ class XetRoutes:
         return resolved, files
 
     async def dispatch(self, request: Request) -> Response:
+        """``/xet/{commit}/{repo}/v1|v2/reconstructions/{name}`` and ``…/xorbs/{sha256}/{size}/{k}``."""
         segs = segments(request)
         if request.method != "GET" or len(segs) < 6:
             return error(404, None, f"no such route: {request.url.path}")
@@ -138,6 +143,8 @@ class XetRoutes:
 
     async def reconstruction(self, request: Request, repo_id: str, commit: str, version: int,
                              name: str) -> Response:
+        """The terms of the file named ``name`` (of the bytes its ``Range`` asks), each xorb at a
+        signed URL; the Xet token of the repo's commit is required."""
         if not self.grants.allows(bearer(request), f"{repo_id}@{commit}"):
             return error(401, None, "Invalid or expired Xet access token")
         resolved, files = await self._pinned_model(repo_id, commit)
@@ -159,6 +166,8 @@ class XetRoutes:
 
     async def xorb(self, request: Request, repo_id: str, commit: str, sha256: str, size: int,
                    k: int) -> Response:
+        """The ``k``-th xorb of a file (its ``Range``), from verified bytes only; the URL's
+        signature is required (hf_xet sends no header here)."""
         params = request.query_params
         if not self.grants.url_allowed(request.url.path, params.get("expires"), params.get("signature")):
             return error(403, None, "the xorb URL is not signed, or its signature expired")
