@@ -206,6 +206,18 @@ def lose_response() -> LoseResponse:
     return LoseResponse()
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that closes its connection between requests (serve dropping a registry
+    connection it no longer needs) is not an error worth a traceback in the test log."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)  # type: ignore[arg-type]  # socketserver types them loosely
+
+
 def delay(seconds: float) -> Delay:
     return Delay(seconds)
 
@@ -302,7 +314,7 @@ class FaultProxy:
         self._requests: list[RecordedRequest] = []
         #: standing behaviours (a registry profile), after the rules
         self.quirks: list[Quirk] = []
-        server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        server = _QuietServer(("127.0.0.1", 0), _make_handler(self))
         server.daemon_threads = True
         self._server = server
         self.port = server.server_address[1]
