@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.serve import hubjson, xet
+from ocibridge.serve import XET_MIN_SIZE, hubjson
 from ocibridge.serve.answers import bearer, byte_range, error, int_param, segments
 from ocibridge.serve.blobs import Blobs, read_file
 from ocibridge.serve.files import FileLists, HubFile, ModelFiles
@@ -60,7 +60,7 @@ class ServeApp:
 
     def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, *,
                  tokens: Sequence[str] = (), page: int = PAGE, ranges: ChunkRanges | None = None,
-                 xet_min: int | None = xet.MIN_SIZE, public_url: str | None = None):
+                 xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None):
         self.catalog = catalog
         self.lists = lists
         self.blobs = blobs
@@ -81,8 +81,8 @@ class ServeApp:
         return bool(given) and any(hmac.compare_digest(given, t) for t in self.tokens)
 
     async def _guarded(self, request: Request, answer: Callable[[Request], Awaitable[Response]],
-                       bearer: bool = True) -> Response:
-        if bearer and not self._allowed(request):
+                       needs_token: bool = True) -> Response:
+        if needs_token and not self._allowed(request):
             return error(401, None, "Invalid credentials in Authorization header")
         try:
             return await answer(request)
@@ -118,9 +118,8 @@ class ServeApp:
 
     async def dispatch(self, request: Request) -> Response:
         if request.url.path.startswith("/xet/"):  # its own grants: hf_xet sends no read token
-            return await self._guarded(request, self.xet.dispatch, bearer=False)
+            return await self._guarded(request, self.xet.dispatch, needs_token=False)
         return await self._guarded(request, self._dispatch)
-
 
     async def _dispatch(self, request: Request) -> Response:
         segs = segments(request)
@@ -215,7 +214,7 @@ class ServeApp:
         headers = {**commit, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
                    "X-Linked-Size": str(f.size), "Accept-Ranges": "bytes",
                    "Content-Type": "application/octet-stream"}
-        name = await self._run(self.xet.offer, resolved, f) if self.xet.xet_min is not None else None
+        name = await self._run(self.xet.offer, resolved, f) if self.xet.name_size(f.size) else None
         if name is not None:
             headers["X-Xet-Hash"] = name
             headers["X-Xet-Refresh-Route"] = self.xet.token_route(request, repo_id, resolved.commit)
@@ -244,15 +243,13 @@ class ServeApp:
             blob = await self._run(self.ranges.open, resolved.repo.store, resolved.manifest, layer)
             if blob is not None:
                 return self.ranges.read(blob, start, end)
-        chunks = None
-        if self.ranges is not None and self.xet.xet_min is not None and layer.size >= self.xet.xet_min:
-            chunks = await self._run(self.ranges.layer_table, resolved.repo.store, resolved.manifest, layer)
+        chunks = await self._run(self.xet.table_of, resolved, layer) if self.xet.name_size(layer.size) else None
         return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks)
 
 
 def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequence[str] = (),
                page: int = PAGE, ranges: ChunkRanges | None = None,
-               xet_min: int | None = xet.MIN_SIZE, public_url: str | None = None) -> Starlette:
+               xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None) -> Starlette:
     """The Starlette application over ``catalog``; ``ranges``: ranges of blobs the model cache
     lacks from verified chunks (else the whole blob is fetched first); ``xet_min``: files from
     this size are offered over Xet (None: none); ``public_url``: the URL clients reach serve at,

@@ -106,6 +106,11 @@ class CheckedFile:
         return True
 
 
+def _table_key(chunks: TableOf | None) -> str | None:
+    """The content key of a layer's table (whose word early bytes of a fetch are), if any."""
+    return chunks[0].content_key(chunks[1]) if chunks is not None else None
+
+
 class Blobs:
     """Blobs of the model cache, filled from registries once per digest."""
 
@@ -132,16 +137,8 @@ class Blobs:
         if found is not None:
             return read_file(found, start, end)
         if isinstance(store, RangedBlobSource) and layer.size > 0:
-            fill = self._fills.get(layer.digest)
-            if fill is None:
-                await self.wait(layer)  # a fetch of the other kind (a store that sends no parts)
-                found = self.cached(layer)
-                if found is not None:
-                    return read_file(found, start, end)
-                fill = self._fills.get(layer.digest)  # started by a request that waited alongside
-                if fill is None:
-                    fill = self._follow_fetch(store, layer, chunks)
-            return follow(fill, start, end)
+            fetch = await self._shared_fetch(store, layer, chunks)
+            return read_file(fetch, start, end) if isinstance(fetch, Path) else follow(fetch, start, end)
         found = await self.wait(layer)
         if found is None and (start or end != layer.size):
             found = await self.fill(store, manifest, layer)
@@ -159,19 +156,28 @@ class Blobs:
         if found is not None:
             return CheckedFile(found)
         if isinstance(store, RangedBlobSource) and layer.size > 0:
-            fill = self._fills.get(layer.digest)
-            if fill is None:
-                found = await self.wait(layer)
-                if found is not None:
-                    return CheckedFile(found)
-                fill = self._fills.get(layer.digest) or self._follow_fetch(store, layer, chunks)
-            key = chunks[0].content_key(chunks[1]) if chunks is not None else None
-            return FillView(fill, whole=key is None or key != fill.table_key)
+            fetch = await self._shared_fetch(store, layer, chunks)
+            if isinstance(fetch, Path):
+                return CheckedFile(fetch)
+            key = _table_key(chunks)
+            return FillView(fetch, whole=key is None or key != fetch.table_key)
         return CheckedFile(await self.fill(store, manifest, layer))
+
+    async def _shared_fetch(self, store: RangedBlobSource, layer: Descriptor, chunks: TableOf | None) -> Fill | Path:
+        """The registry fetch of ``layer`` under way, else one started now; or the cache's copy,
+        when a fetch of the other kind (a store that sends no parts) put it there meanwhile."""
+        fill = self._fills.get(layer.digest)
+        if fill is None:
+            found = await self.wait(layer)
+            if found is not None:
+                return found
+            # started by a request that waited alongside, else by this one
+            fill = self._fills.get(layer.digest) or self._follow_fetch(store, layer, chunks)
+        return fill
 
     def _follow_fetch(self, store: RangedBlobSource, layer: Descriptor, chunks: TableOf | None = None) -> Fill:
         fill = Fill(layer.digest, layer.size, self.cache.blobs.blob_path(layer.digest))
-        fill.table_key = chunks[0].content_key(chunks[1]) if chunks is not None else None
+        fill.table_key = _table_key(chunks)
         self._fills[layer.digest] = fill
         blobs, locks = self.cache.blobs, self.cache.locks
 

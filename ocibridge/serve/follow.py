@@ -109,13 +109,17 @@ class Fill:
         done(self)
         self._wake()
 
+    def _raise_if_failed(self) -> None:
+        """Raise the fetch's error, as every reader of it does (called under the lock)."""
+        if isinstance(self.error, DigestMismatch):
+            raise DigestMismatch(f"{self.error}: the connection is cut")
+        if self.error is not None:
+            raise OcibridgeError(f"blob {self.digest}: {self.error}: the connection is cut")
+
     def sendable(self) -> int:
         """Bytes a client may have now: the hashed prefix less the last byte until verified."""
         with self._lock:
-            if isinstance(self.error, DigestMismatch):
-                raise DigestMismatch(f"{self.error}: the connection is cut")
-            if self.error is not None:
-                raise OcibridgeError(f"blob {self.digest}: {self.error}: the connection is cut")
+            self._raise_if_failed()
             return self.size if self.verified else min(self.hashed, self.size - 1)
 
     async def changed(self) -> None:
@@ -125,8 +129,8 @@ class Fill:
         """Bytes from the first that are verified now: the chunks the table checked so far, or
         none until the whole blob matched its digest (always so with ``whole``); raises if the
         fetch failed."""
-        self.sendable()
         with self._lock:
+            self._raise_if_failed()
             if self.verified:
                 return self.size
             if whole or self.hasher is None or self._fd is None:  # no file to read from yet

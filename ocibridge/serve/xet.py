@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch
-from ocibridge.serve import XET_MIN_SIZE
+from ocibridge.serve.answers import number
 
 if TYPE_CHECKING:
     from ocibridge.serve.blobs import Checked
@@ -62,8 +62,6 @@ PIECE_CHUNKS = 16
 SENDING_AT_ONCE = 32
 #: seconds an access token is good for (hf_xet asks the refresh route for another before then)
 TOKEN_LIFE = 3600
-#: files from this size are offered over Xet (smaller ones cost fewer requests as one GET)
-MIN_SIZE = XET_MIN_SIZE
 
 
 @functools.lru_cache(maxsize=4096)
@@ -153,10 +151,16 @@ def _fill(fd: int, targets: list[memoryview], offset: int) -> None:
         raise DigestMismatch(f"a verified file ended {want - got} bytes early")
 
 
+def _piece(size: int, k: int, c: int) -> tuple[int, int]:
+    """Of the piece of the ``k``-th xorb starting at file chunk ``c``: the chunk it ends before,
+    and the file offset it needs verified up to."""
+    upto = min(chunk_count(size), k * XORB_CHUNKS + XORB_CHUNKS, c + PIECE_CHUNKS)
+    return upto, min(size, upto * CHUNK)
+
+
 def first_piece_end(size: int, k: int, start: int) -> int:
     """The file offset the first piece of a xorb range sent from ``start`` ends at."""
-    c = k * XORB_CHUNKS + start // (CHUNK + HEADER)
-    return min(size, min(chunk_count(size), k * XORB_CHUNKS + XORB_CHUNKS, c + PIECE_CHUNKS) * CHUNK)
+    return _piece(size, k, k * XORB_CHUNKS + start // (CHUNK + HEADER))[1]
 
 
 async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
@@ -175,8 +179,7 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
     held = False
     try:
         while left > 0 and c < top:
-            upto = min(top, c + PIECE_CHUNKS)
-            need = min(size, upto * CHUNK)
+            upto, need = _piece(size, k, c)
             if held and not source.ready(need):
                 gate.release()  # waiting for the registry: others may send meanwhile
                 held = False
@@ -230,7 +233,7 @@ class Grants:
         if self.key is None:
             return True
         expires, _, sig = token.partition(".")
-        return (_seconds(expires) > self.clock()
+        return ((number(expires) or 0) > self.clock()
                 and hmac.compare_digest(sig.encode(), self._sign(f"token {scope} {expires}").encode()))
 
     def signed(self, path: str, expires: int) -> str:
@@ -242,11 +245,6 @@ class Grants:
     def url_allowed(self, path: str, expires: str | None, signature: str | None) -> bool:
         if self.key is None:
             return True
-        if expires is None or signature is None or _seconds(expires) <= self.clock():
+        if expires is None or signature is None or (number(expires) or 0) <= self.clock():
             return False
         return hmac.compare_digest(signature.encode(), self._sign(f"url {path} {expires}").encode())
-
-
-def _seconds(text: str) -> int:
-    """A Unix time written in ASCII digits; 0 (long past) for anything else."""
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 12 else 0

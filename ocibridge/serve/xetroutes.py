@@ -12,9 +12,10 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from ocibridge.oci.models import Descriptor
 from ocibridge.serve import xet
 from ocibridge.serve.answers import bearer, byte_range, error, number, segments
-from ocibridge.serve.blobs import Blobs, Checked, CheckedFile
+from ocibridge.serve.blobs import Blobs, Checked, CheckedFile, TableOf
 from ocibridge.serve.files import HubFile, ModelFiles
 from ocibridge.serve.sources import Resolved
 from ocibridge.stores.ranged import RangedBlobSource
@@ -64,11 +65,21 @@ class XetRoutes:
         """``call(*args)`` on a worker thread (file and registry work keep off the event loop)."""
         return await anyio.to_thread.run_sync(call, *args)
 
+    def name_size(self, size: int) -> bool:
+        """Whether a file of ``size`` bytes is large enough for Xet (``--xet-min-size``)."""
+        return self.xet_min is not None and size >= max(1, self.xet_min)
+
     def name(self, f: HubFile) -> str | None:
-        """The file's Xet name when it is large enough for Xet (``--xet-min-size``)."""
-        if self.xet_min is None or f.size < max(1, self.xet_min):
+        """The file's Xet name when it is large enough for Xet."""
+        return xet.file_id(f.sha256, f.size) if self.name_size(f.size) else None
+
+    def table_of(self, resolved: Resolved, layer: Descriptor) -> TableOf | None:
+        """The chunk table the model's manifest binds for a registry ``layer``, if any (its
+        fetch is then checked chunk by chunk, and Xet answers get checked chunks early)."""
+        store = resolved.repo.store
+        if self.ranges is None or not isinstance(store, RangedBlobSource):
             return None
-        return xet.file_id(f.sha256, f.size)
+        return self.ranges.layer_table(store, resolved.manifest, layer)
 
     def offer(self, resolved: Resolved, f: HubFile) -> str | None:
         """The Xet name a file is offered under, if it is: large enough, and its bytes can go
@@ -79,12 +90,9 @@ class XetRoutes:
         name = self.name(f)
         if name is None or f.local is not None or f.layer is None:
             return name
-        store = resolved.repo.store
-        if not isinstance(store, RangedBlobSource) or self.blobs.cached(f.layer) is not None:
+        if not isinstance(resolved.repo.store, RangedBlobSource) or self.blobs.cached(f.layer) is not None:
             return name
-        if self.ranges is not None and self.ranges.layer_table(store, resolved.manifest, f.layer) is not None:
-            return name
-        return None
+        return name if self.table_of(resolved, f.layer) is not None else None
 
     async def offered(self, resolved: Resolved, files: ModelFiles) -> dict[str, str]:
         """The Xet names of the files offered over Xet (:meth:`offer`), by path."""
@@ -185,11 +193,8 @@ class XetRoutes:
             source = CheckedFile(f.local)
         else:
             assert f.layer is not None
-            store = resolved.repo.store
-            chunks = None
-            if self.ranges is not None and self.blobs.cached(f.layer) is None:
-                chunks = await self.run(self.ranges.layer_table, store, resolved.manifest, f.layer)
-            source = await self.blobs.checked(store, resolved.model, f.layer, chunks)
+            chunks = await self.run(self.table_of, resolved, f.layer) if self.blobs.cached(f.layer) is None else None
+            source = await self.blobs.checked(resolved.repo.store, resolved.model, f.layer, chunks)
         # the first piece verified before the answer starts: a blob that fails there is a 502; a
         # wait that outlasts FIRST_BYTE_WAIT is a 503 (hf_xet retries it), not a silence hf_xet
         # gives up on after 300 s
