@@ -16,7 +16,6 @@ sorted: ``v10`` after ``v1``), :data:`MAX_MANIFESTS` in all, single-platform man
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
 from ocibridge.errors import OcibridgeError
@@ -85,9 +84,8 @@ def _read_files(store: ReadableStore) -> dict[tuple[str, int], str]:
 
 def _sample(source: RangedBlobSource, desc: Descriptor) -> str:
     """The SHA-256 of the blob's first and last MiB, read with two Range requests."""
-    head = _read_range(source, desc, 0, min(sampleindex.SAMPLE, desc.size))
-    tail = _read_range(source, desc, max(0, desc.size - sampleindex.SAMPLE), desc.size)
-    return hashlib.sha256(head + tail).hexdigest()
+    head, tail = (_read_range(source, desc, start, end) for start, end in sampleindex.sample_spans(desc.size))
+    return sampleindex.sample_digest(head, tail)
 
 
 def _read_range(source: RangedBlobSource, desc: Descriptor, start: int, end: int) -> bytes:

@@ -44,6 +44,16 @@ def applies(size: int) -> bool:
     return size > MIN_SIZE
 
 
+def sample_spans(size: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The byte ranges ``[start, end)`` a sample is made of: the first and the last MiB."""
+    return (0, min(SAMPLE, size)), (max(0, size - SAMPLE), size)
+
+
+def sample_digest(head: bytes, tail: bytes) -> str:
+    """The sample of a blob from its two spans' bytes (a file here, a registry blob by Range)."""
+    return hashlib.sha256(head + tail).hexdigest()
+
+
 def sample_of(path: Path) -> tuple[int, str] | None:
     """The file's size and the SHA-256 of its first and last MiB (two reads of 1 MiB), None when it
     cannot be read. Remembered by the file's identity, so the lookup before a push and the
@@ -56,11 +66,12 @@ def sample_of(path: Path) -> tuple[int, str] | None:
                 known = _memo.get(identity)
             if known is not None:
                 return st.st_size, known
-            head = os.pread(f.fileno(), SAMPLE, 0)
-            tail = os.pread(f.fileno(), SAMPLE, max(0, st.st_size - SAMPLE))
+            (h0, h1), (t0, t1) = sample_spans(st.st_size)
+            head = os.pread(f.fileno(), h1 - h0, h0)
+            tail = os.pread(f.fileno(), t1 - t0, t0)
     except OSError:
         return None
-    sample = hashlib.sha256(head + tail).hexdigest()
+    sample = sample_digest(head, tail)
     with _memo_lock:
         if len(_memo) >= _MEMO_MAX:
             _memo.clear()
