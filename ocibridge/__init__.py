@@ -123,3 +123,8 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f".{home}", __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    """Every public name, loaded or not: ``help(ocibridge)`` and completion list the whole API."""
+    return sorted(set(globals()) | set(__all__))

@@ -225,3 +225,37 @@ def test_peers_do_not_import_each_other(module):
     across = [f"{target} (line {line})" for target, line in GRAPH[module].items()
               if _peer_of(target) not in (None, mine) and layer_of(target) == 7]
     assert not across, f"{module} imports a peer package: {', '.join(across)}"
+
+
+#: What the command line may import (issue 51, one door): the public API (the façade and
+#: ``ocibridge.api``), the errors, the version and the terminal helpers; everything else is
+#: reached through the API, so a command is one API call plus parsing and printing.
+CLI_MAY_IMPORT = (
+    "ocibridge", "ocibridge.api", "ocibridge.cli", "ocibridge.errors", "ocibridge.version",
+    "ocibridge.core.terminal", "ocibridge.core.termwidth", "ocibridge.core.lazy", "ocibridge.core.interrupt",
+    "ocibridge.core.notices", "ocibridge.core.httpx_wall", "ocibridge.transfer.progress_modes",
+)
+
+
+def _cli_may_import(target: str) -> bool:
+    return any(target == allowed or (allowed != "ocibridge" and target.startswith(allowed + "."))
+               for allowed in CLI_MAY_IMPORT)
+
+
+def _cli_modules() -> list[str]:
+    return sorted(m for m in MODULES if m == "ocibridge.cli" or m.startswith("ocibridge.cli."))
+
+
+@pytest.mark.parametrize("module", _cli_modules())
+def test_the_cli_imports_only_the_public_api(module):
+    outside = [f"{target} (line {line})" for target, line in GRAPH[module].items() if not _cli_may_import(target)]
+    assert not outside, f"{module} imports below the public API: {', '.join(outside)}"
+
+
+def test_the_cli_rule_refuses_the_layers_below_the_api():
+    """The rule itself: signing, kinds, k8s, mirror, serve and stores are out; the API is in."""
+    for below in ("ocibridge.signing.sign", "ocibridge.kinds.locate", "ocibridge.k8s.volume", "ocibridge.mirror.job",
+                  "ocibridge.serve.app", "ocibridge.stores.base", "ocibridge.core.environment"):
+        assert not _cli_may_import(below), below
+    for public in ("ocibridge", "ocibridge.api.model_ops", "ocibridge.errors", "ocibridge.core.terminal"):
+        assert _cli_may_import(public), public
