@@ -13,10 +13,15 @@ from ocibridge.version import __version__ as __version__
 
 #: public name -> the module (under ocibridge) that defines it
 _HOMES = {
-    **dict.fromkeys(("inspect", "load_source", "login", "logout", "path", "pull", "push", "tags", "validate"),
-                    "api.model_ops"),
+    **dict.fromkeys(("inspect", "load_source", "pull", "push", "tags", "validate"), "api.model_ops"),
+    **dict.fromkeys(("login", "logout"), "api.auth"),
+    **dict.fromkeys(("CachePruneResult", "cache_dir", "path", "prune_cache"), "api.cache_ops"),
+    **dict.fromkeys(("BundleEntry", "BundleResult", "list_bundle", "load", "save"), "api.bundle"),
+    "check_registry": "api.registry_check", "RegistryReport": "stores.registry.probe",
+    **dict.fromkeys(("closing_opened_stores", "enable_request_log"), "api.session"),
+    "inspect_text": "api.texts",
     **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
-    **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
+    **dict.fromkeys(("ChunksResult", "attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
     "OcibridgeError": "errors",
     "BuildOptions": "model.builder", "build": "model.builder",
@@ -24,8 +29,8 @@ _HOMES = {
     "OnExisting": "core.overwrite",
     "ProgressEvent": "transfer.progress_events", "events": "transfer.progress_events",
     **dict.fromkeys(("AttachResult", "DiscoverResult", "InspectResult", "LoginResult", "ModelEntry",
-                     "PruneResult", "PullResult", "PushResult", "RemoveResult", "ResolveResult", "TagResult",
-                     "ValidateResult"), "transfer.results"),
+                     "PruneResult", "PullResult", "PushResult", "ReferrerNode", "RemoveResult", "ResolveResult",
+                     "TagResult", "ValidateResult"), "transfer.results"),
     **dict.fromkeys(("attach", "delete", "discover", "list_models", "prune", "remove", "resolve",
                      "tag"), "api.store_ops"),
 }
@@ -33,6 +38,10 @@ _HOMES = {
 __all__ = [
     "AttachResult",
     "BuildOptions",
+    "BundleEntry",
+    "BundleResult",
+    "CachePruneResult",
+    "ChunksResult",
     "DiscoverResult",
     "Family",
     "InspectResult",
@@ -45,6 +54,8 @@ __all__ = [
     "PruneResult",
     "PullResult",
     "PushResult",
+    "ReferrerNode",
+    "RegistryReport",
     "RemoveResult",
     "ResolveResult",
     "TagResult",
@@ -54,14 +65,21 @@ __all__ = [
     "attach",
     "attach_chunks",
     "build",
+    "cache_dir",
     "cat",
+    "check_registry",
+    "closing_opened_stores",
     "copy_reference",
     "delete",
     "discover",
+    "enable_request_log",
     "events",
     "filesystem",
     "inspect",
+    "inspect_text",
+    "list_bundle",
     "list_models",
+    "load",
     "load_source",
     "login",
     "logout",
@@ -69,36 +87,42 @@ __all__ = [
     "open_tensors",
     "path",
     "prune",
+    "prune_cache",
     "pull",
     "push",
     "remove",
     "resolve",
+    "save",
     "tag",
     "tags",
     "validate",
 ]
 
 if TYPE_CHECKING:
+    from ocibridge.api.auth import login, logout
+    from ocibridge.api.bundle import BundleEntry, BundleResult, list_bundle, load, save
+    from ocibridge.api.cache_ops import CachePruneResult, cache_dir, path, prune_cache
     from ocibridge.api.lazy_fs import filesystem
-    from ocibridge.api.lazy_ops import attach_chunks, cat, open_model, open_tensors
+    from ocibridge.api.lazy_ops import ChunksResult, attach_chunks, cat, open_model, open_tensors
     from ocibridge.api.model_ops import (
         TransferOptions,
         copy_reference,
         inspect,
         load_source,
-        login,
-        logout,
-        path,
         pull,
         push,
         tags,
         validate,
     )
+    from ocibridge.api.registry_check import check_registry
+    from ocibridge.api.session import closing_opened_stores, enable_request_log
     from ocibridge.api.store_ops import attach, delete, discover, list_models, prune, remove, resolve, tag
+    from ocibridge.api.texts import inspect_text
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.errors import OcibridgeError
     from ocibridge.model.builder import BuildOptions, build
     from ocibridge.oci.mediatypes import Family, Kind, Variant
+    from ocibridge.stores.registry.probe import RegistryReport
     from ocibridge.transfer.progress_events import ProgressEvent, events
     from ocibridge.transfer.results import (
         AttachResult,
@@ -109,6 +133,7 @@ if TYPE_CHECKING:
         PruneResult,
         PullResult,
         PushResult,
+        ReferrerNode,
         RemoveResult,
         ResolveResult,
         TagResult,

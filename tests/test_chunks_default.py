@@ -15,7 +15,8 @@ from safetensors.numpy import save_file
 from support.fixtures import new_repo
 from support.hubcache import offline_hub_cache
 
-from ocibridge.api.lazy_ops import open_model, open_tensors, push_with_chunks
+import ocibridge
+from ocibridge.api.lazy_ops import open_model, open_tensors
 from ocibridge.api.model_ops import push
 from ocibridge.cli import main
 from ocibridge.model import chunking
@@ -154,8 +155,8 @@ def test_a_model_under_the_threshold_keeps_its_digest(registry, tmp_path):
     default = push(str(src), f"{registry.host}/{new_repo()}:v1")
     plain = push(str(src), f"{registry.host}/{new_repo()}:v1", chunks=False)
     assert default.descriptor.digest == plain.descriptor.digest and "chunks" not in default.extra
-    # push_with_chunks (the API's push --chunks) draws the same line: it bound this file at 16 MiB
-    asked = push_with_chunks(str(src), f"{registry.host}/{new_repo()}:v1")
+    # push from Python draws the same line: it bound this file at 16 MiB
+    asked = ocibridge.push(str(src), f"{registry.host}/{new_repo()}:v1")
     assert asked.descriptor.digest == plain.descriptor.digest and "chunks" not in asked.extra
 
 

@@ -17,7 +17,6 @@ from support.entry_probe import run_entry
 from support.fixtures import new_repo
 
 import ocibridge
-from ocibridge.api.lazy_ops import push_with_chunks
 from ocibridge.core import notices
 from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
 
@@ -47,7 +46,7 @@ def versions(registry, tmp_path_factory):
     v1, v2 = _model(base / "v1", None), _model(base / "v2", 3)
     chunked, plain = new_repo(), new_repo()
     for tag, src in (("v1", v1), ("v2", v2)):
-        push_with_chunks(str(src), f"{registry.host}/{chunked}:{tag}", threshold=16 << 20)
+        ocibridge.push(str(src), f"{registry.host}/{chunked}:{tag}", chunk_threshold=16 << 20)
         ocibridge.push(str(src), f"{registry.host}/{plain}:{tag}")
     return chunked, plain, v1, v2
 

@@ -17,7 +17,8 @@ import pytest
 from support.faultproxy import corrupt, drop_response, status, throttle
 from support.fixtures import new_repo
 
-from ocibridge.api.lazy_ops import open_model, push_with_chunks
+import ocibridge
+from ocibridge.api.lazy_ops import open_model
 from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.models import model_cache_root
 from ocibridge.errors import DigestMismatch
@@ -38,7 +39,7 @@ def chunked(registry, tmp_path_factory):
     data = os.urandom(SIZE)
     (src / "weights.bin").write_bytes(data)
     repo = new_repo()
-    push_with_chunks(str(src), f"{registry.host}/{repo}:v1", threshold=MiB)
+    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", chunk_threshold=MiB)
     return repo, data
 
 

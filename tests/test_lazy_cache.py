@@ -14,7 +14,8 @@ import pytest
 from support.faultproxy import corrupt
 from support.fixtures import new_repo
 
-from ocibridge.api.lazy_ops import open_model, push_with_chunks
+import ocibridge
+from ocibridge.api.lazy_ops import open_model
 from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.models import ModelCache, model_cache_root
 from ocibridge.cache.prune import prune
@@ -39,7 +40,7 @@ def _pushed(registry, tmp_path_factory, size: int, push) -> tuple[str, bytes]:
 def chunked(registry, tmp_path_factory):
     """A 20 MiB file pushed with ``--chunks``: (repo, its bytes)."""
     return _pushed(registry, tmp_path_factory, 20 * MiB + 321,
-                   lambda src, dest: push_with_chunks(src, dest, threshold=16 * MiB))
+                   lambda src, dest: ocibridge.push(src, dest, chunk_threshold=16 * MiB))
 
 
 def _layer_bytes(proxy, digest: str) -> int:

@@ -14,8 +14,9 @@ from safetensors import safe_open
 from support.faultproxy import status
 from support.fixtures import new_repo
 
+import ocibridge
 from ocibridge.api.convert import convert
-from ocibridge.api.lazy_ops import attach_chunks, open_model, open_tensors, push_with_chunks
+from ocibridge.api.lazy_ops import attach_chunks, open_model, open_tensors
 from ocibridge.api.model_ops import push
 from ocibridge.cli import main
 from ocibridge.errors import NotFound
@@ -39,7 +40,7 @@ def chunked(registry, tmp_path_factory):
     write_safetensors(file, [("a.big", FLOATS - SMALL), ("b.small", SMALL)])
     (src / "config.json").write_text('{"architectures": ["Tiny"]}')
     repo = new_repo()
-    result = push_with_chunks(str(src), f"{registry.host}/{repo}:v1", threshold=16 << 20)
+    result = ocibridge.push(str(src), f"{registry.host}/{repo}:v1", chunk_threshold=16 << 20)
     return repo, file, result.extra["chunks"]["table"]
 
 

@@ -13,7 +13,8 @@ import pytest
 from support.faultproxy import corrupt
 from support.fixtures import new_repo
 
-from ocibridge.api.lazy_ops import open_tensors, push_with_chunks
+import ocibridge
+from ocibridge.api.lazy_ops import open_tensors
 from ocibridge.errors import DigestMismatch
 from ocibridge.model.gguf_tensors import GGUFError, RemoteGGUF
 from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
@@ -44,7 +45,7 @@ def gguf_model(registry, tmp_path_factory):
     file = src / "model.gguf"
     write_gguf(file)
     repo = new_repo()
-    push_with_chunks(str(src), f"{registry.host}/{repo}:v1", threshold=16 << 20)
+    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", chunk_threshold=16 << 20)
     return repo, file
 
 

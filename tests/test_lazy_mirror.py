@@ -9,7 +9,8 @@ from pathlib import Path
 
 from support.fixtures import new_repo
 
-from ocibridge.api.lazy_ops import open_model, push_with_chunks
+import ocibridge
+from ocibridge.api.lazy_ops import open_model
 from ocibridge.mirror import load_job, run_job
 from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
 
@@ -29,7 +30,7 @@ def _mirrored(registry, registry2, tmp_path: Path, *, referrers: bool) -> tuple[
     data = os.urandom(17 * MiB + 9)
     (src / "w.bin").write_bytes(data)
     repo, mirrored = new_repo(), new_repo()
-    push_with_chunks(str(src), f"{registry.host}/{repo}:v1", threshold=16 << 20)
+    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", chunk_threshold=16 << 20)
     done = run_job(load_job(_job(tmp_path / "job.toml", f"{registry.host}/{repo}",
                                  f"{registry2.host}/{mirrored}", referrers=referrers)))
     assert done.ok, done.format_text()

@@ -17,7 +17,8 @@ from safetensors import safe_open
 from support.faultproxy import corrupt, status
 from support.fixtures import new_repo
 
-from ocibridge.api.lazy_ops import attach_chunks, open_model, open_tensors, push_with_chunks
+import ocibridge
+from ocibridge.api.lazy_ops import attach_chunks, open_model, open_tensors
 from ocibridge.api.model_ops import push
 from ocibridge.cli import main
 from ocibridge.errors import DigestMismatch, SignatureError
@@ -68,7 +69,7 @@ def big_model(registry, tmp_path_factory):
     file = src / "model.safetensors"
     write_safetensors(file, [("a.big", BIG // 4 - SMALL), ("b.small", SMALL)])
     repo = new_repo()
-    result = push_with_chunks(str(src), f"{registry.host}/{repo}:v1")
+    result = ocibridge.push(str(src), f"{registry.host}/{repo}:v1")
     with open_model(f"{registry.host}/{repo}:v1") as model:
         layer = model.file("model.safetensors").layer
     return repo, file, layer, result
@@ -198,8 +199,8 @@ def test_push_chunks_gives_the_same_manifest_digest_twice(registry, tmp_path):
     src.mkdir()
     (src / "w.bin").write_bytes(b"\x01" * (17 * 1024 * 1024))
     (src / "config.json").write_text("{}")
-    a = push_with_chunks(str(src), f"{registry.host}/{new_repo()}:v1", threshold=16 << 20)
-    b = push_with_chunks(str(src), f"{registry.host}/{new_repo()}:v1", threshold=16 << 20)
+    a = ocibridge.push(str(src), f"{registry.host}/{new_repo()}:v1", chunk_threshold=16 << 20)
+    b = ocibridge.push(str(src), f"{registry.host}/{new_repo()}:v1", chunk_threshold=16 << 20)
     assert a.descriptor.digest == b.descriptor.digest and a.extra["chunks"] == b.extra["chunks"]
     plain = push(str(src), f"{registry.host}/{new_repo()}:v1")
     assert plain.descriptor.digest != a.descriptor.digest  # the annotation is what binds the table
@@ -334,7 +335,7 @@ def test_a_copy_with_referrers_keeps_the_chain(registry, fault_proxy, tmp_path):
     data = os.urandom(17 * 1024 * 1024 + 5)
     (src / "w.bin").write_bytes(data)
     first, second = new_repo(), new_repo()
-    push_with_chunks(str(src), f"{registry.host}/{first}:v1", threshold=16 << 20)
+    ocibridge.push(str(src), f"{registry.host}/{first}:v1", chunk_threshold=16 << 20)
     copy_reference(f"{registry.host}/{first}:v1", f"{registry.host}/{second}:v1", referrers=True)
     warnings: list[str] = []
     with open_model(f"{fault_proxy.host}/{second}:v1", warn=warnings.append) as model:

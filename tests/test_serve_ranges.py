@@ -14,7 +14,7 @@ from huggingface_hub import HfFileSystem
 from serving import point_hub_at, serving
 from support.faultproxy import corrupt
 
-from ocibridge.api.lazy_ops import push_with_chunks
+import ocibridge
 from ocibridge.cli import main
 
 MiB = 1 << 20
@@ -32,7 +32,7 @@ def big(tmp_path, registry, unique_repo):
     (src / "config.json").write_text('{"model_type": "bert"}')
     data = os.urandom(SIZE)
     (src / "model.safetensors").write_bytes(data)
-    push_with_chunks(str(src), f"{registry.host}/{unique_repo}/acme/big:latest")
+    ocibridge.push(str(src), f"{registry.host}/{unique_repo}/acme/big:latest")
     plain = f"{registry.host}/{unique_repo}/acme/plain:latest"
     assert main(["push", str(src), plain, "--no-chunks", "-q"]) == 0  # tables are the default from 64 MiB
     return data, unique_repo

@@ -18,6 +18,7 @@ import pytest
 from support.faultproxy import corrupt
 from support.fixtures import new_repo
 
+import ocibridge
 from ocibridge.api import lazy_ops
 from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError, SignatureError
@@ -160,7 +161,7 @@ def oms_chunked(registry, tmp_path_factory):
     data = os.urandom(SIZE)
     (src / "weights.bin").write_bytes(data)
     repo = new_repo()
-    lazy_ops.push_with_chunks(str(src), f"{registry.host}/{repo}:v1", chunk_size=CHUNK, threshold=CHUNK)
+    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", chunk_size=CHUNK, chunk_threshold=CHUNK)
     private, public = key_pair(tmp / "k")
     assert main(["sign", f"{registry.host}/{repo}:v1", "--key", str(private), "--form", "oms"]) == 0
     with lazy_ops.open_model(f"{registry.host}/{repo}:v1", warn=None, cache=False) as model:

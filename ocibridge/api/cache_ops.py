@@ -1,22 +1,26 @@
-"""``ocibridge.path``: the local directory of a model, from the shared model cache.
+"""The shared model cache: ``ocibridge.path`` (the local directory of a model), where the cache
+is (``cache_dir``) and keeping it in bounds (``prune_cache``).
 
 Its own module so the ``path`` command loads neither push's nor pull's modules: a model the
-cache holds is answered after one manifest request, and start-up is most of what is left.
+cache holds is answered after one manifest request, and start-up is most of what is left. So
+this module imports at its top only what that warm answer needs (the locator, the cache's
+records); the registry client, the cache's blob store and the options come when used.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ocibridge.api.copy import TransferOptions
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.kinds.hf.locator import HubReference, parse_hub_reference
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
-from ocibridge.kinds.targets import closes_its_stores, open_source
+from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
+    from ocibridge.api.copy import TransferOptions
     from ocibridge.cache.models import ModelCache
     from ocibridge.remote.delta import DeltaResult
     from ocibridge.signing.use import UsePolicy
@@ -50,7 +54,11 @@ def path(
     from the same blobs (hard links). ``progress``: the events of each blob fetched or found
     (transfer/progress.py). A layer whose chunk table shares chunks with blobs the cache holds
     (an earlier version) is a delta: those chunks are read locally, each re-hashed, and only
-    the others fetched; ``on_delta`` hears what each such layer reused (docs/lazy.md)."""
+    the others fetched; ``on_delta`` hears what each such layer reused (docs/lazy.md).
+
+    Without ``transfer``, ``verify`` and ``hf`` (and no policy file asking for a check), a snapshot
+    the cache holds is answered from its records alone: one ``HEAD`` for a tag, nothing for a
+    digest or offline, before the registry client is even imported."""
     from ocibridge.cache.records import offline_from_env
 
     located = locate(ref, Role.MODEL)  # once, here
@@ -76,6 +84,9 @@ def path(
                              "it cannot be checked offline")
         snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
     else:
+        from ocibridge.api.copy import TransferOptions
+        from ocibridge.kinds.targets import open_source
+
         transfer = transfer or TransferOptions()
         try:
             source = open_source(located, options=transfer.registry_options())
@@ -138,3 +149,40 @@ def _direct_origin(located: Locator, store: object) -> tuple[str, str] | None:
         return None
     host, repository = store.host, store.repository
     return (host, repository) if (located.registry, located.repository) == (host, repository) else None
+
+
+def cache_dir() -> Path:
+    """Where the shared model cache is (``$OCIBRIDGE_CACHE/models``), made if it is not there yet."""
+    from ocibridge.cache.models import ModelCache
+
+    return ModelCache().root
+
+
+@dataclass(frozen=True)
+class CachePruneResult:
+    """What :func:`prune_cache` removed (``snapshots``: their names), and what the cache takes after."""
+
+    snapshots: tuple[str, ...]
+    blobs: int
+    chunks: int  # verified chunks of lazy reads
+    tables: int  # chunk-index files of blobs no longer cached
+    freed: int  # bytes given back to the file system
+    size: int  # bytes the cache takes now
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"snapshots": list(self.snapshots), "blobs": self.blobs, "chunks": self.chunks,
+                "tables": self.tables, "freed": self.freed, "size": self.size}
+
+
+def prune_cache(*, older_than: float | None = None, max_size: int | None = None) -> CachePruneResult:
+    """Keep the shared model cache in bounds: snapshots (and chunks of lazy reads) unused for
+    ``older_than`` seconds go, then the least recently used until the cache takes at most
+    ``max_size`` bytes, and every blob no remaining snapshot uses. A build in progress is waited
+    for, never cut short. At least one of the two bounds is needed."""
+    if older_than is None and max_size is None:
+        raise UsageError("prune_cache needs older_than (seconds) and/or max_size (bytes)")
+    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.prune import prune
+
+    done = prune(ModelCache(), older_than=older_than, max_size=max_size)
+    return CachePruneResult(tuple(done.snapshots), done.blobs, done.chunks, done.tables, done.freed, done.size)

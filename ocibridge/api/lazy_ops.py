@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.api.copy import TransferOptions
-from ocibridge.errors import UsageError
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.model.gguf_header import GGUF_MAGIC
 from ocibridge.model.gguf_tensors import RemoteGGUF
@@ -17,7 +16,7 @@ from ocibridge.remote.blobreader import LazySource
 from ocibridge.remote.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.remote.model import RemoteModel, Warn, warn_stderr
 from ocibridge.remote.safetensors import RemoteSafetensors
-from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD, PUSH_THRESHOLD
+from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
 from ocibridge.stores.base import close_store
 
 
@@ -130,11 +129,15 @@ def cat(ref: str | Locator, path: str, start: int = 0, end: int | None = None, *
 
 @dataclass(frozen=True)
 class ChunksResult:
+    """The chunk table ``attach_chunks`` computed and attached (``referrer``: the artifact that
+    carries it, in ``repository``, ``host/path``)."""
+
     subject: str
     referrer: str
     table: str
     layers: int
     bound: bool  # whether the manifest's own annotation names this table
+    repository: str = ""  # where the referrer is: sign it there (not in --json)
 
     def as_dict(self) -> dict[str, Any]:
         return {"subject": self.subject, "referrer": self.referrer, "table": self.table,
@@ -148,29 +151,12 @@ def attach_chunks(ref: str | Locator, *, transfer: TransferOptions | None = None
     use it only when the referrer is signed by a key they trust (``ocibridge sign`` it)."""
     from ocibridge.remote.attach import attach_table, table_from_store
 
-    with open_model(ref, transfer=transfer, warn=None) as model:
+    parsed = locate(ref, Role.REGISTRY)  # once: read, then named in the result
+    assert isinstance(parsed, RegistryReference)
+    with open_model(parsed, transfer=transfer, warn=None) as model:
         table = table_from_store(model.store, model.manifest, chunk_size=chunk_size, threshold=threshold)
         referrer = attach_table(model.store, model.descriptor, table)  # type: ignore[arg-type]  # a registry store writes
         bound = bound_table_descriptor(model.manifest)
         return ChunksResult(model.descriptor.digest, referrer.digest, table.descriptor().digest,
-                            len(table.layers), bound is not None and bound.digest == table.descriptor().digest)
-
-
-def push_with_chunks(source: str | Locator, dest: str | Locator | None = None, *, build_options: Any = None,
-                     transfer: TransferOptions | None = None, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                     threshold: int = PUSH_THRESHOLD, **push_kw: Any) -> Any:
-    """``push --chunks``: local files only (a store source is refused, where ``push`` would
-    copy it without a table). Same threshold as ``push``, so the API and the command bind the
-    same table for the same files; the table is made in the read that hashes each file and
-    attached as a referrer after the push."""
-    from pathlib import Path
-
-    from ocibridge.api.model_ops import push
-
-    source = locate(source, Role.SOURCE)  # located once each, here
-    dest = locate(dest, Role.DESTINATION) if dest is not None else None
-    if not Path(text_of(source)).exists():
-        raise UsageError(f"--chunks: {source} is not a local file or directory (for a pushed model: "
-                         "ocibridge chunks REF)")
-    return push(source, dest, build_options=build_options, transfer=transfer, chunks=True,
-                chunk_threshold=threshold, chunk_size=chunk_size, **push_kw)
+                            len(table.layers), bound is not None and bound.digest == table.descriptor().digest,
+                            f"{parsed.registry}/{parsed.repository}")

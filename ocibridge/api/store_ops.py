@@ -52,6 +52,7 @@ from ocibridge.transfer.results import (
     DiscoverResult,
     ModelEntry,
     PruneResult,
+    ReferrerNode,
     RemoveResult,
     ResolveResult,
     TagResult,
@@ -484,27 +485,30 @@ def _file_blob(path: Path) -> Blob:
                                    annotations={ANNOTATION_TITLE: title}), path)
 
 
+#: how many levels below a subject's own referrers ``discover(tree=True)`` walks
+TREE_DEPTH = 8
+
+
 @closes_its_stores
 def discover(ref: str | Locator, *, artifact_type: str | None = None,
-             transfer: TransferOptions | None = None) -> DiscoverResult:
+             transfer: TransferOptions | None = None, tree: bool = False) -> DiscoverResult:
     """The artifacts whose ``subject`` is ``ref`` (oras ``discover``): the registry's referrers
-    API where it has one, the ``sha256-<hex>`` fallback tag where not; a layout's index."""
+    API where it has one, the ``sha256-<hex>`` fallback tag where not; a layout's index.
+    ``tree``: also those referring to each of them, and so on (``TREE_DEPTH`` levels), as the
+    command draws them (one more request per artifact found)."""
     located = store_reference(ref)  # once, here
     ref = text_of(located)
     target = _open(located, transfer)
     subject = target.store.resolve(target.reference)
-    found = target.store.referrers(subject, artifact_type)
-    return DiscoverResult(ref, subject, tuple(found))
+    found = tuple(target.store.referrers(subject, artifact_type))
+    nodes = tuple(ReferrerNode(desc, _referrer_nodes(target.store, desc, 0)) for desc in found) if tree else ()
+    return DiscoverResult(ref, subject, found, nodes)
 
 
-def referrer_tree(store: Store, desc: Descriptor, depth: int = 0, limit: int = 8) -> list[tuple[int, Descriptor]]:
-    """Referrers of ``desc`` and theirs (a signature of an SBOM), depth-first, for display."""
-    out: list[tuple[int, Descriptor]] = []
-    if depth >= limit:
-        return out
-    for ref in store.referrers(desc):
-        out.append((depth, ref))
-        out.extend(referrer_tree(store, ref, depth + 1, limit))
-    return out
+def _referrer_nodes(store: Store, desc: Descriptor, depth: int) -> tuple[ReferrerNode, ...]:
+    """The referrers of ``desc`` and theirs, ``depth`` levels below the subject's own."""
+    if depth >= TREE_DEPTH:
+        return ()
+    return tuple(ReferrerNode(ref, _referrer_nodes(store, ref, depth + 1)) for ref in store.referrers(desc))
 
 

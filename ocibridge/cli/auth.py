@@ -11,7 +11,7 @@ from ocibridge.errors import UsageError
 
 
 def cmd_login(args: argparse.Namespace) -> int:
-    from ocibridge.stores.registry.loginflow import login
+    from ocibridge.api.auth import login
 
     transfer = transfer_options(args)
     if sys.stdin.isatty() and not args.password_stdin:  # ask, as docker and oras do
@@ -22,22 +22,17 @@ def cmd_login(args: argparse.Namespace) -> int:
             transfer.password = getpass.getpass("Password: ")
     if not transfer.username or not transfer.password:
         raise UsageError("login needs --username and --password or --password-stdin")
-    login(args.host, transfer.username, transfer.password, transfer.registry_options())
-    from ocibridge.stores.registry.hosts import remember
-
-    # What it took to reach the host is kept, so later commands need no --ca-file (as Docker's certs.d)
-    saved = remember(args.host, ca_file=transfer.ca_file, plain_http=transfer.plain_http or None,
-                     insecure=transfer.insecure or None)
+    # what it took to reach the host is kept too, so later commands need no --ca-file
+    result = login(args.host, transfer.username, transfer.password, transfer=transfer)
     text = f"login succeeded for {args.host}"
-    if saved is not None:
-        text += f"; its TLS settings are remembered in {saved}"
-    emit(args, {"host": args.host, "username": transfer.username, "loggedIn": True,
-                "settings": str(saved) if saved else None}, text)
+    if result.settings is not None:
+        text += f"; its TLS settings are remembered in {result.settings}"
+    emit(args, result.as_dict(), text)
     return 0
 
 
 def cmd_logout(args: argparse.Namespace) -> int:
-    from ocibridge.stores.registry.credentials import logout
+    from ocibridge.api.auth import logout
 
     removed = logout(args.host)
     text = f"removed credentials for {args.host}" if removed else f"not logged in to {args.host}"

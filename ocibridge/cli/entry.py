@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = DEBUG_FLAG in argv[: argv.index("--")] if "--" in argv else DEBUG_FLAG in argv
     if debug:
         argv.remove(DEBUG_FLAG)
-        from ocibridge.stores.registry.debuglog import enable_request_log
+        from ocibridge.api.session import enable_request_log
 
         enable_request_log()
     parser = build_parser(lazy=True)  # only the command the line names is imported and built
@@ -80,7 +80,7 @@ def _isatty(stream: TextIO) -> bool:
 def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
     """Run the command; the errors ocibridge knows become one line and their exit code
     (``debug``: the traceback above it, as ``--debug``'s help says)."""
-    from ocibridge.stores.opened import closing_opened_stores
+    from ocibridge.api.session import closing_opened_stores
 
     def trace() -> None:
         if debug:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from ocibridge.core.environment import OFFLINE
+from ocibridge.api.session import OFFLINE_ENV as OFFLINE
 
 EXAMPLES: dict[str, str] = {
     "": """\

@@ -9,28 +9,28 @@ import sys
 from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import EXIT_FAILURE, CommandAdder, add_transfer_flags, emit, transfer_options
-from ocibridge.core.lazy import LazyModule, lazy_function
+from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line
 from ocibridge.errors import ValidationError
-from ocibridge.kinds.locate import Role, locate
 
 if TYPE_CHECKING:
     from ocibridge.api import model_ops as api
+    from ocibridge.api import texts
 else:  # loaded on first use: --help and --version need neither pydantic nor httpx
     api = LazyModule("ocibridge.api.model_ops")
-format_inspect = lazy_function("ocibridge.model.inspect", "format_inspect")
+    texts = LazyModule("ocibridge.api.texts")
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    info = api.inspect(locate(args.ref, Role.MODEL), transfer=transfer_options(args)).as_dict()
-    emit(args, info, format_inspect(info))
+    result = api.inspect(args.ref, transfer=transfer_options(args))
+    emit(args, result.as_dict(), texts.inspect_text(result))
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     warnings: list[str] = []
     try:
-        desc = api.validate(locate(args.ref, Role.MODEL), transfer=transfer_options(args), strict=args.strict,
+        desc = api.validate(args.ref, transfer=transfer_options(args), strict=args.strict,
                             warnings=warnings, runtime=args.runtime)
     except ValidationError as e:
         if args.json:
@@ -53,7 +53,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_tags(args: argparse.Namespace) -> int:
-    names = api.tags(locate(args.ref, Role.MODEL), transfer=transfer_options(args))
+    names = api.tags(args.ref, transfer=transfer_options(args))
     if args.json:
         print(json.dumps(names))
     elif names:

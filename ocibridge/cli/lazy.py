@@ -42,10 +42,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
                          "('ocibridge inspect REF --json' lists the files)")
 
     out = sys.stdout.buffer
-    from ocibridge.kinds.locate import Role, locate
-
-    located = locate(args.ref, Role.REGISTRY)
-    with open_model(located, transfer=transfer_options(args), verify_key=args.verify_key,
+    with open_model(args.ref, transfer=transfer_options(args), verify_key=args.verify_key,
                     policy=args.policy) as model:
         start, end = parse_range(args.range, model.file(args.path).size)
         blob = model.open(args.path)
@@ -57,15 +54,11 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 def cmd_chunks(args: argparse.Namespace) -> int:
     from ocibridge.api.lazy_ops import attach_chunks
-    from ocibridge.kinds.locate import Role, locate
-    from ocibridge.oci.reference import RegistryReference
 
-    parsed = locate(args.ref, Role.REGISTRY)  # once: read, then named in the note
-    assert isinstance(parsed, RegistryReference)
-    result = attach_chunks(parsed, transfer=transfer_options(args))
+    result = attach_chunks(args.ref, transfer=transfer_options(args))
     note = "" if result.bound else (
         "\n  the manifest does not bind this table: readers use it only if the referrer is signed "
-        f"(ocibridge sign {parsed.registry}/{parsed.repository}@{result.referrer} --key KEY) "
+        f"(ocibridge sign {result.repository}@{result.referrer} --key KEY) "
         "and they pass --verify-key")
     emit(args, result.as_dict(),
          f"attached chunk table {result.table} ({result.layers} layers) as referrer {result.referrer}{note}")

@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import TYPE_CHECKING
+from typing import Any
 
+from ocibridge.api.session import OFFLINE_ENV as OFFLINE
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.transfer_flags import parse_bytes
-from ocibridge.core.environment import OFFLINE
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
 from ocibridge.transfer.progress_modes import MODES, choose_progress
-
-if TYPE_CHECKING:
-    from ocibridge.kinds.locators import Locator
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -32,28 +29,19 @@ def parse_age(text: str) -> float:
 
 
 def cmd_path(args: argparse.Namespace) -> int:
-    from ocibridge.kinds.locate import Role, locate
+    from ocibridge.api.cache_ops import path
 
-    located = locate(args.ref, Role.MODEL)
-    where = None
-    if _only_warm_flags(args) and not _policy_asks(located):  # the cache may answer before the client loads
-        from ocibridge.cache.records import offline_from_env
-        from ocibridge.cache.warm import warm_path
-
-        where = warm_path(located, offline=args.offline or offline_from_env(), include=args.include,
-                          exclude=args.exclude)
+    # Every registry flag at its default: no options, so the cache may answer before the client loads
+    transfer = None if _only_warm_flags(args) else transfer_options(args)
     deltas: list[dict[str, object]] = []
-    if where is None:
-        from ocibridge.api.cache_ops import path
-
-        bar = choose_progress(args.progress, "path", quiet=args.quiet, machine_output=args.json)
-        try:
-            where = path(located, transfer=transfer_options(args), verify=policy_from_args(args),
-                         include=args.include, exclude=args.exclude, offline=True if args.offline else None,
-                         hf=args.hf, progress=bar, on_delta=lambda done: deltas.append(done.as_dict()))
-        finally:
-            if bar:
-                bar.close()
+    bar = _BarOnFirstEvent(args)
+    try:
+        where = path(args.ref, transfer=transfer, verify=policy_from_args(args), include=args.include,
+                     exclude=args.exclude, offline=True if args.offline else None, hf=args.hf,
+                     progress=None if args.quiet or args.progress == "none" else bar,
+                     on_delta=lambda done: deltas.append(done.as_dict()))
+    finally:
+        bar.close()
     data: dict[str, object] = {"reference": args.ref, "path": str(where)}
     if deltas:
         data["delta"] = deltas  # (the reused line of each went to stderr as the cache built it)
@@ -61,11 +49,26 @@ def cmd_path(args: argparse.Namespace) -> int:
     return 0
 
 
-def _policy_asks(located: Locator) -> bool:
-    """Whether the containers policy file asks for a check of REF: then the full way makes it."""
-    from ocibridge.signing.use import needs_checking
+class _BarOnFirstEvent:
+    """The display ``--progress`` asks for, made at the first blob event: a snapshot the cache
+    answers from its records has none, and then loads no bar."""
 
-    return needs_checking(located, None)
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._bar: Any = None
+        self._made = False
+
+    def __call__(self, kind: str, desc: Any, nbytes: int) -> None:
+        if not self._made:
+            self._made = True
+            self._bar = choose_progress(self._args.progress, "path", quiet=self._args.quiet,
+                                        machine_output=self._args.json)
+        if self._bar:
+            self._bar(kind, desc, nbytes)
+
+    def close(self) -> None:
+        if self._bar:
+            self._bar.close()
 
 
 #: the flags of ``path`` that the cache's warm answer heeds (cache/warm.py)
@@ -84,11 +87,11 @@ def _only_warm_flags(args: argparse.Namespace) -> bool:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from ocibridge.cache.models import ModelCache
-    from ocibridge.cache.prune import prune
+    from ocibridge.api.cache_ops import cache_dir, prune_cache
 
     if args.action == "dir":
-        emit(args, {"path": str(ModelCache().root)}, str(ModelCache().root))
+        where = cache_dir()
+        emit(args, {"path": str(where)}, str(where))
         return 0
     try:
         max_size = parse_bytes(args.max_size) if args.max_size is not None else None
@@ -97,7 +100,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
     older = parse_age(args.older_than) if args.older_than is not None else None
     if older is None and max_size is None:
         raise UsageError("cache prune needs --older-than AGE and/or --max-size SIZE")
-    done = prune(ModelCache(), older_than=older, max_size=max_size)
+    done = prune_cache(older_than=older, max_size=max_size)
     emit(args, done.as_dict(), f"removed {plural(len(done.snapshots), 'snapshot')} and {plural(done.blobs, 'blob')}, "
                                f"freed {human_size(done.freed)}; the cache holds {human_size(done.size)}")
     return 0

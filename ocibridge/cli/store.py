@@ -4,19 +4,18 @@ discover. Each parses its flags, calls :mod:`ocibridge.api.store_ops`, and print
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, annotation_values, emit, transfer_options
-from ocibridge.core.lazy import LazyModule, lazy_function
+from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size, one_line
-from ocibridge.kinds.locate import Role, locate
 
 if TYPE_CHECKING:
+    from ocibridge import ReferrerNode
     from ocibridge.api import store_ops
-    from ocibridge.stores.base import Store
 else:  # loaded on first use: --help must not load pydantic and httpx
     store_ops = LazyModule("ocibridge.api.store_ops")
-open_store_target = lazy_function("ocibridge.kinds.targets", "open_store_target")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -90,25 +89,29 @@ def cmd_attach(args: argparse.Namespace) -> int:
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
-    located = locate(args.ref, Role.LOCAL)  # once: listed, then opened to walk the tree
-    result = store_ops.discover(located, artifact_type=args.artifact_type, transfer=transfer_options(args))
+    result = store_ops.discover(args.ref, artifact_type=args.artifact_type, transfer=transfer_options(args),
+                                tree=not args.json)  # the text draws the referrers of referrers too
     if args.json:
         emit(args, result.as_dict(), "")
         return 0
     print(result.subject.digest)
-    target = open_store_target(located, options=transfer_options(args).registry_options())
-    _print_tree(target.store, result.referrers)
-    return 0
-
-
-def _print_tree(store: Store, top: tuple[Any, ...]) -> None:
-    for i, ref in enumerate(top):
-        last = i == len(top) - 1
+    for i, node in enumerate(result.tree):
+        last = i == len(result.tree) - 1
+        ref = node.descriptor
         print(one_line(f"{'└── ' if last else '├── '}{ref.artifactType or ref.mediaType}"))
         pad = "    " if last else "│   "
         print(f"{pad}└── {ref.digest}")
-        for depth, sub in store_ops.referrer_tree(store, ref):
+        for depth, below in _below(node.referrers):
+            sub = below.descriptor
             print(one_line(f"{pad}{'    ' * (depth + 1)}└── {sub.artifactType or sub.mediaType} {sub.digest}"))
+    return 0
+
+
+def _below(nodes: tuple[ReferrerNode, ...], depth: int = 0) -> Iterator[tuple[int, ReferrerNode]]:
+    """Each node with its depth, depth-first."""
+    for node in nodes:
+        yield depth, node
+        yield from _below(node.referrers, depth + 1)
 
 
 def register(command: CommandAdder) -> None:

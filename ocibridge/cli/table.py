@@ -77,6 +77,6 @@ def summary(entry: CommandEntry) -> str:
     """The entry's summary as printed (the kinds table read only for the one that names them)."""
     if "{sources}" not in entry.summary:
         return entry.summary
-    from ocibridge.kinds.table import source_kinds
+    from ocibridge.api.session import source_kinds
 
     return entry.summary.format(sources=source_kinds())

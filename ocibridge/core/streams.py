@@ -136,11 +136,6 @@ class IterReader(ClosesOnExit):
             self._it.close()
 
 
-def iter_reader(reader: Reader, chunk: int = 1 << 20) -> Iterator[bytes]:
-    while data := reader.read(chunk):
-        yield data
-
-
 class BackgroundHasher:
     """A hashlib-like object whose ``update`` runs on a thread of its own, so that hashing a big
     stream overlaps the caller's reading, decompressing and writing (hashlib releases the GIL).

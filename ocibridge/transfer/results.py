@@ -173,12 +173,24 @@ class AttachResult:
 
 
 @dataclass(frozen=True)
+class ReferrerNode:
+    """An artifact referring to a subject, and those referring to it in turn (a signature of
+    an SBOM), for showing the tree ``ocibridge discover`` draws."""
+
+    descriptor: Descriptor
+    referrers: tuple[ReferrerNode, ...] = ()
+
+
+@dataclass(frozen=True)
 class DiscoverResult:
-    """The referrers of a subject (the referrers API, or the ``sha256-<hex>`` tag fallback)."""
+    """The referrers of a subject (the referrers API, or the ``sha256-<hex>`` tag fallback);
+    ``tree``: each of them with theirs, when asked (``discover(..., tree=True)``; not in
+    ``--json``, which lists the subject's own)."""
 
     reference: str
     subject: Descriptor
     referrers: tuple[Descriptor, ...]
+    tree: tuple[ReferrerNode, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"reference": self.reference, "subject": self.subject.digest,
@@ -187,8 +199,12 @@ class DiscoverResult:
 
 @dataclass(frozen=True)
 class LoginResult:
+    """A login that succeeded; ``settings``: the file that now remembers how the host was
+    reached (``--ca-file``, ``--plain-http``, ``--insecure``), when any was given."""
+
     host: str
     username: str
+    settings: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "username": self.username, "loggedIn": True}
+        return {"host": self.host, "username": self.username, "loggedIn": True, "settings": self.settings}

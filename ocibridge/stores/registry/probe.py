@@ -30,7 +30,7 @@ EMPTY_CONFIG = "application/vnd.oci.empty.v1+json"
 PROBE_ARTIFACT = "application/vnd.ocibridge.probe.v1"
 
 
-@dataclass
+@dataclass(frozen=True)
 class RegistryReport:
     """What a registry was seen to support; None where the probe could not tell."""
 
@@ -64,25 +64,26 @@ def probe(client: RegistryClient, repository: str | None) -> RegistryReport:
     response = client.send("GET", "/v2/")
     if response.status_code not in (200, 401):
         raise client.error(response, "does not answer as an OCI registry")
-    report = RegistryReport(client.host, repository, response.headers.get("docker-distribution-api-version"))
+    api_version = response.headers.get("docker-distribution-api-version")
     if repository is None:
-        report.notes = ("give HOST/REPO to try uploads, mounts, referrers and artifacts (it needs push rights)",)
-        return report
+        return RegistryReport(client.host, repository, api_version, notes=(
+            "give HOST/REPO to try uploads, mounts, referrers and artifacts (it needs push rights)",))
     notes: list[str] = []
     scopes = push_scopes(repository)
     chunked = os.urandom(64)
-    report.chunked_uploads = _upload(client, repository, chunked, scopes, chunk=True, notes=notes)
+    chunked_uploads = _upload(client, repository, chunked, scopes, chunk=True, notes=notes)
     whole = os.urandom(64)
-    report.monolithic_uploads = _upload(client, repository, whole, scopes, chunk=False, notes=notes)
-    blob = whole if report.monolithic_uploads else chunked
-    if report.monolithic_uploads or report.chunked_uploads:
-        report.mount = _mount(client, repository, sha256_bytes(blob), notes)
-        report.oci_1_1_artifacts = _artifact(client, repository, notes)
-    report.referrers_api = _referrers(client, repository)
-    report.max_body = client.uploads.max_body
-    report.range_end = _range_style(client)
-    report.notes = tuple(notes)
-    return report
+    monolithic_uploads = _upload(client, repository, whole, scopes, chunk=False, notes=notes)
+    blob = whole if monolithic_uploads else chunked
+    mount = artifacts = None
+    if monolithic_uploads or chunked_uploads:
+        mount = _mount(client, repository, sha256_bytes(blob), notes)
+        artifacts = _artifact(client, repository, notes)
+    referrers_api = _referrers(client, repository)
+    return RegistryReport(client.host, repository, api_version, chunked_uploads=chunked_uploads,
+                          monolithic_uploads=monolithic_uploads, mount=mount, referrers_api=referrers_api,
+                          oci_1_1_artifacts=artifacts, max_body=client.uploads.max_body,
+                          range_end=_range_style(client), notes=tuple(notes))
 
 
 def _start(client: RegistryClient, path: str, scopes: tuple[str, ...],
