@@ -18,6 +18,9 @@ _HOMES = {
     **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
     **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
+    **dict.fromkeys(("SignOptions", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
+                     "VerifyResult", "sign", "verify", "verify_dir"), "api.signing"),
+    **dict.fromkeys(("PolicyVerdict", "RequirementCheck", "check_policy", "verification"), "api.policy"),
     "OcibridgeError": "errors",
     "BuildOptions": "model.builder", "build": "model.builder",
     "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",
@@ -41,20 +44,29 @@ __all__ = [
     "ModelEntry",
     "OcibridgeError",
     "OnExisting",
+    "PolicyVerdict",
     "ProgressEvent",
     "PruneResult",
     "PullResult",
     "PushResult",
     "RemoveResult",
+    "RequirementCheck",
     "ResolveResult",
+    "SignOptions",
+    "SignResult",
     "TagResult",
     "TransferOptions",
     "ValidateResult",
     "Variant",
+    "VerifiedSignature",
+    "VerifyDirResult",
+    "VerifyOptions",
+    "VerifyResult",
     "attach",
     "attach_chunks",
     "build",
     "cat",
+    "check_policy",
     "copy_reference",
     "delete",
     "discover",
@@ -73,9 +85,13 @@ __all__ = [
     "push",
     "remove",
     "resolve",
+    "sign",
     "tag",
     "tags",
     "validate",
+    "verification",
+    "verify",
+    "verify_dir",
 ]
 
 if TYPE_CHECKING:
@@ -93,6 +109,18 @@ if TYPE_CHECKING:
         push,
         tags,
         validate,
+    )
+    from ocibridge.api.policy import PolicyVerdict, RequirementCheck, check_policy, verification
+    from ocibridge.api.signing import (
+        SignOptions,
+        SignResult,
+        VerifiedSignature,
+        VerifyDirResult,
+        VerifyOptions,
+        VerifyResult,
+        sign,
+        verify,
+        verify_dir,
     )
     from ocibridge.api.store_ops import attach, delete, discover, list_models, prune, remove, resolve, tag
     from ocibridge.core.overwrite import OnExisting
