@@ -170,7 +170,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         certificate_oidc_issuer=args.certificate_oidc_issuer, trusted_root=args.trusted_root,
         claims=key_values(args.annotation), attestation_type=args.attestation_type)
     transfer = None if args.bundle else transfer_options(args)  # a file and a bundle: no registry
-    result = signing_api.verify(args.ref, options, bundle=args.bundle, transfer=transfer)
+    result = signing_api.verify(args.ref, options, bundle=args.bundle or None, transfer=transfer)
     lines = [one_line(f"  {s.form} by {s.signer}" + (f" (claims: {_show(s.claims)})" if s.claims else ""))
              for s in result.signatures]
     what = f"attestation(s) of type {result.attestation_type}" if result.attestation_type else "signature(s)"
