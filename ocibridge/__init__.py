@@ -23,6 +23,9 @@ _HOMES = {
     **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
     **dict.fromkeys(("ChunksResult", "attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
+    **dict.fromkeys(("SignOptions", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
+                     "VerifyResult", "sign", "verify", "verify_dir"), "api.signing"),
+    **dict.fromkeys(("PolicyVerdict", "RequirementCheck", "check_policy", "verification"), "api.policy"),
     "OcibridgeError": "errors",
     "BuildOptions": "model.builder", "build": "model.builder",
     "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",
@@ -50,6 +53,7 @@ __all__ = [
     "ModelEntry",
     "OcibridgeError",
     "OnExisting",
+    "PolicyVerdict",
     "ProgressEvent",
     "PruneResult",
     "PullResult",
@@ -57,16 +61,24 @@ __all__ = [
     "ReferrerNode",
     "RegistryReport",
     "RemoveResult",
+    "RequirementCheck",
     "ResolveResult",
+    "SignOptions",
+    "SignResult",
     "TagResult",
     "TransferOptions",
     "ValidateResult",
     "Variant",
+    "VerifiedSignature",
+    "VerifyDirResult",
+    "VerifyOptions",
+    "VerifyResult",
     "attach",
     "attach_chunks",
     "build",
     "cache_dir",
     "cat",
+    "check_policy",
     "check_registry",
     "closing_opened_stores",
     "copy_reference",
@@ -93,9 +105,13 @@ __all__ = [
     "remove",
     "resolve",
     "save",
+    "sign",
     "tag",
     "tags",
     "validate",
+    "verification",
+    "verify",
+    "verify_dir",
 ]
 
 if TYPE_CHECKING:
@@ -114,8 +130,20 @@ if TYPE_CHECKING:
         tags,
         validate,
     )
+    from ocibridge.api.policy import PolicyVerdict, RequirementCheck, check_policy, verification
     from ocibridge.api.registry_check import check_registry
     from ocibridge.api.session import closing_opened_stores, enable_request_log
+    from ocibridge.api.signing import (
+        SignOptions,
+        SignResult,
+        VerifiedSignature,
+        VerifyDirResult,
+        VerifyOptions,
+        VerifyResult,
+        sign,
+        verify,
+        verify_dir,
+    )
     from ocibridge.api.store_ops import attach, delete, discover, list_models, prune, remove, resolve, tag
     from ocibridge.api.texts import inspect_text
     from ocibridge.core.overwrite import OnExisting

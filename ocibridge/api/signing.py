@@ -1,0 +1,239 @@
+"""Signing and verifying as API calls: :func:`sign` (cosign's ``.sig`` tag, a sigstore bundle
+referrer, an OpenSSF model signature), :func:`verify` (an artifact in any store, or a file
+against a bundle file as ``cosign verify-blob`` checks it) and :func:`verify_dir` (a pulled
+directory against its OMS signature). A pipeline that pushes and signs needs no subprocess.
+
+Light at import: ``cryptography``, the stores and the locator load inside the calls, so the
+CLI can take its choices from here without paying for them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.errors import UsageError
+from ocibridge.stores.opened import closes_its_stores
+
+if TYPE_CHECKING:
+    from ocibridge.api.copy import TransferOptions
+    from ocibridge.kinds.locators import Locator
+    from ocibridge.signing.verify import Verified, VerifyPolicy
+    from ocibridge.stores.target import StoreTarget
+
+__all__ = ["SIGN_FORMS", "SIGN_FORM_CHOICES", "SignOptions", "SignResult", "VerifiedSignature", "VerifyDirResult",
+           "VerifyOptions", "VerifyResult", "sign", "verify", "verify_dir"]
+
+#: The forms :func:`sign` makes: cosign's ``.sig`` tag, a sigstore bundle referrer, an OpenSSF
+#: model signature (the model's file list, as a referrer).
+SIGN_FORMS = ("classic", "bundle", "oms")
+#: What ``form=`` (and ``sign --form``) takes: a form, ``both`` (classic and bundle) or ``all``.
+SIGN_FORM_CHOICES = (*SIGN_FORMS, "both", "all")
+_GROUPS = {"both": ("classic", "bundle"), "all": SIGN_FORMS}
+
+
+# -- sign ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SignOptions:
+    """Who signs and what is signed beside the digest: the private ``key`` file (ECDSA P-256
+    PEM, or a cosign key file), its ``password`` (None: ``$COSIGN_PASSWORD``, as cosign reads
+    it), the repository name written into the signature (``identity``, cosign's
+    ``docker-reference``; None: where the reference is) and signed ``claims``."""
+
+    key: str | os.PathLike[str]
+    password: str | bytes | None = None
+    identity: str | None = None
+    claims: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SignResult:
+    """Where each form was written (the ``.sig`` tag, or the referrer's digest) and which were
+    there already, byte for byte (signing twice with one key adds nothing)."""
+
+    reference: str
+    digest: str
+    written: Mapping[str, str]
+    unchanged: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"digest": self.digest, "written": dict(self.written), "unchanged": list(self.unchanged)}
+
+
+def sign_forms(form: str | Sequence[str]) -> tuple[str, ...]:
+    """``form`` as the forms it names (``both``, ``all`` or forms); an unknown one is a usage error."""
+    named = [form] if isinstance(form, str) else list(form)
+    forms: list[str] = []
+    for one in named:
+        if one not in SIGN_FORM_CHOICES:
+            raise UsageError(f"unknown signature form {one!r} (choose from {', '.join(SIGN_FORM_CHOICES)})")
+        forms.extend(f for f in _GROUPS.get(one, (one,)) if f not in forms)
+    if not forms:
+        raise UsageError("no signature form asked for")
+    return tuple(forms)
+
+
+@closes_its_stores
+def sign(reference: str | Locator, options: SignOptions, *, form: str | Sequence[str] = "both",
+         transfer: TransferOptions | None = None) -> SignResult:
+    """Sign the manifest ``reference`` names, in each ``form`` (``both``: the cosign ``.sig`` tag
+    and the sigstore bundle referrer; ``oms``: an OpenSSF model signature; ``all``), and put the
+    signatures beside it in its store. Signatures are deterministic (RFC 6979): signing again
+    with the same key writes nothing. Raises :class:`ocibridge.errors.SignatureError` for a key
+    that cannot be used (wrong password, not P-256)."""
+    from ocibridge.signing import keys
+    from ocibridge.signing.sign import SignOptions as Signing
+    from ocibridge.signing.sign import sign_artifact
+
+    forms: Any = sign_forms(form)
+    password = options.password.encode() if isinstance(options.password, str) else options.password
+    key = keys.load_private_key(options.key, password)
+    target, name = _open(reference, transfer)
+    subject = target.store.resolve(target.reference)
+    signing = Signing(identity=options.identity or target.store.describe(), claims=dict(options.claims), forms=forms)
+    done = sign_artifact(target.store, subject, key, signing)
+    return SignResult(name, done.digest, dict(done.written), tuple(done.unchanged))
+
+
+def _open(reference: str | os.PathLike[str] | Locator, transfer: TransferOptions | None) -> tuple[StoreTarget, str]:
+    """The store and reference an artifact's text names, and that text (for messages)."""
+    from ocibridge.api.copy import TransferOptions
+    from ocibridge.kinds.locate import Role, locate, text_of
+    from ocibridge.kinds.targets import open_store_target
+
+    located = locate(os.fspath(reference) if isinstance(reference, os.PathLike) else reference, Role.MODEL)
+    name = reference if isinstance(reference, str) else text_of(located)
+    return open_store_target(located, options=(transfer or TransferOptions()).registry_options()), name
+
+
+# -- verify -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VerifyOptions:
+    """Who may have signed and what the signature must say: public ``keys`` (PEM files), or a
+    keyless signer (``certificate_identity`` and ``certificate_oidc_issuer``, checked offline
+    against the sigstore ``trusted_root`` file); ``claims`` every accepted signature carries;
+    ``attestation_type``: verify a signed in-toto attestation of this predicate type (a URI, or
+    cosign's name: ``cyclonedx``, ``slsaprovenance1``, ...) instead of a signature."""
+
+    keys: Sequence[str | os.PathLike[str]] = ()
+    certificate_identity: str | None = None
+    certificate_oidc_issuer: str | None = None
+    trusted_root: str | os.PathLike[str] | None = None
+    claims: Mapping[str, str] = field(default_factory=dict)
+    attestation_type: str | None = None
+
+    def policy(self) -> VerifyPolicy:
+        """The verifier's policy: the keys read, the attestation type resolved. Raises
+        :class:`ocibridge.errors.SignatureError` for no key and no identity, or an unreadable key."""
+        from ocibridge.signing.bundle import SIGN_PREDICATE_TYPE
+        from ocibridge.signing.verify import VerifyPolicy
+
+        predicate_type = SIGN_PREDICATE_TYPE
+        if self.attestation_type:
+            from ocibridge.signing.attest import predicate_type_of
+
+            predicate_type = predicate_type_of(self.attestation_type)
+        root = None if self.trusted_root is None else os.fspath(self.trusted_root)
+        return VerifyPolicy.from_files([os.fspath(k) for k in self.keys], identity=self.certificate_identity,
+                                       issuer=self.certificate_oidc_issuer, trusted_root=root,
+                                       claims=dict(self.claims), predicate_type=predicate_type)
+
+
+@dataclass(frozen=True)
+class VerifiedSignature:
+    """One signature (or attestation) that verified: its form (classic, bundle, oms,
+    attestation), who signed (the key file, or the certificate identity), its signed claims and
+    where it is (the ``.sig`` tag, the referrer's digest, the bundle file)."""
+
+    form: str
+    signer: str
+    claims: Mapping[str, Any]
+    where: str
+
+    @classmethod
+    def of(cls, verified: Verified) -> VerifiedSignature:
+        return cls(verified.form, verified.signer, dict(verified.claims), verified.where)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"form": self.form, "signer": self.signer, "claims": dict(self.claims), "where": self.where}
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """The digest verified (the manifest's, or the file's for a bundle file) and every signature
+    that verified and covers it. ``attestation_type``: the predicate type verified, when an
+    attestation was asked for (None: signatures)."""
+
+    reference: str
+    digest: str
+    signatures: tuple[VerifiedSignature, ...]
+    attestation_type: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"verified": True, "digest": self.digest, "signatures": [s.as_dict() for s in self.signatures]}
+
+
+@closes_its_stores
+def verify(reference: str | os.PathLike[str] | Locator, options: VerifyOptions, *,
+           bundle: str | os.PathLike[str] | None = None, transfer: TransferOptions | None = None) -> VerifyResult:
+    """Verify the artifact ``reference`` names by its signatures (every form; an OMS signature
+    counts for the files it lists only when they are the manifest's), or, with ``bundle``, the
+    file ``reference`` against that sigstore bundle file (``cosign verify-blob --bundle``).
+    Returns what verified; raises :class:`ocibridge.errors.SignatureError` (``REF: refused:
+    why``, one line) when nothing does, or when a claim asked for is missing."""
+    policy = options.policy()
+    if bundle is not None:
+        from ocibridge.signing.blob import verify_blob
+
+        if not isinstance(reference, (str, os.PathLike)):
+            raise UsageError("verify(..., bundle=) checks a file: give its path")
+        blob, digest = verify_blob(Path(reference), Path(bundle), policy)
+        return VerifyResult(os.fspath(reference), digest, (VerifiedSignature.of(blob),), _attestation(policy))
+    from ocibridge.signing.policy import Trusted, verify_before_use
+
+    target, name = _open(reference, transfer)
+    subject = target.store.resolve(target.reference)
+    trusts = Trusted.STATEMENT if policy.attestation else Trusted.MANIFEST
+    verified = verify_before_use(target.store, subject, policy, name=name, trusts=trusts)
+    return VerifyResult(name, subject.digest, tuple(VerifiedSignature.of(v) for v in verified),
+                        _attestation(policy))
+
+
+def _attestation(policy: VerifyPolicy) -> str | None:
+    return policy.predicate_type if policy.attestation else None
+
+
+@dataclass(frozen=True)
+class VerifyDirResult:
+    """A directory that holds exactly the files its OMS signature lists, each with the signed
+    digest: who signed, the model's name in the signature, how many files."""
+
+    path: str
+    signer: str
+    model: str
+    files: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"verified": True, "signer": self.signer, "model": self.model, "files": self.files}
+
+
+def verify_dir(path: str | os.PathLike[str], keys: Sequence[str | os.PathLike[str]], *,
+               signature: str | os.PathLike[str] | None = None) -> VerifyDirResult:
+    """Verify a directory of model files (a pull, a snapshot of the model cache) against an
+    OpenSSF model signature (``signature``; None: ``PATH/model.sig``, where pull puts it) by one
+    of the public ``keys``: an extra, missing or changed file refuses it. Raises
+    :class:`ocibridge.errors.SignatureError` (``PATH: refused: why``)."""
+    from ocibridge.signing.oms import SIGNATURE_FILE
+    from ocibridge.signing.omsdir import verify_directory
+    from ocibridge.signing.verify import VerifyPolicy
+
+    policy = VerifyPolicy.from_files([os.fspath(k) for k in keys])
+    root = Path(path)
+    where = Path(signature) if signature is not None else root / SIGNATURE_FILE
+    if signature is None and not where.is_file():
+        raise UsageError(f"{os.fspath(path)} holds no {SIGNATURE_FILE}: pass --signature FILE")
+    verified, statement = verify_directory(root, where, policy)
+    return VerifyDirResult(os.fspath(path), verified.signer, statement.name, len(statement.files))
