@@ -18,6 +18,11 @@ _HOMES = {
     **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
     **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
+    **dict.fromkeys(("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
+                     "k8s_volume"), "api.k8s"),
+    **dict.fromkeys(("AdmissionPolicies", "AdmissionSigners", "K8sServeOptions", "KServeOptions",
+                     "KubernetesDocuments", "ModelCarImage", "ModelCarOptions", "PodOptions", "PodRegistryAccess",
+                     "PrewarmOptions", "PullSecrets", "VolumeCheck", "VolumeLayout"), "api.k8s_types"),
     "OcibridgeError": "errors",
     "BuildOptions": "model.builder", "build": "model.builder",
     "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",
@@ -31,19 +36,30 @@ _HOMES = {
 }
 
 __all__ = [
+    "AdmissionPolicies",
+    "AdmissionSigners",
     "AttachResult",
     "BuildOptions",
     "DiscoverResult",
     "Family",
     "InspectResult",
+    "K8sServeOptions",
+    "KServeOptions",
     "Kind",
+    "KubernetesDocuments",
     "LoginResult",
+    "ModelCarImage",
+    "ModelCarOptions",
     "ModelEntry",
     "OcibridgeError",
     "OnExisting",
+    "PodOptions",
+    "PodRegistryAccess",
+    "PrewarmOptions",
     "ProgressEvent",
     "PruneResult",
     "PullResult",
+    "PullSecrets",
     "PushResult",
     "RemoveResult",
     "ResolveResult",
@@ -51,6 +67,8 @@ __all__ = [
     "TransferOptions",
     "ValidateResult",
     "Variant",
+    "VolumeCheck",
+    "VolumeLayout",
     "attach",
     "attach_chunks",
     "build",
@@ -61,6 +79,13 @@ __all__ = [
     "events",
     "filesystem",
     "inspect",
+    "k8s_check",
+    "k8s_modelcar",
+    "k8s_mount",
+    "k8s_policy",
+    "k8s_prewarm",
+    "k8s_serve",
+    "k8s_volume",
     "list_models",
     "load_source",
     "login",
@@ -79,6 +104,30 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from ocibridge.api.k8s import (
+        k8s_check,
+        k8s_modelcar,
+        k8s_mount,
+        k8s_policy,
+        k8s_prewarm,
+        k8s_serve,
+        k8s_volume,
+    )
+    from ocibridge.api.k8s_types import (
+        AdmissionPolicies,
+        AdmissionSigners,
+        K8sServeOptions,
+        KServeOptions,
+        KubernetesDocuments,
+        ModelCarImage,
+        ModelCarOptions,
+        PodOptions,
+        PodRegistryAccess,
+        PrewarmOptions,
+        PullSecrets,
+        VolumeCheck,
+        VolumeLayout,
+    )
     from ocibridge.api.lazy_fs import filesystem
     from ocibridge.api.lazy_ops import attach_chunks, cat, open_model, open_tensors
     from ocibridge.api.model_ops import (
