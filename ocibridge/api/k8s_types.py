@@ -19,6 +19,11 @@ DEFAULT_PLATFORM = "linux/amd64"
 DEFAULT_IMAGE = "busybox:1.36"
 
 
+def _as_texts(value: Sequence[str]) -> tuple[str, ...]:
+    """A list of names as a tuple; one name given alone is one name, not its letters."""
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
 @dataclass(frozen=True)
 class PullSecrets:
     """The Secrets of type ``kubernetes.io/dockerconfigjson`` kubelet pulls with
@@ -28,6 +33,9 @@ class PullSecrets:
 
     names: Sequence[str] = ()
     create: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", _as_texts(self.names))
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,9 @@ class ModelCarOptions:
     index: bool = False
     platforms: Sequence[str] = ()
     base: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "platforms", _as_texts(self.platforms))
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,10 @@ class AdmissionSigners:
     keys: Sequence[str] = ()  # public key files (PEM): any one's signature is accepted
     identity: str | None = None  # keyless: the certificate's subject
     issuer: str | None = None  # keyless: the OIDC issuer
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "images", _as_texts(self.images))
+        object.__setattr__(self, "keys", _as_texts(self.keys))
 
 
 @dataclass(frozen=True)

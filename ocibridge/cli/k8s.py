@@ -1,7 +1,8 @@
-"""``k8s check|modelcar|volume|mount|prewarm``: Kubernetes image volumes. Whether one will mount
-and what the pod sees, a ModelCar image (with a KServe InferenceService), a Pod pinned by digest,
-a directory laid out as the runtime would mount it, and a DaemonSet that pulls models on every
-node ahead of the workload."""
+"""``k8s check|modelcar|volume|mount|prewarm|serve|policy``: Kubernetes image volumes. Whether one
+will mount and what the pod sees, a ModelCar image (with a KServe InferenceService), a Pod pinned
+by digest, a directory laid out as the runtime would mount it, a DaemonSet that pulls models on
+every node ahead of the workload, ``ocibridge serve`` on a cluster, and admission policies. Each
+command is one call of :mod:`ocibridge.api.k8s`, whose result it prints."""
 
 from __future__ import annotations
 
