@@ -1,7 +1,8 @@
-"""``k8s check|modelcar|volume|mount|prewarm``: Kubernetes image volumes. Whether one will mount
-and what the pod sees, a ModelCar image (with a KServe InferenceService), a Pod pinned by digest,
-a directory laid out as the runtime would mount it, and a DaemonSet that pulls models on every
-node ahead of the workload."""
+"""``k8s check|modelcar|volume|mount|prewarm|serve|policy``: Kubernetes image volumes. Whether one
+will mount and what the pod sees, a ModelCar image (with a KServe InferenceService), a Pod pinned
+by digest, a directory laid out as the runtime would mount it, a DaemonSet that pulls models on
+every node ahead of the workload, ``ocibridge serve`` on a cluster, and admission policies. Each
+command is one call of :mod:`ocibridge.api.k8s`, whose result it prints."""
 
 from __future__ import annotations
 
@@ -20,325 +21,139 @@ from ocibridge.cli.common import (
     transfer_options,
 )
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
+from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size, one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
-    from ocibridge.kinds.locate import Locator
-    from ocibridge.kinds.targets import StoreTarget
+    from ocibridge.api import k8s as api_k8s
+    from ocibridge.api.k8s_types import KubernetesDocuments
+else:  # loaded when a k8s command runs (or its --runtime is parsed), not for --help
+    api_k8s = LazyModule("ocibridge.api.k8s")
 
 
-def _located(args: argparse.Namespace) -> Locator:
-    """REF, located (once per command: the command passes it on)."""
-    from ocibridge.kinds.locate import Role, locate
-
-    return locate(args.ref, Role.MODEL)
+def _pull_secrets(args: argparse.Namespace) -> api_k8s.PullSecrets:
+    return api_k8s.PullSecrets(tuple(args.image_pull_secret), args.create_pull_secret)
 
 
-def _k8s_target(args: argparse.Namespace, located: Locator, for_write: bool = False) -> StoreTarget:
-    from ocibridge.kinds.targets import open_store_target
-
-    return open_store_target(located, for_write=for_write, options=transfer_options(args).registry_options())
+def _print_documents(args: argparse.Namespace, done: KubernetesDocuments) -> None:
+    """The warnings, the documents (YAML, or JSON with --json), then what to warn about after them."""
+    for line in done.warnings:
+        print(line, file=sys.stderr)
+    if args.json:
+        print(json.dumps(done.as_dict(), indent=2, ensure_ascii=True))
+    else:
+        print(printable(done.to_yaml()), end="")
+    for line in done.closing_warnings:
+        print(line, file=sys.stderr)
 
 
 def cmd_k8s_check(args: argparse.Namespace) -> int:
-    from ocibridge.k8s import check
-    from ocibridge.k8s.node_policy import node_policy
-    from ocibridge.signing.containers_policy import read_policy_file
-
-    located = _located(args)
-    # read whatever the runtime or reference: a file named but missing or broken is an error, not skipped
-    nodes = read_policy_file(args.node_policy) if args.node_policy else None
-    t = _k8s_target(args, located)
-    result = check(t.store, t.reference, args.runtime, platform=args.platform)
-    result.reference = args.ref  # as the user wrote it, not the store-relative tag
-    assert result.version is not None
-    node = node_policy(t.store, t.reference, located, nodes, result.version, args.ref)
-    if node.refused:
-        result.reasons.append(node.line)
-        result.will_mount = False
+    result = api_k8s.k8s_check(args.ref, runtime=args.runtime, platform=args.platform, node_policy=args.node_policy,
+                               transfer=transfer_options(args))
     if args.json:
-        print(json.dumps({**result.to_json(), "nodePolicy": node.line}, indent=2))
-    else:
-        verdict = "will mount" if result.will_mount else "will NOT mount"
-        hidden = result.layers_hidden if result.will_mount else 0
-        but = f", but {hidden} layer(s) will not be visible (see warnings)" if hidden else ""
-        label = result.version.label if result.version else args.runtime
-        print(one_line(f"{args.ref}: {verdict} on {label} ({result.kind}){but}"))
-        for reason in result.reasons:
-            print(one_line(f"  reason: {reason}"))
-        if not node.refused:
-            print(one_line(f"  {node.line}"))
-        for warning in result.warnings:
-            print(one_line(f"  warning: {warning}"))
-        for layer in result.layers:
-            print(one_line(f"  {layer}"))
-        if result.tree:
-            print(f"files at the mount path{' (subPath ' + result.sub_path + ')' if result.sub_path else ''}:")
-            for entry in result.tree:
-                extra = f" -> {entry.target}" if entry.type == "symlink" else f" {entry.target or ''}".rstrip()
-                size = human_size(entry.size) if entry.type == "file" else entry.type
-                print(one_line(f"  {entry.path}  {size}{extra}"))
+        print(json.dumps(result.as_dict(), indent=2))
+        return 0 if result.will_mount else EXIT_FAILURE
+    verdict = "will mount" if result.will_mount else "will NOT mount"
+    hidden = result.layers_hidden if result.will_mount else 0
+    but = f", but {hidden} layer(s) will not be visible (see warnings)" if hidden else ""
+    print(one_line(f"{args.ref}: {verdict} on {result.runtime_label} ({result.kind}){but}"))
+    for reason in result.reasons:
+        print(one_line(f"  reason: {reason}"))
+    if not result.node_policy_refused:
+        print(one_line(f"  {result.node_policy}"))
+    for warning in result.warnings:
+        print(one_line(f"  warning: {warning}"))
+    for layer in result.layers:
+        print(one_line(f"  {layer}"))
+    if result.tree:
+        print(f"files at the mount path{' (subPath ' + result.sub_path + ')' if result.sub_path else ''}:")
+        for entry in result.tree:
+            extra = f" -> {entry.target}" if entry.type == "symlink" else f" {entry.target or ''}".rstrip()
+            size = human_size(entry.size) if entry.type == "file" else entry.type
+            print(one_line(f"  {entry.path}  {size}{extra}"))
     return 0 if result.will_mount else EXIT_FAILURE
 
 
 def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
-    from ocibridge.kinds.modelcar.from_any import build_from_any
-    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
-
-    located = _located(args)
-    if args.kserve:
-        from ocibridge.k8s.kserve import check_name
-        from ocibridge.k8s.volume import pinned_reference
-
-        check_name(args.kserve)
-        pinned_reference(located, "sha256:" + "0" * 64)  # a layout: refused before anything is built
-    if args.create_pull_secret and not (args.kserve and args.image_pull_secret):
-        raise UsageError("--create-pull-secret needs --kserve NAME and --image-pull-secret NAME "
-                         "(the Secret it creates)")
-    from ocibridge.signing.coverage import Trusted
-    from ocibridge.signing.use import check_before_use, refuse_before_opening
-
-    refuse_before_opening(located, policy_from_args(args), args.ref)
-    t = _k8s_target(args, located, for_write=True)
-    # the reference is resolved once: the image is built from the digest that was verified,
-    # not from whatever the tag names by then (docs/security.md, "what is verified is used")
-    source = t.store.resolve(t.reference)
-    check_before_use(t.store, source, located, policy_from_args(args), args.ref, trusts=Trusted.MANIFEST)
-    platforms = tuple(args.platform) if args.platform else None
-    base = None
-    if args.base:
-        from ocibridge.kinds.locate import Role, locate
-        from ocibridge.kinds.modelcar.base import open_base
-        from ocibridge.kinds.targets import open_store_target
-
-        b = open_store_target(locate(args.base, Role.MODEL), options=transfer_options(args).registry_options())
-        base = open_base(b.store, b.reference, platform=(args.platform or ["linux/amd64"])[0], shown=args.base)
-    desc = build_from_any(t.store, source.digest, shown=args.ref, tag=args.tag, index=args.index,
-                          platforms=platforms, base=base)
-    summary: dict[str, Any] = {"digest": desc.digest, "mediaType": desc.mediaType, "size": desc.size}
-    text = f"built {desc.mediaType} {desc.digest}" + (f" tagged {args.tag}" if args.tag else "")
-    if not args.kserve:
-        emit(args, summary, text)
+    options = api_k8s.ModelCarOptions(tag=args.tag, index=args.index, platforms=tuple(args.platform),
+                                      base=args.base)
+    kserve = api_k8s.KServeOptions(args.kserve, args.model_format) if args.kserve else None
+    done = api_k8s.k8s_modelcar(args.ref, options, kserve=kserve, pull_secrets=_pull_secrets(args),
+                                verify=policy_from_args(args), transfer=transfer_options(args))
+    text = f"built {done.media_type} {done.digest}" + (f" tagged {done.tag}" if done.tag else "")
+    if done.kserve is None:
+        emit(args, done.as_dict(), text)
         return 0
-    from ocibridge.k8s.kserve import header, inference_service
-    from ocibridge.k8s.volume import pinned_reference
-    from ocibridge.mirror.yamlout import dump_all
-
-    pinned = pinned_reference(located, desc.digest)
-    host = pinned.registry
-    docs = [inference_service(args.kserve, str(pinned), runnable=base is not None, model_format=args.model_format,
-                              pull_secrets=args.image_pull_secret)]
-    if args.create_pull_secret:
-        docs.insert(0, pull_secret(args.image_pull_secret[0], [host]))
-    for line in loopback_warnings([host]):
+    for line in done.kserve.warnings:
         print(line, file=sys.stderr)
     if args.json:
-        print(json.dumps({**summary, "objects": docs}, indent=2))
+        print(json.dumps(done.as_dict(), indent=2))
     else:
         print(one_line(text), file=sys.stderr)
-        print(printable(header(str(pinned), base is not None) + dump_all(docs)), end="")
-    if args.create_pull_secret:
-        print(CREDENTIALS_WARNING, file=sys.stderr)
+        print(printable(done.to_yaml()), end="")
+    for line in done.kserve.closing_warnings:
+        print(line, file=sys.stderr)
     return 0
 
 
 def cmd_k8s_volume(args: argparse.Namespace) -> int:
-    from ocibridge.k8s import volume_yaml
-    from ocibridge.oci.reference import RegistryReference
-    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
-
-    secret = None
-    if args.create_pull_secret and (not args.image_pull_secret or args.snippet):
-        raise UsageError("--create-pull-secret needs --image-pull-secret NAME (the Secret it creates) "
-                         "and a whole Pod (not --snippet)")
-    located = _located(args)
-    t = _k8s_target(args, located)
-    if isinstance(located, RegistryReference):  # a layout reference is refused below, with its own message
-        if args.create_pull_secret:
-            secret = pull_secret(args.image_pull_secret[0], [located.registry])
-        for line in loopback_warnings([located.registry]):
-            print(line, file=sys.stderr)
-    if args.json:  # the same Pod (or snippet) as a JSON document: kubectl takes either
-        from ocibridge.k8s.volume import volume_document
-
-        doc, *_ = volume_document(
-            t.store, t.reference, located, runtime=args.runtime, platform=args.platform,
-            mount_path=args.mount_path, name=args.name, image=args.image, snippet=args.snippet,
-            pull_secrets=args.image_pull_secret,
-        )
-        if secret is not None:
-            doc = {"apiVersion": "v1", "kind": "List", "items": [secret, doc]}
-        print(json.dumps(doc, indent=2, ensure_ascii=True))
-    else:
-        text = volume_yaml(
-            t.store, t.reference, located, runtime=args.runtime, mount_path=args.mount_path,
-            name=args.name, image=args.image, snippet=args.snippet, platform=args.platform,
-            pull_secrets=args.image_pull_secret,
-        )
-        if secret is not None:
-            from ocibridge.mirror.yamlout import dump_all
-
-            text = dump_all([secret]) + "---\n" + text
-        print(printable(text), end="")
-    if secret is not None:
-        print(CREDENTIALS_WARNING, file=sys.stderr)
+    pod = api_k8s.PodOptions(mount_path=args.mount_path, name=args.name, image=args.image, snippet=args.snippet)
+    done = api_k8s.k8s_volume(args.ref, pod, runtime=args.runtime, platform=args.platform,
+                              pull_secrets=_pull_secrets(args), transfer=transfer_options(args))
+    _print_documents(args, done)  # --json: the same Pod (or snippet) as a JSON document: kubectl takes either
     return 0
 
 
 def cmd_k8s_mount(args: argparse.Namespace) -> int:
-    from ocibridge.k8s import mount
-    from ocibridge.signing.use import check_before_use, refuse_before_opening
-
-    located = _located(args)
-    refuse_before_opening(located, policy_from_args(args), args.ref)
-    t = _k8s_target(args, located)
-    used = check_before_use(t.store, t.reference, located, policy_from_args(args), args.ref)  # check, then use
-    done = mount(t.store, used, args.dir, args.runtime, platform=args.platform)
-    text = f"laid out {len(done.paths)} paths in {args.dir} as {args.runtime} would mount them"
-    emit(args, {"files": done.paths, "notReproduced": done.not_reproduced},
-         "\n".join([text, *(f"  not reproduced: {one_line(n)}" for n in done.not_reproduced)]))
+    done = api_k8s.k8s_mount(args.ref, args.dir, runtime=args.runtime, platform=args.platform,
+                             verify=policy_from_args(args), transfer=transfer_options(args))
+    text = f"laid out {len(done.files)} paths in {args.dir} as {args.runtime} would mount them"
+    emit(args, done.as_dict(), "\n".join([text, *(f"  not reproduced: {one_line(n)}" for n in done.not_reproduced)]))
     return 0
 
 
 def cmd_k8s_serve(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from ocibridge.k8s.serve import ServeDeployment, header, objects
-    from ocibridge.mirror.yamlout import dump_all
-    from ocibridge.serve.server import GRACE, parse_public_url
-    from ocibridge.serve.sources import RegistrySource, parse_sources
-    from ocibridge.stores.registry.pull_secret import (
-        CREDENTIALS_WARNING,
-        check_secret_name,
-        loopback_warnings,
-        pull_secret,
-        read_ca_pem,
-    )
-    from ocibridge.version import __version__
-
-    sources = parse_sources(args.sources)  # each located once, as serve will
-    for source in sources:
-        if not isinstance(source, RegistrySource):
-            raise UsageError(f"{source.shown}: a path on this machine, which the pods cannot read; "
-                             "push the models to a registry the cluster reaches and serve that")
-    hosts = [s.host for s in sources if isinstance(s, RegistrySource)]
-    if args.create_pull_secret and args.no_docker_config:
-        raise UsageError("--create-pull-secret creates the docker config Secret that --no-docker-config leaves out")
-    docker = None if args.no_docker_config else (
-        args.docker_config_secret or (f"{args.name}-docker-config" if args.create_pull_secret else None))
-    if docker:
-        check_secret_name("--docker-config-secret", docker)
-    d = ServeDeployment(
-        sources=[s.shown for s in sources], hosts=hosts, image=args.image or f"ocibridge:{__version__}",
-        name=args.name, namespace=args.namespace, replicas=args.replicas, port=args.port,
-        cache_size=args.cache_size, storage_class=args.storage_class, cache_access_mode=args.cache_access_mode,
-        token_secret=args.token_secret, default_tag=args.default_tag, plain_http=args.plain_http,
-        public_url=parse_public_url(args.public_url),
-        insecure=args.insecure, ca_pem=read_ca_pem(Path(args.ca_file), "--ca-file") if args.ca_file else None,
-        docker_config_secret=docker, image_pull_secrets=args.image_pull_secret, cpu=args.cpu,
-        memory=args.memory, grace=GRACE, service_type=args.service_type)
-    docs = objects(d)
-    if args.create_pull_secret:
-        assert docker is not None
-        docs.insert(0, pull_secret(docker, hosts, namespace=args.namespace))
-    for line in loopback_warnings(hosts):
-        print(line, file=sys.stderr)
-    if args.json:
-        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=2))
-    else:
-        print(printable(header(d) + dump_all(docs)), end="")
-    if args.create_pull_secret:
-        print(CREDENTIALS_WARNING, file=sys.stderr)
+    options = api_k8s.K8sServeOptions(
+        image=args.image, name=args.name, namespace=args.namespace, replicas=args.replicas, port=args.port,
+        service_type=args.service_type, cache_size=args.cache_size, cache_access_mode=args.cache_access_mode,
+        storage_class=args.storage_class, token_secret=args.token_secret, default_tag=args.default_tag,
+        public_url=args.public_url, cpu=args.cpu, memory=args.memory)
+    access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
+                                       docker_config_secret=args.docker_config_secret,
+                                       docker_config=not args.no_docker_config)
+    _print_documents(args, api_k8s.k8s_serve(args.sources, options, access=access, pull_secrets=_pull_secrets(args)))
     return 0
 
 
 def cmd_k8s_prewarm(args: argparse.Namespace) -> int:
-    from ocibridge.k8s.prewarm import Model, check_selector, prewarm_daemonset
-    from ocibridge.kinds.locate import Role, locate
-    from ocibridge.mirror.yamlout import dump_all
-    from ocibridge.oci.reference import RegistryReference
-    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
-
-    if args.create_pull_secret and not args.image_pull_secret:
-        raise UsageError("--create-pull-secret needs --image-pull-secret NAME (the Secret it creates)")
-    selector = check_selector(args.selector)
-    models = []
-    for ref in args.refs:
-        located = locate(ref, Role.MODEL)
-        if not isinstance(located, RegistryReference):
-            raise UsageError(f"{ref} is not a registry reference: a node pulls from a registry "
-                             "(push it to one first)")
-        t = _k8s_target(args, located)
-        models.append(Model(t.store, t.reference, located))
-    done = prewarm_daemonset(models, runtime=args.runtime, platform=args.platform, mode=args.mode,
-                             name=args.name, namespace=args.namespace, selector=selector, image=args.image,
-                             pull_secrets=args.image_pull_secret)
-    hosts = sorted({p.registry for p in done.pinned})
-    docs = [done.daemonset]
-    if args.create_pull_secret:
-        docs.insert(0, pull_secret(args.image_pull_secret[0], hosts, namespace=args.namespace))
-    for line in loopback_warnings(hosts):
-        print(line, file=sys.stderr)
-    if args.ca_file:  # the nodes pull, with their runtime's trust, not this machine's
-        print("warning: --ca-file is this machine's trust; the nodes pull with their runtime's: put the CA in "
-              f"/etc/containers/certs.d/{hosts[0]}/ca.crt (CRI-O) or containerd's hosts.toml on every node",
-              file=sys.stderr)
-    if args.json:
-        print(json.dumps(docs[0] if len(docs) == 1 else {"apiVersion": "v1", "kind": "List", "items": docs},
-                         indent=2, ensure_ascii=True))
-    else:
-        print(printable("\n".join(done.header()) + "\n" + dump_all(docs)), end="")
-    if args.create_pull_secret:
-        print(CREDENTIALS_WARNING, file=sys.stderr)
+    options = api_k8s.PrewarmOptions(mode=args.mode, name=args.name, namespace=args.namespace,
+                                     selector=tuple(args.selector), image=args.image)
+    done = api_k8s.k8s_prewarm(args.refs, options, runtime=args.runtime, platform=args.platform,
+                               pull_secrets=_pull_secrets(args), transfer=transfer_options(args))
+    _print_documents(args, done)
     return 0
 
 
 def cmd_k8s_policy(args: argparse.Namespace) -> int:
-    from ocibridge.k8s.admission import from_flags, from_policy
-    from ocibridge.k8s.admission_docs import check_name, kyverno, policy_controller, policy_controller_notes
-    from ocibridge.mirror.yamlout import dump_all
-    from ocibridge.signing.containers_policy import read_policy_file
-
-    name = check_name(args.name)
-    if args.from_policy:
-        if args.image or args.key or args.identity or args.issuer:
-            raise UsageError("--from-policy takes the scopes and keys from the file: "
-                             "leave out --image, --key, --identity and --issuer")
-        t = from_policy(read_policy_file(args.from_policy))
-    else:
-        t = from_flags(args.image, args.key, args.identity, args.issuer)
-    if not t.rules:
-        raise UsageError(f"{args.from_policy}: no docker scope asks for a signature (sigstoreSigned): "
-                         "nothing for an admission controller to check")
-    docs: list[dict[str, Any]] = []
-    notes = list(t.notes)
-    if not args.policy_controller_only:
-        docs.append(kyverno(t, name))
-    if not args.kyverno_only:
-        docs.extend(policy_controller(t, name))
-        notes.extend(policy_controller_notes(t))
-    if args.json:
-        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs, "notes": notes}, indent=2))
-    else:
-        head = ["# ocibridge k8s policy: admission checks matching the containers policy the nodes enforce",
-                *(f"# note: {n}" for n in notes)]
-        print(printable("\n".join(head) + "\n" + dump_all(docs)), end="")
-    if t.untranslated:
-        print(f"warning: {t.untranslated} part(s) of the policy are not translated (see the comments above "
-              "the documents)", file=sys.stderr)
+    source: str | api_k8s.AdmissionSigners = args.from_policy
+    if not args.from_policy:
+        source = api_k8s.AdmissionSigners(tuple(args.image), tuple(args.key), args.identity, args.issuer)
+    elif args.image or args.key or args.identity or args.issuer:
+        raise UsageError("--from-policy takes the scopes and keys from the file: "
+                         "leave out --image, --key, --identity and --issuer")
+    done = api_k8s.k8s_policy(source, name=args.name, kyverno=not args.policy_controller_only,
+                              policy_controller=not args.kyverno_only)
+    _print_documents(args, done)
     return 0
 
 
 def _runtime_arg(text: str) -> str:
     """``--runtime``: a runtime with an optional version, checked when the line is parsed."""
-    from ocibridge.k8s.runtime import RuntimeVersion
-
     try:
-        RuntimeVersion.parse(text)
+        return api_k8s.check_runtime(text)
     except OcibridgeError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    return text
 
 
 def register(command: CommandAdder) -> None:

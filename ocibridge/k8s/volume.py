@@ -3,13 +3,11 @@
 The reference is pinned by digest, so ``pullPolicy: IfNotPresent`` is exact (a digest never
 changes what it names) and cheap. The mount is read-only; a ModelCar image is mounted with
 ``subPath: models`` (image-volume subPath needs Kubernetes 1.33 and containerd 2.2). The YAML
-is written by a ten-line renderer for this one shape, every scalar JSON-quoted, so no YAML
-library is needed at run time; ``--json`` prints the same document as JSON.
+is written by PyYAML (:mod:`ocibridge.k8s.yamldocs`); ``--json`` prints the same document as JSON.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 from ocibridge.errors import InvalidReference, OcibridgeError
 from ocibridge.k8s.check import MODELCAR_ROOT, check
 from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
+from ocibridge.k8s.yamldocs import dump_all
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.modelcar.build import SOURCE_ANNOTATION
 from ocibridge.oci.reference import RegistryReference
@@ -98,22 +97,28 @@ def pod_document(
     return pod
 
 
-def _render(value: object, indent: str = "") -> list[str]:
-    """Block YAML for mappings and lists of mappings; every scalar JSON-quoted (JSON is YAML)."""
-    lines: list[str] = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(item, dict) or (isinstance(item, list) and item and isinstance(item[0], dict)):
-                lines.append(f"{indent}{key}:")
-                lines.extend(_render(item, indent + ("  " if isinstance(item, dict) else "")))
-            else:
-                lines.append(f"{indent}{key}: {json.dumps(item, ensure_ascii=False)}")
-    elif isinstance(value, list):
-        for item in value:
-            inner = _render(item, indent + "  ")
-            lines.append(f"{indent}- {inner[0].lstrip()}")
-            lines.extend(inner[1:])
-    return lines
+def pod_header(
+    reference_pinned_by_digest: str | Locator,
+    *,
+    runtime: str | Runtime | RuntimeVersion,
+    sub_path: str | None = None,
+    pull_secrets: Sequence[str] = (),
+    files_at: str | None = None,
+) -> str:
+    """The comment lines above the Pod: what the cluster and runtime need and, with ``files_at``,
+    where the model's files appear in the container."""
+    rv = RuntimeVersion.parse(runtime)
+    header = [
+        f"# Image volume for {text_of(locate(reference_pinned_by_digest, Role.REGISTRY))}",
+        f"# Needs Kubernetes >= 1.31 with the ImageVolume feature gate on (beta from 1.33, GA and on by "
+        f"default from 1.36){', subPath needs >= 1.33' if sub_path else ''}; runtime: "
+        f"{needs(rv, bool(sub_path))}.",
+    ]
+    if files_at:
+        header.append(f"# On {rv.label}: {files_at}")
+    if not pull_secrets:
+        header.append("# No imagePullSecrets: add --image-pull-secret NAME if the registry needs credentials.")
+    return "".join(f"{line}\n" for line in header)
 
 
 def pod_yaml(
@@ -126,21 +131,12 @@ def pod_yaml(
     **pod: Any,
 ) -> str:
     """:func:`pod_document` as YAML (``pod``: its other keywords, ``mount_path``, ``name``,
-    ``image``, ``snippet``, ``volume_name``), headed by what the cluster and runtime need and,
-    with ``files_at``, where the model's files appear in the container."""
-    rv = RuntimeVersion.parse(runtime)
+    ``image``, ``snippet``, ``volume_name``), headed by :func:`pod_header`."""
+    runtime = RuntimeVersion.parse(runtime)  # a bad runtime is said first
     doc = pod_document(reference_pinned_by_digest, sub_path=sub_path, pull_secrets=pull_secrets, **pod)
-    header = [
-        f"# Image volume for {text_of(locate(reference_pinned_by_digest, Role.REGISTRY))}",
-        f"# Needs Kubernetes >= 1.31 with the ImageVolume feature gate on (beta from 1.33, GA and on by "
-        f"default from 1.36){', subPath needs >= 1.33' if sub_path else ''}; runtime: "
-        f"{needs(rv, bool(sub_path))}.",
-    ]
-    if files_at:
-        header.append(f"# On {rv.label}: {files_at}")
-    if not pull_secrets:
-        header.append("# No imagePullSecrets: add --image-pull-secret NAME if the registry needs credentials.")
-    return "\n".join([*header, *_render(doc)]) + "\n"
+    header = pod_header(reference_pinned_by_digest, runtime=runtime, sub_path=sub_path,
+                        pull_secrets=pull_secrets, files_at=files_at)
+    return header + dump_all([doc])
 
 
 def files_at(rv: RuntimeVersion, kind: str, modelcar: bool, mount_path: str, sub_path: str | None) -> str:

@@ -1,0 +1,250 @@
+"""What the ``ocibridge k8s`` calls take and give (:mod:`ocibridge.api.k8s`): option values grouped
+by concern and frozen results, each with ``as_dict()`` (the command's ``--json``) and, for
+Kubernetes documents, ``to_yaml()`` (what the command prints). Standard library only: the
+documents are plain mappings, written as YAML by :mod:`ocibridge.k8s.yamldocs` when asked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ocibridge.layers.apply import TreeEntry
+
+#: The runtime and node platform every call assumes unless told (the current CRI-O release).
+DEFAULT_RUNTIME = "cri-o"
+DEFAULT_PLATFORM = "linux/amd64"
+#: The image of the container that holds a model (a Pod's, a prewarm DaemonSet's).
+DEFAULT_IMAGE = "busybox:1.36"
+
+
+def _as_texts(value: Sequence[str]) -> tuple[str, ...]:
+    """A list of names as a tuple; one name given alone is one name, not its letters."""
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@dataclass(frozen=True)
+class PullSecrets:
+    """The Secrets of type ``kubernetes.io/dockerconfigjson`` kubelet pulls with
+    (``imagePullSecrets``); ``create``: also write the Secret itself, built from the stored
+    login for the registries involved (the output then holds credentials). ``k8s serve``
+    creates the docker config Secret its pods read the registries with instead."""
+
+    names: Sequence[str] = ()
+    create: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", _as_texts(self.names))
+
+
+@dataclass(frozen=True)
+class PodOptions:
+    """The Pod ``k8s_volume`` writes: where the model is mounted, the Pod's name and image, or
+    only the volume and its mount (``snippet``) to paste into a Pod of one's own."""
+
+    mount_path: str = "/models"
+    name: str = "model-consumer"
+    image: str = DEFAULT_IMAGE
+    snippet: bool = False
+
+
+@dataclass(frozen=True)
+class ModelCarOptions:
+    """How ``k8s_modelcar`` builds the image: a tag in the same store, one index serving the
+    image and the ModelPack artifact, the platforms, and a runnable base image (a reference)."""
+
+    tag: str | None = None
+    index: bool = False
+    platforms: Sequence[str] = ()
+    base: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "platforms", _as_texts(self.platforms))
+
+
+@dataclass(frozen=True)
+class KServeOptions:
+    """A KServe InferenceService serving the ModelCar image, pinned by digest."""
+
+    name: str
+    model_format: str = "huggingface"
+
+
+@dataclass(frozen=True)
+class PrewarmOptions:
+    """The prewarm DaemonSet: image volumes or ModelCar init containers (``mode``; default: what
+    the runtime has), its name and namespace, the nodes (labels ``selector`` picks; every node
+    without), and the image of the container that holds the models."""
+
+    mode: Literal["volume", "modelcar"] | None = None
+    name: str = "model-prewarm"
+    namespace: str | None = None
+    selector: Mapping[str, str] | Sequence[str] = ()  # {"key": "value"} or ["key=value", ...]
+    image: str = DEFAULT_IMAGE
+
+
+@dataclass(frozen=True)
+class K8sServeOptions:
+    """The Deployment, Service and cache volume running ``ocibridge serve`` (``image``: default
+    ``ocibridge:VERSION``; ``cache_access_mode``: default ReadWriteOnce for one replica, else an
+    emptyDir per replica)."""
+
+    image: str | None = None
+    name: str = "ocibridge-serve"
+    namespace: str | None = None
+    replicas: int = 1
+    port: int = 8080
+    service_type: str = "ClusterIP"
+    cache_size: str = "50Gi"
+    cache_access_mode: str | None = None
+    storage_class: str | None = None
+    token_secret: str | None = None
+    default_tag: str | None = None
+    public_url: str | None = None
+    cpu: str = "500m"
+    memory: str = "1Gi"
+
+
+@dataclass(frozen=True)
+class PodRegistryAccess:
+    """How ``k8s_serve``'s pods reach the registries: plain HTTP, no TLS check, a CA file of this
+    machine (its text goes into a ConfigMap), and the docker config Secret mounted as
+    ``$DOCKER_CONFIG`` (``docker_config=False``: none)."""
+
+    plain_http: bool = False
+    insecure: bool = False
+    ca_file: str | None = None
+    docker_config_secret: str | None = None
+    docker_config: bool = True
+
+
+@dataclass(frozen=True)
+class AdmissionSigners:
+    """Who must have signed which images, as flags say it (``k8s policy --image/--key/--identity
+    /--issuer``) rather than from a containers policy file."""
+
+    images: Sequence[str] = ()
+    keys: Sequence[str] = ()  # public key files (PEM): any one's signature is accepted
+    identity: str | None = None  # keyless: the certificate's subject
+    issuer: str | None = None  # keyless: the OIDC issuer
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "images", _as_texts(self.images))
+        object.__setattr__(self, "keys", _as_texts(self.keys))
+
+
+@dataclass(frozen=True)
+class KubernetesDocuments:
+    """Documents ``kubectl apply -f`` takes, with the comment lines above them (``header``),
+    what to warn about before them (``warnings``: a loopback registry name) and after them
+    (``closing_warnings``: the output holds credentials), and the references pinned by digest."""
+
+    documents: tuple[dict[str, Any], ...]
+    header: str = ""
+    warnings: tuple[str, ...] = ()
+    closing_warnings: tuple[str, ...] = ()
+    pinned: tuple[str, ...] = ()
+    holds_credentials: bool = False
+
+    def to_yaml(self) -> str:
+        """The header, then the documents separated by ``---``: what the command prints."""
+        from ocibridge.k8s.yamldocs import dump_all
+
+        return self.header + (dump_all(self.documents) if self.documents else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        """One document as itself, several as a ``v1`` ``List`` (kubectl takes either)."""
+        if len(self.documents) == 1:
+            return self.documents[0]
+        return {"apiVersion": "v1", "kind": "List", "items": list(self.documents)}
+
+
+@dataclass(frozen=True)
+class AdmissionPolicies(KubernetesDocuments):
+    """The Kyverno ClusterPolicy and policy-controller ClusterImagePolicies, with what does not
+    carry over from the policy (``notes``; ``untranslated`` of them left a part out)."""
+
+    notes: tuple[str, ...] = ()
+    untranslated: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "List", "items": list(self.documents), "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
+class ModelCarImage:
+    """The ModelCar image (or index) built, and with ``kserve`` the InferenceService serving it."""
+
+    digest: str
+    media_type: str
+    size: int
+    tag: str | None = None
+    kserve: KubernetesDocuments | None = None
+
+    def to_yaml(self) -> str:
+        """The InferenceService (and Secret) as the command prints them; empty without ``kserve``."""
+        return self.kserve.to_yaml() if self.kserve else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        summary: dict[str, Any] = {"digest": self.digest, "mediaType": self.media_type, "size": self.size}
+        if self.kserve is None:
+            return summary
+        return {**summary, "objects": list(self.kserve.documents)}
+
+
+@dataclass(frozen=True)
+class VolumeCheck:
+    """Whether ``runtime`` mounts the reference as an image volume, why not (``reasons``), what
+    may surprise (``warnings``), what it does with each layer, the node policy's verdict, and
+    the files the pod sees (``tree``)."""
+
+    reference: str
+    runtime: str  # cri-o or containerd
+    runtime_label: str  # with the version whose rules were applied: cri-o@1.36
+    platform: str
+    manifest: str  # digest of the manifest the runtime ends up with
+    kind: str  # image (unpacked) or artifact (blobs as files)
+    will_mount: bool
+    node_policy: str  # the node's containers policy's verdict, one line
+    node_policy_refused: bool = False  # that verdict is a refusal (then also one of the reasons)
+    reasons: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    layers: tuple[str, ...] = ()
+    layers_hidden: int = 0  # layers whose content the pod will not see
+    sub_path: str | None = None
+    diff_ids_verified: bool | None = None
+    tree: tuple[TreeEntry, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference,
+            "runtime": self.runtime,
+            "runtimeVersion": self.runtime_label.split("@", 1)[1],
+            "platform": self.platform,
+            "manifest": self.manifest,
+            "kind": self.kind,
+            "willMount": self.will_mount,
+            "subPath": self.sub_path,
+            "diffIdsVerified": self.diff_ids_verified,
+            "layersHidden": self.layers_hidden,
+            "reasons": list(self.reasons),
+            "warnings": list(self.warnings),
+            "layers": list(self.layers),
+            "tree": [e.to_json() for e in self.tree],
+            "nodePolicy": self.node_policy,
+        }
+
+
+@dataclass(frozen=True)
+class VolumeLayout:
+    """A directory laid out as ``runtime`` presents the volume: its paths, and what a copy on
+    disk could not reproduce (ownership, as non-root)."""
+
+    directory: str
+    runtime: str
+    files: tuple[str, ...]
+    not_reproduced: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"files": list(self.files), "notReproduced": list(self.not_reproduced)}
