@@ -242,7 +242,7 @@ class MirrorJob(_Strict):
     _policy_file: str | None = PrivateAttr(default=None)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> MirrorJob:
+    def from_file(cls, path: str | os.PathLike[str]) -> MirrorJob:
         """The job a file holds (see :func:`load_job`)."""
         return load_job(path)
 
@@ -399,7 +399,7 @@ def parse_job(data: object, base_dir: Path | None = None, where: str = "mirror j
     return job.with_base_dir(base_dir or Path.cwd())
 
 
-def load_job(path: str | Path) -> MirrorJob:
+def load_job(path: str | os.PathLike[str]) -> MirrorJob:
     """Read a job file: TOML (``.toml``, the default), YAML (``.yaml``/``.yml``) or JSON."""
     path = Path(path)
     return parse_job(read_job_document(path), path.resolve().parent, str(path))
