@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 import ocibridge
-from ocibridge.cli import main
 from ocibridge.api.mirror import Concurrency, Settings
+from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.model.builder import BuildOptions, build
 from ocibridge.oci.mediatypes import Family

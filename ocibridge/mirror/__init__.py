@@ -1,6 +1,7 @@
 """Mirror jobs: declarative, resumable copies of many models between registries and layouts.
 
-``run_job(load_job(path), dry_run=...)`` is what ``ocibridge mirror JOB`` runs.
+The engine: ``run_job(load_job(path), dry_run=...)``. The public API over it, which ``ocibridge
+mirror`` calls, is :mod:`ocibridge.api.mirror` (plan, run, one shard, merge, the Kubernetes Job).
 """
 
 from __future__ import annotations

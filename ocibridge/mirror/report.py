@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.mirror.shard import Shard
+from ocibridge.mirror.summary import Status, artifact_json
 
 if TYPE_CHECKING:
     from ocibridge.mirror.merge import MergedReport
@@ -28,7 +29,7 @@ class MirroredArtifact:
     entry: int  # index of its sync entry in the job
     source: str
     target: str
-    status: str
+    status: Status
     digest: str | None
     reason: str  # why skipped or failed
     note: str
@@ -57,8 +58,6 @@ class MirroredArtifact:
     @classmethod
     def of(cls, result: ArtifactResult) -> MirroredArtifact:
         """A snapshot of ``result`` as it is now (a run goes on changing its own)."""
-        from ocibridge.mirror.summary import artifact_json
-
         return cls.from_json(_plain(artifact_json(result)))
 
     def as_dict(self) -> dict[str, Any]:
@@ -108,7 +107,7 @@ class MirrorReport:
             text += f"\nshard {summary.shard} of job {summary.job_digest}"
         return cls(**_fields(_plain(summary.as_dict()), text, summary.exit_code))
 
-    def with_status(self, status: str) -> tuple[MirroredArtifact, ...]:
+    def with_status(self, status: Status) -> tuple[MirroredArtifact, ...]:
         return tuple(a for a in self.artifacts if a.status == status)
 
     def as_dict(self) -> dict[str, Any]:
