@@ -151,7 +151,8 @@ def test_mirror_job_mounts_the_ca_and_pull_secrets(tmp_path, capsys, monkeypatch
 def test_ca_in_the_pod_is_found_by_the_certs_d_lookup(tmp_path, monkeypatch, tls_registry):
     """What the CA ConfigMap mounts, laid out on disk the same way, is what ocibridge trusts."""
     from ocibridge.mirror import load_job
-    from ocibridge.mirror.k8s_job import JobOptions, k8s_objects
+    from ocibridge.mirror.k8s_job import MirrorK8sOptions as JobOptions
+    from ocibridge.mirror.k8s_job import k8s_objects
     from ocibridge.stores.registry.trust import ssl_context
 
     job = tmp_path / "job.toml"

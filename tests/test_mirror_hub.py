@@ -17,9 +17,9 @@ from serving import make_model, point_hub_at, serving
 from support.faultproxy import FaultProxy, drop_response, server_error
 
 from ocibridge.cli import main
+from ocibridge.cli.mirror import mirror_command
 from ocibridge.errors import OcibridgeError
 from ocibridge.mirror import load_job, run_job
-from ocibridge.mirror.command import mirror_command
 from ocibridge.mirror.hub import select_revisions, tag_names
 from ocibridge.mirror.job import RevisionFilter
 from ocibridge.oci.models import parse_manifest_bytes

@@ -20,8 +20,8 @@ import httpx
 import pytest
 from support.faultproxy import FaultProxy, server_error, status, too_many_requests
 
+from ocibridge.cli.mirror import mirror_command
 from ocibridge.mirror import load_job, run_job
-from ocibridge.mirror.command import mirror_command
 from ocibridge.model.builder import BuildOptions, build
 from ocibridge.model.package import ModelFile, ModelPackage
 from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, Family, Kind

@@ -1,5 +1,6 @@
 """The ``mirror`` command of the CLI: run a job (or one shard of it), emit a Kubernetes Job that
-runs every shard, or merge the shard reports (``mirror report REPORTS…``).
+runs every shard, or merge the shard reports (``mirror report REPORTS…``); each one call of
+:mod:`ocibridge.api.mirror`. :func:`mirror_command` is the same run for ``python -m ocibridge.mirror``.
 
 Flags only here: nothing heavy is imported until the command runs (``--help`` loads neither
 pydantic nor httpx).
@@ -9,20 +10,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from ocibridge.cli.common import CommandAdder, add_pull_secret_flags, emit
 from ocibridge.cli.signing import add_policy_flag
-from ocibridge.core.limits import MAX_SMALL_INPUT, read_at_most
+from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
-    from ocibridge.mirror.shard import Shard
+    from ocibridge.api.mirror import MirroredArtifact, MirrorReport, MirrorRunOptions, Shard
 
 REPORT = "report"
 
@@ -75,107 +74,105 @@ def cmd_mirror(args: argparse.Namespace) -> int:
         raise UsageError(f"unexpected argument {args.reports[0]!r} (one JOB; or 'mirror report REPORT…')")
     if args.emit:
         return _emit_k8s(args)
-    from ocibridge.mirror import load_job, run_job
-    from ocibridge.mirror.command import live_reporter
-    from ocibridge.mirror.shard import parse_shard
+    from ocibridge.api import mirror as api
 
-    shard = parse_shard(args.shard) if args.shard is not None else None
+    shard = api.parse_shard(args.shard) if args.shard is not None else None
     if args.report and not Path(args.report).resolve().parent.is_dir():
         raise UsageError(f"--report {args.report}: no such directory")  # say so before the work, not after
+    limit_rate = None
     if args.limit_rate is not None:
         from ocibridge.cli.transfer_flags import parse_bytes
-        from ocibridge.stores.registry.ratelimit import set_process_rate
 
         try:
-            set_process_rate(parse_bytes(args.limit_rate))
+            limit_rate = parse_bytes(args.limit_rate)
         except ValueError as e:
             raise UsageError(f"--limit-rate: {e}") from None
-    job = load_job(args.job)
-    job.obey_policy(args.policy)
+    options = api.MirrorRunOptions(policy=args.policy, limit_rate=limit_rate, report_file=args.report)
     live = None if args.json or not sys.stderr.isatty() else live_reporter(sys.stderr)
-    with _shard_user_agent(shard):
-        summary = run_job(job, dry_run=args.dry_run, progress=live, shard=shard)
-    data = summary.as_dict()
-    if args.report:
-        from ocibridge.mirror.merge import write_report
+    report = _run(args.job, dry_run=args.dry_run, shard=shard, options=options, progress=live)
+    emit(args, report.as_dict(), report.format_text())
+    return report.exit_code
 
-        write_report(args.report, data)
-    text = summary.format_text()
+
+def _run(job: str, *, dry_run: bool, shard: Shard | None, options: MirrorRunOptions | None = None,
+         progress: Callable[[str, MirroredArtifact], None] | None = None) -> MirrorReport:
+    """The one API call of a run: a plan, a shard's run or the whole job's."""
+    from ocibridge.api import mirror as api
+
+    if dry_run:
+        return api.mirror_plan(job, shard=shard, options=options, progress=progress)
     if shard is not None:
-        text += f"\nshard {shard} of job {summary.job_digest}"
-    emit(args, data, text)
-    return summary.exit_code
+        return api.mirror_shard(job, shard, options=options, progress=progress)
+    return api.mirror_run(job, options=options, progress=progress)
 
 
-@contextmanager
-def _shard_user_agent(shard: Shard | None) -> Iterator[None]:
-    """While a shard runs, its requests' User-Agent names it, so registry access logs say which
-    shard sent each request (unless the user chose a User-Agent)."""
-    from ocibridge.stores.registry.client import ENV_USER_AGENT
-    from ocibridge.version import __version__
+def mirror_command(job_path: str, *, dry_run: bool = False, as_json: bool = False,
+                   out: TextIO | None = None, err: TextIO | None = None, shard: str | None = None) -> int:
+    """Run the job (or one ``I/N`` shard of it), print the summary (text or JSON); 1 when
+    anything failed, 2 for a bad shard."""
+    from ocibridge.api import mirror as api
 
-    if shard is None or os.environ.get(ENV_USER_AGENT):
-        yield
-        return
-    os.environ[ENV_USER_AGENT] = f"ocibridge/{__version__} mirror-shard/{shard.index}-of-{shard.count}"
+    out = out or sys.stdout
+    err = err or sys.stderr
     try:
-        yield
-    finally:
-        os.environ.pop(ENV_USER_AGENT, None)
+        which = api.parse_shard(shard) if shard is not None else None
+    except OcibridgeError as e:
+        print(one_line(f"ocibridge: error: {e}"), file=err)
+        return 2
+    live = None if as_json or not err.isatty() else live_reporter(err)
+    try:
+        report = _run(job_path, dry_run=dry_run, shard=which, progress=live)
+    except OcibridgeError as e:  # the job file: a run itself never raises for an artifact
+        print(one_line(f"ocibridge: {e}"), file=err)
+        return 1
+    if as_json:
+        print(json.dumps(report.as_dict(), indent=2), file=out)
+    else:
+        print(printable(report.format_text()), file=out)
+    return report.exit_code
+
+
+def live_reporter(err: TextIO) -> Callable[[str, MirroredArtifact], None]:
+    """One line per finished artifact, so a long job on a terminal is not silent until its summary."""
+
+    def report(event: str, result: MirroredArtifact) -> None:
+        if event in ("copied", "failed"):
+            print(one_line(f"{event}: {result.source}"), file=err, flush=True)
+
+    return report
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from ocibridge.mirror.merge import merge_reports
+    from ocibridge.api.mirror import mirror_merge
 
     if args.shard or args.emit or args.dry_run or args.report:
         raise UsageError("mirror report takes the reports and --json only")
 
-    merged = merge_reports(args.reports)
+    merged = mirror_merge(args.reports)
     emit(args, merged.as_dict(), merged.format_text())
     return merged.exit_code
 
 
 def _emit_k8s(args: argparse.Namespace) -> int:
-    from ocibridge.mirror import load_job
-    from ocibridge.mirror.k8s_job import JobOptions, docker_secret_name, k8s_objects, registry_hosts
-    from ocibridge.mirror.yamlout import dump_all
-    from ocibridge.version import __version__
+    from ocibridge.api.mirror import MirrorK8sOptions, mirror_k8s_job
 
     if args.shards is None:
         raise UsageError("--emit k8s-job needs --shards N")
     if args.shard or args.dry_run or args.report:
         raise UsageError("--emit k8s-job prints the Job; --shard, --dry-run and --report belong to a run")
-    path = Path(args.job)
-    job = load_job(path)
-    try:
-        text = read_at_most(path, MAX_SMALL_INPUT).decode("utf-8")  # load_job above refused a longer one
-    except UnicodeDecodeError:
-        raise OcibridgeError(f"{path}: not UTF-8 text, which a ConfigMap needs") from None
-    opts = JobOptions(
-        shards=args.shards, parallelism=args.parallelism, image=args.image or f"ocibridge:{__version__}",
+    options = MirrorK8sOptions(
+        shards=args.shards, parallelism=args.parallelism, image=args.image,
         name=args.name, namespace=args.namespace, configmap=args.configmap,
         docker_config_secret="" if args.no_docker_config else args.docker_config_secret,
-        env_secrets=args.env_secret, backoff_limit_per_index=args.backoff_limit_per_index,
+        env_secrets=tuple(args.env_secret), backoff_limit_per_index=args.backoff_limit_per_index,
         max_failed_indexes=args.max_failed_indexes, cpu=args.cpu, memory=args.memory,
         reports_claim=args.reports_claim, service_account=args.service_account,
-        image_pull_secrets=args.image_pull_secret, create_pull_secret=args.create_pull_secret)
-    if args.create_pull_secret and args.no_docker_config:
-        raise UsageError("--create-pull-secret creates the docker config Secret that --no-docker-config leaves out")
-    from ocibridge.stores.registry.pull_secret import CREDENTIALS_WARNING, loopback_warnings, pull_secret
-
-    secret = None
-    if args.create_pull_secret:
-        secret = pull_secret(docker_secret_name(opts), registry_hosts(job), namespace=opts.namespace,
-                             every_host=False)
-    objects = k8s_objects(job, path, text, opts, secret)
-    for line in loopback_warnings(registry_hosts(job)):
+        image_pull_secrets=tuple(args.image_pull_secret), create_pull_secret=args.create_pull_secret)
+    k8s_job = mirror_k8s_job(args.job, options)
+    for line in k8s_job.warnings:
         print(line, file=sys.stderr)
-    if secret is not None:
-        print(CREDENTIALS_WARNING, file=sys.stderr)
     if args.json:
-        print(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2))
+        print(json.dumps(k8s_job.as_dict(), indent=2))
     else:
-        sys.stdout.write(f"# {opts.name}: {opts.shards} shards of {path.name}, each running --shard "
-                         "$JOB_COMPLETION_INDEX/N; needs Kubernetes >= 1.29 (backoffLimitPerIndex)\n")
-        sys.stdout.write(dump_all(objects))  # control characters are escaped in quoted scalars
+        sys.stdout.write(k8s_job.to_yaml())  # control characters are escaped in quoted scalars
     return 0

@@ -1,11 +1,12 @@
-"""``python -m ocibridge.mirror JOB [--dry-run] [--json] [--shard I/N]``."""
+"""``python -m ocibridge.mirror JOB [--dry-run] [--json] [--shard I/N]``: the run of
+``ocibridge mirror`` (ocibridge/cli/mirror.py), with only these flags."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ocibridge.mirror.command import mirror_command
+from ocibridge.cli.mirror import mirror_command
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import ValidationError as PydanticValidationError
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.mirror.jobfile import read_job_document
 
 if TYPE_CHECKING:
     from ocibridge.stores.registry.options import RegistryOptions
@@ -216,6 +218,10 @@ class SyncEntry(Settings):
 class MirrorJob(_Strict):
     """A declarative mirror job (TOML, or YAML with PyYAML installed)."""
 
+    # (this docstring is the JSON Schema's description.) Read from a file with from_file, or built
+    # in Python: MirrorJob(sync=[SyncEntry(source=..., target=...)]), relative paths then relative
+    # to the working directory.
+
     version: Literal[1] = 1
     registries: dict[str, RegistryAuth] = Field(
         default_factory=dict, description="Per registry host (host[:port]): credentials and transport."
@@ -234,6 +240,17 @@ class MirrorJob(_Strict):
                 raise ValueError(f"{entry.source}: attest_key signs the provenance: it goes with provenance = true")
         return self
     _policy_file: str | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> MirrorJob:
+        """The job a file holds (see :func:`load_job`)."""
+        return load_job(path)
+
+    @classmethod
+    def from_dict(cls, data: object, base_dir: str | Path | None = None) -> MirrorJob:
+        """The job a document holds (a job file's content as read); its relative paths are
+        relative to ``base_dir`` (default: the working directory)."""
+        return parse_job(data, Path(base_dir) if base_dir is not None else None)
 
     @property
     def policy_file(self) -> str | None:
@@ -365,3 +382,24 @@ class ResolvedSettings(BaseModel):
     verify: VerifySettings | None = None
     provenance: bool = False
     attest_key: str | None = None  # a path, relative to the job's folder resolved
+
+
+def parse_job(data: object, base_dir: Path | None = None, where: str = "mirror job") -> MirrorJob:
+    """Validate a job document; the first problem becomes one line naming its location."""
+    if not isinstance(data, dict):
+        raise OcibridgeError(f"{where}: expected a table of settings at the top")
+    try:
+        job = MirrorJob.model_validate(data)
+    except PydanticValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(top)"
+        # a check of ours raising ValueError reads as our sentence, not pydantic's "Value error, ..."
+        msg = first["msg"].removeprefix("Value error, ") if first["type"] == "value_error" else first["msg"]
+        raise OcibridgeError(f"{where}: {loc}: {msg}") from None
+    return job.with_base_dir(base_dir or Path.cwd())
+
+
+def load_job(path: str | os.PathLike[str]) -> MirrorJob:
+    """Read a job file: TOML (``.toml``, the default), YAML (``.yaml``/``.yml``) or JSON."""
+    path = Path(path)
+    return parse_job(read_job_document(path), path.resolve().parent, str(path))

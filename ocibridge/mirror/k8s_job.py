@@ -10,10 +10,13 @@ usage error (exit 2) fails its index at once; an evicted pod is not counted as a
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import OcibridgeError, TooLarge, UsageError
 from ocibridge.kinds.locate import on_this_machine
@@ -30,6 +33,10 @@ from ocibridge.stores.registry.pull_secret import (
     is_label,
     read_ca_pem,
 )
+from ocibridge.version import __version__
+
+if TYPE_CHECKING:
+    from yaml import SafeDumper, ScalarNode
 
 JOB_DIR = "/etc/ocibridge/job"
 REPORTS_DIR = "/reports"
@@ -40,26 +47,86 @@ MAX_CONFIGMAP_BYTES = 1 << 20
 EXIT_USAGE = 2
 
 
-@dataclass
-class JobOptions:
-    """What ``--emit k8s-job`` flags set; defaults suit a few thousand small-to-mid models."""
+@dataclass(frozen=True)
+class MirrorK8sOptions:
+    """The Kubernetes Job of a mirror job (``--emit k8s-job`` flags); defaults suit a few
+    thousand small-to-mid models."""
 
-    shards: int
-    image: str
+    shards: int  # one pod each (completions)
+    image: str | None = None  # with ocibridge as its entrypoint; default ocibridge:VERSION
     parallelism: int | None = None  # default: all shards at once
     name: str = "ocibridge-mirror"
     namespace: str | None = None
     configmap: str | None = None  # default: NAME-job
     docker_config_secret: str | None = None  # default: NAME-docker-config; "" leaves it out
-    env_secrets: list[str] = field(default_factory=list)
+    env_secrets: tuple[str, ...] = ()
     backoff_limit_per_index: int = 3
     max_failed_indexes: int | None = None
     cpu: str = "500m"
     memory: str = "512Mi"
     reports_claim: str | None = None  # a PVC the reports are written to, besides the logs
     service_account: str | None = None
-    image_pull_secrets: list[str] = field(default_factory=list)  # to pull IMAGE with
+    image_pull_secrets: tuple[str, ...] = ()  # to pull IMAGE with
     create_pull_secret: bool = False  # emit the docker config Secret from the stored credentials
+
+    @property
+    def pod_image(self) -> str:
+        return self.image if self.image is not None else f"ocibridge:{__version__}"
+
+
+@dataclass(frozen=True)
+class MirrorK8sJob:
+    """The Kubernetes objects that run a mirror job in ``shards`` pods: (the docker config
+    Secret,) the ConfigMap holding the job, (a CA ConfigMap,) the Indexed Job."""
+
+    objects: tuple[dict[str, Any], ...]
+    name: str
+    shards: int
+    job_file: str  # the job's name in the ConfigMap's header line
+    warnings: tuple[str, ...] = ()  # to say on stderr: loopback registries, credentials in a Secret
+
+    def as_dict(self) -> dict[str, Any]:
+        """A Kubernetes List of the objects (the command's ``--json``)."""
+        return {"apiVersion": "v1", "kind": "List", "items": copy.deepcopy(list(self.objects))}
+
+    def to_yaml(self) -> str:
+        """The objects as YAML documents after a comment line: what the command prints."""
+        head = (f"# {self.name}: {self.shards} shards of {self.job_file}, each running --shard "
+                "$JOB_COMPLETION_INDEX/N; needs Kubernetes >= 1.29 (backoffLimitPerIndex)\n")
+        return head + yaml_documents(self.objects)
+
+
+def yaml_documents(documents: Iterable[Any]) -> str:
+    """YAML documents (PyYAML, safe): keys in their order, block style, text of several lines
+    (a job file in a ConfigMap) as a literal block when YAML can hold it exactly so."""
+    import yaml  # a declared dependency
+
+    return yaml.dump_all(documents, Dumper=_dumper(), sort_keys=False, default_flow_style=False,
+                         allow_unicode=True, width=1 << 16)
+
+
+#: Characters YAML reads as line breaks besides ``\n``.
+_OTHER_BREAKS = "\r\x85\u2028\u2029"
+
+
+@functools.cache
+def _dumper() -> type[SafeDumper]:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        """The safe dumper, writing text of several lines as a literal block (``|``); the
+        emitter falls back to a quoted scalar where a block cannot hold the text exactly."""
+
+    def text(dumper: SafeDumper, value: str) -> ScalarNode:
+        style = None
+        if any(c in value for c in _OTHER_BREAKS):
+            style = '"'  # the one style that keeps them: escaped (PyYAML may fold them in others)
+        elif "\n" in value.rstrip("\n"):
+            style = "|"
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return Dumper
 
 
 def registry_hosts(job: MirrorJob) -> list[str]:
@@ -86,7 +153,7 @@ def needs_docker_config(job: MirrorJob) -> bool:
     return False
 
 
-def k8s_objects(job: MirrorJob, job_path: Path, job_text: str, opts: JobOptions,
+def k8s_objects(job: MirrorJob, job_path: Path, job_text: str, opts: MirrorK8sOptions,
                 secret: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """[ConfigMap, (CA ConfigMap,) Job] for ``job`` (read from ``job_path``, whose text goes into
     the ConfigMap); ``secret``, the docker config Secret built by the caller, goes first.
@@ -136,11 +203,17 @@ def _without_ca_files(job: MirrorJob) -> tuple[MirrorJob, Path, str]:
     data = job.model_dump(mode="json", exclude_none=True)
     for auth in data.get("registries", {}).values():
         auth.pop("ca_file", None)
-    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-    return MirrorJob.model_validate(data), Path("job.json"), text
+    return MirrorJob.model_validate(data), *job_document(data)
 
 
-def _job(job: MirrorJob, key: str, configmap: str, labels: dict[str, str], opts: JobOptions, secret: str,
+def job_document(job: MirrorJob | dict[str, Any]) -> tuple[Path, str]:
+    """A job file for a job that has none (built in Python, or rewritten): its name and text,
+    JSON (which every job reader takes)."""
+    data = job.model_dump(mode="json", exclude_none=True) if isinstance(job, MirrorJob) else job
+    return Path("job.json"), json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _job(job: MirrorJob, key: str, configmap: str, labels: dict[str, str], opts: MirrorK8sOptions, secret: str,
          cas: list[tuple[str, str]], ca_map: str | None) -> dict[str, Any]:
     index = "$(JOB_COMPLETION_INDEX)"  # set by the Job controller in every pod of an Indexed Job
     args = ["mirror", f"{JOB_DIR}/{key}", "--shard", f"{index}/{opts.shards}", "--json"]
@@ -164,7 +237,7 @@ def _job(job: MirrorJob, key: str, configmap: str, labels: dict[str, str], opts:
         volumes.append({"name": "reports", "persistentVolumeClaim": {"claimName": opts.reports_claim}})
     container: dict[str, Any] = {
         "name": CONTAINER,
-        "image": opts.image,
+        "image": opts.pod_image,
         "args": args,
         "env": env,
         "resources": {"requests": {"cpu": opts.cpu, "memory": opts.memory}, "limits": {"memory": opts.memory}},
@@ -205,12 +278,12 @@ def _job(job: MirrorJob, key: str, configmap: str, labels: dict[str, str], opts:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
-def docker_secret_name(opts: JobOptions) -> str:
+def docker_secret_name(opts: MirrorK8sOptions) -> str:
     """The docker config Secret's name: ``--docker-config-secret`` or NAME-docker-config."""
     return opts.docker_config_secret or f"{opts.name}-docker-config"
 
 
-def _docker_secret(opts: JobOptions, job: MirrorJob) -> str:
+def _docker_secret(opts: MirrorK8sOptions, job: MirrorJob) -> str:
     """The Secret to mount as the docker config, or "" for none: one named or created is
     mounted; by default one is mounted only when some registry's credentials must come from it."""
     if opts.docker_config_secret == "":
@@ -220,7 +293,7 @@ def _docker_secret(opts: JobOptions, job: MirrorJob) -> str:
     return ""
 
 
-def _check_options(opts: JobOptions) -> None:
+def _check_options(opts: MirrorK8sOptions) -> None:
     if not 1 <= opts.shards <= 100_000:
         raise UsageError("--shards must be between 1 and 100000 (an Indexed Job's limit)")
     if opts.parallelism is not None and opts.parallelism < 1:
@@ -243,8 +316,8 @@ def _check_options(opts: JobOptions) -> None:
                          ("--image-pull-secret", opts.image_pull_secrets)):
         for value in values:
             check_secret_name(flag, value)
-    if not opts.image or any(c.isspace() or not c.isprintable() for c in opts.image):
-        raise UsageError(f"--image {opts.image!r} is not an image reference")
+    if not opts.pod_image or any(c.isspace() or not c.isprintable() for c in opts.pod_image):
+        raise UsageError(f"--image {opts.pod_image!r} is not an image reference")
     check_quantity("--cpu", opts.cpu)
     check_quantity("--memory", opts.memory)
 

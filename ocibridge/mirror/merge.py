@@ -91,9 +91,13 @@ class MergedReport:
 
 def merge_reports(paths: list[str]) -> MergedReport:
     """Read and check every report, then merge; a report that does not fit is an error."""
-    if not paths:
+    return merge_shard_reports([read_report(p) for p in paths])
+
+
+def merge_shard_reports(reports: list[ShardReport]) -> MergedReport:
+    """Check that the reports are shards of one run of one job, then merge them."""
+    if not reports:
         raise UsageError("mirror report: give the shard reports to merge (REPORT…)")
-    reports = [read_report(p) for p in paths]
     first = reports[0]
     for r in reports[1:]:
         if r.count != first.count:
@@ -184,7 +188,7 @@ def read_report(path: str) -> ShardReport:
     if data is None:
         raise OcibridgeError(f"{path}: no mirror report in it (expected the output of "
                              "`ocibridge mirror JOB --shard I/N --json`)")
-    return _parse(path, data)
+    return parse_report(path, data)
 
 
 def _find_report(text: str) -> dict[str, Any] | None:
@@ -210,7 +214,8 @@ def _find_report(text: str) -> dict[str, Any] | None:
             start = end
 
 
-def _parse(path: str, data: dict[str, Any]) -> ShardReport:
+def parse_report(path: str, data: dict[str, Any]) -> ShardReport:
+    """A shard's ``--json`` report, checked; ``path`` names it in errors and notes."""
     shard = data.get("shard")
     if not isinstance(shard, dict):
         raise OcibridgeError(f"{path}: the report of an unsharded run (merge the reports of "

@@ -99,7 +99,7 @@ class MirrorSummary:
             "seconds": round(self.seconds, 3),
             "totals": _camel(self.totals()),
             "entries": [_camel(asdict(e)) for e in self.entries],
-            "artifacts": [_camel(asdict(a)) for a in self.artifacts],
+            "artifacts": [artifact_json(a) for a in self.artifacts],
         }
         if self.shard is not None:
             out["shard"] = {"index": self.shard.index, "count": self.shard.count}
@@ -147,6 +147,11 @@ class MirrorSummary:
                          f"blobs mounted{signed}), {t['skipped']} skipped, {t['failed']} failed "
                          f"in {self.seconds:.1f} s{tail}")
         return "\n".join(one_line(line) for line in lines)  # a source name holding a newline
+
+
+def artifact_json(result: ArtifactResult) -> dict[str, Any]:
+    """One artifact as the ``--json`` report lists it."""
+    return _camel(asdict(result))
 
 
 def _camel(d: dict[str, Any]) -> dict[str, Any]:
