@@ -11,8 +11,8 @@ import yaml
 
 import ocibridge
 from ocibridge.cli import main
+from ocibridge.core.yamldocs import dump_all
 from ocibridge.errors import UsageError
-from ocibridge.k8s.yamldocs import dump_all
 from tests.modelgen import make_model, tree
 from tests.support.data import data
 

@@ -1,7 +1,7 @@
 """What the ``ocibridge k8s`` calls take and give (:mod:`ocibridge.api.k8s`): option values grouped
 by concern and frozen results, each with ``as_dict()`` (the command's ``--json``) and, for
 Kubernetes documents, ``to_yaml()`` (what the command prints). Standard library only: the
-documents are plain mappings, written as YAML by :mod:`ocibridge.k8s.yamldocs` when asked."""
+documents are plain mappings, written as YAML by :mod:`ocibridge.core.yamldocs` when asked."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ class KubernetesDocuments:
 
     def to_yaml(self) -> str:
         """The header, then the documents separated by ``---``: what the command prints."""
-        from ocibridge.k8s.yamldocs import dump_all
+        from ocibridge.core.yamldocs import dump_all
 
         return self.header + (dump_all(self.documents) if self.documents else "")
 

@@ -3,7 +3,7 @@
 The reference is pinned by digest, so ``pullPolicy: IfNotPresent`` is exact (a digest never
 changes what it names) and cheap. The mount is read-only; a ModelCar image is mounted with
 ``subPath: models`` (image-volume subPath needs Kubernetes 1.33 and containerd 2.2). The YAML
-is written by PyYAML (:mod:`ocibridge.k8s.yamldocs`); ``--json`` prints the same document as JSON.
+is written by PyYAML (:mod:`ocibridge.core.yamldocs`); ``--json`` prints the same document as JSON.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ocibridge.core.yamldocs import dump_all
 from ocibridge.errors import InvalidReference, OcibridgeError
 from ocibridge.k8s.check import MODELCAR_ROOT, check
 from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
-from ocibridge.k8s.yamldocs import dump_all
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.modelcar.build import SOURCE_ANNOTATION
 from ocibridge.oci.reference import RegistryReference

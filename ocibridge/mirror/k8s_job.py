@@ -11,13 +11,12 @@ usage error (exit 2) fails its index at once; an evicted pod is not counted as a
 from __future__ import annotations
 
 import copy
-import functools
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core.yamldocs import dump_all
 from ocibridge.errors import OcibridgeError, TooLarge, UsageError
 from ocibridge.kinds.locate import on_this_machine
 from ocibridge.mirror.endpoints import job_reference
@@ -36,7 +35,7 @@ from ocibridge.stores.registry.pull_secret import (
 from ocibridge.version import __version__
 
 if TYPE_CHECKING:
-    from yaml import SafeDumper, ScalarNode
+    pass
 
 JOB_DIR = "/etc/ocibridge/job"
 REPORTS_DIR = "/reports"
@@ -93,40 +92,7 @@ class MirrorK8sJob:
         """The objects as YAML documents after a comment line: what the command prints."""
         head = (f"# {self.name}: {self.shards} shards of {self.job_file}, each running --shard "
                 "$JOB_COMPLETION_INDEX/N; needs Kubernetes >= 1.29 (backoffLimitPerIndex)\n")
-        return head + yaml_documents(self.objects)
-
-
-def yaml_documents(documents: Iterable[Any]) -> str:
-    """YAML documents (PyYAML, safe): keys in their order, block style, text of several lines
-    (a job file in a ConfigMap) as a literal block when YAML can hold it exactly so."""
-    import yaml  # a declared dependency
-
-    return yaml.dump_all(documents, Dumper=_dumper(), sort_keys=False, default_flow_style=False,
-                         allow_unicode=True, width=1 << 16)
-
-
-#: Characters YAML reads as line breaks besides ``\n``.
-_OTHER_BREAKS = "\r\x85\u2028\u2029"
-
-
-@functools.cache
-def _dumper() -> type[SafeDumper]:
-    import yaml
-
-    class Dumper(yaml.SafeDumper):
-        """The safe dumper, writing text of several lines as a literal block (``|``); the
-        emitter falls back to a quoted scalar where a block cannot hold the text exactly."""
-
-    def text(dumper: SafeDumper, value: str) -> ScalarNode:
-        style = None
-        if any(c in value for c in _OTHER_BREAKS):
-            style = '"'  # the one style that keeps them: escaped (PyYAML may fold them in others)
-        elif "\n" in value.rstrip("\n"):
-            style = "|"
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-    Dumper.add_representer(str, text)
-    return Dumper
+        return head + dump_all(self.objects)
 
 
 def registry_hosts(job: MirrorJob) -> list[str]:
