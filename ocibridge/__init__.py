@@ -15,7 +15,11 @@ from ocibridge.version import __version__ as __version__
 _HOMES = {
     **dict.fromkeys(("inspect", "load_source", "login", "logout", "path", "pull", "push", "tags", "validate"),
                     "api.model_ops"),
-    **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
+    "copy_reference": "api.copy",  # api.model_ops re-exports it
+    **dict.fromkeys(("AttestOptions", "PushOptions", "SignatureOptions", "TransferOptions"), "api.options"),
+    **dict.fromkeys(("AttestResult", "ProvenanceResult", "SbomResult", "attest", "provenance", "sbom"),
+                    "api.evidence"),
+    **dict.fromkeys(("ConversionResult", "convert"), "api.convert"),
     **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
     "OcibridgeError": "errors",
@@ -32,7 +36,10 @@ _HOMES = {
 
 __all__ = [
     "AttachResult",
+    "AttestOptions",
+    "AttestResult",
     "BuildOptions",
+    "ConversionResult",
     "DiscoverResult",
     "Family",
     "InspectResult",
@@ -42,19 +49,25 @@ __all__ = [
     "OcibridgeError",
     "OnExisting",
     "ProgressEvent",
+    "ProvenanceResult",
     "PruneResult",
     "PullResult",
+    "PushOptions",
     "PushResult",
     "RemoveResult",
     "ResolveResult",
+    "SbomResult",
+    "SignatureOptions",
     "TagResult",
     "TransferOptions",
     "ValidateResult",
     "Variant",
     "attach",
     "attach_chunks",
+    "attest",
     "build",
     "cat",
+    "convert",
     "copy_reference",
     "delete",
     "discover",
@@ -68,21 +81,24 @@ __all__ = [
     "open_model",
     "open_tensors",
     "path",
+    "provenance",
     "prune",
     "pull",
     "push",
     "remove",
     "resolve",
+    "sbom",
     "tag",
     "tags",
     "validate",
 ]
 
 if TYPE_CHECKING:
+    from ocibridge.api.convert import ConversionResult, convert
+    from ocibridge.api.evidence import AttestResult, ProvenanceResult, SbomResult, attest, provenance, sbom
     from ocibridge.api.lazy_fs import filesystem
     from ocibridge.api.lazy_ops import attach_chunks, cat, open_model, open_tensors
     from ocibridge.api.model_ops import (
-        TransferOptions,
         copy_reference,
         inspect,
         load_source,
@@ -94,6 +110,7 @@ if TYPE_CHECKING:
         tags,
         validate,
     )
+    from ocibridge.api.options import AttestOptions, PushOptions, SignatureOptions, TransferOptions
     from ocibridge.api.store_ops import attach, delete, discover, list_models, prune, remove, resolve, tag
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.errors import OcibridgeError

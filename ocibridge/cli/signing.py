@@ -78,7 +78,7 @@ def _named_as(p: argparse.ArgumentParser, identity_help: str) -> None:
 
 
 def register(command: CommandAdder) -> None:
-    """Add ``sign``, ``attest``, ``verify-dir`` and ``verify``."""
+    """Add ``sign``, ``verify-dir`` and ``verify`` (``attest`` is cli/evidence.py's)."""
     p = _keyed(command("sign", cmd_sign),
                "ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
     p.add_argument("--form", choices=[*ALL_FORMS, "both", "all"], default="both",
@@ -87,15 +87,6 @@ def register(command: CommandAdder) -> None:
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="signed claim (repeatable)")
     _named_as(p, "repository name to sign as (default: where REF is)")
-
-    p = _keyed(command("attest", cmd_attest),
-               "ECDSA P-256 private key, as sign takes it (password in $COSIGN_PASSWORD)")
-    p.add_argument("--sbom", action="store_true",
-                   help="attest the model's AI-BOM (CycloneDX 1.6 ML-BOM; pip install 'ocibridge[evidence]')")
-    p.add_argument("--sbom-time", metavar="RFC3339", help="the BOM's timestamp (default: none)")
-    p.add_argument("--provenance", metavar="FILE",
-                   help="attest this SLSA provenance v1 predicate (a JSON file, as push --provenance makes it)")
-    _named_as(p, "repository name the statement's subject names (default: where REF is)")
 
     p = command("verify-dir", cmd_verify_dir)
     p.add_argument("dir", metavar="DIR")
@@ -134,53 +125,6 @@ def cmd_sign(args: argparse.Namespace) -> int:
     same = f" (already there: {', '.join(result.unchanged)})" if result.unchanged else ""
     _emit(args, result.as_dict(), f"signed {args.ref} ({subject.digest})\n  {where}{same}")
     return 0
-
-
-def cmd_attest(args: argparse.Namespace) -> int:
-    from ocibridge.kinds.locate import Role, locate
-    from ocibridge.signing import keys
-    from ocibridge.signing.evidence import EvidenceOptions, attach_evidence
-
-    if not args.sbom and not args.provenance:
-        raise UsageError("attest needs --sbom, --provenance FILE or both")
-    provenance = read_provenance(args.provenance) if args.provenance else None
-    key = keys.load_private_key(args.key)
-    located = locate(args.ref, Role.MODEL)
-    target = _open(args, located, write=True)
-    subject = target.store.resolve(target.reference)
-    identity = args.identity or target.store.describe()
-    options = EvidenceOptions(sbom=args.sbom, provenance=provenance, key=key, identity=identity,
-                              repository=repository_of(located), sbom_time=args.sbom_time)
-    result = attach_evidence(target.store, subject, options)
-    where = ", ".join(f"{kind}: {place}" for kind, place in result.written.items())
-    same = f" (already there: {', '.join(result.unchanged)})" if result.unchanged else ""
-    _emit(args, {"digest": subject.digest, **result.as_dict()},
-          f"attested {args.ref} ({subject.digest})\n  {where}{same}")
-    return 0
-
-
-def repository_of(located: object) -> str | None:
-    """The registry repository a located reference names (``host/repo``), else None."""
-    from ocibridge.oci.reference import RegistryReference
-
-    return f"{located.registry}/{located.repository}" if isinstance(located, RegistryReference) else None
-
-
-def read_provenance(path: str) -> dict[str, Any]:
-    """A SLSA v1 predicate from a file (or the predicate of a statement holding one)."""
-    from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
-
-    data = read_small_file(path, MAX_SMALL_INPUT, "provenance", UsageError)
-    try:
-        doc = json.loads(data)
-    except ValueError:
-        raise UsageError(f"{path}: not JSON") from None
-    if isinstance(doc, dict) and isinstance(doc.get("predicate"), dict):
-        doc = doc["predicate"]
-    if not isinstance(doc, dict) or not isinstance(doc.get("buildDefinition"), dict) \
-            or not isinstance(doc.get("runDetails"), dict):
-        raise UsageError(f"{path}: not a SLSA provenance v1 predicate (buildDefinition, runDetails)")
-    return doc
 
 
 def _policy(args: argparse.Namespace) -> VerifyPolicy:
