@@ -17,6 +17,7 @@ from ocibridge.kinds.targets import SourceTarget, closes_its_stores, open_source
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing.use import UsePolicy, check_before_use, refuse_before_opening
 from ocibridge.transfer.copy import Companions, CopyHooks, copy
+from ocibridge.transfer.copy import CopyStats as CopyStats  # what a result's ``stats`` is, for the command
 from ocibridge.transfer.push_result import PushResult
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
     from ocibridge.api import options as api_options
-    from ocibridge.transfer.copy import CopyStats
+    from ocibridge.api.copy import CopyStats
 else:  # loaded on first use: --help and --version need neither pydantic nor httpx
     api_options = LazyModule("ocibridge.api.options")
 
