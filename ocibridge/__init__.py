@@ -22,6 +22,14 @@ _HOMES = {
     "inspect_text": "api.texts",
     **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
     **dict.fromkeys(("ChunksResult", "attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
+    **dict.fromkeys(("inspect", "load_source", "login", "logout", "path", "pull", "push", "tags", "validate"),
+                    "api.model_ops"),
+    "copy_reference": "api.copy",  # api.model_ops re-exports it
+    **dict.fromkeys(("AttestOptions", "PushOptions", "SignatureOptions", "TransferOptions"), "api.options"),
+    **dict.fromkeys(("AttestResult", "ProvenanceResult", "SbomResult", "attest", "provenance", "sbom"),
+                    "api.evidence"),
+    **dict.fromkeys(("ConversionResult", "convert"), "api.convert"),
+    **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
     **dict.fromkeys(("SignOptions", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
                      "VerifyResult", "sign", "verify", "verify_dir"), "api.signing"),
@@ -50,11 +58,14 @@ __all__ = [
     "AdmissionPolicies",
     "AdmissionSigners",
     "AttachResult",
+    "AttestOptions",
+    "AttestResult",
     "BuildOptions",
     "BundleEntry",
     "BundleResult",
     "CachePruneResult",
     "ChunksResult",
+    "ConversionResult",
     "DiscoverResult",
     "Family",
     "InspectResult",
@@ -81,17 +92,21 @@ __all__ = [
     "PolicyVerdict",
     "PrewarmOptions",
     "ProgressEvent",
+    "ProvenanceResult",
     "PruneResult",
     "PullResult",
     "PullSecrets",
+    "PushOptions",
     "PushResult",
     "ReferrerNode",
     "RegistryReport",
     "RemoveResult",
     "RequirementCheck",
     "ResolveResult",
+    "SbomResult",
     "SignOptions",
     "SignResult",
+    "SignatureOptions",
     "SyncEntry",
     "TagResult",
     "TransferOptions",
@@ -105,12 +120,14 @@ __all__ = [
     "VolumeLayout",
     "attach",
     "attach_chunks",
+    "attest",
     "build",
     "cache_dir",
     "cat",
     "check_policy",
     "check_registry",
     "closing_opened_stores",
+    "convert",
     "copy_reference",
     "delete",
     "discover",
@@ -140,6 +157,7 @@ __all__ = [
     "open_model",
     "open_tensors",
     "path",
+    "provenance",
     "prune",
     "prune_cache",
     "pull",
@@ -147,6 +165,7 @@ __all__ = [
     "remove",
     "resolve",
     "save",
+    "sbom",
     "sign",
     "tag",
     "tags",
@@ -160,6 +179,8 @@ if TYPE_CHECKING:
     from ocibridge.api.auth import login, logout
     from ocibridge.api.bundle import BundleEntry, BundleResult, list_bundle, load, save
     from ocibridge.api.cache_ops import CachePruneResult, cache_dir, path, prune_cache
+    from ocibridge.api.convert import ConversionResult, convert
+    from ocibridge.api.evidence import AttestResult, ProvenanceResult, SbomResult, attest, provenance, sbom
     from ocibridge.api.k8s import (
         k8s_check,
         k8s_modelcar,
@@ -203,7 +224,6 @@ if TYPE_CHECKING:
         mirror_shard,
     )
     from ocibridge.api.model_ops import (
-        TransferOptions,
         copy_reference,
         inspect,
         load_source,
@@ -212,6 +232,7 @@ if TYPE_CHECKING:
         tags,
         validate,
     )
+    from ocibridge.api.options import AttestOptions, PushOptions, SignatureOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, check_policy, verification
     from ocibridge.api.registry_check import check_registry
     from ocibridge.api.session import closing_opened_stores, enable_request_log

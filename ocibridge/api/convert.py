@@ -1,18 +1,102 @@
-"""``convert`` as an API call: the two references located once here (the edge), then the
-conversion of :func:`ocibridge.kinds.conversion.convert`, which takes locators only."""
+"""``convert`` as an API call, the one door of ``ocibridge convert``: the two references located
+once here (the edge), the conversion of :func:`ocibridge.kinds.conversion.convert` (which
+takes locators only), then the evidence asked for, attached to the manifest written. The
+families are loaded when a conversion runs, not when this module is imported."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from ocibridge.kinds.conversion import ConvertResult
-from ocibridge.kinds.conversion import convert as convert_located
+from ocibridge.api.options import AttestOptions, TransferOptions
 from ocibridge.kinds.locate import Locator, Role, locate
 from ocibridge.kinds.targets import closes_its_stores
 
+if TYPE_CHECKING:
+    from ocibridge.kinds.conversion import Conversion, ConvertResult
+    from ocibridge.kinds.family import WriteOptions
+    from ocibridge.stores.registry.options import RegistryOptions
+    from ocibridge.transfer.copy import CopyStats
+    from ocibridge.transfer.progress import ProgressFn
+
+
+@dataclass(frozen=True)
+class ConversionResult:
+    """What ``convert`` wrote: ``reference`` pinned by digest, the ``conversion`` (source and
+    target families, fields lost, kept for a round trip or changed), the copy's ``stats``, and
+    the ``evidence`` attached (None: none asked for). ``as_dict()`` is the command's ``--json``."""
+
+    converted: ConvertResult
+    evidence: Mapping[str, Any] | None = None
+
+    @property
+    def reference(self) -> str:
+        return self.converted.reference
+
+    @property
+    def conversion(self) -> Conversion:
+        return self.converted.conversion
+
+    @property
+    def stats(self) -> CopyStats:
+        return self.converted.stats
+
+    def chunks(self) -> dict[str, Any] | None:
+        """The chunk table the converted manifest binds (carried from the source), if any."""
+        return self.converted.chunks()
+
+    def as_dict(self) -> dict[str, Any]:
+        data = self.converted.as_dict()
+        if self.evidence is not None:
+            data["evidence"] = dict(self.evidence)
+        return data
+
 
 @closes_its_stores
-def convert(src: str | Locator, dst: str | Locator, to: str, **options: Any) -> ConvertResult:
+def convert(
+    src: str | Locator,
+    dst: str | Locator,
+    to: str,
+    *,
+    media_types: str | None = None,
+    overrides: Mapping[str, str] | None = None,
+    transfer: TransferOptions | None = None,
+    progress: ProgressFn | None = None,
+    attest: AttestOptions | None = None,
+    options: WriteOptions | None = None,
+    registry_options: RegistryOptions | None = None,
+    concurrency: int | None = None,
+) -> ConversionResult:
     """Convert the artifact at ``src`` (a model reference, or ``hf:ORG/NAME[@REVISION]``) into
-    family ``to`` and store it at ``dst``; ``options`` as :func:`ocibridge.kinds.conversion.convert`."""
-    return convert_located(locate(src, Role.MODEL), locate(dst, Role.DESTINATION), to, **options)
+    family ``to`` (:func:`ocibridge.api.choices.families`) and store it at ``dst``.
+
+    ``media_types``: the ModelPack naming to write (``cnai``, ``cncf``); ``overrides``:
+    descriptor/config fields to set (``{"version": "2.0"}``); ``transfer``: how registries are
+    reached; ``attest``: evidence to attach to the manifest written (the provenance names the
+    source manifest, by digest). ``options``/``registry_options``/``concurrency`` are the
+    lower-level values, for callers of :func:`ocibridge.kinds.conversion.convert`."""
+    from ocibridge.kinds.conversion import convert as convert_located
+    from ocibridge.kinds.family import WriteOptions
+    from ocibridge.oci.mediatypes import Family
+
+    src_ref, dst_ref = locate(src, Role.MODEL), locate(dst, Role.DESTINATION)
+    evidence = None
+    if attest is not None and attest.wanted:  # the key and the BOM's library, before a byte is sent
+        from ocibridge.api import evidence as evidence_api
+
+        evidence = evidence_api.prepare(attest, dst_ref)
+    if options is None and (media_types is not None or overrides):
+        options = WriteOptions(media_types=Family(media_types or Family.CNAI.value), overrides=dict(overrides or {}))
+    if transfer is not None:
+        registry_options = registry_options or transfer.registry_options()
+        concurrency = concurrency or transfer.concurrency
+    more: dict[str, Any] = {} if concurrency is None else {"concurrency": concurrency}
+    result = convert_located(src_ref, dst_ref, to, options=options, registry_options=registry_options,
+                             progress=progress, **more)
+    if evidence is None:
+        return ConversionResult(result)
+    digest = result.reference.rsplit("@", 1)[1]  # what was read: the source manifest, by digest
+    attached = evidence_api.attach_from_source(evidence, "convert", src_ref, dst_ref, digest,
+                                               result.conversion.source.desc, transfer or TransferOptions())
+    return ConversionResult(result, attached)

@@ -1,55 +1,29 @@
-"""The API's copy between stores (``copy_reference``) and the options every store is opened
-with (``TransferOptions``), apart from :mod:`ocibridge.api.model_ops`: ``ocibridge copy`` then loads
-neither the build, extract and format modules of the other commands nor pydantic (their
-import was a third of a copy's time within one registry). :mod:`ocibridge.api.model_ops` re-exports
-both names.
+"""The API's copy between stores (``copy_reference``), apart from :mod:`ocibridge.api.model_ops`:
+``ocibridge copy`` then loads neither the build, extract and format modules of the other
+commands nor pydantic (their import was a third of a copy's time within one registry), and the
+evidence code only when asked to attach some. :mod:`ocibridge.api.model_ops` re-exports it;
+``TransferOptions`` (:mod:`ocibridge.api.options`) is re-exported here too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (its home before)
 from ocibridge.errors import UsageError
 from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.targets import SourceTarget, closes_its_stores, open_source, open_store_target
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing.use import UsePolicy, check_before_use, refuse_before_opening
-from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, Companions, CopyHooks, copy
+from ocibridge.transfer.copy import Companions, CopyHooks, copy
+from ocibridge.transfer.copy import CopyStats as CopyStats  # what a result's ``stats`` is, for the command
 from ocibridge.transfer.push_result import PushResult
 
 if TYPE_CHECKING:
+    from ocibridge.api.options import AttestOptions
     from ocibridge.signing.verify import VerifyPolicy
-    from ocibridge.stores.registry.options import RegistryOptions
     from ocibridge.transfer.progress import ProgressFn
-
-
-@dataclass
-class TransferOptions:
-    """How to reach registries and how hard to push; passed to every store that is opened."""
-
-    concurrency: int = DEFAULT_CONCURRENCY
-    plain_http: bool = False
-    insecure: bool = False
-    ca_file: str | None = None
-    username: str | None = None
-    password: str | None = None
-    chunk_size: int | None = None
-    authfile: str | None = None  # read before the docker config and containers' auth.json
-    part_size: int | None = None  # ranged pulls: bytes per part
-    parts_in_flight: int | None = None  # ranged pulls: parts at once per blob
-    limit_rate: int | None = None  # bytes per second over every transfer
-
-    def registry_options(self) -> RegistryOptions:
-        """What every registry store opened with these options is given (one typed value)."""
-        from ocibridge.stores.registry.options import RegistryOptions
-
-        return RegistryOptions(
-            authfile=self.authfile, plain_http=self.plain_http, insecure=self.insecure,
-            ca_file=self.ca_file, username=self.username, password=self.password,
-            chunk_size=self.chunk_size, part_size=self.part_size,
-            parts_in_flight=self.parts_in_flight, limit_rate=self.limit_rate)
 
 
 def pinned(target: SourceTarget, desc: Descriptor) -> str:
@@ -66,14 +40,22 @@ def copy_reference(
     transfer: TransferOptions | None = None,
     progress: ProgressFn | None = None,
     verify: VerifyPolicy | UsePolicy | None = None,
+    attest: AttestOptions | None = None,
 ) -> PushResult:
     """Copy an artifact (with its whole graph) between any two stores; with ``verify``, only
     a signed one (checked before anything is written); the containers policy file that applies
-    is obeyed in every case. Each reference is located once, here."""
+    is obeyed in every case. ``attest``: the evidence to attach to the copy (the provenance
+    names the source manifest, by digest), reported in ``extra["evidence"]``. Each reference
+    is located once, here."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
     src_ref, dst_ref = locate(src, Role.MODEL), locate(dst, Role.DESTINATION)
     src_text = text_of(src_ref)
+    evidence = None
+    if attest is not None and attest.wanted:  # the key and the BOM's library, before a byte is sent
+        from ocibridge.api import evidence as evidence_api
+
+        evidence = evidence_api.prepare(attest, dst_ref)
     if verify is not None and isinstance(src_ref, HubReference):
         raise UsageError(f"{src_text}: --verify-key checks a store's signatures; the Hugging Face cache has none")
     refuse_before_opening(src_ref, verify, src_text)
@@ -93,7 +75,13 @@ def copy_reference(
         hooks=CopyHooks(undo_on_failure=True, companions=_signature_companions() if referrers else None),
     )
     assert stats.root is not None
-    return PushResult(pinned(target, stats.root), stats.root, stats, wire_counts(target.store))
+    result = PushResult(pinned(target, stats.root), stats.root, stats, wire_counts(target.store))
+    if evidence is None:
+        return result
+    # a copy is byte for byte: the source manifest is the one written
+    attached = evidence_api.attach_from_source(evidence, "copy", src_ref, dst_ref, stats.root.digest, stats.root,
+                                               transfer)
+    return evidence_api.with_extra(result, evidence=attached)
 
 
 def wire_counts(store: object) -> dict[str, int]:

@@ -15,17 +15,22 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
 from ocibridge.api.copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, verified_digest, wire_counts
+from ocibridge.api.options import AttestOptions, PushOptions, SignatureOptions, push_options
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import NotFound, UsageError
 from ocibridge.kinds import door
-from ocibridge.kinds.locate import Locator, Role, locate, on_registry, text_of
+from ocibridge.kinds.door import exports_quietly as exports_quietly  # pull's progress: the command asks first
+from ocibridge.kinds.locate import Locator as Locator
+from ocibridge.kinds.locate import Role as Role  # the command locates a pull's destination once, for that
+from ocibridge.kinds.locate import locate as locate
+from ocibridge.kinds.locate import on_registry, text_of
 from ocibridge.kinds.targets import (
     StoreTarget,
     closes_its_stores,
@@ -47,7 +52,6 @@ from ocibridge.transfer.progress_events import PushProgress
 from ocibridge.transfer.results import InspectResult, LoginResult, PullResult, PushResult, ValidateResult
 
 if TYPE_CHECKING:
-    from ocibridge.model.builder import BuildOptions
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
     from ocibridge.signing.verify import VerifyPolicy
@@ -135,39 +139,52 @@ def push(
     source: str | Locator,
     dest: str | Locator | None = None,
     *,
-    build_options: BuildOptions | None = None,
+    options: PushOptions | None = None,
     transfer: TransferOptions | None = None,
-    format: str | None = None,
-    kind_overrides: Sequence[tuple[str, Kind]] = (),
-    excludes: tuple[str, ...] = (),
-    name: str | None = None,
+    sign: SignatureOptions | None = None,
+    attest: AttestOptions | None = None,
     progress: ProgressFn | None = None,
-    to: str | None = None,
-    overrides: dict[str, str] | None = None,
-    build_file: str | None = None,
-    use_build_file: bool = True,
-    chunks: bool = True,
-    chunk_threshold: int = PUSH_THRESHOLD,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    **deprecated: Any,
 ) -> PushResult:
     """Convert ``source`` to a ModelPack artifact and store it at ``dest`` (default store if None).
 
-    ``chunks``: the manifest binds a chunk table of the raw files of ``chunk_threshold`` bytes or
-    more (made in the read that hashes them) and the table is attached as a referrer, so a lazy
-    read moves only the chunks it needs (docs/lazy.md); False leaves it out.
+    ``options`` (:class:`PushOptions`): what is built (format, family, metadata, layers, the
+    chunk table bound for lazy reads); ``transfer``: how registries are reached. ``sign`` and
+    ``attest`` add a signature and evidence (AI-BOM, provenance) to the pushed manifest in
+    the same call, checked before a byte is sent and reported in the result's ``extra``
+    (``signature``, ``signed``, ``evidence``). Push's former keyword arguments (``to=``,
+    ``chunks=``, ...) still set the fields of ``options`` of the same meaning, with a
+    DeprecationWarning, for one release.
 
     A store reference as source (``oci:…``, a registry) is copied as it is, unless it holds a
-    model of a family a source format reads (an Ollama model): that is converted. ``to`` writes
-    another model family (``modelkit``, ``docker-model``; see ocibridge.kinds);
-    ``overrides`` sets descriptor/config fields (``{"arch": "llama", ...}``).
+    model of a family a source format reads (an Ollama model): that is converted.
     """
+    options = push_options(options, deprecated)
+    transfer = transfer or TransferOptions()
+    source_ref = locate(source, Role.SOURCE)  # located once each, here
+    dest_ref = locate(dest, Role.DESTINATION) if dest is not None else None
+    signature = evidence = None
+    if sign is not None or (attest is not None and attest.wanted):  # checked before a byte is sent
+        from ocibridge.api import evidence as evidence_api
+
+        signature = evidence_api.prepare_signature(sign, source_ref) if sign is not None else None
+        evidence = evidence_api.prepare(attest, dest_ref) if attest is not None and attest.wanted else None
+        if signature is not None and signature.excludes:
+            options = dataclasses.replace(options, excludes=options.excludes + signature.excludes)
+    result = _push(source_ref, dest_ref, options, transfer, progress)
+    if signature is None and evidence is None:
+        return result
+    return evidence_api.after_push(result, dest_ref, source_ref, dest_ref, transfer, evidence=evidence,
+                                   signature=signature)
+
+
+def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, transfer: TransferOptions,
+          progress: ProgressFn | None) -> PushResult:
     from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, plan_layers
     from ocibridge.model.chunking import ChunkPolicy
 
-    transfer = transfer or TransferOptions()
     origin: StoreTarget | None = None
-    source_ref = locate(source, Role.SOURCE)  # located once each, here
-    dest_ref = locate(dest, Role.DESTINATION) if dest is not None else None
+    kind_overrides, excludes, name, to = options.kind_overrides, options.excludes, options.name, options.to
     if isinstance(source_ref, PathReference):
         _say_path_wins(source_ref.path)
     if door.is_store(source_ref):
@@ -188,23 +205,25 @@ def push(
     else:
         package = load_source(
             source_ref,
-            format=format,
+            format=options.format,
             kind_overrides=kind_overrides,
             excludes=excludes,
             name=name,
             transfer=transfer,
-            build_file=build_file,
-            use_build_file=use_build_file,
+            build_file=options.build_file,
+            use_build_file=options.use_build_file,
         )
-    build_options = build_options or BuildOptions()
+    build_options = options.build or BuildOptions()
+    chunk_size = DEFAULT_CHUNK_SIZE if options.chunk_size is None else options.chunk_size
+    chunk_threshold = PUSH_THRESHOLD if options.chunk_threshold is None else options.chunk_threshold
     try:  # a table of files read here; a model read from a store would be downloaded once more for it
-        policy = ChunkPolicy(chunk_size, chunk_threshold) if chunks and origin is None else None
+        policy = ChunkPolicy(chunk_size, chunk_threshold) if options.chunks and origin is None else None
     except ValueError as e:
         raise UsageError(str(e)) from None
-    if overrides or to not in (None, "modelpack"):
+    if options.overrides or to not in (None, "modelpack"):
         from ocibridge.kinds.push import apply_to_package
 
-        apply_to_package(package, overrides or {})
+        apply_to_package(package, dict(options.overrides))
     if dest_ref is None:  # named after the overrides: ``--version 2.0`` tags NAME:2.0
         dest_ref = _local_dest(None, package)
     assert dest_ref is not None

@@ -12,16 +12,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ocibridge.cli.args import key_values
-from ocibridge.cli.transfer_flags import add_ranged_flags, ranged_options
+from ocibridge.cli.transfer_flags import add_ranged_flags, add_upload_flags, ranged_options, upload_options
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size, printable
 from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
-    from ocibridge.api import copy as api_copy
-    from ocibridge.transfer.copy import CopyStats
+    from ocibridge.api import options as api_options
+    from ocibridge.api.copy import CopyStats
 else:  # loaded on first use: --help and --version need neither pydantic nor httpx
-    api_copy = LazyModule("ocibridge.api.copy")
+    api_options = LazyModule("ocibridge.api.options")
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -49,32 +49,30 @@ def add_transfer_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("-u", "--username", help="registry user name")
     g.add_argument("-p", "--password", help="registry password or token")
     g.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
-    g.add_argument("--chunk-size", type=int, help="upload in PATCH chunks of this many bytes, each with Content-Range "
-                   "(default: large blobs in streamed chunks sized by time)")
+    add_upload_flags(g)
     g.add_argument("--authfile", "--registry-config", metavar="FILE",
                    help="credentials file (Docker or containers auth.json format), read before the others")
     add_ranged_flags(g)
 
 
-def transfer_options(args: argparse.Namespace) -> api_copy.TransferOptions:
+def transfer_options(args: argparse.Namespace) -> api_options.TransferOptions:
     password = args.password
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
     if args.concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
-    if args.chunk_size is not None and args.chunk_size < 1:
-        raise UsageError("--chunk-size must be at least 1 byte")
+    upload = upload_options(args)
     if args.ca_file:
         check_ca_file(args.ca_file)
-    return api_copy.TransferOptions(
+    return api_options.TransferOptions(
         concurrency=args.concurrency,
         plain_http=args.plain_http,
         insecure=args.insecure,
         ca_file=args.ca_file,
         username=args.username,
         password=password,
-        chunk_size=args.chunk_size,
         authfile=args.authfile,
+        **upload,
         **ranged_options(args),
     )
 

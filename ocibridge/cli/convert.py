@@ -1,4 +1,5 @@
-"""``ocibridge convert SRC DST --to FAMILY``: the command line of :mod:`ocibridge.kinds.conversion`."""
+"""``ocibridge convert SRC DST --to FAMILY``: parse, one call of :func:`ocibridge.api.convert.convert`,
+print. Also the metadata flags (``--arch`` & co.) every writer takes (push too)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,16 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.api import choices
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, transfer_options
-from ocibridge.cli.evidence import (
-    add_evidence_flags,
-    evidence_lines,
-    evidence_options,
-    refuse_unattachable,
-    source_evidence,
-)
-from ocibridge.kinds.overrides import OVERRIDES
-from ocibridge.kinds.table import family_names
-from ocibridge.oci.mediatypes import Family
+from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options, evidence_lines
+from ocibridge.core.lazy import LazyModule
+from ocibridge.transfer.progress_modes import MODES, choose_progress
 
-if TYPE_CHECKING:  # the command line loads the families only when a command runs
-    from ocibridge.kinds.conversion import ConvertResult
-    from ocibridge.kinds.family import WriteOptions
+if TYPE_CHECKING:
+    from ocibridge.api import convert as api_convert
+else:  # the families are loaded only when a conversion runs
+    api_convert = LazyModule("ocibridge.api.convert")
 
 #: override flags (``--param-size`` ...) and what each sets, for --help
 OVERRIDE_HELP = {
@@ -31,49 +27,49 @@ OVERRIDE_HELP = {
 }
 
 
+#: metadata flags whose plain name is taken by the program or the command, and how they are
+#: spelt instead (the former spelling still works, hidden: docs/cli.md)
+RENAMED = {"version": "model-version"}
+
+
 def add_override_flags(p: argparse.ArgumentParser, *, skip: tuple[str, ...] = (),
                        renamed: dict[str, str] | None = None) -> None:
     """``--arch``, ``--family``, ... : set a descriptor/config field of the written artifact.
     ``renamed`` spells a flag otherwise where the command already has that name (push's
-    ``--format`` is the source format, so the model format is ``--model-format`` there)."""
+    ``--format`` is the source format, so the model format is ``--model-format`` there).
+    ``--version`` is ``--model-version`` (``ocibridge --version`` is the program's): the
+    former spelling is kept as a hidden alias after the command's name."""
     g = p.add_argument_group("metadata (set or override a field of the written config)")
-    for flag in OVERRIDES:
+    spelling = {**RENAMED, **(renamed or {})}
+    for flag in choices.metadata_fields():
         if flag in skip:
             continue
-        spelled = (renamed or {}).get(flag, flag.replace("_", "-"))
+        spelled = spelling.get(flag, flag.replace("_", "-"))
         g.add_argument(f"--{spelled}", dest=f"set_{flag}", metavar="VALUE", help=f"set {OVERRIDE_HELP[flag]}")
+        if flag in RENAMED:  # deprecated: the former spelling, one release more
+            g.add_argument(f"--{flag.replace('_', '-')}", dest=f"set_{flag}", metavar="VALUE", help=argparse.SUPPRESS)
 
 
 def overrides_of(args: argparse.Namespace) -> dict[str, str]:
-    return {flag: value for flag in OVERRIDES
+    return {flag: value for flag in choices.metadata_fields()
             if (value := getattr(args, f"set_{flag}", None)) is not None}
 
 
 def family_choices() -> list[str]:
-    return family_names()
+    return choices.families()
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from ocibridge.api.convert import convert
-    from ocibridge.kinds.locate import Role, locate
-    from ocibridge.transfer.progress_modes import choose_progress
-
-    src, dst = locate(args.src, Role.MODEL), locate(args.dst, Role.DESTINATION)  # the edge: once each
-    evidence = evidence_options(args)  # a key and the extra checked before a byte is sent
-    refuse_unattachable(dst, evidence)
+    attest = attest_options(args, "convert")
     bar = choose_progress(args.progress, "convert", quiet=args.quiet, machine_output=args.json)
     try:
-        result = convert(src, dst, args.to, options=write_options(args),
-                         registry_options=transfer_options(args).registry_options(), concurrency=args.concurrency,
-                         progress=bar)
+        result = api_convert.convert(args.src, args.dst, args.to, media_types=args.media_types,
+                                     overrides=overrides_of(args), transfer=transfer_options(args), progress=bar,
+                                     attest=attest)
     finally:
         if bar:
             bar.close()
-    attached = None
-    if evidence is not None:  # what was read: the source manifest, by digest
-        digest = result.reference.rsplit("@", 1)[1]
-        attached = source_evidence(args, "convert", src, dst, digest, result.conversion.source.desc, evidence)
-    report(args, result, counts(result.stats, "copied"), attached)
+    report(args, result, counts(result.stats, "copied"))
     return 0
 
 
@@ -82,30 +78,20 @@ def register(command: CommandAdder) -> None:
     p.add_argument("src", metavar="SRC")
     p.add_argument("dst", metavar="DST")
     p.add_argument("--to", required=True, choices=family_choices(), help="family to write")
-    p.add_argument("--media-types", choices=[f.value for f in Family], default=Family.CNAI.value,
+    p.add_argument("--media-types", choices=choices.media_type_families(), default=choices.DEFAULT_MEDIA_TYPES,
                    help="ModelPack naming to write with --to modelpack (default cnai)")
     add_override_flags(p)
     add_evidence_flags(p, "convert")
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
-    from ocibridge.transfer.progress_modes import MODES
-
     p.add_argument("--progress", choices=MODES, default="auto", help="progress display (default auto)")
     add_transfer_flags(p)
 
 
-def write_options(args: argparse.Namespace) -> WriteOptions:
-    from ocibridge.kinds.family import WriteOptions
-
-    return WriteOptions(media_types=Family(args.media_types), overrides=overrides_of(args))
-
-
-def report(args: argparse.Namespace, result: ConvertResult, counts: str,
-           evidence: dict[str, Any] | None = None) -> None:
+def report(args: argparse.Namespace, result: api_convert.ConversionResult, counts: str) -> None:
     """Text: what became what, the copy counts, then one line per field the target lost (and
     the evidence attached, if any)."""
     data: dict[str, Any] = result.as_dict()
-    if evidence is not None:
-        data["evidence"] = evidence
+    evidence = data.get("evidence")
     if args.json:
         print(json.dumps(data, indent=2, sort_keys=True))
         return

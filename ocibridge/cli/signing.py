@@ -14,7 +14,6 @@ from ocibridge.cli.args import key_values
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line, printable
-from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:  # the API modules are light; what they run (``cryptography``) loads in the calls
     from ocibridge.api import policy as policy_api
@@ -44,14 +43,6 @@ def policy_from_args(args: argparse.Namespace) -> Verification | None:
     return policy_api.verification(args.verify_key, args.policy)
 
 
-def _open(args: argparse.Namespace, located: Any = None, write: bool = False) -> Any:
-    from ocibridge.kinds.locate import Role, locate
-    from ocibridge.kinds.targets import open_store_target
-
-    return open_store_target(located or locate(args.ref, Role.MODEL), for_write=write,
-                             options=transfer_options(args).registry_options())
-
-
 def _keyed(p: argparse.ArgumentParser, key_help: str) -> argparse.ArgumentParser:
     """REF and the private key of a command that signs (sign, attest)."""
     p.add_argument("ref", metavar="REF")
@@ -66,7 +57,7 @@ def _named_as(p: argparse.ArgumentParser, identity_help: str) -> None:
 
 
 def register(command: CommandAdder) -> None:
-    """Add ``sign``, ``attest``, ``verify-dir`` and ``verify``."""
+    """Add ``sign``, ``verify-dir`` and ``verify`` (``attest`` is cli/evidence.py's)."""
     p = _keyed(command("sign", cmd_sign),
                "ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
     p.add_argument("--form", choices=signing_api.SIGN_FORM_CHOICES, default="both",
@@ -75,15 +66,6 @@ def register(command: CommandAdder) -> None:
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="signed claim (repeatable)")
     _named_as(p, "repository name to sign as (default: where REF is)")
-
-    p = _keyed(command("attest", cmd_attest),
-               "ECDSA P-256 private key, as sign takes it (password in $COSIGN_PASSWORD)")
-    p.add_argument("--sbom", action="store_true",
-                   help="attest the model's AI-BOM (CycloneDX 1.6 ML-BOM; pip install 'ocibridge[evidence]')")
-    p.add_argument("--sbom-time", metavar="RFC3339", help="the BOM's timestamp (default: none)")
-    p.add_argument("--provenance", metavar="FILE",
-                   help="attest this SLSA provenance v1 predicate (a JSON file, as push --provenance makes it)")
-    _named_as(p, "repository name the statement's subject names (default: where REF is)")
 
     p = command("verify-dir", cmd_verify_dir)
     p.add_argument("dir", metavar="DIR")
@@ -117,51 +99,6 @@ def cmd_sign(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_attest(args: argparse.Namespace) -> int:
-    from ocibridge.kinds.locate import Role, locate
-    from ocibridge.signing import keys
-    from ocibridge.signing.evidence import EvidenceOptions, attach_evidence
-
-    if not args.sbom and not args.provenance:
-        raise UsageError("attest needs --sbom, --provenance FILE or both")
-    provenance = read_provenance(args.provenance) if args.provenance else None
-    key = keys.load_private_key(args.key)
-    located = locate(args.ref, Role.MODEL)
-    target = _open(args, located, write=True)
-    subject = target.store.resolve(target.reference)
-    identity = args.identity or target.store.describe()
-    options = EvidenceOptions(sbom=args.sbom, provenance=provenance, key=key, identity=identity,
-                              repository=repository_of(located), sbom_time=args.sbom_time)
-    result = attach_evidence(target.store, subject, options)
-    where = ", ".join(f"{kind}: {place}" for kind, place in result.written.items())
-    same = f" (already there: {', '.join(result.unchanged)})" if result.unchanged else ""
-    _emit(args, {"digest": subject.digest, **result.as_dict()},
-          f"attested {args.ref} ({subject.digest})\n  {where}{same}")
-    return 0
-
-
-def repository_of(located: object) -> str | None:
-    """The registry repository a located reference names (``host/repo``), else None."""
-    from ocibridge.oci.reference import RegistryReference
-
-    return f"{located.registry}/{located.repository}" if isinstance(located, RegistryReference) else None
-
-
-def read_provenance(path: str) -> dict[str, Any]:
-    """A SLSA v1 predicate from a file (or the predicate of a statement holding one)."""
-    from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
-
-    data = read_small_file(path, MAX_SMALL_INPUT, "provenance", UsageError)
-    try:
-        doc = json.loads(data)
-    except ValueError:
-        raise UsageError(f"{path}: not JSON") from None
-    if isinstance(doc, dict) and isinstance(doc.get("predicate"), dict):
-        doc = doc["predicate"]
-    if not isinstance(doc, dict) or not isinstance(doc.get("buildDefinition"), dict) \
-            or not isinstance(doc.get("runDetails"), dict):
-        raise UsageError(f"{path}: not a SLSA provenance v1 predicate (buildDefinition, runDetails)")
-    return doc
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

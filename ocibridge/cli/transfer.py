@@ -1,5 +1,6 @@
-"""``push``, ``pull`` and ``copy``: parse their flags, call :mod:`ocibridge.api.model_ops` (or
-:mod:`ocibridge.api.copy`, which loads none of push's and pull's modules), print the counts."""
+"""``push``, ``pull`` and ``copy``: parse their flags, build the option values, make one call of
+:mod:`ocibridge.api.model_ops` (or :mod:`ocibridge.api.copy`, which loads none of push's and
+pull's modules), print the counts."""
 
 from __future__ import annotations
 
@@ -7,37 +8,28 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import ocibridge
+from ocibridge.api import choices
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, emit, transfer_options
 from ocibridge.cli.common import annotation_values as _annotations
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
-from ocibridge.cli.evidence import (
-    add_evidence_flags,
-    evidence_lines,
-    evidence_options,
-    push_evidence,
-    refuse_unattachable,
-    source_evidence,
-)
+from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options, evidence_lines
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.cli.transfer_flags import parse_bytes
-from ocibridge.core.lazy import LazyModule, lazy_function
+from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import UsageError
-from ocibridge.kinds.locate import Role, locate
-from ocibridge.kinds.table import format_choices, source_kinds
-from ocibridge.oci.mediatypes import Family, Kind, Variant
 from ocibridge.transfer.progress_modes import MODES, choose_progress
 
 if TYPE_CHECKING:
+    from ocibridge import BuildOptions, Kind, Variant
     from ocibridge.api import copy as api_copy
     from ocibridge.api import model_ops as api
+    from ocibridge.api import options as api_options
 else:  # loaded on first use: --help and --version need neither pydantic nor httpx
     api = LazyModule("ocibridge.api.model_ops")
     api_copy = LazyModule("ocibridge.api.copy")  # copy: without the modules of push and pull
-BuildOptions = lazy_function("ocibridge.model.builder", "BuildOptions")
-created_now = lazy_function("ocibridge.model.builder", "created_now")
-parse_overrides = lazy_function("ocibridge.model.classify", "parse_overrides")
-exports_quietly = lazy_function("ocibridge.kinds.door", "exports_quietly")
+    api_options = LazyModule("ocibridge.api.options")
 
 
 def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
@@ -46,12 +38,12 @@ def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
     for item in items:
         kind, sep, variant = item.partition("=")
         try:
-            k = Kind(kind)
-            v = Variant(variant)
+            k = ocibridge.Kind(kind)
+            v = ocibridge.Variant(variant)
         except ValueError:
             raise UsageError(
-                f"--layer expects KIND=VARIANT (kinds: {', '.join(x.value for x in Kind)}; "
-                f"variants: {', '.join(x.value for x in Variant)}), got {item!r}"
+                f"--layer expects KIND=VARIANT (kinds: {', '.join(choices.layer_kinds())}; "
+                f"variants: {', '.join(choices.layer_variants())}), got {item!r}"
             ) from None
         if not sep:
             raise UsageError(f"--layer expects KIND=VARIANT, got {item!r}")
@@ -59,106 +51,85 @@ def _layer_variants(items: list[str]) -> tuple[dict[Kind, Variant], set[Kind]]:
     return variants, group
 
 
-def cmd_push(args: argparse.Namespace) -> int:
+def _build_options(args: argparse.Namespace) -> BuildOptions:
     variants, group = _layer_variants(args.layer)
-    if args.created not in (None, "now"):
-        from ocibridge.model.config import is_rfc3339  # the config's own rule (push loads it anyway)
-
-        if not is_rfc3339(args.created):
+    created = None
+    if args.created:
+        try:
+            created = api_options.created_time(args.created)
+        except ValueError:
             raise UsageError(f"--created {args.created!r}: not an RFC 3339 date-time such as "
-                             "2025-01-01T00:00:00Z (or give no value: now)")
-    group |= {Kind(k) for k in args.group}
-    chunk_threshold = _chunk_threshold(args)
-    options = BuildOptions(
-        family=Family(args.media_types),
+                             "2025-01-01T00:00:00Z (or give no value: now)") from None
+    group |= {ocibridge.Kind(k) for k in args.group}
+    return ocibridge.BuildOptions(
+        family=ocibridge.Family(args.media_types),
         variants=variants,
         group=group,
         auto_group=not args.no_auto_group,
-        created_at=(created_now() if args.created == "now" else args.created) if args.created else None,
+        created_at=created,
         annotations=_annotations(args.annotation),
     )
+
+
+def _push_options(args: argparse.Namespace) -> api_options.PushOptions:
+    build = _build_options(args)
+    chunk_threshold = _chunk_threshold(args)
     try:
-        overrides = parse_overrides(args.kind)
+        kinds = api_options.kind_overrides(args.kind)
     except ValueError as e:
         raise UsageError(str(e)) from None
-    oms, excludes = None, tuple(args.exclude)
-    if args.signature:  # checked against DIR before a byte is sent; kept out of the model's files
-        from ocibridge.signing.omstravel import directory_signature
+    return api_options.PushOptions(
+        format=args.format,
+        to=args.to,
+        name=args.name,
+        overrides=overrides_of(args),
+        kind_overrides=kinds,
+        excludes=tuple(args.exclude),
+        build=build,
+        build_file=args.file,
+        use_build_file=not args.no_build_file,
+        chunks=not args.no_chunks,
+        chunk_threshold=chunk_threshold,
+    )
 
-        oms = directory_signature(Path(args.source), Path(args.signature))
-        inside = _relative_inside(Path(args.signature), Path(args.source))
-        excludes += (inside,) if inside else ()
-    evidence = evidence_options(args)  # a key and the extra checked before a byte is sent
+
+def cmd_push(args: argparse.Namespace) -> int:
+    options = _push_options(args)
+    # an OMS signature of SOURCE: checked to sign exactly its files before a byte is sent, kept
+    # out of the model's files, attached to what was pushed
+    sign = api_options.SignatureOptions(oms_signature=args.signature) if args.signature else None
+    attest = attest_options(args, "push")
     if args.tag_dest is not None:
         if args.dest is not None:
             raise UsageError(f"push takes DEST or -t/--tag, not both ({args.dest}, {args.tag_dest})")
         args.dest = args.tag_dest
-    source = locate(args.source, Role.SOURCE)  # the edge: each argument located once
-    dest = locate(args.dest, Role.DESTINATION) if args.dest is not None else None
-    refuse_unattachable(dest, evidence)
     bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
     try:
-        result = api.push(
-            source,
-            dest,
-            build_options=options,
-            transfer=transfer_options(args),
-            format=args.format,
-            kind_overrides=overrides,
-            excludes=excludes,
-            name=args.name,
-            progress=bar,
-            to=args.to,
-            overrides=overrides_of(args),
-            build_file=args.file,
-            use_build_file=not args.no_build_file,
-            chunks=not args.no_chunks,
-            chunk_threshold=chunk_threshold,
-        )
+        result = api.push(args.source, args.dest, options=options, transfer=transfer_options(args), sign=sign,
+                          attest=attest, progress=bar)
     finally:
         if bar:
             bar.close()
     text = f"pushed {result.reference}\n  {counts(result.stats, 'uploaded')}"
-    if evidence is not None:
-        text += push_evidence(args, source, dest, result, evidence)
-    if oms is not None:
-        from ocibridge.kinds.targets import default_store_path, open_store_target
-        from ocibridge.oci.reference import LayoutReference
-        from ocibridge.signing.omstravel import attach_oms
-
-        where = dest if dest is not None else LayoutReference(str(default_store_path()))  # the store pushed to
-        target = open_store_target(where, for_write=True, options=transfer_options(args).registry_options())
-        from ocibridge.stores.base import close_store
-
-        try:
-            referrer = attach_oms(target.store, result.descriptor, oms)
-        finally:
-            close_store(target.store)
-        result.extra["signature"] = referrer.digest
-        text += f"\n  OMS signature attached: {referrer.digest}"
+    if "evidence" in result.extra:
+        text += evidence_lines(result.extra["evidence"])
+    if "signature" in result.extra:
+        text += f"\n  OMS signature attached: {result.extra['signature']}"
     emit(args, result.as_dict(), text)
     return 0
-
-
-def _relative_inside(path: Path, root: Path) -> str | None:
-    """``path`` relative to ``root`` when it lies inside it (a signature kept in the model)."""
-    try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return None
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
     if (args.dest is None) == (args.output is None):
         raise UsageError("pull needs one destination: DEST or -o/--output DIR")
     args.dest = args.dest or args.output
-    src, dest = locate(args.src, Role.MODEL), locate(args.dest, Role.OUTPUT)  # the edge: once each
+    dest = api.locate(args.dest, api.Role.OUTPUT)  # the edge: once (SRC: by the API)
     # exports into an archive or the Ollama store report no progress (yet): no frozen bar
-    export = exports_quietly(dest, args.format)
+    export = api.exports_quietly(dest, args.format)
     bar = choose_progress(args.progress, "pull", quiet=args.quiet, machine_output=args.json or export)
     on_existing = "overwrite" if args.overwrite else "keep" if args.keep_old_files else "refuse"
     try:
-        result = api.pull(src, dest, format=args.format, transfer=transfer_options(args), progress=bar,
+        result = api.pull(args.src, dest, format=args.format, transfer=transfer_options(args), progress=bar,
                           verify=policy_from_args(args), include=args.include, exclude=args.pull_exclude,
                           on_existing=on_existing, with_signatures=args.with_signatures,
                           with_attestations=args.with_attestations)
@@ -182,13 +153,11 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
-def _chunk_threshold(args: argparse.Namespace) -> int:
-    """``--chunk-threshold`` in bytes (default: push's, remote/table.py PUSH_THRESHOLD); given
-    with ``--no-chunks`` it is a contradiction, not a setting to drop silently."""
-    from ocibridge.remote.table import PUSH_THRESHOLD
-
+def _chunk_threshold(args: argparse.Namespace) -> int | None:
+    """``--chunk-threshold`` in bytes (None: push's default); given with ``--no-chunks`` it is
+    a contradiction, not a setting to drop silently."""
     if args.chunk_threshold is None:
-        return PUSH_THRESHOLD
+        return None
     if args.no_chunks:
         raise UsageError("--chunk-threshold says which files get a chunk table: leave it out with --no-chunks")
     try:
@@ -215,22 +184,18 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    src, dst = locate(args.src, Role.MODEL), locate(args.dst, Role.DESTINATION)  # the edge: once each
-    evidence = evidence_options(args)  # a key and the extra checked before a byte is sent
-    refuse_unattachable(dst, evidence)
+    attest = attest_options(args, "copy")
     bar = choose_progress(args.progress, "copy", quiet=args.quiet, machine_output=args.json)
     try:
-        result = api_copy.copy_reference(src, dst, referrers=args.referrers, transfer=transfer_options(args),
-                                         progress=bar, verify=policy_from_args(args))
+        result = api_copy.copy_reference(args.src, args.dst, referrers=args.referrers, transfer=transfer_options(args),
+                                         progress=bar, verify=policy_from_args(args), attest=attest)
     finally:
         if bar:
             bar.close()
     s = result.stats
     referrers = f", {len(s.referrers)} referrers" if args.referrers else ""
     text = f"copied {args.src} to {result.reference}\n  {counts(s, 'copied')}{referrers}"
-    if evidence is not None:  # a copy is byte for byte: the source manifest is the one written
-        result.extra["evidence"] = source_evidence(args, "copy", src, dst, result.descriptor.digest,
-                                                   result.descriptor, evidence)
+    if "evidence" in result.extra:
         text += evidence_lines(result.extra["evidence"])
     emit(args, result.as_dict(), text)
     return 0
@@ -244,9 +209,9 @@ def register(command: CommandAdder) -> None:
                         "(default: the local store, NAME:VERSION of the model, else DIRNAME:latest)")
     p.add_argument("-t", "--tag", dest="tag_dest", metavar="NAME:TAG",
                    help="DEST as kit, modctl and docker spell it")
-    p.add_argument("--format", choices=["auto", *format_choices()], default=None,
+    p.add_argument("--format", choices=["auto", *choices.source_formats()], default=None,
                    help="source format (default: by extension, else by content)")
-    p.add_argument("--media-types", choices=[f.value for f in Family], default=Family.CNAI.value,
+    p.add_argument("--media-types", choices=choices.media_type_families(), default=choices.DEFAULT_MEDIA_TYPES,
                    help="ModelPack naming family to write (default cnai)")
     p.add_argument("--name", help="model name (default: from the source)")
     p.add_argument("-f", "--file", metavar="FILE",
@@ -261,7 +226,7 @@ def register(command: CommandAdder) -> None:
                    help="override the inferred kind of matching files (repeatable)")
     p.add_argument("--layer", action="append", default=[], metavar="KIND=VARIANT",
                    help="layer variant per kind: raw, tar, tar+gzip, tar+zstd (repeatable)")
-    p.add_argument("--group", action="append", default=[], choices=[k.value for k in Kind],
+    p.add_argument("--group", action="append", default=[], choices=choices.layer_kinds(),
                    help="pack all files of this kind into one tar layer (repeatable)")
     p.add_argument("--no-auto-group", action="store_true",
                    help="never group many small files into one tar layer automatically")
@@ -291,9 +256,9 @@ def register(command: CommandAdder) -> None:
     p = command("pull", cmd_pull)
     p.add_argument("src", metavar="SRC")
     p.add_argument("dest", metavar="DEST", nargs="?",
-                   help=f"{source_kinds()} or a store")
+                   help=f"{choices.source_kinds()} or a store")
     p.add_argument("-o", "--output", metavar="DIR", help="DEST as oras spells it")
-    p.add_argument("--format", choices=["auto", *format_choices()], default=None)
+    p.add_argument("--format", choices=["auto", *choices.source_formats()], default=None)
     _add_pull_file_flags(p)
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
     p.add_argument("--progress", choices=MODES, default="auto",

@@ -1,0 +1,169 @@
+"""The options of the calls that write a model, as values grouped by concern instead of long
+keyword lists (oras-go's ``CopyOptions``): how to reach registries (:class:`TransferOptions`),
+what a push builds (:class:`PushOptions`), the signature a push adds to what it wrote
+(:class:`SignatureOptions`) and the evidence a push, copy or convert attaches
+(:class:`AttestOptions`). Shared by push, pull, copy and convert; loads no kind, no builder and
+no signing code (``ocibridge copy`` imports this module)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.transfer.copy import DEFAULT_CONCURRENCY
+
+if TYPE_CHECKING:
+    from ocibridge.model.builder import BuildOptions
+    from ocibridge.oci.mediatypes import Kind
+    from ocibridge.stores.registry.options import RegistryOptions
+
+
+@dataclass  # not frozen: ``ocibridge login`` fills in a user name and password it prompted for
+class TransferOptions:
+    """How to reach registries and how hard to push; passed to every store that is opened.
+    ``chunk_size``: upload a blob in ``PATCH`` pieces of this many bytes (``--upload-part-size``);
+    ``part_size``/``parts_in_flight``: ranged pulls."""
+
+    concurrency: int = DEFAULT_CONCURRENCY
+    plain_http: bool = False
+    insecure: bool = False
+    ca_file: str | None = None
+    username: str | None = None
+    password: str | None = None
+    chunk_size: int | None = None
+    authfile: str | None = None  # read before the docker config and containers' auth.json
+    part_size: int | None = None  # ranged pulls: bytes per part
+    parts_in_flight: int | None = None  # ranged pulls: parts at once per blob
+    limit_rate: int | None = None  # bytes per second over every transfer
+
+    def registry_options(self) -> RegistryOptions:
+        """What every registry store opened with these options is given (one typed value)."""
+        from ocibridge.stores.registry.options import RegistryOptions
+
+        return RegistryOptions(
+            authfile=self.authfile, plain_http=self.plain_http, insecure=self.insecure,
+            ca_file=self.ca_file, username=self.username, password=self.password,
+            chunk_size=self.chunk_size, part_size=self.part_size,
+            parts_in_flight=self.parts_in_flight, limit_rate=self.limit_rate)
+
+
+@dataclass(frozen=True)
+class PushOptions:
+    """What ``push`` builds from its source.
+
+    ``format``: the source's format (default: by extension, else by content); ``to``: the model
+    family to write (``modelkit``, ``docker-model``...; default ModelPack); ``name`` and
+    ``overrides`` (``{"arch": "llama", "version": "2.0"}``) set descriptor/config fields;
+    ``kind_overrides``: ``(glob, Kind)`` pairs; ``build``: layer variants, grouping, naming
+    family, annotations, createdAt (:class:`ocibridge.BuildOptions`); ``build_file``: a
+    Modelfile or Kitfile naming the files (else one at the top of a directory, unless
+    ``use_build_file`` is False). ``chunks``: bind a chunk table of the raw files of
+    ``chunk_threshold`` bytes or more (None: push's default, 64 MiB), in chunks of
+    ``chunk_size`` bytes (None: the default), for verified lazy reads (docs/lazy.md)."""
+
+    format: str | None = None
+    to: str | None = None
+    name: str | None = None
+    overrides: Mapping[str, str] = field(default_factory=dict)
+    kind_overrides: tuple[tuple[str, Kind], ...] = ()
+    excludes: tuple[str, ...] = ()
+    build: BuildOptions | None = None
+    build_file: str | None = None
+    use_build_file: bool = True
+    chunks: bool = True
+    chunk_threshold: int | None = None
+    chunk_size: int | None = None
+
+
+@dataclass(frozen=True)
+class SignatureOptions:
+    """The signature a push adds to the manifest it wrote, inside the same call.
+
+    ``oms_signature``: an OpenSSF model signature of the source directory (``model_signing``'s
+    ``model.sig``), checked to sign exactly the directory's files before a byte is sent, left
+    out of the model's files, and attached to the pushed manifest. ``key``: a private key file
+    (PEM or cosign's; password in ``$COSIGN_PASSWORD``) signing the pushed manifest in
+    ``forms`` (``classic``, ``bundle``, ``oms``) as ``ocibridge sign`` does, naming
+    ``identity`` (default: where it was pushed) with the signed ``claims``."""
+
+    oms_signature: str | os.PathLike[str] | None = None
+    key: str | os.PathLike[str] | None = None
+    forms: tuple[str, ...] = ("classic", "bundle")
+    identity: str | None = None
+    claims: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AttestOptions:
+    """The evidence a push, copy or convert attaches to the manifest it wrote, inside the same
+    call: the model's AI-BOM (``sbom``, CycloneDX 1.6; needs ``ocibridge[evidence]``) and SLSA
+    provenance v1 of the operation (``provenance``), signed as in-toto attestations with
+    ``key`` (a private key file), else attached as plain referrers. ``sbom_time`` and
+    ``provenance_time`` (RFC 3339) are written only when given, so the same inputs give the
+    same documents; ``parameters``: the caller's settings that changed the result, recorded
+    in the provenance (the command records its flags)."""
+
+    sbom: bool = False
+    provenance: bool = False
+    key: str | os.PathLike[str] | None = None
+    sbom_time: str | None = None
+    provenance_time: str | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def wanted(self) -> bool:
+        return self.sbom or self.provenance
+
+
+#: push's keyword arguments before PushOptions (one release more, with a DeprecationWarning)
+#: -> the field of PushOptions each sets
+DEPRECATED_PUSH_KEYWORDS = {
+    "build_options": "build", "format": "format", "kind_overrides": "kind_overrides", "excludes": "excludes",
+    "name": "name", "to": "to", "overrides": "overrides", "build_file": "build_file",
+    "use_build_file": "use_build_file", "chunks": "chunks", "chunk_threshold": "chunk_threshold",
+    "chunk_size": "chunk_size",
+}
+
+
+def push_options(options: PushOptions | None, keywords: Mapping[str, Any]) -> PushOptions:
+    """``options`` with push's old keyword arguments applied, each warned about by the field
+    that replaces it; an unknown keyword is the TypeError Python raises for one."""
+    unknown = sorted(set(keywords) - set(DEPRECATED_PUSH_KEYWORDS))
+    if unknown:
+        raise TypeError(f"push() got an unexpected keyword argument {unknown[0]!r}")
+    changes: dict[str, Any] = {}
+    for name, value in keywords.items():
+        wanted = DEPRECATED_PUSH_KEYWORDS[name]
+        warnings.warn(f"push({name}=...) is deprecated: pass options=PushOptions({wanted}=...)",
+                      DeprecationWarning, stacklevel=4)  # this, push, its store-closing wrapper: the caller
+        if name in ("kind_overrides", "excludes"):
+            value = tuple(tuple(v) if name == "kind_overrides" else v for v in value)
+        elif name == "overrides":
+            value = dict(value or {})
+        changes[wanted] = value
+    return dataclasses.replace(options or PushOptions(), **changes)
+
+
+def created_time(text: str) -> str:
+    """A ``createdAt`` as ``push --created`` takes it: ``now`` (honouring
+    ``SOURCE_DATE_EPOCH``) or an RFC 3339 date-time; ValueError otherwise."""
+    from ocibridge.model.builder import created_now
+    from ocibridge.model.config import is_rfc3339
+
+    if text == "now":
+        return created_now()
+    if not is_rfc3339(text):
+        raise ValueError(f"{text!r}: not an RFC 3339 date-time such as 2025-01-01T00:00:00Z")
+    return text
+
+
+def kind_overrides(items: list[str]) -> tuple[tuple[str, Kind], ...]:
+    """``GLOB=KIND`` texts (``push --kind``) as the pairs :class:`PushOptions` takes; ValueError
+    naming the first bad one."""
+    from ocibridge.model.classify import parse_overrides
+
+    return tuple(parse_overrides(items))
