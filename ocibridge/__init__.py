@@ -25,13 +25,13 @@ _HOMES = {
     **dict.fromkeys(("inspect", "load_source", "login", "logout", "path", "pull", "push", "tags", "validate"),
                     "api.model_ops"),
     "copy_reference": "api.copy",  # api.model_ops re-exports it
-    **dict.fromkeys(("AttestOptions", "PushOptions", "SignatureOptions", "TransferOptions"), "api.options"),
+    **dict.fromkeys(("AttestOptions", "PushOptions", "SignOptions", "TransferOptions"), "api.options"),
     **dict.fromkeys(("AttestResult", "ProvenanceResult", "SbomResult", "attest", "provenance", "sbom"),
                     "api.evidence"),
     **dict.fromkeys(("ConversionResult", "convert"), "api.convert"),
     **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
-    **dict.fromkeys(("SignOptions", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
+    **dict.fromkeys(("SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
                      "VerifyResult", "sign", "verify", "verify_dir"), "api.signing"),
     **dict.fromkeys(("PolicyVerdict", "RequirementCheck", "check_policy", "verification"), "api.policy"),
     **dict.fromkeys(("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
@@ -106,7 +106,6 @@ __all__ = [
     "SbomResult",
     "SignOptions",
     "SignResult",
-    "SignatureOptions",
     "SyncEntry",
     "TagResult",
     "TransferOptions",
@@ -232,12 +231,11 @@ if TYPE_CHECKING:
         tags,
         validate,
     )
-    from ocibridge.api.options import AttestOptions, PushOptions, SignatureOptions, TransferOptions
+    from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, check_policy, verification
     from ocibridge.api.registry_check import check_registry
     from ocibridge.api.session import closing_opened_stores, enable_request_log
     from ocibridge.api.signing import (
-        SignOptions,
         SignResult,
         VerifiedSignature,
         VerifyDirResult,

@@ -49,7 +49,7 @@ def _push_signed_and_attested(tmp_path, dest: str):
             str(model), dest,
             options=ocibridge.PushOptions(name="tiny", overrides={"version": "2.0"}, chunk_threshold=100_000,
                                           build=ocibridge.BuildOptions(annotations={"team": "ml"})),
-            sign=ocibridge.SignatureOptions(key=str(private)),
+            sign=ocibridge.SignOptions(key=str(private)),
             attest=ocibridge.AttestOptions(sbom=True, provenance=True, key=str(private)),
         )
     return result, public
@@ -103,7 +103,7 @@ def test_push_attaches_a_directory_s_oms_signature_and_leaves_it_out_of_the_file
         hashing).sign(model, model / "model.sig")
     layout = tmp_path / "store"
     result = ocibridge.push(str(model), f"oci:{layout}:v1",
-                            sign=ocibridge.SignatureOptions(oms_signature=model / "model.sig"))
+                            options=ocibridge.PushOptions(oms_signature=model / "model.sig"))
     store = LayoutStore(layout)
     assert result.extra["signature"] in {r.digest for r in store.referrers(store.resolve(result.descriptor.digest))}
     assert _signatures(store, result.descriptor.digest, public, Trusted.FILES) == {"oms"}
@@ -113,8 +113,8 @@ def test_push_attaches_a_directory_s_oms_signature_and_leaves_it_out_of_the_file
 def test_a_bad_signature_form_or_key_is_refused_before_anything_is_written(tmp_path):
     model = make_model(tmp_path / "m")
     layout = tmp_path / "store"
-    with pytest.raises(UsageError, match="signature forms"):
-        ocibridge.push(str(model), f"oci:{layout}:v1", sign=ocibridge.SignatureOptions(key="k", forms=("gpg",)))
+    with pytest.raises(UsageError, match="signature form"):
+        ocibridge.push(str(model), f"oci:{layout}:v1", sign=ocibridge.SignOptions(key="k", forms=("gpg",)))
     with pytest.raises(ocibridge.OcibridgeError):
         ocibridge.push(str(model), f"oci:{layout}:v1",
                        attest=ocibridge.AttestOptions(sbom=True, key=str(tmp_path / "missing.key")))

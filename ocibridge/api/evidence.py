@@ -3,7 +3,8 @@ provenance (:func:`provenance`), and both attached to a manifest as referrers, s
 attestations when a key is given (:func:`attest`, the ``attest`` command).
 
 Also what push, copy and convert attach to the manifest they wrote, inside the same call
-(``attest=AttestOptions(...)``, ``sign=SignatureOptions(...)``): the key is loaded and the BOM's
+(``attest=AttestOptions(...)``, ``sign=SignOptions(...)``, ``PushOptions(oms_signature=...)``):
+the key is loaded and the BOM's
 library looked for before a byte is sent (:func:`prepare`, :func:`prepare_signature`), then
 the written manifest's store is opened once for all of it. Imported only by a call that asks
 for evidence or a signature: ``ocibridge copy`` loads none of it otherwise."""
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.api.options import AttestOptions, SignatureOptions, TransferOptions
+from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
 from ocibridge.errors import UsageError
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.targets import closes_its_stores, default_store_path, open_store_target
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 #: what an operation read, once the written manifest's store is open: resolvedDependencies
 Dependencies = Callable[["Store", Descriptor], list[dict[str, Any]]]
-SIGNATURE_FORMS = ("classic", "bundle", "oms")
 
 
 @dataclass(frozen=True)
@@ -173,9 +173,10 @@ class PreparedEvidence:
 @dataclass(frozen=True)
 class PreparedSignature:
     """Signature options checked before a byte is sent: the OMS signature checked against the
-    source directory (``excludes``: the signature file, when it lies inside it), the key loaded."""
+    source directory (``excludes``: the signature file, when it lies inside it), the key loaded
+    with the forms it makes."""
 
-    options: SignatureOptions
+    options: SignOptions | None
     oms: OmsSignature | None = None
     key: PrivateKey | None = None
     excludes: tuple[str, ...] = ()
@@ -200,25 +201,27 @@ def prepare(options: AttestOptions, dest: Locator | None) -> PreparedEvidence:
     return PreparedEvidence(options, key)
 
 
-def prepare_signature(options: SignatureOptions, source: Locator) -> PreparedSignature:
-    """Check ``options`` for a push of ``source`` before a byte is sent."""
-    unknown = [form for form in options.forms if form not in SIGNATURE_FORMS]
-    if unknown or not options.forms:
-        raise UsageError(f"signature forms are {', '.join(SIGNATURE_FORMS)}, not {', '.join(unknown) or 'none'}")
+def prepare_signature(options: SignOptions | None, oms_signature: str | os.PathLike[str] | None,
+                      source: Locator) -> PreparedSignature:
+    """Check a push's signing (``options``: a key and its forms; ``oms_signature``: the source
+    directory's own OMS signature, to carry along) before a byte is sent."""
     oms: OmsSignature | None = None
     excludes: tuple[str, ...] = ()
-    if options.oms_signature is not None:
+    if oms_signature is not None:
         from ocibridge.signing.omstravel import directory_signature
 
-        directory, signature = Path(text_of(source)), Path(options.oms_signature)
+        directory, signature = Path(text_of(source)), Path(oms_signature)
         oms = directory_signature(directory, signature)  # it signs exactly the directory's files
         inside = _relative_inside(signature, directory)
         excludes = (inside,) if inside else ()
     key = None
-    if options.key is not None:
+    if options is not None:
+        from ocibridge.api.signing import sign_forms
         from ocibridge.signing import keys
 
-        key = keys.load_private_key(options.key)
+        sign_forms(options.forms)  # an unknown form is a usage error, before the key is read
+        password = options.password.encode() if isinstance(options.password, str) else options.password
+        key = keys.load_private_key(options.key, password)
     return PreparedSignature(options, oms, key, excludes)
 
 
@@ -246,13 +249,16 @@ def after_push(result: PushResult, where: Locator | None, source: Locator, dest:
         extra["evidence"] = _attach(evidence, "push", place, store, subject,
                                     {"source": origin, "destination": text_of(dest) if dest is not None else None},
                                     lambda store, subject: model_dependencies(store, subject, origin))
-    if signature is not None and signature.key is not None:
-        from ocibridge.signing.sign import SignOptions, sign_artifact
+    if signature is not None and signature.key is not None and signature.options is not None:
+        from ocibridge.api.signing import sign_forms
+        from ocibridge.signing.sign import SignOptions as Signing
+        from ocibridge.signing.sign import sign_artifact
 
         wanted = signature.options
+        forms: Any = sign_forms(wanted.forms)
         signed = sign_artifact(store, subject, signature.key,
-                               SignOptions(identity=wanted.identity or store.describe(), claims=dict(wanted.claims),
-                                           forms=tuple(wanted.forms)))  # type: ignore[arg-type]  # checked
+                               Signing(identity=wanted.identity or store.describe(), claims=dict(wanted.claims),
+                                       forms=forms))
         extra["signed"] = {"written": signed.written, "unchanged": signed.unchanged}
     if signature is not None and signature.oms is not None:
         from ocibridge.signing.omstravel import attach_oms

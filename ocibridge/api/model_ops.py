@@ -21,7 +21,7 @@ from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.p
 from ocibridge.api.copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, verified_digest, wire_counts
-from ocibridge.api.options import AttestOptions, PushOptions, SignatureOptions, push_options
+from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, push_options
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import NotFound, UsageError
@@ -141,7 +141,7 @@ def push(
     *,
     options: PushOptions | None = None,
     transfer: TransferOptions | None = None,
-    sign: SignatureOptions | None = None,
+    sign: SignOptions | None = None,
     attest: AttestOptions | None = None,
     progress: ProgressFn | None = None,
     **deprecated: Any,
@@ -149,8 +149,9 @@ def push(
     """Convert ``source`` to a ModelPack artifact and store it at ``dest`` (default store if None).
 
     ``options`` (:class:`PushOptions`): what is built (format, family, metadata, layers, the
-    chunk table bound for lazy reads); ``transfer``: how registries are reached. ``sign`` and
-    ``attest`` add a signature and evidence (AI-BOM, provenance) to the pushed manifest in
+    chunk table bound for lazy reads, a directory's own OMS signature carried along);
+    ``transfer``: how registries are reached. ``sign`` (:class:`SignOptions`: a key and the forms
+    it makes) and ``attest`` add a signature and evidence (AI-BOM, provenance) to the pushed manifest in
     the same call, checked before a byte is sent and reported in the result's ``extra``
     (``signature``, ``signed``, ``evidence``). Push's former keyword arguments (``to=``,
     ``chunks=``, ...) still set the fields of ``options`` of the same meaning, with a
@@ -164,10 +165,11 @@ def push(
     source_ref = locate(source, Role.SOURCE)  # located once each, here
     dest_ref = locate(dest, Role.DESTINATION) if dest is not None else None
     signature = evidence = None
-    if sign is not None or (attest is not None and attest.wanted):  # checked before a byte is sent
+    signing = sign is not None or options.oms_signature is not None
+    if signing or (attest is not None and attest.wanted):  # checked before a byte is sent
         from ocibridge.api import evidence as evidence_api
 
-        signature = evidence_api.prepare_signature(sign, source_ref) if sign is not None else None
+        signature = evidence_api.prepare_signature(sign, options.oms_signature, source_ref) if signing else None
         evidence = evidence_api.prepare(attest, dest_ref) if attest is not None and attest.wanted else None
         if signature is not None and signature.excludes:
             options = dataclasses.replace(options, excludes=options.excludes + signature.excludes)

@@ -1,7 +1,7 @@
 """The options of the calls that write a model, as values grouped by concern instead of long
 keyword lists (oras-go's ``CopyOptions``): how to reach registries (:class:`TransferOptions`),
 what a push builds (:class:`PushOptions`), the signature a push adds to what it wrote
-(:class:`SignatureOptions`) and the evidence a push, copy or convert attaches
+(:class:`SignOptions`) and the evidence a push, copy or convert attaches
 (:class:`AttestOptions`). Shared by push, pull, copy and convert; loads no kind, no builder and
 no signing code (``ocibridge copy`` imports this module)."""
 
@@ -63,7 +63,10 @@ class PushOptions:
     Modelfile or Kitfile naming the files (else one at the top of a directory, unless
     ``use_build_file`` is False). ``chunks``: bind a chunk table of the raw files of
     ``chunk_threshold`` bytes or more (None: push's default, 64 MiB), in chunks of
-    ``chunk_size`` bytes (None: the default), for verified lazy reads (docs/lazy.md)."""
+    ``chunk_size`` bytes (None: the default), for verified lazy reads (docs/lazy.md).
+    ``oms_signature``: an OpenSSF model signature of the source directory (``model_signing``'s
+    ``model.sig``), checked to sign exactly the directory's files before a byte is sent, left
+    out of the model's files, and attached to the pushed manifest."""
 
     format: str | None = None
     to: str | None = None
@@ -77,24 +80,23 @@ class PushOptions:
     chunks: bool = True
     chunk_threshold: int | None = None
     chunk_size: int | None = None
+    oms_signature: str | os.PathLike[str] | None = None
 
 
 @dataclass(frozen=True)
-class SignatureOptions:
-    """The signature a push adds to the manifest it wrote, inside the same call.
+class SignOptions:
+    """Who signs and what is signed beside the digest, for :func:`ocibridge.sign` and a push's
+    ``sign=``: the private ``key`` file (ECDSA P-256 PEM, or a cosign key file), its ``password``
+    (None: ``$COSIGN_PASSWORD``, as cosign reads it), the repository name written into the
+    signature (``identity``, cosign's ``docker-reference``; None: where the artifact is), signed
+    ``claims``, and the ``forms`` made: ``classic`` (cosign's ``.sig`` tag), ``bundle`` (a
+    sigstore bundle referrer), ``oms`` (an OpenSSF model signature), or ``both``/``all``."""
 
-    ``oms_signature``: an OpenSSF model signature of the source directory (``model_signing``'s
-    ``model.sig``), checked to sign exactly the directory's files before a byte is sent, left
-    out of the model's files, and attached to the pushed manifest. ``key``: a private key file
-    (PEM or cosign's; password in ``$COSIGN_PASSWORD``) signing the pushed manifest in
-    ``forms`` (``classic``, ``bundle``, ``oms``) as ``ocibridge sign`` does, naming
-    ``identity`` (default: where it was pushed) with the signed ``claims``."""
-
-    oms_signature: str | os.PathLike[str] | None = None
-    key: str | os.PathLike[str] | None = None
-    forms: tuple[str, ...] = ("classic", "bundle")
+    key: str | os.PathLike[str]
+    password: str | bytes | None = None
     identity: str | None = None
     claims: Mapping[str, str] = field(default_factory=dict)
+    forms: tuple[str, ...] = ("classic", "bundle")
 
 
 @dataclass(frozen=True)

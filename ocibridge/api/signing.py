@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.api.options import SignOptions as SignOptions  # its home: the options module
 from ocibridge.errors import UsageError
 from ocibridge.stores.opened import closes_its_stores
 
@@ -36,19 +37,6 @@ _GROUPS = {"both": ("classic", "bundle"), "all": SIGN_FORMS}
 
 
 # -- sign ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SignOptions:
-    """Who signs and what is signed beside the digest: the private ``key`` file (ECDSA P-256
-    PEM, or a cosign key file), its ``password`` (None: ``$COSIGN_PASSWORD``, as cosign reads
-    it), the repository name written into the signature (``identity``, cosign's
-    ``docker-reference``; None: where the reference is) and signed ``claims``."""
-
-    key: str | os.PathLike[str]
-    password: str | bytes | None = None
-    identity: str | None = None
-    claims: Mapping[str, str] = field(default_factory=dict)
-
-
 @dataclass(frozen=True)
 class SignResult:
     """Where each form was written (the ``.sig`` tag, or the referrer's digest) and which were
@@ -77,10 +65,11 @@ def sign_forms(form: str | Sequence[str]) -> tuple[str, ...]:
 
 
 @closes_its_stores
-def sign(reference: str | Locator, options: SignOptions, *, form: str | Sequence[str] = "both",
+def sign(reference: str | Locator, options: SignOptions, *, form: str | Sequence[str] | None = None,
          transfer: TransferOptions | None = None) -> SignResult:
-    """Sign the manifest ``reference`` names, in each ``form`` (``both``: the cosign ``.sig`` tag
-    and the sigstore bundle referrer; ``oms``: an OpenSSF model signature; ``all``), and put the
+    """Sign the manifest ``reference`` names, in each ``form`` (default: ``options.forms``;
+    ``both``: the cosign ``.sig`` tag and the sigstore bundle referrer; ``oms``: an OpenSSF model
+    signature; ``all``), and put the
     signatures beside it in its store. Signatures are deterministic (RFC 6979): signing again
     with the same key writes nothing. Raises :class:`ocibridge.errors.SignatureError` for a key
     that cannot be used (wrong password, not P-256)."""
@@ -88,7 +77,7 @@ def sign(reference: str | Locator, options: SignOptions, *, form: str | Sequence
     from ocibridge.signing.sign import SignOptions as Signing
     from ocibridge.signing.sign import sign_artifact
 
-    forms: Any = sign_forms(form)
+    forms: Any = sign_forms(options.forms if form is None else form)
     password = options.password.encode() if isinstance(options.password, str) else options.password
     key = keys.load_private_key(options.key, password)
     target, name = _open(reference, transfer)

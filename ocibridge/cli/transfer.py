@@ -5,6 +5,7 @@ pull's modules), print the counts."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,9 +96,9 @@ def _push_options(args: argparse.Namespace) -> api_options.PushOptions:
 
 def cmd_push(args: argparse.Namespace) -> int:
     options = _push_options(args)
-    # an OMS signature of SOURCE: checked to sign exactly its files before a byte is sent, kept
-    # out of the model's files, attached to what was pushed
-    sign = api_options.SignatureOptions(oms_signature=args.signature) if args.signature else None
+    if args.signature:  # an OMS signature of SOURCE: checked to sign exactly its files before a byte
+        # is sent, kept out of the model's files, attached to what was pushed
+        options = dataclasses.replace(options, oms_signature=args.signature)
     attest = attest_options(args, "push")
     if args.tag_dest is not None:
         if args.dest is not None:
@@ -105,7 +106,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         args.dest = args.tag_dest
     bar = choose_progress(args.progress, "push", quiet=args.quiet, machine_output=args.json)
     try:
-        result = api.push(args.source, args.dest, options=options, transfer=transfer_options(args), sign=sign,
+        result = api.push(args.source, args.dest, options=options, transfer=transfer_options(args),
                           attest=attest, progress=bar)
     finally:
         if bar:
