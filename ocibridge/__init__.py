@@ -18,12 +18,9 @@ _HOMES = {
     **dict.fromkeys(("CachePruneResult", "cache_dir", "path", "prune_cache"), "api.cache_ops"),
     **dict.fromkeys(("BundleEntry", "BundleResult", "list_bundle", "load", "save"), "api.bundle"),
     "check_registry": "api.registry_check", "RegistryReport": "stores.registry.probe",
-    **dict.fromkeys(("closing_opened_stores", "enable_request_log"), "api.session"),
+    "enable_request_log": "api.session",
     "inspect_text": "api.texts",
-    **dict.fromkeys(("TransferOptions", "copy_reference"), "api.copy"),  # api re-exports them
     **dict.fromkeys(("ChunksResult", "attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
-    **dict.fromkeys(("inspect", "load_source", "login", "logout", "path", "pull", "push", "tags", "validate"),
-                    "api.model_ops"),
     "copy_reference": "api.copy",  # api.model_ops re-exports it
     **dict.fromkeys(("AttestOptions", "PushOptions", "SignOptions", "TransferOptions"), "api.options"),
     **dict.fromkeys(("AttestResult", "ProvenanceResult", "SbomResult", "attest", "provenance", "sbom"),
@@ -125,7 +122,6 @@ __all__ = [
     "cat",
     "check_policy",
     "check_registry",
-    "closing_opened_stores",
     "convert",
     "copy_reference",
     "delete",
@@ -234,7 +230,7 @@ if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, check_policy, verification
     from ocibridge.api.registry_check import check_registry
-    from ocibridge.api.session import closing_opened_stores, enable_request_log
+    from ocibridge.api.session import enable_request_log
     from ocibridge.api.signing import (
         SignResult,
         VerifiedSignature,

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.api.auth import login as login  # public here too (its home: api.auth)
+from ocibridge.api.auth import logout as logout
 from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
 from ocibridge.api.copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.api.copy import copy_reference as copy_reference
@@ -49,7 +51,7 @@ from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.progress_events import PushProgress
-from ocibridge.transfer.results import InspectResult, LoginResult, PullResult, PushResult, ValidateResult
+from ocibridge.transfer.results import InspectResult, PullResult, PushResult, ValidateResult
 
 if TYPE_CHECKING:
     from ocibridge.model.package import ModelPackage
@@ -443,19 +445,3 @@ def tags(ref: str | Locator, *, transfer: TransferOptions | None = None) -> list
     if not names and isinstance(target.store, RegistryStore) and target.store.repository_unknown:
         raise NotFound(f"{text_of(located)}: no such repository (the registry answered 404 to its tag list)")
     return names
-
-
-def login(host: str, username: str, password: str, *, transfer: TransferOptions | None = None) -> LoginResult:
-    """Check the credentials against ``host`` and store them in the docker config (credential
-    helpers honoured), as ``ocibridge login`` does."""
-    from ocibridge.stores.registry.loginflow import login as store_login
-
-    store_login(host, username, password, (transfer or TransferOptions()).registry_options())
-    return LoginResult(host, username)
-
-
-def logout(host: str) -> bool:
-    """Forget the stored credentials of ``host``; False when there were none."""
-    from ocibridge.stores.registry.credentials import logout as store_logout
-
-    return store_logout(host)
