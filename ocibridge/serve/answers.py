@@ -1,9 +1,7 @@
 """The pieces of an HTTP answer both route sets share: the Hub's error shape, and reading
-what a request says (a bearer token, a path number, a Range)."""
+what a request says (the repo id its route matched, a bearer token, a Range)."""
 
 from __future__ import annotations
-
-from urllib.parse import unquote
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -24,6 +22,12 @@ def error(status: int, code: str | None, message: str, extra: dict[str, str] | N
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+def requested_repo(request: Request) -> str:
+    """The repo id a route matched (``{org}/{name}`` or ``{name}``: app.py's ``REPO_FORMS``)."""
+    params = request.path_params
+    return f"{params['org']}/{params['name']}" if "org" in params else str(params["name"])
+
+
 def bearer(request: Request) -> str:
     """The token of ``Authorization: Bearer TOKEN``, or ""."""
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
@@ -31,7 +35,7 @@ def bearer(request: Request) -> str:
 
 
 def number(text: str) -> int | None:
-    """A path segment of ASCII digits (not too many) as a number; None otherwise."""
+    """A text of ASCII digits (not too many: a path's ``{x:hub_number}``) as a number; None otherwise."""
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
 
 
@@ -61,13 +65,3 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | str | None:
     if start >= size or end <= start:
         return "unsatisfiable"
     return start, end
-
-
-def segments(request: Request) -> list[str]:
-    """The path split on its raw ``/`` before decoding, so a revision or a path sent quoted
-    (``refs%2Fpr%2F1``) stays one segment; a trailing ``/`` dropped."""
-    raw = request.scope.get("raw_path") or request.url.path.encode()
-    segs = [unquote(s.decode("latin-1")) for s in raw.split(b"?", 1)[0].split(b"/")[1:]]
-    if segs and segs[-1] == "" and len(segs) > 1:
-        segs = segs[:-1]
-    return segs

@@ -1,19 +1,23 @@
 """The ASGI application: the Hub's read API, answered from the sources.
 
-Routes (huggingface_hub's, from its hf_api.py, file_download.py and hf_file_system.py):
+Routes (huggingface_hub's, from its hf_api.py, file_download.py and hf_file_system.py), each a
+Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a path sent quoted,
+``refs%2Fpr%2F1``, stays one segment), REPO being ``ORG/NAME`` or ``NAME``:
 
     GET  /api/models?search=&author=&limit=                 what the sources hold
-    GET  /api/models/{repo}[/revision/{rev}][?blobs=true]   model_info
-    GET  /api/models/{repo}/tree/{rev}[/{path}][?recursive=] list_repo_tree (pages: Link rel="next")
-    POST /api/models/{repo}/paths-info/{rev}                get_paths_info
-    HEAD|GET /{repo}/resolve/{rev}/{path}                   hf_hub_download, HfFileSystem (Range)
-    GET  /api/models/{repo}/xet-read-token/{rev}             a Xet access token (hf_xet)
-    GET  /xet/{commit}/{repo}/v1|v2/reconstructions/{file}   where a file's pieces are (:mod:`.xet`)
-    GET  /xet/{commit}/{repo}/xorbs/{sha256}/{size}/{k}      the pieces (a signed URL)
+    GET  /api/models/REPO[/revision/{rev}][?blobs=true]     model_info
+    GET  /api/models/REPO/tree/{rev}[/{path}][?recursive=]  list_repo_tree (pages: Link rel="next")
+    POST /api/models/REPO/paths-info/{rev}                  get_paths_info
+    HEAD|GET /REPO/resolve/{rev}/{path}                     hf_hub_download, HfFileSystem (Range)
+    GET  /api/models/REPO/xet-read-token/{rev}              a Xet access token (hf_xet)
+    GET  /xet/{commit}/REPO/v1|v2/reconstructions/{file}    where a file's pieces are (:mod:`.xet`)
+    GET  /xet/{commit}/REPO/xorbs/{sha256}/{size}/{k}       the pieces (a signed URL)
     GET  /healthz, /readyz
 
-The path is split on its raw ``/`` before decoding, so a revision or a path sent quoted
-(``refs%2Fpr%2F1``) stays one segment. Not-found answers carry the Hub's ``X-Error-Code``
+A repo id of two parts is tried before one of a single part; under ``/api/models/REPO/`` the
+word after REPO names the route (a path no route of that word takes is not found, never read
+another way). Every other path is a 404, after the read token is checked (but under ``/xet/``,
+whose routes have their own grants). Not-found answers carry the Hub's ``X-Error-Code``
 (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), so the client raises its own errors.
 """
 
@@ -30,13 +34,14 @@ import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.serve import XET_MIN_SIZE, hubjson
-from ocibridge.serve.answers import bearer, byte_range, error, int_param, segments
+from ocibridge.serve.answers import bearer, byte_range, error, int_param, requested_repo
 from ocibridge.serve.blobs import Blobs, read_file
 from ocibridge.serve.files import FileLists, HubFile, ModelFiles
+from ocibridge.serve.routing import HubRoute, route_path
 from ocibridge.serve.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
 from ocibridge.serve.xetroutes import XetRoutes
 
@@ -47,12 +52,12 @@ log = logging.getLogger("ocibridge.serve")
 
 #: entries per page of a tree listing (the Hub's: 1000) and of a model listing
 PAGE = 1000
-_KEYWORDS = ("revision", "tree", "paths-info", "xet-read-token")
 _T = TypeVar("_T")
+Handler = Callable[[Request], Awaitable[Response]]
 
-
-class EntryNotFound(OcibridgeError):
-    pass
+#: a repo id in a route: ORG/NAME, then NAME
+REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
+GET, GET_HEAD, ANY = ("GET",), ("GET", "HEAD"), ("GET", "HEAD", "POST")
 
 
 class ServeApp:
@@ -67,8 +72,15 @@ class ServeApp:
         self.ranges = ranges
         self.tokens = [t.encode() for t in tokens]
         self.page = page
-        self.xet = XetRoutes(self._resolve, blobs, ranges, tokens=self.tokens, xet_min=xet_min,
+        self.xet = XetRoutes(self.model, blobs, ranges, tokens=self.tokens, xet_min=xet_min,
                              public_url=public_url)
+
+    def close(self) -> None:
+        """Leave the sources and the blobs being read in chunks (the chunks verified so far
+        stay in the model cache)."""
+        if self.ranges is not None:
+            self.ranges.close()
+        self.catalog.close()
 
     # -- plumbing --------------------------------------------------------------------------
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
@@ -80,28 +92,79 @@ class ServeApp:
         given = bearer(request).encode()
         return bool(given) and any(hmac.compare_digest(given, t) for t in self.tokens)
 
-    async def _guarded(self, request: Request, answer: Callable[[Request], Awaitable[Response]],
-                       needs_token: bool = True) -> Response:
-        if needs_token and not self._allowed(request):
-            return error(401, None, "Invalid credentials in Authorization header")
-        try:
-            return await answer(request)
-        except RepoNotFound as e:
-            return error(404, "RepoNotFound", str(e))
-        except RevisionNotFound as e:
-            return error(404, "RevisionNotFound", str(e))
-        except Refused as e:
-            return error(403, "GatedRepo", str(e))  # the Hub's "there, not for you": every client raises it
-        except OcibridgeError as e:
-            log.warning("%s %s: %s", request.method, request.url.path, e)
-            return error(502, None, str(e))
+    def guarded(self, answer: Handler, needs_token: bool = True) -> Handler:
+        """``answer`` behind the read token (``needs_token``), its errors as the Hub's."""
 
-    async def _resolve(self, repo_id: str, revision: str | None) -> tuple[Resolved, ModelFiles]:
-        resolved = await self._run(self.catalog.resolve, repo_id, revision)
+        async def endpoint(request: Request) -> Response:
+            if needs_token and not self._allowed(request):
+                return error(401, None, "Invalid credentials in Authorization header")
+            try:
+                return await answer(request)
+            except RepoNotFound as e:
+                return error(404, "RepoNotFound", str(e))
+            except RevisionNotFound as e:
+                return error(404, "RevisionNotFound", str(e))
+            except Refused as e:
+                return error(403, "GatedRepo", str(e))  # the Hub's "there, not for you": every client raises it
+            except OcibridgeError as e:
+                log.warning("%s %s: %s", request.method, request.url.path, e)
+                return error(502, None, str(e))
+
+        return endpoint
+
+    async def model(self, repo_id: str, revision: str | None, *,
+                    reuse_for: float = 0) -> tuple[Resolved, ModelFiles]:
+        """The model a revision names and its files: the one resolution both route sets make
+        (``reuse_for``: :meth:`Catalog.resolve`'s)."""
+        resolved = await self._run(lambda: self.catalog.resolve(repo_id, revision, reuse_for=reuse_for))
         files = await self._run(self.lists.of, resolved)
         return resolved, files
 
     # -- routes ------------------------------------------------------------------------------
+    def routes(self) -> list[BaseRoute]:
+        """Every route, in the order they are tried (the module's docstring)."""
+        api: list[BaseRoute] = []
+        for repo in REPO_FORMS:
+            base = f"/api/models/{repo}"
+            api += [
+                HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.model_info), methods=GET),
+                HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.tree), methods=GET),
+                HubRoute(f"{base}/tree/{{revision:hub_part}}/{{path:hub_rest}}", self.guarded(self.tree),
+                         methods=GET),
+                HubRoute(f"{base}/paths-info/{{revision:hub_part}}", self.guarded(self.paths_info),
+                         methods=("POST",)),
+                HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token),
+                         methods=GET),
+                # the word after the repo id names the route: a path none of them takes is not found
+                HubRoute(f"{base}/{{verb:hub_keyword}}", self.guarded(self.no_route), methods=ANY),
+                HubRoute(f"{base}/{{verb:hub_keyword}}/{{rest:hub_rest}}", self.guarded(self.no_route),
+                         methods=ANY),
+            ]
+        api += [HubRoute(f"/api/models/{repo}", self.guarded(self.model_info), methods=GET) for repo in REPO_FORMS]
+        files = [HubRoute(f"/{repo}/resolve/{{revision:hub_part}}{tail}", self.guarded(self.resolve_file),
+                          methods=GET_HEAD) for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
+        xet: list[BaseRoute] = []
+        for repo in REPO_FORMS:
+            base = f"/xet/{{commit:hub_part}}/{repo}"
+            xet += [
+                HubRoute(f"{base}/{{version:xet_version}}/reconstructions/{{file_id:hub_part}}",
+                         self.guarded(self.xet.reconstruction, needs_token=False), methods=GET),
+                HubRoute(f"{base}/xorbs/{{sha256:hub_part}}/{{size:hub_number}}/{{k:hub_number}}",
+                         self.guarded(self.xet.xorb, needs_token=False), methods=GET),
+            ]
+        return [
+            Route("/healthz", self.healthz, methods=["GET", "HEAD"]),
+            Route("/readyz", self.readyz, methods=["GET", "HEAD"]),
+            HubRoute("/api/models", self.guarded(self.list_models), methods=ANY),
+            *api,
+            HubRoute("/api/models/{rest:hub_rest}", self.guarded(self.no_route), methods=ANY),
+            *xet,  # its own grants: hf_xet sends no read token
+            HubRoute("/xet/{rest:hub_rest}", self.guarded(self.no_route, needs_token=False), methods=ANY),
+            *files,
+            # the rest: not found once the token is checked; other methods: 405
+            Route("/{rest:path}", self.not_found, methods=list(ANY)),
+        ]
+
     async def healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
@@ -116,41 +179,13 @@ class ServeApp:
             return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
         return JSONResponse({"status": "ready"})
 
-    async def dispatch(self, request: Request) -> Response:
-        if request.url.path.startswith("/xet/"):  # its own grants: hf_xet sends no read token
-            return await self._guarded(request, self.xet.dispatch, needs_token=False)
-        return await self._guarded(request, self._dispatch)
-
-    async def _dispatch(self, request: Request) -> Response:
-        segs = segments(request)
-        if segs[:2] == ["api", "models"]:
-            rest = segs[2:]
-            if not rest:
-                return await self.list_models(request)
-            return await self._api(request, rest)
-        for k in (2, 1):
-            if len(segs) > k + 1 and segs[k] == "resolve" and request.method in ("GET", "HEAD"):
-                return await self.resolve_file(request, "/".join(segs[:k]), segs[k + 1], "/".join(segs[k + 2:]))
+    async def no_route(self, request: Request) -> Response:
         return error(404, None, f"no such route: {request.url.path}")
 
-    async def _api(self, request: Request, rest: list[str]) -> Response:
-        for k in (2, 1):
-            if len(rest) > k and rest[k] in _KEYWORDS:
-                repo_id, verb, args = "/".join(rest[:k]), rest[k], rest[k + 1:]
-                break
-        else:
-            if len(rest) > 2 or request.method != "GET":
-                return error(404, None, f"no such route: {request.url.path}")
-            return await self.model_info(request, "/".join(rest), None)
-        if verb == "revision" and len(args) >= 1 and request.method == "GET":
-            return await self.model_info(request, repo_id, "/".join(args))
-        if verb == "tree" and len(args) >= 1 and request.method == "GET":
-            return await self.tree(request, repo_id, args[0], "/".join(args[1:]))
-        if verb == "paths-info" and len(args) == 1 and request.method == "POST":
-            return await self.paths_info(request, repo_id, args[0])
-        if verb == "xet-read-token" and len(args) == 1 and request.method == "GET":
-            return await self.xet.token(request, repo_id, args[0])
-        return error(404, None, f"no such route: {request.url.path}")
+    async def not_found(self, request: Request) -> Response:
+        """A path no route takes: under ``/xet/`` without a token (hf_xet sends none)."""
+        xet = route_path(request.scope).startswith("/xet/")
+        return await self.guarded(self.no_route, needs_token=not xet)(request)
 
     async def list_models(self, request: Request) -> Response:
         params = request.query_params
@@ -164,18 +199,20 @@ class ServeApp:
             chosen = chosen[:limit]
         return self._paged(request, [hubjson.summary(r) for r in chosen])
 
-    async def model_info(self, request: Request, repo_id: str, revision: str | None) -> Response:
-        resolved, files = await self._resolve(repo_id, revision)
+    async def model_info(self, request: Request) -> Response:
+        resolved, files = await self.model(requested_repo(request), request.path_params.get("revision"))
         blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
         return JSONResponse(hubjson.model_info(resolved, files, blobs))
 
-    async def tree(self, request: Request, repo_id: str, revision: str, path: str) -> Response:
-        resolved, files = await self._resolve(repo_id, revision)
+    async def tree(self, request: Request) -> Response:
+        repo, revision = requested_repo(request), request.path_params["revision"]
+        path = request.path_params.get("path", "")
+        resolved, files = await self.model(repo, revision)
         recursive = request.query_params.get("recursive", "").lower() in ("1", "true")
         offered = await self.xet.offered(resolved, files)
         entries = hubjson.tree(files, path.strip("/"), recursive, lambda f: offered.get(f.path))
         if entries is None:
-            return error(404, "EntryNotFound", f"{repo_id}@{revision}: no directory {path}",
+            return error(404, "EntryNotFound", f"{repo}@{revision}: no directory {path}",
                           {"X-Repo-Commit": resolved.commit})
         return self._paged(request, entries, {"X-Repo-Commit": resolved.commit})
 
@@ -189,7 +226,7 @@ class ServeApp:
             headers["Link"] = f'<{url}>; rel="next"'
         return JSONResponse(page, headers=headers)
 
-    async def paths_info(self, request: Request, repo_id: str, revision: str) -> Response:
+    async def paths_info(self, request: Request) -> Response:
         body = await request.body()
         paths: list[str] = []
         if request.headers.get("content-type", "").startswith("application/json"):
@@ -200,24 +237,29 @@ class ServeApp:
             paths = [p for p in given if isinstance(p, str)] if isinstance(given, list) else []
         else:
             paths = parse_qs(body.decode("utf-8", "replace")).get("paths", [])
-        resolved, files = await self._resolve(repo_id, revision)
+        resolved, files = await self.model(requested_repo(request), request.path_params["revision"])
         offered = await self.xet.offered(resolved, files)
         return JSONResponse(hubjson.paths_info(files, paths, lambda f: offered.get(f.path)),
                             headers={"X-Repo-Commit": resolved.commit})
 
-    async def resolve_file(self, request: Request, repo_id: str, revision: str, path: str) -> Response:
-        resolved, files = await self._resolve(repo_id, revision)
+    async def xet_token(self, request: Request) -> Response:
+        return await self.xet.token(request, requested_repo(request), request.path_params["revision"])
+
+    async def resolve_file(self, request: Request) -> Response:
+        repo, revision = requested_repo(request), request.path_params["revision"]
+        path = request.path_params.get("path", "")
+        resolved, files = await self.model(repo, revision)
         commit = {"X-Repo-Commit": resolved.commit}
         f = files.files.get(path.strip("/"))
         if f is None:
-            return error(404, "EntryNotFound", f"{repo_id}@{revision}: no file {path}", commit)
+            return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path}", commit)
         headers = {**commit, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
                    "X-Linked-Size": str(f.size), "Accept-Ranges": "bytes",
                    "Content-Type": "application/octet-stream"}
         name = await self._run(self.xet.offer, resolved, f) if self.xet.name_size(f.size) else None
         if name is not None:
             headers["X-Xet-Hash"] = name
-            headers["X-Xet-Refresh-Route"] = self.xet.token_route(request, repo_id, resolved.commit)
+            headers["X-Xet-Refresh-Route"] = self.xet.token_route(request, repo, resolved.commit)
         wanted = byte_range(request.headers.get("range"), f.size)
         if wanted == "unsatisfiable":
             return error(416, None, f"range not satisfiable for {f.size} bytes",
@@ -253,14 +295,11 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequ
     """The Starlette application over ``catalog``; ``ranges``: ranges of blobs the model cache
     lacks from verified chunks (else the whole blob is fetched first); ``xet_min``: files from
     this size are offered over Xet (None: none); ``public_url``: the URL clients reach serve at,
-    for the URLs it hands out (behind a proxy that terminates TLS)."""
+    for the URLs it hands out (behind a proxy that terminates TLS). ``app.state.serve`` is the
+    :class:`ServeApp`, whose ``close()`` leaves the sources."""
     serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges, xet_min=xet_min,
                      public_url=public_url)
-    routes = [
-        Route("/healthz", serve.healthz, methods=["GET", "HEAD"]),
-        Route("/readyz", serve.readyz, methods=["GET", "HEAD"]),
-        Route("/{rest:path}", serve.dispatch, methods=["GET", "HEAD", "POST"]),
-    ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=serve.routes())
+    app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app

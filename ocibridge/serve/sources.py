@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ _PART = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 MAX_TAGS_SCANNED = 1000
 #: resolved revisions kept in memory (manifests are content-addressed: a digest's never changes)
 MEMO = 512
+#: resolutions kept for reuse (:meth:`Catalog.resolve`'s ``reuse_for``): past it, all are forgotten
+RECENT = 1024
 
 
 class RepoNotFound(OcibridgeError):
@@ -286,15 +289,34 @@ class Catalog:
         self._commits: dict[tuple[int, str, str], str] = {}  # (source, repo id, commit) -> digest
         self._manifests: OrderedDict[str, tuple[Descriptor, Manifest]] = OrderedDict()
         self._verified: set[tuple[str, str | None, str]] = set()  # (repository, tag, digest) accepted
+        self._recent: dict[tuple[str, str], tuple[float, Resolved]] = {}  # (repo id, revision) -> when, what
 
     def close(self) -> None:
         for source in self.sources:
             source.close()
 
-    def resolve(self, repo_id: str, revision: str | None) -> Resolved:
+    def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0) -> Resolved:
         """The revision (``main`` when None) of ``repo_id``; :class:`RepoNotFound` or
-        :class:`RevisionNotFound` as the Hub answers; :class:`Refused` when a policy refuses it."""
+        :class:`RevisionNotFound` as the Hub answers; :class:`Refused` when a policy refuses it.
+        ``reuse_for``: a resolution made with ``reuse_for`` less than that many seconds ago is
+        given again, the source not asked (the Xet routes: a file is many requests for one commit)."""
         revision = revision or "main"
+        if reuse_for <= 0:
+            return self._find(repo_id, revision)
+        key = (repo_id, revision)
+        with self._lock:
+            known = self._recent.get(key)
+        if known is not None and time.monotonic() - known[0] < reuse_for:
+            return known[1]
+        resolved = self._find(repo_id, revision)
+        with self._lock:
+            if len(self._recent) > RECENT:
+                self._recent.clear()
+            self._recent[key] = (time.monotonic(), resolved)
+        return resolved
+
+    def _find(self, repo_id: str, revision: str) -> Resolved:
+        """The revision in the first source where it resolves, checked."""
         parts = repo_parts(repo_id)
         if parts is None:
             raise RepoNotFound(f"{repo_id}: not a repository any source can hold")

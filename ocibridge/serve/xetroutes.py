@@ -4,9 +4,8 @@ grant, where a file's pieces are, and the pieces, each sent only from verified b
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -14,9 +13,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ocibridge.oci.models import Descriptor
 from ocibridge.serve import xet
-from ocibridge.serve.answers import bearer, byte_range, error, number, segments
+from ocibridge.serve.answers import bearer, byte_range, error, requested_repo
 from ocibridge.serve.blobs import Blobs, Checked, CheckedFile, TableOf
 from ocibridge.serve.files import HubFile, ModelFiles
+from ocibridge.serve.routing import route_path
 from ocibridge.serve.sources import Resolved
 from ocibridge.stores.ranged import RangedBlobSource
 
@@ -24,13 +24,18 @@ if TYPE_CHECKING:
     from ocibridge.serve.ranges import ChunkRanges
 
 #: seconds a commit resolved for Xet requests is reused (a commit names one manifest; this bounds
-#: how long a deleted one or a changed policy takes to be seen)
+#: how long a deleted one or a changed policy takes to be seen; one file is many requests)
 PINNED_FOR = 60
 #: seconds a xorb request waits for its first verified bytes before a 503
 FIRST_BYTE_WAIT = 120.0
 _T = TypeVar("_T")
-#: how the routes resolve a repo id and revision: the app's, with its not-found answers
-Resolver = Callable[[str, "str | None"], Awaitable[tuple[Resolved, ModelFiles]]]
+
+
+class Resolver(Protocol):
+    """How the routes resolve a repo id and revision: the app's (``ServeApp.model``)."""
+
+    def __call__(self, repo_id: str, revision: str | None, *,
+                 reuse_for: float = 0) -> Awaitable[tuple[Resolved, ModelFiles]]: ...
 
 
 class ClosingStream(StreamingResponse):
@@ -58,7 +63,6 @@ class XetRoutes:
         self.xet_min = xet_min
         self.public_url = public_url.rstrip("/") if public_url else None
         self.grants = xet.Grants(tokens)
-        self._pinned: dict[tuple[str, str], tuple[float, Resolved, ModelFiles]] = {}
         self._pieces: asyncio.Semaphore | None = None  # made on the server's loop
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
@@ -123,39 +127,15 @@ class XetRoutes:
                             headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
                                      "X-Xet-Token-Expiration": str(expires)})
 
-    async def _pinned_model(self, repo_id: str, commit: str) -> tuple[Resolved, ModelFiles]:
-        """A commit's model for the Xet routes, reused for :data:`PINNED_FOR` seconds (one
-        file is many requests)."""
-        key = (repo_id, commit)
-        known = self._pinned.get(key)
-        if known is not None and time.monotonic() - known[0] < PINNED_FOR:
-            return known[1], known[2]
-        resolved, files = await self.resolve(repo_id, commit)
-        if len(self._pinned) > 1024:
-            self._pinned.clear()
-        self._pinned[key] = (time.monotonic(), resolved, files)
-        return resolved, files
-
-    async def dispatch(self, request: Request) -> Response:
-        """``/xet/{commit}/{repo}/v1|v2/reconstructions/{name}`` and ``…/xorbs/{sha256}/{size}/{k}``."""
-        segs = segments(request)
-        if request.method != "GET" or len(segs) < 6:
-            return error(404, None, f"no such route: {request.url.path}")
-        commit = segs[1]
-        if len(segs) in (6, 7) and segs[-2] == "reconstructions" and segs[-3] in ("v1", "v2"):
-            return await self.reconstruction(request, "/".join(segs[2:-3]), commit, int(segs[-3][1]), segs[-1])
-        size, k = number(segs[-2]), number(segs[-1])
-        if len(segs) in (7, 8) and segs[-4] == "xorbs" and size is not None and k is not None:
-            return await self.xorb(request, "/".join(segs[2:-4]), commit, segs[-3], size, k)
-        return error(404, None, f"no such route: {request.url.path}")
-
-    async def reconstruction(self, request: Request, repo_id: str, commit: str, version: int,
-                             name: str) -> Response:
-        """The terms of the file named ``name`` (of the bytes its ``Range`` asks), each xorb at a
-        signed URL; the Xet token of the repo's commit is required."""
+    async def reconstruction(self, request: Request) -> Response:
+        """``/xet/{commit}/{repo}/v1|v2/reconstructions/{file_id}``: the terms of the file of
+        that Xet name (of the bytes its ``Range`` asks), each xorb at a signed URL; the Xet token
+        of the repo's commit is required."""
+        params = request.path_params
+        repo_id, commit, name = requested_repo(request), params["commit"], params["file_id"]
         if not self.grants.allows(bearer(request), f"{repo_id}@{commit}"):
             return error(401, None, "Invalid or expired Xet access token")
-        resolved, files = await self._pinned_model(repo_id, commit)
+        resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
         f = next((f for f in files.files.values() if self.name(f) == name), None)
         if f is None:
             return error(404, "EntryNotFound", f"{repo_id}@{commit}: no file with the Xet name {name}")
@@ -170,16 +150,19 @@ class XetRoutes:
         def url_of(k: int) -> str:
             return base + self.grants.signed(f"{path}/{k}", expires)
 
-        return JSONResponse(xet.reconstruction(f.sha256, f.size, start, end, url_of, version))
+        return JSONResponse(xet.reconstruction(f.sha256, f.size, start, end, url_of, params["version"]))
 
-    async def xorb(self, request: Request, repo_id: str, commit: str, sha256: str, size: int,
-                   k: int) -> Response:
-        """The ``k``-th xorb of a file (its ``Range``), from verified bytes only; the URL's
-        signature is required (hf_xet sends no header here)."""
-        params = request.query_params
-        if not self.grants.url_allowed(request.url.path, params.get("expires"), params.get("signature")):
+    async def xorb(self, request: Request) -> Response:
+        """``/xet/{commit}/{repo}/xorbs/{sha256}/{size}/{k}``: the ``k``-th xorb of a file (its
+        ``Range``), from verified bytes only; the URL's signature is required (hf_xet sends no
+        header here)."""
+        query = request.query_params
+        if not self.grants.url_allowed(route_path(request.scope), query.get("expires"), query.get("signature")):
             return error(403, None, "the xorb URL is not signed, or its signature expired")
-        resolved, files = await self._pinned_model(repo_id, commit)
+        params = request.path_params
+        repo_id, commit = requested_repo(request), params["commit"]
+        sha256, size, k = params["sha256"], params["size"], params["k"]
+        resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
         f = next((f for f in files.files.values() if f.sha256 == sha256 and f.size == size), None)
         if f is None or self.name(f) is None or not 0 <= k < xet.xorb_count(size):
             return error(404, "EntryNotFound", f"{repo_id}@{commit}: no such xorb")
