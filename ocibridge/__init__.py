@@ -39,6 +39,7 @@ _HOMES = {
     **dict.fromkeys(("MergedMirrorReport", "MirrorEntry", "MirrorJob", "MirrorK8sJob", "MirrorK8sOptions",
                      "MirrorReport", "MirrorRunOptions", "MirroredArtifact", "SyncEntry", "mirror_k8s_job",
                      "mirror_merge", "mirror_plan", "mirror_run", "mirror_shard"), "api.mirror"),
+    **dict.fromkeys(("ListenOptions", "ServeOptions", "create_app", "serve_hub"), "api.serve"),
     "OcibridgeError": "errors",
     "BuildOptions": "model.builder", "build": "model.builder",
     "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",
@@ -70,6 +71,7 @@ __all__ = [
     "KServeOptions",
     "Kind",
     "KubernetesDocuments",
+    "ListenOptions",
     "LoginResult",
     "MergedMirrorReport",
     "MirrorEntry",
@@ -101,6 +103,7 @@ __all__ = [
     "RequirementCheck",
     "ResolveResult",
     "SbomResult",
+    "ServeOptions",
     "SignOptions",
     "SignResult",
     "SyncEntry",
@@ -124,6 +127,7 @@ __all__ = [
     "check_registry",
     "convert",
     "copy_reference",
+    "create_app",
     "delete",
     "discover",
     "enable_request_log",
@@ -161,6 +165,7 @@ __all__ = [
     "resolve",
     "save",
     "sbom",
+    "serve_hub",
     "sign",
     "tag",
     "tags",
@@ -230,6 +235,7 @@ if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, check_policy, verification
     from ocibridge.api.registry_check import check_registry
+    from ocibridge.api.serve import ListenOptions, ServeOptions, create_app, serve_hub
     from ocibridge.api.session import enable_request_log
     from ocibridge.api.signing import (
         SignResult,

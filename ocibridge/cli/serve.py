@@ -8,41 +8,25 @@ from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.cli.signing import add_policy_flag, policy_from_args
-from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.core.lazy import LazyModule
+from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:
-    from ocibridge.signing.containers_policy import UsePolicy
-    from ocibridge.signing.verify import VerifyPolicy
-
-EXTRA = "ocibridge serve needs Starlette and uvicorn: pip install 'ocibridge[serve]'"
-
-
-def needs_extra() -> None:
-    """One error line naming the extra when its packages are missing."""
-    try:
-        import starlette  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError:
-        raise OcibridgeError(EXTRA) from None
+    from ocibridge.api import serve as api_serve
+else:  # loaded when the command runs: --help loads none of serve
+    api_serve = LazyModule("ocibridge.api.serve")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-
-    needs_extra()
-    from ocibridge.serve.server import ServeOptions, parse_listen, parse_public_url, read_tokens, serve
-    from ocibridge.serve.sources import Catalog, parse_sources
-
-    parse_listen(args.listen)  # a usage mistake before anything is opened
     transfer = transfer_options(args)
-    sources = parse_sources(args.sources, transfer.registry_options())  # each located once, here
+    tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
+    options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, xet_min_size=_xet_min(args),
+                                     public_url=args.public_url)
+    listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
-    # (--policy, else the one found) and the --verify-key keys (docs/serve.md)
-    catalog = Catalog(sources, default_tag=args.default_tag, verify=_policy(args))
-    tokens = read_tokens(args.token_file) if args.token_file else ()
-    options = ServeOptions(listen=args.listen, cert=args.cert, key=args.key, tokens=tokens,
-                           access_log=not args.no_access_log, concurrency=transfer.concurrency,
-                           xet_min=_xet_min(args), public_url=parse_public_url(args.public_url))
-    serve(catalog, options)
+    # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
+    api_serve.serve_hub(args.sources, listen=listen, options=options, transfer=transfer,
+                        verify=policy_from_args(args))
     return 0
 
 
@@ -75,22 +59,12 @@ def register(command: CommandAdder) -> None:
 
 def _xet_min(args: argparse.Namespace) -> int | None:
     from ocibridge.cli.transfer_flags import parse_bytes
-    from ocibridge.serve import XET_MIN_SIZE
 
     if args.xet_min_size is None:
-        return XET_MIN_SIZE
+        return api_serve.XET_MIN_SIZE
     if args.xet_min_size.lower() in ("off", "none", "no"):
         return None
     try:
         return max(1, parse_bytes(args.xet_min_size))
     except ValueError as e:
         raise UsageError(f"--xet-min-size: {e}") from None
-
-
-def _policy(args: argparse.Namespace) -> VerifyPolicy | UsePolicy | None:
-    """The ``--verify-key`` keys and the policy file, which is read now: a broken one is one
-    error line at start, not a refusal of every request."""
-    from ocibridge.signing.containers_policy import load_policy
-
-    load_policy(args.policy)
-    return policy_from_args(args)

@@ -23,10 +23,11 @@ whose routes have their own grants). Not-found answers carry the Hub's ``X-Error
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qs
 
@@ -296,10 +297,19 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequ
     lacks from verified chunks (else the whole blob is fetched first); ``xet_min``: files from
     this size are offered over Xet (None: none); ``public_url``: the URL clients reach serve at,
     for the URLs it hands out (behind a proxy that terminates TLS). ``app.state.serve`` is the
-    :class:`ServeApp`, whose ``close()`` leaves the sources."""
+    :class:`ServeApp`; the app's lifespan closes it at shutdown (a server that runs none, or
+    an app it is mounted in, calls ``app.state.serve.close()``)."""
     serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges, xet_min=xet_min,
                      public_url=public_url)
-    app = Starlette(routes=serve.routes())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            serve.close()
+
+    app = Starlette(routes=serve.routes(), lifespan=lifespan)
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app

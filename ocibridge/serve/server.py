@@ -25,7 +25,10 @@ GRACE = 30
 
 
 @dataclass
-class ServeOptions:
+class ServerSettings:
+    """Everything the server is built from (:func:`build_app`, :func:`server`); the public,
+    frozen form is :mod:`ocibridge.api.serve`'s ``ServeOptions`` and ``ListenOptions``."""
+
     listen: str = "127.0.0.1:8080"
     cert: str | None = None
     key: str | None = None
@@ -70,7 +73,7 @@ def read_tokens(path: str) -> list[str]:
     return tokens
 
 
-def build_app(catalog: Catalog, options: ServeOptions) -> Starlette:
+def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     from ocibridge.cache.models import ModelCache
     from ocibridge.serve.app import create_app
     from ocibridge.serve.blobs import Blobs
@@ -83,13 +86,20 @@ def build_app(catalog: Catalog, options: ServeOptions) -> Starlette:
                       xet_min=options.xet_min, public_url=options.public_url)
 
 
-def server(app: Starlette, options: ServeOptions, sock: socket.socket | None = None) -> Any:
-    """A uvicorn server for ``app`` (``.run(sockets=[sock])`` to serve a socket bound already)."""
-    import uvicorn
-
+def check_listening(options: ServerSettings) -> tuple[str, int]:
+    """The address to listen at; the TLS files go together."""
     host, port = parse_listen(options.listen)
     if bool(options.cert) != bool(options.key):
         raise UsageError("--cert and --key go together")
+    return host, port
+
+
+def server(app: Starlette, options: ServerSettings, sock: socket.socket | None = None) -> Any:
+    """A uvicorn server for ``app`` (``.run(sockets=[sock])`` to serve a socket bound already)."""
+    import uvicorn
+
+    host, port = check_listening(options)
+
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
@@ -103,12 +113,10 @@ def server(app: Starlette, options: ServeOptions, sock: socket.socket | None = N
     return Server(config)
 
 
-def serve(catalog: Catalog, options: ServeOptions) -> None:
-    """Serve until SIGTERM or Ctrl-C."""
+def run(app: Starlette, options: ServerSettings) -> None:
+    """Serve ``app`` (:func:`build_app`'s) until SIGTERM or Ctrl-C, then close it."""
     logging.basicConfig(level=logging.INFO, format="ocibridge: %(message)s")
-    app = build_app(catalog, options)
     try:
         server(app, options).run()
     finally:
-        app.state.serve.ranges.close()  # the chunks verified so far are in the model cache when it returns
-        catalog.close()
+        app.state.serve.close()  # the chunks verified so far are in the model cache when it returns

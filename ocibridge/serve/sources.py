@@ -224,39 +224,39 @@ class LayoutSource(Source):
         self._store()
 
 
-def parse_sources(texts: Sequence[str], options: RegistryOptions | None = None) -> list[Source]:
-    """The sources named on the command line, each located once (:func:`ocibridge.kinds.locate.locate`):
-    ``local``, ``oci:DIR``, or a registry prefix ``host[/path]``."""
-    from ocibridge.kinds.locate import Role, locate
-
-    sources: list[Source] = []
-    for text in texts:
-        if text == "local":
-            from ocibridge.kinds.targets import default_store_path
-
-            sources.append(LayoutSource(default_store_path(), "local"))
-            continue
-        if text.startswith("oci:"):
-            located = locate(text, Role.LAYOUT)
-            assert isinstance(located, LayoutReference)
-            if located.tag or located.digest:
-                raise UsageError(f"{text}: a source is a whole layout (oci:DIR), not one model in it")
-            sources.append(LayoutSource(Path(located.path).expanduser(), text))
-            continue
-        host, slash, path = text.partition("/")
-        if not slash:  # a registry alone: every repository of it
-            located = locate(f"{text}/x", Role.REGISTRY)
-            assert isinstance(located, RegistryReference)
-            sources.append(RegistrySource(located.registry, "", options))
-            continue
-        located = locate(text, Role.REGISTRY)
-        assert isinstance(located, RegistryReference)
-        if located.names_version:
-            raise UsageError(f"{text}: a source is a registry prefix (host/path), without a tag or digest")
-        sources.append(RegistrySource(located.registry, located.repository, options))
+def parse_sources(items: Sequence[str | RegistryReference | LayoutReference],
+                  options: RegistryOptions | None = None) -> list[Source]:
+    """The sources named (the command line's, or typed references), each located once
+    (:func:`ocibridge.kinds.locate.locate`): ``local``, ``oci:DIR`` (a layout), or a registry
+    prefix ``host[/path]`` (a registry reference without a tag or digest)."""
+    sources = [_source(item, options) for item in items]
     if not sources:
         raise UsageError("serve needs at least one SOURCE (a registry prefix, oci:DIR or local)")
     return sources
+
+
+def _source(item: str | RegistryReference | LayoutReference, options: RegistryOptions | None) -> Source:
+    from ocibridge.kinds.locate import Role, locate
+
+    if item == "local":
+        from ocibridge.kinds.targets import default_store_path
+
+        return LayoutSource(default_store_path(), "local")
+    if isinstance(item, LayoutReference) or isinstance(item, str) and item.startswith("oci:"):
+        located = locate(item, Role.LAYOUT)
+        assert isinstance(located, LayoutReference)
+        if located.tag or located.digest:
+            raise UsageError(f"{located.text}: a source is a whole layout (oci:DIR), not one model in it")
+        return LayoutSource(Path(located.path).expanduser(), located.text)
+    if isinstance(item, str) and "/" not in item:  # a registry alone: every repository of it
+        located = locate(f"{item}/x", Role.REGISTRY)
+        assert isinstance(located, RegistryReference)
+        return RegistrySource(located.registry, "", options)
+    located = locate(item, Role.REGISTRY)
+    assert isinstance(located, RegistryReference)
+    if located.names_version and (isinstance(item, str) or located.tag or located.digest):
+        raise UsageError(f"{located.text}: a source is a registry prefix (host/path), without a tag or digest")
+    return RegistrySource(located.registry, located.repository, options)
 
 
 @dataclass(frozen=True)

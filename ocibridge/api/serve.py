@@ -1,0 +1,119 @@
+"""``serve`` from Python: the Hugging Face Hub's read API over registries, OCI layouts and the
+local store (docs/serve.md), as an ASGI application a test or an existing service hosts or
+mounts (:func:`create_app`), or run with uvicorn until stopped (:func:`serve_hub`: what
+``ocibridge serve`` does). Starlette and uvicorn are the ``ocibridge[serve]`` extra: importing
+this module loads neither; a function that needs them says which extra to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.serve import XET_MIN_SIZE as XET_MIN_SIZE
+from ocibridge.serve.server import read_tokens as read_tokens
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from ocibridge.api.copy import TransferOptions
+    from ocibridge.oci.reference import LayoutReference, RegistryReference
+    from ocibridge.serve.server import ServerSettings
+    from ocibridge.signing.containers_policy import UsePolicy
+    from ocibridge.signing.verify import VerifyPolicy
+
+#: the one error line when the extra is missing
+EXTRA = "ocibridge serve needs Starlette and uvicorn: pip install 'ocibridge[serve]'"
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What the application answers besides its sources (``ocibridge serve``'s flags)."""
+
+    default_tag: str = "latest"  # the tag the revision "main" names (--default-tag)
+    tokens: tuple[str, ...] = ()  # read tokens clients send as "Authorization: Bearer" (--token-file); none: open
+    xet_min_size: int | None = XET_MIN_SIZE  # files from this size are offered over Xet; None: plain only
+    public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out (--public-url)
+    page: int = 1000  # entries per page of a tree or model listing
+
+
+@dataclass(frozen=True)
+class ListenOptions:
+    """Where and how :func:`serve_hub` listens."""
+
+    address: str = "127.0.0.1:8080"  # HOST:PORT, [V6]:PORT, or :PORT for every address (--listen)
+    cert: str | None = None  # TLS certificate (PEM), with key: HTTPS (--cert)
+    key: str | None = None  # its private key (--key)
+    access_log: bool = True  # log each request to stdout (--no-access-log: False)
+
+
+def create_app(
+    sources: str | Sequence[str | RegistryReference | LayoutReference],
+    *,
+    options: ServeOptions | None = None,
+    transfer: TransferOptions | None = None,
+    verify: VerifyPolicy | UsePolicy | None = None,
+) -> Starlette:
+    """The Hub's read API over ``sources`` as a Starlette application. Sources are searched in
+    order: a registry prefix ``host[/path]`` (repo ``ORG/NAME`` is ``host/path/org/name``),
+    ``oci:DIR`` (models named ``ORG/NAME:TAG``) or ``local``, as text or typed references. Its
+    models are checked as pull checks them: the containers policy file that applies and the
+    keys of ``verify``; the policy file is read now, so a broken one is an error here, not a
+    refusal of every request. Run its lifespan (a server does; ``with TestClient(app)``), or
+    call ``app.state.serve.close()`` when done, to close the registry connections."""
+    _needs("starlette")
+    return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify)[0]
+
+
+def serve_hub(
+    sources: str | Sequence[str | RegistryReference | LayoutReference],
+    *,
+    listen: str | ListenOptions | None = None,
+    options: ServeOptions | None = None,
+    transfer: TransferOptions | None = None,
+    verify: VerifyPolicy | UsePolicy | None = None,
+) -> None:
+    """Run :func:`create_app`'s application with uvicorn at ``listen`` (``HOST:PORT`` or
+    :class:`ListenOptions`; default 127.0.0.1:8080) until SIGTERM or Ctrl-C, which finish the
+    requests in flight first: what ``ocibridge serve`` does."""
+    _needs("starlette", "uvicorn")
+    from ocibridge.serve.server import run
+
+    listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
+    app, settings = _app(sources, options or ServeOptions(), listening, transfer, verify)
+    run(app, settings)
+
+
+def _needs(*modules: str) -> None:
+    """One error line naming the extra when its packages are missing."""
+    import importlib
+
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise OcibridgeError(EXTRA) from None
+
+
+def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], options: ServeOptions,
+         listen: ListenOptions, transfer: TransferOptions | None,
+         verify: VerifyPolicy | UsePolicy | None) -> tuple[Starlette, ServerSettings]:
+    """The application and what its server is built from; the options are checked before a
+    source is located, the policy file read once they are."""
+    from ocibridge.api.copy import TransferOptions
+    from ocibridge.serve.server import ServerSettings, build_app, check_listening, parse_public_url
+    from ocibridge.serve.sources import Catalog, parse_sources
+    from ocibridge.signing.containers_policy import UsePolicy, load_policy
+
+    transfer = transfer or TransferOptions()
+    settings = ServerSettings(
+        listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
+        access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
+        xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url))
+    check_listening(settings)
+    located = parse_sources([sources] if isinstance(sources, str) else sources, transfer.registry_options())
+    catalog = Catalog(located, default_tag=options.default_tag, verify=verify)
+    load_policy(verify.file if isinstance(verify, UsePolicy) else None)
+    return build_app(catalog, settings), settings
