@@ -110,8 +110,11 @@ class XetRoutes:
         return await self.run(each)
 
     def base(self, request: Request) -> str:
-        """Where clients reach serve: ``--public-url``, else the address this request came to."""
-        return self.public_url or str(request.base_url).rstrip("/")
+        """Where clients reach serve: ``--public-url``, else the address this request came to,
+        with the path the app is mounted at (``root_path``, which ``base_url`` leaves out)."""
+        if self.public_url:
+            return self.public_url
+        return str(request.url.replace(path=request.scope.get("root_path", ""), query="")).rstrip("/")
 
     def token_route(self, request: Request, repo_id: str, commit: str) -> str:
         """``X-Xet-Refresh-Route``: where huggingface_hub asks for a token for the commit."""
