@@ -18,7 +18,7 @@ from ocibridge.serve.server import read_tokens as read_tokens
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ocibridge.api.copy import TransferOptions
+    from ocibridge.api.options import TransferOptions
     from ocibridge.oci.reference import LayoutReference, RegistryReference
     from ocibridge.serve.server import ServerSettings
     from ocibridge.signing.containers_policy import UsePolicy
@@ -102,7 +102,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
          verify: VerifyPolicy | UsePolicy | None) -> tuple[Starlette, ServerSettings]:
     """The application and what its server is built from; the options are checked before a
     source is located, the policy file read once they are."""
-    from ocibridge.api.copy import TransferOptions
+    from ocibridge.api.options import TransferOptions
     from ocibridge.serve.server import ServerSettings, build_app, check_listening, parse_public_url
     from ocibridge.serve.sources import Catalog, parse_sources
     from ocibridge.signing.containers_policy import UsePolicy, load_policy
