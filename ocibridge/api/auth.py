@@ -3,7 +3,7 @@ and what it took to reach the host kept beside them, where every later call find
 
 from __future__ import annotations
 
-from ocibridge.api.copy import TransferOptions
+from ocibridge.api.options import TransferOptions
 from ocibridge.transfer.results import LoginResult
 
 

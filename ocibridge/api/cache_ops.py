@@ -20,7 +20,7 @@ from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
-    from ocibridge.api.copy import TransferOptions
+    from ocibridge.api.options import TransferOptions
     from ocibridge.cache.models import ModelCache
     from ocibridge.remote.delta import DeltaResult
     from ocibridge.signing.use import UsePolicy
@@ -84,7 +84,7 @@ def path(
                              "it cannot be checked offline")
         snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
     else:
-        from ocibridge.api.copy import TransferOptions
+        from ocibridge.api.options import TransferOptions
         from ocibridge.kinds.targets import open_source
 
         transfer = transfer or TransferOptions()

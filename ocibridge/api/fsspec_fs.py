@@ -12,8 +12,8 @@ from typing import Any
 
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
-from ocibridge.api.copy import TransferOptions
 from ocibridge.api.lazy_ops import LazyModel, open_model
+from ocibridge.api.options import TransferOptions
 from ocibridge.errors import InvalidReference, NotFound
 
 PROTOCOL = "ocibridge"

@@ -37,7 +37,7 @@ from ocibridge.errors import UsageError
 from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
-    from ocibridge.api.copy import TransferOptions
+    from ocibridge.api.options import TransferOptions
     from ocibridge.kinds.locators import Locator
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
@@ -78,7 +78,7 @@ def check_runtime(text: str) -> str:
 
 
 def _open(located: Locator, transfer: TransferOptions | None, *, for_write: bool = False) -> StoreTarget:
-    from ocibridge.api.copy import TransferOptions
+    from ocibridge.api.options import TransferOptions
     from ocibridge.kinds.targets import open_store_target
 
     options = (transfer or TransferOptions()).registry_options()

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ocibridge.api.copy import TransferOptions
+from ocibridge.api.options import TransferOptions
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.model.gguf_header import GGUF_MAGIC
 from ocibridge.model.gguf_tensors import RemoteGGUF

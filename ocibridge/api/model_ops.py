@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.api.auth import login as login  # public here too (its home: api.auth)
 from ocibridge.api.auth import logout as logout
 from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
-from ocibridge.api.copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, verified_digest, wire_counts
 from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, push_options
+from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import NotFound, UsageError

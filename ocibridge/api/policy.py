@@ -19,7 +19,7 @@ from ocibridge.core.environment import POLICY as POLICY_ENV
 from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
-    from ocibridge.api.copy import TransferOptions
+    from ocibridge.api.options import TransferOptions
     from ocibridge.kinds.locators import Locator
     from ocibridge.oci.models import Descriptor
     from ocibridge.signing.containers_policy import Decision, Requirement, UsePolicy
@@ -141,7 +141,7 @@ def _refused_early(decision: Decision, requirement: Requirement, name: str) -> s
 
 def _subject(located: Locator, transfer: TransferOptions | None) -> tuple[Any, Descriptor]:
     """The store ``located`` names and the manifest its reference resolves to."""
-    from ocibridge.api.copy import TransferOptions
+    from ocibridge.api.options import TransferOptions
     from ocibridge.kinds.targets import open_store_target
 
     target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ocibridge.api.copy import TransferOptions
+from ocibridge.api.options import TransferOptions
 
 if TYPE_CHECKING:
     from ocibridge.stores.registry.probe import RegistryReport

@@ -20,7 +20,7 @@ from ocibridge.errors import UsageError
 from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
-    from ocibridge.api.copy import TransferOptions
+    from ocibridge.api.options import TransferOptions
     from ocibridge.kinds.locators import Locator
     from ocibridge.signing.verify import Verified, VerifyPolicy
     from ocibridge.stores.target import StoreTarget
@@ -89,7 +89,7 @@ def sign(reference: str | Locator, options: SignOptions, *, form: str | Sequence
 
 def _open(reference: str | os.PathLike[str] | Locator, transfer: TransferOptions | None) -> tuple[StoreTarget, str]:
     """The store and reference an artifact's text names, and that text (for messages)."""
-    from ocibridge.api.copy import TransferOptions
+    from ocibridge.api.options import TransferOptions
     from ocibridge.kinds.locate import Role, locate, text_of
     from ocibridge.kinds.targets import open_store_target
 
