@@ -30,8 +30,10 @@ LAYERS: dict[str, int] = {
     "ocibridge.transfer": 2,
     # 3: layer bytes: reading, packing, applying
     "ocibridge.layers": 3,
+    # 3: chunk tables: their format, made, checked, trusted, bound, kept (docs/architecture.md)
+    "ocibridge.chunks": 3,
     # 3: lazy, verified reads of a registry model's files (chunk tables; docs/lazy.md)
-    "ocibridge.remote": 3,
+    "ocibridge.lazyread": 3,
     # 4: the neutral model package and the ModelPack artifact it builds
     "ocibridge.model": 4,
     # 4: the shared model cache (ocibridge path): blobs once, snapshots of links, from model's writer

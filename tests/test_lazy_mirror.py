@@ -10,8 +10,8 @@ from pathlib import Path
 from support.fixtures import new_repo
 
 from ocibridge.api.lazy_ops import open_model, push_with_chunks
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
 from ocibridge.mirror import load_job, run_job
-from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
 
 MiB = 1024 * 1024
 

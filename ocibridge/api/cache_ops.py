@@ -18,7 +18,7 @@ from ocibridge.kinds.targets import closes_its_stores, open_source
 
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache
-    from ocibridge.remote.delta import DeltaResult
+    from ocibridge.chunks.delta import DeltaResult
     from ocibridge.signing.use import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.transfer.progress_events import ProgressFn

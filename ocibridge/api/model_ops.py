@@ -21,6 +21,7 @@ from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.p
 from ocibridge.api.copy import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, verified_digest, wire_counts
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import NotFound, UsageError
@@ -38,7 +39,6 @@ from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, PathReference
-from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.signing.use import UsePolicy, as_use_policy, refuse_before_opening
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyHooks, copy
@@ -161,8 +161,8 @@ def push(
     another model family (``modelkit``, ``docker-model``; see ocibridge.kinds);
     ``overrides`` sets descriptor/config fields (``{"arch": "llama", ...}``).
     """
+    from ocibridge.chunks.chunking import ChunkPolicy
     from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, plan_layers
-    from ocibridge.model.chunking import ChunkPolicy
 
     transfer = transfer or TransferOptions()
     origin: StoreTarget | None = None
@@ -235,7 +235,7 @@ def push(
     )
     result = PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats, wire_counts(target.store))
     if artifact.table is not None and artifact.table.layers:
-        from ocibridge.remote.attach import attach_table
+        from ocibridge.chunks.attach import attach_table
 
         subject = artifact.descriptor
         attached = attach_table(target.store, Descriptor(mediaType=subject.mediaType, digest=subject.digest,

@@ -183,9 +183,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def _chunk_threshold(args: argparse.Namespace) -> int:
-    """``--chunk-threshold`` in bytes (default: push's, remote/table.py PUSH_THRESHOLD); given
+    """``--chunk-threshold`` in bytes (default: push's, chunks/table.py PUSH_THRESHOLD); given
     with ``--no-chunks`` it is a contradiction, not a setting to drop silently."""
-    from ocibridge.remote.table import PUSH_THRESHOLD
+    from ocibridge.chunks.table import PUSH_THRESHOLD
 
     if args.chunk_threshold is None:
         return PUSH_THRESHOLD

@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import BinaryIO
 
-from ocibridge.errors import DigestMismatch, SourceError
-from ocibridge.model import chunkcache
-from ocibridge.model.package import ModelFile
-from ocibridge.remote.table import (
+from ocibridge.chunks import chunkcache
+from ocibridge.chunks.table import (
     DEFAULT_CHUNK_SIZE,
     MAX_CHUNK_SIZE,
     MIN_CHUNK_SIZE,
@@ -30,6 +28,8 @@ from ocibridge.remote.table import (
     build_table,
     chunk_stream,
 )
+from ocibridge.errors import DigestMismatch, SourceError
+from ocibridge.model.package import ModelFile
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ import os
 import tempfile
 from pathlib import Path
 
+from ocibridge.chunks.table import LayerChunks, chunk_count
 from ocibridge.core.environment import cache_root
 from ocibridge.model import digestcache
 from ocibridge.oci.digest import is_digest, is_sha256_hex
-from ocibridge.remote.table import LayerChunks, chunk_count
 
 
 def _named(digest: str) -> bool:

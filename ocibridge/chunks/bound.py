@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 
+from ocibridge.chunks.chain import bound_table_descriptor
+from ocibridge.chunks.table import MAX_TABLE_BYTES, ChunkTable, ChunkTableError, parse_table
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import verify_bytes
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ocibridge.remote.chain import bound_table_descriptor
-from ocibridge.remote.table import MAX_TABLE_BYTES, ChunkTable, ChunkTableError, parse_table
 from ocibridge.stores.base import ReadableStore, Store
 from ocibridge.stores.layout import LayoutStore
 

@@ -7,14 +7,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ocibridge.chunks.chain import BoundCheck, Chain, ReferrerCheck, find_chain
+from ocibridge.chunks.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
+from ocibridge.lazyread.chunkstore import ChunkStore
 from ocibridge.oci.layerinfo import layer_path
 from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ocibridge.remote.blobreader import LazySource, VerifiedBlob
-from ocibridge.remote.chain import BoundCheck, Chain, ReferrerCheck, find_chain
-from ocibridge.remote.chunkstore import ChunkStore
-from ocibridge.remote.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.stores.base import resolve_and_read
 
 Warn = Callable[[str], None]
