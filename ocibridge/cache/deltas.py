@@ -1,5 +1,5 @@
 """Delta downloads with what this machine holds (a :class:`stores.ranged.DeltaBuilder`): the
-chunks of the model cache's blobs (its index, :mod:`.chunkindex`) and, for a pull into a
+chunks of the model cache's blobs (its index, :mod:`ocibridge.chunks.chunkindex`) and, for a pull into a
 directory, the file each layer is about to replace there (the old version of that file).
 
 A layer the chunk table describes is built by :func:`ocibridge.chunks.delta.delta_download`

@@ -17,7 +17,7 @@ from ocibridge.chunks.table import (
     chunk_stream,
 )
 from ocibridge.errors import DigestMismatch
-from ocibridge.lazyread.model import is_raw
+from ocibridge.oci.layerinfo import is_raw
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import ReadableStore, WritableStore

@@ -1,4 +1,5 @@
-"""The chunk table a cached model manifest binds, for delta downloads into the model cache.
+"""The chunk table a model manifest binds, read from an OCI layout (the model cache's blobs) or
+fetched into it, for delta downloads into the model cache and a pull.
 
 Only a table the manifest's own annotations name (``io.ocibridge.chunks.digest``) is used: the
 manifest digest binds it, and it is fetched once into the cache's blobs (verified). A table is

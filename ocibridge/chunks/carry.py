@@ -16,7 +16,7 @@ from ocibridge.chunks.attach import EMPTY_CONFIG, binding_annotations, referrer_
 from ocibridge.chunks.chain import bound_table_descriptor, read_table_blob
 from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, ARTIFACT_TYPE, ChunkTable
 from ocibridge.errors import NotFound
-from ocibridge.lazyread.model import is_raw
+from ocibridge.oci.layerinfo import is_raw
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import ReadableStore

@@ -1,4 +1,6 @@
-"""Which blob of the model cache holds which chunk: what a delta download reuses.
+"""Which blob of the model cache holds which chunk: what a delta download reuses. The cache
+(``cache/``) owns the directory and prunes it; the file format and its reading are here, with
+the other chunk tables.
 
     $OCIBRIDGE_CACHE/models/chunks/tables/<blob hex>   the chunk digests of a cached blob
 

@@ -1,7 +1,9 @@
-"""Verified lazy reads of a model's files straight from a registry (issue 29).
+"""Verified lazy reads of a model's files straight from a registry (issue 29): not the registry
+client (``stores.registry``), but what reads a registry model's files by byte range through it.
 
-``table``: the chunk-table format (per-chunk SHA-256 of a raw layer); ``chain``: which table a
-reader may trust for a resolved manifest; ``blobreader``: byte ranges of one blob, every byte
-checked against the table (or the whole blob's digest); ``model``: a model's files by path;
-``safetensors``: one tensor without the rest. See docs/lazy.md.
+``blobreader``: byte ranges of one blob, every byte checked against the blob's chunk table
+(:mod:`ocibridge.chunks`) or the whole blob's digest; ``model``: a model's files by path;
+``tensorfile`` and ``safetensors``: one tensor without the rest; ``chunkstore``, ``keeper`` and
+``layerfill``: where the verified chunks of reads are kept, in which shape, and a whole read
+served from one fetch. See docs/lazy.md.
 """

@@ -1,8 +1,8 @@
 """Where verified chunks outlive one open file: a store keyed by the chunk's SHA-256, and whole
 layers kept as one file each.
 
-A protocol only: the model cache (``ocibridge.cache.chunks``, a layer above) implements it and
-``api.lazy_ops`` wires it in, so this layer never imports the cache. A reader hands the store a
+A protocol only: the model cache (``ocibridge.cache.chunks``) implements it and
+``api.lazy_ops`` wires it in, so this package never imports the cache. A reader hands the store a
 chunk only after checking it against the chunk table, and checks what the store gives back the
 same way before using it: a store that lost or damaged a chunk costs a fetch, never a wrong
 byte.
