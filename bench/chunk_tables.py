@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from ocibridge.model.chunking import ChunkingReader, ChunkPolicy
+from ocibridge.chunks.chunking import ChunkingReader, ChunkPolicy
 from ocibridge.oci.digest import CHUNK
 
 from . import models, tools

@@ -471,8 +471,8 @@ def test_a_mismatch_fails_the_one_read_that_makes_the_chunk_table(tmp_path: Path
     MANIFEST and for its chunks, not again by the layout (``IngestingVouched``): a file that
     does not match MANIFEST still fails that read, with the carton's error, and leaves no blob."""
     from ocibridge.api import model_ops as api
+    from ocibridge.chunks import chunkcache
     from ocibridge.kinds.carton import reader
-    from ocibridge.model import chunkcache
 
     monkeypatch.setattr(reader, "EAGER_VERIFY_BYTES", 0)
 
@@ -511,10 +511,10 @@ def test_a_mismatch_fails_the_chunking_read_before_a_registry_gets_anything(tmp_
     from types import SimpleNamespace
 
     from ocibridge.api import model_ops as api
+    from ocibridge.chunks import chunkcache
     from ocibridge.errors import NotFound
     from ocibridge.kinds.carton import reader
     from ocibridge.kinds.locate import open_target as open_store_target
-    from ocibridge.model import chunkcache
     from ocibridge.transfer import askfirst
 
     def hashed_again():

@@ -18,11 +18,11 @@ from support.hubcache import offline_hub_cache
 import ocibridge
 from ocibridge.api.lazy_ops import open_model, open_tensors
 from ocibridge.api.model_ops import push
+from ocibridge.chunks import chunking
+from ocibridge.chunks.chunking import ChunkHasher, ChunkingReader, ChunkPolicy
+from ocibridge.chunks.table import ANNOTATION_DIGEST, ARTIFACT_TYPE, DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, chunk_stream
 from ocibridge.cli import main
-from ocibridge.model import chunking
-from ocibridge.model.chunking import ChunkHasher, ChunkingReader, ChunkPolicy
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.table import ANNOTATION_DIGEST, ARTIFACT_TYPE, DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, chunk_stream
 from ocibridge.stores.registry import open_repository
 
 MiB = 1024 * 1024

@@ -17,8 +17,8 @@ from support.entry_probe import run_entry
 from support.fixtures import new_repo
 
 import ocibridge
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
 from ocibridge.core import notices
-from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
 
 MiB = 1024 * 1024
 TENSORS = 10  # of 4 MiB each: a changed one spans 5 chunks of 1 MiB (the header shifts them)
@@ -184,11 +184,11 @@ def test_a_lazy_read_of_v2_uses_the_chunks_v1_left_in_the_cache(versions, fault_
 
 
 def test_a_whole_read_of_v2_reads_chunks_v1_left_not_one_fetch(versions, fault_proxy, monkeypatch):
-    """A whole sequential read normally becomes one fetch of the layer (remote.layerfill);
+    """A whole sequential read normally becomes one fetch of the layer (lazyread.layerfill);
     not when the cache holds chunks of it: then only the changed chunks move."""
     import fsspec
 
-    from ocibridge.remote import blobreader
+    from ocibridge.lazyread import blobreader
 
     monkeypatch.setattr(blobreader, "FILL_MIN_SIZE", 8 * MiB)
     monkeypatch.setattr(blobreader, "FILL_AFTER", 2 * MiB)

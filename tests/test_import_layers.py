@@ -1,7 +1,7 @@
 """The package's import structure: layers that only look down, peers that never meet, no cycle.
 
-    core, oci <- stores <- transfer <- layers <- model <- kinds <- signing <- k8s | mirror | serve
-        <- api <- cli
+    core, oci <- stores <- transfer <- layers, chunks <- lazyread, model, cache <- kinds <- signing
+        <- k8s | mirror | serve <- api <- cli
 
 Every import of every module counts, wherever it is written: at the top, inside a function
 (a lazy import hides a cycle from Python, not from this test), under ``TYPE_CHECKING``, and by
@@ -30,8 +30,10 @@ LAYERS: dict[str, int] = {
     "ocibridge.transfer": 2,
     # 3: layer bytes: reading, packing, applying
     "ocibridge.layers": 3,
-    # 3: lazy, verified reads of a registry model's files (chunk tables; docs/lazy.md)
-    "ocibridge.remote": 3,
+    # 3: chunk tables: their format, made, checked, trusted, bound, kept, and delta downloads by them
+    "ocibridge.chunks": 3,
+    # 4: lazy, verified reads of a registry model's files, over the chunk tables (docs/lazy.md)
+    "ocibridge.lazyread": 4,
     # 4: the neutral model package and the ModelPack artifact it builds
     "ocibridge.model": 4,
     # 4: the shared model cache (ocibridge path): blobs once, snapshots of links, from model's writer

@@ -21,10 +21,10 @@ import ocibridge
 from ocibridge.api.lazy_ops import open_model
 from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.models import model_cache_root
+from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.errors import DigestMismatch
-from ocibridge.remote import blobreader
-from ocibridge.remote.table import LayerChunks
-from ocibridge.remote.tablehash import TableHasher
+from ocibridge.lazyread import blobreader
 from ocibridge.stores.partial import PARTIAL_PREFIX
 
 MiB = 1024 * 1024
@@ -167,7 +167,7 @@ def test_two_whole_readers_at_once_share_one_fetch(chunked, fault_proxy):
 EXITS_MID_READ = """
 import sys, time
 from ocibridge.api.lazy_ops import open_model
-from ocibridge.remote import blobreader
+from ocibridge.lazyread import blobreader
 blobreader.FILL_MIN_SIZE, blobreader.FILL_AFTER = 8 << 20, 2 << 20
 model = open_model(sys.argv[1], warn=None)
 assert len(model.read("weights.bin", 0, 2 << 20)) == 2 << 20

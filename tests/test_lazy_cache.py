@@ -19,9 +19,9 @@ from ocibridge.api.lazy_ops import open_model
 from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.models import ModelCache, model_cache_root
 from ocibridge.cache.prune import prune
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import DigestMismatch
-from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
 
 MiB = 1024 * 1024
 
@@ -424,8 +424,8 @@ def test_a_script_that_never_closes_its_file_leaves_a_prefix_not_a_dead_temporar
 
 
 def test_only_exactly_64_hex_digits_name_a_chunk_file(tmp_path):
-    """The three copies of the hex check (cache/chunks.py, cache/chunkindex.py,
-    model/chunkcache.py) are one (oci.digest.is_sha256_hex); the regular expressions it
+    """The three copies of the hex check (cache/chunks.py, chunks/chunkindex.py,
+    chunks/chunkcache.py) are one (oci.digest.is_sha256_hex); the regular expressions it
     replaced ended in ``$``, which also took a name with a trailing newline."""
     from ocibridge.cache.chunks import CacheChunks
     from ocibridge.oci.digest import is_sha256_hex

@@ -15,9 +15,9 @@ from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.api.lazy_ops import open_tensors
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
 from ocibridge.errors import DigestMismatch
 from ocibridge.model.gguf_tensors import GGUFError, RemoteGGUF
-from ocibridge.remote.table import DEFAULT_CHUNK_SIZE
 
 BIG = 40 * 1024 * 1024  # bytes of the big F32 tensor: the file is chunked (over 16 MiB)
 

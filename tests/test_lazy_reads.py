@@ -20,12 +20,8 @@ from support.fixtures import new_repo
 import ocibridge
 from ocibridge.api.lazy_ops import attach_chunks, open_model, open_tensors
 from ocibridge.api.model_ops import push
-from ocibridge.cli import main
-from ocibridge.errors import DigestMismatch, SignatureError
-from ocibridge.model.builder import BuildOptions
-from ocibridge.oci.mediatypes import Kind, Variant
-from ocibridge.remote.attach import attach_table
-from ocibridge.remote.table import (
+from ocibridge.chunks.attach import attach_table
+from ocibridge.chunks.table import (
     ANNOTATION_DIGEST,
     DEFAULT_CHUNK_SIZE,
     ChunkTableError,
@@ -34,6 +30,10 @@ from ocibridge.remote.table import (
     chunk_stream,
     parse_table,
 )
+from ocibridge.cli import main
+from ocibridge.errors import DigestMismatch, SignatureError
+from ocibridge.model.builder import BuildOptions
+from ocibridge.oci.mediatypes import Kind, Variant
 from ocibridge.stores.registry import open_repository
 from tests.signing_keys import key_pair
 

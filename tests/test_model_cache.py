@@ -261,8 +261,8 @@ def test_prune_removes_the_chunk_index_files_of_blobs_it_removed(tmp_path, capsy
     against --max-size. The table of a blob still linked by a snapshot stays."""
     import io
 
-    from ocibridge.cache.chunkindex import ChunkIndex
-    from ocibridge.remote.table import chunk_stream
+    from ocibridge.chunks.chunkindex import ChunkIndex
+    from ocibridge.chunks.table import chunk_stream
 
     cache = ModelCache()
     blobs = cache.root / "blobs" / "sha256"

@@ -1,4 +1,4 @@
-"""What lets serve send a xorb before a registry fetch ends (serve/follow.py, remote/tablehash.py):
+"""What lets serve send a xorb before a registry fetch ends (serve/follow.py, chunks/tablehash.py):
 the table's word for early bytes, the blob's own digest for the cache, and a read confirmed
 after it happened."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.tablehash import TableAndDigestHasher
 from ocibridge.errors import DigestMismatch
-from ocibridge.remote.table import LayerChunks
-from ocibridge.remote.tablehash import TableAndDigestHasher
 from ocibridge.serve.follow import Fill, FillView
 
 CHUNK = 4

@@ -20,12 +20,12 @@ from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.api import lazy_ops
+from ocibridge.chunks.attach import attach_table
+from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, MIN_CHUNK_SIZE, LayerChunks, build_table
 from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.attach import attach_table
-from ocibridge.remote.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, MIN_CHUNK_SIZE, LayerChunks, build_table
 from ocibridge.signing.attach import attach_bundle, find_signatures
 from ocibridge.signing.classic import signature_tag
 from ocibridge.signing.coverage import COVERS, Form, Trusted, covers, require_cover

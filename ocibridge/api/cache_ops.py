@@ -22,7 +22,7 @@ from ocibridge.stores.opened import closes_its_stores
 if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
     from ocibridge.cache.models import ModelCache
-    from ocibridge.remote.delta import DeltaResult
+    from ocibridge.chunks.delta import DeltaResult
     from ocibridge.signing.use import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.transfer.progress_events import ProgressFn

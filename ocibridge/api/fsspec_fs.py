@@ -1,7 +1,7 @@
 """An fsspec filesystem over registry models: ``ocibridge://host/repo:tag/path/to/file``.
 
 Registered under the ``ocibridge`` protocol through the ``fsspec.specs`` entry point (``oci``
-is Oracle's ocifs). Every byte it returns is verified as :mod:`ocibridge.remote` says; reads
+is Oracle's ocifs). Every byte it returns is verified as :mod:`ocibridge.lazyread` says; reads
 go through the model's shared chunk cache. Needs ``pip install 'ocibridge[fsspec]'``.
 """
 

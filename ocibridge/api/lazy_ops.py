@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.api.options import TransferOptions
+from ocibridge.chunks.chain import ReferrerCheck, bound_table_descriptor
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
+from ocibridge.lazyread.blobreader import LazySource
+from ocibridge.lazyread.model import RemoteModel, Warn, warn_stderr
+from ocibridge.lazyread.safetensors import RemoteSafetensors
 from ocibridge.model.gguf_header import GGUF_MAGIC
 from ocibridge.model.gguf_tensors import RemoteGGUF
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import RegistryReference
-from ocibridge.remote.blobreader import LazySource
-from ocibridge.remote.chain import ReferrerCheck, bound_table_descriptor
-from ocibridge.remote.model import RemoteModel, Warn, warn_stderr
-from ocibridge.remote.safetensors import RemoteSafetensors
-from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
 from ocibridge.stores.base import close_store
 
 
@@ -149,7 +149,7 @@ def attach_chunks(ref: str | Locator, *, transfer: TransferOptions | None = None
     """Compute the chunk tables of an existing model's large raw layers (reading each blob once,
     verified) and attach them as a referrer. The manifest does not bind such a table: readers
     use it only when the referrer is signed by a key they trust (``ocibridge sign`` it)."""
-    from ocibridge.remote.attach import attach_table, table_from_store
+    from ocibridge.chunks.attach import attach_table, table_from_store
 
     parsed = locate(ref, Role.REGISTRY)  # once: read, then named in the result
     assert isinstance(parsed, RegistryReference)

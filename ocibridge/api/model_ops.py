@@ -24,6 +24,7 @@ from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, verified_digest, wire_counts
 from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import NotFound, UsageError
@@ -45,7 +46,6 @@ from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, PathReference
-from ocibridge.remote.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.signing.use import UsePolicy, as_use_policy, refuse_before_opening
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyHooks, copy
@@ -184,8 +184,8 @@ def push(
 
 def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, transfer: TransferOptions,
           progress: ProgressFn | None) -> PushResult:
+    from ocibridge.chunks.chunking import ChunkPolicy
     from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, plan_layers
-    from ocibridge.model.chunking import ChunkPolicy
 
     origin: StoreTarget | None = None
     kind_overrides, excludes, name, to = options.kind_overrides, options.excludes, options.name, options.to
@@ -258,7 +258,7 @@ def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, t
     )
     result = PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats, wire_counts(target.store))
     if artifact.table is not None and artifact.table.layers:
-        from ocibridge.remote.attach import attach_table
+        from ocibridge.chunks.attach import attach_table
 
         subject = artifact.descriptor
         attached = attach_table(target.store, Descriptor(mediaType=subject.mediaType, digest=subject.digest,

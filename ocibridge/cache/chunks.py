@@ -5,13 +5,13 @@
 
 Chunk files are content-addressed, as the chunk tables name them (docs/lazy.md): a chunk shared
 by two layers or two models is stored once. A layer read from its first byte on is kept as one
-file instead (``remote.keeper``), named by ``LayerChunks.content_key`` (a digest of its chunk
+file instead (``lazyread.keeper``), named by ``LayerChunks.content_key`` (a digest of its chunk
 digests): one file costs what a pull's write costs, 1,024 chunk files cost more than the read. Every file is
 written beside its final name (locked while written, so ``prune`` can tell an orphan of a
 killed writer) and renamed into place read-only, so a reader sees a whole file or none; the
 renames hold the cache lock shared, so ``prune`` (exclusive) never removes one mid-write.
 Readers take no lock: a file pruned under them reads as absent, and every chunk read back is
-checked against the table by the reader (``remote.blobreader``), so a damaged file costs a
+checked against the table by the reader (``lazyread.blobreader``), so a damaged file costs a
 fetch, never a wrong byte. A read marks the file used (its mtime): prune goes by last use.
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ocibridge.cache.chunkindex import IndexedChunks
-    from ocibridge.remote.table import LayerChunks
+    from ocibridge.chunks.chunkindex import IndexedChunks
+    from ocibridge.chunks.table import LayerChunks
 
 from ocibridge.cache.locks import flocked
 from ocibridge.core.fsutil import atomic_writer, pread_full, pwrite_all, write_sliced
@@ -34,7 +34,7 @@ from ocibridge.stores.partial import PARTIAL_PREFIX
 
 
 class CacheChunks:
-    """The ``chunks`` directory of a model cache root (a :class:`remote.chunkstore.ChunkStore`)."""
+    """The ``chunks`` directory of a model cache root (a :class:`lazyread.chunkstore.ChunkStore`)."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -76,7 +76,7 @@ class CacheChunks:
         with contextlib.suppress(OSError), flocked(self.lock, shared=True):
             os.unlink(self.path(sha256_hex))
 
-    # -- as a delta's LocalChunks (remote/delta.py): the reader checks what it gets ---------
+    # -- as a delta's LocalChunks (chunks/delta.py): the reader checks what it gets ---------
     def read(self, sha256_hex: str, size: int) -> bytes | None:
         return self.get(sha256_hex)
 
@@ -126,7 +126,7 @@ class CacheChunks:
             os.unlink(self.layer_path(key))
 
     def elsewhere(self, chunks: LayerChunks) -> IndexedChunks:
-        from ocibridge.cache.chunkindex import ChunkIndex
+        from ocibridge.chunks.chunkindex import ChunkIndex
 
         return ChunkIndex(self.root).for_layer(chunks)
 
@@ -152,7 +152,7 @@ class CacheChunks:
 
 
 class LayerFile:
-    """A whole layer kept in the cache, read by offset (a :class:`remote.chunkstore.StoredLayer`)."""
+    """A whole layer kept in the cache, read by offset (a :class:`lazyread.chunkstore.StoredLayer`)."""
 
     def __init__(self, fd: int):
         self._fd = fd
@@ -173,7 +173,7 @@ class LayerFile:
 
 
 class StagedLayerFile:
-    """A layer file being filled (a :class:`remote.chunkstore.LayerStaging`): a locked temporary
+    """A layer file being filled (a :class:`lazyread.chunkstore.LayerStaging`): a locked temporary
     file beside its final name, renamed into place read-only by ``commit``."""
 
     def __init__(self, fd: int, tmp: Path, final: Path, cache_lock: Path):

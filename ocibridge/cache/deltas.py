@@ -1,8 +1,8 @@
 """Delta downloads with what this machine holds (a :class:`stores.ranged.DeltaBuilder`): the
-chunks of the model cache's blobs (its index, :mod:`.chunkindex`) and, for a pull into a
+chunks of the model cache's blobs (its index, :mod:`ocibridge.chunks.chunkindex`) and, for a pull into a
 directory, the file each layer is about to replace there (the old version of that file).
 
-A layer the chunk table describes is built by :func:`ocibridge.remote.delta.delta_download`
+A layer the chunk table describes is built by :func:`ocibridge.chunks.delta.delta_download`
 when any of its chunks is held; each build is said in one line ("reused N of M chunks") and
 kept in :attr:`LocalDelta.results`. A delta that fails its checks is said too, and the caller
 downloads the blob whole.
@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ocibridge.cache.chunkindex import ChunkIndex
 from ocibridge.cache.chunks import CacheChunks
+from ocibridge.chunks.chunkindex import ChunkIndex
+from ocibridge.chunks.delta import DeltaResult, LocalChunks, delta_download, reuse_line, worth_it
+from ocibridge.chunks.localchunks import AnyChunks, FileChunks
+from ocibridge.chunks.table import ChunkTable, LayerChunks
 from ocibridge.core import notices
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import DigestMismatch, UnsafePath
 from ocibridge.oci.layerinfo import layer_path
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.delta import DeltaResult, LocalChunks, delta_download, reuse_line, worth_it
-from ocibridge.remote.localchunks import AnyChunks, FileChunks
-from ocibridge.remote.table import ChunkTable, LayerChunks
 from ocibridge.stores.base import Store
 from ocibridge.stores.ranged import ByteCount, RangedBlobSource
 
@@ -81,7 +81,7 @@ def pull_delta(store: Store, manifest: Descriptor, dest: Path | None) -> LocalDe
     an archive), from the model cache's blobs and the files ``dest`` holds; None without a
     bound chunk table."""
     from ocibridge.cache.records import model_cache_root
-    from ocibridge.cache.tables import remote_bound_table
+    from ocibridge.chunks.bound import remote_bound_table
 
     if not isinstance(store, RangedBlobSource):
         return None  # no Range requests: nothing to fetch a part of

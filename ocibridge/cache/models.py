@@ -35,6 +35,7 @@ from ocibridge.cache.records import (
 )
 from ocibridge.cache.records import model_cache_root as model_cache_root  # where the cache is, named here too
 from ocibridge.cache.source import CacheSource, OfflineMiss
+from ocibridge.chunks.delta import DeltaResult
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.core.smallfile import read_small
@@ -42,7 +43,6 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.delta import DeltaResult
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.transfer.progress_events import ProgressFn
@@ -137,9 +137,9 @@ class ModelCache:
         with flocked(self.locks / "cache.lock", shared=True), flocked(self.locks / f"snapshot-{name}.lock"):
             if complete_snapshot(self.root, name) is not None:  # another process built it while we waited
                 return Snapshot(final, desc)
-            from ocibridge.cache.chunkindex import ChunkIndex
             from ocibridge.cache.deltas import LocalDelta
-            from ocibridge.cache.tables import bound_table
+            from ocibridge.chunks.bound import bound_table
+            from ocibridge.chunks.chunkindex import ChunkIndex
             from ocibridge.model.extract import extract  # building only: a cached snapshot needs none of it
 
             table = bound_table(self.blobs, remote, desc)

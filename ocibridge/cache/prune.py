@@ -9,10 +9,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ocibridge.cache.chunkindex import ChunkIndex
 from ocibridge.cache.chunks import CacheChunks
 from ocibridge.cache.locks import flocked
 from ocibridge.cache.models import ModelCache, remove_tree
+from ocibridge.chunks.chunkindex import ChunkIndex
 
 
 @dataclass
@@ -22,7 +22,7 @@ class CachePrune:
     snapshots: list[str] = field(default_factory=list)
     blobs: int = 0
     chunks: int = 0  # verified chunks of lazy reads (cache/chunks.py)
-    tables: int = 0  # chunk-index files of blobs no longer cached (cache/chunkindex.py)
+    tables: int = 0  # chunk-index files of blobs no longer cached (chunks/chunkindex.py)
     freed: int = 0  # bytes given back to the file system
     size: int = 0  # bytes the cache takes after the prune
 

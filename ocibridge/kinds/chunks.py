@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ocibridge.chunks.carry import ChunkReferrer, bound_source_table, describe_reduction, rebind, reduce_table
 from ocibridge.kinds.neutral import Loss
 from ocibridge.kinds.view import ConvertedStore
 from ocibridge.oci.models import Manifest
-from ocibridge.remote.carry import ChunkReferrer, bound_source_table, describe_reduction, rebind, reduce_table
 from ocibridge.stores.base import Store
 
 #: the field a dropped or reduced table is reported under (``lost`` of a conversion)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ocibridge.chunks.chunking import ChunkPolicy, chunk_table
 from ocibridge.kinds.conversion import Conversion, convert_artifact
 from ocibridge.kinds.families import by_name
 from ocibridge.kinds.family import Exports, WriteOptions
@@ -12,7 +13,6 @@ from ocibridge.kinds.overrides import OVERRIDES
 from ocibridge.kinds.targets import open_store_target
 from ocibridge.kinds.view import TAG
 from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, build, plan_layers
-from ocibridge.model.chunking import ChunkPolicy, chunk_table
 from ocibridge.model.package import ModelPackage
 from ocibridge.oci.mediatypes import Variant
 from ocibridge.transfer.copy import CopyHooks, copy

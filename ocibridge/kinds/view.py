@@ -1,7 +1,7 @@
 """A read-only store serving one converted artifact: its new manifest and config from memory,
 every layer from the source store, untouched. The one graph copy moves it like any artifact,
 so blobs the destination holds are skipped and blobs in its registry are mounted. A chunk
-table carried from the source (remote/carry.py) is served as the new manifest's one referrer,
+table carried from the source (chunks/carry.py) is served as the new manifest's one referrer,
 so a copy that takes referrers writes the table blob and the referrer that keeps it."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 import io
 from typing import BinaryIO
 
+from ocibridge.chunks.carry import ChunkReferrer
 from ocibridge.errors import NotFound
 from ocibridge.kinds.neutral import Written
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ocibridge.remote.carry import ChunkReferrer
 from ocibridge.stores.base import Store
 
 TAG = "converted"

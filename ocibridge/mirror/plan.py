@@ -13,6 +13,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
+from ocibridge.chunks.table import ARTIFACT_TYPE as CHUNKS_ARTIFACT_TYPE
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError, SignatureError
 from ocibridge.kinds.hf.locator import HubReference
@@ -28,7 +29,6 @@ from ocibridge.oci.digest import is_digest
 from ocibridge.oci.mediatypes import Family, family_of_artifact
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import check_tag
-from ocibridge.remote.table import ARTIFACT_TYPE as CHUNKS_ARTIFACT_TYPE
 from ocibridge.signing.attach import companion_tags, is_signature_referrer
 from ocibridge.signing.containers_policy import DockerName, Scope, docker_scope, oci_scope
 from ocibridge.signing.policy import Trusted, verify_before_use

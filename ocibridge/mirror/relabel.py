@@ -6,7 +6,7 @@ bytes, so a mirror that converts still HEAD-skips and mounts every blob; only ma
 (and index) digests change. :class:`RelabelStore` does this on the fly as a read-only store,
 so the one graph copy moves converted artifacts without knowing about it. A chunk table the
 original binds keeps every entry (same blobs, raw stays raw) and is bound by the re-labelled
-manifest's annotations as it was; its referrer is made anew for the new digest (remote/carry.py).
+manifest's annotations as it was; its referrer is made anew for the new digest (chunks/carry.py).
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import io
 import threading
 from typing import Any, BinaryIO
 
+from ocibridge.chunks.carry import ChunkReferrer, bound_source_table, rebind, reduce_table
 from ocibridge.core.environment import MAX_GRAPH_DEPTH as ENV_MAX_DEPTH
 from ocibridge.core.graphbound import max_depth
 from ocibridge.errors import NotFound, TooLarge
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
-from ocibridge.remote.carry import ChunkReferrer, bound_source_table, rebind, reduce_table
 from ocibridge.stores.base import Store, is_manifest
 
 

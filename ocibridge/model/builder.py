@@ -20,17 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from ocibridge.chunks import chunkcache
+from ocibridge.chunks.chunking import ChunkingReader, ChunkPolicy, chunk_table
+from ocibridge.chunks.table import ChunkTable, LayerChunks, binding_annotations
 from ocibridge.core.streams import IterReader
 from ocibridge.errors import DigestMismatch, NotFound, SourceError
-from ocibridge.model import chunkcache, digestcache
-from ocibridge.model.chunking import ChunkingReader, ChunkPolicy, chunk_table
+from ocibridge.model import digestcache
 from ocibridge.model.config import parse_config
 from ocibridge.model.package import ModelFile, ModelPackage, env_epoch
 from ocibridge.model.packing import compress, file_chunks, tar_chunks
 from ocibridge.oci.digest import is_digest, sha256_bytes, verified
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family, Kind, Variant
 from ocibridge.oci.models import Descriptor, Manifest
-from ocibridge.remote.table import ChunkTable, LayerChunks, binding_annotations
 from ocibridge.stores.base import PendingBlob
 from ocibridge.transfer import sampleindex
 from ocibridge.transfer.progress_events import file_key, layer_key

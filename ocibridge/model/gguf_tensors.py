@@ -4,7 +4,7 @@ Format (ggml's GGUF v2/v3): magic, counts, key/values, then one tensor info per 
 dims, ggml type, offset); the data section starts at the first multiple of
 ``general.alignment`` (32) after the infos, and a tensor's bytes are ``offset`` from there,
 ``elements / block * block bytes`` long. Works over any reader of verified byte ranges (a
-:class:`ocibridge.remote.blobreader.VerifiedBlob`), so only the header's and the asked tensors'
+:class:`ocibridge.lazyread.blobreader.VerifiedBlob`), so only the header's and the asked tensors'
 chunks move.
 """
 
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.lazyread.tensorfile import RangeReadable, TensorFile
 from ocibridge.model.ggml_types import NUMPY_TYPES, TENSOR_TYPES, TYPE_SIZES
 from ocibridge.model.gguf_header import GGUFHeader, read_gguf_header
-from ocibridge.remote.tensorfile import RangeReadable, TensorFile
 
 #: the header is read in pieces of this size: at most one piece past its end is read (a
 #: chunk of tensor data more, at worst, which the first tensor read usually needs anyway)

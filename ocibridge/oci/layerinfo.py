@@ -19,6 +19,15 @@ def layer_path(desc: Descriptor) -> str | None:
     return annotations.get(ANNOTATION_TITLE)
 
 
+def is_raw(layer: Descriptor) -> bool:
+    """A layer whose bytes are the file's bytes (so byte ``i`` of the file is byte ``i`` of the
+    blob): a raw ModelPack layer, or any non-tar layer with a file path annotation."""
+    parsed = parse_layer_media_type(layer.mediaType)
+    if parsed is not None:
+        return parsed.variant is Variant.RAW
+    return "tar" not in layer.mediaType
+
+
 def raw_file_path(layer: Descriptor, error: type[OcibridgeError] = OcibridgeError) -> str | None:
     """The model path of a raw layer (one file, its blob's bytes); None for a tar layer. A raw
     layer naming no path is refused (as ``error``): nobody could say where its file goes."""

@@ -1,9 +1,11 @@
 """Wire models of the OCI image spec: descriptor, manifest, index, image config.
 
 Plain dataclasses checked field by field as they are read: no pydantic, which cost every
-registry command ~0.08 s of start-up (the copy within a registry is mostly start-up). The
-pydantic twins in :mod:`.schema_models` give the JSON Schemas, and tests/test_oci_models.py
-holds both to the same documents: what these accept, the twins accept and serialise alike.
+registry command ~0.08 s of start-up (the copy within a registry is mostly start-up). They are
+also the one description of the wire documents: ``schemas/oci-*.schema.json`` are generated from
+them (pydantic's ``TypeAdapter`` reads a dataclass: ``ocibridge.api.schemas``, which alone
+imports pydantic), so each field says here what its schema says (an alias, a bound), and
+tests/test_oci_models.py holds the reading to those schemas: what these accept, the schema does.
 
 Unknown fields are kept (``model_extra``) so that a manifest read and written again loses
 nothing; serialisation is canonical (no whitespace, keys in field order then the unknown ones,
@@ -17,7 +19,7 @@ import copy as _copy
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import check_digest, sha256_bytes
@@ -105,6 +107,10 @@ class _Fields:
 @dataclass(kw_only=True)
 class _Wire:
     """Fields in wire order; ``model_extra`` holds the fields this model does not name."""
+
+    #: read by pydantic only when the JSON Schemas are generated (a plain dict: nothing imported);
+    #: unknown fields are allowed, as ``model_extra`` keeps them (that field is left out of the schema)
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "allow"}
 
     model_extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -201,7 +207,7 @@ class Platform(_Wire):
 class Descriptor(_Wire):
     mediaType: str
     digest: str
-    size: int
+    size: int = field(metadata={"ge": 0})  # field metadata is what the schema says (pydantic's Field)
     urls: list[str] | None = None
     annotations: dict[str, str] | None = None
     artifactType: str | None = None

@@ -29,18 +29,18 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol
 import anyio.to_thread
 
 from ocibridge.cache.locks import flocked
+from ocibridge.chunks.tablehash import TableAndDigestHasher
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import CHUNK, split_digest
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.tablehash import TableAndDigestHasher
 from ocibridge.serve.follow import Fill, FillView, follow
 from ocibridge.stores.inorder_hash import Frontier
 from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache
-    from ocibridge.remote.table import LayerChunks
+    from ocibridge.chunks.table import LayerChunks
     from ocibridge.stores.base import Store
 
 #: a layer's chunk digests and the table's chunk size

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from ocibridge.chunks.tablehash import TableAndDigestHasher
 from ocibridge.errors import DigestMismatch, OcibridgeError
-from ocibridge.remote.tablehash import TableAndDigestHasher
 
 #: bytes read from the file and handed to the server per step (the warm path reads as much)
 SEND = 1 << 20

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
+from ocibridge.chunks.chain import bound_table_descriptor, read_table_blob
+from ocibridge.chunks.table import ChunkTable, LayerChunks
 from ocibridge.errors import OcibridgeError
+from ocibridge.lazyread.blobreader import VerifiedBlob
 from ocibridge.oci.models import Descriptor, Manifest
-from ocibridge.remote.blobreader import VerifiedBlob
-from ocibridge.remote.chain import bound_table_descriptor, read_table_blob
-from ocibridge.remote.table import ChunkTable, LayerChunks
 from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:

@@ -64,7 +64,7 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
     fetched over the network this time (less than the size when resumed). ``on_hashed``
     follows the prefix written and hashed (it starts again from 0 if kept bytes fail).
     ``hasher_for`` makes the check (default: the blob's digest; a chunk table's check in
-    ``remote.tablehash``); setting ``abandon`` stops the parts at their next buffer (the
+    ``chunks.tablehash``); setting ``abandon`` stops the parts at their next buffer (the
     partial file stays, for a later resume) and the download raises ``PartsAbandoned``."""
     plan = plan or source.ranged_plan
     partial = partial_path(final.parent, desc.digest)

@@ -84,7 +84,7 @@ class ResumableBlobSink(Protocol):
 @runtime_checkable
 class DeltaBuilder(Protocol):
     """Builds a blob from chunks held locally plus Range requests for the rest (a delta:
-    remote/delta.py), where a chunk table allows it."""
+    chunks/delta.py), where a chunk table allows it."""
 
     def build(self, final: Path, desc: Descriptor, source: RangedBlobSource,
               on_bytes: ByteCount | None = None) -> bool:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ocibridge.chunks.attach import EMPTY_CONFIG, binding_annotations, referrer_manifest
+from ocibridge.chunks.chain import bound_table_descriptor, read_table_blob
+from ocibridge.chunks.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, ARTIFACT_TYPE, ChunkTable
 from ocibridge.errors import NotFound
+from ocibridge.oci.layerinfo import is_raw
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
-from ocibridge.remote.attach import EMPTY_CONFIG, binding_annotations, referrer_manifest
-from ocibridge.remote.chain import bound_table_descriptor, read_table_blob
-from ocibridge.remote.model import is_raw
-from ocibridge.remote.table import ANNOTATION_DIGEST, ANNOTATION_SIZE, ARTIFACT_TYPE, ChunkTable
 from ocibridge.stores.base import ReadableStore
 
 
@@ -33,7 +33,7 @@ class SourceTable:
 def bound_source_table(store: ReadableStore, manifest: Manifest) -> SourceTable:
     """The table ``manifest`` binds, read from ``store`` and checked against the bound digest
     before it is parsed. A table served with other bytes (swapped, forged) raises
-    :class:`~ocibridge.remote.table.ChunkTableError`: carrying it would bind a lie."""
+    :class:`~ocibridge.chunks.table.ChunkTableError`: carrying it would bind a lie."""
     bound = bound_table_descriptor(manifest)
     if bound is None:
         return SourceTable(None)

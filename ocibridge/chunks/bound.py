@@ -1,4 +1,5 @@
-"""The chunk table a cached model manifest binds, for delta downloads into the model cache.
+"""The chunk table a model manifest binds, read from an OCI layout (the model cache's blobs) or
+fetched into it, for delta downloads into the model cache and a pull.
 
 Only a table the manifest's own annotations name (``io.ocibridge.chunks.digest``) is used: the
 manifest digest binds it, and it is fetched once into the cache's blobs (verified). A table is
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 import logging
 
+from ocibridge.chunks.chain import bound_table_descriptor
+from ocibridge.chunks.table import MAX_TABLE_BYTES, ChunkTable, ChunkTableError, parse_table
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import verify_bytes
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ocibridge.remote.chain import bound_table_descriptor
-from ocibridge.remote.table import MAX_TABLE_BYTES, ChunkTable, ChunkTableError, parse_table
 from ocibridge.stores.base import ReadableStore, Store
 from ocibridge.stores.layout import LayoutStore
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.remote.blobreader import VerifiedBlob
-from ocibridge.remote.tensorfile import TensorFile
+from ocibridge.lazyread.blobreader import VerifiedBlob
+from ocibridge.lazyread.tensorfile import TensorFile
 
 #: the safetensors library's own cap on the header
 MAX_HEADER = 100 * 1024 * 1024

@@ -14,10 +14,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from ocibridge.core.environment import cache_root
-from ocibridge.model import digestcache
+from ocibridge.chunks.table import LayerChunks, chunk_count
+from ocibridge.core.environment import DIGEST_CACHE, cache_root, switched_on
 from ocibridge.oci.digest import is_digest, is_sha256_hex
-from ocibridge.remote.table import LayerChunks, chunk_count
 
 
 def _named(digest: str) -> bool:
@@ -29,7 +28,7 @@ def _path(digest: str, chunk_size: int) -> Path:
 
 
 def lookup(digest: str, size: int, chunk_size: int) -> LayerChunks | None:
-    if not digestcache.enabled() or not _named(digest):
+    if not switched_on(DIGEST_CACHE) or not _named(digest):
         return None
     try:
         lines = _path(digest, chunk_size).read_text().split()
@@ -42,7 +41,7 @@ def lookup(digest: str, size: int, chunk_size: int) -> LayerChunks | None:
 
 def remember(entry: LayerChunks, chunk_size: int) -> None:
     """Written whole (a temporary file renamed into place); a cache that cannot be written is not used."""
-    if not digestcache.enabled() or not _named(entry.digest):
+    if not switched_on(DIGEST_CACHE) or not _named(entry.digest):
         return
     path = _path(entry.digest, chunk_size)
     with contextlib.suppress(OSError):

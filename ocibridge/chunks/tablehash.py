@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import threading
 
+from ocibridge.chunks.table import LayerChunks
 from ocibridge.oci.digest import split_digest
-from ocibridge.remote.table import LayerChunks
 
 
 class TableHasher:

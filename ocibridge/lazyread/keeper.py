@@ -24,10 +24,10 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from ocibridge.chunks.delta import LocalChunks
+from ocibridge.chunks.table import LayerChunks
+from ocibridge.lazyread.chunkstore import ChunkStore, LayerStaging, StoredLayer
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.chunkstore import ChunkStore, LayerStaging, StoredLayer
-from ocibridge.remote.delta import LocalChunks
-from ocibridge.remote.table import LayerChunks
 
 #: verified chunks waiting to be written (writes lag the reads by at most this, then fetches
 #: wait); one thread writes them (four were no faster than one on a whole 1 GiB read, load 5-7)

@@ -6,7 +6,7 @@ becomes a Python object, crosses threads, is written later from a cold cache and
 again into the read's result. Such a read costs what a pull costs when the pull engine
 (``stores.partial.download``: parts in flight into pooled buffers, written at once, hashed in
 order) fetches the layer into the store's layer file, checking each chunk against the table
-as the in-order hash reaches it (``remote.tablehash``); reads wait for the checked prefix to
+as the in-order hash reaches it (``chunks.tablehash``); reads wait for the checked prefix to
 cover them and are answered from the file. Bytes past the checked prefix are never returned.
 """
 
@@ -19,11 +19,11 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
+from ocibridge.chunks.table import LayerChunks
+from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.core.fsutil import pread_full
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.table import LayerChunks
-from ocibridge.remote.tablehash import TableHasher
 from ocibridge.stores.partial import download, partial_path
 from ocibridge.stores.ranged import RangedBlobSource
 

@@ -14,10 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
-from ocibridge.oci.digest import check_digest, verify_bytes
-from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ocibridge.remote.table import (
+from ocibridge.chunks.table import (
     ANNOTATION_DIGEST,
     ANNOTATION_SIZE,
     ARTIFACT_TYPE,
@@ -27,6 +24,9 @@ from ocibridge.remote.table import (
     ChunkTableError,
     parse_table,
 )
+from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError
+from ocibridge.oci.digest import check_digest, verify_bytes
+from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import ReadableStore
 
 #: raises when a referrer manifest is not signed by a trusted key (the signing package's check)

@@ -1,6 +1,6 @@
 """Chunks this machine may hold outside the model cache's index, for delta downloads: a file
 (the one a pull into a directory is about to replace: the old version of the same file), and
-several places asked in turn. What they give is checked by the reader (remote/delta.py)."""
+several places asked in turn. What they give is checked by the reader (chunks/delta.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from ocibridge.remote.delta import LocalChunks
+from ocibridge.chunks.delta import LocalChunks
 
 
 class FileChunks:

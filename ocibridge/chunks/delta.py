@@ -3,7 +3,7 @@ chunks nobody holds.
 
 A fine-tune that changes a tenth of a model's tensors leaves most 1 MiB chunks of its
 safetensors files as they were; the chunk table of the new layer names them by SHA-256, and
-the local side (the model cache's index, :mod:`ocibridge.cache.chunkindex`) says where such
+the local side (the model cache's index, :mod:`ocibridge.chunks.chunkindex`) says where such
 bytes may be. Nothing local is trusted: every reused chunk is hashed against the table, a
 wrong one is fetched instead (and reported, so the local side stops offering that place). The blob is
 built in a staged file chunk by chunk in order, the missing runs each asked with one Range,
@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ocibridge.chunks.table import LayerChunks
 from ocibridge.core.fsutil import pwrite_all, shared_file_mode
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import Hasher, new_hasher, split_digest
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.table import LayerChunks
 from ocibridge.stores.partial import PREFIX_SUFFIX, open_locked, partial_path
 from ocibridge.stores.ranged import RangedBlobSource, RangeReader, read_full
 

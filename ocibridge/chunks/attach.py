@@ -6,11 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from ocibridge.errors import DigestMismatch
-from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, Manifest
-from ocibridge.remote.model import is_raw
-from ocibridge.remote.table import (
+from ocibridge.chunks.table import (
     ARTIFACT_TYPE,
     DEFAULT_CHUNK_SIZE,
     DEFAULT_THRESHOLD,
@@ -20,6 +16,10 @@ from ocibridge.remote.table import (
     build_table,
     chunk_stream,
 )
+from ocibridge.errors import DigestMismatch
+from ocibridge.oci.layerinfo import is_raw
+from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import ReadableStore, WritableStore
 from ocibridge.transfer.writer import Blob, write_artifact
 

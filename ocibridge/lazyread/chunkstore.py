@@ -1,8 +1,8 @@
 """Where verified chunks outlive one open file: a store keyed by the chunk's SHA-256, and whole
 layers kept as one file each.
 
-A protocol only: the model cache (``ocibridge.cache.chunks``, a layer above) implements it and
-``api.lazy_ops`` wires it in, so this layer never imports the cache. A reader hands the store a
+A protocol only: the model cache (``ocibridge.cache.chunks``) implements it and
+``api.lazy_ops`` wires it in, so this package never imports the cache. A reader hands the store a
 chunk only after checking it against the chunk table, and checks what the store gives back the
 same way before using it: a store that lost or damaged a chunk costs a fetch, never a wrong
 byte.
@@ -10,7 +10,7 @@ byte.
 Two shapes, because they cost differently: chunks read here and there are kept one file per
 chunk (shared between layers and models), while a layer read from its first byte on is kept as
 one file (writing 1,024 small files cost more than the whole read of a GiB: docs/lazy.md);
-``remote.keeper`` decides which.
+``lazyread.keeper`` decides which.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ocibridge.remote.delta import LocalChunks
-    from ocibridge.remote.table import LayerChunks
+    from ocibridge.chunks.delta import LocalChunks
+    from ocibridge.chunks.table import LayerChunks
 
 
 class StoredLayer(Protocol):
@@ -82,7 +82,7 @@ class ChunkStore(Protocol):
 
     def layer_target(self, key: str) -> Path | None:
         """Where a whole layer file named ``key`` goes when a download fills it in place
-        (``remote.layerfill``), its directory made; None if the store cannot take one."""
+        (``lazyread.layerfill``), its directory made; None if the store cannot take one."""
         ...
 
     def open_blob(self, digest: str) -> StoredLayer | None:

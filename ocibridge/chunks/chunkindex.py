@@ -1,4 +1,6 @@
-"""Which blob of the model cache holds which chunk: what a delta download reuses.
+"""Which blob of the model cache holds which chunk: what a delta download reuses. The cache
+(``cache/``) owns the directory and prunes it; the file format and its reading are here, with
+the other chunk tables.
 
     $OCIBRIDGE_CACHE/models/chunks/tables/<blob hex>   the chunk digests of a cached blob
 
@@ -8,7 +10,7 @@ Nothing is kept in memory between runs: a delta asks for the chunks of one new l
 files are scanned for those alone, newest first and at most ``MAX_TABLES`` of them, so memory
 is bounded by the new layer's chunk count and a file whose blob is gone (pruned) is removed as
 it is met. The index is never trusted: it says where to look, the reader hashes every chunk
-(:mod:`ocibridge.remote.delta`), and a place that read wrong is not offered again.
+(:mod:`ocibridge.chunks.delta`), and a place that read wrong is not offered again.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ import os
 import re
 from pathlib import Path
 
+from ocibridge.chunks.table import LayerChunks
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.oci.digest import is_sha256_hex, split_digest
-from ocibridge.remote.table import LayerChunks
 
 #: table files scanned for one delta, newest first (a model of 4 large files: 4 of them)
 MAX_TABLES = 512
@@ -124,7 +126,7 @@ class ChunkIndex:
 
 
 class IndexedChunks:
-    """The places found for one layer's chunks (a :class:`ocibridge.remote.delta.LocalChunks`),
+    """The places found for one layer's chunks (a :class:`ocibridge.chunks.delta.LocalChunks`),
     read from the blobs by offset; close when done."""
 
     def __init__(self, blobs: Path, places: dict[str, list[tuple[str, int]]]):

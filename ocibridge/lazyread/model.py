@@ -7,14 +7,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ocibridge.chunks.chain import BoundCheck, Chain, ReferrerCheck, find_chain
+from ocibridge.chunks.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.errors import NotFound, OcibridgeError
-from ocibridge.oci.layerinfo import layer_path
-from ocibridge.oci.mediatypes import Variant, parse_layer_media_type
+from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
+from ocibridge.lazyread.chunkstore import ChunkStore
+from ocibridge.oci.layerinfo import is_raw, layer_path
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
-from ocibridge.remote.blobreader import LazySource, VerifiedBlob
-from ocibridge.remote.chain import BoundCheck, Chain, ReferrerCheck, find_chain
-from ocibridge.remote.chunkstore import ChunkStore
-from ocibridge.remote.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.stores.base import resolve_and_read
 
 Warn = Callable[[str], None]
@@ -32,15 +31,6 @@ class RemoteFile:
     @property
     def size(self) -> int:
         return self.layer.size
-
-
-def is_raw(layer: Descriptor) -> bool:
-    """A layer whose bytes are the file's bytes (so byte ``i`` of the file is byte ``i`` of the
-    blob): a raw ModelPack layer, or any non-tar layer with a file path annotation."""
-    parsed = parse_layer_media_type(layer.mediaType)
-    if parsed is not None:
-        return parsed.variant is Variant.RAW
-    return "tar" not in layer.mediaType
 
 
 class RemoteModel:

@@ -18,14 +18,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Protocol
 
+from ocibridge.chunks.table import LayerChunks
 from ocibridge.core.fsutil import pread_full
 from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.lazyread.chunkstore import ChunkStore, StoredLayer
+from ocibridge.lazyread.keeper import Chunk, ChunkKeeper
+from ocibridge.lazyread.layerfill import FILL_AFTER, FILL_MIN_SIZE, FillFailed, LayerFill
 from ocibridge.oci.digest import sha256_chunks
 from ocibridge.oci.models import Descriptor
-from ocibridge.remote.chunkstore import ChunkStore, StoredLayer
-from ocibridge.remote.keeper import Chunk, ChunkKeeper
-from ocibridge.remote.layerfill import FILL_AFTER, FILL_MIN_SIZE, FillFailed, LayerFill
-from ocibridge.remote.table import LayerChunks
 from ocibridge.stores.base import ReadableStore
 from ocibridge.stores.ranged import RangedBlobSource, read_full
 
@@ -69,7 +69,7 @@ class VerifiedBlob:
     """Reads of one layer blob; thread-safe.
 
     With a chunk store and a table, verified chunks are kept there and read back from there
-    (``remote.keeper``); with a store and no table, a blob it holds whole is used if it hashes
+    (``lazyread.keeper``); with a store and no table, a blob it holds whole is used if it hashes
     to the layer digest."""
 
     def __init__(self, source: LazySource, layer: Descriptor, chunks: LayerChunks | None,
@@ -140,7 +140,7 @@ class VerifiedBlob:
     # -- a whole read, from one fetch ------------------------------------------------------
     def _fill_for(self, start: int, end: int) -> LayerFill | None:
         """The fill to answer ``[start, end)`` from, started here when this read makes a run
-        from byte 0 of FILL_AFTER bytes or more (``remote.layerfill``); None: read by chunks."""
+        from byte 0 of FILL_AFTER bytes or more (``lazyread.layerfill``); None: read by chunks."""
         with self._lock:
             run = self._zero_run
             self._zero_run = end if start == run else -1

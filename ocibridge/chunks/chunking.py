@@ -15,12 +15,10 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
-from ocibridge.errors import DigestMismatch, SourceError
-from ocibridge.model import chunkcache
-from ocibridge.model.package import ModelFile
-from ocibridge.remote.table import (
+from ocibridge.chunks import chunkcache
+from ocibridge.chunks.table import (
     DEFAULT_CHUNK_SIZE,
     MAX_CHUNK_SIZE,
     MIN_CHUNK_SIZE,
@@ -30,6 +28,18 @@ from ocibridge.remote.table import (
     build_table,
     chunk_stream,
 )
+from ocibridge.errors import DigestMismatch, SourceError
+
+
+class ChunkSource(Protocol):
+    """A file a push reads (``model.package.ModelFile``, which this layer does not import): its
+    path for messages, its size, its digest when known (settled here when not) and its bytes."""
+
+    path: str
+    size: int
+    digest: str | None
+
+    def open(self) -> BinaryIO: ...
 
 
 @dataclass(frozen=True)
@@ -161,7 +171,7 @@ class ChunkingReader:
         return digests if self._whole and self._hasher.size == size else None
 
 
-def chunk_table(files: Iterable[ModelFile], policy: ChunkPolicy,
+def chunk_table(files: Iterable[ChunkSource], policy: ChunkPolicy,
                 read: Mapping[str, LayerChunks]) -> ChunkTable:
     """The table of the raw-layer ``files`` of ``policy.threshold`` bytes or more: each one's
     chunks from the read that hashed it (``read``, by digest), else from the chunk cache (a file
@@ -182,7 +192,7 @@ def chunk_table(files: Iterable[ModelFile], policy: ChunkPolicy,
     return build_table(entries.values(), policy.chunk_size)
 
 
-def _read_chunks(f: ModelFile, chunk_size: int) -> LayerChunks:
+def _read_chunks(f: ChunkSource, chunk_size: int) -> LayerChunks:
     """One read of ``f``: its digest (checked against a known one, else settled) and chunks."""
     with f.open() as reader:
         entry = chunk_stream(reader, chunk_size)
