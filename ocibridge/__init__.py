@@ -39,7 +39,7 @@ _HOMES = {
     **dict.fromkeys(("MergedMirrorReport", "MirrorEntry", "MirrorJob", "MirrorK8sJob", "MirrorK8sOptions",
                      "MirrorReport", "MirrorRunOptions", "MirroredArtifact", "SyncEntry", "mirror_k8s_job",
                      "mirror_merge", "mirror_plan", "mirror_run", "mirror_shard"), "api.mirror"),
-    **dict.fromkeys(("ListenOptions", "ServeOptions", "create_app", "serve_hub"), "api.serve"),
+    **dict.fromkeys(("ListenOptions", "ServeOptions", "create_app", "serve"), "api.serve"),
     "OcibridgeError": "errors",
     "BuildOptions": "model.builder", "build": "model.builder",
     "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",
@@ -165,7 +165,7 @@ __all__ = [
     "resolve",
     "save",
     "sbom",
-    "serve_hub",
+    "serve",
     "sign",
     "tag",
     "tags",
@@ -235,7 +235,7 @@ if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, check_policy, verification
     from ocibridge.api.registry_check import check_registry
-    from ocibridge.api.serve import ListenOptions, ServeOptions, create_app, serve_hub
+    from ocibridge.api.serve import ListenOptions, ServeOptions, create_app, serve
     from ocibridge.api.session import enable_request_log
     from ocibridge.api.signing import (
         SignResult,

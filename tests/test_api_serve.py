@@ -150,9 +150,9 @@ def test_usage_mistakes_are_named(layout):
     with pytest.raises(ocibridge.OcibridgeError, match="a whole layout"):
         ocibridge.create_app(f"{source}:acme/tiny:latest")
     with pytest.raises(ocibridge.OcibridgeError, match="--listen"):
-        ocibridge.serve_hub(source, listen="nowhere")
+        ocibridge.serve(source, listen="nowhere")
     with pytest.raises(ocibridge.OcibridgeError, match="--cert and --key"):
-        ocibridge.serve_hub(source, listen=ocibridge.ListenOptions(cert="c.pem"))
+        ocibridge.serve(source, listen=ocibridge.ListenOptions(cert="c.pem"))
 
 
 def test_the_extra_is_named_when_starlette_is_missing(monkeypatch, layout):

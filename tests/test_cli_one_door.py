@@ -151,7 +151,7 @@ def test_help_of_the_package_lists_a_function_for_every_command():
     """``help(ocibridge)`` names what the commands call: every public name resolves."""
     text = __import__("pydoc").render_doc(ocibridge, renderer=__import__("pydoc").plaintext)
     for name in ("push", "pull", "copy_reference", "sign", "verify", "verify_dir", "convert", "check_registry",
-                 "save", "load", "create_app", "serve_hub"):  # not "serve": the package ocibridge.serve shadows it
+                 "save", "load", "create_app", "serve"):
         assert name in PUBLIC, f"{name} is not public"
         assert callable(getattr(ocibridge, name))
         assert name in text

@@ -1,6 +1,6 @@
 """``serve`` from Python: the Hugging Face Hub's read API over registries, OCI layouts and the
 local store (docs/serve.md), as an ASGI application a test or an existing service hosts or
-mounts (:func:`create_app`), or run with uvicorn until stopped (:func:`serve_hub`: what
+mounts (:func:`create_app`), or run with uvicorn until stopped (:func:`serve`: what
 ``ocibridge serve`` does). Starlette and uvicorn are the ``ocibridge[serve]`` extra: importing
 this module loads neither; a function that needs them says which extra to install.
 """
@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.serve import XET_MIN_SIZE as XET_MIN_SIZE
-from ocibridge.serve.server import read_tokens as read_tokens
+from ocibridge.hubserver import XET_MIN_SIZE as XET_MIN_SIZE
+from ocibridge.hubserver.server import read_tokens as read_tokens
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ocibridge.api.options import TransferOptions
+    from ocibridge.hubserver.server import ServerSettings
     from ocibridge.oci.reference import LayoutReference, RegistryReference
-    from ocibridge.serve.server import ServerSettings
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
 
@@ -41,7 +41,7 @@ class ServeOptions:
 
 @dataclass(frozen=True)
 class ListenOptions:
-    """Where and how :func:`serve_hub` listens."""
+    """Where and how :func:`serve` listens."""
 
     address: str = "127.0.0.1:8080"  # HOST:PORT, [V6]:PORT, or :PORT for every address (--listen)
     cert: str | None = None  # TLS certificate (PEM), with key: HTTPS (--cert)
@@ -67,7 +67,7 @@ def create_app(
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify)[0]
 
 
-def serve_hub(
+def serve(
     sources: str | Sequence[str | RegistryReference | LayoutReference],
     *,
     listen: str | ListenOptions | None = None,
@@ -79,7 +79,7 @@ def serve_hub(
     :class:`ListenOptions`; default 127.0.0.1:8080) until SIGTERM or Ctrl-C, which finish the
     requests in flight first: what ``ocibridge serve`` does."""
     _needs("starlette", "uvicorn")
-    from ocibridge.serve.server import run
+    from ocibridge.hubserver.server import run
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
     app, settings = _app(sources, options or ServeOptions(), listening, transfer, verify)
@@ -103,8 +103,8 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     """The application and what its server is built from; the options are checked before a
     source is located, the policy file read once they are."""
     from ocibridge.api.options import TransferOptions
-    from ocibridge.serve.server import ServerSettings, build_app, check_listening, parse_public_url
-    from ocibridge.serve.sources import Catalog, parse_sources
+    from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
+    from ocibridge.hubserver.sources import Catalog, parse_sources
     from ocibridge.signing.containers_policy import UsePolicy, load_policy
 
     transfer = transfer or TransferOptions()

@@ -25,7 +25,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
-    api_serve.serve_hub(args.sources, listen=listen, options=options, transfer=transfer,
+    api_serve.serve(args.sources, listen=listen, options=options, transfer=transfer,
                         verify=policy_from_args(args))
     return 0
 

@@ -11,17 +11,17 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from ocibridge.hubserver import xet
+from ocibridge.hubserver.answers import bearer, byte_range, error, requested_repo
+from ocibridge.hubserver.blobs import Blobs, Checked, CheckedFile, TableOf
+from ocibridge.hubserver.files import HubFile, ModelFiles
+from ocibridge.hubserver.routing import route_path
+from ocibridge.hubserver.sources import Resolved
 from ocibridge.oci.models import Descriptor
-from ocibridge.serve import xet
-from ocibridge.serve.answers import bearer, byte_range, error, requested_repo
-from ocibridge.serve.blobs import Blobs, Checked, CheckedFile, TableOf
-from ocibridge.serve.files import HubFile, ModelFiles
-from ocibridge.serve.routing import route_path
-from ocibridge.serve.sources import Resolved
 from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
-    from ocibridge.serve.ranges import ChunkRanges
+    from ocibridge.hubserver.ranges import ChunkRanges
 
 #: seconds a commit resolved for Xet requests is reused (a commit names one manifest; this bounds
 #: how long a deleted one or a changed policy takes to be seen; one file is many requests)

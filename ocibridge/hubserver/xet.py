@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch
-from ocibridge.serve.answers import number
+from ocibridge.hubserver.answers import number
 
 if TYPE_CHECKING:
-    from ocibridge.serve.blobs import Checked
+    from ocibridge.hubserver.blobs import Checked
 
 #: bytes of a chunk: Xet's target size (hf_xet refuses a chunk over 128 KiB)
 CHUNK = 64 * 1024

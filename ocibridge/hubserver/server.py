@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
-from ocibridge.serve import XET_MIN_SIZE
+from ocibridge.hubserver import XET_MIN_SIZE
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ocibridge.serve.sources import Catalog
+    from ocibridge.hubserver.sources import Catalog
 
 #: seconds requests in flight get to finish after SIGTERM
 GRACE = 30
@@ -75,10 +75,10 @@ def read_tokens(path: str) -> list[str]:
 
 def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     from ocibridge.cache.models import ModelCache
-    from ocibridge.serve.app import create_app
-    from ocibridge.serve.blobs import Blobs
-    from ocibridge.serve.files import FileLists
-    from ocibridge.serve.ranges import ChunkRanges
+    from ocibridge.hubserver.app import create_app
+    from ocibridge.hubserver.blobs import Blobs
+    from ocibridge.hubserver.files import FileLists
+    from ocibridge.hubserver.ranges import ChunkRanges
 
     cache = ModelCache()
     return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),

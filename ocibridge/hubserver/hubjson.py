@@ -14,8 +14,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from ocibridge.serve.files import HubFile, ModelFiles
-from ocibridge.serve.sources import Resolved
+from ocibridge.hubserver.files import HubFile, ModelFiles
+from ocibridge.hubserver.sources import Resolved
 
 CREATED = "org.opencontainers.image.created"
 

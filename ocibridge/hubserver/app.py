@@ -38,18 +38,18 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.serve import XET_MIN_SIZE, hubjson
-from ocibridge.serve.answers import bearer, byte_range, error, int_param, requested_repo
-from ocibridge.serve.blobs import Blobs, read_file
-from ocibridge.serve.files import FileLists, HubFile, ModelFiles
-from ocibridge.serve.routing import HubRoute, route_path
-from ocibridge.serve.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
-from ocibridge.serve.xetroutes import XetRoutes
+from ocibridge.hubserver import XET_MIN_SIZE, hubjson
+from ocibridge.hubserver.answers import bearer, byte_range, error, int_param, requested_repo
+from ocibridge.hubserver.blobs import Blobs, read_file
+from ocibridge.hubserver.files import FileLists, HubFile, ModelFiles
+from ocibridge.hubserver.routing import HubRoute, route_path
+from ocibridge.hubserver.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
+from ocibridge.hubserver.xetroutes import XetRoutes
 
 if TYPE_CHECKING:
-    from ocibridge.serve.ranges import ChunkRanges
+    from ocibridge.hubserver.ranges import ChunkRanges
 
-log = logging.getLogger("ocibridge.serve")
+log = logging.getLogger("ocibridge.hubserver")
 
 #: entries per page of a tree listing (the Hub's: 1000) and of a model listing
 PAGE = 1000
