@@ -23,9 +23,9 @@ _HOMES = {
     **dict.fromkeys(("ChunksResult", "attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "copy_reference": "api.copy",  # api.model_ops re-exports it
     **dict.fromkeys(("AttestOptions", "PushOptions", "SignOptions", "TransferOptions"), "api.options"),
-    **dict.fromkeys(("AttestResult", "ProvenanceResult", "SbomResult", "attest", "provenance", "sbom"),
+    **dict.fromkeys(("AttestResult", "EvidenceDocument", "attest", "provenance", "sbom"),
                     "api.evidence"),
-    **dict.fromkeys(("ConversionResult", "convert"), "api.convert"),
+    "convert": "api.convert", "ConvertResult": "kinds.conversion",
     **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
     **dict.fromkeys(("SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
@@ -63,8 +63,9 @@ __all__ = [
     "BundleResult",
     "CachePruneResult",
     "ChunksResult",
-    "ConversionResult",
+    "ConvertResult",
     "DiscoverResult",
+    "EvidenceDocument",
     "Family",
     "InspectResult",
     "K8sServeOptions",
@@ -91,7 +92,6 @@ __all__ = [
     "PolicyVerdict",
     "PrewarmOptions",
     "ProgressEvent",
-    "ProvenanceResult",
     "PruneResult",
     "PullResult",
     "PullSecrets",
@@ -102,7 +102,6 @@ __all__ = [
     "RemoveResult",
     "RequirementCheck",
     "ResolveResult",
-    "SbomResult",
     "ServeOptions",
     "SignOptions",
     "SignResult",
@@ -179,8 +178,8 @@ if TYPE_CHECKING:
     from ocibridge.api.auth import login, logout
     from ocibridge.api.bundle import BundleEntry, BundleResult, list_bundle, load, save
     from ocibridge.api.cache_ops import CachePruneResult, cache_dir, path, prune_cache
-    from ocibridge.api.convert import ConversionResult, convert
-    from ocibridge.api.evidence import AttestResult, ProvenanceResult, SbomResult, attest, provenance, sbom
+    from ocibridge.api.convert import convert
+    from ocibridge.api.evidence import AttestResult, EvidenceDocument, attest, provenance, sbom
     from ocibridge.api.k8s import (
         k8s_check,
         k8s_modelcar,
@@ -251,6 +250,7 @@ if TYPE_CHECKING:
     from ocibridge.api.texts import inspect_text
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.errors import OcibridgeError
+    from ocibridge.kinds.conversion import ConvertResult
     from ocibridge.model.builder import BuildOptions, build
     from ocibridge.oci.mediatypes import Family, Kind, Variant
     from ocibridge.stores.registry.probe import RegistryReport

@@ -169,12 +169,12 @@ def test_sbom_provenance_and_attest_from_python(tmp_path):
     bom = ocibridge.sbom(ref)
     assert bom.digest == digest and bom.as_dict()["bomFormat"] == "CycloneDX"
     made = ocibridge.provenance(ref, source=str(model))
-    names = {d.get("name") for d in made.predicate["buildDefinition"]["resolvedDependencies"]}
+    names = {d.get("name") for d in made.document["buildDefinition"]["resolvedDependencies"]}
     assert "model.safetensors" in names
     private, public = key_pair(tmp_path / "k")
-    done = ocibridge.attest(ref, sbom=True, provenance=made.predicate, key=str(private))
+    done = ocibridge.attest(ref, sbom=True, provenance=made.document, key=str(private))
     assert done.as_dict() == {"digest": digest, "written": dict(done.written), "unchanged": [], "signed": True}
-    again = ocibridge.attest(ref, sbom=True, provenance=made.predicate, key=str(private))
+    again = ocibridge.attest(ref, sbom=True, provenance=made.document, key=str(private))
     assert set(again.unchanged) == {"sbom", "provenance"}  # the same documents: nothing new
     assert _attestations(LayoutStore(layout), digest, public) == {CYCLONEDX, SLSA_PROVENANCE_V1}
     with pytest.raises(UsageError, match="attest needs"):

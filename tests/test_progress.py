@@ -15,6 +15,8 @@ import sys
 import termios
 from pathlib import Path
 
+from support.pty_screen import read_screen
+
 from ocibridge.oci.digest import VerifyingReader, sha256_bytes
 from ocibridge.oci.models import Descriptor
 from ocibridge.transfer.progress import REPORT_BYTES, ProgressBar, counting
@@ -44,16 +46,7 @@ def on_terminal(*args: str) -> tuple[int, str, str]:
     proc = subprocess.Popen([sys.executable, "-c", CHILD, *args], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
-    screen = b""
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed its end
-            break
-        if not data:
-            break
-        screen += data
-    os.close(master)
+    screen = read_screen(master)
     out = proc.stdout.read()
     proc.wait(timeout=60)
     return proc.returncode, out.decode(), screen.decode(errors="replace")

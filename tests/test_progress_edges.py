@@ -7,6 +7,8 @@ import os
 import pty
 import time
 
+from support.pty_screen import read_screen
+
 from ocibridge.oci.digest import sha256_bytes
 from ocibridge.oci.models import Descriptor
 from ocibridge.transfer.progress import REFRESH_SECONDS, ProgressBar
@@ -87,16 +89,7 @@ def _cli_on_a_zero_size_terminal(*args: str, env: dict[str, str]) -> tuple[int, 
     proc = subprocess.Popen([sys.executable, "-c", child, *args], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=slave, env=env)
     os.close(slave)
-    screen = b""
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed its end
-            break
-        if not data:
-            break
-        screen += data
-    os.close(master)
+    screen = read_screen(master)
     return proc.wait(timeout=60), screen.decode(errors="replace")
 
 

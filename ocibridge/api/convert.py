@@ -5,8 +5,8 @@ families are loaded when a conversion runs, not when this module is imported."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import AttestOptions, TransferOptions
@@ -14,43 +14,10 @@ from ocibridge.kinds.locate import Locator, Role, locate
 from ocibridge.kinds.targets import closes_its_stores
 
 if TYPE_CHECKING:
-    from ocibridge.kinds.conversion import Conversion, ConvertResult
+    from ocibridge.kinds.conversion import ConvertResult
     from ocibridge.kinds.family import WriteOptions
     from ocibridge.stores.registry.options import RegistryOptions
-    from ocibridge.transfer.copy import CopyStats
     from ocibridge.transfer.progress import ProgressFn
-
-
-@dataclass(frozen=True)
-class ConversionResult:
-    """What ``convert`` wrote: ``reference`` pinned by digest, the ``conversion`` (source and
-    target families, fields lost, kept for a round trip or changed), the copy's ``stats``, and
-    the ``evidence`` attached (None: none asked for). ``as_dict()`` is the command's ``--json``."""
-
-    converted: ConvertResult
-    evidence: Mapping[str, Any] | None = None
-
-    @property
-    def reference(self) -> str:
-        return self.converted.reference
-
-    @property
-    def conversion(self) -> Conversion:
-        return self.converted.conversion
-
-    @property
-    def stats(self) -> CopyStats:
-        return self.converted.stats
-
-    def chunks(self) -> dict[str, Any] | None:
-        """The chunk table the converted manifest binds (carried from the source), if any."""
-        return self.converted.chunks()
-
-    def as_dict(self) -> dict[str, Any]:
-        data = self.converted.as_dict()
-        if self.evidence is not None:
-            data["evidence"] = dict(self.evidence)
-        return data
 
 
 @closes_its_stores
@@ -67,7 +34,7 @@ def convert(
     options: WriteOptions | None = None,
     registry_options: RegistryOptions | None = None,
     concurrency: int | None = None,
-) -> ConversionResult:
+) -> ConvertResult:
     """Convert the artifact at ``src`` (a model reference, or ``hf:ORG/NAME[@REVISION]``) into
     family ``to`` (:func:`ocibridge.api.choices.families`) and store it at ``dst``.
 
@@ -95,8 +62,8 @@ def convert(
     result = convert_located(src_ref, dst_ref, to, options=options, registry_options=registry_options,
                              progress=progress, **more)
     if evidence is None:
-        return ConversionResult(result)
+        return result
     digest = result.reference.rsplit("@", 1)[1]  # what was read: the source manifest, by digest
     attached = evidence_api.attach_from_source(evidence, "convert", src_ref, dst_ref, digest,
                                                result.conversion.source.desc, transfer or TransferOptions())
-    return ConversionResult(result, attached)
+    return dataclasses.replace(result, evidence=attached)

@@ -37,29 +37,19 @@ Dependencies = Callable[["Store", Descriptor], list[dict[str, Any]]]
 
 
 @dataclass(frozen=True)
-class SbomResult:
-    """The AI-BOM of the model at ``reference`` (manifest ``digest``): ``document`` is the
-    CycloneDX JSON, which ``as_dict()`` returns."""
+class EvidenceDocument:
+    """Evidence about the model at ``reference`` (manifest ``digest``), made from what its store
+    holds and not attached: ``kind`` ``sbom`` (``document``: the CycloneDX JSON) or
+    ``provenance`` (the SLSA v1 predicate, what ``attest --provenance FILE`` takes). ``as_dict()``
+    returns the document."""
 
     reference: str
     digest: str
+    kind: str
     document: Mapping[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.document)
-
-
-@dataclass(frozen=True)
-class ProvenanceResult:
-    """SLSA provenance v1 of the model at ``reference``: ``predicate`` (what ``attest
-    --provenance FILE`` takes), which ``as_dict()`` returns."""
-
-    reference: str
-    digest: str
-    predicate: Mapping[str, Any]
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.predicate)
 
 
 @dataclass(frozen=True)
@@ -79,7 +69,7 @@ class AttestResult:
 
 @closes_its_stores
 def sbom(reference: str | Locator, *, timestamp: str | None = None,
-         transfer: TransferOptions | None = None) -> SbomResult:
+         transfer: TransferOptions | None = None) -> EvidenceDocument:
     """The model's AI-BOM (CycloneDX 1.6 ML-BOM: its files, metadata, licences, card), made
     from what the registry or layout holds; nothing is attached. Needs ``ocibridge[evidence]``."""
     from ocibridge.signing.bom import model_bom
@@ -88,12 +78,12 @@ def sbom(reference: str | Locator, *, timestamp: str | None = None,
     target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
     subject = target.store.resolve(target.reference)
     bom = model_bom(target.store, subject, repository=repository_of(located), timestamp=timestamp)
-    return SbomResult(text_of(located), subject.digest, json.loads(bom))
+    return EvidenceDocument(text_of(located), subject.digest, "sbom", json.loads(bom))
 
 
 @closes_its_stores
 def provenance(reference: str | Locator, *, source: str | None = None, parameters: Mapping[str, Any] | None = None,
-               started: str | None = None, transfer: TransferOptions | None = None) -> ProvenanceResult:
+               started: str | None = None, transfer: TransferOptions | None = None) -> EvidenceDocument:
     """SLSA provenance v1 of a push that wrote the model at ``reference`` from ``source`` (a
     directory, as push took it; default: the reference): the model's files by SHA-256, where
     it came from as its annotations say, ``parameters`` as the push's settings and ``started``
@@ -107,7 +97,7 @@ def provenance(reference: str | Locator, *, source: str | None = None, parameter
     origin = source if source is not None else shown
     body = predicate("push", {"source": origin, "destination": shown, "flags": dict(parameters or {})},
                      model_dependencies(target.store, subject, origin), started=started)
-    return ProvenanceResult(shown, subject.digest, body)
+    return EvidenceDocument(shown, subject.digest, "provenance", body)
 
 
 @closes_its_stores

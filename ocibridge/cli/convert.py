@@ -14,6 +14,7 @@ from ocibridge.core.lazy import LazyModule
 from ocibridge.transfer.progress_modes import MODES, choose_progress
 
 if TYPE_CHECKING:
+    from ocibridge import ConvertResult
     from ocibridge.api import convert as api_convert
 else:  # the families are loaded only when a conversion runs
     api_convert = LazyModule("ocibridge.api.convert")
@@ -87,7 +88,7 @@ def register(command: CommandAdder) -> None:
     add_transfer_flags(p)
 
 
-def report(args: argparse.Namespace, result: api_convert.ConversionResult, counts: str) -> None:
+def report(args: argparse.Namespace, result: ConvertResult, counts: str) -> None:
     """Text: what became what, the copy counts, then one line per field the target lost (and
     the evidence attached, if any)."""
     data: dict[str, Any] = result.as_dict()

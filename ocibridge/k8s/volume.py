@@ -121,21 +121,14 @@ def pod_header(
     return "".join(f"{line}\n" for line in header)
 
 
-def pod_yaml(
-    reference_pinned_by_digest: str | Locator,
-    *,
-    runtime: str | Runtime | RuntimeVersion,
-    sub_path: str | None = None,
-    pull_secrets: Sequence[str] = (),
-    files_at: str | None = None,
-    **pod: Any,
-) -> str:
-    """:func:`pod_document` as YAML (``pod``: its other keywords, ``mount_path``, ``name``,
-    ``image``, ``snippet``, ``volume_name``), headed by :func:`pod_header`."""
+def pod_yaml(reference_pinned_by_digest: str | Locator, *, runtime: str | Runtime | RuntimeVersion,
+             files_at: str | None = None, **pod: Any) -> str:
+    """:func:`pod_document` as YAML (``pod``: its keywords, ``sub_path``, ``pull_secrets``,
+    ``mount_path``, ``name``, ``image``, ``snippet``, ``volume_name``), headed by :func:`pod_header`."""
     runtime = RuntimeVersion.parse(runtime)  # a bad runtime is said first
-    doc = pod_document(reference_pinned_by_digest, sub_path=sub_path, pull_secrets=pull_secrets, **pod)
-    header = pod_header(reference_pinned_by_digest, runtime=runtime, sub_path=sub_path,
-                        pull_secrets=pull_secrets, files_at=files_at)
+    doc = pod_document(reference_pinned_by_digest, **pod)
+    header = pod_header(reference_pinned_by_digest, runtime=runtime, sub_path=pod.get("sub_path"),
+                        pull_secrets=pod.get("pull_secrets", ()), files_at=files_at)
     return header + dump_all([doc])
 
 
@@ -195,9 +188,9 @@ def volume_yaml(
     pull_secrets: Sequence[str] = (),
 ) -> str:
     """:func:`volume_document` as YAML with its header."""
-    _, rv, pinned, sub_path, where = volume_document(
+    doc, rv, pinned, sub_path, where = volume_document(
         store, reference, located, runtime=runtime, platform=platform,
         mount_path=mount_path, name=name, image=image, snippet=snippet, pull_secrets=pull_secrets,
     )
-    return pod_yaml(pinned, runtime=rv, mount_path=mount_path, name=name, image=image,
-                    sub_path=sub_path, snippet=snippet, pull_secrets=pull_secrets, files_at=where)
+    return pod_header(pinned, runtime=rv, sub_path=sub_path, pull_secrets=pull_secrets, files_at=where) \
+        + dump_all([doc])

@@ -7,6 +7,7 @@ origin), and moved by the one graph copy from a :class:`.view.ConvertedStore`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -112,11 +113,16 @@ def convert_reading(found: Identified, reading: Reading, to: str, options: Write
                       [*reading.losses, *written.losses], changes)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ConvertResult:
+    """What a conversion wrote: ``reference`` pinned by digest, the ``conversion`` (source and
+    target families, fields lost, kept for a round trip or changed), the copy's ``stats``, and
+    the ``evidence`` attached (None: none asked for). ``as_dict()`` is ``convert --json``."""
+
     reference: str
     conversion: Conversion
     stats: CopyStats
+    evidence: Mapping[str, Any] | None = None
 
     def chunks(self) -> dict[str, Any] | None:
         """The chunk table the converted manifest binds (carried from the source), if any."""
@@ -139,6 +145,7 @@ class ConvertResult:
             "changed": [change.as_dict() for change in c.changes],
             "chunks": self.chunks(),
             **self.stats.as_dict(),
+            **({} if self.evidence is None else {"evidence": dict(self.evidence)}),
         }
 
 
