@@ -119,7 +119,7 @@ def test_inspect_text_is_what_the_command_prints(tmp_path, capsys):
 
 def test_chunks_result_names_where_to_sign(registry, unique_repo, tmp_path):
     ref = f"{registry.host}/{unique_repo}:v1"
-    ocibridge.push(str(make_model(tmp_path / "m")), ref, chunks=False)
+    ocibridge.push(str(make_model(tmp_path / "m")), ref, options=ocibridge.PushOptions(chunks=False))
     result = ocibridge.attach_chunks(ref, threshold=1)
     assert isinstance(result, ocibridge.ChunksResult) and not result.bound
     assert result.repository == f"{registry.host}/{unique_repo}" and "repository" not in result.as_dict()

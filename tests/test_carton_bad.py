@@ -25,6 +25,7 @@ from test_carton import (
     sha,
 )
 
+from ocibridge import PushOptions
 from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.kinds.carton import (
     CartonError,
@@ -489,14 +490,14 @@ def test_a_mismatch_fails_the_one_read_that_makes_the_chunk_table(tmp_path: Path
     layout = tmp_path / "layout"
     LayoutStore(layout, create=True)
     with pytest.raises(CartonMismatch, match=r"model/z.bin: content sha256 .* does not match MANIFEST"):
-        api.push(str(bad), f"oci:{layout}:bad", chunk_threshold=1 << 20)
+        api.push(str(bad), f"oci:{layout}:bad", options=PushOptions(chunk_threshold=1 << 20))
     blobs = layout / "blobs" / "sha256"
     assert not (blobs / sha(big_good)).exists() and not (blobs / sha(big_bad)).exists()
     assert_nothing_published(layout)
 
     good = tmp_path / "good.carton"
     make_carton(good, {"model/z.bin": big_good})
-    done = api.push(str(good), f"oci:{layout}:good", chunk_threshold=1 << 20)
+    done = api.push(str(good), f"oci:{layout}:good", options=PushOptions(chunk_threshold=1 << 20))
     assert (blobs / sha(big_good)).read_bytes() == big_good
     table = chunkcache.lookup("sha256:" + sha(big_good), len(big_good), 1 << 20)
     assert table is not None and len(table.chunks) == 9  # made by the same read
@@ -531,7 +532,7 @@ def test_a_mismatch_fails_the_chunking_read_before_a_registry_gets_anything(tmp_
     make_carton(bad, {"model/z.bin": big_bad}, manifest=manifest)
     ref = f"{registry.host}/{unique_repo}:v1"
     with pytest.raises(CartonMismatch, match=r"model/z.bin: content sha256 .* does not match MANIFEST"):
-        api.push(str(bad), ref, chunk_threshold=1 << 20)
+        api.push(str(bad), ref, options=PushOptions(chunk_threshold=1 << 20))
     store = open_store_target(ref).store
     with pytest.raises(NotFound):
         store.resolve("v1")
@@ -540,7 +541,7 @@ def test_a_mismatch_fails_the_chunking_read_before_a_registry_gets_anything(tmp_
                                            size=len(data)))
     good = tmp_path / "good.carton"
     make_carton(good, {"model/z.bin": big_good})
-    api.push(str(good), ref, chunk_threshold=1 << 20)
+    api.push(str(good), ref, options=PushOptions(chunk_threshold=1 << 20))
     with store.open_blob(Descriptor(mediaType="application/octet-stream", digest="sha256:" + sha(big_good),
                                     size=len(big_good))) as blob:
         assert blob.read() == big_good

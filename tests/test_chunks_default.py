@@ -107,7 +107,7 @@ def test_a_default_push_is_reproducible_and_made_in_the_hashing_read(registry, b
     b = push(str(big_src), f"{registry.host}/{new_repo()}:v1")
     assert a.descriptor.digest == b.descriptor.digest
     assert a.extra["chunks"]["table"] == b.extra["chunks"]["table"] and a.extra["chunks"]["layers"] == 1
-    plain = push(str(big_src), f"{registry.host}/{new_repo()}:v1", chunks=False)
+    plain = push(str(big_src), f"{registry.host}/{new_repo()}:v1", options=ocibridge.PushOptions(chunks=False))
     assert plain.descriptor.digest != a.descriptor.digest and "chunks" not in plain.extra
 
 
@@ -153,7 +153,7 @@ def test_a_model_under_the_threshold_keeps_its_digest(registry, tmp_path):
     src.mkdir()
     _safetensors(src / "model.safetensors", PUSH_THRESHOLD - MiB)
     default = push(str(src), f"{registry.host}/{new_repo()}:v1")
-    plain = push(str(src), f"{registry.host}/{new_repo()}:v1", chunks=False)
+    plain = push(str(src), f"{registry.host}/{new_repo()}:v1", options=ocibridge.PushOptions(chunks=False))
     assert default.descriptor.digest == plain.descriptor.digest and "chunks" not in default.extra
     # push from Python draws the same line: it bound this file at 16 MiB
     asked = ocibridge.push(str(src), f"{registry.host}/{new_repo()}:v1")
@@ -202,7 +202,7 @@ def test_a_bad_chunk_size_is_one_clear_error(tmp_path):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "w.bin").write_bytes(b"x")
     with pytest.raises(UsageError, match="chunk size 100 is not between"):
-        push(str(tmp_path / "m"), f"oci:{tmp_path / 'o'}:v1", chunk_size=100)
+        push(str(tmp_path / "m"), f"oci:{tmp_path / 'o'}:v1", options=ocibridge.PushOptions(chunk_size=100))
     assert not (tmp_path / "o").exists()  # refused before anything is written
 
 
@@ -270,8 +270,8 @@ def test_a_carton_pushed_into_a_layout_is_read_once_for_digest_and_chunks(tmp_pa
     weights = noise(3 * MiB + 17)
     carton = tmp_path / "m.carton"
     make_carton(carton, {"model/weights.bin": weights, "model/config.json": b"{}"})
-    pushed = push(str(carton), f"oci:{tmp_path / 'layout'}:v1", chunk_threshold=MiB)
+    pushed = push(str(carton), f"oci:{tmp_path / 'layout'}:v1", options=ocibridge.PushOptions(chunk_threshold=MiB))
     assert reads == []  # no read of its own
     assert pushed.extra["chunks"]["layers"] == 1
-    again = push(str(carton), f"oci:{tmp_path / 'again'}:v1", chunk_threshold=MiB)
+    again = push(str(carton), f"oci:{tmp_path / 'again'}:v1", options=ocibridge.PushOptions(chunk_threshold=MiB))
     assert again.descriptor.digest == pushed.descriptor.digest and reads == []

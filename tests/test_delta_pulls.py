@@ -46,7 +46,8 @@ def versions(registry, tmp_path_factory):
     v1, v2 = _model(base / "v1", None), _model(base / "v2", 3)
     chunked, plain = new_repo(), new_repo()
     for tag, src in (("v1", v1), ("v2", v2)):
-        ocibridge.push(str(src), f"{registry.host}/{chunked}:{tag}", chunk_threshold=16 << 20)
+        ocibridge.push(str(src), f"{registry.host}/{chunked}:{tag}",
+                       options=ocibridge.PushOptions(chunk_threshold=16 << 20))
         ocibridge.push(str(src), f"{registry.host}/{plain}:{tag}")
     return chunked, plain, v1, v2
 

@@ -10,6 +10,7 @@ import shutil
 import pytest
 from support.data import data
 
+from ocibridge import PushOptions
 from ocibridge.api import model_ops as api
 from ocibridge.api.convert import convert
 from ocibridge.cli import main
@@ -47,7 +48,7 @@ def _modelpack(tmp_path, family: Family) -> str:
 
     model = make_model(tmp_path / f"model-{family.value}")
     ref = f"oci:{tmp_path / ('mp-' + family.value)}:v1"
-    api.push(str(model), ref, build_options=BuildOptions(family=family))
+    api.push(str(model), ref, options=PushOptions(build=BuildOptions(family=family)))
     return ref
 
 
@@ -328,7 +329,7 @@ def test_into_ollama_what_it_cannot_hold_is_reported_lost(ollama_store, tmp_path
     model.mkdir()
     write_gguf(model / "model.gguf")
     (model / "README.md").write_text("# hi\n")
-    api.push(str(model), f"oci:{tmp_path / 'mp'}:v1", overrides={"version": "1.0"})
+    api.push(str(model), f"oci:{tmp_path / 'mp'}:v1", options=PushOptions(overrides={"version": "1.0"}))
     code = main(["convert", f"oci:{tmp_path / 'mp'}:v1", "ollama:g", "--to", "ollama", "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ocibridge import PushOptions
 from ocibridge.api import model_ops as api
 from ocibridge.api.convert import convert
 from ocibridge.cli import main
@@ -99,7 +100,7 @@ def test_a_modelfile_drives_a_push(tmp_path):
 def test_a_kitfile_drives_a_push_and_its_fields_reach_a_modelkit(tmp_path):
     model = _model(tmp_path)
     (tmp_path / "Kitfile").write_text(KITFILE)
-    api.push(str(model), f"oci:{tmp_path / 'out'}:v1", build_file=str(tmp_path / "Kitfile"))
+    api.push(str(model), f"oci:{tmp_path / 'out'}:v1", options=PushOptions(build_file=str(tmp_path / "Kitfile")))
     _, layers = _layers(tmp_path / "out", "v1")
     assert layers == {
         "README.md": "application/vnd.cnai.model.doc.v1.raw",

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from support.data import data
 
+from ocibridge import PushOptions
 from ocibridge.api import model_ops as api
 from ocibridge.api.convert import convert
 from ocibridge.kinds import WriteOptions, identify
@@ -73,7 +74,7 @@ def _source(key: str, tmp: Path) -> str:
         from ocibridge.model.builder import BuildOptions
 
         ref = f"oci:{tmp / key}:v1"
-        api.push(str(_gguf_model(tmp)), ref, build_options=BuildOptions(family=FAMILIES[key][1]))
+        api.push(str(_gguf_model(tmp)), ref, options=PushOptions(build=BuildOptions(family=FAMILIES[key][1])))
         return ref
     if key == "modelkit":  # kit pack (tests/data/kitops/PROVENANCE.md)
         shutil.copytree(data("kitops", "kit-latest-tar"), tmp / key)

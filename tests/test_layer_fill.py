@@ -39,7 +39,7 @@ def chunked(registry, tmp_path_factory):
     data = os.urandom(SIZE)
     (src / "weights.bin").write_bytes(data)
     repo = new_repo()
-    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", chunk_threshold=MiB)
+    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", options=ocibridge.PushOptions(chunk_threshold=MiB))
     return repo, data
 
 
@@ -349,7 +349,7 @@ def test_a_read_of_a_blob_without_a_table_longer_than_one_pread(registry, tmp_pa
     data = os.urandom(9 * MiB + 5)
     (src / "weights.bin").write_bytes(data)
     ref = f"{registry.host}/{new_repo()}:v1"
-    ocibridge.push(str(src), ref, chunks=False)
+    ocibridge.push(str(src), ref, options=ocibridge.PushOptions(chunks=False))
     pread = os.pread
     monkeypatch.setattr(os, "pread", lambda fd, n, at: pread(fd, min(n, 3 * MiB), at))
     with open_model(ref, warn=None) as model:

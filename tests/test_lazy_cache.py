@@ -40,7 +40,7 @@ def _pushed(registry, tmp_path_factory, size: int, push) -> tuple[str, bytes]:
 def chunked(registry, tmp_path_factory):
     """A 20 MiB file pushed with ``--chunks``: (repo, its bytes)."""
     return _pushed(registry, tmp_path_factory, 20 * MiB + 321,
-                   lambda src, dest: ocibridge.push(src, dest, chunk_threshold=16 * MiB))
+                   lambda src, dest: ocibridge.push(src, dest, options=ocibridge.PushOptions(chunk_threshold=16 * MiB)))
 
 
 def _layer_bytes(proxy, digest: str) -> int:

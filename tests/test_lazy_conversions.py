@@ -40,7 +40,8 @@ def chunked(registry, tmp_path_factory):
     write_safetensors(file, [("a.big", FLOATS - SMALL), ("b.small", SMALL)])
     (src / "config.json").write_text('{"architectures": ["Tiny"]}')
     repo = new_repo()
-    result = ocibridge.push(str(src), f"{registry.host}/{repo}:v1", chunk_threshold=16 << 20)
+    result = ocibridge.push(str(src), f"{registry.host}/{repo}:v1",
+                            options=ocibridge.PushOptions(chunk_threshold=16 << 20))
     return repo, file, result.extra["chunks"]["table"]
 
 

@@ -45,7 +45,7 @@ def gguf_model(registry, tmp_path_factory):
     file = src / "model.gguf"
     write_gguf(file)
     repo = new_repo()
-    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", chunk_threshold=16 << 20)
+    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", options=ocibridge.PushOptions(chunk_threshold=16 << 20))
     return repo, file
 
 

@@ -30,7 +30,7 @@ def _mirrored(registry, registry2, tmp_path: Path, *, referrers: bool) -> tuple[
     data = os.urandom(17 * MiB + 9)
     (src / "w.bin").write_bytes(data)
     repo, mirrored = new_repo(), new_repo()
-    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", chunk_threshold=16 << 20)
+    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", options=ocibridge.PushOptions(chunk_threshold=16 << 20))
     done = run_job(load_job(_job(tmp_path / "job.toml", f"{registry.host}/{repo}",
                                  f"{registry2.host}/{mirrored}", referrers=referrers)))
     assert done.ok, done.format_text()

@@ -199,8 +199,10 @@ def test_push_chunks_gives_the_same_manifest_digest_twice(registry, tmp_path):
     src.mkdir()
     (src / "w.bin").write_bytes(b"\x01" * (17 * 1024 * 1024))
     (src / "config.json").write_text("{}")
-    a = ocibridge.push(str(src), f"{registry.host}/{new_repo()}:v1", chunk_threshold=16 << 20)
-    b = ocibridge.push(str(src), f"{registry.host}/{new_repo()}:v1", chunk_threshold=16 << 20)
+    a = ocibridge.push(str(src), f"{registry.host}/{new_repo()}:v1",
+                       options=ocibridge.PushOptions(chunk_threshold=16 << 20))
+    b = ocibridge.push(str(src), f"{registry.host}/{new_repo()}:v1",
+                       options=ocibridge.PushOptions(chunk_threshold=16 << 20))
     assert a.descriptor.digest == b.descriptor.digest and a.extra["chunks"] == b.extra["chunks"]
     plain = push(str(src), f"{registry.host}/{new_repo()}:v1")
     assert plain.descriptor.digest != a.descriptor.digest  # the annotation is what binds the table
@@ -234,7 +236,7 @@ def dataset_model(registry, tmp_path_factory):
     (src / "README.md").write_text("hello lazy world\n")
     repo = new_repo()
     options = BuildOptions(variants={Kind.DATASET: Variant.RAW, Kind.DOC: Variant.RAW}, auto_group=False)
-    push(str(src), f"{registry.host}/{repo}:v1", build_options=options)
+    push(str(src), f"{registry.host}/{repo}:v1", options=ocibridge.PushOptions(build=options))
     return repo, src, table
 
 
@@ -335,7 +337,7 @@ def test_a_copy_with_referrers_keeps_the_chain(registry, fault_proxy, tmp_path):
     data = os.urandom(17 * 1024 * 1024 + 5)
     (src / "w.bin").write_bytes(data)
     first, second = new_repo(), new_repo()
-    ocibridge.push(str(src), f"{registry.host}/{first}:v1", chunk_threshold=16 << 20)
+    ocibridge.push(str(src), f"{registry.host}/{first}:v1", options=ocibridge.PushOptions(chunk_threshold=16 << 20))
     copy_reference(f"{registry.host}/{first}:v1", f"{registry.host}/{second}:v1", referrers=True)
     warnings: list[str] = []
     with open_model(f"{fault_proxy.host}/{second}:v1", warn=warnings.append) as model:

@@ -114,9 +114,9 @@ def test_the_cli_in_separate_processes_mounts_and_says_so(registry, tmp_path):
 def test_push_to_another_family_mounts_too(registry, tmp_path):
     model = make_model(tmp_path / "model")
     one, two = _repo("a"), _repo("b")
-    first = ocibridge.push(str(model), f"{registry.host}/{one}:v1", to="docker-model")
+    first = ocibridge.push(str(model), f"{registry.host}/{one}:v1", options=ocibridge.PushOptions(to="docker-model"))
     _fresh_process()
-    second = ocibridge.push(str(model), f"{registry.host}/{two}:v1", to="docker-model")
+    second = ocibridge.push(str(model), f"{registry.host}/{two}:v1", options=ocibridge.PushOptions(to="docker-model"))
     count = len(_blobs(registry.host, one))
     assert first.stats.blobs_copied == count
     assert (second.stats.blobs_mounted, second.stats.blobs_copied) == (count, 0)

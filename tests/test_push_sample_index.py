@@ -95,7 +95,7 @@ def test_new_file_is_read_once_and_sent_once(index, big_model, fault_proxy, uniq
     monkeypatch.setenv("OCIBRIDGE_SAMPLE_INDEX", index)
     reads = Reads(monkeypatch)
     ref = f"{fault_proxy.host}/{unique_repo}:v1"
-    ocibridge.push(str(big_model), ref, chunks=False)
+    ocibridge.push(str(big_model), ref, options=ocibridge.PushOptions(chunks=False))
     assert reads.passes("model.safetensors") == [BIG], "one pass over the file, no separate hashing read"
     sent = _blob_bytes_sent(fault_proxy)
     assert BIG <= sent < BIG + 420_000, sent  # the big file once, plus the small files and config
@@ -111,12 +111,12 @@ def test_fresh_copy_sends_no_blob_byte_via_the_sample_index(tmp_path, big_model,
     """A default push (chunk table on, its threshold lowered to take the big file): the copy's
     confirming read makes the same table, so the manifest is byte-identical."""
     repo = f"{fault_proxy.host}/{unique_repo}"
-    ocibridge.push(str(big_model), f"{repo}:v1", chunk_threshold=MIB)
+    ocibridge.push(str(big_model), f"{repo}:v1", options=ocibridge.PushOptions(chunk_threshold=MIB))
     fault_proxy.clear()
     copy = tmp_path / "elsewhere" / "model"  # same name: the same config, the same manifest
     shutil.copytree(big_model, copy)  # new inodes and times: the digest cache knows none
     reads = Reads(monkeypatch)
-    result = ocibridge.push(str(copy), f"{repo}:v2", chunk_threshold=MIB)
+    result = ocibridge.push(str(copy), f"{repo}:v2", options=ocibridge.PushOptions(chunk_threshold=MIB))
     assert _blob_bytes_sent(fault_proxy) == 0
     assert result.stats.bytes_copied == 0 and result.stats.blobs_copied == 0
     assert reads.passes("model.safetensors") == [BIG], "confirmed by one local read"
@@ -127,7 +127,7 @@ def test_fresh_copy_sends_no_blob_byte_via_the_sample_index(tmp_path, big_model,
 
 def test_same_ends_other_middle_is_detected_and_sent(tmp_path, big_model, fault_proxy, unique_repo, monkeypatch):
     repo = f"{fault_proxy.host}/{unique_repo}"
-    ocibridge.push(str(big_model), f"{repo}:v1", chunks=False)
+    ocibridge.push(str(big_model), f"{repo}:v1", options=ocibridge.PushOptions(chunks=False))
     fault_proxy.clear()
     original = _big_bytes(1)
     other = original[:MIB] + _big_bytes(2)[MIB:BIG - MIB] + original[BIG - MIB:]
@@ -138,7 +138,7 @@ def test_same_ends_other_middle_is_detected_and_sent(tmp_path, big_model, fault_
     assert sampleindex.sample_of(changed / "model.safetensors") == \
         sampleindex.sample_of(big_model / "model.safetensors"), "the same sample: a candidate is found"
     reads = Reads(monkeypatch)
-    result = ocibridge.push(str(changed), f"{repo}:v2", chunks=False)
+    result = ocibridge.push(str(changed), f"{repo}:v2", options=ocibridge.PushOptions(chunks=False))
     assert reads.passes("model.safetensors") == [BIG, BIG], "the confirming read fails, then the send"
     assert _layer(f"{repo}:v2", "model.safetensors").digest == "sha256:" + hashlib.sha256(other).hexdigest()
     assert BIG <= _blob_bytes_sent(fault_proxy) < BIG + 5_000  # the file and the config, no more
@@ -155,13 +155,14 @@ def test_known_content_the_registry_lacks_is_read_once(tmp_path, big_model, faul
                                                      monkeypatch):
     """The index names a candidate this repository does not hold (a push into a layout made the
     entry): the HEAD says no, so the file is sent while hashed, one read, no confirming read."""
-    ocibridge.push(str(big_model), f"oci:{tmp_path}/layout:v1", chunks=False)  # indexes the file
+    ocibridge.push(str(big_model), f"oci:{tmp_path}/layout:v1",
+                   options=ocibridge.PushOptions(chunks=False))  # indexes the file
     assert sampleindex.lookup(*sampleindex.sample_of(big_model / "model.safetensors"))
     copy = tmp_path / "elsewhere" / "model"
     shutil.copytree(big_model, copy)  # unknown to the digest cache: the sample index decides
     reads = Reads(monkeypatch)
     ref = f"{fault_proxy.host}/{unique_repo}:v1"
-    ocibridge.push(str(copy), ref, chunks=False)
+    ocibridge.push(str(copy), ref, options=ocibridge.PushOptions(chunks=False))
     assert reads.passes("model.safetensors") == [BIG], "sent while hashed, no confirming read"
     sent = _blob_bytes_sent(fault_proxy)
     assert BIG <= sent < BIG + 420_000, sent
@@ -174,7 +175,7 @@ def test_two_equal_new_files_are_sent_once(tmp_path, big_model, fault_proxy, uni
     shutil.copy(big_model / "model.safetensors", big_model / "weights" / "copy.safetensors")
     reads = Reads(monkeypatch)
     ref = f"{fault_proxy.host}/{unique_repo}:v1"
-    result = ocibridge.push(str(big_model), ref, chunks=False)
+    result = ocibridge.push(str(big_model), ref, options=ocibridge.PushOptions(chunks=False))
     assert BIG <= _blob_bytes_sent(fault_proxy) < BIG + 420_000
     assert reads.passes("model.safetensors") + reads.passes("weights/copy.safetensors") == [BIG, BIG]
     assert _layer(ref, "weights/copy.safetensors").digest == _layer(ref, "model.safetensors").digest
@@ -188,14 +189,14 @@ def test_another_machine_sends_nothing_the_repository_holds_under_another_tag(in
     a new tag: the repository's manifest names a file of that path and size, the registry's blob
     has the same first and last MiB (two Range requests), so it is confirmed locally, not sent."""
     repo = f"{fault_proxy.host}/{unique_repo}"
-    ocibridge.push(str(big_model), f"{repo}:v1", chunks=False)
+    ocibridge.push(str(big_model), f"{repo}:v1", options=ocibridge.PushOptions(chunks=False))
     monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "another-machine"))
     monkeypatch.setenv("OCIBRIDGE_SAMPLE_INDEX", index)
     copy = tmp_path / "elsewhere" / "model"
     shutil.copytree(big_model, copy)
     fault_proxy.clear()
     reads = Reads(monkeypatch)
-    result = ocibridge.push(str(copy), f"{repo}:v2", chunks=False)
+    result = ocibridge.push(str(copy), f"{repo}:v2", options=ocibridge.PushOptions(chunks=False))
     assert _blob_bytes_sent(fault_proxy) == 0
     assert result.stats.blobs_copied == 0
     assert reads.passes("model.safetensors") == [BIG], "confirmed by one local read"
@@ -212,14 +213,14 @@ def test_a_same_size_file_with_other_ends_is_sent_without_a_confirming_read(tmp_
     candidate for its path and size, but the blob's ends differ from the file's: new content,
     one read, sent once (the 2 MiB of the two ends are all it cost)."""
     repo = f"{fault_proxy.host}/{unique_repo}"
-    ocibridge.push(str(big_model), f"{repo}:v1", chunks=False)
+    ocibridge.push(str(big_model), f"{repo}:v1", options=ocibridge.PushOptions(chunks=False))
     monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "another-machine"))
     tuned = tmp_path / "tuned" / "model"
     shutil.copytree(big_model, tuned)
     (tuned / "model.safetensors").write_bytes(_big_bytes(3))  # same size, other bytes
     fault_proxy.clear()
     reads = Reads(monkeypatch)
-    ocibridge.push(str(tuned), f"{repo}:v2", chunks=False)
+    ocibridge.push(str(tuned), f"{repo}:v2", options=ocibridge.PushOptions(chunks=False))
     assert reads.passes("model.safetensors") == [BIG], "sent while hashed, no confirming read"
     assert BIG <= _blob_bytes_sent(fault_proxy) < BIG + 5_000
     assert _layer(f"{repo}:v2", "model.safetensors").digest == "sha256:" + hashlib.sha256(_big_bytes(3)).hexdigest()

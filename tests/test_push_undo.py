@@ -20,7 +20,7 @@ def test_failed_push_into_a_new_layout_leaves_nothing(tmp_path, monkeypatch, to)
 
     monkeypatch.setattr(LayoutStore, "push_manifest", refuse)
     with pytest.raises(OcibridgeError, match="disk full"):
-        ocibridge.push(str(model), f"oci:{tmp_path / 'new' / 'layout'}:v1", to=to)
+        ocibridge.push(str(model), f"oci:{tmp_path / 'new' / 'layout'}:v1", options=ocibridge.PushOptions(to=to))
     assert not (tmp_path / "new").exists()  # blobs sent, then taken back with the layout made
 
 
@@ -35,6 +35,6 @@ def test_failed_push_into_an_existing_layout_keeps_what_was_there(tmp_path, monk
 
     monkeypatch.setattr(LayoutStore, "push_manifest", refuse)
     with pytest.raises(OcibridgeError, match="disk full"):
-        ocibridge.push(str(model), f"oci:{tmp_path / 'layout'}:v2", to="modelkit")
+        ocibridge.push(str(model), f"oci:{tmp_path / 'layout'}:v2", options=ocibridge.PushOptions(to="modelkit"))
     after = sorted(p.name for p in (tmp_path / "layout" / "blobs" / "sha256").iterdir())
     assert after == before

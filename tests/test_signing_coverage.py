@@ -161,7 +161,8 @@ def oms_chunked(registry, tmp_path_factory):
     data = os.urandom(SIZE)
     (src / "weights.bin").write_bytes(data)
     repo = new_repo()
-    ocibridge.push(str(src), f"{registry.host}/{repo}:v1", chunk_size=CHUNK, chunk_threshold=CHUNK)
+    ocibridge.push(str(src), f"{registry.host}/{repo}:v1",
+                   options=ocibridge.PushOptions(chunk_size=CHUNK, chunk_threshold=CHUNK))
     private, public = key_pair(tmp / "k")
     assert main(["sign", f"{registry.host}/{repo}:v1", "--key", str(private), "--form", "oms"]) == 0
     with lazy_ops.open_model(f"{registry.host}/{repo}:v1", warn=None, cache=False) as model:
