@@ -71,6 +71,8 @@ class ExtractResult:
     bytes_written: int = 0
     kept: list[str] = field(default_factory=list)  # existing files left alone (OnExisting.KEEP)
     skipped: list[str] = field(default_factory=list)  # not selected (pull --include/--exclude)
+    #: path -> digest of the early-draft layer whose file it is (what kind the file is)
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 def resolve_model(store: Store, reference: str) -> Descriptor:
@@ -351,9 +353,11 @@ class DirectoryTarget:
             raise OcibridgeError(f"{self.describe()}: not open for writing")
         self.result.manifest = desc
         if self._changes:
-            self.result.files.extend(_lay_over(staging, [self._changes[i] for i in sorted(self._changes)],
-                                               set(self.result.files)))
-            self.result.files.sort()
+            layers = [self._changes[i] for i in sorted(self._changes)]
+            digests = {at: digest for digest, at in self._changesets.items()}
+            laid = _lay_over(staging, layers, set(self.result.files))
+            self.result.origins = {rel: digests[at] for rel, at in laid.items()}
+            self.result.files = sorted([*self.result.files, *laid])
         # the look at DIR and the move into it are one step: a concurrent pull into DIR
         # commits wholly before or after, and the later one sees the earlier one's files
         with directory_locked(self.out):
@@ -451,12 +455,12 @@ def _unpack_changeset(stream: Reader, changes: _Changes, select: Callable[[str],
     return sink.written
 
 
-def _lay_over(staging: Path, layers: list[_Changes], taken: set[str]) -> list[str]:
+def _lay_over(staging: Path, layers: list[_Changes], taken: set[str]) -> dict[str, int]:
     """The draft's layers laid over one another in manifest order, as an unpacker applies
     changesets: a layer's whiteouts and opaque markers delete what the layers below it hold,
     then its files replace theirs (a file over a lower directory, or below a lower file or link,
     replaces it). The files that remain move into the staging root; ``taken`` (raw layers'
-    files) may not be written twice. Returns the paths moved."""
+    files) may not be written twice. Returns each path moved and the layer it came from."""
     held: dict[str, int] = {}  # path -> the layer whose file it is
 
     def drop(path: str, *, below_only: bool = False) -> None:
@@ -480,7 +484,7 @@ def _lay_over(staging: Path, layers: list[_Changes], taken: set[str]) -> list[st
         with _named_as_in_the_artifact(rel):
             os.replace(layers[held[rel]].root / rel, _prepare_parent(staging, rel))
     shutil.rmtree(staging / CHANGESETS, ignore_errors=True)
-    return sorted(held)
+    return dict(sorted(held.items()))
 
 
 def _refuse_file_and_directory(paths: list[str]) -> None:
