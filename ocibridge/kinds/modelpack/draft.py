@@ -15,17 +15,19 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import ValidationError
-from ocibridge.kinds.family import Reading
 from ocibridge.kinds.neutral import Loss
 from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, FILEPATH, LICENSE, README
 from ocibridge.oci.layerinfo import layer_type
 from ocibridge.oci.mediatypes import Kind
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import Store
+
+if TYPE_CHECKING:
+    from ocibridge.model.builder import ArtifactStore
 
 #: draft manifest annotation (after ``org.cnai.model.``) -> (config section, field)
 TO_CONFIG: dict[str, tuple[str, str]] = {
@@ -76,9 +78,9 @@ def metadata(annotations: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any
     return sections["descriptor"], sections["config"], kept
 
 
-def read_draft(store: Store, desc: Descriptor, manifest: Manifest) -> Reading:
-    """The draft artifact ``desc`` as the ModelPack artifact push would build of its files."""
-    from ocibridge.kinds.modelpack.family import ModelPackFamily
+def read_draft(store: Store, desc: Descriptor, manifest: Manifest) -> tuple[ArtifactStore, list[Loss]]:
+    """The draft artifact ``desc`` as the ModelPack artifact push would build of its files (a
+    read-only store, its staged files removed with it), and what the current form says otherwise."""
     from ocibridge.model import metadata as inferred
     from ocibridge.model.builder import build
     from ocibridge.model.extract import extract
@@ -97,9 +99,7 @@ def read_draft(store: Store, desc: Descriptor, manifest: Manifest) -> Reading:
     import weakref
 
     weakref.finalize(artifact, shutil.rmtree, str(staging), True)
-    reading = ModelPackFamily().read(artifact, artifact.descriptor, artifact.manifest_bytes, artifact.manifest)
-    reading.losses = _losses(manifest, len(pulled.files))
-    return reading
+    return artifact, _losses(manifest, len(pulled.files))
 
 
 def _kind(layer: Descriptor) -> Kind:

@@ -49,7 +49,10 @@ class ModelPackFamily:
         if is_draft(manifest):  # the early CNAI draft: its files packed as the current form (draft.py)
             from ocibridge.kinds.modelpack.draft import read_draft
 
-            return read_draft(store, desc, manifest)
+            artifact, losses = read_draft(store, desc, manifest)
+            reading = self.read(artifact, artifact.descriptor, artifact.manifest_bytes, artifact.manifest)
+            reading.losses = losses
+            return reading
         config_bytes, doc = fetch_json(store, manifest.config, "ModelPack config")
         diff_ids = items(section(doc, "modelfs"), "diffIds")
         parts = []
