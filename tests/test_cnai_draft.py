@@ -4,6 +4,8 @@ read everywhere a ModelPack artifact is read, named by validate, converted to th
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,19 @@ def test_through_a_registry_pull_path_serve_and_convert(draft, tmp_path, capsys,
         point_hub_at(monkeypatch, served.url, tmp_path / "hf-home" / "hub")
         for name in ("model.safetensors", "shards/part-1.bin", "README.md"):
             assert Path(hf_hub_download("acme/draft", name)).read_bytes() == SAMPLE_FILES[name]
+
+
+def test_the_format_docs_example_runs_and_gives_its_digests(tmp_path, capsys, monkeypatch):
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "formats" / "cnai-draft.md").read_text()
+    block = re.search(r"<!-- example[^>]*-->\s*```sh\n(.*?)```", doc, re.S)
+    assert block is not None
+    monkeypatch.chdir(tmp_path)
+    write_draft(tmp_path / "draft", sample_layers())
+    out = ""
+    for line in block.group(1).splitlines():
+        assert main(shlex.split(line)[1:]) == 0, capsys.readouterr().err
+        out += capsys.readouterr().out
+    for digest in re.findall(r"sha256:[0-9a-f]{64}", doc):
+        assert digest in out
+    assert "an artifact of the early CNAI draft (2024)" in out
+    assert files_of(tmp_path / "files") == SAMPLE_FILES
