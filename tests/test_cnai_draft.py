@@ -34,6 +34,18 @@ def test_pull_gives_exactly_the_files_the_layers_leave(draft, tmp_path, capsys):
     assert files_of(tmp_path / "out") == SAMPLE_FILES
 
 
+def test_links_inside_the_model_are_kept_through_pull_and_convert(tmp_path, capsys):
+    write_draft(tmp_path / "d", [DraftLayer({"weights/model.bin": b"w" * 100}, links={"model.bin": "weights/model.bin"},
+                                            filepath="weights")])
+    assert main(["pull", f"oci:{tmp_path / 'd'}:draft", str(tmp_path / "out"), "-q"]) == 0, capsys.readouterr().err
+    assert (tmp_path / "out" / "model.bin").readlink() == Path("weights/model.bin")
+    assert main(["convert", "--to", "modelpack", f"oci:{tmp_path / 'd'}:draft", f"oci:{tmp_path / 'new'}:v1",
+                 "-q"]) == 0, capsys.readouterr().err
+    assert main(["pull", f"oci:{tmp_path / 'new'}:v1", str(tmp_path / "again"), "-q"]) == 0
+    assert (tmp_path / "again" / "model.bin").readlink() == Path("weights/model.bin")
+    assert (tmp_path / "again" / "weights" / "model.bin").read_bytes() == b"w" * 100
+
+
 def test_opaque_marker_and_a_file_replacing_a_lower_one(tmp_path, capsys):
     write_draft(tmp_path / "d", [
         DraftLayer({"a/old.txt": b"old", "a/keep/x": b"x", "b.txt": b"one"}),
@@ -51,7 +63,9 @@ def test_opaque_marker_and_a_file_replacing_a_lower_one(tmp_path, capsys):
     DraftLayer({".wh...": b""}),
 ], ids=["climbing", "absolute", "symlink-out", "hardlink", "whiteout-of-parent"])
 def test_hostile_tar_entries_are_refused_and_nothing_is_written(layer, tmp_path, capsys):
-    write_draft(tmp_path / "d", [DraftLayer({"ok.txt": b"fine"}), layer])
+    # with a filepath, as the draft writes one: read as a changeset, not written whole as that file
+    layer.filepath = "weights.bin"
+    write_draft(tmp_path / "d", [DraftLayer({"ok.txt": b"fine"}, filepath="ok.txt"), layer])
     out = tmp_path / "out"
     assert main(["pull", f"oci:{tmp_path / 'd'}:draft", str(out), "-q"]) != 0
     err = capsys.readouterr().err
