@@ -30,8 +30,10 @@ def _json(capsys, argv: list[str]) -> dict:
 def test_pull_gives_exactly_the_files_the_layers_leave(draft, tmp_path, capsys):
     # tar and tar+gzip layers, weight/doc/config artifact types, with and without a filepath,
     # and a later layer whose whiteout deletes shards/stale.bin of an earlier one
-    assert main(["pull", draft, str(tmp_path / "out"), "-q"]) == 0, capsys.readouterr().err
+    pulled = _json(capsys, ["pull", draft, str(tmp_path / "out")])
     assert files_of(tmp_path / "out") == SAMPLE_FILES
+    assert pulled["files"] == sorted(SAMPLE_FILES)
+    assert pulled["bytes"] == sum(map(len, SAMPLE_FILES.values()))  # not the deleted file's
 
 
 def test_links_inside_the_model_are_kept_through_pull_and_convert(tmp_path, capsys):
@@ -80,6 +82,7 @@ def test_inspect_shows_each_layers_kind_and_the_metadata(draft, capsys):
         ("weight", "tar"), ("weight", "tar+gzip"), ("doc", "tar"), ("doc", "tar+gzip"), ("weight.config", "tar"),
         ("weight", "tar")]
     assert info["annotations"]["org.cnai.model.name"] == "draft-llama"
+    assert "early CNAI draft (2024)" in info["familyName"]
     assert main(["ls", draft.rsplit(":", 1)[0]]) == 0
     assert "draft-llama" in capsys.readouterr().out
 

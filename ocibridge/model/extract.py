@@ -330,7 +330,8 @@ class DirectoryTarget:
             at = self._changesets[desc.digest]
             changes = _Changes(staging / CHANGESETS / str(at))
             with readable_layer(desc):
-                written = _unpack_changeset(layer_stream(reader, desc), changes, self.select)
+                _unpack_changeset(layer_stream(reader, desc), changes, self.select)
+            written = 0  # counted once laid over the others: a file a later layer deletes is no pull's
             with self._lock:
                 self._changes[at] = changes
                 self.result.skipped.extend(changes.skipped)
@@ -357,6 +358,8 @@ class DirectoryTarget:
             digests = {at: digest for digest, at in self._changesets.items()}
             laid = _lay_over(staging, layers, set(self.result.files))
             self.result.origins = {rel: digests[at] for rel, at in laid.items()}
+            self.result.bytes_written += sum((staging / rel).lstat().st_size for rel in laid
+                                             if not (staging / rel).is_symlink())
             self.result.files = sorted([*self.result.files, *laid])
         # the look at DIR and the move into it are one step: a concurrent pull into DIR
         # commits wholly before or after, and the later one sees the earlier one's files
