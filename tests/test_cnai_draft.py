@@ -163,3 +163,13 @@ def test_the_format_docs_example_runs_and_gives_its_digests(tmp_path, capsys, mo
         assert digest in out
     assert "an artifact of the early CNAI draft (2024)" in out
     assert files_of(tmp_path / "files") == SAMPLE_FILES
+
+
+def test_save_and_load_carry_the_draft_as_it_is_and_it_still_pulls(draft, tmp_path, capsys):
+    bundle = tmp_path / "draft.bundle"
+    assert main(["save", draft, "-o", str(bundle), "-q"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    [ref] = _json(capsys, ["load", str(bundle), f"oci:{tmp_path / 'loaded'}"])["destinations"]
+    assert ref.endswith("@" + json.loads((tmp_path / "draft" / "index.json").read_text())["manifests"][0]["digest"])
+    assert main(["pull", ref, str(tmp_path / "out"), "-q"]) == 0, capsys.readouterr().err
+    assert files_of(tmp_path / "out") == SAMPLE_FILES
