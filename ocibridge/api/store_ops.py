@@ -28,6 +28,7 @@ from ocibridge.kinds.targets import (
     open_store_target,
     rewrite_if_local,
 )
+from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, is_draft
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.mediatypes import family_of_artifact as _family_of
@@ -59,6 +60,8 @@ from ocibridge.transfer.results import (
 )
 from ocibridge.transfer.writer import Blob, retag, write_artifact
 
+#: where ``ls`` finds the name and date of an early CNAI draft artifact (it has no config)
+DRAFT_NAME, DRAFT_CREATED = ANNOTATION_PREFIX + "name", ANNOTATION_PREFIX + "created"
 #: prune leaves unreferenced blobs younger than this: they may belong to a push still running.
 DEFAULT_PRUNE_GRACE_SECONDS = 300.0
 EMPTY_JSON = b"{}"
@@ -148,7 +151,11 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
         fam = _family_of(node.artifactType, node.config.mediaType)
         family = fam.value if fam else None
         created = (node.annotations or {}).get(ANNOTATION_CREATED)
-        if fam is not None:
+        if is_draft(node):  # the early CNAI draft: no config, its metadata in annotations
+            said = node.annotations or {}
+            family, name = "cnai-draft", said.get(DRAFT_NAME)
+            created = said.get(DRAFT_CREATED, created)
+        elif fam is not None:
             name, created = _config_name_created(store, node.config, created)
     else:
         size += sum(m.size for m in node.manifests)

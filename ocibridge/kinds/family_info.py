@@ -9,6 +9,7 @@ from typing import Any
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.kinds.families import NotAModel, identify
+from ocibridge.oci.cnaidraft import is_draft
 from ocibridge.stores.base import Store
 
 #: family name → how a person calls it
@@ -35,6 +36,8 @@ def describe(store: Store, reference: str, info: dict[str, Any]) -> None:
     name = found.family.name
     info["family"] = name
     info["familyName"] = FAMILY_WORDS.get(name, found.family.title)
+    if is_draft(found.manifest):  # its metadata is in the annotations inspect lists
+        info["familyName"] = "ModelPack, the early CNAI draft (2024): convert --to modelpack for the current form"
     label, keys = FAMILY_FIELDS.get(name, ("", ()))
     config = info.get("config")
     if keys and isinstance(config, dict):

@@ -12,6 +12,7 @@ from ocibridge.chunks.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
 from ocibridge.lazyread.chunkstore import ChunkStore
+from ocibridge.oci.cnaidraft import is_draft_layer
 from ocibridge.oci.layerinfo import is_raw, layer_path
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import resolve_and_read
@@ -78,6 +79,10 @@ class RemoteModel:
         key = path.strip("/")
         if key in self.files:
             return self.files[key]
+        if key in self.packed and is_draft_layer(self.packed[key]):
+            raise OcibridgeError(f"{key} is in a layer of the early CNAI draft (a filesystem changeset, "
+                                 f"{self.packed[key].mediaType}): lazy reads need raw layers "
+                                 "(ocibridge convert --to modelpack writes one per file)")
         if key in self.packed:
             raise OcibridgeError(f"{key} is packed in a tar layer ({self.packed[key].mediaType}): lazy reads "
                                  "need raw layers (push with --layer KIND=raw)")

@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import posixpath
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from ocibridge.core.confined import check_links
 from ocibridge.core.dirlock import directory_locked
@@ -33,6 +34,7 @@ from ocibridge.core.overwrite import OnExisting, plan_commit
 from ocibridge.core.stale import locked_staging, remove_stale_staging
 from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import OcibridgeError, UnsafePath
+from ocibridge.layers.applier import apply_entry, read_entry
 from ocibridge.layers.reader import (
     MAX_EXPANSION_RATIO,
     MAX_TAR_ENTRIES,
@@ -43,6 +45,7 @@ from ocibridge.layers.reader import (
 )
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.index import model_entry
+from ocibridge.oci.cnaidraft import LAYER_VARIANTS, is_draft, is_draft_layer
 from ocibridge.oci.digest import CHUNK, verified, verify_bytes
 from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.mediatypes import INDEX_TYPES
@@ -56,6 +59,11 @@ __all__ = [
     "fetch_manifest", "layer_mode", "layer_path", "resolve_model",
 ]
 
+#: where the layers of the early CNAI draft are unpacked, each on its own, inside the staging
+#: directory, before they are laid over one another in manifest order (a name no file may take)
+CHANGESETS = TEMP_PREFIX + "changesets"
+
+
 @dataclass
 class ExtractResult:
     manifest: Descriptor | None
@@ -63,6 +71,8 @@ class ExtractResult:
     bytes_written: int = 0
     kept: list[str] = field(default_factory=list)  # existing files left alone (OnExisting.KEEP)
     skipped: list[str] = field(default_factory=list)  # not selected (pull --include/--exclude)
+    #: path -> digest of the early-draft layer whose file it is (what kind the file is)
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 def resolve_model(store: Store, reference: str) -> Descriptor:
@@ -224,6 +234,8 @@ class DirectoryTarget:
         self.result = ExtractResult(None)
         self._staging: Path | None = None
         self._raw: dict[str, list[tuple[str, int]]] = {}  # digest -> (path, mode) of raw layers
+        self._changesets: dict[str, int] = {}  # digest -> position of the draft's changeset layers
+        self._changes: dict[int, _Changes] = {}  # what each changeset layer wrote and deleted
         self._lock = threading.Lock()
         self._tar_lock = threading.Lock()  # tar layers unpack one at a time: their paths may meet
 
@@ -264,7 +276,15 @@ class DirectoryTarget:
             raise OcibridgeError(f"{desc.digest} is an index, not a model manifest; pick one by digest")
         raw: list[tuple[Descriptor, str]] = []
         tars: list[Descriptor] = []
+        draft = is_draft(node)
+        self._changesets = {}
         for layer in node.layers:
+            if is_draft_layer(layer) or (draft and layer.mediaType in LAYER_VARIANTS):
+                # a filesystem changeset (the early CNAI draft): unpacked apart, laid over the
+                # others in manifest order once all are in (whiteouts apply)
+                self._changesets.setdefault(layer.digest, len(self._changesets))
+                tars.append(layer)
+                continue
             name = raw_file_path(layer)
             if name is not None:
                 rel = safe_relpath(name, "layer file path")
@@ -306,6 +326,15 @@ class DirectoryTarget:
                     shutil.copyfile(staging / first, _prepare_parent(staging, rel))
                     os.chmod(staging / rel, mode & ~process_umask())
                 written += desc.size
+        elif desc.digest in self._changesets:
+            at = self._changesets[desc.digest]
+            changes = _Changes(staging / CHANGESETS / str(at))
+            with readable_layer(desc):
+                _unpack_changeset(layer_stream(reader, desc), changes, self.select)
+            written = 0  # counted once laid over the others: a file a later layer deletes is no pull's
+            with self._lock:
+                self._changes[at] = changes
+                self.result.skipped.extend(changes.skipped)
         else:
             files: list[str] = []
             skipped: list[str] = []
@@ -324,6 +353,14 @@ class DirectoryTarget:
         if staging is None:
             raise OcibridgeError(f"{self.describe()}: not open for writing")
         self.result.manifest = desc
+        if self._changes:
+            layers = [self._changes[i] for i in sorted(self._changes)]
+            digests = {at: digest for digest, at in self._changesets.items()}
+            laid = _lay_over(staging, layers, set(self.result.files))
+            self.result.origins = {rel: digests[at] for rel, at in laid.items()}
+            self.result.bytes_written += sum((staging / rel).lstat().st_size for rel in laid
+                                             if not (staging / rel).is_symlink())
+            self.result.files = sorted([*self.result.files, *laid])
         # the look at DIR and the move into it are one step: a concurrent pull into DIR
         # commits wholly before or after, and the later one sees the earlier one's files
         with directory_locked(self.out):
@@ -332,6 +369,125 @@ class DirectoryTarget:
             self.result.kept = plan.kept
             _commit(staging, self.out, plan.write)
 
+
+
+@dataclass
+class _Changes:
+    """One changeset layer unpacked on its own under ``root``: the files and links it adds, the
+    paths its whiteouts delete, the directories its opaque markers empty (of lower layers)."""
+
+    root: Path
+    files: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    emptied: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def _changeset_place(name: str, what: str) -> str | None:
+    """A draft layer's names follow the pull's rule: relative, inside the model, else refused."""
+    if what == "tar entry" and is_root_entry(name):
+        return None
+    rel = safe_relpath(name.rstrip("/"), what)
+    if rel.split("/", 1)[0] == CHANGESETS:
+        raise UnsafePath(f"{rel}: a name ocibridge keeps for its own staging")
+    return rel
+
+
+class _ChangesetSink:
+    """A draft layer's entries written under its own root, its deletions recorded (applied when
+    the layers are laid over one another); hard links and special files refused as in any pull."""
+
+    def __init__(self, changes: _Changes, select: Callable[[str], bool] | None) -> None:
+        self.changes, self.select, self.written = changes, select, 0
+
+    def place(self, name: str, what: str) -> str | None:
+        return _changeset_place(name, what)
+
+    def opaque_marker(self, path: str) -> None:
+        self.changes.emptied.append(posixpath.dirname(path))
+
+    def whiteout(self, path: str) -> None:
+        self.changes.deleted.append(path)
+
+    def add_dir(self, path: str, mode: int, uid: int, gid: int) -> None:
+        _prepare_parent(self.changes.root, path + "/x")
+
+    def _target(self, path: str) -> Path | None:
+        if self.select is not None and not self.select(path):
+            self.changes.skipped.append(path)
+            return None
+        target = _prepare_parent(self.changes.root, path)
+        if target.exists() or target.is_symlink():
+            raise OcibridgeError(f"duplicate path in a layer: {path}")
+        self.changes.files.append(path)
+        return target
+
+    def add_symlink(self, path: str, target: str, uid: int, gid: int) -> None:
+        if not link_stays_inside(path, target):
+            raise UnsafePath(f"{path}: symlink points outside the model ({target})")
+        where = self._target(path)
+        if where is not None:
+            with _named_as_in_the_artifact(path):
+                os.symlink(target, where)
+
+    def add_hardlink(self, path: str, target: str) -> None:
+        raise UnsafePath(f"{path}: unsupported tar entry type (hard link or device)")
+
+    def add_file(self, path: str, mode: int, size: int, src: IO[bytes] | None, uid: int, gid: int) -> None:
+        where = self._target(path)
+        if where is not None and src is not None:
+            with _named_as_in_the_artifact(path):
+                self.written += _write_stream(src, where, 0o755 if mode & 0o111 else 0o644, size)
+
+    def add_special(self, path: str, kind: str, mode: int, uid: int, gid: int, device: str | None) -> None:
+        raise UnsafePath(f"{path}: unsupported tar entry type (hard link or device)")
+
+
+def _unpack_changeset(stream: Reader, changes: _Changes, select: Callable[[str], bool] | None) -> int:
+    """Unpack one draft layer under ``changes.root`` through the one reading of a layer's entries
+    (layers/applier.py), reading it to its end (where it is verified)."""
+    changes.root.mkdir(parents=True, exist_ok=True)
+    sink = _ChangesetSink(changes, select)
+    with open_tar_stream(stream) as tar:
+        for member in tar_members(tar):
+            entry = read_entry(member, sink.place)
+            if entry is not None:
+                apply_entry(tar, entry, sink)
+    while stream.read(CHUNK):
+        pass
+    return sink.written
+
+
+def _lay_over(staging: Path, layers: list[_Changes], taken: set[str]) -> dict[str, int]:
+    """The draft's layers laid over one another in manifest order, as an unpacker applies
+    changesets: a layer's whiteouts and opaque markers delete what the layers below it hold,
+    then its files replace theirs (a file over a lower directory, or below a lower file or link,
+    replaces it). The files that remain move into the staging root; ``taken`` (raw layers'
+    files) may not be written twice. Returns each path moved and the layer it came from."""
+    held: dict[str, int] = {}  # path -> the layer whose file it is
+
+    def drop(path: str, *, below_only: bool = False) -> None:
+        for rel in [r for r in held if r.startswith(path + "/") or (not below_only and r == path)]:
+            del held[rel]
+
+    for at, layer in enumerate(layers):
+        for directory in layer.emptied:
+            drop(directory, below_only=True) if directory else held.clear()
+        for path in layer.deleted:
+            drop(path)
+        for rel in layer.files:
+            parts = rel.split("/")
+            for depth in range(1, len(parts)):  # a lower file or link where this one needs a directory
+                held.pop("/".join(parts[:depth]), None)
+            drop(rel, below_only=True)  # a lower directory this file replaces
+            held[rel] = at
+    for rel in sorted(held):
+        if rel in taken:
+            raise OcibridgeError(f"duplicate path in artifact: {rel}")
+        with _named_as_in_the_artifact(rel):
+            os.replace(layers[held[rel]].root / rel, _prepare_parent(staging, rel))
+    shutil.rmtree(staging / CHANGESETS, ignore_errors=True)
+    return dict(sorted(held.items()))
 
 
 def _refuse_file_and_directory(paths: list[str]) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from ocibridge.core.terminal import human_size as human_size  # its home since the copy's summary needs it alone
 from ocibridge.core.terminal import one_line
 from ocibridge.model.extract import fetch_manifest, layer_path
-from ocibridge.oci.mediatypes import parse_layer_media_type
+from ocibridge.oci.layerinfo import layer_type
 from ocibridge.stores.base import Store
 
 
@@ -20,7 +20,7 @@ def inspect(store: Store, reference: str) -> dict[str, Any]:
         config = None
     layers = []
     for layer in manifest.layers:
-        kind = parse_layer_media_type(layer.mediaType)
+        kind = layer_type(layer)  # by media type, or the early draft's artifactType
         layers.append(
             {
                 "kind": kind.kind.value if kind else "-",

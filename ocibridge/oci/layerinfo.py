@@ -6,8 +6,15 @@ import contextlib
 import json
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.oci.mediatypes import ANNOTATION_TITLE, Family, Variant, parse_layer_media_type
+from ocibridge.oci.cnaidraft import draft_layer_type
+from ocibridge.oci.mediatypes import ANNOTATION_TITLE, Family, LayerType, Variant, parse_layer_media_type
 from ocibridge.oci.models import Descriptor
+
+
+def layer_type(desc: Descriptor) -> LayerType | None:
+    """A model layer's (family, kind, variant): by its ModelPack media type, or for a layer of
+    the early CNAI draft by its ``artifactType`` over an image-layer type (oci/cnaidraft.py)."""
+    return parse_layer_media_type(desc.mediaType) or draft_layer_type(desc)
 
 
 def layer_path(desc: Descriptor) -> str | None:
@@ -31,9 +38,9 @@ def is_raw(layer: Descriptor) -> bool:
 def raw_file_path(layer: Descriptor, error: type[OcibridgeError] = OcibridgeError) -> str | None:
     """The model path of a raw layer (one file, its blob's bytes); None for a tar layer. A raw
     layer naming no path is refused (as ``error``): nobody could say where its file goes."""
-    kind = parse_layer_media_type(layer.mediaType)
+    kind = layer_type(layer)
     if kind is not None and kind.variant is not Variant.RAW:
-        return None
+        return None  # a tar layer (the draft's too: its filepath names the tar's content, not a file)
     name = layer_path(layer)
     if name is None:
         raise error(f"layer {layer.digest} has no file path annotation")

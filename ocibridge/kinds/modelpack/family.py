@@ -12,6 +12,7 @@ from ocibridge.kinds.common import fetch_json, file_metadata, items, layer_file_
 from ocibridge.kinds.family import Reading, WriteOptions
 from ocibridge.kinds.neutral import Loss, ModelView, Part, Written
 from ocibridge.kinds.origin import can_keep, carried, strip
+from ocibridge.oci.cnaidraft import is_draft
 from ocibridge.oci.mediatypes import (
     ANNOTATION_TITLE,
     OCI_MANIFEST,
@@ -45,6 +46,13 @@ class ModelPackFamily:
         return f"modelpack-{(family or options.media_types).value}"
 
     def read(self, store: Store, desc: Descriptor, data: bytes, manifest: Manifest) -> Reading:
+        if is_draft(manifest):  # the early CNAI draft: its files packed as the current form (draft.py)
+            from ocibridge.kinds.modelpack.draft import read_draft
+
+            artifact, losses = read_draft(store, desc, manifest)
+            reading = self.read(artifact, artifact.descriptor, artifact.manifest_bytes, artifact.manifest)
+            reading.losses = losses
+            return reading
         config_bytes, doc = fetch_json(store, manifest.config, "ModelPack config")
         diff_ids = items(section(doc, "modelfs"), "diffIds")
         parts = []
