@@ -9,7 +9,12 @@ alternated (one sample of each in turn), so a load that comes and goes weighs on
 - ``copy`` within one registry: a small model pushed to repository A, then ``ocibridge copy
   A B`` (every blob mounted, nothing uploaded: the registry's log is counted) against
   ``skopeo copy --all docker://A docker://B``, each to a new repository every time;
-- ``path REF`` of a model the cache holds (one manifest ``HEAD``), and ``path --offline``.
+- ``path REF`` of a model the cache holds (one manifest ``HEAD``), and ``path --offline``;
+- ``ls`` of a local store holding two models.
+
+The copy group also runs the floor of a copy: ``python -c`` importing what ``ocibridge copy``
+imports (the CLI's entry and transfer modules, the API's copy, the registry store, httpx), with
+no network: what no change to the command's own work can go below.
 
 ``--before REV`` adds the same ocibridge rows for that git revision (exported with ``git
 archive``), run in the same rounds. Both trees are byte-compiled first, as an installed package
@@ -141,7 +146,9 @@ def copy_rows(trees: Trees, work: Path, repeat: int) -> None:
             return run
 
         rows: dict[str, Callable[[int], Timing]] = {
-            '`python -c "import httpx"`': lambda i: timed([PY, "-c", "import httpx"], env)}
+            '`python -c "import httpx"`': lambda i: timed([PY, "-c", "import httpx"], env),
+            "floor: `python -c` with the imports of a copy": lambda i: timed([PY, "-c", COPY_IMPORTS],
+                                                                              trees.env(ROOT, env))}
         for n, (suffix, tree) in enumerate(trees.trees.items()):
             rows[f"`ocibridge copy A B`{suffix}"] = counting(
                 f"ocibridge{suffix}",
@@ -156,6 +163,25 @@ def copy_rows(trees: Trees, work: Path, repeat: int) -> None:
     for name, seen in counted.items():
         print(f"\n{name}: registry blob bytes uploaded per run {sorted({b for b, _ in seen})}, "
               f"mounts per run {sorted({m for _, m in seen})}")
+
+
+#: what ``ocibridge copy`` imports before its first request (python -X importtime of a copy)
+COPY_IMPORTS = ("import ocibridge.cli.entry, ocibridge.cli.transfer, ocibridge.api.copy, "
+                "ocibridge.stores.registry.store, httpx")
+
+
+def ls_rows(trees: Trees, work: Path, repeat: int) -> None:
+    env = {**os.environ, "OCIBRIDGE_STORE": str(work / "ls-store")}
+    model = work / "ls-model"
+    model.mkdir()
+    (model / "w.bin").write_bytes(os.urandom(64 * 1024))
+    (model / "config.json").write_text('{"model_type": "bench"}')
+    for tag in ("a:v1", "b:v1"):
+        timed([PY, "-m", "ocibridge", "push", str(model), tag, "-q"], trees.env(ROOT, env))
+    rows = {"`python -c pass`": lambda i: timed([PY, "-c", "pass"], env)}
+    rows.update(trees.rows("`ocibridge ls`", ["ls"], env))
+    table(f"Start-up: `ls` of a local store with two models (median of {repeat})", alternate(rows, repeat),
+          "`python -c pass`")
 
 
 def path_rows(trees: Trees, work: Path, repeat: int) -> None:
@@ -182,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=21)
     p.add_argument("--before", metavar="REV", help="also measure the ocibridge of this git revision")
-    p.add_argument("--only", choices=["help", "copy", "path"], action="append", default=[])
+    p.add_argument("--only", choices=["help", "copy", "path", "ls"], action="append", default=[])
     args = p.parse_args(argv)
     if shutil.which("skopeo") is None and (not args.only or "copy" in args.only):
         print("skopeo is not on PATH", file=sys.stderr)
@@ -201,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             copy_rows(trees, work, args.repeat)
         if not args.only or "path" in args.only:
             path_rows(trees, work, args.repeat)
+        if not args.only or "ls" in args.only:
+            ls_rows(trees, work, args.repeat)
     print(f"\nload average after: {_load()}")
     return 0
 
