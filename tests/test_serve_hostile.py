@@ -248,6 +248,7 @@ def test_clients_that_stop_reading_hold_no_capacity_and_are_cut(layout, tmp_path
     over Xet takes at most twice its time on an idle serve; the stalled connections are closed
     after the send timeout; serve's RSS stays under 300 MiB."""
     with serve_process(tmp_path, f"oci:{layout}/lay", "--send-timeout", "6") as (served, log):
+        honest_download(served, tmp_path / "hub-warm", monkeypatch)  # the model cache filled
         idle = honest_download(served, tmp_path / "hub-idle", monkeypatch)
         clients = stalled_xorb_clients(served, 64)
         try:

@@ -10,6 +10,9 @@ of it that no setting gives:
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import struct
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -33,7 +36,16 @@ class GuardedProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._head_bytes = self._head_count = 0
-        self.scope[ABORT] = self.transport.abort  # type: ignore[literal-required]
+        self.scope[ABORT] = self._reset  # type: ignore[literal-required]
+
+    def _reset(self) -> None:
+        """Drop the connection now: a reset (linger 0), so the kernel drops what it holds for
+        the client too rather than trickling it out to a client that reads nothing."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
 
     def _count(self, size: int, headers: int = 0) -> None:
         self._head_bytes += size
