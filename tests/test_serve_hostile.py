@@ -163,6 +163,8 @@ def test_bodies_and_heads_are_bounded_before_they_are_read(layout, tmp_path):
         assert status_of(answer) == 413
         assert sent < BODY_MAX + 64 * MIB  # what the kernel's buffers hold besides
         # no token, no such repository: answered before the body is read (the connection closed after)
+        no_token = raw(served.port, b"GET /api/models/acme/tiny HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert status_of(no_token) == 401 and b"no token was sent" in no_token
         for head, code in ((route, 401), (route.replace(b"acme/tiny", b"acme/none") + AUTH, 404)):
             sent, answer = send_until_refused(
                 served.port, head + b"Transfer-Encoding: chunked\r\n\r\n", chunk, 1024 * MIB)
@@ -210,6 +212,9 @@ def test_odd_text_in_names_is_a_4xx_in_the_hubs_shape_never_a_header_of_its_own(
             assert b"\x00" not in head, head
             assert not [line for line in head.lower().split(b"\r\n") if line.startswith(b"x-evil")], head
             assert b"x-error-message" in head.lower()
+        # a repository the registry is asked about: no request log without --debug
+        assert httpx.get(f"{served.url}/api/models/acme/none").status_code == 404
+    assert not [line for line in log if "HTTP Request" in line], log
     assert not [line for line in log if "Traceback" in line or "Invalid HTTP" in line], log
 
 
@@ -231,29 +236,41 @@ def stalled_xorb_clients(served: ServeProcess, count: int) -> list[socket.socket
     return clients
 
 
-def honest_download(served: ServeProcess, hub: Path, monkeypatch: pytest.MonkeyPatch) -> float:
-    from huggingface_hub import hf_hub_download
-    from serving import point_hub_at
+DOWNLOAD = """
+import os, sys, time
+from huggingface_hub import hf_hub_download
+start = time.monotonic()
+got = hf_hub_download("acme/big", "model.safetensors")
+took = time.monotonic() - start
+assert os.path.getsize(got) == 64 * 1024 * 1024
+print(took)
+"""
 
-    point_hub_at(monkeypatch, served.url, hub, xet=True)
-    start = time.monotonic()
-    got = hf_hub_download("acme/big", "model.safetensors")
-    took = time.monotonic() - start
-    assert os.path.getsize(got) == 64 * MIB
-    return took
+
+def honest_download(served: ServeProcess, home: Path) -> float:
+    """hf_hub_download of acme/big's 64 MiB weights over Xet, in a process of its own with caches
+    of its own (hf_xet keeps the chunks it fetched: a second download in one cache asks serve
+    for none); the seconds it took."""
+    env = {**os.environ, "HF_ENDPOINT": served.url, "HF_HUB_CACHE": str(home / "hub"),
+           "HF_XET_CACHE": str(home / "xet"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    for name in ("HF_HUB_OFFLINE", "HF_HUB_DISABLE_XET", "HF_TOKEN"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", DOWNLOAD], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return float(done.stdout.split()[-1])
 
 
-def test_clients_that_stop_reading_hold_no_capacity_and_are_cut(layout, tmp_path, monkeypatch):
+def test_clients_that_stop_reading_hold_no_capacity_and_are_cut(layout, tmp_path):
     """64 clients that ask for xorbs and read nothing: an honest hf_hub_download of a 64 MiB file
     over Xet takes at most twice its time on an idle serve; the stalled connections are closed
     after the send timeout; serve's RSS stays under 300 MiB."""
     with serve_process(tmp_path, f"oci:{layout}/lay", "--send-timeout", "6") as (served, log):
-        honest_download(served, tmp_path / "hub-warm", monkeypatch)  # the model cache filled
-        idle = honest_download(served, tmp_path / "hub-idle", monkeypatch)
+        honest_download(served, tmp_path / "warm")  # serve's model cache filled
+        idle = honest_download(served, tmp_path / "idle")
         clients = stalled_xorb_clients(served, 64)
         try:
             time.sleep(2)  # every stalled answer has written what the socket takes, and waits
-            busy = honest_download(served, tmp_path / "hub-busy", monkeypatch)
+            busy = honest_download(served, tmp_path / "busy")
             peak = served.peak_rss()
             print(f"hf_hub_download of 64 MiB over Xet: idle {idle:.2f} s, beside 64 stalled clients "
                   f"{busy:.2f} s; serve's peak RSS {peak / MIB:.0f} MiB")
@@ -292,3 +309,20 @@ def test_a_plain_download_that_stops_reading_is_cut_after_the_send_timeout(layou
         s.close()
         assert got < 64 * MIB
     assert any("read nothing for 2 s" in line for line in log), log
+
+
+def test_main_of_a_repository_without_the_default_tag_names_its_tags(tmp_path):
+    """from_pretrained("a") of a repository with only :v1: the error says which tags exist and
+    how to name one (issue 53, item 5)."""
+    from starlette.testclient import TestClient
+
+    import ocibridge
+    from ocibridge.stores.layout import LayoutStore
+
+    LayoutStore(tmp_path / "lay", create=True)
+    assert main(["push", str(make_model(tmp_path / "a")), f"oci:{tmp_path}/lay:a:v1", "-q"]) == 0
+    with TestClient(ocibridge.create_app(f"oci:{tmp_path}/lay")) as client:
+        r = client.get("/api/models/a")
+    assert r.status_code == 404 and r.headers["x-error-code"] == "RevisionNotFound"
+    assert "its tags: v1" in r.json()["error"] and "--default-tag" in r.json()["error"]
+    assert "revision=" in r.headers["x-error-message"]

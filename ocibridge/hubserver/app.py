@@ -100,6 +100,9 @@ class ServeApp:
 
         async def endpoint(request: Request) -> Response:
             if needs_token and not self._allowed(request):
+                if not bearer(request):
+                    return error(401, None, "no token was sent: this server wants 'Authorization: Bearer "
+                                 "TOKEN' (huggingface_hub: HF_TOKEN or token=)")
                 return error(401, None, "Invalid credentials in Authorization header")
             try:
                 return await answer(request)

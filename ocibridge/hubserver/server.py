@@ -129,6 +129,12 @@ def server(app: Starlette, options: ServerSettings, sock: socket.socket | None =
 def run(app: Starlette, options: ServerSettings) -> None:
     """Serve ``app`` (:func:`build_app`'s) until SIGTERM or Ctrl-C, then close it."""
     logging.basicConfig(level=logging.INFO, format="ocibridge: %(message)s")
+    from ocibridge.stores.registry.debuglog import REQUEST_LOGGERS
+
+    for name in REQUEST_LOGGERS:  # the upstream request log: only with --debug (which sets its level)
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
     try:
         server(app, options).run()
     finally:

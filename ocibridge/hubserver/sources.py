@@ -15,6 +15,7 @@ revision resolves answers.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -359,8 +360,23 @@ class Catalog:
             self._check(repo, top, self._tag_of(revision))
             return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source)
         if held:
-            raise RevisionNotFound(f"{repo_id}: no revision {revision}")
+            raise RevisionNotFound(self._no_revision(repo_id, parts, revision))
         raise RepoNotFound(f"{repo_id}: no such repository in {', '.join(s.shown for s in self.sources)}")
+
+    def _no_revision(self, repo_id: str, parts: list[str], revision: str) -> str:
+        """Why a revision of a repository that exists is not found; for ``main``, which tags
+        there are and how to name one (the README's ``from_pretrained("a")`` of a repo with only ``:v1``)."""
+        if revision != "main":
+            return f"{repo_id}: no revision {revision}"
+        tags: set[str] = set()
+        for source in self.sources:
+            repo = source.repository(parts)
+            if repo is not None:
+                with contextlib.suppress(NotFound, RegistryError):
+                    tags.update(repo.tags())
+        shown = ", ".join(sorted(tags)[:10]) + (", ..." if len(tags) > 10 else "")
+        return (f"{repo_id}: no revision main (the tag {self.default_tag}); its tags: {shown or 'none'}: "
+                "ask for one (revision='TAG'), or run serve with --default-tag TAG")
 
     def _resolve(self, number: int, key: str, repo: Repository, revision: str) -> Descriptor:
         store = repo.store
