@@ -115,7 +115,8 @@ ROUTES = [
     ("GET", "/acme/tiny/resolve/main/absent", True, 404, "EntryNotFound", "acme/tiny@main: no file absent"),
     ("GET", "/solo/resolve/main/config.json", True, 404, "RepoNotFound", None),
     ("PUT", "/acme/tiny/resolve/main/config.json", True, 405, None, None),
-    ("GET", "/nowhere", False, 401, None, "Invalid credentials in Authorization header"),
+    ("GET", "/nowhere", False, 401, None, "no token was sent: this server wants 'Authorization: Bearer TOKEN' "
+     "(huggingface_hub: HF_TOKEN or token=)"),
     ("GET", "/nowhere", True, 404, None, "no such route: /nowhere"),
     ("GET", "/xet/abc", False, 404, None, "no such route: /xet/abc"),  # Xet's paths need no read token
     ("GET", "/xet/a/acme/tiny/v3/reconstructions/x", False, 404, None,

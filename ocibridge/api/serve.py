@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ocibridge.errors import OcibridgeError
+from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.hubserver import XET_MIN_SIZE as XET_MIN_SIZE
 from ocibridge.hubserver.server import read_tokens as read_tokens
 
@@ -37,6 +37,7 @@ class ServeOptions:
     xet_min_size: int | None = XET_MIN_SIZE  # files from this size are offered over Xet; None: plain only
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out (--public-url)
     page: int = 1000  # entries per page of a tree or model listing
+    send_timeout: float = 30.0  # seconds one write of an answer may take; a client slower is cut (--send-timeout)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,10 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     settings = ServerSettings(
         listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
         access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
-        xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url))
+        xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
+        send_timeout=options.send_timeout)
+    if not options.send_timeout > 0:
+        raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     check_listening(settings)
     located = parse_sources([sources] if isinstance(sources, str) else sources, transfer.registry_options())
     catalog = Catalog(located, default_tag=options.default_tag, verify=verify)

@@ -21,7 +21,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     transfer = transfer_options(args)
     tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
     options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, xet_min_size=_xet_min(args),
-                                     public_url=args.public_url)
+                                     public_url=args.public_url, send_timeout=args.send_timeout)
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -54,6 +54,9 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--public-url", metavar="URL",
                    help="the URL clients reach serve at, for the Xet URLs it hands out (behind a proxy "
                         "that terminates TLS; default: the address each request came to)")
+    p.add_argument("--send-timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="seconds one write of an answer may take: a client that reads slower is "
+                        "disconnected (default 30)")
     add_transfer_flags(p)
 
 

@@ -33,8 +33,9 @@ from urllib.parse import parse_qs
 
 import anyio.to_thread
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ocibridge.errors import OcibridgeError
@@ -42,9 +43,10 @@ from ocibridge.hubserver import XET_MIN_SIZE, hubjson
 from ocibridge.hubserver.answers import bearer, byte_range, error, int_param, requested_repo
 from ocibridge.hubserver.blobs import Blobs, read_file
 from ocibridge.hubserver.files import FileLists, HubFile, ModelFiles
+from ocibridge.hubserver.guard import PATHS_MAX, Guard, Limits
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
-from ocibridge.hubserver.xetroutes import XetRoutes
+from ocibridge.hubserver.xetroutes import ClosingStream, XetRoutes
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.ranges import ChunkRanges
@@ -98,6 +100,9 @@ class ServeApp:
 
         async def endpoint(request: Request) -> Response:
             if needs_token and not self._allowed(request):
+                if not bearer(request):
+                    return error(401, None, "no token was sent: this server wants 'Authorization: Bearer "
+                                 "TOKEN' (huggingface_hub: HF_TOKEN or token=)")
                 return error(401, None, "Invalid credentials in Authorization header")
             try:
                 return await answer(request)
@@ -228,17 +233,12 @@ class ServeApp:
         return JSONResponse(page, headers=headers)
 
     async def paths_info(self, request: Request) -> Response:
-        body = await request.body()
-        paths: list[str] = []
-        if request.headers.get("content-type", "").startswith("application/json"):
-            try:
-                given = json.loads(body).get("paths", [])
-            except (ValueError, AttributeError):
-                given = []
-            paths = [p for p in given if isinstance(p, str)] if isinstance(given, list) else []
-        else:
-            paths = parse_qs(body.decode("utf-8", "replace")).get("paths", [])
+        # the token (guarded) and the repository and revision are checked before the body is
+        # read; the body is bounded by the guard (its size) and here (the paths it lists)
         resolved, files = await self.model(requested_repo(request), request.path_params["revision"])
+        paths = requested_paths(request.headers.get("content-type", ""), await request.body())
+        if isinstance(paths, str):
+            return error(400, None, paths)
         offered = await self.xet.offered(resolved, files)
         return JSONResponse(hubjson.paths_info(files, paths, lambda f: offered.get(f.path)),
                             headers={"X-Repo-Commit": resolved.commit})
@@ -272,7 +272,7 @@ class ServeApp:
         headers["Content-Length"] = str(end - start)
         if request.method == "HEAD":
             return Response(status_code=status, headers=headers)
-        return StreamingResponse(await self._body(resolved, f, start, end, status == 206),
+        return ClosingStream(await self._body(resolved, f, start, end, status == 206),
                                  status_code=status, headers=headers)
 
     async def _body(self, resolved: Resolved, f: HubFile, start: int, end: int, ranged: bool) -> Any:
@@ -290,10 +290,32 @@ class ServeApp:
         return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks)
 
 
+def requested_paths(content_type: str, body: bytes) -> list[str] | str:
+    """The paths a paths-info body lists (JSON ``{"paths": [...]}`` or a form's ``paths=``),
+    at most :data:`.guard.PATHS_MAX` of them; else why the body is refused."""
+    too_many = f"a paths-info request lists at most {PATHS_MAX} paths"
+    if content_type.startswith("application/json"):
+        try:
+            given = json.loads(body)
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+            return "the body is not JSON"
+        listed = given.get("paths", []) if isinstance(given, dict) else None
+        if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
+            return 'expected {"paths": ["PATH", ...]}'
+        return listed if len(listed) <= PATHS_MAX else too_many
+    try:  # a few fields besides the paths (expand=)
+        paths = parse_qs(body.decode("utf-8", "replace"), max_num_fields=PATHS_MAX + 16).get("paths", [])
+    except ValueError:
+        return too_many
+    return paths if len(paths) <= PATHS_MAX else too_many
+
+
 def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequence[str] = (),
                page: int = PAGE, ranges: ChunkRanges | None = None,
-               xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None) -> Starlette:
-    """The Starlette application over ``catalog``; ``ranges``: ranges of blobs the model cache
+               xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None,
+               limits: Limits | None = None) -> Starlette:
+    """The Starlette application over ``catalog``, behind :class:`.guard.Guard` (``limits``:
+    body size, send timeout); ``ranges``: ranges of blobs the model cache
     lacks from verified chunks (else the whole blob is fetched first); ``xet_min``: files from
     this size are offered over Xet (None: none); ``public_url``: the URL clients reach serve at,
     for the URLs it hands out (behind a proxy that terminates TLS). ``app.state.serve`` is the
@@ -309,7 +331,8 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequ
         finally:
             serve.close()
 
-    app = Starlette(routes=serve.routes(), lifespan=lifespan)
+    app = Starlette(routes=serve.routes(), lifespan=lifespan,
+                    middleware=[Middleware(Guard, limits=limits or Limits())])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app

@@ -38,6 +38,7 @@ class ServerSettings:
     page: int = field(default=1000)
     xet_min: int | None = XET_MIN_SIZE  # files from this size are offered over Xet (None: none)
     public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
+    send_timeout: float = 30.0  # seconds one write of an answer may take (guard.py)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -78,12 +79,14 @@ def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     from ocibridge.hubserver.app import create_app
     from ocibridge.hubserver.blobs import Blobs
     from ocibridge.hubserver.files import FileLists
+    from ocibridge.hubserver.guard import Limits
     from ocibridge.hubserver.ranges import ChunkRanges
 
     cache = ModelCache()
     return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
                       tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache),
-                      xet_min=options.xet_min, public_url=options.public_url)
+                      xet_min=options.xet_min, public_url=options.public_url,
+                      limits=Limits(send_timeout=options.send_timeout))
 
 
 def check_listening(options: ServerSettings) -> tuple[str, int]:
@@ -106,8 +109,18 @@ def server(app: Starlette, options: ServerSettings, sock: socket.socket | None =
             if sig == signal.SIGTERM:  # a stop asked for, done gracefully: a clean exit, not re-raised
                 self._captured_signals.remove(sig)
 
+    http: Any = "h11"  # bounded by h11's own limit on the request head
+    try:
+        from ocibridge.hubserver.protocol import GuardedProtocol
+
+        http = GuardedProtocol
+    except ImportError:  # no httptools (installed with ocibridge[serve])
+        pass
+    from ocibridge.hubserver.guard import HEAD_MAX
+
     config = uvicorn.Config(
-        app, host=host, port=port, ssl_certfile=options.cert, ssl_keyfile=options.key,
+        app, host=host, port=port, http=http, h11_max_incomplete_event_size=HEAD_MAX,
+        ssl_certfile=options.cert, ssl_keyfile=options.key,
         access_log=options.access_log, log_level="info", timeout_graceful_shutdown=GRACE,
         lifespan="off", server_header=False, proxy_headers=False)
     return Server(config)
@@ -116,6 +129,12 @@ def server(app: Starlette, options: ServerSettings, sock: socket.socket | None =
 def run(app: Starlette, options: ServerSettings) -> None:
     """Serve ``app`` (:func:`build_app`'s) until SIGTERM or Ctrl-C, then close it."""
     logging.basicConfig(level=logging.INFO, format="ocibridge: %(message)s")
+    from ocibridge.stores.registry.debuglog import REQUEST_LOGGERS
+
+    for name in REQUEST_LOGGERS:  # the upstream request log: only with --debug (which sets its level)
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
     try:
         server(app, options).run()
     finally:

@@ -15,6 +15,7 @@ revision resolves answers.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -42,6 +43,10 @@ COMMIT = re.compile(r"[0-9a-f]{40}")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 #: one part of a repo id, as the Hub and OCI (lowercased) both take it
 _PART = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+#: characters of one part of a repo id: the Hub's limit (huggingface_hub's validate_repo_id)
+PART_MAX = 96
+#: characters of a registry repository with its host: what registries take (distribution's limit)
+REPOSITORY_MAX = 255
 #: tags resolved at most to map a commit id back to its digest
 MAX_TAGS_SCANNED = 1000
 #: resolved revisions kept in memory (manifests are content-addressed: a digest's never changes)
@@ -66,9 +71,21 @@ class Refused(OcibridgeError):
 def repo_parts(repo_id: str) -> list[str] | None:
     """The repo id's parts, lowercased; None when no source could hold it."""
     parts = repo_id.lower().split("/")
-    if not 1 <= len(parts) <= 2 or not all(_PART.fullmatch(p) for p in parts):
+    if not 1 <= len(parts) <= 2 or not all(len(p) <= PART_MAX and _PART.fullmatch(p) for p in parts):
         return None
     return parts
+
+
+def revision_named(revision: str) -> bool:
+    """Whether a revision is one a source could hold (``main``, a tag, a commit id, a digest):
+    anything else is not found without a source being asked."""
+    if revision == "main" or COMMIT.fullmatch(revision) or _DIGEST.fullmatch(revision):
+        return True
+    try:
+        check_tag(revision)
+    except InvalidReference:
+        return False
+    return True
 
 
 @dataclass
@@ -139,6 +156,8 @@ class RegistrySource(Source):
         repository = "/".join([self.path, *parts] if self.path else parts)
         if self.host == "docker.io" and len(parts) == 1 and not self.path:
             repository = f"library/{repository}"
+        if len(self.host) + 1 + len(repository) > REPOSITORY_MAX:
+            return None  # no registry holds it: not found, without asking one
         return Repository(self._store(repository), f"{self.host}/{repository}",
                           base=RegistryReference(self.host, repository))
 
@@ -320,6 +339,8 @@ class Catalog:
         parts = repo_parts(repo_id)
         if parts is None:
             raise RepoNotFound(f"{repo_id}: not a repository any source can hold")
+        if not revision_named(revision):
+            raise RevisionNotFound(f"{repo_id}: no revision {revision}")
         key = "/".join(parts)
         held = False
         for number, source in enumerate(self.sources):
@@ -339,8 +360,23 @@ class Catalog:
             self._check(repo, top, self._tag_of(revision))
             return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source)
         if held:
-            raise RevisionNotFound(f"{repo_id}: no revision {revision}")
+            raise RevisionNotFound(self._no_revision(repo_id, parts, revision))
         raise RepoNotFound(f"{repo_id}: no such repository in {', '.join(s.shown for s in self.sources)}")
+
+    def _no_revision(self, repo_id: str, parts: list[str], revision: str) -> str:
+        """Why a revision of a repository that exists is not found; for ``main``, which tags
+        there are and how to name one (the README's ``from_pretrained("a")`` of a repo with only ``:v1``)."""
+        if revision != "main":
+            return f"{repo_id}: no revision {revision}"
+        tags: set[str] = set()
+        for source in self.sources:
+            repo = source.repository(parts)
+            if repo is not None:
+                with contextlib.suppress(NotFound, RegistryError):
+                    tags.update(repo.tags())
+        shown = ", ".join(sorted(tags)[:10]) + (", ..." if len(tags) > 10 else "")
+        return (f"{repo_id}: no revision main (the tag {self.default_tag}); its tags: {shown or 'none'}: "
+                "ask for one (revision='TAG'), or run serve with --default-tag TAG")
 
     def _resolve(self, number: int, key: str, repo: Repository, revision: str) -> Descriptor:
         store = repo.store

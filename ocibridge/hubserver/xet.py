@@ -44,6 +44,7 @@ from ocibridge.hubserver.answers import number
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.blobs import Checked
+    from ocibridge.hubserver.guard import Turn
 
 #: bytes of a chunk: Xet's target size (hf_xet refuses a chunk over 128 KiB)
 CHUNK = 64 * 1024
@@ -164,11 +165,12 @@ def first_piece_end(size: int, k: int, start: int) -> int:
 
 
 async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
-                    gate: asyncio.Semaphore) -> AsyncIterator[memoryview]:
+                    gate: asyncio.Semaphore, turn: Turn) -> AsyncIterator[memoryview]:
     """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
     bytes are verified (at once from a verified file; as a registry fetch checks them) and
-    confirmed still verified after the read. An answer sends while it holds a permit of
-    ``gate``; it gives the permit back while it waits for the fetch, and opens the file only
+    confirmed still verified after the read. An answer reads and sends while its ``turn``
+    holds a permit of ``gate``; it gives the permit back while it waits for the fetch (and the
+    guard takes it back while its client does not read: :mod:`.guard`), and opens the file only
     with one (a queue of requests holds no descriptors)."""
     base = k * XORB_CHUNKS
     top = min(chunk_count(size), base + XORB_CHUNKS)
@@ -176,17 +178,13 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
     skip = start % (CHUNK + HEADER)
     left = end - start
     fd: int | None = None
-    held = False
     try:
         while left > 0 and c < top:
             upto, need = _piece(size, k, c)
-            if held and not source.ready(need):
-                gate.release()  # waiting for the registry: others may send meanwhile
-                held = False
+            if turn.held and not source.ready(need):
+                turn.give_back()  # waiting for the registry: others may send meanwhile
             stamp = await source.until(need)
-            if not held:
-                await gate.acquire()
-                held = True
+            await turn.take(gate)
             if fd is None:
                 fd = await anyio.to_thread.run_sync(source.open)
             piece, targets = _frame(size, c, upto)
@@ -198,8 +196,7 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
             c = upto
             yield out
     finally:
-        if held:
-            gate.release()
+        turn.give_back()
         if fd is not None:
             os.close(fd)
 

@@ -15,6 +15,7 @@ from ocibridge.hubserver import xet
 from ocibridge.hubserver.answers import bearer, byte_range, error, requested_repo
 from ocibridge.hubserver.blobs import Blobs, Checked, CheckedFile, TableOf
 from ocibridge.hubserver.files import HubFile, ModelFiles
+from ocibridge.hubserver.guard import turn_of
 from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.sources import Resolved
 from ocibridge.oci.models import Descriptor
@@ -197,5 +198,5 @@ class XetRoutes:
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
         if self._pieces is None:
             self._pieces = asyncio.Semaphore(xet.SENDING_AT_ONCE)
-        return ClosingStream(xet.xorb_body(source, size, k, start, end, self._pieces),
+        return ClosingStream(xet.xorb_body(source, size, k, start, end, self._pieces, turn_of(request.scope)),
                              status_code=status, headers=headers)

@@ -1,0 +1,204 @@
+"""What every request and answer of serve passes through, whatever its route (an ASGI
+middleware): the limits that keep a greedy or slow client from holding what others need.
+
+- **Bodies**: a body declared larger than :attr:`Limits.body` is refused (413, the Hub's error
+  shape) before a byte of it is read; one sent in chunks is counted as it is read and refused
+  once past the limit. The connection is closed after such an answer (and after any answer that
+  left a chunked body unread), so the rest is never read either.
+- **Header values** of every answer are made fit for HTTP here, the one place: a control
+  character (NUL, CR, LF, ...) becomes a space, so no text from a request (a revision, a path)
+  reaches the wire as a header of its own or makes the server drop the connection.
+- **Slow readers**: each write of an answer gets :attr:`Limits.send_timeout` seconds; a
+  connection that takes longer is closed (aborted: its unsent bytes are dropped, not kept until
+  it reads). A write still waiting after :attr:`Limits.stall` seconds gives back the send permit
+  its answer holds (:class:`Turn`), so clients that stop reading never hold the capacity that
+  others share; the answer takes a permit again before it reads its next piece.
+
+Header count and size are bounded where they are parsed (:mod:`.protocol`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ocibridge.hubserver.answers import error
+
+log = logging.getLogger("ocibridge.hubserver")
+
+#: bytes of a request body (a paths-info list of 10,000 long paths fits)
+BODY_MAX = 2 * 1024 * 1024
+#: headers of a request (:mod:`.protocol` counts them as they are parsed)
+HEADERS_MAX = 100
+#: bytes of a request's URL and headers together
+HEAD_MAX = 64 * 1024
+#: paths of one paths-info request
+PATHS_MAX = 10_000
+#: seconds one write of an answer may take before its connection is closed
+SEND_TIMEOUT = 30.0
+#: seconds a write may wait on its client before its answer gives back its send permit
+STALL = 0.5
+#: where the transport's abort is put in the scope by :mod:`.protocol`
+ABORT = "ocibridge.abort"
+#: where the answer's :class:`Turn` is put in the scope
+TURN = "ocibridge.turn"
+
+_CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may take (docs/security.md lists each)."""
+
+    body: int = BODY_MAX
+    send_timeout: float = SEND_TIMEOUT
+    stall: float = STALL
+
+
+class BodyTooLarge(Exception):
+    """A chunked body went past the limit while it was read."""
+
+
+class ClientStalled(Exception):
+    """A write waited longer than the send timeout: the connection is closed."""
+
+
+class Turn:
+    """An answer's permit of a shared gate of senders (the Xet xorb answers'), which the guard
+    takes back while a write stalls: :meth:`take` before reading a piece, held while it is sent."""
+
+    def __init__(self) -> None:
+        self._gate: asyncio.Semaphore | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._gate is not None
+
+    async def take(self, gate: asyncio.Semaphore) -> None:
+        if self._gate is None:
+            await gate.acquire()
+            self._gate = gate
+
+    def give_back(self) -> None:
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            gate.release()
+
+
+def turn_of(scope: Scope) -> Turn:
+    """The request's :class:`Turn` (a fresh one when the app runs without the guard)."""
+    found = scope.get(TURN)
+    return found if isinstance(found, Turn) else Turn()
+
+
+def clean_header(value: bytes) -> bytes:
+    """A header value with no control character (each one a space)."""
+    return _CONTROL.sub(b" ", value)
+
+
+def _declared_length(scope: Scope) -> tuple[int | None, bool]:
+    """The body's declared length (None: none declared), and whether it is sent in chunks."""
+    length: int | None = None
+    chunked = False
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            text = value.strip()
+            length = int(text) if text.isdigit() and len(text) <= 20 else -1
+        elif name == b"transfer-encoding":
+            chunked = True
+    return length, chunked
+
+
+class Guard:
+    """The ASGI middleware: body limits, clean header values and bounded writes (the module's
+    docstring)."""
+
+    def __init__(self, app: ASGIApp, limits: Limits | None = None) -> None:
+        self.app = app
+        self.limits = limits or Limits()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limits = self.limits
+        length, chunked = _declared_length(scope)
+        if length is not None and (length < 0 or length > limits.body):
+            await _refuse(scope, receive, send, limits.body)
+            return
+        turn = Turn()
+        scope[TURN] = turn
+        abort: Callable[[], None] | None = scope.get(ABORT)
+        started = False
+        unread = chunked
+        stalled = False
+        taken = 0
+
+        async def counted() -> Message:
+            nonlocal taken, unread
+            message = await receive()
+            if message["type"] == "http.request":
+                taken += len(message.get("body", b""))
+                if taken > limits.body:
+                    raise BodyTooLarge
+                if not message.get("more_body", False):
+                    unread = False
+            return message
+
+        async def bounded(message: Message) -> None:
+            nonlocal started, stalled
+            if message["type"] == "http.response.start":
+                started = True
+                headers = [(n, clean_header(v)) for n, v in message.get("headers", [])]
+                if unread:  # a chunked body the route did not read: not read after the answer either
+                    headers.append((b"connection", b"close"))
+                await send({**message, "headers": headers})
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            writing = asyncio.ensure_future(send(message))
+            try:
+                done, _ = await asyncio.wait({writing}, timeout=limits.stall)
+                if not done:
+                    turn.give_back()  # this client is not reading: others send meanwhile
+                    done, _ = await asyncio.wait({writing}, timeout=max(0.0, limits.send_timeout - limits.stall))
+                if not done:
+                    stalled = True
+                    if abort is not None:
+                        abort()  # its unsent bytes dropped now, not kept until it reads
+                    writing.cancel()
+                    raise ClientStalled
+                writing.result()
+            except asyncio.CancelledError:
+                writing.cancel()
+                raise
+
+        try:
+            await self.app(scope, counted, bounded)
+        except BodyTooLarge:
+            if started:
+                raise
+            await _refuse(scope, receive, send, limits.body)
+        except Exception:
+            if not stalled:
+                raise
+            log.info("%s %s: closed a connection that read nothing for %g s", scope["method"],
+                     scope.get("path", ""), limits.send_timeout)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(0)  # the abort reaches the server: the connection is lost, not failed
+        finally:
+            turn.give_back()
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+    """413 in the Hub's shape, the connection closed after it: the body is never read."""
+    answer = error(413, None, f"the request body is larger than serve takes ({limit} bytes)",
+                   {"Connection": "close"})
+    await answer(scope, receive, send)

@@ -1,0 +1,76 @@
+"""uvicorn's HTTP protocol (httptools, what ``ocibridge[serve]`` installs) with what serve needs
+of it that no setting gives:
+
+- the request line and headers bounded while they are parsed (uvicorn keeps every header it is
+  sent): more than :data:`.guard.HEADERS_MAX` headers, or more than :data:`.guard.HEAD_MAX` bytes of URL and
+  headers, is a 431 and the connection is closed;
+- the connection's abort in each request's scope (:data:`.guard.ABORT`), so the guard drops a
+  client that stopped reading, unsent bytes and all (a close waits for them to be read).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from ocibridge.hubserver.guard import ABORT, HEAD_MAX, HEADERS_MAX
+
+
+class HeadTooLarge(Exception):
+    """The request line and headers went past the limits (raised in the parser's callback)."""
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    """:class:`HttpToolsProtocol`, its request heads bounded, its abort in the scope."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_bytes = 0
+        self._head_count = 0
+        self._too_large = False
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_bytes = self._head_count = 0
+        self.scope[ABORT] = self._reset  # type: ignore[literal-required]
+
+    def _reset(self) -> None:
+        """Drop the connection now: a reset (linger 0), so the kernel drops what it holds for
+        the client too rather than trickling it out to a client that reads nothing."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+
+    def _count(self, size: int, headers: int = 0) -> None:
+        self._head_bytes += size
+        self._head_count += headers
+        if self._head_bytes > HEAD_MAX or self._head_count > HEADERS_MAX:
+            self._too_large = True
+            raise HeadTooLarge  # httptools stops parsing; uvicorn answers (send_400_response below)
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4, 1)
+        super().on_header(name, value)
+
+    def send_400_response(self, msg: str) -> None:
+        if not self._too_large:
+            super().send_400_response(msg)
+            return
+        body = (f'{{"error":"the request line and headers are larger than serve takes ({HEADERS_MAX} '
+                f'headers, {HEAD_MAX} bytes)"}}').encode()
+        self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                             b"content-type: application/json\r\n"
+                             b"x-error-message: the request line and headers are too large\r\n"
+                             b"content-length: " + str(len(body)).encode() + b"\r\n"
+                             b"connection: close\r\n\r\n" + body)
+        self.transport.close()
