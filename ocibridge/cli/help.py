@@ -126,6 +126,9 @@ EXAMPLES: dict[str, str] = {
     "verify": """\
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub -a team=ml --json""",
+    "keygen": """\
+  ocibridge keygen                                             # cosign.key (asks a password) and cosign.pub
+  ocibridge keygen keys/release --password-stdin < pass.txt --json   # or $COSIGN_PASSWORD""",
     "k8s": """\
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
   ocibridge k8s volume registry.example/team/tiny:v1 > pod.yaml""",

@@ -45,6 +45,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("verify-dir", "signing",
                  "verify a directory (a pull, a cache, a snapshot) against an OMS model signature"),
     CommandEntry("verify", "signing", "verify an artifact's signatures (every form), or a file against a bundle"),
+    CommandEntry("keygen", "signing",
+                 "make a key pair to sign with: PREFIX.key (encrypted, as cosign writes it) and PREFIX.pub"),
     CommandEntry("attest", "evidence",
                  "sign and attach evidence about an artifact: its AI-BOM (CycloneDX), SLSA provenance"),
     CommandEntry("check-registry", "registry_check",
