@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from ocibridge.signing.verify import Verified, VerifyPolicy
     from ocibridge.stores.target import StoreTarget
 
-__all__ = ["SIGN_FORMS", "SIGN_FORM_CHOICES", "KeygenResult", "SignOptions", "SignResult", "VerifiedSignature", "VerifyDirResult",
-           "VerifyOptions", "VerifyResult", "keygen", "sign", "verify", "verify_dir"]
+__all__ = ["SIGN_FORMS", "SIGN_FORM_CHOICES", "KeygenResult", "SignOptions", "SignResult", "VerifiedSignature",
+           "VerifyDirResult", "VerifyOptions", "VerifyResult", "keygen", "sign", "verify", "verify_dir"]
 
 #: The forms :func:`sign` makes: cosign's ``.sig`` tag, a sigstore bundle referrer, an OpenSSF
 #: model signature (the model's file list, as a referrer).
