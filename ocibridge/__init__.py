@@ -17,6 +17,9 @@ _HOMES = {
     **dict.fromkeys(("login", "logout"), "api.auth"),
     **dict.fromkeys(("CachePruneResult", "cache_dir", "path", "prune_cache"), "api.cache_ops"),
     **dict.fromkeys(("BundleEntry", "BundleResult", "list_bundle", "load", "save"), "api.bundle"),
+    **dict.fromkeys(("FetchedManifest", "RepositoryList", "diff", "fetch_manifest", "list_repositories"),
+                    "api.browse"),
+    **dict.fromkeys(("ConfigChange", "FileChange", "ModelDiff", "TensorChange"), "lazyread.diff"),
     "check_registry": "api.registry_check", "RegistryReport": "stores.registry.probe",
     "enable_request_log": "api.session",
     "inspect_text": "api.texts",
@@ -63,10 +66,13 @@ __all__ = [
     "BundleResult",
     "CachePruneResult",
     "ChunksResult",
+    "ConfigChange",
     "ConvertResult",
     "DiscoverResult",
     "EvidenceDocument",
     "Family",
+    "FetchedManifest",
+    "FileChange",
     "InspectResult",
     "K8sServeOptions",
     "KServeOptions",
@@ -85,6 +91,7 @@ __all__ = [
     "MirroredArtifact",
     "ModelCarImage",
     "ModelCarOptions",
+    "ModelDiff",
     "ModelEntry",
     "OcibridgeError",
     "OnExisting",
@@ -101,6 +108,7 @@ __all__ = [
     "ReferrerNode",
     "RegistryReport",
     "RemoveResult",
+    "RepositoryList",
     "RequirementCheck",
     "ResolveResult",
     "ServeOptions",
@@ -108,6 +116,7 @@ __all__ = [
     "SignResult",
     "SyncEntry",
     "TagResult",
+    "TensorChange",
     "TransferOptions",
     "ValidateResult",
     "Variant",
@@ -129,9 +138,11 @@ __all__ = [
     "copy_reference",
     "create_app",
     "delete",
+    "diff",
     "discover",
     "enable_request_log",
     "events",
+    "fetch_manifest",
     "filesystem",
     "inspect",
     "inspect_text",
@@ -145,6 +156,7 @@ __all__ = [
     "keygen",
     "list_bundle",
     "list_models",
+    "list_repositories",
     "load",
     "load_source",
     "login",
@@ -178,6 +190,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ocibridge.api.auth import login, logout
+    from ocibridge.api.browse import FetchedManifest, RepositoryList, diff, fetch_manifest, list_repositories
     from ocibridge.api.bundle import BundleEntry, BundleResult, list_bundle, load, save
     from ocibridge.api.cache_ops import CachePruneResult, cache_dir, path, prune_cache
     from ocibridge.api.convert import convert
@@ -255,6 +268,7 @@ if TYPE_CHECKING:
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.errors import OcibridgeError
     from ocibridge.kinds.conversion import ConvertResult
+    from ocibridge.lazyread.diff import ConfigChange, FileChange, ModelDiff, TensorChange
     from ocibridge.model.builder import BuildOptions, build
     from ocibridge.oci.mediatypes import Family, Kind, Variant
     from ocibridge.stores.registry.probe import RegistryReport

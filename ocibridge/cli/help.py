@@ -51,6 +51,15 @@ EXAMPLES: dict[str, str] = {
     "tags": """\
   ocibridge tags registry.example/team/tiny
   ocibridge tags oci:/srv/models --json""",
+    "repo": """\
+  ocibridge repo ls registry.example                           # every repository of the catalog
+  ocibridge repo ls registry.example/team --json               # those under team/, named without it""",
+    "manifest": """\
+  ocibridge manifest fetch registry.example/team/tiny:v1 > manifest.json   # the exact bytes
+  ocibridge manifest fetch registry.example/team/tiny:v1 --descriptor""",
+    "diff": """\
+  ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2
+  ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2 --json""",
     "check-registry": """\
   ocibridge check-registry registry.example               # reachable, API version
   ocibridge check-registry registry.example/team/scratch --json   # tries uploads, mount, referrers""",

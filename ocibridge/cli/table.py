@@ -30,6 +30,10 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("inspect", "inspect", "show an artifact's manifest, config and layers"),
     CommandEntry("validate", "inspect", "check an artifact against the ModelPack rules"),
     CommandEntry("tags", "inspect", "list the tags of a repository or layout"),
+    CommandEntry("repo", "browse", "'repo ls REGISTRY[/PREFIX]': list a registry's repositories (its catalog)"),
+    CommandEntry("manifest", "browse", "'manifest fetch REF': print a manifest's exact bytes (digest-verified), "
+                 "or its descriptor"),
+    CommandEntry("diff", "browse", "what changed between two models: files, config fields, safetensors tensors"),
     CommandEntry("login", "auth", "store registry credentials in the docker config"),
     CommandEntry("logout", "auth", "remove stored registry credentials"),
     CommandEntry("mirror", "mirror", "run a mirror job: copy many models between registries, resumably; "
