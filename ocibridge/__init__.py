@@ -20,6 +20,7 @@ _HOMES = {
     **dict.fromkeys(("FetchedManifest", "RepositoryList", "diff", "fetch_manifest", "list_repositories"),
                     "api.browse"),
     **dict.fromkeys(("ConfigChange", "FileChange", "ModelDiff", "TensorChange"), "lazyread.diff"),
+    **dict.fromkeys(("CompletionScript", "completion_script"), "api.completion"),
     "check_registry": "api.registry_check", "RegistryReport": "stores.registry.probe",
     "enable_request_log": "api.session",
     "inspect_text": "api.texts",
@@ -66,6 +67,7 @@ __all__ = [
     "BundleResult",
     "CachePruneResult",
     "ChunksResult",
+    "CompletionScript",
     "ConfigChange",
     "ConvertResult",
     "DiscoverResult",
@@ -134,6 +136,7 @@ __all__ = [
     "cat",
     "check_policy",
     "check_registry",
+    "completion_script",
     "convert",
     "copy_reference",
     "create_app",
@@ -193,6 +196,7 @@ if TYPE_CHECKING:
     from ocibridge.api.browse import FetchedManifest, RepositoryList, diff, fetch_manifest, list_repositories
     from ocibridge.api.bundle import BundleEntry, BundleResult, list_bundle, load, save
     from ocibridge.api.cache_ops import CachePruneResult, cache_dir, path, prune_cache
+    from ocibridge.api.completion import CompletionScript, completion_script
     from ocibridge.api.convert import convert
     from ocibridge.api.evidence import AttestResult, EvidenceDocument, attest, provenance, sbom
     from ocibridge.api.k8s import (

@@ -135,6 +135,10 @@ EXAMPLES: dict[str, str] = {
     "verify": """\
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub -a team=ml --json""",
+    "completion": """\
+  ocibridge completion bash > ~/.local/share/bash-completion/completions/ocibridge
+  ocibridge completion zsh > "${fpath[1]}/_ocibridge"
+  ocibridge completion fish > ~/.config/fish/completions/ocibridge.fish""",
     "keygen": """\
   ocibridge keygen                                             # cosign.key (asks a password) and cosign.pub
   ocibridge keygen keys/release --password-stdin < pass.txt --json   # or $COSIGN_PASSWORD""",

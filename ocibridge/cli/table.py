@@ -70,6 +70,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("chunks", "lazy", "compute the chunk tables of a pushed model and attach them (for lazy reads)"),
     CommandEntry("serve", "serve",
                  "serve the Hugging Face Hub's read API over registries (HF_ENDPOINT=http://HOST:PORT)"),
+    CommandEntry("completion", "completion", "print a shell completion script (bash, zsh, fish): commands, flags, "
+                 "local model names"),
 )
 
 #: a command's entry by its name or an alias
