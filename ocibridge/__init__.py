@@ -36,7 +36,8 @@ _HOMES = {
                      "VerifyResult", "keygen", "sign", "verify", "verify_dir"), "api.signing"),
     **dict.fromkeys(("PolicyVerdict", "RequirementCheck", "check_policy", "verification"), "api.policy"),
     **dict.fromkeys(("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
-                     "k8s_volume"), "api.k8s"),
+                     "k8s_validate", "k8s_volume"), "api.k8s"),
+    "SchemaCheck": "k8s.schemacheck",
     **dict.fromkeys(("AdmissionPolicies", "AdmissionSigners", "K8sServeOptions", "KServeOptions",
                      "KubernetesDocuments", "ModelCarImage", "ModelCarOptions", "PodOptions", "PodRegistryAccess",
                      "PrewarmOptions", "PullSecrets", "VolumeCheck", "VolumeLayout"), "api.k8s_types"),
@@ -113,6 +114,7 @@ __all__ = [
     "RepositoryList",
     "RequirementCheck",
     "ResolveResult",
+    "SchemaCheck",
     "ServeOptions",
     "SignOptions",
     "SignResult",
@@ -155,6 +157,7 @@ __all__ = [
     "k8s_policy",
     "k8s_prewarm",
     "k8s_serve",
+    "k8s_validate",
     "k8s_volume",
     "keygen",
     "list_bundle",
@@ -206,6 +209,7 @@ if TYPE_CHECKING:
         k8s_policy,
         k8s_prewarm,
         k8s_serve,
+        k8s_validate,
         k8s_volume,
     )
     from ocibridge.api.k8s_types import (
@@ -271,6 +275,7 @@ if TYPE_CHECKING:
     from ocibridge.api.texts import inspect_text
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.errors import OcibridgeError
+    from ocibridge.k8s.schemacheck import SchemaCheck
     from ocibridge.kinds.conversion import ConvertResult
     from ocibridge.lazyread.diff import ConfigChange, FileChange, ModelDiff, TensorChange
     from ocibridge.model.builder import BuildOptions, build
