@@ -260,7 +260,8 @@ def keygen(prefix: str | os.PathLike[str] = "cosign", *, password: str | bytes |
     private, public = Path(f"{os.fspath(prefix)}.key"), Path(f"{os.fspath(prefix)}.pub")
     existing = [str(p) for p in (private, public) if p.exists() or p.is_symlink()]
     if existing and not overwrite:
-        raise UsageError(f"{' and '.join(existing)} already there: refused (pass --overwrite to replace)")
+        raise UsageError(f"{' and '.join(existing)} already there: refused "
+                         "(--overwrite, overwrite=True, replaces them)")
     key = keys.generate_private_key()
     sealed = keys.encrypt_cosign_key(key, secret)  # before any file: a missing PyNaCl leaves none
     with atomic_writer(private, mode=0o600) as out:
