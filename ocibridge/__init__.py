@@ -17,6 +17,10 @@ _HOMES = {
     **dict.fromkeys(("login", "logout"), "api.auth"),
     **dict.fromkeys(("CachePruneResult", "cache_dir", "path", "prune_cache"), "api.cache_ops"),
     **dict.fromkeys(("BundleEntry", "BundleResult", "list_bundle", "load", "save"), "api.bundle"),
+    **dict.fromkeys(("FetchedManifest", "RepositoryList", "diff", "fetch_manifest", "list_repositories"),
+                    "api.browse"),
+    **dict.fromkeys(("ConfigChange", "FileChange", "ModelDiff", "TensorChange"), "lazyread.diff"),
+    **dict.fromkeys(("CompletionScript", "completion_script"), "api.completion"),
     "check_registry": "api.registry_check", "RegistryReport": "stores.registry.probe",
     "enable_request_log": "api.session",
     "inspect_text": "api.texts",
@@ -28,11 +32,12 @@ _HOMES = {
     "convert": "api.convert", "ConvertResult": "kinds.conversion",
     **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
-    **dict.fromkeys(("SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
-                     "VerifyResult", "sign", "verify", "verify_dir"), "api.signing"),
+    **dict.fromkeys(("KeygenResult", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
+                     "VerifyResult", "keygen", "sign", "verify", "verify_dir"), "api.signing"),
     **dict.fromkeys(("PolicyVerdict", "RequirementCheck", "check_policy", "verification"), "api.policy"),
     **dict.fromkeys(("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
-                     "k8s_volume"), "api.k8s"),
+                     "k8s_validate", "k8s_volume"), "api.k8s"),
+    "SchemaCheck": "k8s.schemacheck",
     **dict.fromkeys(("AdmissionPolicies", "AdmissionSigners", "K8sServeOptions", "KServeOptions",
                      "KubernetesDocuments", "ModelCarImage", "ModelCarOptions", "PodOptions", "PodRegistryAccess",
                      "PrewarmOptions", "PullSecrets", "VolumeCheck", "VolumeLayout"), "api.k8s_types"),
@@ -63,13 +68,18 @@ __all__ = [
     "BundleResult",
     "CachePruneResult",
     "ChunksResult",
+    "CompletionScript",
+    "ConfigChange",
     "ConvertResult",
     "DiscoverResult",
     "EvidenceDocument",
     "Family",
+    "FetchedManifest",
+    "FileChange",
     "InspectResult",
     "K8sServeOptions",
     "KServeOptions",
+    "KeygenResult",
     "Kind",
     "KubernetesDocuments",
     "ListenOptions",
@@ -84,6 +94,7 @@ __all__ = [
     "MirroredArtifact",
     "ModelCarImage",
     "ModelCarOptions",
+    "ModelDiff",
     "ModelEntry",
     "OcibridgeError",
     "OnExisting",
@@ -100,13 +111,16 @@ __all__ = [
     "ReferrerNode",
     "RegistryReport",
     "RemoveResult",
+    "RepositoryList",
     "RequirementCheck",
     "ResolveResult",
+    "SchemaCheck",
     "ServeOptions",
     "SignOptions",
     "SignResult",
     "SyncEntry",
     "TagResult",
+    "TensorChange",
     "TransferOptions",
     "ValidateResult",
     "Variant",
@@ -124,13 +138,16 @@ __all__ = [
     "cat",
     "check_policy",
     "check_registry",
+    "completion_script",
     "convert",
     "copy_reference",
     "create_app",
     "delete",
+    "diff",
     "discover",
     "enable_request_log",
     "events",
+    "fetch_manifest",
     "filesystem",
     "inspect",
     "inspect_text",
@@ -140,9 +157,12 @@ __all__ = [
     "k8s_policy",
     "k8s_prewarm",
     "k8s_serve",
+    "k8s_validate",
     "k8s_volume",
+    "keygen",
     "list_bundle",
     "list_models",
+    "list_repositories",
     "load",
     "load_source",
     "login",
@@ -176,8 +196,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ocibridge.api.auth import login, logout
+    from ocibridge.api.browse import FetchedManifest, RepositoryList, diff, fetch_manifest, list_repositories
     from ocibridge.api.bundle import BundleEntry, BundleResult, list_bundle, load, save
     from ocibridge.api.cache_ops import CachePruneResult, cache_dir, path, prune_cache
+    from ocibridge.api.completion import CompletionScript, completion_script
     from ocibridge.api.convert import convert
     from ocibridge.api.evidence import AttestResult, EvidenceDocument, attest, provenance, sbom
     from ocibridge.api.k8s import (
@@ -187,6 +209,7 @@ if TYPE_CHECKING:
         k8s_policy,
         k8s_prewarm,
         k8s_serve,
+        k8s_validate,
         k8s_volume,
     )
     from ocibridge.api.k8s_types import (
@@ -237,11 +260,13 @@ if TYPE_CHECKING:
     from ocibridge.api.serve import ListenOptions, ServeOptions, create_app, serve
     from ocibridge.api.session import enable_request_log
     from ocibridge.api.signing import (
+        KeygenResult,
         SignResult,
         VerifiedSignature,
         VerifyDirResult,
         VerifyOptions,
         VerifyResult,
+        keygen,
         sign,
         verify,
         verify_dir,
@@ -250,7 +275,9 @@ if TYPE_CHECKING:
     from ocibridge.api.texts import inspect_text
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.errors import OcibridgeError
+    from ocibridge.k8s.schemacheck import SchemaCheck
     from ocibridge.kinds.conversion import ConvertResult
+    from ocibridge.lazyread.diff import ConfigChange, FileChange, ModelDiff, TensorChange
     from ocibridge.model.builder import BuildOptions, build
     from ocibridge.oci.mediatypes import Family, Kind, Variant
     from ocibridge.stores.registry.probe import RegistryReport

@@ -45,6 +45,25 @@ def test_using_it_names_each_capability():
     assert "docker-registry serve examples/registry-config.yml" in USING
 
 
+def test_a_newcomer_is_told_how_to_run_it_and_every_extra():
+    """Issue 53 item 17: the venv's command named, every extra of pyproject.toml listed, serve
+    with a token and a default tag, the task page before the reference."""
+    import tomllib
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]) - {"test"}
+    assert extras >= {"evidence", "hub", "k8s", "serve", "signing"}
+    assert {extra for extra in extras if f"'ocibridge[{extra}]'" not in USING} == set()
+    fresh = README[README.index("## Two commands on a fresh machine"):README.index("## Using it")]
+    assert "source .venv/bin/activate" in fresh and ".venv/bin/ocibridge" in fresh
+    serve = [argv for argv in command_lines() if argv[0] == "serve"]
+    assert any("--token-file" in argv and "--default-tag" in argv for argv in serve)
+    docs = README[README.index("## Documentation"):]
+    assert docs.index("docs/tasks.md") < docs.index("docs/cli.md")
+    cli = (ROOT / "docs" / "cli.md").read_text()
+    assert cli.index("(tasks.md)") < cli.index("| command")
+    assert {"keygen", "repo", "manifest", "diff"} <= {argv[0] for argv in command_lines()}
+
+
 @pytest.mark.parametrize("argv", command_lines(), ids=lambda a: " ".join(a)[:50])
 def test_every_using_it_line_parses(argv):
     build_parser().parse_args(argv)  # an unknown flag or a missing argument exits 2

@@ -38,6 +38,7 @@ from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
+    from ocibridge.k8s.schemacheck import SchemaCheck
     from ocibridge.kinds.locators import Locator
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
@@ -64,6 +65,7 @@ __all__ = [
     "k8s_policy",
     "k8s_prewarm",
     "k8s_serve",
+    "k8s_validate",
     "k8s_volume",
 ]
 
@@ -400,3 +402,16 @@ def k8s_policy(
                     "the documents)",) if t.untranslated else ()
     return AdmissionPolicies(tuple(docs), header="\n".join(head) + "\n", closing_warnings=untranslated,
                              notes=tuple(notes), untranslated=t.untranslated)
+
+
+def k8s_validate(documents: KubernetesDocuments | Sequence[Mapping[str, Any]],
+                 version: str | None = None) -> SchemaCheck:
+    """Check Kubernetes documents (what a ``k8s_*`` call returned) offline against the OpenAPI
+    schema of Kubernetes ``version`` (``1.33``; None: the newest the installed schemas cover),
+    strictly: an unknown field is refused, as the API server refuses it. Custom resources are
+    listed as not checked. Raises :class:`ocibridge.OcibridgeError` naming the document, the
+    field and why; needs ``ocibridge[k8s]`` (kubernetes-validate)."""
+    from ocibridge.k8s.schemacheck import check_documents
+
+    docs = documents.documents if isinstance(documents, KubernetesDocuments) else tuple(documents)
+    return check_documents(docs, version)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import SignOptions as SignOptions  # its home: the options module
 from ocibridge.errors import UsageError
+from ocibridge.signing import PASSWORD_ENV as PASSWORD_ENV  # cosign's variable for a key's password
 from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
     from ocibridge.signing.verify import Verified, VerifyPolicy
     from ocibridge.stores.target import StoreTarget
 
-__all__ = ["SIGN_FORMS", "SIGN_FORM_CHOICES", "SignOptions", "SignResult", "VerifiedSignature", "VerifyDirResult",
-           "VerifyOptions", "VerifyResult", "sign", "verify", "verify_dir"]
+__all__ = ["SIGN_FORMS", "SIGN_FORM_CHOICES", "KeygenResult", "SignOptions", "SignResult", "VerifiedSignature",
+           "VerifyDirResult", "VerifyOptions", "VerifyResult", "keygen", "sign", "verify", "verify_dir"]
 
 #: The forms :func:`sign` makes: cosign's ``.sig`` tag, a sigstore bundle referrer, an OpenSSF
 #: model signature (the model's file list, as a referrer).
@@ -226,3 +227,49 @@ def verify_dir(path: str | os.PathLike[str], keys: Sequence[str | os.PathLike[st
         raise UsageError(f"{os.fspath(path)} holds no {SIGNATURE_FILE}: pass --signature FILE")
     verified, statement = verify_directory(root, where, policy)
     return VerifyDirResult(os.fspath(path), verified.signer, statement.name, len(statement.files))
+
+
+# -- keygen -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KeygenResult:
+    """The key pair :func:`keygen` wrote: cosign's encrypted private key file and the PEM public key."""
+
+    private_key: str
+    public_key: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"privateKey": self.private_key, "publicKey": self.public_key}
+
+
+def keygen(prefix: str | os.PathLike[str] = "cosign", *, password: str | bytes | None = None,
+           overwrite: bool = False) -> KeygenResult:
+    """Make a P-256 key pair as cosign's ``generate-key-pair`` does: ``PREFIX.key``, the private
+    key encrypted with ``password`` in cosign's format (scrypt + NaCl secretbox; cosign and
+    :func:`sign` read it), mode 0600, and ``PREFIX.pub``, the PEM public key :func:`verify` and
+    ``cosign verify`` take. ``password`` None: ``$COSIGN_PASSWORD`` (cosign's variable), which must
+    then be set; an empty password is allowed, as cosign allows it. Either file existing is
+    refused unless ``overwrite``; both are written in full or neither is."""
+    from ocibridge.core.fsutil import atomic_writer
+    from ocibridge.signing import keys
+
+    if password is None:
+        if os.environ.get(PASSWORD_ENV) is None:
+            raise UsageError(f"no password for the private key: set ${PASSWORD_ENV} (or pass one)")
+        password = os.environ[PASSWORD_ENV]
+    secret = password.encode() if isinstance(password, str) else password
+    private, public = Path(f"{os.fspath(prefix)}.key"), Path(f"{os.fspath(prefix)}.pub")
+    existing = [str(p) for p in (private, public) if p.exists() or p.is_symlink()]
+    if existing and not overwrite:
+        raise UsageError(f"{' and '.join(existing)} already there: refused "
+                         "(--overwrite, overwrite=True, replaces them)")
+    key = keys.generate_private_key()
+    sealed = keys.encrypt_cosign_key(key, secret)  # before any file: a missing PyNaCl leaves none
+    with atomic_writer(private, mode=0o600) as out:
+        out.write(sealed)
+    try:
+        with atomic_writer(public) as out:
+            out.write(keys.public_pem(key))
+    except BaseException:
+        private.unlink(missing_ok=True)
+        raise
+    return KeygenResult(str(private), str(public))

@@ -51,6 +51,15 @@ EXAMPLES: dict[str, str] = {
     "tags": """\
   ocibridge tags registry.example/team/tiny
   ocibridge tags oci:/srv/models --json""",
+    "repo": """\
+  ocibridge repo ls registry.example                           # every repository of the catalog
+  ocibridge repo ls registry.example/team --json               # those under team/, named without it""",
+    "manifest": """\
+  ocibridge manifest fetch registry.example/team/tiny:v1 > manifest.json   # the exact bytes
+  ocibridge manifest fetch registry.example/team/tiny:v1 --descriptor""",
+    "diff": """\
+  ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2
+  ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2 --json""",
     "check-registry": """\
   ocibridge check-registry registry.example               # reachable, API version
   ocibridge check-registry registry.example/team/scratch --json   # tries uploads, mount, referrers""",
@@ -126,6 +135,13 @@ EXAMPLES: dict[str, str] = {
     "verify": """\
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub
   ocibridge verify registry.example/team/tiny:v1 --key cosign.pub -a team=ml --json""",
+    "completion": """\
+  ocibridge completion bash > ~/.local/share/bash-completion/completions/ocibridge
+  ocibridge completion zsh > "${fpath[1]}/_ocibridge"
+  ocibridge completion fish > ~/.config/fish/completions/ocibridge.fish""",
+    "keygen": """\
+  ocibridge keygen                                             # cosign.key (asks a password) and cosign.pub
+  ocibridge keygen keys/release --password-stdin < pass.txt --json   # or $COSIGN_PASSWORD""",
     "k8s": """\
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
   ocibridge k8s volume registry.example/team/tiny:v1 > pod.yaml""",

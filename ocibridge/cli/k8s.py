@@ -36,8 +36,28 @@ def _pull_secrets(args: argparse.Namespace) -> api_k8s.PullSecrets:
     return api_k8s.PullSecrets(tuple(args.image_pull_secret), args.create_pull_secret)
 
 
+def add_validate_flag(p: argparse.ArgumentParser) -> None:
+    """``--validate [VERSION]`` of every command that prints Kubernetes documents."""
+    p.add_argument("--validate", nargs="?", const="", default=None, metavar="VERSION",
+                   help="check the documents offline against Kubernetes VERSION's OpenAPI schema (1.33; default "
+                        "the newest known), strictly, before printing them (pip install 'ocibridge[k8s]')")
+
+
+def _validate(args: argparse.Namespace, done: KubernetesDocuments) -> None:
+    """With ``--validate``: the documents checked before anything is printed (a refusal is one
+    error line and nothing on stdout); what was checked said on stderr."""
+    if args.validate is None:
+        return
+    checked = api_k8s.k8s_validate(done, args.validate or None)
+    skipped = [f"{d.kind} {d.name}" for d in checked.documents if not d.checked]
+    note = f"; not checked (custom resources): {', '.join(skipped)}" if skipped else ""
+    count = len(checked.documents) - len(skipped)
+    print(one_line(f"ocibridge: valid for Kubernetes {checked.version} ({count} document(s)){note}"), file=sys.stderr)
+
+
 def _print_documents(args: argparse.Namespace, done: KubernetesDocuments) -> None:
     """The warnings, the documents (YAML, or JSON with --json), then what to warn about after them."""
+    _validate(args, done)
     for line in done.warnings:
         print(line, file=sys.stderr)
     if args.json:
@@ -76,6 +96,8 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
 
 
 def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
+    if args.validate is not None and not args.kserve:
+        raise UsageError("--validate checks the documents printed: add --kserve NAME (the InferenceService)")
     options = api_k8s.ModelCarOptions(tag=args.tag, index=args.index, platforms=tuple(args.platform),
                                       base=args.base)
     kserve = api_k8s.KServeOptions(args.kserve, args.model_format) if args.kserve else None
@@ -85,6 +107,7 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
     if done.kserve is None:
         emit(args, done.as_dict(), text)
         return 0
+    _validate(args, done.kserve)
     for line in done.kserve.warnings:
         print(line, file=sys.stderr)
     if args.json:
@@ -190,6 +213,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--kserve", metavar="NAME", help="print a KServe InferenceService serving the image (pinned)")
     p.add_argument("--model-format", default="huggingface", help="the InferenceService's modelFormat name")
     add_pull_secret_flags(p, pulls="the InferenceService's image", creates="the registry")
+    add_validate_flag(p)
     add_verify_flags(p)
     p = kcommand("volume", cmd_k8s_volume, "print a Pod with the image volume pinned by digest")
     p.add_argument("--mount-path", default="/models")
@@ -197,6 +221,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--image", default="busybox:1.36", help="container image of the Pod")
     p.add_argument("--snippet", action="store_true", help="only the volume and volumeMount")
     add_pull_secret_flags(p, pulls="the model", creates="the registry")
+    add_validate_flag(p)
     p = kcommand("mount", cmd_k8s_mount, "lay out DIR as the runtime would present the mount")
     p.add_argument("dir", metavar="DIR")
     add_verify_flags(p)
@@ -211,6 +236,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--namespace", help="DaemonSet namespace")
     p.add_argument("--image", default="busybox:1.36", help="the image of the container that holds the models")
     add_pull_secret_flags(p, pulls="the models", creates="their registries")
+    add_validate_flag(p)
     _register_serve(ksub)
     _register_policy(ksub)
 
@@ -234,6 +260,7 @@ def _register_policy(ksub: Any) -> None:
     only.add_argument("--policy-controller-only", action="store_true",
                       help="only the policy-controller ClusterImagePolicies")
     p.add_argument("--json", action="store_true", help="print the documents as a JSON List (with notes)")
+    add_validate_flag(p)
 
 
 def _register_serve(ksub: Any) -> None:
@@ -243,6 +270,7 @@ def _register_serve(ksub: Any) -> None:
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="a registry prefix (host/path), as 'ocibridge serve' takes it; searched in order")
     p.add_argument("--json", action="store_true", help="print the documents as a JSON List")
+    add_validate_flag(p)
     p.add_argument("--replicas", type=int, default=1, metavar="N", help="replicas behind the Service (default 1)")
     p.add_argument("--image", metavar="IMAGE",
                    help="image with ocibridge[serve] as its entrypoint (default ocibridge:VERSION; see Containerfile)")

@@ -8,7 +8,9 @@ line names it: ``--help`` and each command load no other command's module."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -26,6 +28,7 @@ class _Parser(argparse.ArgumentParser):
     _intermixing = False
 
     def error(self, message: str) -> NoReturn:
+        message = nearest(message, list(self._option_string_actions))
         self.exit(EXIT_USAGE, f"ocibridge: error: {message} (see '{self.prog} --help')\n")
 
     def parse_known_args(  # type: ignore[override]  # typeshed overloads it; one signature is enough here
@@ -46,6 +49,29 @@ class _Parser(argparse.ArgumentParser):
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed, extras
+
+
+_INVALID_CHOICE = re.compile(r"^(argument \S+: invalid choice: '([^']*)') \(choose from (.*)\)$", re.S)
+_UNRECOGNIZED = "unrecognized arguments: "
+
+
+def nearest(message: str, flags: list[str]) -> str:
+    """argparse's usage error with the nearest spelling suggested (difflib, as git and Python
+    3.14's argparse do): an unknown command or choice, an unknown flag of the command."""
+    choice = _INVALID_CHOICE.match(message)
+    if choice is not None:
+        said, word, listed = choice.groups()
+        close = difflib.get_close_matches(word, re.findall(r"'([^']*)'", listed), n=1)
+        return f"{said}; did you mean '{close[0]}'?" if close else message
+    if message.startswith(_UNRECOGNIZED):
+        words = message[len(_UNRECOGNIZED):].split()
+        hints = [(close[0], word) for word in words if word.startswith("-")
+                 for close in [difflib.get_close_matches(word.split("=", 1)[0], flags, n=1)] if close]
+        if len(hints) == 1:
+            return f"{message}; did you mean '{hints[0][0]}'?"
+        if hints:
+            return f"{message}; did you mean {', '.join(f'{flag!r} for {word!r}' for flag, word in hints)}?"
+    return message
 
 
 class _Unbuilt(_Parser):

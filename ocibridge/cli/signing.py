@@ -14,6 +14,7 @@ from ocibridge.cli.args import key_values
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line, printable
+from ocibridge.errors import OcibridgeError
 
 if TYPE_CHECKING:  # the API modules are light; what they run (``cryptography``) loads in the calls
     from ocibridge.api import policy as policy_api
@@ -88,6 +89,14 @@ def register(command: CommandAdder) -> None:
                         "count as signatures otherwise")
     add_transfer_flags(p)
 
+    p = command("keygen", cmd_keygen)
+    p.add_argument("prefix", metavar="PREFIX", nargs="?", default="cosign",
+                   help="write PREFIX.key and PREFIX.pub (default: cosign, as cosign generate-key-pair)")
+    p.add_argument("--password-stdin", action="store_true",
+                   help=f"read the private key's password from stdin (else ${signing_api.PASSWORD_ENV}, "
+                        "else a prompt on a terminal)")
+    p.add_argument("--overwrite", "--force", action="store_true", help="replace existing key files")
+
 
 def cmd_sign(args: argparse.Namespace) -> int:
     claims = key_values(args.annotation)  # usage mistakes first, before any key or store is opened
@@ -99,6 +108,34 @@ def cmd_sign(args: argparse.Namespace) -> int:
     return 0
 
 
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    result = signing_api.keygen(args.prefix, password=_new_password(args), overwrite=args.overwrite)
+    _emit(args, result.as_dict(),
+          f"Private key written to {result.private_key}\nPublic key written to {result.public_key}")
+    return 0
+
+
+def _new_password(args: argparse.Namespace) -> str | None:
+    """The new key's password: stdin (``--password-stdin``), ``$COSIGN_PASSWORD`` (None: keygen
+    reads it), or asked twice on a terminal as cosign asks; no terminal and none given: refused."""
+    import os
+    import sys
+
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    if os.environ.get(signing_api.PASSWORD_ENV) is not None:
+        return None
+    if not sys.stdin.isatty():
+        raise OcibridgeError(f"no password for the private key: set ${signing_api.PASSWORD_ENV} "
+                             "or pass --password-stdin")
+    import getpass
+
+    first = getpass.getpass("Enter password for private key: ")
+    if getpass.getpass("Enter password for private key again: ") != first:
+        raise OcibridgeError("the passwords do not match")
+    return first
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -30,6 +30,10 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("inspect", "inspect", "show an artifact's manifest, config and layers"),
     CommandEntry("validate", "inspect", "check an artifact against the ModelPack rules"),
     CommandEntry("tags", "inspect", "list the tags of a repository or layout"),
+    CommandEntry("repo", "browse", "'repo ls REGISTRY[/PREFIX]': list a registry's repositories (its catalog)"),
+    CommandEntry("manifest", "browse", "'manifest fetch REF': print a manifest's exact bytes (digest-verified), "
+                 "or its descriptor"),
+    CommandEntry("diff", "browse", "what changed between two models: files, config fields, safetensors tensors"),
     CommandEntry("login", "auth", "store registry credentials in the docker config"),
     CommandEntry("logout", "auth", "remove stored registry credentials"),
     CommandEntry("mirror", "mirror", "run a mirror job: copy many models between registries, resumably; "
@@ -45,6 +49,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("verify-dir", "signing",
                  "verify a directory (a pull, a cache, a snapshot) against an OMS model signature"),
     CommandEntry("verify", "signing", "verify an artifact's signatures (every form), or a file against a bundle"),
+    CommandEntry("keygen", "signing",
+                 "make a key pair to sign with: PREFIX.key (encrypted, as cosign writes it) and PREFIX.pub"),
     CommandEntry("attest", "evidence",
                  "sign and attach evidence about an artifact: its AI-BOM (CycloneDX), SLSA provenance"),
     CommandEntry("check-registry", "registry_check",
@@ -64,6 +70,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("chunks", "lazy", "compute the chunk tables of a pushed model and attach them (for lazy reads)"),
     CommandEntry("serve", "serve",
                  "serve the Hugging Face Hub's read API over registries (HF_ENDPOINT=http://HOST:PORT)"),
+    CommandEntry("completion", "completion", "print a shell completion script (bash, zsh, fish): commands, flags, "
+                 "local model names"),
 )
 
 #: a command's entry by its name or an alias

@@ -65,6 +65,9 @@ def locate(text: str | Locator, role: Role) -> Locator:
     the role). One error line (:class:`InvalidReference`/:class:`UsageError`) when it is none."""
     if not isinstance(text, str):
         return _checked(text, role, text_of(text))
+    respelled = _other_tools_spelling(text)
+    if respelled is not None:
+        return _checked(refs.parse_registry_reference(respelled), role, text)
     if refs.is_layout_reference(text):
         return _checked(refs.parse_layout_reference(text), role, text)
     kind = _kind_of_scheme(text)
@@ -159,6 +162,34 @@ def _output(text: str) -> Locator:
 
 
 # -- the rules the roles share ------------------------------------------------------------------
+#: how other tools write a registry reference: skopeo's transport, helm's, flux's and oras' docs' scheme
+_REGISTRY_SCHEMES = ("docker://", "oci://")
+_URL_SCHEMES = ("https://", "http://")
+
+
+def _other_tools_spelling(text: str) -> str | None:
+    """A registry reference written as skopeo (``docker://REF``) or helm and flux (``oci://HOST/REPO``)
+    write it: the reference without the scheme. ``oci://`` not followed by a registry host, and a
+    URL, are answered with ocibridge's spellings (``oci:`` alone is a layout here)."""
+    if text.startswith("docker://"):
+        return text[len("docker://"):]
+    if text.startswith("oci://"):
+        rest = text[len("oci://"):]
+        if _host_qualified(rest):
+            return rest
+        raise UsageError(f"{text}: write a registry model as HOST/REPO[:TAG] (oci://HOST/REPO also works) "
+                         f"and an OCI layout as oci:PATH[:TAG] (one colon: oci:{rest})")
+    if text.startswith(_URL_SCHEMES):
+        rest = text.split("://", 1)[1].rstrip("/")
+        host, _, path = rest.partition("/")
+        if host in ("huggingface.co", "hf.co") and path.count("/") == 1:
+            raise UsageError(f"{text}: a Hugging Face repository is hf:{path} (a model of the local Hugging Face "
+                             f"cache) or, as a mirror job's source, hf://{path}")
+        raise UsageError(f"{text}: a registry reference has no URL scheme: write {rest}; add --plain-http "
+                         "for a registry that speaks HTTP")
+    return None
+
+
 def _stored(text: str) -> LayoutReference | None:
     """The local store's model a bare ``NAME[:TAG]`` names, if the store holds it."""
     if _host_qualified(text) or text.startswith(("/", ".", "~")):

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+#: The environment variable cosign reads a key's password from; ocibridge reads (and keygen takes)
+#: the same one. Here, light, so the CLI can name it without loading ``cryptography``.
+PASSWORD_ENV = "COSIGN_PASSWORD"
+
 #: Public names, imported on first use: the CLI must not pay for ``cryptography`` unless it signs.
 _EXPORTS = {
     "SignOptions": ".sign",

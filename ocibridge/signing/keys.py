@@ -26,9 +26,8 @@ from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
 from ocibridge.errors import SignatureError
+from ocibridge.signing import PASSWORD_ENV
 
-#: The environment variable cosign reads a key's password from; ocibridge reads the same one.
-PASSWORD_ENV = "COSIGN_PASSWORD"
 COSIGN_PEM_TYPES = (b"ENCRYPTED SIGSTORE PRIVATE KEY", b"ENCRYPTED COSIGN PRIVATE KEY")
 
 PrivateKey = ec.EllipticCurvePrivateKey
@@ -94,10 +93,18 @@ def _load_cosign_key(pem: bytes, password: bytes, path: str | os.PathLike[str]) 
         raise SignatureError(f"{path}: cosign key holds no usable key ({_first_line(e)})") from None
 
 
+def generate_private_key() -> PrivateKey:
+    """A new P-256 key: the curve cosign's ``generate-key-pair`` makes and ocibridge signs with."""
+    return ec.generate_private_key(ec.SECP256R1())
+
+
 def encrypt_cosign_key(key: PrivateKey, password: bytes, *, n: int = 32768) -> bytes:
     """``key`` as cosign writes an encrypted key file (scrypt N, r=8, p=1 + secretbox)."""
-    import nacl.secret
-    import nacl.utils
+    try:
+        import nacl.secret
+        import nacl.utils
+    except ImportError:
+        raise SignatureError("cosign key files need PyNaCl (pip install 'ocibridge[signing]')") from None
 
     salt, nonce = os.urandom(32), nacl.utils.random(nacl.secret.SecretBox.NONCE_SIZE)
     secret = Scrypt(salt=salt, length=32, n=n, r=8, p=1).derive(password)

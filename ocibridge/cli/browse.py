@@ -1,0 +1,103 @@
+"""Browsing a registry: ``repo ls`` (oras ``repo ls``), ``manifest fetch`` (oras ``manifest
+fetch``, skopeo ``inspect --raw``) and ``diff`` (two models: files, config fields, tensors).
+
+Registered on the main parser by :func:`register`, as every command group is (cli/parser.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
+from ocibridge.core.lazy import LazyModule
+from ocibridge.core.terminal import human_size, one_line
+
+if TYPE_CHECKING:
+    from ocibridge.api import browse as api
+else:
+    api = LazyModule("ocibridge.api.browse")
+
+
+def register(command: CommandAdder) -> None:
+    p = command("repo", cmd_repo)
+    p.add_argument("action", choices=["ls"], help="ls: list the repositories (the registry's catalog)")
+    p.add_argument("target", metavar="REGISTRY[/PREFIX]")
+    add_transfer_flags(p)
+
+    p = command("manifest", cmd_manifest)
+    p.add_argument("action", choices=["fetch"], help="fetch: print the manifest's exact bytes (digest-verified)")
+    p.add_argument("ref", metavar="REF")
+    p.add_argument("--descriptor", action="store_true", help="print the manifest's descriptor instead")
+    add_transfer_flags(p)
+
+    p = command("diff", cmd_diff)
+    p.add_argument("old", metavar="REF1")
+    p.add_argument("new", metavar="REF2")
+    add_transfer_flags(p)
+
+
+def cmd_repo(args: argparse.Namespace) -> int:
+    listed = api.list_repositories(args.target, transfer=transfer_options(args))
+    if args.json:
+        print(json.dumps(listed.as_dict(), indent=2, sort_keys=True))
+    elif listed.repositories:
+        print("\n".join(one_line(name) for name in listed.repositories))  # a newline in a name forges no line
+    return 0
+
+
+def cmd_manifest(args: argparse.Namespace) -> int:
+    fetched = api.fetch_manifest(args.ref, transfer=transfer_options(args))
+    if args.json or args.descriptor:
+        print(json.dumps(fetched.as_dict(), separators=(",", ":") if args.descriptor else None,
+                         indent=None if args.descriptor else 2, sort_keys=not args.descriptor))
+        return 0
+    sys.stdout.flush()
+    sys.stdout.buffer.write(fetched.content)  # the exact bytes: their digest is the manifest's
+    sys.stdout.buffer.flush()
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    result = api.diff(args.old, args.new, transfer=transfer_options(args))
+    emit(args, result.as_dict(), _diff_text(result))
+    return 0
+
+
+def _diff_text(d: api.ModelDiff) -> str:
+    lines = [f"{d.old_reference} ({d.old_digest})", f"{d.new_reference} ({d.new_digest})"]
+    if d.same:
+        lines.append("no difference in files or config" + (" (same manifest)" if d.old_digest == d.new_digest
+                                                          else ""))
+        return "\n".join(lines)
+    if d.files:
+        lines.append("files:")
+        lines += [line for f in d.files for line in _file_lines(f)]
+    if d.config:
+        lines.append("config:")
+        lines += [f"  ~ {c.field}: {_value(c.old)} -> {_value(c.new)}" for c in d.config]
+    if d.bytes_read:
+        lines.append(f"read {human_size(d.bytes_read)} to compare tensors")
+    return "\n".join(lines)
+
+
+def _file_lines(f: api.FileChange) -> list[str]:
+    if f.old is None or f.new is None:
+        sign, desc = ("+", f.new) if f.old is None else ("-", f.old)
+        assert desc is not None
+        return [f"  {sign} {f.path}  {human_size(desc.size)}  {desc.digest[:19]}"]
+    lines = [f"  ~ {f.path}  {human_size(f.old.size)} -> {human_size(f.new.size)}  "
+             f"{f.old.digest[:19]} -> {f.new.digest[:19]}"]
+    marks = {"added": "+", "removed": "-", "changed": "~"}
+    for t in f.tensors or ():
+        shape = t.new if t.change == "added" else t.old if t.change == "removed" else \
+            (f"{t.old} -> {t.new}" if t.old != t.new else t.old)
+        lines.append(f"      {marks[t.change]} tensor {t.name}  {shape}")
+    if f.tensors is not None:
+        lines.append(f"      ({len(f.tensors)} tensors differ; {f.same_by_chunks} found the same by chunk digests)")
+    return lines
+
+
+def _value(value: object) -> str:
+    return "(absent)" if value is None else json.dumps(value)[:120]

@@ -1,0 +1,225 @@
+"""What changed between two models: files by layer digest, config fields, and the tensors of a
+changed safetensors file, read lazily (``ocibridge diff``; ``kit diff`` stops at layers).
+
+A tensor is the same on both sides when the chunks covering it carry the same digests (a chunk
+table on both sides, the tensor at the same offset): nothing of it is read. Otherwise only its
+bytes are read on both sides (verified, the chunks that cover it where a table allows, else the
+whole blob) and compared. Files are named by their layer's path annotation; a tar layer is one
+entry (its directory), compared by digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
+from ocibridge.lazyread.model import RemoteModel
+from ocibridge.lazyread.safetensors import RemoteSafetensors, TensorInfo
+from ocibridge.oci.layerinfo import is_raw, layer_path
+from ocibridge.oci.models import Descriptor
+
+#: a config larger than this is compared by digest only
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TensorChange:
+    """A tensor ``added``, ``removed`` or ``changed`` (its dtype, shape or bytes); ``how`` the
+    change was found: ``header`` (dtype or shape), ``bytes`` (its bytes read and compared)."""
+
+    name: str
+    change: str
+    how: str
+    old: str | None = None  # "F32[2, 3]"
+    new: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "change": self.change, "how": self.how, "old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """A file ``added``, ``removed`` or ``changed`` (another layer digest); ``tensors``: for a
+    changed safetensors file, what changed in it (None: not looked into); ``same_by_chunks``:
+    tensors found unchanged by their chunk digests alone, nothing of them read."""
+
+    path: str
+    change: str
+    old: Descriptor | None
+    new: Descriptor | None
+    tensors: tuple[TensorChange, ...] | None = None
+    same_by_chunks: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        def side(d: Descriptor | None) -> dict[str, Any] | None:
+            return None if d is None else {"digest": d.digest, "size": d.size}
+
+        return {"path": self.path, "change": self.change, "old": side(self.old), "new": side(self.new),
+                "tensors": None if self.tensors is None else [t.as_dict() for t in self.tensors],
+                "sameByChunks": self.same_by_chunks}
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """A config field (dotted path) whose JSON value differs; None on a side: absent there."""
+
+    field: str
+    old: Any
+    new: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "old": self.old, "new": self.new}
+
+
+@dataclass(frozen=True)
+class ModelDiff:
+    """Two models compared: the files and config fields that differ (unchanged ones left out)
+    and the bytes read from the registry to tell tensors apart."""
+
+    old_reference: str
+    new_reference: str
+    old_digest: str
+    new_digest: str
+    files: tuple[FileChange, ...]
+    config: tuple[ConfigChange, ...]
+    bytes_read: int = 0
+
+    @property
+    def same(self) -> bool:
+        return not self.files and not self.config
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"old": {"reference": self.old_reference, "digest": self.old_digest},
+                "new": {"reference": self.new_reference, "digest": self.new_digest},
+                "files": [f.as_dict() for f in self.files], "config": [c.as_dict() for c in self.config],
+                "bytesRead": self.bytes_read, "same": self.same}
+
+
+def diff_models(old: RemoteModel, new: RemoteModel, old_ref: str, new_ref: str) -> ModelDiff:
+    """Compare two opened models (see the module's docstring)."""
+    old_files, new_files = _paths(old), _paths(new)
+    files: list[FileChange] = []
+    opened: list[VerifiedBlob] = []
+    try:
+        for path in sorted(old_files.keys() | new_files.keys()):
+            a, b = old_files.get(path), new_files.get(path)
+            if a is not None and b is not None and a.digest == b.digest:
+                continue
+            if a is None or b is None:
+                files.append(FileChange(path, "added" if a is None else "removed", a, b))
+                continue
+            tensors, same = (None, 0)
+            if path.endswith(".safetensors") and is_raw(a) and is_raw(b):
+                tensors, same = _tensor_changes(old, new, path, opened)
+            files.append(FileChange(path, "changed", a, b, tensors, same))
+    finally:
+        for blob in opened:
+            blob.close()
+    config = tuple(_config_changes(old, new))
+    read = sum(blob.bytes_fetched for blob in opened)
+    return ModelDiff(old_ref, new_ref, old.descriptor.digest, new.descriptor.digest, tuple(files), config, read)
+
+
+def _paths(model: RemoteModel) -> dict[str, Descriptor]:
+    found: dict[str, Descriptor] = {}
+    for layer in model.manifest.layers:
+        path = layer_path(layer)
+        if path:
+            found[path.strip("/")] = layer
+    return found
+
+
+def _shown(info: TensorInfo) -> str:
+    return f"{info.dtype}{list(info.shape)}"
+
+
+def _blob(model: RemoteModel, path: str) -> VerifiedBlob:
+    """A reader of one file that reads only what is asked (no read-ahead: a diff knows where its
+    reads end), by the model's trusted chunk table where it covers the file."""
+    entry = model.file(path)
+    table = model.chain.table
+    chunks = table.for_layer(entry.layer) if table is not None else None
+    return VerifiedBlob(model.store, entry.layer, chunks, table.chunk_size if table is not None else 0,
+                        read_ahead=False)
+
+
+def _tensor_changes(old: RemoteModel, new: RemoteModel, path: str,
+                    opened: list[VerifiedBlob]) -> tuple[tuple[TensorChange, ...], int]:
+    a_blob, b_blob = _blob(old, path), _blob(new, path)
+    opened.extend((a_blob, b_blob))
+    a, b = RemoteSafetensors(a_blob, path), RemoteSafetensors(b_blob, path)
+    changes: list[TensorChange] = []
+    same_by_chunks = 0
+    for name in sorted(a.tensors.keys() | b.tensors.keys()):
+        x, y = a.tensors.get(name), b.tensors.get(name)
+        if x is None or y is None:
+            changes.append(TensorChange(name, "added" if x is None else "removed", "header",
+                                        None if x is None else _shown(x), None if y is None else _shown(y)))
+        elif (x.dtype, x.shape) != (y.dtype, y.shape):
+            changes.append(TensorChange(name, "changed", "header", _shown(x), _shown(y)))
+        elif _same_chunks(a_blob, b_blob, x, y):
+            same_by_chunks += 1
+        elif _digest(a_blob, x) != _digest(b_blob, y):
+            changes.append(TensorChange(name, "changed", "bytes", _shown(x), _shown(y)))
+    return tuple(changes), same_by_chunks
+
+
+def _same_chunks(a: VerifiedBlob, b: VerifiedBlob, x: TensorInfo, y: TensorInfo) -> bool:
+    """Whether the chunks covering the tensor carry the same digests on both sides (both tables
+    of one chunk size, the tensor at the same offset): then its bytes are the same, unread."""
+    if a.chunks is None or b.chunks is None or a.chunk_size != b.chunk_size or a.chunk_size <= 0:
+        return False
+    if (x.start, x.end) != (y.start, y.end):
+        return False
+    if x.start == x.end:
+        return True
+    first, last = x.start // a.chunk_size, (x.end - 1) // a.chunk_size
+    span = slice(first, last + 1)
+    return a.chunks.chunks[span] == b.chunks.chunks[span]
+
+
+def _digest(blob: VerifiedBlob, info: TensorInfo) -> str:
+    return hashlib.sha256(blob.read(info.start, info.end)).hexdigest()
+
+
+def _config_changes(old: RemoteModel, new: RemoteModel) -> Iterator[ConfigChange]:
+    a_desc, b_desc = old.manifest.config, new.manifest.config
+    if a_desc.digest == b_desc.digest:
+        return
+    a, b = _config(old.store, a_desc), _config(new.store, b_desc)
+    if a is None or b is None:
+        yield ConfigChange("(config)", a_desc.digest, b_desc.digest)
+        return
+    flat_a, flat_b = dict(_flatten(a)), dict(_flatten(b))
+    for key in sorted(flat_a.keys() | flat_b.keys()):
+        if flat_a.get(key, _ABSENT) != flat_b.get(key, _ABSENT):
+            yield ConfigChange(key, flat_a.get(key), flat_b.get(key))
+
+
+_ABSENT = object()
+
+
+def _config(store: LazySource, desc: Descriptor) -> Any:
+    """The config as JSON, or None when it is too large or not JSON (compared by digest then)."""
+    if desc.size > MAX_CONFIG_BYTES:
+        return None
+    try:
+        return json.loads(store.fetch_bytes(desc))
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Leaves of a JSON document by dotted path; a list is one leaf (a reordering is a change)."""
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            yield from _flatten(item, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix or "(config)", value
+
+
+__all__ = ["ConfigChange", "FileChange", "ModelDiff", "TensorChange", "diff_models"]

@@ -1,0 +1,45 @@
+"""A registry's catalog (``GET /v2/_catalog``): every repository name, page by page.
+
+distribution and most registries answer it (some only to an admin: ``registry:catalog:*``); pages
+follow the ``Link: <…>; rel="next"`` header, as the distribution spec says, each capped by the
+bounded body reader of the client."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urljoin
+
+from ocibridge.errors import RegistryError
+from ocibridge.stores.registry.client import RegistryClient
+
+#: repositories asked for per page (distribution serves up to 1000 by default)
+PAGE = 1000
+#: pages followed at most: a million repositories, or a registry that links back to itself
+MAX_PAGES = 1000
+_NEXT = re.compile(r"<([^>]+)>\s*;\s*rel=\"?next\"?")
+
+
+def list_catalog(client: RegistryClient, prefix: str = "") -> list[str]:
+    """The repository names under ``prefix`` (a path, no trailing slash; "" for all), sorted.
+    Raises :class:`RegistryError` when the registry refuses the catalog (its status kept, so a 401
+    is told to log in)."""
+    head = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    found: set[str] = set()
+    url = "/v2/_catalog"
+    params: dict[str, str] | None = {"n": str(PAGE)}
+    for _ in range(MAX_PAGES):
+        response = client.send("GET", url, scopes=("registry:catalog:*",), params=params)
+        if response.status_code != 200:
+            raise client.error(response, "catalog (listing repositories)")
+        try:
+            names = response.json().get("repositories") or []
+            if not isinstance(names, list):
+                raise ValueError("repositories is not a list")
+        except (ValueError, AttributeError) as e:
+            raise RegistryError(f"registry {client.host} catalog: not a catalog answer ({e})") from None
+        found.update(n for n in names if isinstance(n, str) and n.startswith(head))
+        match = _NEXT.search(response.headers.get("link", ""))
+        if match is None:
+            return sorted(found)
+        url, params = urljoin(str(response.url), match.group(1)), None
+    raise RegistryError(f"registry {client.host} catalog: more than {MAX_PAGES} pages, stopped")

@@ -1,0 +1,57 @@
+"""Mistakes (issue 53 item 14): an unknown command, subcommand or flag suggests the nearest one
+(difflib), and other tools' spellings of a reference are understood (``oci://HOST/REPO`` as helm
+and flux write it, skopeo's ``docker://``) or answered with ocibridge's spelling. Run as a user
+runs the command: a process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ocibridge
+from tests.modelgen import make_model
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ocibridge", *args], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ), check=False)
+
+
+@pytest.mark.parametrize(("argv", "hint"), [
+    (["pul", "a", "b"], "invalid choice: 'pul'; did you mean 'pull'? (see 'ocibridge --help')"),
+    (["k8s", "chek", "a"], "invalid choice: 'chek'; did you mean 'check'? (see 'ocibridge k8s --help')"),
+    (["pull", "a", "b", "--overwirte"], "unrecognized arguments: --overwirte; did you mean '--overwrite'? "
+                                         "(see 'ocibridge pull --help')"),
+    (["sign", "a", "--key", "k", "--from", "all"], "did you mean '--form'?"),
+    (["push", "a", "b", "--media-types", "cnfc"], "invalid choice: 'cnfc'; did you mean 'cncf'?"),
+])
+def test_a_mistyped_word_is_answered_with_the_nearest_one(argv, hint):
+    done = run(*argv)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("ocibridge: error: ") and hint in done.stderr
+
+
+def test_other_tools_spellings_of_a_reference(tmp_path, registry, unique_repo):
+    ref = f"{registry.host}/{unique_repo}:v1"
+    digest = ocibridge.push(str(make_model(tmp_path / "m")), ref).descriptor.digest
+    for spelled in (f"oci://{ref}", f"docker://{ref}"):  # helm/flux/oras docs, skopeo
+        done = run("resolve", spelled, "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["digest"] == digest
+    pulled = run("pull", f"docker://{ref}", str(tmp_path / "out"))
+    assert pulled.returncode == 0 and (tmp_path / "out" / "config.json").is_file(), pulled.stderr
+
+    answers = {
+        "oci://models": "oci:models",  # no registry host: a layout is oci:PATH
+        f"https://{ref}": f"write {ref}",
+        "https://huggingface.co/org/name": "hf:org/name",
+    }
+    for spelled, answer in answers.items():
+        done = run("inspect", spelled)
+        assert done.returncode == 2 and answer in done.stderr and "Traceback" not in done.stderr, done.stderr
+    hub = run("pull", "hf://org/name", str(tmp_path / "x"))
+    assert hub.returncode == 2 and "hf:ORG/NAME" in hub.stderr

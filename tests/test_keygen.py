@@ -1,0 +1,69 @@
+"""``ocibridge keygen`` (issue 53 item 12): cosign's ``generate-key-pair`` without cosign or openssl.
+
+The private key is cosign's encrypted format (read back by the project's own reader, the one
+that reads cosign's files); the pair signs and verifies through the CLI, run as a process."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from ocibridge.errors import SignatureError
+from ocibridge.signing import keys
+from tests.modelgen import make_model
+
+
+def run(*args: str, password: str | None = "s3cret", stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "COSIGN_PASSWORD"}
+    if password is not None:
+        env["COSIGN_PASSWORD"] = password
+    return subprocess.run([sys.executable, "-m", "ocibridge", *args], capture_output=True, text=True,
+                          timeout=120, env=env, input=stdin if stdin is not None else "", check=False)
+
+
+def test_keygen_writes_a_cosign_key_pair_that_signs_and_verifies(tmp_path, registry, unique_repo):
+    prefix = tmp_path / "release"
+    done = run("keygen", str(prefix), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"privateKey": f"{prefix}.key", "publicKey": f"{prefix}.pub"}
+    private, public = tmp_path / "release.key", tmp_path / "release.pub"
+    assert private.read_bytes().startswith(b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n")
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600  # as cosign writes it
+    assert public.read_bytes().startswith(b"-----BEGIN PUBLIC KEY-----\n")
+    # the project's reader of cosign's files decrypts it, with the password only
+    key = keys.load_private_key(private, b"s3cret")
+    assert keys.public_pem(key) == public.read_bytes()
+    with pytest.raises(SignatureError, match="wrong password"):
+        keys.load_private_key(private, b"other")
+
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert run("push", str(make_model(tmp_path / "m")), ref).returncode == 0
+    signed = run("sign", ref, "--key", str(private))
+    assert signed.returncode == 0, signed.stderr
+    verified = run("verify", ref, "--key", str(public), "--json", password=None)
+    assert verified.returncode == 0, verified.stderr
+    assert len(json.loads(verified.stdout)["signatures"]) == 2
+
+
+def test_keygen_refuses_to_replace_keys_and_needs_a_password(tmp_path):
+    prefix = tmp_path / "cosign"
+    assert run("keygen", str(prefix)).returncode == 0
+    before = (tmp_path / "cosign.key").read_bytes()
+    again = run("keygen", str(prefix))
+    assert again.returncode == 2 and "already there" in again.stderr and "--overwrite" in again.stderr
+    assert (tmp_path / "cosign.key").read_bytes() == before
+
+    # no $COSIGN_PASSWORD, no terminal: one line, nothing written
+    none = run("keygen", str(tmp_path / "other"), password=None)
+    assert none.returncode == 1 and none.stderr.startswith("ocibridge: error: no password")
+    assert "Traceback" not in none.stderr and not list(tmp_path.glob("other*"))
+
+    piped = run("keygen", str(prefix), "--overwrite", "--password-stdin", password=None, stdin="from-stdin\n")
+    assert piped.returncode == 0, piped.stderr
+    assert (tmp_path / "cosign.key").read_bytes() != before
+    keys.load_private_key(tmp_path / "cosign.key", b"from-stdin")
