@@ -33,6 +33,7 @@ from ocibridge.api.k8s_types import (
     VolumeCheck,
     VolumeLayout,
 )
+from ocibridge.core.yamldocs import comments
 from ocibridge.errors import UsageError
 from ocibridge.stores.opened import closes_its_stores
 
@@ -306,7 +307,7 @@ def k8s_prewarm(
                         f"in /etc/containers/certs.d/{hosts[0]}/ca.crt (CRI-O) or containerd's hosts.toml on every "
                         "node")
     return KubernetesDocuments(
-        (secret, done.daemonset) if secret else (done.daemonset,), header="\n".join(done.header()) + "\n",
+        (secret, done.daemonset) if secret else (done.daemonset,), header=comments(done.header()),
         warnings=tuple(warnings), closing_warnings=_credentials_warning(secret),
         pinned=tuple(str(p) for p in done.pinned), holds_credentials=secret is not None)
 
@@ -394,9 +395,9 @@ def k8s_policy(
     if policy_controller:
         docs.extend(admission_docs.policy_controller(t, name))
         notes.extend(admission_docs.policy_controller_notes(t))
-    head = ["# ocibridge k8s policy: admission checks matching the containers policy the nodes enforce",
-            *(f"# note: {n}" for n in notes)]
+    head = comments(["ocibridge k8s policy: admission checks matching the containers policy the nodes enforce",
+                     *(f"note: {n}" for n in notes)])
     untranslated = (f"warning: {t.untranslated} part(s) of the policy are not translated (see the comments above "
                     "the documents)",) if t.untranslated else ()
-    return AdmissionPolicies(tuple(docs), header="\n".join(head) + "\n", closing_warnings=untranslated,
+    return AdmissionPolicies(tuple(docs), header=head, closing_warnings=untranslated,
                              notes=tuple(notes), untranslated=t.untranslated)
