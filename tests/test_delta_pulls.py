@@ -306,3 +306,59 @@ def test_the_limits_table_of_lazy_md_is_what_fixed_chunks_give():
     text = (Path(__file__).resolve().parent.parent / "docs" / "lazy.md").read_text()
     for row in ("| 141 of 161 |", "| 160 of 161 |", "| 0 of 161 |", "| 22 of 160 (the chunks before it) |"):
         assert row in text, row
+
+
+@pytest.mark.parametrize("tamper", ["garbage", "lying", "fifo", "dev-zero", "huge-chunk-size"])
+def test_a_tampered_chunk_index_costs_a_fetch_never_a_wrong_byte_nor_a_hang(versions, fault_proxy, tamper):
+    """The chunk index (models/chunks/tables/<blob hex>) is in a cache others may write: a table
+    file of garbage, one whose digests lie about the blob, a FIFO (open would wait for ever), a
+    link to /dev/zero (a read without end) or an absurd chunk size is not trusted: v2 is whole
+    and byte-identical, whatever the index said."""
+    repo, _, _, v2 = versions
+    first, _ = _path(f"{fault_proxy.host}/{repo}:v1")
+    tables = Path(os.environ["OCIBRIDGE_CACHE"]) / "models" / "chunks" / "tables"
+    blob_hex = _layer_of(first).split(":")[1]
+    table = tables / blob_hex
+    assert table.is_file()
+    size = (first / "model.safetensors").stat().st_size
+    os.chmod(table, 0o644)
+    if tamper == "garbage":
+        table.write_bytes(os.urandom(4096))
+    elif tamper == "lying":  # every line names one chunk v2 needs, at every offset of v1's blob
+        lines = table.read_text().splitlines()
+        wanted = hashlib.sha256((v2 / "model.safetensors").read_bytes()[3 * MiB:4 * MiB]).hexdigest()
+        table.write_text("\n".join([lines[0], *([wanted] * (len(lines) - 1))]) + "\n")
+    elif tamper == "huge-chunk-size":
+        table.write_text(f"ocibridge-chunks 1 999999999 {size}\n" + "0" * 64 + "\n")
+    else:
+        table.unlink()
+        if tamper == "fifo":
+            os.mkfifo(table)
+        else:
+            table.symlink_to("/dev/zero")
+    snap, _ = _path(f"{fault_proxy.host}/{repo}:v2")
+    _same_tree(snap, v2)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_the_pushed_chunk_table_cache_neither_waits_nor_floods(tmp_path, monkeypatch, kind):
+    """``$OCIBRIDGE_CACHE/chunk-tables`` (push's memory of chunk tables) holding a FIFO or a link
+    to /dev/zero: looked up, it is no entry (within a second), not a wait or a read without end."""
+    import threading
+
+    from ocibridge.chunks import chunkcache
+
+    monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path))
+    digest = "sha256:" + "ab" * 32
+    path = chunkcache._path(digest, DEFAULT_CHUNK_SIZE)
+    path.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.append(chunkcache.lookup(digest, 4 * MiB, DEFAULT_CHUNK_SIZE)),
+                              daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    assert not reader.is_alive() and found == [None]

@@ -211,7 +211,11 @@ def test_check_says_whether_the_node_policy_lets_crio_pull(tmp_path, capsys, reg
     capsys.readouterr()
     signed = write_policy(tmp_path, {registry.host: [{"type": "sigstoreSigned", "keyPath": str(KEY)}]},
                           default="insecureAcceptAnything")
-    assert main(["k8s", "check", ref, "--runtime", "cri-o@1.33", "--node-policy", str(signed)]) == 1
+    attachments = tmp_path / "registries.d"
+    attachments.mkdir()
+    (attachments / "default.yaml").write_text("default-docker:\n  use-sigstore-attachments: true\n")
+    assert main(["k8s", "check", ref, "--runtime", "cri-o@1.33", "--node-policy", str(signed),
+                 "--node-registries-d", str(attachments)]) == 1
     out = capsys.readouterr().out
     assert "will NOT mount" in out and f'reason: node policy {signed} (docker "{registry.host}"): ' \
         "CRI-O refuses the pull" in out and "has none" in out
@@ -269,3 +273,49 @@ def test_the_untranslated_count_is_of_parts_left_out_not_of_words_in_notes(tmp_p
     })
     code, out, err = run(capsys, "--from-policy", str(policy))
     assert code == 0 and err.count("\n") == 1 and "warning: 1 part(s) of the policy are not translated" in err, err
+
+
+def test_check_says_a_sigstore_signed_scope_needs_the_nodes_registries_d(tmp_path, capsys, registry, unique_repo):
+    """Issue 53.7: a node reads no sigstore attachments unless its registries.d turns them on
+    for the registry (containers-registries.d(5), off by default): a signed model under a
+    sigstoreSigned scope is refused there, check says so, and gives the file the node needs;
+    with the node's directory turning them on, CRI-O pulls it."""
+    from tests.modelgen import make_model
+    from tests.signing_keys import key_pair
+
+    make_model(tmp_path / "m")
+    repo = f"{registry.host}/{unique_repo}"
+    assert main(["push", str(tmp_path / "m"), f"{repo}:v1", "-q"]) == 0
+    private, public = key_pair(tmp_path / "k")
+    assert main(["sign", f"{repo}:v1", "--key", str(private)]) == 0
+    policy = write_policy(tmp_path, {repo: [{"type": "sigstoreSigned", "keyPath": str(public),
+                                             "signedIdentity": {"type": "matchRepository"}}]})
+    capsys.readouterr()
+    check = ["k8s", "check", f"{repo}:v1", "--runtime", "cri-o@1.36", "--node-policy", str(policy)]
+    assert main(check) == 1
+    out = capsys.readouterr().out
+    assert "will NOT mount" in out and "use-sigstore-attachments" in out and "CRI-O pulls it" not in out, out
+    assert "node file /etc/containers/registries.d/ocibridge-sigstore.yaml:" in out
+    assert f"ocibridge-sigstore.yaml:\ndocker:\n  {repo}:\n    use-sigstore-attachments: true\n" in out, out
+    assert main([*check, "--json"]) == 1
+    [node_file] = json.loads(capsys.readouterr().out)["nodeFiles"]
+    assert yaml.safe_load(node_file["content"]) == {"docker": {repo: {"use-sigstore-attachments": True}}}
+
+    # the node's own directory: a file that names the registry without the key is the one to change
+    node_dir = tmp_path / "registries.d"
+    node_dir.mkdir()
+    (node_dir / "default.yaml").write_text(f"docker:\n  {registry.host}:\n    lookaside: https://sigs.example\n")
+    assert main([*check, "--node-registries-d", str(node_dir)]) == 1
+    out = capsys.readouterr().out
+    assert f"{node_dir / 'default.yaml'} (docker" not in out or "does not turn" in out, out
+    assert "node file /etc/containers/registries.d/default.yaml:" in out, out
+    # written as proposed, CRI-O reads the signature and pulls
+    (node_dir / "default.yaml").write_text(yaml.safe_dump({"docker": {registry.host: {
+        "lookaside": "https://sigs.example", "use-sigstore-attachments": True}}}))
+    assert main([*check, "--node-registries-d", str(node_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "CRI-O pulls it (classic signature by" in out and "node file" not in out, out
+    # one namespace in two files is an error, as containers/image says
+    (node_dir / "other.yaml").write_text(f"docker:\n  {registry.host}:\n    use-sigstore-attachments: false\n")
+    assert main([*check, "--node-registries-d", str(node_dir)]) == 2
+    assert "is defined in" in capsys.readouterr().err

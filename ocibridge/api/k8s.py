@@ -26,6 +26,7 @@ from ocibridge.api.k8s_types import (
     KubernetesDocuments,
     ModelCarImage,
     ModelCarOptions,
+    NodeFileText,
     PodOptions,
     PodRegistryAccess,
     PrewarmOptions,
@@ -33,6 +34,7 @@ from ocibridge.api.k8s_types import (
     VolumeCheck,
     VolumeLayout,
 )
+from ocibridge.core.yamldocs import comments
 from ocibridge.errors import UsageError
 from ocibridge.stores.opened import closes_its_stores
 
@@ -106,14 +108,19 @@ def k8s_check(
     runtime: str = DEFAULT_RUNTIME,
     platform: str = DEFAULT_PLATFORM,
     node_policy: str | os.PathLike[str] | None = None,
+    node_registries_d: str | os.PathLike[str] | None = None,
     transfer: TransferOptions | None = None,
 ) -> VolumeCheck:
     """Whether ``runtime`` (``cri-o@1.33``, ``containerd``...) on ``platform`` mounts ``ref`` as an
     image volume, and the files the pod sees: every image layer is read once, digest and diff_id
     checked. ``node_policy``: a node's containers policy.json, evaluated as CRI-O applies it to
-    the pull (a refusal joins the reasons); without it the node's policy is not evaluated."""
+    the pull (a refusal joins the reasons); without it the node's policy is not evaluated.
+    ``node_registries_d``: the node's ``/etc/containers/registries.d`` (a ``sigstoreSigned``
+    scope needs ``use-sigstore-attachments: true`` there; without it the node is taken to have
+    none, the default); the file the node needs comes back in ``node_files``."""
     from ocibridge.k8s import check
     from ocibridge.k8s.node_policy import node_policy as node_verdict
+    from ocibridge.k8s.registries_d import read_registries_d
     from ocibridge.kinds.locate import text_of
     from ocibridge.signing.containers_policy import read_policy_file
 
@@ -121,15 +128,17 @@ def k8s_check(
     shown = text_of(located)
     # read whatever the runtime or reference: a file named but missing or broken is an error, not skipped
     nodes = read_policy_file(node_policy) if node_policy else None
+    registries = read_registries_d(node_registries_d) if node_registries_d else None
     t = _open(located, transfer)
     result = check(t.store, t.reference, runtime, platform=platform)
     assert result.version is not None
-    node = node_verdict(t.store, t.reference, located, nodes, result.version, shown)
+    node = node_verdict(t.store, t.reference, located, nodes, result.version, shown, registries)
     reasons = [*result.reasons, *([node.line] if node.refused else [])]
     return VolumeCheck(
         reference=shown, runtime=result.runtime.value, runtime_label=result.version.label,
         platform=result.platform, manifest=result.manifest.digest, kind=result.kind,
         will_mount=result.will_mount and not node.refused, node_policy=node.line, node_policy_refused=node.refused,
+        node_files=tuple(NodeFileText(f.path, f.content) for f in node.files),
         reasons=tuple(reasons),
         warnings=tuple(result.warnings), layers=tuple(result.layers), layers_hidden=result.layers_hidden,
         sub_path=result.sub_path, diff_ids_verified=result.diff_ids_verified, tree=tuple(result.tree))
@@ -308,7 +317,7 @@ def k8s_prewarm(
                         f"in /etc/containers/certs.d/{hosts[0]}/ca.crt (CRI-O) or containerd's hosts.toml on every "
                         "node")
     return KubernetesDocuments(
-        (secret, done.daemonset) if secret else (done.daemonset,), header="\n".join(done.header()) + "\n",
+        (secret, done.daemonset) if secret else (done.daemonset,), header=comments(done.header()),
         warnings=tuple(warnings), closing_warnings=_credentials_warning(secret),
         pinned=tuple(str(p) for p in done.pinned), holds_credentials=secret is not None)
 
@@ -396,11 +405,11 @@ def k8s_policy(
     if policy_controller:
         docs.extend(admission_docs.policy_controller(t, name))
         notes.extend(admission_docs.policy_controller_notes(t))
-    head = ["# ocibridge k8s policy: admission checks matching the containers policy the nodes enforce",
-            *(f"# note: {n}" for n in notes)]
+    head = comments(["ocibridge k8s policy: admission checks matching the containers policy the nodes enforce",
+                     *(f"note: {n}" for n in notes)])
     untranslated = (f"warning: {t.untranslated} part(s) of the policy are not translated (see the comments above "
                     "the documents)",) if t.untranslated else ()
-    return AdmissionPolicies(tuple(docs), header="\n".join(head) + "\n", closing_warnings=untranslated,
+    return AdmissionPolicies(tuple(docs), header=head, closing_warnings=untranslated,
                              notes=tuple(notes), untranslated=t.untranslated)
 
 

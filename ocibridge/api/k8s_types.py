@@ -194,6 +194,14 @@ class ModelCarImage:
 
 
 @dataclass(frozen=True)
+class NodeFileText:
+    """A file to write on every node: its path there and its whole content."""
+
+    path: str
+    content: str
+
+
+@dataclass(frozen=True)
 class VolumeCheck:
     """Whether ``runtime`` mounts the reference as an image volume, why not (``reasons``), what
     may surprise (``warnings``), what it does with each layer, the node policy's verdict, and
@@ -215,6 +223,8 @@ class VolumeCheck:
     sub_path: str | None = None
     diff_ids_verified: bool | None = None
     tree: tuple[TreeEntry, ...] = field(default=())
+    #: files every node needs for its pull to pass (a registries.d file turning sigstore attachments on)
+    node_files: tuple[NodeFileText, ...] = field(default=())
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -233,6 +243,7 @@ class VolumeCheck:
             "layers": list(self.layers),
             "tree": [e.to_json() for e in self.tree],
             "nodePolicy": self.node_policy,
+            "nodeFiles": [{"path": f.path, "content": f.content} for f in self.node_files],
         }
 
 

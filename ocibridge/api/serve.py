@@ -106,7 +106,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.api.options import TransferOptions
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
     from ocibridge.hubserver.sources import Catalog, parse_sources
-    from ocibridge.signing.containers_policy import UsePolicy, load_policy
+    from ocibridge.signing.containers_policy import UsePolicy, find_policy_file, read_policy_file
 
     transfer = transfer or TransferOptions()
     settings = ServerSettings(
@@ -118,6 +118,14 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     check_listening(settings)
     located = parse_sources([sources] if isinstance(sources, str) else sources, transfer.registry_options())
+    # The policy file found now is the one enforced for the server's life: read now (a file
+    # containers/image refuses stops serve here), named for every later check, so that a file
+    # that disappears or breaks later refuses requests rather than falling back to another
+    # file or to none.
+    use = verify if isinstance(verify, UsePolicy) else UsePolicy(keys=verify)
+    found = find_policy_file(use.file)
+    if found is not None:
+        read_policy_file(found)
+        verify = UsePolicy(keys=use.keys, file=str(found))
     catalog = Catalog(located, default_tag=options.default_tag, verify=verify)
-    load_policy(verify.file if isinstance(verify, UsePolicy) else None)
     return build_app(catalog, settings), settings

@@ -18,10 +18,13 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 from pathlib import Path
 
 from ocibridge.chunks.table import LayerChunks
 from ocibridge.core.fsutil import atomic_write_bytes
+from ocibridge.core.smallfile import read_small
+from ocibridge.errors import OcibridgeError, TooLarge
 from ocibridge.oci.digest import is_sha256_hex, split_digest
 
 #: table files scanned for one delta, newest first (a model of 4 large files: 4 of them)
@@ -86,15 +89,17 @@ class ChunkIndex:
     def _read(self, blob_hex: str) -> tuple[int, list[str]] | None:
         """A table file, or None (removed when its blob is gone or it is malformed)."""
         path = self.dir / blob_hex
-        try:
+        try:  # the cache is shared: a FIFO (open would wait) or a link to /dev/zero (no end) in
+            # place of a table is refused and removed, never read; a regular file only up to the cap
             blob_size = (self.blobs / blob_hex).stat().st_size
-            if path.stat().st_size > MAX_TABLE_FILE:
-                return None
-            data = path.read_bytes()
+            data = read_small(path, MAX_TABLE_FILE, "chunk table", follow=False)
         except FileNotFoundError:
             self._forget(path)
             return None
-        except OSError:
+        except TooLarge:
+            return None
+        except (OcibridgeError, OSError):
+            self._forget(path)
             return None
         head = _HEADER.match(data)
         lines = data[head.end():].decode("ascii", "replace").split() if head else []
@@ -153,10 +158,16 @@ class IndexedChunks:
 
     def _fd(self, blob_hex: str) -> int | None:
         if blob_hex not in self._fds:
-            try:
-                self._fds[blob_hex] = os.open(self._blobs / blob_hex, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:  # never a FIFO's wait: opened without blocking, kept only if a regular file
+                fd = os.open(self._blobs / blob_hex, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
             except OSError:
                 self._fds[blob_hex] = None
+            else:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    self._fds[blob_hex] = fd
+                else:
+                    os.close(fd)
+                    self._fds[blob_hex] = None
         return self._fds[blob_hex]
 
     def close(self) -> None:

@@ -70,7 +70,7 @@ def _print_documents(args: argparse.Namespace, done: KubernetesDocuments) -> Non
 
 def cmd_k8s_check(args: argparse.Namespace) -> int:
     result = api_k8s.k8s_check(args.ref, runtime=args.runtime, platform=args.platform, node_policy=args.node_policy,
-                               transfer=transfer_options(args))
+                               node_registries_d=args.node_registries_d, transfer=transfer_options(args))
     if args.json:
         print(json.dumps(result.as_dict(), indent=2))
         return 0 if result.will_mount else EXIT_FAILURE
@@ -82,6 +82,9 @@ def cmd_k8s_check(args: argparse.Namespace) -> int:
         print(one_line(f"  reason: {reason}"))
     if not result.node_policy_refused:
         print(one_line(f"  {result.node_policy}"))
+    for node_file in result.node_files:  # what every node needs, to write as it is
+        print(one_line(f"  node file {node_file.path}:"))
+        print(printable(node_file.content), end="")
     for warning in result.warnings:
         print(one_line(f"  warning: {warning}"))
     for layer in result.layers:
@@ -204,6 +207,9 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--node-policy", metavar="FILE",
                    help="a node's containers policy.json, evaluated as CRI-O applies it to the pull "
                         "(CRI-O reads /etc/containers/policy.json there; not evaluated without this flag)")
+    p.add_argument("--node-registries-d", metavar="DIR",
+                   help="the node's /etc/containers/registries.d: a sigstoreSigned scope needs "
+                        "use-sigstore-attachments: true there (off by default); check says which file the node needs")
     p = kcommand("modelcar", cmd_k8s_modelcar, "build a ModelCar-style image (files under /models) for containerd")
     p.add_argument("--tag", help="tag the image (or index) in the same store")
     p.add_argument("--index", action="store_true", help="one index serving the image and the ModelPack artifact")

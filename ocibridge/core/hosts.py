@@ -45,3 +45,51 @@ def is_loopback(text: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped.is_loopback
     return address.is_loopback
+
+
+class OddHost(ValueError):
+    """A registry host written in a spelling that resolvers read another way than it reads."""
+
+
+def canonical_host(text: str) -> str:
+    """The one spelling of ``host[:port]`` that everything compares (the containers policy's
+    scopes, the credentials and settings looked up by host): the name in lower case (DNS names
+    are case-insensitive), an IP literal in its normal form (``[::1]``), the port as a number
+    (``05000`` is ``5000``). Raises :class:`OddHost` for a port outside 1-65535 and for an IPv4
+    address written as anything but four decimal numbers without leading zeros
+    (``127.000.000.001``, ``0x7f.0.0.1``, ``127.1``, ``2130706433``): the C resolver reads those
+    as addresses (leading zeros as octal), so such a name would reach an address that a policy
+    written for it does not name."""
+    host, port = split_host_port(text)
+    bracketed = text.startswith("[") or ":" in host
+    if port is not None:
+        if not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+            raise OddHost(f"registry {text!r}: the port must be a number from 1 to 65535")
+        port = str(int(port))
+    if bracketed:
+        import ipaddress
+
+        try:
+            host = f"[{ipaddress.IPv6Address(host).compressed}]"
+        except ValueError:
+            raise OddHost(f"registry {text!r}: {host!r} is not an IPv6 address") from None
+    else:
+        host = host.lower()
+        if _looks_numeric(host):
+            import ipaddress
+
+            try:
+                host = str(ipaddress.IPv4Address(host))
+            except ValueError:
+                raise OddHost(f"registry {text!r}: {host!r} is an IPv4 address in an ambiguous spelling "
+                              "(leading zeros, hexadecimal or fewer than four numbers); write it as four "
+                              "decimal numbers, such as 127.0.0.1") from None
+    return host if port is None else f"{host}:{port}"
+
+
+def _looks_numeric(host: str) -> bool:
+    """Whether every label of ``host`` is a number (decimal, octal or ``0x`` hexadecimal), the
+    forms ``inet_aton`` takes for an address; a DNS name has a label that is not."""
+    labels = host.rstrip(".").split(".")
+    return all(label.isascii() and (label.isdigit() or (label.startswith("0x") and
+               all(c in "0123456789abcdef" for c in label[2:]))) for label in labels)

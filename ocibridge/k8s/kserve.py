@@ -43,8 +43,12 @@ def inference_service(name: str, pinned: str, *, runnable: bool, model_format: s
 
 def header(pinned: str, runnable: bool) -> str:
     """The comment lines above the YAML: which KServe mode, what it needs."""
+    from ocibridge.core.yamldocs import comments
+
     if runnable:
-        return (f"# KServe ModelCar (sidecar) mode for {pinned}: the image has a shell; the files are at /mnt/models\n"
-                "# in the predictor. Needs the storageInitializer's enableModelcar: true (inferenceservice-config).\n")
-    return (f"# KServe image-volume mode (oci+native://, KServe 0.20 and later) for {pinned}: a data-only image\n"
-            "# (build with --base IMAGE for the oci:// sidecar mode). Needs ImageVolume and a runtime with subPath.\n")
+        return comments([f"KServe ModelCar (sidecar) mode for {pinned}: the image has a shell; the files are at "
+                         "/mnt/models", "in the predictor. Needs the storageInitializer's enableModelcar: true "
+                         "(inferenceservice-config)."])
+    return comments([f"KServe image-volume mode (oci+native://, KServe 0.20 and later) for {pinned}: a data-only "
+                     "image", "(build with --base IMAGE for the oci:// sidecar mode). Needs ImageVolume and a "
+                     "runtime with subPath."])

@@ -7,17 +7,24 @@ internal/ociartifact/store.go -> vendor/github.com/containers/common/libimage/co
 internal/storage/image.go falls back to the artifact store's ``Pull``, vendor/go.podman.io/common/
 pkg/libartifact/store.go, through the same copier). containerd reads no containers policy file.
 The file is evaluated here with ocibridge's own evaluator (docs/signing.md says what it verifies).
+
+A ``sigstoreSigned`` scope also needs the node to read sigstore signatures at all: its
+``registries.d`` must set ``use-sigstore-attachments: true`` for the repository (off by default,
+containers-registries.d(5)); without it CRI-O refuses the pull whatever the registry holds. The
+node's directory is read with ``--node-registries-d DIR`` (:mod:`ocibridge.k8s.registries_d`);
+without it the node is taken to have none (the default), and the file the node needs is given.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ocibridge.errors import SignatureError
+from ocibridge.k8s.registries_d import SYSTEM_DIR, NodeFile, RegistriesD, proposed_file
 from ocibridge.k8s.runtime import Runtime, RuntimeVersion
 from ocibridge.kinds.locators import Locator
 from ocibridge.oci.reference import RegistryReference
-from ocibridge.signing.containers_policy import SYSTEM_POLICY, ContainersPolicy
+from ocibridge.signing.containers_policy import SIGSTORE_SIGNED, SYSTEM_POLICY, ContainersPolicy, Decision
 from ocibridge.stores.base import Store
 
 
@@ -29,10 +36,12 @@ class NodePolicy:
 
     line: str
     refused: bool = False
+    #: files the node needs for the pull to pass (registries.d: sigstore attachments on)
+    files: tuple[NodeFile, ...] = field(default=())
 
 
 def node_policy(store: Store, reference: str, located: Locator, policy: ContainersPolicy | None,
-                rv: RuntimeVersion, shown: str) -> NodePolicy:
+                rv: RuntimeVersion, shown: str, registries: RegistriesD | None = None) -> NodePolicy:
     """The node's verdict on ``located`` (``policy``: the node's file, read at the command's
     edge so a bad one is an error whatever the runtime). Without one nothing is evaluated: the
     machine running ``check`` is seldom the node, and its own policy file refusing would turn a
@@ -47,9 +56,32 @@ def node_policy(store: Store, reference: str, located: Locator, policy: Containe
     from ocibridge.signing.use import scope_of
 
     decision = policy.decide(scope_of(located))
+    refused = _without_attachments(decision, registries)
+    if refused is not None:
+        return refused
     try:
         accepted = evaluate(decision, store, store.resolve(reference), shown)
     except SignatureError as e:
         return NodePolicy(f"node policy {decision.where()}: CRI-O refuses the pull: {e}", refused=True)
     how = "; ".join(f"{v.form} signature by {v.signer}" for v in accepted) or "it accepts anything"
     return NodePolicy(f"node policy {decision.where()}: CRI-O pulls it ({how})")
+
+
+def _without_attachments(decision: Decision, registries: RegistriesD | None) -> NodePolicy | None:
+    """The refusal of a ``sigstoreSigned`` scope on a node that reads no sigstore signatures for
+    the reference, with the registries.d file it needs; None when it reads them (or no
+    requirement asks for them)."""
+    if not any(r.type == SIGSTORE_SIGNED for r in decision.requirements) or decision.scope.docker is None:
+        return None
+    if registries is not None:
+        on, where = registries.sigstore_attachments(decision.scope)
+        if on:
+            return None
+        said = f"the node's registries.d {where} does not turn use-sigstore-attachments on"
+    else:
+        said = (f"the node reads no sigstore signatures unless its {SYSTEM_DIR} sets use-sigstore-attachments: "
+                "true (off by default; give the node's directory with --node-registries-d DIR)")
+    needed, namespace = proposed_file(registries, decision.scope)
+    return NodePolicy(f"node policy {decision.where()}: CRI-O refuses the pull: sigstoreSigned, but {said}; "
+                      f"the node needs {needed.path} with use-sigstore-attachments: true for {namespace}",
+                      refused=True, files=(needed,))

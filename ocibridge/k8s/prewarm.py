@@ -74,11 +74,11 @@ class Prewarm:
         watch = f"kubectl rollout status ds/{name}" + (f" -n {ns}" if ns else "")
         how = ("image volumes (Kubernetes with ImageVolume on: beta from 1.33, on by default from 1.36)"
                if self.mode == "volume" else "ModelCar images as init containers")
-        lines = [f"# Prewarm: every selected node pulls {len(self.pinned)} model(s) by digest, as {how}, "
+        lines = [f"Prewarm: every selected node pulls {len(self.pinned)} model(s) by digest, as {how}, "
                  f"on {self.runtime.label}:"]
-        lines += [f"#   {p}" for p in self.pinned]
-        lines.append(f"# A node's pod is Ready once the node holds them all; wait for every node: {watch}")
-        lines += [f"# {n}" for n in self.notes]
+        lines += [f"  {p}" for p in self.pinned]
+        lines.append(f"A node's pod is Ready once the node holds them all; wait for every node: {watch}")
+        lines += list(self.notes)
         return lines
 
 

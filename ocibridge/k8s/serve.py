@@ -235,4 +235,6 @@ def header(d: ServeDeployment) -> str:
     }[volume]
     lines = [f"ocibridge serve: {d.replicas} replica(s) serving {', '.join(d.sources)};", *cache,
              f"Clients: HF_ENDPOINT=http://{where}:{d.port}"]
-    return "".join(f"# {line}\n" for line in lines)
+    from ocibridge.core.yamldocs import comments
+
+    return comments(lines)

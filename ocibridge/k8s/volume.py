@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ocibridge.core.yamldocs import dump_all
+from ocibridge.core.yamldocs import comments, dump_all
 from ocibridge.errors import InvalidReference, OcibridgeError
 from ocibridge.k8s.check import MODELCAR_ROOT, check
 from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
@@ -109,16 +109,16 @@ def pod_header(
     where the model's files appear in the container."""
     rv = RuntimeVersion.parse(runtime)
     header = [
-        f"# Image volume for {text_of(locate(reference_pinned_by_digest, Role.REGISTRY))}",
-        f"# Needs Kubernetes >= 1.31 with the ImageVolume feature gate on (beta from 1.33, GA and on by "
+        f"Image volume for {text_of(locate(reference_pinned_by_digest, Role.REGISTRY))}",
+        f"Needs Kubernetes >= 1.31 with the ImageVolume feature gate on (beta from 1.33, GA and on by "
         f"default from 1.36){', subPath needs >= 1.33' if sub_path else ''}; runtime: "
         f"{needs(rv, bool(sub_path))}.",
     ]
     if files_at:
-        header.append(f"# On {rv.label}: {files_at}")
+        header.append(f"On {rv.label}: {files_at}")
     if not pull_secrets:
-        header.append("# No imagePullSecrets: add --image-pull-secret NAME if the registry needs credentials.")
-    return "".join(f"{line}\n" for line in header)
+        header.append("No imagePullSecrets: add --image-pull-secret NAME if the registry needs credentials.")
+    return comments(header)
 
 
 def pod_yaml(reference_pinned_by_digest: str | Locator, *, runtime: str | Runtime | RuntimeVersion,

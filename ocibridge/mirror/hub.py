@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -262,31 +263,133 @@ class _HubPlanner:
 
 
 class _Download:
-    """Run when the copy starts: the commit downloaded into the Hub cache, read as ``push
-    hf:ORG/NAME@COMMIT`` reads it; (the artifact as a store, the reference to copy)."""
+    """Run when the copy starts: the commit's files listed (bounded, every path checked), each
+    downloaded into the Hub cache with huggingface_hub's engine (``hf_hub_download``: resumed
+    ``.incomplete`` files, Xet where the endpoint offers it), each checked against what the
+    listing said it is (an LFS file's sha256, another file's git blob id), then read as ``push
+    hf:ORG/NAME@COMMIT`` reads the snapshot; (the artifact as a store, the reference to copy).
+
+    The endpoint is not trusted: a listing of more than :data:`MAX_FILES` files, a path that is
+    absolute, climbs out (``..``) or holds a control character, and bytes that do not hash to
+    what the listing said fail the revision with one line before anything is published (a
+    mismatching download is removed from the cache, so the next run fetches it again). A token
+    never follows a redirect to another host: huggingface_hub drops it (``hf_hub_download``)."""
 
     def __init__(self, src: HubSource, commit: str, workers: int):
         self.src, self.commit, self.workers = src, commit, workers
 
     def __call__(self) -> tuple[Store, str]:
         from ocibridge.kinds.hf.door import read_snapshot
-        from ocibridge.kinds.hf.hubcache import hub_cache
+        from ocibridge.kinds.hf.locator import HubReference as Reference
         from ocibridge.kinds.source import ReadRequest
         from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact
 
         src = self.src
         try:
-            hub().snapshot_download(
-                src.repo_id, revision=self.commit, endpoint=src.endpoint, token=src.token,
-                cache_dir=str(hub_cache()), allow_patterns=list(src.include) or None,
-                ignore_patterns=list(src.exclude) or None, max_workers=self.workers, tqdm_class=_quiet_tqdm())
+            listed = self._listing()
+            with ThreadPoolExecutor(max_workers=max(1, self.workers), thread_name_prefix="mirror-hub") as pool:
+                list(pool.map(self._fetch, listed))
         except OcibridgeError:
             raise
         except Exception as e:
             raise OcibridgeError(f"{src.name}@{self.commit}: download from {src.endpoint} failed "
                                  f"(run the job again to resume it): {_said(e)}") from None
-        package = read_snapshot(HubReference(src.repo_id, self.commit), ReadRequest(), keep=src.keeps)
+        names = {f.path for f in listed}
+        package = read_snapshot(Reference(src.repo_id, self.commit), ReadRequest(),
+                                keep=lambda rel: rel in names)
         return PlannedArtifact(package), ARTIFACT_TAG
+
+    def _listing(self) -> list[Any]:
+        """The commit's files the entry keeps, as the endpoint lists them; at most MAX_FILES."""
+        from huggingface_hub.hf_api import RepoFile
+
+        src = self.src
+        api = hub().HfApi(endpoint=src.endpoint, token=src.token)
+        kept: list[Any] = []
+        for seen, entry in enumerate(api.list_repo_tree(src.repo_id, revision=self.commit, recursive=True,
+                                                        token=src.token), 1):
+            if seen > MAX_LISTED:
+                raise OcibridgeError(f"{src.name}@{self.commit}: {src.endpoint} lists more than {MAX_LISTED} "
+                                     "entries: refused (no model needs that many files)")
+            if not isinstance(entry, RepoFile):
+                continue
+            why = bad_path(entry.path)
+            if why is not None:
+                raise OcibridgeError(f"{src.name}@{self.commit}: {src.endpoint} lists the file {entry.path!r}, "
+                                     f"which {why}: refused")
+            if entry.path != ".gitattributes" and src.keeps(entry.path):
+                kept.append(entry)
+        if len(kept) > MAX_FILES:
+            raise OcibridgeError(f"{src.name}@{self.commit}: {len(kept)} files to download, more than {MAX_FILES}")
+        return kept
+
+    def _fetch(self, entry: Any) -> None:
+        """One file into the cache, then its bytes checked against the listing."""
+        src = self.src
+        path = Path(hub().hf_hub_download(src.repo_id, entry.path, revision=self.commit, endpoint=src.endpoint,
+                                          token=src.token, cache_dir=str(_cache()), tqdm_class=_quiet_tqdm()))
+        lfs = getattr(entry, "lfs", None)
+        if lfs is not None and getattr(lfs, "sha256", None):
+            said, what = str(lfs.sha256), "sha256"
+            found = _sha256(path)
+        elif getattr(entry, "blob_id", None):
+            from ocibridge.kinds.hf.hubcache import git_blob_sha1
+
+            said, what = str(entry.blob_id), "git blob id"
+            found = git_blob_sha1(path)
+        else:
+            raise OcibridgeError(f"{src.name}@{self.commit}: {src.endpoint} lists {entry.path!r} with no "
+                                 "sha256 and no blob id: nothing to check it against")
+        if found != said:
+            _forget(path)
+            raise OcibridgeError(f"{src.name}@{self.commit}: {entry.path}: {src.endpoint} said {what} {said}, "
+                                 f"the bytes it sent hash to {found}: refused (removed from the cache)")
+
+
+#: what one revision may list (the Hub itself keeps repositories under 100,000 files)
+MAX_LISTED = 200_000
+MAX_FILES = 100_000
+MAX_PATH = 4096
+
+
+def bad_path(rel: str) -> str | None:
+    """Why a path the endpoint lists cannot be a file of the model; None when it can."""
+    if not rel or len(rel) > MAX_PATH:
+        return "is empty or too long"
+    if rel.startswith("/") or "\\" in rel:
+        return "is absolute or holds a backslash"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rel):
+        return "holds a control character"
+    if any(part in ("", ".", "..") for part in rel.split("/")):
+        return "has an empty, '.' or '..' component"
+    return None
+
+
+def _cache() -> Path:
+    from ocibridge.kinds.hf.hubcache import hub_cache
+
+    return hub_cache()
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _forget(path: Path) -> None:
+    """A download that is not what was listed: its blob and the snapshot's link to it go."""
+    import contextlib
+    import os
+
+    real = os.path.realpath(path)
+    for doomed in (real, str(path)):
+        with contextlib.suppress(OSError):
+            os.unlink(doomed)
 
 
 def _quiet_tqdm() -> Callable[..., Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.core.yamldocs import dump_all
+from ocibridge.core.yamldocs import comments, dump_all
 from ocibridge.errors import OcibridgeError, TooLarge, UsageError
 from ocibridge.kinds.locate import on_this_machine
 from ocibridge.mirror.endpoints import job_reference
@@ -90,8 +90,8 @@ class MirrorK8sJob:
 
     def to_yaml(self) -> str:
         """The objects as YAML documents after a comment line: what the command prints."""
-        head = (f"# {self.name}: {self.shards} shards of {self.job_file}, each running --shard "
-                "$JOB_COMPLETION_INDEX/N; needs Kubernetes >= 1.29 (backoffLimitPerIndex)\n")
+        head = comments([f"{self.name}: {self.shards} shards of {self.job_file}, each running --shard "
+                         "$JOB_COMPLETION_INDEX/N; needs Kubernetes >= 1.29 (backoffLimitPerIndex)"])
         return head + dump_all(self.objects)
 
 

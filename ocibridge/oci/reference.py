@@ -147,6 +147,7 @@ def parse_registry_reference(text: str) -> RegistryReference:
         registry, repository = first, remainder
         if not _HOST_RE.match(registry):
             raise InvalidReference(f"invalid registry host {registry!r} in {original!r}")
+        registry = _canonical_registry(registry)
     else:
         registry, repository = DEFAULT_REGISTRY, rest
     if registry in ("index.docker.io", "registry-1.docker.io"):
@@ -162,6 +163,18 @@ def parse_registry_reference(text: str) -> RegistryReference:
     if not named:
         tag = DEFAULT_TAG
     return RegistryReference(registry, repository, tag, digest, written=original, names_version=named)
+
+
+def _canonical_registry(text: str) -> str:
+    """``host[:port]`` in its one spelling (core/hosts.py): ``LOCALHOST:05000`` is
+    ``localhost:5000`` wherever it is compared (policy scopes, credentials, settings); an
+    ambiguous address spelling (``127.000.000.001``) is refused with one line."""
+    from ocibridge.core.hosts import OddHost, canonical_host
+
+    try:
+        return canonical_host(text)
+    except OddHost as e:
+        raise InvalidReference(str(e)) from None
 
 
 def parse_layout_reference(text: str) -> LayoutReference:
@@ -299,6 +312,8 @@ def parse_ollama_name(text: str) -> OllamaName:
         )
     if not _OLLAMA_HOST_RE.match(host):
         raise InvalidReference(f"invalid host {host!r} in Ollama model name {original!r}")
+    if host != OLLAMA_DEFAULT_HOST:
+        host = _canonical_registry(host)
     for what, value in (("namespace", namespace), ("model", model)):
         if not _OLLAMA_PART_RE.match(value):
             raise InvalidReference(f"invalid {what} {value!r} in Ollama model name {original!r}")

@@ -22,14 +22,17 @@ import base64
 import binascii
 import json
 import os
+import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ocibridge.core import environment
+from ocibridge.core.hosts import OddHost, canonical_host
 from ocibridge.core.smallfile import read_small
 from ocibridge.errors import InvalidReference, SignatureError, TooLarge, UsageError
+from ocibridge.oci.digest import is_digest
 from ocibridge.oci.reference import parse_registry_reference
 
 SYSTEM_POLICY = Path("/etc/containers/policy.json")
@@ -43,6 +46,7 @@ SIGNED_BASE_LAYER = "signedBaseLayer"
 REQUIREMENT_TYPES = (ACCEPT, REJECT, SIGNED_BY, SIGSTORE_SIGNED, SIGNED_BASE_LAYER)
 
 #: signedIdentity types (``policy_reference_match.go``); matchRepoDigestOrExact is the default
+SIGNED_BY_KEY_TYPES = ("GPGKeys", "signedByGPGKeys", "X509Certificates", "signedByX509CAs")
 IDENTITY_TYPES = ("matchExact", "matchRepoDigestOrExact", "matchRepository", "exactReference",
                   "exactRepository", "remapIdentity")
 MAX_POLICY_BYTES = 4 << 20
@@ -101,7 +105,11 @@ class Scope:
 
 
 def docker_scope(name: DockerName) -> Scope:
-    """The ``docker`` transport's identity and namespaces (``docker/policyconfiguration``)."""
+    """The ``docker`` transport's identity and namespaces (``docker/policyconfiguration``), of
+    the canonical name: the host in lower case and the port as a number (core/hosts.py), so
+    that ``LOCALHOST:5000/bad`` and ``127.0.0.1:05000/bad`` meet the scopes written for
+    ``localhost:5000/bad`` and ``127.0.0.1:5000/bad`` (the file's scopes are read the same way)."""
+    name = DockerName(canonical_scope(name.name), name.tag, name.digest)
     identity = name.name + (f"@{name.digest}" if name.digest else f":{name.tag or 'latest'}")
     found: list[str] = []
     rest = name.name
@@ -321,11 +329,19 @@ def read_policy_file(path: str | os.PathLike[str]) -> ContainersPolicy:
 
 
 def parse_policy(data: bytes, path: Path) -> ContainersPolicy:
-    """Read a policy file as containers/image does: unknown keys and types refused, ``default``
-    required, no empty list of requirements."""
+    """Read a policy file as containers/image does (``signature/policy_config.go``), failing
+    closed on anything it refuses: a key given twice at any level (``default`` twice, a scope
+    twice: containers/image's ``ParanoidUnmarshalJSONObject``), unknown keys and requirement
+    types, no ``default``, an empty list of requirements, and a scope its transport refuses
+    (``ValidatePolicyConfigurationScope``: an ``oci`` scope is an absolute, clean path). Docker
+    scopes are read in canonical form (:func:`canonical_scope`), so two spellings of one scope
+    are a key given twice too: stricter than containers/image, which compares them as text."""
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
+        doc = json.loads(data, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise PolicyFileError(f"policy file {path}: {json.dumps(e.key)} is given twice "
+                              "(refused, as containers/image refuses a duplicate key)") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise PolicyFileError(f"policy file {path}: not JSON: {e}") from None
     bad = _Reader(path)
     obj = bad.object(doc, "the file")
@@ -335,9 +351,65 @@ def parse_policy(data: bytes, path: Path) -> ContainersPolicy:
     default = bad.requirements(obj["default"], "default")
     transports: dict[str, dict[str, tuple[Requirement, ...]]] = {}
     for transport, scopes in bad.object(obj.get("transports", {}), "transports").items():
-        transports[transport] = {scope: bad.requirements(reqs, f'{transport} "{scope}"')
-                                 for scope, reqs in bad.object(scopes, f"transport {transport}").items()}
+        read: dict[str, tuple[Requirement, ...]] = {}
+        written: dict[str, str] = {}
+        for scope, reqs in bad.object(scopes, f"transport {transport}").items():
+            where = f"{transport} {json.dumps(scope)}"
+            key = bad.scope(transport, scope, where)
+            if key in written:
+                raise bad.fail(where, f"names the same scope as {json.dumps(written[key])} (scopes are compared "
+                                      "in canonical form: host in lower case, port as a number)")
+            written[key] = scope
+            read[key] = bad.requirements(reqs, where)
+        transports[transport] = read
     return ContainersPolicy(path, default, transports)
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise _DuplicateKey(key)
+        found[key] = value
+    return found
+
+
+#: transports whose scopes are absolute, clean paths (containers/image: oci, oci-archive, dir, sif)
+PATH_TRANSPORTS = ("oci", "oci-archive", "dir", "sif")
+#: transports that take the transport's "" scope only (docker-archive, tarball)
+NO_SCOPE_TRANSPORTS = ("docker-archive", "tarball")
+
+
+def canonical_scope(scope: str) -> str:
+    """A ``docker`` scope (or a name) with its host part in canonical form (core/hosts.py):
+    ``LOCALHOST:05000/x`` is ``localhost:5000/x``, ``*.Example.COM`` is ``*.example.com``.
+    Raises :class:`OddHost` for an ambiguous address spelling."""
+    host, slash, rest = scope.partition("/")
+    if host.startswith("*."):
+        return host.lower() + slash + rest
+    if not host:
+        return scope
+    return canonical_host(host) + slash + rest
+
+
+def path_scope_error(scope: str) -> str | None:
+    """Why containers/image refuses ``scope`` for a path transport (``oci/internal.ValidateScope``):
+    it must be absolute, not "/" (the transport's "" scope says that), and clean (no trailing
+    "/", no "//", ".", ".."); None when it is accepted."""
+    if not scope.startswith("/"):
+        return "must be an absolute path"
+    if scope == "/":
+        return 'is "/": use the transport\'s "" scope'
+    cleaned = "/" + posixpath.normpath(scope).lstrip("/")
+    if cleaned != scope:
+        return f"is not a clean path (write {json.dumps(cleaned)})"
+    return None
 
 
 class _Reader:
@@ -363,6 +435,26 @@ class _Reader:
             raise self.fail(where, f'"{key}" must be a non-empty string')
         return value
 
+    def scope(self, transport: str, scope: str, where: str) -> str:
+        """``scope`` as it is looked up, or a refusal naming it when its transport refuses it."""
+        if scope == "":
+            return scope
+        why = None
+        if transport in PATH_TRANSPORTS:
+            why = path_scope_error(scope)
+        elif transport in NO_SCOPE_TRANSPORTS:
+            why = f'{transport} takes no scope but ""'
+        elif transport == "docker-daemon" and is_digest(scope):
+            why = "a digest cannot be a scope of docker-daemon"
+        elif transport == "docker":
+            try:
+                return canonical_scope(scope)
+            except OddHost as e:
+                why = str(e)
+        if why is not None:
+            raise self.fail(where, f"invalid scope: {why}")
+        return scope
+
     def requirements(self, value: Any, where: str) -> tuple[Requirement, ...]:
         if not isinstance(value, list) or not value:
             raise self.fail(where, "must be a non-empty list of requirements")
@@ -376,9 +468,35 @@ class _Reader:
         if kind in (ACCEPT, REJECT):
             self.only(obj, ("type",), f"{where} {kind}")
             return Requirement(kind)
-        if kind != SIGSTORE_SIGNED:  # refused when it applies, with its own line
+        if kind == SIGNED_BY:  # read as strictly as containers/image; refused when it applies
+            self.signed_by(obj, f"{where} {kind}")
+            return Requirement(kind)
+        if kind == SIGNED_BASE_LAYER:
+            here = f"{where} {kind}"
+            self.only(obj, ("type", "baseLayerIdentity"), here)
+            if "baseLayerIdentity" not in obj:
+                raise self.fail(here, '"baseLayerIdentity" is missing')
+            self.identity(obj["baseLayerIdentity"], here)
             return Requirement(kind)
         return self.sigstore(obj, f"{where} {kind}")
+
+    def signed_by(self, obj: Mapping[str, Any], where: str) -> None:
+        """containers/image's ``prSignedBy``: a known keyType, exactly one key source, a valid
+        ``signedIdentity``."""
+        self.only(obj, ("type", "keyType", "keyPath", "keyPaths", "keyData", "signedIdentity"), where)
+        if obj.get("keyType") not in SIGNED_BY_KEY_TYPES:
+            raise self.fail(where, f"unknown keyType {obj.get('keyType')!r}")
+        sources = [k for k in ("keyPath", "keyPaths", "keyData") if k in obj]
+        if len(sources) != 1:
+            raise self.fail(where, "exactly one of keyPath, keyPaths and keyData must be given "
+                                   f"(found {', '.join(sources) or 'none'})")
+        if "keyPaths" in obj:
+            listed = obj["keyPaths"]
+            if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
+                raise self.fail(where, '"keyPaths" must be a list of paths')
+        elif not isinstance(obj[sources[0]], str):
+            raise self.fail(where, f'"{sources[0]}" must be a string')
+        self.identity(obj.get("signedIdentity"), where)
 
     def sigstore(self, obj: Mapping[str, Any], where: str) -> Requirement:
         key_fields = ("keyPath", "keyPaths", "keyData", "keyDatas")
@@ -455,10 +573,17 @@ class _Reader:
             return IdentityRule(kind, docker_repository=repo)
         if kind == "remapIdentity":
             self.only(obj, ("type", "prefix", "signedPrefix"), here)
-            return IdentityRule(kind, prefix=self.string(obj, "prefix", here),
-                                signed_prefix=self.string(obj, "signedPrefix", here))
+            return IdentityRule(kind, prefix=self.prefix(self.string(obj, "prefix", here), here),
+                                signed_prefix=self.prefix(self.string(obj, "signedPrefix", here), here))
         self.only(obj, ("type",), here)
         return IdentityRule(kind)
+
+    def prefix(self, text: str, where: str) -> str:
+        """A remapIdentity prefix, its host in canonical form as the names it is compared with."""
+        try:
+            return canonical_scope(text)
+        except OddHost as e:
+            raise self.fail(where, str(e)) from None
 
     def name(self, text: str, where: str) -> DockerName:
         try:

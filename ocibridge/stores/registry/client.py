@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 import httpx
 
 from ocibridge.core.environment import USER_AGENT as ENV_USER_AGENT
-from ocibridge.core.hosts import is_loopback
-from ocibridge.errors import RegistryError
+from ocibridge.core.hosts import OddHost, canonical_host, is_loopback
+from ocibridge.errors import InvalidReference, RegistryError
 from ocibridge.stores.registry.auth import Authenticator, AuthTransport
 from ocibridge.stores.registry.bodies import read_bounded
 from ocibridge.stores.registry.fallback import FallbackTransport
@@ -142,6 +142,10 @@ class RegistryClient:
 
     def __init__(self, host: str, options: RegistryOptions | None = None, *,
                  credentials: CredentialFunc = anonymous):
+        try:  # one spelling per registry; an ambiguous address is one line, not httpx's InvalidURL
+            host = canonical_host(host)
+        except OddHost as e:
+            raise InvalidReference(str(e)) from None
         self.host = host
         self.options = with_host_settings(host, options or RegistryOptions())
         self.origin = Origin(base_url(host, self.options))
