@@ -3,6 +3,9 @@
     $HF_HUB_CACHE (else $HF_HOME/hub, else ~/.cache/huggingface/hub)
         models--ORG--NAME/
             blobs/<etag>                 the files' bytes: sha256 of LFS files, git blob sha1 of others
+                                         (huggingface_hub 2.x: a file downloaded over Xet is a
+                                         link to ../../blobs/<2 hex>/<xet hash>, the cache-wide
+                                         shared store)
             snapshots/<commit>/<path>    relative symlinks to ../../blobs/<etag>
             refs/main                    the commit that "main" names
 
@@ -34,6 +37,9 @@ _PART = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 _REPO_ID = re.compile(rf"(?:{_PART}/)?{_PART}")
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,254}")
 COMMIT = re.compile(r"[0-9a-f]{40}")
+#: An entry of huggingface_hub 2.x's shared store, relative to it: ``<2 hex>/<xet hash>``, the
+#: two hex being the hash's first (its ``utils/_shared_blobs.py``).
+SHARED_ENTRY = re.compile(r"([0-9a-f]{2})/\1[0-9a-f]{62}")
 
 
 def hub_cache() -> Path:
@@ -61,6 +67,12 @@ def parse(reference: str) -> tuple[str, str | None]:
 
 def repo_folder(repo_id: str, root: Path | None = None) -> Path:
     return (root or hub_cache()) / ("models--" + repo_id.replace("/", "--"))
+
+
+def shared_blobs(folder: Path) -> Path:
+    """The cache-wide store of Xet files of the cache holding the repo ``folder``
+    (huggingface_hub 2.x: ``<cache>/blobs``; a repository's ``blobs/<etag>`` links into it)."""
+    return folder.parent / "blobs"
 
 
 def git_blob_sha1(path: Path) -> str:
