@@ -95,12 +95,8 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
     except RegistryError as e:
         trace()
         hint = ""
-        if e.status in (401, 403) and args.command not in ("login", "logout"):
-            if e.credentials_sent:
-                hint = f" ({args.command}: the registry refused the credentials that were sent)"
-            elif e.credentials_sent is not None or e.status == 401:
-                hint = (f" ({args.command}: no credentials were sent; log in with 'ocibridge login HOST', "
-                        "or pass -u/-p)")
+        if e.credentials_hint and args.command not in ("login", "logout"):
+            hint = f" ({args.command}: {e.credentials_hint})"
         elif e.status == 400 and e.code is None:  # what an HTTPS port answers to plain HTTP
             hint = " (if the registry serves HTTPS, pass --ca-file FILE or --insecure)"
         print(one_line(f"ocibridge: error: {e}{hint}"), file=sys.stderr)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.errors import NotFound, OcibridgeError, error_text
 from ocibridge.kinds.hf.door import REVISION_ANNOTATION, SOURCE_ANNOTATION
 from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.mirror.filters import compile_pattern
@@ -196,7 +196,7 @@ class _HubPlanner:
         try:
             return self._plan(name, result)
         except OcibridgeError as e:
-            result.status, result.reason = "failed", str(e)
+            result.status, result.reason = "failed", error_text(e)
         except Exception as e:  # one bad revision (or a bug it triggers) must not sink the job
             from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
 

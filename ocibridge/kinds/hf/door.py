@@ -34,8 +34,9 @@ def read_snapshot(ref: HubReference, request: ReadRequest,
                   keep: Callable[[str], bool] | None = None) -> ModelPackage:
     """The files of a Hub cache snapshot, each read from the blob its symlink names: a file of
     the repo's folder, or of the cache's shared store of Xet files (huggingface_hub 2.x); a link
-    leaving both is refused. Every file is hashed as it is read, whatever its name says; only those ``keep`` keeps, when given (a mirror job's
-    include/exclude: the snapshot may hold more, downloaded by another)."""
+    leaving both is refused. Every file is hashed as it is read, whatever its name says. Only
+    those ``keep`` keeps, when given (a mirror job's include/exclude: the snapshot may hold
+    more, downloaded by another)."""
     from ocibridge.model import metadata
     from ocibridge.model.classify import classify
     from ocibridge.model.package import ModelPackage
