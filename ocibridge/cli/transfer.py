@@ -180,7 +180,8 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
                    help="write the model's attestations (AI-BOM, provenance; signed or not) under "
                         "DIR/.ocibridge/attestations/, verified first with --verify-key (docs/signing.md)")
     mode = g.add_mutually_exclusive_group()
-    mode.add_argument("--overwrite", action="store_true", help="replace existing files that differ")
+    mode.add_argument("--overwrite", "--force", action="store_true",
+                      help="replace existing files that differ (also an existing archive DEST)")
     mode.add_argument("-k", "--keep-old-files", action="store_true", help="keep existing files that differ")
 
 
