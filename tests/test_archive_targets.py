@@ -46,3 +46,24 @@ def test_pull_into_an_existing_file_is_refused_unless_asked(tmp_path, store):
     assert out.read_bytes() != first
     assert run_cli("pull", "one:v1", str(notes), "--overwrite", "-q").code == 0
     assert notes.read_bytes() == first
+
+
+def test_push_and_copy_into_an_archive_name_write_the_archive(tmp_path, store):
+    carton = CARTONS[0]
+    out = tmp_path / "out.carton"
+    pushed = run_cli("push", str(carton), str(out), "--json")
+    assert pushed.code == 0, pushed.err
+    assert json.loads(pushed.out)["reference"] == str(out) and out.is_file()
+    assert run_cli("push", str(carton), "one:v1", "-q").code == 0
+    copied = tmp_path / "copied.carton"
+    assert run_cli("copy", "one:v1", str(copied), "-q").code == 0
+    assert copied.read_bytes() == out.read_bytes()
+    # a directory is no Carton model: one error line, and no model named out.carton in the store
+    line = run_cli("push", str(make_model(tmp_path / "dir", weights=4)), str(tmp_path / "dir.carton")).one_error_line()
+    assert "not a Carton artifact" in line
+    converted = run_cli("convert", "one:v1", str(tmp_path / "kit.carton"), "--to", "modelkit")
+    assert converted.code == 2 and converted.err.count("\n") == 1  # a usage mistake: one line
+    assert "an archive file; convert writes a model of another family to a store" in converted.err
+    listed = run_cli("ls", "--json")
+    assert listed.code == 0 and "carton" not in listed.out, listed.out
+    assert not (tmp_path / "dir.carton").exists() and not (tmp_path / "kit.carton").exists()

@@ -104,7 +104,6 @@ def export_file(store: Store, desc: Descriptor, dest: str, request: ExportReques
     """An archive export: the artifact's blobs pass the pull cache (resumable across runs),
     then ``write`` builds the file at ``dest``."""
     from ocibridge.core.overwrite import OnExisting
-    from ocibridge.transfer.pullcache import cached_pull
     from ocibridge.transfer.results import PullResult
 
     out = Path(dest)
