@@ -21,6 +21,8 @@ from ocibridge.oci.digest import split_digest
 CONFIG = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
           "intermediate_size": 64, "vocab_size": 6}
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+#: a revision the cache lacks is blamed, not the repository (issue 53 item 11)
+BAD_REVISION = "holds acme/source but no revision 'v9' (it holds main, 0123456789ab)"
 
 
 @pytest.fixture(autouse=True)
@@ -132,7 +134,7 @@ def test_a_hub_cache_pushes_with_its_origin_and_pulls_back_byte_identical(tmp_pa
 
 
 @pytest.mark.parametrize("source, words", [("hf:acme/absent", "not in the Hugging Face cache"),
-                                           ("hf:acme/source@v9", "not in the Hugging Face cache"),
+                                           ("hf:acme/source@v9", BAD_REVISION),
                                            ("hf:../etc", "not a Hugging Face repo id")])
 def test_hub_cache_source_mistakes_are_one_line(tmp_path, capsys, hub, source, words):
     write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)
@@ -226,8 +228,8 @@ def test_convert_reads_the_hub_cache(tmp_path, capsys, hub, registry, unique_rep
 
 @pytest.mark.parametrize("command", ["copy", "convert"])
 @pytest.mark.parametrize("source, words", [("hf:acme/absent", "not in the Hugging Face cache"),
-                                           ("hf:acme/source@v9", "not in the Hugging Face cache"),
-                                           (f"hf:acme/source@{'f' * 40}", "not in the Hugging Face cache"),
+                                           ("hf:acme/source@v9", BAD_REVISION),
+                                           (f"hf:acme/source@{'f' * 40}", f"no revision '{'f' * 40}'"),
                                            ("hf:../etc", "not a Hugging Face repo id")])
 def test_copy_and_convert_hub_mistakes_are_one_line(tmp_path, capsys, hub, command, source, words):
     write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)

@@ -146,13 +146,22 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
     if isinstance(node, Manifest):
         size += node.config.size + sum(layer.size for layer in node.layers)
         fam = _family_of(node.artifactType, node.config.mediaType)
-        family = fam.value if fam else None
+        family = fam.value if fam else _other_family(node)
         created = (node.annotations or {}).get(ANNOTATION_CREATED)
         if fam is not None:
             name, created = _config_name_created(store, node.config, created)
     else:
         size += sum(m.size for m in node.manifests)
     return ModelEntry(name, tag, entry.digest, size, created, family, subject=subject, ref=tag, model=name)
+
+
+def _other_family(node: Manifest) -> str | None:
+    """A model of another family (a ModelKit, a Docker model) by its media types, named as
+    ``inspect`` names it; None for anything else (its config is not read for a name)."""
+    from ocibridge.kinds.families import family_of
+
+    found = family_of(node)
+    return found.name if found is not None else None
 
 
 def _config_name_created(store: Store, config: Descriptor, created: str | None) -> tuple[str | None, str | None]:

@@ -98,7 +98,21 @@ def resolve_revision(folder: Path, repo_id: str, revision: str | None) -> str:
         data = read_small(ref, MAX_TINY_FILE, "Hugging Face ref", error=SourceError)
         commit = data.decode("ascii", "replace").strip()
     except (FileNotFoundError, NotADirectoryError):
-        raise SourceError(f"hf:{repo_id}@{wanted}: not in the Hugging Face cache ({folder})") from None
+        if not (folder / "snapshots").is_dir():
+            raise SourceError(f"hf:{repo_id}: not in the Hugging Face cache ({folder})") from None
+        held = known_revisions(folder)
+        said = "it holds " + ", ".join(held) if held else "no ref names a commit"
+        raise SourceError(f"hf:{repo_id}@{wanted}: the Hugging Face cache holds {repo_id} but no revision "
+                          f"{wanted!r} ({said})") from None
     if not COMMIT.fullmatch(commit):
         raise SourceError(f"{ref}: not a commit hash")
     return commit
+
+
+def known_revisions(folder: Path, most: int = 10) -> list[str]:
+    """The refs of a repo of the cache (``main``, tags, ``pr/1``), then its snapshots' commits:
+    what a revision that is not there could have been."""
+    refs = folder / "refs"
+    names = sorted(p.relative_to(refs).as_posix() for p in refs.rglob("*") if p.is_file()) if refs.is_dir() else []
+    commits = sorted(p.name for p in (folder / "snapshots").iterdir() if COMMIT.fullmatch(p.name))
+    return (names + [c[:12] for c in commits])[:most]
