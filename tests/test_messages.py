@@ -72,3 +72,14 @@ def test_a_resumed_pull_says_so(tmp_path, registry, unique_repo):
     assert ran.code == 0, ran.err
     assert f"ocibridge: resumed sha256:{digest} at 50% (1.0 MiB kept from an earlier run)" in ran.err, ran.err
     assert (tmp_path / "out" / "model.safetensors").read_bytes() == weights
+
+
+def test_a_bare_name_missing_here_and_on_docker_io_lists_the_nearest_local_names(tmp_path, store):
+    for name in ("tiny:v1", "tiny:v2", "other:v1", "big:v1"):
+        assert run_cli("push", str(make_model(tmp_path / name.replace(":", "-"), weights=4)), name, "-q").code == 0
+    # docker.io is made unreachable the way a sandbox or an air gap makes it (a proxy that refuses)
+    offline = {"HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
+    line = run_cli("pull", "tiyn:v1", str(tmp_path / "out"), env=offline).one_error_line()
+    assert "docker.io" in line and "(tiyn:v1 is not in the local store either; nearest there: tiny:v1" in line, line
+    line = run_cli("inspect", "tiny:v1", env=offline)
+    assert line.code == 0  # a name the store holds is never looked for elsewhere

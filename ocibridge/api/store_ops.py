@@ -79,6 +79,20 @@ def store_reference(ref: str | Locator | None, role: Role = Role.LOCAL) -> Locat
     return locate(ref, role)
 
 
+def nearest_local_names(text: str) -> list[str]:
+    """For a bare ``NAME[:TAG]`` that the local store does not hold (and so was looked for on
+    docker.io, as Docker does): the local store's names nearest to it; empty for any other
+    text, or when the store holds nothing."""
+    from ocibridge.kinds.targets import default_store_path, local_store_reference
+    from ocibridge.stores.local_names import nearest_names, split_local_name
+
+    if split_local_name(text) is None or not (default_store_path() / LAYOUT_FILE).is_file():
+        return []
+    if local_store_reference(text) is not None:
+        return []  # it is there: whatever failed, it was not the name
+    return nearest_names(LayoutStore(default_store_path()), text)
+
+
 def _open(ref: str | Locator, transfer: TransferOptions | None) -> StoreTarget:
     return open_store_target(store_reference(ref), options=(transfer or TransferOptions()).registry_options())
 
