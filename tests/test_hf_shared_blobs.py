@@ -68,3 +68,32 @@ def test_push_copy_and_mirror_read_the_shared_store_of_huggingface_hub_2(tmp_pat
     refused = run_cli("push", "hf:acme/big", f"oci:{tmp_path / 'layout'}:t", env=env)
     assert "stolen does not lead to a file of the cache" in refused.one_error_line()
     assert not (tmp_path / "layout").exists()
+
+
+def _links(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): os.readlink(p) for p in sorted(root.rglob("*")) if p.is_symlink()}
+
+
+def test_pull_hf_over_the_snapshot_huggingface_hub_wrote_leaves_it_as_it_is(tmp_path, capsys, registry,
+                                                                            unique_repo, monkeypatch):
+    """Issue 53 item 9: the same bytes, through serve then through ``pull hf:``, are one snapshot:
+    no link re-pointed, no blob added or orphaned (the shared Xet blob included)."""
+    src = make_model(tmp_path / "big", weights=1)
+    (src / "model.safetensors").write_bytes(os.urandom(SIZE))
+    prefix = f"{registry.host}/{unique_repo}"
+    ref = f"{prefix}/acme/big:latest"
+    assert main(["push", str(src), ref, "-q", "--chunks", "--chunk-threshold", "1M"]) == 0
+    capsys.readouterr()
+    hub = tmp_path / "hf-home" / "hub"
+    with serving([prefix], xet_min=1024 * 1024) as served:
+        point_hub_at(monkeypatch, served.url, hub, xet=True)
+        snapshot_download("acme/big")
+    folder = hub / "models--acme--big"
+    before = (_links(hub), sorted(p.name for p in (folder / "blobs").iterdir()), (folder / "refs" / "main").read_text())
+    pulled = run_cli("pull", ref, "hf:acme/big", "--json", env={"HF_HUB_CACHE": str(hub)})
+    assert pulled.code == 0, pulled.err
+    after = (_links(hub), sorted(p.name for p in (folder / "blobs").iterdir()), (folder / "refs" / "main").read_text())
+    assert after == before
+    # both name every blob by its SHA-256, the ETag serve answers
+    assert {p.name for p in (folder / "blobs").iterdir()} == {
+        hashlib.sha256(p.read_bytes()).hexdigest() for p in src.rglob("*") if p.is_file()}

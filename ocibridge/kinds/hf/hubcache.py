@@ -2,7 +2,8 @@
 
     $HF_HUB_CACHE (else $HF_HOME/hub, else ~/.cache/huggingface/hub)
         models--ORG--NAME/
-            blobs/<etag>                 the files' bytes: sha256 of LFS files, git blob sha1 of others
+            blobs/<etag>                 the files' bytes, by their etag (the Hub: sha256 of LFS files,
+                                         git blob sha1 of others; ocibridge's pull and serve: sha256)
                                          (huggingface_hub 2.x: a file downloaded over Xet is a
                                          link to ../../blobs/<2 hex>/<xet hash>, the cache-wide
                                          shared store)
@@ -15,7 +16,6 @@ with ``local_files_only=True``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -24,14 +24,6 @@ from ocibridge.core.smallfile import MAX_TINY_FILE, read_small
 from ocibridge.errors import SourceError, UsageError
 
 SCHEME = "hf:"
-
-#: Files git-lfs keeps on the Hub, by the default .gitattributes of a new Hub repository, and
-#: any file of 10 MB or more (the Hub refuses larger regular git files).
-LFS_SUFFIXES = (".7z", ".arrow", ".bin", ".bz2", ".ckpt", ".ftz", ".gguf", ".gz", ".h5", ".joblib",
-                ".mlmodel", ".model", ".msgpack", ".npy", ".npz", ".onnx", ".ot", ".parquet", ".pb",
-                ".pickle", ".pkl", ".pt", ".pth", ".rar", ".safetensors", ".tar", ".tflite", ".tgz",
-                ".wasm", ".xz", ".zip", ".zst")
-LFS_MIN_SIZE = 10 * 1000 * 1000
 
 _PART = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 _REPO_ID = re.compile(rf"(?:{_PART}/)?{_PART}")
@@ -73,19 +65,6 @@ def shared_blobs(folder: Path) -> Path:
     """The cache-wide store of Xet files of the cache holding the repo ``folder``
     (huggingface_hub 2.x: ``<cache>/blobs``; a repository's ``blobs/<etag>`` links into it)."""
     return folder.parent / "blobs"
-
-
-def git_blob_sha1(path: Path) -> str:
-    """What git names a file (and the Hub its etag, for a file not in LFS)."""
-    h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())  # noqa: S324 - git's name, not security
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def is_lfs(rel: str, size: int) -> bool:
-    return size >= LFS_MIN_SIZE or rel.lower().endswith(LFS_SUFFIXES)
 
 
 def resolve_revision(folder: Path, repo_id: str, revision: str | None) -> str:
