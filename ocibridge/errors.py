@@ -51,6 +51,30 @@ class RegistryError(OcibridgeError):
         self.credentials_sent = credentials_sent  # None: not known (no request behind the error)
         super().__init__(message)
 
+    @property
+    def credentials_hint(self) -> str:
+        """What a refusal of access says of the credentials, the one rule of every command, the
+        API and a mirror job's report ("" when it is no refusal, or nothing is known of them):
+        none were sent (log in), or the ones sent were refused."""
+        if self.status not in (401, 403):
+            return ""
+        if self.credentials_sent:
+            return "the registry refused the credentials that were sent"
+        if self.credentials_sent is not None or self.status == 401:
+            return NO_CREDENTIALS
+        return ""
+
+
+def error_text(e: OcibridgeError) -> str:
+    """An error as a report line says it: a registry's refusal with what it says of the
+    credentials (a mirror job's FAILED line as the CLI's error line)."""
+    hint = e.credentials_hint if isinstance(e, RegistryError) else ""
+    return f"{e} ({hint})" if hint else str(e)
+
+
+#: The words for a registry that wants credentials and got none (a 401 without Authorization).
+NO_CREDENTIALS = "no credentials were sent; log in with 'ocibridge login HOST', or pass -u/-p"
+
 
 class SignatureError(OcibridgeError):
     """A signature that is missing, malformed or does not verify; or a key that cannot sign."""

@@ -168,6 +168,23 @@ def test_pull_into_an_empty_directory_reuses_the_model_cache(versions, fault_pro
     _same_tree(tmp_path / "fresh", v2)
 
 
+def test_a_pull_reads_every_chunk_the_model_cache_holds_not_one_byte_fetched(versions, fault_proxy, tmp_path):
+    """v1 and v2 in the model cache (issue 53 item 8): v1's layer is there whole, so a pull of
+    v1 into a fresh directory (the CLI as a process) fetches none of its bytes; it fetched the
+    5 MiB v2 does not share when the layer's own table was skipped."""
+    repo, _, v1, _ = versions
+    for tag in ("v1", "v2"):
+        assert run_entry(("path", f"{fault_proxy.host}/{repo}:{tag}", "-q"), ())[0] == 0
+    fault_proxy.clear()
+    code, out, err, _ = run_entry(("pull", f"{fault_proxy.host}/{repo}:v1", str(tmp_path / "fresh"), "--json"), ())
+    assert code == 0, err
+    layer = "sha256:" + hashlib.sha256((v1 / "model.safetensors").read_bytes()).hexdigest()
+    assert _moved(fault_proxy, layer) == 0
+    (delta,) = json.loads(out)["delta"]
+    assert delta["reused"] == delta["chunks"] == 41 and delta["fetchedBytes"] == 0, delta
+    _same_tree(tmp_path / "fresh", v1)
+
+
 def test_a_lazy_read_of_v2_uses_the_chunks_v1_left_in_the_cache(versions, fault_proxy):
     from ocibridge.api.lazy_ops import open_model
 

@@ -21,6 +21,8 @@ from ocibridge.oci.digest import split_digest
 CONFIG = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
           "intermediate_size": 64, "vocab_size": 6}
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+#: a revision the cache lacks is blamed, not the repository (issue 53 item 11)
+BAD_REVISION = "holds acme/source but no revision 'v9' (it holds main, 0123456789ab)"
 
 
 @pytest.fixture(autouse=True)
@@ -69,7 +71,8 @@ def test_a_pulled_model_is_found_by_repo_id_offline(tmp_path, capsys, hub, regis
     blobs = {p.name for p in (hub / "models--acme--tiny" / "blobs").iterdir()}
     weights = (src / "model.safetensors").read_bytes()
     assert hashlib.sha256(weights).hexdigest() in blobs  # an LFS file: named by its sha256
-    assert git_sha1((src / "config.json").read_bytes()) in blobs  # a small text file: by its git sha1
+    # a small text file too: by its sha256, the ETag serve answers (one rule, issue 53 item 9)
+    assert hashlib.sha256((src / "config.json").read_bytes()).hexdigest() in blobs
     # one copy on disk: the Hub's blob is the model cache's
     in_cache = ModelCache().blobs.blob_path("sha256:" + hashlib.sha256(weights).hexdigest())
     hub_blob = hub / "models--acme--tiny" / "blobs" / hashlib.sha256(weights).hexdigest()
@@ -132,7 +135,7 @@ def test_a_hub_cache_pushes_with_its_origin_and_pulls_back_byte_identical(tmp_pa
 
 
 @pytest.mark.parametrize("source, words", [("hf:acme/absent", "not in the Hugging Face cache"),
-                                           ("hf:acme/source@v9", "not in the Hugging Face cache"),
+                                           ("hf:acme/source@v9", BAD_REVISION),
                                            ("hf:../etc", "not a Hugging Face repo id")])
 def test_hub_cache_source_mistakes_are_one_line(tmp_path, capsys, hub, source, words):
     write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)
@@ -226,8 +229,8 @@ def test_convert_reads_the_hub_cache(tmp_path, capsys, hub, registry, unique_rep
 
 @pytest.mark.parametrize("command", ["copy", "convert"])
 @pytest.mark.parametrize("source, words", [("hf:acme/absent", "not in the Hugging Face cache"),
-                                           ("hf:acme/source@v9", "not in the Hugging Face cache"),
-                                           (f"hf:acme/source@{'f' * 40}", "not in the Hugging Face cache"),
+                                           ("hf:acme/source@v9", BAD_REVISION),
+                                           (f"hf:acme/source@{'f' * 40}", f"no revision '{'f' * 40}'"),
                                            ("hf:../etc", "not a Hugging Face repo id")])
 def test_copy_and_convert_hub_mistakes_are_one_line(tmp_path, capsys, hub, command, source, words):
     write_with_huggingface_hub(hub, "acme/source", make_model(tmp_path / "src"), COMMIT)

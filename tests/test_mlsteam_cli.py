@@ -92,7 +92,8 @@ def test_bad_artifact_pull_keeps_the_old_archive(tmp_path, capsys, how, message)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     (out_dir / "demo.mlarchive").write_bytes(b"previous export")
-    code, err = cli(capsys, "pull", f"oci:{tmp_path / 'layout'}:v1", str(out_dir / "demo.mlarchive"))
+    code, err = cli(capsys, "pull", f"oci:{tmp_path / 'layout'}:v1", str(out_dir / "demo.mlarchive"),
+                    "--overwrite")  # asked to replace it: a failed export still keeps it
     assert code == 1 and message in err
     assert [p.name for p in out_dir.iterdir()] == ["demo.mlarchive"]
     assert (out_dir / "demo.mlarchive").read_bytes() == b"previous export"

@@ -22,7 +22,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.transfer.progress import REPORT_BYTES, ProgressBar, counting
 
 BIG = 8 * REPORT_BYTES  # one blob of 2 MiB: eight byte reports while it is read
-FRAME = re.compile(r"(push|pull|copy|path) (\d+)/(\d+) blobs(?:, \d+ already there)?:\s+(\d+)%")
+FRAME = re.compile(r"(push|pull|copy|path) (\d+)/(\d+) blobs(?:, \d+ already there)?(?:, \d+ mounted)?:\s+(\d+)%")
 
 # The child runs the real CLI; only the redraw interval is set to 0 so that every byte report
 # is drawn (a transfer over loopback is too quick for tqdm's 0.2 s timer otherwise).
@@ -137,6 +137,18 @@ def test_bar_counts_each_blob_at_most_its_size():
     assert (bar.counted, bar.total) == (100, 100)
     bar.close()
     assert "copy 2/2 blobs, 1 already there" in sink.getvalue()
+
+
+def test_a_mounted_blob_is_counted_as_mounted_as_the_result_says():
+    sink = io.StringIO()
+    bar = ProgressBar("copy", file=sink)
+    a, b = (Descriptor(mediaType="x", digest=sha256_bytes(d), size=10) for d in (b"a", b"b"))
+    for desc in (a, b):
+        bar("plan", desc, 0)
+    bar("mount", a, 10)
+    bar("skip", b, 10)
+    bar.close()
+    assert "copy 2/2 blobs, 1 already there, 1 mounted" in sink.getvalue()
 
 
 def test_counting_keeps_a_verifying_reader_and_counts_what_it_reads():

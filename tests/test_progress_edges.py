@@ -69,7 +69,7 @@ def test_blobs_found_present_count_as_they_are_found():
         before_close = _screen(master)
         bar.close()
     os.close(master)
-    assert "push 3/5 blobs, 3 already there" in before_close, before_close
+    assert "push 3/5 blobs, 2 already there, 1 mounted" in before_close, before_close
     assert "push 0/5 blobs" not in before_close.split("\r")[-1], before_close
 
 

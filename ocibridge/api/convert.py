@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import AttestOptions, TransferOptions
+from ocibridge.errors import UsageError
 from ocibridge.kinds.locate import Locator, Role, locate
 from ocibridge.kinds.targets import closes_its_stores
 
@@ -43,10 +44,14 @@ def convert(
     reached; ``attest``: evidence to attach to the manifest written (the provenance names the
     source manifest, by digest). ``options``/``registry_options``/``concurrency`` are the
     lower-level values, for callers of :func:`ocibridge.kinds.conversion.convert`."""
+    from ocibridge.api.archive_out import archive_output
     from ocibridge.kinds.conversion import convert as convert_located
     from ocibridge.kinds.family import WriteOptions
     from ocibridge.oci.mediatypes import Family
 
+    if archive_output(dst) is not None:  # else it would name a model of the local store, out.carton:latest
+        raise UsageError(f"{dst}: an archive file; convert writes a model of another family to a store "
+                         "(oci:PATH:TAG, host/repo:tag or NAME:TAG); push or copy a model into an archive")
     src_ref, dst_ref = locate(src, Role.MODEL), locate(dst, Role.DESTINATION)
     evidence = None
     if attest is not None and attest.wanted:  # the key and the BOM's library, before a byte is sent

@@ -49,8 +49,14 @@ def copy_reference(
     is located once, here."""
     transfer = transfer or TransferOptions()
     options = transfer.registry_options()
-    src_ref, dst_ref = locate(src, Role.MODEL), locate(dst, Role.DESTINATION)
+    from ocibridge.api.archive_out import archive_output
+
+    archive = archive_output(dst)  # out.carton: a file, not a model of the local store
+    src_ref = locate(src, Role.MODEL)
+    dst_ref = archive[0] if archive is not None else locate(dst, Role.DESTINATION)
     src_text = text_of(src_ref)
+    if archive is not None and (referrers or (attest is not None and attest.wanted)):
+        raise UsageError(f"{dst}: an archive holds no signatures or evidence; copy to a store to keep them")
     evidence = None
     if attest is not None and attest.wanted:  # the key and the BOM's library, before a byte is sent
         from ocibridge.api import evidence as evidence_api
@@ -63,6 +69,11 @@ def copy_reference(
     source = open_source(src_ref, options=options)
     source.reference = verified_digest(source, verify, src_text, src_ref)
     source_store, source_reference = source.store, source.reference
+    if archive is not None:
+        from ocibridge.api.archive_out import write_archive
+        from ocibridge.model.extract import resolve_model
+
+        return write_archive(archive, source_store, resolve_model(source_store, source_reference), transfer)
     target = open_store_target(dst_ref, for_write=True, options=options)
     stats = copy(
         source_store,

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.api.archive_out import archive_output, write_archive
 from ocibridge.api.auth import login as login  # public here too (its home: api.auth)
 from ocibridge.api.auth import logout as logout
 from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
@@ -54,6 +55,7 @@ from ocibridge.transfer.progress_events import PushProgress
 from ocibridge.transfer.results import InspectResult, PullResult, PushResult, ValidateResult
 
 if TYPE_CHECKING:
+    from ocibridge.kinds.source import SourceFormat
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
     from ocibridge.signing.verify import VerifyPolicy
@@ -164,6 +166,11 @@ def push(
     """
     options = push_options(options, deprecated)
     transfer = transfer or TransferOptions()
+    archive = archive_output(dest)  # out.carton: a file, not a model of the local store
+    if archive is not None:
+        if sign is not None or options.oms_signature is not None or (attest is not None and attest.wanted):
+            raise UsageError(f"{dest}: an archive holds no signatures or evidence; push to a store to add them")
+        return _push_archive(locate(source, Role.SOURCE), archive, options, transfer)
     source_ref = locate(source, Role.SOURCE)  # located once each, here
     dest_ref = locate(dest, Role.DESTINATION) if dest is not None else None
     signature = evidence = None
@@ -180,6 +187,28 @@ def push(
         return result
     return evidence_api.after_push(result, dest_ref, source_ref, dest_ref, transfer, evidence=evidence,
                                    signature=signature)
+
+
+def _push_archive(source_ref: Locator, archive: tuple[PathReference, SourceFormat], options: PushOptions,
+                  transfer: TransferOptions) -> PushResult:
+    """``push SOURCE out.carton``: the artifact a push builds, written as that archive."""
+    from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact
+
+    if options.to not in (None, "modelpack"):
+        raise UsageError(f"{text_of(archive[0])}: an archive holds a ModelPack model; --to {options.to} "
+                         "writes a store (oci:PATH:TAG, host/repo:tag or NAME:TAG)")
+    if door.is_store(source_ref):  # a model of a store: as it is
+        source = open_source(source_ref, options=transfer.registry_options())
+        return write_archive(archive, source.store, resolve_model(source.store, source.reference), transfer)
+    package = load_source(source_ref, format=options.format, kind_overrides=options.kind_overrides,
+                          excludes=options.excludes, name=options.name, transfer=transfer,
+                          build_file=options.build_file, use_build_file=options.use_build_file)
+    if options.overrides:
+        from ocibridge.kinds.push import apply_to_package
+
+        apply_to_package(package, dict(options.overrides))
+    artifact = PlannedArtifact(package, options.build or BuildOptions(), None)
+    return write_archive(archive, artifact, artifact.resolve(ARTIFACT_TAG), transfer)
 
 
 def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, transfer: TransferOptions,

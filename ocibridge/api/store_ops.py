@@ -82,6 +82,20 @@ def store_reference(ref: str | Locator | None, role: Role = Role.LOCAL) -> Locat
     return locate(ref, role)
 
 
+def nearest_local_names(text: str) -> list[str]:
+    """For a bare ``NAME[:TAG]`` that the local store does not hold (and so was looked for on
+    docker.io, as Docker does): the local store's names nearest to it; empty for any other
+    text, or when the store holds nothing."""
+    from ocibridge.kinds.targets import default_store_path, local_store_reference
+    from ocibridge.stores.local_names import nearest_names, split_local_name
+
+    if split_local_name(text) is None or not (default_store_path() / LAYOUT_FILE).is_file():
+        return []
+    if local_store_reference(text) is not None:
+        return []  # it is there: whatever failed, it was not the name
+    return nearest_names(LayoutStore(default_store_path()), text)
+
+
 def _open(ref: str | Locator, transfer: TransferOptions | None) -> StoreTarget:
     return open_store_target(store_reference(ref), options=(transfer or TransferOptions()).registry_options())
 
@@ -149,7 +163,7 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
     if isinstance(node, Manifest):
         size += node.config.size + sum(layer.size for layer in node.layers)
         fam = _family_of(node.artifactType, node.config.mediaType)
-        family = fam.value if fam else None
+        family = fam.value if fam else _other_family(node)
         created = (node.annotations or {}).get(ANNOTATION_CREATED)
         if is_draft(node):  # the early CNAI draft: no config, its metadata in annotations
             said = node.annotations or {}
@@ -160,6 +174,15 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
     else:
         size += sum(m.size for m in node.manifests)
     return ModelEntry(name, tag, entry.digest, size, created, family, subject=subject, ref=tag, model=name)
+
+
+def _other_family(node: Manifest) -> str | None:
+    """A model of another family (a ModelKit, a Docker model) by its media types, named as
+    ``inspect`` names it; None for anything else (its config is not read for a name)."""
+    from ocibridge.kinds.families import family_of
+
+    found = family_of(node)
+    return found.name if found is not None else None
 
 
 def _config_name_created(store: Store, config: Descriptor, created: str | None) -> tuple[str | None, str | None]:

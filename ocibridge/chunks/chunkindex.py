@@ -61,12 +61,13 @@ class ChunkIndex:
             atomic_write_bytes(path, body.encode(), 0o444)
 
     def for_layer(self, entry: LayerChunks) -> IndexedChunks:
-        """Where the chunks of ``entry`` may be read locally."""
+        """Where the chunks of ``entry`` may be read locally: the layer's own blob too, when
+        the cache holds it whole (a pull into a directory, whose output is not the cache, then
+        reads every chunk here: docs/lazy.md). A blob the cache is writing now is not there
+        yet (it lands whole, renamed), so nothing is read from what is being written."""
         wanted = set(entry.chunks)
         places: dict[str, list[tuple[str, int]]] = {}
         for blob_hex in self._newest_first():
-            if blob_hex == split_digest(entry.digest)[1]:
-                continue
             table = self._read(blob_hex)
             if table is None:
                 continue

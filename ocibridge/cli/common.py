@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ocibridge.cli.args import key_values
 from ocibridge.cli.transfer_flags import add_ranged_flags, add_upload_flags, ranged_options, upload_options
 from ocibridge.core.lazy import LazyModule
-from ocibridge.core.terminal import human_size, printable
+from ocibridge.core.terminal import human_size, one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
@@ -40,7 +40,9 @@ class CommandAdder(Protocol):
     def __call__(self, name: str, func: Command | None, *, group: bool = False) -> argparse.ArgumentParser: ...
 
 
-def add_transfer_flags(p: argparse.ArgumentParser) -> None:
+def add_transfer_flags(p: argparse.ArgumentParser, *, uploads: bool = True) -> None:
+    """The flags of every command that reaches a registry; ``uploads``: and sends blobs there
+    (``pull`` fetches: its help offers no upload flag; into a store it uploads as copy does)."""
     g = p.add_argument_group("registry access")
     g.add_argument("--concurrency", type=int, default=4, help="blobs in flight at once (default 4)")
     g.add_argument("--plain-http", action="store_true", help="use HTTP instead of HTTPS")
@@ -49,7 +51,8 @@ def add_transfer_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("-u", "--username", help="registry user name")
     g.add_argument("-p", "--password", help="registry password or token")
     g.add_argument("--password-stdin", action="store_true", help="read the password from stdin")
-    add_upload_flags(g)
+    if uploads:
+        add_upload_flags(g)
     g.add_argument("--authfile", "--registry-config", metavar="FILE",
                    help="credentials file (Docker or containers auth.json format), read before the others")
     add_ranged_flags(g)
@@ -98,6 +101,13 @@ def emit(args: argparse.Namespace, data: Any, text: str) -> None:
         print(json.dumps(data, indent=2, sort_keys=True))
     else:
         print(printable(text))
+
+
+def warn(lines: Iterable[str]) -> None:
+    """Warnings an API result carries, on stderr as every line of ocibridge's own there:
+    ``ocibridge: warning: …`` (a line that names ocibridge already is left as it is)."""
+    for line in lines:
+        print(one_line(line if line.startswith("ocibridge:") else f"ocibridge: {line}"), file=sys.stderr)
 
 
 def add_pull_secret_flags(p: Any, *, pulls: str, creates: str) -> None:

@@ -95,15 +95,11 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
     except RegistryError as e:
         trace()
         hint = ""
-        if e.status in (401, 403) and args.command not in ("login", "logout"):
-            if e.credentials_sent:
-                hint = f" ({args.command}: the registry refused the credentials that were sent)"
-            elif e.credentials_sent is not None or e.status == 401:
-                hint = (f" ({args.command}: no credentials were sent; log in with 'ocibridge login HOST', "
-                        "or pass -u/-p)")
+        if e.credentials_hint and args.command not in ("login", "logout"):
+            hint = f" ({args.command}: {e.credentials_hint})"
         elif e.status == 400 and e.code is None:  # what an HTTPS port answers to plain HTTP
             hint = " (if the registry serves HTTPS, pass --ca-file FILE or --insecure)"
-        print(one_line(f"ocibridge: error: {e}{hint}"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {e}{hint}{_local_names_hint(args, e)}"), file=sys.stderr)
         return EXIT_FAILURE
     except (UsageError, InvalidReference) as e:  # a reference typed wrong is a usage mistake too
         trace()
@@ -111,7 +107,7 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
         return EXIT_USAGE
     except OcibridgeError as e:
         trace()
-        print(one_line(f"ocibridge: error: {e}"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {e}{_local_names_hint(args, e)}"), file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:
         # `ocibridge inspect … | head`: the reader left, which is no error of ours. Point
@@ -135,6 +131,28 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
     except KeyboardInterrupt:
         print("ocibridge: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _local_names_hint(args: argparse.Namespace, error: OcibridgeError) -> str:
+    """A bare ``NAME[:TAG]`` the local store does not hold was looked for on docker.io (Docker's
+    rule): when that failed, the local names nearest to it, the likelier meaning of a typo."""
+    text = getattr(args, "src", None) or getattr(args, "ref", None)
+    if args.command == "push" or not isinstance(text, str) or _said_registry(text) != "docker.io" \
+            or "docker.io" not in str(error):  # push reads a directory of that name first
+        return ""
+    from ocibridge.api.store_ops import nearest_local_names
+
+    try:
+        near = nearest_local_names(text)
+    except (OcibridgeError, OSError):
+        return ""
+    return f" ({text} is not in the local store either; nearest there: {', '.join(near)})" if near else ""
+
+
+def _said_registry(text: str) -> str:
+    """The registry a model reference names by Docker's rule (docker.io when no host is written)."""
+    first, sep, _ = text.partition("/")
+    return first if sep and ("." in first or ":" in first or first == "localhost") else "docker.io"
 
 
 def _freeze_start_up(phase: str, info: dict[str, int]) -> None:

@@ -19,6 +19,7 @@ from ocibridge.cli.common import (
     add_transfer_flags,
     emit,
     transfer_options,
+    warn,
 )
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 from ocibridge.core.lazy import LazyModule
@@ -58,14 +59,12 @@ def _validate(args: argparse.Namespace, done: KubernetesDocuments) -> None:
 def _print_documents(args: argparse.Namespace, done: KubernetesDocuments) -> None:
     """The warnings, the documents (YAML, or JSON with --json), then what to warn about after them."""
     _validate(args, done)
-    for line in done.warnings:
-        print(line, file=sys.stderr)
+    warn(done.warnings)
     if args.json:
         print(json.dumps(done.as_dict(), indent=2, ensure_ascii=True))
     else:
         print(printable(done.to_yaml()), end="")
-    for line in done.closing_warnings:
-        print(line, file=sys.stderr)
+    warn(done.closing_warnings)
 
 
 def cmd_k8s_check(args: argparse.Namespace) -> int:
@@ -111,15 +110,13 @@ def cmd_k8s_modelcar(args: argparse.Namespace) -> int:
         emit(args, done.as_dict(), text)
         return 0
     _validate(args, done.kserve)
-    for line in done.kserve.warnings:
-        print(line, file=sys.stderr)
+    warn(done.kserve.warnings)
     if args.json:
         print(json.dumps(done.as_dict(), indent=2))
     else:
         print(one_line(text), file=sys.stderr)
         print(printable(done.to_yaml()), end="")
-    for line in done.kserve.closing_warnings:
-        print(line, file=sys.stderr)
+    warn(done.kserve.closing_warnings)
     return 0
 
 

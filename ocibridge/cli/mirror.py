@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from ocibridge.cli.common import CommandAdder, add_pull_secret_flags, emit
+from ocibridge.cli.common import CommandAdder, add_pull_secret_flags, emit, warn
 from ocibridge.cli.signing import add_policy_flag
 from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError
@@ -169,8 +169,7 @@ def _emit_k8s(args: argparse.Namespace) -> int:
         reports_claim=args.reports_claim, service_account=args.service_account,
         image_pull_secrets=tuple(args.image_pull_secret), create_pull_secret=args.create_pull_secret)
     k8s_job = mirror_k8s_job(args.job, options)
-    for line in k8s_job.warnings:
-        print(line, file=sys.stderr)
+    warn(k8s_job.warnings)
     if args.json:
         print(json.dumps(k8s_job.as_dict(), indent=2))
     else:

@@ -180,7 +180,8 @@ def _add_pull_file_flags(p: argparse.ArgumentParser) -> None:
                    help="write the model's attestations (AI-BOM, provenance; signed or not) under "
                         "DIR/.ocibridge/attestations/, verified first with --verify-key (docs/signing.md)")
     mode = g.add_mutually_exclusive_group()
-    mode.add_argument("--overwrite", action="store_true", help="replace existing files that differ")
+    mode.add_argument("--overwrite", "--force", action="store_true",
+                      help="replace existing files that differ (also an existing archive DEST)")
     mode.add_argument("-k", "--keep-old-files", action="store_true", help="keep existing files that differ")
 
 
@@ -255,17 +256,20 @@ def register(command: CommandAdder) -> None:
     add_transfer_flags(p)
 
     p = command("pull", cmd_pull)
-    p.add_argument("src", metavar="SRC")
+    p.add_argument("src", metavar="SRC",
+                   help="the model: host/repo[:tag|@digest], oci:PATH[:TAG], a local NAME[:TAG], ollama:NAME")
     p.add_argument("dest", metavar="DEST", nargs="?",
                    help=f"{choices.source_kinds()} or a store")
     p.add_argument("-o", "--output", metavar="DIR", help="DEST as oras spells it")
-    p.add_argument("--format", choices=["auto", *choices.source_formats()], default=None)
+    p.add_argument("--format", choices=["auto", *choices.source_formats()], default=None,
+                   help="what to write at DEST (default auto: by its name: *.carton, *.mlarchive, else a "
+                        "directory); given, it overrides the name")
     _add_pull_file_flags(p)
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
     p.add_argument("--progress", choices=MODES, default="auto",
                    help="auto (a bar on a terminal), bar, plain (a line per blob), none")
     add_verify_flags(p)
-    add_transfer_flags(p)
+    add_transfer_flags(p, uploads=False)
 
     p = command("copy", cmd_copy)
     p.add_argument("src", metavar="SRC")

@@ -9,6 +9,11 @@ the directory exactly as it was (the commit step calls :func:`plan_commit` first
 | none | write | write | write |
 | same content (file, or symlink with the same target) | unchanged | unchanged | unchanged |
 | different | error, nothing written | replaced | left as it is |
+
+A pull into one file (an archive: ``.carton``, ``.mlarchive``) follows the same rule: an
+existing file is replaced only with ``overwrite``, unless it already is, byte for byte, the
+archive the pull builds (the same model pulled again); ``keep`` does not keep a different one
+silently (a pull's result would name a file that is not the model): it is refused too.
 """
 
 from __future__ import annotations
@@ -37,6 +42,14 @@ class WouldOverwrite(OcibridgeError):
         super().__init__(
             f"{shown}: already there with other content; pass --overwrite to replace, "
             "or -k/--keep-old-files to keep them")
+
+
+class FileExists(OcibridgeError):
+    """A pull into a file (an archive) that is there already with other content."""
+
+    def __init__(self, path: str, why: str):
+        self.path = path
+        super().__init__(f"{path}: already there ({why}); pass --overwrite (or --force) to replace it")
 
 
 @dataclass

@@ -6,7 +6,7 @@ door (:mod:`.door`), which imports them by name from the table: no cycle.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
@@ -103,12 +103,47 @@ def export_file(store: Store, desc: Descriptor, dest: str, request: ExportReques
                 write: WriteFile) -> PullResult:
     """An archive export: the artifact's blobs pass the pull cache (resumable across runs),
     then ``write`` builds the file at ``dest``."""
-    from ocibridge.transfer.pullcache import cached_pull
+    from ocibridge.core.overwrite import OnExisting
     from ocibridge.transfer.results import PullResult
 
-    with cached_pull(store, None, request.progress) as cached:
-        write(cached, desc, Path(dest))
+    out = Path(dest)
+    there = (out.exists() or out.is_symlink()) and not out.is_dir()  # a directory: the writer's own error
+    if there and request.on_existing is not OnExisting.OVERWRITE:
+        _refuse_unless_same(out, lambda path: _write_cached(store, desc, path, request, write))
+    else:
+        _write_cached(store, desc, out, request, write)
     return PullResult(desc.digest, dest, name)
+
+
+def _write_cached(store: Store, desc: Descriptor, out: Path, request: ExportRequest, write: WriteFile) -> None:
+    from ocibridge.transfer.pullcache import cached_pull
+
+    with cached_pull(store, None, request.progress) as cached:
+        write(cached, desc, out)
+
+
+def _refuse_unless_same(out: Path, build: Callable[[Path], None]) -> None:
+    """An archive already at ``out`` stays, unchanged, when it is byte for byte the one ``build``
+    makes (the same model pulled again: archives are built deterministically); anything else is
+    refused, before a byte is fetched when it cannot be an archive at all (no zip, a link)."""
+    import filecmp
+    import shutil
+    import tempfile
+
+    from ocibridge.core.overwrite import FileExists
+
+    if out.is_symlink() or not out.is_file():
+        raise FileExists(str(out), "not a regular file")
+    if not starts_with(out, ZIP_MAGIC):
+        raise FileExists(str(out), "not an archive")
+    aside = Path(tempfile.mkdtemp(prefix=".ocibridge-pull-", dir=out.parent))
+    try:
+        built = aside / out.name  # the same name: a writer may check its suffix
+        build(built)
+        if not filecmp.cmp(built, out, shallow=False):
+            raise FileExists(str(out), "another archive than this model's")
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
 def starts_with(path: Path, magic: bytes) -> bool:

@@ -16,6 +16,7 @@ last. ``huggingface_hub`` is the ``ocibridge[hub]`` extra, imported only here.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.errors import NotFound, OcibridgeError, error_text
 from ocibridge.kinds.hf.door import REVISION_ANNOTATION, SOURCE_ANNOTATION
 from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.mirror.filters import compile_pattern
@@ -197,7 +198,7 @@ class _HubPlanner:
         try:
             return self._plan(name, result)
         except OcibridgeError as e:
-            result.status, result.reason = "failed", str(e)
+            result.status, result.reason = "failed", error_text(e)
         except Exception as e:  # one bad revision (or a bug it triggers) must not sink the job
             from huggingface_hub.errors import HfHubHTTPError, RevisionNotFoundError
 
@@ -333,8 +334,6 @@ class _Download:
             said, what = str(lfs.sha256), "sha256"
             found = _sha256(path)
         elif getattr(entry, "blob_id", None):
-            from ocibridge.kinds.hf.hubcache import git_blob_sha1
-
             said, what = str(entry.blob_id), "git blob id"
             found = git_blob_sha1(path)
         else:
@@ -344,6 +343,15 @@ class _Download:
             _forget(path)
             raise OcibridgeError(f"{src.name}@{self.commit}: {entry.path}: {src.endpoint} said {what} {said}, "
                                  f"the bytes it sent hash to {found}: refused (removed from the cache)")
+
+
+def git_blob_sha1(path: Path) -> str:
+    """What git names a file: the Hub lists a file that is not in LFS by it (``blob_id``)."""
+    h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())  # noqa: S324 - git's name, not security
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 #: what one revision may list (the Hub itself keeps repositories under 100,000 files)

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from ocibridge.chunks.table import ARTIFACT_TYPE as CHUNKS_ARTIFACT_TYPE
 from ocibridge.core.graphbound import GraphBound
-from ocibridge.errors import NotFound, OcibridgeError, SignatureError
+from ocibridge.errors import NotFound, OcibridgeError, SignatureError, error_text
 from ocibridge.kinds.hf.locator import HubReference
 from ocibridge.mirror.endpoints import job_reference, open_endpoint
 from ocibridge.mirror.filters import select_tags
@@ -66,8 +66,8 @@ def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = 
         if shard is not None:
             refs = _of_shard(plan, refs, shard)
     except OcibridgeError as e:
-        plan.summary.error = str(e)
-        plan.results.append(ArtifactResult(index, entry.source, entry.target, "failed", reason=str(e)))
+        plan.summary.error = error_text(e)
+        plan.results.append(ArtifactResult(index, entry.source, entry.target, "failed", reason=error_text(e)))
         return plan
     planner = _Planner(plan)
     workers = settings.concurrency.artifacts
@@ -156,7 +156,7 @@ class _Planner:
                     check_tag(name)  # a tag a URL cannot carry fails here, for this tag only
             return self._plan(ref, tag, result)
         except OcibridgeError as e:
-            result.status, result.reason = "failed", str(e)
+            result.status, result.reason = "failed", error_text(e)
             return result
         except Exception as e:  # one bad artifact (or a bug it triggers) must not sink the job
             result.status, result.reason = "failed", f"unexpected {type(e).__name__}: {e}"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 
-from ocibridge.errors import OcibridgeError
+from ocibridge.errors import OcibridgeError, error_text
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.mirror.plan import plan_entry
 from ocibridge.mirror.planned import ArtifactPlan, EntryPlan
@@ -111,7 +111,7 @@ def _copy_one(target: WritableStore, item: ArtifactPlan, blobs: int, locks: Blob
 
             result.provenance = attach_provenance(plan, item, target, stats.root)
     except OcibridgeError as e:
-        result.status, result.reason = "failed", str(e)
+        result.status, result.reason = "failed", error_text(e)
         return result
     except Exception as e:  # an unexpected bug must not hide the other artifacts' results
         result.status, result.reason = "failed", f"{type(e).__name__}: {e}"

@@ -123,11 +123,30 @@ def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str],
     return kind.variant
 
 
+#: A media type as image-spec's JSON Schema writes RFC 6838's rule (defs-descriptor.json,
+#: ``mediaType``): type/subtype, each a letter or digit then up to 126 of ``!#$&^_.+-`` and those.
+MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}")
+
+
+def media_type_syntax(manifest: Manifest) -> list[str]:
+    """Every media type of the manifest and its descriptors that is no RFC 6838 type/subtype
+    (image-spec's schema refuses them; ``validate --strict`` counts them)."""
+    named: list[tuple[str, str | None]] = [("mediaType", manifest.mediaType), ("artifactType", manifest.artifactType),
+                                           ("config.mediaType", manifest.config.mediaType)]
+    named += [(f"layers[{i}].mediaType", layer.mediaType) for i, layer in enumerate(manifest.layers)]
+    if manifest.subject is not None:
+        named.append(("subject.mediaType", manifest.subject.mediaType))
+    return [f"{where}: {value!r} is not a media type (RFC 6838: type/subtype)"
+            for where, value in named if value is not None and MEDIA_TYPE.fullmatch(value) is None]
+
+
 def validate_manifest(store: Store, manifest: Manifest, warnings: list[str] | None = None,
                       notes: list[RuntimeNote] | None = None) -> list[str]:
     """Every rule of the model-spec the artifact breaks, each as ``field: rule``; empty when
     valid. What the spec recommends goes into ``warnings``, what a runtime needs into ``notes``."""
     reasons: list[str] = []
+    if warnings is not None:
+        warnings.extend(media_type_syntax(manifest))
     if manifest.mediaType != OCI_MANIFEST:
         reasons.append(f"mediaType: must be {OCI_MANIFEST}, is {manifest.mediaType!r}")
     family = family_of_artifact(manifest.artifactType, manifest.config.mediaType)

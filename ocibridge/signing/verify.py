@@ -114,7 +114,12 @@ def verify_artifact(store: Store, subject: Descriptor, policy: VerifyPolicy, *, 
             files = manifest_files(store, subject)
         return files
 
+    attestations = 0  # DSSE bundles of another predicate (an AI-BOM, a provenance): not signatures
     for ref, data in found.bundles:
+        predicate = _predicate_of(data)
+        if not policy.attestation and predicate not in (None, policy.predicate_type, OMS_PREDICATE_TYPE):
+            attestations += 1
+            continue
         if manifest is None and b'"messageSignature"' in data:
             manifest = store.fetch_bytes(subject)
         if is_oms(data):
@@ -128,12 +133,13 @@ def verify_artifact(store: Store, subject: Descriptor, policy: VerifyPolicy, *, 
     if covering:
         return covering
     reasons.extend(uncovered_reason(v.form, v.where, trusts) for v in verified)
+    besides = f"; {attestations} attestation(s), which are no signatures" if attestations else ""
     if not reasons:
         raise SignatureError(f"{subject.digest} is not signed (no {_sig_tag(subject)} tag, no sigstore "
-                             "bundle referrer)")
+                             f"bundle referrer{besides})")
     unique = list(dict.fromkeys(reasons))
     raise SignatureError(f"{subject.digest}: {len(reasons)} signature(s), none verifies with "
-                         f"{policy.describe()} and covers the {trusts.value}: {'; '.join(unique[:3])}")
+                         f"{policy.describe()} and covers the {trusts.value}: {'; '.join(unique[:3])}{besides}")
 
 
 def _sig_tag(subject: Descriptor) -> str:
@@ -240,12 +246,19 @@ def _bundle_form(policy: VerifyPolicy) -> str:
 
 def is_oms(data: bytes) -> bool:
     """Whether a bundle's (not yet verified) DSSE payload says it is an OMS statement."""
+    return _predicate_of(data) == OMS_PREDICATE_TYPE
+
+
+def _predicate_of(data: bytes) -> str | None:
+    """The predicate type a bundle's (not yet verified) DSSE payload names; None for a message
+    signature or a bundle that does not parse (verifying it says what is wrong)."""
     try:
         envelope = json.loads(data).get("dsseEnvelope")
         payload = base64.b64decode(envelope["payload"], validate=True)
     except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
-        return False
-    return predicate_type_of(payload) == OMS_PREDICATE_TYPE
+        return None
+    said = predicate_type_of(payload)
+    return said if isinstance(said, str) else None
 
 
 def _short(where: str) -> str:

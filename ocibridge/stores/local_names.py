@@ -191,3 +191,18 @@ def rewrite_legacy(store: LayoutStore) -> dict[str, str]:
         return {}
     done = store.rename(renames)
     return {old: renames[old] for old in done}
+
+
+def nearest_names(store: LayoutStore, text: str, most: int = 3) -> list[str]:
+    """The ``NAME:TAG`` names of ``store`` nearest to ``text`` (a bare name that the store does
+    not hold and a registry did not answer for: a typo, most likely), closest first; the whole
+    list when it is short."""
+    import difflib
+
+    names = sorted({ref for e in store.read_index().manifests
+                    if (ref := (e.annotations or {}).get(ANNOTATION_REF_NAME)) and ":" in ref})
+    if len(names) <= most:
+        return names
+    wanted = text if ":" in text else f"{text}:{DEFAULT_TAG}"
+    return difflib.get_close_matches(wanted, names, n=most, cutoff=0.4) or \
+        difflib.get_close_matches(wanted.partition(":")[0], [n.partition(":")[0] for n in names], n=most, cutoff=0.4)

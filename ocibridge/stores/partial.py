@@ -24,9 +24,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocibridge.core import notices
 from ocibridge.core.fsutil import pwrite_all
 from ocibridge.core.lockfile import open_in_dir
 from ocibridge.core.smallfile import read_small
+from ocibridge.core.terminal import human_size
 from ocibridge.errors import DigestMismatch
 from ocibridge.oci.digest import Hasher, new_hasher, split_digest
 from ocibridge.oci.models import Descriptor
@@ -189,6 +191,10 @@ def _fetch(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource, pl
     planned = parts = _parts(size, max(1, part_size))
     kept = _kept(fd, marker, size, parts, part_size)
     resumed = any(kept)
+    if resumed:  # as an upload that continues says so (stores/registry/upload.py)
+        held = sum(kept)
+        notices.say(f"resumed {desc.digest} at {100 * held // max(1, size)}% ({human_size(held)} kept from "
+                    "an earlier run)")
     todo = [i for i, (a, b) in enumerate(parts) if kept[i] < b - a]
     first = _Stream()
     if len(parts) > 1 and todo:

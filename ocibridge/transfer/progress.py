@@ -127,7 +127,8 @@ class ProgressBar:
         self._lock = threading.Lock()
         self._blobs: dict[str, list[int]] = {}  # digest → [size, bytes counted, finished]
         self._finished = 0
-        self._present = 0  # skipped or mounted
+        self._present = 0  # skipped: already there
+        self._mounted = 0  # mounted from another repository (the result says "mounted" too)
         self._active: dict[str, str] = {}  # digest → name, of blobs being transferred
         self._drawn_at = 0.0  # when the counts were last drawn by _redraw
 
@@ -153,7 +154,10 @@ class ProgressBar:
                 bar.total = self._total
                 blob[2] = 1
                 self._finished += 1
-                self._present += 1
+                if event == "mount":
+                    self._mounted += 1
+                else:
+                    self._present += 1
                 self._describe()
                 self._redraw()  # no byte moves for it: the count must show by itself
                 return
@@ -196,6 +200,7 @@ class ProgressBar:
         if self._bar is None:
             return
         present = f", {self._present} already there" if self._present else ""
+        present += f", {self._mounted} mounted" if self._mounted else ""
         self._bar.set_description_str(
             f"{self._label} {self._finished}/{len(self._blobs)} blobs{present}", refresh=False)
         names = list(self._active.values())

@@ -9,12 +9,13 @@ cache and laid out as the Hub cache, so code that loads by repo id finds it offl
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ocibridge.errors import SourceError
-from ocibridge.kinds.hf.hubcache import COMMIT, repo_folder, resolve_revision
+from ocibridge.kinds.hf.hubcache import COMMIT, SHARED_ENTRY, repo_folder, resolve_revision, shared_blobs
 from ocibridge.kinds.hf.locator import HubReference, parse_hub_reference
 from ocibridge.kinds.source import ExportRequest, ReadRequest
 
@@ -31,9 +32,11 @@ REVISION_ANNOTATION = "org.opencontainers.image.revision"
 
 def read_snapshot(ref: HubReference, request: ReadRequest,
                   keep: Callable[[str], bool] | None = None) -> ModelPackage:
-    """The files of a Hub cache snapshot, each read from the blob its symlink names (a link
-    leaving the repo's folder is refused); only those ``keep`` keeps, when given (a mirror job's
-    include/exclude: the snapshot may hold more, downloaded by another)."""
+    """The files of a Hub cache snapshot, each read from the blob its symlink names: a file of
+    the repo's folder, or of the cache's shared store of Xet files (huggingface_hub 2.x); a link
+    leaving both is refused. Every file is hashed as it is read, whatever its name says. Only
+    those ``keep`` keeps, when given (a mirror job's include/exclude: the snapshot may hold
+    more, downloaded by another)."""
     from ocibridge.model import metadata
     from ocibridge.model.classify import classify
     from ocibridge.model.package import ModelPackage
@@ -45,6 +48,7 @@ def read_snapshot(ref: HubReference, request: ReadRequest,
     if not snapshot.is_dir():
         raise SourceError(f"{reference}: snapshot {commit} is missing from {folder}")
     inside = os.path.realpath(folder) + os.sep
+    shared = os.path.realpath(shared_blobs(folder)) + os.sep
     files: list[ModelFile] = []
     for path in sorted(snapshot.rglob("*"), key=lambda p: p.as_posix().encode()):
         if path.is_dir() and not path.is_symlink():
@@ -54,7 +58,7 @@ def read_snapshot(ref: HubReference, request: ReadRequest,
                 any(_glob(rel, p) for p in request.excludes) or (keep is not None and not keep(rel)):
             continue
         real = os.path.realpath(path)
-        if not real.startswith(inside) or not os.path.isfile(real):
+        if not (real.startswith(inside) or _in_shared_store(real, shared)) or not _regular(real):
             raise SourceError(f"{reference}: {rel} does not lead to a file of the cache ({real})")
         files.append(_file(rel, Path(real), classify(rel, os.path.getsize(real), request.kind_overrides)))
     if not files:
@@ -65,6 +69,23 @@ def read_snapshot(ref: HubReference, request: ReadRequest,
     package.annotations[SOURCE_ANNOTATION] = f"https://huggingface.co/{repo_id}"
     package.annotations[REVISION_ANNOTATION] = commit
     return package
+
+
+def _in_shared_store(real: str, shared: str) -> bool:
+    """``real`` is an entry of huggingface_hub 2.x's cache-wide store of Xet files
+    (``<cache>/blobs/<2 hex>/<xet hash>``, which a repository's ``blobs/<etag>`` links to): by
+    its shape, so a link to the store's marker or manifests, or anywhere else, stays refused."""
+    if not real.startswith(shared):
+        return False
+    return SHARED_ENTRY.fullmatch(real[len(shared):]) is not None
+
+
+def _regular(real: str) -> bool:
+    """A regular file (never a FIFO or a device, whose reads would wait or never end)."""
+    try:
+        return stat.S_ISREG(os.stat(real).st_mode)
+    except OSError:
+        return False
 
 
 def _file(rel: str, real: Path, kind: object) -> ModelFile:

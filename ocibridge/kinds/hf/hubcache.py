@@ -2,7 +2,11 @@
 
     $HF_HUB_CACHE (else $HF_HOME/hub, else ~/.cache/huggingface/hub)
         models--ORG--NAME/
-            blobs/<etag>                 the files' bytes: sha256 of LFS files, git blob sha1 of others
+            blobs/<etag>                 the files' bytes, by their etag (the Hub: sha256 of LFS files,
+                                         git blob sha1 of others; ocibridge's pull and serve: sha256)
+                                         (huggingface_hub 2.x: a file downloaded over Xet is a
+                                         link to ../../blobs/<2 hex>/<xet hash>, the cache-wide
+                                         shared store)
             snapshots/<commit>/<path>    relative symlinks to ../../blobs/<etag>
             refs/main                    the commit that "main" names
 
@@ -12,7 +16,6 @@ with ``local_files_only=True``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -22,18 +25,13 @@ from ocibridge.errors import SourceError, UsageError
 
 SCHEME = "hf:"
 
-#: Files git-lfs keeps on the Hub, by the default .gitattributes of a new Hub repository, and
-#: any file of 10 MB or more (the Hub refuses larger regular git files).
-LFS_SUFFIXES = (".7z", ".arrow", ".bin", ".bz2", ".ckpt", ".ftz", ".gguf", ".gz", ".h5", ".joblib",
-                ".mlmodel", ".model", ".msgpack", ".npy", ".npz", ".onnx", ".ot", ".parquet", ".pb",
-                ".pickle", ".pkl", ".pt", ".pth", ".rar", ".safetensors", ".tar", ".tflite", ".tgz",
-                ".wasm", ".xz", ".zip", ".zst")
-LFS_MIN_SIZE = 10 * 1000 * 1000
-
 _PART = r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}"
 _REPO_ID = re.compile(rf"(?:{_PART}/)?{_PART}")
 _REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,254}")
 COMMIT = re.compile(r"[0-9a-f]{40}")
+#: An entry of huggingface_hub 2.x's shared store, relative to it: ``<2 hex>/<xet hash>``, the
+#: two hex being the hash's first (its ``utils/_shared_blobs.py``).
+SHARED_ENTRY = re.compile(r"([0-9a-f]{2})/\1[0-9a-f]{62}")
 
 
 def hub_cache() -> Path:
@@ -63,17 +61,10 @@ def repo_folder(repo_id: str, root: Path | None = None) -> Path:
     return (root or hub_cache()) / ("models--" + repo_id.replace("/", "--"))
 
 
-def git_blob_sha1(path: Path) -> str:
-    """What git names a file (and the Hub its etag, for a file not in LFS)."""
-    h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())  # noqa: S324 - git's name, not security
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def is_lfs(rel: str, size: int) -> bool:
-    return size >= LFS_MIN_SIZE or rel.lower().endswith(LFS_SUFFIXES)
+def shared_blobs(folder: Path) -> Path:
+    """The cache-wide store of Xet files of the cache holding the repo ``folder``
+    (huggingface_hub 2.x: ``<cache>/blobs``; a repository's ``blobs/<etag>`` links into it)."""
+    return folder.parent / "blobs"
 
 
 def resolve_revision(folder: Path, repo_id: str, revision: str | None) -> str:
@@ -86,7 +77,21 @@ def resolve_revision(folder: Path, repo_id: str, revision: str | None) -> str:
         data = read_small(ref, MAX_TINY_FILE, "Hugging Face ref", error=SourceError)
         commit = data.decode("ascii", "replace").strip()
     except (FileNotFoundError, NotADirectoryError):
-        raise SourceError(f"hf:{repo_id}@{wanted}: not in the Hugging Face cache ({folder})") from None
+        if not (folder / "snapshots").is_dir():
+            raise SourceError(f"hf:{repo_id}: not in the Hugging Face cache ({folder})") from None
+        held = known_revisions(folder)
+        said = "it holds " + ", ".join(held) if held else "no ref names a commit"
+        raise SourceError(f"hf:{repo_id}@{wanted}: the Hugging Face cache holds {repo_id} but no revision "
+                          f"{wanted!r} ({said})") from None
     if not COMMIT.fullmatch(commit):
         raise SourceError(f"{ref}: not a commit hash")
     return commit
+
+
+def known_revisions(folder: Path, most: int = 10) -> list[str]:
+    """The refs of a repo of the cache (``main``, tags, ``pr/1``), then its snapshots' commits:
+    what a revision that is not there could have been."""
+    refs = folder / "refs"
+    names = sorted(p.relative_to(refs).as_posix() for p in refs.rglob("*") if p.is_file()) if refs.is_dir() else []
+    commits = sorted(p.name for p in (folder / "snapshots").iterdir() if COMMIT.fullmatch(p.name))
+    return (names + [c[:12] for c in commits])[:most]

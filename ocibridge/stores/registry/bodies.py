@@ -55,6 +55,11 @@ def read_prefix(response: httpx.Response, limit: int = ERROR_BODY_BYTES) -> byte
     """Read at most ``limit`` decoded bytes of ``response`` (opened with ``stream=True``), then
     close it; the rest is never downloaded nor decoded, so a gzip bomb behind a 404 stays small.
     Afterwards ``response.content`` holds the prefix, for the error message."""
+    if response.is_stream_consumed:  # read already (a layer that looked at a 401 first): what it kept
+        try:
+            return response.content[:limit]
+        except httpx.ResponseNotRead:
+            return b""
     chunks: list[bytes] = []
     total = 0
     try:

@@ -62,7 +62,9 @@ def _camel(key: str) -> str:
 def probe(client: RegistryClient, repository: str | None) -> RegistryReport:
     """Try each capability against ``client``'s registry (in ``repository`` when given)."""
     response = client.send("GET", "/v2/")
-    if response.status_code not in (200, 401):
+    if response.status_code == 401:  # even after the challenge was answered: nothing to learn without access
+        raise client.error(response, "refused access to its API (/v2/)")
+    if response.status_code != 200:
         raise client.error(response, "does not answer as an OCI registry")
     api_version = response.headers.get("docker-distribution-api-version")
     if repository is None:
@@ -96,7 +98,8 @@ def _upload(client: RegistryClient, repository: str, data: bytes, scopes: tuple[
     """One small blob: POST, then a PATCH chunk and an empty PUT, or a single PUT."""
     response = _start(client, f"/v2/{repository}/blobs/uploads/", scopes)
     if response.status_code != 202 or not response.headers.get("location"):
-        notes.append(f"starting an upload: HTTP {response.status_code}")
+        hint = client.error(response, "").credentials_hint
+        notes.append(f"starting an upload: HTTP {response.status_code}" + (f" ({hint})" if hint else ""))
         return None
     location = str(response.url.join(response.headers["location"]))
     body = data
