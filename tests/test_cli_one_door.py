@@ -155,3 +155,13 @@ def test_help_of_the_package_lists_a_function_for_every_command():
         assert name in PUBLIC, f"{name} is not public"
         assert callable(getattr(ocibridge, name))
         assert name in text
+
+
+def test_every_public_name_is_in_the_api_docs():
+    """docs/api.md names every name ``ocibridge`` exports: a function added to the door is documented."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text()
+    missing = [name for name in sorted(PUBLIC) if f"`{name}" not in text and f"{name}(" not in text
+               and f".{name}" not in text]
+    assert not missing, f"docs/api.md does not name: {', '.join(missing)}"
