@@ -54,7 +54,7 @@ class ServeProcess:
 def serve_process(tmp_path: Path, *args: str) -> Iterator[tuple[ServeProcess, list[str]]]:
     """``ocibridge serve ARGS`` as a process; yields it and, once it stopped, its log lines."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE_DIR": str(tmp_path / "serve-cache")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(tmp_path / "serve-cache")}
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", *args, "--no-access-log",
@@ -326,3 +326,39 @@ def test_main_of_a_repository_without_the_default_tag_names_its_tags(tmp_path):
     assert r.status_code == 404 and r.headers["x-error-code"] == "RevisionNotFound"
     assert "its tags: v1" in r.json()["error"] and "--default-tag" in r.json()["error"]
     assert "revision=" in r.headers["x-error-message"]
+
+
+def stalled_plain_clients(served: ServeProcess, count: int, path: str) -> list[socket.socket]:
+    """``count`` connections that ask for ``path`` on the plain route and read nothing."""
+    clients = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", served.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        clients.append(s)
+    return clients
+
+
+def test_plain_readers_that_stop_hold_nothing_others_need_from_a_layout(layout, tmp_path):
+    """16 clients that ask a layout source's 64 MiB file on the plain route (a cold model cache:
+    the first of them starts its fetch) and read nothing; an honest hf_hub_download of the same
+    file beside them takes at most twice its time on an idle serve with a cold cache, not the
+    send timeout (issue 52, item 1: the plain route and the layout source)."""
+    args = (f"oci:{layout}/lay", "--xet-min-size", "off", "--send-timeout", "10")
+    (tmp_path / "idle").mkdir()
+    (tmp_path / "busy").mkdir()
+    with serve_process(tmp_path / "idle", *args) as (served, log):
+        idle = honest_download(served, tmp_path / "idle")
+    with serve_process(tmp_path / "busy", *args) as (served, log):
+        clients = stalled_plain_clients(served, 16, "/acme/big/resolve/main/model.safetensors")
+        try:
+            time.sleep(1)  # each stalled answer has started and filled what its socket takes
+            busy = honest_download(served, tmp_path / "busy")
+            peak = served.peak_rss()
+        finally:
+            for s in clients:
+                s.close()
+    print(f"hf_hub_download of 64 MiB on the plain route from a layout, cold cache: idle {idle:.2f} s, "
+          f"beside 16 stalled clients {busy:.2f} s; serve's peak RSS {peak / MIB:.0f} MiB")
+    assert busy <= 2 * idle + 1.0  # 1 s for a shared machine's noise
+    assert not [line for line in log if "Traceback" in line], log
