@@ -188,10 +188,10 @@ def test_a_tampered_layout_blob_cuts_the_connection_and_nothing_is_committed(tmp
     blob.write_bytes(bytes(data))
     with serving([f"oci:{tmp_path}/lay"]) as served:
         got = b""
-        with pytest.raises(httpx.HTTPError):  # cut before the last byte
-            with httpx.stream("GET", f"{served.url}/acme/tiny/resolve/main/model.safetensors") as r:
-                for piece in r.iter_bytes():
-                    got += piece
+        url = f"{served.url}/acme/tiny/resolve/main/model.safetensors"
+        with pytest.raises(httpx.HTTPError), httpx.stream("GET", url) as r:  # cut before the last byte
+            for piece in r.iter_bytes():
+                got += piece
         assert len(got) < len(data)
         assert not ModelCache().blobs.blob_path(f"sha256:{weights}").exists()
         config = httpx.get(f"{served.url}/acme/tiny/resolve/main/config.json")
