@@ -170,6 +170,34 @@ def test_a_tampered_blob_cuts_the_connection_and_nothing_is_committed(tmp_path, 
         assert Path(hf_hub_download("acme/tiny", "config.json")).read_bytes() == (src / "config.json").read_bytes()
 
 
+def test_a_tampered_layout_blob_cuts_the_connection_and_nothing_is_committed(tmp_path):
+    """From a layout the blob is fetched on a thread of its own and followed (no request holds
+    it): a blob whose bytes are not its digest's still never reaches a client whole, nor the
+    model cache."""
+    from ocibridge.cache.models import ModelCache
+    from ocibridge.stores.layout import LayoutStore
+
+    src = make_model(tmp_path / "tiny", weights=4096)
+    LayoutStore(tmp_path / "lay", create=True)
+    assert main(["push", str(src), f"oci:{tmp_path}/lay:acme/tiny:latest", "-q"]) == 0
+    weights = hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
+    blob = tmp_path / "lay" / "blobs" / "sha256" / weights
+    data = bytearray(blob.read_bytes())
+    data[500_000] ^= 1
+    blob.chmod(0o644)
+    blob.write_bytes(bytes(data))
+    with serving([f"oci:{tmp_path}/lay"]) as served:
+        got = b""
+        url = f"{served.url}/acme/tiny/resolve/main/model.safetensors"
+        with pytest.raises(httpx.HTTPError), httpx.stream("GET", url) as r:  # cut before the last byte
+            for piece in r.iter_bytes():
+                got += piece
+        assert len(got) < len(data)
+        assert not ModelCache().blobs.blob_path(f"sha256:{weights}").exists()
+        config = httpx.get(f"{served.url}/acme/tiny/resolve/main/config.json")
+        assert config.content == (src / "config.json").read_bytes()
+
+
 def test_sources_layout_local_and_order(tmp_path, hub, monkeypatch, capsys):
     from ocibridge.stores.layout import LayoutStore
 

@@ -150,3 +150,55 @@ def test_a_download_that_starts_over_cuts_a_follower_that_sent_bytes(tmp_path):
         assert b"".join(late) == DATA
 
     _run(main())
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_fetch_that_outlives_the_loop_never_calls_into_it(tmp_path, monkeypatch):
+    """serve stops (its loop closes) while a fetch is mid-flight: the fetch goes on to the end,
+    its blob lands, and its thread never calls into the closed loop (issue 53, item 6)."""
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    steps = threading.Event()
+    fetch, final = _fetcher(tmp_path, steps)
+    threads: list[threading.Thread] = []
+
+    async def main() -> None:
+        fill = Fill("sha256:" + "0" * 64, len(DATA), final)
+        fill.start(fetch, lambda _: None)
+        threads.extend(t for t in threading.enumerate() if t.name.startswith("fill-"))
+
+    _run(main())  # the loop is closed when this returns
+    steps.set()  # now the fetch reports its progress, and its end
+    for t in threads:
+        t.join(10)
+    assert threads and final.read_bytes() == DATA
+    assert raised == []
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_serve_stopped_while_a_registry_fill_is_mid_flight(tmp_path, registry, unique_repo, fault_proxy,
+                                                           monkeypatch, capsys):
+    """The app's shutdown with a fill thread mid-flight (a slow registry): the thread ends
+    without touching the closed loop (the race of test_every_file_over_xet_..._tar_layers)."""
+    import httpx
+    from serving import make_model, serving
+    from support import throttle
+
+    from ocibridge.cli import main
+
+    raised: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+    src = make_model(tmp_path / "big", weights=1)
+    (src / "model.safetensors").write_bytes(os.urandom(2 << 20))
+    assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/big:latest", "-q"]) == 0
+    capsys.readouterr()
+    fault_proxy.add("GET", "/blobs/sha256:", throttle(1 << 20), times=1000)
+    with serving([f"{fault_proxy.host}/{unique_repo}"]) as served:
+        with httpx.stream("GET", f"{served.url}/acme/big/resolve/main/model.safetensors", timeout=30) as r:
+            assert r.status_code == 200
+            next(r.iter_bytes())  # the fill is under way, about 2 s of it left
+        fills = [t for t in threading.enumerate() if t.name.startswith("fill-")]
+    assert fills  # still fetching once serve stopped and its loop closed
+    for t in fills:
+        t.join(30)
+    assert raised == []

@@ -54,7 +54,7 @@ class ServeProcess:
 def serve_process(tmp_path: Path, *args: str) -> Iterator[tuple[ServeProcess, list[str]]]:
     """``ocibridge serve ARGS`` as a process; yields it and, once it stopped, its log lines."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE_DIR": str(tmp_path / "serve-cache")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(tmp_path / "serve-cache")}
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", *args, "--no-access-log",
@@ -326,3 +326,123 @@ def test_main_of_a_repository_without_the_default_tag_names_its_tags(tmp_path):
     assert r.status_code == 404 and r.headers["x-error-code"] == "RevisionNotFound"
     assert "its tags: v1" in r.json()["error"] and "--default-tag" in r.json()["error"]
     assert "revision=" in r.headers["x-error-message"]
+
+
+def stalled_plain_clients(served: ServeProcess, count: int, path: str) -> list[socket.socket]:
+    """``count`` connections that ask for ``path`` on the plain route and read nothing."""
+    clients = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", served.port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        clients.append(s)
+    return clients
+
+
+def test_plain_readers_that_stop_hold_nothing_others_need_from_a_layout(layout, tmp_path):
+    """16 clients that ask a layout source's 64 MiB file on the plain route (a cold model cache:
+    the first of them starts its fetch) and read nothing; an honest hf_hub_download of the same
+    file beside them takes at most twice its time on an idle serve with a cold cache, not the
+    send timeout (issue 52, item 1: the plain route and the layout source)."""
+    args = (f"oci:{layout}/lay", "--xet-min-size", "off", "--send-timeout", "10")
+    (tmp_path / "idle").mkdir()
+    (tmp_path / "busy").mkdir()
+    with serve_process(tmp_path / "idle", *args) as (served, log):
+        idle = honest_download(served, tmp_path / "idle")
+    with serve_process(tmp_path / "busy", *args) as (served, log):
+        clients = stalled_plain_clients(served, 16, "/acme/big/resolve/main/model.safetensors")
+        try:
+            time.sleep(1)  # each stalled answer has started and filled what its socket takes
+            busy = honest_download(served, tmp_path / "busy")
+            peak = served.peak_rss()
+        finally:
+            for s in clients:
+                s.close()
+    print(f"hf_hub_download of 64 MiB on the plain route from a layout, cold cache: idle {idle:.2f} s, "
+          f"beside 16 stalled clients {busy:.2f} s; serve's peak RSS {peak / MIB:.0f} MiB")
+    assert busy <= 2 * idle + 1.0  # 1 s for a shared machine's noise
+    assert not [line for line in log if "Traceback" in line], log
+
+
+#: (method, path, token sent, status, X-Error-Code) for every route: a layout source must answer
+#: each as a registry source does
+ROUTES = [
+    ("GET", "/api/models/acme/good", "t0ken", 200, None),
+    ("GET", "/api/models/acme/good/revision/main", "t0ken", 200, None),
+    ("GET", "/api/models/acme/good/tree/main?recursive=true", "t0ken", 200, None),
+    ("POST", "/api/models/acme/good/paths-info/main", "t0ken", 200, None),
+    ("GET", "/api/models/acme/good/refs", "t0ken", 200, None),
+    ("GET", "/api/models/acme/good/xet-read-token/main", "t0ken", 200, None),
+    ("HEAD", "/acme/good/resolve/main/config.json", "t0ken", 200, None),
+    ("GET", "/acme/good/resolve/main/model.safetensors", "t0ken", 206, None),  # Range: bytes=0-99
+    ("GET", "/api/models?search=acme", "t0ken", 200, None),
+    ("GET", "/api/models/acme/good", None, 401, None),
+    ("GET", "/acme/good/resolve/main/config.json", None, 401, None),
+    ("GET", "/api/models/acme/good", "wrong", 401, None),
+    ("GET", "/api/models/acme/bad", "t0ken", 403, "GatedRepo"),
+    ("GET", "/api/models/acme/bad/tree/main", "t0ken", 403, "GatedRepo"),
+    ("HEAD", "/acme/bad/resolve/main/config.json", "t0ken", 403, "GatedRepo"),
+    ("GET", "/acme/bad/resolve/main/model.safetensors", "t0ken", 403, "GatedRepo"),
+    ("GET", "/api/models/acme/bad/xet-read-token/main", "t0ken", 403, "GatedRepo"),
+    ("GET", "/api/models/acme/none", "t0ken", 404, "RepoNotFound"),
+    ("GET", "/api/models/acme/good/revision/v9", "t0ken", 404, "RevisionNotFound"),
+    ("GET", "/acme/good/resolve/main/none.bin", "t0ken", 404, "EntryNotFound"),
+]
+
+
+@pytest.mark.parametrize("kind", ["registry", "layout"])
+def test_a_layout_source_answers_routes_tokens_and_policy_as_a_registry_source(kind, tmp_path, registry,
+                                                                               unique_repo, capsys):
+    """serve as a process over two sources, the second rejected by --policy (a docker scope for
+    the registry's, an oci scope for the layout's directory), behind a token: every route, the
+    token and the policy give the same answers from oci:DIR as from a registry prefix (issue 52,
+    "serve with an oci:DIR layout source")."""
+    import json
+
+    src = make_model(tmp_path / "model", weights=64)
+    if kind == "registry":
+        good, bad = (f"{registry.host}/{unique_repo}/{side}" for side in ("good", "bad"))
+        scopes = {"docker": {bad: [{"type": "reject"}]}}
+    else:
+        from ocibridge.stores.layout import LayoutStore
+
+        for side in ("good", "bad"):
+            LayoutStore(tmp_path / side, create=True)
+        good, bad = f"oci:{tmp_path}/good", f"oci:{tmp_path}/bad"
+        scopes = {"oci": {str(tmp_path / "bad"): [{"type": "reject"}]}}
+    sep = ":" if kind == "layout" else "/"
+    for source, name in ((good, "good"), (bad, "bad")):
+        assert main(["push", str(src), f"{source}{sep}acme/{name}:latest", "-q"]) == 0
+    capsys.readouterr()
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}], "transports": scopes}))
+    (tmp_path / "tokens").write_text("t0ken\n")
+    with serve_process(tmp_path, good, bad, "--policy", str(policy), "--token-file", str(tmp_path / "tokens"),
+                       "--xet-min-size", "1") as (served, log):
+        for method, path, token, status, code in ROUTES:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            if path.endswith("model.safetensors"):
+                headers["Range"] = "bytes=0-99"
+            body = {"data": {"paths": ["config.json"]}} if method == "POST" else {}
+            answer = httpx.request(method, f"{served.url}{path}", headers=headers, timeout=30, **body)
+            assert (answer.status_code, answer.headers.get("x-error-code")) == (status, code), (kind, method, path)
+            if status == 206:
+                assert answer.content == (src / "model.safetensors").read_bytes()[:100]
+        assert "no token was sent" in httpx.get(f"{served.url}/api/models/acme/good").headers["x-error-message"]
+        listed = httpx.get(f"{served.url}/api/models", headers={"Authorization": "Bearer t0ken"}).json()
+        assert {m["id"] for m in listed} == {"acme/good", "acme/bad"}
+        # the honest client, with its token: the good model whole over Xet, the bad one refused
+        env = {**os.environ, "HF_ENDPOINT": served.url, "HF_HUB_CACHE": str(tmp_path / "hub"),
+               "HF_XET_CACHE": str(tmp_path / "xet"), "HF_TOKEN": "t0ken", "HF_HUB_DISABLE_TELEMETRY": "1"}
+        env.pop("HF_HUB_OFFLINE", None)
+        script = ("from huggingface_hub import snapshot_download, hf_hub_download\n"
+                  "from huggingface_hub.errors import GatedRepoError\n"
+                  "print(snapshot_download('acme/good'))\n"
+                  "try:\n    hf_hub_download('acme/bad', 'config.json')\n"
+                  "except GatedRepoError:\n    print('refused')\n")
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        where, said = done.stdout.split()[-2:]
+        assert said == "refused"
+        assert (Path(where) / "model.safetensors").read_bytes() == (src / "model.safetensors").read_bytes()
+    assert not [line for line in log if "Traceback" in line], log

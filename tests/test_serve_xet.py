@@ -404,3 +404,52 @@ def test_xet_over_https_with_a_private_ca(model, tmp_path):
         proc.terminate()
         log = proc.communicate(timeout=60)[0].decode()
     assert "/xorbs/" in log and "/v2/reconstructions/" in log  # the weights went over Xet, over TLS
+
+
+def test_one_token_holds_at_most_its_share_of_the_send_permits(model, monkeypatch):
+    """A client (a read token) whose connections keep their send permits (readers just fast
+    enough not to stall, here: the stall give-back off) holds at most its share: another
+    token's xorb is sent at once, not after the first client's answers (issue 52, item 1)."""
+    import functools
+    import socket
+
+    from ocibridge.hubserver import guard
+
+    _, prefix = model
+    monkeypatch.setattr(xet, "SENDING_AT_ONCE", 4)
+    monkeypatch.setattr(xet, "SHARE", 2)
+    monkeypatch.setattr(guard, "Limits", functools.partial(guard.Limits, stall=60.0))
+    with serving([prefix], tokens=("greedy", "honest"), xet_min=1024 * 1024) as served:
+
+        def xorb_urls(token: str) -> list[str]:
+            auth = {"Authorization": f"Bearer {token}"}
+            head = httpx.head(f"{served.url}/acme/big/resolve/main/model.safetensors", headers=auth)
+            grant = httpx.get(head.headers["x-xet-refresh-route"], headers=auth)
+            cas, xet_token = grant.headers["x-xet-cas-url"], grant.headers["x-xet-access-token"]
+            plan = httpx.get(f"{cas}/v2/reconstructions/{head.headers['x-xet-hash']}",
+                             headers={"Authorization": f"Bearer {xet_token}"}).json()
+            return [plan["xorbs"][term["hash"]][0]["url"] for term in plan["terms"]]
+
+        greedy, honest = xorb_urls("greedy"), xorb_urls("honest")
+        assert "client=" in greedy[0] and greedy[0].split("client=")[1] != honest[0].split("client=")[1]
+        assert httpx.get(honest[0], timeout=30).status_code == 200  # the blob is in the model cache
+        held = []
+        for i in range(2 * xet.SHARE):  # each asks a 16 MiB xorb and reads nothing
+            s = socket.create_connection(("127.0.0.1", int(served.url.rsplit(":", 1)[1])))
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.sendall(b"GET " + greedy[i % 2].removeprefix(served.url).encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+            held.append(s)
+        try:
+            time.sleep(1)  # the greedy answers have their permits (and wait for more)
+            start = time.monotonic()
+            answer = httpx.get(honest[1], timeout=10)
+            took = time.monotonic() - start
+            assert answer.status_code == 200 and len(answer.content) == xet.xorb_size(SIZE, 1)
+            assert took < 5
+            # a URL signed for one client is not another's
+            forged = honest[1].replace(honest[1].split("client=")[1].split("&")[0],
+                                       greedy[1].split("client=")[1].split("&")[0])
+            assert httpx.get(forged).status_code == 403
+        finally:
+            for s in held:
+                s.close()

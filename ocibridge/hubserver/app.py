@@ -7,6 +7,7 @@ Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a pa
     GET  /api/models?search=&author=&limit=                 what the sources hold
     GET  /api/models/REPO[/revision/{rev}][?blobs=true]     model_info
     GET  /api/models/REPO/tree/{rev}[/{path}][?recursive=]  list_repo_tree (pages: Link rel="next")
+    GET  /api/models/REPO/refs                              list_repo_refs (main: the default tag)
     POST /api/models/REPO/paths-info/{rev}                  get_paths_info
     HEAD|GET /REPO/resolve/{rev}/{path}                     hf_hub_download, HfFileSystem (Range)
     GET  /api/models/REPO/xet-read-token/{rev}              a Xet access token (hf_xet)
@@ -139,6 +140,7 @@ class ServeApp:
                          methods=GET),
                 HubRoute(f"{base}/paths-info/{{revision:hub_part}}", self.guarded(self.paths_info),
                          methods=("POST",)),
+                HubRoute(f"{base}/refs", self.guarded(self.refs), methods=GET),
                 HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token),
                          methods=GET),
                 # the word after the repo id names the route: a path none of them takes is not found
@@ -209,6 +211,10 @@ class ServeApp:
         resolved, files = await self.model(requested_repo(request), request.path_params.get("revision"))
         blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
         return JSONResponse(hubjson.model_info(resolved, files, blobs))
+
+    async def refs(self, request: Request) -> Response:
+        found = await self._run(self.catalog.refs, requested_repo(request))
+        return JSONResponse(hubjson.refs(found))
 
     async def tree(self, request: Request) -> Response:
         repo, revision = requested_repo(request), request.path_params["revision"]

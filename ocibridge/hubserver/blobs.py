@@ -1,16 +1,16 @@
 """A file's bytes, verified, and kept in the model cache; one fetch per digest.
 
 - A blob the model cache holds (verified when it was written) is read from there.
-- From a registry (a store that sends parts of blobs), the blob is fetched once into the cache
-  by pull's own download and every request for it, whole or a range, follows that file as its
-  verified prefix grows (:mod:`.follow`): the first bytes go out while the rest arrives.
-- From another store, a whole file is streamed while it is hashed and written into the cache;
-  the last chunk is held back until the digest is checked, so a client never receives a whole
-  body that is wrong: on a mismatch the body iterator raises, and the server cuts the connection
-  before the response completes. A verified blob is renamed into the cache. A byte range is
-  read from the cache once the blob is fetched into it.
-- Requests for a digest being fetched wait for that fetch (an event per digest, on the event
-  loop: no worker thread is held while waiting), then read the cache.
+- Otherwise the blob is fetched once into the cache, on a thread of its own (:class:`.follow.Fill`):
+  from a registry (a store that sends parts of blobs) by pull's own download; from another
+  store (a layout) read whole while it is hashed and written. Every request for it, whole or a
+  range, follows that file as its verified prefix grows (:mod:`.follow`): the first bytes go
+  out while the rest arrives, and the last byte is held back until the digest matched, so a
+  client never receives a whole body that is wrong (on a mismatch the body iterator raises, and
+  the server cuts the connection before the response completes). A verified blob is renamed
+  into the cache.
+- No request holds the fetch, a lock or a permit while it sends: a client that stops reading
+  keeps nobody else from the blob (it is cut by the guard's send timeout, :mod:`.guard`).
 
 Work on files and sockets runs in worker threads (``anyio.to_thread``), one chunk at a time.
 """
@@ -19,12 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import anyio.to_thread
 
@@ -33,7 +32,7 @@ from ocibridge.chunks.tablehash import TableAndDigestHasher
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.follow import Fill, FillView, follow
-from ocibridge.oci.digest import CHUNK, split_digest
+from ocibridge.oci.digest import CHUNK, split_digest, verified
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.inorder_hash import Frontier
 from ocibridge.stores.ranged import RangedBlobSource
@@ -131,20 +130,16 @@ class Blobs:
     async def body(self, store: Store, manifest: Descriptor, layer: Descriptor,
                    start: int, end: int, chunks: TableOf | None = None) -> AsyncIterator[bytes]:
         """Bytes ``[start, end)`` of ``layer``: from the cache, else from one fetch shared by
-        every request for it (followed as it arrives, from a registry; checked chunk by chunk
-        against ``chunks`` too, so Xet requests that join it get verified chunks early)."""
+        every request for it, followed as it arrives (checked chunk by chunk against ``chunks``
+        too, so Xet requests that join it get verified chunks early). The fetch runs on a thread
+        of its own: no request holds it, so a client that stops reading keeps no other waiting."""
         found = self.cached(layer)
         if found is not None:
             return read_file(found, start, end)
-        if isinstance(store, RangedBlobSource) and layer.size > 0:
+        if layer.size > 0:
             fetch = await self._shared_fetch(store, layer, chunks)
             return read_file(fetch, start, end) if isinstance(fetch, Path) else follow(fetch, start, end)
-        found = await self.wait(layer)
-        if found is None and (start or end != layer.size):
-            found = await self.fill(store, manifest, layer)
-        if found is not None:
-            return read_file(found, start, end)
-        return self.stream(store, layer)
+        return read_file(await self.fill(store, manifest, layer), start, end)
 
     async def checked(self, store: Store, manifest: Descriptor, layer: Descriptor,
                       chunks: TableOf | None = None) -> Checked:
@@ -155,7 +150,7 @@ class Blobs:
         found = self.cached(layer)
         if found is not None:
             return CheckedFile(found)
-        if isinstance(store, RangedBlobSource) and layer.size > 0:
+        if layer.size > 0:
             fetch = await self._shared_fetch(store, layer, chunks)
             if isinstance(fetch, Path):
                 return CheckedFile(fetch)
@@ -163,7 +158,7 @@ class Blobs:
             return FillView(fetch, whole=key is None or key != fetch.table_key)
         return CheckedFile(await self.fill(store, manifest, layer))
 
-    async def _shared_fetch(self, store: RangedBlobSource, layer: Descriptor, chunks: TableOf | None) -> Fill | Path:
+    async def _shared_fetch(self, store: Store, layer: Descriptor, chunks: TableOf | None) -> Fill | Path:
         """The registry fetch of ``layer`` under way, else one started now; or the cache's copy,
         when a fetch of the other kind (a store that sends no parts) put it there meanwhile."""
         fill = self._fills.get(layer.digest)
@@ -175,7 +170,10 @@ class Blobs:
             fill = self._fills.get(layer.digest) or self._follow_fetch(store, layer, chunks)
         return fill
 
-    def _follow_fetch(self, store: RangedBlobSource, layer: Descriptor, chunks: TableOf | None = None) -> Fill:
+    def _follow_fetch(self, store: Store, layer: Descriptor, chunks: TableOf | None = None) -> Fill:
+        """Start the one fetch of ``layer`` into the cache, on a thread of its own: a registry's
+        by pull's download (ranged, resumable), another store's (a layout) read whole while it is
+        hashed (:func:`_copy_into`); either reports its verified-in-order prefix to the Fill."""
         fill = Fill(layer.digest, layer.size, self.cache.blobs.blob_path(layer.digest))
         fill.table_key = _table_key(chunks)
         self._fills[layer.digest] = fill
@@ -190,10 +188,14 @@ class Blobs:
         def fetch(on_hashed: Frontier) -> None:
             # the cache's lock: another process filling the same cache waits, then finds it
             with flocked(locks / f"{split_digest(layer.digest)[1]}.lock"):
-                if not blobs.exists(layer):
+                if blobs.exists(layer):
+                    return
+                if isinstance(store, RangedBlobSource):
                     blobs.download_blob(layer, store, on_hashed=on_hashed,
                                         hasher_for=table_hasher if chunks is not None else None)
                     os.chmod(blobs.blob_path(layer.digest), READ_ONLY)
+                else:
+                    _copy_into(store, layer, blobs.blob_path(layer.digest), on_hashed)
 
         def done(ended: Fill) -> None:
             if self._fills.get(layer.digest) is ended:
@@ -229,12 +231,6 @@ class Blobs:
             self._release(layer, event)
         return self.cache.blobs.blob_path(layer.digest)
 
-    def stream(self, store: Store, layer: Descriptor) -> AsyncIterator[bytes]:
-        """The whole blob from ``store``, hashed while sent and written into the cache; claimed
-        now (a request that comes while it runs waits for it)."""
-        event = self._claim(layer)
-        return self._stream(store, layer, event)
-
     def _claim(self, layer: Descriptor) -> asyncio.Event:
         event = asyncio.Event()
         self._filling[layer.digest] = event
@@ -245,58 +241,35 @@ class Blobs:
             del self._filling[layer.digest]
         event.set()
 
-    async def _stream(self, store: Store, layer: Descriptor, event: asyncio.Event) -> AsyncIterator[bytes]:
-        expected = layer.digest.split(":", 1)[1]
-        final = self.cache.blobs.blob_path(layer.digest)
-        reader: BinaryIO | None = None
-        staged: Path | None = None
-        out: BinaryIO | None = None
+
+def _copy_into(store: Store, layer: Descriptor, final: Path, on_hashed: Frontier) -> None:
+    """``layer`` from a store that sends whole blobs (a layout) into the cache at ``final``:
+    written and hashed as read, each step reported (``on_hashed``), renamed read-only into
+    place only once its digest matched (a mismatch raises, and the file is removed)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=final.parent)
+    staged: Path | None = Path(name)
+    try:
+        reader = store.open_blob(layer)
         try:
-            final.parent.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=final.parent)
-            staged = Path(name)
-            out = os.fdopen(fd, "wb")
-            reader = await anyio.to_thread.run_sync(store.open_blob, layer)
-            h = hashlib.sha256()
-            size = 0
-            held = b""  # the last chunk read: sent only once the next is read, or the digest checked
-
-            def step() -> bytes:
-                assert reader is not None and out is not None
-                chunk = reader.read(CHUNK)
-                if chunk:
-                    out.write(chunk)
-                return chunk
-
-            while True:
-                chunk = await anyio.to_thread.run_sync(step)
-                if not chunk:
-                    break
-                h.update(chunk)
-                size += len(chunk)
-                if size > layer.size:
-                    raise DigestMismatch(f"{store.describe()}: blob {layer.digest} is larger than its "
-                                         f"{layer.size} bytes")
-                if held:
-                    yield held
-                held = chunk
-            if size != layer.size or h.hexdigest() != expected:
-                raise DigestMismatch(f"{store.describe()}: blob {layer.digest} does not match its digest "
-                                     f"(got sha256:{h.hexdigest()}, {size} bytes): the connection is cut")
-            await anyio.to_thread.run_sync(out.close)
-            os.chmod(staged, READ_ONLY)
-            os.replace(staged, final)
-            staged = None
-            self.fetched += 1
-            if held:
-                yield held
+            checked = verified(reader, layer.digest, layer.size)
+            at = 0
+            while chunk := checked.read(CHUNK):
+                view = memoryview(chunk)
+                while view:
+                    written = os.pwrite(fd, view, at)
+                    view = view[written:]
+                    at += written
+                on_hashed(fd, at)
+            checked.verify()
         finally:
-            if out is not None:
-                out.close()
-            if staged is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    staged.unlink()
-            if reader is not None:
-                with contextlib.suppress(Exception):
-                    reader.close()
-            self._release(layer, event)
+            reader.close()
+        os.fchmod(fd, READ_ONLY)
+        assert staged is not None
+        os.replace(staged, final)
+        staged = None
+    finally:
+        os.close(fd)
+        if staged is not None:
+            with contextlib.suppress(FileNotFoundError):
+                staged.unlink()

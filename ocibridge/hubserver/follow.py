@@ -68,7 +68,7 @@ class Fill:
                 if self._fd is not None:
                     os.close(self._fd)
                     self._fd = None
-            self._loop.call_soon_threadsafe(self._finish, done)
+            self._to_loop(self._finish, done)
 
         threading.Thread(target=run, name=f"fill-{self.digest[7:19]}", daemon=True).start()
 
@@ -85,7 +85,18 @@ class Fill:
             if upto < self.hashed:
                 self.generation += 1
             self.hashed = upto
-        self._loop.call_soon_threadsafe(self._wake)
+        self._to_loop(self._wake)
+
+    def _to_loop(self, call: Callable[..., None], *args: object) -> None:
+        """``call(*args)`` on the loop, from the fetching thread; nothing once the loop is
+        closed. The fetch outlives the requests that follow it (and the server: a stop does not
+        wait for a download to end), so it may end after serve's loop closed: its blob is in the
+        model cache all the same, and no follower is left to wake."""
+        try:
+            self._loop.call_soon_threadsafe(call, *args)
+        except RuntimeError:  # "Event loop is closed": raised before anything is scheduled
+            if not self._loop.is_closed():
+                raise
 
     # -- the loop --------------------------------------------------------------------------
     def _wake(self) -> None:

@@ -12,7 +12,9 @@ middleware): the limits that keep a greedy or slow client from holding what othe
   connection that takes longer is closed (aborted: its unsent bytes are dropped, not kept until
   it reads). A write still waiting after :attr:`Limits.stall` seconds gives back the send permit
   its answer holds (:class:`Turn`), so clients that stop reading never hold the capacity that
-  others share; the answer takes a permit again before it reads its next piece.
+  others share; the answer takes a permit again before it reads its next piece. One client
+  (a read token) holds at most its share of those permits (:class:`Shares`), and a connection
+  one answer at a time: one permit.
 
 Header count and size are bounded where they are parsed (:mod:`.protocol`).
 """
@@ -69,26 +71,70 @@ class ClientStalled(Exception):
     """A write waited longer than the send timeout: the connection is closed."""
 
 
+class Shares:
+    """Send permits shared by every client: at most ``total`` held at once, at most ``each`` by
+    one client (a read token's name; "" is every anonymous client of an open server, whose
+    share is the whole). A client at its share waits on its own turn, holding none of the
+    shared permits meanwhile, so another client always finds one."""
+
+    def __init__(self, total: int, each: int) -> None:
+        self.total = total
+        self.each = max(1, min(each, total))
+        self._gate = asyncio.Semaphore(total)
+        self._shares: dict[str, tuple[asyncio.Semaphore, list[int]]] = {}  # client -> its permits, users
+
+    def _share(self, client: str) -> tuple[asyncio.Semaphore, list[int]]:
+        found = self._shares.get(client)
+        if found is None:
+            found = self._shares[client] = (asyncio.Semaphore(self.each if client else self.total), [0])
+        return found
+
+    async def take(self, client: str) -> None:
+        share, users = self._share(client)
+        users[0] += 1
+        try:
+            await share.acquire()
+            try:
+                await self._gate.acquire()
+            except BaseException:
+                share.release()
+                raise
+        except BaseException:
+            self._left(client)
+            raise
+
+    def give(self, client: str) -> None:
+        self._gate.release()
+        self._shares[client][0].release()
+        self._left(client)
+
+    def _left(self, client: str) -> None:
+        users = self._shares[client][1]
+        users[0] -= 1
+        if not users[0]:  # nobody holds or waits for this client's share: forgotten
+            del self._shares[client]
+
+
 class Turn:
     """An answer's permit of a shared gate of senders (the Xet xorb answers'), which the guard
     takes back while a write stalls: :meth:`take` before reading a piece, held while it is sent."""
 
     def __init__(self) -> None:
-        self._gate: asyncio.Semaphore | None = None
+        self._held: tuple[Shares, str] | None = None
 
     @property
     def held(self) -> bool:
-        return self._gate is not None
+        return self._held is not None
 
-    async def take(self, gate: asyncio.Semaphore) -> None:
-        if self._gate is None:
-            await gate.acquire()
-            self._gate = gate
+    async def take(self, gate: Shares, client: str = "") -> None:
+        if self._held is None:
+            await gate.take(client)
+            self._held = (gate, client)
 
     def give_back(self) -> None:
-        gate, self._gate = self._gate, None
-        if gate is not None:
-            gate.release()
+        held, self._held = self._held, None
+        if held is not None:
+            held[0].give(held[1])
 
 
 def turn_of(scope: Scope) -> Turn:

@@ -15,9 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ocibridge.hubserver.files import HubFile, ModelFiles
-from ocibridge.hubserver.sources import Resolved
-
-CREATED = "org.opencontainers.image.created"
+from ocibridge.hubserver.sources import Refs, Resolved
 
 
 def pointer(f: HubFile) -> bytes:
@@ -56,16 +54,15 @@ def sibling(f: HubFile, blobs: bool) -> dict[str, Any]:
             "lfs": {"size": f.size, "sha256": f.sha256, "pointerSize": len(ptr)}}
 
 
-def hub_date(text: str | None) -> str:
-    """An RFC 3339 time as the Hub writes it (``2024-05-01T12:00:00.000Z``); now when absent or unreadable."""
-    when = None
-    if text:
-        try:
-            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            when = None
-    if when is None:
-        when = datetime.now(timezone.utc)
+def hub_date(text: str | None) -> str | None:
+    """An RFC 3339 time as the Hub writes it (``2024-05-01T12:00:00.000Z``); None when absent
+    or unreadable (huggingface_hub takes a date left out as unknown)."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
@@ -80,13 +77,12 @@ def summary(repo_id: str) -> dict[str, Any]:
 
 def model_info(resolved: Resolved, files: ModelFiles, blobs: bool) -> dict[str, Any]:
     """``GET /api/models/{repo}[/revision/{rev}]``."""
-    annotations = resolved.manifest.annotations or {}
-    date = hub_date(annotations.get(CREATED))
+    date = hub_date(resolved.created)  # the artifact's date, the same at every request
     info = summary(resolved.repo_id)
+    if date is not None:
+        info.update({"lastModified": date, "createdAt": date})
     info.update({
         "sha": resolved.commit,
-        "lastModified": date,
-        "createdAt": date,
         "gated": False,
         "disabled": False,
         "siblings": [sibling(f, blobs) for f in files.files.values()],
@@ -95,6 +91,17 @@ def model_info(resolved: Resolved, files: ModelFiles, blobs: bool) -> dict[str, 
                       "source": resolved.repo.shown},
     })
     return info
+
+
+def refs(found: Refs) -> dict[str, Any]:
+    """``GET /api/models/{repo}/refs``: the default tag as the branch ``main``, every tag as a
+    tag, each with its commit (huggingface_hub's ``list_repo_refs`` reads these four lists)."""
+    def ref(name: str, kind: str, commit: str) -> dict[str, str]:
+        return {"name": name, "ref": f"refs/{kind}/{name}", "targetCommit": commit}
+
+    branches = [ref("main", "heads", found.main)] if found.main is not None else []
+    return {"branches": branches, "converts": [], "tags": [ref(t, "tags", c) for t, c in found.tags],
+            "pullRequests": []}
 
 
 def tree(files: ModelFiles, path: str, recursive: bool,

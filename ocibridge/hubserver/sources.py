@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from ocibridge.stores.registry.options import RegistryOptions
     from ocibridge.stores.registry.store import RegistryStore
 
+#: the annotation a manifest's creation time is in
+CREATED = "org.opencontainers.image.created"
 #: what ``main`` means unless ``--default-tag`` says otherwise
 DEFAULT_TAG = "latest"
 COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -197,9 +199,15 @@ class RegistrySource(Source):
         return found
 
     def ready(self) -> None:
+        """The registry answers its base route, after the credentials (or the anonymous token
+        a challenge offers) are tried: a 401 then means every read would be refused."""
         store = self._store(self.path or "library")
         response = store.client.send("GET", "/v2/")
-        if response.status_code not in (200, 401):
+        if response.status_code == 401:
+            sent = "the credentials were refused" if store.client.auth.credentials else "no credentials were sent"
+            raise RegistryError(f"registry {self.host} answers 401 (unauthorized): {sent}; "
+                                "log in with 'ocibridge login HOST' (or -u/-p) before serving it")
+        if response.status_code != 200:
             raise RegistryError(f"registry {self.host}: /v2/ answered {response.status_code}")
 
     def close(self) -> None:
@@ -290,6 +298,41 @@ class Resolved:
     manifest: Manifest
     repo: Repository
     source: Source
+    created: str | None = None  # when the model was made (:func:`created_of`), as the artifact says
+
+
+@dataclass(frozen=True)
+class Refs:
+    """A repository's revisions as the Hub lists its refs: ``main`` (the default tag) and every tag."""
+
+    repo_id: str
+    main: str | None  # the commit of the default tag; None when the repository lacks it
+    tags: tuple[tuple[str, str], ...]  # (tag, commit), sorted by tag
+
+
+#: bytes of a config read for its date (a ModelPack config is a few KiB)
+CONFIG_MAX = 4 * 1024 * 1024
+
+
+def created_of(store: Store, manifest: Manifest) -> str | None:
+    """When the model was made, as the artifact says it: the config's ``descriptor.createdAt``
+    (ModelPack's), else the manifest's ``org.opencontainers.image.created`` annotation; None
+    when neither says (never the time of the request: a date that moves tells a client the
+    model changed)."""
+    import json
+
+    config = manifest.config
+    if config.size <= CONFIG_MAX:
+        try:
+            data = json.loads(store.fetch_bytes(config))
+        except (OcibridgeError, ValueError, RecursionError):
+            data = None
+        descriptor = data.get("descriptor") if isinstance(data, dict) else None
+        created = descriptor.get("createdAt") if isinstance(descriptor, dict) else None
+        if isinstance(created, str) and created:
+            return created
+    annotated = (manifest.annotations or {}).get(CREATED)
+    return annotated if isinstance(annotated, str) and annotated else None
 
 
 def commit_of(digest: str) -> str:
@@ -306,7 +349,7 @@ class Catalog:
         self.verify = verify
         self._lock = threading.Lock()
         self._commits: dict[tuple[int, str, str], str] = {}  # (source, repo id, commit) -> digest
-        self._manifests: OrderedDict[str, tuple[Descriptor, Manifest]] = OrderedDict()
+        self._manifests: OrderedDict[str, tuple[Descriptor, Manifest, str | None]] = OrderedDict()
         self._verified: set[tuple[str, str | None, str]] = set()  # (repository, tag, digest) accepted
         self._recent: dict[tuple[str, str], tuple[float, Resolved]] = {}  # (repo id, revision) -> when, what
 
@@ -356,9 +399,9 @@ class Catalog:
                 source.seen.add(key)
             with self._lock:
                 self._commits[(number, key, commit_of(top.digest))] = top.digest
-            model, manifest = self._manifest(repo.store, top)
+            model, manifest, created = self._manifest(repo.store, top)
             self._check(repo, top, self._tag_of(revision))
-            return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source)
+            return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source, created)
         if held:
             raise RevisionNotFound(self._no_revision(repo_id, parts, revision))
         raise RepoNotFound(f"{repo_id}: no such repository in {', '.join(s.shown for s in self.sources)}")
@@ -412,7 +455,9 @@ class Catalog:
         except (NotFound, RegistryError):
             return False
 
-    def _manifest(self, store: Store, top: Descriptor) -> tuple[Descriptor, Manifest]:
+    def _manifest(self, store: Store, top: Descriptor) -> tuple[Descriptor, Manifest, str | None]:
+        """The model manifest ``top`` leads to, and its date (:func:`created_of`): read once
+        per digest (a digest's content never changes)."""
         with self._lock:
             known = self._manifests.get(top.digest)
             if known is not None:
@@ -420,12 +465,42 @@ class Catalog:
                 return known
         from ocibridge.model.extract import fetch_manifest
 
-        found = fetch_manifest(store, top.digest)
+        model, manifest = fetch_manifest(store, top.digest)
+        found = (model, manifest, created_of(store, manifest))
         with self._lock:
             self._manifests[top.digest] = found
             while len(self._manifests) > MEMO:
                 self._manifests.popitem(last=False)
         return found
+
+    def refs(self, repo_id: str) -> Refs:
+        """The repository's refs in the first source that holds it: ``main`` when the default
+        tag is there, and every tag (at most :data:`MAX_TAGS_SCANNED`), each with its commit."""
+        parts = repo_parts(repo_id)
+        if parts is None:
+            raise RepoNotFound(f"{repo_id}: not a repository any source can hold")
+        key = "/".join(parts)
+        for number, source in enumerate(self.sources):
+            repo = source.repository(parts)
+            if repo is None:
+                continue
+            try:
+                names = repo.tags()
+            except (NotFound, RegistryError):
+                continue
+            tags = []
+            for tag in sorted(names)[:MAX_TAGS_SCANNED]:
+                try:
+                    digest = repo.store.resolve(repo.reference(check_tag(tag))).digest
+                except (NotFound, InvalidReference):
+                    continue
+                with self._lock:
+                    self._commits[(number, key, commit_of(digest))] = digest
+                tags.append((tag, commit_of(digest)))
+            if tags:
+                main = next((commit for tag, commit in tags if tag == self.default_tag), None)
+                return Refs(repo_id, main, tuple(tags))
+        raise RepoNotFound(f"{repo_id}: no such repository in {', '.join(s.shown for s in self.sources)}")
 
     def _tag_of(self, revision: str) -> str | None:
         """The tag a revision names (None: a digest or commit id), as the policy's scopes see it."""

@@ -28,7 +28,6 @@ checked so far (the whole blob once its digest matched, when the manifest binds 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import hmac
@@ -44,7 +43,7 @@ from ocibridge.hubserver.answers import number
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.blobs import Checked
-    from ocibridge.hubserver.guard import Turn
+    from ocibridge.hubserver.guard import Shares, Turn
 
 #: bytes of a chunk: Xet's target size (hf_xet refuses a chunk over 128 KiB)
 CHUNK = 64 * 1024
@@ -61,6 +60,8 @@ PIECE_CHUNKS = 16
 #: after this one), so a permit per piece let each waiting request keep a piece: with 16
 #: clients serve's RSS grew past 900 MiB.
 SENDING_AT_ONCE = 32
+#: of those, the most one client (one read token) holds at once: others always find permits
+SHARE = SENDING_AT_ONCE // 2
 #: seconds an access token is good for (hf_xet asks the refresh route for another before then)
 TOKEN_LIFE = 3600
 
@@ -165,13 +166,13 @@ def first_piece_end(size: int, k: int, start: int) -> int:
 
 
 async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
-                    gate: asyncio.Semaphore, turn: Turn) -> AsyncIterator[memoryview]:
+                    gate: Shares, client: str, turn: Turn) -> AsyncIterator[memoryview]:
     """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
     bytes are verified (at once from a verified file; as a registry fetch checks them) and
     confirmed still verified after the read. An answer reads and sends while its ``turn``
-    holds a permit of ``gate``; it gives the permit back while it waits for the fetch (and the
-    guard takes it back while its client does not read: :mod:`.guard`), and opens the file only
-    with one (a queue of requests holds no descriptors)."""
+    holds a permit of ``gate`` (within ``client``'s share of them); it gives the permit back
+    while it waits for the fetch (and the guard takes it back while its client does not read:
+    :mod:`.guard`), and opens the file only with one (a queue of requests holds no descriptors)."""
     base = k * XORB_CHUNKS
     top = min(chunk_count(size), base + XORB_CHUNKS)
     c = base + start // (CHUNK + HEADER)
@@ -184,7 +185,7 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
             if turn.held and not source.ready(need):
                 turn.give_back()  # waiting for the registry: others may send meanwhile
             stamp = await source.until(need)
-            await turn.take(gate)
+            await turn.take(gate, client)
             if fd is None:
                 fd = await anyio.to_thread.run_sync(source.open)
             piece, targets = _frame(size, c, upto)
@@ -205,7 +206,9 @@ class Grants:
     """Access tokens and xorb URLs, signed with a key made from the read tokens.
 
     Every replica reading the same token file makes the same key, so a token one replica grants
-    is good at another. With no read tokens the server is open, and so is this."""
+    is good at another. With no read tokens the server is open, and so is this. A grant names
+    the client it was made for (:meth:`client_of` its read token), and so do the xorb URLs made
+    from it: that name is the client's share of the send permits (:class:`.guard.Shares`)."""
 
     def __init__(self, tokens: Sequence[bytes], clock: Callable[[], float] = time.time):
         self.key = hashlib.sha256(b"ocibridge-xet-grant\0" + b"\0".join(sorted(tokens))).digest() if tokens else None
@@ -215,33 +218,47 @@ class Grants:
         assert self.key is not None
         return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
 
+    def client_of(self, read_token: str) -> str:
+        """A short name of a read token (what a grant and its URLs carry; the token itself never
+        appears in a URL); "" on an open server, where every client is anonymous."""
+        if self.key is None:
+            return ""
+        return self._sign(f"client {read_token}")[:16]
+
     def expiry(self) -> int:
         """When what is granted now expires (Unix seconds)."""
         return int(self.clock()) + TOKEN_LIFE
 
-    def grant(self, scope: str) -> tuple[str, int]:
-        """A token for ``scope`` (a repo's commit), and when it expires."""
+    def grant(self, scope: str, client: str = "") -> tuple[str, int]:
+        """A token for ``scope`` (a repo's commit) and ``client``, and when it expires."""
         expires = self.expiry()
         if self.key is None:
             return "open", expires
-        return f"{expires}.{self._sign(f'token {scope} {expires}')}", expires
+        return f"{expires}.{client}.{self._sign(f'token {scope} {expires} {client}')}", expires
+
+    def granted(self, token: str, scope: str) -> str | None:
+        """The client a valid token for ``scope`` was granted to; None when it is not valid."""
+        if self.key is None:
+            return ""
+        expires, _, rest = token.partition(".")
+        client, _, sig = rest.partition(".")
+        if (number(expires) or 0) <= self.clock():
+            return None
+        good = hmac.compare_digest(sig.encode(), self._sign(f"token {scope} {expires} {client}").encode())
+        return client if good else None
 
     def allows(self, token: str, scope: str) -> bool:
-        if self.key is None:
-            return True
-        expires, _, sig = token.partition(".")
-        return ((number(expires) or 0) > self.clock()
-                and hmac.compare_digest(sig.encode(), self._sign(f"token {scope} {expires}").encode()))
+        return self.granted(token, scope) is not None
 
-    def signed(self, path: str, expires: int) -> str:
-        """``path`` with the query that lets it be fetched without a header until ``expires``."""
+    def signed(self, path: str, expires: int, client: str = "") -> str:
+        """``path`` with the query that lets ``client`` fetch it without a header until ``expires``."""
         if self.key is None:
             return path
-        return f"{path}?expires={expires}&signature={self._sign(f'url {path} {expires}')}"
+        return f"{path}?expires={expires}&client={client}&signature={self._sign(f'url {path} {expires} {client}')}"
 
-    def url_allowed(self, path: str, expires: str | None, signature: str | None) -> bool:
+    def url_allowed(self, path: str, expires: str | None, signature: str | None, client: str | None = "") -> bool:
         if self.key is None:
             return True
-        if expires is None or signature is None or (number(expires) or 0) <= self.clock():
+        if expires is None or signature is None or client is None or (number(expires) or 0) <= self.clock():
             return False
-        return hmac.compare_digest(signature.encode(), self._sign(f"url {path} {expires}").encode())
+        return hmac.compare_digest(signature.encode(), self._sign(f"url {path} {expires} {client}").encode())

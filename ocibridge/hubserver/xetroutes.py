@@ -15,7 +15,7 @@ from ocibridge.hubserver import xet
 from ocibridge.hubserver.answers import bearer, byte_range, error, requested_repo
 from ocibridge.hubserver.blobs import Blobs, Checked, CheckedFile, TableOf
 from ocibridge.hubserver.files import HubFile, ModelFiles
-from ocibridge.hubserver.guard import turn_of
+from ocibridge.hubserver.guard import Shares, turn_of
 from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.sources import Resolved
 from ocibridge.oci.models import Descriptor
@@ -64,7 +64,7 @@ class XetRoutes:
         self.xet_min = xet_min
         self.public_url = public_url.rstrip("/") if public_url else None
         self.grants = xet.Grants(tokens)
-        self._pieces: asyncio.Semaphore | None = None  # made on the server's loop
+        self._pieces: Shares | None = None  # made on the server's loop
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
         """``call(*args)`` on a worker thread (file and registry work keep off the event loop)."""
@@ -125,7 +125,8 @@ class XetRoutes:
         """A token for the revision's commit and the CAS URL naming repo and commit, as headers
         (what huggingface_hub reads) and as JSON (the Hub's body)."""
         resolved, _ = await self.resolve(repo_id, revision)
-        token, expires = self.grants.grant(f"{resolved.repo_id}@{resolved.commit}")
+        client = self.grants.client_of(bearer(request))  # its share of the send permits
+        token, expires = self.grants.grant(f"{resolved.repo_id}@{resolved.commit}", client)
         cas = f"{self.base(request)}/xet/{resolved.commit}/{resolved.repo_id}"
         return JSONResponse({"casUrl": cas, "accessToken": token, "exp": expires},
                             headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
@@ -137,7 +138,8 @@ class XetRoutes:
         of the repo's commit is required."""
         params = request.path_params
         repo_id, commit, name = requested_repo(request), params["commit"], params["file_id"]
-        if not self.grants.allows(bearer(request), f"{repo_id}@{commit}"):
+        client = self.grants.granted(bearer(request), f"{repo_id}@{commit}")
+        if client is None:
             return error(401, None, "Invalid or expired Xet access token")
         resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
         f = next((f for f in files.files.values() if self.name(f) == name), None)
@@ -152,7 +154,7 @@ class XetRoutes:
         base = self.base(request)
 
         def url_of(k: int) -> str:
-            return base + self.grants.signed(f"{path}/{k}", expires)
+            return base + self.grants.signed(f"{path}/{k}", expires, client)
 
         return JSONResponse(xet.reconstruction(f.sha256, f.size, start, end, url_of, params["version"]))
 
@@ -161,7 +163,8 @@ class XetRoutes:
         ``Range``), from verified bytes only; the URL's signature is required (hf_xet sends no
         header here)."""
         query = request.query_params
-        if not self.grants.url_allowed(route_path(request.scope), query.get("expires"), query.get("signature")):
+        client = query.get("client", "")
+        if not self.grants.url_allowed(route_path(request.scope), query.get("expires"), query.get("signature"), client):
             return error(403, None, "the xorb URL is not signed, or its signature expired")
         params = request.path_params
         repo_id, commit = requested_repo(request), params["commit"]
@@ -197,6 +200,6 @@ class XetRoutes:
             status = 206
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
         if self._pieces is None:
-            self._pieces = asyncio.Semaphore(xet.SENDING_AT_ONCE)
-        return ClosingStream(xet.xorb_body(source, size, k, start, end, self._pieces, turn_of(request.scope)),
+            self._pieces = Shares(xet.SENDING_AT_ONCE, xet.SHARE)
+        return ClosingStream(xet.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope)),
                              status_code=status, headers=headers)
