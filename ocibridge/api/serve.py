@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import OcibridgeError, UsageError
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ocibridge.api.options import TransferOptions
+    from ocibridge.hubserver.commits import Publish
     from ocibridge.hubserver.server import ServerSettings
     from ocibridge.oci.reference import LayoutReference, RegistryReference
     from ocibridge.signing.containers_policy import UsePolicy
@@ -87,6 +89,21 @@ def serve(
     run(app, settings)
 
 
+def _publisher(transfer: TransferOptions) -> Publish:
+    """What serve's write API builds a commit with: ``push`` of the commit's files, its
+    annotations on the manifest (so the layers and config are push's of the same files)."""
+
+    def publish(directory: Path, dest: RegistryReference | LayoutReference, annotations: dict[str, str]) -> str:
+        from ocibridge.api.model_ops import push
+        from ocibridge.api.options import PushOptions
+        from ocibridge.model.builder import BuildOptions
+
+        options = PushOptions(build=BuildOptions(annotations=dict(annotations)))
+        return push(str(directory), dest, options=options, transfer=transfer).descriptor.digest
+
+    return publish
+
+
 def _needs(*modules: str) -> None:
     """One error line naming the extra when its packages are missing."""
     import importlib
@@ -113,7 +130,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
         access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
-        send_timeout=options.send_timeout)
+        send_timeout=options.send_timeout, publish=_publisher(transfer))
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     check_listening(settings)

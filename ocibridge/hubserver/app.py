@@ -14,6 +14,7 @@ Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a pa
     GET  /xet/{commit}/REPO/v1|v2/reconstructions/{file}    where a file's pieces are (:mod:`.xet`)
     GET  /xet/{commit}/REPO/xorbs/{sha256}/{size}/{k}       the pieces (a signed URL)
     GET  /healthz, /readyz
+    ...  the write API (create_repo, preupload, LFS batch and uploads, commit, whoami): :mod:`.publish`
 
 A repo id of two parts is tried before one of a single part; under ``/api/models/REPO/`` the
 word after REPO names the route (a path no route of that word takes is not found, never read
@@ -44,12 +45,16 @@ from ocibridge.hubserver import XET_MIN_SIZE, hubjson
 from ocibridge.hubserver.answers import bearer, byte_range, error, int_param, requested_repo
 from ocibridge.hubserver.blobs import Blobs, read_file
 from ocibridge.hubserver.files import FileLists, HubFile, ModelFiles
+from ocibridge.hubserver.grants import parse_lines
 from ocibridge.hubserver.guard import PATHS_MAX, Guard, Limits
+from ocibridge.hubserver.publish import UPLOAD_PATH, PublishRoutes
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
+from ocibridge.hubserver.staging import Staging
 from ocibridge.hubserver.xetroutes import ClosingStream, XetRoutes
 
 if TYPE_CHECKING:
+    from ocibridge.hubserver.commits import Publish
     from ocibridge.hubserver.ranges import ChunkRanges
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -69,15 +74,18 @@ class ServeApp:
 
     def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, *,
                  tokens: Sequence[str] = (), page: int = PAGE, ranges: ChunkRanges | None = None,
-                 xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None):
+                 xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None,
+                 publish: Publish | None = None, staging: Staging | None = None):
         self.catalog = catalog
         self.lists = lists
         self.blobs = blobs
         self.ranges = ranges
-        self.tokens = [t.encode() for t in tokens]
+        grants = parse_lines(tokens)  # token lines: TOKEN [read|write] [REPO-PREFIX] [NAME]
+        self.tokens = [g.token.encode() for g in grants]
         self.page = page
         self.xet = XetRoutes(self.model, blobs, ranges, tokens=self.tokens, xet_min=xet_min,
                              public_url=public_url)
+        self.publisher = PublishRoutes(catalog, lists, staging or Staging(), grants, publish, public_url)
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
@@ -134,6 +142,10 @@ class ServeApp:
         for repo in REPO_FORMS:
             base = f"/api/models/{repo}"
             api += [
+                HubRoute(f"{base}/preupload/{{revision:hub_part}}", self.guarded(self.publisher.preupload),
+                         methods=("POST",)),
+                HubRoute(f"{base}/commit/{{revision:hub_part}}", self.guarded(self.publisher.commit),
+                         methods=("POST",)),
                 HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.model_info), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.tree), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}/{{path:hub_rest}}", self.guarded(self.tree),
@@ -151,6 +163,17 @@ class ServeApp:
         api += [HubRoute(f"/api/models/{repo}", self.guarded(self.model_info), methods=GET) for repo in REPO_FORMS]
         files = [HubRoute(f"/{repo}/resolve/{{revision:hub_part}}{tail}", self.guarded(self.resolve_file),
                           methods=GET_HEAD) for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
+        writes: list[BaseRoute] = [
+            HubRoute("/api/whoami-v2", self.guarded(self.publisher.whoami, needs_token=False), methods=GET),
+            HubRoute("/api/repos/create", self.guarded(self.publisher.create_repo), methods=("POST",)),
+            HubRoute("/api/validate-yaml", self.guarded(self.publisher.validate_yaml), methods=("POST",)),
+            *[HubRoute(f"/{repo}.git/info/lfs/objects/batch", self.guarded(self.publisher.lfs_batch),
+                       methods=("POST",)) for repo in REPO_FORMS],
+            HubRoute(f"{UPLOAD_PATH}verify", self.guarded(self.publisher.lfs_verify), methods=("POST",)),
+            # no header comes with the bytes: the URL is signed (publish.py)
+            HubRoute(f"{UPLOAD_PATH}{{oid:hub_part}}/{{size:hub_part}}",
+                     self.guarded(self.publisher.lfs_put, needs_token=False), methods=("PUT",)),
+        ]
         xet: list[BaseRoute] = []
         for repo in REPO_FORMS:
             base = f"/xet/{{commit:hub_part}}/{repo}"
@@ -163,6 +186,7 @@ class ServeApp:
         return [
             Route("/healthz", self.healthz, methods=["GET", "HEAD"]),
             Route("/readyz", self.readyz, methods=["GET", "HEAD"]),
+            *writes,
             HubRoute("/api/models", self.guarded(self.list_models), methods=ANY),
             *api,
             HubRoute("/api/models/{rest:hub_rest}", self.guarded(self.no_route), methods=ANY),
@@ -319,16 +343,19 @@ def requested_paths(content_type: str, body: bytes) -> list[str] | str:
 def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequence[str] = (),
                page: int = PAGE, ranges: ChunkRanges | None = None,
                xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None,
-               limits: Limits | None = None) -> Starlette:
+               limits: Limits | None = None, publish: Publish | None = None,
+               staging: Staging | None = None) -> Starlette:
     """The Starlette application over ``catalog``, behind :class:`.guard.Guard` (``limits``:
     body size, send timeout); ``ranges``: ranges of blobs the model cache
     lacks from verified chunks (else the whole blob is fetched first); ``xet_min``: files from
     this size are offered over Xet (None: none); ``public_url``: the URL clients reach serve at,
     for the URLs it hands out (behind a proxy that terminates TLS). ``app.state.serve`` is the
     :class:`ServeApp`; the app's lifespan closes it at shutdown (a server that runs none, or
-    an app it is mounted in, calls ``app.state.serve.close()``)."""
+    an app it is mounted in, calls ``app.state.serve.close()``). ``publish``: push's code, which
+    the write API (:mod:`.publish`) builds commits with (None: writes refused); ``staging``:
+    where uploads wait for their commit (default: serve's cache)."""
     serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges, xet_min=xet_min,
-                     public_url=public_url)
+                     public_url=public_url, publish=publish, staging=staging)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

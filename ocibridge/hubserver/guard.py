@@ -1,7 +1,8 @@
 """What every request and answer of serve passes through, whatever its route (an ASGI
 middleware): the limits that keep a greedy or slow client from holding what others need.
 
-- **Bodies**: a body declared larger than :attr:`Limits.body` is refused (413, the Hub's error
+- **Bodies**: a body declared larger than :attr:`Limits.body` (an upload's PUT:
+  :attr:`Limits.upload`) is refused (413, the Hub's error
   shape) before a byte of it is read; one sent in chunks is counted as it is read and refused
   once past the limit. The connection is closed after such an answer (and after any answer that
   left a chunked body unread), so the rest is never read either.
@@ -26,16 +27,21 @@ import contextlib
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ocibridge.hubserver.answers import error
+from ocibridge.hubserver.routing import route_path
 
 log = logging.getLogger("ocibridge.hubserver")
 
 #: bytes of a request body (a paths-info list of 10,000 long paths fits)
 BODY_MAX = 2 * 1024 * 1024
+#: bytes of an upload's body (an LFS object PUT: its route checks it is the size it was granted)
+UPLOAD_MAX = 1 << 40
+#: the path under which bodies are uploads (publish.py's UPLOAD_PATH)
+UPLOADS = "/ocibridge/lfs/"
 #: headers of a request (:mod:`.protocol` counts them as they are parsed)
 HEADERS_MAX = 100
 #: bytes of a request's URL and headers together
@@ -59,6 +65,7 @@ class Limits:
     """What one request may take (docs/security.md lists each)."""
 
     body: int = BODY_MAX
+    upload: int = UPLOAD_MAX  # a PUT under UPLOADS
     send_timeout: float = SEND_TIMEOUT
     stall: float = STALL
 
@@ -174,6 +181,8 @@ class Guard:
             await self.app(scope, receive, send)
             return
         limits = self.limits
+        if scope["method"] == "PUT" and route_path(scope).startswith(UPLOADS):
+            limits = replace(limits, body=limits.upload)
         length, chunked = _declared_length(scope)
         if length is not None and (length < 0 or length > limits.body):
             await _refuse(scope, receive, send, limits.body)

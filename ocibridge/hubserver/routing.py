@@ -41,7 +41,7 @@ class _Rest(_Part):
 
 
 class _Keyword(_Part):
-    regex = "revision|tree|paths-info|xet-read-token|refs"
+    regex = "revision|tree|paths-info|xet-read-token|refs|preupload|commit"
 
 
 class _Number(Convertor[int]):

@@ -18,6 +18,7 @@ from ocibridge.hubserver import XET_MIN_SIZE
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
+    from ocibridge.hubserver.commits import Publish
     from ocibridge.hubserver.sources import Catalog
 
 #: seconds requests in flight get to finish after SIGTERM
@@ -39,6 +40,7 @@ class ServerSettings:
     xet_min: int | None = XET_MIN_SIZE  # files from this size are offered over Xet (None: none)
     public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
     send_timeout: float = 30.0  # seconds one write of an answer may take (guard.py)
+    publish: Publish | None = None  # push's code, for the write API (commits.py); None: writes refused
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -63,7 +65,8 @@ def parse_public_url(text: str | None) -> str | None:
 
 
 def read_tokens(path: str) -> list[str]:
-    """The read tokens of ``--token-file``: one a line; blank lines and ``#`` comments skipped."""
+    """The token lines of ``--token-file``: ``TOKEN [read|write] [REPO-PREFIX] [NAME]`` (grants.py),
+    one a line; blank lines and ``#`` comments skipped; a malformed line is a UsageError."""
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as e:
@@ -71,6 +74,9 @@ def read_tokens(path: str) -> list[str]:
     tokens = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
     if not tokens:
         raise UsageError(f"--token-file {path}: holds no token")
+    from ocibridge.hubserver.grants import parse_lines
+
+    parse_lines(tokens)
     return tokens
 
 
@@ -86,7 +92,7 @@ def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
                       tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache),
                       xet_min=options.xet_min, public_url=options.public_url,
-                      limits=Limits(send_timeout=options.send_timeout))
+                      limits=Limits(send_timeout=options.send_timeout), publish=options.publish)
 
 
 def check_listening(options: ServerSettings) -> tuple[str, int]:

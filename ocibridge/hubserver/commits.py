@@ -1,0 +1,232 @@
+"""A commit of the Hub's write API as a ModelPack artifact: the NDJSON huggingface_hub sends
+(``_commit_api.py`` ``_prepare_commit_payload``), read and checked, then the new file tree (the
+parent's files, those deleted, those added) built as a directory of hard links and pushed by
+``push``'s own code (given to serve by the API layer: :data:`Publish`), under the branch's tag.
+
+What a commit is goes in the manifest's annotations (:data:`PARENT`, :data:`SUMMARY`, ...);
+the layers and config are ``push``'s of the same files. Every file added must already be in
+:class:`.staging.Staging` (verified by its SHA-256) or be a file of the branch: a commit naming
+content serve does not hold is refused before anything is pushed, and a failed commit leaves the
+branch where it was. Commits to one branch through one serve are made one at a time, each on the
+one before (:class:`Branches`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ocibridge.core.fsutil import safe_relpath
+from ocibridge.errors import OcibridgeError, UnsafePath
+
+if TYPE_CHECKING:
+    from ocibridge.oci.reference import LayoutReference, RegistryReference
+
+#: manifest annotations of a commit
+PARENT = "io.ocibridge.commit.parent"
+SUMMARY = "io.ocibridge.commit.summary"
+DESCRIPTION = "io.ocibridge.commit.description"
+AUTHOR = "io.ocibridge.commit.author"
+#: characters of a summary or description kept in an annotation
+TEXT_MAX = 4096
+
+#: push's code, given by the API layer: (directory, destination, manifest annotations) -> digest
+Publish = Callable[[Path, "RegistryReference | LayoutReference", dict[str, str]], str]
+
+
+class BadCommit(OcibridgeError):
+    """The payload is not a commit serve takes (the Hub's 400)."""
+
+
+class UnknownContent(OcibridgeError):
+    """A file added names content serve does not hold (never uploaded, or not verified)."""
+
+
+class MissingEntry(OcibridgeError):
+    """A file or folder deleted is not in the branch (the Hub's EntryNotFound)."""
+
+
+class StaleParent(OcibridgeError):
+    """The parentCommit sent is not the branch's head (the Hub's 412)."""
+
+
+@dataclass(frozen=True)
+class Added:
+    path: str
+    sha256: str  # the staged (or branch) content
+    size: int | None = None  # as the lfsFile line says it
+
+
+@dataclass
+class CommitRequest:
+    """A commit payload, read: the header, then the operations in order."""
+
+    summary: str = ""
+    description: str = ""
+    parent: str | None = None
+    added: list[Added] = field(default_factory=list)
+    deleted_files: list[str] = field(default_factory=list)
+    deleted_folders: list[str] = field(default_factory=list)
+    inline: dict[str, bytes] = field(default_factory=dict)  # path -> content of a "file" line
+
+
+def clean_path(path: object, what: str = "path") -> str:
+    """A path of the repository, as sent: relative, without ``..``, NUL or backslash."""
+    if not isinstance(path, str):
+        raise BadCommit(f"{what}: expected a string")
+    try:
+        return safe_relpath(path, what)
+    except UnsafePath as e:
+        raise BadCommit(f"Invalid path: {e}") from None
+
+
+def read_payload(body: bytes) -> CommitRequest:
+    """The NDJSON commit payload; :class:`BadCommit` for anything malformed."""
+    request = CommitRequest()
+    seen_header = False
+    for number, line in enumerate(body.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise BadCommit(f"commit payload line {number}: not JSON") from None
+        if not isinstance(item, dict) or not isinstance(item.get("value"), dict):
+            raise BadCommit(f"commit payload line {number}: expected {{'key': ..., 'value': {{...}}}}")
+        key, value = item.get("key"), item["value"]
+        if key == "header":
+            seen_header = True
+            request.summary = str(value.get("summary") or "")[:TEXT_MAX]
+            request.description = str(value.get("description") or "")[:TEXT_MAX]
+            parent = value.get("parentCommit")
+            request.parent = parent if isinstance(parent, str) and parent else None
+        elif key == "file":
+            path = clean_path(value.get("path"))
+            if value.get("encoding", "base64") != "base64" or not isinstance(value.get("content"), str):
+                raise BadCommit(f"{path}: a file's content is sent in base64")
+            try:
+                request.inline[path] = base64.b64decode(value["content"], validate=True)
+            except (binascii.Error, ValueError):
+                raise BadCommit(f"{path}: its content is not base64") from None
+        elif key == "lfsFile":
+            path = clean_path(value.get("path"))
+            oid, size = value.get("oid"), value.get("size")
+            if value.get("algo", "sha256") != "sha256" or not isinstance(oid, str):
+                raise BadCommit(f"{path}: an lfsFile names its content by sha256 oid")
+            request.added.append(Added(path, oid.lower(), size if isinstance(size, int) else None))
+        elif key == "deletedFile":
+            request.deleted_files.append(clean_path(value.get("path")))
+        elif key == "deletedFolder":
+            request.deleted_folders.append(clean_path(str(value.get("path", "")).rstrip("/")))
+        else:
+            raise BadCommit(f"commit payload line {number}: serve does not take {key!r} operations yet")
+    if not seen_header:
+        raise BadCommit("commit payload: no header line")
+    return request
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one file of the new tree comes from: a local file holding its verified bytes."""
+
+    path: Path
+    sha256: str
+
+
+def new_tree(parent: dict[str, str], request: CommitRequest, staged: Callable[[str], Path | None],
+             held: Callable[[str], Path]) -> dict[str, Source]:
+    """The files of the commit: ``parent`` (path -> sha256 of the branch's head) less the deleted,
+    with the added. ``staged(sha256)``: the verified upload, or None; ``held(path)``: the local
+    bytes of a parent file (fetched only when kept). Refuses before anything is written."""
+    tree: dict[str, str] = dict(parent)
+    for path in request.deleted_files:
+        if path not in tree:
+            raise MissingEntry(f"A file with this name doesn't exist: {path}")
+        del tree[path]
+    for folder in request.deleted_folders:
+        under = [p for p in tree if p.startswith(folder + "/")]
+        if not under:
+            raise MissingEntry(f"A folder with this name doesn't exist: {folder}")
+        for p in under:
+            del tree[p]
+    by_sha = {sha: path for path, sha in parent.items()}
+    sources: dict[str, Source] = {}
+    for added in request.added:
+        local = staged(added.sha256)
+        if local is None and added.sha256 in by_sha:
+            local = held(by_sha[added.sha256])
+        if local is None:
+            raise UnknownContent(f"{added.path}: no upload of sha256:{added.sha256} was received "
+                                 "(upload it first: the LFS batch API)")
+        if added.size is not None and local.stat().st_size != added.size:
+            raise UnknownContent(f"{added.path}: sha256:{added.sha256} is {local.stat().st_size} bytes, "
+                                 f"not {added.size}")
+        tree[added.path] = added.sha256
+        sources[added.path] = Source(local, added.sha256)
+    for path, content in request.inline.items():
+        sha = hashlib.sha256(content).hexdigest()
+        local = staged(sha)
+        if local is None:
+            raise UnknownContent(f"{path}: its inline content was not staged")
+        tree[path] = sha
+        sources[path] = Source(local, sha)
+    _check_shape(tree)
+    for path, sha in tree.items():
+        if path not in sources:
+            sources[path] = Source(held(path), sha)
+    return dict(sorted(sources.items()))
+
+
+def _check_shape(tree: dict[str, str]) -> None:
+    """No path is both a file and a folder; the commit keeps at least one file."""
+    if not tree:
+        raise BadCommit("the commit would leave the repository empty: an OCI artifact holds at least one file")
+    folders = {"/".join(p.split("/")[:i]) for p in tree for i in range(1, p.count("/") + 1)}
+    clash = sorted(folders & tree.keys())
+    if clash:
+        raise BadCommit(f"Invalid path: {clash[0]} is both a file and a folder")
+
+
+@contextlib.contextmanager
+def linked_tree(files: dict[str, Source], under: Path, name: str) -> Iterator[Path]:
+    """A directory ``name`` of ``files`` (hard links where the file system allows, else copies),
+    removed on leaving: what ``push`` reads (and names the model after, as it names a
+    directory pushed: the repository's name)."""
+    under.mkdir(parents=True, exist_ok=True)
+    top = Path(tempfile.mkdtemp(dir=under, prefix="commit-"))
+    root = top / name
+    try:
+        for rel, source in files.items():
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(source.path, target)
+            except OSError:
+                shutil.copyfile(source.path, target)
+        yield root
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+class Branches:
+    """One lock per (repo id, branch): commits to a branch through this serve land one after
+    the other, each built on the one before."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._locks: dict[tuple[str, str], threading.Lock] = {}
+
+    def lock(self, repo_id: str, branch: str) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault((repo_id.lower(), branch), threading.Lock())

@@ -1,0 +1,372 @@
+"""The Hub's write API (huggingface_hub's hf_api.py create_repo / create_commit / upload_folder,
+_commit_api.py, lfs.py), over LFS: what ``HF_HUB_DISABLE_XET=1`` clients send.
+
+    GET  /api/whoami-v2                                 the token's name and scope (hf auth whoami)
+    POST /api/repos/create                              create_repo (models only; 409 when it exists)
+    POST /api/validate-yaml                             a README's metadata: accepted as it is
+    POST /api/models/REPO/preupload/{rev}               upload mode of each file, and the oid the
+                                                        branch holds for it (unchanged: skipped)
+    POST /REPO.git/info/lfs/objects/batch               LFS batch (basic): where to PUT each object
+    PUT  /ocibridge/lfs/{sha256}/{size}?signed          the object's bytes, into :class:`.Staging`
+    POST /ocibridge/lfs/verify                          the object was received and verified
+    POST /api/models/REPO/commit/{rev}                  the commit (:mod:`.commits`): a new manifest
+
+Every write needs a write token of ``--token-file`` (:mod:`.grants`): none sent or unknown is
+the Hub's 401, a read token or another repository's is 403. The PUT carries no header (the
+client sends none to an upload URL): its URL is signed for that object and size, for an hour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.hubserver import commits
+from ocibridge.hubserver.answers import bearer, error, number, requested_repo
+from ocibridge.hubserver.files import FileLists
+from ocibridge.hubserver.grants import Grant, find
+from ocibridge.hubserver.guard import UPLOADS
+from ocibridge.hubserver.sources import Catalog, RepoNotFound, Resolved, RevisionNotFound, commit_of, repo_parts
+from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.xet import Grants
+from ocibridge.oci.reference import check_tag
+
+log = logging.getLogger("ocibridge.hubserver")
+
+#: where LFS objects are PUT (the guard lets bodies of this path be as large as they say)
+UPLOAD_PATH = UPLOADS
+LFS_TYPE = "application/vnd.git-lfs+json"
+_T = TypeVar("_T")
+_HEX64 = frozenset("0123456789abcdef")
+
+
+def _is_sha256(text: object) -> bool:
+    return isinstance(text, str) and len(text) == 64 and set(text) <= _HEX64
+
+
+class PublishRoutes:
+    """The write routes' endpoints (app.py places them in its one route table)."""
+
+    def __init__(self, catalog: Catalog, lists: FileLists, staging: Staging, grants: Sequence[Grant],
+                 publish: commits.Publish | None, public_url: str | None):
+        self.catalog = catalog
+        self.lists = lists
+        self.staging = staging
+        self.grants = list(grants)
+        self.publish = publish
+        self.public_url = public_url
+        self.signer = Grants([g.token.encode() for g in self.grants if g.write])
+        self.branches = commits.Branches()
+        self.created: set[str] = set()  # repo ids created here and not committed to yet
+        self._created_lock = threading.Lock()
+
+    async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
+        return await anyio.to_thread.run_sync(call, *args)
+
+    def _base(self, request: Request) -> str:
+        return self.public_url or str(request.base_url).rstrip("/")
+
+    # -- who may write -------------------------------------------------------------------------
+    def writer(self, request: Request, repo_id: str | None) -> Grant | Response:
+        """The write grant of the request's token for ``repo_id`` (None: any), or the Hub's 401/403."""
+        if self.publish is None:
+            return error(403, None, "this serve does not publish (its application was built without push)")
+        given = bearer(request)
+        grant = find(self.grants, given)
+        if grant is None:
+            if not any(g.write for g in self.grants):
+                return error(401, None, "writes need a write token: serve's --token-file holds none "
+                             "(a line 'TOKEN write [REPO-PREFIX]', docs/serve.md)")
+            return error(401, None, "no token was sent: writes need 'Authorization: Bearer TOKEN'" if not given
+                         else "Invalid credentials in Authorization header")
+        if not grant.write:
+            return error(403, None, "You don't have the rights to write here: this token reads only")
+        if repo_id is not None and not grant.may_write(repo_id):
+            return error(403, None, f"You don't have the rights to write to {repo_id}: this token writes "
+                         f"repositories under {grant.prefix!r}")
+        return grant
+
+    async def whoami(self, request: Request) -> Response:
+        grant = find(self.grants, bearer(request))
+        if grant is None:
+            return error(401, None, "Invalid user token." if bearer(request) else "no token was sent")
+        return JSONResponse(grant.whoami())
+
+    # -- repositories --------------------------------------------------------------------------
+    def _head(self, repo_id: str, branch: str) -> Resolved | None:
+        """The branch's head; None when the repository exists (or was created here) without it."""
+        try:
+            return self.catalog.resolve(repo_id, branch)
+        except RevisionNotFound:
+            if branch == "main":
+                return None
+            raise
+        except RepoNotFound:
+            with self._created_lock:
+                if repo_id.lower() in self.created and branch == "main":
+                    return None
+            raise
+
+    def _exists(self, repo_id: str) -> bool:
+        try:
+            self.catalog.resolve(repo_id, "main")
+        except RevisionNotFound:
+            return True
+        except RepoNotFound:
+            with self._created_lock:
+                return repo_id.lower() in self.created
+        return True
+
+    async def create_repo(self, request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return error(400, None, "expected a JSON body")
+        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+            return error(400, None, "expected {'name': ..., 'organization': ...}")
+        kind = body.get("type") or "model"
+        if kind != "model":
+            return error(400, None, f"serve publishes models only: a {kind} repository is refused "
+                         "(datasets and spaces are not OCI models)")
+        org = body.get("organization")
+        repo_id = f"{org}/{body['name']}" if isinstance(org, str) and org else body["name"]
+        if repo_parts(repo_id) is None or self.catalog.sources[0].repository(repo_parts(repo_id) or []) is None:
+            return error(400, None, f"Invalid repo name: {repo_id}")
+        allowed = self.writer(request, repo_id)
+        if isinstance(allowed, Response):
+            return allowed
+        url = f"{self._base(request)}/{repo_id}"
+        if await self._run(self._exists, repo_id):
+            return JSONResponse({"error": "You already created this model repo", "url": url}, status_code=409,
+                                headers={"X-Error-Message": "You already created this model repo"})
+        with self._created_lock:
+            self.created.add(repo_id.lower())
+        return JSONResponse({"url": url, "name": repo_id})
+
+    async def validate_yaml(self, request: Request) -> Response:
+        return JSONResponse({"errors": [], "warnings": []})
+
+    # -- uploads -------------------------------------------------------------------------------
+    async def _branch_files(self, repo_id: str, branch: str) -> dict[str, str]:
+        """path -> sha256 of the branch's head ({} when it has none yet)."""
+        head = await self._run(self._head, repo_id, branch)
+        if head is None:
+            return {}
+        files = await self._run(self.lists.of, head)
+        return {path: f.sha256 for path, f in files.files.items()}
+
+    async def preupload(self, request: Request) -> Response:
+        repo_id = requested_repo(request)
+        allowed = self.writer(request, repo_id)
+        if isinstance(allowed, Response):
+            return allowed
+        try:
+            body = await request.json()
+            asked = body["files"]
+            assert isinstance(asked, list)
+        except (ValueError, KeyError, TypeError, AssertionError):
+            return error(400, None, "expected {'files': [{'path', 'size', 'sample'}, ...]}")
+        held = await self._branch_files(repo_id, _branch(request.path_params["revision"]))
+        answered = []
+        for item in asked:
+            if not isinstance(item, dict):
+                return error(400, None, "expected {'files': [{'path', 'size', 'sample'}, ...]}")
+            path = commits.clean_path(item.get("path"))
+            size = item.get("size")
+            lfs = isinstance(size, int) and size > 0  # every non-empty file is an LFS object: a layer
+            answer: dict[str, Any] = {"path": item["path"], "uploadMode": "lfs" if lfs else "regular",
+                                      "shouldIgnore": False}
+            if lfs and path in held:
+                answer["oid"] = held[path]
+            answered.append(answer)
+        return JSONResponse({"files": answered, "commitOid": None})
+
+    async def lfs_batch(self, request: Request) -> Response:
+        repo_id = requested_repo(request)
+        allowed = self.writer(request, repo_id)
+        if isinstance(allowed, Response):
+            return allowed
+        try:
+            body = await request.json()
+            objects = body["objects"]
+            assert isinstance(objects, list)
+        except (ValueError, KeyError, TypeError, AssertionError):
+            return error(400, None, "expected an LFS batch request")
+        if body.get("operation") != "upload":
+            return error(400, None, "serve's LFS batch API takes uploads (downloads: the resolve API)")
+        ref = body.get("ref")
+        branch = _branch(ref.get("name", "main")) if isinstance(ref, dict) else "main"
+        held = set((await self._branch_files(repo_id, branch)).values())
+        base = self._base(request)
+        expires = self.signer.expiry()
+        answered: list[dict[str, Any]] = []
+        for item in objects:
+            oid, size = (item.get("oid"), item.get("size")) if isinstance(item, dict) else (None, None)
+            if not _is_sha256(oid) or not isinstance(size, int) or size < 0:
+                answered.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
+                                 "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
+                continue
+            if oid in held or await self._run(self.staging.has, oid):
+                answered.append({"oid": oid, "size": size})  # no actions: the client skips it
+                continue
+            path = f"{UPLOAD_PATH}{oid}/{size}"
+            answered.append({"oid": oid, "size": size, "authenticated": True, "actions": {
+                "upload": {"href": base + self.signer.signed(path, expires), "expires_in": 3600},
+                "verify": {"href": f"{base}{UPLOAD_PATH}verify", "header": {}},
+            }})
+        return JSONResponse({"transfer": "basic", "objects": answered, "hash_algo": "sha256"},
+                            media_type=LFS_TYPE)
+
+    async def lfs_put(self, request: Request) -> Response:
+        oid, size = request.path_params["oid"], number(request.path_params["size"])
+        params = request.query_params
+        path = f"{UPLOAD_PATH}{oid}/{request.path_params['size']}"
+        if not self.signer.key or not self.signer.url_allowed(path, params.get("expires"), params.get("signature"),
+                                                              params.get("client", "")):
+            return error(403, None, "this upload URL is not signed by serve, or has expired: ask the batch API again")
+        if not _is_sha256(oid) or size is None:
+            return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE")
+        with self.staging.new_file() as (tmp, fd):
+            written = 0
+            async for piece in request.stream():
+                written += len(piece)
+                if written > size:
+                    return error(400, None, f"the upload is larger than the {size} bytes it was granted")
+                await self._run(_write_all, fd, piece)
+            if written != size:
+                return error(400, None, f"the upload is {written} bytes, not the {size} it was granted")
+            try:
+                await self._run(self.staging.commit_file, tmp, oid)
+            except DigestMismatch as e:
+                return error(400, None, str(e))
+        return Response(status_code=200)
+
+    async def lfs_verify(self, request: Request) -> Response:
+        allowed = self.writer(request, None)
+        if isinstance(allowed, Response):
+            return allowed
+        try:
+            body = await request.json()
+            oid, size = body["oid"], body["size"]
+        except (ValueError, KeyError, TypeError):
+            return error(400, None, "expected {'oid', 'size'}")
+        found = await self._run(self.staging.path_for, oid) if isinstance(oid, str) else None
+        if found is None or found.stat().st_size != size:
+            return error(404, None, f"no verified upload of sha256:{oid} ({size} bytes)")
+        return JSONResponse({"message": "verified"})
+
+    # -- commits -------------------------------------------------------------------------------
+    async def commit(self, request: Request) -> Response:
+        repo_id = requested_repo(request)
+        allowed = self.writer(request, repo_id)
+        if isinstance(allowed, Response):
+            return allowed
+        if request.query_params.get("create_pr") in ("1", "true"):
+            return error(400, None, "serve makes no pull requests: commit to a branch")
+        branch = _branch(request.path_params["revision"])
+        try:
+            payload = commits.read_payload(await request.body())
+            check_tag(self.catalog.default_tag if branch == "main" else branch)
+        except commits.BadCommit as e:
+            return error(400, "BadRequest", str(e))
+        except OcibridgeError as e:
+            return error(400, "BadRequest", f"{branch}: not a branch serve can write: {e}")
+        for content in payload.inline.values():
+            await self._run(self._stage_bytes, content)
+        try:
+            oid = await self._run(self._commit, repo_id, branch, payload, allowed)
+        except commits.StaleParent as e:
+            return error(412, None, str(e))
+        except commits.MissingEntry as e:
+            return error(404, "EntryNotFound", str(e))
+        except (commits.BadCommit, commits.UnknownContent) as e:
+            return error(400 if isinstance(e, commits.BadCommit) else 422, "BadRequest", str(e))
+        url = f"{self._base(request)}/{repo_id}/commit/{oid}"
+        return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
+
+    def _stage_bytes(self, content: bytes) -> None:
+        sha = hashlib.sha256(content).hexdigest()
+        if self.staging.has(sha):
+            return
+        with self.staging.new_file() as (tmp, fd):
+            _write_all(fd, content)
+            self.staging.commit_file(tmp, sha)
+
+    def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> str:
+        """Build and push the commit, the branch locked; its commit oid."""
+        assert self.publish is not None
+        with self.branches.lock(repo_id, branch):
+            head = self._head(repo_id, branch)
+            if payload.parent is not None and (head is None or head.commit != payload.parent[:40].lower()):
+                raise commits.StaleParent(f"A commit has happened since: {branch} is at "
+                                          f"{head.commit if head else 'no commit'}, not {payload.parent}. "
+                                          "Please refresh and try again.")
+            parent: dict[str, str] = {}
+            held: Callable[[str], Path] = _nothing
+            if head is not None:
+                files = self.lists.of(head)
+                parent = {path: f.sha256 for path, f in files.files.items()}
+                held = _Held(self.lists, head, files.files).path
+            tree = commits.new_tree(parent, payload, self.staging.path_for, held)
+            parts = repo_parts(repo_id)
+            repo = head.repo if head is not None else self.catalog.sources[0].repository(parts or [])
+            if repo is None:
+                raise RepoNotFound(f"{repo_id}: no source can hold it")
+            tag = self.catalog.default_tag if branch == "main" else branch
+            dest = repo.located(tag, "")
+            if dest is None:
+                raise commits.BadCommit(f"{repo.shown}: not a place serve can push to")
+            annotations = {commits.SUMMARY: payload.summary or "Upload files", commits.AUTHOR: grant.name}
+            if payload.description:
+                annotations[commits.DESCRIPTION] = payload.description
+            if head is not None:
+                annotations[commits.PARENT] = head.commit
+            with commits.linked_tree(tree, self.staging.root / "commits", (parts or [repo_id])[-1]) as directory:
+                digest = self.publish(directory, dest, annotations)
+            with self._created_lock:
+                self.created.discard(repo_id.lower())
+            log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
+            return commit_of(digest)
+
+
+class _Held:
+    """The local bytes of a branch's files: the snapshot of its manifest, made when first needed."""
+
+    def __init__(self, lists: FileLists, head: Resolved, files: dict[str, Any]):
+        self.lists, self.head, self.files = lists, head, files
+        self._root: Path | None = None
+
+    def path(self, rel: str) -> Path:
+        local = self.files[rel].local
+        if local is not None:
+            return Path(local)
+        if self._root is None:
+            snap = self.lists.cache.snapshot(self.head.repo.store, self.head.model.digest,
+                                             shown=self.head.model.digest, concurrency=self.lists.concurrency)
+            self._root = snap.path
+        return self._root / rel
+
+
+def _nothing(rel: str) -> Path:
+    raise commits.UnknownContent(f"{rel}: not in the branch")
+
+
+def _branch(revision: str) -> str:
+    """The branch a revision names (``refs/heads/x`` is ``x``)."""
+    return revision.removeprefix("refs/heads/") or "main"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

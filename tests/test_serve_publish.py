@@ -1,0 +1,233 @@
+"""serve's write API over LFS (issue 55, first slice): huggingface_hub with HF_HUB_DISABLE_XET=1
+publishes through ``ocibridge serve`` (a process) to a real registry; each commit is a
+ModelPack artifact under the branch's tag, read back by snapshot_download and ``ocibridge pull``."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import huggingface_hub
+import pytest
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
+from huggingface_hub.errors import HfHubHTTPError
+from serving import files_of, point_hub_at
+
+from ocibridge.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+MIB = 1024 * 1024
+TOKENS = "reader-token\nwriter-token write * ci-bot\nacme-token write acme/\n"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_process(tmp_path: Path, *args: str) -> Iterator[str]:
+    """``ocibridge serve ARGS --token-file`` as a process; yields its URL."""
+    port = _free_port()
+    (tmp_path / "tokens.txt").write_text(TOKENS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", *args, "--no-access-log",
+                                 "--token-file", str(tmp_path / "tokens.txt"), "--listen", f"127.0.0.1:{port}"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, log.read_text()
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=40)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def model_dir(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 32}))
+    header = json.dumps({"w": {"dtype": "F32", "shape": [3 * MIB // 4], "data_offsets": [0, 3 * MIB]}}).encode()
+    header += b" " * (-len(header) % 8)
+    (root / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + os.urandom(3 * MIB))
+    (root / "tokenizer.json").write_text(json.dumps({"version": "1.0", "model": {"type": "WordLevel"}}))
+    return root
+
+
+@pytest.fixture
+def lfs_client(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """huggingface_hub as HF_HUB_DISABLE_XET=1 runs it; the LFS objects it PUTs (their paths) are listed."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+    from huggingface_hub import _commit_api
+
+    sent: list[str] = []
+    real = _commit_api.lfs_upload
+
+    def counted(operation: CommitOperationAdd, **kwargs: object) -> None:
+        sent.append(operation.path_in_repo)
+        real(operation=operation, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_commit_api, "lfs_upload", counted)
+    return sent
+
+
+def tag_digest(ref: str) -> str | None:
+    from ocibridge.errors import NotFound
+
+    with _store(ref) as (store, tag):
+        try:
+            return str(store.resolve(tag).digest)
+        except NotFound:
+            return None
+
+
+@contextlib.contextmanager
+def _store(ref: str) -> Iterator[tuple[Any, str]]:
+    from ocibridge.oci.reference import parse_registry_reference
+    from ocibridge.stores.registry.store import open_repository
+
+    located = parse_registry_reference(ref)
+    with open_repository(located) as store:
+        yield store, located.tag or "latest"
+
+
+def test_publish_through_serve_is_a_modelpack_commit(tmp_path, registry, unique_repo, lfs_client, monkeypatch,
+                                                     capsys):
+    """create_repo, upload_folder, upload_file, create_commit (an add and a delete): each a new
+    manifest under the tag, read back exactly by snapshot_download and pull, valid --strict; a
+    second upload_folder of the same files sends nothing."""
+    src = model_dir(tmp_path / "model")
+    prefix = f"{registry.host}/{unique_repo}"
+    with serve_process(tmp_path, prefix) as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub")
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+        api = HfApi(endpoint=url, token="writer-token")
+        assert api.whoami()["name"] == "ci-bot"
+        assert api.whoami()["auth"]["accessToken"]["role"] == "write"
+        assert api.create_repo("acme/tiny").repo_id == "acme/tiny"
+        with pytest.raises(HfHubHTTPError) as exists:
+            api.create_repo("acme/tiny")
+        assert exists.value.response.status_code == 409
+        api.create_repo("acme/tiny", exist_ok=True)
+        with pytest.raises(HfHubHTTPError) as dataset:
+            api.create_repo("acme/data", repo_type="dataset")
+        assert dataset.value.response.status_code == 400 and "models only" in str(dataset.value)
+
+        first = api.upload_folder(repo_id="acme/tiny", folder_path=src, commit_message="first")
+        assert sorted(lfs_client) == ["config.json", "model.safetensors", "tokenizer.json"]
+        assert api.model_info("acme/tiny").sha == first.oid
+
+        readme = api.upload_file(path_or_fileobj=b"---\nlicense: mit\n---\n# tiny\n", path_in_repo="README.md",
+                                 repo_id="acme/tiny")
+        third = api.create_commit("acme/tiny", [CommitOperationAdd("extra/notes.md", b"notes\n"),
+                                                CommitOperationDelete("tokenizer.json")],
+                                  commit_message="notes, no tokenizer", parent_commit=readme.oid)
+        expected = files_of(src)
+        del expected["tokenizer.json"]
+        expected |= {"README.md": b"---\nlicense: mit\n---\n# tiny\n", "extra/notes.md": b"notes\n"}
+        assert api.model_info("acme/tiny").sha == third.oid
+        got = huggingface_hub.snapshot_download("acme/tiny", token="reader-token")
+        assert files_of(Path(got)) == expected
+
+        lfs_client.clear()  # the same folder again: preupload names every file's oid, nothing is sent
+        again = api.upload_folder(repo_id="acme/tiny", folder_path=src, allow_patterns=["*.safetensors", "*.json"],
+                                  delete_patterns=[])
+        assert lfs_client == []
+        assert again.oid != third.oid  # tokenizer.json came back: a commit; nothing else sent
+
+    ref = f"{prefix}/acme/tiny:latest"
+    assert main(["pull", ref, str(tmp_path / "tiny"), "-q"]) == 0
+    assert files_of(tmp_path / "tiny") == expected | {"tokenizer.json": (src / "tokenizer.json").read_bytes()}
+    assert main(["validate", ref, "--strict"]) == 0
+    capsys.readouterr()
+    # the manifest says what the commit is; its layers and config are push's of the same files
+    assert main(["inspect", ref, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    annotations = json.dumps(shown)
+    assert third.oid in annotations and "ci-bot" in annotations
+    assert main(["push", str(tmp_path / "tiny"), f"{prefix}/same:latest", "-q"]) == 0
+    assert _layers_and_config(ref) == _layers_and_config(f"{prefix}/same:latest")
+
+
+def _layers_and_config(ref: str) -> tuple[object, object]:
+    from ocibridge.model.extract import fetch_manifest
+
+    with _store(ref) as (store, tag):
+        _, manifest = fetch_manifest(store, store.resolve(tag).digest)
+        config = json.loads(store.fetch_bytes(manifest.config))
+        return [(x.digest, x.mediaType, x.annotations) for x in manifest.layers], config
+
+
+def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, unique_repo, lfs_client, monkeypatch):
+    """No token, a read token, another prefix's token: 401/403; a path with '..', absolute or
+    NUL, an oid never uploaded, a stale parent: refused; the registry's tag is where it was."""
+    src = model_dir(tmp_path / "model")
+    prefix = f"{registry.host}/{unique_repo}"
+    ref = f"{prefix}/acme/tiny:latest"
+    with serve_process(tmp_path, prefix) as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub")
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+        writer = HfApi(endpoint=url, token="acme-token")
+        writer.create_repo("acme/tiny")
+        first = writer.upload_folder(repo_id="acme/tiny", folder_path=src)
+        before = tag_digest(ref)
+        assert before is not None and before.split(":")[1][:40] == first.oid
+
+        for token, status in ((False, 401), ("nope", 401), ("reader-token", 403)):
+            with pytest.raises(HfHubHTTPError) as refused:
+                HfApi(endpoint=url, token=token).upload_file(path_or_fileobj=b"x", path_in_repo="x.txt",
+                                                             repo_id="acme/tiny")
+            assert refused.value.response.status_code == status
+        with pytest.raises(HfHubHTTPError) as elsewhere:
+            writer.create_repo("other/tiny")
+        assert elsewhere.value.response.status_code == 403
+
+        headers = {"authorization": "Bearer acme-token", "content-type": "application/x-ndjson"}
+
+        def commit(*lines: dict[str, object]) -> httpx.Response:
+            body = b"".join(json.dumps(line).encode() + b"\n" for line in
+                            ({"key": "header", "value": {"summary": "evil"}}, *lines))
+            return httpx.post(f"{url}/api/models/acme/tiny/commit/main", content=body, headers=headers)
+
+        content = base64.b64encode(b"x").decode()
+        for path in ("../escape.txt", "/etc/passwd", "a/\x00b", "a/../../b"):
+            answer = commit({"key": "file", "value": {"path": path, "content": content, "encoding": "base64"}})
+            assert answer.status_code == 400 and "Invalid path" in answer.json()["error"], (path, answer.text)
+        unknown = commit({"key": "lfsFile", "value": {"path": "w.bin", "algo": "sha256", "oid": "ab" * 32,
+                                                      "size": 3}})
+        assert unknown.status_code == 422 and "no upload" in unknown.json()["error"]
+        missing = commit({"key": "deletedFile", "value": {"path": "none.txt"}})
+        assert missing.status_code == 404 and missing.headers["x-error-code"] == "EntryNotFound"
+        with pytest.raises(HfHubHTTPError) as stale:
+            writer.create_commit("acme/tiny", [CommitOperationAdd("b.txt", b"b")], commit_message="b",
+                                 parent_commit="0" * 40)
+        assert stale.value.response.status_code == 412
+        # an LFS PUT without serve's signature is refused; one whose bytes are not its oid too
+        put = httpx.put(f"{url}/ocibridge/lfs/{'ab' * 32}/1", content=b"x")
+        assert put.status_code == 403
+        assert tag_digest(ref) == before
