@@ -231,3 +231,12 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
         put = httpx.put(f"{url}/ocibridge/lfs/{'ab' * 32}/1", content=b"x")
         assert put.status_code == 403
         assert tag_digest(ref) == before
+
+
+@pytest.mark.parametrize(("line", "said"), [("tok admin", "scope 'admin'"), ("tok read acme/", "a prefix goes with write"),
+                                            ("tok write acme/ name extra", "expected 'TOKEN")])
+def test_a_malformed_token_line_is_one_error_line(tmp_path, capsys, line, said):
+    (tmp_path / "tokens.txt").write_text(f"good\n{line}\n")
+    assert main(["serve", "127.0.0.1:9/models", "--token-file", str(tmp_path / "tokens.txt")]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ocibridge: error: --token-file line 2") and said in err, err

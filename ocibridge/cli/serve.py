@@ -44,7 +44,8 @@ def register(command: CommandAdder) -> None:
                    help="serve only models signed by this key; others are refused with the reason (repeatable)")
     add_policy_flag(p)
     p.add_argument("--token-file", metavar="FILE",
-                   help="read tokens, one a line: clients must send 'Authorization: Bearer TOKEN' (HF_TOKEN)")
+                   help="tokens, one a line ('TOKEN [read|write] [REPO-PREFIX] [NAME]': a bare token reads; "
+                        "write ones publish): clients must send 'Authorization: Bearer TOKEN' (HF_TOKEN)")
     p.add_argument("--cert", metavar="PEM", help="TLS certificate (with --key): serve HTTPS")
     p.add_argument("--key", metavar="PEM", help="TLS private key")
     p.add_argument("--no-access-log", action="store_true", help="do not log each request")
