@@ -233,7 +233,8 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
         assert tag_digest(ref) == before
 
 
-@pytest.mark.parametrize(("line", "said"), [("tok admin", "scope 'admin'"), ("tok read acme/", "a prefix goes with write"),
+@pytest.mark.parametrize(("line", "said"), [("tok admin", "scope 'admin'"),
+                                            ("tok read acme/", "a prefix goes with write"),
                                             ("tok write acme/ name extra", "expected 'TOKEN")])
 def test_a_malformed_token_line_is_one_error_line(tmp_path, capsys, line, said):
     (tmp_path / "tokens.txt").write_text(f"good\n{line}\n")
