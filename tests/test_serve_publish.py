@@ -241,3 +241,73 @@ def test_a_malformed_token_line_is_one_error_line(tmp_path, capsys, line, said):
     assert main(["serve", "127.0.0.1:9/models", "--token-file", str(tmp_path / "tokens.txt")]) != 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ocibridge: error: --token-file line 2") and said in err, err
+
+
+def test_branches_tags_history_and_commits_at_once(tmp_path, registry, unique_repo, lfs_client, monkeypatch):
+    """create_branch, an upload to it, create_tag: registry tags; list_repo_commits walks the
+    parents; two commits sent at once both land, the second on the first; deletes are refused
+    (405); ``hf upload`` publishes too."""
+    import threading
+
+    src = model_dir(tmp_path / "model")
+    prefix = f"{registry.host}/{unique_repo}"
+    with serve_process(tmp_path, prefix) as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub")
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/tiny")
+        first = api.upload_folder(repo_id="acme/tiny", folder_path=src, commit_message="first")
+
+        results: list[object] = []
+
+        def add(name: str) -> None:
+            try:
+                results.append(api.upload_file(path_or_fileobj=name.encode(), path_in_repo=name,
+                                               repo_id="acme/tiny", commit_message=f"add {name}"))
+            except Exception as e:  # noqa: BLE001 - the assertion below shows it
+                results.append(e)
+
+        threads = [threading.Thread(target=add, args=(f"at-once-{n}.txt",)) for n in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(not isinstance(r, Exception) for r in results), results
+        names = {f.rfilename for f in api.model_info("acme/tiny").siblings or []}
+        assert {"at-once-0.txt", "at-once-1.txt", "config.json"} <= names
+
+        api.create_branch("acme/tiny", branch="dev", revision=first.oid)
+        with pytest.raises(HfHubHTTPError) as twice:
+            api.create_branch("acme/tiny", branch="dev")
+        assert twice.value.response.status_code == 409
+        on_dev = api.upload_file(path_or_fileobj=b"dev\n", path_in_repo="dev.txt", repo_id="acme/tiny",
+                                 revision="dev", commit_message="on dev")
+        api.create_tag("acme/tiny", tag="v1", revision=first.oid)
+        refs = api.list_repo_refs("acme/tiny")
+        tags = {t.name: t.target_commit for t in refs.tags}
+        assert tags["v1"] == first.oid and tags["dev"] == on_dev.oid
+        assert [b.target_commit for b in refs.branches] == [api.model_info("acme/tiny").sha]
+        assert {f.rfilename for f in api.model_info("acme/tiny", revision="dev").siblings or []} == {
+            "config.json", "model.safetensors", "tokenizer.json", "dev.txt"}
+
+        history = api.list_repo_commits("acme/tiny")
+        assert [c.title for c in history][-1] == "first" and len(history) == 3
+        assert {c.title for c in history[:2]} == {"add at-once-0.txt", "add at-once-1.txt"}
+        assert history[0].authors == ["ci-bot"] and history[-1].commit_id == first.oid
+        assert [c.title for c in api.list_repo_commits("acme/tiny", revision="dev")] == ["on dev", "first"]
+
+        for call in (lambda: api.delete_branch("acme/tiny", branch="dev"),
+                     lambda: api.delete_tag("acme/tiny", tag="v1"), lambda: api.delete_repo("acme/tiny")):
+            with pytest.raises(HfHubHTTPError) as refused:
+                call()
+            assert refused.value.response.status_code == 405
+
+        hf = Path(sys.executable).with_name("hf")
+        (tmp_path / "card.md").write_text("# card\n")
+        env = {**os.environ, "HF_ENDPOINT": url, "HF_TOKEN": "writer-token", "HF_HUB_DISABLE_XET": "1",
+               "HF_HOME": str(tmp_path / "hf-home")}
+        done = subprocess.run([str(hf), "upload", "acme/tiny", str(tmp_path / "card.md"), "README.md"],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        readme = huggingface_hub.hf_hub_download("acme/tiny", "README.md", token="reader-token")
+        assert Path(readme).read_text() == "# card\n"

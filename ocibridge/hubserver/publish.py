@@ -36,7 +36,15 @@ from ocibridge.hubserver.answers import bearer, error, number, requested_repo
 from ocibridge.hubserver.files import FileLists
 from ocibridge.hubserver.grants import Grant, find
 from ocibridge.hubserver.guard import UPLOADS
-from ocibridge.hubserver.sources import Catalog, RepoNotFound, Resolved, RevisionNotFound, commit_of, repo_parts
+from ocibridge.hubserver.sources import (
+    CREATED,
+    Catalog,
+    RepoNotFound,
+    Resolved,
+    RevisionNotFound,
+    commit_of,
+    repo_parts,
+)
 from ocibridge.hubserver.staging import Staging
 from ocibridge.hubserver.xet import Grants
 from ocibridge.oci.reference import check_tag
@@ -326,17 +334,86 @@ class PublishRoutes:
             dest = repo.located(tag, "")
             if dest is None:
                 raise commits.BadCommit(f"{repo.shown}: not a place serve can push to")
-            annotations = {commits.SUMMARY: payload.summary or "Upload files", commits.AUTHOR: grant.name}
+            annotations = {commits.SUMMARY: payload.summary or "Upload files", commits.AUTHOR: grant.name,
+                           CREATED: _now()}
             if payload.description:
                 annotations[commits.DESCRIPTION] = payload.description
             if head is not None:
-                annotations[commits.PARENT] = head.commit
+                annotations[commits.PARENT] = head.top.digest  # the digest: the walk needs no tag
             with commits.linked_tree(tree, self.staging.root / "commits", (parts or [repo_id])[-1]) as directory:
                 digest = self.publish(directory, dest, annotations)
             with self._created_lock:
                 self.created.discard(repo_id.lower())
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
             return commit_of(digest)
+
+
+    # -- history, branches and tags ------------------------------------------------------------
+    async def list_commits(self, request: Request) -> Response:
+        from ocibridge.hubserver.history import commits as history
+
+        head = await self._run(self.catalog.resolve, requested_repo(request), request.path_params["revision"])
+        return JSONResponse(await self._run(history, head))
+
+    async def create_ref(self, request: Request) -> Response:
+        """``create_branch`` (``/branch/{name}``, from ``startingPoint``) and ``create_tag``
+        (``/tag/{revision}``, named ``tag``): the registry's tag of that name on the manifest."""
+        repo_id = requested_repo(request)
+        allowed = self.writer(request, repo_id)
+        if isinstance(allowed, Response):
+            return allowed
+        try:
+            body = await request.json() if await request.body() else {}
+            assert isinstance(body, dict)
+        except (ValueError, AssertionError):
+            return error(400, None, "expected a JSON object")
+        name: object
+        start: object
+        if request.path_params["kind"] == "branch":
+            name, start = _branch(request.path_params["ref"]), body.get("startingPoint") or "main"
+        else:
+            name, start = body.get("tag"), request.path_params["ref"]
+        if not isinstance(name, str) or not isinstance(start, str):
+            return error(400, None, "expected a name and a revision")
+        tag = self.catalog.default_tag if name == "main" else name
+        try:
+            check_tag(tag)
+        except OcibridgeError as e:
+            return error(400, "BadRequest", f"{name}: not a name a registry tag can have: {e}")
+        try:
+            await self._run(self.catalog.resolve, repo_id, name)
+        except RevisionNotFound:
+            pass
+        else:
+            return error(409, None, f"Reference already exists: {name}")
+        source = await self._run(self.catalog.resolve, repo_id, start)
+        await self._run(_tag, source, tag)
+        return JSONResponse({})
+
+    async def refused(self, request: Request) -> Response:
+        """What serve does not do to a registry: delete tags (most registries delete a manifest,
+        every tag of it with it) or repositories."""
+        allowed = self.writer(request, None)
+        if isinstance(allowed, Response):
+            return allowed
+        return error(405, None, "serve deletes no tags, branches or repositories: a registry's own tools do "
+                     "(docs/serve.md, Publishing)")
+
+
+def _tag(source: Resolved, tag: str) -> None:
+    from ocibridge.stores.base import WritableStore
+
+    store = source.repo.store
+    if not isinstance(store, WritableStore):
+        raise commits.BadCommit(f"{source.repo.shown}: not a store serve can tag")
+    store.tag(source.top, source.repo.reference(tag))
+
+
+def _now() -> str:
+    import datetime
+
+    moment = datetime.datetime.now(datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 class _Held:

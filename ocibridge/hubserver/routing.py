@@ -8,6 +8,7 @@ converters decode each value once matched:
 - ``{x:hub_part}``: one segment (empty allowed, as a split gives it);
 - ``{x:hub_rest}``: the rest of the path;
 - ``{x:hub_keyword}``: the word that names an API route after a repo id;
+- ``{x:hub_ref_kind}``: ``branch`` or ``tag`` (the write API's refs);
 - ``{x:hub_number}``: a number of at most 20 digits;
 - ``{x:xet_version}``: ``v1`` or ``v2``, as 1 or 2.
 
@@ -41,7 +42,11 @@ class _Rest(_Part):
 
 
 class _Keyword(_Part):
-    regex = "revision|tree|paths-info|xet-read-token|refs|preupload|commit"
+    regex = "revision|tree|paths-info|xet-read-token|refs|preupload|commits|commit|branch|tag"
+
+
+class _RefKind(_Part):
+    regex = "branch|tag"
 
 
 class _Number(Convertor[int]):
@@ -67,6 +72,7 @@ class _XetVersion(Convertor[int]):
 register_url_convertor("hub_part", _Part())
 register_url_convertor("hub_rest", _Rest())
 register_url_convertor("hub_keyword", _Keyword())
+register_url_convertor("hub_ref_kind", _RefKind())
 register_url_convertor("hub_number", _Number())
 register_url_convertor("xet_version", _XetVersion())
 

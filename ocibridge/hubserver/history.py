@@ -1,0 +1,52 @@
+"""A branch's commits as ``list_repo_commits`` reads them: the head's manifest, then its parent's
+(the :data:`.commits.PARENT` annotation serve writes: the parent manifest's digest), and so on.
+
+A manifest pushed outside serve has no parent annotation: it is the first commit listed. An old
+manifest the registry no longer holds (untagged and collected) ends the walk there.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
+from ocibridge.hubserver.commits import AUTHOR, DESCRIPTION, PARENT, SUMMARY
+from ocibridge.hubserver.sources import CREATED, Resolved, commit_of
+
+#: commits listed at most
+COMMITS_MAX = 1000
+#: the date of a commit whose manifest records none (the client needs one)
+NO_DATE = "1970-01-01T00:00:00.000Z"
+#: bytes of a manifest read for its annotations
+MANIFEST_MAX = 4 * 1024 * 1024
+
+
+def commits(head: Resolved) -> list[dict[str, Any]]:
+    """The commits of the branch ``head`` is the head of, newest first (the Hub's shape)."""
+    store = head.repo.store
+    found: list[dict[str, Any]] = []
+    digest: str | None = head.top.digest
+    seen: set[str] = set()
+    while digest is not None and digest not in seen and len(found) < COMMITS_MAX:
+        seen.add(digest)
+        try:
+            desc = store.resolve(digest)
+            if desc.size > MANIFEST_MAX:
+                break
+            annotations = json.loads(store.fetch_bytes(desc)).get("annotations") or {}
+        except (NotFound, InvalidReference, OcibridgeError, ValueError, AttributeError):
+            break
+        if not isinstance(annotations, dict):
+            annotations = {}
+        author = annotations.get(AUTHOR)
+        found.append({
+            "id": commit_of(digest),
+            "title": str(annotations.get(SUMMARY, "pushed outside serve")),
+            "message": str(annotations.get(DESCRIPTION, "")),
+            "authors": [{"user": str(author)}] if author else [],
+            "date": str(annotations.get(CREATED) or NO_DATE),
+        })
+        parent = annotations.get(PARENT)
+        digest = parent if isinstance(parent, str) and parent.startswith("sha256:") else None
+    return found
