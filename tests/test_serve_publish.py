@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ from typing import Any
 import httpx
 import huggingface_hub
 import pytest
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
+from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from serving import files_of, point_hub_at
 
@@ -31,8 +33,6 @@ TOKENS = "reader-token\nwriter-token write * ci-bot\nacme-token write acme/\n"
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -144,12 +144,16 @@ def test_publish_through_serve_is_a_modelpack_commit(tmp_path, registry, unique_
 
         readme = api.upload_file(path_or_fileobj=b"---\nlicense: mit\n---\n# tiny\n", path_in_repo="README.md",
                                  repo_id="acme/tiny")
+        lfs_client.clear()
         third = api.create_commit("acme/tiny", [CommitOperationAdd("extra/notes.md", b"notes\n"),
-                                                CommitOperationDelete("tokenizer.json")],
+                                                CommitOperationDelete("tokenizer.json"),
+                                                CommitOperationCopy("model.safetensors", "copy.safetensors")],
                                   commit_message="notes, no tokenizer", parent_commit=readme.oid)
+        assert lfs_client == ["extra/notes.md"]  # the copy is of a file serve holds: nothing sent
         expected = files_of(src)
         del expected["tokenizer.json"]
-        expected |= {"README.md": b"---\nlicense: mit\n---\n# tiny\n", "extra/notes.md": b"notes\n"}
+        expected |= {"README.md": b"---\nlicense: mit\n---\n# tiny\n", "extra/notes.md": b"notes\n",
+                     "copy.safetensors": expected["model.safetensors"]}
         assert api.model_info("acme/tiny").sha == third.oid
         got = huggingface_hub.snapshot_download("acme/tiny", token="reader-token")
         assert files_of(Path(got)) == expected
@@ -230,6 +234,22 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
         # an LFS PUT without serve's signature is refused; one whose bytes are not its oid too
         put = httpx.put(f"{url}/ocibridge/lfs/{'ab' * 32}/1", content=b"x")
         assert put.status_code == 403
+        oid = hashlib.sha256(b"abc").hexdigest()
+        batch = {"operation": "upload", "transfers": ["basic"], "objects": [{"oid": oid, "size": 3}]}
+        href = httpx.post(f"{url}/acme/tiny.git/info/lfs/objects/batch", json=batch,
+                          headers=headers).json()["objects"][0]["actions"]["upload"]["href"]
+        wrong = httpx.put(href, content=b"abd")
+        assert wrong.status_code == 400 and "hash to" in wrong.json()["error"]
+        # an upload abandoned halfway leaves nothing in serve's staging
+        staging = Path(os.environ["OCIBRIDGE_CACHE"]) / "serve" / "staging"
+        path = href.split("127.0.0.1:", 1)[1].split("/", 1)[1]
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as s:
+            s.sendall(f"PUT /{path} HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nab".encode())
+            time.sleep(0.5)
+        time.sleep(0.5)
+        assert not any((staging / "tmp").iterdir()) and not (staging / "sha256" / oid).exists()
+        again = commit({"key": "lfsFile", "value": {"path": "abc.txt", "algo": "sha256", "oid": oid, "size": 3}})
+        assert again.status_code == 422
         assert tag_digest(ref) == before
 
 

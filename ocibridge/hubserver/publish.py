@@ -189,7 +189,10 @@ class PublishRoutes:
         for item in asked:
             if not isinstance(item, dict):
                 return error(400, None, "expected {'files': [{'path', 'size', 'sample'}, ...]}")
-            path = commits.clean_path(item.get("path"))
+            try:
+                path = commits.clean_path(item.get("path"))
+            except commits.BadCommit as e:
+                return error(400, "BadRequest", str(e))
             size = item.get("size")
             lfs = isinstance(size, int) and size > 0  # every non-empty file is an LFS object: a layer
             answer: dict[str, Any] = {"path": item["path"], "uploadMode": "lfs" if lfs else "regular",
@@ -215,6 +218,7 @@ class PublishRoutes:
         ref = body.get("ref")
         branch = _branch(ref.get("name", "main")) if isinstance(ref, dict) else "main"
         held = set((await self._branch_files(repo_id, branch)).values())
+        await self._run(self.staging.clean)  # uploads abandoned an hour ago go
         base = self._base(request)
         expires = self.signer.expiry()
         answered: list[dict[str, Any]] = []
