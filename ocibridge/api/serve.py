@@ -35,7 +35,7 @@ class ServeOptions:
     """What the application answers besides its sources (``ocibridge serve``'s flags)."""
 
     default_tag: str = "latest"  # the tag the revision "main" names (--default-tag)
-    tokens: tuple[str, ...] = ()  # read tokens clients send as "Authorization: Bearer" (--token-file); none: open
+    tokens: tuple[str, ...] = ()  # --token-file lines, "TOKEN [read|write] [REPO-PREFIX] [NAME]"; none: open, no writes
     xet_min_size: int | None = XET_MIN_SIZE  # files from this size are offered over Xet; None: plain only
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out (--public-url)
     page: int = 1000  # entries per page of a tree or model listing
