@@ -106,6 +106,14 @@ def tag_digest(ref: str) -> str | None:
             return None
 
 
+def blob_in(ref: str, sha256: str, size: int) -> bool:
+    from ocibridge.oci.models import Descriptor
+
+    with _store(ref) as (store, _):
+        return bool(store.exists(Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}",
+                                            size=size)))
+
+
 @contextlib.contextmanager
 def _store(ref: str) -> Iterator[tuple[Any, str]]:
     from ocibridge.oci.reference import parse_registry_reference
@@ -232,7 +240,7 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
                                  parent_commit="0" * 40)
         assert stale.value.response.status_code == 412
         # an LFS PUT without serve's signature is refused; one whose bytes are not its oid too
-        put = httpx.put(f"{url}/ocibridge/lfs/{'ab' * 32}/1", content=b"x")
+        put = httpx.put(f"{url}/ocibridge/lfs/{'ab' * 32}/1/acme%2Ftiny", content=b"x")
         assert put.status_code == 403
         oid = hashlib.sha256(b"abc").hexdigest()
         batch = {"operation": "upload", "transfers": ["basic"], "objects": [{"oid": oid, "size": 3}]}
@@ -250,6 +258,16 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
         assert not any((staging / "tmp").iterdir()) and not (staging / "sha256" / oid).exists()
         again = commit({"key": "lfsFile", "value": {"path": "abc.txt", "algo": "sha256", "oid": oid, "size": 3}})
         assert again.status_code == 422
+        # a large upload goes on to the registry as it arrives (the commit's push finds its blob
+        # there), under its oid's digest: bytes that are not the oid never become a blob
+        big, bad = os.urandom(9 * MIB), os.urandom(9 * MIB)
+        for body, sent, status in ((big, big, 200), (bad, bad[:-1] + b"x", 400)):
+            oid = hashlib.sha256(body).hexdigest()
+            batch = {"operation": "upload", "objects": [{"oid": oid, "size": len(body)}]}
+            href = httpx.post(f"{url}/acme/tiny.git/info/lfs/objects/batch", json=batch,
+                              headers=headers).json()["objects"][0]["actions"]["upload"]["href"]
+            assert httpx.put(href, content=sent, timeout=60).status_code == status
+            assert blob_in(ref, oid, len(body)) == (status == 200)
         assert tag_digest(ref) == before
 
 

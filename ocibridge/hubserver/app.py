@@ -178,7 +178,7 @@ class ServeApp:
                        methods=("POST",)) for repo in REPO_FORMS],
             HubRoute(f"{UPLOAD_PATH}verify", self.guarded(self.publisher.lfs_verify), methods=("POST",)),
             # no header comes with the bytes: the URL is signed (publish.py)
-            HubRoute(f"{UPLOAD_PATH}{{oid:hub_part}}/{{size:hub_part}}",
+            HubRoute(f"{UPLOAD_PATH}{{oid:hub_part}}/{{size:hub_part}}/{{repo:hub_part}}",
                      self.guarded(self.publisher.lfs_put, needs_token=False), methods=("PUT",)),
         ]
         xet: list[BaseRoute] = []

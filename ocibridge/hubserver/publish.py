@@ -7,7 +7,8 @@ _commit_api.py, lfs.py), over LFS: what ``HF_HUB_DISABLE_XET=1`` clients send.
     POST /api/models/REPO/preupload/{rev}               upload mode of each file, and the oid the
                                                         branch holds for it (unchanged: skipped)
     POST /REPO.git/info/lfs/objects/batch               LFS batch (basic): where to PUT each object
-    PUT  /ocibridge/lfs/{sha256}/{size}?signed          the object's bytes, into :class:`.Staging`
+    PUT  /ocibridge/lfs/{sha256}/{size}/{repo}?signed   the object's bytes, into :class:`.Staging`
+                                                        (and on to the registry as they come: .relay)
     POST /ocibridge/lfs/verify                          the object was received and verified
     POST /api/models/REPO/commit/{rev}                  the commit (:mod:`.commits`): a new manifest
 
@@ -25,13 +26,15 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import anyio.to_thread
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.hubserver import commits
+from ocibridge.hubserver import relay as relay_mod
 from ocibridge.hubserver.answers import bearer, error, number, requested_repo
 from ocibridge.hubserver.files import FileLists
 from ocibridge.hubserver.grants import Grant, find
@@ -39,6 +42,7 @@ from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.sources import (
     CREATED,
     Catalog,
+    RegistrySource,
     RepoNotFound,
     Resolved,
     RevisionNotFound,
@@ -48,12 +52,15 @@ from ocibridge.hubserver.sources import (
 from ocibridge.hubserver.staging import Staging
 from ocibridge.hubserver.xet import Grants
 from ocibridge.oci.reference import check_tag
+from ocibridge.stores.base import WritableStore
 
 log = logging.getLogger("ocibridge.hubserver")
 
 #: where LFS objects are PUT (the guard lets bodies of this path be as large as they say)
 UPLOAD_PATH = UPLOADS
 LFS_TYPE = "application/vnd.git-lfs+json"
+#: bytes of an upload written to its file at once
+WRITE_PIECE = 1024 * 1024
 _T = TypeVar("_T")
 _HEX64 = frozenset("0123456789abcdef")
 
@@ -231,7 +238,7 @@ class PublishRoutes:
             if oid in held or await self._run(self.staging.has, oid):
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
                 continue
-            path = f"{UPLOAD_PATH}{oid}/{size}"
+            path = _upload_path(str(oid), str(size), repo_id)
             answered.append({"oid": oid, "size": size, "authenticated": True, "actions": {
                 "upload": {"href": base + self.signer.signed(path, expires), "expires_in": 3600},
                 "verify": {"href": f"{base}{UPLOAD_PATH}verify", "header": {}},
@@ -240,28 +247,62 @@ class PublishRoutes:
                             media_type=LFS_TYPE)
 
     async def lfs_put(self, request: Request) -> Response:
-        oid, size = request.path_params["oid"], number(request.path_params["size"])
+        params_ = request.path_params
+        oid, size, repo_id = params_["oid"], number(params_["size"]), params_["repo"]
         params = request.query_params
-        path = f"{UPLOAD_PATH}{oid}/{request.path_params['size']}"
+        path = _upload_path(oid, params_["size"], repo_id)
         if not self.signer.key or not self.signer.url_allowed(path, params.get("expires"), params.get("signature"),
                                                               params.get("client", "")):
             return error(403, None, "this upload URL is not signed by serve, or has expired: ask the batch API again")
         if not _is_sha256(oid) or size is None:
-            return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE")
+            return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE/REPO")
         with self.staging.new_file() as (tmp, fd):
-            written = 0
-            async for piece in request.stream():
-                written += len(piece)
-                if written > size:
-                    return error(400, None, f"the upload is larger than the {size} bytes it was granted")
-                await self._run(_write_all, fd, piece)
-            if written != size:
-                return error(400, None, f"the upload is {written} bytes, not the {size} it was granted")
+            relay = self._relay(repo_id, oid, size, tmp)
+            whole = False
             try:
-                await self._run(self.staging.commit_file, tmp, oid)
-            except DigestMismatch as e:
-                return error(400, None, str(e))
+                written = 0
+                pending: list[bytes] = []
+                async for piece in request.stream():
+                    pending.append(piece)
+                    written += len(piece)
+                    if written > size:
+                        return error(400, None, f"the upload is larger than the {size} bytes it was granted")
+                    if sum(map(len, pending)) >= WRITE_PIECE:  # one thread hop a MiB, not one a read
+                        await self._run(_write_all, fd, b"".join(pending))
+                        pending.clear()
+                        if relay is not None:
+                            relay.follow.grew(written)
+                await self._run(_write_all, fd, b"".join(pending))
+                if written != size:
+                    return error(400, None, f"the upload is {written} bytes, not the {size} it was granted")
+                whole = True
+                if relay is not None:
+                    relay.follow.grew(written)
+                try:
+                    await self._run(self.staging.commit_file, tmp, oid)
+                except DigestMismatch as e:
+                    return error(400, None, str(e))
+            except ClientDisconnect:
+                log.info("an upload of sha256:%s was abandoned after %d of %d bytes", oid, written, size)
+                return error(400, None, "the client left before the upload ended")
+            finally:
+                if relay is not None:
+                    if not whole:
+                        relay.follow.fail("the upload ended before its last byte")
+                    await self._run(relay.wait)
         return Response(status_code=200)
+
+    def _relay(self, repo_id: str, oid: str, size: int, tmp: Path) -> relay_mod.Relay | None:
+        """A relay of a large upload to the registry repository its commit will push to (the
+        first source's), when that is a registry."""
+        parts = repo_parts(repo_id)
+        source = self.catalog.sources[0]
+        if size < relay_mod.RELAY_MIN or parts is None or not isinstance(source, RegistrySource):
+            return None
+        repo = source.repository(parts)
+        if repo is None or not isinstance(repo.store, WritableStore):
+            return None
+        return relay_mod.Relay(repo.store, oid, size, tmp)
 
     async def lfs_verify(self, request: Request) -> Response:
         allowed = self.writer(request, None)
@@ -445,6 +486,12 @@ def _nothing(rel: str) -> Path:
 def _branch(revision: str) -> str:
     """The branch a revision names (``refs/heads/x`` is ``x``)."""
     return revision.removeprefix("refs/heads/") or "main"
+
+
+def _upload_path(oid: str, size: str, repo_id: str) -> str:
+    """Where an LFS object is PUT: its oid, size and repository (one segment), which the URL's
+    signature covers."""
+    return f"{UPLOAD_PATH}{oid}/{size}/{quote(repo_id, safe='')}"
 
 
 def _write_all(fd: int, data: bytes) -> None:
