@@ -386,6 +386,7 @@ class PublishRoutes:
             if head is not None:
                 annotations[commits.PARENT] = head.top.digest  # the digest: the walk needs no tag
             with commits.linked_tree(tree, self.staging.root / "commits", (parts or [repo_id])[-1]) as directory:
+                _known_digests(directory, tree)
                 digest = self.publish(directory, dest, annotations)
             with self._created_lock:
                 self.created.discard(repo_id.lower())
@@ -477,6 +478,16 @@ class _Held:
                                              shown=self.head.model.digest, concurrency=self.lists.concurrency)
             self._root = snap.path
         return self._root / rel
+
+
+def _known_digests(directory: Path, tree: dict[str, commits.Source]) -> None:
+    """Tell push the digest of each file of the commit (verified already: an upload by staging,
+    a branch's file by the model cache), so it reads none of them to hash it again: push's
+    digest cache, keyed by the link's own path and identity (taken once every link is made)."""
+    from ocibridge.model import digestcache
+
+    for rel, source in tree.items():
+        digestcache.remember(directory / rel, f"sha256:{source.sha256}")
 
 
 def _nothing(rel: str) -> Path:
