@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import io
 import json
 import os
 import signal
@@ -268,6 +269,17 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
                               headers=headers).json()["objects"][0]["actions"]["upload"]["href"]
             assert httpx.put(href, content=sent, timeout=60).status_code == status
             assert blob_in(ref, oid, len(body)) == (status == 200)
+        # a file push binds a chunk table for: its table made as it arrived, so the commit reads it no more
+        from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, chunk_stream
+
+        large = os.urandom(64 * MIB)
+        oid = hashlib.sha256(large).hexdigest()
+        batch = {"operation": "upload", "objects": [{"oid": oid, "size": len(large)}]}
+        href = httpx.post(f"{url}/acme/tiny.git/info/lfs/objects/batch", json=batch,
+                          headers=headers).json()["objects"][0]["actions"]["upload"]["href"]
+        assert httpx.put(href, content=large, timeout=120).status_code == 200
+        table = Path(os.environ["OCIBRIDGE_CACHE"]) / "chunk-tables" / str(DEFAULT_CHUNK_SIZE) / oid
+        assert tuple(table.read_text().split()) == chunk_stream(io.BytesIO(large)).chunks
         assert tag_digest(ref) == before
 
 

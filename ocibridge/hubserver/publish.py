@@ -32,6 +32,9 @@ import anyio.to_thread
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.chunks import chunkcache
+from ocibridge.chunks.chunking import ChunkHasher
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.hubserver import commits
 from ocibridge.hubserver import relay as relay_mod
@@ -258,6 +261,8 @@ class PublishRoutes:
             return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE/REPO")
         with self.staging.new_file() as (tmp, fd):
             relay = self._relay(repo_id, oid, size, tmp)
+            # the chunk table push binds for a file this large, made from the bytes as they come
+            chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
             whole = False
             try:
                 written = 0
@@ -268,11 +273,11 @@ class PublishRoutes:
                     if written > size:
                         return error(400, None, f"the upload is larger than the {size} bytes it was granted")
                     if sum(map(len, pending)) >= WRITE_PIECE:  # one thread hop a MiB, not one a read
-                        await self._run(_write_all, fd, b"".join(pending))
+                        await self._run(_write_all, fd, b"".join(pending), chunks)
                         pending.clear()
                         if relay is not None:
                             relay.follow.grew(written)
-                await self._run(_write_all, fd, b"".join(pending))
+                await self._run(_write_all, fd, b"".join(pending), chunks)
                 if written != size:
                     return error(400, None, f"the upload is {written} bytes, not the {size} it was granted")
                 whole = True
@@ -282,6 +287,8 @@ class PublishRoutes:
                     await self._run(self.staging.commit_file, tmp, oid)
                 except DigestMismatch as e:
                     return error(400, None, str(e))
+                if chunks is not None:  # the bytes hashed to the oid: their table is a fact of it
+                    chunkcache.remember(LayerChunks(f"sha256:{oid}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
             except ClientDisconnect:
                 log.info("an upload of sha256:%s was abandoned after %d of %d bytes", oid, written, size)
                 return error(400, None, "the client left before the upload ended")
@@ -505,7 +512,9 @@ def _upload_path(oid: str, size: str, repo_id: str) -> str:
     return f"{UPLOAD_PATH}{oid}/{size}/{quote(repo_id, safe='')}"
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes, chunks: ChunkHasher | None = None) -> None:
+    if chunks is not None:
+        chunks.update(data)
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
