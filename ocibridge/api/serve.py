@@ -19,10 +19,9 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ocibridge.api.options import TransferOptions
+    from ocibridge.api.policy import Verification
     from ocibridge.hubserver.server import ServerSettings
     from ocibridge.oci.reference import LayoutReference, RegistryReference
-    from ocibridge.signing.containers_policy import UsePolicy
-    from ocibridge.signing.verify import VerifyPolicy
 
 #: the one error line when the extra is missing
 EXTRA = "ocibridge serve needs Starlette and uvicorn: pip install 'ocibridge[serve]'"
@@ -55,7 +54,7 @@ def create_app(
     *,
     options: ServeOptions | None = None,
     transfer: TransferOptions | None = None,
-    verify: VerifyPolicy | UsePolicy | None = None,
+    verify: Verification | None = None,
 ) -> Starlette:
     """The Hub's read API over ``sources`` as a Starlette application. Sources are searched in
     order: a registry prefix ``host[/path]`` (repo ``ORG/NAME`` is ``host/path/org/name``),
@@ -74,7 +73,7 @@ def serve(
     listen: str | ListenOptions | None = None,
     options: ServeOptions | None = None,
     transfer: TransferOptions | None = None,
-    verify: VerifyPolicy | UsePolicy | None = None,
+    verify: Verification | None = None,
 ) -> None:
     """Run :func:`create_app`'s application with uvicorn at ``listen`` (``HOST:PORT`` or
     :class:`ListenOptions`; default 127.0.0.1:8080) until SIGTERM or Ctrl-C, which finish the
@@ -100,7 +99,7 @@ def _needs(*modules: str) -> None:
 
 def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], options: ServeOptions,
          listen: ListenOptions, transfer: TransferOptions | None,
-         verify: VerifyPolicy | UsePolicy | None) -> tuple[Starlette, ServerSettings]:
+         verify: Verification | None) -> tuple[Starlette, ServerSettings]:
     """The application and what its server is built from; the options are checked before a
     source is located, the policy file read once they are."""
     from ocibridge.api.options import TransferOptions

@@ -163,7 +163,11 @@ class VerifyResult:
     attestation_type: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"verified": True, "digest": self.digest, "signatures": [s.as_dict() for s in self.signatures]}
+        out: dict[str, Any] = {"verified": True, "reference": self.reference, "digest": self.digest,
+                               "signatures": [s.as_dict() for s in self.signatures]}
+        if self.attestation_type is not None:  # what was verified: an attestation of this type
+            out["attestationType"] = self.attestation_type
+        return out
 
 
 @closes_its_stores
