@@ -115,6 +115,7 @@ class AttestOptions:
     sbom_time: str | None = None
     provenance_time: str | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    password: str | bytes | None = None  # the key file's (None: $COSIGN_PASSWORD, as cosign reads it)
 
     @property
     def wanted(self) -> bool:
