@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ocibridge.stores.registry.options import RegistryOptions
 
 
-@dataclass  # not frozen: ``ocibridge login`` fills in a user name and password it prompted for
+@dataclass(frozen=True)
 class TransferOptions:
     """How to reach registries and how hard to push; passed to every store that is opened.
     ``chunk_size``: upload a blob in ``PATCH`` pieces of this many bytes (``--upload-part-size``);
