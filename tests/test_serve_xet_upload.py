@@ -72,6 +72,22 @@ def test_hf_xet_uploads_land_in_staging_exactly(served):
                       ("GET", "/xet-write/acme/up/v1/chunks/default"),
                       ("POST", "/xet-write/acme/up/v2/shards")}, shapes
     assert {1, 2} & set(stored_schemes()), "no chunk came compressed"
+    assert len(stored_schemes()) >= 4  # the large file came in several chunks
+
+
+def test_huggingface_hub_reads_the_write_grant(served):
+    """huggingface_hub's own reader of a Xet grant (utils/_xet.py) takes serve's write grant."""
+    from huggingface_hub.utils._xet import _fetch_xet_connection_info_with_url
+
+    info = _fetch_xet_connection_info_with_url(f"{served.url}/api/models/acme/up/xet-write-token/main",
+                                               {"Authorization": f"Bearer {TOKEN}"})
+    assert info.endpoint == f"{served.url}/xet-write/acme/up" and info.access_token
+    status, _ = call(f"{served.url}/api/models/acme/up/xet-write-token/main", token="wrong")
+    assert status == 401
+    status, body = call(f"{served.url}/xet-write/acme/up/v1/chunks/default/{'0' * 64}", token=info.access_token)
+    assert status == 404  # the grant is good at the CAS URL ...
+    status, _ = call(f"{served.url}/xet-write/acme/other/v1/chunks/default/{'0' * 64}", token=info.access_token)
+    assert status == 401  # ... of its repository only
 
 
 def stored_schemes() -> list[int]:
@@ -91,9 +107,9 @@ def one_chunk_xorb(data: bytes) -> tuple[bytes, str]:
     return b"\x00" + n + b"\x00" + n + data, xethash.hex_of(xethash.xorb_hash([(xethash.chunk_hash(data), len(data))]))
 
 
-def shard_of(data: bytes, xorb: str, sha256: str) -> bytes:
+def shard_of(data: bytes, xorb: str, sha256: str, file_hash: bytes | None = None) -> bytes:
     """A shard naming one file: ``data``, one chunk of xorb ``xorb``, with ``sha256`` as its SHA-256."""
-    file_hash = xethash.file_hash([(xethash.chunk_hash(data), len(data))])
+    file_hash = file_hash or xethash.file_hash([(xethash.chunk_hash(data), len(data))])
     xorb_raw, sha256_raw = xethash.from_hex(xorb), xethash.from_hex(sha256)  # both stored as Xet hashes
     assert xorb_raw is not None and sha256_raw is not None
     return (xetformat.SHARD_TAG + struct.pack("<QQ", 2, 0)
@@ -133,6 +149,10 @@ def test_a_shard_naming_a_missing_xorb_or_a_wrong_sha256_is_refused(served):
     status, body = call(f"{cas}/v1/shards", "POST", shard_of(data, name, hashlib.sha256(b"other").hexdigest()), token)
     assert status == 400 and b"sha256" in body
     assert not staged().has(hashlib.sha256(data).hexdigest())
+    status, body = call(f"{cas}/v1/shards", "POST", shard_of(data, name, hashlib.sha256(data).hexdigest(),
+                                                               file_hash=bytes(32)), token)
+    assert status == 400 and b"pieces hash to" in body
+    assert not staged().has(hashlib.sha256(data).hexdigest())
     status, body = call(f"{cas}/v2/shards", "POST", good, token)
     assert status == 200 and json.loads(body) == {"type": "result"}
     path = staged().path_for(hashlib.sha256(data).hexdigest())
@@ -143,3 +163,18 @@ def test_global_dedupe_answers_none(served):
     cas, token = grant(served)
     status, _ = call(f"{cas}/v1/chunks/default-merkledb/{'0' * 64}", token=token)
     assert status == 404
+
+
+def test_kept_xorbs_stay_within_their_budget(tmp_path):
+    """Past the budget the least recently used xorbs go, never the one just kept."""
+    from ocibridge.hubserver.xet import Grants
+    from ocibridge.hubserver.xetupload import XetUpload
+
+    up = XetUpload(Staging(tmp_path / "staging"), Grants([]), lambda request: "", budget=2500)
+    up.xorbs.mkdir(parents=True)
+    for i in range(4):
+        (up.xorbs / f"x{i}").write_bytes(bytes(1000))
+        os.utime(up.xorbs / f"x{i}", (1000 + i, 1000 + i))
+    os.utime(up.xorbs / "x0", (2000, 2000))  # x0: used last, though kept first
+    up._within_budget(up.xorbs / "x1")
+    assert sorted(p.name for p in up.xorbs.iterdir()) == ["x0", "x1"]
