@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import struct
 import urllib.error
 import urllib.request
@@ -182,3 +183,21 @@ def test_kept_xorbs_stay_within_their_budget(tmp_path):
     os.utime(up.xorbs / "x0", (2000, 2000))  # x0: used last, though kept first
     up._within_budget(up.xorbs / "x1")
     assert sorted(p.name for p in up.xorbs.iterdir()) == ["x0", "x1"]
+
+
+def test_a_shard_naming_more_bytes_than_the_disk_holds_is_refused_before_any_is_written(served):
+    """A small shard may name one xorb over and over: what it names is bounded before a byte is
+    rebuilt (by the free space where serve stages), and a segment by what its chunks can hold."""
+    cas, token = grant(served)
+    xorb = xethash.from_hex("1" * 64)
+    assert xorb is not None
+    count = shutil.disk_usage(cache_root().parent).free // 0xFFFFFFFF + 1
+    body = (xetformat.SHARD_TAG + struct.pack("<QQ", 2, 0) + bytes(32) + struct.pack("<IIQ", 0, count, 0)
+            + (xorb + struct.pack("<IIII", 0, 0xFFFFFFFF, 0, 32768)) * count + xetformat.BOOKEND + bytes(16))
+    status, answer = call(f"{cas}/v1/shards", "POST", body, token)
+    assert status == 400 and b"free where serve stages" in answer
+    one = (xetformat.SHARD_TAG + struct.pack("<QQ", 2, 0) + bytes(32) + struct.pack("<IIQ", 0, 1, 0)
+           + xorb + struct.pack("<IIII", 0, 200_000, 0, 1) + xetformat.BOOKEND + bytes(16))
+    status, answer = call(f"{cas}/v1/shards", "POST", one, token)
+    assert status == 400 and b"declares 200000 bytes in 1 chunks" in answer
+    assert kept_nothing()

@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -166,6 +167,9 @@ class XetUpload:
                 files = xetformat.shard_files(f)
         except BadUpload as e:
             return str(e)
+        problem = self._too_large(files)
+        if problem:
+            return problem
         with contextlib.ExitStack() as stack:
             built: list[tuple[Path, str]] = []
             for entry in files:
@@ -177,6 +181,22 @@ class XetUpload:
                 built.append((out, sha256))
             for out, sha256 in built:
                 self.staging.commit_file(out, sha256)
+        return None
+
+    def _too_large(self, files: list[FileEntry]) -> str | None:
+        """Why the files a shard names cannot be rebuilt here, before a byte is: a segment larger
+        than its chunks can hold, or more bytes in all than the staging disk has free (a small
+        shard naming one xorb a million times would otherwise fill it)."""
+        declared = 0
+        for entry in files:
+            for seg in entry.segments:
+                if seg.size > (seg.end - seg.first) * xetformat.MAX_CHUNK:
+                    return f"a segment declares {seg.size} bytes in {seg.end - seg.first} chunks"
+                declared += seg.size
+        self.staging.root.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(self.staging.root).free
+        if declared > free:
+            return f"its files are {declared} bytes, more than the {free} bytes free where serve stages uploads"
         return None
 
     def _rebuild(self, entry: FileEntry, fd: int) -> str:
