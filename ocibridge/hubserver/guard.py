@@ -26,7 +26,7 @@ import contextlib
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -36,6 +36,9 @@ log = logging.getLogger("ocibridge.hubserver")
 
 #: bytes of a request body (a paths-info list of 10,000 long paths fits)
 BODY_MAX = 2 * 1024 * 1024
+#: bytes of an upload's body (a Xet xorb or shard), under the paths of :data:`UPLOAD_PATHS`
+UPLOAD_MAX = 96 * 1024 * 1024
+UPLOAD_PATHS = ("/xet-write/",)
 #: headers of a request (:mod:`.protocol` counts them as they are parsed)
 HEADERS_MAX = 100
 #: bytes of a request's URL and headers together
@@ -59,6 +62,7 @@ class Limits:
     """What one request may take (docs/security.md lists each)."""
 
     body: int = BODY_MAX
+    upload: int = UPLOAD_MAX
     send_timeout: float = SEND_TIMEOUT
     stall: float = STALL
 
@@ -174,6 +178,8 @@ class Guard:
             await self.app(scope, receive, send)
             return
         limits = self.limits
+        if str(scope.get("path", "")).removeprefix(str(scope.get("root_path", ""))).startswith(UPLOAD_PATHS):
+            limits = replace(limits, body=limits.upload)  # an upload: its route bounds it further
         length, chunked = _declared_length(scope)
         if length is not None and (length < 0 or length > limits.body):
             await _refuse(scope, receive, send, limits.body)
