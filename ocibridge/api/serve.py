@@ -63,7 +63,7 @@ def create_app(
     keys of ``verify``; the policy file is read now, so a broken one is an error here, not a
     refusal of every request. Run its lifespan (a server does; ``with TestClient(app)``), or
     call ``app.state.serve.close()`` when done, to close the registry connections."""
-    _needs("starlette")
+    _needs("starlette", "blake3", "lz4")  # the upload routes verify Xet chunks with them
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify)[0]
 
 
@@ -78,7 +78,7 @@ def serve(
     """Run :func:`create_app`'s application with uvicorn at ``listen`` (``HOST:PORT`` or
     :class:`ListenOptions`; default 127.0.0.1:8080) until SIGTERM or Ctrl-C, which finish the
     requests in flight first: what ``ocibridge serve`` does."""
-    _needs("starlette", "uvicorn")
+    _needs("starlette", "uvicorn", "blake3", "lz4")
     from ocibridge.hubserver.server import run
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
