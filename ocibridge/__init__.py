@@ -22,7 +22,7 @@ _HOMES = {
     **dict.fromkeys(("ConfigChange", "FileChange", "ModelDiff", "TensorChange"), "lazyread.diff"),
     **dict.fromkeys(("CompletionScript", "completion_script"), "api.completion"),
     "check_registry": "api.registry_check", "RegistryReport": "stores.registry.probe",
-    "enable_request_log": "api.session",
+    **dict.fromkeys(("closing_opened_stores", "enable_request_log"), "api.session"),
     "inspect_text": "api.texts",
     **dict.fromkeys(("ChunksResult", "attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "copy_reference": "api.copy",  # api.model_ops re-exports it
@@ -34,7 +34,8 @@ _HOMES = {
     "filesystem": "api.lazy_fs",
     **dict.fromkeys(("KeygenResult", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
                      "VerifyResult", "keygen", "sign", "verify", "verify_dir"), "api.signing"),
-    **dict.fromkeys(("PolicyVerdict", "RequirementCheck", "check_policy", "verification"), "api.policy"),
+    **dict.fromkeys(("PolicyVerdict", "RequirementCheck", "Verification", "check_policy", "verification"),
+                    "api.policy"),
     **dict.fromkeys(("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
                      "k8s_validate", "k8s_volume"), "api.k8s"),
     "SchemaCheck": "k8s.schemacheck",
@@ -124,6 +125,7 @@ __all__ = [
     "TransferOptions",
     "ValidateResult",
     "Variant",
+    "Verification",
     "VerifiedSignature",
     "VerifyDirResult",
     "VerifyOptions",
@@ -138,6 +140,7 @@ __all__ = [
     "cat",
     "check_policy",
     "check_registry",
+    "closing_opened_stores",
     "completion_script",
     "convert",
     "copy_reference",
@@ -255,10 +258,10 @@ if TYPE_CHECKING:
         validate,
     )
     from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, TransferOptions
-    from ocibridge.api.policy import PolicyVerdict, RequirementCheck, check_policy, verification
+    from ocibridge.api.policy import PolicyVerdict, RequirementCheck, Verification, check_policy, verification
     from ocibridge.api.registry_check import check_registry
     from ocibridge.api.serve import ListenOptions, ServeOptions, create_app, serve
-    from ocibridge.api.session import enable_request_log
+    from ocibridge.api.session import closing_opened_stores, enable_request_log
     from ocibridge.api.signing import (
         KeygenResult,
         SignResult,

@@ -160,7 +160,7 @@ def test_the_kubernetes_job_of_a_job(source, tmp_path, capsys) -> None:
     assert main(["mirror", str(job_file), "--emit", "k8s-job", "--shards", "3", "--parallelism", "2",
                  "--name", "tiny-mirror", "--image", "reg.example/ocibridge:1", "--no-docker-config"]) == 0
     printed = capsys.readouterr()
-    assert printed.out == k8s.to_yaml() and printed.err.splitlines() == list(k8s.warnings)
+    assert printed.out == k8s.to_yaml() and printed.err.splitlines() == [f"ocibridge: {w}" for w in k8s.warnings]
 
     with pytest.raises(UsageError, match="--shards must be between"):
         ocibridge.mirror_k8s_job(job, ocibridge.MirrorK8sOptions(shards=0))

@@ -124,6 +124,20 @@ def test_an_encrypted_cosign_key_signs_with_its_password(layout, monkeypatch):
     assert found.form == "bundle" and found.where == signed.written["bundle"]
 
 
+def test_attest_takes_the_key_files_password_as_sign_does(layout, tmp_path, monkeypatch):
+    """attest() and AttestOptions take the password of cosign's encrypted key file, as SignOptions
+    does: a Python caller need not put it into the process environment."""
+    key = data("signing", "cosign-key", "empty-password.key")
+    monkeypatch.setenv("COSIGN_PASSWORD", "wrong")
+    with pytest.raises(SignatureError, match="wrong password"):
+        ocibridge.attest(layout, sbom=True, key=key)
+    done = ocibridge.attest(layout, sbom=True, key=key, password="")
+    assert list(done.written) == ["sbom"] and done.signed
+    pushed = ocibridge.push(str(make_model(tmp_path / "m2")), f"oci:{tmp_path}/store:v2",
+                            attest=ocibridge.AttestOptions(provenance=True, key=key, password=""))
+    assert pushed.extra["evidence"]["signed"]
+
+
 def test_sign_and_verify_in_a_registry(tmp_path, registry, unique_repo, keypair, capsys):
     private, public = keypair
     ref = f"{registry.host}/{unique_repo}:v1"

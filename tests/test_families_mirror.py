@@ -115,7 +115,7 @@ def test_a_sharded_mirror_converts_every_tag_into_an_ollama_model(registry, tmp_
     ModelKit) mirrored by two shards into Ollama models; the merged report lists what Ollama
     cannot hold; the target reads as Ollama models whose GGUF is the file pushed, byte for byte,
     and installs into an Ollama store; a second run finds everything mirrored."""
-    from ocibridge.mirror.merge import merge_reports
+    import ocibridge
     from ocibridge.mirror.shard import parse_shard
 
     model, gguf, src = _gguf_model_pushed(registry, tmp_path, unique_repo, license_text="MIT License\n")
@@ -139,7 +139,7 @@ convert = "ollama"
         path = tmp_path / f"shard-{i}.json"
         path.write_text(json.dumps(summary.as_dict()))
         reports.append(path)
-    merged = merge_reports(reports)
+    merged = ocibridge.mirror_merge(reports)
     assert merged.exit_code == 0, merged.format_text()
     done = merged.as_dict()["artifacts"]
     assert sorted(a["status"] for a in done) == ["copied", "copied"]

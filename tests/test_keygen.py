@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +68,26 @@ def test_keygen_refuses_to_replace_keys_and_needs_a_password(tmp_path):
     assert piped.returncode == 0, piped.stderr
     assert (tmp_path / "cosign.key").read_bytes() != before
     keys.load_private_key(tmp_path / "cosign.key", b"from-stdin")
+
+
+def test_keygen_makes_no_directory_and_a_failed_write_keeps_the_old_pair(tmp_path, monkeypatch):
+    """As cosign: a prefix in a missing directory is refused (nothing created); and when writing
+    the new pair fails midway, the pair that was there is left as it was."""
+    import ocibridge
+    from ocibridge.errors import UsageError
+
+    with pytest.raises(UsageError, match="no such directory"):
+        ocibridge.keygen(tmp_path / "missing" / "k", password="pw")
+    assert not (tmp_path / "missing").exists()
+    old = ocibridge.keygen(tmp_path / "k", password="pw")
+    pair = (Path(old.private_key), Path(old.public_key))
+    before = [p.read_bytes() for p in pair]
+
+    def broken(key):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(keys, "public_pem", broken)
+    with pytest.raises(OSError, match="disk full"):
+        ocibridge.keygen(tmp_path / "k", password="pw", overwrite=True)
+    assert [p.read_bytes() for p in pair] == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.key", "k.pub"]

@@ -18,7 +18,9 @@ NO_REFERENCE = {("login",), ("logout",), ("mirror",), ("list",), ("ls",), ("prun
                 ("load",),  # load: a bundle file and a registry prefix or oci:DIR
                 ("verify-dir",), ("check-registry",), ("cache",),  # a directory, a host, the cache
                 ("serve",), ("k8s", "serve"),  # sources: registry prefixes, oci:DIR, the local store as a whole
-                ("k8s", "policy")}  # scopes as policy.json writes them (host, host/repo), keys
+                ("k8s", "policy"),  # scopes as policy.json writes them (host, host/repo), keys
+                ("keygen",), ("completion",),  # a file prefix; a shell's name
+                ("repo",)}  # repo ls REGISTRY[/PREFIX]: a registry's catalog
 
 #: argv per command, with {name} (the local model), {tmp} and {key}/{pub}; "ok" when it must
 #: succeed, else it must fail for a reason other than the name (a registry-only operation)
@@ -49,6 +51,8 @@ CASES: dict[tuple[str, ...], tuple[list[str], bool]] = {
     ("cat",): (["cat", "{name}", "config.json"], False),  # lazy reads are of registry models
     ("chunks",): (["chunks", "{name}"], False),
     ("rm",): (["rm", "{name}"], True),
+    ("manifest",): (["manifest", "fetch", "{name}"], True),
+    ("diff",): (["diff", "{name}", "{name}"], False),  # diff compares registry models
 }
 #: what a name taken for something else shows
 WRONG_READINGS = ("docker.io", "local path, not a store", "not an OCI image layout", "tag not found")

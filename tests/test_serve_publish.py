@@ -361,3 +361,25 @@ def test_branches_tags_history_and_commits_at_once(tmp_path, registry, unique_re
         assert done.returncode == 0, done.stderr
         readme = huggingface_hub.hf_hub_download("acme/tiny", "README.md", token="reader-token")
         assert Path(readme).read_text() == "# card\n"
+
+
+def test_publish_over_xet_commits_what_hf_xet_uploaded(tmp_path, registry, unique_repo, monkeypatch):
+    """huggingface_hub as it runs by default (hf_xet): the files it sends over Xet (xetupload.py)
+    land in the same staging, and the same commit route makes them a ModelPack artifact."""
+    src = model_dir(tmp_path / "model")
+    prefix = f"{registry.host}/{unique_repo}"
+    with serve_process(tmp_path, prefix) as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
+        from huggingface_hub import _commit_api
+
+        def no_lfs(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the LFS batch API was used: this test is of Xet uploads")
+
+        monkeypatch.setattr(_commit_api, "post_lfs_batch_info", no_lfs)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/xet")
+        done = api.upload_folder(repo_id="acme/xet", folder_path=src, commit_message="over xet")
+        assert api.model_info("acme/xet").sha == done.oid
+        got = huggingface_hub.snapshot_download("acme/xet", token="reader-token")
+        assert files_of(Path(got)) == files_of(src)
+    assert main(["validate", f"{prefix}/acme/xet:latest", "--strict"]) == 0

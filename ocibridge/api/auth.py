@@ -3,6 +3,8 @@ and what it took to reach the host kept beside them, where every later call find
 
 from __future__ import annotations
 
+import dataclasses
+
 from ocibridge.api.options import TransferOptions
 from ocibridge.transfer.results import LoginResult
 
@@ -15,7 +17,7 @@ def login(host: str, username: str, password: str, *, transfer: TransferOptions 
     from ocibridge.stores.registry.hosts import remember
     from ocibridge.stores.registry.loginflow import login as store_login
 
-    transfer = transfer or TransferOptions()
+    transfer = dataclasses.replace(transfer or TransferOptions(), username=username, password=password)
     store_login(host, username, password, transfer.registry_options())
     saved = remember(host, ca_file=transfer.ca_file, plain_http=transfer.plain_http or None,
                      insecure=transfer.insecure or None)

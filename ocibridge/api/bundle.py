@@ -37,8 +37,7 @@ from ocibridge.stores.layout import LayoutStore
 from ocibridge.transfer.copy import CopyHooks, copy
 
 if TYPE_CHECKING:
-    from ocibridge.signing.use import UsePolicy
-    from ocibridge.signing.verify import VerifyPolicy
+    from ocibridge.api.policy import Verification
     from ocibridge.transfer.progress import ProgressFn
 
 BUNDLE_FILE = "ocibridge-bundle.json"
@@ -100,7 +99,7 @@ class _PlanLayout(LayoutStore):
 
 @closes_its_stores
 def save(refs: Sequence[str], output: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
-         verify: VerifyPolicy | UsePolicy | None = None, progress: ProgressFn | None = None) -> BundleResult:
+         verify: Verification | None = None, progress: ProgressFn | None = None) -> BundleResult:
     """Write the models ``refs`` name (each with its signatures and referrers) into the bundle
     ``output``; with ``verify``, only signed ones, and each bundled by the digest verified.
 
@@ -339,7 +338,7 @@ def destinations_of(entries: Sequence[BundleEntry], prefix: str | None) -> list[
 
 @closes_its_stores
 def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer: TransferOptions | None = None,
-         progress: ProgressFn | None = None, verify: VerifyPolicy | UsePolicy | None = None) -> BundleResult:
+         progress: ProgressFn | None = None, verify: Verification | None = None) -> BundleResult:
     """Copy every model of ``bundle`` (with its signatures and referrers) under ``prefix``;
     without one, into the local store (:func:`local_destination`). Every model is first
     checked, under the reference it was saved from, against the containers policy file that

@@ -21,10 +21,9 @@ from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
+    from ocibridge.api.policy import Verification
     from ocibridge.cache.models import ModelCache
     from ocibridge.chunks.delta import DeltaResult
-    from ocibridge.signing.use import UsePolicy
-    from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.transfer.progress_events import ProgressFn
 
 
@@ -33,7 +32,7 @@ def path(
     ref: str | Locator,
     *,
     transfer: TransferOptions | None = None,
-    verify: VerifyPolicy | UsePolicy | None = None,
+    verify: Verification | None = None,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     offline: bool | None = None,

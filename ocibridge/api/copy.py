@@ -22,6 +22,7 @@ from ocibridge.transfer.push_result import PushResult
 
 if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions
+    from ocibridge.api.policy import Verification
     from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.transfer.progress import ProgressFn
 
@@ -39,7 +40,7 @@ def copy_reference(
     referrers: bool = False,
     transfer: TransferOptions | None = None,
     progress: ProgressFn | None = None,
-    verify: VerifyPolicy | UsePolicy | None = None,
+    verify: Verification | None = None,
     attest: AttestOptions | None = None,
 ) -> PushResult:
     """Copy an artifact (with its whole graph) between any two stores; with ``verify``, only

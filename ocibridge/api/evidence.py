@@ -104,11 +104,12 @@ def provenance(reference: str | Locator, *, source: str | None = None, parameter
 def attest(reference: str | Locator, *, sbom: bool = False,
            provenance: Mapping[str, Any] | str | os.PathLike[str] | None = None,
            key: str | os.PathLike[str] | None = None, identity: str | None = None, sbom_time: str | None = None,
-           transfer: TransferOptions | None = None) -> AttestResult:
+           transfer: TransferOptions | None = None, password: str | bytes | None = None) -> AttestResult:
     """Attach the model's AI-BOM (``sbom``) and a SLSA provenance predicate (a mapping, or a
     JSON file holding one or a statement of one) to the manifest ``reference`` names, signed
     as in-toto attestations with ``key`` naming ``identity`` (default: where it is), else as
-    plain referrers. Attaching the same twice adds nothing (``unchanged``)."""
+    plain referrers; ``password``: the key file's (None: ``$COSIGN_PASSWORD``, as cosign reads
+    it). Attaching the same twice adds nothing (``unchanged``)."""
     from ocibridge.signing import keys
     from ocibridge.signing.evidence import EvidenceOptions, attach_evidence
 
@@ -116,7 +117,7 @@ def attest(reference: str | Locator, *, sbom: bool = False,
         raise UsageError("attest needs --sbom, --provenance FILE or both")
     body = dict(provenance) if isinstance(provenance, Mapping) else \
         read_provenance(os.fspath(provenance)) if provenance is not None else None
-    private = keys.load_private_key(key) if key is not None else None
+    private = keys.load_private_key(key, _secret(password)) if key is not None else None
     located = locate(reference, Role.MODEL)
     target = open_store_target(located, for_write=True,
                                options=(transfer or TransferOptions()).registry_options())
@@ -187,7 +188,7 @@ def prepare(options: AttestOptions, dest: Locator | None) -> PreparedEvidence:
     if options.key is not None:
         from ocibridge.signing import keys
 
-        key = keys.load_private_key(options.key)
+        key = keys.load_private_key(options.key, _secret(options.password))
     return PreparedEvidence(options, key)
 
 
@@ -210,9 +211,13 @@ def prepare_signature(options: SignOptions | None, oms_signature: str | os.PathL
         from ocibridge.signing import keys
 
         sign_forms(options.forms)  # an unknown form is a usage error, before the key is read
-        password = options.password.encode() if isinstance(options.password, str) else options.password
-        key = keys.load_private_key(options.key, password)
+        key = keys.load_private_key(options.key, _secret(options.password))
     return PreparedSignature(options, oms, key, excludes)
+
+
+def _secret(password: str | bytes | None) -> bytes | None:
+    """A key file's password as the key reader takes it (None: ``$COSIGN_PASSWORD``)."""
+    return password.encode() if isinstance(password, str) else password
 
 
 def _relative_inside(path: Path, root: Path) -> str | None:

@@ -40,10 +40,9 @@ from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
+    from ocibridge.api.policy import Verification
     from ocibridge.k8s.schemacheck import SchemaCheck
     from ocibridge.kinds.locators import Locator
-    from ocibridge.signing.containers_policy import UsePolicy
-    from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.stores.target import StoreTarget
 
 __all__ = [
@@ -151,7 +150,7 @@ def k8s_mount(
     *,
     runtime: str = DEFAULT_RUNTIME,
     platform: str = DEFAULT_PLATFORM,
-    verify: VerifyPolicy | UsePolicy | None = None,
+    verify: Verification | None = None,
     transfer: TransferOptions | None = None,
 ) -> VolumeLayout:
     """Lay out ``directory`` (absent or empty) exactly as ``runtime`` would present the volume,
@@ -177,7 +176,7 @@ def k8s_modelcar(
     *,
     kserve: KServeOptions | None = None,
     pull_secrets: PullSecrets = PullSecrets(),
-    verify: VerifyPolicy | UsePolicy | None = None,
+    verify: Verification | None = None,
     transfer: TransferOptions | None = None,
 ) -> ModelCarImage:
     """Build a ModelCar image (the model's files under ``/models``) of ``ref``, in its own store,

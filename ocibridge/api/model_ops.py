@@ -47,7 +47,7 @@ from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, PathReference
-from ocibridge.signing.use import UsePolicy, as_use_policy, refuse_before_opening
+from ocibridge.signing.use import as_use_policy, refuse_before_opening
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
@@ -55,10 +55,10 @@ from ocibridge.transfer.progress_events import PushProgress
 from ocibridge.transfer.results import InspectResult, PullResult, PushResult, ValidateResult
 
 if TYPE_CHECKING:
+    from ocibridge.api.policy import Verification
     from ocibridge.kinds.source import SourceFormat
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
-    from ocibridge.signing.verify import VerifyPolicy
 
 
 def load_source(
@@ -305,7 +305,7 @@ def pull(
     format: str | None = None,
     transfer: TransferOptions | None = None,
     progress: ProgressFn | None = None,
-    verify: VerifyPolicy | UsePolicy | None = None,
+    verify: Verification | None = None,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     on_existing: OnExisting | str = OnExisting.REFUSE,

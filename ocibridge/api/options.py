@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ocibridge.stores.registry.options import RegistryOptions
 
 
-@dataclass  # not frozen: ``ocibridge login`` fills in a user name and password it prompted for
+@dataclass(frozen=True)
 class TransferOptions:
     """How to reach registries and how hard to push; passed to every store that is opened.
     ``chunk_size``: upload a blob in ``PATCH`` pieces of this many bytes (``--upload-part-size``);
@@ -115,6 +115,7 @@ class AttestOptions:
     sbom_time: str | None = None
     provenance_time: str | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)
+    password: str | bytes | None = None  # the key file's (None: $COSIGN_PASSWORD, as cosign reads it)
 
     @property
     def wanted(self) -> bool:

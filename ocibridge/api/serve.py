@@ -20,11 +20,10 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ocibridge.api.options import TransferOptions
+    from ocibridge.api.policy import Verification
     from ocibridge.hubserver.commits import Publish
     from ocibridge.hubserver.server import ServerSettings
     from ocibridge.oci.reference import LayoutReference, RegistryReference
-    from ocibridge.signing.containers_policy import UsePolicy
-    from ocibridge.signing.verify import VerifyPolicy
 
 #: the one error line when the extra is missing
 EXTRA = "ocibridge serve needs Starlette and uvicorn: pip install 'ocibridge[serve]'"
@@ -57,7 +56,7 @@ def create_app(
     *,
     options: ServeOptions | None = None,
     transfer: TransferOptions | None = None,
-    verify: VerifyPolicy | UsePolicy | None = None,
+    verify: Verification | None = None,
 ) -> Starlette:
     """The Hub's read API over ``sources`` as a Starlette application. Sources are searched in
     order: a registry prefix ``host[/path]`` (repo ``ORG/NAME`` is ``host/path/org/name``),
@@ -66,7 +65,7 @@ def create_app(
     keys of ``verify``; the policy file is read now, so a broken one is an error here, not a
     refusal of every request. Run its lifespan (a server does; ``with TestClient(app)``), or
     call ``app.state.serve.close()`` when done, to close the registry connections."""
-    _needs("starlette")
+    _needs("starlette", "blake3", "lz4")  # the upload routes verify Xet chunks with them
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify)[0]
 
 
@@ -76,12 +75,12 @@ def serve(
     listen: str | ListenOptions | None = None,
     options: ServeOptions | None = None,
     transfer: TransferOptions | None = None,
-    verify: VerifyPolicy | UsePolicy | None = None,
+    verify: Verification | None = None,
 ) -> None:
     """Run :func:`create_app`'s application with uvicorn at ``listen`` (``HOST:PORT`` or
     :class:`ListenOptions`; default 127.0.0.1:8080) until SIGTERM or Ctrl-C, which finish the
     requests in flight first: what ``ocibridge serve`` does."""
-    _needs("starlette", "uvicorn")
+    _needs("starlette", "uvicorn", "blake3", "lz4")
     from ocibridge.hubserver.server import run
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
@@ -117,7 +116,7 @@ def _needs(*modules: str) -> None:
 
 def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], options: ServeOptions,
          listen: ListenOptions, transfer: TransferOptions | None,
-         verify: VerifyPolicy | UsePolicy | None) -> tuple[Starlette, ServerSettings]:
+         verify: Verification | None) -> tuple[Starlette, ServerSettings]:
     """The application and what its server is built from; the options are checked before a
     source is located, the policy file read once they are."""
     from ocibridge.api.options import TransferOptions

@@ -163,7 +163,11 @@ class VerifyResult:
     attestation_type: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"verified": True, "digest": self.digest, "signatures": [s.as_dict() for s in self.signatures]}
+        out: dict[str, Any] = {"verified": True, "reference": self.reference, "digest": self.digest,
+                               "signatures": [s.as_dict() for s in self.signatures]}
+        if self.attestation_type is not None:  # what was verified: an attestation of this type
+            out["attestationType"] = self.attestation_type
+        return out
 
 
 @closes_its_stores
@@ -262,14 +266,13 @@ def keygen(prefix: str | os.PathLike[str] = "cosign", *, password: str | bytes |
     if existing and not overwrite:
         raise UsageError(f"{' and '.join(existing)} already there: refused "
                          "(--overwrite, overwrite=True, replaces them)")
+    if not private.parent.is_dir():  # as cosign: no directory is made for the keys
+        raise UsageError(f"{private.parent}: no such directory for the key pair")
     key = keys.generate_private_key()
     sealed = keys.encrypt_cosign_key(key, secret)  # before any file: a missing PyNaCl leaves none
-    with atomic_writer(private, mode=0o600) as out:
-        out.write(sealed)
-    try:
-        with atomic_writer(public) as out:
-            out.write(keys.public_pem(key))
-    except BaseException:
-        private.unlink(missing_ok=True)
-        raise
+    # both files written into temporary files first; the renames come last, the public key's
+    # first: a failure before them leaves any existing pair as it was
+    with atomic_writer(private, mode=0o600) as private_out, atomic_writer(public) as public_out:
+        public_out.write(keys.public_pem(key))
+        private_out.write(sealed)
     return KeygenResult(str(private), str(public))

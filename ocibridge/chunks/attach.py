@@ -3,9 +3,6 @@ attaching one to a model manifest as a referrer, so registries keep the table bl
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
-
 from ocibridge.chunks.table import (
     ARTIFACT_TYPE,
     DEFAULT_CHUNK_SIZE,
@@ -23,7 +20,7 @@ from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import ReadableStore, WritableStore
 from ocibridge.transfer.writer import Blob, write_artifact
 
-__all__ = ["attach_table", "binding_annotations", "files_under", "table_from_files", "table_from_store"]
+__all__ = ["attach_table", "binding_annotations", "table_from_store"]
 
 EMPTY_CONFIG = b"{}"
 
@@ -42,24 +39,6 @@ def table_from_store(store: ReadableStore, manifest: Manifest, *, chunk_size: in
             raise DigestMismatch(f"{store.describe()}: {layer.digest} read as {entry.digest} ({entry.size} bytes)")
         entries.append(entry)
     return build_table(entries, chunk_size)
-
-
-def table_from_files(paths: Iterable[Path], *, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                     threshold: int = DEFAULT_THRESHOLD) -> ChunkTable:
-    """Tables of local files of ``threshold`` bytes or more (the raw layers a push will make of
-    them have the files' own digests); a second read of each such file."""
-    entries = []
-    for path in sorted(paths):
-        if path.is_file() and not path.is_symlink() and path.stat().st_size >= threshold:
-            with path.open("rb") as f:
-                entries.append(chunk_stream(f, chunk_size))
-    return build_table(entries, chunk_size)
-
-
-def files_under(root: Path) -> list[Path]:
-    if root.is_file():
-        return [root]
-    return sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def referrer_manifest(subject: Descriptor, table: ChunkTable) -> bytes:

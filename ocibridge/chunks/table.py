@@ -34,7 +34,7 @@ DEFAULT_CHUNK_SIZE = 1024 * 1024
 #: than a push's on purpose: the command is asked for explicitly and changes no manifest digest.
 DEFAULT_THRESHOLD = 16 * 1024 * 1024
 #: every push binds tables of raw layers from 64 MiB (``push``, ``push --chunks``, the API's
-#: ``push`` and ``push_with_chunks``; docs/lazy.md): a tensor read from a smaller file moves at
+#: ``push``; docs/lazy.md): a tensor read from a smaller file moves at
 #: most that file; from 64 MiB a table cuts a small read to ~2 MiB (3 %, under 1 % from 256 MiB).
 #: A model with no such file keeps the manifest digest it had before tables were the default.
 PUSH_THRESHOLD = 64 * 1024 * 1024

@@ -14,16 +14,17 @@ def cmd_login(args: argparse.Namespace) -> int:
     from ocibridge.api.auth import login
 
     transfer = transfer_options(args)
+    username, password = transfer.username, transfer.password
     if sys.stdin.isatty() and not args.password_stdin:  # ask, as docker and oras do
         import getpass
 
-        transfer.username = transfer.username or input("Username: ").strip()
-        if transfer.password is None:
-            transfer.password = getpass.getpass("Password: ")
-    if not transfer.username or not transfer.password:
+        username = username or input("Username: ").strip()
+        if password is None:
+            password = getpass.getpass("Password: ")
+    if not username or not password:
         raise UsageError("login needs --username and --password or --password-stdin")
     # what it took to reach the host is kept too, so later commands need no --ca-file
-    result = login(args.host, transfer.username, transfer.password, transfer=transfer)
+    result = login(args.host, username, password, transfer=transfer)
     text = f"login succeeded for {args.host}"
     if result.settings is not None:
         text += f"; its TLS settings are remembered in {result.settings}"

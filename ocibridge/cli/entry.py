@@ -136,7 +136,8 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
 def _local_names_hint(args: argparse.Namespace, error: OcibridgeError) -> str:
     """A bare ``NAME[:TAG]`` the local store does not hold was looked for on docker.io (Docker's
     rule): when that failed, the local names nearest to it, the likelier meaning of a typo."""
-    text = getattr(args, "src", None) or getattr(args, "ref", None)
+    given = vars(args)  # the command's arguments: a source or a reference, by the command
+    text = given.get("src") or given.get("ref")
     if args.command == "push" or not isinstance(text, str) or _said_registry(text) != "docker.io" \
             or "docker.io" not in str(error):  # push reads a directory of that name first
         return ""

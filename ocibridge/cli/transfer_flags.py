@@ -20,7 +20,7 @@ def add_upload_flags(group: Any) -> None:
 
 def upload_options(args: argparse.Namespace) -> dict[str, Any]:
     """The upload piece size of ``--upload-part-size`` (or its former name), as TransferOptions takes it."""
-    if not hasattr(args, "upload_part_size"):  # a command that only fetches (pull)
+    if "upload_part_size" not in vars(args):  # a command that only fetches (pull)
         return {}
     if args.upload_part_size is not None and args.chunk_size is not None:
         raise UsageError("--chunk-size is the former name of --upload-part-size: give one of them")

@@ -13,6 +13,8 @@ Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a pa
     GET  /api/models/REPO/xet-read-token/{rev}              a Xet access token (hf_xet)
     GET  /xet/{commit}/REPO/v1|v2/reconstructions/{file}    where a file's pieces are (:mod:`.xet`)
     GET  /xet/{commit}/REPO/xorbs/{sha256}/{size}/{k}       the pieces (a signed URL)
+    GET  /api/models/REPO/xet-write-token/{rev}             uploads over Xet (:mod:`.xetupload`),
+    POST /xet-write/REPO/v1/xorbs/..., /v1|v2/shards        ... to the CAS URL it hands out
     GET  /healthz, /readyz
     ...  the write API (create_repo, preupload, LFS batch and uploads, commit, whoami): :mod:`.publish`
 
@@ -52,6 +54,7 @@ from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
 from ocibridge.hubserver.staging import Staging
 from ocibridge.hubserver.xetroutes import ClosingStream, XetRoutes
+from ocibridge.hubserver.xetupload import XetUpload
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.commits import Publish
@@ -85,7 +88,9 @@ class ServeApp:
         self.page = page
         self.xet = XetRoutes(self.model, blobs, ranges, tokens=self.tokens, xet_min=xet_min,
                              public_url=public_url)
-        self.publisher = PublishRoutes(catalog, lists, staging or Staging(), grants, publish, public_url)
+        staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
+        self.publisher = PublishRoutes(catalog, lists, staging, grants, publish, public_url)
+        self.xet_upload = XetUpload(staging, self.xet.grants, self.xet.base)  # uploads over Xet
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
@@ -161,6 +166,8 @@ class ServeApp:
                 HubRoute(f"{base}/refs", self.guarded(self.refs), methods=GET),
                 HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token),
                          methods=GET),
+                HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}", self.guarded(self.xet_write_token),
+                         methods=GET),
                 # the word after the repo id names the route: a path none of them takes is not found
                 HubRoute(f"{base}/{{verb:hub_keyword}}", self.guarded(self.no_route), methods=ANY),
                 HubRoute(f"{base}/{{verb:hub_keyword}}/{{rest:hub_rest}}", self.guarded(self.no_route),
@@ -190,6 +197,16 @@ class ServeApp:
                 HubRoute(f"{base}/xorbs/{{sha256:hub_part}}/{{size:hub_number}}/{{k:hub_number}}",
                          self.guarded(self.xet.xorb, needs_token=False), methods=GET),
             ]
+        for repo in REPO_FORMS:  # uploads over Xet (:mod:`.xetupload`): their own grants, as reads
+            cas, up = f"/xet-write/{repo}", self.xet_upload
+            xet += [HubRoute(f"{cas}/v1/xorbs/{{prefix:hub_part}}/{{hash:hub_part}}",
+                             self.guarded(up.xorb, needs_token=False), methods=("POST",)),
+                    HubRoute(f"{cas}/v1/xorb-grants/{{rest:hub_rest}}", self.guarded(up.no_grant, needs_token=False),
+                             methods=("POST",)),
+                    HubRoute(f"{cas}/{{version:xet_version}}/shards", self.guarded(up.shard, needs_token=False),
+                             methods=("POST",)),
+                    HubRoute(f"{cas}/v1/chunks/{{prefix:hub_part}}/{{hash:hub_part}}",
+                             self.guarded(up.chunk, needs_token=False), methods=GET)]
         return [
             Route("/healthz", self.healthz, methods=["GET", "HEAD"]),
             Route("/readyz", self.readyz, methods=["GET", "HEAD"]),
@@ -279,6 +296,13 @@ class ServeApp:
         offered = await self.xet.offered(resolved, files)
         return JSONResponse(hubjson.paths_info(files, paths, lambda f: offered.get(f.path)),
                             headers={"X-Repo-Commit": resolved.commit})
+
+    async def xet_write_token(self, request: Request) -> Response:
+        """A Xet write grant, for a write token of the repository only (the LFS routes' check)."""
+        allowed = self.publisher.writer(request, requested_repo(request))
+        if isinstance(allowed, Response):
+            return allowed
+        return await self.xet_upload.token(request)
 
     async def xet_token(self, request: Request) -> Response:
         return await self.xet.token(request, requested_repo(request), request.path_params["revision"])

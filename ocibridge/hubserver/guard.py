@@ -1,8 +1,8 @@
 """What every request and answer of serve passes through, whatever its route (an ASGI
 middleware): the limits that keep a greedy or slow client from holding what others need.
 
-- **Bodies**: a body declared larger than :attr:`Limits.body` (an upload's PUT:
-  :attr:`Limits.upload`) is refused (413, the Hub's error
+- **Bodies**: a body declared larger than :attr:`Limits.body` (a Xet upload's:
+  :attr:`Limits.upload`; an LFS object's PUT: :attr:`Limits.lfs_upload`) is refused (413, the Hub's error
   shape) before a byte of it is read; one sent in chunks is counted as it is read and refused
   once past the limit. The connection is closed after such an answer (and after any answer that
   left a chunked body unread), so the rest is never read either.
@@ -38,9 +38,12 @@ log = logging.getLogger("ocibridge.hubserver")
 
 #: bytes of a request body (a paths-info list of 10,000 long paths fits)
 BODY_MAX = 2 * 1024 * 1024
-#: bytes of an upload's body (an LFS object PUT: its route checks it is the size it was granted)
-UPLOAD_MAX = 1 << 40
-#: the path under which bodies are uploads (publish.py's UPLOAD_PATH)
+#: bytes of an upload's body (a Xet xorb or shard), under the paths of :data:`UPLOAD_PATHS`
+UPLOAD_MAX = 96 * 1024 * 1024
+UPLOAD_PATHS = ("/xet-write/",)
+#: bytes of an LFS object PUT under :data:`UPLOADS` (its route checks it is the size it was granted)
+LFS_UPLOAD_MAX = 1 << 40
+#: the path under which LFS objects are PUT (publish.py's UPLOAD_PATH)
 UPLOADS = "/ocibridge/lfs/"
 #: headers of a request (:mod:`.protocol` counts them as they are parsed)
 HEADERS_MAX = 100
@@ -65,7 +68,8 @@ class Limits:
     """What one request may take (docs/security.md lists each)."""
 
     body: int = BODY_MAX
-    upload: int = UPLOAD_MAX  # a PUT under UPLOADS
+    upload: int = UPLOAD_MAX
+    lfs_upload: int = LFS_UPLOAD_MAX  # a PUT under UPLOADS
     send_timeout: float = SEND_TIMEOUT
     stall: float = STALL
 
@@ -182,7 +186,9 @@ class Guard:
             return
         limits = self.limits
         if scope["method"] == "PUT" and route_path(scope).startswith(UPLOADS):
-            limits = replace(limits, body=limits.upload)
+            limits = replace(limits, body=limits.lfs_upload)  # an LFS object: its route bounds it to its grant
+        elif route_path(scope).startswith(UPLOAD_PATHS):
+            limits = replace(limits, body=limits.upload)  # an upload: its route bounds it further
         length, chunked = _declared_length(scope)
         if length is not None and (length < 0 or length > limits.body):
             await _refuse(scope, receive, send, limits.body)

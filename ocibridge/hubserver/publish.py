@@ -1,5 +1,7 @@
 """The Hub's write API (huggingface_hub's hf_api.py create_repo / create_commit / upload_folder,
-_commit_api.py, lfs.py), over LFS: what ``HF_HUB_DISABLE_XET=1`` clients send.
+_commit_api.py, lfs.py): the repository and commit routes, and uploads over LFS (what
+``HF_HUB_DISABLE_XET=1`` clients send; uploads over Xet are :mod:`.xetupload`'s, into the same
+:class:`.Staging`, so a commit takes a staged SHA-256 however it arrived).
 
     GET  /api/whoami-v2                                 the token's name and scope (hf auth whoami)
     POST /api/repos/create                              create_repo (models only; 409 when it exists)
@@ -97,8 +99,6 @@ class PublishRoutes:
     # -- who may write -------------------------------------------------------------------------
     def writer(self, request: Request, repo_id: str | None) -> Grant | Response:
         """The write grant of the request's token for ``repo_id`` (None: any), or the Hub's 401/403."""
-        if self.publish is None:
-            return error(403, None, "this serve does not publish (its application was built without push)")
         given = bearer(request)
         grant = find(self.grants, given)
         if grant is None:
@@ -331,6 +331,8 @@ class PublishRoutes:
         allowed = self.writer(request, repo_id)
         if isinstance(allowed, Response):
             return allowed
+        if self.publish is None:
+            return error(403, None, "this serve does not publish (its application was built without push)")
         if request.query_params.get("create_pr") in ("1", "true"):
             return error(400, None, "serve makes no pull requests: commit to a branch")
         branch = _branch(request.path_params["revision"])

@@ -329,11 +329,11 @@ class _Download:
         src = self.src
         path = Path(hub().hf_hub_download(src.repo_id, entry.path, revision=self.commit, endpoint=src.endpoint,
                                           token=src.token, cache_dir=str(_cache()), tqdm_class=_quiet_tqdm()))
-        lfs = getattr(entry, "lfs", None)
-        if lfs is not None and getattr(lfs, "sha256", None):
+        lfs = entry.lfs  # a RepoFile (the listing keeps no other): BlobLfsInfo or None
+        if lfs is not None and lfs.sha256:
             said, what = str(lfs.sha256), "sha256"
             found = _sha256(path)
-        elif getattr(entry, "blob_id", None):
+        elif entry.blob_id:
             said, what = str(entry.blob_id), "git blob id"
             found = git_blob_sha1(path)
         else:

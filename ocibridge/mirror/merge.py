@@ -89,11 +89,6 @@ class MergedReport:
         return f"{self.summary.format_text()}\n{tail}"
 
 
-def merge_reports(paths: list[str]) -> MergedReport:
-    """Read and check every report, then merge; a report that does not fit is an error."""
-    return merge_shard_reports([read_report(p) for p in paths])
-
-
 def merge_shard_reports(reports: list[ShardReport]) -> MergedReport:
     """Check that the reports are shards of one run of one job, then merge them."""
     if not reports:

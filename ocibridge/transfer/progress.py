@@ -30,7 +30,7 @@ from ocibridge.oci.digest import HashingReader
 from ocibridge.oci.models import Descriptor
 from ocibridge.transfer.progress_events import ProgressFn, event_of
 
-__all__ = ["REPORT_BYTES", "ProgressBar", "ProgressFn", "counting", "make_progress"]
+__all__ = ["REPORT_BYTES", "ProgressBar", "ProgressFn", "counting"]
 
 #: A reader passes on its count after this many bytes (and at the end of the blob).
 REPORT_BYTES = 256 * 1024
@@ -239,10 +239,3 @@ class ProgressBar:
 
 def _name(desc: Descriptor) -> str:
     return event_of("start", desc, 0).name
-
-
-def make_progress(label: str, enabled: bool) -> ProgressBar | None:
-    """A bar on stderr when it is a terminal and ``enabled``; None otherwise (piped, --json, -q)."""
-    if not enabled or not sys.stderr.isatty():
-        return None
-    return ProgressBar(label)

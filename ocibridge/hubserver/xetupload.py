@@ -1,0 +1,244 @@
+"""Uploads to serve over Xet (issue 55): what ``hf_xet`` sends when huggingface_hub publishes.
+
+    GET  /api/models/REPO/xet-write-token/{rev}     a write grant: casUrl, accessToken, exp
+    POST {cas}/v1/xorbs/default/{hash}              a xorb: kept once its hash is recomputed
+    POST {cas}/v1/shards, {cas}/v2/shards           a shard: its files rebuilt into Staging
+    GET  {cas}/v1/chunks/default-merkledb/{hash}    global dedupe: 404 ("none", for now)
+
+``{cas}`` is ``/xet-write/REPO``. Nothing a client says is trusted: a xorb is kept (in
+``xorbs/`` of the staging root, within :data:`XORB_BUDGET`) only once every chunk is
+decompressed and hashed and the tree of those hashes is the hash it was sent under; a shard's
+files are rebuilt from kept xorbs only, each checked against the Xet hash the shard names and
+the SHA-256 of its metadata extension, and all of them are (:meth:`.staging.Staging.commit_file`)
+before any is kept. A refused upload keeps nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ocibridge.errors import DigestMismatch
+from ocibridge.hubserver import xet, xetformat, xethash
+from ocibridge.hubserver.answers import bearer, error, requested_repo
+from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.xetformat import BadUpload, FileEntry
+
+log = logging.getLogger("ocibridge.hubserver")
+
+#: bytes of verified xorbs kept for shards to come (the oldest go first past it)
+XORB_BUDGET = 32 * 1024 ** 3
+#: the largest shard taken
+MAX_SHARD = 64 * 1024 * 1024
+_T = TypeVar("_T")
+
+
+class XetUpload:
+    """The Xet upload routes over a :class:`Staging` (the module's docstring)."""
+
+    def __init__(self, staging: Staging, grants: xet.Grants, base: Callable[[Request], str], *,
+                 budget: int = XORB_BUDGET):
+        self.staging = staging
+        self.xorbs = staging.root / "xorbs"
+        self.grants = grants
+        self.base = base
+        self.budget = budget
+
+    async def run(self, call: Callable[..., _T], *args: Any) -> _T:
+        return await anyio.to_thread.run_sync(call, *args)
+
+    # -- the grant ------------------------------------------------------------------------------
+    async def token(self, request: Request) -> Response:
+        """A write grant for the repository, as huggingface_hub and hf_xet read it (JSON body and
+        the ``X-Xet-*`` headers)."""
+        repo_id = requested_repo(request)
+        # who may write is checked before (app.py's xet_write_token: a write token of repo_id)
+        client = self.grants.client_of(bearer(request))
+        token, expires = self.grants.grant(f"write {repo_id}", client)
+        cas = f"{self.base(request)}/xet-write/{repo_id}"
+        return JSONResponse({"casUrl": cas, "accessToken": token, "exp": expires},
+                            headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
+                                     "X-Xet-Token-Expiration": str(expires)})
+
+    def _granted(self, request: Request) -> bool:
+        return self.grants.allows(bearer(request), f"write {requested_repo(request)}")
+
+    # -- receiving ------------------------------------------------------------------------------
+    async def _receive(self, request: Request, fd: int, limit: int) -> int | None:
+        """The body into ``fd``; its size, or None when it is larger than ``limit``."""
+        taken = 0
+        with os.fdopen(os.dup(fd), "wb") as out:
+            async for piece in request.stream():
+                taken += len(piece)
+                if taken > limit:
+                    return None
+                await self.run(out.write, piece)
+        return taken
+
+    # -- xorbs ----------------------------------------------------------------------------------
+    async def xorb(self, request: Request) -> Response:
+        if not self._granted(request):
+            return error(401, None, "Invalid or expired Xet write token")
+        named = request.path_params["hash"]
+        want = xethash.from_hex(named)
+        if request.path_params["prefix"] != "default" or want is None:
+            return error(400, None, f"not a xorb key: {request.path_params['prefix']}/{named}")
+        target = self.xorbs / xethash.hex_of(want)
+        if target.is_file():
+            with contextlib.suppress(OSError):
+                os.utime(target)
+            return JSONResponse({"was_inserted": False})
+        with self.staging.new_file() as (path, fd):
+            size = await self._receive(request, fd, xetformat.MAX_XORB)
+            if size is None:
+                return error(413, None, f"a xorb is at most {xetformat.MAX_XORB} bytes")
+            problem = await self.run(self._check_xorb, path, size, want)
+            if problem:
+                log.warning("%s: xorb refused: %s", request.url.path, problem)
+                return error(400, None, f"xorb {named}: {problem}")
+            self.xorbs.mkdir(parents=True, exist_ok=True)
+            path.chmod(0o444)
+            os.replace(path, target)
+        await self.run(self._within_budget, target)
+        return JSONResponse({"was_inserted": True})
+
+    @staticmethod
+    def _check_xorb(path: Path, size: int, want: bytes) -> str | None:
+        """Why the xorb at ``path`` is not the xorb ``want`` (None: it is)."""
+        try:
+            with open(path, "rb") as f:
+                got = xetformat.verified_xorb_hash(f, size)
+                said = xetformat.footer_hash(f, size)
+        except BadUpload as e:
+            return str(e)
+        if got != want:
+            return f"its chunks hash to {xethash.hex_of(got)}"
+        if said is not None and said != want:
+            return f"its footer names {xethash.hex_of(said)}"
+        return None
+
+    def _within_budget(self, keep: Path) -> None:
+        """Drop the least recently used xorbs past the budget (never ``keep``)."""
+        found = []
+        for entry in os.scandir(self.xorbs):
+            with contextlib.suppress(OSError):
+                st = entry.stat(follow_symlinks=False)
+                found.append((st.st_mtime, st.st_size, Path(entry.path)))
+        total = sum(size for _, size, _ in found)
+        for _, size, path in sorted(found):
+            if total <= self.budget:
+                return
+            if path != keep:
+                path.unlink(missing_ok=True)
+                total -= size
+
+    # -- shards ---------------------------------------------------------------------------------
+    async def shard(self, request: Request) -> Response:
+        if not self._granted(request):
+            return error(401, None, "Invalid or expired Xet write token")
+        with self.staging.new_file() as (path, fd):
+            size = await self._receive(request, fd, MAX_SHARD)
+            if size is None:
+                return error(413, None, f"a shard is at most {MAX_SHARD} bytes")
+            problem = await self.run(self._stage_shard, path)
+        if problem:
+            log.warning("%s: shard refused: %s", request.url.path, problem)
+            return error(400, None, f"shard refused: {problem}")
+        if request.path_params["version"] == 2:
+            return Response(b'{"type":"result"}\n', media_type="application/x-ndjson")
+        return JSONResponse({"result": 1})  # SyncPerformed
+
+    def _stage_shard(self, path: Path) -> str | None:
+        """Rebuild every file of the shard at ``path`` and stage them all, or none: why not."""
+        try:
+            with open(path, "rb") as f:
+                files = xetformat.shard_files(f)
+        except BadUpload as e:
+            return str(e)
+        problem = self._too_large(files)
+        if problem:
+            return problem
+        with contextlib.ExitStack() as stack:
+            built: list[tuple[Path, str]] = []
+            for entry in files:
+                out, fd = stack.enter_context(self.staging.new_file())
+                try:
+                    sha256 = self._rebuild(entry, fd)
+                except (BadUpload, DigestMismatch) as e:
+                    return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
+                built.append((out, sha256))
+            for out, sha256 in built:
+                self.staging.commit_file(out, sha256)
+        return None
+
+    def _too_large(self, files: list[FileEntry]) -> str | None:
+        """Why the files a shard names cannot be rebuilt here, before a byte is: a segment larger
+        than its chunks can hold, or more bytes in all than the staging disk has free (a small
+        shard naming one xorb a million times would otherwise fill it)."""
+        declared = 0
+        for entry in files:
+            for seg in entry.segments:
+                if seg.size > (seg.end - seg.first) * xetformat.MAX_CHUNK:
+                    return f"a segment declares {seg.size} bytes in {seg.end - seg.first} chunks"
+                declared += seg.size
+        self.staging.root.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(self.staging.root).free
+        if declared > free:
+            return f"its files are {declared} bytes, more than the {free} bytes free where serve stages uploads"
+        return None
+
+    def _rebuild(self, entry: FileEntry, fd: int) -> str:
+        """Write the file ``entry`` names into ``fd`` from kept xorbs, checking its Xet hash and
+        the SHA-256 the shard names; that SHA-256 (hex)."""
+        if entry.sha256 is None:
+            raise BadUpload("the shard names no SHA-256 for it (no metadata extension)")
+        digest = hashlib.sha256()
+        hashes: list[tuple[bytes, int]] = []
+        with os.fdopen(os.dup(fd), "wb") as out:
+            for seg in entry.segments:
+                source = self.xorbs / xethash.hex_of(seg.xorb)
+                try:
+                    f = open(source, "rb")  # noqa: SIM115 - closed below
+                except FileNotFoundError:
+                    raise BadUpload(f"xorb {xethash.hex_of(seg.xorb)} was never uploaded") from None
+                with f:
+                    written = 0
+                    for data in xetformat.chunks(f, os.fstat(f.fileno()).st_size, seg.first, seg.end):
+                        hashes.append((xethash.chunk_hash(data), len(data)))
+                        digest.update(data)
+                        out.write(data)
+                        written += len(data)
+                if written != seg.size:
+                    raise BadUpload(f"a segment of xorb {xethash.hex_of(seg.xorb)} is {written} bytes, "
+                                    f"the shard says {seg.size}")
+        if xethash.file_hash(hashes) != entry.xet_hash:
+            raise BadUpload(f"its pieces hash to {xethash.hex_of(xethash.file_hash(hashes))}")
+        named = xethash.hex_of(entry.sha256)  # stored as a Xet hash is: 64-bit words, little-endian
+        if digest.hexdigest() != named:
+            raise BadUpload(f"its bytes hash to sha256:{digest.hexdigest()}, the shard names sha256:{named}")
+        return digest.hexdigest()
+
+    async def no_grant(self, request: Request) -> Response:
+        """``POST {cas}/v1/xorb-grants/...``: hf_xet 1.8 asks first for a grant to upload a xorb
+        straight to storage; serve has no storage apart from itself, so none (a 404 sends hf_xet
+        to ``/v1/xorbs/``, where the xorb is checked)."""
+        if not self._granted(request):
+            return error(401, None, "Invalid or expired Xet write token")
+        return error(404, None, "no upload grants here: POST the xorb to /v1/xorbs/")
+
+    # -- global dedupe --------------------------------------------------------------------------
+    async def chunk(self, request: Request) -> Response:
+        """No shard to offer for any chunk yet: every chunk travels (issue 55 asks for more)."""
+        if not self._granted(request):
+            return error(401, None, "Invalid or expired Xet write token")
+        return error(404, None, "no shard holds that chunk")
