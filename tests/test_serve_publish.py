@@ -28,6 +28,9 @@ from serving import files_of, point_hub_at
 
 from ocibridge.cli import main
 
+#: huggingface_hub's own LFS upload passes bytes as data= to httpx, which warns (not ours)
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
+
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024
 TOKENS = "reader-token\nwriter-token write * ci-bot\nacme-token write acme/\n"

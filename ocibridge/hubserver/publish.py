@@ -457,11 +457,12 @@ class PublishRoutes:
 
 def _tag(source: Resolved, tag: str) -> None:
     from ocibridge.stores.base import WritableStore
+    from ocibridge.transfer.writer import retag
 
     store = source.repo.store
     if not isinstance(store, WritableStore):
         raise commits.BadCommit(f"{source.repo.shown}: not a store serve can tag")
-    store.tag(source.top, source.repo.reference(tag))
+    retag(store, source.top, [source.repo.reference(tag)])  # the one writer: a tag is a manifest write
 
 
 def _now() -> str:

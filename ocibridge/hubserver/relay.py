@@ -15,9 +15,12 @@ import io
 import logging
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
+from ocibridge.errors import OcibridgeError
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import WritableStore
+from ocibridge.transfer.writer import Blob, write_blob
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -78,18 +81,27 @@ class Relay:
         self.desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)
         self.store = store
         self.error: Exception | None = None
+        self._opened = False
         self._thread = threading.Thread(target=self._run, name=f"relay-{sha256[:12]}", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         try:
-            self.store.push_blob(self.desc, io.BufferedReader(self.follow, 1 << 20))
+            write_blob(self.store, Blob(self.desc, self._reader))  # the one writer: unless the registry has it
         except Exception as e:  # noqa: BLE001 - the commit's push sends the blob itself then
             self.error = e
             log.info("relay of %s to %s: %s (the commit's push sends it)", self.desc.digest,
                      self.store.describe(), e)
         finally:
             self.follow.close()
+
+    def _reader(self) -> BinaryIO:
+        """The upload as it arrives, once: a relay cannot go back to its start (an upload the
+        registry cut is then sent by the commit's push instead)."""
+        if self._opened:
+            raise OcibridgeError(f"relay of {self.desc.digest}: the upload cannot be read again")
+        self._opened = True
+        return io.BufferedReader(self.follow, 1 << 20)
 
     def wait(self) -> None:
         self._thread.join()
