@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import huggingface_hub
 import pytest
 
@@ -105,3 +107,15 @@ def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path, *, xet: b
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", not xet, raising=False)
+
+
+def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, seconds: float = 30) -> None:
+    """Until serve started as ``proc`` answers ``/healthz`` (its log in the failure if it died)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None, log.read_text()
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return
+        assert time.monotonic() < deadline, "serve did not start"
+        time.sleep(0.1)

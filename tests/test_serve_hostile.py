@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving import make_model
+from serving import make_model, wait_until_healthy
 
 from ocibridge.cli import main
 
@@ -62,14 +62,7 @@ def serve_process(tmp_path: Path, *args: str) -> Iterator[tuple[ServeProcess, li
     served = ServeProcess(proc, port)
     lines: list[str] = []
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log.read_text()
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{served.url}/healthz").status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "serve did not start"
-            time.sleep(0.1)
+        wait_until_healthy(proc, served.url, log)
         yield served, lines
     finally:
         proc.send_signal(signal.SIGTERM)

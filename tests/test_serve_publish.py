@@ -24,7 +24,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
-from serving import files_of, point_hub_at
+from serving import files_of, point_hub_at, wait_until_healthy
 
 from ocibridge.cli import main
 
@@ -55,14 +55,7 @@ def serve_process(tmp_path: Path, *args: str) -> Iterator[str]:
                                 env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log.read_text()
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "serve did not start"
-            time.sleep(0.1)
+        wait_until_healthy(proc, url, log)
         yield url
     finally:
         proc.send_signal(signal.SIGTERM)

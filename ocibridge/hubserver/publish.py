@@ -188,12 +188,10 @@ class PublishRoutes:
         allowed = self.writer(request, repo_id)
         if isinstance(allowed, Response):
             return allowed
-        try:
-            body = await request.json()
-            asked = body["files"]
-            assert isinstance(asked, list)
-        except (ValueError, KeyError, TypeError, AssertionError):
-            return error(400, None, "expected {'files': [{'path', 'size', 'sample'}, ...]}")
+        read = await _listed(request, "files", "expected {'files': [{'path', 'size', 'sample'}, ...]}")
+        if isinstance(read, Response):
+            return read
+        _, asked = read
         held = await self._branch_files(repo_id, _branch(request.path_params["revision"]))
         answered = []
         for item in asked:
@@ -217,12 +215,10 @@ class PublishRoutes:
         allowed = self.writer(request, repo_id)
         if isinstance(allowed, Response):
             return allowed
-        try:
-            body = await request.json()
-            objects = body["objects"]
-            assert isinstance(objects, list)
-        except (ValueError, KeyError, TypeError, AssertionError):
-            return error(400, None, "expected an LFS batch request")
+        read = await _listed(request, "objects", "expected an LFS batch request")
+        if isinstance(read, Response):
+            return read
+        body, objects = read
         if body.get("operation") != "upload":
             return error(400, None, "serve's LFS batch API takes uploads (downloads: the resolve API)")
         ref = body.get("ref")
@@ -521,3 +517,16 @@ def _write_all(fd: int, data: bytes, chunks: ChunkHasher | None = None) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+async def _listed(request: Request, key: str, expected: str) -> tuple[dict[str, Any], list[Any]] | Response:
+    """A JSON body and the list under ``key`` (preupload's files, a batch's objects), else the
+    400 that says what was expected."""
+    try:
+        body = await request.json()
+        items = body[key]
+    except (ValueError, KeyError, TypeError):
+        return error(400, None, expected)
+    if not isinstance(body, dict) or not isinstance(items, list):
+        return error(400, None, expected)
+    return body, items
