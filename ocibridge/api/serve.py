@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.hubserver import XET_MIN_SIZE as XET_MIN_SIZE
@@ -19,9 +19,10 @@ from ocibridge.hubserver.server import read_tokens as read_tokens
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ocibridge.api.options import TransferOptions
+    from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import Verification
     from ocibridge.hubserver.commits import Publish
+    from ocibridge.hubserver.publishevidence import Evidence
     from ocibridge.hubserver.server import ServerSettings
     from ocibridge.oci.reference import LayoutReference, RegistryReference
 
@@ -57,6 +58,8 @@ def create_app(
     options: ServeOptions | None = None,
     transfer: TransferOptions | None = None,
     verify: Verification | None = None,
+    sign: SignOptions | None = None,
+    attest: AttestOptions | None = None,
 ) -> Starlette:
     """The Hub's read API over ``sources`` as a Starlette application. Sources are searched in
     order: a registry prefix ``host[/path]`` (repo ``ORG/NAME`` is ``host/path/org/name``),
@@ -64,9 +67,14 @@ def create_app(
     models are checked as pull checks them: the containers policy file that applies and the
     keys of ``verify``; the policy file is read now, so a broken one is an error here, not a
     refusal of every request. Run its lifespan (a server does; ``with TestClient(app)``), or
-    call ``app.state.serve.close()`` when done, to close the registry connections."""
+    call ``app.state.serve.close()`` when done, to close the registry connections.
+
+    ``sign`` and ``attest`` (what ``push`` takes): every commit published through the write
+    API is signed and given its AI-BOM and provenance (naming its parent commit and uploader)
+    before its branch's tag moves; a commit whose evidence fails is refused, the tag left where
+    it was (hubserver/publishevidence.py). The keys are loaded here."""
     _needs("starlette", "blake3", "lz4")  # the upload routes verify Xet chunks with them
-    return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify)[0]
+    return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify, _evidence(sign, attest))[0]
 
 
 def serve(
@@ -76,21 +84,25 @@ def serve(
     options: ServeOptions | None = None,
     transfer: TransferOptions | None = None,
     verify: Verification | None = None,
+    sign: SignOptions | None = None,
+    attest: AttestOptions | None = None,
 ) -> None:
-    """Run :func:`create_app`'s application with uvicorn at ``listen`` (``HOST:PORT`` or
-    :class:`ListenOptions`; default 127.0.0.1:8080) until SIGTERM or Ctrl-C, which finish the
-    requests in flight first: what ``ocibridge serve`` does."""
+    """Run :func:`create_app`'s application (``sign``, ``attest``: its commits' evidence) with
+    uvicorn at ``listen`` (``HOST:PORT`` or :class:`ListenOptions`; default 127.0.0.1:8080)
+    until SIGTERM or Ctrl-C, which finish the requests in flight first: what ``ocibridge
+    serve`` does."""
     _needs("starlette", "uvicorn", "blake3", "lz4")
     from ocibridge.hubserver.server import run
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
-    app, settings = _app(sources, options or ServeOptions(), listening, transfer, verify)
+    app, settings = _app(sources, options or ServeOptions(), listening, transfer, verify, _evidence(sign, attest))
     run(app, settings)
 
 
-def _publisher(transfer: TransferOptions) -> Publish:
+def _publisher(transfer: TransferOptions, evidence: Evidence | None) -> Publish:
     """What serve's write API builds a commit with: ``push`` of the commit's files, its
-    annotations on the manifest (so the layers and config are push's of the same files)."""
+    annotations on the manifest (so the layers and config are push's of the same files). With
+    ``evidence``, pushed by digest, signed and attested, and only then tagged."""
 
     def publish(directory: Path, dest: RegistryReference | LayoutReference, annotations: dict[str, str]) -> str:
         from ocibridge.api.model_ops import push
@@ -98,9 +110,43 @@ def _publisher(transfer: TransferOptions) -> Publish:
         from ocibridge.model.builder import BuildOptions
 
         options = PushOptions(build=BuildOptions(annotations=dict(annotations)))
-        return push(str(directory), dest, options=options, transfer=transfer).descriptor.digest
+        if evidence is None:
+            return push(str(directory), dest, options=options, transfer=transfer).descriptor.digest
+        from ocibridge.hubserver import publishevidence
+        from ocibridge.kinds.targets import open_store_target
+        from ocibridge.stores.opened import closing_opened_stores
+
+        where = publishevidence.untagged(dest)
+        digest = push(str(directory), where, options=options, transfer=transfer).descriptor.digest
+        with closing_opened_stores():
+            target = open_store_target(where, for_write=True, options=transfer.registry_options())
+            publishevidence.land(target.store, digest, dest.tag or "latest", annotations, evidence)
+        return digest
 
     return publish
+
+
+def _evidence(sign: SignOptions | None, attest: AttestOptions | None) -> Evidence | None:
+    """``sign`` and ``attest`` checked and their keys loaded (``$COSIGN_PASSWORD`` for an
+    encrypted one, as push reads it), before serve starts; None: commits carry no evidence."""
+    if sign is None and (attest is None or not attest.wanted):
+        return None
+    from ocibridge.api.evidence import prepare
+    from ocibridge.api.signing import sign_forms
+    from ocibridge.hubserver.publishevidence import Evidence
+    from ocibridge.signing import keys
+
+    found: dict[str, Any] = {}
+    if sign is not None:
+        password = sign.password.encode() if isinstance(sign.password, str) else sign.password
+        found.update(forms=sign_forms(sign.forms), identity=sign.identity, claims=dict(sign.claims),
+                     sign_key=keys.load_private_key(sign.key, password))
+    if attest is not None and attest.wanted:
+        prepared = prepare(attest, None)  # the BOM's library looked for, the attestation key loaded
+        found.update(sbom=attest.sbom, provenance=attest.provenance, attest_key=prepared.key,
+                     sbom_time=attest.sbom_time, provenance_time=attest.provenance_time,
+                     parameters=dict(attest.parameters))
+    return Evidence(**found)
 
 
 def _needs(*modules: str) -> None:
@@ -115,8 +161,8 @@ def _needs(*modules: str) -> None:
 
 
 def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], options: ServeOptions,
-         listen: ListenOptions, transfer: TransferOptions | None,
-         verify: Verification | None) -> tuple[Starlette, ServerSettings]:
+         listen: ListenOptions, transfer: TransferOptions | None, verify: Verification | None,
+         evidence: Evidence | None = None) -> tuple[Starlette, ServerSettings]:
     """The application and what its server is built from; the options are checked before a
     source is located, the policy file read once they are."""
     from ocibridge.api.options import TransferOptions
@@ -129,7 +175,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
         access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
-        send_timeout=options.send_timeout, publish=_publisher(transfer))
+        send_timeout=options.send_timeout, publish=_publisher(transfer, evidence))
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     check_listening(settings)

@@ -22,6 +22,7 @@ RESULT_FLAGS = {
              "no_auto_group", "exclude", "annotation", "chunks", "created"),
     "convert": ("to", "media_types"),
     "copy": ("referrers",),
+    "serve": (),  # a commit's facts (parent, uploader) are the provenance's own parameters
 }
 
 

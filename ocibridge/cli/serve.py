@@ -4,17 +4,21 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import TYPE_CHECKING
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
+from ocibridge.cli.evidence_flags import add_evidence_flags, attest_options
 from ocibridge.cli.signing import add_policy_flag, policy_from_args
 from ocibridge.core.lazy import LazyModule
 from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:
+    from ocibridge.api import options as api_options
     from ocibridge.api import serve as api_serve
 else:  # loaded when the command runs: --help loads none of serve
     api_serve = LazyModule("ocibridge.api.serve")
+    api_options = LazyModule("ocibridge.api.options")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -26,8 +30,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
     api_serve.serve(args.sources, listen=listen, options=options, transfer=transfer,
-                        verify=policy_from_args(args))
+                    verify=policy_from_args(args), sign=_sign_options(args), attest=_attest_options(args))
     return 0
+
+
+def _sign_options(args: argparse.Namespace) -> api_options.SignOptions | None:
+    """``--sign-key``: every commit published is signed (its password: $COSIGN_PASSWORD)."""
+    if args.sign_key is None:
+        if args.sign_form is not None:
+            raise UsageError("--sign-form goes with --sign-key")
+        return None
+    return api_options.SignOptions(key=args.sign_key, forms=(args.sign_form or "both",))
+
+
+def _attest_options(args: argparse.Namespace) -> api_options.AttestOptions | None:
+    """``--sbom``/``--provenance`` of every commit, signed with --attest-key, else --sign-key."""
+    attest = attest_options(args, "serve")
+    if attest is not None and attest.key is None and args.sign_key is not None:
+        attest = dataclasses.replace(attest, key=args.sign_key)
+    return attest
 
 
 def register(command: CommandAdder) -> None:
@@ -58,6 +79,13 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--send-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="seconds one write of an answer may take: a client that reads slower is "
                         "disconnected (default 30)")
+    g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
+    g.add_argument("--sign-key", metavar="KEY",
+                   help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "
+                        "cosign key file; its password in $COSIGN_PASSWORD): a commit that cannot be signed is refused")
+    g.add_argument("--sign-form", choices=("classic", "bundle", "both"), default=None,
+                   help="the signature's form: classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
+    add_evidence_flags(p, "commit")
     add_transfer_flags(p)
 
 

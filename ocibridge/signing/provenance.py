@@ -1,6 +1,6 @@
 """SLSA provenance v1 (https://slsa.dev/provenance/v1) of what ocibridge builds or moves.
 
-One build type per operation (``https://ocibridge.dev/slsa/{push,convert,copy,mirror}/v1``);
+One build type per operation (``https://ocibridge.dev/slsa/{push,convert,copy,mirror,publish}/v1``);
 ``externalParameters`` are what the user gave (the source, the flags that change the result);
 ``resolvedDependencies`` what was read, each by digest: the model's files (a push), the source
 manifest (convert, copy, mirror), the Hub repository at its revision, the carton model hash, the
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 PROVENANCE_PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://ocibridge.dev/slsa/{}/v1"
 BUILDER_ID = "https://ocibridge.dev/builder/cli"
-OPERATIONS = ("push", "convert", "copy", "mirror")
+OPERATIONS = ("push", "convert", "copy", "mirror", "publish")  # publish: a commit through serve
 
 
 def build_type(operation: str) -> str:
