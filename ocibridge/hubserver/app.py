@@ -310,7 +310,12 @@ class ServeApp:
     async def resolve_file(self, request: Request) -> Response:
         repo, revision = requested_repo(request), request.path_params["revision"]
         path = request.path_params.get("path", "")
-        resolved, files = await self.model(repo, revision)
+        try:
+            resolved, files = await self.model(repo, revision)
+        except RepoNotFound:
+            if not self.publisher.created_empty(repo, revision):
+                raise  # a repository create_repo made here holds no file yet (transformers looks for a card)
+            return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path} (no commit yet)")
         commit = {"X-Repo-Commit": resolved.commit}
         f = files.files.get(path.strip("/"))
         if f is None:

@@ -145,6 +145,11 @@ class PublishRoutes:
                 return repo_id.lower() in self.created
         return True
 
+    def created_empty(self, repo_id: str, revision: str) -> bool:
+        """``repo_id`` was made by ``create_repo`` here and ``revision`` is its (commit-less) main."""
+        with self._created_lock:
+            return repo_id.lower() in self.created and _branch(revision) == "main"
+
     async def create_repo(self, request: Request) -> Response:
         try:
             body = await request.json()
