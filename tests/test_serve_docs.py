@@ -20,7 +20,8 @@ def test_serve_md_examples_run(tmp_path, registry, unique_repo):
     make_model(work / "tiny")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, argv in (("ocibridge", f'"{sys.executable}" -m ocibridge'), ("python", f'"{sys.executable}"')):
+    for name, argv in (("ocibridge", f'"{sys.executable}" -m ocibridge'), ("python", f'"{sys.executable}"'),
+                       ("hf", f'"{sys.executable}" -m huggingface_hub.cli.hf')):
         (bin_dir / name).write_text(f'#!/bin/sh\nexec {argv} "$@"\n')
         (bin_dir / name).chmod(0o755)
     with socket.socket() as s:
