@@ -142,11 +142,15 @@ def test_a_commit_that_cannot_be_signed_is_refused_and_moves_no_tag(tmp_path, re
     assert main(["verify", ref, "--key", str(public)]) == 0
 
 
-def test_serve_refuses_a_wrong_key_password_at_start(tmp_path, monkeypatch, capsys):
+def test_serve_refuses_bad_signing_settings_at_start(tmp_path, monkeypatch, capsys):
     key = ocibridge.keygen(tmp_path / "cosign", password="right")
     monkeypatch.setenv("COSIGN_PASSWORD", "wrong")
     assert main(["serve", "oci:" + str(tmp_path / "layout"), "--sign-key", str(key.private_key)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ocibridge: error: ") and err.count("\n") == 1, err
+    monkeypatch.setenv("COSIGN_PASSWORD", "right")
+    assert main(["serve", "oci:" + str(tmp_path / "layout"), "--sign-key", str(key.private_key)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not one" in err, err  # a layout holds no unsigned manifest untagged
     assert main(["serve", "oci:" + str(tmp_path / "layout"), "--sign-form", "classic"]) == 2
     assert "--sign-form goes with --sign-key" in capsys.readouterr().err

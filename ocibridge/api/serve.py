@@ -167,7 +167,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     source is located, the policy file read once they are."""
     from ocibridge.api.options import TransferOptions
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
-    from ocibridge.hubserver.sources import Catalog, parse_sources
+    from ocibridge.hubserver.sources import Catalog, RegistrySource, parse_sources
     from ocibridge.signing.containers_policy import UsePolicy, find_policy_file, read_policy_file
 
     transfer = transfer or TransferOptions()
@@ -180,6 +180,9 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     check_listening(settings)
     located = parse_sources([sources] if isinstance(sources, str) else sources, transfer.registry_options())
+    if evidence is not None and not isinstance(located[0], RegistrySource):
+        raise UsageError(f"--sign-key, --sbom and --provenance sign and attest the commits serve pushes to a "
+                         f"registry: the first SOURCE ({located[0].shown}), where new repositories go, is not one")
     # The policy file found now is the one enforced for the server's life: read now (a file
     # containers/image refuses stops serve here), named for every later check, so that a file
     # that disappears or breaks later refuses requests rather than falling back to another
