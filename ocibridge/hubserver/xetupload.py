@@ -3,7 +3,8 @@
     GET  /api/models/REPO/xet-write-token/{rev}     a write grant: casUrl, accessToken, exp
     POST {cas}/v1/xorbs/default/{hash}              a xorb: kept once its hash is recomputed
     POST {cas}/v1/shards, {cas}/v2/shards           a shard: its files rebuilt into Staging
-    GET  {cas}/v1/chunks/default-merkledb/{hash}    global dedupe: 404 ("none", for now)
+    GET  {cas}/v1/chunks/default/{hash}             global dedupe: a shard naming the repository's
+                                                    xorbs that hold it (:mod:`.xetdedupe`), or 404
 
 ``{cas}`` is ``/xet-write/REPO``. Nothing a client says is trusted: a xorb is kept (in
 ``xorbs/`` of the staging root, within :data:`XORB_BUDGET`) only once every chunk is
@@ -32,6 +33,7 @@ from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver import xet, xetformat, xethash
 from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.xetdedupe import Dedupe
 from ocibridge.hubserver.xetformat import BadUpload, FileEntry
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -47,9 +49,10 @@ class XetUpload:
     """The Xet upload routes over a :class:`Staging` (the module's docstring)."""
 
     def __init__(self, staging: Staging, grants: xet.Grants, base: Callable[[Request], str], *,
-                 budget: int = XORB_BUDGET):
+                 budget: int = XORB_BUDGET, dedupe: Dedupe | None = None):
         self.staging = staging
         self.xorbs = staging.root / "xorbs"
+        self.dedupe = dedupe or Dedupe(self.xorbs)
         self.grants = grants
         self.base = base
         self.budget = budget
@@ -97,35 +100,42 @@ class XetUpload:
         if target.is_file():
             with contextlib.suppress(OSError):
                 os.utime(target)
+            log.info("%s: xorb held already, %s bytes offered", request.url.path,
+                     request.headers.get("content-length", "?"))
             return JSONResponse({"was_inserted": False})
         with self.staging.new_file() as (path, fd):
             size = await self._receive(request, fd, xetformat.MAX_XORB)
             if size is None:
                 return error(413, None, f"a xorb is at most {xetformat.MAX_XORB} bytes")
-            problem = await self.run(self._check_xorb, path, size, want)
+            log.info("%s: xorb received, %d bytes", request.url.path, size)  # what dedupe saves is read here
+            problem, chunks = await self.run(self._check_xorb, path, size, want)
             if problem:
                 log.warning("%s: xorb refused: %s", request.url.path, problem)
                 return error(400, None, f"xorb {named}: {problem}")
             self.xorbs.mkdir(parents=True, exist_ok=True)
             path.chmod(0o444)
             os.replace(path, target)
+        await self.run(self.dedupe.remember_xorb, want, chunks)
         await self.run(self._within_budget, target)
         return JSONResponse({"was_inserted": True})
 
     @staticmethod
-    def _check_xorb(path: Path, size: int, want: bytes) -> str | None:
-        """Why the xorb at ``path`` is not the xorb ``want`` (None: it is)."""
+    def _check_xorb(path: Path, size: int, want: bytes) -> tuple[str | None, list[tuple[bytes, int]]]:
+        """Why the xorb at ``path`` is not the xorb ``want`` (None: it is), and its chunks."""
         try:
             with open(path, "rb") as f:
-                got = xetformat.verified_xorb_hash(f, size)
+                chunks = xetformat.chunk_list(f, size)
                 said = xetformat.footer_hash(f, size)
         except BadUpload as e:
-            return str(e)
+            return str(e), []
+        if not chunks:
+            return "the xorb holds no chunk", []
+        got = xethash.xorb_hash(chunks)
         if got != want:
-            return f"its chunks hash to {xethash.hex_of(got)}"
+            return f"its chunks hash to {xethash.hex_of(got)}", []
         if said is not None and said != want:
-            return f"its footer names {xethash.hex_of(said)}"
-        return None
+            return f"its footer names {xethash.hex_of(said)}", []
+        return None, chunks
 
     def _within_budget(self, keep: Path) -> None:
         """Drop the least recently used xorbs past the budget (never ``keep``)."""
@@ -150,7 +160,7 @@ class XetUpload:
             size = await self._receive(request, fd, MAX_SHARD)
             if size is None:
                 return error(413, None, f"a shard is at most {MAX_SHARD} bytes")
-            problem = await self.run(self._stage_shard, path)
+            problem = await self.run(self._stage_shard, path, requested_repo(request))
         if problem:
             log.warning("%s: shard refused: %s", request.url.path, problem)
             return error(400, None, f"shard refused: {problem}")
@@ -158,8 +168,9 @@ class XetUpload:
             return Response(b'{"type":"result"}\n', media_type="application/x-ndjson")
         return JSONResponse({"result": 1})  # SyncPerformed
 
-    def _stage_shard(self, path: Path) -> str | None:
-        """Rebuild every file of the shard at ``path`` and stage them all, or none: why not."""
+    def _stage_shard(self, path: Path, repo_id: str) -> str | None:
+        """Rebuild every file of the shard at ``path`` and stage them all, or none: why not. The
+        staged files are then what ``repo_id``'s later uploads may name (:mod:`.xetdedupe`)."""
         try:
             with open(path, "rb") as f:
                 files = xetformat.shard_files(f)
@@ -179,6 +190,11 @@ class XetUpload:
                 built.append((out, sha256))
             for out, sha256 in built:
                 self.staging.commit_file(out, sha256)
+        for entry in files:
+            try:
+                self.dedupe.record(repo_id, entry)
+            except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
+                log.warning("%s: not kept for dedupe: %s", xethash.hex_of(entry.xet_hash), e)
         return None
 
     def _too_large(self, files: list[FileEntry]) -> str | None:
@@ -238,7 +254,15 @@ class XetUpload:
 
     # -- global dedupe --------------------------------------------------------------------------
     async def chunk(self, request: Request) -> Response:
-        """No shard to offer for any chunk yet: every chunk travels (issue 55 asks for more)."""
+        """The shard naming the repository's kept xorbs that hold the chunk (:mod:`.xetdedupe`),
+        or 404: the client sends the chunk."""
         if not self._granted(request):
             return error(401, None, "Invalid or expired Xet write token")
-        return error(404, None, "no shard holds that chunk")
+        chunk = xethash.from_hex(request.path_params["hash"])
+        shard = None
+        if chunk is not None and request.path_params["prefix"] in ("default", "default-merkledb"):
+            shard = await self.run(self.dedupe.answer, requested_repo(request), chunk)
+        if shard is None:
+            return error(404, None, "no shard holds that chunk")
+        log.info("%s: dedupe answered with a shard of %d bytes", request.url.path, len(shard))
+        return Response(shard, media_type="application/octet-stream")

@@ -1,0 +1,163 @@
+"""Only changed chunks travel up (issue 55): a fine-tune that changes one tensor of ten is
+uploaded by hf_xet (each upload from its own fresh machine: its own HF_HOME, no local shard
+cache) through ``ocibridge serve`` (a process) to a real registry; serve answers Xet's global
+dedupe from the repository's earlier upload, so only the changed chunks come, and the file serve
+rebuilds from old and new chunks is checked before the registry sees it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import huggingface_hub
+import numpy as np
+import pytest
+from serving import point_hub_at
+from test_serve_publish import ROOT, _store, serve_process
+
+pytest.importorskip("hf_xet")
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+
+MIB = 1024 * 1024
+TENSORS = 10
+UPLOAD = """
+import sys
+from huggingface_hub import HfApi
+api = HfApi(endpoint=sys.argv[1], token="writer-token")
+api.create_repo(sys.argv[2], exist_ok=True)
+print(api.upload_file(path_or_fileobj=sys.argv[3], path_in_repo="model.safetensors", repo_id=sys.argv[2]).oid)
+"""
+
+
+def weights(path: Path, seed: int, changed: int | None = None) -> bytes:
+    """Ten float32 tensors of 2.4 MiB (random: nothing repeats), tensor ``changed`` drawn anew."""
+    rng = np.random.default_rng(seed)
+    tensors = {f"layer{i}.weight": rng.standard_normal(640 * 1024, dtype=np.float32) for i in range(TENSORS)}
+    if changed is not None:
+        tensors[f"layer{changed}.weight"] = np.random.default_rng(seed + 1).standard_normal(640 * 1024,
+                                                                                            dtype=np.float32)
+    safetensors_numpy.save_file(tensors, str(path))
+    return path.read_bytes()
+
+
+def upload(url: str, repo: str, path: Path, home: Path) -> str:
+    """``upload_file`` as a fresh machine runs it (hf_xet on; its own caches); the commit oid."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HOME": str(home), "HF_ENDPOINT": url,
+           "HF_HUB_DISABLE_TELEMETRY": "1"}
+    env.pop("HF_HUB_DISABLE_XET", None)
+    env.pop("HF_XET_CACHE", None)
+    done = subprocess.run([sys.executable, "-c", UPLOAD, url, repo, str(path)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()[-1]
+
+
+def received(log: str) -> int:
+    """The bytes of xorbs serve says it received (its log line per xorb POST)."""
+    taken = sum(int(n) for n in re.findall(r"xorb received, (\d+) bytes", log))
+    offered = sum(int(n) for n in re.findall(r"xorb held already, (\d+) bytes offered", log))
+    return taken + offered
+
+
+def layer_digests(ref: str) -> list[str]:
+    from ocibridge.model.extract import fetch_manifest
+
+    with _store(ref) as (store, tag):
+        _, manifest = fetch_manifest(store, store.resolve(tag).digest)
+        return [x.digest for x in manifest.layers]
+
+
+def call(url: str, method: str = "GET", body: bytes | None = None, token: str = "writer-token") -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=body, method=method, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_a_one_tensor_change_sends_only_its_chunks(tmp_path, registry, unique_repo, monkeypatch):
+    old = weights(tmp_path / "old.safetensors", seed=7)
+    new = weights(tmp_path / "new.safetensors", seed=7, changed=4)
+    assert len(new) == len(old) and new != old
+    prefix = f"{registry.host}/{unique_repo}"
+    log = tmp_path / "serve.log"
+    with serve_process(tmp_path, prefix) as url:
+        upload(url, "acme/ft", tmp_path / "old.safetensors", tmp_path / "machine-a")
+        first = received(log.read_text())
+        assert first >= len(old) * 0.9  # the first upload sent (about) the whole file
+        mark = len(log.read_text())
+        oid = upload(url, "acme/ft", tmp_path / "new.safetensors", tmp_path / "machine-b")
+        said = log.read_text()[mark:]
+        second = received(said)
+        assert "dedupe answered" in said
+        assert second <= 0.2 * len(new), f"{second} of {len(new)} bytes sent again"
+        assert second > 0  # the changed tensor did come
+
+        new_sha = hashlib.sha256(new).hexdigest()
+        ref = f"{prefix}/acme/ft:latest"
+        assert f"sha256:{new_sha}" in layer_digests(ref)
+        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
+        got = huggingface_hub.hf_hub_download("acme/ft", "model.safetensors", token="reader-token")
+        assert Path(got).read_bytes() == new
+        assert huggingface_hub.HfApi(endpoint=url, token="reader-token").model_info("acme/ft").sha == oid
+
+        # a shard re-using an old xorb to claim bytes it does not hold is refused, nothing changes
+        cas, token = _grant(url)
+        kept = _an_old_xorb(tmp_path)
+        before = layer_digests(ref)
+        for shard in _tampered_shards(kept):
+            status, body = call(f"{cas}/v1/shards", "POST", shard, token)
+            assert status == 400, body
+        assert layer_digests(ref) == before
+
+
+def _grant(url: str) -> tuple[str, str]:
+    status, body = call(f"{url}/api/models/acme/ft/xet-write-token/main")
+    assert status == 200, body
+    answer = json.loads(body)
+    return answer["casUrl"], answer["accessToken"]
+
+
+def _an_old_xorb(tmp_path: Path) -> tuple[bytes, list[tuple[bytes, int]]]:
+    """A xorb serve kept from the first upload, and its chunks (from its own bytes)."""
+    from ocibridge.core.environment import cache_root
+    from ocibridge.hubserver import xetformat, xethash
+
+    xorbs = cache_root() / "serve" / "staging" / "xorbs"
+    path = next(p for p in sorted(xorbs.iterdir()))
+    with open(path, "rb") as f:
+        chunks = xetformat.chunk_list(f, path.stat().st_size)
+    name = xethash.from_hex(path.name)
+    assert name is not None
+    return name, chunks
+
+
+def _tampered_shards(kept: tuple[bytes, list[tuple[bytes, int]]]) -> list[bytes]:
+    """Shards naming the first chunk of a kept xorb: with a Xet hash that is not that chunk's,
+    and with the chunk's true Xet hash but a SHA-256 of other bytes."""
+    import struct
+
+    from ocibridge.hubserver import xetformat, xethash
+
+    xorb, chunks = kept
+    chunk, size = chunks[0]
+    true_hash = xethash.file_hash([(chunk, size)])
+
+    def shard(file_hash: bytes, sha256: bytes) -> bytes:
+        return (xetformat.SHARD_TAG + struct.pack("<QQ", 2, 0)
+                + file_hash + struct.pack("<IIQ", xetformat.WITH_METADATA_EXT, 1, 0)
+                + xorb + struct.pack("<IIII", 0, size, 0, 1)
+                + sha256 + bytes(16)
+                + xetformat.BOOKEND + bytes(16))
+
+    other = hashlib.sha256(b"not these bytes").digest()
+    wrong_hash = xethash.file_hash([(xethash.chunk_hash(b"other"), size)])
+    return [shard(wrong_hash, other), shard(true_hash, other)]
