@@ -2,7 +2,8 @@
 uploaded by hf_xet (each upload from its own fresh machine: its own HF_HOME, no local shard
 cache) through ``ocibridge serve`` (a process) to a real registry; serve answers Xet's global
 dedupe from the repository's earlier upload, so only the changed chunks come, and the file serve
-rebuilds from old and new chunks is checked before the registry sees it."""
+rebuilds from old and new chunks is checked before the registry sees it. And a file another
+repository of the registry holds is not asked of an LFS client at all: the commit mounts it."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from pathlib import Path
 import huggingface_hub
 import numpy as np
 import pytest
-from serving import point_hub_at
-from test_serve_publish import ROOT, _store, serve_process
+from serving import files_of, point_hub_at
+from test_families_mirror import _uploads_and_mounts
+from test_serve_publish import ROOT, _store, model_dir, serve_process
 
 pytest.importorskip("hf_xet")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
@@ -161,3 +163,36 @@ def _tampered_shards(kept: tuple[bytes, list[tuple[bytes, int]]]) -> list[bytes]
     other = hashlib.sha256(b"not these bytes").digest()
     wrong_hash = xethash.file_hash([(xethash.chunk_hash(b"other"), size)])
     return [shard(wrong_hash, other), shard(true_hash, other)]
+
+
+def test_a_file_another_repository_holds_is_mounted_not_uploaded(tmp_path, registry, unique_repo, monkeypatch):
+    """A model pushed to one repository (``ocibridge push``: serve never saw its bytes), then the
+    same folder uploaded through serve into a second one (LFS, as HF_HUB_DISABLE_XET=1 runs): the
+    batch API answers every oid "already have it", the client sends nothing, and the registry's
+    own log shows the weights mounted into the second repository, never PUT there."""
+    from huggingface_hub import HfApi, _commit_api
+
+    from ocibridge.cli import main
+
+    src = model_dir(tmp_path / "model")
+    prefix = f"{registry.host}/{unique_repo}"
+    assert main(["push", str(src), f"{prefix}/acme/one:latest", "-q"]) == 0
+    with serve_process(tmp_path, prefix) as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub")
+        sent: list[str] = []
+        real = _commit_api.lfs_upload
+
+        def counted(operation: object, **kwargs: object) -> None:
+            sent.append(operation.path_in_repo)  # type: ignore[attr-defined]
+            real(operation=operation, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(_commit_api, "lfs_upload", counted)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/two")
+        api.upload_folder(repo_id="acme/two", folder_path=src)
+        assert sent == []
+        got = huggingface_hub.snapshot_download("acme/two", token="reader-token")
+        assert files_of(Path(got)) == files_of(src)
+    weights = "sha256:" + hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
+    uploaded, mounted = _uploads_and_mounts(registry.log_file.read_text(), f"{unique_repo}/acme/two")
+    assert weights in mounted and weights not in uploaded, (uploaded, mounted)
