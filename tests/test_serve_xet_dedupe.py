@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import urllib.error
@@ -39,11 +40,11 @@ print(api.upload_file(path_or_fileobj=sys.argv[3], path_in_repo="model.safetenso
 
 
 def weights(path: Path, seed: int, changed: int | None = None) -> bytes:
-    """Ten float32 tensors of 2.4 MiB (random: nothing repeats), tensor ``changed`` drawn anew."""
+    """Ten float32 tensors of 1.6 MiB (random: nothing repeats), tensor ``changed`` drawn anew."""
     rng = np.random.default_rng(seed)
-    tensors = {f"layer{i}.weight": rng.standard_normal(640 * 1024, dtype=np.float32) for i in range(TENSORS)}
+    tensors = {f"layer{i}.weight": rng.standard_normal(420_000, dtype=np.float32) for i in range(TENSORS)}
     if changed is not None:
-        tensors[f"layer{changed}.weight"] = np.random.default_rng(seed + 1).standard_normal(640 * 1024,
+        tensors[f"layer{changed}.weight"] = np.random.default_rng(seed + 1).standard_normal(420_000,
                                                                                             dtype=np.float32)
     safetensors_numpy.save_file(tensors, str(path))
     return path.read_bytes()
@@ -85,7 +86,11 @@ def call(url: str, method: str = "GET", body: bytes | None = None, token: str = 
         return e.code, e.read()
 
 
-def test_a_one_tensor_change_sends_only_its_chunks(tmp_path, registry, unique_repo, monkeypatch):
+@pytest.mark.parametrize("cleaned", [False, True], ids=["xorbs-kept", "staging-cleaned"])
+def test_a_one_tensor_change_sends_only_its_chunks(tmp_path, registry, unique_repo, monkeypatch, cleaned):
+    """``cleaned``: serve's staging (kept xorbs and staged files) is emptied between the two
+    uploads, as a cleanup after the commit would: the old chunks then come from the registry's
+    blob of the committed file, each checked against the hash its xorb had."""
     old = weights(tmp_path / "old.safetensors", seed=7)
     new = weights(tmp_path / "new.safetensors", seed=7, changed=4)
     assert len(new) == len(old) and new != old
@@ -95,6 +100,10 @@ def test_a_one_tensor_change_sends_only_its_chunks(tmp_path, registry, unique_re
         upload(url, "acme/ft", tmp_path / "old.safetensors", tmp_path / "machine-a")
         first = received(log.read_text())
         assert first >= len(old) * 0.9  # the first upload sent (about) the whole file
+        if cleaned:
+            from ocibridge.core.environment import cache_root
+
+            shutil.rmtree(cache_root() / "serve" / "staging")
         mark = len(log.read_text())
         oid = upload(url, "acme/ft", tmp_path / "new.safetensors", tmp_path / "machine-b")
         said = log.read_text()[mark:]
@@ -111,6 +120,8 @@ def test_a_one_tensor_change_sends_only_its_chunks(tmp_path, registry, unique_re
         assert Path(got).read_bytes() == new
         assert huggingface_hub.HfApi(endpoint=url, token="reader-token").model_info("acme/ft").sha == oid
 
+        if cleaned:
+            return
         # a shard re-using an old xorb to claim bytes it does not hold is refused, nothing changes
         cas, token = _grant(url)
         kept = _an_old_xorb(tmp_path)
@@ -196,3 +207,45 @@ def test_a_file_another_repository_holds_is_mounted_not_uploaded(tmp_path, regis
     weights = "sha256:" + hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
     uploaded, mounted = _uploads_and_mounts(registry.log_file.read_text(), f"{unique_repo}/acme/two")
     assert weights in mounted and weights not in uploaded, (uploaded, mounted)
+
+
+def test_chunks_of_a_dropped_xorb_are_read_back_checked(tmp_path):
+    """A xorb no longer kept is rebuilt from where its chunks lie in a staged file, each chunk
+    checked against the hash the xorb had: a wrong place is refused, never written."""
+    import struct
+
+    from ocibridge.hubserver import xetformat, xethash
+    from ocibridge.hubserver.staging import Staging
+    from ocibridge.hubserver.xet import Grants
+    from ocibridge.hubserver.xetdedupe import Dedupe
+    from ocibridge.hubserver.xetupload import XetUpload
+
+    staging = Staging(tmp_path / "staging")
+    up = XetUpload(staging, Grants([]), lambda request: "", dedupe=Dedupe(tmp_path / "staging" / "xorbs",
+                                                                          tmp_path / "dedupe"))
+    pieces = [os.urandom(3000), os.urandom(5000)]
+    chunks = [(xethash.chunk_hash(p), len(p)) for p in pieces]
+    xorb = xethash.xorb_hash(chunks)
+    up.xorbs.mkdir(parents=True)
+    (up.xorbs / xethash.hex_of(xorb)).write_bytes(b"".join(
+        b"\x00" + len(p).to_bytes(3, "little") + b"\x00" + len(p).to_bytes(3, "little") + p for p in pieces))
+    up.dedupe.remember_xorb(xorb, chunks)
+    whole = b"".join(pieces)
+    sha = xethash.from_hex(hashlib.sha256(whole).hexdigest())
+    assert sha is not None
+    shard = tmp_path / "shard"
+    shard.write_bytes(xetformat.SHARD_TAG + struct.pack("<QQ", 2, 0)
+                      + xethash.file_hash(chunks) + struct.pack("<IIQ", xetformat.WITH_METADATA_EXT, 1, 0)
+                      + xorb + struct.pack("<IIII", 0, len(whole), 0, 2)
+                      + sha + bytes(16) + xetformat.BOOKEND + bytes(16))
+    assert up._stage_shard(shard, "acme/x") is None
+    (up.xorbs / xethash.hex_of(xorb)).unlink()  # dropped: the staged file holds its chunks
+    assert up._stage_shard(shard, "acme/x") is None
+    assert up._stage_shard(shard, "acme/other") == f"file {xethash.hex_of(xethash.file_hash(chunks))}: " \
+        f"xorb {xethash.hex_of(xorb)} was never uploaded"  # another repository's places: none
+    places = next((tmp_path / "dedupe" / "repos").glob("*/places/*"))
+    raw = bytearray(places.read_bytes())
+    raw[32:40] = (1).to_bytes(8, "little")  # chunk 0 placed one byte late
+    places.write_bytes(bytes(raw))
+    problem = up._stage_shard(shard, "acme/x")
+    assert problem is not None and "is not the chunk it held" in problem

@@ -12,12 +12,16 @@ which any token of serve may read, that serve's blob homes saw holding the blob 
 pushed, manifests it resolved, earlier pushes with the same cache). Knowledge only: a home
 that no longer holds the blob is a failed read here, and the commit is refused as one naming
 content never uploaded.
+
+The same reads give :mod:`.xetdedupe` the bytes of a file a repository committed, when the
+xorbs it was uploaded in are no longer kept (:meth:`Mounts.local`, :meth:`Mounts.held`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.sources import RegistrySource, Repository, repo_parts
@@ -57,11 +61,43 @@ class Mounts:
                 return source.repository(found)
         return None
 
+    def own(self, repo_id: str) -> Repository | None:
+        """``repo_id``'s repository of the source."""
+        parts = repo_parts(repo_id)
+        return self.source.repository(parts) if self.source is not None and parts is not None else None
+
+    def held(self, repo_id: str, sha256: str, size: int, staging: Staging) -> bool:
+        """Whether the file ``sha256`` is staged or a blob of ``repo_id``'s repository."""
+        if staging.has(sha256):
+            return True
+        repo = self.own(repo_id)
+        desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)
+        try:
+            return repo is not None and bool(repo.store.exists(desc))
+        except OcibridgeError:
+            return False
+
+    def local(self, repo_id: str, sha256: str, size: int, staging: Staging) -> Path | None:
+        """The bytes of the file ``sha256``: staged, else read (and verified) from ``repo_id``'s
+        repository into staging; None when neither has it."""
+        found = staging.path_for(sha256)
+        repo = self.own(repo_id)
+        if found is None and repo is not None and self._read(repo, sha256, size, staging):
+            found = staging.path_for(sha256)
+        return found
+
     def fetch(self, repo_id: str, sha256: str, size: int | None, staging: Staging) -> bool:
         """The blob ``sha256`` of a home into ``staging`` (verified); whether it is there now."""
         home = self.home(repo_id, sha256)
         if home is None or size is None:
             return False
+        if not self._read(home, sha256, size, staging):
+            return False
+        log.info("%s: sha256:%s taken from %s (to be mounted, not uploaded)", repo_id, sha256, home.shown)
+        return True
+
+    @staticmethod
+    def _read(home: Repository, sha256: str, size: int, staging: Staging) -> bool:
         desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)
         try:
             with staging.new_file() as (path, fd), home.store.open_blob(desc) as blob, \
@@ -73,5 +109,4 @@ class Mounts:
         except (OSError, OcibridgeError) as e:
             log.warning("sha256:%s: not read from %s: %s", sha256, home.shown, e)
             return False
-        log.info("%s: sha256:%s taken from %s (to be mounted, not uploaded)", repo_id, sha256, home.shown)
         return True

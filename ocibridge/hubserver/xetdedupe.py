@@ -15,11 +15,16 @@ What is kept, in serve's cache (not the staging area, which commits empty):
     $OCIBRIDGE_CACHE/serve/xetdedupe/repos/<key>/files/<file>  the answer shard for a file
                                                     .../<file>.xorbs  the xorbs it names
     $OCIBRIDGE_CACHE/serve/xetdedupe/repos/<key>/chunks/<chunk>  which file's answer holds it
+    $OCIBRIDGE_CACHE/serve/xetdedupe/repos/<key>/places/<xorb>   where each of its chunks lies in
+                                                    a file of the repository (SHA-256, offset)
 
 ``<key>`` is the SHA-256 of the repository's id: an answer only ever names content a shard of the
 same repository sent (the asking grant is that repository's write grant). The xorbs themselves
-stay where :mod:`.xetupload` keeps them, under its budget; an answer naming a xorb that budget has
-dropped is not given (404, "none": the client sends the chunks again).
+stay where :mod:`.xetupload` keeps them, under its budget, for as long as it keeps them; a
+xorb dropped since is rebuilt from its places: the chunks are read from the file that held
+them (staged, else the repository's registry blob), each re-hashed against the chunk hash
+checked when the xorb came. An answer is given only when every xorb it names is kept or can be
+so rebuilt (else 404, "none": the client sends the chunks again).
 
 The chunk hashes in an answer are keyed (Xet's HMAC: BLAKE3 keyed with a random key written in
 the shard's footer), as the Hub answers: the client matches its own chunks against them and
@@ -35,7 +40,7 @@ import secrets
 import struct
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import blake3
@@ -51,7 +56,11 @@ HEADER_VERSION = 2
 FOOTER_VERSION = 1
 FOOTER_SIZE = 200
 _CHUNK = struct.Struct("<32sI")
+#: where a chunk lies: the file's SHA-256, the chunk's offset and length, the file's size
+_PLACE = struct.Struct("<32sQIQ")
 Chunks = Sequence[tuple[bytes, int]]
+#: (file SHA-256 hex, offset, length, file size)
+Place = tuple[str, int, int, int]
 
 
 def eligible(chunk: bytes) -> bool:
@@ -161,10 +170,12 @@ class Dedupe:
     # -- recording and answering ----------------------------------------------------------------
     def record(self, repo_id: str, entry: FileEntry) -> None:
         """Remember ``entry`` (a file a shard of ``repo_id`` sent, verified and staged): the answer
-        naming its xorbs, under its first chunk and every eligible chunk of it."""
+        naming its xorbs, under its first chunk and every eligible chunk of it, and where each
+        chunk of those xorbs lies in it."""
         names = list(dict.fromkeys(seg.xorb for seg in entry.segments))
         lists = {xorb: self.chunks_of(xorb) for xorb in names}
-        sizes = {xorb: (self.xorbs / xethash.hex_of(xorb)).stat().st_size for xorb in names}
+        sizes = {xorb: self._stored_size(repo_id, xorb, lists[xorb]) for xorb in names}
+        self._place(repo_id, entry, lists)
         shard = answer_shard(((x, lists[x], sizes[x]) for x in names), secrets.token_bytes(32))
         repo = self._repo(repo_id)
         name = xethash.hex_of(entry.xet_hash)
@@ -177,8 +188,48 @@ class Dedupe:
         for chunk in dict.fromkeys(asked):
             _write(repo / "chunks" / xethash.hex_of(chunk), name.encode())
 
-    def answer(self, repo_id: str, chunk: bytes) -> bytes | None:
-        """The shard for ``chunk`` in ``repo_id``, when every xorb it names is still kept."""
+    def _stored_size(self, repo_id: str, xorb: bytes, chunks: Chunks) -> int:
+        """The xorb's size as kept (what an answer says it is on disk: only counted)."""
+        try:
+            return (self.xorbs / xethash.hex_of(xorb)).stat().st_size
+        except FileNotFoundError:
+            return sum(size for _, size in chunks) + xetformat.HEADER * len(chunks)
+
+    def _place(self, repo_id: str, entry: FileEntry, lists: dict[bytes, list[tuple[bytes, int]]]) -> None:
+        assert entry.sha256 is not None  # a staged file's
+        sha = bytes.fromhex(xethash.hex_of(entry.sha256))
+        total = sum(seg.size for seg in entry.segments)
+        found: dict[bytes, dict[int, bytes]] = {}
+        at = 0
+        for seg in entry.segments:
+            for k in range(seg.first, seg.end):
+                size = lists[seg.xorb][k][1]
+                found.setdefault(seg.xorb, {})[k] = _PLACE.pack(sha, at, size, total)
+                at += size
+        for xorb, placed in found.items():
+            path = self._repo(repo_id) / "places" / xethash.hex_of(xorb)
+            old = [bytes(_PLACE.size)] * len(lists[xorb])
+            with contextlib.suppress(FileNotFoundError):
+                raw = path.read_bytes()
+                old = [raw[i:i + _PLACE.size] for i in range(0, len(raw), _PLACE.size)]
+            rows = [placed.get(k) or row for k, row in enumerate(old)]
+            _write(path, b"".join(rows))
+
+    def places(self, repo_id: str, xorb: bytes) -> list[Place | None] | None:
+        """Where each chunk of ``xorb`` lies in a file of ``repo_id`` (None: not known)."""
+        try:
+            raw = (self._repo(repo_id) / "places" / xethash.hex_of(xorb)).read_bytes()
+        except FileNotFoundError:
+            return None
+        out: list[Place | None] = []
+        for i in range(0, len(raw) - _PLACE.size + 1, _PLACE.size):
+            sha, offset, size, total = _PLACE.unpack_from(raw, i)
+            out.append((sha.hex(), offset, size, total) if sha != bytes(32) else None)
+        return out
+
+    def answer(self, repo_id: str, chunk: bytes, held: Callable[[str, int], bool]) -> bytes | None:
+        """The shard for ``chunk`` in ``repo_id``, when every xorb it names is still kept or can
+        be rebuilt from files ``held(sha256, size)`` says serve can read."""
         repo = self._repo(repo_id)
         try:
             name = (repo / "chunks" / xethash.hex_of(chunk)).read_text()
@@ -189,9 +240,16 @@ class Dedupe:
         except FileNotFoundError:
             return None
         for at in range(0, len(xorbs), 32):
-            kept = self.xorbs / xethash.hex_of(xorbs[at:at + 32])
+            xorb = xorbs[at:at + 32]
             try:
-                os.utime(kept)  # recently used: the budget drops it last
+                os.utime(self.xorbs / xethash.hex_of(xorb))  # recently used: the budget drops it last
+                continue
             except FileNotFoundError:
+                pass
+            places = self.places(repo_id, xorb)
+            if not places or None in places:
+                return None
+            files = {(p[0], p[3]) for p in places if p is not None}
+            if not all(held(sha, size) for sha, size in files):
                 return None
         return shard

@@ -21,9 +21,10 @@ import hashlib
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -32,9 +33,10 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver import xet, xetformat, xethash
 from ocibridge.hubserver.answers import bearer, error, requested_repo
+from ocibridge.hubserver.mounts import Mounts
 from ocibridge.hubserver.staging import Staging
 from ocibridge.hubserver.xetdedupe import Dedupe
-from ocibridge.hubserver.xetformat import BadUpload, FileEntry
+from ocibridge.hubserver.xetformat import BadUpload, FileEntry, Segment
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -49,10 +51,11 @@ class XetUpload:
     """The Xet upload routes over a :class:`Staging` (the module's docstring)."""
 
     def __init__(self, staging: Staging, grants: xet.Grants, base: Callable[[Request], str], *,
-                 budget: int = XORB_BUDGET, dedupe: Dedupe | None = None):
+                 budget: int = XORB_BUDGET, dedupe: Dedupe | None = None, blobs: Mounts | None = None):
         self.staging = staging
         self.xorbs = staging.root / "xorbs"
         self.dedupe = dedupe or Dedupe(self.xorbs)
+        self.blobs = blobs  # a repository's files, for chunks of xorbs no longer kept
         self.grants = grants
         self.base = base
         self.budget = budget
@@ -184,7 +187,7 @@ class XetUpload:
             for entry in files:
                 out, fd = stack.enter_context(self.staging.new_file())
                 try:
-                    sha256 = self._rebuild(entry, fd)
+                    sha256 = self._rebuild(entry, fd, repo_id)
                 except (BadUpload, DigestMismatch) as e:
                     return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
                 built.append((out, sha256))
@@ -213,27 +216,57 @@ class XetUpload:
             return f"its files are {declared} bytes, more than the {free} bytes free where serve stages uploads"
         return None
 
-    def _rebuild(self, entry: FileEntry, fd: int) -> str:
-        """Write the file ``entry`` names into ``fd`` from kept xorbs, checking its Xet hash and
-        the SHA-256 the shard names; that SHA-256 (hex)."""
+    def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack) -> Iterator[bytes]:
+        """The chunks ``seg`` names: from its kept xorb, else from where :mod:`.xetdedupe` placed
+        them in a file of ``repo_id`` (each checked against the chunk hash its xorb had)."""
+        try:
+            f = files.enter_context(open(self.xorbs / xethash.hex_of(seg.xorb), "rb"))  # noqa: SIM115 - the stack closes it
+        except FileNotFoundError:
+            yield from self._placed(seg, repo_id, files)
+            return
+        yield from xetformat.chunks(f, os.fstat(f.fileno()).st_size, seg.first, seg.end)
+
+    def _placed(self, seg: Segment, repo_id: str, files: contextlib.ExitStack) -> Iterator[bytes]:
+        name = xethash.hex_of(seg.xorb)
+        places = self.dedupe.places(repo_id, seg.xorb)
+        try:
+            known = self.dedupe.chunks_of(seg.xorb) if places else []
+        except (OSError, BadUpload):
+            known = []
+        wanted = places[seg.first:seg.end] if places and seg.end <= min(len(places), len(known)) else []
+        if not wanted or None in wanted:
+            raise BadUpload(f"xorb {name} was never uploaded")
+        opened: dict[str, BinaryIO] = {}
+        for k, place in enumerate(wanted, seg.first):
+            assert place is not None
+            sha, offset, size, total = place
+            f = opened.get(sha)
+            if f is None:
+                path = self.blobs.local(repo_id, sha, total, self.staging) if self.blobs else self.staging.path_for(sha)
+                if path is None:
+                    raise BadUpload(f"xorb {name} is no longer kept, nor the file sha256:{sha} that held it")
+                f = opened[sha] = files.enter_context(open(path, "rb"))  # noqa: SIM115 - the stack closes it
+            f.seek(offset)
+            data = f.read(size)
+            if (xethash.chunk_hash(data), len(data)) != known[k]:
+                raise BadUpload(f"chunk {k} of xorb {name}, read from sha256:{sha}, is not the chunk it held")
+            yield data
+
+    def _rebuild(self, entry: FileEntry, fd: int, repo_id: str = "") -> str:
+        """Write the file ``entry`` names into ``fd`` from kept xorbs (or the files their chunks
+        were placed in), checking its Xet hash and the SHA-256 the shard names; that SHA-256 (hex)."""
         if entry.sha256 is None:
             raise BadUpload("the shard names no SHA-256 for it (no metadata extension)")
         digest = hashlib.sha256()
         hashes: list[tuple[bytes, int]] = []
-        with os.fdopen(os.dup(fd), "wb") as out:
+        with os.fdopen(os.dup(fd), "wb") as out, contextlib.ExitStack() as files:
             for seg in entry.segments:
-                source = self.xorbs / xethash.hex_of(seg.xorb)
-                try:
-                    f = open(source, "rb")  # noqa: SIM115 - closed below
-                except FileNotFoundError:
-                    raise BadUpload(f"xorb {xethash.hex_of(seg.xorb)} was never uploaded") from None
-                with f:
-                    written = 0
-                    for data in xetformat.chunks(f, os.fstat(f.fileno()).st_size, seg.first, seg.end):
-                        hashes.append((xethash.chunk_hash(data), len(data)))
-                        digest.update(data)
-                        out.write(data)
-                        written += len(data)
+                written = 0
+                for data in self._segment(seg, repo_id, files):
+                    hashes.append((xethash.chunk_hash(data), len(data)))
+                    digest.update(data)
+                    out.write(data)
+                    written += len(data)
                 if written != seg.size:
                     raise BadUpload(f"a segment of xorb {xethash.hex_of(seg.xorb)} is {written} bytes, "
                                     f"the shard says {seg.size}")
@@ -252,6 +285,11 @@ class XetUpload:
             return error(401, None, "Invalid or expired Xet write token")
         return error(404, None, "no upload grants here: POST the xorb to /v1/xorbs/")
 
+    def _held(self, repo_id: str, sha256: str, size: int) -> bool:
+        if self.blobs is None:
+            return self.staging.has(sha256)
+        return self.blobs.held(repo_id, sha256, size, self.staging)
+
     # -- global dedupe --------------------------------------------------------------------------
     async def chunk(self, request: Request) -> Response:
         """The shard naming the repository's kept xorbs that hold the chunk (:mod:`.xetdedupe`),
@@ -261,7 +299,8 @@ class XetUpload:
         chunk = xethash.from_hex(request.path_params["hash"])
         shard = None
         if chunk is not None and request.path_params["prefix"] in ("default", "default-merkledb"):
-            shard = await self.run(self.dedupe.answer, requested_repo(request), chunk)
+            shard = await self.run(self.dedupe.answer, requested_repo(request), chunk,
+                                   partial(self._held, requested_repo(request)))
         if shard is None:
             return error(404, None, "no shard holds that chunk")
         log.info("%s: dedupe answered with a shard of %d bytes", request.url.path, len(shard))
