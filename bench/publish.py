@@ -3,20 +3,29 @@ registry, over LFS (``HF_HUB_DISABLE_XET=1``: Xet uploads are not served yet).
 
     .venv/bin/python -m bench.publish                      # 1024 MiB, --repeat 2
     .venv/bin/python -m bench.publish --sizes 1024 4096 --repeat 1
+    .venv/bin/python -m bench.publish --dedupe 256          # one tensor of ten changed, over Xet
 
 The model is one safetensors-like file of random bytes and a config.json. Each sample is a
 process of its own, as a user runs it: ``HfApi().upload_folder`` into a new repository through
 a serve started afresh (empty staging and model cache), against ``python -m ocibridge push DIR
 REF`` into a new repository (target ≤ 1.3×). serve's peak RSS (``VmHWM``) after the upload is
 shown at each size (flat: bytes move a piece at a time).
+
+``--dedupe SIZE`` (only changed chunks travel up): a safetensors file of ten tensors is uploaded
+over Xet (hf_xet, as huggingface_hub runs by default), then again with one tensor drawn anew,
+each time from a fresh HF_HOME (the fine-tune's machine has no local shard cache); the row is
+the bytes serve received in xorb POSTs the second time (its log line per xorb) as a fraction of
+the file (target ≤ 20 %), and whether the registry's layer is then the new file's SHA-256.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -36,8 +45,8 @@ UPLOAD = ("import sys; from huggingface_hub import HfApi; api = HfApi(); api.cre
 
 
 @contextlib.contextmanager
-def serving(work: Path, source: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """serve with a write token, its caches (staging included) empty."""
+def serving(work: Path, source: str, log: Path | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """serve with a write token, its caches (staging included) empty (its log into ``log``)."""
     cache = work / "serve-cache"
     shutil.rmtree(cache, ignore_errors=True)
     (work / "tokens.txt").write_text("bench-token write\n")
@@ -45,13 +54,14 @@ def serving(work: Path, source: str) -> Iterator[tuple[str, subprocess.Popen[byt
     env = {**base_env(work), "OCIBRIDGE_CACHE": str(cache), "OCIBRIDGE_CACHE_DIR": str(cache) + "-dir"}
     proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", source, "--listen", f"127.0.0.1:{port}",
                              "--no-access-log", "--token-file", str(work / "tokens.txt")],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE if log is None else log.open("wb"))
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(proc.communicate()[1].decode())
+                raise RuntimeError(proc.communicate()[1].decode() if log is None else log.read_text())
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(f"{url}/healthz").status_code == 200:
                     break
@@ -105,14 +115,79 @@ def run(size_mib: int, work: Path, repeat: int) -> list[str]:
             f"[{shown[1]}] | {pub_m / push_m:.2f}× | serve peak RSS {max(rss):.0f} MiB | load {load()} |"]
 
 
+TENSORS = 10
+XET_UPLOAD = ("import sys; from huggingface_hub import HfApi; api = HfApi(); "
+              "api.create_repo(sys.argv[1], exist_ok=True); "
+              "api.upload_file(path_or_fileobj=sys.argv[2], path_in_repo='model.safetensors', repo_id=sys.argv[1])")
+
+
+def ten_tensors(path: Path, size_mib: int, fresh: int | None = None) -> str:
+    """A safetensors file of ten U8 tensors of random bytes (seeded: the same file twice), tensor
+    ``fresh`` drawn anew; its SHA-256."""
+    import random
+
+    each = size_mib * MiB // TENSORS
+    header = json.dumps({f"layer{i}.weight": {"dtype": "U8", "shape": [each],
+                                              "data_offsets": [i * each, (i + 1) * each]}
+                         for i in range(TENSORS)}).encode()
+    header += b" " * (-len(header) % 8)
+    digest = hashlib.sha256()
+    with open(path, "wb") as f:
+        for piece in (len(header).to_bytes(8, "little"), header):
+            f.write(piece)
+            digest.update(piece)
+        for i in range(TENSORS):
+            rng = random.Random(1000 + i if i != fresh else 2000 + i)
+            for _ in range(each // MiB):
+                piece = rng.randbytes(MiB)
+                f.write(piece)
+                digest.update(piece)
+            piece = rng.randbytes(each % MiB)
+            f.write(piece)
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def xorb_bytes(log: str) -> int:
+    """What serve says it received in xorb POSTs (its log line per xorb)."""
+    return sum(int(n) for n in re.findall(r"xorb (?:received|held already), (\d+) bytes", log))
+
+
+def run_dedupe(size_mib: int, work: Path) -> list[str]:
+    first, second = work / "v1.safetensors", work / "v2.safetensors"
+    ten_tensors(first, size_mib)
+    new_sha = ten_tensors(second, size_mib, fresh=4)
+    log = work / "serve.log"
+    with fresh_registry(work) as reg, serving(work, f"{reg.host}/bench", log) as (url, proc):
+        took = []
+        for n, path in enumerate((first, second)):
+            mark = len(log.read_text())
+            env = {**base_env(work), "HF_ENDPOINT": url, "HF_TOKEN": "bench-token", "HF_HOME": str(work / f"hf{n}")}
+            env.pop("HF_HUB_DISABLE_XET", None)
+            took.append(timed([sys.executable, "-c", XET_UPLOAD, "acme/ft", str(path)], env))
+            sent = xorb_bytes(log.read_text()[mark:])
+        manifest = httpx.get(f"http://{reg.host}/v2/bench/acme/ft/manifests/latest",
+                             headers={"Accept": "application/vnd.oci.image.manifest.v1+json"}).json()
+        held = f"sha256:{new_sha}" in [layer["digest"] for layer in manifest["layers"]]
+        rss = peak_rss_mib(proc.pid)
+    size = second.stat().st_size
+    return [f"| {size_mib} MiB, one tensor of ten changed (Xet) | second upload sent {sent / MiB:.1f} MiB = "
+            f"{100 * sent / size:.1f} % of the file | upload {took[0]:.1f} s, then {took[1]:.1f} s | registry layer "
+            f"is the new SHA-256: {'yes' if held else 'NO'} | serve peak RSS {rss:.0f} MiB | load {load()} |"]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[1024], help="weights sizes in MiB")
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--dedupe", type=int, metavar="SIZE", help="the one-tensor-changed row at SIZE MiB, only")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-publish-") as tmp:
         work = Path(tmp)
         os.environ["OCIBRIDGE_CACHE"] = str(work / "own-cache")
+        if args.dedupe:
+            print(*run_dedupe(args.dedupe, work), flush=True)
+            return
         for size in args.sizes:
             for row in run(size, work, args.repeat):
                 print(row, flush=True)

@@ -44,6 +44,7 @@ from ocibridge.hubserver.answers import bearer, error, number, requested_repo
 from ocibridge.hubserver.files import FileLists
 from ocibridge.hubserver.grants import Grant, find
 from ocibridge.hubserver.guard import UPLOADS
+from ocibridge.hubserver.mounts import Mounts
 from ocibridge.hubserver.sources import (
     CREATED,
     Catalog,
@@ -87,6 +88,8 @@ class PublishRoutes:
         self.public_url = public_url
         self.signer = Grants([g.token.encode() for g in self.grants if g.write])
         self.branches = commits.Branches()
+        source = catalog.sources[0] if catalog.sources else None
+        self.mounts = Mounts(source if isinstance(source, RegistrySource) else None)  # unchanged files
         self.created: set[str] = set()  # repo ids created here and not committed to yet
         self._created_lock = threading.Lock()
 
@@ -239,7 +242,8 @@ class PublishRoutes:
                 answered.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
                                  "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
                 continue
-            if oid in held or await self._run(self.staging.has, oid):
+            if oid in held or await self._run(self.staging.has, oid) or \
+                    await self._run(self.mounts.home, repo_id, oid) is not None:  # mounted at the commit
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
                 continue
             path = _upload_path(str(oid), str(size), repo_id)
@@ -380,7 +384,7 @@ class PublishRoutes:
                 files = self.lists.of(head)
                 parent = {path: f.sha256 for path, f in files.files.items()}
                 held = _Held(self.lists, head, files.files).path
-            tree = commits.new_tree(parent, payload, self.staging.path_for, held)
+            tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload), held)
             parts = repo_parts(repo_id)
             repo = head.repo if head is not None else self.catalog.sources[0].repository(parts or [])
             if repo is None:
@@ -403,6 +407,19 @@ class PublishRoutes:
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
             return commit_of(digest)
 
+
+    def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest) -> Callable[[str], Path | None]:
+        """The staged upload of a SHA-256, else the blob another repository holds (:mod:`.mounts`),
+        read into staging so push builds its layer, and mounts it rather than sends it."""
+        sizes = {added.sha256: added.size for added in payload.added}
+
+        def staged(sha256: str) -> Path | None:
+            found = self.staging.path_for(sha256)
+            if found is None and self.mounts.fetch(repo_id, sha256, sizes.get(sha256), self.staging):
+                found = self.staging.path_for(sha256)
+            return found
+
+        return staged
 
     # -- history, branches and tags ------------------------------------------------------------
     async def list_commits(self, request: Request) -> Response:

@@ -119,9 +119,14 @@ def footer_hash(f: BinaryIO, size: int) -> bytes | None:
     return None
 
 
+def chunk_list(f: BinaryIO, size: int) -> list[tuple[bytes, int]]:
+    """``(hash, length)`` of every chunk of the xorb open as ``f``, recomputed from its bytes."""
+    return [(xethash.chunk_hash(data), len(data)) for data in chunks(f, size)]
+
+
 def verified_xorb_hash(f: BinaryIO, size: int) -> bytes:
     """The hash of the xorb open as ``f``, recomputed from every chunk's bytes."""
-    hashes = [(xethash.chunk_hash(data), len(data)) for data in chunks(f, size)]
+    hashes = chunk_list(f, size)
     if not hashes:
         raise BadUpload("the xorb holds no chunk")
     return xethash.xorb_hash(hashes)

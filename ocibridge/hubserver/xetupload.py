@@ -3,7 +3,8 @@
     GET  /api/models/REPO/xet-write-token/{rev}     a write grant: casUrl, accessToken, exp
     POST {cas}/v1/xorbs/default/{hash}              a xorb: kept once its hash is recomputed
     POST {cas}/v1/shards, {cas}/v2/shards           a shard: its files rebuilt into Staging
-    GET  {cas}/v1/chunks/default-merkledb/{hash}    global dedupe: 404 ("none", for now)
+    GET  {cas}/v1/chunks/default/{hash}             global dedupe: a shard naming the repository's
+                                                    xorbs that hold it (:mod:`.xetdedupe`), or 404
 
 ``{cas}`` is ``/xet-write/REPO``. Nothing a client says is trusted: a xorb is kept (in
 ``xorbs/`` of the staging root, within :data:`XORB_BUDGET`) only once every chunk is
@@ -20,9 +21,10 @@ import hashlib
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -31,8 +33,10 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver import xet, xetformat, xethash
 from ocibridge.hubserver.answers import bearer, error, requested_repo
+from ocibridge.hubserver.mounts import Mounts
 from ocibridge.hubserver.staging import Staging
-from ocibridge.hubserver.xetformat import BadUpload, FileEntry
+from ocibridge.hubserver.xetdedupe import Dedupe
+from ocibridge.hubserver.xetformat import BadUpload, FileEntry, Segment
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -47,9 +51,11 @@ class XetUpload:
     """The Xet upload routes over a :class:`Staging` (the module's docstring)."""
 
     def __init__(self, staging: Staging, grants: xet.Grants, base: Callable[[Request], str], *,
-                 budget: int = XORB_BUDGET):
+                 budget: int = XORB_BUDGET, dedupe: Dedupe | None = None, blobs: Mounts | None = None):
         self.staging = staging
         self.xorbs = staging.root / "xorbs"
+        self.dedupe = dedupe or Dedupe(self.xorbs)
+        self.blobs = blobs  # a repository's files, for chunks of xorbs no longer kept
         self.grants = grants
         self.base = base
         self.budget = budget
@@ -97,35 +103,42 @@ class XetUpload:
         if target.is_file():
             with contextlib.suppress(OSError):
                 os.utime(target)
+            log.info("%s: xorb held already, %s bytes offered", request.url.path,
+                     request.headers.get("content-length", "?"))
             return JSONResponse({"was_inserted": False})
         with self.staging.new_file() as (path, fd):
             size = await self._receive(request, fd, xetformat.MAX_XORB)
             if size is None:
                 return error(413, None, f"a xorb is at most {xetformat.MAX_XORB} bytes")
-            problem = await self.run(self._check_xorb, path, size, want)
+            log.info("%s: xorb received, %d bytes", request.url.path, size)  # what dedupe saves is read here
+            problem, chunks = await self.run(self._check_xorb, path, size, want)
             if problem:
                 log.warning("%s: xorb refused: %s", request.url.path, problem)
                 return error(400, None, f"xorb {named}: {problem}")
             self.xorbs.mkdir(parents=True, exist_ok=True)
             path.chmod(0o444)
             os.replace(path, target)
+        await self.run(self.dedupe.remember_xorb, want, chunks)
         await self.run(self._within_budget, target)
         return JSONResponse({"was_inserted": True})
 
     @staticmethod
-    def _check_xorb(path: Path, size: int, want: bytes) -> str | None:
-        """Why the xorb at ``path`` is not the xorb ``want`` (None: it is)."""
+    def _check_xorb(path: Path, size: int, want: bytes) -> tuple[str | None, list[tuple[bytes, int]]]:
+        """Why the xorb at ``path`` is not the xorb ``want`` (None: it is), and its chunks."""
         try:
             with open(path, "rb") as f:
-                got = xetformat.verified_xorb_hash(f, size)
+                chunks = xetformat.chunk_list(f, size)
                 said = xetformat.footer_hash(f, size)
         except BadUpload as e:
-            return str(e)
+            return str(e), []
+        if not chunks:
+            return "the xorb holds no chunk", []
+        got = xethash.xorb_hash(chunks)
         if got != want:
-            return f"its chunks hash to {xethash.hex_of(got)}"
+            return f"its chunks hash to {xethash.hex_of(got)}", []
         if said is not None and said != want:
-            return f"its footer names {xethash.hex_of(said)}"
-        return None
+            return f"its footer names {xethash.hex_of(said)}", []
+        return None, chunks
 
     def _within_budget(self, keep: Path) -> None:
         """Drop the least recently used xorbs past the budget (never ``keep``)."""
@@ -150,7 +163,7 @@ class XetUpload:
             size = await self._receive(request, fd, MAX_SHARD)
             if size is None:
                 return error(413, None, f"a shard is at most {MAX_SHARD} bytes")
-            problem = await self.run(self._stage_shard, path)
+            problem = await self.run(self._stage_shard, path, requested_repo(request))
         if problem:
             log.warning("%s: shard refused: %s", request.url.path, problem)
             return error(400, None, f"shard refused: {problem}")
@@ -158,8 +171,9 @@ class XetUpload:
             return Response(b'{"type":"result"}\n', media_type="application/x-ndjson")
         return JSONResponse({"result": 1})  # SyncPerformed
 
-    def _stage_shard(self, path: Path) -> str | None:
-        """Rebuild every file of the shard at ``path`` and stage them all, or none: why not."""
+    def _stage_shard(self, path: Path, repo_id: str) -> str | None:
+        """Rebuild every file of the shard at ``path`` and stage them all, or none: why not. The
+        staged files are then what ``repo_id``'s later uploads may name (:mod:`.xetdedupe`)."""
         try:
             with open(path, "rb") as f:
                 files = xetformat.shard_files(f)
@@ -173,12 +187,17 @@ class XetUpload:
             for entry in files:
                 out, fd = stack.enter_context(self.staging.new_file())
                 try:
-                    sha256 = self._rebuild(entry, fd)
+                    sha256 = self._rebuild(entry, fd, repo_id)
                 except (BadUpload, DigestMismatch) as e:
                     return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
                 built.append((out, sha256))
             for out, sha256 in built:
                 self.staging.commit_file(out, sha256)
+        for entry in files:
+            try:
+                self.dedupe.record(repo_id, entry)
+            except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
+                log.warning("%s: not kept for dedupe: %s", xethash.hex_of(entry.xet_hash), e)
         return None
 
     def _too_large(self, files: list[FileEntry]) -> str | None:
@@ -197,27 +216,57 @@ class XetUpload:
             return f"its files are {declared} bytes, more than the {free} bytes free where serve stages uploads"
         return None
 
-    def _rebuild(self, entry: FileEntry, fd: int) -> str:
-        """Write the file ``entry`` names into ``fd`` from kept xorbs, checking its Xet hash and
-        the SHA-256 the shard names; that SHA-256 (hex)."""
+    def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack) -> Iterator[bytes]:
+        """The chunks ``seg`` names: from its kept xorb, else from where :mod:`.xetdedupe` placed
+        them in a file of ``repo_id`` (each checked against the chunk hash its xorb had)."""
+        try:
+            f = files.enter_context(open(self.xorbs / xethash.hex_of(seg.xorb), "rb"))  # noqa: SIM115 - the stack closes it
+        except FileNotFoundError:
+            yield from self._placed(seg, repo_id, files)
+            return
+        yield from xetformat.chunks(f, os.fstat(f.fileno()).st_size, seg.first, seg.end)
+
+    def _placed(self, seg: Segment, repo_id: str, files: contextlib.ExitStack) -> Iterator[bytes]:
+        name = xethash.hex_of(seg.xorb)
+        places = self.dedupe.places(repo_id, seg.xorb)
+        try:
+            known = self.dedupe.chunks_of(seg.xorb) if places else []
+        except (OSError, BadUpload):
+            known = []
+        wanted = places[seg.first:seg.end] if places and seg.end <= min(len(places), len(known)) else []
+        if not wanted or None in wanted:
+            raise BadUpload(f"xorb {name} was never uploaded")
+        opened: dict[str, BinaryIO] = {}
+        for k, place in enumerate(wanted, seg.first):
+            assert place is not None
+            sha, offset, size, total = place
+            f = opened.get(sha)
+            if f is None:
+                path = self.blobs.local(repo_id, sha, total, self.staging) if self.blobs else self.staging.path_for(sha)
+                if path is None:
+                    raise BadUpload(f"xorb {name} is no longer kept, nor the file sha256:{sha} that held it")
+                f = opened[sha] = files.enter_context(open(path, "rb"))  # noqa: SIM115 - the stack closes it
+            f.seek(offset)
+            data = f.read(size)
+            if (xethash.chunk_hash(data), len(data)) != known[k]:
+                raise BadUpload(f"chunk {k} of xorb {name}, read from sha256:{sha}, is not the chunk it held")
+            yield data
+
+    def _rebuild(self, entry: FileEntry, fd: int, repo_id: str = "") -> str:
+        """Write the file ``entry`` names into ``fd`` from kept xorbs (or the files their chunks
+        were placed in), checking its Xet hash and the SHA-256 the shard names; that SHA-256 (hex)."""
         if entry.sha256 is None:
             raise BadUpload("the shard names no SHA-256 for it (no metadata extension)")
         digest = hashlib.sha256()
         hashes: list[tuple[bytes, int]] = []
-        with os.fdopen(os.dup(fd), "wb") as out:
+        with os.fdopen(os.dup(fd), "wb") as out, contextlib.ExitStack() as files:
             for seg in entry.segments:
-                source = self.xorbs / xethash.hex_of(seg.xorb)
-                try:
-                    f = open(source, "rb")  # noqa: SIM115 - closed below
-                except FileNotFoundError:
-                    raise BadUpload(f"xorb {xethash.hex_of(seg.xorb)} was never uploaded") from None
-                with f:
-                    written = 0
-                    for data in xetformat.chunks(f, os.fstat(f.fileno()).st_size, seg.first, seg.end):
-                        hashes.append((xethash.chunk_hash(data), len(data)))
-                        digest.update(data)
-                        out.write(data)
-                        written += len(data)
+                written = 0
+                for data in self._segment(seg, repo_id, files):
+                    hashes.append((xethash.chunk_hash(data), len(data)))
+                    digest.update(data)
+                    out.write(data)
+                    written += len(data)
                 if written != seg.size:
                     raise BadUpload(f"a segment of xorb {xethash.hex_of(seg.xorb)} is {written} bytes, "
                                     f"the shard says {seg.size}")
@@ -236,9 +285,23 @@ class XetUpload:
             return error(401, None, "Invalid or expired Xet write token")
         return error(404, None, "no upload grants here: POST the xorb to /v1/xorbs/")
 
+    def _held(self, repo_id: str, sha256: str, size: int) -> bool:
+        if self.blobs is None:
+            return self.staging.has(sha256)
+        return self.blobs.held(repo_id, sha256, size, self.staging)
+
     # -- global dedupe --------------------------------------------------------------------------
     async def chunk(self, request: Request) -> Response:
-        """No shard to offer for any chunk yet: every chunk travels (issue 55 asks for more)."""
+        """The shard naming the repository's kept xorbs that hold the chunk (:mod:`.xetdedupe`),
+        or 404: the client sends the chunk."""
         if not self._granted(request):
             return error(401, None, "Invalid or expired Xet write token")
-        return error(404, None, "no shard holds that chunk")
+        chunk = xethash.from_hex(request.path_params["hash"])
+        shard = None
+        if chunk is not None and request.path_params["prefix"] in ("default", "default-merkledb"):
+            shard = await self.run(self.dedupe.answer, requested_repo(request), chunk,
+                                   partial(self._held, requested_repo(request)))
+        if shard is None:
+            return error(404, None, "no shard holds that chunk")
+        log.info("%s: dedupe answered with a shard of %d bytes", request.url.path, len(shard))
+        return Response(shard, media_type="application/octet-stream")
