@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -31,7 +31,8 @@ from ocibridge.hubserver.web import auth, render
 from ocibridge.hubserver.web.listing import Listing
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.app import ServeApp
+    from ocibridge.hubserver.files import ModelFiles
+    from ocibridge.hubserver.sources import Catalog, Resolved
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -45,10 +46,27 @@ REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
 CATALOG_PAGE = 50
 
 
-class WebPages:
-    """The pages, over what the API routes share (:class:`ServeApp`)."""
+_T = TypeVar("_T")
 
-    def __init__(self, serve: ServeApp, public_url: str | None = None):
+
+class Serving(Protocol):
+    """What the pages use of app.py's ``ServeApp`` (a protocol: app.py imports this module)."""
+
+    catalog: Catalog
+    tokens: list[bytes]
+
+    async def _run(self, call: Callable[..., _T], *args: Any) -> _T: ...
+
+    async def model(self, repo_id: str, revision: str | None, *,
+                    reuse_for: float = 0) -> tuple[Resolved, ModelFiles]: ...
+
+    async def not_found(self, request: Request) -> Response: ...
+
+
+class WebPages:
+    """The pages, over what the API routes share (app.py's ``ServeApp``)."""
+
+    def __init__(self, serve: Serving, public_url: str | None = None):
         self.serve = serve
         self.public_url = public_url
         self.auth = auth.PageAuth(serve.tokens)
