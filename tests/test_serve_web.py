@@ -76,6 +76,10 @@ def page_checks(r: httpx.Response) -> str:
     assert '<html lang="en">' in html
     assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in html
     assert html.count("<h1") == 1
+    levels = [int(n) for n in re.findall(r"<h([1-6])[ >]", html)]
+    assert levels[0] == 1 and all(b <= a + 1 for a, b in zip(levels, levels[1:], strict=False)), levels
+    for field in re.findall(r'<input [^>]*id="([^"]+)"', html):
+        assert f'<label for="{field}">' in html, field  # every field has its label
     assert "<script" not in html.lower()
     return html
 
@@ -113,6 +117,7 @@ def test_every_page_carries_a_strict_csp_and_the_stylesheet_is_cached(models):
         css = get(served.url + link)
         assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
         assert "max-age=31536000" in css.headers["cache-control"]
+        assert not re.search(r"(?<!max-)width:\s*\d+px", css.text)  # no fixed widths: readable on a phone
 
 
 def test_catalog_lists_the_pushed_models_and_search_finds_one(models):
@@ -122,6 +127,21 @@ def test_catalog_lists_the_pushed_models_and_search_finds_one(models):
         assert 'href="/acme/tiny"' in html and 'href="/acme/other"' in html
         found = page_checks(get(served.url + "/models", params={"search": "oth"}))
         assert 'href="/acme/other"' in found and 'href="/acme/tiny"' not in found
+
+
+def test_the_catalog_is_paginated(models, monkeypatch):
+    from ocibridge.hubserver.web import pages
+
+    prefix, _, _ = models
+    monkeypatch.setattr(pages, "CATALOG_PAGE", 2)
+    with serving([prefix]) as served:
+        first = page_checks(get(served.url + "/models"))
+        second = page_checks(get(served.url + "/models", params={"p": "2"}))
+        names = [n for html in (first, second) for n in re.findall(r'<h2><a href="/(acme/[a-z]+)">', html)]
+        assert sorted(names) == ["acme/hostile", "acme/other", "acme/tiny"]
+        assert 'rel="next" href="/models?search=&amp;p=2"' in first and 'rel="prev"' in second
+        assert "page 2 of 2" in second
+        assert get(served.url + "/models", params={"p": "x"}).status_code == 200  # a bad page number: the first
 
 
 def test_with_a_token_file_no_page_without_the_cookie(models):
