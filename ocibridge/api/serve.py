@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ocibridge.oci.reference import LayoutReference, RegistryReference
 
 #: the one error line when the extra is missing
-EXTRA = "ocibridge serve needs Starlette and uvicorn: pip install 'ocibridge[serve]'"
+EXTRA = "ocibridge serve needs Starlette, uvicorn and its page renderers: pip install 'ocibridge[serve]'"
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def create_app(
     API is signed and given its AI-BOM and provenance (naming its parent commit and uploader)
     before its branch's tag moves; a commit whose evidence fails is refused, the tag left where
     it was (hubserver/publishevidence.py). The keys are loaded here."""
-    _needs("starlette", "blake3", "lz4")  # the upload routes verify Xet chunks with them
+    _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3")  # Xet uploads; the web pages
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify, _evidence(sign, attest))[0]
 
 
@@ -91,7 +91,7 @@ def serve(
     uvicorn at ``listen`` (``HOST:PORT`` or :class:`ListenOptions`; default 127.0.0.1:8080)
     until SIGTERM or Ctrl-C, which finish the requests in flight first: what ``ocibridge
     serve`` does."""
-    _needs("starlette", "uvicorn", "blake3", "lz4")
+    _needs("starlette", "uvicorn", "blake3", "lz4", "jinja2", "markdown_it", "nh3")
     from ocibridge.hubserver.server import run
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
