@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from ocibridge.api.policy import Verification
     from ocibridge.hubserver.commits import Publish
     from ocibridge.hubserver.server import ServerSettings
+    from ocibridge.hubserver.web.history import Diff
+    from ocibridge.lazyread.diff import ModelDiff
     from ocibridge.oci.reference import LayoutReference, RegistryReference
 
 #: the one error line when the extra is missing
@@ -103,6 +105,20 @@ def _publisher(transfer: TransferOptions) -> Publish:
     return publish
 
 
+def _differ(transfer: TransferOptions) -> Diff:
+    """What serve's compare pages show: ``ocibridge diff`` itself (:func:`ocibridge.api.browse.diff`),
+    with serve's registry options; a file read whole for want of a chunk table is logged."""
+
+    def diff(old: str, new: str) -> ModelDiff:
+        import logging
+
+        from ocibridge.api.browse import diff as diff_models
+
+        return diff_models(old, new, transfer=transfer, warn=logging.getLogger("ocibridge.hubserver").warning)
+
+    return diff
+
+
 def _needs(*modules: str) -> None:
     """One error line naming the extra when its packages are missing."""
     import importlib
@@ -129,7 +145,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
         access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
-        send_timeout=options.send_timeout, publish=_publisher(transfer))
+        send_timeout=options.send_timeout, publish=_publisher(transfer), diff=_differ(transfer))
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     check_listening(settings)

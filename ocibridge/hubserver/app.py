@@ -53,12 +53,14 @@ from ocibridge.hubserver.publish import UPLOAD_PATH, PublishRoutes
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
 from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.web.history import Compare
 from ocibridge.hubserver.xetroutes import ClosingStream, XetRoutes
 from ocibridge.hubserver.xetupload import XetUpload
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.commits import Publish
     from ocibridge.hubserver.ranges import ChunkRanges
+    from ocibridge.hubserver.web.history import Diff
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -78,7 +80,7 @@ class ServeApp:
     def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, *,
                  tokens: Sequence[str] = (), page: int = PAGE, ranges: ChunkRanges | None = None,
                  xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None,
-                 publish: Publish | None = None, staging: Staging | None = None):
+                 publish: Publish | None = None, staging: Staging | None = None, diff: Diff | None = None):
         self.catalog = catalog
         self.lists = lists
         self.blobs = blobs
@@ -91,6 +93,7 @@ class ServeApp:
         staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
         self.publisher = PublishRoutes(catalog, lists, staging, grants, publish, public_url)
         self.xet_upload = XetUpload(staging, self.xet.grants, self.xet.base)  # uploads over Xet
+        self.compare = Compare(catalog, diff)  # the compare pages' diffs (ocibridge diff's), kept
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
@@ -375,7 +378,7 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequ
                page: int = PAGE, ranges: ChunkRanges | None = None,
                xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None,
                limits: Limits | None = None, publish: Publish | None = None,
-               staging: Staging | None = None) -> Starlette:
+               staging: Staging | None = None, diff: Diff | None = None) -> Starlette:
     """The Starlette application over ``catalog``, behind :class:`.guard.Guard` (``limits``:
     body size, send timeout); ``ranges``: ranges of blobs the model cache
     lacks from verified chunks (else the whole blob is fetched first); ``xet_min``: files from
@@ -384,9 +387,10 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequ
     :class:`ServeApp`; the app's lifespan closes it at shutdown (a server that runs none, or
     an app it is mounted in, calls ``app.state.serve.close()``). ``publish``: push's code, which
     the write API (:mod:`.publish`) builds commits with (None: writes refused); ``staging``:
-    where uploads wait for their commit (default: serve's cache)."""
+    where uploads wait for their commit (default: serve's cache); ``diff``: ``ocibridge.diff``,
+    which the compare pages show (:mod:`.web.history`; None: they say there is none)."""
     serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges, xet_min=xet_min,
-                     public_url=public_url, publish=publish, staging=staging)
+                     public_url=public_url, publish=publish, staging=staging, diff=diff)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
