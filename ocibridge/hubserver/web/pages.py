@@ -1,0 +1,185 @@
+"""The page routes of serve, at the Hub's own web paths (so a link pasted from the Hub works
+with serve's host), registered after every API route (app.py) so none is shadowed:
+
+    GET  /  and  /models[?search=TEXT&p=N]      the catalog (:mod:`.listing`)
+    GET  /REPO                                  a model (:mod:`.model`)
+    GET  /REPO/tree/{rev}[/{path}]              a directory of its files
+    GET  /REPO/blob/{rev}/{path}                one file: text shown, else its size and a download link
+    GET|POST /ocibridge/login                   the token form (with --token-file; :mod:`.auth`)
+    GET  /ocibridge/static/style.css            the one stylesheet
+
+A first path segment the API or serve keeps (``api``, ``xet``, ``ocibridge``, ...) is never a
+page: such a path answers as it did before pages existed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.answers import int_param, requested_repo
+from ocibridge.hubserver.routing import HubRoute
+from ocibridge.hubserver.sources import Refused, RepoNotFound, RevisionNotFound
+from ocibridge.hubserver.web import auth, render
+from ocibridge.hubserver.web.listing import Listing
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.files import ModelFiles
+    from ocibridge.hubserver.sources import Catalog, Resolved
+
+log = logging.getLogger("ocibridge.hubserver")
+
+Handler = Callable[[Request], Awaitable[Response]]
+PAGE_METHODS = ("GET", "HEAD")
+#: first path segments that are never a repository's page (the API's, serve's own)
+RESERVED = frozenset({"api", "xet", "xet-write", "ocibridge", "healthz", "readyz", "models", "static"})
+#: REPO in a page's path: ORG/NAME, then NAME (app.py's REPO_FORMS)
+REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
+#: models per catalog page
+CATALOG_PAGE = 50
+
+
+_T = TypeVar("_T")
+
+
+class Serving(Protocol):
+    """What the pages use of app.py's ``ServeApp`` (a protocol: app.py imports this module)."""
+
+    catalog: Catalog
+    tokens: list[bytes]
+
+    async def _run(self, call: Callable[..., _T], *args: Any) -> _T: ...
+
+    async def model(self, repo_id: str, revision: str | None, *,
+                    reuse_for: float = 0) -> tuple[Resolved, ModelFiles]: ...
+
+    async def not_found(self, request: Request) -> Response: ...
+
+
+class WebPages:
+    """The pages, over what the API routes share (app.py's ``ServeApp``)."""
+
+    def __init__(self, serve: Serving, public_url: str | None = None):
+        self.serve = serve
+        self.public_url = public_url
+        self.auth = auth.PageAuth(serve.tokens)
+        self.listing = Listing(serve.catalog)
+
+    # -- plumbing ----------------------------------------------------------------------------
+    def page(self, answer: Handler, *, repo_route: bool = False) -> Handler:
+        """``answer`` behind the page login, its errors as pages (never a traceback)."""
+
+        async def endpoint(request: Request) -> Response:
+            if repo_route and self._reserved(request):
+                return await self.serve.not_found(request)
+            if not self.auth.allowed(request):
+                return self.auth.to_login(request)
+            try:
+                return await answer(request)
+            except RepoNotFound as e:
+                return self.error(request, 404, "No such model", str(e))
+            except RevisionNotFound as e:
+                return self.error(request, 404, "No such revision", str(e))
+            except Refused as e:
+                return self.error(request, 403, "Refused by the policy serve enforces", str(e))
+            except OcibridgeError as e:
+                log.warning("%s %s: %s", request.method, request.url.path, e)
+                return self.error(request, 502, "The registry did not answer as expected", str(e))
+
+        return endpoint
+
+    @staticmethod
+    def _reserved(request: Request) -> bool:
+        first = request.path_params.get("org", request.path_params.get("name", ""))
+        return str(first).lower() in RESERVED
+
+    def error(self, request: Request, status: int, title: str, detail: str) -> Response:
+        return render.page("error.html", status, title=title, detail=detail, **self.common(request))
+
+    def common(self, request: Request) -> dict[str, Any]:
+        """What every template is given."""
+        return {"signed_in": self.auth.needed, "host": self.host(request)}
+
+    def host(self, request: Request) -> str:
+        """The URL clients reach serve at (``--public-url``, else the request's)."""
+        return self.public_url or str(request.base_url).rstrip("/")
+
+    def routes(self) -> list[BaseRoute]:
+        """The page routes, to be tried after every API route."""
+        pages: list[BaseRoute] = [
+            Route(render.STYLE_PATH, self.stylesheet, methods=list(PAGE_METHODS)),
+            Route(auth.LOGIN_PATH, self.login_form, methods=list(PAGE_METHODS)),
+            Route(auth.LOGIN_PATH, self.login, methods=["POST"]),
+            HubRoute("/", self.page(self.catalog), methods=PAGE_METHODS),
+            HubRoute("/models", self.page(self.catalog), methods=PAGE_METHODS),
+        ]
+        for repo in REPO_FORMS:
+            pages += [
+                HubRoute(f"/{repo}/tree/{{revision:hub_part}}", self.page(self.tree, repo_route=True),
+                         methods=PAGE_METHODS),
+                HubRoute(f"/{repo}/tree/{{revision:hub_part}}/{{path:hub_rest}}",
+                         self.page(self.tree, repo_route=True), methods=PAGE_METHODS),
+                HubRoute(f"/{repo}/blob/{{revision:hub_part}}/{{path:hub_rest}}",
+                         self.page(self.blob, repo_route=True), methods=PAGE_METHODS),
+            ]
+        pages += [HubRoute(f"/{repo}", self.page(self.model, repo_route=True), methods=PAGE_METHODS)
+                  for repo in REPO_FORMS]
+        return pages
+
+    # -- pages -------------------------------------------------------------------------------
+    async def stylesheet(self, request: Request) -> Response:
+        return render.stylesheet()
+
+    async def login_form(self, request: Request, failed: bool = False) -> Response:
+        target = auth.local_target(request.query_params.get("next"))
+        return render.page("login.html", 401 if failed else 200, failed=failed, target=target,
+                           **self.common(request))
+
+    async def login(self, request: Request) -> Response:
+        fields = auth.form_fields(await request.body())
+        target = auth.local_target(fields.get("next"))
+        session = self.auth.session_for(fields.get("token", "").strip())
+        if session is None:
+            return render.page("login.html", 401, failed=True, target=target, **self.common(request))
+        answer = RedirectResponse(target, status_code=303)
+        secure = request.url.scheme == "https" or (self.public_url or "").startswith("https:")
+        auth.set_session(answer, session, secure)
+        return answer
+
+    async def catalog(self, request: Request) -> Response:
+        search = (request.query_params.get("search") or "").strip()
+        number = max(int_param(request.query_params.get("p")) or 1, 1)
+        found = await self.serve._run(self.listing.page, search, number, CATALOG_PAGE)
+        return render.page("catalog.html", search=search, found=found, **self.common(request))
+
+    async def model(self, request: Request) -> Response:
+        repo = requested_repo(request)
+        resolved, files = await self.serve.model(repo, None)
+        return render.page("model.html", repo=repo, resolved=resolved, files=files, **self.common(request))
+
+    async def tree(self, request: Request) -> Response:
+        repo, revision = requested_repo(request), request.path_params["revision"]
+        path = request.path_params.get("path", "").strip("/")
+        resolved, files = await self.serve.model(repo, revision)
+        if path and path not in files.directories():
+            return self.error(request, 404, "No such directory", f"{repo}@{revision}: no directory {path}")
+        return render.page("tree.html", repo=repo, revision=revision, path=path, files=files,
+                           **self.common(request))
+
+    async def blob(self, request: Request) -> Response:
+        repo, revision = requested_repo(request), request.path_params["revision"]
+        path = request.path_params["path"].strip("/")
+        resolved, files = await self.serve.model(repo, revision)
+        f = files.files.get(path)
+        if f is None:
+            return self.error(request, 404, "No such file", f"{repo}@{revision}: no file {path}")
+        download = f"/{repo}/resolve/{quote(revision, safe='')}/{quote(path)}"
+        return render.page("blob.html", repo=repo, revision=revision, path=path, file=f, download=download,
+                           text=None, **self.common(request))

@@ -1,0 +1,73 @@
+"""The one Jinja2 environment of serve's pages, and the headers every page carries.
+
+Autoescape is on for every template: text from a registry (a tag, a file name, an annotation)
+is untrusted and reaches the page escaped unless a template marks it safe, which only the
+sanitized model card is (:mod:`.card`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.responses import HTMLResponse, Response
+
+HERE = Path(__file__).parent
+#: where serve answers the stylesheet (under /ocibridge/, a prefix no Hub repository takes)
+STYLE_PATH = "/ocibridge/static/style.css"
+#: no script, no frame, no plugin; styles and forms only from serve; images from serve or https
+#: (a model card's images: its own files, or https)
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self' https:; form-action 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'")
+PAGE_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",  # pages say what is there now (and may be behind a token)
+}
+
+
+@cache
+def environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["size"] = human_size
+    env.globals["style_url"] = f"{STYLE_PATH}?v={style()[1]}"
+    return env
+
+
+def human_size(n: int | None) -> str:
+    """Bytes as people read them (1.5 MiB), exact below a KiB."""
+    if n is None:
+        return "—"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def page(template: str, status: int = 200, headers: dict[str, str] | None = None, **context: Any) -> Response:
+    """``template`` rendered with ``context``, with :data:`PAGE_HEADERS`."""
+    body = environment().get_template(template).render(**context)
+    return HTMLResponse(body, status_code=status, headers={**PAGE_HEADERS, **(headers or {})})
+
+
+@cache
+def style() -> tuple[bytes, str]:
+    """The stylesheet and a short hash of it (the page links it with ``?v=HASH``: a new release's
+    stylesheet is fetched anew although the old one may be cached for a year)."""
+    data = (HERE / "static" / "style.css").read_bytes()
+    return data, hashlib.sha256(data).hexdigest()[:12]
+
+
+def stylesheet() -> Response:
+    data, digest = style()
+    return Response(data, media_type="text/css", headers={
+        "Cache-Control": "public, max-age=31536000, immutable", "ETag": f'"{digest}"',
+        "X-Content-Type-Options": "nosniff"})
