@@ -9,9 +9,11 @@ import pytest
 from safetensors.numpy import save_file
 
 import ocibridge
+from ocibridge.cli import main
 from ocibridge.hubserver.commits import PARENT, SUMMARY
 from ocibridge.hubserver.sources import Catalog, parse_sources
 from ocibridge.hubserver.web.history import Compare, history, split_compare
+from tests.signing_keys import key_pair
 from tests.support.fixtures import new_repo
 
 CHUNK = 64 * 1024
@@ -44,6 +46,8 @@ def versions(registry, tmp_path_factory):
     repo = new_repo("hist")
     for tag, day in (("v1", 1), ("v3", 3), ("v2", 2)):
         push(version(tmp / tag, day), f"{registry.host}/{repo}:{tag}", tag, day)
+    private, _ = key_pair(tmp / "keys")  # a cosign signature's tag (sha256-HEX.sig) is no version
+    assert main(["sign", f"{registry.host}/{repo}:v2", "--key", str(private)]) == 0
     return repo
 
 

@@ -17,6 +17,7 @@ Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a pa
     POST /xet-write/REPO/v1/xorbs/..., /v1|v2/shards        ... to the CAS URL it hands out
     GET  /healthz, /readyz
     GET  /, /models, /REPO, /REPO/tree/..., /REPO/blob/...  the web pages (:mod:`.web.pages`), tried last
+    GET  /REPO/commits/{rev}, /REPO/compare/{a}...{b}     history and diff pages (:mod:`.web.historypages`)
     ...  the write API (create_repo, preupload, LFS batch and uploads, commit, whoami): :mod:`.publish`
 
 A repo id of two parts is tried before one of a single part; under ``/api/models/REPO/`` the
@@ -55,6 +56,7 @@ from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
 from ocibridge.hubserver.staging import Staging
 from ocibridge.hubserver.web.history import Compare
+from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
 from ocibridge.hubserver.xetroutes import ClosingStream, XetRoutes
 from ocibridge.hubserver.xetupload import XetUpload
@@ -97,6 +99,7 @@ class ServeApp:
         self.xet_upload = XetUpload(staging, self.xet.grants, self.xet.base)  # uploads over Xet
         self.compare = Compare(catalog, diff)  # the compare pages' diffs (ocibridge diff's), kept
         self.web = WebPages(self, public_url)  # the pages (issue 56): routed after every API route
+        self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
@@ -224,6 +227,7 @@ class ServeApp:
             HubRoute("/xet/{rest:hub_rest}", self.guarded(self.no_route, needs_token=False), methods=ANY),
             *files,
             *self.web.routes(),  # the web pages, at the Hub's web paths: no API route is shadowed
+            *self.history_pages.routes(),
             # the rest: not found once the token is checked; other methods: 405
             Route("/{rest:path}", self.not_found, methods=list(ANY)),
         ]

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -36,6 +37,9 @@ TAGS_MAX = 200
 DIFFS_KEPT = 64
 #: what separates the two revisions in a compare path, as on the Hub and GitHub
 SEPARATOR = "..."
+#: the tags cosign's tag scheme gives signatures, attestations and SBOMs (``sha256-HEX.sig``):
+#: artifacts about a version, never a version
+EVIDENCE_TAG = re.compile(r"sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ def _by_tags(catalog: Catalog, head: Resolved, tags: tuple[tuple[str, str], ...]
     """The repository's tags as a history: one entry per manifest, newest first by its date
     (undated ones last), each diffed against the one after it."""
     found: dict[str, tuple[Resolved, list[str]]] = {}
+    tags = tuple((tag, commit) for tag, commit in tags if not EVIDENCE_TAG.fullmatch(tag))
     for tag, _ in tags[:TAGS_MAX]:
         try:
             resolved = catalog.resolve(head.repo_id, tag)
