@@ -76,6 +76,7 @@ class Site:
     url: str
     prefix: str  # host/path the repositories are under
     public: Path  # the key the signed model verifies with
+    policy: Path  # the containers policy serve enforces
 
 
 def _free_port() -> int:
@@ -86,8 +87,9 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def site(registry, tmp_path_factory):
-    """acme/tiny (v1, then v2 = latest, signed), acme/other (a hostile card), served by one
-    ``ocibridge serve PREFIX --token-file`` process."""
+    """acme/tiny (v1, then v2 = latest, both signed, v2's AI-BOM attested), acme/other (a hostile
+    card, unsigned), served by one ``ocibridge serve PREFIX --token-file`` process whose
+    containers policy requires acme/tiny's signature and accepts anything else."""
     tmp = tmp_path_factory.mktemp("browser-site")
     prefix = f"{registry.host}/web-{uuid.uuid4().hex[:8]}"
     for tag, number in (("v1", 1), ("v2", 2)):
@@ -97,18 +99,25 @@ def site(registry, tmp_path_factory):
     assert main(["tag", f"{prefix}/acme/tiny:v2", "latest"]) == 0
     ocibridge.push(str(tiny(tmp / "other" / "other", 1, HOSTILE)), f"{prefix}/acme/other:latest")
     private, public = key_pair(tmp / "keys")
-    assert main(["sign", f"{prefix}/acme/tiny:latest", "--key", str(private)]) == 0
+    for tag in ("v1", "latest"):
+        assert main(["sign", f"{prefix}/acme/tiny:{tag}", "--key", str(private)]) == 0
+    assert main(["attest", f"{prefix}/acme/tiny:latest", "--key", str(private), "--sbom"]) == 0
+    policy = tmp / "policy.json"
+    policy.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}], "transports": {"docker": {
+        f"{prefix}/acme/tiny": [{"type": "sigstoreSigned", "keyPath": str(public),
+                                 "signedIdentity": {"type": "matchRepository"}}]}}}))
     (tmp / "tokens.txt").write_text(f"{TOKEN} read\n")
     port = _free_port()
     log = tmp / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", prefix, "--no-access-log",
                                  "--token-file", str(tmp / "tokens.txt"), "--listen", f"127.0.0.1:{port}"],
-                                env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=out, stderr=subprocess.STDOUT)
+                                env={**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_POLICY": str(policy)},
+                                stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_healthy(proc, url, log)
-        yield Site(url, prefix, public)
+        yield Site(url, prefix, public, policy)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
