@@ -198,6 +198,13 @@ def test_the_compare_page_names_exactly_what_ocibridge_diff_names(browser, site)
     WebDriverWait(browser, 10).until(lambda b: "/compare/" in b.current_url)
     assert sorted(r.find_element(By.CSS_SELECTOR, ".path").text
                   for r in browser.find_elements(By.CSS_SELECTOR, "#files tr.file")) == sorted(p for _, p in shown)
+    # what is not a comparison, or names no revision, is a page saying so
+    jar = {c["name"]: c["value"] for c in browser.get_cookies()}
+    for path, status, said in (("/acme/tiny/compare/v1..v2", 404, "Not a comparison"),
+                               ("/acme/tiny/compare/v1...nope", 404, "No such revision"),
+                               ("/acme/nope/compare/v1...v2", 404, "No such model")):
+        r = httpx.get(site.url + path, cookies=jar)
+        assert (r.status_code, said in r.text) == (status, True), path
 
 
 def test_a_hostile_model_card_renders_as_text_and_runs_nothing(browser, site):
