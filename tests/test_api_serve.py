@@ -115,9 +115,12 @@ ROUTES = [
     ("GET", "/acme/tiny/resolve/main/absent", True, 404, "EntryNotFound", "acme/tiny@main: no file absent"),
     ("GET", "/solo/resolve/main/config.json", True, 404, "RepoNotFound", None),
     ("PUT", "/acme/tiny/resolve/main/config.json", True, 405, None, None),
-    ("GET", "/nowhere", False, 401, None, "no token was sent: this server wants 'Authorization: Bearer TOKEN' "
-     "(huggingface_hub: HF_TOKEN or token=)"),
-    ("GET", "/nowhere", True, 404, None, "no such route: /nowhere"),
+    ("GET", "/no/where/at/all", False, 401, None, "no token was sent: this server wants 'Authorization: Bearer "
+     "TOKEN' (huggingface_hub: HF_TOKEN or token=)"),
+    ("GET", "/no/where/at/all", True, 404, None, "no such route: /no/where/at/all"),
+    # /NAME and /ORG/NAME are the Hub's model pages (issue 56): a page, behind its login (a cookie, not the bearer)
+    ("GET", "/nowhere", True, 200, None, None),  # the login form (the client follows the redirect)
+    ("POST", "/nowhere", True, 404, None, "no such route: /nowhere"),  # pages are GET and HEAD only
     ("GET", "/xet/abc", False, 404, None, "no such route: /xet/abc"),  # Xet's paths need no read token
     ("GET", "/xet/a/acme/tiny/v3/reconstructions/x", False, 404, None,
      "no such route: /xet/a/acme/tiny/v3/reconstructions/x"),

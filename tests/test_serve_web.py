@@ -18,18 +18,48 @@ CSP = ("default-src 'none'; style-src 'self'; img-src 'self' https:; form-action
        "frame-ancestors 'none'; base-uri 'none'")
 
 
+CARD = """---
+license: apache-2.0
+base_model: google/bert-tiny
+tags: [fill-mask, tiny]
+pipeline_tag: fill-mask
+---
+# Tiny BERT
+
+A *tiny* model for tests. ![diagram](extra/diagram.png)
+"""
+
+HOSTILE = """# Innocent
+
+<script>alert('script ran')</script>
+<img src=x onerror="alert('onerror ran')">
+[click me](javascript:alert('link ran'))
+<iframe src="https://evil.example/"></iframe>
+<a href="https://ok.example/" onclick="alert(1)">raw link</a>
+![tracker](http://evil.example/pixel.png)
+"""
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory, registry):
-    """acme/tiny (latest, v1) and acme/other (latest) under a prefix of their own."""
+    """Under a prefix of their own: acme/tiny (latest, v1; a card, license, paramSize, SBOM and
+    provenance, signed), acme/other (latest) and acme/hostile (a hostile card)."""
     import uuid
+
+    from signing_keys import key_pair
 
     root = tmp_path_factory.mktemp("web")
     prefix = f"{registry.host}/web-{uuid.uuid4().hex[:10]}"
-    for name in ("tiny", "other"):
+    key, pub = key_pair(root / "keys")
+    for name, card in (("tiny", CARD), ("other", None), ("hostile", HOSTILE)):
         src = make_model(root / name)
-        assert main(["push", str(src), f"{prefix}/acme/{name}:latest", "-q"]) == 0
+        if card:
+            (src / "README.md").write_text(card)
+        extra = ["--license", "apache-2.0", "--param-size", "4M", "--sbom", "--provenance"] if name == "tiny" else []
+        assert main(["push", str(src), f"{prefix}/acme/{name}:latest", "-q", *extra]) == 0
     assert main(["tag", f"{prefix}/acme/tiny:latest", "v1"]) == 0
-    return prefix, root
+    assert main(["sign", f"{prefix}/acme/tiny:latest", "--key", str(key)]) == 0
+    return prefix, root, pub
 
 
 def get(url: str, **kw) -> httpx.Response:
@@ -51,7 +81,7 @@ def page_checks(r: httpx.Response) -> str:
 
 
 def test_pages_shadow_no_api_route(models, tmp_path, monkeypatch):
-    prefix, _ = models
+    prefix, _, _ = models
     hub = tmp_path / "hub"
     with serving([prefix]) as served:
         point_hub_at(monkeypatch, served.url, hub)
@@ -60,7 +90,7 @@ def test_pages_shadow_no_api_route(models, tmp_path, monkeypatch):
         assert {f.rfilename for f in api.model_info("acme/tiny").siblings} >= {"config.json", "extra/notes.md"}
         assert Path(hf_hub_download("acme/tiny", "extra/notes.md")).read_text() == "# tiny\n"
         listed = get(f"{served.url}/api/models").json()
-        assert {m["id"] for m in listed} == {"acme/tiny", "acme/other"}
+        assert {m["id"] for m in listed} == {"acme/tiny", "acme/other", "acme/hostile"}
         # paths that are no route stay the API's JSON 404, never a page
         for path in ("/api/nope", "/api/models/acme/tiny/nope", "/xet/nope", "/api", "/api/x/y",
                      "/xet-write/x", "/ocibridge/nope"):
@@ -72,7 +102,7 @@ def test_pages_shadow_no_api_route(models, tmp_path, monkeypatch):
 
 
 def test_every_page_carries_a_strict_csp_and_the_stylesheet_is_cached(models):
-    prefix, _ = models
+    prefix, _, _ = models
     with serving([prefix]) as served:
         for path in ("/", "/models", "/acme/tiny", "/acme/tiny/tree/main", "/acme/tiny/tree/main/extra",
                      "/acme/tiny/blob/main/config.json", "/acme/nope"):
@@ -86,7 +116,7 @@ def test_every_page_carries_a_strict_csp_and_the_stylesheet_is_cached(models):
 
 
 def test_catalog_lists_the_pushed_models_and_search_finds_one(models):
-    prefix, _ = models
+    prefix, _, _ = models
     with serving([prefix]) as served:
         html = page_checks(get(served.url + "/"))
         assert 'href="/acme/tiny"' in html and 'href="/acme/other"' in html
@@ -95,7 +125,7 @@ def test_catalog_lists_the_pushed_models_and_search_finds_one(models):
 
 
 def test_with_a_token_file_no_page_without_the_cookie(models):
-    prefix, _ = models
+    prefix, _, _ = models
     with serving([prefix], tokens=("s3cret-read",)) as served:
         for path in ("/", "/models?search=x", "/acme/tiny", "/acme/tiny/tree/main", "/acme/tiny/blob/main/config.json"):
             r = get(served.url + path)
@@ -119,3 +149,73 @@ def test_with_a_token_file_no_page_without_the_cookie(models):
         assert get(served.url + "/api/models/acme/tiny", cookies=jar).status_code == 401
         assert httpx.post(served.url + "/api/repos/create", cookies=jar,
                           json={"name": "x", "organization": "acme"}).status_code == 401
+
+
+def test_model_page_shows_card_config_files_tags_and_the_signature_verify_finds(models, capsys):
+    import json
+
+    from ocibridge.signing.verify import VerifyPolicy
+
+    prefix, _, pub = models
+    assert main(["verify", f"{prefix}/acme/tiny:latest", "--key", str(pub), "--json"]) == 0
+    verified = json.loads(capsys.readouterr().out)
+    with serving([prefix], verify=VerifyPolicy.from_files([str(pub)])) as served:
+        html = page_checks(get(served.url + "/acme/tiny"))
+        # the card, its front matter as a table, its headings under the page's h1
+        assert "<h3>Tiny BERT</h3>" in html and "<em>tiny</em>" in html
+        assert re.search(r"<th scope=\"row\">base_model</th><td>google/bert-tiny</td>", html)
+        assert re.search(r"<th scope=\"row\">pipeline_tag</th><td>fill-mask</td>", html)
+        assert 'src="/acme/tiny/resolve/main/extra/diagram.png"' in html  # an image of its own files
+        # the ModelPack config
+        assert re.search(r"<th scope=\"row\">paramSize</th><td>4M</td>", html)
+        assert re.search(r"<th scope=\"row\">licenses</th><td>apache-2.0</td>", html)
+        # files with size, kind and media type; tags and the main branch
+        assert 'href="/acme/tiny/blob/main/extra/notes.md"' in html
+        assert "application/vnd.cncf.model.weight" in html or "application/vnd.cnai.model.weight" in html
+        assert ">v1</a></td><td>tag</td>" in html and ">main</a></td><td>branch" in html
+        # the signature, verified by the key ocibridge verify names; SBOM and provenance summaries
+        rows = re.findall(r'<tr class="evidence-signature">(.*?)</tr>', html)
+        assert len(rows) == len(verified["signatures"]) == 2  # sign's default: classic and bundle
+        for signature in verified["signatures"]:
+            assert any(signature["where"] in row and f"<td>{signature['signer']}</td>" in row for row in rows)
+        assert "<h3>SBOM</h3>" in html and "<h3>Provenance</h3>" in html
+        assert "https://ocibridge.dev/builder/cli" in html
+        # copy-ready snippets with the real host and reference
+        assert f"HF_ENDPOINT={served.url} python -c" in html
+        assert f"ocibridge pull {prefix}/acme/tiny:latest" in html
+        assert f"ocibridge k8s volume {prefix}/acme/tiny:latest" in html
+        # the catalog's row: badges, license, paramSize
+        catalog = get(served.url + "/models", params={"search": "tiny"}).text
+        assert "signed</span>" in catalog and "attested</span>" in catalog and "policy: passes" in catalog
+        assert "license apache-2.0" in catalog and "4M parameters" in catalog
+
+
+def test_a_hostile_model_card_comes_out_as_inert_text(models):
+    prefix, _, _ = models
+    with serving([prefix]) as served:
+        r = get(served.url + "/acme/hostile")
+        html = page_checks(r)  # no <script at all, the CSP header
+        card = re.search(r'<div class="card">(.*?)</div>', html, re.S).group(1)
+        assert not re.search(r"<\s*(script|iframe)", card, re.I)  # no such element...
+        assert "&lt;script&gt;" in card and "&lt;iframe" in card  # ...but its text, shown
+        tags = re.findall(r"<[a-zA-Z][^>]*>", card)
+        assert not [t for t in tags if re.search(r"\son[a-z]+\s*=", t, re.I)]  # no element has a handler
+        assert not [t for t in tags if "javascript:" in t.lower()]  # no javascript: link
+        assert not re.findall(r'<img[^>]*\ssrc=', card)  # the http image lost its source; <img src=x> is text
+        assert "<h3>Innocent</h3>" in card
+
+
+def test_tree_and_blob_pages(models):
+    prefix, _, _ = models
+    with serving([prefix]) as served:
+        top = page_checks(get(served.url + "/acme/tiny/tree/v1"))
+        assert 'href="/acme/tiny/tree/v1/extra">extra/</a>' in top
+        assert 'href="/acme/tiny/blob/v1/config.json">config.json</a>' in top
+        inside = page_checks(get(served.url + "/acme/tiny/tree/v1/extra"))
+        assert 'href="/acme/tiny/blob/v1/extra/notes.md">notes.md</a>' in inside
+        text = page_checks(get(served.url + "/acme/tiny/blob/main/extra/notes.md"))
+        assert "<pre class=\"file\"><code># tiny\n</code></pre>" in text
+        binary = page_checks(get(served.url + "/acme/tiny/blob/main/model.safetensors"))
+        assert "binary file" in binary and 'href="/acme/tiny/resolve/main/model.safetensors"' in binary
+        assert get(served.url + "/acme/tiny/blob/main/nope").status_code == 404
+        assert get(served.url + "/acme/tiny/tree/nope").status_code == 404

@@ -1,26 +1,50 @@
 """The catalog's rows: every repository the sources hold, filtered and cut into pages, each
-row read once per model and kept (:class:`Listing`).
+row read once and kept (:class:`Listing`).
 
-Only the rows a page shows are read, and each at most once per :data:`FRESH` seconds: a
-catalog of thousands of repositories costs its listing (the registry's ``_catalog``, kept
-:data:`LIST_FRESH` seconds) and the rows of one page.
+Only the rows a page shows are read, each at most once per :data:`FRESH` seconds, and a
+model's config once per digest: a catalog of thousands of repositories costs its listing (the
+registry's ``_catalog``, kept :data:`LIST_FRESH` seconds) and the rows of one page.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
-from ocibridge.hubserver.sources import Catalog
+from ocibridge.errors import NotFound, OcibridgeError, RegistryError
+from ocibridge.hubserver.sources import Catalog, Refused, Resolved, repo_parts
+from ocibridge.hubserver.web import facts
 
 #: seconds the list of repositories is kept before the sources are asked again
 LIST_FRESH = 10.0
+#: seconds a row is shown as read before it is read again (a tag moved, a signature was added)
+FRESH = 30.0
+#: configs kept by model digest (a digest's config never changes)
+CONFIGS = 4096
+#: rows of a page read at once
+READERS = 8
 
 
 @dataclass(frozen=True)
 class Row:
+    """One model of the catalog, at its default tag (else its last tag by name)."""
+
     repo_id: str
+    tag: str | None = None
+    digest: str | None = None
+    size: int | None = None
+    format: str = ""
+    param_size: str = ""
+    license: str = ""
+    signatures: int = 0
+    attestations: int = 0  # signed attestations and unsigned evidence (SBOM, provenance)
+    policy: str = "unknown"  # passes | refused | unknown (the row could not be read)
+    problem: str = ""  # why refused, or why unreadable
 
 
 @dataclass(frozen=True)
@@ -36,6 +60,8 @@ class Listing:
         self.catalog = catalog
         self._lock = threading.Lock()
         self._ids: tuple[float, list[str]] | None = None
+        self._rows: dict[str, tuple[float, Row]] = {}
+        self._configs: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     def repo_ids(self) -> list[str]:
         with self._lock:
@@ -53,4 +79,69 @@ class Listing:
         pages = max((len(chosen) + size - 1) // size, 1)
         number = min(number, pages)
         shown = chosen[(number - 1) * size:number * size]
-        return CatalogPage(tuple(Row(r) for r in shown), number, pages, len(chosen))
+        with ThreadPoolExecutor(READERS) as pool:
+            rows = tuple(pool.map(self.row, shown))
+        return CatalogPage(rows, number, pages, len(chosen))
+
+    def row(self, repo_id: str) -> Row:
+        now = time.monotonic()
+        with self._lock:
+            known = self._rows.get(repo_id)
+        if known is not None and now - known[0] < FRESH:
+            return known[1]
+        made = self._read(repo_id)
+        with self._lock:
+            if len(self._rows) > 100_000:
+                self._rows.clear()
+            self._rows[repo_id] = (now, made)
+        return made
+
+    def config(self, resolved: Resolved) -> dict[str, Any]:
+        """The model's config document, read once per model digest."""
+        digest = resolved.model.digest
+        with self._lock:
+            known = self._configs.get(digest)
+        if known is not None:
+            return known
+        doc = facts.config_of(resolved.repo.store, resolved.manifest)
+        with self._lock:
+            self._configs[digest] = doc
+            while len(self._configs) > CONFIGS:
+                self._configs.popitem(last=False)
+        return doc
+
+    def tag_of(self, repo_id: str) -> str | None:
+        """The tag a row shows: the default tag where the repository has it, else its last by name."""
+        parts = repo_parts(repo_id) or []
+        for source in self.catalog.sources:
+            repo = source.repository(parts)
+            if repo is None:
+                continue
+            tags: list[str] = []
+            with contextlib.suppress(NotFound, RegistryError):
+                tags = repo.tags()
+            if tags:
+                return self.catalog.default_tag if self.catalog.default_tag in tags else sorted(tags)[-1]
+        return None
+
+    def _read(self, repo_id: str) -> Row:
+        try:
+            tag = self.tag_of(repo_id)
+            if tag is None:
+                return Row(repo_id, problem="no tags")
+            try:
+                resolved = self.catalog.resolve(repo_id, tag)
+            except Refused as e:
+                return Row(repo_id, tag, policy="refused", problem=str(e))
+            doc = self.config(resolved)
+            found = facts.classify(resolved.repo.store.referrers(resolved.top))
+            classic = facts.classic_signature(resolved.repo.store, resolved.top) is not None
+        except OcibridgeError as e:
+            return Row(repo_id, problem=str(e))
+        config = facts.section(doc, "config")
+        return Row(repo_id, tag, resolved.top.digest, sum(x.size for x in resolved.manifest.layers),
+                   facts.shown(config.get("format")), facts.shown(config.get("paramSize")),
+                   facts.license_of(doc, resolved.manifest),
+                   sum(e.kind == "signature" for e in found) + classic,
+                   sum(e.kind not in ("signature", "other") for e in found),
+                   "passes")

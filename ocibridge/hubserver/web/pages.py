@@ -27,8 +27,10 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.answers import int_param, requested_repo
 from ocibridge.hubserver.routing import HubRoute
 from ocibridge.hubserver.sources import Refused, RepoNotFound, RevisionNotFound
-from ocibridge.hubserver.web import auth, render
+from ocibridge.hubserver.web import auth, facts, render
 from ocibridge.hubserver.web.listing import Listing
+from ocibridge.hubserver.web.model import ModelPages, ModelView, read_small
+from ocibridge.oci.reference import RegistryReference
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.files import ModelFiles
@@ -44,6 +46,8 @@ RESERVED = frozenset({"api", "xet", "xet-write", "ocibridge", "healthz", "readyz
 REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
 #: models per catalog page
 CATALOG_PAGE = 50
+#: bytes of a file shown as text on its page (larger ones: a download link)
+TEXT_MAX = 512 * 1024
 
 
 _T = TypeVar("_T")
@@ -71,6 +75,7 @@ class WebPages:
         self.public_url = public_url
         self.auth = auth.PageAuth(serve.tokens)
         self.listing = Listing(serve.catalog)
+        self.models = ModelPages(serve.catalog)
 
     # -- plumbing ----------------------------------------------------------------------------
     def page(self, answer: Handler, *, repo_route: bool = False) -> Handler:
@@ -160,18 +165,47 @@ class WebPages:
         return render.page("catalog.html", search=search, found=found, **self.common(request))
 
     async def model(self, request: Request) -> Response:
-        repo = requested_repo(request)
-        resolved, files = await self.serve.model(repo, None)
-        return render.page("model.html", repo=repo, resolved=resolved, files=files, **self.common(request))
+        resolved, files = await self.serve.model(requested_repo(request), None)
+        view = await self.serve._run(self.models.view, resolved, files)
+        return render.page("model.html", view=view, snippets=self.snippets(request, view),
+                           extra_links=self.model_links(view), **self.common(request))
+
+    def model_links(self, view: ModelView) -> list[tuple[str, str]]:
+        """More links of a model page's navigation (history, compare: other pages add theirs here)."""
+        return []
+
+    def snippets(self, request: Request, view: ModelView) -> list[tuple[str, str]]:
+        """Copy-ready commands with this server's URL and the model's real reference."""
+        host = self.host(request)
+        repo, resolved = view.repo_id, view.resolved
+        revision = "" if view.revision == "main" else f", revision={view.revision!r}"
+        token = "HF_TOKEN=YOUR_TOKEN " if self.auth.needed else ""
+        tag = self.serve.catalog._tag_of(view.revision)
+        where = resolved.repo.located(tag, resolved.top.digest)
+        ref = str(where) if where is not None else resolved.repo.shown
+        out = [("Transformers (through this server)",
+                f"{token}HF_ENDPOINT={host} python -c \"from transformers import AutoConfig; "
+                f"print(AutoConfig.from_pretrained({repo!r}{revision}))\""),
+               ("huggingface_hub",
+                f"{token}HF_ENDPOINT={host} hf download {repo}" + (f" --revision {view.revision}" if revision else "")),
+               ("ocibridge pull", f"ocibridge pull {ref} -o {repo.rsplit('/', 1)[-1]}")]
+        if isinstance(where, RegistryReference):
+            out.append(("Kubernetes image volume", f"ocibridge k8s volume {ref}"))
+        return out
 
     async def tree(self, request: Request) -> Response:
         repo, revision = requested_repo(request), request.path_params["revision"]
         path = request.path_params.get("path", "").strip("/")
         resolved, files = await self.serve.model(repo, revision)
-        if path and path not in files.directories():
+        dirs = files.directories()
+        if path and path not in dirs:
             return self.error(request, 404, "No such directory", f"{repo}@{revision}: no directory {path}")
-        return render.page("tree.html", repo=repo, revision=revision, path=path, files=files,
-                           **self.common(request))
+        head = f"{path}/" if path else ""
+        subdirs = sorted(d for d in dirs if d.startswith(head) and "/" not in d[len(head):])
+        rows = await self.serve._run(self.models.file_rows, resolved, files)
+        inside = [f for f in rows if f.path.startswith(head) and "/" not in f.path[len(head):]]
+        return render.page("tree.html", repo=repo, revision=revision, path=path, dirs=subdirs, files=inside,
+                           commit=resolved.commit, **self.common(request))
 
     async def blob(self, request: Request) -> Response:
         repo, revision = requested_repo(request), request.path_params["revision"]
@@ -181,5 +215,18 @@ class WebPages:
         if f is None:
             return self.error(request, 404, "No such file", f"{repo}@{revision}: no file {path}")
         download = f"/{repo}/resolve/{quote(revision, safe='')}/{quote(path)}"
+        data = await self.serve._run(read_small, resolved, f, TEXT_MAX)
+        text = as_text(data)
         return render.page("blob.html", repo=repo, revision=revision, path=path, file=f, download=download,
-                           text=None, **self.common(request))
+                           text=text, kind=facts.layer_kind(f.layer), too_large=f.size > TEXT_MAX,
+                           **self.common(request))
+
+
+def as_text(data: bytes | None) -> str | None:
+    """``data`` as text to show, None when it is no text (not UTF-8, or a NUL in it)."""
+    if data is None or b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

@@ -1,0 +1,87 @@
+"""A model card (README.md, untrusted) as HTML a page may hold: its YAML front matter apart,
+the Markdown rendered by markdown-it-py with raw HTML off (any tag written in the card comes out
+as text), then sanitized by nh3 (Rust's ammonia) against an allow-list: no script, no event
+handler, no ``style``, no frame; links only http(s), mailto and the model's own files; images
+only https or the model's own files (rewritten to its resolve route). The page's CSP forbids
+scripts besides, should anything slip through.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import nh3
+import yaml
+from markdown_it import MarkdownIt
+
+#: bytes of a README rendered (the Hub's own cards are far smaller)
+CARD_MAX = 512 * 1024
+#: the front matter fields the page shows first, as the Hub's model cards name them
+FRONT_FIELDS = ("license", "base_model", "tags", "pipeline_tag", "library_name", "language", "datasets")
+TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
+        "i", "img", "li", "ol", "p", "pre", "s", "strong", "sub", "sup", "table", "tbody", "td", "th", "thead",
+        "tr", "ul"}
+ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"}, "th": {"align"}, "td": {"align"}}
+_HEADING = re.compile(r"<(/?)h([1-6])>")  # sanitized: a heading tag carries no attribute
+_FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
+
+
+@dataclass(frozen=True)
+class Card:
+    front: tuple[tuple[str, str], ...]  # the front matter's fields, as text
+    html: str  # sanitized: safe to put in a page as it is
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    found = _FRONT.match(text)
+    if found is None:
+        return {}, text
+    try:
+        data = yaml.safe_load(found.group(1))
+    except yaml.YAMLError:
+        data = None
+    return (data if isinstance(data, dict) else {}), text[found.end():]
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(_text(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_text(v)}" for k, v in value.items())
+    return "" if value is None else str(value)
+
+
+def render_card(data: bytes, repo_id: str, revision: str) -> Card:
+    text = data[:CARD_MAX].decode("utf-8", "replace")
+    front, body = split_front_matter(text)
+    fields = [k for k in FRONT_FIELDS if k in front] + sorted(str(k) for k in front if k not in FRONT_FIELDS)
+    shown = tuple((k, _text(front.get(k))) for k in fields if _text(front.get(k)))
+    md = MarkdownIt("commonmark", {"html": False}).enable("table")
+    raw = md.render(body)
+    own = f"/{repo_id}/resolve/{quote(revision, safe='')}/"
+    page = f"/{repo_id}/blob/{quote(revision, safe='')}/"
+
+    def keep(element: str, attribute: str, value: str) -> str | None:
+        if attribute not in ("href", "src"):
+            return value
+        parts = urlsplit(value)
+        if parts.scheme or value.startswith("//"):
+            if element == "img":
+                return value if parts.scheme == "https" else None
+            return value if parts.scheme in ("http", "https", "mailto") else None
+        if value.startswith("#"):
+            return value
+        path = parts.path.lstrip("/")
+        if not path or ".." in path.split("/"):
+            return None
+        return (own if element == "img" else page) + quote(path)
+
+    html = nh3.clean(raw, tags=TAGS, attributes=ATTRIBUTES, attribute_filter=keep,
+                     url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow",
+                     clean_content_tags={"script", "style"})
+    # the card's headings go under the page's own (one h1, then h2 sections): h1 becomes h3
+    html = _HEADING.sub(lambda m: f"<{m.group(1)}h{min(int(m.group(2)) + 2, 6)}>", html)
+    return Card(shown, html)
