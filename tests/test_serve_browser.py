@@ -87,9 +87,9 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def site(registry, tmp_path_factory):
-    """acme/tiny (v1, then v2 = latest, both signed, v2's AI-BOM attested), acme/other (a hostile
-    card, unsigned), served by one ``ocibridge serve PREFIX --token-file`` process whose
-    containers policy requires acme/tiny's signature and accepts anything else."""
+    """acme/tiny (v1, then v2 = latest, v2's AI-BOM attested), acme/other (a hostile card), all
+    signed, served by one ``ocibridge serve PREFIX --token-file --verify-key`` process whose
+    containers policy also requires acme/tiny's signature (and accepts anything else)."""
     tmp = tmp_path_factory.mktemp("browser-site")
     prefix = f"{registry.host}/web-{uuid.uuid4().hex[:8]}"
     for tag, number in (("v1", 1), ("v2", 2)):
@@ -99,8 +99,8 @@ def site(registry, tmp_path_factory):
     assert main(["tag", f"{prefix}/acme/tiny:v2", "latest"]) == 0
     ocibridge.push(str(tiny(tmp / "other" / "other", 1, HOSTILE)), f"{prefix}/acme/other:latest")
     private, public = key_pair(tmp / "keys")
-    for tag in ("v1", "latest"):
-        assert main(["sign", f"{prefix}/acme/tiny:{tag}", "--key", str(private)]) == 0
+    for ref in (f"{prefix}/acme/tiny:v1", f"{prefix}/acme/tiny:latest", f"{prefix}/acme/other:latest"):
+        assert main(["sign", ref, "--key", str(private)]) == 0
     assert main(["attest", f"{prefix}/acme/tiny:latest", "--key", str(private), "--sbom"]) == 0
     policy = tmp / "policy.json"
     policy.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}], "transports": {"docker": {
@@ -111,7 +111,8 @@ def site(registry, tmp_path_factory):
     log = tmp / "serve.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", prefix, "--no-access-log",
-                                 "--token-file", str(tmp / "tokens.txt"), "--listen", f"127.0.0.1:{port}"],
+                                 "--token-file", str(tmp / "tokens.txt"), "--verify-key", str(public),
+                                 "--listen", f"127.0.0.1:{port}"],
                                 env={**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_POLICY": str(policy)},
                                 stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -207,9 +208,70 @@ def test_the_compare_page_names_exactly_what_ocibridge_diff_names(browser, site)
         assert (r.status_code, said in r.text) == (status, True), path
 
 
+def test_a_model_page_shows_card_config_files_tags_and_what_verify_finds(browser, site, capsys):
+    ref = f"{site.prefix}/acme/tiny:latest"
+    assert main(["verify", ref, "--key", str(site.public), "--json"]) == 0
+    verified = json.loads(capsys.readouterr().out)
+    assert main(["verify", ref, "--key", str(site.public), "--attestation-type", "cyclonedx", "--json"]) == 0
+    attested = json.loads(capsys.readouterr().out)
+    visit(browser, site, "/acme/tiny")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "acme/tiny"
+    # the card, its front matter as a table
+    card = browser.find_element(By.CSS_SELECTOR, "#card .card")
+    assert [h.text for h in card.find_elements(By.CSS_SELECTOR, "h2, h3, h4")][:1] == ["Tiny"]
+    assert "A tiny BERT for the browser tests." in card.text
+    front = {row.find_element(By.TAG_NAME, "th").text: row.find_element(By.TAG_NAME, "td").text
+             for row in browser.find_elements(By.CSS_SELECTOR, "table.front tr")}
+    assert front["license"] == "apache-2.0" and front["base_model"] == "acme/base"
+    assert front["pipeline_tag"] == "feature-extraction" and "bert" in front["tags"]
+    # the ModelPack config, as inspect reads it
+    config = {row.find_element(By.TAG_NAME, "th").text: row.find_element(By.TAG_NAME, "td").text
+              for row in browser.find_elements(By.CSS_SELECTOR, "#config tr")}
+    assert config.get("version") == "v2" and config.get("name") == "tiny", config
+    # the files, exactly those pushed, with sizes
+    pushed = {"README.md", "config.json", "vocab.txt", "tokenizer_config.json", "model.safetensors",
+              "extra/changes.md"}
+    rows = browser.find_elements(By.CSS_SELECTOR, "#files tbody tr")
+    assert {r.find_element(By.TAG_NAME, "td").text for r in rows} == pushed
+    # tags and the main branch
+    refs = {r.find_element(By.TAG_NAME, "td").text
+            for r in browser.find_elements(By.CSS_SELECTOR, "#refs tbody tr")}
+    assert {"main", "latest", "v1", "v2"} <= refs
+    # every signature verify found, with what verified it; the attestation; the policy serve enforces
+    signatures = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "tr.evidence-signature")]
+    assert len(signatures) == len(verified["signatures"]) >= 1
+    for signature in verified["signatures"]:
+        assert any(signature["where"] in row and signature["signer"] in row for row in signatures), signatures
+    assert attested["signatures"]
+    assert browser.find_elements(By.CSS_SELECTOR, "tr.evidence-sbom, tr.evidence-attestation")
+    verdict = browser.find_element(By.CSS_SELECTOR, "#trust .verdict").text
+    assert "passed" in verdict and str(site.policy) in verdict and "sigstoreSigned" in verdict
+    browser.save_screenshot(str(IMAGES / "serve-model.png"))
+    # its history link leads to the commits page
+    browser.find_element(By.LINK_TEXT, "History").click()
+    WebDriverWait(browser, 10).until(lambda b: "/acme/tiny/commits/main" in b.current_url)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "li.commit")) == 2
+
+
+def test_the_use_this_model_snippet_pasted_into_a_shell_loads_the_model(browser, site, tmp_path):
+    visit(browser, site, "/acme/tiny")
+    snippets = [c.text for c in browser.find_elements(By.CSS_SELECTOR, "#use pre code")]
+    snippet = next(s for s in snippets if "from_pretrained" in s)
+    assert snippet.startswith("HF_TOKEN=YOUR_TOKEN ")
+    # the user's own token where the snippet says YOUR_TOKEN; python: the one with transformers
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    shell = subprocess.run(["bash", "-c", snippet.replace("YOUR_TOKEN", TOKEN, 1)], capture_output=True,
+                           text=True, timeout=120, env=env)
+    assert shell.returncode == 0, shell.stderr
+    assert '"model_type": "bert"' in shell.stdout and '"hidden_size": 32' in shell.stdout
+
+
 def test_a_hostile_model_card_renders_as_text_and_runs_nothing(browser, site):
     visit(browser, site, "/acme/other")
     assert browser.title.startswith("acme/other")  # neither script set it
+    card = browser.find_element(By.CSS_SELECTOR, "#card .card").text
+    assert "<script>" in card and "<iframe" in card and "onerror=" in card  # shown, as text
     assert browser.execute_script("return typeof window.pwned") == "undefined"
     assert browser.find_elements(By.TAG_NAME, "iframe") == []
     assert browser.find_elements(By.CSS_SELECTOR, "#framed") == []
