@@ -129,3 +129,28 @@ def test_compare_of_a_layout_says_the_diff_reads_registries(tmp_path):
 def test_split_compare():
     assert split_compare("v1...v2") == ("v1", "v2")
     assert split_compare("v1..v2") is None and split_compare("...v2") is None and split_compare("v1...") is None
+
+
+def test_a_compare_page_never_reads_a_whole_file_it_names_the_command(registry, tmp_path):
+    """Two versions of a 17 MiB safetensors file pushed without a chunk table: ocibridge diff
+    would read both whole (it warns first); serve's page stops there and names the command."""
+    from starlette.testclient import TestClient
+
+    repo = new_repo("whole")
+    for tag, number in (("v1", 1), ("v2", 2)):
+        root = tmp_path / tag
+        root.mkdir()
+        save_file({"w": np.full(17 * 1024 * 1024 // 4, number, dtype=np.float32)}, str(root / "model.safetensors"))
+        ocibridge.push(str(root), f"{registry.host}/{repo}:{tag}", options=ocibridge.PushOptions(chunks=False))
+    said: list[str] = []  # ocibridge diff itself warns before it reads them whole, then does
+    done = ocibridge.diff(f"{registry.host}/{repo}:v1", f"{registry.host}/{repo}:v2", warn=said.append)
+    assert len(said) == 2 and all("reading the whole blob" in s for s in said), said
+    assert done.bytes_read > 2 * 17 * 1024 * 1024
+    org, name = repo.split("/")
+    app = ocibridge.create_app(f"{registry.host}/{org}")
+    with TestClient(app) as client:
+        r = client.get(f"/{name}/compare/v1...v2")
+    assert r.status_code == 200, r.text
+    assert "reading the whole blob" in r.text and "a page does not read whole files" in r.text
+    assert f"run: ocibridge diff {registry.host}/{repo}@sha256:" in r.text
+    assert 'id="files"' not in r.text  # no half diff shown

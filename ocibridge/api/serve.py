@@ -107,14 +107,18 @@ def _publisher(transfer: TransferOptions) -> Publish:
 
 def _differ(transfer: TransferOptions) -> Diff:
     """What serve's compare pages show: ``ocibridge diff`` itself (:func:`ocibridge.api.browse.diff`),
-    with serve's registry options; a file read whole for want of a chunk table is logged."""
+    with serve's registry options; where it would read a whole large file for want of a chunk
+    table (it warns first), the page's diff stops with :class:`WholeRead` instead."""
+
+    def refuse(message: str) -> None:
+        from ocibridge.hubserver.web.history import WholeRead
+
+        raise WholeRead(message)
 
     def diff(old: str, new: str) -> ModelDiff:
-        import logging
-
         from ocibridge.api.browse import diff as diff_models
 
-        return diff_models(old, new, transfer=transfer, warn=logging.getLogger("ocibridge.hubserver").warning)
+        return diff_models(old, new, transfer=transfer, warn=refuse)
 
     return diff
 

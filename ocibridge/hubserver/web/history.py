@@ -8,7 +8,9 @@
   by the same public function (``ocibridge.diff``), which the API layer hands to serve as
   :data:`Diff` (serve is below the API: it never imports it). It reads registries only: a
   layout source gets a page saying so. Two digests' diff never changes, so it is kept
-  (:data:`DIFFS_KEPT` of them).
+  (:data:`DIFFS_KEPT` of them). A page never reads a whole large file: where ``ocibridge diff``
+  would (a safetensors file without a chunk table, which it warns of first), the diff given to
+  serve raises :class:`WholeRead` instead, and the page names the command to run.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ SEPARATOR = "..."
 #: the tags cosign's tag scheme gives signatures, attestations and SBOMs (``sha256-HEX.sig``):
 #: artifacts about a version, never a version
 EVIDENCE_TAG = re.compile(r"sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?")
+
+
+class WholeRead(OcibridgeError):
+    """The diff would read a whole large file (no chunk table to compare its tensors by): not
+    done for a web page, which anyone with a read token can ask for again and again."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +164,11 @@ class Compare:
             if kept is not None:
                 self._kept.move_to_end(key)
                 return Comparison(repo_id, a, b, kept)
-        made = self.diff(refs[0], refs[1])
+        try:
+            made = self.diff(refs[0], refs[1])
+        except WholeRead as e:
+            return Comparison(repo_id, a, b, None, f"{e}: a page does not read whole files; "
+                              f"run: ocibridge diff {refs[0]} {refs[1]}")
         with self._lock:
             self._kept[key] = made
             while len(self._kept) > DIFFS_KEPT:
