@@ -163,8 +163,14 @@ def test_the_package_ships_py_typed():
 
     root = Path(ocibridge.__file__).parent
     assert (root / "py.typed").is_file()
-    pyproject = (root.parent / "pyproject.toml").read_text()
-    assert '[tool.setuptools.package-data]\nocibridge = ["py.typed"]' in pyproject
+    import tomllib
+
+    shipped = tomllib.loads((root.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "py.typed" in shipped["ocibridge"]
+    # and serve's page templates and stylesheet (hubserver/web), which a wheel holds only when named
+    for pattern in shipped["ocibridge"][1:]:
+        assert list(root.glob(pattern)), pattern
+    assert any(p.endswith("*.html") for p in shipped["ocibridge"])
 
 
 def test_each_command_lives_in_its_group_module():

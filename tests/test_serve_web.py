@@ -4,7 +4,12 @@ model card reaches the page inert."""
 
 from __future__ import annotations
 
+import html as html_lib
+import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -76,8 +81,17 @@ def page_checks(r: httpx.Response) -> str:
     assert '<html lang="en">' in html
     assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in html
     assert html.count("<h1") == 1
+    levels = [int(n) for n in re.findall(r"<h([1-6])[ >]", html)]
+    assert levels[0] == 1 and all(b <= a + 1 for a, b in zip(levels, levels[1:], strict=False)), levels
+    for field in re.findall(r'<input [^>]*id="([^"]+)"', html):
+        assert f'<label for="{field}">' in html, field  # every field has its label
     assert "<script" not in html.lower()
     return html
+
+
+def row_of(catalog: str, repo: str) -> str:
+    """The catalog's row of ``repo``."""
+    return next(row for row in catalog.split('<li class="model-row">')[1:] if f'href="/{repo}"' in row)
 
 
 def test_pages_shadow_no_api_route(models, tmp_path, monkeypatch):
@@ -113,6 +127,7 @@ def test_every_page_carries_a_strict_csp_and_the_stylesheet_is_cached(models):
         css = get(served.url + link)
         assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
         assert "max-age=31536000" in css.headers["cache-control"]
+        assert not re.search(r"(?<!max-)width:\s*\d+px", css.text)  # no fixed widths: readable on a phone
 
 
 def test_catalog_lists_the_pushed_models_and_search_finds_one(models):
@@ -122,6 +137,21 @@ def test_catalog_lists_the_pushed_models_and_search_finds_one(models):
         assert 'href="/acme/tiny"' in html and 'href="/acme/other"' in html
         found = page_checks(get(served.url + "/models", params={"search": "oth"}))
         assert 'href="/acme/other"' in found and 'href="/acme/tiny"' not in found
+
+
+def test_the_catalog_is_paginated(models, monkeypatch):
+    from ocibridge.hubserver.web import pages
+
+    prefix, _, _ = models
+    monkeypatch.setattr(pages, "CATALOG_PAGE", 2)
+    with serving([prefix]) as served:
+        first = page_checks(get(served.url + "/models"))
+        second = page_checks(get(served.url + "/models", params={"p": "2"}))
+        names = [n for html in (first, second) for n in re.findall(r'<h2><a href="/(acme/[a-z]+)">', html)]
+        assert sorted(names) == ["acme/hostile", "acme/other", "acme/tiny"]
+        assert 'rel="next" href="/models?search=&amp;p=2"' in first and 'rel="prev"' in second
+        assert "page 2 of 2" in second
+        assert get(served.url + "/models", params={"p": "x"}).status_code == 200  # a bad page number: the first
 
 
 def test_with_a_token_file_no_page_without_the_cookie(models):
@@ -152,8 +182,6 @@ def test_with_a_token_file_no_page_without_the_cookie(models):
 
 
 def test_model_page_shows_card_config_files_tags_and_the_signature_verify_finds(models, capsys):
-    import json
-
     from ocibridge.signing.verify import VerifyPolicy
 
     prefix, _, pub = models
@@ -219,3 +247,54 @@ def test_tree_and_blob_pages(models):
         assert "binary file" in binary and 'href="/acme/tiny/resolve/main/model.safetensors"' in binary
         assert get(served.url + "/acme/tiny/blob/main/nope").status_code == 404
         assert get(served.url + "/acme/tiny/tree/nope").status_code == 404
+
+
+def test_the_policy_serve_enforces_shows_on_the_catalog_and_the_model_page(models, tmp_path):
+    from ocibridge.signing.containers_policy import UsePolicy
+
+    prefix, _, _ = models
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"default": [{"type": "insecureAcceptAnything"}], "transports": {
+        "docker": {f"{prefix}/acme/other": [{"type": "reject"}]}}}))
+    with serving([prefix], verify=UsePolicy(file=str(policy))) as served:
+        catalog = page_checks(get(served.url + "/"))
+        assert "policy: refused" in row_of(catalog, "acme/other") and "rejects it" in row_of(catalog, "acme/other")
+        assert "policy: passes" in row_of(catalog, "acme/tiny")
+        refused = get(served.url + "/acme/other")
+        assert refused.status_code == 403 and "rejects it" in page_checks(refused)
+        assert get(served.url + "/acme/other/tree/main").status_code == 403
+        page = page_checks(get(served.url + "/acme/tiny"))
+        assert str(policy) in page and "default" in page  # the entry of the file that applied
+
+
+def test_a_layout_source_is_listed_and_shown(tmp_path):
+    from ocibridge.stores.layout import LayoutStore
+
+    src = make_model(tmp_path / "solo")
+    LayoutStore(tmp_path / "lay", create=True)
+    assert main(["push", str(src), f"oci:{tmp_path}/lay:solo:latest", "-q"]) == 0
+    with serving([f"oci:{tmp_path}/lay"]) as served:
+        assert 'href="/solo"' in page_checks(get(served.url + "/"))
+        page = page_checks(get(served.url + "/solo"))  # a single-part name
+        assert "config.json" in page and f"ocibridge pull oci:{tmp_path}/lay:solo:latest" in page
+        assert "k8s volume" not in page  # image volumes come from registries
+
+
+def test_the_use_this_model_snippet_loads_the_model_when_pasted_into_a_shell(models, tmp_path):
+    prefix, _, _ = models
+    with serving([prefix]) as served:
+        page = page_checks(get(served.url + "/acme/tiny"))
+        shown = re.search(r"<pre><code>(HF_ENDPOINT=[^<]*AutoConfig[^<]*)</code></pre>", page).group(1)
+        snippet = html_lib.unescape(shown)
+        assert snippet.startswith(f"HF_ENDPOINT={served.url} python -c")
+        bin_dir = tmp_path / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        (bin_dir / "python").chmod(0o755)
+        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HF_HUB_CACHE": str(tmp_path / "hf"),
+               "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_XET": "1"}
+        env.pop("HF_HUB_OFFLINE", None)
+        env.pop("TRANSFORMERS_OFFLINE", None)
+        done = subprocess.run(["bash", "-c", snippet], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert '"model_type": "bert"' in done.stdout and '"hidden_size": 32' in done.stdout

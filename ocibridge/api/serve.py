@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ocibridge.oci.reference import LayoutReference, RegistryReference
 
 #: the one error line when the extra is missing
-EXTRA = "ocibridge serve needs Starlette and uvicorn: pip install 'ocibridge[serve]'"
+EXTRA = "ocibridge serve needs Starlette, uvicorn and its page renderers: pip install 'ocibridge[serve]'"
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def create_app(
     keys of ``verify``; the policy file is read now, so a broken one is an error here, not a
     refusal of every request. Run its lifespan (a server does; ``with TestClient(app)``), or
     call ``app.state.serve.close()`` when done, to close the registry connections."""
-    _needs("starlette", "blake3", "lz4")  # the upload routes verify Xet chunks with them
+    _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3")  # Xet uploads; the web pages
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify)[0]
 
 
@@ -82,7 +82,7 @@ def serve(
     """Run :func:`create_app`'s application with uvicorn at ``listen`` (``HOST:PORT`` or
     :class:`ListenOptions`; default 127.0.0.1:8080) until SIGTERM or Ctrl-C, which finish the
     requests in flight first: what ``ocibridge serve`` does."""
-    _needs("starlette", "uvicorn", "blake3", "lz4")
+    _needs("starlette", "uvicorn", "blake3", "lz4", "jinja2", "markdown_it", "nh3")
     from ocibridge.hubserver.server import run
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()

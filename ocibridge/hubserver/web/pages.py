@@ -186,8 +186,9 @@ class WebPages:
         out = [("Transformers (through this server)",
                 f"{token}HF_ENDPOINT={host} python -c \"from transformers import AutoConfig; "
                 f"print(AutoConfig.from_pretrained({repo!r}{revision}))\""),
-               ("huggingface_hub",
-                f"{token}HF_ENDPOINT={host} hf download {repo}" + (f" --revision {view.revision}" if revision else "")),
+               ("huggingface_hub (every file, into the Hub cache)",
+                f"{token}HF_ENDPOINT={host} python -c \"from huggingface_hub import snapshot_download; "
+                f"print(snapshot_download({repo!r}{revision}))\""),
                ("ocibridge pull", f"ocibridge pull {ref} -o {repo.rsplit('/', 1)[-1]}")]
         if isinstance(where, RegistryReference):
             out.append(("Kubernetes image volume", f"ocibridge k8s volume {ref}"))
