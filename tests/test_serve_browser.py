@@ -288,3 +288,13 @@ def test_a_hostile_model_card_renders_as_text_and_runs_nothing(browser, site):
     assert r.status_code == 200
     assert "script-src" not in r.headers["content-security-policy"]
     assert r.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+def test_without_chromium_the_browser_fixture_fails_it_never_skips(monkeypatch):
+    import shutil
+
+    import browser as fixture
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(pytest.fail.Exception, match="apt-get install chromium chromium-driver"):
+        fixture.start_chromium()
