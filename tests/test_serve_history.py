@@ -84,6 +84,17 @@ def test_a_history_follows_the_parent_digest_serve_annotates(registry, tmp_path)
     assert [(c.digest, c.title, c.previous) for c in found.commits] == [
         (second, "second", first), (first, "first", None)]
     assert found.commits[0].tags == ("main-head",) and found.commits[1].tags == ()  # the parent is untagged now
+    # the page links every commit, the untagged parent too, by its digest
+    from starlette.testclient import TestClient
+
+    app = ocibridge.create_app(f"{registry.host}/{org}", options=ocibridge.ServeOptions(default_tag="main-head"))
+    with TestClient(app) as client:
+        page = client.get(f"/{name}/commits/main")
+        assert page.status_code == 200 and "second" in page.text and "first" in page.text
+        assert f'href="/{name}/compare/{first}...{second}"' in page.text
+        for digest in (first, second):
+            assert f'href="/{name}/tree/{digest}"' in page.text
+            assert client.get(f"/{name}/tree/{digest}").status_code == 200
 
 
 def test_compare_is_ocibridge_diff_of_the_same_revisions(registry, versions):
