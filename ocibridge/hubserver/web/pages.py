@@ -110,7 +110,7 @@ class WebPages:
 
     def common(self, request: Request) -> dict[str, Any]:
         """What every template is given."""
-        return {"signed_in": self.auth.needed, "host": self.host(request)}
+        return {"host": self.host(request)}
 
     def host(self, request: Request) -> str:
         """The URL clients reach serve at (``--public-url``, else the request's)."""
@@ -142,10 +142,9 @@ class WebPages:
     async def stylesheet(self, request: Request) -> Response:
         return render.stylesheet()
 
-    async def login_form(self, request: Request, failed: bool = False) -> Response:
+    async def login_form(self, request: Request) -> Response:
         target = auth.local_target(request.query_params.get("next"))
-        return render.page("login.html", 401 if failed else 200, failed=failed, target=target,
-                           **self.common(request))
+        return render.page("login.html", failed=False, target=target, **self.common(request))
 
     async def login(self, request: Request) -> Response:
         fields = auth.form_fields(await request.body())
