@@ -3,6 +3,7 @@
 import os
 
 import pytest
+from browser import browser  # noqa: F401 - the session's one headless Chromium
 from support.fixtures import (  # noqa: F401
     auth_registry,
     containerd,

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from ocibridge.hubserver.commits import Publish
     from ocibridge.hubserver.publishevidence import Evidence
     from ocibridge.hubserver.server import ServerSettings
+    from ocibridge.hubserver.web.history import Diff
+    from ocibridge.lazyread.diff import ModelDiff
     from ocibridge.oci.reference import LayoutReference, RegistryReference
 
 #: the one error line when the extra is missing
@@ -149,6 +151,24 @@ def _evidence(sign: SignOptions | None, attest: AttestOptions | None) -> Evidenc
     return Evidence(**found)
 
 
+def _differ(transfer: TransferOptions) -> Diff:
+    """What serve's compare pages show: ``ocibridge diff`` itself (:func:`ocibridge.api.browse.diff`),
+    with serve's registry options; where it would read a whole large file for want of a chunk
+    table (it warns first), the page's diff stops with :class:`WholeRead` instead."""
+
+    def refuse(message: str) -> None:
+        from ocibridge.hubserver.web.history import WholeRead
+
+        raise WholeRead(message)
+
+    def diff(old: str, new: str) -> ModelDiff:
+        from ocibridge.api.browse import diff as diff_models
+
+        return diff_models(old, new, transfer=transfer, warn=refuse)
+
+    return diff
+
+
 def _needs(*modules: str) -> None:
     """One error line naming the extra when its packages are missing."""
     import importlib
@@ -175,7 +195,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
         access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
-        send_timeout=options.send_timeout, publish=_publisher(transfer, evidence))
+        send_timeout=options.send_timeout, publish=_publisher(transfer, evidence), diff=_differ(transfer))
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     check_listening(settings)

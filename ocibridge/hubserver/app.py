@@ -17,6 +17,7 @@ Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a pa
     POST /xet-write/REPO/v1/xorbs/..., /v1|v2/shards        ... to the CAS URL it hands out
     GET  /healthz, /readyz
     GET  /, /models, /REPO, /REPO/tree/..., /REPO/blob/...  the web pages (:mod:`.web.pages`), tried last
+    GET  /REPO/commits/{rev}, /REPO/compare/{a}...{b}     history and diff pages (:mod:`.web.historypages`)
     ...  the write API (create_repo, preupload, LFS batch and uploads, commit, whoami): :mod:`.publish`
 
 A repo id of two parts is tried before one of a single part; under ``/api/models/REPO/`` the
@@ -54,6 +55,8 @@ from ocibridge.hubserver.publish import UPLOAD_PATH, PublishRoutes
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
 from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.web.history import Compare
+from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
 from ocibridge.hubserver.xetroutes import ClosingStream, XetRoutes
 from ocibridge.hubserver.xetupload import XetUpload
@@ -61,6 +64,7 @@ from ocibridge.hubserver.xetupload import XetUpload
 if TYPE_CHECKING:
     from ocibridge.hubserver.commits import Publish
     from ocibridge.hubserver.ranges import ChunkRanges
+    from ocibridge.hubserver.web.history import Diff
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -80,7 +84,7 @@ class ServeApp:
     def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, *,
                  tokens: Sequence[str] = (), page: int = PAGE, ranges: ChunkRanges | None = None,
                  xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None,
-                 publish: Publish | None = None, staging: Staging | None = None):
+                 publish: Publish | None = None, staging: Staging | None = None, diff: Diff | None = None):
         self.catalog = catalog
         self.lists = lists
         self.blobs = blobs
@@ -94,7 +98,9 @@ class ServeApp:
         self.publisher = PublishRoutes(catalog, lists, staging, grants, publish, public_url)
         self.xet_upload = XetUpload(staging, self.xet.grants, self.xet.base,  # uploads over Xet
                                     blobs=self.publisher.mounts)
+        self.compare = Compare(catalog, diff)  # the compare pages' diffs (ocibridge diff's), kept
         self.web = WebPages(self, public_url)  # the pages (issue 56): routed after every API route
+        self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
@@ -222,6 +228,7 @@ class ServeApp:
             HubRoute("/xet/{rest:hub_rest}", self.guarded(self.no_route, needs_token=False), methods=ANY),
             *files,
             *self.web.routes(),  # the web pages, at the Hub's web paths: no API route is shadowed
+            *self.history_pages.routes(),
             # the rest: not found once the token is checked; other methods: 405
             Route("/{rest:path}", self.not_found, methods=list(ANY)),
         ]
@@ -385,7 +392,7 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequ
                page: int = PAGE, ranges: ChunkRanges | None = None,
                xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None,
                limits: Limits | None = None, publish: Publish | None = None,
-               staging: Staging | None = None) -> Starlette:
+               staging: Staging | None = None, diff: Diff | None = None) -> Starlette:
     """The Starlette application over ``catalog``, behind :class:`.guard.Guard` (``limits``:
     body size, send timeout); ``ranges``: ranges of blobs the model cache
     lacks from verified chunks (else the whole blob is fetched first); ``xet_min``: files from
@@ -394,9 +401,10 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequ
     :class:`ServeApp`; the app's lifespan closes it at shutdown (a server that runs none, or
     an app it is mounted in, calls ``app.state.serve.close()``). ``publish``: push's code, which
     the write API (:mod:`.publish`) builds commits with (None: writes refused); ``staging``:
-    where uploads wait for their commit (default: serve's cache)."""
+    where uploads wait for their commit (default: serve's cache); ``diff``: ``ocibridge.diff``,
+    which the compare pages show (:mod:`.web.history`; None: they say there is none)."""
     serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges, xet_min=xet_min,
-                     public_url=public_url, publish=publish, staging=staging)
+                     public_url=public_url, publish=publish, staging=staging, diff=diff)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -22,10 +22,11 @@ NO_DATE = "1970-01-01T00:00:00.000Z"
 MANIFEST_MAX = 4 * 1024 * 1024
 
 
-def commits(head: Resolved) -> list[dict[str, Any]]:
-    """The commits of the branch ``head`` is the head of, newest first (the Hub's shape)."""
+def walk(head: Resolved) -> list[tuple[str, dict[str, Any]]]:
+    """The manifests of the branch ``head`` is the head of, newest first: (digest, annotations),
+    each manifest's parent the next (what :func:`commits` and the web history page list)."""
     store = head.repo.store
-    found: list[dict[str, Any]] = []
+    found: list[tuple[str, dict[str, Any]]] = []
     digest: str | None = head.top.digest
     seen: set[str] = set()
     while digest is not None and digest not in seen and len(found) < COMMITS_MAX:
@@ -39,14 +40,22 @@ def commits(head: Resolved) -> list[dict[str, Any]]:
             break
         if not isinstance(annotations, dict):
             annotations = {}
-        author = annotations.get(AUTHOR)
-        found.append({
-            "id": commit_of(digest),
-            "title": str(annotations.get(SUMMARY, "pushed outside serve")),
-            "message": str(annotations.get(DESCRIPTION, "")),
-            "authors": [{"user": str(author)}] if author else [],
-            "date": str(annotations.get(CREATED) or NO_DATE),
-        })
+        found.append((digest, annotations))
         parent = annotations.get(PARENT)
         digest = parent if isinstance(parent, str) and parent.startswith("sha256:") else None
+    return found
+
+
+def commits(head: Resolved) -> list[dict[str, Any]]:
+    """The commits of the branch ``head`` is the head of, newest first (the Hub's shape)."""
+    found: list[dict[str, Any]] = []
+    for digest, notes in walk(head):
+        author = notes.get(AUTHOR)
+        found.append({
+            "id": commit_of(digest),
+            "title": str(notes.get(SUMMARY, "pushed outside serve")),
+            "message": str(notes.get(DESCRIPTION, "")),
+            "authors": [{"user": str(author)}] if author else [],
+            "date": str(notes.get(CREATED) or NO_DATE),
+        })
     return found

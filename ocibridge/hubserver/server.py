@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from ocibridge.hubserver.commits import Publish
     from ocibridge.hubserver.sources import Catalog
+    from ocibridge.hubserver.web.history import Diff
 
 #: seconds requests in flight get to finish after SIGTERM
 GRACE = 30
@@ -41,6 +42,7 @@ class ServerSettings:
     public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
     send_timeout: float = 30.0  # seconds one write of an answer may take (guard.py)
     publish: Publish | None = None  # push's code, for the write API (commits.py); None: writes refused
+    diff: Diff | None = None  # ocibridge.diff, for the compare pages (web/history.py); None: no diffs
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -92,7 +94,8 @@ def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
                       tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache),
                       xet_min=options.xet_min, public_url=options.public_url,
-                      limits=Limits(send_timeout=options.send_timeout), publish=options.publish)
+                      limits=Limits(send_timeout=options.send_timeout), publish=options.publish,
+                      diff=options.diff)
 
 
 def check_listening(options: ServerSettings) -> tuple[str, int]:

@@ -139,12 +139,13 @@ def _shown(info: TensorInfo) -> str:
 
 def _blob(model: RemoteModel, path: str) -> VerifiedBlob:
     """A reader of one file that reads only what is asked (no read-ahead: a diff knows where its
-    reads end), by the model's trusted chunk table where it covers the file."""
+    reads end), by the model's trusted chunk table where it covers the file; the model's
+    ``warn`` is told before a large file is read whole (as its own readers tell it)."""
     entry = model.file(path)
     table = model.chain.table
     chunks = table.for_layer(entry.layer) if table is not None else None
     return VerifiedBlob(model.store, entry.layer, chunks, table.chunk_size if table is not None else 0,
-                        read_ahead=False)
+                        read_ahead=False, on_fallback=model.fallback_notice(entry))
 
 
 def _tensor_changes(old: RemoteModel, new: RemoteModel, path: str,

@@ -97,17 +97,24 @@ class RemoteModel:
             return known
         chain = self.chain
         chunks = chain.table.for_layer(entry.layer) if chain.table is not None else None
-        on_fallback = None
-        # said where a table would have helped and was expected: no table at all from 16 MiB; a
-        # table without this layer only from a push's 64 MiB (below it a push leaves files out)
-        if chunks is None and entry.size >= (DEFAULT_THRESHOLD if chain.table is None else PUSH_THRESHOLD):
-            why = chain.how if chain.table is None else f"the chunk table has no entry for {entry.layer.digest}"
-            on_fallback = self._fallback_notice(entry, why)
         chunk_size = chain.table.chunk_size if chain.table is not None else 0
-        blob = VerifiedBlob(self.store, entry.layer, chunks, chunk_size, on_fallback=on_fallback,
+        blob = VerifiedBlob(self.store, entry.layer, chunks, chunk_size, on_fallback=self.fallback_notice(entry),
                             store=self.chunk_store)
         with self._lock:
             return self._open.setdefault(entry.path, blob)
+
+    def fallback_notice(self, entry: RemoteFile) -> Callable[[], None] | None:
+        """What a reader of ``entry`` calls before it reads the whole blob (the ``warn`` given),
+        where a table would have helped and was expected: no table at all from 16 MiB; a table
+        without this layer only from a push's 64 MiB (below it a push leaves files out). None:
+        nothing to say."""
+        chain = self.chain
+        if chain.table is not None and chain.table.for_layer(entry.layer) is not None:
+            return None
+        if entry.size < (DEFAULT_THRESHOLD if chain.table is None else PUSH_THRESHOLD):
+            return None
+        why = chain.how if chain.table is None else f"the chunk table has no entry for {entry.layer.digest}"
+        return self._fallback_notice(entry, why)
 
     def _fallback_notice(self, entry: RemoteFile, why: str) -> Callable[[], None]:
         def notice() -> None:

@@ -171,7 +171,7 @@ class WebPages:
 
     def model_links(self, view: ModelView) -> list[tuple[str, str]]:
         """More links of a model page's navigation (history, compare: other pages add theirs here)."""
-        return []
+        return [("History", f"/{view.repo_id}/commits/{quote(view.revision, safe='')}")]
 
     def snippets(self, request: Request, view: ModelView) -> list[tuple[str, str]]:
         """Copy-ready commands with this server's URL and the model's real reference."""
