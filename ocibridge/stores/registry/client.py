@@ -151,7 +151,7 @@ class RegistryClient:
         self.origin = Origin(base_url(host, self.options))
         self.stats = TransferStats()
         o = self.options
-        rate_limit = budget_for(o.limit_rate)
+        rate_limit = o.rate_budget or budget_for(o.limit_rate)
         #: the ``--limit-rate`` budget: a body read off the socket directly must take from it too
         self.rate_limit = rate_limit
         limits = httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size)
@@ -159,7 +159,7 @@ class RegistryClient:
         # Builds requests (httpx's default headers, ours, the timeouts); sending is the stack's job.
         self._builder = httpx.Client(timeout=httpx.Timeout(o.read_timeout, connect=o.connect_timeout),
                                      follow_redirects=False, trust_env=False, transport=_NotHere(),
-                                     headers={"User-Agent": user_agent()})
+                                     headers={"User-Agent": o.user_agent or user_agent()})
         bottom = token_stack(o, Shared(self._network), rate_limit)
         self.auth = Authenticator(host, self._builder.build_request, bottom, credentials(host),
                                   registry_url=lambda: self.origin.base,

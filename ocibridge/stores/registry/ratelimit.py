@@ -57,23 +57,13 @@ class RateLimit:
 
 _SHARED: dict[int, RateLimit] = {}
 _SHARED_LOCK = threading.Lock()
-#: The cap a command set for the whole process (``mirror --limit-rate``), for clients whose
-#: options name none.
-_PROCESS_RATE: list[int | None] = [None]
-
-
-def set_process_rate(rate: int | None) -> None:
-    """Cap every registry transfer of this process at ``rate`` bytes per second (None: no cap),
-    whatever options each client was opened with: a mirror job opens its clients from the job
-    file, not from the command line."""
-    _PROCESS_RATE[0] = rate
 
 
 def budget_for(rate: int | None) -> RateLimit | None:
-    """The process's one budget for ``rate`` (or the process cap): every client, connection
-    and part of a command draws from it, so a copy between two registries (two clients) stays
-    under the cap with both directions together."""
-    rate = rate or _PROCESS_RATE[0]
+    """The process's one budget for ``rate``: every client, connection and part of a command
+    draws from it, so a copy between two registries (two clients) stays under the cap with
+    both directions together. A call that must not share its cap with others of the process
+    (a mirror run) hands its clients a :class:`RateLimit` of its own (``rate_budget``)."""
     if not rate:
         return None
     with _SHARED_LOCK:
