@@ -17,8 +17,6 @@ from ocibridge.errors import OcibridgeError
 if TYPE_CHECKING:
     import httpx
 
-    from ocibridge.stores.registry.ratelimit import RateLimit
-
 
 @dataclass(frozen=True)
 class Credentials:
@@ -47,6 +45,13 @@ class RequestGate(Protocol):
     """Something every request waits on before it goes out (the mirror's token bucket)."""
 
     def acquire(self) -> None: ...
+
+
+@runtime_checkable
+class ByteBudget(Protocol):
+    """Bytes per second that every body sent or received takes from (ratelimit.RateLimit)."""
+
+    def take(self, n: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,7 @@ class RegistryOptions:
     # A budget of the caller's own, shared only by the clients it is handed to (one mirror
     # call's cap, so two calls in threads of one process do not throttle each other); wins
     # over limit_rate, whose budget is the process's for that rate.
-    rate_budget: RateLimit | None = None
+    rate_budget: ByteBudget | None = None
     user_agent: str | None = None  # every request's User-Agent (None: $OCIBRIDGE_USER_AGENT, else ocibridge/VERSION)
     request_gate: RequestGate | None = None  # every request waits for it (mirror rate_limit)
     layers: tuple[LayerFactory, ...] = ()  # the caller's transports, innermost first

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import httpx
 
 from ocibridge.core import interrupt
+from ocibridge.stores.registry.options import ByteBudget
 from ocibridge.stores.registry.transport import Layer
 
 #: The largest burst, in seconds' worth of the rate: small, so that a transfer of a few
@@ -77,7 +78,7 @@ class RateLimitTransport(Layer):
     """The ``--limit-rate`` layer: every body byte sent or received, of every request of
     the client, takes from the budget as it passes (uploads, downloads, manifests alike)."""
 
-    def __init__(self, inner: httpx.BaseTransport, budget: RateLimit):
+    def __init__(self, inner: httpx.BaseTransport, budget: ByteBudget):
         super().__init__(inner)
         self.budget = budget
 
@@ -95,7 +96,7 @@ class _Metered(httpx.SyncByteStream):
     """A body whose chunks wait for the budget; iterable again when the body it wraps is (a
     retried request sends its bytes again)."""
 
-    def __init__(self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, budget: RateLimit):
+    def __init__(self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, budget: ByteBudget):
         self._stream = stream
         self._budget = budget
 
