@@ -139,3 +139,34 @@ def test_login_remembers_how_the_host_was_reached(auth_registry, tmp_path, monke
                  "--plain-http", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == result.as_dict()
     assert ocibridge.logout(auth_registry.host) is True and ocibridge.logout(auth_registry.host) is False
+
+
+def test_push_options_build_cannot_be_changed_after_construction(tmp_path):
+    """BuildOptions sits inside the frozen PushOptions: neither its fields nor the mappings and
+    set it holds change after construction (not even through the dict the caller passed in);
+    a change is a new value, and a push reads what was given."""
+    annotations = {"org.example.team": "vision"}
+    build = ocibridge.BuildOptions(variants={ocibridge.Kind.DOC: ocibridge.Variant.TAR},
+                                   group={ocibridge.Kind.CODE}, annotations=annotations)
+    options = ocibridge.PushOptions(build=build)
+    assert options.build is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.build.annotations = {}  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.build.family = ocibridge.Family.CNCF  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        options.build.annotations["org.example.team"] = "audio"  # type: ignore[index]
+    with pytest.raises(TypeError):
+        options.build.variants[ocibridge.Kind.DOC] = ocibridge.Variant.RAW  # type: ignore[index]
+    with pytest.raises(AttributeError):
+        options.build.group.add(ocibridge.Kind.DOC)  # type: ignore[attr-defined]
+    annotations["org.example.team"] = "audio"  # the caller's own dict is not the options'
+    assert options.build.annotations == {"org.example.team": "vision"}
+
+    changed = dataclasses.replace(build, annotations={**build.annotations, "org.example.owner": "me"})
+    assert dict(changed.annotations) == {"org.example.team": "vision", "org.example.owner": "me"}
+    assert dict(build.annotations) == {"org.example.team": "vision"}
+    layout = f"oci:{tmp_path / 'out'}"
+    ocibridge.push(str(make_model(tmp_path / "m")), f"{layout}:v1", options=options)
+    manifest = json.loads(ocibridge.fetch_manifest(f"{layout}:v1").content)
+    assert manifest["annotations"]["org.example.team"] == "vision"  # what was given, not the later edit

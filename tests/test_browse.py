@@ -79,6 +79,21 @@ def test_diff_names_files_config_and_the_one_tensor_changed(two_versions):
     assert same.returncode == 0 and b"no difference" in same.stdout
 
 
+def test_diff_exit_code_says_whether_the_models_differ(two_versions):
+    """``--exit-code``, as git diff's: 1 when they differ (the diff printed, nothing on stderr),
+    0 when they do not; without it a difference is a result, exit 0 (docs/cli.md: exit 1 is a
+    failure). A failure still says so on stderr, so a script tells the two apart."""
+    old, new = f"{two_versions}:v1", f"{two_versions}:v2"
+    differ = run("diff", old, new, "--exit-code")
+    assert differ.returncode == 1 and differ.stderr == b"" and b"~ model.safetensors" in differ.stdout
+    as_json = run("diff", old, new, "--exit-code", "--json")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["files"] and as_json.stderr == b""
+    same = run("diff", old, old, "--exit-code")
+    assert same.returncode == 0 and b"no difference" in same.stdout
+    missing = run("diff", old, f"{two_versions}:nope", "--exit-code")
+    assert missing.returncode == 1 and missing.stdout == b"" and missing.stderr.startswith(b"ocibridge: error: ")
+
+
 def test_manifest_fetch_prints_the_exact_bytes_and_the_descriptor(two_versions):
     ref = f"{two_versions}:v1"
     resolved = ocibridge.resolve(ref)

@@ -165,19 +165,19 @@ def test_an_unbound_table_is_used_when_its_referrer_is_signed(unbound_model, reg
     ref = f"{fault_proxy.host}/{repo}:v1"
     assert main(["sign", f"{registry.host}/{repo}:v1", "--key", str(key)]) == 0  # the model itself
     warnings: list[str] = []
-    with open_model(ref, verify_key=[str(pub)], warn=warnings.append) as model:  # the table: unsigned
+    with open_model(ref, verify=ocibridge.verification([pub]), warn=warnings.append) as model:  # the table: unsigned
         assert model.read("weights.bin", 10, 20) == data[10:20]
     assert len(warnings) == 1 and "signed by a trusted key" in warnings[0]
     assert main(["sign", f"{registry.host}/{repo}@{result.referrer}", "--key", str(key)]) == 0
     fault_proxy.clear()
-    with open_model(ref, verify_key=[str(pub)], warn=warnings.append) as model:
+    with open_model(ref, verify=ocibridge.verification([pub]), warn=warnings.append) as model:
         assert model.read("weights.bin", 10, 20) == data[10:20]
         assert model.chain.how.startswith("chunk table in signed referrer")
         assert model.bytes_fetched == DEFAULT_CHUNK_SIZE
     assert len(warnings) == 1
     _, other = key_pair(tmp_path / "other")
     with pytest.raises(SignatureError):  # as pull's --verify-key: the model must be signed by it
-        open_model(ref, verify_key=[str(other)])
+        open_model(ref, verify=ocibridge.verification([other]))
 
 
 def test_a_tampered_chunk_under_a_signed_table_is_refused(unbound_model, registry, fault_proxy, tmp_path):
@@ -188,9 +188,38 @@ def test_a_tampered_chunk_under_a_signed_table_is_refused(unbound_model, registr
     with open_model(f"{registry.host}/{repo}:v1", warn=None) as model:
         layer = model.file("weights.bin").layer
     fault_proxy.add("GET", f"/blobs/{layer.digest}", corrupt(offset=5))
-    with open_model(f"{fault_proxy.host}/{repo}:v1", verify_key=[str(pub)]) as model, \
+    with open_model(f"{fault_proxy.host}/{repo}:v1", verify=ocibridge.verification([pub])) as model, \
             pytest.raises(DigestMismatch, match="chunk 0"):
         model.read("weights.bin", 0, 10)
+
+
+def test_open_model_takes_verify_as_every_other_call_and_the_old_keywords_warn(unbound_model, registry, tmp_path):
+    """``verify=`` (what pull, path and copy_reference take): its keys and its policy file both
+    hold; ``verify_key=``/``policy=`` still work, with a DeprecationWarning naming ``verify=``."""
+    repo, data, _ = unbound_model
+    ref = f"{registry.host}/{repo}:v1"
+    key, pub = key_pair(tmp_path)
+    assert main(["sign", ref, "--key", str(key)]) == 0
+    with open_model(ref, verify=ocibridge.verification(keys=[pub]), warn=None) as model:
+        assert model.read("weights.bin", 0, 10) == data[:10]
+    _, other = key_pair(tmp_path / "other")
+    with pytest.raises(SignatureError):
+        open_model(ref, verify=ocibridge.verification(keys=[other]), warn=None)
+    rejecting = tmp_path / "policy.json"
+    rejecting.write_text(json.dumps({"default": [{"type": "reject"}]}))
+    with pytest.raises(SignatureError, match="refused"):  # the policy file of verify=, before a request
+        open_model(ref, verify=ocibridge.verification(keys=[pub], policy=rejecting), warn=None)
+
+    with pytest.warns(DeprecationWarning, match=r"open_model\(verify_key=\.\.\.\) is deprecated: pass verify="), \
+            open_model(ref, verify_key=[str(pub)], warn=None) as model:
+        assert model.read("weights.bin", 0, 10) == data[:10]
+    with pytest.warns(DeprecationWarning, match=r"open_model\(policy=\.\.\.\).*verify="), \
+            pytest.raises(SignatureError, match="refused"):
+        open_model(ref, policy=str(rejecting), warn=None)
+    with pytest.raises(TypeError, match="not both"), pytest.warns(DeprecationWarning):
+        open_model(ref, verify=ocibridge.verification(keys=[pub]), verify_key=[str(pub)])
+    with pytest.raises(TypeError, match="'verify_keys'"):
+        open_model(ref, verify_keys=[str(pub)])
 
 
 # -- push --chunks is reproducible ------------------------------------------------------------

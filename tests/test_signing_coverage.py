@@ -209,11 +209,11 @@ def test_a_forged_bound_table_under_an_oms_signature_never_yields_forged_bytes(
     err = captured.err.decode()
     assert err.startswith("ocibridge: error: ") and err.count("\n") == 1, err
     with pytest.raises(OcibridgeError):
-        lazy_ops.cat(ref, "weights.bin", start, start + 16, verify_key=[str(public)], warn=None)
+        lazy_ops.cat(ref, "weights.bin", start, start + 16, verify=ocibridge.verification([public]), warn=None)
     # without the fault, the same read serves the real bytes, read whole and checked by the layer digest
     fault_proxy.clear()
     notes: list[str] = []
-    assert lazy_ops.cat(ref, "weights.bin", start, start + 16, verify_key=[str(public)],
+    assert lazy_ops.cat(ref, "weights.bin", start, start + 16, verify=ocibridge.verification([public]),
                         warn=notes.append) == data[start:start + 16]
     code = main(["verify", f"{registry.host}/{repo}:evil", "--key", str(public)])
     err = capsysbinary.readouterr().err.decode()

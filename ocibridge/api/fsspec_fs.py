@@ -14,6 +14,7 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from ocibridge.api.lazy_ops import LazyModel, open_model
 from ocibridge.api.options import TransferOptions
+from ocibridge.api.policy import verification
 from ocibridge.errors import InvalidReference, NotFound
 
 PROTOCOL = "ocibridge"
@@ -43,7 +44,7 @@ class OcibridgeFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec i
                  verify_key: list[str] | None = None, cache: bool = True, **kwargs: Any):
         super().__init__(**kwargs)
         self._transfer = TransferOptions(plain_http=bool(plain_http), insecure=insecure)
-        self._verify_key = list(verify_key or [])
+        self._verify = verification(verify_key or ())  # keys read once, for every model opened
         self._cache = cache  # verified chunks kept in the model cache
         self._models: dict[str, LazyModel] = {}
         self._lock = threading.Lock()
@@ -59,7 +60,7 @@ class OcibridgeFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec i
         with self._lock:
             found = self._models.get(ref)
             if found is None:
-                found = open_model(ref, transfer=self._transfer, verify_key=self._verify_key, cache=self._cache)
+                found = open_model(ref, transfer=self._transfer, verify=self._verify, cache=self._cache)
                 self._models[ref] = found
             return found
 

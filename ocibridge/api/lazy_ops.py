@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import TransferOptions
+from ocibridge.api.policy import Verification, verification
 from ocibridge.chunks.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
 from ocibridge.kinds.locate import Locator, Role, locate, text_of
@@ -18,6 +19,9 @@ from ocibridge.model.gguf_tensors import RemoteGGUF
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import RegistryReference
 from ocibridge.stores.base import close_store
+
+if TYPE_CHECKING:
+    from ocibridge.signing.verify import VerifyPolicy
 
 
 class LazyModel(RemoteModel):
@@ -41,33 +45,56 @@ def _store(parsed: RegistryReference, transfer: TransferOptions | None) -> tuple
     return store, parsed.reference
 
 
-def _referrer_check(store: LazySource, verify_key: Sequence[str]) -> ReferrerCheck | None:
-    if not verify_key:
+def _referrer_check(store: LazySource, keys: VerifyPolicy | None) -> ReferrerCheck | None:
+    if keys is None:
         return None
     from ocibridge.signing.coverage import Trusted
-    from ocibridge.signing.verify import VerifyPolicy, verify_artifact
-
-    policy = VerifyPolicy.from_files(list(verify_key))
+    from ocibridge.signing.verify import verify_artifact
 
     def check(desc: Descriptor) -> None:
-        verify_artifact(store, desc, policy, trusts=Trusted.REFERRER)
+        verify_artifact(store, desc, keys, trusts=Trusted.REFERRER)
 
     return check
 
 
-def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, verify_key: Sequence[str] = (),
-               warn: Warn | None = warn_stderr, cache: bool = True, policy: str | None = None) -> LazyModel:
-    """The model ``ref`` names, its files read lazily. ``verify_key``: public keys; one of them
-    must have signed the model (the digest its tag named when read, used from then on) and, for
-    a chunk table the manifest does not bind, its referrer. The containers policy file
-    (``policy``, else the one found) must accept that digest too. ``cache``: keep verified chunks in
-    the model cache (``$OCIBRIDGE_CACHE/models/chunks``), so a range read again moves nothing. Close
-    it (or ``with``)."""
-    from ocibridge.signing.use import UsePolicy, check_before_use, refuse_before_opening
+#: open_model's keyword arguments before ``verify=`` (one release more, with a DeprecationWarning)
+DEPRECATED_OPEN_KEYWORDS = ("verify_key", "policy")
 
+
+def _verify_of(verify: Verification | None, deprecated: dict[str, Any]) -> Verification | None:
+    """``verify``, or what open_model's former ``verify_key=``/``policy=`` asked for, each
+    warned about by the keyword that replaces it; an unknown keyword is Python's TypeError."""
+    unknown = sorted(set(deprecated) - set(DEPRECATED_OPEN_KEYWORDS))
+    if unknown:
+        raise TypeError(f"open_model() got an unexpected keyword argument {unknown[0]!r}")
+    if not deprecated:
+        return verify
+    for name in deprecated:
+        warnings.warn(f"open_model({name}=...) is deprecated: pass verify=ocibridge.verification(keys=..., "
+                      "policy=...)", DeprecationWarning, stacklevel=3)  # this, open_model: the caller
+    if verify is not None:
+        raise TypeError("open_model(): give verify= or the deprecated verify_key=/policy=, not both")
+    return verification(keys=deprecated.get("verify_key") or (), policy=deprecated.get("policy"))
+
+
+def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, verify: Verification | None = None,
+               warn: Warn | None = warn_stderr, cache: bool = True, **deprecated: Any) -> LazyModel:
+    """The model ``ref`` names, its files read lazily. ``verify`` (:func:`ocibridge.verification`,
+    as pull's): with keys, one of them must have signed the model (the digest its tag named
+    when read, used from then on) and, for a chunk table the manifest does not bind, its
+    referrer; the containers policy file (``verify``'s, else the one found) must accept that
+    digest too. ``cache``: keep verified chunks in the model cache
+    (``$OCIBRIDGE_CACHE/models/chunks``), so a range read again moves nothing. Close it (or
+    ``with``). The former ``verify_key=``/``policy=`` still work, with a DeprecationWarning,
+    for one release."""
+    from ocibridge.signing.containers_policy import UsePolicy
+    from ocibridge.signing.use import as_use_policy, check_before_use, refuse_before_opening
+
+    asked = as_use_policy(_verify_of(verify, deprecated))
+    keys: VerifyPolicy | None = asked.keys
+    use = UsePolicy(file=asked.file)  # the policy file here; the keys below, trusting the files only
     parsed = locate(ref, Role.REGISTRY)
     assert isinstance(parsed, RegistryReference)
-    use = UsePolicy(file=policy)
     refuse_before_opening(parsed, use, text_of(parsed))
     store, reference = _store(parsed, transfer)
     try:
@@ -77,15 +104,14 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
             from ocibridge.cache.models import model_cache_root
 
             chunk_store = CacheChunks(model_cache_root())
-        model = LazyModel(store, reference, verify_referrer=_referrer_check(store, verify_key), warn=warn,
+        model = LazyModel(store, reference, verify_referrer=_referrer_check(store, keys), warn=warn,
                           chunk_store=chunk_store)
-        if verify_key:  # as pull's --verify-key: the model itself must be signed, by the digest read
+        if keys is not None:  # as pull's --verify-key: the model itself must be signed, by the digest read
             from ocibridge.signing.coverage import Trusted, require_cover
-            from ocibridge.signing.verify import VerifyPolicy, verify_artifact
+            from ocibridge.signing.verify import verify_artifact
 
             try:  # files read whole are checked by their layer digests: a signature of the files will do
-                verified = verify_artifact(store, model.descriptor, VerifyPolicy.from_files(list(verify_key)),
-                                           trusts=Trusted.FILES)
+                verified = verify_artifact(store, model.descriptor, keys, trusts=Trusted.FILES)
             except BaseException:
                 model.close()
                 raise

@@ -10,11 +10,10 @@ the path of a job file, and returns a frozen result whose ``as_dict()`` is the c
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.mirror.job import (
@@ -56,7 +55,8 @@ class MirrorRunOptions:
     """What a run obeys beyond its job file (which says where and how to reach each registry)."""
 
     policy: str | None = None  # the containers policy file every artifact is checked against; None: the one found
-    limit_rate: int | None = None  # bytes per second over all the run's transfers together
+    limit_rate: int | None = None  # bytes per second over all the run's transfers together (this call's only)
+    user_agent: str | None = None  # the run's requests' User-Agent (None: $OCIBRIDGE_USER_AGENT, a shard's own)
     report_file: str | Path | None = None  # also write the --json report there, whole or not at all
 
 
@@ -80,7 +80,8 @@ def mirror_shard(job: JobLike, shard: Shard | str, *, options: MirrorRunOptions 
     """Run shard ``I/N`` of the job: the artifacts a stable hash gives it (all N shards together
     do the whole job, without talking to each other). What one pod of :func:`mirror_k8s_job`'s
     Job does; its report merges with the others' in :func:`mirror_merge`. While it runs, its
-    requests' User-Agent names the shard (unless ``$OCIBRIDGE_USER_AGENT`` chooses one)."""
+    requests' User-Agent names the shard (unless ``options.user_agent`` or
+    ``$OCIBRIDGE_USER_AGENT`` chooses one)."""
     return _mirror(job, dry_run=False, shard=shard, options=options, progress=progress)
 
 
@@ -138,13 +139,14 @@ def _mirror(job: JobLike, *, dry_run: bool, shard: Shard | str | None, options: 
 
     options = options or MirrorRunOptions()
     which = parse_shard(shard) if isinstance(shard, str) else shard
-    to_run = _obeying(job if isinstance(job, MirrorJob) else load_job(job), options.policy)
+    loaded = job if isinstance(job, MirrorJob) else load_job(job)
+    to_run = loaded.for_call(policy=options.policy,
+                             transport=_call_transport(options.limit_rate, options.user_agent, which))
     listen = None
     if progress is not None:
         def listen(event: str, result: ArtifactResult) -> None:
             progress(event, MirroredArtifact.of(result))
-    with _process_rate(options.limit_rate), _shard_user_agent(which):
-        summary = run_job(to_run, dry_run=dry_run, progress=listen, shard=which)
+    summary = run_job(to_run, dry_run=dry_run, progress=listen, shard=which)
     report = MirrorReport.of(summary)
     if options.report_file is not None:
         from ocibridge.mirror.merge import write_report
@@ -153,44 +155,20 @@ def _mirror(job: JobLike, *, dry_run: bool, shard: Shard | str | None, options: 
     return report
 
 
-def _obeying(job: MirrorJob, policy: str | None) -> MirrorJob:
-    """``job`` checked against the containers policy file ``policy`` (the caller's job object
-    is left as it was)."""
-    if policy is None:
-        return job
-    copied = job.model_copy()
-    copied.obey_policy(policy)
-    return copied
-
-
-@contextmanager
-def _process_rate(rate: int | None) -> Iterator[None]:
-    """Every registry transfer of the run under one cap: a job opens its clients from the job
-    file, so the cap is the process's while the run lasts."""
-    if rate is None:
-        yield
-        return
-    from ocibridge.stores.registry.ratelimit import set_process_rate
-
-    set_process_rate(rate)
-    try:
-        yield
-    finally:
-        set_process_rate(None)
-
-
-@contextmanager
-def _shard_user_agent(shard: Shard | None) -> Iterator[None]:
-    """While a shard runs, its requests' User-Agent names it, so registry access logs say which
-    shard sent each request (unless the user chose a User-Agent)."""
+def _call_transport(rate: int | None, user_agent: str | None, shard: Shard | None) -> dict[str, Any]:
+    """What every registry client of one call is opened with: a byte budget of the call's own
+    (all its transfers together under ``rate``, nobody else's under it) and the User-Agent its
+    requests carry: the one asked for, else ``$OCIBRIDGE_USER_AGENT``, else for a shard one
+    naming it, so registry access logs say which shard sent each request."""
     from ocibridge.stores.registry.client import ENV_USER_AGENT
+    from ocibridge.stores.registry.ratelimit import RateLimit
     from ocibridge.version import __version__
 
-    if shard is None or os.environ.get(ENV_USER_AGENT):
-        yield
-        return
-    os.environ[ENV_USER_AGENT] = f"ocibridge/{__version__} mirror-shard/{shard.index}-of-{shard.count}"
-    try:
-        yield
-    finally:
-        os.environ.pop(ENV_USER_AGENT, None)
+    values: dict[str, Any] = {}
+    if rate is not None:
+        values["rate_budget"] = RateLimit(rate)
+    if user_agent is None and shard is not None and not os.environ.get(ENV_USER_AGENT):
+        user_agent = f"ocibridge/{__version__} mirror-shard/{shard.index}-of-{shard.count}"
+    if user_agent is not None:
+        values["user_agent"] = user_agent
+    return values

@@ -35,6 +35,8 @@ def register(command: CommandAdder) -> None:
     p = command("diff", cmd_diff)
     p.add_argument("old", metavar="REF1")
     p.add_argument("new", metavar="REF2")
+    p.add_argument("--exit-code", action="store_true",
+                   help="exit 1 when the models differ, 0 when they do not (as git diff --exit-code)")
     add_transfer_flags(p)
 
 
@@ -62,7 +64,8 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     result = api.diff(args.old, args.new, transfer=transfer_options(args))
     emit(args, result.as_dict(), _diff_text(result))
-    return 0
+    # opt-in, as git's: a difference is a result, not a failure (docs/cli.md: exit 1 is a failure)
+    return 1 if args.exit_code and not result.same else 0
 
 
 def _diff_text(d: api.ModelDiff) -> str:

@@ -59,7 +59,8 @@ EXAMPLES: dict[str, str] = {
   ocibridge manifest fetch registry.example/team/tiny:v1 --descriptor""",
     "diff": """\
   ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2
-  ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2 --json""",
+  ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2 --json
+  ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2 --exit-code   # exit 1: they differ""",
     "check-registry": """\
   ocibridge check-registry registry.example               # reachable, API version
   ocibridge check-registry registry.example/team/scratch --json   # tries uploads, mount, referrers""",

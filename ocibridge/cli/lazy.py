@@ -36,14 +36,15 @@ def parse_range(text: str | None, size: int) -> tuple[int, int]:
 
 def cmd_cat(args: argparse.Namespace) -> int:
     from ocibridge.api.lazy_ops import open_model
+    from ocibridge.api.policy import verification
 
     if args.json:  # stdout is the file's bytes: there is no summary to print instead
         raise UsageError("cat prints the file's bytes; --json has no meaning here "
                          "('ocibridge inspect REF --json' lists the files)")
 
     out = sys.stdout.buffer
-    with open_model(args.ref, transfer=transfer_options(args), verify_key=args.verify_key,
-                    policy=args.policy) as model:
+    with open_model(args.ref, transfer=transfer_options(args),
+                    verify=verification(args.verify_key or (), args.policy)) as model:
         start, end = parse_range(args.range, model.file(args.path).size)
         blob = model.open(args.path)
         for at in range(start, end, STEP):

@@ -240,6 +240,9 @@ class MirrorJob(_Strict):
                 raise ValueError(f"{entry.source}: attest_key signs the provenance: it goes with provenance = true")
         return self
     _policy_file: str | None = PrivateAttr(default=None)
+    #: What one call of a run gives every client it opens (its own byte budget, its
+    #: User-Agent): carried by the job the call runs, never set on the process.
+    _call_transport: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> MirrorJob:
@@ -258,8 +261,15 @@ class MirrorJob(_Strict):
         the one found (docs/signing.md)."""
         return self._policy_file
 
-    def obey_policy(self, path: str | None) -> None:
-        self._policy_file = path
+    def for_call(self, *, policy: str | None = None, transport: dict[str, Any] | None = None) -> MirrorJob:
+        """A copy of this job for one call: checked against the containers policy file
+        ``policy``, its registry clients opened with the ``transport`` fields of
+        :class:`RegistryOptions` (``rate_budget``, ``user_agent``). The caller's job is left as
+        it was, so two calls of one job in threads each keep their own."""
+        copied = self.model_copy()
+        copied._policy_file = policy if policy is not None else self._policy_file
+        copied._call_transport = {**self._call_transport, **(transport or {})}
+        return copied
 
     @property
     def base_dir(self) -> Path:
@@ -307,12 +317,12 @@ class MirrorJob(_Strict):
 
         auth = self.registries.get(host)
         if auth is None:
-            return RegistryOptions()
+            return RegistryOptions.of(self._call_transport)
         return RegistryOptions(
             plain_http=auth.plain_http, insecure=auth.insecure,
             ca_file=str(self._path(auth.ca_file)) if auth.ca_file else None,
             username=auth.username or None,
-            password=self._password(host, auth) if auth.username else None)
+            password=self._password(host, auth) if auth.username else None).updated(self._call_transport)
 
     def hub_endpoint(self, entry: SyncEntry) -> str:
         """The Hub endpoint of an ``hf://`` entry: its own, the job's default, ``$HF_ENDPOINT``,

@@ -15,9 +15,11 @@ import io
 import json
 import posixpath
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import BinaryIO
 
 from ocibridge.chunks import chunkcache
@@ -43,14 +45,24 @@ EPOCH_ZERO = "1970-01-01T00:00:00Z"
 ARTIFACT_TAG = "artifact"
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildOptions:
+    """How a model's files become layers and what the manifest says. Frozen, its mappings and
+    set read-only copies of what was given: it sits inside the frozen ``PushOptions``, and one
+    value may serve many pushes (in threads too), so a change is a new value
+    (``dataclasses.replace``), never an edit every holder of the old one would see."""
+
     family: Family = Family.CNAI
-    variants: dict[Kind, Variant] = field(default_factory=dict)  # default raw for every kind
-    group: set[Kind] = field(default_factory=set)  # kinds packed into one tar layer each
+    variants: Mapping[Kind, Variant] = field(default_factory=dict)  # default raw for every kind
+    group: AbstractSet[Kind] = field(default_factory=frozenset)  # kinds packed into one tar layer each
     auto_group: bool = True
     created_at: str | None = None  # RFC 3339; see created_now()
-    annotations: dict[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "variants", MappingProxyType(dict(self.variants)))
+        object.__setattr__(self, "group", frozenset(self.group))
+        object.__setattr__(self, "annotations", MappingProxyType(dict(self.annotations)))
 
 
 def created_now() -> str:

@@ -22,9 +22,9 @@ from ocibridge.stores.registry.auth import Authenticator, AuthTransport
 from ocibridge.stores.registry.bodies import read_bounded
 from ocibridge.stores.registry.fallback import FallbackTransport
 from ocibridge.stores.registry.hosts import host_settings
-from ocibridge.stores.registry.options import CredentialFunc, RegistryOptions, anonymous
+from ocibridge.stores.registry.options import ByteBudget, CredentialFunc, RegistryOptions, anonymous
 from ocibridge.stores.registry.quickhead import DOCKER_HUB, user_agent
-from ocibridge.stores.registry.ratelimit import RateLimit, RateLimitTransport, budget_for
+from ocibridge.stores.registry.ratelimit import RateLimitTransport, budget_for
 from ocibridge.stores.registry.redirects import MAX_REDIRECTS, REDIRECT_STATUSES, RedirectTransport
 from ocibridge.stores.registry.retry import (
     RETRY_STATUSES,
@@ -117,7 +117,7 @@ def build_stack(host: str, options: RegistryOptions, origin: Origin, stats: Tran
 
 
 def token_stack(options: RegistryOptions, network: httpx.BaseTransport,
-                rate_limit: RateLimit | None = None) -> httpx.BaseTransport:
+                rate_limit: ByteBudget | None = None) -> httpx.BaseTransport:
     """What token requests go through: the request gate, the log and the byte budget, not auth
     nor retries."""
     stack = network if rate_limit is None else RateLimitTransport(network, rate_limit)
@@ -151,7 +151,7 @@ class RegistryClient:
         self.origin = Origin(base_url(host, self.options))
         self.stats = TransferStats()
         o = self.options
-        rate_limit = budget_for(o.limit_rate)
+        rate_limit: ByteBudget | None = o.rate_budget or budget_for(o.limit_rate)
         #: the ``--limit-rate`` budget: a body read off the socket directly must take from it too
         self.rate_limit = rate_limit
         limits = httpx.Limits(max_connections=o.pool_size, max_keepalive_connections=o.pool_size)
@@ -159,7 +159,7 @@ class RegistryClient:
         # Builds requests (httpx's default headers, ours, the timeouts); sending is the stack's job.
         self._builder = httpx.Client(timeout=httpx.Timeout(o.read_timeout, connect=o.connect_timeout),
                                      follow_redirects=False, trust_env=False, transport=_NotHere(),
-                                     headers={"User-Agent": user_agent()})
+                                     headers={"User-Agent": o.user_agent or user_agent()})
         bottom = token_stack(o, Shared(self._network), rate_limit)
         self.auth = Authenticator(host, self._builder.build_request, bottom, credentials(host),
                                   registry_url=lambda: self.origin.base,

@@ -47,12 +47,19 @@ class RequestGate(Protocol):
     def acquire(self) -> None: ...
 
 
+@runtime_checkable
+class ByteBudget(Protocol):
+    """Bytes per second that every body sent or received takes from (ratelimit.RateLimit)."""
+
+    def take(self, n: int) -> None: ...
+
+
 @dataclass(frozen=True)
 class RegistryOptions:
     """How to reach a registry; the defaults are what a careful client should do.
 
     Transport: plain_http, insecure, ca_file, tls, timeouts, retries, pool_size, limit_rate,
-    request_gate, layers (the caller's own transports, each wrapping the one below, every
+    rate_budget, user_agent, request_gate, layers (the caller's own transports, each wrapping the one below, every
     request passing them, token requests too). Credentials (read by the store opener, never by the client): username,
     password, authfile, docker_config. Store: chunk_size, part_size, parts_in_flight.
     """
@@ -73,6 +80,11 @@ class RegistryOptions:
     authfile: str | None = None
     tls: bool | None = None  # True: HTTPS even on loopback (settings file: plain_http = false)
     limit_rate: int | None = None  # bytes per second over all transfers (--limit-rate)
+    # A budget of the caller's own, shared only by the clients it is handed to (one mirror
+    # call's cap, so two calls in threads of one process do not throttle each other); wins
+    # over limit_rate, whose budget is the process's for that rate.
+    rate_budget: ByteBudget | None = None
+    user_agent: str | None = None  # every request's User-Agent (None: $OCIBRIDGE_USER_AGENT, else ocibridge/VERSION)
     request_gate: RequestGate | None = None  # every request waits for it (mirror rate_limit)
     layers: tuple[LayerFactory, ...] = ()  # the caller's transports, innermost first
     chunk_size: int | None = None  # PATCH uploads of this many bytes (None: one PUT)

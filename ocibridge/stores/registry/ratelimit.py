@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import httpx
 
 from ocibridge.core import interrupt
+from ocibridge.stores.registry.options import ByteBudget
 from ocibridge.stores.registry.transport import Layer
 
 #: The largest burst, in seconds' worth of the rate: small, so that a transfer of a few
@@ -57,23 +58,13 @@ class RateLimit:
 
 _SHARED: dict[int, RateLimit] = {}
 _SHARED_LOCK = threading.Lock()
-#: The cap a command set for the whole process (``mirror --limit-rate``), for clients whose
-#: options name none.
-_PROCESS_RATE: list[int | None] = [None]
-
-
-def set_process_rate(rate: int | None) -> None:
-    """Cap every registry transfer of this process at ``rate`` bytes per second (None: no cap),
-    whatever options each client was opened with: a mirror job opens its clients from the job
-    file, not from the command line."""
-    _PROCESS_RATE[0] = rate
 
 
 def budget_for(rate: int | None) -> RateLimit | None:
-    """The process's one budget for ``rate`` (or the process cap): every client, connection
-    and part of a command draws from it, so a copy between two registries (two clients) stays
-    under the cap with both directions together."""
-    rate = rate or _PROCESS_RATE[0]
+    """The process's one budget for ``rate``: every client, connection and part of a command
+    draws from it, so a copy between two registries (two clients) stays under the cap with
+    both directions together. A call that must not share its cap with others of the process
+    (a mirror run) hands its clients a :class:`RateLimit` of its own (``rate_budget``)."""
     if not rate:
         return None
     with _SHARED_LOCK:
@@ -87,7 +78,7 @@ class RateLimitTransport(Layer):
     """The ``--limit-rate`` layer: every body byte sent or received, of every request of
     the client, takes from the budget as it passes (uploads, downloads, manifests alike)."""
 
-    def __init__(self, inner: httpx.BaseTransport, budget: RateLimit):
+    def __init__(self, inner: httpx.BaseTransport, budget: ByteBudget):
         super().__init__(inner)
         self.budget = budget
 
@@ -105,7 +96,7 @@ class _Metered(httpx.SyncByteStream):
     """A body whose chunks wait for the budget; iterable again when the body it wraps is (a
     retried request sends its bytes again)."""
 
-    def __init__(self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, budget: RateLimit):
+    def __init__(self, stream: httpx.SyncByteStream | httpx.AsyncByteStream, budget: ByteBudget):
         self._stream = stream
         self._budget = budget
 
