@@ -38,3 +38,34 @@ def test_an_abandoned_upload_is_cleaned_up(tmp_path):
     os.utime(old, (past, past))
     assert staging.clean() == 1
     assert not old.exists() and fresh.exists()
+
+
+def test_a_file_another_flow_was_told_is_here_stays_until_that_flow_commits(tmp_path):
+    """Two repositories' flows name one staged file (the second was told "here already" by the
+    batch API): the first commit leaves it for the second, the second's removes it."""
+    staging = Staging(tmp_path / "staging")
+    data = b"shared weights"
+    sha = hashlib.sha256(data).hexdigest()
+    with staging.new_file() as (path, fd):
+        os.write(fd, data)
+        staging.commit_file(path, sha)
+    assert staging.pin(sha, "acme/one") and staging.pin(sha, "Acme/Two")
+    staging.release([sha], "acme/one")
+    assert staging.has(sha)
+    staging.release([sha, sha], "acme/two")
+    assert not staging.has(sha) and not staging.pin(sha, "acme/one")
+
+
+def test_the_budget_counts_staged_files_and_uploads_in_flight(tmp_path):
+    from ocibridge.hubserver.staging import StagingFull
+
+    staging = Staging(tmp_path / "staging", budget=100)
+    with staging.new_file() as (path, fd):
+        os.write(fd, b"x" * 60)
+        staging.commit_file(path, hashlib.sha256(b"x" * 60).hexdigest())
+    with staging.reserve(30):
+        assert staging.room_for(11) is not None and staging.room_for(10) is None
+        with pytest.raises(StagingFull, match="--staging-budget"), staging.reserve(11):
+            pass
+    with staging.reserve(40):
+        pass

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.hubserver import XET_MIN_SIZE as XET_MIN_SIZE
 from ocibridge.hubserver.server import read_tokens as read_tokens
+from ocibridge.hubserver.staging import ABANDONED_SECONDS as _STAGING_EXPIRY
+from ocibridge.hubserver.staging import BUDGET as _STAGING_BUDGET
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -39,6 +41,8 @@ class ServeOptions:
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out (--public-url)
     page: int = 1000  # entries per page of a tree or model listing
     send_timeout: float = 30.0  # seconds one write of an answer may take; a client slower is cut (--send-timeout)
+    staging_budget: int = _STAGING_BUDGET  # bytes uploads not yet committed may take; past it: 507 (--staging-budget)
+    staging_expiry: float = _STAGING_EXPIRY  # seconds an upload no commit names is kept (--staging-expiry)
 
 
 @dataclass(frozen=True)
@@ -129,9 +133,14 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
         access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
-        send_timeout=options.send_timeout, publish=_publisher(transfer))
+        send_timeout=options.send_timeout, publish=_publisher(transfer),
+        staging_budget=options.staging_budget, staging_expiry=options.staging_expiry)
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
+    if not options.staging_expiry > 0:
+        raise UsageError(f"--staging-expiry {options.staging_expiry}: expected a number of seconds above 0")
+    if options.staging_budget < 1:
+        raise UsageError(f"--staging-budget {options.staging_budget}: expected a size of at least one byte")
     check_listening(settings)
     located = parse_sources([sources] if isinstance(sources, str) else sources, transfer.registry_options())
     # The policy file found now is the one enforced for the server's life: read now (a file

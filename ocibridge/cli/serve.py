@@ -20,8 +20,10 @@ else:  # loaded when the command runs: --help loads none of serve
 def cmd_serve(args: argparse.Namespace) -> int:
     transfer = transfer_options(args)
     tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
+    budget = _size(args, "staging_budget", api_serve.ServeOptions.staging_budget)
     options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, xet_min_size=_xet_min(args),
-                                     public_url=args.public_url, send_timeout=args.send_timeout)
+                                     public_url=args.public_url, send_timeout=args.send_timeout,
+                                     staging_budget=budget, staging_expiry=args.staging_expiry)
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -58,7 +60,25 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--send-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="seconds one write of an answer may take: a client that reads slower is "
                         "disconnected (default 30)")
+    p.add_argument("--staging-budget", metavar="SIZE",
+                   help="bytes uploads not yet committed may take in serve's cache; an upload past it is "
+                        "refused with 507 (default 256G)")
+    p.add_argument("--staging-expiry", type=float, default=3600.0, metavar="SECONDS",
+                   help="an upload no commit names within this many seconds is removed (default 3600)")
     add_transfer_flags(p)
+
+
+def _size(args: argparse.Namespace, name: str, default: int) -> int:
+    """A ``SIZE`` flag (``500K``, ``20M``, ``1G``), or its default."""
+    from ocibridge.cli.transfer_flags import parse_bytes
+
+    text = getattr(args, name)
+    if text is None:
+        return default
+    try:
+        return parse_bytes(text)
+    except ValueError as e:
+        raise UsageError(f"--{name.replace('_', '-')}: {e}") from None
 
 
 def _xet_min(args: argparse.Namespace) -> int | None:

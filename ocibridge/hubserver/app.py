@@ -391,7 +391,8 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequ
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
-            yield
+            with serve.publisher.staging.sweeping():  # abandoned uploads go on a timer
+                yield
         finally:
             serve.close()
 

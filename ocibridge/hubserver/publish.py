@@ -54,7 +54,7 @@ from ocibridge.hubserver.sources import (
     commit_of,
     repo_parts,
 )
-from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.staging import Staging, StagingFull
 from ocibridge.hubserver.xet import Grants
 from ocibridge.oci.reference import check_tag
 from ocibridge.stores.base import WritableStore
@@ -224,7 +224,13 @@ class PublishRoutes:
         ref = body.get("ref")
         branch = _branch(ref.get("name", "main")) if isinstance(ref, dict) else "main"
         held = set((await self._branch_files(repo_id, branch)).values())
-        await self._run(self.staging.clean)  # uploads abandoned an hour ago go
+        wanted = {o["oid"]: o["size"] for o in objects if isinstance(o, dict) and _is_sha256(o.get("oid"))
+                  and isinstance(o.get("size"), int) and o["size"] >= 0 and o["oid"] not in held}
+        staged = {oid for oid in wanted if await self._run(self.staging.pin, oid, repo_id)}  # here already
+        full = await self._run(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged))
+        if full:  # git-lfs's batch API: 507, the server has no room for the objects
+            await self._run(self.staging.release, staged, repo_id)
+            return error(507, None, full)
         base = self._base(request)
         expires = self.signer.expiry()
         answered: list[dict[str, Any]] = []
@@ -234,7 +240,7 @@ class PublishRoutes:
                 answered.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
                                  "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
                 continue
-            if oid in held or await self._run(self.staging.has, oid):
+            if oid in held or oid in staged:
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
                 continue
             path = _upload_path(str(oid), str(size), repo_id)
@@ -255,6 +261,14 @@ class PublishRoutes:
             return error(403, None, "this upload URL is not signed by serve, or has expired: ask the batch API again")
         if not _is_sha256(oid) or size is None:
             return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE/REPO")
+        try:
+            with self.staging.reserve(size):
+                return await self._receive(request, oid, size, repo_id)
+        except StagingFull as e:
+            return error(507, None, str(e))
+
+    async def _receive(self, request: Request, oid: str, size: int, repo_id: str) -> Response:
+        """The bytes of one LFS PUT into staging, checked against ``oid`` (room reserved)."""
         with self.staging.new_file() as (tmp, fd):
             relay = self._relay(repo_id, oid, size, tmp)
             # the chunk table push binds for a file this large, made from the bytes as they come
@@ -283,6 +297,7 @@ class PublishRoutes:
                     await self._run(self.staging.commit_file, tmp, oid)
                 except DigestMismatch as e:
                     return error(400, None, str(e))
+                await self._run(self.staging.pin, oid, repo_id)  # its commit gives it back
                 if chunks is not None:  # the bytes hashed to the oid: their table is a fact of it
                     chunkcache.remember(LayerChunks(f"sha256:{oid}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
             except ClientDisconnect:
@@ -339,8 +354,11 @@ class PublishRoutes:
             return error(400, "BadRequest", str(e))
         except OcibridgeError as e:
             return error(400, "BadRequest", f"{branch}: not a branch serve can write: {e}")
-        for content in payload.inline.values():
-            await self._run(self._stage_bytes, content)
+        try:
+            for content in payload.inline.values():
+                await self._run(self._stage_bytes, content, repo_id)
+        except StagingFull as e:
+            return error(507, None, str(e))
         try:
             oid = await self._run(self._commit, repo_id, branch, payload, allowed)
         except commits.StaleParent as e:
@@ -352,13 +370,14 @@ class PublishRoutes:
         url = f"{self._base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 
-    def _stage_bytes(self, content: bytes) -> None:
+    def _stage_bytes(self, content: bytes, repo_id: str) -> None:
         sha = hashlib.sha256(content).hexdigest()
-        if self.staging.has(sha):
+        if self.staging.pin(sha, repo_id):
             return
-        with self.staging.new_file() as (tmp, fd):
+        with self.staging.reserve(len(content)), self.staging.new_file() as (tmp, fd):
             _write_all(fd, content)
             self.staging.commit_file(tmp, sha)
+        self.staging.pin(sha, repo_id)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> str:
         """Build and push the commit, the branch locked; its commit oid."""
@@ -395,6 +414,9 @@ class PublishRoutes:
                 digest = self.publish(directory, dest, annotations)
             with self._created_lock:
                 self.created.discard(repo_id.lower())
+            # the commit has landed: what it took from staging goes, unless another flow may name it
+            named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
+            self.staging.release(named, repo_id)
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
             return commit_of(digest)
 

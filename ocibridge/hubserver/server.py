@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
+from ocibridge.hubserver.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
+from ocibridge.hubserver.staging import BUDGET as STAGING_BUDGET  # noqa: N811
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -41,6 +43,8 @@ class ServerSettings:
     public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
     send_timeout: float = 30.0  # seconds one write of an answer may take (guard.py)
     publish: Publish | None = None  # push's code, for the write API (commits.py); None: writes refused
+    staging_budget: int = STAGING_BUDGET  # bytes uploads not yet committed may take (staging.py)
+    staging_expiry: float = STAGING_EXPIRY  # seconds an upload no commit names is kept
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -87,12 +91,14 @@ def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     from ocibridge.hubserver.files import FileLists
     from ocibridge.hubserver.guard import Limits
     from ocibridge.hubserver.ranges import ChunkRanges
+    from ocibridge.hubserver.staging import Staging
 
     cache = ModelCache()
     return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
                       tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache),
                       xet_min=options.xet_min, public_url=options.public_url,
-                      limits=Limits(send_timeout=options.send_timeout), publish=options.publish)
+                      limits=Limits(send_timeout=options.send_timeout), publish=options.publish,
+                      staging=Staging(budget=options.staging_budget, expiry=options.staging_expiry))
 
 
 def check_listening(options: ServerSettings) -> tuple[str, int]:
@@ -142,6 +148,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.WARNING)
     try:
-        server(app, options).run()
+        with app.state.serve.publisher.staging.sweeping():  # abandoned uploads go on a timer
+            server(app, options).run()
     finally:
         app.state.serve.close()  # the chunks verified so far are in the model cache when it returns

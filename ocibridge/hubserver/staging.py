@@ -3,39 +3,141 @@ here, a commit takes them from here), named by their SHA-256 and kept only once 
 
     $OCIBRIDGE_CACHE/serve/staging/sha256/<hex>     a verified upload, read-only
     $OCIBRIDGE_CACHE/serve/staging/tmp/             uploads in progress (removed when abandoned)
+    $OCIBRIDGE_CACHE/serve/staging/parts/<oid>/     the parts of an LFS multipart upload
 
 Every way in (an LFS PUT, a file reassembled from Xet xorbs and shards) writes into a temporary
 file of ``tmp/`` and hands it to :meth:`Staging.commit_file`, which hashes it and moves it into
 place only when it is the SHA-256 it claims: nothing unverified is ever offered to a commit.
+
+How long a staged file stays follows the Hub's client flow: preupload, upload (or be told the
+object is there already), then one commit naming it. Each flow that may still name a file holds
+a *pin* on it (:meth:`Staging.pin`: the upload that staged it, or a batch answer that said "here
+already"), per repository; the commit that names it gives its repository's pin back
+(:meth:`Staging.release`) and the file goes once no flow holds one, so a landed commit leaves
+nothing behind while a second client told "here already" can still commit it. A file or part
+untouched for ``expiry`` seconds (no commit came: the client went away) is removed by
+:meth:`Staging.clean`, which serve runs on a timer (:meth:`Staging.sweeping`). The bytes staged
+and reserved by uploads in progress stay within ``budget``: :meth:`Staging.reserve` refuses an
+upload that would pass it (:class:`StagingFull`, the Hub's 507) before a byte of it is written.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import re
+import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ocibridge.core.environment import cache_root
-from ocibridge.errors import DigestMismatch
+from ocibridge.errors import DigestMismatch, OcibridgeError
+
+log = logging.getLogger("ocibridge.hubserver")
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
-#: an upload in tmp/ untouched this long is abandoned and removed by :meth:`Staging.clean`
+#: a staged upload untouched this long (no commit named it) is abandoned and removed by
+#: :meth:`Staging.clean` (serve's ``--staging-expiry``)
 ABANDONED_SECONDS = 3600.0
+#: bytes staged uploads may take together (serve's ``--staging-budget``): a 70B model in 16 bits
+#: is about 140 GB, committed at once by upload_folder; larger ones want a larger budget
+BUDGET = 256 * 1024 ** 3
+
+
+class StagingFull(OcibridgeError):
+    """An upload would take the staging area past its budget (the Hub's 507)."""
 
 
 class Staging:
     """The staging area of one serve (its cache root by default)."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, budget: int = BUDGET,
+                 expiry: float = ABANDONED_SECONDS) -> None:
         self.root = root if root is not None else cache_root() / "serve" / "staging"
         self.files = self.root / "sha256"
         self.tmp = self.root / "tmp"
+        self.parts = self.root / "parts"
+        self.budget = budget
+        self.expiry = expiry
+        self._lock = threading.Lock()
+        self._reserved = 0
+        self._pins: dict[str, list[tuple[str, float]]] = {}  # sha256 -> (repository, when) of each flow
+
+    # -- what is staged, and who may still commit it --------------------------------------------
+    def pin(self, sha256: str, owner: str) -> bool:
+        """Note that a flow of repository ``owner`` may commit the staged ``sha256`` (and touch
+        it: not abandoned); False when it is not staged."""
+        with self._lock:
+            path = self.path_for(sha256)
+            if path is None:
+                return False
+            with contextlib.suppress(OSError):
+                os.utime(path)
+            self._pins.setdefault(sha256, []).append((owner.lower(), time.time()))
+            return True
+
+    def release(self, shas: Iterable[str], owner: str) -> None:
+        """A commit of repository ``owner`` that named ``shas`` has landed: give back one pin of
+        ``owner`` on each, and remove the files no other flow holds a pin on."""
+        owner = owner.lower()
+        with self._lock:
+            for sha in set(shas):
+                pins = self._pins.get(sha, [])
+                mine = next((n for n, (who, _) in enumerate(pins) if who == owner), None)
+                if mine is not None:
+                    del pins[mine]
+                if pins:
+                    continue
+                self._pins.pop(sha, None)
+                if _HEX64.fullmatch(sha):
+                    (self.files / sha).unlink(missing_ok=True)
+
+    # -- the budget -----------------------------------------------------------------------------
+    def used(self) -> int:
+        """Bytes staged (verified files and multipart parts) and reserved by uploads in progress."""
+        total = self._reserved
+        for top in (self.files, self.parts):
+            if top.is_dir():
+                for entry in top.rglob("*"):
+                    with contextlib.suppress(OSError):
+                        st = entry.lstat()
+                        if not entry.is_dir():
+                            total += st.st_size
+        return total
+
+    @contextlib.contextmanager
+    def reserve(self, size: int) -> Iterator[None]:
+        """Room for an upload of ``size`` bytes while it is written (:class:`StagingFull` when
+        the budget has none)."""
+        with self._lock:
+            problem = self._no_room(size)
+            if problem:
+                raise StagingFull(problem)
+            self._reserved += size
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._reserved -= size
+
+    def room_for(self, size: int) -> str | None:
+        """Why ``size`` more bytes do not fit the budget now (None: they do)."""
+        with self._lock:
+            return self._no_room(size)
+
+    def _no_room(self, size: int) -> str | None:
+        used = self.used()
+        if used + size <= self.budget:
+            return None
+        return (f"serve's staging area is full: {used} of its {self.budget} bytes are held by uploads not yet "
+                f"committed, and {size} more were asked for (commit or wait for the uploads in flight, or start "
+                "serve with a larger --staging-budget)")
 
     def path_for(self, sha256: str) -> Path | None:
         """The verified file of ``sha256`` (64 lowercase hex), or None when it was not uploaded."""
@@ -81,14 +183,58 @@ class Staging:
         return target
 
     def clean(self, now: float | None = None) -> int:
-        """Remove uploads in progress untouched for :data:`ABANDONED_SECONDS`; how many went."""
+        """Remove what no commit came for within :attr:`expiry` seconds: uploads in progress,
+        staged files and multipart parts untouched that long (and their pins); how many went."""
         now = time.time() if now is None else now
         removed = 0
-        if not self.tmp.is_dir():
-            return 0
-        for entry in self.tmp.iterdir():
-            with contextlib.suppress(OSError):
-                if now - entry.lstat().st_mtime > ABANDONED_SECONDS:
-                    entry.unlink()
-                    removed += 1
+        with self._lock:
+            for sha, pins in list(self._pins.items()):
+                pins[:] = [(who, when) for who, when in pins if now - when <= self.expiry]
+                if not pins:
+                    del self._pins[sha]
+            for top in (self.tmp, self.files, self.parts):
+                if not top.is_dir():
+                    continue
+                for entry in top.iterdir():
+                    with contextlib.suppress(OSError):
+                        if now - _touched(entry) > self.expiry and entry.name not in self._pins:
+                            if entry.is_dir() and not entry.is_symlink():
+                                shutil.rmtree(entry)
+                            else:
+                                entry.unlink()
+                            removed += 1
+        if removed:
+            log.info("staging: %d abandoned uploads removed (untouched for %gs)", removed, self.expiry)
         return removed
+
+    @contextlib.contextmanager
+    def sweeping(self) -> Iterator[None]:
+        """:meth:`clean` every while (a tenth of :attr:`expiry`, at most a minute) in a thread,
+        until leaving: abandoned uploads go even when no other upload comes."""
+        stop = threading.Event()
+
+        def sweep() -> None:
+            while not stop.wait(min(60.0, max(0.1, self.expiry / 10))):
+                try:
+                    self.clean()
+                except Exception as e:  # noqa: BLE001 - the next sweep tries again
+                    log.warning("staging: cleaning up failed: %s", e)
+
+        thread = threading.Thread(target=sweep, name="staging-sweep", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+
+
+def _touched(entry: Path) -> float:
+    """When ``entry`` (a file, or a directory of parts: its newest) was last written or touched."""
+    st = entry.lstat()
+    newest = st.st_mtime
+    if entry.is_dir() and not entry.is_symlink():
+        for inner in entry.iterdir():
+            with contextlib.suppress(OSError):
+                newest = max(newest, inner.lstat().st_mtime)
+    return newest

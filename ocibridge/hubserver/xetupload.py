@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver import xet, xetformat, xethash
 from ocibridge.hubserver.answers import bearer, error, requested_repo
-from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.staging import Staging, StagingFull
 from ocibridge.hubserver.xetformat import BadUpload, FileEntry
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -150,7 +150,10 @@ class XetUpload:
             size = await self._receive(request, fd, MAX_SHARD)
             if size is None:
                 return error(413, None, f"a shard is at most {MAX_SHARD} bytes")
-            problem = await self.run(self._stage_shard, path)
+            try:
+                problem = await self.run(self._stage_shard, path, requested_repo(request))
+            except StagingFull as e:
+                return error(507, None, str(e))
         if problem:
             log.warning("%s: shard refused: %s", request.url.path, problem)
             return error(400, None, f"shard refused: {problem}")
@@ -158,8 +161,9 @@ class XetUpload:
             return Response(b'{"type":"result"}\n', media_type="application/x-ndjson")
         return JSONResponse({"result": 1})  # SyncPerformed
 
-    def _stage_shard(self, path: Path) -> str | None:
-        """Rebuild every file of the shard at ``path`` and stage them all, or none: why not."""
+    def _stage_shard(self, path: Path, repo_id: str) -> str | None:
+        """Rebuild every file of the shard at ``path`` and stage them all, or none: why not
+        (each held for the commit of ``repo_id`` to come; :class:`StagingFull` past the budget)."""
         try:
             with open(path, "rb") as f:
                 files = xetformat.shard_files(f)
@@ -168,7 +172,9 @@ class XetUpload:
         problem = self._too_large(files)
         if problem:
             return problem
+        declared = sum(seg.size for entry in files for seg in entry.segments)
         with contextlib.ExitStack() as stack:
+            stack.enter_context(self.staging.reserve(declared))
             built: list[tuple[Path, str]] = []
             for entry in files:
                 out, fd = stack.enter_context(self.staging.new_file())
@@ -179,6 +185,7 @@ class XetUpload:
                 built.append((out, sha256))
             for out, sha256 in built:
                 self.staging.commit_file(out, sha256)
+                self.staging.pin(sha256, repo_id)  # its commit gives it back
         return None
 
     def _too_large(self, files: list[FileEntry]) -> str | None:
