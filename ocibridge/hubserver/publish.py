@@ -44,6 +44,8 @@ from ocibridge.hubserver.answers import bearer, error, number, requested_repo
 from ocibridge.hubserver.files import FileLists
 from ocibridge.hubserver.grants import Grant, find
 from ocibridge.hubserver.guard import UPLOADS
+from ocibridge.hubserver.multipart import Multipart
+from ocibridge.hubserver.partpolicy import PartPolicy
 from ocibridge.hubserver.sources import (
     CREATED,
     Catalog,
@@ -78,7 +80,7 @@ class PublishRoutes:
     """The write routes' endpoints (app.py places them in its one route table)."""
 
     def __init__(self, catalog: Catalog, lists: FileLists, staging: Staging, grants: Sequence[Grant],
-                 publish: commits.Publish | None, public_url: str | None):
+                 publish: commits.Publish | None, public_url: str | None, parts: PartPolicy | None = None):
         self.catalog = catalog
         self.lists = lists
         self.staging = staging
@@ -86,6 +88,7 @@ class PublishRoutes:
         self.publish = publish
         self.public_url = public_url
         self.signer = Grants([g.token.encode() for g in self.grants if g.write])
+        self.multipart = Multipart(staging, self.signer, parts or PartPolicy())  # large files, in parts
         self.branches = commits.Branches()
         self.created: set[str] = set()  # repo ids created here and not committed to yet
         self._created_lock = threading.Lock()
@@ -234,6 +237,7 @@ class PublishRoutes:
         base = self._base(request)
         expires = self.signer.expiry()
         answered: list[dict[str, Any]] = []
+        in_parts = "multipart" in (body.get("transfers") or ["basic"])  # huggingface_hub offers both
         for item in objects:
             oid, size = (item.get("oid"), item.get("size")) if isinstance(item, dict) else (None, None)
             if not _is_sha256(oid) or not isinstance(size, int) or size < 0:
@@ -244,11 +248,14 @@ class PublishRoutes:
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
                 continue
             path = _upload_path(str(oid), str(size), repo_id)
+            upload = self.multipart.action(base, str(oid), size, repo_id, expires) if in_parts else None
             answered.append({"oid": oid, "size": size, "authenticated": True, "actions": {
-                "upload": {"href": base + self.signer.signed(path, expires), "expires_in": 3600},
+                "upload": upload or {"href": base + self.signer.signed(path, expires), "expires_in": 3600},
                 "verify": {"href": f"{base}{UPLOAD_PATH}verify", "header": {}},
             }})
-        return JSONResponse({"transfer": "basic", "objects": answered, "hash_algo": "sha256"},
+        transfer = "multipart" if any("chunk_size" in a.get("actions", {}).get("upload", {}).get("header", {})
+                                      for a in answered) else "basic"
+        return JSONResponse({"transfer": transfer, "objects": answered, "hash_algo": "sha256"},
                             media_type=LFS_TYPE)
 
     async def lfs_put(self, request: Request) -> Response:

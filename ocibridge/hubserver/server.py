@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
+from ocibridge.hubserver.partpolicy import MULTIPART_MIN, PART_SIZE
 from ocibridge.hubserver.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
 from ocibridge.hubserver.staging import BUDGET as STAGING_BUDGET  # noqa: N811
 
@@ -45,6 +46,8 @@ class ServerSettings:
     publish: Publish | None = None  # push's code, for the write API (commits.py); None: writes refused
     staging_budget: int = STAGING_BUDGET  # bytes uploads not yet committed may take (staging.py)
     staging_expiry: float = STAGING_EXPIRY  # seconds an upload no commit names is kept
+    lfs_multipart_min: int | None = MULTIPART_MIN  # LFS uploads from this size come in parts (None: never)
+    lfs_part_size: int = PART_SIZE  # ... of this size
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -90,6 +93,7 @@ def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     from ocibridge.hubserver.blobs import Blobs
     from ocibridge.hubserver.files import FileLists
     from ocibridge.hubserver.guard import Limits
+    from ocibridge.hubserver.partpolicy import PartPolicy
     from ocibridge.hubserver.ranges import ChunkRanges
     from ocibridge.hubserver.staging import Staging
 
@@ -98,7 +102,8 @@ def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
                       tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache),
                       xet_min=options.xet_min, public_url=options.public_url,
                       limits=Limits(send_timeout=options.send_timeout), publish=options.publish,
-                      staging=Staging(budget=options.staging_budget, expiry=options.staging_expiry))
+                      staging=Staging(budget=options.staging_budget, expiry=options.staging_expiry),
+                      parts=PartPolicy(options.lfs_multipart_min, options.lfs_part_size))
 
 
 def check_listening(options: ServerSettings) -> tuple[str, int]:
