@@ -92,7 +92,8 @@ class ServeApp:
                              public_url=public_url)
         staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
         self.publisher = PublishRoutes(catalog, lists, staging, grants, publish, public_url, parts)
-        self.xet_upload = XetUpload(staging, self.xet.grants, self.xet.base)  # uploads over Xet
+        self.xet_upload = XetUpload(staging, self.xet.grants, self.xet.base,  # uploads over Xet
+                                    relay=self.publisher.relay_for)
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far

@@ -277,7 +277,7 @@ class PublishRoutes:
     async def _receive(self, request: Request, oid: str, size: int, repo_id: str) -> Response:
         """The bytes of one LFS PUT into staging, checked against ``oid`` (room reserved)."""
         with self.staging.new_file() as (tmp, fd):
-            relay = self._relay(repo_id, oid, size, tmp)
+            relay = self.relay_for(repo_id, oid, size, tmp)
             # the chunk table push binds for a file this large, made from the bytes as they come
             chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
             whole = False
@@ -317,7 +317,7 @@ class PublishRoutes:
                     await self._run(relay.wait)
         return Response(status_code=200)
 
-    def _relay(self, repo_id: str, oid: str, size: int, tmp: Path) -> relay_mod.Relay | None:
+    def relay_for(self, repo_id: str, oid: str, size: int, tmp: Path) -> relay_mod.Relay | None:
         """A relay of a large upload to the registry repository its commit will push to (the
         first source's), when that is a registry."""
         parts = repo_parts(repo_id)

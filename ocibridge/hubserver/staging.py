@@ -164,18 +164,22 @@ class Staging:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
-    def commit_file(self, path: Path, sha256: str) -> Path:
+    def commit_file(self, path: Path, sha256: str, *, hashed: str | None = None) -> Path:
         """Move the finished upload ``path`` into place as ``sha256``, once its bytes hash to it
-        (:class:`ocibridge.errors.DigestMismatch` otherwise: the file is removed)."""
+        (:class:`ocibridge.errors.DigestMismatch` otherwise: the file is removed). ``hashed``:
+        the SHA-256 the writer computed of the very bytes it wrote (a Xet file rebuilt here),
+        so the file is not read again for it."""
         if not _HEX64.fullmatch(sha256):
             raise DigestMismatch(f"upload: {sha256!r} is not a SHA-256 (64 lowercase hex digits)")
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                digest.update(block)
-        if digest.hexdigest() != sha256:
+        if hashed is None:
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                while block := f.read(1 << 20):
+                    digest.update(block)
+            hashed = digest.hexdigest()
+        if hashed != sha256:
             path.unlink(missing_ok=True)
-            raise DigestMismatch(f"upload: the bytes sent hash to sha256:{digest.hexdigest()}, not sha256:{sha256}")
+            raise DigestMismatch(f"upload: the bytes sent hash to sha256:{hashed}, not sha256:{sha256}")
         self.files.mkdir(parents=True, exist_ok=True)
         path.chmod(0o444)
         target = self.files / sha256

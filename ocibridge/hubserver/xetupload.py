@@ -22,17 +22,27 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.chunks import chunkcache
+from ocibridge.chunks.chunking import ChunkHasher
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver import xet, xetformat, xethash
 from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.staging import Staging, StagingFull
 from ocibridge.hubserver.xetformat import BadUpload, FileEntry
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.relay import Relay
+
+#: a relay of a rebuilt file to the registry (publish.py's: the repository, the SHA-256 the shard
+#: names, the size, the file being written), or None where there is nowhere to relay to
+RelayFor = Callable[[str, str, int, Path], "Relay | None"]
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -47,8 +57,9 @@ class XetUpload:
     """The Xet upload routes over a :class:`Staging` (the module's docstring)."""
 
     def __init__(self, staging: Staging, grants: xet.Grants, base: Callable[[Request], str], *,
-                 budget: int = XORB_BUDGET):
+                 budget: int = XORB_BUDGET, relay: RelayFor | None = None):
         self.staging = staging
+        self.relay = relay
         self.xorbs = staging.root / "xorbs"
         self.grants = grants
         self.base = base
@@ -179,12 +190,12 @@ class XetUpload:
             for entry in files:
                 out, fd = stack.enter_context(self.staging.new_file())
                 try:
-                    sha256 = self._rebuild(entry, fd)
+                    sha256 = self._rebuild(entry, fd, out, repo_id)
                 except (BadUpload, DigestMismatch) as e:
                     return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
                 built.append((out, sha256))
             for out, sha256 in built:
-                self.staging.commit_file(out, sha256)
+                self.staging.commit_file(out, sha256, hashed=sha256)  # _rebuild hashed what it wrote
                 self.staging.pin(sha256, repo_id)  # its commit gives it back
         return None
 
@@ -204,13 +215,33 @@ class XetUpload:
             return f"its files are {declared} bytes, more than the {free} bytes free where serve stages uploads"
         return None
 
-    def _rebuild(self, entry: FileEntry, fd: int) -> str:
-        """Write the file ``entry`` names into ``fd`` from kept xorbs, checking its Xet hash and
-        the SHA-256 the shard names; that SHA-256 (hex)."""
+    def _rebuild(self, entry: FileEntry, fd: int, path: Path, repo_id: str) -> str:
+        """Write the file ``entry`` names into ``fd`` (at ``path``) from kept xorbs, checking its
+        Xet hash and the SHA-256 the shard names; that SHA-256 (hex). As the bytes pass, push's
+        chunk table is made of them and a large file goes on to the registry (:mod:`.relay`,
+        under the SHA-256 named: the registry keeps no blob of other bytes), as an LFS upload
+        does, so the commit's push neither reads nor sends it again."""
         if entry.sha256 is None:
             raise BadUpload("the shard names no SHA-256 for it (no metadata extension)")
+        named = xethash.hex_of(entry.sha256)  # stored as a Xet hash is: 64-bit words, little-endian
+        size = sum(seg.size for seg in entry.segments)
+        relay = self.relay(repo_id, named, size, path) if self.relay is not None else None
+        try:
+            sha256 = self._write(entry, fd, named, size, relay)
+        except BaseException:
+            if relay is not None:
+                relay.follow.fail("the file did not rebuild")
+            raise
+        finally:
+            if relay is not None:
+                relay.wait()
+        return sha256
+
+    def _write(self, entry: FileEntry, fd: int, named: str, size: int, relay: Relay | None) -> str:
         digest = hashlib.sha256()
+        chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
         hashes: list[tuple[bytes, int]] = []
+        done = 0
         with os.fdopen(os.dup(fd), "wb") as out:
             for seg in entry.segments:
                 source = self.xorbs / xethash.hex_of(seg.xorb)
@@ -223,17 +254,24 @@ class XetUpload:
                     for data in xetformat.chunks(f, os.fstat(f.fileno()).st_size, seg.first, seg.end):
                         hashes.append((xethash.chunk_hash(data), len(data)))
                         digest.update(data)
+                        if chunks is not None:
+                            chunks.update(data)
                         out.write(data)
                         written += len(data)
                 if written != seg.size:
                     raise BadUpload(f"a segment of xorb {xethash.hex_of(seg.xorb)} is {written} bytes, "
                                     f"the shard says {seg.size}")
+                done += written
+                if relay is not None:
+                    out.flush()
+                    relay.follow.grew(min(done, size))
         if xethash.file_hash(hashes) != entry.xet_hash:
             raise BadUpload(f"its pieces hash to {xethash.hex_of(xethash.file_hash(hashes))}")
-        named = xethash.hex_of(entry.sha256)  # stored as a Xet hash is: 64-bit words, little-endian
         if digest.hexdigest() != named:
             raise BadUpload(f"its bytes hash to sha256:{digest.hexdigest()}, the shard names sha256:{named}")
-        return digest.hexdigest()
+        if chunks is not None:  # the bytes are the SHA-256 named: their table is a fact of it
+            chunkcache.remember(LayerChunks(f"sha256:{named}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
+        return named
 
     async def no_grant(self, request: Request) -> Response:
         """``POST {cas}/v1/xorb-grants/...``: hf_xet 1.8 asks first for a grant to upload a xorb
