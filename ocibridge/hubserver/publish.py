@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,6 +40,7 @@ from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.hubserver import commits
 from ocibridge.hubserver import relay as relay_mod
 from ocibridge.hubserver.answers import bearer, error, number, requested_repo
+from ocibridge.hubserver.created import CreatedRepos
 from ocibridge.hubserver.files import FileLists
 from ocibridge.hubserver.grants import Grant, find
 from ocibridge.hubserver.guard import UPLOADS
@@ -90,8 +90,7 @@ class PublishRoutes:
         self.signer = Grants([g.token.encode() for g in self.grants if g.write])
         self.multipart = Multipart(staging, self.signer, parts or PartPolicy())  # large files, in parts
         self.branches = commits.Branches()
-        self.created: set[str] = set()  # repo ids created here and not committed to yet
-        self._created_lock = threading.Lock()
+        self.created = CreatedRepos(staging.root.parent / "created")  # made, not committed to yet
 
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
         return await anyio.to_thread.run_sync(call, *args)
@@ -133,9 +132,8 @@ class PublishRoutes:
                 return None
             raise
         except RepoNotFound:
-            with self._created_lock:
-                if repo_id.lower() in self.created and branch == "main":
-                    return None
+            if branch == "main" and self.created.has(repo_id):
+                return None
             raise
 
     def _exists(self, repo_id: str) -> bool:
@@ -144,8 +142,7 @@ class PublishRoutes:
         except RevisionNotFound:
             return True
         except RepoNotFound:
-            with self._created_lock:
-                return repo_id.lower() in self.created
+            return self.created.has(repo_id)
         return True
 
     async def create_repo(self, request: Request) -> Response:
@@ -170,8 +167,7 @@ class PublishRoutes:
         if await self._run(self._exists, repo_id):
             return JSONResponse({"error": "You already created this model repo", "url": url}, status_code=409,
                                 headers={"X-Error-Message": "You already created this model repo"})
-        with self._created_lock:
-            self.created.add(repo_id.lower())
+        await self._run(self.created.add, repo_id)
         return JSONResponse({"url": url, "name": repo_id})
 
     async def validate_yaml(self, request: Request) -> Response:
@@ -419,8 +415,7 @@ class PublishRoutes:
             with commits.linked_tree(tree, self.staging.root / "commits", (parts or [repo_id])[-1]) as directory:
                 _known_digests(directory, tree)
                 digest = self.publish(directory, dest, annotations)
-            with self._created_lock:
-                self.created.discard(repo_id.lower())
+            self.created.discard(repo_id)
             # the commit has landed: what it took from staging goes, unless another flow may name it
             named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
             self.staging.release(named, repo_id)

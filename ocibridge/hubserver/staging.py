@@ -4,6 +4,7 @@ here, a commit takes them from here), named by their SHA-256 and kept only once 
     $OCIBRIDGE_CACHE/serve/staging/sha256/<hex>     a verified upload, read-only
     $OCIBRIDGE_CACHE/serve/staging/tmp/             uploads in progress (removed when abandoned)
     $OCIBRIDGE_CACHE/serve/staging/parts/<oid>/     the parts of an LFS multipart upload
+    $OCIBRIDGE_CACHE/serve/staging/pins/<hex>/      the flows that may still commit <hex>
 
 Every way in (an LFS PUT, a file reassembled from Xet xorbs and shards) writes into a temporary
 file of ``tmp/`` and hands it to :meth:`Staging.commit_file`, which hashes it and moves it into
@@ -14,7 +15,9 @@ object is there already), then one commit naming it. Each flow that may still na
 a *pin* on it (:meth:`Staging.pin`: the upload that staged it, or a batch answer that said "here
 already"), per repository; the commit that names it gives its repository's pin back
 (:meth:`Staging.release`) and the file goes once no flow holds one, so a landed commit leaves
-nothing behind while a second client told "here already" can still commit it. A file or part
+nothing behind while a second client told "here already" can still commit it. Pins are files
+(``pins/<sha256>/<repository>.<random>``), so serves sharing the cache volume see each other's.
+A file or part
 untouched for ``expiry`` seconds (no commit came: the client went away) is removed by
 :meth:`Staging.clean`, which serve runs on a timer (:meth:`Staging.sweeping`). The bytes staged
 and reserved by uploads in progress stay within ``budget``: :meth:`Staging.reserve` refuses an
@@ -32,8 +35,10 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 from ocibridge.core.environment import cache_root
 from ocibridge.errors import DigestMismatch, OcibridgeError
@@ -63,11 +68,11 @@ class Staging:
         self.files = self.root / "sha256"
         self.tmp = self.root / "tmp"
         self.parts = self.root / "parts"
+        self.pins = self.root / "pins"  # pins/<sha256>/<repository>.<random>: who may still commit it
         self.budget = budget
         self.expiry = expiry
         self._lock = threading.Lock()
         self._reserved = 0
-        self._pins: dict[str, list[tuple[str, float]]] = {}  # sha256 -> (repository, when) of each flow
 
     # -- what is staged, and who may still commit it --------------------------------------------
     def pin(self, sha256: str, owner: str) -> bool:
@@ -79,24 +84,27 @@ class Staging:
                 return False
             with contextlib.suppress(OSError):
                 os.utime(path)
-            self._pins.setdefault(sha256, []).append((owner.lower(), time.time()))
+            held = self.pins / sha256
+            held.mkdir(parents=True, exist_ok=True)
+            (held / f"{_owner(owner)}.{uuid.uuid4().hex}").touch()
             return True
 
     def release(self, shas: Iterable[str], owner: str) -> None:
         """A commit of repository ``owner`` that named ``shas`` has landed: give back one pin of
         ``owner`` on each, and remove the files no other flow holds a pin on."""
-        owner = owner.lower()
         with self._lock:
             for sha in set(shas):
-                pins = self._pins.get(sha, [])
-                mine = next((n for n, (who, _) in enumerate(pins) if who == owner), None)
-                if mine is not None:
-                    del pins[mine]
-                if pins:
+                if not _HEX64.fullmatch(sha):
                     continue
-                self._pins.pop(sha, None)
-                if _HEX64.fullmatch(sha):
-                    (self.files / sha).unlink(missing_ok=True)
+                held = self.pins / sha
+                mine = sorted(held.glob(f"{_owner(owner)}.*")) if held.is_dir() else []
+                if mine:
+                    mine[0].unlink(missing_ok=True)
+                if held.is_dir() and any(held.iterdir()):
+                    continue
+                with contextlib.suppress(OSError):
+                    held.rmdir()
+                (self.files / sha).unlink(missing_ok=True)
 
     # -- the budget -----------------------------------------------------------------------------
     def used(self) -> int:
@@ -192,16 +200,19 @@ class Staging:
         now = time.time() if now is None else now
         removed = 0
         with self._lock:
-            for sha, pins in list(self._pins.items()):
-                pins[:] = [(who, when) for who, when in pins if now - when <= self.expiry]
-                if not pins:
-                    del self._pins[sha]
+            for held in self.pins.iterdir() if self.pins.is_dir() else ():
+                with contextlib.suppress(OSError):
+                    for pin in held.iterdir():
+                        if now - pin.lstat().st_mtime > self.expiry:
+                            pin.unlink()
+                    if not any(held.iterdir()):
+                        held.rmdir()
             for top in (self.tmp, self.files, self.parts):
                 if not top.is_dir():
                     continue
                 for entry in top.iterdir():
                     with contextlib.suppress(OSError):
-                        if now - _touched(entry) > self.expiry and entry.name not in self._pins:
+                        if now - _touched(entry) > self.expiry and not (self.pins / entry.name).is_dir():
                             if entry.is_dir() and not entry.is_symlink():
                                 shutil.rmtree(entry)
                             else:
@@ -231,6 +242,11 @@ class Staging:
         finally:
             stop.set()
             thread.join(timeout=5)
+
+
+def _owner(repo_id: str) -> str:
+    """A repository id as one file name (lowercase, ``/`` and ``%`` quoted)."""
+    return quote(repo_id.lower(), safe="")
 
 
 def _touched(entry: Path) -> float:
