@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 import pytest
 
@@ -69,3 +70,20 @@ def test_the_budget_counts_staged_files_and_uploads_in_flight(tmp_path):
             pass
     with staging.reserve(40):
         pass
+
+
+def test_a_flow_still_uploading_keeps_what_it_uploaded_first(tmp_path):
+    """Expiry counts from a repository's last upload: a file staged first is not abandoned while
+    the same flow is still sending its next file (a large model takes longer than the expiry)."""
+    staging = Staging(tmp_path / "staging", expiry=60)
+    data = b"first file"
+    sha = hashlib.sha256(data).hexdigest()
+    with staging.new_file() as (path, fd):
+        os.write(fd, data)
+        staging.commit_file(path, sha)
+    assert staging.pin(sha, "acme/big")
+    later = time.time() + 120
+    with staging.reserve(10, "acme/big"):  # the next file of the flow, still arriving
+        assert staging.clean(now=later) == 0 and staging.has(sha)
+    assert staging.clean(now=time.time() + 30) == 0 and staging.has(sha)  # refreshed when it ended
+    assert staging.clean(now=time.time() + 120) >= 1 and not staging.has(sha)

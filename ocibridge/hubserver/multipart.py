@@ -93,13 +93,13 @@ class Multipart:
         place = self._place(request, request.path_params["n"])
         if isinstance(place, Response):
             return place
-        oid, size, chunk, _ = place
+        oid, size, chunk, repo_id = place
         n, count = number(request.path_params["n"]) or 0, -(-size // chunk)
         if not 1 <= n <= count:
             return error(400, None, f"part {request.path_params['n']}: this upload has parts 1 to {count}")
         length = chunk if n < count else size - chunk * (count - 1)
         try:
-            with self.staging.reserve(length):
+            with self.staging.reserve(length, repo_id):
                 return await self._receive(request, oid, size, n, chunk * (n - 1), length)
         except StagingFull as e:
             return error(507, None, str(e))

@@ -228,7 +228,7 @@ class PublishRoutes:
         staged = {oid for oid in wanted if await self._run(self.staging.pin, oid, repo_id)}  # here already
         full = await self._run(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged))
         if full:  # git-lfs's batch API: 507, the server has no room for the objects
-            await self._run(self.staging.release, staged, repo_id)
+            await self._run(self.staging.unpin, staged, repo_id)
             return error(507, None, full)
         base = self._base(request)
         expires = self.signer.expiry()
@@ -265,7 +265,7 @@ class PublishRoutes:
         if not _is_sha256(oid) or size is None:
             return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE/REPO")
         try:
-            with self.staging.reserve(size):
+            with self.staging.reserve(size, repo_id):
                 return await self._receive(request, oid, size, repo_id)
         except StagingFull as e:
             return error(507, None, str(e))
@@ -377,7 +377,7 @@ class PublishRoutes:
         sha = hashlib.sha256(content).hexdigest()
         if self.staging.pin(sha, repo_id):
             return
-        with self.staging.reserve(len(content)), self.staging.new_file() as (tmp, fd):
+        with self.staging.reserve(len(content), repo_id), self.staging.new_file() as (tmp, fd):
             _write_all(fd, content)
             self.staging.commit_file(tmp, sha)
         self.staging.pin(sha, repo_id)

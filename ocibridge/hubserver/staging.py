@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from ocibridge.core.environment import cache_root
 from ocibridge.errors import DigestMismatch, OcibridgeError
@@ -73,6 +73,7 @@ class Staging:
         self.expiry = expiry
         self._lock = threading.Lock()
         self._reserved = 0
+        self._uploading: dict[str, int] = {}  # repository -> its uploads in progress here
 
     # -- what is staged, and who may still commit it --------------------------------------------
     def pin(self, sha256: str, owner: str) -> bool:
@@ -82,12 +83,29 @@ class Staging:
             path = self.path_for(sha256)
             if path is None:
                 return False
-            with contextlib.suppress(OSError):
-                os.utime(path)
             held = self.pins / sha256
             held.mkdir(parents=True, exist_ok=True)
             (held / f"{_owner(owner)}.{uuid.uuid4().hex}").touch()
+            self._refresh(owner)
             return True
+
+    def _refresh(self, owner: str) -> None:
+        """Touch every pin of ``owner`` and the files they hold: its flow is still uploading, so
+        what it uploaded first is not abandoned (expiry counts from a flow's last upload)."""
+        if not self.pins.is_dir():
+            return
+        for pin in self.pins.glob(f"*/{_owner(owner)}.*"):
+            with contextlib.suppress(OSError):
+                os.utime(pin)
+                os.utime(self.files / pin.parent.name)
+
+    def unpin(self, shas: Iterable[str], owner: str) -> None:
+        """Give back one pin of ``owner`` on each of ``shas`` and remove nothing (a batch refused)."""
+        with self._lock:
+            for sha in set(shas):
+                mine = sorted((self.pins / sha).glob(f"{_owner(owner)}.*")) if _HEX64.fullmatch(sha) else []
+                if mine:
+                    mine[0].unlink(missing_ok=True)
 
     def release(self, shas: Iterable[str], owner: str) -> None:
         """A commit of repository ``owner`` that named ``shas`` has landed: give back one pin of
@@ -120,19 +138,26 @@ class Staging:
         return total
 
     @contextlib.contextmanager
-    def reserve(self, size: int) -> Iterator[None]:
-        """Room for an upload of ``size`` bytes while it is written (:class:`StagingFull` when
-        the budget has none)."""
+    def reserve(self, size: int, owner: str = "") -> Iterator[None]:
+        """Room for an upload of ``size`` bytes for repository ``owner`` while it is written
+        (:class:`StagingFull` when the budget has none); meanwhile ``owner``'s pins do not expire."""
+        key = owner.lower()
         with self._lock:
             problem = self._no_room(size)
             if problem:
                 raise StagingFull(problem)
             self._reserved += size
+            self._uploading[key] = self._uploading.get(key, 0) + 1
         try:
             yield
         finally:
             with self._lock:
                 self._reserved -= size
+                self._uploading[key] -= 1
+                if not self._uploading[key]:
+                    del self._uploading[key]
+                if key:
+                    self._refresh(key)
 
     def room_for(self, size: int) -> str | None:
         """Why ``size`` more bytes do not fit the budget now (None: they do)."""
@@ -203,7 +228,8 @@ class Staging:
             for held in self.pins.iterdir() if self.pins.is_dir() else ():
                 with contextlib.suppress(OSError):
                     for pin in held.iterdir():
-                        if now - pin.lstat().st_mtime > self.expiry:
+                        uploading = unquote(pin.name.rpartition(".")[0]) in self._uploading
+                        if now - pin.lstat().st_mtime > self.expiry and not uploading:
                             pin.unlink()
                     if not any(held.iterdir()):
                         held.rmdir()

@@ -185,7 +185,7 @@ class XetUpload:
             return problem
         declared = sum(seg.size for entry in files for seg in entry.segments)
         with contextlib.ExitStack() as stack:
-            stack.enter_context(self.staging.reserve(declared))
+            stack.enter_context(self.staging.reserve(declared, repo_id))
             built: list[tuple[Path, str]] = []
             for entry in files:
                 out, fd = stack.enter_context(self.staging.new_file())
