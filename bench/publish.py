@@ -1,13 +1,15 @@
 """Publishing through ``ocibridge serve`` against ``ocibridge push`` (issue 55), on a fresh local
-registry, over LFS (``HF_HUB_DISABLE_XET=1``: Xet uploads are not served yet).
+registry, over Xet (hf_xet, huggingface_hub's default where it is installed) and over LFS
+(``HF_HUB_DISABLE_XET=1``).
 
-    .venv/bin/python -m bench.publish                      # 1024 MiB, --repeat 2
-    .venv/bin/python -m bench.publish --sizes 1024 4096 --repeat 1
+    .venv/bin/python -m bench.publish                      # 1024 MiB, --repeat 2, Xet and LFS
+    .venv/bin/python -m bench.publish --sizes 1024 4096 --repeat 1 --protocols xet
     .venv/bin/python -m bench.publish --dedupe 256          # one tensor of ten changed, over Xet
 
 The model is one safetensors-like file of random bytes and a config.json. Each sample is a
 process of its own, as a user runs it: ``HfApi().upload_folder`` into a new repository through
-a serve started afresh (empty staging and model cache), against ``python -m ocibridge push DIR
+a serve started afresh (empty staging and model cache; over Xet, hf_xet's own cache empty too,
+so nothing is deduplicated against an earlier sample), against ``python -m ocibridge push DIR
 REF`` into a new repository (target ≤ 1.3×). serve's peak RSS (``VmHWM``) after the upload is
 shown at each size (flat: bytes move a piece at a time).
 
@@ -93,26 +95,37 @@ def make_model(root: Path, size_mib: int) -> Path:
     return root
 
 
-def run(size_mib: int, work: Path, repeat: int) -> list[str]:
+def run(size_mib: int, work: Path, repeat: int, protocols: list[str]) -> list[str]:
     model = make_model(work / f"m{size_mib}", size_mib)
     push_s: list[float] = []
-    publish_s: list[float] = []
-    rss: list[float] = []
+    publish_s: dict[str, list[float]] = {p: [] for p in protocols}
+    rss: dict[str, list[float]] = {p: [] for p in protocols}
     with fresh_registry(work) as reg:
         for n in range(repeat):
             env = {**base_env(work), "OCIBRIDGE_CACHE": str(work / f"push-cache{n}")}
             push_s.append(timed([sys.executable, "-m", "ocibridge", "push", str(model),
                                  f"{reg.host}/bench/push{size_mib}-{n}:latest", "-q"], env))
-            with serving(work, f"{reg.host}/bench") as (url, proc):
-                env = {**base_env(work), "HF_ENDPOINT": url, "HF_TOKEN": "bench-token", "HF_HUB_DISABLE_XET": "1",
-                       "HF_HOME": str(work / "hf-home")}
-                publish_s.append(timed([sys.executable, "-c", UPLOAD, f"acme/pub{size_mib}-{n}", str(model)], env))
-                rss.append(peak_rss_mib(proc.pid))
+            for protocol in protocols:
+                home = work / f"hf-home-{protocol}-{n}"  # hf_xet's cache in it: nothing known from before
+                with serving(work, f"{reg.host}/bench") as (url, proc):
+                    env = {**base_env(work), "HF_ENDPOINT": url, "HF_TOKEN": "bench-token", "HF_HOME": str(home)}
+                    if protocol == "lfs":
+                        env["HF_HUB_DISABLE_XET"] = "1"
+                    publish_s[protocol].append(timed([sys.executable, "-c", UPLOAD,
+                                                      f"acme/{protocol}{size_mib}-{n}", str(model)], env))
+                    rss[protocol].append(peak_rss_mib(proc.pid))
+                shutil.rmtree(home, ignore_errors=True)
     shutil.rmtree(model)
-    push_m, pub_m = statistics.median(push_s), statistics.median(publish_s)
-    shown = ", ".join(f"{s:.1f}" for s in publish_s), ", ".join(f"{s:.1f}" for s in push_s)
-    return [f"| {size_mib} MiB | upload_folder through serve (LFS) {pub_m:.1f} s [{shown[0]}] | push {push_m:.1f} s "
-            f"[{shown[1]}] | {pub_m / push_m:.2f}× | serve peak RSS {max(rss):.0f} MiB | load {load()} |"]
+    push_m = statistics.median(push_s)
+    rows = []
+    for protocol in protocols:
+        pub_m = statistics.median(publish_s[protocol])
+        shown = ", ".join(f"{s:.1f}" for s in publish_s[protocol]), ", ".join(f"{s:.1f}" for s in push_s)
+        label = "LFS" if protocol == "lfs" else "Xet"
+        rows.append(f"| {size_mib} MiB | upload_folder through serve ({label}) "
+                    f"{pub_m:.1f} s [{shown[0]}] | push {push_m:.1f} s [{shown[1]}] | {pub_m / push_m:.2f}× | "
+                    f"serve peak RSS {max(rss[protocol]):.0f} MiB | load {load()} |")
+    return rows
 
 
 TENSORS = 10
@@ -181,6 +194,8 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[1024], help="weights sizes in MiB")
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--dedupe", type=int, metavar="SIZE", help="the one-tensor-changed row at SIZE MiB, only")
+    p.add_argument("--protocols", nargs="+", choices=["xet", "lfs"], default=["xet", "lfs"],
+                   help="how huggingface_hub uploads: hf_xet (its default) or LFS (HF_HUB_DISABLE_XET=1)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-publish-") as tmp:
         work = Path(tmp)
@@ -189,7 +204,7 @@ def main() -> None:
             print(*run_dedupe(args.dedupe, work), flush=True)
             return
         for size in args.sizes:
-            for row in run(size, work, args.repeat):
+            for row in run(size, work, args.repeat, args.protocols):
                 print(row, flush=True)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 
 import pytest
 
@@ -38,3 +39,51 @@ def test_an_abandoned_upload_is_cleaned_up(tmp_path):
     os.utime(old, (past, past))
     assert staging.clean() == 1
     assert not old.exists() and fresh.exists()
+
+
+def test_a_file_another_flow_was_told_is_here_stays_until_that_flow_commits(tmp_path):
+    """Two repositories' flows name one staged file (the second was told "here already" by the
+    batch API): the first commit leaves it for the second, the second's removes it."""
+    staging = Staging(tmp_path / "staging")
+    data = b"shared weights"
+    sha = hashlib.sha256(data).hexdigest()
+    with staging.new_file() as (path, fd):
+        os.write(fd, data)
+        staging.commit_file(path, sha)
+    assert staging.pin(sha, "acme/one") and staging.pin(sha, "Acme/Two")
+    staging.release([sha], "acme/one")
+    assert staging.has(sha)
+    staging.release([sha, sha], "acme/two")
+    assert not staging.has(sha) and not staging.pin(sha, "acme/one")
+
+
+def test_the_budget_counts_staged_files_and_uploads_in_flight(tmp_path):
+    from ocibridge.hubserver.staging import StagingFull
+
+    staging = Staging(tmp_path / "staging", budget=100)
+    with staging.new_file() as (path, fd):
+        os.write(fd, b"x" * 60)
+        staging.commit_file(path, hashlib.sha256(b"x" * 60).hexdigest())
+    with staging.reserve(30):
+        assert staging.room_for(11) is not None and staging.room_for(10) is None
+        with pytest.raises(StagingFull, match="--staging-budget"), staging.reserve(11):
+            pass
+    with staging.reserve(40):
+        pass
+
+
+def test_a_flow_still_uploading_keeps_what_it_uploaded_first(tmp_path):
+    """Expiry counts from a repository's last upload: a file staged first is not abandoned while
+    the same flow is still sending its next file (a large model takes longer than the expiry)."""
+    staging = Staging(tmp_path / "staging", expiry=60)
+    data = b"first file"
+    sha = hashlib.sha256(data).hexdigest()
+    with staging.new_file() as (path, fd):
+        os.write(fd, data)
+        staging.commit_file(path, sha)
+    assert staging.pin(sha, "acme/big")
+    later = time.time() + 120
+    with staging.reserve(10, "acme/big"):  # the next file of the flow, still arriving
+        assert staging.clean(now=later) == 0 and staging.has(sha)
+    assert staging.clean(now=time.time() + 30) == 0 and staging.has(sha)  # refreshed when it ended
+    assert staging.clean(now=time.time() + 120) >= 1 and not staging.has(sha)

@@ -14,7 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.hubserver import XET_MIN_SIZE as XET_MIN_SIZE
+from ocibridge.hubserver.partpolicy import MULTIPART_MIN as _MULTIPART_MIN
+from ocibridge.hubserver.partpolicy import PART_SIZE as _PART_SIZE
 from ocibridge.hubserver.server import read_tokens as read_tokens
+from ocibridge.hubserver.staging import ABANDONED_SECONDS as _STAGING_EXPIRY
+from ocibridge.hubserver.staging import BUDGET as _STAGING_BUDGET
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -42,6 +46,10 @@ class ServeOptions:
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out (--public-url)
     page: int = 1000  # entries per page of a tree or model listing
     send_timeout: float = 30.0  # seconds one write of an answer may take; a client slower is cut (--send-timeout)
+    staging_budget: int = _STAGING_BUDGET  # bytes uploads not yet committed may take; past it: 507 (--staging-budget)
+    staging_expiry: float = _STAGING_EXPIRY  # seconds an upload no commit names is kept (--staging-expiry)
+    lfs_multipart_min: int | None = _MULTIPART_MIN  # LFS uploads from this size come in parts; None: never
+    lfs_part_size: int = _PART_SIZE  # the size of those parts (--lfs-part-size)
 
 
 @dataclass(frozen=True)
@@ -195,9 +203,17 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
         access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
-        send_timeout=options.send_timeout, publish=_publisher(transfer, evidence), diff=_differ(transfer))
+        send_timeout=options.send_timeout, publish=_publisher(transfer, evidence), diff=_differ(transfer),
+        staging_budget=options.staging_budget, staging_expiry=options.staging_expiry,
+        lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size)
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
+    if not options.staging_expiry > 0:
+        raise UsageError(f"--staging-expiry {options.staging_expiry}: expected a number of seconds above 0")
+    if options.lfs_part_size < 1 or options.lfs_multipart_min is not None and options.lfs_multipart_min < 1:
+        raise UsageError("--lfs-part-size and --lfs-multipart-min: expected sizes of at least one byte")
+    if options.staging_budget < 1:
+        raise UsageError(f"--staging-budget {options.staging_budget}: expected a size of at least one byte")
     check_listening(settings)
     located = parse_sources([sources] if isinstance(sources, str) else sources, transfer.registry_options())
     if evidence is not None and not isinstance(located[0], RegistrySource):

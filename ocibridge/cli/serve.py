@@ -24,8 +24,12 @@ else:  # loaded when the command runs: --help loads none of serve
 def cmd_serve(args: argparse.Namespace) -> int:
     transfer = transfer_options(args)
     tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
+    budget = _size(args, "staging_budget", api_serve.ServeOptions.staging_budget)
     options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, xet_min_size=_xet_min(args),
-                                     public_url=args.public_url, send_timeout=args.send_timeout)
+                                     public_url=args.public_url, send_timeout=args.send_timeout,
+                                     staging_budget=budget, staging_expiry=args.staging_expiry,
+                                     lfs_multipart_min=_multipart_min(args),
+                                     lfs_part_size=_size(args, "lfs_part_size", api_serve.ServeOptions.lfs_part_size))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -79,6 +83,15 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--send-timeout", type=float, default=30.0, metavar="SECONDS",
                    help="seconds one write of an answer may take: a client that reads slower is "
                         "disconnected (default 30)")
+    p.add_argument("--staging-budget", metavar="SIZE",
+                   help="bytes uploads not yet committed may take in serve's cache; an upload past it is "
+                        "refused with 507 (default 256G)")
+    p.add_argument("--staging-expiry", type=float, default=3600.0, metavar="SECONDS",
+                   help="an upload no commit names within this many seconds is removed (default 3600)")
+    p.add_argument("--lfs-multipart-min", metavar="SIZE",
+                   help="LFS uploads (HF_HUB_DISABLE_XET=1) of files from this size come in parts, each "
+                        "resent alone when it fails (default 5G; 'off': one PUT each)")
+    p.add_argument("--lfs-part-size", metavar="SIZE", help="the size of those parts (default 512M)")
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--sign-key", metavar="KEY",
                    help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "
@@ -87,6 +100,25 @@ def register(command: CommandAdder) -> None:
                    help="the signature's form: classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
     add_evidence_flags(p, "commit")
     add_transfer_flags(p)
+
+
+def _multipart_min(args: argparse.Namespace) -> int | None:
+    if args.lfs_multipart_min is not None and args.lfs_multipart_min.lower() in ("off", "none", "no"):
+        return None
+    return _size(args, "lfs_multipart_min", api_serve.ServeOptions.lfs_multipart_min or 0) or None
+
+
+def _size(args: argparse.Namespace, name: str, default: int) -> int:
+    """A ``SIZE`` flag (``500K``, ``20M``, ``1G``), or its default."""
+    from ocibridge.cli.transfer_flags import parse_bytes
+
+    text = getattr(args, name)
+    if text is None:
+        return default
+    try:
+        return parse_bytes(text)
+    except ValueError as e:
+        raise UsageError(f"--{name.replace('_', '-')}: {e}") from None
 
 
 def _xet_min(args: argparse.Namespace) -> int | None:

@@ -63,6 +63,7 @@ from ocibridge.hubserver.xetupload import XetUpload
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.commits import Publish
+    from ocibridge.hubserver.partpolicy import PartPolicy
     from ocibridge.hubserver.ranges import ChunkRanges
     from ocibridge.hubserver.web.history import Diff
 
@@ -84,7 +85,8 @@ class ServeApp:
     def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, *,
                  tokens: Sequence[str] = (), page: int = PAGE, ranges: ChunkRanges | None = None,
                  xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None,
-                 publish: Publish | None = None, staging: Staging | None = None, diff: Diff | None = None):
+                 publish: Publish | None = None, staging: Staging | None = None, diff: Diff | None = None,
+                 parts: PartPolicy | None = None):
         self.catalog = catalog
         self.lists = lists
         self.blobs = blobs
@@ -95,9 +97,9 @@ class ServeApp:
         self.xet = XetRoutes(self.model, blobs, ranges, tokens=self.tokens, xet_min=xet_min,
                              public_url=public_url)
         staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
-        self.publisher = PublishRoutes(catalog, lists, staging, grants, publish, public_url)
+        self.publisher = PublishRoutes(catalog, lists, staging, grants, publish, public_url, parts)
         self.xet_upload = XetUpload(staging, self.xet.grants, self.xet.base,  # uploads over Xet
-                                    blobs=self.publisher.mounts)
+                                    blobs=self.publisher.mounts, relay=self.publisher.relay_for)
         self.compare = Compare(catalog, diff)  # the compare pages' diffs (ocibridge diff's), kept
         self.web = WebPages(self, public_url)  # the pages (issue 56): routed after every API route
         self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages
@@ -194,6 +196,12 @@ class ServeApp:
             *[HubRoute(f"/{repo}.git/info/lfs/objects/batch", self.guarded(self.publisher.lfs_batch),
                        methods=("POST",)) for repo in REPO_FORMS],
             HubRoute(f"{UPLOAD_PATH}verify", self.guarded(self.publisher.lfs_verify), methods=("POST",)),
+            # multipart (multipart.py): signed URLs, as the single PUT's
+            HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"
+                     "{n:hub_part}", self.guarded(self.publisher.multipart.put_part, needs_token=False),
+                     methods=("PUT",)),
+            HubRoute(f"{UPLOAD_PATH}complete/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}",
+                     self.guarded(self.publisher.multipart.complete, needs_token=False), methods=("POST",)),
             # no header comes with the bytes: the URL is signed (publish.py)
             HubRoute(f"{UPLOAD_PATH}{{oid:hub_part}}/{{size:hub_part}}/{{repo:hub_part}}",
                      self.guarded(self.publisher.lfs_put, needs_token=False), methods=("PUT",)),
@@ -392,7 +400,8 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequ
                page: int = PAGE, ranges: ChunkRanges | None = None,
                xet_min: int | None = XET_MIN_SIZE, public_url: str | None = None,
                limits: Limits | None = None, publish: Publish | None = None,
-               staging: Staging | None = None, diff: Diff | None = None) -> Starlette:
+               staging: Staging | None = None, diff: Diff | None = None,
+               parts: PartPolicy | None = None) -> Starlette:
     """The Starlette application over ``catalog``, behind :class:`.guard.Guard` (``limits``:
     body size, send timeout); ``ranges``: ranges of blobs the model cache
     lacks from verified chunks (else the whole blob is fetched first); ``xet_min``: files from
@@ -402,14 +411,16 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, *, tokens: Sequ
     an app it is mounted in, calls ``app.state.serve.close()``). ``publish``: push's code, which
     the write API (:mod:`.publish`) builds commits with (None: writes refused); ``staging``:
     where uploads wait for their commit (default: serve's cache); ``diff``: ``ocibridge.diff``,
-    which the compare pages show (:mod:`.web.history`; None: they say there is none)."""
+    which the compare pages show (:mod:`.web.history`; None: they say there is none); ``parts``:
+    which LFS uploads are offered in parts (:mod:`.multipart`)."""
     serve = ServeApp(catalog, lists, blobs, tokens=tokens, page=page, ranges=ranges, xet_min=xet_min,
-                     public_url=public_url, publish=publish, staging=staging, diff=diff)
+                     public_url=public_url, publish=publish, staging=staging, diff=diff, parts=parts)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
-            yield
+            with serve.publisher.staging.sweeping():  # abandoned uploads go on a timer
+                yield
         finally:
             serve.close()
 

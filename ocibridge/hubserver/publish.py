@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,10 +40,13 @@ from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.hubserver import commits
 from ocibridge.hubserver import relay as relay_mod
 from ocibridge.hubserver.answers import bearer, error, number, requested_repo
+from ocibridge.hubserver.created import CreatedRepos
 from ocibridge.hubserver.files import FileLists
 from ocibridge.hubserver.grants import Grant, find
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.mounts import Mounts
+from ocibridge.hubserver.multipart import Multipart
+from ocibridge.hubserver.partpolicy import PartPolicy
 from ocibridge.hubserver.sources import (
     CREATED,
     Catalog,
@@ -55,7 +57,7 @@ from ocibridge.hubserver.sources import (
     commit_of,
     repo_parts,
 )
-from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.staging import Staging, StagingFull
 from ocibridge.hubserver.xet import Grants
 from ocibridge.oci.reference import check_tag
 from ocibridge.stores.base import WritableStore
@@ -79,7 +81,7 @@ class PublishRoutes:
     """The write routes' endpoints (app.py places them in its one route table)."""
 
     def __init__(self, catalog: Catalog, lists: FileLists, staging: Staging, grants: Sequence[Grant],
-                 publish: commits.Publish | None, public_url: str | None):
+                 publish: commits.Publish | None, public_url: str | None, parts: PartPolicy | None = None):
         self.catalog = catalog
         self.lists = lists
         self.staging = staging
@@ -87,11 +89,11 @@ class PublishRoutes:
         self.publish = publish
         self.public_url = public_url
         self.signer = Grants([g.token.encode() for g in self.grants if g.write])
+        self.multipart = Multipart(staging, self.signer, parts or PartPolicy())  # large files, in parts
         self.branches = commits.Branches()
         source = catalog.sources[0] if catalog.sources else None
         self.mounts = Mounts(source if isinstance(source, RegistrySource) else None)  # unchanged files
-        self.created: set[str] = set()  # repo ids created here and not committed to yet
-        self._created_lock = threading.Lock()
+        self.created = CreatedRepos(staging.root.parent / "created")  # made, not committed to yet
 
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
         return await anyio.to_thread.run_sync(call, *args)
@@ -133,9 +135,8 @@ class PublishRoutes:
                 return None
             raise
         except RepoNotFound:
-            with self._created_lock:
-                if repo_id.lower() in self.created and branch == "main":
-                    return None
+            if branch == "main" and self.created.has(repo_id):
+                return None
             raise
 
     def _exists(self, repo_id: str) -> bool:
@@ -144,14 +145,12 @@ class PublishRoutes:
         except RevisionNotFound:
             return True
         except RepoNotFound:
-            with self._created_lock:
-                return repo_id.lower() in self.created
+            return self.created.has(repo_id)
         return True
 
     def created_empty(self, repo_id: str, revision: str) -> bool:
         """``repo_id`` was made by ``create_repo`` here and ``revision`` is its (commit-less) main."""
-        with self._created_lock:
-            return repo_id.lower() in self.created and _branch(revision) == "main"
+        return _branch(revision) == "main" and self.created.has(repo_id)
 
     async def create_repo(self, request: Request) -> Response:
         try:
@@ -175,8 +174,7 @@ class PublishRoutes:
         if await self._run(self._exists, repo_id):
             return JSONResponse({"error": "You already created this model repo", "url": url}, status_code=409,
                                 headers={"X-Error-Message": "You already created this model repo"})
-        with self._created_lock:
-            self.created.add(repo_id.lower())
+        await self._run(self.created.add, repo_id)
         return JSONResponse({"url": url, "name": repo_id})
 
     async def validate_yaml(self, request: Request) -> Response:
@@ -232,26 +230,36 @@ class PublishRoutes:
         ref = body.get("ref")
         branch = _branch(ref.get("name", "main")) if isinstance(ref, dict) else "main"
         held = set((await self._branch_files(repo_id, branch)).values())
-        await self._run(self.staging.clean)  # uploads abandoned an hour ago go
+        wanted = {o["oid"]: o["size"] for o in objects if isinstance(o, dict) and _is_sha256(o.get("oid"))
+                  and isinstance(o.get("size"), int) and o["size"] >= 0 and o["oid"] not in held}
+        staged = {oid for oid in wanted if await self._run(self.staging.pin, oid, repo_id)}  # here already
+        full = await self._run(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged))
+        if full:  # git-lfs's batch API: 507, the server has no room for the objects
+            await self._run(self.staging.unpin, staged, repo_id)
+            return error(507, None, full)
         base = self._base(request)
         expires = self.signer.expiry()
         answered: list[dict[str, Any]] = []
+        in_parts = "multipart" in (body.get("transfers") or ["basic"])  # huggingface_hub offers both
         for item in objects:
             oid, size = (item.get("oid"), item.get("size")) if isinstance(item, dict) else (None, None)
             if not _is_sha256(oid) or not isinstance(size, int) or size < 0:
                 answered.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
                                  "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
                 continue
-            if oid in held or await self._run(self.staging.has, oid) or \
+            if oid in held or oid in staged or \
                     await self._run(self.mounts.home, repo_id, oid) is not None:  # mounted at the commit
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
                 continue
             path = _upload_path(str(oid), str(size), repo_id)
+            upload = self.multipart.action(base, str(oid), size, repo_id, expires) if in_parts else None
             answered.append({"oid": oid, "size": size, "authenticated": True, "actions": {
-                "upload": {"href": base + self.signer.signed(path, expires), "expires_in": 3600},
+                "upload": upload or {"href": base + self.signer.signed(path, expires), "expires_in": 3600},
                 "verify": {"href": f"{base}{UPLOAD_PATH}verify", "header": {}},
             }})
-        return JSONResponse({"transfer": "basic", "objects": answered, "hash_algo": "sha256"},
+        transfer = "multipart" if any("chunk_size" in a.get("actions", {}).get("upload", {}).get("header", {})
+                                      for a in answered) else "basic"
+        return JSONResponse({"transfer": transfer, "objects": answered, "hash_algo": "sha256"},
                             media_type=LFS_TYPE)
 
     async def lfs_put(self, request: Request) -> Response:
@@ -264,8 +272,16 @@ class PublishRoutes:
             return error(403, None, "this upload URL is not signed by serve, or has expired: ask the batch API again")
         if not _is_sha256(oid) or size is None:
             return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE/REPO")
+        try:
+            with self.staging.reserve(size, repo_id):
+                return await self._receive(request, oid, size, repo_id)
+        except StagingFull as e:
+            return error(507, None, str(e))
+
+    async def _receive(self, request: Request, oid: str, size: int, repo_id: str) -> Response:
+        """The bytes of one LFS PUT into staging, checked against ``oid`` (room reserved)."""
         with self.staging.new_file() as (tmp, fd):
-            relay = self._relay(repo_id, oid, size, tmp)
+            relay = self.relay_for(repo_id, oid, size, tmp)
             # the chunk table push binds for a file this large, made from the bytes as they come
             chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
             whole = False
@@ -292,6 +308,7 @@ class PublishRoutes:
                     await self._run(self.staging.commit_file, tmp, oid)
                 except DigestMismatch as e:
                     return error(400, None, str(e))
+                await self._run(self.staging.pin, oid, repo_id)  # its commit gives it back
                 if chunks is not None:  # the bytes hashed to the oid: their table is a fact of it
                     chunkcache.remember(LayerChunks(f"sha256:{oid}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
             except ClientDisconnect:
@@ -304,7 +321,7 @@ class PublishRoutes:
                     await self._run(relay.wait)
         return Response(status_code=200)
 
-    def _relay(self, repo_id: str, oid: str, size: int, tmp: Path) -> relay_mod.Relay | None:
+    def relay_for(self, repo_id: str, oid: str, size: int, tmp: Path) -> relay_mod.Relay | None:
         """A relay of a large upload to the registry repository its commit will push to (the
         first source's), when that is a registry."""
         parts = repo_parts(repo_id)
@@ -348,8 +365,11 @@ class PublishRoutes:
             return error(400, "BadRequest", str(e))
         except OcibridgeError as e:
             return error(400, "BadRequest", f"{branch}: not a branch serve can write: {e}")
-        for content in payload.inline.values():
-            await self._run(self._stage_bytes, content)
+        try:
+            for content in payload.inline.values():
+                await self._run(self._stage_bytes, content, repo_id)
+        except StagingFull as e:
+            return error(507, None, str(e))
         try:
             oid = await self._run(self._commit, repo_id, branch, payload, allowed)
         except commits.StaleParent as e:
@@ -361,13 +381,14 @@ class PublishRoutes:
         url = f"{self._base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 
-    def _stage_bytes(self, content: bytes) -> None:
+    def _stage_bytes(self, content: bytes, repo_id: str) -> None:
         sha = hashlib.sha256(content).hexdigest()
-        if self.staging.has(sha):
+        if self.staging.pin(sha, repo_id):
             return
-        with self.staging.new_file() as (tmp, fd):
+        with self.staging.reserve(len(content), repo_id), self.staging.new_file() as (tmp, fd):
             _write_all(fd, content)
             self.staging.commit_file(tmp, sha)
+        self.staging.pin(sha, repo_id)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> str:
         """Build and push the commit, the branch locked; its commit oid."""
@@ -402,8 +423,10 @@ class PublishRoutes:
             with commits.linked_tree(tree, self.staging.root / "commits", (parts or [repo_id])[-1]) as directory:
                 _known_digests(directory, tree)
                 digest = self.publish(directory, dest, annotations)
-            with self._created_lock:
-                self.created.discard(repo_id.lower())
+            self.created.discard(repo_id)
+            # the commit has landed: what it took from staging goes, unless another flow may name it
+            named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
+            self.staging.release(named, repo_id)
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
             return commit_of(digest)
 

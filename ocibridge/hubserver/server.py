@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
+from ocibridge.hubserver.partpolicy import MULTIPART_MIN, PART_SIZE
+from ocibridge.hubserver.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
+from ocibridge.hubserver.staging import BUDGET as STAGING_BUDGET  # noqa: N811
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -43,6 +46,10 @@ class ServerSettings:
     send_timeout: float = 30.0  # seconds one write of an answer may take (guard.py)
     publish: Publish | None = None  # push's code, for the write API (commits.py); None: writes refused
     diff: Diff | None = None  # ocibridge.diff, for the compare pages (web/history.py); None: no diffs
+    staging_budget: int = STAGING_BUDGET  # bytes uploads not yet committed may take (staging.py)
+    staging_expiry: float = STAGING_EXPIRY  # seconds an upload no commit names is kept
+    lfs_multipart_min: int | None = MULTIPART_MIN  # LFS uploads from this size come in parts (None: never)
+    lfs_part_size: int = PART_SIZE  # ... of this size
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -88,14 +95,18 @@ def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     from ocibridge.hubserver.blobs import Blobs
     from ocibridge.hubserver.files import FileLists
     from ocibridge.hubserver.guard import Limits
+    from ocibridge.hubserver.partpolicy import PartPolicy
     from ocibridge.hubserver.ranges import ChunkRanges
+    from ocibridge.hubserver.staging import Staging
 
     cache = ModelCache()
     return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
                       tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache),
                       xet_min=options.xet_min, public_url=options.public_url,
                       limits=Limits(send_timeout=options.send_timeout), publish=options.publish,
-                      diff=options.diff)
+                      diff=options.diff,
+                      staging=Staging(budget=options.staging_budget, expiry=options.staging_expiry),
+                      parts=PartPolicy(options.lfs_multipart_min, options.lfs_part_size))
 
 
 def check_listening(options: ServerSettings) -> tuple[str, int]:
@@ -145,6 +156,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.WARNING)
     try:
-        server(app, options).run()
+        with app.state.serve.publisher.staging.sweeping():  # abandoned uploads go on a timer
+            server(app, options).run()
     finally:
         app.state.serve.close()  # the chunks verified so far are in the model cache when it returns

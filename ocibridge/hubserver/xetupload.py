@@ -24,19 +24,29 @@ import shutil
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.chunks import chunkcache
+from ocibridge.chunks.chunking import ChunkHasher
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver import xet, xetformat, xethash
 from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.mounts import Mounts
-from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.staging import Staging, StagingFull
 from ocibridge.hubserver.xetdedupe import Dedupe
 from ocibridge.hubserver.xetformat import BadUpload, FileEntry, Segment
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.relay import Relay
+
+#: a relay of a rebuilt file to the registry (publish.py's: the repository, the SHA-256 the shard
+#: names, the size, the file being written), or None where there is nowhere to relay to
+RelayFor = Callable[[str, str, int, Path], "Relay | None"]
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -51,8 +61,10 @@ class XetUpload:
     """The Xet upload routes over a :class:`Staging` (the module's docstring)."""
 
     def __init__(self, staging: Staging, grants: xet.Grants, base: Callable[[Request], str], *,
-                 budget: int = XORB_BUDGET, dedupe: Dedupe | None = None, blobs: Mounts | None = None):
+                 budget: int = XORB_BUDGET, dedupe: Dedupe | None = None, blobs: Mounts | None = None,
+                 relay: RelayFor | None = None):
         self.staging = staging
+        self.relay = relay
         self.xorbs = staging.root / "xorbs"
         self.dedupe = dedupe or Dedupe(self.xorbs)
         self.blobs = blobs  # a repository's files, for chunks of xorbs no longer kept
@@ -163,7 +175,10 @@ class XetUpload:
             size = await self._receive(request, fd, MAX_SHARD)
             if size is None:
                 return error(413, None, f"a shard is at most {MAX_SHARD} bytes")
-            problem = await self.run(self._stage_shard, path, requested_repo(request))
+            try:
+                problem = await self.run(self._stage_shard, path, requested_repo(request))
+            except StagingFull as e:
+                return error(507, None, str(e))
         if problem:
             log.warning("%s: shard refused: %s", request.url.path, problem)
             return error(400, None, f"shard refused: {problem}")
@@ -173,7 +188,8 @@ class XetUpload:
 
     def _stage_shard(self, path: Path, repo_id: str) -> str | None:
         """Rebuild every file of the shard at ``path`` and stage them all, or none: why not. The
-        staged files are then what ``repo_id``'s later uploads may name (:mod:`.xetdedupe`)."""
+        staged files are then what ``repo_id``'s later uploads may name (:mod:`.xetdedupe`), each
+        held for the commit of ``repo_id`` to come; :class:`StagingFull` past the budget."""
         try:
             with open(path, "rb") as f:
                 files = xetformat.shard_files(f)
@@ -182,17 +198,20 @@ class XetUpload:
         problem = self._too_large(files)
         if problem:
             return problem
+        declared = sum(seg.size for entry in files for seg in entry.segments)
         with contextlib.ExitStack() as stack:
+            stack.enter_context(self.staging.reserve(declared, repo_id))
             built: list[tuple[Path, str]] = []
             for entry in files:
                 out, fd = stack.enter_context(self.staging.new_file())
                 try:
-                    sha256 = self._rebuild(entry, fd, repo_id)
+                    sha256 = self._rebuild(entry, fd, out, repo_id)
                 except (BadUpload, DigestMismatch) as e:
                     return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
                 built.append((out, sha256))
             for out, sha256 in built:
-                self.staging.commit_file(out, sha256)
+                self.staging.commit_file(out, sha256, hashed=sha256)  # _rebuild hashed what it wrote
+                self.staging.pin(sha256, repo_id)  # its commit gives it back
         for entry in files:
             try:
                 self.dedupe.record(repo_id, entry)
@@ -252,30 +271,57 @@ class XetUpload:
                 raise BadUpload(f"chunk {k} of xorb {name}, read from sha256:{sha}, is not the chunk it held")
             yield data
 
-    def _rebuild(self, entry: FileEntry, fd: int, repo_id: str = "") -> str:
-        """Write the file ``entry`` names into ``fd`` from kept xorbs (or the files their chunks
-        were placed in), checking its Xet hash and the SHA-256 the shard names; that SHA-256 (hex)."""
+    def _rebuild(self, entry: FileEntry, fd: int, path: Path, repo_id: str) -> str:
+        """Write the file ``entry`` names into ``fd`` (at ``path``) from kept xorbs (or the files
+        their chunks were placed in), checking its Xet hash and the SHA-256 the shard names; that
+        SHA-256 (hex). As the bytes pass, push's chunk table is made of them and a large file goes
+        on to the registry (:mod:`.relay`, under the SHA-256 named: the registry keeps no blob of
+        other bytes), as an LFS upload does, so the commit's push neither reads nor sends it again."""
         if entry.sha256 is None:
             raise BadUpload("the shard names no SHA-256 for it (no metadata extension)")
+        named = xethash.hex_of(entry.sha256)  # stored as a Xet hash is: 64-bit words, little-endian
+        size = sum(seg.size for seg in entry.segments)
+        relay = self.relay(repo_id, named, size, path) if self.relay is not None else None
+        try:
+            sha256 = self._write(entry, fd, named, size, relay, repo_id)
+        except BaseException:
+            if relay is not None:
+                relay.follow.fail("the file did not rebuild")
+            raise
+        finally:
+            if relay is not None:
+                relay.wait()
+        return sha256
+
+    def _write(self, entry: FileEntry, fd: int, named: str, size: int, relay: Relay | None, repo_id: str) -> str:
         digest = hashlib.sha256()
+        chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
         hashes: list[tuple[bytes, int]] = []
+        done = 0
         with os.fdopen(os.dup(fd), "wb") as out, contextlib.ExitStack() as files:
             for seg in entry.segments:
                 written = 0
                 for data in self._segment(seg, repo_id, files):
                     hashes.append((xethash.chunk_hash(data), len(data)))
                     digest.update(data)
+                    if chunks is not None:
+                        chunks.update(data)
                     out.write(data)
                     written += len(data)
                 if written != seg.size:
                     raise BadUpload(f"a segment of xorb {xethash.hex_of(seg.xorb)} is {written} bytes, "
                                     f"the shard says {seg.size}")
+                done += written
+                if relay is not None:
+                    out.flush()
+                    relay.follow.grew(min(done, size))
         if xethash.file_hash(hashes) != entry.xet_hash:
             raise BadUpload(f"its pieces hash to {xethash.hex_of(xethash.file_hash(hashes))}")
-        named = xethash.hex_of(entry.sha256)  # stored as a Xet hash is: 64-bit words, little-endian
         if digest.hexdigest() != named:
             raise BadUpload(f"its bytes hash to sha256:{digest.hexdigest()}, the shard names sha256:{named}")
-        return digest.hexdigest()
+        if chunks is not None:  # the bytes are the SHA-256 named: their table is a fact of it
+            chunkcache.remember(LayerChunks(f"sha256:{named}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
+        return named
 
     async def no_grant(self, request: Request) -> Response:
         """``POST {cas}/v1/xorb-grants/...``: hf_xet 1.8 asks first for a grant to upload a xorb
