@@ -45,6 +45,7 @@ from ocibridge.hubserver.files import FileLists
 from ocibridge.hubserver.grants import Grant, find
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.mounts import Mounts
+from ocibridge.hubserver.owners import Owners
 from ocibridge.hubserver.sources import (
     CREATED,
     Catalog,
@@ -83,6 +84,7 @@ class PublishRoutes:
         self.catalog = catalog
         self.lists = lists
         self.staging = staging
+        self.owners = Owners(staging.root)  # which repository each staged upload was for
         self.grants = list(grants)
         self.publish = publish
         self.public_url = public_url
@@ -242,7 +244,7 @@ class PublishRoutes:
                 answered.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
                                  "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
                 continue
-            if oid in held or await self._run(self.staging.has, oid) or \
+            if oid in held or await self._run(self._uploaded, repo_id, oid) or \
                     await self._run(self.mounts.home, repo_id, oid) is not None:  # mounted at the commit
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
                 continue
@@ -292,6 +294,7 @@ class PublishRoutes:
                     await self._run(self.staging.commit_file, tmp, oid)
                 except DigestMismatch as e:
                     return error(400, None, str(e))
+                await self._run(self.owners.add, repo_id, oid)  # the URL's signature names repo_id
                 if chunks is not None:  # the bytes hashed to the oid: their table is a fact of it
                     chunkcache.remember(LayerChunks(f"sha256:{oid}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
             except ClientDisconnect:
@@ -325,7 +328,8 @@ class PublishRoutes:
             oid, size = body["oid"], body["size"]
         except (ValueError, KeyError, TypeError):
             return error(400, None, "expected {'oid', 'size'}")
-        found = await self._run(self.staging.path_for, oid) if isinstance(oid, str) else None
+        mine = isinstance(oid, str) and await self._run(self.owners.any, oid, allowed.may_write)
+        found = await self._run(self.staging.path_for, oid) if mine and isinstance(oid, str) else None
         if found is None or found.stat().st_size != size:
             return error(404, None, f"no verified upload of sha256:{oid} ({size} bytes)")
         return JSONResponse({"message": "verified"})
@@ -349,7 +353,7 @@ class PublishRoutes:
         except OcibridgeError as e:
             return error(400, "BadRequest", f"{branch}: not a branch serve can write: {e}")
         for content in payload.inline.values():
-            await self._run(self._stage_bytes, content)
+            await self._run(self._stage_bytes, repo_id, content)
         try:
             oid = await self._run(self._commit, repo_id, branch, payload, allowed)
         except commits.StaleParent as e:
@@ -361,13 +365,18 @@ class PublishRoutes:
         url = f"{self._base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 
-    def _stage_bytes(self, content: bytes) -> None:
+    def _stage_bytes(self, repo_id: str, content: bytes) -> None:
         sha = hashlib.sha256(content).hexdigest()
-        if self.staging.has(sha):
-            return
-        with self.staging.new_file() as (tmp, fd):
-            _write_all(fd, content)
-            self.staging.commit_file(tmp, sha)
+        if not self.staging.has(sha):
+            with self.staging.new_file() as (tmp, fd):
+                _write_all(fd, content)
+                self.staging.commit_file(tmp, sha)
+        self.owners.add(repo_id, sha)  # the commit sent its bytes: the writer has them
+
+    def _uploaded(self, repo_id: str, sha256: str) -> bool:
+        """Whether ``sha256`` is staged for ``repo_id``: uploaded for it (:mod:`.owners`); a file
+        staged for another repository only is neither answered as held nor committed here."""
+        return self.owners.has(repo_id, sha256) and self.staging.has(sha256)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> str:
         """Build and push the commit, the branch locked; its commit oid."""
@@ -409,12 +418,14 @@ class PublishRoutes:
 
 
     def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest) -> Callable[[str], Path | None]:
-        """The staged upload of a SHA-256, else the blob another repository holds (:mod:`.mounts`),
-        read into staging so push builds its layer, and mounts it rather than sends it."""
+        """The upload of a SHA-256 staged for ``repo_id``, else the blob another repository holds
+        (:mod:`.mounts`), read into staging so push builds its layer, and mounts it rather than
+        sends it. A file staged for another repository only is neither: its writer never
+        committed it, so naming its SHA-256 gives nobody else its bytes (:mod:`.owners`)."""
         sizes = {added.sha256: added.size for added in payload.added}
 
         def staged(sha256: str) -> Path | None:
-            found = self.staging.path_for(sha256)
+            found = self.staging.path_for(sha256) if self.owners.has(repo_id, sha256) else None
             if found is None and self.mounts.fetch(repo_id, sha256, sizes.get(sha256), self.staging):
                 found = self.staging.path_for(sha256)
             return found

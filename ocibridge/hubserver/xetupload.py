@@ -34,6 +34,7 @@ from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver import xet, xetformat, xethash
 from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.mounts import Mounts
+from ocibridge.hubserver.owners import Owners
 from ocibridge.hubserver.staging import Staging
 from ocibridge.hubserver.xetdedupe import Dedupe
 from ocibridge.hubserver.xetformat import BadUpload, FileEntry, Segment
@@ -191,8 +192,10 @@ class XetUpload:
                 except (BadUpload, DigestMismatch) as e:
                     return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
                 built.append((out, sha256))
+            owners = Owners(self.staging.root)
             for out, sha256 in built:
                 self.staging.commit_file(out, sha256)
+                owners.add(repo_id, sha256)  # what repo_id's commits may name (:mod:`.owners`)
         for entry in files:
             try:
                 self.dedupe.record(repo_id, entry)

@@ -1,0 +1,117 @@
+"""A hostile review of serve's write API (issue 55): what one writer could take from another,
+bodies that cost a 500, paths a pull would write where it should not, refs racing commits.
+serve runs in-process (tests/serving.py) over the real registry, with push's own publisher."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from serving import Served, serving
+
+from ocibridge.api.options import TransferOptions
+from ocibridge.api.serve import _publisher
+
+#: alice writes acme/, bob writes beta/, both read everything
+TOKENS = ("alice write acme/ alice", "bob write beta/ bob", "reader")
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def line(key: str, value: Any) -> bytes:
+    return json.dumps({"key": key, "value": value}).encode() + b"\n"
+
+
+HEADER = line("header", {"summary": "review"})
+
+
+def inline(path: str, data: bytes = b"hi") -> bytes:
+    return line("file", {"path": path, "content": base64.b64encode(data).decode(), "encoding": "base64"})
+
+
+def commit(s: Served, repo: str, token: str, body: bytes, branch: str = "main") -> httpx.Response:
+    return httpx.post(f"{s.url}/api/models/{repo}/commit/{branch}", content=body, headers=auth(token), timeout=60)
+
+
+def files(s: Served, repo: str, branch: str = "main") -> list[str]:
+    answer = httpx.get(f"{s.url}/api/models/{repo}/tree/{branch}?recursive=1", headers=auth("reader"))
+    assert answer.status_code == 200, answer.text
+    return sorted(entry["path"] for entry in answer.json())
+
+
+@pytest.fixture
+def served(registry: Any, unique_repo: str) -> Iterator[Served]:
+    with serving([f"{registry.host}/{unique_repo}"], tokens=TOKENS,
+                 publish=_publisher(TransferOptions(), None)) as s:
+        for org, token in (("acme", "alice"), ("beta", "bob")):
+            made = httpx.post(f"{s.url}/api/repos/create", json={"name": "m", "organization": org},
+                              headers=auth(token))
+            assert made.status_code == 200, made.text
+            assert commit(s, f"{org}/m", token, HEADER + inline("README.md")).status_code == 200
+        yield s
+
+
+def lfs_upload(s: Served, repo: str, token: str, data: bytes) -> dict[str, Any]:
+    """The LFS batch answer for ``data`` in ``repo``; its bytes PUT when asked for."""
+    oid = hashlib.sha256(data).hexdigest()
+    answer = httpx.post(f"{s.url}/{repo}.git/info/lfs/objects/batch", headers=auth(token),
+                        json={"operation": "upload", "objects": [{"oid": oid, "size": len(data)}]})
+    assert answer.status_code == 200, answer.text
+    item: dict[str, Any] = answer.json()["objects"][0]
+    if "actions" in item:
+        assert httpx.put(item["actions"]["upload"]["href"], content=data).status_code == 200
+    return item
+
+
+def lfs_line(path: str, data: bytes) -> bytes:
+    return line("lfsFile", {"path": path, "algo": "sha256", "oid": hashlib.sha256(data).hexdigest(),
+                            "size": len(data)})
+
+
+def test_a_writer_commits_only_what_its_repository_uploaded_or_can_read(served):
+    """bob's upload to beta/m, not yet committed, is bob's: alice (a writer of acme/ only) who
+    names its SHA-256 is asked for the bytes, not told serve has them; her commit naming it is
+    the Hub's 422 and her verify a 404. Once bob commits it, every token reads it: then alice may."""
+    secret = b"beta's weights, not yet published " + os.urandom(4096)
+    oid = hashlib.sha256(secret).hexdigest()
+    assert "actions" in lfs_upload(served, "beta/m", "bob", secret)
+    asked = httpx.post(f"{served.url}/acme/m.git/info/lfs/objects/batch", headers=auth("alice"),
+                       json={"operation": "upload", "objects": [{"oid": oid, "size": len(secret)}]})
+    assert "actions" in asked.json()["objects"][0], "serve told alice it holds bob's upload"
+    verify = httpx.post(f"{served.url}/ocibridge/lfs/verify", json={"oid": oid, "size": len(secret)},
+                        headers=auth("alice"))
+    assert verify.status_code == 404
+    taken = commit(served, "acme/m", "alice", HEADER + lfs_line("stolen.bin", secret))
+    assert taken.status_code == 422, taken.text
+    assert files(served, "acme/m") == ["README.md"]
+    # bob's own verify and commit take it
+    assert httpx.post(f"{served.url}/ocibridge/lfs/verify", json={"oid": oid, "size": len(secret)},
+                      headers=auth("bob")).status_code == 200
+    assert commit(served, "beta/m", "bob", HEADER + lfs_line("w.bin", secret)).status_code == 200
+    # now a blob of beta/m, which alice reads: hers to commit (mounted, not uploaded)
+    assert "actions" not in lfs_upload(served, "acme/m", "alice", secret)
+    assert commit(served, "acme/m", "alice", HEADER + lfs_line("w.bin", secret)).status_code == 200
+    assert files(served, "acme/m") == ["README.md", "w.bin"]
+
+
+def test_a_file_bob_sent_over_xet_is_not_alices_to_commit(served):
+    """The same over Xet: a shard through beta/m's write grant stages a file for beta/m only."""
+    from test_serve_xet_upload import one_chunk_xorb, shard_of
+
+    data = os.urandom(3000)
+    xorb, name = one_chunk_xorb(data)
+    grant = httpx.get(f"{served.url}/api/models/beta/m/xet-write-token/main", headers=auth("bob")).json()
+    cas, token = grant["casUrl"], grant["accessToken"]
+    assert httpx.post(f"{cas}/v1/xorbs/default/{name}", content=xorb, headers=auth(token)).status_code == 200
+    shard = shard_of(data, name, hashlib.sha256(data).hexdigest())
+    assert httpx.post(f"{cas}/v1/shards", content=shard, headers=auth(token)).status_code == 200
+    assert commit(served, "acme/m", "alice", HEADER + lfs_line("x.bin", data)).status_code == 422
+    assert commit(served, "beta/m", "bob", HEADER + lfs_line("x.bin", data)).status_code == 200
