@@ -115,3 +115,25 @@ def test_a_file_bob_sent_over_xet_is_not_alices_to_commit(served):
     assert httpx.post(f"{cas}/v1/shards", content=shard, headers=auth(token)).status_code == 200
     assert commit(served, "acme/m", "alice", HEADER + lfs_line("x.bin", data)).status_code == 422
     assert commit(served, "beta/m", "bob", HEADER + lfs_line("x.bin", data)).status_code == 200
+
+
+DEEP = b"[" * 200_000 + b"]" * 200_000  # within the 2 MiB a body may be; deeper than json's recursion
+
+
+@pytest.mark.parametrize(("route", "body", "status"), [
+    ("/api/repos/create", DEEP, 400),
+    ("/api/models/acme/m/preupload/main", DEEP, 400),
+    ("/acme/m.git/info/lfs/objects/batch", DEEP, 400),
+    ("/ocibridge/lfs/verify", DEEP, 400),
+    ("/api/models/acme/m/branch/dev", DEEP, 400),
+    ("/api/models/acme/m/commit/main", HEADER + b'{"key": "file", "value": ' + DEEP + b"}\n", 400),
+    # a ref that names no branch is main's, as a batch without one
+    ("/acme/m.git/info/lfs/objects/batch", b'{"operation": "upload", "objects": [], "ref": {"name": 5}}', 200),
+])
+def test_malformed_bodies_are_answered_not_a_500(served, route, body, status):
+    """JSON nested deeper than the parser recurses (a RecursionError, no ValueError: a 500 and a
+    traceback before) is the Hub's 400; a ref name that is no string is main; nothing changed."""
+    answer = httpx.post(served.url + route, content=body, headers=auth("alice"), timeout=60)
+    assert answer.status_code == status, answer.text
+    assert status == 200 or "error" in answer.json()
+    assert files(served, "acme/m") == ["README.md"]

@@ -100,7 +100,7 @@ def read_payload(body: bytes) -> CommitRequest:
             continue
         try:
             item = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
             raise BadCommit(f"commit payload line {number}: not JSON") from None
         if not isinstance(item, dict) or not isinstance(item.get("value"), dict):
             raise BadCommit(f"commit payload line {number}: expected {{'key': ..., 'value': {{...}}}}")

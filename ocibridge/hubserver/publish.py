@@ -156,9 +156,8 @@ class PublishRoutes:
             return repo_id.lower() in self.created and _branch(revision) == "main"
 
     async def create_repo(self, request: Request) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
+        body = await _json(request)
+        if body is _NOT_JSON:
             return error(400, None, "expected a JSON body")
         if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             return error(400, None, "expected {'name': ..., 'organization': ...}")
@@ -232,7 +231,8 @@ class PublishRoutes:
         if body.get("operation") != "upload":
             return error(400, None, "serve's LFS batch API takes uploads (downloads: the resolve API)")
         ref = body.get("ref")
-        branch = _branch(ref.get("name", "main")) if isinstance(ref, dict) else "main"
+        name = ref.get("name") if isinstance(ref, dict) else None
+        branch = _branch(name) if isinstance(name, str) else "main"
         held = set((await self._branch_files(repo_id, branch)).values())
         await self._run(self.staging.clean)  # uploads abandoned an hour ago go
         base = self._base(request)
@@ -324,9 +324,9 @@ class PublishRoutes:
         if isinstance(allowed, Response):
             return allowed
         try:
-            body = await request.json()
+            body = await _json(request)
             oid, size = body["oid"], body["size"]
-        except (ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
             return error(400, None, "expected {'oid', 'size'}")
         mine = isinstance(oid, str) and await self._run(self.owners.any, oid, allowed.may_write)
         found = await self._run(self.staging.path_for, oid) if mine and isinstance(oid, str) else None
@@ -446,10 +446,8 @@ class PublishRoutes:
         allowed = self.writer(request, repo_id)
         if isinstance(allowed, Response):
             return allowed
-        try:
-            body = await request.json() if await request.body() else {}
-            assert isinstance(body, dict)
-        except (ValueError, AssertionError):
+        body = await _json(request) if await request.body() else {}
+        if not isinstance(body, dict):
             return error(400, None, "expected a JSON object")
         name: object
         start: object
@@ -552,13 +550,26 @@ def _write_all(fd: int, data: bytes, chunks: ChunkHasher | None = None) -> None:
         view = view[os.write(fd, view):]
 
 
+#: what :func:`_json` gives for a body that is not JSON
+_NOT_JSON = object()
+
+
+async def _json(request: Request) -> Any:
+    """The request's JSON body, or :data:`_NOT_JSON` (nested too deep for the parser too: a
+    RecursionError is no ValueError, and would be a 500 with a traceback in serve's log)."""
+    try:
+        return await request.json()
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
 async def _listed(request: Request, key: str, expected: str) -> tuple[dict[str, Any], list[Any]] | Response:
     """A JSON body and the list under ``key`` (preupload's files, a batch's objects), else the
     400 that says what was expected."""
     try:
-        body = await request.json()
+        body = await _json(request)
         items = body[key]
-    except (ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return error(400, None, expected)
     if not isinstance(body, dict) or not isinstance(items, list):
         return error(400, None, expected)
