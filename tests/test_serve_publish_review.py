@@ -137,3 +137,26 @@ def test_malformed_bodies_are_answered_not_a_500(served, route, body, status):
     assert answer.status_code == status, answer.text
     assert status == 200 or "error" in answer.json()
     assert files(served, "acme/m") == ["README.md"]
+
+
+@pytest.mark.parametrize("path", [".git/hooks/post-checkout", "sub/.git/config", ".cache/huggingface/x.metadata",
+                                  "line\nbreak.txt", "tab\there", "bell\x07", "del\x7f"])
+def test_paths_a_download_must_not_write_are_refused(served, path):
+    """What huggingface_hub refuses before it sends (a .git or .cache folder: a download into a
+    checkout would write its hooks) and control characters: refused by serve too, as raw HTTP
+    sends them; the branch stays where it was."""
+    answer = commit(served, "acme/m", "alice", HEADER + inline(path))
+    assert answer.status_code == 400 and "Invalid path" in answer.json()["error"], answer.text
+    assert files(served, "acme/m") == ["README.md"]
+
+
+@pytest.mark.parametrize(("first", "second"), [("readme.md", None), ("Model.bin", "model.bin"),
+                                               ("caf\u00e9.txt", "cafe\u0301.txt"), ("Sub/a", "sub/b"),
+                                               ("SUB", "sub/x")])
+def test_paths_one_file_on_macos_and_windows_are_refused(served, first, second):
+    """Two paths that differ only in case or Unicode normalisation (against the branch, or in
+    one commit) would be one file where most users download: the commit is refused."""
+    body = HEADER + inline(first) + (inline(second) if second else b"")
+    answer = commit(served, "acme/m", "alice", body)
+    assert answer.status_code == 400 and "differ only in case" in answer.json()["error"], answer.text
+    assert files(served, "acme/m") == ["README.md"]
