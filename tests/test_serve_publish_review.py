@@ -160,3 +160,39 @@ def test_paths_one_file_on_macos_and_windows_are_refused(served, first, second):
     answer = commit(served, "acme/m", "alice", body)
     assert answer.status_code == 400 and "differ only in case" in answer.json()["error"], answer.text
     assert files(served, "acme/m") == ["README.md"]
+
+
+def test_two_creates_of_one_branch_at_once_are_one_200_and_one_409(served, monkeypatch):
+    """create_branch checked the name was free, then tagged, unlocked: two creates of ``dev`` at
+    once (from main and from a tag) both answered 200, the second moving the first's branch. The
+    ref is locked as a commit to it is: one lands, the other is the Hub's 409."""
+    import threading
+    import time
+
+    from ocibridge.hubserver import publish
+
+    assert httpx.post(f"{served.url}/api/models/acme/m/tag/main", json={"tag": "v1"},
+                      headers=auth("alice")).status_code == 200
+    assert commit(served, "acme/m", "alice", HEADER + inline("later.txt")).status_code == 200
+    slow_tag = publish._tag
+
+    def tag_slowly(source: Any, tag: str) -> None:
+        time.sleep(0.5)  # the window between the check and the tag, made wide
+        slow_tag(source, tag)
+
+    monkeypatch.setattr(publish, "_tag", tag_slowly)
+    statuses: dict[str, int] = {}
+
+    def create(start: str) -> None:
+        statuses[start] = httpx.post(f"{served.url}/api/models/acme/m/branch/dev", json={"startingPoint": start},
+                                     headers=auth("alice"), timeout=30).status_code
+
+    threads = [threading.Thread(target=create, args=(start,)) for start in ("main", "v1")]
+    for t in threads:
+        t.start()
+        time.sleep(0.1)
+    for t in threads:
+        t.join()
+    assert sorted(statuses.values()) == [200, 409], statuses
+    winner = next(start for start, status in statuses.items() if status == 200)
+    assert files(served, "acme/m", "dev") == files(served, "acme/m", winner)

@@ -462,15 +462,23 @@ class PublishRoutes:
             check_tag(tag)
         except OcibridgeError as e:
             return error(400, "BadRequest", f"{name}: not a name a registry tag can have: {e}")
-        try:
-            await self._run(self.catalog.resolve, repo_id, name)
-        except RevisionNotFound:
-            pass
-        else:
+        if not await self._run(self._create_ref, repo_id, name, start, tag):
             return error(409, None, f"Reference already exists: {name}")
-        source = await self._run(self.catalog.resolve, repo_id, start)
-        await self._run(_tag, source, tag)
         return JSONResponse({})
+
+    def _create_ref(self, repo_id: str, name: str, start: str, tag: str) -> bool:
+        """Tag ``start`` as ``tag`` unless ``name`` exists (False), the ref locked as a commit to
+        it is: two creates of one name at once are one 200 and one 409, never the second moving
+        the first's ref, and a commit to it waits until it is made."""
+        with self.branches.lock(repo_id, name):
+            try:
+                self.catalog.resolve(repo_id, name)
+            except RevisionNotFound:
+                pass
+            else:
+                return False
+            _tag(self.catalog.resolve(repo_id, start), tag)
+            return True
 
     async def refused(self, request: Request) -> Response:
         """What serve does not do to a registry: delete tags (most registries delete a manifest,
