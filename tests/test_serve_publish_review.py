@@ -196,3 +196,54 @@ def test_two_creates_of_one_branch_at_once_are_one_200_and_one_409(served, monke
     assert sorted(statuses.values()) == [200, 409], statuses
     winner = next(start for start, status in statuses.items() if status == 200)
     assert files(served, "acme/m", "dev") == files(served, "acme/m", winner)
+
+
+def many_chunk_xorb(count: int) -> tuple[bytes, str, list[bytes]]:
+    """A xorb of ``count`` two-byte chunks (each its own), its hash's text and the chunks."""
+    from ocibridge.hubserver import xethash
+
+    datas = [i.to_bytes(2, "little") for i in range(count)]
+    raw = b"".join(b"\x00\x02\x00\x00\x00\x02\x00\x00" + d for d in datas)
+    return raw, xethash.hex_of(xethash.xorb_hash([(xethash.chunk_hash(d), 2) for d in datas])), datas
+
+
+def one_chunk_files_shard(xorb: str, datas: list[bytes], indices: list[int]) -> bytes:
+    """A shard naming, per index ``i``, a file of chunk ``i`` of ``xorb`` alone."""
+    import struct
+
+    from ocibridge.hubserver import xetformat, xethash
+
+    entries = b""
+    xorb_raw = xethash.from_hex(xorb)
+    assert xorb_raw is not None
+    for i in indices:
+        data = datas[i]
+        sha = xethash.from_hex(hashlib.sha256(data).hexdigest())
+        assert sha is not None
+        entries += (xethash.file_hash([(xethash.chunk_hash(data), len(data))])
+                    + struct.pack("<IIQ", xetformat.WITH_METADATA_EXT, 1, 0)
+                    + xorb_raw + struct.pack("<IIII", 0, len(data), i, i + 1) + sha + bytes(16))
+    return xetformat.SHARD_TAG + struct.pack("<QQ", 2, 0) + entries + xetformat.BOOKEND + bytes(16)
+
+
+def test_a_shard_costs_work_in_proportion_to_what_it_names_once(served):
+    """A xorb holds at most xet-core's 8192 chunks (MAX_XORB_CHUNKS: hf_xet never makes more);
+    a shard naming its last chunks as thousands of files no longer re-reads every header before
+    each, nor holds a file open per file, and a file named twice is built once."""
+    import time
+
+    grant = httpx.get(f"{served.url}/api/models/acme/m/xet-write-token/main", headers=auth("alice")).json()
+    cas, token = grant["casUrl"], grant["accessToken"]
+    raw, name, _ = many_chunk_xorb(8193)
+    refused = httpx.post(f"{cas}/v1/xorbs/default/{name}", content=raw, headers=auth(token), timeout=60)
+    assert refused.status_code == 400 and "8192" in refused.text, refused.text
+    raw, name, datas = many_chunk_xorb(8192)
+    assert httpx.post(f"{cas}/v1/xorbs/default/{name}", content=raw, headers=auth(token), timeout=60).status_code == 200
+    last = list(range(8192 - 3000, 8192))
+    shard = one_chunk_files_shard(name, datas, last + last)  # every file twice
+    began = time.monotonic()
+    answer = httpx.post(f"{cas}/v1/shards", content=shard, headers=auth(token), timeout=600)
+    took = time.monotonic() - began
+    assert answer.status_code == 200, answer.text
+    assert took < 15, f"a {len(shard)}-byte shard took {took:.1f} s"
+    assert commit(served, "acme/m", "alice", HEADER + lfs_line("last.bin", datas[-1])).status_code == 200

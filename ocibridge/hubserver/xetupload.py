@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -183,24 +184,34 @@ class XetUpload:
         problem = self._too_large(files)
         if problem:
             return problem
-        with contextlib.ExitStack() as stack:
-            built: list[tuple[Path, str]] = []
+        # each file built once (a shard may name one twice), kept as a link in a folder of its
+        # own until all are built, so no file stays open: a shard names thousands of files
+        self.staging.tmp.mkdir(parents=True, exist_ok=True)
+        held = Path(tempfile.mkdtemp(dir=self.staging.tmp, prefix="shard-"))
+        offsets: dict[bytes, list[int]] = {}  # where each chunk of a xorb starts: read once
+        try:
+            built: dict[tuple[bytes, bytes | None], tuple[Path, str]] = {}
             for entry in files:
-                out, fd = stack.enter_context(self.staging.new_file())
-                try:
-                    sha256 = self._rebuild(entry, fd, repo_id)
-                except (BadUpload, DigestMismatch) as e:
-                    return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
-                built.append((out, sha256))
+                if (entry.xet_hash, entry.sha256) in built:
+                    continue
+                with self.staging.new_file() as (out, fd):
+                    try:
+                        sha256 = self._rebuild(entry, fd, repo_id, offsets)
+                    except (BadUpload, DigestMismatch) as e:
+                        return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
+                    keep = held / str(len(built))
+                    os.link(out, keep)
+                built[entry.xet_hash, entry.sha256] = (keep, sha256)
             owners = Owners(self.staging.root)
-            for out, sha256 in built:
-                self.staging.commit_file(out, sha256)
+            for keep, sha256 in built.values():
+                self.staging.commit_file(keep, sha256)
                 owners.add(repo_id, sha256)  # what repo_id's commits may name (:mod:`.owners`)
-        for entry in files:
-            try:
-                self.dedupe.record(repo_id, entry)
-            except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
-                log.warning("%s: not kept for dedupe: %s", xethash.hex_of(entry.xet_hash), e)
+        finally:
+            shutil.rmtree(held, ignore_errors=True)
+        try:
+            self.dedupe.record(repo_id, list({(e.xet_hash, e.sha256): e for e in files}.values()))
+        except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
+            log.warning("%s: a shard's files not kept for dedupe: %s", repo_id, e)
         return None
 
     def _too_large(self, files: list[FileEntry]) -> str | None:
@@ -208,7 +219,7 @@ class XetUpload:
         than its chunks can hold, or more bytes in all than the staging disk has free (a small
         shard naming one xorb a million times would otherwise fill it)."""
         declared = 0
-        for entry in files:
+        for entry in {(e.xet_hash, e.sha256): e for e in files}.values():  # each built once
             for seg in entry.segments:
                 if seg.size > (seg.end - seg.first) * xetformat.MAX_CHUNK:
                     return f"a segment declares {seg.size} bytes in {seg.end - seg.first} chunks"
@@ -219,7 +230,8 @@ class XetUpload:
             return f"its files are {declared} bytes, more than the {free} bytes free where serve stages uploads"
         return None
 
-    def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack) -> Iterator[bytes]:
+    def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack,
+                 offsets: dict[bytes, list[int]]) -> Iterator[bytes]:
         """The chunks ``seg`` names: from its kept xorb, else from where :mod:`.xetdedupe` placed
         them in a file of ``repo_id`` (each checked against the chunk hash its xorb had)."""
         try:
@@ -227,7 +239,10 @@ class XetUpload:
         except FileNotFoundError:
             yield from self._placed(seg, repo_id, files)
             return
-        yield from xetformat.chunks(f, os.fstat(f.fileno()).st_size, seg.first, seg.end)
+        size = os.fstat(f.fileno()).st_size
+        if seg.xorb not in offsets:
+            offsets[seg.xorb] = xetformat.chunk_offsets(f, size)
+        yield from xetformat.chunks(f, size, seg.first, seg.end, offsets[seg.xorb])
 
     def _placed(self, seg: Segment, repo_id: str, files: contextlib.ExitStack) -> Iterator[bytes]:
         name = xethash.hex_of(seg.xorb)
@@ -255,7 +270,8 @@ class XetUpload:
                 raise BadUpload(f"chunk {k} of xorb {name}, read from sha256:{sha}, is not the chunk it held")
             yield data
 
-    def _rebuild(self, entry: FileEntry, fd: int, repo_id: str = "") -> str:
+    def _rebuild(self, entry: FileEntry, fd: int, repo_id: str = "",
+                 offsets: dict[bytes, list[int]] | None = None) -> str:
         """Write the file ``entry`` names into ``fd`` from kept xorbs (or the files their chunks
         were placed in), checking its Xet hash and the SHA-256 the shard names; that SHA-256 (hex)."""
         if entry.sha256 is None:
@@ -265,7 +281,7 @@ class XetUpload:
         with os.fdopen(os.dup(fd), "wb") as out, contextlib.ExitStack() as files:
             for seg in entry.segments:
                 written = 0
-                for data in self._segment(seg, repo_id, files):
+                for data in self._segment(seg, repo_id, files, {} if offsets is None else offsets):
                     hashes.append((xethash.chunk_hash(data), len(data)))
                     digest.update(data)
                     out.write(data)
