@@ -247,3 +247,23 @@ def test_a_shard_costs_work_in_proportion_to_what_it_names_once(served):
     assert answer.status_code == 200, answer.text
     assert took < 15, f"a {len(shard)}-byte shard took {took:.1f} s"
     assert commit(served, "acme/m", "alice", HEADER + lfs_line("last.bin", datas[-1])).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["a/" * 500_000 + "x", "a/" * 2000 + "x", "n" * 256])
+def test_a_path_too_long_to_write_is_refused_at_once(served, path):
+    """A 1 MB path of 500,000 folders made the file-and-folder check of the tree quadratic
+    (minutes of CPU for one request); one of 4001 bytes, or a name of 256, was a 500 (the file
+    system's ENAMETOOLONG where serve links the commit). At most 1024 bytes, 255 a name: 400."""
+    import time
+
+    began = time.monotonic()
+    answer = commit(served, "acme/m", "alice", HEADER + inline(path))
+    assert answer.status_code == 400 and "longer than" in answer.json()["error"], answer.text[:300]
+    assert time.monotonic() - began < 10
+    assert files(served, "acme/m") == ["README.md"]
+
+
+def test_a_long_path_within_the_limits_is_committed(served):
+    path = "/".join(["d" * 200] * 4) + "/" + "f" * 150
+    assert commit(served, "acme/m", "alice", HEADER + inline(path)).status_code == 200
+    assert path in files(served, "acme/m")

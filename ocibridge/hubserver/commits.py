@@ -45,6 +45,10 @@ TEXT_MAX = 4096
 #: folders no commit writes into (huggingface_hub's FORBIDDEN_FOLDERS, which the Hub refuses too):
 #: a download into a git checkout would write its .git (hooks, config), or the client's own cache
 FORBIDDEN_FOLDERS = (".git", ".cache")
+#: bytes of a path, and of one of its names (NAME_MAX): serve links the commit's files under its
+#: staging folder (where a longer one is a file system error) and the tree's checks are per folder
+PATH_MAX = 1024
+NAME_MAX = 255
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 #: push's code, given by the API layer: (directory, destination, manifest annotations) -> digest
@@ -92,10 +96,14 @@ def clean_path(path: object, what: str = "path") -> str:
     control character, and in no folder of :data:`FORBIDDEN_FOLDERS`."""
     if not isinstance(path, str):
         raise BadCommit(f"{what}: expected a string")
+    if len(path.encode("utf-8", "surrogatepass")) > PATH_MAX:
+        raise BadCommit(f"Invalid path: {path[:80]!r}... is longer than {PATH_MAX} bytes")
     try:
         clean = safe_relpath(path, what)
     except UnsafePath as e:
         raise BadCommit(f"Invalid path: {e}") from None
+    if any(len(part.encode("utf-8", "surrogatepass")) > NAME_MAX for part in clean.split("/")):
+        raise BadCommit(f"Invalid path: {clean[:80]!r}... has a name longer than {NAME_MAX} bytes")
     if _CONTROL.search(clean):
         raise BadCommit(f"Invalid path: {clean!r} holds a control character")
     forbidden = next((part for part in clean.split("/") if part in FORBIDDEN_FOLDERS), None)
