@@ -192,15 +192,22 @@ class PublishRoutes:
         files = await self._run(self.lists.of, head)
         return {path: f.sha256 for path, f in files.files.items()}
 
-    async def preupload(self, request: Request) -> Response:
+    async def _written_list(self, request: Request, key: str, expected: str) -> tuple[str, dict[str, Any],
+                                                                                   list[Any]] | Response:
+        """The repository a listing write names (preupload's files, a batch's objects), once the
+        token may write it, with the JSON body and its list under ``key``; else the Hub's error."""
         repo_id = requested_repo(request)
         allowed = self.writer(request, repo_id)
         if isinstance(allowed, Response):
             return allowed
-        read = await _listed(request, "files", "expected {'files': [{'path', 'size', 'sample'}, ...]}")
+        read = await _listed(request, key, expected)
+        return read if isinstance(read, Response) else (repo_id, *read)
+
+    async def preupload(self, request: Request) -> Response:
+        read = await self._written_list(request, "files", "expected {'files': [{'path', 'size', 'sample'}, ...]}")
         if isinstance(read, Response):
             return read
-        _, asked = read
+        repo_id, _, asked = read
         held = await self._branch_files(repo_id, _branch(request.path_params["revision"]))
         answered = []
         for item in asked:
@@ -220,14 +227,10 @@ class PublishRoutes:
         return JSONResponse({"files": answered, "commitOid": None})
 
     async def lfs_batch(self, request: Request) -> Response:
-        repo_id = requested_repo(request)
-        allowed = self.writer(request, repo_id)
-        if isinstance(allowed, Response):
-            return allowed
-        read = await _listed(request, "objects", "expected an LFS batch request")
+        read = await self._written_list(request, "objects", "expected an LFS batch request")
         if isinstance(read, Response):
             return read
-        body, objects = read
+        repo_id, body, objects = read
         if body.get("operation") != "upload":
             return error(400, None, "serve's LFS batch API takes uploads (downloads: the resolve API)")
         ref = body.get("ref")
