@@ -267,3 +267,27 @@ def test_a_long_path_within_the_limits_is_committed(served):
     path = "/".join(["d" * 200] * 4) + "/" + "f" * 150
     assert commit(served, "acme/m", "alice", HEADER + inline(path)).status_code == 200
     assert path in files(served, "acme/m")
+
+
+def test_a_chunk_whose_lz4_frame_holds_more_than_its_header_says_is_never_expanded():
+    """256 KiB of LZ4 frame (what a chunk may store) holds 60 MiB of zeros: serve decompressed
+    all of it before comparing with the header's length (a xorb of 96 MiB of them: 22 GiB of
+    work for one request). It stops one byte past the length now."""
+    import tracemalloc
+
+    import lz4.frame
+
+    from ocibridge.hubserver import xetformat
+
+    bomb = lz4.frame.compress(bytes(60 * 1024 * 1024))
+    assert len(bomb) <= 2 * xetformat.MAX_CHUNK
+    tracemalloc.start()
+    try:
+        with pytest.raises(xetformat.BadUpload):
+            xetformat.decompress(1, bomb, 64 * 1024)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024, f"{peak} bytes held to refuse a 64 KiB chunk"
+    data = os.urandom(5000) + bytes(60000)
+    assert xetformat.decompress(1, lz4.frame.compress(data), len(data)) == data

@@ -59,15 +59,27 @@ def _regroup(data: bytes) -> bytes:
     return bytes(out)
 
 
+def _lz4(stored: bytes, length: int) -> bytes:
+    """The LZ4 frame ``stored``, decompressed no further than one byte past ``length``: 256 KiB of
+    frame can hold 60 MiB of zeros, which a chunk of at most 128 KiB never needs to be read."""
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    data = decompressor.decompress(stored, max_length=length + 1)
+    if len(data) == length and not decompressor.eof:
+        data += decompressor.decompress(b"", max_length=1)  # only the frame's end: nothing more
+        if not decompressor.eof:
+            raise BadUpload(f"a chunk's LZ4 frame holds more than the {length} bytes its header says")
+    return data
+
+
 def decompress(scheme: int, stored: bytes, length: int) -> bytes:
     """A chunk's bytes from its stored form (:class:`BadUpload` when they are not ``length`` bytes)."""
     try:
         if scheme == 0:
             data = stored
         elif scheme == 1:
-            data = lz4.frame.decompress(stored)
+            data = _lz4(stored, length)
         elif scheme == 2:
-            data = _regroup(lz4.frame.decompress(stored))
+            data = _regroup(_lz4(stored, length))
         else:
             raise BadUpload(f"unknown compression scheme {scheme}")
     except RuntimeError as e:  # lz4's error for a frame that is not one
