@@ -63,7 +63,7 @@ def _lz4(stored: bytes, length: int) -> bytes:
     """The LZ4 frame ``stored``, decompressed no further than one byte past ``length``: 256 KiB of
     frame can hold 60 MiB of zeros, which a chunk of at most 128 KiB never needs to be read."""
     decompressor = lz4.frame.LZ4FrameDecompressor()
-    data = decompressor.decompress(stored, max_length=length + 1)
+    data: bytes = decompressor.decompress(stored, max_length=length + 1)
     if len(data) == length and not decompressor.eof:
         data += decompressor.decompress(b"", max_length=1)  # only the frame's end: nothing more
         if not decompressor.eof:
