@@ -291,3 +291,18 @@ def test_a_chunk_whose_lz4_frame_holds_more_than_its_header_says_is_never_expand
     assert peak < 4 * 1024 * 1024, f"{peak} bytes held to refuse a 64 KiB chunk"
     data = os.urandom(5000) + bytes(60000)
     assert xetformat.decompress(1, lz4.frame.compress(data), len(data)) == data
+
+
+def test_a_commit_id_is_no_branch_to_commit_to_or_create(served):
+    """A commit to revision=<a commit id> was taken: its manifest went under a registry tag named
+    by that id, which no reader of the id ever sees (a commit id resolves to its commit first)
+    and which list_repo_refs then showed as a tag. The Hub's 400 now, as for a branch so named."""
+    head = httpx.get(f"{served.url}/api/models/acme/m", headers=auth("reader")).json()["sha"]
+    for revision in (head, head.upper(), "a" * 40):
+        answer = commit(served, "acme/m", "alice", HEADER + inline("x.txt"), branch=revision)
+        assert answer.status_code == 400 and "commit id" in answer.json()["error"], answer.text
+    made = httpx.post(f"{served.url}/api/models/acme/m/branch/{'b' * 40}", json={}, headers=auth("alice"))
+    assert made.status_code == 400, made.text
+    refs = httpx.get(f"{served.url}/api/models/acme/m/refs", headers=auth("reader")).json()
+    assert {tag["name"] for tag in refs["tags"]} <= {"latest"}
+    assert files(served, "acme/m") == ["README.md"]

@@ -47,6 +47,7 @@ from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.mounts import Mounts
 from ocibridge.hubserver.owners import Owners
 from ocibridge.hubserver.sources import (
+    COMMIT,
     CREATED,
     Catalog,
     RegistrySource,
@@ -348,6 +349,8 @@ class PublishRoutes:
         if request.query_params.get("create_pr") in ("1", "true"):
             return error(400, None, "serve makes no pull requests: commit to a branch")
         branch = _branch(request.path_params["revision"])
+        if COMMIT.fullmatch(branch.lower()):
+            return error(400, "BadRequest", f"Invalid rev id: {branch}: a commit id names no branch to commit to")
         try:
             payload = commits.read_payload(await request.body())
             check_tag(self.catalog.default_tag if branch == "main" else branch)
@@ -461,6 +464,8 @@ class PublishRoutes:
         if not isinstance(name, str) or not isinstance(start, str):
             return error(400, None, "expected a name and a revision")
         tag = self.catalog.default_tag if name == "main" else name
+        if COMMIT.fullmatch(name.lower()):  # a ref the commit ids of the read API would hide
+            return error(400, "BadRequest", f"Invalid reference name: {name}: it reads as a commit id")
         try:
             check_tag(tag)
         except OcibridgeError as e:
