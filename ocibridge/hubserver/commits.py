@@ -19,9 +19,11 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,14 @@ DESCRIPTION = "io.ocibridge.commit.description"
 AUTHOR = "io.ocibridge.commit.author"
 #: characters of a summary or description kept in an annotation
 TEXT_MAX = 4096
+#: folders no commit writes into (huggingface_hub's FORBIDDEN_FOLDERS, which the Hub refuses too):
+#: a download into a git checkout would write its .git (hooks, config), or the client's own cache
+FORBIDDEN_FOLDERS = (".git", ".cache")
+#: bytes of a path, and of one of its names (NAME_MAX): serve links the commit's files under its
+#: staging folder (where a longer one is a file system error) and the tree's checks are per folder
+PATH_MAX = 1024
+NAME_MAX = 255
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 #: push's code, given by the API layer: (directory, destination, manifest annotations) -> digest
 Publish = Callable[[Path, "RegistryReference | LayoutReference", dict[str, str]], str]
@@ -82,13 +92,24 @@ class CommitRequest:
 
 
 def clean_path(path: object, what: str = "path") -> str:
-    """A path of the repository, as sent: relative, without ``..``, NUL or backslash."""
+    """A path of the repository, as sent: relative, without ``..``, NUL, backslash or another
+    control character, and in no folder of :data:`FORBIDDEN_FOLDERS`."""
     if not isinstance(path, str):
         raise BadCommit(f"{what}: expected a string")
+    if len(path.encode("utf-8", "surrogatepass")) > PATH_MAX:
+        raise BadCommit(f"Invalid path: {path[:80]!r}... is longer than {PATH_MAX} bytes")
     try:
-        return safe_relpath(path, what)
+        clean = safe_relpath(path, what)
     except UnsafePath as e:
         raise BadCommit(f"Invalid path: {e}") from None
+    if any(len(part.encode("utf-8", "surrogatepass")) > NAME_MAX for part in clean.split("/")):
+        raise BadCommit(f"Invalid path: {clean[:80]!r}... has a name longer than {NAME_MAX} bytes")
+    if _CONTROL.search(clean):
+        raise BadCommit(f"Invalid path: {clean!r} holds a control character")
+    forbidden = next((part for part in clean.split("/") if part in FORBIDDEN_FOLDERS), None)
+    if forbidden:
+        raise BadCommit(f"Invalid path: {clean!r}: no file goes under a '{forbidden}/' folder")
+    return clean
 
 
 def read_payload(body: bytes) -> CommitRequest:
@@ -100,7 +121,7 @@ def read_payload(body: bytes) -> CommitRequest:
             continue
         try:
             item = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
             raise BadCommit(f"commit payload line {number}: not JSON") from None
         if not isinstance(item, dict) or not isinstance(item.get("value"), dict):
             raise BadCommit(f"commit payload line {number}: expected {{'key': ..., 'value': {{...}}}}")
@@ -196,6 +217,12 @@ def _check_shape(tree: dict[str, str]) -> None:
     clash = sorted(folders & tree.keys())
     if clash:
         raise BadCommit(f"Invalid path: {clash[0]} is both a file and a folder")
+    seen: dict[str, str] = {}
+    for name in sorted(folders | tree.keys()):
+        folded = unicodedata.normalize("NFC", name).casefold()
+        other = seen.setdefault(folded, name)
+        if other != name:  # one file on macOS and Windows: a download would keep only one of them
+            raise BadCommit(f"Invalid path: {other!r} and {name!r} differ only in case or Unicode normalisation")
 
 
 @contextlib.contextmanager

@@ -46,8 +46,10 @@ from ocibridge.hubserver.grants import Grant, find
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.mounts import Mounts
 from ocibridge.hubserver.multipart import Multipart
+from ocibridge.hubserver.owners import Owners
 from ocibridge.hubserver.partpolicy import PartPolicy
 from ocibridge.hubserver.sources import (
+    COMMIT,
     CREATED,
     Catalog,
     RegistrySource,
@@ -85,6 +87,7 @@ class PublishRoutes:
         self.catalog = catalog
         self.lists = lists
         self.staging = staging
+        self.owners = Owners(staging.root)  # which repository each staged upload was for
         self.grants = list(grants)
         self.publish = publish
         self.public_url = public_url
@@ -153,9 +156,8 @@ class PublishRoutes:
         return _branch(revision) == "main" and self.created.has(repo_id)
 
     async def create_repo(self, request: Request) -> Response:
-        try:
-            body = await request.json()
-        except ValueError:
+        body = await _json(request)
+        if body is _NOT_JSON:
             return error(400, None, "expected a JSON body")
         if not isinstance(body, dict) or not isinstance(body.get("name"), str):
             return error(400, None, "expected {'name': ..., 'organization': ...}")
@@ -189,15 +191,22 @@ class PublishRoutes:
         files = await self._run(self.lists.of, head)
         return {path: f.sha256 for path, f in files.files.items()}
 
-    async def preupload(self, request: Request) -> Response:
+    async def _written_list(self, request: Request, key: str, expected: str) -> tuple[str, dict[str, Any],
+                                                                                   list[Any]] | Response:
+        """The repository a listing write names (preupload's files, a batch's objects), once the
+        token may write it, with the JSON body and its list under ``key``; else the Hub's error."""
         repo_id = requested_repo(request)
         allowed = self.writer(request, repo_id)
         if isinstance(allowed, Response):
             return allowed
-        read = await _listed(request, "files", "expected {'files': [{'path', 'size', 'sample'}, ...]}")
+        read = await _listed(request, key, expected)
+        return read if isinstance(read, Response) else (repo_id, *read)
+
+    async def preupload(self, request: Request) -> Response:
+        read = await self._written_list(request, "files", "expected {'files': [{'path', 'size', 'sample'}, ...]}")
         if isinstance(read, Response):
             return read
-        _, asked = read
+        repo_id, _, asked = read
         held = await self._branch_files(repo_id, _branch(request.path_params["revision"]))
         answered = []
         for item in asked:
@@ -217,22 +226,20 @@ class PublishRoutes:
         return JSONResponse({"files": answered, "commitOid": None})
 
     async def lfs_batch(self, request: Request) -> Response:
-        repo_id = requested_repo(request)
-        allowed = self.writer(request, repo_id)
-        if isinstance(allowed, Response):
-            return allowed
-        read = await _listed(request, "objects", "expected an LFS batch request")
+        read = await self._written_list(request, "objects", "expected an LFS batch request")
         if isinstance(read, Response):
             return read
-        body, objects = read
+        repo_id, body, objects = read
         if body.get("operation") != "upload":
             return error(400, None, "serve's LFS batch API takes uploads (downloads: the resolve API)")
         ref = body.get("ref")
-        branch = _branch(ref.get("name", "main")) if isinstance(ref, dict) else "main"
+        name = ref.get("name") if isinstance(ref, dict) else None
+        branch = _branch(name) if isinstance(name, str) else "main"
         held = set((await self._branch_files(repo_id, branch)).values())
         wanted = {o["oid"]: o["size"] for o in objects if isinstance(o, dict) and _is_sha256(o.get("oid"))
                   and isinstance(o.get("size"), int) and o["size"] >= 0 and o["oid"] not in held}
-        staged = {oid for oid in wanted if await self._run(self.staging.pin, oid, repo_id)}  # here already
+        staged = {oid for oid in wanted  # here already, and uploaded for repo_id (:mod:`.owners`)
+                  if await self._run(self._uploaded, repo_id, oid) and await self._run(self.staging.pin, oid, repo_id)}
         full = await self._run(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged))
         if full:  # git-lfs's batch API: 507, the server has no room for the objects
             await self._run(self.staging.unpin, staged, repo_id)
@@ -309,6 +316,7 @@ class PublishRoutes:
                 except DigestMismatch as e:
                     return error(400, None, str(e))
                 await self._run(self.staging.pin, oid, repo_id)  # its commit gives it back
+                await self._run(self.owners.add, repo_id, oid)  # the URL's signature names repo_id
                 if chunks is not None:  # the bytes hashed to the oid: their table is a fact of it
                     chunkcache.remember(LayerChunks(f"sha256:{oid}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
             except ClientDisconnect:
@@ -338,11 +346,12 @@ class PublishRoutes:
         if isinstance(allowed, Response):
             return allowed
         try:
-            body = await request.json()
+            body = await _json(request)
             oid, size = body["oid"], body["size"]
-        except (ValueError, KeyError, TypeError):
+        except (KeyError, TypeError):
             return error(400, None, "expected {'oid', 'size'}")
-        found = await self._run(self.staging.path_for, oid) if isinstance(oid, str) else None
+        mine = isinstance(oid, str) and await self._run(self.owners.any, oid, allowed.may_write)
+        found = await self._run(self.staging.path_for, oid) if mine and isinstance(oid, str) else None
         if found is None or found.stat().st_size != size:
             return error(404, None, f"no verified upload of sha256:{oid} ({size} bytes)")
         return JSONResponse({"message": "verified"})
@@ -358,6 +367,8 @@ class PublishRoutes:
         if request.query_params.get("create_pr") in ("1", "true"):
             return error(400, None, "serve makes no pull requests: commit to a branch")
         branch = _branch(request.path_params["revision"])
+        if COMMIT.fullmatch(branch.lower()):
+            return error(400, "BadRequest", f"Invalid rev id: {branch}: a commit id names no branch to commit to")
         try:
             payload = commits.read_payload(await request.body())
             check_tag(self.catalog.default_tag if branch == "main" else branch)
@@ -367,7 +378,7 @@ class PublishRoutes:
             return error(400, "BadRequest", f"{branch}: not a branch serve can write: {e}")
         try:
             for content in payload.inline.values():
-                await self._run(self._stage_bytes, content, repo_id)
+                await self._run(self._stage_bytes, repo_id, content)
         except StagingFull as e:
             return error(507, None, str(e))
         try:
@@ -381,14 +392,20 @@ class PublishRoutes:
         url = f"{self._base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 
-    def _stage_bytes(self, content: bytes, repo_id: str) -> None:
+    def _stage_bytes(self, repo_id: str, content: bytes) -> None:
         sha = hashlib.sha256(content).hexdigest()
+        self.owners.add(repo_id, sha)  # the commit sent its bytes: the writer has them
         if self.staging.pin(sha, repo_id):
             return
         with self.staging.reserve(len(content), repo_id), self.staging.new_file() as (tmp, fd):
             _write_all(fd, content)
             self.staging.commit_file(tmp, sha)
         self.staging.pin(sha, repo_id)
+
+    def _uploaded(self, repo_id: str, sha256: str) -> bool:
+        """Whether ``sha256`` is staged for ``repo_id``: uploaded for it (:mod:`.owners`); a file
+        staged for another repository only is neither answered as held nor committed here."""
+        return self.owners.has(repo_id, sha256) and self.staging.has(sha256)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> str:
         """Build and push the commit, the branch locked; its commit oid."""
@@ -432,12 +449,14 @@ class PublishRoutes:
 
 
     def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest) -> Callable[[str], Path | None]:
-        """The staged upload of a SHA-256, else the blob another repository holds (:mod:`.mounts`),
-        read into staging so push builds its layer, and mounts it rather than sends it."""
+        """The upload of a SHA-256 staged for ``repo_id``, else the blob another repository holds
+        (:mod:`.mounts`), read into staging so push builds its layer, and mounts it rather than
+        sends it. A file staged for another repository only is neither: its writer never
+        committed it, so naming its SHA-256 gives nobody else its bytes (:mod:`.owners`)."""
         sizes = {added.sha256: added.size for added in payload.added}
 
         def staged(sha256: str) -> Path | None:
-            found = self.staging.path_for(sha256)
+            found = self.staging.path_for(sha256) if self.owners.has(repo_id, sha256) else None
             if found is None and self.mounts.fetch(repo_id, sha256, sizes.get(sha256), self.staging):
                 found = self.staging.path_for(sha256)
             return found
@@ -458,10 +477,8 @@ class PublishRoutes:
         allowed = self.writer(request, repo_id)
         if isinstance(allowed, Response):
             return allowed
-        try:
-            body = await request.json() if await request.body() else {}
-            assert isinstance(body, dict)
-        except (ValueError, AssertionError):
+        body = await _json(request) if await request.body() else {}
+        if not isinstance(body, dict):
             return error(400, None, "expected a JSON object")
         name: object
         start: object
@@ -472,19 +489,29 @@ class PublishRoutes:
         if not isinstance(name, str) or not isinstance(start, str):
             return error(400, None, "expected a name and a revision")
         tag = self.catalog.default_tag if name == "main" else name
+        if COMMIT.fullmatch(name.lower()):  # a ref the commit ids of the read API would hide
+            return error(400, "BadRequest", f"Invalid reference name: {name}: it reads as a commit id")
         try:
             check_tag(tag)
         except OcibridgeError as e:
             return error(400, "BadRequest", f"{name}: not a name a registry tag can have: {e}")
-        try:
-            await self._run(self.catalog.resolve, repo_id, name)
-        except RevisionNotFound:
-            pass
-        else:
+        if not await self._run(self._create_ref, repo_id, name, start, tag):
             return error(409, None, f"Reference already exists: {name}")
-        source = await self._run(self.catalog.resolve, repo_id, start)
-        await self._run(_tag, source, tag)
         return JSONResponse({})
+
+    def _create_ref(self, repo_id: str, name: str, start: str, tag: str) -> bool:
+        """Tag ``start`` as ``tag`` unless ``name`` exists (False), the ref locked as a commit to
+        it is: two creates of one name at once are one 200 and one 409, never the second moving
+        the first's ref, and a commit to it waits until it is made."""
+        with self.branches.lock(repo_id, name):
+            try:
+                self.catalog.resolve(repo_id, name)
+            except RevisionNotFound:
+                pass
+            else:
+                return False
+            _tag(self.catalog.resolve(repo_id, start), tag)
+            return True
 
     async def refused(self, request: Request) -> Response:
         """What serve does not do to a registry: delete tags (most registries delete a manifest,
@@ -564,13 +591,26 @@ def _write_all(fd: int, data: bytes, chunks: ChunkHasher | None = None) -> None:
         view = view[os.write(fd, view):]
 
 
+#: what :func:`_json` gives for a body that is not JSON
+_NOT_JSON = object()
+
+
+async def _json(request: Request) -> Any:
+    """The request's JSON body, or :data:`_NOT_JSON` (nested too deep for the parser too: a
+    RecursionError is no ValueError, and would be a 500 with a traceback in serve's log)."""
+    try:
+        return await request.json()
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
 async def _listed(request: Request, key: str, expected: str) -> tuple[dict[str, Any], list[Any]] | Response:
     """A JSON body and the list under ``key`` (preupload's files, a batch's objects), else the
     400 that says what was expected."""
     try:
-        body = await request.json()
+        body = await _json(request)
         items = body[key]
-    except (ValueError, KeyError, TypeError):
+    except (KeyError, TypeError):
         return error(400, None, expected)
     if not isinstance(body, dict) or not isinstance(items, list):
         return error(400, None, expected)

@@ -12,8 +12,9 @@ SHA-256 as for any upload: an answer only saves bytes, it is never trusted in re
 What is kept, in serve's cache (not the staging area, which commits empty):
 
     $OCIBRIDGE_CACHE/serve/xetdedupe/xorbs/<xorb>              its chunks: (hash, length) each
-    $OCIBRIDGE_CACHE/serve/xetdedupe/repos/<key>/files/<file>  the answer shard for a file
-                                                    .../<file>.xorbs  the xorbs it names
+    $OCIBRIDGE_CACHE/serve/xetdedupe/repos/<key>/files/<file>.xorbs  the xorbs a file names
+    $OCIBRIDGE_CACHE/serve/xetdedupe/repos/<key>/answers/<sha256 of those>  the answer shard
+                                                    naming them (one for every file they hold)
     $OCIBRIDGE_CACHE/serve/xetdedupe/repos/<key>/chunks/<chunk>  which file's answer holds it
     $OCIBRIDGE_CACHE/serve/xetdedupe/repos/<key>/places/<xorb>   where each of its chunks lies in
                                                     a file of the repository (SHA-256, offset)
@@ -168,19 +169,35 @@ class Dedupe:
         return chunks
 
     # -- recording and answering ----------------------------------------------------------------
-    def record(self, repo_id: str, entry: FileEntry) -> None:
-        """Remember ``entry`` (a file a shard of ``repo_id`` sent, verified and staged): the answer
-        naming its xorbs, under its first chunk and every eligible chunk of it, and where each
-        chunk of those xorbs lies in it."""
-        names = list(dict.fromkeys(seg.xorb for seg in entry.segments))
-        lists = {xorb: self.chunks_of(xorb) for xorb in names}
-        sizes = {xorb: self._stored_size(repo_id, xorb, lists[xorb]) for xorb in names}
-        self._place(repo_id, entry, lists)
-        shard = answer_shard(((x, lists[x], sizes[x]) for x in names), secrets.token_bytes(32))
+    def record(self, repo_id: str, entries: Sequence[FileEntry]) -> None:
+        """Remember ``entries`` (the files a shard of ``repo_id`` sent, verified and staged): the
+        answer naming each one's xorbs, under its first chunk and every eligible chunk of it, and
+        where each chunk of those xorbs lies in it. The work is per xorb, not per file times
+        xorb: a shard of thousands of small files packed in one xorb makes one answer of it."""
+        lists: dict[bytes, list[tuple[bytes, int]]] = {}
+        found: dict[bytes, dict[int, bytes]] = {}
+        answers: set[bytes] = set()
         repo = self._repo(repo_id)
+        for entry in entries:
+            names = list(dict.fromkeys(seg.xorb for seg in entry.segments))
+            for xorb in names:
+                if xorb not in lists:
+                    lists[xorb] = self.chunks_of(xorb)
+            self._place(entry, lists, found)
+            joined = b"".join(names)
+            if joined not in answers:
+                answers.add(joined)
+                shard = answer_shard(((x, lists[x], self._stored_size(repo_id, x, lists[x])) for x in names),
+                                     secrets.token_bytes(32))
+                _write(repo / "answers" / hashlib.sha256(joined).hexdigest(), shard)
+            self._asked(repo, entry, lists, joined)
+        self._write_places(repo_id, lists, found)
+
+    def _asked(self, repo: Path, entry: FileEntry, lists: dict[bytes, list[tuple[bytes, int]]],
+               joined: bytes) -> None:
+        """The file's xorbs, and the chunks hf_xet asks about that lead to it."""
         name = xethash.hex_of(entry.xet_hash)
-        _write(repo / "files" / f"{name}.xorbs", b"".join(names))
-        _write(repo / "files" / name, shard)
+        _write(repo / "files" / f"{name}.xorbs", joined)
         asked: list[bytes] = []
         for seg in entry.segments:
             used = lists[seg.xorb][seg.first:seg.end]
@@ -195,17 +212,22 @@ class Dedupe:
         except FileNotFoundError:
             return sum(size for _, size in chunks) + xetformat.HEADER * len(chunks)
 
-    def _place(self, repo_id: str, entry: FileEntry, lists: dict[bytes, list[tuple[bytes, int]]]) -> None:
+    @staticmethod
+    def _place(entry: FileEntry, lists: dict[bytes, list[tuple[bytes, int]]],
+               found: dict[bytes, dict[int, bytes]]) -> None:
+        """Where each chunk ``entry`` names lies in it, into ``found`` (xorb -> chunk -> place)."""
         assert entry.sha256 is not None  # a staged file's
         sha = bytes.fromhex(xethash.hex_of(entry.sha256))
         total = sum(seg.size for seg in entry.segments)
-        found: dict[bytes, dict[int, bytes]] = {}
         at = 0
         for seg in entry.segments:
             for k in range(seg.first, seg.end):
                 size = lists[seg.xorb][k][1]
                 found.setdefault(seg.xorb, {})[k] = _PLACE.pack(sha, at, size, total)
                 at += size
+
+    def _write_places(self, repo_id: str, lists: dict[bytes, list[tuple[bytes, int]]],
+                      found: dict[bytes, dict[int, bytes]]) -> None:
         for xorb, placed in found.items():
             path = self._repo(repo_id) / "places" / xethash.hex_of(xorb)
             old = [bytes(_PLACE.size)] * len(lists[xorb])
@@ -236,7 +258,7 @@ class Dedupe:
             if xethash.from_hex(name) is None:
                 return None
             xorbs = (repo / "files" / f"{name}.xorbs").read_bytes()
-            shard = (repo / "files" / name).read_bytes()
+            shard = (repo / "answers" / hashlib.sha256(xorbs).hexdigest()).read_bytes()
         except FileNotFoundError:
             return None
         for at in range(0, len(xorbs), 32):

@@ -17,7 +17,7 @@ when flagged; an entry whose hash is all ones ends it.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -30,6 +30,9 @@ HEADER = 8
 MAX_CHUNK = 128 * 1024
 #: the largest xorb: 64 MiB of chunks, their headers and a footer
 MAX_XORB = 96 * 1024 * 1024
+#: the most chunks a xorb holds (xet-core's MAX_XORB_CHUNKS: hf_xet never makes more), which
+#: bounds the headers read to find a chunk, and the chunk list kept of a xorb
+MAX_XORB_CHUNKS = 8 * 1024
 FOOTER_IDENT = b"XETBLOB"
 SHARD_TAG = bytes([72, 70, 82, 101, 112, 111, 77, 101, 116, 97, 68, 97, 116, 97, 0, 85, 105, 103, 69, 106,
                    123, 129, 87, 131, 165, 189, 217, 92, 205, 209, 74, 169])
@@ -56,15 +59,27 @@ def _regroup(data: bytes) -> bytes:
     return bytes(out)
 
 
+def _lz4(stored: bytes, length: int) -> bytes:
+    """The LZ4 frame ``stored``, decompressed no further than one byte past ``length``: 256 KiB of
+    frame can hold 60 MiB of zeros, which a chunk of at most 128 KiB never needs to be read."""
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    data: bytes = decompressor.decompress(stored, max_length=length + 1)
+    if len(data) == length and not decompressor.eof:
+        data += decompressor.decompress(b"", max_length=1)  # only the frame's end: nothing more
+        if not decompressor.eof:
+            raise BadUpload(f"a chunk's LZ4 frame holds more than the {length} bytes its header says")
+    return data
+
+
 def decompress(scheme: int, stored: bytes, length: int) -> bytes:
     """A chunk's bytes from its stored form (:class:`BadUpload` when they are not ``length`` bytes)."""
     try:
         if scheme == 0:
             data = stored
         elif scheme == 1:
-            data = lz4.frame.decompress(stored)
+            data = _lz4(stored, length)
         elif scheme == 2:
-            data = _regroup(lz4.frame.decompress(stored))
+            data = _regroup(_lz4(stored, length))
         else:
             raise BadUpload(f"unknown compression scheme {scheme}")
     except RuntimeError as e:  # lz4's error for a frame that is not one
@@ -74,12 +89,18 @@ def decompress(scheme: int, stored: bytes, length: int) -> bytes:
     return data
 
 
-def chunks(f: BinaryIO, size: int, first: int = 0, end: int | None = None) -> Iterator[bytes]:
-    """The (decompressed) chunks ``[first, end)`` of the xorb of ``size`` bytes open as ``f``
-    (from its start); the chunks before ``first`` are skipped without reading their bytes.
+def chunks(f: BinaryIO, size: int, first: int = 0, end: int | None = None,
+           offsets: Sequence[int] = ()) -> Iterator[bytes]:
+    """The (decompressed) chunks ``[first, end)`` of the xorb of ``size`` bytes open as ``f``;
+    the chunks before ``first`` are skipped without reading their bytes, and without reading
+    their headers either when ``offsets`` (:func:`chunk_offsets`) says where each starts.
     :class:`BadUpload` on a malformed chunk or one that runs past the end."""
     at, k = 0, 0
-    f.seek(0)
+    if offsets and first:
+        if first >= len(offsets):
+            raise BadUpload(f"the xorb has {len(offsets)} chunks, chunk {first} was asked for")
+        at, k = offsets[first], first
+    f.seek(at)
     while at < size and (end is None or k < end):
         head = f.read(HEADER)
         if head[:len(FOOTER_IDENT)] == FOOTER_IDENT:
@@ -93,6 +114,8 @@ def chunks(f: BinaryIO, size: int, first: int = 0, end: int | None = None) -> It
         length = int.from_bytes(head[5:8], "little")
         if version != 0 or length > MAX_CHUNK or stored > 2 * MAX_CHUNK or length == 0:
             raise BadUpload(f"chunk {k}: not a chunk header (version {version}, {stored} bytes for {length})")
+        if k >= MAX_XORB_CHUNKS:
+            raise BadUpload(f"the xorb holds more than {MAX_XORB_CHUNKS} chunks")
         at += HEADER + stored
         if at > size:
             raise BadUpload(f"chunk {k} runs past the end of the xorb")
@@ -103,6 +126,26 @@ def chunks(f: BinaryIO, size: int, first: int = 0, end: int | None = None) -> It
         k += 1
     if end is not None and k < end:
         raise BadUpload(f"the xorb has {k} chunks, chunk {end - 1} was asked for")
+
+
+def chunk_offsets(f: BinaryIO, size: int) -> list[int]:
+    """Where each chunk of the xorb of ``size`` bytes open as ``f`` starts (its header; only the
+    headers are read, checked as :func:`chunks` checks them)."""
+    found: list[int] = []
+    at = 0
+    f.seek(0)
+    while at < size:
+        head = f.read(HEADER)
+        if head[:len(FOOTER_IDENT)] == FOOTER_IDENT:
+            break
+        if len(head) < HEADER or head[0] != 0:
+            raise BadUpload(f"chunk {len(found)}: not a chunk header")
+        if len(found) >= MAX_XORB_CHUNKS:
+            raise BadUpload(f"the xorb holds more than {MAX_XORB_CHUNKS} chunks")
+        found.append(at)
+        at += HEADER + int.from_bytes(head[1:4], "little")
+        f.seek(at)
+    return found
 
 
 def footer_hash(f: BinaryIO, size: int) -> bytes | None:

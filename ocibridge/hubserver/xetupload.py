@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -37,6 +38,7 @@ from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver import xet, xetformat, xethash
 from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.mounts import Mounts
+from ocibridge.hubserver.owners import Owners
 from ocibridge.hubserver.staging import Staging, StagingFull
 from ocibridge.hubserver.xetdedupe import Dedupe
 from ocibridge.hubserver.xetformat import BadUpload, FileEntry, Segment
@@ -198,25 +200,37 @@ class XetUpload:
         problem = self._too_large(files)
         if problem:
             return problem
+        # each file built once (a shard may name one twice), kept as a link in a folder of its
+        # own until all are built, so no file stays open: a shard names thousands of files
         declared = sum(seg.size for entry in files for seg in entry.segments)
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(self.staging.reserve(declared, repo_id))
-            built: list[tuple[Path, str]] = []
-            for entry in files:
-                out, fd = stack.enter_context(self.staging.new_file())
-                try:
-                    sha256 = self._rebuild(entry, fd, out, repo_id)
-                except (BadUpload, DigestMismatch) as e:
-                    return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
-                built.append((out, sha256))
-            for out, sha256 in built:
-                self.staging.commit_file(out, sha256, hashed=sha256)  # _rebuild hashed what it wrote
-                self.staging.pin(sha256, repo_id)  # its commit gives it back
-        for entry in files:
-            try:
-                self.dedupe.record(repo_id, entry)
-            except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
-                log.warning("%s: not kept for dedupe: %s", xethash.hex_of(entry.xet_hash), e)
+        self.staging.tmp.mkdir(parents=True, exist_ok=True)
+        held = Path(tempfile.mkdtemp(dir=self.staging.tmp, prefix="shard-"))
+        offsets: dict[bytes, list[int]] = {}  # where each chunk of a xorb starts: read once
+        try:
+            with self.staging.reserve(declared, repo_id):
+                built: dict[tuple[bytes, bytes | None], tuple[Path, str]] = {}
+                for entry in files:
+                    if (entry.xet_hash, entry.sha256) in built:
+                        continue
+                    with self.staging.new_file() as (out, fd):
+                        try:
+                            sha256 = self._rebuild(entry, fd, out, repo_id, offsets)
+                        except (BadUpload, DigestMismatch) as e:
+                            return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
+                        keep = held / str(len(built))
+                        os.link(out, keep)
+                    built[entry.xet_hash, entry.sha256] = (keep, sha256)
+                owners = Owners(self.staging.root)
+                for keep, sha256 in built.values():
+                    self.staging.commit_file(keep, sha256, hashed=sha256)  # _rebuild hashed what it wrote
+                    owners.add(repo_id, sha256)  # what repo_id's commits may name (:mod:`.owners`)
+                    self.staging.pin(sha256, repo_id)  # its commit gives it back
+        finally:
+            shutil.rmtree(held, ignore_errors=True)
+        try:
+            self.dedupe.record(repo_id, list({(e.xet_hash, e.sha256): e for e in files}.values()))
+        except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
+            log.warning("%s: a shard's files not kept for dedupe: %s", repo_id, e)
         return None
 
     def _too_large(self, files: list[FileEntry]) -> str | None:
@@ -224,7 +238,7 @@ class XetUpload:
         than its chunks can hold, or more bytes in all than the staging disk has free (a small
         shard naming one xorb a million times would otherwise fill it)."""
         declared = 0
-        for entry in files:
+        for entry in {(e.xet_hash, e.sha256): e for e in files}.values():  # each built once
             for seg in entry.segments:
                 if seg.size > (seg.end - seg.first) * xetformat.MAX_CHUNK:
                     return f"a segment declares {seg.size} bytes in {seg.end - seg.first} chunks"
@@ -235,7 +249,8 @@ class XetUpload:
             return f"its files are {declared} bytes, more than the {free} bytes free where serve stages uploads"
         return None
 
-    def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack) -> Iterator[bytes]:
+    def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack,
+                 offsets: dict[bytes, list[int]]) -> Iterator[bytes]:
         """The chunks ``seg`` names: from its kept xorb, else from where :mod:`.xetdedupe` placed
         them in a file of ``repo_id`` (each checked against the chunk hash its xorb had)."""
         try:
@@ -243,7 +258,10 @@ class XetUpload:
         except FileNotFoundError:
             yield from self._placed(seg, repo_id, files)
             return
-        yield from xetformat.chunks(f, os.fstat(f.fileno()).st_size, seg.first, seg.end)
+        size = os.fstat(f.fileno()).st_size
+        if seg.xorb not in offsets:
+            offsets[seg.xorb] = xetformat.chunk_offsets(f, size)
+        yield from xetformat.chunks(f, size, seg.first, seg.end, offsets[seg.xorb])
 
     def _placed(self, seg: Segment, repo_id: str, files: contextlib.ExitStack) -> Iterator[bytes]:
         name = xethash.hex_of(seg.xorb)
@@ -271,19 +289,21 @@ class XetUpload:
                 raise BadUpload(f"chunk {k} of xorb {name}, read from sha256:{sha}, is not the chunk it held")
             yield data
 
-    def _rebuild(self, entry: FileEntry, fd: int, path: Path, repo_id: str) -> str:
+    def _rebuild(self, entry: FileEntry, fd: int, path: Path, repo_id: str,
+                 offsets: dict[bytes, list[int]] | None = None) -> str:
         """Write the file ``entry`` names into ``fd`` (at ``path``) from kept xorbs (or the files
         their chunks were placed in), checking its Xet hash and the SHA-256 the shard names; that
         SHA-256 (hex). As the bytes pass, push's chunk table is made of them and a large file goes
         on to the registry (:mod:`.relay`, under the SHA-256 named: the registry keeps no blob of
-        other bytes), as an LFS upload does, so the commit's push neither reads nor sends it again."""
+        other bytes), as an LFS upload does, so the commit's push neither reads nor sends it again.
+        ``offsets``: where each chunk of a xorb starts, read once for a whole shard."""
         if entry.sha256 is None:
             raise BadUpload("the shard names no SHA-256 for it (no metadata extension)")
         named = xethash.hex_of(entry.sha256)  # stored as a Xet hash is: 64-bit words, little-endian
         size = sum(seg.size for seg in entry.segments)
         relay = self.relay(repo_id, named, size, path) if self.relay is not None else None
         try:
-            sha256 = self._write(entry, fd, named, size, relay, repo_id)
+            sha256 = self._write(entry, fd, named, size, relay, repo_id, {} if offsets is None else offsets)
         except BaseException:
             if relay is not None:
                 relay.follow.fail("the file did not rebuild")
@@ -293,7 +313,8 @@ class XetUpload:
                 relay.wait()
         return sha256
 
-    def _write(self, entry: FileEntry, fd: int, named: str, size: int, relay: Relay | None, repo_id: str) -> str:
+    def _write(self, entry: FileEntry, fd: int, named: str, size: int, relay: Relay | None, repo_id: str,
+               offsets: dict[bytes, list[int]]) -> str:
         digest = hashlib.sha256()
         chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
         hashes: list[tuple[bytes, int]] = []
@@ -301,7 +322,7 @@ class XetUpload:
         with os.fdopen(os.dup(fd), "wb") as out, contextlib.ExitStack() as files:
             for seg in entry.segments:
                 written = 0
-                for data in self._segment(seg, repo_id, files):
+                for data in self._segment(seg, repo_id, files, offsets):
                     hashes.append((xethash.chunk_hash(data), len(data)))
                     digest.update(data)
                     if chunks is not None:
