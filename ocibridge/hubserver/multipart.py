@@ -36,7 +36,6 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.answers import error, number
 from ocibridge.hubserver.guard import UPLOADS
-from ocibridge.hubserver.owners import Owners
 from ocibridge.hubserver.partpolicy import PartPolicy
 from ocibridge.hubserver.staging import Staging, StagingFull
 from ocibridge.hubserver.xet import Grants
@@ -158,8 +157,7 @@ class Multipart:
         """Join the parts named into the staged file ``oid`` (why not, when refused: then every
         part of the upload is removed)."""
         where = self._dir(oid)
-        owners = Owners(self.staging.root)
-        if owners.has(repo_id, oid) and self.staging.pin(oid, repo_id):  # staged already for repo_id
+        if self.staging.pinned(oid, repo_id) and self.staging.pin(oid, repo_id):  # staged for repo_id already
             shutil.rmtree(where, ignore_errors=True)
             return None
         try:
@@ -174,7 +172,6 @@ class Multipart:
                     except DigestMismatch as e:
                         problem = str(e)
                     else:
-                        owners.add(repo_id, oid)  # what repo_id's commits may name (:mod:`.owners`)
                         self.staging.pin(oid, repo_id)  # its commit gives it back
             return problem
         finally:

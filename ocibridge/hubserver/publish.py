@@ -46,7 +46,6 @@ from ocibridge.hubserver.grants import Grant, find
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.mounts import Mounts
 from ocibridge.hubserver.multipart import Multipart
-from ocibridge.hubserver.owners import Owners
 from ocibridge.hubserver.partpolicy import PartPolicy
 from ocibridge.hubserver.sources import (
     COMMIT,
@@ -87,7 +86,6 @@ class PublishRoutes:
         self.catalog = catalog
         self.lists = lists
         self.staging = staging
-        self.owners = Owners(staging.root)  # which repository each staged upload was for
         self.grants = list(grants)
         self.publish = publish
         self.public_url = public_url
@@ -238,7 +236,7 @@ class PublishRoutes:
         held = set((await self._branch_files(repo_id, branch)).values())
         wanted = {o["oid"]: o["size"] for o in objects if isinstance(o, dict) and _is_sha256(o.get("oid"))
                   and isinstance(o.get("size"), int) and o["size"] >= 0 and o["oid"] not in held}
-        staged = {oid for oid in wanted  # here already, and uploaded for repo_id (:mod:`.owners`)
+        staged = {oid for oid in wanted  # here already, and uploaded for repo_id (Staging.pinned)
                   if await self._run(self._uploaded, repo_id, oid) and await self._run(self.staging.pin, oid, repo_id)}
         full = await self._run(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged))
         if full:  # git-lfs's batch API: 507, the server has no room for the objects
@@ -316,7 +314,6 @@ class PublishRoutes:
                 except DigestMismatch as e:
                     return error(400, None, str(e))
                 await self._run(self.staging.pin, oid, repo_id)  # its commit gives it back
-                await self._run(self.owners.add, repo_id, oid)  # the URL's signature names repo_id
                 if chunks is not None:  # the bytes hashed to the oid: their table is a fact of it
                     chunkcache.remember(LayerChunks(f"sha256:{oid}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
             except ClientDisconnect:
@@ -350,7 +347,7 @@ class PublishRoutes:
             oid, size = body["oid"], body["size"]
         except (KeyError, TypeError):
             return error(400, None, "expected {'oid', 'size'}")
-        mine = isinstance(oid, str) and await self._run(self.owners.any, oid, allowed.may_write)
+        mine = isinstance(oid, str) and await self._run(self.staging.pinned_by, oid, allowed.may_write)
         found = await self._run(self.staging.path_for, oid) if mine and isinstance(oid, str) else None
         if found is None or found.stat().st_size != size:
             return error(404, None, f"no verified upload of sha256:{oid} ({size} bytes)")
@@ -394,7 +391,6 @@ class PublishRoutes:
 
     def _stage_bytes(self, repo_id: str, content: bytes) -> None:
         sha = hashlib.sha256(content).hexdigest()
-        self.owners.add(repo_id, sha)  # the commit sent its bytes: the writer has them
         if self.staging.pin(sha, repo_id):
             return
         with self.staging.reserve(len(content), repo_id), self.staging.new_file() as (tmp, fd):
@@ -403,9 +399,9 @@ class PublishRoutes:
         self.staging.pin(sha, repo_id)
 
     def _uploaded(self, repo_id: str, sha256: str) -> bool:
-        """Whether ``sha256`` is staged for ``repo_id``: uploaded for it (:mod:`.owners`); a file
+        """Whether ``sha256`` is staged for ``repo_id``: uploaded for it (:meth:`.Staging.pinned`); a file
         staged for another repository only is neither answered as held nor committed here."""
-        return self.owners.has(repo_id, sha256) and self.staging.has(sha256)
+        return self.staging.pinned(sha256, repo_id) and self.staging.has(sha256)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> str:
         """Build and push the commit, the branch locked; its commit oid."""
@@ -452,11 +448,11 @@ class PublishRoutes:
         """The upload of a SHA-256 staged for ``repo_id``, else the blob another repository holds
         (:mod:`.mounts`), read into staging so push builds its layer, and mounts it rather than
         sends it. A file staged for another repository only is neither: its writer never
-        committed it, so naming its SHA-256 gives nobody else its bytes (:mod:`.owners`)."""
+        committed it, so naming its SHA-256 gives nobody else its bytes (:meth:`.Staging.pinned`)."""
         sizes = {added.sha256: added.size for added in payload.added}
 
         def staged(sha256: str) -> Path | None:
-            found = self.staging.path_for(sha256) if self.owners.has(repo_id, sha256) else None
+            found = self.staging.path_for(sha256) if self.staging.pinned(sha256, repo_id) else None
             if found is None and self.mounts.fetch(repo_id, sha256, sizes.get(sha256), self.staging):
                 found = self.staging.path_for(sha256)
             return found

@@ -36,7 +36,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -74,6 +74,7 @@ class Staging:
         self._lock = threading.Lock()
         self._reserved = 0
         self._uploading: dict[str, int] = {}  # repository -> its uploads in progress here
+        self._refreshed: dict[str, float] = {}  # repository -> when its pins were last touched
 
     # -- what is staged, and who may still commit it --------------------------------------------
     def pin(self, sha256: str, owner: str) -> bool:
@@ -89,11 +90,34 @@ class Staging:
             self._refresh(owner)
             return True
 
+    def pinned(self, sha256: str, owner: str) -> bool:
+        """Whether a flow of repository ``owner`` holds a pin on ``sha256``: it uploaded those
+        bytes for ``owner`` (or was told they were here, which needs the same). One copy of a file
+        is kept whichever repository it came for, so this is what stops a writer of one
+        repository committing what another's writer uploaded and never committed, by naming its
+        SHA-256 alone: the Hub's rule is that a commit names content its repository's writers
+        uploaded, or content they can read (a file of the branch, a blob of another repository
+        of the registry: :mod:`.mounts`)."""
+        held = self.pins / sha256
+        return bool(_HEX64.fullmatch(sha256)) and held.is_dir() and any(held.glob(f"{_owner(owner)}.*"))
+
+    def pinned_by(self, sha256: str, may: Callable[[str], bool]) -> bool:
+        """Whether a repository ``may(repo_id)`` accepts holds a pin on ``sha256``."""
+        if not _HEX64.fullmatch(sha256):
+            return False
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            return any(may(unquote(pin.name.rpartition(".")[0])) for pin in (self.pins / sha256).iterdir())
+        return False
+
     def _refresh(self, owner: str) -> None:
         """Touch every pin of ``owner`` and the files they hold: its flow is still uploading, so
-        what it uploaded first is not abandoned (expiry counts from a flow's last upload)."""
-        if not self.pins.is_dir():
+        what it uploaded first is not abandoned (expiry counts from a flow's last upload). At
+        most once a tenth of the expiry per repository: a shard of thousands of files pins each,
+        and touching all of a flow's pins at each would be quadratic."""
+        now = time.monotonic()
+        if now - self._refreshed.get(owner, -self.expiry) < self.expiry / 10 or not self.pins.is_dir():
             return
+        self._refreshed[owner] = now
         for pin in self.pins.glob(f"*/{_owner(owner)}.*"):
             with contextlib.suppress(OSError):
                 os.utime(pin)

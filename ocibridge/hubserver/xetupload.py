@@ -38,7 +38,6 @@ from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver import xet, xetformat, xethash
 from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.mounts import Mounts
-from ocibridge.hubserver.owners import Owners
 from ocibridge.hubserver.staging import Staging, StagingFull
 from ocibridge.hubserver.xetdedupe import Dedupe
 from ocibridge.hubserver.xetformat import BadUpload, FileEntry, Segment
@@ -220,11 +219,9 @@ class XetUpload:
                         keep = held / str(len(built))
                         os.link(out, keep)
                     built[entry.xet_hash, entry.sha256] = (keep, sha256)
-                owners = Owners(self.staging.root)
                 for keep, sha256 in built.values():
                     self.staging.commit_file(keep, sha256, hashed=sha256)  # _rebuild hashed what it wrote
-                    owners.add(repo_id, sha256)  # what repo_id's commits may name (:mod:`.owners`)
-                    self.staging.pin(sha256, repo_id)  # its commit gives it back
+                    self.staging.pin(sha256, repo_id)  # repo_id's commit may name it, and gives it back
         finally:
             shutil.rmtree(held, ignore_errors=True)
         try:
