@@ -9,6 +9,7 @@ import hashlib
 import json
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -108,6 +109,12 @@ def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path, *, xet: b
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", not xet, raising=False)
+    # transformers keeps one HfApi, its endpoint read when made: one made by an earlier test
+    # (tests/test_hf_cache.py) asks huggingface.co for a repository's chat templates, and this
+    # machine's retries of the unreachable host cost a test ~45 s (it asks serve when made anew)
+    hub_module = sys.modules.get("transformers.utils.hub")
+    if hub_module is not None and hasattr(hub_module, "_hf_api"):
+        monkeypatch.setattr(hub_module, "_hf_api", None)
 
 
 def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, seconds: float = 30) -> None:
@@ -119,4 +126,4 @@ def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, secon
             if httpx.get(f"{url}/healthz").status_code == 200:
                 return
         assert time.monotonic() < deadline, "serve did not start"
-        time.sleep(0.1)
+        time.sleep(0.02)

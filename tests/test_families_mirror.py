@@ -54,7 +54,7 @@ convert = "modelpack"
     assert out["artifacts"][0]["reason"] == "already mirrored" and out["artifacts"][0]["lost"] == result.lost
 
 
-def test_a_mirror_converts_into_the_families_exporters_write(registry, tmp_path, unique_repo):
+def test_a_mirror_converts_into_the_families_exporters_write(registry, tmp_path, unique_repo, monkeypatch):
     """convert = "modelcar": the model is exported into a scratch layout, copied to
     the target, and reads back there as that family with the same files; a second run finds it
     mirrored (the export is reproducible), and no scratch folder is left behind."""
@@ -62,6 +62,10 @@ def test_a_mirror_converts_into_the_families_exporters_write(registry, tmp_path,
 
     from tests.modelgen import make_model, tree
 
+    # a temporary folder of this test's own: another test's mirror, in another pytest-xdist
+    # worker at the same time, makes its scratch folder in the machine's
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     model = make_model(tmp_path / "m")
     src = f"oci:{tmp_path / 'src'}:v1"
     assert main(["push", str(model), src, "-q"]) == 0

@@ -7,6 +7,8 @@ they fail with the command that installs it.
 from __future__ import annotations
 
 import secrets
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -145,13 +147,18 @@ def containerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Containerd]
 
 
 @pytest.fixture(scope="session")
-def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
-    """podman with a storage root of its own: `.pull`, `.mounted`."""
+def podman() -> Iterator[Podman]:
+    """podman with a storage root of its own: `.pull`, `.mounted`. Its folder is a short one of
+    its own under /tmp: podman refuses a runroot longer than 50 characters, which pytest's base
+    temporary folder under a pytest-xdist worker (…/pytest-N/popen-gw0/podman0/overlay/run) is."""
+    workdir = Path(tempfile.mkdtemp(prefix="ocib-podman-"))
     try:
-        tool = Podman(Path(tmp_path_factory.mktemp("podman")))
+        tool = Podman(workdir)
     except RuntimeUnavailable as exc:
+        shutil.rmtree(workdir, ignore_errors=True)
         pytest.fail(f"podman: {exc}", pytrace=False)
     try:
         yield tool
     finally:
         tool.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
