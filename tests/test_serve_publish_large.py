@@ -1,0 +1,92 @@
+"""Issue 55's size: ``upload_folder`` of a model directory with a 256 MiB safetensors file, as
+huggingface_hub runs by default (hf_xet), through ``ocibridge serve`` (a process) to a real
+registry. The bytes come back exactly through the same serve and through ``ocibridge pull``,
+``validate --strict`` accepts the commit, and a second ``upload_folder`` of the same directory
+sends no large file again (serve's log: no xorb received)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+
+import huggingface_hub
+import pytest
+from huggingface_hub import HfApi
+from serving import point_hub_at
+from test_serve_publish import serve_process
+
+from ocibridge.cli import main
+
+pytest.importorskip("hf_xet")
+
+MIB = 1024 * 1024
+WEIGHTS = 256 * MIB
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(4 * MIB):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def hashes_of(root: Path) -> dict[str, str]:
+    """Each file under ``root`` (the client's own cache folder left out) by its SHA-256."""
+    return {str(p.relative_to(root)): sha256_of(p) for p in sorted(root.rglob("*"))
+            if p.is_file() and ".cache" not in p.relative_to(root).parts}
+
+
+def large_model(root: Path) -> Path:
+    """config.json and a safetensors file of 256 MiB of random bytes (one F32 tensor), written a
+    piece at a time."""
+    root.mkdir(parents=True)
+    (root / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 64}))
+    header = json.dumps({"w": {"dtype": "F32", "shape": [WEIGHTS // 4], "data_offsets": [0, WEIGHTS]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with (root / "model.safetensors").open("wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        for _ in range(WEIGHTS // (16 * MIB)):
+            f.write(os.urandom(16 * MIB))
+    return root
+
+
+def xorb_bytes(log: str) -> int:
+    return sum(int(n) for n in re.findall(r"xorb received, (\d+) bytes", log))
+
+
+def test_a_256_mib_model_published_over_xet_comes_back_exactly(tmp_path, registry, unique_repo, monkeypatch,
+                                                               capsys):
+    src = large_model(tmp_path / "model")
+    expected = hashes_of(src)
+    prefix = f"{registry.host}/{unique_repo}"
+    log = tmp_path / "serve.log"
+    with serve_process(tmp_path, prefix) as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
+        from huggingface_hub import _commit_api
+
+        def no_lfs(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the LFS batch API was used: this test is of Xet uploads")
+
+        monkeypatch.setattr(_commit_api, "post_lfs_batch_info", no_lfs)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/large")
+        first = api.upload_folder(repo_id="acme/large", folder_path=src, commit_message="256 MiB")
+        assert xorb_bytes(log.read_text()) >= WEIGHTS * 0.9  # it did travel over Xet, once
+        assert api.model_info("acme/large").sha == first.oid
+        got = huggingface_hub.snapshot_download("acme/large", token="reader-token")
+        assert hashes_of(Path(got)) == expected
+
+        mark = len(log.read_text())
+        again = api.upload_folder(repo_id="acme/large", folder_path=src, commit_message="the same again")
+        assert xorb_bytes(log.read_text()[mark:]) == 0  # the branch holds it: nothing large sent again
+        assert api.model_info("acme/large").sha in (first.oid, again.oid)
+
+    ref = f"{prefix}/acme/large:latest"
+    assert main(["pull", ref, str(tmp_path / "pulled"), "-q"]) == 0
+    assert hashes_of(tmp_path / "pulled") == expected
+    assert main(["validate", ref, "--strict"]) == 0
+    capsys.readouterr()
