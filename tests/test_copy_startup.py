@@ -69,6 +69,22 @@ def test_httpx_cli_still_loads_after_the_deferral():
     assert "Usage" in done.stdout or "usage" in done.stdout.lower(), done.stdout
 
 
+def test_trio_is_left_out_of_the_command_and_of_no_program_importing_ocibridge():
+    """httpcore imports trio whenever it is installed (selenium, in the test extras, brings it:
+    ~90 ms, and subprocess through ctypes); the command refuses it (it never runs under trio),
+    a program that imports ocibridge gets it as before."""
+    import importlib.util
+
+    assert importlib.util.find_spec("trio") is not None  # installed: else this proves nothing
+    command = ("from ocibridge.core.httpx_wall import defer_cli\ndefer_cli()\n"
+               "import httpx, httpcore, sys\n"
+               "assert 'trio' not in sys.modules\n")
+    program = "import ocibridge.stores.registry, httpx, httpcore, sys\nassert 'trio' in sys.modules\n"
+    for probe in (command, program):
+        done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
 def test_plain_http_copy_makes_no_ssl_context(registry, unique_repo):
     """A plain-HTTP (loopback) registry is reached without building any SSL context: httpx
     makes one even for ``verify=False``, OpenSSL's first costing ~2.5 ms of the start."""

@@ -18,7 +18,6 @@ never by a program that imports ocibridge.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 import types
 from collections.abc import Sequence
@@ -63,29 +62,40 @@ def keep_body(response: httpx.Response, data: bytes) -> None:
 
 
 _CLI = "httpx._main"
+#: what httpcore imports whenever it is installed, to tell trio from asyncio: the command never runs trio
+_TRIO = "trio"
 
 
 class _RefuseCliOnce:
-    """Refuses ``httpx._main`` once, the import httpx's ``__init__`` makes, then leaves (a
-    meta-path finder by its ``find_spec``: ``importlib.abc`` would cost ~7 ms of the start)."""
+    """Refuses ``httpx._main`` once, the import httpx's ``__init__`` makes, and ``trio`` for
+    the process (httpcore tries it from two modules as it loads; the command never runs under
+    trio): a meta-path finder by its ``find_spec`` (``importlib.abc`` would cost ~7 ms of the
+    start)."""
+
+    def __init__(self) -> None:
+        self.cli_refused = False
 
     def find_spec(self, name: str, path: Sequence[str] | None = None,
                   target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if name != _CLI:
+        if name == _CLI and not self.cli_refused:
+            self.cli_refused = True
+        elif name != _TRIO:
             return None
-        with contextlib.suppress(ValueError):  # another thread's import already removed it
-            sys.meta_path.remove(self)
-        raise ModuleNotFoundError(f"{_CLI} is not loaded by the ocibridge command", name=name)
+        raise ModuleNotFoundError(f"{name} is not loaded by the ocibridge command", name=name)
 
 
 def defer_cli() -> None:
-    """Keep httpx's command-line tool (rich, click, pygments: ~30 ms) out of the command's start.
+    """Keep httpx's command-line tool (rich, click, pygments: ~30 ms) and trio (~90 ms) out of
+    the command's start.
 
     httpx's ``__init__`` imports ``httpx._main`` whenever those are installed, and falls back to
-    a ``main`` that says the CLI is not installed when that import fails. A finder refuses that
-    one import (nothing is put in ``sys.modules``) and removes itself, so a later
-    ``import httpx._main`` loads the real module. Called by :func:`ocibridge.cli.run` only
-    (which never runs httpx's CLI), and a no-op once httpx is imported.
+    a ``main`` that says the CLI is not installed when that import fails; httpcore imports trio
+    whenever it is installed (selenium brings it, and subprocess through ctypes), to tell trio
+    from asyncio later, and takes asyncio when that import fails. A finder refuses httpx's CLI
+    once (nothing is put in ``sys.modules``: a later ``import httpx._main`` loads the real
+    module) and trio for the process. Called by :func:`ocibridge.cli.run` only (which never
+    runs httpx's CLI nor runs under trio; a program importing ocibridge is left as it is), and a
+    no-op once httpx is imported.
     """
     if "httpx" in sys.modules or _CLI in sys.modules:
         return

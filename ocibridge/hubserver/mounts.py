@@ -28,6 +28,7 @@ from ocibridge.hubserver.sources import RegistrySource, Repository, repo_parts
 from ocibridge.hubserver.staging import Staging
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES
+from ocibridge.stores.registry.store import RegistryStore
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -48,9 +49,9 @@ class Mounts:
         if source is None or parts is None:
             return None
         target = source.repository(parts)
-        base = getattr(getattr(target.store, "client", None), "base", None) if target is not None else None
-        if target is None or base is None:
+        if target is None or not isinstance(target.store, RegistryStore):
             return None
+        base = target.store.client.base
         head = f"{source.path}/" if source.path else ""
         own = target.shown.removeprefix(f"{source.host}/")
         for repository in BLOB_HOMES.candidates(base, f"sha256:{sha256}"):
