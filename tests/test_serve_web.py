@@ -201,6 +201,7 @@ def test_model_page_shows_card_config_files_tags_and_the_signature_verify_finds(
         assert 'href="/acme/tiny/blob/main/extra/notes.md"' in html
         assert "application/vnd.cncf.model.weight" in html or "application/vnd.cnai.model.weight" in html
         assert ">v1</a></td><td>tag</td>" in html and ">main</a></td><td>branch" in html
+        assert not re.search(r">sha256-[0-9a-f]{64}\.\w+</a></td><td>tag", html)  # cosign's .sig tag: no version
         # the signature, verified by the key ocibridge verify names; SBOM and provenance summaries
         rows = re.findall(r'<tr class="evidence-signature">(.*?)</tr>', html)
         assert len(rows) == len(verified["signatures"]) == 2  # sign's default: classic and bundle

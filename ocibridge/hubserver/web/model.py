@@ -10,6 +10,7 @@ refused model shows the refusal instead. Signatures are verified here with serve
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections import OrderedDict
@@ -22,6 +23,7 @@ from ocibridge.hubserver.files import HubFile, ModelFiles
 from ocibridge.hubserver.sources import Catalog, Refs, Resolved
 from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card
+from ocibridge.hubserver.web.history import EVIDENCE_TAG
 from ocibridge.hubserver.web.render import human_size
 
 #: seconds what was gathered for a manifest is shown before it is gathered again (referrers come
@@ -129,7 +131,8 @@ class ModelPages:
             known = self._refs.get(repo_id)
         if known is not None and now - known[0] < FRESH:
             return known[1]
-        found = self.catalog.refs(repo_id)
+        found = self.catalog.refs(repo_id)  # less cosign's sha256-HEX.sig/.att tags: evidence, not versions
+        found = dataclasses.replace(found, tags=tuple(t for t in found.tags if not EVIDENCE_TAG.fullmatch(t[0])))
         with self._lock:
             if len(self._refs) > 4096:
                 self._refs.clear()
