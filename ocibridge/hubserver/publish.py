@@ -25,6 +25,7 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -289,6 +290,7 @@ class PublishRoutes:
             relay = self.relay_for(repo_id, oid, size, tmp)
             # the chunk table push binds for a file this large, made from the bytes as they come
             chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
+            digest = hashlib.sha256()  # of the bytes as they are written: staging need not read them again
             whole = False
             try:
                 written = 0
@@ -299,18 +301,18 @@ class PublishRoutes:
                     if written > size:
                         return error(400, None, f"the upload is larger than the {size} bytes it was granted")
                     if sum(map(len, pending)) >= WRITE_PIECE:  # one thread hop a MiB, not one a read
-                        await self._run(_write_all, fd, b"".join(pending), chunks)
+                        await self._run(_write_all, fd, b"".join(pending), chunks, digest)
                         pending.clear()
                         if relay is not None:
                             relay.follow.grew(written)
-                await self._run(_write_all, fd, b"".join(pending), chunks)
+                await self._run(_write_all, fd, b"".join(pending), chunks, digest)
                 if written != size:
                     return error(400, None, f"the upload is {written} bytes, not the {size} it was granted")
                 whole = True
                 if relay is not None:
                     relay.follow.grew(written)
                 try:
-                    await self._run(self.staging.commit_file, tmp, oid)
+                    await self._run(partial(self.staging.commit_file, tmp, oid, hashed=digest.hexdigest()))
                 except DigestMismatch as e:
                     return error(400, None, str(e))
                 await self._run(self.staging.pin, oid, repo_id)  # its commit gives it back
@@ -579,9 +581,12 @@ def _upload_path(oid: str, size: str, repo_id: str) -> str:
     return f"{UPLOAD_PATH}{oid}/{size}/{quote(repo_id, safe='')}"
 
 
-def _write_all(fd: int, data: bytes, chunks: ChunkHasher | None = None) -> None:
+def _write_all(fd: int, data: bytes, chunks: ChunkHasher | None = None, whole: Any = None) -> None:
+    """Write ``data`` to ``fd`` whole; ``chunks`` and ``whole`` (a hashlib object) see it too."""
     if chunks is not None:
         chunks.update(data)
+    if whole is not None:
+        whole.update(data)
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

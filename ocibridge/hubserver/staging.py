@@ -224,7 +224,7 @@ class Staging:
     def commit_file(self, path: Path, sha256: str, *, hashed: str | None = None) -> Path:
         """Move the finished upload ``path`` into place as ``sha256``, once its bytes hash to it
         (:class:`ocibridge.errors.DigestMismatch` otherwise: the file is removed). ``hashed``:
-        the SHA-256 the writer computed of the very bytes it wrote (a Xet file rebuilt here),
+        the SHA-256 the writer computed of the very bytes it wrote (a Xet file rebuilt here, an LFS PUT as it arrived),
         so the file is not read again for it."""
         if not _HEX64.fullmatch(sha256):
             raise DigestMismatch(f"upload: {sha256!r} is not a SHA-256 (64 lowercase hex digits)")
