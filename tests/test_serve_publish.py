@@ -361,19 +361,25 @@ def test_branches_tags_history_and_commits_at_once(tmp_path, registry, unique_re
         assert Path(readme).read_text() == "# card\n"
 
 
+def xet_only(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path) -> None:
+    """huggingface_hub pointed at serve with hf_xet on, the LFS batch API forbidden: what it
+    uploads goes over Xet or the test fails."""
+    point_hub_at(monkeypatch, url, hub, xet=True)
+    from huggingface_hub import _commit_api
+
+    def no_lfs(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the LFS batch API was used: this test is of Xet uploads")
+
+    monkeypatch.setattr(_commit_api, "post_lfs_batch_info", no_lfs)
+
+
 def test_publish_over_xet_commits_what_hf_xet_uploaded(tmp_path, registry, unique_repo, monkeypatch):
     """huggingface_hub as it runs by default (hf_xet): the files it sends over Xet (xetupload.py)
     land in the same staging, and the same commit route makes them a ModelPack artifact."""
     src = model_dir(tmp_path / "model")
     prefix = f"{registry.host}/{unique_repo}"
     with serve_process(tmp_path, prefix) as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
-        from huggingface_hub import _commit_api
-
-        def no_lfs(*args: object, **kwargs: object) -> None:
-            raise AssertionError("the LFS batch API was used: this test is of Xet uploads")
-
-        monkeypatch.setattr(_commit_api, "post_lfs_batch_info", no_lfs)
+        xet_only(monkeypatch, url, tmp_path / "hub")
         api = HfApi(endpoint=url, token="writer-token")
         api.create_repo("acme/xet")
         done = api.upload_folder(repo_id="acme/xet", folder_path=src, commit_message="over xet")

@@ -15,8 +15,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import point_hub_at
-from test_serve_publish import serve_process
+from test_serve_publish import serve_process, xet_only
 
 from ocibridge.cli import main
 
@@ -65,13 +64,7 @@ def test_a_256_mib_model_published_over_xet_comes_back_exactly(tmp_path, registr
     prefix = f"{registry.host}/{unique_repo}"
     log = tmp_path / "serve.log"
     with serve_process(tmp_path, prefix) as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
-        from huggingface_hub import _commit_api
-
-        def no_lfs(*args: object, **kwargs: object) -> None:
-            raise AssertionError("the LFS batch API was used: this test is of Xet uploads")
-
-        monkeypatch.setattr(_commit_api, "post_lfs_batch_info", no_lfs)
+        xet_only(monkeypatch, url, tmp_path / "hub")
         api = HfApi(endpoint=url, token="writer-token")
         api.create_repo("acme/large")
         first = api.upload_folder(repo_id="acme/large", folder_path=src, commit_message="256 MiB")

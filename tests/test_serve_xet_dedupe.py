@@ -14,8 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import huggingface_hub
@@ -24,6 +22,7 @@ import pytest
 from serving import files_of, point_hub_at
 from test_families_mirror import _uploads_and_mounts
 from test_serve_publish import ROOT, _store, model_dir, serve_process
+from test_serve_xet_upload import call as xet_upload_call
 
 pytest.importorskip("hf_xet")
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
@@ -78,12 +77,8 @@ def layer_digests(ref: str) -> list[str]:
 
 
 def call(url: str, method: str = "GET", body: bytes | None = None, token: str = "writer-token") -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=body, method=method, headers={"Authorization": f"Bearer {token}"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
+    """test_serve_xet_upload's request, as this file's writer by default."""
+    return xet_upload_call(url, method, body, token)
 
 
 @pytest.mark.parametrize("cleaned", [False, True], ids=["xorbs-kept", "staging-cleaned"])

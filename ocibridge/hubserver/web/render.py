@@ -15,6 +15,8 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.responses import HTMLResponse, Response
 
+from ocibridge.core import terminal
+
 HERE = Path(__file__).parent
 #: where serve answers the stylesheet (under /ocibridge/, a prefix no Hub repository takes)
 STYLE_PATH = "/ocibridge/static/style.css"
@@ -42,14 +44,7 @@ def environment() -> Environment:
 
 def human_size(n: int | None) -> str:
     """Bytes as people read them (1.5 MiB), exact below a KiB."""
-    if n is None:
-        return "—"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
+    return "—" if n is None else terminal.human_size(n)
 
 
 def page(template: str, status: int = 200, headers: dict[str, str] | None = None, **context: Any) -> Response:
