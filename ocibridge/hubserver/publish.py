@@ -60,7 +60,6 @@ from ocibridge.hubserver.sources import (
     repo_parts,
 )
 from ocibridge.hubserver.staging import Staging, StagingFull
-from ocibridge.hubserver.writebehind import WriteBehind
 from ocibridge.hubserver.xet import Grants
 from ocibridge.oci.reference import check_tag
 from ocibridge.stores.base import WritableStore
@@ -293,28 +292,25 @@ class PublishRoutes:
             chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
             digest = hashlib.sha256()  # of the bytes as they are written: staging need not read them again
             whole = False
-            # a MiB is hashed and written on a thread while the next one is received
-            behind = WriteBehind(lambda data: self._run(_write_all, fd, data, chunks, digest),
-                                 relay.follow.grew if relay is not None else None)
             try:
                 written = 0
                 pending: list[bytes] = []
-                held = 0
                 async for piece in request.stream():
                     pending.append(piece)
                     written += len(piece)
-                    held += len(piece)
                     if written > size:
                         return error(400, None, f"the upload is larger than the {size} bytes it was granted")
-                    if held >= WRITE_PIECE:  # one thread hop a MiB, not one a read
-                        await behind.submit(b"".join(pending), written)
+                    if sum(map(len, pending)) >= WRITE_PIECE:  # one thread hop a MiB, not one a read
+                        await self._run(_write_all, fd, b"".join(pending), chunks, digest)
                         pending.clear()
-                        held = 0
-                await behind.submit(b"".join(pending), written)
-                await behind.drain()
+                        if relay is not None:
+                            relay.follow.grew(written)
+                await self._run(_write_all, fd, b"".join(pending), chunks, digest)
                 if written != size:
                     return error(400, None, f"the upload is {written} bytes, not the {size} it was granted")
                 whole = True
+                if relay is not None:
+                    relay.follow.grew(written)
                 try:
                     await self._run(partial(self.staging.commit_file, tmp, oid, hashed=digest.hexdigest()))
                 except DigestMismatch as e:
@@ -326,7 +322,6 @@ class PublishRoutes:
                 log.info("an upload of sha256:%s was abandoned after %d of %d bytes", oid, written, size)
                 return error(400, None, "the client left before the upload ended")
             finally:
-                await behind.settle()  # no thread writes the file once it is closed
                 if relay is not None:
                     if not whole:
                         relay.follow.fail("the upload ended before its last byte")
