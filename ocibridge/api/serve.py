@@ -7,6 +7,7 @@ this module loads neither; a function that needs them says which extra to instal
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,7 +107,18 @@ def serve(
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
     app, settings = _app(sources, options or ServeOptions(), listening, transfer, verify, _evidence(sign, attest))
+    if any(grant.write for grant in app.state.serve.publisher.grants):  # it may be asked to commit
+        threading.Thread(target=_load_push, name="load-push", daemon=True).start()
     run(app, settings)
+
+
+def _load_push() -> None:
+    """Import push's modules while serve waits for its first upload: every commit is a push, and
+    a fresh serve's first commit imported them after the client's last byte (0.17 s of a 1 GiB
+    upload_folder's 5.4 s, on the critical path); beside the upload they cost nothing waited for."""
+    import ocibridge.api.model_ops
+    import ocibridge.api.options
+    import ocibridge.model.builder  # noqa: F401
 
 
 def _publisher(transfer: TransferOptions, evidence: Evidence | None) -> Publish:

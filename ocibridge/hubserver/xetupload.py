@@ -55,6 +55,9 @@ log = logging.getLogger("ocibridge.hubserver")
 XORB_BUDGET = 32 * 1024 ** 3
 #: the largest shard taken
 MAX_SHARD = 64 * 1024 * 1024
+#: bytes of a rebuilt file written between two calls on its relay to read on (a segment is up
+#: to a xorb's 64 MiB: told once a segment, the relay idled, then had a segment to send at the end)
+RELAY_STEP = 4 * 1024 * 1024
 _T = TypeVar("_T")
 
 
@@ -315,7 +318,7 @@ class XetUpload:
         digest = hashlib.sha256()
         chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
         hashes: list[tuple[bytes, int]] = []
-        done = 0
+        done = told = 0
         with os.fdopen(os.dup(fd), "wb") as out, contextlib.ExitStack() as files:
             for seg in entry.segments:
                 written = 0
@@ -326,6 +329,10 @@ class XetUpload:
                         chunks.update(data)
                     out.write(data)
                     written += len(data)
+                    if relay is not None and done + written - told >= RELAY_STEP:  # not a segment at once
+                        out.flush()
+                        told = min(done + written, size)
+                        relay.follow.grew(told)
                 if written != seg.size:
                     raise BadUpload(f"a segment of xorb {xethash.hex_of(seg.xorb)} is {written} bytes, "
                                     f"the shard says {seg.size}")
