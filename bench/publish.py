@@ -33,14 +33,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
 from .registries import fresh_registry
-from .serve import MiB, base_env, free_port, load, timed
+from .serve import MiB, base_env, free_port, load, timed, wait_healthy
 
 UPLOAD = ("import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[1]); "
           "api.upload_folder(repo_id=sys.argv[1], folder_path=sys.argv[2])")
@@ -60,16 +59,7 @@ def serving(work: Path, source: str, log: Path | None = None) -> Iterator[tuple[
                             stderr=subprocess.PIPE if log is None else log.open("wb"))
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(proc.communicate()[1].decode() if log is None else log.read_text())
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{url}/healthz").status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("serve did not start")
-            time.sleep(0.1)
+        wait_healthy(proc, url, log)
         yield url, proc
     finally:
         proc.terminate()

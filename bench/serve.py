@@ -109,6 +109,21 @@ def base_env(work: Path) -> dict[str, str]:
             "DOCKER_CONFIG": str(work / "docker")}
 
 
+def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path | None = None) -> None:
+    """Until ``url/healthz`` answers 200 (60 s at most); serve's error when it exits first (its
+    stderr, or ``log`` where it writes there)."""
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(proc.communicate()[1].decode() if log is None else log.read_text())
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{url}/healthz").status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise RuntimeError("serve did not start")
+        time.sleep(0.1)
+
+
 class Server:
     """``ocibridge serve`` as a process of its own, with a model cache of its own."""
 
@@ -119,16 +134,7 @@ class Server:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ocibridge", "serve", source, "--listen", f"127.0.0.1:{self.port}",
              "--no-access-log"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(self.proc.communicate()[1].decode())
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/healthz").status_code == 200:
-                    return
-            if time.monotonic() > deadline:
-                raise RuntimeError("serve did not start")
-            time.sleep(0.1)
+        wait_healthy(self.proc, self.url)
 
     def peak_rss_mib(self) -> float:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():

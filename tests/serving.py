@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -115,6 +116,17 @@ def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path, *, xet: b
     hub_module = sys.modules.get("transformers.utils.hub")
     if hub_module is not None and hasattr(hub_module, "_hf_api"):
         monkeypatch.setattr(hub_module, "_hf_api", None)
+
+
+def stop(proc: subprocess.Popen[bytes], seconds: float = 40) -> None:
+    """SIGTERM, as a process manager stops serve (requests in flight finish), then kill if it
+    has not left within ``seconds``."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, seconds: float = 30) -> None:

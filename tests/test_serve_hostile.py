@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serving import make_model, wait_until_healthy
+from serving import make_model, stop, wait_until_healthy
 
 from ocibridge.cli import main
 
@@ -65,12 +64,7 @@ def serve_process(tmp_path: Path, *args: str) -> Iterator[tuple[ServeProcess, li
         wait_until_healthy(proc, served.url, log)
         yield served, lines
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         lines += log.read_text(errors="replace").splitlines()
 
 

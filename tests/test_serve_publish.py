@@ -10,7 +10,6 @@ import hashlib
 import io
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
-from serving import files_of, point_hub_at, wait_until_healthy
+from serving import files_of, point_hub_at, stop, wait_until_healthy
 
 from ocibridge.cli import main
 
@@ -58,12 +57,7 @@ def serve_process(tmp_path: Path, *args: str) -> Iterator[str]:
         wait_until_healthy(proc, url, log)
         yield url
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 def model_dir(root: Path) -> Path:
@@ -129,8 +123,7 @@ def test_publish_through_serve_is_a_modelpack_commit(tmp_path, registry, unique_
     src = model_dir(tmp_path / "model")
     prefix = f"{registry.host}/{unique_repo}"
     with serve_process(tmp_path, prefix) as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub")
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+        point_hub_at(monkeypatch, url, tmp_path / "hub")  # Xet off: uploads over LFS
         api = HfApi(endpoint=url, token="writer-token")
         assert api.whoami()["name"] == "ci-bot"
         assert api.whoami()["auth"]["accessToken"]["role"] == "write"
@@ -201,8 +194,7 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
     prefix = f"{registry.host}/{unique_repo}"
     ref = f"{prefix}/acme/tiny:latest"
     with serve_process(tmp_path, prefix) as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub")
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+        point_hub_at(monkeypatch, url, tmp_path / "hub")  # Xet off: uploads over LFS
         writer = HfApi(endpoint=url, token="acme-token")
         writer.create_repo("acme/tiny")
         first = writer.upload_folder(repo_id="acme/tiny", folder_path=src)
@@ -300,8 +292,7 @@ def test_branches_tags_history_and_commits_at_once(tmp_path, registry, unique_re
     src = model_dir(tmp_path / "model")
     prefix = f"{registry.host}/{unique_repo}"
     with serve_process(tmp_path, prefix) as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub")
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+        point_hub_at(monkeypatch, url, tmp_path / "hub")  # Xet off: uploads over LFS
         api = HfApi(endpoint=url, token="writer-token")
         api.create_repo("acme/tiny")
         first = api.upload_folder(repo_id="acme/tiny", folder_path=src, commit_message="first")
