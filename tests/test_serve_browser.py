@@ -188,6 +188,7 @@ def test_the_compare_page_names_exactly_what_ocibridge_diff_names(browser, site)
                for t in browser.find_elements(By.CSS_SELECTOR, "li.tensor")]
     assert tensors == [(f["path"], t["change"], t["name"]) for f in expected["files"] for t in f["tensors"] or ()]
     assert tensors == [("model.safetensors", "changed", "layer.0.weight")]
+    assert "1 tensor differs; 2 found the same by chunk digests." in browser.find_element(By.TAG_NAME, "body").text
     fields = [r.find_element(By.CSS_SELECTOR, ".name").text for r in browser.find_elements(By.CSS_SELECTOR, "tr.field")]
     assert fields == [c["field"] for c in expected["config"]] and "descriptor.version" in fields
     # the history lists v2 then v1 (tags by date) and links the same comparison
