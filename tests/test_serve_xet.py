@@ -17,7 +17,7 @@ from huggingface_hub import HfApi, HfFileSystem, hf_hub_download, snapshot_downl
 from serving import files_of, make_model, point_hub_at, serving
 
 from ocibridge.cli import main
-from ocibridge.hubserver import xet
+from ocibridge.hubserver.xet import xorbs as xet
 
 SIZE = 2 * xet.XORB_CHUNKS * xet.CHUNK + 5 * xet.CHUNK + 1000  # 2 xorbs and a short third
 
@@ -296,7 +296,7 @@ def test_public_url_names_where_clients_reach_serve(model):
 
 def test_every_file_over_xet_from_a_layout_with_tar_layers(tmp_path, hub, monkeypatch, capsys):
     """Files inside tar layers are served from the verified snapshot, over Xet like the others."""
-    from ocibridge.hubserver.files import FileLists
+    from ocibridge.hubserver.reading.files import FileLists
     from ocibridge.stores.layout import LayoutStore
 
     src = make_model(tmp_path / "tiny")
@@ -339,7 +339,7 @@ def test_a_xorb_that_waits_too_long_for_the_registry_is_a_503_to_ask_again(tmp_p
     once a xorb's first bytes have waited FIRST_BYTE_WAIT, then serves it when they are in."""
     from support import delay
 
-    from ocibridge.hubserver import xetroutes
+    from ocibridge.hubserver.xet import routes as xetroutes
 
     src = make_model(tmp_path / "big", weights=1)
     (src / "model.safetensors").write_bytes(os.urandom(SIZE))

@@ -45,27 +45,28 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver import XET_MIN_SIZE, hubjson
+from ocibridge.hubserver import XET_MIN_SIZE
+from ocibridge.hubserver.access import parse_lines
 from ocibridge.hubserver.answers import bearer, byte_range, error, int_param, requested_repo
-from ocibridge.hubserver.blobs import Blobs, read_file
-from ocibridge.hubserver.files import FileLists, HubFile, ModelFiles
-from ocibridge.hubserver.grants import parse_lines
 from ocibridge.hubserver.guard import PATHS_MAX, Guard, Limits
-from ocibridge.hubserver.publish import UPLOAD_PATH, PublishRoutes
+from ocibridge.hubserver.reading import hubjson
+from ocibridge.hubserver.reading.blobs import Blobs, read_file
+from ocibridge.hubserver.reading.files import FileLists, HubFile, ModelFiles
+from ocibridge.hubserver.reading.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
 from ocibridge.hubserver.routing import HubRoute, route_path
-from ocibridge.hubserver.sources import Catalog, Refused, RepoNotFound, Resolved, RevisionNotFound
-from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.web.history import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
-from ocibridge.hubserver.xetroutes import ClosingStream, XetRoutes
-from ocibridge.hubserver.xetupload import XetUpload
+from ocibridge.hubserver.writes.publish import UPLOAD_PATH, PublishRoutes
+from ocibridge.hubserver.xet.routes import ClosingStream, XetRoutes
+from ocibridge.hubserver.xet.upload import XetUpload
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.commits import Publish
-    from ocibridge.hubserver.partpolicy import PartPolicy
-    from ocibridge.hubserver.ranges import ChunkRanges
+    from ocibridge.hubserver.reading.ranges import ChunkRanges
+    from ocibridge.hubserver.settings import PartPolicy
     from ocibridge.hubserver.web.history import Diff
+    from ocibridge.hubserver.writes.commits import Publish
 
 log = logging.getLogger("ocibridge.hubserver")
 

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
-from ocibridge.hubserver.partpolicy import MULTIPART_MIN, PART_SIZE
-from ocibridge.hubserver.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
-from ocibridge.hubserver.staging import BUDGET as STAGING_BUDGET  # noqa: N811
+from ocibridge.hubserver.settings import MULTIPART_MIN, PART_SIZE
+from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
+from ocibridge.hubserver.uploads.staging import BUDGET as STAGING_BUDGET  # noqa: N811
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ocibridge.hubserver.commits import Publish
-    from ocibridge.hubserver.sources import Catalog
+    from ocibridge.hubserver.reading.sources import Catalog
     from ocibridge.hubserver.web.history import Diff
+    from ocibridge.hubserver.writes.commits import Publish
 
 #: seconds requests in flight get to finish after SIGTERM
 GRACE = 30
@@ -83,7 +83,7 @@ def read_tokens(path: str) -> list[str]:
     tokens = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
     if not tokens:
         raise UsageError(f"--token-file {path}: holds no token")
-    from ocibridge.hubserver.grants import parse_lines
+    from ocibridge.hubserver.access import parse_lines
 
     parse_lines(tokens)
     return tokens
@@ -92,12 +92,12 @@ def read_tokens(path: str) -> list[str]:
 def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     from ocibridge.cache.models import ModelCache
     from ocibridge.hubserver.app import create_app
-    from ocibridge.hubserver.blobs import Blobs
-    from ocibridge.hubserver.files import FileLists
     from ocibridge.hubserver.guard import Limits
-    from ocibridge.hubserver.partpolicy import PartPolicy
-    from ocibridge.hubserver.ranges import ChunkRanges
-    from ocibridge.hubserver.staging import Staging
+    from ocibridge.hubserver.reading.blobs import Blobs
+    from ocibridge.hubserver.reading.files import FileLists
+    from ocibridge.hubserver.reading.ranges import ChunkRanges
+    from ocibridge.hubserver.settings import PartPolicy
+    from ocibridge.hubserver.uploads.staging import Staging
 
     cache = ModelCache()
     return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),

@@ -25,16 +25,16 @@ from starlette.routing import BaseRoute, Route
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.answers import int_param, requested_repo
+from ocibridge.hubserver.reading.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.routing import HubRoute
-from ocibridge.hubserver.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.web import auth, facts, render
 from ocibridge.hubserver.web.listing import Listing
 from ocibridge.hubserver.web.model import ModelPages, ModelView, read_small
 from ocibridge.oci.reference import RegistryReference
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.files import ModelFiles
-    from ocibridge.hubserver.sources import Catalog, Resolved
+    from ocibridge.hubserver.reading.files import ModelFiles
+    from ocibridge.hubserver.reading.sources import Catalog, Resolved
 
 log = logging.getLogger("ocibridge.hubserver")
 

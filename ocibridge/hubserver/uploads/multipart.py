@@ -36,9 +36,9 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.answers import error, number
 from ocibridge.hubserver.guard import UPLOADS
-from ocibridge.hubserver.partpolicy import PartPolicy
-from ocibridge.hubserver.staging import Staging, StagingFull
-from ocibridge.hubserver.xet import Grants
+from ocibridge.hubserver.settings import PartPolicy
+from ocibridge.hubserver.uploads.staging import Staging, StagingFull
+from ocibridge.hubserver.xet.xorbs import Grants
 
 log = logging.getLogger("ocibridge.hubserver")
 _T = TypeVar("_T")

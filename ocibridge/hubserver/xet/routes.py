@@ -11,18 +11,18 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ocibridge.hubserver import xet
 from ocibridge.hubserver.answers import bearer, byte_range, error, requested_repo
-from ocibridge.hubserver.blobs import Blobs, Checked, CheckedFile, TableOf
-from ocibridge.hubserver.files import HubFile, ModelFiles
 from ocibridge.hubserver.guard import Shares, turn_of
+from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles
+from ocibridge.hubserver.reading.sources import Resolved
 from ocibridge.hubserver.routing import route_path
-from ocibridge.hubserver.sources import Resolved
+from ocibridge.hubserver.xet import xorbs
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.ranges import ChunkRanges
+    from ocibridge.hubserver.reading.ranges import ChunkRanges
 
 #: seconds a commit resolved for Xet requests is reused (a commit names one manifest; this bounds
 #: how long a deleted one or a changed policy takes to be seen; one file is many requests)
@@ -63,7 +63,7 @@ class XetRoutes:
         self.ranges = ranges
         self.xet_min = xet_min
         self.public_url = public_url.rstrip("/") if public_url else None
-        self.grants = xet.Grants(tokens)
+        self.grants = xorbs.Grants(tokens)
         self._pieces: Shares | None = None  # made on the server's loop
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
@@ -76,7 +76,7 @@ class XetRoutes:
 
     def name(self, f: HubFile) -> str | None:
         """The file's Xet name when it is large enough for Xet."""
-        return xet.file_id(f.sha256, f.size) if self.name_size(f.size) else None
+        return xorbs.file_id(f.sha256, f.size) if self.name_size(f.size) else None
 
     def table_of(self, resolved: Resolved, layer: Descriptor) -> TableOf | None:
         """The chunk table the model's manifest binds for a registry ``layer``, if any (its
@@ -156,7 +156,7 @@ class XetRoutes:
         def url_of(k: int) -> str:
             return base + self.grants.signed(f"{path}/{k}", expires, client)
 
-        return JSONResponse(xet.reconstruction(f.sha256, f.size, start, end, url_of, params["version"]))
+        return JSONResponse(xorbs.reconstruction(f.sha256, f.size, start, end, url_of, params["version"]))
 
     async def xorb(self, request: Request) -> Response:
         """``/xet/{commit}/{repo}/xorbs/{sha256}/{size}/{k}``: the ``k``-th xorb of a file (its
@@ -171,9 +171,9 @@ class XetRoutes:
         sha256, size, k = params["sha256"], params["size"], params["k"]
         resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
         f = next((f for f in files.files.values() if f.sha256 == sha256 and f.size == size), None)
-        if f is None or self.name(f) is None or not 0 <= k < xet.xorb_count(size):
+        if f is None or self.name(f) is None or not 0 <= k < xorbs.xorb_count(size):
             return error(404, "EntryNotFound", f"{repo_id}@{commit}: no such xorb")
-        total = xet.xorb_size(size, k)
+        total = xorbs.xorb_size(size, k)
         wanted = byte_range(request.headers.get("range"), total)
         if wanted == "unsatisfiable":
             return error(416, None, f"range not satisfiable for {total} bytes", {"Content-Range": f"bytes */{total}"})
@@ -189,7 +189,7 @@ class XetRoutes:
         # wait that outlasts FIRST_BYTE_WAIT is a 503 (hf_xet retries it), not a silence hf_xet
         # gives up on after 300 s
         try:
-            await asyncio.wait_for(source.until(xet.first_piece_end(size, k, start)), FIRST_BYTE_WAIT)
+            await asyncio.wait_for(source.until(xorbs.first_piece_end(size, k, start)), FIRST_BYTE_WAIT)
         except asyncio.TimeoutError:
             return error(503, None, f"{repo_id}@{commit}: still fetching that part of the file; ask again",
                          {"Retry-After": "5"})
@@ -200,6 +200,6 @@ class XetRoutes:
             status = 206
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
         if self._pieces is None:
-            self._pieces = Shares(xet.SENDING_AT_ONCE, xet.SHARE)
-        return ClosingStream(xet.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope)),
+            self._pieces = Shares(xorbs.SENDING_AT_ONCE, xorbs.SHARE)
+        return ClosingStream(xorbs.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope)),
                              status_code=status, headers=headers)

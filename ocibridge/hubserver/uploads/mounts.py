@@ -24,8 +24,8 @@ import os
 from pathlib import Path
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.sources import RegistrySource, Repository, repo_parts
-from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.reading.sources import RegistrySource, Repository, repo_parts
+from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES
 from ocibridge.stores.registry.store import RegistryStore

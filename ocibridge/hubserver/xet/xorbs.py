@@ -42,8 +42,8 @@ from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.answers import number
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.blobs import Checked
     from ocibridge.hubserver.guard import Shares, Turn
+    from ocibridge.hubserver.reading.blobs import Checked
 
 #: bytes of a chunk: Xet's target size (hf_xet refuses a chunk over 128 KiB)
 CHUNK = 64 * 1024

@@ -38,17 +38,11 @@ from ocibridge.chunks import chunkcache
 from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
 from ocibridge.errors import DigestMismatch, OcibridgeError
-from ocibridge.hubserver import commits
-from ocibridge.hubserver import relay as relay_mod
+from ocibridge.hubserver.access import Grant, find
 from ocibridge.hubserver.answers import bearer, error, number, requested_repo
-from ocibridge.hubserver.created import CreatedRepos
-from ocibridge.hubserver.files import FileLists
-from ocibridge.hubserver.grants import Grant, find
 from ocibridge.hubserver.guard import UPLOADS
-from ocibridge.hubserver.mounts import Mounts
-from ocibridge.hubserver.multipart import Multipart
-from ocibridge.hubserver.partpolicy import PartPolicy
-from ocibridge.hubserver.sources import (
+from ocibridge.hubserver.reading.files import FileLists
+from ocibridge.hubserver.reading.sources import (
     COMMIT,
     CREATED,
     Catalog,
@@ -59,8 +53,14 @@ from ocibridge.hubserver.sources import (
     commit_of,
     repo_parts,
 )
-from ocibridge.hubserver.staging import Staging, StagingFull
-from ocibridge.hubserver.xet import Grants
+from ocibridge.hubserver.settings import PartPolicy
+from ocibridge.hubserver.uploads import relay as relay_mod
+from ocibridge.hubserver.uploads.mounts import Mounts
+from ocibridge.hubserver.uploads.multipart import Multipart
+from ocibridge.hubserver.uploads.staging import Staging, StagingFull
+from ocibridge.hubserver.writes import commits
+from ocibridge.hubserver.writes.created import CreatedRepos
+from ocibridge.hubserver.xet.xorbs import Grants
 from ocibridge.oci.reference import check_tag
 from ocibridge.stores.base import WritableStore
 
@@ -463,7 +463,7 @@ class PublishRoutes:
 
     # -- history, branches and tags ------------------------------------------------------------
     async def list_commits(self, request: Request) -> Response:
-        from ocibridge.hubserver.history import commits as history
+        from ocibridge.hubserver.writes.history import commits as history
 
         head = await self._run(self.catalog.resolve, requested_repo(request), request.path_params["revision"])
         return JSONResponse(await self._run(history, head))
