@@ -211,12 +211,12 @@ def test_chunks_of_a_dropped_xorb_are_read_back_checked(tmp_path):
     checked against the hash the xorb had: a wrong place is refused, never written."""
     import struct
 
+    from ocibridge.hubserver.access import Signer as Grants
     from ocibridge.hubserver.uploads.staging import Staging
     from ocibridge.hubserver.xet import merkle as xethash
     from ocibridge.hubserver.xet import shards as xetformat
     from ocibridge.hubserver.xet.dedupe import Dedupe
     from ocibridge.hubserver.xet.upload import XetUpload
-    from ocibridge.hubserver.xet.xorbs import Grants
 
     staging = Staging(tmp_path / "staging")
     up = XetUpload(staging, Grants([]), lambda request: "", dedupe=Dedupe(tmp_path / "staging" / "xorbs",

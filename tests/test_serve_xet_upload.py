@@ -175,8 +175,8 @@ def test_global_dedupe_answers_none(served):
 
 def test_kept_xorbs_stay_within_their_budget(tmp_path):
     """Past the budget the least recently used xorbs go, never the one just kept."""
+    from ocibridge.hubserver.access import Signer as Grants
     from ocibridge.hubserver.xet.upload import XetUpload
-    from ocibridge.hubserver.xet.xorbs import Grants
 
     up = XetUpload(Staging(tmp_path / "staging"), Grants([]), lambda request: "", budget=2500)
     up.xorbs.mkdir(parents=True)

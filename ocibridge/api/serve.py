@@ -83,7 +83,7 @@ def create_app(
     ``sign`` and ``attest`` (what ``push`` takes): every commit published through the write
     API is signed and given its AI-BOM and provenance (naming its parent commit and uploader)
     before its branch's tag moves; a commit whose evidence fails is refused, the tag left where
-    it was (hubserver/publishevidence.py). The keys are loaded here."""
+    it was (hubserver/writes/evidence.py). The keys are loaded here."""
     _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3")  # Xet uploads; the web pages
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify, _evidence(sign, attest))[0]
 
@@ -107,7 +107,7 @@ def serve(
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
     app, settings = _app(sources, options or ServeOptions(), listening, transfer, verify, _evidence(sign, attest))
-    if any(grant.write for grant in app.state.serve.publisher.grants):  # it may be asked to commit
+    if any(grant.write for grant in app.state.serve.gate.grants):  # it may be asked to commit
         threading.Thread(target=_load_push, name="load-push", daemon=True).start()
     run(app, settings)
 

@@ -8,13 +8,13 @@ import logging
 import signal
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
-from ocibridge.hubserver.settings import MULTIPART_MIN, PART_SIZE
+from ocibridge.hubserver.settings import MULTIPART_MIN, PAGE, PART_SIZE, ServeSettings
 from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
 from ocibridge.hubserver.uploads.staging import BUDGET as STAGING_BUDGET  # noqa: N811
 
@@ -40,7 +40,7 @@ class ServerSettings:
     tokens: Sequence[str] = ()
     access_log: bool = True
     concurrency: int = 4
-    page: int = field(default=1000)
+    page: int = PAGE
     xet_min: int | None = XET_MIN_SIZE  # files from this size are offered over Xet (None: none)
     public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
     send_timeout: float = 30.0  # seconds one write of an answer may take (guard.py)
@@ -50,6 +50,12 @@ class ServerSettings:
     staging_expiry: float = STAGING_EXPIRY  # seconds an upload no commit names is kept
     lfs_multipart_min: int | None = MULTIPART_MIN  # LFS uploads from this size come in parts (None: never)
     lfs_part_size: int = PART_SIZE  # ... of this size
+
+    def for_routes(self) -> ServeSettings:
+        """What the routes read, frozen: made once, handed to every route set as it is."""
+        return ServeSettings(tokens=tuple(self.tokens), page=self.page, xet_min=self.xet_min,
+                             public_url=self.public_url, lfs_multipart_min=self.lfs_multipart_min,
+                             lfs_part_size=self.lfs_part_size)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -74,7 +80,7 @@ def parse_public_url(text: str | None) -> str | None:
 
 
 def read_tokens(path: str) -> list[str]:
-    """The token lines of ``--token-file``: ``TOKEN [read|write] [REPO-PREFIX] [NAME]`` (grants.py),
+    """The token lines of ``--token-file``: ``TOKEN [read|write] [REPO-PREFIX] [NAME]`` (access.py),
     one a line; blank lines and ``#`` comments skipped; a malformed line is a UsageError."""
     try:
         lines = Path(path).read_text().splitlines()
@@ -96,17 +102,13 @@ def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     from ocibridge.hubserver.reading.blobs import Blobs
     from ocibridge.hubserver.reading.files import FileLists
     from ocibridge.hubserver.reading.ranges import ChunkRanges
-    from ocibridge.hubserver.settings import PartPolicy
     from ocibridge.hubserver.uploads.staging import Staging
 
     cache = ModelCache()
-    return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
-                      tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache),
-                      xet_min=options.xet_min, public_url=options.public_url,
-                      limits=Limits(send_timeout=options.send_timeout), publish=options.publish,
-                      diff=options.diff,
-                      staging=Staging(budget=options.staging_budget, expiry=options.staging_expiry),
-                      parts=PartPolicy(options.lfs_multipart_min, options.lfs_part_size))
+    return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache), options.for_routes(),
+                      ranges=ChunkRanges(cache), limits=Limits(send_timeout=options.send_timeout),
+                      publish=options.publish, diff=options.diff,
+                      staging=Staging(budget=options.staging_budget, expiry=options.staging_expiry))
 
 
 def check_listening(options: ServerSettings) -> tuple[str, int]:
@@ -156,7 +158,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.WARNING)
     try:
-        with app.state.serve.publisher.staging.sweeping():  # abandoned uploads go on a timer
+        with app.state.serve.staging.sweeping():  # abandoned uploads go on a timer
             server(app, options).run()
     finally:
         app.state.serve.close()  # the chunks verified so far are in the model cache when it returns

@@ -4,13 +4,14 @@ grant, where a file's pieces are, and the pieces, each sent only from verified b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from ocibridge.hubserver.access import Signer, require_signed, require_token
 from ocibridge.hubserver.answers import bearer, byte_range, error, requested_repo
 from ocibridge.hubserver.guard import Shares, turn_of
 from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
@@ -57,13 +58,13 @@ class XetRoutes:
     """The Xet side of serve, over the app's resolver, blobs and chunk tables."""
 
     def __init__(self, resolve: Resolver, blobs: Blobs, ranges: ChunkRanges | None, *,
-                 tokens: Sequence[bytes], xet_min: int | None, public_url: str | None):
+                 signer: Signer, xet_min: int | None, public_url: str | None):
         self.resolve = resolve
         self.blobs = blobs
         self.ranges = ranges
         self.xet_min = xet_min
         self.public_url = public_url.rstrip("/") if public_url else None
-        self.grants = xorbs.Grants(tokens)
+        self.grants = signer  # Xet access tokens and xorb URLs (:class:`.access.Gate`'s)
         self._pieces: Shares | None = None  # made on the server's loop
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
@@ -138,9 +139,7 @@ class XetRoutes:
         of the repo's commit is required."""
         params = request.path_params
         repo_id, commit, name = requested_repo(request), params["commit"], params["file_id"]
-        client = self.grants.granted(bearer(request), f"{repo_id}@{commit}")
-        if client is None:
-            return error(401, None, "Invalid or expired Xet access token")
+        client = require_token(self.grants, request, f"{repo_id}@{commit}", "access")
         resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
         f = next((f for f in files.files.values() if self.name(f) == name), None)
         if f is None:
@@ -162,10 +161,8 @@ class XetRoutes:
         """``/xet/{commit}/{repo}/xorbs/{sha256}/{size}/{k}``: the ``k``-th xorb of a file (its
         ``Range``), from verified bytes only; the URL's signature is required (hf_xet sends no
         header here)."""
-        query = request.query_params
-        client = query.get("client", "")
-        if not self.grants.url_allowed(route_path(request.scope), query.get("expires"), query.get("signature"), client):
-            return error(403, None, "the xorb URL is not signed, or its signature expired")
+        client = require_signed(self.grants, request, route_path(request.scope),
+                                "the xorb URL is not signed, or its signature expired")
         params = request.path_params
         repo_id, commit = requested_repo(request), params["commit"]
         sha256, size, k = params["sha256"], params["size"], params["k"]

@@ -35,10 +35,11 @@ from ocibridge.chunks import chunkcache
 from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
 from ocibridge.errors import DigestMismatch
+from ocibridge.hubserver.access import Signer, require_token
 from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging, StagingFull
-from ocibridge.hubserver.xet import merkle, shards, xorbs
+from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.dedupe import Dedupe
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
 
@@ -64,7 +65,7 @@ _T = TypeVar("_T")
 class XetUpload:
     """The Xet upload routes over a :class:`Staging` (the module's docstring)."""
 
-    def __init__(self, staging: Staging, grants: xorbs.Grants, base: Callable[[Request], str], *,
+    def __init__(self, staging: Staging, grants: Signer, base: Callable[[Request], str], *,
                  budget: int = XORB_BUDGET, dedupe: Dedupe | None = None, blobs: Mounts | None = None,
                  relay: RelayFor | None = None):
         self.staging = staging
@@ -92,8 +93,9 @@ class XetUpload:
                             headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
                                      "X-Xet-Token-Expiration": str(expires)})
 
-    def _granted(self, request: Request) -> bool:
-        return self.grants.allows(bearer(request), f"write {requested_repo(request)}")
+    def _require(self, request: Request) -> None:
+        """The request's Xet write token is one :meth:`token` granted for its repository."""
+        require_token(self.grants, request, f"write {requested_repo(request)}", "write")
 
     # -- receiving ------------------------------------------------------------------------------
     async def _receive(self, request: Request, fd: int, limit: int) -> int | None:
@@ -109,8 +111,7 @@ class XetUpload:
 
     # -- xorbs ----------------------------------------------------------------------------------
     async def xorb(self, request: Request) -> Response:
-        if not self._granted(request):
-            return error(401, None, "Invalid or expired Xet write token")
+        self._require(request)
         named = request.path_params["hash"]
         want = merkle.from_hex(named)
         if request.path_params["prefix"] != "default" or want is None:
@@ -173,8 +174,7 @@ class XetUpload:
 
     # -- shards ---------------------------------------------------------------------------------
     async def shard(self, request: Request) -> Response:
-        if not self._granted(request):
-            return error(401, None, "Invalid or expired Xet write token")
+        self._require(request)
         with self.staging.new_file() as (path, fd):
             size = await self._receive(request, fd, MAX_SHARD)
             if size is None:
@@ -352,8 +352,7 @@ class XetUpload:
         """``POST {cas}/v1/xorb-grants/...``: hf_xet 1.8 asks first for a grant to upload a xorb
         straight to storage; serve has no storage apart from itself, so none (a 404 sends hf_xet
         to ``/v1/xorbs/``, where the xorb is checked)."""
-        if not self._granted(request):
-            return error(401, None, "Invalid or expired Xet write token")
+        self._require(request)
         return error(404, None, "no upload grants here: POST the xorb to /v1/xorbs/")
 
     def _held(self, repo_id: str, sha256: str, size: int) -> bool:
@@ -365,8 +364,7 @@ class XetUpload:
     async def chunk(self, request: Request) -> Response:
         """The shard naming the repository's kept xorbs that hold the chunk (:mod:`.xetdedupe`),
         or 404: the client sends the chunk."""
-        if not self._granted(request):
-            return error(401, None, "Invalid or expired Xet write token")
+        self._require(request)
         chunk = merkle.from_hex(request.path_params["hash"])
         shard = None
         if chunk is not None and request.path_params["prefix"] in ("default", "default-merkledb"):
