@@ -22,7 +22,8 @@ import httpx
 import huggingface_hub
 import pytest
 
-from ocibridge.hubserver.reading.sources import Catalog, parse_sources
+from ocibridge.hubserver.reading.catalog import Catalog
+from ocibridge.hubserver.reading.sources import parse_sources
 from ocibridge.hubserver.server import ServerSettings as ServeOptions
 from ocibridge.hubserver.server import build_app, server
 

@@ -206,7 +206,8 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     """The application and what its server is built from; the options are checked before a
     source is located, the policy file read once they are."""
     from ocibridge.api.options import TransferOptions
-    from ocibridge.hubserver.reading.sources import Catalog, RegistrySource, parse_sources
+    from ocibridge.hubserver.reading.catalog import Catalog
+    from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
     from ocibridge.signing.containers_policy import UsePolicy, find_policy_file, read_policy_file
 

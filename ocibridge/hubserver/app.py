@@ -51,9 +51,9 @@ from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
 from ocibridge.hubserver.reading.blobs import Blobs
+from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
-from ocibridge.hubserver.reading.sources import Catalog, Resolved
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.staging import Staging

@@ -21,7 +21,7 @@ from ocibridge.hubserver.uploads.staging import BUDGET as STAGING_BUDGET  # noqa
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ocibridge.hubserver.reading.sources import Catalog
+    from ocibridge.hubserver.reading.catalog import Catalog
     from ocibridge.hubserver.web.history import Diff
     from ocibridge.hubserver.writes.commits import Publish
 

@@ -22,7 +22,7 @@ from ocibridge.oci.models import Descriptor
 
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache
-    from ocibridge.hubserver.reading.sources import Resolved
+    from ocibridge.hubserver.reading.catalog import Resolved
 
 #: models whose file lists are kept in memory
 MEMO = 256

@@ -28,8 +28,9 @@ from ocibridge.hubserver.answers import byte_range, error, int_param, requested_
 from ocibridge.hubserver.guard import PATHS_MAX
 from ocibridge.hubserver.reading import hubjson
 from ocibridge.hubserver.reading.blobs import Blobs, read_file
+from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles
-from ocibridge.hubserver.reading.sources import Catalog, RepoNotFound, Resolved
+from ocibridge.hubserver.reading.sources import RepoNotFound
 from ocibridge.hubserver.xet.routes import ClosingStream, XetRoutes
 
 if TYPE_CHECKING:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError
-from ocibridge.hubserver.reading.sources import CREATED, Catalog, Refused, Resolved, commit_of
+from ocibridge.hubserver.reading.catalog import Catalog, Resolved
+from ocibridge.hubserver.reading.sources import CREATED, Refused, commit_of
 from ocibridge.hubserver.writes.commits import AUTHOR, DESCRIPTION, SUMMARY
 from ocibridge.hubserver.writes.history import walk
 from ocibridge.oci.reference import RegistryReference

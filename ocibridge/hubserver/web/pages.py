@@ -33,8 +33,8 @@ from ocibridge.hubserver.web.model import ModelPages, ModelView, read_small
 from ocibridge.oci.reference import RegistryReference
 
 if TYPE_CHECKING:
+    from ocibridge.hubserver.reading.catalog import Catalog, Resolved
     from ocibridge.hubserver.reading.files import ModelFiles
-    from ocibridge.hubserver.reading.sources import Catalog, Resolved
     from ocibridge.hubserver.settings import ServeSettings
 
 log = logging.getLogger("ocibridge.hubserver")

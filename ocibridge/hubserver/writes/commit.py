@@ -23,8 +23,9 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Grant
 from ocibridge.hubserver.answers import branch_of, error, requested_repo
+from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import FileLists
-from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, Resolved, commit_of, repo_parts
+from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_all
 from ocibridge.hubserver.writes import commits
 from ocibridge.hubserver.writes.repos import Repos

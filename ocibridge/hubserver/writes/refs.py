@@ -14,7 +14,8 @@ from starlette.responses import JSONResponse, Response
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, json_body, requested_repo
-from ocibridge.hubserver.reading.sources import COMMIT, Resolved, RevisionNotFound
+from ocibridge.hubserver.reading.catalog import Resolved
+from ocibridge.hubserver.reading.sources import COMMIT, RevisionNotFound
 from ocibridge.hubserver.writes.commits import BadCommit
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.reference import check_tag

@@ -22,15 +22,9 @@ from starlette.responses import JSONResponse, Response
 
 from ocibridge.hubserver.access import Access, Gate, Grant
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, json_body
+from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists
-from ocibridge.hubserver.reading.sources import (
-    Catalog,
-    RegistrySource,
-    RepoNotFound,
-    Resolved,
-    RevisionNotFound,
-    repo_parts,
-)
+from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, RevisionNotFound, repo_parts
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging

@@ -15,8 +15,8 @@ from ocibridge.hubserver.access import Signer, require_signed, require_token
 from ocibridge.hubserver.answers import bearer, byte_range, error, requested_repo
 from ocibridge.hubserver.guard import Shares, turn_of
 from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
+from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles
-from ocibridge.hubserver.reading.sources import Resolved
 from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.xet import xorbs
 from ocibridge.oci.models import Descriptor
