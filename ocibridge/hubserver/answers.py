@@ -4,10 +4,19 @@ branch, a SHA-256)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+
+_T = TypeVar("_T")
+
+
+async def in_thread(call: Callable[..., _T], *args: Any) -> _T:
+    """``call(*args)`` on a worker thread: file and registry work keep off the event loop."""
+    return await anyio.to_thread.run_sync(call, *args)
 
 
 def header_text(text: str) -> str:

@@ -8,12 +8,7 @@ Routes (huggingface_hub's, from its hf_api.py, file_download.py and hf_file_syst
 Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a path sent quoted,
 ``refs%2Fpr%2F1``, stays one segment), REPO being ``ORG/NAME`` or ``NAME``:
 
-    GET  /api/models?search=&author=&limit=                 what the sources hold
-    GET  /api/models/REPO[/revision/{rev}][?blobs=true]     model_info
-    GET  /api/models/REPO/tree/{rev}[/{path}][?recursive=]  list_repo_tree (pages: Link rel="next")
-    GET  /api/models/REPO/refs                              list_repo_refs (main: the default tag)
-    POST /api/models/REPO/paths-info/{rev}                  get_paths_info
-    HEAD|GET /REPO/resolve/{rev}/{path}                     hf_hub_download, HfFileSystem (Range)
+    ...  the read API (model_info, list_repo_tree, list_repo_refs, paths-info, resolve): :mod:`.reading.routes`
     GET  /api/models/REPO/xet-read-token/{rev}              a Xet access token (hf_xet)
     GET  /xet/{commit}/REPO/v1|v2/reconstructions/{file}    where a file's pieces are (:mod:`.xet.routes`)
     GET  /xet/{commit}/REPO/xorbs/{sha256}/{size}/{k}       the pieces (a signed URL)

@@ -31,7 +31,16 @@ from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.access import require_upload_url
-from ocibridge.hubserver.answers import branch_of, error, is_sha256, json_body, listed, number, requested_repo
+from ocibridge.hubserver.answers import (
+    branch_of,
+    error,
+    in_thread,
+    is_sha256,
+    json_body,
+    listed,
+    number,
+    requested_repo,
+)
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.uploads.multipart import Multipart
 from ocibridge.hubserver.uploads.relay import Relay, relay_for
@@ -100,12 +109,12 @@ class LfsRoutes:
         held = set((await self.repos.branch_files(repo_id, branch)).values())
         wanted = {o["oid"]: o["size"] for o in objects if isinstance(o, dict) and is_sha256(o.get("oid"))
                   and isinstance(o.get("size"), int) and o["size"] >= 0 and o["oid"] not in held}
-        run = self.repos.run
         staged = {oid for oid in wanted  # here already, and uploaded for repo_id (Staging.pinned)
-                  if await run(self.repos.uploaded, repo_id, oid) and await run(self.staging.pin, oid, repo_id)}
-        full = await self.repos.run(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged))
+                  if await in_thread(self.repos.uploaded, repo_id, oid)
+                  and await in_thread(self.staging.pin, oid, repo_id)}
+        full = await in_thread(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged))
         if full:  # git-lfs's batch API: 507, the server has no room for the objects
-            await self.repos.run(self.staging.unpin, staged, repo_id)
+            await in_thread(self.staging.unpin, staged, repo_id)
             return error(507, None, full)
         base = self.repos.base(request)
         expires = self.signer.expiry()
@@ -118,7 +127,7 @@ class LfsRoutes:
                                  "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
                 continue
             if oid in held or oid in staged or \
-                    await self.repos.run(self.repos.mounts.home, repo_id, oid) is not None:  # mounted at the commit
+                    await in_thread(self.repos.mounts.home, repo_id, oid) is not None:  # mounted at the commit
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
                 continue
             path = upload_path(str(oid), str(size), repo_id)
@@ -158,21 +167,21 @@ class LfsRoutes:
                     if written > size:
                         return error(400, None, f"the upload is larger than the {size} bytes it was granted")
                     if sum(map(len, pending)) >= WRITE_PIECE:  # one thread hop a MiB, not one a read
-                        await self.repos.run(write_all, fd, b"".join(pending), chunks, digest)
+                        await in_thread(write_all, fd, b"".join(pending), chunks, digest)
                         pending.clear()
                         if relay is not None:
                             relay.follow.grew(written)
-                await self.repos.run(write_all, fd, b"".join(pending), chunks, digest)
+                await in_thread(write_all, fd, b"".join(pending), chunks, digest)
                 if written != size:
                     return error(400, None, f"the upload is {written} bytes, not the {size} it was granted")
                 whole = True
                 if relay is not None:
                     relay.follow.grew(written)
                 try:
-                    await self.repos.run(partial(self.staging.commit_file, tmp, oid, hashed=digest.hexdigest()))
+                    await in_thread(partial(self.staging.commit_file, tmp, oid, hashed=digest.hexdigest()))
                 except DigestMismatch as e:
                     return error(400, None, str(e))
-                await self.repos.run(self.staging.pin, oid, repo_id)  # its commit gives it back
+                await in_thread(self.staging.pin, oid, repo_id)  # its commit gives it back
                 if chunks is not None:  # the bytes hashed to the oid: their table is a fact of it
                     chunkcache.remember(LayerChunks(f"sha256:{oid}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
             except ClientDisconnect:
@@ -182,7 +191,7 @@ class LfsRoutes:
                 if relay is not None:
                     if not whole:
                         relay.follow.fail("the upload ended before its last byte")
-                    await self.repos.run(relay.wait)
+                    await in_thread(relay.wait)
         return Response(status_code=200)
 
     def relay_for(self, repo_id: str, oid: str, size: int, tmp: Path) -> Relay | None:
@@ -197,8 +206,8 @@ class LfsRoutes:
             oid, size = body["oid"], body["size"]
         except (KeyError, TypeError):
             return error(400, None, "expected {'oid', 'size'}")
-        mine = isinstance(oid, str) and await self.repos.run(self.staging.pinned_by, oid, allowed.may_write)
-        found = await self.repos.run(self.staging.path_for, oid) if mine and isinstance(oid, str) else None
+        mine = isinstance(oid, str) and await in_thread(self.staging.pinned_by, oid, allowed.may_write)
+        found = await in_thread(self.staging.path_for, oid) if mine and isinstance(oid, str) else None
         if found is None or found.stat().st_size != size:
             return error(404, None, f"no verified upload of sha256:{oid} ({size} bytes)")
         return JSONResponse({"message": "verified"})

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qs
 
-import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ocibridge.hubserver.answers import byte_range, error, int_param, requested_repo
+from ocibridge.hubserver.answers import byte_range, error, in_thread, int_param, requested_repo
 from ocibridge.hubserver.guard import PATHS_MAX
 from ocibridge.hubserver.reading import hubjson
 from ocibridge.hubserver.reading.blobs import Blobs, read_file
@@ -42,29 +42,26 @@ _T = TypeVar("_T")
 Resolver = Callable[..., Awaitable[tuple[Resolved, ModelFiles]]]
 
 
+@dataclass(frozen=True)
 class ReadRoutes:
-    """The read routes, over the app's resolver, blobs and chunk tables; ``created_empty``: a
-    repository made here holds no file yet (:meth:`.writes.repos.Repos.created_empty`)."""
+    """The read routes, over the app's resolver (``model``), blobs and chunk tables (``ranges``:
+    None, none); ``created_empty``: a repository made here holds no file yet
+    (:meth:`.writes.repos.Repos.created_empty`)."""
 
-    def __init__(self, catalog: Catalog, model: Resolver, blobs: Blobs, ranges: ChunkRanges | None,
-                 xet: XetRoutes, settings: ServeSettings, created_empty: Callable[[str, str], bool]):
-        self.catalog = catalog
-        self.model = model
-        self.blobs = blobs
-        self.ranges = ranges
-        self.xet = xet
-        self.settings = settings
-        self.created_empty = created_empty
-
-    async def run(self, call: Callable[..., _T], *args: Any) -> _T:
-        return await anyio.to_thread.run_sync(call, *args)
+    catalog: Catalog
+    model: Resolver
+    blobs: Blobs
+    ranges: ChunkRanges | None
+    xet: XetRoutes
+    settings: ServeSettings
+    created_empty: Callable[[str, str], bool]
 
     async def list_models(self, request: Request) -> Response:
         params = request.query_params
         search = (params.get("search") or "").lower()
         author = params.get("author")
         limit = int_param(params.get("limit"))
-        found = await self.run(lambda: [r for r, _ in self.catalog.repo_ids()])
+        found = await in_thread(lambda: [r for r, _ in self.catalog.repo_ids()])
         chosen = [r for r in found if search in r.lower()
                   and (author is None or r.split("/", 1)[0] == author and "/" in r)]
         if limit is not None:
@@ -77,7 +74,7 @@ class ReadRoutes:
         return JSONResponse(hubjson.model_info(resolved, files, blobs))
 
     async def refs(self, request: Request) -> Response:
-        found = await self.run(self.catalog.refs, requested_repo(request))
+        found = await in_thread(self.catalog.refs, requested_repo(request))
         return JSONResponse(hubjson.refs(found))
 
     async def tree(self, request: Request) -> Response:
@@ -129,7 +126,7 @@ class ReadRoutes:
         headers = {**commit, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
                    "X-Linked-Size": str(f.size), "Accept-Ranges": "bytes",
                    "Content-Type": "application/octet-stream"}
-        name = await self.run(self.xet.offer, resolved, f) if self.xet.name_size(f.size) else None
+        name = await in_thread(self.xet.offer, resolved, f) if self.xet.name_size(f.size) else None
         if name is not None:
             headers["X-Xet-Hash"] = name
             headers["X-Xet-Refresh-Route"] = self.xet.token_route(request, repo, resolved.commit)
@@ -155,10 +152,10 @@ class ReadRoutes:
         partial = ranged or start or end != f.size
         if partial and self.ranges is not None and not self.blobs.filling(layer) and self.blobs.cached(layer) is None:
             # verified chunks, when the manifest binds a chunk table: no whole blob fetched for a range
-            blob = await self.run(self.ranges.open, resolved.repo.store, resolved.manifest, layer)
+            blob = await in_thread(self.ranges.open, resolved.repo.store, resolved.manifest, layer)
             if blob is not None:
                 return self.ranges.read(blob, start, end)
-        chunks = await self.run(self.xet.table_of, resolved, layer) if self.xet.name_size(layer.size) else None
+        chunks = await in_thread(self.xet.table_of, resolved, layer) if self.xet.name_size(layer.size) else None
         return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks)
 
 

@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Grant
-from ocibridge.hubserver.answers import branch_of, error, requested_repo
+from ocibridge.hubserver.answers import branch_of, error, in_thread, requested_repo
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import FileLists
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
@@ -59,9 +59,9 @@ class CommitRoutes:
         except OcibridgeError as e:
             raise commits.BadCommit(f"{branch}: not a branch serve can write: {e}") from None
         for content in payload.inline.values():  # StagingFull: 507
-            await self.repos.run(self._stage_bytes, repo_id, content)
+            await in_thread(self._stage_bytes, repo_id, content)
         # StaleParent: 412, MissingEntry: 404, BadCommit: 400, UnknownContent: 422 (failures.py)
-        oid = await self.repos.run(self._commit, repo_id, branch, payload, allowed)
+        oid = await in_thread(self._commit, repo_id, branch, payload, allowed)
         url = f"{self.repos.base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 

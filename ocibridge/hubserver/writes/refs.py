@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, json_body, requested_repo
+from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body, requested_repo
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.sources import COMMIT, RevisionNotFound
 from ocibridge.hubserver.writes.commits import BadCommit
@@ -31,8 +31,8 @@ class RefRoutes:
         from ocibridge.hubserver.writes.history import commits as history
 
         catalog = self.repos.catalog
-        head = await self.repos.run(catalog.resolve, requested_repo(request), request.path_params["revision"])
-        return JSONResponse(await self.repos.run(history, head))
+        head = await in_thread(catalog.resolve, requested_repo(request), request.path_params["revision"])
+        return JSONResponse(await in_thread(history, head))
 
     async def create_ref(self, request: Request) -> Response:
         """``create_branch`` (``/branch/{name}``, from ``startingPoint``) and ``create_tag``
@@ -57,7 +57,7 @@ class RefRoutes:
             check_tag(tag)
         except OcibridgeError as e:
             return error(400, "BadRequest", f"{name}: not a name a registry tag can have: {e}")
-        if not await self.repos.run(self._create_ref, repo_id, name, start, tag):
+        if not await in_thread(self._create_ref, repo_id, name, start, tag):
             return error(409, None, f"Reference already exists: {name}")
         return JSONResponse({})
 

@@ -13,15 +13,13 @@ is the Hub's 401, a read token or another repository's is 403.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ocibridge.hubserver.access import Access, Gate, Grant
-from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, json_body
+from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists
 from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, RevisionNotFound, repo_parts
@@ -47,9 +45,6 @@ class Repos:
         source = catalog.sources[0] if catalog.sources else None
         self.mounts = Mounts(source if isinstance(source, RegistrySource) else None)  # unchanged files
         self.created = CreatedRepos(staging.root.parent / "created")  # made, not committed to yet
-
-    async def run(self, call: Callable[..., _T], *args: Any) -> _T:
-        return await anyio.to_thread.run_sync(call, *args)
 
     def base(self, request: Request) -> str:
         return self.settings.base(str(request.base_url))
@@ -82,10 +77,10 @@ class Repos:
 
     async def branch_files(self, repo_id: str, branch: str) -> dict[str, str]:
         """path -> sha256 of the branch's head ({} when it has none yet)."""
-        head = await self.run(self.head, repo_id, branch)
+        head = await in_thread(self.head, repo_id, branch)
         if head is None:
             return {}
-        files = await self.run(self.lists.of, head)
+        files = await in_thread(self.lists.of, head)
         return {path: f.sha256 for path, f in files.files.items()}
 
     def _exists(self, repo_id: str) -> bool:
@@ -121,10 +116,10 @@ class Repos:
             return error(400, None, f"Invalid repo name: {repo_id}")
         self.writer(request, repo_id)
         url = f"{self.base(request)}/{repo_id}"
-        if await self.run(self._exists, repo_id):
+        if await in_thread(self._exists, repo_id):
             return JSONResponse({"error": "You already created this model repo", "url": url}, status_code=409,
                                 headers={"X-Error-Message": "You already created this model repo"})
-        await self.run(self.created.add, repo_id)
+        await in_thread(self.created.add, repo_id)
         return JSONResponse({"url": url, "name": repo_id})
 
     async def validate_yaml(self, request: Request) -> Response:
