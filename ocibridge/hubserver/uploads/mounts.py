@@ -13,7 +13,7 @@ pushed, manifests it resolved, earlier pushes with the same cache). Knowledge on
 that no longer holds the blob is a failed read here, and the commit is refused as one naming
 content never uploaded.
 
-The same reads give :mod:`.xetdedupe` the bytes of a file a repository committed, when the
+The same reads give :mod:`.xet.dedupe` the bytes of a file a repository committed, when the
 xorbs it was uploaded in are no longer kept (:meth:`Mounts.local`, :meth:`Mounts.held`).
 """
 

@@ -117,7 +117,7 @@ class CommitRoutes:
 
     def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest) -> Callable[[str], Path | None]:
         """The upload of a SHA-256 staged for ``repo_id``, else the blob another repository holds
-        (:mod:`.mounts`), read into staging so push builds its layer, and mounts it rather than
+        (:mod:`.uploads.mounts`), read into staging so push builds its layer, and mounts it rather than
         sends it. A file staged for another repository only is neither: its writer never
         committed it, so naming its SHA-256 gives nobody else its bytes (:meth:`.Staging.pinned`)."""
         sizes = {added.sha256: added.size for added in payload.added}

@@ -6,7 +6,7 @@ file it uploads and for each chunk whose hash is 0 modulo 1024 (xet-core's
 ``hash_is_global_dedup_eligible``; at most one query per 4 MB). A shard in the answer lists xorbs
 (their hash and, per chunk, its hash and length); hf_xet then names those xorbs' chunks in the
 files of the shard it uploads instead of uploading them again, and serve rebuilds such a file
-from the xorbs it kept (:mod:`.xetupload`), checking every chunk, the file's Xet hash and its
+from the xorbs it kept (:mod:`.upload`), checking every chunk, the file's Xet hash and its
 SHA-256 as for any upload: an answer only saves bytes, it is never trusted in return.
 
 What is kept, in serve's cache (not the staging area, which commits empty):
@@ -21,7 +21,7 @@ What is kept, in serve's cache (not the staging area, which commits empty):
 
 ``<key>`` is the SHA-256 of the repository's id: an answer only ever names content a shard of the
 same repository sent (the asking grant is that repository's write grant). The xorbs themselves
-stay where :mod:`.xetupload` keeps them, under its budget, for as long as it keeps them; a
+stay where :mod:`.upload` keeps them, under its budget, for as long as it keeps them; a
 xorb dropped since is rebuilt from its places: the chunks are read from the file that held
 them (staged, else the repository's registry blob), each re-hashed against the chunk hash
 checked when the xorb came. An answer is given only when every xorb it names is kept or can be
@@ -143,7 +143,7 @@ class Dedupe:
     """What a later upload of a repository may name instead of sending (the module's docstring)."""
 
     def __init__(self, xorbs: Path, root: Path | None = None):
-        self.xorbs = xorbs  # where xetupload keeps the verified xorbs
+        self.xorbs = xorbs  # where upload.py keeps the verified xorbs
         self.root = root if root is not None else cache_root() / "serve" / "xetdedupe"
 
     def _repo(self, repo_id: str) -> Path:

@@ -1,4 +1,4 @@
-"""The Xet routes of serve (:mod:`.xet` for the protocol): which files are offered, the access
+"""The Xet routes of serve (:mod:`.xorbs` for the protocol): which files are offered, the access
 grant, where a file's pieces are, and the pieces, each sent only from verified bytes."""
 
 from __future__ import annotations

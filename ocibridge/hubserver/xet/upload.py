@@ -4,7 +4,7 @@
     POST {cas}/v1/xorbs/default/{hash}              a xorb: kept once its hash is recomputed
     POST {cas}/v1/shards, {cas}/v2/shards           a shard: its files rebuilt into Staging
     GET  {cas}/v1/chunks/default/{hash}             global dedupe: a shard naming the repository's
-                                                    xorbs that hold it (:mod:`.xetdedupe`), or 404
+                                                    xorbs that hold it (:mod:`.dedupe`), or 404
 
 ``{cas}`` is ``/xet-write/REPO``. Nothing a client says is trusted: a xorb is kept (in
 ``xorbs/`` of the staging root, within :data:`XORB_BUDGET`) only once every chunk is
@@ -46,7 +46,7 @@ from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
 if TYPE_CHECKING:
     from ocibridge.hubserver.uploads.relay import Relay
 
-#: a relay of a rebuilt file to the registry (publish.py's: the repository, the SHA-256 the shard
+#: a relay of a rebuilt file to the registry (lfs/routes.py's: the repository, the SHA-256 the shard
 #: names, the size, the file being written), or None where there is nowhere to relay to
 RelayFor = Callable[[str, str, int, Path], "Relay | None"]
 
@@ -192,7 +192,7 @@ class XetUpload:
 
     def _stage_shard(self, path: Path, repo_id: str) -> str | None:
         """Rebuild every file of the shard at ``path`` and stage them all, or none: why not. The
-        staged files are then what ``repo_id``'s later uploads may name (:mod:`.xetdedupe`), each
+        staged files are then what ``repo_id``'s later uploads may name (:mod:`.dedupe`), each
         held for the commit of ``repo_id`` to come; :class:`StagingFull` past the budget."""
         try:
             with open(path, "rb") as f:
@@ -251,7 +251,7 @@ class XetUpload:
 
     def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack,
                  offsets: dict[bytes, list[int]]) -> Iterator[bytes]:
-        """The chunks ``seg`` names: from its kept xorb, else from where :mod:`.xetdedupe` placed
+        """The chunks ``seg`` names: from its kept xorb, else from where :mod:`.dedupe` placed
         them in a file of ``repo_id`` (each checked against the chunk hash its xorb had)."""
         try:
             f = files.enter_context(open(self.xorbs / merkle.hex_of(seg.xorb), "rb"))  # noqa: SIM115 - the stack closes it
@@ -294,7 +294,7 @@ class XetUpload:
         """Write the file ``entry`` names into ``fd`` (at ``path``) from kept xorbs (or the files
         their chunks were placed in), checking its Xet hash and the SHA-256 the shard names; that
         SHA-256 (hex). As the bytes pass, push's chunk table is made of them and a large file goes
-        on to the registry (:mod:`.relay`, under the SHA-256 named: the registry keeps no blob of
+        on to the registry (:mod:`.uploads.relay`, under the SHA-256 named: the registry keeps no blob of
         other bytes), as an LFS upload does, so the commit's push neither reads nor sends it again.
         ``offsets``: where each chunk of a xorb starts, read once for a whole shard."""
         if entry.sha256 is None:
@@ -362,7 +362,7 @@ class XetUpload:
 
     # -- global dedupe --------------------------------------------------------------------------
     async def chunk(self, request: Request) -> Response:
-        """The shard naming the repository's kept xorbs that hold the chunk (:mod:`.xetdedupe`),
+        """The shard naming the repository's kept xorbs that hold the chunk (:mod:`.dedupe`),
         or 404: the client sends the chunk."""
         self._require(request)
         chunk = merkle.from_hex(request.path_params["hash"])
