@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
@@ -51,6 +52,7 @@ from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
+from ocibridge.hubserver.uploads.relay import relay_for
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.web.history import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
@@ -93,12 +95,13 @@ class ServeApp:
                              public_url=settings.public_url)
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
-        self.lfs = LfsRoutes(self.repos)
+        relay = partial(relay_for, catalog.sources[0] if catalog.sources else None)  # to the first source
+        self.lfs = LfsRoutes(self.repos, relay)
         self.commits = CommitRoutes(self.repos, publish)
         self.refs = RefRoutes(self.repos)
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
-                                    blobs=self.repos.mounts, relay=self.lfs.relay_for)
+                                    blobs=self.repos.mounts, relay=relay)
         self.compare = Compare(catalog, diff)  # the compare pages' diffs (ocibridge diff's), kept
         self.web = WebPages(self, settings)  # the pages (issue 56): routed after every API route
         self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages

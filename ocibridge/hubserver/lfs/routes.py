@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from functools import partial
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -43,7 +42,7 @@ from ocibridge.hubserver.answers import (
 )
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.uploads.multipart import Multipart
-from ocibridge.hubserver.uploads.relay import Relay, relay_for
+from ocibridge.hubserver.uploads.relay import RelayFor
 from ocibridge.hubserver.uploads.staging import write_all
 from ocibridge.hubserver.writes.commits import clean_path
 from ocibridge.hubserver.writes.repos import Repos
@@ -61,8 +60,9 @@ class LfsRoutes:
     """The LFS routes, over what the write routes share; their upload URLs signed for the
     write tokens (:attr:`.access.Gate.uploads`), large files offered in parts."""
 
-    def __init__(self, repos: Repos):
+    def __init__(self, repos: Repos, relay_for: RelayFor):
         self.repos = repos
+        self.relay_for = relay_for  # a large upload on to the registry as it arrives (uploads/relay.py)
         self.staging = repos.staging
         self.signer = repos.gate.uploads
         self.multipart = Multipart(repos.staging, self.signer, repos.settings)
@@ -193,11 +193,6 @@ class LfsRoutes:
                         relay.follow.fail("the upload ended before its last byte")
                     await in_thread(relay.wait)
         return Response(status_code=200)
-
-    def relay_for(self, repo_id: str, oid: str, size: int, tmp: Path) -> Relay | None:
-        """A relay of a large upload to the registry repository its commit will push to."""
-        sources = self.repos.catalog.sources
-        return relay_for(sources[0] if sources else None, repo_id, oid, size, tmp)
 
     async def lfs_verify(self, request: Request) -> Response:
         allowed = self.repos.writer(request, None)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -106,6 +107,11 @@ class Relay:
 
     def wait(self) -> None:
         self._thread.join()
+
+
+#: a relay of a large upload (the repository, the SHA-256, the size, the file being written), or
+#: None where there is nowhere to relay to: :func:`relay_for` over the first source
+RelayFor = Callable[[str, str, int, Path], "Relay | None"]
 
 
 def relay_for(source: Source | None, repo_id: str, oid: str, size: int, tmp: Path) -> Relay | None:

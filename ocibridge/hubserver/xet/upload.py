@@ -44,11 +44,7 @@ from ocibridge.hubserver.xet.dedupe import Dedupe
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.uploads.relay import Relay
-
-#: a relay of a rebuilt file to the registry (lfs/routes.py's: the repository, the SHA-256 the shard
-#: names, the size, the file being written), or None where there is nowhere to relay to
-RelayFor = Callable[[str, str, int, Path], "Relay | None"]
+    from ocibridge.hubserver.uploads.relay import Relay, RelayFor
 
 log = logging.getLogger("ocibridge.hubserver")
 
