@@ -16,7 +16,7 @@ client raises its own errors.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qs
@@ -29,7 +29,7 @@ from ocibridge.hubserver.guard import PATHS_MAX
 from ocibridge.hubserver.reading import hubjson
 from ocibridge.hubserver.reading.blobs import Blobs, read_file
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.files import HubFile, ModelFiles
+from ocibridge.hubserver.reading.files import HubFile, Resolver
 from ocibridge.hubserver.reading.sources import RepoNotFound
 from ocibridge.hubserver.xet.routes import ClosingStream, XetRoutes
 
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from ocibridge.hubserver.settings import ServeSettings
 
 _T = TypeVar("_T")
-#: the one resolution both the read and the Xet routes make (:meth:`.app.ServeApp.model`)
-Resolver = Callable[..., Awaitable[tuple[Resolved, ModelFiles]]]
 
 
 @dataclass(frozen=True)

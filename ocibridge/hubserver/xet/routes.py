@@ -4,8 +4,8 @@ grant, where a file's pieces are, and the pieces, each sent only from verified b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import AsyncGenerator, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 from starlette.requests import Request
@@ -16,7 +16,7 @@ from ocibridge.hubserver.answers import bearer, byte_range, error, requested_rep
 from ocibridge.hubserver.guard import Shares, turn_of
 from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
 from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.files import HubFile, ModelFiles
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.routing import route_path
 from ocibridge.hubserver.xet import xorbs
 from ocibridge.oci.models import Descriptor
@@ -31,13 +31,6 @@ PINNED_FOR = 60
 #: seconds a xorb request waits for its first verified bytes before a 503
 FIRST_BYTE_WAIT = 120.0
 _T = TypeVar("_T")
-
-
-class Resolver(Protocol):
-    """How the routes resolve a repo id and revision: the app's (``ServeApp.model``)."""
-
-    def __call__(self, repo_id: str, revision: str | None, *,
-                 reuse_for: float = 0) -> Awaitable[tuple[Resolved, ModelFiles]]: ...
 
 
 class ClosingStream(StreamingResponse):
