@@ -4,12 +4,12 @@ branch, a SHA-256)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any, TypeVar
 
 import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 _T = TypeVar("_T")
 
@@ -116,3 +116,17 @@ async def listed(request: Request, key: str, expected: str) -> tuple[dict[str, A
     if not isinstance(body, dict) or not isinstance(items, list):
         return error(400, None, expected)
     return body, items
+
+
+class ClosingStream(StreamingResponse):
+    """A streaming answer whose body is closed when the answer ends, sent or not: a client that
+    leaves mid-answer gives back its send permit and file at once (Starlette leaves a body it
+    stopped iterating to the garbage collector)."""
+
+    body_iterator: AsyncGenerator[Any, None]
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.body_iterator.aclose()

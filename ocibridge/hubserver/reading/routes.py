@@ -18,26 +18,40 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ocibridge.hubserver.answers import byte_range, error, in_thread, int_param, requested_repo
+from ocibridge.hubserver.answers import ClosingStream, byte_range, error, in_thread, int_param, requested_repo
 from ocibridge.hubserver.guard import PATHS_MAX
 from ocibridge.hubserver.reading import hubjson
-from ocibridge.hubserver.reading.blobs import Blobs, read_file
+from ocibridge.hubserver.reading.blobs import Blobs, TableOf, read_file
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.files import HubFile, Resolver
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.reading.sources import RepoNotFound
-from ocibridge.hubserver.xet.routes import ClosingStream, XetRoutes
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
     from ocibridge.hubserver.settings import ServeSettings
+    from ocibridge.oci.models import Descriptor
 
-_T = TypeVar("_T")
+
+
+class XetNames(Protocol):
+    """What the read routes ask of the Xet side (:class:`.xet.routes.XetRoutes`): which files it
+    names, the header that refreshes its token, the chunk table a layer is read by."""
+
+    def name_size(self, size: int) -> bool: ...
+
+    def offer(self, resolved: Resolved, f: HubFile) -> str | None: ...
+
+    async def offered(self, resolved: Resolved, files: ModelFiles) -> dict[str, str]: ...
+
+    def token_route(self, request: Request, repo_id: str, commit: str) -> str: ...
+
+    def table_of(self, resolved: Resolved, layer: Descriptor) -> TableOf | None: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +64,7 @@ class ReadRoutes:
     model: Resolver
     blobs: Blobs
     ranges: ChunkRanges | None
-    xet: XetRoutes
+    xet: XetNames
     settings: ServeSettings
     created_empty: Callable[[str, str], bool]
 

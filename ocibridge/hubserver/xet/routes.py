@@ -4,15 +4,15 @@ grant, where a file's pieces are, and the pieces, each sent only from verified b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from ocibridge.hubserver.access import Signer, require_signed, require_token
-from ocibridge.hubserver.answers import bearer, byte_range, error, requested_repo
+from ocibridge.hubserver.answers import ClosingStream, bearer, byte_range, error, requested_repo
 from ocibridge.hubserver.guard import Shares, turn_of
 from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
 from ocibridge.hubserver.reading.catalog import Resolved
@@ -31,20 +31,6 @@ PINNED_FOR = 60
 #: seconds a xorb request waits for its first verified bytes before a 503
 FIRST_BYTE_WAIT = 120.0
 _T = TypeVar("_T")
-
-
-class ClosingStream(StreamingResponse):
-    """A streaming answer whose body is closed when the answer ends, sent or not: a client that
-    leaves mid-answer gives back its send permit and file at once (Starlette leaves a body it
-    stopped iterating to the garbage collector)."""
-
-    body_iterator: AsyncGenerator[Any, None]
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await self.body_iterator.aclose()
 
 
 class XetRoutes:
