@@ -80,6 +80,8 @@ def test_the_pages_take_only_a_session_of_a_served_token():
     session = gate.session_for("r0")
     assert session is not None and session != "r0"  # the cookie holds no token
     assert gate.page_allowed(request(cookie=session))
+    assert gate.page_allowed(request(cookie=session), "acme/m")  # every token reads every repository
+    assert not gate.page_allowed(request(cookie="0" * 64), "acme/m")
     assert not gate.page_allowed(request("r0"))  # a bearer token is no page login
 
 

@@ -186,7 +186,7 @@ class Gate:
         self.xet = Signer(self.tokens)  # Xet access tokens and xorb URLs: any read token's client
         self.uploads = Signer([g.token.encode() for g in self.grants if g.write])  # LFS upload URLs
         self._session_key = secrets.token_bytes(32)  # a restart signs every page visitor out
-        self._sessions = {self._session(t) for t in self.tokens}
+        self._sessions = {self._session(g.token.encode()): g for g in self.grants}  # cookie -> its grant
 
     # -- bearer tokens -------------------------------------------------------------------------
     def require(self, request: Request, repo_id: str | None, access: Access) -> Grant | None:
@@ -238,12 +238,14 @@ class Gate:
     def _session(self, token: bytes) -> str:
         return hmac.new(self._session_key, token, hashlib.sha256).hexdigest()
 
-    def page_allowed(self, request: Request) -> bool:
-        """The request's cookie is a session of a served token (no token file: pages are open)."""
+    def page_allowed(self, request: Request, repo_id: str | None = None) -> bool:
+        """The request's cookie is a session of a served token that reads ``repo_id`` (None: any
+        page; no token file: pages are open)."""
         if not self._sessions:
             return True
         given = request.cookies.get(COOKIE, "")
-        return any(hmac.compare_digest(given, s) for s in self._sessions)
+        found = [g for s, g in self._sessions.items() if hmac.compare_digest(given, s)]
+        return bool(found) and found[0].may_read(repo_id)
 
     def session_for(self, token: str) -> str | None:
         """The cookie's value for ``token``, None when no such token is served."""

@@ -86,7 +86,8 @@ class WebPages:
         async def endpoint(request: Request) -> Response:
             if repo_route and self._reserved(request):
                 return await self.serve.not_found(request)
-            if not self.gate.page_allowed(request):
+            repo_id = requested_repo(request) if "name" in request.path_params else None
+            if not self.gate.page_allowed(request, repo_id):
                 return auth.to_login(request)
             try:
                 return await answer(request)
