@@ -334,8 +334,8 @@ def k8s_serve(
     writes the docker config Secret the pods read the registries with, from the stored login."""
     from pathlib import Path
 
+    from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import GRACE, parse_public_url
-    from ocibridge.hubserver.sources import RegistrySource, parse_sources
     from ocibridge.k8s.serve import ServeDeployment, header, objects
     from ocibridge.stores.registry.pull_secret import check_secret_name, loopback_warnings, pull_secret, read_ca_pem
     from ocibridge.version import __version__
