@@ -140,6 +140,28 @@ def test_old_keywords_still_work_with_a_warning_naming_the_field(tmp_path):
         ocibridge.push(str(model), f"oci:{tmp_path / 'x'}:v1", colour="red")
 
 
+def test_pull_takes_pull_options_and_its_old_keywords_with_a_warning(tmp_path):
+    """pull(options=PullOptions(...)) as push has (issue 60); the keywords work one release more."""
+    model = make_model(tmp_path / "m")
+    ref = f"oci:{tmp_path / 'store'}:v1"
+    ocibridge.push(str(model), ref)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # the new style warns about nothing
+        new = ocibridge.pull(ref, str(tmp_path / "new"), options=ocibridge.PullOptions(include=("*.json",)))
+    with pytest.warns(DeprecationWarning) as caught:
+        old = ocibridge.pull(ref, str(tmp_path / "old"), include=["*.json"], on_existing="keep")
+    assert sorted(str(w.message) for w in caught) == [
+        "pull(include=...) is deprecated: pass options=PullOptions(include=...)",
+        "pull(on_existing=...) is deprecated: pass options=PullOptions(on_existing=...)"]
+    assert {w.filename for w in caught} == {__file__}  # pointing at the caller's line
+    picked = sorted(p.name for p in (tmp_path / "new").rglob("*") if p.is_file())
+    assert picked and all(name.endswith(".json") for name in picked)
+    assert sorted(p.name for p in (tmp_path / "old").rglob("*") if p.is_file()) == picked
+    assert old.digest == new.digest
+    with pytest.raises(TypeError, match="pull\\(\\) got an unexpected keyword argument 'colour'"):
+        ocibridge.pull(ref, str(tmp_path / "x"), colour="red")
+
+
 def test_copy_and_convert_attach_evidence_in_the_same_call(tmp_path):
     model = make_model(tmp_path / "m")
     layout = tmp_path / "store"
