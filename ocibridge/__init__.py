@@ -8,7 +8,7 @@ Publish
     alone), ``convert`` (one model family into another), ``tag``, ``attach``, ``attach_chunks``,
     ``save``, ``load`` and ``list_bundle`` (bundles), ``login``, ``logout``.
 Fetch
-    ``pull`` (``PullOptions``, ``TransferOptions``; ``pull_shows_progress``), ``copy_reference``,
+    ``pull`` (``PullOptions``, ``TransferOptions``; ``pull_destination``), ``copy_reference``,
     ``path`` (a snapshot in the model cache),
     ``open_model``, ``open_tensors``, ``cat``, ``filesystem`` (lazy, verified reads), ``inspect``,
     ``inspect_text``, ``validate``, ``tags``, ``resolve``, ``discover``, ``fetch_manifest``,
@@ -38,13 +38,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+import ocibridge.kinds  # noqa: F401  (the kinds tell places their schemes and openers: places/kinds.py)
 from ocibridge.version import __version__ as __version__
 
 #: (module under ocibridge, the public names it defines): each public name stands here once
 #: (tests/test_facade.py holds this table to ``__all__``)
 _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("api.model_ops", ("copy_reference", "inspect", "load_source", "pull", "pull_shows_progress", "push", "tags",
-                       "validate")),
+    ("api.model_ops", ("copy_reference", "inspect", "load_source", "pull", "pull_destination", "push", "tags",
+                       "validate", "PullDestination")),
     ("api.auth", ("login", "logout")),
     ("api.cache_ops", ("CachePruneResult", "cache_dir", "path", "prune_cache")),
     ("api.bundle", ("BundleEntry", "BundleResult", "list_bundle", "load", "save")),
@@ -135,6 +136,7 @@ __all__ = [
     "PrewarmOptions",
     "ProgressEvent",
     "PruneResult",
+    "PullDestination",
     "PullOptions",
     "PullResult",
     "PullSecrets",
@@ -213,7 +215,7 @@ __all__ = [
     "prune",
     "prune_cache",
     "pull",
-    "pull_shows_progress",
+    "pull_destination",
     "push",
     "remove",
     "resolve",
@@ -281,11 +283,12 @@ if TYPE_CHECKING:
         mirror_shard,
     )
     from ocibridge.api.model_ops import (
+        PullDestination,
         copy_reference,
         inspect,
         load_source,
         pull,
-        pull_shows_progress,
+        pull_destination,
         push,
         tags,
         validate,

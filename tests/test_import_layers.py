@@ -1,6 +1,6 @@
 """The package's import structure: layers that only look down, peers that never meet, no cycle.
 
-    core <- oci <- stores <- transfer <- layers, chunks <- lazyread, model, cache <- kinds <- signing
+    core <- oci <- stores <- transfer <- layers, chunks <- lazyread, model, cache <- places <- kinds <- signing
         <- k8s | mirror | serve <- api <- cli
 
 Every package has one layer, and no module of it another (no exception: the test below says so).
@@ -42,19 +42,22 @@ LAYERS: dict[str, int] = {
     "ocibridge.model": 5,
     # 5: the shared model cache (ocibridge path): blobs once, snapshots of links, from model's writer
     "ocibridge.cache": 5,
-    # 6: every kind of model, one package each, behind one door
-    "ocibridge.kinds": 6,
-    # 7: signatures: made, verified before use, carried by copies (a hook the copy is given)
-    "ocibridge.signing": 7,
-    # 8: peers on top of the kinds and signatures, which never import each other
-    "ocibridge.k8s": 8, "ocibridge.mirror": 8, "ocibridge.hubserver": 8,
-    # 9: the Python API
-    "ocibridge.api": 9,
-    # 10: the command line, its entry points, and the package's lazy façade (which names everything)
-    "ocibridge.cli": 10, "ocibridge.__main__": 10, "ocibridge": 10,
+    # 6: places: where a text points (the typed locators) and how the place it names is opened; the kinds
+    # tell it their schemes, grammars and openers at import (places/kinds.py), so it imports no kind
+    "ocibridge.places": 6,
+    # 7: every kind of model, one package each, behind one door
+    "ocibridge.kinds": 7,
+    # 8: signatures: made, verified before use, carried by copies (a hook the copy is given)
+    "ocibridge.signing": 8,
+    # 9: peers on top of the kinds and signatures, which never import each other
+    "ocibridge.k8s": 9, "ocibridge.mirror": 9, "ocibridge.hubserver": 9,
+    # 10: the Python API
+    "ocibridge.api": 10,
+    # 11: the command line, its entry points, and the package's lazy façade (which names everything)
+    "ocibridge.cli": 11, "ocibridge.__main__": 11, "ocibridge": 11,
 }
 
-#: Packages of layer 8 are peers: none imports another.
+#: Packages of layer 9 are peers: none imports another.
 PEERS = ("ocibridge.k8s", "ocibridge.mirror", "ocibridge.hubserver")
 
 #: Import cycles allowed: none (issue 15 removed the last, the CLI's flag helpers, now in
@@ -231,11 +234,11 @@ def _peer_of(module: str) -> str | None:
     return next((p for p in PEERS if module == p or module.startswith(p + ".")), None)
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if _peer_of(m) and layer_of(m) == 8))
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _peer_of(m) and layer_of(m) == 9))
 def test_peers_do_not_import_each_other(module):
     mine = _peer_of(module)
     across = [f"{target} (line {line})" for target, line in GRAPH[module].items()
-              if _peer_of(target) not in (None, mine) and layer_of(target) == 8]
+              if _peer_of(target) not in (None, mine) and layer_of(target) == 9]
     assert not across, f"{module} imports a peer package: {', '.join(across)}"
 
 
@@ -266,7 +269,8 @@ def test_the_cli_imports_only_the_public_api(module):
 
 def test_the_cli_rule_refuses_the_layers_below_the_api():
     """The rule itself: signing, kinds, k8s, mirror, serve and stores are out; the API is in."""
-    for below in ("ocibridge.signing.sign", "ocibridge.kinds.locate", "ocibridge.k8s.volume", "ocibridge.mirror.job",
+    for below in ("ocibridge.signing.sign", "ocibridge.places.locate", "ocibridge.kinds.door", "ocibridge.k8s.volume",
+                  "ocibridge.mirror.job",
                   "ocibridge.hubserver.app", "ocibridge.stores.base", "ocibridge.core.environment"):
         assert not _cli_may_import(below), below
     for public in ("ocibridge", "ocibridge.api.model_ops", "ocibridge.errors", "ocibridge.core.terminal"):

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ocibridge.api.copy import TransferOptions, verified_digest
 from ocibridge.core.fsutil import write_sliced
 from ocibridge.errors import OcibridgeError, UsageError
-from ocibridge.kinds.locate import Role, locate, text_of
-from ocibridge.kinds.targets import closes_its_stores, default_store_path, open_store_target
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, RegistryReference
+from ocibridge.places.locate import Role, locate, text_of
+from ocibridge.places.targets import closes_its_stores, default_store_path, open_store_target
 from ocibridge.signing.attach import SignatureCompanions
 from ocibridge.stores.base import Store, is_manifest
 from ocibridge.stores.layout import LayoutStore

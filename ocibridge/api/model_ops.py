@@ -30,9 +30,13 @@ from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import NotFound, UsageError
 from ocibridge.kinds import door
-from ocibridge.kinds.locate import Locator as Locator  # the type of what the calls take besides a text
-from ocibridge.kinds.locate import Role, locate, on_registry, text_of
-from ocibridge.kinds.targets import (
+from ocibridge.model.extract import resolve_model
+from ocibridge.model.inspect import inspect as inspect_artifact
+from ocibridge.oci.models import Descriptor
+from ocibridge.oci.reference import LayoutReference, PathReference
+from ocibridge.places.locate import Locator as Locator  # the type of what the calls take besides a text
+from ocibridge.places.locate import Role, locate, on_registry, text_of
+from ocibridge.places.targets import (
     StoreTarget,
     closes_its_stores,
     default_store_path,
@@ -40,10 +44,6 @@ from ocibridge.kinds.targets import (
     open_source,
     open_store_target,
 )
-from ocibridge.model.extract import resolve_model
-from ocibridge.model.inspect import inspect as inspect_artifact
-from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import LayoutReference, PathReference
 from ocibridge.signing.use import as_use_policy, refuse_before_opening
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyHooks, copy
@@ -127,7 +127,7 @@ def _say_path_wins(source: str) -> None:
     """A push reads an existing path even when the local store holds a model of that name:
     said, since every other command would read the stored model."""
     from ocibridge.core import notices
-    from ocibridge.kinds.targets import local_store_reference
+    from ocibridge.places.targets import local_store_reference
 
     held = local_store_reference(source)
     if held is not None:
@@ -294,16 +294,25 @@ def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, t
     return result
 
 
-def pull_shows_progress(dest: str | Locator, format: str | None = None) -> bool:
-    """Whether a pull into ``dest`` reports progress (exports into an archive or the Ollama store
-    report none yet): what a caller asks before drawing a bar for :func:`pull`."""
-    return not door.exports_quietly(locate(dest, Role.OUTPUT), format)
+@dataclasses.dataclass(frozen=True)
+class PullDestination:
+    """Where a pull writes, located once (pass it to :func:`pull` as ``dest``), and whether a
+    pull there reports progress (exports into an archive or the Ollama store report none yet)."""
+
+    locator: Locator
+    shows_progress: bool
+
+
+def pull_destination(dest: str | Locator, format: str | None = None) -> PullDestination:
+    """What a caller asks before drawing a bar for :func:`pull` into ``dest``."""
+    located = locate(dest, Role.OUTPUT)
+    return PullDestination(located, not door.exports_quietly(located, format))
 
 
 @closes_its_stores
 def pull(
     src: str | Locator,
-    dest: str | Locator,
+    dest: str | Locator | PullDestination,
     *,
     options: PullOptions | None = None,
     transfer: TransferOptions | None = None,
@@ -331,6 +340,8 @@ def pull(
     with_signatures, with_attestations = pulling.with_signatures, pulling.with_attestations
     transfer = transfer or TransferOptions()
     registry = transfer.registry_options()
+    if isinstance(dest, PullDestination):  # located by pull_destination
+        dest = dest.locator
     src_ref, dest_ref = locate(src, Role.MODEL), locate(dest, Role.OUTPUT)  # located once each, here
     dest = text_of(dest_ref)
     fmt = door.destination_format(dest_ref, format)

@@ -124,9 +124,9 @@ def cmd_pull(args: argparse.Namespace) -> int:
     if (args.dest is None) == (args.output is None):
         raise UsageError("pull needs one destination: DEST or -o/--output DIR")
     args.dest = args.dest or args.output
-    dest = args.dest
+    dest = api.pull_destination(args.dest, args.format)  # the edge: located once (SRC: by the API)
     # exports into an archive or the Ollama store report no progress (yet): no frozen bar
-    export = not api.pull_shows_progress(dest, args.format)
+    export = not dest.shows_progress
     bar = choose_progress(args.progress, "pull", quiet=args.quiet, machine_output=args.json or export)
     on_existing = "overwrite" if args.overwrite else "keep" if args.keep_old_files else "refuse"
     try:

@@ -263,10 +263,10 @@ def parse_sources(items: Sequence[str | RegistryReference | LayoutReference],
 
 
 def _source(item: str | RegistryReference | LayoutReference, options: RegistryOptions | None) -> Source:
-    from ocibridge.kinds.locate import Role, locate
+    from ocibridge.places.locate import Role, locate
 
     if item == "local":
-        from ocibridge.kinds.targets import default_store_path
+        from ocibridge.places.targets import default_store_path
 
         return LayoutSource(default_store_path(), "local")
     if isinstance(item, LayoutReference) or isinstance(item, str) and item.startswith("oci:"):
