@@ -226,3 +226,14 @@ def test_choices_come_from_the_api():
     assert "modelkit" in choices.families() and "cnai" in choices.media_type_families()
     assert "weight" in choices.layer_kinds() and "tar+zstd" in choices.layer_variants()
     assert "directory" in choices.source_formats() and "version" in choices.metadata_fields()
+
+
+def test_transfer_options_hand_every_registry_field_on():
+    """registry_options() carries each field but concurrency by name (no hand-written copy to forget one)."""
+    import dataclasses
+
+    values = {"plain_http": True, "insecure": True, "ca_file": "/ca.pem", "username": "u", "password": "p",
+              "chunk_size": 5, "authfile": "/auth.json", "part_size": 7, "parts_in_flight": 3, "limit_rate": 9}
+    assert sorted(f.name for f in dataclasses.fields(ocibridge.TransferOptions)) == sorted([*values, "concurrency"])
+    given = ocibridge.TransferOptions(concurrency=2, **values).registry_options()
+    assert {name: getattr(given, name) for name in values} == values

@@ -42,14 +42,12 @@ class TransferOptions:
     limit_rate: int | None = None  # bytes per second over every transfer
 
     def registry_options(self) -> RegistryOptions:
-        """What every registry store opened with these options is given (one typed value)."""
+        """What every registry store opened with these options is given (one typed value): every
+        field but ``concurrency`` is a field of :class:`RegistryOptions` of the same name and meaning."""
         from ocibridge.stores.registry.options import RegistryOptions
 
-        return RegistryOptions(
-            authfile=self.authfile, plain_http=self.plain_http, insecure=self.insecure,
-            ca_file=self.ca_file, username=self.username, password=self.password,
-            chunk_size=self.chunk_size, part_size=self.part_size,
-            parts_in_flight=self.parts_in_flight, limit_rate=self.limit_rate)
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "concurrency"}
+        return RegistryOptions(**shared)
 
 
 @dataclass(frozen=True)

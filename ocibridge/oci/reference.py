@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from ocibridge.errors import InvalidReference
 from ocibridge.oci.digest import is_digest
@@ -331,8 +331,8 @@ class OllamaReference(_AsWritten):
     remote: bool
 
     #: what it answers as a kind's place (ocibridge.places.locators.KindPlace)
-    kind = "ollama"
-    is_store = True
+    kind: ClassVar[str] = "ollama"
+    is_store: ClassVar[bool] = True
 
     @property
     def holds_referrers(self) -> bool:

@@ -7,38 +7,34 @@ kind asks it the questions below and never tests its type, so a new kind's place
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 from ocibridge.oci.reference import LayoutReference, PathReference, RegistryReference
 
 
 @runtime_checkable
 class KindPlace(Protocol):
-    """A place a kind of model names in its own spelling."""
+    """A place a kind of model names in its own spelling: ``text`` (as the user wrote it),
+    ``kind`` (the kind's name in the table of kinds, whose opener opens it), ``remote`` (on an
+    endpoint of the network, ``ollama://`` or ``hf://``, not on this machine), ``is_store`` (a
+    store copies write into and read from, the Ollama store, not only a source),
+    ``holds_referrers`` (signatures and evidence can be attached and checked there), and
+    ``repository_text`` (the place without its tag, digest or revision)."""
+
+    kind: ClassVar[str]
+    is_store: ClassVar[bool]
 
     @property
-    def text(self) -> str:
-        """How the user wrote it."""
+    def text(self) -> str: ...
 
     @property
-    def kind(self) -> str:
-        """The kind's name in the table of kinds, whose opener opens it."""
+    def remote(self) -> bool: ...
 
     @property
-    def remote(self) -> bool:
-        """On an endpoint of the network (``ollama://``, ``hf://``), not on this machine."""
+    def holds_referrers(self) -> bool: ...
 
     @property
-    def is_store(self) -> bool:
-        """A store copies write into and read from (the Ollama store), not only a source."""
-
-    @property
-    def holds_referrers(self) -> bool:
-        """Whether signatures and evidence can be attached there (and so checked there)."""
-
-    @property
-    def repository_text(self) -> str:
-        """The place without its tag, digest or revision: where a pinned reference is appended."""
+    def repository_text(self) -> str: ...
 
     def registry_reference(self) -> RegistryReference | None:
         """The registry repository the place is served from, if it is on a registry."""

@@ -7,6 +7,7 @@ mirror job's source, downloaded into that cache first (docs/mirroring.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ocibridge.kinds.hf.hubcache import SCHEME, parse
 from ocibridge.oci.reference import RegistryReference
@@ -25,9 +26,12 @@ class HubReference:
     remote: bool = False
 
     #: what it answers as a kind's place (ocibridge.places.locators.KindPlace): a source, not a store
-    kind = "hf"
-    is_store = False
-    holds_referrers = False  # the Hub cache keeps files, no signatures
+    kind: ClassVar[str] = "hf"
+    is_store: ClassVar[bool] = False
+
+    @property
+    def holds_referrers(self) -> bool:
+        return False  # the Hub cache keeps files, no signatures
 
     @property
     def text(self) -> str:
