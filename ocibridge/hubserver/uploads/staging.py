@@ -5,6 +5,7 @@ here, a commit takes them from here), named by their SHA-256 and kept only once 
     $OCIBRIDGE_CACHE/serve/staging/tmp/             uploads in progress (removed when abandoned)
     $OCIBRIDGE_CACHE/serve/staging/parts/<oid>/     the parts of an LFS multipart upload
     $OCIBRIDGE_CACHE/serve/staging/pins/<hex>/      the flows that may still commit <hex>
+    $OCIBRIDGE_CACHE/serve/staging/commits/         commits being built (:mod:`.workspaces`)
 
 Every way in (an LFS PUT, a file reassembled from Xet xorbs and shards) writes into a temporary
 file of ``tmp/`` and hands it to :meth:`Staging.commit_file`, which hashes it and moves it into
@@ -43,6 +44,7 @@ from urllib.parse import quote, unquote
 
 from ocibridge.core.environment import cache_root
 from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.hubserver.uploads.workspaces import sweep_dead
 
 if TYPE_CHECKING:
     from ocibridge.chunks.chunking import ChunkHasher
@@ -272,6 +274,7 @@ class Staging:
                             else:
                                 entry.unlink()
                             removed += 1
+        removed += sweep_dead(self.root / "commits")  # what commits a crash stopped left (workspaces.py)
         if removed:
             log.info("staging: %d abandoned uploads removed (untouched for %gs)", removed, self.expiry)
         return removed

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import threading
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError, UnsafePath
+from ocibridge.hubserver.uploads.workspaces import held_directory
 
 if TYPE_CHECKING:
     from ocibridge.oci.reference import LayoutReference, RegistryReference
@@ -228,12 +228,10 @@ def _check_shape(tree: dict[str, str]) -> None:
 @contextlib.contextmanager
 def linked_tree(files: dict[str, Source], under: Path, name: str) -> Iterator[Path]:
     """A directory ``name`` of ``files`` (hard links where the file system allows, else copies),
-    removed on leaving: what ``push`` reads (and names the model after, as it names a
-    directory pushed: the repository's name)."""
-    under.mkdir(parents=True, exist_ok=True)
-    top = Path(tempfile.mkdtemp(dir=under, prefix="commit-"))
-    root = top / name
-    try:
+    removed on leaving (after a crash: by the staging sweep): what ``push`` reads (and names the
+    model after, as it names a directory pushed: the repository's name)."""
+    with held_directory(under) as top:  # a crash's leftovers are swept (uploads/workspaces.py)
+        root = top / name
         for rel, source in files.items():
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -242,8 +240,6 @@ def linked_tree(files: dict[str, Source], under: Path, name: str) -> Iterator[Pa
             except OSError:
                 shutil.copyfile(source.path, target)
         yield root
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
 
 
 class Branches:
