@@ -1,12 +1,12 @@
 """`kubectl apply --dry-run=client` without a cluster: a discovery-only API server.
 
-kubectl needs a server even for a client-side dry run: it maps each document's kind to a
-resource through discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/apps/v1``, ``/apis/batch/v1``,
-``/apis/networking.k8s.io/v1``) and GETs the live object to choose between create and patch. This server answers exactly that (every object
-is 404, so each document is "created (dry run)") and nothing else, and counts any write so a
-test can prove none was sent. Schema validation needs the OpenAPI documents a real server
-serves, which Debian ships nowhere: ``--validate=false``, and the field-by-field check is the
-Kubernetes Python client's models (tests assert their round trip gives back the same dict).
+kubectl needs a server even for a client-side dry run: it maps each document's kind to a resource
+through discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/apps/v1``, ``/apis/batch/v1``,
+``/apis/networking.k8s.io/v1``) and GETs the live object to choose between create and patch. This
+server answers exactly that (every object is 404, so each document is "created (dry run)") and
+nothing else, and counts any write so a test can prove none was sent. Schema validation needs the
+OpenAPI documents a real server serves, which Debian ships nowhere: ``--validate=false``, and the
+field-by-field check is the Kubernetes Python client's models (tests assert their round trip gives back the same dict).
 The kubeconfig is a file of its own (``KUBECONFIG``), so no user's config is read or touched.
 """
 
