@@ -9,6 +9,7 @@ request (tests/support/faultproxy.py's ``hold``) until serve is dead, then cuts 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -183,30 +184,42 @@ def test_kill_9_at_every_registry_write_of_a_commit(tmp_path, lfs_writer, regist
         before = after
 
 
-def test_kill_9_in_the_middle_of_an_lfs_put(tmp_path, registry, monkeypatch):
-    """The writer killed with half an LFS object received (a proxy in front of serve holds the
-    rest): the half in staging goes within the expiry, the retry lands."""
+@contextlib.contextmanager
+def behind_a_proxy(tmp_path: Path, registry, xet_min: str,
+                   client: Callable[[str], None]) -> Iterator[tuple[ServeProcess, FaultProxy, HfApi, Path]]:
+    """A writer behind a fault proxy (its --public-url: the URLs it hands out lead through it),
+    ``client(url)`` pointing huggingface_hub there, a first commit made: (writer, proxy, api, files)."""
     prefix = f"{registry.host}/test/{uuid.uuid4().hex[:8]}"
     writer = ServeProcess(tmp_path / "writer", ())
     with FaultProxy(writer.url) as front:
-        writer.args = (prefix, "--staging-expiry", str(EXPIRY), "--xet-min-size", "off", "--public-url", front.url)
+        writer.args = (prefix, "--staging-expiry", str(EXPIRY), "--xet-min-size", xet_min, "--public-url", front.url)
         writer.start()
         try:
-            point_hub_at(monkeypatch, front.url, tmp_path / "hub")
-            monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+            client(front.url)
             api = HfApi(endpoint=front.url, token="writer-token")
             api.create_repo("acme/crash")
             old = a_version(tmp_path, 0)
             api.upload_folder(repo_id="acme/crash", folder_path=old)
-
-            def half_staged() -> bool:
-                tmp = writer.staging / "tmp"
-                return tmp.is_dir() and any(f.stat().st_size >= MIB for f in tmp.iterdir())
-
-            crash_and_retry(writer, api, tmp_path / "hub", old, a_version(tmp_path, 1), front, "PUT",
-                            "/ocibridge/lfs/", bytes_in=3 * MIB // 2, staged=half_staged)
+            yield writer, front, api, old
         finally:
             writer.stop()
+    assert os.environ.get("OCIBRIDGE_CACHE") != str(writer.cache)  # the writer's cache was its own
+
+
+def test_kill_9_in_the_middle_of_an_lfs_put(tmp_path, registry, monkeypatch):
+    """The writer killed with half an LFS object received (a proxy in front of serve holds the
+    rest): the half in staging goes within the expiry, the retry lands."""
+    def lfs_client(url: str) -> None:
+        point_hub_at(monkeypatch, url, tmp_path / "hub")
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+
+    with behind_a_proxy(tmp_path, registry, "off", lfs_client) as (writer, front, api, old):
+        def half_staged() -> bool:
+            tmp = writer.staging / "tmp"
+            return tmp.is_dir() and any(f.stat().st_size >= MIB for f in tmp.iterdir())
+
+        crash_and_retry(writer, api, tmp_path / "hub", old, a_version(tmp_path, 1), front, "PUT",
+                        "/ocibridge/lfs/", bytes_in=3 * MIB // 2, staged=half_staged)
 
 
 def test_kill_9_in_the_middle_of_a_xet_shard(tmp_path, registry, monkeypatch):
@@ -215,19 +228,7 @@ def test_kill_9_in_the_middle_of_a_xet_shard(tmp_path, registry, monkeypatch):
     pytest.importorskip("hf_xet")
     from test_serve_publish import xet_only
 
-    prefix = f"{registry.host}/test/{uuid.uuid4().hex[:8]}"
-    writer = ServeProcess(tmp_path / "writer", ())
-    with FaultProxy(writer.url) as front:
-        writer.args = (prefix, "--staging-expiry", str(EXPIRY), "--xet-min-size", "1M", "--public-url", front.url)
-        writer.start()
-        try:
-            xet_only(monkeypatch, front.url, tmp_path / "hub")
-            api = HfApi(endpoint=front.url, token="writer-token")
-            api.create_repo("acme/crash")
-            old = a_version(tmp_path, 0)
-            api.upload_folder(repo_id="acme/crash", folder_path=old)
-            crash_and_retry(writer, api, tmp_path / "hub", old, a_version(tmp_path, 1), front, "POST",
-                            r"/xet-write/.*/shards", bytes_in=64)
-        finally:
-            writer.stop()
-    assert os.environ.get("OCIBRIDGE_CACHE") != str(writer.cache)  # the writer's cache was its own
+    with behind_a_proxy(tmp_path, registry, "1M", lambda url: xet_only(monkeypatch, url, tmp_path / "hub")) \
+            as (writer, front, api, old):
+        crash_and_retry(writer, api, tmp_path / "hub", old, a_version(tmp_path, 1), front, "POST",
+                        r"/xet-write/.*/shards", bytes_in=64)
