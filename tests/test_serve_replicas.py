@@ -183,3 +183,13 @@ def test_every_route_that_writes_is_forwarded(registry):
             assert all((path, m) in READS_NOT_GET or "paths-info" in path for m in others), (path, methods)
     catalog.close()
     assert os.environ.get("OCIBRIDGE_CACHE")  # built on the test's own cache (conftest)
+
+
+def test_a_bad_writer_or_peer_is_one_line(capsys):
+    from ocibridge.cli import main
+
+    for flags, words in ((["--writer", "ftp://writer"], "--writer 'ftp://writer': expected http(s)://"),
+                         (["--trust-forwarded", "the readers"], "--trust-forwarded 'the readers': expected")):
+        assert main(["serve", "registry.internal:5000/models", *flags]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
