@@ -67,8 +67,8 @@ VERIFY_CASES: dict[str, tuple[str, str]] = {
     "generated/resigned-empty-resources": (REFUSED, "lists no files"),
     "generated/resigned-no-predicate": (REFUSED, "OMS statement is malformed"),
     "generated/resigned-no-subject": (REFUSED, "exactly one subject"),
-    # refused, but the line blames the signature: the payload type's own reason is not shown
-    "generated/resigned-wrong-payload-type": (REFUSED, _DSSE),
+    # the signature verifies; the line names what is wrong: the payload type
+    "generated/resigned-wrong-payload-type": (REFUSED, "is not an in-toto statement"),
     "generated/resigned-wrong-predicate": (REFUSED, "not an OMS signature"),
     "generated/resigned-wrong-statement-type": (REFUSED, "has type"),
     "generated/certificate-chain": (UNSUPPORTED, _CA),

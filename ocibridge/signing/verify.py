@@ -24,6 +24,7 @@ from ocibridge.signing.attach import find_signatures
 from ocibridge.signing.bundle import (
     SIGN_PREDICATE_TYPE,
     BundleContent,
+    KeyMismatch,
     parse_bundle,
     statement_claims,
     verify_envelope,
@@ -214,8 +215,10 @@ def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None,
         for name, key in cosign_keys(policy, short):
             try:
                 payload = verify_envelope(content.envelope, key)
-            except SignatureError:
+            except KeyMismatch:
                 continue
+            except SignatureError as e:
+                raise SignatureError(f"{short}: {e}") from None
             claims = statement_claims(payload, digest, policy.predicate_type)
             _require_claims(claims, policy)
             return Verified(_bundle_form(policy), name, claims, where)
@@ -291,8 +294,10 @@ def verify_oms_signature(content: BundleContent, policy: VerifyPolicy, where: st
     for name, key in policy.keys:
         try:
             payload = verify_envelope(content.envelope, key)
-        except SignatureError:
+        except KeyMismatch:
             continue
+        except SignatureError as e:
+            raise SignatureError(f"{short}: {e}") from None
         statement = parse_oms(payload)
         if policy.claims:
             raise SignatureError(f"{short}: carries no claims ({', '.join(sorted(policy.claims))} asked)")
