@@ -35,7 +35,8 @@ def test_serve_md_examples_run(tmp_path, registry, unique_repo):
     assert blocks
     for lang, code, line in blocks:
         assert lang == "sh"
-        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", code.replace(":8080", f":{port}").replace(":8081", f":{second}")],
+        code = code.replace(":8080", f":{port}").replace(":8081", f":{second}")
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", code],
                               cwd=work, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"docs/serve.md:{line} exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         if "snapshot_download" in code:
