@@ -1,15 +1,20 @@
 """Issue 63's everyday edges on the command line, each run as a user runs it (``python -m
-ocibridge`` as a process): what ``ls`` shows of a layout another tool wrote (item 7)."""
+ocibridge`` as a process): what ``ls`` shows of a layout another tool wrote (item 7), Docker Model
+Runner's older weight media types read as weights (item 11)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from support.data import data
+
+from ocibridge.stores.layout import LayoutStore
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,3 +45,87 @@ def test_ls_of_a_modelkit_layout_shows_its_name_and_its_tag():
     docker = run("ls", f"oci:{data('docker-model', 'gguf-dummy-v0.1')}")
     [row] = _rows(docker.stdout)
     assert (row["NAME"], row["TAG"], row["FAMILY"]) == ("docker.io/ai/dummy", "fixture", "docker-model")
+
+
+# -- item 11: Docker Model Runner's older weight media types ----------------------------------------
+OLDER_WEIGHT_TYPES = {"model.safetensors": "application/vnd.cncf.model.weight.v1.safetensors",
+                      "model.gguf": "application/vnd.cncf.model.weight.v1.gguf"}
+
+
+def _relabelled_layout(root: Path) -> str:
+    """A ModelPack layout whose raw weight layers carry the older format-named types Docker Model
+    Runner wrote (``…weight.v1.gguf``, ``…weight.v1.safetensors``): pushed by ocibridge, then its
+    manifest rewritten with plain JSON (the layers' bytes, digests and diffIds are the same)."""
+    src = root / "model"
+    src.mkdir()
+    (src / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{}      ")
+    (src / "model.gguf").write_bytes(b"GGUF" + bytes(60))
+    (src / "config.json").write_text('{"hidden": 4}\n')
+    layout = root / "layout"
+    LayoutStore(layout, create=True)  # a REF holding '/' is read after an existing layout's directory
+    assert run("push", str(src), f"oci:{layout}:acme/older:latest", "--media-types", "cncf", "-q").returncode == 0
+    index = json.loads((layout / "index.json").read_text())
+    entry = index["manifests"][0]
+    blob = layout / "blobs" / "sha256" / entry["digest"].split(":", 1)[1]
+    manifest = json.loads(blob.read_bytes())
+    for layer in manifest["layers"]:
+        path = layer["annotations"]["org.cncf.model.filepath"]
+        if path in OLDER_WEIGHT_TYPES:
+            assert layer["mediaType"] == "application/vnd.cncf.model.weight.v1.raw"
+            layer["mediaType"] = OLDER_WEIGHT_TYPES[path]
+    data = json.dumps(manifest).encode()
+    digest = hashlib.sha256(data).hexdigest()
+    (layout / "blobs" / "sha256" / digest).write_bytes(data)
+    entry.update(digest=f"sha256:{digest}", size=len(data))
+    (layout / "index.json").write_text(json.dumps(index))
+    return f"oci:{layout}:acme/older:latest"
+
+
+def test_the_older_format_named_weight_types_are_weights_everywhere(tmp_path):
+    """Issue 63 item 11: such layers pulled to the right names, but ``inspect`` gave them no
+    kind (``-``), ``validate`` refused them and ``convert`` stopped at them."""
+    ref = _relabelled_layout(tmp_path)
+    info = json.loads(run("inspect", ref, "--json").stdout)
+    kinds = {layer["path"]: (layer["kind"], layer["variant"]) for layer in info["layers"]}
+    assert kinds == {"model.safetensors": ("weight", "raw"), "model.gguf": ("weight", "raw"),
+                     "config.json": ("weight.config", "raw")}, kinds
+    text = run("inspect", ref).stdout
+    assert all(line.startswith("weight ") for line in text.splitlines() if "weight.v1." in line), text
+
+    valid = run("validate", ref)  # valid, with a word on the older name; --strict holds to the spec's
+    assert valid.returncode == 0 and valid.stdout.count("is an older writer's name") == 2, valid.stdout
+    assert run("validate", "--strict", ref).returncode == 1
+
+    pulled = run("pull", ref, str(tmp_path / "out"), "-q")
+    assert pulled.returncode == 0, pulled.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["config.json", "model.gguf", "model.safetensors"]
+
+    checked = run("k8s", "check", ref, "--runtime", "cri-o", "--json")
+    assert checked.returncode == 0, checked.stderr + checked.stdout
+    seen = json.loads(checked.stdout)
+    assert sorted(f["path"] for f in seen["tree"]) == ["config.json", "model.gguf", "model.safetensors"], seen
+
+    converted = run("convert", "--to", "modelkit", ref, f"oci:{tmp_path / 'kit'}:v1", "-q")
+    assert converted.returncode == 0, converted.stderr
+    kit = json.loads(run("inspect", f"oci:{tmp_path / 'kit'}:v1", "--json").stdout)
+    assert {layer["path"]: layer["kind"] for layer in kit["layers"]}["model.gguf"] == "weight", kit["layers"]
+
+
+def test_serve_shows_the_older_weight_types_as_weights(tmp_path):
+    """The same layout served (``ocibridge serve`` as a process): the model page's file table
+    says ``weight`` of those layers, not ``file``."""
+    import httpx
+    from serving import stop
+
+    from tests.test_serve_cli import start_serve
+
+    ref = _relabelled_layout(tmp_path)
+    proc, url = start_serve(ref.rsplit(":", 2)[0], env=dict(os.environ))
+    try:
+        page = httpx.get(f"{url}/acme/older").text
+    finally:
+        stop(proc)
+    rows = re.findall(r"<tr>(.*?)</tr>", page, flags=re.S)
+    for name in OLDER_WEIGHT_TYPES:
+        [row] = [r for r in rows if f">{name}<" in r]
+        assert ">weight<" in row, row
