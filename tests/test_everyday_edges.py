@@ -15,6 +15,7 @@ from pathlib import Path
 from support.data import data
 
 from ocibridge.stores.layout import LayoutStore
+from tests.modelgen import make_model
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -129,3 +130,39 @@ def test_serve_shows_the_older_weight_types_as_weights(tmp_path):
     for name in OLDER_WEIGHT_TYPES:
         [row] = [r for r in rows if f">{name}<" in r]
         assert ">weight<" in row, row
+
+
+# -- item 5: a name that is not there ----------------------------------------------------------
+def test_pull_of_a_repository_that_is_not_there_says_so_and_names_the_near_ones(registry, tmp_path):
+    """``pull REG/acme/typo:latest`` said "manifest not found", as for a missing tag: it now says
+    "no such repository", as ``tags`` does, with the registry's nearest names (its catalog)."""
+    from tests.support.fixtures import new_repo
+
+    repo = new_repo("acme")  # acme/<random>: this test's own name
+    src = make_model(tmp_path / "m")
+    assert run("push", str(src), f"{registry.host}/{repo}:latest", "-q").returncode == 0
+    typo = repo[:-1] + ("x" if repo[-1] != "x" else "y")
+    missing = run("pull", f"{registry.host}/{typo}:latest", str(tmp_path / "out"))
+    assert missing.returncode == 1 and missing.stdout == "", missing
+    [line] = missing.stderr.splitlines()
+    assert line.startswith(f"ocibridge: error: {registry.host}/{typo}:latest: no such repository"), line
+    assert f"{registry.host}/{repo}" in line and "manifest not found" not in line, line
+    assert not (tmp_path / "out").exists()
+    # a tag missing from a repository that is there is still told as a missing tag
+    no_tag = run("pull", f"{registry.host}/{repo}:v9", str(tmp_path / "out"))
+    assert no_tag.returncode == 1 and "no such repository" not in no_tag.stderr, no_tag.stderr
+    assert "v9" in no_tag.stderr
+
+
+def test_push_of_an_ollama_model_that_is_not_there_lists_the_models_that_are(tmp_path):
+    from tests.ollama_fixtures import gguf_store
+
+    models = tmp_path / "ollama"
+    gguf_store(models, tmp_path, model="tiny-safetensors")
+    env = {**os.environ, "OLLAMA_MODELS": str(models)}
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "push", "ollama:tiny", f"oci:{tmp_path / 'out'}:v1"],
+                          capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 1, done
+    [line] = done.stderr.splitlines()
+    assert "ollama:tiny" in line and "no such model" in line and "tiny-safetensors:latest" in line, line
+    assert "tags: none" not in line
