@@ -1,6 +1,7 @@
 """Issue 63's everyday edges on the command line, each run as a user runs it (``python -m
-ocibridge`` as a process): what ``ls`` shows of a layout another tool wrote (item 7), Docker Model
-Runner's older weight media types read as weights (item 11)."""
+ocibridge`` as a process): a registry repository or an Ollama model that is not there (item 5),
+what ``ls`` shows of a layout another tool wrote (item 7), the extras a recipe needs (item 8), Docker
+Model Runner's older weight media types read as weights (item 11)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from support.data import data
 
 from ocibridge.stores.layout import LayoutStore
 from tests.modelgen import make_model
+from tests.support.fixtures import new_repo
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -136,7 +138,6 @@ def test_serve_shows_the_older_weight_types_as_weights(tmp_path):
 def test_pull_of_a_repository_that_is_not_there_says_so_and_names_the_near_ones(registry, tmp_path):
     """``pull REG/acme/typo:latest`` said "manifest not found", as for a missing tag: it now says
     "no such repository", as ``tags`` does, with the registry's nearest names (its catalog)."""
-    from tests.support.fixtures import new_repo
 
     repo = new_repo("acme")  # acme/<random>: this test's own name
     src = make_model(tmp_path / "m")
@@ -166,3 +167,42 @@ def test_push_of_an_ollama_model_that_is_not_there_lists_the_models_that_are(tmp
     [line] = done.stderr.splitlines()
     assert "ollama:tiny" in line and "no such model" in line and "tiny-safetensors:latest" in line, line
     assert "tags: none" not in line
+
+
+# -- item 8: the extras a recipe needs ---------------------------------------------------------
+ROOT = Path(__file__).resolve().parent.parent
+#: what needs an extra: the text of its first use in docs/tasks.md, the extra, a module of it,
+#: and a command line that needs it ({reg}: a registry model)
+NEEDS_EXTRA = [
+    ("ocibridge keygen", "signing", "nacl", ["keygen", "{tmp}/k"]),
+    ("ocibridge serve", "serve", "starlette", ["serve", "oci:{tmp}/lay", "--listen", "127.0.0.1:0"]),
+    ("--validate", "k8s", "kubernetes_validate", ["k8s", "volume", "{reg}", "--validate=1.33"]),
+]
+#: ``python -m ocibridge`` with the modules named first made unimportable, as without the extra
+WITHOUT = ("import runpy, sys; [sys.modules.__setitem__(m, None) for m in sys.argv.pop(1).split(',')]; "
+           "sys.argv[0] = 'ocibridge'; runpy.run_module('ocibridge', run_name='__main__')")
+
+
+def test_each_extra_is_named_where_tasks_first_uses_it_and_by_the_command_without_it(registry, tmp_path):
+    """Issue 63 item 8: the README installs with no extras, then docs/tasks.md used ``keygen``,
+    ``serve`` and ``--validate``, each of which needs one. The section of each first use says
+    which, in the PyPI and the clone form, and the command run without it names the same extra."""
+    tasks = (ROOT / "docs" / "tasks.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    fresh = readme[readme.index("## Two commands on a fresh machine"):readme.index("## Using it")]
+    ref = f"{registry.host}/{new_repo('extras')}:v1"
+    assert run("push", str(make_model(tmp_path / "m")), ref, "-q").returncode == 0
+    for first_use, extra, module, argv in NEEDS_EXTRA:
+        at = next(i for i, line in enumerate(tasks.splitlines(keepends=True)) if first_use in line
+                  and not line.startswith(("`", " ")) and line.lstrip().startswith("ocibridge"))
+        before = "".join(tasks.splitlines(keepends=True)[:at])
+        section = before[before.rindex("\n## "):]
+        assert f"pip install 'ocibridge[{extra}]'" in section, (first_use, section)
+        assert f"pip install -e '.[{extra}]'" in section, (first_use, section)
+        assert extra in fresh and "-e '.[" in fresh, fresh
+        args = [a.format(tmp=tmp_path, reg=ref) for a in argv]
+        done = subprocess.run([sys.executable, "-c", WITHOUT, module, *args], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "COSIGN_PASSWORD": "pw"}, check=False)
+        assert done.returncode == 1, (args, done)
+        [line] = done.stderr.splitlines()
+        assert f"pip install 'ocibridge[{extra}]'" in line, line
