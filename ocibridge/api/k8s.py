@@ -316,7 +316,7 @@ def k8s_prewarm(
                         f"in /etc/containers/certs.d/{hosts[0]}/ca.crt (CRI-O) or containerd's hosts.toml on every "
                         "node")
     return KubernetesDocuments(
-        (secret, done.daemonset) if secret else (done.daemonset,), header=comments(done.header()),
+        (*([secret] if secret else []), *done.node_documents, done.daemonset), header=comments(done.header()),
         warnings=tuple(warnings), closing_warnings=_credentials_warning(secret),
         pinned=tuple(str(p) for p in done.pinned), holds_credentials=secret is not None)
 
