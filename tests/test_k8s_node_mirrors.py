@@ -79,6 +79,9 @@ def test_prewarm_carries_the_mirror_to_cri_o_nodes_and_they_pull_through_it(behi
     assert {"path": "/etc/containers/registries.conf.d", "type": "DirectoryOrCreate"} in \
         [v.get("hostPath") for v in spec["volumes"]]
     [dropin] = configmap["data"].values()
+    # where Spegel or Dragonfly sets the nodes' mirrors, the prewarm alone
+    alone = run("k8s", "prewarm", ref, "--runtime", "cri-o@1.33", "--no-node-mirrors", conf=conf)
+    assert [d["kind"] for d in yaml.safe_load_all(alone.stdout) if d] == ["DaemonSet"], alone.stderr
 
     # three nodes, each with nothing yet, pull by digest with that drop-in as their registries.conf
     registries_conf = tmp_path / "registries.conf"

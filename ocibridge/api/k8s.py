@@ -306,7 +306,8 @@ def k8s_prewarm(
         models.append(Model(t.store, t.reference, located))
     done = prewarm_daemonset(models, runtime=runtime, platform=platform, mode=options.mode,
                              name=options.name, namespace=options.namespace, selector=selector,
-                             image=options.image, pull_secrets=pull_secrets.names)
+                             image=options.image, pull_secrets=pull_secrets.names,
+                             node_mirrors=options.node_mirrors)
     hosts = sorted({p.registry for p in done.pinned})
     secret = (pull_secret(pull_secrets.names[0], hosts, namespace=options.namespace)
               if pull_secrets.create else None)

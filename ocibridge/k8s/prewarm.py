@@ -112,11 +112,13 @@ def prewarm_daemonset(
     selector: Mapping[str, str] | None = None,
     image: str = DEFAULT_IMAGE,
     pull_secrets: Sequence[str] = (),
+    node_mirrors: bool = True,
 ) -> Prewarm:
     """The DaemonSet prewarming ``models`` on the nodes ``selector`` picks (all by default):
     as image volumes when ``runtime`` has them (``mode`` says otherwise), else as ModelCar
     images. Each model is resolved once and pinned by digest; one the runtime would not mount
-    (or, for ``modelcar``, that is no image) is refused with the reason."""
+    (or, for ``modelcar``, that is no image) is refused with the reason. ``node_mirrors``: the
+    registries.toml mirrors of the models' registries go to the nodes too (k8s/node_mirrors.py)."""
     rv = RuntimeVersion.parse(runtime)
     if not models:
         raise UsageError("k8s prewarm needs at least one model reference")
@@ -177,7 +179,8 @@ def prewarm_daemonset(
                           "resources": hold["resources"], "securityContext": hold["securityContext"]})
         spec["initContainers"] = inits
         spec["volumes"] = [{"name": "tools", "emptyDir": {"sizeLimit": "16Mi"}}]
-    carried = _carry_mirrors(pinned, rv, mode, name, namespace, image, selector, spec, hold)
+    carried = _carry_mirrors(pinned, rv, mode, name, namespace, image, selector, spec, hold) if node_mirrors \
+        else ([], [])
     notes[:0] = carried[1]
     spec["containers"] = [hold]
     if selector:
