@@ -159,5 +159,6 @@ def _blob_gets(log: str, agent: str) -> Counter[str]:
     starts with ``agent``."""
     return Counter(m[0] for m in re.findall(
         r'http\.request\.method=GET http\.request\.remoteaddr=\S+ '
-        r'http\.request\.uri="?/v2/[^\s"]+/blobs/(sha256:[0-9a-f]{64})[^\s"]*"? http\.request\.useragent="?([^"\s]*)', log)
+        r'http\.request\.uri="?/v2/[^\s"]+/blobs/(sha256:[0-9a-f]{64})[^\s"]*"? '
+        r'http\.request\.useragent="?([^"\s]*)', log)
         if m[1].startswith(agent))
