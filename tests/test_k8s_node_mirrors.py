@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +27,8 @@ from tests.modelgen import make_model
 from tests.support.kubeapi import kubectl_dry_run
 from tests.support.registry import RegistryProcess
 
-KINDS = {"DaemonSet": "V1DaemonSet", "ConfigMap": "V1ConfigMap"}
+KINDS = {"DaemonSet": "V1DaemonSet", "ConfigMap": "V1ConfigMap", "Deployment": "V1Deployment",
+         "Service": "V1Service", "PersistentVolumeClaim": "V1PersistentVolumeClaim"}
 NODES = 3
 #: the User-Agent of distribution's proxy (the cache) when it fetches from the origin
 CACHE_AGENT = "Go-http-client/"
@@ -79,9 +81,6 @@ def test_prewarm_carries_the_mirror_to_cri_o_nodes_and_they_pull_through_it(behi
     assert {"path": "/etc/containers/registries.conf.d", "type": "DirectoryOrCreate"} in \
         [v.get("hostPath") for v in spec["volumes"]]
     [dropin] = configmap["data"].values()
-    # where Spegel or Dragonfly sets the nodes' mirrors, the prewarm alone
-    alone = run("k8s", "prewarm", ref, "--runtime", "cri-o@1.33", "--no-node-mirrors", conf=conf)
-    assert [d["kind"] for d in yaml.safe_load_all(alone.stdout) if d] == ["DaemonSet"], alone.stderr
 
     # three nodes, each with nothing yet, pull by digest with that drop-in as their registries.conf
     registries_conf = tmp_path / "registries.conf"
@@ -94,6 +93,8 @@ def test_prewarm_carries_the_mirror_to_cri_o_nodes_and_they_pull_through_it(behi
                                  f"docker://{pinned}", f"oci:{tmp_path / f'node{node}'}"],
                                 capture_output=True, text=True, timeout=120, check=False)
         assert pulled.returncode == 0, pulled.stderr
+        if node == 0:  # the cache keeps a blob once its copy from the origin ends (after its answer)
+            _until_kept(cache, _blobs(origin, digest))
         fills.append(_blob_gets(origin.log_file.read_text(), CACHE_AGENT))
     blobs = _blobs(origin, digest)
     # the origin: each blob fetched by the cache while the first node pulled, never again
@@ -101,6 +102,13 @@ def test_prewarm_carries_the_mirror_to_cri_o_nodes_and_they_pull_through_it(behi
     assert not _blob_gets(origin.log_file.read_text(), NODE_AGENT), "a node went to the origin"
     served = _blob_gets(cache.log_file.read_text(), NODE_AGENT)
     assert all(served[b] >= NODES for b in blobs), served  # the nodes: each blob from the cache
+
+    # a Pod installs nothing on its node: k8s volume says where the mirror setting is
+    pod = run("k8s", "volume", ref, "--runtime", "cri-o@1.33", conf=conf)
+    assert pod.returncode == 0 and "k8s prewarm REF` prints the DaemonSet" in pod.stderr, pod.stderr
+    # where Spegel or Dragonfly sets the nodes' mirrors, the prewarm alone
+    alone = run("k8s", "prewarm", ref, "--runtime", "cri-o@1.33", "--no-node-mirrors", conf=conf)
+    assert [d["kind"] for d in yaml.safe_load_all(alone.stdout) if d] == ["DaemonSet"], alone.stderr
 
 
 def test_containerd_nodes_get_a_hosts_toml_and_a_modelcar_prewarm_waits_for_it(behind_a_cache, containerd,
@@ -129,6 +137,25 @@ def test_containerd_nodes_get_a_hosts_toml_and_a_modelcar_prewarm_waits_for_it(b
     assert _blob_gets(cache.log_file.read_text(), "containerd/"), "the node did not pull from the cache"
 
 
+def test_k8s_serve_pods_read_through_the_mirror(behind_a_cache, tmp_path):
+    """``k8s serve`` runs ocibridge in the pods: they get the sources' mirrors as a registries.toml
+    (a ConfigMap, ``$OCIBRIDGE_REGISTRIES_CONF``), and that file sends ocibridge's reads to the cache."""
+    origin, cache, ref, conf = behind_a_cache
+    done = run("k8s", "serve", ref.rsplit("/", 1)[0], conf=conf)
+    assert done.returncode == 0, done.stderr
+    docs = checked(tmp_path, done.stdout)
+    [settings] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-registries")]
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"name": "OCIBRIDGE_REGISTRIES_CONF", "value": "/etc/ocibridge/registries.toml"} in container["env"]
+    in_pod = tmp_path / "registries.toml"
+    in_pod.write_text(settings["data"]["registries.toml"])
+    before = _blob_gets(cache.log_file.read_text(), "ocibridge/")
+    pulled = run("pull", ref, str(tmp_path / "out"), "-q", conf=in_pod)
+    assert pulled.returncode == 0, pulled.stderr
+    assert _blob_gets(cache.log_file.read_text(), "ocibridge/") != before  # read from the cache
+
+
 def test_a_mirror_that_is_no_host_is_refused(registry, unique_repo, tmp_path):
     conf = tmp_path / "registries.toml"
     conf.write_text(f'[registry."{registry.host}"]\nmirrors = ["evil\\"]\\n[x]"]\n')
@@ -152,6 +179,16 @@ def _blobs(origin, digest: str) -> list[str]:
     with urllib.request.urlopen(request, timeout=10) as answer:
         manifest = parse_manifest_bytes(answer.read())
     return [manifest.config.digest, *(layer.digest for layer in manifest.layers)]
+
+
+def _until_kept(cache: RegistryProcess, blobs: list[str], seconds: float = 20) -> None:
+    """Until the cache's storage holds each blob (distribution's proxy stores a blob after it
+    answered with it; a request for it before then is fetched from the origin again)."""
+    root = cache.storage / "docker" / "registry" / "v2" / "blobs" / "sha256"
+    deadline = time.monotonic() + seconds
+    while not all((root / b[7:9] / b[7:] / "data").is_file() for b in blobs):
+        assert time.monotonic() < deadline, "the cache never kept the blobs"
+        time.sleep(0.05)
 
 
 def _blob_gets(log: str, agent: str) -> Counter[str]:

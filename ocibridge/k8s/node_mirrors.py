@@ -173,3 +173,27 @@ def notes(found: list[RegistryMirrors], runtime: RuntimeVersion, name: str) -> l
         lines.append(f"containerd reads {CONTAINERD_DIR} at each pull when its CRI plugin has config_path "
                      f"= \"{CONTAINERD_DIR}\" (2.x's default; set it on 1.x)")
     return lines
+
+
+def not_carried(registries: Iterable[str]) -> list[str]:
+    """Warnings for an output that pulls on the nodes but installs nothing there (a Pod, an
+    InferenceService): the registries.toml mirrors are this machine's until prewarm carries them."""
+    return [f"warning: registries.toml sends reads of {r.registry} through "
+            f"{', '.join(m.location for m in r.mirrors)}, but the nodes pull with their runtime's settings: "
+            "`ocibridge k8s prewarm REF` prints the DaemonSet that gives them these mirrors "
+            "(docs/kubernetes.md, 'A fleet behind one mirror')" for r in mirrors_of(registries)]
+
+
+def settings_toml(found: Iterable[RegistryMirrors]) -> str:
+    """registries.toml for a pod that runs ocibridge (``k8s serve``): each registry's mirrors,
+    and how each mirror is reached, as this machine's settings say."""
+    out = ["# ocibridge's registries.toml (written by k8s serve): reads ask these mirrors first\n"]
+    reached: dict[str, Mirror] = {}
+    for r in found:
+        out.append(f"\n[registry.{_q(r.registry)}]\nmirrors = [{', '.join(_q(m.location) for m in r.mirrors)}]\n")
+        reached.update((m.host, m) for m in r.mirrors)
+    for host, m in sorted(reached.items()):
+        if m.plain_http or m.insecure:
+            out.append(f"\n[registry.{_q(host)}]\nplain_http = {str(m.plain_http).lower()}\n"
+                       f"insecure = {str(m.insecure).lower()}\n")
+    return "".join(out)
