@@ -9,7 +9,6 @@ blob. Every document passes the Kubernetes client's models and ``kubectl apply -
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -20,15 +19,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes.client import ApiClient
 
 from ocibridge.oci.models import parse_manifest_bytes
 from tests.modelgen import make_model
-from tests.support.kubeapi import kubectl_dry_run
+from tests.support.kubeapi import checked_documents
 from tests.support.registry import RegistryProcess
 
-KINDS = {"DaemonSet": "V1DaemonSet", "ConfigMap": "V1ConfigMap", "Deployment": "V1Deployment",
-         "Service": "V1Service", "PersistentVolumeClaim": "V1PersistentVolumeClaim"}
 NODES = 3
 #: the User-Agent of distribution's proxy (the cache) when it fetches from the origin
 CACHE_AGENT = "Go-http-client/"
@@ -39,17 +35,6 @@ NODE_AGENT = "skopeo/"
 def run(*args: str, conf: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "ocibridge", *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, "OCIBRIDGE_REGISTRIES_CONF": str(conf)}, check=False)
-
-
-def checked(tmp_path: Path, text: str) -> list[dict]:
-    docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    client = ApiClient()
-    for doc in docs:
-        model = client.deserialize(json.dumps(doc), KINDS[doc["kind"]], "application/json")
-        assert client.sanitize_for_serialization(model) == doc
-    out = kubectl_dry_run(tmp_path, text)
-    assert out.count("created (dry run)") == len(docs), out
-    return docs
 
 
 @pytest.fixture
@@ -73,7 +58,7 @@ def test_prewarm_carries_the_mirror_to_cri_o_nodes_and_they_pull_through_it(behi
     origin, cache, ref, conf = behind_a_cache
     done = run("k8s", "prewarm", ref, "--runtime", "cri-o@1.33", conf=conf)
     assert done.returncode == 0, done.stderr
-    configmap, installer, prewarm = checked(tmp_path, done.stdout)
+    configmap, installer, prewarm = checked_documents(tmp_path, done.stdout)
     assert (configmap["kind"], installer["kind"], prewarm["kind"]) == ("ConfigMap", "DaemonSet", "DaemonSet")
     assert f"Nodes pull {origin.host} through {cache.host} first" in done.stdout
     assert "kubectl rollout status ds/model-prewarm-mirrors" in done.stdout  # image volumes: wait first
@@ -118,7 +103,7 @@ def test_containerd_nodes_get_a_hosts_toml_and_a_modelcar_prewarm_waits_for_it(b
     car = ref.rsplit(":", 1)[0] + ":car"
     done = run("k8s", "prewarm", car, "--runtime", "containerd@1.7", "--name", "llm", conf=conf)
     assert done.returncode == 0, done.stderr
-    configmap, installer, prewarm = checked(tmp_path, done.stdout)
+    configmap, installer, prewarm = checked_documents(tmp_path, done.stdout)
     [(key, hosts)] = configmap["data"].items()
     assert hosts == (f'server = "http://{origin.host}"\n\n[host."http://{cache.host}"]\n'
                      '  capabilities = ["pull", "resolve"]\n')
@@ -143,7 +128,7 @@ def test_k8s_serve_pods_read_through_the_mirror(behind_a_cache, tmp_path):
     origin, cache, ref, conf = behind_a_cache
     done = run("k8s", "serve", ref.rsplit("/", 1)[0], conf=conf)
     assert done.returncode == 0, done.stderr
-    docs = checked(tmp_path, done.stdout)
+    docs = checked_documents(tmp_path, done.stdout)
     [settings] = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-registries")]
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]
     [container] = deployment["spec"]["template"]["spec"]["containers"]
