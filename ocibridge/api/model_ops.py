@@ -23,6 +23,7 @@ from ocibridge.api.auth import logout as logout
 from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
 from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, verified_digest, wire_counts
+from ocibridge.api.missing import explaining_missing, no_such_repository
 from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, pull_options, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
@@ -309,6 +310,7 @@ def pull_destination(dest: str | Locator, format: str | None = None) -> PullDest
     return PullDestination(located, not door.exports_quietly(located, format))
 
 
+@explaining_missing
 @closes_its_stores
 def pull(
     src: str | Locator,
@@ -423,6 +425,7 @@ def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
         raise UsageError(f"--include/--exclude pick files of a pull into a directory, not into {dest}")
 
 
+@explaining_missing
 @closes_its_stores
 def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> InspectResult:
     located = locate(ref, Role.MODEL)
@@ -444,6 +447,7 @@ def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> I
                          tuple(info["layers"]), info.get("config"), info)
 
 
+@explaining_missing
 @closes_its_stores
 def validate(ref: str | Locator, *, transfer: TransferOptions | None = None, strict: bool = False,
              warnings: list[str] | None = None, runtime: str | None = None) -> ValidateResult:
@@ -488,5 +492,5 @@ def tags(ref: str | Locator, *, transfer: TransferOptions | None = None) -> list
     from ocibridge.stores.registry.store import RegistryStore  # opened above when it is one
 
     if not names and isinstance(target.store, RegistryStore) and target.store.repository_unknown:
-        raise NotFound(f"{text_of(located)}: no such repository (the registry answered 404 to its tag list)")
+        raise NotFound(no_such_repository(text_of(located)))
     return names
