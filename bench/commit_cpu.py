@@ -4,13 +4,15 @@ the staged file at most once; its CPU time (target: ≤ 1.2× one SHA-256 over t
 
     .venv/bin/python -m bench.commit_cpu                  # 256 MiB, --repeat 3
     .venv/bin/python -m bench.commit_cpu --size 1024 --repeat 2
+    .venv/bin/python -m bench.commit_cpu --layout                 # serve over oci:DIR, no relay
 
 (run from a checkout: serve is started from it; for the figure before a change, copy this file
 into an export of the older commit, ``git archive``, and run it there)
 
 The file (random bytes, a safetensors header) and a config.json are uploaded over LFS (batch,
 then one PUT each, as huggingface_hub with ``HF_HUB_DISABLE_XET=1`` does; the large one goes on
-to the registry as it arrives: the relay) into a serve over a fresh local registry; then the
+to the registry as it arrives: the relay) into a serve over a fresh local registry (``--layout``:
+an OCI layout, where nothing is relayed, so the commit's copy reads the file once); then the
 commit is POSTed and serve's CPU seconds (user + system, ``/proc/PID/stat``) are read before
 and after it: nothing else runs in serve meanwhile. The reference is this process's CPU for one
 SHA-256 over the same file, read from the page cache in 1 MiB pieces (best of three). Each
@@ -21,12 +23,14 @@ shown with every sample and ``/proc/loadavg``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -90,12 +94,25 @@ def commit_cpu(url: str, pid: int, repo: str, lines: list[dict[str, object]]) ->
     return used, wall
 
 
-def run(size_mib: int, repeat: int, work: Path) -> str:
+@contextlib.contextmanager
+def source(work: Path, layout: bool) -> Iterator[str]:
+    """Where serve publishes: a fresh registry, or a fresh OCI layout."""
+    if not layout:
+        with fresh_registry(work) as reg:
+            yield f"{reg.host}/bench"
+        return
+    from ocibridge.stores.layout import LayoutStore
+
+    LayoutStore(work / "layout", create=True).close()
+    yield f"oci:{work / 'layout'}"
+
+
+def run(size_mib: int, repeat: int, work: Path, layout: bool) -> str:
     config = work / "config.json"
     cpu: list[float] = []
     wall: list[float] = []
     hashed: list[float] = []
-    with fresh_registry(work) as reg, serving(work, f"{reg.host}/bench") as (url, proc):
+    with source(work, layout) as where, serving(work, where) as (url, proc):
         for n in range(repeat):
             big = work / "model.safetensors"
             weights(big, size_mib)  # new files each time: no blob of an earlier sample helps
@@ -109,7 +126,8 @@ def run(size_mib: int, repeat: int, work: Path) -> str:
             hashed.append(sha256_cpu(big))
     ratio = statistics.median(cpu) / statistics.median(hashed)
     samples = ", ".join(f"{c:.2f}" for c in cpu)
-    return (f"| commit of {size_mib} MiB through serve (LFS, OCIBRIDGE_DIGEST_CACHE=0) | serve CPU "
+    into = "an OCI layout" if layout else "a registry"
+    return (f"| commit of {size_mib} MiB through serve into {into} (LFS, OCIBRIDGE_DIGEST_CACHE=0) | serve CPU "
             f"{statistics.median(cpu):.2f} s [{samples}], wall {statistics.median(wall):.2f} s | one SHA-256 "
             f"{statistics.median(hashed):.2f} s | {ratio:.2f}× | load {load()} |")
 
@@ -118,11 +136,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=int, default=256, help="the large file's size in MiB")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--layout", action="store_true", help="serve over an OCI layout instead of a registry")
     args = p.parse_args()
     os.environ["OCIBRIDGE_DIGEST_CACHE"] = "0"  # serve inherits it (bench.serve.base_env)
     with tempfile.TemporaryDirectory(prefix="bench-commit-") as tmp:
         os.environ["OCIBRIDGE_CACHE"] = str(Path(tmp) / "own-cache")
-        print(run(args.size, args.repeat, Path(tmp)), flush=True)
+        print(run(args.size, args.repeat, Path(tmp), args.layout), flush=True)
 
 
 if __name__ == "__main__":

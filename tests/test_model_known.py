@@ -136,3 +136,45 @@ def test_facts_that_disagree_are_refused(tmp_path):
         KnownFile(other.digest, other.size, other.opener, facts["weights.bin"].chunks)
     with pytest.raises(SourceError, match="no files"):
         plan_known({".gitattributes": facts[".gitattributes"]}, "tiny")
+
+
+def test_files_of_a_pushed_model_as_its_blobs(tmp_path):
+    """A parent commit's files: the blobs of its manifest, the large one's chunks from the table
+    the manifest binds. Nothing is read but the config's sources; the artifact is push's."""
+    from ocibridge.chunks.bound import remote_bound_table
+    from ocibridge.model.extract import fetch_manifest
+    from ocibridge.oci.layerinfo import layer_mode, raw_file_path
+
+    root = model_dir(tmp_path / "tiny", large=PUSH_THRESHOLD + 1)
+    digest = pushed(root, tmp_path)
+    store = LayoutStore(tmp_path / "pushed")
+    _, manifest = fetch_manifest(store, digest)
+    table = remote_bound_table(store, store.resolve(digest))
+    assert table is not None
+    opened: list[str] = []
+
+    class Counting(LayoutStore):
+        def open_blob(self, desc):  # type: ignore[no-untyped-def]
+            opened.append(desc.digest)
+            return super().open_blob(desc)
+
+    blobs = Counting(tmp_path / "pushed")
+    files = {raw_file_path(layer): KnownFile.of_blob(blobs, layer, table.for_layer(layer), table.chunk_size,
+                                                     layer_mode(layer))
+             for layer in manifest.layers}
+    assert None not in files and ".gitattributes" not in files
+    artifact = plan_known(files, "tiny", BuildOptions(annotations=COMMIT), ChunkPolicy())
+    assert artifact.descriptor.digest == digest
+    read = {path for path, known in files.items() if known.digest in opened}
+    assert read == {"config.json", "model.safetensors"}
+
+
+def test_a_build_file_is_a_file_like_any_other(tmp_path):
+    """A commit's Modelfile or Kitfile is one of its files: the artifact push makes of the
+    directory when told not to read it as a build file (``--no-build-file``)."""
+    root = model_dir(tmp_path / "tiny")
+    (root / "Modelfile").write_text("FROM ./model.safetensors\n")
+    artifact = plan_known(facts_of(root, []), "tiny", BuildOptions(annotations=COMMIT), ChunkPolicy())
+    result = ocibridge.push(str(root), f"oci:{tmp_path / 'pushed'}:plain",
+                            options=PushOptions(build=BuildOptions(annotations=COMMIT), use_build_file=False))
+    assert artifact.descriptor.digest == result.descriptor.digest
