@@ -22,7 +22,7 @@ from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
-    from ocibridge.kinds.locators import Locator
+    from ocibridge.places.locators import Locator
     from ocibridge.signing.verify import Verified, VerifyPolicy
     from ocibridge.stores.target import StoreTarget
 
@@ -91,8 +91,8 @@ def sign(reference: str | Locator, options: SignOptions, *, form: str | Sequence
 def _open(reference: str | os.PathLike[str] | Locator, transfer: TransferOptions | None) -> tuple[StoreTarget, str]:
     """The store and reference an artifact's text names, and that text (for messages)."""
     from ocibridge.api.options import TransferOptions
-    from ocibridge.kinds.locate import Role, locate, text_of
-    from ocibridge.kinds.targets import open_store_target
+    from ocibridge.places.locate import Role, locate, text_of
+    from ocibridge.places.targets import open_store_target
 
     located = locate(os.fspath(reference) if isinstance(reference, os.PathLike) else reference, Role.MODEL)
     name = reference if isinstance(reference, str) else text_of(located)

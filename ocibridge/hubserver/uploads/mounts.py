@@ -13,7 +13,7 @@ pushed, manifests it resolved, earlier pushes with the same cache). Knowledge on
 that no longer holds the blob is a failed read here, and the commit is refused as one naming
 content never uploaded.
 
-The same reads give :mod:`.xetdedupe` the bytes of a file a repository committed, when the
+The same reads give :mod:`.xet.dedupe` the bytes of a file a repository committed, when the
 xorbs it was uploaded in are no longer kept (:meth:`Mounts.local`, :meth:`Mounts.held`).
 """
 
@@ -24,8 +24,8 @@ import os
 from pathlib import Path
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.sources import RegistrySource, Repository, repo_parts
-from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.reading.sources import RegistrySource, Repository, repo_parts
+from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES
 from ocibridge.stores.registry.store import RegistryStore

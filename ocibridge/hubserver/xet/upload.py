@@ -4,7 +4,7 @@
     POST {cas}/v1/xorbs/default/{hash}              a xorb: kept once its hash is recomputed
     POST {cas}/v1/shards, {cas}/v2/shards           a shard: its files rebuilt into Staging
     GET  {cas}/v1/chunks/default/{hash}             global dedupe: a shard naming the repository's
-                                                    xorbs that hold it (:mod:`.xetdedupe`), or 404
+                                                    xorbs that hold it (:mod:`.dedupe`), or 404
 
 ``{cas}`` is ``/xet-write/REPO``. Nothing a client says is trusted: a xorb is kept (in
 ``xorbs/`` of the staging root, within :data:`XORB_BUDGET`) only once every chunk is
@@ -35,19 +35,16 @@ from ocibridge.chunks import chunkcache
 from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver import xet, xetformat, xethash
+from ocibridge.hubserver.access import Signer, require_token
 from ocibridge.hubserver.answers import bearer, error, requested_repo
-from ocibridge.hubserver.mounts import Mounts
-from ocibridge.hubserver.staging import Staging, StagingFull
-from ocibridge.hubserver.xetdedupe import Dedupe
-from ocibridge.hubserver.xetformat import BadUpload, FileEntry, Segment
+from ocibridge.hubserver.uploads.mounts import Mounts
+from ocibridge.hubserver.uploads.staging import Staging, StagingFull
+from ocibridge.hubserver.xet import merkle, shards
+from ocibridge.hubserver.xet.dedupe import Dedupe
+from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.relay import Relay
-
-#: a relay of a rebuilt file to the registry (publish.py's: the repository, the SHA-256 the shard
-#: names, the size, the file being written), or None where there is nowhere to relay to
-RelayFor = Callable[[str, str, int, Path], "Relay | None"]
+    from ocibridge.hubserver.uploads.relay import Relay, RelayFor
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -64,7 +61,7 @@ _T = TypeVar("_T")
 class XetUpload:
     """The Xet upload routes over a :class:`Staging` (the module's docstring)."""
 
-    def __init__(self, staging: Staging, grants: xet.Grants, base: Callable[[Request], str], *,
+    def __init__(self, staging: Staging, grants: Signer, base: Callable[[Request], str], *,
                  budget: int = XORB_BUDGET, dedupe: Dedupe | None = None, blobs: Mounts | None = None,
                  relay: RelayFor | None = None):
         self.staging = staging
@@ -92,8 +89,9 @@ class XetUpload:
                             headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
                                      "X-Xet-Token-Expiration": str(expires)})
 
-    def _granted(self, request: Request) -> bool:
-        return self.grants.allows(bearer(request), f"write {requested_repo(request)}")
+    def _require(self, request: Request) -> None:
+        """The request's Xet write token is one :meth:`token` granted for its repository."""
+        require_token(self.grants, request, f"write {requested_repo(request)}", "write")
 
     # -- receiving ------------------------------------------------------------------------------
     async def _receive(self, request: Request, fd: int, limit: int) -> int | None:
@@ -109,13 +107,12 @@ class XetUpload:
 
     # -- xorbs ----------------------------------------------------------------------------------
     async def xorb(self, request: Request) -> Response:
-        if not self._granted(request):
-            return error(401, None, "Invalid or expired Xet write token")
+        self._require(request)
         named = request.path_params["hash"]
-        want = xethash.from_hex(named)
+        want = merkle.from_hex(named)
         if request.path_params["prefix"] != "default" or want is None:
             return error(400, None, f"not a xorb key: {request.path_params['prefix']}/{named}")
-        target = self.xorbs / xethash.hex_of(want)
+        target = self.xorbs / merkle.hex_of(want)
         if target.is_file():
             with contextlib.suppress(OSError):
                 os.utime(target)
@@ -123,9 +120,9 @@ class XetUpload:
                      request.headers.get("content-length", "?"))
             return JSONResponse({"was_inserted": False})
         with self.staging.new_file() as (path, fd):
-            size = await self._receive(request, fd, xetformat.MAX_XORB)
+            size = await self._receive(request, fd, shards.MAX_XORB)
             if size is None:
-                return error(413, None, f"a xorb is at most {xetformat.MAX_XORB} bytes")
+                return error(413, None, f"a xorb is at most {shards.MAX_XORB} bytes")
             log.info("%s: xorb received, %d bytes", request.url.path, size)  # what dedupe saves is read here
             problem, chunks = await self.run(self._check_xorb, path, size, want)
             if problem:
@@ -143,17 +140,17 @@ class XetUpload:
         """Why the xorb at ``path`` is not the xorb ``want`` (None: it is), and its chunks."""
         try:
             with open(path, "rb") as f:
-                chunks = xetformat.chunk_list(f, size)
-                said = xetformat.footer_hash(f, size)
+                chunks = shards.chunk_list(f, size)
+                said = shards.footer_hash(f, size)
         except BadUpload as e:
             return str(e), []
         if not chunks:
             return "the xorb holds no chunk", []
-        got = xethash.xorb_hash(chunks)
+        got = merkle.xorb_hash(chunks)
         if got != want:
-            return f"its chunks hash to {xethash.hex_of(got)}", []
+            return f"its chunks hash to {merkle.hex_of(got)}", []
         if said is not None and said != want:
-            return f"its footer names {xethash.hex_of(said)}", []
+            return f"its footer names {merkle.hex_of(said)}", []
         return None, chunks
 
     def _within_budget(self, keep: Path) -> None:
@@ -173,8 +170,7 @@ class XetUpload:
 
     # -- shards ---------------------------------------------------------------------------------
     async def shard(self, request: Request) -> Response:
-        if not self._granted(request):
-            return error(401, None, "Invalid or expired Xet write token")
+        self._require(request)
         with self.staging.new_file() as (path, fd):
             size = await self._receive(request, fd, MAX_SHARD)
             if size is None:
@@ -192,11 +188,11 @@ class XetUpload:
 
     def _stage_shard(self, path: Path, repo_id: str) -> str | None:
         """Rebuild every file of the shard at ``path`` and stage them all, or none: why not. The
-        staged files are then what ``repo_id``'s later uploads may name (:mod:`.xetdedupe`), each
+        staged files are then what ``repo_id``'s later uploads may name (:mod:`.dedupe`), each
         held for the commit of ``repo_id`` to come; :class:`StagingFull` past the budget."""
         try:
             with open(path, "rb") as f:
-                files = xetformat.shard_files(f)
+                files = shards.shard_files(f)
         except BadUpload as e:
             return str(e)
         problem = self._too_large(files)
@@ -218,7 +214,7 @@ class XetUpload:
                         try:
                             sha256 = self._rebuild(entry, fd, out, repo_id, offsets)
                         except (BadUpload, DigestMismatch) as e:
-                            return f"file {xethash.hex_of(entry.xet_hash)}: {e}"
+                            return f"file {merkle.hex_of(entry.xet_hash)}: {e}"
                         keep = held / str(len(built))
                         os.link(out, keep)
                     built[entry.xet_hash, entry.sha256] = (keep, sha256)
@@ -240,7 +236,7 @@ class XetUpload:
         declared = 0
         for entry in {(e.xet_hash, e.sha256): e for e in files}.values():  # each built once
             for seg in entry.segments:
-                if seg.size > (seg.end - seg.first) * xetformat.MAX_CHUNK:
+                if seg.size > (seg.end - seg.first) * shards.MAX_CHUNK:
                     return f"a segment declares {seg.size} bytes in {seg.end - seg.first} chunks"
                 declared += seg.size
         self.staging.root.mkdir(parents=True, exist_ok=True)
@@ -251,20 +247,20 @@ class XetUpload:
 
     def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack,
                  offsets: dict[bytes, list[int]]) -> Iterator[bytes]:
-        """The chunks ``seg`` names: from its kept xorb, else from where :mod:`.xetdedupe` placed
+        """The chunks ``seg`` names: from its kept xorb, else from where :mod:`.dedupe` placed
         them in a file of ``repo_id`` (each checked against the chunk hash its xorb had)."""
         try:
-            f = files.enter_context(open(self.xorbs / xethash.hex_of(seg.xorb), "rb"))  # noqa: SIM115 - the stack closes it
+            f = files.enter_context(open(self.xorbs / merkle.hex_of(seg.xorb), "rb"))  # noqa: SIM115 - the stack closes it
         except FileNotFoundError:
             yield from self._placed(seg, repo_id, files)
             return
         size = os.fstat(f.fileno()).st_size
         if seg.xorb not in offsets:
-            offsets[seg.xorb] = xetformat.chunk_offsets(f, size)
-        yield from xetformat.chunks(f, size, seg.first, seg.end, offsets[seg.xorb])
+            offsets[seg.xorb] = shards.chunk_offsets(f, size)
+        yield from shards.chunks(f, size, seg.first, seg.end, offsets[seg.xorb])
 
     def _placed(self, seg: Segment, repo_id: str, files: contextlib.ExitStack) -> Iterator[bytes]:
-        name = xethash.hex_of(seg.xorb)
+        name = merkle.hex_of(seg.xorb)
         places = self.dedupe.places(repo_id, seg.xorb)
         try:
             known = self.dedupe.chunks_of(seg.xorb) if places else []
@@ -285,7 +281,7 @@ class XetUpload:
                 f = opened[sha] = files.enter_context(open(path, "rb"))  # noqa: SIM115 - the stack closes it
             f.seek(offset)
             data = f.read(size)
-            if (xethash.chunk_hash(data), len(data)) != known[k]:
+            if (merkle.chunk_hash(data), len(data)) != known[k]:
                 raise BadUpload(f"chunk {k} of xorb {name}, read from sha256:{sha}, is not the chunk it held")
             yield data
 
@@ -294,12 +290,12 @@ class XetUpload:
         """Write the file ``entry`` names into ``fd`` (at ``path``) from kept xorbs (or the files
         their chunks were placed in), checking its Xet hash and the SHA-256 the shard names; that
         SHA-256 (hex). As the bytes pass, push's chunk table is made of them and a large file goes
-        on to the registry (:mod:`.relay`, under the SHA-256 named: the registry keeps no blob of
+        on to the registry (:mod:`.uploads.relay`, under the SHA-256 named: the registry keeps no blob of
         other bytes), as an LFS upload does, so the commit's push neither reads nor sends it again.
         ``offsets``: where each chunk of a xorb starts, read once for a whole shard."""
         if entry.sha256 is None:
             raise BadUpload("the shard names no SHA-256 for it (no metadata extension)")
-        named = xethash.hex_of(entry.sha256)  # stored as a Xet hash is: 64-bit words, little-endian
+        named = merkle.hex_of(entry.sha256)  # stored as a Xet hash is: 64-bit words, little-endian
         size = sum(seg.size for seg in entry.segments)
         relay = self.relay(repo_id, named, size, path) if self.relay is not None else None
         try:
@@ -323,7 +319,7 @@ class XetUpload:
             for seg in entry.segments:
                 written = 0
                 for data in self._segment(seg, repo_id, files, offsets):
-                    hashes.append((xethash.chunk_hash(data), len(data)))
+                    hashes.append((merkle.chunk_hash(data), len(data)))
                     digest.update(data)
                     if chunks is not None:
                         chunks.update(data)
@@ -334,14 +330,14 @@ class XetUpload:
                         told = min(done + written, size)
                         relay.follow.grew(told)
                 if written != seg.size:
-                    raise BadUpload(f"a segment of xorb {xethash.hex_of(seg.xorb)} is {written} bytes, "
+                    raise BadUpload(f"a segment of xorb {merkle.hex_of(seg.xorb)} is {written} bytes, "
                                     f"the shard says {seg.size}")
                 done += written
                 if relay is not None:
                     out.flush()
                     relay.follow.grew(min(done, size))
-        if xethash.file_hash(hashes) != entry.xet_hash:
-            raise BadUpload(f"its pieces hash to {xethash.hex_of(xethash.file_hash(hashes))}")
+        if merkle.file_hash(hashes) != entry.xet_hash:
+            raise BadUpload(f"its pieces hash to {merkle.hex_of(merkle.file_hash(hashes))}")
         if digest.hexdigest() != named:
             raise BadUpload(f"its bytes hash to sha256:{digest.hexdigest()}, the shard names sha256:{named}")
         if chunks is not None:  # the bytes are the SHA-256 named: their table is a fact of it
@@ -352,8 +348,7 @@ class XetUpload:
         """``POST {cas}/v1/xorb-grants/...``: hf_xet 1.8 asks first for a grant to upload a xorb
         straight to storage; serve has no storage apart from itself, so none (a 404 sends hf_xet
         to ``/v1/xorbs/``, where the xorb is checked)."""
-        if not self._granted(request):
-            return error(401, None, "Invalid or expired Xet write token")
+        self._require(request)
         return error(404, None, "no upload grants here: POST the xorb to /v1/xorbs/")
 
     def _held(self, repo_id: str, sha256: str, size: int) -> bool:
@@ -363,11 +358,10 @@ class XetUpload:
 
     # -- global dedupe --------------------------------------------------------------------------
     async def chunk(self, request: Request) -> Response:
-        """The shard naming the repository's kept xorbs that hold the chunk (:mod:`.xetdedupe`),
+        """The shard naming the repository's kept xorbs that hold the chunk (:mod:`.dedupe`),
         or 404: the client sends the chunk."""
-        if not self._granted(request):
-            return error(401, None, "Invalid or expired Xet write token")
-        chunk = xethash.from_hex(request.path_params["hash"])
+        self._require(request)
+        chunk = merkle.from_hex(request.path_params["hash"])
         shard = None
         if chunk is not None and request.path_params["prefix"] in ("default", "default-merkledb"):
             shard = await self.run(self.dedupe.answer, requested_repo(request), chunk,

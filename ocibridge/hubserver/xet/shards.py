@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 import lz4.frame
 
-from ocibridge.hubserver import xethash
+from ocibridge.hubserver.xet import merkle
 
 HEADER = 8
 #: the largest chunk a client makes (hf_xet refuses larger ones too)
@@ -164,7 +164,7 @@ def footer_hash(f: BinaryIO, size: int) -> bytes | None:
 
 def chunk_list(f: BinaryIO, size: int) -> list[tuple[bytes, int]]:
     """``(hash, length)`` of every chunk of the xorb open as ``f``, recomputed from its bytes."""
-    return [(xethash.chunk_hash(data), len(data)) for data in chunks(f, size)]
+    return [(merkle.chunk_hash(data), len(data)) for data in chunks(f, size)]
 
 
 def verified_xorb_hash(f: BinaryIO, size: int) -> bytes:
@@ -172,7 +172,7 @@ def verified_xorb_hash(f: BinaryIO, size: int) -> bytes:
     hashes = chunk_list(f, size)
     if not hashes:
         raise BadUpload("the xorb holds no chunk")
-    return xethash.xorb_hash(hashes)
+    return merkle.xorb_hash(hashes)
 
 
 @dataclass(frozen=True)

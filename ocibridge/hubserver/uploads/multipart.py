@@ -34,26 +34,22 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.answers import error, number
+from ocibridge.hubserver.access import Signer, require_upload_url
+from ocibridge.hubserver.answers import error, is_sha256, number
 from ocibridge.hubserver.guard import UPLOADS
-from ocibridge.hubserver.partpolicy import PartPolicy
-from ocibridge.hubserver.staging import Staging, StagingFull
-from ocibridge.hubserver.xet import Grants
+from ocibridge.hubserver.settings import ServeSettings
+from ocibridge.hubserver.uploads.staging import Staging, StagingFull
 
 log = logging.getLogger("ocibridge.hubserver")
 _T = TypeVar("_T")
 
-def _sha256_hex(text: object) -> bool:
-    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
-
-
 class Multipart:
     """The multipart routes over a :class:`Staging`, their URLs signed by ``signer``."""
 
-    def __init__(self, staging: Staging, signer: Grants, policy: PartPolicy) -> None:
+    def __init__(self, staging: Staging, signer: Signer, settings: ServeSettings) -> None:
         self.staging = staging
         self.signer = signer
-        self.policy = policy
+        self.settings = settings
 
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
         return await anyio.to_thread.run_sync(call, *args)
@@ -61,7 +57,7 @@ class Multipart:
     # -- the batch answer ----------------------------------------------------------------------
     def action(self, base: str, oid: str, size: int, repo_id: str, expires: int) -> dict[str, Any] | None:
         """The upload action of the batch answer for a file offered in parts (None: not)."""
-        chunk = self.policy.part_size_for(size)
+        chunk = self.settings.part_size_for(size)
         if chunk is None:
             return None
         where = f"{oid}/{size}/{chunk}/{quote(repo_id, safe='')}"
@@ -76,12 +72,9 @@ class Multipart:
         p = request.path_params
         kind = "part" if tail else "complete"
         path = "/".join((f"{UPLOADS}{kind}", p["oid"], p["size"], p["chunk"], quote(p["repo"], safe=""), *tail))
-        q = request.query_params
-        if not self.signer.key or not self.signer.url_allowed(path, q.get("expires"), q.get("signature"),
-                                                              q.get("client", "")):
-            return error(403, None, "this upload URL is not signed by serve, or has expired: ask the batch API again")
+        require_upload_url(self.signer, request, path)
         size, chunk = number(p["size"]), number(p["chunk"])
-        if not _sha256_hex(p["oid"]) or size is None or not chunk:
+        if not is_sha256(p["oid"]) or size is None or not chunk:
             return error(400, None, f"expected {UPLOADS}{kind}/SHA256/SIZE/PART-SIZE/REPO")
         return p["oid"], size, chunk, p["repo"]
 

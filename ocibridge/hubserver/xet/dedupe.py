@@ -6,7 +6,7 @@ file it uploads and for each chunk whose hash is 0 modulo 1024 (xet-core's
 ``hash_is_global_dedup_eligible``; at most one query per 4 MB). A shard in the answer lists xorbs
 (their hash and, per chunk, its hash and length); hf_xet then names those xorbs' chunks in the
 files of the shard it uploads instead of uploading them again, and serve rebuilds such a file
-from the xorbs it kept (:mod:`.xetupload`), checking every chunk, the file's Xet hash and its
+from the xorbs it kept (:mod:`.upload`), checking every chunk, the file's Xet hash and its
 SHA-256 as for any upload: an answer only saves bytes, it is never trusted in return.
 
 What is kept, in serve's cache (not the staging area, which commits empty):
@@ -21,7 +21,7 @@ What is kept, in serve's cache (not the staging area, which commits empty):
 
 ``<key>`` is the SHA-256 of the repository's id: an answer only ever names content a shard of the
 same repository sent (the asking grant is that repository's write grant). The xorbs themselves
-stay where :mod:`.xetupload` keeps them, under its budget, for as long as it keeps them; a
+stay where :mod:`.upload` keeps them, under its budget, for as long as it keeps them; a
 xorb dropped since is rebuilt from its places: the chunks are read from the file that held
 them (staged, else the repository's registry blob), each re-hashed against the chunk hash
 checked when the xorb came. An answer is given only when every xorb it names is kept or can be
@@ -47,8 +47,8 @@ from pathlib import Path
 import blake3
 
 from ocibridge.core.environment import cache_root
-from ocibridge.hubserver import xetformat, xethash
-from ocibridge.hubserver.xetformat import FileEntry
+from ocibridge.hubserver.xet import merkle, shards
+from ocibridge.hubserver.xet.shards import FileEntry
 
 #: xet-core's MDB_SHARD_GLOBAL_DEDUP_CHUNK_MODULUS
 DEDUPE_MODULUS = 1024
@@ -89,8 +89,8 @@ def answer_shard(xorbs: Iterable[tuple[bytes, Chunks, int]], key: bytes, now: in
     chunk_rows: list[tuple[int, int, int]] = []
     index = 0
     materialized = on_disk = 0
-    head = xetformat.SHARD_TAG + struct.pack("<QQ", HEADER_VERSION, FOOTER_SIZE)
-    file_info = xetformat.BOOKEND + bytes(16)
+    head = shards.SHARD_TAG + struct.pack("<QQ", HEADER_VERSION, FOOTER_SIZE)
+    file_info = shards.BOOKEND + bytes(16)
     body = bytearray(file_info)
     xorb_offset = len(head) + len(body)
     for xorb, chunks, stored in sorted(xorbs, key=lambda x: _order(x[0])):
@@ -106,7 +106,7 @@ def answer_shard(xorbs: Iterable[tuple[bytes, Chunks, int]], key: bytes, now: in
             chunk_rows.append((_first_word(keyed), index, i))
             at += size
         index += 1 + len(chunks)
-    body += xetformat.BOOKEND + bytes(16)
+    body += shards.BOOKEND + bytes(16)
     at = len(head) + len(body)
     file_lookup = at
     xorb_lookup = at
@@ -143,7 +143,7 @@ class Dedupe:
     """What a later upload of a repository may name instead of sending (the module's docstring)."""
 
     def __init__(self, xorbs: Path, root: Path | None = None):
-        self.xorbs = xorbs  # where xetupload keeps the verified xorbs
+        self.xorbs = xorbs  # where upload.py keeps the verified xorbs
         self.root = root if root is not None else cache_root() / "serve" / "xetdedupe"
 
     def _repo(self, repo_id: str) -> Path:
@@ -152,19 +152,19 @@ class Dedupe:
     # -- what a xorb holds ----------------------------------------------------------------------
     def remember_xorb(self, xorb: bytes, chunks: Chunks) -> None:
         """The chunks of a verified xorb, so no answer has to read it again."""
-        _write(self.root / "xorbs" / xethash.hex_of(xorb), b"".join(_CHUNK.pack(h, n) for h, n in chunks))
+        _write(self.root / "xorbs" / merkle.hex_of(xorb), b"".join(_CHUNK.pack(h, n) for h, n in chunks))
 
     def chunks_of(self, xorb: bytes) -> list[tuple[bytes, int]]:
         """The chunks of a kept xorb: remembered, else read (and checked) from the xorb."""
-        known = self.root / "xorbs" / xethash.hex_of(xorb)
+        known = self.root / "xorbs" / merkle.hex_of(xorb)
         with contextlib.suppress(FileNotFoundError):
             raw = known.read_bytes()
             return [_CHUNK.unpack_from(raw, at) for at in range(0, len(raw), _CHUNK.size)]
-        path = self.xorbs / xethash.hex_of(xorb)
+        path = self.xorbs / merkle.hex_of(xorb)
         with open(path, "rb") as f:
-            chunks = xetformat.chunk_list(f, os.fstat(f.fileno()).st_size)
-        if xethash.xorb_hash(chunks) != xorb:
-            raise xetformat.BadUpload(f"kept xorb {xethash.hex_of(xorb)} no longer hashes to its name")
+            chunks = shards.chunk_list(f, os.fstat(f.fileno()).st_size)
+        if merkle.xorb_hash(chunks) != xorb:
+            raise shards.BadUpload(f"kept xorb {merkle.hex_of(xorb)} no longer hashes to its name")
         self.remember_xorb(xorb, chunks)
         return chunks
 
@@ -196,28 +196,28 @@ class Dedupe:
     def _asked(self, repo: Path, entry: FileEntry, lists: dict[bytes, list[tuple[bytes, int]]],
                joined: bytes) -> None:
         """The file's xorbs, and the chunks hf_xet asks about that lead to it."""
-        name = xethash.hex_of(entry.xet_hash)
+        name = merkle.hex_of(entry.xet_hash)
         _write(repo / "files" / f"{name}.xorbs", joined)
         asked: list[bytes] = []
         for seg in entry.segments:
             used = lists[seg.xorb][seg.first:seg.end]
             asked += [h for i, (h, _) in enumerate(used) if (not asked and i == 0) or eligible(h)]
         for chunk in dict.fromkeys(asked):
-            _write(repo / "chunks" / xethash.hex_of(chunk), name.encode())
+            _write(repo / "chunks" / merkle.hex_of(chunk), name.encode())
 
     def _stored_size(self, repo_id: str, xorb: bytes, chunks: Chunks) -> int:
         """The xorb's size as kept (what an answer says it is on disk: only counted)."""
         try:
-            return (self.xorbs / xethash.hex_of(xorb)).stat().st_size
+            return (self.xorbs / merkle.hex_of(xorb)).stat().st_size
         except FileNotFoundError:
-            return sum(size for _, size in chunks) + xetformat.HEADER * len(chunks)
+            return sum(size for _, size in chunks) + shards.HEADER * len(chunks)
 
     @staticmethod
     def _place(entry: FileEntry, lists: dict[bytes, list[tuple[bytes, int]]],
                found: dict[bytes, dict[int, bytes]]) -> None:
         """Where each chunk ``entry`` names lies in it, into ``found`` (xorb -> chunk -> place)."""
         assert entry.sha256 is not None  # a staged file's
-        sha = bytes.fromhex(xethash.hex_of(entry.sha256))
+        sha = bytes.fromhex(merkle.hex_of(entry.sha256))
         total = sum(seg.size for seg in entry.segments)
         at = 0
         for seg in entry.segments:
@@ -229,7 +229,7 @@ class Dedupe:
     def _write_places(self, repo_id: str, lists: dict[bytes, list[tuple[bytes, int]]],
                       found: dict[bytes, dict[int, bytes]]) -> None:
         for xorb, placed in found.items():
-            path = self._repo(repo_id) / "places" / xethash.hex_of(xorb)
+            path = self._repo(repo_id) / "places" / merkle.hex_of(xorb)
             old = [bytes(_PLACE.size)] * len(lists[xorb])
             with contextlib.suppress(FileNotFoundError):
                 raw = path.read_bytes()
@@ -240,7 +240,7 @@ class Dedupe:
     def places(self, repo_id: str, xorb: bytes) -> list[Place | None] | None:
         """Where each chunk of ``xorb`` lies in a file of ``repo_id`` (None: not known)."""
         try:
-            raw = (self._repo(repo_id) / "places" / xethash.hex_of(xorb)).read_bytes()
+            raw = (self._repo(repo_id) / "places" / merkle.hex_of(xorb)).read_bytes()
         except FileNotFoundError:
             return None
         out: list[Place | None] = []
@@ -254,8 +254,8 @@ class Dedupe:
         be rebuilt from files ``held(sha256, size)`` says serve can read."""
         repo = self._repo(repo_id)
         try:
-            name = (repo / "chunks" / xethash.hex_of(chunk)).read_text()
-            if xethash.from_hex(name) is None:
+            name = (repo / "chunks" / merkle.hex_of(chunk)).read_text()
+            if merkle.from_hex(name) is None:
                 return None
             xorbs = (repo / "files" / f"{name}.xorbs").read_bytes()
             shard = (repo / "answers" / hashlib.sha256(xorbs).hexdigest()).read_bytes()
@@ -264,7 +264,7 @@ class Dedupe:
         for at in range(0, len(xorbs), 32):
             xorb = xorbs[at:at + 32]
             try:
-                os.utime(self.xorbs / xethash.hex_of(xorb))  # recently used: the budget drops it last
+                os.utime(self.xorbs / merkle.hex_of(xorb))  # recently used: the budget drops it last
                 continue
             except FileNotFoundError:
                 pass

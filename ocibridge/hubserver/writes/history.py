@@ -11,8 +11,9 @@ import json
 from typing import Any
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
-from ocibridge.hubserver.commits import AUTHOR, DESCRIPTION, PARENT, SUMMARY
-from ocibridge.hubserver.sources import CREATED, Resolved, commit_of
+from ocibridge.hubserver.reading.catalog import Resolved
+from ocibridge.hubserver.reading.sources import CREATED, commit_of
+from ocibridge.hubserver.writes.commits import AUTHOR, DESCRIPTION, PARENT, SUMMARY
 
 #: commits listed at most
 COMMITS_MAX = 1000

@@ -38,10 +38,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from ocibridge.core.environment import cache_root
 from ocibridge.errors import DigestMismatch, OcibridgeError
+
+if TYPE_CHECKING:
+    from ocibridge.chunks.chunking import ChunkHasher
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -308,3 +312,14 @@ def _touched(entry: Path) -> float:
             with contextlib.suppress(OSError):
                 newest = max(newest, inner.lstat().st_mtime)
     return newest
+
+
+def write_all(fd: int, data: bytes, chunks: ChunkHasher | None = None, whole: Any = None) -> None:
+    """Write ``data`` to ``fd`` whole; ``chunks`` and ``whole`` (a hashlib object) see it too."""
+    if chunks is not None:
+        chunks.update(data)
+    if whole is not None:
+        whole.update(data)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -1,28 +1,29 @@
-"""The Xet routes of serve (:mod:`.xet` for the protocol): which files are offered, the access
+"""The Xet routes of serve (:mod:`.xorbs` for the protocol): which files are offered, the access
 grant, where a file's pieces are, and the pieces, each sent only from verified bytes."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
-from ocibridge.hubserver import xet
-from ocibridge.hubserver.answers import bearer, byte_range, error, requested_repo
-from ocibridge.hubserver.blobs import Blobs, Checked, CheckedFile, TableOf
-from ocibridge.hubserver.files import HubFile, ModelFiles
+from ocibridge.hubserver.access import Signer, require_signed, require_token
+from ocibridge.hubserver.answers import ClosingStream, bearer, byte_range, error, requested_repo
 from ocibridge.hubserver.guard import Shares, turn_of
+from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
+from ocibridge.hubserver.reading.catalog import Resolved
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.routing import route_path
-from ocibridge.hubserver.sources import Resolved
+from ocibridge.hubserver.xet import xorbs
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.ranged import RangedBlobSource
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.ranges import ChunkRanges
+    from ocibridge.hubserver.reading.ranges import ChunkRanges
 
 #: seconds a commit resolved for Xet requests is reused (a commit names one manifest; this bounds
 #: how long a deleted one or a changed policy takes to be seen; one file is many requests)
@@ -32,38 +33,17 @@ FIRST_BYTE_WAIT = 120.0
 _T = TypeVar("_T")
 
 
-class Resolver(Protocol):
-    """How the routes resolve a repo id and revision: the app's (``ServeApp.model``)."""
-
-    def __call__(self, repo_id: str, revision: str | None, *,
-                 reuse_for: float = 0) -> Awaitable[tuple[Resolved, ModelFiles]]: ...
-
-
-class ClosingStream(StreamingResponse):
-    """A streaming answer whose body is closed when the answer ends, sent or not: a client that
-    leaves mid-answer gives back its send permit and file at once (Starlette leaves a body it
-    stopped iterating to the garbage collector)."""
-
-    body_iterator: AsyncGenerator[Any, None]
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            await self.body_iterator.aclose()
-
-
 class XetRoutes:
     """The Xet side of serve, over the app's resolver, blobs and chunk tables."""
 
     def __init__(self, resolve: Resolver, blobs: Blobs, ranges: ChunkRanges | None, *,
-                 tokens: Sequence[bytes], xet_min: int | None, public_url: str | None):
+                 signer: Signer, xet_min: int | None, public_url: str | None):
         self.resolve = resolve
         self.blobs = blobs
         self.ranges = ranges
         self.xet_min = xet_min
         self.public_url = public_url.rstrip("/") if public_url else None
-        self.grants = xet.Grants(tokens)
+        self.grants = signer  # Xet access tokens and xorb URLs (:class:`.access.Gate`'s)
         self._pieces: Shares | None = None  # made on the server's loop
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
@@ -76,7 +56,7 @@ class XetRoutes:
 
     def name(self, f: HubFile) -> str | None:
         """The file's Xet name when it is large enough for Xet."""
-        return xet.file_id(f.sha256, f.size) if self.name_size(f.size) else None
+        return xorbs.file_id(f.sha256, f.size) if self.name_size(f.size) else None
 
     def table_of(self, resolved: Resolved, layer: Descriptor) -> TableOf | None:
         """The chunk table the model's manifest binds for a registry ``layer``, if any (its
@@ -138,9 +118,7 @@ class XetRoutes:
         of the repo's commit is required."""
         params = request.path_params
         repo_id, commit, name = requested_repo(request), params["commit"], params["file_id"]
-        client = self.grants.granted(bearer(request), f"{repo_id}@{commit}")
-        if client is None:
-            return error(401, None, "Invalid or expired Xet access token")
+        client = require_token(self.grants, request, f"{repo_id}@{commit}", "access")
         resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
         f = next((f for f in files.files.values() if self.name(f) == name), None)
         if f is None:
@@ -156,24 +134,22 @@ class XetRoutes:
         def url_of(k: int) -> str:
             return base + self.grants.signed(f"{path}/{k}", expires, client)
 
-        return JSONResponse(xet.reconstruction(f.sha256, f.size, start, end, url_of, params["version"]))
+        return JSONResponse(xorbs.reconstruction(f.sha256, f.size, start, end, url_of, params["version"]))
 
     async def xorb(self, request: Request) -> Response:
         """``/xet/{commit}/{repo}/xorbs/{sha256}/{size}/{k}``: the ``k``-th xorb of a file (its
         ``Range``), from verified bytes only; the URL's signature is required (hf_xet sends no
         header here)."""
-        query = request.query_params
-        client = query.get("client", "")
-        if not self.grants.url_allowed(route_path(request.scope), query.get("expires"), query.get("signature"), client):
-            return error(403, None, "the xorb URL is not signed, or its signature expired")
+        client = require_signed(self.grants, request, route_path(request.scope),
+                                "the xorb URL is not signed, or its signature expired")
         params = request.path_params
         repo_id, commit = requested_repo(request), params["commit"]
         sha256, size, k = params["sha256"], params["size"], params["k"]
         resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
         f = next((f for f in files.files.values() if f.sha256 == sha256 and f.size == size), None)
-        if f is None or self.name(f) is None or not 0 <= k < xet.xorb_count(size):
+        if f is None or self.name(f) is None or not 0 <= k < xorbs.xorb_count(size):
             return error(404, "EntryNotFound", f"{repo_id}@{commit}: no such xorb")
-        total = xet.xorb_size(size, k)
+        total = xorbs.xorb_size(size, k)
         wanted = byte_range(request.headers.get("range"), total)
         if wanted == "unsatisfiable":
             return error(416, None, f"range not satisfiable for {total} bytes", {"Content-Range": f"bytes */{total}"})
@@ -189,7 +165,7 @@ class XetRoutes:
         # wait that outlasts FIRST_BYTE_WAIT is a 503 (hf_xet retries it), not a silence hf_xet
         # gives up on after 300 s
         try:
-            await asyncio.wait_for(source.until(xet.first_piece_end(size, k, start)), FIRST_BYTE_WAIT)
+            await asyncio.wait_for(source.until(xorbs.first_piece_end(size, k, start)), FIRST_BYTE_WAIT)
         except asyncio.TimeoutError:
             return error(503, None, f"{repo_id}@{commit}: still fetching that part of the file; ask again",
                          {"Retry-After": "5"})
@@ -200,6 +176,6 @@ class XetRoutes:
             status = 206
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
         if self._pieces is None:
-            self._pieces = Shares(xet.SENDING_AT_ONCE, xet.SHARE)
-        return ClosingStream(xet.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope)),
+            self._pieces = Shares(xorbs.SENDING_AT_ONCE, xorbs.SHARE)
+        return ClosingStream(xorbs.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope)),
                              status_code=status, headers=headers)

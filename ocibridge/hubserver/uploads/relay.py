@@ -14,10 +14,12 @@ from __future__ import annotations
 import io
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.reading.sources import RegistrySource, Source, repo_parts
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import WritableStore
 from ocibridge.transfer.writer import Blob, write_blob
@@ -105,3 +107,20 @@ class Relay:
 
     def wait(self) -> None:
         self._thread.join()
+
+
+#: a relay of a large upload (the repository, the SHA-256, the size, the file being written), or
+#: None where there is nowhere to relay to: :func:`relay_for` over the first source
+RelayFor = Callable[[str, str, int, Path], "Relay | None"]
+
+
+def relay_for(source: Source | None, repo_id: str, oid: str, size: int, tmp: Path) -> Relay | None:
+    """A relay of a large upload (LFS or Xet) to the registry repository its commit will push to
+    (``source``: the first source), when that is a registry."""
+    parts = repo_parts(repo_id)
+    if size < RELAY_MIN or parts is None or not isinstance(source, RegistrySource):
+        return None
+    repo = source.repository(parts)
+    if repo is None or not isinstance(repo.store, WritableStore):
+        return None
+    return Relay(repo.store, oid, size, tmp)

@@ -31,7 +31,7 @@ from ocibridge.cache.locks import flocked
 from ocibridge.chunks.tablehash import TableAndDigestHasher
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.follow import Fill, FillView, follow
+from ocibridge.hubserver.reading.follow import Fill, FillView, follow
 from ocibridge.oci.digest import CHUNK, split_digest, verified
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.inorder_hash import Frontier

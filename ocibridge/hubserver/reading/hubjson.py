@@ -14,8 +14,8 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from ocibridge.hubserver.files import HubFile, ModelFiles
-from ocibridge.hubserver.sources import Refs, Resolved
+from ocibridge.hubserver.reading.catalog import Refs, Resolved
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles
 
 
 def pointer(f: HubFile) -> bytes:

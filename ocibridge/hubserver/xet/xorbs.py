@@ -30,20 +30,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import hmac
 import os
-import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.answers import number
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.blobs import Checked
     from ocibridge.hubserver.guard import Shares, Turn
+    from ocibridge.hubserver.reading.blobs import Checked
 
 #: bytes of a chunk: Xet's target size (hf_xet refuses a chunk over 128 KiB)
 CHUNK = 64 * 1024
@@ -62,8 +59,6 @@ PIECE_CHUNKS = 16
 SENDING_AT_ONCE = 32
 #: of those, the most one client (one read token) holds at once: others always find permits
 SHARE = SENDING_AT_ONCE // 2
-#: seconds an access token is good for (hf_xet asks the refresh route for another before then)
-TOKEN_LIFE = 3600
 
 
 @functools.lru_cache(maxsize=4096)
@@ -200,65 +195,3 @@ async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
         turn.give_back()
         if fd is not None:
             os.close(fd)
-
-
-class Grants:
-    """Access tokens and xorb URLs, signed with a key made from the read tokens.
-
-    Every replica reading the same token file makes the same key, so a token one replica grants
-    is good at another. With no read tokens the server is open, and so is this. A grant names
-    the client it was made for (:meth:`client_of` its read token), and so do the xorb URLs made
-    from it: that name is the client's share of the send permits (:class:`.guard.Shares`)."""
-
-    def __init__(self, tokens: Sequence[bytes], clock: Callable[[], float] = time.time):
-        self.key = hashlib.sha256(b"ocibridge-xet-grant\0" + b"\0".join(sorted(tokens))).digest() if tokens else None
-        self.clock = clock
-
-    def _sign(self, text: str) -> str:
-        assert self.key is not None
-        return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
-
-    def client_of(self, read_token: str) -> str:
-        """A short name of a read token (what a grant and its URLs carry; the token itself never
-        appears in a URL); "" on an open server, where every client is anonymous."""
-        if self.key is None:
-            return ""
-        return self._sign(f"client {read_token}")[:16]
-
-    def expiry(self) -> int:
-        """When what is granted now expires (Unix seconds)."""
-        return int(self.clock()) + TOKEN_LIFE
-
-    def grant(self, scope: str, client: str = "") -> tuple[str, int]:
-        """A token for ``scope`` (a repo's commit) and ``client``, and when it expires."""
-        expires = self.expiry()
-        if self.key is None:
-            return "open", expires
-        return f"{expires}.{client}.{self._sign(f'token {scope} {expires} {client}')}", expires
-
-    def granted(self, token: str, scope: str) -> str | None:
-        """The client a valid token for ``scope`` was granted to; None when it is not valid."""
-        if self.key is None:
-            return ""
-        expires, _, rest = token.partition(".")
-        client, _, sig = rest.partition(".")
-        if (number(expires) or 0) <= self.clock():
-            return None
-        good = hmac.compare_digest(sig.encode(), self._sign(f"token {scope} {expires} {client}").encode())
-        return client if good else None
-
-    def allows(self, token: str, scope: str) -> bool:
-        return self.granted(token, scope) is not None
-
-    def signed(self, path: str, expires: int, client: str = "") -> str:
-        """``path`` with the query that lets ``client`` fetch it without a header until ``expires``."""
-        if self.key is None:
-            return path
-        return f"{path}?expires={expires}&client={client}&signature={self._sign(f'url {path} {expires} {client}')}"
-
-    def url_allowed(self, path: str, expires: str | None, signature: str | None, client: str | None = "") -> bool:
-        if self.key is None:
-            return True
-        if expires is None or signature is None or client is None or (number(expires) or 0) <= self.clock():
-            return False
-        return hmac.compare_digest(signature.encode(), self._sign(f"url {path} {expires} {client}").encode())

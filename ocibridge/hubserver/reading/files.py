@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError
@@ -22,7 +23,7 @@ from ocibridge.oci.models import Descriptor
 
 if TYPE_CHECKING:
     from ocibridge.cache.models import ModelCache
-    from ocibridge.hubserver.sources import Resolved
+    from ocibridge.hubserver.reading.catalog import Resolved
 
 #: models whose file lists are kept in memory
 MEMO = 256
@@ -99,3 +100,11 @@ class FileLists:
 def _sha256(path: Path) -> str:
     """The file's SHA-256 in hex (what the Hub names an LFS file by)."""
     return sha256_file(path)[0].removeprefix("sha256:")
+
+
+class Resolver(Protocol):
+    """How the routes resolve a repo id and revision: the app's (``ServeApp.model``), the one
+    resolution the read and the Xet routes make."""
+
+    def __call__(self, repo_id: str, revision: str | None, *,
+                 reuse_for: float = 0) -> Awaitable[tuple[Resolved, ModelFiles]]: ...

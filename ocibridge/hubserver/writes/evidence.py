@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.commits import AUTHOR, PARENT, SUMMARY
-from ocibridge.hubserver.sources import commit_of
+from ocibridge.hubserver.reading.sources import commit_of
+from ocibridge.hubserver.writes.commits import AUTHOR, PARENT, SUMMARY
 from ocibridge.oci.reference import RegistryReference
 from ocibridge.signing.sign import FORMS, Form
 
