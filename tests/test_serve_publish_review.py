@@ -306,3 +306,15 @@ def test_a_commit_id_is_no_branch_to_commit_to_or_create(served):
     refs = httpx.get(f"{served.url}/api/models/acme/m/refs", headers=auth("reader")).json()
     assert {tag["name"] for tag in refs["tags"]} <= {"latest"}
     assert files(served, "acme/m") == ["README.md"]
+
+
+def test_a_modelfile_is_committed_as_a_file(served):
+    """An Ollama Modelfile beside a GGUF (as many Hub repositories hold) is a file of the commit,
+    not a build file the commit is read by (a directory push reads one at its top: there, it
+    refused this one's FROM line)."""
+    modelfile = b"FROM ./tiny.gguf\nPARAMETER temperature 0.7\n"
+    answer = commit(served, "acme/m", "alice", HEADER + inline("Modelfile", modelfile))
+    assert answer.status_code == 200, answer.text
+    assert files(served, "acme/m") == ["Modelfile", "README.md"]
+    got = httpx.get(f"{served.url}/acme/m/resolve/main/Modelfile", headers=auth("reader"), follow_redirects=True)
+    assert got.content == modelfile
