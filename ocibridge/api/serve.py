@@ -115,6 +115,7 @@ def _load_builder() -> None:
     first upload: a fresh serve's first commit imported them after the client's last byte (0.17 s
     of a 1 GiB upload_folder's 5.4 s, on the critical path); beside the upload they cost nothing
     waited for."""
+    import ocibridge.chunks.attach
     import ocibridge.chunks.bound
     import ocibridge.model.deliver
     import ocibridge.model.known  # noqa: F401
