@@ -54,7 +54,7 @@ class CommitRoutes:
         repo_id = requested_repo(request)
         allowed = self.repos.writer(request, repo_id)
         if self.publishing is None:
-            return error(403, None, "this serve does not publish (its application was built without push)")
+            return error(403, None, "this serve does not publish (its application was built without publishing)")
         if request.query_params.get("create_pr") in ("1", "true"):
             return error(400, None, "serve makes no pull requests: commit to a branch")
         branch = branch_of(request.path_params["revision"])
@@ -82,7 +82,7 @@ class CommitRoutes:
         self.staging.pin(sha, repo_id)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> str:
-        """Build and push the commit, the branch locked; its commit oid."""
+        """Build and write the commit, the branch locked; its commit oid."""
         assert self.publishing is not None
         with self.repos.branches.lock(repo_id, branch):
             head = self.repos.head(repo_id, branch)
