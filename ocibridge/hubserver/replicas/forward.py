@@ -25,9 +25,10 @@ from ocibridge.hubserver.answers import error
 
 log = logging.getLogger("ocibridge.hubserver")
 
-#: headers about one connection, never passed on (RFC 9110 7.6.1), and the host, which is the writer's
+#: headers about one connection, never passed on (RFC 9110 7.6.1); the host, which is the writer's;
+#: the date, which the server answering the client adds itself
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-                        "transfer-encoding", "upgrade", "proxy-connection", "host", "expect"})
+                        "transfer-encoding", "upgrade", "proxy-connection", "host", "expect", "date"})
 #: a commit may take as long as its push: no read timeout; a writer that does not accept is down
 TIMEOUT = httpx.Timeout(None, connect=10.0)
 
