@@ -25,12 +25,15 @@ import httpx
 
 from ocibridge.core import interrupt
 from ocibridge.core.closing import ClosesOnExit
+from ocibridge.core.fsutil import pwrite_all
 from ocibridge.core.httpheaders import header_int
 from ocibridge.errors import NotFound, OcibridgeError, RegistryError
 from ocibridge.oci.digest import CHUNK, Hasher
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.registry.bodies import read_prefix
 from ocibridge.stores.registry.client import RegistryClient, TransportFailure
+from ocibridge.stores.registry.splicing import AVAILABLE as SPLICE_AVAILABLE
+from ocibridge.stores.registry.splicing import ReceiveFailed, Splicer
 
 #: A download gives up after this many attempts in a row that bring no new bytes.
 MAX_STALLED_RESUMES = 5
@@ -91,6 +94,7 @@ class _BlobStream:
         self._raw: socket.socket | None = None  # its plain socket (no TLS), for recv_into
         self._pending = b""  # received by next_into beyond the buffer it was given
         self._h11_first = True
+        self._splicer: Splicer | None = None  # made by the first land_into, kept across resumes
         self._open()
 
     def _open(self) -> None:
@@ -158,6 +162,11 @@ class _BlobStream:
         self._socket = self._socket_left = self._raw = None
         if response is not None:
             response.close()
+
+    def close_pipe(self) -> None:
+        splicer, self._splicer = self._splicer, None
+        if splicer is not None:
+            splicer.close()
 
     def interrupt(self) -> None:
         """From another thread: make a blocked socket read return (shut the socket down)."""
@@ -306,6 +315,58 @@ class _BlobStream:
 
         return self._advance(lambda: self._receive_into(view), drop_front)
 
+    def spliceable(self) -> bool:
+        """Whether :meth:`land_into` moves bytes inside the kernel on this connection: a
+        plain-HTTP body read off its socket, on Linux, into a file system that takes them."""
+        return (SPLICE_AVAILABLE and self._raw is not None
+                and (self._splicer is None or not self._splicer.refused))
+
+    def land_into(self, fd: int, offset: int, count: int) -> int:
+        """Up to ``count`` next bytes of the blob written into ``fd`` at ``offset``: spliced
+        from the socket where the connection allows it (:mod:`.splicing`), else received and
+        written (what h11 buffered with the headers, a server that ignored Range and repeats
+        what is here, a connection resumed without a socket to read). The bytes written, 0
+        only once the expected size is reached."""
+        got = [b""]
+        spliced = [False]
+
+        def receive() -> int:
+            if (not self._skip and not self._pending and not self._h11_first
+                    and self._socket_left is not None and self.spliceable()):
+                spliced[0] = True
+                return self._splice(fd, offset, count)
+            spliced[0] = False
+            data = self._pending or self._receive(count)
+            got[0], self._pending = data[:count], data[count:]
+            return len(got[0])
+
+        def drop_front(cut: int, n: int) -> None:
+            got[0] = got[0][cut:n]
+
+        n = self._advance(receive, drop_front)
+        if n and not spliced[0]:
+            pwrite_all(fd, got[0][:n], offset)
+        return n
+
+    def _splice(self, fd: int, offset: int, count: int) -> int:
+        assert self._raw is not None and self._socket_left is not None  # spliceable() said so
+        if self._socket_left <= 0:
+            raise StopIteration
+        if self._splicer is None:
+            self._splicer = Splicer()
+        try:
+            n = self._splicer.move(self._raw, fd, offset, min(count, self._socket_left, self.end - self.offset),
+                                   self.client.options.read_timeout)
+        except ReceiveFailed as e:
+            raise httpx.ReadError(str(e)) from e
+        except BaseException:
+            self.close_pipe()  # bytes may be left in it: a new pipe for the next move
+            raise
+        if not n:
+            raise StopIteration  # the peer closed early: resumed like any short body
+        self._socket_left -= n
+        return n
+
 
 def _plain_socket(stream: Any) -> socket.socket | None:
     """The socket under httpcore's network stream when nothing is layered on it (no TLS): its
@@ -439,6 +500,14 @@ class BlobDownload(ClosesOnExit):
             got += n
         return got
 
+    def land_into(self, fd: int, offset: int, count: int) -> int | None:
+        """Up to ``count`` next bytes written into ``fd`` at ``offset`` (0 only at the end of
+        the range), spliced inside the kernel where the connection allows it; None where it
+        does not (a prefetched or TLS body, a rate limit, not Linux): read with readinto."""
+        if self._prefetch or self._pos < len(self._buf) or not self._stream.spliceable():
+            return None
+        return self._stream.land_into(fd, offset, count)
+
     def readable(self) -> bool:
         return True
 
@@ -449,6 +518,7 @@ class BlobDownload(ClosesOnExit):
         thread = self._thread
         if thread is None:
             self._stream.close()
+            self._stream.close_pipe()
             return
         deadline = time.monotonic() + CLOSE_WAIT
         while thread.is_alive() and time.monotonic() < deadline:
