@@ -27,12 +27,11 @@ from pathlib import Path
 from . import models, tools
 from .proc import Sample, Series, run_measured, run_quiet
 from .registries import fresh_registry
+from .report import VERIFIED_FLOOR
 from .run import _loadavg, compile_package, log
 from .scenarios import REPO_ROOT, TAG, Bench, Results
 
 MiB = models.MiB
-#: the floors the target is set against (the slower of the two)
-VERIFIED_FLOORS = ("curl (floor)", "openssl sha256 (floor)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             rows: dict[str, Callable[[int], Sample] | str] = {
                 "curl (floor)": fresh(lambda out: bench.run(
                     tools.curl_get(reg.url, "bench/one", [(blob, out / "blob")]))),
-                "openssl sha256 (floor)": lambda i: bench.run(["openssl", "dgst", "-sha256", str(weight)]),
+                "openssl sha256 (floor)": lambda i: bench.run(tools.openssl_sha256([weight])),
                 "python http.client (floor 2)": fresh(lambda out: bench.run(
                     [tools.PY, "-m", "bench.rawpull", f"{reg.url}/v2/bench/one/blobs/{blob}", str(out / "blob")])),
                 "ocibridge": ocibridge(str(REPO_ROOT)),
@@ -98,10 +97,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render(scenario: str, series: dict[str, Series], repeat: int, loads: list[str]) -> str:
-    floors = [series[f] for f in VERIFIED_FLOORS if series[f].samples]
+    floors = [series[f] for f in VERIFIED_FLOOR if series[f].samples]
     base = max(floors, key=lambda s: s.median)
     lines = [f"{scenario}, {repeat} runs each, interleaved; load average (1/5/15 min) {loads[0]} → {loads[-1]}; "
-             f"{os.cpu_count()} CPUs; the floor: {base.label} (the slower of {' and '.join(VERIFIED_FLOORS)})",
+             f"{os.cpu_count()} CPUs; the floor: {base.label} (the slower of {' and '.join(VERIFIED_FLOOR)})",
              "| tool | wall median s (min–max) | ÷ floor | fastest ÷ fastest floor | CPU s (min–max) | peak RSS MB |",
              "|---|---|---|---|---|---|"]
     fastest_floor = max(min(f.times) for f in floors)
