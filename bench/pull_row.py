@@ -14,7 +14,6 @@ on a shared machine CPU seconds are the steadier figure.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from . import models, tools
 from .proc import Sample, Series, run_measured, run_quiet
+from .push_row import row_arguments
 from .registries import fresh_registry
 from .report import VERIFIED_FLOOR
 from .run import _loadavg, compile_package, log
@@ -35,13 +35,7 @@ MiB = models.MiB
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.pull_row", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
-    p.add_argument("--size-mib", type=int, default=1024, help="the weight's size (default 1024)")
-    p.add_argument("--baseline", help="another checkout whose ocibridge is measured too (e.g. /work/main)")
-    p.add_argument("--workdir", help="parent of the temporary directory")
-    args = p.parse_args(argv)
+    args = row_arguments("python -m bench.pull_row", __doc__).parse_args(argv)
     compile_package()
     if args.baseline:
         run_quiet([sys.executable, "-m", "compileall", "-q", str(Path(args.baseline) / "ocibridge")])

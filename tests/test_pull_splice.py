@@ -6,11 +6,9 @@ system that refuses spliced pages, and Ctrl-C. Real registry, through the fault 
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import io
 import os
-import socket
 import stat
 import threading
 import time
@@ -148,27 +146,6 @@ def test_a_file_system_that_refuses_spliced_pages_gets_them_written(registry, fa
     dst = _download(fault_proxy, unique_repo, desc, tmp_path / "l")
     assert dst.blob_path(desc.digest).read_bytes() == data
     assert len(refused) == 1  # asked once, then never again on that connection
-
-
-@pytest.fixture
-def stalling_server():
-    """Answers any GET with a 50 MB Content-Length, sends 3 MB, then stalls."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    conns: list[socket.socket] = []
-
-    def serve() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = listener.accept()
-                conns.append(conn)
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 50000000\r\n\r\n" + bytes(3_000_000))
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield f"127.0.0.1:{listener.getsockname()[1]}"
-    listener.close()
-    for conn in conns:
-        conn.close()
 
 
 def test_ctrl_c_stops_a_spliced_download_at_once_and_keeps_its_bytes(stalling_server, tmp_path, spliced):

@@ -6,12 +6,10 @@ not just that no exception escaped.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import io
 import os
-import socket
 import threading
 import time
 import uuid
@@ -149,29 +147,6 @@ def test_socket_read_of_corrupt_bytes_is_rejected(registry, fault_proxy, monkeyp
 
 def _blob_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("blob-")]
-
-
-@pytest.fixture
-def stalling_server():
-    """A server that answers any GET with a 50 MB Content-Length, sends 3 MB, then stalls."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    done = threading.Event()
-    conns = []
-
-    def serve():
-        with contextlib.suppress(OSError):
-            while not done.is_set():
-                conn, _ = listener.accept()
-                conns.append(conn)
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 50000000\r\n\r\n" + bytes(3_000_000))
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield f"127.0.0.1:{listener.getsockname()[1]}"
-    done.set()
-    listener.close()
-    for conn in conns:
-        conn.close()
 
 
 @pytest.mark.parametrize("direct_min", [0, 1 << 40], ids=["socket", "h11"])

@@ -21,7 +21,7 @@ import sys
 import time
 import weakref
 
-from ocibridge.core.fsutil import pwrite_all
+from ocibridge.core.fsutil import WRITE_MAX, pwrite_all
 
 #: splice(2) is Linux's (os.splice: Python 3.10 on Linux)
 AVAILABLE = sys.platform == "linux"
@@ -76,17 +76,20 @@ class Splicer:
             return n
 
     def _drain(self, fd: int, offset: int, n: int) -> None:
-        """The ``n`` bytes in the pipe into the file at ``offset``: spliced, or read out of
-        the pipe and written where the file system does not take spliced pages."""
+        """The ``n`` bytes in the pipe into the file at ``offset``: spliced in calls of at most
+        ``WRITE_MAX`` bytes (a large write gets a large page-cache folio, several times slower
+        on these VMs at times: docs/transfers.md), or read out of the pipe and written where
+        the file system does not take spliced pages."""
         done = 0
         while done < n:
             if self.refused:
-                data = os.read(self._out, n - done)
+                data = os.read(self._out, min(n - done, WRITE_MAX))
                 pwrite_all(fd, data, offset + done)
                 done += len(data)
                 continue
             try:
-                done += os.splice(self._out, fd, n - done, offset_dst=offset + done, flags=os.SPLICE_F_MOVE)
+                done += os.splice(self._out, fd, min(n - done, WRITE_MAX), offset_dst=offset + done,
+                                  flags=os.SPLICE_F_MOVE)
             except OSError as e:
                 if e.errno not in _REFUSED:
                     raise
