@@ -30,6 +30,13 @@ AVAILABLE = sys.platform == "linux"
 PIPE_BYTES = 1 << 20
 #: errors by which a file system says it cannot take spliced pages (then: written from memory)
 _REFUSED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV}
+#: Bytes put into the file per splice call. A splice write costs more per call than a pwrite:
+#: 1 GiB in 32 KiB calls took 0.58 s of system time, as much as receiving and writing it
+#: (0.59-0.67 s), against 0.46-0.47 s in 64 KiB, 0.41 in 128 KiB, 0.34 in 1 MiB (alternating
+#: runs, load 3-7). Larger calls get larger page-cache folios, several times slower in the
+#: stretches when the host takes memory back (docs/transfers.md: 64 KiB writes were 1.1-1.2x
+#: of 32 KiB there, 256 KiB up to 1.8x): 64 KiB, the largest measured there.
+SPLICE_WRITE = 2 * WRITE_MAX
 _F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ from Python 3.10, named here for the type checker
 
 
@@ -77,9 +84,8 @@ class Splicer:
 
     def _drain(self, fd: int, offset: int, n: int) -> None:
         """The ``n`` bytes in the pipe into the file at ``offset``: spliced in calls of at most
-        ``WRITE_MAX`` bytes (a large write gets a large page-cache folio, several times slower
-        on these VMs at times: docs/transfers.md), or read out of the pipe and written where
-        the file system does not take spliced pages."""
+        ``SPLICE_WRITE`` bytes, or read out of the pipe and written where the file system does
+        not take spliced pages."""
         done = 0
         while done < n:
             if self.refused:
@@ -88,7 +94,7 @@ class Splicer:
                 done += len(data)
                 continue
             try:
-                done += os.splice(self._out, fd, min(n - done, WRITE_MAX), offset_dst=offset + done,
+                done += os.splice(self._out, fd, min(n - done, SPLICE_WRITE), offset_dst=offset + done,
                                   flags=os.SPLICE_F_MOVE)
             except OSError as e:
                 if e.errno not in _REFUSED:
