@@ -24,7 +24,7 @@ from ocibridge.stores import partial
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.partial import PARTIAL_PREFIX, partial_path
 from ocibridge.stores.ranged import RangedPlan
-from ocibridge.stores.registry import download, open_repository
+from ocibridge.stores.registry import blobstream, open_repository
 
 SIZE = 3_000_017  # several pipes' worth, not a multiple of anything
 PART = 512 * 1024
@@ -34,7 +34,7 @@ PART = 512 * 1024
 def spliced(monkeypatch) -> list[int]:
     """Bodies of any size are read off the socket (the bench's 1 GiB blobs are; these are
     small); the bytes each splice put into a regular file, in order."""
-    monkeypatch.setattr(download, "DIRECT_MIN", 0)
+    monkeypatch.setattr(blobstream, "DIRECT_MIN", 0)
     into_files: list[int] = []
     real = os.splice
 
@@ -131,7 +131,7 @@ def test_parts_spliced_out_of_order_are_hashed_from_the_file(registry, fault_pro
 
 def test_a_file_system_that_refuses_spliced_pages_gets_them_written(registry, fault_proxy, unique_repo,
                                                                     tmp_path, monkeypatch):
-    monkeypatch.setattr(download, "DIRECT_MIN", 0)
+    monkeypatch.setattr(blobstream, "DIRECT_MIN", 0)
     refused: list[int] = []
     real = os.splice
 

@@ -3,10 +3,12 @@
 A digest is over the bytes in order, but ranged parts land anywhere. The part writing at the
 frontier (the first byte not yet handed to the hasher) hands each buffer it wrote straight to
 the hashing thread: on a fast link that is the only part, and the blob is hashed from the
-buffers it was received in. Bytes written ahead of the frontier are read back from the page
-cache once the frontier reaches them (a part that finished before the one before it).
+buffers it was received in. Bytes written ahead of the frontier (a part that finished before
+the one before it), and bytes spliced into the file with no buffer of ours (``landed``), are
+hashed from the page cache once the frontier reaches them, mapped read-only rather than copied.
 Buffers come from a small pool, so memory stays bounded whatever the parts do: a hasher that
-falls behind makes the parts wait for a buffer.
+falls behind makes the parts wait for a buffer (spliced bytes wait in the page cache, which
+is not the process's memory; the mapping is at most ``MAP_WINDOW`` bytes).
 """
 
 from __future__ import annotations
@@ -145,7 +147,6 @@ class InOrderHash:
             if self._on_hashed is not None:
                 self._on_hashed(self._fd, hashed)
 
-
     def _joined(self, task: _ReadBack) -> int:
         """The end of ``task`` and of the read-backs queued right behind it that continue it
         (landed bytes come in many small hand-overs): hashed as one range. A task taken that
@@ -191,6 +192,7 @@ _POPULATE = mmap.MAP_POPULATE if sys.platform == "linux" else 0
 
 
 def _hash_mapped(mapped: mmap.mmap, skip: int, hasher: Hasher) -> None:
+    """``mapped`` from ``skip`` on into ``hasher``; the mapping closed after."""
     try:
         view = memoryview(mapped)[skip:]
         try:
