@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import ssl
 import stat
 import threading
 import time
@@ -48,10 +49,10 @@ def spliced(monkeypatch) -> list[int]:
     return into_files
 
 
-def _blob(registry, repo: str) -> tuple[Descriptor, bytes]:
+def _blob(registry, repo: str, **options) -> tuple[Descriptor, bytes]:
     data = os.urandom(SIZE)
     desc = Descriptor.for_bytes(OCI_LAYER_TAR, data)
-    with open_repository(host=registry.host, repository=repo) as store:
+    with open_repository(host=registry.host, repository=repo, **options) as store:
         store.push_blob(desc, io.BytesIO(data))
     return desc, data
 
@@ -178,3 +179,42 @@ def test_ctrl_c_stops_a_spliced_download_at_once_and_keeps_its_bytes(stalling_se
     assert failed and isinstance(failed[0], interrupt.Interrupted)
     assert sum(spliced) >= 2_500_000  # the bytes came through the kernel
     assert held.stat().st_size == 3_000_000 and not final.exists()  # kept for a resume
+
+
+# -- TLS: decrypted straight into the buffer, never spliced ------------------------------------
+def test_a_tls_body_is_decrypted_into_the_buffers_not_spliced(tls_registry, unique_repo, tmp_path, spliced,
+                                                             monkeypatch):
+    received: list[int] = []
+    real = ssl.SSLSocket.recv_into
+
+    def spy(self, buffer, nbytes=0, flags=0):
+        n = real(self, buffer, nbytes, flags)
+        received.append(n)
+        return n
+
+    monkeypatch.setattr(ssl.SSLSocket, "recv_into", spy)
+    options = {"ca_file": str(tls_registry.ca_file)}
+    desc, data = _blob(tls_registry, unique_repo, **options)
+    dst = _download(tls_registry, unique_repo, desc, tmp_path / "l", **options)
+    assert dst.blob_path(desc.digest).read_bytes() == data
+    assert sum(received) > SIZE - 256 * 1024  # all but what h11 read with the headers
+    assert not spliced  # the socket carries ciphertext: nothing of it may go to the file
+
+
+def test_a_tls_body_read_as_pieces_asks_a_record_at_a_time(tls_registry, unique_repo, spliced, monkeypatch):
+    """A prefetched read (open_blob) takes bytes from the TLS stream: each read asks little,
+    since a read returns one record but first allocates what it was asked."""
+    asked: list[int] = []
+    real = ssl.SSLSocket.recv
+
+    def spy(self, buflen=1024, flags=0):
+        asked.append(buflen)
+        return real(self, buflen, flags)
+
+    monkeypatch.setattr(ssl.SSLSocket, "recv", spy)
+    options = {"ca_file": str(tls_registry.ca_file)}
+    desc, data = _blob(tls_registry, unique_repo, **options)
+    with open_repository(host=tls_registry.host, repository=unique_repo, **options) as src, \
+            src.open_blob(desc) as reader:
+        assert reader.read() == data
+    assert asked and max(asked) <= blobstream.TLS_READ
