@@ -3,8 +3,8 @@
 Received with ``recv_into``, every byte is copied from the socket into the process and copied
 again by the write into the page cache. Through a pipe, splice hands the socket's pages to the
 pipe and copies them once, into the file; the hash then reads the file's pages where they lie
-(a read-only mapping, stores/inorder_hash.py). Measured on loopback, 1 GiB: 0.39-0.48 s of
-system time against 0.65-0.68 s for ``recv_into`` and 32 KiB writes. Where splice is missing
+(a read-only mapping, stores/inorder_hash.py). Measured on loopback, a 1 GiB pull: 0.46-0.47 s
+of system time against 0.59-0.67 s for ``recv_into`` and 32 KiB writes. Where splice is missing
 (not Linux) the caller reads the bytes as before; a file system that refuses it gets the
 bytes already in the pipe written the ordinary way, and no more splices.
 """
