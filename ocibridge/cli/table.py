@@ -69,7 +69,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("cat", "lazy", "print a file of a registry model, reading only the byte ranges needed (verified)"),
     CommandEntry("chunks", "lazy", "compute the chunk tables of a pushed model and attach them (for lazy reads)"),
     CommandEntry("serve", "serve",
-                 "serve the Hugging Face Hub's read API over registries (HF_ENDPOINT=http://HOST:PORT)"),
+                 "serve the Hugging Face Hub's API over registries: load models, and publish with write tokens (HF_ENDPOINT=http://HOST:PORT)"),
     CommandEntry("completion", "completion", "print a shell completion script (bash, zsh, fish): commands, flags, "
                  "local model names"),
 )
