@@ -15,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ocibridge.errors import OcibridgeError, SignatureError
@@ -25,6 +25,9 @@ from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card
 from ocibridge.hubserver.web.history import EVIDENCE_TAG
 from ocibridge.hubserver.web.render import human_size
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.web.glance import Glance
 
 #: seconds what was gathered for a manifest is shown before it is gathered again (referrers come
 #: and go while the manifest stays)
@@ -98,6 +101,13 @@ class ModelView:
     refs: Refs
     gathered: Gathered
     default_tag: str
+
+    @property
+    def glance(self) -> Glance:
+        """The panel at the top of the page (web/glance.py)."""
+        from ocibridge.hubserver.web.glance import glance
+
+        return glance(self)
 
 
 class ModelPages:
