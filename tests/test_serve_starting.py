@@ -6,6 +6,7 @@ requests are answered as the Hub answers them, not with 401s in the access log."
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from serving import make_model, stop, wait_until_healthy
+from signing_keys import key_pair
 
 from ocibridge.cli import main
 from ocibridge.stores.layout import LayoutStore
@@ -59,12 +61,12 @@ def test_a_port_in_use_is_one_line_and_exit_1(layout):
     assert done.stdout == ""
 
 
-def start(home: Path, *args: str) -> tuple[subprocess.Popen[bytes], str, Path]:
+def start(home: Path, *args: str, **env: str) -> tuple[subprocess.Popen[bytes], str, Path]:
     port = free_port()
     log = home / f"serve-{port}.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", *args, "--listen", f"127.0.0.1:{port}"],
-                                env=environment(home), stdout=out, stderr=subprocess.STDOUT)
+                                env={**environment(home), **env}, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     wait_until_healthy(proc, url, log)
     return proc, url, log
@@ -136,3 +138,32 @@ def test_huggingface_hub_and_hf_xet_housekeeping_is_answered_quietly(layout):
     assert any("GET /api/agent-harnesses HTTP/1.1\" 200" in line for line in requests), requests
     assert any("POST /v1/telemetry HTTP/1.1\" 200" in line for line in requests), requests
     assert not [line for line in requests if '" 4' in line or '" 5' in line], requests
+
+
+def test_the_catalog_badge_says_which_rule_refused(layout, tmp_path):
+    """acme/tiny is unsigned: with --verify-key the catalog says --verify-key refused it (not the
+    policy file, which accepts anything); without keys it passes the policy file alone."""
+    home, _ = layout
+    _, public = key_pair(tmp_path / "keys")
+    for args, badge in (((), "policy: passes (the policy file)"),
+                        (("--verify-key", str(public)), "policy: refused by --verify-key")):
+        proc, url, _ = start(home, f"oci:{home}/lay", *args)
+        try:
+            page = httpx.get(f"{url}/").text
+        finally:
+            stop(proc)
+        badges = re.findall(r'<span class="badge[^"]*"[^>]*>([^<]*)</span>', page)
+        assert badge in badges and not [b for b in badges if b.startswith("policy:") and b != badge], badges
+
+
+def test_no_rule_in_force_no_policy_badge(monkeypatch, tmp_path):
+    from ocibridge.hubserver.reading.rules import rules_in_force
+    from ocibridge.signing import containers_policy
+    from ocibridge.signing.containers_policy import UsePolicy
+
+    monkeypatch.delenv("OCIBRIDGE_POLICY")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr(containers_policy, "SYSTEM_POLICY", tmp_path / "absent.json")
+    assert rules_in_force(None) == ()
+    assert rules_in_force(UsePolicy(keys=object())) == ("--verify-key",)
+    assert rules_in_force(UsePolicy(file=str(tmp_path / "p.json"))) == ("the policy file",)
