@@ -4,11 +4,9 @@ license. Made from what the page gathered already: no read of its own."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ocibridge.hubserver.web.model import ModelView
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -21,12 +19,12 @@ class Glance:
     license: str
 
 
-def glance(view: ModelView) -> Glance:
-    g = view.gathered
-    signatures = sum(e.kind == "signature" for e in g.evidence)
-    verified = "" if not g.keys else ("not verified" if g.key_problem else "verified")
-    card = dict(view.resolved.card or {})
+def glance(signatures: int, keys: bool, key_problem: str, policy_file: str, size: int,
+           descriptor: Mapping[str, str], card: Mapping[str, Any]) -> Glance:
+    """From the page's gathered facts: ``descriptor`` (the config's, as shown), ``card`` (the
+    card metadata the artifact carries)."""
+    verified = "" if not keys else ("not verified" if key_problem else "verified")
     tags = card.get("tags")
-    licenses = dict(g.descriptor).get("licenses") or card.get("license") or ""
-    return Glance(signatures, verified, g.policy.file if g.policy else "", view.size,
-                  tuple(tags) if isinstance(tags, list) else (), str(licenses))
+    licenses = descriptor.get("licenses") or card.get("license") or ""
+    return Glance(signatures, verified, policy_file, size, tuple(tags) if isinstance(tags, list) else (),
+                  str(licenses))

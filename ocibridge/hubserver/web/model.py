@@ -15,7 +15,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 from ocibridge.errors import OcibridgeError, SignatureError
@@ -23,11 +23,9 @@ from ocibridge.hubserver.reading.catalog import Catalog, Refs, Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles
 from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card
+from ocibridge.hubserver.web.glance import Glance, glance
 from ocibridge.hubserver.web.history import EVIDENCE_TAG
 from ocibridge.hubserver.web.render import human_size
-
-if TYPE_CHECKING:
-    from ocibridge.hubserver.web.glance import Glance
 
 #: seconds what was gathered for a manifest is shown before it is gathered again (referrers come
 #: and go while the manifest stays)
@@ -105,9 +103,9 @@ class ModelView:
     @property
     def glance(self) -> Glance:
         """The panel at the top of the page (web/glance.py)."""
-        from ocibridge.hubserver.web.glance import glance
-
-        return glance(self)
+        g = self.gathered
+        return glance(sum(e.kind == "signature" for e in g.evidence), g.keys, g.key_problem,
+                      g.policy.file if g.policy else "", self.size, dict(g.descriptor), self.resolved.card or {})
 
 
 class ModelPages:
