@@ -43,15 +43,18 @@ from starlette.routing import BaseRoute, Route
 
 from ocibridge.hubserver.access import Access, Gate
 from ocibridge.hubserver.answers import error, requested_repo
+from ocibridge.hubserver.audit import AuditLog
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
+from ocibridge.hubserver.metrics import Metrics
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
+from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.relay import relay_for
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.web.history import Compare
@@ -90,10 +93,13 @@ class ServeApp:
         self.blobs = blobs
         self.ranges = ranges
         self.settings = settings
-        self.gate = Gate(settings.tokens)  # token lines: TOKEN [read|write] [REPO-PREFIX] [NAME]
+        watched = TokenFile(settings.token_file) if settings.token_file else None  # re-read when it changes
+        self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing)  # TOKEN [read|write] [PREFIX] [NAME]
+        self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url)
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
+        self.metrics = Metrics(self.staging.used, lambda: blobs.hits, lambda: blobs.fetched)  # GET /metrics
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
         relay = partial(relay_for, catalog.sources[0] if catalog.sources else None)  # to the first source
         self.lfs = LfsRoutes(self.repos, relay)
@@ -112,6 +118,7 @@ class ServeApp:
         if self.ranges is not None:
             self.ranges.close()
         self.catalog.close()
+        self.audit.close()
 
     # -- plumbing --------------------------------------------------------------------------
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
@@ -145,19 +152,20 @@ class ServeApp:
     def routes(self) -> list[BaseRoute]:
         """Every route, in the order they are tried (the module's docstring)."""
         api: list[BaseRoute] = []
+        audited = self.audit.audited  # the writes: each one a line of the audit log
         for repo in REPO_FORMS:
             base = f"/api/models/{repo}"
             api += [
                 HubRoute(f"{base}/preupload/{{revision:hub_part}}", self.guarded(self.lfs.preupload),
                          methods=("POST",)),
-                HubRoute(f"{base}/commit/{{revision:hub_part}}", self.guarded(self.commits.commit),
+                HubRoute(f"{base}/commit/{{revision:hub_part}}", audited("commit", self.guarded(self.commits.commit)),
                          methods=("POST",)),
                 HubRoute(f"{base}/commits/{{revision:hub_part}}", self.guarded(self.refs.list_commits),
                          methods=GET),
-                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}", self.guarded(self.refs.create_ref),
-                         methods=("POST",)),
-                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}", self.guarded(self.repos.refused),
-                         methods=("DELETE",)),
+                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
+                         audited("create_{kind}", self.guarded(self.refs.create_ref)), methods=("POST",)),
+                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
+                         audited("delete_{kind}", self.guarded(self.repos.refused)), methods=("DELETE",)),
                 HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.reads.model_info), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.reads.tree), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}/{{path:hub_rest}}", self.guarded(self.reads.tree),
@@ -180,8 +188,10 @@ class ServeApp:
                           methods=GET_HEAD) for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
             HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
-            HubRoute("/api/repos/create", self.guarded(self.repos.create_repo), methods=("POST",)),
-            HubRoute("/api/repos/delete", self.guarded(self.repos.refused), methods=("DELETE",)),
+            HubRoute("/api/repos/create", audited("create_repo", self.guarded(self.repos.create_repo)),
+                     methods=("POST",)),
+            HubRoute("/api/repos/delete", audited("delete_repo", self.guarded(self.repos.refused)),
+                     methods=("DELETE",)),
             HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml), methods=("POST",)),
             *[HubRoute(f"/{repo}.git/info/lfs/objects/batch", self.guarded(self.lfs.lfs_batch),
                        methods=("POST",)) for repo in REPO_FORMS],
@@ -218,6 +228,7 @@ class ServeApp:
         return [
             Route("/healthz", self.healthz, methods=["GET", "HEAD"]),
             Route("/readyz", self.readyz, methods=["GET", "HEAD"]),
+            *([self.metrics.route()] if self.settings.metrics else []),
             *writes,
             HubRoute("/api/models", self.guarded(self.reads.list_models), methods=ANY),
             *api,
@@ -286,7 +297,7 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
             serve.close()
 
     app = Starlette(routes=serve.routes(), lifespan=lifespan,
-                    middleware=[Middleware(Guard, limits=limits or Limits())])
+                    middleware=[Middleware(serve.metrics.middleware), Middleware(Guard, limits=limits or Limits())])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Grant
 from ocibridge.hubserver.answers import branch_of, error, in_thread, requested_repo
+from ocibridge.hubserver.audit import Landed, noted
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import FileLists
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
@@ -61,7 +62,9 @@ class CommitRoutes:
         for content in payload.inline.values():  # StagingFull: 507
             await in_thread(self._stage_bytes, repo_id, content)
         # StaleParent: 412, MissingEntry: 404, BadCommit: 400, UnknownContent: 422 (failures.py)
-        oid = await in_thread(self._commit, repo_id, branch, payload, allowed)
+        landed = await in_thread(self._commit, repo_id, branch, payload, allowed)
+        noted(request, landed)  # its audit line (audit.py)
+        oid = landed.commit
         url = f"{self.repos.base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 
@@ -74,8 +77,8 @@ class CommitRoutes:
             self.staging.commit_file(tmp, sha)
         self.staging.pin(sha, repo_id)
 
-    def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> str:
-        """Build and push the commit, the branch locked; its commit oid."""
+    def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> Landed:
+        """Build and push the commit, the branch locked; what it did (its commit oid, ...)."""
         assert self.publish is not None
         with self.repos.branches.lock(repo_id, branch):
             head = self.repos.head(repo_id, branch)
@@ -112,7 +115,7 @@ class CommitRoutes:
             named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
             self.staging.release(named, repo_id)
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
-            return commit_of(digest)
+            return _landed(digest, parent, tree)
 
 
     def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest) -> Callable[[str], Path | None]:
@@ -129,6 +132,16 @@ class CommitRoutes:
             return found
 
         return staged
+
+
+def _landed(digest: str, parent: dict[str, str], tree: dict[str, commits.Source]) -> Landed:
+    """What a commit did to its branch: the paths it added (or changed) and removed, and the
+    bytes of the content it brought that the branch did not hold."""
+    added = [path for path, source in tree.items() if parent.get(path) != source.sha256]
+    held = set(parent.values())
+    new = {tree[path].sha256: tree[path].path for path in added if tree[path].sha256 not in held}
+    return Landed(commit_of(digest), digest, tuple(added), tuple(sorted(parent.keys() - tree.keys())),
+                  sum(path.stat().st_size for path in new.values()))
 
 
 def _now() -> str:
