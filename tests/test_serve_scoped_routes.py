@@ -134,7 +134,8 @@ def repo_routes(routes: list[Route]) -> list[tuple[Route, str]]:
     return found
 
 
-def ask(s: Scoped, route: Route, method: str, repo: tuple[str, str], token: str, cookies: httpx.Cookies) -> httpx.Response:
+def ask(s: Scoped, route: Route, method: str, repo: tuple[str, str], token: str,
+        cookies: httpx.Cookies) -> httpx.Response:
     path = concrete(route, repo)
     assert path is not None
     assert first_match(s.routes, method, path) is route, f"{method} {path} is not {route.path}'s"

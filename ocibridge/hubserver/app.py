@@ -156,8 +156,8 @@ class ServeApp:
         for repo in REPO_FORMS:
             base = f"/api/models/{repo}"
             api += [
-                HubRoute(f"{base}/preupload/{{revision:hub_part}}", self.guarded(self.lfs.preupload),
-                         methods=("POST",)),
+                HubRoute(f"{base}/preupload/{{revision:hub_part}}",
+                         audited("preupload", self.guarded(self.lfs.preupload), refusals_only=True), methods=("POST",)),
                 HubRoute(f"{base}/commit/{{revision:hub_part}}", audited("commit", self.guarded(self.commits.commit)),
                          methods=("POST",)),
                 HubRoute(f"{base}/commits/{{revision:hub_part}}", self.guarded(self.refs.list_commits),
@@ -175,7 +175,8 @@ class ServeApp:
                 HubRoute(f"{base}/refs", self.guarded(self.reads.refs), methods=GET),
                 HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token),
                          methods=GET),
-                HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}", self.guarded(self.xet_write_token),
+                HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}",
+                         audited("xet_write_token", self.guarded(self.xet_write_token), refusals_only=True),
                          methods=GET),
                 # the word after the repo id names the route: a path none of them takes is not found
                 HubRoute(f"{base}/{{verb:hub_keyword}}", self.guarded(self.no_route), methods=ANY),
@@ -193,8 +194,9 @@ class ServeApp:
             HubRoute("/api/repos/delete", audited("delete_repo", self.guarded(self.repos.refused)),
                      methods=("DELETE",)),
             HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml), methods=("POST",)),
-            *[HubRoute(f"/{repo}.git/info/lfs/objects/batch", self.guarded(self.lfs.lfs_batch),
-                       methods=("POST",)) for repo in REPO_FORMS],
+            *[HubRoute(f"/{repo}.git/info/lfs/objects/batch",
+                       audited("lfs_batch", self.guarded(self.lfs.lfs_batch), refusals_only=True), methods=("POST",))
+              for repo in REPO_FORMS],
             HubRoute(f"{UPLOAD_PATH}verify", self.guarded(self.lfs.lfs_verify), methods=("POST",)),
             # multipart (uploads/multipart.py): signed URLs, as the single PUT's
             HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"

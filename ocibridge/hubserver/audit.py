@@ -8,8 +8,8 @@ A line holds ``time`` (UTC, ISO 8601), ``action`` (``create_repo``, ``commit``, 
 serve knows was sent), ``repository``, ``revision``; a landed commit adds ``commit`` (its id),
 ``digest`` (its manifest), ``added`` and ``removed`` (paths), and ``bytes_received`` (the bytes of
 the files it adds that its branch did not hold); a refusal adds ``reason`` (what the client was
-told). Uploads (LFS, Xet) are not lines of their own: their bytes land with the commit that
-names them.
+told). Uploads (LFS, Xet) land nothing until a commit names them: their first requests
+(``preupload``, ``lfs_batch``, ``xet_write_token``) are lines only when refused.
 
 Each line is one ``write`` to a descriptor opened with ``O_APPEND``, under a lock: lines of
 threads and of several serve processes sharing the file never interleave.
@@ -85,14 +85,17 @@ class AuditLog:
             while data:
                 data = data[os.write(self._fd, data):]
 
-    def audited(self, action: str, answer: Handler) -> Handler:
-        """``answer`` (a write route, its access already checked inside), each call recorded."""
+    def audited(self, action: str, answer: Handler, *, refusals_only: bool = False) -> Handler:
+        """``answer`` (a write route, its access already checked inside), each call recorded;
+        ``refusals_only``: a route that starts a write (an upload's first request), whose
+        refusal is a write refused but whose success lands nothing yet."""
         if self._fd is None:
             return answer
 
         async def endpoint(request: Request) -> Response:
             response = await answer(request)
-            self.record(entry(action, request, response))
+            if response.status_code >= 400 or not refusals_only:
+                self.record(entry(action, request, response))
             return response
 
         return endpoint

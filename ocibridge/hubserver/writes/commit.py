@@ -111,11 +111,12 @@ class CommitRoutes:
                 _known_digests(directory, tree)
                 digest = self.publish(directory, dest, annotations)
             self.repos.created.discard(repo_id)
+            landed = _landed(digest, parent, tree)  # its sizes read before staging lets its files go
             # the commit has landed: what it took from staging goes, unless another flow may name it
             named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
             self.staging.release(named, repo_id)
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
-            return _landed(digest, parent, tree)
+            return landed
 
 
     def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest) -> Callable[[str], Path | None]:
