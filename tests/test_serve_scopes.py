@@ -181,3 +181,21 @@ def test_an_old_key_is_good_only_as_long_as_what_it_signed():
     now[0] += TOKEN_LIFE + 1
     signer.rekey([b"a", b"b"])
     assert signer.granted(token, "s") is None
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"ok\n\xff\xfe read\n", "line 2: not UTF-8 text (byte 0xff at column 1)"),
+    (b"tok write\nother\ntok read\n", "lines 1 and 3 give the same token"),
+])
+def test_the_cli_names_the_token_file_and_line_in_one_error_line(tmp_path, content, said):
+    """Issue 63 item 4, as a user meets it: ``ocibridge serve`` exits 2 before listening."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "tokens.txt"
+    path.write_bytes(content)
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "127.0.0.1:9/models", "--token-file",
+                           str(path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"ocibridge: error: --token-file {path} {said}")
