@@ -1,7 +1,7 @@
 """``GET /metrics``: serve's counters in Prometheus' text format, made by prometheus-client (the
 field's library; in the ``serve`` extra), each app with a registry of its own.
 
-    ocibridge_serve_requests_total{route,method,status}   answers, by route template (never a repo id)
+    ocibridge_serve_requests_total{method,route,status}   answers, by route template (never a repo id)
     ocibridge_serve_received_bytes_total                 request bodies read
     ocibridge_serve_sent_bytes_total                     answer bodies sent
     ocibridge_serve_uploads_in_flight                    LFS PUTs and Xet uploads being received
