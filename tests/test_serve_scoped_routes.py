@@ -9,8 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,13 +17,13 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import make_model, stop, wait_until_healthy
+from serving import make_model
 from starlette.routing import Match, Route
+from test_serve_hostile import serve_process as hostile_serve
 
 from ocibridge.cli import main
 from tests.support.fixtures import new_repo
 
-ROOT = Path(__file__).resolve().parent.parent
 #: reader reads acme (and acme/...); writer writes (and reads) acme/; everyone reads all
 TOKENS = "reader read acme reader\nwriter write acme/ writer\neveryone read * everyone\n"
 IN, OUT, MISSING = ("acme/m", "acme"), ("secret/m", "secret"), ("secret/none", "nothere")
@@ -37,33 +35,14 @@ class Scoped:
     prefix: str
     tokens: Path
     audit: Path
-    log: Path
     routes: list[Route]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
 def serve_process(root: Path, prefix: str, tokens: Path, *extra: str) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(root / "serve-cache")}
-    log = root / "serve.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", prefix, "--no-access-log",
-                                 "--token-file", str(tokens), "--listen", f"127.0.0.1:{port}", *extra],
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(proc, url, log)
-        yield url
-    finally:
-        stop(proc)
+    """``ocibridge serve PREFIX --token-file TOKENS EXTRA`` as a process (test_serve_hostile's); its URL."""
+    with hostile_serve(root, prefix, "--token-file", str(tokens), *extra) as (served, _):
+        yield served.url
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +63,7 @@ def scoped(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     finally:
         app.state.serve.close()
     with serve_process(root, prefix, tokens, "--audit-log", str(audit)) as url:
-        yield Scoped(url, prefix, tokens, audit, root / "serve.log", routes)
+        yield Scoped(url, prefix, tokens, audit, routes)
 
 
 def auth(token: str) -> dict[str, str]:
