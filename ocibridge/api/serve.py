@@ -138,7 +138,7 @@ def _publisher(transfer: TransferOptions, evidence: Evidence | None) -> Publish:
         if evidence is None:
             return push(str(directory), dest, options=options, transfer=transfer).descriptor.digest
         from ocibridge.hubserver.writes import evidence as publishevidence
-        from ocibridge.kinds.targets import open_store_target
+        from ocibridge.places.targets import open_store_target
         from ocibridge.stores.opened import closing_opened_stores
 
         where = publishevidence.untagged(dest)
