@@ -13,8 +13,9 @@ from starlette.requests import Request
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver.access import Access, Denied, Gate, parse_line, within
+from ocibridge.hubserver.server import read_tokens
 from ocibridge.hubserver.signer import TOKEN_LIFE, Signer
-from ocibridge.hubserver.tokenfile import TokenFile, read_tokens
+from ocibridge.hubserver.tokenfile import TokenFile
 
 
 def request(token: str | None = None, cookie: str | None = None) -> Request:

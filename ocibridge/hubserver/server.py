@@ -82,10 +82,15 @@ def parse_public_url(text: str | None) -> str | None:
 
 
 def read_tokens(path: str) -> list[str]:
-    """The token lines of ``--token-file`` (:func:`.tokenfile.read_tokens`)."""
-    from ocibridge.hubserver.tokenfile import read_tokens as read
+    """The token lines of ``--token-file``: ``TOKEN [read|write] [REPO-PREFIX] [NAME]`` (access.py),
+    one a line; blank lines and ``#`` comments skipped; a line that is not UTF-8 or is malformed,
+    or a token on two lines, is a UsageError naming the file and the line (tokenfile.py)."""
+    from ocibridge.hubserver.access import parse_lines
+    from ocibridge.hubserver.tokenfile import numbered_lines
 
-    return read(path)
+    numbers, lines = numbered_lines(path)
+    parse_lines(lines, numbers, f"--token-file {path}")
+    return lines
 
 
 def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:

@@ -46,17 +46,6 @@ def numbered_lines(path: str) -> tuple[list[int], list[str]]:
     return numbers, lines
 
 
-def read_tokens(path: str) -> list[str]:
-    """The token lines of ``--token-file``: ``TOKEN [read|write] [REPO-PREFIX] [NAME]`` (access.py),
-    one a line; blank lines and ``#`` comments skipped; a malformed line, or a token on two
-    lines, is a :class:`UsageError` naming the file and the line."""
-    from ocibridge.hubserver.access import parse_lines
-
-    numbers, lines = numbered_lines(path)
-    parse_lines(lines, numbers, f"--token-file {path}")
-    return lines
-
-
 class TokenFile:
     """The token file, as :class:`.access.Gate` watches it."""
 
