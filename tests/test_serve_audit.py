@@ -138,3 +138,32 @@ def test_no_metrics_turns_the_page_off(registry, tmp_path):
     with serve_process(tmp_path, f"{registry.host}/{new_repo('nometrics')}", tokens, "--no-metrics") as url:
         assert httpx.get(f"{url}/metrics").status_code in (303, 401, 404)
         assert httpx.get(f"{url}/metrics", headers=auth("t")).status_code == 404
+
+
+def test_a_write_that_fails_is_a_failed_line_even_when_serve_raises(tmp_path):
+    """A 5xx (the registry refused the push) is ``failed``, not ``refused``; a route that raises
+    (serve's bug) still leaves its line before the 500."""
+    import asyncio
+
+    from starlette.requests import Request
+
+    from ocibridge.hubserver.answers import error
+    from ocibridge.hubserver.audit import AuditLog
+
+    log = AuditLog(str(tmp_path / "audit.jsonl"))
+    scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b"",
+             "path_params": {"org": "acme", "name": "m", "revision": "main"}}
+
+    async def registry_down(request: Request) -> Any:
+        return error(502, None, "the registry answered 500")
+
+    async def broken(request: Request) -> Any:
+        raise RuntimeError("a bug")
+
+    asyncio.run(log.audited("commit", registry_down)(Request(scope)))
+    with pytest.raises(RuntimeError):
+        asyncio.run(log.audited("commit", broken)(Request(scope)))
+    log.close()
+    first, second = lines(tmp_path / "audit.jsonl")
+    assert (first["outcome"], first["status"], first["reason"]) == ("failed", 502, "the registry answered 500")
+    assert (second["outcome"], second["status"], second["repository"]) == ("failed", 500, "acme/m")

@@ -3,7 +3,8 @@ one JSON line, whether it landed or was refused, so that who changed which repos
 tried, can be told afterwards without the registry's own logs.
 
 A line holds ``time`` (UTC, ISO 8601), ``action`` (``create_repo``, ``commit``, ``create_branch``,
-``create_tag``, ``delete_repo``, ``delete_ref``), ``outcome`` (``landed`` or ``refused``),
+``create_tag``, ``delete_repo``, ``delete_branch``, ``delete_tag``), ``outcome`` (``landed``;
+``refused``: a 4xx; ``failed``: a 5xx, the registry's or serve's),
 ``status`` (the HTTP answer), ``token`` (the token's name, never the token; null when none
 serve knows was sent), ``repository``, ``revision``; a landed commit adds ``commit`` (its id),
 ``digest`` (its manifest), ``added`` and ``removed`` (paths), and ``bytes_received`` (the bytes of
@@ -30,6 +31,7 @@ from starlette.responses import Response
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver.access import grant_of
+from ocibridge.hubserver.answers import error
 
 Handler = Callable[[Request], Awaitable[Response]]
 #: where a route leaves what its write did, in the request's scope
@@ -93,7 +95,11 @@ class AuditLog:
             return answer
 
         async def endpoint(request: Request) -> Response:
-            response = await answer(request)
+            try:
+                response = await answer(request)
+            except Exception:
+                self.record(entry(action, request, error(500, None, "serve failed: see its log")))
+                raise
             if response.status_code >= 400 or not refusals_only:
                 self.record(entry(action, request, response))
             return response
@@ -109,15 +115,15 @@ def entry(action: str, request: Request, response: Response) -> dict[str, Any]:
     if repo is None and "name" in params:
         repo = f"{params['org']}/{params['name']}" if "org" in params else params["name"]
     grant = grant_of(request)
-    landed = response.status_code < 400
+    status = response.status_code
     line: dict[str, Any] = {
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
         "action": action.replace("{kind}", str(params.get("kind", ""))),
-        "outcome": "landed" if landed else "refused", "status": response.status_code,
+        "outcome": "landed" if status < 400 else "refused" if status < 500 else "failed", "status": status,
         "token": grant.name if grant is not None else None, "repository": repo,
         "revision": facts.pop("revision", None) or params.get("revision") or params.get("ref"),
     }
-    if not landed:
+    if status >= 400:
         line["reason"] = response.headers.get("x-error-message", "")
     line.update(facts)
     return line

@@ -34,25 +34,26 @@ class Signer:
         self.clock = clock
         self.purpose = purpose
         self.fresh: Callable[[], object] = lambda: None
-        self.key: bytes | None = None
-        self._old: tuple[tuple[bytes, float], ...] = ()  # earlier keys, each good until then
-        self._clients: frozenset[str] = frozenset()
+        # the key, the earlier keys (each good until then) and the clients still served: one
+        # value, replaced whole, so a check never sees a new key with the old clients
+        self._state: tuple[bytes | None, tuple[tuple[bytes, float], ...], frozenset[str]] = (None, (), frozenset())
         self.rekey(tokens)
+
+    @property
+    def key(self) -> bytes | None:
+        return self._state[0]
 
     def rekey(self, tokens: Sequence[bytes]) -> None:
         """The key of a new set of ``tokens`` (none: the old keys stay, no client is good)."""
         now = self.clock()
-        new = hashlib.sha256(self.purpose + b"\0" + b"\0".join(sorted(tokens))).digest() if tokens else self.key
-        old = [(k, until) for k, until in self._old if until > now and k != new]
-        if self.key is not None and self.key != new:
-            old.append((self.key, now + TOKEN_LIFE))
-        self._old = tuple(old)
-        self.key = new
-        self._clients = frozenset(_mac(k, f"client {t.decode()}")[:16] for k in self._keys() for t in tokens)
-
-    def _keys(self) -> list[bytes]:
-        now = self.clock()
-        return [k for k in (self.key, *(k for k, until in self._old if until > now)) if k is not None]
+        key, earlier, _ = self._state
+        new = hashlib.sha256(self.purpose + b"\0" + b"\0".join(sorted(tokens))).digest() if tokens else key
+        old = [(k, until) for k, until in earlier if until > now and k != new]
+        if key is not None and key != new:
+            old.append((key, now + TOKEN_LIFE))
+        keys = [k for k in (new, *(k for k, _ in old)) if k is not None]
+        clients = frozenset(_mac(k, f"client {t.decode()}")[:16] for k in keys for t in tokens)
+        self._state = (new, tuple(old), clients)
 
     def _sign(self, text: str) -> str:
         assert self.key is not None
@@ -62,8 +63,11 @@ class Signer:
         """``signature`` is one of a live key's over ``text``, for a client that is still served
         ("": none named, as an upload URL)."""
         self.fresh()
-        good = any(hmac.compare_digest(signature.encode(), _mac(k, text).encode()) for k in self._keys())
-        return good and (not client or client in self._clients)
+        key, old, clients = self._state
+        now = self.clock()
+        keys = [k for k in (key, *(k for k, until in old if until > now)) if k is not None]
+        good = any(hmac.compare_digest(signature.encode(), _mac(k, text).encode()) for k in keys)
+        return good and (not client or client in clients)
 
     def client_of(self, token: str) -> str:
         """A short name of a bearer token (what a grant and its URLs carry; the token itself never
