@@ -108,7 +108,8 @@ def template(scope: Scope) -> str:
 
 def _is_upload(scope: Scope) -> bool:
     path = route_path(scope)
-    return (scope["method"] == "PUT" and path.startswith(UPLOADS)) or path.startswith(UPLOAD_PATHS)
+    return (scope["method"] == "PUT" and path.startswith(UPLOADS)) or (scope["method"] == "POST"
+                                                                         and path.startswith(UPLOAD_PATHS))
 
 
 class _Held(Collector):
