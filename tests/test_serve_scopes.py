@@ -200,3 +200,28 @@ def test_the_cli_names_the_token_file_and_line_in_one_error_line(tmp_path, conte
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
     assert done.returncode != 0 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"ocibridge: error: --token-file {path} {said}")
+
+
+def test_whoami_names_a_read_tokens_prefix_and_the_api_reads_a_token_file(tmp_path):
+    gate = Gate(["r read acme/ viewer"])
+    token = gate.who(request("r")).whoami()["auth"]["accessToken"]
+    assert (token["role"], token["repoPrefix"], token["displayName"]) == ("read", "acme/", "viewer")
+    from ocibridge.api.serve import ServeOptions, create_app
+
+    path = tmp_path / "tokens.txt"
+    path.write_text("# the file alone, as ocibridge serve --token-file gives it\nw write acme/ ci\n")
+    app = create_app(f"oci:{tmp_path / 'layout'}", options=ServeOptions(token_file=str(path)))
+    try:
+        assert [g.name for g in app.state.serve.gate.grants] == ["ci"]
+        assert app.state.serve.gate.source.path == str(path)  # watched
+    finally:
+        app.state.serve.close()
+
+
+def test_an_audit_log_of_stdout_is_one_line_a_write(capfd):
+    from ocibridge.hubserver.audit import AuditLog
+
+    log = AuditLog("-")
+    log.record({"action": "commit", "repository": "acme/m"})
+    log.close()  # stdout stays open
+    assert capfd.readouterr().out == '{"action":"commit","repository":"acme/m"}\n'
