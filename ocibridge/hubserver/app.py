@@ -299,7 +299,8 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
             serve.close()
 
     app = Starlette(routes=serve.routes(), lifespan=lifespan,
-                    middleware=[Middleware(serve.metrics.middleware), Middleware(Guard, limits=limits or Limits())])
+                    middleware=[*([Middleware(serve.metrics.middleware)] if serve.settings.metrics else []),
+                                Middleware(Guard, limits=limits or Limits())])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app
