@@ -52,6 +52,8 @@ from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
+from ocibridge.hubserver.replicas.forward import Forwarder
+from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.tokenfile import TokenFile
@@ -111,6 +113,7 @@ class ServeApp:
         self.compare = Compare(catalog, diff)  # the compare pages' diffs (ocibridge diff's), kept
         self.web = WebPages(self, settings)  # the pages (issue 56): routed after every API route
         self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages
+        self.forwarder = Forwarder(settings.writer) if settings.writer else None  # a reader's writes: the writer's
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
@@ -123,6 +126,17 @@ class ServeApp:
     # -- plumbing --------------------------------------------------------------------------
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
         return await anyio.to_thread.run_sync(call, *args)
+
+    def writing(self, answer: Handler, needs_token: bool = True, *, audit: str = "",
+                refusals_only: bool = False) -> Handler:
+        """A route that writes: ``answer`` guarded, or, on a reader (``--writer``), the
+        request sent to the writer (:mod:`.replicas.forward`), which checks the token itself.
+        ``audit``: its action in the audit log, written where the write is decided (the writer;
+        ``refusals_only``: a line only when refused, :meth:`.audit.AuditLog.audited`)."""
+        if self.forwarder is not None:
+            return self.forwarder.forward
+        guarded = self.guarded(answer, needs_token)
+        return self.audit.audited(audit, guarded, refusals_only=refusals_only) if audit else guarded
 
     def guarded(self, answer: Handler, needs_token: bool = True) -> Handler:
         """``answer`` behind the read token (``needs_token``), its errors as the Hub's
@@ -152,20 +166,19 @@ class ServeApp:
     def routes(self) -> list[BaseRoute]:
         """Every route, in the order they are tried (the module's docstring)."""
         api: list[BaseRoute] = []
-        audited = self.audit.audited  # the writes: each one a line of the audit log
         for repo in REPO_FORMS:
             base = f"/api/models/{repo}"
             api += [
                 HubRoute(f"{base}/preupload/{{revision:hub_part}}",
-                         audited("preupload", self.guarded(self.lfs.preupload), refusals_only=True), methods=("POST",)),
-                HubRoute(f"{base}/commit/{{revision:hub_part}}", audited("commit", self.guarded(self.commits.commit)),
+                         self.writing(self.lfs.preupload, audit="preupload", refusals_only=True), methods=("POST",)),
+                HubRoute(f"{base}/commit/{{revision:hub_part}}", self.writing(self.commits.commit, audit="commit"),
                          methods=("POST",)),
                 HubRoute(f"{base}/commits/{{revision:hub_part}}", self.guarded(self.refs.list_commits),
                          methods=GET),
                 HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
-                         audited("create_{kind}", self.guarded(self.refs.create_ref)), methods=("POST",)),
+                         self.writing(self.refs.create_ref, audit="create_{kind}"), methods=("POST",)),
                 HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
-                         audited("delete_{kind}", self.guarded(self.repos.refused)), methods=("DELETE",)),
+                         self.writing(self.repos.refused, audit="delete_{kind}"), methods=("DELETE",)),
                 HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.reads.model_info), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.reads.tree), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}/{{path:hub_rest}}", self.guarded(self.reads.tree),
@@ -176,8 +189,7 @@ class ServeApp:
                 HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token),
                          methods=GET),
                 HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}",
-                         audited("xet_write_token", self.guarded(self.xet_write_token), refusals_only=True),
-                         methods=GET),
+                         self.writing(self.xet_write_token, audit="xet_write_token", refusals_only=True), methods=GET),
                 # the word after the repo id names the route: a path none of them takes is not found
                 HubRoute(f"{base}/{{verb:hub_keyword}}", self.guarded(self.no_route), methods=ANY),
                 HubRoute(f"{base}/{{verb:hub_keyword}}/{{rest:hub_rest}}", self.guarded(self.no_route),
@@ -189,24 +201,22 @@ class ServeApp:
                           methods=GET_HEAD) for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
             HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
-            HubRoute("/api/repos/create", audited("create_repo", self.guarded(self.repos.create_repo)),
-                     methods=("POST",)),
-            HubRoute("/api/repos/delete", audited("delete_repo", self.guarded(self.repos.refused)),
-                     methods=("DELETE",)),
+            HubRoute("/api/repos/create", self.writing(self.repos.create_repo, audit="create_repo"), methods=("POST",)),
+            HubRoute("/api/repos/delete", self.writing(self.repos.refused, audit="delete_repo"), methods=("DELETE",)),
             HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml), methods=("POST",)),
             *[HubRoute(f"/{repo}.git/info/lfs/objects/batch",
-                       audited("lfs_batch", self.guarded(self.lfs.lfs_batch), refusals_only=True), methods=("POST",))
+                       self.writing(self.lfs.lfs_batch, audit="lfs_batch", refusals_only=True), methods=("POST",))
               for repo in REPO_FORMS],
-            HubRoute(f"{UPLOAD_PATH}verify", self.guarded(self.lfs.lfs_verify), methods=("POST",)),
+            HubRoute(f"{UPLOAD_PATH}verify", self.writing(self.lfs.lfs_verify), methods=("POST",)),
             # multipart (uploads/multipart.py): signed URLs, as the single PUT's
             HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"
-                     "{n:hub_part}", self.guarded(self.lfs.multipart.put_part, needs_token=False),
+                     "{n:hub_part}", self.writing(self.lfs.multipart.put_part, needs_token=False),
                      methods=("PUT",)),
             HubRoute(f"{UPLOAD_PATH}complete/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}",
-                     self.guarded(self.lfs.multipart.complete, needs_token=False), methods=("POST",)),
+                     self.writing(self.lfs.multipart.complete, needs_token=False), methods=("POST",)),
             # no header comes with the bytes: the URL is signed (lfs/routes.py)
             HubRoute(f"{UPLOAD_PATH}{{oid:hub_part}}/{{size:hub_part}}/{{repo:hub_part}}",
-                     self.guarded(self.lfs.lfs_put, needs_token=False), methods=("PUT",)),
+                     self.writing(self.lfs.lfs_put, needs_token=False), methods=("PUT",)),
         ]
         xet: list[BaseRoute] = []
         for repo in REPO_FORMS:
@@ -220,13 +230,13 @@ class ServeApp:
         for repo in REPO_FORMS:  # uploads over Xet (:mod:`.xet.upload`): their own grants, as reads
             cas, up = f"/xet-write/{repo}", self.xet_upload
             xet += [HubRoute(f"{cas}/v1/xorbs/{{prefix:hub_part}}/{{hash:hub_part}}",
-                             self.guarded(up.xorb, needs_token=False), methods=("POST",)),
-                    HubRoute(f"{cas}/v1/xorb-grants/{{rest:hub_rest}}", self.guarded(up.no_grant, needs_token=False),
+                             self.writing(up.xorb, needs_token=False), methods=("POST",)),
+                    HubRoute(f"{cas}/v1/xorb-grants/{{rest:hub_rest}}", self.writing(up.no_grant, needs_token=False),
                              methods=("POST",)),
-                    HubRoute(f"{cas}/{{version:xet_version}}/shards", self.guarded(up.shard, needs_token=False),
+                    HubRoute(f"{cas}/{{version:xet_version}}/shards", self.writing(up.shard, needs_token=False),
                              methods=("POST",)),
                     HubRoute(f"{cas}/v1/chunks/{{prefix:hub_part}}/{{hash:hub_part}}",
-                             self.guarded(up.chunk, needs_token=False), methods=GET)]
+                             self.writing(up.chunk, needs_token=False), methods=GET)]
         return [
             Route("/healthz", self.healthz, methods=["GET", "HEAD"]),
             Route("/readyz", self.readyz, methods=["GET", "HEAD"]),
@@ -300,6 +310,7 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
 
     app = Starlette(routes=serve.routes(), lifespan=lifespan,
                     middleware=[*([Middleware(serve.metrics.middleware)] if serve.settings.metrics else []),
+                                Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
                                 Middleware(Guard, limits=limits or Limits())])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
