@@ -167,3 +167,20 @@ def test_a_write_that_fails_is_a_failed_line_even_when_serve_raises(tmp_path):
     first, second = lines(tmp_path / "audit.jsonl")
     assert (first["outcome"], first["status"], first["reason"]) == ("failed", 502, "the registry answered 500")
     assert (second["outcome"], second["status"], second["repository"]) == ("failed", 500, "acme/m")
+
+
+def test_a_write_through_a_reader_is_audited_once_by_the_writer(registry, tmp_path):
+    """With one writer and readers (``--writer``), the writer decides each write and writes its
+    line; the reader that forwarded it writes none (no line twice, none without its token)."""
+    from serve_processes import running
+
+    prefix = f"{registry.host}/{new_repo('audit-pair')}"
+    writes, forwards = tmp_path / "writer.jsonl", tmp_path / "reader.jsonl"
+    with running(tmp_path / "writer", prefix, "--audit-log", str(writes)) as writer, \
+            running(tmp_path / "reader", prefix, "--audit-log", str(forwards), "--writer", writer.url) as reader:
+        api = HfApi(endpoint=reader.url, token="writer-token")
+        api.create_repo("acme/paired")
+        done = api.upload_file(path_or_fileobj=b"through a reader\n", path_in_repo="a.txt", repo_id="acme/paired")
+    landed = [(e["action"], e["token"], e.get("commit")) for e in lines(writes)]
+    assert landed == [("create_repo", "ci-bot", None), ("commit", "ci-bot", done.oid)]
+    assert forwards.read_text() == ""
