@@ -298,7 +298,7 @@ def test_the_model_page_opens_with_what_a_visitor_looks_for_and_its_tables_keep_
         browser.set_window_size(size["width"], size["height"])
 
 
-def test_the_catalog_badge_names_the_rules_passed_and_no_badge_without_one(browser, site, tmp_path):
+def test_the_catalog_badge_names_the_rules_the_model_passes(browser, site):
     visit(browser, site, "/")
     badges = [b.text for b in browser.find_elements(By.CSS_SELECTOR, "li.model-row .badges .badge")]
     assert "policy: passes (the policy file and --verify-key)" in badges, badges
