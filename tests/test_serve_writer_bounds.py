@@ -175,7 +175,7 @@ def test_two_honest_uploads_of_one_file_to_two_repositories_both_land(served, mo
     uploads = [batch(url, repo, token, data, parts=True).json()["objects"][0]["actions"]["upload"]
                for repo, token in (("acme/twin", "alice"), ("beta/twin", "bob"))]
     parts = [put_parts(upload, data) for upload in uploads]
-    for upload, named in zip(uploads, parts):
+    for upload, named in zip(uploads, parts, strict=True):
         answer = httpx.post(upload["href"], json={"oid": oid_of(data), "parts": named}, timeout=60)
         assert answer.status_code == 200, answer.text
     # and huggingface_hub's own multipart upload, both at once in two threads
@@ -240,7 +240,8 @@ def test_one_writer_staging_without_committing_leaves_the_others_their_share(reg
         objects = [os.urandom(MIB) for _ in range(3)]  # granted while nothing is staged yet
         hrefs = [batch(url, "acme/hog", "alice", data).json()["objects"][0]["actions"]["upload"]["href"]
                  for data in objects]
-        statuses = [httpx.put(href, content=data, timeout=60).status_code for href, data in zip(hrefs, objects)]
+        statuses = [httpx.put(href, content=data, timeout=60).status_code
+                    for href, data in zip(hrefs, objects, strict=True)]
         assert statuses == [200, 200, 507], statuses
         # a batch asking for more is refused too, before any URL is granted
         assert batch(url, "acme/hog", "alice", os.urandom(MIB)).status_code == 507
