@@ -253,3 +253,26 @@ def test_one_writer_staging_without_committing_leaves_the_others_their_share(reg
         assert got.content == mine
         refused = batch(url, "acme/hog", "alice", os.urandom(MIB))
         assert refused.status_code == 507 and "other writers" in refused.json()["error"], refused.text
+
+
+def test_a_commit_gives_back_its_own_writers_pin_and_the_share_it_took(tmp_path):
+    """Two writers of one repository hold a pin each on one staged file: the commit of one gives
+    back that writer's pin, so the file counts in the other's share only (Staging, as serve runs it)."""
+    from ocibridge.hubserver.uploads.shares import holdings
+    from ocibridge.hubserver.uploads.staging import Staging
+
+    staging = Staging(tmp_path / "staging", budget=4 * MIB)
+    staging.writers = lambda: 2
+    data = os.urandom(MIB)
+    with staging.reserve(len(data), "acme/m", "a" * 16), staging.new_file() as (path, fd):
+        os.write(fd, data)
+        staging.commit_file(path, oid_of(data))
+    for writer in ("a" * 16, "b" * 16):
+        assert staging.pin(oid_of(data), "acme/m", writer)
+    assert holdings(staging.pins, staging.files, staging.parts) == {"a" * 16: MIB, "b" * 16: MIB}
+    staging.release([oid_of(data)], "acme/m", "b" * 16)
+    assert holdings(staging.pins, staging.files, staging.parts) == {"a" * 16: MIB}
+    # b is within its share (1 MiB guaranteed) again; a, holding 1 MiB, may take the pool's 2 MiB, no more
+    assert staging.room_for(MIB, "b" * 16) is None
+    assert staging.room_for(2 * MIB, "a" * 16) is None
+    assert "other writers" in (staging.room_for(2 * MIB + 1, "a" * 16) or "")

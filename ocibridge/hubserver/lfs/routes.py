@@ -114,7 +114,7 @@ class LfsRoutes:
                   and await in_thread(self.staging.pin, oid, repo_id, writer)}
         full = await in_thread(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged), writer)
         if full:  # git-lfs's batch API: 507, the server has no room for the objects
-            await in_thread(self.staging.unpin, staged, repo_id)
+            await in_thread(self.staging.unpin, staged, repo_id, writer)
             return error(507, None, full)
         base = self.repos.base(request)
         expires = self.signer.expiry()

@@ -51,7 +51,7 @@ from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChun
 from ocibridge.core.environment import cache_root
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import DigestMismatch, OcibridgeError
-from ocibridge.hubserver.uploads.shares import holdings, no_room, pin_tail
+from ocibridge.hubserver.uploads.shares import holdings, no_room, pin_tail, writer_of_pin
 
 if TYPE_CHECKING:
     from ocibridge.chunks.chunking import ChunkHasher
@@ -140,23 +140,31 @@ class Staging:
                 os.utime(pin)
                 os.utime(self.files / pin.parent.name)
 
-    def unpin(self, shas: Iterable[str], owner: str) -> None:
-        """Give back one pin of ``owner`` on each of ``shas`` and remove nothing (a batch refused)."""
+    def unpin(self, shas: Iterable[str], owner: str, writer: str = "") -> None:
+        """Give back one pin of ``owner`` (``writer``'s first) on each of ``shas`` and remove
+        nothing (a batch refused)."""
         with self._lock:
             for sha in set(shas):
-                mine = sorted((self.pins / sha).glob(f"{_owner(owner)}.*")) if _HEX64.fullmatch(sha) else []
+                mine = self._pins_of(sha, owner, writer) if _HEX64.fullmatch(sha) else []
                 if mine:
                     mine[0].unlink(missing_ok=True)
 
-    def release(self, shas: Iterable[str], owner: str) -> None:
-        """A commit of repository ``owner`` that named ``shas`` has landed: give back one pin of
-        ``owner`` on each, and remove the files no other flow holds a pin on."""
+    def _pins_of(self, sha: str, owner: str, writer: str) -> list[Path]:
+        """The pins of repository ``owner`` on ``sha``, those of ``writer`` first: the pin given
+        back is the one counted in the share of the writer whose flow ends."""
+        pins = sorted((self.pins / sha).glob(f"{_owner(owner)}.*"))
+        return sorted(pins, key=lambda pin: writer_of_pin(pin.name) != writer) if writer else pins
+
+    def release(self, shas: Iterable[str], owner: str, writer: str = "") -> None:
+        """A commit of repository ``owner`` by ``writer`` that named ``shas`` has landed: give back
+        one pin of ``owner`` (``writer``'s first) on each, and remove the files no other flow
+        holds a pin on."""
         with self._lock:
             for sha in set(shas):
                 if not _HEX64.fullmatch(sha):
                     continue
                 held = self.pins / sha
-                mine = sorted(held.glob(f"{_owner(owner)}.*")) if held.is_dir() else []
+                mine = self._pins_of(sha, owner, writer) if held.is_dir() else []
                 if mine:
                     mine[0].unlink(missing_ok=True)
                 if held.is_dir() and any(held.iterdir()):

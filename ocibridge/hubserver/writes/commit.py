@@ -117,7 +117,7 @@ class CommitRoutes:
             self.repos.created.discard(repo_id)
             # the commit has landed: what it took from staging goes, unless another flow may name it
             named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
-            self.staging.release(named, repo_id)
+            self.staging.release(named, repo_id, self.repos.writer_of(grant))
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
             return commit_of(digest)
 
