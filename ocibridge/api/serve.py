@@ -123,26 +123,27 @@ def _load_push() -> None:
 
 def _publisher(transfer: TransferOptions, evidence: Evidence | None) -> Publish:
     """What serve's write API builds a commit with: ``push`` of the commit's files, its
-    annotations on the manifest (so the layers and config are push's of the same files). With
-    ``evidence``, pushed by digest, signed and attested, and only then tagged."""
+    annotations on the manifest (so the layers and config are push's of the same files), pushed
+    by digest, then given its commit tag, then the branch's tag (hubserver/writes/landing.py);
+    with ``evidence``, signed and attested before either tag."""
 
     def publish(directory: Path, dest: RegistryReference | LayoutReference, annotations: dict[str, str]) -> str:
         from ocibridge.api.model_ops import push
         from ocibridge.api.options import PushOptions
-        from ocibridge.model.builder import BuildOptions
-
-        options = PushOptions(build=BuildOptions(annotations=dict(annotations)))
-        if evidence is None:
-            return push(str(directory), dest, options=options, transfer=transfer).descriptor.digest
         from ocibridge.hubserver.writes import evidence as publishevidence
+        from ocibridge.hubserver.writes.landing import land
         from ocibridge.kinds.targets import open_store_target
+        from ocibridge.model.builder import BuildOptions
+        from ocibridge.oci.reference import RegistryReference
         from ocibridge.stores.opened import closing_opened_stores
 
-        where = publishevidence.untagged(dest)
+        options = PushOptions(build=BuildOptions(annotations=dict(annotations)))
+        # a registry's commit by digest first, tagged after (landing.py); a layout's (never signed) tagged
+        where = publishevidence.untagged(dest) if evidence is not None or isinstance(dest, RegistryReference) else dest
         digest = push(str(directory), where, options=options, transfer=transfer).descriptor.digest
         with closing_opened_stores():
             target = open_store_target(where, for_write=True, options=transfer.registry_options())
-            publishevidence.land(target.store, digest, dest.tag or "latest", annotations, evidence)
+            land(target.store, digest, dest.tag or "latest", annotations, evidence)
         return digest
 
     return publish

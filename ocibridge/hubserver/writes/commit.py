@@ -107,6 +107,8 @@ class CommitRoutes:
             with commits.linked_tree(tree, self.staging.root / "commits", (parts or [repo_id])[-1]) as directory:
                 _known_digests(directory, tree)
                 digest = self.publish(directory, dest, annotations)
+            if head is not None:
+                _tag_history(head, tag)
             self.repos.created.discard(repo_id)
             # the commit has landed: what it took from staging goes, unless another flow may name it
             named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
@@ -129,6 +131,23 @@ class CommitRoutes:
             return found
 
         return staged
+
+
+def _tag_history(head: Resolved, tag: str) -> None:
+    """Give the branch's earlier commits their commit tags where they lack them (landing.py):
+    a repository serve wrote before it tagged commits, or pushed to outside serve. The commit
+    has landed already: a failure here is logged, and tried again at the next commit."""
+    from ocibridge.hubserver.writes.history import COMMITS_MAX
+    from ocibridge.hubserver.writes.landing import tag_ancestors
+    from ocibridge.stores.base import WritableStore
+
+    store = head.repo.store
+    if not isinstance(store, WritableStore):
+        return
+    try:
+        tag_ancestors(store, head.top.digest, head.repo.reference(tag), COMMITS_MAX)
+    except (OcibridgeError, OSError) as e:
+        log.warning("%s: the earlier commits of %s were not all tagged: %s", head.repo.shown, tag, e)
 
 
 def _now() -> str:

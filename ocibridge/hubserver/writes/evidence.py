@@ -75,20 +75,6 @@ def untagged(dest: RegistryReference | LayoutReference) -> RegistryReference:
     return RegistryReference(dest.registry, dest.repository)
 
 
-def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, str], evidence: Evidence) -> None:
-    """Sign and attest the pushed manifest ``digest`` in ``store``, then point ``tag`` at it.
-    Nothing is tagged when any of it fails (:class:`EvidenceFailed`, saying so)."""
-    from ocibridge.transfer.writer import retag
-
-    subject = store.resolve(digest)
-    try:
-        attach(store, subject, tag, annotations, evidence)
-    except (OcibridgeError, OSError) as e:
-        raise EvidenceFailed(f"{store.describe()}: commit {commit_of(digest)} was refused: its evidence could "
-                             f"not be written ({e}); {tag} was not moved") from e
-    retag(store, subject, [tag])
-
-
 def attach(store: WritableStore, subject: Descriptor, tag: str, annotations: Mapping[str, str],
            evidence: Evidence) -> None:
     """The signature, then the AI-BOM and provenance, on ``subject`` (no tag names it yet)."""

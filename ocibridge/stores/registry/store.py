@@ -22,6 +22,7 @@ from ocibridge.core.environment import MAX_TAGS as ENV_MAX_TAGS
 from ocibridge.core.httpheaders import header_int
 from ocibridge.core.limits import env_limit
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError, TooLarge
+from ocibridge.oci.bookkeeping import commit_of_tag
 from ocibridge.oci.digest import (
     VerifyingReader,
     is_digest,
@@ -38,6 +39,7 @@ from ocibridge.stores.ranged import RangedPlan
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES
 from ocibridge.stores.registry.bodies import decoded_chunks, read_prefix
 from ocibridge.stores.registry.client import RegistryClient, TransferStats
+from ocibridge.stores.registry.commitscan import find_commit
 from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload, BytesHook, pull_scope
 from ocibridge.stores.registry.manifestmemo import ManifestMemo
@@ -211,7 +213,7 @@ class RegistryStore(ClosesOnExit):
         path = self._path("manifests", reference)
         response = self._send("HEAD", path, headers={"Accept": ACCEPT_MANIFESTS})
         if response.status_code == 404:
-            raise NotFound(self._no_manifest(reference))
+            return self.resolve(self._commit_by_scan(reference))
         if response.status_code != 200:
             raise self._fail(response)
         digest = response.headers.get("docker-content-digest")
@@ -241,7 +243,7 @@ class RegistryStore(ClosesOnExit):
         try:
             data, got = self._get_manifest(reference)  # verified when named by digest
         except NotFound:
-            raise NotFound(self._no_manifest(reference)) from None
+            return self.read_manifest(self._commit_by_scan(reference))
         named = got.headers.get("docker-content-digest")
         if is_digest(reference):
             digest = reference
@@ -267,6 +269,17 @@ class RegistryStore(ClosesOnExit):
         if isinstance(manifest, Manifest):
             digests = [manifest.config.digest, *(layer.digest for layer in manifest.layers)]
             BLOB_HOMES.remember_all(self.client.base, self.repository, digests)
+
+    def _commit_by_scan(self, reference: str) -> str:
+        """The digest a missing serve commit tag (``ocibridge-commit-<id>``) stands for, found among
+        the tags (commitscan.py); NotFound for a missing tag or digest of any other kind."""
+        commit = commit_of_tag(reference)
+        if commit is None:
+            raise NotFound(self._no_manifest(reference))
+        found = find_commit(commit, self.tags(), self.resolve)
+        if found is None:
+            raise NotFound(f"{self.describe()}@{commit}: no manifest of this repository has this commit id")
+        return found
 
     def _no_manifest(self, reference: str) -> str:
         sep = "@" if is_digest(reference) else ":"
