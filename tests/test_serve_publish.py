@@ -323,9 +323,9 @@ def test_branches_tags_history_and_commits_at_once(tmp_path, registry, unique_re
                                  revision="dev", commit_message="on dev")
         api.create_tag("acme/tiny", tag="v1", revision=first.oid)
         refs = api.list_repo_refs("acme/tiny")
-        tags = {t.name: t.target_commit for t in refs.tags}
-        assert tags["v1"] == first.oid and tags["dev"] == on_dev.oid
-        assert [b.target_commit for b in refs.branches] == [api.model_info("acme/tiny").sha]
+        assert {t.name: t.target_commit for t in refs.tags} == {"v1": first.oid}
+        assert {b.name: b.target_commit for b in refs.branches} == {"main": api.model_info("acme/tiny").sha,
+                                                                   "dev": on_dev.oid}
         assert {f.rfilename for f in api.model_info("acme/tiny", revision="dev").siblings or []} == {
             "config.json", "model.safetensors", "tokenizer.json", "dev.txt"}
 
