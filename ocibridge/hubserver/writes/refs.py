@@ -87,16 +87,13 @@ class RefRoutes:
                 pass
             else:
                 return False
-            from ocibridge.transfer.writer import retag
-
             source = catalog.resolve(repo_id, start)
-            store = _writable(source)
             if name != "main":
                 with self.repos.branches.lock(repo_id, RECORD_LOCK):
                     record = read_record(source.repo)
                     if (name in record.branches) != branch or (name in record.tags) == branch:
-                        write_record(source.repo, store, record.with_ref(name, branch))
-            retag(store, source.top, [source.repo.reference(tag)])  # the one writer: a tag is a manifest write
+                        write_record(source.repo, _writable(source), record.with_ref(name, branch))
+            _tag(source, tag)
             return True
 
 
@@ -105,3 +102,9 @@ def _writable(source: Resolved) -> WritableStore:
     if not isinstance(store, WritableStore):
         raise BadCommit(f"{source.repo.shown}: not a store serve can tag")
     return store
+
+
+def _tag(source: Resolved, tag: str) -> None:
+    from ocibridge.transfer.writer import retag
+
+    retag(_writable(source), source.top, [source.repo.reference(tag)])  # the one writer: a tag is a manifest write
