@@ -132,9 +132,9 @@ def _publisher(transfer: TransferOptions, evidence: Evidence | None) -> Publish:
         from ocibridge.api.options import PushOptions
         from ocibridge.hubserver.writes import evidence as publishevidence
         from ocibridge.hubserver.writes.landing import land
-        from ocibridge.kinds.targets import open_store_target
         from ocibridge.model.builder import BuildOptions
         from ocibridge.oci.reference import RegistryReference
+        from ocibridge.places.targets import open_store_target
         from ocibridge.stores.opened import closing_opened_stores
 
         options = PushOptions(build=BuildOptions(annotations=dict(annotations)))

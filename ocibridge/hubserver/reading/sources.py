@@ -242,7 +242,7 @@ class LayoutSource(Source):
 def parse_sources(items: Sequence[str | RegistryReference | LayoutReference],
                   options: RegistryOptions | None = None) -> list[Source]:
     """The sources named (the command line's, or typed references), each located once
-    (:func:`ocibridge.kinds.locate.locate`): ``local``, ``oci:DIR`` (a layout), or a registry
+    (:func:`ocibridge.places.locate.locate`): ``local``, ``oci:DIR`` (a layout), or a registry
     prefix ``host[/path]`` (a registry reference without a tag or digest)."""
     sources = [_source(item, options) for item in items]
     if not sources:
@@ -251,10 +251,10 @@ def parse_sources(items: Sequence[str | RegistryReference | LayoutReference],
 
 
 def _source(item: str | RegistryReference | LayoutReference, options: RegistryOptions | None) -> Source:
-    from ocibridge.kinds.locate import Role, locate
+    from ocibridge.places.locate import Role, locate
 
     if item == "local":
-        from ocibridge.kinds.targets import default_store_path
+        from ocibridge.places.targets import default_store_path
 
         return LayoutSource(default_store_path(), "local")
     if isinstance(item, LayoutReference) or isinstance(item, str) and item.startswith("oci:"):

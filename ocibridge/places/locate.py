@@ -21,24 +21,23 @@ REF m``):
 - ``LOCAL`` (rm): a model of the local store (an unknown name is an error naming it) or a layout.
 - ``LAYOUT`` (ls, prune): a layout, ``oci:DIR`` or a directory holding one.
 
-Kinds register their schemes and grammars in :mod:`.table` (``schemes``, ``grammar``); the
-layout scheme ``oci:`` and registry names are the stores' own. Nothing below the edges parses a
-reference text again: :func:`ocibridge.kinds.targets.open_store_target` opens a locator as it is.
+Kinds register their schemes and grammars in their table (``schemes``, ``grammar``), which the
+kinds package provides here (:mod:`.kinds`); the layout scheme ``oci:`` and registry names are
+the stores' own. Nothing below the edges parses a reference text again:
+:func:`ocibridge.places.targets.open_store_target` opens a locator as it is.
 """
 
 from __future__ import annotations
 
 import enum
-import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import InvalidReference, NotFound, UsageError
-from ocibridge.kinds import table
-from ocibridge.kinds.hf.locator import HubReference
-from ocibridge.kinds.locators import Locator, on_registry, on_this_machine, text_of
 from ocibridge.oci import reference as refs
-from ocibridge.oci.reference import LayoutReference, OllamaReference, PathReference, RegistryReference
+from ocibridge.oci.reference import LayoutReference, PathReference, RegistryReference
+from ocibridge.places import kinds
+from ocibridge.places.locators import KindPlace, Locator, is_store, on_registry, on_this_machine, text_of
 
 if TYPE_CHECKING:
     from ocibridge.stores.registry.options import RegistryOptions
@@ -70,7 +69,7 @@ def locate(text: str | Locator, role: Role) -> Locator:
         return _checked(refs.parse_registry_reference(respelled), role, text)
     if refs.is_layout_reference(text):
         return _checked(refs.parse_layout_reference(text), role, text)
-    kind = _kind_of_scheme(text)
+    kind = kinds.by_scheme(text)
     if kind is not None:
         return _checked(_grammar(kind)(text), role, text)
     if role is Role.REGISTRY and _stored(text) is not None:
@@ -94,8 +93,8 @@ def locate(text: str | Locator, role: Role) -> Locator:
 def open_target(ref: str | Locator, *, for_write: bool = False, options: RegistryOptions | None = None,
                 **values: Any) -> StoreTarget:
     """The store a text names, for the Python API's callers: located (a model reference; a
-    destination when opened for writing), then opened (:func:`ocibridge.kinds.targets.open_store_target`)."""
-    from ocibridge.kinds.targets import open_store_target
+    destination when opened for writing), then opened (:func:`ocibridge.places.targets.open_store_target`)."""
+    from ocibridge.places.targets import open_store_target
 
     located = locate(ref, Role.DESTINATION if for_write else Role.MODEL)
     return open_store_target(located, for_write=for_write, options=options, **values)
@@ -137,7 +136,7 @@ def _destination(text: str) -> Locator:
         raise InvalidReference(_local_path(text, for_write=True))
     if _host_qualified(text):
         return refs.parse_registry_reference(text)
-    from ocibridge.kinds.targets import local_destination
+    from ocibridge.places.targets import local_destination
 
     return local_destination(text)
 
@@ -194,7 +193,7 @@ def _stored(text: str) -> LayoutReference | None:
     """The local store's model a bare ``NAME[:TAG]`` names, if the store holds it."""
     if _host_qualified(text) or text.startswith(("/", ".", "~")):
         return None
-    from ocibridge.kinds.targets import local_store_reference
+    from ocibridge.places.targets import local_store_reference
 
     return local_store_reference(text)
 
@@ -208,7 +207,7 @@ def _host_qualified(text: str) -> bool:
 
 def _named_as_file(text: str) -> bool:
     """An archive named by a registered suffix (``m.carton``) is a file, not a registry name."""
-    return text.lower().endswith(tuple(s.lower() for s in table.file_suffixes()))
+    return text.lower().endswith(tuple(s.lower() for s in kinds.file_suffixes()))
 
 
 def _layout_directory(text: str) -> LayoutReference | None:
@@ -220,32 +219,21 @@ def _layout_directory(text: str) -> LayoutReference | None:
     return None
 
 
-def _kind_of_scheme(text: str) -> table.Line | None:
-    for line in table.KINDS:
-        if any(text.startswith(s) for s in line.schemes):
-            return line
-    return None
-
-
-def _grammar(line: table.Line) -> Any:
-    assert line.grammar is not None, f"kind {line.name!r} names schemes but no grammar"
-    module, function = line.grammar
-    return getattr(importlib.import_module(module), function)
-
-
-_STORES = (LayoutReference, RegistryReference, OllamaReference)
+def _grammar(kind: kinds.PlaceKind) -> Any:
+    assert kind.grammar is not None, f"kind {kind.name!r} names schemes but no grammar"
+    return kinds.loaded(kind.grammar)
 
 
 def _checked(locator: Locator, role: Role, text: str) -> Locator:
     """The locator, if ``role`` takes its kind; else one error line saying what is taken."""
     if role is Role.REGISTRY and not isinstance(locator, RegistryReference):
         raise UsageError(f"{text}: a registry reference is needed here (host/repo:tag or @digest)")
-    if isinstance(locator, HubReference) and (locator.remote or role is Role.JOB):
+    if isinstance(locator, KindPlace) and not locator.is_store and (locator.remote or role is Role.JOB):
         if role is Role.JOB and locator.remote:
             return locator  # a mirror job's source: the repository on a Hub endpoint
         raise UsageError(f"{text}: hf://ORG/NAME (a repository on a Hub endpoint) is a mirror job's source; "
                          "hf:ORG/NAME is a model of the local Hugging Face cache, which push, copy and convert read")
-    if role in (Role.DESTINATION, Role.JOB) and not isinstance(locator, _STORES):
+    if role in (Role.DESTINATION, Role.JOB) and not is_store(locator):
         raise UsageError(f"{text}: not a store to write to (oci:PATH[:TAG], host/repo[:tag] or a local NAME:TAG)")
     if role in (Role.MODEL, Role.LOCAL) and isinstance(locator, PathReference):
         raise InvalidReference(_local_path(text, for_write=False))

@@ -19,14 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ocibridge.core.environment import STORE as STORE_ENV
 from ocibridge.errors import InvalidReference
-from ocibridge.kinds.hf.locator import HubReference
-from ocibridge.oci.reference import (
-    DEFAULT_TAG,
-    LayoutReference,
-    OllamaReference,
-    PathReference,
-    RegistryReference,
-)
+from ocibridge.oci.reference import DEFAULT_TAG, LayoutReference, PathReference, RegistryReference
+from ocibridge.places import kinds
+from ocibridge.places.locators import KindPlace
 from ocibridge.stores.opened import closes_its_stores, closing_opened_stores, remember
 from ocibridge.stores.target import SourceTarget, StoreTarget
 
@@ -34,7 +29,7 @@ __all__ = ["SourceTarget", "StoreTarget", "closes_its_stores", "closing_opened_s
            "local_destination", "local_store_reference", "open_source", "open_store_target", "rewrite_if_local"]
 
 if TYPE_CHECKING:
-    from ocibridge.kinds.locators import Locator
+    from ocibridge.places.locators import Locator
     from ocibridge.stores.layout import LayoutStore
     from ocibridge.stores.registry.options import RegistryOptions
 
@@ -59,7 +54,7 @@ def _opened(target: _Target) -> _Target:
 def open_store_target(ref: Locator, *, for_write: bool = False,
                       options: RegistryOptions | None = None, **values: Any) -> StoreTarget:
     """Open the store a locator names: the one dispatch on its type (a text is located first,
-    once, at the edge: :func:`ocibridge.kinds.locate.locate`). ``options`` say how to reach a
+    once, at the edge: :func:`ocibridge.places.locate.locate`). ``options`` say how to reach a
     registry (keyword ``values`` change some of its fields: ``plain_http=True``). Registry and
     Ollama stores are imported lazily; a write into the local store first renames what the
     release before named there (:func:`rewrite_if_local`)."""
@@ -74,10 +69,9 @@ def open_store_target(ref: Locator, *, for_write: bool = False,
         return _opened(StoreTarget(store, ref.reference, tag, ref.text))
     if isinstance(ref, RegistryReference):
         return _open_registry(ref, for_write, options)
-    if isinstance(ref, OllamaReference):  # the Ollama kind's opener, next to its store
-        from ocibridge.kinds.ollama.target import open_ollama_target
-
-        return _opened(open_ollama_target(ref, for_write=for_write, options=options))
+    if isinstance(ref, KindPlace) and ref.is_store:  # a kind's store (Ollama's): its kind's opener
+        opened: StoreTarget = _opener(ref)(ref, for_write=for_write, options=options)
+        return _opened(opened)
     if isinstance(ref, PathReference):  # else a directory would be looked up as docker.io/<path>
         raise InvalidReference(f"{ref.text} is a local path, not a store (oci:PATH[:TAG] or host/repo[:tag])")
     raise InvalidReference(f"{ref.text} is no store: push, copy and convert read it as a source")
@@ -86,11 +80,17 @@ def open_store_target(ref: Locator, *, for_write: bool = False,
 def open_source(ref: Locator, *, options: RegistryOptions | None = None) -> SourceTarget:
     """Open what a located model reference reads from: a store (:func:`open_store_target`), or
     the read-only artifact a kind's own place builds (``hf:ORG/NAME``: what a push of it stores)."""
-    if isinstance(ref, HubReference):
-        from ocibridge.kinds.hf.artifact import open_hub_target
-
-        return _opened(open_hub_target(ref))
+    if isinstance(ref, KindPlace) and not ref.is_store:  # hf:ORG/NAME: its kind's opener builds it
+        built: SourceTarget = _opener(ref)(ref, for_write=False, options=options)
+        return _opened(built)
     return open_store_target(ref, options=options)
+
+
+def _opener(ref: KindPlace) -> Any:
+    kind = kinds.by_name(ref.kind)
+    if kind is None or kind.opener is None:
+        raise InvalidReference(f"{ref.text}: no kind {ref.kind!r} opens this place")
+    return kinds.loaded(kind.opener)
 
 
 
