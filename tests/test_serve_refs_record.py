@@ -142,3 +142,10 @@ def test_serve_publishing_into_a_layout_tags_its_commits_and_ls_hides_them(serve
     assert listed == {"acme/m:latest", "acme/m:dev"}
     assert main(["ls", f"oci:{lay}", "--all", "--json"]) == 0
     assert f"acme/m:ocibridge-commit-{first}" in {e["ref"] for e in json.loads(capsys.readouterr().out)}
+    # the catalog page of a serve whose default tag the repository lacks shows its last tag by
+    # name: a version, never serve's own ocibridge-refs (which sorts last)
+    with serving([f"oci:{lay}"], tokens=TOKENS, default_tag="v9") as other:
+        login = httpx.post(other.url + "/ocibridge/login", data={"token": "reader", "next": "/"})
+        page = httpx.get(other.url + "/", cookies={"ocibridge_session": login.cookies["ocibridge_session"]})
+        assert page.status_code == 200 and "acme/m" in page.text
+        assert "ocibridge-refs" not in page.text and "ocibridge-commit" not in page.text
