@@ -23,8 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 from huggingface_hub import HfApi, hf_hub_download, snapshot_download
-from serving import files_of, stop, wait_until_healthy
-from support.registry import RegistryProcess, free_port, registry_binary
+from serving import files_of, serve_as_process
+from support.registry import RegistryProcess, registry_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = "reader-token\nwriter-token write * ci-bot\n"
@@ -72,19 +72,10 @@ def env_with(cache: Path, **more: str) -> dict[str, str]:
 @contextlib.contextmanager
 def serve_process(root: Path, prefix: str, cache: Path) -> Iterator[str]:
     """``ocibridge serve PREFIX`` as a process with its own ``$OCIBRIDGE_CACHE``; yields its URL."""
-    port = free_port()
     (root / "tokens.txt").write_text(TOKENS)
-    log = root / f"serve-{port}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", prefix, "--no-access-log",
-                                 "--token-file", str(root / "tokens.txt"), "--listen", f"127.0.0.1:{port}"],
-                                env=env_with(cache), stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(proc, url, log)
+    args = [prefix, "--no-access-log", "--token-file", str(root / "tokens.txt")]
+    with serve_as_process(args, env_with(cache), root / f"serve-{cache.name}.log") as url:
         yield url
-    finally:
-        stop(proc)
 
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:

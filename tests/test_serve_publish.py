@@ -23,7 +23,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
-from serving import files_of, point_hub_at, stop, wait_until_healthy
+from serving import files_of, point_hub_at, serve_as_process
 
 from ocibridge.cli import main
 
@@ -35,29 +35,14 @@ MIB = 1024 * 1024
 TOKENS = "reader-token\nwriter-token write * ci-bot\nacme-token write acme/\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serve_process(tmp_path: Path, *args: str) -> Iterator[str]:
     """``ocibridge serve ARGS --token-file`` as a process; yields its URL."""
-    port = _free_port()
     (tmp_path / "tokens.txt").write_text(TOKENS)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", *args, "--no-access-log",
-                                 "--token-file", str(tmp_path / "tokens.txt"), "--listen", f"127.0.0.1:{port}"],
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(proc, url, log)
+    with serve_as_process([*args, "--no-access-log", "--token-file", str(tmp_path / "tokens.txt")], env,
+                          tmp_path / "serve.log") as url:
         yield url
-    finally:
-        stop(proc)
 
 
 def model_dir(root: Path) -> Path:
