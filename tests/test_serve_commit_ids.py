@@ -127,6 +127,9 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
             assert pushed.returncode == 0, pushed.stderr
             outside = api.model_info("acme/old").sha
             api.upload_file(path_or_fileobj=b"on top\n", path_in_repo="top.txt", repo_id="acme/old")
+            # and one pushed outside serve that serve never committed on: no commit tag at all
+            plain = cli(root, "push", str(src), f"{registry.host}/models/acme/plain:v3", "-q", "--json")
+            assert plain.returncode == 0, plain.stderr
         made.outside = outside
         yield made
     finally:
@@ -151,7 +154,11 @@ def test_every_commit_has_its_tag_and_tags_hides_them(history):
 
 def test_list_repo_refs_tells_branches_from_tags_on_a_fresh_process(history):
     with serve_process(history.root, history.prefix, history.root / "cache-refs") as url:
-        refs = HfApi(endpoint=url, token=READER).list_repo_refs(REPO)
+        api = HfApi(endpoint=url, token=READER)
+        refs = api.list_repo_refs(REPO)
+        # pushed outside serve, no commit tag, never asked for by tag here: found among the tags
+        plain = json.loads(cli(history.root, "inspect", f"{history.prefix}/acme/plain:v3", "--json").stdout)["digest"]
+        assert api.model_info("acme/plain", revision=plain[7:47]).sha == plain[7:47]
     heads = {c.branch: c.oid for c in history.commits}  # the last commit of each branch
     assert sorted((b.name, b.ref, b.target_commit) for b in refs.branches) == [
         ("dev", "refs/heads/dev", heads["dev"]), ("main", "refs/heads/main", heads["main"])]
@@ -212,6 +219,12 @@ def test_cli_takes_commit_ids(history):
     digest = json.loads(inspected.stdout)["digest"]
     assert digest.startswith(f"sha256:{second.oid}")
     assert cli(history.root, "inspect", f"{ref}@{digest}", "--json").returncode == 0
+    # a manifest pushed outside serve has no commit tag: its id is found among the tags
+    plain = f"{history.prefix}/acme/plain"
+    untagged = json.loads(cli(history.root, "inspect", f"{plain}:v3", "--json").stdout)["digest"]
+    found = cli(history.root, "inspect", f"{plain}@{untagged[7:47]}", "--json")
+    assert found.returncode == 0 and json.loads(found.stdout)["digest"] == untagged, found.stderr
+    assert "ocibridge-commit" not in cli(history.root, "tags", plain, "--all").stdout
     unknown = cli(history.root, "inspect", f"{ref}@{'0' * 40}")
     assert unknown.returncode != 0 and unknown.stderr.count("\n") == 1, unknown.stderr
     assert "commit id" in unknown.stderr and "Traceback" not in unknown.stderr
