@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+from huggingface_hub.errors import RevisionNotFoundError
 from serving import files_of, serve_as_process
 from support.registry import RegistryProcess, registry_binary
 
@@ -130,6 +131,9 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
             # and one pushed outside serve that serve never committed on: no commit tag at all
             plain = cli(root, "push", str(src), f"{registry.host}/models/acme/plain:v3", "-q", "--json")
             assert plain.returncode == 0, plain.stderr
+            # and a commit tag put by hand on a manifest whose digest it does not abbreviate
+            moved = cli(root, "tag", f"{registry.host}/models/acme/plain:v3", f"ocibridge-commit-{'1' * 40}")
+            assert moved.returncode == 0, moved.stderr
         made.outside = outside
         yield made
     finally:
@@ -159,6 +163,8 @@ def test_list_repo_refs_tells_branches_from_tags_on_a_fresh_process(history):
         # pushed outside serve, no commit tag, never asked for by tag here: found among the tags
         plain = json.loads(cli(history.root, "inspect", f"{history.prefix}/acme/plain:v3", "--json").stdout)["digest"]
         assert api.model_info("acme/plain", revision=plain[7:47]).sha == plain[7:47]
+        with pytest.raises(RevisionNotFoundError):  # its tag names another manifest: not this commit
+            api.model_info("acme/plain", revision="1" * 40)
     heads = {c.branch: c.oid for c in history.commits}  # the last commit of each branch
     assert sorted((b.name, b.ref, b.target_commit) for b in refs.branches) == [
         ("dev", "refs/heads/dev", heads["dev"]), ("main", "refs/heads/main", heads["main"])]
@@ -224,7 +230,10 @@ def test_cli_takes_commit_ids(history):
     untagged = json.loads(cli(history.root, "inspect", f"{plain}:v3", "--json").stdout)["digest"]
     found = cli(history.root, "inspect", f"{plain}@{untagged[7:47]}", "--json")
     assert found.returncode == 0 and json.loads(found.stdout)["digest"] == untagged, found.stderr
-    assert "ocibridge-commit" not in cli(history.root, "tags", plain, "--all").stdout
+    assert f"ocibridge-commit-{untagged[7:47]}" not in cli(history.root, "tags", plain, "--all").stdout
+    # a commit tag moved by hand onto another manifest (the fixture's) is not believed: one error line
+    moved = cli(history.root, "inspect", f"{plain}@{'1' * 40}")
+    assert moved.returncode != 0 and moved.stderr.count("\n") == 1 and "another manifest" in moved.stderr, moved.stderr
     unknown = cli(history.root, "inspect", f"{ref}@{'0' * 40}")
     assert unknown.returncode != 0 and unknown.stderr.count("\n") == 1, unknown.stderr
     assert "commit id" in unknown.stderr and "Traceback" not in unknown.stderr

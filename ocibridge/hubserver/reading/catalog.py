@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError
+from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.sources import (
     COMMIT,
@@ -212,6 +212,8 @@ class Catalog:
 
         try:
             found = repo.store.resolve(repo.reference(commit_tag(commit)))
+        except DigestMismatch as e:  # the registry store's check of a commit tag: a tag moved by hand
+            raise NotFound(str(e)) from None
         except NotFound:
             if not scans:
                 raise

@@ -1,8 +1,10 @@
 """A branch's commits as ``list_repo_commits`` reads them: the head's manifest, then its parent's
 (the :data:`.commits.PARENT` annotation serve writes: the parent manifest's digest), and so on.
 
-A manifest pushed outside serve has no parent annotation: it is the first commit listed. An old
-manifest the registry no longer holds (untagged and collected) ends the walk there.
+A manifest pushed outside serve has no parent annotation: it is the first commit listed. Every
+commit serve writes has its own tag (:mod:`.landing`), so a registry's garbage collection keeps
+the chain; a manifest the registry no longer holds (deleted by hand, or untagged by a serve from
+before those tags and collected) ends the walk there.
 """
 
 from __future__ import annotations

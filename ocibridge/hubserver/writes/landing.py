@@ -8,9 +8,11 @@
 4. the branch's tag, moved to it.
 
 A crash between two steps leaves the branch where it was: at worst an untagged manifest (collected)
-or a commit tag no branch reaches yet. Commits serve wrote before it tagged its commits, and
-manifests pushed outside serve, get their tag when the next commit lands on top of them
-(:func:`tag_ancestors`).
+or a commit tag no branch reaches yet. An OCI layout source, which has no garbage collection and
+cannot hold an untagged manifest, gets the branch's tag from the push itself, the commit tag after.
+
+Commits serve wrote before it tagged its commits, and manifests pushed outside serve, get their
+tag when the next commit lands on top of them (:func:`tag_ancestors`).
 """
 
 from __future__ import annotations

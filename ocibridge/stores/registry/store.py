@@ -222,9 +222,11 @@ class RegistryStore(ClosesOnExit):
         if digest and is_digest(digest) and media_type in ALL_MANIFEST_TYPES and length is not None:
             if is_digest(reference) and digest != reference:
                 raise DigestMismatch(f"{self.describe()}@{reference}: registry answered {digest}")
+            self._same_commit(reference, digest)
             return Descriptor(mediaType=media_type, digest=digest, size=int(length))
         data, got = self._get_manifest(reference)
         digest = reference if is_digest(reference) else sha256_bytes(data)
+        self._same_commit(reference, digest)
         media_type = _media_type(got.headers.get("content-type"))
         if media_type not in ALL_MANIFEST_TYPES:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
@@ -252,6 +254,7 @@ class RegistryStore(ClosesOnExit):
             digest = named
         else:
             digest = sha256_bytes(data)
+        self._same_commit(reference, digest)
         media_type = _media_type(got.headers.get("content-type"))
         if media_type not in ALL_MANIFEST_TYPES:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
@@ -269,6 +272,13 @@ class RegistryStore(ClosesOnExit):
         if isinstance(manifest, Manifest):
             digests = [manifest.config.digest, *(layer.digest for layer in manifest.layers)]
             BLOB_HOMES.remember_all(self.client.base, self.repository, digests)
+
+    def _same_commit(self, reference: str, digest: str) -> None:
+        """A serve commit tag (``ocibridge-commit-<id>``) names the manifest whose digest its id
+        abbreviates, or what the registry answers is not that commit."""
+        commit = commit_of_tag(reference)
+        if commit is not None and not digest.startswith(f"sha256:{commit}"):
+            raise DigestMismatch(f"{self.describe()}@{commit}: its tag {reference} names {digest}, another manifest")
 
     def _commit_by_scan(self, reference: str) -> str:
         """The digest a missing serve commit tag (``ocibridge-commit-<id>``) stands for, found among
