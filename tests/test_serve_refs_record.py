@@ -136,6 +136,9 @@ def test_serve_publishing_into_a_layout_tags_its_commits_and_ls_hides_them(serve
     refs = httpx.get(served.url + "/api/models/acme/m/refs", headers={"Authorization": "Bearer reader"}).json()
     assert [(b["name"], b["targetCommit"]) for b in refs["branches"]] == [("main", second), ("dev", first)]
     assert refs["tags"] == []
+    login = httpx.post(served.url + "/ocibridge/login", data={"token": "reader", "next": "/"})
+    page = httpx.get(served.url + "/acme/m", cookies={"ocibridge_session": login.cookies["ocibridge_session"]}).text
+    assert '">dev</a></td><td>branch</td>' in page and "ocibridge-" not in page  # the model page says so too
     capsys.readouterr()
     assert main(["ls", f"oci:{lay}", "--json"]) == 0
     listed = {entry["ref"] for entry in json.loads(capsys.readouterr().out)}
