@@ -14,13 +14,12 @@ import httpx
 import pytest
 from serving import Served, serving
 
-from ocibridge.api.options import TransferOptions
-from ocibridge.api.serve import _publisher
 from ocibridge.errors import InvalidReference
 from ocibridge.hubserver.reading.refsrecord import RefsRecord, parsed, read_record
 from ocibridge.hubserver.reading.sources import Repository
 from ocibridge.hubserver.writes.commits import PARENT
 from ocibridge.hubserver.writes.landing import tag_ancestors
+from ocibridge.hubserver.writes.publishing import Publishing
 from ocibridge.hubserver.writes.refsrecord import write_record
 from ocibridge.oci.bookkeeping import REFS_TAG, commit_id, is_bookkeeping
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
@@ -103,7 +102,7 @@ def test_a_history_from_before_commit_tags_is_tagged_at_the_next_commit(tmp_path
 @pytest.fixture
 def served_layout(tmp_path: Path) -> Iterator[tuple[Served, Path]]:
     LayoutStore(tmp_path / "lay", create=True)
-    with serving([f"oci:{tmp_path}/lay"], tokens=TOKENS, publish=_publisher(TransferOptions(), None)) as served:
+    with serving([f"oci:{tmp_path}/lay"], tokens=TOKENS, publish=Publishing()) as served:
         yield served, tmp_path / "lay"
 
 
