@@ -5,9 +5,10 @@ signs) and given its AI-BOM and SLSA provenance (as ``push --sbom --provenance``
 The order is the guarantee: the commit's manifest is pushed by digest only (no tag), the
 signature and attestations go on that digest, and only then are its commit tag and the branch's
 tag written (:mod:`.landing`). A commit whose signing or attestation fails is refused
-(:class:`EvidenceFailed`) with the tag where it was: no reader of the branch ever sees an unsigned head, and a containers policy requiring
-``sigstoreSigned`` accepts every head the branch has had. What is left of a refused commit is an
-untagged manifest, which a registry's garbage collection removes.
+(:class:`EvidenceFailed`) with the tag where it was: no reader of the branch ever sees an
+unsigned head, and a containers policy requiring ``sigstoreSigned`` accepts every head the branch
+has had. What is left of a refused commit is an untagged manifest, which a registry's garbage
+collection removes.
 
 The provenance (build type ``https://ocibridge.dev/slsa/publish/v1``) names what a commit is:
 the destination, the parent commit (its id as the Hub's API shows it, and its manifest as a
