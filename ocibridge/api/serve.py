@@ -41,6 +41,9 @@ class ServeOptions:
 
     default_tag: str = "latest"  # the tag the revision "main" names (--default-tag)
     tokens: tuple[str, ...] = ()  # --token-file lines, "TOKEN [read|write] [REPO-PREFIX] [NAME]"; none: open, no writes
+    token_file: str | None = None  # the file of those lines (read when tokens is empty), read again when it changes
+    audit_log: str | None = None  # each write asked, landed or refused, as a JSON line here ("-": stdout; --audit-log)
+    metrics: bool = True  # GET /metrics in Prometheus' text format (--no-metrics: False)
     xet_min_size: int | None = XET_MIN_SIZE  # files from this size are offered over Xet; None: plain only
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out (--public-url)
     page: int = 1000  # entries per page of a tree or model listing
@@ -84,7 +87,7 @@ def create_app(
     API is signed and given its AI-BOM and provenance (naming its parent commit and uploader)
     before its branch's tag moves; a commit whose evidence fails is refused, the tag left where
     it was (hubserver/writes/evidence.py). The keys are loaded here."""
-    _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3")  # Xet uploads; the web pages
+    _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3", "prometheus_client")  # Xet uploads; pages
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify, _evidence(sign, attest))[0]
 
 
@@ -102,7 +105,7 @@ def serve(
     uvicorn at ``listen`` (``HOST:PORT`` or :class:`ListenOptions`; default 127.0.0.1:8080)
     until SIGTERM or Ctrl-C, which finish the requests in flight first: what ``ocibridge
     serve`` does."""
-    _needs("starlette", "uvicorn", "blake3", "lz4", "jinja2", "markdown_it", "nh3")
+    _needs("starlette", "uvicorn", "blake3", "lz4", "jinja2", "markdown_it", "nh3", "prometheus_client")
     from ocibridge.hubserver.server import run
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
@@ -189,8 +192,10 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.signing.containers_policy import UsePolicy, find_policy_file, read_policy_file
 
     transfer = transfer or TransferOptions()
+    tokens = options.tokens or (tuple(read_tokens(options.token_file)) if options.token_file else ())
     settings = ServerSettings(
-        listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
+        listen=listen.address, cert=listen.cert, key=listen.key, tokens=tokens, token_file=options.token_file,
+        audit_log=options.audit_log, metrics=options.metrics,
         access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
         send_timeout=options.send_timeout, publish=Publishing(transfer.concurrency, evidence), diff=_differ(transfer),

@@ -25,7 +25,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     transfer = transfer_options(args)
     tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
     budget = _size(args, "staging_budget", api_serve.ServeOptions.staging_budget)
-    options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, xet_min_size=_xet_min(args),
+    options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, token_file=args.token_file,
+                                     audit_log=args.audit_log, metrics=not args.no_metrics, xet_min_size=_xet_min(args),
                                      public_url=args.public_url, send_timeout=args.send_timeout,
                                      staging_budget=budget, staging_expiry=args.staging_expiry,
                                      lfs_multipart_min=_multipart_min(args),
@@ -70,8 +71,13 @@ def register(command: CommandAdder) -> None:
                    help="serve only models signed by this key; others are refused with the reason (repeatable)")
     add_policy_flag(p)
     p.add_argument("--token-file", metavar="FILE",
-                   help="tokens, one a line ('TOKEN [read|write] [REPO-PREFIX] [NAME]': a bare token reads; "
-                        "write ones publish): clients must send 'Authorization: Bearer TOKEN' (HF_TOKEN)")
+                   help="tokens, one a line ('TOKEN [read|write] [REPO-PREFIX] [NAME]': a bare token reads "
+                        "everything; a prefix (acme/) confines a token to those repositories; write ones publish): "
+                        "clients must send 'Authorization: Bearer TOKEN' (HF_TOKEN); read again when it changes")
+    p.add_argument("--audit-log", metavar="FILE",
+                   help="append each write (landed or refused) as one JSON line to FILE ('-': stdout)")
+    p.add_argument("--no-metrics", action="store_true",
+                   help="do not answer GET /metrics (Prometheus' text format; open on the listen address)")
     p.add_argument("--cert", metavar="PEM", help="TLS certificate (with --key): serve HTTPS")
     p.add_argument("--key", metavar="PEM", help="TLS private key")
     p.add_argument("--no-access-log", action="store_true", help="do not log each request")

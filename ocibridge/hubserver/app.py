@@ -43,9 +43,11 @@ from starlette.routing import BaseRoute, Route
 
 from ocibridge.hubserver.access import Access, Gate
 from ocibridge.hubserver.answers import error, requested_repo
+from ocibridge.hubserver.audit import AuditLog
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
+from ocibridge.hubserver.metrics import Metrics
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, ModelFiles
@@ -54,6 +56,7 @@ from ocibridge.hubserver.replicas.forward import Forwarder
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
+from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.relay import relay_for
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.web.history import Compare
@@ -92,10 +95,13 @@ class ServeApp:
         self.blobs = blobs
         self.ranges = ranges
         self.settings = settings
-        self.gate = Gate(settings.tokens)  # token lines: TOKEN [read|write] [REPO-PREFIX] [NAME]
+        watched = TokenFile(settings.token_file) if settings.token_file else None  # re-read when it changes
+        self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing)  # TOKEN [read|write] [PREFIX] [NAME]
+        self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url)
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
+        self.metrics = Metrics(self.staging.used, lambda: blobs.hits, lambda: blobs.fetched)  # GET /metrics
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
         relay = partial(relay_for, catalog.sources[0] if catalog.sources else None)  # to the first source
         self.lfs = LfsRoutes(self.repos, relay)
@@ -115,15 +121,22 @@ class ServeApp:
         if self.ranges is not None:
             self.ranges.close()
         self.catalog.close()
+        self.audit.close()
 
     # -- plumbing --------------------------------------------------------------------------
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
         return await anyio.to_thread.run_sync(call, *args)
 
-    def writing(self, answer: Handler, needs_token: bool = True) -> Handler:
+    def writing(self, answer: Handler, needs_token: bool = True, *, audit: str = "",
+                refusals_only: bool = False) -> Handler:
         """A route that writes: ``answer`` guarded, or, on a reader (``--writer``), the
-        request sent to the writer (:mod:`.replicas.forward`), which checks the token itself."""
-        return self.forwarder.forward if self.forwarder is not None else self.guarded(answer, needs_token)
+        request sent to the writer (:mod:`.replicas.forward`), which checks the token itself.
+        ``audit``: its action in the audit log, written where the write is decided (the writer;
+        ``refusals_only``: a line only when refused, :meth:`.audit.AuditLog.audited`)."""
+        if self.forwarder is not None:
+            return self.forwarder.forward
+        guarded = self.guarded(answer, needs_token)
+        return self.audit.audited(audit, guarded, refusals_only=refusals_only) if audit else guarded
 
     def guarded(self, answer: Handler, needs_token: bool = True) -> Handler:
         """``answer`` behind the read token (``needs_token``), its errors as the Hub's
@@ -156,16 +169,16 @@ class ServeApp:
         for repo in REPO_FORMS:
             base = f"/api/models/{repo}"
             api += [
-                HubRoute(f"{base}/preupload/{{revision:hub_part}}", self.writing(self.lfs.preupload),
-                         methods=("POST",)),
-                HubRoute(f"{base}/commit/{{revision:hub_part}}", self.writing(self.commits.commit),
+                HubRoute(f"{base}/preupload/{{revision:hub_part}}",
+                         self.writing(self.lfs.preupload, audit="preupload", refusals_only=True), methods=("POST",)),
+                HubRoute(f"{base}/commit/{{revision:hub_part}}", self.writing(self.commits.commit, audit="commit"),
                          methods=("POST",)),
                 HubRoute(f"{base}/commits/{{revision:hub_part}}", self.guarded(self.refs.list_commits),
                          methods=GET),
-                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}", self.writing(self.refs.create_ref),
-                         methods=("POST",)),
-                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}", self.writing(self.repos.refused),
-                         methods=("DELETE",)),
+                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
+                         self.writing(self.refs.create_ref, audit="create_{kind}"), methods=("POST",)),
+                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
+                         self.writing(self.repos.refused, audit="delete_{kind}"), methods=("DELETE",)),
                 HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.reads.model_info), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.reads.tree), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}/{{path:hub_rest}}", self.guarded(self.reads.tree),
@@ -175,8 +188,8 @@ class ServeApp:
                 HubRoute(f"{base}/refs", self.guarded(self.reads.refs), methods=GET),
                 HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token),
                          methods=GET),
-                HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}", self.writing(self.xet_write_token),
-                         methods=GET),
+                HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}",
+                         self.writing(self.xet_write_token, audit="xet_write_token", refusals_only=True), methods=GET),
                 # the word after the repo id names the route: a path none of them takes is not found
                 HubRoute(f"{base}/{{verb:hub_keyword}}", self.guarded(self.no_route), methods=ANY),
                 HubRoute(f"{base}/{{verb:hub_keyword}}/{{rest:hub_rest}}", self.guarded(self.no_route),
@@ -188,11 +201,12 @@ class ServeApp:
                           methods=GET_HEAD) for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
             HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
-            HubRoute("/api/repos/create", self.writing(self.repos.create_repo), methods=("POST",)),
-            HubRoute("/api/repos/delete", self.writing(self.repos.refused), methods=("DELETE",)),
+            HubRoute("/api/repos/create", self.writing(self.repos.create_repo, audit="create_repo"), methods=("POST",)),
+            HubRoute("/api/repos/delete", self.writing(self.repos.refused, audit="delete_repo"), methods=("DELETE",)),
             HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml), methods=("POST",)),
-            *[HubRoute(f"/{repo}.git/info/lfs/objects/batch", self.writing(self.lfs.lfs_batch),
-                       methods=("POST",)) for repo in REPO_FORMS],
+            *[HubRoute(f"/{repo}.git/info/lfs/objects/batch",
+                       self.writing(self.lfs.lfs_batch, audit="lfs_batch", refusals_only=True), methods=("POST",))
+              for repo in REPO_FORMS],
             HubRoute(f"{UPLOAD_PATH}verify", self.writing(self.lfs.lfs_verify), methods=("POST",)),
             # multipart (uploads/multipart.py): signed URLs, as the single PUT's
             HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"
@@ -226,6 +240,7 @@ class ServeApp:
         return [
             Route("/healthz", self.healthz, methods=["GET", "HEAD"]),
             Route("/readyz", self.readyz, methods=["GET", "HEAD"]),
+            *([self.metrics.route()] if self.settings.metrics else []),
             *writes,
             HubRoute("/api/models", self.guarded(self.reads.list_models), methods=ANY),
             *api,
@@ -294,7 +309,8 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
             serve.close()
 
     app = Starlette(routes=serve.routes(), lifespan=lifespan,
-                    middleware=[Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
+                    middleware=[*([Middleware(serve.metrics.middleware)] if serve.settings.metrics else []),
+                                Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
                                 Middleware(Guard, limits=limits or Limits())])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve

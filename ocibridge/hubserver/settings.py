@@ -26,6 +26,9 @@ class ServeSettings:
     """``ocibridge serve``'s flags, as the routes read them."""
 
     tokens: tuple[str, ...] = ()  # --token-file lines: TOKEN [read|write] [REPO-PREFIX] [NAME] (access.py)
+    token_file: str | None = None  # the file they were read from, watched for changes (tokenfile.py)
+    audit_log: str | None = None  # --audit-log: a JSON line per write ("-": stdout; audit.py)
+    metrics: bool = True  # GET /metrics (metrics.py; --no-metrics: False)
     page: int = PAGE  # entries per page of a listing
     xet_min: int | None = XET_MIN_SIZE  # files from this size are offered over Xet (None: none)
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out
