@@ -58,6 +58,7 @@ class _Stream:
     size: int = 0
     dead: str | None = None  # why what is built is not taken
     closed: bool = False  # a shard came: nothing more is added
+    last: tuple[int, int] | None = None  # the chunks of the last xorb the shard's file holds
     ended: bool = False  # the build and its relay are over: sha256 and table are final
     sha256: str | None = None
     table: tuple[str, ...] | None = None
@@ -104,11 +105,15 @@ class Ahead:
             entry = next((e for e in files if self._is_stream(e, stream)), None)
             if entry is None:
                 stream.dead = stream.dead or "the shard names other bytes"
-            elif not self._cond.wait_for(lambda: stream.dead is not None or stream.built == len(stream.order),
+            elif not self._cond.wait_for(lambda: stream.dead is not None or stream.built == len(stream.order) - 1,
                                          CATCH_UP):
                 stream.dead = "the build did not catch up"
-            elif merkle.file_hash([c for xorb in stream.order for c in stream.verified[xorb]]) != entry.xet_hash:
-                stream.dead = "not the Xet hash the shard names"  # before the registry upload ends
+            else:
+                tail = entry.segments[-1]
+                whole = [c for xorb in stream.order[:-1] for c in stream.verified[xorb]]
+                if merkle.file_hash(whole + stream.verified[tail.xorb][tail.first:tail.end]) != entry.xet_hash:
+                    stream.dead = "not the Xet hash the shard names"  # before the registry upload ends
+                stream.last = (tail.first, tail.end)
             stream.closed = True
             self._cond.notify_all()
             self._cond.wait_for(lambda: stream.ended)
@@ -121,36 +126,57 @@ class Ahead:
 
     @staticmethod
     def _is_stream(entry: FileEntry, stream: _Stream) -> bool:
-        """Whether ``entry``'s segments are the stream's xorbs, each whole, in order."""
+        """Whether ``entry``'s segments are the stream's xorbs in order, each whole but the last,
+        which may be part of its xorb (hf_xet puts the tail of a large file and small files
+        together in the last xorb)."""
         if [seg.xorb for seg in entry.segments] != stream.order:
             return False
-        for seg in entry.segments:
+        for k, seg in enumerate(entry.segments):
             chunks = stream.verified.get(seg.xorb)
-            if chunks is None or seg.first != 0 or seg.end != len(chunks) or seg.size != sum(n for _, n in chunks):
+            if chunks is None:
+                return False
+            first, end = (seg.first, seg.end) if k == len(entry.segments) - 1 else (0, len(chunks))
+            if seg.first != first or seg.end != end or end > len(chunks) or \
+                    seg.size != sum(n for _, n in chunks[first:end]):
                 return False
         return True
 
     # -- the build ------------------------------------------------------------------------------
-    def _next(self, stream: _Stream) -> bytes | None:
-        """The next xorb to write once it is verified; None: the stream is over."""
+    def _ready(self, stream: _Stream) -> bool:
+        """Whether the build may go on: a xorb verified with another begun after it (so whole), or
+        the last one with the part of it the shard names, or the end."""
+        k = stream.built
+        if stream.dead is not None or stream.closed:
+            return True
+        return len(stream.order) > k + 1 and stream.order[k] in stream.verified
+
+    def _next(self, stream: _Stream) -> tuple[bytes, int, int | None] | None:
+        """The next xorb to write and its chunks to write (``None``: to its end); None: over."""
         with self._cond:
-            if not self._cond.wait_for(lambda: stream.dead is not None or stream.closed or (
-                    len(stream.order) > stream.built and stream.order[stream.built] in stream.verified), STALL):
+            if not self._cond.wait_for(lambda: self._ready(stream), STALL):
                 stream.dead = "no xorb nor shard came"
-            return None if stream.dead is not None or stream.closed else stream.order[stream.built]
+            k = stream.built
+            if stream.dead is not None:
+                return None
+            if not stream.closed:
+                return stream.order[k], 0, None
+            if stream.last is not None and k == len(stream.order) - 1:
+                return stream.order[k], *stream.last
+            return None
 
     def _build(self, repo_id: str, stream: _Stream) -> None:
         relay: IngestRelay | None = None
         digest = hashlib.sha256()
         table = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False)
-        xorb = self._next(stream)  # the file is made with the first verified xorb, not before
+        part = self._next(stream)  # the file is made with the first verified xorb, not before
         try:
-            if xorb is not None:
+            if part is not None:
                 self.tmp.mkdir(parents=True, exist_ok=True)
                 with stream.path.open("xb") as out:
-                    while xorb is not None:
+                    while part is not None:
+                        xorb, first, end = part
                         with open(self.xorbs / merkle.hex_of(xorb), "rb") as f:
-                            for data in shards.chunks(f, os.fstat(f.fileno()).st_size):
+                            for data in shards.chunks(f, os.fstat(f.fileno()).st_size, first, end):
                                 out.write(data)
                                 table.update(data)
                                 if relay is None:  # a relay makes the SHA-256 as it sends
@@ -166,7 +192,7 @@ class Ahead:
                             stream.size = out.tell()
                             stream.built += 1
                             self._cond.notify_all()
-                        xorb = self._next(stream)
+                        part = self._next(stream)
         except (OSError, BadUpload) as e:
             with self._cond:
                 stream.dead = stream.dead or str(e)
