@@ -102,7 +102,7 @@ class Ahead:
             stream = self._streams.pop(repo_id, None)
             if stream is None:
                 return None
-            entry = next((e for e in files if self._is_stream(e, stream)), None)
+            entry = next((e for e in files if self._reordered(e, stream) and self._is_stream(e, stream)), None)
             if entry is None:
                 stream.dead = stream.dead or "the shard names other bytes"
             elif not self._cond.wait_for(lambda: stream.dead is not None or stream.built == len(stream.order) - 1,
@@ -117,12 +117,25 @@ class Ahead:
             stream.closed = True
             self._cond.notify_all()
             self._cond.wait_for(lambda: stream.ended)
-            if entry is None or stream.dead is not None or entry.sha256 is None:
-                return None
-            if stream.sha256 != merkle.hex_of(entry.sha256):
+            if entry is not None and stream.dead is None and entry.sha256 is not None:
+                if stream.sha256 == merkle.hex_of(entry.sha256):
+                    return entry, Built(stream.path, stream.sha256, stream.table)
                 stream.path.unlink(missing_ok=True)
-                return None
-            return entry, Built(stream.path, stream.sha256, stream.table)
+            log.info("%s: the file built ahead of the shard is not taken (%s): its files are rebuilt", repo_id,
+                     stream.dead or "not the SHA-256 the shard names")
+            return None
+
+    @staticmethod
+    def _reordered(entry: FileEntry, stream: _Stream) -> bool:
+        """Put the xorbs not written yet in the order ``entry`` names them (uploads begun at once
+        may reach serve in another order), when it names the stream's xorbs and agrees with what
+        was written (and the one being written); False when it does not."""
+        names = [seg.xorb for seg in entry.segments]
+        at = min(stream.built + 1, len(names))
+        if sorted(names) != sorted(stream.order) or names[:at] != stream.order[:at]:
+            return False
+        stream.order = names
+        return True
 
     @staticmethod
     def _is_stream(entry: FileEntry, stream: _Stream) -> bool:
