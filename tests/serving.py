@@ -140,3 +140,21 @@ def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log: Path, secon
                 return
         assert time.monotonic() < deadline, "serve did not start"
         time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def serve_as_process(args: list[str], env: dict[str, str], log: Path) -> Iterator[str]:
+    """``ocibridge serve ARGS`` as a process on a free loopback port, its output in ``log``;
+    yields its URL once healthy, and stops it (SIGTERM) after."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", *args, "--listen", f"127.0.0.1:{port}"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(proc, url, log)
+        yield url
+    finally:
+        stop(proc)

@@ -23,7 +23,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
-from serving import files_of, point_hub_at, stop, wait_until_healthy
+from serving import files_of, point_hub_at, serve_as_process
 
 from ocibridge.cli import main
 
@@ -35,29 +35,14 @@ MIB = 1024 * 1024
 TOKENS = "reader-token\nwriter-token write * ci-bot\nacme-token write acme/\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def serve_process(tmp_path: Path, *args: str) -> Iterator[str]:
     """``ocibridge serve ARGS --token-file`` as a process; yields its URL."""
-    port = _free_port()
     (tmp_path / "tokens.txt").write_text(TOKENS)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", *args, "--no-access-log",
-                                 "--token-file", str(tmp_path / "tokens.txt"), "--listen", f"127.0.0.1:{port}"],
-                                env=env, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(proc, url, log)
+    with serve_as_process([*args, "--no-access-log", "--token-file", str(tmp_path / "tokens.txt")], env,
+                          tmp_path / "serve.log") as url:
         yield url
-    finally:
-        stop(proc)
 
 
 def model_dir(root: Path) -> Path:
@@ -326,9 +311,9 @@ def test_branches_tags_history_and_commits_at_once(tmp_path, registry, unique_re
                                  revision="dev", commit_message="on dev")
         api.create_tag("acme/tiny", tag="v1", revision=first.oid)
         refs = api.list_repo_refs("acme/tiny")
-        tags = {t.name: t.target_commit for t in refs.tags}
-        assert tags["v1"] == first.oid and tags["dev"] == on_dev.oid
-        assert [b.target_commit for b in refs.branches] == [api.model_info("acme/tiny").sha]
+        assert {t.name: t.target_commit for t in refs.tags} == {"v1": first.oid}
+        assert {b.name: b.target_commit for b in refs.branches} == {"main": api.model_info("acme/tiny").sha,
+                                                                   "dev": on_dev.oid}
         assert {f.rfilename for f in api.model_info("acme/tiny", revision="dev").siblings or []} == {
             "config.json", "model.safetensors", "tokenizer.json", "dev.txt"}
 

@@ -15,7 +15,8 @@ CREATED = "2024-05-01T12:34:56Z"
 
 
 def test_list_repo_refs_names_main_and_every_tag_with_its_commit(tmp_path, registry, unique_repo, capsys):
-    """main is the default tag, every tag is a tag, each with the commit serve answers for it."""
+    """main is the default tag, every other tag is a tag (no refs record: none is a branch),
+    each with the commit serve answers for it."""
     src = make_model(tmp_path / "tiny")
     ref = f"{registry.host}/{unique_repo}/acme/tiny"
     assert main(["push", str(src), f"{ref}:latest", "-q"]) == 0
@@ -29,9 +30,8 @@ def test_list_repo_refs_names_main_and_every_tag_with_its_commit(tmp_path, regis
         commits = {t: api.model_info("acme/tiny", revision=t).sha for t in ("latest", "v1", "v2")}
         assert [(b.name, b.ref, b.target_commit) for b in refs.branches] == [
             ("main", "refs/heads/main", commits["latest"])]
-        assert [(t.name, t.ref, t.target_commit) for t in refs.tags] == [
-            ("latest", "refs/tags/latest", commits["latest"]), ("v1", "refs/tags/v1", commits["v1"]),
-            ("v2", "refs/tags/v2", commits["v2"])]
+        assert [(t.name, t.ref, t.target_commit) for t in refs.tags] == [  # latest is main's: no tag
+            ("v1", "refs/tags/v1", commits["v1"]), ("v2", "refs/tags/v2", commits["v2"])]
         assert refs.converts == [] and commits["v2"] != commits["v1"]
         # a commit listed is a revision serve takes
         assert api.model_info("acme/tiny", revision=commits["v2"]).sha == commits["v2"]

@@ -25,3 +25,5 @@ def test_a_file_uploaded_over_xet_reaches_the_registry_before_its_commit(tmp_pat
         api.preupload_lfs_files("acme/relayed", additions=[CommitOperationAdd("w.bin", data)])
         assert blob_in(f"{prefix}/acme/relayed:latest", sha, len(data))
         assert tag_digest(f"{prefix}/acme/relayed:latest") is None
+    # built and relayed as its xorb came, before the shard (issue 64), not rebuilt after it
+    assert f"sha256:{sha} was built as its xorbs came" in (tmp_path / "serve.log").read_text()

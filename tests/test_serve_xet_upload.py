@@ -159,7 +159,7 @@ def test_a_shard_naming_a_missing_xorb_or_a_wrong_sha256_is_refused(served):
     assert not staged().has(hashlib.sha256(data).hexdigest())
     status, body = call(f"{cas}/v1/shards", "POST", shard_of(data, name, hashlib.sha256(data).hexdigest(),
                                                                file_hash=bytes(32)), token)
-    assert status == 400 and b"pieces hash to" in body
+    assert status == 400 and b"do not hash to the Xet hash" in body
     assert not staged().has(hashlib.sha256(data).hexdigest())
     status, body = call(f"{cas}/v2/shards", "POST", good, token)
     assert status == 200 and json.loads(body) == {"type": "result"}

@@ -33,6 +33,7 @@ from ocibridge.errors import NotFound, UsageError
 from ocibridge.kinds import door
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
+from ocibridge.oci.bookkeeping import is_bookkeeping
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, PathReference
 from ocibridge.places.locate import Locator as Locator  # the type of what the calls take besides a text
@@ -463,10 +464,17 @@ def validate(ref: str | Locator, *, transfer: TransferOptions | None = None, str
 
 
 @closes_its_stores
-def tags(ref: str | Locator, *, transfer: TransferOptions | None = None) -> list[str]:
+def tags(ref: str | Locator, *, transfer: TransferOptions | None = None, bookkeeping: bool = False) -> list[str]:
     """The tags of a registry repository or a layout; of a local ``NAME[:TAG]``, NAME's TAGs.
     A repository that exists with no tag (emptied) has none; NotFound when the registry does
-    not know the repository at all (its tag list answered 404: most often a misspelt name)."""
+    not know the repository at all (its tag list answered 404: most often a misspelt name).
+    ``ocibridge serve``'s own tags (``ocibridge-commit-<id>``, ``ocibridge-refs``: serve.md) are
+    left out unless ``bookkeeping``."""
+    names = _tags(ref, transfer)
+    return names if bookkeeping else [name for name in names if not is_bookkeeping(name)]
+
+
+def _tags(ref: str | Locator, transfer: TransferOptions | None) -> list[str]:
     from ocibridge.stores.layout import LayoutStore
     from ocibridge.stores.local_names import split_local_name, tags_of
 

@@ -19,6 +19,7 @@ from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError, UsageError
+from ocibridge.oci.bookkeeping import is_bookkeeping
 from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, is_draft
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
@@ -118,7 +119,8 @@ def list_models(layout: str | None = None, *, include_attached: bool = False) ->
 
     Signatures and other attached artifacts (a ``subject``, or cosign's ``sha256-<hex>.sig``,
     ``.att``, ``.sbom`` and referrers-fallback tags) are counted on the model they refer to, as
-    ``ollama list``/``modctl ls`` show models only; ``include_attached`` lists them as well.
+    ``ollama list``/``modctl ls`` show models only; ``include_attached`` lists them as well,
+    and the names ``ocibridge serve`` keeps for itself (``NAME:ocibridge-commit-<id>``, serve.md).
     """
     store = _layout(layout)
     if store is None:
@@ -136,8 +138,8 @@ def list_models(layout: str | None = None, *, include_attached: bool = False) ->
         entries.append(described)
     attached = Counter(e.subject for e in entries if e.subject)
     entries = [dataclasses.replace(e, attached=attached[e.digest]) if attached[e.digest] else e for e in entries]
-    if not include_attached:
-        entries = [e for e in entries if e.subject is None]
+    if not include_attached:  # and serve's bookkeeping names (oci/bookkeeping.py): a commit's is its branch's model
+        entries = [e for e in entries if e.subject is None and not is_bookkeeping(e.ref or "")]
     return sorted(entries, key=lambda e: (e.name or "", e.tag or "", e.digest))
 
 

@@ -50,7 +50,8 @@ EXAMPLES: dict[str, str] = {
   ocibridge validate registry.example/team/tiny:v1 --runtime cri-o@1.34   # and CRI-O 1.34's needs""",
     "tags": """\
   ocibridge tags registry.example/team/tiny
-  ocibridge tags oci:/srv/models --json""",
+  ocibridge tags oci:/srv/models --json
+  ocibridge tags registry.example/acme/m --all        # also serve's ocibridge-commit-<id> and ocibridge-refs""",
     "repo": """\
   ocibridge repo ls registry.example                           # every repository of the catalog
   ocibridge repo ls registry.example/team --json               # those under team/, named without it""",
@@ -60,7 +61,8 @@ EXAMPLES: dict[str, str] = {
     "diff": """\
   ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2
   ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2 --json
-  ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2 --exit-code   # exit 1: they differ""",
+  ocibridge diff registry.example/team/tiny:v1 registry.example/team/tiny:v2 --exit-code   # exit 1: they differ
+  ocibridge diff r.io/a/m@3f1e5487c0a1d2b3e4f5a6b7c8d9e0f1a2b3c4d5 r.io/a/m@9c7bf7d7d7b5d10c00b7e20353aceda537548860""",
     "check-registry": """\
   ocibridge check-registry registry.example               # reachable, API version
   ocibridge check-registry registry.example/team/scratch --json   # tries uploads, mount, referrers""",

@@ -53,7 +53,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_tags(args: argparse.Namespace) -> int:
-    names = api.tags(args.ref, transfer=transfer_options(args))
+    names = api.tags(args.ref, transfer=transfer_options(args), bookkeeping=args.all)
     if args.json:
         print(json.dumps(names))
     elif names:
@@ -76,5 +76,8 @@ def register(command: CommandAdder) -> None:
 
     p = command("tags", cmd_tags)
     p.add_argument("ref", metavar="REF")
+    p.add_argument("-a", "--all", action="store_true",
+                   help="also the tags ocibridge serve keeps for itself: ocibridge-commit-<id> (one a commit, "
+                        "what keeps it from garbage collection) and ocibridge-refs (which tags are branches)")
     add_transfer_flags(p)
 

@@ -119,7 +119,8 @@ def register(command: CommandAdder) -> None:
     p = command("list", cmd_list)
     p.add_argument("layout", metavar="LAYOUT", nargs="?", help="oci:PATH (default: the local store)")
     p.add_argument("-a", "--all", action="store_true",
-                   help="list signatures and other attached artifacts too (counted under ATTACHED)")
+                   help="list signatures and other attached artifacts too (counted under ATTACHED), and the "
+                        "names ocibridge serve keeps for itself (NAME:ocibridge-commit-<id>)")
 
     p = command("rm", cmd_rm)
     p.add_argument("refs", metavar="REF", nargs="+", help="NAME[:TAG] (local store), oci:PATH:TAG or oci:PATH@DIGEST")

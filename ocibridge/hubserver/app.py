@@ -58,6 +58,7 @@ from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.tokenfile import TokenFile
+from ocibridge.hubserver.uploads.ingest import ingest_for
 from ocibridge.hubserver.uploads.relay import relay_for
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.web.history import Compare
@@ -104,13 +105,14 @@ class ServeApp:
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
         self.metrics = Metrics(self.staging.used, lambda: blobs.hits, lambda: blobs.fetched)  # GET /metrics
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
-        relay = partial(relay_for, catalog.sources[0] if catalog.sources else None)  # to the first source
+        first = catalog.sources[0] if catalog.sources else None
+        relay = partial(relay_for, first)  # to the first source
         self.lfs = LfsRoutes(self.repos, relay)
         self.commits = CommitRoutes(self.repos, publish)
         self.refs = RefRoutes(self.repos)
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
-                                    blobs=self.repos.mounts, relay=relay)
+                                    blobs=self.repos.mounts, relay=relay, ingest=partial(ingest_for, first))
         self.compare = Compare(catalog, diff)  # the compare pages' diffs (ocibridge diff's), kept
         self.web = WebPages(self, settings)  # the pages (issue 56): routed after every API route
         self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages

@@ -3,6 +3,7 @@
 | form                           | parsed as                                              |
 |--------------------------------|--------------------------------------------------------|
 | ``host[:port]/repo[:tag][@digest]`` | :class:`RegistryReference`, with Docker's defaults |
+| ``host[:port]/repo@<40 hex>``  | a serve commit id: the tag ``ocibridge-commit-<40 hex>`` (bookkeeping.py) |
 | ``oci:PATH[:TAG|@DIGEST]``     | :class:`LayoutReference`: an OCI image layout directory |
 | ``ollama:NAME``                | :class:`OllamaReference`: the local Ollama store       |
 | ``ollama://[host/]NAME``       | :class:`OllamaReference`: an Ollama-compatible registry |
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from ocibridge.errors import InvalidReference
+from ocibridge.oci.bookkeeping import COMMIT_ID, commit_tag
 from ocibridge.oci.digest import is_digest
 
 DEFAULT_REGISTRY = "docker.io"
@@ -129,6 +131,15 @@ def _split_digest(text: str) -> tuple[str, str | None]:
     return head, digest
 
 
+def _split_commit(text: str) -> tuple[str, str | None]:
+    """``repo@<40 hex>``: the commit id ``ocibridge serve`` gave (the Hub API's and its pages'
+    ``sha``), which names the tag serve keeps for that commit; a digest stays ``@sha256:...``."""
+    head, at, commit = text.rpartition("@")
+    if at and COMMIT_ID.fullmatch(commit.lower()):
+        return head, commit.lower()
+    return text, None
+
+
 def parse_registry_reference(text: str) -> RegistryReference:
     """Parse ``host[:port]/repo[:tag][@digest]`` with Docker's defaults."""
     original = text
@@ -136,11 +147,14 @@ def parse_registry_reference(text: str) -> RegistryReference:
         raise InvalidReference(f"invalid reference {original!r}")
     if "://" in text:
         raise InvalidReference(f"invalid reference {original!r}: no scheme expected")
-    rest, digest = _split_digest(text)
-    tag = None
+    rest, commit = _split_commit(text)
+    rest, digest = _split_digest(rest)
+    tag = commit_tag(commit) if commit else None
     slash = rest.rfind("/")
     colon = rest.rfind(":")
     if colon > slash:
+        if commit:
+            raise InvalidReference(f"invalid reference {original!r}: a tag or a commit id, not both")
         rest, tag = rest[:colon], check_tag(rest[colon + 1:])
     first, sep, remainder = rest.partition("/")
     if sep and ("." in first or ":" in first or first == "localhost" or first != first.lower()):

@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError
+from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, OcibridgeError, RegistryError
+from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.sources import (
     COMMIT,
     CREATED,
@@ -30,6 +31,7 @@ from ocibridge.hubserver.reading.sources import (
     revision_named,
 )
 from ocibridge.model.cardmeta import card_data
+from ocibridge.oci.bookkeeping import commit_tag, is_bookkeeping
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.oci.reference import check_tag
 
@@ -64,11 +66,24 @@ class Resolved:
 
 @dataclass(frozen=True)
 class Refs:
-    """A repository's revisions as the Hub lists its refs: ``main`` (the default tag) and every tag."""
+    """A repository's revisions as the Hub lists its refs: ``main`` (the default tag), the
+    branches its refs record names (:mod:`.refsrecord`), and every tag (serve's bookkeeping tags
+    left out)."""
 
     repo_id: str
     main: str | None  # the commit of the default tag; None when the repository lacks it
-    tags: tuple[tuple[str, str], ...]  # (tag, commit), sorted by tag
+    tags: tuple[tuple[str, str], ...]  # (tag, commit) of every plain tag, sorted by tag
+    branches: frozenset[str] = frozenset()  # the tags that are branches (besides the default tag)
+    default_tag: str = DEFAULT_TAG  # main's tag
+
+    def hub_branches(self) -> list[tuple[str, str]]:
+        """(name, commit) of each branch: ``main`` first, then those the record names."""
+        named = [(tag, commit) for tag, commit in self.tags if tag in self.branches]
+        return ([("main", self.main)] if self.main is not None else []) + named
+
+    def hub_tags(self) -> list[tuple[str, str]]:
+        """(name, commit) of each Hub tag: a plain tag that is no branch (nor main's tag)."""
+        return [(tag, commit) for tag, commit in self.tags if tag not in self.branches and tag != self.default_tag]
 
 
 #: bytes of a config read for its date (a ModelPack config is a few KiB)
@@ -186,7 +201,7 @@ class Catalog:
             repo = source.repository(parts)
             if repo is not None:
                 with contextlib.suppress(NotFound, RegistryError):
-                    tags.update(repo.tags())
+                    tags.update(tag for tag in repo.tags() if not is_bookkeeping(tag))
         shown = ", ".join(sorted(tags)[:10]) + (", ..." if len(tags) > 10 else "")
         return (f"{repo_id}: no revision main (the tag {self.default_tag}); its tags: {shown or 'none'}: "
                 "ask for one (revision='TAG'), or run serve with --default-tag TAG")
@@ -200,23 +215,30 @@ class Catalog:
                 known = self._commits.get((number, key, revision))
             if known is not None:
                 return store.resolve(known)
-            return store.resolve(self._commit_digest(repo, revision))
+            return self._commit(repo, revision, scans=not isinstance(self.sources[number], RegistrySource))
         tag = self.default_tag if revision == "main" else check_tag(revision)
         return store.resolve(repo.reference(tag))
 
-    def _commit_digest(self, repo: Repository, commit: str) -> str:
-        """The one digest a commit id abbreviates among the repository's tags."""
-        found = set()
-        for tag in repo.tags()[:MAX_TAGS_SCANNED]:
-            try:
-                digest = repo.store.resolve(repo.reference(tag)).digest
-            except (NotFound, InvalidReference):
-                continue
-            if commit_of(digest) == commit:
-                found.add(digest)
-        if len(found) != 1:
-            raise NotFound(f"{repo.shown}: no one manifest has the commit id {commit}")
-        return found.pop()
+    def _commit(self, repo: Repository, commit: str, scans: bool) -> Descriptor:
+        """The manifest of a commit id: its bookkeeping tag (one HEAD; every commit serve writes
+        has one, landing.py), else (``scans``: a layout; the registry store scans by itself) the
+        one manifest among the repository's tags whose digest it abbreviates."""
+        from ocibridge.stores.registry.commitscan import find_commit
+
+        try:
+            found = repo.store.resolve(repo.reference(commit_tag(commit)))
+        except DigestMismatch as e:  # the registry store's check of a commit tag: a tag moved by hand
+            raise NotFound(str(e)) from None
+        except NotFound:
+            if not scans:
+                raise
+            digest = find_commit(commit, repo.tags(), lambda tag: repo.store.resolve(repo.reference(tag)))
+            if digest is None:
+                raise NotFound(f"{repo.shown}: no one manifest has the commit id {commit}") from None
+            return repo.store.resolve(digest)
+        if commit_of(found.digest) != commit:  # a tag moved by hand: not this commit
+            raise NotFound(f"{repo.shown}: its tag {commit_tag(commit)} names another manifest")
+        return found
 
     @staticmethod
     def _holds(repo: Repository) -> bool:
@@ -257,7 +279,7 @@ class Catalog:
             if repo is None:
                 continue
             try:
-                names = repo.tags()
+                names = [tag for tag in repo.tags() if not is_bookkeeping(tag)]
             except (NotFound, RegistryError):
                 continue
             tags = []
@@ -271,7 +293,8 @@ class Catalog:
                 tags.append((tag, commit_of(digest)))
             if tags:
                 main = next((commit for tag, commit in tags if tag == self.default_tag), None)
-                return Refs(repo_id, main, tuple(tags))
+                record = read_record(repo)
+                return Refs(repo_id, main, tuple(tags), record.branches - {self.default_tag}, self.default_tag)
         raise self.missing(repo_id)
 
     def _tag_of(self, revision: str) -> str | None:

@@ -99,14 +99,14 @@ def model_info(resolved: Resolved, files: ModelFiles, blobs: bool) -> dict[str, 
 
 
 def refs(found: Refs) -> dict[str, Any]:
-    """``GET /api/models/{repo}/refs``: the default tag as the branch ``main``, every tag as a
-    tag, each with its commit (huggingface_hub's ``list_repo_refs`` reads these four lists)."""
+    """``GET /api/models/{repo}/refs``: the default tag as the branch ``main``, the branches the
+    repository's refs record names, every other tag as a tag, each with its commit
+    (huggingface_hub's ``list_repo_refs`` reads these four lists)."""
     def ref(name: str, kind: str, commit: str) -> dict[str, str]:
         return {"name": name, "ref": f"refs/{kind}/{name}", "targetCommit": commit}
 
-    branches = [ref("main", "heads", found.main)] if found.main is not None else []
-    return {"branches": branches, "converts": [], "tags": [ref(t, "tags", c) for t, c in found.tags],
-            "pullRequests": []}
+    return {"branches": [ref(b, "heads", c) for b, c in found.hub_branches()], "converts": [],
+            "tags": [ref(t, "tags", c) for t, c in found.hub_tags()], "pullRequests": []}
 
 
 def tree(files: ModelFiles, path: str, recursive: bool,

@@ -48,6 +48,12 @@ class Following(io.RawIOBase):
             self._written = written
             self._cond.notify_all()
 
+    def ends_at(self, size: int) -> None:
+        """The file, begun before its size was known, is ``size`` bytes, all written."""
+        with self._cond:
+            self.size = self._written = size
+            self._cond.notify_all()
+
     def fail(self, why: str) -> None:
         with self._cond:
             self._failed = why
@@ -61,10 +67,13 @@ class Following(io.RawIOBase):
         if at >= self.size:
             return 0
         with self._cond:
-            if not self._cond.wait_for(lambda: self._written > at or self._failed is not None, timeout=STALL):
+            if not self._cond.wait_for(lambda: self._written > at or self._failed is not None or at >= self.size,
+                                       timeout=STALL):
                 raise OSError("the upload stalled")
             if self._failed is not None:
                 raise OSError(self._failed)
+            if at >= self.size:
+                return 0
             ready = self._written - at
         data = self._file.read(min(len(buffer), ready))
         buffer[:len(data)] = data
@@ -117,10 +126,15 @@ RelayFor = Callable[[str, str, int, Path], "Relay | None"]
 def relay_for(source: Source | None, repo_id: str, oid: str, size: int, tmp: Path) -> Relay | None:
     """A relay of a large upload (LFS or Xet) to the registry repository its commit will push to
     (``source``: the first source), when that is a registry."""
+    store = registry_store(source, repo_id) if size >= RELAY_MIN else None
+    return Relay(store, oid, size, tmp) if store is not None else None
+
+
+def registry_store(source: Source | None, repo_id: str) -> WritableStore | None:
+    """The registry repository a commit of ``repo_id`` will push to, when ``source`` (the first
+    source) is a registry."""
     parts = repo_parts(repo_id)
-    if size < RELAY_MIN or parts is None or not isinstance(source, RegistrySource):
+    if parts is None or not isinstance(source, RegistrySource):
         return None
     repo = source.repository(parts)
-    if repo is None or not isinstance(repo.store, WritableStore):
-        return None
-    return Relay(repo.store, oid, size, tmp)
+    return repo.store if repo is not None and isinstance(repo.store, WritableStore) else None

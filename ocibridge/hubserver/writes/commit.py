@@ -117,6 +117,8 @@ class CommitRoutes:
                 annotations[commits.PARENT] = head.top.digest  # the digest: the walk needs no tag
             # named as push names a directory of these files: after the repository
             digest = publish(self.publishing, tree, (parts or [repo_id])[-1], repo, tag, annotations, mounts)
+            if head is not None:
+                _tag_history(head, tag)
             self.repos.created.discard(repo_id)
             landed = _landed(digest, parent, tree)
             # the commit has landed: what it took from staging goes, unless another flow may name it
@@ -152,6 +154,23 @@ class CommitRoutes:
             return KnownFile.of_blob(home.store, desc)
 
         return staged
+
+
+def _tag_history(head: Resolved, tag: str) -> None:
+    """Give the branch's earlier commits their commit tags where they lack them (landing.py):
+    a repository serve wrote before it tagged commits, or pushed to outside serve. The commit
+    has landed already: a failure here is logged, and tried again at the next commit."""
+    from ocibridge.hubserver.writes.history import COMMITS_MAX
+    from ocibridge.hubserver.writes.landing import tag_ancestors
+    from ocibridge.stores.base import WritableStore
+
+    store = head.repo.store
+    if not isinstance(store, WritableStore):
+        return
+    try:
+        tag_ancestors(store, head.top.digest, head.repo.reference(tag), COMMITS_MAX)
+    except (OcibridgeError, OSError) as e:
+        log.warning("%s: the earlier commits of %s were not all tagged: %s", head.repo.shown, tag, e)
 
 
 def _landed(digest: str, parent: dict[str, str], tree: dict[str, KnownFile]) -> Landed:

@@ -3,11 +3,12 @@ signs) and given its AI-BOM and SLSA provenance (as ``push --sbom --provenance``
 *before* the branch's tag moves to it.
 
 The order is the guarantee: the commit's manifest is pushed by digest only (no tag), the
-signature and attestations go on that digest, and only then is the branch's tag written. A
-commit whose signing or attestation fails is refused (:class:`EvidenceFailed`) with the tag where
-it was: no reader of the branch ever sees an unsigned head, and a containers policy requiring
-``sigstoreSigned`` accepts every head the branch has had. What is left of a refused commit is an
-untagged manifest, which a registry's garbage collection removes.
+signature and attestations go on that digest, and only then are its commit tag and the branch's
+tag written (:mod:`.landing`). A commit whose signing or attestation fails is refused
+(:class:`EvidenceFailed`) with the tag where it was: no reader of the branch ever sees an
+unsigned head, and a containers policy requiring ``sigstoreSigned`` accepts every head the branch
+has had. What is left of a refused commit is an untagged manifest, which a registry's garbage
+collection removes.
 
 The provenance (build type ``https://ocibridge.dev/slsa/publish/v1``) names what a commit is:
 the destination, the parent commit (its id as the Hub's API shows it, and its manifest as a
@@ -63,20 +64,6 @@ class Evidence:
     @property
     def wanted(self) -> bool:
         return self.sign_key is not None or self.sbom or self.provenance
-
-
-def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, str], evidence: Evidence) -> None:
-    """Sign and attest the pushed manifest ``digest`` in ``store``, then point ``tag`` at it.
-    Nothing is tagged when any of it fails (:class:`EvidenceFailed`, saying so)."""
-    from ocibridge.transfer.writer import retag
-
-    subject = store.resolve(digest)
-    try:
-        attach(store, subject, tag, annotations, evidence)
-    except (OcibridgeError, OSError) as e:
-        raise EvidenceFailed(f"{store.describe()}: commit {commit_of(digest)} was refused: its evidence could "
-                             f"not be written ({e}); {tag} was not moved") from e
-    retag(store, subject, [tag])
 
 
 def attach(store: WritableStore, subject: Descriptor, tag: str, annotations: Mapping[str, str],

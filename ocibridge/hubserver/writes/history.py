@@ -1,19 +1,26 @@
 """A branch's commits as ``list_repo_commits`` reads them: the head's manifest, then its parent's
 (the :data:`.commits.PARENT` annotation serve writes: the parent manifest's digest), and so on.
 
-A manifest pushed outside serve has no parent annotation: it is the first commit listed. An old
-manifest the registry no longer holds (untagged and collected) ends the walk there.
+A manifest pushed outside serve has no parent annotation: it is the first commit listed. Every
+commit serve writes has its own tag (:mod:`.landing`), so a registry's garbage collection keeps
+the chain; a manifest the registry no longer holds (deleted by hand, or untagged by a serve from
+before those tags and collected) ends the walk there.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.sources import CREATED, commit_of
 from ocibridge.hubserver.writes.commits import AUTHOR, DESCRIPTION, PARENT, SUMMARY
+
+if TYPE_CHECKING:
+    from ocibridge.stores.base import ReadableStore
 
 #: commits listed at most
 COMMITS_MAX = 1000
@@ -26,25 +33,27 @@ MANIFEST_MAX = 4 * 1024 * 1024
 def walk(head: Resolved) -> list[tuple[str, dict[str, Any]]]:
     """The manifests of the branch ``head`` is the head of, newest first: (digest, annotations),
     each manifest's parent the next (what :func:`commits` and the web history page list)."""
-    store = head.repo.store
-    found: list[tuple[str, dict[str, Any]]] = []
-    digest: str | None = head.top.digest
+    return list(itertools.islice(chain(head.repo.store, head.top.digest), COMMITS_MAX))
+
+
+def chain(store: ReadableStore, digest: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The manifest ``digest`` and its ancestors, read one at a time, newest first: (digest,
+    annotations); ends at a manifest without a parent, one the store no longer holds, or a loop."""
     seen: set[str] = set()
-    while digest is not None and digest not in seen and len(found) < COMMITS_MAX:
+    while digest is not None and digest not in seen:
         seen.add(digest)
         try:
             desc = store.resolve(digest)
             if desc.size > MANIFEST_MAX:
-                break
+                return
             annotations = json.loads(store.fetch_bytes(desc)).get("annotations") or {}
         except (NotFound, InvalidReference, OcibridgeError, ValueError, AttributeError):
-            break
+            return
         if not isinstance(annotations, dict):
             annotations = {}
-        found.append((digest, annotations))
+        yield digest, annotations
         parent = annotations.get(PARENT)
         digest = parent if isinstance(parent, str) and parent.startswith("sha256:") else None
-    return found
 
 
 def commits(head: Resolved) -> list[dict[str, Any]]:

@@ -1,8 +1,8 @@
 """A commit written into its repository: the artifact made from what serve proved of each file
 (:func:`ocibridge.model.known.plan_known`: ``push``'s artifact of the same files, with nothing
 hashed again) and copied there (:func:`ocibridge.model.deliver.deliver`, push's own copy, its
-chunk table attached). With evidence, the manifest goes by digest only, is signed and attested,
-and only then does the branch's tag move (:mod:`.evidence`)."""
+chunk table attached). The manifest goes by digest only; with evidence it is signed and attested;
+then it gets its commit tag, and only then does the branch's tag move (:mod:`.landing`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.hubserver.writes.commits import BadCommit
-from ocibridge.hubserver.writes.evidence import EvidenceFailed, land
+from ocibridge.hubserver.writes.evidence import EvidenceFailed
+from ocibridge.hubserver.writes.landing import land
 from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.stores.base import Store, WritableStore
 
@@ -48,11 +49,12 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
     artifact = plan_known(files, name, BuildOptions(annotations=dict(annotations)), ChunkPolicy())  # push's
     with _writable(repo) as store:
         reference = repo.reference(tag)
-        delivered = deliver(artifact, store, None if evidence is not None else reference,
-                            concurrency=publishing.concurrency, mounts=mounts)
+        # by digest into a registry, then its commit tag, then the branch's (landing.py); a layout,
+        # which cannot hold an untagged manifest (and collects no garbage), tagged by the copy first
+        first = None if evidence is not None or isinstance(repo.base, RegistryReference) else reference
+        delivered = deliver(artifact, store, first, concurrency=publishing.concurrency, mounts=mounts)
         digest = delivered.descriptor.digest
-        if evidence is not None:
-            land(store, digest, reference, annotations, evidence)
+        land(store, digest, reference, annotations, evidence)
     return digest
 
 

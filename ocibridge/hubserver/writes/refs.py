@@ -1,6 +1,7 @@
 """Branches, tags and history of the write API (huggingface_hub's create_branch, create_tag,
-list_repo_commits): a branch or tag is a registry tag, a commit's history the chain of its
-manifests' parents (:mod:`.history`).
+list_repo_commits): a branch or tag is a registry tag, which of the two it is the repository's
+refs record says (:mod:`.refsrecord`); a commit's history is the chain of its manifests' parents
+(:mod:`.history`).
 
     POST /api/models/REPO/branch/{name}     create_branch (from ``startingPoint``)
     POST /api/models/REPO/tag/{revision}    create_tag (named ``tag``)
@@ -15,10 +16,17 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body, requested_repo
 from ocibridge.hubserver.reading.catalog import Resolved
+from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.sources import COMMIT, RevisionNotFound
 from ocibridge.hubserver.writes.commits import BadCommit
+from ocibridge.hubserver.writes.refsrecord import write_record
 from ocibridge.hubserver.writes.repos import Repos
+from ocibridge.oci.bookkeeping import PREFIX, is_bookkeeping
 from ocibridge.oci.reference import check_tag
+from ocibridge.stores.base import WritableStore
+
+#: the name of the lock of a repository's refs record among the branches' locks (no branch has it)
+RECORD_LOCK = "\0refs"
 
 
 class RefRoutes:
@@ -53,18 +61,24 @@ class RefRoutes:
         tag = self.repos.catalog.default_tag if name == "main" else name
         if COMMIT.fullmatch(name.lower()):  # a ref the commit ids of the read API would hide
             return error(400, "BadRequest", f"Invalid reference name: {name}: it reads as a commit id")
+        if is_bookkeeping(name):
+            return error(400, "BadRequest", f"Invalid reference name: {name}: names starting with "
+                         f"'{PREFIX}' are serve's own bookkeeping tags")
         try:
             check_tag(tag)
         except OcibridgeError as e:
             return error(400, "BadRequest", f"{name}: not a name a registry tag can have: {e}")
-        if not await in_thread(self._create_ref, repo_id, name, start, tag):
+        branch = request.path_params["kind"] == "branch"
+        if not await in_thread(self._create_ref, repo_id, name, start, tag, branch):
             return error(409, None, f"Reference already exists: {name}")
         return JSONResponse({})
 
-    def _create_ref(self, repo_id: str, name: str, start: str, tag: str) -> bool:
+    def _create_ref(self, repo_id: str, name: str, start: str, tag: str, branch: bool) -> bool:
         """Tag ``start`` as ``tag`` unless ``name`` exists (False), the ref locked as a commit to
         it is: two creates of one name at once are one 200 and one 409, never the second moving
-        the first's ref, and a commit to it waits until it is made."""
+        the first's ref, and a commit to it waits until it is made. The refs record says what
+        ``name`` is before its tag is written (:mod:`.refsrecord`), under the repository's record
+        lock (two refs made at once both recorded)."""
         catalog = self.repos.catalog
         with self.repos.branches.lock(repo_id, name):
             try:
@@ -73,15 +87,24 @@ class RefRoutes:
                 pass
             else:
                 return False
-            _tag(catalog.resolve(repo_id, start), tag)
+            source = catalog.resolve(repo_id, start)
+            if name != "main":
+                with self.repos.branches.lock(repo_id, RECORD_LOCK):
+                    record = read_record(source.repo)
+                    if (name in record.branches) != branch or (name in record.tags) == branch:
+                        write_record(source.repo, _writable(source), record.with_ref(name, branch))
+            _tag(source, tag)
             return True
 
 
-def _tag(source: Resolved, tag: str) -> None:
-    from ocibridge.stores.base import WritableStore
-    from ocibridge.transfer.writer import retag
-
+def _writable(source: Resolved) -> WritableStore:
     store = source.repo.store
     if not isinstance(store, WritableStore):
         raise BadCommit(f"{source.repo.shown}: not a store serve can tag")
-    retag(store, source.top, [source.repo.reference(tag)])  # the one writer: a tag is a manifest write
+    return store
+
+
+def _tag(source: Resolved, tag: str) -> None:
+    from ocibridge.transfer.writer import retag
+
+    retag(_writable(source), source.top, [source.repo.reference(tag)])  # the one writer: a tag is a manifest write

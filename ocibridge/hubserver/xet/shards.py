@@ -98,14 +98,14 @@ def chunks(f: BinaryIO, size: int, first: int = 0, end: int | None = None,
     at, k = 0, 0
     if offsets and first:
         if first >= len(offsets):
-            raise BadUpload(f"the xorb has {len(offsets)} chunks, chunk {first} was asked for")
+            raise BadUpload(f"the xorb holds no chunk {first}")
         at, k = offsets[first], first
     f.seek(at)
     while at < size and (end is None or k < end):
         head = f.read(HEADER)
         if head[:len(FOOTER_IDENT)] == FOOTER_IDENT:
             if end is not None:
-                raise BadUpload(f"the xorb has {k} chunks, chunk {end - 1} was asked for")
+                raise BadUpload(f"the xorb holds no chunk {end - 1}")
             return
         if len(head) < HEADER:
             raise BadUpload("the xorb ends inside a chunk header")
@@ -125,7 +125,7 @@ def chunks(f: BinaryIO, size: int, first: int = 0, end: int | None = None,
             yield decompress(scheme, f.read(stored), length)
         k += 1
     if end is not None and k < end:
-        raise BadUpload(f"the xorb has {k} chunks, chunk {end - 1} was asked for")
+        raise BadUpload(f"the xorb holds no chunk {end - 1}")
 
 
 def chunk_offsets(f: BinaryIO, size: int) -> list[int]:

@@ -39,10 +39,13 @@ from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging, StagingFull
 from ocibridge.hubserver.xet import merkle, shards
+from ocibridge.hubserver.xet.ahead import Ahead
 from ocibridge.hubserver.xet.dedupe import Dedupe
+from ocibridge.hubserver.xet.owners import XorbOwners
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
 
 if TYPE_CHECKING:
+    from ocibridge.hubserver.uploads.ingest import IngestFor
     from ocibridge.hubserver.uploads.relay import Relay, RelayFor
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -62,10 +65,12 @@ class XetUpload:
 
     def __init__(self, staging: Staging, grants: Signer, base: Callable[[Request], str], *,
                  budget: int = XORB_BUDGET, dedupe: Dedupe | None = None, blobs: Mounts | None = None,
-                 relay: RelayFor | None = None):
+                 relay: RelayFor | None = None, ingest: IngestFor | None = None):
         self.staging = staging
         self.relay = relay
         self.xorbs = staging.root / "xorbs"
+        self.owners = XorbOwners(staging.root / "xorb-owners")  # whose each kept xorb is (issue 62)
+        self.ahead = Ahead(self.xorbs, staging.tmp, ingest, staging.budget)  # files built before their shard
         self.dedupe = dedupe or Dedupe(self.xorbs)
         self.blobs = blobs  # a repository's files, for chunks of xorbs no longer kept
         self.grants = grants
@@ -113,27 +118,43 @@ class XetUpload:
         if request.path_params["prefix"] != "default" or want is None:
             return error(400, None, f"not a xorb key: {request.path_params['prefix']}/{named}")
         target = self.xorbs / merkle.hex_of(want)
-        if target.is_file():
+        repo_id = requested_repo(request)
+        self.ahead.started(repo_id, want)
+        if target.is_file() and self.owners.owns(want, repo_id):
             with contextlib.suppress(OSError):
                 os.utime(target)
             log.info("%s: xorb held already, %s bytes offered", request.url.path,
                      request.headers.get("content-length", "?"))
+            self.ahead.verified(repo_id, want, await self.run(self._chunks_of, want))
             return JSONResponse({"was_inserted": False})
+        # a xorb another repository sent is taken and checked all the same: the answer says
+        # nothing of what other repositories hold, and only whole bytes make it this one's
         with self.staging.new_file() as (path, fd):
             size = await self._receive(request, fd, shards.MAX_XORB)
             if size is None:
+                self.ahead.verified(repo_id, want, None)
                 return error(413, None, f"a xorb is at most {shards.MAX_XORB} bytes")
             log.info("%s: xorb received, %d bytes", request.url.path, size)  # what dedupe saves is read here
             problem, chunks = await self.run(self._check_xorb, path, size, want)
             if problem:
+                self.ahead.verified(repo_id, want, None)
                 log.warning("%s: xorb refused: %s", request.url.path, problem)
                 return error(400, None, f"xorb {named}: {problem}")
             self.xorbs.mkdir(parents=True, exist_ok=True)
             path.chmod(0o444)
             os.replace(path, target)
+        await self.run(self.owners.own, want, repo_id)
+        self.ahead.verified(repo_id, want, chunks)
         await self.run(self.dedupe.remember_xorb, want, chunks)
         await self.run(self._within_budget, target)
         return JSONResponse({"was_inserted": True})
+
+    def _chunks_of(self, xorb: bytes) -> list[tuple[bytes, int]] | None:
+        """The chunks a kept xorb was verified with (None: no longer known)."""
+        try:
+            return self.dedupe.chunks_of(xorb)
+        except (OSError, BadUpload):
+            return None
 
     @staticmethod
     def _check_xorb(path: Path, size: int, want: bytes) -> tuple[str | None, list[tuple[bytes, int]]]:
@@ -148,9 +169,9 @@ class XetUpload:
             return "the xorb holds no chunk", []
         got = merkle.xorb_hash(chunks)
         if got != want:
-            return f"its chunks hash to {merkle.hex_of(got)}", []
+            return "its chunks do not hash to the name it was sent under", []
         if said is not None and said != want:
-            return f"its footer names {merkle.hex_of(said)}", []
+            return "its footer names another xorb", []
         return None, chunks
 
     def _within_budget(self, keep: Path) -> None:
@@ -166,6 +187,7 @@ class XetUpload:
                 return
             if path != keep:
                 path.unlink(missing_ok=True)
+                self.owners.forget(path.name)
                 total -= size
 
     # -- shards ---------------------------------------------------------------------------------
@@ -207,6 +229,13 @@ class XetUpload:
         try:
             with self.staging.reserve(declared, repo_id, writer):
                 built: dict[tuple[bytes, bytes | None], tuple[Path, str, tuple[str, ...] | None]] = {}
+                ahead = self.ahead.take(repo_id, files)  # the file built as its xorbs came, checked
+                if ahead is not None:
+                    entry, done = ahead
+                    keep = held / "ahead"
+                    os.replace(done.path, keep)
+                    built[entry.xet_hash, entry.sha256] = (keep, done.sha256, done.chunks)
+                    log.info("%s: sha256:%s was built as its xorbs came", repo_id, done.sha256)
                 for entry in files:
                     if (entry.xet_hash, entry.sha256) in built:
                         continue
@@ -247,9 +276,12 @@ class XetUpload:
 
     def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack,
                  offsets: dict[bytes, list[int]]) -> Iterator[bytes]:
-        """The chunks ``seg`` names: from its kept xorb, else from where :mod:`.dedupe` placed
-        them in a file of ``repo_id`` (each checked against the chunk hash its xorb had)."""
+        """The chunks ``seg`` names: from its kept xorb when a writer of ``repo_id`` sent it
+        (:mod:`.owners`), else from where :mod:`.dedupe` placed them in a file of ``repo_id``
+        (each checked against the chunk hash its xorb had)."""
         try:
+            if not self.owners.owns(seg.xorb, repo_id):
+                raise FileNotFoundError(seg.xorb)  # another repository's: as if never sent
             f = files.enter_context(open(self.xorbs / merkle.hex_of(seg.xorb), "rb"))  # noqa: SIM115 - the stack closes it
         except FileNotFoundError:
             yield from self._placed(seg, repo_id, files)
@@ -330,17 +362,17 @@ class XetUpload:
                         out.flush()
                         told = min(done + written, size)
                         relay.follow.grew(told)
-                if written != seg.size:
-                    raise BadUpload(f"a segment of xorb {merkle.hex_of(seg.xorb)} is {written} bytes, "
-                                    f"the shard says {seg.size}")
+                if written != seg.size:  # what it is, not said: a refusal echoes nothing held
+                    raise BadUpload(f"a segment of xorb {merkle.hex_of(seg.xorb)} is not the {seg.size} "
+                                    "bytes the shard says")
                 done += written
                 if relay is not None:
                     out.flush()
                     relay.follow.grew(min(done, size))
         if merkle.file_hash(hashes) != entry.xet_hash:
-            raise BadUpload(f"its pieces hash to {merkle.hex_of(merkle.file_hash(hashes))}")
+            raise BadUpload("its chunks do not hash to the Xet hash the shard names")
         if digest.hexdigest() != named:
-            raise BadUpload(f"its bytes hash to sha256:{digest.hexdigest()}, the shard names sha256:{named}")
+            raise BadUpload(f"its bytes do not hash to the sha256:{named} the shard names")
         return named, chunks.finish() if chunks is not None else None  # the bytes are named: so is their table
 
     async def no_grant(self, request: Request) -> Response:

@@ -22,6 +22,7 @@ from ocibridge.core.environment import MAX_TAGS as ENV_MAX_TAGS
 from ocibridge.core.httpheaders import header_int
 from ocibridge.core.limits import env_limit
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError, TooLarge
+from ocibridge.oci.bookkeeping import commit_of_tag
 from ocibridge.oci.digest import (
     VerifyingReader,
     is_digest,
@@ -39,6 +40,7 @@ from ocibridge.stores.registry.blobhomes import BLOB_HOMES
 from ocibridge.stores.registry.blobstream import BytesHook, pull_scope
 from ocibridge.stores.registry.bodies import decoded_chunks, read_prefix
 from ocibridge.stores.registry.client import RegistryClient, TransferStats
+from ocibridge.stores.registry.commitscan import find_commit
 from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
 from ocibridge.stores.registry.manifestmemo import ManifestMemo
@@ -212,7 +214,7 @@ class RegistryStore(ClosesOnExit):
         path = self._path("manifests", reference)
         response = self._send("HEAD", path, headers={"Accept": ACCEPT_MANIFESTS})
         if response.status_code == 404:
-            raise NotFound(self._no_manifest(reference))
+            return self.resolve(self._commit_by_scan(reference))
         if response.status_code != 200:
             raise self._fail(response)
         digest = response.headers.get("docker-content-digest")
@@ -221,9 +223,11 @@ class RegistryStore(ClosesOnExit):
         if digest and is_digest(digest) and media_type in ALL_MANIFEST_TYPES and length is not None:
             if is_digest(reference) and digest != reference:
                 raise DigestMismatch(f"{self.describe()}@{reference}: registry answered {digest}")
+            self._same_commit(reference, digest)
             return Descriptor(mediaType=media_type, digest=digest, size=int(length))
         data, got = self._get_manifest(reference)
         digest = reference if is_digest(reference) else sha256_bytes(data)
+        self._same_commit(reference, digest)
         media_type = _media_type(got.headers.get("content-type"))
         if media_type not in ALL_MANIFEST_TYPES:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
@@ -242,7 +246,7 @@ class RegistryStore(ClosesOnExit):
         try:
             data, got = self._get_manifest(reference)  # verified when named by digest
         except NotFound:
-            raise NotFound(self._no_manifest(reference)) from None
+            return self.read_manifest(self._commit_by_scan(reference))
         named = got.headers.get("docker-content-digest")
         if is_digest(reference):
             digest = reference
@@ -251,6 +255,7 @@ class RegistryStore(ClosesOnExit):
             digest = named
         else:
             digest = sha256_bytes(data)
+        self._same_commit(reference, digest)
         media_type = _media_type(got.headers.get("content-type"))
         if media_type not in ALL_MANIFEST_TYPES:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
@@ -268,6 +273,24 @@ class RegistryStore(ClosesOnExit):
         if isinstance(manifest, Manifest):
             digests = [manifest.config.digest, *(layer.digest for layer in manifest.layers)]
             BLOB_HOMES.remember_all(self.client.base, self.repository, digests)
+
+    def _same_commit(self, reference: str, digest: str) -> None:
+        """A serve commit tag (``ocibridge-commit-<id>``) names the manifest whose digest its id
+        abbreviates, or what the registry answers is not that commit."""
+        commit = commit_of_tag(reference)
+        if commit is not None and not digest.startswith(f"sha256:{commit}"):
+            raise DigestMismatch(f"{self.describe()}@{commit}: its tag {reference} names {digest}, another manifest")
+
+    def _commit_by_scan(self, reference: str) -> str:
+        """The digest a missing serve commit tag (``ocibridge-commit-<id>``) stands for, found among
+        the tags (commitscan.py); NotFound for a missing tag or digest of any other kind."""
+        commit = commit_of_tag(reference)
+        if commit is None:
+            raise NotFound(self._no_manifest(reference))
+        found = find_commit(commit, self.tags(), self.resolve)
+        if found is None:
+            raise NotFound(f"{self.describe()}@{commit}: no manifest of this repository has this commit id")
+        return found
 
     def _no_manifest(self, reference: str) -> str:
         sep = "@" if is_digest(reference) else ":"

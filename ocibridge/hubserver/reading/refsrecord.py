@@ -1,0 +1,87 @@
+"""A repository's refs record: which of its plain tags are branches and which are Hub tags, kept
+in the registry itself (so every serve process, with no state of its own, lists them alike).
+
+The record is an OCI manifest under the bookkeeping tag ``ocibridge-refs`` (oci/bookkeeping.py),
+``artifactType`` :data:`~ocibridge.oci.bookkeeping.REFS_ARTIFACT_TYPE`, the empty config, and one
+JSON layer of that media type: ``{"branches": ["dev"], "tags": ["v1"]}`` (Hub names: ``main`` is
+always the default tag's branch and is not listed). A plain tag the record does not name is a
+Hub tag. :mod:`..writes.refsrecord` writes it; a record that cannot be read is no record (the
+registry is not trusted to hand back a well-formed one), so every tag is then a Hub tag.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
+from ocibridge.hubserver.reading.sources import Repository
+from ocibridge.oci.bookkeeping import REFS_ARTIFACT_TYPE, REFS_LAYER_TYPE, REFS_TAG, is_bookkeeping
+from ocibridge.oci.models import Manifest, parse_manifest_bytes
+from ocibridge.oci.reference import check_tag
+
+log = logging.getLogger("ocibridge.hubserver")
+
+#: bytes of the record's manifest and layer read at most
+RECORD_MAX = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RefsRecord:
+    """The branch names (besides ``main``) and the Hub tag names serve made, as recorded."""
+
+    branches: frozenset[str] = frozenset()
+    tags: frozenset[str] = frozenset()
+
+    def with_ref(self, name: str, branch: bool) -> RefsRecord:
+        """The record with ``name`` added as a branch (``branch``) or a tag, and not as the other."""
+        branches, tags = set(self.branches) - {name}, set(self.tags) - {name}
+        (branches if branch else tags).add(name)
+        return RefsRecord(frozenset(branches), frozenset(tags))
+
+    def as_json(self) -> bytes:
+        return json.dumps({"branches": sorted(self.branches), "tags": sorted(self.tags)},
+                          separators=(",", ":")).encode()
+
+
+def read_record(repo: Repository) -> RefsRecord:
+    """The repository's record; the empty record when it has none or it is malformed."""
+    store = repo.store
+    try:
+        desc = store.resolve(repo.reference(REFS_TAG))
+        if desc.size > RECORD_MAX:
+            raise OcibridgeError(f"{desc.size} bytes")
+        manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
+        if not isinstance(manifest, Manifest) or manifest.artifactType != REFS_ARTIFACT_TYPE:
+            raise OcibridgeError("not a refs record")
+        layer = next((d for d in manifest.layers if d.mediaType == REFS_LAYER_TYPE), None)
+        if layer is None or layer.size > RECORD_MAX:
+            raise OcibridgeError("no refs layer of a size read")
+        return parsed(store.fetch_bytes(layer))
+    except (NotFound, InvalidReference):
+        return RefsRecord()
+    except (OcibridgeError, ValueError, RecursionError) as e:
+        log.warning("%s: its refs record (%s) is not read: %s", repo.shown, REFS_TAG, e)
+        return RefsRecord()
+
+
+def parsed(data: bytes) -> RefsRecord:
+    """The record's layer, read: names that are tags a registry takes, not serve's own."""
+    doc = json.loads(data)
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+
+    def names(key: str) -> frozenset[str]:
+        listed = doc.get(key)
+        found = set()
+        for name in listed if isinstance(listed, list) else []:
+            if isinstance(name, str) and not is_bookkeeping(name):
+                try:
+                    found.add(check_tag(name))
+                except InvalidReference:
+                    continue
+        return frozenset(found)
+
+    branches = names("branches")
+    return RefsRecord(branches, names("tags") - branches)

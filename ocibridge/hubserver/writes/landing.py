@@ -1,0 +1,79 @@
+"""How a commit lands in the registry, in the order every reader and a crash rely on:
+
+1. the commit's manifest, pushed by digest only (no tag);
+2. its signature and attestations, when serve signs (:mod:`.evidence`);
+3. its bookkeeping tag ``ocibridge-commit-<id>`` (oci/bookkeeping.py): from here on the commit id
+   resolves on any process, and the registry's garbage collection keeps the manifest (only a
+   tag protects one from distribution's ``garbage-collect --delete-untagged``);
+4. the branch's tag, moved to it.
+
+A crash between two steps leaves the branch where it was: at worst an untagged manifest (collected)
+or a commit tag no branch reaches yet. An OCI layout source, which has no garbage collection and
+cannot hold an untagged manifest, gets the branch's tag from the push itself, the commit tag after.
+
+Commits serve wrote before it tagged its commits, and manifests pushed outside serve, get their
+tag when the next commit lands on top of them (:func:`tag_ancestors`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
+from ocibridge.hubserver.reading.sources import commit_of
+from ocibridge.hubserver.writes.evidence import Evidence, EvidenceFailed, attach
+from ocibridge.oci.bookkeeping import commit_tag
+
+if TYPE_CHECKING:
+    from ocibridge.stores.base import WritableStore
+
+log = logging.getLogger("ocibridge.hubserver")
+
+
+def bookkept(tag: str, digest: str) -> str:
+    """The commit tag of ``digest`` beside ``tag``: a registry's ``ocibridge-commit-<id>``; in a
+    layout, whose names are ``org/name:TAG``, ``org/name:ocibridge-commit-<id>``."""
+    head, sep, _ = tag.rpartition(":")
+    return f"{head}{sep}{commit_tag(commit_of(digest))}"
+
+
+def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, str],
+         evidence: Evidence | None) -> None:
+    """Steps 2 to 4 for the manifest ``digest`` ``store`` holds, the branch's tag being ``tag``.
+    Nothing is tagged when the evidence fails (:class:`.EvidenceFailed`, saying so)."""
+    from ocibridge.transfer.writer import retag
+
+    subject = store.resolve(digest)
+    if evidence is not None and evidence.wanted:
+        try:
+            attach(store, subject, tag, annotations, evidence)
+        except (OcibridgeError, OSError) as e:
+            raise EvidenceFailed(f"{store.describe()}: commit {commit_of(digest)} was refused: its evidence "
+                                 f"could not be written ({e}); {tag} was not moved") from e
+    retag(store, subject, [bookkept(tag, digest), tag])  # in this order: the commit tag first
+
+
+def tag_ancestors(store: WritableStore, head: str, tag: str, most: int) -> int:
+    """Tag ``head`` and its ancestors (their parent annotations) that lack their commit tag, newest
+    first, stopping at the first that has it (serve tags in order: those before it have theirs)
+    or after ``most``; how many were tagged. One HEAD a commit when the history is tagged already."""
+    from ocibridge.hubserver.writes.history import chain
+    from ocibridge.transfer.writer import retag
+
+    tagged = 0
+    for number, (digest, _) in enumerate(chain(store, head)):
+        if number >= most:
+            break
+        wanted = bookkept(tag, digest)
+        try:
+            if store.resolve(wanted).digest == digest:
+                break
+        except (NotFound, InvalidReference):
+            pass
+        retag(store, store.resolve(digest), [wanted])
+        tagged += 1
+    if tagged:
+        log.info("%s: tagged %d earlier commit(s) of %s", store.describe(), tagged, tag)
+    return tagged

@@ -1,0 +1,238 @@
+"""A Xet file built while its xorbs arrive (issue 64): hf_xet sends a file's xorbs in order
+before the shard that names the file, so serve builds the file ahead of the shard from each xorb
+as it is verified: its bytes written out, its chunk table made and the registry upload begun (its
+SHA-256 made as it is sent, :mod:`..uploads.ingest`, or here where there is no registry), instead
+of all of it after the shard.
+
+Nothing is taken on trust for it. The order guessed is the order the xorb uploads began; what is
+built is only the bytes of xorbs verified as any is (:meth:`.upload.XetUpload.xorb`); and the
+shard decides: a file whose segments are exactly the xorbs built, each whole, in that order, and
+whose Xet hash (of the chunk hashes each xorb was verified with) and SHA-256 (of the bytes
+written) are the ones the shard names, is taken as built. Anything else (other xorbs, another
+order, a part of a xorb, a hash that differs, a xorb refused) discards what was built, cuts the
+registry upload before its end, and the shard's files are rebuilt from the kept xorbs as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ocibridge.chunks.chunking import ChunkHasher
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
+from ocibridge.hubserver.uploads.ingest import IngestFor, IngestRelay
+from ocibridge.hubserver.uploads.relay import RELAY_MIN, STALL
+from ocibridge.hubserver.xet import merkle, shards
+from ocibridge.hubserver.xet.shards import BadUpload, FileEntry
+
+log = logging.getLogger("ocibridge.hubserver")
+
+#: seconds a shard waits for the build to reach the last xorb it names (it is verified already)
+CATCH_UP = 300.0
+
+
+@dataclass(frozen=True)
+class Built:
+    """A file built ahead and found to be the one a shard names."""
+
+    path: Path
+    sha256: str
+    chunks: tuple[str, ...] | None
+
+
+@dataclass
+class _Stream:
+    """One repository's xorbs, in the order their uploads began, and the file built of them."""
+
+    path: Path
+    order: list[bytes] = field(default_factory=list)
+    verified: dict[bytes, list[tuple[bytes, int]]] = field(default_factory=dict)
+    built: int = 0  # xorbs of ``order`` written out
+    size: int = 0
+    dead: str | None = None  # why what is built is not taken
+    closed: bool = False  # a shard came: nothing more is added
+    last: tuple[int, int] | None = None  # the chunks of the last xorb the shard's file holds
+    ended: bool = False  # the build and its relay are over: sha256 and table are final
+    sha256: str | None = None
+    table: tuple[str, ...] | None = None
+
+
+class Ahead:
+    """The streams being built, one per repository (the module's docstring)."""
+
+    def __init__(self, xorbs: Path, tmp: Path, ingest: IngestFor | None, limit: int) -> None:
+        self.xorbs, self.tmp, self.ingest, self.limit = xorbs, tmp, ingest, limit
+        self._cond = threading.Condition()
+        self._streams: dict[str, _Stream] = {}
+
+    # -- what the xorb route tells ------------------------------------------------------------
+    def started(self, repo_id: str, xorb: bytes) -> None:
+        """An upload of ``xorb`` for ``repo_id`` began (the file's next xorb, as guessed)."""
+        with self._cond:
+            stream = self._streams.get(repo_id)
+            if stream is None or stream.closed or stream.dead is not None:
+                stream = self._streams[repo_id] = _Stream(self.tmp / f"ahead-{uuid.uuid4().hex}")
+                threading.Thread(target=self._build, args=(repo_id, stream), name="xet-ahead", daemon=True).start()
+            stream.order.append(xorb)
+
+    def verified(self, repo_id: str, xorb: bytes, chunks: list[tuple[bytes, int]] | None) -> None:
+        """``xorb`` is kept, its chunks' hashes and lengths ``chunks`` (None: it was refused)."""
+        with self._cond:
+            stream = self._streams.get(repo_id)
+            if stream is None or stream.closed or xorb not in stream.order:
+                return
+            if chunks is None:
+                stream.dead = stream.dead or "a xorb was refused"
+            else:
+                stream.verified[xorb] = chunks
+            self._cond.notify_all()
+
+    # -- the shard ------------------------------------------------------------------------------
+    def take(self, repo_id: str, files: list[FileEntry]) -> tuple[FileEntry, Built] | None:
+        """The file of ``files`` built ahead for ``repo_id``, checked as the module says, or None
+        (what was built is then dropped and its registry upload cut)."""
+        with self._cond:
+            stream = self._streams.pop(repo_id, None)
+            if stream is None:
+                return None
+            entry = next((e for e in files if self._reordered(e, stream) and self._is_stream(e, stream)), None)
+            if entry is None:
+                stream.dead = stream.dead or "the shard names other bytes"
+            elif not self._cond.wait_for(lambda: stream.dead is not None or stream.built == len(stream.order) - 1,
+                                         CATCH_UP):
+                stream.dead = "the build did not catch up"
+            else:
+                tail = entry.segments[-1]
+                whole = [c for xorb in stream.order[:-1] for c in stream.verified[xorb]]
+                if merkle.file_hash(whole + stream.verified[tail.xorb][tail.first:tail.end]) != entry.xet_hash:
+                    stream.dead = "not the Xet hash the shard names"  # before the registry upload ends
+                stream.last = (tail.first, tail.end)
+            stream.closed = True
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: stream.ended)
+            if entry is not None and stream.dead is None and entry.sha256 is not None:
+                if stream.sha256 == merkle.hex_of(entry.sha256):
+                    return entry, Built(stream.path, stream.sha256, stream.table)
+                stream.path.unlink(missing_ok=True)
+            log.info("%s: the file built ahead of the shard is not taken (%s): its files are rebuilt", repo_id,
+                     stream.dead or "not the SHA-256 the shard names")
+            return None
+
+    @staticmethod
+    def _reordered(entry: FileEntry, stream: _Stream) -> bool:
+        """Put the xorbs not written yet in the order ``entry`` names them (uploads begun at once
+        may reach serve in another order), when it names the stream's xorbs and agrees with what
+        was written (and the one being written); False when it does not."""
+        names = [seg.xorb for seg in entry.segments]
+        at = min(stream.built + 1, len(names))
+        if sorted(names) != sorted(stream.order) or names[:at] != stream.order[:at]:
+            return False
+        stream.order = names
+        return True
+
+    @staticmethod
+    def _is_stream(entry: FileEntry, stream: _Stream) -> bool:
+        """Whether ``entry``'s segments are the stream's xorbs in order, each whole but the last,
+        which may be part of its xorb (hf_xet puts the tail of a large file and small files
+        together in the last xorb)."""
+        if [seg.xorb for seg in entry.segments] != stream.order:
+            return False
+        for k, seg in enumerate(entry.segments):
+            chunks = stream.verified.get(seg.xorb)
+            if chunks is None:
+                return False
+            first, end = (seg.first, seg.end) if k == len(entry.segments) - 1 else (0, len(chunks))
+            if seg.first != first or seg.end != end or end > len(chunks) or \
+                    seg.size != sum(n for _, n in chunks[first:end]):
+                return False
+        return True
+
+    # -- the build ------------------------------------------------------------------------------
+    def _ready(self, stream: _Stream) -> bool:
+        """Whether the build may go on: a xorb verified with another begun after it (so whole), or
+        the last one with the part of it the shard names, or the end."""
+        k = stream.built
+        if stream.dead is not None or stream.closed:
+            return True
+        return len(stream.order) > k + 1 and stream.order[k] in stream.verified
+
+    def _next(self, stream: _Stream) -> tuple[bytes, int, int | None] | None:
+        """The next xorb to write and its chunks to write (``None``: to its end); None: over."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._ready(stream), STALL):
+                stream.dead = "no xorb nor shard came"
+            k = stream.built
+            if stream.dead is not None:
+                return None
+            if not stream.closed:
+                return stream.order[k], 0, None
+            if stream.last is not None and k == len(stream.order) - 1:
+                return stream.order[k], *stream.last
+            return None
+
+    def _build(self, repo_id: str, stream: _Stream) -> None:
+        relay: IngestRelay | None = None
+        digest = hashlib.sha256()
+        table = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False)
+        part = self._next(stream)  # the file is made with the first verified xorb, not before
+        try:
+            if part is not None:
+                self.tmp.mkdir(parents=True, exist_ok=True)
+                with stream.path.open("xb") as out:
+                    while part is not None:
+                        xorb, first, end = part
+                        with open(self.xorbs / merkle.hex_of(xorb), "rb") as f:
+                            for data in shards.chunks(f, os.fstat(f.fileno()).st_size, first, end):
+                                out.write(data)
+                                table.update(data)
+                                if relay is None:  # a relay makes the SHA-256 as it sends
+                                    digest.update(data)
+                        out.flush()
+                        if out.tell() > self.limit:
+                            raise BadUpload("past the staging budget")
+                        if relay is None and self.ingest is not None and out.tell() >= RELAY_MIN:
+                            relay = self.ingest(repo_id, stream.path)
+                        if relay is not None:
+                            relay.follow.grew(out.tell())
+                        with self._cond:
+                            stream.size = out.tell()
+                            stream.built += 1
+                            self._cond.notify_all()
+                        part = self._next(stream)
+        except (OSError, BadUpload) as e:
+            with self._cond:
+                stream.dead = stream.dead or str(e)
+                self._cond.notify_all()
+        self._end(stream, relay, digest.hexdigest, table)
+
+    def _end(self, stream: _Stream, relay: IngestRelay | None, digest: Callable[[], str], table: ChunkHasher) -> None:
+        """Once a shard came (or none will): the SHA-256 and table of what was built, for
+        :meth:`take`; or, not taken, the file dropped and the registry upload cut."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: stream.closed or stream.dead is not None, CATCH_UP):
+                stream.dead = stream.dead or "no shard came"
+            keep = stream.dead is None
+        sha = None
+        if relay is not None and keep:
+            sha = relay.finish(stream.size)
+        elif relay is not None:
+            relay.cut(stream.dead or "not the shard's file")
+        elif keep:
+            sha = digest()
+        chunks = table.finish() if keep and stream.size >= PUSH_THRESHOLD else None
+        if not keep or sha is None:
+            with contextlib.suppress(OSError):
+                stream.path.unlink()
+        with self._cond:
+            stream.sha256, stream.table = sha, chunks
+            if sha is None:
+                stream.dead = stream.dead or "the relay failed"
+            stream.ended = True
+            self._cond.notify_all()

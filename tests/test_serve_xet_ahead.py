@@ -1,0 +1,97 @@
+"""A Xet file built while its xorbs arrive (issue 64, hubserver/xet/ahead.py), tried with raw
+xorbs and shards against serve as a process over the real registry: the shard decides. The file
+it names is what is staged and committed, whether it is the one built ahead (then its registry
+blob is there before the commit) or other bytes (then what was built is dropped and its registry
+upload cut, never a blob); a tampered xorb is still refused, and what was streamed with it too."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
+
+import httpx
+from huggingface_hub import HfApi
+from test_serve_publish import MIB, blob_in, serve_process
+
+from ocibridge.hubserver.xet import merkle
+from ocibridge.hubserver.xet import shards as xetformat
+
+CHUNK = 64 * 1024
+AUTH = {"authorization": "Bearer writer-token"}
+
+
+def xorb_of(data: bytes) -> tuple[bytes, str, list[tuple[bytes, int]]]:
+    """``data`` as a xorb of stored 64 KiB chunks: its bytes, its hash's text, its chunks."""
+    pieces = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)]
+    chunks = [(merkle.chunk_hash(p), len(p)) for p in pieces]
+    raw = b"".join(b"\x00" + len(p).to_bytes(3, "little") + b"\x00" + len(p).to_bytes(3, "little") + p
+                   for p in pieces)
+    return raw, merkle.hex_of(merkle.xorb_hash(chunks)), chunks
+
+
+def shard(segments: list[tuple[str, list[tuple[bytes, int]]]], data: bytes) -> bytes:
+    """A shard naming one file, ``data``: the whole of each xorb of ``segments``, in order."""
+    sha, hashes = merkle.from_hex(hashlib.sha256(data).hexdigest()), [c for _, cs in segments for c in cs]
+    assert sha is not None
+    body = xetformat.SHARD_TAG + struct.pack("<QQ", 2, 0) + merkle.file_hash(hashes)
+    body += struct.pack("<IIQ", xetformat.WITH_METADATA_EXT, len(segments), 0)
+    for name, chunks in segments:
+        raw = merkle.from_hex(name)
+        assert raw is not None
+        body += raw + struct.pack("<IIII", 0, sum(n for _, n in chunks), 0, len(chunks))
+    return body + sha + bytes(16) + xetformat.BOOKEND + bytes(16)
+
+
+def commit(url: str, repo: str, data: bytes) -> httpx.Response:
+    lines = ({"key": "header", "value": {"summary": "w"}},
+             {"key": "lfsFile", "value": {"path": "w.bin", "algo": "sha256",
+                                          "oid": hashlib.sha256(data).hexdigest(), "size": len(data)}})
+    return httpx.post(f"{url}/api/models/{repo}/commit/main", headers={**AUTH, "content-type": "application/x-ndjson"},
+                      content=b"".join(json.dumps(line).encode() + b"\n" for line in lines), timeout=120)
+
+
+def test_the_shard_decides_what_is_committed_whatever_was_built_ahead(tmp_path: Path, registry, unique_repo):
+    prefix = f"{registry.host}/{unique_repo}"
+    first, second = os.urandom(9 * MIB), os.urandom(MIB)  # past the relay's 8 MiB: its upload begins
+    (x1, n1, c1), (x2, n2, c2) = xorb_of(first), xorb_of(second)
+    streamed = first + second
+    with serve_process(tmp_path, prefix) as url:
+        HfApi(endpoint=url, token="writer-token").create_repo("acme/ahead")
+        grant = httpx.get(f"{url}/api/models/acme/ahead/xet-write-token/main", headers=AUTH).json()
+        cas, token = grant["casUrl"], {"authorization": f"Bearer {grant['accessToken']}"}
+
+        def post(path: str, body: bytes) -> httpx.Response:
+            return httpx.post(f"{cas}{path}", content=body, headers=token, timeout=120)
+
+        # the xorbs of first+second in order, then a shard naming other bytes: second alone
+        assert post(f"/v1/xorbs/default/{n1}", x1).status_code == 200
+        assert post(f"/v1/xorbs/default/{n2}", x2).status_code == 200
+        assert post("/v2/shards", shard([(n2, c2)], second)).status_code == 200
+        assert commit(url, "acme/ahead", second).status_code == 200
+        got = httpx.get(f"{url}/acme/ahead/resolve/main/w.bin", headers=AUTH, timeout=120)
+        assert got.status_code == 200 and got.content == second  # exactly the shard's file
+        ref = f"{prefix}/acme/ahead:latest"
+        assert not blob_in(ref, hashlib.sha256(streamed).hexdigest(), len(streamed))  # the upload ahead was cut
+
+        # the same xorbs again, and the shard naming them: taken as built, in the registry before the commit
+        assert post(f"/v1/xorbs/default/{n1}", x1).json() == {"was_inserted": False}
+        assert post(f"/v1/xorbs/default/{n2}", x2).json() == {"was_inserted": False}
+        assert post("/v2/shards", shard([(n1, c1), (n2, c2)], streamed)).status_code == 200
+        assert blob_in(ref, hashlib.sha256(streamed).hexdigest(), len(streamed))
+        assert commit(url, "acme/ahead", streamed).status_code == 200
+        got = httpx.get(f"{url}/acme/ahead/resolve/main/w.bin", headers=AUTH, timeout=120)
+        assert got.status_code == 200 and got.content == streamed
+
+        # a tampered xorb in the stream: refused, and the shard naming it too; nothing staged
+        third = os.urandom(9 * MIB)
+        (x3, n3, c3) = xorb_of(third)
+        assert post(f"/v1/xorbs/default/{n3}", x3[:-1] + bytes([x3[-1] ^ 1])).status_code == 400
+        refused = post("/v2/shards", shard([(n3, c3)], third))
+        assert refused.status_code == 400 and "never uploaded" in refused.text
+        assert commit(url, "acme/ahead", third).status_code >= 400
+        assert not blob_in(ref, hashlib.sha256(third).hexdigest(), len(third))
+    log = (tmp_path / "serve.log").read_text()
+    assert log.count("was built as its xorbs came") == 1, log  # only the shard that named the stream
