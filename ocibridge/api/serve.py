@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.hubserver import XET_MIN_SIZE as XET_MIN_SIZE
 from ocibridge.hubserver.server import read_tokens as read_tokens
+from ocibridge.hubserver.settings import COMPARE_BUDGET as _COMPARE_BUDGET
 from ocibridge.hubserver.settings import MULTIPART_MIN as _MULTIPART_MIN
 from ocibridge.hubserver.settings import PART_SIZE as _PART_SIZE
 from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS as _STAGING_EXPIRY
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import Verification
     from ocibridge.hubserver.server import ServerSettings
-    from ocibridge.hubserver.web.history import Diff
+    from ocibridge.hubserver.web.compare import Diff
     from ocibridge.hubserver.writes.evidence import Evidence
+    from ocibridge.lazyread.budget import ReadBudget
     from ocibridge.lazyread.diff import ModelDiff
     from ocibridge.oci.reference import LayoutReference, RegistryReference
 
@@ -49,6 +51,7 @@ class ServeOptions:
     staging_expiry: float = _STAGING_EXPIRY  # seconds an upload no commit names is kept (--staging-expiry)
     lfs_multipart_min: int | None = _MULTIPART_MIN  # LFS uploads from this size come in parts; None: never
     lfs_part_size: int = _PART_SIZE  # the size of those parts (--lfs-part-size)
+    compare_budget: int = _COMPARE_BUDGET  # bytes one compare page may read from registries (--compare-budget)
 
 
 @dataclass(frozen=True)
@@ -146,20 +149,19 @@ def _evidence(sign: SignOptions | None, attest: AttestOptions | None) -> Evidenc
 
 def _differ(transfer: TransferOptions) -> Diff:
     """What serve's compare pages show: ``ocibridge diff`` itself (:func:`ocibridge.api.browse.diff`),
-    with serve's registry options; where it would read a whole large file for want of a chunk
-    table (it warns first), the page's diff stops with :class:`WholeRead` instead."""
+    with serve's registry options, under the page's read budget (a whole read of a file without
+    a chunk table is one more read the budget bounds: nothing to warn of on serve's stderr)."""
 
-    def refuse(message: str) -> None:
-        from ocibridge.hubserver.web.history import WholeRead
-
-        raise WholeRead(message)
-
-    def diff(old: str, new: str) -> ModelDiff:
+    def diff(old: str, new: str, budget: ReadBudget) -> ModelDiff:
         from ocibridge.api.browse import diff as diff_models
 
-        return diff_models(old, new, transfer=transfer, warn=refuse)
+        return diff_models(old, new, transfer=transfer, warn=_quiet, max_read=budget)
 
     return diff
+
+
+def _quiet(message: str) -> None:
+    """A warning not printed (the page says what it read)."""
 
 
 def _needs(*modules: str) -> None:
@@ -192,7 +194,8 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
         send_timeout=options.send_timeout, publish=Publishing(transfer.concurrency, evidence), diff=_differ(transfer),
         staging_budget=options.staging_budget, staging_expiry=options.staging_expiry,
-        lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size)
+        lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size,
+        compare_budget=options.compare_budget)
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     if not options.staging_expiry > 0:

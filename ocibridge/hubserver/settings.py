@@ -18,6 +18,8 @@ PART_SIZE = 512 * 1024 ** 2
 MAX_PARTS = 10_000
 #: entries per page of a tree listing (the Hub's: 1000) and of a model listing
 PAGE = 1000
+#: what one compare page's diff may read from registries (serve's --compare-budget; web/compare.py)
+COMPARE_BUDGET = 64 * 1024 ** 2
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class ServeSettings:
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out
     lfs_multipart_min: int | None = MULTIPART_MIN  # LFS uploads from this size come in parts (None: never)
     lfs_part_size: int = PART_SIZE  # ... of this size
+    compare_budget: int = COMPARE_BUDGET  # bytes one compare page's diff may read
 
     def part_size_for(self, size: int) -> int | None:
         """The part size to offer an LFS upload of ``size`` bytes, or None: one PUT."""
