@@ -149,19 +149,15 @@ def _evidence(sign: SignOptions | None, attest: AttestOptions | None) -> Evidenc
 
 def _differ(transfer: TransferOptions) -> Diff:
     """What serve's compare pages show: ``ocibridge diff`` itself (:func:`ocibridge.api.browse.diff`),
-    with serve's registry options, under the page's read budget (a whole read of a file without
-    a chunk table is one more read the budget bounds: nothing to warn of on serve's stderr)."""
+    with serve's registry options, under the page's read budget, made in a child process
+    (:mod:`ocibridge.api.diffprocess`: serve's event loop and memory stay its own)."""
 
     def diff(old: str, new: str, budget: ReadBudget) -> ModelDiff:
-        from ocibridge.api.browse import diff as diff_models
+        from ocibridge.api.diffprocess import diff_in_child
 
-        return diff_models(old, new, transfer=transfer, warn=_quiet, max_read=budget)
+        return diff_in_child(old, new, transfer, budget.left)
 
     return diff
-
-
-def _quiet(message: str) -> None:
-    """A warning not printed (the page says what it read)."""
 
 
 def _needs(*modules: str) -> None:

@@ -15,6 +15,7 @@ as does one whose safetensors header is malformed, instead of the whole diff fai
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterator
@@ -170,7 +171,14 @@ def _paths(model: RemoteModel) -> dict[str, Descriptor]:
 
 
 def _shown(info: TensorInfo) -> str:
-    return f"{info.dtype}{list(info.shape)}"
+    return _shape_text(info.dtype, info.shape)
+
+
+@functools.lru_cache(maxsize=4096)
+def _shape_text(dtype: str, shape: tuple[int, ...]) -> str:
+    """One string for each dtype and shape, shared by every tensor that has them (a diff of
+    200,000 tensors of a few shapes holds a few strings, not 400,000)."""
+    return f"{dtype}{list(shape)}"
 
 
 def _blob(model: RemoteModel, path: str, budget: ReadBudget | None) -> VerifiedBlob:

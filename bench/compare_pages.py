@@ -1,0 +1,130 @@
+"""serve's memory and event loop while compare pages of very wide models are asked for (issue
+62 item 5): 200,000 tensors a file, every one changed between two versions (F16 <-> BF16).
+
+    .venv/bin/python -m bench.compare_pages                 # 200,000 tensors, 8 pairs
+    .venv/bin/python -m bench.compare_pages --tensors 50000 --pairs 4
+
+(run from a checkout: serve is started from it; for the figure before a change, copy this file
+into an export of the older commit, ``git archive``, and run it there)
+
+Nine versions of one model are pushed to a fresh local registry, each a safetensors file of
+TENSORS tiny tensors (a header of ~13 MiB), its dtype alternating, so that any two consecutive
+versions differ in every tensor. A serve started over that registry is asked the 8 pages
+``v0...v1`` to ``v7...v8`` one after the other while another thread asks ``/healthz`` every
+50 ms. Shown: each page's time and size, serve's RSS after each (``/proc/PID/status`` VmRSS),
+its peak (VmHWM), and the slowest ``/healthz`` answers (targets: RSS < 300 MiB after the 8
+pairs, every ``/healthz`` < 100 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+import ocibridge
+
+from .registries import fresh_registry
+from .serve import MiB, base_env, free_port, load, wait_healthy
+
+
+def wide_model(root: Path, tensors: int, number: int) -> Path:
+    """Version ``number``: ``tensors`` tensors of two elements, F16 on even versions, BF16 on odd."""
+    root.mkdir(parents=True)
+    dtype = "F16" if number % 2 == 0 else "BF16"
+    header: dict[str, object] = {"__metadata__": {"version": str(number)}}
+    for i in range(tensors):
+        header[f"model.layers.{i // 1000}.experts.{i % 1000}.w"] = {
+            "dtype": dtype, "shape": [2], "data_offsets": [4 * i, 4 * i + 4]}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    (root / "model.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + bytes(4 * tensors))
+    (root / "config.json").write_text(json.dumps({"model_type": "llama", "version": number}))
+    return root
+
+
+@contextlib.contextmanager
+def open_serve(work: Path, source: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """serve over ``source`` as an open server (its pages need no login), its cache empty."""
+    port = free_port()
+    env = {**base_env(work), "OCIBRIDGE_CACHE": str(work / "serve-cache")}
+    proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", source, "--listen", f"127.0.0.1:{port}",
+                             "--no-access-log"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(proc, url)
+        yield url, proc
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+
+
+def rss_mib(pid: int, field: str = "VmRSS:") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field}")
+
+
+class Health(threading.Thread):
+    """``/healthz`` every 50 ms; the time of each answer."""
+
+    def __init__(self, url: str):
+        super().__init__(daemon=True)
+        self.url, self.times, self.stopped = url, list[float](), threading.Event()
+
+    def run(self) -> None:
+        with httpx.Client(timeout=30) as client:
+            while not self.stopped.is_set():
+                start = time.perf_counter()
+                client.get(f"{self.url}/healthz")
+                self.times.append(time.perf_counter() - start)
+                time.sleep(0.05)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tensors", type=int, default=200_000)
+    parser.add_argument("--pairs", type=int, default=8)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
+        work = Path(tmp)
+        with fresh_registry(work) as registry:
+            header_size = 0
+            for number in range(args.pairs + 1):
+                root = wide_model(work / f"v{number}", args.tensors, number)
+                header_size = (root / "model.safetensors").stat().st_size
+                ocibridge.push(str(root), f"{registry.host}/bench/wide:v{number}")
+            with open_serve(work, f"{registry.host}/bench") as (url, proc):
+                print(f"{args.tensors} tensors a file ({header_size / MiB:.1f} MiB), {args.pairs} pairs; "
+                      f"serve RSS at start {rss_mib(proc.pid):.0f} MiB; load {load()}")
+                health = Health(url)
+                health.start()
+                with httpx.Client(timeout=600) as client:
+                    for number in range(args.pairs):
+                        start = time.perf_counter()
+                        page = client.get(f"{url}/wide/compare/v{number}...v{number + 1}")
+                        took = time.perf_counter() - start
+                        print(f"v{number}...v{number + 1}: {page.status_code}, {took:.1f} s, "
+                              f"{len(page.content) / 1e6:.2f} MB page, RSS {rss_mib(proc.pid):.0f} MiB")
+                health.stopped.set()
+                health.join()
+                slow = sorted(health.times)
+                print(f"after {args.pairs} pairs: RSS {rss_mib(proc.pid):.0f} MiB, peak "
+                      f"{rss_mib(proc.pid, 'VmHWM:'):.0f} MiB (target < 300 MiB after)")
+                print(f"/healthz: {len(slow)} answers, median {statistics.median(slow) * 1000:.1f} ms, "
+                      f"slowest {slow[-1] * 1000:.1f} ms (target < 100 ms); load {load()}")
+
+
+if __name__ == "__main__":
+    main()
