@@ -56,19 +56,23 @@ def test_writes_need_a_write_token_within_its_prefix():
     assert status == 403 and "'acme/'" in message
     grant = gate.require(request("w0"), "acme/m", Access.WRITE)
     assert grant is not None and grant.name == "alice"
-    assert gate.require(request("w0"), "other/m", Access.READ) is not None  # a write token reads everything
+    assert gate.require(request("w0"), "acme/m", Access.READ) is not None  # a write token reads its prefix...
+    assert denied(gate.require, request("w0"), "other/m", Access.READ)[0] == 404  # ... only (test_serve_scopes.py)
     assert gate.who(request("r0")).whoami()["auth"]["accessToken"]["role"] == "read"
     assert denied(gate.who, request("nobody"))[0] == 401
 
 
 def test_signed_urls_and_granted_tokens_are_decided_by_the_gate():
-    signer = Signer([b"t"], clock=lambda: 1000.0)
-    url = signer.signed("/ocibridge/lfs/x", signer.expiry(), "c1")
+    signer = Signer([b"t", b"u"], clock=lambda: 1000.0)
+    c1, c2 = signer.client_of("t"), signer.client_of("u")  # what a grant names: a served token's client
+    url = signer.signed("/ocibridge/lfs/x", signer.expiry(), c1)
     query = url.split("?", 1)[1]
-    assert require_signed(signer, request(query=query), "/ocibridge/lfs/x", "no") == "c1"
+    assert require_signed(signer, request(query=query), "/ocibridge/lfs/x", "no") == c1
     assert denied(require_signed, signer, request(query=query), "/ocibridge/lfs/y", "no") == (403, "no")
-    token, _ = signer.grant("acme/m@abc", "c2")
-    assert require_token(signer, request(token), "acme/m@abc", "access") == "c2"
+    token, _ = signer.grant("acme/m@abc", c2)
+    assert require_token(signer, request(token), "acme/m@abc", "access") == c2
+    stranger, _ = signer.grant("acme/m@abc", "c3")  # signed, but for no client serve knows
+    assert denied(require_token, signer, request(stranger), "acme/m@abc", "access")[0] == 401
     assert denied(require_token, signer, request(token), "acme/m@def", "access") == \
         (401, "Invalid or expired Xet access token")
 
@@ -80,7 +84,7 @@ def test_the_pages_take_only_a_session_of_a_served_token():
     session = gate.session_for("r0")
     assert session is not None and session != "r0"  # the cookie holds no token
     assert gate.page_allowed(request(cookie=session))
-    assert gate.page_allowed(request(cookie=session), "acme/m")  # every token reads every repository
+    assert gate.page_allowed(request(cookie=session), "acme/m")  # a token without a prefix reads every repository
     assert not gate.page_allowed(request(cookie="0" * 64), "acme/m")
     assert not gate.page_allowed(request("r0"))  # a bearer token is no page login
 

@@ -275,14 +275,15 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
         assert tag_digest(ref) == before
 
 
-@pytest.mark.parametrize(("line", "said"), [("tok admin", "scope 'admin'"),
-                                            ("tok read acme/", "a prefix goes with write"),
-                                            ("tok write acme/ name extra", "expected 'TOKEN")])
+@pytest.mark.parametrize(("line", "said"), [("tok admin", "line 2: scope 'admin'"),
+                                            ("good write acme/", "lines 1 and 2 give the same token"),
+                                            ("tok write acme/ name extra", "line 2: expected 'TOKEN")])
 def test_a_malformed_token_line_is_one_error_line(tmp_path, capsys, line, said):
     (tmp_path / "tokens.txt").write_text(f"good\n{line}\n")
     assert main(["serve", "127.0.0.1:9/models", "--token-file", str(tmp_path / "tokens.txt")]) != 0
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("ocibridge: error: --token-file line 2") and said in err, err
+    where = f"ocibridge: error: --token-file {tmp_path / 'tokens.txt'} "
+    assert err.count("\n") == 1 and err.startswith(where) and said in err, err
 
 
 def test_branches_tags_history_and_commits_at_once(tmp_path, registry, unique_repo, lfs_client, monkeypatch):

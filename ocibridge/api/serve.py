@@ -43,6 +43,9 @@ class ServeOptions:
 
     default_tag: str = "latest"  # the tag the revision "main" names (--default-tag)
     tokens: tuple[str, ...] = ()  # --token-file lines, "TOKEN [read|write] [REPO-PREFIX] [NAME]"; none: open, no writes
+    token_file: str | None = None  # the file of those lines (read when tokens is empty), read again when it changes
+    audit_log: str | None = None  # each write asked, landed or refused, as a JSON line here ("-": stdout; --audit-log)
+    metrics: bool = True  # GET /metrics in Prometheus' text format (--no-metrics: False)
     xet_min_size: int | None = XET_MIN_SIZE  # files from this size are offered over Xet; None: plain only
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out (--public-url)
     page: int = 1000  # entries per page of a tree or model listing
@@ -51,6 +54,8 @@ class ServeOptions:
     staging_expiry: float = _STAGING_EXPIRY  # seconds an upload no commit names is kept (--staging-expiry)
     lfs_multipart_min: int | None = _MULTIPART_MIN  # LFS uploads from this size come in parts; None: never
     lfs_part_size: int = _PART_SIZE  # the size of those parts (--lfs-part-size)
+    writer: str | None = None  # the serve every write is sent to; None: this one writes (--writer)
+    trust_forwarded: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # --trust-forwarded
     compare_budget: int = _COMPARE_BUDGET  # bytes one compare page may read from registries (--compare-budget)
 
 
@@ -85,7 +90,7 @@ def create_app(
     API is signed and given its AI-BOM and provenance (naming its parent commit and uploader)
     before its branch's tag moves; a commit whose evidence fails is refused, the tag left where
     it was (hubserver/writes/evidence.py). The keys are loaded here."""
-    _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3")  # Xet uploads; the web pages
+    _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3", "prometheus_client")  # Xet uploads; pages
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify, _evidence(sign, attest))[0]
 
 
@@ -103,7 +108,7 @@ def serve(
     uvicorn at ``listen`` (``HOST:PORT`` or :class:`ListenOptions`; default 127.0.0.1:8080)
     until SIGTERM or Ctrl-C, which finish the requests in flight first: what ``ocibridge
     serve`` does."""
-    _needs("starlette", "uvicorn", "blake3", "lz4", "jinja2", "markdown_it", "nh3")
+    _needs("starlette", "uvicorn", "blake3", "lz4", "jinja2", "markdown_it", "nh3", "prometheus_client")
     from ocibridge.hubserver.server import run
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
@@ -179,19 +184,24 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.api.options import TransferOptions
     from ocibridge.hubserver.reading.catalog import Catalog
     from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
+    from ocibridge.hubserver.replicas.trusted import parse_networks
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
     from ocibridge.hubserver.writes.publishing import Publishing
     from ocibridge.signing.containers_policy import UsePolicy, find_policy_file, read_policy_file
 
     transfer = transfer or TransferOptions()
+    tokens = options.tokens or (tuple(read_tokens(options.token_file)) if options.token_file else ())
     settings = ServerSettings(
-        listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
+        listen=listen.address, cert=listen.cert, key=listen.key, tokens=tokens, token_file=options.token_file,
+        audit_log=options.audit_log, metrics=options.metrics,
         access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
         send_timeout=options.send_timeout, publish=Publishing(transfer.concurrency, evidence), diff=_differ(transfer),
         staging_budget=options.staging_budget, staging_expiry=options.staging_expiry,
         lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size,
+        writer=parse_public_url(options.writer, "--writer"), trust_forwarded=options.trust_forwarded,
         compare_budget=options.compare_budget)
+    parse_networks(options.trust_forwarded)
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     if not options.staging_expiry > 0:

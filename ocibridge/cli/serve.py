@@ -25,11 +25,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     transfer = transfer_options(args)
     tokens = tuple(api_serve.read_tokens(args.token_file)) if args.token_file else ()
     budget = _size(args, "staging_budget", api_serve.ServeOptions.staging_budget)
-    options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, xet_min_size=_xet_min(args),
+    options = api_serve.ServeOptions(default_tag=args.default_tag, tokens=tokens, token_file=args.token_file,
+                                     audit_log=args.audit_log, metrics=not args.no_metrics, xet_min_size=_xet_min(args),
                                      public_url=args.public_url, send_timeout=args.send_timeout,
                                      staging_budget=budget, staging_expiry=args.staging_expiry,
                                      lfs_multipart_min=_multipart_min(args),
                                      lfs_part_size=_size(args, "lfs_part_size", api_serve.ServeOptions.lfs_part_size),
+                                     writer=args.writer, trust_forwarded=_trusted(args),
                                      compare_budget=_size(args, "compare_budget",
                                                           api_serve.ServeOptions.compare_budget))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
@@ -71,8 +73,13 @@ def register(command: CommandAdder) -> None:
                    help="serve only models signed by this key; others are refused with the reason (repeatable)")
     add_policy_flag(p)
     p.add_argument("--token-file", metavar="FILE",
-                   help="tokens, one a line ('TOKEN [read|write] [REPO-PREFIX] [NAME]': a bare token reads; "
-                        "write ones publish): clients must send 'Authorization: Bearer TOKEN' (HF_TOKEN)")
+                   help="tokens, one a line ('TOKEN [read|write] [REPO-PREFIX] [NAME]': a bare token reads "
+                        "everything; a prefix (acme/) confines a token to those repositories; write ones publish): "
+                        "clients must send 'Authorization: Bearer TOKEN' (HF_TOKEN); read again when it changes")
+    p.add_argument("--audit-log", metavar="FILE",
+                   help="append each write (landed or refused) as one JSON line to FILE ('-': stdout)")
+    p.add_argument("--no-metrics", action="store_true",
+                   help="do not answer GET /metrics (Prometheus' text format; open on the listen address)")
     p.add_argument("--cert", metavar="PEM", help="TLS certificate (with --key): serve HTTPS")
     p.add_argument("--key", metavar="PEM", help="TLS private key")
     p.add_argument("--no-access-log", action="store_true", help="do not log each request")
@@ -97,6 +104,13 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--compare-budget", metavar="SIZE",
                    help="what one compare page may read from registries to compare configs and tensors; "
                         "past it the page names the ocibridge diff that compares the rest (default 64M)")
+    g = p.add_argument_group("replicas (docs/serve.md, One writer, many readers)")
+    g.add_argument("--writer", metavar="URL",
+                   help="send every write (uploads, commits, branches, tags, new repositories) to the serve at "
+                        "URL, and answer reads here: several serves over one registry act as one")
+    g.add_argument("--trust-forwarded", action="append", metavar="CIDR",
+                   help="believe X-Forwarded-Host/-Proto (sent by a --writer reader) from these peers "
+                        "(repeatable; default loopback only)")
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--sign-key", metavar="KEY",
                    help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "
@@ -105,6 +119,10 @@ def register(command: CommandAdder) -> None:
                    help="the signature's form: classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
     add_evidence_flags(p, "commit")
     add_transfer_flags(p)
+
+
+def _trusted(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(args.trust_forwarded or api_serve.ServeOptions.trust_forwarded)
 
 
 def _multipart_min(args: argparse.Namespace) -> int | None:

@@ -4,18 +4,26 @@ or WRITE of a repository), :func:`require_signed` (a URL serve signed: an LFS up
 cookie of the pages). Each raises :class:`Denied` (401 or 403), which the one table of
 :mod:`.failures` answers. Reading a token file's line is here too, so a scope is one place.
 
-What each token of ``--token-file`` may do: read every repository, or also write those under a
-repo-id prefix (the Hub's write API, :mod:`.writes`). One token a line:
+What each token of ``--token-file`` may do: read, or read and write (the Hub's write API,
+:mod:`.writes`), every repository or those under a repo-id prefix. One token a line:
 
-    TOKEN                       read
-    TOKEN read                  read
-    TOKEN write                 read everything, write every repository
-    TOKEN write acme/           read everything, write repositories whose id starts with acme/
+    TOKEN                       read every repository
+    TOKEN read acme/            read repositories under acme/ only (every other one: not found)
+    TOKEN write                 read and write every repository
+    TOKEN write acme/           read and write repositories under acme/ only
     TOKEN write acme/ alice     ... and commits it makes are by "alice" (whoami's name)
 
-The name (what ``whoami`` answers and the author a commit records) is the fourth field, else
+A prefix matches at a ``/`` boundary (:func:`within`): ``acme`` and ``acme/`` both take
+``acme/x``, neither takes ``acme-evil/x``. A repository a token may not read is answered as a
+missing one (``missing``), on every route and page, so that its existence does not leak. The
+name (what ``whoami`` answers and the author a commit records) is the fourth field, else
 ``token-`` and the first 8 hex digits of the token's SHA-256, so a secret never appears in a
-manifest. A write prefix ``*`` is every repository (to name the token without a prefix).
+manifest. A prefix ``*`` is every repository (to name the token without a prefix). One token
+is on one line only: two lines for it would leave which one was meant to a guess.
+
+The token file (:mod:`.tokenfile`) is re-read when it changes; what a removed token was given
+stops working with it: its bearer at once, its page cookie (an HMAC over its current line) and
+what serve granted it (a Xet token, a xorb URL: they name its client) too.
 """
 
 from __future__ import annotations
@@ -23,22 +31,32 @@ from __future__ import annotations
 import enum
 import hashlib
 import hmac
+import logging
 import secrets
-import time
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
 from ocibridge.errors import UsageError
-from ocibridge.hubserver.answers import bearer, number
+from ocibridge.hubserver.answers import bearer
+from ocibridge.hubserver.signer import TOKEN_LIFE as TOKEN_LIFE
+from ocibridge.hubserver.signer import Signer as Signer
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.tokenfile import TokenFile
+
+log = logging.getLogger("ocibridge.hubserver")
 
 SCOPES = ("read", "write")
 #: the pages' login cookie (:mod:`.web.auth` sets it)
 COOKIE = "ocibridge_session"
-#: seconds what serve grants (a Xet token, a signed URL) is good for
-TOKEN_LIFE = 3600
+#: where :meth:`Gate.require` and :meth:`Gate.page_allowed` leave who reads, in a request's scope
+READER = "ocibridge.reader"
+#: ... and the grant of its bearer token (the audit's token name)
+GRANT = "ocibridge.grant"
 
 
 class Access(enum.Enum):
@@ -49,7 +67,8 @@ class Access(enum.Enum):
 
 
 class Denied(Exception):
-    """A request refused by :class:`Gate`: 401 (no one serve knows) or 403 (not this)."""
+    """A request refused by :class:`Gate`: 401 (no one serve knows), 403 (not this), 503 (the
+    token file cannot be read now: every token refused, never an open server)."""
 
     def __init__(self, status: int, message: str):
         super().__init__(message)
@@ -62,24 +81,40 @@ class Grant:
 
     token: str
     write: bool = False
-    prefix: str = ""  # the repo ids it writes start with this ("": every one)
+    prefix: str = ""  # the repo ids it reads (and writes) are under this ("": every one)
     name: str = ""
 
     def may_read(self, repo_id: str | None) -> bool:
-        """Every token reads every repository (issue 61 scopes reads here, at a ``/`` boundary)."""
-        return True
+        """Whether the token reads ``repo_id`` (None: some repository, as a listing asks)."""
+        return repo_id is None or within(self.prefix, repo_id)
 
     def may_write(self, repo_id: str) -> bool:
-        return self.write and repo_id.lower().startswith(self.prefix.lower())
+        return self.write and within(self.prefix, repo_id)
+
+    @property
+    def line(self) -> bytes:
+        """The line as serve understood it: what a page cookie is an HMAC over, so that a
+        changed line (a narrower prefix, a removed write) signs its visitors out."""
+        return "\0".join((self.token, "write" if self.write else "read", self.prefix, self.name)).encode()
 
     def whoami(self) -> dict[str, Any]:
         """``GET /api/whoami-v2`` as huggingface_hub reads it (``hf auth whoami``: name, role)."""
         role = "write" if self.write else "read"
         token: dict[str, Any] = {"displayName": self.name, "role": role}
-        if self.write and self.prefix:
-            token["repoPrefix"] = self.prefix  # serve's own: what this write token may write
+        if self.prefix:
+            token["repoPrefix"] = self.prefix  # serve's own: the repositories this token reads (and writes)
         return {"type": "user", "id": self.name, "name": self.name, "fullname": self.name, "orgs": [],
                 "auth": {"type": "access_token", "accessToken": token}}
+
+
+def within(prefix: str, repo_id: str) -> bool:
+    """Whether ``repo_id`` is under ``prefix`` at a ``/`` boundary, case-insensitively as the
+    Hub's ids: ``acme`` and ``acme/`` take ``acme`` and ``acme/x``, not ``acme-evil/x``; "" takes all."""
+    head = prefix.lower().rstrip("/")
+    if not head:
+        return True
+    repo = repo_id.lower()
+    return repo == head or repo.startswith(head + "/")
 
 
 def parse_line(line: str, where: str = "--token-file") -> Grant:
@@ -92,14 +127,22 @@ def parse_line(line: str, where: str = "--token-file") -> Grant:
     if scope not in SCOPES:
         raise UsageError(f"{where}: scope {scope!r}: expected read or write")
     prefix = fields[2] if len(fields) > 2 else ""
-    if scope == "read" and prefix:
-        raise UsageError(f"{where}: a read token reads every repository: a prefix goes with write")
     name = fields[3] if len(fields) > 3 else "token-" + hashlib.sha256(token.encode()).hexdigest()[:8]
     return Grant(token, scope == "write", "" if prefix == "*" else prefix, name)
 
 
-def parse_lines(lines: Sequence[str]) -> list[Grant]:
-    return [parse_line(line, f"--token-file line {n}") for n, line in enumerate(lines, 1)]
+def parse_lines(lines: Sequence[str], numbers: Sequence[int] = (), where: str = "--token-file") -> list[Grant]:
+    """Every line (``numbers``: each one's line in the file, else 1, 2, ...); one token on two
+    lines is a :class:`UsageError` naming both."""
+    numbered = list(zip(numbers or range(1, len(lines) + 1), lines, strict=True))
+    grants = [parse_line(line, f"{where} line {n}") for n, line in numbered]
+    first: dict[str, int] = {}
+    for (n, _), grant in zip(numbered, grants, strict=True):
+        seen = first.setdefault(grant.token, n)
+        if seen != n:
+            raise UsageError(f"{where} lines {seen} and {n} give the same token: keep one line for it "
+                             "(which scope was meant cannot be told)")
+    return grants
 
 
 def find(grants: Sequence[Grant], given: str) -> Grant | None:
@@ -114,108 +157,113 @@ def find(grants: Sequence[Grant], given: str) -> Grant | None:
     return found
 
 
-class Signer:
-    """Access tokens and URLs, signed with a key made from ``tokens``.
+@dataclass(frozen=True)
+class _Lines:
+    """The token file as last read: its grants, the page cookie of each, or why it is unusable."""
 
-    Every replica reading the same token file makes the same key, so a token one replica grants
-    is good at another. With no tokens the server is open, and so is this. A grant names the
-    client it was made for (:meth:`client_of` its bearer token), and so do the xorb URLs made
-    from it: that name is the client's share of the send permits (:class:`.guard.Shares`)."""
+    grants: tuple[Grant, ...] = ()
+    sessions: dict[str, Grant] = field(default_factory=dict)  # cookie -> its grant
+    broken: str = ""  # why no token is taken now ("": the file was read)
 
-    def __init__(self, tokens: Sequence[bytes], clock: Callable[[], float] = time.time,
-                 purpose: bytes = b"ocibridge-xet-grant"):
-        self.key = hashlib.sha256(purpose + b"\0" + b"\0".join(sorted(tokens))).digest() if tokens else None
-        self.clock = clock
 
-    def _sign(self, text: str) -> str:
-        assert self.key is not None
-        return hmac.new(self.key, text.encode(), hashlib.sha256).hexdigest()
-
-    def client_of(self, token: str) -> str:
-        """A short name of a bearer token (what a grant and its URLs carry; the token itself never
-        appears in a URL); "" on an open server, where every client is anonymous."""
-        if self.key is None:
-            return ""
-        return self._sign(f"client {token}")[:16]
-
-    def expiry(self) -> int:
-        """When what is granted now expires (Unix seconds)."""
-        return int(self.clock()) + TOKEN_LIFE
-
-    def grant(self, scope: str, client: str = "") -> tuple[str, int]:
-        """A token for ``scope`` (a repo's commit) and ``client``, and when it expires."""
-        expires = self.expiry()
-        if self.key is None:
-            return "open", expires
-        return f"{expires}.{client}.{self._sign(f'token {scope} {expires} {client}')}", expires
-
-    def granted(self, token: str, scope: str) -> str | None:
-        """The client a valid token for ``scope`` was granted to; None when it is not valid."""
-        if self.key is None:
-            return ""
-        expires, _, rest = token.partition(".")
-        client, _, sig = rest.partition(".")
-        if (number(expires) or 0) <= self.clock():
-            return None
-        good = hmac.compare_digest(sig.encode(), self._sign(f"token {scope} {expires} {client}").encode())
-        return client if good else None
-
-    def allows(self, token: str, scope: str) -> bool:
-        return self.granted(token, scope) is not None
-
-    def signed(self, path: str, expires: int, client: str = "") -> str:
-        """``path`` with the query that lets ``client`` fetch it without a header until ``expires``."""
-        if self.key is None:
-            return path
-        return f"{path}?expires={expires}&client={client}&signature={self._sign(f'url {path} {expires} {client}')}"
-
-    def url_allowed(self, path: str, expires: str | None, signature: str | None, client: str | None = "") -> bool:
-        if self.key is None:
-            return True
-        if expires is None or signature is None or client is None or (number(expires) or 0) <= self.clock():
-            return False
-        return hmac.compare_digest(signature.encode(), self._sign(f"url {path} {expires} {client}").encode())
+def _hidden(repo_id: str) -> Exception:
+    return Denied(404, f"{repo_id}: no such repository")
 
 
 class Gate:
-    """Every access decision of serve, from the token file's lines (none: reads are open)."""
+    """Every access decision of serve, from the token file's lines (none: reads are open).
 
-    def __init__(self, lines: Sequence[str] = ()):
-        self.grants = parse_lines(lines)
-        self.tokens = [g.token.encode() for g in self.grants]
-        self.xet = Signer(self.tokens)  # Xet access tokens and xorb URLs: any read token's client
-        self.uploads = Signer([g.token.encode() for g in self.grants if g.write])  # LFS upload URLs
+    ``source``: the token file, looked at again (at most once a second) before each decision
+    and re-read when it changed; one that cannot be read or parsed then refuses every token
+    (503) until it is fixed, rather than opening the server or keeping a removed token.
+    ``missing``: what a repository the request may not read is answered as (the catalog's own
+    not-found for that id, so that a hidden repository and a missing one look the same)."""
+
+    def __init__(self, lines: Sequence[str] = (), *, source: TokenFile | None = None,
+                 missing: Callable[[str], Exception] = _hidden):
+        grants = parse_lines(lines)
+        self.open = not grants and source is None
+        self.missing = missing
+        self.source = source
         self._session_key = secrets.token_bytes(32)  # a restart signs every page visitor out
-        self._sessions = {self._session(g.token.encode()): g for g in self.grants}  # cookie -> its grant
+        self._watch = threading.Lock()
+        self.xet = Signer([g.token.encode() for g in grants])  # Xet access tokens and xorb URLs: any token's client
+        self.uploads = Signer([g.token.encode() for g in grants if g.write])  # LFS upload URLs
+        self.xet.fresh = self.uploads.fresh = self._fresh
+        self._lines = self._made(grants)
+
+    def _made(self, grants: Sequence[Grant]) -> _Lines:
+        return _Lines(tuple(grants), {self._session(g): g for g in grants})
+
+    @property
+    def grants(self) -> tuple[Grant, ...]:
+        return self._fresh().grants
+
+    def _fresh(self) -> _Lines:
+        """The token file's lines, read again when it changed (:class:`.tokenfile.TokenFile`)."""
+        if self.source is None or not self.source.due():
+            return self._lines
+        with self._watch:
+            try:
+                changed = self.source.changed()
+                if changed is None:
+                    return self._lines
+                grants = parse_lines(changed[1], changed[0], f"--token-file {self.source.path}")
+            except UsageError as e:
+                if not self._lines.broken:
+                    log.error("%s: every token is refused until the file is fixed", e)
+                self._lines = _Lines(broken=str(e))
+                self.xet.rekey([])
+                self.uploads.rekey([])
+                return self._lines
+            if self._lines.broken:
+                log.warning("--token-file %s: read again, %d tokens", self.source.path, len(grants))
+            self._lines = self._made(grants)
+            self.xet.rekey([g.token.encode() for g in grants])
+            self.uploads.rekey([g.token.encode() for g in grants if g.write])
+            return self._lines
+
+    def _known(self, request: Request) -> Grant | None:
+        """The grant of the request's bearer token; :class:`Denied` 503 while the file is broken."""
+        lines = self._fresh()
+        if lines.broken:
+            raise Denied(503, "serve cannot read its token file now: no token is taken until it is fixed")
+        return find(lines.grants, bearer(request))
 
     # -- bearer tokens -------------------------------------------------------------------------
     def require(self, request: Request, repo_id: str | None, access: Access) -> Grant | None:
         """The grant of the request's token for ``access`` to ``repo_id`` (None: any repository);
-        raises :class:`Denied`. READ on an open server (no token file) is None: anyone reads."""
+        raises :class:`Denied`, or ``missing(repo_id)`` for a repository it may not read. READ on
+        an open server (no token file) is None: anyone reads. Who reads is left in the request
+        (:func:`reads`)."""
         if access is Access.WRITE:
             return self._writer(request, repo_id)
-        if not self.grants:
+        if self.open:
+            request.scope[READER] = _everyone
             return None
         given = bearer(request)
-        grant = find(self.grants, given)
+        grant = self._known(request)
         if grant is None:
             if not given:
                 raise Denied(401, "no token was sent: this server wants 'Authorization: Bearer TOKEN' "
                              "(huggingface_hub: HF_TOKEN or token=)")
             raise Denied(401, "Invalid credentials in Authorization header")
+        request.scope[READER] = grant.may_read
+        request.scope[GRANT] = grant
         if not grant.may_read(repo_id):
-            raise Denied(403, f"You don't have the rights to read {repo_id}")
+            raise self.missing(str(repo_id))
         return grant
 
     def _writer(self, request: Request, repo_id: str | None) -> Grant:
         given = bearer(request)
-        grant = find(self.grants, given)
+        grant = None if self.open else self._known(request)
         if grant is None:
-            if not any(g.write for g in self.grants):
+            if not any(g.write for g in self._lines.grants):
                 raise Denied(401, "writes need a write token: serve's --token-file holds none "
                              "(a line 'TOKEN write [REPO-PREFIX]', docs/serve.md)")
             raise Denied(401, "no token was sent: writes need 'Authorization: Bearer TOKEN'" if not given
                          else "Invalid credentials in Authorization header")
+        request.scope[GRANT] = grant
         if not grant.write:
             raise Denied(403, "You don't have the rights to write here: this token reads only")
         if repo_id is not None and not grant.may_write(repo_id):
@@ -225,7 +273,7 @@ class Gate:
 
     def who(self, request: Request) -> Grant:
         """The grant of the request's token, whatever it may do (``whoami``); raises :class:`Denied`."""
-        grant = find(self.grants, bearer(request))
+        grant = None if self.open else self._known(request)
         if grant is None:
             raise Denied(401, "Invalid user token." if bearer(request) else "no token was sent")
         return grant
@@ -233,24 +281,54 @@ class Gate:
     # -- the pages' cookie ---------------------------------------------------------------------
     @property
     def pages_need_login(self) -> bool:
-        return bool(self._sessions)
+        return not self.open
 
-    def _session(self, token: bytes) -> str:
-        return hmac.new(self._session_key, token, hashlib.sha256).hexdigest()
+    def _session(self, grant: Grant) -> str:
+        return hmac.new(self._session_key, grant.line, hashlib.sha256).hexdigest()
 
     def page_allowed(self, request: Request, repo_id: str | None = None) -> bool:
-        """The request's cookie is a session of a served token that reads ``repo_id`` (None: any
-        page; no token file: pages are open)."""
-        if not self._sessions:
+        """The request's cookie is a session of a served token (no token file: pages are open);
+        raises ``missing(repo_id)`` when that token may not read ``repo_id`` (None: any page).
+        Who reads is left in the request (:func:`reads`)."""
+        if self.open:
+            request.scope[READER] = _everyone
             return True
         given = request.cookies.get(COOKIE, "")
-        found = [g for s, g in self._sessions.items() if hmac.compare_digest(given, s)]
-        return bool(found) and found[0].may_read(repo_id)
+        lines = self._fresh()
+        found = [g for s, g in lines.sessions.items() if hmac.compare_digest(given, s)]
+        if not found:
+            return False
+        request.scope[READER] = found[0].may_read
+        if not found[0].may_read(repo_id):
+            raise self.missing(str(repo_id))
+        return True
 
     def session_for(self, token: str) -> str | None:
         """The cookie's value for ``token``, None when no such token is served."""
-        value = self._session(token.encode())
-        return value if any(hmac.compare_digest(value, s) for s in self._sessions) else None
+        grant = None if self.open else find(self._fresh().grants, token)
+        return None if grant is None else self._session(grant)
+
+
+def _everyone(repo_id: str | None) -> bool:
+    return True
+
+
+def _nobody(repo_id: str | None) -> bool:
+    return False
+
+
+def reads(request: Request) -> Callable[[str | None], bool]:
+    """Which repositories the request's reader may read, as :meth:`Gate.require` or
+    :meth:`Gate.page_allowed` left it: a listing shows those only (none when neither ran)."""
+    found = request.scope.get(READER)
+    return found if callable(found) else _nobody
+
+
+def grant_of(request: Request) -> Grant | None:
+    """The grant of the request's bearer token as :meth:`Gate.require` found it (the audit's
+    token name, for refused requests too), None when it found none."""
+    found = request.scope.get(GRANT)
+    return found if isinstance(found, Grant) else None
 
 
 # -- what serve granted: decided here, whoever holds the signer ----------------------------------

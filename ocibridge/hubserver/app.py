@@ -43,15 +43,20 @@ from starlette.routing import BaseRoute, Route
 
 from ocibridge.hubserver.access import Access, Gate
 from ocibridge.hubserver.answers import error, requested_repo
+from ocibridge.hubserver.audit import AuditLog
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
+from ocibridge.hubserver.metrics import Metrics
 from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
+from ocibridge.hubserver.replicas.forward import Forwarder
+from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
+from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.relay import relay_for
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.web.compare import Compare
@@ -90,10 +95,13 @@ class ServeApp:
         self.blobs = blobs
         self.ranges = ranges
         self.settings = settings
-        self.gate = Gate(settings.tokens)  # token lines: TOKEN [read|write] [REPO-PREFIX] [NAME]
+        watched = TokenFile(settings.token_file) if settings.token_file else None  # re-read when it changes
+        self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing)  # TOKEN [read|write] [PREFIX] [NAME]
+        self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url)
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
+        self.metrics = Metrics(self.staging.used, lambda: blobs.hits, lambda: blobs.fetched)  # GET /metrics
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
         relay = partial(relay_for, catalog.sources[0] if catalog.sources else None)  # to the first source
         self.lfs = LfsRoutes(self.repos, relay)
@@ -106,6 +114,7 @@ class ServeApp:
         self.compare = Compare(catalog, diff, page_budget=settings.compare_budget)
         self.web = WebPages(self, settings)  # the pages (issue 56): routed after every API route
         self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages
+        self.forwarder = Forwarder(settings.writer) if settings.writer else None  # a reader's writes: the writer's
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
@@ -113,10 +122,22 @@ class ServeApp:
         if self.ranges is not None:
             self.ranges.close()
         self.catalog.close()
+        self.audit.close()
 
     # -- plumbing --------------------------------------------------------------------------
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
         return await anyio.to_thread.run_sync(call, *args)
+
+    def writing(self, answer: Handler, needs_token: bool = True, *, audit: str = "",
+                refusals_only: bool = False) -> Handler:
+        """A route that writes: ``answer`` guarded, or, on a reader (``--writer``), the
+        request sent to the writer (:mod:`.replicas.forward`), which checks the token itself.
+        ``audit``: its action in the audit log, written where the write is decided (the writer;
+        ``refusals_only``: a line only when refused, :meth:`.audit.AuditLog.audited`)."""
+        if self.forwarder is not None:
+            return self.forwarder.forward
+        guarded = self.guarded(answer, needs_token)
+        return self.audit.audited(audit, guarded, refusals_only=refusals_only) if audit else guarded
 
     def guarded(self, answer: Handler, needs_token: bool = True) -> Handler:
         """``answer`` behind the read token (``needs_token``), its errors as the Hub's
@@ -149,16 +170,16 @@ class ServeApp:
         for repo in REPO_FORMS:
             base = f"/api/models/{repo}"
             api += [
-                HubRoute(f"{base}/preupload/{{revision:hub_part}}", self.guarded(self.lfs.preupload),
-                         methods=("POST",)),
-                HubRoute(f"{base}/commit/{{revision:hub_part}}", self.guarded(self.commits.commit),
+                HubRoute(f"{base}/preupload/{{revision:hub_part}}",
+                         self.writing(self.lfs.preupload, audit="preupload", refusals_only=True), methods=("POST",)),
+                HubRoute(f"{base}/commit/{{revision:hub_part}}", self.writing(self.commits.commit, audit="commit"),
                          methods=("POST",)),
                 HubRoute(f"{base}/commits/{{revision:hub_part}}", self.guarded(self.refs.list_commits),
                          methods=GET),
-                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}", self.guarded(self.refs.create_ref),
-                         methods=("POST",)),
-                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}", self.guarded(self.repos.refused),
-                         methods=("DELETE",)),
+                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
+                         self.writing(self.refs.create_ref, audit="create_{kind}"), methods=("POST",)),
+                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
+                         self.writing(self.repos.refused, audit="delete_{kind}"), methods=("DELETE",)),
                 HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.reads.model_info), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.reads.tree), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}/{{path:hub_rest}}", self.guarded(self.reads.tree),
@@ -168,8 +189,8 @@ class ServeApp:
                 HubRoute(f"{base}/refs", self.guarded(self.reads.refs), methods=GET),
                 HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token),
                          methods=GET),
-                HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}", self.guarded(self.xet_write_token),
-                         methods=GET),
+                HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}",
+                         self.writing(self.xet_write_token, audit="xet_write_token", refusals_only=True), methods=GET),
                 # the word after the repo id names the route: a path none of them takes is not found
                 HubRoute(f"{base}/{{verb:hub_keyword}}", self.guarded(self.no_route), methods=ANY),
                 HubRoute(f"{base}/{{verb:hub_keyword}}/{{rest:hub_rest}}", self.guarded(self.no_route),
@@ -181,21 +202,22 @@ class ServeApp:
                           methods=GET_HEAD) for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
             HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
-            HubRoute("/api/repos/create", self.guarded(self.repos.create_repo), methods=("POST",)),
-            HubRoute("/api/repos/delete", self.guarded(self.repos.refused), methods=("DELETE",)),
+            HubRoute("/api/repos/create", self.writing(self.repos.create_repo, audit="create_repo"), methods=("POST",)),
+            HubRoute("/api/repos/delete", self.writing(self.repos.refused, audit="delete_repo"), methods=("DELETE",)),
             HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml), methods=("POST",)),
-            *[HubRoute(f"/{repo}.git/info/lfs/objects/batch", self.guarded(self.lfs.lfs_batch),
-                       methods=("POST",)) for repo in REPO_FORMS],
-            HubRoute(f"{UPLOAD_PATH}verify", self.guarded(self.lfs.lfs_verify), methods=("POST",)),
+            *[HubRoute(f"/{repo}.git/info/lfs/objects/batch",
+                       self.writing(self.lfs.lfs_batch, audit="lfs_batch", refusals_only=True), methods=("POST",))
+              for repo in REPO_FORMS],
+            HubRoute(f"{UPLOAD_PATH}verify", self.writing(self.lfs.lfs_verify), methods=("POST",)),
             # multipart (uploads/multipart.py): signed URLs, as the single PUT's
             HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"
-                     "{n:hub_part}", self.guarded(self.lfs.multipart.put_part, needs_token=False),
+                     "{n:hub_part}", self.writing(self.lfs.multipart.put_part, needs_token=False),
                      methods=("PUT",)),
             HubRoute(f"{UPLOAD_PATH}complete/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}",
-                     self.guarded(self.lfs.multipart.complete, needs_token=False), methods=("POST",)),
+                     self.writing(self.lfs.multipart.complete, needs_token=False), methods=("POST",)),
             # no header comes with the bytes: the URL is signed (lfs/routes.py)
             HubRoute(f"{UPLOAD_PATH}{{oid:hub_part}}/{{size:hub_part}}/{{repo:hub_part}}",
-                     self.guarded(self.lfs.lfs_put, needs_token=False), methods=("PUT",)),
+                     self.writing(self.lfs.lfs_put, needs_token=False), methods=("PUT",)),
         ]
         xet: list[BaseRoute] = []
         for repo in REPO_FORMS:
@@ -209,16 +231,17 @@ class ServeApp:
         for repo in REPO_FORMS:  # uploads over Xet (:mod:`.xet.upload`): their own grants, as reads
             cas, up = f"/xet-write/{repo}", self.xet_upload
             xet += [HubRoute(f"{cas}/v1/xorbs/{{prefix:hub_part}}/{{hash:hub_part}}",
-                             self.guarded(up.xorb, needs_token=False), methods=("POST",)),
-                    HubRoute(f"{cas}/v1/xorb-grants/{{rest:hub_rest}}", self.guarded(up.no_grant, needs_token=False),
+                             self.writing(up.xorb, needs_token=False), methods=("POST",)),
+                    HubRoute(f"{cas}/v1/xorb-grants/{{rest:hub_rest}}", self.writing(up.no_grant, needs_token=False),
                              methods=("POST",)),
-                    HubRoute(f"{cas}/{{version:xet_version}}/shards", self.guarded(up.shard, needs_token=False),
+                    HubRoute(f"{cas}/{{version:xet_version}}/shards", self.writing(up.shard, needs_token=False),
                              methods=("POST",)),
                     HubRoute(f"{cas}/v1/chunks/{{prefix:hub_part}}/{{hash:hub_part}}",
-                             self.guarded(up.chunk, needs_token=False), methods=GET)]
+                             self.writing(up.chunk, needs_token=False), methods=GET)]
         return [
             Route("/healthz", self.healthz, methods=["GET", "HEAD"]),
             Route("/readyz", self.readyz, methods=["GET", "HEAD"]),
+            *([self.metrics.route()] if self.settings.metrics else []),
             *writes,
             HubRoute("/api/models", self.guarded(self.reads.list_models), methods=ANY),
             *api,
@@ -287,7 +310,9 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
             serve.close()
 
     app = Starlette(routes=serve.routes(), lifespan=lifespan,
-                    middleware=[Middleware(Guard, limits=limits or Limits())])
+                    middleware=[*([Middleware(serve.metrics.middleware)] if serve.settings.metrics else []),
+                                Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
+                                Middleware(Guard, limits=limits or Limits())])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app

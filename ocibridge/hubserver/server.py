@@ -9,11 +9,11 @@ import signal
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
+from ocibridge.hubserver.replicas.trusted import LOOPBACK
 from ocibridge.hubserver.settings import COMPARE_BUDGET, MULTIPART_MIN, PAGE, PART_SIZE, ServeSettings
 from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
 from ocibridge.hubserver.uploads.staging import BUDGET as STAGING_BUDGET  # noqa: N811
@@ -38,6 +38,9 @@ class ServerSettings:
     cert: str | None = None
     key: str | None = None
     tokens: Sequence[str] = ()
+    token_file: str | None = None  # where tokens were read from: read again when it changes (tokenfile.py)
+    audit_log: str | None = None  # where each write is recorded, one JSON line ("-": stdout; audit.py)
+    metrics: bool = True  # GET /metrics (metrics.py)
     access_log: bool = True
     concurrency: int = 4
     page: int = PAGE
@@ -51,12 +54,16 @@ class ServerSettings:
     lfs_multipart_min: int | None = MULTIPART_MIN  # LFS uploads from this size come in parts (None: never)
     lfs_part_size: int = PART_SIZE  # ... of this size
     compare_budget: int = COMPARE_BUDGET  # bytes one compare page's diff may read (web/compare.py)
+    writer: str | None = None  # the serve writes are sent to (--writer); None: this one writes
+    trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-Host/-Proto are believed
 
     def for_routes(self) -> ServeSettings:
         """What the routes read, frozen: made once, handed to every route set as it is."""
-        return ServeSettings(tokens=tuple(self.tokens), page=self.page, xet_min=self.xet_min,
-                             public_url=self.public_url, lfs_multipart_min=self.lfs_multipart_min,
-                             lfs_part_size=self.lfs_part_size, compare_budget=self.compare_budget)
+        return ServeSettings(tokens=tuple(self.tokens), token_file=self.token_file, audit_log=self.audit_log,
+                             metrics=self.metrics, page=self.page, xet_min=self.xet_min, public_url=self.public_url,
+                             lfs_multipart_min=self.lfs_multipart_min, lfs_part_size=self.lfs_part_size,
+                             writer=self.writer, trust_forwarded=self.trust_forwarded,
+                             compare_budget=self.compare_budget)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -68,32 +75,28 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def parse_public_url(text: str | None) -> str | None:
-    """``--public-url``: ``http(s)://HOST[:PORT][/PATH]``, without a trailing slash."""
+def parse_public_url(text: str | None, flag: str = "--public-url") -> str | None:
+    """``--public-url`` (or ``flag``: ``--writer``): ``http(s)://HOST[:PORT][/PATH]``, without a trailing slash."""
     if text is None:
         return None
     from urllib.parse import urlsplit
 
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise UsageError(f"--public-url {text!r}: expected http(s)://HOST[:PORT][/PATH]")
+        raise UsageError(f"{flag} {text!r}: expected http(s)://HOST[:PORT][/PATH]")
     return text.rstrip("/")
 
 
 def read_tokens(path: str) -> list[str]:
     """The token lines of ``--token-file``: ``TOKEN [read|write] [REPO-PREFIX] [NAME]`` (access.py),
-    one a line; blank lines and ``#`` comments skipped; a malformed line is a UsageError."""
-    try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as e:
-        raise UsageError(f"--token-file {path}: {e.strerror or e}") from None
-    tokens = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
-    if not tokens:
-        raise UsageError(f"--token-file {path}: holds no token")
+    one a line; blank lines and ``#`` comments skipped; a line that is not UTF-8 or is malformed,
+    or a token on two lines, is a UsageError naming the file and the line (tokenfile.py)."""
     from ocibridge.hubserver.access import parse_lines
+    from ocibridge.hubserver.tokenfile import numbered_lines
 
-    parse_lines(tokens)
-    return tokens
+    numbers, lines = numbered_lines(path)
+    parse_lines(lines, numbers, f"--token-file {path}")
+    return lines
 
 
 def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ocibridge.hubserver import XET_MIN_SIZE
+from ocibridge.hubserver.replicas.trusted import LOOPBACK
 
 #: files from this size are offered in parts: S3's largest single PUT (5 GiB), past which the
 #: Hub's own storage takes parts, so every client already sends them so (serve's --lfs-multipart-min)
@@ -27,11 +28,16 @@ class ServeSettings:
     """``ocibridge serve``'s flags, as the routes read them."""
 
     tokens: tuple[str, ...] = ()  # --token-file lines: TOKEN [read|write] [REPO-PREFIX] [NAME] (access.py)
+    token_file: str | None = None  # the file they were read from, watched for changes (tokenfile.py)
+    audit_log: str | None = None  # --audit-log: a JSON line per write ("-": stdout; audit.py)
+    metrics: bool = True  # GET /metrics (metrics.py; --no-metrics: False)
     page: int = PAGE  # entries per page of a listing
     xet_min: int | None = XET_MIN_SIZE  # files from this size are offered over Xet (None: none)
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out
     lfs_multipart_min: int | None = MULTIPART_MIN  # LFS uploads from this size come in parts (None: never)
     lfs_part_size: int = PART_SIZE  # ... of this size
+    writer: str | None = None  # --writer: the serve every write is sent to (replicas/forward.py); None: this one
+    trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-* are believed (trusted.py)
     compare_budget: int = COMPARE_BUDGET  # bytes one compare page's diff may read
 
     def part_size_for(self, size: int) -> int | None:

@@ -117,7 +117,8 @@ class Blobs:
         self.cache = cache
         self._filling: dict[str, asyncio.Event] = {}
         self._fills: dict[str, Fill] = {}  # registry fetches in progress, by digest
-        self.fetched = 0  # blobs fetched from a source (for tests and the log)
+        self.fetched = 0  # blobs fetched from a source (for tests, the log and /metrics)
+        self.hits = 0  # answers sent from the model cache (/metrics)
 
     def cached(self, layer: Descriptor) -> Path | None:
         """The model cache's verified copy of ``layer``, if it holds one."""
@@ -135,6 +136,7 @@ class Blobs:
         of its own: no request holds it, so a client that stops reading keeps no other waiting."""
         found = self.cached(layer)
         if found is not None:
+            self.hits += 1
             return read_file(found, start, end)
         if layer.size > 0:
             fetch = await self._shared_fetch(store, layer, chunks)
@@ -149,6 +151,7 @@ class Blobs:
         the fetch under way is checked by another manifest's table."""
         found = self.cached(layer)
         if found is not None:
+            self.hits += 1
             return CheckedFile(found)
         if layer.size > 0:
             fetch = await self._shared_fetch(store, layer, chunks)

@@ -159,7 +159,14 @@ class Catalog:
             return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source, created)
         if held:
             raise RevisionNotFound(self._no_revision(repo_id, parts, revision))
-        raise RepoNotFound(f"{repo_id}: no such repository in {', '.join(s.shown for s in self.sources)}")
+        raise self.missing(repo_id)
+
+    def missing(self, repo_id: str) -> RepoNotFound:
+        """What a repository no source holds is answered as; one a token may not read is
+        answered the same (access.py), so that its existence does not leak."""
+        if repo_parts(repo_id) is None:
+            return RepoNotFound(f"{repo_id}: not a repository any source can hold")
+        return RepoNotFound(f"{repo_id}: no such repository in {', '.join(s.shown for s in self.sources)}")
 
     def _no_revision(self, repo_id: str, parts: list[str], revision: str) -> str:
         """Why a revision of a repository that exists is not found; for ``main``, which tags
@@ -255,7 +262,7 @@ class Catalog:
             if tags:
                 main = next((commit for tag, commit in tags if tag == self.default_tag), None)
                 return Refs(repo_id, main, tuple(tags))
-        raise RepoNotFound(f"{repo_id}: no such repository in {', '.join(s.shown for s in self.sources)}")
+        raise self.missing(repo_id)
 
     def _tag_of(self, revision: str) -> str | None:
         """The tag a revision names (None: a digest or commit id), as the policy's scopes see it."""

@@ -24,6 +24,7 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.hubserver.access import reads
 from ocibridge.hubserver.answers import ClosingStream, byte_range, error, in_thread, int_param, requested_repo
 from ocibridge.hubserver.guard import PATHS_MAX
 from ocibridge.hubserver.reading import hubjson
@@ -74,7 +75,8 @@ class ReadRoutes:
         author = params.get("author")
         limit = int_param(params.get("limit"))
         found = await in_thread(lambda: [r for r, _ in self.catalog.repo_ids()])
-        chosen = [r for r in found if search in r.lower()
+        visible = reads(request)  # the repositories this token reads (access.py): no other is listed
+        chosen = [r for r in found if visible(r) and search in r.lower()
                   and (author is None or r.split("/", 1)[0] == author and "/" in r)]
         if limit is not None:
             chosen = chosen[:limit]

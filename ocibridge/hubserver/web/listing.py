@@ -12,6 +12,7 @@ import contextlib
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -74,9 +75,12 @@ class Listing:
             self._ids = (time.monotonic(), ids)
         return ids
 
-    def page(self, search: str, number: int, size: int) -> CatalogPage:
+    def page(self, search: str, number: int, size: int,
+             visible: Callable[[str], bool] = lambda repo_id: True) -> CatalogPage:
+        """Page ``number`` of the repositories whose id holds ``search`` and that the visitor
+        may read (``visible``: :func:`.access.reads`; the others are not counted either)."""
         wanted = search.lower()
-        chosen = [r for r in self.repo_ids() if wanted in r.lower()]
+        chosen = [r for r in self.repo_ids() if wanted in r.lower() and visible(r)]
         pages = max((len(chosen) + size - 1) // size, 1)
         number = min(number, pages)
         shown = chosen[(number - 1) * size:number * size]

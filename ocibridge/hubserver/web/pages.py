@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ocibridge.hubserver.access import Gate
+from ocibridge.hubserver.access import Gate, reads
 from ocibridge.hubserver.answers import int_param, requested_repo
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.routing import HubRoute
@@ -42,7 +42,7 @@ log = logging.getLogger("ocibridge.hubserver")
 Handler = Callable[[Request], Awaitable[Response]]
 PAGE_METHODS = ("GET", "HEAD")
 #: first path segments that are never a repository's page (the API's, serve's own)
-RESERVED = frozenset({"api", "xet", "xet-write", "ocibridge", "healthz", "readyz", "models", "static"})
+RESERVED = frozenset({"api", "xet", "xet-write", "ocibridge", "healthz", "readyz", "metrics", "models", "static"})
 #: REPO in a page's path: ORG/NAME, then NAME (app.py's REPO_FORMS)
 REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
 #: models per catalog page
@@ -87,9 +87,9 @@ class WebPages:
             if repo_route and self._reserved(request):
                 return await self.serve.not_found(request)
             repo_id = requested_repo(request) if "name" in request.path_params else None
-            if not self.gate.page_allowed(request, repo_id):
-                return auth.to_login(request)
             try:
+                if not self.gate.page_allowed(request, repo_id):  # one it may not read: missing (failures.py)
+                    return auth.to_login(request)
                 return await answer(request)
             except CAUGHT as e:  # the API's table (failures.py), answered as a page
                 failure = failure_of(e, f"{request.method} {request.url.path}")
@@ -157,7 +157,7 @@ class WebPages:
     async def catalog(self, request: Request) -> Response:
         search = (request.query_params.get("search") or "").strip()
         number = max(int_param(request.query_params.get("p")) or 1, 1)
-        found = await self.serve._run(self.listing.page, search, number, CATALOG_PAGE)
+        found = await self.serve._run(self.listing.page, search, number, CATALOG_PAGE, reads(request))
         return render.page("catalog.html", search=search, found=found, **self.common(request))
 
     async def model(self, request: Request) -> Response:

@@ -24,6 +24,7 @@ from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Grant
 from ocibridge.hubserver.answers import branch_of, error, in_thread, requested_repo
+from ocibridge.hubserver.audit import Landed, noted
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import HubFile
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
@@ -68,7 +69,9 @@ class CommitRoutes:
         for content in payload.inline.values():  # StagingFull: 507
             await in_thread(self._stage_bytes, repo_id, content)
         # StaleParent: 412, MissingEntry: 404, BadCommit: 400, UnknownContent: 422 (failures.py)
-        oid = await in_thread(self._commit, repo_id, branch, payload, allowed)
+        landed = await in_thread(self._commit, repo_id, branch, payload, allowed)
+        noted(request, landed)  # its audit line (audit.py)
+        oid = landed.commit
         url = f"{self.repos.base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 
@@ -81,8 +84,8 @@ class CommitRoutes:
             self.staging.commit_file(tmp, sha)
         self.staging.pin(sha, repo_id)
 
-    def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> str:
-        """Build and write the commit, the branch locked; its commit oid."""
+    def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> Landed:
+        """Build and write the commit, the branch locked; what it did (its commit oid, ...)."""
         assert self.publishing is not None
         with self.repos.branches.lock(repo_id, branch):
             head = self.repos.head(repo_id, branch)
@@ -114,11 +117,12 @@ class CommitRoutes:
             # named as push names a directory of these files: after the repository
             digest = publish(self.publishing, tree, (parts or [repo_id])[-1], repo, tag, annotations, mounts)
             self.repos.created.discard(repo_id)
+            landed = _landed(digest, parent, tree)
             # the commit has landed: what it took from staging goes, unless another flow may name it
             named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
             self.staging.release(named, repo_id)
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
-            return commit_of(digest)
+            return landed
 
 
     def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest,
@@ -145,6 +149,16 @@ class CommitRoutes:
             return KnownFile.of_blob(home.store, desc)
 
         return staged
+
+
+def _landed(digest: str, parent: dict[str, str], tree: dict[str, KnownFile]) -> Landed:
+    """What a commit did to its branch: the paths it added (or changed) and removed, and the
+    bytes of the content it brought that the branch did not hold."""
+    added = [path for path, known in tree.items() if f"sha256:{parent.get(path)}" != known.digest]
+    held = {f"sha256:{sha}" for sha in parent.values()}
+    new = {tree[path].digest: tree[path].size for path in added if tree[path].digest not in held}
+    return Landed(commit_of(digest), digest, tuple(added), tuple(sorted(parent.keys() - tree.keys())),
+                  sum(new.values()))
 
 
 def _now() -> str:

@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 
 from ocibridge.hubserver.access import Access, Gate, Grant
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body
+from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists
 from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, RevisionNotFound, repo_parts
@@ -114,6 +115,7 @@ class Repos:
         repo_id = f"{org}/{body['name']}" if isinstance(org, str) and org else body["name"]
         if repo_parts(repo_id) is None or self.catalog.sources[0].repository(repo_parts(repo_id) or []) is None:
             return error(400, None, f"Invalid repo name: {repo_id}")
+        note(request, repository=repo_id)  # its audit line names it (audit.py)
         self.writer(request, repo_id)
         url = f"{self.base(request)}/{repo_id}"
         if await in_thread(self._exists, repo_id):

@@ -1,0 +1,118 @@
+"""What serve grants and later takes back without a header: Xet access tokens, xorb URLs, LFS
+upload URLs, each an HMAC under a key made from the token file's tokens (:class:`Signer`).
+Who may be granted what is :mod:`.access`'s; this module only signs and checks signatures."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from collections.abc import Callable, Sequence
+
+from ocibridge.hubserver.answers import number
+
+#: seconds what serve grants (a Xet token, a signed URL) is good for
+TOKEN_LIFE = 3600
+
+
+class Signer:
+    """Access tokens and URLs, signed with a key made from ``tokens``.
+
+    Every replica reading the same token file makes the same key, so a token one replica grants
+    is good at another. With no tokens the server is open, and so is this. A grant names the
+    client it was made for (:meth:`client_of` its bearer token), and so do the xorb URLs made
+    from it: that name is the client's share of the send permits (:class:`.guard.Shares`).
+
+    When the token file changes (:meth:`rekey`), the key is made anew from its tokens; what the
+    old key signed stays good until it expires, so an upload in flight is not cut by a token
+    added for someone else, but only when the client it names is still one of the tokens: a
+    removed token's grants stop with it. ``fresh`` is called before each check (the
+    :class:`Gate`'s look at the token file: these routes see no bearer token)."""
+
+    def __init__(self, tokens: Sequence[bytes], clock: Callable[[], float] = time.time,
+                 purpose: bytes = b"ocibridge-xet-grant"):
+        self.clock = clock
+        self.purpose = purpose
+        self.fresh: Callable[[], object] = lambda: None
+        # the key, the earlier keys (each good until then) and the clients still served: one
+        # value, replaced whole, so a check never sees a new key with the old clients
+        self._state: tuple[bytes | None, tuple[tuple[bytes, float], ...], frozenset[str]] = (None, (), frozenset())
+        self.rekey(tokens)
+
+    @property
+    def key(self) -> bytes | None:
+        return self._state[0]
+
+    def rekey(self, tokens: Sequence[bytes]) -> None:
+        """The key of a new set of ``tokens`` (none: the old keys stay, no client is good)."""
+        now = self.clock()
+        key, earlier, _ = self._state
+        new = hashlib.sha256(self.purpose + b"\0" + b"\0".join(sorted(tokens))).digest() if tokens else key
+        old = [(k, until) for k, until in earlier if until > now and k != new]
+        if key is not None and key != new:
+            old.append((key, now + TOKEN_LIFE))
+        keys = [k for k in (new, *(k for k, _ in old)) if k is not None]
+        clients = frozenset(_mac(k, f"client {t.decode()}")[:16] for k in keys for t in tokens)
+        self._state = (new, tuple(old), clients)
+
+    def _sign(self, text: str) -> str:
+        assert self.key is not None
+        return _mac(self.key, text)
+
+    def _signed_by_one(self, signature: str, text: str, client: str) -> bool:
+        """``signature`` is one of a live key's over ``text``, for a client that is still served
+        ("": none named, as an upload URL)."""
+        self.fresh()
+        key, old, clients = self._state
+        now = self.clock()
+        keys = [k for k in (key, *(k for k, until in old if until > now)) if k is not None]
+        good = any(hmac.compare_digest(signature.encode(), _mac(k, text).encode()) for k in keys)
+        return good and (not client or client in clients)
+
+    def client_of(self, token: str) -> str:
+        """A short name of a bearer token (what a grant and its URLs carry; the token itself never
+        appears in a URL); "" on an open server, where every client is anonymous."""
+        if self.key is None:
+            return ""
+        return self._sign(f"client {token}")[:16]
+
+    def expiry(self) -> int:
+        """When what is granted now expires (Unix seconds)."""
+        return int(self.clock()) + TOKEN_LIFE
+
+    def grant(self, scope: str, client: str = "") -> tuple[str, int]:
+        """A token for ``scope`` (a repo's commit) and ``client``, and when it expires."""
+        expires = self.expiry()
+        if self.key is None:
+            return "open", expires
+        return f"{expires}.{client}.{self._sign(f'token {scope} {expires} {client}')}", expires
+
+    def granted(self, token: str, scope: str) -> str | None:
+        """The client a valid token for ``scope`` was granted to; None when it is not valid."""
+        if self.key is None:
+            return ""
+        expires, _, rest = token.partition(".")
+        client, _, sig = rest.partition(".")
+        if (number(expires) or 0) <= self.clock():
+            return None
+        return client if self._signed_by_one(sig, f"token {scope} {expires} {client}", client) else None
+
+    def allows(self, token: str, scope: str) -> bool:
+        return self.granted(token, scope) is not None
+
+    def signed(self, path: str, expires: int, client: str = "") -> str:
+        """``path`` with the query that lets ``client`` fetch it without a header until ``expires``."""
+        if self.key is None:
+            return path
+        return f"{path}?expires={expires}&client={client}&signature={self._sign(f'url {path} {expires} {client}')}"
+
+    def url_allowed(self, path: str, expires: str | None, signature: str | None, client: str | None = "") -> bool:
+        if self.key is None:
+            return True
+        if expires is None or signature is None or client is None or (number(expires) or 0) <= self.clock():
+            return False
+        return self._signed_by_one(signature, f"url {path} {expires} {client}", client)
+
+
+def _mac(key: bytes, text: str) -> str:
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()

@@ -1,0 +1,215 @@
+"""Who sees what, against serve as a process over the real registry (issue 61): a token read
+scoped to ``acme`` sees ``acme`` and ``acme/...`` only, on every route of serve's route table
+(walked, so a route added later cannot forget) and every page, and in every listing; a
+repository outside its scope is answered exactly as a missing one. The token file is re-read
+without a restart (a removed token and its page cookie stop within 10 s)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from serving import make_model
+from starlette.routing import Match, Route
+from test_serve_hostile import serve_process as hostile_serve
+
+from ocibridge.cli import main
+from tests.support.fixtures import new_repo
+
+#: reader reads acme (and acme/...); writer writes (and reads) acme/; everyone reads all
+TOKENS = "reader read acme reader\nwriter write acme/ writer\neveryone read * everyone\n"
+IN, OUT, MISSING = ("acme/m", "acme"), ("secret/m", "secret"), ("secret/none", "nothere")
+
+
+@dataclass
+class Scoped:
+    url: str
+    prefix: str
+    tokens: Path
+    audit: Path
+    routes: list[Route]
+
+
+@contextlib.contextmanager
+def serve_process(root: Path, prefix: str, tokens: Path, *extra: str) -> Iterator[str]:
+    """``ocibridge serve PREFIX --token-file TOKENS EXTRA`` as a process (test_serve_hostile's); its URL."""
+    with hostile_serve(root, prefix, "--token-file", str(tokens), *extra) as (served, _):
+        yield served.url
+
+
+@pytest.fixture(scope="module")
+def scoped(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scoped]:
+    root = tmp_path_factory.mktemp("scoped")
+    prefix = f"{registry.host}/{new_repo('scoped')}"
+    for repo in ("acme/m", "acme", "acme-evil/m", "secret/m", "secret"):
+        model = make_model(root / "models" / repo.replace("/", "_"))
+        assert main(["push", str(model), f"{prefix}/{repo}:latest", "-q"]) == 0
+    tokens = root / "tokens.txt"
+    tokens.write_text(TOKENS)
+    audit = root / "audit.jsonl"
+    from ocibridge.api.serve import ServeOptions, create_app
+
+    app = create_app(prefix, options=ServeOptions(tokens=tuple(TOKENS.splitlines())))
+    try:
+        routes = [r for r in app.routes if isinstance(r, Route)]
+    finally:
+        app.state.serve.close()
+    with serve_process(root, prefix, tokens, "--audit-log", str(audit)) as url:
+        yield Scoped(url, prefix, tokens, audit, routes)
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def login(url: str, token: str) -> httpx.Cookies:
+    answer = httpx.post(f"{url}/ocibridge/login", data={"token": token, "next": "/"})
+    assert answer.status_code == 303, answer.text
+    return answer.cookies
+
+
+#: a value for each path parameter of a route (a repo's org and name are the case's)
+FILL = {"revision": "main", "path": "config.json", "kind": "branch", "ref": "dev", "spec": "main...main",
+        "commit": "0" * 40, "version": "v1", "file_id": "0" * 64, "sha256": "0" * 64, "size": "1", "k": "0",
+        "prefix": "default", "hash": "0" * 64, "rest": "x/y"}
+#: the word after a repo id that only the catch-all route takes (GET: no route of that word reads)
+VERB = "commit"
+
+
+def concrete(route: Route, repo: tuple[str, str]) -> str | None:
+    """The route's path for the repository (ORG/NAME routes the first, NAME routes the second)."""
+    two = "{org:" in route.path
+    org, name = (repo[0].split("/") if two else ("", repo[1]))
+    values = {**FILL, "org": org, "name": name, "verb": VERB}
+    if "/tree/" in route.path:
+        values["path"] = "extra"  # a directory of make_model's
+    return re.sub(r"{(\w+)(:[\w]+)?}", lambda m: values[m.group(1)], route.path)
+
+
+def first_match(routes: list[Route], method: str, path: str) -> Route | None:
+    for route in routes:
+        scope = {"type": "http", "method": method, "path": path, "root_path": "", "query_string": b"", "headers": []}
+        if route.matches(scope)[0] is Match.FULL:
+            return route
+    return None
+
+
+def repo_routes(routes: list[Route]) -> list[tuple[Route, str]]:
+    """Every route of the table that names a repository, with the method it is asked with."""
+    found = []
+    for route in routes:
+        if "{name:" not in route.path:
+            continue
+        methods = sorted(route.methods or ())
+        found.append((route, "GET" if "GET" in methods else methods[0]))
+    return found
+
+
+def ask(s: Scoped, route: Route, method: str, repo: tuple[str, str], token: str,
+        cookies: httpx.Cookies) -> httpx.Response:
+    path = concrete(route, repo)
+    assert path is not None
+    assert first_match(s.routes, method, path) is route, f"{method} {path} is not {route.path}'s"
+    body = b'{"paths": ["config.json"]}' if method == "POST" else None
+    headers = {**auth(token), "content-type": "application/json"}
+    return httpx.request(method, s.url + path, content=body, headers=headers, cookies=cookies, timeout=60)
+
+
+GRANTED = ("/xet/", "/xet-write/")  # their own grants (a Xet token, a signed URL): no bearer token is read
+
+
+def same(a: httpx.Response, b: httpx.Response, names: tuple[tuple[str, str], tuple[str, str]]) -> bool:
+    """Two answers alike but for the repository each names."""
+    def shown(r: httpx.Response, repo: tuple[str, str]) -> tuple[int, str | None, str]:
+        return r.status_code, r.headers.get("x-error-code"), r.text.replace(repo[0], "REPO").replace(repo[1], "REPO")
+
+    return shown(a, names[0]) == shown(b, names[1])
+
+
+def test_every_route_and_page_hides_what_a_token_may_not_read(scoped):
+    s = scoped
+    walked = repo_routes(s.routes)
+    assert len(walked) > 40  # the API's, Xet's, the pages'
+    reader, everyone = login(s.url, "reader"), login(s.url, "everyone")
+    for route, method in walked:
+        where = f"{method} {route.path}"
+        inside = ask(s, route, method, IN, "reader", reader)
+        outside = ask(s, route, method, OUT, "reader", reader)
+        if route.path.startswith(GRANTED):
+            assert outside.status_code in (401, 403, 404), where  # no grant: nobody's bytes
+            continue
+        assert outside.status_code == 404, (where, outside.status_code, outside.text[:200])
+        assert inside.headers.get("x-error-code") != "RepoNotFound", (where, inside.text[:200])
+        # out of scope, held or not, answer alike: existence does not leak
+        nothing = ask(s, route, method, MISSING, "reader", reader)
+        assert same(outside, nothing, (OUT, MISSING)), (where, outside.text[:200], nothing.text[:200])
+        if method != "GET" or re.search(r"{(verb|rest):", route.path) or "xet-write-token" in route.path:
+            continue
+        if route.path.endswith("/resolve/{revision:hub_part}"):  # a file named by no path: the Hub's EntryNotFound
+            assert inside.headers.get("x-error-code") == "EntryNotFound", where
+        else:
+            assert inside.status_code == 200, (where, inside.status_code, inside.text[:200])
+        # a read of a hidden repository is answered as one of a repository no source holds
+        missing = ask(s, route, method, MISSING, "everyone", everyone)
+        assert same(outside, missing, (OUT, MISSING)), (where, outside.text[:200], missing.text[:200])
+
+
+def test_listings_show_only_what_a_token_reads(scoped):
+    s = scoped
+    listed = httpx.get(f"{s.url}/api/models", headers=auth("reader")).json()
+    assert sorted(m["id"] for m in listed) == ["acme", "acme/m"]
+    searched = httpx.get(f"{s.url}/api/models?search=m", headers=auth("reader")).json()
+    assert sorted(m["id"] for m in searched) == ["acme", "acme/m"]
+    everything = httpx.get(f"{s.url}/api/models", headers=auth("everyone")).json()
+    assert {"secret/m", "acme-evil/m"} <= {m["id"] for m in everything}
+    catalog = httpx.get(f"{s.url}/models?search=e", cookies=login(s.url, "reader")).text
+    assert "acme/m" in catalog and "secret" not in catalog and "acme-evil" not in catalog
+    assert "2 models matching" in catalog  # the others are not counted either
+    assert "5 models" in httpx.get(f"{s.url}/models", cookies=login(s.url, "everyone")).text
+
+
+def test_a_prefix_without_a_slash_is_no_prefix_of_a_longer_org(scoped):
+    """Issue 62's red-team line: ``acme`` reads acme/m, never acme-evil/m (404, as missing)."""
+    s = scoped
+    assert httpx.get(f"{s.url}/api/models/acme/m", headers=auth("reader")).status_code == 200
+    evil = httpx.get(f"{s.url}/api/models/acme-evil/m", headers=auth("reader"))
+    assert evil.status_code == 404 and evil.headers["x-error-code"] == "RepoNotFound"
+    evil = httpx.get(f"{s.url}/api/models/acme-evil/m", headers=auth("writer"))
+    assert evil.status_code == 404
+
+
+def wait_for(check: Any, seconds: float = 10) -> float:
+    """Seconds until ``check()`` holds (fails after ``seconds``)."""
+    start = time.monotonic()
+    while not check():
+        assert time.monotonic() - start < seconds, "not within the time allowed"
+        time.sleep(0.2)
+    return time.monotonic() - start
+
+
+def test_the_token_file_is_read_again_without_a_restart(scoped):
+    s = scoped
+    s.tokens.write_text(TOKENS + "leaving read acme/ leaving\n")
+
+    def reads(token: str) -> int:
+        return httpx.get(f"{s.url}/api/models/acme/m", headers=auth(token)).status_code
+
+    wait_for(lambda: reads("leaving") == 200)
+    cookie = login(s.url, "leaving")
+    assert httpx.get(f"{s.url}/acme/m", cookies=cookie).status_code == 200
+    tmp = s.tokens.with_suffix(".new")
+    tmp.write_text(TOKENS)  # as an editor saves: a new file renamed over the old
+    os.replace(tmp, s.tokens)
+    took = wait_for(lambda: reads("leaving") == 401)
+    assert took < 10
+    page = httpx.get(f"{s.url}/acme/m", cookies=cookie)
+    assert page.status_code == 303 and "/ocibridge/login" in page.headers["location"]  # its cookie ended too
+    assert reads("reader") == 200  # the others never stopped
