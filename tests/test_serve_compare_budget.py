@@ -1,15 +1,13 @@
 """A compare page costs what it shows (issue 62 items 4-5, issue 63 item 1): serve runs as a
-process in front of a counting proxy to the real registry; the bytes the registry sends for a
-page are bounded by ``--compare-budget``, the other order of the same pair is free, the files
-are there whatever the budget, and what was not compared is said with the command that compares
-it. Tensors are paginated."""
+process (test_serve_publish's; its pages behind the read token's login) in front of a counting
+proxy to the real registry; the bytes the registry sends for a page are bounded by
+``--compare-budget``, the other order of the same pair is free, the files are there whatever
+the budget, and what was not compared is said with the command that compares it. Tensors are
+paginated."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from serving import stop, wait_until_healthy
+from test_serve_publish import serve_process
 
 import ocibridge
 from ocibridge.hubserver.reading.catalog import Catalog
@@ -26,7 +24,6 @@ from ocibridge.hubserver.web.compare import ClientReads, Compare
 from tests.support.faultproxy import FaultProxy
 from tests.support.fixtures import new_repo
 
-ROOT = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024
 BUDGET = 4 * MIB
 TENSORS = 24  # of 512 KiB each: 12 MiB a version, every tensor different in each
@@ -64,24 +61,12 @@ def proxy(registry) -> Iterator[FaultProxy]:
 
 
 @contextlib.contextmanager
-def serve_process(tmp_path: Path, *args: str) -> Iterator[str]:
-    """``ocibridge serve ARGS`` as a process on loopback (an open server: any reader may ask)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = tmp_path / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", *args, "--no-access-log",
-                                 "--listen", f"127.0.0.1:{port}"],
-                                env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_healthy(proc, url, log)
-        yield url
-    finally:
-        stop(proc)
+def reader(url: str) -> Iterator[httpx.Client]:
+    """A client logged in to the pages with serve's read token (test_serve_publish's tokens)."""
+    with httpx.Client(base_url=url, timeout=60) as client:
+        login = client.post("/ocibridge/login", data={"token": "reader-token", "next": "/"})
+        assert login.status_code == 303, login.text
+        yield client
 
 
 def registry_bytes(proxy: FaultProxy, since: int) -> tuple[int, int]:
@@ -92,9 +77,9 @@ def registry_bytes(proxy: FaultProxy, since: int) -> tuple[int, int]:
 
 def test_a_page_reads_at_most_its_budget_and_the_other_order_nothing(tmp_path, registry, versions, proxy):
     org, name = versions.split("/")
-    with serve_process(tmp_path, f"{proxy.host}/{org}", "--compare-budget", "4M") as url:
+    with serve_process(tmp_path, f"{proxy.host}/{org}", "--compare-budget", "4M") as url, reader(url) as client:
         before = len(proxy.requests)
-        page = httpx.get(f"{url}/{name}/compare/v1...v2", timeout=60)
+        page = client.get(f"/{name}/compare/v1...v2")
         assert page.status_code == 200, page.text
         blobs, everything = registry_bytes(proxy, before)
         # the whole diff would read 2 x 12 MiB of tensors: the page read its budget at most
@@ -109,7 +94,7 @@ def test_a_page_reads_at_most_its_budget_and_the_other_order_nothing(tmp_path, r
         assert 'id="config-changes"' in page.text  # the config, read within the budget
 
         before = len(proxy.requests)
-        reverse = httpx.get(f"{url}/{name}/compare/v2...v1", timeout=60)
+        reverse = client.get(f"/{name}/compare/v2...v1")
         assert reverse.status_code == 200, reverse.text
         assert registry_bytes(proxy, before)[0] == 0  # the same comparison, made once
         # ... the other way round: what v1...v2 added, v2...v1 removed
@@ -148,10 +133,10 @@ def test_tensors_are_paginated(tmp_path, registry):
         ocibridge.push(str(version(tmp_path / f"v{number}", number, tensors=1200, width=4)),
                        f"{registry.host}/{repo}:v{number}")
     org, name = repo.split("/")
-    with serve_process(tmp_path, f"{registry.host}/{org}") as url:
-        first = httpx.get(f"{url}/{name}/compare/v1...v2", timeout=60)
-        third = httpx.get(f"{url}/{name}/compare/v1...v2?tensors=1000", timeout=60)
-        odd = httpx.get(f"{url}/{name}/compare/v1...v2?tensors=x", timeout=60)
+    with serve_process(tmp_path, f"{registry.host}/{org}") as url, reader(url) as client:
+        first = client.get(f"/{name}/compare/v1...v2")
+        third = client.get(f"/{name}/compare/v1...v2?tensors=1000")
+        odd = client.get(f"/{name}/compare/v1...v2?tensors=x")
     assert first.status_code == third.status_code == odd.status_code == 200
     assert first.text.count('<li class="tensor"') == 500 and third.text.count('<li class="tensor"') == 200
     assert "Tensors 1–500 of 1200." in first.text and 'href="?tensors=500"' in first.text
