@@ -58,17 +58,20 @@ def rss_mib(pid: int, field: str = "VmRSS:") -> float:
 
 
 class Health(threading.Thread):
-    """``/healthz`` every 50 ms; the time of each answer."""
+    """``/healthz`` every 50 ms; the time of each answer, and the requests that got none."""
 
     def __init__(self, url: str):
         super().__init__(daemon=True)
-        self.url, self.times, self.stopped = url, list[float](), threading.Event()
+        self.url, self.times, self.failed, self.stopped = url, list[float](), 0, threading.Event()
 
     def run(self) -> None:
         with httpx.Client(timeout=30) as client:
             while not self.stopped.is_set():
                 start = time.perf_counter()
-                client.get(f"{self.url}/healthz")
+                try:
+                    client.get(f"{self.url}/healthz")
+                except httpx.HTTPError:
+                    self.failed += 1  # a reset or a timeout: no answer at all
                 self.times.append(time.perf_counter() - start)
                 time.sleep(0.05)
 
@@ -110,7 +113,7 @@ def run(work: Path, tensors: int, pairs: int) -> None:
             over = sum(t >= 0.1 for t in slow)
             print(f"/healthz: {len(slow)} answers, median {statistics.median(slow) * 1000:.1f} ms, "
                   f"99th {slow[int(len(slow) * 0.99)] * 1000:.1f} ms, slowest {slow[-1] * 1000:.1f} ms, "
-                  f"{over} of 100 ms or more (target: none); load {load()}")
+                  f"{over} of 100 ms or more, {health.failed} unanswered (target: none); load {load()}")
 
 
 if __name__ == "__main__":
