@@ -44,11 +44,12 @@ def test_sign_verify_copy_over_profile(name, fault_proxy, unique_repo, tmp_path,
     if api is not None:  # the registry keeps the referrers index: the client writes no tag
         assert api.client_tag_writes == 0 and fault_proxy.requests_matching("PUT", "/manifests/sha256:")
     else:
-        # written once: a rate-limited profile may refuse a try first (429, retried); which request
-        # is refused depends on how many the push and sign made, which caches earlier tests in
-        # this process warmed can change
+        # written once: a rate-limited profile may refuse a try first (429, retried), and a profile
+        # whose tokens die before their advertised life (ghcr) may answer 401 to a slow sign (the
+        # client fetches a new token and tries again); which request is refused depends on how many
+        # the push and sign made and how long they took, which the machine's load changes
         statuses = [r.status for r in fault_proxy.requests_matching("PUT", fallback)]
-        assert statuses[-1:] == [201] and set(statuses[:-1]) <= {429}, statuses
+        assert statuses[-1:] == [201] and set(statuses[:-1]) <= {401, 429}, statuses
     fault_proxy.clear()
     assert _verified(capsys, ref, str(public)) == {"classic", "bundle"}
     if api is not None:

@@ -76,22 +76,23 @@ def test_wrong_parts_and_completions_are_refused_and_nothing_kept(tmp_path, regi
         for wrong in (pieces[0] + b"x", pieces[0][:-1]):
             answer = httpx.put(urls[0], content=wrong)
             assert answer.status_code == 400 and "part 1" in answer.json()["error"], answer.text
-        assert not list((root / "parts" / oid).glob("0000*"))
+        assert not [part for folder in root.glob(f"parts/{oid}.*") for part in folder.glob("0000*")]
 
         # parts 1 and 3 only: a completion naming part 2 is refused, and every part goes
         etags = [httpx.put(urls[n], content=pieces[n]).headers["etag"] for n in (0, 2)]
+        assert len(list(root.glob(f"parts/{oid}.*"))) == 1  # the folder of this upload (of this repository)
         completion = {"oid": oid, "parts": [{"partNumber": 1, "etag": etags[0]}, {"partNumber": 2, "etag": "x"},
                                             {"partNumber": 3, "etag": etags[1]}]}
         refused = httpx.post(str(upload["href"]), json=completion)
         assert refused.status_code == 400 and "part 2 was never received" in refused.json()["error"]
-        assert not (root / "parts" / oid).exists() and not (root / "sha256" / oid).exists()
+        assert not any(root.glob(f"parts/{oid}.*")) and not (root / "sha256" / oid).exists()
 
         # every part, but one ETag not serve's: refused
         etags = [httpx.put(u, content=p).headers["etag"] for u, p in zip(urls, pieces, strict=True)]
         completion = {"oid": oid, "parts": [{"partNumber": n, "etag": e} for n, e in enumerate(etags, 1)]}
         forged = {"oid": oid, "parts": [*completion["parts"][:2], {"partNumber": 3, "etag": "0" * 64}]}
         assert httpx.post(str(upload["href"]), json=forged).status_code == 400
-        assert not (root / "parts" / oid).exists() and not (root / "sha256" / oid).exists()
+        assert not any(root.glob(f"parts/{oid}.*")) and not (root / "sha256" / oid).exists()
 
         # parts of the right sizes whose bytes are not the oid: refused once joined
         other = [bytes(len(p)) for p in pieces]
@@ -99,10 +100,10 @@ def test_wrong_parts_and_completions_are_refused_and_nothing_kept(tmp_path, regi
         completion = {"oid": oid, "parts": [{"partNumber": n, "etag": e} for n, e in enumerate(etags, 1)]}
         wrong = httpx.post(str(upload["href"]), json=completion)
         assert wrong.status_code == 400 and "hash to" in wrong.json()["error"]
-        assert not (root / "parts" / oid).exists() and not (root / "sha256" / oid).exists()
+        assert not any(root.glob(f"parts/{oid}.*")) and not (root / "sha256" / oid).exists()
 
         # the right parts: staged, verified
         etags = [httpx.put(u, content=p).headers["etag"] for u, p in zip(urls, pieces, strict=True)]
         completion = {"oid": oid, "parts": [{"partNumber": n, "etag": e} for n, e in enumerate(etags, 1)]}
         assert httpx.post(str(upload["href"]), json=completion).status_code == 200
-        assert (root / "sha256" / oid).read_bytes() == data and not (root / "parts" / oid).exists()
+        assert (root / "sha256" / oid).read_bytes() == data and not any(root.glob(f"parts/{oid}.*"))

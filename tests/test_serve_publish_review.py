@@ -78,7 +78,8 @@ def lfs_line(path: str, data: bytes) -> bytes:
 def test_a_writer_commits_only_what_its_repository_uploaded_or_can_read(served):
     """bob's upload to beta/m, not yet committed, is bob's: alice (a writer of acme/ only) who
     names its SHA-256 is asked for the bytes, not told serve has them; her commit naming it is
-    the Hub's 422 and her verify a 404. Once bob commits it, every token reads it: then alice may."""
+    the Hub's 422 and her verify a 404. Once bob commits it, it is beta/m's, which alice's token does
+    not read: she is still asked for the bytes (a file she may read is reused: test_serve_writer_bounds)."""
     secret = b"beta's weights, not yet published " + os.urandom(4096)
     oid = hashlib.sha256(secret).hexdigest()
     assert "actions" in lfs_upload(served, "beta/m", "bob", secret)
@@ -95,10 +96,13 @@ def test_a_writer_commits_only_what_its_repository_uploaded_or_can_read(served):
     assert httpx.post(f"{served.url}/ocibridge/lfs/verify", json={"oid": oid, "size": len(secret)},
                       headers=auth("bob")).status_code == 200
     assert commit(served, "beta/m", "bob", HEADER + lfs_line("w.bin", secret)).status_code == 200
-    # now a blob of beta/m, which alice reads: hers to commit (mounted, not uploaded)
-    assert "actions" not in lfs_upload(served, "acme/m", "alice", secret)
-    assert commit(served, "acme/m", "alice", HEADER + lfs_line("w.bin", secret)).status_code == 200
-    assert files(served, "acme/m") == ["README.md", "w.bin"]
+    # now a blob of beta/m; alice's token reads acme/ only (its line's prefix scopes its reads), so she
+    # is still asked for the bytes, as for any hash, and her commit naming them alone is refused
+    asked = httpx.post(f"{served.url}/acme/m.git/info/lfs/objects/batch", headers=auth("alice"),
+                       json={"operation": "upload", "objects": [{"oid": oid, "size": len(secret)}]})
+    assert "actions" in asked.json()["objects"][0], "serve offered alice beta/m's file"
+    assert commit(served, "acme/m", "alice", HEADER + lfs_line("w.bin", secret)).status_code == 422
+    assert files(served, "acme/m") == ["README.md"]
 
 
 def test_a_file_bob_sent_over_xet_is_not_alices_to_commit(served):

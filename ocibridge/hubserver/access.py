@@ -188,7 +188,9 @@ class Gate:
         self._session_key = secrets.token_bytes(32)  # a restart signs every page visitor out
         self._watch = threading.Lock()
         self.xet = Signer([g.token.encode() for g in grants])  # Xet access tokens and xorb URLs: any token's client
-        self.uploads = Signer([g.token.encode() for g in grants if g.write])  # LFS upload URLs
+        # LFS upload URLs: a key of their own, good for write tokens' clients only
+        self.uploads = Signer([g.token.encode() for g in grants], purpose=b"ocibridge-upload-url",
+                              served=[g.token.encode() for g in grants if g.write])
         self.xet.fresh = self.uploads.fresh = self._fresh
         self._lines = self._made(grants)
 
@@ -220,7 +222,7 @@ class Gate:
                 log.warning("--token-file %s: read again, %d tokens", self.source.path, len(grants))
             self._lines = self._made(grants)
             self.xet.rekey([g.token.encode() for g in grants])
-            self.uploads.rekey([g.token.encode() for g in grants if g.write])
+            self.uploads.rekey([g.token.encode() for g in grants], [g.token.encode() for g in grants if g.write])
             return self._lines
 
     def _known(self, request: Request) -> Grant | None:

@@ -211,9 +211,10 @@ class ServeApp:
             HubRoute(f"{UPLOAD_PATH}verify", self.writing(self.lfs.lfs_verify), methods=("POST",)),
             # multipart (uploads/multipart.py): signed URLs, as the single PUT's
             HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"
-                     "{n:hub_part}", self.writing(self.lfs.multipart.put_part, needs_token=False),
+                     "{upload:hub_part}/{n:hub_part}", self.writing(self.lfs.multipart.put_part, needs_token=False),
                      methods=("PUT",)),
-            HubRoute(f"{UPLOAD_PATH}complete/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}",
+            HubRoute(f"{UPLOAD_PATH}complete/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}"
+                     "/{upload:hub_part}",
                      self.writing(self.lfs.multipart.complete, needs_token=False), methods=("POST",)),
             # no header comes with the bytes: the URL is signed (lfs/routes.py)
             HubRoute(f"{UPLOAD_PATH}{{oid:hub_part}}/{{size:hub_part}}/{{repo:hub_part}}",
@@ -279,7 +280,7 @@ class ServeApp:
 
     async def xet_write_token(self, request: Request) -> Response:
         """A Xet write grant, for a write token of the repository only (the LFS routes' check)."""
-        self.gate.require(request, requested_repo(request), Access.WRITE)
+        self.repos.writer(request, requested_repo(request))
         return await self.xet_upload.token(request)
 
     async def xet_token(self, request: Request) -> Response:

@@ -13,6 +13,8 @@ from ocibridge.hubserver.answers import number
 
 #: seconds what serve grants (a Xet token, a signed URL) is good for
 TOKEN_LIFE = 3600
+#: a signer's key, its clients' name key, the earlier (key, name key, good until), the clients served
+_State = tuple[bytes | None, bytes | None, tuple[tuple[bytes, bytes, float], ...], frozenset[str]]
 
 
 class Signer:
@@ -30,30 +32,36 @@ class Signer:
     :class:`Gate`'s look at the token file: these routes see no bearer token)."""
 
     def __init__(self, tokens: Sequence[bytes], clock: Callable[[], float] = time.time,
-                 purpose: bytes = b"ocibridge-xet-grant"):
+                 purpose: bytes = b"ocibridge-xet-grant", served: Sequence[bytes] | None = None):
         self.clock = clock
         self.purpose = purpose
         self.fresh: Callable[[], object] = lambda: None
-        # the key, the earlier keys (each good until then) and the clients still served: one
-        # value, replaced whole, so a check never sees a new key with the old clients
-        self._state: tuple[bytes | None, tuple[tuple[bytes, float], ...], frozenset[str]] = (None, (), frozenset())
-        self.rekey(tokens)
+        # the key, the name key, the earlier keys (each good until then) and the clients still
+        # served: one value, replaced whole, so a check never sees a new key with the old clients
+        self._state: _State = (None, None, (), frozenset())
+        self.rekey(tokens, served)
 
     @property
     def key(self) -> bytes | None:
         return self._state[0]
 
-    def rekey(self, tokens: Sequence[bytes]) -> None:
-        """The key of a new set of ``tokens`` (none: the old keys stay, no client is good)."""
+    def rekey(self, tokens: Sequence[bytes], served: Sequence[bytes] | None = None) -> None:
+        """The key of a new set of ``tokens`` (none: the old keys stay, no client is good); the
+        clients of ``served`` (default: every token) are those whose grants stay good. A client's
+        name depends on the token file alone, not on the purpose, so every signer of one file
+        names a token alike (an LFS upload and a Xet shard of one writer are one writer's)."""
         now = self.clock()
-        key, earlier, _ = self._state
-        new = hashlib.sha256(self.purpose + b"\0" + b"\0".join(sorted(tokens))).digest() if tokens else key
-        old = [(k, until) for k, until in earlier if until > now and k != new]
-        if key is not None and key != new:
-            old.append((key, now + TOKEN_LIFE))
-        keys = [k for k in (new, *(k for k, _ in old)) if k is not None]
-        clients = frozenset(_mac(k, f"client {t.decode()}")[:16] for k in keys for t in tokens)
-        self._state = (new, tuple(old), clients)
+        key, names, earlier, _ = self._state
+        material = b"\0".join(sorted(tokens))
+        new = hashlib.sha256(self.purpose + b"\0" + material).digest() if tokens else key
+        new_names = hashlib.sha256(b"ocibridge-client\0" + material).digest() if tokens else names
+        old = [(k, n, until) for k, n, until in earlier if until > now and k != new]
+        if key is not None and names is not None and key != new:
+            old.append((key, names, now + TOKEN_LIFE))
+        name_keys = [n for n in (new_names, *(n for _, n, _ in old)) if n is not None]
+        clients = frozenset(_mac(n, f"client {t.decode()}")[:16] for n in name_keys
+                            for t in (tokens if served is None else served))
+        self._state = (new, new_names, tuple(old), clients)
 
     def _sign(self, text: str) -> str:
         assert self.key is not None
@@ -63,18 +71,19 @@ class Signer:
         """``signature`` is one of a live key's over ``text``, for a client that is still served
         ("": none named, as an upload URL)."""
         self.fresh()
-        key, old, clients = self._state
+        key, _, old, clients = self._state
         now = self.clock()
-        keys = [k for k in (key, *(k for k, until in old if until > now)) if k is not None]
+        keys = [k for k in (key, *(k for k, _, until in old if until > now)) if k is not None]
         good = any(hmac.compare_digest(signature.encode(), _mac(k, text).encode()) for k in keys)
         return good and (not client or client in clients)
 
     def client_of(self, token: str) -> str:
         """A short name of a bearer token (what a grant and its URLs carry; the token itself never
         appears in a URL); "" on an open server, where every client is anonymous."""
-        if self.key is None:
+        names = self._state[1]
+        if self.key is None or names is None:
             return ""
-        return self._sign(f"client {token}")[:16]
+        return _mac(names, f"client {token}")[:16]
 
     def expiry(self) -> int:
         """When what is granted now expires (Unix seconds)."""

@@ -28,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.access import require_upload_url
+from ocibridge.hubserver.access import Grant, require_upload_url
 from ocibridge.hubserver.answers import (
     branch_of,
     error,
@@ -66,20 +66,20 @@ class LfsRoutes:
         self.signer = repos.gate.uploads
         self.multipart = Multipart(repos.staging, self.signer, repos.settings)
 
-    async def _written_list(self, request: Request, key: str, expected: str) -> tuple[str, dict[str, Any],
+    async def _written_list(self, request: Request, key: str, expected: str) -> tuple[str, Grant, dict[str, Any],
                                                                                    list[Any]] | Response:
         """The repository a listing write names (preupload's files, a batch's objects), once the
-        token may write it, with the JSON body and its list under ``key``; else the Hub's error."""
+        token may write it, its grant, with the JSON body and its list under ``key``; else the Hub's error."""
         repo_id = requested_repo(request)
-        self.repos.writer(request, repo_id)
+        grant = self.repos.writer(request, repo_id)
         read = await listed(request, key, expected)
-        return read if isinstance(read, Response) else (repo_id, *read)
+        return read if isinstance(read, Response) else (repo_id, grant, *read)
 
     async def preupload(self, request: Request) -> Response:
         read = await self._written_list(request, "files", "expected {'files': [{'path', 'size', 'sample'}, ...]}")
         if isinstance(read, Response):
             return read
-        repo_id, _, asked = read
+        repo_id, _, _, asked = read
         held = await self.repos.branch_files(repo_id, branch_of(request.path_params["revision"]))
         answered = []
         for item in asked:
@@ -99,7 +99,8 @@ class LfsRoutes:
         read = await self._written_list(request, "objects", "expected an LFS batch request")
         if isinstance(read, Response):
             return read
-        repo_id, body, objects = read
+        repo_id, grant, body, objects = read
+        writer = self.repos.writer_of(grant)  # whose share of the staging budget its uploads take
         if body.get("operation") != "upload":
             return error(400, None, "serve's LFS batch API takes uploads (downloads: the resolve API)")
         ref = body.get("ref")
@@ -110,10 +111,10 @@ class LfsRoutes:
                   and isinstance(o.get("size"), int) and o["size"] >= 0 and o["oid"] not in held}
         staged = {oid for oid in wanted  # here already, and uploaded for repo_id (Staging.pinned)
                   if await in_thread(self.repos.uploaded, repo_id, oid)
-                  and await in_thread(self.staging.pin, oid, repo_id)}
-        full = await in_thread(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged))
+                  and await in_thread(self.staging.pin, oid, repo_id, writer)}
+        full = await in_thread(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged), writer)
         if full:  # git-lfs's batch API: 507, the server has no room for the objects
-            await in_thread(self.staging.unpin, staged, repo_id)
+            await in_thread(self.staging.unpin, staged, repo_id, writer)
             return error(507, None, full)
         base = self.repos.base(request)
         expires = self.signer.expiry()
@@ -125,14 +126,16 @@ class LfsRoutes:
                 answered.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
                                  "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
                 continue
+            # another repository's file only when this writer could read it there (writes/mountable.py):
+            # otherwise it is asked for, as a file no repository holds is
             if oid in held or oid in staged or \
-                    await in_thread(self.repos.mounts.home, repo_id, oid) is not None:  # mounted at the commit
+                    await in_thread(self.repos.mount_home, grant, repo_id, oid) is not None:  # mounted at the commit
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
                 continue
             path = upload_path(str(oid), str(size), repo_id)
-            upload = self.multipart.action(base, str(oid), size, repo_id, expires) if in_parts else None
+            upload = self.multipart.action(base, str(oid), size, repo_id, expires, writer) if in_parts else None
             answered.append({"oid": oid, "size": size, "authenticated": True, "actions": {
-                "upload": upload or {"href": base + self.signer.signed(path, expires), "expires_in": 3600},
+                "upload": upload or {"href": base + self.signer.signed(path, expires, writer), "expires_in": 3600},
                 "verify": {"href": f"{base}{UPLOAD_PATH}verify", "header": {}},
             }})
         transfer = "multipart" if any("chunk_size" in a.get("actions", {}).get("upload", {}).get("header", {})
@@ -146,10 +149,11 @@ class LfsRoutes:
         require_upload_url(self.signer, request, upload_path(oid, params_["size"], repo_id))
         if not is_sha256(oid) or size is None:
             return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE/REPO")
-        with self.staging.reserve(size, repo_id):  # StagingFull: 507 (failures.py)
-            return await self._receive(request, oid, size, repo_id)
+        writer = request.query_params.get("client", "")  # signed with the path: whose upload it is
+        with self.staging.reserve(size, repo_id, writer):  # StagingFull: 507 (failures.py)
+            return await self._receive(request, oid, size, repo_id, writer)
 
-    async def _receive(self, request: Request, oid: str, size: int, repo_id: str) -> Response:
+    async def _receive(self, request: Request, oid: str, size: int, repo_id: str, writer: str) -> Response:
         """The bytes of one LFS PUT into staging, checked against ``oid`` (room reserved)."""
         with self.staging.new_file() as (tmp, fd):
             relay = self.relay_for(repo_id, oid, size, tmp)
@@ -182,7 +186,7 @@ class LfsRoutes:
                                                  chunks=chunks.finish() if chunks is not None else None))
                 except DigestMismatch as e:
                     return error(400, None, str(e))
-                await in_thread(self.staging.pin, oid, repo_id)  # its commit gives it back
+                await in_thread(self.staging.pin, oid, repo_id, writer)  # its commit gives it back
             except ClientDisconnect:
                 log.info("an upload of sha256:%s was abandoned after %d of %d bytes", oid, written, size)
                 return error(400, None, "the client left before the upload ended")

@@ -7,11 +7,13 @@ asked of the registry, not read), which the commit's copy mounts from there (the
 cross-repository mount) instead of sending it; its bytes are read only for what the artifact is
 made of (a config.json, a weights header, a chunk table nobody made).
 
-Which repositories count: those under serve's registry source (``host/path``), every one of
-which any token of serve may read, that serve's blob homes saw holding the blob (commits serve
-pushed, manifests it resolved, earlier pushes with the same cache). Knowledge only: a home
-that no longer holds the blob is a failed read here, and the commit is refused as one naming
-content never uploaded.
+Which repositories count: those under serve's registry source (``host/path``) that serve's
+blob homes saw holding the blob (commits serve pushed, manifests it resolved, earlier pushes
+with the same cache) and that ``admits`` (the writer's own question, :mod:`.writes.mountable`:
+its token reads that repository, and the policy serve enforces lets serve serve the file from
+there). Bytes a writer could never read are never mounted: it uploads them. Knowledge only: a
+home that no longer holds the blob is a failed read here, and the commit is refused as one
+naming content never uploaded.
 
 The same reads give :mod:`.xet.dedupe` the bytes of a file a repository committed, when the
 xorbs it was uploaded in are no longer kept (:meth:`Mounts.local`, :meth:`Mounts.held`).
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from ocibridge.errors import OcibridgeError
@@ -42,8 +45,9 @@ class Mounts:
     def __init__(self, source: RegistrySource | None):
         self.source = source
 
-    def home(self, repo_id: str, sha256: str) -> Repository | None:
-        """A repository of the source (not ``repo_id``'s) seen holding ``sha256``, or None."""
+    def home(self, repo_id: str, sha256: str, admits: Callable[[str], bool]) -> Repository | None:
+        """A repository of the source (not ``repo_id``'s) seen holding ``sha256`` whose repo id
+        ``admits`` accepts, or None."""
         source = self.source
         parts = repo_parts(repo_id)
         if source is None or parts is None:
@@ -58,7 +62,7 @@ class Mounts:
             if repository == own or not repository.startswith(head):
                 continue
             found = repo_parts(repository[len(head):])
-            if found is not None:
+            if found is not None and admits("/".join(found)):
                 return source.repository(found)
         return None
 
@@ -87,10 +91,11 @@ class Mounts:
             found = staging.path_for(sha256)
         return found
 
-    def blob(self, repo_id: str, sha256: str, size: int | None) -> tuple[Repository, Descriptor] | None:
-        """The blob ``sha256`` of ``size`` bytes in a home that holds it (asked: a home is only
-        knowledge), and that home; None when there is none."""
-        home = self.home(repo_id, sha256)
+    def blob(self, repo_id: str, sha256: str, size: int | None,
+             admits: Callable[[str], bool]) -> tuple[Repository, Descriptor] | None:
+        """The blob ``sha256`` of ``size`` bytes in a home ``admits`` accepts that holds it (asked:
+        a home is only knowledge), and that home; None when there is none."""
+        home = self.home(repo_id, sha256, admits)
         if home is None or size is None:
             return None
         desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)

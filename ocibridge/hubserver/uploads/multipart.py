@@ -4,11 +4,16 @@ one URL per part (keys ``00001``, ``00002``, ...) in its ``header``, and its ``h
 client POSTs the completion ``{"oid", "parts": [{"partNumber", "etag"}, ...]}`` once every part
 is PUT (the ETag of each part's answer). A client resends a failed part, not the whole file.
 
-    PUT  /ocibridge/lfs/part/{sha256}/{size}/{chunk}/{repo}/{n}    part n (signed URL, no header)
-    POST /ocibridge/lfs/complete/{sha256}/{size}/{chunk}/{repo}    the completion (signed URL)
+    PUT  /ocibridge/lfs/part/{sha256}/{size}/{chunk}/{repo}/{upload}/{n}    part n (signed URL)
+    POST /ocibridge/lfs/complete/{sha256}/{size}/{chunk}/{repo}/{upload}    the completion (signed URL)
 
-Each part is written at its place in one file of the staging area (``parts/<oid>/data``: no
-copy when the parts are joined) and must be exactly its size (``chunk``, the last one the rest);
+Parts belong to one upload of one repository (issue 62): ``{upload}`` is a random name the batch
+answer gives each upload it offers, and the URLs are signed for it, its repository and its writer.
+Each part is written at its place in one file of that upload's folder of the staging area
+(``parts/<oid>.<key>.<writer>/data``, ``<key>`` made of the repository and the upload: no copy
+when the parts are joined), so a completion, honest or not, on one repository's URL touches no
+other upload's parts, and two uploads of one file to two repositories at once both land.
+Each part and must be exactly its size (``chunk``, the last one the rest);
 a part is done only once all its bytes came (a marker named by its number and ETag, the
 SHA-256 of its bytes). The completion must name every part, each with the ETag serve gave it;
 then the whole file's SHA-256 is checked against the oid before it is staged
@@ -23,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -55,51 +61,53 @@ class Multipart:
         return await anyio.to_thread.run_sync(call, *args)
 
     # -- the batch answer ----------------------------------------------------------------------
-    def action(self, base: str, oid: str, size: int, repo_id: str, expires: int) -> dict[str, Any] | None:
-        """The upload action of the batch answer for a file offered in parts (None: not)."""
+    def action(self, base: str, oid: str, size: int, repo_id: str, expires: int,
+               writer: str = "") -> dict[str, Any] | None:
+        """The upload action of the batch answer for a file offered in parts (None: not): a new
+        upload of ``repo_id`` by ``writer``, its URLs signed for both."""
         chunk = self.settings.part_size_for(size)
         if chunk is None:
             return None
-        where = f"{oid}/{size}/{chunk}/{quote(repo_id, safe='')}"
+        where = f"{oid}/{size}/{chunk}/{quote(repo_id, safe='')}/{secrets.token_hex(16)}"
         header: dict[str, str] = {"chunk_size": str(chunk)}
         for n in range(1, -(-size // chunk) + 1):
-            header[f"{n:05d}"] = base + self.signer.signed(f"{UPLOADS}part/{where}/{n}", expires)
-        return {"href": base + self.signer.signed(f"{UPLOADS}complete/{where}", expires), "header": header,
-                "expires_in": 3600}
+            header[f"{n:05d}"] = base + self.signer.signed(f"{UPLOADS}part/{where}/{n}", expires, writer)
+        return {"href": base + self.signer.signed(f"{UPLOADS}complete/{where}", expires, writer),
+                "header": header, "expires_in": 3600}
 
-    def _place(self, request: Request, *tail: str) -> tuple[str, int, int, str] | Response:
-        """The oid, size, part size and repository of a signed part or completion URL."""
+    def _place(self, request: Request, *tail: str) -> tuple[str, int, int, str, Path] | Response:
+        """The oid, size, part size and repository of a signed part or completion URL, and the
+        folder of that upload's parts."""
         p = request.path_params
         kind = "part" if tail else "complete"
-        path = "/".join((f"{UPLOADS}{kind}", p["oid"], p["size"], p["chunk"], quote(p["repo"], safe=""), *tail))
+        path = "/".join((f"{UPLOADS}{kind}", p["oid"], p["size"], p["chunk"], quote(p["repo"], safe=""),
+                         p["upload"], *tail))
         require_upload_url(self.signer, request, path)
         size, chunk = number(p["size"]), number(p["chunk"])
         if not is_sha256(p["oid"]) or size is None or not chunk:
-            return error(400, None, f"expected {UPLOADS}{kind}/SHA256/SIZE/PART-SIZE/REPO")
-        return p["oid"], size, chunk, p["repo"]
-
-    def _dir(self, oid: str) -> Path:
-        return self.staging.parts / oid
+            return error(400, None, f"expected {UPLOADS}{kind}/SHA256/SIZE/PART-SIZE/REPO/UPLOAD")
+        writer = request.query_params.get("client", "")  # signed with the path: the upload's writer
+        key = hashlib.sha256(f"{p['repo'].lower()}\0{p['upload']}".encode()).hexdigest()[:32]
+        return p["oid"], size, chunk, p["repo"], self.staging.parts / f"{p['oid']}.{key}.{writer}"
 
     # -- a part --------------------------------------------------------------------------------
     async def put_part(self, request: Request) -> Response:
         place = self._place(request, request.path_params["n"])
         if isinstance(place, Response):
             return place
-        oid, size, chunk, repo_id = place
+        oid, size, chunk, repo_id, where = place
         n, count = number(request.path_params["n"]) or 0, -(-size // chunk)
         if not 1 <= n <= count:
             return error(400, None, f"part {request.path_params['n']}: this upload has parts 1 to {count}")
         length = chunk if n < count else size - chunk * (count - 1)
         try:
-            with self.staging.reserve(length, repo_id):
-                return await self._receive(request, oid, size, n, chunk * (n - 1), length)
+            with self.staging.reserve(length, repo_id, request.query_params.get("client", "")):
+                return await self._receive(request, where, oid, n, chunk * (n - 1), length)
         except StagingFull as e:
             return error(507, None, str(e))
 
-    async def _receive(self, request: Request, oid: str, size: int, n: int, at: int, length: int) -> Response:
-        """Part ``n``'s bytes into their place in the upload's file; its ETag once all came."""
-        where = self._dir(oid)
+    async def _receive(self, request: Request, where: Path, oid: str, n: int, at: int, length: int) -> Response:
+        """Part ``n``'s bytes into their place in the upload's file (in ``where``); its ETag once all came."""
         await self._run(lambda: where.mkdir(parents=True, exist_ok=True))
         fd = await self._run(os.open, str(where / "data"), os.O_WRONLY | os.O_CREAT, 0o600)
         digest = hashlib.sha256()
@@ -133,24 +141,25 @@ class Multipart:
         place = self._place(request)
         if isinstance(place, Response):
             return place
-        oid, size, chunk, repo_id = place
+        oid, size, chunk, repo_id, where = place
         try:
             body = await request.json()
             parts = body["parts"]
             assert body["oid"] == oid and isinstance(parts, list)
         except (ValueError, KeyError, TypeError, AssertionError):
             return error(400, None, "expected {'oid': OID, 'parts': [{'partNumber': N, 'etag': ETAG}, ...]}")
-        problem = await self._run(self._finish, oid, size, chunk, parts, repo_id)
+        writer = request.query_params.get("client", "")
+        problem = await self._run(self._finish, where, oid, size, chunk, parts, repo_id, writer)
         if problem:
             log.warning("multipart upload of sha256:%s refused: %s", oid, problem)
             return error(400, None, problem)
         return JSONResponse({"message": "completed"})
 
-    def _finish(self, oid: str, size: int, chunk: int, parts: list[Any], repo_id: str) -> str | None:
-        """Join the parts named into the staged file ``oid`` (why not, when refused: then every
-        part of the upload is removed)."""
-        where = self._dir(oid)
-        if self.staging.pinned(oid, repo_id) and self.staging.pin(oid, repo_id):  # staged for repo_id already
+    def _finish(self, where: Path, oid: str, size: int, chunk: int, parts: list[Any], repo_id: str,
+                writer: str) -> str | None:
+        """Join the parts named (in ``where``) into the staged file ``oid`` (why not, when
+        refused: then every part of this upload is removed, and no other upload's)."""
+        if self.staging.pinned(oid, repo_id) and self.staging.pin(oid, repo_id, writer):  # staged already
             shutil.rmtree(where, ignore_errors=True)
             return None
         try:
@@ -165,7 +174,7 @@ class Multipart:
                     except DigestMismatch as e:
                         problem = str(e)
                     else:
-                        self.staging.pin(oid, repo_id)  # its commit gives it back
+                        self.staging.pin(oid, repo_id, writer)  # its commit gives it back
             return problem
         finally:
             shutil.rmtree(where, ignore_errors=True)

@@ -4,7 +4,7 @@ here, a commit takes them from here), named by their SHA-256 and kept only once 
     $OCIBRIDGE_CACHE/serve/staging/sha256/<hex>     a verified upload, read-only
     $OCIBRIDGE_CACHE/serve/staging/tables/<hex>     its chunk table (a large file), made as it came
     $OCIBRIDGE_CACHE/serve/staging/tmp/             uploads in progress (removed when abandoned)
-    $OCIBRIDGE_CACHE/serve/staging/parts/<oid>/     the parts of an LFS multipart upload
+    $OCIBRIDGE_CACHE/serve/staging/parts/<oid>.<upload>.<writer>/   the parts of one LFS multipart upload
     $OCIBRIDGE_CACHE/serve/staging/pins/<hex>/      the flows that may still commit <hex>
 
 Every way in (an LFS PUT, a file reassembled from Xet xorbs and shards) writes into a temporary
@@ -24,7 +24,9 @@ A file or part
 untouched for ``expiry`` seconds (no commit came: the client went away) is removed by
 :meth:`Staging.clean`, which serve runs on a timer (:meth:`Staging.sweeping`). The bytes staged
 and reserved by uploads in progress stay within ``budget``: :meth:`Staging.reserve` refuses an
-upload that would pass it (:class:`StagingFull`, the Hub's 507) before a byte of it is written.
+upload that would pass it (:class:`StagingFull`, the Hub's 507) before a byte of it is written,
+and so does each writer's share of it (:mod:`.shares`): one writer's uncommitted uploads never
+leave another writer without room.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChun
 from ocibridge.core.environment import cache_root
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.hubserver.uploads.shares import holdings, no_room, pin_tail, writer_of_pin
 
 if TYPE_CHECKING:
     from ocibridge.chunks.chunking import ChunkHasher
@@ -85,19 +88,22 @@ class Staging:
         self._lock = threading.Lock()
         self._reserved = 0
         self._uploading: dict[str, int] = {}  # repository -> its uploads in progress here
+        self._writing: dict[str, int] = {}  # writer -> bytes its uploads in progress reserved
+        #: how many writers share the budget (serve: its write tokens; :mod:`.shares`)
+        self.writers: Callable[[], int] = lambda: 1
         self._refreshed: dict[str, float] = {}  # repository -> when its pins were last touched
 
     # -- what is staged, and who may still commit it --------------------------------------------
-    def pin(self, sha256: str, owner: str) -> bool:
-        """Note that a flow of repository ``owner`` may commit the staged ``sha256`` (and touch
-        it: not abandoned); False when it is not staged."""
+    def pin(self, sha256: str, owner: str, writer: str = "") -> bool:
+        """Note that a flow of repository ``owner`` (by ``writer``, whose share it counts in)
+        may commit the staged ``sha256`` (and touch it: not abandoned); False when it is not staged."""
         with self._lock:
             path = self.path_for(sha256)
             if path is None:
                 return False
             held = self.pins / sha256
             held.mkdir(parents=True, exist_ok=True)
-            (held / f"{_owner(owner)}.{uuid.uuid4().hex}").touch()
+            (held / f"{_owner(owner)}.{pin_tail(writer, uuid.uuid4().hex)}").touch()
             self._refresh(owner)
             return True
 
@@ -134,23 +140,31 @@ class Staging:
                 os.utime(pin)
                 os.utime(self.files / pin.parent.name)
 
-    def unpin(self, shas: Iterable[str], owner: str) -> None:
-        """Give back one pin of ``owner`` on each of ``shas`` and remove nothing (a batch refused)."""
+    def unpin(self, shas: Iterable[str], owner: str, writer: str = "") -> None:
+        """Give back one pin of ``owner`` (``writer``'s first) on each of ``shas`` and remove
+        nothing (a batch refused)."""
         with self._lock:
             for sha in set(shas):
-                mine = sorted((self.pins / sha).glob(f"{_owner(owner)}.*")) if _HEX64.fullmatch(sha) else []
+                mine = self._pins_of(sha, owner, writer) if _HEX64.fullmatch(sha) else []
                 if mine:
                     mine[0].unlink(missing_ok=True)
 
-    def release(self, shas: Iterable[str], owner: str) -> None:
-        """A commit of repository ``owner`` that named ``shas`` has landed: give back one pin of
-        ``owner`` on each, and remove the files no other flow holds a pin on."""
+    def _pins_of(self, sha: str, owner: str, writer: str) -> list[Path]:
+        """The pins of repository ``owner`` on ``sha``, those of ``writer`` first: the pin given
+        back is the one counted in the share of the writer whose flow ends."""
+        pins = sorted((self.pins / sha).glob(f"{_owner(owner)}.*"))
+        return sorted(pins, key=lambda pin: writer_of_pin(pin.name) != writer) if writer else pins
+
+    def release(self, shas: Iterable[str], owner: str, writer: str = "") -> None:
+        """A commit of repository ``owner`` by ``writer`` that named ``shas`` has landed: give back
+        one pin of ``owner`` (``writer``'s first) on each, and remove the files no other flow
+        holds a pin on."""
         with self._lock:
             for sha in set(shas):
                 if not _HEX64.fullmatch(sha):
                     continue
                 held = self.pins / sha
-                mine = sorted(held.glob(f"{_owner(owner)}.*")) if held.is_dir() else []
+                mine = self._pins_of(sha, owner, writer) if held.is_dir() else []
                 if mine:
                     mine[0].unlink(missing_ok=True)
                 if held.is_dir() and any(held.iterdir()):
@@ -174,39 +188,44 @@ class Staging:
         return total
 
     @contextlib.contextmanager
-    def reserve(self, size: int, owner: str = "") -> Iterator[None]:
-        """Room for an upload of ``size`` bytes for repository ``owner`` while it is written
-        (:class:`StagingFull` when the budget has none); meanwhile ``owner``'s pins do not expire."""
+    def reserve(self, size: int, owner: str = "", writer: str = "") -> Iterator[None]:
+        """Room for an upload of ``size`` bytes for repository ``owner`` by ``writer`` while it is
+        written (:class:`StagingFull` when the budget or the writer's share has none); meanwhile
+        ``owner``'s pins do not expire."""
         key = owner.lower()
         with self._lock:
-            problem = self._no_room(size)
+            problem = self._no_room(size, writer)
             if problem:
                 raise StagingFull(problem)
             self._reserved += size
+            self._writing[writer] = self._writing.get(writer, 0) + size
             self._uploading[key] = self._uploading.get(key, 0) + 1
         try:
             yield
         finally:
             with self._lock:
                 self._reserved -= size
+                self._writing[writer] -= size
+                if not self._writing[writer]:
+                    del self._writing[writer]
                 self._uploading[key] -= 1
                 if not self._uploading[key]:
                     del self._uploading[key]
                 if key:
                     self._refresh(key)
 
-    def room_for(self, size: int) -> str | None:
-        """Why ``size`` more bytes do not fit the budget now (None: they do)."""
+    def room_for(self, size: int, writer: str = "") -> str | None:
+        """Why ``size`` more bytes by ``writer`` do not fit the budget or its share now (None: they do)."""
         with self._lock:
-            return self._no_room(size)
+            return self._no_room(size, writer)
 
-    def _no_room(self, size: int) -> str | None:
-        used = self.used()
-        if used + size <= self.budget:
-            return None
-        return (f"serve's staging area is full: {used} of its {self.budget} bytes are held by uploads not yet "
-                f"committed, and {size} more were asked for (commit or wait for the uploads in flight, or start "
-                "serve with a larger --staging-budget)")
+    def _no_room(self, size: int, writer: str = "") -> str | None:
+        """Why ``size`` more bytes by ``writer`` do not fit: the budget, or others' shares of it (:mod:`.shares`)."""
+        held = holdings(self.pins, self.files, self.parts)
+        for who, reserved in self._writing.items():
+            if who:
+                held[who] = held.get(who, 0) + reserved
+        return no_room(self.used(), size, writer, held, self.budget, self.writers())
 
     def path_for(self, sha256: str) -> Path | None:
         """The verified file of ``sha256`` (64 lowercase hex), or None when it was not uploaded."""

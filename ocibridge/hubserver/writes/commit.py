@@ -30,6 +30,7 @@ from ocibridge.hubserver.reading.files import HubFile
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_all
 from ocibridge.hubserver.writes import commits
+from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.hubserver.writes.publishing import Publishing, publish
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.reference import check_tag
@@ -67,7 +68,7 @@ class CommitRoutes:
         except OcibridgeError as e:
             raise commits.BadCommit(f"{branch}: not a branch serve can write: {e}") from None
         for content in payload.inline.values():  # StagingFull: 507
-            await in_thread(self._stage_bytes, repo_id, content)
+            await in_thread(self._stage_bytes, repo_id, content, self.repos.writer_of(allowed))
         # StaleParent: 412, MissingEntry: 404, BadCommit: 400, UnknownContent: 422 (failures.py)
         landed = await in_thread(self._commit, repo_id, branch, payload, allowed)
         noted(request, landed)  # its audit line (audit.py)
@@ -75,14 +76,14 @@ class CommitRoutes:
         url = f"{self.repos.base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 
-    def _stage_bytes(self, repo_id: str, content: bytes) -> None:
+    def _stage_bytes(self, repo_id: str, content: bytes, writer: str) -> None:
         sha = hashlib.sha256(content).hexdigest()
-        if self.staging.pin(sha, repo_id):
+        if self.staging.pin(sha, repo_id, writer):
             return
-        with self.staging.reserve(len(content), repo_id), self.staging.new_file() as (tmp, fd):
+        with self.staging.reserve(len(content), repo_id, writer), self.staging.new_file() as (tmp, fd):
             write_all(fd, content)
             self.staging.commit_file(tmp, sha)
-        self.staging.pin(sha, repo_id)
+        self.staging.pin(sha, repo_id, writer)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> Landed:
         """Build and write the commit, the branch locked; what it did (its commit oid, ...)."""
@@ -100,7 +101,7 @@ class CommitRoutes:
                 parent = {path: f.sha256 for path, f in files.files.items()}
                 held = _Parent(head, files.files).known
             mounts: dict[str, Store] = {}
-            tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload, mounts), held)
+            tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload, mounts, grant), held)
             parts = repo_parts(repo_id)
             repo = head.repo if head is not None else self.repos.catalog.sources[0].repository(parts or [])
             if repo is None:
@@ -120,18 +121,19 @@ class CommitRoutes:
             landed = _landed(digest, parent, tree)
             # the commit has landed: what it took from staging goes, unless another flow may name it
             named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
-            self.staging.release(named, repo_id)
+            self.staging.release(named, repo_id, self.repos.writer_of(grant))
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
             return landed
 
 
-    def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest,
-                           mounts: dict[str, Store]) -> Callable[[str], KnownFile | None]:
+    def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest, mounts: dict[str, Store],
+                           grant: Grant) -> Callable[[str], KnownFile | None]:
         """The upload of a SHA-256 staged for ``repo_id`` (with the chunk table staging kept),
-        else the blob another repository holds (:mod:`.uploads.mounts`), noted in ``mounts`` so the copy
-        mounts it rather than sends it. A file staged for another repository only is neither: its
-        writer never committed it, so naming its SHA-256 gives nobody else its bytes
-        (:meth:`.Staging.pinned`)."""
+        else the blob another repository holds that the writer of ``grant`` could read there
+        (:mod:`.uploads.mounts`, :mod:`.mountable`), noted in ``mounts`` so the copy mounts it
+        rather than sends it: bytes it could never read are refused as never uploaded. A file
+        staged for another repository only is neither: its writer never committed it, so naming
+        its SHA-256 gives nobody else its bytes (:meth:`.Staging.pinned`)."""
         from ocibridge.model.known import KnownFile
 
         sizes = {added.sha256: added.size for added in payload.added}
@@ -141,7 +143,8 @@ class CommitRoutes:
             if found is not None:
                 return KnownFile.of_file(found, f"sha256:{sha256}", found.stat().st_size,
                                          self.staging.table_for(sha256))
-            mounted = self.repos.mounts.blob(repo_id, sha256, sizes.get(sha256))
+            mounted = self.repos.mounts.blob(repo_id, sha256, sizes.get(sha256),
+                                             admitted(self.repos.catalog, grant, sha256))
             if mounted is None:
                 return None
             home, desc = mounted

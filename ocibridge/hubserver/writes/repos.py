@@ -8,7 +8,9 @@ made here without a commit yet.
     DELETE /api/repos/delete, .../branch|tag/{ref}   refused: a registry's own tools delete
 
 Every write needs a write token of ``--token-file`` (:class:`.access.Gate`): none sent or unknown
-is the Hub's 401, a read token or another repository's is 403.
+is the Hub's 401, a read token or another repository's is 403. A repo id that is not one
+(``acme/../secret/vault``, a quoted ``/``, ``..``) is refused by its name first, the Hub's 400,
+on every write route (:meth:`Repos.writer`), before anything is granted for it.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, j
 from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists
-from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, RevisionNotFound, repo_parts
+from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, Repository, RevisionNotFound, repo_parts
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging
-from ocibridge.hubserver.writes.commits import Branches
+from ocibridge.hubserver.writes.commits import BadCommit, Branches
 from ocibridge.hubserver.writes.created import CreatedRepos
+from ocibridge.hubserver.writes.mountable import admitted
 
 _T = TypeVar("_T")
 
@@ -46,16 +49,30 @@ class Repos:
         source = catalog.sources[0] if catalog.sources else None
         self.mounts = Mounts(source if isinstance(source, RegistrySource) else None)  # unchanged files
         self.created = CreatedRepos(staging.root.parent / "created")  # made, not committed to yet
+        staging.writers = lambda: sum(1 for g in gate.grants if g.write)  # each one's share (uploads/shares.py)
 
     def base(self, request: Request) -> str:
         return self.settings.base(str(request.base_url))
 
     def writer(self, request: Request, repo_id: str | None) -> Grant:
         """The write grant of the request's token for ``repo_id`` (None: any); raises
-        :class:`.access.Denied`."""
+        :class:`.access.Denied`, or :class:`InvalidRepoName` (400) for a name no repository has."""
+        if repo_id is not None and repo_parts(repo_id) is None:
+            raise InvalidRepoName(f"Invalid repo name: {repo_id!r} is not a repo id (NAME or ORG/NAME: letters, "
+                                  "digits and single '.', '_', '-' between them)")
         grant = self.gate.require(request, repo_id, Access.WRITE)
         assert grant is not None  # a write always names its writer
         return grant
+
+    def writer_of(self, grant: Grant) -> str:
+        """The name a write token's uploads are staged under (its Xet client name, which its Xet
+        grant carries too): whose share of the staging budget they count in."""
+        return self.gate.xet.client_of(grant.token)
+
+    def mount_home(self, grant: Grant, repo_id: str, sha256: str) -> Repository | None:
+        """Another repository the writer of ``grant`` may take the file ``sha256`` from (reads it,
+        and the policy serves it from there: :mod:`.mountable`), or None: it uploads the bytes."""
+        return self.mounts.home(repo_id, sha256, admitted(self.catalog, grant, sha256))
 
     def uploaded(self, repo_id: str, sha256: str) -> bool:
         """Whether ``sha256`` is staged for ``repo_id``: uploaded for it (:meth:`.Staging.pinned`); a file
@@ -133,3 +150,7 @@ class Repos:
         self.writer(request, None)
         return error(405, None, "serve deletes no tags, branches or repositories: a registry's own tools do "
                      "(docs/serve.md, Publishing)")
+
+
+class InvalidRepoName(BadCommit):
+    """A write names a repo id no repository can have (the Hub's 400)."""

@@ -88,9 +88,10 @@ class XetUpload:
                             headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
                                      "X-Xet-Token-Expiration": str(expires)})
 
-    def _require(self, request: Request) -> None:
-        """The request's Xet write token is one :meth:`token` granted for its repository."""
-        require_token(self.grants, request, f"write {requested_repo(request)}", "write")
+    def _require(self, request: Request) -> str:
+        """The request's Xet write token is one :meth:`token` granted for its repository; the
+        client it was granted to (the writer: whose share of the staging budget it takes)."""
+        return require_token(self.grants, request, f"write {requested_repo(request)}", "write")
 
     # -- receiving ------------------------------------------------------------------------------
     async def _receive(self, request: Request, fd: int, limit: int) -> int | None:
@@ -169,13 +170,13 @@ class XetUpload:
 
     # -- shards ---------------------------------------------------------------------------------
     async def shard(self, request: Request) -> Response:
-        self._require(request)
+        writer = self._require(request)
         with self.staging.new_file() as (path, fd):
             size = await self._receive(request, fd, MAX_SHARD)
             if size is None:
                 return error(413, None, f"a shard is at most {MAX_SHARD} bytes")
             try:
-                problem = await self.run(self._stage_shard, path, requested_repo(request))
+                problem = await self.run(self._stage_shard, path, requested_repo(request), writer)
             except StagingFull as e:
                 return error(507, None, str(e))
         if problem:
@@ -185,7 +186,7 @@ class XetUpload:
             return Response(b'{"type":"result"}\n', media_type="application/x-ndjson")
         return JSONResponse({"result": 1})  # SyncPerformed
 
-    def _stage_shard(self, path: Path, repo_id: str) -> str | None:
+    def _stage_shard(self, path: Path, repo_id: str, writer: str = "") -> str | None:
         """Rebuild every file of the shard at ``path`` and stage them all, or none: why not. The
         staged files are then what ``repo_id``'s later uploads may name (:mod:`.dedupe`), each
         held for the commit of ``repo_id`` to come; :class:`StagingFull` past the budget."""
@@ -204,7 +205,7 @@ class XetUpload:
         held = Path(tempfile.mkdtemp(dir=self.staging.tmp, prefix="shard-"))
         offsets: dict[bytes, list[int]] = {}  # where each chunk of a xorb starts: read once
         try:
-            with self.staging.reserve(declared, repo_id):
+            with self.staging.reserve(declared, repo_id, writer):
                 built: dict[tuple[bytes, bytes | None], tuple[Path, str, tuple[str, ...] | None]] = {}
                 for entry in files:
                     if (entry.xet_hash, entry.sha256) in built:
@@ -219,7 +220,7 @@ class XetUpload:
                     built[entry.xet_hash, entry.sha256] = (keep, sha256, chunks)
                 for keep, sha256, chunks in built.values():  # _rebuild hashed (and chunked) what it wrote
                     self.staging.commit_file(keep, sha256, hashed=sha256, chunks=chunks)
-                    self.staging.pin(sha256, repo_id)  # repo_id's commit may name it, and gives it back
+                    self.staging.pin(sha256, repo_id, writer)  # repo_id's commit may name it, and gives it back
         finally:
             shutil.rmtree(held, ignore_errors=True)
         try:

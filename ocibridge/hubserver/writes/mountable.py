@@ -1,0 +1,55 @@
+"""Which other repository's file a writer may take without uploading it (issue 62): the LFS
+batch answering "no upload needed" and a commit's ``lfsFile`` naming bytes this writer never
+sent both mount a blob of another repository (:mod:`.uploads.mounts`), which gives the writer's
+repository that file to serve. That is only what the writer could have had anyway: its token
+reads that repository (the access module's question, :meth:`.access.Grant.may_read`), and the
+policy serve enforces (the containers policy file, ``--verify-key``) admits a revision of it
+that holds the file, as a download of it from there would be checked (:meth:`.Catalog.resolve`).
+
+Anything else is answered as if no repository held the file: the batch asks for the bytes, as
+it does for a SHA-256 nobody has, so its answer tells nothing of what other repositories hold.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.access import Grant
+from ocibridge.hubserver.reading.catalog import Catalog
+
+log = logging.getLogger("ocibridge.hubserver")
+
+
+def admitted(catalog: Catalog, grant: Grant, sha256: str) -> Callable[[str], bool]:
+    """Whether the writer of ``grant`` may take the file ``sha256`` from a repository (its id)."""
+
+    def admits(home_id: str) -> bool:
+        if not grant.may_read(home_id):
+            return False
+        served = _served_from(catalog, home_id, f"sha256:{sha256}")
+        if not served:
+            log.info("sha256:%s: not mounted from %s for %s: no revision serve serves holds it",
+                     sha256, home_id, grant.name)
+        return served
+
+    return admits
+
+
+def _served_from(catalog: Catalog, repo_id: str, digest: str) -> bool:
+    """Whether a revision of ``repo_id`` serve would serve (the policy checked) has the blob
+    ``digest`` as a file: its default tag first, then its other tags."""
+    try:
+        refs = catalog.refs(repo_id)
+    except OcibridgeError:
+        return False
+    tags = sorted((tag for tag, _ in refs.tags), key=lambda tag: tag != catalog.default_tag)
+    for tag in tags:
+        try:
+            resolved = catalog.resolve(repo_id, tag)  # Refused when the policy rejects it
+        except OcibridgeError:
+            continue
+        if any(layer.digest == digest for layer in resolved.manifest.layers):
+            return True
+    return False
