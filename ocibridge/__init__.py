@@ -32,6 +32,7 @@ _HOMES = {
     "convert": "api.convert", "ConvertResult": "kinds.conversion",
     **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
+    **dict.fromkeys(("Mounted", "mount", "mount_detached", "unmount"), "api.mount"),
     **dict.fromkeys(("KeygenResult", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
                      "VerifyResult", "keygen", "sign", "verify", "verify_dir"), "api.signing"),
     **dict.fromkeys(("PolicyVerdict", "RequirementCheck", "Verification", "check_policy", "verification"),
@@ -97,6 +98,7 @@ __all__ = [
     "ModelCarOptions",
     "ModelDiff",
     "ModelEntry",
+    "Mounted",
     "OcibridgeError",
     "OnExisting",
     "PodOptions",
@@ -175,6 +177,8 @@ __all__ = [
     "mirror_plan",
     "mirror_run",
     "mirror_shard",
+    "mount",
+    "mount_detached",
     "open_model",
     "open_tensors",
     "path",
@@ -191,6 +195,7 @@ __all__ = [
     "sign",
     "tag",
     "tags",
+    "unmount",
     "validate",
     "verification",
     "verify",
@@ -257,6 +262,7 @@ if TYPE_CHECKING:
         tags,
         validate,
     )
+    from ocibridge.api.mount import Mounted, mount, mount_detached, unmount
     from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, Verification, check_policy, verification
     from ocibridge.api.registry_check import check_registry

@@ -43,7 +43,7 @@ LAYERS: dict[str, int] = {
     # 6: signatures: made, verified before use, carried by copies (a hook the copy is given)
     "ocibridge.signing": 6,
     # 7: peers on top of the kinds and signatures, which never import each other
-    "ocibridge.k8s": 7, "ocibridge.mirror": 7, "ocibridge.hubserver": 7,
+    "ocibridge.k8s": 7, "ocibridge.mirror": 7, "ocibridge.hubserver": 7, "ocibridge.lazymount": 7,
     # 8: the Python API
     "ocibridge.api": 8,
     # 9: the command line, its entry points, and the package's lazy façade (which names everything)
@@ -52,7 +52,7 @@ LAYERS: dict[str, int] = {
 }
 
 #: Packages of layer 7 are peers: none imports another.
-PEERS = ("ocibridge.k8s", "ocibridge.mirror", "ocibridge.hubserver")
+PEERS = ("ocibridge.k8s", "ocibridge.mirror", "ocibridge.hubserver", "ocibridge.lazymount")
 
 #: Import cycles allowed: none (issue 15 removed the last, the CLI's flag helpers, now in
 #: cli_common). Kept as an empty list so a future entry has to be argued for in review.

@@ -1,0 +1,78 @@
+"""A registry repository whose whole blobs are read through the model cache.
+
+A lazy reader reads some blobs whole: the chunk table, a file no table covers, a tar layer.
+Read straight from the registry, each is fetched again by every new reader; read through
+here, each lands once in the cache's layout (verified, locked, as ``path`` fetches it:
+:class:`.source.CacheSource`) and every later reader, ``path`` included, takes it from there.
+Byte ranges still go to the registry: their chunks are kept by the chunk store
+(:mod:`.chunks`). Manifests, tags and referrers are the registry's answers, never the cache's.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO, Protocol
+
+from ocibridge.cache.models import ModelCache
+from ocibridge.cache.source import CacheSource
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.base import ReadableStore, close_store, is_manifest
+from ocibridge.stores.ranged import RangedBlobSource, RangedPlan, RangeReader
+
+
+class RangedStore(ReadableStore, RangedBlobSource, Protocol):
+    """A store that reads blobs whole and in ranges (a registry repository)."""
+
+
+class KeptBlobs:
+    """``remote`` with its whole-blob reads kept in (and answered from) the model cache."""
+
+    def __init__(self, remote: RangedStore, cache: ModelCache | None = None):
+        self.remote = remote
+        self.ranged_plan: RangedPlan = remote.ranged_plan  # how the registry is asked for ranges
+        self._cache = cache or ModelCache()
+        self._held: Descriptor | None = None  # the first manifest resolved: what the cache's source holds
+        self._source: CacheSource | None = None
+
+    def describe(self) -> str:
+        return self.remote.describe()
+
+    def exists(self, desc: Descriptor) -> bool:
+        return self.remote.exists(desc)
+
+    def resolve(self, reference: str) -> Descriptor:
+        desc = self.remote.resolve(reference)
+        self._held = self._held or desc
+        return desc
+
+    def tags(self) -> list[str]:
+        return self.remote.tags()
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return self.remote.referrers(desc, artifact_type)
+
+    def _cached(self, desc: Descriptor) -> CacheSource:
+        if self._source is None:
+            self._source = CacheSource(self._cache.blobs, self._cache.locks, self.remote, self._held or desc)
+        return self._source
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        if is_manifest(desc):
+            return self.remote.open_blob(desc)
+        return self._cached(desc).open_blob(desc)
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        if is_manifest(desc):
+            return self.remote.fetch_bytes(desc)
+        return self._cached(desc).fetch_bytes(desc)
+
+    def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None, *,
+                        probe: bool = False) -> RangeReader:
+        return self.remote.open_blob_range(desc, start, end, probe=probe)
+
+    @property
+    def fetched(self) -> list[str]:
+        """Digests of the blobs fetched whole into the cache by this reader."""
+        return [] if self._source is None else list(self._source.fetched)
+
+    def close(self) -> None:
+        close_store(self.remote)

@@ -1,0 +1,57 @@
+"""``mount`` (a registry model as a read-only FUSE directory, read lazily and verified) and
+``umount``. docs/mount.md."""
+
+from __future__ import annotations
+
+import argparse
+
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
+from ocibridge.cli.signing import add_policy_flag, policy_from_args
+from ocibridge.errors import UsageError
+
+
+def _child_args(args: argparse.Namespace) -> list[str]:
+    """The words after ``mount`` on this command line: the detached process gets them again."""
+    words: list[str] = list(args.argv)
+    return words[words.index("mount") + 1:]
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    from ocibridge.api import mount as api
+
+    if not args.foreground:
+        if args.password_stdin:
+            raise UsageError("--password-stdin needs --foreground (or 'ocibridge login' first): "
+                             "a detached mount has no stdin")
+        api.mount_detached(_child_args(args), args.dir)
+        return 0
+    with api.mount(args.ref, args.dir, transfer=transfer_options(args), verify=policy_from_args(args),
+                   allow_other=args.allow_other) as mounted:
+        mounted.wait()
+    return 0
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    from ocibridge.api import mount as api
+
+    api.unmount(args.dir)
+    return 0
+
+
+def register(command: CommandAdder) -> None:
+    """Add ``mount`` and ``umount``."""
+    p = command("mount", cmd_mount)
+    p.add_argument("ref", metavar="REF", help="host/repo:tag or host/repo@digest")
+    p.add_argument("dir", metavar="DIR", help="an empty directory to mount the model's files on")
+    p.add_argument("--foreground", action="store_true",
+                   help="stay in the foreground until unmounted (Ctrl-C unmounts); default: detach once mounted")
+    p.add_argument("--allow-other", action="store_true",
+                   help="let other users read the mount (FUSE allow_other; a non-root user needs "
+                        "user_allow_other in /etc/fuse.conf)")
+    p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
+                   help="refuse the model unless signed by this key (repeatable), as pull")
+    add_policy_flag(p)
+    add_transfer_flags(p, uploads=False)
+
+    p = command("umount", cmd_umount)
+    p.add_argument("dir", metavar="DIR", help="a directory 'ocibridge mount' mounted")
