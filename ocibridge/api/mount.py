@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,8 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.kinds.locate import Locator
 from ocibridge.lazymount.build import Scratch, build_tree
 from ocibridge.lazymount.ops import ModelFS
-from ocibridge.lazymount.session import MountSession, fuse_binding, is_mounted, unmount_directory
+from ocibridge.lazymount.session import MountSession, fuse_binding
+from ocibridge.lazymount.table import is_mounted, unmount_directory
 from ocibridge.lazymount.tree import LazyFile
 from ocibridge.lazyread.model import Warn, warn_stderr
 
@@ -97,6 +99,7 @@ def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: Tr
         ops = ModelFS(build_tree(model, scratch), _ModelReads(model), lambda line: report(f"mount: {line}"))
         session = MountSession(ops, where, allow_other=allow_other)
         session.start()
+        _stderr_handed_back()
     except BaseException:
         model.close()
         scratch.remove()
@@ -104,21 +107,65 @@ def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: Tr
     return Mounted(model, session, scratch)
 
 
+#: the environment variable naming the descriptor of the detached mount's own stderr (its
+#: stderr is a pipe to the command that started it until the mount is there)
+STDERR_FD_ENV = "OCIBRIDGE_MOUNT_STDERR_FD"
+_ERROR = "ocibridge: error: "
+
+
 def mount_detached(args: Sequence[str], directory: str | os.PathLike[str]) -> int:
     """Run ``ocibridge mount ARGS --foreground`` as a process of its own (its own session: a
-    Ctrl-C in this terminal does not reach it; its errors go to this stderr), and return its
-    pid once ``directory`` is mounted. ``ocibridge umount DIRECTORY`` ends it."""
+    Ctrl-C in this terminal does not reach it), and return its pid once ``directory`` is
+    mounted. Until then its stderr comes here: what it says is said here, and its error is
+    this call's (one line); after, it writes to this stderr itself (what it cannot read, say).
+    ``ocibridge umount DIRECTORY`` ends it."""
     where = Path(directory)
     if is_mounted(where):
         raise OcibridgeError(f"{where} is a mount point already (ocibridge umount {where})")
-    child = subprocess.Popen([sys.executable, "-m", "ocibridge", "mount", *args, "--foreground"],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+    said: list[str] = []
+    read_end, write_end = os.pipe()
+    own = os.dup(sys.stderr.fileno())
+    try:
+        child = subprocess.Popen([sys.executable, "-m", "ocibridge", "mount", *args, "--foreground"],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=write_end,
+                                 pass_fds=(own,), env={**os.environ, STDERR_FD_ENV: str(own)},
+                                 start_new_session=True)
+    finally:
+        os.close(write_end)
+        os.close(own)
+    listener = threading.Thread(target=_collect, args=(read_end, said), daemon=True)
+    listener.start()
     while child.poll() is None:
         if is_mounted(where):
+            listener.join(5)  # the child hands its stderr over as soon as it is mounted
+            _say(said)
             return child.pid
         time.sleep(_POLL_SECONDS)
-    raise OcibridgeError(f"the mount process ended (exit {child.returncode}) before {where} was mounted")
+    listener.join()
+    error = next((line for line in reversed(said) if line.startswith(_ERROR)), None)
+    _say([line for line in said if line is not error])
+    if error is None:
+        raise OcibridgeError(f"the mount process ended (exit {child.returncode}) before {where} was mounted")
+    raise OcibridgeError(error.removeprefix(_ERROR))
 
+
+def _collect(fd: int, lines: list[str]) -> None:
+    with os.fdopen(fd, "r", errors="replace") as stream:
+        lines.extend(line.rstrip("\n") for line in stream)
+
+
+def _say(lines: list[str]) -> None:
+    for line in lines:
+        print(line, file=sys.stderr)
+
+
+def _stderr_handed_back() -> None:
+    """In a detached mount, once mounted: stderr becomes the starting command's own again."""
+    fd = os.environ.pop(STDERR_FD_ENV, None)
+    if fd is not None and fd.isdigit():
+        sys.stderr.flush()
+        os.dup2(int(fd), sys.stderr.fileno())
+        os.close(int(fd))
 
 def unmount(directory: str | os.PathLike[str]) -> None:
     """Unmount a mount of ``ocibridge mount`` (``fusermount3 -u``); its process then ends."""

@@ -11,23 +11,19 @@ attribute and entry timeouts): nothing under a mount ever changes.
 from __future__ import annotations
 
 import os
-import re
-import shutil
 import signal
-import subprocess
 import threading
 from pathlib import Path
 from typing import Any
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazymount.ops import ModelFS
+from ocibridge.lazymount.table import FSNAME, is_mounted, unmount_directory
 
 #: how long the kernel keeps attributes and names: the tree never changes while mounted
 CACHE_SECONDS = 86400
 #: threads of the FUSE loop (reads wait on the registry: several at once keep it busy)
 THREADS = 16
-#: ``--allow-other`` is refused by fusermount3 for a non-root user unless this file allows it
-FUSE_CONF = Path("/etc/fuse.conf")
 
 
 def fuse_binding() -> Any:
@@ -41,18 +37,6 @@ def fuse_binding() -> Any:
     except OSError:  # mfusepy found no libfuse
         raise OcibridgeError("ocibridge mount needs libfuse 3 (Debian, Ubuntu: apt-get install fuse3)") from None
     return mfusepy.FUSE
-
-
-def unmount_directory(directory: Path, *, lazy: bool = False) -> None:
-    """``fusermount3 -u`` (``-z``: detach now, finish when the last file is closed)."""
-    tool = shutil.which("fusermount3") or shutil.which("fusermount")
-    if tool is None:
-        raise OcibridgeError("unmounting needs fusermount3 (Debian, Ubuntu: apt-get install fuse3)")
-    done = subprocess.run([tool, "-uz" if lazy else "-u", str(directory)], capture_output=True, text=True,
-                          check=False)
-    if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise OcibridgeError(f"could not unmount {directory}: {said.removeprefix(tool + ': ')}")
 
 
 #: what ends a mount waited for in the foreground, besides an unmount (Ctrl-C is SIGINT)
@@ -80,27 +64,6 @@ class _SignalsToPython:
             signal.signal(sig, handler)
 
 
-def is_mounted(directory: Path) -> bool:
-    """Whether ``directory`` is a mount point, by the kernel's table (a FUSE mount whose loop
-    ended no longer answers ``stat``, so ``os.path.ismount`` says no)."""
-    wanted = os.fsencode(directory.absolute())
-    try:
-        with open("/proc/self/mountinfo", "rb") as table:
-            lines = table.read().splitlines()
-    except OSError:
-        return os.path.ismount(directory)
-    for line in lines:
-        fields = line.split(b" ")
-        if len(fields) > 4 and _unescape(fields[4]) == wanted:
-            return True
-    return False
-
-
-def _unescape(field: bytes) -> bytes:
-    """mountinfo writes space, tab, newline and backslash as three octal digits after ``\\``."""
-    return re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)
-
-
 class MountSession:
     """``ops`` mounted at ``directory`` once :meth:`start` returns, until :meth:`unmount`."""
 
@@ -117,7 +80,8 @@ class MountSession:
         fuse = fuse_binding()
         if not self.directory.is_dir():
             raise OcibridgeError(f"{self.directory}: not a directory to mount on")
-        options: dict[str, Any] = {"foreground": True, "ro": True, "fsname": "ocibridge", "subtype": "ocibridge",
+        options: dict[str, Any] = {"foreground": True, "ro": True, "fsname": f"{FSNAME}:{os.getpid()}",
+                                   "subtype": FSNAME,
                                    "kernel_cache": True, "attr_timeout": CACHE_SECONDS,
                                    "entry_timeout": CACHE_SECONDS, "negative_timeout": CACHE_SECONDS,
                                    "max_threads": THREADS, "max_idle_threads": THREADS}

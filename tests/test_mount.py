@@ -1,0 +1,218 @@
+"""``ocibridge mount`` (issue 65) against the real registry, the mount a process of its own: the
+tree and every byte are pull's, transformers loads from it, a second mount and a ``path`` after
+it send no blob byte, a tampered blob is EIO and a line naming the file (never its bytes), and
+signals, ``umount`` and a missing binding end cleanly, in one line where they fail."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from mounting import OCIBRIDGE, Mount, blob_bytes, digests, listing, mount_env, run
+from serving import make_model
+from support.faultproxy import FaultProxy, corrupt
+from support.fixtures import new_repo
+
+from ocibridge.cli import main
+from ocibridge.lazymount.table import is_mounted
+from tests.signing_keys import key_pair
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def model(registry, tmp_path_factory) -> tuple[str, Path]:
+    """A tiny BERT (config, tokenizer), a 3 MiB weight file with a chunk table, a small one
+    without, an executable script, and docs in a tar layer with a link: (repository, pull's tree)."""
+    base = tmp_path_factory.mktemp("mount-model")
+    src = make_model(base / "src")
+    (src / "weights.bin").write_bytes(os.urandom(3 * MiB + 12345))
+    (src / "extra.bin").write_bytes(os.urandom(200_000))
+    (src / "run.sh").write_text("#!/bin/sh\necho run\n")
+    os.chmod(src / "run.sh", 0o755)
+    (src / "docs").mkdir()
+    (src / "docs" / "guide.md").write_text("# guide\n")
+    os.symlink("guide.md", src / "docs" / "latest.md")
+    repo = new_repo()
+    ref = f"{registry.host}/{repo}:v1"
+    assert main(["push", str(src), ref, "-q", "--chunk-threshold", "1M", "--layer", "doc=tar"]) == 0
+    assert main(["pull", ref, str(base / "pulled"), "-q"]) == 0
+    return repo, base / "pulled"
+
+
+@pytest.fixture(scope="module")
+def proxy(registry):
+    with FaultProxy(registry) as counting:
+        yield counting
+
+
+@pytest.fixture(scope="module")
+def mounted(model, proxy, tmp_path_factory):
+    """The model mounted through the counting proxy, with a cache of its own."""
+    repo, _ = model
+    base = tmp_path_factory.mktemp("mounted")
+    with Mount(f"{proxy.host}/{repo}:v1", base / "mnt", mount_env(base), base / "mount.log") as m:
+        yield m
+
+
+def test_ls_lR_of_the_mount_is_pulls(mounted, model):
+    _, pulled = model
+    assert listing(mounted.where) == listing(pulled)
+    assert listing(mounted.where)["run.sh"] == ("file", 19, True)  # the executable bit, as pull writes it
+    assert listing(mounted.where)["docs/latest.md"] == ("link", "guide.md")  # from the tar layer
+
+    def columns(root: Path) -> list[str]:  # ls -lR without owners, dates, block counts, directory sizes
+        out = subprocess.run(["ls", "-lR", "--time-style=+", "."], cwd=root, capture_output=True, text=True,
+                             check=True).stdout
+        rows = []
+        for line in out.splitlines():
+            words = line.split()
+            if line.startswith("total"):
+                continue
+            if len(words) < 6:
+                rows.append(line)
+                continue
+            size = "-" if words[0].startswith("d") else words[4]
+            rows.append(" ".join([words[0], size, *words[5:]]))
+        return rows
+
+    assert columns(mounted.where) == columns(pulled)
+
+
+def test_every_file_hashes_as_pulled(mounted, model):
+    _, pulled = model
+    assert digests(mounted.where) == digests(pulled)
+    assert len(digests(pulled)) == 9  # every regular file (the link is compared by listing)
+
+
+def test_cp_r_out_of_the_mount_equals_pull(mounted, model, tmp_path):
+    _, pulled = model
+    subprocess.run(["cp", "-r", str(mounted.where), str(tmp_path / "copy")], check=True)
+    assert listing(tmp_path / "copy") == listing(pulled)
+    assert digests(tmp_path / "copy") == digests(pulled)
+
+
+def test_transformers_loads_config_and_tokenizer_from_the_mount(mounted, monkeypatch):
+    from transformers import AutoConfig, AutoTokenizer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    config = AutoConfig.from_pretrained(str(mounted.where))
+    assert config.model_type == "bert" and config.hidden_size == 32
+    tokenizer = AutoTokenizer.from_pretrained(str(mounted.where))
+    assert tokenizer.tokenize("Hello world") == ["hello", "world"]
+
+
+def test_the_mount_is_read_only(mounted):
+    with pytest.raises(OSError) as caught:
+        open(mounted.where / "config.json", "r+b")  # noqa: SIM115
+    assert caught.value.errno == errno.EROFS
+    with pytest.raises(OSError):
+        (mounted.where / "new.txt").write_text("x")
+
+
+def test_a_second_mount_and_a_path_after_it_send_no_blob_byte(model, proxy, tmp_path):
+    repo, pulled = model
+    ref = f"{proxy.host}/{repo}:v1"
+    env = mount_env(tmp_path)
+    before = blob_bytes(proxy)
+    with Mount(ref, tmp_path / "first", env, tmp_path / "first.log") as first:
+        assert digests(first.where) == digests(pulled)
+    fetched = blob_bytes(proxy) - before
+    assert fetched >= 3 * MiB  # the first mount fetched the files (the chunked one in chunks)
+    again = blob_bytes(proxy)
+    with Mount(ref, tmp_path / "second", env, tmp_path / "second.log") as second:
+        assert digests(second.where) == digests(pulled)
+    assert blob_bytes(proxy) - again == 0
+    snapshot = Path(run(["path", ref], env).stdout.strip())  # pull's way to the same cache: nothing moves
+    assert digests(snapshot) == digests(pulled)
+    assert blob_bytes(proxy) - again == 0
+
+
+def _digest_of(ref: str, path: str, env: dict[str, str]) -> str:
+    shown = json.loads(run(["inspect", ref, "--json"], env).stdout)
+    return next(layer["digest"] for layer in shown["layers"] if layer["path"] == path)
+
+
+@pytest.mark.parametrize("path", ["weights.bin", "extra.bin"])  # read by chunks (a table), read whole
+def test_a_tampered_blob_is_eio_and_a_line_naming_the_file(model, fault_proxy, tmp_path, path):
+    repo, pulled = model
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    env = mount_env(tmp_path)
+    digest = _digest_of(ref, path, env)
+    fault_proxy.add("GET", f"/blobs/{digest}", corrupt(offset=100), times=None)  # other bytes, every time
+    log = tmp_path / "mount.log"
+    with Mount(ref, tmp_path / "mnt", env, log) as m:
+        assert (m.where / "config.json").read_bytes() == (pulled / "config.json").read_bytes()
+        with pytest.raises(OSError) as caught, open(m.where / path, "rb") as f:
+            f.read()
+        assert caught.value.errno == errno.EIO
+        assert digests(m.where / "docs") == digests(pulled / "docs")  # the rest still reads
+    said = [line for line in log.read_text().splitlines() if "(EIO)" in line]
+    assert said and all(line.startswith(f"ocibridge: mount: {path}: ") for line in said), log.read_text()
+    assert "digest" in said[0]
+    assert fault_proxy.requests_matching("GET", f"/blobs/{digest}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_unmount_cleanly(model, registry, tmp_path, sig):
+    repo, pulled = model
+    where = tmp_path / "mnt"
+    where.mkdir()
+    child = subprocess.Popen([*OCIBRIDGE, "mount", f"{registry.host}/{repo}:v1", str(where), "--foreground"],
+                             env=mount_env(tmp_path), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not is_mounted(where) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert is_mounted(where)
+        assert (where / "config.json").read_bytes() == (pulled / "config.json").read_bytes()
+        child.send_signal(sig)
+        _, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    assert not is_mounted(where) and os.listdir(where) == []
+    assert "Traceback" not in err
+
+
+def test_umount_of_a_directory_not_mounted_is_one_line(tmp_path):
+    done = run(["umount", str(tmp_path)], mount_env(tmp_path / "env"), check=False)
+    assert done.returncode != 0
+    assert done.stderr.strip() == f"ocibridge: error: {tmp_path} is not mounted"
+
+
+def test_a_missing_binding_names_the_extra(model, registry, tmp_path):
+    repo, _ = model
+    code = ("import sys; sys.modules['mfusepy'] = None; from ocibridge.cli import main; "
+            f"sys.exit(main(['mount', '{registry.host}/{repo}:v1', '{tmp_path}', '--foreground']))")
+    done = subprocess.run([OCIBRIDGE[0], "-c", code], env=mount_env(tmp_path / "env"), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0
+    assert done.stderr.strip() == ("ocibridge: error: ocibridge mount needs a FUSE binding: "
+                                   "pip install 'ocibridge[mount]'")
+    assert not is_mounted(tmp_path)
+
+
+def test_verify_key_refuses_an_unsigned_model_and_mounts_a_signed_one(model, registry, tmp_path):
+    repo, pulled = model
+    private, public = key_pair(tmp_path / "keys")
+    where = tmp_path / "mnt"
+    where.mkdir()
+    env = mount_env(tmp_path / "env")
+    src = f"{registry.host}/{repo}:v1"
+    ref = f"{registry.host}/{new_repo()}:v1"  # a copy of its own: the model's other tests stay unsigned
+    assert main(["copy", src, ref, "-q"]) == 0
+    done = run(["mount", ref, str(where), "--verify-key", str(public)], env, check=False)
+    assert done.returncode != 0
+    assert not is_mounted(where)
+    assert len(done.stderr.splitlines()) == 1 and "is not signed" in done.stderr
+    assert main(["sign", ref, "--key", str(private)]) == 0
+    with Mount(ref, where, env, tmp_path / "mount.log", "--verify-key", str(public)) as m:
+        assert digests(m.where) == digests(pulled)
