@@ -32,7 +32,7 @@ _HOMES = {
     "convert": "api.convert", "ConvertResult": "kinds.conversion",
     **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
     "filesystem": "api.lazy_fs",
-    **dict.fromkeys(("Mounted", "mount", "mount_detached", "unmount"), "api.mount"),
+    **dict.fromkeys(("MountRequest", "Mounted", "mount", "serve_mount", "unmount"), "api.mount"),
     **dict.fromkeys(("KeygenResult", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
                      "VerifyResult", "keygen", "sign", "verify", "verify_dir"), "api.signing"),
     **dict.fromkeys(("PolicyVerdict", "RequirementCheck", "Verification", "check_policy", "verification"),
@@ -98,6 +98,7 @@ __all__ = [
     "ModelCarOptions",
     "ModelDiff",
     "ModelEntry",
+    "MountRequest",
     "Mounted",
     "OcibridgeError",
     "OnExisting",
@@ -178,7 +179,6 @@ __all__ = [
     "mirror_run",
     "mirror_shard",
     "mount",
-    "mount_detached",
     "open_model",
     "open_tensors",
     "path",
@@ -192,6 +192,7 @@ __all__ = [
     "save",
     "sbom",
     "serve",
+    "serve_mount",
     "sign",
     "tag",
     "tags",
@@ -262,7 +263,7 @@ if TYPE_CHECKING:
         tags,
         validate,
     )
-    from ocibridge.api.mount import Mounted, mount, mount_detached, unmount
+    from ocibridge.api.mount import Mounted, MountRequest, mount, serve_mount, unmount
     from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, Verification, check_policy, verification
     from ocibridge.api.registry_check import check_registry

@@ -48,7 +48,7 @@ LAYERS: dict[str, int] = {
     "ocibridge.api": 8,
     # 9: the command line, its entry points, and the package's lazy façade (which names everything)
     "ocibridge.cli": 9, "ocibridge.__main__": 9, "ocibridge": 9,
-    "ocibridge.mirror.__main__": 9,
+    "ocibridge.mirror.__main__": 9, "ocibridge.lazymount.__main__": 9,
 }
 
 #: Packages of layer 7 are peers: none imports another.

@@ -3,10 +3,10 @@
 
 The model is opened as ``open_model`` opens it (policy, ``verify`` keys, credentials: as for
 pull), with the model cache for everything it reads (chunks, and blobs read whole), so a later
-mount or ``path`` of the same model fetches nothing again. :func:`mount` serves it from a
-thread of this process; :func:`mount_detached` runs ``ocibridge mount … --foreground`` as a
-process of its own (what ``ocibridge mount`` does without ``--foreground``); :func:`unmount`
-ends either.
+mount or ``path`` of the same model fetches nothing again. :func:`mount` starts a process that
+serves it (``lazymount.process`` says why never this one) and returns once it is mounted;
+:func:`serve_mount` serves it in this process until it is unmounted (``ocibridge mount
+--foreground``); :func:`unmount` ends either.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ocibridge.api.lazy_ops import LazyModel, open_model
@@ -26,13 +24,16 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.kinds.locate import Locator
 from ocibridge.lazymount.build import Scratch, build_tree
 from ocibridge.lazymount.ops import ModelFS
+from ocibridge.lazymount.process import start, stderr_handed_back
 from ocibridge.lazymount.session import MountSession, fuse_binding
 from ocibridge.lazymount.table import is_mounted, unmount_directory
 from ocibridge.lazymount.tree import LazyFile
 from ocibridge.lazyread.model import Warn, warn_stderr
 
-#: how often a detached mount's parent looks whether the directory is mounted yet
-_POLL_SECONDS = 0.02
+#: the command of a mount's own process (``python -m ocibridge.lazymount``)
+MOUNT_PROCESS = [sys.executable, "-m", "ocibridge.lazymount"]
+#: how long ``Mounted.unmount`` waits for the mount's process to end once unmounted
+END_SECONDS = 30
 
 
 class _ModelReads:
@@ -45,34 +46,38 @@ class _ModelReads:
         return self.model.open(file.key).read(start, end)
 
 
-class Mounted:
-    """A model mounted at ``directory`` by this process (``digest``: the manifest it shows).
-    ``unmount()`` (or leaving a ``with``) ends it; ``wait()`` waits for an unmount from
-    elsewhere (``ocibridge umount``), or Ctrl-C."""
+@dataclass(frozen=True)
+class MountRequest:
+    """What a mount process is asked to serve (:func:`mount`'s arguments)."""
 
-    def __init__(self, model: LazyModel, session: MountSession, scratch: Scratch):
-        self.model = model
-        self.directory = session.directory
-        self.digest = model.descriptor.digest
-        self._session = session
-        self._scratch = scratch
+    ref: str | Locator
+    directory: str
+    transfer: TransferOptions | None = None
+    verify: Verification | None = None
+    allow_other: bool = False
+
+
+class Mounted:
+    """A model mounted at ``directory``, served by process ``pid``. ``unmount()`` (or leaving
+    a ``with``) ends it and waits for that process; ``wait()`` waits for an unmount from
+    elsewhere (``ocibridge umount DIR``)."""
+
+    def __init__(self, directory: Path, process: subprocess.Popen[bytes]):
+        self.directory = directory
+        self._process = process
 
     @property
-    def bytes_fetched(self) -> int:
-        """Bytes of the model's files received from the registry by this mount so far."""
-        return self.model.bytes_fetched
+    def pid(self) -> int:
+        return self._process.pid
 
-    def wait(self) -> None:
-        self._session.wait()
-        self._close()
+    def wait(self) -> int:
+        """Until the mount's process ends (its exit code)."""
+        return self._process.wait()
 
     def unmount(self) -> None:
-        self._session.unmount()
-        self._close()
-
-    def _close(self) -> None:
-        self.model.close()
-        self._scratch.remove()
+        if self._process.poll() is None and is_mounted(self.directory):
+            unmount_directory(self.directory)
+        self._process.wait(END_SECONDS)
 
     def __enter__(self) -> Mounted:
         return self
@@ -82,13 +87,28 @@ class Mounted:
 
 
 def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
-          verify: Verification | None = None, allow_other: bool = False, warn: Warn | None = warn_stderr) -> Mounted:
+          verify: Verification | None = None, allow_other: bool = False) -> Mounted:
     """Mount model ``ref`` read-only at ``directory`` (an empty directory) and return once it
     answers: the files as ``pull`` writes them, each read fetching only the chunks it needs,
-    every byte verified before a program sees it (else EIO, and ``warn`` names the file).
-    ``verify``, ``transfer``: as for pull. ``allow_other``: other users may read it (FUSE's
-    ``allow_other``). The FUSE loop runs on a thread of this process."""
-    fuse_binding()  # before the registry is asked: without the binding nothing can be mounted
+    every byte verified before a program sees it (else EIO, and a line on stderr names the
+    file). ``verify``, ``transfer``: as for pull. ``allow_other``: other users may read it
+    (FUSE's ``allow_other``). A process of its own serves it (it outlives this one unless
+    unmounted: ``Mounted.unmount``, ``ocibridge umount DIR``); its errors before the mount
+    is there are raised here."""
+    fuse_binding()  # here: without the binding nothing can be mounted, and the error names the extra
+    where = Path(directory).absolute()
+    request = MountRequest(ref, str(where), transfer, verify, allow_other)
+    return Mounted(where, start(MOUNT_PROCESS, request, where))
+
+
+def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
+                verify: Verification | None = None, allow_other: bool = False,
+                warn: Warn | None = warn_stderr) -> None:
+    """Serve model ``ref`` at ``directory`` from this process until it is unmounted (Ctrl-C,
+    SIGTERM, SIGHUP: it unmounts). This process must not read the mount itself (the answers
+    need the interpreter lock its reader may hold): :func:`mount` runs this in a process of
+    its own. Arguments: as :func:`mount`; ``warn`` hears what could not be read, and why."""
+    fuse_binding()  # before the registry is asked
     where = Path(directory)
     if is_mounted(where):
         raise OcibridgeError(f"{where} is a mount point already (ocibridge umount {where})")
@@ -99,76 +119,16 @@ def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: Tr
         ops = ModelFS(build_tree(model, scratch), _ModelReads(model), lambda line: report(f"mount: {line}"))
         session = MountSession(ops, where, allow_other=allow_other)
         session.start()
-        _stderr_handed_back()
-    except BaseException:
+        stderr_handed_back()
+        session.wait()
+    finally:
         model.close()
         scratch.remove()
-        raise
-    return Mounted(model, session, scratch)
 
-
-#: the environment variable naming the descriptor of the detached mount's own stderr (its
-#: stderr is a pipe to the command that started it until the mount is there)
-STDERR_FD_ENV = "OCIBRIDGE_MOUNT_STDERR_FD"
-_ERROR = "ocibridge: error: "
-
-
-def mount_detached(args: Sequence[str], directory: str | os.PathLike[str]) -> int:
-    """Run ``ocibridge mount ARGS --foreground`` as a process of its own (its own session: a
-    Ctrl-C in this terminal does not reach it), and return its pid once ``directory`` is
-    mounted. Until then its stderr comes here: what it says is said here, and its error is
-    this call's (one line); after, it writes to this stderr itself (what it cannot read, say).
-    ``ocibridge umount DIRECTORY`` ends it."""
-    where = Path(directory)
-    if is_mounted(where):
-        raise OcibridgeError(f"{where} is a mount point already (ocibridge umount {where})")
-    said: list[str] = []
-    read_end, write_end = os.pipe()
-    own = os.dup(sys.stderr.fileno())
-    try:
-        child = subprocess.Popen([sys.executable, "-m", "ocibridge", "mount", *args, "--foreground"],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=write_end,
-                                 pass_fds=(own,), env={**os.environ, STDERR_FD_ENV: str(own)},
-                                 start_new_session=True)
-    finally:
-        os.close(write_end)
-        os.close(own)
-    listener = threading.Thread(target=_collect, args=(read_end, said), daemon=True)
-    listener.start()
-    while child.poll() is None:
-        if is_mounted(where):
-            listener.join(5)  # the child hands its stderr over as soon as it is mounted
-            _say(said)
-            return child.pid
-        time.sleep(_POLL_SECONDS)
-    listener.join()
-    error = next((line for line in reversed(said) if line.startswith(_ERROR)), None)
-    _say([line for line in said if line is not error])
-    if error is None:
-        raise OcibridgeError(f"the mount process ended (exit {child.returncode}) before {where} was mounted")
-    raise OcibridgeError(error.removeprefix(_ERROR))
-
-
-def _collect(fd: int, lines: list[str]) -> None:
-    with os.fdopen(fd, "r", errors="replace") as stream:
-        lines.extend(line.rstrip("\n") for line in stream)
-
-
-def _say(lines: list[str]) -> None:
-    for line in lines:
-        print(line, file=sys.stderr)
-
-
-def _stderr_handed_back() -> None:
-    """In a detached mount, once mounted: stderr becomes the starting command's own again."""
-    fd = os.environ.pop(STDERR_FD_ENV, None)
-    if fd is not None and fd.isdigit():
-        sys.stderr.flush()
-        os.dup2(int(fd), sys.stderr.fileno())
-        os.close(int(fd))
 
 def unmount(directory: str | os.PathLike[str]) -> None:
-    """Unmount a mount of ``ocibridge mount`` (``fusermount3 -u``); its process then ends."""
+    """Unmount a mount of ``ocibridge mount`` (``fusermount3 -u``); an ``ocibridge mount``
+    process serving it is waited for (what it fetched is then in the model cache)."""
     where = Path(directory)
     if not is_mounted(where):
         raise OcibridgeError(f"{where} is not mounted")

@@ -37,7 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(lazy=True)  # only the command the line names is imported and built
     args = parser.parse_args(argv)
     args.debug = debug  # taken out of argv above; a command may ask (path answers warm only without it)
-    args.argv = argv  # the words given (mount runs itself again with them, detached)
     try:
         return _run(args, debug=debug)
     except Exception as e:

@@ -7,27 +7,16 @@ import argparse
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.cli.signing import add_policy_flag, policy_from_args
-from ocibridge.errors import UsageError
-
-
-def _child_args(args: argparse.Namespace) -> list[str]:
-    """The words after ``mount`` on this command line: the detached process gets them again."""
-    words: list[str] = list(args.argv)
-    return words[words.index("mount") + 1:]
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
     from ocibridge.api import mount as api
 
-    if not args.foreground:
-        if args.password_stdin:
-            raise UsageError("--password-stdin needs --foreground (or 'ocibridge login' first): "
-                             "a detached mount has no stdin")
-        api.mount_detached(_child_args(args), args.dir)
-        return 0
-    with api.mount(args.ref, args.dir, transfer=transfer_options(args), verify=policy_from_args(args),
-                   allow_other=args.allow_other) as mounted:
-        mounted.wait()
+    transfer, verify = transfer_options(args), policy_from_args(args)
+    if args.foreground:  # until unmounted (Ctrl-C unmounts)
+        api.serve_mount(args.ref, args.dir, transfer=transfer, verify=verify, allow_other=args.allow_other)
+    else:  # a process of its own serves it, left running
+        api.mount(args.ref, args.dir, transfer=transfer, verify=verify, allow_other=args.allow_other)
     return 0
 
 

@@ -2,11 +2,12 @@
 which process, and unmounting it (``fusermount3 -u``) until that process has let go.
 
 A mount names its process in its source (``ocibridge:PID``, FUSE's ``fsname``). When that
-process is an ``ocibridge mount … --foreground`` (a detached mount is one too), ``ocibridge
-umount`` returns only once it has ended, after it wrote out what it fetched (chunks go to the
-model cache on a thread of their own): a mount of the same model right after finds all of it.
-(libfuse closes its connection before the file system hears of the end, so the connection
-cannot tell; a process that mounted through the Python API goes on after an unmount: not waited for.)
+process is an ``ocibridge mount … --foreground`` or the process ``ocibridge.mount`` starts
+(``python -m ocibridge.lazymount``), ``ocibridge umount`` returns only once it has ended, after
+it wrote out what it fetched (chunks go to the model cache on a thread of their own): a mount
+of the same model right after finds all of it. (libfuse closes its connection before the file
+system hears of the end, so the connection cannot tell; a program serving a mount itself
+through ``serve_mount`` goes on: not waited for.)
 """
 
 from __future__ import annotations
@@ -88,9 +89,10 @@ def unmount_directory(directory: Path, *, lazy: bool = False) -> None:
 
 
 def _is_mount_command(pid: int) -> bool:
-    """Whether process ``pid`` runs ``ocibridge mount … --foreground`` (False: gone)."""
+    """Whether process ``pid`` runs ``ocibridge mount … --foreground`` or is the process
+    ``ocibridge.mount`` starts (False: gone)."""
     try:
         words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"mount" in words and b"--foreground" in words
+    return b"ocibridge.lazymount" in words or (b"mount" in words and b"--foreground" in words)
