@@ -42,7 +42,6 @@ class Mount:
 
     def __init__(self, ref: str, where: Path, env: dict[str, str], log: Path, *flags: str):
         self.ref, self.where, self.env, self.log = ref, where, env, log
-        where.mkdir(parents=True, exist_ok=True)
         run(["mount", ref, str(where), *flags], env, log=log)
         assert is_mounted(where)
 

@@ -182,6 +182,18 @@ def test_ctrl_c_and_sigterm_unmount_cleanly(model, registry, tmp_path, sig):
     assert "Traceback" not in err
 
 
+def test_a_detached_mount_holds_no_pipe_of_its_caller(model, registry, tmp_path):
+    """``out=$(ocibridge mount … 2>&1)`` returns once mounted: the mount process does not keep
+    the caller's stderr when it is a pipe (it would hold it open until the unmount)."""
+    repo, _ = model
+    where = tmp_path / "mnt"
+    done = run(["mount", f"{registry.host}/{repo}:v1", str(where)], mount_env(tmp_path))  # stderr: a pipe
+    try:
+        assert done.stderr == "" and is_mounted(where)
+    finally:
+        run(["umount", str(where)], mount_env(tmp_path))
+
+
 def test_umount_of_a_directory_not_mounted_is_one_line(tmp_path):
     done = run(["umount", str(tmp_path)], mount_env(tmp_path / "env"), check=False)
     assert done.returncode != 0
@@ -215,4 +227,29 @@ def test_verify_key_refuses_an_unsigned_model_and_mounts_a_signed_one(model, reg
     assert len(done.stderr.splitlines()) == 1 and "is not signed" in done.stderr
     assert main(["sign", ref, "--key", str(private)]) == 0
     with Mount(ref, where, env, tmp_path / "mount.log", "--verify-key", str(public)) as m:
+        assert digests(m.where) == digests(pulled)
+
+
+def test_a_mount_whose_process_died_is_replaced_by_the_next(model, registry, tmp_path):
+    """A killed mount process leaves a dead mount ("Transport endpoint is not connected"), as a
+    DaemonSet's restarted container finds it: the next mount there unmounts it first."""
+    repo, pulled = model
+    env = mount_env(tmp_path)
+    where = tmp_path / "mnt" / "deep"  # made by the mount
+    run(["mount", f"{registry.host}/{repo}:v1", str(where)], env, log=tmp_path / "first.log")
+    with open("/proc/self/mountinfo") as table:
+        pid = next(int(line.split(" - ")[1].split()[1].split(":")[1]) for line in table
+                   if f" {where} " in line)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.stat(where)
+        except OSError as e:
+            assert e.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the mount still answered after its process was killed")
+    with Mount(f"{registry.host}/{repo}:v1", where, env, tmp_path / "again.log") as m:
         assert digests(m.where) == digests(pulled)

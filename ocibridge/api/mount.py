@@ -26,7 +26,7 @@ from ocibridge.lazymount.build import Scratch, build_tree
 from ocibridge.lazymount.ops import ModelFS
 from ocibridge.lazymount.process import start, stderr_handed_back
 from ocibridge.lazymount.session import MountSession, fuse_binding
-from ocibridge.lazymount.table import is_mounted, unmount_directory
+from ocibridge.lazymount.table import clear_dead_mount, is_mounted, unmount_directory
 from ocibridge.lazymount.tree import LazyFile
 from ocibridge.lazyread.model import Warn, warn_stderr
 
@@ -88,7 +88,7 @@ class Mounted:
 
 def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
           verify: Verification | None = None, allow_other: bool = False) -> Mounted:
-    """Mount model ``ref`` read-only at ``directory`` (an empty directory) and return once it
+    """Mount model ``ref`` read-only at ``directory`` (made if missing) and return once it
     answers: the files as ``pull`` writes them, each read fetching only the chunks it needs,
     every byte verified before a program sees it (else EIO, and a line on stderr names the
     file). ``verify``, ``transfer``: as for pull. ``allow_other``: other users may read it
@@ -97,6 +97,7 @@ def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: Tr
     is there are raised here."""
     fuse_binding()  # here: without the binding nothing can be mounted, and the error names the extra
     where = Path(directory).absolute()
+    clear_dead_mount(where)  # (a mount whose process died: the new one takes its place)
     request = MountRequest(ref, str(where), transfer, verify, allow_other)
     return Mounted(where, start(MOUNT_PROCESS, request, where))
 
@@ -110,8 +111,11 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
     its own. Arguments: as :func:`mount`; ``warn`` hears what could not be read, and why."""
     fuse_binding()  # before the registry is asked
     where = Path(directory)
+    if clear_dead_mount(where) and warn is not None:
+        warn(f"mount: {where}: unmounted a mount whose process had died")
     if is_mounted(where):
         raise OcibridgeError(f"{where} is a mount point already (ocibridge umount {where})")
+    where.mkdir(parents=True, exist_ok=True)  # (a file there: the error says so)
     model = open_model(ref, transfer=transfer, verify=verify, warn=warn, keep_blobs=True)
     scratch = Scratch()
     try:

@@ -10,7 +10,9 @@ stdin (pickled: options, public keys as PEM), and returns once the directory is 
 
 Until then the process's stderr is a pipe back to the caller: what it says there is said by the
 caller, and its error is the caller's (one line, not two). Once mounted it writes to the
-caller's stderr itself (what it could not read, and why), through a descriptor handed over.
+caller's stderr itself (what it could not read, and why), through a descriptor handed over,
+when that is a terminal or a file; a pipe it would hold open for as long as it runs (``$(…
+2>&1)`` would wait for the unmount), so then it says nothing more (the reads still fail, EIO).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import stat
 import subprocess
 import sys
 import threading
@@ -74,14 +77,15 @@ def start(command: Sequence[str], request: object, directory: Path) -> subproces
     data = _pickled(request)
     said: list[str] = []
     read_end, write_end = os.pipe()
-    own = os.dup(sys.stderr.fileno())
+    own = os.dup(sys.stderr.fileno()) if _lasting(sys.stderr.fileno()) else -1
     try:
         child = subprocess.Popen(list(command), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=write_end,
-                                 pass_fds=(own,), env={**os.environ, STDERR_FD_ENV: str(own)},
+                                 pass_fds=(own,) if own >= 0 else (), env={**os.environ, STDERR_FD_ENV: str(own)},
                                  start_new_session=True)
     finally:
         os.close(write_end)
-        os.close(own)
+        if own >= 0:
+            os.close(own)
     listener = threading.Thread(target=_collect, args=(read_end, said), daemon=True)
     listener.start()
     assert child.stdin is not None
@@ -101,6 +105,16 @@ def start(command: Sequence[str], request: object, directory: Path) -> subproces
     raise OcibridgeError(error.removeprefix(_ERROR))
 
 
+def _lasting(fd: int) -> bool:
+    """Whether a process may keep writing to ``fd`` for as long as it runs: a terminal or a file
+    (not a pipe or a socket, whose reader waits for every writer to close it)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISCHR(mode)  # (a terminal is a character device, as /dev/null)
+
+
 def _collect(fd: int, lines: list[str]) -> None:
     with os.fdopen(fd, "r", errors="replace") as stream:
         lines.extend(line.rstrip("\n") for line in stream)
@@ -117,9 +131,12 @@ def read_request() -> Any:
 
 
 def stderr_handed_back() -> None:
-    """In the mount process, once mounted: stderr becomes the caller's own (if it gave one)."""
+    """In the mount process, once mounted: stderr becomes the caller's own, or /dev/null when
+    the caller gave none (the pipe back to it is closed either way)."""
     fd = os.environ.pop(STDERR_FD_ENV, None)
-    if fd is not None and fd.isdigit():
-        sys.stderr.flush()
-        os.dup2(int(fd), sys.stderr.fileno())
-        os.close(int(fd))
+    if fd is None:
+        return  # not started by start(): stderr is whatever it was given
+    sys.stderr.flush()
+    given = int(fd) if fd.isdigit() else os.open(os.devnull, os.O_WRONLY)
+    os.dup2(given, sys.stderr.fileno())
+    os.close(given)

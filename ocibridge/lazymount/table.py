@@ -12,6 +12,7 @@ through ``serve_mount`` goes on: not waited for.)
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -67,6 +68,22 @@ def mount_entry(directory: Path) -> MountEntry | None:
 
 def is_mounted(directory: Path) -> bool:
     return mount_entry(directory) is not None
+
+
+def clear_dead_mount(directory: Path) -> bool:
+    """Unmount a FUSE mount at ``directory`` whose process is gone (``stat`` answers "Transport
+    endpoint is not connected", or first "connection abort": a mount process killed, a DaemonSet's container restarted), so
+    the directory can be mounted again; whether there was one."""
+    if not is_mounted(directory):
+        return False
+    try:
+        os.stat(directory)
+    except OSError as e:
+        if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED):
+            raise
+        unmount_directory(directory, lazy=True)
+        return True
+    return False
 
 
 def unmount_directory(directory: Path, *, lazy: bool = False) -> None:
