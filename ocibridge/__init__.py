@@ -1,7 +1,37 @@
-"""ocibridge: ML models (Carton, MLSteam, Ollama, directories) as ModelPack OCI artifacts.
+"""ocibridge: publish, fetch, sign, serve and mirror ML models as OCI artifacts, and run them on Kubernetes.
 
-The public names are imported on first use (PEP 562): ``ocibridge --help`` and
-``--version`` then start without loading pydantic and httpx (~0.15 s).
+Models (Carton, MLSteam, Ollama, Hugging Face caches, directories) become ModelPack artifacts in
+any OCI registry or layout. The API by task (every name here is importable from ``ocibridge``):
+
+Publish
+    ``push`` (a model to a store; ``PushOptions``), ``build`` and ``BuildOptions`` (the artifact
+    alone), ``convert`` (one model family into another), ``tag``, ``attach``, ``attach_chunks``,
+    ``save``, ``load`` and ``list_bundle`` (bundles), ``login``, ``logout``.
+Fetch
+    ``pull`` (``PullOptions``, ``TransferOptions``; ``pull_destination``), ``copy_reference``,
+    ``path`` (a snapshot in the model cache),
+    ``open_model``, ``open_tensors``, ``cat``, ``filesystem`` (lazy, verified reads), ``mount``,
+    ``serve_mount`` and ``unmount`` (a model as a read-only FUSE directory), ``inspect``,
+    ``inspect_text``, ``validate``, ``tags``, ``resolve``, ``discover``, ``fetch_manifest``,
+    ``list_repositories``, ``list_models``, ``diff``, ``load_source``, ``events`` (progress).
+Sign
+    ``sign``, ``verify``, ``verify_dir``, ``keygen``, ``attest``, ``provenance``, ``sbom``,
+    ``check_policy``, ``verification`` (``SignOptions``, ``AttestOptions``, ``VerifyOptions``).
+Serve
+    ``serve`` and ``create_app`` (the Hugging Face Hub API over registries; ``ServeOptions``,
+    ``ListenOptions``).
+Mirror
+    ``mirror_run``, ``mirror_plan``, ``mirror_shard``, ``mirror_merge``, ``mirror_k8s_job``
+    (``MirrorJob``, ``MirrorRunOptions``).
+Kubernetes
+    ``k8s_volume``, ``k8s_mount``, ``k8s_check``, ``k8s_validate``, ``k8s_policy``, ``k8s_prewarm``,
+    ``k8s_modelcar``, ``k8s_serve``, ``k8s_mount_daemon``.
+Housekeeping
+    ``remove``, ``delete``, ``prune``, ``prune_cache``, ``cache_dir``, ``check_registry``,
+    ``closing_opened_stores``, ``enable_request_log``, ``completion_script``.
+
+Every error is an ``OcibridgeError``. The names are imported on first use (PEP 562), so
+``ocibridge --help`` and ``--version`` start without loading pydantic and httpx.
 """
 
 from __future__ import annotations
@@ -9,55 +39,58 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+import ocibridge.kinds  # noqa: F401  (the kinds tell places their schemes and openers: places/kinds.py)
 from ocibridge.version import __version__ as __version__
 
+#: (module under ocibridge, the public names it defines): each public name stands here once
+#: (tests/test_facade.py holds this table to ``__all__``)
+_TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("api.model_ops", ("copy_reference", "inspect", "load_source", "pull", "pull_destination", "push", "tags",
+                       "validate", "PullDestination")),
+    ("api.auth", ("login", "logout")),
+    ("api.cache_ops", ("CachePruneResult", "cache_dir", "path", "prune_cache")),
+    ("api.bundle", ("BundleEntry", "BundleResult", "list_bundle", "load", "save")),
+    ("api.browse", ("FetchedManifest", "RepositoryList", "diff", "fetch_manifest", "list_repositories")),
+    ("lazyread.diff", ("ConfigChange", "FileChange", "ModelDiff", "TensorChange")),
+    ("api.completion", ("CompletionScript", "completion_script")),
+    ("api.registry_check", ("check_registry",)),
+    ("stores.registry.probe", ("RegistryReport",)),
+    ("api.session", ("closing_opened_stores", "enable_request_log")),
+    ("api.texts", ("inspect_text",)),
+    ("api.lazy_ops", ("ChunksResult", "attach_chunks", "cat", "open_model", "open_tensors")),
+    ("api.options", ("AttestOptions", "PullOptions", "PushOptions", "SignOptions", "TransferOptions")),
+    ("api.evidence", ("AttestResult", "EvidenceDocument", "attest", "provenance", "sbom")),
+    ("api.convert", ("convert",)),
+    ("kinds.conversion", ("ConvertResult",)),
+    ("api.lazy_fs", ("filesystem",)),
+    ("api.mount", ("MountRequest", "Mounted", "mount", "serve_mount", "unmount")),
+    ("api.signing", ("KeygenResult", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
+                     "VerifyResult", "keygen", "sign", "verify", "verify_dir")),
+    ("api.policy", ("PolicyVerdict", "RequirementCheck", "Verification", "check_policy", "verification")),
+    ("api.k8s", ("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
+                 "k8s_validate", "k8s_volume")),
+    ("api.k8s_mount", ("MountDaemonOptions", "k8s_mount_daemon")),
+    ("k8s.schemacheck", ("SchemaCheck",)),
+    ("api.k8s_types", ("AdmissionPolicies", "AdmissionSigners", "K8sServeOptions", "KServeOptions",
+                       "KubernetesDocuments", "ModelCarImage", "ModelCarOptions", "PodOptions", "PodRegistryAccess",
+                       "PrewarmOptions", "PullSecrets", "VolumeCheck", "VolumeLayout")),
+    ("api.mirror", ("MergedMirrorReport", "MirrorEntry", "MirrorJob", "MirrorK8sJob", "MirrorK8sOptions",
+                    "MirrorReport", "MirrorRunOptions", "MirroredArtifact", "SyncEntry", "mirror_k8s_job",
+                    "mirror_merge", "mirror_plan", "mirror_run", "mirror_shard")),
+    ("api.serve", ("ListenOptions", "ServeOptions", "create_app", "serve")),
+    ("errors", ("OcibridgeError",)),
+    ("model.builder", ("BuildOptions", "build")),
+    ("oci.mediatypes", ("Family", "Kind", "Variant")),
+    ("core.overwrite", ("OnExisting",)),
+    ("transfer.progress_events", ("ProgressEvent", "events")),
+    ("transfer.results", ("AttachResult", "DiscoverResult", "InspectResult", "LoginResult", "ModelEntry",
+                          "PruneResult", "PullResult", "PushResult", "ReferrerNode", "RemoveResult", "ResolveResult",
+                          "TagResult", "ValidateResult")),
+    ("api.store_ops", ("attach", "delete", "discover", "list_models", "prune", "remove", "resolve", "tag")),
+)
+
 #: public name -> the module (under ocibridge) that defines it
-_HOMES = {
-    **dict.fromkeys(("inspect", "load_source", "pull", "push", "tags", "validate"), "api.model_ops"),
-    **dict.fromkeys(("login", "logout"), "api.auth"),
-    **dict.fromkeys(("CachePruneResult", "cache_dir", "path", "prune_cache"), "api.cache_ops"),
-    **dict.fromkeys(("BundleEntry", "BundleResult", "list_bundle", "load", "save"), "api.bundle"),
-    **dict.fromkeys(("FetchedManifest", "RepositoryList", "diff", "fetch_manifest", "list_repositories"),
-                    "api.browse"),
-    **dict.fromkeys(("ConfigChange", "FileChange", "ModelDiff", "TensorChange"), "lazyread.diff"),
-    **dict.fromkeys(("CompletionScript", "completion_script"), "api.completion"),
-    "check_registry": "api.registry_check", "RegistryReport": "stores.registry.probe",
-    **dict.fromkeys(("closing_opened_stores", "enable_request_log"), "api.session"),
-    "inspect_text": "api.texts",
-    **dict.fromkeys(("ChunksResult", "attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
-    "copy_reference": "api.copy",  # api.model_ops re-exports it
-    **dict.fromkeys(("AttestOptions", "PushOptions", "SignOptions", "TransferOptions"), "api.options"),
-    **dict.fromkeys(("AttestResult", "EvidenceDocument", "attest", "provenance", "sbom"),
-                    "api.evidence"),
-    "convert": "api.convert", "ConvertResult": "kinds.conversion",
-    **dict.fromkeys(("attach_chunks", "cat", "open_model", "open_tensors"), "api.lazy_ops"),
-    "filesystem": "api.lazy_fs",
-    **dict.fromkeys(("MountRequest", "Mounted", "mount", "serve_mount", "unmount"), "api.mount"),
-    **dict.fromkeys(("KeygenResult", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
-                     "VerifyResult", "keygen", "sign", "verify", "verify_dir"), "api.signing"),
-    **dict.fromkeys(("PolicyVerdict", "RequirementCheck", "Verification", "check_policy", "verification"),
-                    "api.policy"),
-    **dict.fromkeys(("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
-                     "k8s_validate", "k8s_volume"), "api.k8s"),
-    "SchemaCheck": "k8s.schemacheck",
-    **dict.fromkeys(("AdmissionPolicies", "AdmissionSigners", "K8sServeOptions", "KServeOptions",
-                     "KubernetesDocuments", "ModelCarImage", "ModelCarOptions", "PodOptions", "PodRegistryAccess",
-                     "PrewarmOptions", "PullSecrets", "VolumeCheck", "VolumeLayout"), "api.k8s_types"),
-    **dict.fromkeys(("MergedMirrorReport", "MirrorEntry", "MirrorJob", "MirrorK8sJob", "MirrorK8sOptions",
-                     "MirrorReport", "MirrorRunOptions", "MirroredArtifact", "SyncEntry", "mirror_k8s_job",
-                     "mirror_merge", "mirror_plan", "mirror_run", "mirror_shard"), "api.mirror"),
-    **dict.fromkeys(("ListenOptions", "ServeOptions", "create_app", "serve"), "api.serve"),
-    "OcibridgeError": "errors",
-    "BuildOptions": "model.builder", "build": "model.builder",
-    "Family": "oci.mediatypes", "Kind": "oci.mediatypes", "Variant": "oci.mediatypes",
-    "OnExisting": "core.overwrite",
-    "ProgressEvent": "transfer.progress_events", "events": "transfer.progress_events",
-    **dict.fromkeys(("AttachResult", "DiscoverResult", "InspectResult", "LoginResult", "ModelEntry",
-                     "PruneResult", "PullResult", "PushResult", "ReferrerNode", "RemoveResult", "ResolveResult",
-                     "TagResult", "ValidateResult"), "transfer.results"),
-    **dict.fromkeys(("attach", "delete", "discover", "list_models", "prune", "remove", "resolve",
-                     "tag"), "api.store_ops"),
-}
+_HOMES = {name: home for home, names in _TABLE for name in names}
 
 __all__ = [
     "AdmissionPolicies",
@@ -98,6 +131,7 @@ __all__ = [
     "ModelCarOptions",
     "ModelDiff",
     "ModelEntry",
+    "MountDaemonOptions",
     "MountRequest",
     "Mounted",
     "OcibridgeError",
@@ -108,6 +142,8 @@ __all__ = [
     "PrewarmOptions",
     "ProgressEvent",
     "PruneResult",
+    "PullDestination",
+    "PullOptions",
     "PullResult",
     "PullSecrets",
     "PushOptions",
@@ -160,6 +196,7 @@ __all__ = [
     "k8s_check",
     "k8s_modelcar",
     "k8s_mount",
+    "k8s_mount_daemon",
     "k8s_policy",
     "k8s_prewarm",
     "k8s_serve",
@@ -186,6 +223,7 @@ __all__ = [
     "prune",
     "prune_cache",
     "pull",
+    "pull_destination",
     "push",
     "remove",
     "resolve",
@@ -221,6 +259,7 @@ if TYPE_CHECKING:
         k8s_validate,
         k8s_volume,
     )
+    from ocibridge.api.k8s_mount import MountDaemonOptions, k8s_mount_daemon
     from ocibridge.api.k8s_types import (
         AdmissionPolicies,
         AdmissionSigners,
@@ -255,16 +294,18 @@ if TYPE_CHECKING:
         mirror_shard,
     )
     from ocibridge.api.model_ops import (
+        PullDestination,
         copy_reference,
         inspect,
         load_source,
         pull,
+        pull_destination,
         push,
         tags,
         validate,
     )
     from ocibridge.api.mount import Mounted, MountRequest, mount, serve_mount, unmount
-    from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, TransferOptions
+    from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, Verification, check_policy, verification
     from ocibridge.api.registry_check import check_registry
     from ocibridge.api.serve import ListenOptions, ServeOptions, create_app, serve

@@ -22,9 +22,10 @@ import httpx
 import huggingface_hub
 import pytest
 
+from ocibridge.hubserver.reading.catalog import Catalog
+from ocibridge.hubserver.reading.sources import parse_sources
 from ocibridge.hubserver.server import ServerSettings as ServeOptions
 from ocibridge.hubserver.server import build_app, server
-from ocibridge.hubserver.sources import Catalog, parse_sources
 
 CONFIG = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
           "intermediate_size": 64, "vocab_size": 6}

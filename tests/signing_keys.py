@@ -1,4 +1,4 @@
-"""Fresh P-256 key pairs for signing tests, written as PEM files."""
+"""Fresh ECDSA key pairs for signing tests (P-256 unless a curve is named), written as PEM files."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 
-def key_pair(directory: Path, name: str = "cosign") -> tuple[Path, Path]:
+def key_pair(directory: Path, name: str = "cosign", curve: ec.EllipticCurve | None = None) -> tuple[Path, Path]:
     """(private key path, public key path): PKCS#8 PEM, unencrypted."""
     directory.mkdir(parents=True, exist_ok=True)
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = ec.generate_private_key(curve or ec.SECP256R1())
     private = directory / f"{name}.key"
     public = directory / f"{name}.pub"
     private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

@@ -179,7 +179,7 @@ def test_verify_dir_on_a_pulled_directory(layout, keypair, tmp_path, capsys):
     private, public = keypair
     ocibridge.sign(layout, ocibridge.SignOptions(key=private), form="oms")
     out = tmp_path / "pulled"
-    ocibridge.pull(layout, str(out), with_signatures=True)
+    ocibridge.pull(layout, str(out), options=ocibridge.PullOptions(with_signatures=True))
     result = ocibridge.verify_dir(out, [public])
     assert result.files == len([p for p in out.rglob("*") if p.is_file()]) - 1  # all but model.sig
     assert result.signer == str(public) and result.model

@@ -140,6 +140,28 @@ def test_old_keywords_still_work_with_a_warning_naming_the_field(tmp_path):
         ocibridge.push(str(model), f"oci:{tmp_path / 'x'}:v1", colour="red")
 
 
+def test_pull_takes_pull_options_and_its_old_keywords_with_a_warning(tmp_path):
+    """pull(options=PullOptions(...)) as push has (issue 60); the keywords work one release more."""
+    model = make_model(tmp_path / "m")
+    ref = f"oci:{tmp_path / 'store'}:v1"
+    ocibridge.push(str(model), ref)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # the new style warns about nothing
+        new = ocibridge.pull(ref, str(tmp_path / "new"), options=ocibridge.PullOptions(include=("*.json",)))
+    with pytest.warns(DeprecationWarning) as caught:
+        old = ocibridge.pull(ref, str(tmp_path / "old"), include=["*.json"], on_existing="keep")
+    assert sorted(str(w.message) for w in caught) == [
+        "pull(include=...) is deprecated: pass options=PullOptions(include=...)",
+        "pull(on_existing=...) is deprecated: pass options=PullOptions(on_existing=...)"]
+    assert {w.filename for w in caught} == {__file__}  # pointing at the caller's line
+    picked = sorted(p.name for p in (tmp_path / "new").rglob("*") if p.is_file())
+    assert picked and all(name.endswith(".json") for name in picked)
+    assert sorted(p.name for p in (tmp_path / "old").rglob("*") if p.is_file()) == picked
+    assert old.digest == new.digest
+    with pytest.raises(TypeError, match="pull\\(\\) got an unexpected keyword argument 'colour'"):
+        ocibridge.pull(ref, str(tmp_path / "x"), colour="red")
+
+
 def test_copy_and_convert_attach_evidence_in_the_same_call(tmp_path):
     model = make_model(tmp_path / "m")
     layout = tmp_path / "store"
@@ -204,3 +226,14 @@ def test_choices_come_from_the_api():
     assert "modelkit" in choices.families() and "cnai" in choices.media_type_families()
     assert "weight" in choices.layer_kinds() and "tar+zstd" in choices.layer_variants()
     assert "directory" in choices.source_formats() and "version" in choices.metadata_fields()
+
+
+def test_transfer_options_hand_every_registry_field_on():
+    """registry_options() carries each field but concurrency by name (no hand-written copy to forget one)."""
+    import dataclasses
+
+    values = {"plain_http": True, "insecure": True, "ca_file": "/ca.pem", "username": "u", "password": "p",
+              "chunk_size": 5, "authfile": "/auth.json", "part_size": 7, "parts_in_flight": 3, "limit_rate": 9}
+    assert sorted(f.name for f in dataclasses.fields(ocibridge.TransferOptions)) == sorted([*values, "concurrency"])
+    given = ocibridge.TransferOptions(concurrency=2, **values).registry_options()
+    assert {name: getattr(given, name) for name in values} == values

@@ -634,7 +634,7 @@ class EntryBytes:
 # -- registry ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("carton", REFERENCE_CARTONS, ids=lambda p: p.name)
 def test_reference_round_trip_registry(carton: Path, tmp_path: Path, registry, unique_repo) -> None:
-    from ocibridge.kinds.locate import open_target as open_store_target
+    from ocibridge.places.locate import open_target as open_store_target
 
     ref = f"{registry.host}/{unique_repo}:v1"
     target = open_store_target(ref, for_write=True)

@@ -411,8 +411,8 @@ def test_cli_bad_carton_to_registry_writes_nothing(case: str, tmp_path: Path, ca
     carton's intact files (the checks run before anything is sent)."""
     from ocibridge.cli import main
     from ocibridge.errors import NotFound
-    from ocibridge.kinds.locate import open_target as open_store_target
     from ocibridge.oci.models import Descriptor
+    from ocibridge.places.locate import open_target as open_store_target
 
     monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path / "xdg"))
     path = tmp_path / f"{case}.carton"
@@ -515,7 +515,7 @@ def test_a_mismatch_fails_the_chunking_read_before_a_registry_gets_anything(tmp_
     from ocibridge.chunks import chunkcache
     from ocibridge.errors import NotFound
     from ocibridge.kinds.carton import reader
-    from ocibridge.kinds.locate import open_target as open_store_target
+    from ocibridge.places.locate import open_target as open_store_target
     from ocibridge.transfer import askfirst
 
     def hashed_again():

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from ocibridge.cli import main
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.places.locate import open_target as open_store_target
 from tests.modelgen import make_model, tree
 
 

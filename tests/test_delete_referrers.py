@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ocibridge.cli import main
-from ocibridge.kinds.locate import open_target
 from ocibridge.oci.models import Descriptor
+from ocibridge.places.locate import open_target
 from ocibridge.signing import keys
 from ocibridge.signing.attach import attach_bundle
 from ocibridge.signing.bundle import make_bundle

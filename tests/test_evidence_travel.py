@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from ocibridge.cli import main
-from ocibridge.kinds.locate import Role, locate
-from ocibridge.kinds.targets import open_store_target
 from ocibridge.oci.models import Manifest, parse_manifest_bytes
+from ocibridge.places.locate import Role, locate
+from ocibridge.places.targets import open_store_target
 from ocibridge.signing.attest import CYCLONEDX, SLSA_PROVENANCE_V1, find_attestations, list_evidence
 from ocibridge.stores.base import Store, close_store
 from tests.modelgen import make_model

@@ -15,9 +15,9 @@ from ocibridge.api import model_ops as api
 from ocibridge.api.convert import convert
 from ocibridge.cli import main
 from ocibridge.kinds import NotAModel, WriteOptions, convert_artifact, identify
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_INDEX, OCI_LAYER_TAR, OCI_MANIFEST, Family
 from ocibridge.oci.models import Descriptor, Index, Manifest
+from ocibridge.places.locate import open_target as open_store_target
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry.options import RegistryOptions
 from tests.modelgen import make_model, tree

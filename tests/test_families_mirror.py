@@ -6,8 +6,8 @@ import json
 
 from ocibridge.cli import main
 from ocibridge.kinds import identify
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.mirror import load_job, run_job
+from ocibridge.places.locate import open_target as open_store_target
 from tests.modelcar_images import kserve_modelcar
 from tests.signing_keys import key_pair
 

@@ -13,9 +13,9 @@ from ocibridge.api import model_ops as api
 from ocibridge.api.convert import convert
 from ocibridge.cli import main
 from ocibridge.kinds import NotAModel, identify
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Index
+from ocibridge.places.locate import open_target as open_store_target
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry.options import RegistryOptions
 from tests.modelcar_images import BASE, copy_layer, kserve_modelcar, write_image

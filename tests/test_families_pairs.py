@@ -21,8 +21,8 @@ from ocibridge import PushOptions
 from ocibridge.api import model_ops as api
 from ocibridge.api.convert import convert
 from ocibridge.kinds import WriteOptions, identify
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.oci.mediatypes import Family
+from ocibridge.places.locate import open_target as open_store_target
 from tests.modelcar_images import kserve_modelcar
 from tests.modelgen import tree
 from tests.ollama_fixtures import gguf_store, write_gguf

@@ -149,7 +149,7 @@ def test_a_modelkit_whose_config_does_not_parse_is_invalid_saying_so(registry, u
     model = make_model(tmp_path / "m")
     ref = f"{registry.host}/{unique_repo}:kit"
     assert main(["push", str(model), ref, "-q", "--to", "modelkit"]) == 0
-    target = __import__("ocibridge.kinds.locate", fromlist=["x"]).open_target(ref, plain_http=True)
+    target = __import__("ocibridge.places.locate", fromlist=["x"]).open_target(ref, plain_http=True)
     desc = target.store.resolve("kit")
     manifest = Manifest.model_validate_json(target.store.fetch_bytes(desc))
     broken = b"{not json"

@@ -14,8 +14,8 @@ from ocibridge.cli import main
 from ocibridge.errors import InvalidReference, OcibridgeError
 from ocibridge.kinds import door, table
 from ocibridge.kinds.hf.locator import HubReference
-from ocibridge.kinds.locate import Role, locate, on_registry, on_this_machine
 from ocibridge.oci.reference import LayoutReference, OllamaReference, PathReference, RegistryReference
+from ocibridge.places.locate import Role, locate, on_registry, on_this_machine
 
 TOY = table.Line("toy", format="toy", source=("tests.toy_format", "ToyFormat"), sniffs=True, suffixes=(".toy",))
 FILES = {"model.safetensors": b"\x00weights" * 100, "config.json": b'{"model_type": "toy"}', "README.md": b"# toy\n"}

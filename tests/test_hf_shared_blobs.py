@@ -17,7 +17,7 @@ from huggingface_hub import snapshot_download
 from serving import files_of, make_model, point_hub_at, serving
 
 from ocibridge.cli import main
-from ocibridge.hubserver import xet
+from ocibridge.hubserver.xet import xorbs as xet
 
 SIZE = xet.XORB_CHUNKS * xet.CHUNK + 3 * xet.CHUNK + 100  # over --xet-min-size 1M: goes over Xet
 

@@ -1,7 +1,9 @@
 """The package's import structure: layers that only look down, peers that never meet, no cycle.
 
-    core, oci <- stores <- transfer <- layers, chunks <- lazyread, model, cache <- kinds <- signing
+    core <- oci <- stores <- transfer <- layers, chunks <- lazyread, model, cache <- places <- kinds <- signing
         <- k8s | mirror | serve <- api <- cli
+
+Every package has one layer, and no module of it another (no exception: the test below says so).
 
 Every import of every module counts, wherever it is written: at the top, inside a function
 (a lazy import hides a cycle from Python, not from this test), under ``TYPE_CHECKING``, and by
@@ -22,36 +24,40 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ocibridge"
 #: Layer of each module, by the longest matching prefix. An import may go to its own layer or
 #: below, never above.
 LAYERS: dict[str, int] = {
-    # 0: the private core, OCI models, and what the package says of itself
-    "ocibridge.core": 0, "ocibridge.oci": 0, "ocibridge.errors": 0, "ocibridge.version": 0,
-    # 1: places of content
-    "ocibridge.stores": 1,
-    # 2: moving content between places: the one copy, progress, the pull cache
-    "ocibridge.transfer": 2,
-    # 3: layer bytes: reading, packing, applying
-    "ocibridge.layers": 3,
-    # 3: chunk tables: their format, made, checked, trusted, bound, kept, and delta downloads by them
-    "ocibridge.chunks": 3,
-    # 4: lazy, verified reads of a registry model's files, over the chunk tables (docs/lazy.md)
-    "ocibridge.lazyread": 4,
-    # 4: the neutral model package and the ModelPack artifact it builds
-    "ocibridge.model": 4,
-    # 4: the shared model cache (ocibridge path): blobs once, snapshots of links, from model's writer
-    "ocibridge.cache": 4,
-    # 5: every kind of model, one package each, behind one door
-    "ocibridge.kinds": 5,
-    # 6: signatures: made, verified before use, carried by copies (a hook the copy is given)
-    "ocibridge.signing": 6,
-    # 7: peers on top of the kinds and signatures, which never import each other
-    "ocibridge.k8s": 7, "ocibridge.mirror": 7, "ocibridge.hubserver": 7, "ocibridge.lazymount": 7,
-    # 8: the Python API
-    "ocibridge.api": 8,
-    # 9: the command line, its entry points, and the package's lazy façade (which names everything)
-    "ocibridge.cli": 9, "ocibridge.__main__": 9, "ocibridge": 9,
-    "ocibridge.mirror.__main__": 9, "ocibridge.lazymount.__main__": 9,
+    # 0: the private core and what the package says of itself
+    "ocibridge.core": 0, "ocibridge.errors": 0, "ocibridge.version": 0,
+    # 1: OCI models: media types, digests, descriptors, manifests, references
+    "ocibridge.oci": 1,
+    # 2: places of content
+    "ocibridge.stores": 2,
+    # 3: moving content between places: the one copy, progress, the pull cache
+    "ocibridge.transfer": 3,
+    # 4: layer bytes: reading, packing, applying
+    "ocibridge.layers": 4,
+    # 4: chunk tables: their format, made, checked, trusted, bound, kept, and delta downloads by them
+    "ocibridge.chunks": 4,
+    # 5: lazy, verified reads of a registry model's files, over the chunk tables (docs/lazy.md)
+    "ocibridge.lazyread": 5,
+    # 5: the neutral model package and the ModelPack artifact it builds
+    "ocibridge.model": 5,
+    # 5: the shared model cache (ocibridge path): blobs once, snapshots of links, from model's writer
+    "ocibridge.cache": 5,
+    # 6: places: where a text points (the typed locators) and how the place it names is opened; the kinds
+    # tell it their schemes, grammars and openers at import (places/kinds.py), so it imports no kind
+    "ocibridge.places": 6,
+    # 7: every kind of model, one package each, behind one door
+    "ocibridge.kinds": 7,
+    # 8: signatures: made, verified before use, carried by copies (a hook the copy is given)
+    "ocibridge.signing": 8,
+    # 9: peers on top of the kinds and signatures, which never import each other
+    "ocibridge.k8s": 9, "ocibridge.mirror": 9, "ocibridge.hubserver": 9, "ocibridge.lazymount": 9,
+    # 10: the Python API
+    "ocibridge.api": 10,
+    # 11: the command line, its entry points, and the package's lazy façade (which names everything)
+    "ocibridge.cli": 11, "ocibridge.__main__": 11, "ocibridge": 11,
 }
 
-#: Packages of layer 7 are peers: none imports another.
+#: Packages of layer 9 are peers: none imports another.
 PEERS = ("ocibridge.k8s", "ocibridge.mirror", "ocibridge.hubserver", "ocibridge.lazymount")
 
 #: Import cycles allowed: none (issue 15 removed the last, the CLI's flag helpers, now in
@@ -186,6 +192,13 @@ def test_the_graph_sees_lazy_imports():
     assert "ocibridge.kinds.kitops.family" in GRAPH["ocibridge.kinds.table"]  # a line of the table of kinds
 
 
+def test_no_module_sits_outside_its_package_layer():
+    """No allowlist: a module takes its package's layer, so an arrow up cannot hide behind an entry
+    (``ocibridge.mirror.__main__`` once had layer 9 of its own, to import the CLI: issue 60)."""
+    inner = [p for p in LAYERS if any(p.startswith(q + ".") for q in LAYERS if q != "ocibridge")]
+    assert inner == [], f"modules given a layer apart from their package: {inner}"
+
+
 def test_every_module_has_a_layer():
     for module in MODULES:
         layer_of(module)
@@ -221,11 +234,11 @@ def _peer_of(module: str) -> str | None:
     return next((p for p in PEERS if module == p or module.startswith(p + ".")), None)
 
 
-@pytest.mark.parametrize("module", sorted(m for m in MODULES if _peer_of(m) and layer_of(m) == 7))
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _peer_of(m) and layer_of(m) == 9))
 def test_peers_do_not_import_each_other(module):
     mine = _peer_of(module)
     across = [f"{target} (line {line})" for target, line in GRAPH[module].items()
-              if _peer_of(target) not in (None, mine) and layer_of(target) == 7]
+              if _peer_of(target) not in (None, mine) and layer_of(target) == 9]
     assert not across, f"{module} imports a peer package: {', '.join(across)}"
 
 
@@ -256,7 +269,8 @@ def test_the_cli_imports_only_the_public_api(module):
 
 def test_the_cli_rule_refuses_the_layers_below_the_api():
     """The rule itself: signing, kinds, k8s, mirror, serve and stores are out; the API is in."""
-    for below in ("ocibridge.signing.sign", "ocibridge.kinds.locate", "ocibridge.k8s.volume", "ocibridge.mirror.job",
+    for below in ("ocibridge.signing.sign", "ocibridge.places.locate", "ocibridge.kinds.door", "ocibridge.k8s.volume",
+                  "ocibridge.mirror.job",
                   "ocibridge.hubserver.app", "ocibridge.stores.base", "ocibridge.core.environment"):
         assert not _cli_may_import(below), below
     for public in ("ocibridge", "ocibridge.api.model_ops", "ocibridge.errors", "ocibridge.core.terminal"):

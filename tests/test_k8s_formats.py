@@ -16,7 +16,6 @@ from ocibridge.k8s import build_modelcar, check, mount, volume_yaml
 from ocibridge.k8s.runtime import crio_name
 from ocibridge.kinds.carton import read_carton
 from ocibridge.kinds.directory.source import read_directory
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.kinds.mlsteam import read_mlarchive
 from ocibridge.kinds.ollama import parse_ollama_name, read_ollama
 from ocibridge.kinds.ollama.store import OllamaStore
@@ -25,6 +24,7 @@ from ocibridge.model.builder import ARTIFACT_TAG, build
 from ocibridge.model.extract import extract
 from ocibridge.oci.mediatypes import OCI_LAYER_TAR, parse_layer_media_type
 from ocibridge.oci.models import Index, Manifest, parse_manifest_bytes
+from ocibridge.places.locate import open_target as open_store_target
 from ocibridge.transfer.copy import copy
 from tests.k8s_pod import assert_valid_pod
 from tests.modelgen import make_model, tree

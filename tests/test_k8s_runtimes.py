@@ -20,8 +20,8 @@ from support.runtimes import (  # as the fixtures import it
 
 from ocibridge.cli import main
 from ocibridge.k8s import check
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.model.builder import ARTIFACT_TAG, build
+from ocibridge.places.locate import open_target as open_store_target
 from ocibridge.transfer.copy import copy
 from tests.k8s_images import DOCKER_CONFIG, Entry, push_image
 from tests.test_k8s_formats import CARTONS, _package

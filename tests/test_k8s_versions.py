@@ -16,9 +16,9 @@ from ocibridge.cli import main
 from ocibridge.errors import OcibridgeError
 from ocibridge.k8s import build_modelcar, check, mount, volume_yaml
 from ocibridge.k8s.runtime import RuntimeVersion
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family
 from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.places.locate import open_target as open_store_target
 from ocibridge.stores.layout import LayoutStore
 from tests.k8s_images import DOCKER_CONFIG, Entry, push_image
 from tests.test_k8s import _layout

@@ -10,7 +10,6 @@ import pytest
 from mlsteam_model_sdk.core.dev.archive import build_archive
 
 from ocibridge.errors import NotFound
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.kinds.mlsteam import (
     ANNOTATION_MODELS,
     ANNOTATION_SERVICES,
@@ -18,6 +17,7 @@ from ocibridge.kinds.mlsteam import (
     read_mlarchive,
 )
 from ocibridge.model.builder import ARTIFACT_TAG, build
+from ocibridge.places.locate import open_target as open_store_target
 from ocibridge.transfer.copy import copy
 from tests.test_mlsteam import make_sdk_archive_v2023, make_sdk_archive_v2024, zip_files
 from tests.test_mlsteam_bad import archive_with

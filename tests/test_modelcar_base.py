@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ocibridge.cli import main
-from ocibridge.kinds.locate import open_target as open_store_target
+from ocibridge.places.locate import open_target as open_store_target
 from tests.k8s_images import Entry, push_image
 from tests.modelgen import make_model
 from tests.support.kubeapi import kubectl_dry_run

@@ -28,7 +28,6 @@ from ocibridge.errors import (
     UnsafePath,
 )
 from ocibridge.kinds.directory.source import read_directory
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.kinds.ollama import (
     CONFIG_FILE,
     MANIFEST_FILE,
@@ -40,11 +39,12 @@ from ocibridge.kinds.ollama import (
     read_gguf_header,
     read_ollama,
 )
-from ocibridge.kinds.targets import StoreTarget
 from ocibridge.model.builder import build
 from ocibridge.model.gguf_header import format_param_count
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, parse_manifest_bytes
+from ocibridge.places.locate import open_target as open_store_target
+from ocibridge.places.targets import StoreTarget
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.transfer.copy import copy
 from tests.support.data import data

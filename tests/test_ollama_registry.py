@@ -17,11 +17,11 @@ from ocibridge.kinds.ollama import (
     parse_ollama_name,
     read_ollama,
 )
-from ocibridge.kinds.targets import StoreTarget
 from ocibridge.model.builder import build
 from ocibridge.oci.mediatypes import DOCKER_MANIFEST
 from ocibridge.oci.models import parse_manifest_bytes
 from ocibridge.oci.reference import parse_ollama_reference, parse_registry_reference
+from ocibridge.places.targets import StoreTarget
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES

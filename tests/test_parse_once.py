@@ -1,5 +1,5 @@
 """What a text names is decided once, at the edge (issue 39): every command turns each reference
-the user typed into a typed locator with one call of :func:`ocibridge.kinds.locate.locate`, passes
+the user typed into a typed locator with one call of :func:`ocibridge.places.locate.locate`, passes
 that value down, no reference grammar reads the same text twice, and every registry client it
 opens is closed.
 
@@ -20,8 +20,8 @@ from tests.support.client_probe import CLIENT_COUNTER, run_probe, small_model
 PROBE = CLIENT_COUNTER + """
 import collections, json
 
-import ocibridge.kinds.locate as locate_module, ocibridge.oci.reference as refs
-import ocibridge.kinds.hf.locator as hub, ocibridge.kinds.targets as targets
+import ocibridge.places.locate as locate_module, ocibridge.oci.reference as refs
+import ocibridge.kinds.hf.locator as hub, ocibridge.places.targets as targets
 calls = collections.Counter()
 def counted(label, fn, texts_only=False):
     def run(text, *a, **k):

@@ -15,8 +15,8 @@ from urllib.parse import unquote
 import pytest
 
 import ocibridge
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.model.extract import fetch_manifest
+from ocibridge.places.locate import open_target as open_store_target
 from tests.modelgen import make_model
 
 

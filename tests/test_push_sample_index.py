@@ -14,9 +14,9 @@ import shutil
 import pytest
 
 import ocibridge
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.model.extract import fetch_manifest
 from ocibridge.model.package import ModelFile
+from ocibridge.places.locate import open_target as open_store_target
 from ocibridge.transfer import sampleindex
 from tests.modelgen import make_model, tree
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ocibridge.errors import DigestMismatch, OcibridgeError
-from ocibridge.hubserver.follow import Fill, follow
+from ocibridge.hubserver.reading.follow import Fill, follow
 
 DATA = os.urandom(3 << 20)
 

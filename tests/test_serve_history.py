@@ -10,9 +10,10 @@ from safetensors.numpy import save_file
 
 import ocibridge
 from ocibridge.cli import main
-from ocibridge.hubserver.commits import PARENT, SUMMARY
-from ocibridge.hubserver.sources import Catalog, parse_sources
+from ocibridge.hubserver.reading.catalog import Catalog
+from ocibridge.hubserver.reading.sources import parse_sources
 from ocibridge.hubserver.web.history import Compare, history, split_compare
+from ocibridge.hubserver.writes.commits import PARENT, SUMMARY
 from tests.signing_keys import key_pair
 from tests.support.fixtures import new_repo
 

@@ -169,7 +169,7 @@ def test_two_creates_of_one_branch_at_once_are_one_200_and_one_409(served, monke
     import threading
     import time
 
-    from ocibridge.hubserver import publish
+    from ocibridge.hubserver.writes import refs as publish
 
     assert httpx.post(f"{served.url}/api/models/acme/m/tag/main", json={"tag": "v1"},
                       headers=auth("alice")).status_code == 200
@@ -200,7 +200,7 @@ def test_two_creates_of_one_branch_at_once_are_one_200_and_one_409(served, monke
 
 def many_chunk_xorb(count: int) -> tuple[bytes, str, list[bytes]]:
     """A xorb of ``count`` two-byte chunks (each its own), its hash's text and the chunks."""
-    from ocibridge.hubserver import xethash
+    from ocibridge.hubserver.xet import merkle as xethash
 
     datas = [i.to_bytes(2, "little") for i in range(count)]
     raw = b"".join(b"\x00\x02\x00\x00\x00\x02\x00\x00" + d for d in datas)
@@ -211,7 +211,8 @@ def one_chunk_files_shard(xorb: str, datas: list[bytes], indices: list[int]) -> 
     """A shard naming, per index ``i``, a file of chunk ``i`` of ``xorb`` alone."""
     import struct
 
-    from ocibridge.hubserver import xetformat, xethash
+    from ocibridge.hubserver.xet import merkle as xethash
+    from ocibridge.hubserver.xet import shards as xetformat
 
     entries = b""
     xorb_raw = xethash.from_hex(xorb)
@@ -277,7 +278,7 @@ def test_a_chunk_whose_lz4_frame_holds_more_than_its_header_says_is_never_expand
 
     import lz4.frame
 
-    from ocibridge.hubserver import xetformat
+    from ocibridge.hubserver.xet import shards as xetformat
 
     bomb = lz4.frame.compress(bytes(60 * 1024 * 1024))
     assert len(bomb) <= 2 * xetformat.MAX_CHUNK

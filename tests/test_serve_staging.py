@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.staging import ABANDONED_SECONDS, Staging
+from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS, Staging
 
 
 def test_a_verified_upload_is_kept_read_only_and_a_wrong_one_is_removed(tmp_path):
@@ -58,7 +58,7 @@ def test_a_file_another_flow_was_told_is_here_stays_until_that_flow_commits(tmp_
 
 
 def test_the_budget_counts_staged_files_and_uploads_in_flight(tmp_path):
-    from ocibridge.hubserver.staging import StagingFull
+    from ocibridge.hubserver.uploads.staging import StagingFull
 
     staging = Staging(tmp_path / "staging", budget=100)
     with staging.new_file() as (path, fd):

@@ -17,7 +17,8 @@ from huggingface_hub import HfApi, HfFileSystem, hf_hub_download, snapshot_downl
 from serving import files_of, make_model, point_hub_at, serving
 
 from ocibridge.cli import main
-from ocibridge.hubserver import xet
+from ocibridge.hubserver.access import TOKEN_LIFE, Signer
+from ocibridge.hubserver.xet import xorbs as xet
 
 SIZE = 2 * xet.XORB_CHUNKS * xet.CHUNK + 5 * xet.CHUNK + 1000  # 2 xorbs and a short third
 
@@ -252,7 +253,7 @@ def test_read_tokens_grant_xet_access_and_unsigned_urls_are_refused(model, hub, 
 
 def test_grants_expire():
     now = [1000.0]
-    grants = xet.Grants([b"a", b"b"], clock=lambda: now[0])
+    grants = Signer([b"a", b"b"], clock=lambda: now[0])
     token, expires = grants.grant("acme/big@abc")
     assert grants.allows(token, "acme/big@abc") and not grants.allows(token, "acme/big@abd")
     url = grants.signed("/xet/abc/acme/big/xorbs/00/1/0", expires)
@@ -261,12 +262,12 @@ def test_grants_expire():
     assert grants.url_allowed(path, fields["expires"], fields["signature"])
     assert not grants.url_allowed(path + "1", fields["expires"], fields["signature"])
     assert not grants.url_allowed(path, str(int(fields["expires"]) + 1), fields["signature"])
-    now[0] += xet.TOKEN_LIFE + 1
+    now[0] += TOKEN_LIFE + 1
     assert not grants.allows(token, "acme/big@abc")
     assert not grants.url_allowed(path, fields["expires"], fields["signature"])
-    same = xet.Grants([b"b", b"a"], clock=lambda: 1000.0)  # another replica, the same token file
+    same = Signer([b"b", b"a"], clock=lambda: 1000.0)  # another replica, the same token file
     assert same.allows(token, "acme/big@abc")
-    assert xet.Grants([], clock=lambda: 0).allows("anything", "x")  # no read tokens: an open server
+    assert Signer([], clock=lambda: 0).allows("anything", "x")  # no read tokens: an open server
 
 
 def test_xet_min_size_and_public_url_flags_refuse_nonsense_in_one_line(capsys):
@@ -296,7 +297,7 @@ def test_public_url_names_where_clients_reach_serve(model):
 
 def test_every_file_over_xet_from_a_layout_with_tar_layers(tmp_path, hub, monkeypatch, capsys):
     """Files inside tar layers are served from the verified snapshot, over Xet like the others."""
-    from ocibridge.hubserver.files import FileLists
+    from ocibridge.hubserver.reading.files import FileLists
     from ocibridge.stores.layout import LayoutStore
 
     src = make_model(tmp_path / "tiny")
@@ -339,7 +340,7 @@ def test_a_xorb_that_waits_too_long_for_the_registry_is_a_503_to_ask_again(tmp_p
     once a xorb's first bytes have waited FIRST_BYTE_WAIT, then serves it when they are in."""
     from support import delay
 
-    from ocibridge.hubserver import xetroutes
+    from ocibridge.hubserver.xet import routes as xetroutes
 
     src = make_model(tmp_path / "big", weights=1)
     (src / "model.safetensors").write_bytes(os.urandom(SIZE))

@@ -14,7 +14,7 @@ import pytest
 from ocibridge.chunks.table import LayerChunks
 from ocibridge.chunks.tablehash import TableAndDigestHasher
 from ocibridge.errors import DigestMismatch
-from ocibridge.hubserver.follow import Fill, FillView
+from ocibridge.hubserver.reading.follow import Fill, FillView
 
 CHUNK = 4
 

@@ -137,7 +137,8 @@ def _grant(url: str) -> tuple[str, str]:
 def _an_old_xorb(tmp_path: Path) -> tuple[bytes, list[tuple[bytes, int]]]:
     """A xorb serve kept from the first upload, and its chunks (from its own bytes)."""
     from ocibridge.core.environment import cache_root
-    from ocibridge.hubserver import xetformat, xethash
+    from ocibridge.hubserver.xet import merkle as xethash
+    from ocibridge.hubserver.xet import shards as xetformat
 
     xorbs = cache_root() / "serve" / "staging" / "xorbs"
     path = next(p for p in sorted(xorbs.iterdir()))
@@ -153,7 +154,8 @@ def _tampered_shards(kept: tuple[bytes, list[tuple[bytes, int]]]) -> list[bytes]
     and with the chunk's true Xet hash but a SHA-256 of other bytes."""
     import struct
 
-    from ocibridge.hubserver import xetformat, xethash
+    from ocibridge.hubserver.xet import merkle as xethash
+    from ocibridge.hubserver.xet import shards as xetformat
 
     xorb, chunks = kept
     chunk, size = chunks[0]
@@ -209,11 +211,12 @@ def test_chunks_of_a_dropped_xorb_are_read_back_checked(tmp_path):
     checked against the hash the xorb had: a wrong place is refused, never written."""
     import struct
 
-    from ocibridge.hubserver import xetformat, xethash
-    from ocibridge.hubserver.staging import Staging
-    from ocibridge.hubserver.xet import Grants
-    from ocibridge.hubserver.xetdedupe import Dedupe
-    from ocibridge.hubserver.xetupload import XetUpload
+    from ocibridge.hubserver.access import Signer as Grants
+    from ocibridge.hubserver.uploads.staging import Staging
+    from ocibridge.hubserver.xet import merkle as xethash
+    from ocibridge.hubserver.xet import shards as xetformat
+    from ocibridge.hubserver.xet.dedupe import Dedupe
+    from ocibridge.hubserver.xet.upload import XetUpload
 
     staging = Staging(tmp_path / "staging")
     up = XetUpload(staging, Grants([]), lambda request: "", dedupe=Dedupe(tmp_path / "staging" / "xorbs",

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from ocibridge.core.environment import cache_root
-from ocibridge.hubserver import xetformat, xethash
-from ocibridge.hubserver.staging import Staging
+from ocibridge.hubserver.uploads.staging import Staging
+from ocibridge.hubserver.xet import merkle as xethash
+from ocibridge.hubserver.xet import shards as xetformat
 from tests.serving import serving
 
 hf_xet = pytest.importorskip("hf_xet")
@@ -174,8 +175,8 @@ def test_global_dedupe_answers_none(served):
 
 def test_kept_xorbs_stay_within_their_budget(tmp_path):
     """Past the budget the least recently used xorbs go, never the one just kept."""
-    from ocibridge.hubserver.xet import Grants
-    from ocibridge.hubserver.xetupload import XetUpload
+    from ocibridge.hubserver.access import Signer as Grants
+    from ocibridge.hubserver.xet.upload import XetUpload
 
     up = XetUpload(Staging(tmp_path / "staging"), Grants([]), lambda request: "", budget=2500)
     up.xorbs.mkdir(parents=True)

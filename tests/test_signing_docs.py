@@ -32,6 +32,7 @@ def _workdir(tmp_path: Path) -> Path:
     make_model(work / "model")
     key_pair(work, "cosign")
     key_pair(work, "other")
+    key_pair(work, "p384", curve=ec.SECP384R1())  # the OMS examples' P-384 key
     secret = ec.generate_private_key(ec.SECP256R1())
     (work / "encrypted-cosign.key").write_bytes(keys.encrypt_cosign_key(secret, b"s3cret", n=4096))
     (work / "encrypted-cosign.pub").write_bytes(keys.public_pem(secret))
@@ -67,7 +68,7 @@ def test_every_example_in_signing_md_runs(tmp_path, registry):
             else:
                 assert done.returncode == 0, f"{command}\n{said}"
             ran += 1
-    assert ran >= 17
+    assert ran >= 25
     assert (work / "out").is_dir() and (work / "mirror" / "index.json").is_file()
     for block in _blocks("yaml"):
         doc = yaml.safe_load(block)

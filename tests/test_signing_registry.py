@@ -13,10 +13,10 @@ from cryptography.exceptions import InvalidSignature
 from support.faultproxy import FaultProxy, status
 
 from ocibridge.cli import main
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.mirror import load_job, run_job
 from ocibridge.oci.mediatypes import OCI_INDEX
 from ocibridge.oci.models import Index
+from ocibridge.places.locate import open_target as open_store_target
 from tests import cosign_spec
 from tests.modelgen import make_model
 from tests.signing_keys import key_pair

@@ -46,6 +46,7 @@ from ocibridge.stores.base import (
     Transactional,
     WritableStore,
 )
+from ocibridge.stores.forwarding import ForwardingReads
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.registry import open_repository
 from ocibridge.transfer.copy import copy
@@ -174,6 +175,12 @@ def pull_cache_view(tmp: Path, registry) -> Iterator[Case]:
         yield Case(cached, case.tag, case.blob, case.manifest_bytes)
 
 
+def forwarding_reads(tmp: Path, registry) -> Case:
+    """The reads a wrapping store inherits (stores/forwarding.py): the wrapped layout's, as they are."""
+    case = _layout_case(tmp)
+    return Case(ForwardingReads(case.store), case.tag, case.blob, case.manifest_bytes, case.corrupt)
+
+
 def ollama_view(tmp: Path, registry) -> Case:
     """A ModelPack artifact of a GGUF model, seen as the Ollama model it exports to."""
     model = tmp / "gguf-model"
@@ -264,6 +271,7 @@ KINDS = [
     Kind(family_view, "ConvertedStore"),
     Kind(relabel_view, "RelabelStore"),
     Kind(pull_cache_view, "CachedPullSource"),
+    Kind(forwarding_reads, "ForwardingReads"),
     Kind(ollama_view, "OllamaView"),
     Kind(staged_blobs, "StagedBlobs", resolves=False),
     Kind(cache_source, "CacheSource"),

@@ -21,8 +21,8 @@ from support.faultproxy import FaultProxy, reroute
 
 from ocibridge.cli import main
 from ocibridge.cli.parser import build_parser
-from ocibridge.kinds.locate import open_target as open_store_target
 from ocibridge.kinds.modelcar.build import SOURCE_ANNOTATION
+from ocibridge.places.locate import open_target as open_store_target
 from tests.modelgen import make_model, tree
 from tests.signing_keys import key_pair
 

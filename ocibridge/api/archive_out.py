@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ocibridge.kinds import table
-from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.oci.reference import PathReference
+from ocibridge.places.locate import Locator, Role, locate, text_of
 
 if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions

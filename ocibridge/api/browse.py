@@ -13,11 +13,11 @@ from ocibridge.api.options import TransferOptions
 from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:
-    from ocibridge.kinds.locate import Locator
     from ocibridge.lazyread.diff import FileChange as FileChange  # diff's result types, named here for the CLI
     from ocibridge.lazyread.diff import ModelDiff as ModelDiff
     from ocibridge.lazyread.model import Warn
     from ocibridge.oci.models import Descriptor
+    from ocibridge.places.locate import Locator
 
 __all__ = ["FetchedManifest", "RepositoryList", "diff", "fetch_manifest", "list_repositories"]
 
@@ -73,8 +73,8 @@ class FetchedManifest:
 def fetch_manifest(ref: str | Locator, *, transfer: TransferOptions | None = None) -> FetchedManifest:
     """The manifest (or index) ``ref`` names, byte for byte: checked against the digest ``ref``
     names, else the one the registry sends (``Docker-Content-Digest``)."""
-    from ocibridge.kinds.locate import Role, locate, text_of
-    from ocibridge.kinds.targets import open_store_target
+    from ocibridge.places.locate import Role, locate, text_of
+    from ocibridge.places.targets import open_store_target
     from ocibridge.stores.base import resolve_and_read
 
     located = locate(ref, Role.LOCAL)
@@ -90,10 +90,10 @@ def diff(old: str | Locator, new: str | Locator, *, transfer: TransferOptions | 
     safetensors file its tensors added, removed and changed: unchanged when the chunk digests
     covering a tensor agree (nothing read), else by its bytes, every byte read verified.
     ``warn``: told when a file is read whole for want of a chunk table (default: stderr)."""
-    from ocibridge.kinds.locate import Role, locate, text_of
     from ocibridge.lazyread.diff import diff_models
     from ocibridge.lazyread.model import RemoteModel, warn_stderr
     from ocibridge.oci.reference import RegistryReference
+    from ocibridge.places.locate import Role, locate, text_of
     from ocibridge.stores.base import close_store
     from ocibridge.stores.registry import open_repository
 

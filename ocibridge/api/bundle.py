@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ocibridge.api.copy import TransferOptions, verified_digest
 from ocibridge.core.fsutil import write_sliced
+from ocibridge.core.records import FieldsAsDict
 from ocibridge.errors import OcibridgeError, UsageError
-from ocibridge.kinds.locate import Role, locate, text_of
-from ocibridge.kinds.targets import closes_its_stores, default_store_path, open_store_target
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, RegistryReference
+from ocibridge.places.locate import Role, locate, text_of
+from ocibridge.places.targets import closes_its_stores, default_store_path, open_store_target
 from ocibridge.signing.attach import SignatureCompanions
 from ocibridge.stores.base import Store, is_manifest
 from ocibridge.stores.layout import LayoutStore
@@ -50,15 +51,12 @@ MAX_LISTING_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
-class BundleEntry:
+class BundleEntry(FieldsAsDict):
     """One model of a bundle: as the user named it, its tag in the bundle's layout, its digest."""
 
     reference: str
     tag: str
     digest: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"reference": self.reference, "tag": self.tag, "digest": self.digest}
 
 
 @dataclass(frozen=True)

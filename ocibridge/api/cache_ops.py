@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import OcibridgeError, UsageError
-from ocibridge.kinds.hf.locator import HubReference, parse_hub_reference
-from ocibridge.kinds.locate import Locator, Role, locate, text_of
+from ocibridge.kinds.hf.locator import HubReference, as_hub_reference
+from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def path(
             return warm
     from ocibridge.cache.models import ModelCache
 
-    hub = None if hf is None else hf if isinstance(hf, HubReference) else parse_hub_reference(hf)  # before a fetch
+    hub = None if hf is None else as_hub_reference(hf)  # before a fetch
     cache = ModelCache()
     if offline:
         if checking:
@@ -84,7 +84,7 @@ def path(
         snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
     else:
         from ocibridge.api.options import TransferOptions
-        from ocibridge.kinds.targets import open_source
+        from ocibridge.places.targets import open_source
 
         transfer = transfer or TransferOptions()
         try:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import AttestOptions, TransferOptions
 from ocibridge.errors import UsageError
-from ocibridge.kinds.locate import Locator, Role, locate
-from ocibridge.kinds.targets import closes_its_stores
+from ocibridge.places.locate import Locator, Role, locate
+from ocibridge.places.targets import closes_its_stores
 
 if TYPE_CHECKING:
     from ocibridge.kinds.conversion import ConvertResult

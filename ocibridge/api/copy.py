@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (its home before)
 from ocibridge.errors import UsageError
-from ocibridge.kinds.hf.locator import HubReference
-from ocibridge.kinds.locate import Locator, Role, locate, text_of
-from ocibridge.kinds.targets import SourceTarget, closes_its_stores, open_source, open_store_target
 from ocibridge.oci.models import Descriptor
+from ocibridge.places.locate import Locator, Role, locate, text_of
+from ocibridge.places.locators import KindPlace
+from ocibridge.places.targets import SourceTarget, closes_its_stores, open_source, open_store_target
 from ocibridge.signing.use import UsePolicy, check_before_use, refuse_before_opening
 from ocibridge.transfer.copy import Companions, CopyHooks, copy
 from ocibridge.transfer.copy import CopyStats as CopyStats  # what a result's ``stats`` is, for the command
@@ -63,7 +63,8 @@ def copy_reference(
         from ocibridge.api import evidence as evidence_api
 
         evidence = evidence_api.prepare(attest, dst_ref)
-    if verify is not None and isinstance(src_ref, HubReference):
+    if verify is not None and isinstance(src_ref, KindPlace) and not src_ref.holds_referrers \
+            and not src_ref.is_store:
         raise UsageError(f"{src_text}: --verify-key checks a store's signatures; the Hugging Face cache has none")
     refuse_before_opening(src_ref, verify, src_text)
     # hf:ORG/NAME opens as the artifact a push of it builds (its kind's opener)

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
 from ocibridge.errors import UsageError
-from ocibridge.kinds.locate import Locator, Role, locate, text_of
-from ocibridge.kinds.targets import closes_its_stores, default_store_path, open_store_target
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import LayoutReference, OllamaReference, RegistryReference
+from ocibridge.oci.reference import LayoutReference, RegistryReference
+from ocibridge.places.locate import Locator, Role, locate, text_of
+from ocibridge.places.locators import KindPlace
+from ocibridge.places.targets import closes_its_stores, default_store_path, open_store_target
 
 if TYPE_CHECKING:
     from ocibridge.signing.keys import PrivateKey
@@ -177,7 +178,7 @@ def prepare(options: AttestOptions, dest: Locator | None) -> PreparedEvidence:
     """Check ``options`` for a write to ``dest`` before anything is written. Evidence goes on
     as referrers of the manifest written: the local Ollama store keeps models, no referrers,
     so it is refused here rather than after the model is there."""
-    if isinstance(dest, OllamaReference) and not dest.remote:
+    if isinstance(dest, KindPlace) and not dest.holds_referrers:
         raise UsageError(f"--sbom and --provenance attach referrers, which {dest} cannot hold (the Ollama "
                          "store keeps models only): write to a registry or an oci: layout, then pull it into Ollama")
     if options.sbom:

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
     from ocibridge.api.policy import Verification
     from ocibridge.k8s.schemacheck import SchemaCheck
-    from ocibridge.kinds.locators import Locator
+    from ocibridge.places.locators import Locator
     from ocibridge.stores.target import StoreTarget
 
 __all__ = [
@@ -82,14 +82,14 @@ def check_runtime(text: str) -> str:
 
 def _open(located: Locator, transfer: TransferOptions | None, *, for_write: bool = False) -> StoreTarget:
     from ocibridge.api.options import TransferOptions
-    from ocibridge.kinds.targets import open_store_target
+    from ocibridge.places.targets import open_store_target
 
     options = (transfer or TransferOptions()).registry_options()
     return open_store_target(located, for_write=for_write, options=options)
 
 
 def _located(ref: str | Locator) -> Locator:
-    from ocibridge.kinds.locate import Role, locate
+    from ocibridge.places.locate import Role, locate
 
     return locate(ref, Role.MODEL)
 
@@ -120,7 +120,7 @@ def k8s_check(
     from ocibridge.k8s import check
     from ocibridge.k8s.node_policy import node_policy as node_verdict
     from ocibridge.k8s.registries_d import read_registries_d
-    from ocibridge.kinds.locate import text_of
+    from ocibridge.places.locate import text_of
     from ocibridge.signing.containers_policy import read_policy_file
 
     located = _located(ref)
@@ -157,7 +157,7 @@ def k8s_mount(
     from what was verified (``verify``, and the containers policy file that applies): check, then
     use. Every blob is read to its end through the verifying reader; the directory appears at once."""
     from ocibridge.k8s import mount
-    from ocibridge.kinds.locate import text_of
+    from ocibridge.places.locate import text_of
     from ocibridge.signing.use import check_before_use, refuse_before_opening
 
     located = _located(ref)
@@ -185,8 +185,8 @@ def k8s_modelcar(
     it pulls the image with; ``ref`` must be in a registry a cluster can pull from)."""
     from ocibridge.k8s.kserve import check_name, header, inference_service
     from ocibridge.k8s.volume import pinned_reference
-    from ocibridge.kinds.locate import text_of
     from ocibridge.kinds.modelcar.from_any import build_from_any
+    from ocibridge.places.locate import text_of
     from ocibridge.signing.coverage import Trusted
     from ocibridge.signing.use import check_before_use, refuse_before_opening
     from ocibridge.stores.registry.pull_secret import loopback_warnings, pull_secret
@@ -287,8 +287,8 @@ def k8s_prewarm(
     (registry references, each resolved once and pinned by digest) before a workload needs them:
     as image volumes where ``runtime`` has them, else as ModelCar images (``options.mode``)."""
     from ocibridge.k8s.prewarm import Model, check_selector, prewarm_daemonset
-    from ocibridge.kinds.locate import text_of
     from ocibridge.oci.reference import RegistryReference
+    from ocibridge.places.locate import text_of
     from ocibridge.stores.registry.pull_secret import loopback_warnings, pull_secret
 
     if pull_secrets.create and not pull_secrets.names:
@@ -334,8 +334,8 @@ def k8s_serve(
     writes the docker config Secret the pods read the registries with, from the stored login."""
     from pathlib import Path
 
+    from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import GRACE, parse_public_url
-    from ocibridge.hubserver.sources import RegistrySource, parse_sources
     from ocibridge.k8s.serve import ServeDeployment, header, objects
     from ocibridge.stores.registry.pull_secret import check_secret_name, loopback_warnings, pull_secret, read_ca_pem
     from ocibridge.version import __version__

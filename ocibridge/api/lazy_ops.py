@@ -10,7 +10,6 @@ from ocibridge.api.options import TransferOptions
 from ocibridge.api.policy import Verification, verification
 from ocibridge.chunks.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
-from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.lazyread.blobreader import LazySource
 from ocibridge.lazyread.model import RemoteModel, Warn, warn_stderr
 from ocibridge.lazyread.safetensors import RemoteSafetensors
@@ -18,6 +17,7 @@ from ocibridge.model.gguf_header import GGUF_MAGIC
 from ocibridge.model.gguf_tensors import RemoteGGUF
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import RegistryReference
+from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.stores.base import close_store
 
 if TYPE_CHECKING:

@@ -23,19 +23,20 @@ from ocibridge.api.auth import logout as logout
 from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
 from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, verified_digest, wire_counts
-from ocibridge.api.options import AttestOptions, PushOptions, SignOptions, push_options
+from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, pull_options, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.errors import NotFound, UsageError
 from ocibridge.kinds import door
-from ocibridge.kinds.door import exports_quietly as exports_quietly  # pull's progress: the command asks first
-from ocibridge.kinds.locate import Locator as Locator
-from ocibridge.kinds.locate import Role as Role  # the command locates a pull's destination once, for that
-from ocibridge.kinds.locate import locate as locate
-from ocibridge.kinds.locate import on_registry, text_of
-from ocibridge.kinds.targets import (
+from ocibridge.model.extract import resolve_model
+from ocibridge.model.inspect import inspect as inspect_artifact
+from ocibridge.oci.models import Descriptor
+from ocibridge.oci.reference import LayoutReference, PathReference
+from ocibridge.places.locate import Locator as Locator  # the type of what the calls take besides a text
+from ocibridge.places.locate import Role, locate, on_registry, text_of
+from ocibridge.places.targets import (
     StoreTarget,
     closes_its_stores,
     default_store_path,
@@ -43,10 +44,6 @@ from ocibridge.kinds.targets import (
     open_source,
     open_store_target,
 )
-from ocibridge.model.extract import resolve_model
-from ocibridge.model.inspect import inspect as inspect_artifact
-from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import LayoutReference, PathReference
 from ocibridge.signing.use import as_use_policy, refuse_before_opening
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyHooks, copy
@@ -130,7 +127,7 @@ def _say_path_wins(source: str) -> None:
     """A push reads an existing path even when the local store holds a model of that name:
     said, since every other command would read the stored model."""
     from ocibridge.core import notices
-    from ocibridge.kinds.targets import local_store_reference
+    from ocibridge.places.targets import local_store_reference
 
     held = local_store_reference(source)
     if held is not None:
@@ -297,23 +294,37 @@ def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, t
     return result
 
 
+@dataclasses.dataclass(frozen=True)
+class PullDestination:
+    """Where a pull writes, located once (pass it to :func:`pull` as ``dest``), and whether a
+    pull there reports progress (exports into an archive or the Ollama store report none yet)."""
+
+    locator: Locator
+    shows_progress: bool
+
+
+def pull_destination(dest: str | Locator, format: str | None = None) -> PullDestination:
+    """What a caller asks before drawing a bar for :func:`pull` into ``dest``."""
+    located = locate(dest, Role.OUTPUT)
+    return PullDestination(located, not door.exports_quietly(located, format))
+
+
 @closes_its_stores
 def pull(
     src: str | Locator,
-    dest: str | Locator,
+    dest: str | Locator | PullDestination,
     *,
-    format: str | None = None,
+    options: PullOptions | None = None,
     transfer: TransferOptions | None = None,
     progress: ProgressFn | None = None,
     verify: Verification | None = None,
-    include: Sequence[str] = (),
-    exclude: Sequence[str] = (),
-    on_existing: OnExisting | str = OnExisting.REFUSE,
-    with_signatures: bool = False,
-    with_attestations: bool = False,
+    **deprecated: Any,
 ) -> PullResult:
     """Bring an artifact back: into a directory, an archive (.carton/.mlarchive), an Ollama
     store, or another store (which is a copy). With ``verify``, only a signed one.
+    ``options`` (:class:`PullOptions`): what is written there; ``transfer``: how registries are
+    reached. Pull's former keyword arguments (``format=``, ``include=``, ...) still set the
+    fields of ``options`` of the same name, with a DeprecationWarning, for one release.
 
     ``with_signatures`` (into a directory): the artifact's OMS signature, chosen (and, with
     ``verify``, verified) before anything is written, goes beside the files as ``model.sig``
@@ -324,12 +335,17 @@ def pull(
     Into a directory: ``include``/``exclude`` globs pick the files (unselected raw layers are
     not fetched); a file already there with other content is refused (``on_existing="refuse"``,
     nothing written), replaced (``"overwrite"``) or kept (``"keep"``)."""
+    pulling = pull_options(options, deprecated)
+    format, on_existing = pulling.format, pulling.on_existing
+    with_signatures, with_attestations = pulling.with_signatures, pulling.with_attestations
     transfer = transfer or TransferOptions()
-    options = transfer.registry_options()
+    registry = transfer.registry_options()
+    if isinstance(dest, PullDestination):  # located by pull_destination
+        dest = dest.locator
     src_ref, dest_ref = locate(src, Role.MODEL), locate(dest, Role.OUTPUT)  # located once each, here
     dest = text_of(dest_ref)
     fmt = door.destination_format(dest_ref, format)
-    select = PathFilter.of(include, exclude)
+    select = PathFilter.of(pulling.include, pulling.exclude)
     if with_signatures and (fmt is None or fmt.name != "directory"):
         raise UsageError(f"--with-signatures writes model.sig beside pulled files, not into {dest}")
     if with_attestations and (fmt is None or fmt.name != "directory"):
@@ -342,7 +358,7 @@ def pull(
     if not fmt.picks_files:
         _whole_artifact_only(select, dest)
     refuse_before_opening(src_ref, verify, text_of(src_ref))
-    source = open_source(src_ref, options=options)
+    source = open_source(src_ref, options=registry)
     source.reference = verified_digest(source, verify, text_of(src_ref), src_ref, files_only=True)  # check, then use
     oms = None
     if with_signatures:
@@ -369,7 +385,7 @@ def pull(
         # would convert it, so its files can be pulled.
         from ocibridge.model.builder import build
 
-        reading = door.ReadRequest(registry_options=options)
+        reading = door.ReadRequest(registry_options=registry)
         artifact = build(conversion.format.read_artifact(source.store, conversion.reference, reading))
         store, desc = artifact, artifact.descriptor
     elif conversion is not None:  # into the format's own kind (Ollama to Ollama): as it is
@@ -383,7 +399,7 @@ def pull(
         named = examined.model.desc.digest
     else:  # no model of a known family: read as it is, a plain OCI artifact of files
         store, desc = source.store, resolve_model(source.store, source.reference)
-    request = door.ExportRequest(options, transfer.concurrency, progress, select, OnExisting(on_existing),
+    request = door.ExportRequest(registry, transfer.concurrency, progress, select, OnExisting(on_existing),
                                  dest_ref)
     pulled = fmt.export(store, desc, dest, request)
     if oms is not None:

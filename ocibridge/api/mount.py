@@ -21,17 +21,17 @@ from ocibridge.api.lazy_ops import LazyModel, open_model
 from ocibridge.api.options import TransferOptions
 from ocibridge.api.policy import Verification
 from ocibridge.errors import OcibridgeError
-from ocibridge.kinds.locate import Locator
 from ocibridge.lazymount.build import Scratch, build_tree
 from ocibridge.lazymount.ops import ModelFS
-from ocibridge.lazymount.process import start, stderr_handed_back
+from ocibridge.lazymount.process import read_request, start, stderr_handed_back
 from ocibridge.lazymount.session import MountSession, fuse_binding
 from ocibridge.lazymount.table import clear_dead_mount, is_mounted, unmount_directory
 from ocibridge.lazymount.tree import LazyFile
 from ocibridge.lazyread.model import Warn, warn_stderr
+from ocibridge.places.locate import Locator
 
-#: the command of a mount's own process (``python -m ocibridge.lazymount``)
-MOUNT_PROCESS = [sys.executable, "-m", "ocibridge.lazymount"]
+#: the command of a mount's own process: this module, run (its ``__main__`` below)
+MOUNT_PROCESS = [sys.executable, "-m", "ocibridge.api.mount"]
 #: how long ``Mounted.unmount`` waits for the mount's process to end once unmounted
 END_SECONDS = 30
 
@@ -137,3 +137,29 @@ def unmount(directory: str | os.PathLike[str]) -> None:
     if not is_mounted(where):
         raise OcibridgeError(f"{where} is not mounted")
     unmount_directory(where)
+
+
+def _serve_request() -> int:
+    """The mount's own process (``python -m ocibridge.api.mount``): it reads its request on
+    stdin (``lazymount.process``) and serves it until unmounted; a failure is one line."""
+    try:
+        request = read_request()
+        if not isinstance(request, MountRequest):
+            raise OcibridgeError("python -m ocibridge.api.mount is started by ocibridge.mount, not by hand")
+        serve_mount(request.ref, request.directory, transfer=request.transfer, verify=request.verify,
+                    allow_other=request.allow_other)
+    except OcibridgeError as e:
+        print(f"ocibridge: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"ocibridge: error: {e.filename + ': ' if e.filename else ''}{e.strerror or e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # the class a request is unpickled to is the imported module's: ask it
+    from ocibridge.api import mount as _imported
+
+    sys.exit(_imported._serve_request())

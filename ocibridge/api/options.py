@@ -1,7 +1,7 @@
 """The options of the calls that write a model, as values grouped by concern instead of long
 keyword lists (oras-go's ``CopyOptions``): how to reach registries (:class:`TransferOptions`),
-what a push builds (:class:`PushOptions`), the signature a push adds to what it wrote
-(:class:`SignOptions`) and the evidence a push, copy or convert attaches
+what a push builds (:class:`PushOptions`), what a pull writes (:class:`PullOptions`), the
+signature a push adds to what it wrote (:class:`SignOptions`) and the evidence a push, copy or convert attaches
 (:class:`AttestOptions`). Shared by push, pull, copy and convert; loads no kind, no builder and
 no signing code (``ocibridge copy`` imports this module)."""
 
@@ -12,8 +12,9 @@ import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ocibridge.core.overwrite import OnExisting
 from ocibridge.transfer.copy import DEFAULT_CONCURRENCY
 
 if TYPE_CHECKING:
@@ -41,14 +42,12 @@ class TransferOptions:
     limit_rate: int | None = None  # bytes per second over every transfer
 
     def registry_options(self) -> RegistryOptions:
-        """What every registry store opened with these options is given (one typed value)."""
+        """What every registry store opened with these options is given (one typed value): every
+        field but ``concurrency`` is a field of :class:`RegistryOptions` of the same name and meaning."""
         from ocibridge.stores.registry.options import RegistryOptions
 
-        return RegistryOptions(
-            authfile=self.authfile, plain_http=self.plain_http, insecure=self.insecure,
-            ca_file=self.ca_file, username=self.username, password=self.password,
-            chunk_size=self.chunk_size, part_size=self.part_size,
-            parts_in_flight=self.parts_in_flight, limit_rate=self.limit_rate)
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "concurrency"}
+        return RegistryOptions(**shared)
 
 
 @dataclass(frozen=True)
@@ -81,6 +80,25 @@ class PushOptions:
     chunk_threshold: int | None = None
     chunk_size: int | None = None
     oms_signature: str | os.PathLike[str] | None = None
+
+
+@dataclass(frozen=True)
+class PullOptions:
+    """What ``pull`` writes at its destination.
+
+    ``format``: the destination's format (default: by extension, else a directory);
+    ``include``/``exclude``: globs picking the files pulled into a directory (unselected raw
+    layers are not fetched); ``on_existing``: a file already there with other content is refused
+    (``"refuse"``, nothing written), replaced (``"overwrite"``) or kept (``"keep"``);
+    ``with_signatures``: the artifact's OMS signature goes beside the files as ``model.sig``;
+    ``with_attestations``: its attestations and evidence go under ``.ocibridge/attestations/``."""
+
+    format: str | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    on_existing: OnExisting | str = OnExisting.REFUSE
+    with_signatures: bool = False
+    with_attestations: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,23 +150,41 @@ DEPRECATED_PUSH_KEYWORDS = {
 }
 
 
-def push_options(options: PushOptions | None, keywords: Mapping[str, Any]) -> PushOptions:
-    """``options`` with push's old keyword arguments applied, each warned about by the field
+#: pull's keyword arguments before PullOptions (one release more, with a DeprecationWarning)
+DEPRECATED_PULL_KEYWORDS = {name: name for name in (
+    "format", "include", "exclude", "on_existing", "with_signatures", "with_attestations")}
+
+_Options = TypeVar("_Options", PushOptions, PullOptions)
+
+
+def _with_old_keywords(call: str, options: _Options, table: Mapping[str, str],
+                       keywords: Mapping[str, Any]) -> _Options:
+    """``options`` with a call's old keyword arguments applied, each warned about by the field
     that replaces it; an unknown keyword is the TypeError Python raises for one."""
-    unknown = sorted(set(keywords) - set(DEPRECATED_PUSH_KEYWORDS))
+    unknown = sorted(set(keywords) - set(table))
     if unknown:
-        raise TypeError(f"push() got an unexpected keyword argument {unknown[0]!r}")
+        raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}")
     changes: dict[str, Any] = {}
     for name, value in keywords.items():
-        wanted = DEPRECATED_PUSH_KEYWORDS[name]
-        warnings.warn(f"push({name}=...) is deprecated: pass options=PushOptions({wanted}=...)",
-                      DeprecationWarning, stacklevel=4)  # this, push, its store-closing wrapper: the caller
-        if name in ("kind_overrides", "excludes"):
+        wanted = table[name]
+        warnings.warn(f"{call}({name}=...) is deprecated: pass options={type(options).__name__}({wanted}=...)",
+                      DeprecationWarning, stacklevel=5)  # this, push_options, push, its wrapper: the caller
+        if name in ("kind_overrides", "excludes", "include", "exclude"):
             value = tuple(tuple(v) if name == "kind_overrides" else v for v in value)
         elif name == "overrides":
             value = dict(value or {})
         changes[wanted] = value
-    return dataclasses.replace(options or PushOptions(), **changes)
+    return dataclasses.replace(options, **changes)
+
+
+def push_options(options: PushOptions | None, keywords: Mapping[str, Any]) -> PushOptions:
+    """``options`` with push's old keyword arguments applied (see :data:`DEPRECATED_PUSH_KEYWORDS`)."""
+    return _with_old_keywords("push", options or PushOptions(), DEPRECATED_PUSH_KEYWORDS, keywords)
+
+
+def pull_options(options: PullOptions | None, keywords: Mapping[str, Any]) -> PullOptions:
+    """``options`` with pull's old keyword arguments applied (see :data:`DEPRECATED_PULL_KEYWORDS`)."""
+    return _with_old_keywords("pull", options or PullOptions(), DEPRECATED_PULL_KEYWORDS, keywords)
 
 
 def created_time(text: str) -> str:

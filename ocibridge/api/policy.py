@@ -20,8 +20,8 @@ from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
-    from ocibridge.kinds.locators import Locator
     from ocibridge.oci.models import Descriptor
+    from ocibridge.places.locators import Locator
     from ocibridge.signing.containers_policy import Decision, Requirement, UsePolicy
     from ocibridge.signing.verify import VerifyPolicy
 
@@ -98,7 +98,7 @@ def check_policy(reference: str | Locator, policy: str | os.PathLike[str] | None
     return the verdict instead of refusing. Signatures are fetched only for a ``sigstoreSigned``
     requirement, and only when no other requirement of the scope refuses already. A policy
     file that cannot be read raises (:class:`ocibridge.errors.UsageError`), as pull does."""
-    from ocibridge.kinds.locate import Role, locate, text_of
+    from ocibridge.places.locate import Role, locate, text_of
     from ocibridge.signing.containers_policy import SIGSTORE_SIGNED, UsePolicy
     from ocibridge.signing.use import decision_for, scope_of
 
@@ -142,7 +142,7 @@ def _refused_early(decision: Decision, requirement: Requirement, name: str) -> s
 def _subject(located: Locator, transfer: TransferOptions | None) -> tuple[Any, Descriptor]:
     """The store ``located`` names and the manifest its reference resolves to."""
     from ocibridge.api.options import TransferOptions
-    from ocibridge.kinds.targets import open_store_target
+    from ocibridge.places.targets import open_store_target
 
     target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
     return target.store, target.store.resolve(target.reference)

@@ -15,21 +15,21 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.hubserver import XET_MIN_SIZE as XET_MIN_SIZE
-from ocibridge.hubserver.partpolicy import MULTIPART_MIN as _MULTIPART_MIN
-from ocibridge.hubserver.partpolicy import PART_SIZE as _PART_SIZE
 from ocibridge.hubserver.server import read_tokens as read_tokens
-from ocibridge.hubserver.staging import ABANDONED_SECONDS as _STAGING_EXPIRY
-from ocibridge.hubserver.staging import BUDGET as _STAGING_BUDGET
+from ocibridge.hubserver.settings import MULTIPART_MIN as _MULTIPART_MIN
+from ocibridge.hubserver.settings import PART_SIZE as _PART_SIZE
+from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS as _STAGING_EXPIRY
+from ocibridge.hubserver.uploads.staging import BUDGET as _STAGING_BUDGET
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import Verification
-    from ocibridge.hubserver.commits import Publish
-    from ocibridge.hubserver.publishevidence import Evidence
     from ocibridge.hubserver.server import ServerSettings
     from ocibridge.hubserver.web.history import Diff
+    from ocibridge.hubserver.writes.commits import Publish
+    from ocibridge.hubserver.writes.evidence import Evidence
     from ocibridge.lazyread.diff import ModelDiff
     from ocibridge.oci.reference import LayoutReference, RegistryReference
 
@@ -83,7 +83,7 @@ def create_app(
     ``sign`` and ``attest`` (what ``push`` takes): every commit published through the write
     API is signed and given its AI-BOM and provenance (naming its parent commit and uploader)
     before its branch's tag moves; a commit whose evidence fails is refused, the tag left where
-    it was (hubserver/publishevidence.py). The keys are loaded here."""
+    it was (hubserver/writes/evidence.py). The keys are loaded here."""
     _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3")  # Xet uploads; the web pages
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify, _evidence(sign, attest))[0]
 
@@ -107,7 +107,7 @@ def serve(
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
     app, settings = _app(sources, options or ServeOptions(), listening, transfer, verify, _evidence(sign, attest))
-    if any(grant.write for grant in app.state.serve.publisher.grants):  # it may be asked to commit
+    if any(grant.write for grant in app.state.serve.gate.grants):  # it may be asked to commit
         threading.Thread(target=_load_push, name="load-push", daemon=True).start()
     run(app, settings)
 
@@ -134,8 +134,8 @@ def _publisher(transfer: TransferOptions, evidence: Evidence | None) -> Publish:
         options = PushOptions(build=BuildOptions(annotations=dict(annotations)))
         if evidence is None:
             return push(str(directory), dest, options=options, transfer=transfer).descriptor.digest
-        from ocibridge.hubserver import publishevidence
-        from ocibridge.kinds.targets import open_store_target
+        from ocibridge.hubserver.writes import evidence as publishevidence
+        from ocibridge.places.targets import open_store_target
         from ocibridge.stores.opened import closing_opened_stores
 
         where = publishevidence.untagged(dest)
@@ -155,7 +155,7 @@ def _evidence(sign: SignOptions | None, attest: AttestOptions | None) -> Evidenc
         return None
     from ocibridge.api.evidence import prepare
     from ocibridge.api.signing import sign_forms
-    from ocibridge.hubserver.publishevidence import Evidence
+    from ocibridge.hubserver.writes.evidence import Evidence
     from ocibridge.signing import keys
 
     found: dict[str, Any] = {}
@@ -206,8 +206,9 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     """The application and what its server is built from; the options are checked before a
     source is located, the policy file read once they are."""
     from ocibridge.api.options import TransferOptions
+    from ocibridge.hubserver.reading.catalog import Catalog
+    from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
-    from ocibridge.hubserver.sources import Catalog, RegistrySource, parse_sources
     from ocibridge.signing.containers_policy import UsePolicy, find_policy_file, read_policy_file
 
     transfer = transfer or TransferOptions()

@@ -22,12 +22,13 @@ from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
-    from ocibridge.kinds.locators import Locator
+    from ocibridge.places.locators import Locator
     from ocibridge.signing.verify import Verified, VerifyPolicy
     from ocibridge.stores.target import StoreTarget
 
-__all__ = ["SIGN_FORMS", "SIGN_FORM_CHOICES", "KeygenResult", "SignOptions", "SignResult", "VerifiedSignature",
-           "VerifyDirResult", "VerifyOptions", "VerifyResult", "keygen", "sign", "verify", "verify_dir"]
+__all__ = ["OMS_HASHES", "SIGN_FORMS", "SIGN_FORM_CHOICES", "KeygenResult", "SignOptions", "SignResult",
+           "VerifiedSignature", "VerifyDirResult", "VerifyOptions", "VerifyResult", "keygen", "sign", "verify",
+           "verify_dir"]
 
 #: The forms :func:`sign` makes: cosign's ``.sig`` tag, a sigstore bundle referrer, an OpenSSF
 #: model signature (the model's file list, as a referrer).
@@ -35,6 +36,8 @@ SIGN_FORMS = ("classic", "bundle", "oms")
 #: What ``form=`` (and ``sign --form``) takes: a form, ``both`` (classic and bundle) or ``all``.
 SIGN_FORM_CHOICES = (*SIGN_FORMS, "both", "all")
 _GROUPS = {"both": ("classic", "bundle"), "all": SIGN_FORMS}
+#: The file hashes of an OMS signature (the OMS algorithm registry; signing/oms.py HASH_TYPES).
+OMS_HASHES = ("sha256", "blake2b", "blake3")
 
 
 # -- sign ---------------------------------------------------------------------------------------
@@ -67,23 +70,31 @@ def sign_forms(form: str | Sequence[str]) -> tuple[str, ...]:
 
 @closes_its_stores
 def sign(reference: str | Locator, options: SignOptions, *, form: str | Sequence[str] | None = None,
-         transfer: TransferOptions | None = None) -> SignResult:
+         transfer: TransferOptions | None = None, oms_hash: str = "sha256",
+         oms_shard_size: int | None = None) -> SignResult:
     """Sign the manifest ``reference`` names, in each ``form`` (default: ``options.forms``;
     ``both``: the cosign ``.sig`` tag and the sigstore bundle referrer; ``oms``: an OpenSSF model
-    signature; ``all``), and put the
-    signatures beside it in its store. Signatures are deterministic (RFC 6979): signing again
-    with the same key writes nothing. Raises :class:`ocibridge.errors.SignatureError` for a key
-    that cannot be used (wrong password, not P-256)."""
+    signature; ``all``), and put the signatures beside it in its store. The OMS form hashes
+    whole files with SHA-256 (the manifest's layer digests: no weight byte is read) unless ``oms_hash`` names blake2b or
+    blake3 or ``oms_shard_size`` asks for shards of that many bytes (every blob read once).
+    Signatures are deterministic (RFC 6979): signing again with the same key writes nothing.
+    Raises :class:`ocibridge.errors.SignatureError` for a key that cannot be used (wrong
+    password; not P-256, or for ``oms`` alone P-384 or P-521)."""
     from ocibridge.signing import keys
+    from ocibridge.signing.oms import Hashing
     from ocibridge.signing.sign import SignOptions as Signing
     from ocibridge.signing.sign import sign_artifact
 
     forms: Any = sign_forms(options.forms if form is None else form)
+    hashing = Hashing(oms_hash, oms_shard_size)
+    if "oms" not in forms and hashing != Hashing():
+        raise UsageError("--oms-hash and --oms-shard-size shape the OMS form only (--form oms or all)")
     password = options.password.encode() if isinstance(options.password, str) else options.password
-    key = keys.load_private_key(options.key, password)
+    key = keys.load_private_key(options.key, password, any_curve=forms == ("oms",))
     target, name = _open(reference, transfer)
     subject = target.store.resolve(target.reference)
-    signing = Signing(identity=options.identity or target.store.describe(), claims=dict(options.claims), forms=forms)
+    signing = Signing(identity=options.identity or target.store.describe(), claims=dict(options.claims), forms=forms,
+                      oms_hashing=hashing)
     done = sign_artifact(target.store, subject, key, signing)
     return SignResult(name, done.digest, dict(done.written), tuple(done.unchanged))
 
@@ -91,8 +102,8 @@ def sign(reference: str | Locator, options: SignOptions, *, form: str | Sequence
 def _open(reference: str | os.PathLike[str] | Locator, transfer: TransferOptions | None) -> tuple[StoreTarget, str]:
     """The store and reference an artifact's text names, and that text (for messages)."""
     from ocibridge.api.options import TransferOptions
-    from ocibridge.kinds.locate import Role, locate, text_of
-    from ocibridge.kinds.targets import open_store_target
+    from ocibridge.places.locate import Role, locate, text_of
+    from ocibridge.places.targets import open_store_target
 
     located = locate(os.fspath(reference) if isinstance(reference, os.PathLike) else reference, Role.MODEL)
     name = reference if isinstance(reference, str) else text_of(located)
@@ -215,13 +226,17 @@ class VerifyDirResult:
 
 
 def verify_dir(path: str | os.PathLike[str], keys: Sequence[str | os.PathLike[str]], *,
-               signature: str | os.PathLike[str] | None = None) -> VerifyDirResult:
-    """Verify a directory of model files (a pull, a snapshot of the model cache) against an
-    OpenSSF model signature (``signature``; None: ``PATH/model.sig``, where pull puts it) by one
-    of the public ``keys``: an extra, missing or changed file refuses it. Raises
+               signature: str | os.PathLike[str] | None = None, ignore_paths: Sequence[str | os.PathLike[str]] = (),
+               ignore_unsigned_files: bool = False) -> VerifyDirResult:
+    """Verify a directory of model files (a pull, a snapshot of the model cache), or the one
+    file of a single-file model, against an OpenSSF model signature (``signature``; None:
+    ``PATH/model.sig``, where pull puts it) by one of the public ``keys``: an extra, missing or
+    changed file refuses it. ``ignore_paths``: paths in the directory (relative to it, or
+    absolute inside it) left out besides those the signature ignores; ``ignore_unsigned_files``:
+    files the signature does not list are let be (every listed one is still checked). Raises
     :class:`ocibridge.errors.SignatureError` (``PATH: refused: why``)."""
     from ocibridge.signing.oms import SIGNATURE_FILE
-    from ocibridge.signing.omsdir import verify_directory
+    from ocibridge.signing.omsdir import DirectoryCheck, verify_directory
     from ocibridge.signing.verify import VerifyPolicy
 
     policy = VerifyPolicy.from_files([os.fspath(k) for k in keys])
@@ -229,8 +244,27 @@ def verify_dir(path: str | os.PathLike[str], keys: Sequence[str | os.PathLike[st
     where = Path(signature) if signature is not None else root / SIGNATURE_FILE
     if signature is None and not where.is_file():
         raise UsageError(f"{os.fspath(path)} holds no {SIGNATURE_FILE}: pass --signature FILE")
-    verified, statement = verify_directory(root, where, policy)
-    return VerifyDirResult(os.fspath(path), verified.signer, statement.name, len(statement.files))
+    check = DirectoryCheck(tuple(_inside(root, p) for p in ignore_paths), ignore_unsigned_files)
+    verified, statement = verify_directory(root, where, policy, check)
+    return VerifyDirResult(os.fspath(path), verified.signer, statement.name, len(statement.paths))
+
+
+def _inside(root: Path, ignored: str | os.PathLike[str]) -> str:
+    """An ignore path as a POSIX path relative to ``root``: relative ones are taken from the
+    model root (as the OMS specification matches them), absolute ones must lie inside it."""
+    from ocibridge.core.fsutil import safe_relpath
+    from ocibridge.errors import UnsafePath
+
+    given = Path(ignored)
+    if given.is_absolute():
+        try:
+            given = given.resolve().relative_to(root.resolve())
+        except ValueError:
+            raise UsageError(f"--ignore-paths {os.fspath(ignored)}: not inside {os.fspath(root)}") from None
+    try:
+        return safe_relpath(given.as_posix(), "--ignore-paths")
+    except UnsafePath as e:
+        raise UsageError(str(e)) from None
 
 
 # -- keygen -------------------------------------------------------------------------------------

@@ -19,15 +19,6 @@ from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError, UsageError
-from ocibridge.kinds.locate import Locator, Role, locate, text_of
-from ocibridge.kinds.targets import (
-    StoreTarget,
-    closes_its_stores,
-    default_store_path,
-    is_local_name,
-    open_store_target,
-    rewrite_if_local,
-)
 from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, is_draft
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
@@ -35,8 +26,17 @@ from ocibridge.oci.mediatypes import family_of_artifact as _family_of
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import (
     LayoutReference,
-    OllamaReference,
     RegistryReference,
+)
+from ocibridge.places.locate import Locator, Role, locate, text_of
+from ocibridge.places.locators import KindPlace
+from ocibridge.places.targets import (
+    StoreTarget,
+    closes_its_stores,
+    default_store_path,
+    is_local_name,
+    open_store_target,
+    rewrite_if_local,
 )
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
@@ -75,7 +75,7 @@ class DeletesManifests(Protocol):
 
 
 def store_reference(ref: str | Locator | None, role: Role = Role.LOCAL) -> Locator:
-    """``ref`` located once (kinds/locate.py): None is the local store, a bare NAME[:TAG] a model
+    """``ref`` located once (places/locate.py): None is the local store, a bare NAME[:TAG] a model
     it holds, a directory holding a layout that layout."""
     if ref is None:
         return LayoutReference(str(default_store_path()), written=f"oci:{default_store_path()}")
@@ -86,7 +86,7 @@ def nearest_local_names(text: str) -> list[str]:
     """For a bare ``NAME[:TAG]`` that the local store does not hold (and so was looked for on
     docker.io, as Docker does): the local store's names nearest to it; empty for any other
     text, or when the store holds nothing."""
-    from ocibridge.kinds.targets import default_store_path, local_store_reference
+    from ocibridge.places.targets import default_store_path, local_store_reference
     from ocibridge.stores.local_names import nearest_names, split_local_name
 
     if split_local_name(text) is None or not (default_store_path() / LAYOUT_FILE).is_file():
@@ -502,8 +502,8 @@ def repository_text(ref: Locator) -> str:
         return f"oci:{ref.path}"
     if isinstance(ref, RegistryReference):
         return f"{ref.registry}/{ref.repository}"
-    if isinstance(ref, OllamaReference):
-        return ("ollama://" if ref.remote else "ollama:") + ref.name.display_model
+    if isinstance(ref, KindPlace):
+        return ref.repository_text
     return ref.text
 
 

@@ -19,7 +19,7 @@ from ocibridge.oci.reference import RegistryReference, Written
 
 def warm_path(ref: Written, *, offline: bool, include: Sequence[str] = (),
               exclude: Sequence[str] = ()) -> Path | None:
-    """The snapshot directory of ``ref`` (located: kinds/locate.py) if the cache can answer
+    """The snapshot directory of ``ref`` (located: places/locate.py) if the cache can answer
     now, else None."""
     root = model_cache_root()
     try:

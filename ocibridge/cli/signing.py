@@ -66,13 +66,22 @@ def register(command: CommandAdder) -> None:
                         "model signing: the file list, as a referrer) or all three")
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="signed claim (repeatable)")
+    p.add_argument("--oms-hash", choices=signing_api.OMS_HASHES, default="sha256",
+                   help="OMS form: the file hash (default sha256: no weight byte is read; blake2b and blake3 "
+                        "read every file)")
+    p.add_argument("--oms-shard-size", type=int, metavar="BYTES", default=None,
+                   help="OMS form: hash each file in shards of BYTES (the spec's default is 1000000000)")
     _named_as(p, "repository name to sign as (default: where REF is)")
 
     p = command("verify-dir", cmd_verify_dir)
-    p.add_argument("dir", metavar="DIR")
+    p.add_argument("dir", metavar="DIR", help="the model: a directory, or the one file of a single-file model")
     p.add_argument("--signature", metavar="FILE", help="the OMS signature (model_signing's model.sig; "
                    "default: DIR/model.sig, where pull puts it)")
     p.add_argument("--key", action="append", required=True, metavar="PUB", help="public key (PEM; repeatable)")
+    p.add_argument("--ignore-paths", action="append", default=[], metavar="PATH",
+                   help="leave this path of DIR out (relative to DIR, or absolute inside it; repeatable)")
+    p.add_argument("--ignore-unsigned-files", action="store_true",
+                   help="let files the signature does not list be (the listed ones are all still checked)")
 
     p = command("verify", cmd_verify)
     p.add_argument("ref", metavar="REF", help="artifact reference, or a file with --bundle")
@@ -101,7 +110,8 @@ def register(command: CommandAdder) -> None:
 def cmd_sign(args: argparse.Namespace) -> int:
     claims = key_values(args.annotation)  # usage mistakes first, before any key or store is opened
     options = signing_api.SignOptions(key=args.key, identity=args.identity, claims=claims)
-    result = signing_api.sign(args.ref, options, form=args.form, transfer=transfer_options(args))
+    result = signing_api.sign(args.ref, options, form=args.form, transfer=transfer_options(args),
+                              oms_hash=args.oms_hash, oms_shard_size=args.oms_shard_size)
     where = ", ".join(f"{form}: {place}" for form, place in result.written.items())
     same = f" (already there: {', '.join(result.unchanged)})" if result.unchanged else ""
     _emit(args, result.as_dict(), f"signed {args.ref} ({result.digest})\n  {where}{same}")
@@ -154,7 +164,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_dir(args: argparse.Namespace) -> int:
-    result = signing_api.verify_dir(args.dir, args.key, signature=args.signature or None)
+    result = signing_api.verify_dir(args.dir, args.key, signature=args.signature or None,
+                                    ignore_paths=args.ignore_paths, ignore_unsigned_files=args.ignore_unsigned_files)
     _emit(args, result.as_dict(),
           f"verified {args.dir}: {result.files} file(s) signed by {result.signer} (OMS)")
     return 0

@@ -124,16 +124,18 @@ def cmd_pull(args: argparse.Namespace) -> int:
     if (args.dest is None) == (args.output is None):
         raise UsageError("pull needs one destination: DEST or -o/--output DIR")
     args.dest = args.dest or args.output
-    dest = api.locate(args.dest, api.Role.OUTPUT)  # the edge: once (SRC: by the API)
+    dest = api.pull_destination(args.dest, args.format)  # the edge: located once (SRC: by the API)
     # exports into an archive or the Ollama store report no progress (yet): no frozen bar
-    export = api.exports_quietly(dest, args.format)
+    export = not dest.shows_progress
     bar = choose_progress(args.progress, "pull", quiet=args.quiet, machine_output=args.json or export)
     on_existing = "overwrite" if args.overwrite else "keep" if args.keep_old_files else "refuse"
     try:
-        result = api.pull(args.src, dest, format=args.format, transfer=transfer_options(args), progress=bar,
-                          verify=policy_from_args(args), include=args.include, exclude=args.pull_exclude,
-                          on_existing=on_existing, with_signatures=args.with_signatures,
-                          with_attestations=args.with_attestations)
+        wanted = api_options.PullOptions(format=args.format, include=tuple(args.include),
+                                         exclude=tuple(args.pull_exclude), on_existing=on_existing,
+                                         with_signatures=args.with_signatures,
+                                         with_attestations=args.with_attestations)
+        result = api.pull(args.src, dest, options=wanted, transfer=transfer_options(args), progress=bar,
+                          verify=policy_from_args(args))
     finally:
         if bar:
             bar.close()

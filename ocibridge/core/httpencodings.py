@@ -12,8 +12,7 @@ from collections.abc import Callable
 
 import zstandard
 
-from ocibridge.core.streams import Reader, gunzip, unzstd
-from ocibridge.oci.digest import CHUNK
+from ocibridge.core.streams import CHUNK, Reader, gunzip, unzstd
 
 ACCEPT_ENCODING = "zstd, br, gzip, deflate"
 

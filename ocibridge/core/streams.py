@@ -10,6 +10,10 @@ from typing import IO, TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from ocibridge.core.closing import ClosesOnExit
 
+#: bytes per read when streaming a blob or a body (its home is here, below the OCI models, so that
+#: the private core's readers and decoders use it without importing up into ``ocibridge.oci``)
+CHUNK = 1 << 20
+
 if TYPE_CHECKING:  # imported where a tar is read: every registry command imports this module
     import tarfile
 

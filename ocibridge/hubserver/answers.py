@@ -1,10 +1,22 @@
-"""The pieces of an HTTP answer both route sets share: the Hub's error shape, and reading
-what a request says (the repo id its route matched, a bearer token, a Range)."""
+"""The pieces of an HTTP answer every route set shares: the Hub's error shape, and reading
+what a request says (the repo id its route matched, a bearer token, a Range, a JSON body, a
+branch, a SHA-256)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator, Callable
+from typing import Any, TypeVar
+
+import anyio.to_thread
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+_T = TypeVar("_T")
+
+
+async def in_thread(call: Callable[..., _T], *args: Any) -> _T:
+    """``call(*args)`` on a worker thread: file and registry work keep off the event loop."""
+    return await anyio.to_thread.run_sync(call, *args)
 
 
 def header_text(text: str) -> str:
@@ -65,3 +77,56 @@ def byte_range(header: str | None, size: int) -> tuple[int, int] | str | None:
     if start >= size or end <= start:
         return "unsatisfiable"
     return start, end
+
+
+_HEX64 = frozenset("0123456789abcdef")
+
+
+def is_sha256(text: object) -> bool:
+    """``text`` is a SHA-256 in lowercase hex (an LFS oid)."""
+    return isinstance(text, str) and len(text) == 64 and set(text) <= _HEX64
+
+
+def branch_of(revision: str) -> str:
+    """The branch a revision names (``refs/heads/x`` is ``x``)."""
+    return revision.removeprefix("refs/heads/") or "main"
+
+
+#: what :func:`json_body` gives for a body that is not JSON
+NOT_JSON = object()
+
+
+async def json_body(request: Request) -> Any:
+    """The request's JSON body, or :data:`NOT_JSON` (nested too deep for the parser too: a
+    RecursionError is no ValueError, and would be a 500 with a traceback in serve's log)."""
+    try:
+        return await request.json()
+    except (ValueError, RecursionError):
+        return NOT_JSON
+
+
+async def listed(request: Request, key: str, expected: str) -> tuple[dict[str, Any], list[Any]] | Response:
+    """A JSON body and the list under ``key`` (preupload's files, a batch's objects), else the
+    400 that says what was expected."""
+    try:
+        body = await json_body(request)
+        items = body[key]
+    except (KeyError, TypeError):
+        return error(400, None, expected)
+    if not isinstance(body, dict) or not isinstance(items, list):
+        return error(400, None, expected)
+    return body, items
+
+
+class ClosingStream(StreamingResponse):
+    """A streaming answer whose body is closed when the answer ends, sent or not: a client that
+    leaves mid-answer gives back its send permit and file at once (Starlette leaves a body it
+    stopped iterating to the garbage collector)."""
+
+    body_iterator: AsyncGenerator[Any, None]
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.body_iterator.aclose()

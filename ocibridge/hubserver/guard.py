@@ -43,7 +43,7 @@ UPLOAD_MAX = 96 * 1024 * 1024
 UPLOAD_PATHS = ("/xet-write/",)
 #: bytes of an LFS object PUT under :data:`UPLOADS` (its route checks it is the size it was granted)
 LFS_UPLOAD_MAX = 1 << 40
-#: the path under which LFS objects are PUT (publish.py's UPLOAD_PATH)
+#: the path under which LFS objects are PUT (lfs/routes.py's UPLOAD_PATH)
 UPLOADS = "/ocibridge/lfs/"
 #: headers of a request (:mod:`.protocol` counts them as they are parsed)
 HEADERS_MAX = 100

@@ -8,22 +8,22 @@ import logging
 import signal
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
-from ocibridge.hubserver.partpolicy import MULTIPART_MIN, PART_SIZE
-from ocibridge.hubserver.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
-from ocibridge.hubserver.staging import BUDGET as STAGING_BUDGET  # noqa: N811
+from ocibridge.hubserver.settings import MULTIPART_MIN, PAGE, PART_SIZE, ServeSettings
+from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
+from ocibridge.hubserver.uploads.staging import BUDGET as STAGING_BUDGET  # noqa: N811
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
 
-    from ocibridge.hubserver.commits import Publish
-    from ocibridge.hubserver.sources import Catalog
+    from ocibridge.hubserver.reading.catalog import Catalog
     from ocibridge.hubserver.web.history import Diff
+    from ocibridge.hubserver.writes.commits import Publish
 
 #: seconds requests in flight get to finish after SIGTERM
 GRACE = 30
@@ -40,7 +40,7 @@ class ServerSettings:
     tokens: Sequence[str] = ()
     access_log: bool = True
     concurrency: int = 4
-    page: int = field(default=1000)
+    page: int = PAGE
     xet_min: int | None = XET_MIN_SIZE  # files from this size are offered over Xet (None: none)
     public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
     send_timeout: float = 30.0  # seconds one write of an answer may take (guard.py)
@@ -50,6 +50,12 @@ class ServerSettings:
     staging_expiry: float = STAGING_EXPIRY  # seconds an upload no commit names is kept
     lfs_multipart_min: int | None = MULTIPART_MIN  # LFS uploads from this size come in parts (None: never)
     lfs_part_size: int = PART_SIZE  # ... of this size
+
+    def for_routes(self) -> ServeSettings:
+        """What the routes read, frozen: made once, handed to every route set as it is."""
+        return ServeSettings(tokens=tuple(self.tokens), page=self.page, xet_min=self.xet_min,
+                             public_url=self.public_url, lfs_multipart_min=self.lfs_multipart_min,
+                             lfs_part_size=self.lfs_part_size)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -74,7 +80,7 @@ def parse_public_url(text: str | None) -> str | None:
 
 
 def read_tokens(path: str) -> list[str]:
-    """The token lines of ``--token-file``: ``TOKEN [read|write] [REPO-PREFIX] [NAME]`` (grants.py),
+    """The token lines of ``--token-file``: ``TOKEN [read|write] [REPO-PREFIX] [NAME]`` (access.py),
     one a line; blank lines and ``#`` comments skipped; a malformed line is a UsageError."""
     try:
         lines = Path(path).read_text().splitlines()
@@ -83,7 +89,7 @@ def read_tokens(path: str) -> list[str]:
     tokens = [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
     if not tokens:
         raise UsageError(f"--token-file {path}: holds no token")
-    from ocibridge.hubserver.grants import parse_lines
+    from ocibridge.hubserver.access import parse_lines
 
     parse_lines(tokens)
     return tokens
@@ -92,21 +98,17 @@ def read_tokens(path: str) -> list[str]:
 def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
     from ocibridge.cache.models import ModelCache
     from ocibridge.hubserver.app import create_app
-    from ocibridge.hubserver.blobs import Blobs
-    from ocibridge.hubserver.files import FileLists
     from ocibridge.hubserver.guard import Limits
-    from ocibridge.hubserver.partpolicy import PartPolicy
-    from ocibridge.hubserver.ranges import ChunkRanges
-    from ocibridge.hubserver.staging import Staging
+    from ocibridge.hubserver.reading.blobs import Blobs
+    from ocibridge.hubserver.reading.files import FileLists
+    from ocibridge.hubserver.reading.ranges import ChunkRanges
+    from ocibridge.hubserver.uploads.staging import Staging
 
     cache = ModelCache()
-    return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache),
-                      tokens=options.tokens, page=options.page, ranges=ChunkRanges(cache),
-                      xet_min=options.xet_min, public_url=options.public_url,
-                      limits=Limits(send_timeout=options.send_timeout), publish=options.publish,
-                      diff=options.diff,
-                      staging=Staging(budget=options.staging_budget, expiry=options.staging_expiry),
-                      parts=PartPolicy(options.lfs_multipart_min, options.lfs_part_size))
+    return create_app(catalog, FileLists(cache, options.concurrency), Blobs(cache), options.for_routes(),
+                      ranges=ChunkRanges(cache), limits=Limits(send_timeout=options.send_timeout),
+                      publish=options.publish, diff=options.diff,
+                      staging=Staging(budget=options.staging_budget, expiry=options.staging_expiry))
 
 
 def check_listening(options: ServerSettings) -> tuple[str, int]:
@@ -156,7 +158,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.WARNING)
     try:
-        with app.state.serve.publisher.staging.sweeping():  # abandoned uploads go on a timer
+        with app.state.serve.staging.sweeping():  # abandoned uploads go on a timer
             server(app, options).run()
     finally:
         app.state.serve.close()  # the chunks verified so far are in the model cache when it returns

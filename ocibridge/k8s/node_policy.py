@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from ocibridge.errors import SignatureError
 from ocibridge.k8s.registries_d import SYSTEM_DIR, NodeFile, RegistriesD, proposed_file
 from ocibridge.k8s.runtime import Runtime, RuntimeVersion
-from ocibridge.kinds.locators import Locator
 from ocibridge.oci.reference import RegistryReference
+from ocibridge.places.locators import Locator
 from ocibridge.signing.containers_policy import SIGSTORE_SIGNED, SYSTEM_POLICY, ContainersPolicy, Decision
 from ocibridge.stores.base import Store
 

@@ -29,8 +29,8 @@ from typing import Any, Literal
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
 from ocibridge.k8s.volume import DEFAULT_IMAGE, pinned_reference, volume_document
-from ocibridge.kinds.locate import Locator, text_of
 from ocibridge.oci.reference import RegistryReference
+from ocibridge.places.locate import Locator, text_of
 from ocibridge.stores.base import Store
 from ocibridge.stores.registry.pull_secret import check_secret_name
 

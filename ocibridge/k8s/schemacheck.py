@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ocibridge.core.records import FieldsAsDict
 from ocibridge.errors import OcibridgeError, UsageError
 
 #: API groups whose kinds are Kubernetes' own (the rest are custom resources)
@@ -30,15 +31,12 @@ class SchemaViolation(OcibridgeError):
 
 
 @dataclass(frozen=True)
-class DocumentCheck:
+class DocumentCheck(FieldsAsDict):
     """One document: ``checked`` against the schema (False: a custom resource)."""
 
     kind: str
     name: str
     checked: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, "checked": self.checked}
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from ocibridge.core.yamldocs import comments, dump_all
 from ocibridge.errors import InvalidReference, OcibridgeError
 from ocibridge.k8s.check import MODELCAR_ROOT, check
 from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
-from ocibridge.kinds.locate import Locator, Role, locate, text_of
 from ocibridge.kinds.modelcar.build import SOURCE_ANNOTATION
 from ocibridge.oci.reference import RegistryReference
+from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.stores.base import Store
 from ocibridge.stores.registry.pull_secret import check_secret_name
 

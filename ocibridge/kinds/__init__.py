@@ -6,7 +6,11 @@ reused byte for byte. Names load on first use (the command line imports this pac
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from typing import Any
+
+from ocibridge.kinds import table as _table
+from ocibridge.places import kinds as _places
 
 _HOMES = {
     "ModelFamily": "family", "Reading": "family", "WriteOptions": "family", "Exported": "family",
@@ -17,6 +21,16 @@ _HOMES = {
     "names": "families", "register": "table", "unregister": "table", "KINDS": "table",
 }
 __all__ = sorted(_HOMES)
+
+
+def _place_kinds() -> Iterator[_places.PlaceKind]:
+    """What places need of the table of kinds, read as it is now (a kind registered later too)."""
+    for line in _table.KINDS:
+        if line.schemes or line.suffixes:
+            yield _places.PlaceKind(line.name, line.schemes, line.suffixes, line.grammar, line.opener)
+
+
+_places.provide(_place_kinds)  # the kinds tell places about their places: places import no kind
 
 
 def __getattr__(name: str) -> Any:

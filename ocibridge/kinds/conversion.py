@@ -16,14 +16,14 @@ from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.kinds.chunks import carry_chunks
 from ocibridge.kinds.families import Identified, by_name, identify
 from ocibridge.kinds.family import Exported, Exports, Reading, WriteOptions, Writes
-from ocibridge.kinds.locators import Locator, text_of
 from ocibridge.kinds.neutral import Loss, ModelView, Written
 from ocibridge.kinds.origin import restore
 from ocibridge.kinds.overrides import OVERRIDES
 from ocibridge.kinds.repack import HoldsOnly, repack
-from ocibridge.kinds.targets import StoreTarget, open_source, open_store_target
 from ocibridge.kinds.view import TAG, ConvertedStore
 from ocibridge.oci.models import Descriptor
+from ocibridge.places.locators import Locator, text_of
+from ocibridge.places.targets import StoreTarget, open_source, open_store_target
 from ocibridge.stores.base import Store
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.transfer.copy import DEFAULT_CONCURRENCY, CopyHooks, CopyStats, copy

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 from ocibridge.errors import OcibridgeError, SourceError
 from ocibridge.kinds import table
 from ocibridge.kinds.source import ExportRequest, ReadRequest, ReadsArtifacts, SniffsContent, SourceFormat
-from ocibridge.oci.reference import LayoutReference, OllamaReference, PathReference, RegistryReference
+from ocibridge.oci.reference import PathReference
 
 if TYPE_CHECKING:
     from ocibridge.kinds.families import Identified
-    from ocibridge.kinds.locators import Locator
+    from ocibridge.places.locators import Locator
     from ocibridge.stores.base import Store
 
 __all__ = ["ExportRequest", "ReadRequest", "ReadsArtifacts", "SniffsContent", "SourceFormat"]
@@ -76,7 +76,9 @@ def _by_locator(located: Locator) -> SourceFormat | None:
 def is_store(located: Locator) -> bool:
     """Whether a locator names a store holding artifacts (a layout, a registry, Ollama's), not
     a file, a directory or a format's own place that keeps none (the Hub cache)."""
-    return isinstance(located, (LayoutReference, RegistryReference, OllamaReference))
+    from ocibridge.places.locators import is_store as names_a_store
+
+    return names_a_store(located)
 
 
 def _fallback() -> SourceFormat:
@@ -103,7 +105,7 @@ def source_format(source: str, explicit: str | None = None) -> SourceFormat:
 
 
 def destination_format(dest: Locator, explicit: str | None = None) -> SourceFormat | None:
-    """The format a ``pull`` writes at ``dest`` (located, kinds/locate.py); None when ``dest``
+    """The format a ``pull`` writes at ``dest`` (located, places/locate.py); None when ``dest``
     is a store (a copy)."""
     if explicit and explicit != "auto":
         return _named(explicit, "output")

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ocibridge.kinds.neutral import Loss, ModelView, Written
-from ocibridge.kinds.targets import StoreTarget
 from ocibridge.oci.mediatypes import Family
 from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.places.targets import StoreTarget
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import CopyStats
 from ocibridge.transfer.progress import ProgressFn

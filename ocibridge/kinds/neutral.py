@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ocibridge.core.records import FieldsAsDict
 from ocibridge.oci.mediatypes import Kind, Variant
 from ocibridge.oci.models import Descriptor
 
@@ -71,15 +72,12 @@ class ModelView:
 
 
 @dataclass(frozen=True)
-class Loss:
+class Loss(FieldsAsDict):
     """A field the target family cannot carry; ``kept`` when an annotation keeps it for the way back."""
 
     field: str
     value: str
     kept: bool
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"field": self.field, "value": self.value, "kept": self.kept}
 
 
 @dataclass

@@ -10,17 +10,17 @@ from ocibridge.kinds.conversion import Conversion, convert_artifact
 from ocibridge.kinds.families import by_name
 from ocibridge.kinds.family import Exports, WriteOptions
 from ocibridge.kinds.overrides import OVERRIDES
-from ocibridge.kinds.targets import open_store_target
 from ocibridge.kinds.view import TAG
 from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, build, plan_layers
 from ocibridge.model.package import ModelPackage
 from ocibridge.oci.mediatypes import Variant
+from ocibridge.places.targets import open_store_target
 from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.results import PushResult
 
 if TYPE_CHECKING:
-    from ocibridge.kinds.locators import Locator
+    from ocibridge.places.locators import Locator
     from ocibridge.stores.registry.options import RegistryOptions
 
 

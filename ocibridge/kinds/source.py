@@ -16,10 +16,10 @@ from ocibridge.errors import SourceError
 if TYPE_CHECKING:
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.core.pathfilter import PathFilter
-    from ocibridge.kinds.locators import Locator
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
     from ocibridge.oci.models import Descriptor
+    from ocibridge.places.locators import Locator
     from ocibridge.stores.base import Store
     from ocibridge.stores.registry.options import RegistryOptions
     from ocibridge.transfer.progress import ProgressFn
@@ -46,7 +46,7 @@ class ExportRequest:
     progress: ProgressFn | None = None
     select: PathFilter | None = None  # --include/--exclude: only for formats that pick files
     on_existing: OnExisting | None = None  # files already at the destination (directories)
-    destination: Locator | None = None  # the destination as located (kinds/locate.py), for formats that use it
+    destination: Locator | None = None  # the destination as located (places/locate.py), for formats that use it
 
 
 class SourceFormat(Protocol):

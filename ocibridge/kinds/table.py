@@ -31,10 +31,12 @@ class Line:
     sniffs: bool = False  # recognises its files by their first bytes (``SniffsContent``)
     suffixes: tuple[str, ...] = ()  # file names ending so are this format (case-insensitive)
     schemes: tuple[str, ...] = ()  # references starting so are this format (not a --format choice)
-    #: (module, function): a text starting with one of ``schemes`` -> its typed locator (kinds/locate.py)
+    #: (module, function): a text starting with one of ``schemes`` -> its typed locator (places/locate.py)
     grammar: tuple[str, str] | None = None
-    #: (module, class): the typed locator the grammar makes
+    #: (module, class): the typed locator the grammar makes (a ``places.locators.KindPlace``)
     locator: tuple[str, str] | None = None
+    #: (module, function): ``(locator, *, for_write, options) -> target``, how its place is opened
+    opener: tuple[str, str] | None = None
     fallback: bool = False  # what a local path is when nothing else recognises it
     # -- the model family: its artifacts, read in any store (``ModelFamily``)
     family: str | None = None  # its --to name
@@ -53,8 +55,10 @@ class Line:
     def __post_init__(self) -> None:
         if (self.format is None) != (self.source is None) or (self.family is None) != (self.artifacts is None):
             raise ValueError(f"kind {self.name!r}: a format and a family are each named with their class")
-        if bool(self.schemes) != (self.grammar is not None) or (self.grammar is None) != (self.locator is None):
-            raise ValueError(f"kind {self.name!r}: schemes are read by the kind's grammar into its locator")
+        if bool(self.schemes) != (self.grammar is not None) or (self.grammar is None) != (self.locator is None) \
+                or (self.locator is None) != (self.opener is None):
+            raise ValueError(f"kind {self.name!r}: schemes are read by the kind's grammar into its locator, "
+                             "which its opener opens")
 
 
 #: In order: the families in detection order (ModelPack first, so an index holding several models
@@ -81,10 +85,12 @@ KINDS: list[Line] = [
     Line("ollama", format="ollama", source=("ocibridge.kinds.ollama.door", "OllamaFormat"), schemes=("ollama:",),
          grammar=("ocibridge.oci.reference", "parse_ollama_reference"),
          locator=("ocibridge.oci.reference", "OllamaReference"),
+         opener=("ocibridge.kinds.ollama.target", "open_ollama_target"),
          family="ollama", artifacts=("ocibridge.kinds.ollama.family", "OllamaFamily"), exports=True, converts=True),
     Line("hf", format="hf", source=("ocibridge.kinds.hf.door", "HubCacheFormat"), schemes=("hf:",),
          grammar=("ocibridge.kinds.hf.locator", "parse_hub_reference"),
-         locator=("ocibridge.kinds.hf.locator", "HubReference")),
+         locator=("ocibridge.kinds.hf.locator", "HubReference"),
+         opener=("ocibridge.kinds.hf.artifact", "open_hub_target")),
     Line("directory", format="directory", source=("ocibridge.kinds.directory.source", "DirectoryFormat"),
          fallback=True),
 ]

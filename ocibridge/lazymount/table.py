@@ -3,7 +3,7 @@ which process, and unmounting it (``fusermount3 -u``) until that process has let
 
 A mount names its process in its source (``ocibridge:PID``, FUSE's ``fsname``). When that
 process is an ``ocibridge mount … --foreground`` or the process ``ocibridge.mount`` starts
-(``python -m ocibridge.lazymount``), ``ocibridge umount`` returns only once it has ended, after
+(``python -m ocibridge.api.mount``), ``ocibridge umount`` returns only once it has ended, after
 it wrote out what it fetched (chunks go to the model cache on a thread of their own): a mount
 of the same model right after finds all of it. (libfuse closes its connection before the file
 system hears of the end, so the connection cannot tell; a program serving a mount itself
@@ -112,4 +112,4 @@ def _is_mount_command(pid: int) -> bool:
         words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"ocibridge.lazymount" in words or (b"mount" in words and b"--foreground" in words)
+    return b"ocibridge.api.mount" in words or (b"mount" in words and b"--foreground" in words)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ocibridge.core.records import FieldsAsDict
 from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
 from ocibridge.lazyread.model import RemoteModel
 from ocibridge.lazyread.safetensors import RemoteSafetensors, TensorInfo
@@ -64,15 +65,12 @@ class FileChange:
 
 
 @dataclass(frozen=True)
-class ConfigChange:
+class ConfigChange(FieldsAsDict):
     """A config field (dotted path) whose JSON value differs; None on a side: absent there."""
 
     field: str
     old: Any
     new: Any
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"field": self.field, "old": self.old, "new": self.new}
 
 
 @dataclass(frozen=True)

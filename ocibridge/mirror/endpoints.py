@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
-from ocibridge.kinds.hf.locator import HubReference
-from ocibridge.kinds.locate import Locator, Role, locate
+from ocibridge.kinds.hf.locator import hub_reference_of
+from ocibridge.kinds.ollama.target import ollama_reference_of
 from ocibridge.mirror.job import MirrorJob
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import (
@@ -29,6 +29,7 @@ from ocibridge.oci.reference import (
     RegistryReference,
     ollama_model_name,
 )
+from ocibridge.places.locate import Locator, Role, locate
 from ocibridge.stores.base import Store, close_store
 from ocibridge.stores.layout import LayoutStore
 
@@ -59,17 +60,19 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
     """A store for ``text``; a missing layout target in a dry run reads as empty. Every
     request to a registry waits for ``gate`` (the entry's rate_limit) when one is given."""
     parsed = job_reference(text)
-    if isinstance(parsed, OllamaReference):
+    ollama = ollama_reference_of(parsed)
+    if ollama is not None:
         if for_write:
             raise OcibridgeError(f"{text!r}: Ollama stores are mirror sources only "
                                  "(use `ocibridge pull REF ollama:NAME` to install a model)")
-        return _ollama_endpoint(parsed, job, gate)
-    if isinstance(parsed, HubReference):  # planned by mirror/hub.py, downloaded when copied
+        return _ollama_endpoint(ollama, job, gate)
+    hub = hub_reference_of(parsed)
+    if hub is not None:  # planned by mirror/hub.py, downloaded when copied
         if for_write:
             raise OcibridgeError(f"{text!r}: a Hub repository is a mirror source only (the target is a "
                                  "registry repository or oci:PATH)")
-        name = f"hf://{parsed.repo_id}"
-        return Endpoint(EmptyStore(name), name, parsed.revision)
+        name = f"hf://{hub.repo_id}"
+        return Endpoint(EmptyStore(name), name, hub.revision)
     if isinstance(parsed, LayoutReference):
         ref = parsed
         path = Path(os.path.expanduser(ref.path))
@@ -109,7 +112,7 @@ def _as_ollama_name(ref: RegistryReference) -> OllamaName | None:
 
 @functools.lru_cache(maxsize=256)
 def job_reference(text: str) -> Locator:
-    """A job's source or target, located once (kinds/locate.py, role ``JOB``; kept, as the job
+    """A job's source or target, located once (places/locate.py, role ``JOB``; kept, as the job
     asks for each entry's more than once): a job names no local paths, so what is not a layout
     or Ollama name is a registry name, as Docker reads it. A registry or Ollama name that does
     not parse is the job's error."""

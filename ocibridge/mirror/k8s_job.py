@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.core.yamldocs import comments, dump_all
 from ocibridge.errors import OcibridgeError, TooLarge, UsageError
-from ocibridge.kinds.locate import on_this_machine
 from ocibridge.mirror.endpoints import job_reference
 from ocibridge.mirror.job import MirrorJob
-from ocibridge.oci.reference import OllamaReference, RegistryReference
+from ocibridge.places.locate import on_this_machine
+from ocibridge.places.locators import registry_of
 from ocibridge.stores.registry.pull_secret import (
     ca_config_map,
     ca_mount,
@@ -100,11 +100,9 @@ def registry_hosts(job: MirrorJob) -> list[str]:
     hosts = set()
     for entry in job.sync:
         for text in (entry.source, entry.target):
-            located = job_reference(text)
-            if isinstance(located, RegistryReference):
-                hosts.add(located.registry)
-            elif isinstance(located, OllamaReference) and located.remote:
-                hosts.add(located.name.host)
+            on = registry_of(job_reference(text))  # a registry, or a kind's place served from one
+            if on is not None:
+                hosts.add(on.registry)
     return sorted(hosts)
 
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from ocibridge.chunks.table import ARTIFACT_TYPE as CHUNKS_ARTIFACT_TYPE
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.errors import NotFound, OcibridgeError, SignatureError, error_text
-from ocibridge.kinds.hf.locator import HubReference
+from ocibridge.kinds.hf.locator import hub_reference_of
 from ocibridge.mirror.endpoints import job_reference, open_endpoint
 from ocibridge.mirror.filters import select_tags
 from ocibridge.mirror.job import MirrorJob, SyncEntry
@@ -55,10 +55,11 @@ def plan_entry(job: MirrorJob, index: int, entry: SyncEntry, *, dry_run: bool = 
         plan.source = open_endpoint(entry.source, job, gate=plan.bucket)
         plan.target = open_endpoint(entry.target, job, for_write=True, dry_run=dry_run)
         located = job_reference(entry.source)
-        if isinstance(located, HubReference):  # a repository on a Hub endpoint: revisions, not tags
+        hub = hub_reference_of(located)
+        if hub is not None:  # a repository on a Hub endpoint: revisions, not tags
             from ocibridge.mirror.hub import plan_hub
 
-            plan_hub(job, plan, located, dry_run=dry_run, shard=shard)
+            plan_hub(job, plan, hub, dry_run=dry_run, shard=shard)
             return plan
         plan.policy = job.verify_policy(settings)
         plan.policy_file = job.policy_file

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Protocol
 
 from ocibridge.core.closing import ClosesOnExit
+from ocibridge.core.streams import CHUNK as CHUNK  # re-exported: where the OCI code has always found it
 from ocibridge.core.streams import Reader, close_reader
 from ocibridge.errors import DigestMismatch, OcibridgeError
 
-CHUNK = 1 << 20
 _ALGORITHMS = {"sha256": 64, "sha512": 128}
 _DIGEST_RE = re.compile(r"^(sha256|sha512):([a-f0-9]+)\Z")
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")

@@ -256,13 +256,8 @@ class Manifest(_Wire):
     @classmethod
     def _read(cls, doc: object, where: str) -> Manifest:
         f = _Fields(doc, where)
-        return cls(schemaVersion=f.default("schemaVersion", _int, 2),
-                   mediaType=f.optional("mediaType", _str) if "mediaType" in f.doc else OCI_MANIFEST,
-                   artifactType=f.optional("artifactType", _str),
-                   config=f.required("config", Descriptor._read),
-                   layers=f.default("layers", _descriptors, []),
-                   subject=f.optional("subject", Descriptor._read),
-                   annotations=f.optional("annotations", _str_map), model_extra=f.extra())
+        return cls(**_envelope(f, OCI_MANIFEST), config=f.required("config", Descriptor._read),
+                   layers=f.default("layers", _descriptors, []), model_extra=f.extra())
 
 
 @dataclass(kw_only=True)
@@ -277,12 +272,18 @@ class Index(_Wire):
     @classmethod
     def _read(cls, doc: object, where: str) -> Index:
         f = _Fields(doc, where)
-        return cls(schemaVersion=f.default("schemaVersion", _int, 2),
-                   mediaType=f.optional("mediaType", _str) if "mediaType" in f.doc else OCI_INDEX,
-                   artifactType=f.optional("artifactType", _str),
-                   manifests=f.default("manifests", _descriptors, []),
-                   subject=f.optional("subject", Descriptor._read),
-                   annotations=f.optional("annotations", _str_map), model_extra=f.extra())
+        return cls(**_envelope(f, OCI_INDEX), manifests=f.default("manifests", _descriptors, []),
+                   model_extra=f.extra())
+
+
+def _envelope(f: _Fields, media_type: str) -> dict[str, Any]:
+    """The fields a manifest and an index share, read alike (``media_type`` when it is absent;
+    an explicit null stays null). Read before the caller's own, so ``f.extra()`` comes last."""
+    return {"schemaVersion": f.default("schemaVersion", _int, 2),
+            "mediaType": f.optional("mediaType", _str) if "mediaType" in f.doc else media_type,
+            "artifactType": f.optional("artifactType", _str),
+            "subject": f.optional("subject", Descriptor._read),
+            "annotations": f.optional("annotations", _str_map)}
 
 
 @dataclass(kw_only=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from ocibridge.errors import InvalidReference
 from ocibridge.oci.digest import is_digest
@@ -46,7 +46,7 @@ def check_tag(tag: str) -> str:
 
 
 class Written(Protocol):
-    """Any locator (kinds/locate.py): it says how the user wrote it."""
+    """Any locator (places/locate.py): it says how the user wrote it."""
 
     @property
     def text(self) -> str: ...
@@ -329,6 +329,19 @@ class OllamaReference(_AsWritten):
 
     name: OllamaName
     remote: bool
+
+    #: what it answers as a kind's place (ocibridge.places.locators.KindPlace)
+    kind: ClassVar[str] = "ollama"
+    is_store: ClassVar[bool] = True
+
+    @property
+    def holds_referrers(self) -> bool:
+        return self.remote  # the local Ollama store keeps models only
+
+    @property
+    def repository_text(self) -> str:
+        return (OLLAMA_REGISTRY_SCHEME if self.remote else OLLAMA_SCHEME) + self.name.display_model
+
     @property
     def reference(self) -> str:
         return self.name.digest or self.name.tag
@@ -336,8 +349,10 @@ class OllamaReference(_AsWritten):
     def __str__(self) -> str:
         return (OLLAMA_REGISTRY_SCHEME if self.remote else OLLAMA_SCHEME) + self.name.display
 
-    def registry_reference(self) -> RegistryReference:
-        """The registry repository an ``ollama://`` name is served from."""
+    def registry_reference(self) -> RegistryReference | None:
+        """The registry repository an ``ollama://`` name is served from (None: the local store)."""
+        if not self.remote:
+            return None
         return RegistryReference(self.name.host, self.name.repository, self.name.tag, self.name.digest)
 
 

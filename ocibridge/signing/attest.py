@@ -111,7 +111,7 @@ class Attestation:
 def find_attestations(store: Store, subject: Descriptor) -> list[Attestation]:
     """Every bundle referrer of ``subject`` whose predicate type is not a signature's (OMS
     model signatures included: they are signatures of another form), unverified."""
-    from ocibridge.signing.oms import OMS_PREDICATE_TYPE
+    from ocibridge.signing.oms import is_oms_predicate
 
     found = []
     for ref in store.referrers(subject):
@@ -121,7 +121,7 @@ def find_attestations(store: Store, subject: Descriptor) -> list[Attestation]:
         if not isinstance(node, Manifest) or len(node.layers) != 1:
             continue
         kind = (node.annotations or {}).get(PREDICATE_ANNOTATION, "")
-        if kind in (SIGN_PREDICATE_TYPE, OMS_PREDICATE_TYPE) or not kind:
+        if kind == SIGN_PREDICATE_TYPE or is_oms_predicate(kind) or not kind:
             continue
         found.append(Attestation(ref, kind, store.fetch_bytes(node.layers[0])))
     return sorted(found, key=lambda a: (a.predicate_type, a.referrer.digest))
@@ -133,14 +133,14 @@ EVIDENCE_TYPES = {"application/vnd.cyclonedx+json": CYCLONEDX, "application/vnd.
 def list_evidence(store: Store, subject: Descriptor) -> list[dict[str, Any]]:
     """What ``inspect`` lists: each attestation referrer (its claimed predicate type: nothing is
     verified here) and each unsigned evidence referrer (a BOM, a provenance statement)."""
-    from ocibridge.signing.oms import OMS_PREDICATE_TYPE
+    from ocibridge.signing.oms import is_oms_predicate
 
     out = []
     for ref in store.referrers(subject):
         if is_bundle_type(ref.artifactType):
             node = parse_manifest_bytes(store.fetch_bytes(ref), ref.mediaType)
             kind = (node.annotations or {}).get(PREDICATE_ANNOTATION, "") if isinstance(node, Manifest) else ""
-            if kind and kind not in (SIGN_PREDICATE_TYPE, OMS_PREDICATE_TYPE):
+            if kind and kind != SIGN_PREDICATE_TYPE and not is_oms_predicate(kind):
                 out.append({"digest": ref.digest, "predicateType": kind, "signed": True})
         elif ref.artifactType in EVIDENCE_TYPES:
             out.append({"digest": ref.digest, "predicateType": EVIDENCE_TYPES[ref.artifactType], "signed": False})

@@ -142,6 +142,11 @@ def parse_bundle(data: bytes) -> BundleContent:
     return BundleContent(doc, hint, has_cert, envelope, digest, signature)
 
 
+class KeyMismatch(SignatureError):
+    """No signature of an envelope verifies with the key asked: another key may (any other
+    refusal of the envelope is the envelope's own, whichever key is tried)."""
+
+
 def verify_envelope(envelope: dict[str, Any], key: keys.PublicKey) -> bytes:
     """The envelope's payload if one of its signatures verifies with ``key``; else raises."""
     from ocibridge.signing import keys
@@ -154,7 +159,7 @@ def verify_envelope(envelope: dict[str, Any], key: keys.PublicKey) -> bytes:
         raise SignatureError("malformed DSSE envelope") from None
     signed = pae(payload_type, payload)
     if not any(keys.verifies(key, s, signed) for s in signatures):
-        raise SignatureError("DSSE signature does not verify with the key")
+        raise KeyMismatch("DSSE signature does not verify with the key")
     if payload_type != IN_TOTO_PAYLOAD_TYPE:
         raise SignatureError(f"DSSE payload type {payload_type!r} is not an in-toto statement")
     return payload

@@ -1,5 +1,10 @@
-"""Keys: ECDSA P-256 in PEM (PKCS#8, SEC 1, SubjectPublicKeyInfo, certificates) and cosign's
-own encrypted key files.
+"""Keys: ECDSA P-256, P-384 and P-521 in PEM (PKCS#8, SEC 1, SubjectPublicKeyInfo,
+certificates) and cosign's own encrypted key files.
+
+Each curve signs with the hash of its size (P-256: SHA-256, P-384: SHA-384, P-521: SHA-512), as
+the sigstore algorithm registry pairs them and ``model_signing`` signs and verifies. The cosign
+forms are made with P-256 keys only (:func:`require_p256`); the OpenSSF model signing form takes
+all three curves, which its specification requires.
 
 Signatures use RFC 6979 deterministic ECDSA: the same key over the same bytes gives the same
 signature, so signing an artifact twice writes nothing new. Verifiers cannot tell the difference
@@ -38,15 +43,40 @@ def _read(path: str | os.PathLike[str], what: str) -> bytes:
     return read_small_file(path, MAX_SMALL_INPUT, what, SignatureError)
 
 
-def _p256(key: object, path: str | os.PathLike[str]) -> None:
+#: curve name -> (what people call it, the hash its signatures use)
+CURVES: dict[str, tuple[str, type[hashes.HashAlgorithm]]] = {
+    "secp256r1": ("P-256", hashes.SHA256),
+    "secp384r1": ("P-384", hashes.SHA384),
+    "secp521r1": ("P-521", hashes.SHA512),
+}
+
+
+def _ecdsa(key: object, path: str | os.PathLike[str]) -> None:
     if not isinstance(key, (ec.EllipticCurvePrivateKey, ec.EllipticCurvePublicKey)):
-        raise SignatureError(f"{path}: not an ECDSA key (ocibridge signs with ECDSA P-256)")
+        raise SignatureError(f"{path}: not an ECDSA key (ocibridge signs with ECDSA P-256, P-384 or P-521)")
+    if key.curve.name not in CURVES:
+        raise SignatureError(f"{path}: ECDSA key on {key.curve.name}, not P-256, P-384 or P-521")
+
+
+def curve_of(key: PrivateKey | PublicKey) -> str:
+    """P-256, P-384 or P-521."""
+    return CURVES[key.curve.name][0]
+
+
+def require_p256(key: PrivateKey | PublicKey, path: str | os.PathLike[str], why: str) -> None:
+    """Refuse another curve where only P-256 is used (``why``: the form that needs it)."""
     if not isinstance(key.curve, ec.SECP256R1):
-        raise SignatureError(f"{path}: ECDSA key on {key.curve.name}, not P-256")
+        raise SignatureError(f"{path}: ECDSA key on {key.curve.name}, not P-256 ({why})")
 
 
-def load_private_key(path: str | os.PathLike[str], password: bytes | None = None) -> PrivateKey:
-    """A P-256 private key from PEM; the password defaults to ``$COSIGN_PASSWORD``."""
+def _hash(key: PrivateKey | PublicKey) -> hashes.HashAlgorithm:
+    return CURVES[key.curve.name][1]()
+
+
+def load_private_key(path: str | os.PathLike[str], password: bytes | None = None, *,
+                     any_curve: bool = False) -> PrivateKey:
+    """A P-256 private key from PEM (P-384 and P-521 too with ``any_curve``, for the OMS form);
+    the password defaults to ``$COSIGN_PASSWORD``."""
     data = _read(path, "key")
     if password is None and os.environ.get(PASSWORD_ENV) is not None:
         password = os.environ[PASSWORD_ENV].encode()
@@ -61,8 +91,10 @@ def load_private_key(path: str | os.PathLike[str], password: bytes | None = None
                                  f"({hint})") from None
         except (ValueError, UnsupportedAlgorithm) as e:
             raise SignatureError(f"{path}: not a PEM private key ({_first_line(e)})") from None
-    _p256(key, path)
+    _ecdsa(key, path)
     assert isinstance(key, ec.EllipticCurvePrivateKey)
+    if not any_curve:
+        require_p256(key, path, "cosign signatures; --form oms signs with P-384 and P-521 keys too")
     return key
 
 
@@ -124,7 +156,7 @@ def encrypt_cosign_key(key: PrivateKey, password: bytes, *, n: int = 32768) -> b
 
 
 def load_public_key(path: str | os.PathLike[str]) -> PublicKey:
-    """A P-256 public key from a PEM public key or certificate."""
+    """A P-256, P-384 or P-521 public key from a PEM public key or certificate."""
     return public_key_from_pem(_read(path, "public key"), path)
 
 
@@ -137,7 +169,7 @@ def public_key_from_pem(data: bytes, path: str | os.PathLike[str]) -> PublicKey:
             key = serialization.load_pem_public_key(data)
     except (ValueError, UnsupportedAlgorithm) as e:
         raise SignatureError(f"{path}: not a PEM public key ({_first_line(e)})") from None
-    _p256(key, path)
+    _ecdsa(key, path)
     assert isinstance(key, ec.EllipticCurvePublicKey)
     return key
 
@@ -160,13 +192,13 @@ def pem_hint(key: PrivateKey | PublicKey) -> str:
 
 
 def sign(key: PrivateKey, data: bytes) -> bytes:
-    """A DER ECDSA-P256/SHA-256 signature of ``data`` (RFC 6979: reproducible)."""
-    return key.sign(data, ec.ECDSA(hashes.SHA256(), deterministic_signing=True))
+    """A DER ECDSA signature of ``data``, hashed as the curve says (RFC 6979: reproducible)."""
+    return key.sign(data, ec.ECDSA(_hash(key), deterministic_signing=True))
 
 
 def verifies(key: PublicKey, signature: bytes, data: bytes) -> bool:
     try:
-        key.verify(signature, data, ec.ECDSA(hashes.SHA256()))
+        key.verify(signature, data, ec.ECDSA(_hash(key)))
     except InvalidSignature:
         return False
     return True

@@ -19,9 +19,18 @@ from ocibridge.errors import SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing.attach import attach_bundle, find_signatures
 from ocibridge.signing.bundle import parse_bundle
-from ocibridge.signing.oms import OMS_PREDICATE_TYPE, SIGNATURE_FILE, OmsStatement, compare_files, parse_oms
+from ocibridge.signing.oms import (
+    GIT_PATHS,
+    OMS_PREDICATE_TYPE,
+    SIGNATURE_FILE,
+    OmsStatement,
+    compare_files,
+    is_ignored,
+    parse_oms,
+    split_resource,
+)
 from ocibridge.signing.omsdir import hash_files
-from ocibridge.signing.omsfiles import manifest_files
+from ocibridge.signing.omsfiles import ManifestListing
 from ocibridge.signing.verify import VerifyPolicy, is_oms, verify_oms_signature
 from ocibridge.stores.base import Store, WritableStore
 
@@ -38,14 +47,13 @@ def choose_oms_signature(store: Store, subject: Descriptor, policy: VerifyPolicy
     """The first OMS referrer of ``subject`` that signs exactly its files (and verifies under
     ``policy`` when there is one); raises when there is none."""
     reasons: list[str] = []
-    files: dict[str, str] | None = None
+    listing = ManifestListing(store, subject)
     for _, data in find_signatures(store, subject).bundles:
         if not is_oms(data):
             continue
         try:
             statement = _statement(data, policy)
-            files = manifest_files(store, subject) if files is None else files
-            compare_files(statement.files, files, f"manifest {subject.digest[:19]}")
+            compare_files(statement.files, listing.of(statement), f"manifest {subject.digest[:19]}")
         except SignatureError as e:
             reasons.append(str(e))
             continue
@@ -66,13 +74,19 @@ def _statement(data: bytes, policy: VerifyPolicy | None) -> OmsStatement:
 
 def write_beside(signature: OmsSignature, directory: Path, fetched: list[str]) -> Path:
     """Check the ``fetched`` files in ``directory`` against the statement (a partial pull
-    checks what it fetched against the full signature), then write ``model.sig``."""
-    present = [rel for rel in fetched if rel in signature.statement.files]
+    checks what it fetched against the full signature; git's files and the paths the statement
+    ignores are left out, as every OMS verifier leaves them out), then write ``model.sig``."""
+    statement = signature.statement
+    signed_paths = statement.paths
+    fetched = [rel for rel in fetched if not is_ignored(rel, (*GIT_PATHS, *statement.ignored))]
+    present = [rel for rel in fetched if rel in signed_paths or (statement.hashing.shard_size is not None
+                                                                  and not (directory / rel).stat().st_size)]
     unsigned = sorted(set(fetched) - set(present))
     if unsigned:
         raise SignatureError(f"{directory}: {', '.join(unsigned[:3])} not signed by the OMS signature")
-    compare_files({p: signature.statement.files[p] for p in present}, hash_files(directory, present),
-                  str(directory))
+    fetched_resources = {name: digest for name, digest in statement.files.items()
+                         if split_resource(name, statement.hashing)[0] in present}
+    compare_files(fetched_resources, hash_files(directory, present, statement.hashing), str(directory))
     target = directory / SIGNATURE_FILE
     atomic_write_bytes(target, signature.bundle)
     return target
@@ -96,6 +110,7 @@ def directory_signature(directory: Path, signature: Path) -> OmsSignature:
 def attach_oms(store: WritableStore, subject: Descriptor, signature: OmsSignature) -> Descriptor:
     """Attach ``signature`` as a referrer of the pushed manifest ``subject``, once the
     manifest's files are checked to be exactly the signed ones."""
-    compare_files(signature.statement.files, manifest_files(store, subject), f"pushed manifest {subject.digest}")
+    statement = signature.statement
+    compare_files(statement.files, ManifestListing(store, subject).of(statement), f"pushed manifest {subject.digest}")
     desc, _ = attach_bundle(store, subject, signature.bundle, OMS_PREDICATE_TYPE)
     return desc

@@ -20,7 +20,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store
 
 if TYPE_CHECKING:
-    from ocibridge.kinds.locators import Locator
+    from ocibridge.places.locators import Locator
 
 PROVENANCE_PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
 BUILD_TYPE = "https://ocibridge.dev/slsa/{}/v1"

@@ -9,11 +9,13 @@ import base64
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ocibridge.errors import SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing import keys
 from ocibridge.signing.attach import attach_bundle, attach_classic
 from ocibridge.signing.bundle import make_bundle, statement
 from ocibridge.signing.classic import signature_layer, signature_tag
+from ocibridge.signing.oms import SHA256_FILES, Hashing
 from ocibridge.signing.payload import simple_signing_payload
 from ocibridge.stores.base import WritableStore
 
@@ -25,11 +27,13 @@ ALL_FORMS: tuple[Form, ...] = ("classic", "bundle", "oms")
 @dataclass
 class SignOptions:
     """``identity``: the repository name written into what is signed (cosign's
-    ``docker-reference``); ``claims``: extra signed key/value pairs (``--annotation``)."""
+    ``docker-reference``); ``claims``: extra signed key/value pairs (``--annotation``);
+    ``oms_hashing``: how the OMS form hashes the files (whole files with SHA-256 by default)."""
 
     identity: str
     claims: dict[str, str] = field(default_factory=dict)
     forms: tuple[Form, ...] = FORMS
+    oms_hashing: Hashing = SHA256_FILES
 
 
 @dataclass
@@ -62,8 +66,12 @@ def sign_artifact(store: WritableStore, subject: Descriptor, key: keys.PrivateKe
         from ocibridge.signing.oms import OMS_PREDICATE_TYPE, model_name, oms_statement
         from ocibridge.signing.omsfiles import manifest_files
 
-        files = manifest_files(store, subject)  # raw layers: their digests; no weight byte is read
-        payload = oms_statement(model_name(options.identity), files)
+        # whole files, SHA-256: the raw layers' digests, no weight byte read; else each blob read once
+        files = manifest_files(store, subject, hashing=options.oms_hashing)
+        if not files:
+            raise SignatureError(f"{subject.digest}: the model has no files to sign (git's files are left out); "
+                                 "an OMS signature lists at least one")
+        payload = oms_statement(model_name(options.identity), files, options.oms_hashing)
         bundle = make_bundle(key, payload, hint=keys.pem_hint(key))
         desc, new = attach_bundle(store, subject, bundle, OMS_PREDICATE_TYPE)
         result.written["oms"] = desc.digest

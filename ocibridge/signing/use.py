@@ -23,8 +23,8 @@ from ocibridge.signing.containers_policy import (
 from ocibridge.signing.coverage import Trusted
 
 if TYPE_CHECKING:
-    from ocibridge.kinds.locators import Locator
     from ocibridge.oci.models import Descriptor
+    from ocibridge.places.locators import Locator
     from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.stores.base import Store
 
@@ -36,7 +36,8 @@ def scope_of(located: Locator | Scope | None) -> Scope:
     ``docker`` transport (a tag, else its digest), a layout (and the local store) in ``oci``,
     an Ollama registry name as the registry reference it is; anything else (the local Ollama
     store, the Hugging Face cache) has no transport of containers/image: ``default`` applies."""
-    from ocibridge.oci.reference import LayoutReference, OllamaReference, RegistryReference
+    from ocibridge.oci.reference import LayoutReference, RegistryReference
+    from ocibridge.places.locators import registry_of
 
     if isinstance(located, Scope):  # already looked up (a mirror entry's artifact)
         return located
@@ -45,9 +46,9 @@ def scope_of(located: Locator | Scope | None) -> Scope:
         return docker_scope(DockerName(name, None if located.digest else located.tag, located.digest))
     if isinstance(located, LayoutReference):
         return oci_scope(located.path)
-    if isinstance(located, OllamaReference) and located.remote:
-        o = located.name
-        return docker_scope(DockerName(f"{o.host}/{o.namespace}/{o.model}", None if o.digest else o.tag, o.digest))
+    on = None if located is None else registry_of(located)  # a kind's place served from a registry (ollama://)
+    if on is not None:
+        return docker_scope(DockerName(f"{on.registry}/{on.repository}", None if on.digest else on.tag, on.digest))
     return Scope(None)
 
 

@@ -24,6 +24,7 @@ from ocibridge.signing.attach import find_signatures
 from ocibridge.signing.bundle import (
     SIGN_PREDICATE_TYPE,
     BundleContent,
+    KeyMismatch,
     parse_bundle,
     statement_claims,
     verify_envelope,
@@ -31,7 +32,7 @@ from ocibridge.signing.bundle import (
 from ocibridge.signing.classic import SignatureLayer
 from ocibridge.signing.coverage import Trusted, covers, uncovered_reason
 from ocibridge.signing.keyless import Identity, verify_keyless
-from ocibridge.signing.oms import OMS_PREDICATE_TYPE, OmsStatement, compare_files, parse_oms, predicate_type_of
+from ocibridge.signing.oms import OmsStatement, compare_files, is_oms_predicate, parse_oms, predicate_type_of
 from ocibridge.signing.payload import parse_simple_signing
 from ocibridge.stores.base import Store
 
@@ -104,26 +105,21 @@ def verify_artifact(store: Store, subject: Descriptor, policy: VerifyPolicy, *, 
     for layer in found.classic:
         _collect(lambda layer=layer: _classic(layer, subject, policy), verified, reasons)
     manifest: bytes | None = None
-    files: dict[str, str] | None = None
+    from ocibridge.signing.omsfiles import ManifestListing  # the layer readers: only where OMS is met
 
-    def model_files() -> dict[str, str]:  # read once, and only for an OMS signature that verified
-        nonlocal files
-        if files is None:
-            from ocibridge.signing.omsfiles import manifest_files
-
-            files = manifest_files(store, subject)
-        return files
+    listing = ManifestListing(store, subject)  # read only for an OMS signature that verified
 
     attestations = 0  # DSSE bundles of another predicate (an AI-BOM, a provenance): not signatures
     for ref, data in found.bundles:
         predicate = _predicate_of(data)
-        if not policy.attestation and predicate not in (None, policy.predicate_type, OMS_PREDICATE_TYPE):
+        signature_like = predicate in (None, policy.predicate_type) or is_oms_predicate(predicate)
+        if not policy.attestation and not signature_like:
             attestations += 1
             continue
         if manifest is None and b'"messageSignature"' in data:
             manifest = store.fetch_bytes(subject)
         if is_oms(data):
-            _collect(lambda ref=ref, data=data: verify_oms(data, model_files, policy, ref.digest,
+            _collect(lambda ref=ref, data=data: verify_oms(data, listing.of, policy, ref.digest,
                                                            f"manifest {subject.digest[:19]}"),
                      verified, reasons)
             continue
@@ -181,7 +177,8 @@ def _classic(layer: SignatureLayer, subject: Descriptor, policy: VerifyPolicy) -
     except (binascii.Error, ValueError):
         raise SignatureError(f"{where}: signature annotation is not base64") from None
     assert layer.payload is not None
-    signer = next((name for name, key in policy.keys if keys.verifies(key, signature, layer.payload)), None)
+    signer = next((name for name, key in cosign_keys(policy, where) if keys.verifies(key, signature, layer.payload)),
+                  None)
     if signer is None:
         raise SignatureError(f"{where}: signature does not verify")
     payload = parse_simple_signing(layer.payload)
@@ -215,11 +212,13 @@ def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None,
     if not policy.keys:
         raise SignatureError(f"{short}: signed with a key; pass --key")
     if content.envelope is not None:
-        for name, key in policy.keys:
+        for name, key in cosign_keys(policy, short):
             try:
                 payload = verify_envelope(content.envelope, key)
-            except SignatureError:
+            except KeyMismatch:
                 continue
+            except SignatureError as e:
+                raise SignatureError(f"{short}: {e}") from None
             claims = statement_claims(payload, digest, policy.predicate_type)
             _require_claims(claims, policy)
             return Verified(_bundle_form(policy), name, claims, where)
@@ -231,11 +230,22 @@ def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None,
         signed_sha256 = hashlib.sha256(signed).digest()
     if signed_sha256 is None or signed_sha256 != content.message_digest:
         raise SignatureError(f"{short}: message digest is not that of {digest}")
-    for name, key in policy.keys:
+    for name, key in cosign_keys(policy, short):
         if keys.verifies_prehashed(key, content.message_signature, signed_sha256):
             _require_claims({}, policy)
             return Verified("bundle", name, {}, where)
     raise SignatureError(f"{short}: message signature does not verify")
+
+
+def cosign_keys(policy: VerifyPolicy, where: str) -> list[tuple[str, keys.PublicKey]]:
+    """The policy's P-256 keys: the cosign forms are made with P-256 only (P-384 and P-521
+    keys verify OMS signatures); none left is said as such, not as a signature that fails."""
+    found = [(name, key) for name, key in policy.keys if keys.curve_of(key) == "P-256"]
+    if not found:
+        curves = ", ".join(sorted({keys.curve_of(key) for _, key in policy.keys}))
+        raise SignatureError(f"{where}: a cosign signature, verified with P-256 keys; the key given is {curves} "
+                             "(P-384 and P-521 keys verify OMS signatures)")
+    return found
 
 
 def _bundle_form(policy: VerifyPolicy) -> str:
@@ -246,7 +256,7 @@ def _bundle_form(policy: VerifyPolicy) -> str:
 
 def is_oms(data: bytes) -> bool:
     """Whether a bundle's (not yet verified) DSSE payload says it is an OMS statement."""
-    return _predicate_of(data) == OMS_PREDICATE_TYPE
+    return is_oms_predicate(_predicate_of(data))
 
 
 def _predicate_of(data: bytes) -> str | None:
@@ -277,14 +287,17 @@ def verify_oms_signature(content: BundleContent, policy: VerifyPolicy, where: st
     if policy.attestation:
         raise SignatureError(f"{short}: a model signature, not an attestation of type {policy.predicate_type}")
     if content.has_certificate:
-        raise SignatureError(f"{short}: keyless OMS signatures are not verified here (key signatures only)")
+        raise SignatureError(f"{short}: certificate OMS signatures (sigstore keyless or an X.509 chain) are not "
+                             "verified here (key signatures only)")
     if not policy.keys or content.envelope is None:
         raise SignatureError(f"{short}: signed with a key; pass --key")
     for name, key in policy.keys:
         try:
             payload = verify_envelope(content.envelope, key)
-        except SignatureError:
+        except KeyMismatch:
             continue
+        except SignatureError as e:
+            raise SignatureError(f"{short}: {e}") from None
         statement = parse_oms(payload)
         if policy.claims:
             raise SignatureError(f"{short}: carries no claims ({', '.join(sorted(policy.claims))} asked)")
@@ -292,14 +305,15 @@ def verify_oms_signature(content: BundleContent, policy: VerifyPolicy, where: st
     raise SignatureError(f"{short}: DSSE signature does not verify")
 
 
-def verify_oms(data: bytes, files: Callable[[], Mapping[str, str]], policy: VerifyPolicy, where: str,
-               what: str) -> Verified:
-    """The OMS bundle ``data`` verifies with the policy's keys and signs exactly ``files()``
-    (path -> sha256 hex, asked only once the signature verified): the statement's file list
-    must be the model's, so it binds to this model and no other."""
+def verify_oms(data: bytes, files: Callable[[OmsStatement], Mapping[str, str]], policy: VerifyPolicy,
+               where: str, what: str) -> Verified:
+    """The OMS bundle ``data`` verifies with the policy's keys and signs exactly
+    ``files(statement)`` (the model's resources hashed as the statement says, asked only once the
+    signature verified): the statement's list must be the model's, so it binds to this model
+    and no other."""
     verified, statement = verify_oms_signature(parse_bundle(data), policy, where)
     try:
-        listed = files()
+        listed = files(statement)
     except SignatureError:
         raise
     except OcibridgeError as e:  # a layer that cannot be listed: this signature is not accepted

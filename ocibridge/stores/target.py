@@ -1,6 +1,6 @@
 """What opening a located reference gives: a store and the tag or digest of the artifact in it.
 
-Its own small module, below every opener (layouts and registries in :mod:`ocibridge.kinds.targets`,
+Its own small module, below every opener (layouts and registries in :mod:`ocibridge.places.targets`,
 a kind's own places in its package), so an opener needs no import of the dispatch that calls it."""
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from ocibridge.oci.digest import CHUNK, VerifyingReader, new_hasher, split_diges
 from ocibridge.oci.layerinfo import layer_path
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Store, is_manifest
+from ocibridge.stores.forwarding import ForwardingReads
 from ocibridge.stores.layout import LayoutStore
 from ocibridge.stores.ranged import DeltaBuilder, RangedBlobSource
 from ocibridge.transfer.progress import ProgressFn
@@ -56,13 +57,13 @@ class _CachedBlob(ClosesOnExit):
         self._file.close()
 
 
-class CachedPullSource:
+class CachedPullSource(ForwardingReads[Store]):
     """``store`` for one pull, read-only: blobs through the resumable cache, or from files
     already in ``existing``; everything else is the store's own."""
 
     def __init__(self, store: Store, cache: LayoutStore, existing: Path | None,
                  progress: ProgressFn | None, delta: DeltaBuilder | None = None):
-        self._store = store
+        super().__init__(store)  # every read but open_blob: the store's own
         self._cache = cache
         self._existing = existing
         self._progress = progress
@@ -70,31 +71,13 @@ class CachedPullSource:
         self.used: set[str] = set()  # blobs read through the cache (fetched now or before)
         self.reused = 0  # files found in the output directory
 
-    def describe(self) -> str:
-        return self._store.describe()
-
-    def exists(self, desc: Descriptor) -> bool:
-        return self._store.exists(desc)
-
-    def fetch_bytes(self, desc: Descriptor) -> bytes:
-        return self._store.fetch_bytes(desc)
-
-    def resolve(self, reference: str) -> Descriptor:
-        return self._store.resolve(reference)
-
-    def tags(self) -> list[str]:
-        return self._store.tags()
-
-    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return self._store.referrers(desc, artifact_type)
-
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         local = self._existing_file(desc)
         if local is not None:
             self.reused += 1
             return VerifyingReader(open(local, "rb"), desc.digest, desc.size)  # type: ignore[return-value]
-        if is_manifest(desc) or not isinstance(self._store, RangedBlobSource):
-            return self._store.open_blob(desc)
+        if is_manifest(desc) or not isinstance(self._inner, RangedBlobSource):
+            return self._inner.open_blob(desc)
         verified_now = False
         if not self._cache.exists(desc):
             progress, on_bytes = self._progress, None
@@ -102,8 +85,8 @@ class CachedPullSource:
                 def on_bytes(n: int) -> None:
                     progress("bytes", desc, n)
             final = self._cache.blob_path(desc.digest)
-            if self._delta is None or not self._delta.build(final, desc, self._store, on_bytes):
-                self._cache.download_blob(desc, self._store, on_bytes=on_bytes)
+            if self._delta is None or not self._delta.build(final, desc, self._inner, on_bytes):
+                self._cache.download_blob(desc, self._inner, on_bytes=on_bytes)
             verified_now = True
         self.used.add(desc.digest)
         try:
@@ -111,7 +94,7 @@ class CachedPullSource:
                 return cast(BinaryIO, _CachedBlob(self._cache.blob_path(desc.digest)))
             return self._cache.open_blob(desc)  # from an earlier run: verified as it is read
         except (NotFound, FileNotFoundError):  # another pull's clean-up took it
-            return self._store.open_blob(desc)
+            return self._inner.open_blob(desc)
 
     def _existing_file(self, desc: Descriptor) -> Path | None:
         """The output file this layer would write, when it is already there with its digest."""

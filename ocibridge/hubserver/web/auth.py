@@ -1,5 +1,6 @@
-"""Who may see the pages when serve has ``--token-file``: a token given once in the login form
-becomes a cookie, which only pages accept.
+"""The login of the pages when serve has ``--token-file``: a token given once in the login form
+becomes a cookie, which only pages accept (whether a cookie is good is decided with every other
+access, in :meth:`.access.Gate.page_allowed`).
 
 The cookie holds no token: it is an HMAC of the token under a key made when serve starts, so a
 cookie copied out of a browser is no API token, and a restart signs everyone out. It is
@@ -12,50 +13,23 @@ authorized API writes would let any site write through a signed-in user's browse
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
-from collections.abc import Sequence
 from urllib.parse import parse_qs, quote
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-COOKIE = "ocibridge_session"
+from ocibridge.hubserver.access import COOKIE
+
 #: seconds a login lasts (the cookie's Max-Age)
 SESSION_SECONDS = 12 * 3600
 #: the login form's path (not a Hub repository: serve keeps /ocibridge/ for itself)
 LOGIN_PATH = "/ocibridge/login"
 
 
-class PageAuth:
-    """The tokens pages accept (none: pages are open, as the API is)."""
-
-    def __init__(self, tokens: Sequence[bytes]):
-        self._key = secrets.token_bytes(32)
-        self._sessions = {self._session(t) for t in tokens}
-
-    @property
-    def needed(self) -> bool:
-        return bool(self._sessions)
-
-    def _session(self, token: bytes) -> str:
-        return hmac.new(self._key, token, hashlib.sha256).hexdigest()
-
-    def allowed(self, request: Request) -> bool:
-        if not self._sessions:
-            return True
-        given = request.cookies.get(COOKIE, "")
-        return any(hmac.compare_digest(given, s) for s in self._sessions)
-
-    def session_for(self, token: str) -> str | None:
-        """The cookie's value for ``token``, None when no such token is served."""
-        value = self._session(token.encode())
-        return value if any(hmac.compare_digest(value, s) for s in self._sessions) else None
-
-    def to_login(self, request: Request) -> Response:
-        wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        return RedirectResponse(f"{LOGIN_PATH}?next={quote(wanted, safe='')}", status_code=303)
+def to_login(request: Request) -> Response:
+    """The login form, which comes back to the page asked for once signed in."""
+    wanted = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"{LOGIN_PATH}?next={quote(wanted, safe='')}", status_code=303)
 
 
 def local_target(text: str | None) -> str:

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError
-from ocibridge.hubserver.commits import AUTHOR, DESCRIPTION, SUMMARY
-from ocibridge.hubserver.history import walk
-from ocibridge.hubserver.sources import CREATED, Catalog, Refused, Resolved, commit_of
+from ocibridge.hubserver.reading.catalog import Catalog, Resolved
+from ocibridge.hubserver.reading.sources import CREATED, Refused, commit_of
+from ocibridge.hubserver.writes.commits import AUTHOR, DESCRIPTION, SUMMARY
+from ocibridge.hubserver.writes.history import walk
 from ocibridge.oci.reference import RegistryReference
 
 if TYPE_CHECKING:

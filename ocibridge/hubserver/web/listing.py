@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.errors import NotFound, OcibridgeError, RegistryError
-from ocibridge.hubserver.sources import Catalog, Refused, Resolved, repo_parts
+from ocibridge.hubserver.reading.catalog import Catalog, Resolved
+from ocibridge.hubserver.reading.sources import Refused, repo_parts
 from ocibridge.hubserver.web import facts
 
 #: seconds the list of repositories is kept before the sources are asked again

@@ -19,8 +19,8 @@ from typing import Any
 from urllib.parse import quote
 
 from ocibridge.errors import OcibridgeError, SignatureError
-from ocibridge.hubserver.files import HubFile, ModelFiles
-from ocibridge.hubserver.sources import Catalog, Refs, Resolved
+from ocibridge.hubserver.reading.catalog import Catalog, Refs, Resolved
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles
 from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card
 from ocibridge.hubserver.web.history import EVIDENCE_TAG

@@ -23,18 +23,19 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.access import Gate
 from ocibridge.hubserver.answers import int_param, requested_repo
+from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.routing import HubRoute
-from ocibridge.hubserver.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.web import auth, facts, render
 from ocibridge.hubserver.web.listing import Listing
 from ocibridge.hubserver.web.model import ModelPages, ModelView, read_small
 from ocibridge.oci.reference import RegistryReference
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.files import ModelFiles
-    from ocibridge.hubserver.sources import Catalog, Resolved
+    from ocibridge.hubserver.reading.catalog import Catalog, Resolved
+    from ocibridge.hubserver.reading.files import ModelFiles
+    from ocibridge.hubserver.settings import ServeSettings
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -57,7 +58,7 @@ class Serving(Protocol):
     """What the pages use of app.py's ``ServeApp`` (a protocol: app.py imports this module)."""
 
     catalog: Catalog
-    tokens: list[bytes]
+    gate: Gate
 
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T: ...
 
@@ -70,10 +71,11 @@ class Serving(Protocol):
 class WebPages:
     """The pages, over what the API routes share (app.py's ``ServeApp``)."""
 
-    def __init__(self, serve: Serving, public_url: str | None = None):
+    def __init__(self, serve: Serving, settings: ServeSettings):
         self.serve = serve
-        self.public_url = public_url
-        self.auth = auth.PageAuth(serve.tokens)
+        self.settings = settings
+        self.public_url = settings.public_url
+        self.gate = serve.gate
         self.listing = Listing(serve.catalog)
         self.models = ModelPages(serve.catalog)
 
@@ -84,19 +86,14 @@ class WebPages:
         async def endpoint(request: Request) -> Response:
             if repo_route and self._reserved(request):
                 return await self.serve.not_found(request)
-            if not self.auth.allowed(request):
-                return self.auth.to_login(request)
+            repo_id = requested_repo(request) if "name" in request.path_params else None
+            if not self.gate.page_allowed(request, repo_id):
+                return auth.to_login(request)
             try:
                 return await answer(request)
-            except RepoNotFound as e:
-                return self.error(request, 404, "No such model", str(e))
-            except RevisionNotFound as e:
-                return self.error(request, 404, "No such revision", str(e))
-            except Refused as e:
-                return self.error(request, 403, "Refused by the policy serve enforces", str(e))
-            except OcibridgeError as e:
-                log.warning("%s %s: %s", request.method, request.url.path, e)
-                return self.error(request, 502, "The registry did not answer as expected", str(e))
+            except CAUGHT as e:  # the API's table (failures.py), answered as a page
+                failure = failure_of(e, f"{request.method} {request.url.path}")
+                return self.error(request, failure.status, failure.title, failure.message)
 
         return endpoint
 
@@ -114,7 +111,7 @@ class WebPages:
 
     def host(self, request: Request) -> str:
         """The URL clients reach serve at (``--public-url``, else the request's)."""
-        return self.public_url or str(request.base_url).rstrip("/")
+        return self.settings.base(str(request.base_url))
 
     def routes(self) -> list[BaseRoute]:
         """The page routes, to be tried after every API route."""
@@ -149,7 +146,7 @@ class WebPages:
     async def login(self, request: Request) -> Response:
         fields = auth.form_fields(await request.body())
         target = auth.local_target(fields.get("next"))
-        session = self.auth.session_for(fields.get("token", "").strip())
+        session = self.gate.session_for(fields.get("token", "").strip())
         if session is None:
             return render.page("login.html", 401, failed=True, target=target, **self.common(request))
         answer = RedirectResponse(target, status_code=303)
@@ -178,7 +175,7 @@ class WebPages:
         host = self.host(request)
         repo, resolved = view.repo_id, view.resolved
         revision = "" if view.revision == "main" else f", revision={view.revision!r}"
-        token = "HF_TOKEN=YOUR_TOKEN " if self.auth.needed else ""
+        token = "HF_TOKEN=YOUR_TOKEN " if self.gate.pages_need_login else ""
         tag = self.serve.catalog._tag_of(view.revision)
         where = resolved.repo.located(tag, resolved.top.digest)
         ref = str(where) if where is not None else resolved.repo.shown

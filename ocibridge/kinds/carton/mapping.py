@@ -8,9 +8,9 @@ annotation lets an artifact be found by its Carton model hash. Table: docs/forma
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ocibridge.kinds.annotations import annotation_json
 from ocibridge.kinds.carton.carton_toml import CartonToml
 
 ANNOTATION_PREFIX = "io.carton."
@@ -27,7 +27,7 @@ ANNOTATION_MODEL_DESCRIPTION = ANNOTATION_PREFIX + "model-description"
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+    return annotation_json(value, sort_keys=True)  # carton's annotations have always sorted keys
 
 
 def descriptor_of(toml: CartonToml) -> dict[str, Any]:

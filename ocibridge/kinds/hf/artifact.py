@@ -14,12 +14,19 @@ from typing import TYPE_CHECKING
 from ocibridge.kinds.hf.locator import HubReference
 
 if TYPE_CHECKING:
+    from ocibridge.stores.registry.options import RegistryOptions
     from ocibridge.stores.target import SourceTarget
 
 
-def open_hub_target(ref: HubReference) -> SourceTarget:
+def open_hub_target(ref: HubReference, *, for_write: bool = False,
+                    options: RegistryOptions | None = None) -> SourceTarget:
     """The hf kind's opener: the artifact a push of ``hf:ORG/NAME[@REVISION]`` builds, as a
-    read-only store; one error line for a repo or revision the cache lacks."""
+    read-only store; one error line for a repo or revision the cache lacks. (``for_write``
+    and ``options``: the openers' one signature; the Hub cache is no store to write to.)"""
+    if for_write:
+        from ocibridge.errors import InvalidReference
+
+        raise InvalidReference(f"{ref.text} is no store: push, copy and convert read it as a source")
     from ocibridge.kinds.hf.door import read_snapshot
     from ocibridge.kinds.source import ReadRequest
     from ocibridge.model.builder import ARTIFACT_TAG, PlannedArtifact

@@ -1,5 +1,5 @@
 """``hf:ORG/NAME[@REVISION]``: a model of the local Hugging Face cache, as a typed locator (the
-hf kind's grammar in the table of kinds; :func:`ocibridge.kinds.locate.locate` calls it).
+hf kind's grammar in the table of kinds; :func:`ocibridge.places.locate.locate` calls it).
 
 ``hf://ORG/NAME[@REVISION]`` names the repository on a Hub endpoint instead (``remote``): a
 mirror job's source, downloaded into that cache first (docs/mirroring.md)."""
@@ -7,8 +7,10 @@ mirror job's source, downloaded into that cache first (docs/mirroring.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ocibridge.kinds.hf.hubcache import SCHEME, parse
+from ocibridge.oci.reference import RegistryReference
 
 REMOTE_SCHEME = "hf://"
 
@@ -23,9 +25,24 @@ class HubReference:
     written: str = field(default="", compare=False, repr=False)
     remote: bool = False
 
+    #: what it answers as a kind's place (ocibridge.places.locators.KindPlace): a source, not a store
+    kind: ClassVar[str] = "hf"
+    is_store: ClassVar[bool] = False
+
+    @property
+    def holds_referrers(self) -> bool:
+        return False  # the Hub cache keeps files, no signatures
+
     @property
     def text(self) -> str:
         return self.written or str(self)
+
+    @property
+    def repository_text(self) -> str:
+        return (REMOTE_SCHEME if self.remote else SCHEME) + self.repo_id
+
+    def registry_reference(self) -> RegistryReference | None:
+        return None
 
     def __str__(self) -> str:
         scheme = REMOTE_SCHEME if self.remote else SCHEME
@@ -40,3 +57,13 @@ def parse_hub_reference(text: str) -> HubReference:
         return HubReference(repo_id, revision, written=text, remote=True)
     repo_id, revision = parse(text)
     return HubReference(repo_id, revision, written=text)
+
+
+def as_hub_reference(value: str | HubReference) -> HubReference:
+    """A Hub reference as given, or read from its text (an API argument may be either)."""
+    return value if isinstance(value, HubReference) else parse_hub_reference(value)
+
+
+def hub_reference_of(located: object) -> HubReference | None:
+    """``located`` when it is this kind's place (the hf kind answers; no code outside it tests the type)."""
+    return located if isinstance(located, HubReference) else None

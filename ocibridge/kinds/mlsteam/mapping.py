@@ -8,9 +8,9 @@ without fetching the manifest layer. The table is in docs/formats/mlsteam.md.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ocibridge.kinds.annotations import annotation_json
 from ocibridge.kinds.mlsteam.manifest import MlarchiveManifest
 
 ANNOTATION_PREFIX = "io.mlsteam."
@@ -22,7 +22,7 @@ ANNOTATION_IN_MEMORY = ANNOTATION_PREFIX + "in-memory-model-extraction"
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return annotation_json(value, sort_keys=False)  # mlsteam's keep the order read: their digests too
 
 
 def _dump(model: Any) -> Any:

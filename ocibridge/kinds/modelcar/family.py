@@ -17,11 +17,11 @@ from ocibridge.kinds.describe import MODELCAR_SOURCE, is_image
 from ocibridge.kinds.family import Exported, Reading, WriteOptions
 from ocibridge.kinds.modelcar.image import ModelsTree, has_models, image_config, read_models
 from ocibridge.kinds.modelpack.family import ModelPackFamily
-from ocibridge.kinds.targets import StoreTarget
 from ocibridge.kinds.undo import undone_on_failure
 from ocibridge.model.package import ModelPackage
 from ocibridge.oci.mediatypes import OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.places.targets import StoreTarget
 from ocibridge.stores.base import Store
 from ocibridge.transfer.copy import copy
 from ocibridge.transfer.progress import ProgressFn

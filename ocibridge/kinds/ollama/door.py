@@ -24,8 +24,8 @@ class OllamaFormat:
     shows_progress: ClassVar[bool] = False
 
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
-        from ocibridge.kinds.targets import open_store_target
         from ocibridge.oci.reference import parse_ollama_reference
+        from ocibridge.places.targets import open_store_target
 
         parsed = request.source if request.source is not None else parse_ollama_reference(source)
         origin = open_store_target(parsed, options=request.registry_options)
@@ -48,8 +48,8 @@ class OllamaFormat:
 
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
         from ocibridge.kinds.ollama.exporter import export_ollama
-        from ocibridge.kinds.targets import open_store_target
         from ocibridge.oci.reference import parse_ollama_reference
+        from ocibridge.places.targets import open_store_target
         from ocibridge.transfer.results import PullResult
 
         located = request.destination if request.destination is not None else parse_ollama_reference(dest)

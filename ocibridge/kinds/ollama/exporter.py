@@ -27,7 +27,6 @@ from ocibridge.kinds.ollama.manifest import (
     render_manifest,
 )
 from ocibridge.kinds.ollama.mapping import MANIFEST_FILE
-from ocibridge.kinds.targets import StoreTarget
 from ocibridge.model.gguf_header import read_gguf_header
 from ocibridge.oci.digest import sha256_bytes
 from ocibridge.oci.mediatypes import (
@@ -41,6 +40,7 @@ from ocibridge.oci.mediatypes import (
 )
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import DEFAULT_TAG
+from ocibridge.places.targets import StoreTarget
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, OneManifest, Store
 from ocibridge.transfer.copy import CopyHooks, CopyStats, copy
 from ocibridge.transfer.progress import ProgressFn

@@ -12,9 +12,9 @@ from ocibridge.kinds.common import layer_file_path, short
 from ocibridge.kinds.family import Exported, Reading, WriteOptions
 from ocibridge.kinds.modelpack.family import ModelPackFamily
 from ocibridge.kinds.neutral import Loss, Part
-from ocibridge.kinds.targets import StoreTarget
 from ocibridge.oci.mediatypes import OLLAMA_LAYER_PREFIX, Kind, Variant
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.places.targets import StoreTarget
 from ocibridge.stores.base import Store
 from ocibridge.transfer.progress import ProgressFn
 

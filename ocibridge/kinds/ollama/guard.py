@@ -17,6 +17,7 @@ from ocibridge.kinds.ollama.names import layer_names
 from ocibridge.oci.mediatypes import DOCKER_CONFIG, OLLAMA_LAYER_PREFIX
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import Reopen
+from ocibridge.stores.forwarding import ForwardingReads
 
 if TYPE_CHECKING:
     from ocibridge.stores.registry.store import RegistryStore
@@ -56,7 +57,7 @@ def check_manifest(label: str, digest: str, data: bytes) -> None:
         raise type(e)(f"{label}: refusing manifest {digest}: {e}") from None
 
 
-class OllamaRegistryStore(ClosesOnExit):
+class OllamaRegistryStore(ForwardingReads["RegistryStore"], ClosesOnExit):
     """A registry repository used as an Ollama destination: every write is checked first;
     everything else is the wrapped store's (so mounts, HEAD skips and retries still apply).
 
@@ -64,30 +65,8 @@ class OllamaRegistryStore(ClosesOnExit):
     Ollama type to check."""
 
     def __init__(self, inner: RegistryStore, label: str):
-        self._inner = inner
+        super().__init__(inner)  # reads: the repository's own
         self.label = label
-
-    # -- reads: the repository's own ----------------------------------------------------------
-    def describe(self) -> str:
-        return self._inner.describe()
-
-    def exists(self, desc: Descriptor) -> bool:
-        return self._inner.exists(desc)
-
-    def open_blob(self, desc: Descriptor) -> BinaryIO:
-        return self._inner.open_blob(desc)
-
-    def fetch_bytes(self, desc: Descriptor) -> bytes:
-        return self._inner.fetch_bytes(desc)
-
-    def resolve(self, reference: str) -> Descriptor:
-        return self._inner.resolve(reference)
-
-    def tags(self) -> list[str]:
-        return self._inner.tags()
-
-    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return self._inner.referrers(desc, artifact_type)
 
     def close(self) -> None:
         self._inner.close()

@@ -26,10 +26,17 @@ def open_ollama_target(ref: str | OllamaReference, *, for_write: bool = False,
         from ocibridge.kinds.ollama.guard import OllamaRegistryStore
         from ocibridge.stores.registry import open_repository
 
-        repository = open_repository(ref.registry_reference(), options)
+        on_registry = ref.registry_reference()
+        assert on_registry is not None  # remote: on a registry
+        repository = open_repository(on_registry, options)
         store = OllamaRegistryStore(repository, text) if for_write else repository
     else:
         from ocibridge.kinds.ollama.store import OllamaStore, default_models_dir
 
         store = OllamaStore(default_models_dir(), name, create=for_write, label=text)
     return StoreTarget(store, ref.reference, name.tag, text)
+
+
+def ollama_reference_of(located: object) -> OllamaReference | None:
+    """``located`` when it is this kind's place (the Ollama kind answers; no code outside it tests the type)."""
+    return located if isinstance(located, OllamaReference) else None

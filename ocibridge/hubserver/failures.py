@@ -1,0 +1,60 @@
+"""The one table from an exception to what serve answers: its HTTP status, the Hub's
+``X-Error-Code`` (which huggingface_hub maps to its own exceptions: ``RepositoryNotFoundError``,
+``RevisionNotFoundError``, ``GatedRepoError``, ``EntryNotFoundError``, ``BadRequestError``) and the
+title a page heads it with. The API routes (:meth:`.app.ServeApp.guarded`) answer it as the Hub's
+JSON error, the pages (:meth:`.web.pages.WebPages.page`) as an error page: one ladder, so a new
+exception is answered the same way everywhere once it has its row here.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.access import Denied
+from ocibridge.hubserver.reading.sources import Refused, RepoNotFound, RevisionNotFound
+from ocibridge.hubserver.uploads.staging import StagingFull
+from ocibridge.hubserver.writes.commits import BadCommit, MissingEntry, StaleParent, UnknownContent
+
+log = logging.getLogger("ocibridge.hubserver")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """How one exception is answered."""
+
+    status: int
+    code: str | None  # X-Error-Code (None: the client raises a plain HTTP error)
+    title: str  # a page's heading
+    message: str
+
+
+#: first match wins: the specific rows before :class:`OcibridgeError`, their base
+TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
+    (RepoNotFound, 404, "RepoNotFound", "No such model"),
+    (RevisionNotFound, 404, "RevisionNotFound", "No such revision"),
+    # the Hub's "there, not for you": every client raises it
+    (Refused, 403, "GatedRepo", "Refused by the policy serve enforces"),
+    (StaleParent, 412, None, "A commit has happened since"),
+    (MissingEntry, 404, "EntryNotFound", "No such file"),
+    (BadCommit, 400, "BadRequest", "Not a commit serve can make"),
+    (UnknownContent, 422, "BadRequest", "A commit names bytes serve does not hold"),
+    (StagingFull, 507, None, "No room for the upload"),
+    (OcibridgeError, 502, None, "The registry did not answer as expected"),
+)
+
+
+#: what the routes catch and answer by the table (anything else is a bug: the server's 500)
+CAUGHT = (Denied, OcibridgeError)
+
+
+def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
+    """How ``error`` is answered. A :class:`.access.Denied` carries its own status (401 or 403).
+    ``where`` (method and path) is logged with an error of the registry's."""
+    if isinstance(error, Denied):
+        return Failure(error.status, None, "Not allowed", str(error))
+    status, code, title = next(row[1:] for row in TABLE if isinstance(error, row[0]))  # the last row: any
+    if status == 502:
+        log.warning("%s: %s", where, error)
+    return Failure(status, code, title, str(error))

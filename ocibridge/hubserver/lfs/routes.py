@@ -1,0 +1,214 @@
+"""Uploads over Git LFS (huggingface_hub's lfs.py, _commit_api.py; what ``HF_HUB_DISABLE_XET=1``
+clients send): the bytes land in :class:`.Staging`, as a Xet upload's do, so a commit takes a
+staged SHA-256 however it arrived.
+
+    POST /api/models/REPO/preupload/{rev}               upload mode of each file, and the oid the
+                                                        branch holds for it (unchanged: skipped)
+    POST /REPO.git/info/lfs/objects/batch               LFS batch (basic): where to PUT each object
+    PUT  /ocibridge/lfs/{sha256}/{size}/{repo}?signed   the object's bytes, into :class:`.Staging`
+                                                        (and on to the registry as they come: .relay)
+    POST /ocibridge/lfs/verify                          the object was received and verified
+
+The batch and verify need a write token (:class:`.access.Gate`). The PUT carries no header (the
+client sends none to an upload URL): its URL is signed for that object and size, for an hour;
+large files are offered in parts (:mod:`.uploads.multipart`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from functools import partial
+from typing import Any
+from urllib.parse import quote
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from ocibridge.chunks import chunkcache
+from ocibridge.chunks.chunking import ChunkHasher
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
+from ocibridge.errors import DigestMismatch
+from ocibridge.hubserver.access import require_upload_url
+from ocibridge.hubserver.answers import (
+    branch_of,
+    error,
+    in_thread,
+    is_sha256,
+    json_body,
+    listed,
+    number,
+    requested_repo,
+)
+from ocibridge.hubserver.guard import UPLOADS
+from ocibridge.hubserver.uploads.multipart import Multipart
+from ocibridge.hubserver.uploads.relay import RelayFor
+from ocibridge.hubserver.uploads.staging import write_all
+from ocibridge.hubserver.writes.commits import clean_path
+from ocibridge.hubserver.writes.repos import Repos
+
+log = logging.getLogger("ocibridge.hubserver")
+
+#: where LFS objects are PUT (the guard lets bodies of this path be as large as they say)
+UPLOAD_PATH = UPLOADS
+LFS_TYPE = "application/vnd.git-lfs+json"
+#: bytes of an upload written to its file at once
+WRITE_PIECE = 1024 * 1024
+
+
+class LfsRoutes:
+    """The LFS routes, over what the write routes share; their upload URLs signed for the
+    write tokens (:attr:`.access.Gate.uploads`), large files offered in parts."""
+
+    def __init__(self, repos: Repos, relay_for: RelayFor):
+        self.repos = repos
+        self.relay_for = relay_for  # a large upload on to the registry as it arrives (uploads/relay.py)
+        self.staging = repos.staging
+        self.signer = repos.gate.uploads
+        self.multipart = Multipart(repos.staging, self.signer, repos.settings)
+
+    async def _written_list(self, request: Request, key: str, expected: str) -> tuple[str, dict[str, Any],
+                                                                                   list[Any]] | Response:
+        """The repository a listing write names (preupload's files, a batch's objects), once the
+        token may write it, with the JSON body and its list under ``key``; else the Hub's error."""
+        repo_id = requested_repo(request)
+        self.repos.writer(request, repo_id)
+        read = await listed(request, key, expected)
+        return read if isinstance(read, Response) else (repo_id, *read)
+
+    async def preupload(self, request: Request) -> Response:
+        read = await self._written_list(request, "files", "expected {'files': [{'path', 'size', 'sample'}, ...]}")
+        if isinstance(read, Response):
+            return read
+        repo_id, _, asked = read
+        held = await self.repos.branch_files(repo_id, branch_of(request.path_params["revision"]))
+        answered = []
+        for item in asked:
+            if not isinstance(item, dict):
+                return error(400, None, "expected {'files': [{'path', 'size', 'sample'}, ...]}")
+            path = clean_path(item.get("path"))  # a BadCommit: 400 (failures.py)
+            size = item.get("size")
+            lfs = isinstance(size, int) and size > 0  # every non-empty file is an LFS object: a layer
+            answer: dict[str, Any] = {"path": item["path"], "uploadMode": "lfs" if lfs else "regular",
+                                      "shouldIgnore": False}
+            if lfs and path in held:
+                answer["oid"] = held[path]
+            answered.append(answer)
+        return JSONResponse({"files": answered, "commitOid": None})
+
+    async def lfs_batch(self, request: Request) -> Response:
+        read = await self._written_list(request, "objects", "expected an LFS batch request")
+        if isinstance(read, Response):
+            return read
+        repo_id, body, objects = read
+        if body.get("operation") != "upload":
+            return error(400, None, "serve's LFS batch API takes uploads (downloads: the resolve API)")
+        ref = body.get("ref")
+        name = ref.get("name") if isinstance(ref, dict) else None
+        branch = branch_of(name) if isinstance(name, str) else "main"
+        held = set((await self.repos.branch_files(repo_id, branch)).values())
+        wanted = {o["oid"]: o["size"] for o in objects if isinstance(o, dict) and is_sha256(o.get("oid"))
+                  and isinstance(o.get("size"), int) and o["size"] >= 0 and o["oid"] not in held}
+        staged = {oid for oid in wanted  # here already, and uploaded for repo_id (Staging.pinned)
+                  if await in_thread(self.repos.uploaded, repo_id, oid)
+                  and await in_thread(self.staging.pin, oid, repo_id)}
+        full = await in_thread(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged))
+        if full:  # git-lfs's batch API: 507, the server has no room for the objects
+            await in_thread(self.staging.unpin, staged, repo_id)
+            return error(507, None, full)
+        base = self.repos.base(request)
+        expires = self.signer.expiry()
+        answered: list[dict[str, Any]] = []
+        in_parts = "multipart" in (body.get("transfers") or ["basic"])  # huggingface_hub offers both
+        for item in objects:
+            oid, size = (item.get("oid"), item.get("size")) if isinstance(item, dict) else (None, None)
+            if not is_sha256(oid) or not isinstance(size, int) or size < 0:
+                answered.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
+                                 "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
+                continue
+            if oid in held or oid in staged or \
+                    await in_thread(self.repos.mounts.home, repo_id, oid) is not None:  # mounted at the commit
+                answered.append({"oid": oid, "size": size})  # no actions: the client skips it
+                continue
+            path = upload_path(str(oid), str(size), repo_id)
+            upload = self.multipart.action(base, str(oid), size, repo_id, expires) if in_parts else None
+            answered.append({"oid": oid, "size": size, "authenticated": True, "actions": {
+                "upload": upload or {"href": base + self.signer.signed(path, expires), "expires_in": 3600},
+                "verify": {"href": f"{base}{UPLOAD_PATH}verify", "header": {}},
+            }})
+        transfer = "multipart" if any("chunk_size" in a.get("actions", {}).get("upload", {}).get("header", {})
+                                      for a in answered) else "basic"
+        return JSONResponse({"transfer": transfer, "objects": answered, "hash_algo": "sha256"},
+                            media_type=LFS_TYPE)
+
+    async def lfs_put(self, request: Request) -> Response:
+        params_ = request.path_params
+        oid, size, repo_id = params_["oid"], number(params_["size"]), params_["repo"]
+        require_upload_url(self.signer, request, upload_path(oid, params_["size"], repo_id))
+        if not is_sha256(oid) or size is None:
+            return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE/REPO")
+        with self.staging.reserve(size, repo_id):  # StagingFull: 507 (failures.py)
+            return await self._receive(request, oid, size, repo_id)
+
+    async def _receive(self, request: Request, oid: str, size: int, repo_id: str) -> Response:
+        """The bytes of one LFS PUT into staging, checked against ``oid`` (room reserved)."""
+        with self.staging.new_file() as (tmp, fd):
+            relay = self.relay_for(repo_id, oid, size, tmp)
+            # the chunk table push binds for a file this large, made from the bytes as they come
+            chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
+            digest = hashlib.sha256()  # of the bytes as they are written: staging need not read them again
+            whole = False
+            try:
+                written = 0
+                pending: list[bytes] = []
+                async for piece in request.stream():
+                    pending.append(piece)
+                    written += len(piece)
+                    if written > size:
+                        return error(400, None, f"the upload is larger than the {size} bytes it was granted")
+                    if sum(map(len, pending)) >= WRITE_PIECE:  # one thread hop a MiB, not one a read
+                        await in_thread(write_all, fd, b"".join(pending), chunks, digest)
+                        pending.clear()
+                        if relay is not None:
+                            relay.follow.grew(written)
+                await in_thread(write_all, fd, b"".join(pending), chunks, digest)
+                if written != size:
+                    return error(400, None, f"the upload is {written} bytes, not the {size} it was granted")
+                whole = True
+                if relay is not None:
+                    relay.follow.grew(written)
+                try:
+                    await in_thread(partial(self.staging.commit_file, tmp, oid, hashed=digest.hexdigest()))
+                except DigestMismatch as e:
+                    return error(400, None, str(e))
+                await in_thread(self.staging.pin, oid, repo_id)  # its commit gives it back
+                if chunks is not None:  # the bytes hashed to the oid: their table is a fact of it
+                    chunkcache.remember(LayerChunks(f"sha256:{oid}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
+            except ClientDisconnect:
+                log.info("an upload of sha256:%s was abandoned after %d of %d bytes", oid, written, size)
+                return error(400, None, "the client left before the upload ended")
+            finally:
+                if relay is not None:
+                    if not whole:
+                        relay.follow.fail("the upload ended before its last byte")
+                    await in_thread(relay.wait)
+        return Response(status_code=200)
+
+    async def lfs_verify(self, request: Request) -> Response:
+        allowed = self.repos.writer(request, None)
+        try:
+            body = await json_body(request)
+            oid, size = body["oid"], body["size"]
+        except (KeyError, TypeError):
+            return error(400, None, "expected {'oid', 'size'}")
+        mine = isinstance(oid, str) and await in_thread(self.staging.pinned_by, oid, allowed.may_write)
+        found = await in_thread(self.staging.path_for, oid) if mine and isinstance(oid, str) else None
+        if found is None or found.stat().st_size != size:
+            return error(404, None, f"no verified upload of sha256:{oid} ({size} bytes)")
+        return JSONResponse({"message": "verified"})
+
+
+def upload_path(oid: str, size: str, repo_id: str) -> str:
+    """Where an LFS object is PUT: its oid, size and repository (one segment), which the URL's
+    signature covers."""
+    return f"{UPLOAD_PATH}{oid}/{size}/{quote(repo_id, safe='')}"

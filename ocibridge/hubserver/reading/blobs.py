@@ -1,0 +1,275 @@
+"""A file's bytes, verified, and kept in the model cache; one fetch per digest.
+
+- A blob the model cache holds (verified when it was written) is read from there.
+- Otherwise the blob is fetched once into the cache, on a thread of its own (:class:`.follow.Fill`):
+  from a registry (a store that sends parts of blobs) by pull's own download; from another
+  store (a layout) read whole while it is hashed and written. Every request for it, whole or a
+  range, follows that file as its verified prefix grows (:mod:`.follow`): the first bytes go
+  out while the rest arrives, and the last byte is held back until the digest matched, so a
+  client never receives a whole body that is wrong (on a mismatch the body iterator raises, and
+  the server cuts the connection before the response completes). A verified blob is renamed
+  into the cache.
+- No request holds the fetch, a lock or a permit while it sends: a client that stops reading
+  keeps nobody else from the blob (it is cut by the guard's send timeout, :mod:`.guard`).
+
+Work on files and sockets runs in worker threads (``anyio.to_thread``), one chunk at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import anyio.to_thread
+
+from ocibridge.cache.locks import flocked
+from ocibridge.chunks.tablehash import TableAndDigestHasher
+from ocibridge.core.fsutil import TEMP_PREFIX
+from ocibridge.errors import DigestMismatch
+from ocibridge.hubserver.reading.follow import Fill, FillView, follow
+from ocibridge.oci.digest import CHUNK, split_digest, verified
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.inorder_hash import Frontier
+from ocibridge.stores.ranged import RangedBlobSource
+
+if TYPE_CHECKING:
+    from ocibridge.cache.models import ModelCache
+    from ocibridge.chunks.table import LayerChunks
+    from ocibridge.stores.base import Store
+
+#: a layer's chunk digests and the table's chunk size
+TableOf = tuple["LayerChunks", int]
+
+#: blobs and snapshot files are read-only in the model cache
+READ_ONLY = 0o444
+
+
+async def read_file(path: Path, start: int, end: int) -> AsyncIterator[bytes]:
+    """Bytes ``[start, end)`` of a (verified) local file, a chunk at a time."""
+    f = await anyio.to_thread.run_sync(open, path, "rb")
+    try:
+        await anyio.to_thread.run_sync(f.seek, start)
+        left = end - start
+        while left > 0:
+            chunk = await anyio.to_thread.run_sync(f.read, min(CHUNK, left))
+            if not chunk:
+                raise DigestMismatch(f"{path}: shorter than its {end} bytes")
+            left -= len(chunk)
+            yield chunk
+    finally:
+        await anyio.to_thread.run_sync(f.close)
+
+
+class Checked(Protocol):
+    """A blob's file, read only as far as it is verified."""
+
+    def open(self) -> int:
+        """A descriptor of the file (the caller closes it)."""
+        ...
+
+    async def until(self, end: int) -> object:
+        """Return once bytes ``[0, end)`` are verified (raise if they never will be): a stamp
+        for :meth:`confirm`."""
+        ...
+
+    def confirm(self, stamp: object, end: int) -> None:
+        """After reading bytes below ``end``: raise unless they were still verified bytes."""
+        ...
+
+    def ready(self, end: int) -> bool:
+        """Whether :meth:`until` would return at once."""
+        ...
+
+
+class CheckedFile:
+    """A file verified whole (the model cache's blob, a snapshot's file)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def open(self) -> int:
+        return os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    async def until(self, end: int) -> object:
+        return None
+
+    def confirm(self, stamp: object, end: int) -> None:
+        return None
+
+    def ready(self, end: int) -> bool:
+        return True
+
+
+def _table_key(chunks: TableOf | None) -> str | None:
+    """The content key of a layer's table (whose word early bytes of a fetch are), if any."""
+    return chunks[0].content_key(chunks[1]) if chunks is not None else None
+
+
+class Blobs:
+    """Blobs of the model cache, filled from registries once per digest."""
+
+    def __init__(self, cache: ModelCache):
+        self.cache = cache
+        self._filling: dict[str, asyncio.Event] = {}
+        self._fills: dict[str, Fill] = {}  # registry fetches in progress, by digest
+        self.fetched = 0  # blobs fetched from a source (for tests and the log)
+
+    def cached(self, layer: Descriptor) -> Path | None:
+        """The model cache's verified copy of ``layer``, if it holds one."""
+        return self.cache.blobs.blob_path(layer.digest) if self.cache.blobs.exists(layer) else None
+
+    def filling(self, layer: Descriptor) -> bool:
+        """Whether a fetch of ``layer`` is in progress."""
+        return layer.digest in self._fills or layer.digest in self._filling
+
+    async def body(self, store: Store, manifest: Descriptor, layer: Descriptor,
+                   start: int, end: int, chunks: TableOf | None = None) -> AsyncIterator[bytes]:
+        """Bytes ``[start, end)`` of ``layer``: from the cache, else from one fetch shared by
+        every request for it, followed as it arrives (checked chunk by chunk against ``chunks``
+        too, so Xet requests that join it get verified chunks early). The fetch runs on a thread
+        of its own: no request holds it, so a client that stops reading keeps no other waiting."""
+        found = self.cached(layer)
+        if found is not None:
+            return read_file(found, start, end)
+        if layer.size > 0:
+            fetch = await self._shared_fetch(store, layer, chunks)
+            return read_file(fetch, start, end) if isinstance(fetch, Path) else follow(fetch, start, end)
+        return read_file(await self.fill(store, manifest, layer), start, end)
+
+    async def checked(self, store: Store, manifest: Descriptor, layer: Descriptor,
+                      chunks: TableOf | None = None) -> Checked:
+        """``layer``'s bytes as they are verified, for senders that may send no other (Xet's):
+        the model cache's copy; else the registry fetch, checked chunk by chunk against
+        ``chunks`` (the table the manifest binds) as it arrives, or whole when there is none or
+        the fetch under way is checked by another manifest's table."""
+        found = self.cached(layer)
+        if found is not None:
+            return CheckedFile(found)
+        if layer.size > 0:
+            fetch = await self._shared_fetch(store, layer, chunks)
+            if isinstance(fetch, Path):
+                return CheckedFile(fetch)
+            key = _table_key(chunks)
+            return FillView(fetch, whole=key is None or key != fetch.table_key)
+        return CheckedFile(await self.fill(store, manifest, layer))
+
+    async def _shared_fetch(self, store: Store, layer: Descriptor, chunks: TableOf | None) -> Fill | Path:
+        """The registry fetch of ``layer`` under way, else one started now; or the cache's copy,
+        when a fetch of the other kind (a store that sends no parts) put it there meanwhile."""
+        fill = self._fills.get(layer.digest)
+        if fill is None:
+            found = await self.wait(layer)
+            if found is not None:
+                return found
+            # started by a request that waited alongside, else by this one
+            fill = self._fills.get(layer.digest) or self._follow_fetch(store, layer, chunks)
+        return fill
+
+    def _follow_fetch(self, store: Store, layer: Descriptor, chunks: TableOf | None = None) -> Fill:
+        """Start the one fetch of ``layer`` into the cache, on a thread of its own: a registry's
+        by pull's download (ranged, resumable), another store's (a layout) read whole while it is
+        hashed (:func:`_copy_into`); either reports its verified-in-order prefix to the Fill."""
+        fill = Fill(layer.digest, layer.size, self.cache.blobs.blob_path(layer.digest))
+        fill.table_key = _table_key(chunks)
+        self._fills[layer.digest] = fill
+        blobs, locks = self.cache.blobs, self.cache.locks
+
+        def table_hasher() -> TableAndDigestHasher:
+            assert chunks is not None
+            hasher = TableAndDigestHasher(*chunks)  # a new one each time the download starts over
+            fill.set_hasher(hasher)
+            return hasher
+
+        def fetch(on_hashed: Frontier) -> None:
+            # the cache's lock: another process filling the same cache waits, then finds it
+            with flocked(locks / f"{split_digest(layer.digest)[1]}.lock"):
+                if blobs.exists(layer):
+                    return
+                if isinstance(store, RangedBlobSource):
+                    blobs.download_blob(layer, store, on_hashed=on_hashed,
+                                        hasher_for=table_hasher if chunks is not None else None)
+                    os.chmod(blobs.blob_path(layer.digest), READ_ONLY)
+                else:
+                    _copy_into(store, layer, blobs.blob_path(layer.digest), on_hashed)
+
+        def done(ended: Fill) -> None:
+            if self._fills.get(layer.digest) is ended:
+                del self._fills[layer.digest]
+            if ended.verified:
+                self.fetched += 1
+
+        fill.start(fetch, done)
+        return fill
+
+    async def wait(self, layer: Descriptor) -> Path | None:
+        """Wait out a fetch of ``layer`` in progress; then the cache's copy, if any."""
+        for _ in range(2):
+            event = self._filling.get(layer.digest)
+            if event is None:
+                break
+            await event.wait()
+        return self.cached(layer)
+
+    async def fill(self, store: Store, manifest: Descriptor, layer: Descriptor) -> Path:
+        """Fetch ``layer`` into the cache (verified) unless there; its path."""
+        found = await self.wait(layer)
+        if found is not None:
+            return found
+        event = self._claim(layer)
+        try:
+            from ocibridge.cache.source import CacheSource
+
+            source = CacheSource(self.cache.blobs, self.cache.locks, store, manifest)
+            await anyio.to_thread.run_sync(source.ensure, layer)
+            self.fetched += len(source.fetched)
+        finally:
+            self._release(layer, event)
+        return self.cache.blobs.blob_path(layer.digest)
+
+    def _claim(self, layer: Descriptor) -> asyncio.Event:
+        event = asyncio.Event()
+        self._filling[layer.digest] = event
+        return event
+
+    def _release(self, layer: Descriptor, event: asyncio.Event) -> None:
+        if self._filling.get(layer.digest) is event:
+            del self._filling[layer.digest]
+        event.set()
+
+
+def _copy_into(store: Store, layer: Descriptor, final: Path, on_hashed: Frontier) -> None:
+    """``layer`` from a store that sends whole blobs (a layout) into the cache at ``final``:
+    written and hashed as read, each step reported (``on_hashed``), renamed read-only into
+    place only once its digest matched (a mismatch raises, and the file is removed)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=final.parent)
+    staged: Path | None = Path(name)
+    try:
+        reader = store.open_blob(layer)
+        try:
+            checked = verified(reader, layer.digest, layer.size)
+            at = 0
+            while chunk := checked.read(CHUNK):
+                view = memoryview(chunk)
+                while view:
+                    written = os.pwrite(fd, view, at)
+                    view = view[written:]
+                    at += written
+                on_hashed(fd, at)
+            checked.verify()
+        finally:
+            reader.close()
+        os.fchmod(fd, READ_ONLY)
+        assert staged is not None
+        os.replace(staged, final)
+        staged = None
+    finally:
+        os.close(fd)
+        if staged is not None:
+            with contextlib.suppress(FileNotFoundError):
+                staged.unlink()

@@ -1,0 +1,292 @@
+"""The catalog: the sources, searched in order, and what was resolved in them (a revision's
+manifest, a commit id mapped back, a repository's refs): the one place a revision is resolved,
+which also keeps Xet's short reuse of a commit. What a repo id and a revision name in each
+source is :mod:`.sources`'."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError
+from ocibridge.hubserver.reading.sources import (
+    COMMIT,
+    CREATED,
+    DEFAULT_TAG,
+    DIGEST,
+    Refused,
+    RegistrySource,
+    RepoNotFound,
+    Repository,
+    RevisionNotFound,
+    Source,
+    commit_of,
+    repo_parts,
+    revision_named,
+)
+from ocibridge.oci.models import Descriptor, Manifest
+from ocibridge.oci.reference import check_tag
+
+if TYPE_CHECKING:
+    from ocibridge.signing.containers_policy import UsePolicy
+    from ocibridge.signing.verify import VerifyPolicy
+    from ocibridge.stores.base import Store
+
+#: tags resolved at most to map a commit id back to its digest
+MAX_TAGS_SCANNED = 1000
+#: resolved revisions kept in memory (manifests are content-addressed: a digest's never changes)
+MEMO = 512
+#: resolutions kept for reuse (:meth:`Catalog.resolve`'s ``reuse_for``): past it, all are forgotten
+RECENT = 1024
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A revision of a repo id, resolved: the manifest it names and the model manifest."""
+
+    repo_id: str
+    revision: str
+    commit: str  # the first 40 hex digits of ``top``'s digest
+    top: Descriptor  # what the revision resolves to (an index, or the model manifest)
+    model: Descriptor  # the model manifest
+    manifest: Manifest
+    repo: Repository
+    source: Source
+    created: str | None = None  # when the model was made (:func:`created_of`), as the artifact says
+
+
+@dataclass(frozen=True)
+class Refs:
+    """A repository's revisions as the Hub lists its refs: ``main`` (the default tag) and every tag."""
+
+    repo_id: str
+    main: str | None  # the commit of the default tag; None when the repository lacks it
+    tags: tuple[tuple[str, str], ...]  # (tag, commit), sorted by tag
+
+
+#: bytes of a config read for its date (a ModelPack config is a few KiB)
+CONFIG_MAX = 4 * 1024 * 1024
+
+
+def created_of(store: Store, manifest: Manifest) -> str | None:
+    """When the model was made, as the artifact says it: the config's ``descriptor.createdAt``
+    (ModelPack's), else the manifest's ``org.opencontainers.image.created`` annotation; None
+    when neither says (never the time of the request: a date that moves tells a client the
+    model changed)."""
+    import json
+
+    config = manifest.config
+    if config.size <= CONFIG_MAX:
+        try:
+            data = json.loads(store.fetch_bytes(config))
+        except (OcibridgeError, ValueError, RecursionError):
+            data = None
+        descriptor = data.get("descriptor") if isinstance(data, dict) else None
+        created = descriptor.get("createdAt") if isinstance(descriptor, dict) else None
+        if isinstance(created, str) and created:
+            return created
+    annotated = (manifest.annotations or {}).get(CREATED)
+    return annotated if isinstance(annotated, str) and annotated else None
+
+
+class Catalog:
+    """The sources, searched in order, and what was resolved in them."""
+
+    def __init__(self, sources: Sequence[Source], *, default_tag: str = DEFAULT_TAG,
+                 verify: VerifyPolicy | UsePolicy | None = None):
+        self.sources = list(sources)
+        self.default_tag = check_tag(default_tag)
+        self.verify = verify
+        self._lock = threading.Lock()
+        self._commits: dict[tuple[int, str, str], str] = {}  # (source, repo id, commit) -> digest
+        self._manifests: OrderedDict[str, tuple[Descriptor, Manifest, str | None]] = OrderedDict()
+        self._verified: set[tuple[str, str | None, str]] = set()  # (repository, tag, digest) accepted
+        self._recent: dict[tuple[str, str], tuple[float, Resolved]] = {}  # (repo id, revision) -> when, what
+
+    def close(self) -> None:
+        for source in self.sources:
+            source.close()
+
+    def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0) -> Resolved:
+        """The revision (``main`` when None) of ``repo_id``; :class:`RepoNotFound` or
+        :class:`RevisionNotFound` as the Hub answers; :class:`Refused` when a policy refuses it.
+        ``reuse_for``: a resolution made with ``reuse_for`` less than that many seconds ago is
+        given again, the source not asked (the Xet routes: a file is many requests for one commit)."""
+        revision = revision or "main"
+        if reuse_for <= 0:
+            return self._find(repo_id, revision)
+        key = (repo_id, revision)
+        with self._lock:
+            known = self._recent.get(key)
+        if known is not None and time.monotonic() - known[0] < reuse_for:
+            return known[1]
+        resolved = self._find(repo_id, revision)
+        with self._lock:
+            if len(self._recent) > RECENT:
+                self._recent.clear()
+            self._recent[key] = (time.monotonic(), resolved)
+        return resolved
+
+    def _find(self, repo_id: str, revision: str) -> Resolved:
+        """The revision in the first source where it resolves, checked."""
+        parts = repo_parts(repo_id)
+        if parts is None:
+            raise RepoNotFound(f"{repo_id}: not a repository any source can hold")
+        if not revision_named(revision):
+            raise RevisionNotFound(f"{repo_id}: no revision {revision}")
+        key = "/".join(parts)
+        held = False
+        for number, source in enumerate(self.sources):
+            repo = source.repository(parts)
+            if repo is None:
+                continue
+            try:
+                top = self._resolve(number, key, repo, revision)
+            except (NotFound, InvalidReference):
+                held = held or self._holds(repo)
+                continue
+            if isinstance(source, RegistrySource):
+                source.seen.add(key)
+            with self._lock:
+                self._commits[(number, key, commit_of(top.digest))] = top.digest
+            model, manifest, created = self._manifest(repo.store, top)
+            self._check(repo, top, self._tag_of(revision))
+            return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source, created)
+        if held:
+            raise RevisionNotFound(self._no_revision(repo_id, parts, revision))
+        raise RepoNotFound(f"{repo_id}: no such repository in {', '.join(s.shown for s in self.sources)}")
+
+    def _no_revision(self, repo_id: str, parts: list[str], revision: str) -> str:
+        """Why a revision of a repository that exists is not found; for ``main``, which tags
+        there are and how to name one (the README's ``from_pretrained("a")`` of a repo with only ``:v1``)."""
+        if revision != "main":
+            return f"{repo_id}: no revision {revision}"
+        tags: set[str] = set()
+        for source in self.sources:
+            repo = source.repository(parts)
+            if repo is not None:
+                with contextlib.suppress(NotFound, RegistryError):
+                    tags.update(repo.tags())
+        shown = ", ".join(sorted(tags)[:10]) + (", ..." if len(tags) > 10 else "")
+        return (f"{repo_id}: no revision main (the tag {self.default_tag}); its tags: {shown or 'none'}: "
+                "ask for one (revision='TAG'), or run serve with --default-tag TAG")
+
+    def _resolve(self, number: int, key: str, repo: Repository, revision: str) -> Descriptor:
+        store = repo.store
+        if DIGEST.fullmatch(revision):
+            return store.resolve(revision)
+        if COMMIT.fullmatch(revision):
+            with self._lock:
+                known = self._commits.get((number, key, revision))
+            if known is not None:
+                return store.resolve(known)
+            return store.resolve(self._commit_digest(repo, revision))
+        tag = self.default_tag if revision == "main" else check_tag(revision)
+        return store.resolve(repo.reference(tag))
+
+    def _commit_digest(self, repo: Repository, commit: str) -> str:
+        """The one digest a commit id abbreviates among the repository's tags."""
+        found = set()
+        for tag in repo.tags()[:MAX_TAGS_SCANNED]:
+            try:
+                digest = repo.store.resolve(repo.reference(tag)).digest
+            except (NotFound, InvalidReference):
+                continue
+            if commit_of(digest) == commit:
+                found.add(digest)
+        if len(found) != 1:
+            raise NotFound(f"{repo.shown}: no one manifest has the commit id {commit}")
+        return found.pop()
+
+    @staticmethod
+    def _holds(repo: Repository) -> bool:
+        try:
+            return bool(repo.tags())
+        except (NotFound, RegistryError):
+            return False
+
+    def _manifest(self, store: Store, top: Descriptor) -> tuple[Descriptor, Manifest, str | None]:
+        """The model manifest ``top`` leads to, and its date (:func:`created_of`): read once
+        per digest (a digest's content never changes)."""
+        with self._lock:
+            known = self._manifests.get(top.digest)
+            if known is not None:
+                self._manifests.move_to_end(top.digest)
+                return known
+        from ocibridge.model.extract import fetch_manifest
+
+        model, manifest = fetch_manifest(store, top.digest)
+        found = (model, manifest, created_of(store, manifest))
+        with self._lock:
+            self._manifests[top.digest] = found
+            while len(self._manifests) > MEMO:
+                self._manifests.popitem(last=False)
+        return found
+
+    def refs(self, repo_id: str) -> Refs:
+        """The repository's refs in the first source that holds it: ``main`` when the default
+        tag is there, and every tag (at most :data:`MAX_TAGS_SCANNED`), each with its commit."""
+        parts = repo_parts(repo_id)
+        if parts is None:
+            raise RepoNotFound(f"{repo_id}: not a repository any source can hold")
+        key = "/".join(parts)
+        for number, source in enumerate(self.sources):
+            repo = source.repository(parts)
+            if repo is None:
+                continue
+            try:
+                names = repo.tags()
+            except (NotFound, RegistryError):
+                continue
+            tags = []
+            for tag in sorted(names)[:MAX_TAGS_SCANNED]:
+                try:
+                    digest = repo.store.resolve(repo.reference(check_tag(tag))).digest
+                except (NotFound, InvalidReference):
+                    continue
+                with self._lock:
+                    self._commits[(number, key, commit_of(digest))] = digest
+                tags.append((tag, commit_of(digest)))
+            if tags:
+                main = next((commit for tag, commit in tags if tag == self.default_tag), None)
+                return Refs(repo_id, main, tuple(tags))
+        raise RepoNotFound(f"{repo_id}: no such repository in {', '.join(s.shown for s in self.sources)}")
+
+    def _tag_of(self, revision: str) -> str | None:
+        """The tag a revision names (None: a digest or commit id), as the policy's scopes see it."""
+        if DIGEST.fullmatch(revision) or COMMIT.fullmatch(revision):
+            return None
+        return self.default_tag if revision == "main" else revision
+
+    def _check(self, repo: Repository, top: Descriptor, tag: str | None) -> None:
+        """Check then serve, as pull checks: the containers policy file that applies to the
+        repository (and tag) and the ``--verify-key`` keys; once accepted, remembered."""
+        key = (repo.shown, tag, top.digest)
+        if key in self._verified:
+            return
+        from ocibridge.errors import SignatureError
+        from ocibridge.signing.policy import Trusted
+        from ocibridge.signing.use import check_before_use
+
+        try:
+            check_before_use(repo.store, top, repo.located(tag, top.digest), self.verify, repo.shown,
+                             trusts=Trusted.FILES)
+        except SignatureError as e:
+            raise Refused(str(e)) from None
+        with self._lock:
+            self._verified.add(key)
+
+    def repo_ids(self) -> Iterator[tuple[str, Source]]:
+        """Every repo id the sources hold, the first source's first."""
+        seen: set[str] = set()
+        for source in self.sources:
+            for repo_id in source.repo_ids():
+                if repo_id not in seen:
+                    seen.add(repo_id)
+                    yield repo_id, source
+

@@ -1,0 +1,110 @@
+"""A model's files as the Hub lists them: path, size and SHA-256 of each.
+
+A raw layer is one file whose bytes are the blob's: its SHA-256 is the layer digest, known from
+the manifest without a byte fetched. Files inside tar layers are known only from their contents:
+the model is materialised through the model cache (a snapshot, every layer verified) and those
+files are hashed there, once per model, and served from that snapshot.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from ocibridge.core.fsutil import safe_relpath
+from ocibridge.errors import OcibridgeError
+from ocibridge.oci.digest import sha256_file
+from ocibridge.oci.layerinfo import raw_file_path
+from ocibridge.oci.models import Descriptor
+
+if TYPE_CHECKING:
+    from ocibridge.cache.models import ModelCache
+    from ocibridge.hubserver.reading.catalog import Resolved
+
+#: models whose file lists are kept in memory
+MEMO = 256
+
+
+@dataclass(frozen=True)
+class HubFile:
+    path: str
+    size: int
+    sha256: str  # lower-case hex
+    layer: Descriptor | None = None  # a raw layer: the file's bytes are this blob's
+    local: Path | None = None  # else a verified file of a model cache snapshot
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    files: dict[str, HubFile]  # by path, sorted
+
+    def directories(self) -> set[str]:
+        dirs: set[str] = set()
+        for path in self.files:
+            parts = path.split("/")[:-1]
+            dirs.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+        return dirs
+
+
+class FileLists:
+    """The file list of each model manifest, made once (snapshots for tar layers)."""
+
+    def __init__(self, cache: ModelCache, concurrency: int = 4):
+        self.cache = cache
+        self.concurrency = concurrency
+        self._memo: OrderedDict[str, ModelFiles] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, resolved: Resolved) -> ModelFiles:
+        digest = resolved.model.digest
+        with self._lock:
+            known = self._memo.get(digest)
+            if known is not None:
+                self._memo.move_to_end(digest)
+                return known
+        made = self._make(resolved)
+        with self._lock:
+            self._memo[digest] = made
+            while len(self._memo) > MEMO:
+                self._memo.popitem(last=False)
+        return made
+
+    def _make(self, resolved: Resolved) -> ModelFiles:
+        files: dict[str, HubFile] = {}
+        tars = False
+        for layer in resolved.manifest.layers:
+            name = raw_file_path(layer)
+            if name is None:
+                tars = True
+                continue
+            rel = safe_relpath(name, "layer file path")
+            if rel in files:
+                raise OcibridgeError(f"{resolved.repo.shown}: {rel} is in the model twice")
+            files[rel] = HubFile(rel, layer.size, layer.digest.split(":", 1)[1], layer=layer)
+        if tars:
+            snap = self.cache.snapshot(resolved.repo.store, resolved.model.digest, shown=resolved.model.digest,
+                                       concurrency=self.concurrency)
+            for path in sorted(snap.path.rglob("*")):
+                if path.is_symlink() or not path.is_file():
+                    continue  # the Hub has no links; a link's target is listed as itself
+                rel = path.relative_to(snap.path).as_posix()
+                if rel not in files:
+                    files[rel] = HubFile(rel, path.stat().st_size, _sha256(path), local=path)
+        return ModelFiles(dict(sorted(files.items())))
+
+
+def _sha256(path: Path) -> str:
+    """The file's SHA-256 in hex (what the Hub names an LFS file by)."""
+    return sha256_file(path)[0].removeprefix("sha256:")
+
+
+class Resolver(Protocol):
+    """How the routes resolve a repo id and revision: the app's (``ServeApp.model``), the one
+    resolution the read and the Xet routes make."""
+
+    def __call__(self, repo_id: str, revision: str | None, *,
+                 reuse_for: float = 0) -> Awaitable[tuple[Resolved, ModelFiles]]: ...

@@ -1,0 +1,134 @@
+"""The Hub's JSON shapes, as huggingface_hub's ``ModelInfo``, ``RepoFile`` and ``RepoFolder``
+read them (facts from its hf_api.py).
+
+Every file is listed as the Hub lists a file kept in git-lfs: ``lfs.oid`` (``lfs.sha256`` in a
+sibling) is its SHA-256, the name the Hub cache gives its blob and the model cache too; ``oid``
+is the git blob id of its LFS pointer, computed from the SHA-256 and size alone, so nothing has
+to be read to list a model. Directories are named by a hash of what they hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from ocibridge.hubserver.reading.catalog import Refs, Resolved
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles
+
+
+def pointer(f: HubFile) -> bytes:
+    """The git-lfs pointer file of ``f``."""
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{f.sha256}\nsize {f.size}\n".encode()
+
+
+def git_oid(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's name, not security
+
+
+#: a file's Xet name, or None when it is not offered over Xet
+XetNames = Callable[[HubFile], "str | None"]
+
+
+def file_entry(f: HubFile, xet_name: XetNames | None = None) -> dict[str, Any]:
+    ptr = pointer(f)
+    entry: dict[str, Any] = {"type": "file", "oid": git_oid(ptr), "size": f.size, "path": f.path,
+                             "lfs": {"oid": f.sha256, "size": f.size, "pointerSize": len(ptr)}}
+    name = xet_name(f) if xet_name is not None else None
+    if name is not None:
+        entry["xetHash"] = name
+    return entry
+
+
+def directory_entry(files: ModelFiles, path: str) -> dict[str, Any]:
+    inside = "\n".join(f"{p} {f.sha256}" for p, f in files.files.items() if p.startswith(path + "/"))
+    return {"type": "directory", "oid": git_oid(inside.encode()), "size": 0, "path": path}
+
+
+def sibling(f: HubFile, blobs: bool) -> dict[str, Any]:
+    if not blobs:
+        return {"rfilename": f.path}
+    ptr = pointer(f)
+    return {"rfilename": f.path, "size": f.size, "blobId": git_oid(ptr),
+            "lfs": {"size": f.size, "sha256": f.sha256, "pointerSize": len(ptr)}}
+
+
+def hub_date(text: str | None) -> str | None:
+    """An RFC 3339 time as the Hub writes it (``2024-05-01T12:00:00.000Z``); None when absent
+    or unreadable (huggingface_hub takes a date left out as unknown)."""
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def summary(repo_id: str) -> dict[str, Any]:
+    """A model as ``/api/models`` lists it."""
+    author = repo_id.split("/", 1)[0] if "/" in repo_id else None
+    return {"_id": repo_id, "id": repo_id, "modelId": repo_id, "author": author, "private": False,
+            "downloads": 0, "likes": 0, "tags": []}
+
+
+def model_info(resolved: Resolved, files: ModelFiles, blobs: bool) -> dict[str, Any]:
+    """``GET /api/models/{repo}[/revision/{rev}]``."""
+    date = hub_date(resolved.created)  # the artifact's date, the same at every request
+    info = summary(resolved.repo_id)
+    if date is not None:
+        info.update({"lastModified": date, "createdAt": date})
+    info.update({
+        "sha": resolved.commit,
+        "gated": False,
+        "disabled": False,
+        "siblings": [sibling(f, blobs) for f in files.files.values()],
+        "usedStorage": sum(f.size for f in files.files.values()),
+        "ocibridge": {"digest": resolved.top.digest, "manifest": resolved.model.digest,
+                      "source": resolved.repo.shown},
+    })
+    return info
+
+
+def refs(found: Refs) -> dict[str, Any]:
+    """``GET /api/models/{repo}/refs``: the default tag as the branch ``main``, every tag as a
+    tag, each with its commit (huggingface_hub's ``list_repo_refs`` reads these four lists)."""
+    def ref(name: str, kind: str, commit: str) -> dict[str, str]:
+        return {"name": name, "ref": f"refs/{kind}/{name}", "targetCommit": commit}
+
+    branches = [ref("main", "heads", found.main)] if found.main is not None else []
+    return {"branches": branches, "converts": [], "tags": [ref(t, "tags", c) for t, c in found.tags],
+            "pullRequests": []}
+
+
+def tree(files: ModelFiles, path: str, recursive: bool,
+         xet_name: XetNames | None = None) -> list[dict[str, Any]] | None:
+    """The entries under ``path`` ("" for the top), directories first as the Hub lists them;
+    None when ``path`` is no directory of the model."""
+    dirs = files.directories()
+    if path and path not in dirs:
+        return None
+    head = path + "/" if path else ""
+
+    def wanted(p: str) -> bool:
+        return p.startswith(head) and (recursive or "/" not in p[len(head):])
+
+    entries = [directory_entry(files, d) for d in sorted(dirs) if wanted(d)]
+    entries += [file_entry(f, xet_name) for p, f in files.files.items() if wanted(p)]
+    return entries
+
+
+def paths_info(files: ModelFiles, paths: list[str], xet_name: XetNames | None = None) -> list[dict[str, Any]]:
+    """``POST /api/models/{repo}/paths-info/{rev}``: what exists of ``paths``, the rest left out."""
+    dirs = files.directories()
+    out: list[dict[str, Any]] = []
+    for raw in paths:
+        p = raw.strip("/")
+        if p in files.files:
+            out.append(file_entry(files.files[p], xet_name))
+        elif p in dirs:
+            out.append(directory_entry(files, p))
+    return out

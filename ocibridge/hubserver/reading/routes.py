@@ -1,0 +1,191 @@
+"""The Hub's read API (huggingface_hub's hf_api.py, file_download.py, hf_file_system.py), over
+the sources: what a repo id and a revision name, a model's files, and their bytes.
+
+    GET  /api/models?search=&author=&limit=                 what the sources hold
+    GET  /api/models/REPO[/revision/{rev}][?blobs=true]     model_info
+    GET  /api/models/REPO/tree/{rev}[/{path}][?recursive=]  list_repo_tree (pages: Link rel="next")
+    GET  /api/models/REPO/refs                              list_repo_refs (main: the default tag)
+    POST /api/models/REPO/paths-info/{rev}                  get_paths_info
+    HEAD|GET /REPO/resolve/{rev}/{path}                     hf_hub_download, HfFileSystem (Range)
+
+A file Xet may carry is named in ``X-Xet-Hash`` (:mod:`.xet.routes`). Not-found answers carry
+the Hub's ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), so the
+client raises its own errors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import parse_qs
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ocibridge.hubserver.answers import ClosingStream, byte_range, error, in_thread, int_param, requested_repo
+from ocibridge.hubserver.guard import PATHS_MAX
+from ocibridge.hubserver.reading import hubjson
+from ocibridge.hubserver.reading.blobs import Blobs, TableOf, read_file
+from ocibridge.hubserver.reading.catalog import Catalog, Resolved
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
+from ocibridge.hubserver.reading.sources import RepoNotFound
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.reading.ranges import ChunkRanges
+    from ocibridge.hubserver.settings import ServeSettings
+    from ocibridge.oci.models import Descriptor
+
+
+
+class XetNames(Protocol):
+    """What the read routes ask of the Xet side (:class:`.xet.routes.XetRoutes`): which files it
+    names, the header that refreshes its token, the chunk table a layer is read by."""
+
+    def name_size(self, size: int) -> bool: ...
+
+    def offer(self, resolved: Resolved, f: HubFile) -> str | None: ...
+
+    async def offered(self, resolved: Resolved, files: ModelFiles) -> dict[str, str]: ...
+
+    def token_route(self, request: Request, repo_id: str, commit: str) -> str: ...
+
+    def table_of(self, resolved: Resolved, layer: Descriptor) -> TableOf | None: ...
+
+
+@dataclass(frozen=True)
+class ReadRoutes:
+    """The read routes, over the app's resolver (``model``), blobs and chunk tables (``ranges``:
+    None, none); ``created_empty``: a repository made here holds no file yet
+    (:meth:`.writes.repos.Repos.created_empty`)."""
+
+    catalog: Catalog
+    model: Resolver
+    blobs: Blobs
+    ranges: ChunkRanges | None
+    xet: XetNames
+    settings: ServeSettings
+    created_empty: Callable[[str, str], bool]
+
+    async def list_models(self, request: Request) -> Response:
+        params = request.query_params
+        search = (params.get("search") or "").lower()
+        author = params.get("author")
+        limit = int_param(params.get("limit"))
+        found = await in_thread(lambda: [r for r, _ in self.catalog.repo_ids()])
+        chosen = [r for r in found if search in r.lower()
+                  and (author is None or r.split("/", 1)[0] == author and "/" in r)]
+        if limit is not None:
+            chosen = chosen[:limit]
+        return self._paged(request, [hubjson.summary(r) for r in chosen])
+
+    async def model_info(self, request: Request) -> Response:
+        resolved, files = await self.model(requested_repo(request), request.path_params.get("revision"))
+        blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
+        return JSONResponse(hubjson.model_info(resolved, files, blobs))
+
+    async def refs(self, request: Request) -> Response:
+        found = await in_thread(self.catalog.refs, requested_repo(request))
+        return JSONResponse(hubjson.refs(found))
+
+    async def tree(self, request: Request) -> Response:
+        repo, revision = requested_repo(request), request.path_params["revision"]
+        path = request.path_params.get("path", "")
+        resolved, files = await self.model(repo, revision)
+        recursive = request.query_params.get("recursive", "").lower() in ("1", "true")
+        offered = await self.xet.offered(resolved, files)
+        entries = hubjson.tree(files, path.strip("/"), recursive, lambda f: offered.get(f.path))
+        if entries is None:
+            return error(404, "EntryNotFound", f"{repo}@{revision}: no directory {path}",
+                          {"X-Repo-Commit": resolved.commit})
+        return self._paged(request, entries, {"X-Repo-Commit": resolved.commit})
+
+    def _paged(self, request: Request, entries: list[dict[str, Any]],
+               headers: dict[str, str] | None = None) -> Response:
+        start = int_param(request.query_params.get("cursor")) or 0
+        page = entries[start:start + self.settings.page]
+        headers = dict(headers or {})
+        if start + self.settings.page < len(entries):
+            url = request.url.include_query_params(cursor=start + self.settings.page)
+            headers["Link"] = f'<{url}>; rel="next"'
+        return JSONResponse(page, headers=headers)
+
+    async def paths_info(self, request: Request) -> Response:
+        # the token (guarded) and the repository and revision are checked before the body is
+        # read; the body is bounded by the guard (its size) and here (the paths it lists)
+        resolved, files = await self.model(requested_repo(request), request.path_params["revision"])
+        paths = requested_paths(request.headers.get("content-type", ""), await request.body())
+        if isinstance(paths, str):
+            return error(400, None, paths)
+        offered = await self.xet.offered(resolved, files)
+        return JSONResponse(hubjson.paths_info(files, paths, lambda f: offered.get(f.path)),
+                            headers={"X-Repo-Commit": resolved.commit})
+
+    async def resolve_file(self, request: Request) -> Response:
+        repo, revision = requested_repo(request), request.path_params["revision"]
+        path = request.path_params.get("path", "")
+        try:
+            resolved, files = await self.model(repo, revision)
+        except RepoNotFound:
+            if not self.created_empty(repo, revision):
+                raise  # a repository create_repo made here holds no file yet (transformers looks for a card)
+            return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path} (no commit yet)")
+        commit = {"X-Repo-Commit": resolved.commit}
+        f = files.files.get(path.strip("/"))
+        if f is None:
+            return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path}", commit)
+        headers = {**commit, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
+                   "X-Linked-Size": str(f.size), "Accept-Ranges": "bytes",
+                   "Content-Type": "application/octet-stream"}
+        name = await in_thread(self.xet.offer, resolved, f) if self.xet.name_size(f.size) else None
+        if name is not None:
+            headers["X-Xet-Hash"] = name
+            headers["X-Xet-Refresh-Route"] = self.xet.token_route(request, repo, resolved.commit)
+        wanted = byte_range(request.headers.get("range"), f.size)
+        if wanted == "unsatisfiable":
+            return error(416, None, f"range not satisfiable for {f.size} bytes",
+                          {**commit, "Content-Range": f"bytes */{f.size}"})
+        start, end = wanted if isinstance(wanted, tuple) else (0, f.size)
+        status = 206 if isinstance(wanted, tuple) else 200
+        if status == 206:
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{f.size}"
+        headers["Content-Length"] = str(end - start)
+        if request.method == "HEAD":
+            return Response(status_code=status, headers=headers)
+        return ClosingStream(await self._body(resolved, f, start, end, status == 206),
+                                 status_code=status, headers=headers)
+
+    async def _body(self, resolved: Resolved, f: HubFile, start: int, end: int, ranged: bool) -> Any:
+        if f.local is not None:
+            return read_file(f.local, start, end)
+        layer = f.layer
+        assert layer is not None
+        partial = ranged or start or end != f.size
+        if partial and self.ranges is not None and not self.blobs.filling(layer) and self.blobs.cached(layer) is None:
+            # verified chunks, when the manifest binds a chunk table: no whole blob fetched for a range
+            blob = await in_thread(self.ranges.open, resolved.repo.store, resolved.manifest, layer)
+            if blob is not None:
+                return self.ranges.read(blob, start, end)
+        chunks = await in_thread(self.xet.table_of, resolved, layer) if self.xet.name_size(layer.size) else None
+        return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks)
+
+
+def requested_paths(content_type: str, body: bytes) -> list[str] | str:
+    """The paths a paths-info body lists (JSON ``{"paths": [...]}`` or a form's ``paths=``),
+    at most :data:`.guard.PATHS_MAX` of them; else why the body is refused."""
+    too_many = f"a paths-info request lists at most {PATHS_MAX} paths"
+    if content_type.startswith("application/json"):
+        try:
+            given = json.loads(body)
+        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+            return "the body is not JSON"
+        listed = given.get("paths", []) if isinstance(given, dict) else None
+        if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
+            return 'expected {"paths": ["PATH", ...]}'
+        return listed if len(listed) <= PATHS_MAX else too_many
+    try:  # a few fields besides the paths (expand=)
+        paths = parse_qs(body.decode("utf-8", "replace"), max_num_fields=PATHS_MAX + 16).get("paths", [])
+    except ValueError:
+        return too_many
+    return paths if len(paths) <= PATHS_MAX else too_many

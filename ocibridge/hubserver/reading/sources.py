@@ -1,0 +1,278 @@
+"""What a Hub repo id and revision name in the sources ``serve`` was given.
+
+- A **registry prefix** ``host[/path]``: repo id ``ORG/NAME`` is the repository
+  ``path/org/name`` (lowercased: OCI repositories are); its tags are the revisions.
+- A **layout** ``oci:DIR`` and the **local store** (``local``): repo id ``ORG/NAME`` is the models
+  named ``org/name:TAG`` there (the local store's ``NAME:TAG`` names, written as the layout's
+  ``org.opencontainers.image.ref.name``); repo id ``NAME`` the names ``name:TAG``.
+
+A revision is ``main`` (the default tag, ``latest`` unless set), another tag, ``sha256:<hex>``,
+or a 40-hex commit id: the first 40 hex digits of the digest a tag resolves to, mapped back
+exactly (commits handed out are remembered; else the repository's tags are resolved), an
+unknown or ambiguous one being not found. Sources are searched in order: the first where the
+revision resolves answers.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
+from ocibridge.oci.reference import LayoutReference, RegistryReference, check_tag
+from ocibridge.stores.base import close_store
+
+if TYPE_CHECKING:
+    from ocibridge.stores.base import Store
+    from ocibridge.stores.registry.options import RegistryOptions
+    from ocibridge.stores.registry.store import RegistryStore
+
+#: the annotation a manifest's creation time is in
+CREATED = "org.opencontainers.image.created"
+#: what ``main`` means unless ``--default-tag`` says otherwise
+DEFAULT_TAG = "latest"
+COMMIT = re.compile(r"[0-9a-f]{40}")
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+#: one part of a repo id, as the Hub and OCI (lowercased) both take it
+_PART = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+#: characters of one part of a repo id: the Hub's limit (huggingface_hub's validate_repo_id)
+PART_MAX = 96
+#: characters of a registry repository with its host: what registries take (distribution's limit)
+REPOSITORY_MAX = 255
+
+
+class RepoNotFound(OcibridgeError):
+    """No source holds the repository."""
+
+
+class RevisionNotFound(OcibridgeError):
+    """A source holds the repository, none the revision."""
+
+
+class Refused(OcibridgeError):
+    """The model is there but may not be served: the containers policy file rejects it, or
+    (``--verify-key``) no signature verifies."""
+
+
+def repo_parts(repo_id: str) -> list[str] | None:
+    """The repo id's parts, lowercased; None when no source could hold it."""
+    parts = repo_id.lower().split("/")
+    if not 1 <= len(parts) <= 2 or not all(len(p) <= PART_MAX and _PART.fullmatch(p) for p in parts):
+        return None
+    return parts
+
+
+def revision_named(revision: str) -> bool:
+    """Whether a revision is one a source could hold (``main``, a tag, a commit id, a digest):
+    anything else is not found without a source being asked."""
+    if revision == "main" or COMMIT.fullmatch(revision) or DIGEST.fullmatch(revision):
+        return True
+    try:
+        check_tag(revision)
+    except InvalidReference:
+        return False
+    return True
+
+
+@dataclass
+class Repository:
+    """Where one repo id lives in one source: a store, and the prefix of its tags there."""
+
+    store: Store
+    shown: str  # for messages: reg.example/models/org/name, oci:DIR org/name
+    prefix: str = ""  # a layout's names: "org/name:"; a registry repository: ""
+    base: RegistryReference | LayoutReference | None = None  # where the containers policy looks it up
+
+    def reference(self, tag: str) -> str:
+        return self.prefix + tag
+
+    def located(self, tag: str | None, digest: str) -> RegistryReference | LayoutReference | None:
+        """The revision as the locator the containers policy is looked up by (signing/use.py
+        scope_of): a registry repository's tag (else digest), a layout."""
+        if isinstance(self.base, RegistryReference):
+            return RegistryReference(self.base.registry, self.base.repository, tag, None if tag else digest)
+        if isinstance(self.base, LayoutReference):
+            return LayoutReference(self.base.path, self.reference(tag) if tag else None, None if tag else digest)
+        return None
+
+    def tags(self) -> list[str]:
+        return [t[len(self.prefix):] for t in self.store.tags() if t.startswith(self.prefix)]
+
+
+class Source:
+    """A place repositories are found; :meth:`repository` None: it cannot hold that repo id."""
+
+    shown: str
+
+    def repository(self, parts: list[str]) -> Repository | None:
+        raise NotImplementedError
+
+    def repo_ids(self) -> list[str]:
+        """Every repo id the source holds (as far as it can tell)."""
+        raise NotImplementedError
+
+    def ready(self) -> None:
+        """Raises when the source cannot be read now."""
+
+    def close(self) -> None:
+        pass
+
+
+class RegistrySource(Source):
+    """Repositories under ``host/path`` of a registry."""
+
+    def __init__(self, host: str, path: str, options: RegistryOptions | None):
+        self.host, self.path, self.options = host, path.strip("/"), options
+        self.shown = f"{host}/{self.path}" if self.path else host
+        self._stores: dict[str, RegistryStore] = {}
+        self._lock = threading.Lock()
+        self.seen: set[str] = set()  # repo ids found here (listed when the catalog is refused)
+
+    def _store(self, repository: str) -> RegistryStore:
+        with self._lock:
+            store = self._stores.get(repository)
+            if store is None:
+                from ocibridge.stores.registry.store import open_repository
+
+                store = open_repository(RegistryReference(self.host, repository), self.options)
+                self._stores[repository] = store
+            return store
+
+    def repository(self, parts: list[str]) -> Repository | None:
+        repository = "/".join([self.path, *parts] if self.path else parts)
+        if self.host == "docker.io" and len(parts) == 1 and not self.path:
+            repository = f"library/{repository}"
+        if len(self.host) + 1 + len(repository) > REPOSITORY_MAX:
+            return None  # no registry holds it: not found, without asking one
+        return Repository(self._store(repository), f"{self.host}/{repository}",
+                          base=RegistryReference(self.host, repository))
+
+    def repo_ids(self) -> list[str]:
+        listed = self._catalog()
+        return sorted(self.seen if listed is None else listed)
+
+    def _catalog(self) -> set[str] | None:
+        """The registry's catalog under the prefix; None when the registry does not allow it."""
+        from urllib.parse import urljoin
+
+        client = self._store(self.path or "library")
+        client_send = client.client.send
+        found: set[str] = set()
+        url: str | None = "/v2/_catalog"
+        params: dict[str, str] | None = {"n": "1000"}
+        head = f"{self.path}/" if self.path else ""
+        for _ in range(100):  # at most 100,000 repositories
+            if url is None:
+                break
+            response = client_send("GET", url, scopes=("registry:catalog:*",), params=params)
+            if response.status_code != 200:
+                return None
+            try:
+                names = response.json().get("repositories") or []
+            except (ValueError, AttributeError):
+                return None
+            for name in names:
+                if isinstance(name, str) and name.startswith(head):
+                    rest = name[len(head):]
+                    if repo_parts(rest) is not None:
+                        found.add(rest)
+            link = response.headers.get("link", "")
+            match = re.search(r"<([^>]+)>\s*;\s*rel=\"?next\"?", link)
+            url = urljoin(str(response.url), match.group(1)) if match else None
+            params = None
+        return found
+
+    def ready(self) -> None:
+        """The registry answers its base route, after the credentials (or the anonymous token
+        a challenge offers) are tried: a 401 then means every read would be refused."""
+        store = self._store(self.path or "library")
+        response = store.client.send("GET", "/v2/")
+        if response.status_code == 401:
+            sent = "the credentials were refused" if store.client.auth.credentials else "no credentials were sent"
+            raise RegistryError(f"registry {self.host} answers 401 (unauthorized): {sent}; "
+                                "log in with 'ocibridge login HOST' (or -u/-p) before serving it")
+        if response.status_code != 200:
+            raise RegistryError(f"registry {self.host}: /v2/ answered {response.status_code}")
+
+    def close(self) -> None:
+        with self._lock:
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            close_store(store)
+
+
+class LayoutSource(Source):
+    """Models of an OCI layout named ``NAME:TAG`` (the local store is one)."""
+
+    def __init__(self, path: Path, shown: str):
+        self.root = path
+        self.shown = shown
+
+    def _store(self) -> Store:
+        from ocibridge.stores.layout import LayoutStore
+
+        if not (self.root / "oci-layout").is_file():
+            raise NotFound(f"{self.shown}: no OCI layout at {self.root}")
+        return LayoutStore(self.root)
+
+    def repository(self, parts: list[str]) -> Repository | None:
+        try:
+            store = self._store()
+        except NotFound:
+            return None
+        name = "/".join(parts)
+        return Repository(store, f"{self.shown} {name}", prefix=f"{name}:", base=LayoutReference(str(self.root)))
+
+    def repo_ids(self) -> list[str]:
+        try:
+            names = self._store().tags()
+        except NotFound:
+            return []
+        found = {n.rpartition(":")[0] for n in names if ":" in n}
+        return sorted(n for n in found if repo_parts(n) is not None)
+
+    def ready(self) -> None:
+        self._store()
+
+
+def parse_sources(items: Sequence[str | RegistryReference | LayoutReference],
+                  options: RegistryOptions | None = None) -> list[Source]:
+    """The sources named (the command line's, or typed references), each located once
+    (:func:`ocibridge.places.locate.locate`): ``local``, ``oci:DIR`` (a layout), or a registry
+    prefix ``host[/path]`` (a registry reference without a tag or digest)."""
+    sources = [_source(item, options) for item in items]
+    if not sources:
+        raise UsageError("serve needs at least one SOURCE (a registry prefix, oci:DIR or local)")
+    return sources
+
+
+def _source(item: str | RegistryReference | LayoutReference, options: RegistryOptions | None) -> Source:
+    from ocibridge.places.locate import Role, locate
+
+    if item == "local":
+        from ocibridge.places.targets import default_store_path
+
+        return LayoutSource(default_store_path(), "local")
+    if isinstance(item, LayoutReference) or isinstance(item, str) and item.startswith("oci:"):
+        located = locate(item, Role.LAYOUT)
+        assert isinstance(located, LayoutReference)
+        if located.tag or located.digest:
+            raise UsageError(f"{located.text}: a source is a whole layout (oci:DIR), not one model in it")
+        return LayoutSource(Path(located.path).expanduser(), located.text)
+    if isinstance(item, str) and "/" not in item:  # a registry alone: every repository of it
+        located = locate(f"{item}/x", Role.REGISTRY)
+        assert isinstance(located, RegistryReference)
+        return RegistrySource(located.registry, "", options)
+    located = locate(item, Role.REGISTRY)
+    assert isinstance(located, RegistryReference)
+    if located.names_version and (isinstance(item, str) or located.tag or located.digest):
+        raise UsageError(f"{located.text}: a source is a registry prefix (host/path), without a tag or digest")
+    return RegistrySource(located.registry, located.repository, options)
+
+
+def commit_of(digest: str) -> str:
+    return digest.split(":", 1)[1][:40]

@@ -1,0 +1,113 @@
+"""Unchanged files mounted, not uploaded (issue 55): a file whose SHA-256 another repository of
+serve's registry already holds is not asked of the client again.
+
+The LFS batch API answers such an oid as the Hub answers a blob it has ("already have it": no
+upload action), and a commit naming it takes its bytes from that repository (a registry read by
+serve, verified by :meth:`.staging.Staging.commit_file` like any upload) so push's own code builds
+the layer; the push then mounts the blob from there (the writer's cross-repository mount, from
+the repositories :mod:`ocibridge.stores.registry.blobhomes` saw holding it) instead of sending it.
+
+Which repositories count: those under serve's registry source (``host/path``), every one of
+which any token of serve may read, that serve's blob homes saw holding the blob (commits serve
+pushed, manifests it resolved, earlier pushes with the same cache). Knowledge only: a home
+that no longer holds the blob is a failed read here, and the commit is refused as one naming
+content never uploaded.
+
+The same reads give :mod:`.xet.dedupe` the bytes of a file a repository committed, when the
+xorbs it was uploaded in are no longer kept (:meth:`Mounts.local`, :meth:`Mounts.held`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.reading.sources import RegistrySource, Repository, repo_parts
+from ocibridge.hubserver.uploads.staging import Staging
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.registry.blobhomes import BLOB_HOMES
+from ocibridge.stores.registry.store import RegistryStore
+
+log = logging.getLogger("ocibridge.hubserver")
+
+#: bytes read from the home repository at once
+PIECE = 1024 * 1024
+
+
+class Mounts:
+    """Blobs of other repositories of ``source`` a commit may name (the module's docstring)."""
+
+    def __init__(self, source: RegistrySource | None):
+        self.source = source
+
+    def home(self, repo_id: str, sha256: str) -> Repository | None:
+        """A repository of the source (not ``repo_id``'s) seen holding ``sha256``, or None."""
+        source = self.source
+        parts = repo_parts(repo_id)
+        if source is None or parts is None:
+            return None
+        target = source.repository(parts)
+        if target is None or not isinstance(target.store, RegistryStore):
+            return None
+        base = target.store.client.base
+        head = f"{source.path}/" if source.path else ""
+        own = target.shown.removeprefix(f"{source.host}/")
+        for repository in BLOB_HOMES.candidates(base, f"sha256:{sha256}"):
+            if repository == own or not repository.startswith(head):
+                continue
+            found = repo_parts(repository[len(head):])
+            if found is not None:
+                return source.repository(found)
+        return None
+
+    def own(self, repo_id: str) -> Repository | None:
+        """``repo_id``'s repository of the source."""
+        parts = repo_parts(repo_id)
+        return self.source.repository(parts) if self.source is not None and parts is not None else None
+
+    def held(self, repo_id: str, sha256: str, size: int, staging: Staging) -> bool:
+        """Whether the file ``sha256`` is staged or a blob of ``repo_id``'s repository."""
+        if staging.has(sha256):
+            return True
+        repo = self.own(repo_id)
+        desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)
+        try:
+            return repo is not None and bool(repo.store.exists(desc))
+        except OcibridgeError:
+            return False
+
+    def local(self, repo_id: str, sha256: str, size: int, staging: Staging) -> Path | None:
+        """The bytes of the file ``sha256``: staged, else read (and verified) from ``repo_id``'s
+        repository into staging; None when neither has it."""
+        found = staging.path_for(sha256)
+        repo = self.own(repo_id)
+        if found is None and repo is not None and self._read(repo, sha256, size, staging):
+            found = staging.path_for(sha256)
+        return found
+
+    def fetch(self, repo_id: str, sha256: str, size: int | None, staging: Staging) -> bool:
+        """The blob ``sha256`` of a home into ``staging`` (verified); whether it is there now."""
+        home = self.home(repo_id, sha256)
+        if home is None or size is None:
+            return False
+        if not self._read(home, sha256, size, staging):
+            return False
+        log.info("%s: sha256:%s taken from %s (to be mounted, not uploaded)", repo_id, sha256, home.shown)
+        return True
+
+    @staticmethod
+    def _read(home: Repository, sha256: str, size: int, staging: Staging) -> bool:
+        desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)
+        try:
+            with staging.new_file() as (path, fd), home.store.open_blob(desc) as blob, \
+                    os.fdopen(os.dup(fd), "wb") as out:
+                while piece := blob.read(PIECE):
+                    out.write(piece)
+                out.flush()
+                staging.commit_file(path, sha256)
+        except (OSError, OcibridgeError) as e:
+            log.warning("sha256:%s: not read from %s: %s", sha256, home.shown, e)
+            return False
+        return True

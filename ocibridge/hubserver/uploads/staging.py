@@ -1,0 +1,325 @@
+"""Files uploaded to serve and not yet committed (the Hub's write API: LFS and Xet uploads land
+here, a commit takes them from here), named by their SHA-256 and kept only once verified.
+
+    $OCIBRIDGE_CACHE/serve/staging/sha256/<hex>     a verified upload, read-only
+    $OCIBRIDGE_CACHE/serve/staging/tmp/             uploads in progress (removed when abandoned)
+    $OCIBRIDGE_CACHE/serve/staging/parts/<oid>/     the parts of an LFS multipart upload
+    $OCIBRIDGE_CACHE/serve/staging/pins/<hex>/      the flows that may still commit <hex>
+
+Every way in (an LFS PUT, a file reassembled from Xet xorbs and shards) writes into a temporary
+file of ``tmp/`` and hands it to :meth:`Staging.commit_file`, which hashes it and moves it into
+place only when it is the SHA-256 it claims: nothing unverified is ever offered to a commit.
+
+How long a staged file stays follows the Hub's client flow: preupload, upload (or be told the
+object is there already), then one commit naming it. Each flow that may still name a file holds
+a *pin* on it (:meth:`Staging.pin`: the upload that staged it, or a batch answer that said "here
+already"), per repository; the commit that names it gives its repository's pin back
+(:meth:`Staging.release`) and the file goes once no flow holds one, so a landed commit leaves
+nothing behind while a second client told "here already" can still commit it. Pins are files
+(``pins/<sha256>/<repository>.<random>``), so serves sharing the cache volume see each other's.
+A file or part
+untouched for ``expiry`` seconds (no commit came: the client went away) is removed by
+:meth:`Staging.clean`, which serve runs on a timer (:meth:`Staging.sweeping`). The bytes staged
+and reserved by uploads in progress stay within ``budget``: :meth:`Staging.reserve` refuses an
+upload that would pass it (:class:`StagingFull`, the Hub's 507) before a byte of it is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from ocibridge.core.environment import cache_root
+from ocibridge.errors import DigestMismatch, OcibridgeError
+
+if TYPE_CHECKING:
+    from ocibridge.chunks.chunking import ChunkHasher
+
+log = logging.getLogger("ocibridge.hubserver")
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+#: a staged upload untouched this long (no commit named it) is abandoned and removed by
+#: :meth:`Staging.clean` (serve's ``--staging-expiry``)
+ABANDONED_SECONDS = 3600.0
+#: bytes staged uploads may take together (serve's ``--staging-budget``): a 70B model in 16 bits
+#: is about 140 GB, committed at once by upload_folder; larger ones want a larger budget
+BUDGET = 256 * 1024 ** 3
+
+
+class StagingFull(OcibridgeError):
+    """An upload would take the staging area past its budget (the Hub's 507)."""
+
+
+class Staging:
+    """The staging area of one serve (its cache root by default)."""
+
+    def __init__(self, root: Path | None = None, *, budget: int = BUDGET,
+                 expiry: float = ABANDONED_SECONDS) -> None:
+        self.root = root if root is not None else cache_root() / "serve" / "staging"
+        self.files = self.root / "sha256"
+        self.tmp = self.root / "tmp"
+        self.parts = self.root / "parts"
+        self.pins = self.root / "pins"  # pins/<sha256>/<repository>.<random>: who may still commit it
+        self.budget = budget
+        self.expiry = expiry
+        self._lock = threading.Lock()
+        self._reserved = 0
+        self._uploading: dict[str, int] = {}  # repository -> its uploads in progress here
+        self._refreshed: dict[str, float] = {}  # repository -> when its pins were last touched
+
+    # -- what is staged, and who may still commit it --------------------------------------------
+    def pin(self, sha256: str, owner: str) -> bool:
+        """Note that a flow of repository ``owner`` may commit the staged ``sha256`` (and touch
+        it: not abandoned); False when it is not staged."""
+        with self._lock:
+            path = self.path_for(sha256)
+            if path is None:
+                return False
+            held = self.pins / sha256
+            held.mkdir(parents=True, exist_ok=True)
+            (held / f"{_owner(owner)}.{uuid.uuid4().hex}").touch()
+            self._refresh(owner)
+            return True
+
+    def pinned(self, sha256: str, owner: str) -> bool:
+        """Whether a flow of repository ``owner`` holds a pin on ``sha256``: it uploaded those
+        bytes for ``owner`` (or was told they were here, which needs the same). One copy of a file
+        is kept whichever repository it came for, so this is what stops a writer of one
+        repository committing what another's writer uploaded and never committed, by naming its
+        SHA-256 alone: the Hub's rule is that a commit names content its repository's writers
+        uploaded, or content they can read (a file of the branch, a blob of another repository
+        of the registry: :mod:`.mounts`)."""
+        held = self.pins / sha256
+        return bool(_HEX64.fullmatch(sha256)) and held.is_dir() and any(held.glob(f"{_owner(owner)}.*"))
+
+    def pinned_by(self, sha256: str, may: Callable[[str], bool]) -> bool:
+        """Whether a repository ``may(repo_id)`` accepts holds a pin on ``sha256``."""
+        if not _HEX64.fullmatch(sha256):
+            return False
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            return any(may(unquote(pin.name.rpartition(".")[0])) for pin in (self.pins / sha256).iterdir())
+        return False
+
+    def _refresh(self, owner: str) -> None:
+        """Touch every pin of ``owner`` and the files they hold: its flow is still uploading, so
+        what it uploaded first is not abandoned (expiry counts from a flow's last upload). At
+        most once a tenth of the expiry per repository: a shard of thousands of files pins each,
+        and touching all of a flow's pins at each would be quadratic."""
+        now = time.monotonic()
+        if now - self._refreshed.get(owner, -self.expiry) < self.expiry / 10 or not self.pins.is_dir():
+            return
+        self._refreshed[owner] = now
+        for pin in self.pins.glob(f"*/{_owner(owner)}.*"):
+            with contextlib.suppress(OSError):
+                os.utime(pin)
+                os.utime(self.files / pin.parent.name)
+
+    def unpin(self, shas: Iterable[str], owner: str) -> None:
+        """Give back one pin of ``owner`` on each of ``shas`` and remove nothing (a batch refused)."""
+        with self._lock:
+            for sha in set(shas):
+                mine = sorted((self.pins / sha).glob(f"{_owner(owner)}.*")) if _HEX64.fullmatch(sha) else []
+                if mine:
+                    mine[0].unlink(missing_ok=True)
+
+    def release(self, shas: Iterable[str], owner: str) -> None:
+        """A commit of repository ``owner`` that named ``shas`` has landed: give back one pin of
+        ``owner`` on each, and remove the files no other flow holds a pin on."""
+        with self._lock:
+            for sha in set(shas):
+                if not _HEX64.fullmatch(sha):
+                    continue
+                held = self.pins / sha
+                mine = sorted(held.glob(f"{_owner(owner)}.*")) if held.is_dir() else []
+                if mine:
+                    mine[0].unlink(missing_ok=True)
+                if held.is_dir() and any(held.iterdir()):
+                    continue
+                with contextlib.suppress(OSError):
+                    held.rmdir()
+                (self.files / sha).unlink(missing_ok=True)
+
+    # -- the budget -----------------------------------------------------------------------------
+    def used(self) -> int:
+        """Bytes staged (verified files and multipart parts) and reserved by uploads in progress."""
+        total = self._reserved
+        for top in (self.files, self.parts):
+            if top.is_dir():
+                for entry in top.rglob("*"):
+                    with contextlib.suppress(OSError):
+                        st = entry.lstat()
+                        if not entry.is_dir():
+                            total += st.st_size
+        return total
+
+    @contextlib.contextmanager
+    def reserve(self, size: int, owner: str = "") -> Iterator[None]:
+        """Room for an upload of ``size`` bytes for repository ``owner`` while it is written
+        (:class:`StagingFull` when the budget has none); meanwhile ``owner``'s pins do not expire."""
+        key = owner.lower()
+        with self._lock:
+            problem = self._no_room(size)
+            if problem:
+                raise StagingFull(problem)
+            self._reserved += size
+            self._uploading[key] = self._uploading.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._reserved -= size
+                self._uploading[key] -= 1
+                if not self._uploading[key]:
+                    del self._uploading[key]
+                if key:
+                    self._refresh(key)
+
+    def room_for(self, size: int) -> str | None:
+        """Why ``size`` more bytes do not fit the budget now (None: they do)."""
+        with self._lock:
+            return self._no_room(size)
+
+    def _no_room(self, size: int) -> str | None:
+        used = self.used()
+        if used + size <= self.budget:
+            return None
+        return (f"serve's staging area is full: {used} of its {self.budget} bytes are held by uploads not yet "
+                f"committed, and {size} more were asked for (commit or wait for the uploads in flight, or start "
+                "serve with a larger --staging-budget)")
+
+    def path_for(self, sha256: str) -> Path | None:
+        """The verified file of ``sha256`` (64 lowercase hex), or None when it was not uploaded."""
+        if not _HEX64.fullmatch(sha256):
+            return None
+        path = self.files / sha256
+        return path if path.is_file() and not path.is_symlink() else None
+
+    def has(self, sha256: str) -> bool:
+        return self.path_for(sha256) is not None
+
+    @contextlib.contextmanager
+    def new_file(self) -> Iterator[tuple[Path, int]]:
+        """A temporary file of ``tmp/`` to write an upload into: ``(path, fd)``; removed on leaving
+        unless :meth:`commit_file` took it."""
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=self.tmp, prefix="upload-")
+        path = Path(name)
+        try:
+            yield path, fd
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def commit_file(self, path: Path, sha256: str, *, hashed: str | None = None) -> Path:
+        """Move the finished upload ``path`` into place as ``sha256``, once its bytes hash to it
+        (:class:`ocibridge.errors.DigestMismatch` otherwise: the file is removed). ``hashed``:
+        the SHA-256 the writer computed of the very bytes it wrote (a Xet file rebuilt here, an LFS PUT as it arrived),
+        so the file is not read again for it."""
+        if not _HEX64.fullmatch(sha256):
+            raise DigestMismatch(f"upload: {sha256!r} is not a SHA-256 (64 lowercase hex digits)")
+        if hashed is None:
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                while block := f.read(1 << 20):
+                    digest.update(block)
+            hashed = digest.hexdigest()
+        if hashed != sha256:
+            path.unlink(missing_ok=True)
+            raise DigestMismatch(f"upload: the bytes sent hash to sha256:{hashed}, not sha256:{sha256}")
+        self.files.mkdir(parents=True, exist_ok=True)
+        path.chmod(0o444)
+        target = self.files / sha256
+        os.replace(path, target)
+        return target
+
+    def clean(self, now: float | None = None) -> int:
+        """Remove what no commit came for within :attr:`expiry` seconds: uploads in progress,
+        staged files and multipart parts untouched that long (and their pins); how many went."""
+        now = time.time() if now is None else now
+        removed = 0
+        with self._lock:
+            for held in self.pins.iterdir() if self.pins.is_dir() else ():
+                with contextlib.suppress(OSError):
+                    for pin in held.iterdir():
+                        uploading = unquote(pin.name.rpartition(".")[0]) in self._uploading
+                        if now - pin.lstat().st_mtime > self.expiry and not uploading:
+                            pin.unlink()
+                    if not any(held.iterdir()):
+                        held.rmdir()
+            for top in (self.tmp, self.files, self.parts):
+                if not top.is_dir():
+                    continue
+                for entry in top.iterdir():
+                    with contextlib.suppress(OSError):
+                        if now - _touched(entry) > self.expiry and not (self.pins / entry.name).is_dir():
+                            if entry.is_dir() and not entry.is_symlink():
+                                shutil.rmtree(entry)
+                            else:
+                                entry.unlink()
+                            removed += 1
+        if removed:
+            log.info("staging: %d abandoned uploads removed (untouched for %gs)", removed, self.expiry)
+        return removed
+
+    @contextlib.contextmanager
+    def sweeping(self) -> Iterator[None]:
+        """:meth:`clean` every while (a tenth of :attr:`expiry`, at most a minute) in a thread,
+        until leaving: abandoned uploads go even when no other upload comes."""
+        stop = threading.Event()
+
+        def sweep() -> None:
+            while not stop.wait(min(60.0, max(0.1, self.expiry / 10))):
+                try:
+                    self.clean()
+                except Exception as e:  # noqa: BLE001 - the next sweep tries again
+                    log.warning("staging: cleaning up failed: %s", e)
+
+        thread = threading.Thread(target=sweep, name="staging-sweep", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+
+
+def _owner(repo_id: str) -> str:
+    """A repository id as one file name (lowercase, ``/`` and ``%`` quoted)."""
+    return quote(repo_id.lower(), safe="")
+
+
+def _touched(entry: Path) -> float:
+    """When ``entry`` (a file, or a directory of parts: its newest) was last written or touched."""
+    st = entry.lstat()
+    newest = st.st_mtime
+    if entry.is_dir() and not entry.is_symlink():
+        for inner in entry.iterdir():
+            with contextlib.suppress(OSError):
+                newest = max(newest, inner.lstat().st_mtime)
+    return newest
+
+
+def write_all(fd: int, data: bytes, chunks: ChunkHasher | None = None, whole: Any = None) -> None:
+    """Write ``data`` to ``fd`` whole; ``chunks`` and ``whole`` (a hashlib object) see it too."""
+    if chunks is not None:
+        chunks.update(data)
+    if whole is not None:
+        whole.update(data)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -1,0 +1,1 @@
+"""What changes a repository: commits, created repositories, refs, their history and evidence."""

@@ -1,0 +1,87 @@
+"""Branches, tags and history of the write API (huggingface_hub's create_branch, create_tag,
+list_repo_commits): a branch or tag is a registry tag, a commit's history the chain of its
+manifests' parents (:mod:`.history`).
+
+    POST /api/models/REPO/branch/{name}     create_branch (from ``startingPoint``)
+    POST /api/models/REPO/tag/{revision}    create_tag (named ``tag``)
+    GET  /api/models/REPO/commits/{rev}     list_repo_commits
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body, requested_repo
+from ocibridge.hubserver.reading.catalog import Resolved
+from ocibridge.hubserver.reading.sources import COMMIT, RevisionNotFound
+from ocibridge.hubserver.writes.commits import BadCommit
+from ocibridge.hubserver.writes.repos import Repos
+from ocibridge.oci.reference import check_tag
+
+
+class RefRoutes:
+    """The branch, tag and history routes, over what the write routes share."""
+
+    def __init__(self, repos: Repos):
+        self.repos = repos
+
+    async def list_commits(self, request: Request) -> Response:
+        from ocibridge.hubserver.writes.history import commits as history
+
+        catalog = self.repos.catalog
+        head = await in_thread(catalog.resolve, requested_repo(request), request.path_params["revision"])
+        return JSONResponse(await in_thread(history, head))
+
+    async def create_ref(self, request: Request) -> Response:
+        """``create_branch`` (``/branch/{name}``, from ``startingPoint``) and ``create_tag``
+        (``/tag/{revision}``, named ``tag``): the registry's tag of that name on the manifest."""
+        repo_id = requested_repo(request)
+        self.repos.writer(request, repo_id)
+        body = await json_body(request) if await request.body() else {}
+        if body is NOT_JSON or not isinstance(body, dict):
+            return error(400, None, "expected a JSON object")
+        name: object
+        start: object
+        if request.path_params["kind"] == "branch":
+            name, start = branch_of(request.path_params["ref"]), body.get("startingPoint") or "main"
+        else:
+            name, start = body.get("tag"), request.path_params["ref"]
+        if not isinstance(name, str) or not isinstance(start, str):
+            return error(400, None, "expected a name and a revision")
+        tag = self.repos.catalog.default_tag if name == "main" else name
+        if COMMIT.fullmatch(name.lower()):  # a ref the commit ids of the read API would hide
+            return error(400, "BadRequest", f"Invalid reference name: {name}: it reads as a commit id")
+        try:
+            check_tag(tag)
+        except OcibridgeError as e:
+            return error(400, "BadRequest", f"{name}: not a name a registry tag can have: {e}")
+        if not await in_thread(self._create_ref, repo_id, name, start, tag):
+            return error(409, None, f"Reference already exists: {name}")
+        return JSONResponse({})
+
+    def _create_ref(self, repo_id: str, name: str, start: str, tag: str) -> bool:
+        """Tag ``start`` as ``tag`` unless ``name`` exists (False), the ref locked as a commit to
+        it is: two creates of one name at once are one 200 and one 409, never the second moving
+        the first's ref, and a commit to it waits until it is made."""
+        catalog = self.repos.catalog
+        with self.repos.branches.lock(repo_id, name):
+            try:
+                catalog.resolve(repo_id, name)
+            except RevisionNotFound:
+                pass
+            else:
+                return False
+            _tag(catalog.resolve(repo_id, start), tag)
+            return True
+
+
+def _tag(source: Resolved, tag: str) -> None:
+    from ocibridge.stores.base import WritableStore
+    from ocibridge.transfer.writer import retag
+
+    store = source.repo.store
+    if not isinstance(store, WritableStore):
+        raise BadCommit(f"{source.repo.shown}: not a store serve can tag")
+    retag(store, source.top, [source.repo.reference(tag)])  # the one writer: a tag is a manifest write

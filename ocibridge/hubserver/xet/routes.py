@@ -1,0 +1,181 @@
+"""The Xet routes of serve (:mod:`.xorbs` for the protocol): which files are offered, the access
+grant, where a file's pieces are, and the pieces, each sent only from verified bytes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ocibridge.hubserver.access import Signer, require_signed, require_token
+from ocibridge.hubserver.answers import ClosingStream, bearer, byte_range, error, requested_repo
+from ocibridge.hubserver.guard import Shares, turn_of
+from ocibridge.hubserver.reading.blobs import Blobs, Checked, CheckedFile, TableOf
+from ocibridge.hubserver.reading.catalog import Resolved
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
+from ocibridge.hubserver.routing import route_path
+from ocibridge.hubserver.xet import xorbs
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.ranged import RangedBlobSource
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.reading.ranges import ChunkRanges
+
+#: seconds a commit resolved for Xet requests is reused (a commit names one manifest; this bounds
+#: how long a deleted one or a changed policy takes to be seen; one file is many requests)
+PINNED_FOR = 60
+#: seconds a xorb request waits for its first verified bytes before a 503
+FIRST_BYTE_WAIT = 120.0
+_T = TypeVar("_T")
+
+
+class XetRoutes:
+    """The Xet side of serve, over the app's resolver, blobs and chunk tables."""
+
+    def __init__(self, resolve: Resolver, blobs: Blobs, ranges: ChunkRanges | None, *,
+                 signer: Signer, xet_min: int | None, public_url: str | None):
+        self.resolve = resolve
+        self.blobs = blobs
+        self.ranges = ranges
+        self.xet_min = xet_min
+        self.public_url = public_url.rstrip("/") if public_url else None
+        self.grants = signer  # Xet access tokens and xorb URLs (:class:`.access.Gate`'s)
+        self._pieces: Shares | None = None  # made on the server's loop
+
+    async def run(self, call: Callable[..., _T], *args: Any) -> _T:
+        """``call(*args)`` on a worker thread (file and registry work keep off the event loop)."""
+        return await anyio.to_thread.run_sync(call, *args)
+
+    def name_size(self, size: int) -> bool:
+        """Whether a file of ``size`` bytes is large enough for Xet (``--xet-min-size``)."""
+        return self.xet_min is not None and size >= max(1, self.xet_min)
+
+    def name(self, f: HubFile) -> str | None:
+        """The file's Xet name when it is large enough for Xet."""
+        return xorbs.file_id(f.sha256, f.size) if self.name_size(f.size) else None
+
+    def table_of(self, resolved: Resolved, layer: Descriptor) -> TableOf | None:
+        """The chunk table the model's manifest binds for a registry ``layer``, if any (its
+        fetch is then checked chunk by chunk, and Xet answers get checked chunks early)."""
+        store = resolved.repo.store
+        if self.ranges is None or not isinstance(store, RangedBlobSource):
+            return None
+        return self.ranges.layer_table(store, resolved.manifest, layer)
+
+    def offer(self, resolved: Resolved, f: HubFile) -> str | None:
+        """The Xet name a file is offered under, if it is: large enough, and its bytes can go
+        out as they are verified: a verified file (a snapshot's, the model cache's), a store
+        read whole at once (a layout), or a registry blob whose manifest binds a chunk table.
+        A registry blob without one would be sent only once it is all fetched, and hf_xet gives
+        up on an answer that sends nothing for 300 s: the plain route streams it instead."""
+        name = self.name(f)
+        if name is None or f.local is not None or f.layer is None:
+            return name
+        if not isinstance(resolved.repo.store, RangedBlobSource) or self.blobs.cached(f.layer) is not None:
+            return name
+        return name if self.table_of(resolved, f.layer) is not None else None
+
+    async def offered(self, resolved: Resolved, files: ModelFiles) -> dict[str, str]:
+        """The Xet names of the files offered over Xet (:meth:`offer`), by path."""
+        if self.xet_min is None:
+            return {}
+
+        def each() -> dict[str, str]:
+            names = {path: self.offer(resolved, f) for path, f in files.files.items()}
+            return {path: name for path, name in names.items() if name is not None}
+
+        return await self.run(each)
+
+    def base(self, request: Request) -> str:
+        """Where clients reach serve: ``--public-url``, else the address this request came to,
+        with the path the app is mounted at (``root_path``, which ``base_url`` leaves out)."""
+        if self.public_url:
+            return self.public_url
+        return str(request.url.replace(path=request.scope.get("root_path", ""), query="")).rstrip("/")
+
+    def token_route(self, request: Request, repo_id: str, commit: str) -> str:
+        """``X-Xet-Refresh-Route``: where huggingface_hub asks for a token for the commit."""
+        return f"{self.base(request)}/api/models/{repo_id}/xet-read-token/{commit}"
+
+    async def token(self, request: Request, repo_id: str, revision: str) -> Response:
+        """A token for the revision's commit and the CAS URL naming repo and commit, as headers
+        (what huggingface_hub reads) and as JSON (the Hub's body)."""
+        resolved, _ = await self.resolve(repo_id, revision)
+        client = self.grants.client_of(bearer(request))  # its share of the send permits
+        token, expires = self.grants.grant(f"{resolved.repo_id}@{resolved.commit}", client)
+        cas = f"{self.base(request)}/xet/{resolved.commit}/{resolved.repo_id}"
+        return JSONResponse({"casUrl": cas, "accessToken": token, "exp": expires},
+                            headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
+                                     "X-Xet-Token-Expiration": str(expires)})
+
+    async def reconstruction(self, request: Request) -> Response:
+        """``/xet/{commit}/{repo}/v1|v2/reconstructions/{file_id}``: the terms of the file of
+        that Xet name (of the bytes its ``Range`` asks), each xorb at a signed URL; the Xet token
+        of the repo's commit is required."""
+        params = request.path_params
+        repo_id, commit, name = requested_repo(request), params["commit"], params["file_id"]
+        client = require_token(self.grants, request, f"{repo_id}@{commit}", "access")
+        resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
+        f = next((f for f in files.files.values() if self.name(f) == name), None)
+        if f is None:
+            return error(404, "EntryNotFound", f"{repo_id}@{commit}: no file with the Xet name {name}")
+        wanted = byte_range(request.headers.get("range"), f.size)
+        if wanted == "unsatisfiable":
+            return error(416, None, f"range not satisfiable for {f.size} bytes")
+        start, end = wanted if isinstance(wanted, tuple) else (0, f.size)
+        expires = self.grants.expiry()
+        path = f"/xet/{resolved.commit}/{resolved.repo_id}/xorbs/{f.sha256}/{f.size}"
+        base = self.base(request)
+
+        def url_of(k: int) -> str:
+            return base + self.grants.signed(f"{path}/{k}", expires, client)
+
+        return JSONResponse(xorbs.reconstruction(f.sha256, f.size, start, end, url_of, params["version"]))
+
+    async def xorb(self, request: Request) -> Response:
+        """``/xet/{commit}/{repo}/xorbs/{sha256}/{size}/{k}``: the ``k``-th xorb of a file (its
+        ``Range``), from verified bytes only; the URL's signature is required (hf_xet sends no
+        header here)."""
+        client = require_signed(self.grants, request, route_path(request.scope),
+                                "the xorb URL is not signed, or its signature expired")
+        params = request.path_params
+        repo_id, commit = requested_repo(request), params["commit"]
+        sha256, size, k = params["sha256"], params["size"], params["k"]
+        resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
+        f = next((f for f in files.files.values() if f.sha256 == sha256 and f.size == size), None)
+        if f is None or self.name(f) is None or not 0 <= k < xorbs.xorb_count(size):
+            return error(404, "EntryNotFound", f"{repo_id}@{commit}: no such xorb")
+        total = xorbs.xorb_size(size, k)
+        wanted = byte_range(request.headers.get("range"), total)
+        if wanted == "unsatisfiable":
+            return error(416, None, f"range not satisfiable for {total} bytes", {"Content-Range": f"bytes */{total}"})
+        start, end = wanted if isinstance(wanted, tuple) else (0, total)
+        source: Checked
+        if f.local is not None:
+            source = CheckedFile(f.local)
+        else:
+            assert f.layer is not None
+            chunks = await self.run(self.table_of, resolved, f.layer) if self.blobs.cached(f.layer) is None else None
+            source = await self.blobs.checked(resolved.repo.store, resolved.model, f.layer, chunks)
+        # the first piece verified before the answer starts: a blob that fails there is a 502; a
+        # wait that outlasts FIRST_BYTE_WAIT is a 503 (hf_xet retries it), not a silence hf_xet
+        # gives up on after 300 s
+        try:
+            await asyncio.wait_for(source.until(xorbs.first_piece_end(size, k, start)), FIRST_BYTE_WAIT)
+        except asyncio.TimeoutError:
+            return error(503, None, f"{repo_id}@{commit}: still fetching that part of the file; ask again",
+                         {"Retry-After": "5"})
+        headers = {"Content-Length": str(end - start), "Content-Type": "application/octet-stream",
+                   "Accept-Ranges": "bytes"}
+        status = 200
+        if isinstance(wanted, tuple):
+            status = 206
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{total}"
+        if self._pieces is None:
+            self._pieces = Shares(xorbs.SENDING_AT_ONCE, xorbs.SHARE)
+        return ClosingStream(xorbs.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope)),
+                             status_code=status, headers=headers)

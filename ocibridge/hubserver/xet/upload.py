@@ -1,0 +1,372 @@
+"""Uploads to serve over Xet (issue 55): what ``hf_xet`` sends when huggingface_hub publishes.
+
+    GET  /api/models/REPO/xet-write-token/{rev}     a write grant: casUrl, accessToken, exp
+    POST {cas}/v1/xorbs/default/{hash}              a xorb: kept once its hash is recomputed
+    POST {cas}/v1/shards, {cas}/v2/shards           a shard: its files rebuilt into Staging
+    GET  {cas}/v1/chunks/default/{hash}             global dedupe: a shard naming the repository's
+                                                    xorbs that hold it (:mod:`.dedupe`), or 404
+
+``{cas}`` is ``/xet-write/REPO``. Nothing a client says is trusted: a xorb is kept (in
+``xorbs/`` of the staging root, within :data:`XORB_BUDGET`) only once every chunk is
+decompressed and hashed and the tree of those hashes is the hash it was sent under; a shard's
+files are rebuilt from kept xorbs only, each checked against the Xet hash the shard names and
+the SHA-256 of its metadata extension, and all of them are (:meth:`.staging.Staging.commit_file`)
+before any is kept. A refused upload keeps nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+
+import anyio.to_thread
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ocibridge.chunks import chunkcache
+from ocibridge.chunks.chunking import ChunkHasher
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
+from ocibridge.errors import DigestMismatch
+from ocibridge.hubserver.access import Signer, require_token
+from ocibridge.hubserver.answers import bearer, error, requested_repo
+from ocibridge.hubserver.uploads.mounts import Mounts
+from ocibridge.hubserver.uploads.staging import Staging, StagingFull
+from ocibridge.hubserver.xet import merkle, shards
+from ocibridge.hubserver.xet.dedupe import Dedupe
+from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.uploads.relay import Relay, RelayFor
+
+log = logging.getLogger("ocibridge.hubserver")
+
+#: bytes of verified xorbs kept for shards to come (the oldest go first past it)
+XORB_BUDGET = 32 * 1024 ** 3
+#: the largest shard taken
+MAX_SHARD = 64 * 1024 * 1024
+#: bytes of a rebuilt file written between two calls on its relay to read on (a segment is up
+#: to a xorb's 64 MiB: told once a segment, the relay idled, then had a segment to send at the end)
+RELAY_STEP = 4 * 1024 * 1024
+_T = TypeVar("_T")
+
+
+class XetUpload:
+    """The Xet upload routes over a :class:`Staging` (the module's docstring)."""
+
+    def __init__(self, staging: Staging, grants: Signer, base: Callable[[Request], str], *,
+                 budget: int = XORB_BUDGET, dedupe: Dedupe | None = None, blobs: Mounts | None = None,
+                 relay: RelayFor | None = None):
+        self.staging = staging
+        self.relay = relay
+        self.xorbs = staging.root / "xorbs"
+        self.dedupe = dedupe or Dedupe(self.xorbs)
+        self.blobs = blobs  # a repository's files, for chunks of xorbs no longer kept
+        self.grants = grants
+        self.base = base
+        self.budget = budget
+
+    async def run(self, call: Callable[..., _T], *args: Any) -> _T:
+        return await anyio.to_thread.run_sync(call, *args)
+
+    # -- the grant ------------------------------------------------------------------------------
+    async def token(self, request: Request) -> Response:
+        """A write grant for the repository, as huggingface_hub and hf_xet read it (JSON body and
+        the ``X-Xet-*`` headers)."""
+        repo_id = requested_repo(request)
+        # who may write is checked before (app.py's xet_write_token: a write token of repo_id)
+        client = self.grants.client_of(bearer(request))
+        token, expires = self.grants.grant(f"write {repo_id}", client)
+        cas = f"{self.base(request)}/xet-write/{repo_id}"
+        return JSONResponse({"casUrl": cas, "accessToken": token, "exp": expires},
+                            headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
+                                     "X-Xet-Token-Expiration": str(expires)})
+
+    def _require(self, request: Request) -> None:
+        """The request's Xet write token is one :meth:`token` granted for its repository."""
+        require_token(self.grants, request, f"write {requested_repo(request)}", "write")
+
+    # -- receiving ------------------------------------------------------------------------------
+    async def _receive(self, request: Request, fd: int, limit: int) -> int | None:
+        """The body into ``fd``; its size, or None when it is larger than ``limit``."""
+        taken = 0
+        with os.fdopen(os.dup(fd), "wb") as out:
+            async for piece in request.stream():
+                taken += len(piece)
+                if taken > limit:
+                    return None
+                await self.run(out.write, piece)
+        return taken
+
+    # -- xorbs ----------------------------------------------------------------------------------
+    async def xorb(self, request: Request) -> Response:
+        self._require(request)
+        named = request.path_params["hash"]
+        want = merkle.from_hex(named)
+        if request.path_params["prefix"] != "default" or want is None:
+            return error(400, None, f"not a xorb key: {request.path_params['prefix']}/{named}")
+        target = self.xorbs / merkle.hex_of(want)
+        if target.is_file():
+            with contextlib.suppress(OSError):
+                os.utime(target)
+            log.info("%s: xorb held already, %s bytes offered", request.url.path,
+                     request.headers.get("content-length", "?"))
+            return JSONResponse({"was_inserted": False})
+        with self.staging.new_file() as (path, fd):
+            size = await self._receive(request, fd, shards.MAX_XORB)
+            if size is None:
+                return error(413, None, f"a xorb is at most {shards.MAX_XORB} bytes")
+            log.info("%s: xorb received, %d bytes", request.url.path, size)  # what dedupe saves is read here
+            problem, chunks = await self.run(self._check_xorb, path, size, want)
+            if problem:
+                log.warning("%s: xorb refused: %s", request.url.path, problem)
+                return error(400, None, f"xorb {named}: {problem}")
+            self.xorbs.mkdir(parents=True, exist_ok=True)
+            path.chmod(0o444)
+            os.replace(path, target)
+        await self.run(self.dedupe.remember_xorb, want, chunks)
+        await self.run(self._within_budget, target)
+        return JSONResponse({"was_inserted": True})
+
+    @staticmethod
+    def _check_xorb(path: Path, size: int, want: bytes) -> tuple[str | None, list[tuple[bytes, int]]]:
+        """Why the xorb at ``path`` is not the xorb ``want`` (None: it is), and its chunks."""
+        try:
+            with open(path, "rb") as f:
+                chunks = shards.chunk_list(f, size)
+                said = shards.footer_hash(f, size)
+        except BadUpload as e:
+            return str(e), []
+        if not chunks:
+            return "the xorb holds no chunk", []
+        got = merkle.xorb_hash(chunks)
+        if got != want:
+            return f"its chunks hash to {merkle.hex_of(got)}", []
+        if said is not None and said != want:
+            return f"its footer names {merkle.hex_of(said)}", []
+        return None, chunks
+
+    def _within_budget(self, keep: Path) -> None:
+        """Drop the least recently used xorbs past the budget (never ``keep``)."""
+        found = []
+        for entry in os.scandir(self.xorbs):
+            with contextlib.suppress(OSError):
+                st = entry.stat(follow_symlinks=False)
+                found.append((st.st_mtime, st.st_size, Path(entry.path)))
+        total = sum(size for _, size, _ in found)
+        for _, size, path in sorted(found):
+            if total <= self.budget:
+                return
+            if path != keep:
+                path.unlink(missing_ok=True)
+                total -= size
+
+    # -- shards ---------------------------------------------------------------------------------
+    async def shard(self, request: Request) -> Response:
+        self._require(request)
+        with self.staging.new_file() as (path, fd):
+            size = await self._receive(request, fd, MAX_SHARD)
+            if size is None:
+                return error(413, None, f"a shard is at most {MAX_SHARD} bytes")
+            try:
+                problem = await self.run(self._stage_shard, path, requested_repo(request))
+            except StagingFull as e:
+                return error(507, None, str(e))
+        if problem:
+            log.warning("%s: shard refused: %s", request.url.path, problem)
+            return error(400, None, f"shard refused: {problem}")
+        if request.path_params["version"] == 2:
+            return Response(b'{"type":"result"}\n', media_type="application/x-ndjson")
+        return JSONResponse({"result": 1})  # SyncPerformed
+
+    def _stage_shard(self, path: Path, repo_id: str) -> str | None:
+        """Rebuild every file of the shard at ``path`` and stage them all, or none: why not. The
+        staged files are then what ``repo_id``'s later uploads may name (:mod:`.dedupe`), each
+        held for the commit of ``repo_id`` to come; :class:`StagingFull` past the budget."""
+        try:
+            with open(path, "rb") as f:
+                files = shards.shard_files(f)
+        except BadUpload as e:
+            return str(e)
+        problem = self._too_large(files)
+        if problem:
+            return problem
+        # each file built once (a shard may name one twice), kept as a link in a folder of its
+        # own until all are built, so no file stays open: a shard names thousands of files
+        declared = sum(seg.size for entry in files for seg in entry.segments)
+        self.staging.tmp.mkdir(parents=True, exist_ok=True)
+        held = Path(tempfile.mkdtemp(dir=self.staging.tmp, prefix="shard-"))
+        offsets: dict[bytes, list[int]] = {}  # where each chunk of a xorb starts: read once
+        try:
+            with self.staging.reserve(declared, repo_id):
+                built: dict[tuple[bytes, bytes | None], tuple[Path, str]] = {}
+                for entry in files:
+                    if (entry.xet_hash, entry.sha256) in built:
+                        continue
+                    with self.staging.new_file() as (out, fd):
+                        try:
+                            sha256 = self._rebuild(entry, fd, out, repo_id, offsets)
+                        except (BadUpload, DigestMismatch) as e:
+                            return f"file {merkle.hex_of(entry.xet_hash)}: {e}"
+                        keep = held / str(len(built))
+                        os.link(out, keep)
+                    built[entry.xet_hash, entry.sha256] = (keep, sha256)
+                for keep, sha256 in built.values():
+                    self.staging.commit_file(keep, sha256, hashed=sha256)  # _rebuild hashed what it wrote
+                    self.staging.pin(sha256, repo_id)  # repo_id's commit may name it, and gives it back
+        finally:
+            shutil.rmtree(held, ignore_errors=True)
+        try:
+            self.dedupe.record(repo_id, list({(e.xet_hash, e.sha256): e for e in files}.values()))
+        except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
+            log.warning("%s: a shard's files not kept for dedupe: %s", repo_id, e)
+        return None
+
+    def _too_large(self, files: list[FileEntry]) -> str | None:
+        """Why the files a shard names cannot be rebuilt here, before a byte is: a segment larger
+        than its chunks can hold, or more bytes in all than the staging disk has free (a small
+        shard naming one xorb a million times would otherwise fill it)."""
+        declared = 0
+        for entry in {(e.xet_hash, e.sha256): e for e in files}.values():  # each built once
+            for seg in entry.segments:
+                if seg.size > (seg.end - seg.first) * shards.MAX_CHUNK:
+                    return f"a segment declares {seg.size} bytes in {seg.end - seg.first} chunks"
+                declared += seg.size
+        self.staging.root.mkdir(parents=True, exist_ok=True)
+        free = shutil.disk_usage(self.staging.root).free
+        if declared > free:
+            return f"its files are {declared} bytes, more than the {free} bytes free where serve stages uploads"
+        return None
+
+    def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack,
+                 offsets: dict[bytes, list[int]]) -> Iterator[bytes]:
+        """The chunks ``seg`` names: from its kept xorb, else from where :mod:`.dedupe` placed
+        them in a file of ``repo_id`` (each checked against the chunk hash its xorb had)."""
+        try:
+            f = files.enter_context(open(self.xorbs / merkle.hex_of(seg.xorb), "rb"))  # noqa: SIM115 - the stack closes it
+        except FileNotFoundError:
+            yield from self._placed(seg, repo_id, files)
+            return
+        size = os.fstat(f.fileno()).st_size
+        if seg.xorb not in offsets:
+            offsets[seg.xorb] = shards.chunk_offsets(f, size)
+        yield from shards.chunks(f, size, seg.first, seg.end, offsets[seg.xorb])
+
+    def _placed(self, seg: Segment, repo_id: str, files: contextlib.ExitStack) -> Iterator[bytes]:
+        name = merkle.hex_of(seg.xorb)
+        places = self.dedupe.places(repo_id, seg.xorb)
+        try:
+            known = self.dedupe.chunks_of(seg.xorb) if places else []
+        except (OSError, BadUpload):
+            known = []
+        wanted = places[seg.first:seg.end] if places and seg.end <= min(len(places), len(known)) else []
+        if not wanted or None in wanted:
+            raise BadUpload(f"xorb {name} was never uploaded")
+        opened: dict[str, BinaryIO] = {}
+        for k, place in enumerate(wanted, seg.first):
+            assert place is not None
+            sha, offset, size, total = place
+            f = opened.get(sha)
+            if f is None:
+                path = self.blobs.local(repo_id, sha, total, self.staging) if self.blobs else self.staging.path_for(sha)
+                if path is None:
+                    raise BadUpload(f"xorb {name} is no longer kept, nor the file sha256:{sha} that held it")
+                f = opened[sha] = files.enter_context(open(path, "rb"))  # noqa: SIM115 - the stack closes it
+            f.seek(offset)
+            data = f.read(size)
+            if (merkle.chunk_hash(data), len(data)) != known[k]:
+                raise BadUpload(f"chunk {k} of xorb {name}, read from sha256:{sha}, is not the chunk it held")
+            yield data
+
+    def _rebuild(self, entry: FileEntry, fd: int, path: Path, repo_id: str,
+                 offsets: dict[bytes, list[int]] | None = None) -> str:
+        """Write the file ``entry`` names into ``fd`` (at ``path``) from kept xorbs (or the files
+        their chunks were placed in), checking its Xet hash and the SHA-256 the shard names; that
+        SHA-256 (hex). As the bytes pass, push's chunk table is made of them and a large file goes
+        on to the registry (:mod:`.uploads.relay`, under the SHA-256 named: the registry keeps no blob of
+        other bytes), as an LFS upload does, so the commit's push neither reads nor sends it again.
+        ``offsets``: where each chunk of a xorb starts, read once for a whole shard."""
+        if entry.sha256 is None:
+            raise BadUpload("the shard names no SHA-256 for it (no metadata extension)")
+        named = merkle.hex_of(entry.sha256)  # stored as a Xet hash is: 64-bit words, little-endian
+        size = sum(seg.size for seg in entry.segments)
+        relay = self.relay(repo_id, named, size, path) if self.relay is not None else None
+        try:
+            sha256 = self._write(entry, fd, named, size, relay, repo_id, {} if offsets is None else offsets)
+        except BaseException:
+            if relay is not None:
+                relay.follow.fail("the file did not rebuild")
+            raise
+        finally:
+            if relay is not None:
+                relay.wait()
+        return sha256
+
+    def _write(self, entry: FileEntry, fd: int, named: str, size: int, relay: Relay | None, repo_id: str,
+               offsets: dict[bytes, list[int]]) -> str:
+        digest = hashlib.sha256()
+        chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
+        hashes: list[tuple[bytes, int]] = []
+        done = told = 0
+        with os.fdopen(os.dup(fd), "wb") as out, contextlib.ExitStack() as files:
+            for seg in entry.segments:
+                written = 0
+                for data in self._segment(seg, repo_id, files, offsets):
+                    hashes.append((merkle.chunk_hash(data), len(data)))
+                    digest.update(data)
+                    if chunks is not None:
+                        chunks.update(data)
+                    out.write(data)
+                    written += len(data)
+                    if relay is not None and done + written - told >= RELAY_STEP:  # not a segment at once
+                        out.flush()
+                        told = min(done + written, size)
+                        relay.follow.grew(told)
+                if written != seg.size:
+                    raise BadUpload(f"a segment of xorb {merkle.hex_of(seg.xorb)} is {written} bytes, "
+                                    f"the shard says {seg.size}")
+                done += written
+                if relay is not None:
+                    out.flush()
+                    relay.follow.grew(min(done, size))
+        if merkle.file_hash(hashes) != entry.xet_hash:
+            raise BadUpload(f"its pieces hash to {merkle.hex_of(merkle.file_hash(hashes))}")
+        if digest.hexdigest() != named:
+            raise BadUpload(f"its bytes hash to sha256:{digest.hexdigest()}, the shard names sha256:{named}")
+        if chunks is not None:  # the bytes are the SHA-256 named: their table is a fact of it
+            chunkcache.remember(LayerChunks(f"sha256:{named}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
+        return named
+
+    async def no_grant(self, request: Request) -> Response:
+        """``POST {cas}/v1/xorb-grants/...``: hf_xet 1.8 asks first for a grant to upload a xorb
+        straight to storage; serve has no storage apart from itself, so none (a 404 sends hf_xet
+        to ``/v1/xorbs/``, where the xorb is checked)."""
+        self._require(request)
+        return error(404, None, "no upload grants here: POST the xorb to /v1/xorbs/")
+
+    def _held(self, repo_id: str, sha256: str, size: int) -> bool:
+        if self.blobs is None:
+            return self.staging.has(sha256)
+        return self.blobs.held(repo_id, sha256, size, self.staging)
+
+    # -- global dedupe --------------------------------------------------------------------------
+    async def chunk(self, request: Request) -> Response:
+        """The shard naming the repository's kept xorbs that hold the chunk (:mod:`.dedupe`),
+        or 404: the client sends the chunk."""
+        self._require(request)
+        chunk = merkle.from_hex(request.path_params["hash"])
+        shard = None
+        if chunk is not None and request.path_params["prefix"] in ("default", "default-merkledb"):
+            shard = await self.run(self.dedupe.answer, requested_repo(request), chunk,
+                                   partial(self._held, requested_repo(request)))
+        if shard is None:
+            return error(404, None, "no shard holds that chunk")
+        log.info("%s: dedupe answered with a shard of %d bytes", request.url.path, len(shard))
+        return Response(shard, media_type="application/octet-stream")

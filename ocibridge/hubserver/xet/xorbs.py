@@ -1,0 +1,197 @@
+"""Large files over Xet, the protocol huggingface_hub hands Hub files to (``hf_xet``, in Rust).
+
+Why: through the Hub's plain ``resolve`` route, huggingface_hub reads a file on one connection
+into fresh 10 MB buffers from Python; its own CPU exceeds a whole ``ocibridge pull``
+(docs/benchmarks.md). Given a file's Xet name, it hands the download to ``hf_xet``, which asks
+where the file's pieces are and fetches them on parallel connections.
+
+What serve says, as the Xet CAS API has it (facts from xet-core's client and its local server):
+
+- ``X-Xet-Hash`` on ``resolve`` (and ``xetHash`` in tree entries) names the file, and
+  ``X-Xet-Refresh-Route`` the route that grants an access token for the repo's commit
+  (``/api/models/{repo}/xet-read-token/{commit}``: ``X-Xet-Cas-Url``, ``X-Xet-Access-Token``,
+  ``X-Xet-Token-Expiration``).
+- ``GET {cas}/v2/reconstructions/{file}`` (and ``v1``), with an optional ``Range``: the terms
+  that make up the bytes asked for, and for each "xorb" the URL and byte range that carry them.
+- A xorb is the file's bytes in chunks of :data:`CHUNK`, each behind an 8-byte header (version 0,
+  stored length, scheme 0 = stored as is, length); :data:`XORB_CHUNKS` chunks a xorb.
+
+The names are serve's own, not the Hub's Xet hashes: those are Merkle hashes over content-defined
+chunks, and finding those chunks means a rolling hash over every byte before the first answer.
+Serve names a file by its SHA-256 and size, and a xorb by the file and its place in it
+(:func:`file_id`, :func:`xorb_id`), so equal names mean equal bytes. ``hf_xet`` checks no hash of
+what it receives (xet-core reconstructs without one), so what keeps a wrong byte out of the
+client's file is serve's own rule: a xorb is sent only from verified bytes: a verified file (the
+model cache's blob, a snapshot file), or the part of a registry fetch its chunk table has
+checked so far (the whole blob once its digest matched, when the manifest binds no table).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from ocibridge.errors import DigestMismatch
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.guard import Shares, Turn
+    from ocibridge.hubserver.reading.blobs import Checked
+
+#: bytes of a chunk: Xet's target size (hf_xet refuses a chunk over 128 KiB)
+CHUNK = 64 * 1024
+#: chunks of a xorb: 16 MiB of the file, a request of hf_xet each (a xorb holds at most 8192 and 64 MiB)
+XORB_CHUNKS = 256
+#: a chunk's header: version, stored length (3 bytes, little-endian), scheme, length (3 bytes)
+HEADER = 8
+#: chunks read from the file per piece handed to the server (1 MiB)
+PIECE_CHUNKS = 16
+#: xorb answers being sent at once, over every client: what bounds serve's memory when many
+#: clients each open many xorb requests (hf_xet's concurrency adapts upward); the others wait
+#: their turn. An answer holds about three pieces: the one read, the server's copy of it, and
+#: what the socket has not taken yet (uvicorn waits for the socket before the next write, not
+#: after this one), so a permit per piece let each waiting request keep a piece: with 16
+#: clients serve's RSS grew past 900 MiB.
+SENDING_AT_ONCE = 32
+#: of those, the most one client (one read token) holds at once: others always find permits
+SHARE = SENDING_AT_ONCE // 2
+
+
+@functools.lru_cache(maxsize=4096)
+def file_id(sha256: str, size: int) -> str:
+    """The Xet name of a file: of its SHA-256 and size (64 hex digits, as hf_xet takes it)."""
+    return hashlib.sha256(f"ocibridge-xet-file-v1 {sha256} {size} {CHUNK}".encode()).hexdigest()
+
+
+def xorb_id(sha256: str, size: int, k: int) -> str:
+    """The name of the ``k``-th xorb of a file: equal names hold equal bytes."""
+    return hashlib.sha256(f"ocibridge-xet-xorb-v1 {sha256} {size} {CHUNK} {XORB_CHUNKS} {k}".encode()).hexdigest()
+
+
+def chunk_count(size: int) -> int:
+    return -(-size // CHUNK)
+
+
+def xorb_count(size: int) -> int:
+    return -(-chunk_count(size) // XORB_CHUNKS)
+
+
+def _header(length: int) -> bytes:
+    n = length.to_bytes(3, "little")
+    return b"\x00" + n + b"\x00" + n
+
+
+def _stored(size: int, first: int, end: int) -> tuple[int, int]:
+    """File bytes and xorb bytes of file chunks ``[first, end)``."""
+    data = min(size, end * CHUNK) - first * CHUNK
+    return data, data + HEADER * (end - first)
+
+
+def reconstruction(sha256: str, size: int, start: int, end: int, url_of: Callable[[int], str],
+                   version: int = 2) -> dict[str, Any]:
+    """The answer to ``GET /v{version}/reconstructions/{file}`` for file bytes ``[start, end)``:
+    every xorb those bytes are in, the chunks of it they span and where those are."""
+    first, last = start // CHUNK, chunk_count(end)
+    terms: list[dict[str, Any]] = []
+    where: dict[str, list[dict[str, Any]]] = {}
+    for k in range(first // XORB_CHUNKS, (last - 1) // XORB_CHUNKS + 1):
+        base = k * XORB_CHUNKS
+        lo, hi = max(first, base), min(last, base + XORB_CHUNKS)
+        data, stored = _stored(size, lo, hi)
+        at = (lo - base) * (CHUNK + HEADER)
+        name = xorb_id(sha256, size, k)
+        chunks = {"start": lo - base, "end": hi - base}
+        stored_range = {"start": at, "end": at + stored - 1}
+        terms.append({"hash": name, "unpacked_length": data, "range": chunks})
+        if version == 1:
+            where.setdefault(name, []).append({"range": chunks, "url": url_of(k), "url_range": stored_range})
+        else:
+            where.setdefault(name, []).append({"url": url_of(k), "ranges": [{"chunks": chunks,
+                                                                             "bytes": stored_range}]})
+    answer: dict[str, Any] = {"offset_into_first_range": start - first * CHUNK, "terms": terms}
+    answer["fetch_info" if version == 1 else "xorbs"] = where
+    return answer
+
+
+def xorb_size(size: int, k: int) -> int:
+    """Bytes of the ``k``-th xorb as sent."""
+    base = k * XORB_CHUNKS
+    return _stored(size, base, min(chunk_count(size), base + XORB_CHUNKS))[1]
+
+
+def _frame(size: int, first: int, end: int) -> tuple[bytearray, list[memoryview]]:
+    """A buffer for file chunks ``[first, end)`` with their headers written, and the places
+    their bytes go. Made on the event loop's thread, so every piece comes from one allocator
+    arena (made on many worker threads, freed pieces stayed in each thread's arena: serve's RSS
+    grew with the number of requests)."""
+    buf = bytearray(_stored(size, first, end)[1])
+    view = memoryview(buf)
+    targets = []
+    at = 0
+    for c in range(first, end):
+        length = min(CHUNK, size - c * CHUNK)
+        buf[at:at + HEADER] = _header(length)
+        targets.append(view[at + HEADER:at + HEADER + length])
+        at += HEADER + length
+    return buf, targets
+
+
+def _fill(fd: int, targets: list[memoryview], offset: int) -> None:
+    """Read the file's bytes from ``offset`` straight into ``targets`` (one copy)."""
+    want = sum(len(t) for t in targets)
+    got = os.preadv(fd, targets, offset)
+    if got != want:
+        raise DigestMismatch(f"a verified file ended {want - got} bytes early")
+
+
+def _piece(size: int, k: int, c: int) -> tuple[int, int]:
+    """Of the piece of the ``k``-th xorb starting at file chunk ``c``: the chunk it ends before,
+    and the file offset it needs verified up to."""
+    upto = min(chunk_count(size), k * XORB_CHUNKS + XORB_CHUNKS, c + PIECE_CHUNKS)
+    return upto, min(size, upto * CHUNK)
+
+
+def first_piece_end(size: int, k: int, start: int) -> int:
+    """The file offset the first piece of a xorb range sent from ``start`` ends at."""
+    return _piece(size, k, k * XORB_CHUNKS + start // (CHUNK + HEADER))[1]
+
+
+async def xorb_body(source: Checked, size: int, k: int, start: int, end: int,
+                    gate: Shares, client: str, turn: Turn) -> AsyncIterator[memoryview]:
+    """Bytes ``[start, end)`` of the ``k``-th xorb of a file, each piece read once its file
+    bytes are verified (at once from a verified file; as a registry fetch checks them) and
+    confirmed still verified after the read. An answer reads and sends while its ``turn``
+    holds a permit of ``gate`` (within ``client``'s share of them); it gives the permit back
+    while it waits for the fetch (and the guard takes it back while its client does not read:
+    :mod:`.guard`), and opens the file only with one (a queue of requests holds no descriptors)."""
+    base = k * XORB_CHUNKS
+    top = min(chunk_count(size), base + XORB_CHUNKS)
+    c = base + start // (CHUNK + HEADER)
+    skip = start % (CHUNK + HEADER)
+    left = end - start
+    fd: int | None = None
+    try:
+        while left > 0 and c < top:
+            upto, need = _piece(size, k, c)
+            if turn.held and not source.ready(need):
+                turn.give_back()  # waiting for the registry: others may send meanwhile
+            stamp = await source.until(need)
+            await turn.take(gate, client)
+            if fd is None:
+                fd = await anyio.to_thread.run_sync(source.open)
+            piece, targets = _frame(size, c, upto)
+            await anyio.to_thread.run_sync(_fill, fd, targets, c * CHUNK)
+            source.confirm(stamp, need)
+            out = memoryview(piece)[skip:skip + left]  # a new buffer each piece: the server may keep it
+            skip = 0
+            left -= len(out)
+            c = upto
+            yield out
+    finally:
+        turn.give_back()
+        if fd is not None:
+            os.close(fd)
