@@ -14,21 +14,25 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ocibridge.api.lazy_ops import LazyModel, open_model
-from ocibridge.api.options import TransferOptions
-from ocibridge.api.policy import Verification
 from ocibridge.errors import OcibridgeError
-from ocibridge.lazymount.build import Scratch, build_tree
-from ocibridge.lazymount.ops import ModelFS
 from ocibridge.lazymount.process import read_request, start, stderr_handed_back
-from ocibridge.lazymount.session import MountSession, fuse_binding
+from ocibridge.lazymount.session import fuse_binding
 from ocibridge.lazymount.table import clear_dead_mount, is_mounted, unmount_directory
-from ocibridge.lazymount.tree import LazyFile
-from ocibridge.lazyread.model import Warn, warn_stderr
-from ocibridge.places.locate import Locator
+
+if TYPE_CHECKING:  # the model's modules load in the mount's process only: `ocibridge mount` starts sooner
+    from ocibridge.api.lazy_ops import LazyModel
+    from ocibridge.api.options import TransferOptions
+    from ocibridge.api.policy import Verification
+    from ocibridge.lazymount.tree import LazyFile
+    from ocibridge.places.locate import Locator
+
+#: what serve_mount tells of a read it could not verify (as lazyread.model.Warn)
+Warn = Callable[[str], None]
 
 #: the command of a mount's own process: this module, run (its ``__main__`` below)
 MOUNT_PROCESS = [sys.executable, "-m", "ocibridge.api.mount"]
@@ -104,23 +108,30 @@ def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: Tr
 
 def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
                 verify: Verification | None = None, allow_other: bool = False,
-                warn: Warn | None = warn_stderr) -> None:
+                warn: Warn | None = None) -> None:
     """Serve model ``ref`` at ``directory`` from this process until it is unmounted (Ctrl-C,
     SIGTERM, SIGHUP: it unmounts). This process must not read the mount itself (the answers
     need the interpreter lock its reader may hold): :func:`mount` runs this in a process of
-    its own. Arguments: as :func:`mount`; ``warn`` hears what could not be read, and why."""
+    its own. Arguments: as :func:`mount`; ``warn`` hears what could not be read, and why
+    (default: a line on stderr)."""
+    from ocibridge.api.lazy_ops import open_model
+    from ocibridge.lazymount.build import Scratch, build_tree
+    from ocibridge.lazymount.ops import ModelFS
+    from ocibridge.lazymount.session import MountSession
+    from ocibridge.lazyread.model import warn_stderr
+
+    say: Warn = warn or warn_stderr
     fuse_binding()  # before the registry is asked
     where = Path(directory)
-    if clear_dead_mount(where) and warn is not None:
-        warn(f"mount: {where}: unmounted a mount whose process had died")
+    if clear_dead_mount(where):
+        say(f"mount: {where}: unmounted a mount whose process had died")
     if is_mounted(where):
         raise OcibridgeError(f"{where} is a mount point already (ocibridge umount {where})")
     where.mkdir(parents=True, exist_ok=True)  # (a file there: the error says so)
-    model = open_model(ref, transfer=transfer, verify=verify, warn=warn, keep_blobs=True)
+    model = open_model(ref, transfer=transfer, verify=verify, warn=say, keep_blobs=True)
     scratch = Scratch()
     try:
-        report = warn or warn_stderr
-        ops = ModelFS(build_tree(model, scratch), _ModelReads(model), lambda line: report(f"mount: {line}"))
+        ops = ModelFS(build_tree(model, scratch), _ModelReads(model), lambda line: say(f"mount: {line}"))
         session = MountSession(ops, where, allow_other=allow_other)
         session.start()
         stderr_handed_back()

@@ -72,8 +72,8 @@ def is_mounted(directory: Path) -> bool:
 
 def clear_dead_mount(directory: Path) -> bool:
     """Unmount a FUSE mount at ``directory`` whose process is gone (``stat`` answers "Transport
-    endpoint is not connected", or first "connection abort": a mount process killed, a DaemonSet's container restarted), so
-    the directory can be mounted again; whether there was one."""
+    endpoint is not connected", or at first "connection abort": a mount process killed, a
+    DaemonSet's container restarted), so it can be mounted again; whether there was one."""
     if not is_mounted(directory):
         return False
     try:
