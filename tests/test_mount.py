@@ -253,3 +253,51 @@ def test_a_mount_whose_process_died_is_replaced_by_the_next(model, registry, tmp
         pytest.fail("the mount still answered after its process was killed")
     with Mount(f"{registry.host}/{repo}:v1", where, env, tmp_path / "again.log") as m:
         assert digests(m.where) == digests(pulled)
+
+
+def test_a_commit_published_through_serve_mounts_as_pull_writes_it(registry, tmp_path, monkeypatch):
+    """A model published with huggingface_hub's upload_folder through ``ocibridge serve`` (a
+    ModelPack commit under the branch's tag): its commit, by the digest whose first 40 hex
+    digits serve hands out as the commit id, mounts with pull's tree and bytes."""
+    from huggingface_hub import HfApi
+    from serving import point_hub_at
+
+    from tests.test_serve_publish import model_dir, serve_process
+
+    prefix = f"{registry.host}/{new_repo()}"
+    src = model_dir(tmp_path / "model")
+    with serve_process(tmp_path, prefix) as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub")
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/tiny")
+        commit = api.upload_folder(repo_id="acme/tiny", folder_path=src, commit_message="first").oid
+    env = mount_env(tmp_path / "env")
+    digest = run(["resolve", f"{prefix}/acme/tiny:latest"], env).stdout.split()[-1]
+    assert digest.startswith("sha256:" + commit)  # the commit id is the manifest digest's first 40 hex digits
+    ref = f"{prefix}/acme/tiny@{digest}"
+    run(["pull", ref, str(tmp_path / "pulled"), "-q"], env)
+    with Mount(ref, tmp_path / "mnt", env, tmp_path / "mount.log") as m:
+        assert listing(m.where) == listing(tmp_path / "pulled")
+        assert digests(m.where) == digests(tmp_path / "pulled") == digests(src)
+
+
+def test_offline_a_mount_reads_what_the_model_cache_holds(model, registry, tmp_path):
+    """Online, a mount keeps what the tag resolved to and every blob and chunk it read; with the
+    registry gone, ``--offline`` mounts the same name from the cache: the tree whole, the files
+    read before byte for byte, and a file never read is EIO (never a hang, never other bytes)."""
+    repo, pulled = model
+    env = mount_env(tmp_path)
+    with FaultProxy(registry) as going:
+        ref = f"{going.host}/{repo}:v1"
+        with Mount(ref, tmp_path / "online", env, tmp_path / "online.log") as m:
+            for name in ("config.json", "weights.bin", "vocab.txt"):
+                (m.where / name).read_bytes()
+    with Mount(ref, tmp_path / "offline", env, tmp_path / "offline.log", "--offline") as m:  # nobody answers there
+        assert listing(m.where) == listing(pulled)
+        for name in ("config.json", "weights.bin", "vocab.txt"):
+            assert (m.where / name).read_bytes() == (pulled / name).read_bytes()
+        assert digests(m.where / "docs") == digests(pulled / "docs")  # the tar layer: unpacked from the cache
+        with pytest.raises(OSError) as caught:
+            (m.where / "extra.bin").read_bytes()
+        assert caught.value.errno == errno.EIO
+    assert "extra.bin: offline: blob sha256:" in (tmp_path / "offline.log").read_text()

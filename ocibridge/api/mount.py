@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ocibridge.errors import OcibridgeError
+from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.lazymount.process import read_request, start, stderr_handed_back
 from ocibridge.lazymount.session import fuse_binding
 from ocibridge.lazymount.table import clear_dead_mount, is_mounted, unmount_directory
@@ -59,6 +59,7 @@ class MountRequest:
     transfer: TransferOptions | None = None
     verify: Verification | None = None
     allow_other: bool = False
+    offline: bool | None = None
 
 
 class Mounted:
@@ -91,30 +92,31 @@ class Mounted:
 
 
 def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
-          verify: Verification | None = None, allow_other: bool = False) -> Mounted:
+          verify: Verification | None = None, allow_other: bool = False, offline: bool | None = None) -> Mounted:
     """Mount model ``ref`` read-only at ``directory`` (made if missing) and return once it
     answers: the files as ``pull`` writes them, each read fetching only the chunks it needs,
     every byte verified before a program sees it (else EIO, and a line on stderr names the
     file). ``verify``, ``transfer``: as for pull. ``allow_other``: other users may read it
-    (FUSE's ``allow_other``). A process of its own serves it (it outlives this one unless
+    (FUSE's ``allow_other``). ``offline`` (default ``$OCIBRIDGE_OFFLINE``): nothing is asked of
+    the registry; ``ref`` means what it last resolved to, and only what the model cache holds
+    reads (the rest is EIO). A process of its own serves it (it outlives this one unless
     unmounted: ``Mounted.unmount``, ``ocibridge umount DIR``); its errors before the mount
     is there are raised here."""
     fuse_binding()  # here: without the binding nothing can be mounted, and the error names the extra
     where = Path(directory).absolute()
     clear_dead_mount(where)  # (a mount whose process died: the new one takes its place)
-    request = MountRequest(ref, str(where), transfer, verify, allow_other)
+    request = MountRequest(ref, str(where), transfer, verify, allow_other, offline)
     return Mounted(where, start(MOUNT_PROCESS, request, where))
 
 
 def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
-                verify: Verification | None = None, allow_other: bool = False,
+                verify: Verification | None = None, allow_other: bool = False, offline: bool | None = None,
                 warn: Warn | None = None) -> None:
     """Serve model ``ref`` at ``directory`` from this process until it is unmounted (Ctrl-C,
     SIGTERM, SIGHUP: it unmounts). This process must not read the mount itself (the answers
     need the interpreter lock its reader may hold): :func:`mount` runs this in a process of
     its own. Arguments: as :func:`mount`; ``warn`` hears what could not be read, and why
     (default: a line on stderr)."""
-    from ocibridge.api.lazy_ops import open_model
     from ocibridge.lazymount.build import Scratch, build_tree
     from ocibridge.lazymount.ops import ModelFS
     from ocibridge.lazymount.session import MountSession
@@ -128,7 +130,7 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
     if is_mounted(where):
         raise OcibridgeError(f"{where} is a mount point already (ocibridge umount {where})")
     where.mkdir(parents=True, exist_ok=True)  # (a file there: the error says so)
-    model = open_model(ref, transfer=transfer, verify=verify, warn=say, keep_blobs=True)
+    model = _opened(ref, transfer, verify, offline, say)
     scratch = Scratch()
     try:
         ops = ModelFS(build_tree(model, scratch), _ModelReads(model), lambda line: say(f"mount: {line}"))
@@ -139,6 +141,33 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
     finally:
         model.close()
         scratch.remove()
+
+
+def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verification | None,
+            offline: bool | None, say: Warn) -> LazyModel:
+    """The model to mount: from the registry, everything it reads kept in the model cache with
+    what ``ref`` resolved to; offline, from that record and the cache alone."""
+    from ocibridge.api.lazy_ops import LazyModel, open_model
+    from ocibridge.cache.chunks import CacheChunks
+    from ocibridge.cache.keptblobs import CachedOnly, KeptBlobs
+    from ocibridge.cache.models import ModelCache
+    from ocibridge.cache.records import offline_from_env
+    from ocibridge.places.locate import Role, locate, text_of
+    from ocibridge.signing.use import needs_checking
+
+    located = locate(ref, Role.REGISTRY)
+    shown = text_of(located)
+    if offline_from_env() if offline is None else offline:
+        if needs_checking(located, verify):
+            raise UsageError(f"{shown}: the policy (--verify-key or the policy file) needs the registry: "
+                             "it cannot be checked offline")
+        cache = ModelCache()
+        desc = cache.remembered(shown)
+        return LazyModel(CachedOnly(desc, cache), desc.digest, warn=say, chunk_store=CacheChunks(cache.root))
+    model = open_model(located, transfer=transfer, verify=verify, warn=say, keep_blobs=True)
+    if isinstance(model.store, KeptBlobs):
+        model.store.keep_for_offline(shown, model.descriptor)
+    return model
 
 
 def unmount(directory: str | os.PathLike[str]) -> None:
@@ -158,7 +187,7 @@ def _serve_request() -> int:
         if not isinstance(request, MountRequest):
             raise OcibridgeError("python -m ocibridge.api.mount is started by ocibridge.mount, not by hand")
         serve_mount(request.ref, request.directory, transfer=request.transfer, verify=request.verify,
-                    allow_other=request.allow_other)
+                    allow_other=request.allow_other, offline=request.offline)
     except OcibridgeError as e:
         print(f"ocibridge: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 1

@@ -6,6 +6,7 @@ here, each lands once in the cache's layout (verified, locked, as ``path`` fetch
 :class:`.source.CacheSource`) and every later reader, ``path`` included, takes it from there.
 Byte ranges still go to the registry: their chunks are kept by the chunk store
 (:mod:`.chunks`). Manifests, tags and referrers are the registry's answers, never the cache's.
+Offline, :class:`CachedOnly` answers from the cache alone, for what it holds.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import BinaryIO, Protocol
 
 from ocibridge.cache.models import ModelCache
-from ocibridge.cache.source import CacheSource
+from ocibridge.cache.source import CacheSource, OfflineMiss
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore, close_store, is_manifest
 from ocibridge.stores.ranged import RangedBlobSource, RangedPlan, RangeReader
@@ -69,6 +70,12 @@ class KeptBlobs:
                         probe: bool = False) -> RangeReader:
         return self.remote.open_blob_range(desc, start, end, probe=probe)
 
+    def keep_for_offline(self, reference: str, desc: Descriptor) -> None:
+        """``reference`` resolved to the manifest ``desc``: both kept (the record, the manifest's
+        bytes), so an offline reader (:class:`CachedOnly`) finds the model again by that name."""
+        self._cache._keep_manifest(self.remote, desc)  # noqa: SLF001  # the cache's own way, as path keeps it
+        self._cache.remember(reference, desc)
+
     @property
     def fetched(self) -> list[str]:
         """Digests of the blobs fetched whole into the cache by this reader."""
@@ -76,3 +83,41 @@ class KeptBlobs:
 
     def close(self) -> None:
         close_store(self.remote)
+
+
+class CachedOnly:
+    """The model manifest ``desc`` and what the model cache holds of it, with no registry
+    (offline): a blob the cache lacks is :class:`.source.OfflineMiss`, and so is a byte range
+    (the chunk store answers the chunks it holds before a range is asked)."""
+
+    def __init__(self, desc: Descriptor, cache: ModelCache | None = None):
+        self._cache = cache or ModelCache()
+        self._desc = desc
+        self._source = CacheSource(self._cache.blobs, self._cache.locks, None, desc)
+        self.ranged_plan = RangedPlan()
+
+    def describe(self) -> str:
+        return self._source.describe()
+
+    def exists(self, desc: Descriptor) -> bool:
+        return self._source.exists(desc)
+
+    def resolve(self, reference: str) -> Descriptor:
+        return self._source.resolve(reference)
+
+    def tags(self) -> list[str]:
+        return []
+
+    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        return []
+
+    def open_blob(self, desc: Descriptor) -> BinaryIO:
+        return self._source.open_blob(desc)
+
+    def fetch_bytes(self, desc: Descriptor) -> bytes:
+        return self._source.fetch_bytes(desc)
+
+    def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None, *,
+                        probe: bool = False) -> RangeReader:
+        raise OfflineMiss(f"offline: bytes {start}-{end if end is not None else desc.size} of {desc.digest} "
+                          "are not in the model cache")

@@ -13,10 +13,13 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from ocibridge.api import mount as api
 
     transfer, verify = transfer_options(args), policy_from_args(args)
+    offline = True if args.offline else None  # else $OCIBRIDGE_OFFLINE
     if args.foreground:  # until unmounted (Ctrl-C unmounts)
-        api.serve_mount(args.ref, args.dir, transfer=transfer, verify=verify, allow_other=args.allow_other)
+        api.serve_mount(args.ref, args.dir, transfer=transfer, verify=verify, allow_other=args.allow_other,
+                        offline=offline)
     else:  # a process of its own serves it, left running
-        api.mount(args.ref, args.dir, transfer=transfer, verify=verify, allow_other=args.allow_other)
+        api.mount(args.ref, args.dir, transfer=transfer, verify=verify, allow_other=args.allow_other,
+                  offline=offline)
     return 0
 
 
@@ -37,6 +40,9 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--allow-other", action="store_true",
                    help="let other users read the mount (FUSE allow_other; a non-root user needs "
                         "user_allow_other in /etc/fuse.conf)")
+    p.add_argument("--offline", action="store_true",
+                   help="ask the registry nothing: REF means what it last resolved to, and what the model cache "
+                        "holds reads (the rest: EIO); default $OCIBRIDGE_OFFLINE")
     p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
                    help="refuse the model unless signed by this key (repeatable), as pull")
     add_policy_flag(p)
