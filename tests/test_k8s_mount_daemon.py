@@ -6,34 +6,25 @@ pod's end) unmounts it."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import time
 
 import pytest
 import yaml
-from kubernetes.client import ApiClient
 from mounting import OCIBRIDGE, digests, mount_env
 from serving import make_model
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
 from ocibridge.lazymount.table import is_mounted
-from tests.support.kubeapi import kubectl_dry_run
+from tests.support.kubeapi import checked_documents
 
 KINDS = {"DaemonSet": "V1DaemonSet", "Pod": "V1Pod"}
 
 
 def checked(tmp_path, text: str) -> dict[str, dict]:
-    docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    client = ApiClient()
-    for doc in docs:
-        model = client.deserialize(json.dumps(doc), KINDS[doc["kind"]], "application/json")
-        assert client.sanitize_for_serialization(model) == doc
-    out = kubectl_dry_run(tmp_path, text)
-    assert out.count("created (dry run)") == len(docs), out
-    return {d["kind"]: d for d in docs}
+    return {d["kind"]: d for d in checked_documents(tmp_path, text, KINDS)}
 
 
 def test_the_daemon_set_mounts_each_model_on_the_node_and_the_pod_reads_one(tmp_path, capsys):

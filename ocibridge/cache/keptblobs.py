@@ -17,6 +17,7 @@ from ocibridge.cache.models import ModelCache
 from ocibridge.cache.source import CacheSource, OfflineMiss
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore, close_store, is_manifest
+from ocibridge.stores.forwarding import ForwardingReads
 from ocibridge.stores.ranged import RangedBlobSource, RangedPlan, RangeReader
 
 
@@ -24,32 +25,21 @@ class RangedStore(ReadableStore, RangedBlobSource, Protocol):
     """A store that reads blobs whole and in ranges (a registry repository)."""
 
 
-class KeptBlobs:
+class KeptBlobs(ForwardingReads[RangedStore]):
     """``remote`` with its whole-blob reads kept in (and answered from) the model cache."""
 
     def __init__(self, remote: RangedStore, cache: ModelCache | None = None):
+        super().__init__(remote)
         self.remote = remote
         self.ranged_plan: RangedPlan = remote.ranged_plan  # how the registry is asked for ranges
         self._cache = cache or ModelCache()
         self._held: Descriptor | None = None  # the first manifest resolved: what the cache's source holds
         self._source: CacheSource | None = None
 
-    def describe(self) -> str:
-        return self.remote.describe()
-
-    def exists(self, desc: Descriptor) -> bool:
-        return self.remote.exists(desc)
-
     def resolve(self, reference: str) -> Descriptor:
         desc = self.remote.resolve(reference)
         self._held = self._held or desc
         return desc
-
-    def tags(self) -> list[str]:
-        return self.remote.tags()
-
-    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return self.remote.referrers(desc, artifact_type)
 
     def _cached(self, desc: Descriptor) -> CacheSource:
         if self._source is None:
@@ -85,37 +75,15 @@ class KeptBlobs:
         close_store(self.remote)
 
 
-class CachedOnly:
+class CachedOnly(ForwardingReads[CacheSource]):
     """The model manifest ``desc`` and what the model cache holds of it, with no registry
     (offline): a blob the cache lacks is :class:`.source.OfflineMiss`, and so is a byte range
     (the chunk store answers the chunks it holds before a range is asked)."""
 
     def __init__(self, desc: Descriptor, cache: ModelCache | None = None):
-        self._cache = cache or ModelCache()
-        self._desc = desc
-        self._source = CacheSource(self._cache.blobs, self._cache.locks, None, desc)
+        cache = cache or ModelCache()
+        super().__init__(CacheSource(cache.blobs, cache.locks, None, desc))
         self.ranged_plan = RangedPlan()
-
-    def describe(self) -> str:
-        return self._source.describe()
-
-    def exists(self, desc: Descriptor) -> bool:
-        return self._source.exists(desc)
-
-    def resolve(self, reference: str) -> Descriptor:
-        return self._source.resolve(reference)
-
-    def tags(self) -> list[str]:
-        return []
-
-    def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        return []
-
-    def open_blob(self, desc: Descriptor) -> BinaryIO:
-        return self._source.open_blob(desc)
-
-    def fetch_bytes(self, desc: Descriptor) -> bytes:
-        return self._source.fetch_bytes(desc)
 
     def open_blob_range(self, desc: Descriptor, start: int, end: int | None = None, *,
                         probe: bool = False) -> RangeReader:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
-from ocibridge.cli.signing import add_policy_flag, policy_from_args
+from ocibridge.cli.signing import add_verify_flags, policy_from_args
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
@@ -43,9 +43,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--offline", action="store_true",
                    help="ask the registry nothing: REF means what it last resolved to, and what the model cache "
                         "holds reads (the rest: EIO); default $OCIBRIDGE_OFFLINE")
-    p.add_argument("--verify-key", action="append", default=[], metavar="PUB",
-                   help="refuse the model unless signed by this key (repeatable), as pull")
-    add_policy_flag(p)
+    add_verify_flags(p)
     add_transfer_flags(p, uploads=False)
 
     p = command("umount", cmd_umount)
