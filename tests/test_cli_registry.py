@@ -145,7 +145,7 @@ def test_tls_flags(tmp_path, capsys, tls_registry, registry, unique_repo):
         (["push"], 2, "required: SOURCE"),
         (["pull", "{reg}/x:v1"], 2, "pull needs one destination"),
         (["pull", "{reg}/x:v1", "{tmp}/a", "-o", "{tmp}/b"], 2, "pull needs one destination"),
-        (["pull", "{reg}/test/none:v1", "{tmp}/out"], 1, "/test/none:v1: manifest not found"),
+        (["pull", "{reg}/test/none:v1", "{tmp}/out"], 1, "/test/none:v1: no such repository"),  # issue 63 item 5
         (["pull", "{reg}/test/none@sha256:" + "a" * 64, "{tmp}/out"], 1, "none@sha256:aaaa"),
         (["inspect", "{model}"], 2, "is a local path, not a store"),  # a reference typed wrong: usage
         (["copy", "{reg}/x:v1", "{model}"], 2, "is a local path, not a store"),

@@ -20,11 +20,9 @@ from ocibridge.cli import main
 from ocibridge.lazymount.table import is_mounted
 from tests.support.kubeapi import checked_documents
 
-KINDS = {"DaemonSet": "V1DaemonSet", "Pod": "V1Pod"}
-
 
 def checked(tmp_path, text: str) -> dict[str, dict]:
-    return {d["kind"]: d for d in checked_documents(tmp_path, text, KINDS)}
+    return {d["kind"]: d for d in checked_documents(tmp_path, text)}
 
 
 def test_the_daemon_set_mounts_each_model_on_the_node_and_the_pod_reads_one(tmp_path, capsys):

@@ -10,16 +10,25 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
+from kubernetes.client import ApiClient
 
 from ocibridge.cli import main
 from tests.modelgen import make_model
-from tests.support.kubeapi import checked_documents
+from tests.support.kubeapi import kubectl_dry_run
 
 KINDS = {"DaemonSet": "V1DaemonSet", "Secret": "V1Secret"}
 
 
 def k8s_checked(tmp_path: Path, text: str) -> list[dict]:
-    return checked_documents(tmp_path, text, KINDS)
+    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    client = ApiClient()
+    for doc in docs:
+        model = client.deserialize(json.dumps(doc), KINDS[doc["kind"]], "application/json")
+        assert client.sanitize_for_serialization(model) == doc
+    out = kubectl_dry_run(tmp_path, text)
+    assert out.count("created (dry run)") == len(docs), out
+    return docs
 
 
 def digest_of(capsys, ref: str) -> str:

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
+from kubernetes.client import ApiClient
 
 from ocibridge.cli import main
 from tests.serving import make_model
-from tests.support.kubeapi import checked_documents
+from tests.support.kubeapi import kubectl_dry_run
 from tests.test_k8s_apply import _login, _pem, own_credentials  # noqa: F401 - a fixture used by name
 from tests.test_serve_cli import free_port
 
@@ -31,7 +33,13 @@ KINDS = {"Secret": "V1Secret", "ConfigMap": "V1ConfigMap", "PersistentVolumeClai
 
 def checked(tmp_path: Path, text: str) -> dict[str, dict]:
     """The documents of ``text`` by kind, each checked by the client's model and all by kubectl."""
-    docs = checked_documents(tmp_path, text, KINDS)
+    docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    client = ApiClient()
+    for doc in docs:
+        model = client.deserialize(json.dumps(doc), KINDS[doc["kind"]], "application/json")
+        assert client.sanitize_for_serialization(model) == doc
+    out = kubectl_dry_run(tmp_path, text)
+    assert out.count("created (dry run)") == len(docs), out
     by_kind = {d["kind"]: d for d in docs}
     assert len(by_kind) == len(docs)
     return by_kind

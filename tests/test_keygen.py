@@ -57,6 +57,8 @@ def test_keygen_refuses_to_replace_keys_and_needs_a_password(tmp_path):
     before = (tmp_path / "cosign.key").read_bytes()
     again = run("keygen", str(prefix))
     assert again.returncode == 2 and "already there" in again.stderr and "--overwrite" in again.stderr
+    # a command line is told its flag, not the API's keyword (issue 63 item 7)
+    assert "overwrite=True" not in again.stderr and again.stderr.count("\n") == 1, again.stderr
     assert (tmp_path / "cosign.key").read_bytes() == before
 
     # no $COSIGN_PASSWORD, no terminal: one line, nothing written

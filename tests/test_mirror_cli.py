@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import sys
 import threading
 import time
@@ -152,3 +153,32 @@ def test_concurrency_outside_its_range_is_refused(tmp_path: Path, capsys, value:
     job.write_text(f'[[sync]]\nsource = "oci:a"\ntarget = "oci:b"\nconcurrency = {{ artifacts = {value} }}\n')
     assert main(["mirror", str(job), "--dry-run"]) == 1
     assert "sync.0.concurrency.artifacts" in capsys.readouterr().err
+
+
+def test_dry_run_counts_the_skip_rows_it_lists(tmp_path: Path, registry, registry2, unique_repo) -> None:
+    """Issue 63 item 7: two tags of one model planned together listed the second's blobs as
+    ``skip`` rows (the first artifact sends them) under "0 already there". The count on the line
+    now accounts for every row below it, run as a user runs it."""
+    import subprocess
+
+    src = open_repository(parse_registry_reference(f"{registry.host}/{unique_repo}"))
+    artifact = build(package(0))
+    for tag in ("a", "b"):
+        copy(artifact, "artifact", src, tag)
+    src.close()
+    job = tmp_path / "job.toml"
+    job.write_text(f'[[sync]]\nsource = "{registry.host}/{unique_repo}"\ntarget = "{registry2.host}/{unique_repo}"\n')
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "mirror", str(job), "--dry-run"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    blocks = done.stdout.split("would copy ")[1:]
+    assert len(blocks) == 2, done.stdout
+    for block in blocks:
+        head, *rows = block.splitlines()
+        actions = [row.split()[0] for row in rows if row.startswith("        ") and "sha256:" in row]
+        said = {what: int(n) for n, what in re.findall(r"(\d+) (blobs to send|to mount|already there|sent by "
+                                                       r"another artifact of this run)", head)}
+        assert said["blobs to send"] == actions.count("send"), (head, rows)
+        assert said["already there"] + said.get("sent by another artifact of this run", 0) == \
+            actions.count("skip"), (head, rows)
+    assert "sent by another artifact of this run" in done.stdout, done.stdout

@@ -259,7 +259,8 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
                               headers=headers).json()["objects"][0]["actions"]["upload"]["href"]
             assert httpx.put(href, content=sent, timeout=60).status_code == status
             assert blob_in(ref, oid, len(body)) == (status == 200)
-        # a file push binds a chunk table for: its table made as it arrived, so the commit reads it no more
+        # a file push binds a chunk table for: its table made as it arrived and kept with the staged
+        # file, so the commit reads it no more (not told to push's chunk cache: no side channel)
         from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, chunk_stream
 
         large = os.urandom(64 * MIB)
@@ -268,8 +269,9 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
         href = httpx.post(f"{url}/acme/tiny.git/info/lfs/objects/batch", json=batch,
                           headers=headers).json()["objects"][0]["actions"]["upload"]["href"]
         assert httpx.put(href, content=large, timeout=120).status_code == 200
-        table = Path(os.environ["OCIBRIDGE_CACHE"]) / "chunk-tables" / str(DEFAULT_CHUNK_SIZE) / oid
-        assert tuple(table.read_text().split()) == chunk_stream(io.BytesIO(large)).chunks
+        kept = json.loads((staging / "tables" / oid).read_text())
+        assert tuple(kept["chunks"]) == chunk_stream(io.BytesIO(large)).chunks and kept["size"] == len(large)
+        assert not (Path(os.environ["OCIBRIDGE_CACHE"]) / "chunk-tables" / str(DEFAULT_CHUNK_SIZE) / oid).exists()
         assert tag_digest(ref) == before
 
 

@@ -2,7 +2,9 @@
 huggingface_hub runs by default (hf_xet), through ``ocibridge serve`` (a process) to a real
 registry. The bytes come back exactly through the same serve and through ``ocibridge pull``,
 ``validate --strict`` accepts the commit, and a second ``upload_folder`` of the same directory
-sends no large file again (serve's log: no xorb received)."""
+sends no large file again (serve's log: no xorb received). With the digest cache off (no side
+channel), a commit on top of it (the large file kept: the parent's blob, with the chunk table
+the parent binds) is the artifact ``push`` makes of the same files, chunk table included."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from test_serve_publish import serve_process, xet_only
+from test_serve_publish import _layers_and_config, _store, serve_process, xet_only
 
 from ocibridge.cli import main
 
@@ -59,6 +61,7 @@ def xorb_bytes(log: str) -> int:
 
 def test_a_256_mib_model_published_over_xet_comes_back_exactly(tmp_path, registry, unique_repo, monkeypatch,
                                                                capsys):
+    monkeypatch.setenv("OCIBRIDGE_DIGEST_CACHE", "0")  # serve and push below: what a commit knows, it was told
     src = large_model(tmp_path / "model")
     expected = hashes_of(src)
     prefix = f"{registry.host}/{unique_repo}"
@@ -77,9 +80,24 @@ def test_a_256_mib_model_published_over_xet_comes_back_exactly(tmp_path, registr
         again = api.upload_folder(repo_id="acme/large", folder_path=src, commit_message="the same again")
         assert xorb_bytes(log.read_text()[mark:]) == 0  # the branch holds it: nothing large sent again
         assert api.model_info("acme/large").sha in (first.oid, again.oid)
+        card = api.upload_file(path_or_fileobj=b"# large\n", path_in_repo="README.md", repo_id="acme/large")
+        assert api.model_info("acme/large").sha == card.oid
+        expected["README.md"] = hashlib.sha256(b"# large\n").hexdigest()
 
     ref = f"{prefix}/acme/large:latest"
-    assert main(["pull", ref, str(tmp_path / "pulled"), "-q"]) == 0
-    assert hashes_of(tmp_path / "pulled") == expected
+    assert main(["pull", ref, str(tmp_path / "large"), "-q"]) == 0
+    assert hashes_of(tmp_path / "large") == expected
     assert main(["validate", ref, "--strict"]) == 0
     capsys.readouterr()
+    assert main(["push", str(tmp_path / "large"), f"{prefix}/same:latest", "-q"]) == 0
+    assert _layers_and_config(ref) == _layers_and_config(f"{prefix}/same:latest")
+    assert _table_of(ref) == _table_of(f"{prefix}/same:latest") is not None
+
+
+def _table_of(ref: str) -> str | None:
+    """The chunk table the manifest binds (its digest)."""
+    from ocibridge.chunks.table import ANNOTATION_DIGEST
+
+    with _store(ref) as (store, tag):
+        manifest = json.loads(store.fetch_bytes(store.resolve(tag)))
+        return manifest.get("annotations", {}).get(ANNOTATION_DIGEST)

@@ -1,6 +1,6 @@
 """A hostile review of serve's write API (issue 55): what one writer could take from another,
 bodies that cost a 500, paths a pull would write where it should not, refs racing commits.
-serve runs in-process (tests/serving.py) over the real registry, with push's own publisher."""
+serve runs in-process (tests/serving.py) over the real registry, writing commits as ``ocibridge serve`` does."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import httpx
 import pytest
 from serving import Served, serving
 
-from ocibridge.api.options import TransferOptions
-from ocibridge.api.serve import _publisher
+from ocibridge.hubserver.writes.publishing import Publishing
 
 #: alice writes acme/, bob writes beta/, both read everything
 TOKENS = ("alice write acme/ alice", "bob write beta/ bob", "reader")
@@ -50,7 +49,7 @@ def files(s: Served, repo: str, branch: str = "main") -> list[str]:
 @pytest.fixture
 def served(registry: Any, unique_repo: str) -> Iterator[Served]:
     with serving([f"{registry.host}/{unique_repo}"], tokens=TOKENS,
-                 publish=_publisher(TransferOptions(), None)) as s:
+                 publish=Publishing()) as s:
         for org, token in (("acme", "alice"), ("beta", "bob")):
             made = httpx.post(f"{s.url}/api/repos/create", json={"name": "m", "organization": org},
                               headers=auth(token))
@@ -307,3 +306,15 @@ def test_a_commit_id_is_no_branch_to_commit_to_or_create(served):
     refs = httpx.get(f"{served.url}/api/models/acme/m/refs", headers=auth("reader")).json()
     assert {tag["name"] for tag in refs["tags"]} <= {"latest"}
     assert files(served, "acme/m") == ["README.md"]
+
+
+def test_a_modelfile_is_committed_as_a_file(served):
+    """An Ollama Modelfile beside a GGUF (as many Hub repositories hold) is a file of the commit,
+    not a build file the commit is read by (a directory push reads one at its top: there, it
+    refused this one's FROM line)."""
+    modelfile = b"FROM ./tiny.gguf\nPARAMETER temperature 0.7\n"
+    answer = commit(served, "acme/m", "alice", HEADER + inline("Modelfile", modelfile))
+    assert answer.status_code == 200, answer.text
+    assert files(served, "acme/m") == ["Modelfile", "README.md"]
+    got = httpx.get(f"{served.url}/acme/m/resolve/main/Modelfile", headers=auth("reader"), follow_redirects=True)
+    assert got.content == modelfile

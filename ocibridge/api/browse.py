@@ -35,11 +35,13 @@ class RepositoryList:
         return {"registry": self.registry, "prefix": self.prefix, "repositories": list(self.repositories)}
 
 
-def list_repositories(target: str, *, transfer: TransferOptions | None = None) -> RepositoryList:
+def list_repositories(target: str, *, transfer: TransferOptions | None = None,
+                      max_pages: int | None = None) -> RepositoryList:
     """The repositories ``REGISTRY[/PREFIX]`` holds (the catalog, every page, filtered by the
-    prefix). Raises :class:`ocibridge.errors.RegistryError` when the registry refuses its
-    catalog (many allow it only to an admin)."""
-    from ocibridge.stores.registry.catalog import list_catalog
+    prefix; ``max_pages``: at most that many, then a RegistryError). Raises
+    :class:`ocibridge.errors.RegistryError` when the registry refuses its catalog (many allow it
+    only to an admin)."""
+    from ocibridge.stores.registry.catalog import MAX_PAGES, list_catalog
     from ocibridge.stores.registry.client import RegistryClient
     from ocibridge.stores.registry.credentials import credential_function
 
@@ -50,7 +52,7 @@ def list_repositories(target: str, *, transfer: TransferOptions | None = None) -
     options = (transfer or TransferOptions()).registry_options()
     client = RegistryClient(host, options, credentials=credential_function(options))
     try:
-        names = list_catalog(client, prefix)
+        names = list_catalog(client, prefix, max_pages=max_pages or MAX_PAGES)
     finally:
         client.close()
     head = f"{prefix}/" if prefix else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ocibridge.api.missing import explaining_missing
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (its home before)
 from ocibridge.errors import UsageError
 from ocibridge.oci.models import Descriptor
@@ -32,6 +33,7 @@ def pinned(target: SourceTarget, desc: Descriptor) -> str:
     return f"{text}@{desc.digest}"
 
 
+@explaining_missing
 @closes_its_stores
 def copy_reference(
     src: str | Locator,

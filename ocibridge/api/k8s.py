@@ -184,6 +184,7 @@ def k8s_modelcar(
     With ``kserve``, also the InferenceService serving it pinned by digest (``pull_secrets``: what
     it pulls the image with; ``ref`` must be in a registry a cluster can pull from)."""
     from ocibridge.k8s.kserve import check_name, header, inference_service
+    from ocibridge.k8s.node_mirrors import not_carried
     from ocibridge.k8s.volume import pinned_reference
     from ocibridge.kinds.modelcar.from_any import build_from_any
     from ocibridge.places.locate import text_of
@@ -223,8 +224,8 @@ def k8s_modelcar(
     secret = pull_secret(pull_secrets.names[0], [pinned.registry]) if pull_secrets.create else None
     return ModelCarImage(desc.digest, desc.mediaType, desc.size, options.tag, KubernetesDocuments(
         tuple([secret] if secret else []) + tuple(docs), header=header(str(pinned), base is not None),
-        warnings=tuple(loopback_warnings([pinned.registry])), closing_warnings=_credentials_warning(secret),
-        pinned=(str(pinned),), holds_credentials=secret is not None))
+        warnings=tuple(loopback_warnings([pinned.registry]) + not_carried([pinned.registry])),
+        closing_warnings=_credentials_warning(secret), pinned=(str(pinned),), holds_credentials=secret is not None))
 
 
 @closes_its_stores
@@ -241,6 +242,7 @@ def k8s_volume(
     the volume and its mount), refused with the reason if ``runtime`` would not mount it; a
     ModelCar image gets ``subPath: models`` where the runtime has image-volume subPath. The header
     says what the cluster and runtime need and where the model's files appear in the container."""
+    from ocibridge.k8s.node_mirrors import not_carried
     from ocibridge.k8s.volume import pod_header, volume_document
     from ocibridge.oci.reference import RegistryReference
     from ocibridge.stores.registry.pull_secret import loopback_warnings, pull_secret
@@ -255,7 +257,7 @@ def k8s_volume(
     if isinstance(located, RegistryReference):  # a layout reference is refused below, with its own message
         if pull_secrets.create:
             secret = pull_secret(pull_secrets.names[0], [located.registry])
-        warnings = loopback_warnings([located.registry])
+        warnings = loopback_warnings([located.registry]) + not_carried([located.registry])
     doc, rv, pinned, sub_path, where = volume_document(
         t.store, t.reference, located, runtime=runtime, platform=platform, mount_path=pod.mount_path,
         name=pod.name, image=pod.image, snippet=pod.snippet, pull_secrets=pull_secrets.names)
@@ -306,7 +308,8 @@ def k8s_prewarm(
         models.append(Model(t.store, t.reference, located))
     done = prewarm_daemonset(models, runtime=runtime, platform=platform, mode=options.mode,
                              name=options.name, namespace=options.namespace, selector=selector,
-                             image=options.image, pull_secrets=pull_secrets.names)
+                             image=options.image, pull_secrets=pull_secrets.names,
+                             node_mirrors=options.node_mirrors)
     hosts = sorted({p.registry for p in done.pinned})
     secret = (pull_secret(pull_secrets.names[0], hosts, namespace=options.namespace)
               if pull_secrets.create else None)
@@ -316,7 +319,7 @@ def k8s_prewarm(
                         f"in /etc/containers/certs.d/{hosts[0]}/ca.crt (CRI-O) or containerd's hosts.toml on every "
                         "node")
     return KubernetesDocuments(
-        (secret, done.daemonset) if secret else (done.daemonset,), header=comments(done.header()),
+        (*([secret] if secret else []), *done.node_documents, done.daemonset), header=comments(done.header()),
         warnings=tuple(warnings), closing_warnings=_credentials_warning(secret),
         pinned=tuple(str(p) for p in done.pinned), holds_credentials=secret is not None)
 
@@ -336,6 +339,7 @@ def k8s_serve(
 
     from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import GRACE, parse_public_url
+    from ocibridge.k8s.node_mirrors import mirrors_of, settings_toml
     from ocibridge.k8s.serve import ServeDeployment, header, objects
     from ocibridge.stores.registry.pull_secret import check_secret_name, loopback_warnings, pull_secret, read_ca_pem
     from ocibridge.version import __version__
@@ -361,7 +365,8 @@ def k8s_serve(
         insecure=access.insecure,
         ca_pem=read_ca_pem(Path(access.ca_file), "--ca-file") if access.ca_file else None,
         docker_config_secret=docker, image_pull_secrets=pull_secrets.names, cpu=options.cpu,
-        memory=options.memory, grace=GRACE, service_type=options.service_type)
+        memory=options.memory, grace=GRACE, service_type=options.service_type,
+        settings=settings_toml(found) if (found := mirrors_of(hosts)) else None)
     docs = objects(d)
     secret = None
     if pull_secrets.create:

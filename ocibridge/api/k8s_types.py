@@ -75,13 +75,15 @@ class KServeOptions:
 class PrewarmOptions:
     """The prewarm DaemonSet: image volumes or ModelCar init containers (``mode``; default: what
     the runtime has), its name and namespace, the nodes (labels ``selector`` picks; every node
-    without), and the image of the container that holds the models."""
+    without), and the image of the container that holds the models. ``node_mirrors``: carry the
+    models' registries.toml mirrors to the nodes (False when Spegel or Dragonfly sets them)."""
 
     mode: Literal["volume", "modelcar"] | None = None
     name: str = "model-prewarm"
     namespace: str | None = None
     selector: Mapping[str, str] | Sequence[str] = ()  # {"key": "value"} or ["key=value", ...]
     image: str = DEFAULT_IMAGE
+    node_mirrors: bool = True
 
 
 @dataclass(frozen=True)

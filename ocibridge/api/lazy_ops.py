@@ -6,7 +6,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.api.options import TransferOptions
+from ocibridge.api.options import TransferOptions, caller_stacklevel
 from ocibridge.api.policy import Verification, verification
 from ocibridge.chunks.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
@@ -71,7 +71,7 @@ def _verify_of(verify: Verification | None, deprecated: dict[str, Any]) -> Verif
         return verify
     for name in deprecated:
         warnings.warn(f"open_model({name}=...) is deprecated: pass verify=ocibridge.verification(keys=..., "
-                      "policy=...)", DeprecationWarning, stacklevel=3)  # this, open_model: the caller
+                      "policy=...)", DeprecationWarning, stacklevel=caller_stacklevel())
     if verify is not None:
         raise TypeError("open_model(): give verify= or the deprecated verify_key=/policy=, not both")
     return verification(keys=deprecated.get("verify_key") or (), policy=deprecated.get("policy"))

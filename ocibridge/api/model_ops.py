@@ -23,6 +23,7 @@ from ocibridge.api.auth import logout as logout
 from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
 from ocibridge.api.copy import copy_reference as copy_reference
 from ocibridge.api.copy import pinned, verified_digest, wire_counts
+from ocibridge.api.missing import explaining_missing, no_such_repository
 from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, pull_options, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
@@ -46,7 +47,6 @@ from ocibridge.places.targets import (
 )
 from ocibridge.signing.use import as_use_policy, refuse_before_opening
 from ocibridge.stores.base import Store
-from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.progress_events import PushProgress
 from ocibridge.transfer.results import InspectResult, PullResult, PushResult, ValidateResult
@@ -211,7 +211,8 @@ def _push_archive(source_ref: Locator, archive: tuple[PathReference, SourceForma
 def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, transfer: TransferOptions,
           progress: ProgressFn | None) -> PushResult:
     from ocibridge.chunks.chunking import ChunkPolicy
-    from ocibridge.model.builder import ARTIFACT_TAG, BuildOptions, PlannedArtifact, plan_layers
+    from ocibridge.model.builder import BuildOptions, PlannedArtifact, plan_layers
+    from ocibridge.model.deliver import deliver
 
     origin: StoreTarget | None = None
     kind_overrides, excludes, name, to = options.kind_overrides, options.excludes, options.name, options.to
@@ -273,24 +274,12 @@ def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, t
     artifact = PlannedArtifact(package, build_options, policy)
     shown = PushProgress(progress, [layer.progress_key() for layer in plan_layers(package, build_options)]) \
         if progress else None
-    stats = copy(
-        artifact,
-        ARTIFACT_TAG,
-        target.store,
-        target.tag,
-        concurrency=transfer.concurrency,
-        progress=shown.copy_progress(lambda: artifact.artifact().manifest) if shown else None,
-        hooks=CopyHooks(mounts=mounts, undo_on_failure=True),
-    )
-    result = PushResult(pinned(target, artifact.descriptor), artifact.descriptor, stats, wire_counts(target.store))
-    if artifact.table is not None and artifact.table.layers:
-        from ocibridge.chunks.attach import attach_table
-
-        subject = artifact.descriptor
-        attached = attach_table(target.store, Descriptor(mediaType=subject.mediaType, digest=subject.digest,
-                                                         size=subject.size), artifact.table)
-        result.extra["chunks"] = {"table": artifact.table.descriptor().digest, "referrer": attached.digest,
-                                  "layers": len(artifact.table.layers)}
+    delivered = deliver(artifact, target.store, target.tag, concurrency=transfer.concurrency, mounts=mounts,
+                        progress=shown.copy_progress(lambda: artifact.artifact().manifest) if shown else None)
+    result = PushResult(pinned(target, delivered.descriptor), delivered.descriptor, delivered.stats,
+                        wire_counts(target.store))
+    if delivered.chunks:
+        result.extra["chunks"] = dict(delivered.chunks)
     return result
 
 
@@ -309,6 +298,7 @@ def pull_destination(dest: str | Locator, format: str | None = None) -> PullDest
     return PullDestination(located, not door.exports_quietly(located, format))
 
 
+@explaining_missing
 @closes_its_stores
 def pull(
     src: str | Locator,
@@ -423,6 +413,7 @@ def _whole_artifact_only(select: PathFilter | None, dest: str) -> None:
         raise UsageError(f"--include/--exclude pick files of a pull into a directory, not into {dest}")
 
 
+@explaining_missing
 @closes_its_stores
 def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> InspectResult:
     located = locate(ref, Role.MODEL)
@@ -432,7 +423,6 @@ def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> I
     from ocibridge.kinds.family_info import describe
 
     describe(target.store, info["digest"], info)  # what was inspected, by digest: the tag is asked once
-    from ocibridge.oci.models import Descriptor
     from ocibridge.signing.attest import list_evidence
 
     subject = Descriptor(mediaType=info["mediaType"], digest=info["digest"], size=info["size"])
@@ -444,6 +434,7 @@ def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> I
                          tuple(info["layers"]), info.get("config"), info)
 
 
+@explaining_missing
 @closes_its_stores
 def validate(ref: str | Locator, *, transfer: TransferOptions | None = None, strict: bool = False,
              warnings: list[str] | None = None, runtime: str | None = None) -> ValidateResult:
@@ -488,5 +479,5 @@ def tags(ref: str | Locator, *, transfer: TransferOptions | None = None) -> list
     from ocibridge.stores.registry.store import RegistryStore  # opened above when it is one
 
     if not names and isinstance(target.store, RegistryStore) and target.store.repository_unknown:
-        raise NotFound(f"{text_of(located)}: no such repository (the registry answered 404 to its tag list)")
+        raise NotFound(no_such_repository(text_of(located)))
     return names

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -155,6 +156,19 @@ DEPRECATED_PULL_KEYWORDS = {name: name for name in (
     "format", "include", "exclude", "on_existing", "with_signatures", "with_attestations")}
 
 _Options = TypeVar("_Options", PushOptions, PullOptions)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` of a warning about the first frame outside ocibridge: the line of the
+    caller's own code, however many of the package's wrappers (closing stores, explaining a 404)
+    stand between it and the warning."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE + os.sep):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
 
 
 def _with_old_keywords(call: str, options: _Options, table: Mapping[str, str],
@@ -168,7 +182,7 @@ def _with_old_keywords(call: str, options: _Options, table: Mapping[str, str],
     for name, value in keywords.items():
         wanted = table[name]
         warnings.warn(f"{call}({name}=...) is deprecated: pass options={type(options).__name__}({wanted}=...)",
-                      DeprecationWarning, stacklevel=5)  # this, push_options, push, its wrapper: the caller
+                      DeprecationWarning, stacklevel=caller_stacklevel())
         if name in ("kind_overrides", "excludes", "include", "exclude"):
             value = tuple(tuple(v) if name == "kind_overrides" else v for v in value)
         elif name == "overrides":

@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import OcibridgeError, UsageError
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
     from ocibridge.api.policy import Verification
     from ocibridge.hubserver.server import ServerSettings
     from ocibridge.hubserver.web.history import Diff
-    from ocibridge.hubserver.writes.commits import Publish
     from ocibridge.hubserver.writes.evidence import Evidence
     from ocibridge.lazyread.diff import ModelDiff
     from ocibridge.oci.reference import LayoutReference, RegistryReference
@@ -108,44 +106,19 @@ def serve(
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()
     app, settings = _app(sources, options or ServeOptions(), listening, transfer, verify, _evidence(sign, attest))
     if any(grant.write for grant in app.state.serve.gate.grants):  # it may be asked to commit
-        threading.Thread(target=_load_push, name="load-push", daemon=True).start()
+        threading.Thread(target=_load_builder, name="load-builder", daemon=True).start()
     run(app, settings)
 
 
-def _load_push() -> None:
-    """Import push's modules while serve waits for its first upload: every commit is a push, and
-    a fresh serve's first commit imported them after the client's last byte (0.17 s of a 1 GiB
-    upload_folder's 5.4 s, on the critical path); beside the upload they cost nothing waited for."""
-    import ocibridge.api.model_ops
-    import ocibridge.api.options
-    import ocibridge.model.builder  # noqa: F401
-
-
-def _publisher(transfer: TransferOptions, evidence: Evidence | None) -> Publish:
-    """What serve's write API builds a commit with: ``push`` of the commit's files, its
-    annotations on the manifest (so the layers and config are push's of the same files). With
-    ``evidence``, pushed by digest, signed and attested, and only then tagged."""
-
-    def publish(directory: Path, dest: RegistryReference | LayoutReference, annotations: dict[str, str]) -> str:
-        from ocibridge.api.model_ops import push
-        from ocibridge.api.options import PushOptions
-        from ocibridge.model.builder import BuildOptions
-
-        options = PushOptions(build=BuildOptions(annotations=dict(annotations)))
-        if evidence is None:
-            return push(str(directory), dest, options=options, transfer=transfer).descriptor.digest
-        from ocibridge.hubserver.writes import evidence as publishevidence
-        from ocibridge.places.targets import open_store_target
-        from ocibridge.stores.opened import closing_opened_stores
-
-        where = publishevidence.untagged(dest)
-        digest = push(str(directory), where, options=options, transfer=transfer).descriptor.digest
-        with closing_opened_stores():
-            target = open_store_target(where, for_write=True, options=transfer.registry_options())
-            publishevidence.land(target.store, digest, dest.tag or "latest", annotations, evidence)
-        return digest
-
-    return publish
+def _load_builder() -> None:
+    """Import the modules a commit builds and copies its artifact with while serve waits for its
+    first upload: a fresh serve's first commit imported them after the client's last byte (0.17 s
+    of a 1 GiB upload_folder's 5.4 s, on the critical path); beside the upload they cost nothing
+    waited for."""
+    import ocibridge.chunks.attach
+    import ocibridge.chunks.bound
+    import ocibridge.model.deliver
+    import ocibridge.model.known  # noqa: F401
 
 
 def _evidence(sign: SignOptions | None, attest: AttestOptions | None) -> Evidence | None:
@@ -209,6 +182,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.hubserver.reading.catalog import Catalog
     from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
+    from ocibridge.hubserver.writes.publishing import Publishing
     from ocibridge.signing.containers_policy import UsePolicy, find_policy_file, read_policy_file
 
     transfer = transfer or TransferOptions()
@@ -216,7 +190,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         listen=listen.address, cert=listen.cert, key=listen.key, tokens=options.tokens,
         access_log=listen.access_log, concurrency=transfer.concurrency, page=options.page,
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
-        send_timeout=options.send_timeout, publish=_publisher(transfer, evidence), diff=_differ(transfer),
+        send_timeout=options.send_timeout, publish=Publishing(transfer.concurrency, evidence), diff=_differ(transfer),
         staging_budget=options.staging_budget, staging_expiry=options.staging_expiry,
         lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size)
     if not options.send_timeout > 0:

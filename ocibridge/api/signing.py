@@ -298,8 +298,8 @@ def keygen(prefix: str | os.PathLike[str] = "cosign", *, password: str | bytes |
     private, public = Path(f"{os.fspath(prefix)}.key"), Path(f"{os.fspath(prefix)}.pub")
     existing = [str(p) for p in (private, public) if p.exists() or p.is_symlink()]
     if existing and not overwrite:
-        raise UsageError(f"{' and '.join(existing)} already there: refused "
-                         "(--overwrite, overwrite=True, replaces them)")
+        raise UsageError(f"{' and '.join(existing)} already there: refused; "
+                         "pass --overwrite (or --force) to replace them")
     if not private.parent.is_dir():  # as cosign: no directory is made for the keys
         raise UsageError(f"{private.parent}: no such directory for the key pair")
     key = keys.generate_private_key()

@@ -131,6 +131,8 @@ def list_models(layout: str | None = None, *, include_attached: bool = False) ->
         described = _describe_entry(store, entry, tag)
         if local and tag is not None and described.subject is None:  # attached: listed by its tag
             described = _as_typed(store, index, described, tag)
+        elif tag is not None and described.subject is None:
+            described = _split_reference_name(described, tag)
         entries.append(described)
     attached = Counter(e.subject for e in entries if e.subject)
     entries = [dataclasses.replace(e, attached=attached[e.digest]) if attached[e.digest] else e for e in entries]
@@ -145,6 +147,16 @@ def _as_typed(store: LayoutStore, index: Index, entry: ModelEntry, ref: str) -> 
     return dataclasses.replace(entry, name=name, tag=tag)
 
 
+def _split_reference_name(entry: ModelEntry, ref: str) -> ModelEntry:
+    """An entry another tool named ``REPOSITORY:TAG`` (kit's ``tiny-llama:latest``, Docker Model
+    Runner's ``docker.io/ai/dummy:fixture``) shown as that NAME and TAG, as the local store's are;
+    ``ref`` keeps the whole name, which ``oci:DIR:REF`` takes."""
+    name, colon, tag = ref.rpartition(":")
+    if not colon or not name or not is_tag(tag):
+        return entry
+    return dataclasses.replace(entry, name=name, tag=tag)
+
+
 def _subject_of(node: Manifest | Index, tag: str | None) -> str | None:
     """The digest an attached artifact refers to, by its ``subject`` or by cosign's tag scheme."""
     if node.subject is not None:
@@ -156,14 +168,15 @@ def _subject_of(node: Manifest | Index, tag: str | None) -> str | None:
 def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEntry:
     size, name, created, family = entry.size, None, None, None
     try:
-        node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
+        data = store.fetch_bytes(entry)
+        node = parse_manifest_bytes(data, entry.mediaType)
     except OcibridgeError:
         return ModelEntry(None, tag, entry.digest, size, None, None, ref=tag)
     subject = _subject_of(node, tag)
     if isinstance(node, Manifest):
         size += node.config.size + sum(layer.size for layer in node.layers)
         fam = _family_of(node.artifactType, node.config.mediaType)
-        family = fam.value if fam else _other_family(node)
+        family, name = (fam.value, None) if fam else _other_family(store, entry, data, node)
         created = (node.annotations or {}).get(ANNOTATION_CREATED)
         if is_draft(node):  # the early CNAI draft: no config, its metadata in annotations
             said = node.annotations or {}
@@ -176,13 +189,19 @@ def _describe_entry(store: Store, entry: Descriptor, tag: str | None) -> ModelEn
     return ModelEntry(name, tag, entry.digest, size, created, family, subject=subject, ref=tag, model=name)
 
 
-def _other_family(node: Manifest) -> str | None:
+def _other_family(store: Store, entry: Descriptor, data: bytes, node: Manifest) -> tuple[str | None, str | None]:
     """A model of another family (a ModelKit, a Docker model) by its media types, named as
-    ``inspect`` names it; None for anything else (its config is not read for a name)."""
+    ``inspect`` names it, and the name its family reads in it (a Kitfile's package name);
+    (None, None) for anything else."""
     from ocibridge.kinds.families import family_of
 
     found = family_of(node)
-    return found.name if found is not None else None
+    if found is None:
+        return None, None
+    try:
+        return found.name, found.read(store, entry, data, node).view.name
+    except OcibridgeError:  # listed all the same: its name is what could not be read
+        return found.name, None
 
 
 def _config_name_created(store: Store, config: Descriptor, created: str | None) -> tuple[str | None, str | None]:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import TYPE_CHECKING
 
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
+from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size, one_line
 
@@ -79,7 +80,7 @@ def _diff_text(d: api.ModelDiff) -> str:
         lines += [line for f in d.files for line in _file_lines(f)]
     if d.config:
         lines.append("config:")
-        lines += [f"  ~ {c.field}: {_value(c.old)} -> {_value(c.new)}" for c in d.config]
+        lines += [f"  ~ {c.field}: {' -> '.join(_values(c.old, c.new))}" for c in d.config]
     if d.bytes_read:
         lines.append(f"read {human_size(d.bytes_read)} to compare tensors")
     return "\n".join(lines)
@@ -98,9 +99,26 @@ def _file_lines(f: api.FileChange) -> list[str]:
             (f"{t.old} -> {t.new}" if t.old != t.new else t.old)
         lines.append(f"      {marks[t.change]} tensor {t.name}  {shape}")
     if f.tensors is not None:
-        lines.append(f"      ({len(f.tensors)} tensors differ; {f.same_by_chunks} found the same by chunk digests)")
+        differ = plural(len(f.tensors), "tensor differs", "tensors differ")
+        lines.append(f"      ({differ}; {f.same_by_chunks} found the same by chunk digests)")
     return lines
 
 
-def _value(value: object) -> str:
-    return "(absent)" if value is None else json.dumps(value)[:120]
+SHOWN = 120  # characters of a value on a line
+_BOUNDARIES = ("[", "{", ", ", ": ")
+
+
+def _values(old: object, new: object) -> tuple[str, str]:
+    """Both sides of a changed field, each cut to one line. Two long values that share a long
+    start (a list of digests whose third one changed) are shown from the element where they part,
+    so the line shows what changed rather than the same prefix twice."""
+    texts = ["(absent)" if v is None else json.dumps(v) for v in (old, new)]
+    if all(len(t) <= SHOWN for t in texts):
+        return texts[0], texts[1]
+    shared = len(os.path.commonprefix(texts))
+    head = texts[0][:shared]
+    start = max([head.rfind(b) + len(b) for b in _BOUNDARIES if b in head], default=0)
+    start = start if shared - start <= SHOWN // 2 else max(0, shared - SHOWN // 6)
+    cut = [("…" if start else "") + t[start:start + SHOWN] + ("…" if len(t) > start + SHOWN else "")
+           for t in texts]
+    return cut[0], cut[1]

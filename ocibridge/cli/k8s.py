@@ -165,7 +165,8 @@ def cmd_k8s_mount_daemon(args: argparse.Namespace) -> int:
 
 def cmd_k8s_prewarm(args: argparse.Namespace) -> int:
     options = api_k8s.PrewarmOptions(mode=args.mode, name=args.name, namespace=args.namespace,
-                                     selector=tuple(args.selector), image=args.image)
+                                     selector=tuple(args.selector), image=args.image,
+                                     node_mirrors=not args.no_node_mirrors)
     done = api_k8s.k8s_prewarm(args.refs, options, runtime=args.runtime, platform=args.platform,
                                pull_secrets=_pull_secrets(args), transfer=transfer_options(args))
     _print_documents(args, done)
@@ -252,6 +253,9 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--name", default="model-prewarm", help="DaemonSet name")
     p.add_argument("--namespace", help="DaemonSet namespace")
     p.add_argument("--image", default="busybox:1.36", help="the image of the container that holds the models")
+    p.add_argument("--no-node-mirrors", action="store_true",
+                   help="leave out the ConfigMap and DaemonSet that give the nodes the models' registries.toml "
+                        "mirrors (the nodes' mirrors are set otherwise: Spegel, Dragonfly)")
     add_pull_secret_flags(p, pulls="the models", creates="their registries")
     add_validate_flag(p)
     _register_serve(ksub)

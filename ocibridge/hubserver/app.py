@@ -66,7 +66,7 @@ from ocibridge.hubserver.xet.upload import XetUpload
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
     from ocibridge.hubserver.web.history import Diff
-    from ocibridge.hubserver.writes.commits import Publish
+    from ocibridge.hubserver.writes.publishing import Publishing
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -83,7 +83,7 @@ class ServeApp:
     settings; each route set by protocol and side."""
 
     def __init__(self, catalog: Catalog, lists: FileLists, blobs: Blobs, settings: ServeSettings, *,
-                 ranges: ChunkRanges | None = None, publish: Publish | None = None,
+                 ranges: ChunkRanges | None = None, publish: Publishing | None = None,
                  staging: Staging | None = None, diff: Diff | None = None):
         self.catalog = catalog
         self.lists = lists
@@ -263,15 +263,15 @@ class ServeApp:
 
 
 def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: ServeSettings | None = None, *,
-               ranges: ChunkRanges | None = None, limits: Limits | None = None, publish: Publish | None = None,
+               ranges: ChunkRanges | None = None, limits: Limits | None = None, publish: Publishing | None = None,
                staging: Staging | None = None, diff: Diff | None = None) -> Starlette:
     """The Starlette application over ``catalog``, behind :class:`.guard.Guard` (``limits``:
     body size, send timeout); ``settings``: serve's flags, as every route reads them;
     ``ranges``: ranges of blobs the model cache lacks from verified chunks (else the whole blob
     is fetched first). ``app.state.serve`` is the :class:`ServeApp`; the app's lifespan closes it
     at shutdown (a server that runs none, or an app it is mounted in, calls
-    ``app.state.serve.close()``). ``publish``: push's code, which the write API
-    (:mod:`.writes.commit`) builds commits with (None: writes refused); ``staging``: where
+    ``app.state.serve.close()``). ``publish``: how the write API (:mod:`.writes.commit`) writes
+    commits (:class:`.writes.publishing.Publishing`; None: writes refused); ``staging``: where
     uploads wait for their commit (default: serve's cache); ``diff``: ``ocibridge.diff``, which
     the compare pages show (:mod:`.web.history`; None: they say there is none)."""
     serve = ServeApp(catalog, lists, blobs, settings or ServeSettings(), ranges=ranges, publish=publish,

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from ocibridge.hubserver.reading.catalog import Catalog
     from ocibridge.hubserver.web.history import Diff
-    from ocibridge.hubserver.writes.commits import Publish
+    from ocibridge.hubserver.writes.publishing import Publishing
 
 #: seconds requests in flight get to finish after SIGTERM
 GRACE = 30
@@ -44,7 +44,7 @@ class ServerSettings:
     xet_min: int | None = XET_MIN_SIZE  # files from this size are offered over Xet (None: none)
     public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
     send_timeout: float = 30.0  # seconds one write of an answer may take (guard.py)
-    publish: Publish | None = None  # push's code, for the write API (commits.py); None: writes refused
+    publish: Publishing | None = None  # how commits are written (writes/publishing.py); None: writes refused
     diff: Diff | None = None  # ocibridge.diff, for the compare pages (web/history.py); None: no diffs
     staging_budget: int = STAGING_BUDGET  # bytes uploads not yet committed may take (staging.py)
     staging_expiry: float = STAGING_EXPIRY  # seconds an upload no commit names is kept

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.k8s import node_mirrors
 from ocibridge.k8s.runtime import DEFAULT_PLATFORM, Runtime, RuntimeVersion, select
 from ocibridge.k8s.volume import DEFAULT_IMAGE, pinned_reference, volume_document
 from ocibridge.oci.reference import RegistryReference
@@ -45,6 +46,8 @@ USER = 65534
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)\Z")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?)\Z")
+#: a ModelCar prewarm's gate: every file the mirrors' installer writes is on the node
+WAIT_FOR_FILES = 'for f in "$@"; do until [ -f "/host/$f" ]; do sleep 2; done; done'
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 
@@ -67,6 +70,8 @@ class Prewarm:
     mode: Mode
     runtime: RuntimeVersion
     notes: list[str]
+    #: the registries.toml mirrors carried to the nodes (k8s/node_mirrors.py), printed first
+    node_documents: list[dict[str, Any]] = field(default_factory=list)
 
     def header(self) -> list[str]:
         name = self.daemonset["metadata"]["name"]
@@ -107,11 +112,13 @@ def prewarm_daemonset(
     selector: Mapping[str, str] | None = None,
     image: str = DEFAULT_IMAGE,
     pull_secrets: Sequence[str] = (),
+    node_mirrors: bool = True,
 ) -> Prewarm:
     """The DaemonSet prewarming ``models`` on the nodes ``selector`` picks (all by default):
     as image volumes when ``runtime`` has them (``mode`` says otherwise), else as ModelCar
     images. Each model is resolved once and pinned by digest; one the runtime would not mount
-    (or, for ``modelcar``, that is no image) is refused with the reason."""
+    (or, for ``modelcar``, that is no image) is refused with the reason. ``node_mirrors``: the
+    registries.toml mirrors of the models' registries go to the nodes too (k8s/node_mirrors.py)."""
     rv = RuntimeVersion.parse(runtime)
     if not models:
         raise UsageError("k8s prewarm needs at least one model reference")
@@ -172,6 +179,9 @@ def prewarm_daemonset(
                           "resources": hold["resources"], "securityContext": hold["securityContext"]})
         spec["initContainers"] = inits
         spec["volumes"] = [{"name": "tools", "emptyDir": {"sizeLimit": "16Mi"}}]
+    carried = _carry_mirrors(pinned, rv, mode, name, namespace, image, selector, spec, hold) if node_mirrors \
+        else ([], [])
+    notes[:0] = carried[1]
     spec["containers"] = [hold]
     if selector:
         spec["nodeSelector"] = dict(selector)
@@ -191,7 +201,36 @@ def prewarm_daemonset(
             "template": {"metadata": {"labels": labels}, "spec": spec},
         },
     }
-    return Prewarm(daemonset, pinned, mode, rv, notes)
+    return Prewarm(daemonset, pinned, mode, rv, notes, carried[0])
+
+
+def _carry_mirrors(pinned: list[RegistryReference], rv: RuntimeVersion, mode: Mode, name: str,
+                   namespace: str | None, image: str, selector: Mapping[str, str] | None,
+                   spec: dict[str, Any], hold: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The documents installing the models' registries.toml mirrors on the nodes, and the
+    header's lines. A ModelCar prewarm waits for the files before its first model's pull (init
+    containers run, and pull, in order); image volumes are pulled before any container starts,
+    so the header says to wait for that DaemonSet first."""
+    found = node_mirrors.mirrors_of(p.registry for p in pinned)
+    if not found:
+        return [], []
+    installer_name = f"{name[:55].rstrip('-')}-mirrors"
+    labels = {"app.kubernetes.io/name": "ocibridge-node-mirrors", "app.kubernetes.io/instance": installer_name}
+    documents = node_mirrors.installer(found, rv, name=installer_name, namespace=namespace, image=image,
+                                       labels=labels, selector=dict(selector) if selector else None)
+    lines = node_mirrors.notes(found, rv, installer_name)
+    directory, files = node_mirrors.node_files(found, rv, installer_name)
+    if mode == "modelcar":
+        spec["initContainers"].insert(1, {
+            "name": "mirrors", "image": image, "command": ["sh", "-c", WAIT_FOR_FILES, "wait", *sorted(files)],
+            "volumeMounts": [{"name": "node-mirrors", "mountPath": "/host", "readOnly": True}],
+            "resources": hold["resources"], "securityContext": hold["securityContext"]})
+        spec["volumes"].append({"name": "node-mirrors", "hostPath": {"path": directory, "type": "DirectoryOrCreate"}})
+    else:
+        watch = f"kubectl rollout status ds/{installer_name}" + (f" -n {namespace}" if namespace else "")
+        lines.append(f"Image volumes are pulled before any container starts: apply the {installer_name} "
+                     f"documents first and wait ({watch}), then the prewarm DaemonSet")
+    return documents, lines
 
 
 def _modelcar(model: Model, platform: str) -> RegistryReference:

@@ -39,6 +39,8 @@ IMAGE_USER = 10001
 #: Seconds a pod keeps serving after it is told to stop, while the endpoints controller takes it
 #: out of the Service (kube-proxy learns of it a moment later than the kubelet).
 DRAIN = 5
+#: where a pod finds the registries.toml carrying the sources' mirrors
+SETTINGS_DIR = "/etc/ocibridge"
 ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany")
 
 
@@ -69,6 +71,7 @@ class ServeDeployment:
     grace: int = 30  # seconds serve gives requests in flight after SIGTERM
     service_type: str = "ClusterIP"
     labels: dict[str, str] = field(default_factory=dict)
+    settings: str | None = None  # a registries.toml (the sources' mirrors: k8s/node_mirrors.py)
 
     def cache_volume(self) -> str:
         """``ReadWriteOnce``, ``ReadWriteMany`` (a claim) or ``emptyDir`` (one per replica)."""
@@ -133,6 +136,9 @@ def objects(d: ServeDeployment) -> list[dict[str, Any]]:
             spec["storageClassName"] = d.storage_class
         docs.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {**meta, "name": claim},
                      "spec": spec})
+    if d.settings is not None:
+        docs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**meta, "name": f"{d.name}-registries"},
+                     "data": {"registries.toml": d.settings}})
     docs.append(_deployment(d, meta, labels, claim, ca_map))
     docs.append({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": {
         "type": d.service_type, "selector": labels,
@@ -168,6 +174,10 @@ def _deployment(d: ServeDeployment, meta: dict[str, Any], labels: dict[str, str]
         volume, mount = secrets.ca_mount(ca_map, [(host, "ca-0.crt") for host in dict.fromkeys(d.hosts)])
         volumes.append(volume)
         mounts.append(mount)
+    if d.settings is not None:  # the sources' mirrors, read as serve reads its settings file
+        volumes.append({"name": "registries", "configMap": {"name": f"{d.name}-registries"}})
+        mounts.append({"name": "registries", "mountPath": SETTINGS_DIR, "readOnly": True})
+        env.append({"name": environment.REGISTRIES_CONF, "value": f"{SETTINGS_DIR}/registries.toml"})
     if d.docker_config_secret:
         volume, mount, var = secrets.docker_config_mount(d.docker_config_secret)
         volumes.append(volume)

@@ -117,8 +117,11 @@ class MirrorSummary:
                              f"{a.blobs_mounted} mounted, {a.blobs_skipped} already there{signed})")
             elif a.status == "planned":
                 mount = f"{a.blobs_to_mount} to mount, " if a.blobs_to_mount else ""
+                # a blob another artifact of the run counts (and sends) is a skip row here too
+                others = sum(action == "skip" for _, _, action in a.blob_actions) - a.blobs_present
+                shared = f", {others} sent by another artifact of this run" if others else ""
                 lines.append(f"would copy {a.source} -> {a.target} ({a.blobs_planned} blobs to send, "
-                             f"{_size(a.bytes_planned)}; {mount}{a.blobs_present} already there)")
+                             f"{_size(a.bytes_planned)}; {mount}{a.blobs_present} already there{shared})")
                 for digest, size, action in a.blob_actions:
                     lines.append(f"        {action:<5} {digest} ({_size(size)})")
             elif a.status == "failed":

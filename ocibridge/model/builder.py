@@ -283,7 +283,7 @@ class PlannedArtifact:
     """
 
     def __init__(self, package: ModelPackage, options: BuildOptions | None = None,
-                 chunks: ChunkPolicy | None = None):
+                 chunks: ChunkPolicy | None = None, chunked: Mapping[str, LayerChunks] | None = None):
         self.package = package
         self.options = options or BuildOptions()
         self.chunks = chunks  # None: no chunk table
@@ -291,7 +291,9 @@ class PlannedArtifact:
         self._built: ArtifactStore | None = None
         self._lock = threading.Lock()
         self._readers: dict[str, ChunkingReader] = {}  # by file path: the last reader opened
-        self._chunked: dict[str, LayerChunks] = {}  # by digest: chunks made by the hashing read
+        #: by digest, in ``chunks.chunk_size`` pieces: chunks made by the hashing read, or given
+        #: (``chunked``: a file's table made when its bytes were verified, model/known.py)
+        self._chunked: dict[str, LayerChunks] = dict(chunked or {})
         self._readers_lock = threading.Lock()
 
     def pending_blobs(self) -> list[PendingBlob]:
@@ -306,6 +308,7 @@ class PlannedArtifact:
         makes the chunks (else the table would cost a read of its own before the copy)."""
         policy = self.chunks
         return (policy is not None and policy.wants(f.size) and f.digest is not None
+                and f.digest not in self._chunked
                 and chunkcache.lookup(f.digest, f.size, policy.chunk_size) is None)
 
     def _opener(self, f: ModelFile) -> Callable[[], BinaryIO]:

@@ -30,6 +30,10 @@ DOC_PATTERNS = (
     "*.md", "*.txt", "*.rst", "*.pdf", "*.html", "LICENSE*", "LICENCE*", "README*", "NOTICE*",
     "COPYING*", "CHANGELOG*", "AUTHORS*", "*.png", "*.jpg", "*.jpeg", "*.gif", "*.svg", "*.webp",
 )
+#: Tool folders and files, not part of a model: version control, Hugging Face's download cache
+#: (``.cache/huggingface`` in a ``local_dir`` download, ``.huggingface``), git attributes.
+DEFAULT_EXCLUDES = (".git", ".git/*", ".hg", ".svn", "__pycache__", "*/__pycache__", ".DS_Store",
+                    ".cache", ".huggingface", ".gitattributes")
 DATASET_PATTERNS = ("*.csv", "*.tsv", "*.parquet", "*.arrow", "*.tfrecord", "*.feather")
 
 # Order matters: code before doc (requirements.txt), config before doc (vocab.txt, merges.txt).
@@ -85,3 +89,9 @@ def classify(path: str, size: int, overrides: Sequence[tuple[str, Kind]] = ()) -
         if fnmatch.fnmatchcase(path, glob) or fnmatch.fnmatchcase(posixpath.basename(path), glob):
             chosen = kind
     return chosen if chosen is not None else infer_kind(path, size)
+
+
+def excluded(rel: str, patterns: Sequence[str]) -> bool:
+    """Whether a model's file ``rel`` is left out: a pattern matches its path or its name."""
+    name = rel.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(rel, p) or fnmatch.fnmatchcase(name, p) for p in patterns)

@@ -83,6 +83,9 @@ def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str],
     if kind is None:
         reasons.append(f"{where}.mediaType: {layer.mediaType!r} is not a ModelPack layer type")
         return None
+    if kind.named_format:
+        warn.append(f"{where}.mediaType: {layer.mediaType!r} is an older writer's name (Docker Model Runner's), "
+                    f"read as {kind.media_type!r}, the spec's")
     if kind.family is not family:
         reasons.append(
             f"{where}.mediaType: family {kind.family.value} differs from the artifact's {family.value}"

@@ -93,6 +93,8 @@ class LayerType:
     family: Family
     kind: Kind
     variant: Variant
+    #: a file format the media type names in place of a variant (``…weight.v1.gguf``), or ""
+    named_format: str = ""
 
     @property
     def media_type(self) -> str:
@@ -104,11 +106,16 @@ def layer_media_type(kind: Kind, variant: Variant, family: Family = Family.CNAI)
     return f"application/vnd.{family.value}.model.{kind.value}.v1.{variant.value}"
 
 
+#: file formats older writers put where the variant goes (Docker Model Runner's
+#: ``application/vnd.cncf.model.weight.v1.gguf`` and ``….v1.safetensors``): one raw file each
+FORMAT_NAMED_RAW = ("gguf", "safetensors")
+
+
 def parse_layer_media_type(media_type: str) -> LayerType | None:
     """The family, kind and variant of a ModelPack layer media type, or None for anything else.
 
-    Accepts both families and the seed's bare form without a variant (``…weight.v1``), which
-    means raw.
+    Accepts both families, the seed's bare form without a variant (``…weight.v1``), which
+    means raw, and the format-named raw types of :data:`FORMAT_NAMED_RAW`.
     """
     for family in Family:
         prefix = f"application/vnd.{family.value}.model."
@@ -121,8 +128,11 @@ def parse_layer_media_type(media_type: str) -> LayerType | None:
             if rest == head:
                 return LayerType(family, kind, Variant.RAW)
             if rest.startswith(head + "."):
+                named = rest[len(head) + 1:]
+                if named in FORMAT_NAMED_RAW:
+                    return LayerType(family, kind, Variant.RAW, named_format=named)
                 try:
-                    return LayerType(family, kind, Variant(rest[len(head) + 1:]))
+                    return LayerType(family, kind, Variant(named))
                 except ValueError:
                     return None
         return None

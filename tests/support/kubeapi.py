@@ -124,17 +124,16 @@ def kubectl_dry_run(tmp: Path, text: str) -> str:
     return done.stdout
 
 
-def checked_documents(tmp: Path, text: str, kinds: dict[str, str]) -> list[dict[str, Any]]:
-    """The documents of ``text``, each checked by the Kubernetes client's model (``kinds``: a
-    kind -> the model's class name, ``V1Pod``; its round trip must give the same dict) and all by
-    :func:`kubectl_dry_run`."""
+def checked_documents(tmp: Path, text: str) -> list[dict[str, Any]]:
+    """The documents of ``text``, each checked by the Kubernetes client's model of its kind (its
+    round trip gives the same dict back) and all by :func:`kubectl_dry_run`."""
     import yaml
     from kubernetes.client import ApiClient
 
     docs = [d for d in yaml.safe_load_all(text) if d is not None]
     client = ApiClient()
     for doc in docs:
-        model = client.deserialize(json.dumps(doc), kinds[doc["kind"]], "application/json")
+        model = client.deserialize(json.dumps(doc), f"V1{doc['kind']}", "application/json")
         assert client.sanitize_for_serialization(model) == doc
     out = kubectl_dry_run(tmp, text)
     assert out.count("created (dry run)") == len(docs), out

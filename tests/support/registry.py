@@ -107,6 +107,7 @@ class RegistryProcess:
         require_client_cert: bool = False,
         log_level: str = "info",
         startup_timeout: float = 15.0,
+        proxy_remote: str | None = None,
     ) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -121,6 +122,7 @@ class RegistryProcess:
         self.ca_file: Path | None = tls.ca_file if tls else None
         self.cert_dir: Path | None = tls.cert_dir if tls else None
         self._log_level = log_level
+        self.proxy_remote = proxy_remote  # a pull-through cache of that registry's URL
         self._proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self._start(startup_timeout)
@@ -198,6 +200,8 @@ class RegistryProcess:
             "http": http_cfg,
             "health": {"storagedriver": {"enabled": False}},
         }
+        if self.proxy_remote is not None:  # distribution as a pull-through cache (read-only)
+            config["proxy"] = {"remoteurl": self.proxy_remote}
         if self.username is not None and self.password is not None:
             htpasswd_file = self.workdir / "htpasswd"
             htpasswd_file.write_text(bcrypt_htpasswd_line(self.username, self.password))

@@ -25,9 +25,8 @@ from urllib.parse import quote
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from ocibridge.chunks import chunkcache
 from ocibridge.chunks.chunking import ChunkHasher
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.access import require_upload_url
 from ocibridge.hubserver.answers import (
@@ -178,12 +177,12 @@ class LfsRoutes:
                 if relay is not None:
                     relay.follow.grew(written)
                 try:
-                    await in_thread(partial(self.staging.commit_file, tmp, oid, hashed=digest.hexdigest()))
+                    # the bytes hashed to the oid: their chunk table is a fact of it, kept beside it
+                    await in_thread(partial(self.staging.commit_file, tmp, oid, hashed=digest.hexdigest(),
+                                                 chunks=chunks.finish() if chunks is not None else None))
                 except DigestMismatch as e:
                     return error(400, None, str(e))
                 await in_thread(self.staging.pin, oid, repo_id)  # its commit gives it back
-                if chunks is not None:  # the bytes hashed to the oid: their table is a fact of it
-                    chunkcache.remember(LayerChunks(f"sha256:{oid}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
             except ClientDisconnect:
                 log.info("an upload of sha256:%s was abandoned after %d of %d bytes", oid, written, size)
                 return error(400, None, "the client left before the upload ended")

@@ -2,10 +2,10 @@
 serve's registry already holds is not asked of the client again.
 
 The LFS batch API answers such an oid as the Hub answers a blob it has ("already have it": no
-upload action), and a commit naming it takes its bytes from that repository (a registry read by
-serve, verified by :meth:`.staging.Staging.commit_file` like any upload) so push's own code builds
-the layer; the push then mounts the blob from there (the writer's cross-repository mount, from
-the repositories :mod:`ocibridge.stores.registry.blobhomes` saw holding it) instead of sending it.
+upload action), and a commit naming it takes it as that repository's blob (:meth:`Mounts.blob`:
+asked of the registry, not read), which the commit's copy mounts from there (the writer's
+cross-repository mount) instead of sending it; its bytes are read only for what the artifact is
+made of (a config.json, a weights header, a chunk table nobody made).
 
 Which repositories count: those under serve's registry source (``host/path``), every one of
 which any token of serve may read, that serve's blob homes saw holding the blob (commits serve
@@ -87,15 +87,21 @@ class Mounts:
             found = staging.path_for(sha256)
         return found
 
-    def fetch(self, repo_id: str, sha256: str, size: int | None, staging: Staging) -> bool:
-        """The blob ``sha256`` of a home into ``staging`` (verified); whether it is there now."""
+    def blob(self, repo_id: str, sha256: str, size: int | None) -> tuple[Repository, Descriptor] | None:
+        """The blob ``sha256`` of ``size`` bytes in a home that holds it (asked: a home is only
+        knowledge), and that home; None when there is none."""
         home = self.home(repo_id, sha256)
         if home is None or size is None:
-            return False
-        if not self._read(home, sha256, size, staging):
-            return False
-        log.info("%s: sha256:%s taken from %s (to be mounted, not uploaded)", repo_id, sha256, home.shown)
-        return True
+            return None
+        desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)
+        try:
+            if not home.store.exists(desc):
+                return None
+        except OcibridgeError as e:
+            log.warning("sha256:%s: not found in %s: %s", sha256, home.shown, e)
+            return None
+        log.info("%s: sha256:%s is %s's (to be mounted, not uploaded)", repo_id, sha256, home.shown)
+        return home, desc
 
     @staticmethod
     def _read(home: Repository, sha256: str, size: int, staging: Staging) -> bool:

@@ -161,7 +161,7 @@ class Multipart:
                     problem = f"the parts hold {data.stat().st_size} bytes, not the {size} of the file"
                 else:
                     try:
-                        self.staging.commit_file(data, oid)
+                        self.staging.commit_file(data, oid, tabled=True)  # its table too: the commit reads it no more
                     except DigestMismatch as e:
                         problem = str(e)
                     else:

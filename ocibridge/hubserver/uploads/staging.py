@@ -2,6 +2,7 @@
 here, a commit takes them from here), named by their SHA-256 and kept only once verified.
 
     $OCIBRIDGE_CACHE/serve/staging/sha256/<hex>     a verified upload, read-only
+    $OCIBRIDGE_CACHE/serve/staging/tables/<hex>     its chunk table (a large file), made as it came
     $OCIBRIDGE_CACHE/serve/staging/tmp/             uploads in progress (removed when abandoned)
     $OCIBRIDGE_CACHE/serve/staging/parts/<oid>/     the parts of an LFS multipart upload
     $OCIBRIDGE_CACHE/serve/staging/pins/<hex>/      the flows that may still commit <hex>
@@ -9,6 +10,8 @@ here, a commit takes them from here), named by their SHA-256 and kept only once 
 Every way in (an LFS PUT, a file reassembled from Xet xorbs and shards) writes into a temporary
 file of ``tmp/`` and hands it to :meth:`Staging.commit_file`, which hashes it and moves it into
 place only when it is the SHA-256 it claims: nothing unverified is ever offered to a commit.
+A file large enough for push to bind a chunk table keeps the table made from the same bytes
+beside it (:meth:`Staging.table_for`), so the commit builds its artifact without reading it.
 
 How long a staged file stays follows the Hub's client flow: preupload, upload (or be told the
 object is there already), then one commit naming it. Each flow that may still name a file holds
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -41,7 +45,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks, chunk_count
 from ocibridge.core.environment import cache_root
+from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import DigestMismatch, OcibridgeError
 
 if TYPE_CHECKING:
@@ -70,6 +76,7 @@ class Staging:
                  expiry: float = ABANDONED_SECONDS) -> None:
         self.root = root if root is not None else cache_root() / "serve" / "staging"
         self.files = self.root / "sha256"
+        self.tables = self.root / "tables"  # tables/<sha256>: the chunk table of a large staged file
         self.tmp = self.root / "tmp"
         self.parts = self.root / "parts"
         self.pins = self.root / "pins"  # pins/<sha256>/<repository>.<random>: who may still commit it
@@ -151,6 +158,7 @@ class Staging:
                 with contextlib.suppress(OSError):
                     held.rmdir()
                 (self.files / sha).unlink(missing_ok=True)
+                (self.tables / sha).unlink(missing_ok=True)
 
     # -- the budget -----------------------------------------------------------------------------
     def used(self) -> int:
@@ -225,19 +233,20 @@ class Staging:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
-    def commit_file(self, path: Path, sha256: str, *, hashed: str | None = None) -> Path:
+    def commit_file(self, path: Path, sha256: str, *, hashed: str | None = None,
+                    chunks: tuple[str, ...] | None = None, tabled: bool = False) -> Path:
         """Move the finished upload ``path`` into place as ``sha256``, once its bytes hash to it
         (:class:`ocibridge.errors.DigestMismatch` otherwise: the file is removed). ``hashed``:
         the SHA-256 the writer computed of the very bytes it wrote (a Xet file rebuilt here, an LFS PUT as it arrived),
-        so the file is not read again for it."""
+        so the file is not read again for it; ``chunks``: their chunk digests in
+        :data:`DEFAULT_CHUNK_SIZE` pieces, made from those bytes too, for a file of
+        :data:`PUSH_THRESHOLD` bytes or more (``tabled``: made here, when this reads the file to
+        hash it: an upload a commit will name)."""
         if not _HEX64.fullmatch(sha256):
             raise DigestMismatch(f"upload: {sha256!r} is not a SHA-256 (64 lowercase hex digits)")
+        size = path.stat().st_size
         if hashed is None:
-            digest = hashlib.sha256()
-            with open(path, "rb") as f:
-                while block := f.read(1 << 20):
-                    digest.update(block)
-            hashed = digest.hexdigest()
+            hashed, chunks = _hash_file(path, size if tabled else 0)
         if hashed != sha256:
             path.unlink(missing_ok=True)
             raise DigestMismatch(f"upload: the bytes sent hash to sha256:{hashed}, not sha256:{sha256}")
@@ -245,7 +254,24 @@ class Staging:
         path.chmod(0o444)
         target = self.files / sha256
         os.replace(path, target)
+        if chunks is not None and size >= PUSH_THRESHOLD:  # after the file: clean() drops a table without one
+            table = LayerChunks(f"sha256:{sha256}", size, chunks)
+            atomic_write_bytes(self.tables / sha256, json.dumps(table.as_dict()).encode(), 0o444)
         return target
+
+    def table_for(self, sha256: str) -> LayerChunks | None:
+        """The chunk table of the staged ``sha256`` in :data:`DEFAULT_CHUNK_SIZE` pieces, made from
+        the bytes that hashed to it (None: not large, or none kept)."""
+        path = self.path_for(sha256)
+        if path is None:
+            return None
+        try:
+            doc = json.loads((self.tables / sha256).read_bytes())
+            table = LayerChunks(str(doc["digest"]), int(doc["size"]), tuple(str(c) for c in doc["chunks"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        whole = table.digest == f"sha256:{sha256}" and table.size == path.stat().st_size
+        return table if whole and len(table.chunks) == chunk_count(table.size, DEFAULT_CHUNK_SIZE) else None
 
     def clean(self, now: float | None = None) -> int:
         """Remove what no commit came for within :attr:`expiry` seconds: uploads in progress,
@@ -272,6 +298,11 @@ class Staging:
                             else:
                                 entry.unlink()
                             removed += 1
+            for table in self.tables.iterdir() if self.tables.is_dir() else ():
+                with contextlib.suppress(OSError):  # its file went (expired, committed), or a write died
+                    if _HEX64.fullmatch(table.name) and not (self.files / table.name).exists() \
+                            or not _HEX64.fullmatch(table.name) and now - table.lstat().st_mtime > self.expiry:
+                        table.unlink()
         if removed:
             log.info("staging: %d abandoned uploads removed (untouched for %gs)", removed, self.expiry)
         return removed
@@ -296,6 +327,20 @@ class Staging:
         finally:
             stop.set()
             thread.join(timeout=5)
+
+
+def _hash_file(path: Path, size: int) -> tuple[str, tuple[str, ...] | None]:
+    """The SHA-256 of the file and, when ``size`` is large, its chunk table: one read for both."""
+    from ocibridge.chunks.chunking import ChunkHasher
+
+    digest = hashlib.sha256()
+    chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+            if chunks is not None:
+                chunks.update(block)
+    return digest.hexdigest(), chunks.finish() if chunks is not None else None
 
 
 def _owner(repo_id: str) -> str:

@@ -4,9 +4,10 @@ from the branch's head, or mounted from another repository) become a new manifes
 
     POST /api/models/REPO/commit/{rev}       the commit (:mod:`.commits`): a new manifest
 
-The commit is built with push's own code (``publish``, handed down by :mod:`ocibridge.api.serve`):
-its files are linked into a directory (:func:`.commits.linked_tree`) and their digests, verified
-already, told to push's digest cache, so it hashes none of them again.
+The commit hands the builder what serve proved of each file (:class:`ocibridge.model.known.KnownFile`:
+an upload's SHA-256 and the chunk table staging made as its bytes came, a file of the parent
+commit or of another repository as the registry blob it is) and :mod:`.publishing` writes the
+artifact push makes of those files, hashing none of them again.
 """
 
 from __future__ import annotations
@@ -14,40 +15,46 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Grant
 from ocibridge.hubserver.answers import branch_of, error, in_thread, requested_repo
 from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.files import FileLists
+from ocibridge.hubserver.reading.files import HubFile
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_all
 from ocibridge.hubserver.writes import commits
+from ocibridge.hubserver.writes.publishing import Publishing, publish
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.reference import check_tag
+
+if TYPE_CHECKING:
+    from ocibridge.chunks.table import ChunkTable
+    from ocibridge.model.known import KnownFile
+    from ocibridge.stores.base import Store
 
 log = logging.getLogger("ocibridge.hubserver")
 
 
 class CommitRoutes:
-    """The commit route, over what the write routes share; ``publish``: push's code (None:
-    this serve refuses commits)."""
+    """The commit route, over what the write routes share; ``publishing``: how commits are
+    written (None: this serve refuses them)."""
 
-    def __init__(self, repos: Repos, publish: commits.Publish | None):
+    def __init__(self, repos: Repos, publishing: Publishing | None):
         self.repos = repos
         self.staging = repos.staging
-        self.publish = publish
+        self.publishing = publishing
 
     async def commit(self, request: Request) -> Response:
         repo_id = requested_repo(request)
         allowed = self.repos.writer(request, repo_id)
-        if self.publish is None:
-            return error(403, None, "this serve does not publish (its application was built without push)")
+        if self.publishing is None:
+            return error(403, None, "this serve does not publish (its application was built without publishing)")
         if request.query_params.get("create_pr") in ("1", "true"):
             return error(400, None, "serve makes no pull requests: commit to a branch")
         branch = branch_of(request.path_params["revision"])
@@ -75,8 +82,8 @@ class CommitRoutes:
         self.staging.pin(sha, repo_id)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> str:
-        """Build and push the commit, the branch locked; its commit oid."""
-        assert self.publish is not None
+        """Build and write the commit, the branch locked; its commit oid."""
+        assert self.publishing is not None
         with self.repos.branches.lock(repo_id, branch):
             head = self.repos.head(repo_id, branch)
             if payload.parent is not None and (head is None or head.commit != payload.parent[:40].lower()):
@@ -84,19 +91,19 @@ class CommitRoutes:
                                           f"{head.commit if head else 'no commit'}, not {payload.parent}. "
                                           "Please refresh and try again.")
             parent: dict[str, str] = {}
-            held: Callable[[str], Path] = _nothing
+            held: Callable[[str], KnownFile] = _nothing
             if head is not None:
                 files = self.repos.lists.of(head)
                 parent = {path: f.sha256 for path, f in files.files.items()}
-                held = _Held(self.repos.lists, head, files.files).path
-            tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload), held)
+                held = _Parent(head, files.files).known
+            mounts: dict[str, Store] = {}
+            tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload, mounts), held)
             parts = repo_parts(repo_id)
             repo = head.repo if head is not None else self.repos.catalog.sources[0].repository(parts or [])
             if repo is None:
                 raise RepoNotFound(f"{repo_id}: no source can hold it")
             tag = self.repos.catalog.default_tag if branch == "main" else branch
-            dest = repo.located(tag, "")
-            if dest is None:
+            if repo.located(tag, "") is None:
                 raise commits.BadCommit(f"{repo.shown}: not a place serve can push to")
             annotations = {commits.SUMMARY: payload.summary or "Upload files", commits.AUTHOR: grant.name,
                            CREATED: _now()}
@@ -104,9 +111,8 @@ class CommitRoutes:
                 annotations[commits.DESCRIPTION] = payload.description
             if head is not None:
                 annotations[commits.PARENT] = head.top.digest  # the digest: the walk needs no tag
-            with commits.linked_tree(tree, self.staging.root / "commits", (parts or [repo_id])[-1]) as directory:
-                _known_digests(directory, tree)
-                digest = self.publish(directory, dest, annotations)
+            # named as push names a directory of these files: after the repository
+            digest = publish(self.publishing, tree, (parts or [repo_id])[-1], repo, tag, annotations, mounts)
             self.repos.created.discard(repo_id)
             # the commit has landed: what it took from staging goes, unless another flow may name it
             named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
@@ -115,18 +121,28 @@ class CommitRoutes:
             return commit_of(digest)
 
 
-    def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest) -> Callable[[str], Path | None]:
-        """The upload of a SHA-256 staged for ``repo_id``, else the blob another repository holds
-        (:mod:`.uploads.mounts`), read into staging so push builds its layer, and mounts it rather than
-        sends it. A file staged for another repository only is neither: its writer never
-        committed it, so naming its SHA-256 gives nobody else its bytes (:meth:`.Staging.pinned`)."""
+    def _staged_or_mounted(self, repo_id: str, payload: commits.CommitRequest,
+                           mounts: dict[str, Store]) -> Callable[[str], KnownFile | None]:
+        """The upload of a SHA-256 staged for ``repo_id`` (with the chunk table staging kept),
+        else the blob another repository holds (:mod:`.uploads.mounts`), noted in ``mounts`` so the copy
+        mounts it rather than sends it. A file staged for another repository only is neither: its
+        writer never committed it, so naming its SHA-256 gives nobody else its bytes
+        (:meth:`.Staging.pinned`)."""
+        from ocibridge.model.known import KnownFile
+
         sizes = {added.sha256: added.size for added in payload.added}
 
-        def staged(sha256: str) -> Path | None:
+        def staged(sha256: str) -> KnownFile | None:
             found = self.staging.path_for(sha256) if self.staging.pinned(sha256, repo_id) else None
-            if found is None and self.repos.mounts.fetch(repo_id, sha256, sizes.get(sha256), self.staging):
-                found = self.staging.path_for(sha256)
-            return found
+            if found is not None:
+                return KnownFile.of_file(found, f"sha256:{sha256}", found.stat().st_size,
+                                         self.staging.table_for(sha256))
+            mounted = self.repos.mounts.blob(repo_id, sha256, sizes.get(sha256))
+            if mounted is None:
+                return None
+            home, desc = mounted
+            mounts[desc.digest] = home.store
+            return KnownFile.of_blob(home.store, desc)
 
         return staged
 
@@ -138,33 +154,40 @@ def _now() -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-class _Held:
-    """The local bytes of a branch's files: the snapshot of its manifest, made when first needed."""
+class _Parent:
+    """The files of the branch's head as the commit knows them: a raw layer is its blob (with
+    the entry of the chunk table its manifest binds, fetched once when first needed); a file of
+    a tar layer, the verified file of the model cache's snapshot the file list was made from."""
 
-    def __init__(self, lists: FileLists, head: Resolved, files: dict[str, Any]):
-        self.lists, self.head, self.files = lists, head, files
-        self._root: Path | None = None
+    def __init__(self, head: Resolved, files: dict[str, HubFile]):
+        self.head, self.files = head, files
+        self._table: ChunkTable | None = None
+        self._asked = False
 
-    def path(self, rel: str) -> Path:
-        local = self.files[rel].local
-        if local is not None:
-            return Path(local)
-        if self._root is None:
-            snap = self.lists.cache.snapshot(self.head.repo.store, self.head.model.digest,
-                                             shown=self.head.model.digest, concurrency=self.lists.concurrency)
-            self._root = snap.path
-        return self._root / rel
+    def known(self, rel: str) -> KnownFile:
+        from ocibridge.model.known import KnownFile
+        from ocibridge.oci.layerinfo import layer_mode
+
+        found = self.files[rel]
+        if found.layer is not None:
+            table = self.table()
+            chunks = table.for_layer(found.layer) if table is not None else None
+            return KnownFile.of_blob(self.head.repo.store, found.layer, chunks,
+                                     table.chunk_size if table is not None else DEFAULT_CHUNK_SIZE,
+                                     layer_mode(found.layer))
+        if found.local is None:
+            raise commits.UnknownContent(f"{rel}: the branch's file is not at hand")
+        return KnownFile.of_file(found.local, f"sha256:{found.sha256}", found.size)
+
+    def table(self) -> ChunkTable | None:
+        """The chunk table the head's manifest binds (None: none, or not to be had)."""
+        if not self._asked:
+            from ocibridge.chunks.bound import remote_bound_table
+
+            self._table = remote_bound_table(self.head.repo.store, self.head.model)
+            self._asked = True
+        return self._table
 
 
-def _known_digests(directory: Path, tree: dict[str, commits.Source]) -> None:
-    """Tell push the digest of each file of the commit (verified already: an upload by staging,
-    a branch's file by the model cache), so it reads none of them to hash it again: push's
-    digest cache, keyed by the link's own path and identity (taken once every link is made)."""
-    from ocibridge.model import digestcache
-
-    for rel, source in tree.items():
-        digestcache.remember(directory / rel, f"sha256:{source.sha256}")
-
-
-def _nothing(rel: str) -> Path:
+def _nothing(rel: str) -> KnownFile:
     raise commits.UnknownContent(f"{rel}: not in the branch")

@@ -1,7 +1,8 @@
 """A commit of the Hub's write API as a ModelPack artifact: the NDJSON huggingface_hub sends
 (``_commit_api.py`` ``_prepare_commit_payload``), read and checked, then the new file tree (the
-parent's files, those deleted, those added) built as a directory of hard links and pushed by
-``push``'s own code (given to serve by the API layer: :data:`Publish`), under the branch's tag.
+parent's files, those deleted, those added), each file as what serve already proved of it (its
+digest, size and chunk table, :class:`ocibridge.model.known.KnownFile`): the builder makes the
+artifact from those facts (:mod:`.publishing`), which is pushed under the branch's tag.
 
 What a commit is goes in the manifest's annotations (:data:`PARENT`, :data:`SUMMARY`, ...);
 the layers and config are ``push``'s of the same files. Every file added must already be in
@@ -15,25 +16,20 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import hashlib
 import json
-import os
 import re
-import shutil
-import tempfile
 import threading
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError, UnsafePath
 
 if TYPE_CHECKING:
-    from ocibridge.oci.reference import LayoutReference, RegistryReference
+    from ocibridge.model.known import KnownFile
 
 #: manifest annotations of a commit
 PARENT = "io.ocibridge.commit.parent"
@@ -45,14 +41,11 @@ TEXT_MAX = 4096
 #: folders no commit writes into (huggingface_hub's FORBIDDEN_FOLDERS, which the Hub refuses too):
 #: a download into a git checkout would write its .git (hooks, config), or the client's own cache
 FORBIDDEN_FOLDERS = (".git", ".cache")
-#: bytes of a path, and of one of its names (NAME_MAX): serve links the commit's files under its
-#: staging folder (where a longer one is a file system error) and the tree's checks are per folder
+#: bytes of a path, and of one of its names (NAME_MAX): a pull writes the commit's files under its
+#: own folder (where a longer one is a file system error) and the tree's checks are per folder
 PATH_MAX = 1024
 NAME_MAX = 255
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-#: push's code, given by the API layer: (directory, destination, manifest annotations) -> digest
-Publish = Callable[[Path, "RegistryReference | LayoutReference", dict[str, str]], str]
 
 
 class BadCommit(OcibridgeError):
@@ -157,19 +150,12 @@ def read_payload(body: bytes) -> CommitRequest:
     return request
 
 
-@dataclass(frozen=True)
-class Source:
-    """Where one file of the new tree comes from: a local file holding its verified bytes."""
-
-    path: Path
-    sha256: str
-
-
-def new_tree(parent: dict[str, str], request: CommitRequest, staged: Callable[[str], Path | None],
-             held: Callable[[str], Path]) -> dict[str, Source]:
+def new_tree(parent: dict[str, str], request: CommitRequest, staged: Callable[[str], KnownFile | None],
+             held: Callable[[str], KnownFile]) -> dict[str, KnownFile]:
     """The files of the commit: ``parent`` (path -> sha256 of the branch's head) less the deleted,
-    with the added. ``staged(sha256)``: the verified upload, or None; ``held(path)``: the local
-    bytes of a parent file (fetched only when kept). Refuses before anything is written."""
+    with the added, each as what the commit knows of it (:class:`.KnownFile`: its digest, size,
+    where its bytes are, its chunk table). ``staged(sha256)``: the verified upload, or None;
+    ``held(path)``: a file of the parent. Refuses before anything is written."""
     tree: dict[str, str] = dict(parent)
     for path in request.deleted_files:
         if path not in tree:
@@ -182,30 +168,29 @@ def new_tree(parent: dict[str, str], request: CommitRequest, staged: Callable[[s
         for p in under:
             del tree[p]
     by_sha = {sha: path for path, sha in parent.items()}
-    sources: dict[str, Source] = {}
+    sources: dict[str, KnownFile] = {}
     for added in request.added:
-        local = staged(added.sha256)
-        if local is None and added.sha256 in by_sha:
-            local = held(by_sha[added.sha256])
-        if local is None:
+        known = staged(added.sha256)
+        if known is None and added.sha256 in by_sha:
+            known = held(by_sha[added.sha256])
+        if known is None:
             raise UnknownContent(f"{added.path}: no upload of sha256:{added.sha256} was received "
                                  "(upload it first: the LFS batch API)")
-        if added.size is not None and local.stat().st_size != added.size:
-            raise UnknownContent(f"{added.path}: sha256:{added.sha256} is {local.stat().st_size} bytes, "
-                                 f"not {added.size}")
+        if added.size is not None and known.size != added.size:
+            raise UnknownContent(f"{added.path}: sha256:{added.sha256} is {known.size} bytes, not {added.size}")
         tree[added.path] = added.sha256
-        sources[added.path] = Source(local, added.sha256)
+        sources[added.path] = known
     for path, content in request.inline.items():
         sha = hashlib.sha256(content).hexdigest()
-        local = staged(sha)
-        if local is None:
+        known = staged(sha)
+        if known is None:
             raise UnknownContent(f"{path}: its inline content was not staged")
         tree[path] = sha
-        sources[path] = Source(local, sha)
+        sources[path] = known
     _check_shape(tree)
-    for path, sha in tree.items():
+    for path in tree:
         if path not in sources:
-            sources[path] = Source(held(path), sha)
+            sources[path] = held(path)
     return dict(sorted(sources.items()))
 
 
@@ -223,27 +208,6 @@ def _check_shape(tree: dict[str, str]) -> None:
         other = seen.setdefault(folded, name)
         if other != name:  # one file on macOS and Windows: a download would keep only one of them
             raise BadCommit(f"Invalid path: {other!r} and {name!r} differ only in case or Unicode normalisation")
-
-
-@contextlib.contextmanager
-def linked_tree(files: dict[str, Source], under: Path, name: str) -> Iterator[Path]:
-    """A directory ``name`` of ``files`` (hard links where the file system allows, else copies),
-    removed on leaving: what ``push`` reads (and names the model after, as it names a
-    directory pushed: the repository's name)."""
-    under.mkdir(parents=True, exist_ok=True)
-    top = Path(tempfile.mkdtemp(dir=under, prefix="commit-"))
-    root = top / name
-    try:
-        for rel, source in files.items():
-            target = root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(source.path, target)
-            except OSError:
-                shutil.copyfile(source.path, target)
-        yield root
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
 
 
 class Branches:

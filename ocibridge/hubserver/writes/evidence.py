@@ -24,12 +24,10 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.reading.sources import commit_of
 from ocibridge.hubserver.writes.commits import AUTHOR, PARENT, SUMMARY
-from ocibridge.oci.reference import RegistryReference
 from ocibridge.signing.sign import FORMS, Form
 
 if TYPE_CHECKING:
     from ocibridge.oci.models import Descriptor
-    from ocibridge.oci.reference import LayoutReference
     from ocibridge.signing.keys import PrivateKey
     from ocibridge.stores.base import WritableStore
 
@@ -65,14 +63,6 @@ class Evidence:
     @property
     def wanted(self) -> bool:
         return self.sign_key is not None or self.sbom or self.provenance
-
-
-def untagged(dest: RegistryReference | LayoutReference) -> RegistryReference:
-    """Where a commit with evidence is pushed first: its repository, by digest only."""
-    if not isinstance(dest, RegistryReference):
-        raise EvidenceFailed(f"{dest}: serve signs commits pushed to a registry; an OCI layout source "
-                             "cannot hold an untagged manifest until it is signed")
-    return RegistryReference(dest.registry, dest.repository)
 
 
 def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, str], evidence: Evidence) -> None:

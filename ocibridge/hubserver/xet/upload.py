@@ -31,9 +31,8 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ocibridge.chunks import chunkcache
 from ocibridge.chunks.chunking import ChunkHasher
-from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks
+from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.access import Signer, require_token
 from ocibridge.hubserver.answers import bearer, error, requested_repo
@@ -206,20 +205,20 @@ class XetUpload:
         offsets: dict[bytes, list[int]] = {}  # where each chunk of a xorb starts: read once
         try:
             with self.staging.reserve(declared, repo_id):
-                built: dict[tuple[bytes, bytes | None], tuple[Path, str]] = {}
+                built: dict[tuple[bytes, bytes | None], tuple[Path, str, tuple[str, ...] | None]] = {}
                 for entry in files:
                     if (entry.xet_hash, entry.sha256) in built:
                         continue
                     with self.staging.new_file() as (out, fd):
                         try:
-                            sha256 = self._rebuild(entry, fd, out, repo_id, offsets)
+                            sha256, chunks = self._rebuild(entry, fd, out, repo_id, offsets)
                         except (BadUpload, DigestMismatch) as e:
                             return f"file {merkle.hex_of(entry.xet_hash)}: {e}"
                         keep = held / str(len(built))
                         os.link(out, keep)
-                    built[entry.xet_hash, entry.sha256] = (keep, sha256)
-                for keep, sha256 in built.values():
-                    self.staging.commit_file(keep, sha256, hashed=sha256)  # _rebuild hashed what it wrote
+                    built[entry.xet_hash, entry.sha256] = (keep, sha256, chunks)
+                for keep, sha256, chunks in built.values():  # _rebuild hashed (and chunked) what it wrote
+                    self.staging.commit_file(keep, sha256, hashed=sha256, chunks=chunks)
                     self.staging.pin(sha256, repo_id)  # repo_id's commit may name it, and gives it back
         finally:
             shutil.rmtree(held, ignore_errors=True)
@@ -286,10 +285,11 @@ class XetUpload:
             yield data
 
     def _rebuild(self, entry: FileEntry, fd: int, path: Path, repo_id: str,
-                 offsets: dict[bytes, list[int]] | None = None) -> str:
+                 offsets: dict[bytes, list[int]] | None = None) -> tuple[str, tuple[str, ...] | None]:
         """Write the file ``entry`` names into ``fd`` (at ``path``) from kept xorbs (or the files
         their chunks were placed in), checking its Xet hash and the SHA-256 the shard names; that
-        SHA-256 (hex). As the bytes pass, push's chunk table is made of them and a large file goes
+        SHA-256 (hex) and, for a large file, the chunk table push binds, made of the bytes as they
+        pass (kept with the staged file). A large file also goes
         on to the registry (:mod:`.uploads.relay`, under the SHA-256 named: the registry keeps no blob of
         other bytes), as an LFS upload does, so the commit's push neither reads nor sends it again.
         ``offsets``: where each chunk of a xorb starts, read once for a whole shard."""
@@ -299,7 +299,7 @@ class XetUpload:
         size = sum(seg.size for seg in entry.segments)
         relay = self.relay(repo_id, named, size, path) if self.relay is not None else None
         try:
-            sha256 = self._write(entry, fd, named, size, relay, repo_id, {} if offsets is None else offsets)
+            written = self._write(entry, fd, named, size, relay, repo_id, {} if offsets is None else offsets)
         except BaseException:
             if relay is not None:
                 relay.follow.fail("the file did not rebuild")
@@ -307,10 +307,10 @@ class XetUpload:
         finally:
             if relay is not None:
                 relay.wait()
-        return sha256
+        return written
 
     def _write(self, entry: FileEntry, fd: int, named: str, size: int, relay: Relay | None, repo_id: str,
-               offsets: dict[bytes, list[int]]) -> str:
+               offsets: dict[bytes, list[int]]) -> tuple[str, tuple[str, ...] | None]:
         digest = hashlib.sha256()
         chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
         hashes: list[tuple[bytes, int]] = []
@@ -340,9 +340,7 @@ class XetUpload:
             raise BadUpload(f"its pieces hash to {merkle.hex_of(merkle.file_hash(hashes))}")
         if digest.hexdigest() != named:
             raise BadUpload(f"its bytes hash to sha256:{digest.hexdigest()}, the shard names sha256:{named}")
-        if chunks is not None:  # the bytes are the SHA-256 named: their table is a fact of it
-            chunkcache.remember(LayerChunks(f"sha256:{named}", size, chunks.finish()), DEFAULT_CHUNK_SIZE)
-        return named
+        return named, chunks.finish() if chunks is not None else None  # the bytes are named: so is their table
 
     async def no_grant(self, request: Request) -> Response:
         """``POST {cas}/v1/xorb-grants/...``: hf_xet 1.8 asks first for a grant to upload a xorb

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,17 +18,6 @@ if TYPE_CHECKING:
     from ocibridge.stores.base import Store
     from ocibridge.transfer.results import PullResult
 
-#: Tool folders and files, not part of a model: version control, Hugging Face's download cache
-#: (``.cache/huggingface`` in a ``local_dir`` download, ``.huggingface``), git attributes.
-DEFAULT_EXCLUDES = (".git", ".git/*", ".hg", ".svn", "__pycache__", "*/__pycache__", ".DS_Store",
-                    ".cache", ".huggingface", ".gitattributes")
-
-
-def _excluded(rel: str, patterns: tuple[str, ...]) -> bool:
-    name = rel.rsplit("/", 1)[-1]
-    return any(fnmatch.fnmatchcase(rel, p) or fnmatch.fnmatchcase(name, p) for p in patterns)
-
-
 def read_directory(
     root: str | os.PathLike[str],
     *,
@@ -39,7 +27,8 @@ def read_directory(
 ) -> ModelPackage:
     """Walk ``root`` in byte order. Symlinks inside the tree are kept as links; links that point
     outside it, sockets and devices are refused with a clear error."""
-    from ocibridge.model.classify import classify  # reading only: a pull into a directory needs neither
+    # reading only: a pull into a directory needs neither
+    from ocibridge.model.classify import DEFAULT_EXCLUDES, classify, excluded
     from ocibridge.model.package import ModelFile, ModelPackage
 
     base = Path(root)
@@ -59,7 +48,7 @@ def read_directory(
             raise SourceError(f"{current}: cannot read directory: {e.strerror}") from None
         for entry in entries:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-            if _excluded(rel, patterns):
+            if excluded(rel, patterns):
                 continue
             if entry.is_symlink():
                 target = os.readlink(entry.path)

@@ -45,6 +45,21 @@ def default_models_dir() -> Path:
     return Path(value).expanduser() if value else Path.home() / ".ollama" / "models"
 
 
+#: models a refusal names at most (a store may hold hundreds)
+MODELS_SHOWN = 10
+
+
+def models_in(root: Path) -> list[str]:
+    """Every model a models directory holds, as Ollama shows them (``tiny:latest``,
+    ``host/ns/model:tag`` off the defaults), sorted: what a name that is not there may have meant."""
+    found = []
+    for tag_file in sorted((root / "manifests").glob("*/*/*/*")):
+        host, namespace, model, tag = tag_file.relative_to(root / "manifests").parts
+        if tag_file.is_file() and not tag.startswith(TEMP_PREFIX) and OLLAMA_TAG_RE.match(tag):
+            found.append(OllamaName(host, namespace, model, tag).display)
+    return found
+
+
 class OllamaStore(ClosesOnExit):
     """One model (host/namespace/model) of an Ollama models directory; tags are its tags."""
 
@@ -106,8 +121,14 @@ class OllamaStore(ClosesOnExit):
                 raise TooLarge(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
             return path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
-            known = ", ".join(self.tags()) or "none"
-            raise NotFound(f"{self.describe()}: no model tagged {tag!r} (tags: {known})") from None
+            known = self.tags()
+            if known:
+                raise NotFound(f"{self.describe()}: no model tagged {tag!r} (tags: {', '.join(known)})") from None
+            there = models_in(self.root)
+            shown = ", ".join(there[:MODELS_SHOWN]) + (f" and {len(there) - MODELS_SHOWN} more"
+                                                       if len(there) > MODELS_SHOWN else "")
+            raise NotFound(f"{self.describe()}: no such model; the store holds "
+                           f"{shown or 'none'} (ollama list names them)") from None
 
     def _find_manifest(self, digest: str) -> bytes | None:
         if digest in self._pending:

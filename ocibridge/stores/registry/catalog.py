@@ -19,7 +19,7 @@ MAX_PAGES = 1000
 _NEXT = re.compile(r"<([^>]+)>\s*;\s*rel=\"?next\"?")
 
 
-def list_catalog(client: RegistryClient, prefix: str = "") -> list[str]:
+def list_catalog(client: RegistryClient, prefix: str = "", *, max_pages: int = MAX_PAGES) -> list[str]:
     """The repository names under ``prefix`` (a path, no trailing slash; "" for all), sorted.
     Raises :class:`RegistryError` when the registry refuses the catalog (its status kept, so a 401
     is told to log in)."""
@@ -27,7 +27,7 @@ def list_catalog(client: RegistryClient, prefix: str = "") -> list[str]:
     found: set[str] = set()
     url = "/v2/_catalog"
     params: dict[str, str] | None = {"n": str(PAGE)}
-    for _ in range(MAX_PAGES):
+    for _ in range(max_pages):
         response = client.send("GET", url, scopes=("registry:catalog:*",), params=params)
         if response.status_code != 200:
             raise client.error(response, "catalog (listing repositories)")
@@ -42,4 +42,4 @@ def list_catalog(client: RegistryClient, prefix: str = "") -> list[str]:
         if match is None:
             return sorted(found)
         url, params = urljoin(str(response.url), match.group(1)), None
-    raise RegistryError(f"registry {client.host} catalog: more than {MAX_PAGES} pages, stopped")
+    raise RegistryError(f"registry {client.host} catalog: more than {max_pages} pages, stopped")

@@ -20,6 +20,7 @@ entry, so later commands need no flag. Flags on the command line win over the fi
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,16 @@ class HostSettings:
 
 
 UPLOAD_FORMS = ("monolithic", "chunked")
+_MIRROR_HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+                          r"[A-Za-z0-9])?(?::[0-9]{1,5})?\Z|\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?\Z")
+_MIRROR_PATH = re.compile(r"[a-z0-9]+(?:[._-]+[a-z0-9]+)*(?:/[a-z0-9]+(?:[._-]+[a-z0-9]+)*)*\Z")
+
+
+def is_mirror_name(text: str) -> bool:
+    """Whether ``text`` is ``host[:port][/namespace]``: it goes into URLs, and (k8s/node_mirrors.py)
+    into the nodes' runtime settings and paths."""
+    host, _, namespace = text.strip("/").partition("/")
+    return bool(_MIRROR_HOST.match(host)) and (not namespace or bool(_MIRROR_PATH.match(namespace)))
 RANGE_ENDS = ("inclusive", "exclusive")
 
 
@@ -90,7 +101,7 @@ def host_settings(host: str) -> HostSettings:
     if ca_file is not None and not isinstance(ca_file, str):
         raise OcibridgeError(f"{path}: registry.{host!r}.ca_file must be a path")
     mirrors = entry.get("mirrors", [])
-    if not isinstance(mirrors, list) or not all(isinstance(m, str) and m for m in mirrors):
+    if not isinstance(mirrors, list) or not all(isinstance(m, str) and is_mirror_name(m) for m in mirrors):
         raise OcibridgeError(f"{path}: registry.{host!r}.mirrors must be a list of host[:port][/namespace]")
     upload = entry.get("upload")
     if upload is not None and upload not in UPLOAD_FORMS:

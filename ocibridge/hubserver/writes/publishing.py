@@ -1,0 +1,74 @@
+"""A commit written into its repository: the artifact made from what serve proved of each file
+(:func:`ocibridge.model.known.plan_known`: ``push``'s artifact of the same files, with nothing
+hashed again) and copied there (:func:`ocibridge.model.deliver.deliver`, push's own copy, its
+chunk table attached). With evidence, the manifest goes by digest only, is signed and attested,
+and only then does the branch's tag move (:mod:`.evidence`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ocibridge.hubserver.writes.commits import BadCommit
+from ocibridge.hubserver.writes.evidence import EvidenceFailed, land
+from ocibridge.oci.reference import LayoutReference, RegistryReference
+from ocibridge.stores.base import Store, WritableStore
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.reading.sources import Repository
+    from ocibridge.hubserver.writes.evidence import Evidence
+    from ocibridge.model.known import KnownFile
+
+
+@dataclass(frozen=True)
+class Publishing:
+    """How this serve writes commits (none in its settings: it refuses them): blobs sent at
+    once by the copy (``--concurrency``); the signature and attestations every commit carries."""
+
+    concurrency: int = 4
+    evidence: Evidence | None = None
+
+
+def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, repo: Repository, tag: str,
+            annotations: Mapping[str, str], mounts: Mapping[str, Store]) -> str:
+    """Write the commit of ``files`` (path -> what serve knows of it) as the model ``name`` into
+    ``repo`` under ``tag``, the commit's ``annotations`` on its manifest; its manifest digest.
+    ``mounts``: digest -> a repository to mount that blob from."""
+    from ocibridge.chunks.chunking import ChunkPolicy
+    from ocibridge.model.builder import BuildOptions
+    from ocibridge.model.deliver import deliver
+    from ocibridge.model.known import plan_known
+
+    evidence = publishing.evidence
+    if evidence is not None and not isinstance(repo.base, RegistryReference):
+        raise EvidenceFailed(f"{repo.shown}: serve signs commits pushed to a registry; an OCI layout source "
+                             "cannot hold an untagged manifest until it is signed")
+    artifact = plan_known(files, name, BuildOptions(annotations=dict(annotations)), ChunkPolicy())  # push's
+    with _writable(repo) as store:
+        reference = repo.reference(tag)
+        delivered = deliver(artifact, store, None if evidence is not None else reference,
+                            concurrency=publishing.concurrency, mounts=mounts)
+        digest = delivered.descriptor.digest
+        if evidence is not None:
+            land(store, digest, reference, annotations, evidence)
+    return digest
+
+
+@contextlib.contextmanager
+def _writable(repo: Repository) -> Iterator[WritableStore]:
+    """``repo``'s store, to write: a registry repository as serve reads it, a layout opened to
+    write (its blobs kept fresh for a concurrent garbage collection, as push opens it)."""
+    if isinstance(repo.base, LayoutReference):
+        from ocibridge.stores.layout import LayoutStore
+
+        layout = LayoutStore(repo.base.path, create=True)
+        try:
+            yield layout
+        finally:
+            layout.close()  # ends this writer's lease
+        return
+    if not isinstance(repo.store, WritableStore):
+        raise BadCommit(f"{repo.shown}: not a place serve can push to")
+    yield repo.store
