@@ -6,6 +6,7 @@ pod's end) unmounts it."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import time
@@ -39,7 +40,7 @@ def test_the_daemon_set_mounts_each_model_on_the_node_and_the_pod_reads_one(tmp_
     first = pod["containers"][0]
     assert first["args"] == ["mount", "reg.example/models/llama:v1", "/models/llama-v1", "--foreground",
                              "--allow-other"]
-    assert first["securityContext"] == {"privileged": True}
+    assert first["securityContext"] == {"privileged": True, "runAsUser": 0}
     mounts = {m["name"]: m for m in first["volumeMounts"]}
     assert mounts["models"] == {"name": "models", "mountPath": "/models", "mountPropagation": "Bidirectional"}
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -90,3 +91,11 @@ def test_the_containers_command_line_mounts_the_model_and_sigterm_unmounts_it(pu
             child.kill()
     assert child.returncode == 0, err
     assert not is_mounted(where)
+
+
+def test_the_default_image_can_mount():
+    """The image ``--image`` defaults to (the Containerfile's) has the mount extra and fuse3."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "Containerfile").read_text()
+    assert re.search(r"/src\[[a-z,]*mount[a-z,]*\]", text) and re.search(r"apt-get install .*\bfuse3\b", text)

@@ -126,8 +126,9 @@ def _daemon_set(d: MountDaemon, meta: dict[str, Any], labels: dict[str, str]) ->
         "image": d.image,
         "args": mount_args(d, model),
         "env": env,
-        # mount(2) on /dev/fuse and a mount that propagates to the node need a privileged container
-        "securityContext": {"privileged": True},
+        # mount(2) on /dev/fuse and a mount that propagates to the node need a privileged container,
+        # as root (the image's own user is not)
+        "securityContext": {"privileged": True, "runAsUser": 0},
         "volumeMounts": mounts,
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
     } for model in d.models]
