@@ -301,3 +301,13 @@ def test_offline_a_mount_reads_what_the_model_cache_holds(model, registry, tmp_p
             (m.where / "extra.bin").read_bytes()
         assert caught.value.errno == errno.EIO
     assert "extra.bin: offline: blob sha256:" in (tmp_path / "offline.log").read_text()
+
+
+def test_a_failed_mount_is_one_line_and_leaves_no_directory_it_made(registry, tmp_path):
+    env = mount_env(tmp_path / "env")
+    where = tmp_path / "a" / "b"
+    done = run(["mount", f"{registry.host}/{new_repo()}:v1", str(where)], env, check=False)  # no such model
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1 and "not found" in done.stderr
+    assert not (tmp_path / "a").exists()
+    done = run(["mount", "bad::ref", str(where)], env, check=False)  # refused before any process starts
+    assert done.returncode == 2 and done.stderr.startswith("ocibridge: error: invalid repository")

@@ -11,6 +11,7 @@ serves it (``lazymount.process`` says why never this one) and returns once it is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -80,8 +81,8 @@ class Mounted:
         return self._process.wait()
 
     def unmount(self) -> None:
-        if self._process.poll() is None and is_mounted(self.directory):
-            unmount_directory(self.directory)
+        if is_mounted(self.directory):  # (a process that died left a dead mount: detached all the same)
+            unmount_directory(self.directory, lazy=self._process.poll() is not None)
         self._process.wait(END_SECONDS)
 
     def __enter__(self) -> Mounted:
@@ -102,7 +103,10 @@ def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: Tr
     reads (the rest is EIO). A process of its own serves it (it outlives this one unless
     unmounted: ``Mounted.unmount``, ``ocibridge umount DIR``); its errors before the mount
     is there are raised here."""
+    from ocibridge.places.locate import Role, locate
+
     fuse_binding()  # here: without the binding nothing can be mounted, and the error names the extra
+    locate(ref, Role.REGISTRY)  # a reference written wrong is a usage error here, not the process's
     where = Path(directory).absolute()
     clear_dead_mount(where)  # (a mount whose process died: the new one takes its place)
     request = MountRequest(ref, str(where), transfer, verify, allow_other, offline)
@@ -129,18 +133,35 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
         say(f"mount: {where}: unmounted a mount whose process had died")
     if is_mounted(where):
         raise OcibridgeError(f"{where} is a mount point already (ocibridge umount {where})")
-    where.mkdir(parents=True, exist_ok=True)  # (a file there: the error says so)
+    if where.exists() and not where.is_dir():
+        raise OcibridgeError(f"{where}: not a directory to mount on")
     model = _opened(ref, transfer, verify, offline, say)
     scratch = Scratch()
+    made = _made(where)
     try:
         ops = ModelFS(build_tree(model, scratch), _ModelReads(model), lambda line: say(f"mount: {line}"))
         session = MountSession(ops, where, allow_other=allow_other)
         session.start()
+    except BaseException:
+        model.close()
+        scratch.remove()
+        for directory in made:  # a mount that failed leaves no directory it made
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+        raise
+    try:
         stderr_handed_back()
         session.wait()
     finally:
         model.close()
         scratch.remove()
+
+
+def _made(where: Path) -> list[Path]:
+    """Make ``where`` and its missing parents; the ones made, deepest first."""
+    missing = [p for p in (where, *where.parents) if not p.exists()]
+    where.mkdir(parents=True, exist_ok=True)
+    return missing
 
 
 def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verification | None,
