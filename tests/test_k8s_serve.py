@@ -28,11 +28,19 @@ from tests.test_serve_cli import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = {"Secret": "V1Secret", "ConfigMap": "V1ConfigMap", "PersistentVolumeClaim": "V1PersistentVolumeClaim",
-         "Deployment": "V1Deployment", "Service": "V1Service"}
+         "Deployment": "V1Deployment", "Service": "V1Service", "NetworkPolicy": "V1NetworkPolicy"}
 
 
 def checked(tmp_path: Path, text: str) -> dict[str, dict]:
     """The documents of ``text`` by kind, each checked by the client's model and all by kubectl."""
+    docs = checked_list(tmp_path, text)
+    by_kind = {d["kind"]: d for d in docs}
+    assert len(by_kind) == len(docs)
+    return by_kind
+
+
+def checked_list(tmp_path: Path, text: str) -> list[dict]:
+    """The documents of ``text``, each checked by the client's model and all by kubectl."""
     docs = [d for d in yaml.safe_load_all(text) if d is not None]
     client = ApiClient()
     for doc in docs:
@@ -40,9 +48,7 @@ def checked(tmp_path: Path, text: str) -> dict[str, dict]:
         assert client.sanitize_for_serialization(model) == doc
     out = kubectl_dry_run(tmp_path, text)
     assert out.count("created (dry run)") == len(docs), out
-    by_kind = {d["kind"]: d for d in docs}
-    assert len(by_kind) == len(docs)
-    return by_kind
+    return docs
 
 
 def _pod(docs: dict[str, dict]) -> dict:
@@ -77,21 +83,64 @@ def test_one_replica_keeps_its_cache_on_a_claim(tmp_path, capsys, registry):
     assert "loopback name" in err  # the test registry is 127.0.0.1:PORT
 
 
-def test_replicas_share_a_read_write_many_claim_or_have_a_cache_each(tmp_path, capsys):
+def by_name(docs: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def test_replicas_are_readers_sending_their_writes_to_one_writer(tmp_path, capsys):
+    """--replicas 3: three readers (serve --writer) behind the Service users reach, one writer
+    (Recreate, its cache on a ReadWriteOnce claim) behind its own Service, which a
+    NetworkPolicy opens to the readers only; --validate passes."""
+    src = "registry.internal:5000/models"
+    assert main(["k8s", "serve", src, "--replicas", "3", "--token-secret", "serve-tokens", "--validate"]) == 0
+    out = capsys.readouterr()
+    assert "valid for Kubernetes" in out.err
+    docs = by_name(checked_list(tmp_path, out.out))
+    assert set(docs) == {("PersistentVolumeClaim", "ocibridge-serve-writer-cache"),
+                         ("Deployment", "ocibridge-serve-writer"), ("Service", "ocibridge-serve-writer"),
+                         ("NetworkPolicy", "ocibridge-serve-writer"),
+                         ("Deployment", "ocibridge-serve"), ("Service", "ocibridge-serve")}
+    writer, readers = docs["Deployment", "ocibridge-serve-writer"], docs["Deployment", "ocibridge-serve"]
+    assert writer["spec"]["replicas"] == 1 and writer["spec"]["strategy"] == {"type": "Recreate"}
+    assert docs["PersistentVolumeClaim", "ocibridge-serve-writer-cache"]["spec"]["accessModes"] == ["ReadWriteOnce"]
+    [wc] = writer["spec"]["template"]["spec"]["containers"]
+    assert {"name": "cache", "persistentVolumeClaim": {"claimName": "ocibridge-serve-writer-cache"}} in \
+        writer["spec"]["template"]["spec"]["volumes"]
+    assert "--writer" not in wc["args"] and "--token-file" in wc["args"]
+    assert wc["args"][wc["args"].index("--trust-forwarded") + 1] == "0.0.0.0/0"
+    assert readers["spec"]["replicas"] == 3
+    [rc] = readers["spec"]["template"]["spec"]["containers"]
+    writer_service = docs["Service", "ocibridge-serve-writer"]
+    assert rc["args"][rc["args"].index("--writer") + 1] == f"http://ocibridge-serve-writer:{writer_service['spec']['ports'][0]['port']}"
+    assert "--trust-forwarded" not in rc["args"] and "--token-file" in rc["args"]
+    # users reach the readers; only the readers reach the writer
+    assert docs["Service", "ocibridge-serve"]["spec"]["selector"] == readers["spec"]["selector"]["matchLabels"]
+    assert writer_service["spec"]["selector"] == writer["spec"]["selector"]["matchLabels"]
+    assert writer_service["spec"]["selector"] != readers["spec"]["selector"]["matchLabels"]
+    policy = docs["NetworkPolicy", "ocibridge-serve-writer"]["spec"]
+    assert policy["podSelector"]["matchLabels"] == writer["spec"]["selector"]["matchLabels"]
+    readers_only = {"podSelector": {"matchLabels": readers["spec"]["selector"]["matchLabels"]}}
+    assert policy["ingress"] == [{"from": [readers_only], "ports": [{"port": "http", "protocol": "TCP"}]}]
+    assert "one writer (ocibridge-serve-writer" in out.out
+
+
+def test_readers_share_a_read_write_many_claim_or_have_a_cache_each(tmp_path, capsys):
     src = "registry.internal:5000/models"
     assert main(["k8s", "serve", src, "--replicas", "3", "--cache-access-mode", "ReadWriteMany",
                  "--storage-class", "cephfs", "--cache-size", "200Gi", "--namespace", "ml"]) == 0
-    docs = checked(tmp_path / "a", capsys.readouterr().out)
-    assert docs["PersistentVolumeClaim"]["spec"]["accessModes"] == ["ReadWriteMany"]
-    assert docs["PersistentVolumeClaim"]["spec"]["storageClassName"] == "cephfs"
-    assert docs["Deployment"]["spec"]["replicas"] == 3
-    assert docs["Deployment"]["spec"]["strategy"]["type"] == "RollingUpdate"
+    docs = by_name(checked_list(tmp_path / "a", capsys.readouterr().out))
+    assert docs["PersistentVolumeClaim", "ocibridge-serve-cache"]["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert docs["PersistentVolumeClaim", "ocibridge-serve-cache"]["spec"]["storageClassName"] == "cephfs"
+    assert docs["PersistentVolumeClaim", "ocibridge-serve-writer-cache"]["spec"]["storageClassName"] == "cephfs"
+    assert docs["Deployment", "ocibridge-serve"]["spec"]["replicas"] == 3
+    assert docs["Deployment", "ocibridge-serve"]["spec"]["strategy"]["type"] == "RollingUpdate"
     assert {d["metadata"]["namespace"] for d in docs.values()} == {"ml"}
 
     assert main(["k8s", "serve", src, "--replicas", "3", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [i["kind"] for i in listed["items"]] == ["Deployment", "Service"]  # no claim: an emptyDir each
-    pod = listed["items"][0]["spec"]["template"]["spec"]
+    readers = [i for i in listed["items"] if i["metadata"]["name"] == "ocibridge-serve"]
+    assert [i["kind"] for i in readers] == ["Deployment", "Service"]  # no claim: an emptyDir each
+    pod = readers[0]["spec"]["template"]["spec"]
     [cache] = [v for v in pod["volumes"] if v["name"] == "cache"]
     assert cache == {"name": "cache", "emptyDir": {"sizeLimit": "50Gi"}}
     assert pod["containers"][0]["resources"]["requests"]["ephemeral-storage"] == "50Gi"
@@ -136,7 +185,7 @@ def test_refusals(tmp_path, capsys):
         ([f"oci:{tmp_path}/lay"], "a path on this machine"),
         (["local"], "a path on this machine"),
         ([src, "--replicas", "2", "--cache-access-mode", "ReadWriteOnce"], "attaches to one node"),
-        ([src, "--replicas", "2", "--storage-class", "fast"], "an emptyDir each"),
+        ([src, "--replicas", "2", "--name", "n" * 41], "the writer's names add -writer"),
         ([src, "--replicas", "0"], "--replicas"),
         ([src, "--name", "Serve_1"], "--name 'Serve_1'"),
         ([src, "--cache-size", "lots"], "--cache-size 'lots'"),

@@ -24,9 +24,10 @@ def test_serve_md_examples_run(tmp_path, registry, unique_repo):
                        ("hf", f'"{sys.executable}" -m huggingface_hub.cli.hf')):
         (bin_dir / name).write_text(f'#!/bin/sh\nexec {argv} "$@"\n')
         (bin_dir / name).chmod(0o755)
-    with socket.socket() as s:
+    with socket.socket() as s, socket.socket() as t:  # :8080 and :8081, as the examples name them
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        t.bind(("127.0.0.1", 0))
+        port, second = s.getsockname()[1], t.getsockname()[1]
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
            "REGISTRY": f"{registry.host}/{unique_repo}", "OCIBRIDGE_STORE": str(tmp_path / "store"),
            "OCIBRIDGE_CACHE_DIR": str(tmp_path / "cache"), "DOCKER_CONFIG": str(tmp_path / "docker")}
@@ -34,7 +35,8 @@ def test_serve_md_examples_run(tmp_path, registry, unique_repo):
     assert blocks
     for lang, code, line in blocks:
         assert lang == "sh"
-        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", code.replace(":8080", f":{port}")],
+        code = code.replace(":8080", f":{port}").replace(":8081", f":{second}")
+        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", code],
                               cwd=work, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, f"docs/serve.md:{line} exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         if "snapshot_download" in code:

@@ -49,6 +49,8 @@ class ServeOptions:
     staging_expiry: float = _STAGING_EXPIRY  # seconds an upload no commit names is kept (--staging-expiry)
     lfs_multipart_min: int | None = _MULTIPART_MIN  # LFS uploads from this size come in parts; None: never
     lfs_part_size: int = _PART_SIZE  # the size of those parts (--lfs-part-size)
+    writer: str | None = None  # the serve every write is sent to; None: this one writes (--writer)
+    trust_forwarded: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # --trust-forwarded
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.api.options import TransferOptions
     from ocibridge.hubserver.reading.catalog import Catalog
     from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
+    from ocibridge.hubserver.replicas.trusted import parse_networks
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
     from ocibridge.hubserver.writes.publishing import Publishing
     from ocibridge.signing.containers_policy import UsePolicy, find_policy_file, read_policy_file
@@ -192,7 +195,9 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         xet_min=options.xet_min_size, public_url=parse_public_url(options.public_url),
         send_timeout=options.send_timeout, publish=Publishing(transfer.concurrency, evidence), diff=_differ(transfer),
         staging_budget=options.staging_budget, staging_expiry=options.staging_expiry,
-        lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size)
+        lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size,
+        writer=parse_public_url(options.writer, "--writer"), trust_forwarded=options.trust_forwarded)
+    parse_networks(options.trust_forwarded)
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     if not options.staging_expiry > 0:

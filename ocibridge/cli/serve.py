@@ -29,7 +29,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      public_url=args.public_url, send_timeout=args.send_timeout,
                                      staging_budget=budget, staging_expiry=args.staging_expiry,
                                      lfs_multipart_min=_multipart_min(args),
-                                     lfs_part_size=_size(args, "lfs_part_size", api_serve.ServeOptions.lfs_part_size))
+                                     lfs_part_size=_size(args, "lfs_part_size", api_serve.ServeOptions.lfs_part_size),
+                                     writer=args.writer, trust_forwarded=_trusted(args))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -92,6 +93,13 @@ def register(command: CommandAdder) -> None:
                    help="LFS uploads (HF_HUB_DISABLE_XET=1) of files from this size come in parts, each "
                         "resent alone when it fails (default 5G; 'off': one PUT each)")
     p.add_argument("--lfs-part-size", metavar="SIZE", help="the size of those parts (default 512M)")
+    g = p.add_argument_group("replicas (docs/serve.md, One writer, many readers)")
+    g.add_argument("--writer", metavar="URL",
+                   help="send every write (uploads, commits, branches, tags, new repositories) to the serve at "
+                        "URL, and answer reads here: several serves over one registry act as one")
+    g.add_argument("--trust-forwarded", action="append", metavar="CIDR",
+                   help="believe X-Forwarded-Host/-Proto (sent by a --writer reader) from these peers "
+                        "(repeatable; default loopback only)")
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--sign-key", metavar="KEY",
                    help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "
@@ -100,6 +108,10 @@ def register(command: CommandAdder) -> None:
                    help="the signature's form: classic (.sig tag), bundle (OCI 1.1 referrer) or both (default)")
     add_evidence_flags(p, "commit")
     add_transfer_flags(p)
+
+
+def _trusted(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(args.trust_forwarded or api_serve.ServeOptions.trust_forwarded)
 
 
 def _multipart_min(args: argparse.Namespace) -> int | None:

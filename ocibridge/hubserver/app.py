@@ -50,6 +50,8 @@ from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
+from ocibridge.hubserver.replicas.forward import Forwarder
+from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.relay import relay_for
@@ -105,6 +107,7 @@ class ServeApp:
         self.compare = Compare(catalog, diff)  # the compare pages' diffs (ocibridge diff's), kept
         self.web = WebPages(self, settings)  # the pages (issue 56): routed after every API route
         self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages
+        self.forwarder = Forwarder(settings.writer) if settings.writer else None  # a reader's writes: the writer's
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
@@ -116,6 +119,11 @@ class ServeApp:
     # -- plumbing --------------------------------------------------------------------------
     async def _run(self, call: Callable[..., _T], *args: Any) -> _T:
         return await anyio.to_thread.run_sync(call, *args)
+
+    def writing(self, answer: Handler, needs_token: bool = True) -> Handler:
+        """A route that writes: ``answer`` guarded, or, on a reader (``--writer``), the
+        request sent to the writer (:mod:`.replicas.forward`), which checks the token itself."""
+        return self.forwarder.forward if self.forwarder is not None else self.guarded(answer, needs_token)
 
     def guarded(self, answer: Handler, needs_token: bool = True) -> Handler:
         """``answer`` behind the read token (``needs_token``), its errors as the Hub's
@@ -148,15 +156,15 @@ class ServeApp:
         for repo in REPO_FORMS:
             base = f"/api/models/{repo}"
             api += [
-                HubRoute(f"{base}/preupload/{{revision:hub_part}}", self.guarded(self.lfs.preupload),
+                HubRoute(f"{base}/preupload/{{revision:hub_part}}", self.writing(self.lfs.preupload),
                          methods=("POST",)),
-                HubRoute(f"{base}/commit/{{revision:hub_part}}", self.guarded(self.commits.commit),
+                HubRoute(f"{base}/commit/{{revision:hub_part}}", self.writing(self.commits.commit),
                          methods=("POST",)),
                 HubRoute(f"{base}/commits/{{revision:hub_part}}", self.guarded(self.refs.list_commits),
                          methods=GET),
-                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}", self.guarded(self.refs.create_ref),
+                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}", self.writing(self.refs.create_ref),
                          methods=("POST",)),
-                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}", self.guarded(self.repos.refused),
+                HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}", self.writing(self.repos.refused),
                          methods=("DELETE",)),
                 HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.reads.model_info), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.reads.tree), methods=GET),
@@ -167,7 +175,7 @@ class ServeApp:
                 HubRoute(f"{base}/refs", self.guarded(self.reads.refs), methods=GET),
                 HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token),
                          methods=GET),
-                HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}", self.guarded(self.xet_write_token),
+                HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}", self.writing(self.xet_write_token),
                          methods=GET),
                 # the word after the repo id names the route: a path none of them takes is not found
                 HubRoute(f"{base}/{{verb:hub_keyword}}", self.guarded(self.no_route), methods=ANY),
@@ -180,21 +188,21 @@ class ServeApp:
                           methods=GET_HEAD) for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
             HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
-            HubRoute("/api/repos/create", self.guarded(self.repos.create_repo), methods=("POST",)),
-            HubRoute("/api/repos/delete", self.guarded(self.repos.refused), methods=("DELETE",)),
+            HubRoute("/api/repos/create", self.writing(self.repos.create_repo), methods=("POST",)),
+            HubRoute("/api/repos/delete", self.writing(self.repos.refused), methods=("DELETE",)),
             HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml), methods=("POST",)),
-            *[HubRoute(f"/{repo}.git/info/lfs/objects/batch", self.guarded(self.lfs.lfs_batch),
+            *[HubRoute(f"/{repo}.git/info/lfs/objects/batch", self.writing(self.lfs.lfs_batch),
                        methods=("POST",)) for repo in REPO_FORMS],
-            HubRoute(f"{UPLOAD_PATH}verify", self.guarded(self.lfs.lfs_verify), methods=("POST",)),
+            HubRoute(f"{UPLOAD_PATH}verify", self.writing(self.lfs.lfs_verify), methods=("POST",)),
             # multipart (uploads/multipart.py): signed URLs, as the single PUT's
             HubRoute(f"{UPLOAD_PATH}part/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}/"
-                     "{n:hub_part}", self.guarded(self.lfs.multipart.put_part, needs_token=False),
+                     "{n:hub_part}", self.writing(self.lfs.multipart.put_part, needs_token=False),
                      methods=("PUT",)),
             HubRoute(f"{UPLOAD_PATH}complete/{{oid:hub_part}}/{{size:hub_part}}/{{chunk:hub_part}}/{{repo:hub_part}}",
-                     self.guarded(self.lfs.multipart.complete, needs_token=False), methods=("POST",)),
+                     self.writing(self.lfs.multipart.complete, needs_token=False), methods=("POST",)),
             # no header comes with the bytes: the URL is signed (lfs/routes.py)
             HubRoute(f"{UPLOAD_PATH}{{oid:hub_part}}/{{size:hub_part}}/{{repo:hub_part}}",
-                     self.guarded(self.lfs.lfs_put, needs_token=False), methods=("PUT",)),
+                     self.writing(self.lfs.lfs_put, needs_token=False), methods=("PUT",)),
         ]
         xet: list[BaseRoute] = []
         for repo in REPO_FORMS:
@@ -208,13 +216,13 @@ class ServeApp:
         for repo in REPO_FORMS:  # uploads over Xet (:mod:`.xet.upload`): their own grants, as reads
             cas, up = f"/xet-write/{repo}", self.xet_upload
             xet += [HubRoute(f"{cas}/v1/xorbs/{{prefix:hub_part}}/{{hash:hub_part}}",
-                             self.guarded(up.xorb, needs_token=False), methods=("POST",)),
-                    HubRoute(f"{cas}/v1/xorb-grants/{{rest:hub_rest}}", self.guarded(up.no_grant, needs_token=False),
+                             self.writing(up.xorb, needs_token=False), methods=("POST",)),
+                    HubRoute(f"{cas}/v1/xorb-grants/{{rest:hub_rest}}", self.writing(up.no_grant, needs_token=False),
                              methods=("POST",)),
-                    HubRoute(f"{cas}/{{version:xet_version}}/shards", self.guarded(up.shard, needs_token=False),
+                    HubRoute(f"{cas}/{{version:xet_version}}/shards", self.writing(up.shard, needs_token=False),
                              methods=("POST",)),
                     HubRoute(f"{cas}/v1/chunks/{{prefix:hub_part}}/{{hash:hub_part}}",
-                             self.guarded(up.chunk, needs_token=False), methods=GET)]
+                             self.writing(up.chunk, needs_token=False), methods=GET)]
         return [
             Route("/healthz", self.healthz, methods=["GET", "HEAD"]),
             Route("/readyz", self.readyz, methods=["GET", "HEAD"]),
@@ -286,7 +294,8 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
             serve.close()
 
     app = Starlette(routes=serve.routes(), lifespan=lifespan,
-                    middleware=[Middleware(Guard, limits=limits or Limits())])
+                    middleware=[Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
+                                Middleware(Guard, limits=limits or Limits())])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
+from ocibridge.hubserver.replicas.trusted import LOOPBACK
 from ocibridge.hubserver.settings import MULTIPART_MIN, PAGE, PART_SIZE, ServeSettings
 from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
 from ocibridge.hubserver.uploads.staging import BUDGET as STAGING_BUDGET  # noqa: N811
@@ -50,12 +51,15 @@ class ServerSettings:
     staging_expiry: float = STAGING_EXPIRY  # seconds an upload no commit names is kept
     lfs_multipart_min: int | None = MULTIPART_MIN  # LFS uploads from this size come in parts (None: never)
     lfs_part_size: int = PART_SIZE  # ... of this size
+    writer: str | None = None  # the serve writes are sent to (--writer); None: this one writes
+    trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-Host/-Proto are believed
 
     def for_routes(self) -> ServeSettings:
         """What the routes read, frozen: made once, handed to every route set as it is."""
         return ServeSettings(tokens=tuple(self.tokens), page=self.page, xet_min=self.xet_min,
                              public_url=self.public_url, lfs_multipart_min=self.lfs_multipart_min,
-                             lfs_part_size=self.lfs_part_size)
+                             lfs_part_size=self.lfs_part_size, writer=self.writer,
+                             trust_forwarded=self.trust_forwarded)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -67,15 +71,15 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def parse_public_url(text: str | None) -> str | None:
-    """``--public-url``: ``http(s)://HOST[:PORT][/PATH]``, without a trailing slash."""
+def parse_public_url(text: str | None, flag: str = "--public-url") -> str | None:
+    """``--public-url`` (or ``flag``: ``--writer``): ``http(s)://HOST[:PORT][/PATH]``, without a trailing slash."""
     if text is None:
         return None
     from urllib.parse import urlsplit
 
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise UsageError(f"--public-url {text!r}: expected http(s)://HOST[:PORT][/PATH]")
+        raise UsageError(f"{flag} {text!r}: expected http(s)://HOST[:PORT][/PATH]")
     return text.rstrip("/")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ocibridge.hubserver import XET_MIN_SIZE
+from ocibridge.hubserver.replicas.trusted import LOOPBACK
 
 #: files from this size are offered in parts: S3's largest single PUT (5 GiB), past which the
 #: Hub's own storage takes parts, so every client already sends them so (serve's --lfs-multipart-min)
@@ -30,6 +31,8 @@ class ServeSettings:
     public_url: str | None = None  # the URL clients reach serve at, for the URLs it hands out
     lfs_multipart_min: int | None = MULTIPART_MIN  # LFS uploads from this size come in parts (None: never)
     lfs_part_size: int = PART_SIZE  # ... of this size
+    writer: str | None = None  # --writer: the serve every write is sent to (replicas/forward.py); None: this one
+    trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-* are believed (trusted.py)
 
     def part_size_for(self, size: int) -> int | None:
         """The part size to offer an LFS upload of ``size`` bytes, or None: one PUT."""

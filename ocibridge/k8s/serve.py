@@ -13,6 +13,13 @@ The cache volume (docs/serve.md, "On Kubernetes"):
   ReadWriteOnce claim cannot be shared by pods on different nodes; the registry is the source
   of truth, so a replica that restarts with an empty cache fetches again and is still right.
 
+Several replicas (docs/serve.md, "One writer, many readers"): a registry has no compare-and-swap
+on tags, so one process writes. ``--replicas N`` is N readers (``serve --writer``: they answer
+reads and forward every write) behind the Service users reach, plus one writer, a Deployment of
+its own (``Recreate``, its staging and cache on a ReadWriteOnce claim) behind a Service of its
+own that a NetworkPolicy opens to the readers only (the writer believes the readers'
+``X-Forwarded-Host``: from any peer, since only they reach it; the node's probes always do).
+
 The registries' names must mean the same inside the cluster: loopback names are warned about
 by the caller. Nothing of this machine reaches the pods but the CA's text and, when asked, the
 stored login (a Secret).
@@ -21,7 +28,7 @@ stored login (a Secret).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ocibridge.core import environment
@@ -42,6 +49,10 @@ DRAIN = 5
 #: where a pod finds the registries.toml carrying the sources' mirrors
 SETTINGS_DIR = "/etc/ocibridge"
 ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany")
+#: the label telling the writer's pods from the readers'
+COMPONENT = "app.kubernetes.io/component"
+#: the writer's peers whose X-Forwarded-Host it believes: any (the NetworkPolicy lets only readers in)
+ANY_PEER = ("0.0.0.0/0", "::/0")
 
 
 @dataclass
@@ -72,6 +83,8 @@ class ServeDeployment:
     service_type: str = "ClusterIP"
     labels: dict[str, str] = field(default_factory=dict)
     settings: str | None = None  # a registries.toml (the sources' mirrors: k8s/node_mirrors.py)
+    writer: str | None = None  # a reader's --writer URL
+    trust_forwarded: tuple[str, ...] = ()  # the writer's --trust-forwarded peers
 
     def cache_volume(self) -> str:
         """``ReadWriteOnce``, ``ReadWriteMany`` (a claim) or ``emptyDir`` (one per replica)."""
@@ -89,6 +102,8 @@ def check(d: ServeDeployment) -> None:
         raise UsageError("--port must be between 1 and 65535")
     if len(d.name) > 47:  # a Deployment's pods add two suffixes; the claim adds -cache
         raise UsageError(f"--name {d.name!r}: at most 47 characters (the pods' names add suffixes)")
+    if d.replicas > 1 and d.writer is None and len(d.name) > 40:  # the writer's objects add -writer
+        raise UsageError(f"--name {d.name!r}: at most 40 characters with --replicas (the writer's names add -writer)")
     secrets.check_label("--name", d.name)
     if d.namespace is not None:
         secrets.check_label("--namespace", d.namespace)
@@ -104,9 +119,6 @@ def check(d: ServeDeployment) -> None:
         raise UsageError("--cache-access-mode ReadWriteOnce with --replicas > 1: a ReadWriteOnce volume attaches "
                          "to one node, so replicas elsewhere would never start; use ReadWriteMany (a storage "
                          "class that has it) or leave the mode out for a cache per replica (emptyDir)")
-    if d.storage_class and d.cache_volume() == "emptyDir":
-        raise UsageError("--storage-class names the class of the cache's claim, and several replicas without "
-                         "--cache-access-mode ReadWriteMany have none (an emptyDir each)")
     for flag, value in (("--cache-size", d.cache_size), ("--cpu", d.cpu), ("--memory", d.memory)):
         secrets.check_quantity(flag, value)
     if not d.image or any(c.isspace() or not c.isprintable() for c in d.image):
@@ -117,17 +129,48 @@ def check(d: ServeDeployment) -> None:
 
 def objects(d: ServeDeployment) -> list[dict[str, Any]]:
     """[CA ConfigMap,] [PersistentVolumeClaim,] Deployment, Service (a docker config Secret,
-    built by the caller from the stored login, goes before them)."""
+    built by the caller from the stored login, goes before them); with several replicas, the
+    writer's claim, Deployment, Service and NetworkPolicy before the readers' (:func:`_replicated`)."""
     check(d)
-    labels = {"app.kubernetes.io/name": "ocibridge-serve", "app.kubernetes.io/instance": d.name, **d.labels}
-    meta: dict[str, Any] = {"name": d.name, "labels": labels}
-    if d.namespace:
-        meta["namespace"] = d.namespace
     docs: list[dict[str, Any]] = []
     ca_map = None
     if d.ca_pem is not None:
         ca_map = f"{d.name}-ca"
-        docs.append(secrets.ca_config_map({**meta, "name": ca_map}, [d.ca_pem]))
+        docs.append(secrets.ca_config_map({**_meta(d), "name": ca_map}, [d.ca_pem]))
+    if d.replicas > 1 and d.writer is None:
+        return docs + _replicated(d, ca_map)
+    return docs + _one_deployment(d, ca_map)
+
+
+def _replicated(d: ServeDeployment, ca_map: str | None) -> list[dict[str, Any]]:
+    """One writer (its claim, ``Recreate``) and its Service, a NetworkPolicy opening it to the
+    readers only, then ``d.replicas`` readers sending their writes to it, behind ``d.name``."""
+    writer_name = f"{d.name}-writer"
+    writer = replace(d, name=writer_name, replicas=1, cache_access_mode="ReadWriteOnce", service_type="ClusterIP",
+                     labels={**d.labels, COMPONENT: "writer"}, trust_forwarded=() if d.public_url else ANY_PEER)
+    readers = replace(d, labels={**d.labels, COMPONENT: "reader"}, writer=f"http://{writer_name}:{d.port}")
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": _meta(writer), "spec": {
+        "podSelector": {"matchLabels": _labels(writer)}, "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"podSelector": {"matchLabels": _labels(readers)}}],
+                     "ports": [{"port": "http", "protocol": "TCP"}]}]}}
+    return [*_one_deployment(writer, ca_map), policy, *_one_deployment(readers, ca_map)]
+
+
+def _labels(d: ServeDeployment) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "ocibridge-serve", "app.kubernetes.io/instance": d.name, **d.labels}
+
+
+def _meta(d: ServeDeployment) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": d.name, "labels": _labels(d)}
+    if d.namespace:
+        meta["namespace"] = d.namespace
+    return meta
+
+
+def _one_deployment(d: ServeDeployment, ca_map: str | None) -> list[dict[str, Any]]:
+    """[its PersistentVolumeClaim,] the Deployment of ``d`` and its Service."""
+    labels, meta = _labels(d), _meta(d)
+    docs: list[dict[str, Any]] = []
     claim = None
     if d.cache_volume() != "emptyDir":
         claim = f"{d.name}-cache"
@@ -159,6 +202,10 @@ def serve_args(d: ServeDeployment) -> list[str]:
         args.append("--plain-http")
     if d.insecure:
         args.append("--insecure")
+    if d.writer:
+        args += ["--writer", d.writer]
+    for peers in d.trust_forwarded:
+        args += ["--trust-forwarded", peers]
     return args
 
 
@@ -243,8 +290,11 @@ def header(d: ServeDeployment) -> str:
                      "(a ReadWriteOnce claim cannot be shared across nodes; --cache-access-mode ReadWriteMany",
                      "shares one claim)"],
     }[volume]
-    lines = [f"ocibridge serve: {d.replicas} replica(s) serving {', '.join(d.sources)};", *cache,
-             f"Clients: HF_ENDPOINT=http://{where}:{d.port}"]
+    lines = [f"ocibridge serve: {d.replicas} replica(s) serving {', '.join(d.sources)};", *cache]
+    if d.replicas > 1:
+        lines += [f"they send every write to one writer ({d.name}-writer, its staging and cache on a ReadWriteOnce",
+                  f"claim of {d.cache_size}): a registry has no compare-and-swap on tags, so one process commits"]
+    lines.append(f"Clients: HF_ENDPOINT=http://{where}:{d.port}")
     from ocibridge.core.yamldocs import comments
 
     return comments(lines)

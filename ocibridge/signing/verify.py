@@ -13,7 +13,7 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -212,17 +212,10 @@ def verify_key_bundle(content: BundleContent, digest: str, signed: bytes | None,
     if not policy.keys:
         raise SignatureError(f"{short}: signed with a key; pass --key")
     if content.envelope is not None:
-        for name, key in cosign_keys(policy, short):
-            try:
-                payload = verify_envelope(content.envelope, key)
-            except KeyMismatch:
-                continue
-            except SignatureError as e:
-                raise SignatureError(f"{short}: {e}") from None
-            claims = statement_claims(payload, digest, policy.predicate_type)
-            _require_claims(claims, policy)
-            return Verified(_bundle_form(policy), name, claims, where)
-        raise SignatureError(f"{short}: DSSE signature does not verify")
+        name, payload = _envelope_payload(content.envelope, cosign_keys(policy, short), short)
+        claims = statement_claims(payload, digest, policy.predicate_type)
+        _require_claims(claims, policy)
+        return Verified(_bundle_form(policy), name, claims, where)
     assert content.message_digest is not None and content.message_signature is not None
     if policy.attestation:
         raise SignatureError(f"{short}: a message signature, not an attestation of type {policy.predicate_type}")
@@ -291,17 +284,25 @@ def verify_oms_signature(content: BundleContent, policy: VerifyPolicy, where: st
                              "verified here (key signatures only)")
     if not policy.keys or content.envelope is None:
         raise SignatureError(f"{short}: signed with a key; pass --key")
-    for name, key in policy.keys:
+    name, payload = _envelope_payload(content.envelope, policy.keys, short)
+    statement = parse_oms(payload)
+    if policy.claims:
+        raise SignatureError(f"{short}: carries no claims ({', '.join(sorted(policy.claims))} asked)")
+    return Verified("oms", name, {}, where), statement
+
+
+def _envelope_payload(envelope: dict[str, Any], named_keys: Sequence[tuple[str, keys.PublicKey]],
+                      short: str) -> tuple[str, bytes]:
+    """The name of the first key a DSSE envelope verifies with, and its payload. A key that does
+    not verify moves on to the next; an envelope refused for what it is (malformed, its payload
+    type) is refused at once, by that reason, whichever key is tried."""
+    for name, key in named_keys:
         try:
-            payload = verify_envelope(content.envelope, key)
+            return name, verify_envelope(envelope, key)
         except KeyMismatch:
             continue
         except SignatureError as e:
             raise SignatureError(f"{short}: {e}") from None
-        statement = parse_oms(payload)
-        if policy.claims:
-            raise SignatureError(f"{short}: carries no claims ({', '.join(sorted(policy.claims))} asked)")
-        return Verified("oms", name, {}, where), statement
     raise SignatureError(f"{short}: DSSE signature does not verify")
 
 

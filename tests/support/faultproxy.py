@@ -154,8 +154,23 @@ class Serve:
     name: str = "serve"
 
 
+@dataclass(frozen=True)
+class Hold:
+    """Stop the request until ``release`` is set, then cut the client's connection: a process
+    killed mid-request, seen from the network. ``after=None``: before a byte reaches the
+    upstream; ``after=N``: once N body bytes were forwarded (the upstream sees the body end
+    early); ``answered``: once the upstream answered (done, but never heard). The test waits
+    for the moment on the record (``rec.request_bytes``, ``rec.answered``)."""
+
+    release: threading.Event
+    after: int | None = None
+    answered: bool = False
+    forward: bool = True  # as DropRequest's: the first ``after`` bytes are sent
+    name: str = "hold"
+
+
 Action = (Status | DropResponse | Truncate | Corrupt | DropRequest | LoseResponse | Delay
-          | Throttle | IgnoreRange | BufferRequest | Reroute | CapBody | Serve)
+          | Throttle | IgnoreRange | BufferRequest | Reroute | CapBody | Serve | Hold)
 
 
 class Quirk(Protocol):
@@ -200,6 +215,10 @@ def corrupt(offset: int = 0) -> Corrupt:
 
 def drop_request(after: int, forward: bool = True) -> DropRequest:
     return DropRequest(after, forward)
+
+
+def hold(release: threading.Event, *, after: int | None = None, answered: bool = False) -> Hold:
+    return Hold(release, after, answered)
 
 
 def lose_response() -> LoseResponse:
@@ -501,6 +520,9 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     return
                 if isinstance(action, Delay):
                     time.sleep(action.seconds)
+                if isinstance(action, Hold) and action.after is None and not action.answered:
+                    action.release.wait()
+                    raise _Cut("held, then cut before the upstream saw it")
                 self._forward(rec, action)
             except _Cut:
                 self._cut()
@@ -551,6 +573,9 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                 self._send_upstream(conn, rec, action)
                 resp = conn.getresponse()
                 rec.answered = time.time()
+                if isinstance(action, Hold):  # done upstream; never heard
+                    action.release.wait()
+                    raise _Cut("held after the upstream answered")
                 self._relay(resp, rec, action)
             finally:
                 conn.close()
@@ -576,13 +601,15 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             conn.endheaders()
             if not has_body:
                 return
-            limit = action.after if isinstance(action, DropRequest) else None
+            limit = action.after if isinstance(action, (DropRequest, Hold)) else None
             for piece in self._body_pieces():
                 if limit is not None and rec.request_bytes + len(piece) >= limit:
                     piece = piece[: limit - rec.request_bytes]
                     rec.request_bytes += len(piece)
                     if piece and action.forward:  # type: ignore[union-attr]
                         conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+                    if isinstance(action, Hold):
+                        action.release.wait()
                     time.sleep(0.05)  # let the registry consume what it got before the cut
                     raise _Cut("request dropped by rule")
                 rec.request_bytes += len(piece)

@@ -1,12 +1,12 @@
 """`kubectl apply --dry-run=client` without a cluster: a discovery-only API server.
 
-kubectl needs a server even for a client-side dry run: it maps each document's kind to a
-resource through discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/apps/v1``, ``/apis/batch/v1``) and GETs the
-live object to choose between create and patch. This server answers exactly that (every object
-is 404, so each document is "created (dry run)") and nothing else, and counts any write so a
-test can prove none was sent. Schema validation needs the OpenAPI documents a real server
-serves, which Debian ships nowhere: ``--validate=false``, and the field-by-field check is the
-Kubernetes Python client's models (tests assert their round trip gives back the same dict).
+kubectl needs a server even for a client-side dry run: it maps each document's kind to a resource
+through discovery (``/api``, ``/apis``, ``/api/v1``, ``/apis/apps/v1``, ``/apis/batch/v1``,
+``/apis/networking.k8s.io/v1``) and GETs the live object to choose between create and patch. This
+server answers exactly that (every object is 404, so each document is "created (dry run)") and
+nothing else, and counts any write so a test can prove none was sent. Schema validation needs the
+OpenAPI documents a real server serves, which Debian ships nowhere: ``--validate=false``, and the
+field-by-field check is the Kubernetes Python client's models (tests assert their round trip gives back the same dict).
 The kubeconfig is a file of its own (``KUBECONFIG``), so no user's config is read or touched.
 """
 
@@ -29,6 +29,7 @@ _CORE = [("pods", "Pod"), ("configmaps", "ConfigMap"), ("secrets", "Secret"), ("
          ("persistentvolumeclaims", "PersistentVolumeClaim")]
 _APPS = [("deployments", "Deployment"), ("daemonsets", "DaemonSet")]
 _BATCH = [("jobs", "Job")]
+_NETWORKING = [("networkpolicies", "NetworkPolicy")]
 _KSERVE = [("inferenceservices", "InferenceService")]
 _KYVERNO = [("clusterpolicies", "ClusterPolicy")]  # cluster-scoped, as their CRDs say
 _SIGSTORE = [("clusterimagepolicies", "ClusterImagePolicy")]
@@ -49,11 +50,13 @@ ROUTES: dict[str, dict[str, Any]] = {
     "/api": {"kind": "APIVersions", "versions": ["v1"],
              "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}]},
     "/apis": {"kind": "APIGroupList", "apiVersion": "v1",
-              "groups": [_group("apps", "v1"), _group("batch", "v1"), _group("serving.kserve.io", "v1beta1"),
+              "groups": [_group("apps", "v1"), _group("batch", "v1"), _group("networking.k8s.io", "v1"),
+                         _group("serving.kserve.io", "v1beta1"),
                          _group("kyverno.io", "v1"), _group("policy.sigstore.dev", "v1beta1")]},
     "/api/v1": _resources("v1", _CORE),
     "/apis/apps/v1": _resources("apps/v1", _APPS),
     "/apis/batch/v1": _resources("batch/v1", _BATCH),
+    "/apis/networking.k8s.io/v1": _resources("networking.k8s.io/v1", _NETWORKING),
     "/apis/serving.kserve.io/v1beta1": _resources("serving.kserve.io/v1beta1", _KSERVE),
     "/apis/kyverno.io/v1": _resources("kyverno.io/v1", _KYVERNO, namespaced=False),
     "/apis/policy.sigstore.dev/v1beta1": _resources("policy.sigstore.dev/v1beta1", _SIGSTORE, namespaced=False),
