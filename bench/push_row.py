@@ -29,13 +29,18 @@ from .scenarios import REPO_ROOT, TAG, Bench, Results
 MiB = models.MiB
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.push_row", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def row_arguments(prog: str, doc: str | None) -> argparse.ArgumentParser:
+    """The options every one-row bench shares (this one's, bench.pull_row's)."""
+    p = argparse.ArgumentParser(prog=prog, description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=5, help="repetitions (default 5)")
     p.add_argument("--size-mib", type=int, default=1024, help="the weight's size (default 1024)")
     p.add_argument("--baseline", help="another checkout whose ocibridge is measured too (e.g. main)")
     p.add_argument("--workdir", help="parent of the temporary directory")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = row_arguments("python -m bench.push_row", __doc__)
     p.add_argument("--fresh-copy", action="store_true",
                    help="also push a copy of the model (new directory, same content) to a registry holding it")
     args = p.parse_args(argv)

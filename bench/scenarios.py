@@ -175,6 +175,7 @@ class Bench:
             "curl (floor)": fresh("floor-", lambda out: self.run(tools.curl_get(
                 reg.url, repo, [(d, out / d.split(":")[1]) for d in layers], parallel))),
             "sha256 (floor)": lambda i: self.run(tools.sha256_files([model.root / f for f in model.files])),
+            "openssl sha256 (floor)": lambda i: self.run(tools.openssl_sha256([model.root / f for f in model.files])),
             # what any Python client pays at least: one GET, 32 KiB writes, a hashing thread
             "python http.client (floor 2)": fresh("raw-", lambda out: self.run(
                 [tools.PY, "-m", "bench.rawpull", f"{reg.url}/v2/{repo}/blobs/{layers[0]}", str(out / "blob")]))

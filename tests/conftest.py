@@ -12,6 +12,7 @@ from support.fixtures import (  # noqa: F401
     podman,
     registry,
     registry2,
+    stalling_server,
     tls_registry,
     token_registry,
     unique_repo,

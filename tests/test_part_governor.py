@@ -4,6 +4,7 @@ moves (the transfers themselves are in test_transfer_ranged.py, against a real r
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import threading
 
@@ -180,7 +181,9 @@ class RecordingHasher:
         self.fed: list[tuple[str, int]] = []
 
     def update(self, data: bytes | bytearray | memoryview) -> None:
-        self.fed.append(("buffer" if isinstance(data, memoryview) else "read back", len(data)))
+        # the file's pages come mapped (or read into bytes where it cannot be mapped)
+        from_file = not isinstance(data, memoryview) or isinstance(data.obj, mmap.mmap)
+        self.fed.append(("read back" if from_file else "buffer", len(data)))
         self._hash.update(data)
 
     def hexdigest(self) -> str:
@@ -224,3 +227,21 @@ def test_a_failed_part_is_raised_by_the_hashing_loop(tmp_path):
     with pytest.raises(OSError, match="the link dropped"):
         feed.run()
     os.close(fd)
+
+
+def test_landed_bytes_are_hashed_from_the_file_in_joined_ranges(tmp_path):
+    """Bytes a part spliced into the file (no buffer of ours) are hashed from the file's pages,
+    the small hand-overs queued behind each other joined into one mapped range."""
+    size = 3 * 1024 * 1024 + 5
+    data = os.urandom(size)
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    hasher = RecordingHasher()
+    feed = InOrderHash(fd, [(0, size)], [0], hasher)
+    for upto in (*range(65536, size, 65536), size):  # one hand-over per 64 KiB landed
+        feed.landed(0, upto)
+    feed.run()
+    os.close(fd)
+    assert hasher.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert hasher.fed == [("read back", size)]  # one range, one mapping

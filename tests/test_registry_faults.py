@@ -6,12 +6,10 @@ not just that no exception escaped.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import io
 import os
-import socket
 import threading
 import time
 import uuid
@@ -33,7 +31,7 @@ from ocibridge.errors import DigestMismatch, RegistryError
 from ocibridge.oci.mediatypes import OCI_CONFIG, OCI_LAYER_TAR, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.layout import LayoutStore
-from ocibridge.stores.registry import RegistryStore, download, open_repository
+from ocibridge.stores.registry import RegistryStore, blobstream, download, open_repository
 from ocibridge.transfer.copy import copy
 
 SIZE = 1_000_000
@@ -116,7 +114,7 @@ def test_corrupted_manifest_rejected(registry, fault_proxy):
 @pytest.mark.parametrize("fault", [drop_response(after=300_000), truncate(missing=1000)])
 def test_socket_read_resumes_after_a_cut(registry, fault_proxy, monkeypatch, fault):
     """Big bodies are read off the socket, not through h11: cuts still resume with Range."""
-    monkeypatch.setattr(download, "DIRECT_MIN", 0)
+    monkeypatch.setattr(blobstream, "DIRECT_MIN", 0)
     sizes = []
     read = SyncStream.read
 
@@ -137,7 +135,7 @@ def test_socket_read_resumes_after_a_cut(registry, fault_proxy, monkeypatch, fau
 
 
 def test_socket_read_of_corrupt_bytes_is_rejected(registry, fault_proxy, monkeypatch, tmp_path):
-    monkeypatch.setattr(download, "DIRECT_MIN", 0)
+    monkeypatch.setattr(blobstream, "DIRECT_MIN", 0)
     repo, layer_desc, _, _ = _artifact(registry)
     fault_proxy.add("GET", f"/blobs/{layer_desc.digest}", corrupt(offset=SIZE - 1), times=None)
     out = LayoutStore(tmp_path / "out", create=True)
@@ -151,32 +149,9 @@ def _blob_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("blob-")]
 
 
-@pytest.fixture
-def stalling_server():
-    """A server that answers any GET with a 50 MB Content-Length, sends 3 MB, then stalls."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    done = threading.Event()
-    conns = []
-
-    def serve():
-        with contextlib.suppress(OSError):
-            while not done.is_set():
-                conn, _ = listener.accept()
-                conns.append(conn)
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 50000000\r\n\r\n" + bytes(3_000_000))
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield f"127.0.0.1:{listener.getsockname()[1]}"
-    done.set()
-    listener.close()
-    for conn in conns:
-        conn.close()
-
-
 @pytest.mark.parametrize("direct_min", [0, 1 << 40], ids=["socket", "h11"])
 def test_close_stops_a_download_blocked_on_the_network(stalling_server, monkeypatch, direct_min):
-    monkeypatch.setattr(download, "DIRECT_MIN", direct_min)
+    monkeypatch.setattr(blobstream, "DIRECT_MIN", direct_min)
     desc = Descriptor(mediaType=OCI_LAYER_TAR, digest="sha256:" + "1" * 64, size=50_000_000)
     with open_repository(host=stalling_server, repository="stall", read_timeout=10) as store:
         reader = store.open_blob(desc)
@@ -189,7 +164,7 @@ def test_close_stops_a_download_blocked_on_the_network(stalling_server, monkeypa
 
 
 def test_unclosed_reader_does_not_leave_its_thread_behind(registry, monkeypatch):
-    monkeypatch.setattr(download, "PIECE", 65536)
+    monkeypatch.setattr(blobstream, "PIECE", 65536)
     monkeypatch.setattr(download, "PREFETCH_PIECES", 1)
     repo, layer_desc, layer, _ = _artifact(registry)
     with _open(registry, repo) as src:

@@ -34,10 +34,14 @@ from ocibridge.oci.digest import Hasher, new_hasher, split_digest
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.inorder_hash import BufferPool, Frontier, InOrderHash
 from ocibridge.stores.part_governor import PartGovernor, PartsAbandoned
-from ocibridge.stores.ranged import ByteCount, RangedBlobSource, RangedPlan, RangeReader
+from ocibridge.stores.ranged import ByteCount, LandingReader, RangedBlobSource, RangedPlan, RangeReader
 
 PARTIAL_PREFIX = ".ocibridge-partial-"
 PREFIX_SUFFIX = ".prefix"
+#: Bytes asked of a reader that lands them in the file itself (one splice: a pipe's worth),
+LAND_STEP = 1 << 20
+#: and landed bytes handed to the hash at a time (one mapping of the file per hand-over).
+LAND_BATCH = 4 << 20
 
 
 _slots_lock = threading.Lock()
@@ -331,27 +335,45 @@ def _run_parts(fd: int, marker: Path, desc: Descriptor, source: RangedBlobSource
 def _copy_part(fd: int, reader: RangeReader, part: int, start: int, end: int, records: int | None,
                part_start: int, feed: InOrderHash, buffers: BufferPool, governor: PartGovernor,
                on_bytes: ByteCount | None, stop: threading.Event) -> int:
-    """Receive ``start``..``end`` into pooled buffers, write each at its offset, record the
-    part's progress, and hand it to the in-order hash."""
-    pos = start
+    """Receive ``start``..``end`` and write it at its offset, record the part's progress, and
+    hand it to the in-order hash: landed by the reader itself where it can (spliced inside the
+    kernel, then hashed from the file: :class:`LandingReader`), else into pooled buffers."""
+    pos = handed = start  # bytes before ``handed`` are handed to the hash
+    lander = reader if isinstance(reader, LandingReader) else None
     while pos < end:
         if stop.is_set():
             raise PartsAbandoned
-        buffer = buffers.take(stop)
-        view = memoryview(buffer)[: min(len(buffer), end - pos)]
-        try:
-            n = reader.readinto(view)
-            if not n:
-                raise DigestMismatch(f"the blob ended at byte {pos}, expected {end}")
-            pwrite_all(fd, view[:n], pos)
-        except BaseException:
-            buffers.give(buffer)
-            raise
+        n = lander.land_into(fd, pos, min(LAND_STEP, end - pos)) if lander is not None else None
+        if n is None:
+            lander = None
+            n = _receive_buffer(fd, reader, part, pos, end, feed, buffers, stop)
+            handed = pos + n
+        elif not n:
+            raise DigestMismatch(f"the blob ended at byte {pos}, expected {end}")
+        elif pos + n - handed >= LAND_BATCH or pos + n == end:
+            feed.landed(part, pos + n)
+            handed = pos + n
         if records is not None:
             os.pwrite(records, b"%019d\n" % (pos + n - part_start), _HEADER + part * _RECORD)
-        feed.wrote(part, pos, view[:n], functools.partial(buffers.give, buffer))
         pos += n
         governor.count(n)
         if on_bytes is not None:
             on_bytes(n)
     return pos - start
+
+
+def _receive_buffer(fd: int, reader: RangeReader, part: int, pos: int, end: int, feed: InOrderHash,
+                    buffers: BufferPool, stop: threading.Event) -> int:
+    """One pooled buffer's worth received, written at ``pos`` and handed to the hash."""
+    buffer = buffers.take(stop)
+    view = memoryview(buffer)[: min(len(buffer), end - pos)]
+    try:
+        n = reader.readinto(view)
+        if not n:
+            raise DigestMismatch(f"the blob ended at byte {pos}, expected {end}")
+        pwrite_all(fd, view[:n], pos)
+    except BaseException:
+        buffers.give(buffer)
+        raise
+    feed.wrote(part, pos, view[:n], functools.partial(buffers.give, buffer))
+    return n

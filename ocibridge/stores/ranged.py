@@ -44,6 +44,18 @@ class RangeReader(Protocol):
 
 
 @runtime_checkable
+class LandingReader(Protocol):
+    """A range reader that writes its next bytes into a file itself: a plain-HTTP body is
+    spliced from the socket inside the kernel, never copied through the process
+    (stores/registry/splicing.py)."""
+
+    def land_into(self, fd: int, offset: int, count: int) -> int | None:
+        """Up to ``count`` bytes written into ``fd`` at ``offset`` (0 only at the end of the
+        range); None when this reader cannot (then: ``readinto``)."""
+        ...
+
+
+@runtime_checkable
 class RangedBlobSource(Protocol):
     """A store that can send part of a blob (a registry: HTTP Range), with its own plan for
     how many parts of what size to ask at once."""

@@ -6,9 +6,12 @@ they fail with the command that installs it.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import shutil
+import socket
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -162,3 +165,27 @@ def podman() -> Iterator[Podman]:
     finally:
         tool.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def stalling_server() -> Iterator[str]:
+    """``host:port`` of a server that answers any GET with a 50 MB Content-Length, sends 3 MB,
+    then stalls: a download blocked on the network, for tests of what stops it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+    conns: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while not done.is_set():
+                conn, _ = listener.accept()
+                conns.append(conn)
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 50000000\r\n\r\n" + bytes(3_000_000))
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield f"127.0.0.1:{listener.getsockname()[1]}"
+    done.set()
+    listener.close()
+    for conn in conns:
+        conn.close()

@@ -1,8 +1,8 @@
 """Blob downloads: a reader that streams a registry blob and resumes with Range.
 
 When the connection drops or the body ends short, the reader asks again from the byte it has
-(``Range: bytes=N-``); parts of a ranged download ask for their own byte span. Uploads are in
-upload.py.
+(``Range: bytes=N-``); parts of a ranged download ask for their own byte span (the connection's
+side is blobstream.py). Uploads are in upload.py.
 """
 
 from __future__ import annotations
@@ -10,315 +10,27 @@ from __future__ import annotations
 import collections
 import contextlib
 import queue
-import random
-import re
-import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
 
-import httpcore
-import httpx
-
-from ocibridge.core import interrupt
 from ocibridge.core.closing import ClosesOnExit
-from ocibridge.core.httpheaders import header_int
-from ocibridge.errors import NotFound, OcibridgeError, RegistryError
-from ocibridge.oci.digest import CHUNK, Hasher
+from ocibridge.errors import OcibridgeError
+from ocibridge.oci.digest import Hasher
 from ocibridge.oci.models import Descriptor
-from ocibridge.stores.registry.bodies import read_prefix
-from ocibridge.stores.registry.client import RegistryClient, TransportFailure
+from ocibridge.stores.registry.blobstream import BlobStream, BytesHook, StreamStopped
+from ocibridge.stores.registry.client import RegistryClient
 
-#: A download gives up after this many attempts in a row that bring no new bytes.
-MAX_STALLED_RESUMES = 5
-#: and after this many resumes in total, progress or not.
-MAX_TOTAL_RESUMES = 50
-
-#: Downloads are handed over in pieces of this size (what the callers read at a time),
-PIECE = CHUNK
-#: at most this many of them waiting in the queue of a blob's prefetch thread (memory bound),
+#: At most this many pieces waiting in the queue of a blob's prefetch thread (memory bound),
 PREFETCH_PIECES = 4
 #: Parts of a ranged download are handed over in smaller pieces, without a prefetch thread:
 #: what was received is on disk sooner, so a killed run loses less of each part.
 RANGE_PIECE = 256 * 1024
 #: and blobs up to this size are read without a thread.
 PREFETCH_MIN = 256 * 1024
-#: Bodies of at least this size are read off the socket, not through h11 (see _receive).
-DIRECT_MIN = 16 * 1024 * 1024
 #: close() waits this long (seconds) for a prefetch thread to end.
 CLOSE_WAIT = 5.0
-
-BytesHook = Callable[[Descriptor, int], None]
-
-
-def pull_scope(repository: str) -> str:
-    return f"repository:{repository}:pull"
-
-
-
-class _BlobStream:
-    """The blob's bytes as they arrive, resuming with Range after drops and short bodies.
-
-    Used by one thread at a time: the prefetch thread while it runs, else the reader."""
-
-    def __init__(self, client: RegistryClient, repository: str, desc: Descriptor,
-                 on_bytes: BytesHook | None, stop: threading.Event,
-                 start: int = 0, end: int | None = None, ask_range: bool = False):
-        self.client = client
-        self.repository = repository
-        self.desc = desc
-        self.offset = start
-        #: bytes [start, end) are wanted: a part of a ranged download, or the rest of a blob
-        self.end = desc.size if end is None else end
-        self.ranged = False  # whether the server answered a Range with 206
-        #: a Range even for the whole blob (``bytes=0-``): a ranged download learns from the
-        #: answer whether it may ask for parts
-        self.ask_range = ask_range
-        self.piece = PIECE  # bytes handed over at a time
-        self.resumes = 0
-        self._stalled = 0
-        self._on_bytes = on_bytes
-        self._stop = stop
-        self._response: httpx.Response | None = None
-        self._chunks: Iterator[bytes] | None = None
-        self._skip = 0
-        self._carry = b""
-        self._socket: Any = None  # httpcore's network stream, once reading the body off it
-        self._socket_left: int | None = None
-        self._raw: socket.socket | None = None  # its plain socket (no TLS), for recv_into
-        self._pending = b""  # received by next_into beyond the buffer it was given
-        self._h11_first = True
-        self._open()
-
-    def _open(self) -> None:
-        # identity: the digest is over the stored bytes, never a transfer-compressed form
-        headers = {"Accept-Encoding": "identity"}
-        if self.end < self.desc.size:
-            headers["Range"] = f"bytes={self.offset}-{self.end - 1}"
-        elif self.offset or self.ask_range:
-            headers["Range"] = f"bytes={self.offset}-"
-        path = f"/v2/{self.repository}/blobs/{self.desc.digest}"
-        response = self.client.send("GET", path, scopes=(pull_scope(self.repository),),
-                                    headers=headers, stream=True)
-        status = response.status_code
-        if status == 404:
-            read_prefix(response)
-            raise NotFound(f"{self.client.host}/{self.repository}: blob {self.desc.digest} not found")
-        if status == 206 and "Range" in headers:
-            start = _content_range_start(response.headers.get("content-range"))
-            if start != self.offset:
-                response.close()
-                raise RegistryError(
-                    f"registry {self.client.host}: range answer starts at {start}, "
-                    f"asked {self.offset}", 206)
-            self._skip = 0
-            self.ranged = True
-        elif status == 200:
-            self._skip = self.offset  # the server ignored Range: drop what we already have
-        else:
-            read_prefix(response)
-            raise self.client.error(response, f"refused reading {self.repository}")
-        self._response = response
-        # no chunk size: httpx would hold back up to that many bytes, lost on a drop
-        self._chunks = response.iter_raw()
-        self._socket = self._socket_left = self._raw = None
-        self._pending = b""
-        self._h11_first = True
-        length = header_int(response.headers.get("content-length"))
-        stream = response.extensions.get("network_stream")
-        # Not under --limit-rate: the socket read would pass the metered body (a pull into a
-        # directory ran at full speed); at a capped rate the copies it saves do not matter.
-        if (self.end - self.offset >= DIRECT_MIN and length is not None and stream is not None
-                and self.client.rate_limit is None
-                and response.http_version == "HTTP/1.1"
-                and "transfer-encoding" not in response.headers):
-            self._socket, self._socket_left = stream, length
-            self._raw = _plain_socket(stream)
-
-    def _resume(self, reason: str) -> None:
-        self.close()
-        interrupt.check()  # an interrupt cut the connection: stop, do not reconnect
-        self.resumes += 1
-        if self._stalled >= MAX_STALLED_RESUMES or self.resumes > MAX_TOTAL_RESUMES:
-            raise RegistryError(
-                f"registry {self.client.host}: download of {self.desc.digest} failed at byte "
-                f"{self.offset} of {self.desc.size} after {self.resumes - 1} resumes: {reason}")
-        self._stalled += 1
-        self.client.stats.add(download_resumes=1)
-        if self._stop.wait(random.uniform(0, min(2.0, 0.1 * 2**self._stalled))):
-            raise _Stopped
-        self._open()
-
-    def close(self) -> None:
-        # forgotten first, so that interrupt() does not reach a connection back in the pool
-        response, self._response, self._chunks = self._response, None, None
-        self._socket = self._socket_left = self._raw = None
-        if response is not None:
-            response.close()
-
-    def interrupt(self) -> None:
-        """From another thread: make a blocked socket read return (shut the socket down)."""
-        response = self._response
-        stream = response.extensions.get("network_stream") if response is not None else None
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-
-    def _receive(self, want: int) -> bytes:
-        """The next bytes of the response body; StopIteration at its end.
-
-        A large body is read straight off the connection's socket (httpcore's documented
-        ``network_stream``), up to ``want`` bytes a read, once h11 has handed over what it
-        buffered with the headers (its first chunk): httpx's 64 KiB chunks, each copied twice
-        by h11, cost ~0.8 s of CPU per GiB, the socket ~0.25 s. The connection is then closed,
-        not reused (h11 did not see the body end)."""
-        if self._socket_left is None or self._h11_first:
-            data: bytes = next(self._chunks)  # type: ignore[arg-type]  # set on the line above; mypy keeps the Optional
-            if self._socket_left is not None:
-                self._h11_first = False
-                self._socket_left -= len(data)
-            return data
-        if self._socket_left <= 0:
-            raise StopIteration
-        try:
-            data = self._socket.read(min(want, self._socket_left), self.client.options.read_timeout)
-        except (httpcore.NetworkError, httpcore.TimeoutException) as e:
-            raise httpx.ReadError(str(e) or type(e).__name__) from e
-        if not data:
-            raise StopIteration  # the peer closed early: resumed like any short body
-        self._socket_left -= len(data)
-        return data
-
-    def _next_chunk(self, want: int = PIECE) -> bytes:
-        """The next bytes of the blob, up to ``want`` read from the socket (``b""`` only once
-        the expected size is reached)."""
-        got = [b""]
-
-        def receive() -> int:
-            got[0] = self._receive(want)
-            return len(got[0])
-
-        def drop_front(cut: int, n: int) -> None:
-            got[0] = got[0][cut:n]
-
-        n = self._advance(receive, drop_front)
-        return got[0][:n]  # the object itself when nothing is cut
-
-    def _advance(self, receive: Callable[[], int], drop_front: Callable[[int, int], None]) -> int:
-        """What :meth:`_next_chunk` and :meth:`next_into` share: one ``receive`` (how many
-        bytes came), resumed with Range after drops and short bodies; the ``cut`` first bytes
-        of ``n`` dropped (``drop_front``) while a server that ignored Range repeats what is
-        here; clipped at a part's end; counted. The bytes kept, 0 only at the expected end."""
-        while True:
-            if self.offset >= self.end and self._chunks is None:
-                return 0
-            if self._stop.is_set():
-                raise _Stopped
-            interrupt.check()
-            try:
-                n = receive()
-            except StopIteration:
-                if self.offset >= self.end:
-                    self.close()
-                    return 0
-                self._resume(f"body ended early at byte {self.offset}")
-                continue
-            except (httpx.TransportError, httpx.StreamError) as e:
-                self._resume(str(e) or type(e).__name__)
-                continue
-            except TransportFailure as e:
-                self._resume(str(e))
-                continue
-            if self._skip:
-                cut = min(self._skip, n)
-                self._skip -= cut
-                if cut:
-                    drop_front(cut, n)
-                    n -= cut
-                if not n:
-                    continue
-            if self.end < self.desc.size and self.offset + n > self.end:
-                # a part whose server ignored the Range's end: the rest is another part's
-                n = self.end - self.offset
-                self.close()
-            self.offset += n
-            self._stalled = 0
-            self.client.stats.add(bytes_downloaded=n)
-            if self._on_bytes:
-                self._on_bytes(self.desc, n)
-            return n
-
-    def next_piece(self) -> bytes:
-        """The next ``PIECE`` bytes (fewer only at the end; ``b""`` after it): whole pieces
-        let a reader asking for ``PIECE`` bytes take them without another copy, and a socket
-        read that fills a piece at once is handed over as it is."""
-        piece = self.piece
-        parts, have = ([self._carry], len(self._carry)) if self._carry else ([], 0)
-        self._carry = b""
-        while have < piece:
-            data = self._next_chunk(piece - have)
-            if not data:
-                break
-            parts.append(data)
-            have += len(data)
-        if have > piece:  # split the last network chunk (≤ 64 KiB), not the whole piece
-            last = parts[-1]
-            keep = len(last) - (have - piece)
-            parts[-1], self._carry = last[:keep], last[keep:]
-        return b"".join(parts)
-
-
-    def _receive_into(self, view: memoryview) -> int:
-        """Like :meth:`_receive`, into ``view``: a plain-HTTP body goes from the socket into
-        the caller's buffer with no bytes object in between (recv_into; measured on loopback,
-        1 GiB: 1.0 s of system time against 1.7-3.1 s through bytes pieces)."""
-        if self._pending:
-            data = self._pending
-        elif self._raw is None or self._h11_first or self._socket_left is None:
-            data = self._receive(len(view))
-        else:
-            if self._socket_left <= 0:
-                raise StopIteration
-            try:
-                self._raw.settimeout(self.client.options.read_timeout)
-                n = self._raw.recv_into(view[: min(len(view), self._socket_left)])
-            except OSError as e:
-                raise httpx.ReadError(str(e) or type(e).__name__) from e
-            if not n:
-                raise StopIteration  # the peer closed early: resumed like any short body
-            self._socket_left -= n
-            return n
-        n = min(len(data), len(view))
-        view[:n] = data[:n]
-        self._pending = data[n:]
-        return n
-
-    def next_into(self, view: memoryview) -> int:
-        """Like :meth:`_next_chunk`, into ``view``: how many bytes (0 only once the expected
-        size is reached)."""
-
-        def drop_front(cut: int, n: int) -> None:
-            view[: n - cut] = view[cut:n]
-
-        return self._advance(lambda: self._receive_into(view), drop_front)
-
-
-def _plain_socket(stream: Any) -> socket.socket | None:
-    """The socket under httpcore's network stream when nothing is layered on it (no TLS): its
-    bytes are the body's. Anything else (TLS, TLS through a proxy) is read through the
-    stream."""
-    sock = stream.get_extra_info("socket")
-    if stream.get_extra_info("ssl_object") is None and type(sock) is socket.socket:
-        return sock
-    return None
-
-
-class _Stopped(Exception):
-    """The reader was closed: the prefetch thread stops quietly."""
 
 
 class BlobDownload(ClosesOnExit):
@@ -338,7 +50,7 @@ class BlobDownload(ClosesOnExit):
                  ask_range: bool = False):
         self.desc = desc
         self._stop = threading.Event()
-        self._stream = _BlobStream(client, repository, desc, on_bytes, self._stop, start, end, ask_range)
+        self._stream = BlobStream(client, repository, desc, on_bytes, self._stop, start, end, ask_range)
         self._hasher = hasher
         self._queue: queue.Queue[bytes | BaseException] = queue.Queue(PREFETCH_PIECES)
         self._thread: threading.Thread | None = None
@@ -439,6 +151,14 @@ class BlobDownload(ClosesOnExit):
             got += n
         return got
 
+    def land_into(self, fd: int, offset: int, count: int) -> int | None:
+        """Up to ``count`` next bytes written into ``fd`` at ``offset`` (0 only at the end of
+        the range), spliced inside the kernel where the connection allows it; None where it
+        does not (a prefetched or TLS body, a rate limit, not Linux): read with readinto."""
+        if self._prefetch or self._pos < len(self._buf) or not self._stream.spliceable():
+            return None
+        return self._stream.land_into(fd, offset, count)
+
     def readable(self) -> bool:
         return True
 
@@ -449,6 +169,7 @@ class BlobDownload(ClosesOnExit):
         thread = self._thread
         if thread is None:
             self._stream.close()
+            self._stream.close_pipe()
             return
         deadline = time.monotonic() + CLOSE_WAIT
         while thread.is_alive() and time.monotonic() < deadline:
@@ -458,7 +179,7 @@ class BlobDownload(ClosesOnExit):
             thread.join(0.05)
 
 
-def _prefetch(stream: _BlobStream, pieces: queue.Queue[bytes | BaseException], stop: threading.Event,
+def _prefetch(stream: BlobStream, pieces: queue.Queue[bytes | BaseException], stop: threading.Event,
               hasher: Hasher | None) -> None:
     """The prefetch thread: pieces, then ``b""``, or the exception, into the queue.
 
@@ -478,7 +199,7 @@ def _prefetch(stream: _BlobStream, pieces: queue.Queue[bytes | BaseException], s
                     pending.popleft().result()  # bounded: never more pieces held for hashing
             if not _offer(pieces, piece, stop) or not piece:
                 return
-    except _Stopped:
+    except StreamStopped:
         pass
     except BaseException as e:  # noqa: BLE001 - raised again by the reader's read()
         _offer(pieces, e, stop)
@@ -488,7 +209,7 @@ def _prefetch(stream: _BlobStream, pieces: queue.Queue[bytes | BaseException], s
             hashing.shutdown(wait=True, cancel_futures=True)
 
 
-def _abandon(stop: threading.Event, stream: _BlobStream) -> None:
+def _abandon(stop: threading.Event, stream: BlobStream) -> None:
     stop.set()
     stream.interrupt()
 
@@ -502,8 +223,3 @@ def _offer(pieces: queue.Queue[bytes | BaseException], item: bytes | BaseExcepti
         except queue.Full:
             continue
     return False
-
-
-def _content_range_start(value: str | None) -> int | None:
-    m = re.match(r"^\s*bytes\s+([0-9]{1,19})-", value or "")
-    return int(m.group(1)) if m else None

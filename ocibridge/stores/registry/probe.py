@@ -21,8 +21,8 @@ import httpx
 from ocibridge.errors import OcibridgeError, RegistryError
 from ocibridge.oci.digest import sha256_bytes
 from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST
+from ocibridge.stores.registry.blobstream import pull_scope
 from ocibridge.stores.registry.client import RegistryClient
-from ocibridge.stores.registry.download import pull_scope
 from ocibridge.stores.registry.upload import push_scopes
 from ocibridge.stores.registry.uploadpolicy import CONTENT_CODES
 

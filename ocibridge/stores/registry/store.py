@@ -36,10 +36,11 @@ from ocibridge.oci.reference import RegistryReference, check_tag
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
 from ocibridge.stores.ranged import RangedPlan
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES
+from ocibridge.stores.registry.blobstream import BytesHook, pull_scope
 from ocibridge.stores.registry.bodies import decoded_chunks, read_prefix
 from ocibridge.stores.registry.client import RegistryClient, TransferStats
 from ocibridge.stores.registry.credentials import credential_function
-from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload, BytesHook, pull_scope
+from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
 from ocibridge.stores.registry.manifestmemo import ManifestMemo
 from ocibridge.stores.registry.options import RegistryOptions
 from ocibridge.stores.registry.upload import RESUMABLE_MIN, BlobUpload, StreamingIngest, push_scopes

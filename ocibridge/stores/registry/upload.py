@@ -25,9 +25,9 @@ from ocibridge.core.terminal import human_size
 from ocibridge.errors import DigestMismatch, OcibridgeError, RegistryError
 from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.models import Descriptor
+from ocibridge.stores.registry.blobstream import BytesHook
 from ocibridge.stores.registry.chunkclock import ChunkClock
 from ocibridge.stores.registry.client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
-from ocibridge.stores.registry.download import BytesHook
 from ocibridge.stores.registry.uploadpolicy import CONTENT_CODES
 from ocibridge.stores.registry.uploadstate import UploadState
 
