@@ -10,7 +10,8 @@ Publish
 Fetch
     ``pull`` (``PullOptions``, ``TransferOptions``; ``pull_destination``), ``copy_reference``,
     ``path`` (a snapshot in the model cache),
-    ``open_model``, ``open_tensors``, ``cat``, ``filesystem`` (lazy, verified reads), ``inspect``,
+    ``open_model``, ``open_tensors``, ``cat``, ``filesystem`` (lazy, verified reads), ``mount``,
+    ``serve_mount`` and ``unmount`` (a model as a read-only FUSE directory), ``inspect``,
     ``inspect_text``, ``validate``, ``tags``, ``resolve``, ``discover``, ``fetch_manifest``,
     ``list_repositories``, ``list_models``, ``diff``, ``load_source``, ``events`` (progress).
 Sign
@@ -24,7 +25,7 @@ Mirror
     (``MirrorJob``, ``MirrorRunOptions``).
 Kubernetes
     ``k8s_volume``, ``k8s_mount``, ``k8s_check``, ``k8s_validate``, ``k8s_policy``, ``k8s_prewarm``,
-    ``k8s_modelcar``, ``k8s_serve``.
+    ``k8s_modelcar``, ``k8s_serve``, ``k8s_mount_daemon``.
 Housekeeping
     ``remove``, ``delete``, ``prune``, ``prune_cache``, ``cache_dir``, ``check_registry``,
     ``closing_opened_stores``, ``enable_request_log``, ``completion_script``.
@@ -62,11 +63,13 @@ _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api.convert", ("convert",)),
     ("kinds.conversion", ("ConvertResult",)),
     ("api.lazy_fs", ("filesystem",)),
+    ("api.mount", ("MountRequest", "Mounted", "mount", "serve_mount", "unmount")),
     ("api.signing", ("KeygenResult", "SignResult", "VerifiedSignature", "VerifyDirResult", "VerifyOptions",
                      "VerifyResult", "keygen", "sign", "verify", "verify_dir")),
     ("api.policy", ("PolicyVerdict", "RequirementCheck", "Verification", "check_policy", "verification")),
     ("api.k8s", ("k8s_check", "k8s_modelcar", "k8s_mount", "k8s_policy", "k8s_prewarm", "k8s_serve",
                  "k8s_validate", "k8s_volume")),
+    ("api.k8s_mount", ("MountDaemonOptions", "k8s_mount_daemon")),
     ("k8s.schemacheck", ("SchemaCheck",)),
     ("api.k8s_types", ("AdmissionPolicies", "AdmissionSigners", "K8sServeOptions", "KServeOptions",
                        "KubernetesDocuments", "ModelCarImage", "ModelCarOptions", "PodOptions", "PodRegistryAccess",
@@ -128,6 +131,9 @@ __all__ = [
     "ModelCarOptions",
     "ModelDiff",
     "ModelEntry",
+    "MountDaemonOptions",
+    "MountRequest",
+    "Mounted",
     "OcibridgeError",
     "OnExisting",
     "PodOptions",
@@ -190,6 +196,7 @@ __all__ = [
     "k8s_check",
     "k8s_modelcar",
     "k8s_mount",
+    "k8s_mount_daemon",
     "k8s_policy",
     "k8s_prewarm",
     "k8s_serve",
@@ -208,6 +215,7 @@ __all__ = [
     "mirror_plan",
     "mirror_run",
     "mirror_shard",
+    "mount",
     "open_model",
     "open_tensors",
     "path",
@@ -222,9 +230,11 @@ __all__ = [
     "save",
     "sbom",
     "serve",
+    "serve_mount",
     "sign",
     "tag",
     "tags",
+    "unmount",
     "validate",
     "verification",
     "verify",
@@ -249,6 +259,7 @@ if TYPE_CHECKING:
         k8s_validate,
         k8s_volume,
     )
+    from ocibridge.api.k8s_mount import MountDaemonOptions, k8s_mount_daemon
     from ocibridge.api.k8s_types import (
         AdmissionPolicies,
         AdmissionSigners,
@@ -293,6 +304,7 @@ if TYPE_CHECKING:
         tags,
         validate,
     )
+    from ocibridge.api.mount import Mounted, MountRequest, mount, serve_mount, unmount
     from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, Verification, check_policy, verification
     from ocibridge.api.registry_check import check_registry

@@ -76,6 +76,23 @@ def test_hostile_tar_entries_are_refused_and_nothing_is_written(layer, tmp_path,
     assert not (tmp_path / "escape.txt").exists()
 
 
+@pytest.mark.parametrize("later", [
+    [DraftLayer({".wh.a": b""}, links={"a": "../.."}, filepath="b"), DraftLayer({"a/evil.txt": b"x"}, filepath="c")],
+    [DraftLayer({".wh.a": b"", "a/evil.txt": b"x"}, links={"a": "/tmp"}, filepath="b")],
+    [DraftLayer({"a/.wh...": b""}, filepath="b")],
+], ids=["dir-then-link-out-then-through", "link-out-and-through-in-one-layer", "whiteout-dotdot-in-a-dir"])
+def test_a_directory_replaced_by_a_link_out_is_refused_before_anything_is_written_through(later, tmp_path, capsys):
+    """Issue 62, red team: a directory of a lower layer whited out and replaced by a link
+    leaving the model, then written through; a whiteout naming ``..`` inside a directory."""
+    write_draft(tmp_path / "d", [DraftLayer({"a/x.txt": b"x", "ok.txt": b"fine"}, filepath="a"), *later])
+    out = tmp_path / "out"
+    assert main(["pull", f"oci:{tmp_path / 'd'}:draft", str(out), "-q"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("ocibridge: error: ") and "Traceback" not in err
+    assert not out.exists() or not any(out.iterdir())
+    assert not (tmp_path.parent / "evil.txt").exists() and not any(Path("/tmp").glob("evil.txt"))
+
+
 def test_inspect_shows_each_layers_kind_and_the_metadata(draft, capsys):
     info = _json(capsys, ["inspect", draft])
     assert [(x["kind"], x["variant"]) for x in info["layers"]] == [

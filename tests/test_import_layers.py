@@ -50,7 +50,7 @@ LAYERS: dict[str, int] = {
     # 8: signatures: made, verified before use, carried by copies (a hook the copy is given)
     "ocibridge.signing": 8,
     # 9: peers on top of the kinds and signatures, which never import each other
-    "ocibridge.k8s": 9, "ocibridge.mirror": 9, "ocibridge.hubserver": 9,
+    "ocibridge.k8s": 9, "ocibridge.mirror": 9, "ocibridge.hubserver": 9, "ocibridge.lazymount": 9,
     # 10: the Python API
     "ocibridge.api": 10,
     # 11: the command line, its entry points, and the package's lazy façade (which names everything)
@@ -58,7 +58,7 @@ LAYERS: dict[str, int] = {
 }
 
 #: Packages of layer 9 are peers: none imports another.
-PEERS = ("ocibridge.k8s", "ocibridge.mirror", "ocibridge.hubserver")
+PEERS = ("ocibridge.k8s", "ocibridge.mirror", "ocibridge.hubserver", "ocibridge.lazymount")
 
 #: Import cycles allowed: none (issue 15 removed the last, the CLI's flag helpers, now in
 #: cli_common). Kept as an empty list so a future entry has to be argued for in review.

@@ -12,7 +12,8 @@ import ocibridge
 from ocibridge.cli import main
 from ocibridge.hubserver.reading.catalog import Catalog
 from ocibridge.hubserver.reading.sources import parse_sources
-from ocibridge.hubserver.web.history import Compare, history, split_compare
+from ocibridge.hubserver.web.compare import Compare
+from ocibridge.hubserver.web.history import history, split_compare
 from ocibridge.hubserver.writes.commits import PARENT, SUMMARY
 from tests.signing_keys import key_pair
 from tests.support.fixtures import new_repo
@@ -103,27 +104,34 @@ def test_compare_is_ocibridge_diff_of_the_same_revisions(registry, versions):
     catalog = catalog_of(registry, org)
     calls: list[tuple[str, str]] = []
 
-    def diff(old: str, new: str):
+    def diff(old: str, new: str, budget):
         calls.append((old, new))
-        return ocibridge.diff(old, new)
+        return ocibridge.diff(old, new, max_read=budget)
 
     try:
         compare = Compare(catalog, diff)
         shown = compare(name, "v1", "v2")
         again = compare(name, "v1", "v2")
+        reverse = compare(name, "v2", "v1")
     finally:
         catalog.close()
     expected = ocibridge.diff(f"{registry.host}/{versions}:v1", f"{registry.host}/{versions}:v2").as_dict()
     assert shown.diff is not None and shown.why is None
     made = shown.diff.as_dict()
-    assert {k: v for k, v in made.items() if k not in ("old", "new")} == {
-        k: v for k, v in expected.items() if k not in ("old", "new")}
+    assert {k: v for k, v in made.items() if k not in ("old", "new", "readBudget")} == {
+        k: v for k, v in expected.items() if k not in ("old", "new", "readBudget")}
+    assert made["readBudget"] == 64 * 1024 * 1024 and expected["readBudget"] is None
     assert made["old"]["digest"] == expected["old"]["digest"] and made["new"]["digest"] == expected["new"]["digest"]
     files = {f["path"]: f["change"] for f in made["files"]}
     assert files == {"README.md": "removed", "NOTES.md": "added", "model.safetensors": "changed"}
     weights = next(f for f in made["files"] if f["path"] == "model.safetensors")
     assert [(t["name"], t["change"]) for t in weights["tensors"]] == [("layer.0.weight", "changed")]
-    assert again.diff is shown.diff and len(calls) == 1  # two digests' diff is made once
+    assert again.diff == shown.diff and len(calls) == 1  # two digests' diff is made once
+    assert reverse.diff is not None and reverse.diff.as_dict() == ocibridge.diff(
+        f"{registry.host}/{versions}:v2", f"{registry.host}/{versions}:v1").as_dict() | {
+        "old": reverse.diff.as_dict()["old"], "new": reverse.diff.as_dict()["new"],
+        "bytesRead": shown.diff.bytes_read, "readBudget": shown.diff.budget}
+    assert len(calls) == 1  # ... whichever order it is asked in
 
 
 def test_compare_of_a_layout_says_the_diff_reads_registries(tmp_path):
@@ -132,7 +140,8 @@ def test_compare_of_a_layout_says_the_diff_reads_registries(tmp_path):
         ocibridge.push(str(version(tmp_path / tag, number)), f"oci:{layout}:tiny:{tag}")
     catalog = Catalog(parse_sources([f"oci:{layout}"]))
     try:
-        shown = Compare(catalog, ocibridge.diff)("tiny", "v1", "v2")
+        shown = Compare(catalog, lambda old, new, budget: ocibridge.diff(old, new, max_read=budget))(
+            "tiny", "v1", "v2")
     finally:
         catalog.close()
     assert shown.diff is None and shown.why is not None and "registr" in shown.why
@@ -143,26 +152,33 @@ def test_split_compare():
     assert split_compare("v1..v2") is None and split_compare("...v2") is None and split_compare("v1...") is None
 
 
-def test_a_compare_page_never_reads_a_whole_file_it_names_the_command(registry, tmp_path):
-    """Two versions of a 17 MiB safetensors file pushed without a chunk table: ocibridge diff
-    would read both whole (it warns first); serve's page stops there and names the command."""
+def test_a_compare_page_shows_the_files_and_compares_tensors_within_its_budget(registry, tmp_path):
+    """Two versions of a 17 MiB safetensors file pushed without a chunk table (issue 63.1): within
+    the default budget (64 MiB) the page reads both whole and compares their tensors; under a
+    smaller one it still shows the files, sizes and config, says the tensors were not compared
+    and names the command (before, it showed a red paragraph and no table at all)."""
     from starlette.testclient import TestClient
+
+    from ocibridge.api.serve import ServeOptions
 
     repo = new_repo("whole")
     for tag, number in (("v1", 1), ("v2", 2)):
         root = tmp_path / tag
         root.mkdir()
         save_file({"w": np.full(17 * 1024 * 1024 // 4, number, dtype=np.float32)}, str(root / "model.safetensors"))
+        (root / "config.json").write_text(f'{{"hidden": {number}}}\n')
         ocibridge.push(str(root), f"{registry.host}/{repo}:{tag}", options=ocibridge.PushOptions(chunks=False))
-    said: list[str] = []  # ocibridge diff itself warns before it reads them whole, then does
-    done = ocibridge.diff(f"{registry.host}/{repo}:v1", f"{registry.host}/{repo}:v2", warn=said.append)
-    assert len(said) == 2 and all("reading the whole blob" in s for s in said), said
-    assert done.bytes_read > 2 * 17 * 1024 * 1024
     org, name = repo.split("/")
-    app = ocibridge.create_app(f"{registry.host}/{org}")
-    with TestClient(app) as client:
-        r = client.get(f"/{name}/compare/v1...v2")
-    assert r.status_code == 200, r.text
-    assert "reading the whole blob" in r.text and "a page does not read whole files" in r.text
-    assert f"run: ocibridge diff {registry.host}/{repo}@sha256:" in r.text
-    assert 'id="files"' not in r.text  # no half diff shown
+    with TestClient(ocibridge.create_app(f"{registry.host}/{org}")) as client:
+        whole = client.get(f"/{name}/compare/v1...v2")
+    with TestClient(ocibridge.create_app(f"{registry.host}/{org}",
+                                         options=ServeOptions(compare_budget=16 * 1024 * 1024))) as client:
+        bounded = client.get(f"/{name}/compare/v1...v2")
+    assert whole.status_code == bounded.status_code == 200
+    assert 'data-change="changed" data-file="model.safetensors"' in whole.text and "Not compared" not in whole.text
+    assert 'id="command"' not in whole.text and "(this page may read 64.0 MiB)" in whole.text
+    for page in (whole, bounded):
+        assert 'id="files"' in page.text and "17.0 MiB" in page.text and 'id="config-changes"' in page.text
+    assert "Not compared: no tensor compared: reading the headers would pass the read budget" in bounded.text
+    assert f"run: <code>ocibridge diff {registry.host}/{repo}@sha256:" in bounded.text
+    assert "<li class=\"tensor\"" not in bounded.text

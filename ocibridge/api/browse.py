@@ -13,6 +13,7 @@ from ocibridge.api.options import TransferOptions
 from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:
+    from ocibridge.lazyread.budget import ReadBudget
     from ocibridge.lazyread.diff import FileChange as FileChange  # diff's result types, named here for the CLI
     from ocibridge.lazyread.diff import ModelDiff as ModelDiff
     from ocibridge.lazyread.model import Warn
@@ -86,12 +87,16 @@ def fetch_manifest(ref: str | Locator, *, transfer: TransferOptions | None = Non
 
 
 def diff(old: str | Locator, new: str | Locator, *, transfer: TransferOptions | None = None,
-         warn: Warn | None = None) -> ModelDiff:
+         warn: Warn | None = None, max_read: int | ReadBudget | None = None) -> ModelDiff:
     """What changed from model ``old`` to model ``new`` (registry references): files added,
     removed and changed (by layer digest, with sizes), config fields changed, and for a changed
     safetensors file its tensors added, removed and changed: unchanged when the chunk digests
     covering a tensor agree (nothing read), else by its bytes, every byte read verified.
-    ``warn``: told when a file is read whole for want of a chunk table (default: stderr)."""
+    ``warn``: told when a file is read whole for want of a chunk table (default: stderr).
+    ``max_read``: the bytes the configs' and tensors' reads may take (a number or a shared
+    :class:`ReadBudget`; None: no cap); past it, a file says which of its tensors were not
+    compared (:attr:`FileChange.unread`), and files and sizes are there all the same."""
+    from ocibridge.lazyread.budget import ReadBudget
     from ocibridge.lazyread.diff import diff_models
     from ocibridge.lazyread.model import RemoteModel, warn_stderr
     from ocibridge.oci.reference import RegistryReference
@@ -111,7 +116,8 @@ def diff(old: str | Locator, new: str | Locator, *, transfer: TransferOptions | 
         models = [RemoteModel(store, where.reference, warn=warn or warn_stderr)
                   for store, where in zip(opened, registries, strict=True)]
         try:
-            return diff_models(models[0], models[1], text_of(registries[0]), text_of(registries[1]))
+            budget = ReadBudget(max_read) if isinstance(max_read, int) else max_read
+            return diff_models(models[0], models[1], text_of(registries[0]), text_of(registries[1]), budget)
         finally:
             for model in models:
                 model.close()

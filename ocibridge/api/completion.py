@@ -28,7 +28,11 @@ _MODELS: dict[str, Any] = {
     # fish keeps this in double quotes, then runs it at each Tab: its $ and " escaped once
     "fish": "({})".format(_LIST.replace("$", "\\$").replace('"', '\\"')),
     "preamble": {
-        "bash": f'_ocibridge_models() {{\n  compgen -W "$({_LIST})" -- "$1"\n}}\n',
+        # not compgen -W: it expands each word it is given ($(...), `...`, $VAR), and a name in the
+        # store's index.json is anyone's text; each name is compared as it is, printed as it is
+        "bash": ('_ocibridge_models() {\n  local name\n  while IFS= read -r name; do\n'
+                 '    [[ "$name" == "$1"* ]] && printf \'%s\\n\' "$name"\n'
+                 f'  done < <({_LIST})\n}}\n'),
         "zsh": f'_ocibridge_models() {{\n  local -a models\n  models=(${{(f)"$({_LIST})"}})\n'
                "  compadd -a models\n}\n",
     },

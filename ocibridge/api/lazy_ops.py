@@ -78,15 +78,18 @@ def _verify_of(verify: Verification | None, deprecated: dict[str, Any]) -> Verif
 
 
 def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, verify: Verification | None = None,
-               warn: Warn | None = warn_stderr, cache: bool = True, **deprecated: Any) -> LazyModel:
+               warn: Warn | None = warn_stderr, cache: bool = True, keep_blobs: bool = False,
+               **deprecated: Any) -> LazyModel:
     """The model ``ref`` names, its files read lazily. ``verify`` (:func:`ocibridge.verification`,
     as pull's): with keys, one of them must have signed the model (the digest its tag named
     when read, used from then on) and, for a chunk table the manifest does not bind, its
     referrer; the containers policy file (``verify``'s, else the one found) must accept that
     digest too. ``cache``: keep verified chunks in the model cache
     (``$OCIBRIDGE_CACHE/models/chunks``), so a range read again moves nothing. Close it (or
-    ``with``). The former ``verify_key=``/``policy=`` still work, with a DeprecationWarning,
-    for one release."""
+    ``with``). ``keep_blobs`` (with ``cache``): blobs read whole (the chunk table, a file no
+    table covers) go into the model cache's blobs too, so no later reader, ``path`` included,
+    fetches them again (``ocibridge mount``). The former ``verify_key=``/``policy=`` still
+    work, with a DeprecationWarning, for one release."""
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.use import as_use_policy, check_before_use, refuse_before_opening
 
@@ -99,12 +102,17 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
     store, reference = _store(parsed, transfer)
     try:
         chunk_store = None
+        reader: LazySource = store
         if cache:
             from ocibridge.cache.chunks import CacheChunks
             from ocibridge.cache.models import model_cache_root
 
             chunk_store = CacheChunks(model_cache_root())
-        model = LazyModel(store, reference, verify_referrer=_referrer_check(store, keys), warn=warn,
+            if keep_blobs:
+                from ocibridge.cache.keptblobs import KeptBlobs
+
+                reader = KeptBlobs(store)
+        model = LazyModel(reader, reference, verify_referrer=_referrer_check(store, keys), warn=warn,
                           chunk_store=chunk_store)
         if keys is not None:  # as pull's --verify-key: the model itself must be signed, by the digest read
             from ocibridge.signing.coverage import Trusted, require_cover

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.hubserver import XET_MIN_SIZE as XET_MIN_SIZE
 from ocibridge.hubserver.server import read_tokens as read_tokens
+from ocibridge.hubserver.settings import COMPARE_BUDGET as _COMPARE_BUDGET
 from ocibridge.hubserver.settings import MULTIPART_MIN as _MULTIPART_MIN
 from ocibridge.hubserver.settings import PART_SIZE as _PART_SIZE
 from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS as _STAGING_EXPIRY
@@ -26,8 +27,9 @@ if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import Verification
     from ocibridge.hubserver.server import ServerSettings
-    from ocibridge.hubserver.web.history import Diff
+    from ocibridge.hubserver.web.compare import Diff
     from ocibridge.hubserver.writes.evidence import Evidence
+    from ocibridge.lazyread.budget import ReadBudget
     from ocibridge.lazyread.diff import ModelDiff
     from ocibridge.oci.reference import LayoutReference, RegistryReference
 
@@ -54,6 +56,7 @@ class ServeOptions:
     lfs_part_size: int = _PART_SIZE  # the size of those parts (--lfs-part-size)
     writer: str | None = None  # the serve every write is sent to; None: this one writes (--writer)
     trust_forwarded: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # --trust-forwarded
+    compare_budget: int = _COMPARE_BUDGET  # bytes one compare page may read from registries (--compare-budget)
 
 
 @dataclass(frozen=True)
@@ -152,18 +155,13 @@ def _evidence(sign: SignOptions | None, attest: AttestOptions | None) -> Evidenc
 
 def _differ(transfer: TransferOptions) -> Diff:
     """What serve's compare pages show: ``ocibridge diff`` itself (:func:`ocibridge.api.browse.diff`),
-    with serve's registry options; where it would read a whole large file for want of a chunk
-    table (it warns first), the page's diff stops with :class:`WholeRead` instead."""
+    with serve's registry options, under the page's read budget, made in a child process
+    (:mod:`ocibridge.api.diffprocess`: serve's event loop and memory stay its own)."""
 
-    def refuse(message: str) -> None:
-        from ocibridge.hubserver.web.history import WholeRead
+    def diff(old: str, new: str, budget: ReadBudget) -> ModelDiff:
+        from ocibridge.api.diffprocess import diff_in_child
 
-        raise WholeRead(message)
-
-    def diff(old: str, new: str) -> ModelDiff:
-        from ocibridge.api.browse import diff as diff_models
-
-        return diff_models(old, new, transfer=transfer, warn=refuse)
+        return diff_in_child(old, new, transfer, budget.left)
 
     return diff
 
@@ -202,7 +200,8 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         send_timeout=options.send_timeout, publish=Publishing(transfer.concurrency, evidence), diff=_differ(transfer),
         staging_budget=options.staging_budget, staging_expiry=options.staging_expiry,
         lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size,
-        writer=parse_public_url(options.writer, "--writer"), trust_forwarded=options.trust_forwarded)
+        writer=parse_public_url(options.writer, "--writer"), trust_forwarded=options.trust_forwarded,
+        compare_budget=options.compare_budget)
     parse_networks(options.trust_forwarded)
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")

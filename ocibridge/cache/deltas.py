@@ -65,7 +65,10 @@ class LocalDelta:
         places: list[LocalChunks] = []
         if self._index is not None:
             places.append(self._index.for_layer(entry))  # the model cache's blobs
-            places.append(CacheChunks(self._index.root))  # and its chunks of lazy reads
+            lazy = CacheChunks(self._index.root)
+            places.append(lazy)  # and its chunks of lazy reads, one per file
+            key = entry.content_key(self.table.chunk_size)  # or in a layer file (a whole read: a mount's cp)
+            places.append(FileChunks(lazy.layer_path(key), self.table.chunk_size, set(entry.chunks)))
         name = layer_path(desc)
         if self._existing is not None and name is not None:
             try:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, plural, transfer_options
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import human_size, one_line
+from ocibridge.errors import UsageError
 
 if TYPE_CHECKING:
     from ocibridge.api import browse as api
@@ -38,6 +39,9 @@ def register(command: CommandAdder) -> None:
     p.add_argument("new", metavar="REF2")
     p.add_argument("--exit-code", action="store_true",
                    help="exit 1 when the models differ, 0 when they do not (as git diff --exit-code)")
+    p.add_argument("--max-read", metavar="SIZE",
+                   help="read at most SIZE (500K, 64M) to compare configs and tensors; files and sizes are "
+                        "compared all the same, and tensors left out are said (default: no cap)")
     add_transfer_flags(p)
 
 
@@ -63,10 +67,19 @@ def cmd_manifest(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    result = api.diff(args.old, args.new, transfer=transfer_options(args))
+    result = api.diff(args.old, args.new, transfer=transfer_options(args), max_read=_max_read(args.max_read))
     emit(args, result.as_dict(), _diff_text(result))
     # opt-in, as git's: a difference is a result, not a failure (docs/cli.md: exit 1 is a failure)
     return 1 if args.exit_code and not result.same else 0
+
+
+def _max_read(text: str | None) -> int | None:
+    from ocibridge.cli.transfer_flags import parse_bytes
+
+    try:
+        return None if text is None else parse_bytes(text)
+    except ValueError as e:
+        raise UsageError(f"--max-read: {e}") from None
 
 
 def _diff_text(d: api.ModelDiff) -> str:
@@ -81,8 +94,9 @@ def _diff_text(d: api.ModelDiff) -> str:
     if d.config:
         lines.append("config:")
         lines += [f"  ~ {c.field}: {' -> '.join(_values(c.old, c.new))}" for c in d.config]
-    if d.bytes_read:
-        lines.append(f"read {human_size(d.bytes_read)} to compare tensors")
+    if d.bytes_read or d.budget is not None:
+        cap = "" if d.budget is None else f" (at most {human_size(d.budget)})"
+        lines.append(f"read {human_size(d.bytes_read)}{cap} to compare configs and tensors")
     return "\n".join(lines)
 
 
@@ -101,6 +115,8 @@ def _file_lines(f: api.FileChange) -> list[str]:
     if f.tensors is not None:
         differ = plural(len(f.tensors), "tensor differs", "tensors differ")
         lines.append(f"      ({differ}; {f.same_by_chunks} found the same by chunk digests)")
+    if f.unread is not None:
+        lines.append(f"      ({f.unread})")
     return lines
 
 

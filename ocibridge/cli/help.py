@@ -167,6 +167,16 @@ EXAMPLES: dict[str, str] = {
   ocibridge k8s volume registry.example/team/tiny:v1 --snippet --mount-path /models""",
     "k8s mount": """\
   ocibridge k8s mount oci:/srv/models:tiny ./as-mounted --runtime containerd""",
+    "k8s mount-daemon": """\
+  ocibridge k8s mount-daemon registry.example/models/llama:v1 --image reg.example/tools/ocibridge:0.1 > mounts.yaml
+  ocibridge k8s mount-daemon llama=registry.example/models/llama:v1 qwen=registry.example/models/qwen:v2 --validate
+  ocibridge k8s mount-daemon registry.example/models/llama:v1 --selector gpu=true --docker-config-secret regcreds""",
+    "mount": """\
+  ocibridge mount registry.example/team/tiny:v1 ./tiny          # detached; ocibridge umount ./tiny ends it
+  ocibridge mount registry.example/team/tiny:v1 ./tiny --foreground   # Ctrl-C unmounts
+  ocibridge mount registry.example/team/tiny:v1 ./tiny --verify-key cosign.pub --policy policy.json""",
+    "umount": """\
+  ocibridge umount ./tiny""",
     "k8s serve": """\
   ocibridge k8s serve registry.example/models --image registry.example/tools/ocibridge:0.1.0 > serve.yaml
   ocibridge k8s serve registry.example/models --replicas 3 --cache-access-mode ReadWriteMany --storage-class cephfs

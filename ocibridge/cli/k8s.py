@@ -1,7 +1,8 @@
-"""``k8s check|modelcar|volume|mount|prewarm|serve|policy``: Kubernetes image volumes. Whether one
-will mount and what the pod sees, a ModelCar image (with a KServe InferenceService), a Pod pinned
-by digest, a directory laid out as the runtime would mount it, a DaemonSet that pulls models on
-every node ahead of the workload, ``ocibridge serve`` on a cluster, and admission policies. Each
+"""``k8s check|modelcar|volume|mount|prewarm|serve|mount-daemon|policy``: Kubernetes image volumes.
+Whether one will mount and what the pod sees, a ModelCar image (with a KServe InferenceService), a
+Pod pinned by digest, a directory laid out as the runtime would mount it, a DaemonSet that pulls
+models on every node ahead of the workload, ``ocibridge serve`` on a cluster, ``ocibridge mount``
+on every node, and admission policies. Each
 command is one call of :mod:`ocibridge.api.k8s`, whose result it prints."""
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from ocibridge.errors import OcibridgeError, UsageError
 
 if TYPE_CHECKING:
     from ocibridge.api import k8s as api_k8s
+    from ocibridge.api import k8s_mount as api_k8s_mount
     from ocibridge.api.k8s_types import KubernetesDocuments
 else:  # loaded when a k8s command runs (or its --runtime is parsed), not for --help
     api_k8s = LazyModule("ocibridge.api.k8s")
+    api_k8s_mount = LazyModule("ocibridge.api.k8s_mount")
 
 
 def _pull_secrets(args: argparse.Namespace) -> api_k8s.PullSecrets:
@@ -149,6 +152,17 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_k8s_mount_daemon(args: argparse.Namespace) -> int:
+    options = api_k8s_mount.MountDaemonOptions(
+        image=args.image, name=args.name, namespace=args.namespace, host_path=args.host_path,
+        cache_host_path=args.cache_host_path, reader_image=args.reader_image, selector=tuple(args.selector))
+    access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure,
+                                       docker_config_secret=args.docker_config_secret)
+    _print_documents(args, api_k8s_mount.k8s_mount_daemon(args.refs, options, access=access,
+                                                          pull_secrets=api_k8s.PullSecrets(tuple(args.image_pull_secret))))
+    return 0
+
+
 def cmd_k8s_prewarm(args: argparse.Namespace) -> int:
     options = api_k8s.PrewarmOptions(mode=args.mode, name=args.name, namespace=args.namespace,
                                      selector=tuple(args.selector), image=args.image,
@@ -245,7 +259,40 @@ def register(command: CommandAdder) -> None:
     add_pull_secret_flags(p, pulls="the models", creates="their registries")
     add_validate_flag(p)
     _register_serve(ksub)
+    _register_mount_daemon(ksub)
     _register_policy(ksub)
+
+
+def _register_mount_daemon(ksub: Any) -> None:
+    help = ("print a DaemonSet that mounts models lazily on every node (ocibridge mount, FUSE) under a host path, "
+            "and a Pod that reads one")
+    p = ksub.add_parser("mount-daemon", help=help, description=help)
+    p.set_defaults(func=cmd_k8s_mount_daemon)
+    p.add_argument("refs", nargs="+", metavar="REF", help="a model (host/repo:tag or @digest), or NAME=REF: "
+                   "mounted at HOST-PATH/NAME (default NAME: the repository's last part and the tag)")
+    p.add_argument("--json", action="store_true", help="print the documents as a JSON List")
+    add_validate_flag(p)
+    p.add_argument("--image", metavar="IMAGE",
+                   help="image with ocibridge[mount] as its entrypoint (default ocibridge:VERSION; see Containerfile)")
+    p.add_argument("--name", default="ocibridge-mounts", help="DaemonSet name (default ocibridge-mounts)")
+    p.add_argument("--namespace", help="namespace of the documents")
+    p.add_argument("--host-path", default="/var/lib/ocibridge/models",
+                   help="where the models appear on each node (default /var/lib/ocibridge/models)")
+    p.add_argument("--cache-host-path", default="/var/cache/ocibridge",
+                   help="the nodes' model cache: a restarted daemon fetches nothing again "
+                        "(default /var/cache/ocibridge)")
+    p.add_argument("--selector", action="append", default=[], metavar="KEY=VALUE",
+                   help="only nodes with this label (nodeSelector; repeatable)")
+    p.add_argument("--reader-image", default="busybox:1.36",
+                   help="the image of the example Pod reading the first model")
+    g = p.add_argument_group("registry access (in the containers)")
+    g.add_argument("--plain-http", action="store_true", help="the registries speak HTTP")
+    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
+    g.add_argument("--docker-config-secret", metavar="SECRET",
+                   help="a Secret of type kubernetes.io/dockerconfigjson with the registries' credentials, "
+                        "mounted as $DOCKER_CONFIG")
+    g.add_argument("--image-pull-secret", action="append", default=[], metavar="NAME",
+                   help="a Secret of type kubernetes.io/dockerconfigjson to pull the images with (repeatable)")
 
 
 def _register_policy(ksub: Any) -> None:

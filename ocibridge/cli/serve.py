@@ -32,7 +32,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      staging_budget=budget, staging_expiry=args.staging_expiry,
                                      lfs_multipart_min=_multipart_min(args),
                                      lfs_part_size=_size(args, "lfs_part_size", api_serve.ServeOptions.lfs_part_size),
-                                     writer=args.writer, trust_forwarded=_trusted(args))
+                                     writer=args.writer, trust_forwarded=_trusted(args),
+                                     compare_budget=_size(args, "compare_budget",
+                                                          api_serve.ServeOptions.compare_budget))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -100,6 +102,9 @@ def register(command: CommandAdder) -> None:
                    help="LFS uploads (HF_HUB_DISABLE_XET=1) of files from this size come in parts, each "
                         "resent alone when it fails (default 5G; 'off': one PUT each)")
     p.add_argument("--lfs-part-size", metavar="SIZE", help="the size of those parts (default 512M)")
+    p.add_argument("--compare-budget", metavar="SIZE",
+                   help="what one compare page may read from registries to compare configs and tensors; "
+                        "past it the page names the ocibridge diff that compares the rest (default 64M)")
     g = p.add_argument_group("replicas (docs/serve.md, One writer, many readers)")
     g.add_argument("--writer", metavar="URL",
                    help="send every write (uploads, commits, branches, tags, new repositories) to the serve at "

@@ -68,6 +68,9 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "or (without PREFIX) into the local store"),
     CommandEntry("cat", "lazy", "print a file of a registry model, reading only the byte ranges needed (verified)"),
     CommandEntry("chunks", "lazy", "compute the chunk tables of a pushed model and attach them (for lazy reads)"),
+    CommandEntry("mount", "mount", "mount a registry model as a read-only directory: files read lazily, "
+                 "every byte verified (FUSE)"),
+    CommandEntry("umount", "mount", "unmount a directory mounted by 'ocibridge mount'"),
     CommandEntry("serve", "serve",
                  "serve the Hugging Face Hub's API over registries: load models, and publish with write tokens (HF_ENDPOINT=http://HOST:PORT)"),
     CommandEntry("completion", "completion", "print a shell completion script (bash, zsh, fish): commands, flags, "

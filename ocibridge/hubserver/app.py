@@ -61,7 +61,7 @@ from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.ingest import ingest_for
 from ocibridge.hubserver.uploads.relay import relay_for
 from ocibridge.hubserver.uploads.staging import Staging
-from ocibridge.hubserver.web.history import Compare
+from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
 from ocibridge.hubserver.writes.commit import CommitRoutes
@@ -72,7 +72,7 @@ from ocibridge.hubserver.xet.upload import XetUpload
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
-    from ocibridge.hubserver.web.history import Diff
+    from ocibridge.hubserver.web.compare import Diff
     from ocibridge.hubserver.writes.publishing import Publishing
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -113,7 +113,8 @@ class ServeApp:
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
                                     blobs=self.repos.mounts, relay=relay, ingest=partial(ingest_for, first))
-        self.compare = Compare(catalog, diff)  # the compare pages' diffs (ocibridge diff's), kept
+        # the compare pages' diffs (ocibridge diff's), under their read budgets, kept
+        self.compare = Compare(catalog, diff, page_budget=settings.compare_budget)
         self.web = WebPages(self, settings)  # the pages (issue 56): routed after every API route
         self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages
         self.forwarder = Forwarder(settings.writer) if settings.writer else None  # a reader's writes: the writer's
@@ -302,7 +303,7 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
     ``app.state.serve.close()``). ``publish``: how the write API (:mod:`.writes.commit`) writes
     commits (:class:`.writes.publishing.Publishing`; None: writes refused); ``staging``: where
     uploads wait for their commit (default: serve's cache); ``diff``: ``ocibridge.diff``, which
-    the compare pages show (:mod:`.web.history`; None: they say there is none)."""
+    the compare pages show (:mod:`.web.compare`; None: they say there is none)."""
     serve = ServeApp(catalog, lists, blobs, settings or ServeSettings(), ranges=ranges, publish=publish,
                      staging=staging, diff=diff)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.errors import UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
 from ocibridge.hubserver.replicas.trusted import LOOPBACK
-from ocibridge.hubserver.settings import MULTIPART_MIN, PAGE, PART_SIZE, ServeSettings
+from ocibridge.hubserver.settings import COMPARE_BUDGET, MULTIPART_MIN, PAGE, PART_SIZE, ServeSettings
 from ocibridge.hubserver.uploads.staging import ABANDONED_SECONDS as STAGING_EXPIRY  # noqa: N811 - the name serve gives it
 from ocibridge.hubserver.uploads.staging import BUDGET as STAGING_BUDGET  # noqa: N811
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ocibridge.hubserver.reading.catalog import Catalog
-    from ocibridge.hubserver.web.history import Diff
+    from ocibridge.hubserver.web.compare import Diff
     from ocibridge.hubserver.writes.publishing import Publishing
 
 #: seconds requests in flight get to finish after SIGTERM
@@ -48,11 +48,12 @@ class ServerSettings:
     public_url: str | None = None  # the URL clients reach serve at (the Xet URLs it hands out)
     send_timeout: float = 30.0  # seconds one write of an answer may take (guard.py)
     publish: Publishing | None = None  # how commits are written (writes/publishing.py); None: writes refused
-    diff: Diff | None = None  # ocibridge.diff, for the compare pages (web/history.py); None: no diffs
+    diff: Diff | None = None  # ocibridge.diff, for the compare pages (web/compare.py); None: no diffs
     staging_budget: int = STAGING_BUDGET  # bytes uploads not yet committed may take (staging.py)
     staging_expiry: float = STAGING_EXPIRY  # seconds an upload no commit names is kept
     lfs_multipart_min: int | None = MULTIPART_MIN  # LFS uploads from this size come in parts (None: never)
     lfs_part_size: int = PART_SIZE  # ... of this size
+    compare_budget: int = COMPARE_BUDGET  # bytes one compare page's diff may read (web/compare.py)
     writer: str | None = None  # the serve writes are sent to (--writer); None: this one writes
     trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-Host/-Proto are believed
 
@@ -61,7 +62,8 @@ class ServerSettings:
         return ServeSettings(tokens=tuple(self.tokens), token_file=self.token_file, audit_log=self.audit_log,
                              metrics=self.metrics, page=self.page, xet_min=self.xet_min, public_url=self.public_url,
                              lfs_multipart_min=self.lfs_multipart_min, lfs_part_size=self.lfs_part_size,
-                             writer=self.writer, trust_forwarded=self.trust_forwarded)
+                             writer=self.writer, trust_forwarded=self.trust_forwarded,
+                             compare_budget=self.compare_budget)
 
 
 def parse_listen(text: str) -> tuple[str, int]:

@@ -19,6 +19,8 @@ PART_SIZE = 512 * 1024 ** 2
 MAX_PARTS = 10_000
 #: entries per page of a tree listing (the Hub's: 1000) and of a model listing
 PAGE = 1000
+#: what one compare page's diff may read from registries (serve's --compare-budget; web/compare.py)
+COMPARE_BUDGET = 64 * 1024 ** 2
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class ServeSettings:
     lfs_part_size: int = PART_SIZE  # ... of this size
     writer: str | None = None  # --writer: the serve every write is sent to (replicas/forward.py); None: this one
     trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-* are believed (trusted.py)
+    compare_budget: int = COMPARE_BUDGET  # bytes one compare page's diff may read
 
     def part_size_for(self, size: int) -> int | None:
         """The part size to offer an LFS upload of ``size`` bytes, or None: one PUT."""

@@ -21,6 +21,7 @@ from typing import IO, Protocol
 from ocibridge.chunks.table import LayerChunks
 from ocibridge.core.fsutil import pread_full
 from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.lazyread.budget import ReadBudget
 from ocibridge.lazyread.chunkstore import ChunkStore, StoredLayer
 from ocibridge.lazyread.keeper import Chunk, ChunkKeeper
 from ocibridge.lazyread.layerfill import FILL_AFTER, FILL_MIN_SIZE, FillFailed, LayerFill
@@ -75,8 +76,9 @@ class VerifiedBlob:
     def __init__(self, source: LazySource, layer: Descriptor, chunks: LayerChunks | None,
                  chunk_size: int, *, on_fallback: Callable[[], None] | None = None,
                  parallel: int = PARALLEL, cached: int = CACHED_CHUNKS, store: ChunkStore | None = None,
-                 read_ahead: bool = True):
+                 read_ahead: bool = True, budget: ReadBudget | None = None):
         self.source = source
+        self.budget = budget  # every fetch reserves its bytes here first (None: no cap)
         self._reads_ahead = read_ahead  # off for a reader that knows where its reads end (serve's ranges)
         self.store = store  # verified chunks kept across opens (the model cache), if any
         self.layer = layer
@@ -264,6 +266,8 @@ class VerifiedBlob:
         assert self.chunks is not None
         start = span.start * self.chunk_size
         end = min(span.stop * self.chunk_size, self.size)
+        if self.budget is not None:
+            self.budget.take(end - start, f"{self.layer.digest} bytes {start}-{end}")
         reader = self.source.open_blob_range(self.layer, start, end)
         out: dict[int, Chunk] = {}
         try:
@@ -312,6 +316,8 @@ class VerifiedBlob:
         return None
 
     def _download(self) -> StoredLayer:
+        if self.budget is not None:
+            self.budget.take(self.size, f"{self.layer.digest} read whole")
         spool = tempfile.TemporaryFile(prefix="ocibridge-lazy-")  # noqa: SIM115  # kept open: the reads serve from it
         try:
             with self.source.open_blob(self.layer) as reader:  # verifies digest and size at its end

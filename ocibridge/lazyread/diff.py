@@ -6,20 +6,27 @@ table on both sides, the tensor at the same offset): nothing of it is read. Othe
 bytes are read on both sides (verified, the chunks that cover it where a table allows, else the
 whole blob) and compared. Files are named by their layer's path annotation; a tar layer is one
 entry (its directory), compared by digest.
+
+Files (by digest and size) need no reads and are always there. With a read budget
+(:class:`ReadBudget`: serve's pages), the configs and then the tensors are read only while the
+budget lasts: a file whose tensors could not all be compared says so (:attr:`FileChange.unread`),
+as does one whose safetensors header is malformed, instead of the whole diff failing.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ocibridge.core.records import FieldsAsDict
 from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
+from ocibridge.lazyread.budget import OverBudget, ReadBudget
 from ocibridge.lazyread.model import RemoteModel
-from ocibridge.lazyread.safetensors import RemoteSafetensors, TensorInfo
+from ocibridge.lazyread.safetensors import RemoteSafetensors, SafetensorsError, TensorInfo
 from ocibridge.oci.layerinfo import is_raw, layer_path
 from ocibridge.oci.models import Descriptor
 
@@ -27,7 +34,7 @@ from ocibridge.oci.models import Descriptor
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a diff may hold 200,000 of them
 class TensorChange:
     """A tensor ``added``, ``removed`` or ``changed`` (its dtype, shape or bytes); ``how`` the
     change was found: ``header`` (dtype or shape), ``bytes`` (its bytes read and compared)."""
@@ -41,12 +48,17 @@ class TensorChange:
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "change": self.change, "how": self.how, "old": self.old, "new": self.new}
 
+    def reversed(self) -> TensorChange:
+        flipped = {"added": "removed", "removed": "added"}.get(self.change, self.change)
+        return TensorChange(self.name, flipped, self.how, self.new, self.old)
+
 
 @dataclass(frozen=True)
 class FileChange:
     """A file ``added``, ``removed`` or ``changed`` (another layer digest); ``tensors``: for a
     changed safetensors file, what changed in it (None: not looked into); ``same_by_chunks``:
-    tensors found unchanged by their chunk digests alone, nothing of them read."""
+    tensors found unchanged by their chunk digests alone, nothing of them read; ``unread``: what
+    of its tensors was not compared, and why (the read budget, a malformed header), else None."""
 
     path: str
     change: str
@@ -54,6 +66,12 @@ class FileChange:
     new: Descriptor | None
     tensors: tuple[TensorChange, ...] | None = None
     same_by_chunks: int = 0
+    unread: str | None = None
+
+    def reversed(self) -> FileChange:
+        flipped = {"added": "removed", "removed": "added"}.get(self.change, self.change)
+        tensors = None if self.tensors is None else tuple(t.reversed() for t in self.tensors)
+        return FileChange(self.path, flipped, self.new, self.old, tensors, self.same_by_chunks, self.unread)
 
     def as_dict(self) -> dict[str, Any]:
         def side(d: Descriptor | None) -> dict[str, Any] | None:
@@ -61,7 +79,7 @@ class FileChange:
 
         return {"path": self.path, "change": self.change, "old": side(self.old), "new": side(self.new),
                 "tensors": None if self.tensors is None else [t.as_dict() for t in self.tensors],
-                "sameByChunks": self.same_by_chunks}
+                "sameByChunks": self.same_by_chunks, "notCompared": self.unread}
 
 
 @dataclass(frozen=True)
@@ -72,11 +90,15 @@ class ConfigChange(FieldsAsDict):
     old: Any
     new: Any
 
+    def reversed(self) -> ConfigChange:
+        return ConfigChange(self.field, self.new, self.old)
+
 
 @dataclass(frozen=True)
 class ModelDiff:
     """Two models compared: the files and config fields that differ (unchanged ones left out)
-    and the bytes read from the registry to tell tensors apart."""
+    and the bytes read from the registry to tell configs and tensors apart; ``budget``: the cap
+    those reads were made under (None: none)."""
 
     old_reference: str
     new_reference: str
@@ -85,24 +107,41 @@ class ModelDiff:
     files: tuple[FileChange, ...]
     config: tuple[ConfigChange, ...]
     bytes_read: int = 0
+    budget: int | None = None
 
     @property
     def same(self) -> bool:
         return not self.files and not self.config
 
+    @property
+    def complete(self) -> bool:
+        """Whether every changed safetensors file had its tensors compared."""
+        return all(f.unread is None for f in self.files)
+
+    def reversed(self) -> ModelDiff:
+        """The same comparison the other way round (``new`` to ``old``), nothing read again."""
+        return ModelDiff(self.new_reference, self.old_reference, self.new_digest, self.old_digest,
+                         tuple(f.reversed() for f in self.files), tuple(c.reversed() for c in self.config),
+                         self.bytes_read, self.budget)
+
     def as_dict(self) -> dict[str, Any]:
         return {"old": {"reference": self.old_reference, "digest": self.old_digest},
                 "new": {"reference": self.new_reference, "digest": self.new_digest},
                 "files": [f.as_dict() for f in self.files], "config": [c.as_dict() for c in self.config],
-                "bytesRead": self.bytes_read, "same": self.same}
+                "bytesRead": self.bytes_read, "readBudget": self.budget, "same": self.same,
+                "complete": self.complete}
 
 
-def diff_models(old: RemoteModel, new: RemoteModel, old_ref: str, new_ref: str) -> ModelDiff:
-    """Compare two opened models (see the module's docstring)."""
+def diff_models(old: RemoteModel, new: RemoteModel, old_ref: str, new_ref: str,
+                budget: ReadBudget | None = None) -> ModelDiff:
+    """Compare two opened models (see the module's docstring); ``budget``: what the configs'
+    and tensors' reads may take together (None: no cap)."""
     old_files, new_files = _paths(old), _paths(new)
     files: list[FileChange] = []
     opened: list[VerifiedBlob] = []
+    config_read = [0]
     try:
+        config = tuple(_config_changes(old, new, budget, config_read))
         for path in sorted(old_files.keys() | new_files.keys()):
             a, b = old_files.get(path), new_files.get(path)
             if a is not None and b is not None and a.digest == b.digest:
@@ -110,16 +149,16 @@ def diff_models(old: RemoteModel, new: RemoteModel, old_ref: str, new_ref: str) 
             if a is None or b is None:
                 files.append(FileChange(path, "added" if a is None else "removed", a, b))
                 continue
-            tensors, same = (None, 0)
             if path.endswith(".safetensors") and is_raw(a) and is_raw(b):
-                tensors, same = _tensor_changes(old, new, path, opened)
-            files.append(FileChange(path, "changed", a, b, tensors, same))
+                files.append(_tensor_changes(old, new, FileChange(path, "changed", a, b), opened, budget))
+            else:
+                files.append(FileChange(path, "changed", a, b))
     finally:
         for blob in opened:
             blob.close()
-    config = tuple(_config_changes(old, new))
-    read = sum(blob.bytes_fetched for blob in opened)
-    return ModelDiff(old_ref, new_ref, old.descriptor.digest, new.descriptor.digest, tuple(files), config, read)
+    read = config_read[0] + sum(blob.bytes_fetched for blob in opened)
+    return ModelDiff(old_ref, new_ref, old.descriptor.digest, new.descriptor.digest, tuple(files), config, read,
+                     None if budget is None else budget.limit)
 
 
 def _paths(model: RemoteModel) -> dict[str, Descriptor]:
@@ -132,10 +171,17 @@ def _paths(model: RemoteModel) -> dict[str, Descriptor]:
 
 
 def _shown(info: TensorInfo) -> str:
-    return f"{info.dtype}{list(info.shape)}"
+    return _shape_text(info.dtype, info.shape)
 
 
-def _blob(model: RemoteModel, path: str) -> VerifiedBlob:
+@functools.lru_cache(maxsize=4096)
+def _shape_text(dtype: str, shape: tuple[int, ...]) -> str:
+    """One string for each dtype and shape, shared by every tensor that has them (a diff of
+    200,000 tensors of a few shapes holds a few strings, not 400,000)."""
+    return f"{dtype}{list(shape)}"
+
+
+def _blob(model: RemoteModel, path: str, budget: ReadBudget | None) -> VerifiedBlob:
     """A reader of one file that reads only what is asked (no read-ahead: a diff knows where its
     reads end), by the model's trusted chunk table where it covers the file; the model's
     ``warn`` is told before a large file is read whole (as its own readers tell it)."""
@@ -143,17 +189,26 @@ def _blob(model: RemoteModel, path: str) -> VerifiedBlob:
     table = model.chain.table
     chunks = table.for_layer(entry.layer) if table is not None else None
     return VerifiedBlob(model.store, entry.layer, chunks, table.chunk_size if table is not None else 0,
-                        read_ahead=False, on_fallback=model.fallback_notice(entry))
+                        read_ahead=False, on_fallback=model.fallback_notice(entry), budget=budget)
 
 
-def _tensor_changes(old: RemoteModel, new: RemoteModel, path: str,
-                    opened: list[VerifiedBlob]) -> tuple[tuple[TensorChange, ...], int]:
-    a_blob, b_blob = _blob(old, path), _blob(new, path)
+def _tensor_changes(old: RemoteModel, new: RemoteModel, file: FileChange, opened: list[VerifiedBlob],
+                    budget: ReadBudget | None) -> FileChange:
+    """``file`` with what changed in its tensors, as far as the budget and its headers allow."""
+    path = file.path
+    a_blob, b_blob = _blob(old, path, budget), _blob(new, path, budget)
     opened.extend((a_blob, b_blob))
-    a, b = RemoteSafetensors(a_blob, path), RemoteSafetensors(b_blob, path)
+    try:
+        a, b = RemoteSafetensors(a_blob, path), RemoteSafetensors(b_blob, path)
+    except OverBudget:
+        return replace(file, unread=f"no tensor compared: reading the headers would pass the read budget "
+                                    f"({_budget_text(budget)})")
+    except SafetensorsError as e:
+        return replace(file, unread=f"no tensor compared: {e}")
     changes: list[TensorChange] = []
     same_by_chunks = 0
-    for name in sorted(a.tensors.keys() | b.tensors.keys()):
+    names = sorted(a.tensors.keys() | b.tensors.keys())
+    for done, name in enumerate(names):
         x, y = a.tensors.get(name), b.tensors.get(name)
         if x is None or y is None:
             changes.append(TensorChange(name, "added" if x is None else "removed", "header",
@@ -162,9 +217,20 @@ def _tensor_changes(old: RemoteModel, new: RemoteModel, path: str,
             changes.append(TensorChange(name, "changed", "header", _shown(x), _shown(y)))
         elif _same_chunks(a_blob, b_blob, x, y):
             same_by_chunks += 1
-        elif _digest(a_blob, x) != _digest(b_blob, y):
-            changes.append(TensorChange(name, "changed", "bytes", _shown(x), _shown(y)))
-    return tuple(changes), same_by_chunks
+        else:
+            try:
+                differs = _digest(a_blob, x) != _digest(b_blob, y)
+            except OverBudget:
+                return replace(file, tensors=tuple(changes), same_by_chunks=same_by_chunks,
+                               unread=f"{len(names) - done} of {len(names)} tensors not compared: their bytes "
+                                      f"would pass the read budget ({_budget_text(budget)})")
+            if differs:
+                changes.append(TensorChange(name, "changed", "bytes", _shown(x), _shown(y)))
+    return replace(file, tensors=tuple(changes), same_by_chunks=same_by_chunks)
+
+
+def _budget_text(budget: ReadBudget | None) -> str:
+    return "none" if budget is None else f"{budget.limit} bytes, {budget.taken} taken"
 
 
 def _same_chunks(a: VerifiedBlob, b: VerifiedBlob, x: TensorInfo, y: TensorInfo) -> bool:
@@ -185,11 +251,12 @@ def _digest(blob: VerifiedBlob, info: TensorInfo) -> str:
     return hashlib.sha256(blob.read(info.start, info.end)).hexdigest()
 
 
-def _config_changes(old: RemoteModel, new: RemoteModel) -> Iterator[ConfigChange]:
+def _config_changes(old: RemoteModel, new: RemoteModel, budget: ReadBudget | None,
+                    read: list[int]) -> Iterator[ConfigChange]:
     a_desc, b_desc = old.manifest.config, new.manifest.config
     if a_desc.digest == b_desc.digest:
         return
-    a, b = _config(old.store, a_desc), _config(new.store, b_desc)
+    a, b = _config(old.store, a_desc, budget, read), _config(new.store, b_desc, budget, read)
     if a is None or b is None:
         yield ConfigChange("(config)", a_desc.digest, b_desc.digest)
         return
@@ -202,13 +269,18 @@ def _config_changes(old: RemoteModel, new: RemoteModel) -> Iterator[ConfigChange
 _ABSENT = object()
 
 
-def _config(store: LazySource, desc: Descriptor) -> Any:
-    """The config as JSON, or None when it is too large or not JSON (compared by digest then)."""
+def _config(store: LazySource, desc: Descriptor, budget: ReadBudget | None, read: list[int]) -> Any:
+    """The config as JSON, or None when it is too large for the cap or the budget, or not JSON
+    (compared by digest then); ``read[0]`` counts what was fetched."""
     if desc.size > MAX_CONFIG_BYTES:
         return None
     try:
-        return json.loads(store.fetch_bytes(desc))
-    except (ValueError, UnicodeDecodeError):
+        if budget is not None:
+            budget.take(desc.size, f"config {desc.digest}")
+        data = store.fetch_bytes(desc)
+        read[0] += len(data)
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError, OverBudget):
         return None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ class SafetensorsError(OcibridgeError):
     """A safetensors header that is malformed or names data outside the file."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorInfo:
     name: str
     dtype: str
@@ -61,6 +62,7 @@ class RemoteSafetensors(TensorFile["TensorInfo"]):
         self.metadata: dict[str, Any] = meta if isinstance(meta, dict) else {}
         for key, item in header.items():
             self.tensors[key] = _info(name, key, item, base, blob.size)
+        _refuse_overlaps(name, self.tensors.values())
 
     def get_tensor(self, key: str) -> Any:
         """The tensor as a numpy array (numpy is needed; bf16/fp8 have no numpy type)."""
@@ -83,3 +85,14 @@ def _info(name: str, key: str, item: object, base: int, size: int) -> TensorInfo
     if width is not None and math.prod(shape) * width != end - begin:
         raise SafetensorsError(f"{name}: tensor {key!r}: {end - begin} bytes for {dtype}{shape}")
     return TensorInfo(key, dtype, tuple(shape), base + begin, base + end)
+
+
+def _refuse_overlaps(name: str, infos: Iterable[TensorInfo]) -> None:
+    """Two tensors sharing bytes (as the safetensors library refuses them): a diff or a read of
+    one would otherwise answer for bytes that are also another's."""
+    previous: TensorInfo | None = None
+    for info in sorted((i for i in infos if i.end > i.start), key=lambda i: i.start):
+        if previous is not None and info.start < previous.end:
+            raise SafetensorsError(f"{name}: tensors {previous.name!r} and {info.name!r} overlap "
+                                   f"(bytes {info.start}-{previous.end} are in both)")
+        previous = info

@@ -4,50 +4,28 @@
   them (each manifest names its parent's digest: :func:`..history.walk`, what
   ``list_repo_commits`` lists); a model pushed outside serve has no such links, so its
   history is then its tags, newest first by the date each artifact records.
-- **Compare** (``/{repo}/compare/{a}...{b}``): the diff ``ocibridge diff REF1 REF2`` prints, made
-  by the same public function (``ocibridge.diff``), which the API layer hands to serve as
-  :data:`Diff` (serve is below the API: it never imports it). It reads registries only: a
-  layout source gets a page saying so. Two digests' diff never changes, so it is kept
-  (:data:`DIFFS_KEPT` of them). A page never reads a whole large file: where ``ocibridge diff``
-  would (a safetensors file without a chunk table, which it warns of first), the diff given to
-  serve raises :class:`WholeRead` instead, and the page names the command to run.
+- **Compare** (``/{repo}/compare/{a}...{b}``): :mod:`.compare` (its budgets and its kept diffs);
+  here only how the two revisions are written in its path (:func:`split_compare`).
 """
 
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.sources import CREATED, Refused, commit_of
 from ocibridge.hubserver.writes.commits import AUTHOR, DESCRIPTION, SUMMARY
 from ocibridge.hubserver.writes.history import walk
-from ocibridge.oci.reference import RegistryReference
 
-if TYPE_CHECKING:
-    from ocibridge.lazyread.diff import ModelDiff
-
-#: ``ocibridge.diff`` with serve's registry options: (old reference, new reference) -> the diff
-Diff = Callable[[str, str], "ModelDiff"]
 #: tags resolved at most for a history by tags (each is a registry request)
 TAGS_MAX = 200
-#: diffs kept (by the two digests)
-DIFFS_KEPT = 64
 #: what separates the two revisions in a compare path, as on the Hub and GitHub
 SEPARATOR = "..."
 #: the tags cosign's tag scheme gives signatures, attestations and SBOMs (``sha256-HEX.sig``):
 #: artifacts about a version, never a version
 EVIDENCE_TAG = re.compile(r"sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?")
-
-
-class WholeRead(OcibridgeError):
-    """The diff would read a whole large file (no chunk table to compare its tensors by): not
-    done for a web page, which anyone with a read token can ask for again and again."""
 
 
 @dataclass(frozen=True)
@@ -127,59 +105,3 @@ def split_compare(spec: str) -> tuple[str, str] | None:
     """``A...B`` as its two revisions; None when it is not two revisions joined by ``...``."""
     a, sep, b = spec.partition(SEPARATOR)
     return (a, b) if sep and a and b else None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Two revisions and their diff; ``diff`` None with ``why`` when none can be made here."""
-
-    repo_id: str
-    old: Resolved
-    new: Resolved
-    diff: ModelDiff | None
-    why: str | None = None
-
-
-class Compare:
-    """The compare page's data: both revisions resolved as every read is (the policy checked),
-    then ``ocibridge diff`` of their digests, kept by the two digests."""
-
-    def __init__(self, catalog: Catalog, diff: Diff | None):
-        self.catalog = catalog
-        self.diff = diff
-        self._lock = threading.Lock()
-        self._kept: OrderedDict[tuple[str, str], ModelDiff] = OrderedDict()
-
-    def __call__(self, repo_id: str, old: str, new: str) -> Comparison:
-        a = self.catalog.resolve(repo_id, old)
-        b = self.catalog.resolve(repo_id, new)
-        refs = [_registry_ref(r) for r in (a, b)]
-        if self.diff is None:
-            return Comparison(repo_id, a, b, None, "this server was started without ocibridge's diff")
-        if refs[0] is None or refs[1] is None:
-            return Comparison(repo_id, a, b, None, "the diff reads registries: this model is in a layout "
-                              "('ocibridge diff' compares HOST/REPO:TAG references)")
-        key = (a.top.digest, b.top.digest)
-        with self._lock:
-            kept = self._kept.get(key)
-            if kept is not None:
-                self._kept.move_to_end(key)
-                return Comparison(repo_id, a, b, kept)
-        try:
-            made = self.diff(refs[0], refs[1])
-        except WholeRead as e:
-            return Comparison(repo_id, a, b, None, f"{e}: a page does not read whole files; "
-                              f"run: ocibridge diff {refs[0]} {refs[1]}")
-        with self._lock:
-            self._kept[key] = made
-            while len(self._kept) > DIFFS_KEPT:
-                self._kept.popitem(last=False)
-        return Comparison(repo_id, a, b, made)
-
-
-def _registry_ref(resolved: Resolved) -> str | None:
-    """The revision as the reference ``ocibridge diff`` takes: ``HOST/REPO@DIGEST``."""
-    base = resolved.repo.base
-    if not isinstance(base, RegistryReference):
-        return None
-    return f"{base.registry}/{base.repository}@{resolved.top.digest}"

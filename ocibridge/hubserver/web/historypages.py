@@ -19,7 +19,9 @@ from starlette.routing import BaseRoute
 from ocibridge.hubserver.answers import requested_repo
 from ocibridge.hubserver.routing import HubRoute
 from ocibridge.hubserver.web import render
-from ocibridge.hubserver.web.history import Compare, history, split_compare
+from ocibridge.hubserver.web.compare import Compare
+from ocibridge.hubserver.web.comparepage import tensor_page
+from ocibridge.hubserver.web.history import history, split_compare
 from ocibridge.hubserver.web.pages import PAGE_METHODS, REPO_FORMS
 
 if TYPE_CHECKING:
@@ -55,9 +57,14 @@ class HistoryPages:
         if revisions is None:
             return self.web.error(request, 404, "Not a comparison",
                                   f"{spec}: a comparison is /{repo}/compare/OLD...NEW (two revisions)")
-        shown = await self.web.serve._run(self.compare, repo, *revisions)
-        return render.page("compare.html", repo=repo, old=revisions[0], new=revisions[1], shown=shown,
-                           value=shown_value, **self.web.common(request))
+        client = request.client.host if request.client else ""
+        shown = await self.web.serve._run(self.compare, repo, *revisions, client)
+        rows = tensor_page(shown.diff, request.query_params.get("tensors"))
+        common = self.web.common(request)
+        # off the event loop: a diff of many tensors takes a while to lay out, even one page of it
+        return await self.web.serve._run(lambda: render.page(
+            "compare.html", repo=repo, old=revisions[0], new=revisions[1], shown=shown, rows=rows,
+            value=shown_value, **common))
 
 
 def shown_value(value: Any) -> str:

@@ -1,0 +1,156 @@
+"""``ocibridge mount`` against ``pull`` (issue 65), on a fresh local registry, every sample a set
+of whole processes with a fresh model cache and ``sync`` between, the two alternating.
+
+    .venv/bin/python -m bench.mount                    # a 1 GiB safetensors file, 3 samples each
+    .venv/bin/python -m bench.mount --size 256 --repeat 2
+
+Rows:
+
+- the first tensor: ``ocibridge mount`` + safetensors' ``safe_open(...).get_tensor`` of a 16 KiB
+  tensor + ``ocibridge umount``, against ``ocibridge pull`` + the same ``safe_open`` on the pulled
+  file; bytes: what the model cache holds after the mount (every byte fetched lands there:
+  chunks, layer files, blobs), the whole file for pull;
+- a sequential read of the whole file through the mount (``cat FILE > /dev/null``; and mount +
+  cat + umount), against ``ocibridge pull`` of it: the throughput ratio (target ≥ 0.7×).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .lazy_reads import write_model
+from .registries import fresh_registry
+
+MiB = 1024 * 1024
+OCIBRIDGE = [sys.executable, "-m", "ocibridge"]
+FIRST_TENSOR = """
+import sys
+from safetensors import safe_open
+with safe_open(sys.argv[1], framework="numpy") as f:
+    f.get_tensor("b.small")
+"""
+
+
+def _held(cache: Path) -> int:
+    """Bytes of blobs and chunks in a model cache (what was fetched into it), manifests aside."""
+    root = cache / "models"
+    return sum(p.stat().st_size for sub in ("chunks", "blobs") if (root / sub).is_dir()
+               for p in (root / sub).rglob("*") if p.is_file() and p.stat().st_size > 64 * 1024)
+
+
+class Bench:
+    """One registry, one pushed file; each ``sample`` a fresh cache, ``sync`` after."""
+
+    def __init__(self, work: Path, ref: str):
+        self.work, self.ref = work, ref
+        self.cache = work / "cache"
+        self.env = {**os.environ, "OCIBRIDGE_CACHE": str(self.cache)}
+        self.log = open(work / "mount.log", "a")  # noqa: SIM115  # the detached mounts write here
+
+    def run(self, *args: str) -> None:
+        subprocess.run([*OCIBRIDGE, *args], env=self.env, check=True, stdout=subprocess.DEVNULL, stderr=self.log)
+
+    def sample(self, steps: Callable[[Path], float]) -> tuple[float, int]:
+        """(seconds ``steps`` reports, bytes the cache holds after), then everything removed."""
+        shutil.rmtree(self.cache, ignore_errors=True)
+        shutil.rmtree(self.work / "out", ignore_errors=True)
+        subprocess.run(["sync"], check=True)
+        took = steps(self.work / "out")
+        held = _held(self.cache)
+        shutil.rmtree(self.cache, ignore_errors=True)
+        shutil.rmtree(self.work / "out", ignore_errors=True)
+        subprocess.run(["sync"], check=True)
+        return took, held
+
+    def mount_first_tensor(self, out: Path) -> float:
+        t = time.perf_counter()
+        self.run("mount", self.ref, str(out))
+        subprocess.run([sys.executable, "-c", FIRST_TENSOR, str(out / "model.safetensors")], check=True)
+        took = time.perf_counter() - t
+        self.run("umount", str(out))
+        return took
+
+    def pull_first_tensor(self, out: Path) -> float:
+        t = time.perf_counter()
+        self.run("pull", self.ref, str(out), "-q")
+        subprocess.run([sys.executable, "-c", FIRST_TENSOR, str(out / "model.safetensors")], check=True)
+        return time.perf_counter() - t
+
+    def mount_whole(self, out: Path) -> float:
+        t = time.perf_counter()
+        self.run("mount", self.ref, str(out))
+        read = time.perf_counter()
+        subprocess.run(f"cat '{out}/model.safetensors' > /dev/null", shell=True, check=True)
+        self.cat = time.perf_counter() - read
+        self.run("umount", str(out))
+        return time.perf_counter() - t
+
+    def pull_whole(self, out: Path) -> float:
+        t = time.perf_counter()
+        self.run("pull", self.ref, str(out), "-q")
+        return time.perf_counter() - t
+
+
+def _cell(samples: list[float]) -> str:
+    return f"{statistics.median(samples):.2f} s ({', '.join(f'{x:.2f}' for x in samples)})"
+
+
+def run(size_mib: int, work: Path, repeat: int) -> list[str]:
+    with fresh_registry(work) as reg:
+        src = work / "src"
+        write_model(src, size_mib * MiB)
+        size = (src / "model.safetensors").stat().st_size
+        ref = f"{reg.host}/bench/mount{size_mib}:v1"
+        subprocess.run([*OCIBRIDGE, "push", str(src), ref, "-q"], check=True, stdout=subprocess.DEVNULL)
+        shutil.rmtree(src)
+        b = Bench(work, ref)
+        b.sample(b.pull_whole)  # warm-up: the interpreter's and the registry's first touch
+        first: dict[str, list[float]] = {"mount": [], "pull": []}
+        moved: list[int] = []
+        whole: dict[str, list[float]] = {"mount": [], "cat": [], "pull": []}
+        for _ in range(repeat):
+            took, held = b.sample(b.mount_first_tensor)
+            first["mount"].append(took)
+            moved.append(held)
+            first["pull"].append(b.sample(b.pull_first_tensor)[0])
+            whole["mount"].append(b.sample(b.mount_whole)[0])
+            whole["cat"].append(b.cat)
+            whole["pull"].append(b.sample(b.pull_whole)[0])
+        m = {k: statistics.median(v) for k, v in {**first, **{f"w{k}": v for k, v in whole.items()}}.items()}
+        most = max(moved)
+        return [
+            f"| {size_mib} MiB safetensors | first tensor (16 KiB): mount + safe_open + umount, "
+            f"{most / MiB:.1f} MiB fetched at most ({most / size:.2%}) | {_cell(first['mount'])} "
+            f"| pull + safe_open {_cell(first['pull'])}, {size / MiB:.0f} MiB | {m['mount'] / m['pull']:.3f}× |",
+            f"| {size_mib} MiB | whole file, sequential: cat through the mount (throughput "
+            f"{size / MiB / m['wcat']:.0f} MiB/s) | {_cell(whole['cat'])} | pull {_cell(whole['pull'])} "
+            f"({size / MiB / m['wpull']:.0f} MiB/s) | {m['wpull'] / m['wcat']:.2f}× pull's |",
+            f"| {size_mib} MiB | the same, mount + cat + umount | {_cell(whole['mount'])} "
+            f"| pull {_cell(whole['pull'])} | {m['wpull'] / m['wmount']:.2f}× pull's |",
+        ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.mount", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", type=int, default=1024, help="the file's size in MiB (default 1024)")
+    p.add_argument("--repeat", type=int, default=3, help="alternating samples of each (medians, every sample shown)")
+    args = p.parse_args(argv)
+    print("| file | measure | ocibridge mount | against | ratio |\n|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory(prefix="mountbench-") as tmp:
+        for row in run(args.size, Path(tmp), args.repeat):
+            print(row, flush=True)
+    print("load average (1, 5, 15 min) at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""What a mount shows, made before it is mounted: the raw files as they are, lazily; the tar
+layers unpacked by pull's own code (``model.extract``) into a scratch directory, since a tar
+layer has no byte ranges per file. Their blobs are read through the model's store, which
+keeps them in the model cache: a second mount unpacks them again but fetches nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from ocibridge.core.fsutil import safe_relpath
+from ocibridge.lazymount.tree import MountTree
+from ocibridge.lazyread.model import RemoteModel
+from ocibridge.model.extract import extract
+from ocibridge.oci.layerinfo import layer_mode
+
+
+class Scratch:
+    """The scratch directory of one mount's unpacked tar layers (none until one is needed)."""
+
+    def __init__(self) -> None:
+        self.path: Path | None = None
+
+    def make(self) -> Path:
+        self.path = Path(tempfile.mkdtemp(prefix="ocibridge-mount-"))
+        return self.path
+
+    def remove(self) -> None:
+        if self.path is not None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.path = None
+
+
+def build_tree(model: RemoteModel, scratch: Scratch) -> MountTree:
+    """The tree ``pull`` would write for ``model``: every raw layer a lazy file (its mode from
+    the layer's metadata), every other layer unpacked as pull unpacks it."""
+    tree = MountTree()
+    for key, file in sorted(model.files.items()):
+        tree.add_lazy(key, file.size, layer_mode(file.layer))
+    lazy = {safe_relpath(key, "layer file path") for key in model.files}
+    if len(model.manifest.layers) > len(model.files):  # tar layers (or a layer naming no path: pull refuses it)
+        root = scratch.make()
+        extract(model.store, model.descriptor.digest, root, select=lambda rel: rel not in lazy)
+        tree.add_unpacked(root)
+    return tree

@@ -1,0 +1,121 @@
+"""The file system's answers to the kernel: a read-only tree whose reads are verified.
+
+A plain class with the methods the FUSE binding calls by name (mfusepy looks them up, so the
+binding need not be imported to define it). Every failure is an ``OSError`` with an errno:
+ENOENT for a path the model lacks, EROFS for a write, and EIO for a read that could not be
+verified (a chunk that does not match its table, a blob that does not match its digest, a
+registry that fails): the program gets an error, never the bytes, and the mount says which
+file on stderr (``report``).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ocibridge.lazymount.tree import LazyFile, MountTree, Node
+
+_WRITES = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+
+
+class LazyReads(Protocol):
+    """Bytes ``[start, end)`` of a raw file of the model, verified (``lazyread``'s reader)."""
+
+    def read_file(self, file: LazyFile, start: int, end: int) -> bytes: ...
+
+
+class _Open:
+    """An open file: the lazy file it reads, or the descriptor of an unpacked one."""
+
+    def __init__(self, path: str, node: Node):
+        self.path = path
+        self.lazy = node.lazy
+        self.fd = -1 if node.local is None else os.open(node.local, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+class ModelFS:
+    """The operations of one mounted model (thread-safe: the binding runs them on many threads)."""
+
+    use_ns = True  # times as nanoseconds (mfusepy's modern interface)
+
+    def __init__(self, tree: MountTree, reads: LazyReads, report: Callable[[str], None],
+                 ready: threading.Event | None = None):
+        self.tree = tree
+        self.reads = reads
+        self.report = report
+        self.ready = ready or threading.Event()
+        self._uid, self._gid = os.getuid(), os.getgid()
+        self._when = time.time_ns()
+        self._numbers = itertools.count(1)
+        self._open: dict[int, _Open] = {}
+        self._lock = threading.Lock()
+
+    def init(self, path: str) -> None:
+        """Called once the kernel has the mount: from now on it answers."""
+        self.ready.set()
+
+    def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
+        node = self.tree.node(path)
+        nlink = 2 if stat.S_ISDIR(node.mode) else 1
+        return {"st_mode": node.mode, "st_size": node.size, "st_nlink": nlink, "st_uid": self._uid,
+                "st_gid": self._gid, "st_atime": self._when, "st_mtime": self._when, "st_ctime": self._when,
+                "st_blocks": (node.size + 511) // 512, "st_blksize": 1 << 20}
+
+    def readdir(self, path: str, fh: int) -> list[str]:
+        return [".", "..", *self.tree.names(path)]
+
+    def readlink(self, path: str) -> str:
+        node = self.tree.node(path)
+        if node.local is None or not stat.S_ISLNK(node.mode):
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL), path)
+        return os.readlink(node.local)
+
+    def open(self, path: str, flags: int) -> int:
+        if flags & _WRITES:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), path)
+        node = self.tree.node(path)
+        if not stat.S_ISREG(node.mode):
+            raise OSError(errno.EISDIR if stat.S_ISDIR(node.mode) else errno.EINVAL, "not a file", path)
+        opened = _Open(path, node)
+        with self._lock:
+            number = next(self._numbers)
+            self._open[number] = opened
+        return number
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        with self._lock:
+            opened = self._open.get(fh)
+        if opened is None:
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF), path)
+        if opened.lazy is None:
+            return os.pread(opened.fd, size, offset)
+        end = min(offset + size, opened.lazy.size)
+        if offset >= end:
+            return b""
+        try:
+            return self.reads.read_file(opened.lazy, offset, end)
+        except Exception as e:  # noqa: BLE001  # whatever failed, the program gets EIO, never bytes
+            self.report(f"{opened.lazy.key}: {e} (EIO)")
+            raise OSError(errno.EIO, os.strerror(errno.EIO), path) from None
+
+    def release(self, path: str, fh: int) -> int:
+        with self._lock:
+            opened = self._open.pop(fh, None)
+        if opened is not None:
+            opened.close()
+        return 0
+
+    def statfs(self, path: str) -> dict[str, int]:
+        total = sum(node.size for node in self.tree.nodes.values())
+        return {"f_bsize": 1 << 20, "f_frsize": 1, "f_blocks": total, "f_bfree": 0, "f_bavail": 0,
+                "f_files": len(self.tree.nodes), "f_ffree": 0, "f_namemax": 255}

@@ -1,0 +1,313 @@
+"""``ocibridge mount`` (issue 65) against the real registry, the mount a process of its own: the
+tree and every byte are pull's, transformers loads from it, a second mount and a ``path`` after
+it send no blob byte, a tampered blob is EIO and a line naming the file (never its bytes), and
+signals, ``umount`` and a missing binding end cleanly, in one line where they fail."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from mounting import OCIBRIDGE, Mount, blob_bytes, digests, listing, mount_env, run
+from serving import make_model
+from support.faultproxy import FaultProxy, corrupt
+from support.fixtures import new_repo
+
+from ocibridge.cli import main
+from ocibridge.lazymount.table import is_mounted
+from tests.signing_keys import key_pair
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def model(registry, tmp_path_factory) -> tuple[str, Path]:
+    """A tiny BERT (config, tokenizer), a 3 MiB weight file with a chunk table, a small one
+    without, an executable script, and docs in a tar layer with a link: (repository, pull's tree)."""
+    base = tmp_path_factory.mktemp("mount-model")
+    src = make_model(base / "src")
+    (src / "weights.bin").write_bytes(os.urandom(3 * MiB + 12345))
+    (src / "extra.bin").write_bytes(os.urandom(200_000))
+    (src / "run.sh").write_text("#!/bin/sh\necho run\n")
+    os.chmod(src / "run.sh", 0o755)
+    (src / "docs").mkdir()
+    (src / "docs" / "guide.md").write_text("# guide\n")
+    os.symlink("guide.md", src / "docs" / "latest.md")
+    repo = new_repo()
+    ref = f"{registry.host}/{repo}:v1"
+    assert main(["push", str(src), ref, "-q", "--chunk-threshold", "1M", "--layer", "doc=tar"]) == 0
+    assert main(["pull", ref, str(base / "pulled"), "-q"]) == 0
+    return repo, base / "pulled"
+
+
+@pytest.fixture(scope="module")
+def proxy(registry):
+    with FaultProxy(registry) as counting:
+        yield counting
+
+
+@pytest.fixture(scope="module")
+def mounted(model, proxy, tmp_path_factory):
+    """The model mounted through the counting proxy, with a cache of its own."""
+    repo, _ = model
+    base = tmp_path_factory.mktemp("mounted")
+    with Mount(f"{proxy.host}/{repo}:v1", base / "mnt", mount_env(base), base / "mount.log") as m:
+        yield m
+
+
+def test_ls_lR_of_the_mount_is_pulls(mounted, model):
+    _, pulled = model
+    assert listing(mounted.where) == listing(pulled)
+    assert listing(mounted.where)["run.sh"] == ("file", 19, True)  # the executable bit, as pull writes it
+    assert listing(mounted.where)["docs/latest.md"] == ("link", "guide.md")  # from the tar layer
+
+    def columns(root: Path) -> list[str]:  # ls -lR without owners, dates, block counts, directory sizes
+        out = subprocess.run(["ls", "-lR", "--time-style=+", "."], cwd=root, capture_output=True, text=True,
+                             check=True).stdout
+        rows = []
+        for line in out.splitlines():
+            words = line.split()
+            if line.startswith("total"):
+                continue
+            if len(words) < 6:
+                rows.append(line)
+                continue
+            size = "-" if words[0].startswith("d") else words[4]
+            rows.append(" ".join([words[0], size, *words[5:]]))
+        return rows
+
+    assert columns(mounted.where) == columns(pulled)
+
+
+def test_every_file_hashes_as_pulled(mounted, model):
+    _, pulled = model
+    assert digests(mounted.where) == digests(pulled)
+    assert len(digests(pulled)) == 9  # every regular file (the link is compared by listing)
+
+
+def test_cp_r_out_of_the_mount_equals_pull(mounted, model, tmp_path):
+    _, pulled = model
+    subprocess.run(["cp", "-r", str(mounted.where), str(tmp_path / "copy")], check=True)
+    assert listing(tmp_path / "copy") == listing(pulled)
+    assert digests(tmp_path / "copy") == digests(pulled)
+
+
+def test_transformers_loads_config_and_tokenizer_from_the_mount(mounted, monkeypatch):
+    from transformers import AutoConfig, AutoTokenizer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    config = AutoConfig.from_pretrained(str(mounted.where))
+    assert config.model_type == "bert" and config.hidden_size == 32
+    tokenizer = AutoTokenizer.from_pretrained(str(mounted.where))
+    assert tokenizer.tokenize("Hello world") == ["hello", "world"]
+
+
+def test_the_mount_is_read_only(mounted):
+    with pytest.raises(OSError) as caught:
+        open(mounted.where / "config.json", "r+b")  # noqa: SIM115
+    assert caught.value.errno == errno.EROFS
+    with pytest.raises(OSError):
+        (mounted.where / "new.txt").write_text("x")
+
+
+def test_a_second_mount_and_a_path_after_it_send_no_blob_byte(model, proxy, tmp_path):
+    repo, pulled = model
+    ref = f"{proxy.host}/{repo}:v1"
+    env = mount_env(tmp_path)
+    before = blob_bytes(proxy)
+    with Mount(ref, tmp_path / "first", env, tmp_path / "first.log") as first:
+        assert digests(first.where) == digests(pulled)
+    fetched = blob_bytes(proxy) - before
+    assert fetched >= 3 * MiB  # the first mount fetched the files (the chunked one in chunks)
+    again = blob_bytes(proxy)
+    with Mount(ref, tmp_path / "second", env, tmp_path / "second.log") as second:
+        assert digests(second.where) == digests(pulled)
+    assert blob_bytes(proxy) - again == 0
+    snapshot = Path(run(["path", ref], env).stdout.strip())  # pull's way to the same cache: nothing moves
+    assert digests(snapshot) == digests(pulled)
+    assert blob_bytes(proxy) - again == 0
+
+
+def _digest_of(ref: str, path: str, env: dict[str, str]) -> str:
+    shown = json.loads(run(["inspect", ref, "--json"], env).stdout)
+    return next(layer["digest"] for layer in shown["layers"] if layer["path"] == path)
+
+
+@pytest.mark.parametrize("path", ["weights.bin", "extra.bin"])  # read by chunks (a table), read whole
+def test_a_tampered_blob_is_eio_and_a_line_naming_the_file(model, fault_proxy, tmp_path, path):
+    repo, pulled = model
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    env = mount_env(tmp_path)
+    digest = _digest_of(ref, path, env)
+    fault_proxy.add("GET", f"/blobs/{digest}", corrupt(offset=100), times=None)  # other bytes, every time
+    log = tmp_path / "mount.log"
+    with Mount(ref, tmp_path / "mnt", env, log) as m:
+        assert (m.where / "config.json").read_bytes() == (pulled / "config.json").read_bytes()
+        with pytest.raises(OSError) as caught, open(m.where / path, "rb") as f:
+            f.read()
+        assert caught.value.errno == errno.EIO
+        assert digests(m.where / "docs") == digests(pulled / "docs")  # the rest still reads
+    said = [line for line in log.read_text().splitlines() if "(EIO)" in line]
+    assert said and all(line.startswith(f"ocibridge: mount: {path}: ") for line in said), log.read_text()
+    assert "digest" in said[0]
+    assert fault_proxy.requests_matching("GET", f"/blobs/{digest}")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_and_sigterm_unmount_cleanly(model, registry, tmp_path, sig):
+    repo, pulled = model
+    where = tmp_path / "mnt"
+    where.mkdir()
+    child = subprocess.Popen([*OCIBRIDGE, "mount", f"{registry.host}/{repo}:v1", str(where), "--foreground"],
+                             env=mount_env(tmp_path), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not is_mounted(where) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert is_mounted(where)
+        assert (where / "config.json").read_bytes() == (pulled / "config.json").read_bytes()
+        child.send_signal(sig)
+        _, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0, err
+    assert not is_mounted(where) and os.listdir(where) == []
+    assert "Traceback" not in err
+
+
+def test_a_detached_mount_holds_no_pipe_of_its_caller(model, registry, tmp_path):
+    """``out=$(ocibridge mount … 2>&1)`` returns once mounted: the mount process does not keep
+    the caller's stderr when it is a pipe (it would hold it open until the unmount)."""
+    repo, _ = model
+    where = tmp_path / "mnt"
+    done = run(["mount", f"{registry.host}/{repo}:v1", str(where)], mount_env(tmp_path))  # stderr: a pipe
+    try:
+        assert done.stderr == "" and is_mounted(where)
+    finally:
+        run(["umount", str(where)], mount_env(tmp_path))
+
+
+def test_umount_of_a_directory_not_mounted_is_one_line(tmp_path):
+    done = run(["umount", str(tmp_path)], mount_env(tmp_path / "env"), check=False)
+    assert done.returncode != 0
+    assert done.stderr.strip() == f"ocibridge: error: {tmp_path} is not mounted"
+
+
+def test_a_missing_binding_names_the_extra(model, registry, tmp_path):
+    repo, _ = model
+    code = ("import sys; sys.modules['mfusepy'] = None; from ocibridge.cli import main; "
+            f"sys.exit(main(['mount', '{registry.host}/{repo}:v1', '{tmp_path}', '--foreground']))")
+    done = subprocess.run([OCIBRIDGE[0], "-c", code], env=mount_env(tmp_path / "env"), capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0
+    assert done.stderr.strip() == ("ocibridge: error: ocibridge mount needs a FUSE binding: "
+                                   "pip install 'ocibridge[mount]'")
+    assert not is_mounted(tmp_path)
+
+
+def test_verify_key_refuses_an_unsigned_model_and_mounts_a_signed_one(model, registry, tmp_path):
+    repo, pulled = model
+    private, public = key_pair(tmp_path / "keys")
+    where = tmp_path / "mnt"
+    where.mkdir()
+    env = mount_env(tmp_path / "env")
+    src = f"{registry.host}/{repo}:v1"
+    ref = f"{registry.host}/{new_repo()}:v1"  # a copy of its own: the model's other tests stay unsigned
+    assert main(["copy", src, ref, "-q"]) == 0
+    done = run(["mount", ref, str(where), "--verify-key", str(public)], env, check=False)
+    assert done.returncode != 0
+    assert not is_mounted(where)
+    assert len(done.stderr.splitlines()) == 1 and "is not signed" in done.stderr
+    assert main(["sign", ref, "--key", str(private)]) == 0
+    with Mount(ref, where, env, tmp_path / "mount.log", "--verify-key", str(public)) as m:
+        assert digests(m.where) == digests(pulled)
+
+
+def test_a_mount_whose_process_died_is_replaced_by_the_next(model, registry, tmp_path):
+    """A killed mount process leaves a dead mount ("Transport endpoint is not connected"), as a
+    DaemonSet's restarted container finds it: the next mount there unmounts it first."""
+    repo, pulled = model
+    env = mount_env(tmp_path)
+    where = tmp_path / "mnt" / "deep"  # made by the mount
+    run(["mount", f"{registry.host}/{repo}:v1", str(where)], env, log=tmp_path / "first.log")
+    with open("/proc/self/mountinfo") as table:
+        pid = next(int(line.split(" - ")[1].split()[1].split(":")[1]) for line in table
+                   if f" {where} " in line)
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.stat(where)
+        except OSError as e:
+            assert e.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the mount still answered after its process was killed")
+    with Mount(f"{registry.host}/{repo}:v1", where, env, tmp_path / "again.log") as m:
+        assert digests(m.where) == digests(pulled)
+
+
+def test_a_commit_published_through_serve_mounts_as_pull_writes_it(registry, tmp_path, monkeypatch):
+    """A model published with huggingface_hub's upload_folder through ``ocibridge serve`` (a
+    ModelPack commit under the branch's tag): its commit, by the digest whose first 40 hex
+    digits serve hands out as the commit id, mounts with pull's tree and bytes."""
+    from huggingface_hub import HfApi
+    from serving import point_hub_at
+
+    from tests.test_serve_publish import model_dir, serve_process
+
+    prefix = f"{registry.host}/{new_repo()}"
+    src = model_dir(tmp_path / "model")
+    with serve_process(tmp_path, prefix) as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub")
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/tiny")
+        commit = api.upload_folder(repo_id="acme/tiny", folder_path=src, commit_message="first").oid
+    env = mount_env(tmp_path / "env")
+    digest = run(["resolve", f"{prefix}/acme/tiny:latest"], env).stdout.split()[-1]
+    assert digest.startswith("sha256:" + commit)  # the commit id is the manifest digest's first 40 hex digits
+    ref = f"{prefix}/acme/tiny@{digest}"
+    run(["pull", ref, str(tmp_path / "pulled"), "-q"], env)
+    with Mount(ref, tmp_path / "mnt", env, tmp_path / "mount.log") as m:
+        assert listing(m.where) == listing(tmp_path / "pulled")
+        assert digests(m.where) == digests(tmp_path / "pulled") == digests(src)
+
+
+def test_offline_a_mount_reads_what_the_model_cache_holds(model, registry, tmp_path):
+    """Online, a mount keeps what the tag resolved to and every blob and chunk it read; with the
+    registry gone, ``--offline`` mounts the same name from the cache: the tree whole, the files
+    read before byte for byte, and a file never read is EIO (never a hang, never other bytes)."""
+    repo, pulled = model
+    env = mount_env(tmp_path)
+    with FaultProxy(registry) as going:
+        ref = f"{going.host}/{repo}:v1"
+        with Mount(ref, tmp_path / "online", env, tmp_path / "online.log") as m:
+            for name in ("config.json", "weights.bin", "vocab.txt"):
+                (m.where / name).read_bytes()
+    with Mount(ref, tmp_path / "offline", env, tmp_path / "offline.log", "--offline") as m:  # nobody answers there
+        assert listing(m.where) == listing(pulled)
+        for name in ("config.json", "weights.bin", "vocab.txt"):
+            assert (m.where / name).read_bytes() == (pulled / name).read_bytes()
+        assert digests(m.where / "docs") == digests(pulled / "docs")  # the tar layer: unpacked from the cache
+        with pytest.raises(OSError) as caught:
+            (m.where / "extra.bin").read_bytes()
+        assert caught.value.errno == errno.EIO
+    assert "extra.bin: offline: blob sha256:" in (tmp_path / "offline.log").read_text()
+
+
+def test_a_failed_mount_is_one_line_and_leaves_no_directory_it_made(registry, tmp_path):
+    env = mount_env(tmp_path / "env")
+    where = tmp_path / "a" / "b"
+    done = run(["mount", f"{registry.host}/{new_repo()}:v1", str(where)], env, check=False)  # no such model
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1 and "not found" in done.stderr
+    assert not (tmp_path / "a").exists()
+    done = run(["mount", "bad::ref", str(where)], env, check=False)  # refused before any process starts
+    assert done.returncode == 2 and done.stderr.startswith("ocibridge: error: invalid repository")
