@@ -24,6 +24,7 @@ import httpx
 import pytest
 from huggingface_hub import HfApi, hf_hub_download, snapshot_download
 from huggingface_hub.errors import RevisionNotFoundError
+from mounting import Mount, mount_env
 from serving import files_of, serve_as_process
 from support.registry import RegistryProcess, registry_binary
 
@@ -237,6 +238,16 @@ def test_cli_takes_commit_ids(history):
     unknown = cli(history.root, "inspect", f"{ref}@{'0' * 40}")
     assert unknown.returncode != 0 and unknown.stderr.count("\n") == 1, unknown.stderr
     assert "commit id" in unknown.stderr and "Traceback" not in unknown.stderr
+
+
+def test_mount_takes_a_commit_id(history):
+    """``ocibridge mount REG/acme/m@<id>`` (a process of its own) shows that commit's files, as
+    pull of the same id writes them: an older commit of a branch whose head has moved on."""
+    commit = history.commits[2]  # dev's first commit; dev's head is c3
+    where = history.root / "mounted"
+    with Mount(f"{history.prefix}/{REPO}@{commit.oid}", where, mount_env(history.root / "mount"),
+               history.root / "mount.log"):
+        assert files_of(where) == commit.files
 
 
 def test_garbage_collection_keeps_every_commit(history):
