@@ -19,7 +19,7 @@ from tests.modelgen import make_model
 DOCS_DIR = Path(__file__).resolve().parent.parent / "docs"
 DOCS = ["tasks.md", "cli.md", "api.md", "registry.md", "kubernetes.md", "using.md", "airgap.md", "mount.md"]
 #: docs whose ``sh`` examples run here; their ``python`` ones name registry.example, not $REGISTRY
-SH_ONLY_DOCS = ["lazy.md"]
+SH_ONLY_DOCS = ["lazy.md", "formats/directory.md"]
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 RUNNERS = {"sh": ["bash", "-euo", "pipefail", "-c"], "python": [sys.executable, "-c"]}
 

@@ -254,6 +254,56 @@ def test_a_model_page_shows_card_config_files_tags_and_what_verify_finds(browser
     assert len(browser.find_elements(By.CSS_SELECTOR, "li.commit")) == 2
 
 
+#: the words of each cell of the signature table, each one laid out on one line (one client rect)
+WORDS_BROKEN = """
+const broken = [];
+for (const cell of document.querySelectorAll("#trust table td, #trust table th")) {
+  const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const re = /\\S+/g;
+    let m;
+    while ((m = re.exec(node.data)) !== null) {
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      if (range.getClientRects().length > 1 && m[0].length < 40) broken.push(m[0]);
+    }
+  }
+}
+return broken;
+"""
+
+
+def test_the_model_page_opens_with_what_a_visitor_looks_for_and_its_tables_keep_words_whole(browser, site):
+    """Signed, allowed by the policy, size, tags, license: in a panel above the card (as the Hub's
+    side panel); the signature table breaks no word at a phone's width; sentences are spaced."""
+    visit(browser, site, "/acme/tiny")
+    panel = browser.find_element(By.CSS_SELECTOR, "aside.glance")
+    facts = {d.find_element(By.TAG_NAME, "dt").text.lower(): d.find_element(By.TAG_NAME, "dd").text
+             for d in panel.find_elements(By.CSS_SELECTOR, "dl > div")}
+    assert facts["signed"].startswith("signed") and "verified by serve’s --verify-key" in facts["signed"], facts
+    assert facts["policy"] == f"allowed by {site.policy}"
+    assert facts["license"] == "apache-2.0" and facts["tags"].split() == ["bert", "tiny"]
+    assert facts["size"].endswith(("KiB", "MiB", "kB", "MB", "B")), facts
+    assert panel.location["y"] < browser.find_element(By.ID, "card").location["y"]
+    assert panel.location["y"] < browser.find_element(By.ID, "trust").location["y"]
+    verdict = browser.find_element(By.CSS_SELECTOR, "#trust .verdict").text
+    assert "applies.serve" not in verdict and ".Signatures" not in verdict and ".serve was" not in verdict
+    size = browser.get_window_size()
+    try:
+        for width in (1280, 420):
+            browser.set_window_size(width, 900)
+            assert browser.execute_script(WORDS_BROKEN) == [], width
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+
+def test_the_catalog_badge_names_the_rules_the_model_passes(browser, site):
+    visit(browser, site, "/")
+    badges = [b.text for b in browser.find_elements(By.CSS_SELECTOR, "li.model-row .badges .badge")]
+    assert "policy: passes (the policy file and --verify-key)" in badges, badges
+
+
 def test_the_use_this_model_snippet_pasted_into_a_shell_loads_the_model(browser, site, tmp_path):
     visit(browser, site, "/acme/tiny")
     snippets = [c.text for c in browser.find_elements(By.CSS_SELECTOR, "#use pre code")]

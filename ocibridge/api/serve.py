@@ -1,6 +1,6 @@
-"""``serve`` from Python: the Hugging Face Hub's read API over registries, OCI layouts and the
-local store (docs/serve.md), as an ASGI application a test or an existing service hosts or
-mounts (:func:`create_app`), or run with uvicorn until stopped (:func:`serve`: what
+"""``serve`` from Python: the Hugging Face Hub's API (reads, and publishing with write tokens)
+over registries, OCI layouts and the local store (docs/serve.md), as an ASGI application a
+test or an existing service hosts or mounts (:func:`create_app`), or run with uvicorn until stopped (:func:`serve`: what
 ``ocibridge serve`` does). Starlette and uvicorn are the ``ocibridge[serve]`` extra: importing
 this module loads neither; a function that needs them says which extra to install.
 """
@@ -78,8 +78,9 @@ def create_app(
     sign: SignOptions | None = None,
     attest: AttestOptions | None = None,
 ) -> Starlette:
-    """The Hub's read API over ``sources`` as a Starlette application. Sources are searched in
-    order: a registry prefix ``host[/path]`` (repo ``ORG/NAME`` is ``host/path/org/name``),
+    """The Hub's API (reads; writes with write tokens) over ``sources`` as a Starlette
+    application. Sources are searched in order: a registry prefix ``host[/path]`` (repo
+    ``ORG/NAME`` is ``host/path/org/name``),
     ``oci:DIR`` (models named ``ORG/NAME:TAG``) or ``local``, as text or typed references. Its
     models are checked as pull checks them: the containers policy file that applies and the
     keys of ``verify``; the policy file is read now, so a broken one is an error here, not a

@@ -1,5 +1,6 @@
-"""``serve``: the Hugging Face Hub's read API over registries, layouts and the local store
-(docs/serve.md). Starlette and uvicorn are loaded only when it runs (``ocibridge[serve]``)."""
+"""``serve``: the Hugging Face Hub's API (reads, and publishing with write tokens) over
+registries, layouts and the local store (docs/serve.md). Starlette and uvicorn are loaded only
+when it runs (``ocibridge[serve]``)."""
 
 from __future__ import annotations
 

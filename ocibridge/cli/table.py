@@ -72,7 +72,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "every byte verified (FUSE)"),
     CommandEntry("umount", "mount", "unmount a directory mounted by 'ocibridge mount'"),
     CommandEntry("serve", "serve",
-                 "serve the Hugging Face Hub's read API over registries (HF_ENDPOINT=http://HOST:PORT)"),
+                 "serve the Hugging Face Hub's API over registries: load models, and publish with write tokens (HF_ENDPOINT=http://HOST:PORT)"),
     CommandEntry("completion", "completion", "print a shell completion script (bash, zsh, fish): commands, flags, "
                  "local model names"),
 )

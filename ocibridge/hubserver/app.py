@@ -14,7 +14,7 @@ Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a pa
     GET  /xet/{commit}/REPO/xorbs/{sha256}/{size}/{k}       the pieces (a signed URL)
     GET  /api/models/REPO/xet-write-token/{rev}             uploads over Xet (:mod:`.xet.upload`),
     POST /xet-write/REPO/v1/xorbs/..., /v1|v2/shards        ... to the CAS URL it hands out
-    GET  /healthz, /readyz
+    GET  /healthz, /readyz; GET /api/agent-harnesses, POST /v1/telemetry (housekeeping.py)
     GET  /, /models, /REPO, /REPO/tree/..., /REPO/blob/...  the web pages (:mod:`.web.pages`), tried last
     GET  /REPO/commits/{rev}, /REPO/compare/{a}...{b}     history and diff pages (:mod:`.web.historypages`)
     ...  the write API (create_repo, preupload, LFS batch and uploads, commit, whoami): :mod:`.writes`, :mod:`.lfs`
@@ -41,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from ocibridge.hubserver import housekeeping
 from ocibridge.hubserver.access import Access, Gate
 from ocibridge.hubserver.answers import error, requested_repo
 from ocibridge.hubserver.audit import AuditLog
@@ -244,6 +245,8 @@ class ServeApp:
         return [
             Route("/healthz", self.healthz, methods=["GET", "HEAD"]),
             Route("/readyz", self.readyz, methods=["GET", "HEAD"]),
+            Route("/api/agent-harnesses", housekeeping.agent_harnesses, methods=["GET"]),  # huggingface_hub's
+            Route("/v1/telemetry", housekeeping.telemetry, methods=["POST"]),  # hf_xet's, at its host's root
             *([self.metrics.route()] if self.settings.metrics else []),
             *writes,
             HubRoute("/api/models", self.guarded(self.reads.list_models), methods=ANY),

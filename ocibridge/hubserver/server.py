@@ -161,8 +161,19 @@ def run(app: Starlette, options: ServerSettings) -> None:
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.WARNING)
+    from ocibridge.hubserver.starting import banner, bind, warn_when_silent
+
+    host, port = check_listening(options)
+    sock = bind(host, port)  # a port in use: one error line, before anything is started
+    state = app.state.serve
+    shown = f"[{host}]" if ":" in host else host
+    url = options.public_url or f"{'https' if options.cert else 'http'}://{shown}:{port}"
+    logging.getLogger("ocibridge.serve").info(banner(
+        [s.shown for s in state.catalog.sources], url, writes=any(g.write for g in state.gate.grants),
+        tokens=bool(state.gate.grants), writer=options.writer))
+    warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
     try:
-        with app.state.serve.staging.sweeping():  # abandoned uploads go on a timer
-            server(app, options).run()
+        with sock, state.staging.sweeping():  # abandoned uploads go on a timer
+            server(app, options).run(sockets=[sock])
     finally:
-        app.state.serve.close()  # the chunks verified so far are in the model cache when it returns
+        state.close()  # the chunks verified so far are in the model cache when it returns

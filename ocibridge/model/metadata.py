@@ -215,9 +215,15 @@ def _gguf(f: ModelFile) -> dict[str, Any]:
 
 
 def fill(package: ModelPackage) -> None:
-    """Set the descriptor and config fields the files say and the package does not."""
+    """Set the descriptor and config fields (and the manifest annotations) the files say and the
+    package does not: config.json and the weights' headers, then the model card's front matter."""
+    from ocibridge.model.cardmeta import card_fields, read_front_matter
+
     descriptor, config = infer(package)
-    for key, value in descriptor.items():
+    card_descriptor, card_config, annotations = card_fields(read_front_matter(package.files))
+    for key, value in {**card_descriptor, **descriptor}.items():
         package.descriptor.setdefault(key, value)
-    for key, value in config.items():
+    for key, value in {**card_config, **config}.items():
         package.config.setdefault(key, value)
+    for key, text in annotations.items():
+        package.annotations.setdefault(key, text)

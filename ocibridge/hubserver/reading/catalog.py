@@ -9,9 +9,9 @@ import contextlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.reading.refsrecord import read_record
@@ -30,6 +30,7 @@ from ocibridge.hubserver.reading.sources import (
     repo_parts,
     revision_named,
 )
+from ocibridge.model.cardmeta import card_data
 from ocibridge.oci.bookkeeping import commit_tag, is_bookkeeping
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.oci.reference import check_tag
@@ -60,6 +61,7 @@ class Resolved:
     repo: Repository
     source: Source
     created: str | None = None  # when the model was made (:func:`created_of`), as the artifact says
+    card: Mapping[str, Any] | None = None  # the model card's metadata the artifact carries (the Hub's cardData)
 
 
 @dataclass(frozen=True)
@@ -88,23 +90,28 @@ class Refs:
 CONFIG_MAX = 4 * 1024 * 1024
 
 
-def created_of(store: Store, manifest: Manifest) -> str | None:
+def config_of(store: Store, manifest: Manifest) -> dict[str, Any]:
+    """The model's config document, ``{}`` when it is too large, unreadable or not JSON."""
+    import json
+
+    if manifest.config.size > CONFIG_MAX:
+        return {}
+    try:
+        data = json.loads(store.fetch_bytes(manifest.config))
+    except (OcibridgeError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def created_of(config: dict[str, Any], manifest: Manifest) -> str | None:
     """When the model was made, as the artifact says it: the config's ``descriptor.createdAt``
     (ModelPack's), else the manifest's ``org.opencontainers.image.created`` annotation; None
     when neither says (never the time of the request: a date that moves tells a client the
     model changed)."""
-    import json
-
-    config = manifest.config
-    if config.size <= CONFIG_MAX:
-        try:
-            data = json.loads(store.fetch_bytes(config))
-        except (OcibridgeError, ValueError, RecursionError):
-            data = None
-        descriptor = data.get("descriptor") if isinstance(data, dict) else None
-        created = descriptor.get("createdAt") if isinstance(descriptor, dict) else None
-        if isinstance(created, str) and created:
-            return created
+    descriptor = config.get("descriptor")
+    created = descriptor.get("createdAt") if isinstance(descriptor, dict) else None
+    if isinstance(created, str) and created:
+        return created
     annotated = (manifest.annotations or {}).get(CREATED)
     return annotated if isinstance(annotated, str) and annotated else None
 
@@ -119,7 +126,7 @@ class Catalog:
         self.verify = verify
         self._lock = threading.Lock()
         self._commits: dict[tuple[int, str, str], str] = {}  # (source, repo id, commit) -> digest
-        self._manifests: OrderedDict[str, tuple[Descriptor, Manifest, str | None]] = OrderedDict()
+        self._manifests: OrderedDict[str, tuple[Descriptor, Manifest, str | None, Mapping[str, Any]]] = OrderedDict()
         self._verified: set[tuple[str, str | None, str]] = set()  # (repository, tag, digest) accepted
         self._recent: dict[tuple[str, str], tuple[float, Resolved]] = {}  # (repo id, revision) -> when, what
 
@@ -169,9 +176,10 @@ class Catalog:
                 source.seen.add(key)
             with self._lock:
                 self._commits[(number, key, commit_of(top.digest))] = top.digest
-            model, manifest, created = self._manifest(repo.store, top)
+            model, manifest, created, card = self._manifest(repo.store, top)
             self._check(repo, top, self._tag_of(revision))
-            return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source, created)
+            return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source, created,
+                            card)
         if held:
             raise RevisionNotFound(self._no_revision(repo_id, parts, revision))
         raise self.missing(repo_id)
@@ -239,9 +247,10 @@ class Catalog:
         except (NotFound, RegistryError):
             return False
 
-    def _manifest(self, store: Store, top: Descriptor) -> tuple[Descriptor, Manifest, str | None]:
-        """The model manifest ``top`` leads to, and its date (:func:`created_of`): read once
-        per digest (a digest's content never changes)."""
+    def _manifest(self, store: Store, top: Descriptor) -> tuple[Descriptor, Manifest, str | None, Mapping[str, Any]]:
+        """The model manifest ``top`` leads to, its date (:func:`created_of`) and card metadata
+        (:func:`ocibridge.model.cardmeta.card_data`): read once per digest (a digest's content
+        never changes)."""
         with self._lock:
             known = self._manifests.get(top.digest)
             if known is not None:
@@ -250,7 +259,8 @@ class Catalog:
         from ocibridge.model.extract import fetch_manifest
 
         model, manifest = fetch_manifest(store, top.digest)
-        found = (model, manifest, created_of(store, manifest))
+        config = config_of(store, manifest)
+        found = (model, manifest, created_of(config, manifest), card_data(config, manifest.annotations or {}))
         with self._lock:
             self._manifests[top.digest] = found
             while len(self._manifests) > MEMO:
@@ -303,11 +313,13 @@ class Catalog:
         from ocibridge.signing.policy import Trusted
         from ocibridge.signing.use import check_before_use
 
+        located = repo.located(tag, top.digest)
         try:
-            check_before_use(repo.store, top, repo.located(tag, top.digest), self.verify, repo.shown,
-                             trusts=Trusted.FILES)
+            check_before_use(repo.store, top, located, self.verify, repo.shown, trusts=Trusted.FILES)
         except SignatureError as e:
-            raise Refused(str(e)) from None
+            from ocibridge.hubserver.reading.rules import refusing_rule
+
+            raise Refused(str(e), refusing_rule(repo.store, top, located, self.verify, repo.shown)) from None
         with self._lock:
             self._verified.add(key)
 

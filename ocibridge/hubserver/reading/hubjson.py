@@ -81,6 +81,11 @@ def model_info(resolved: Resolved, files: ModelFiles, blobs: bool) -> dict[str, 
     info = summary(resolved.repo_id)
     if date is not None:
         info.update({"lastModified": date, "createdAt": date})
+    if resolved.card:  # the model card's metadata, as the Hub gives its front matter
+        info["cardData"] = dict(resolved.card)
+        info["tags"] = list(resolved.card.get("tags", []))
+        if "pipeline_tag" in resolved.card:
+            info["pipeline_tag"] = resolved.card["pipeline_tag"]
     info.update({
         "sha": resolved.commit,
         "gated": False,

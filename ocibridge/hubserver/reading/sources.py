@@ -55,7 +55,11 @@ class RevisionNotFound(OcibridgeError):
 
 class Refused(OcibridgeError):
     """The model is there but may not be served: the containers policy file rejects it, or
-    (``--verify-key``) no signature verifies."""
+    (``--verify-key``) no signature verifies; ``rule`` says which (reading/rules.py)."""
+
+    def __init__(self, message: str, rule: str = ""):
+        super().__init__(message)
+        self.rule = rule
 
 
 def repo_parts(repo_id: str) -> list[str] | None:

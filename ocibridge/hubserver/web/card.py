@@ -14,8 +14,9 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import nh3
-import yaml
 from markdown_it import MarkdownIt
+
+from ocibridge.model.cardmeta import split_front_matter
 
 #: bytes of a README rendered (the Hub's own cards are far smaller)
 CARD_MAX = 512 * 1024
@@ -26,24 +27,12 @@ TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "
         "tr", "ul"}
 ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"}, "th": {"align"}, "td": {"align"}}
 _HEADING = re.compile(r"<(/?)h([1-6])>")  # sanitized: a heading tag carries no attribute
-_FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 
 
 @dataclass(frozen=True)
 class Card:
     front: tuple[tuple[str, str], ...]  # the front matter's fields, as text
     html: str  # sanitized: safe to put in a page as it is
-
-
-def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
-    found = _FRONT.match(text)
-    if found is None:
-        return {}, text
-    try:
-        data = yaml.safe_load(found.group(1))
-    except yaml.YAMLError:
-        data = None
-    return (data if isinstance(data, dict) else {}), text[found.end():]
 
 
 def _text(value: Any) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.reading.catalog import config_of as config_of  # the one reader of a config for serve
 from ocibridge.oci.mediatypes import parse_layer_media_type
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import Store
@@ -69,17 +70,6 @@ def classic_signature(store: Store, subject: Descriptor) -> str | None:
     except OcibridgeError:
         return None
     return tag
-
-
-def config_of(store: Store, manifest: Manifest) -> dict[str, Any]:
-    """The model's config document (``{}`` when it is not JSON or too large to be a config)."""
-    if manifest.config.size > DOCUMENT_MAX:
-        return {}
-    try:
-        doc = json.loads(store.fetch_bytes(manifest.config))
-    except (OcibridgeError, ValueError, RecursionError):
-        return {}
-    return doc if isinstance(doc, dict) else {}
 
 
 def section(doc: dict[str, Any], name: str) -> dict[str, Any]:

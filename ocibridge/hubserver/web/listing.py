@@ -19,6 +19,7 @@ from typing import Any
 
 from ocibridge.errors import NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
+from ocibridge.hubserver.reading.rules import rules_in_force
 from ocibridge.hubserver.reading.sources import Refused, repo_parts
 from ocibridge.hubserver.web import facts
 from ocibridge.oci.bookkeeping import is_bookkeeping
@@ -46,8 +47,9 @@ class Row:
     license: str = ""
     signatures: int = 0
     attestations: int = 0  # signed attestations and unsigned evidence (SBOM, provenance)
-    policy: str = "unknown"  # passes | refused | unknown (the row could not be read)
+    policy: str = "unknown"  # passes | refused | none (no rule in force) | unknown (the row could not be read)
     problem: str = ""  # why refused, or why unreadable
+    rules: str = ""  # the rules passed, or the one that refused (reading/rules.py)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class CatalogPage:
 
 class Listing:
     def __init__(self, catalog: Catalog):
+        self.rules = rules_in_force(catalog.verify)  # none: no "passes" badge, nothing was checked
         self.catalog = catalog
         self._lock = threading.Lock()
         self._ids: tuple[float, list[str]] | None = None
@@ -138,7 +141,7 @@ class Listing:
             try:
                 resolved = self.catalog.resolve(repo_id, tag)
             except Refused as e:
-                return Row(repo_id, tag, policy="refused", problem=str(e))
+                return Row(repo_id, tag, policy="refused", problem=str(e), rules=e.rule)
             doc = self.config(resolved)
             found = facts.classify(resolved.repo.store.referrers(resolved.top))
             classic = facts.classic_signature(resolved.repo.store, resolved.top) is not None
@@ -150,4 +153,4 @@ class Listing:
                    facts.license_of(doc, resolved.manifest),
                    sum(e.kind == "signature" for e in found) + classic,
                    sum(e.kind not in ("signature", "other") for e in found),
-                   "passes")
+                   "passes" if self.rules else "none", rules=" and ".join(self.rules))

@@ -23,6 +23,7 @@ from ocibridge.hubserver.reading.catalog import Catalog, Refs, Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles
 from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card
+from ocibridge.hubserver.web.glance import Glance, glance
 from ocibridge.hubserver.web.history import EVIDENCE_TAG
 from ocibridge.hubserver.web.render import human_size
 
@@ -98,6 +99,13 @@ class ModelView:
     refs: Refs
     gathered: Gathered
     default_tag: str
+
+    @property
+    def glance(self) -> Glance:
+        """The panel at the top of the page (web/glance.py)."""
+        g = self.gathered
+        return glance(sum(e.kind == "signature" for e in g.evidence), g.keys, g.key_problem,
+                      g.policy.file if g.policy else "", self.size, dict(g.descriptor), self.resolved.card or {})
 
 
 class ModelPages:
