@@ -89,3 +89,25 @@ def test_a_registry_catalog_cut_short_says_so(tmp_path, registry, monkeypatch, c
     assert page.status_code == 200
     assert 'class="note cut-short"' in page.text and "has more" in page.text
     assert any("has more" in r.getMessage() for r in caplog.records)
+
+
+def test_the_index_is_parsed_once_per_change(tmp_path):
+    """Calls of a served layout share one parse until index.json changes (a tag added by a
+    plain LayoutStore, as serve's own writes and other commands make them)."""
+    from ocibridge.hubserver.reading import layoutindex
+
+    layout = tmp_path / "lay"
+    LayoutStore(layout, create=True)
+    assert main(["push", str(make_model(tmp_path / "tiny")), f"oci:{layout}:acme/tiny:latest", "-q"]) == 0
+    served = layoutindex.ServedLayout(layout)
+    before = layoutindex.parses
+    desc = served.resolve("acme/tiny:latest")
+    for _ in range(50):
+        assert served.tags() == ["acme/tiny:latest"]
+        assert served.resolve("acme/tiny:latest") == desc
+        served.referrers(desc)
+    assert layoutindex.parses == before + 1
+    LayoutStore(layout).tag(desc, "acme/tiny:v2")
+    assert layoutindex.ServedLayout(layout).tags() == ["acme/tiny:latest", "acme/tiny:v2"]
+    assert layoutindex.parses == before + 2
+    assert (desc.annotations or {}).get("org.opencontainers.image.ref.name") is None
