@@ -15,6 +15,7 @@ revision resolves answers.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Sequence
@@ -43,6 +44,11 @@ _PART = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
 PART_MAX = 96
 #: characters of a registry repository with its host: what registries take (distribution's limit)
 REPOSITORY_MAX = 255
+#: pages of a registry's ``_catalog`` read (:data:`CATALOG_PAGE` names each): past them the listing says it is cut short
+CATALOG_PAGES = 100
+CATALOG_PAGE = 1000
+
+log = logging.getLogger("ocibridge.hubserver")
 
 
 class RepoNotFound(OcibridgeError):
@@ -111,6 +117,8 @@ class Source:
     """A place repositories are found; :meth:`repository` None: it cannot hold that repo id."""
 
     shown: str
+    #: why the last listing of :meth:`repo_ids` is incomplete ("" when it is whole): shown on the page
+    cut_short: str = ""
 
     def repository(self, parts: list[str]) -> Repository | None:
         raise NotImplementedError
@@ -167,9 +175,9 @@ class RegistrySource(Source):
         client_send = client.client.send
         found: set[str] = set()
         url: str | None = "/v2/_catalog"
-        params: dict[str, str] | None = {"n": "1000"}
+        params: dict[str, str] | None = {"n": str(CATALOG_PAGE)}
         head = f"{self.path}/" if self.path else ""
-        for _ in range(100):  # at most 100,000 repositories
+        for _ in range(CATALOG_PAGES):
             if url is None:
                 break
             response = client_send("GET", url, scopes=("registry:catalog:*",), params=params)
@@ -188,7 +196,18 @@ class RegistrySource(Source):
             match = re.search(r"<([^>]+)>\s*;\s*rel=\"?next\"?", link)
             url = urljoin(str(response.url), match.group(1)) if match else None
             params = None
+        self._cut_short(url is not None, len(found))
         return found
+
+    def _cut_short(self, more: bool, listed: int) -> None:
+        """Say (the log, the catalog page) that the registry had more names than were read."""
+        if not more:
+            self.cut_short = ""
+            return
+        self.cut_short = (f"{self.shown}: the registry's catalog was read for {CATALOG_PAGES} pages "
+                          f"({CATALOG_PAGES * CATALOG_PAGE} names, {listed} under this prefix) and has more; "
+                          "the rest are not listed, though each can still be opened by its name")
+        log.warning("%s", self.cut_short)
 
     def ready(self) -> None:
         """The registry answers its base route, after the credentials (or the anonymous token
@@ -217,11 +236,11 @@ class LayoutSource(Source):
         self.shown = shown
 
     def _store(self) -> Store:
-        from ocibridge.stores.layout import LayoutStore
+        from ocibridge.hubserver.reading.layoutindex import ServedLayout
 
         if not (self.root / "oci-layout").is_file():
             raise NotFound(f"{self.shown}: no OCI layout at {self.root}")
-        return LayoutStore(self.root)
+        return ServedLayout(self.root)  # index.json parsed once per change, not per call
 
     def repository(self, parts: list[str]) -> Repository | None:
         try:

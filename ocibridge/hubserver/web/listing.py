@@ -58,6 +58,7 @@ class CatalogPage:
     number: int
     pages: int
     total: int
+    cut_short: tuple[str, ...] = ()  # sources whose listing is incomplete, and why
 
 
 class Listing:
@@ -90,7 +91,8 @@ class Listing:
         shown = chosen[(number - 1) * size:number * size]
         with ThreadPoolExecutor(READERS) as pool:
             rows = tuple(pool.map(self.row, shown))
-        return CatalogPage(rows, number, pages, len(chosen))
+        cut = tuple(source.cut_short for source in self.catalog.sources if source.cut_short)
+        return CatalogPage(rows, number, pages, len(chosen), cut)
 
     def row(self, repo_id: str) -> Row:
         now = time.monotonic()
