@@ -12,6 +12,7 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
+from ocibridge.core.records import FieldsAsDict
 from ocibridge.errors import OcibridgeError, UsageError
 
 __all__ = ["SHELLS", "CompletionScript", "completion_script"]
@@ -40,14 +41,11 @@ _MODELS: dict[str, Any] = {
 
 
 @dataclass(frozen=True)
-class CompletionScript:
+class CompletionScript(FieldsAsDict):
     """The completion script for ``shell``: source it (bash, zsh) or put it in fish's completions."""
 
     shell: str
     script: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"shell": self.shell, "script": self.script}
 
 
 def completion_script(parser: argparse.ArgumentParser, shell: str) -> CompletionScript:

@@ -14,3 +14,9 @@ class FieldsAsDict:
     def as_dict(self) -> dict[str, Any]:
         record: Any = self  # a dataclass instance: the classes that mix this in are
         return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}
+
+
+def camel_key(name: str) -> str:
+    """``bytes_copied`` → ``bytesCopied``: a field's key in every ``--json`` output."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)

@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ocibridge.core.fsutil import TEMP_PREFIX
@@ -47,37 +47,55 @@ def locked_tempfile(directory: Path, suffix: str = "") -> tuple[int, str]:
 
 def remove_stale(directory: Path, partial_prefix: str | None = None) -> int:
     """Remove orphaned temporary files (and old partial downloads) in ``directory``; how many."""
-    removed = 0
-    now = time.time()
     try:
         entries = list(os.scandir(directory))
     except FileNotFoundError:
         return 0
+
+    def min_age(name: str) -> float | None:
+        if name.startswith(TEMP_PREFIX):
+            return GRACE_SECONDS
+        if partial_prefix and name.startswith(partial_prefix):
+            return PARTIAL_MAX_AGE
+        return None
+
+    return _remove_orphans(entries, min_age, directories=False)
+
+
+def _remove_orphans(entries: list[os.DirEntry[str]], min_age: Callable[[str], float | None], *,
+                    directories: bool) -> int:
+    """Remove the entries (files, or directories) older than ``min_age`` of their name (None:
+    not ours) that no live process holds locked; how many."""
+    removed = 0
+    now = time.time()
     for entry in entries:
-        if entry.name.startswith(TEMP_PREFIX):
-            min_age = GRACE_SECONDS
-        elif partial_prefix and entry.name.startswith(partial_prefix):
-            min_age = PARTIAL_MAX_AGE
-        else:
+        age = min_age(entry.name)
+        if age is None:
             continue
         with contextlib.suppress(OSError):
-            if not entry.is_file(follow_symlinks=False):
+            if directories:
+                if not entry.is_dir(follow_symlinks=False):
+                    continue
+            elif not entry.is_file(follow_symlinks=False):
                 continue
-            if now - entry.stat(follow_symlinks=False).st_mtime < min_age:
+            if now - entry.stat(follow_symlinks=False).st_mtime < age:
                 continue
-            if _remove_if_orphaned(entry.path):
+            if _remove_if_orphaned(entry.path, directory=directories):
                 removed += 1
     return removed
 
 
-def _remove_if_orphaned(path: str) -> bool:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+def _remove_if_orphaned(path: str, *, directory: bool) -> bool:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if directory else 0))
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return False  # a live process is writing it
-        os.unlink(path)
+            return False  # a live process is writing it, or a live pull is staging there
+        if directory:
+            shutil.rmtree(path)  # under our lock: no pull can take it meanwhile
+        else:
+            os.unlink(path)
         return True
     finally:
         os.close(fd)
@@ -98,33 +116,9 @@ def locked_staging(directory: Path) -> Iterator[Path]:
 
 def remove_stale_staging(directory: Path) -> int:
     """Remove the staging directories of dead pulls in ``directory``; how many."""
-    removed = 0
-    now = time.time()
     try:
         entries = list(os.scandir(directory))
     except (FileNotFoundError, NotADirectoryError):
         return 0
-    for entry in entries:
-        if not entry.name.startswith(STAGING_PREFIX):
-            continue
-        with contextlib.suppress(OSError):
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            if now - entry.stat(follow_symlinks=False).st_mtime < STAGING_GRACE_SECONDS:
-                continue
-            if _remove_dir_if_orphaned(entry.path):
-                removed += 1
-    return removed
-
-
-def _remove_dir_if_orphaned(path: str) -> bool:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False  # a live pull is staging there
-        shutil.rmtree(path)  # under our lock: no pull can take it meanwhile
-        return True
-    finally:
-        os.close(fd)
+    return _remove_orphans(entries, lambda name: STAGING_GRACE_SECONDS if name.startswith(STAGING_PREFIX) else None,
+                           directories=True)

@@ -54,14 +54,22 @@ def can_seek(reader: object) -> bool:
 
 
 @runtime_checkable
-class _Closable(Protocol):
+class Closable(Protocol):
+    """Something holding what it must release: a file, a connection pool (a store)."""
+
     def close(self) -> None: ...
 
 
+def close_if_closable(thing: object) -> None:
+    """Close ``thing`` when it has anything to close; plain iterator adapters and stores held
+    in memory have not."""
+    if isinstance(thing, Closable):
+        thing.close()
+
+
 def close_reader(reader: Reader) -> None:
-    """Close ``reader`` when it has anything to close; plain iterator adapters have not."""
-    if isinstance(reader, _Closable):
-        reader.close()
+    """Close ``reader`` when it has anything to close."""
+    close_if_closable(reader)
 
 
 def gunzip(raw: Reader) -> Reader:
@@ -136,7 +144,7 @@ class IterReader(ClosesOnExit):
         return True
 
     def close(self) -> None:
-        if isinstance(self._it, _Closable):  # a generator: its finally blocks run now
+        if isinstance(self._it, Closable):  # a generator: its finally blocks run now
             self._it.close()
 
 

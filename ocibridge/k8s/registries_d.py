@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ocibridge.core.hosts import OddHost
+from ocibridge.core.records import FieldsAsDict
 from ocibridge.core.smallfile import read_small
 from ocibridge.errors import TooLarge, UsageError
 from ocibridge.signing.containers_policy import Scope, canonical_scope
@@ -33,14 +34,11 @@ KEY = "use-sigstore-attachments"
 
 
 @dataclass(frozen=True)
-class NodeFile:
+class NodeFile(FieldsAsDict):
     """A file to write on every node (its absolute path there) and its whole content."""
 
     path: str
     content: str
-
-    def as_dict(self) -> dict[str, str]:
-        return {"path": self.path, "content": self.content}
 
 
 @dataclass(frozen=True)

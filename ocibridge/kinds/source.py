@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
-from ocibridge.errors import SourceError
+from ocibridge.errors import OcibridgeError, SourceError
 
 if TYPE_CHECKING:
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.core.pathfilter import PathFilter
+    from ocibridge.core.zipbound import ZipMember
     from ocibridge.model.package import ModelPackage
     from ocibridge.oci.mediatypes import Kind
     from ocibridge.oci.models import Descriptor
@@ -157,6 +158,19 @@ def starts_with(path: Path, magic: bytes) -> bool:
 
 #: The first bytes of a zip archive with at least one entry.
 ZIP_MAGIC = b"PK\x03\x04"
+
+
+def zip_lists(path: Path, names: set[str], scan: Callable[[Path], list[ZipMember]]) -> bool:
+    """Whether ``path`` is a zip whose central directory, read by ``scan`` (within its
+    format's limits), lists every one of ``names``: how a zip-based format sniffs its files.
+    Anything unreadable is not the format."""
+    if not starts_with(path, ZIP_MAGIC):
+        return False
+    try:
+        listed = {entry.path for entry in scan(path)}
+    except (OcibridgeError, OSError, ValueError):
+        return False
+    return names <= listed
 
 
 class WriteFile(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ocibridge.core.records import camel_key
 from ocibridge.core.terminal import one_line
 from ocibridge.mirror.shard import Shard
 
@@ -159,11 +160,7 @@ def artifact_json(result: ArtifactResult) -> dict[str, Any]:
 
 def _camel(d: dict[str, Any]) -> dict[str, Any]:
     """``bytes_copied`` → ``bytesCopied``, as in every other ``--json`` output."""
-    out = {}
-    for key, value in d.items():
-        head, *rest = key.split("_")
-        out[head + "".join(p.title() for p in rest)] = value
-    return out
+    return {camel_key(key): value for key, value in d.items()}
 
 
 def _size(n: int) -> str:

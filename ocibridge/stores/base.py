@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
+from ocibridge.core.streams import Closable as Closable  # a store capability too (a connection pool)
+from ocibridge.core.streams import close_if_closable
 from ocibridge.errors import NotFound
 from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES
 from ocibridge.oci.models import Descriptor
@@ -174,17 +176,9 @@ class Transactional(Protocol):
         ...
 
 
-@runtime_checkable
-class Closable(Protocol):
-    """A store holding something to release (a connection pool)."""
-
-    def close(self) -> None: ...
-
-
 def close_store(store: object) -> None:
-    """Release what ``store`` holds, when it holds anything."""
-    if isinstance(store, Closable):
-        store.close()
+    """Release what ``store`` holds (a connection pool), when it holds anything."""
+    close_if_closable(store)
 
 
 @runtime_checkable

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ocibridge.kinds.source import ZIP_MAGIC, ExportRequest, ReadRequest, existing_file, export_file, starts_with
+from ocibridge.kinds.source import ExportRequest, ReadRequest, existing_file, export_file, zip_lists
 
 if TYPE_CHECKING:
     from ocibridge.model.package import ModelPackage
@@ -23,17 +23,10 @@ class CartonFormat:
     def sniff(self, path: Path) -> bool:
         """A zip whose central directory (read within the reader's limits) holds Carton's
         MANIFEST and carton.toml."""
-        from ocibridge.errors import OcibridgeError
         from ocibridge.kinds.carton.manifest import MANIFEST_NAME, TOML_NAME
         from ocibridge.kinds.carton.zipread import scan_entries
 
-        if not starts_with(path, ZIP_MAGIC):
-            return False
-        try:
-            names = {entry.path for entry in scan_entries(path)}
-        except (OcibridgeError, OSError, ValueError):
-            return False
-        return {MANIFEST_NAME, TOML_NAME} <= names
+        return zip_lists(path, {MANIFEST_NAME, TOML_NAME}, scan_entries)
 
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
         from ocibridge.kinds.carton.links import LinkFetcher

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ocibridge.kinds.source import ZIP_MAGIC, ExportRequest, ReadRequest, existing_file, export_file, starts_with
+from ocibridge.kinds.source import ExportRequest, ReadRequest, existing_file, export_file, zip_lists
 
 if TYPE_CHECKING:
     from ocibridge.model.package import ModelPackage
@@ -23,16 +23,10 @@ class MlarchiveFormat:
     def sniff(self, path: Path) -> bool:
         """A zip whose central directory (read within the reader's limits) holds an MLSteam
         manifest.json at its root."""
-        from ocibridge.errors import OcibridgeError
         from ocibridge.kinds.mlsteam.manifest import MANIFEST_NAME
         from ocibridge.kinds.mlsteam.ziparchive import scan_zip
 
-        if not starts_with(path, ZIP_MAGIC):
-            return False
-        try:
-            return any(entry.path == MANIFEST_NAME for entry in scan_zip(path))
-        except (OcibridgeError, OSError, ValueError):
-            return False
+        return zip_lists(path, {MANIFEST_NAME}, scan_zip)
 
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
         from ocibridge.kinds.mlsteam.reader import read_mlarchive

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from ocibridge.core.records import camel_key
 from ocibridge.errors import OcibridgeError, RegistryError
 from ocibridge.oci.digest import sha256_bytes
 from ocibridge.oci.mediatypes import OCI_INDEX, OCI_MANIFEST
@@ -49,14 +50,9 @@ class RegistryReport:
 
     def as_dict(self) -> dict[str, Any]:
         """camelCase keys, as every ``--json`` of ocibridge (``chunkedUploads``, ``oci11Artifacts``)."""
-        out = {_camel(key): value for key, value in asdict(self).items()}
+        out = {camel_key(key): value for key, value in asdict(self).items()}
         out["notes"] = list(self.notes)
         return out
-
-
-def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def probe(client: RegistryClient, repository: str | None) -> RegistryReport:

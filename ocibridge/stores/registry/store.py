@@ -227,13 +227,7 @@ class RegistryStore(ClosesOnExit):
             return Descriptor(mediaType=media_type, digest=digest, size=int(length))
         data, got = self._get_manifest(reference)
         digest = reference if is_digest(reference) else sha256_bytes(data)
-        self._same_commit(reference, digest)
-        media_type = _media_type(got.headers.get("content-type"))
-        if media_type not in ALL_MANIFEST_TYPES:
-            media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
-        self._manifests.put(digest, media_type, data)
-        self._learn_homes(data, media_type)
-        return Descriptor(mediaType=media_type, digest=digest, size=len(data))
+        return self._keep_manifest(reference, digest, data, got.headers.get("content-type"))
 
     def read_manifest(self, reference: str) -> tuple[Descriptor, bytes]:
         """``GET`` the manifest a tag or digest names: its descriptor and verified bytes in one
@@ -255,13 +249,18 @@ class RegistryStore(ClosesOnExit):
             digest = named
         else:
             digest = sha256_bytes(data)
+        return self._keep_manifest(reference, digest, data, got.headers.get("content-type")), data
+
+    def _keep_manifest(self, reference: str, digest: str, data: bytes, content_type: str | None) -> Descriptor:
+        """Keep a fetched manifest by digest (its media type from the answer, else from its bytes)
+        and learn where its blobs live: what ``resolve`` and ``read_manifest`` both do after a GET."""
         self._same_commit(reference, digest)
-        media_type = _media_type(got.headers.get("content-type"))
+        media_type = _media_type(content_type)
         if media_type not in ALL_MANIFEST_TYPES:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
         self._manifests.put(digest, media_type, data)
         self._learn_homes(data, media_type)
-        return Descriptor(mediaType=media_type, digest=digest, size=len(data)), data
+        return Descriptor(mediaType=media_type, digest=digest, size=len(data))
 
     def _learn_homes(self, data: bytes, media_type: str) -> None:
         """A manifest read here names blobs this repository holds (a registry takes no

@@ -454,13 +454,18 @@ class BlobUpload:
             self.landed = True
             self.client.stats.add(blobs_uploaded=1)
             return
+        self._start_over(f"upload of {self.desc.digest} to {self.repository}", reason)
+
+    def _start_over(self, what: str, reason: str) -> None:
+        """Drop the session so ``_start()`` opens a new one and rewinds the source; refused
+        when bytes already read cannot be read again."""
         if not self.source.can_rewind() and self.source.pos > 0:
             raise RegistryError(
-                f"registry {self.client.host}: upload of {self.desc.digest} to {self.repository} "
-                f"was interrupted ({reason}) and its source cannot be read again")
+                f"registry {self.client.host}: {what} was interrupted ({reason}) and its source "
+                "cannot be read again")
         self._cancel()
         self.client.stats.add(upload_restarts=1)
-        self.location = None  # _start() opens a new session and rewinds the source
+        self.location = None
 
     def _committed_meanwhile(self) -> bool:
         """Whether the registry holds this blob now (one HEAD)."""
@@ -658,13 +663,7 @@ class StreamingIngest(BlobUpload):
         if self.clock is not None:
             super()._recover(reason)  # the registry's offset, else a new session
             return
-        if not self.source.can_rewind() and self.source.pos > 0:
-            raise RegistryError(
-                f"registry {self.client.host}: streaming upload to {self.repository} was interrupted "
-                f"({reason}) and its source cannot be read again")
-        self._cancel()
-        self.client.stats.add(upload_restarts=1)
-        self.location = None
+        self._start_over(f"streaming upload to {self.repository}", reason)
 
     def ingest(self) -> tuple[str, int]:
         self.run()
