@@ -121,11 +121,17 @@ def test_prewarm_serve_and_policy_documents_have_the_kinds_expected(tmp_path, pu
     assert "kubectl rollout status ds/model-prewarm -n models" in prewarm.header
 
     serve = ocibridge.k8s_serve([f"{registry.host}/models"], ocibridge.K8sServeOptions(replicas=2))
-    kinds = [d["kind"] for d in yaml.safe_load_all(serve.to_yaml())]
-    assert kinds == ["Deployment", "Service"]  # two replicas: an emptyDir cache each, no claim
-    assert serve.as_dict()["kind"] == "List" and len(serve.as_dict()["items"]) == 2
-    assert serve.documents[0]["spec"]["template"]["spec"]["containers"][0]["image"] == \
-        f"ocibridge:{ocibridge.__version__}"
+    docs = list(yaml.safe_load_all(serve.to_yaml()))
+    # two replicas: one writer (Recreate, its cache on a claim, reached by the readers only) and two
+    # readers pointed at it (serve.md "One writer, many readers")
+    assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "Deployment", "Service", "NetworkPolicy",
+                                         "Deployment", "Service"]
+    assert serve.as_dict()["kind"] == "List" and len(serve.as_dict()["items"]) == 6
+    writer, readers = docs[1], docs[4]
+    assert writer["spec"]["replicas"] == 1 and writer["spec"]["strategy"] == {"type": "Recreate"}
+    assert readers["spec"]["replicas"] == 2
+    reader = readers["spec"]["template"]["spec"]["containers"][0]
+    assert "--writer" in reader["args"] and reader["image"] == f"ocibridge:{ocibridge.__version__}"
     assert "&" not in serve.to_yaml()  # the labels shared by Deployment and pods are written twice, no alias
 
     policy_file = tmp_path / "policy.json"

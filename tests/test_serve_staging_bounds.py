@@ -24,9 +24,10 @@ HEADERS = {"authorization": "Bearer writer-token"}
 
 
 def staged(root: Path) -> list[str]:
-    """What the staging area holds apart from Xet's xorbs (kept for shards to come)."""
+    """What the staging area holds apart from Xet's xorbs (kept for shards to come) and whose they
+    are (xorb-owners/: a xorb's marks go with it, xet/owners.py)."""
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                  if p.is_file() and p.relative_to(root).parts[0] != "xorbs")
+                  if p.is_file() and p.relative_to(root).parts[0] not in ("xorbs", "xorb-owners"))
 
 
 def grant(url: str, repo: str, data: bytes) -> str:
