@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ocibridge.api.session import OFFLINE_ENV as OFFLINE
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
 
@@ -13,7 +14,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from ocibridge.api import mount as api
 
     transfer, verify = transfer_options(args), policy_from_args(args)
-    offline = True if args.offline else None  # else $OCIBRIDGE_OFFLINE
+    offline = True if args.offline else None  # else the OFFLINE variable
     if args.foreground:  # until unmounted (Ctrl-C unmounts)
         api.serve_mount(args.ref, args.dir, transfer=transfer, verify=verify, allow_other=args.allow_other,
                         offline=offline)
@@ -42,7 +43,7 @@ def register(command: CommandAdder) -> None:
                         "user_allow_other in /etc/fuse.conf)")
     p.add_argument("--offline", action="store_true",
                    help="ask the registry nothing: REF means what it last resolved to, and what the model cache "
-                        "holds reads (the rest: EIO); default $OCIBRIDGE_OFFLINE")
+                        f"holds reads (the rest: EIO); default ${OFFLINE}")
     add_verify_flags(p)
     add_transfer_flags(p, uploads=False)
 

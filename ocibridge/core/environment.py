@@ -39,6 +39,9 @@ MAX_GRAPH_NODES = "OCIBRIDGE_MAX_GRAPH_NODES"
 LINKS_MAX_BYTES = "OCIBRIDGE_LINKS_MAX_BYTES"
 #: the containers policy file every use of a model obeys (signing/containers_policy.py)
 POLICY = "OCIBRIDGE_POLICY"
+#: set by ``ocibridge mount`` for the process it starts: the descriptor of the caller's stderr
+#: (lazymount/process.py); not a setting for users
+MOUNT_STDERR_FD = "OCIBRIDGE_MOUNT_STDERR_FD"
 
 #: Every variable and its default (the numbers themselves live beside the code they bound).
 VARIABLES = (
@@ -61,6 +64,7 @@ VARIABLES = (
     Variable(MAX_GRAPH_NODES, "core/graphbound.py"),
     Variable(LINKS_MAX_BYTES, "64 GiB"),
     Variable(POLICY, "$HOME/.config/containers/policy.json, else /etc/containers/policy.json, else none"),
+    Variable(MOUNT_STDERR_FD, "unset: set by ocibridge mount for its own process"),
 )
 
 

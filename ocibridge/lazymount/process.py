@@ -29,11 +29,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ocibridge.core.environment import MOUNT_STDERR_FD
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazymount.table import is_mounted
 
 #: the environment variable naming the descriptor of the caller's stderr in the mount process
-STDERR_FD_ENV = "OCIBRIDGE_MOUNT_STDERR_FD"
+STDERR_FD_ENV = MOUNT_STDERR_FD
 #: how often the caller looks whether the directory is mounted yet
 POLL_SECONDS = 0.02
 _ERROR = "ocibridge: error: "
