@@ -20,7 +20,8 @@ NO_REFERENCE = {("login",), ("logout",), ("mirror",), ("list",), ("ls",), ("prun
                 ("serve",), ("k8s", "serve"),  # sources: registry prefixes, oci:DIR, the local store as a whole
                 ("k8s", "policy"),  # scopes as policy.json writes them (host, host/repo), keys
                 ("keygen",), ("completion",),  # a file prefix; a shell's name
-                ("repo",)}  # repo ls REGISTRY[/PREFIX]: a registry's catalog
+                ("repo",),  # repo ls REGISTRY[/PREFIX]: a registry's catalog
+                ("umount",)}  # umount DIR: a directory mount mounted
 
 #: argv per command, with {name} (the local model), {tmp} and {key}/{pub}; "ok" when it must
 #: succeed, else it must fail for a reason other than the name (a registry-only operation)
@@ -38,6 +39,8 @@ CASES: dict[tuple[str, ...], tuple[list[str], bool]] = {
     ("k8s", "volume"): (["k8s", "volume", "{name}"], False),
     ("k8s", "mount"): (["k8s", "mount", "{name}", "{tmp}/mounted"], True),
     ("k8s", "prewarm"): (["k8s", "prewarm", "{name}"], False),  # a node pulls from a registry
+    ("k8s", "mount-daemon"): (["k8s", "mount-daemon", "{name}"], False),  # a node mounts from a registry
+    ("mount",): (["mount", "{name}", "{tmp}/mounted"], False),  # lazy reads are of registry models
     ("sign",): (["sign", "{name}", "--key", "{key}"], True),
     ("attest",): (["attest", "{name}", "--key", "{key}", "--sbom"], True),
     ("verify",): (["verify", "{name}", "--key", "{pub}"], True),
@@ -103,6 +106,18 @@ def test_a_local_name_means_the_local_model(command, local_model, tmp_path, caps
     if command == ("tag",):
         assert main(["inspect", f"{local_model}:v2"]) == 0  # the new local name: a TAG of NAME
     assert Path(tmp_path / "store").is_dir()
+
+
+@pytest.mark.parametrize("argv", [["mount", "{name}", "{tmp}/mounted"], ["k8s", "mount-daemon", "{name}"]],
+                         ids=" ".join)
+def test_a_mount_of_a_local_name_is_refused_as_such(argv, local_model, tmp_path, capsys, monkeypatch):
+    """Lazy mounts read registries: a local name is refused here, in one line, and nothing is left
+    behind (the DaemonSet would have a node run 'ocibridge mount NAME' with no such store)."""
+    monkeypatch.chdir(tmp_path / "store")
+    assert main([a.format(name=local_model, tmp=tmp_path) for a in argv]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and f"{local_model} is a model of the local store" in err, err
+    assert out == "" and not (tmp_path / "mounted").exists()
 
 
 def test_ls_shows_name_and_tag_as_they_are_typed(local_model, capsys):

@@ -35,6 +35,7 @@ def k8s_mount_daemon(refs: Sequence[str], options: MountDaemonOptions = MountDae
     from ocibridge.errors import UsageError
     from ocibridge.k8s.mountdaemon import MountDaemon, header, model_of, objects
     from ocibridge.k8s.prewarm import check_selector
+    from ocibridge.places.locate import Role, locate
     from ocibridge.version import __version__
 
     if access.ca_file:
@@ -42,7 +43,10 @@ def k8s_mount_daemon(refs: Sequence[str], options: MountDaemonOptions = MountDae
     if pull_secrets.create:
         raise UsageError("k8s mount-daemon: create the registries' Secret with 'k8s serve --create-pull-secret' "
                          "or kubectl, and name it with --docker-config-secret")
-    d = MountDaemon(models=[model_of(ref) for ref in refs], image=options.image or f"ocibridge:{__version__}",
+    models = [model_of(ref) for ref in refs]
+    for model in models:  # a node mounts from a registry: a local name or a layout is refused here, not on the node
+        locate(model.ref, Role.REGISTRY)
+    d = MountDaemon(models=models, image=options.image or f"ocibridge:{__version__}",
                     name=options.name, namespace=options.namespace, host_path=options.host_path,
                     cache_host_path=options.cache_host_path, plain_http=access.plain_http, insecure=access.insecure,
                     docker_config_secret=access.docker_config_secret, image_pull_secrets=pull_secrets.names,
