@@ -133,6 +133,24 @@ def _use_mount(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
     return s.signed if weights == (s.signed_model / "model.safetensors").read_bytes() else s.unsigned
 
 
+def _use_fuse_mount(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
+    """mount (FUSE, served by a process of its own, as a user runs it) reads the files of the
+    artifact it verified: the tag is asked once, then everything goes by that digest."""
+    from mounting import mount_env, run
+
+    where, env, log = s.tmp / "fuse", mount_env(s.tmp / "fuse-env"), s.tmp / "fuse-mount.log"
+    if run(["mount", s.proxied, str(where), "--verify-key", str(s.public)], env, log=log, check=False).returncode:
+        err = log.read_text()
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert not where.exists(), "a refused mount left its directory behind"
+        return None
+    try:
+        weights = (where / "model.safetensors").read_bytes()  # the seed tells the two models apart
+    finally:
+        run(["umount", str(where)], env)
+    return s.signed if weights == (s.signed_model / "model.safetensors").read_bytes() else s.unsigned
+
+
 def _use_load(s: Setup, capsys: pytest.CaptureFixture[str]) -> str | None:
     """load checks each model of the bundle (fixed by digest) with the signatures it carries."""
     bundle = s.tmp / "carried.tar"
@@ -196,6 +214,7 @@ USES: dict[tuple[str, ...], list[Use]] = {
     ("path",): [_use_path],
     ("cat",): [_use_cat],
     ("k8s", "mount"): [_use_mount],
+    ("mount",): [_use_fuse_mount],
     ("load",): [_use_load],
     ("serve",): [_use_serve],
 }
