@@ -87,3 +87,24 @@ def test_a_flow_still_uploading_keeps_what_it_uploaded_first(tmp_path):
         assert staging.clean(now=later) == 0 and staging.has(sha)
     assert staging.clean(now=time.time() + 30) == 0 and staging.has(sha)  # refreshed when it ended
     assert staging.clean(now=time.time() + 120) >= 1 and not staging.has(sha)
+
+
+def test_a_landed_upload_counts_once_while_it_is_still_relayed(tmp_path):
+    """An LFS PUT's file is in place before its relay to the registry ends: from then on the file
+    counts against the budget, not its reservation too (counted twice, a 3 MiB PUT of a 6 MiB budget
+    refused the model's 50-byte tokenizer.json beside it: a whole-suite failure of
+    test_serve_staging_bounds)."""
+    staging = Staging(tmp_path / "staging", budget=100)
+    data = b"x" * 60
+    sha = hashlib.sha256(data).hexdigest()
+    with staging.reserve(len(data), "acme/m", "w") as landed:
+        with staging.new_file() as (tmp, fd):
+            os.write(fd, data)
+            staging.commit_file(tmp, sha)
+        assert staging.used() == 120  # the file and its reservation, until it is said to have landed
+        landed()
+        assert staging.used() == 60
+        assert staging.room_for(40, "w") is None  # the rest of the budget, while the relay goes on
+        landed()  # once only
+        assert staging.used() == 60
+    assert staging.used() == 60

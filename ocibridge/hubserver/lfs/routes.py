@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 from urllib.parse import quote
@@ -150,10 +151,11 @@ class LfsRoutes:
         if not is_sha256(oid) or size is None:
             return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE/REPO")
         writer = request.query_params.get("client", "")  # signed with the path: whose upload it is
-        with self.staging.reserve(size, repo_id, writer):  # StagingFull: 507 (failures.py)
-            return await self._receive(request, oid, size, repo_id, writer)
+        with self.staging.reserve(size, repo_id, writer) as landed:  # StagingFull: 507 (failures.py)
+            return await self._receive(request, oid, size, repo_id, writer, landed)
 
-    async def _receive(self, request: Request, oid: str, size: int, repo_id: str, writer: str) -> Response:
+    async def _receive(self, request: Request, oid: str, size: int, repo_id: str, writer: str,
+                       landed: Callable[[], None]) -> Response:
         """The bytes of one LFS PUT into staging, checked against ``oid`` (room reserved)."""
         with self.staging.new_file() as (tmp, fd):
             relay = self.relay_for(repo_id, oid, size, tmp)
@@ -186,6 +188,7 @@ class LfsRoutes:
                                                  chunks=chunks.finish() if chunks is not None else None))
                 except DigestMismatch as e:
                     return error(400, None, str(e))
+                landed()  # the file counts now, not its reservation (its relay may still be sending it)
                 await in_thread(self.staging.pin, oid, repo_id, writer)  # its commit gives it back
             except ClientDisconnect:
                 log.info("an upload of sha256:%s was abandoned after %d of %d bytes", oid, written, size)

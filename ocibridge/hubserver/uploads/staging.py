@@ -188,10 +188,12 @@ class Staging:
         return total
 
     @contextlib.contextmanager
-    def reserve(self, size: int, owner: str = "", writer: str = "") -> Iterator[None]:
+    def reserve(self, size: int, owner: str = "", writer: str = "") -> Iterator[Callable[[], None]]:
         """Room for an upload of ``size`` bytes for repository ``owner`` by ``writer`` while it is
         written (:class:`StagingFull` when the budget or the writer's share has none); meanwhile
-        ``owner``'s pins do not expire."""
+        ``owner``'s pins do not expire. It gives a function to call once the upload's file is in
+        place (:meth:`commit_file`): from then on the file counts, not the reservation, so bytes
+        being relayed after they landed are not counted twice."""
         key = owner.lower()
         with self._lock:
             problem = self._no_room(size, writer)
@@ -200,19 +202,32 @@ class Staging:
             self._reserved += size
             self._writing[writer] = self._writing.get(writer, 0) + size
             self._uploading[key] = self._uploading.get(key, 0) + 1
+        left = [size]
+
+        def landed() -> None:
+            with self._lock:
+                self._give_back(writer, left[0])
+                left[0] = 0
+
         try:
-            yield
+            yield landed
         finally:
             with self._lock:
-                self._reserved -= size
-                self._writing[writer] -= size
-                if not self._writing[writer]:
-                    del self._writing[writer]
+                self._give_back(writer, left[0])
                 self._uploading[key] -= 1
                 if not self._uploading[key]:
                     del self._uploading[key]
                 if key:
                     self._refresh(key)
+
+    def _give_back(self, writer: str, size: int) -> None:
+        """``size`` bytes of ``writer``'s reservation no longer reserved (the lock held)."""
+        if not size:
+            return
+        self._reserved -= size
+        self._writing[writer] -= size
+        if not self._writing[writer]:
+            del self._writing[writer]
 
     def room_for(self, size: int, writer: str = "") -> str | None:
         """Why ``size`` more bytes by ``writer`` do not fit the budget or its share now (None: they do)."""
