@@ -37,7 +37,7 @@ class Following(io.RawIOBase):
 
     def __init__(self, path: Path, size: int) -> None:
         super().__init__()
-        self._file = open(path, "rb")  # noqa: SIM115 - closed with this reader
+        self._file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed with this reader
         self.size = size
         self._cond = threading.Condition()
         self._written = 0
@@ -75,9 +75,7 @@ class Following(io.RawIOBase):
             if at >= self.size:
                 return 0
             ready = self._written - at
-        data = self._file.read(min(len(buffer), ready))
-        buffer[:len(data)] = data
-        return len(data)
+        return self._file.readinto(buffer[:min(len(buffer), ready)])  # type: ignore[no-any-return]
 
     def close(self) -> None:
         self._file.close()

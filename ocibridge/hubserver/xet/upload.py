@@ -57,6 +57,9 @@ MAX_SHARD = 64 * 1024 * 1024
 #: bytes of a rebuilt file written between two calls on its relay to read on (a segment is up
 #: to a xorb's 64 MiB: told once a segment, the relay idled, then had a segment to send at the end)
 RELAY_STEP = 4 * 1024 * 1024
+#: bytes of a xorb or shard received before they are written (a thread hop each time: one a
+#: piece, ~64 KiB, cost the event loop more than receiving them)
+WRITE_PIECE = 1024 * 1024
 _T = TypeVar("_T")
 
 
@@ -102,12 +105,20 @@ class XetUpload:
     async def _receive(self, request: Request, fd: int, limit: int) -> int | None:
         """The body into ``fd``; its size, or None when it is larger than ``limit``."""
         taken = 0
+        pending: list[bytes] = []
+        held = 0
         with os.fdopen(os.dup(fd), "wb") as out:
             async for piece in request.stream():
                 taken += len(piece)
                 if taken > limit:
                     return None
-                await self.run(out.write, piece)
+                pending.append(piece)
+                held += len(piece)
+                if held >= WRITE_PIECE:  # one thread hop a MiB, not one a piece (~64 KiB)
+                    await self.run(out.writelines, pending)
+                    pending, held = [], 0
+            if pending:
+                await self.run(out.writelines, pending)
         return taken
 
     # -- xorbs ----------------------------------------------------------------------------------
