@@ -75,7 +75,7 @@ class Following(io.RawIOBase):
             if at >= self.size:
                 return 0
             ready = self._written - at
-        return self._file.readinto(buffer[:min(len(buffer), ready)])  # type: ignore[no-any-return]
+        return self._file.readinto(buffer[:min(len(buffer), ready)])
 
     def close(self) -> None:
         self._file.close()
