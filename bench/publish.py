@@ -2,16 +2,22 @@
 registry, over Xet (hf_xet, huggingface_hub's default where it is installed) and over LFS
 (``HF_HUB_DISABLE_XET=1``).
 
-    .venv/bin/python -m bench.publish                      # 1024 MiB, --repeat 2, Xet and LFS
+    .venv/bin/python -m bench.publish                      # 1024 MiB, --repeat 3, Xet and LFS
     .venv/bin/python -m bench.publish --sizes 1024 4096 --repeat 1 --protocols xet
     .venv/bin/python -m bench.publish --dedupe 256          # one tensor of ten changed, over Xet
 
 The model is one safetensors-like file of random bytes and a config.json. Each sample is a
-process of its own, as a user runs it: ``HfApi().upload_folder`` into a new repository through
-a serve started afresh (empty staging and model cache; over Xet, hf_xet's own cache empty too,
-so nothing is deduplicated against an earlier sample), against ``python -m ocibridge push DIR
-REF`` into a new repository (target ≤ 1.3×). serve's peak RSS (``VmHWM``) after the upload is
-shown at each size (flat: bytes move a piece at a time).
+process of its own, as a user runs it, the ways alternating within each repetition:
+``HfApi().upload_folder`` into a new repository through a serve started afresh (empty staging
+and model cache; over Xet, hf_xet's own cache empty too, so nothing is deduplicated against an
+earlier sample), against ``python -m ocibridge push DIR REF`` into a new repository (targets:
+Xet ≤ 1.3×, LFS ≤ 1.2×). serve's peak RSS (``VmHWM``) after the upload is
+shown at each size (flat: bytes move a piece at a time). The same run measures what bounds each
+way on this machine (issue 64): curl's monolithic PUT of the weights (the registry's own speed),
+huggingface_hub's work before its first byte (it hashes the file before it asks where to send
+it), serve's least work per byte in one process, and every process's CPU seconds; the floor of
+LFS is the first two one after the other, that of Xet the CPU seconds the run needs at least
+over the machine's cores.
 
 ``--dedupe SIZE`` (only changed chunks travel up): a safetensors file of ten tensors is uploaded
 over Xet (hf_xet, as huggingface_hub runs by default), then again with one tensor drawn anew,
@@ -34,12 +40,15 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 
-from .registries import fresh_registry
-from .serve import MiB, base_env, free_port, load, timed, wait_healthy
+from . import tools
+from .proc import Sample, run_measured
+from .registries import BenchRegistry, fresh_registry
+from .serve import MiB, base_env, cpu_of, free_port, load, timed, wait_healthy
 
 UPLOAD = ("import sys; from huggingface_hub import HfApi; api = HfApi(); api.create_repo(sys.argv[1]); "
           "api.upload_folder(repo_id=sys.argv[1], folder_path=sys.argv[2])")
@@ -85,37 +94,149 @@ def make_model(root: Path, size_mib: int) -> Path:
     return root
 
 
+#: what a client does before its first byte moves over LFS: import huggingface_hub and hash the
+#: file (``CommitOperationAdd`` takes its SHA-256, which the LFS batch asks for)
+PRELUDE = ("import sys; from huggingface_hub import CommitOperationAdd; "
+           "CommitOperationAdd(path_in_repo='model.safetensors', path_or_fileobj=sys.argv[1])")
+#: the least serve must do to each byte it publishes, whatever the protocol: hash it twice
+#: (its SHA-256, the layer digest, and the chunk table push binds), write it once (staging),
+#: and over Xet check it with BLAKE3 once (the chunk hashes a xorb is named by)
+LEAST_WORK = """
+import hashlib, sys, blake3
+from ocibridge.chunks.chunking import ChunkHasher
+whole, table, xet = hashlib.sha256(), ChunkHasher(1 << 20, threaded=False), blake3.blake3()
+with open(sys.argv[1], "rb") as f, open(sys.argv[2], "wb") as out:
+    while block := f.read(1 << 20):
+        whole.update(block); table.update(block); out.write(block)
+        if sys.argv[3] == "xet":
+            xet.update(block)
+"""
+
+
+@dataclass
+class Runs:
+    """The samples of one row: wall seconds, and CPU seconds of the client, serve and registry."""
+
+    wall: list[float] = field(default_factory=list)
+    client: list[float] = field(default_factory=list)
+    serve: list[float] = field(default_factory=list)
+    registry: list[float] = field(default_factory=list)
+    rss: list[float] = field(default_factory=list)
+
+    def add(self, sample: Sample, serve: float | None = None, registry: float | None = None,
+            rss: float | None = None) -> None:
+        self.wall.append(sample.seconds)
+        self.client.append(sample.cpu)
+        if serve is not None:
+            self.serve.append(serve)
+        if registry is not None:
+            self.registry.append(registry)
+        self.rss.append(sample.rss_mb if rss is None else rss)
+
+    def median(self, what: str = "wall") -> float:
+        values: list[float] = getattr(self, what)
+        return statistics.median(values) if values else 0.0
+
+    def shown(self) -> str:
+        return f"{self.median():.2f} s [{', '.join(f'{s:.2f}' for s in self.wall)}]"
+
+
+def curl_put(reg: BenchRegistry, path: Path, repo: str) -> Sample:
+    """The registry's own floor: curl PUTs the file whose digest is known, one monolithic upload."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    started = httpx.post(f"{reg.url}/v2/{repo}/blobs/uploads/")
+    location = httpx.URL(reg.url).join(started.headers["location"])
+    return run_measured(tools.curl_put([(path, str(location), f"sha256:{digest.hexdigest()}")]))
+
+
 def run(size_mib: int, work: Path, repeat: int, protocols: list[str]) -> list[str]:
     model = make_model(work / f"m{size_mib}", size_mib)
-    push_s: list[float] = []
-    publish_s: dict[str, list[float]] = {p: [] for p in protocols}
-    rss: dict[str, list[float]] = {p: [] for p in protocols}
+    weights = model / "model.safetensors"
+    rows: dict[str, Runs] = {name: Runs() for name in ("curl", "push", "prelude", "least", *protocols)}
+    before = load()
     with fresh_registry(work) as reg:
         for n in range(repeat):
+            r0 = reg.cpu_seconds()
+            sample = curl_put(reg, weights, f"bench/curl{size_mib}-{n}")
+            rows["curl"].add(sample, registry=reg.cpu_seconds() - r0)
             env = {**base_env(work), "OCIBRIDGE_CACHE": str(work / f"push-cache{n}")}
-            push_s.append(timed([sys.executable, "-m", "ocibridge", "push", str(model),
-                                 f"{reg.host}/bench/push{size_mib}-{n}:latest", "-q"], env))
+            r0 = reg.cpu_seconds()
+            sample = run_measured([sys.executable, "-m", "ocibridge", "push", str(model),
+                                   f"{reg.host}/bench/push{size_mib}-{n}:latest", "-q"], env=env)
+            rows["push"].add(sample, registry=reg.cpu_seconds() - r0)
+            shutil.rmtree(work / f"push-cache{n}", ignore_errors=True)
+            rows["prelude"].add(run_measured([sys.executable, "-c", PRELUDE, str(weights)], env=base_env(work)))
             for protocol in protocols:
                 home = work / f"hf-home-{protocol}-{n}"  # hf_xet's cache in it: nothing known from before
                 with serving(work, f"{reg.host}/bench") as (url, proc):
                     env = {**base_env(work), "HF_ENDPOINT": url, "HF_TOKEN": "bench-token", "HF_HOME": str(home)}
                     if protocol == "lfs":
                         env["HF_HUB_DISABLE_XET"] = "1"
-                    publish_s[protocol].append(timed([sys.executable, "-c", UPLOAD,
-                                                      f"acme/{protocol}{size_mib}-{n}", str(model)], env))
-                    rss[protocol].append(peak_rss_mib(proc.pid))
+                    s0, r0 = cpu_of(proc.pid), reg.cpu_seconds()
+                    sample = run_measured([sys.executable, "-c", UPLOAD, f"acme/{protocol}{size_mib}-{n}", str(model)],
+                                          env=env)
+                    rows[protocol].add(sample, serve=cpu_of(proc.pid) - s0, registry=reg.cpu_seconds() - r0,
+                                       rss=peak_rss_mib(proc.pid))
                 shutil.rmtree(home, ignore_errors=True)
+        for protocol in protocols:
+            out = work / "least-work.out"
+            rows[f"least-{protocol}"] = Runs()
+            for _ in range(repeat):
+                rows[f"least-{protocol}"].add(run_measured([sys.executable, "-c", LEAST_WORK, str(weights), str(out),
+                                                            protocol], env=base_env(work)))
+                out.unlink()
     shutil.rmtree(model)
-    push_m = statistics.median(push_s)
-    rows = []
+    return table(size_mib, rows, protocols, before, load())
+
+
+def table(size_mib: int, rows: dict[str, Runs], protocols: list[str], before: str, after: str) -> list[str]:
+    """The rows of one size: each way's wall time and CPU, its ratio to push, and the floor that
+    bounds it on this machine (measured in the same run)."""
+    push, curl, prelude = rows["push"], rows["curl"], rows["prelude"]
+    cores = os.cpu_count() or 1
+    lines = [f"#### {size_mib} MiB: {len(push.wall)} alternating runs each, load {before} → {after}, {cores} CPUs",
+             "",
+             "| way | wall median s [runs] | ÷ push | client CPU s | serve CPU s | registry CPU s | peak RSS MiB |",
+             "|---|---|---|---|---|---|---|",
+             f"| curl PUT of the weights, digest known (the registry's floor) | {curl.shown()} | "
+             f"{curl.median() / push.median():.2f}× | {curl.median('client'):.2f} | - | "
+             f"{curl.median('registry'):.2f} | {max(curl.rss):.0f} |",
+             f"| `ocibridge push` | {push.shown()} | 1.00× | {push.median('client'):.2f} | - | "
+             f"{push.median('registry'):.2f} | {max(push.rss):.0f} |",
+             f"| huggingface_hub before its first byte (import, SHA-256 of the file) | {prelude.shown()} | "
+             f"{prelude.median() / push.median():.2f}× | {prelude.median('client'):.2f} | - | - | - |"]
+    floors = []
     for protocol in protocols:
-        pub_m = statistics.median(publish_s[protocol])
-        shown = ", ".join(f"{s:.1f}" for s in publish_s[protocol]), ", ".join(f"{s:.1f}" for s in push_s)
-        label = "LFS" if protocol == "lfs" else "Xet"
-        rows.append(f"| {size_mib} MiB | upload_folder through serve ({label}) "
-                    f"{pub_m:.1f} s [{shown[0]}] | push {push_m:.1f} s [{shown[1]}] | {pub_m / push_m:.2f}× | "
-                    f"serve peak RSS {max(rss[protocol]):.0f} MiB | load {load()} |")
-    return rows
+        runs, least = rows[protocol], rows[f"least-{protocol}"]
+        label = "LFS (`HF_HUB_DISABLE_XET=1`)" if protocol == "lfs" else "Xet (hf_xet, the default)"
+        target = 1.2 if protocol == "lfs" else 1.3
+        lines.append(f"| `upload_folder` through serve, {label} | {runs.shown()} | "
+                     f"**{runs.median() / push.median():.2f}×** (target ≤ {target}×) | {runs.median('client'):.2f} | "
+                     f"{runs.median('serve'):.2f} | {runs.median('registry'):.2f} | serve {max(runs.rss):.0f} |")
+        work = "SHA-256 twice, one write" if protocol == "lfs" else "SHA-256 twice, BLAKE3, one write"
+        lines.append(f"| serve's least work per byte ({work}), in one process | {least.shown()} | - | "
+                     f"{least.median('client'):.2f} | - | - | - |")
+        if protocol == "lfs":
+            # the client hashes the file before any byte moves, and the registry takes the bytes
+            # no faster than curl's PUT: the two follow each other
+            floor = prelude.median() + curl.median()
+            why = (f"the client's {prelude.median():.2f} s before its first byte + the registry's "
+                   f"{curl.median():.2f} s to take the bytes (curl)")
+        else:
+            # every CPU second the run needs at least, over the machine's cores: the client's own
+            # (hf_xet chunks, hashes, compresses), the registry's for the bytes, serve's least work
+            # and a receive and a send of the bytes (curl's CPU for one, twice)
+            need = runs.median("client") + curl.median("registry") + least.median("client") + 2 * curl.median("client")
+            floor = need / cores
+            why = (f"({runs.median('client'):.2f} s hf_xet's CPU + {curl.median('registry'):.2f} s the registry's + "
+                   f"{least.median('client'):.2f} s serve's least work + {2 * curl.median('client'):.2f} s a receive "
+                   f"and a send) / {cores} cores")
+        floors.append(f"| floor of {label} | {floor:.2f} s | **{floor / push.median():.2f}×** | {why} |")
+    lines += ["", "| floor | s | ÷ push | made of (measured above, same run) |", "|---|---|---|---|", *floors, ""]
+    return lines
 
 
 TENSORS = 10
@@ -182,7 +303,7 @@ def run_dedupe(size_mib: int, work: Path) -> list[str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[1024], help="weights sizes in MiB")
-    p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--dedupe", type=int, metavar="SIZE", help="the one-tensor-changed row at SIZE MiB, only")
     p.add_argument("--protocols", nargs="+", choices=["xet", "lfs"], default=["xet", "lfs"],
                    help="how huggingface_hub uploads: hf_xet (its default) or LFS (HF_HUB_DISABLE_XET=1)")
