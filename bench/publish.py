@@ -95,9 +95,9 @@ def make_model(root: Path, size_mib: int) -> Path:
 
 
 #: what a client does before its first byte moves over LFS: import huggingface_hub and hash the
-#: file (``CommitOperationAdd`` takes its SHA-256, which the LFS batch asks for)
-PRELUDE = ("import sys; from huggingface_hub import CommitOperationAdd; "
-           "CommitOperationAdd(path_in_repo='model.safetensors', path_or_fileobj=sys.argv[1])")
+#: file (the LFS batch names it by its SHA-256; hashed lazily, so only over LFS)
+PRELUDE = ("import sys; from huggingface_hub import CommitOperationAdd, HfApi; "
+           "CommitOperationAdd(path_in_repo='model.safetensors', path_or_fileobj=sys.argv[1]).upload_info.sha256")
 #: the least serve must do to each byte it publishes, whatever the protocol: hash it twice
 #: (its SHA-256, the layer digest, and the chunk table push binds), write it once (staging),
 #: and over Xet check it with BLAKE3 once (the chunk hashes a xorb is named by)
