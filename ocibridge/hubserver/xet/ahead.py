@@ -200,13 +200,13 @@ class Ahead:
                                 table.update(data)
                                 if relay is None:  # a relay makes the SHA-256 as it sends
                                     digest.update(data)
-                        out.flush()
-                        if out.tell() > self.limit:
-                            raise BadUpload("past the staging budget")
-                        if relay is None and self.ingest is not None and out.tell() >= RELAY_MIN:
-                            relay = self.ingest(repo_id, stream.path)
-                        if relay is not None:
-                            relay.follow.grew(out.tell())
+                                out.flush()  # the relay reads on a batch at a time, not a xorb (64 MiB)
+                                if out.tell() > self.limit:
+                                    raise BadUpload("past the staging budget")
+                                if relay is None and self.ingest is not None and out.tell() >= RELAY_MIN:
+                                    relay = self.ingest(repo_id, stream.path)
+                                if relay is not None:
+                                    relay.follow.grew(out.tell())
                         with self._cond:
                             stream.size = out.tell()
                             stream.built += 1
