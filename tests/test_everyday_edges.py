@@ -206,3 +206,22 @@ def test_each_extra_is_named_where_tasks_first_uses_it_and_by_the_command_withou
         assert done.returncode == 1, (args, done)
         [line] = done.stderr.splitlines()
         assert f"pip install 'ocibridge[{extra}]'" in line, line
+
+
+def test_push_to_a_new_layout_with_a_name_holding_a_slash_splits_as_skopeo_does(tmp_path):
+    """``oci:NEW:acme/x:v1`` for a layout not there yet made the folder ``NEW:acme`` holding a layout
+    ``x`` tagged ``v1``: the split depended on whether the layout existed. It is now the layout ``NEW``
+    holding ``acme/x:v1``, as skopeo reads it, first push or second."""
+    model = make_model(tmp_path / "m")
+    target = tmp_path / "new"
+    for _ in range(2):  # the second push finds the layout the first made, and names the same entry
+        done = run("push", "-q", str(model), f"oci:{target}:acme/x:v1")
+        assert done.returncode == 0, done.stderr
+    assert not list(tmp_path.glob("new:*"))  # no folder named after the text up to the last colon
+    index = json.loads((target / "index.json").read_text())
+    names = [m["annotations"]["org.opencontainers.image.ref.name"] for m in index["manifests"]]
+    assert names == ["acme/x:v1"]
+    seen = subprocess.run(["skopeo", "inspect", "--raw", f"oci:{target}:acme/x:v1"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert seen.returncode == 0, seen.stderr
+    assert json.loads(seen.stdout)["layers"]  # skopeo found the manifest by that name

@@ -52,6 +52,9 @@ def test_layout_references():
     pinned = parse_layout_reference("oci:/a/b@sha256:" + "c" * 64)
     assert pinned.digest == "sha256:" + "c" * 64 and pinned.path == "/a/b"
     assert parse_layout_reference("oci:/x:1/y").path == "/x:1/y"  # a colon before the last slash is path
+    # a name after the first ':' splits there, as skopeo splits it, whether the layout exists or not
+    new = parse_layout_reference("oci:no-such-layout-here:acme/x:v1")
+    assert (new.path, new.tag) == ("no-such-layout-here", "acme/x:v1")
     with pytest.raises(InvalidReference):
         parse_layout_reference("oci:")
 

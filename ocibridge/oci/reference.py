@@ -192,10 +192,10 @@ def _canonical_registry(text: str) -> str:
 
 
 def parse_layout_reference(text: str) -> LayoutReference:
-    """Parse ``oci:PATH[:REF|@DIGEST]``. REF is what follows the first ':' of the last path
-    component, as containers/image splits ``oci:PATH:REF``, so a name holding ':' reads the same
-    here and in skopeo (``oci:STORE:mymodel:v2``). A REF holding '/' (``myorg/model:v1``) has
-    its first ':' earlier: that ':' is taken when what precedes it is a layout on disk."""
+    """Parse ``oci:PATH[:REF|@DIGEST]``. REF is what follows the first ':', as containers/image
+    splits ``oci:PATH:REF``, so a name holding ':' or '/' reads the same here and in skopeo
+    (``oci:STORE:mymodel:v2``, ``oci:STORE:myorg/model:v1``); a PATH holding ':' is taken when it
+    is a layout on disk already."""
     if not text.startswith(LAYOUT_SCHEME):
         raise InvalidReference(f"not a layout reference: {text!r}")
     body = text[len(LAYOUT_SCHEME):]
@@ -210,13 +210,25 @@ def parse_layout_reference(text: str) -> LayoutReference:
 
 
 def _name_colon(body: str) -> int:
-    """Where ``PATH:REF`` splits (-1: no REF): at a ':' whose left side is an existing layout,
-    else the first ':' after the last '/'."""
+    """Where ``PATH:REF`` splits (-1: no REF): at a ':' whose left side is an existing layout
+    (a path holding ':' is found when it is there), else at the first ':' when a name follows it,
+    as skopeo splits it, so ``oci:new:acme/x:v1`` makes the layout ``new`` holding ``acme/x:v1``
+    (not ``new:acme/x``), else at the first ':' of the last path component."""
     for at, char in enumerate(body):
         if char == ":" and at and os.path.isfile(os.path.join(os.path.expanduser(body[:at]), "oci-layout")):
             return at
-    slash = body.rfind("/")
-    return body.find(":", slash + 1)
+    first = body.find(":")
+    if first >= 0 and _is_ref_name(body[first + 1:]):
+        return first
+    return body.find(":", body.rfind("/") + 1)  # not a name after the first ':' (``/x:1/y``): a path
+
+
+def _is_ref_name(text: str) -> bool:
+    try:
+        check_ref_name(text)
+    except InvalidReference:
+        return False
+    return True
 
 
 def is_layout_reference(text: str) -> bool:
