@@ -194,3 +194,20 @@ def test_a_bad_writer_or_peer_is_one_line(capsys):
         assert main(["serve", "registry.internal:5000/models", *flags]) == 2
         err = capsys.readouterr().err
         assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_repository_created_and_not_committed_to_yet_reads_the_same_through_a_reader(pair):
+    """create_repo on the writer marks the repository in the writer's cache only (the registry has
+    no byte of it until the first commit). A file asked of it is the Hub's EntryNotFound on the
+    writer (transformers asks for a card right after create_repo, and goes on), but a reader found
+    nothing and said RepoNotFound (transformers stops). A reader now asks its writer before it says
+    a repository is not there."""
+    writer, reader = pair
+    HfApi(endpoint=writer.url, token="writer-token").create_repo("acme/fresh-empty")
+    for serve in (writer, reader):
+        with pytest.raises(huggingface_hub.errors.EntryNotFoundError):
+            huggingface_hub.hf_hub_download("acme/fresh-empty", "README.md", endpoint=serve.url,
+                                            token="reader-token", cache_dir=str(serve.home / "hub"))
+        with pytest.raises(huggingface_hub.errors.RepositoryNotFoundError):  # neither knows it: still 404
+            huggingface_hub.hf_hub_download("acme/never-made", "README.md", endpoint=serve.url,
+                                            token="reader-token", cache_dir=str(serve.home / "hub"))

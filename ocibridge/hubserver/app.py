@@ -53,6 +53,7 @@ from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
+from ocibridge.hubserver.reading.sources import RepoNotFound
 from ocibridge.hubserver.replicas.forward import Forwarder
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.routing import HubRoute, route_path
@@ -154,7 +155,12 @@ class ServeApp:
                 return await answer(request)
             except CAUGHT as e:
                 failure = failure_of(e, f"{request.method} {request.url.path}")
-                return error(failure.status, failure.code, failure.message)
+                refused = error(failure.status, failure.code, failure.message)
+                if isinstance(e, RepoNotFound) and self.forwarder is not None and request.method in ("GET", "HEAD"):
+                    # a repository create_repo made and no commit reached yet is known to the writer
+                    # alone (writes/created.py): it answers, and says 404 when it does not know it either
+                    return await self.forwarder.forward(request, unreachable=refused)
+                return refused
 
         return endpoint
 

@@ -47,9 +47,9 @@ class Forwarder:
                                              limits=httpx.Limits(max_connections=None, max_keepalive_connections=32))
         return self._client
 
-    async def forward(self, request: Request) -> Response:
+    async def forward(self, request: Request, unreachable: Response | None = None) -> Response:
         """The writer's answer to ``request``, its status, headers and body as they come; a
-        writer that cannot be reached is the Hub's 503."""
+        writer that cannot be reached is the Hub's 503 (or ``unreachable``)."""
         raw = request.scope.get("raw_path") or request.url.path.encode()
         target = raw.split(b"?", 1)[0].decode("latin-1")
         query = request.scope.get("query_string", b"").decode("latin-1")
@@ -63,6 +63,8 @@ class Forwarder:
             answer = await self.client.send(sent, stream=True)
         except httpx.HTTPError as e:
             log.warning("%s %s: the writer %s did not answer: %s", request.method, target, self.writer, e)
+            if unreachable is not None:
+                return unreachable
             return error(503, None, f"the writer this serve sends writes to ({self.writer}) did not answer; "
                                     "try again shortly", {"Retry-After": "5"})
         response = StreamingResponse(answer.aiter_raw(), status_code=answer.status_code,
