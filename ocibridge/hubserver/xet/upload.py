@@ -60,8 +60,10 @@ MAX_SHARD = 64 * 1024 * 1024
 #: to a xorb's 64 MiB: told once a segment, the relay idled, then had a segment to send at the end)
 RELAY_STEP = 4 * 1024 * 1024
 #: bytes of a xorb or shard received before they are written (a thread hop each time: one a
-#: piece, ~64 KiB, cost the event loop more than receiving them)
-WRITE_PIECE = 1024 * 1024
+#: piece, ~64 KiB, cost the event loop more than receiving them). Each upload under way holds
+#: this much, and hf_xet raises its uploads under way as an upload goes on (8 to 19 over 4 GiB):
+#: at 1 MiB serve's peak RSS grew with the file's size (issue 64)
+WRITE_PIECE = 256 * 1024
 _T = TypeVar("_T")
 
 
