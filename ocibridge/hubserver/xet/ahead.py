@@ -30,6 +30,7 @@ from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.hubserver.uploads.ingest import IngestFor, IngestRelay
 from ocibridge.hubserver.uploads.relay import RELAY_MIN, STALL
 from ocibridge.hubserver.xet import merkle, shards
+from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry
 
 log = logging.getLogger("ocibridge.hubserver")
@@ -59,7 +60,7 @@ class _Stream:
 
     path: Path
     order: list[bytes] = field(default_factory=list)
-    verified: dict[bytes, list[tuple[bytes, int]]] = field(default_factory=dict)
+    verified: dict[bytes, ChunkList] = field(default_factory=dict)  # 36 bytes a chunk (issue 64)
     built: int = 0  # xorbs of ``order`` written out
     size: int = 0
     dead: str | None = None  # why what is built is not taken
@@ -88,7 +89,7 @@ class Ahead:
                 threading.Thread(target=self._build, args=(repo_id, stream), name="xet-ahead", daemon=True).start()
             stream.order.append(xorb)
 
-    def verified(self, repo_id: str, xorb: bytes, chunks: list[tuple[bytes, int]] | None) -> None:
+    def verified(self, repo_id: str, xorb: bytes, chunks: ChunkList | None) -> None:
         """``xorb`` is kept, its chunks' hashes and lengths ``chunks`` (None: it was refused)."""
         with self._cond:
             stream = self._streams.get(repo_id)
@@ -116,8 +117,11 @@ class Ahead:
                 stream.dead = "the build did not catch up"
             else:
                 tail = entry.segments[-1]
-                whole = [c for xorb in stream.order[:-1] for c in stream.verified[xorb]]
-                if merkle.file_hash(whole + stream.verified[tail.xorb][tail.first:tail.end]) != entry.xet_hash:
+                tree = merkle.Tree()  # a xorb at a time: no list of the file's chunks
+                for xorb in stream.order[:-1]:
+                    tree.extend(stream.verified[xorb])
+                tree.extend(stream.verified[tail.xorb][tail.first:tail.end])
+                if tree.file_hash() != entry.xet_hash:
                     stream.dead = "not the Xet hash the shard names"  # before the registry upload ends
                 stream.last = (tail.first, tail.end)
             stream.closed = True
@@ -155,8 +159,7 @@ class Ahead:
             if chunks is None:
                 return False
             first, end = (seg.first, seg.end) if k == len(entry.segments) - 1 else (0, len(chunks))
-            if seg.first != first or seg.end != end or end > len(chunks) or \
-                    seg.size != sum(n for _, n in chunks[first:end]):
+            if seg.first != first or seg.end != end or end > len(chunks) or seg.size != chunks.total(first, end):
                 return False
         return True
 

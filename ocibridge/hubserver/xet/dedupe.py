@@ -35,20 +35,26 @@ learns no hash of a chunk it does not hold.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import heapq
+import itertools
 import os
 import secrets
 import struct
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import blake3
 
 from ocibridge.core.environment import cache_root
 from ocibridge.hubserver.xet import merkle, shards
-from ocibridge.hubserver.xet.shards import FileEntry
+from ocibridge.hubserver.xet.chunklist import ChunkList
+from ocibridge.hubserver.xet.shards import FileEntry, Segment
 
 #: xet-core's MDB_SHARD_GLOBAL_DEDUP_CHUNK_MODULUS
 DEDUPE_MODULUS = 1024
@@ -59,6 +65,13 @@ FOOTER_SIZE = 200
 _CHUNK = struct.Struct("<32sI")
 #: where a chunk lies: the file's SHA-256, the chunk's offset and length, the file's size
 _PLACE = struct.Struct("<32sQIQ")
+#: a row of an answer's chunk lookup: the keyed hash's first word, its xorb's entry, the chunk
+_LOOKUP = struct.Struct("<QII")
+#: chunk lookup rows written at a time
+LOOKUP_BATCH = 4096
+#: the chunk lists a record holds at once (the last read): a file's xorbs come one after another,
+#: and a shard of small files names one xorb many times over
+RECENT = 4
 Chunks = Sequence[tuple[bytes, int]]
 #: (file SHA-256 hex, offset, length, file size)
 Place = tuple[str, int, int, int]
@@ -82,61 +95,76 @@ def _order(h: bytes) -> tuple[int, ...]:
     return struct.unpack("<4Q", h)
 
 
-def answer_shard(xorbs: Iterable[tuple[bytes, Chunks, int]], key: bytes, now: int | None = None) -> bytes:
-    """A shard (format of xet-core's ``MDBShardInfo::serialize_from``) with no file and the xorbs
-    given as ``(xorb hash, its chunks, its size stored)``, chunk hashes keyed by ``key``."""
-    rows: list[tuple[bytes, int]] = []  # (xorb hash, index of its header entry)
-    chunk_rows: list[tuple[int, int, int]] = []
-    index = 0
-    materialized = on_disk = 0
+def write_answer_shard(out: BinaryIO, xorbs: Iterable[bytes], load: Callable[[bytes], tuple[Chunks, int]],
+                       key: bytes, now: int | None = None) -> None:
+    """A shard (format of xet-core's ``MDBShardInfo::serialize_from``) with no file and the
+    xorbs named, each as ``load`` gives it (its chunks, its size stored), chunk hashes keyed by
+    ``key``, written into ``out`` a xorb at a time: of a file's chunks (65 536 in 4 GiB) only the
+    chunk lookup's keys are held, 12 bytes a chunk, each xorb's sorted, then merged (issue 64)."""
     head = shards.SHARD_TAG + struct.pack("<QQ", HEADER_VERSION, FOOTER_SIZE)
-    file_info = shards.BOOKEND + bytes(16)
-    body = bytearray(file_info)
-    xorb_offset = len(head) + len(body)
-    for xorb, chunks, stored in sorted(xorbs, key=lambda x: _order(x[0])):
+    out.write(head + shards.BOOKEND + bytes(16))  # no file info
+    at = xorb_offset = len(head) + len(shards.BOOKEND) + 16
+    rows: list[tuple[bytes, int]] = []  # (xorb hash, index of its header entry)
+    runs: list[tuple[int, array[int], array[int]]] = []  # a xorb's entry, its keyed words and chunks in order
+    index = materialized = on_disk = 0
+    for xorb in sorted(xorbs, key=_order):
+        chunks, stored = load(xorb)
         total = sum(size for _, size in chunks)
         materialized += total
         on_disk += stored
         rows.append((xorb, index))
-        body += xorb + struct.pack("<IIII", 0, len(chunks), total, stored)
-        at = 0
-        for i, (chunk, size) in enumerate(chunks):
+        section = bytearray(xorb + struct.pack("<IIII", 0, len(chunks), total, stored))
+        words = array("Q")
+        offset = 0
+        for chunk, size in chunks:
             keyed = _hmac(chunk, key)
-            body += keyed + struct.pack("<IIII", at, size, 0, 0)
-            chunk_rows.append((_first_word(keyed), index, i))
-            at += size
+            section += keyed + struct.pack("<IIII", offset, size, 0, 0)
+            words.append(_first_word(keyed))
+            offset += size
+        order = sorted(range(len(words)), key=words.__getitem__)  # stable: equal words by chunk
+        runs.append((index, array("Q", (words[k] for k in order)), array("I", order)))
+        out.write(section)
+        at += len(section)
         index += 1 + len(chunks)
-    body += shards.BOOKEND + bytes(16)
-    at = len(head) + len(body)
-    file_lookup = at
-    xorb_lookup = at
-    for xorb, i in rows:
-        body += struct.pack("<QI", _first_word(xorb), i)
-    chunk_lookup = len(head) + len(body)
-    for word, i, k in sorted(chunk_rows):
-        body += struct.pack("<QII", word, i, k)
-    footer_offset = len(head) + len(body)
+    out.write(shards.BOOKEND + bytes(16))
+    at += len(shards.BOOKEND) + 16
+    file_lookup = xorb_lookup = at
+    out.write(b"".join(struct.pack("<QI", _first_word(xorb), i) for xorb, i in rows))
+    chunk_lookup = at = at + 12 * len(rows)
+    merged = heapq.merge(*(zip(words, itertools.repeat(i), order) for i, words, order in runs))
+    count = 0
+    for batch in iter(lambda: list(itertools.islice(merged, LOOKUP_BATCH)), []):
+        out.write(b"".join(_LOOKUP.pack(*row) for row in batch))
+        count += len(batch)
+    footer_offset = at + _LOOKUP.size * count
     stamp = int(time.time()) if now is None else now
     footer = struct.pack("<9Q", FOOTER_VERSION, len(head), xorb_offset, file_lookup, 0, xorb_lookup, len(rows),
-                         chunk_lookup, len(chunk_rows))
+                         chunk_lookup, count)
     footer += key + struct.pack("<2Q", stamp, 2 ** 64 - 1) + bytes(48)
     footer += struct.pack("<4Q", on_disk, materialized, materialized, footer_offset)
     assert len(footer) == FOOTER_SIZE
-    return head + bytes(body) + footer
+    out.write(footer)
 
 
-def _write(path: Path, data: bytes) -> None:
-    """``data`` at ``path``, whole or not at all (a rename)."""
+@contextlib.contextmanager
+def _replacing(path: Path) -> Iterator[BinaryIO]:
+    """A file to write that becomes ``path`` whole once written, or not at all (a rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=".new-")
     try:
         with os.fdopen(fd, "wb") as out:
-            out.write(data)
+            yield out
         os.replace(name, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name)
         raise
+
+
+def _write(path: Path, data: bytes) -> None:
+    """``data`` at ``path``, whole or not at all."""
+    with _replacing(path) as out:
+        out.write(data)
 
 
 class Dedupe:
@@ -154,12 +182,11 @@ class Dedupe:
         """The chunks of a verified xorb, so no answer has to read it again."""
         _write(self.root / "xorbs" / merkle.hex_of(xorb), b"".join(_CHUNK.pack(h, n) for h, n in chunks))
 
-    def chunks_of(self, xorb: bytes) -> list[tuple[bytes, int]]:
+    def chunks_of(self, xorb: bytes) -> ChunkList:
         """The chunks of a kept xorb: remembered, else read (and checked) from the xorb."""
         known = self.root / "xorbs" / merkle.hex_of(xorb)
         with contextlib.suppress(FileNotFoundError):
-            raw = known.read_bytes()
-            return [_CHUNK.unpack_from(raw, at) for at in range(0, len(raw), _CHUNK.size)]
+            return ChunkList.of(_CHUNK.iter_unpack(known.read_bytes()))
         path = self.xorbs / merkle.hex_of(xorb)
         with open(path, "rb") as f:
             chunks = shards.chunk_list(f, os.fstat(f.fileno()).st_size)
@@ -173,39 +200,35 @@ class Dedupe:
         """Remember ``entries`` (the files a shard of ``repo_id`` sent, verified and staged): the
         answer naming each one's xorbs, under its first chunk and every eligible chunk of it, and
         where each chunk of those xorbs lies in it. The work is per xorb, not per file times
-        xorb: a shard of thousands of small files packed in one xorb makes one answer of it."""
-        lists: dict[bytes, list[tuple[bytes, int]]] = {}
-        found: dict[bytes, dict[int, bytes]] = {}
+        xorb: a shard of thousands of small files packed in one xorb makes one answer of it; and
+        a xorb at a time: the chunk lists of the last few xorbs read are held, not of all of a
+        file's (issue 64: serve's memory stays flat with the file's size)."""
+        lists = functools.lru_cache(maxsize=RECENT)(self.chunks_of)
         answers: set[bytes] = set()
         repo = self._repo(repo_id)
         for entry in entries:
             names = list(dict.fromkeys(seg.xorb for seg in entry.segments))
-            for xorb in names:
-                if xorb not in lists:
-                    lists[xorb] = self.chunks_of(xorb)
-            self._place(entry, lists, found)
             joined = b"".join(names)
             if joined not in answers:
                 answers.add(joined)
-                shard = answer_shard(((x, lists[x], self._stored_size(repo_id, x, lists[x])) for x in names),
-                                     secrets.token_bytes(32))
-                _write(repo / "answers" / hashlib.sha256(joined).hexdigest(), shard)
+                with _replacing(repo / "answers" / hashlib.sha256(joined).hexdigest()) as out:
+                    write_answer_shard(out, names, lambda x: (lists(x), self._stored_size(x, lists(x))),
+                                       secrets.token_bytes(32))
             self._asked(repo, entry, lists, joined)
-        self._write_places(repo_id, lists, found)
+        self._write_places(repo, entries, lists)
 
-    def _asked(self, repo: Path, entry: FileEntry, lists: dict[bytes, list[tuple[bytes, int]]],
-               joined: bytes) -> None:
+    def _asked(self, repo: Path, entry: FileEntry, lists: Callable[[bytes], ChunkList], joined: bytes) -> None:
         """The file's xorbs, and the chunks hf_xet asks about that lead to it."""
         name = merkle.hex_of(entry.xet_hash)
         _write(repo / "files" / f"{name}.xorbs", joined)
         asked: list[bytes] = []
         for seg in entry.segments:
-            used = lists[seg.xorb][seg.first:seg.end]
+            used = lists(seg.xorb)[seg.first:seg.end]
             asked += [h for i, (h, _) in enumerate(used) if (not asked and i == 0) or eligible(h)]
         for chunk in dict.fromkeys(asked):
             _write(repo / "chunks" / merkle.hex_of(chunk), name.encode())
 
-    def _stored_size(self, repo_id: str, xorb: bytes, chunks: Chunks) -> int:
+    def _stored_size(self, xorb: bytes, chunks: Chunks) -> int:
         """The xorb's size as kept (what an answer says it is on disk: only counted)."""
         try:
             return (self.xorbs / merkle.hex_of(xorb)).stat().st_size
@@ -213,29 +236,31 @@ class Dedupe:
             return sum(size for _, size in chunks) + shards.HEADER * len(chunks)
 
     @staticmethod
-    def _place(entry: FileEntry, lists: dict[bytes, list[tuple[bytes, int]]],
-               found: dict[bytes, dict[int, bytes]]) -> None:
-        """Where each chunk ``entry`` names lies in it, into ``found`` (xorb -> chunk -> place)."""
-        assert entry.sha256 is not None  # a staged file's
-        sha = bytes.fromhex(merkle.hex_of(entry.sha256))
-        total = sum(seg.size for seg in entry.segments)
-        at = 0
-        for seg in entry.segments:
-            for k in range(seg.first, seg.end):
-                size = lists[seg.xorb][k][1]
-                found.setdefault(seg.xorb, {})[k] = _PLACE.pack(sha, at, size, total)
-                at += size
-
-    def _write_places(self, repo_id: str, lists: dict[bytes, list[tuple[bytes, int]]],
-                      found: dict[bytes, dict[int, bytes]]) -> None:
-        for xorb, placed in found.items():
-            path = self._repo(repo_id) / "places" / merkle.hex_of(xorb)
-            old = [bytes(_PLACE.size)] * len(lists[xorb])
+    def _write_places(repo: Path, entries: Sequence[FileEntry], lists: Callable[[bytes], ChunkList]) -> None:
+        """Where each chunk the ``entries`` name lies in them (the last file naming it wins),
+        over what was known of each xorb: a xorb's file at a time."""
+        naming: dict[bytes, list[tuple[Segment, bytes, int, int]]] = {}  # xorb -> (segment, file, offset, size)
+        for entry in entries:
+            assert entry.sha256 is not None  # a staged file's
+            sha = bytes.fromhex(merkle.hex_of(entry.sha256))
+            total = sum(seg.size for seg in entry.segments)  # each checked to be its chunks' bytes
+            at = 0
+            for seg in entry.segments:
+                naming.setdefault(seg.xorb, []).append((seg, sha, at, total))
+                at += seg.size
+        for xorb, segments in naming.items():
+            chunks = lists(xorb)
+            path = repo / "places" / merkle.hex_of(xorb)
+            rows = bytearray(_PLACE.size * len(chunks))
             with contextlib.suppress(FileNotFoundError):
-                raw = path.read_bytes()
-                old = [raw[i:i + _PLACE.size] for i in range(0, len(raw), _PLACE.size)]
-            rows = [placed.get(k) or row for k, row in enumerate(old)]
-            _write(path, b"".join(rows))
+                old = path.read_bytes()
+                if len(old) == len(rows):
+                    rows[:] = old
+            for seg, sha, at, total in segments:
+                for k in range(seg.first, seg.end):
+                    _PLACE.pack_into(rows, _PLACE.size * k, sha, at, chunks.size(k), total)
+                    at += chunks.size(k)
+            _write(path, bytes(rows))
 
     def places(self, repo_id: str, xorb: bytes) -> list[Place | None] | None:
         """Where each chunk of ``xorb`` lies in a file of ``repo_id`` (None: not known)."""

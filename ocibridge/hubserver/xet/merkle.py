@@ -13,7 +13,7 @@ order): :func:`hex_of` and :func:`from_hex`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import blake3
 
@@ -47,16 +47,9 @@ def chunk_hash(data: bytes | memoryview) -> bytes:
     return blake3.blake3(data, key=DATA_KEY).digest()
 
 
-def _cut(level: Sequence[tuple[bytes, int]], at: int) -> int:
-    """Where the group of ``level`` starting at ``at`` ends."""
-    left = len(level) - at
-    if left <= 2:
-        return len(level)
-    end = at + min(2 * BRANCHING + 1, left)
-    for i in range(at + 2, end):
-        if int.from_bytes(level[i][0][24:32], "little") % BRANCHING == 0:
-            return i + 1
-    return end
+def _closes(node: tuple[bytes, int]) -> bool:
+    """Whether a group ends after ``node`` (its hash is 0 modulo the branching factor)."""
+    return int.from_bytes(node[0][24:32], "little") % BRANCHING == 0
 
 
 def _merged(group: Sequence[tuple[bytes, int]]) -> tuple[bytes, int]:
@@ -64,24 +57,66 @@ def _merged(group: Sequence[tuple[bytes, int]]) -> tuple[bytes, int]:
     return blake3.blake3(text.encode(), key=NODE_KEY).digest(), sum(size for _, size in group)
 
 
-def xorb_hash(chunks: Sequence[tuple[bytes, int]]) -> bytes:
+class Tree:
+    """The tree's root over ``(hash, size)`` pairs given in order, a xorb's chunks at a time.
+
+    Why: a file's hash is the tree over all its chunks (65 536 of them in 4 GiB); built level by
+    level, every level is held at once. A group's end is known from its first nodes alone (a
+    node at index 2 to 8 of it that closes it, else 9 nodes), except for the last group of a
+    level, which takes what is left (at most 8 nodes): so each level holds only its open group,
+    and a node is handed up as soon as its group closes. The groups, and so the hash, are the
+    ones the level-by-level build makes (tests/test_serve_xet_memory.py holds one to compare).
+    """
+
+    def __init__(self) -> None:
+        self._open: list[list[tuple[bytes, int]]] = []  # per level, its group not closed yet
+        self._seen: list[int] = []  # per level, the nodes it was given
+
+    def add(self, chunk: bytes, size: int) -> None:
+        self._push(0, (chunk, size))
+
+    def extend(self, chunks: Iterable[tuple[bytes, int]]) -> None:
+        for chunk, size in chunks:
+            self._push(0, (chunk, size))
+
+    def _push(self, depth: int, node: tuple[bytes, int]) -> None:
+        if depth == len(self._open):
+            self._open.append([])
+            self._seen.append(0)
+        group = self._open[depth]
+        group.append(node)
+        self._seen[depth] += 1
+        if len(group) == 2 * BRANCHING + 1 or (len(group) >= 3 and _closes(node)):
+            self._open[depth] = []
+            self._push(depth + 1, _merged(group))
+
+    def root(self) -> bytes:
+        """The root over every pair given (all zero for none); the tree is spent after it."""
+        depth = 0
+        while depth < len(self._open):
+            group = self._open[depth]
+            if self._seen[depth] == 1:  # one node at a level: nothing was handed up, it is the root
+                return group[0][0]
+            if group:
+                self._open[depth] = []
+                self._push(depth + 1, _merged(group))
+            depth += 1
+        return EMPTY
+
+    def file_hash(self) -> bytes:
+        """The Xet hash of a file of the chunks given (all zero for none); spent after it."""
+        return blake3.blake3(self.root(), key=ZERO_KEY).digest() if self._seen else EMPTY
+
+
+def xorb_hash(chunks: Iterable[tuple[bytes, int]]) -> bytes:
     """The root of the tree over ``(chunk hash, chunk size)`` (all zero for no chunk)."""
-    if not chunks:
-        return EMPTY
-    level = list(chunks)
-    while len(level) > 1:
-        nxt: list[tuple[bytes, int]] = []
-        at = 0
-        while at < len(level):
-            cut = _cut(level, at)
-            nxt.append(_merged(level[at:cut]))
-            at = cut
-        level = nxt
-    return level[0][0]
+    tree = Tree()
+    tree.extend(chunks)
+    return tree.root()
 
 
-def file_hash(chunks: Sequence[tuple[bytes, int]]) -> bytes:
+def file_hash(chunks: Iterable[tuple[bytes, int]]) -> bytes:
     """A file's Xet hash from its chunks in order (all zero for an empty file)."""
-    if not chunks:
-        return EMPTY
-    return blake3.blake3(xorb_hash(chunks), key=ZERO_KEY).digest()
+    tree = Tree()
+    tree.extend(chunks)
+    return tree.file_hash()

@@ -17,6 +17,7 @@ when flagged; an entry whose hash is all ones ends it.
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -24,6 +25,7 @@ from typing import BinaryIO
 import lz4.frame
 
 from ocibridge.hubserver.xet import merkle
+from ocibridge.hubserver.xet.chunklist import ChunkList
 
 HEADER = 8
 #: the largest chunk a client makes (hf_xet refuses larger ones too)
@@ -128,10 +130,11 @@ def chunks(f: BinaryIO, size: int, first: int = 0, end: int | None = None,
         raise BadUpload(f"the xorb holds no chunk {end - 1}")
 
 
-def chunk_offsets(f: BinaryIO, size: int) -> list[int]:
+def chunk_offsets(f: BinaryIO, size: int) -> array[int]:
     """Where each chunk of the xorb of ``size`` bytes open as ``f`` starts (its header; only the
-    headers are read, checked as :func:`chunks` checks them)."""
-    found: list[int] = []
+    headers are read, checked as :func:`chunks` checks them); 8 bytes a chunk, as a shard's
+    rebuild keeps them for every xorb it reads."""
+    found = array("Q")
     at = 0
     f.seek(0)
     while at < size:
@@ -162,9 +165,9 @@ def footer_hash(f: BinaryIO, size: int) -> bytes | None:
     return None
 
 
-def chunk_list(f: BinaryIO, size: int) -> list[tuple[bytes, int]]:
+def chunk_list(f: BinaryIO, size: int) -> ChunkList:
     """``(hash, length)`` of every chunk of the xorb open as ``f``, recomputed from its bytes."""
-    return [(merkle.chunk_hash(data), len(data)) for data in chunks(f, size)]
+    return ChunkList.of((merkle.chunk_hash(data), len(data)) for data in chunks(f, size))
 
 
 def verified_xorb_hash(f: BinaryIO, size: int) -> bytes:

@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import tempfile
+from array import array
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -40,6 +41,7 @@ from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging, StagingFull
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.ahead import Ahead
+from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.dedupe import Dedupe
 from ocibridge.hubserver.xet.owners import XorbOwners
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
@@ -58,8 +60,10 @@ MAX_SHARD = 64 * 1024 * 1024
 #: to a xorb's 64 MiB: told once a segment, the relay idled, then had a segment to send at the end)
 RELAY_STEP = 4 * 1024 * 1024
 #: bytes of a xorb or shard received before they are written (a thread hop each time: one a
-#: piece, ~64 KiB, cost the event loop more than receiving them)
-WRITE_PIECE = 1024 * 1024
+#: piece, ~64 KiB, cost the event loop more than receiving them). Each upload under way holds
+#: this much, and hf_xet raises its uploads under way as an upload goes on (8 to 19 over 4 GiB):
+#: at 1 MiB serve's peak RSS grew with the file's size (issue 64)
+WRITE_PIECE = 256 * 1024
 _T = TypeVar("_T")
 
 
@@ -160,7 +164,7 @@ class XetUpload:
         await self.run(self._within_budget, target)
         return JSONResponse({"was_inserted": True})
 
-    def _chunks_of(self, xorb: bytes) -> list[tuple[bytes, int]] | None:
+    def _chunks_of(self, xorb: bytes) -> ChunkList | None:
         """The chunks a kept xorb was verified with (None: no longer known)."""
         try:
             return self.dedupe.chunks_of(xorb)
@@ -168,21 +172,21 @@ class XetUpload:
             return None
 
     @staticmethod
-    def _check_xorb(path: Path, size: int, want: bytes) -> tuple[str | None, list[tuple[bytes, int]]]:
+    def _check_xorb(path: Path, size: int, want: bytes) -> tuple[str | None, ChunkList]:
         """Why the xorb at ``path`` is not the xorb ``want`` (None: it is), and its chunks."""
         try:
             with open(path, "rb") as f:
                 chunks = shards.chunk_list(f, size)
                 said = shards.footer_hash(f, size)
         except BadUpload as e:
-            return str(e), []
+            return str(e), ChunkList()
         if not chunks:
-            return "the xorb holds no chunk", []
+            return "the xorb holds no chunk", ChunkList()
         got = merkle.xorb_hash(chunks)
         if got != want:
-            return "its chunks do not hash to the name it was sent under", []
+            return "its chunks do not hash to the name it was sent under", ChunkList()
         if said is not None and said != want:
-            return "its footer names another xorb", []
+            return "its footer names another xorb", ChunkList()
         return None, chunks
 
     def _within_budget(self, keep: Path) -> None:
@@ -236,7 +240,7 @@ class XetUpload:
         declared = sum(seg.size for entry in files for seg in entry.segments)
         self.staging.tmp.mkdir(parents=True, exist_ok=True)
         held = Path(tempfile.mkdtemp(dir=self.staging.tmp, prefix="shard-"))
-        offsets: dict[bytes, list[int]] = {}  # where each chunk of a xorb starts: read once
+        offsets: dict[bytes, array[int]] = {}  # where each chunk of a xorb starts: read once
         try:
             with self.staging.reserve(declared, repo_id, writer):
                 built: dict[tuple[bytes, bytes | None], tuple[Path, str, tuple[str, ...] | None]] = {}
@@ -286,7 +290,7 @@ class XetUpload:
         return None
 
     def _segment(self, seg: Segment, repo_id: str, files: contextlib.ExitStack,
-                 offsets: dict[bytes, list[int]]) -> Iterator[bytes]:
+                 offsets: dict[bytes, array[int]]) -> Iterator[bytes]:
         """The chunks ``seg`` names: from its kept xorb when a writer of ``repo_id`` sent it
         (:mod:`.owners`), else from where :mod:`.dedupe` placed them in a file of ``repo_id``
         (each checked against the chunk hash its xorb had)."""
@@ -306,9 +310,9 @@ class XetUpload:
         name = merkle.hex_of(seg.xorb)
         places = self.dedupe.places(repo_id, seg.xorb)
         try:
-            known = self.dedupe.chunks_of(seg.xorb) if places else []
+            known = self.dedupe.chunks_of(seg.xorb) if places else ChunkList()
         except (OSError, BadUpload):
-            known = []
+            known = ChunkList()
         wanted = places[seg.first:seg.end] if places and seg.end <= min(len(places), len(known)) else []
         if not wanted or None in wanted:
             raise BadUpload(f"xorb {name} was never uploaded")
@@ -329,7 +333,7 @@ class XetUpload:
             yield data
 
     def _rebuild(self, entry: FileEntry, fd: int, path: Path, repo_id: str,
-                 offsets: dict[bytes, list[int]] | None = None) -> tuple[str, tuple[str, ...] | None]:
+                 offsets: dict[bytes, array[int]] | None = None) -> tuple[str, tuple[str, ...] | None]:
         """Write the file ``entry`` names into ``fd`` (at ``path``) from kept xorbs (or the files
         their chunks were placed in), checking its Xet hash and the SHA-256 the shard names; that
         SHA-256 (hex) and, for a large file, the chunk table push binds, made of the bytes as they
@@ -354,16 +358,16 @@ class XetUpload:
         return written
 
     def _write(self, entry: FileEntry, fd: int, named: str, size: int, relay: Relay | None, repo_id: str,
-               offsets: dict[bytes, list[int]]) -> tuple[str, tuple[str, ...] | None]:
+               offsets: dict[bytes, array[int]]) -> tuple[str, tuple[str, ...] | None]:
         digest = hashlib.sha256()
         chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
-        hashes: list[tuple[bytes, int]] = []
+        tree = merkle.Tree()  # the file's Xet hash, a chunk at a time: no list of its chunks
         done = told = 0
         with os.fdopen(os.dup(fd), "wb") as out, contextlib.ExitStack() as files:
             for seg in entry.segments:
                 written = 0
                 for data in self._segment(seg, repo_id, files, offsets):
-                    hashes.append((merkle.chunk_hash(data), len(data)))
+                    tree.add(merkle.chunk_hash(data), len(data))
                     digest.update(data)
                     if chunks is not None:
                         chunks.update(data)
@@ -380,7 +384,7 @@ class XetUpload:
                 if relay is not None:
                     out.flush()
                     relay.follow.grew(min(done, size))
-        if merkle.file_hash(hashes) != entry.xet_hash:
+        if tree.file_hash() != entry.xet_hash:
             raise BadUpload("its chunks do not hash to the Xet hash the shard names")
         if digest.hexdigest() != named:
             raise BadUpload(f"its bytes do not hash to the sha256:{named} the shard names")
