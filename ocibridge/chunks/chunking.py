@@ -84,10 +84,12 @@ class ChunkHasher:
             self._thread = threading.Thread(target=self._run, name="chunk-hash", daemon=True)
             self._thread.start()
 
-    def update(self, data: bytes) -> None:
+    def update(self, data: bytes | memoryview) -> None:
+        """Hash ``data``: before this returns when not threaded (a view of a buffer about to be
+        reused is fine then); threaded, a view is copied first, as its buffer may change."""
         self.size += len(data)
         if self._queue is not None:
-            self._queue.put(data)
+            self._queue.put(bytes(data) if isinstance(data, memoryview) else data)
         else:
             self._hash(data)
 
@@ -113,7 +115,7 @@ class ChunkHasher:
                 except BaseException as e:  # handed to finish(), on the caller's thread
                     self._error = e
 
-    def _hash(self, data: bytes) -> None:
+    def _hash(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
         while view:
             take = min(len(view), self.chunk_size - self._filled)

@@ -45,6 +45,7 @@ from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.dedupe import Dedupe
 from ocibridge.hubserver.xet.owners import XorbOwners
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
+from ocibridge.hubserver.xet.xorbcheck import XorbCheck
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.uploads.ingest import IngestFor
@@ -107,8 +108,9 @@ class XetUpload:
         return require_token(self.grants, request, f"write {requested_repo(request)}", "write")
 
     # -- receiving ------------------------------------------------------------------------------
-    async def _receive(self, request: Request, fd: int, limit: int) -> int | None:
-        """The body into ``fd``; its size, or None when it is larger than ``limit``."""
+    async def _receive(self, request: Request, fd: int, limit: int, check: XorbCheck | None = None) -> int | None:
+        """The body into ``fd`` (and through ``check`` as it is written); its size, or None when
+        it is larger than ``limit``."""
         taken = 0
         pending: list[bytes] = []
         held = 0
@@ -120,10 +122,10 @@ class XetUpload:
                 pending.append(piece)
                 held += len(piece)
                 if held >= WRITE_PIECE:  # one thread hop a WRITE_PIECE, not one a piece (~64 KiB)
-                    await self.run(out.writelines, pending)
+                    await self.run(_take, out, pending, check)
                     pending, held = [], 0
             if pending:
-                await self.run(out.writelines, pending)
+                await self.run(_take, out, pending, check)
         return taken
 
     # -- xorbs ----------------------------------------------------------------------------------
@@ -146,12 +148,13 @@ class XetUpload:
         # a xorb another repository sent is taken and checked all the same: the answer says
         # nothing of what other repositories hold, and only whole bytes make it this one's
         with self.staging.new_file() as (path, fd):
-            size = await self._receive(request, fd, shards.MAX_XORB)
+            check = XorbCheck()  # as it arrives: the xorb is not read back to be checked
+            size = await self._receive(request, fd, shards.MAX_XORB, check)
             if size is None:
                 self.ahead.verified(repo_id, want, None)
                 return error(413, None, f"a xorb is at most {shards.MAX_XORB} bytes")
             log.info("%s: xorb received, %d bytes", request.url.path, size)  # what dedupe saves is read here
-            problem, chunks = await self.run(self._check_xorb, path, size, want)
+            problem, chunks = await self.run(check.result, want)
             if problem:
                 self.ahead.verified(repo_id, want, None)
                 log.warning("%s: xorb refused: %s", request.url.path, problem)
@@ -171,24 +174,6 @@ class XetUpload:
             return self.dedupe.chunks_of(xorb)
         except (OSError, BadUpload):
             return None
-
-    @staticmethod
-    def _check_xorb(path: Path, size: int, want: bytes) -> tuple[str | None, ChunkList]:
-        """Why the xorb at ``path`` is not the xorb ``want`` (None: it is), and its chunks."""
-        try:
-            with open(path, "rb") as f:
-                chunks = shards.chunk_list(f, size)
-                said = shards.footer_hash(f, size)
-        except BadUpload as e:
-            return str(e), ChunkList()
-        if not chunks:
-            return "the xorb holds no chunk", ChunkList()
-        got = merkle.xorb_hash(chunks)
-        if got != want:
-            return "its chunks do not hash to the name it was sent under", ChunkList()
-        if said is not None and said != want:
-            return "its footer names another xorb", ChunkList()
-        return None, chunks
 
     def _within_budget(self, keep: Path) -> None:
         """Drop the least recently used xorbs past the budget (never ``keep``)."""
@@ -417,3 +402,10 @@ class XetUpload:
             return error(404, None, "no shard holds that chunk")
         log.info("%s: dedupe answered with a shard of %d bytes", request.url.path, len(shard))
         return Response(shard, media_type="application/octet-stream")
+
+
+def _take(out: BinaryIO, pieces: list[bytes], check: XorbCheck | None) -> None:
+    """Write ``pieces`` and check the chunks they complete, in one trip to a worker thread."""
+    out.writelines(pieces)
+    if check is not None:
+        check.feed(pieces)
