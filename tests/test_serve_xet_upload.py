@@ -204,3 +204,52 @@ def test_a_shard_naming_more_bytes_than_the_disk_holds_is_refused_before_any_is_
     status, answer = call(f"{cas}/v1/shards", "POST", one, token)
     assert status == 400 and b"declares 200000 bytes in 1 chunks" in answer
     assert kept_nothing()
+
+
+def test_a_writer_has_at_most_its_share_of_xorb_bodies_read_at_once(served):
+    """hf_xet opens more uploads as a large file goes on (8 to 19-20): serve reads at most
+    RECEIVING_SHARE bodies of one writer at once (the rest wait, unread), so its memory does not
+    grow with the client's concurrency; every upload is still taken once its turn comes."""
+    import re
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    from ocibridge.hubserver.xet.upload import RECEIVING_SHARE
+
+    cas, token = grant(served, "acme/many")
+    where = urlsplit(cas)
+    xorbs = [one_chunk_xorb(os.urandom(64 * 1024)) for _ in range(RECEIVING_SHARE + 4)]
+
+    def reading() -> int:
+        _, page = call(f"{served.url}/metrics")
+        found = re.search(rb"^ocibridge_serve_xet_xorbs_reading (\S+)$", page, re.M)
+        assert found is not None, page[:500]
+        return int(float(found.group(1)))
+
+    def settled(want: int) -> int:
+        deadline = time.monotonic() + 20
+        while (now := reading()) != want and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return now
+
+    sockets = []
+    for body, name in xorbs:  # each upload's headers and its body's first bytes, then a pause
+        s = socket.create_connection((where.hostname, where.port), timeout=60)
+        s.sendall(f"POST {where.path}/v1/xorbs/default/{name} HTTP/1.1\r\nHost: {where.netloc}\r\n"
+                  f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body[:100])
+        sockets.append(s)
+    assert settled(RECEIVING_SHARE) == RECEIVING_SHARE
+    time.sleep(0.5)
+    assert reading() == RECEIVING_SHARE  # not one more, with all of them open
+    for s, (body, _) in zip(sockets, xorbs, strict=True):
+        s.sendall(body[100:])
+    for s in sockets:
+        answer = b""
+        while b"was_inserted" not in answer:
+            piece = s.recv(65536)
+            assert piece, answer
+            answer += piece
+        assert answer.startswith(b"HTTP/1.1 200") and b'"was_inserted":true' in answer.replace(b" ", b""), answer
+        s.close()
+    assert settled(0) == 0

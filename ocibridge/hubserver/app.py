@@ -114,6 +114,7 @@ class ServeApp:
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
                                     blobs=self.repos.mounts, relay=relay, ingest=partial(ingest_for, first))
+        self.metrics.xorbs_reading = lambda: self.xet_upload.reading
         # the compare pages' diffs (ocibridge diff's), under their read budgets, kept
         self.compare = Compare(catalog, diff, page_budget=settings.compare_budget)
         self.web = WebPages(self, settings)  # the pages (issue 56): routed after every API route

@@ -7,6 +7,7 @@ field's library; in the ``serve`` extra), each app with a registry of its own.
     ocibridge_serve_uploads_in_flight                    LFS PUTs and Xet uploads being received
     ocibridge_serve_registry_errors_total                answers of 502: a registry did not answer as expected
     ocibridge_serve_staging_bytes                        bytes uploads not yet committed hold (and reserve)
+    ocibridge_serve_xet_xorbs_reading                    Xet xorb bodies being read (the others wait their turn)
     ocibridge_serve_cache_hits_total                     blobs sent from serve's model cache
     ocibridge_serve_blob_fetches_total                   blobs fetched from a source (the cache's misses)
 
@@ -43,6 +44,7 @@ class Metrics:
 
     def __init__(self, staging: Callable[[], int], hits: Callable[[], int], fetches: Callable[[], int]):
         self.registry = CollectorRegistry(auto_describe=True)
+        self.xorbs_reading: Callable[[], int] = lambda: 0  # set once the Xet upload routes exist
         self.requests = Counter("ocibridge_serve_requests", "HTTP answers, by route template, method and status",
                                 ("route", "method", "status"), registry=self.registry)
         self.received = Counter("ocibridge_serve_received_bytes", "Bytes of request bodies read",
@@ -52,7 +54,7 @@ class Metrics:
                              registry=self.registry)
         self.registry_errors = Counter("ocibridge_serve_registry_errors",
                                        "Answers of 502: a registry did not answer as expected", registry=self.registry)
-        self.registry.register(_Held(staging, hits, fetches))
+        self.registry.register(_Held(staging, hits, fetches, lambda: self.xorbs_reading()))
 
     def route(self) -> BaseRoute:
         return Route(PATH, self.page, methods=["GET", "HEAD"])
@@ -115,14 +117,19 @@ def _is_upload(scope: Scope) -> bool:
 class _Held(Collector):
     """What other parts keep, read when scraped."""
 
-    def __init__(self, staging: Callable[[], int], hits: Callable[[], int], fetches: Callable[[], int]):
-        self.staging, self.hits, self.fetches = staging, hits, fetches
+    def __init__(self, staging: Callable[[], int], hits: Callable[[], int], fetches: Callable[[], int],
+                 xorbs: Callable[[], int]):
+        self.staging, self.hits, self.fetches, self.xorbs = staging, hits, fetches, xorbs
 
     def collect(self) -> Iterator[Metric]:
         staged = GaugeMetricFamily("ocibridge_serve_staging_bytes",
                                    "Bytes held (and reserved) by uploads not yet committed")
         staged.add_metric([], self.staging())
         yield staged
+        reading = GaugeMetricFamily("ocibridge_serve_xet_xorbs_reading",
+                                    "Xet xorb bodies being read (the others wait their turn)")
+        reading.add_metric([], self.xorbs())
+        yield reading
         yield CounterMetricFamily("ocibridge_serve_cache_hits", "Blobs sent from serve's model cache",
                                   value=self.hits())
         yield CounterMetricFamily("ocibridge_serve_blob_fetches", "Blobs fetched from a source (the cache's misses)",

@@ -11,7 +11,9 @@
 decompressed and hashed and the tree of those hashes is the hash it was sent under; a shard's
 files are rebuilt from kept xorbs only, each checked against the Xet hash the shard names and
 the SHA-256 of its metadata extension, and all of them are (:meth:`.staging.Staging.commit_file`)
-before any is kept. A refused upload keeps nothing.
+before any is kept. A refused upload keeps nothing. At most :data:`RECEIVING_AT_ONCE` xorb
+bodies are read at once (:data:`RECEIVING_SHARE` of one writer's), each checked as it arrives
+(:mod:`.xorbcheck`): serve's memory stays the same whatever number of uploads hf_xet opens.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.access import Signer, require_token
 from ocibridge.hubserver.answers import bearer, error, requested_repo
+from ocibridge.hubserver.guard import Shares
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging, StagingFull
 from ocibridge.hubserver.xet import merkle, shards
@@ -66,6 +69,13 @@ RELAY_STEP = 4 * 1024 * 1024
 #: at 1 MiB serve's peak RSS grew with the file's size (issue 64); at 256 KiB the thread hops
 #: cost ~0.5 s of CPU a GiB more; 512 KiB: 4 GiB peaked at 117 MiB, as at 256 KiB
 WRITE_PIECE = 512 * 1024
+#: xorb bodies read at once, over every writer, and of those the most one writer's uploads hold:
+#: each holds up to a WRITE_PIECE, and hf_xet raises its uploads under way as a file goes on (8
+#: to 19-20 over 4 GiB), so without a bound serve's peak memory grew with the file's size (issue
+#: 64); an upload past them waits, unread, its bytes in the kernel's socket buffers. On 2 cores
+#: eight at once already keep the CPU busy, so the wait costs no throughput.
+RECEIVING_AT_ONCE = 16
+RECEIVING_SHARE = 8
 _T = TypeVar("_T")
 
 
@@ -85,6 +95,8 @@ class XetUpload:
         self.grants = grants
         self.base = base
         self.budget = budget
+        self._receiving: Shares | None = None  # made on the server's loop
+        self.reading = 0  # xorb bodies being read now (GET /metrics)
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
         return await anyio.to_thread.run_sync(call, *args)
@@ -130,7 +142,7 @@ class XetUpload:
 
     # -- xorbs ----------------------------------------------------------------------------------
     async def xorb(self, request: Request) -> Response:
-        self._require(request)
+        writer = self._require(request)
         named = request.path_params["hash"]
         want = merkle.from_hex(named)
         if request.path_params["prefix"] != "default" or want is None:
@@ -147,6 +159,18 @@ class XetUpload:
             return JSONResponse({"was_inserted": False})
         # a xorb another repository sent is taken and checked all the same: the answer says
         # nothing of what other repositories hold, and only whole bytes make it this one's
+        if self._receiving is None:
+            self._receiving = Shares(RECEIVING_AT_ONCE, RECEIVING_SHARE)
+        await self._receiving.take(writer)  # its body is read once a permit is free (RECEIVING_AT_ONCE)
+        self.reading += 1
+        try:
+            return await self._receive_xorb(request, repo_id, want, target)
+        finally:
+            self.reading -= 1
+            self._receiving.give(writer)
+
+    async def _receive_xorb(self, request: Request, repo_id: str, want: bytes, target: Path) -> Response:
+        named = request.path_params["hash"]
         with self.staging.new_file() as (path, fd):
             check = XorbCheck()  # as it arrives: the xorb is not read back to be checked
             size = await self._receive(request, fd, shards.MAX_XORB, check)

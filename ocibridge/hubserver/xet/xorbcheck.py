@@ -3,16 +3,19 @@ and BLAKE3-hashed as the body arrives, so a xorb is never read back from disk to
 (that read and its parse were ~0.5 s of serve's CPU per GiB published over Xet).
 
 The rules are those of :func:`.shards.chunks` and :func:`.shards.footer_hash`, held across the
-pieces of a body: the bytes of a chunk not complete yet wait in one buffer that the next pieces
-are appended to (a chunk is stored in at most twice :data:`.shards.MAX_CHUNK` bytes, so the
-buffer stays the size of what is fed at once), and a footer, when one comes, ends the chunks.
-What the xorb is (its name) is decided at the end, from the hashes made here.
+pieces of a body. A chunk stored as it is is hashed from the pieces themselves, however they cut
+it (nothing is copied, and an upload holds no more than its pieces); only a header cut between
+two pieces (8 bytes) and a compressed chunk (at most twice :data:`.shards.MAX_CHUNK`, to be
+decompressed whole) are held. A footer, when one comes, ends the chunks. What the xorb is (its
+name) is decided at the end, from the hashes made here.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
+
+import blake3
 
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.chunklist import ChunkList
@@ -26,7 +29,11 @@ class XorbCheck:
     """The chunks of one xorb body, fed in order (:meth:`feed`), then :meth:`result`."""
 
     def __init__(self) -> None:
-        self._held = bytearray()  # bytes fed and not checked yet: the start of a chunk
+        self._head = bytearray()  # a chunk header not whole yet
+        self._left = 0  # bytes of the current chunk not fed yet (0: a header comes next)
+        self._scheme = self._stored = self._length = 0
+        self._hasher: blake3.blake3 | None = None  # a chunk stored as it is: hashed as it comes
+        self._parts: list[bytes] = []  # a compressed chunk: held until whole
         self._hashes = bytearray()
         self._sizes = array("I")
         self._footer: bytearray | None = None  # once the footer began: its first bytes
@@ -36,56 +43,74 @@ class XorbCheck:
         """Check the chunks ``pieces`` complete (after a problem, nothing more is looked at)."""
         if self.problem is not None:
             return
-        if self._footer is not None:
-            for piece in pieces:
-                self._footer += piece[:max(0, FOOTER_NAMES - len(self._footer))]
-            return
-        for piece in pieces:
-            self._held += piece
         try:
-            done = self._check(self._held)
+            for piece in pieces:
+                self._feed(memoryview(piece))
         except BadUpload as e:
             self.problem = str(e)
-            self._held = bytearray()
-            return
-        del self._held[:done]  # no view of it is left: _check's have ended with it
 
-    def _check(self, held: bytearray) -> int:
-        """Check every whole chunk at the start of ``held``; the bytes checked (all of them once
-        the footer begins: its first bytes are kept for :meth:`result`)."""
-        view = memoryview(held)
-        at, n = 0, len(held)
-        while n - at >= HEADER:
-            if held[at:at + len(FOOTER_IDENT)] == FOOTER_IDENT:
-                self._footer = bytearray(held[at:at + FOOTER_NAMES])
-                return n
-            version, stored, scheme, length = (held[at], int.from_bytes(held[at + 1:at + 4], "little"),
-                                               held[at + 4], int.from_bytes(held[at + 5:at + 8], "little"))
-            k = len(self._sizes)
-            if version != 0 or length > MAX_CHUNK or stored > 2 * MAX_CHUNK or length == 0:
-                raise BadUpload(f"chunk {k}: not a chunk header (version {version}, {stored} bytes for {length})")
-            if k >= MAX_XORB_CHUNKS:
-                raise BadUpload(f"the xorb holds more than {MAX_XORB_CHUNKS} chunks")
-            if n - at < HEADER + stored:
-                break
-            body = view[at + HEADER:at + HEADER + stored]
-            if scheme == 0:
-                if stored != length:
-                    raise BadUpload(f"a chunk is {stored} bytes, its header says {length}")
-                self._hashes += merkle.chunk_hash(body)
+    def _feed(self, view: memoryview) -> None:
+        at, n = 0, len(view)
+        while at < n:
+            if self._footer is not None:
+                self._footer += view[at:at + max(0, FOOTER_NAMES - len(self._footer))]
+                return
+            if self._left == 0:
+                take = min(HEADER - len(self._head), n - at)
+                self._head += view[at:at + take]
+                at += take
+                if len(self._head) == HEADER:
+                    self._start(bytes(self._head))
+                    self._head.clear()
+                continue
+            take = min(self._left, n - at)
+            if self._hasher is not None:
+                self._hasher.update(view[at:at + take])
             else:
-                self._hashes += merkle.chunk_hash(shards.decompress(scheme, bytes(body), length))
-            self._sizes.append(length)
-            at += HEADER + stored
-        return at
+                self._parts.append(bytes(view[at:at + take]))
+            self._left -= take
+            at += take
+            if self._left == 0:
+                self._end()
+
+    def _start(self, head: bytes) -> None:
+        """A chunk's header, checked; its bytes are what comes next."""
+        if head[:len(FOOTER_IDENT)] == FOOTER_IDENT:
+            self._footer = bytearray(head)
+            return
+        version, scheme = head[0], head[4]
+        stored = int.from_bytes(head[1:4], "little")
+        length = int.from_bytes(head[5:8], "little")
+        k = len(self._sizes)
+        if version != 0 or length > MAX_CHUNK or stored > 2 * MAX_CHUNK or length == 0:
+            raise BadUpload(f"chunk {k}: not a chunk header (version {version}, {stored} bytes for {length})")
+        if k >= MAX_XORB_CHUNKS:
+            raise BadUpload(f"the xorb holds more than {MAX_XORB_CHUNKS} chunks")
+        self._scheme, self._stored, self._length = scheme, stored, length
+        self._hasher = blake3.blake3(key=merkle.DATA_KEY) if scheme == 0 else None
+        self._parts = []
+        self._left = stored
+        if stored == 0:
+            self._end()
+
+    def _end(self) -> None:
+        """A chunk's bytes are all in: its hash and length kept."""
+        if self._hasher is not None:
+            if self._stored != self._length:
+                raise BadUpload(f"a chunk is {self._stored} bytes, its header says {self._length}")
+            digest = self._hasher.digest()
+        else:
+            digest = merkle.chunk_hash(shards.decompress(self._scheme, b"".join(self._parts), self._length))
+        self._hashes += digest
+        self._sizes.append(self._length)
+        self._hasher, self._parts = None, []
 
     def result(self, want: bytes) -> tuple[str | None, ChunkList]:
         """Why the body fed is not the xorb ``want`` (None: it is), and its chunks."""
-        if self.problem is None and self._held[:len(FOOTER_IDENT)] == FOOTER_IDENT:
-            self._held = bytearray()  # a footer cut short names nothing
-        if self.problem is None and self._held:
-            self.problem = ("the xorb ends inside a chunk header" if len(self._held) < HEADER
-                            else f"chunk {len(self._sizes)} runs past the end of the xorb")
+        if self.problem is None and self._left:
+            self.problem = f"chunk {len(self._sizes)} runs past the end of the xorb"
+        elif self.problem is None and self._head and self._head[:len(FOOTER_IDENT)] != FOOTER_IDENT:
+            self.problem = "the xorb ends inside a chunk header"  # (a footer cut short names nothing)
         if self.problem is not None:
             return self.problem, ChunkList()
         if not self._sizes:
