@@ -206,7 +206,7 @@ def test_a_shard_naming_more_bytes_than_the_disk_holds_is_refused_before_any_is_
     assert kept_nothing()
 
 
-def test_a_writer_has_at_most_its_share_of_xorb_bodies_read_at_once(served):
+def test_a_writer_has_at_most_its_share_of_xorb_bodies_read_at_once(served, monkeypatch):
     """hf_xet opens more uploads as a large file goes on (8 to 19-20): serve reads at most
     RECEIVING_SHARE bodies of one writer at once (the rest wait, unread), so its memory does not
     grow with the client's concurrency; every upload is still taken once its turn comes."""
@@ -215,8 +215,10 @@ def test_a_writer_has_at_most_its_share_of_xorb_bodies_read_at_once(served):
     import time
     from urllib.parse import urlsplit
 
+    from ocibridge.hubserver.xet import permits
     from ocibridge.hubserver.xet.upload import RECEIVING_SHARE
 
+    monkeypatch.setattr(permits, "STALL", 60.0)  # the paused bodies keep their permits throughout
     cas, token = grant(served, "acme/many")
     where = urlsplit(cas)
     xorbs = [one_chunk_xorb(os.urandom(64 * 1024)) for _ in range(RECEIVING_SHARE + 4)]

@@ -47,6 +47,7 @@ from ocibridge.hubserver.xet.ahead import Ahead
 from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.dedupe import Dedupe
 from ocibridge.hubserver.xet.owners import XorbOwners
+from ocibridge.hubserver.xet.permits import ReadPermit
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
 from ocibridge.hubserver.xet.xorbcheck import XorbCheck
 
@@ -69,11 +70,10 @@ RELAY_STEP = 4 * 1024 * 1024
 #: at 1 MiB serve's peak RSS grew with the file's size (issue 64); at 256 KiB the thread hops
 #: cost ~0.5 s of CPU a GiB more; 512 KiB: 4 GiB peaked at 117 MiB, as at 256 KiB
 WRITE_PIECE = 512 * 1024
-#: xorb bodies read at once, over every writer, and of those the most one writer's uploads hold:
-#: each holds up to a WRITE_PIECE, and hf_xet raises its uploads under way as a file goes on (8
-#: to 19-20 over 4 GiB), so without a bound serve's peak memory grew with the file's size (issue
-#: 64); an upload past them waits, unread, its bytes in the kernel's socket buffers. On 2 cores
-#: eight at once already keep the CPU busy, so the wait costs no throughput.
+#: xorb bodies read at once, over every writer, and of those the most one writer's uploads hold
+#: (:mod:`.permits`): each holds up to a WRITE_PIECE, and without a bound serve's peak memory grew
+#: with hf_xet's uploads under way, so with the file's size (issue 64). On 2 cores eight at once
+#: already keep the CPU busy, so the wait costs no throughput.
 RECEIVING_AT_ONCE = 16
 RECEIVING_SHARE = 8
 _T = TypeVar("_T")
@@ -96,10 +96,15 @@ class XetUpload:
         self.base = base
         self.budget = budget
         self._receiving: Shares | None = None  # made on the server's loop
-        self.reading = 0  # xorb bodies being read now (GET /metrics)
+        self._permits: set[ReadPermit] = set()  # of the xorb uploads under way
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
         return await anyio.to_thread.run_sync(call, *args)
+
+    @property
+    def reading(self) -> int:
+        """Xorb bodies being read now: uploads holding a permit (GET /metrics)."""
+        return sum(permit.held for permit in self._permits)
 
     # -- the grant ------------------------------------------------------------------------------
     async def token(self, request: Request) -> Response:
@@ -120,14 +125,19 @@ class XetUpload:
         return require_token(self.grants, request, f"write {requested_repo(request)}", "write")
 
     # -- receiving ------------------------------------------------------------------------------
-    async def _receive(self, request: Request, fd: int, limit: int, check: XorbCheck | None = None) -> int | None:
-        """The body into ``fd`` (and through ``check`` as it is written); its size, or None when
-        it is larger than ``limit``."""
+    async def _receive(self, request: Request, fd: int, limit: int, check: XorbCheck | None = None,
+                       permit: ReadPermit | None = None) -> int | None:
+        """The body into ``fd`` (and through ``check`` as it is written), read while ``permit``
+        is held; its size, or None when it is larger than ``limit``."""
         taken = 0
         pending: list[bytes] = []
         held = 0
         with os.fdopen(os.dup(fd), "wb") as out:
+            if permit is not None:
+                await permit.take()
             async for piece in request.stream():
+                if permit is not None:
+                    await permit.moved()  # a piece read after a stall waits for a permit
                 taken += len(piece)
                 if taken > limit:
                     return None
@@ -161,19 +171,15 @@ class XetUpload:
         # nothing of what other repositories hold, and only whole bytes make it this one's
         if self._receiving is None:
             self._receiving = Shares(RECEIVING_AT_ONCE, RECEIVING_SHARE)
-        await self._receiving.take(writer)  # its body is read once a permit is free (RECEIVING_AT_ONCE)
-        self.reading += 1
-        try:
-            return await self._receive_xorb(request, repo_id, want, target)
-        finally:
-            self.reading -= 1
-            self._receiving.give(writer)
-
-    async def _receive_xorb(self, request: Request, repo_id: str, want: bytes, target: Path) -> Response:
-        named = request.path_params["hash"]
         with self.staging.new_file() as (path, fd):
             check = XorbCheck()  # as it arrives: the xorb is not read back to be checked
-            size = await self._receive(request, fd, shards.MAX_XORB, check)
+            permit = ReadPermit(self._receiving, writer)  # its body is read with a permit (permits.py)
+            self._permits.add(permit)
+            try:
+                size = await self._receive(request, fd, shards.MAX_XORB, check, permit)
+            finally:
+                permit.give()
+                self._permits.discard(permit)
             if size is None:
                 self.ahead.verified(repo_id, want, None)
                 return error(413, None, f"a xorb is at most {shards.MAX_XORB} bytes")
