@@ -1,7 +1,7 @@
 """What a page of the page cache costs on this machine: new to the guest, or used before.
 
-    .venv/bin/python -m bench.page_cost            # 6 files of 1 GiB, the first 3 deleted after
-    .venv/bin/python -m bench.page_cost --gib 2
+    .venv/bin/python -m bench.page_cost              # 6 files of 1 GiB, the first 3 deleted after
+    .venv/bin/python -m bench.page_cost --wait 5     # the rest written 5 s after the deletion
 
 Why (issue 64): on these virtual machines memory the guest frees goes back to the host (the
 balloon's free page reporting), and the first touch of such a page is a fault the host serves:
@@ -9,7 +9,8 @@ writing a file into pages new to the guest costs several times the kernel CPU of
 into pages freed a moment ago. Every way that writes to disk pays it (serve's staging, the
 registry's blobs, push's cache) as its files grow, which is most of the spread between runs of
 ``bench.publish`` and ``bench.run``. The script writes ``--files`` files of ``--gib`` GiB one
-after the other from one reused buffer, deletes the first half, waits, and writes the rest:
+after the other from one reused buffer, deletes the first half, waits ``--wait`` seconds, and
+writes the rest:
 the first files take the free pages the kernel hands out (on a machine idle for a while, pages
 the host has taken back; after a run that freed memory a moment ago, those pages), the ones
 after the deletion reuse the pages just freed. Each line is the kernel CPU seconds of one file.
@@ -43,6 +44,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gib", type=int, default=1, help="size of each file in GiB")
     p.add_argument("--files", type=int, default=6, help="files written, the first half deleted midway")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds between the deletion and the next file")
     p.add_argument("--dir", default=None, help="where to write (a temporary folder by default)")
     args = p.parse_args()
     block = os.urandom(MiB)
@@ -54,9 +56,9 @@ def main() -> None:
             if k == half:
                 for done in paths[:half]:
                     done.unlink()
-                time.sleep(5)  # longer than the balloon's 2 s delay before it reports free pages
+                time.sleep(args.wait)  # the balloon reports free pages to the host after 2 s
             wall, kernel = write(path, args.gib, block)
-            pages = "what the kernel hands out" if k < half else f"freed 5 s before (file {k - half}'s)"
+            pages = "what the kernel hands out" if k < half else f"freed {args.wait:g} s before (file {k - half}'s)"
             print(f"| {k} | {pages} | {wall:.2f} | {kernel / args.gib:.2f} |", flush=True)
 
 
