@@ -9,7 +9,7 @@ goes falls on both sides alike.
 Run it from a directory that holds no ``ocibridge`` package (``python -m`` puts the working
 directory first on ``sys.path``, before ``PYTHONPATH``, which is how each serve is given its
 checkout; ``PYTHONPATH`` here finds this ``bench``). Each line: ``upload_folder`` over Xet (hf_xet,
-huggingface_hub's default) through
+huggingface_hub's default; ``--lfs``: over LFS) through
 that serve, its wall time and serve's CPU seconds and peak RSS; then ``ocibridge push`` of the
 same directory for the ratio.
 """
@@ -32,6 +32,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=int, default=1024, help="weights size in MiB")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--lfs", action="store_true", help="over LFS (HF_HUB_DISABLE_XET=1), not Xet")
     p.add_argument("checkouts", nargs="+", type=Path, help="the checkouts whose serve is measured")
     args = p.parse_args()
     if (Path.cwd() / "ocibridge").is_dir():
@@ -55,6 +56,8 @@ def main() -> None:
                         with publish.serving(work, f"{reg.host}/bench") as (url, proc):
                             env = {**base_env(work), "HF_ENDPOINT": url, "HF_TOKEN": "bench-token",
                                    "HF_HOME": str(work / f"hf-{n}-{k}")}
+                            if args.lfs:
+                                env["HF_HUB_DISABLE_XET"] = "1"
                             s0 = cpu_of(proc.pid)
                             sample = run_measured([sys.executable, "-c", publish.UPLOAD, f"acme/p{n}-{k}", str(model)],
                                                   env=env)

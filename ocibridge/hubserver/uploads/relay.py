@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from ocibridge.core.pagecache import let_go
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.reading.sources import RegistrySource, Source, repo_parts
 from ocibridge.oci.models import Descriptor
@@ -32,8 +33,17 @@ RELAY_MIN = 8 * 1024 * 1024
 STALL = 300.0
 
 
+#: bytes read between two calls that let go of what was read (:meth:`Following.readinto`)
+LET_GO_STEP = 32 * 1024 * 1024
+
+
 class Following(io.RawIOBase):
-    """Reads a file being written by another party, as far as it was written (waits for more)."""
+    """Reads a file being written by another party, as far as it was written (waits for more).
+
+    What it has read it lets go of from the page cache once it is on disk (issue 64,
+    :mod:`ocibridge.core.pagecache`): the file is staged, read again only by a commit's header
+    read or a push the registry cut, and the pages the writer goes on into are then the ones
+    let go a moment ago."""
 
     def __init__(self, path: Path, size: int) -> None:
         super().__init__()
@@ -42,6 +52,7 @@ class Following(io.RawIOBase):
         self._cond = threading.Condition()
         self._written = 0
         self._failed: str | None = None
+        self._marks = (0, 0)  # where the last two lettings-go reached: before the first, all went
 
     def grew(self, written: int) -> None:
         with self._cond:
@@ -75,7 +86,16 @@ class Following(io.RawIOBase):
             if at >= self.size:
                 return 0
             ready = self._written - at
+        if at - self._marks[1] >= LET_GO_STEP:
+            self._let_go(at)
         return self._file.readinto(buffer[:min(len(buffer), ready)])
+
+    def _let_go(self, at: int) -> None:
+        """Drop the pages read, from where all went last time: those written back go, the
+        others are written back now and go the next time (nothing waits for the disk)."""
+        start, middle = self._marks
+        let_go(self._file.fileno(), start, at - start)
+        self._marks = (middle, at)
 
     def close(self) -> None:
         self._file.close()

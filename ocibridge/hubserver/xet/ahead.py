@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
+from ocibridge.core.pagecache import let_go
 from ocibridge.hubserver.uploads.ingest import IngestFor, IngestRelay
 from ocibridge.hubserver.uploads.relay import RELAY_MIN, STALL
 from ocibridge.hubserver.xet import merkle, shards
@@ -192,6 +193,7 @@ class Ahead:
         table = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False)
         buf = bytearray(BATCH)  # every xorb is read into this one buffer: no fresh memory a batch
         written = 0
+        previous: Path | None = None  # the xorb built before the last one
         part = self._next(stream)  # the file is made with the first verified xorb, not before
         try:
             if part is not None:
@@ -213,6 +215,11 @@ class Ahead:
                                     relay = self.ingest(repo_id, stream.path)
                                 if relay is not None:  # it reads on a batch at a time, not a xorb (64 MiB)
                                     relay.follow.grew(written)
+                            let_go(f.fileno())  # read: its writeback begun (core/pagecache.py)
+                        if previous is not None:  # written back by now: all of it goes
+                            with contextlib.suppress(OSError), open(previous, "rb") as f:
+                                let_go(f.fileno())
+                        previous = self.xorbs / merkle.hex_of(xorb)
                         with self._cond:
                             stream.size = written
                             stream.built += 1
