@@ -14,11 +14,12 @@ writeback of the others without waiting for it: calling it again a little later 
 from __future__ import annotations
 
 import os
+import sys
 
 
 def let_go(fd: int, start: int = 0, length: int = 0) -> None:
     """Drop the cached pages of ``fd``'s bytes ``[start, start + length)`` (``length`` 0: to the
-    end) that are on disk, and begin writing back the others. Where the system has no such call
-    (macOS), nothing: the pages then stay until memory is short, as any file's."""
-    if hasattr(os, "posix_fadvise"):
+    end) that are on disk, and begin writing back the others. Off Linux (macOS has no such call)
+    nothing: the pages then stay until memory is short, as any file's."""
+    if sys.platform == "linux":
         os.posix_fadvise(fd, start, length, os.POSIX_FADV_DONTNEED)
