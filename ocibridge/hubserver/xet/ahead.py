@@ -272,10 +272,7 @@ def _chunk_batches(fd: int, first: int, end: int | None, buf: bytearray) -> Iter
             if head[:len(shards.FOOTER_IDENT)] == shards.FOOTER_IDENT:
                 n = at  # the chunks ended
                 break
-            stored, scheme = int.from_bytes(head[1:4], "little"), head[4]
-            length = int.from_bytes(head[5:8], "little")
-            if head[0] != 0 or stored > 2 * shards.MAX_CHUNK:
-                raise BadUpload(f"chunk {k}: not a chunk header")
+            stored, scheme, length = shards.chunk_header(head, k)
             if n - at < shards.HEADER + stored:
                 break
             if k >= first:

@@ -91,6 +91,20 @@ def decompress(scheme: int, stored: bytes, length: int) -> bytes:
     return data
 
 
+def chunk_header(head: bytes | bytearray, k: int) -> tuple[int, int, int]:
+    """The stored length, scheme and length the 8-byte header of chunk ``k`` says, checked
+    (:class:`BadUpload` when it is no chunk header, or the xorb holds too many chunks): the one
+    reading of a header, wherever a xorb is read (a file, a body as it arrives, the build ahead)."""
+    version, scheme = head[0], head[4]
+    stored = int.from_bytes(head[1:4], "little")
+    length = int.from_bytes(head[5:8], "little")
+    if version != 0 or length > MAX_CHUNK or stored > 2 * MAX_CHUNK or length == 0:
+        raise BadUpload(f"chunk {k}: not a chunk header (version {version}, {stored} bytes for {length})")
+    if k >= MAX_XORB_CHUNKS:
+        raise BadUpload(f"the xorb holds more than {MAX_XORB_CHUNKS} chunks")
+    return stored, scheme, length
+
+
 def chunks(f: BinaryIO, size: int, first: int = 0, end: int | None = None,
            offsets: Sequence[int] = ()) -> Iterator[bytes]:
     """The (decompressed) chunks ``[first, end)`` of the xorb of ``size`` bytes open as ``f``;
@@ -111,13 +125,7 @@ def chunks(f: BinaryIO, size: int, first: int = 0, end: int | None = None,
             return
         if len(head) < HEADER:
             raise BadUpload("the xorb ends inside a chunk header")
-        version, scheme = head[0], head[4]
-        stored = int.from_bytes(head[1:4], "little")
-        length = int.from_bytes(head[5:8], "little")
-        if version != 0 or length > MAX_CHUNK or stored > 2 * MAX_CHUNK or length == 0:
-            raise BadUpload(f"chunk {k}: not a chunk header (version {version}, {stored} bytes for {length})")
-        if k >= MAX_XORB_CHUNKS:
-            raise BadUpload(f"the xorb holds more than {MAX_XORB_CHUNKS} chunks")
+        stored, scheme, length = chunk_header(head, k)
         at += HEADER + stored
         if at > size:
             raise BadUpload(f"chunk {k} runs past the end of the xorb")

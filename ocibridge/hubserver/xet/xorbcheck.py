@@ -19,7 +19,7 @@ import blake3
 
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.chunklist import ChunkList
-from ocibridge.hubserver.xet.shards import FOOTER_IDENT, HEADER, MAX_CHUNK, MAX_XORB_CHUNKS, BadUpload
+from ocibridge.hubserver.xet.shards import FOOTER_IDENT, HEADER, BadUpload
 
 #: bytes of a footer read: its tag and version (8), a byte, then the xorb hash it names (32)
 FOOTER_NAMES = HEADER + 1 + 32
@@ -78,14 +78,7 @@ class XorbCheck:
         if head[:len(FOOTER_IDENT)] == FOOTER_IDENT:
             self._footer = bytearray(head)
             return
-        version, scheme = head[0], head[4]
-        stored = int.from_bytes(head[1:4], "little")
-        length = int.from_bytes(head[5:8], "little")
-        k = len(self._sizes)
-        if version != 0 or length > MAX_CHUNK or stored > 2 * MAX_CHUNK or length == 0:
-            raise BadUpload(f"chunk {k}: not a chunk header (version {version}, {stored} bytes for {length})")
-        if k >= MAX_XORB_CHUNKS:
-            raise BadUpload(f"the xorb holds more than {MAX_XORB_CHUNKS} chunks")
+        stored, scheme, length = shards.chunk_header(head, len(self._sizes))
         self._scheme, self._stored, self._length = scheme, stored, length
         self._hasher = blake3.blake3(key=merkle.DATA_KEY) if scheme == 0 else None
         self._parts = []
