@@ -108,3 +108,30 @@ def test_a_landed_upload_counts_once_while_it_is_still_relayed(tmp_path):
         landed()  # once only
         assert staging.used() == 60
     assert staging.used() == 60
+
+
+def test_a_file_the_registry_holds_is_staged_without_its_bytes_until_committed_or_abandoned(tmp_path):
+    """A Xet file sent to the registry as it was built (xet/ahead.py) is staged as held: a commit
+    may name it, with its chunk table, and nothing of its bytes is on serve's disk; the commit
+    (or the expiry) takes the record and the table away as it would a file."""
+    from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, chunk_count
+
+    staging = Staging(tmp_path / "staging")
+    size = PUSH_THRESHOLD + 5
+    sha, other = hashlib.sha256(b"held").hexdigest(), hashlib.sha256(b"other").hexdigest()
+    chunks = tuple(f"sha256:{n:064x}" for n in range(chunk_count(size, DEFAULT_CHUNK_SIZE)))
+    staging.commit_held(sha, size, chunks)
+    assert staging.has(sha) and staging.size_of(sha) == size and staging.path_for(sha) is None
+    table = staging.table_for(sha)
+    assert table is not None and table.size == size and table.chunks == chunks
+    assert staging.used() == 0  # no bytes of it here
+    assert staging.pin(sha, "acme/a") and staging.pinned(sha, "acme/a")
+    assert not staging.pin(other, "acme/a")  # neither kept nor held: nothing to pin
+    with pytest.raises(DigestMismatch):
+        staging.commit_held("../x", 1, None)
+    staging.release([sha], "acme/a")
+    assert not staging.has(sha) and staging.table_for(sha) is None and list(staging.tables.iterdir()) == []
+
+    staging.commit_held(other, 10, None)  # never committed: the expiry takes it
+    assert staging.has(other)
+    assert staging.clean(time.time() + ABANDONED_SECONDS + 10) == 1 and not staging.has(other)

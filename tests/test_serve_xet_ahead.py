@@ -81,7 +81,11 @@ def test_the_shard_decides_what_is_committed_whatever_was_built_ahead(tmp_path: 
         assert post(f"/v1/xorbs/default/{n2}", x2).json() == {"was_inserted": False}
         assert post("/v2/shards", shard([(n1, c1), (n2, c2)], streamed)).status_code == 200
         assert blob_in(ref, hashlib.sha256(streamed).hexdigest(), len(streamed))
+        staging, sha = tmp_path / "ocibridge-cache" / "serve" / "staging", hashlib.sha256(streamed).hexdigest()
+        assert (staging / "held" / sha).read_text() == str(len(streamed))  # sent as built: no file of it here
+        assert not (staging / "sha256" / sha).exists()
         assert commit(url, "acme/ahead", streamed).status_code == 200
+        assert not (staging / "held" / sha).exists()  # committed: the record goes as a staged file does
         got = httpx.get(f"{url}/acme/ahead/resolve/main/w.bin", headers=AUTH, timeout=120)
         assert got.status_code == 200 and got.content == streamed
 

@@ -208,8 +208,8 @@ class LfsRoutes:
         except (KeyError, TypeError):
             return error(400, None, "expected {'oid', 'size'}")
         mine = isinstance(oid, str) and await in_thread(self.staging.pinned_by, oid, allowed.may_write)
-        found = await in_thread(self.staging.path_for, oid) if mine and isinstance(oid, str) else None
-        if found is None or found.stat().st_size != size:
+        found = await in_thread(self.staging.size_of, oid) if mine and isinstance(oid, str) else None
+        if found is None or found != size:
             return error(404, None, f"no verified upload of sha256:{oid} ({size} bytes)")
         return JSONResponse({"message": "verified"})
 

@@ -3,6 +3,7 @@ here, a commit takes them from here), named by their SHA-256 and kept only once 
 
     $OCIBRIDGE_CACHE/serve/staging/sha256/<hex>     a verified upload, read-only
     $OCIBRIDGE_CACHE/serve/staging/tables/<hex>     its chunk table (a large file), made as it came
+    $OCIBRIDGE_CACHE/serve/staging/held/<hex>       a verified upload the registry holds, not kept here: its size
     $OCIBRIDGE_CACHE/serve/staging/tmp/             uploads in progress (removed when abandoned)
     $OCIBRIDGE_CACHE/serve/staging/parts/<oid>.<upload>.<writer>/   the parts of one LFS multipart upload
     $OCIBRIDGE_CACHE/serve/staging/pins/<hex>/      the flows that may still commit <hex>
@@ -12,6 +13,9 @@ file of ``tmp/`` and hands it to :meth:`Staging.commit_file`, which hashes it an
 place only when it is the SHA-256 it claims: nothing unverified is ever offered to a commit.
 A file large enough for push to bind a chunk table keeps the table made from the same bytes
 beside it (:meth:`Staging.table_for`), so the commit builds its artifact without reading it.
+A Xet file relayed to the registry as it was built and verified (:mod:`..xet.ahead`) is staged
+as *held* (:meth:`Staging.commit_held`): its bytes are a blob of the registry repository its
+commit pushes to and are not written here a second time (issue 64); the commit names that blob.
 
 How long a staged file stays follows the Hub's client flow: preupload, upload (or be told the
 object is there already), then one commit naming it. Each flow that may still name a file holds
@@ -80,6 +84,7 @@ class Staging:
         self.root = root if root is not None else cache_root() / "serve" / "staging"
         self.files = self.root / "sha256"
         self.tables = self.root / "tables"  # tables/<sha256>: the chunk table of a large staged file
+        self.held = self.root / "held"  # held/<sha256>: the size of a staged file the registry holds
         self.tmp = self.root / "tmp"
         self.parts = self.root / "parts"
         self.pins = self.root / "pins"  # pins/<sha256>/<repository>.<random>: who may still commit it
@@ -98,8 +103,7 @@ class Staging:
         """Note that a flow of repository ``owner`` (by ``writer``, whose share it counts in)
         may commit the staged ``sha256`` (and touch it: not abandoned); False when it is not staged."""
         with self._lock:
-            path = self.path_for(sha256)
-            if path is None:
+            if not self.has(sha256):
                 return False
             held = self.pins / sha256
             held.mkdir(parents=True, exist_ok=True)
@@ -138,7 +142,9 @@ class Staging:
         for pin in self.pins.glob(f"*/{_owner(owner)}.*"):
             with contextlib.suppress(OSError):
                 os.utime(pin)
-                os.utime(self.files / pin.parent.name)
+            for top in (self.files, self.held):
+                with contextlib.suppress(OSError):
+                    os.utime(top / pin.parent.name)
 
     def unpin(self, shas: Iterable[str], owner: str, writer: str = "") -> None:
         """Give back one pin of ``owner`` (``writer``'s first) on each of ``shas`` and remove
@@ -172,6 +178,7 @@ class Staging:
                 with contextlib.suppress(OSError):
                     held.rmdir()
                 (self.files / sha).unlink(missing_ok=True)
+                (self.held / sha).unlink(missing_ok=True)
                 (self.tables / sha).unlink(missing_ok=True)
 
     # -- the budget -----------------------------------------------------------------------------
@@ -249,8 +256,27 @@ class Staging:
         path = self.files / sha256
         return path if path.is_file() and not path.is_symlink() else None
 
+    def held_size(self, sha256: str) -> int | None:
+        """The size of ``sha256`` staged as held by the registry (:meth:`commit_held`), or None."""
+        if not _HEX64.fullmatch(sha256):
+            return None
+        try:
+            text = (self.held / sha256).read_text()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def size_of(self, sha256: str) -> int | None:
+        """The size of the staged ``sha256``, kept here or held by the registry; None: not staged."""
+        path = self.path_for(sha256)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                return path.stat().st_size
+        return self.held_size(sha256)
+
     def has(self, sha256: str) -> bool:
-        return self.path_for(sha256) is not None
+        """Whether ``sha256`` is staged: a commit may name it (kept here, or held by the registry)."""
+        return self.size_of(sha256) is not None
 
     @contextlib.contextmanager
     def new_file(self) -> Iterator[tuple[Path, int]]:
@@ -293,18 +319,30 @@ class Staging:
             atomic_write_bytes(self.tables / sha256, json.dumps(table.as_dict()).encode(), 0o444)
         return target
 
+    def commit_held(self, sha256: str, size: int, chunks: tuple[str, ...] | None) -> None:
+        """Stage ``sha256`` as held: verified bytes that are a blob of the registry repository a
+        commit of them pushes to and are not kept here (a Xet file relayed as it was built,
+        :mod:`..xet.ahead`), with ``chunks``, their chunk table made as they passed."""
+        if not _HEX64.fullmatch(sha256):
+            raise DigestMismatch(f"upload: {sha256!r} is not a SHA-256 (64 lowercase hex digits)")
+        self.held.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.held / sha256, str(size).encode(), 0o444)
+        if chunks is not None and size >= PUSH_THRESHOLD:  # after the record, as commit_file does
+            table = LayerChunks(f"sha256:{sha256}", size, chunks)
+            atomic_write_bytes(self.tables / sha256, json.dumps(table.as_dict()).encode(), 0o444)
+
     def table_for(self, sha256: str) -> LayerChunks | None:
         """The chunk table of the staged ``sha256`` in :data:`DEFAULT_CHUNK_SIZE` pieces, made from
         the bytes that hashed to it (None: not large, or none kept)."""
-        path = self.path_for(sha256)
-        if path is None:
+        size = self.size_of(sha256)
+        if size is None:
             return None
         try:
             doc = json.loads((self.tables / sha256).read_bytes())
             table = LayerChunks(str(doc["digest"]), int(doc["size"]), tuple(str(c) for c in doc["chunks"]))
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        whole = table.digest == f"sha256:{sha256}" and table.size == path.stat().st_size
+        whole = table.digest == f"sha256:{sha256}" and table.size == size
         return table if whole and len(table.chunks) == chunk_count(table.size, DEFAULT_CHUNK_SIZE) else None
 
     def clean(self, now: float | None = None) -> int:
@@ -321,7 +359,7 @@ class Staging:
                             pin.unlink()
                     if not any(held.iterdir()):
                         held.rmdir()
-            for top in (self.tmp, self.files, self.parts):
+            for top in (self.tmp, self.files, self.held, self.parts):
                 if not top.is_dir():
                     continue
                 for entry in top.iterdir():
@@ -335,6 +373,7 @@ class Staging:
             for table in self.tables.iterdir() if self.tables.is_dir() else ():
                 with contextlib.suppress(OSError):  # its file went (expired, committed), or a write died
                     if _HEX64.fullmatch(table.name) and not (self.files / table.name).exists() \
+                            and not (self.held / table.name).exists() \
                             or not _HEX64.fullmatch(table.name) and now - table.lstat().st_mtime > self.expiry:
                         table.unlink()
         if removed:

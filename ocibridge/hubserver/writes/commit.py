@@ -33,6 +33,7 @@ from ocibridge.hubserver.writes import commits
 from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.hubserver.writes.publishing import Publishing, publish
 from ocibridge.hubserver.writes.repos import Repos
+from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import check_tag
 
 if TYPE_CHECKING:
@@ -141,10 +142,16 @@ class CommitRoutes:
         sizes = {added.sha256: added.size for added in payload.added}
 
         def staged(sha256: str) -> KnownFile | None:
-            found = self.staging.path_for(sha256) if self.staging.pinned(sha256, repo_id) else None
+            mine = self.staging.pinned(sha256, repo_id)
+            found = self.staging.path_for(sha256) if mine else None
             if found is not None:
                 return KnownFile.of_file(found, f"sha256:{sha256}", found.stat().st_size,
                                          self.staging.table_for(sha256))
+            held = self.staging.held_size(sha256) if mine else None
+            own = self.repos.mounts.own(repo_id) if held is not None else None
+            if held is not None and own is not None:  # relayed as it was built (Staging.commit_held)
+                desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=held)
+                return KnownFile.of_blob(own.store, desc, self.staging.table_for(sha256))
             mounted = self.repos.mounts.blob(repo_id, sha256, sizes.get(sha256),
                                              admitted(self.repos.catalog, grant, sha256))
             if mounted is None:

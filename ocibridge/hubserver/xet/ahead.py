@@ -1,8 +1,10 @@
 """A Xet file built while its xorbs arrive (issue 64): hf_xet sends a file's xorbs in order
 before the shard that names the file, so serve builds the file ahead of the shard from each xorb
-as it is verified: its bytes written out, its chunk table made and the registry upload begun (its
-SHA-256 made as it is sent, :mod:`..uploads.ingest`, or here where there is no registry), instead
-of all of it after the shard.
+as it is verified: its chunk table made and its bytes sent to the registry as they are read from
+the xorbs (its SHA-256 made as it is sent, :mod:`..uploads.ingest`), instead of all of it after
+the shard. Sent, not written: the xorbs are the one copy on serve's disk, and the file taken is
+staged as held by the registry (:meth:`.Staging.commit_held`). Where there is no registry to
+send to (or the file is small, and its shard came first) it is written to a file, as before.
 
 Nothing is taken on trust for it. The order guessed is the order the xorb uploads began; what is
 built is only the bytes of xorbs verified as any is (:meth:`.upload.XetUpload.xorb`); and the
@@ -21,7 +23,7 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,11 +50,13 @@ MAX_PARTS = 1024
 
 @dataclass(frozen=True)
 class Built:
-    """A file built ahead and found to be the one a shard names."""
+    """A file built ahead and found to be the one a shard names: written at ``path``, or (None)
+    held by the registry, sent there as it was built."""
 
-    path: Path
+    path: Path | None
     sha256: str
     chunks: tuple[str, ...] | None
+    size: int
 
 
 @dataclass
@@ -70,6 +74,7 @@ class _Stream:
     ended: bool = False  # the build and its relay are over: sha256 and table are final
     sha256: str | None = None
     table: tuple[str, ...] | None = None
+    relayed: bool = False  # sent to the registry as built, no file written
 
 
 class Ahead:
@@ -130,7 +135,8 @@ class Ahead:
             self._cond.wait_for(lambda: stream.ended)
             if entry is not None and stream.dead is None and entry.sha256 is not None:
                 if stream.sha256 == merkle.hex_of(entry.sha256):
-                    return entry, Built(stream.path, stream.sha256, stream.table)
+                    return entry, Built(None if stream.relayed else stream.path, stream.sha256, stream.table,
+                                        stream.size)
                 stream.path.unlink(missing_ok=True)
             log.info("%s: the file built ahead of the shard is not taken (%s): its files are rebuilt", repo_id,
                      stream.dead or "not the SHA-256 the shard names")
@@ -188,48 +194,66 @@ class Ahead:
             return None
 
     def _build(self, repo_id: str, stream: _Stream) -> None:
-        relay: IngestRelay | None = None
-        digest = hashlib.sha256()
+        part = self._next(stream)  # nothing is made before the first verified xorb
+        relay = self._relay(repo_id, stream, part)
+        digest = hashlib.sha256()  # where no relay makes it as it sends
         table = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False)
-        buf = bytearray(BATCH)  # every xorb is read into this one buffer: no fresh memory a batch
+        # xorbs are read into these two in turn: no fresh memory a batch, and one is read into
+        # while the relay copies from the other (Handoff.put waits for that)
+        buffers = (bytearray(BATCH), bytearray(BATCH))
         written = 0
         previous: Path | None = None  # the xorb built before the last one
-        part = self._next(stream)  # the file is made with the first verified xorb, not before
         try:
-            if part is not None:
-                self.tmp.mkdir(parents=True, exist_ok=True)
-                with stream.path.open("xb", buffering=0) as out:
-                    while part is not None:
-                        xorb, first, end = part
-                        with open(self.xorbs / merkle.hex_of(xorb), "rb", buffering=0) as f:
-                            for batch in _chunk_batches(f.fileno(), first, end, buf):
-                                written += _write_all(out.fileno(), batch)
-                                for data in batch:
-                                    table.update(data)
-                                    if relay is None:  # a relay makes the SHA-256 as it sends
-                                        digest.update(data)
-                                del batch
-                                if written > self.limit:
-                                    raise BadUpload("past the staging budget")
-                                if relay is None and self.ingest is not None and written >= RELAY_MIN:
-                                    relay = self.ingest(repo_id, stream.path)
-                                if relay is not None:  # it reads on a batch at a time, not a xorb (64 MiB)
-                                    relay.follow.grew(written)
-                            let_go(f.fileno())  # read: its writeback begun (core/pagecache.py)
-                        if previous is not None:  # written back by now: all of it goes
-                            with contextlib.suppress(OSError), open(previous, "rb") as f:
-                                let_go(f.fileno())
-                        previous = self.xorbs / merkle.hex_of(xorb)
-                        with self._cond:
-                            stream.size = written
-                            stream.built += 1
-                            self._cond.notify_all()
-                        part = self._next(stream)
+            with contextlib.ExitStack() as opened:
+                out = -1
+                if part is not None and relay is None:
+                    self.tmp.mkdir(parents=True, exist_ok=True)
+                    out = opened.enter_context(stream.path.open("xb", buffering=0)).fileno()
+                while part is not None:
+                    xorb, first, end = part
+                    with open(self.xorbs / merkle.hex_of(xorb), "rb", buffering=0) as f:
+                        for batch in _chunk_batches(f.fileno(), first, end, buffers):
+                            written += sum(len(data) for data in batch)
+                            if written > self.limit:
+                                raise BadUpload("past the staging budget")
+                            if relay is not None:  # copied by the relay, while the table is made
+                                relay.feed.put(batch)
+                            else:
+                                _write_all(out, batch)
+                            for data in batch:
+                                table.update(data)
+                                if relay is None:
+                                    digest.update(data)
+                            del batch
+                        let_go(f.fileno())  # read: its writeback begun (core/pagecache.py)
+                    if previous is not None:  # written back by now: all of it goes
+                        with contextlib.suppress(OSError), open(previous, "rb") as f:
+                            let_go(f.fileno())
+                    previous = self.xorbs / merkle.hex_of(xorb)
+                    with self._cond:
+                        stream.size = written
+                        stream.built += 1
+                        self._cond.notify_all()
+                    part = self._next(stream)
         except (OSError, BadUpload) as e:
             with self._cond:
                 stream.dead = stream.dead or str(e)
                 self._cond.notify_all()
         self._end(stream, relay, digest.hexdigest, table)
+
+    def _relay(self, repo_id: str, stream: _Stream, part: tuple[bytes, int, int | None] | None) -> IngestRelay | None:
+        """The relay the file is sent through as it is built, instead of written: where there is
+        a registry to send to, and the file is large (more xorbs follow, or its part of the one
+        xorb is); a small file goes with the commit's push, as an LFS one does."""
+        store = self.ingest(repo_id) if part is not None and self.ingest is not None else None
+        if store is None or part is None:
+            return None
+        with self._cond:
+            xorb, first, end = part
+            small = stream.closed and stream.verified[xorb].total(first, end) < RELAY_MIN if end is not None \
+                else False
+            stream.relayed = not small
+        return IngestRelay(store) if stream.relayed else None
 
     def _end(self, stream: _Stream, relay: IngestRelay | None, digest: Callable[[], str], table: ChunkHasher) -> None:
         """Once a shard came (or none will): the SHA-256 and table of what was built, for
@@ -257,14 +281,18 @@ class Ahead:
             self._cond.notify_all()
 
 
-def _chunk_batches(fd: int, first: int, end: int | None, buf: bytearray) -> Iterator[list[memoryview]]:
+def _chunk_batches(fd: int, first: int, end: int | None,
+                   buffers: Sequence[bytearray]) -> Iterator[list[memoryview]]:
     """The bytes of chunks ``[first, end)`` (to the last when ``end`` is None) of the verified
-    xorb open as ``fd``, a buffer's worth at a time: views of ``buf`` for chunks stored as they
-    are, decompressed copies for the others. Each batch is read into ``buf`` again, so it must be
-    used (and let go) before the next. :class:`BadUpload` when the xorb is not as it was."""
-    view = memoryview(buf)
-    start, k = 0, 0
+    xorb open as ``fd``, a buffer's worth at a time: views of one of ``buffers`` (each batch is
+    read into the next in turn) for chunks stored as they are, decompressed copies for the
+    others. A buffer is read into again ``len(buffers)`` batches later: what used a batch must be
+    done with it by then. :class:`BadUpload` when the xorb is not as it was."""
+    start, k, turn = 0, 0, 0
     while end is None or k < end:
+        buf = buffers[turn % len(buffers)]
+        view = memoryview(buf)
+        turn += 1
         n = os.preadv(fd, [view], start)
         at, batch = 0, list[memoryview]()
         while n - at >= shards.HEADER and len(batch) < MAX_PARTS and (end is None or k < end):

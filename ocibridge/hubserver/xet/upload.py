@@ -259,12 +259,17 @@ class XetUpload:
         offsets: dict[bytes, array[int]] = {}  # where each chunk of a xorb starts: read once
         try:
             with self.staging.reserve(declared, repo_id, writer):
-                built: dict[tuple[bytes, bytes | None], tuple[Path, str, tuple[str, ...] | None]] = {}
+                built: dict[tuple[bytes, bytes | None], tuple[Path | None, str, tuple[str, ...] | None]] = {}
                 ahead = self.ahead.take(repo_id, files)  # the file built as its xorbs came, checked
+                relayed = 0  # its size, when it went to the registry as it was built (no file)
                 if ahead is not None:
                     entry, done = ahead
-                    keep = held / "ahead"
-                    os.replace(done.path, keep)
+                    keep: Path | None = None
+                    if done.path is not None:
+                        keep = held / "ahead"
+                        os.replace(done.path, keep)
+                    else:
+                        relayed = done.size
                     built[entry.xet_hash, entry.sha256] = (keep, done.sha256, done.chunks)
                     log.info("%s: sha256:%s was built as its xorbs came", repo_id, done.sha256)
                 for entry in files:
@@ -279,7 +284,10 @@ class XetUpload:
                         os.link(out, keep)
                     built[entry.xet_hash, entry.sha256] = (keep, sha256, chunks)
                 for keep, sha256, chunks in built.values():  # _rebuild hashed (and chunked) what it wrote
-                    self.staging.commit_file(keep, sha256, hashed=sha256, chunks=chunks)
+                    if keep is None:  # the registry holds it (Staging.commit_held)
+                        self.staging.commit_held(sha256, relayed, chunks)
+                    else:
+                        self.staging.commit_file(keep, sha256, hashed=sha256, chunks=chunks)
                     self.staging.pin(sha256, repo_id, writer)  # repo_id's commit may name it, and gives it back
         finally:
             shutil.rmtree(held, ignore_errors=True)
