@@ -19,22 +19,30 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.core.pagecache import let_go
-from ocibridge.hubserver.uploads.ingest import IngestFor, IngestRelay
+from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.uploads.ingest import IngestFor
 from ocibridge.hubserver.uploads.relay import RELAY_MIN, STALL
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry
+
+if TYPE_CHECKING:
+    from ocibridge.stores.base import Ingesting
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -46,6 +54,10 @@ CATCH_UP = 300.0
 BATCH = 4 * 1024 * 1024
 #: the most chunks written in one call (the kernel's IOV_MAX is 1024)
 MAX_PARTS = 1024
+#: a xorb to build and its chunks to build (``None``: to its end)
+_Part = tuple[bytes, int, "int | None"]
+#: bytes the registry upload reads at a time (each filled whole from the batches, but the last)
+READ = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -179,7 +191,7 @@ class Ahead:
             return True
         return len(stream.order) > k + 1 and stream.order[k] in stream.verified
 
-    def _next(self, stream: _Stream) -> tuple[bytes, int, int | None] | None:
+    def _next(self, stream: _Stream) -> _Part | None:
         """The next xorb to write and its chunks to write (``None``: to its end); None: over."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._ready(stream), STALL):
@@ -195,104 +207,150 @@ class Ahead:
 
     def _build(self, repo_id: str, stream: _Stream) -> None:
         part = self._next(stream)  # nothing is made before the first verified xorb
-        relay = self._relay(repo_id, stream, part)
-        digest = hashlib.sha256()  # where no relay makes it as it sends
+        store = self._relayed_to(repo_id, stream, part)
         table = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False)
-        # xorbs are read into these two in turn: no fresh memory a batch, and one is read into
-        # while the relay copies from the other (Handoff.put waits for that)
-        buffers = (bytearray(BATCH), bytearray(BATCH))
+        sha: str | None = None
+        try:
+            batches = self._batches(stream, part)
+            if store is not None:  # the registry upload reads the xorbs, on this thread
+                pulled = _Pulled(batches, table, partial(self._settled, stream))
+                got, size = store.ingest_blob(io.BufferedReader(pulled, READ))
+                sha = got.removeprefix("sha256:") if size == stream.size else None
+            elif part is not None:
+                sha = self._write(stream, batches, table)
+        except Exception as e:  # noqa: BLE001 - whatever it is, the shard must not wait for it
+            if not isinstance(e, (OSError, BadUpload, OcibridgeError)):
+                log.warning("%s: the build ahead of the shard failed: %r", repo_id, e)
+            with self._cond:
+                stream.dead = stream.dead or str(e) or type(e).__name__
+                self._cond.notify_all()
+        self._end(stream, sha, table)
+
+    def _batches(self, stream: _Stream, part: _Part | None) -> Iterator[list[memoryview]]:
+        """The file's bytes, xorb after xorb as each may be built (:meth:`_next`), a batch of
+        chunks at a time: views of one buffer, read into again for the next batch."""
+        buf = bytearray(BATCH)  # every xorb is read into this one buffer: no fresh memory a batch
         written = 0
         previous: Path | None = None  # the xorb built before the last one
-        try:
-            with contextlib.ExitStack() as opened:
-                out = -1
-                if part is not None and relay is None:
-                    self.tmp.mkdir(parents=True, exist_ok=True)
-                    out = opened.enter_context(stream.path.open("xb", buffering=0)).fileno()
-                while part is not None:
-                    xorb, first, end = part
-                    with open(self.xorbs / merkle.hex_of(xorb), "rb", buffering=0) as f:
-                        for batch in _chunk_batches(f.fileno(), first, end, buffers):
-                            written += sum(len(data) for data in batch)
-                            if written > self.limit:
-                                raise BadUpload("past the staging budget")
-                            if relay is not None:  # copied by the relay, while the table is made
-                                relay.feed.put(batch)
-                            else:
-                                _write_all(out, batch)
-                            for data in batch:
-                                table.update(data)
-                                if relay is None:
-                                    digest.update(data)
-                            del batch
-                        let_go(f.fileno())  # read: its writeback begun (core/pagecache.py)
-                    if previous is not None:  # written back by now: all of it goes
-                        with contextlib.suppress(OSError), open(previous, "rb") as f:
-                            let_go(f.fileno())
-                    previous = self.xorbs / merkle.hex_of(xorb)
-                    with self._cond:
-                        stream.size = written
-                        stream.built += 1
-                        self._cond.notify_all()
-                    part = self._next(stream)
-        except (OSError, BadUpload) as e:
+        while part is not None:
+            xorb, first, end = part
+            with open(self.xorbs / merkle.hex_of(xorb), "rb", buffering=0) as f:
+                for batch in _chunk_batches(f.fileno(), first, end, buf):
+                    written += sum(len(data) for data in batch)
+                    if written > self.limit:
+                        raise BadUpload("past the staging budget")
+                    yield batch
+                let_go(f.fileno())  # read: its writeback begun (core/pagecache.py)
+            if previous is not None:  # written back by now: all of it goes
+                with contextlib.suppress(OSError), open(previous, "rb") as f:
+                    let_go(f.fileno())
+            previous = self.xorbs / merkle.hex_of(xorb)
             with self._cond:
-                stream.dead = stream.dead or str(e)
+                stream.size = written
+                stream.built += 1
                 self._cond.notify_all()
-        self._end(stream, relay, digest.hexdigest, table)
+            part = self._next(stream)
 
-    def _relay(self, repo_id: str, stream: _Stream, part: tuple[bytes, int, int | None] | None) -> IngestRelay | None:
-        """The relay the file is sent through as it is built, instead of written: where there is
-        a registry to send to, and the file is large (more xorbs follow, or its part of the one
-        xorb is); a small file goes with the commit's push, as an LFS one does."""
+    def _write(self, stream: _Stream, batches: Iterator[list[memoryview]], table: ChunkHasher) -> str:
+        """The file written out (no registry to send it to, or small): its SHA-256."""
+        digest = hashlib.sha256()
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        with stream.path.open("xb", buffering=0) as out:
+            for batch in batches:
+                _write_all(out.fileno(), batch)
+                for data in batch:
+                    table.update(data)
+                    digest.update(data)
+        return digest.hexdigest()
+
+    def _relayed_to(self, repo_id: str, stream: _Stream, part: _Part | None) -> Ingesting | None:
+        """Where the file is sent as it is built, instead of written: the registry, when there
+        is one, and the file is large (more xorbs follow, or its part of the one xorb is); a
+        small file goes with the commit's push, as an LFS one does."""
         store = self.ingest(repo_id) if part is not None and self.ingest is not None else None
         if store is None or part is None:
             return None
         with self._cond:
             xorb, first, end = part
-            small = stream.closed and stream.verified[xorb].total(first, end) < RELAY_MIN if end is not None \
-                else False
+            small = end is not None and stream.closed and stream.verified[xorb].total(first, end) < RELAY_MIN
             stream.relayed = not small
-        return IngestRelay(store) if stream.relayed else None
+        return store if stream.relayed else None
 
-    def _end(self, stream: _Stream, relay: IngestRelay | None, digest: Callable[[], str], table: ChunkHasher) -> None:
-        """Once a shard came (or none will): the SHA-256 and table of what was built, for
-        :meth:`take`; or, not taken, the file dropped and the registry upload cut."""
+    def _settled(self, stream: _Stream) -> str | None:
+        """Once the shard came (or none will): None when it takes what was built, else why not."""
         with self._cond:
             if not self._cond.wait_for(lambda: stream.closed or stream.dead is not None, CATCH_UP):
                 stream.dead = stream.dead or "no shard came"
-            keep = stream.dead is None
-        sha = None
-        if relay is not None and keep:
-            sha = relay.finish(stream.size)
-        elif relay is not None:
-            relay.cut(stream.dead or "not the shard's file")
-        elif keep:
-            sha = digest()
+            return stream.dead
+
+    def _end(self, stream: _Stream, sha: str | None, table: ChunkHasher) -> None:
+        """The SHA-256 and table of what was built, for :meth:`take`; or, not taken, the file
+        dropped (a registry upload not taken was cut before its end: :class:`_Pulled`)."""
+        keep = self._settled(stream) is None
         chunks = table.finish() if keep and stream.size >= PUSH_THRESHOLD else None
         if not keep or sha is None:
             with contextlib.suppress(OSError):
                 stream.path.unlink()
         with self._cond:
-            stream.sha256, stream.table = sha, chunks
-            if sha is None:
+            stream.sha256, stream.table = (sha, chunks) if keep else (None, None)
+            if stream.sha256 is None:
                 stream.dead = stream.dead or "the relay failed"
             stream.ended = True
             self._cond.notify_all()
 
 
-def _chunk_batches(fd: int, first: int, end: int | None,
-                   buffers: Sequence[bytearray]) -> Iterator[list[memoryview]]:
+class _Pulled(io.RawIOBase):
+    """The file's bytes as the registry upload reads them (:meth:`.Ingesting.ingest_blob`),
+    copied from the xorbs' batches straight into its reads, its chunk table made of them. At
+    the end it waits for the shard: taken, the upload ends (and its digest is given); not, the
+    read fails, so the upload is cut before its end and the registry makes no blob."""
+
+    def __init__(self, batches: Iterator[list[memoryview]], table: ChunkHasher,
+                 settled: Callable[[], str | None]) -> None:
+        super().__init__()
+        self._batches, self._table, self._settled = batches, table, settled
+        self._parts: deque[memoryview] = deque()
+        self._over = False  # no batch left: the next read settles
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        view = memoryview(buffer).cast("B")
+        taken = 0
+        while taken < len(view):
+            if not self._parts:
+                batch = None if self._over else next(self._batches, None)  # the views before it are copied
+                if batch is None:
+                    self._over = True
+                    if taken:
+                        break
+                    why = self._settled()
+                    if why is not None:
+                        raise OSError(f"not the shard's file: {why}")
+                    return 0
+                self._parts.extend(batch)
+                continue
+            part = self._parts[0]
+            n = min(len(part), len(view) - taken)
+            view[taken:taken + n] = part[:n]
+            taken += n
+            if n == len(part):
+                self._parts.popleft()
+            else:
+                self._parts[0] = part[n:]
+        self._table.update(view[:taken])
+        return taken
+
+
+def _chunk_batches(fd: int, first: int, end: int | None, buf: bytearray) -> Iterator[list[memoryview]]:
     """The bytes of chunks ``[first, end)`` (to the last when ``end`` is None) of the verified
-    xorb open as ``fd``, a buffer's worth at a time: views of one of ``buffers`` (each batch is
-    read into the next in turn) for chunks stored as they are, decompressed copies for the
-    others. A buffer is read into again ``len(buffers)`` batches later: what used a batch must be
-    done with it by then. :class:`BadUpload` when the xorb is not as it was."""
-    start, k, turn = 0, 0, 0
+    xorb open as ``fd``, a buffer's worth at a time: views of ``buf`` for chunks stored as they
+    are, decompressed copies for the others. Each batch is read into ``buf`` again, so it must be
+    used (and let go) before the next. :class:`BadUpload` when the xorb is not as it was."""
+    view = memoryview(buf)
+    start, k = 0, 0
     while end is None or k < end:
-        buf = buffers[turn % len(buffers)]
-        view = memoryview(buf)
-        turn += 1
         n = os.preadv(fd, [view], start)
         at, batch = 0, list[memoryview]()
         while n - at >= shards.HEADER and len(batch) < MAX_PARTS and (end is None or k < end):
