@@ -118,7 +118,8 @@ def test_a_compressed_chunk_that_holds_more_than_it_says_is_refused():
 def test_the_build_ahead_reads_the_chunks_a_file_gives(tmp_path, seed):
     """The build ahead (ahead._chunk_batches) reads a kept xorb through one reused buffer; what
     it hands on is what shards.chunks reads, for any range of chunks and buffer size."""
-    from ocibridge.hubserver.xet.ahead import _chunk_batches, _write_all
+    from ocibridge.core.fsutil import writev_all as _write_all
+    from ocibridge.hubserver.xet.ahead import _chunk_batches
 
     rng = random.Random(seed)
     body, _ = xorb(rng, 30)

@@ -8,7 +8,7 @@ import os
 import posixpath
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -85,6 +85,30 @@ def write_sliced(out: IO[bytes], data: bytes | bytearray | memoryview) -> None:
     view = memoryview(data)
     for start in range(0, len(view), WRITE_MAX):
         out.write(view[start:start + WRITE_MAX])
+
+
+#: the most parts one writev(2) takes (the kernel's IOV_MAX)
+IOV_MAX = 1024
+
+
+def writev_all(fd: int, parts: Sequence[bytes | bytearray | memoryview]) -> int:
+    """Write ``parts`` to ``fd`` in order, in as few writev(2) calls as the kernel takes (one
+    for up to :data:`IOV_MAX` parts, unless it takes less): no joined copy of them. Their size."""
+    size = 0
+    for start in range(0, len(parts), IOV_MAX):
+        todo = [memoryview(p) for p in parts[start:start + IOV_MAX]]
+        size += sum(len(p) for p in todo)
+        while todo:
+            done = os.writev(fd, todo)
+            rest: list[memoryview] = []
+            for p in todo:  # after a short write: what is left, from where it stopped
+                if done >= len(p):
+                    done -= len(p)
+                else:
+                    rest.append(p[done:])
+                    done = 0
+            todo = rest
+    return size
 
 
 def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:

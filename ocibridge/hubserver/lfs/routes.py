@@ -43,7 +43,7 @@ from ocibridge.hubserver.answers import (
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.uploads.multipart import Multipart
 from ocibridge.hubserver.uploads.relay import RelayFor
-from ocibridge.hubserver.uploads.staging import write_all
+from ocibridge.hubserver.uploads.staging import write_pieces
 from ocibridge.hubserver.writes.commits import clean_path
 from ocibridge.hubserver.writes.repos import Repos
 
@@ -164,19 +164,20 @@ class LfsRoutes:
             digest = hashlib.sha256()  # of the bytes as they are written: staging need not read them again
             whole = False
             try:
-                written = 0
+                written = held = 0
                 pending: list[bytes] = []
                 async for piece in request.stream():
                     pending.append(piece)
                     written += len(piece)
+                    held += len(piece)
                     if written > size:
                         return error(400, None, f"the upload is larger than the {size} bytes it was granted")
-                    if sum(map(len, pending)) >= WRITE_PIECE:  # one thread hop a MiB, not one a read
-                        await in_thread(write_all, fd, b"".join(pending), chunks, digest)
-                        pending.clear()
+                    if held >= WRITE_PIECE:  # one thread hop a MiB, not one a read
+                        await in_thread(write_pieces, fd, pending, chunks, digest)
+                        pending, held = [], 0
                         if relay is not None:
                             relay.follow.grew(written)
-                await in_thread(write_all, fd, b"".join(pending), chunks, digest)
+                await in_thread(write_pieces, fd, pending, chunks, digest)
                 if written != size:
                     return error(400, None, f"the upload is {written} bytes, not the {size} it was granted")
                 whole = True

@@ -53,7 +53,7 @@ from urllib.parse import quote, unquote
 
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks, chunk_count
 from ocibridge.core.environment import cache_root
-from ocibridge.core.fsutil import atomic_write_bytes
+from ocibridge.core.fsutil import atomic_write_bytes, writev_all
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.hubserver.uploads.shares import holdings, no_room, pin_tail, writer_of_pin
 
@@ -441,3 +441,14 @@ def write_all(fd: int, data: bytes, chunks: ChunkHasher | None = None, whole: An
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+def write_pieces(fd: int, pieces: list[bytes], chunks: ChunkHasher | None = None, whole: Any = None) -> None:
+    """Write ``pieces`` to ``fd`` whole, in one call, not joined first (a joined MiB was a fresh
+    allocation and a copy each time); ``chunks`` and ``whole`` see each."""
+    for piece in pieces:
+        if chunks is not None:
+            chunks.update(piece)
+        if whole is not None:
+            whole.update(piece)
+    writev_all(fd, pieces)

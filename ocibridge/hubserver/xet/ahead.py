@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
+from ocibridge.core.fsutil import IOV_MAX, writev_all
 from ocibridge.core.pagecache import let_go
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.uploads.ingest import IngestFor
@@ -52,8 +53,6 @@ CATCH_UP = 300.0
 #: time, through one buffer: one read and one write per batch, not per chunk, and no new memory
 #: per batch (a fresh 4 MiB each time cost a page fault a page: ~1 s of the build's CPU a GiB)
 BATCH = 4 * 1024 * 1024
-#: the most chunks written in one call (the kernel's IOV_MAX is 1024)
-MAX_PARTS = 1024
 #: a xorb to build and its chunks to build (``None``: to its end)
 _Part = tuple[bytes, int, "int | None"]
 #: bytes the registry upload reads at a time (each filled whole from the batches, but the last)
@@ -257,7 +256,7 @@ class Ahead:
         self.tmp.mkdir(parents=True, exist_ok=True)
         with stream.path.open("xb", buffering=0) as out:
             for batch in batches:
-                _write_all(out.fileno(), batch)
+                writev_all(out.fileno(), batch)
                 for data in batch:
                     table.update(data)
                     digest.update(data)
@@ -353,7 +352,7 @@ def _chunk_batches(fd: int, first: int, end: int | None, buf: bytearray) -> Iter
     while end is None or k < end:
         n = os.preadv(fd, [view], start)
         at, batch = 0, list[memoryview]()
-        while n - at >= shards.HEADER and len(batch) < MAX_PARTS and (end is None or k < end):
+        while n - at >= shards.HEADER and len(batch) < IOV_MAX and (end is None or k < end):
             head = buf[at:at + shards.HEADER]
             if head[:len(shards.FOOTER_IDENT)] == shards.FOOTER_IDENT:
                 n = at  # the chunks ended
@@ -377,19 +376,3 @@ def _chunk_batches(fd: int, first: int, end: int | None, buf: bytearray) -> Iter
         start += at
     if end is not None and k < end:
         raise BadUpload(f"the xorb holds no chunk {end - 1}")
-
-
-def _write_all(fd: int, parts: list[memoryview]) -> int:
-    """Write ``parts`` to ``fd`` in order (one call, unless the kernel takes less); their size."""
-    size = sum(len(p) for p in parts)
-    while parts:
-        done = os.writev(fd, parts)
-        rest: list[memoryview] = []
-        for p in parts:  # after a short write: what is left, from where it stopped
-            if done >= len(p):
-                done -= len(p)
-            else:
-                rest.append(p[done:])
-                done = 0
-        parts = rest
-    return size
