@@ -73,3 +73,45 @@ def test_stalled_xorb_bodies_give_their_permits_back(tmp_path, monkeypatch):
     asyncio.run(main())
     kept = {p.name for p in (tmp_path / "staging" / "xorbs").iterdir()}
     assert {merkle.hex_of(merkle.from_hex(n) or b"") for _, n in stalled_bodies} <= kept
+
+
+def test_received_bodies_are_written_on_a_few_threads_at_most(tmp_path, monkeypatch):
+    """Every xorb body read at once used to be written and checked on a thread of its own: a
+    thread a body (13 over a 4 GiB upload), each keeping memory of its own. At most
+    WRITING_AT_ONCE write at once now; the others wait their turn and are all kept."""
+    import threading
+    import time
+
+    from ocibridge.hubserver.xet import upload as upload_module
+
+    real, lock = upload_module._take, threading.Lock()
+    now, most, threads = [0], [0], set()
+
+    def slow_take(out, pieces, check):
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+            threads.add(threading.get_ident())
+        time.sleep(0.05)  # a slow disk: every body is being written at once, unless bounded
+        real(out, pieces, check)
+        with lock:
+            now[0] -= 1
+
+    monkeypatch.setattr(upload_module, "_take", slow_take)
+    upload = XetUpload(Staging(tmp_path / "staging"), Signer([]), lambda r: "http://serve")
+    bodies = [one_chunk_xorb(bytes([k]) * 1000) for k in range(12)]
+
+    async def main() -> list[int]:
+        def whole(body: bytes):
+            async def receive():
+                return {"type": "http.request", "body": body, "more_body": False}
+            return receive
+
+        answers = await asyncio.gather(*(upload.xorb(request(name, whole(body))) for body, name in bodies))
+        return [a.status_code for a in answers]
+
+    assert asyncio.run(main()) == [200] * len(bodies)
+    # some at once, never more than the bound, which is below the bodies one writer may read at once
+    assert 2 <= most[0] <= upload_module.WRITING_AT_ONCE < upload_module.RECEIVING_SHARE
+    kept = {p.name for p in (tmp_path / "staging" / "xorbs").iterdir()}
+    assert {merkle.hex_of(merkle.from_hex(n) or b"") for _, n in bodies} <= kept

@@ -76,7 +76,12 @@ class _Stream:
 
     path: Path
     order: list[bytes] = field(default_factory=list)
-    verified: dict[bytes, ChunkList] = field(default_factory=dict)  # 36 bytes a chunk (issue 64)
+    # the chunks of the xorbs verified and not built yet (36 bytes a chunk), and the count and
+    # bytes of every one verified: a xorb built whole goes into ``tree`` and leaves ``verified``,
+    # so what is held does not grow with the file (issue 64)
+    verified: dict[bytes, ChunkList] = field(default_factory=dict)
+    whole: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    tree: merkle.Tree = field(default_factory=merkle.Tree)  # the Xet hash of the xorbs built whole
     built: int = 0  # xorbs of ``order`` written out
     size: int = 0
     dead: str | None = None  # why what is built is not taken
@@ -116,6 +121,7 @@ class Ahead:
                 stream.dead = stream.dead or "a xorb was refused"
             else:
                 stream.verified[xorb] = chunks
+                stream.whole[xorb] = (len(chunks), chunks.total())
             self._cond.notify_all()
 
     # -- the shard ------------------------------------------------------------------------------
@@ -134,9 +140,7 @@ class Ahead:
                 stream.dead = "the build did not catch up"
             else:
                 tail = entry.segments[-1]
-                tree = merkle.Tree()  # a xorb at a time: no list of the file's chunks
-                for xorb in stream.order[:-1]:
-                    tree.extend(stream.verified[xorb])
+                tree = stream.tree  # the xorbs built whole are in it: the tail is not
                 tree.extend(stream.verified[tail.xorb][tail.first:tail.end])
                 if tree.file_hash() != entry.xet_hash:
                     stream.dead = "not the Xet hash the shard names"  # before the registry upload ends
@@ -172,14 +176,12 @@ class Ahead:
         together in the last xorb)."""
         if [seg.xorb for seg in entry.segments] != stream.order:
             return False
-        for k, seg in enumerate(entry.segments):
-            chunks = stream.verified.get(seg.xorb)
-            if chunks is None:
+        *before, tail = entry.segments
+        for seg in before:
+            if seg.xorb not in stream.whole or (seg.first, seg.end, seg.size) != (0, *stream.whole[seg.xorb]):
                 return False
-            first, end = (seg.first, seg.end) if k == len(entry.segments) - 1 else (0, len(chunks))
-            if seg.first != first or seg.end != end or end > len(chunks) or seg.size != chunks.total(first, end):
-                return False
-        return True
+        chunks = stream.verified.get(tail.xorb)  # not built yet: it has no xorb after it
+        return chunks is not None and tail.end <= len(chunks) and tail.size == chunks.total(tail.first, tail.end)
 
     # -- the build ------------------------------------------------------------------------------
     def _ready(self, stream: _Stream) -> bool:
@@ -188,7 +190,7 @@ class Ahead:
         k = stream.built
         if stream.dead is not None or stream.closed:
             return True
-        return len(stream.order) > k + 1 and stream.order[k] in stream.verified
+        return len(stream.order) > k + 1 and stream.order[k] in stream.whole
 
     def _next(self, stream: _Stream) -> _Part | None:
         """The next xorb to write and its chunks to write (``None``: to its end); None: over."""
@@ -244,6 +246,12 @@ class Ahead:
                 with contextlib.suppress(OSError), open(previous, "rb") as f:
                     let_go(f.fileno())
             previous = self.xorbs / merkle.hex_of(xorb)
+            if end is None:  # built whole: its chunks go into the tree, and are let go
+                with self._cond:
+                    chunks = stream.verified.pop(xorb, None)
+                if chunks is None:
+                    raise BadUpload("a xorb came twice in the stream")
+                stream.tree.extend(chunks)
             with self._cond:
                 stream.size = written
                 stream.built += 1
