@@ -132,6 +132,13 @@ def test_a_file_the_registry_holds_is_staged_without_its_bytes_until_committed_o
     staging.release([sha], "acme/a")
     assert not staging.has(sha) and staging.table_for(sha) is None and list(staging.tables.iterdir()) == []
 
+    staging.commit_held(sha, size, chunks)  # the registry collected it before a commit came
+    assert staging.pin(sha, "acme/a")
+    staging.drop_held(sha)
+    assert not staging.has(sha) and not staging.pinned(sha, "acme/a") and list(staging.tables.iterdir()) == []
+    staging.drop_held("../pins")  # not a SHA-256: nothing is touched
+    assert staging.pins.is_dir()
+
     staging.commit_held(other, 10, None)  # never committed: the expiry takes it
     assert staging.has(other)
     assert staging.clean(time.time() + ABANDONED_SECONDS + 10) == 1 and not staging.has(other)

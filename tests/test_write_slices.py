@@ -50,3 +50,33 @@ def test_pwrite_all_writes_every_byte_at_its_offset(tmp_path: Path, monkeypatch:
         os.close(fd)
     assert path.read_bytes() == b"x" * 10 + data
     assert max(calls) == WRITE_MAX
+
+
+def test_writev_all_writes_every_part_in_order_through_short_writes(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parts past the kernel's IOV_MAX go in several calls, and a call the kernel cuts short
+    (any byte count, mid-part) goes on from where it stopped."""
+    import random
+
+    from ocibridge.core.fsutil import IOV_MAX, writev_all
+
+    rng = random.Random(7)
+    parts = [os.urandom(rng.randrange(0, 300)) for _ in range(IOV_MAX * 2 + 17)]
+    real, calls = os.writev, []
+
+    def short(fd: int, buffers: list[memoryview]) -> int:
+        assert len(buffers) <= IOV_MAX
+        calls.append(len(buffers))
+        total = sum(len(b) for b in buffers)
+        keep = rng.randrange(1, total + 1) if total else 0  # the kernel takes what it takes
+        taken, cut = 0, []
+        for b in buffers:
+            cut.append(b[:max(0, keep - taken)])
+            taken += len(cut[-1])
+        return real(fd, cut)
+
+    monkeypatch.setattr(os, "writev", short)
+    path = tmp_path / "out"
+    with open(path, "wb", buffering=0) as f:
+        assert writev_all(f.fileno(), parts) == sum(map(len, parts))
+    assert path.read_bytes() == b"".join(parts) and len(calls) > 3

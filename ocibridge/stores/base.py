@@ -114,6 +114,17 @@ def is_manifest(desc: Descriptor) -> bool:
 
 # -- capabilities -------------------------------------------------------------------------------
 @runtime_checkable
+class AsksNow(Protocol):
+    """A store whose :meth:`~ReadableStore.exists` may answer from what this process saw (a
+    registry: a blob it uploaded or found is taken as there), and that can ask again: a blob no
+    manifest names yet may have been collected since."""
+
+    def exists_now(self, desc: Descriptor) -> bool:
+        """Whether the store holds ``desc`` now, asked of it."""
+        ...
+
+
+@runtime_checkable
 class Ingesting(Protocol):
     """A store that accepts a blob whose digest nobody knows yet, hashing while it writes: a push
     then reads each new file once (not once to hash it and once to send it)."""

@@ -72,8 +72,9 @@ class Mounts:
         return self.source.repository(parts) if self.source is not None and parts is not None else None
 
     def held(self, repo_id: str, sha256: str, size: int, staging: Staging) -> bool:
-        """Whether the file ``sha256`` is staged or a blob of ``repo_id``'s repository."""
-        if staging.has(sha256):
+        """Whether the bytes of the file ``sha256`` are here (staged as a file) or a blob of
+        ``repo_id``'s repository (a file staged as held is one only if the registry has it)."""
+        if staging.path_for(sha256) is not None:
             return True
         repo = self.own(repo_id)
         desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)

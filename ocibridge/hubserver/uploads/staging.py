@@ -331,6 +331,17 @@ class Staging:
             table = LayerChunks(f"sha256:{sha256}", size, chunks)
             atomic_write_bytes(self.tables / sha256, json.dumps(table.as_dict()).encode(), 0o444)
 
+    def drop_held(self, sha256: str) -> None:
+        """Forget that the registry holds ``sha256`` (it no longer does): a commit cannot name
+        it, and the client is asked for its bytes again."""
+        if not _HEX64.fullmatch(sha256):
+            return
+        with self._lock:
+            (self.held / sha256).unlink(missing_ok=True)
+            if self.path_for(sha256) is None:  # nothing of it staged now: its table and pins go too
+                (self.tables / sha256).unlink(missing_ok=True)
+                shutil.rmtree(self.pins / sha256, ignore_errors=True)
+
     def table_for(self, sha256: str) -> LayerChunks | None:
         """The chunk table of the staged ``sha256`` in :data:`DEFAULT_CHUNK_SIZE` pieces, made from
         the bytes that hashed to it (None: not large, or none kept)."""

@@ -33,7 +33,6 @@ from ocibridge.hubserver.writes import commits
 from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.hubserver.writes.publishing import Publishing, publish
 from ocibridge.hubserver.writes.repos import Repos
-from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import check_tag
 
 if TYPE_CHECKING:
@@ -147,11 +146,10 @@ class CommitRoutes:
             if found is not None:
                 return KnownFile.of_file(found, f"sha256:{sha256}", found.stat().st_size,
                                          self.staging.table_for(sha256))
-            held = self.staging.held_size(sha256) if mine else None
-            own = self.repos.mounts.own(repo_id) if held is not None else None
-            if held is not None and own is not None:  # relayed as it was built (Staging.commit_held)
-                desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=held)
-                return KnownFile.of_blob(own.store, desc, self.staging.table_for(sha256))
+            held = self.repos.held_blob(repo_id, sha256) if mine else None
+            if held is not None:  # relayed as it was built (Staging.commit_held)
+                store, desc = held
+                return KnownFile.of_blob(store, desc, self.staging.table_for(sha256))
             mounted = self.repos.mounts.blob(repo_id, sha256, sizes.get(sha256),
                                              admitted(self.repos.catalog, grant, sha256))
             if mounted is None:

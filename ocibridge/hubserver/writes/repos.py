@@ -15,11 +15,13 @@ on every write route (:meth:`Repos.writer`), before anything is granted for it.
 
 from __future__ import annotations
 
+import logging
 from typing import TypeVar
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Access, Gate, Grant
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body
 from ocibridge.hubserver.audit import note
@@ -32,6 +34,10 @@ from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.writes.commits import BadCommit, Branches
 from ocibridge.hubserver.writes.created import CreatedRepos
 from ocibridge.hubserver.writes.mountable import admitted
+from ocibridge.oci.models import Descriptor
+from ocibridge.stores.base import AsksNow, Store
+
+log = logging.getLogger("ocibridge.hubserver")
 
 _T = TypeVar("_T")
 
@@ -77,7 +83,31 @@ class Repos:
     def uploaded(self, repo_id: str, sha256: str) -> bool:
         """Whether ``sha256`` is staged for ``repo_id``: uploaded for it (:meth:`.Staging.pinned`); a file
         staged for another repository only is neither answered as held nor committed here."""
-        return self.staging.pinned(sha256, repo_id) and self.staging.has(sha256)
+        if not self.staging.pinned(sha256, repo_id):
+            return False
+        return self.staging.path_for(sha256) is not None or self.held_blob(repo_id, sha256) is not None
+
+    def held_blob(self, repo_id: str, sha256: str) -> tuple[Store, Descriptor] | None:
+        """The registry blob an upload staged as held is (:meth:`.Staging.commit_held`), asked of
+        the registry now; None when there is none. A record whose blob the registry no longer
+        has (collected: no manifest named it yet) is dropped, so the client is asked for the
+        bytes again instead of a commit failing on them for good."""
+        size = self.staging.held_size(sha256)
+        own = self.mounts.own(repo_id) if size is not None else None
+        if own is None or size is None:
+            return None
+        desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)
+        try:
+            present = own.store.exists_now(desc) if isinstance(own.store, AsksNow) else own.store.exists(desc)
+        except OcibridgeError as e:
+            log.warning("%s: sha256:%s held by %s, not asked: %s", repo_id, sha256, own.shown, e)
+            return None
+        if not present:
+            log.warning("%s: sha256:%s was uploaded to %s and is no longer there: it is to be uploaded again",
+                        repo_id, sha256, own.shown)
+            self.staging.drop_held(sha256)
+            return None
+        return own.store, desc
 
     # -- what a branch holds -------------------------------------------------------------------
     def head(self, repo_id: str, branch: str) -> Resolved | None:

@@ -135,19 +135,27 @@ class Ahead:
             entry = next((e for e in files if self._reordered(e, stream) and self._is_stream(e, stream)), None)
             if entry is None:
                 stream.dead = stream.dead or "the shard names other bytes"
+            elif entry.sha256 is None:  # its upload is cut: no SHA-256 to check it against
+                stream.dead = stream.dead or "the shard names no SHA-256 for it"
             elif not self._cond.wait_for(lambda: stream.dead is not None or stream.built == len(stream.order) - 1,
                                          CATCH_UP):
                 stream.dead = "the build did not catch up"
-            else:
+            elif stream.dead is None:  # the build waits for the tail: the tree is this thread's now
                 tail = entry.segments[-1]
-                tree = stream.tree  # the xorbs built whole are in it: the tail is not
-                tree.extend(stream.verified[tail.xorb][tail.first:tail.end])
-                if tree.file_hash() != entry.xet_hash:
-                    stream.dead = "not the Xet hash the shard names"  # before the registry upload ends
-                stream.last = (tail.first, tail.end)
+                chunks = stream.verified.get(tail.xorb)
+                if chunks is None:
+                    stream.dead = "its last xorb came twice"
+                else:
+                    stream.tree.extend(chunks[tail.first:tail.end])  # the xorbs built whole are in it
+                    if stream.tree.file_hash() != entry.xet_hash:
+                        stream.dead = "not the Xet hash the shard names"  # before the registry upload ends
+                    stream.last = (tail.first, tail.end)
             stream.closed = True
             self._cond.notify_all()
-            self._cond.wait_for(lambda: stream.ended)
+            if not self._cond.wait_for(lambda: stream.ended, CATCH_UP + STALL):
+                stream.dead = stream.dead or "the build did not end"  # the shard's files are rebuilt
+                log.warning("%s: the build ahead of the shard did not end: its files are rebuilt", repo_id)
+                return None
             if entry is not None and stream.dead is None and entry.sha256 is not None:
                 if stream.sha256 == merkle.hex_of(entry.sha256):
                     return entry, Built(None if stream.relayed else stream.path, stream.sha256, stream.table,
@@ -207,11 +215,11 @@ class Ahead:
             return None
 
     def _build(self, repo_id: str, stream: _Stream) -> None:
-        part = self._next(stream)  # nothing is made before the first verified xorb
-        store = self._relayed_to(repo_id, stream, part)
         table = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False)
         sha: str | None = None
         try:
+            part = self._next(stream)  # nothing is made before the first verified xorb
+            store = self._relayed_to(repo_id, stream, part)
             batches = self._batches(stream, part)
             if store is not None:  # the registry upload reads the xorbs, on this thread
                 pulled = _Pulled(batches, table, partial(self._settled, stream))

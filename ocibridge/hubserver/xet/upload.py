@@ -435,7 +435,7 @@ class XetUpload:
 
     def _held(self, repo_id: str, sha256: str, size: int) -> bool:
         if self.blobs is None:
-            return self.staging.has(sha256)
+            return self.staging.path_for(sha256) is not None  # its bytes, to place chunks in
         return self.blobs.held(repo_id, sha256, size, self.staging)
 
     # -- global dedupe --------------------------------------------------------------------------

@@ -148,6 +148,13 @@ class RegistryStore(ClosesOnExit):
             self._remember(desc.digest)
         return True
 
+    def exists_now(self, desc: Descriptor) -> bool:
+        """:meth:`exists`, asked of the registry even for a blob this process uploaded or saw:
+        one no manifest names may have been collected since (distribution's garbage-collect,
+        zot's and Harbor's untagged-blob cleanup)."""
+        self._present.discard(desc.digest)
+        return self.exists(desc)
+
     def open_blob(self, desc: Descriptor) -> BinaryIO:
         hasher = new_hasher(desc.digest)  # updated by the download's own thread
         raw = BlobDownload(self.client, self.repository, desc, self.on_bytes, hasher=hasher)
