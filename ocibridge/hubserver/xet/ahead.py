@@ -10,7 +10,7 @@ Nothing is taken on trust for it. The order guessed is the order the xorb upload
 built is only the bytes of xorbs verified as any is (:meth:`.upload.XetUpload.xorb`); and the
 shard decides: a file whose segments are exactly the xorbs built, each whole, in that order, and
 whose Xet hash (of the chunk hashes each xorb was verified with) and SHA-256 (of the bytes
-written) are the ones the shard names, is taken as built. Anything else (other xorbs, another
+sent, or written) are the ones the shard names, is taken as built. Anything else (other xorbs, another
 order, a part of a xorb, a hash that differs, a xorb refused) discards what was built, cuts the
 registry upload before its end, and the shard's files are rebuilt from the kept xorbs as before.
 """
@@ -49,9 +49,9 @@ log = logging.getLogger("ocibridge.hubserver")
 
 #: seconds a shard waits for the build to reach the last xorb it names (it is verified already)
 CATCH_UP = 300.0
-#: a xorb's chunks (~64 KiB each) are read, written and told to the relay this many bytes at a
-#: time, through one buffer: one read and one write per batch, not per chunk, and no new memory
-#: per batch (a fresh 4 MiB each time cost a page fault a page: ~1 s of the build's CPU a GiB)
+#: a xorb's chunks (~64 KiB each) are read this many bytes at a time, through one buffer, then
+#: sent (or written): one read per batch, not per chunk, and no new memory per batch (a fresh
+#: 4 MiB each time cost a page fault a page: ~1 s of the build's CPU a GiB)
 BATCH = 4 * 1024 * 1024
 #: a xorb to build and its chunks to build (``None``: to its end)
 _Part = tuple[bytes, int, "int | None"]
