@@ -1,5 +1,5 @@
 """A xorb checked as it arrives (hubserver/xet/xorbcheck.py) says what the xorb read back from a
-file says (shards.chunk_list and footer_hash, the rules it replaced on the upload path), however
+file says (shards.chunk_list and the footer read back, the rules it replaced on the upload path), however
 the body is cut into pieces: the same chunk hashes, the same name, the same refusals."""
 
 from __future__ import annotations
@@ -63,12 +63,27 @@ def test_any_cut_of_a_body_gives_the_chunks_a_file_gives(seed):
         assert merkle.xorb_hash(chunks) == name
 
 
+def footer_hash(f: io.BytesIO, size: int) -> bytes | None:
+    """The xorb hash a xorb's footer names, read from its file, as the upload path read it
+    before issue 64 (the reference the check as it arrives is held to)."""
+    at = 0
+    f.seek(0)
+    while at + xetformat.HEADER <= size:
+        head = f.read(xetformat.HEADER)
+        if head.startswith(xetformat.FOOTER_IDENT):
+            rest = f.read(33)  # the footer's version, then the hash
+            return rest[1:33] if len(rest) == 33 else None
+        at += xetformat.HEADER + int.from_bytes(head[1:4], "little")
+        f.seek(at)
+    return None
+
+
 def read_back(body: bytes, want: bytes) -> str | None:
     """What the upload path said of a xorb read back from its file (before issue 64's change)."""
     f = io.BytesIO(body)
     try:
         chunks = xetformat.chunk_list(f, len(body))
-        said = xetformat.footer_hash(f, len(body))
+        said = footer_hash(f, len(body))
     except xetformat.BadUpload as e:
         return str(e)
     if not chunks:

@@ -59,12 +59,6 @@ class Following(io.RawIOBase):
             self._written = written
             self._cond.notify_all()
 
-    def ends_at(self, size: int) -> None:
-        """The file, begun before its size was known, is ``size`` bytes, all written."""
-        with self._cond:
-            self.size = self._written = size
-            self._cond.notify_all()
-
     def fail(self, why: str) -> None:
         with self._cond:
             self._failed = why

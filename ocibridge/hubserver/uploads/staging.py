@@ -443,20 +443,9 @@ def _touched(entry: Path) -> float:
     return newest
 
 
-def write_all(fd: int, data: bytes, chunks: ChunkHasher | None = None, whole: Any = None) -> None:
-    """Write ``data`` to ``fd`` whole; ``chunks`` and ``whole`` (a hashlib object) see it too."""
-    if chunks is not None:
-        chunks.update(data)
-    if whole is not None:
-        whole.update(data)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def write_pieces(fd: int, pieces: list[bytes], chunks: ChunkHasher | None = None, whole: Any = None) -> None:
     """Write ``pieces`` to ``fd`` whole, in one call, not joined first (a joined MiB was a fresh
-    allocation and a copy each time); ``chunks`` and ``whole`` see each."""
+    allocation and a copy each time); ``chunks`` and ``whole`` (a hashlib object) see each."""
     for piece in pieces:
         if chunks is not None:
             chunks.update(piece)

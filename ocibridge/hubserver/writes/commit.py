@@ -28,7 +28,7 @@ from ocibridge.hubserver.audit import Landed, noted
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import HubFile
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
-from ocibridge.hubserver.uploads.staging import write_all
+from ocibridge.hubserver.uploads.staging import write_pieces
 from ocibridge.hubserver.writes import commits
 from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.hubserver.writes.publishing import Publishing, publish
@@ -81,7 +81,7 @@ class CommitRoutes:
         if self.staging.pin(sha, repo_id, writer):
             return
         with self.staging.reserve(len(content), repo_id, writer), self.staging.new_file() as (tmp, fd):
-            write_all(fd, content)
+            write_pieces(fd, [content])
             self.staging.commit_file(tmp, sha)
         self.staging.pin(sha, repo_id, writer)
 

@@ -159,20 +159,6 @@ def chunk_offsets(f: BinaryIO, size: int) -> array[int]:
     return found
 
 
-def footer_hash(f: BinaryIO, size: int) -> bytes | None:
-    """The xorb hash the footer names, if the xorb has a footer (checked against the URL's)."""
-    at = 0
-    f.seek(0)
-    while at + HEADER <= size:
-        head = f.read(HEADER)
-        if head.startswith(FOOTER_IDENT):
-            rest = f.read(33)  # the footer's version, then the hash
-            return rest[1:33] if len(rest) == 33 else None
-        at += HEADER + int.from_bytes(head[1:4], "little")
-        f.seek(at)
-    return None
-
-
 def chunk_list(f: BinaryIO, size: int) -> ChunkList:
     """``(hash, length)`` of every chunk of the xorb open as ``f``, recomputed from its bytes."""
     return ChunkList.of((merkle.chunk_hash(data), len(data)) for data in chunks(f, size))

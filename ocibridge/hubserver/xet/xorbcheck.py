@@ -2,9 +2,10 @@
 and BLAKE3-hashed as the body arrives, so a xorb is never read back from disk to be checked
 (that read and its parse were ~0.5 s of serve's CPU per GiB published over Xet).
 
-The rules are those of :func:`.shards.chunks` and :func:`.shards.footer_hash`, held across the
-pieces of a body. A chunk stored as it is is hashed from the pieces themselves, however they cut
-it (nothing is copied, and an upload holds no more than its pieces); only a header cut between
+The rules are those of :func:`.shards.chunks` (and a footer, when there is one, names the xorb
+it ends: its tag, a version byte, then the hash), held across the pieces of a body. A chunk
+stored as it is is hashed from the pieces themselves, however they cut it (nothing is copied,
+and an upload holds no more than its pieces); only a header cut between
 two pieces (8 bytes) and a compressed chunk (at most twice :data:`.shards.MAX_CHUNK`, to be
 decompressed whole) are held. A footer, when one comes, ends the chunks. What the xorb is (its
 name) is decided at the end, from the hashes made here.
