@@ -133,7 +133,7 @@ def test_a_compressed_chunk_that_holds_more_than_it_says_is_refused():
 def test_the_build_ahead_reads_the_chunks_a_file_gives(tmp_path, seed):
     """The build ahead (ahead._chunk_batches) reads a kept xorb through one reused buffer; what
     it hands on is what shards.chunks reads, for any range of chunks and buffer size."""
-    from ocibridge.core.fsutil import writev_all as _write_all
+    from ocibridge.core.fsutil import writev_all
     from ocibridge.hubserver.xet.ahead import _chunk_batches
 
     rng = random.Random(seed)
@@ -147,7 +147,7 @@ def test_the_build_ahead_reads_the_chunks_a_file_gives(tmp_path, seed):
         buf = bytearray(rng.choice([300_000, 1 << 20, 4 << 20]))
         out = tmp_path / "out"
         with open(path, "rb", buffering=0) as f, open(out, "wb", buffering=0) as o:
-            written = sum(_write_all(o.fileno(), batch) for batch in _chunk_batches(f.fileno(), first, end, buf))
+            written = sum(writev_all(o.fileno(), batch) for batch in _chunk_batches(f.fileno(), first, end, buf))
         assert written == len(want) and out.read_bytes() == want
     with open(path, "rb", buffering=0) as f, pytest.raises(xetformat.BadUpload):
         list(_chunk_batches(f.fileno(), 0, count + 1, bytearray(1 << 20)))
