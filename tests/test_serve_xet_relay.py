@@ -21,7 +21,7 @@ def test_a_file_uploaded_over_xet_reaches_the_registry_before_its_commit(tmp_pat
     """Above the relay's 8 MiB, in one xorb (built once its shard came) or in several (hf_xet
     cuts them at 64 MiB: the first are built and sent before the last one and the shard come,
     the build ahead's main case). Sent, not written: staged as held by the registry, with no copy
-    of it on serve's disk, and the commit names the registry's blob."""
+    of it on serve's disk, and the commit, by a serve started again, names the registry's blob."""
     data = os.urandom(size_mib * MIB)
     sha = hashlib.sha256(data).hexdigest()
     prefix = f"{registry.host}/{unique_repo}"
@@ -36,11 +36,14 @@ def test_a_file_uploaded_over_xet_reaches_the_registry_before_its_commit(tmp_pat
         staging = tmp_path / "ocibridge-cache" / "serve" / "staging"
         assert (staging / "held" / sha).read_text() == str(len(data))
         assert not (staging / "sha256" / sha).exists()
+    # built and relayed as its xorbs came, before the shard (issue 64), not rebuilt after it
+    log = (tmp_path / "serve.log").read_text()
+    assert log.count("xorb received") >= xorbs and f"sha256:{sha} was built as its xorbs came" in log
+    with serve_process(tmp_path, prefix) as url:  # serve restarted between the upload and its commit
+        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
+        api = HfApi(endpoint=url, token="writer-token")
         # the file comes back whole, and the record goes with the commit
         api.create_commit("acme/relayed", [added], commit_message="w")  # uploaded: not asked again
         got = api.hf_hub_download("acme/relayed", "w.bin", cache_dir=str(tmp_path / "read"))
         assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
         assert tag_digest(f"{prefix}/acme/relayed:latest") is not None and not (staging / "held" / sha).exists()
-    # built and relayed as its xorbs came, before the shard (issue 64), not rebuilt after it
-    log = (tmp_path / "serve.log").read_text()
-    assert log.count("xorb received") >= xorbs and f"sha256:{sha} was built as its xorbs came" in log
