@@ -14,6 +14,8 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from serving import point_hub_at
 from test_serve_publish import MIB, blob_in, serve_process, tag_digest
 
+from ocibridge.stores.layout import LayoutStore
+
 
 @pytest.mark.parametrize(("size_mib", "xorbs"), [(9, 1), (70, 2)], ids=["one-xorb", "several-xorbs"])
 def test_a_file_uploaded_over_xet_reaches_the_registry_before_its_commit(tmp_path, registry, unique_repo,
@@ -47,3 +49,34 @@ def test_a_file_uploaded_over_xet_reaches_the_registry_before_its_commit(tmp_pat
         got = api.hf_hub_download("acme/relayed", "w.bin", cache_dir=str(tmp_path / "read"))
         assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
         assert tag_digest(f"{prefix}/acme/relayed:latest") is not None and not (staging / "held" / sha).exists()
+
+
+def test_a_file_the_registry_took_as_it_came_takes_no_room_in_the_staging_budget(tmp_path, registry, unique_repo,
+                                                                                   monkeypatch):
+    """``--staging-budget`` bounds what uploads keep on serve's disk. A file sent on to the
+    registry as its xorbs came keeps nothing there, so a budget smaller than the file takes it
+    (it was refused with 507: the build ahead stopped at the budget, and the rebuild after the
+    shard reserved the whole file). Over a layout, where the file is written, the same budget
+    still refuses it, with nothing staged."""
+    data = os.urandom(70 * MIB)
+    sha = hashlib.sha256(data).hexdigest()
+    prefix = f"{registry.host}/{unique_repo}"
+    with serve_process(tmp_path, prefix, "--staging-budget", "32M") as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/large")
+        api.upload_file(path_or_fileobj=data, path_in_repo="w.bin", repo_id="acme/large")
+        got = api.hf_hub_download("acme/large", "w.bin", cache_dir=str(tmp_path / "read"))
+        assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
+    assert f"sha256:{sha} was built as its xorbs came" in (tmp_path / "serve.log").read_text()
+
+    layout = tmp_path / "layout"
+    LayoutStore(layout, create=True)
+    with serve_process(tmp_path, f"oci:{layout}", "--staging-budget", "32M") as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub2", xet=True)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/large")
+        with pytest.raises(Exception, match="507 Insufficient Storage"):  # hf_xet's words: the shard refused
+            api.upload_file(path_or_fileobj=data, path_in_repo="w.bin", repo_id="acme/large")
+    staging = tmp_path / "ocibridge-cache" / "serve" / "staging"
+    assert not (staging / "sha256" / sha).exists() and not (staging / "held" / sha).exists()

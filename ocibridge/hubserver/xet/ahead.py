@@ -36,6 +36,7 @@ from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.core.fsutil import IOV_MAX, writev_all
 from ocibridge.core.pagecache import let_go
 from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.guard import LFS_UPLOAD_MAX
 from ocibridge.hubserver.uploads.ingest import IngestFor
 from ocibridge.hubserver.uploads.relay import RELAY_MIN, STALL
 from ocibridge.hubserver.xet import merkle, shards
@@ -246,8 +247,8 @@ class Ahead:
             with open(self.xorbs / merkle.hex_of(xorb), "rb", buffering=0) as f:
                 for batch in _chunk_batches(f.fileno(), first, end, buf):
                     written += sum(len(data) for data in batch)
-                    if written > self.limit:
-                        raise BadUpload("past the staging budget")
+                    if written > LFS_UPLOAD_MAX:  # the largest file serve takes, as over LFS
+                        raise BadUpload("larger than a file serve takes")
                     yield batch
                 let_go(f.fileno())  # read: its writeback begun (core/pagecache.py)
             if previous is not None:  # written back by now: all of it goes
@@ -269,9 +270,13 @@ class Ahead:
     def _write(self, stream: _Stream, batches: Iterator[list[memoryview]], table: ChunkHasher) -> str:
         """The file written out (no registry to send it to, or small): its SHA-256."""
         digest = hashlib.sha256()
+        written = 0
         self.tmp.mkdir(parents=True, exist_ok=True)
         with stream.path.open("xb", buffering=0) as out:
             for batch in batches:
+                written += sum(len(data) for data in batch)
+                if written > self.limit:  # on serve's disk (a relayed file is not: no bound here)
+                    raise BadUpload("past the staging budget")
                 writev_all(out.fileno(), batch)
                 for data in batch:
                     table.update(data)

@@ -254,38 +254,41 @@ class XetUpload:
     def _stage_shard(self, path: Path, repo_id: str, writer: str = "") -> str | None:
         """Rebuild every file of the shard at ``path`` and stage them all, or none: why not. The
         staged files are then what ``repo_id``'s later uploads may name (:mod:`.dedupe`), each
-        held for the commit of ``repo_id`` to come; :class:`StagingFull` past the budget."""
+        held for the commit of ``repo_id`` to come; :class:`StagingFull` past the budget. A file
+        the registry took as its xorbs came (:mod:`.ahead`) takes no room here, so it is left
+        out of the budget and of the disk's free space."""
         try:
             with open(path, "rb") as f:
                 files = shards.shard_files(f)
         except BadUpload as e:
             return str(e)
-        problem = self._too_large(files)
+        problem = _malformed(files)
         if problem:
             return problem
-        # each file built once (a shard may name one twice), kept as a link in a folder of its
-        # own until all are built, so no file stays open: a shard names thousands of files
-        declared = sum(seg.size for entry in files for seg in entry.segments)
+        ahead = self.ahead.take(repo_id, files)  # the file built as its xorbs came, checked
+        unique = {(e.xet_hash, e.sha256): e for e in files}  # each built once: a shard may name one twice
+        relayed = ahead[1].size if ahead is not None and ahead[1].path is None else 0  # no file: the registry's
+        declared = sum(seg.size for e in unique.values() for seg in e.segments) - relayed
+        # each file built is kept as a link in a folder of its own until all are built, so no
+        # file stays open: a shard names thousands of files
         self.staging.tmp.mkdir(parents=True, exist_ok=True)
         held = Path(tempfile.mkdtemp(dir=self.staging.tmp, prefix="shard-"))
         offsets: dict[bytes, array[int]] = {}  # where each chunk of a xorb starts: read once
         try:
+            if ahead is not None and ahead[1].path is not None:
+                os.replace(ahead[1].path, held / "ahead")  # gone with the folder if none is staged
+            problem = self._no_disk_for(declared)
+            if problem:
+                return problem
             with self.staging.reserve(declared, repo_id, writer):
                 built: dict[tuple[bytes, bytes | None], tuple[Path | None, str, tuple[str, ...] | None]] = {}
-                ahead = self.ahead.take(repo_id, files)  # the file built as its xorbs came, checked
-                relayed = 0  # its size, when it went to the registry as it was built (no file)
                 if ahead is not None:
                     entry, done = ahead
-                    keep: Path | None = None
-                    if done.path is not None:
-                        keep = held / "ahead"
-                        os.replace(done.path, keep)
-                    else:
-                        relayed = done.size
+                    keep = None if done.path is None else held / "ahead"
                     built[entry.xet_hash, entry.sha256] = (keep, done.sha256, done.chunks)
                     log.info("%s: sha256:%s was built as its xorbs came", repo_id, done.sha256)
-                for entry in files:
-                    if (entry.xet_hash, entry.sha256) in built:
+                for key, entry in unique.items():
+                    if key in built:
                         continue
                     with self.staging.new_file() as (out, fd):
                         try:
@@ -294,7 +297,7 @@ class XetUpload:
                             return f"file {merkle.hex_of(entry.xet_hash)}: {e}"
                         keep = held / str(len(built))
                         os.link(out, keep)
-                    built[entry.xet_hash, entry.sha256] = (keep, sha256, chunks)
+                    built[key] = (keep, sha256, chunks)
                 for keep, sha256, chunks in built.values():  # _rebuild hashed (and chunked) what it wrote
                     if keep is None:  # the registry holds it (Staging.commit_held)
                         self.staging.commit_held(sha256, relayed, chunks)
@@ -304,21 +307,15 @@ class XetUpload:
         finally:
             shutil.rmtree(held, ignore_errors=True)
         try:
-            self.dedupe.record(repo_id, list({(e.xet_hash, e.sha256): e for e in files}.values()))
+            self.dedupe.record(repo_id, list(unique.values()))
         except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
             log.warning("%s: a shard's files not kept for dedupe: %s", repo_id, e)
         return None
 
-    def _too_large(self, files: list[FileEntry]) -> str | None:
-        """Why the files a shard names cannot be rebuilt here, before a byte is: a segment larger
-        than its chunks can hold, or more bytes in all than the staging disk has free (a small
-        shard naming one xorb a million times would otherwise fill it)."""
-        declared = 0
-        for entry in {(e.xet_hash, e.sha256): e for e in files}.values():  # each built once
-            for seg in entry.segments:
-                if seg.size > (seg.end - seg.first) * shards.MAX_CHUNK:
-                    return f"a segment declares {seg.size} bytes in {seg.end - seg.first} chunks"
-                declared += seg.size
+    def _no_disk_for(self, declared: int) -> str | None:
+        """Why ``declared`` bytes of files cannot be rebuilt here, before a byte is: more than
+        the staging disk has free (a small shard naming one xorb a million times would otherwise
+        fill it)."""
         self.staging.root.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(self.staging.root).free
         if declared > free:
@@ -452,6 +449,15 @@ class XetUpload:
             return error(404, None, "no shard holds that chunk")
         log.info("%s: dedupe answered with a shard of %d bytes", request.url.path, len(shard))
         return Response(shard, media_type="application/octet-stream")
+
+
+def _malformed(files: list[FileEntry]) -> str | None:
+    """Why a shard's files cannot be what it says: a segment larger than its chunks can hold."""
+    for entry in files:
+        for seg in entry.segments:
+            if seg.size > (seg.end - seg.first) * shards.MAX_CHUNK:
+                return f"a segment declares {seg.size} bytes in {seg.end - seg.first} chunks"
+    return None
 
 
 def _take(out: BinaryIO, pieces: list[bytes], check: XorbCheck | None) -> None:
