@@ -65,10 +65,11 @@ MAX_SHARD = 64 * 1024 * 1024
 #: to a xorb's 64 MiB: told once a segment, the relay idled, then had a segment to send at the end)
 RELAY_STEP = 4 * 1024 * 1024
 #: bytes of a xorb or shard received before they are written (a thread hop each time: one a
-#: piece, up to the 256 KiB asyncio reads at once, cost the event loop more than receiving them). Each upload under way holds
-#: this much, and hf_xet raises its uploads under way as an upload goes on (8 to 19 over 4 GiB):
-#: at 1 MiB serve's peak RSS grew with the file's size (issue 64); at 256 KiB the thread hops
-#: cost ~0.5 s of CPU a GiB more; 512 KiB: 4 GiB peaked at 117 MiB, as at 256 KiB
+#: piece, up to the 256 KiB asyncio reads at once, cost the event loop more than receiving
+#: them). Each upload under way holds this much, and hf_xet raises its uploads under way as an
+#: upload goes on (8 to 19 over 4 GiB): at 1 MiB serve's peak RSS grew with the file's size
+#: (issue 64); at 256 KiB the thread hops cost ~0.5 s of CPU a GiB more; 512 KiB: 4 GiB peaked
+#: at 117 MiB, as at 256 KiB
 WRITE_PIECE = 512 * 1024
 #: xorb bodies read at once, over every writer, and of those the most one writer's uploads hold
 #: (:mod:`.permits`): each holds up to a WRITE_PIECE, and without a bound serve's peak memory grew
