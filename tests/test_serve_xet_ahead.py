@@ -91,7 +91,9 @@ def test_the_shard_decides_what_is_committed_whatever_was_built_ahead(tmp_path: 
         blob = f"{registry.url}/v2/{unique_repo}/acme/ahead/blobs/sha256:{sha}"
         assert httpx.delete(blob).status_code == 202
         refused = commit(url, "acme/ahead", streamed)
-        assert refused.status_code == 422 and f"no upload of sha256:{sha}" in refused.text
+        # said as what happened (uploaded, then removed by the registry), not as never uploaded
+        assert refused.status_code == 422 and f"w.bin: sha256:{sha} was uploaded" in refused.text
+        assert "removed it before a commit named it" in refused.text and "upload it again" in refused.text
         assert not (staging / "held" / sha).exists()  # dropped: asked for again, not refused for good
         assert post(f"/v1/xorbs/default/{n1}", x1).json() == {"was_inserted": False}
         assert post(f"/v1/xorbs/default/{n2}", x2).json() == {"was_inserted": False}

@@ -56,6 +56,12 @@ class UnknownContent(OcibridgeError):
     """A file added names content serve does not hold (never uploaded, or not verified)."""
 
 
+class UploadCollected(UnknownContent):
+    """An upload the registry held for a commit to come is gone from it: registries collect
+    blobs no manifest names (distribution's garbage-collect, zot's and Harbor's cleanup). Said
+    as such, not as never uploaded: the client did upload it, and must do so again."""
+
+
 class MissingEntry(OcibridgeError):
     """A file or folder deleted is not in the branch (the Hub's EntryNotFound)."""
 
@@ -170,7 +176,10 @@ def new_tree(parent: dict[str, str], request: CommitRequest, staged: Callable[[s
     by_sha = {sha: path for path, sha in parent.items()}
     sources: dict[str, KnownFile] = {}
     for added in request.added:
-        known = staged(added.sha256)
+        try:
+            known = staged(added.sha256)
+        except UploadCollected as e:
+            raise UploadCollected(f"{added.path}: {e}") from None
         if known is None and added.sha256 in by_sha:
             known = held(by_sha[added.sha256])
         if known is None:

@@ -31,7 +31,7 @@ from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, Re
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging
-from ocibridge.hubserver.writes.commits import BadCommit, Branches
+from ocibridge.hubserver.writes.commits import BadCommit, Branches, UploadCollected
 from ocibridge.hubserver.writes.created import CreatedRepos
 from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.oci.models import Descriptor
@@ -85,13 +85,19 @@ class Repos:
         staged for another repository only is neither answered as held nor committed here."""
         if not self.staging.pinned(sha256, repo_id):
             return False
-        return self.staging.path_for(sha256) is not None or self.held_blob(repo_id, sha256) is not None
+        if self.staging.path_for(sha256) is not None:
+            return True
+        try:
+            return self.held_blob(repo_id, sha256) is not None
+        except UploadCollected:
+            return False  # asked for again
 
     def held_blob(self, repo_id: str, sha256: str) -> tuple[Store, Descriptor] | None:
         """The registry blob an upload staged as held is (:meth:`.Staging.commit_held`), asked of
         the registry now; None when there is none. A record whose blob the registry no longer
         has (collected: no manifest named it yet) is dropped, so the client is asked for the
-        bytes again instead of a commit failing on them for good."""
+        bytes again instead of a commit failing on them for good, and :class:`UploadCollected`
+        says so."""
         size = self.staging.held_size(sha256)
         own = self.mounts.own(repo_id) if size is not None else None
         if own is None or size is None:
@@ -106,7 +112,8 @@ class Repos:
             log.warning("%s: sha256:%s was uploaded to %s and is no longer there: it is to be uploaded again",
                         repo_id, sha256, own.shown)
             self.staging.drop_held(sha256)
-            return None
+            raise UploadCollected(f"sha256:{sha256} was uploaded, and {own.shown} removed it before a commit named it "
+                                  "(registries collect blobs no manifest names yet): upload it again")
         return own.store, desc
 
     # -- what a branch holds -------------------------------------------------------------------
