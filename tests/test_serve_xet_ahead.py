@@ -114,3 +114,56 @@ def test_the_shard_decides_what_is_committed_whatever_was_built_ahead(tmp_path: 
         assert not blob_in(ref, hashlib.sha256(third).hexdigest(), len(third))
     log = (tmp_path / "serve.log").read_text()
     assert log.count("was built as its xorbs came") == 2, log  # only the shards that named the stream
+
+
+def shard_of_files(files: list[tuple[bytes, bytes, list[tuple[str, int, int, int]]]]) -> bytes:
+    """A shard naming several files: each its Xet hash, its SHA-256 and its segments (a xorb's
+    hash, the bytes and the chunks ``[first, end)`` of it), as the shard says, true or not."""
+    body = xetformat.SHARD_TAG + struct.pack("<QQ", 2, 0)
+    for file_hash, sha, segments in files:
+        body += file_hash + struct.pack("<IIQ", xetformat.WITH_METADATA_EXT, len(segments), 0)
+        for name, size, first, end in segments:
+            raw = merkle.from_hex(name)
+            assert raw is not None
+            body += raw + struct.pack("<IIII", 0, size, first, end)
+        body += sha + bytes(16)
+    return body + xetformat.BOOKEND + bytes(16)
+
+
+def test_a_file_sent_as_built_is_left_out_of_the_budget_and_nothing_else_is(tmp_path: Path, registry, unique_repo):
+    """The staging budget leaves out only the file the registry took as its xorbs came. A shard
+    that names that file twice, the second time as one byte, must not make the rest of its files
+    free: the file is left out once, by name (it was subtracted from the total, so the total
+    went below zero and a 6 MiB file passed a 4 MiB budget). That refusal comes before the build
+    ahead is taken, so the shard sent again without the rest still takes it as built."""
+    prefix = f"{registry.host}/{unique_repo}"
+    big, tail, other = os.urandom(9 * MIB), os.urandom(MIB), os.urandom(6 * MIB)
+    (x1, n1, c1) = xorb_of(big)
+    (x2, n2, c2) = xorb_of(tail + other)  # as hf_xet packs them: a large file's tail, then small files
+    k = len(tail) // CHUNK
+    streamed = big + tail
+    sha_streamed, sha_other = hashlib.sha256(streamed).hexdigest(), hashlib.sha256(other).hexdigest()
+    as_xet = {sha: merkle.from_hex(sha) or b"" for sha in (sha_streamed, sha_other)}  # the shard's byte order
+    streamed_entry = (merkle.file_hash(c1 + c2[:k]), as_xet[sha_streamed],
+                      [(n1, len(big), 0, len(c1)), (n2, len(tail), 0, k)])
+    other_entry = (merkle.file_hash(c2[k:]), as_xet[sha_other], [(n2, len(other), k, len(c2))])
+    as_one_byte = (streamed_entry[0], as_xet[sha_streamed], [(n2, 1, 0, 1)])
+    with serve_process(tmp_path, prefix, "--staging-budget", "4M") as url:
+        HfApi(endpoint=url, token="writer-token").create_repo("acme/budget")
+        grant = httpx.get(f"{url}/api/models/acme/budget/xet-write-token/main", headers=AUTH).json()
+        cas, token = grant["casUrl"], {"authorization": f"Bearer {grant['accessToken']}"}
+
+        def post(path: str, body: bytes) -> httpx.Response:
+            return httpx.post(f"{cas}{path}", content=body, headers=token, timeout=120)
+
+        assert post(f"/v1/xorbs/default/{n1}", x1).status_code == 200
+        assert post(f"/v1/xorbs/default/{n2}", x2).status_code == 200
+        refused = post("/v2/shards", shard_of_files([streamed_entry, other_entry, as_one_byte]))
+        assert refused.status_code == 507 and "--staging-budget" in refused.text  # 6 MiB to stage, 4 allowed
+        staging = tmp_path / "ocibridge-cache" / "serve" / "staging"
+        assert not (staging / "sha256" / sha_other).exists()
+
+        assert post("/v2/shards", shard_of_files([streamed_entry])).status_code == 200
+        assert blob_in(f"{prefix}/acme/budget:latest", sha_streamed, len(streamed))
+        assert (staging / "held" / sha_streamed).read_text() == str(len(streamed))
+    assert "was built as its xorbs came" in (tmp_path / "serve.log").read_text()

@@ -126,6 +126,18 @@ class Ahead:
             self._cond.notify_all()
 
     # -- the shard ------------------------------------------------------------------------------
+    def relaying(self, repo_id: str, files: list[FileEntry]) -> tuple[bytes, bytes | None] | None:
+        """The file of ``files`` (its Xet hash and SHA-256) whose bytes are being sent to the
+        registry as its xorbs came, by its xorbs alone: a guess, before :meth:`take` checks it,
+        of the file that needs no room on serve's disk (None: none is sent)."""
+        with self._cond:
+            stream = self._streams.get(repo_id)
+            if stream is None or not stream.relayed or stream.dead is not None or stream.closed:
+                return None
+            order = sorted(stream.order)
+            entry = next((e for e in files if sorted(seg.xorb for seg in e.segments) == order), None)
+            return None if entry is None else (entry.xet_hash, entry.sha256)
+
     def take(self, repo_id: str, files: list[FileEntry]) -> tuple[FileEntry, Built] | None:
         """The file of ``files`` built ahead for ``repo_id``, checked as the module says, or None
         (what was built is then dropped and its registry upload cut)."""

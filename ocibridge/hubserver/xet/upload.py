@@ -266,26 +266,34 @@ class XetUpload:
         problem = _malformed(files)
         if problem:
             return problem
-        ahead = self.ahead.take(repo_id, files)  # the file built as its xorbs came, checked
         unique = {(e.xet_hash, e.sha256): e for e in files}  # each built once: a shard may name one twice
-        relayed = ahead[1].size if ahead is not None and ahead[1].path is None else 0  # no file: the registry's
-        declared = sum(seg.size for e in unique.values() for seg in e.segments) - relayed
+        relaying = self.ahead.relaying(repo_id, files)  # sent to the registry as it was built: no room here
+        declared = sum(seg.size for key, e in unique.items() if key != relaying for seg in e.segments)
         # each file built is kept as a link in a folder of its own until all are built, so no
         # file stays open: a shard names thousands of files
         self.staging.tmp.mkdir(parents=True, exist_ok=True)
         held = Path(tempfile.mkdtemp(dir=self.staging.tmp, prefix="shard-"))
         offsets: dict[bytes, array[int]] = {}  # where each chunk of a xorb starts: read once
         try:
-            if ahead is not None and ahead[1].path is not None:
-                os.replace(ahead[1].path, held / "ahead")  # gone with the folder if none is staged
             problem = self._no_disk_for(declared)
             if problem:
-                return problem
-            with self.staging.reserve(declared, repo_id, writer):
+                return problem  # before the take: the build ahead waits on for the shard sent again
+            with self.staging.reserve(declared, repo_id, writer), contextlib.ExitStack() as more:
+                ahead = self.ahead.take(repo_id, files)  # the file built as its xorbs came, checked
+                sent = ahead is not None and ahead[1].path is None  # to the registry as built: no file
+                relayed = ahead[1].size if ahead is not None and sent else 0
+                if relaying is not None and not (sent and ahead is not None
+                                                 and (ahead[0].xet_hash, ahead[0].sha256) == relaying):
+                    # not taken as sent after all: it is built here, and takes room
+                    more.enter_context(self.staging.reserve(sum(seg.size for seg in unique[relaying].segments),
+                                                            repo_id, writer))
                 built: dict[tuple[bytes, bytes | None], tuple[Path | None, str, tuple[str, ...] | None]] = {}
                 if ahead is not None:
                     entry, done = ahead
-                    keep = None if done.path is None else held / "ahead"
+                    keep: Path | None = None
+                    if done.path is not None:
+                        keep = held / "ahead"
+                        os.replace(done.path, keep)
                     built[entry.xet_hash, entry.sha256] = (keep, done.sha256, done.chunks)
                     log.info("%s: sha256:%s was built as its xorbs came", repo_id, done.sha256)
                 for key, entry in unique.items():
