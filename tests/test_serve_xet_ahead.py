@@ -167,3 +167,36 @@ def test_a_file_sent_as_built_is_left_out_of_the_budget_and_nothing_else_is(tmp_
         assert blob_in(f"{prefix}/acme/budget:latest", sha_streamed, len(streamed))
         assert (staging / "held" / sha_streamed).read_text() == str(len(streamed))
     assert "was built as its xorbs came" in (tmp_path / "serve.log").read_text()
+
+
+def test_an_upload_the_registry_collected_is_mounted_from_a_repository_that_holds_it(tmp_path: Path, registry,
+                                                                                    unique_repo):
+    """A commit whose held upload the registry collected still lands when another repository
+    the writer reads holds the same bytes: they are mounted from there, as for any upload
+    another repository holds. Only when nothing holds them does the commit say the registry
+    removed the upload."""
+    prefix = f"{registry.host}/{unique_repo}"
+    first, second = os.urandom(9 * MIB), os.urandom(MIB)
+    (x1, n1, c1), (x2, n2, c2) = xorb_of(first), xorb_of(second)
+    streamed = first + second
+    sha = hashlib.sha256(streamed).hexdigest()
+    with serve_process(tmp_path, prefix) as url:
+        api = HfApi(endpoint=url, token="writer-token")
+        for repo in ("acme/kept", "acme/again"):
+            api.create_repo(repo)
+            grant = httpx.get(f"{url}/api/models/{repo}/xet-write-token/main", headers=AUTH).json()
+            cas, token = grant["casUrl"], {"authorization": f"Bearer {grant['accessToken']}"}
+            for name, body in ((n1, x1), (n2, x2)):
+                assert httpx.post(f"{cas}/v1/xorbs/default/{name}", content=body, headers=token,
+                                  timeout=120).status_code == 200
+            assert httpx.post(f"{cas}/v2/shards", content=shard([(n1, c1), (n2, c2)], streamed), headers=token,
+                              timeout=120).status_code == 200
+            if repo == "acme/kept":
+                assert commit(url, repo, streamed).status_code == 200
+        # acme/again's upload is collected from its repository; acme/kept still holds the bytes
+        assert httpx.delete(f"{registry.url}/v2/{unique_repo}/acme/again/blobs/sha256:{sha}").status_code == 202
+        assert not blob_in(f"{prefix}/acme/again:latest", sha, len(streamed))
+        landed = commit(url, "acme/again", streamed)
+        assert landed.status_code == 200, landed.text
+        got = httpx.get(f"{url}/acme/again/resolve/main/w.bin", headers=AUTH, timeout=120)
+        assert got.status_code == 200 and got.content == streamed

@@ -146,13 +146,19 @@ class CommitRoutes:
             if found is not None:
                 return KnownFile.of_file(found, f"sha256:{sha256}", found.stat().st_size,
                                          self.staging.table_for(sha256))
-            held = self.repos.held_blob(repo_id, sha256) if mine else None
+            collected: commits.UploadCollected | None = None
+            try:
+                held = self.repos.held_blob(repo_id, sha256) if mine else None
+            except commits.UploadCollected as e:  # said only if nothing else holds the bytes
+                held, collected = None, e
             if held is not None:  # relayed as it was built (Staging.commit_held)
                 store, desc = held
                 return KnownFile.of_blob(store, desc, self.staging.table_for(sha256))
             mounted = self.repos.mounts.blob(repo_id, sha256, sizes.get(sha256),
                                              admitted(self.repos.catalog, grant, sha256))
             if mounted is None:
+                if collected is not None:
+                    raise collected
                 return None
             home, desc = mounted
             mounts[desc.digest] = home.store

@@ -176,12 +176,15 @@ def new_tree(parent: dict[str, str], request: CommitRequest, staged: Callable[[s
     by_sha = {sha: path for path, sha in parent.items()}
     sources: dict[str, KnownFile] = {}
     for added in request.added:
+        collected: UploadCollected | None = None
         try:
             known = staged(added.sha256)
-        except UploadCollected as e:
-            raise UploadCollected(f"{added.path}: {e}") from None
+        except UploadCollected as e:  # unless the branch holds the same bytes
+            known, collected = None, e
         if known is None and added.sha256 in by_sha:
             known = held(by_sha[added.sha256])
+        if known is None and collected is not None:
+            raise UploadCollected(f"{added.path}: {collected}") from None
         if known is None:
             raise UnknownContent(f"{added.path}: no upload of sha256:{added.sha256} was received "
                                  "(upload it first: the LFS batch API)")
