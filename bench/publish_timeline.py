@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -74,10 +75,16 @@ def main() -> None:
                 uploader = subprocess.Popen([sys.executable, "-c", UPLOAD, "acme/timeline", str(model)], env=env)
                 sampler = threading.Thread(target=sample, args=(uploader.pid,))
                 sampler.start()
-                uploader.wait()
+                _, status, usage = os.wait4(uploader.pid, 0)  # its own CPU, to the end (the samples miss the last)
                 wall = time.monotonic() - started
                 done.set()
                 sampler.join()
+                uploader.returncode = os.waitstatus_to_exitcode(status)
+                if uploader.returncode != 0 or not samples:
+                    tail = log.read_text(errors="replace")[-2000:]
+                    sys.exit(f"bench.publish_timeline: the upload exited {uploader.returncode}; "
+                             f"serve's log ends:\n{tail}")
+                samples.append((wall, usage.ru_utime + usage.ru_stime, cpu_of(proc.pid) - s0, reg.cpu_seconds() - g0))
         way = "LFS" if args.lfs else "Xet"
         last = samples[-1]
         print(f"{way}: wall {wall:.2f} s = {wall / push.seconds:.2f}× push; CPU client {last[1]:.2f} s, "
