@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -53,18 +54,26 @@ def commit(url: str, repo: str, data: bytes) -> httpx.Response:
                       content=b"".join(json.dumps(line).encode() + b"\n" for line in lines), timeout=120)
 
 
+def cas_of(url: str, repo: str) -> Callable[[str, bytes], httpx.Response]:
+    """A new repository ``repo`` and a POST to its Xet write endpoint (``/v1/xorbs/...``,
+    ``/v2/shards``) with the write grant serve gives for it."""
+    HfApi(endpoint=url, token="writer-token").create_repo(repo)
+    grant = httpx.get(f"{url}/api/models/{repo}/xet-write-token/main", headers=AUTH).json()
+    cas, token = grant["casUrl"], {"authorization": f"Bearer {grant['accessToken']}"}
+
+    def post(path: str, body: bytes) -> httpx.Response:
+        return httpx.post(f"{cas}{path}", content=body, headers=token, timeout=120)
+
+    return post
+
+
 def test_the_shard_decides_what_is_committed_whatever_was_built_ahead(tmp_path: Path, registry, unique_repo):
     prefix = f"{registry.host}/{unique_repo}"
     first, second = os.urandom(9 * MIB), os.urandom(MIB)  # past the relay's 8 MiB: its upload begins
     (x1, n1, c1), (x2, n2, c2) = xorb_of(first), xorb_of(second)
     streamed = first + second
     with serve_process(tmp_path, prefix) as url:
-        HfApi(endpoint=url, token="writer-token").create_repo("acme/ahead")
-        grant = httpx.get(f"{url}/api/models/acme/ahead/xet-write-token/main", headers=AUTH).json()
-        cas, token = grant["casUrl"], {"authorization": f"Bearer {grant['accessToken']}"}
-
-        def post(path: str, body: bytes) -> httpx.Response:
-            return httpx.post(f"{cas}{path}", content=body, headers=token, timeout=120)
+        post = cas_of(url, "acme/ahead")
 
         # the xorbs of first+second in order, then a shard naming other bytes: second alone
         assert post(f"/v1/xorbs/default/{n1}", x1).status_code == 200
@@ -149,12 +158,7 @@ def test_a_file_sent_as_built_is_left_out_of_the_budget_and_nothing_else_is(tmp_
     other_entry = (merkle.file_hash(c2[k:]), as_xet[sha_other], [(n2, len(other), k, len(c2))])
     as_one_byte = (streamed_entry[0], as_xet[sha_streamed], [(n2, 1, 0, 1)])
     with serve_process(tmp_path, prefix, "--staging-budget", "4M") as url:
-        HfApi(endpoint=url, token="writer-token").create_repo("acme/budget")
-        grant = httpx.get(f"{url}/api/models/acme/budget/xet-write-token/main", headers=AUTH).json()
-        cas, token = grant["casUrl"], {"authorization": f"Bearer {grant['accessToken']}"}
-
-        def post(path: str, body: bytes) -> httpx.Response:
-            return httpx.post(f"{cas}{path}", content=body, headers=token, timeout=120)
+        post = cas_of(url, "acme/budget")
 
         assert post(f"/v1/xorbs/default/{n1}", x1).status_code == 200
         assert post(f"/v1/xorbs/default/{n2}", x2).status_code == 200
@@ -181,16 +185,11 @@ def test_an_upload_the_registry_collected_is_mounted_from_a_repository_that_hold
     streamed = first + second
     sha = hashlib.sha256(streamed).hexdigest()
     with serve_process(tmp_path, prefix) as url:
-        api = HfApi(endpoint=url, token="writer-token")
         for repo in ("acme/kept", "acme/again"):
-            api.create_repo(repo)
-            grant = httpx.get(f"{url}/api/models/{repo}/xet-write-token/main", headers=AUTH).json()
-            cas, token = grant["casUrl"], {"authorization": f"Bearer {grant['accessToken']}"}
+            post = cas_of(url, repo)
             for name, body in ((n1, x1), (n2, x2)):
-                assert httpx.post(f"{cas}/v1/xorbs/default/{name}", content=body, headers=token,
-                                  timeout=120).status_code == 200
-            assert httpx.post(f"{cas}/v2/shards", content=shard([(n1, c1), (n2, c2)], streamed), headers=token,
-                              timeout=120).status_code == 200
+                assert post(f"/v1/xorbs/default/{name}", body).status_code == 200
+            assert post("/v2/shards", shard([(n1, c1), (n2, c2)], streamed)).status_code == 200
             if repo == "acme/kept":
                 assert commit(url, repo, streamed).status_code == 200
         # acme/again's upload is collected from its repository; acme/kept still holds the bytes
