@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 from huggingface_hub import HfApi
+from support import status
 from test_serve_publish import MIB, blob_in, serve_process
 
 from ocibridge.hubserver.xet import merkle
@@ -199,3 +200,28 @@ def test_an_upload_the_registry_collected_is_mounted_from_a_repository_that_hold
         assert landed.status_code == 200, landed.text
         got = httpx.get(f"{url}/acme/again/resolve/main/w.bin", headers=AUTH, timeout=120)
         assert got.status_code == 200 and got.content == streamed
+
+
+def test_a_registry_that_does_not_answer_for_a_held_upload_fails_the_commit_as_the_registry(tmp_path: Path,
+                                                                                          unique_repo, fault_proxy):
+    """Whether the registry still holds an upload is asked at the commit. A registry that does
+    not answer that question (here: refuses it) is the registry's error, 502, and the record is
+    kept for the commit sent again: not "never uploaded", not "removed"."""
+    first, second = os.urandom(9 * MIB), os.urandom(MIB)
+    (x1, n1, c1), (x2, n2, c2) = xorb_of(first), xorb_of(second)
+    streamed = first + second
+    sha = hashlib.sha256(streamed).hexdigest()
+    with serve_process(tmp_path, f"{fault_proxy.host}/{unique_repo}") as url:
+        post = cas_of(url, "acme/asked")
+        for name, body in ((n1, x1), (n2, x2)):
+            assert post(f"/v1/xorbs/default/{name}", body).status_code == 200
+        assert post("/v2/shards", shard([(n1, c1), (n2, c2)], streamed)).status_code == 200
+        staging = tmp_path / "ocibridge-cache" / "serve" / "staging"
+        assert (staging / "held" / sha).exists()
+        fault_proxy.add("HEAD", rf"/blobs/sha256:{sha}", status(403), times=None)
+        failed = commit(url, "acme/asked", streamed)
+        assert failed.status_code == 502, failed.text
+        assert "was received" not in failed.text and "removed" not in failed.text
+        assert (staging / "held" / sha).exists()
+        fault_proxy.clear()
+        assert commit(url, "acme/asked", streamed).status_code == 200

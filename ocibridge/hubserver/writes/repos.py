@@ -91,23 +91,23 @@ class Repos:
             return self.held_blob(repo_id, sha256) is not None
         except UploadCollected:
             return False  # asked for again
+        except OcibridgeError as e:  # the registry did not answer: the bytes are asked for again
+            log.warning("%s: sha256:%s is held by the registry, which did not answer: %s", repo_id, sha256, e)
+            return False
 
     def held_blob(self, repo_id: str, sha256: str) -> tuple[Store, Descriptor] | None:
         """The registry blob an upload staged as held is (:meth:`.Staging.commit_held`), asked of
         the registry now; None when there is none. A record whose blob the registry no longer
         has (collected: no manifest named it yet) is dropped, so the client is asked for the
         bytes again instead of a commit failing on them for good, and :class:`UploadCollected`
-        says so."""
+        says so. A registry that does not answer raises its error (a commit's 502), not "never
+        uploaded"."""
         size = self.staging.held_size(sha256)
         own = self.mounts.own(repo_id) if size is not None else None
         if own is None or size is None:
             return None
         desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)
-        try:
-            present = own.store.exists_now(desc) if isinstance(own.store, AsksNow) else own.store.exists(desc)
-        except OcibridgeError as e:
-            log.warning("%s: sha256:%s held by %s, not asked: %s", repo_id, sha256, own.shown, e)
-            return None
+        present = own.store.exists_now(desc) if isinstance(own.store, AsksNow) else own.store.exists(desc)
         if not present:
             log.warning("%s: sha256:%s was uploaded to %s and is no longer there: it is to be uploaded again",
                         repo_id, sha256, own.shown)
