@@ -314,9 +314,7 @@ class Staging:
         path.chmod(0o444)
         target = self.files / sha256
         os.replace(path, target)
-        if chunks is not None and size >= PUSH_THRESHOLD:  # after the file: clean() drops a table without one
-            table = LayerChunks(f"sha256:{sha256}", size, chunks)
-            atomic_write_bytes(self.tables / sha256, json.dumps(table.as_dict()).encode(), 0o444)
+        self._keep_table(sha256, size, chunks)  # after the file: clean() drops a table without one
         return target
 
     def commit_held(self, sha256: str, size: int, chunks: tuple[str, ...] | None) -> None:
@@ -327,7 +325,11 @@ class Staging:
             raise DigestMismatch(f"upload: {sha256!r} is not a SHA-256 (64 lowercase hex digits)")
         self.held.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.held / sha256, str(size).encode(), 0o444)
-        if chunks is not None and size >= PUSH_THRESHOLD:  # after the record, as commit_file does
+        self._keep_table(sha256, size, chunks)  # after the record, as commit_file does
+
+    def _keep_table(self, sha256: str, size: int, chunks: tuple[str, ...] | None) -> None:
+        """The chunk table of the staged ``sha256`` (``size`` bytes), when it is large enough to have one."""
+        if chunks is not None and size >= PUSH_THRESHOLD:
             table = LayerChunks(f"sha256:{sha256}", size, chunks)
             atomic_write_bytes(self.tables / sha256, json.dumps(table.as_dict()).encode(), 0o444)
 
