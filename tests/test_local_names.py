@@ -120,6 +120,19 @@ def test_a_mount_of_a_local_name_is_refused_as_such(argv, local_model, tmp_path,
     assert out == "" and not (tmp_path / "mounted").exists()
 
 
+def test_tags_of_a_name_held_only_under_other_tags_lists_them(local_model, capsys, monkeypatch, tmp_path):
+    """``push tiny tiny:v1`` (docs/tasks.md), then ``tags tiny``: the store holds tiny:v1 and no
+    tiny:latest. That went to docker.io, and its error added "tiny is not in the local store
+    either; nearest there: … tiny:v1". NAME's TAGs are listed, as they are with a latest."""
+    monkeypatch.chdir(tmp_path / "store")
+    assert main(["tag", f"{local_model}:latest", "v1", "v2"]) == 0
+    assert main(["rm", f"{local_model}:latest"]) == 0
+    capsys.readouterr()
+    assert main(["tags", local_model]) == 0
+    out, err = capsys.readouterr()
+    assert out == "v1\nv2\n" and err == "", err
+
+
 def test_ls_shows_name_and_tag_as_they_are_typed(local_model, capsys):
     capsys.readouterr()
     assert main(["ls"]) == 0

@@ -478,6 +478,9 @@ def _tags(ref: str | Locator, transfer: TransferOptions | None) -> list[str]:
     from ocibridge.stores.layout import LayoutStore
     from ocibridge.stores.local_names import split_local_name, tags_of
 
+    held = _local_tags(ref)
+    if held:
+        return held
     located = locate(ref, Role.MODEL)  # once, here
     target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
     named = split_local_name(text_of(located)) if is_local_name(located) else None
@@ -489,3 +492,15 @@ def _tags(ref: str | Locator, transfer: TransferOptions | None) -> list[str]:
     if not names and isinstance(target.store, RegistryStore) and target.store.repository_unknown:
         raise NotFound(no_such_repository(text_of(located)))
     return names
+
+
+def _local_tags(ref: str | Locator) -> list[str]:
+    """The TAGs the local store holds of a bare NAME: the name rule finds NAME:latest only, and
+    ``tags tiny`` after ``push tiny tiny:v1`` asked docker.io instead of listing v1."""
+    from ocibridge.stores.layout import LayoutStore
+    from ocibridge.stores.local_names import split_local_name, tags_of
+
+    if not isinstance(ref, str) or ":" in ref or split_local_name(ref) is None:
+        return []
+    store = default_store_path()
+    return tags_of(LayoutStore(store), ref) if (store / "oci-layout").is_file() else []
