@@ -55,3 +55,19 @@ def test_other_tools_spellings_of_a_reference(tmp_path, registry, unique_repo):
         assert done.returncode == 2 and answer in done.stderr and "Traceback" not in done.stderr, done.stderr
     hub = run("pull", "hf://org/name", str(tmp_path / "x"))
     assert hub.returncode == 2 and "hf:ORG/NAME" in hub.stderr
+
+
+@pytest.mark.parametrize(("argv", "answer"), [
+    (["repo", "ls", "oci:{tmp}/models"], "is an OCI image layout, not a registry; repo ls takes"),
+    (["check-registry", "oci:{tmp}/models"], "is an OCI image layout, not a registry; check-registry takes"),
+    (["login", "oci:{tmp}/models", "-u", "me", "-p", "pw"], "is an OCI image layout, not a registry; login takes"),
+    (["repo", "ls", "hf:acme"], "hf:acme is a model (hf:), not a registry; repo ls takes"),
+    (["login", "https://localhost:5000", "-u", "me", "-p", "pw"], "write localhost:5000"),
+])
+def test_a_command_that_takes_a_registry_names_what_it_was_given(argv, answer, tmp_path):
+    """``repo ls``, ``check-registry`` and ``login`` talk to a registry itself. Given a layout
+    (or hf:/ollama:) they said "registry 'oci:': the port must be a number from 1 to 65535", and
+    given a URL (as ``docker login`` takes one) "… is not an IPv6 address"."""
+    done = run(*[a.format(tmp=tmp_path) for a in argv])
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert answer in done.stderr and "port" not in done.stderr and "IPv6" not in done.stderr, done.stderr

@@ -14,9 +14,11 @@ def login(host: str, username: str, password: str, *, transfer: TransferOptions 
     TLS settings ``transfer`` gives (``ca_file``, ``plain_http``, ``insecure``) are remembered for
     the host too (as Docker's certs.d), so later calls need none of them; ``settings`` names that
     file when any was given."""
+    from ocibridge.places.locate import registry_text
     from ocibridge.stores.registry.hosts import remember
     from ocibridge.stores.registry.loginflow import login as store_login
 
+    host = registry_text(host, "login takes a registry's HOST (layouts and local models need none)")
     transfer = dataclasses.replace(transfer or TransferOptions(), username=username, password=password)
     store_login(host, username, password, transfer.registry_options())
     saved = remember(host, ca_file=transfer.ca_file, plain_http=transfer.plain_http or None,

@@ -42,11 +42,13 @@ def list_repositories(target: str, *, transfer: TransferOptions | None = None,
     prefix; ``max_pages``: at most that many, then a RegistryError). Raises
     :class:`ocibridge.errors.RegistryError` when the registry refuses its catalog (many allow it
     only to an admin)."""
+    from ocibridge.places.locate import registry_text
     from ocibridge.stores.registry.catalog import MAX_PAGES, list_catalog
     from ocibridge.stores.registry.client import RegistryClient
     from ocibridge.stores.registry.credentials import credential_function
 
-    text = target.rstrip("/")
+    text = registry_text(target, "repo ls takes REGISTRY[/PREFIX] (a layout's models: ocibridge ls oci:PATH)")
+    text = text.rstrip("/")
     host, _, prefix = text.partition("/")
     if not host or "@" in text or " " in text or ":" in prefix:
         raise UsageError(f"repo ls takes REGISTRY or REGISTRY/PREFIX, not {target!r}")

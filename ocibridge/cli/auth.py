@@ -25,7 +25,7 @@ def cmd_login(args: argparse.Namespace) -> int:
         raise UsageError("login needs --username and --password or --password-stdin")
     # what it took to reach the host is kept too, so later commands need no --ca-file
     result = login(args.host, username, password, transfer=transfer)
-    text = f"login succeeded for {args.host}"
+    text = f"login succeeded for {result.host}"
     if result.settings is not None:
         text += f"; its TLS settings are remembered in {result.settings}"
     emit(args, result.as_dict(), text)

@@ -189,6 +189,26 @@ def _other_tools_spelling(text: str) -> str | None:
     return None
 
 
+def registry_text(text: str, usage: str) -> str:
+    """``HOST[/PATH]`` for a command that talks to a registry itself (repo ls, check-registry,
+    login), other tools' schemes (``docker://``, ``oci://``) dropped as a reference's are. A
+    layout, a kind's place and a URL are refused as what they are (``usage``: what the command
+    takes; a URL: what to write): read as a host, their colon was an odd port or an IPv6 address."""
+    for scheme in _REGISTRY_SCHEMES:
+        if text.startswith(scheme) and len(text) > len(scheme):
+            return text[len(scheme):]
+    if text.startswith(_URL_SCHEMES):
+        rest = text.split("://", 1)[1].rstrip("/")
+        raise UsageError(f"{text}: a registry is written without a URL scheme: write {rest} (add --plain-http "
+                         "for one that speaks HTTP)")
+    if refs.is_layout_reference(text):
+        raise UsageError(f"{text} is an OCI image layout, not a registry; {usage}")
+    kind = kinds.by_scheme(text)
+    if kind is not None:
+        raise UsageError(f"{text} is a model ({kind.schemes[0]}), not a registry; {usage}")
+    return text
+
+
 def _stored(text: str) -> LayoutReference | None:
     """The local store's model a bare ``NAME[:TAG]`` names, if the store holds it."""
     if _host_qualified(text) or text.startswith(("/", ".", "~")):
