@@ -71,3 +71,16 @@ def test_a_command_that_takes_a_registry_names_what_it_was_given(argv, answer, t
     done = run(*[a.format(tmp=tmp_path) for a in argv])
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert answer in done.stderr and "port" not in done.stderr and "IPv6" not in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("inside", ["", "/.store"])
+def test_a_push_into_a_layout_inside_the_model_directory_is_refused(inside, tmp_path):
+    """``push tiny oci:tiny:v1`` (``tiny:v1``, the local store, was meant) wrote the layout into
+    the model directory: its next push packed the layout's blobs as code and config files (a
+    new digest, twice the bytes). Refused in one line now, the directory as it was."""
+    model = make_model(tmp_path / "tiny")
+    before = sorted(p.relative_to(model) for p in model.rglob("*"))
+    done = run("push", str(model), f"oci:{model}{inside}:v1")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "the directory being pushed" in done.stderr and "NAME:TAG" in done.stderr, done.stderr
+    assert sorted(p.relative_to(model) for p in model.rglob("*")) == before

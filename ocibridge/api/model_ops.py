@@ -171,6 +171,7 @@ def push(
         return _push_archive(locate(source, Role.SOURCE), archive, options, transfer)
     source_ref = locate(source, Role.SOURCE)  # located once each, here
     dest_ref = locate(dest, Role.DESTINATION) if dest is not None else None
+    _refuse_layout_in_source(source_ref, dest_ref)
     signature = evidence = None
     signing = sign is not None or options.oms_signature is not None
     if signing or (attest is not None and attest.wanted):  # checked before a byte is sent
@@ -185,6 +186,18 @@ def push(
         return result
     return evidence_api.after_push(result, dest_ref, source_ref, dest_ref, transfer, evidence=evidence,
                                    signature=signature)
+
+
+def _refuse_layout_in_source(source_ref: Locator, dest_ref: Locator | None) -> None:
+    """A layout written into the directory being pushed becomes part of that model: its next
+    push packs the layout's blobs too (``push tiny oci:tiny:v1``, where ``tiny:v1`` was meant)."""
+    if not isinstance(source_ref, PathReference) or not isinstance(dest_ref, LayoutReference):
+        return
+    source = Path(source_ref.path).resolve()
+    if source_ref.path and source.is_dir() and Path(dest_ref.path).resolve().is_relative_to(source):
+        raise UsageError(f"{text_of(dest_ref)}: this layout is in {source_ref.path}, the directory being pushed, "
+                         "and would become part of the model; write it outside (oci:PATH[:TAG]), or name "
+                         "NAME:TAG for the local store")
 
 
 def _push_archive(source_ref: Locator, archive: tuple[PathReference, SourceFormat], options: PushOptions,
