@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,23 @@ def test_a_push_into_a_layout_inside_the_model_directory_is_refused(inside, tmp_
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "the directory being pushed" in done.stderr and "NAME:TAG" in done.stderr, done.stderr
     assert sorted(p.relative_to(model) for p in model.rglob("*")) == before
+
+
+@pytest.mark.parametrize("argv", [["push", "", "oci:{tmp}/layout:v1"], ["pull", "oci:{tmp}/layout:v1", ""],
+                                  ["pull", "oci:{tmp}/layout:v1", "-o", ""]], ids=["push", "pull", "pull -o"])
+def test_an_empty_source_or_destination_is_refused(argv, tmp_path):
+    """``push "$MODEL" …`` with MODEL unset packed the whole current directory; ``pull REF ""``
+    failed with "unexpected AttributeError", and ``-o ""`` wrote the files into the current
+    directory. Each is one line now, and the current directory is left as it was."""
+    model = make_model(tmp_path / "m")
+    assert run("push", str(model), f"oci:{tmp_path}/layout:v1", "-q").returncode == 0
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("mine\n")
+    done = subprocess.run([sys.executable, "-m", "ocibridge", *[a.format(tmp=tmp_path) for a in argv]],
+                          capture_output=True, text=True, timeout=120, cwd=work, check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "empty" in done.stderr and "unset shell variable" in done.stderr, done.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["notes.txt"]
+    assert run("tags", f"oci:{tmp_path}/layout").stdout == "v1\n"

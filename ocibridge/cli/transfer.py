@@ -123,7 +123,7 @@ def cmd_push(args: argparse.Namespace) -> int:
 def cmd_pull(args: argparse.Namespace) -> int:
     if (args.dest is None) == (args.output is None):
         raise UsageError("pull needs one destination: DEST or -o/--output DIR")
-    args.dest = args.dest or args.output
+    args.dest = args.output if args.dest is None else args.dest
     dest = api.pull_destination(args.dest, args.format)  # the edge: located once (SRC: by the API)
     # exports into an archive or the Ollama store report no progress (yet): no frozen bar
     export = not dest.shows_progress

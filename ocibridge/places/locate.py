@@ -59,11 +59,19 @@ class Role(enum.Enum):
     LAYOUT = "layout"
 
 
+#: what an argument in each role is called in a message
+_NAMED = {Role.MODEL: "model reference", Role.DESTINATION: "destination", Role.SOURCE: "source",
+          Role.OUTPUT: "destination", Role.REGISTRY: "registry reference", Role.JOB: "model reference",
+          Role.LOCAL: "model name", Role.LAYOUT: "layout"}
+
+
 def locate(text: str | Locator, role: Role) -> Locator:
     """The typed locator ``text`` is in ``role``; a typed one passes through (checked against
     the role). One error line (:class:`InvalidReference`/:class:`UsageError`) when it is none."""
     if not isinstance(text, str):
         return _checked(text, role, text_of(text))
+    if not text.strip():  # a path of "" is the current directory: pushed whole, or written into
+        raise UsageError(f"an empty {_NAMED[role]} (an unset shell variable?)")
     respelled = _other_tools_spelling(text)
     if respelled is not None:
         return _checked(refs.parse_registry_reference(respelled), role, text)
