@@ -170,3 +170,23 @@ def test_push_options_build_cannot_be_changed_after_construction(tmp_path):
     ocibridge.push(str(make_model(tmp_path / "m")), f"{layout}:v1", options=options)
     manifest = json.loads(ocibridge.fetch_manifest(f"{layout}:v1").content)
     assert manifest["annotations"]["org.example.team"] == "vision"  # what was given, not the later edit
+
+
+def test_one_text_where_a_list_goes_is_one_item_not_its_letters(tmp_path):
+    """``ocibridge.tag(ref, "v3")`` tagged the model 'v' and '3'; ``save("oci:…", out)`` looked
+    each letter up on docker.io; ``attach(ref, "note.txt", …)`` said "/: no such file" and
+    ``verification("cosign.pub")`` "public key /: Is a directory" (a str is a Sequence[str], so
+    mypy let them all through). One text is one tag, model, file or key, as k8s's calls read it."""
+    from tests.signing_keys import key_pair
+
+    layout = _layout_with_two_models(tmp_path)
+    assert ocibridge.tag(f"{layout}:first", "v3").tags == ("v3",)
+    assert ocibridge.tags(layout) == ["first", "second", "v3"]
+    assert [e.reference for e in ocibridge.save(f"{layout}:first", tmp_path / "one.tar").entries] == [f"{layout}:first"]
+    (tmp_path / "note.txt").write_text("a note\n")
+    attached = ocibridge.attach(f"{layout}:first", str(tmp_path / "note.txt"), artifact_type="application/x-note")
+    assert attached.subject.digest == ocibridge.resolve(f"{layout}:first").digest
+    _, pub = key_pair(tmp_path)
+    assert ocibridge.verification(str(pub)) is not None
+    kept = ocibridge.path(f"{layout}:first", include="config.json")
+    assert sorted(p.name for p in kept.iterdir()) == ["config.json"]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from ocibridge.api.copy import TransferOptions, verified_digest
 from ocibridge.core.fsutil import write_sliced
 from ocibridge.core.records import FieldsAsDict
+from ocibridge.core.texts import one_or_many
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.models import Descriptor
@@ -96,7 +97,7 @@ class _PlanLayout(LayoutStore):
 
 
 @closes_its_stores
-def save(refs: Sequence[str], output: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
+def save(refs: str | Sequence[str], output: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
          verify: Verification | None = None, progress: ProgressFn | None = None) -> BundleResult:
     """Write the models ``refs`` name (each with its signatures and referrers) into the bundle
     ``output``; with ``verify``, only signed ones, and each bundled by the digest verified.
@@ -105,6 +106,7 @@ def save(refs: Sequence[str], output: str | os.PathLike[str], *, transfer: Trans
     the tar is written with every blob read from its source store, its size known from the
     descriptor and its digest checked as it passes; the output is written beside ``output``
     and renamed into place only when whole (a mismatch removes it)."""
+    refs = one_or_many(refs)
     if not refs:
         raise UsageError("name at least one model to bundle")
     transfer = transfer or TransferOptions()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core.texts import one_or_many
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.kinds.hf.locator import HubReference, as_hub_reference
 from ocibridge.places.locate import Locator, Role, locate, text_of
@@ -33,8 +34,8 @@ def path(
     *,
     transfer: TransferOptions | None = None,
     verify: Verification | None = None,
-    include: Sequence[str] = (),
-    exclude: Sequence[str] = (),
+    include: str | Sequence[str] = (),
+    exclude: str | Sequence[str] = (),
     offline: bool | None = None,
     hf: str | HubReference | None = None,
     progress: ProgressFn | None = None,
@@ -62,6 +63,7 @@ def path(
 
     located = locate(ref, Role.MODEL)  # once, here
     shown = text_of(located)
+    include, exclude = one_or_many(include), one_or_many(exclude)  # a glob alone: one glob
     offline = offline_from_env() if offline is None else offline
     from ocibridge.signing.use import needs_checking, refuse_before_opening
 

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ocibridge.core.texts import one_or_many as _as_texts
+
 if TYPE_CHECKING:
     from ocibridge.layers.apply import TreeEntry
 
@@ -17,11 +19,6 @@ DEFAULT_RUNTIME = "cri-o"
 DEFAULT_PLATFORM = "linux/amd64"
 #: The image of the container that holds a model (a Pod's, a prewarm DaemonSet's).
 DEFAULT_IMAGE = "busybox:1.36"
-
-
-def _as_texts(value: Sequence[str]) -> tuple[str, ...]:
-    """A list of names as a tuple; one name given alone is one name, not its letters."""
-    return (value,) if isinstance(value, str) else tuple(value)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ocibridge.core.environment import POLICY as POLICY_ENV
+from ocibridge.core.texts import one_or_many
 from ocibridge.stores.opened import closes_its_stores
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ Verification: TypeAlias = "VerifyPolicy | UsePolicy"
 NO_POLICY_FILE = "no containers policy file applies: everything is accepted"
 
 
-def verification(keys: Sequence[str | os.PathLike[str]] = (),
+def verification(keys: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = (),
                  policy: str | os.PathLike[str] | None = None) -> Verification | None:
     """The ``verify=`` value of the calls that use a model: a signature by one of ``keys``
     (public key files, as ``--verify-key``) and the containers ``policy`` file (``--policy``;
@@ -44,7 +45,7 @@ def verification(keys: Sequence[str | os.PathLike[str]] = (),
     if keys:  # without, cryptography stays unloaded (~35 ms at start)
         from ocibridge.signing.verify import VerifyPolicy
 
-        found = VerifyPolicy.from_files([os.fspath(k) for k in keys])
+        found = VerifyPolicy.from_files([os.fspath(k) for k in one_or_many(keys)])
     if policy is None:
         return found
     from ocibridge.signing.containers_policy import UsePolicy

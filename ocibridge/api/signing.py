@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import SignOptions as SignOptions  # its home: the options module
+from ocibridge.core.texts import one_or_many
 from ocibridge.errors import UsageError
 from ocibridge.signing import PASSWORD_ENV as PASSWORD_ENV  # cosign's variable for a key's password
 from ocibridge.stores.opened import closes_its_stores
@@ -119,7 +120,7 @@ class VerifyOptions:
     ``attestation_type``: verify a signed in-toto attestation of this predicate type (a URI, or
     cosign's name: ``cyclonedx``, ``slsaprovenance1``, ...) instead of a signature."""
 
-    keys: Sequence[str | os.PathLike[str]] = ()
+    keys: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = ()
     certificate_identity: str | None = None
     certificate_oidc_issuer: str | None = None
     trusted_root: str | os.PathLike[str] | None = None
@@ -138,9 +139,9 @@ class VerifyOptions:
 
             predicate_type = predicate_type_of(self.attestation_type)
         root = None if self.trusted_root is None else os.fspath(self.trusted_root)
-        return VerifyPolicy.from_files([os.fspath(k) for k in self.keys], identity=self.certificate_identity,
-                                       issuer=self.certificate_oidc_issuer, trusted_root=root,
-                                       claims=dict(self.claims), predicate_type=predicate_type)
+        keys = [os.fspath(k) for k in one_or_many(self.keys)]
+        return VerifyPolicy.from_files(keys, identity=self.certificate_identity, issuer=self.certificate_oidc_issuer,
+                                       trusted_root=root, claims=dict(self.claims), predicate_type=predicate_type)
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,7 @@ class VerifyDirResult:
         return {"verified": True, "signer": self.signer, "model": self.model, "files": self.files}
 
 
-def verify_dir(path: str | os.PathLike[str], keys: Sequence[str | os.PathLike[str]], *,
+def verify_dir(path: str | os.PathLike[str], keys: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
                signature: str | os.PathLike[str] | None = None, ignore_paths: Sequence[str | os.PathLike[str]] = (),
                ignore_unsigned_files: bool = False) -> VerifyDirResult:
     """Verify a directory of model files (a pull, a snapshot of the model cache), or the one
@@ -239,7 +240,7 @@ def verify_dir(path: str | os.PathLike[str], keys: Sequence[str | os.PathLike[st
     from ocibridge.signing.omsdir import DirectoryCheck, verify_directory
     from ocibridge.signing.verify import VerifyPolicy
 
-    policy = VerifyPolicy.from_files([os.fspath(k) for k in keys])
+    policy = VerifyPolicy.from_files([os.fspath(k) for k in one_or_many(keys)])
     root = Path(path)
     where = Path(signature) if signature is not None else root / SIGNATURE_FILE
     if signature is None and not where.is_file():

@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
+from ocibridge.core.texts import one_or_many
 from ocibridge.errors import NotFound, OcibridgeError, UsageError
 from ocibridge.oci.bookkeeping import is_bookkeeping
 from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, is_draft
@@ -430,8 +431,10 @@ def _mtime(path: Path) -> float:
 
 # -- tag / resolve ------------------------------------------------------------------------------
 @closes_its_stores
-def tag(ref: str | Locator, tags: Sequence[str], *, transfer: TransferOptions | None = None) -> TagResult:
-    """Point more tags at what ``ref`` names, in the same repository (oras ``tag``)."""
+def tag(ref: str | Locator, tags: str | Sequence[str], *, transfer: TransferOptions | None = None) -> TagResult:
+    """Point more tags at what ``ref`` names, in the same repository (oras ``tag``); one tag
+    may be given alone."""
+    tags = one_or_many(tags)
     if not tags:
         raise UsageError("tag needs at least one new TAG")
     _rewrite_before(ref)  # the release before's names first: the name typed is found in its new form
@@ -480,7 +483,7 @@ def resolve(ref: str | Locator, *, transfer: TransferOptions | None = None) -> R
 @closes_its_stores
 def attach(
     subject_ref: str | Locator,
-    files: Sequence[str],
+    files: str | Sequence[str],
     *,
     artifact_type: str,
     annotations: dict[str, str] | None = None,
@@ -498,7 +501,7 @@ def attach(
     subject = store.resolve(target.reference)
     config = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
     blobs = [Blob.of_bytes(config, EMPTY_JSON)]
-    for name in files:
+    for name in one_or_many(files):
         path = Path(name)
         if not path.is_file():
             raise UsageError(f"{name}: no such file")
