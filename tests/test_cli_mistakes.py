@@ -105,3 +105,26 @@ def test_an_empty_source_or_destination_is_refused(argv, tmp_path):
     assert "empty" in done.stderr and "unset shell variable" in done.stderr, done.stderr
     assert sorted(p.name for p in work.iterdir()) == ["notes.txt"]
     assert run("tags", f"oci:{tmp_path}/layout").stdout == "v1\n"
+
+
+def test_a_full_disk_names_the_places_the_command_writes(tmp_path):
+    """A full disk reported by a buffered write's flush carries no file name: the line names the
+    destination and the cache, so the user knows which disk to free; nothing is left there. The
+    disk is a 64 KiB tmpfs in a mount namespace of the test's own (``unshare``, util-linux)."""
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(os.urandom(300_000))
+    (model / "config.json").write_text("{}")
+    full, cache = tmp_path / "full", tmp_path / "cache"
+    full.mkdir()
+    env = {**os.environ, "OCIBRIDGE_CACHE": str(cache)}
+    pushed = subprocess.run([sys.executable, "-m", "ocibridge", "push", str(model), f"oci:{tmp_path / 'lay'}:v1",
+                             "-q"], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert pushed.returncode == 0, pushed.stderr
+    script = (f'mount -t tmpfs -o size=64k tmpfs "{full}" && "$0" -m ocibridge pull "oci:{tmp_path / "lay"}:v1" '
+              f'"{full / "out"}"; echo "exit $?"; ls -A "{full}"')
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, sys.executable],
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.splitlines() == ["exit 1"], (done.stdout, done.stderr)  # and the tmpfs is left empty
+    assert done.stderr == (f"ocibridge: error: No space left on device (writing to {full / 'out'} or the cache "
+                           f"{cache}: free some space there, then run it again)\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import os
 import sys
@@ -117,7 +118,7 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
     except OSError as e:
         trace()
         where = f"{e.filename}: " if e.filename else ""
-        print(one_line(f"ocibridge: error: {where}{e.strerror or e}"), file=sys.stderr)
+        print(one_line(f"ocibridge: error: {where}{e.strerror or e}{_full_disk_hint(args, e)}"), file=sys.stderr)
         return EXIT_FAILURE
     except Exception as e:
         # httpx is imported only by what talks to a network (~0.1-0.2 s saved on local work):
@@ -131,6 +132,27 @@ def _run(args: argparse.Namespace, *, debug: bool = False) -> int:
     except KeyboardInterrupt:
         print("ocibridge: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _full_disk_hint(args: argparse.Namespace, error: OSError) -> str:
+    """A full disk reported with no file name (a buffered write's flush has none): the disks this
+    command writes to, so the user knows which one to free. What it wrote was staged, so nothing
+    at the destination changed."""
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT) or error.filename:
+        return ""
+    from ocibridge.core.environment import cache_root
+    from ocibridge.oci.reference import LayoutReference, PathReference
+    from ocibridge.places.locate import Role, locate
+
+    places = []
+    text = vars(args).get("dest") or vars(args).get("output")
+    if isinstance(text, str):
+        with contextlib.suppress(OcibridgeError):
+            located = locate(text, Role.OUTPUT)  # a directory, an archive or a layout
+            if isinstance(located, (LayoutReference, PathReference)):
+                places.append(os.path.abspath(os.path.expanduser(located.path)))
+    places.append(f"the cache {cache_root()}")
+    return f" (writing to {' or '.join(places)}: free some space there, then run it again)"
 
 
 def _local_names_hint(args: argparse.Namespace, error: OcibridgeError) -> str:
