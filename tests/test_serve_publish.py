@@ -366,3 +366,33 @@ def test_publish_over_xet_commits_what_hf_xet_uploaded(tmp_path, registry, uniqu
         got = huggingface_hub.snapshot_download("acme/xet", token="reader-token")
         assert files_of(Path(got)) == files_of(src)
     assert main(["validate", f"{prefix}/acme/xet:latest", "--strict"]) == 0
+
+
+def test_serve_runs_on_uvloop_and_publishes(tmp_path, registry, unique_repo, monkeypatch):
+    """``ocibridge[serve]`` installs uvloop, and serve runs on it (uvicorn's ``loop="auto"``): its
+    process has uvloop's extension loaded. A publish through it (hf_xet, the default) reads back."""
+    from serving import stop, wait_until_healthy
+
+    (tmp_path / "tokens.txt").write_text(TOKENS)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", f"{registry.host}/{unique_repo}",
+                                 "--listen", f"127.0.0.1:{port}", "--no-access-log",
+                                 "--token-file", str(tmp_path / "tokens.txt")],
+                                env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_healthy(proc, url, log)
+        assert "/uvloop/loop." in Path(f"/proc/{proc.pid}/maps").read_text(), "serve is not running on uvloop"
+        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
+        src = model_dir(tmp_path / "model")
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/loop")
+        api.upload_folder(repo_id="acme/loop", folder_path=src)
+        got = Path(huggingface_hub.snapshot_download("acme/loop", cache_dir=tmp_path / "hub", token="reader-token"))
+        assert files_of(got) == files_of(src)
+    finally:
+        stop(proc)

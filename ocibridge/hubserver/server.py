@@ -146,6 +146,7 @@ def server(app: Starlette, options: ServerSettings, sock: socket.socket | None =
 
     config = uvicorn.Config(
         app, host=host, port=port, http=http, h11_max_incomplete_event_size=HEAD_MAX,
+        loop="auto",  # uvloop, which ocibridge[serve] installs (where it builds), else asyncio's own
         ssl_certfile=options.cert, ssl_keyfile=options.key,
         access_log=options.access_log, log_level="info", timeout_graceful_shutdown=GRACE,
         lifespan="off", server_header=False, proxy_headers=False)
