@@ -128,3 +128,16 @@ def test_a_full_disk_names_the_places_the_command_writes(tmp_path):
     assert done.stdout.splitlines() == ["exit 1"], (done.stdout, done.stderr)  # and the tmpfs is left empty
     assert done.stderr == (f"ocibridge: error: No space left on device (writing to {full / 'out'} or the cache "
                            f"{cache}: free some space there, then run it again)\n")
+
+
+@pytest.mark.parametrize("words", [["push"], ["k8s", "check"], []])
+def test_help_command_prints_the_commands_own_help(words):
+    """``ocibridge help push`` is ``ocibridge push --help`` (git, kubectl, oras, skopeo take it)."""
+    asked, flagged = run("help", *words), run(*words, "--help")
+    assert asked.returncode == 0 and asked.stdout == flagged.stdout and asked.stderr == "", asked.stderr
+    assert asked.stdout.startswith(f"usage: {' '.join(['ocibridge', *words])} ")
+
+
+def test_help_of_a_mistyped_command_names_the_nearest_one():
+    done = run("help", "pul")
+    assert done.returncode == 2 and "did you mean 'pull'?" in done.stderr and done.stdout == ""

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
 
         enable_request_log()
     parser = build_parser(lazy=True)  # only the command the line names is imported and built
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_help_asked(argv))
     args.debug = debug  # taken out of argv above; a command may ask (path answers warm only without it)
     try:
         return _run(args, debug=debug)
@@ -48,6 +48,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 DEBUG_FLAG = "--debug"
+
+
+def _help_asked(argv: list[str]) -> list[str]:
+    """``ocibridge help [COMMAND [SUBCOMMAND]]`` as ``ocibridge [COMMAND [SUBCOMMAND]] --help``: how
+    git, kubectl, helm and every cobra tool of this field (oras, skopeo, modctl) take it; a word
+    after it that is no command gets the usual answer, with the nearest command."""
+    if not argv or argv[0] != "help":
+        return argv
+    return [*argv[1:], "--help"]
 
 
 def _unexpected(e: BaseException) -> str:
