@@ -142,3 +142,30 @@ def test_a_file_the_registry_holds_is_staged_without_its_bytes_until_committed_o
     staging.commit_held(other, 10, None)  # never committed: the expiry takes it
     assert staging.has(other)
     assert staging.clean(time.time() + ABANDONED_SECONDS + 10) == 1 and not staging.has(other)
+
+
+def test_a_large_released_file_is_removed_off_the_commits_path(tmp_path):
+    """A committed file of REMOVE_ASIDE_MIN bytes or more leaves its name at once (the same bytes
+    can be uploaded and committed again right away), and its bytes go on a thread of their own;
+    one a stopped serve left behind goes with the sweep after the expiry."""
+    from ocibridge.hubserver.uploads.staging import REMOVE_ASIDE_MIN
+
+    staging = Staging(tmp_path / "staging")
+    data = os.urandom(REMOVE_ASIDE_MIN)
+    sha = hashlib.sha256(data).hexdigest()
+    for _ in range(2):  # committed, released, and the same bytes staged again at once
+        with staging.new_file() as (path, fd):
+            os.write(fd, data)
+            kept = staging.commit_file(path, sha)
+        assert staging.pin(sha, "acme/big") and staging.has(sha)
+        staging.release([sha], "acme/big")
+        assert not staging.has(sha) and not kept.exists()
+    deadline = time.monotonic() + 30
+    while any(staging.released.iterdir()):
+        assert time.monotonic() < deadline, "the released files were never removed"
+        time.sleep(0.01)
+    left = staging.released / ("f" * 32)  # what a serve stopped mid-removal leaves
+    left.write_bytes(b"x")
+    past = left.stat().st_mtime - ABANDONED_SECONDS - 10
+    os.utime(left, (past, past))
+    assert staging.clean() == 1 and not left.exists()

@@ -7,6 +7,7 @@ here, a commit takes them from here), named by their SHA-256 and kept only once 
     $OCIBRIDGE_CACHE/serve/staging/tmp/             uploads in progress (removed when abandoned)
     $OCIBRIDGE_CACHE/serve/staging/parts/<oid>.<upload>.<writer>/   the parts of one LFS multipart upload
     $OCIBRIDGE_CACHE/serve/staging/pins/<hex>/      the flows that may still commit <hex>
+    $OCIBRIDGE_CACHE/serve/staging/released/        committed files being removed (off the commit's path)
 
 Every way in (an LFS PUT, a file reassembled from Xet xorbs and shards) writes into a temporary
 file of ``tmp/`` and hands it to :meth:`Staging.commit_file`, which hashes it and moves it into
@@ -70,6 +71,8 @@ ABANDONED_SECONDS = 3600.0
 #: bytes staged uploads may take together (serve's ``--staging-budget``): a 70B model in 16 bits
 #: is about 140 GB, committed at once by upload_folder; larger ones want a larger budget
 BUDGET = 256 * 1024 ** 3
+#: staged files from this size are removed off the commit's path (:meth:`Staging._remove_aside`)
+REMOVE_ASIDE_MIN = 64 * 1024 * 1024
 
 
 class StagingFull(OcibridgeError):
@@ -88,6 +91,7 @@ class Staging:
         self.tmp = self.root / "tmp"
         self.parts = self.root / "parts"
         self.pins = self.root / "pins"  # pins/<sha256>/<repository>.<random>: who may still commit it
+        self.released = self.root / "released"  # released/<random>: a committed file being removed
         self.budget = budget
         self.expiry = expiry
         self._lock = threading.Lock()
@@ -177,9 +181,29 @@ class Staging:
                     continue
                 with contextlib.suppress(OSError):
                     held.rmdir()
-                (self.files / sha).unlink(missing_ok=True)
+                self._remove_aside(self.files / sha)
                 (self.held / sha).unlink(missing_ok=True)
                 (self.tables / sha).unlink(missing_ok=True)
+
+    def _remove_aside(self, path: Path) -> None:
+        """Remove a staged file without the commit's answer waiting for it: a large one is renamed
+        into ``released/`` at once (an upload of the same SHA-256 may take its name next) and
+        unlinked on a thread of its own. Unlinking a GiB took 50-160 ms of each LFS commit's
+        answer (issue 64); one a stopped serve left there goes with :meth:`clean`."""
+        try:
+            if path.lstat().st_size < REMOVE_ASIDE_MIN:
+                path.unlink()
+                return
+            self.released.mkdir(parents=True, exist_ok=True)
+            aside = self.released / uuid.uuid4().hex
+            os.replace(path, aside)
+        except FileNotFoundError:
+            return
+        except OSError:
+            path.unlink(missing_ok=True)
+            return
+        threading.Thread(target=aside.unlink, kwargs={"missing_ok": True}, name="staging-release",
+                         daemon=True).start()
 
     # -- the budget -----------------------------------------------------------------------------
     def used(self) -> int:
@@ -372,7 +396,7 @@ class Staging:
                             pin.unlink()
                     if not any(held.iterdir()):
                         held.rmdir()
-            for top in (self.tmp, self.files, self.held, self.parts):
+            for top in (self.tmp, self.files, self.held, self.parts, self.released):
                 if not top.is_dir():
                     continue
                 for entry in top.iterdir():
