@@ -193,8 +193,8 @@ def _refuse_layout_in_source(source_ref: Locator, dest_ref: Locator | None) -> N
     push packs the layout's blobs too (``push tiny oci:tiny:v1``, where ``tiny:v1`` was meant)."""
     if not isinstance(source_ref, PathReference) or not isinstance(dest_ref, LayoutReference):
         return
-    source = Path(source_ref.path).resolve()
-    if source_ref.path and source.is_dir() and Path(dest_ref.path).resolve().is_relative_to(source):
+    source = Path(source_ref.path).expanduser().resolve()
+    if source_ref.path and source.is_dir() and Path(dest_ref.path).expanduser().resolve().is_relative_to(source):
         raise UsageError(f"{text_of(dest_ref)}: this layout is in {source_ref.path}, the directory being pushed, "
                          "and would become part of the model; write it outside (oci:PATH[:TAG]), or name "
                          "NAME:TAG for the local store")
