@@ -149,18 +149,9 @@ def _full_disk_hint(args: argparse.Namespace, error: OSError) -> str:
     at the destination changed."""
     if error.errno not in (errno.ENOSPC, errno.EDQUOT) or error.filename:
         return ""
-    from ocibridge.core.environment import cache_root
-    from ocibridge.oci.reference import LayoutReference, PathReference
-    from ocibridge.places.locate import Role, locate
+    from ocibridge.api.session import written_places
 
-    places = []
-    text = vars(args).get("dest") or vars(args).get("output")
-    if isinstance(text, str):
-        with contextlib.suppress(OcibridgeError):
-            located = locate(text, Role.OUTPUT)  # a directory, an archive or a layout
-            if isinstance(located, (LayoutReference, PathReference)):
-                places.append(os.path.abspath(os.path.expanduser(located.path)))
-    places.append(f"the cache {cache_root()}")
+    places = written_places(args.command, vars(args))
     return f" (writing to {' or '.join(places)}: free some space there, then run it again)"
 
 
