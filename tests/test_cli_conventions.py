@@ -71,6 +71,21 @@ def test_login_and_logout_json(tmp_path, capsys, monkeypatch, auth_registry):
     assert json.loads(capsys.readouterr().out)["removed"] is False
 
 
+def test_login_takes_a_url_and_logout_forgets_what_it_stored(tmp_path, capsys, monkeypatch, auth_registry):
+    """``login https://HOST/v2/`` (as ``docker login`` takes a URL) keeps the credentials under
+    HOST, and ``logout docker://HOST`` finds them there: before, logout said "not logged in" and
+    left them in the file."""
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "docker"))
+    monkeypatch.setattr("sys.stdin", io.StringIO(auth_registry.password + "\n"))
+    url = f"https://{auth_registry.host}/v2/"
+    assert main(["login", url, "-u", auth_registry.username, "--password-stdin", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["host"] == auth_registry.host
+    assert auth_registry.host in json.loads((tmp_path / "docker" / "config.json").read_text())["auths"]
+    assert main(["logout", f"docker://{auth_registry.host}", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"host": auth_registry.host, "removed": True}
+    assert auth_registry.host not in json.loads((tmp_path / "docker" / "config.json").read_text()).get("auths", {})
+
+
 def test_python_login(tmp_path, monkeypatch, auth_registry):
     import ocibridge
 

@@ -61,9 +61,12 @@ def test_other_tools_spellings_of_a_reference(tmp_path, registry, unique_repo):
 @pytest.mark.parametrize(("argv", "answer"), [
     (["repo", "ls", "oci:{tmp}/models"], "is an OCI image layout, not a registry; repo ls takes"),
     (["check-registry", "oci:{tmp}/models"], "is an OCI image layout, not a registry; check-registry takes"),
-    (["login", "oci:{tmp}/models", "-u", "me", "-p", "pw"], "is an OCI image layout, not a registry; login takes"),
+    (["login", "oci:{tmp}/models", "-u", "me", "-p", "pw"],
+     "is an OCI image layout, not a registry; login and logout take"),
     (["repo", "ls", "hf:acme"], "hf:acme is a model (hf:), not a registry; repo ls takes"),
-    (["login", "https://localhost:5000", "-u", "me", "-p", "pw"], "write localhost:5000"),
+    (["check-registry", "https://localhost:5000"], "write localhost:5000"),
+    (["login", "", "-u", "me", "-p", "pw"], "an empty registry (an unset shell variable?); login and logout take"),
+    (["logout", "docker://"], "an empty registry (an unset shell variable?); login and logout take"),
 ])
 def test_a_command_that_takes_a_registry_names_what_it_was_given(argv, answer, tmp_path):
     """``repo ls``, ``check-registry`` and ``login`` talk to a registry itself. Given a layout
@@ -74,14 +77,17 @@ def test_a_command_that_takes_a_registry_names_what_it_was_given(argv, answer, t
     assert answer in done.stderr and "port" not in done.stderr and "IPv6" not in done.stderr, done.stderr
 
 
-@pytest.mark.parametrize("inside", ["", "/.store"])
+@pytest.mark.parametrize("inside", ["oci:{model}:v1", "oci:{model}/.store:v1", "oci:~/tiny:v1"])
 def test_a_push_into_a_layout_inside_the_model_directory_is_refused(inside, tmp_path):
     """``push tiny oci:tiny:v1`` (``tiny:v1``, the local store, was meant) wrote the layout into
     the model directory: its next push packed the layout's blobs as code and config files (a
-    new digest, twice the bytes). Refused in one line now, the directory as it was."""
+    new digest, twice the bytes). Refused in one line now, the directory as it was; ``~`` (which
+    no shell expands inside ``oci:~/…``) is the home directory, as a layout's path reads it."""
     model = make_model(tmp_path / "tiny")
     before = sorted(p.relative_to(model) for p in model.rglob("*"))
-    done = run("push", str(model), f"oci:{model}{inside}:v1")
+    env = {**os.environ, "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "push", str(model), inside.format(model=model)],
+                          capture_output=True, text=True, timeout=120, env=env, check=False)
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "the directory being pushed" in done.stderr and "NAME:TAG" in done.stderr, done.stderr
     assert sorted(p.relative_to(model) for p in model.rglob("*")) == before
@@ -107,27 +113,35 @@ def test_an_empty_source_or_destination_is_refused(argv, tmp_path):
     assert run("tags", f"oci:{tmp_path}/layout").stdout == "v1\n"
 
 
-def test_a_full_disk_names_the_places_the_command_writes(tmp_path):
+@pytest.mark.parametrize(("argv", "written"), [
+    (["pull", "oci:{tmp}/lay:v1", "{full}/out"], "{full}/out"),
+    (["push", "{tmp}/m", "tiny:v1"], "{full}/store"),  # the local store
+    (["push", "{tmp}/m"], "{full}/store"),
+    (["copy", "oci:{tmp}/lay:v1", "oci:{full}/copied:v1"], "{full}/copied"),
+], ids=["pull", "push NAME:TAG", "push", "copy"])
+def test_a_full_disk_names_the_places_the_command_writes(argv, written, tmp_path):
     """A full disk reported by a buffered write's flush carries no file name: the line names the
-    destination and the cache, so the user knows which disk to free; nothing is left there. The
-    disk is a 64 KiB tmpfs in a mount namespace of the test's own (``unshare``, util-linux)."""
+    destination (the local store for a bare NAME:TAG) and the cache, so the user knows which disk
+    to free; nothing is left there. The disk is a 64 KiB tmpfs in a mount namespace of the
+    test's own (``unshare``, util-linux)."""
     model = tmp_path / "m"
     model.mkdir()
     (model / "model.safetensors").write_bytes(os.urandom(300_000))
     (model / "config.json").write_text("{}")
     full, cache = tmp_path / "full", tmp_path / "cache"
     full.mkdir()
-    env = {**os.environ, "OCIBRIDGE_CACHE": str(cache)}
+    env = {**os.environ, "OCIBRIDGE_CACHE": str(cache), "OCIBRIDGE_STORE": str(full / "store")}
     pushed = subprocess.run([sys.executable, "-m", "ocibridge", "push", str(model), f"oci:{tmp_path / 'lay'}:v1",
                              "-q"], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert pushed.returncode == 0, pushed.stderr
-    script = (f'mount -t tmpfs -o size=64k tmpfs "{full}" && "$0" -m ocibridge pull "oci:{tmp_path / "lay"}:v1" '
-              f'"{full / "out"}"; echo "exit $?"; ls -A "{full}"')
+    words = " ".join(f'"{a.format(tmp=tmp_path, full=full)}"' for a in argv)
+    script = f'mount -t tmpfs -o size=64k tmpfs "{full}" && "$0" -m ocibridge {words}; echo "exit $?"; ls -A "{full}"'
     done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, sys.executable],
                           env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.stdout.splitlines() == ["exit 1"], (done.stdout, done.stderr)  # and the tmpfs is left empty
-    assert done.stderr == (f"ocibridge: error: No space left on device (writing to {full / 'out'} or the cache "
-                           f"{cache}: free some space there, then run it again)\n")
+    assert done.stderr == (f"ocibridge: error: No space left on device (writing to "
+                           f"{written.format(full=full)} or the cache {cache}: free some space there, then run it "
+                           "again)\n")
 
 
 @pytest.mark.parametrize("words", [["push"], ["k8s", "check"], []])

@@ -14,11 +14,10 @@ def login(host: str, username: str, password: str, *, transfer: TransferOptions 
     TLS settings ``transfer`` gives (``ca_file``, ``plain_http``, ``insecure``) are remembered for
     the host too (as Docker's certs.d), so later calls need none of them; ``settings`` names that
     file when any was given."""
-    from ocibridge.places.locate import registry_text
     from ocibridge.stores.registry.hosts import remember
     from ocibridge.stores.registry.loginflow import login as store_login
 
-    host = registry_text(host, "login takes a registry's HOST (layouts and local models need none)")
+    host = registry_host(host)
     transfer = dataclasses.replace(transfer or TransferOptions(), username=username, password=password)
     store_login(host, username, password, transfer.registry_options())
     saved = remember(host, ca_file=transfer.ca_file, plain_http=transfer.plain_http or None,
@@ -26,8 +25,17 @@ def login(host: str, username: str, password: str, *, transfer: TransferOptions 
     return LoginResult(host, username, str(saved) if saved else None)
 
 
+def registry_host(host: str) -> str:
+    """The host ``login`` keeps ``host``'s credentials under (a URL or ``docker://HOST`` reduced
+    to its ``HOST[:PORT]``, as ``docker login`` reduces it); one error line for a layout, a
+    model's place or nothing."""
+    from ocibridge.places.locate import registry_host as host_of
+
+    return host_of(host, "login and logout take a registry's HOST (layouts and local models need none)")
+
+
 def logout(host: str) -> bool:
     """Forget the stored credentials of ``host``; False when there were none."""
     from ocibridge.stores.registry.credentials import logout as store_logout
 
-    return store_logout(host)
+    return store_logout(registry_host(host))

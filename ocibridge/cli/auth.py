@@ -33,11 +33,12 @@ def cmd_login(args: argparse.Namespace) -> int:
 
 
 def cmd_logout(args: argparse.Namespace) -> int:
-    from ocibridge.api.auth import logout
+    from ocibridge.api.auth import logout, registry_host
 
-    removed = logout(args.host)
-    text = f"removed credentials for {args.host}" if removed else f"not logged in to {args.host}"
-    emit(args, {"host": args.host, "removed": removed}, text)
+    host = registry_host(args.host)  # as login keeps it
+    removed = logout(host)
+    text = f"removed credentials for {host}" if removed else f"not logged in to {host}"
+    emit(args, {"host": host, "removed": removed}, text)
     return 0
 
 

@@ -202,8 +202,10 @@ def registry_text(text: str, usage: str) -> str:
     login), other tools' schemes (``docker://``, ``oci://``) dropped as a reference's are. A
     layout, a kind's place and a URL are refused as what they are (``usage``: what the command
     takes; a URL: what to write): read as a host, their colon was an odd port or an IPv6 address."""
+    if not text.strip() or text in _REGISTRY_SCHEMES:
+        raise UsageError(f"an empty registry (an unset shell variable?); {usage}")
     for scheme in _REGISTRY_SCHEMES:
-        if text.startswith(scheme) and len(text) > len(scheme):
+        if text.startswith(scheme):
             return text[len(scheme):]
     if text.startswith(_URL_SCHEMES):
         rest = text.split("://", 1)[1].rstrip("/")
@@ -215,6 +217,18 @@ def registry_text(text: str, usage: str) -> str:
     if kind is not None:
         raise UsageError(f"{text} is a model ({kind.schemes[0]}), not a registry; {usage}")
     return text
+
+
+def registry_host(text: str, usage: str) -> str:
+    """The ``HOST[:PORT]`` login and logout keep credentials under: a URL (Docker's own server
+    string is ``https://index.docker.io/v1/``) or another tool's scheme is reduced to its host, as
+    ``docker login`` reduces it; a layout or a model's place is refused (``usage``)."""
+    if text.startswith(_URL_SCHEMES):
+        text = text.split("://", 1)[1]
+    host = registry_text(text, usage).split("/", 1)[0]
+    if not host:
+        raise UsageError(f"{text}: no registry host in it; {usage}")
+    return host
 
 
 def _stored(text: str) -> LayoutReference | None:
