@@ -200,6 +200,21 @@ def test_umount_of_a_directory_not_mounted_is_one_line(tmp_path):
     assert done.stderr.strip() == f"ocibridge: error: {tmp_path} is not mounted"
 
 
+
+def test_umount_leaves_a_mount_that_is_not_ocibridges(tmp_path):
+    """``fusermount3 -u`` run as root unmounts any file system: ``ocibridge umount`` of a tmpfs
+    (a typo, a tab completion) unmounted it and its files were gone. It now refuses in one line
+    and the tmpfs keeps its files. The tmpfs is in a mount namespace of the test's own."""
+    where = tmp_path / "data"
+    where.mkdir()
+    script = (f'mount -t tmpfs tmpfs "{where}" && echo kept > "{where}/f" && "$0" -m ocibridge umount "{where}"; '
+              f'echo "exit $?"; cat "{where}/f"')
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, OCIBRIDGE[0]],
+                          env=mount_env(tmp_path / "env"), capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.splitlines() == ["exit 1", "kept"], (done.stdout, done.stderr)
+    assert done.stderr == (f"ocibridge: error: {where} is a tmpfs mount, not one of 'ocibridge mount': "
+                           "left mounted (umount(8) unmounts it)\n")
+
 def test_a_missing_binding_names_the_extra(model, registry, tmp_path):
     repo, _ = model
     code = ("import sys; sys.modules['mfusepy'] = None; from ocibridge.cli import main; "

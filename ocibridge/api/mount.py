@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.lazymount.process import read_request, start, stderr_handed_back
 from ocibridge.lazymount.session import fuse_binding
-from ocibridge.lazymount.table import clear_dead_mount, is_mounted, unmount_directory
+from ocibridge.lazymount.table import clear_dead_mount, is_mounted, mount_entry, unmount_directory
 
 if TYPE_CHECKING:  # the model's modules load in the mount's process only: `ocibridge mount` starts sooner
     from ocibridge.api.lazy_ops import LazyModel
@@ -195,8 +195,12 @@ def unmount(directory: str | os.PathLike[str]) -> None:
     """Unmount a mount of ``ocibridge mount`` (``fusermount3 -u``); an ``ocibridge mount``
     process serving it is waited for (what it fetched is then in the model cache)."""
     where = Path(directory)
-    if not is_mounted(where):
+    entry = mount_entry(where)
+    if entry is None:
         raise OcibridgeError(f"{where} is not mounted")
+    if entry.foreign:  # root's fusermount3 -u would unmount a disk or a tmpfs too: never one not ours
+        raise OcibridgeError(f"{where} is a {entry.fstype} mount, not one of 'ocibridge mount': left mounted "
+                             "(umount(8) unmounts it)")
     unmount_directory(where)
 
 

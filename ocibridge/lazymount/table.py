@@ -42,6 +42,13 @@ class MountEntry:
         name, _, pid = self.source.partition(":")
         return int(pid) if name == FSNAME and self.fstype == f"fuse.{FSNAME}" and pid.isdigit() else None
 
+    @property
+    def foreign(self) -> bool:
+        """Another file system than an ocibridge mount (a tmpfs, a disk, another FUSE program's):
+        ``fusermount3 -u`` run as root would unmount it all the same. (Without the kernel's
+        table the type is not known: not foreign.)"""
+        return bool(self.fstype) and self.fstype != f"fuse.{FSNAME}"
+
 
 def _unescape(field: bytes) -> bytes:
     """mountinfo writes a space, tab, newline or backslash as a backslash and three octal digits."""
