@@ -215,6 +215,24 @@ def test_umount_leaves_a_mount_that_is_not_ocibridges(tmp_path):
     assert done.stderr == (f"ocibridge: error: {where} is a tmpfs mount, not one of 'ocibridge mount': "
                            "left mounted (umount(8) unmounts it)\n")
 
+
+def test_a_mount_on_another_file_systems_mount_point_does_not_say_umount_it(model, registry, tmp_path):
+    """A mount on a tmpfs's mount point was refused with 'ocibridge umount DIR' as the way out,
+    which would unmount the tmpfs itself; the line now says what is mounted there and to mount
+    on a directory inside it (detached and --foreground alike)."""
+    repo, _ = model
+    where = tmp_path / "data"
+    where.mkdir()
+    ref = f"{registry.host}/{repo}:v1"
+    script = (f'mount -t tmpfs tmpfs "{where}" && "$0" -m ocibridge mount {ref} "{where}"; echo "exit $?"; '
+              f'"$0" -m ocibridge mount {ref} "{where}" --foreground; echo "exit $?"')
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, OCIBRIDGE[0]],
+                          env=mount_env(tmp_path / "env"), capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.splitlines() == ["exit 1", "exit 1"], (done.stdout, done.stderr)
+    line = (f"ocibridge: error: {where} is the mount point of a tmpfs: mount the model on a directory inside it "
+            f"(ocibridge mount REF {where}/NAME)\n")
+    assert done.stderr == line * 2
+
 def test_a_missing_binding_names_the_extra(model, registry, tmp_path):
     repo, _ = model
     code = ("import sys; sys.modules['mfusepy'] = None; from ocibridge.cli import main; "

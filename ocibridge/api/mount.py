@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.lazymount.process import read_request, start, stderr_handed_back
 from ocibridge.lazymount.session import fuse_binding
-from ocibridge.lazymount.table import clear_dead_mount, is_mounted, mount_entry, unmount_directory
+from ocibridge.lazymount.table import (
+    clear_dead_mount,
+    is_mounted,
+    mount_entry,
+    refuse_a_mount_point,
+    unmount_directory,
+)
 
 if TYPE_CHECKING:  # the model's modules load in the mount's process only: `ocibridge mount` starts sooner
     from ocibridge.api.lazy_ops import LazyModel
@@ -131,8 +137,7 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
     where = Path(directory)
     if clear_dead_mount(where):
         say(f"mount: {where}: unmounted a mount whose process had died")
-    if is_mounted(where):
-        raise OcibridgeError(f"{where} is a mount point already (ocibridge umount {where})")
+    refuse_a_mount_point(where)
     if where.exists() and not where.is_dir():
         raise OcibridgeError(f"{where}: not a directory to mount on")
     model = _opened(ref, transfer, verify, offline, say)

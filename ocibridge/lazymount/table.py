@@ -77,6 +77,18 @@ def is_mounted(directory: Path) -> bool:
     return mount_entry(directory) is not None
 
 
+def refuse_a_mount_point(directory: Path) -> None:
+    """A mount is not stacked on another: the error says the way out, which for another file
+    system's mount point is a directory inside it (``ocibridge umount`` would not unmount it)."""
+    entry = mount_entry(directory)
+    if entry is None:
+        return
+    if entry.foreign:
+        raise OcibridgeError(f"{directory} is the mount point of a {entry.fstype}: mount the model on a directory "
+                             f"inside it (ocibridge mount REF {directory}/NAME)")
+    raise OcibridgeError(f"{directory} is a mount point already (ocibridge umount {directory})")
+
+
 def clear_dead_mount(directory: Path) -> bool:
     """Unmount a FUSE mount at ``directory`` whose process is gone (``stat`` answers "Transport
     endpoint is not connected", or at first "connection abort": a mount process killed, a
