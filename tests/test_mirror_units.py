@@ -171,7 +171,7 @@ def test_job_file_toml_and_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_job_file_errors_are_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[[sync]]\nsource = "oci:a"\ntarget = "oci:b"\nconcurency = 3\n')
-    with pytest.raises(OcibridgeError, match=r"sync\.0\.concurency: Extra inputs"):
+    with pytest.raises(OcibridgeError, match=r"sync\.0\.concurency: unknown key \(did you mean 'concurrency'\?\)"):
         load_job(bad)
     bad.write_text("[[sync]\n")
     with pytest.raises(OcibridgeError, match="invalid TOML"):
@@ -181,6 +181,28 @@ def test_job_file_errors_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(OcibridgeError, match="needs a username"):
         parse_job({"registries": {"h": {"password": "x"}}, "sync": [{"source": "a", "target": "b"}]})
 
+
+
+@pytest.mark.parametrize(("doc", "said"), [
+    ({"sync": [{"sorce": "oci:a", "target": "oci:b"}]},
+     "sync.0.sorce: unknown key (did you mean 'source'?)"),
+    ({"syncs": [{"source": "oci:a", "target": "oci:b"}]}, "syncs: unknown key (did you mean 'sync'?)"),
+    ({"sync": [{"source": "oci:a", "target": "oci:b", "tags": {"alow": ["v*"]}}]},
+     "sync.0.tags.alow: unknown key (did you mean 'allow'?)"),
+    ({"sync": [{"source": "oci:a", "target": "oci:b", "colour": "red"}]},
+     "sync.0.colour: unknown key (the keys here: referrers, accept, concurrency, rate_limit, convert, verify, "
+     "provenance, attest_key, endpoint, token_env, token_file, source, target, tags, source_format, revisions, "
+     "include, exclude)"),
+    ({"registries": {"127.0.0.1:5000": {"usrname": "bot"}}, "sync": [{"source": "oci:a", "target": "oci:b"}]},
+     "registries.127.0.0.1:5000.usrname: unknown key (did you mean 'username'?)"),
+])
+def test_a_misspelt_key_is_named_with_the_key_meant(doc: dict[str, object], said: str) -> None:
+    """A misspelt required key (``sorce``) was reported as the key it replaced being missing
+    ('sync.0.source: Field required'), never naming the typo: the unknown key is now told first,
+    with the key it is closest to."""
+    with pytest.raises(OcibridgeError) as raised:
+        parse_job(doc, where="job.toml")
+    assert str(raised.value) == f"job.toml: {said}"
 
 def test_schema_file_is_current() -> None:
     from ocibridge.api.schemas import generate, render

@@ -11,7 +11,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic import ValidationError as PydanticValidationError
@@ -401,12 +401,40 @@ def parse_job(data: object, base_dir: Path | None = None, where: str = "mirror j
     try:
         job = MirrorJob.model_validate(data)
     except PydanticValidationError as e:
-        first = e.errors()[0]
+        errors = e.errors()
+        # an unknown key first: a misspelt `sorce` also reads as `source` missing, which hides the typo
+        first = next((err for err in errors if err["type"] == "extra_forbidden"), errors[0])
         loc = ".".join(str(p) for p in first["loc"]) or "(top)"
+        if first["type"] == "extra_forbidden":
+            raise OcibridgeError(f"{where}: {loc}: unknown key ({_keys_meant(first['loc'])})") from None
         # a check of ours raising ValueError reads as our sentence, not pydantic's "Value error, ..."
         msg = first["msg"].removeprefix("Value error, ") if first["type"] == "value_error" else first["msg"]
         raise OcibridgeError(f"{where}: {loc}: {msg}") from None
     return job.with_base_dir(base_dir or Path.cwd())
+
+
+def _keys_meant(loc: tuple[int | str, ...]) -> str:
+    """For an unknown key at ``loc``: the key of that table it is closest to, else the table's keys."""
+    import difflib
+
+    model: type[BaseModel] | None = MirrorJob
+    for part in loc[:-1]:  # list indexes and registry hosts are not keys of a table: passed over
+        if model is not None and isinstance(part, str) and part in model.model_fields:
+            model = _table_in(model.model_fields[part].annotation)
+    keys = list(model.model_fields) if model is not None else []
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"the keys here: {', '.join(keys)}"
+
+
+def _table_in(annotation: object) -> type[BaseModel] | None:
+    """The settings table a field holds (``X``, ``X | None``, ``list[X]``, ``dict[str, X]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _table_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def load_job(path: str | os.PathLike[str]) -> MirrorJob:
