@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from serving import make_model
 
 from ocibridge.cli import main
@@ -78,3 +79,19 @@ def test_serve_usage_mistakes(capsys):
     assert "--listen" in capsys.readouterr().err
     assert main(["serve", "registry.example/models:v1"]) == 2
     assert "registry prefix" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("listen", "said"), [
+    ("http://127.0.0.1:8081", "--listen 'http://127.0.0.1:8081' is HOST:PORT, not a URL: --listen 127.0.0.1:8081"),
+    ("http://[::1]:8081/", "--listen 'http://[::1]:8081/' is HOST:PORT, not a URL: --listen [::1]:8081"),
+    ("8080", "--listen '8080': expected HOST:PORT: --listen 127.0.0.1:8080 (this machine only) or :8080 "
+             "(every address)"),
+    ("127.0.0.1:99999", "--listen '127.0.0.1:99999': the port is a number from 0 to 65535"),
+])
+def test_listen_given_a_url_a_bare_port_or_a_port_out_of_range_says_what_to_write(listen, said, capsys):
+    """``--listen http://127.0.0.1:8081`` (the URL serve prints, pasted back) said
+    '--listen [http://127.0.0.1]:8081: Name or service not known'; a bare port and a port out of
+    range said 'expected HOST:PORT'. Each line now gives the --listen to write."""
+    assert main(["serve", "local", "--listen", listen]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"ocibridge: error: {said} (see 'ocibridge serve --help')"], err

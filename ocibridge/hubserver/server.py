@@ -67,10 +67,19 @@ class ServerSettings:
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[V6]:PORT`` or ``:PORT`` (every address)."""
+    """``HOST:PORT``, ``[V6]:PORT`` or ``:PORT`` (every address). A URL (the one serve prints,
+    pasted back) and a bare port are answered with the ``--listen`` to write."""
+    if "://" in text:
+        address = text.split("://", 1)[1].split("/", 1)[0]
+        raise UsageError(f"--listen {text!r} is HOST:PORT, not a URL: --listen {address}")
+    if text.isdigit():
+        raise UsageError(f"--listen {text!r}: expected HOST:PORT: --listen 127.0.0.1:{text} (this machine only) "
+                         f"or :{text} (every address)")
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not port.isdigit():
         raise UsageError(f"--listen {text!r}: expected HOST:PORT")
+    if not 0 <= int(port) <= 65535:
+        raise UsageError(f"--listen {text!r}: the port is a number from 0 to 65535")
     host = host.strip("[]") or "0.0.0.0"  # noqa: S104 - asked for: ':PORT' listens everywhere
     return host, int(port)
 
