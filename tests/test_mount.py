@@ -233,6 +233,23 @@ def test_a_mount_on_another_file_systems_mount_point_does_not_say_umount_it(mode
             f"(ocibridge mount REF {where}/NAME)\n")
     assert done.stderr == line * 2
 
+
+@pytest.mark.parametrize("foreground", [False, True], ids=["detached", "foreground"])
+def test_a_directory_that_is_not_empty_is_refused(model, registry, tmp_path, foreground):
+    """``mount REF DIR`` on a directory holding files (help: "an empty directory") mounted over
+    them: they vanished until the unmount. It is refused in one line now, the files as they were."""
+    repo, _ = model
+    where = tmp_path / "work"
+    where.mkdir()
+    (where / "notes.txt").write_text("mine\n")
+    argv = ["mount", f"{registry.host}/{repo}:v1", str(where), *(["--foreground"] if foreground else [])]
+    done = subprocess.run([*OCIBRIDGE, *argv], env=mount_env(tmp_path / "env"), capture_output=True, text=True,
+                          timeout=60, check=False)  # (a --foreground that mounted would serve until unmounted)
+    assert done.returncode == 1 and not is_mounted(where)
+    assert done.stderr == (f"ocibridge: error: {where} is not empty: its files would be hidden while the model is "
+                           "mounted there; mount on an empty or a new directory\n")
+    assert os.listdir(where) == ["notes.txt"]
+
 def test_a_missing_binding_names_the_extra(model, registry, tmp_path):
     repo, _ = model
     code = ("import sys; sys.modules['mfusepy'] = None; from ocibridge.cli import main; "

@@ -140,6 +140,9 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
     refuse_a_mount_point(where)
     if where.exists() and not where.is_dir():
         raise OcibridgeError(f"{where}: not a directory to mount on")
+    if where.is_dir() and any(where.iterdir()):  # FUSE mounts over files: they would vanish until the unmount
+        raise OcibridgeError(f"{where} is not empty: its files would be hidden while the model is mounted there; "
+                             "mount on an empty or a new directory")
     model = _opened(ref, transfer, verify, offline, say)
     scratch = Scratch()
     made = _made(where)
