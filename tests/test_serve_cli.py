@@ -95,3 +95,25 @@ def test_listen_given_a_url_a_bare_port_or_a_port_out_of_range_says_what_to_writ
     assert main(["serve", "local", "--listen", listen]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [f"ocibridge: error: {said} (see 'ocibridge serve --help')"], err
+
+
+@pytest.mark.parametrize("mistake", ["missing", "swapped", "another pair's key"])
+def test_tls_files_that_cannot_be_used_are_one_line_before_serve_starts(mistake, tmp_path):
+    """A --cert that does not exist printed the https banner, then 'ocibridge: error: No such file
+    or directory' (no file named); swapped or mismatched files '[SSL] PEM lib (_ssl.c:3905)'. The
+    files are now loaded before anything starts: one line naming them, no banner, exit 2."""
+    from support.certs import make_tls_files
+
+    tls, other = make_tls_files(tmp_path / "tls"), make_tls_files(tmp_path / "other")
+    cert, key = {"missing": (tmp_path / "nope.pem", tls.key_file), "swapped": (tls.key_file, tls.cert_file),
+                 "another pair's key": (tls.cert_file, other.key_file)}[mistake]
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "local", "--listen", f"127.0.0.1:{free_port()}",
+                           "--cert", str(cert), "--key", str(key)], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    if mistake == "missing":
+        assert done.stderr == (f"ocibridge: error: --cert {cert}: No such file or directory "
+                               "(see 'ocibridge serve --help')\n")
+    else:
+        assert done.stderr.startswith(f"ocibridge: error: --cert {cert} --key {key}: not a PEM certificate and "
+                                      "the private key that goes with it ("), done.stderr

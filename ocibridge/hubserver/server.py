@@ -129,7 +129,28 @@ def check_listening(options: ServerSettings) -> tuple[str, int]:
     host, port = parse_listen(options.listen)
     if bool(options.cert) != bool(options.key):
         raise UsageError("--cert and --key go together")
+    if options.cert and options.key:
+        check_tls_files(options.cert, options.key)
     return host, port
+
+
+def check_tls_files(cert: str, key: str) -> None:
+    """Load ``--cert`` and ``--key`` as uvicorn will, before anything starts: uvicorn loads them
+    after the banner, and its error names no file ("No such file or directory", "[SSL] PEM lib")."""
+    import ssl
+
+    for flag, path in (("--cert", cert), ("--key", key)):
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as e:
+            raise UsageError(f"{flag} {path}: {e.strerror or e}") from None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except (ssl.SSLError, ValueError) as e:
+        reason = getattr(e, "reason", None) or str(e)
+        raise UsageError(f"--cert {cert} --key {key}: not a PEM certificate and the private key that goes with "
+                         f"it ({reason})") from None
 
 
 def server(app: Starlette, options: ServerSettings, sock: socket.socket | None = None) -> Any:
