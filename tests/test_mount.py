@@ -250,6 +250,20 @@ def test_a_directory_that_is_not_empty_is_refused(model, registry, tmp_path, for
                            "mounted there; mount on an empty or a new directory\n")
     assert os.listdir(where) == ["notes.txt"]
 
+
+def test_umount_of_a_mount_in_use_says_what_holds_it(model, registry, tmp_path):
+    """``umount`` while a program had a file open there said only 'Device or resource busy': the
+    line now says what keeps a mount busy and the ways out; the mount is left as it was."""
+    repo, _ = model
+    where = tmp_path / "mnt"
+    env = mount_env(tmp_path)
+    with Mount(f"{registry.host}/{repo}:v1", where, env, tmp_path / "mount.log"), open(where / "config.json", "rb"):
+        done = run(["umount", str(where)], env, check=False)
+        assert done.returncode == 1 and is_mounted(where)
+        assert done.stderr == (f"ocibridge: error: could not unmount {where}: failed to unmount {where}: Device or "
+                               "resource busy (a program has a file open there or works inside it: end it, then "
+                               f"run this again; fusermount3 -uz {where} detaches it now)\n")
+
 def test_a_missing_binding_names_the_extra(model, registry, tmp_path):
     repo, _ = model
     code = ("import sys; sys.modules['mfusepy'] = None; from ocibridge.cli import main; "

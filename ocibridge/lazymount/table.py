@@ -116,6 +116,9 @@ def unmount_directory(directory: Path, *, lazy: bool = False) -> None:
                           check=False)
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        if said.endswith(os.strerror(errno.EBUSY)):  # what holds it, and the ways out
+            said += (" (a program has a file open there or works inside it: end it, then run this again; "
+                     f"{os.path.basename(tool)} -uz {directory} detaches it now)")
         raise OcibridgeError(f"could not unmount {directory}: {said.removeprefix(tool + ': ')}")
     pid = None if entry is None else entry.pid
     if pid is not None and pid != os.getpid() and _is_mount_command(pid):
