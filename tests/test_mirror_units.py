@@ -204,6 +204,24 @@ def test_a_misspelt_key_is_named_with_the_key_meant(doc: dict[str, object], said
         parse_job(doc, where="job.toml")
     assert str(raised.value) == f"job.toml: {said}"
 
+
+def test_sync_written_as_one_table_says_to_write_two_brackets(tmp_path: Path) -> None:
+    """``[sync]`` (one bracket pair: a table, not a list of entries) said 'sync: Input should be a
+    valid list'; a value where a table goes named a class ('a valid dictionary or instance of
+    TagFilter'). The lines now say what to write."""
+    job = tmp_path / "job.toml"
+    job.write_text('[sync]\nsource = "oci:a"\ntarget = "oci:b"\n')
+    with pytest.raises(OcibridgeError) as raised:
+        load_job(job)
+    assert str(raised.value) == (f"{job}: sync: expected a list of entries: in TOML each is a [[sync]] table "
+                                 "(two brackets), in YAML a '- source: ...' item under sync:")
+    with pytest.raises(OcibridgeError) as raised:
+        parse_job({"sync": [{"source": "oci:a", "target": "oci:b", "tags": "v1"}]}, where="job.toml")
+    assert str(raised.value) == "job.toml: sync.0.tags: expected a table of keys ({ key = value, ... }), not 'v1'"
+    with pytest.raises(OcibridgeError) as raised:
+        parse_job({"sync": [{"source": "oci:a", "target": "oci:b", "tags": {"allow": "v1"}}]}, where="job.toml")
+    assert str(raised.value) == "job.toml: sync.0.tags.allow: expected a list ([...]), not 'v1': write ['v1']"
+
 def test_schema_file_is_current() -> None:
     from ocibridge.api.schemas import generate, render
 

@@ -407,6 +407,17 @@ def parse_job(data: object, base_dir: Path | None = None, where: str = "mirror j
         loc = ".".join(str(p) for p in first["loc"]) or "(top)"
         if first["type"] == "extra_forbidden":
             raise OcibridgeError(f"{where}: {loc}: unknown key ({_keys_meant(first['loc'])})") from None
+        if first["loc"] == ("sync",) and first["type"] == "list_type":  # `[sync]`: a table, not `[[sync]]`
+            raise OcibridgeError(f"{where}: sync: expected a list of entries: in TOML each is a [[sync]] table "
+                                 "(two brackets), in YAML a '- source: ...' item under sync:") from None
+        given = repr(first.get("input"))
+        given = given if len(given) <= 60 else given[:57] + "..."
+        if first["type"] in ("model_type", "dict_type"):  # (pydantic names the class: "instance of TagFilter")
+            raise OcibridgeError(f"{where}: {loc}: expected a table of keys ({{ key = value, ... }}), "
+                                 f"not {given}") from None
+        if first["type"] == "list_type":
+            wrap = f": write [{given}]" if isinstance(first["input"], str) else ""
+            raise OcibridgeError(f"{where}: {loc}: expected a list ([...]), not {given}{wrap}") from None
         # a check of ours raising ValueError reads as our sentence, not pydantic's "Value error, ..."
         msg = first["msg"].removeprefix("Value error, ") if first["type"] == "value_error" else first["msg"]
         raise OcibridgeError(f"{where}: {loc}: {msg}") from None
