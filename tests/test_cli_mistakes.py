@@ -166,3 +166,20 @@ def test_a_mirror_job_source_with_a_scheme_it_does_not_read_lists_the_ones_it_do
     assert done.returncode == 1, done.stderr
     assert "ocibridge reads no s3:// places" in done.stdout and "hf://ORG/NAME" in done.stdout, done.stdout
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("written", ["./m", "{tmp}/m"], ids=["relative", "absolute"])
+def test_a_model_directory_given_where_a_registry_reference_goes_says_push_it_first(written, tmp_path):
+    """``ocibridge mount ./tiny DIR`` (the model directory, not yet pushed) said "invalid registry
+    host '.' in './tiny'": the line now says it is a local path and that a registry reference is
+    needed, pushed first; the mount point is not made."""
+    make_model(tmp_path / "m")
+    ref = written.format(tmp=tmp_path)
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "mount", ref, str(tmp_path / "mnt")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"ocibridge: error: {ref} is a local path; a registry reference is needed here "
+                                  f"(host/repo:tag or @digest: push it to a registry first: ocibridge push {ref} "
+                                  "HOST/REPO:TAG)"), done.stderr
+    assert not (tmp_path / "mnt").exists()

@@ -85,6 +85,9 @@ def locate(text: str | Locator, role: Role) -> Locator:
     if role is Role.REGISTRY and _stored(text) is not None:
         raise UsageError(f"{text} is a model of the local store; a registry reference is needed here "
                          "(host/repo:tag or @digest: push it to a registry first)")
+    if role is Role.REGISTRY and refs.path_like(text):  # read as a registry name: "invalid registry host '.'"
+        raise UsageError(f"{text} is a local path; a registry reference is needed here (host/repo:tag or "
+                         f"@digest: push it to a registry first: ocibridge push {text} HOST/REPO:TAG)")
     if role is Role.REGISTRY or role is Role.JOB:
         return refs.parse_registry_reference(text)
     if role is Role.OUTPUT:
