@@ -117,3 +117,19 @@ def test_tls_files_that_cannot_be_used_are_one_line_before_serve_starts(mistake,
     else:
         assert done.stderr.startswith(f"ocibridge: error: --cert {cert} --key {key}: not a PEM certificate and "
                                       "the private key that goes with it ("), done.stderr
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("", "an empty SOURCE (an unset shell variable?)"),
+    ("./tiny", "./tiny is a local path: a SOURCE is a registry prefix (host/path), oci:DIR (a layout) or local; "
+               "push the model first (ocibridge push ./tiny oci:DIR:ORG/NAME:latest, or to a registry)"),
+    ("/srv/tiny", "/srv/tiny is a local path: a SOURCE is a registry prefix (host/path), oci:DIR (a layout) or "
+                  "local; push the model first (ocibridge push /srv/tiny oci:DIR:ORG/NAME:latest, or to a registry)"),
+])
+def test_a_source_that_is_empty_or_a_path_says_what_a_source_is(source, said, capsys):
+    """``serve "$REGISTRY"`` with REGISTRY unset said "/x is a local path" (a name serve made up);
+    ``serve ./tiny`` (the model directory) said "invalid registry host '.'". Each line now says
+    what a SOURCE is."""
+    assert main(["serve", source, "--listen", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"ocibridge: error: {said} (see 'ocibridge serve --help')"], err
