@@ -264,6 +264,26 @@ def test_umount_of_a_mount_in_use_says_what_holds_it(model, registry, tmp_path):
                                "resource busy (a program has a file open there or works inside it: end it, then "
                                f"run this again; fusermount3 -uz {where} detaches it now)\n")
 
+
+def test_an_empty_dir_is_refused_not_read_as_the_current_directory(model, registry, tmp_path):
+    """``ocibridge mount REF "$DIR"`` with DIR unset mounted the model on the current directory
+    (when empty; else its files were the reason given); ``umount ""`` said '. is not mounted'.
+    Both are one line naming the empty DIR now, and nothing is mounted."""
+    repo, _ = model
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**mount_env(tmp_path / "env"), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # (cwd: work)
+    try:
+        for argv in (["mount", f"{registry.host}/{repo}:v1", ""], ["umount", ""]):
+            done = subprocess.run([*OCIBRIDGE, *argv], env=env, cwd=work, capture_output=True, text=True,
+                                  timeout=60, check=False)
+            assert done.returncode == 2 and not is_mounted(work), (argv, done.stderr)
+            assert done.stderr == (f"ocibridge: error: an empty DIR (an unset shell variable?) "
+                                   f"(see 'ocibridge {argv[0]} --help')\n")
+    finally:
+        if is_mounted(work):
+            run(["umount", str(work)], env)
+
 def test_a_missing_binding_names_the_extra(model, registry, tmp_path):
     repo, _ = model
     code = ("import sys; sys.modules['mfusepy'] = None; from ocibridge.cli import main; "

@@ -113,7 +113,7 @@ def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: Tr
 
     fuse_binding()  # here: without the binding nothing can be mounted, and the error names the extra
     locate(ref, Role.REGISTRY)  # a reference written wrong is a usage error here, not the process's
-    where = Path(directory).absolute()
+    where = _directory(directory).absolute()
     clear_dead_mount(where)  # (a mount whose process died: the new one takes its place)
     request = MountRequest(ref, str(where), transfer, verify, allow_other, offline)
     return Mounted(where, start(MOUNT_PROCESS, request, where))
@@ -134,7 +134,7 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
 
     say: Warn = warn or warn_stderr
     fuse_binding()  # before the registry is asked
-    where = Path(directory)
+    where = _directory(directory)
     if clear_dead_mount(where):
         say(f"mount: {where}: unmounted a mount whose process had died")
     refuse_a_mount_point(where)
@@ -163,6 +163,14 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
     finally:
         model.close()
         scratch.remove()
+
+
+def _directory(directory: str | os.PathLike[str]) -> Path:
+    """DIR as a path; an empty one is refused: ``Path("")`` is the current directory, which an
+    unset shell variable (``ocibridge mount REF "$DIR"``) would have mounted over."""
+    if not os.fspath(directory).strip():
+        raise UsageError("an empty DIR (an unset shell variable?)")
+    return Path(directory)
 
 
 def _made(where: Path) -> list[Path]:
@@ -202,7 +210,7 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
 def unmount(directory: str | os.PathLike[str]) -> None:
     """Unmount a mount of ``ocibridge mount`` (``fusermount3 -u``); an ``ocibridge mount``
     process serving it is waited for (what it fetched is then in the model cache)."""
-    where = Path(directory)
+    where = _directory(directory)
     entry = mount_entry(where)
     if entry is None:
         raise OcibridgeError(f"{where} is not mounted")
