@@ -213,3 +213,11 @@ target = "oci:out/copied"
     assert "1 copied" in capsys.readouterr().out
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["copied"]
     assert LayoutStore(tmp_path / "out" / "copied").tags() == ["v1"]
+
+
+def test_an_empty_job_path_is_named_as_such(capsys) -> None:
+    """``ocibridge mirror "$JOB"`` with JOB unset said 'mirror job .: Is a directory' (the current
+    directory); it is one line naming the empty JOB now."""
+    assert main(["mirror", ""]) == 2
+    assert capsys.readouterr().err == ("ocibridge: error: an empty JOB (an unset shell variable?) "
+                                       "(see 'ocibridge mirror --help')\n")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from ocibridge.errors import OcibridgeError
+from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.mirror.jobfile import read_job_document
 
 if TYPE_CHECKING:
@@ -450,5 +450,7 @@ def _table_in(annotation: object) -> type[BaseModel] | None:
 
 def load_job(path: str | os.PathLike[str]) -> MirrorJob:
     """Read a job file: TOML (``.toml``, the default), YAML (``.yaml``/``.yml``) or JSON."""
+    if not os.fspath(path).strip():  # Path("") is the current directory: "mirror job .: Is a directory"
+        raise UsageError("an empty JOB (an unset shell variable?)")
     path = Path(path)
     return parse_job(read_job_document(path), path.resolve().parent, str(path))
