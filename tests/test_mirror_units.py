@@ -222,6 +222,19 @@ def test_sync_written_as_one_table_says_to_write_two_brackets(tmp_path: Path) ->
         parse_job({"sync": [{"source": "oci:a", "target": "oci:b", "tags": {"allow": "v1"}}]}, where="job.toml")
     assert str(raised.value) == "job.toml: sync.0.tags.allow: expected a list ([...]), not 'v1': write ['v1']"
 
+
+@pytest.mark.parametrize(("host", "meant"), [("http://127.0.0.1:5000", "127.0.0.1:5000"),
+                                            ("https://registry.internal:5000/", "registry.internal:5000"),
+                                            ("registry.internal:5000/mirror", "registry.internal:5000")])
+def test_a_registry_written_as_a_url_or_with_a_path_is_refused(host: str, meant: str) -> None:
+    """``[registries."http://127.0.0.1:5000"]`` (or with a path) matched no entry's host, so its
+    credentials and transport were silently never used; it is refused now with the key to write."""
+    doc = {"registries": {host: {"username": "bot", "password": "pw"}}, "sync": [{"source": "a/b", "target": "c/d"}]}
+    with pytest.raises(OcibridgeError) as raised:
+        parse_job(doc, where="job.toml")
+    assert str(raised.value) == (f"job.toml: registries: {host!r}: a registry is written HOST[:PORT], without a "
+                                 f"scheme or a path: {meant!r}")
+
 def test_schema_file_is_current() -> None:
     from ocibridge.api.schemas import generate, render
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
 from ocibridge.errors import OcibridgeError, UsageError
@@ -230,6 +230,17 @@ class MirrorJob(_Strict):
     sync: list[SyncEntry] = Field(min_length=1)
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @field_validator("registries")
+    @classmethod
+    def _hosts(cls, registries: dict[str, RegistryAuth]) -> dict[str, RegistryAuth]:
+        """A key is looked up by an entry's host alone: a URL or a path in it matches none, and
+        its credentials would silently never be used."""
+        for key in registries:
+            if "/" in key:
+                meant = key.split("://", 1)[-1].split("/", 1)[0]
+                raise ValueError(f"{key!r}: a registry is written HOST[:PORT], without a scheme or a path: {meant!r}")
+        return registries
 
     @model_validator(mode="after")
     def _key_with_provenance(self) -> MirrorJob:
