@@ -196,6 +196,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
 
     host, port = check_listening(options)
     sock = bind(host, port)  # a port in use: one error line, before anything is started
+    port = sock.getsockname()[1]  # the port given for ':0' (any free one), which the banner must name
     state = app.state.serve
     shown = f"[{host}]" if ":" in host else host
     url = options.public_url or f"{'https' if options.cert else 'http'}://{shown}:{port}"
