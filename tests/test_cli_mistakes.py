@@ -155,3 +155,45 @@ def test_help_command_prints_the_commands_own_help(words):
 def test_help_of_a_mistyped_command_names_the_nearest_one():
     done = run("help", "pul")
     assert done.returncode == 2 and "did you mean 'pull'?" in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("argv", [["pull", "s3://bucket/m:v1", "{tmp}/out"], ["push", "{tmp}/m", "gs://bucket/m:v1"],
+                                  ["copy", "ftp://host/m:v1", "oci:{tmp}/layout:v1"]], ids=["pull", "push", "copy"])
+def test_a_scheme_ocibridge_does_not_read_says_what_to_write(argv, tmp_path):
+    """``s3://``, ``gs://``, ``ftp://`` were answered "invalid reference '…': no scheme expected",
+    which names no way to write a model: the line now says the scheme is not one ocibridge reads,
+    and how a registry model, a layout and a path are written."""
+    make_model(tmp_path / "m")
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    scheme = next(a for a in argv if "://" in a).split("://")[0]
+    done = run(*argv)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"ocibridge reads no {scheme}:// places; write a registry model as HOST/REPO[:TAG]" in done.stderr
+    assert "oci:PATH[:TAG]" in done.stderr and "no scheme expected" not in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_a_mirror_job_source_with_a_scheme_it_does_not_read_lists_the_ones_it_does(tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text(f'[[sync]]\nsource = "s3://bucket/models"\ntarget = "oci:{tmp_path}/out"\n')
+    done = run("mirror", str(job))
+    assert done.returncode == 1, done.stderr
+    assert "ocibridge reads no s3:// places" in done.stdout and "hf://ORG/NAME" in done.stdout, done.stdout
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("written", ["./m", "{tmp}/m"], ids=["relative", "absolute"])
+def test_a_model_directory_given_where_a_registry_reference_goes_says_push_it_first(written, tmp_path):
+    """``ocibridge mount ./tiny DIR`` (the model directory, not yet pushed) said "invalid registry
+    host '.' in './tiny'": the line now says it is a local path and that a registry reference is
+    needed, pushed first; the mount point is not made."""
+    make_model(tmp_path / "m")
+    ref = written.format(tmp=tmp_path)
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "mount", ref, str(tmp_path / "mnt")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"ocibridge: error: {ref} is a local path; a registry reference is needed here "
+                                  f"(host/repo:tag or @digest: push it to a registry first: ocibridge push {ref} "
+                                  "HOST/REPO:TAG)"), done.stderr
+    assert not (tmp_path / "mnt").exists()

@@ -182,3 +182,42 @@ def test_dry_run_counts_the_skip_rows_it_lists(tmp_path: Path, registry, registr
         assert said["already there"] + said.get("sent by another artifact of this run", 0) == \
             actions.count("skip"), (head, rows)
     assert "sent by another artifact of this run" in done.stdout, done.stdout
+
+
+def test_an_entry_that_copies_nothing_leaves_no_layout_behind(tmp_path: Path, capsys, registry, unique_repo) -> None:
+    """A misspelt source repository, an unreachable registry or a missing tag failed the entry
+    but left an empty OCI layout at its target: a layout target is made only when an artifact
+    is copied into it; the entry that copies still makes its own."""
+    src = open_repository(parse_registry_reference(f"{registry.host}/{unique_repo}"))
+    copy(build(package(0)), "artifact", src, "v1")
+    src.close()
+    job = tmp_path / "job.toml"
+    job.write_text(f"""
+[[sync]]
+source = "{registry.host}/{unique_repo}-misspelt"
+target = "oci:out/misspelt"
+
+[[sync]]
+source = "127.0.0.1:1/{unique_repo}"
+target = "oci:out/unreachable"
+
+[[sync]]
+source = "{registry.host}/{unique_repo}:no-such-tag"
+target = "oci:out/no-tag"
+
+[[sync]]
+source = "{registry.host}/{unique_repo}"
+target = "oci:out/copied"
+""")
+    assert main(["mirror", str(job)]) == 1
+    assert "1 copied" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["copied"]
+    assert LayoutStore(tmp_path / "out" / "copied").tags() == ["v1"]
+
+
+def test_an_empty_job_path_is_named_as_such(capsys) -> None:
+    """``ocibridge mirror "$JOB"`` with JOB unset said 'mirror job .: Is a directory' (the current
+    directory); it is one line naming the empty JOB now."""
+    assert main(["mirror", ""]) == 2
+    assert capsys.readouterr().err == ("ocibridge: error: an empty JOB (an unset shell variable?) "
+                                       "(see 'ocibridge mirror --help')\n")

@@ -171,7 +171,7 @@ def test_job_file_toml_and_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_job_file_errors_are_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[[sync]]\nsource = "oci:a"\ntarget = "oci:b"\nconcurency = 3\n')
-    with pytest.raises(OcibridgeError, match=r"sync\.0\.concurency: Extra inputs"):
+    with pytest.raises(OcibridgeError, match=r"sync\.0\.concurency: unknown key \(did you mean 'concurrency'\?\)"):
         load_job(bad)
     bad.write_text("[[sync]\n")
     with pytest.raises(OcibridgeError, match="invalid TOML"):
@@ -181,6 +181,59 @@ def test_job_file_errors_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(OcibridgeError, match="needs a username"):
         parse_job({"registries": {"h": {"password": "x"}}, "sync": [{"source": "a", "target": "b"}]})
 
+
+
+@pytest.mark.parametrize(("doc", "said"), [
+    ({"sync": [{"sorce": "oci:a", "target": "oci:b"}]},
+     "sync.0.sorce: unknown key (did you mean 'source'?)"),
+    ({"syncs": [{"source": "oci:a", "target": "oci:b"}]}, "syncs: unknown key (did you mean 'sync'?)"),
+    ({"sync": [{"source": "oci:a", "target": "oci:b", "tags": {"alow": ["v*"]}}]},
+     "sync.0.tags.alow: unknown key (did you mean 'allow'?)"),
+    ({"sync": [{"source": "oci:a", "target": "oci:b", "colour": "red"}]},
+     "sync.0.colour: unknown key (the keys here: referrers, accept, concurrency, rate_limit, convert, verify, "
+     "provenance, attest_key, endpoint, token_env, token_file, source, target, tags, source_format, revisions, "
+     "include, exclude)"),
+    ({"registries": {"127.0.0.1:5000": {"usrname": "bot"}}, "sync": [{"source": "oci:a", "target": "oci:b"}]},
+     "registries.127.0.0.1:5000.usrname: unknown key (did you mean 'username'?)"),
+])
+def test_a_misspelt_key_is_named_with_the_key_meant(doc: dict[str, object], said: str) -> None:
+    """A misspelt required key (``sorce``) was reported as the key it replaced being missing
+    ('sync.0.source: Field required'), never naming the typo: the unknown key is now told first,
+    with the key it is closest to."""
+    with pytest.raises(OcibridgeError) as raised:
+        parse_job(doc, where="job.toml")
+    assert str(raised.value) == f"job.toml: {said}"
+
+
+def test_sync_written_as_one_table_says_to_write_two_brackets(tmp_path: Path) -> None:
+    """``[sync]`` (one bracket pair: a table, not a list of entries) said 'sync: Input should be a
+    valid list'; a value where a table goes named a class ('a valid dictionary or instance of
+    TagFilter'). The lines now say what to write."""
+    job = tmp_path / "job.toml"
+    job.write_text('[sync]\nsource = "oci:a"\ntarget = "oci:b"\n')
+    with pytest.raises(OcibridgeError) as raised:
+        load_job(job)
+    assert str(raised.value) == (f"{job}: sync: expected a list of entries: in TOML each is a [[sync]] table "
+                                 "(two brackets), in YAML a '- source: ...' item under sync:")
+    with pytest.raises(OcibridgeError) as raised:
+        parse_job({"sync": [{"source": "oci:a", "target": "oci:b", "tags": "v1"}]}, where="job.toml")
+    assert str(raised.value) == "job.toml: sync.0.tags: expected a table of keys ({ key = value, ... }), not 'v1'"
+    with pytest.raises(OcibridgeError) as raised:
+        parse_job({"sync": [{"source": "oci:a", "target": "oci:b", "tags": {"allow": "v1"}}]}, where="job.toml")
+    assert str(raised.value) == "job.toml: sync.0.tags.allow: expected a list ([...]), not 'v1': write ['v1']"
+
+
+@pytest.mark.parametrize(("host", "meant"), [("http://127.0.0.1:5000", "127.0.0.1:5000"),
+                                            ("https://registry.internal:5000/", "registry.internal:5000"),
+                                            ("registry.internal:5000/mirror", "registry.internal:5000")])
+def test_a_registry_written_as_a_url_or_with_a_path_is_refused(host: str, meant: str) -> None:
+    """``[registries."http://127.0.0.1:5000"]`` (or with a path) matched no entry's host, so its
+    credentials and transport were silently never used; it is refused now with the key to write."""
+    doc = {"registries": {host: {"username": "bot", "password": "pw"}}, "sync": [{"source": "a/b", "target": "c/d"}]}
+    with pytest.raises(OcibridgeError) as raised:
+        parse_job(doc, where="job.toml")
+    assert str(raised.value) == (f"job.toml: registries: {host!r}: a registry is written HOST[:PORT], without a "
+                                 f"scheme or a path: {meant!r}")
 
 def test_schema_file_is_current() -> None:
     from ocibridge.api.schemas import generate, render

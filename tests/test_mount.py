@@ -200,6 +200,90 @@ def test_umount_of_a_directory_not_mounted_is_one_line(tmp_path):
     assert done.stderr.strip() == f"ocibridge: error: {tmp_path} is not mounted"
 
 
+
+def test_umount_leaves_a_mount_that_is_not_ocibridges(tmp_path):
+    """``fusermount3 -u`` run as root unmounts any file system: ``ocibridge umount`` of a tmpfs
+    (a typo, a tab completion) unmounted it and its files were gone. It now refuses in one line
+    and the tmpfs keeps its files. The tmpfs is in a mount namespace of the test's own."""
+    where = tmp_path / "data"
+    where.mkdir()
+    script = (f'mount -t tmpfs tmpfs "{where}" && echo kept > "{where}/f" && "$0" -m ocibridge umount "{where}"; '
+              f'echo "exit $?"; cat "{where}/f"')
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, OCIBRIDGE[0]],
+                          env=mount_env(tmp_path / "env"), capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.splitlines() == ["exit 1", "kept"], (done.stdout, done.stderr)
+    assert done.stderr == (f"ocibridge: error: {where} is a tmpfs mount, not one of 'ocibridge mount': "
+                           "left mounted (umount(8) unmounts it)\n")
+
+
+def test_a_mount_on_another_file_systems_mount_point_does_not_say_umount_it(model, registry, tmp_path):
+    """A mount on a tmpfs's mount point was refused with 'ocibridge umount DIR' as the way out,
+    which would unmount the tmpfs itself; the line now says what is mounted there and to mount
+    on a directory inside it (detached and --foreground alike)."""
+    repo, _ = model
+    where = tmp_path / "data"
+    where.mkdir()
+    ref = f"{registry.host}/{repo}:v1"
+    script = (f'mount -t tmpfs tmpfs "{where}" && "$0" -m ocibridge mount {ref} "{where}"; echo "exit $?"; '
+              f'"$0" -m ocibridge mount {ref} "{where}" --foreground; echo "exit $?"')
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, OCIBRIDGE[0]],
+                          env=mount_env(tmp_path / "env"), capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.splitlines() == ["exit 1", "exit 1"], (done.stdout, done.stderr)
+    line = (f"ocibridge: error: {where} is the mount point of a tmpfs: mount the model on a directory inside it "
+            f"(ocibridge mount REF {where}/NAME)\n")
+    assert done.stderr == line * 2
+
+
+@pytest.mark.parametrize("foreground", [False, True], ids=["detached", "foreground"])
+def test_a_directory_that_is_not_empty_is_refused(model, registry, tmp_path, foreground):
+    """``mount REF DIR`` on a directory holding files (help: "an empty directory") mounted over
+    them: they vanished until the unmount. It is refused in one line now, the files as they were."""
+    repo, _ = model
+    where = tmp_path / "work"
+    where.mkdir()
+    (where / "notes.txt").write_text("mine\n")
+    argv = ["mount", f"{registry.host}/{repo}:v1", str(where), *(["--foreground"] if foreground else [])]
+    done = subprocess.run([*OCIBRIDGE, *argv], env=mount_env(tmp_path / "env"), capture_output=True, text=True,
+                          timeout=60, check=False)  # (a --foreground that mounted would serve until unmounted)
+    assert done.returncode == 1 and not is_mounted(where)
+    assert done.stderr == (f"ocibridge: error: {where} is not empty: its files would be hidden while the model is "
+                           "mounted there; mount on an empty or a new directory\n")
+    assert os.listdir(where) == ["notes.txt"]
+
+
+def test_umount_of_a_mount_in_use_says_what_holds_it(model, registry, tmp_path):
+    """``umount`` while a program had a file open there said only 'Device or resource busy': the
+    line now says what keeps a mount busy and the ways out; the mount is left as it was."""
+    repo, _ = model
+    where = tmp_path / "mnt"
+    env = mount_env(tmp_path)
+    with Mount(f"{registry.host}/{repo}:v1", where, env, tmp_path / "mount.log"), open(where / "config.json", "rb"):
+        done = run(["umount", str(where)], env, check=False)
+        assert done.returncode == 1 and is_mounted(where)
+        assert done.stderr == (f"ocibridge: error: could not unmount {where}: failed to unmount {where}: Device or "
+                               "resource busy (a program has a file open there or works inside it: end it, then "
+                               f"run this again; fusermount3 -uz {where} detaches it now)\n")
+
+
+def test_an_empty_dir_is_refused_not_read_as_the_current_directory(model, registry, tmp_path):
+    """``ocibridge mount REF "$DIR"`` with DIR unset mounted the model on the current directory
+    (when empty; else its files were the reason given); ``umount ""`` said '. is not mounted'.
+    Both are one line naming the empty DIR now, and nothing is mounted."""
+    repo, _ = model
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**mount_env(tmp_path / "env"), "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # (cwd: work)
+    try:
+        for argv in (["mount", f"{registry.host}/{repo}:v1", ""], ["umount", ""]):
+            done = subprocess.run([*OCIBRIDGE, *argv], env=env, cwd=work, capture_output=True, text=True,
+                                  timeout=60, check=False)
+            assert done.returncode == 2 and not is_mounted(work), (argv, done.stderr)
+            assert done.stderr == (f"ocibridge: error: an empty DIR (an unset shell variable?) "
+                                   f"(see 'ocibridge {argv[0]} --help')\n")
+    finally:
+        if is_mounted(work):
+            run(["umount", str(work)], env)
+
 def test_a_missing_binding_names_the_extra(model, registry, tmp_path):
     repo, _ = model
     code = ("import sys; sys.modules['mfusepy'] = None; from ocibridge.cli import main; "

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from serving import make_model
 
 from ocibridge.cli import main
@@ -78,3 +79,57 @@ def test_serve_usage_mistakes(capsys):
     assert "--listen" in capsys.readouterr().err
     assert main(["serve", "registry.example/models:v1"]) == 2
     assert "registry prefix" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("listen", "said"), [
+    ("http://127.0.0.1:8081", "--listen 'http://127.0.0.1:8081' is HOST:PORT, not a URL: --listen 127.0.0.1:8081"),
+    ("http://[::1]:8081/", "--listen 'http://[::1]:8081/' is HOST:PORT, not a URL: --listen [::1]:8081"),
+    ("8080", "--listen '8080': expected HOST:PORT: --listen 127.0.0.1:8080 (this machine only) or :8080 "
+             "(every address)"),
+    ("127.0.0.1:99999", "--listen '127.0.0.1:99999': the port is a number from 0 to 65535"),
+])
+def test_listen_given_a_url_a_bare_port_or_a_port_out_of_range_says_what_to_write(listen, said, capsys):
+    """``--listen http://127.0.0.1:8081`` (the URL serve prints, pasted back) said
+    '--listen [http://127.0.0.1]:8081: Name or service not known'; a bare port and a port out of
+    range said 'expected HOST:PORT'. Each line now gives the --listen to write."""
+    assert main(["serve", "local", "--listen", listen]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"ocibridge: error: {said} (see 'ocibridge serve --help')"], err
+
+
+@pytest.mark.parametrize("mistake", ["missing", "swapped", "another pair's key"])
+def test_tls_files_that_cannot_be_used_are_one_line_before_serve_starts(mistake, tmp_path):
+    """A --cert that does not exist printed the https banner, then 'ocibridge: error: No such file
+    or directory' (no file named); swapped or mismatched files '[SSL] PEM lib (_ssl.c:3905)'. The
+    files are now loaded before anything starts: one line naming them, no banner, exit 2."""
+    from support.certs import make_tls_files
+
+    tls, other = make_tls_files(tmp_path / "tls"), make_tls_files(tmp_path / "other")
+    cert, key = {"missing": (tmp_path / "nope.pem", tls.key_file), "swapped": (tls.key_file, tls.cert_file),
+                 "another pair's key": (tls.cert_file, other.key_file)}[mistake]
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "local", "--listen", f"127.0.0.1:{free_port()}",
+                           "--cert", str(cert), "--key", str(key)], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    if mistake == "missing":
+        assert done.stderr == (f"ocibridge: error: --cert {cert}: No such file or directory "
+                               "(see 'ocibridge serve --help')\n")
+    else:
+        assert done.stderr.startswith(f"ocibridge: error: --cert {cert} --key {key}: not a PEM certificate and "
+                                      "the private key that goes with it ("), done.stderr
+
+
+@pytest.mark.parametrize(("source", "said"), [
+    ("", "an empty SOURCE (an unset shell variable?)"),
+    ("./tiny", "./tiny is a local path: a SOURCE is a registry prefix (host/path), oci:DIR (a layout) or local; "
+               "push the model first (ocibridge push ./tiny oci:DIR:ORG/NAME:latest, or to a registry)"),
+    ("/srv/tiny", "/srv/tiny is a local path: a SOURCE is a registry prefix (host/path), oci:DIR (a layout) or "
+                  "local; push the model first (ocibridge push /srv/tiny oci:DIR:ORG/NAME:latest, or to a registry)"),
+])
+def test_a_source_that_is_empty_or_a_path_says_what_a_source_is(source, said, capsys):
+    """``serve "$REGISTRY"`` with REGISTRY unset said "/x is a local path" (a name serve made up);
+    ``serve ./tiny`` (the model directory) said "invalid registry host '.'". Each line now says
+    what a SOURCE is."""
+    assert main(["serve", source, "--listen", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"ocibridge: error: {said} (see 'ocibridge serve --help')"], err

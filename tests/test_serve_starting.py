@@ -167,3 +167,23 @@ def test_no_rule_in_force_no_policy_badge(monkeypatch, tmp_path):
     assert rules_in_force(None) == ()
     assert rules_in_force(UsePolicy(keys=object())) == ("--verify-key",)
     assert rules_in_force(UsePolicy(file=str(tmp_path / "p.json"))) == ("the policy file",)
+
+
+def test_listen_on_port_0_says_the_port_it_was_given(layout):
+    """``--listen 127.0.0.1:0`` (any free port) printed 'at http://127.0.0.1:0', a URL nothing
+    answers at: the banner now says the port the system gave, and serve answers there."""
+    home, _ = layout
+    log = home / "serve-port-0.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", f"oci:{home}/lay", "--listen",
+                                 "127.0.0.1:0"], env=environment(home), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while "serving the Hugging Face Hub API" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        found = re.search(r" at (http://127\.0\.0\.1:(\d+));", log.read_text())
+        assert found is not None and found.group(2) != "0", log.read_text()
+        wait_until_healthy(proc, found.group(1), log)
+    finally:
+        stop(proc)

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.lazymount.process import read_request, start, stderr_handed_back
 from ocibridge.lazymount.session import fuse_binding
-from ocibridge.lazymount.table import clear_dead_mount, is_mounted, unmount_directory
+from ocibridge.lazymount.table import (
+    clear_dead_mount,
+    is_mounted,
+    mount_entry,
+    refuse_a_mount_point,
+    unmount_directory,
+)
 
 if TYPE_CHECKING:  # the model's modules load in the mount's process only: `ocibridge mount` starts sooner
     from ocibridge.api.lazy_ops import LazyModel
@@ -107,7 +113,7 @@ def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: Tr
 
     fuse_binding()  # here: without the binding nothing can be mounted, and the error names the extra
     locate(ref, Role.REGISTRY)  # a reference written wrong is a usage error here, not the process's
-    where = Path(directory).absolute()
+    where = _directory(directory).absolute()
     clear_dead_mount(where)  # (a mount whose process died: the new one takes its place)
     request = MountRequest(ref, str(where), transfer, verify, allow_other, offline)
     return Mounted(where, start(MOUNT_PROCESS, request, where))
@@ -128,13 +134,15 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
 
     say: Warn = warn or warn_stderr
     fuse_binding()  # before the registry is asked
-    where = Path(directory)
+    where = _directory(directory)
     if clear_dead_mount(where):
         say(f"mount: {where}: unmounted a mount whose process had died")
-    if is_mounted(where):
-        raise OcibridgeError(f"{where} is a mount point already (ocibridge umount {where})")
+    refuse_a_mount_point(where)
     if where.exists() and not where.is_dir():
         raise OcibridgeError(f"{where}: not a directory to mount on")
+    if where.is_dir() and any(where.iterdir()):  # FUSE mounts over files: they would vanish until the unmount
+        raise OcibridgeError(f"{where} is not empty: its files would be hidden while the model is mounted there; "
+                             "mount on an empty or a new directory")
     model = _opened(ref, transfer, verify, offline, say)
     scratch = Scratch()
     made = _made(where)
@@ -155,6 +163,14 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
     finally:
         model.close()
         scratch.remove()
+
+
+def _directory(directory: str | os.PathLike[str]) -> Path:
+    """DIR as a path; an empty one is refused: ``Path("")`` is the current directory, which an
+    unset shell variable (``ocibridge mount REF "$DIR"``) would have mounted over."""
+    if not os.fspath(directory).strip():
+        raise UsageError("an empty DIR (an unset shell variable?)")
+    return Path(directory)
 
 
 def _made(where: Path) -> list[Path]:
@@ -194,9 +210,13 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
 def unmount(directory: str | os.PathLike[str]) -> None:
     """Unmount a mount of ``ocibridge mount`` (``fusermount3 -u``); an ``ocibridge mount``
     process serving it is waited for (what it fetched is then in the model cache)."""
-    where = Path(directory)
-    if not is_mounted(where):
+    where = _directory(directory)
+    entry = mount_entry(where)
+    if entry is None:
         raise OcibridgeError(f"{where} is not mounted")
+    if entry.foreign:  # root's fusermount3 -u would unmount a disk or a tmpfs too: never one not ours
+        raise OcibridgeError(f"{where} is a {entry.fstype} mount, not one of 'ocibridge mount': left mounted "
+                             "(umount(8) unmounts it)")
     unmount_directory(where)
 
 

@@ -67,10 +67,19 @@ class ServerSettings:
 
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[V6]:PORT`` or ``:PORT`` (every address)."""
+    """``HOST:PORT``, ``[V6]:PORT`` or ``:PORT`` (every address). A URL (the one serve prints,
+    pasted back) and a bare port are answered with the ``--listen`` to write."""
+    if "://" in text:
+        address = text.split("://", 1)[1].split("/", 1)[0]
+        raise UsageError(f"--listen {text!r} is HOST:PORT, not a URL: --listen {address}")
+    if text.isdigit():
+        raise UsageError(f"--listen {text!r}: expected HOST:PORT: --listen 127.0.0.1:{text} (this machine only) "
+                         f"or :{text} (every address)")
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not port.isdigit():
         raise UsageError(f"--listen {text!r}: expected HOST:PORT")
+    if not 0 <= int(port) <= 65535:
+        raise UsageError(f"--listen {text!r}: the port is a number from 0 to 65535")
     host = host.strip("[]") or "0.0.0.0"  # noqa: S104 - asked for: ':PORT' listens everywhere
     return host, int(port)
 
@@ -120,7 +129,28 @@ def check_listening(options: ServerSettings) -> tuple[str, int]:
     host, port = parse_listen(options.listen)
     if bool(options.cert) != bool(options.key):
         raise UsageError("--cert and --key go together")
+    if options.cert and options.key:
+        check_tls_files(options.cert, options.key)
     return host, port
+
+
+def check_tls_files(cert: str, key: str) -> None:
+    """Load ``--cert`` and ``--key`` as uvicorn will, before anything starts: uvicorn loads them
+    after the banner, and its error names no file ("No such file or directory", "[SSL] PEM lib")."""
+    import ssl
+
+    for flag, path in (("--cert", cert), ("--key", key)):
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as e:
+            raise UsageError(f"{flag} {path}: {e.strerror or e}") from None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except (ssl.SSLError, ValueError) as e:
+        reason = getattr(e, "reason", None) or str(e)
+        raise UsageError(f"--cert {cert} --key {key}: not a PEM certificate and the private key that goes with "
+                         f"it ({reason})") from None
 
 
 def server(app: Starlette, options: ServerSettings, sock: socket.socket | None = None) -> Any:
@@ -166,6 +196,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
 
     host, port = check_listening(options)
     sock = bind(host, port)  # a port in use: one error line, before anything is started
+    port = sock.getsockname()[1]  # the port given for ':0' (any free one), which the banner must name
     state = app.state.serve
     shown = f"[{host}]" if ":" in host else host
     url = options.public_url or f"{'https' if options.cert else 'http'}://{shown}:{port}"

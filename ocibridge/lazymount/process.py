@@ -31,7 +31,7 @@ from typing import Any
 
 from ocibridge.core.environment import MOUNT_STDERR_FD
 from ocibridge.errors import OcibridgeError
-from ocibridge.lazymount.table import is_mounted
+from ocibridge.lazymount.table import is_mounted, refuse_a_mount_point
 
 #: the environment variable naming the descriptor of the caller's stderr in the mount process
 STDERR_FD_ENV = MOUNT_STDERR_FD
@@ -73,8 +73,7 @@ def _pickled(request: object) -> bytes:
 def start(command: Sequence[str], request: object, directory: Path) -> subprocess.Popen[bytes]:
     """Run ``command`` (which calls :func:`read_request`) with ``request``; return it once
     ``directory`` is mounted, or raise its error."""
-    if is_mounted(directory):
-        raise OcibridgeError(f"{directory} is a mount point already (ocibridge umount {directory})")
+    refuse_a_mount_point(directory)
     data = _pickled(request)
     said: list[str] = []
     read_end, write_end = os.pipe()

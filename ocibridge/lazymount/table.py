@@ -42,6 +42,13 @@ class MountEntry:
         name, _, pid = self.source.partition(":")
         return int(pid) if name == FSNAME and self.fstype == f"fuse.{FSNAME}" and pid.isdigit() else None
 
+    @property
+    def foreign(self) -> bool:
+        """Another file system than an ocibridge mount (a tmpfs, a disk, another FUSE program's):
+        ``fusermount3 -u`` run as root would unmount it all the same. (Without the kernel's
+        table the type is not known: not foreign.)"""
+        return bool(self.fstype) and self.fstype != f"fuse.{FSNAME}"
+
 
 def _unescape(field: bytes) -> bytes:
     """mountinfo writes a space, tab, newline or backslash as a backslash and three octal digits."""
@@ -68,6 +75,18 @@ def mount_entry(directory: Path) -> MountEntry | None:
 
 def is_mounted(directory: Path) -> bool:
     return mount_entry(directory) is not None
+
+
+def refuse_a_mount_point(directory: Path) -> None:
+    """A mount is not stacked on another: the error says the way out, which for another file
+    system's mount point is a directory inside it (``ocibridge umount`` would not unmount it)."""
+    entry = mount_entry(directory)
+    if entry is None:
+        return
+    if entry.foreign:
+        raise OcibridgeError(f"{directory} is the mount point of a {entry.fstype}: mount the model on a directory "
+                             f"inside it (ocibridge mount REF {directory}/NAME)")
+    raise OcibridgeError(f"{directory} is a mount point already (ocibridge umount {directory})")
 
 
 def clear_dead_mount(directory: Path) -> bool:
@@ -97,6 +116,9 @@ def unmount_directory(directory: Path, *, lazy: bool = False) -> None:
                           check=False)
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        if said.endswith(os.strerror(errno.EBUSY)):  # what holds it, and the ways out
+            said += (" (a program has a file open there or works inside it: end it, then run this again; "
+                     f"{os.path.basename(tool)} -uz {directory} detaches it now)")
         raise OcibridgeError(f"could not unmount {directory}: {said.removeprefix(tool + ': ')}")
     pid = None if entry is None else entry.pid
     if pid is not None and pid != os.getpid() and _is_mount_command(pid):

@@ -31,7 +31,7 @@ from ocibridge.oci.reference import (
 )
 from ocibridge.places.locate import Locator, Role, locate
 from ocibridge.stores.base import Store, close_store
-from ocibridge.stores.layout import LayoutStore
+from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
 
 if TYPE_CHECKING:
     from ocibridge.stores.registry.options import RequestGate
@@ -45,10 +45,20 @@ class Endpoint:
     host: str | None = None  # registry host, None for layouts and the local Ollama store
     ollama: bool = False  # an Ollama store or registry: its models are converted to ModelPack
     ollama_name: OllamaName | None = None  # the Ollama model an ollama:// source names (its tags name it)
+    layout_to_make: Path | None = None  # a layout target not there yet: made by writable()
 
     @property
     def is_tag(self) -> bool:
         return self.reference is not None and not self.reference.startswith("sha256:")
+
+    def writable(self) -> Store:
+        """The store to copy into. A layout target that is not there yet is made now, when an
+        artifact is about to be copied, not when the entry is planned: an entry that fails (a
+        misspelt source, a registry down) or copies nothing leaves no empty layout behind."""
+        if self.layout_to_make is not None:
+            self.store = LayoutStore(self.layout_to_make, create=True)
+            self.layout_to_make = None
+        return self.store
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -80,13 +90,11 @@ def open_endpoint(text: str, job: MirrorJob, *, for_write: bool = False, dry_run
             path = job.base_dir / path
         reference = ref.digest or ref.tag
         name = f"oci:{path}"
-        try:
-            store: Store = LayoutStore(path, create=for_write and not dry_run)
-        except NotFound:
-            if not (for_write and dry_run):
-                raise
-            store = EmptyStore(name)
-        return Endpoint(store, name, reference)
+        if for_write and not (path / LAYOUT_FILE).is_file():  # planned as empty; made once there is a copy
+            if path.exists() and not path.is_dir():
+                raise OcibridgeError(f"{path} exists and is not a directory")
+            return Endpoint(EmptyStore(name), name, reference, layout_to_make=None if dry_run else path)
+        return Endpoint(LayoutStore(path, create=for_write), name, reference)
     assert isinstance(parsed, RegistryReference)
     registry_ref = parsed
     from ocibridge.stores.registry import open_repository

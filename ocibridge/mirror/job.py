@@ -11,12 +11,12 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from ocibridge.errors import OcibridgeError
+from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.mirror.jobfile import read_job_document
 
 if TYPE_CHECKING:
@@ -231,6 +231,17 @@ class MirrorJob(_Strict):
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
+    @field_validator("registries")
+    @classmethod
+    def _hosts(cls, registries: dict[str, RegistryAuth]) -> dict[str, RegistryAuth]:
+        """A key is looked up by an entry's host alone: a URL or a path in it matches none, and
+        its credentials would silently never be used."""
+        for key in registries:
+            if "/" in key:
+                meant = key.split("://", 1)[-1].split("/", 1)[0]
+                raise ValueError(f"{key!r}: a registry is written HOST[:PORT], without a scheme or a path: {meant!r}")
+        return registries
+
     @model_validator(mode="after")
     def _key_with_provenance(self) -> MirrorJob:
         for entry in self.sync:
@@ -401,15 +412,56 @@ def parse_job(data: object, base_dir: Path | None = None, where: str = "mirror j
     try:
         job = MirrorJob.model_validate(data)
     except PydanticValidationError as e:
-        first = e.errors()[0]
+        errors = e.errors()
+        # an unknown key first: a misspelt `sorce` also reads as `source` missing, which hides the typo
+        first = next((err for err in errors if err["type"] == "extra_forbidden"), errors[0])
         loc = ".".join(str(p) for p in first["loc"]) or "(top)"
+        if first["type"] == "extra_forbidden":
+            raise OcibridgeError(f"{where}: {loc}: unknown key ({_keys_meant(first['loc'])})") from None
+        if first["loc"] == ("sync",) and first["type"] == "list_type":  # `[sync]`: a table, not `[[sync]]`
+            raise OcibridgeError(f"{where}: sync: expected a list of entries: in TOML each is a [[sync]] table "
+                                 "(two brackets), in YAML a '- source: ...' item under sync:") from None
+        given = repr(first.get("input"))
+        given = given if len(given) <= 60 else given[:57] + "..."
+        if first["type"] in ("model_type", "dict_type"):  # (pydantic names the class: "instance of TagFilter")
+            raise OcibridgeError(f"{where}: {loc}: expected a table of keys ({{ key = value, ... }}), "
+                                 f"not {given}") from None
+        if first["type"] == "list_type":
+            wrap = f": write [{given}]" if isinstance(first["input"], str) else ""
+            raise OcibridgeError(f"{where}: {loc}: expected a list ([...]), not {given}{wrap}") from None
         # a check of ours raising ValueError reads as our sentence, not pydantic's "Value error, ..."
         msg = first["msg"].removeprefix("Value error, ") if first["type"] == "value_error" else first["msg"]
         raise OcibridgeError(f"{where}: {loc}: {msg}") from None
     return job.with_base_dir(base_dir or Path.cwd())
 
 
+def _keys_meant(loc: tuple[int | str, ...]) -> str:
+    """For an unknown key at ``loc``: the key of that table it is closest to, else the table's keys."""
+    import difflib
+
+    model: type[BaseModel] | None = MirrorJob
+    for part in loc[:-1]:  # list indexes and registry hosts are not keys of a table: passed over
+        if model is not None and isinstance(part, str) and part in model.model_fields:
+            model = _table_in(model.model_fields[part].annotation)
+    keys = list(model.model_fields) if model is not None else []
+    close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"the keys here: {', '.join(keys)}"
+
+
+def _table_in(annotation: object) -> type[BaseModel] | None:
+    """The settings table a field holds (``X``, ``X | None``, ``list[X]``, ``dict[str, X]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _table_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
 def load_job(path: str | os.PathLike[str]) -> MirrorJob:
     """Read a job file: TOML (``.toml``, the default), YAML (``.yaml``/``.yml``) or JSON."""
+    if not os.fspath(path).strip():  # Path("") is the current directory: "mirror job .: Is a directory"
+        raise UsageError("an empty JOB (an unset shell variable?)")
     path = Path(path)
     return parse_job(read_job_document(path), path.resolve().parent, str(path))

@@ -71,7 +71,15 @@ def _execute(plan: EntryPlan, progress: ProgressCallback | None, siblings: list[
         return []
     assert plan.target is not None
     conc = plan.settings.concurrency
-    target = plan.target.store
+    try:
+        target = plan.target.writable()  # a layout target is made here, for its first copy
+    except (OcibridgeError, OSError) as e:  # it cannot be made: each artifact fails, the other entries run
+        reason = (error_text(e) if isinstance(e, OcibridgeError)
+                  else f"cannot make {plan.target.name}: {e.filename or plan.target.name}: {e.strerror or e}")
+        for item in plan.copies:
+            item.result.status, item.result.reason = "failed", reason
+            _emit(progress, item.result)
+        return [item.result for item in plan.copies]
     if not isinstance(target, WritableStore):  # only a dry run's target that is not there yet
         raise OcibridgeError(f"{plan.target.name}: nothing can be written there")
     locks = BlobLocks()  # copies of one entry share blobs: each is sent once

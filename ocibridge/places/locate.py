@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import InvalidReference, NotFound, UsageError
@@ -80,9 +81,13 @@ def locate(text: str | Locator, role: Role) -> Locator:
     kind = kinds.by_scheme(text)
     if kind is not None:
         return _checked(_grammar(kind)(text), role, text)
+    _no_other_scheme(text, role)
     if role is Role.REGISTRY and _stored(text) is not None:
         raise UsageError(f"{text} is a model of the local store; a registry reference is needed here "
                          "(host/repo:tag or @digest: push it to a registry first)")
+    if role is Role.REGISTRY and refs.path_like(text):  # read as a registry name: "invalid registry host '.'"
+        raise UsageError(f"{text} is a local path; a registry reference is needed here (host/repo:tag or "
+                         f"@digest: push it to a registry first: ocibridge push {text} HOST/REPO:TAG)")
     if role is Role.REGISTRY or role is Role.JOB:
         return refs.parse_registry_reference(text)
     if role is Role.OUTPUT:
@@ -172,6 +177,8 @@ def _output(text: str) -> Locator:
 #: how other tools write a registry reference: skopeo's transport, helm's, flux's and oras' docs' scheme
 _REGISTRY_SCHEMES = ("docker://", "oci://")
 _URL_SCHEMES = ("https://", "http://")
+#: a URL's scheme (RFC 3986) before ``://``
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def _other_tools_spelling(text: str) -> str | None:
@@ -195,6 +202,19 @@ def _other_tools_spelling(text: str) -> str | None:
         raise UsageError(f"{text}: a registry reference has no URL scheme: write {rest}; add --plain-http "
                          "for a registry that speaks HTTP")
     return None
+
+
+def _no_other_scheme(text: str, role: Role) -> None:
+    """``s3://…``, ``gs://…``, ``file://…``: a scheme no store or kind reads. Said as such, with
+    the spellings that are read (as a registry name it was only "no scheme expected")."""
+    scheme = _SCHEME.match(text)
+    if scheme is None or os.path.exists(text):
+        return
+    ways = {Role.REGISTRY: "", Role.JOB: ", an OCI layout as oci:PATH[:TAG]; a mirror job's source also as "
+            "ollama:NAME, ollama://[HOST/]NAME or hf://ORG/NAME"}.get(
+        role, ", an OCI layout as oci:PATH[:TAG], a file or directory as its path")
+    raise UsageError(f"{text}: ocibridge reads no {scheme.group(1)}:// places; write a registry model as "
+                     f"HOST/REPO[:TAG] (no scheme){ways}")
 
 
 def registry_text(text: str, usage: str) -> str:

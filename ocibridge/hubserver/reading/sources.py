@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
-from ocibridge.oci.reference import LayoutReference, RegistryReference, check_tag
+from ocibridge.oci.reference import LayoutReference, RegistryReference, check_tag, path_like
 from ocibridge.stores.base import close_store
 
 if TYPE_CHECKING:
@@ -286,6 +286,12 @@ def _source(item: str | RegistryReference | LayoutReference, options: RegistryOp
         if located.tag or located.digest:
             raise UsageError(f"{located.text}: a source is a whole layout (oci:DIR), not one model in it")
         return LayoutSource(Path(located.path).expanduser(), located.text)
+    if isinstance(item, str) and not item.strip():  # (read as a registry, "" became the path "/x")
+        raise UsageError("an empty SOURCE (an unset shell variable?)")
+    if isinstance(item, str) and path_like(item):  # a model directory: read as a registry, "invalid host '.'"
+        raise UsageError(f"{item} is a local path: a SOURCE is a registry prefix (host/path), oci:DIR (a layout) "
+                         f"or local; push the model first (ocibridge push {item} oci:DIR:ORG/NAME:latest, or to a "
+                         "registry)")
     if isinstance(item, str) and "/" not in item:  # a registry alone: every repository of it
         located = locate(f"{item}/x", Role.REGISTRY)
         assert isinstance(located, RegistryReference)
