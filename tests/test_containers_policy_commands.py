@@ -183,10 +183,8 @@ def test_every_command_that_uses_a_model_obeys_a_rejecting_policy(tmp_path, monk
         assert code != 0, (argv, out)
         assert "rejects it" in err + out, (argv, err)
         after = _snapshot(tmp_path)
-        if argv[0] == "mirror":  # a mirror opens its target layout first (empty), as with a verify block
-            assert json.loads((tmp_path / "mirror" / "index.json").read_text())["manifests"] == []
-            after = {k: v for k, v in after.items() if not k.startswith("mirror")}
-        assert after == before, argv  # nothing written anywhere under the test's folder
+        assert after == before, argv  # nothing written anywhere under the test's folder (a mirror's
+        # target layout included: it is made only for an artifact copied into it)
     # and the same commands run when the policy accepts (the refusal was the policy's)
     _write(policy, {"default": ACCEPT})
     assert main(["pull", src, str(tmp_path / "out"), "-q"]) == 0

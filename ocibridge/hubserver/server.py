@@ -147,10 +147,13 @@ def check_tls_files(cert: str, key: str) -> None:
             raise UsageError(f"{flag} {path}: {e.strerror or e}") from None
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
-    except (ssl.SSLError, ValueError) as e:
-        reason = getattr(e, "reason", None) or str(e)
-        raise UsageError(f"--cert {cert} --key {key}: not a PEM certificate and the private key that goes with "
-                         f"it ({reason})") from None
+        return
+    except ssl.SSLError as e:
+        reason = e.reason or str(e)  # OpenSSL's short name ("PEM lib", "KEY_VALUES_MISMATCH")
+    except ValueError as e:
+        reason = str(e)
+    raise UsageError(f"--cert {cert} --key {key}: not a PEM certificate and the private key that goes with it "
+                     f"({reason})")
 
 
 def server(app: Starlette, options: ServerSettings, sock: socket.socket | None = None) -> Any:
