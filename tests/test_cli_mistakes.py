@@ -115,10 +115,11 @@ def test_an_empty_source_or_destination_is_refused(argv, tmp_path):
 
 @pytest.mark.parametrize(("argv", "written"), [
     (["pull", "oci:{tmp}/lay:v1", "{full}/out"], "{full}/out"),
+    (["pull", "oci:{tmp}/lay:v1", "out"], "{full}/out"),  # relative to the working directory, on the tmpfs
     (["push", "{tmp}/m", "tiny:v1"], "{full}/store"),  # the local store
     (["push", "{tmp}/m"], "{full}/store"),
     (["copy", "oci:{tmp}/lay:v1", "oci:{full}/copied:v1"], "{full}/copied"),
-], ids=["pull", "push NAME:TAG", "push", "copy"])
+], ids=["pull", "pull relative", "push NAME:TAG", "push", "copy"])
 def test_a_full_disk_names_the_places_the_command_writes(argv, written, tmp_path):
     """A full disk reported by a buffered write's flush carries no file name: the line names the
     destination (the local store for a bare NAME:TAG) and the cache, so the user knows which disk
@@ -135,7 +136,8 @@ def test_a_full_disk_names_the_places_the_command_writes(argv, written, tmp_path
                              "-q"], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert pushed.returncode == 0, pushed.stderr
     words = " ".join(f'"{a.format(tmp=tmp_path, full=full)}"' for a in argv)
-    script = f'mount -t tmpfs -o size=64k tmpfs "{full}" && "$0" -m ocibridge {words}; echo "exit $?"; ls -A "{full}"'
+    script = (f'mount -t tmpfs -o size=64k tmpfs "{full}" && cd "{full}" && "$0" -m ocibridge {words}; '
+              f'echo "exit $?"; ls -A "{full}"')
     done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, sys.executable],
                           env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.stdout.splitlines() == ["exit 1"], (done.stdout, done.stderr)  # and the tmpfs is left empty

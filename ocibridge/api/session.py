@@ -23,6 +23,8 @@ __all__ = ["OFFLINE_ENV", "closing_opened_stores", "enable_request_log", "source
 #: the arguments that name where a command writes (pull's DEST or -o, copy's and convert's DST,
 #: load's PREFIX)
 _WRITTEN_TO = ("dest", "output", "dst", "prefix")
+#: the commands whose destination is files (pull's directory or archive, save's bundle), not a store
+_WRITES_FILES = ("pull", "save")
 #: the commands that write into the local store when no destination is named
 _STORE_BY_DEFAULT = ("push", "load")
 
@@ -56,15 +58,14 @@ def written_places(command: str, given: Mapping[str, object]) -> list[str]:
     places: list[str] = []
     if not texts and command in _STORE_BY_DEFAULT:
         places.append(str(default_store_path()))
+    role = Role.OUTPUT if command in _WRITES_FILES else Role.DESTINATION  # as the command reads it
     for text in texts:
-        for role in (Role.DESTINATION, Role.OUTPUT):  # a store, else pull's directory or archive
-            with contextlib.suppress(OcibridgeError):
-                located = locate(text, role)
-                if is_local_name(located):
-                    places.append(str(default_store_path()))
-                elif isinstance(located, (LayoutReference, PathReference)):
-                    places.append(os.path.abspath(os.path.expanduser(located.path)))
-                break
+        with contextlib.suppress(OcibridgeError):
+            located = locate(text, role)
+            if is_local_name(located):
+                places.append(str(default_store_path()))
+            elif isinstance(located, (LayoutReference, PathReference)):
+                places.append(os.path.abspath(os.path.expanduser(located.path)))
     return [*dict.fromkeys(places), f"the cache {cache_root()}"]
 
 
