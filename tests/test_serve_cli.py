@@ -133,3 +133,24 @@ def test_a_source_that_is_empty_or_a_path_says_what_a_source_is(source, said, ca
     assert main(["serve", source, "--listen", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [f"ocibridge: error: {said} (see 'ocibridge serve --help')"], err
+
+
+def test_a_key_with_a_passphrase_is_not_loaded_before_serve_starts(tmp_path):
+    """The TLS files are checked once before serve starts; a key protected by a passphrase is
+    only opened there: loading it asked for the passphrase (four times, counting the three calls
+    that check the address), and then uvicorn asked again. Run without a terminal, as a check
+    that asked would fail."""
+    from cryptography.hazmat.primitives import serialization
+    from support.certs import make_tls_files
+
+    tls = make_tls_files(tmp_path / "tls")
+    key = serialization.load_pem_private_key(tls.key_file.read_bytes(), password=None)
+    locked = tmp_path / "locked.pem"
+    locked.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                         serialization.BestAvailableEncryption(b"secret")))
+    code = ("import sys; from ocibridge.hubserver.server import check_tls_files; "
+            "check_tls_files(sys.argv[1], sys.argv[2])")
+    done = subprocess.run([sys.executable, "-c", code, str(tls.cert_file), str(locked)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60, check=False, start_new_session=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and done.stderr == "", done.stderr

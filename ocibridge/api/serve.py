@@ -186,7 +186,13 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.hubserver.reading.catalog import Catalog
     from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.replicas.trusted import parse_networks
-    from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
+    from ocibridge.hubserver.server import (
+        ServerSettings,
+        build_app,
+        check_listening,
+        check_tls_files,
+        parse_public_url,
+    )
     from ocibridge.hubserver.writes.publishing import Publishing
     from ocibridge.signing.containers_policy import UsePolicy, find_policy_file, read_policy_file
 
@@ -212,6 +218,8 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     if options.staging_budget < 1:
         raise UsageError(f"--staging-budget {options.staging_budget}: expected a size of at least one byte")
     check_listening(settings)
+    if settings.cert and settings.key:
+        check_tls_files(settings.cert, settings.key)  # once: a key's passphrase is asked by uvicorn alone
     located = parse_sources([sources] if isinstance(sources, str) else sources, transfer.registry_options())
     if evidence is not None and not isinstance(located[0], RegistrySource):
         raise UsageError(f"--sign-key, --sbom and --provenance sign and attest the commits serve pushes to a "

@@ -124,27 +124,33 @@ def build_app(catalog: Catalog, options: ServerSettings) -> Starlette:
                       staging=Staging(budget=options.staging_budget, expiry=options.staging_expiry))
 
 
+#: bytes of a key file read to tell whether a passphrase protects it (its PEM header lines)
+PEM_HEAD = 256
+
+
 def check_listening(options: ServerSettings) -> tuple[str, int]:
     """The address to listen at; the TLS files go together."""
     host, port = parse_listen(options.listen)
     if bool(options.cert) != bool(options.key):
         raise UsageError("--cert and --key go together")
-    if options.cert and options.key:
-        check_tls_files(options.cert, options.key)
     return host, port
 
 
 def check_tls_files(cert: str, key: str) -> None:
-    """Load ``--cert`` and ``--key`` as uvicorn will, before anything starts: uvicorn loads them
-    after the banner, and its error names no file ("No such file or directory", "[SSL] PEM lib")."""
+    """Load ``--cert`` and ``--key`` as uvicorn will, once, before anything starts: uvicorn loads
+    them after the banner, and its error names no file ("No such file or directory", "[SSL] PEM
+    lib"). A key protected by a passphrase is only opened: loading it here would ask for the
+    passphrase, and uvicorn asks again."""
     import ssl
 
     for flag, path in (("--cert", cert), ("--key", key)):
         try:
-            with open(path, "rb"):
-                pass
+            with open(path, "rb") as f:
+                head = f.read(PEM_HEAD)
         except OSError as e:
             raise UsageError(f"{flag} {path}: {e.strerror or e}") from None
+    if b"ENCRYPTED" in head:  # PKCS#8 "BEGIN ENCRYPTED PRIVATE KEY", or OpenSSL's "Proc-Type: 4,ENCRYPTED"
+        return
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
         return
