@@ -395,3 +395,47 @@ def test_a_failed_mount_is_one_line_and_leaves_no_directory_it_made(registry, tm
     assert not (tmp_path / "a").exists()
     done = run(["mount", "bad::ref", str(where)], env, check=False)  # refused before any process starts
     assert done.returncode == 2 and done.stderr.startswith("ocibridge: error: invalid repository")
+
+
+#: a FUSE file system of another program (mfusepy, an empty directory), mounted in the foreground
+OTHER_FS = """
+import sys, errno, mfusepy
+class Empty(mfusepy.Operations):
+    def getattr(self, path, fh=None):
+        if path == "/":
+            return {"st_mode": 0o40755, "st_nlink": 2}
+        raise mfusepy.FuseOSError(errno.ENOENT)
+    def readdir(self, path, fh):
+        return [".", ".."]
+mfusepy.FUSE(Empty(), sys.argv[1], foreground=True, fsname="otherfs", subtype="otherfs")
+"""
+
+
+def test_a_mount_leaves_another_programs_dead_mount_to_its_owner(model, registry, tmp_path):
+    """``mount`` clears a dead ocibridge mount first (its process killed). Another program's dead
+    FUSE mount was cleared the same way, silently, while ``umount`` refuses to touch it; now the
+    mount refuses the directory, and the other mount is left as it was."""
+    repo, _ = model
+    where = tmp_path / "other"
+    where.mkdir()
+    other = subprocess.Popen([OCIBRIDGE[0], "-c", OTHER_FS, str(where)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not is_mounted(where):
+            assert other.poll() is None and time.monotonic() < deadline, "the other file system did not mount"
+            time.sleep(0.05)
+        other.kill()
+        other.wait()
+        with pytest.raises(OSError) as dead:
+            os.stat(where)
+        assert dead.value.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+        done = run(["mount", f"{registry.host}/{repo}:v1", str(where)], mount_env(tmp_path / "env"), check=False)
+        assert done.returncode == 1, done.stderr
+        assert "is the mount point of a fuse.otherfs" in done.stderr, done.stderr
+        assert is_mounted(where)  # left for its owner
+    finally:
+        other.kill()
+        for _ in range(3):  # the other mount, and one of ours had it been stacked on it
+            if not is_mounted(where):
+                break
+            subprocess.run(["fusermount3", "-uz", str(where)], capture_output=True, check=False)

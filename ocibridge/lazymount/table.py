@@ -92,8 +92,11 @@ def refuse_a_mount_point(directory: Path) -> None:
 def clear_dead_mount(directory: Path) -> bool:
     """Unmount a FUSE mount at ``directory`` whose process is gone (``stat`` answers "Transport
     endpoint is not connected", or at first "connection abort": a mount process killed, a
-    DaemonSet's container restarted), so it can be mounted again; whether there was one."""
-    if not is_mounted(directory):
+    DaemonSet's container restarted), so it can be mounted again; whether there was one. Only
+    an ocibridge mount: another program's dead mount is left for its owner (the mount refuses
+    the directory)."""
+    entry = mount_entry(directory)
+    if entry is None or entry.foreign:
         return False
     try:
         os.stat(directory)
