@@ -143,13 +143,8 @@ def check_tls_files(cert: str, key: str) -> None:
     passphrase, and uvicorn asks again."""
     import ssl
 
-    for flag, path in (("--cert", cert), ("--key", key)):
-        try:
-            with open(path, "rb") as f:
-                head = f.read(PEM_HEAD)
-        except OSError as e:
-            raise UsageError(f"{flag} {path}: {e.strerror or e}") from None
-    if b"ENCRYPTED" in head:  # PKCS#8 "BEGIN ENCRYPTED PRIVATE KEY", or OpenSSL's "Proc-Type: 4,ENCRYPTED"
+    _pem_head("--cert", cert)
+    if b"ENCRYPTED" in _pem_head("--key", key):  # PKCS#8 "BEGIN ENCRYPTED PRIVATE KEY", or "Proc-Type: 4,ENCRYPTED"
         return
     try:
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
@@ -160,6 +155,16 @@ def check_tls_files(cert: str, key: str) -> None:
         reason = str(e)
     raise UsageError(f"--cert {cert} --key {key}: not a PEM certificate and the private key that goes with it "
                      f"({reason})")
+
+
+def _pem_head(flag: str, path: str) -> bytes:
+    """The first bytes of a TLS file (its PEM header lines); one line naming ``flag`` and the
+    file when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(PEM_HEAD)
+    except OSError as e:
+        raise UsageError(f"{flag} {path}: {e.strerror or e}") from None
 
 
 def server(app: Starlette, options: ServerSettings, sock: socket.socket | None = None) -> Any:
