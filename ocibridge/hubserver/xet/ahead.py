@@ -104,13 +104,17 @@ class Ahead:
 
     # -- what the xorb route tells ------------------------------------------------------------
     def started(self, repo_id: str, xorb: bytes) -> None:
-        """An upload of ``xorb`` for ``repo_id`` began (the file's next xorb, as guessed)."""
+        """An upload of ``xorb`` for ``repo_id`` began (the file's next xorb, as guessed). The
+        build is woken: a xorb verified before it is whole now (:meth:`_ready`), and is built
+        while this one arrives, not once it is verified (hf_xet sends its first xorbs one at a
+        time: the registry's upload began a xorb's arrival later, ~0.3 s a publish)."""
         with self._cond:
             stream = self._streams.get(repo_id)
             if stream is None or stream.closed or stream.dead is not None:
                 stream = self._streams[repo_id] = _Stream(self.tmp / f"ahead-{uuid.uuid4().hex}")
                 threading.Thread(target=self._build, args=(repo_id, stream), name="xet-ahead", daemon=True).start()
             stream.order.append(xorb)
+            self._cond.notify_all()
 
     def verified(self, repo_id: str, xorb: bytes, chunks: ChunkList | None) -> None:
         """``xorb`` is kept, its chunks' hashes and lengths ``chunks`` (None: it was refused)."""
