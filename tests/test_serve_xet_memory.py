@@ -148,3 +148,33 @@ def test_recording_a_4_gib_file_takes_what_a_1_gib_one_does(tmp_path: Path):
     times what 1 GiB did: every chunk of the file as tuples, their places, the answer at once."""
     small, large = _record_peak(tmp_path, 16 * 1024), _record_peak(tmp_path, 64 * 1024)
     assert large < 4 * MIB and large < small + 2 * MIB, (small, large)
+
+
+def test_an_answer_waits_for_the_records_written_after_their_shards(tmp_path: Path, monkeypatch):
+    """A shard is answered before its files are recorded for dedupe (a thread writes the record:
+    0.1 s a GiB the client no longer waits for); a dedupe question of that repository asked
+    meanwhile waits for the record, so it is answered as if recorded at once. A record that
+    fails leaves no question waiting."""
+    lists, names, entries = _record_inputs()
+    found = dedupe.Dedupe(tmp_path / "xorbs", tmp_path / "dd")
+    (tmp_path / "xorbs").mkdir()
+    for name, chunks in zip(names, lists, strict=True):
+        found.remember_xorb(name, chunks)
+        (tmp_path / "xorbs" / merkle.hex_of(name)).write_bytes(b"kept")
+    write = found.record
+
+    def slow_record(repo_id, shard_entries):
+        time.sleep(0.5)
+        if repo_id == "acme/broken":
+            raise OSError("disk gone")
+        write(repo_id, shard_entries)
+
+    monkeypatch.setattr(found, "record", slow_record)
+    found.record_later("acme/x", entries)
+    first = lists[0][0][0]
+    assert found.answer("acme/x", first, lambda sha, size: True) is not None
+    assert found.places("acme/x", names[2]) is not None
+    found.record_later("acme/broken", entries)
+    started = time.monotonic()
+    assert found.answer("acme/broken", first, lambda sha, size: True) is None
+    assert time.monotonic() - started < 5

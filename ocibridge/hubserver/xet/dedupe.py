@@ -39,10 +39,13 @@ import functools
 import hashlib
 import heapq
 import itertools
+import logging
 import os
+import queue
 import secrets
 import struct
 import tempfile
+import threading
 import time
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -54,7 +57,9 @@ import blake3
 from ocibridge.core.environment import cache_root
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.chunklist import ChunkList
-from ocibridge.hubserver.xet.shards import FileEntry, Segment
+from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
+
+log = logging.getLogger("ocibridge.hubserver")
 
 #: xet-core's MDB_SHARD_GLOBAL_DEDUP_CHUNK_MODULUS
 DEDUPE_MODULUS = 1024
@@ -72,6 +77,8 @@ LOOKUP_BATCH = 4096
 #: the chunk lists a record holds at once (the last read): a file's xorbs come one after another,
 #: and a shard of small files names one xorb many times over
 RECENT = 4
+#: seconds an answer waits for the records of its repository still being written
+SETTLE = 60.0
 Chunks = Sequence[tuple[bytes, int]]
 #: (file SHA-256 hex, offset, length, file size)
 Place = tuple[str, int, int, int]
@@ -173,6 +180,10 @@ class Dedupe:
     def __init__(self, xorbs: Path, root: Path | None = None):
         self.xorbs = xorbs  # where upload.py keeps the verified xorbs
         self.root = root if root is not None else cache_root() / "serve" / "xetdedupe"
+        self._queue: queue.SimpleQueue[tuple[str, Sequence[FileEntry]]] = queue.SimpleQueue()
+        self._pending: dict[str, int] = {}  # records queued and not written, by repository
+        self._cond = threading.Condition()
+        self._worker: threading.Thread | None = None
 
     def _repo(self, repo_id: str) -> Path:
         return self.root / "repos" / hashlib.sha256(repo_id.lower().encode()).hexdigest()
@@ -196,6 +207,39 @@ class Dedupe:
         return chunks
 
     # -- recording and answering ----------------------------------------------------------------
+    def record_later(self, repo_id: str, entries: Sequence[FileEntry]) -> None:
+        """:meth:`record` on one thread of its own, after the shard is answered: the record is
+        only for later uploads (0.1 s a GiB of a file, which the client waited for), and every
+        answer of ``repo_id`` waits for it (:meth:`_settled`). One thread: records of one
+        repository read and rewrite the same files, in order."""
+        with self._cond:
+            self._pending[repo_id] = self._pending.get(repo_id, 0) + 1
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._write_records, name="xet-dedupe", daemon=True)
+                self._worker.start()
+        self._queue.put((repo_id, entries))
+
+    def _write_records(self) -> None:
+        while True:
+            repo_id, entries = self._queue.get()
+            try:
+                self.record(repo_id, entries)
+            except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
+                log.warning("%s: a shard's files not kept for dedupe: %s", repo_id, e)
+            except Exception as e:  # noqa: BLE001 - the thread serves every later record
+                log.warning("%s: a shard's files not kept for dedupe: %r", repo_id, e)
+            finally:
+                with self._cond:
+                    left = self._pending.pop(repo_id) - 1
+                    if left:
+                        self._pending[repo_id] = left
+                    self._cond.notify_all()
+
+    def _settled(self, repo_id: str) -> None:
+        """Wait (up to :data:`SETTLE`) for the records of ``repo_id`` queued before this."""
+        with self._cond:
+            self._cond.wait_for(lambda: repo_id not in self._pending, SETTLE)
+
     def record(self, repo_id: str, entries: Sequence[FileEntry]) -> None:
         """Remember ``entries`` (the files a shard of ``repo_id`` sent, verified and staged): the
         answer naming each one's xorbs, under its first chunk and every eligible chunk of it, and
@@ -264,6 +308,7 @@ class Dedupe:
 
     def places(self, repo_id: str, xorb: bytes) -> list[Place | None] | None:
         """Where each chunk of ``xorb`` lies in a file of ``repo_id`` (None: not known)."""
+        self._settled(repo_id)
         try:
             raw = (self._repo(repo_id) / "places" / merkle.hex_of(xorb)).read_bytes()
         except FileNotFoundError:
@@ -277,6 +322,7 @@ class Dedupe:
     def answer(self, repo_id: str, chunk: bytes, held: Callable[[str, int], bool]) -> bytes | None:
         """The shard for ``chunk`` in ``repo_id``, when every xorb it names is still kept or can
         be rebuilt from files ``held(sha256, size)`` says serve can read."""
+        self._settled(repo_id)
         repo = self._repo(repo_id)
         try:
             name = (repo / "chunks" / merkle.hex_of(chunk)).read_text()

@@ -315,10 +315,7 @@ class XetUpload:
                     self.staging.pin(sha256, repo_id, writer)  # repo_id's commit may name it, and gives it back
         finally:
             shutil.rmtree(held, ignore_errors=True)
-        try:
-            self.dedupe.record(repo_id, list(unique.values()))
-        except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
-            log.warning("%s: a shard's files not kept for dedupe: %s", repo_id, e)
+        self.dedupe.record_later(repo_id, list(unique.values()))  # written after the answer
         return None
 
     def _no_disk_for(self, declared: int) -> str | None:
