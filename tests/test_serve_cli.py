@@ -167,3 +167,24 @@ def test_a_key_with_a_passphrase_is_not_loaded_before_serve_starts(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0 and done.stderr == "", done.stderr
 
+
+def test_a_key_whose_passphrase_cannot_be_had_is_one_line_naming_the_key(tmp_path):
+    """An encrypted key whose passphrase was wrong (or could not be asked: no terminal) printed
+    the banner, then 'ocibridge: error: Invalid argument' when uvicorn loaded it. The key is now
+    loaded before the banner, and the line names it and says what went wrong. (OpenSSL's own
+    'Enter PEM pass phrase:' prompts come before it.)"""
+    from cryptography.hazmat.primitives import serialization
+    from support.certs import make_tls_files
+
+    tls = make_tls_files(tmp_path / "tls")
+    key = serialization.load_pem_private_key(tls.key_file.read_bytes(), password=None)
+    locked = tmp_path / "locked.pem"
+    locked.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                         serialization.BestAvailableEncryption(b"secret")))
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "local", "--listen", f"127.0.0.1:{free_port()}",
+                           "--cert", str(tls.cert_file), "--key", str(locked)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60, check=False, start_new_session=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_STORE": str(tmp_path / "store")})
+    assert done.returncode == 1 and "serving the" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1] == (f"ocibridge: error: --key {locked}: the key is encrypted and could not be "
+                                            "decrypted (a wrong passphrase, or no terminal to ask for it)")

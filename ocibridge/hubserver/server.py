@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.errors import UsageError
+from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
 from ocibridge.hubserver.replicas.trusted import LOOPBACK
 from ocibridge.hubserver.settings import COMPARE_BUDGET, MULTIPART_MIN, PAGE, PART_SIZE, ServeSettings
@@ -181,6 +181,19 @@ def _tls_problem(cert: str, key: str, mismatch: bool) -> str:
             "cut short or edited?)")
 
 
+def _load_tls(config: Any, key: str) -> None:
+    """Load uvicorn's config (its TLS context) before the banner, so that a key whose passphrase
+    is wrong (OpenSSL asks at the terminal) is one line naming the key: uvicorn's own load, once
+    serving, ended with OpenSSL's 'Invalid argument' or '[SSL] PEM lib (_ssl.c:3926)'."""
+    try:
+        config.load()
+    except OSError:  # (ssl.SSLError is one)
+        if b"ENCRYPTED" not in _pem_head("--key", key):  # (the files were checked: something else)
+            raise
+        raise OcibridgeError(f"--key {key}: the key is encrypted and could not be decrypted (a wrong passphrase, "
+                             "or no terminal to ask for it)") from None
+
+
 def _pem_head(flag: str, path: str, size: int = PEM_HEAD) -> bytes:
     """The first bytes of a TLS file (its PEM header lines); one line naming ``flag`` and the
     file when it cannot be read."""
@@ -235,6 +248,13 @@ def run(app: Starlette, options: ServerSettings) -> None:
     host, port = check_listening(options)
     sock = bind(host, port)  # a port in use: one error line, before anything is started
     port = sock.getsockname()[1]  # the port given for ':0' (any free one), which the banner must name
+    served = server(app, options)
+    if options.key:
+        try:
+            _load_tls(served.config, options.key)
+        except BaseException:
+            sock.close()
+            raise
     state = app.state.serve
     shown = f"[{host}]" if ":" in host else host
     url = options.public_url or f"{'https' if options.cert else 'http'}://{shown}:{port}"
@@ -244,6 +264,6 @@ def run(app: Starlette, options: ServerSettings) -> None:
     warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
     try:
         with sock, state.staging.sweeping():  # abandoned uploads go on a timer
-            server(app, options).run(sockets=[sock])
+            served.run(sockets=[sock])
     finally:
         state.close()  # the chunks verified so far are in the model cache when it returns
