@@ -171,6 +171,28 @@ def test_mirror_without_a_job_names_only_the_job(capsys):
                               "(see 'ocibridge mirror --help')\n")
 
 
+@pytest.mark.parametrize(("argv", "missing"), [
+    (["sign"], "REF"), (["attest"], "REF"), (["verify-dir"], "DIR"), (["attach"], "REF"),
+    (["convert"], "SRC, DST"), (["save"], "REF"), (["convert", "a"], "DST"),
+    (["sign", "a"], "--key"), (["convert", "a", "b"], "--to"), (["save", "a"], "-o/--output"),
+])
+def test_a_missing_positional_is_named_before_a_missing_required_flag(argv, missing, capsys):
+    """``ocibridge sign`` alone said '--key' is required, not the REF it signs: flags are parsed
+    before positionals (intermixed), and argparse checked the required flags there. The
+    positionals are now named first; a required flag once they are all given."""
+    code, err = _usage_error(argv, capsys)
+    assert (code, err) == (2, f"ocibridge: error: the following arguments are required: {missing} "
+                              f"(see 'ocibridge {argv[0]} --help')\n")
+
+
+def test_a_required_flag_is_still_shown_required_in_the_usage(capsys):
+    """The required flags are checked after the positionals; --help still shows them required."""
+    with pytest.raises(SystemExit) as done:
+        main(["sign", "--help"])
+    usage = " ".join(capsys.readouterr().out.split("options:")[0].split())
+    assert done.value.code == 0 and " --key KEY " in usage and "[--key KEY]" not in usage, usage
+
+
 def test_the_package_ships_py_typed():
     from pathlib import Path
 

@@ -223,6 +223,38 @@ def test_sync_written_as_one_table_says_to_write_two_brackets(tmp_path: Path) ->
     assert str(raised.value) == "job.toml: sync.0.tags.allow: expected a list ([...]), not 'v1': write ['v1']"
 
 
+@pytest.mark.parametrize(("value", "said"), [
+    ({"concurrency": {"artifacts": "4"}}, "sync.0.concurrency.artifacts: expected a whole number, not '4': write 4"),
+    ({"concurrency": {"blobs": 2.5}}, "sync.0.concurrency.blobs: expected a whole number, not 2.5"),
+    ({"referrers": "no"}, "sync.0.referrers: expected true or false, not 'no'"),
+    ({"provenance": "true"}, "sync.0.provenance: expected true or false, not 'true': write true"),
+    ({"referrers": 0}, "sync.0.referrers: expected true or false, not 0"),
+    ({"rate_limit": {"requests_per_second": "50"}},
+     "sync.0.rate_limit.requests_per_second: expected a number, not '50': write 50"),
+    ({"tags": {"latest": "3"}}, "sync.0.tags.latest: expected a whole number, not '3': write 3"),
+    ({"endpoint": 8080}, "sync.0.endpoint: expected a string in quotes, not 8080"),
+])
+def test_a_value_of_the_wrong_type_is_refused_not_converted(value: dict[str, object], said: str) -> None:
+    """A string where a number or a boolean goes was converted (``"4"`` became 4, ``"no"`` became
+    false): a job that reads one way and runs another. Each key now takes its own type only, in
+    one line saying what it takes."""
+    with pytest.raises(OcibridgeError) as raised:
+        parse_job({"sync": [{"source": "oci:a", "target": "oci:b", **value}]}, where="job.toml")
+    assert str(raised.value) == f"job.toml: {said}"
+
+
+def test_native_toml_values_still_load(tmp_path: Path) -> None:
+    """Strict types refuse strings for numbers, not TOML's own values: an integer where a float
+    goes (requests_per_second = 50) is still a number."""
+    job = tmp_path / "job.toml"
+    job.write_text('version = 1\n[defaults]\nreferrers = false\nrate_limit = { requests_per_second = 50 }\n'
+                   '[[sync]]\nsource = "oci:a"\ntarget = "oci:b"\nconcurrency = { artifacts = 3 }\n'
+                   'tags = { latest = 2, prereleases = true }\n')
+    loaded = load_job(job)
+    assert loaded.effective(loaded.sync[0]).rate_limit.requests_per_second == 50.0
+    assert loaded.sync[0].concurrency.artifacts == 3 and loaded.sync[0].tags.prereleases is True
+
+
 @pytest.mark.parametrize(("host", "meant"), [("http://127.0.0.1:5000", "127.0.0.1:5000"),
                                             ("https://registry.internal:5000/", "registry.internal:5000"),
                                             ("registry.internal:5000/mirror", "registry.internal:5000")])

@@ -387,6 +387,20 @@ def test_offline_a_mount_reads_what_the_model_cache_holds(model, registry, tmp_p
     assert "extra.bin: offline: blob sha256:" in (tmp_path / "offline.log").read_text()
 
 
+def test_offline_a_model_never_fetched_says_to_mount_it_online_first(tmp_path):
+    """``--offline`` of a model the cache never held said only that it was never fetched, not
+    what to do; the line now says to mount it once online first. Nothing is asked of the
+    registry (there is none here) and no directory is left."""
+    env = mount_env(tmp_path / "env")
+    ref = "registry.invalid:5000/acme/tiny:v1"
+    done = run(["mount", ref, str(tmp_path / "mnt"), "--offline"], env, check=False)
+    cache = tmp_path / "env" / "cache" / "models"
+    assert (done.returncode, done.stderr) == (
+        1, f"ocibridge: error: offline: {ref} was never fetched into the model cache ({cache}): mount it once "
+           "online first (or run 'ocibridge path' on it online)\n")
+    assert not (tmp_path / "mnt").exists()
+
+
 def test_a_failed_mount_is_one_line_and_leaves_no_directory_it_made(registry, tmp_path):
     env = mount_env(tmp_path / "env")
     where = tmp_path / "a" / "b"

@@ -97,26 +97,38 @@ def test_listen_given_a_url_a_bare_port_or_a_port_out_of_range_says_what_to_writ
     assert err.splitlines() == [f"ocibridge: error: {said} (see 'ocibridge serve --help')"], err
 
 
-@pytest.mark.parametrize("mistake", ["missing", "swapped", "another pair's key"])
+@pytest.mark.parametrize("mistake", ["missing", "swapped", "another pair's key", "not a certificate",
+                                     "a certificate as the key", "a damaged certificate"])
 def test_tls_files_that_cannot_be_used_are_one_line_before_serve_starts(mistake, tmp_path):
     """A --cert that does not exist printed the https banner, then 'ocibridge: error: No such file
     or directory' (no file named); swapped or mismatched files '[SSL] PEM lib (_ssl.c:3905)'. The
-    files are now loaded before anything starts: one line naming them, no banner, exit 2."""
+    files are now loaded before anything starts: one line naming them, no banner, exit 2. The
+    line says what is wrong in words, not OpenSSL's reason ('KEY_VALUES_MISMATCH', 'PEM lib')
+    and a line of _ssl.c."""
     from support.certs import make_tls_files
 
     tls, other = make_tls_files(tmp_path / "tls"), make_tls_files(tmp_path / "other")
+    (tmp_path / "notes.txt").write_text("not a certificate\n")
+    damaged = tmp_path / "damaged.pem"
+    damaged.write_text("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
     cert, key = {"missing": (tmp_path / "nope.pem", tls.key_file), "swapped": (tls.key_file, tls.cert_file),
-                 "another pair's key": (tls.cert_file, other.key_file)}[mistake]
+                 "another pair's key": (tls.cert_file, other.key_file),
+                 "not a certificate": (tmp_path / "notes.txt", tls.key_file),
+                 "a certificate as the key": (tls.cert_file, tls.cert_file),
+                 "a damaged certificate": (damaged, tls.key_file)}[mistake]
     done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "local", "--listen", f"127.0.0.1:{free_port()}",
                            "--cert", str(cert), "--key", str(key)], env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    if mistake == "missing":
-        assert done.stderr == (f"ocibridge: error: --cert {cert}: No such file or directory "
-                               "(see 'ocibridge serve --help')\n")
-    else:
-        assert done.stderr.startswith(f"ocibridge: error: --cert {cert} --key {key}: not a PEM certificate and "
-                                      "the private key that goes with it ("), done.stderr
+    said = {"missing": f"--cert {cert}: No such file or directory",
+            "swapped": f"--cert {cert}: a private key, not a certificate (are --cert and --key swapped?)",
+            "another pair's key": f"--key {key} does not go with --cert {cert}: it is the key of another "
+                                  "certificate",
+            "not a certificate": f"--cert {cert}: not a PEM certificate (no '-----BEGIN CERTIFICATE-----' line)",
+            "a certificate as the key": f"--key {key}: a certificate, not a private key",
+            "a damaged certificate": f"--cert {cert} --key {key}: a PEM certificate and a private key, but they "
+                                     "cannot be read (a file cut short or edited?)"}[mistake]
+    assert (done.returncode, done.stderr) == (2, f"ocibridge: error: {said} (see 'ocibridge serve --help')\n")
+    assert done.stdout == ""
 
 
 @pytest.mark.parametrize(("source", "said"), [
@@ -154,3 +166,25 @@ def test_a_key_with_a_passphrase_is_not_loaded_before_serve_starts(tmp_path):
                           capture_output=True, text=True, timeout=60, check=False, start_new_session=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_a_key_whose_passphrase_cannot_be_had_is_one_line_naming_the_key(tmp_path):
+    """An encrypted key whose passphrase was wrong (or could not be asked: no terminal) printed
+    the banner, then 'ocibridge: error: Invalid argument' when uvicorn loaded it. The key is now
+    loaded before the banner, and the line names it and says what went wrong. (OpenSSL's own
+    'Enter PEM pass phrase:' prompts come before it.)"""
+    from cryptography.hazmat.primitives import serialization
+    from support.certs import make_tls_files
+
+    tls = make_tls_files(tmp_path / "tls")
+    key = serialization.load_pem_private_key(tls.key_file.read_bytes(), password=None)
+    locked = tmp_path / "locked.pem"
+    locked.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                         serialization.BestAvailableEncryption(b"secret")))
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "local", "--listen", f"127.0.0.1:{free_port()}",
+                           "--cert", str(tls.cert_file), "--key", str(locked)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60, check=False, start_new_session=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_STORE": str(tmp_path / "store")})
+    assert done.returncode == 1 and "serving the" not in done.stderr, done.stderr
+    assert done.stderr.splitlines()[-1] == (f"ocibridge: error: --key {locked}: the key is encrypted and could not be "
+                                            "decrypted (a wrong passphrase, or no terminal to ask for it)")

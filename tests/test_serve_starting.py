@@ -98,6 +98,30 @@ def test_the_banner_says_what_where_and_to_whom_and_warns_of_a_silent_first_sour
     assert not [line for line in lines if "warning" in line]
 
 
+def test_an_empty_local_store_is_served_quietly_a_layout_that_is_not_one_is_not(layout):
+    """``serve local`` before anything was pushed or pulled warned 'no OCI layout' as if the store
+    were broken, and /readyz answered 503: the local store is made by the first write, so it is
+    served empty, quietly, and ready. A layout the user names that is not one is still reported."""
+    home, _ = layout
+    proc, url, log = start(home, "local", OCIBRIDGE_STORE=str(home / "never-written"))
+    try:
+        ready = httpx.get(f"{url}/readyz", timeout=10)
+        time.sleep(0.5)  # (the first source is checked in the background)
+    finally:
+        stop(proc)
+    assert ready.status_code == 200, ready.text
+    assert not [line for line in log.read_text().splitlines() if "warning" in line], log.read_text()
+    proc, url, log = start(home, f"oci:{home}/not-a-layout")
+    try:
+        deadline = time.monotonic() + 30
+        while "warning" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop(proc)
+    assert f"ocibridge: warning: the first source oci:{home}/not-a-layout does not answer: oci:{home}/not-a-layout: " \
+           f"no OCI layout at {home}/not-a-layout" in log.read_text().splitlines()
+
+
 def test_help_says_hub_api_not_read_api():
     done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "--help"], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)

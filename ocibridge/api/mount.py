@@ -189,6 +189,7 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
     from ocibridge.cache.keptblobs import CachedOnly, KeptBlobs
     from ocibridge.cache.models import ModelCache
     from ocibridge.cache.records import offline_from_env
+    from ocibridge.cache.source import OfflineMiss
     from ocibridge.places.locate import Role, locate, text_of
     from ocibridge.signing.use import needs_checking
 
@@ -199,7 +200,10 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
             raise UsageError(f"{shown}: the policy (--verify-key or the policy file) needs the registry: "
                              "it cannot be checked offline")
         cache = ModelCache()
-        desc = cache.remembered(shown)
+        try:
+            desc = cache.remembered(shown)
+        except OfflineMiss as e:  # (what to do: offline reads only what an online fetch kept)
+            raise OfflineMiss(f"{e}: mount it once online first (or run 'ocibridge path' on it online)") from None
         return LazyModel(CachedOnly(desc, cache), desc.digest, warn=say, chunk_store=CacheChunks(cache.root))
     model = open_model(located, transfer=transfer, verify=verify, warn=say, keep_blobs=True)
     if isinstance(model.store, KeptBlobs):

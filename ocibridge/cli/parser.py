@@ -40,10 +40,26 @@ class _Parser(argparse.ArgumentParser):
         # Python < 3.12 parses intermixed args by calling parse_known_args again: this flag
         # sends those inner calls to argparse's own parsing.
         self._intermixing = True
+        # The flags are parsed first, so a required one missing was told before a missing
+        # positional ('sign' alone: '--key', not the REF it signs): they are checked here, after.
+        # (the usage, which --help and errors print, is written first: with them still required)
+        required = [a for a in self._get_optional_actions() if a.required]
+        usage = self.usage
+        if required and usage is None:
+            self.usage = self.format_usage().removeprefix("usage: ").rstrip("\n")
+        for action in required:
+            action.required = False
         try:
             parsed, extras = self.parse_known_intermixed_args(args, namespace)
         finally:
             self._intermixing = False
+            self.usage = usage
+            for action in required:
+                action.required = True
+        given = vars(parsed)
+        missing = ["/".join(a.option_strings) for a in required if given.get(a.dest, a.default) is a.default]
+        if missing:
+            self.error(f"the following arguments are required: {', '.join(missing)}")
         # A command's parser: what it does not know is a mistake in this command. Plain argparse
         # hands the words up to the top-level parser, whose error points at 'ocibridge --help'.
         if extras:

@@ -151,7 +151,7 @@ def register(command: CommandAdder) -> None:
 
     p = command("attach", cmd_attach)
     p.add_argument("subject", metavar="REF")
-    p.add_argument("files", metavar="FILE", nargs="*")
+    p.add_argument("files", metavar="FILE", nargs="*", default=[])  # a default: argparse names a bare "*" as required
     p.add_argument("--artifact-type", required=True, metavar="TYPE", help="the artifact's type (a media type)")
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="manifest annotation (repeatable)")

@@ -5,13 +5,14 @@ to :data:`GRACE` seconds). The access log goes to stdout (uvicorn's), the rest t
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ocibridge.errors import UsageError
+from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
 from ocibridge.hubserver.replicas.trusted import LOOPBACK
 from ocibridge.hubserver.settings import COMPARE_BUDGET, MULTIPART_MIN, PAGE, PART_SIZE, ServeSettings
@@ -150,19 +151,55 @@ def check_tls_files(cert: str, key: str) -> None:
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
         return
     except ssl.SSLError as e:
-        reason = e.reason or str(e)  # OpenSSL's short name ("PEM lib", "KEY_VALUES_MISMATCH")
-    except ValueError as e:
-        reason = str(e)
-    raise UsageError(f"--cert {cert} --key {key}: not a PEM certificate and the private key that goes with it "
-                     f"({reason})")
+        mismatch = e.reason == "KEY_VALUES_MISMATCH"
+    except (OSError, ValueError):
+        mismatch = False
+    raise UsageError(_tls_problem(cert, key, mismatch))
 
 
-def _pem_head(flag: str, path: str) -> bytes:
+#: bytes of a TLS file read to say what it is when OpenSSL refuses it (a chain of certificates fits)
+PEM_WHOLE = 1 << 20
+_PRIVATE_KEY = re.compile(rb"-----BEGIN [A-Z ]*PRIVATE KEY-----")
+_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
+
+
+def _tls_problem(cert: str, key: str, mismatch: bool) -> str:
+    """What is wrong with a certificate and key OpenSSL refused, in words: its own reason is a
+    code and a line of _ssl.c ('[SSL] PEM lib (_ssl.c:3905)'), the same for most mistakes."""
+    cert_text, key_text = _pem_head("--cert", cert, PEM_WHOLE), _pem_head("--key", key, PEM_WHOLE)
+    if _CERTIFICATE not in cert_text:
+        if _PRIVATE_KEY.search(cert_text):
+            return f"--cert {cert}: a private key, not a certificate (are --cert and --key swapped?)"
+        return f"--cert {cert}: not a PEM certificate (no '{_CERTIFICATE.decode()}' line)"
+    if not _PRIVATE_KEY.search(key_text):
+        if _CERTIFICATE in key_text:
+            return f"--key {key}: a certificate, not a private key"
+        return f"--key {key}: not a PEM private key (no '-----BEGIN PRIVATE KEY-----' line)"
+    if mismatch:
+        return f"--key {key} does not go with --cert {cert}: it is the key of another certificate"
+    return (f"--cert {cert} --key {key}: a PEM certificate and a private key, but they cannot be read (a file "
+            "cut short or edited?)")
+
+
+def _load_tls(config: Any, key: str) -> None:
+    """Load uvicorn's config (its TLS context) before the banner, so that a key whose passphrase
+    is wrong (OpenSSL asks at the terminal) is one line naming the key: uvicorn's own load, once
+    serving, ended with OpenSSL's 'Invalid argument' or '[SSL] PEM lib (_ssl.c:3926)'."""
+    try:
+        config.load()
+    except OSError:  # (ssl.SSLError is one)
+        if b"ENCRYPTED" not in _pem_head("--key", key):  # (the files were checked: something else)
+            raise
+        raise OcibridgeError(f"--key {key}: the key is encrypted and could not be decrypted (a wrong passphrase, "
+                             "or no terminal to ask for it)") from None
+
+
+def _pem_head(flag: str, path: str, size: int = PEM_HEAD) -> bytes:
     """The first bytes of a TLS file (its PEM header lines); one line naming ``flag`` and the
     file when it cannot be read."""
     try:
         with open(path, "rb") as f:
-            return f.read(PEM_HEAD)
+            return f.read(size)
     except OSError as e:
         raise UsageError(f"{flag} {path}: {e.strerror or e}") from None
 
@@ -211,6 +248,13 @@ def run(app: Starlette, options: ServerSettings) -> None:
     host, port = check_listening(options)
     sock = bind(host, port)  # a port in use: one error line, before anything is started
     port = sock.getsockname()[1]  # the port given for ':0' (any free one), which the banner must name
+    served = server(app, options)
+    if options.key:
+        try:
+            _load_tls(served.config, options.key)
+        except BaseException:
+            sock.close()
+            raise
     state = app.state.serve
     shown = f"[{host}]" if ":" in host else host
     url = options.public_url or f"{'https' if options.cert else 'http'}://{shown}:{port}"
@@ -220,6 +264,6 @@ def run(app: Starlette, options: ServerSettings) -> None:
     warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
     try:
         with sock, state.staging.sweeping():  # abandoned uploads go on a timer
-            server(app, options).run(sockets=[sock])
+            served.run(sockets=[sock])
     finally:
         state.close()  # the chunks verified so far are in the model cache when it returns

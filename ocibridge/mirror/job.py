@@ -27,7 +27,9 @@ ConvertTo = Literal["cnai", "cncf", "modelpack", "modelkit", "docker-model", "mo
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # strict: a string is never read as a number or a boolean ("4" as 4, "no" as false), so a
+    # job runs the way it reads; TOML, YAML and JSON have their own numbers and booleans
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 class RegistryAuth(_Strict):
@@ -429,10 +431,32 @@ def parse_job(data: object, base_dir: Path | None = None, where: str = "mirror j
         if first["type"] == "list_type":
             wrap = f": write [{given}]" if isinstance(first["input"], str) else ""
             raise OcibridgeError(f"{where}: {loc}: expected a list ([...]), not {given}{wrap}") from None
+        if first["type"] in _TAKES:
+            raise OcibridgeError(f"{where}: {loc}: expected {_TAKES[first['type']]}, not {given}"
+                                 f"{_written_as(first['type'], first.get('input'))}") from None
         # a check of ours raising ValueError reads as our sentence, not pydantic's "Value error, ..."
         msg = first["msg"].removeprefix("Value error, ") if first["type"] == "value_error" else first["msg"]
         raise OcibridgeError(f"{where}: {loc}: {msg}") from None
     return job.with_base_dir(base_dir or Path.cwd())
+
+
+#: What a key of each type takes, by the type of pydantic's error.
+_TAKES = {"int_type": "a whole number", "float_type": "a number", "bool_type": "true or false",
+          "string_type": "a string in quotes"}
+
+
+def _written_as(error: str, value: object) -> str:
+    """For a number or a boolean written as a string: how to write it (``"4"``: ``write 4``)."""
+    if not isinstance(value, str) or error == "string_type":
+        return ""
+    text = value.strip()
+    if error == "bool_type":
+        return f": write {text.lower()}" if text.lower() in ("true", "false") else ""
+    try:
+        int(text) if error == "int_type" else float(text)
+    except ValueError:
+        return ""
+    return f": write {text}"
 
 
 def _keys_meant(loc: tuple[int | str, ...]) -> str:

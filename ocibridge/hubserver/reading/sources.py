@@ -231,9 +231,11 @@ class RegistrySource(Source):
 class LayoutSource(Source):
     """Models of an OCI layout named ``NAME:TAG`` (the local store is one)."""
 
-    def __init__(self, path: Path, shown: str):
+    def __init__(self, path: Path, shown: str, *, made_by_first_write: bool = False):
         self.root = path
         self.shown = shown
+        #: the local store: made by the first push or pull, so until then it is empty, not broken
+        self.made_by_first_write = made_by_first_write
 
     def _store(self) -> Store:
         from ocibridge.hubserver.reading.layoutindex import ServedLayout
@@ -259,7 +261,18 @@ class LayoutSource(Source):
         return sorted(n for n in found if repo_parts(n) is not None)
 
     def ready(self) -> None:
+        if self.made_by_first_write and self._not_made_yet():
+            return
         self._store()
+
+    def _not_made_yet(self) -> bool:
+        """No directory at the root, or an empty one (a directory with other files is no store)."""
+        try:
+            return not any(self.root.iterdir())
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
 
 
 def parse_sources(items: Sequence[str | RegistryReference | LayoutReference],
@@ -279,7 +292,7 @@ def _source(item: str | RegistryReference | LayoutReference, options: RegistryOp
     if item == "local":
         from ocibridge.places.targets import default_store_path
 
-        return LayoutSource(default_store_path(), "local")
+        return LayoutSource(default_store_path(), "local", made_by_first_write=True)
     if isinstance(item, LayoutReference) or isinstance(item, str) and item.startswith("oci:"):
         located = locate(item, Role.LAYOUT)
         assert isinstance(located, LayoutReference)
