@@ -368,9 +368,17 @@ def test_publish_over_xet_commits_what_hf_xet_uploaded(tmp_path, registry, uniqu
     assert main(["validate", f"{prefix}/acme/xet:latest", "--strict"]) == 0
 
 
-def test_serve_runs_on_uvloop_and_publishes(tmp_path, registry, unique_repo, monkeypatch):
+#: serve started as ``python -c`` with uvloop made unimportable: uvicorn's ``loop="auto"`` then
+#: runs it on asyncio's own loop, as on Windows, where uvloop does not build
+WITHOUT_UVLOOP = ("import runpy, sys; sys.modules['uvloop'] = None; "
+                  "runpy.run_module('ocibridge', run_name='__main__', alter_sys=True)")
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_serve_runs_on_either_loop_and_publishes(tmp_path, registry, unique_repo, monkeypatch, loop):
     """``ocibridge[serve]`` installs uvloop, and serve runs on it (uvicorn's ``loop="auto"``): its
-    process has uvloop's extension loaded. A publish through it (hf_xet, the default) reads back."""
+    process has uvloop's extension loaded. Where uvloop is missing (Windows) serve runs on
+    asyncio's loop. On each, a publish through it (hf_xet, the default) reads back."""
     from serving import stop, wait_until_healthy
 
     (tmp_path / "tokens.txt").write_text(TOKENS)
@@ -378,15 +386,17 @@ def test_serve_runs_on_uvloop_and_publishes(tmp_path, registry, unique_repo, mon
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = tmp_path / "serve.log"
+    start = ["-m", "ocibridge"] if loop == "uvloop" else ["-c", WITHOUT_UVLOOP]
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "ocibridge", "serve", f"{registry.host}/{unique_repo}",
+        proc = subprocess.Popen([sys.executable, *start, "serve", f"{registry.host}/{unique_repo}",
                                  "--listen", f"127.0.0.1:{port}", "--no-access-log",
                                  "--token-file", str(tmp_path / "tokens.txt")],
                                 env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_healthy(proc, url, log)
-        assert "/uvloop/loop." in Path(f"/proc/{proc.pid}/maps").read_text(), "serve is not running on uvloop"
+        on_uvloop = "/uvloop/loop." in Path(f"/proc/{proc.pid}/maps").read_text()
+        assert on_uvloop == (loop == "uvloop"), f"serve is {'' if on_uvloop else 'not '}running on uvloop"
         point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
         src = model_dir(tmp_path / "model")
         api = HfApi(endpoint=url, token="writer-token")
