@@ -185,6 +185,22 @@ def test_a_missing_positional_is_named_before_a_missing_required_flag(argv, miss
                               f"(see 'ocibridge {argv[0]} --help')\n")
 
 
+@pytest.mark.parametrize(("argv", "said"), [
+    (["sign", "a", "--bogus"], "unrecognized arguments: --bogus"),
+    (["sign", "a", "--kye", "k"], "unrecognized arguments: --kye k; did you mean '--key'?"),
+    (["sign", "--bogus"], "unrecognized arguments: --bogus"),
+    (["convert", "--xyzzy"], "unrecognized arguments: --xyzzy"),
+    (["convert", "a", "b", "--tto", "x"], "unrecognized arguments: --tto x; did you mean '--to'?"),
+    (["sign", "a", "b"], "the following arguments are required: --key"),  # a word too many: after the flag
+])
+def test_an_unknown_flag_is_named_before_a_missing_argument(argv, said, capsys):
+    """``ocibridge sign a --bogus`` said '--key' is required, not that --bogus is unknown, and
+    ``sign --bogus`` that REF is: an unknown flag is the bigger mistake (perhaps --key misspelled),
+    so it is named first; then a missing positional, then a missing required flag."""
+    code, err = _usage_error(argv, capsys)
+    assert (code, err) == (2, f"ocibridge: error: {said} (see 'ocibridge {argv[0]} --help')\n")
+
+
 def test_a_required_flag_is_still_shown_required_in_the_usage(capsys):
     """The required flags are checked after the positionals; --help still shows them required."""
     with pytest.raises(SystemExit) as done:

@@ -151,6 +151,20 @@ def test_offline_after_the_registry_is_gone(tmp_path, capsys, monkeypatch):
     assert err.count("\n") == 1 and "never fetched" in err and "Traceback" not in err
 
 
+def test_offline_a_model_never_fetched_says_to_run_path_online_first(tmp_path):
+    """``path --offline`` of a model the cache never held said only that it was never fetched,
+    not what to do (``mount --offline`` says to mount it online first); the line now says to run
+    ``path`` on it once online. Nothing is asked of the registry (there is none here)."""
+    ref = "registry.invalid:5000/acme/tiny:v1"
+    cache = tmp_path / "cache"
+    env = {**os.environ, "OCIBRIDGE_CACHE": str(cache), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "path", ref, "--offline"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        1, "", f"ocibridge: error: offline: {ref} was never fetched into the model cache ({cache / 'models'}): "
+               "run 'ocibridge path' on it once online first\n")
+
+
 def test_a_corrupt_blob_leaves_no_snapshot_and_nothing_in_the_cache(tmp_path, capsys, registry, unique_repo,
                                                                     fault_proxy):
     push_version(tmp_path, f"{registry.host}/{unique_repo}:v1", "one")

@@ -98,13 +98,15 @@ def test_listen_given_a_url_a_bare_port_or_a_port_out_of_range_says_what_to_writ
 
 
 @pytest.mark.parametrize("mistake", ["missing", "swapped", "another pair's key", "not a certificate",
-                                     "a certificate as the key", "a damaged certificate"])
+                                     "a certificate as the key", "a damaged certificate", "the key as both",
+                                     "two keys", "a key and a note"])
 def test_tls_files_that_cannot_be_used_are_one_line_before_serve_starts(mistake, tmp_path):
     """A --cert that does not exist printed the https banner, then 'ocibridge: error: No such file
     or directory' (no file named); swapped or mismatched files '[SSL] PEM lib (_ssl.c:3905)'. The
     files are now loaded before anything starts: one line naming them, no banner, exit 2. The
     line says what is wrong in words, not OpenSSL's reason ('KEY_VALUES_MISMATCH', 'PEM lib')
-    and a line of _ssl.c."""
+    and a line of _ssl.c. The key given as both files (or two keys) asked whether they were
+    swapped, which they were not: that question is only asked when --key holds the certificate."""
     from support.certs import make_tls_files
 
     tls, other = make_tls_files(tmp_path / "tls"), make_tls_files(tmp_path / "other")
@@ -115,7 +117,9 @@ def test_tls_files_that_cannot_be_used_are_one_line_before_serve_starts(mistake,
                  "another pair's key": (tls.cert_file, other.key_file),
                  "not a certificate": (tmp_path / "notes.txt", tls.key_file),
                  "a certificate as the key": (tls.cert_file, tls.cert_file),
-                 "a damaged certificate": (damaged, tls.key_file)}[mistake]
+                 "a damaged certificate": (damaged, tls.key_file), "the key as both": (tls.key_file, tls.key_file),
+                 "two keys": (tls.key_file, other.key_file),
+                 "a key and a note": (tls.key_file, tmp_path / "notes.txt")}[mistake]
     done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "local", "--listen", f"127.0.0.1:{free_port()}",
                            "--cert", str(cert), "--key", str(key)], env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=60, check=False)
@@ -126,7 +130,11 @@ def test_tls_files_that_cannot_be_used_are_one_line_before_serve_starts(mistake,
             "not a certificate": f"--cert {cert}: not a PEM certificate (no '-----BEGIN CERTIFICATE-----' line)",
             "a certificate as the key": f"--key {key}: a certificate, not a private key",
             "a damaged certificate": f"--cert {cert} --key {key}: a PEM certificate and a private key, but they "
-                                     "cannot be read (a file cut short or edited?)"}[mistake]
+                                     "cannot be read (a file cut short or edited?)",
+            "the key as both": f"--cert {cert}: a private key, not a certificate (--cert and --key name the same key)",
+            "two keys": f"--cert {cert}: a private key, not a certificate (--key {key} is a private key too; --cert "
+                        "takes the certificate that goes with it)",
+            "a key and a note": f"--cert {cert}: a private key, not a certificate"}[mistake]
     assert (done.returncode, done.stderr) == (2, f"ocibridge: error: {said} (see 'ocibridge serve --help')\n")
     assert done.stdout == ""
 

@@ -118,8 +118,30 @@ def test_an_empty_local_store_is_served_quietly_a_layout_that_is_not_one_is_not(
             time.sleep(0.05)
     finally:
         stop(proc)
-    assert f"ocibridge: warning: the first source oci:{home}/not-a-layout does not answer: oci:{home}/not-a-layout: " \
-           f"no OCI layout at {home}/not-a-layout" in log.read_text().splitlines()
+    assert f"ocibridge: warning: the first source oci:{home}/not-a-layout does not answer: no OCI layout there" \
+        in log.read_text().splitlines()
+
+
+def test_a_source_that_is_not_ready_is_named_once(layout):
+    """The warning and /readyz named the source twice ('the first source local does not answer:
+    local: no OCI layout at ...', 'local: local: ...'): the source's own reason no longer names it."""
+    home, _ = layout
+    store = home / "not-a-store"
+    store.mkdir()
+    (store / "junk").write_text("x")  # a directory with other files: no store, not one never written
+    proc, url, log = start(home, "local", f"oci:{home}/not-a-layout", OCIBRIDGE_STORE=str(store))
+    try:
+        ready = httpx.get(f"{url}/readyz", timeout=10)
+        deadline = time.monotonic() + 30
+        while "warning" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop(proc)
+    assert ready.status_code == 503
+    assert ready.json()["problems"] == [f"local: no OCI layout at {store}",
+                                        f"oci:{home}/not-a-layout: no OCI layout there"]
+    assert f"ocibridge: warning: the first source local does not answer: no OCI layout at {store}" \
+        in log.read_text().splitlines()
 
 
 def test_help_says_hub_api_not_read_api():

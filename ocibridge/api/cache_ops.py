@@ -83,7 +83,12 @@ def path(
         if checking:
             raise UsageError(f"{shown}: the policy (--verify-key or the policy file) needs the registry: "
                              "it cannot be checked offline")
-        snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
+        from ocibridge.cache.source import NeverFetched
+
+        try:
+            snap = cache.snapshot(None, shown, shown=shown, include=include, exclude=exclude)
+        except NeverFetched as e:  # (what to do: offline reads only what an online fetch kept)
+            raise NeverFetched(f"{e}: run 'ocibridge path' on it once online first") from None
     else:
         from ocibridge.api.options import TransferOptions
         from ocibridge.places.targets import open_source

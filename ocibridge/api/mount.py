@@ -189,7 +189,7 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
     from ocibridge.cache.keptblobs import CachedOnly, KeptBlobs
     from ocibridge.cache.models import ModelCache
     from ocibridge.cache.records import offline_from_env
-    from ocibridge.cache.source import OfflineMiss
+    from ocibridge.cache.source import NeverFetched
     from ocibridge.places.locate import Role, locate, text_of
     from ocibridge.signing.use import needs_checking
 
@@ -202,8 +202,8 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
         cache = ModelCache()
         try:
             desc = cache.remembered(shown)
-        except OfflineMiss as e:  # (what to do: offline reads only what an online fetch kept)
-            raise OfflineMiss(f"{e}: mount it once online first (or run 'ocibridge path' on it online)") from None
+        except NeverFetched as e:  # (what to do: offline reads only what an online fetch kept)
+            raise NeverFetched(f"{e}: mount it once online first (or run 'ocibridge path' on it online)") from None
         return LazyModel(CachedOnly(desc, cache), desc.digest, warn=say, chunk_store=CacheChunks(cache.root))
     model = open_model(located, transfer=transfer, verify=verify, warn=say, keep_blobs=True)
     if isinstance(model.store, KeptBlobs):

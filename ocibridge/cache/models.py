@@ -34,7 +34,7 @@ from ocibridge.cache.records import (
     snapshot_name,
 )
 from ocibridge.cache.records import model_cache_root as model_cache_root  # where the cache is, named here too
-from ocibridge.cache.source import CacheSource, OfflineMiss
+from ocibridge.cache.source import CacheSource, NeverFetched
 from ocibridge.chunks.delta import DeltaResult
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.pathfilter import PathFilter
@@ -90,7 +90,7 @@ class ModelCache:
         pinned = self._pinned_manifest(reference)
         if pinned is not None:
             return pinned
-        raise OfflineMiss(f"offline: {reference} was never fetched into the model cache ({self.root})")
+        raise NeverFetched(f"offline: {reference} was never fetched into the model cache ({self.root})")
 
     def _pinned_manifest(self, reference: str) -> Descriptor | None:
         """A reference pinned by digest (``…@sha256:…``) whose manifest the cache holds, fetched

@@ -41,6 +41,11 @@ class OfflineMiss(OcibridgeError):
     """What an offline resolution needs is not in the cache."""
 
 
+class NeverFetched(OfflineMiss):
+    """Offline, a reference the cache holds no resolution of: each command adds what to do
+    (``path``: run it once online; ``mount``: mount it once online)."""
+
+
 class LinkedBlob(ClosesOnExit):
     """A verified blob of the cache: linked where it is wanted (copied where links fail)."""
 

@@ -40,10 +40,12 @@ class _Parser(argparse.ArgumentParser):
         # Python < 3.12 parses intermixed args by calling parse_known_args again: this flag
         # sends those inner calls to argparse's own parsing.
         self._intermixing = True
-        # The flags are parsed first, so a required one missing was told before a missing
-        # positional ('sign' alone: '--key', not the REF it signs): they are checked here, after.
+        # The flags are parsed first, so argparse told a required flag missing before a missing
+        # positional ('sign' alone: '--key', not the REF it signs), and either before a flag the
+        # command does not know ('sign a --bogus': '--key', when --bogus may be --key misspelled):
+        # what is required is checked here, after the unknown flags, the positionals first.
         # (the usage, which --help and errors print, is written first: with them still required)
-        required = [a for a in self._get_optional_actions() if a.required]
+        required = [a for a in self._actions if a.required]
         usage = self.usage
         if required and usage is None:
             self.usage = self.format_usage().removeprefix("usage: ").rstrip("\n")
@@ -56,15 +58,28 @@ class _Parser(argparse.ArgumentParser):
             self.usage = usage
             for action in required:
                 action.required = True
-        given = vars(parsed)
-        missing = ["/".join(a.option_strings) for a in required if given.get(a.dest, a.default) is a.default]
-        if missing:
-            self.error(f"the following arguments are required: {', '.join(missing)}")
         # A command's parser: what it does not know is a mistake in this command. Plain argparse
         # hands the words up to the top-level parser, whose error points at 'ocibridge --help'.
+        if any(word.startswith("-") and word != "-" for word in extras):
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        given = vars(parsed)
+        for positional in (True, False):  # the positionals first: 'sign' alone is REF, not --key
+            missing = [_name(a) for a in required if (not a.option_strings) is positional
+                       and given.get(a.dest, a.default) is a.default]
+            if missing:
+                self.error(f"the following arguments are required: {', '.join(missing)}")
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed, extras
+
+
+def _name(action: argparse.Action) -> str:
+    """An argument as argparse names it in an error: its flags, else its metavar, else its dest."""
+    if action.option_strings:
+        return "/".join(action.option_strings)
+    if isinstance(action.metavar, tuple):
+        return "/".join(action.metavar)
+    return action.metavar if action.metavar not in (None, argparse.SUPPRESS) else action.dest
 
 
 _INVALID_CHOICE = re.compile(r"^(argument \S+: invalid choice: '([^']*)') \(choose from (.*)\)$", re.S)

@@ -5,6 +5,7 @@ to :data:`GRACE` seconds). The access log goes to stdout (uvicorn's), the rest t
 from __future__ import annotations
 
 import logging
+import os
 import re
 import signal
 import socket
@@ -169,7 +170,7 @@ def _tls_problem(cert: str, key: str, mismatch: bool) -> str:
     cert_text, key_text = _pem_head("--cert", cert, PEM_WHOLE), _pem_head("--key", key, PEM_WHOLE)
     if _CERTIFICATE not in cert_text:
         if _PRIVATE_KEY.search(cert_text):
-            return f"--cert {cert}: a private key, not a certificate (are --cert and --key swapped?)"
+            return f"--cert {cert}: a private key, not a certificate{_why_a_key(cert, key, key_text)}"
         return f"--cert {cert}: not a PEM certificate (no '{_CERTIFICATE.decode()}' line)"
     if not _PRIVATE_KEY.search(key_text):
         if _CERTIFICATE in key_text:
@@ -179,6 +180,22 @@ def _tls_problem(cert: str, key: str, mismatch: bool) -> str:
         return f"--key {key} does not go with --cert {cert}: it is the key of another certificate"
     return (f"--cert {cert} --key {key}: a PEM certificate and a private key, but they cannot be read (a file "
             "cut short or edited?)")
+
+
+def _why_a_key(cert: str, key: str, key_text: bytes) -> str:
+    """How a private key came to be the --cert, as far as the --key file tells: swapped only
+    when --key holds the certificate."""
+    if _CERTIFICATE in key_text:
+        return " (are --cert and --key swapped?)"
+    try:
+        same = os.path.samefile(cert, key)
+    except OSError:
+        same = False
+    if same:
+        return " (--cert and --key name the same key)"
+    if _PRIVATE_KEY.search(key_text):
+        return f" (--key {key} is a private key too; --cert takes the certificate that goes with it)"
+    return ""
 
 
 def _load_tls(config: Any, key: str) -> None:

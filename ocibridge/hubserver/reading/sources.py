@@ -128,7 +128,8 @@ class Source:
         raise NotImplementedError
 
     def ready(self) -> None:
-        """Raises when the source cannot be read now."""
+        """Raises when the source cannot be read now, saying why without naming the source:
+        the caller does (serve's warning, ``/readyz``)."""
 
     def close(self) -> None:
         pass
@@ -241,7 +242,8 @@ class LayoutSource(Source):
         from ocibridge.hubserver.reading.layoutindex import ServedLayout
 
         if not (self.root / "oci-layout").is_file():
-            raise NotFound(f"{self.shown}: no OCI layout at {self.root}")
+            # the source is named by whoever shows this; an oci:DIR's name says where, local's does not
+            raise NotFound(f"no OCI layout at {self.root}" if self.made_by_first_write else "no OCI layout there")
         return ServedLayout(self.root)  # index.json parsed once per change, not per call
 
     def repository(self, parts: list[str]) -> Repository | None:
