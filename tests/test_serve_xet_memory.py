@@ -178,3 +178,41 @@ def test_an_answer_waits_for_the_records_written_after_their_shards(tmp_path: Pa
     started = time.monotonic()
     assert found.answer("acme/broken", first, lambda sha, size: True) is None
     assert time.monotonic() - started < 5
+
+
+def test_an_answer_waits_only_for_the_records_queued_before_it(tmp_path: Path, monkeypatch):
+    """An answer waits for the records of its repository queued before it was asked, not for
+    every one queued while it waits: shards of one repository kept coming (several uploads at
+    once) and a dedupe question waited until none was queued, up to :data:`dedupe.SETTLE`."""
+    import threading
+
+    lists, names, entries = _record_inputs()
+    found = dedupe.Dedupe(tmp_path / "xorbs", tmp_path / "dd")
+    (tmp_path / "xorbs").mkdir()
+    for name, chunks in zip(names, lists, strict=True):
+        found.remember_xorb(name, chunks)
+        (tmp_path / "xorbs" / merkle.hex_of(name)).write_bytes(b"kept")
+    monkeypatch.setattr(dedupe, "SETTLE", 20.0)
+    write, before, after = found.record, threading.Event(), threading.Event()
+    gates = iter([before, after])
+
+    def gated_record(repo_id, shard_entries):
+        next(gates).wait(30)
+        write(repo_id, shard_entries)
+
+    monkeypatch.setattr(found, "record", gated_record)
+    found.record_later("acme/x", entries)  # the record the answer needs
+    first = lists[0][0][0]
+    answers: list[bytes | None] = []
+    asking = threading.Thread(target=lambda: answers.append(found.answer("acme/x", first, lambda sha, size: True)))
+    asking.start()
+    time.sleep(0.5)  # the answer waits now
+    found.record_later("acme/x", entries[1:])  # a later shard's record, held until the end
+    before.set()
+    asking.join(5)
+    try:
+        assert not asking.is_alive(), "the answer waited for a record queued after it"
+        assert answers and answers[0] is not None
+    finally:
+        after.set()
+        asking.join()
