@@ -245,6 +245,13 @@ class Dedupe:
             last = self._last.get(repo_id, 0)
             self._cond.wait_for(lambda: self._written >= last, SETTLE)
 
+    def close(self) -> None:
+        """Wait (up to :data:`SETTLE`) for every record queued: serve is stopping, and its thread
+        (a daemon) ends with the process, the files of the shards answered last not recorded."""
+        with self._cond:
+            last = self._queued
+            self._cond.wait_for(lambda: self._written >= last, SETTLE)
+
     def record(self, repo_id: str, entries: Sequence[FileEntry]) -> None:
         """Remember ``entries`` (the files a shard of ``repo_id`` sent, verified and staged): the
         answer naming each one's xorbs, under its first chunk and every eligible chunk of it, and
