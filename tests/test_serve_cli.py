@@ -260,3 +260,28 @@ def test_an_encrypted_key_of_another_certificate_is_not_told_as_only_a_wrong_pas
     assert (code, err.read_text()) == (1, f"ocibridge: error: --key {locked}: the key is encrypted and could not be "
                                           f"used with --cert {tls.cert_file} (a wrong passphrase, no terminal to ask "
                                           "for it, or the key of another certificate)\n")
+
+
+def test_tls_that_fails_to_load_before_the_banner_closes_what_serve_opened(tmp_path, monkeypatch):
+    """uvicorn's config is loaded before the banner now (its TLS): a load that failed closed the
+    socket, but not the app serve had made, which uvicorn's own failed load (inside serve's
+    try/finally) had closed: its audit log stayed open (and its sources' connections)."""
+    from support.certs import make_tls_files
+
+    from ocibridge.api.serve import ListenOptions, ServeOptions, serve
+    from ocibridge.errors import UsageError
+
+    monkeypatch.setenv("OCIBRIDGE_STORE", str(tmp_path / "store"))
+    tls = make_tls_files(tmp_path / "tls")
+    notes, audit = tmp_path / "notes.txt", tmp_path / "audit.jsonl"
+    notes.write_text("not a certificate\n")
+
+    def audit_files_open() -> int:
+        return sum(1 for fd in os.listdir("/proc/self/fd")
+                   if os.path.realpath(f"/proc/self/fd/{fd}") == str(audit.resolve()))
+
+    with pytest.raises(UsageError, match="not a PEM certificate"):  # read before the key: no passphrase asked
+        serve("local", listen=ListenOptions(f"127.0.0.1:{free_port()}", cert=str(notes),
+                                            key=str(_locked(tls.key_file, tmp_path / "locked.pem"))),
+              options=ServeOptions(audit_log=str(audit)))
+    assert audit.exists() and audit_files_open() == 0

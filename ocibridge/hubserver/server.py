@@ -266,13 +266,14 @@ def run(app: Starlette, options: ServerSettings) -> None:
     sock = bind(host, port)  # a port in use: one error line, before anything is started
     port = sock.getsockname()[1]  # the port given for ':0' (any free one), which the banner must name
     served = server(app, options)
+    state = app.state.serve
     if options.cert and options.key:  # (together: check_listening)
         try:
             _load_tls(served.config, options.cert, options.key)
         except BaseException:
             sock.close()
+            state.close()  # as when uvicorn's own load failed, in the finally below
             raise
-    state = app.state.serve
     shown = f"[{host}]" if ":" in host else host
     url = options.public_url or f"{'https' if options.cert else 'http'}://{shown}:{port}"
     logging.getLogger("ocibridge.serve").info(banner(
