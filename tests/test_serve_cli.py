@@ -195,4 +195,101 @@ def test_a_key_whose_passphrase_cannot_be_had_is_one_line_naming_the_key(tmp_pat
                           env={**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_STORE": str(tmp_path / "store")})
     assert done.returncode == 1 and "serving the" not in done.stderr, done.stderr
     assert done.stderr.splitlines()[-1] == (f"ocibridge: error: --key {locked}: the key is encrypted and could not be "
-                                            "decrypted (a wrong passphrase, or no terminal to ask for it)")
+                                            f"used with --cert {tls.cert_file} (a wrong passphrase, no terminal to "
+                                            "ask for it, or the key of another certificate)")
+
+
+def _locked(key_file: Path, to: Path) -> Path:
+    """``key_file``'s key, encrypted with the passphrase 'secret'."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(key_file.read_bytes(), password=None)
+    to.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                     serialization.BestAvailableEncryption(b"secret")))
+    return to
+
+
+def test_an_encrypted_key_with_a_bad_certificate_is_not_told_as_a_passphrase(tmp_path):
+    """With an encrypted key, whatever OpenSSL refused once uvicorn's config was loaded was told
+    as a wrong passphrase: a --cert that is no certificate (refused before any passphrase is
+    asked) too. The line says what is wrong with the certificate, as for a key in the clear."""
+    from support.certs import make_tls_files
+
+    tls = make_tls_files(tmp_path / "tls")
+    locked = _locked(tls.key_file, tmp_path / "locked.pem")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a certificate\n")
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "local", "--listen", f"127.0.0.1:{free_port()}",
+                           "--cert", str(notes), "--key", str(locked)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60, check=False, start_new_session=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_STORE": str(tmp_path / "store")})
+    assert (done.returncode, done.stderr) == (2, f"ocibridge: error: --cert {notes}: not a PEM certificate (no "
+                                                 "'-----BEGIN CERTIFICATE-----' line) (see 'ocibridge serve --help')\n")
+
+
+def test_an_encrypted_key_of_another_certificate_is_not_told_as_only_a_wrong_passphrase(tmp_path):
+    """The passphrase typed right at OpenSSL's prompt, the key that of another certificate: the
+    line said the passphrase was wrong (or not asked). OpenSSL fails the same way for both (an
+    OSError, EINVAL, no reason), so the line names the certificate too."""
+    import pty
+    import select
+
+    from support.certs import make_tls_files
+
+    tls, other = make_tls_files(tmp_path / "tls"), make_tls_files(tmp_path / "other")
+    locked = _locked(other.key_file, tmp_path / "locked.pem")
+    err = tmp_path / "stderr"
+    argv = [sys.executable, "-m", "ocibridge", "serve", "local", "--listen", f"127.0.0.1:{free_port()}",
+            "--cert", str(tls.cert_file), "--key", str(locked)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_STORE": str(tmp_path / "store")}
+    pid, terminal = pty.fork()  # OpenSSL asks for the passphrase at the controlling terminal
+    if pid == 0:  # pragma: no cover - the child
+        os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        os.execve(sys.executable, argv, env)
+    screen, deadline, code = b"", time.monotonic() + 60, None
+    try:
+        while code is None and time.monotonic() < deadline:
+            if select.select([terminal], [], [], 0.2)[0]:
+                try:
+                    got = os.read(terminal, 1024)
+                except OSError:  # the child closed its end
+                    got = b""
+                if b"pass phrase" not in screen and b"pass phrase" in screen + got:
+                    os.write(terminal, b"secret\n")
+                screen += got
+            finished, status = os.waitpid(pid, os.WNOHANG)
+            code = os.waitstatus_to_exitcode(status) if finished else None
+    finally:
+        if code is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(terminal)
+    assert b"pass phrase" in screen, screen
+    assert (code, err.read_text()) == (1, f"ocibridge: error: --key {locked}: the key is encrypted and could not be "
+                                          f"used with --cert {tls.cert_file} (a wrong passphrase, no terminal to ask "
+                                          "for it, or the key of another certificate)\n")
+
+
+def test_tls_that_fails_to_load_before_the_banner_closes_what_serve_opened(tmp_path, monkeypatch):
+    """uvicorn's config is loaded before the banner now (its TLS): a load that failed closed the
+    socket, but not the app serve had made, which uvicorn's own failed load (inside serve's
+    try/finally) had closed: its audit log stayed open (and its sources' connections)."""
+    from support.certs import make_tls_files
+
+    from ocibridge.api.serve import ListenOptions, ServeOptions, serve
+    from ocibridge.errors import UsageError
+
+    monkeypatch.setenv("OCIBRIDGE_STORE", str(tmp_path / "store"))
+    tls = make_tls_files(tmp_path / "tls")
+    notes, audit = tmp_path / "notes.txt", tmp_path / "audit.jsonl"
+    notes.write_text("not a certificate\n")
+
+    def audit_files_open() -> int:
+        return sum(1 for fd in os.listdir("/proc/self/fd")
+                   if os.path.realpath(f"/proc/self/fd/{fd}") == str(audit.resolve()))
+
+    with pytest.raises(UsageError, match="not a PEM certificate"):  # read before the key: no passphrase asked
+        serve("local", listen=ListenOptions(f"127.0.0.1:{free_port()}", cert=str(notes),
+                                            key=str(_locked(tls.key_file, tmp_path / "locked.pem"))),
+              options=ServeOptions(audit_log=str(audit)))
+    assert audit.exists() and audit_files_open() == 0

@@ -178,3 +178,84 @@ def test_an_answer_waits_for_the_records_written_after_their_shards(tmp_path: Pa
     started = time.monotonic()
     assert found.answer("acme/broken", first, lambda sha, size: True) is None
     assert time.monotonic() - started < 5
+
+
+def test_an_answer_waits_only_for_the_records_queued_before_it(tmp_path: Path, monkeypatch):
+    """An answer waits for the records of its repository queued before it was asked, not for
+    every one queued while it waits: shards of one repository kept coming (several uploads at
+    once) and a dedupe question waited until none was queued, up to :data:`dedupe.SETTLE`."""
+    import threading
+
+    lists, names, entries = _record_inputs()
+    found = dedupe.Dedupe(tmp_path / "xorbs", tmp_path / "dd")
+    (tmp_path / "xorbs").mkdir()
+    for name, chunks in zip(names, lists, strict=True):
+        found.remember_xorb(name, chunks)
+        (tmp_path / "xorbs" / merkle.hex_of(name)).write_bytes(b"kept")
+    monkeypatch.setattr(dedupe, "SETTLE", 20.0)
+    write, before, after = found.record, threading.Event(), threading.Event()
+    gates = iter([before, after])
+
+    def gated_record(repo_id, shard_entries):
+        next(gates).wait(30)
+        write(repo_id, shard_entries)
+
+    monkeypatch.setattr(found, "record", gated_record)
+    found.record_later("acme/x", entries)  # the record the answer needs
+    first = lists[0][0][0]
+    answers: list[bytes | None] = []
+    asking = threading.Thread(target=lambda: answers.append(found.answer("acme/x", first, lambda sha, size: True)))
+    asking.start()
+    time.sleep(0.5)  # the answer waits now
+    found.record_later("acme/x", entries[1:])  # a later shard's record, held until the end
+    before.set()
+    asking.join(5)
+    try:
+        assert not asking.is_alive(), "the answer waited for a record queued after it"
+        assert answers and answers[0] is not None
+    finally:
+        after.set()
+        asking.join()
+
+
+def test_the_records_queued_when_serve_stops_are_written_before_it_exits(tmp_path: Path):
+    """A shard answered just before serve stopped had its record still queued: the thread that
+    writes them is a daemon, which the process's exit ended mid-record, so a later upload of the
+    same files was deduped against nothing. Closing serve (SIGTERM or Ctrl-C, once the requests
+    in flight are done) now waits for the records queued."""
+    import subprocess
+    import sys
+
+    lists, names, entries = _record_inputs()
+    (tmp_path / "xorbs").mkdir()
+    for name in names:
+        (tmp_path / "xorbs" / merkle.hex_of(name)).write_bytes(b"kept")
+    tests = Path(__file__).parent
+    script = f"""
+import sys, time
+sys.path[:0] = [{str(tests.parent)!r}, {str(tests)!r}]
+from pathlib import Path
+from test_serve_xet_memory import _record_inputs
+from ocibridge.api.serve import create_app
+from ocibridge.hubserver.xet import dedupe
+
+lists, names, entries = _record_inputs()
+serve = create_app("local").state.serve
+found = serve.xet_upload.dedupe = dedupe.Dedupe(Path({str(tmp_path / "xorbs")!r}), Path({str(tmp_path / "dd")!r}))
+for name, chunks in zip(names, lists):
+    found.remember_xorb(name, chunks)
+write = found.record
+def slow_record(repo_id, shard_entries):
+    time.sleep(1)
+    write(repo_id, shard_entries)
+found.record = slow_record
+found.record_later("acme/x", entries)  # a shard answered
+serve.close()  # serve stopped: then the process ends
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "OCIBRIDGE_CACHE": str(tmp_path / "cache"),
+                               "OCIBRIDGE_STORE": str(tmp_path / "store")})
+    assert done.returncode == 0, done.stderr
+    found = dedupe.Dedupe(tmp_path / "xorbs", tmp_path / "dd")
+    assert found.answer("acme/x", lists[0][0][0], lambda sha, size: True) is not None
+    assert found.places("acme/x", names[2]) is not None

@@ -123,7 +123,8 @@ class ServeApp:
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
-        stay in the model cache)."""
+        stay in the model cache), once the shards answered are recorded for dedupe."""
+        self.xet_upload.dedupe.close()
         if self.ranges is not None:
             self.ranges.close()
         self.catalog.close()

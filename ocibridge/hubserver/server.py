@@ -198,17 +198,34 @@ def _why_a_key(cert: str, key: str, key_text: bytes) -> str:
     return ""
 
 
-def _load_tls(config: Any, key: str) -> None:
+def _load_tls(config: Any, cert: str, key: str) -> None:
     """Load uvicorn's config (its TLS context) before the banner, so that a key whose passphrase
     is wrong (OpenSSL asks at the terminal) is one line naming the key: uvicorn's own load, once
-    serving, ended with OpenSSL's 'Invalid argument' or '[SSL] PEM lib (_ssl.c:3926)'."""
+    serving, ended with OpenSSL's 'Invalid argument' or '[SSL] PEM lib (_ssl.c:3926)'. An
+    encrypted key was not checked with its certificate (:func:`check_tls_files`): a certificate
+    that cannot be read is told as for a key in the clear; a key that is not the certificate's
+    fails as a wrong passphrase does (OSError EINVAL, after OpenSSL's prompt), so the line names
+    both."""
     try:
         config.load()
     except OSError:  # (ssl.SSLError is one)
         if b"ENCRYPTED" not in _pem_head("--key", key):  # (the files were checked: something else)
             raise
-        raise OcibridgeError(f"--key {key}: the key is encrypted and could not be decrypted (a wrong passphrase, "
-                             "or no terminal to ask for it)") from None
+        if not _certificates_in(cert):  # (read before the key: no passphrase was asked)
+            raise UsageError(_tls_problem(cert, key, False)) from None
+        raise OcibridgeError(f"--key {key}: the key is encrypted and could not be used with --cert {cert} (a wrong "
+                             "passphrase, no terminal to ask for it, or the key of another certificate)") from None
+
+
+def _certificates_in(cert: str) -> bool:
+    """Whether OpenSSL reads PEM certificates in ``cert`` (on their own: no key, no passphrase)."""
+    import ssl
+
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cert)
+    except (OSError, ValueError):  # (ssl.SSLError is an OSError)
+        return False
+    return True
 
 
 def _pem_head(flag: str, path: str, size: int = PEM_HEAD) -> bytes:
@@ -266,13 +283,14 @@ def run(app: Starlette, options: ServerSettings) -> None:
     sock = bind(host, port)  # a port in use: one error line, before anything is started
     port = sock.getsockname()[1]  # the port given for ':0' (any free one), which the banner must name
     served = server(app, options)
-    if options.key:
+    state = app.state.serve
+    if options.cert and options.key:  # (together: check_listening)
         try:
-            _load_tls(served.config, options.key)
+            _load_tls(served.config, options.cert, options.key)
         except BaseException:
             sock.close()
+            state.close()  # as when uvicorn's own load failed, in the finally below
             raise
-    state = app.state.serve
     shown = f"[{host}]" if ":" in host else host
     url = options.public_url or f"{'https' if options.cert else 'http'}://{shown}:{port}"
     logging.getLogger("ocibridge.serve").info(banner(

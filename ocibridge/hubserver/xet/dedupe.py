@@ -181,7 +181,10 @@ class Dedupe:
         self.xorbs = xorbs  # where upload.py keeps the verified xorbs
         self.root = root if root is not None else cache_root() / "serve" / "xetdedupe"
         self._queue: queue.SimpleQueue[tuple[str, Sequence[FileEntry]]] = queue.SimpleQueue()
-        self._pending: dict[str, int] = {}  # records queued and not written, by repository
+        # records are numbered as queued and written in that order: an answer waits for the
+        # number of its repository's last one then, not for every one queued while it waits
+        self._queued = self._written = 0
+        self._last: dict[str, int] = {}  # the number of each repository's last record not written
         self._cond = threading.Condition()
         self._worker: threading.Thread | None = None
 
@@ -213,11 +216,12 @@ class Dedupe:
         answer of ``repo_id`` waits for it (:meth:`_settled`). One thread: records of one
         repository read and rewrite the same files, in order."""
         with self._cond:
-            self._pending[repo_id] = self._pending.get(repo_id, 0) + 1
+            self._queued += 1
+            self._last[repo_id] = self._queued
+            self._queue.put((repo_id, entries))  # in the order numbered
             if self._worker is None:
                 self._worker = threading.Thread(target=self._write_records, name="xet-dedupe", daemon=True)
                 self._worker.start()
-        self._queue.put((repo_id, entries))
 
     def _write_records(self) -> None:
         while True:
@@ -230,15 +234,23 @@ class Dedupe:
                 log.warning("%s: a shard's files not kept for dedupe: %r", repo_id, e)
             finally:
                 with self._cond:
-                    left = self._pending.pop(repo_id) - 1
-                    if left:
-                        self._pending[repo_id] = left
+                    self._written += 1
+                    if self._last.get(repo_id) == self._written:
+                        del self._last[repo_id]
                     self._cond.notify_all()
 
     def _settled(self, repo_id: str) -> None:
         """Wait (up to :data:`SETTLE`) for the records of ``repo_id`` queued before this."""
         with self._cond:
-            self._cond.wait_for(lambda: repo_id not in self._pending, SETTLE)
+            last = self._last.get(repo_id, 0)
+            self._cond.wait_for(lambda: self._written >= last, SETTLE)
+
+    def close(self) -> None:
+        """Wait (up to :data:`SETTLE`) for every record queued: serve is stopping, and its thread
+        (a daemon) ends with the process, the files of the shards answered last not recorded."""
+        with self._cond:
+            last = self._queued
+            self._cond.wait_for(lambda: self._written >= last, SETTLE)
 
     def record(self, repo_id: str, entries: Sequence[FileEntry]) -> None:
         """Remember ``entries`` (the files a shard of ``repo_id`` sent, verified and staged): the
