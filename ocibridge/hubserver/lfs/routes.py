@@ -6,7 +6,8 @@ staged SHA-256 however it arrived.
                                                         branch holds for it (unchanged: skipped)
     POST /REPO.git/info/lfs/objects/batch               LFS batch (basic): where to PUT each object
     PUT  /ocibridge/lfs/{sha256}/{size}/{repo}?signed   the object's bytes, into :class:`.Staging`
-                                                        (and on to the registry as they come: .relay)
+                                                        (a large one on to the registry as they
+                                                        come instead, staged as held: .relay)
     POST /ocibridge/lfs/verify                          the object was received and verified
 
 The batch and verify need a write token (:class:`.access.Gate`). The PUT carries no header (the
@@ -42,7 +43,7 @@ from ocibridge.hubserver.answers import (
 )
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.uploads.multipart import Multipart
-from ocibridge.hubserver.uploads.relay import RelayFor
+from ocibridge.hubserver.uploads.relay import Handed, HandingFor, Relay
 from ocibridge.hubserver.uploads.staging import write_pieces
 from ocibridge.hubserver.writes.commits import clean_path
 from ocibridge.hubserver.writes.repos import Repos
@@ -60,7 +61,7 @@ class LfsRoutes:
     """The LFS routes, over what the write routes share; their upload URLs signed for the
     write tokens (:attr:`.access.Gate.uploads`), large files offered in parts."""
 
-    def __init__(self, repos: Repos, relay_for: RelayFor):
+    def __init__(self, repos: Repos, relay_for: HandingFor):
         self.repos = repos
         self.relay_for = relay_for  # a large upload on to the registry as it arrives (uploads/relay.py)
         self.staging = repos.staging
@@ -156,13 +157,15 @@ class LfsRoutes:
 
     async def _receive(self, request: Request, oid: str, size: int, repo_id: str, writer: str,
                        landed: Callable[[], None]) -> Response:
-        """The bytes of one LFS PUT into staging, checked against ``oid`` (room reserved)."""
+        """The bytes of one LFS PUT into staging, checked against ``oid`` (room reserved); a
+        large one on to the registry instead (:meth:`_relay`)."""
+        relay = self.relay_for(repo_id, oid, size)
+        if relay is not None:
+            return await self._relay(request, oid, size, repo_id, writer, relay)
         with self.staging.new_file() as (tmp, fd):
-            relay = self.relay_for(repo_id, oid, size, tmp)
             # the chunk table push binds for a file this large, made from the bytes as they come
             chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
             digest = hashlib.sha256()  # of the bytes as they are written: staging need not read them again
-            whole = False
             try:
                 written = held = 0
                 pending: list[bytes] = []
@@ -175,30 +178,66 @@ class LfsRoutes:
                     if held >= WRITE_PIECE:  # one thread hop a MiB, not one a read
                         await in_thread(write_pieces, fd, pending, chunks, digest)
                         pending, held = [], 0
-                        if relay is not None:
-                            relay.follow.grew(written)
                 await in_thread(write_pieces, fd, pending, chunks, digest)
                 if written != size:
                     return error(400, None, f"the upload is {written} bytes, not the {size} it was granted")
-                whole = True
-                if relay is not None:
-                    relay.follow.grew(written)
                 try:
                     # the bytes hashed to the oid: their chunk table is a fact of it, kept beside it
                     await in_thread(partial(self.staging.commit_file, tmp, oid, hashed=digest.hexdigest(),
                                                  chunks=chunks.finish() if chunks is not None else None))
                 except DigestMismatch as e:
                     return error(400, None, str(e))
-                landed()  # the file counts now, not its reservation (its relay may still be sending it)
+                landed()  # the file counts now, not its reservation
                 await in_thread(self.staging.pin, oid, repo_id, writer)  # its commit gives it back
             except ClientDisconnect:
                 log.info("an upload of sha256:%s was abandoned after %d of %d bytes", oid, written, size)
                 return error(400, None, "the client left before the upload ended")
-            finally:
-                if relay is not None:
-                    if not whole:
-                        relay.follow.fail("the upload ended before its last byte")
-                    await in_thread(relay.wait)
+        return Response(status_code=200)
+
+    async def _relay(self, request: Request, oid: str, size: int, repo_id: str, writer: str,
+                     relay: Relay[Handed]) -> Response:
+        """The bytes of one large LFS PUT handed to the registry as they are received and hashed
+        (:class:`.relay.Handed`), never written here: staged as held once the registry made the
+        blob of them, which it does only after serve found they hash to ``oid``. A registry
+        that fails the upload is a 502: the client sends the object again (huggingface_hub
+        retries it), as no byte of it is kept here."""
+        chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None
+        digest = hashlib.sha256()
+        why_not: str | None = "the upload ended before its last byte"
+        written = 0
+        try:
+            held = 0
+            pending: list[bytes] = []
+            async for piece in request.stream():
+                written += len(piece)
+                if written > size:
+                    why_not = f"the upload is larger than the {size} bytes it was granted"
+                    return error(400, None, why_not)
+                pending.append(piece)
+                held += len(piece)
+                if held >= WRITE_PIECE:  # one thread hop a MiB, not one a read
+                    await in_thread(hand_pieces, relay.follow, pending, chunks, digest)
+                    pending, held = [], 0
+            await in_thread(hand_pieces, relay.follow, pending, chunks, digest)
+            if written != size:
+                why_not = f"the upload is {written} bytes, not the {size} it was granted"
+                return error(400, None, why_not)
+            hashed = digest.hexdigest()
+            why_not = None if hashed == oid else f"upload: the bytes sent hash to sha256:{hashed}, not sha256:{oid}"
+        except ClientDisconnect:
+            log.info("an upload of sha256:%s was abandoned after %d of %d bytes", oid, written, size)
+            return error(400, None, "the client left before the upload ended")
+        finally:
+            relay.follow.end(why_not)  # None: the registry's upload ends, its digest given; else it is cut
+            await in_thread(relay.wait)
+        if why_not is not None:
+            return error(400, None, why_not)
+        if relay.error is not None:
+            why = f"{relay.store.describe()} did not take the upload of sha256:{oid} ({relay.error})"
+            log.warning("%s: %s: the client is asked to send it again", repo_id, why)
+            return error(502, None, f"{why}: send it again")
+        await in_thread(self.staging.commit_held, oid, size, chunks.finish() if chunks is not None else None)
+        await in_thread(self.staging.pin, oid, repo_id, writer)  # its commit gives it back
         return Response(status_code=200)
 
     async def lfs_verify(self, request: Request) -> Response:
@@ -219,3 +258,13 @@ def upload_path(oid: str, size: str, repo_id: str) -> str:
     """Where an LFS object is PUT: its oid, size and repository (one segment), which the URL's
     signature covers."""
     return f"{UPLOAD_PATH}{oid}/{size}/{quote(repo_id, safe='')}"
+
+
+def hand_pieces(hand: Handed, pieces: list[bytes], chunks: ChunkHasher | None, whole: Any) -> None:
+    """Hash ``pieces`` (their chunk table, their SHA-256), then hand them to the relay, in one
+    trip to a worker thread (which waits while the relay is behind)."""
+    for piece in pieces:
+        if chunks is not None:
+            chunks.update(piece)
+        whole.update(piece)
+    hand.put(pieces)

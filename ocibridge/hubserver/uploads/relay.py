@@ -1,12 +1,19 @@
-"""An LFS upload sent on to the registry while it arrives: a raw layer's blob is the file's bytes
-(its digest is the file's SHA-256, the LFS oid), so the blob a commit's push needs can be
+"""A large upload sent on to the registry while it arrives: a raw layer's blob is the file's
+bytes (its digest is the file's SHA-256, the LFS oid), so the blob a commit's push needs can be
 uploaded during the client's own upload instead of after the commit. The commit's push then
 finds it there and sends only the config and manifest.
 
+Two ways in. An LFS PUT hands its bytes over in memory as they are received and hashed
+(:class:`Handed`): the file is never written on serve's disk nor read back from it, and is staged
+as held by the registry (issue 64: that write and read were ~0.4 s of serve's CPU a GiB, and a
+GiB of staging room). A Xet file rebuilt after its shard is written, and read as it is written
+(:class:`Following`).
+
 Nothing unverified becomes a blob: the registry takes the upload under the oid's digest and
 refuses it (no blob is made) unless the bytes hash to it, and serve checks the same bytes itself
-before a commit may name them (:class:`.staging.Staging`). An upload the client abandons fails
-its relay too: the registry's upload session is left unfinished, never a blob.
+(a handed upload's last byte is given only once serve found they hash to the oid). An upload the
+client abandons fails its relay too: the registry's upload session is left unfinished, never a
+blob.
 """
 
 from __future__ import annotations
@@ -14,9 +21,11 @@ from __future__ import annotations
 import io
 import logging
 import threading
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Generic, TypeVar
 
 from ocibridge.core.pagecache import let_go
 from ocibridge.errors import OcibridgeError
@@ -96,11 +105,106 @@ class Following(io.RawIOBase):
         super().close()
 
 
-class Relay:
+#: bytes of a handed upload that wait for the relay at most: past them, the receiving route waits
+#: (and so reads the client no faster than the registry takes the bytes)
+HANDED_MAX = 8 * 1024 * 1024
+
+
+class Handed(io.RawIOBase):
+    """An upload's bytes, handed over by the route that receives them (:meth:`put`, from its
+    worker thread, after it hashed them), read by the relay; at most :data:`HANDED_MAX` wait.
+    The last byte is read only after :meth:`end` gave the route's verdict on the whole: None (the
+    bytes hash to the oid) ends the upload; a reason cuts it (the read fails), so the registry
+    makes no blob of bytes serve did not check. Once the relay is over (:meth:`close`: it failed,
+    or the registry had the blob), what is handed is dropped."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+        self._cond = threading.Condition()
+        self._parts: deque[memoryview] = deque()
+        self._held = 0  # bytes handed, not read yet
+        self._given = 0  # bytes read
+        self._verdict: tuple[str | None] | None = None  # (None,): the bytes hash to the oid
+        self._over = False  # the relay read its last (closed)
+
+    def put(self, pieces: Sequence[bytes]) -> None:
+        """Hand ``pieces`` over, waiting while the relay is :data:`HANDED_MAX` behind."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._over or self._held < HANDED_MAX, STALL):
+                raise OSError("the registry took none of the upload for a long time")
+            if self._over:
+                return
+            for piece in pieces:
+                if piece:
+                    self._parts.append(memoryview(piece))
+                    self._held += len(piece)
+            self._cond.notify_all()
+
+    def end(self, why_not: str | None) -> None:
+        """The route's verdict, once every byte was handed: None, they hash to the oid; else why
+        not (the upload is cut)."""
+        with self._cond:
+            self._verdict = (why_not,)
+            self._cond.notify_all()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        view = memoryview(buffer).cast("B")
+        with self._cond:
+            while True:
+                ok = self._verdict == (None,)
+                if self._verdict is not None and not ok:
+                    raise OSError(self._verdict[0])
+                # every byte but the last as it comes; the last once the verdict is that all is well
+                room = min(len(view), self._held, self.size - self._given - (0 if ok else 1))
+                if room > 0:
+                    taken = self._copy(view, room)
+                    self._cond.notify_all()  # room for the route
+                    return taken
+                if ok and not self._held:
+                    return 0
+                if not self._cond.wait_for(partial(self._moved, self._held, self._verdict), STALL):
+                    raise OSError("the upload stalled")
+
+    def _moved(self, held: int, verdict: tuple[str | None] | None) -> bool:
+        """Whether bytes were handed, or the verdict given, since ``held`` and ``verdict``."""
+        return self._held != held or self._verdict != verdict
+
+    def _copy(self, view: memoryview, room: int) -> int:
+        taken = 0
+        while taken < room:
+            part = self._parts[0]
+            n = min(len(part), room - taken)
+            view[taken:taken + n] = part[:n]
+            taken += n
+            if n == len(part):
+                self._parts.popleft()
+            else:
+                self._parts[0] = part[n:]
+        self._held -= taken
+        self._given += taken
+        return taken
+
+    def close(self) -> None:
+        with self._cond:
+            self._over = True
+            self._parts.clear()
+            self._held = 0
+            self._cond.notify_all()
+        super().close()
+
+
+_Reader = TypeVar("_Reader", Following, Handed)
+
+
+class Relay(Generic[_Reader]):
     """One upload's relay: a thread pushing the blob ``sha256`` to ``store`` from ``follow``."""
 
-    def __init__(self, store: WritableStore, sha256: str, size: int, path: Path) -> None:
-        self.follow = Following(path, size)
+    def __init__(self, store: WritableStore, sha256: str, size: int, follow: _Reader) -> None:
+        self.follow: _Reader = follow
         self.desc = Descriptor(mediaType="application/octet-stream", digest=f"sha256:{sha256}", size=size)
         self.store = store
         self.error: Exception | None = None
@@ -132,14 +236,24 @@ class Relay:
 
 #: a relay of a large upload (the repository, the SHA-256, the size, the file being written), or
 #: None where there is nowhere to relay to: :func:`relay_for` over the first source
-RelayFor = Callable[[str, str, int, Path], "Relay | None"]
+RelayFor = Callable[[str, str, int, Path], "Relay[Following] | None"]
+#: the same for an upload handed over in memory (the repository, the SHA-256, the size):
+#: :func:`handing_for` over the first source
+HandingFor = Callable[[str, str, int], "Relay[Handed] | None"]
 
 
-def relay_for(source: Source | None, repo_id: str, oid: str, size: int, tmp: Path) -> Relay | None:
-    """A relay of a large upload (LFS or Xet) to the registry repository its commit will push to
-    (``source``: the first source), when that is a registry."""
+def relay_for(source: Source | None, repo_id: str, oid: str, size: int, tmp: Path) -> Relay[Following] | None:
+    """A relay of a large file being written at ``tmp`` (a Xet file rebuilt) to the registry
+    repository its commit will push to (``source``: the first source), when that is a registry."""
     store = registry_store(source, repo_id) if size >= RELAY_MIN else None
-    return Relay(store, oid, size, tmp) if store is not None else None
+    return Relay(store, oid, size, Following(tmp, size)) if store is not None else None
+
+
+def handing_for(source: Source | None, repo_id: str, oid: str, size: int) -> Relay[Handed] | None:
+    """A relay of a large LFS upload, handed over in memory, to the registry repository its
+    commit will push to, when that is a registry (else None: the upload is staged on disk)."""
+    store = registry_store(source, repo_id) if size >= RELAY_MIN else None
+    return Relay(store, oid, size, Handed(size)) if store is not None else None
 
 
 def registry_store(source: Source | None, repo_id: str) -> WritableStore | None:

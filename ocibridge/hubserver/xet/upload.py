@@ -53,7 +53,7 @@ from ocibridge.hubserver.xet.xorbcheck import XorbCheck
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.uploads.ingest import IngestFor
-    from ocibridge.hubserver.uploads.relay import Relay, RelayFor
+    from ocibridge.hubserver.uploads.relay import Following, Relay, RelayFor
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -396,7 +396,7 @@ class XetUpload:
                 relay.wait()
         return written
 
-    def _write(self, entry: FileEntry, fd: int, named: str, size: int, relay: Relay | None, repo_id: str,
+    def _write(self, entry: FileEntry, fd: int, named: str, size: int, relay: Relay[Following] | None, repo_id: str,
                offsets: dict[bytes, array[int]]) -> tuple[str, tuple[str, ...] | None]:
         digest = hashlib.sha256()
         chunks = ChunkHasher(DEFAULT_CHUNK_SIZE, threaded=False) if size >= PUSH_THRESHOLD else None

@@ -1,0 +1,61 @@
+"""A large file uploaded over LFS goes on to the registry as it arrives, handed over in memory
+(uploads/relay.py's ``Handed``, issue 64): it is never written on serve's disk, it is staged as
+held by the registry, and the commit names the registry's blob. A registry that fails the upload
+midway is a 502, which huggingface_hub answers by sending the file again."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from huggingface_hub import CommitOperationAdd, HfApi
+from serving import point_hub_at
+from support.faultproxy import FaultProxy, drop_request
+from test_serve_publish import MIB, blob_in, serve_process, tag_digest
+
+
+def test_a_large_lfs_upload_reaches_the_registry_and_is_never_written_here(tmp_path, registry, unique_repo,
+                                                                           monkeypatch):
+    data = os.urandom(20 * MIB)
+    sha = hashlib.sha256(data).hexdigest()
+    prefix = f"{registry.host}/{unique_repo}"
+    staging = tmp_path / "ocibridge-cache" / "serve" / "staging"
+    with serve_process(tmp_path, prefix) as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=False)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/handed")
+        added = CommitOperationAdd("w.bin", data)
+        api.preupload_lfs_files("acme/handed", additions=[added])
+        assert blob_in(f"{prefix}/acme/handed:latest", sha, len(data))
+        assert tag_digest(f"{prefix}/acme/handed:latest") is None
+        assert (staging / "held" / sha).read_text() == str(len(data))
+        assert not (staging / "sha256" / sha).exists()
+        written = [p for p in staging.rglob("*") if p.is_file() and p.stat().st_size >= MIB]
+        assert written == [], written  # no copy of it on serve's disk, nor half of one
+    with serve_process(tmp_path, prefix) as url:  # serve restarted between the upload and its commit
+        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=False)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_commit("acme/handed", [added], commit_message="w")  # uploaded: not asked again
+        got = api.hf_hub_download("acme/handed", "w.bin", cache_dir=str(tmp_path / "read"))
+        assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
+        assert tag_digest(f"{prefix}/acme/handed:latest") is not None
+
+
+def test_a_registry_that_fails_the_upload_midway_is_a_502_and_the_client_sends_it_again(tmp_path, registry,
+                                                                                      unique_repo, monkeypatch):
+    data = os.urandom(12 * MIB)
+    sha = hashlib.sha256(data).hexdigest()
+    with FaultProxy(registry) as proxy:
+        proxy.add("PUT", r"/blobs/uploads/", drop_request(after=2 * MIB))  # the first upload is cut
+        prefix = f"{proxy.host}/{unique_repo}"
+        with serve_process(tmp_path, prefix) as url:
+            point_hub_at(monkeypatch, url, tmp_path / "hub", xet=False)
+            api = HfApi(endpoint=url, token="writer-token")
+            api.create_repo("acme/retried")
+            api.upload_file(path_or_fileobj=data, path_in_repo="w.bin", repo_id="acme/retried")
+            got = api.hf_hub_download("acme/retried", "w.bin", cache_dir=str(tmp_path / "read"))
+            assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
+    log = (tmp_path / "serve.log").read_text()
+    assert log.count(f"did not take the upload of sha256:{sha}") == 1, log[-3000:]
+    assert blob_in(f"{registry.host}/{unique_repo}/acme/retried:latest", sha, len(data))
