@@ -6,6 +6,7 @@ what is handed instead of holding the route."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import threading
 import time
@@ -14,6 +15,10 @@ import pytest
 
 from ocibridge.hubserver.uploads import relay
 from ocibridge.hubserver.uploads.relay import Handed
+
+
+def _put(hand: Handed, pieces: list[bytes]) -> None:
+    asyncio.run(hand.put(pieces))
 
 
 def _reader(hand: Handed) -> tuple[threading.Thread, list[bytes], list[BaseException]]:
@@ -35,7 +40,7 @@ def _reader(hand: Handed) -> tuple[threading.Thread, list[bytes], list[BaseExcep
 def test_the_last_byte_waits_for_the_verdict_then_the_read_ends():
     hand = Handed(10)
     thread, got, failed = _reader(hand)
-    hand.put([b"01234", b"56789"])
+    _put(hand, [b"01234", b"56789"])
     time.sleep(0.3)
     assert thread.is_alive() and hand._given == 9  # all but the last byte
     hand.end(None)
@@ -46,7 +51,7 @@ def test_the_last_byte_waits_for_the_verdict_then_the_read_ends():
 def test_a_verdict_against_the_bytes_cuts_the_read():
     hand = Handed(10)
     thread, got, failed = _reader(hand)
-    hand.put([b"0123456789"])
+    _put(hand, [b"0123456789"])
     hand.end("upload: the bytes sent hash to sha256:aa, not sha256:bb")
     thread.join(5)
     assert not got and "hash to sha256:aa" in str(failed[0])
@@ -55,23 +60,36 @@ def test_a_verdict_against_the_bytes_cuts_the_read():
 def test_the_route_waits_while_the_relay_is_behind_and_a_relay_that_is_over_drops_what_comes(monkeypatch):
     monkeypatch.setattr(relay, "HANDED_MAX", 4)
     hand = Handed(100)
-    hand.put([b"1234"])
-    second = threading.Thread(target=hand.put, args=([b"5678"],), daemon=True)
+    _put(hand, [b"1234"])
+    second = threading.Thread(target=_put, args=(hand, [b"5678"]), daemon=True)
     second.start()
     time.sleep(0.3)
-    assert second.is_alive()  # 4 bytes wait: the route waits for room
+    assert second.is_alive()  # 4 bytes wait: the route waits for room (on its loop, not a thread of the pool)
     assert hand.readinto(memoryview(bytearray(4))) == 4
     second.join(5)
     assert not second.is_alive() and hand._held == 4
     hand.close()  # the relay is over (it failed, or the registry had the blob)
-    hand.put([b"x" * 50])  # dropped, and the route is not held
+    _put(hand, [b"x" * 50])  # dropped, and the route is not held
     assert hand._held == 0
 
 
 def test_bytes_that_stop_coming_fail_the_read_after_the_stall(monkeypatch):
     monkeypatch.setattr(relay, "STALL", 0.2)
     hand = Handed(10)
-    hand.put([b"012"])
+    _put(hand, [b"012"])
     assert hand.readinto(memoryview(bytearray(8))) == 3
     with pytest.raises(OSError, match="stalled"):
         hand.readinto(memoryview(bytearray(8)))
+
+
+def test_a_route_waiting_for_room_is_woken_when_the_relay_is_over(monkeypatch):
+    monkeypatch.setattr(relay, "HANDED_MAX", 4)
+    hand = Handed(100)
+    _put(hand, [b"1234"])
+    second = threading.Thread(target=_put, args=(hand, [b"5678"]), daemon=True)
+    second.start()
+    time.sleep(0.3)
+    assert second.is_alive()
+    hand.close()
+    second.join(5)
+    assert not second.is_alive()

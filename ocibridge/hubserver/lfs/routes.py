@@ -216,9 +216,11 @@ class LfsRoutes:
                 pending.append(piece)
                 held += len(piece)
                 if held >= WRITE_PIECE:  # one thread hop a MiB, not one a read
-                    await in_thread(hand_pieces, relay.follow, pending, chunks, digest)
+                    await in_thread(hash_pieces, pending, chunks, digest)
+                    await relay.follow.put(pending)
                     pending, held = [], 0
-            await in_thread(hand_pieces, relay.follow, pending, chunks, digest)
+            await in_thread(hash_pieces, pending, chunks, digest)
+            await relay.follow.put(pending)
             if written != size:
                 why_not = f"the upload is {written} bytes, not the {size} it was granted"
                 return error(400, None, why_not)
@@ -227,6 +229,10 @@ class LfsRoutes:
         except ClientDisconnect:
             log.info("an upload of sha256:%s was abandoned after %d of %d bytes", oid, written, size)
             return error(400, None, "the client left before the upload ended")
+        except OSError as e:  # the registry took nothing for STALL seconds
+            log.warning("%s: %s did not take the upload of sha256:%s: %s", repo_id, relay.store.describe(), oid, e)
+            return error(502, None, f"{relay.store.describe()} did not take the upload of sha256:{oid} ({e}): "
+                                    "send it again")
         finally:
             relay.follow.end(why_not)  # None: the registry's upload ends, its digest given; else it is cut
             await in_thread(relay.wait)
@@ -260,11 +266,9 @@ def upload_path(oid: str, size: str, repo_id: str) -> str:
     return f"{UPLOAD_PATH}{oid}/{size}/{quote(repo_id, safe='')}"
 
 
-def hand_pieces(hand: Handed, pieces: list[bytes], chunks: ChunkHasher | None, whole: Any) -> None:
-    """Hash ``pieces`` (their chunk table, their SHA-256), then hand them to the relay, in one
-    trip to a worker thread (which waits while the relay is behind)."""
+def hash_pieces(pieces: list[bytes], chunks: ChunkHasher | None, whole: Any) -> None:
+    """Hash ``pieces``: their chunk table (of a large file) and their SHA-256."""
     for piece in pieces:
         if chunks is not None:
             chunks.update(piece)
         whole.update(piece)
-    hand.put(pieces)

@@ -18,6 +18,8 @@ blob.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import logging
 import threading
@@ -107,12 +109,14 @@ class Following(io.RawIOBase):
 
 #: bytes of a handed upload that wait for the relay at most: past them, the receiving route waits
 #: (and so reads the client no faster than the registry takes the bytes)
-HANDED_MAX = 8 * 1024 * 1024
+HANDED_MAX = 4 * 1024 * 1024
 
 
 class Handed(io.RawIOBase):
-    """An upload's bytes, handed over by the route that receives them (:meth:`put`, from its
-    worker thread, after it hashed them), read by the relay; at most :data:`HANDED_MAX` wait.
+    """An upload's bytes, handed over by the route that receives them (:meth:`put`, on the event
+    loop, once a worker thread hashed them), read by the relay's thread; at most
+    :data:`HANDED_MAX` wait, and the route waits on the loop, not on a thread (uploads waiting for
+    a slow registry must not hold the worker threads every other request needs).
     The last byte is read only after :meth:`end` gave the route's verdict on the whole: None (the
     bytes hash to the oid) ends the upload; a reason cuts it (the read fails), so the registry
     makes no blob of bytes serve did not check. Once the relay is over (:meth:`close`: it failed,
@@ -127,19 +131,36 @@ class Handed(io.RawIOBase):
         self._given = 0  # bytes read
         self._verdict: tuple[str | None] | None = None  # (None,): the bytes hash to the oid
         self._over = False  # the relay read its last (closed)
+        self._waiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None  # the route's
 
-    def put(self, pieces: Sequence[bytes]) -> None:
-        """Hand ``pieces`` over, waiting while the relay is :data:`HANDED_MAX` behind."""
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._over or self._held < HANDED_MAX, STALL):
-                raise OSError("the registry took none of the upload for a long time")
-            if self._over:
-                return
-            for piece in pieces:
-                if piece:
-                    self._parts.append(memoryview(piece))
-                    self._held += len(piece)
-            self._cond.notify_all()
+    async def put(self, pieces: Sequence[bytes]) -> None:
+        """Hand ``pieces`` over, waiting (on the loop) while the relay is :data:`HANDED_MAX` behind."""
+        while True:
+            with self._cond:
+                if self._over:
+                    return
+                if self._held < HANDED_MAX:
+                    for piece in pieces:
+                        if piece:
+                            self._parts.append(memoryview(piece))
+                            self._held += len(piece)
+                    self._cond.notify_all()
+                    return
+                loop = asyncio.get_running_loop()
+                room = loop.create_future()
+                self._waiting = (loop, room)
+            try:
+                await asyncio.wait_for(room, STALL)
+            except asyncio.TimeoutError:
+                raise OSError("the registry took none of the upload for a long time") from None
+
+    def _room(self) -> None:
+        """Wake the route waiting for room, if it is (called with the lock held)."""
+        if self._waiting is not None:
+            loop, room = self._waiting
+            self._waiting = None
+            with contextlib.suppress(RuntimeError):  # its loop closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle, room)
 
     def end(self, why_not: str | None) -> None:
         """The route's verdict, once every byte was handed: None, they hash to the oid; else why
@@ -162,7 +183,7 @@ class Handed(io.RawIOBase):
                 room = min(len(view), self._held, self.size - self._given - (0 if ok else 1))
                 if room > 0:
                     taken = self._copy(view, room)
-                    self._cond.notify_all()  # room for the route
+                    self._room()
                     return taken
                 if ok and not self._held:
                     return 0
@@ -193,8 +214,14 @@ class Handed(io.RawIOBase):
             self._over = True
             self._parts.clear()
             self._held = 0
+            self._room()
             self._cond.notify_all()
         super().close()
+
+
+def _settle(room: asyncio.Future[None]) -> None:
+    if not room.done():
+        room.set_result(None)
 
 
 _Reader = TypeVar("_Reader", Following, Handed)
