@@ -9,10 +9,13 @@ import hashlib
 import os
 from pathlib import Path
 
+import pytest
 from huggingface_hub import CommitOperationAdd, HfApi
 from serving import point_hub_at
 from support.faultproxy import FaultProxy, drop_request
 from test_serve_publish import MIB, blob_in, serve_process, tag_digest
+
+from ocibridge.stores.layout import LayoutStore
 
 
 def test_a_large_lfs_upload_reaches_the_registry_and_is_never_written_here(tmp_path, registry, unique_repo,
@@ -59,3 +62,27 @@ def test_a_registry_that_fails_the_upload_midway_is_a_502_and_the_client_sends_i
     log = (tmp_path / "serve.log").read_text()
     assert log.count(f"did not take the upload of sha256:{sha}") == 1, log[-3000:]
     assert blob_in(f"{registry.host}/{unique_repo}/acme/retried:latest", sha, len(data))
+
+
+def test_a_relayed_lfs_upload_takes_no_room_in_the_staging_budget(tmp_path, registry, unique_repo, monkeypatch):
+    """``--staging-budget`` bounds what uploads keep on serve's disk; a large LFS upload keeps
+    nothing there, so a budget smaller than the file takes it. Over a layout, where the file is
+    staged, the same budget refuses it (507, before a byte is sent)."""
+    data = os.urandom(40 * MIB)
+    sha = hashlib.sha256(data).hexdigest()
+    with serve_process(tmp_path, f"{registry.host}/{unique_repo}", "--staging-budget", "16M") as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=False)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/large")
+        api.upload_file(path_or_fileobj=data, path_in_repo="w.bin", repo_id="acme/large")
+        got = api.hf_hub_download("acme/large", "w.bin", cache_dir=str(tmp_path / "read"))
+        assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
+
+    layout = tmp_path / "layout"
+    LayoutStore(layout, create=True)
+    with serve_process(tmp_path, f"oci:{layout}", "--staging-budget", "16M") as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub2", xet=False)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/large")
+        with pytest.raises(Exception, match="507"):
+            api.upload_file(path_or_fileobj=data, path_in_repo="w.bin", repo_id="acme/large")

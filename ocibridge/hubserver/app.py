@@ -60,7 +60,7 @@ from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.ingest import ingest_for
-from ocibridge.hubserver.uploads.relay import handing_for, relay_for
+from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
@@ -108,7 +108,7 @@ class ServeApp:
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
         first = catalog.sources[0] if catalog.sources else None
         relay = partial(relay_for, first)  # to the first source
-        self.lfs = LfsRoutes(self.repos, partial(handing_for, first))  # an LFS PUT's, in memory
+        self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first))  # in memory
         self.commits = CommitRoutes(self.repos, publish)
         self.refs = RefRoutes(self.repos)
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty)

@@ -61,9 +61,10 @@ class LfsRoutes:
     """The LFS routes, over what the write routes share; their upload URLs signed for the
     write tokens (:attr:`.access.Gate.uploads`), large files offered in parts."""
 
-    def __init__(self, repos: Repos, relay_for: HandingFor):
+    def __init__(self, repos: Repos, relay_for: HandingFor, relays: Callable[[str, int], bool]):
         self.repos = repos
         self.relay_for = relay_for  # a large upload on to the registry as it arrives (uploads/relay.py)
+        self.relays = relays  # whether it is: then it takes no room in staging
         self.staging = repos.staging
         self.signer = repos.gate.uploads
         self.multipart = Multipart(repos.staging, self.signer, repos.settings)
@@ -114,14 +115,15 @@ class LfsRoutes:
         staged = {oid for oid in wanted  # here already, and uploaded for repo_id (Staging.pinned)
                   if await in_thread(self.repos.uploaded, repo_id, oid)
                   and await in_thread(self.staging.pin, oid, repo_id, writer)}
-        full = await in_thread(self.staging.room_for, sum(s for oid, s in wanted.items() if oid not in staged), writer)
+        in_parts = "multipart" in (body.get("transfers") or ["basic"])  # huggingface_hub offers both
+        kept = sum(s for oid, s in wanted.items() if oid not in staged and not self._relayed(repo_id, s, in_parts))
+        full = await in_thread(self.staging.room_for, kept, writer)
         if full:  # git-lfs's batch API: 507, the server has no room for the objects
             await in_thread(self.staging.unpin, staged, repo_id, writer)
             return error(507, None, full)
         base = self.repos.base(request)
         expires = self.signer.expiry()
         answered: list[dict[str, Any]] = []
-        in_parts = "multipart" in (body.get("transfers") or ["basic"])  # huggingface_hub offers both
         for item in objects:
             oid, size = (item.get("oid"), item.get("size")) if isinstance(item, dict) else (None, None)
             if not is_sha256(oid) or not isinstance(size, int) or size < 0:
@@ -152,8 +154,14 @@ class LfsRoutes:
         if not is_sha256(oid) or size is None:
             return error(400, None, "expected /ocibridge/lfs/SHA256/SIZE/REPO")
         writer = request.query_params.get("client", "")  # signed with the path: whose upload it is
-        with self.staging.reserve(size, repo_id, writer) as landed:  # StagingFull: 507 (failures.py)
+        room = 0 if self.relays(repo_id, size) else size  # a relayed upload is not kept here
+        with self.staging.reserve(room, repo_id, writer) as landed:  # StagingFull: 507 (failures.py)
             return await self._receive(request, oid, size, repo_id, writer, landed)
+
+    def _relayed(self, repo_id: str, size: int, in_parts: bool) -> bool:
+        """Whether the batch's upload of ``size`` bytes is one PUT relayed to the registry (parts
+        are staged, then joined)."""
+        return self.relays(repo_id, size) and not (in_parts and self.multipart.settings.part_size_for(size))
 
     async def _receive(self, request: Request, oid: str, size: int, repo_id: str, writer: str,
                        landed: Callable[[], None]) -> Response:

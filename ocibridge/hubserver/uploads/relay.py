@@ -283,6 +283,12 @@ def handing_for(source: Source | None, repo_id: str, oid: str, size: int) -> Rel
     return Relay(store, oid, size, Handed(size)) if store is not None else None
 
 
+def relays(source: Source | None, repo_id: str, size: int) -> bool:
+    """Whether an upload of ``size`` bytes for ``repo_id`` is relayed (:func:`handing_for`), so
+    takes no room in staging."""
+    return size >= RELAY_MIN and registry_store(source, repo_id) is not None
+
+
 def registry_store(source: Source | None, repo_id: str) -> WritableStore | None:
     """The registry repository a commit of ``repo_id`` will push to, when ``source`` (the first
     source) is a registry."""

@@ -266,7 +266,10 @@ class Staging:
             return self._no_room(size, writer)
 
     def _no_room(self, size: int, writer: str = "") -> str | None:
-        """Why ``size`` more bytes by ``writer`` do not fit: the budget, or others' shares of it (:mod:`.shares`)."""
+        """Why ``size`` more bytes by ``writer`` do not fit: the budget, or others' shares of it
+        (:mod:`.shares`). No bytes always fit (an upload relayed to the registry keeps none here)."""
+        if size <= 0:
+            return None
         held = holdings(self.pins, self.files, self.parts)
         for who, reserved in self._writing.items():
             if who:
