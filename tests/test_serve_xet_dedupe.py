@@ -242,6 +242,7 @@ def test_chunks_of_a_dropped_xorb_are_read_back_checked(tmp_path):
     assert up._stage_shard(shard, "acme/x") is None
     assert up._stage_shard(shard, "acme/other") == f"file {xethash.hex_of(xethash.file_hash(chunks))}: " \
         f"xorb {xethash.hex_of(xorb)} was never uploaded"  # another repository's places: none
+    up.dedupe.close()  # the records of the shards answered are written (on dedupe's thread)
     places = next((tmp_path / "dedupe" / "repos").glob("*/places/*"))
     raw = bytearray(places.read_bytes())
     raw[32:40] = (1).to_bytes(8, "little")  # chunk 0 placed one byte late
