@@ -61,6 +61,11 @@ def test_a_registry_that_fails_the_upload_midway_is_a_502_and_the_client_sends_i
             assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
     log = (tmp_path / "serve.log").read_text()
     assert log.count(f"did not take the upload of sha256:{sha}") == 1, log[-3000:]
+    # the 502 says what the registry did (the upload cut), not that the relay could not start it over,
+    # and the relay's line does not say that a commit's push sends the bytes serve does not keep
+    told = next(line for line in log.splitlines() if f"did not take the upload of sha256:{sha}" in line)
+    assert "was interrupted (" in told, told
+    assert "the commit's push sends it" not in log, log[-3000:]
     assert blob_in(f"{registry.host}/{unique_repo}/acme/retried:latest", sha, len(data))
 
 

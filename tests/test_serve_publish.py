@@ -237,7 +237,8 @@ def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, uniqu
         # a large upload goes on to the registry as it arrives (the commit's push finds its blob
         # there), under its oid's digest: bytes that are not the oid never become a blob
         big, bad = os.urandom(9 * MIB), os.urandom(9 * MIB)
-        for body, sent, status in ((big, big, 200), (bad, bad[:-1] + b"x", 400)):
+        # the last byte changed (flipped: a fixed b"x" is the byte it replaces one time in 256)
+        for body, sent, status in ((big, big, 200), (bad, bad[:-1] + bytes([bad[-1] ^ 0xFF]), 400)):
             oid = hashlib.sha256(body).hexdigest()
             batch = {"operation": "upload", "objects": [{"oid": oid, "size": len(body)}]}
             href = httpx.post(f"{url}/acme/tiny.git/info/lfs/objects/batch", json=batch,

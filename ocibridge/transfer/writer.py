@@ -100,8 +100,12 @@ def retag(store: WritableStore, desc: Descriptor, tags: Sequence[str]) -> CopySt
     return write_artifact(store, desc, store.fetch_bytes(desc), tags=tags)
 
 
-def write_blob(store: CopyTarget, blob: Blob, *, progress: ProgressFn | None = None) -> bool:
-    """One blob on its own (a cache filling itself): sent unless there; whether it was sent."""
+def write_blob(store: CopyTarget, blob: Blob, *, progress: ProgressFn | None = None,
+               rereadable: bool = True) -> bool:
+    """One blob on its own (a cache filling itself): sent unless there; whether it was sent.
+    ``rereadable``: False for a blob read once, as it arrives (a relay's), so that an upload the
+    registry cut where it cannot go on fails saying how it was cut, not that its start could
+    not be read again."""
     if store.exists(blob.desc):
         return False
     desc = blob.desc
@@ -110,7 +114,7 @@ def write_blob(store: CopyTarget, blob: Blob, *, progress: ProgressFn | None = N
         return counting(blob.open(), desc, progress)
 
     with reopen() as reader:
-        store.push_blob(desc, reader, reopen=reopen)
+        store.push_blob(desc, reader, reopen=reopen if rereadable else None)
     return True
 
 

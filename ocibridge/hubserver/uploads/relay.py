@@ -241,17 +241,19 @@ class Relay(Generic[_Reader]):
 
     def _run(self) -> None:
         try:
-            write_blob(self.store, Blob(self.desc, self._reader))  # the one writer: unless the registry has it
+            # the one writer: unless the registry has it; read once (a cut upload fails saying how)
+            write_blob(self.store, Blob(self.desc, self._reader), rereadable=False)
         except Exception as e:  # noqa: BLE001 - the commit's push sends the blob itself then
             self.error = e
-            log.info("relay of %s to %s: %s (the commit's push sends it)", self.desc.digest,
-                     self.store.describe(), e)
+            # a handed upload is not kept here: its route answers 502, and the client sends it again
+            then = "" if isinstance(self.follow, Handed) else " (the commit's push sends it)"
+            log.info("relay of %s to %s: %s%s", self.desc.digest, self.store.describe(), e, then)
         finally:
             self.follow.close()
 
     def _reader(self) -> BinaryIO:
         """The upload as it arrives, once: a relay cannot go back to its start (an upload the
-        registry cut is then sent by the commit's push instead)."""
+        registry cut fails: a Xet file's commit push sends it, an LFS PUT is answered 502)."""
         if self._opened:
             raise OcibridgeError(f"relay of {self.desc.digest}: the upload cannot be read again")
         self._opened = True
