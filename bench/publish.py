@@ -100,17 +100,18 @@ def make_model(root: Path, size_mib: int) -> Path:
 PRELUDE = ("import sys; from huggingface_hub import CommitOperationAdd, HfApi; "
            "CommitOperationAdd(path_in_repo='model.safetensors', path_or_fileobj=sys.argv[1]).upload_info.sha256")
 #: the least serve must do to each byte it publishes, whatever the protocol: hash it twice
-#: (its SHA-256, the layer digest, and the chunk table push binds), write it once (staging),
-#: and over Xet check it with BLAKE3 once (the chunk hashes a xorb is named by)
+#: (its SHA-256, the layer digest, and the chunk table push binds); over Xet also check it with
+#: BLAKE3 once (the chunk hashes a xorb is named by) and write it once (the xorbs are kept, for
+#: later uploads to name); over LFS nothing is written (a large upload is relayed from memory)
 LEAST_WORK = """
 import hashlib, sys, blake3
 from ocibridge.chunks.chunking import ChunkHasher
 whole, table, xet = hashlib.sha256(), ChunkHasher(1 << 20, threaded=False), blake3.blake3()
 with open(sys.argv[1], "rb") as f, open(sys.argv[2], "wb") as out:
     while block := f.read(1 << 20):
-        whole.update(block); table.update(block); out.write(block)
+        whole.update(block); table.update(block)
         if sys.argv[3] == "xet":
-            xet.update(block)
+            xet.update(block); out.write(block)
 """
 
 
@@ -217,7 +218,7 @@ def table(size_mib: int, rows: dict[str, Runs], protocols: list[str], before: st
         lines.append(f"| `upload_folder` through serve, {label} | {runs.shown()} | "
                      f"**{runs.median() / push.median():.2f}×** (target ≤ {target}×) | {runs.median('client'):.2f} | "
                      f"{runs.median('serve'):.2f} | {runs.median('registry'):.2f} | serve {max(runs.rss):.0f} |")
-        work = "SHA-256 twice, one write" if protocol == "lfs" else "SHA-256 twice, BLAKE3, one write"
+        work = "SHA-256 twice" if protocol == "lfs" else "SHA-256 twice, BLAKE3, one write"
         lines.append(f"| serve's least work per byte ({work}), in one process | {least.shown()} | - | "
                      f"{least.median('client'):.2f} | - | - | - |")
         if protocol == "lfs":
