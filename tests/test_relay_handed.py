@@ -57,14 +57,20 @@ def test_a_verdict_against_the_bytes_cuts_the_read():
     assert not got and "hash to sha256:aa" in str(failed[0])
 
 
-def test_the_route_waits_while_the_relay_is_behind_and_a_relay_that_is_over_drops_what_comes(monkeypatch):
+def _full_with_a_route_waiting(monkeypatch: pytest.MonkeyPatch) -> tuple[Handed, threading.Thread]:
+    """A relay 4 bytes behind (all it lets wait), and a route waiting to hand 4 more."""
     monkeypatch.setattr(relay, "HANDED_MAX", 4)
     hand = Handed(100)
     _put(hand, [b"1234"])
     second = threading.Thread(target=_put, args=(hand, [b"5678"]), daemon=True)
     second.start()
     time.sleep(0.3)
-    assert second.is_alive()  # 4 bytes wait: the route waits for room (on its loop, not a thread of the pool)
+    assert second.is_alive()  # the route waits for room (on its loop, not a thread of the pool)
+    return hand, second
+
+
+def test_the_route_waits_while_the_relay_is_behind_and_a_relay_that_is_over_drops_what_comes(monkeypatch):
+    hand, second = _full_with_a_route_waiting(monkeypatch)
     assert hand.readinto(memoryview(bytearray(4))) == 4
     second.join(5)
     assert not second.is_alive() and hand._held == 4
@@ -83,13 +89,17 @@ def test_bytes_that_stop_coming_fail_the_read_after_the_stall(monkeypatch):
 
 
 def test_a_route_waiting_for_room_is_woken_when_the_relay_is_over(monkeypatch):
-    monkeypatch.setattr(relay, "HANDED_MAX", 4)
-    hand = Handed(100)
-    _put(hand, [b"1234"])
-    second = threading.Thread(target=_put, args=(hand, [b"5678"]), daemon=True)
-    second.start()
-    time.sleep(0.3)
-    assert second.is_alive()
+    hand, second = _full_with_a_route_waiting(monkeypatch)
     hand.close()
     second.join(5)
     assert not second.is_alive()
+
+
+def test_parts_are_taken_whole_or_in_part_as_the_buffer_allows():
+    from collections import deque
+
+    parts = deque(memoryview(p) for p in (b"abc", b"defg", b"h"))
+    into = bytearray(5)
+    assert relay.take_parts(parts, memoryview(into)) == 5 and bytes(into) == b"abcde"
+    assert [bytes(p) for p in parts] == [b"fg", b"h"]
+    assert relay.take_parts(parts, memoryview(into)) == 3 and bytes(into[:3]) == b"fgh" and not parts

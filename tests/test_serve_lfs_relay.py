@@ -18,6 +18,20 @@ from test_serve_publish import MIB, blob_in, serve_process, tag_digest
 from ocibridge.stores.layout import LayoutStore
 
 
+def _lfs_writer(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path, repo: str | None = None) -> HfApi:
+    """huggingface_hub over LFS (HF_HUB_DISABLE_XET=1) pointed at serve, as its writer; ``repo`` made."""
+    point_hub_at(monkeypatch, url, hub, xet=False)
+    api = HfApi(endpoint=url, token="writer-token")
+    if repo is not None:
+        api.create_repo(repo)
+    return api
+
+
+def _reads_back(api: HfApi, repo: str, sha: str, cache: Path) -> None:
+    got = api.hf_hub_download(repo, "w.bin", cache_dir=str(cache))
+    assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
+
+
 def test_a_large_lfs_upload_reaches_the_registry_and_is_never_written_here(tmp_path, registry, unique_repo,
                                                                            monkeypatch):
     data = os.urandom(20 * MIB)
@@ -25,9 +39,7 @@ def test_a_large_lfs_upload_reaches_the_registry_and_is_never_written_here(tmp_p
     prefix = f"{registry.host}/{unique_repo}"
     staging = tmp_path / "ocibridge-cache" / "serve" / "staging"
     with serve_process(tmp_path, prefix) as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=False)
-        api = HfApi(endpoint=url, token="writer-token")
-        api.create_repo("acme/handed")
+        api = _lfs_writer(monkeypatch, url, tmp_path / "hub", "acme/handed")
         added = CommitOperationAdd("w.bin", data)
         api.preupload_lfs_files("acme/handed", additions=[added])
         assert blob_in(f"{prefix}/acme/handed:latest", sha, len(data))
@@ -37,11 +49,9 @@ def test_a_large_lfs_upload_reaches_the_registry_and_is_never_written_here(tmp_p
         written = [p for p in staging.rglob("*") if p.is_file() and p.stat().st_size >= MIB]
         assert written == [], written  # no copy of it on serve's disk, nor half of one
     with serve_process(tmp_path, prefix) as url:  # serve restarted between the upload and its commit
-        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=False)
-        api = HfApi(endpoint=url, token="writer-token")
+        api = _lfs_writer(monkeypatch, url, tmp_path / "hub")
         api.create_commit("acme/handed", [added], commit_message="w")  # uploaded: not asked again
-        got = api.hf_hub_download("acme/handed", "w.bin", cache_dir=str(tmp_path / "read"))
-        assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
+        _reads_back(api, "acme/handed", sha, tmp_path / "read")
         assert tag_digest(f"{prefix}/acme/handed:latest") is not None
 
 
@@ -53,12 +63,9 @@ def test_a_registry_that_fails_the_upload_midway_is_a_502_and_the_client_sends_i
         proxy.add("PUT", r"/blobs/uploads/", drop_request(after=2 * MIB))  # the first upload is cut
         prefix = f"{proxy.host}/{unique_repo}"
         with serve_process(tmp_path, prefix) as url:
-            point_hub_at(monkeypatch, url, tmp_path / "hub", xet=False)
-            api = HfApi(endpoint=url, token="writer-token")
-            api.create_repo("acme/retried")
+            api = _lfs_writer(monkeypatch, url, tmp_path / "hub", "acme/retried")
             api.upload_file(path_or_fileobj=data, path_in_repo="w.bin", repo_id="acme/retried")
-            got = api.hf_hub_download("acme/retried", "w.bin", cache_dir=str(tmp_path / "read"))
-            assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
+            _reads_back(api, "acme/retried", sha, tmp_path / "read")
     log = (tmp_path / "serve.log").read_text()
     assert log.count(f"did not take the upload of sha256:{sha}") == 1, log[-3000:]
     # the 502 says what the registry did (the upload cut), not that the relay could not start it over,
@@ -76,18 +83,13 @@ def test_a_relayed_lfs_upload_takes_no_room_in_the_staging_budget(tmp_path, regi
     data = os.urandom(40 * MIB)
     sha = hashlib.sha256(data).hexdigest()
     with serve_process(tmp_path, f"{registry.host}/{unique_repo}", "--staging-budget", "16M") as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=False)
-        api = HfApi(endpoint=url, token="writer-token")
-        api.create_repo("acme/large")
+        api = _lfs_writer(monkeypatch, url, tmp_path / "hub", "acme/large")
         api.upload_file(path_or_fileobj=data, path_in_repo="w.bin", repo_id="acme/large")
-        got = api.hf_hub_download("acme/large", "w.bin", cache_dir=str(tmp_path / "read"))
-        assert hashlib.sha256(Path(got).read_bytes()).hexdigest() == sha
+        _reads_back(api, "acme/large", sha, tmp_path / "read")
 
     layout = tmp_path / "layout"
     LayoutStore(layout, create=True)
     with serve_process(tmp_path, f"oci:{layout}", "--staging-budget", "16M") as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub2", xet=False)
-        api = HfApi(endpoint=url, token="writer-token")
-        api.create_repo("acme/large")
+        api = _lfs_writer(monkeypatch, url, tmp_path / "hub2", "acme/large")
         with pytest.raises(Exception, match="507"):
             api.upload_file(path_or_fileobj=data, path_in_repo="w.bin", repo_id="acme/large")

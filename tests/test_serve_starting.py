@@ -72,18 +72,23 @@ def start(home: Path, *args: str, **env: str) -> tuple[subprocess.Popen[bytes], 
     return proc, url, log
 
 
-def test_the_banner_says_what_where_and_to_whom_and_warns_of_a_silent_first_source(layout):
-    home, _ = layout
-    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
-    (home / "tokens.txt").write_text("w-token write acme/\n")
-    proc, url, log = start(home, f"{dead}/models", f"oci:{home}/lay", "--plain-http",
-                           "--token-file", str(home / "tokens.txt"))
+def stopped_after_a_warning(proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Stop serve once its log has a warning (the first source is checked in the background), or after 30 s."""
     try:
         deadline = time.monotonic() + 30
         while "warning" not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         stop(proc)
+
+
+def test_the_banner_says_what_where_and_to_whom_and_warns_of_a_silent_first_source(layout):
+    home, _ = layout
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    (home / "tokens.txt").write_text("w-token write acme/\n")
+    proc, url, log = start(home, f"{dead}/models", f"oci:{home}/lay", "--plain-http",
+                           "--token-file", str(home / "tokens.txt"))
+    stopped_after_a_warning(proc, log)
     lines = log.read_text().splitlines()
     assert (f"ocibridge: serving the Hugging Face Hub API of {dead}/models, oci:{home}/lay at {url}; "
             "writes on (write tokens publish); tokens required") in lines
@@ -112,12 +117,7 @@ def test_an_empty_local_store_is_served_quietly_a_layout_that_is_not_one_is_not(
     assert ready.status_code == 200, ready.text
     assert not [line for line in log.read_text().splitlines() if "warning" in line], log.read_text()
     proc, url, log = start(home, f"oci:{home}/not-a-layout")
-    try:
-        deadline = time.monotonic() + 30
-        while "warning" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        stop(proc)
+    stopped_after_a_warning(proc, log)
     assert f"ocibridge: warning: the first source oci:{home}/not-a-layout does not answer: no OCI layout there" \
         in log.read_text().splitlines()
 

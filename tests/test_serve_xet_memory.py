@@ -150,17 +150,23 @@ def test_recording_a_4_gib_file_takes_what_a_1_gib_one_does(tmp_path: Path):
     assert large < 4 * MIB and large < small + 2 * MIB, (small, large)
 
 
-def test_an_answer_waits_for_the_records_written_after_their_shards(tmp_path: Path, monkeypatch):
-    """A shard is answered before its files are recorded for dedupe (a thread writes the record:
-    0.1 s a GiB the client no longer waits for); a dedupe question of that repository asked
-    meanwhile waits for the record, so it is answered as if recorded at once. A record that
-    fails leaves no question waiting."""
+def _kept(tmp_path: Path) -> tuple[dedupe.Dedupe, list, list, list]:
+    """A dedupe over :func:`_record_inputs`' xorbs, each kept (remembered and on disk)."""
     lists, names, entries = _record_inputs()
     found = dedupe.Dedupe(tmp_path / "xorbs", tmp_path / "dd")
     (tmp_path / "xorbs").mkdir()
     for name, chunks in zip(names, lists, strict=True):
         found.remember_xorb(name, chunks)
         (tmp_path / "xorbs" / merkle.hex_of(name)).write_bytes(b"kept")
+    return found, lists, names, entries
+
+
+def test_an_answer_waits_for_the_records_written_after_their_shards(tmp_path: Path, monkeypatch):
+    """A shard is answered before its files are recorded for dedupe (a thread writes the record:
+    0.1 s a GiB the client no longer waits for); a dedupe question of that repository asked
+    meanwhile waits for the record, so it is answered as if recorded at once. A record that
+    fails leaves no question waiting."""
+    found, lists, names, entries = _kept(tmp_path)
     write = found.record
 
     def slow_record(repo_id, shard_entries):
@@ -186,12 +192,7 @@ def test_an_answer_waits_only_for_the_records_queued_before_it(tmp_path: Path, m
     once) and a dedupe question waited until none was queued, up to :data:`dedupe.SETTLE`."""
     import threading
 
-    lists, names, entries = _record_inputs()
-    found = dedupe.Dedupe(tmp_path / "xorbs", tmp_path / "dd")
-    (tmp_path / "xorbs").mkdir()
-    for name, chunks in zip(names, lists, strict=True):
-        found.remember_xorb(name, chunks)
-        (tmp_path / "xorbs" / merkle.hex_of(name)).write_bytes(b"kept")
+    found, lists, names, entries = _kept(tmp_path)
     monkeypatch.setattr(dedupe, "SETTLE", 20.0)
     write, before, after = found.record, threading.Event(), threading.Event()
     gates = iter([before, after])

@@ -195,16 +195,7 @@ class Handed(io.RawIOBase):
         return self._held != held or self._verdict != verdict
 
     def _copy(self, view: memoryview, room: int) -> int:
-        taken = 0
-        while taken < room:
-            part = self._parts[0]
-            n = min(len(part), room - taken)
-            view[taken:taken + n] = part[:n]
-            taken += n
-            if n == len(part):
-                self._parts.popleft()
-            else:
-                self._parts[0] = part[n:]
+        taken = take_parts(self._parts, view[:room])
         self._held -= taken
         self._given += taken
         return taken
@@ -217,6 +208,22 @@ class Handed(io.RawIOBase):
             self._room()
             self._cond.notify_all()
         super().close()
+
+
+def take_parts(parts: deque[memoryview], into: memoryview) -> int:
+    """Copy the first bytes of ``parts`` into ``into``, as many as both have; the parts copied
+    whole leave the queue, one copied in part stays as its rest. How many were copied."""
+    taken = 0
+    while parts and taken < len(into):
+        part = parts[0]
+        n = min(len(part), len(into) - taken)
+        into[taken:taken + n] = part[:n]
+        taken += n
+        if n == len(part):
+            parts.popleft()
+        else:
+            parts[0] = part[n:]
+    return taken
 
 
 def _settle(room: asyncio.Future[None]) -> None:

@@ -38,7 +38,7 @@ from ocibridge.core.pagecache import let_go
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.guard import LFS_UPLOAD_MAX
 from ocibridge.hubserver.uploads.ingest import IngestFor
-from ocibridge.hubserver.uploads.relay import RELAY_MIN, STALL
+from ocibridge.hubserver.uploads.relay import RELAY_MIN, STALL, take_parts
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry
@@ -367,14 +367,7 @@ class _Pulled(io.RawIOBase):
                     return 0
                 self._parts.extend(batch)
                 continue
-            part = self._parts[0]
-            n = min(len(part), len(view) - taken)
-            view[taken:taken + n] = part[:n]
-            taken += n
-            if n == len(part):
-                self._parts.popleft()
-            else:
-                self._parts[0] = part[n:]
+            taken += take_parts(self._parts, view[taken:])
         self._table.update(view[:taken])
         return taken
 
