@@ -168,7 +168,7 @@ def test_a_key_with_a_passphrase_is_not_loaded_before_serve_starts(tmp_path):
     locked = tmp_path / "locked.pem"
     locked.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                          serialization.BestAvailableEncryption(b"secret")))
-    code = ("import sys; from ocibridge.hubserver.server import check_tls_files; "
+    code = ("import sys; from ocibridge.hubserver.tlsfiles import check_tls_files; "
             "check_tls_files(sys.argv[1], sys.argv[2])")
     done = subprocess.run([sys.executable, "-c", code, str(tls.cert_file), str(locked)], stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=60, check=False, start_new_session=True,

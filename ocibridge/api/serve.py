@@ -186,13 +186,8 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.hubserver.reading.catalog import Catalog
     from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
     from ocibridge.hubserver.replicas.trusted import parse_networks
-    from ocibridge.hubserver.server import (
-        ServerSettings,
-        build_app,
-        check_listening,
-        check_tls_files,
-        parse_public_url,
-    )
+    from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
+    from ocibridge.hubserver.tlsfiles import check_tls_files
     from ocibridge.hubserver.writes.publishing import Publishing
     from ocibridge.signing.containers_policy import UsePolicy, find_policy_file, read_policy_file
 
