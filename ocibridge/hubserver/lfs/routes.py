@@ -44,7 +44,7 @@ from ocibridge.hubserver.answers import (
 from ocibridge.hubserver.guard import UPLOADS
 from ocibridge.hubserver.uploads.multipart import Multipart
 from ocibridge.hubserver.uploads.relay import Handed, HandingFor, Relay
-from ocibridge.hubserver.uploads.staging import write_pieces
+from ocibridge.hubserver.uploads.staging import hash_pieces, write_pieces
 from ocibridge.hubserver.writes.commits import clean_path
 from ocibridge.hubserver.writes.repos import Repos
 
@@ -272,11 +272,3 @@ def upload_path(oid: str, size: str, repo_id: str) -> str:
     """Where an LFS object is PUT: its oid, size and repository (one segment), which the URL's
     signature covers."""
     return f"{UPLOAD_PATH}{oid}/{size}/{quote(repo_id, safe='')}"
-
-
-def hash_pieces(pieces: list[bytes], chunks: ChunkHasher | None, whole: Any) -> None:
-    """Hash ``pieces``: their chunk table (of a large file) and their SHA-256."""
-    for piece in pieces:
-        if chunks is not None:
-            chunks.update(piece)
-        whole.update(piece)

@@ -475,9 +475,14 @@ def _touched(entry: Path) -> float:
 def write_pieces(fd: int, pieces: list[bytes], chunks: ChunkHasher | None = None, whole: Any = None) -> None:
     """Write ``pieces`` to ``fd`` whole, in one call, not joined first (a joined MiB was a fresh
     allocation and a copy each time); ``chunks`` and ``whole`` (a hashlib object) see each."""
+    hash_pieces(pieces, chunks, whole)
+    writev_all(fd, pieces)
+
+
+def hash_pieces(pieces: list[bytes], chunks: ChunkHasher | None = None, whole: Any = None) -> None:
+    """Let ``chunks`` (a chunk table) and ``whole`` (a hashlib object) see each of ``pieces``."""
     for piece in pieces:
         if chunks is not None:
             chunks.update(piece)
         if whole is not None:
             whole.update(piece)
-    writev_all(fd, pieces)

@@ -57,7 +57,7 @@ import blake3
 from ocibridge.core.environment import cache_root
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.chunklist import ChunkList
-from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
+from ocibridge.hubserver.xet.shards import FileEntry, Segment
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -228,10 +228,8 @@ class Dedupe:
             repo_id, entries = self._queue.get()
             try:
                 self.record(repo_id, entries)
-            except (OSError, BadUpload) as e:  # the upload stands; only a later one saves less
-                log.warning("%s: a shard's files not kept for dedupe: %s", repo_id, e)
-            except Exception as e:  # noqa: BLE001 - the thread serves every later record
-                log.warning("%s: a shard's files not kept for dedupe: %r", repo_id, e)
+            except Exception as e:  # noqa: BLE001 - the upload stands (only a later one saves less), the thread goes on
+                log.warning("%s: a shard's files not kept for dedupe: %s", repo_id, e or type(e).__name__)
             finally:
                 with self._cond:
                     self._written += 1
