@@ -13,6 +13,18 @@ What each token of ``--token-file`` may do: read, or read and write (the Hub's w
     TOKEN write acme/           read and write repositories under acme/ only
     TOKEN write acme/ alice     ... and commits it makes are by "alice" (whoami's name)
 
+or, as the Hub's tokens are, a user with separate read, write and private-read scopes
+(comma-separated prefixes, ``*`` every repository):
+
+    TOKEN user=alice read=* write=alice/,acme/      reads every public repository, writes two namespaces
+    TOKEN user=bob                                  reads every public repository and its own private ones
+    anonymous read=public/                          requests without a token read public/... (no line: none)
+
+A bare repository name (``create_repo("name")``) lands in the token's namespace, its user name,
+as on the Hub. A private repository (``create_repo(private=True)``, :mod:`.visibility`) is read
+only by tokens whose private prefixes cover it: by default the new form's write prefixes and its
+own ``user/``; the first form reads privately what it reads.
+
 A prefix matches at a ``/`` boundary (:func:`within`): ``acme`` and ``acme/`` both take
 ``acme/x``, neither takes ``acme-evil/x``. A repository a token may not read is answered as a
 missing one (``missing``), on every route and page, so that its existence does not leak. The
@@ -77,25 +89,49 @@ class Denied(Exception):
 
 @dataclass(frozen=True)
 class Grant:
-    """One token line, parsed."""
+    """One token line, parsed: who the token is, and the repo-id prefixes it reads, writes and
+    reads when private ("" in a tuple: every repository)."""
 
     token: str
-    write: bool = False
-    prefix: str = ""  # the repo ids it reads (and writes) are under this ("": every one)
     name: str = ""
+    reads: tuple[str, ...] = ("",)
+    writes: tuple[str, ...] = ()
+    private: tuple[str, ...] = ()
+    anonymous: bool = False  # the line of requests with no token (``anonymous read=...``)
+
+    @property
+    def write(self) -> bool:
+        return bool(self.writes)
+
+    @property
+    def prefix(self) -> str:
+        """The one prefix of an old-form line (``TOKEN write acme/``), "" for every repository."""
+        return self.reads[0] if len(self.reads) == 1 else ""
+
+    @property
+    def namespace(self) -> str:
+        """Where a bare repository name lands (``create_repo("name")``): the token's user name, as
+        the Hub puts a bare name under the name ``whoami`` answers."""
+        return self.name
 
     def may_read(self, repo_id: str | None) -> bool:
-        """Whether the token reads ``repo_id`` (None: some repository, as a listing asks)."""
-        return repo_id is None or within(self.prefix, repo_id)
+        """Whether the token reads ``repo_id`` when it is public (None: some repository, as a
+        listing asks)."""
+        return repo_id is None or any(within(p, repo_id) for p in self.reads)
+
+    def may_read_private(self, repo_id: str) -> bool:
+        """Whether the token reads ``repo_id`` when it is private: under its private prefixes."""
+        return any(within(p, repo_id) for p in self.private)
 
     def may_write(self, repo_id: str) -> bool:
-        return self.write and within(self.prefix, repo_id)
+        return any(within(p, repo_id) for p in self.writes)
 
     @property
     def line(self) -> bytes:
         """The line as serve understood it: what a page cookie is an HMAC over, so that a
         changed line (a narrower prefix, a removed write) signs its visitors out."""
-        return "\0".join((self.token, "write" if self.write else "read", self.prefix, self.name)).encode()
+        return "\0".join((self.token, self.name, ",".join(self.reads), ",".join(self.writes),
+                           ",".join(self.private))).encode()
 
     def whoami(self) -> dict[str, Any]:
         """``GET /api/whoami-v2`` as huggingface_hub reads it (``hf auth whoami``: name, role)."""
@@ -103,8 +139,10 @@ class Grant:
         token: dict[str, Any] = {"displayName": self.name, "role": role}
         if self.prefix:
             token["repoPrefix"] = self.prefix  # serve's own: the repositories this token reads (and writes)
+        if self.writes:
+            token["writes"] = [p or "*" for p in self.writes]  # serve's own: where it writes
         return {"type": "user", "id": self.name, "name": self.name, "fullname": self.name, "orgs": [],
-                "auth": {"type": "access_token", "accessToken": token}}
+                "canPay": False, "isPro": False, "auth": {"type": "access_token", "accessToken": token}}
 
 
 def within(prefix: str, repo_id: str) -> bool:
@@ -117,18 +155,64 @@ def within(prefix: str, repo_id: str) -> bool:
     return repo == head or repo.startswith(head + "/")
 
 
+#: the token word of the line that says what requests without a token read
+ANONYMOUS = "anonymous"
+_KEYS = ("user", "read", "write", "private")
+_FORMS = ("expected 'TOKEN [read|write] [REPO-PREFIX] [NAME]', 'TOKEN user=NAME [read=PREFIXES] "
+          "[write=PREFIXES] [private=PREFIXES]' or 'anonymous read=PREFIXES'")
+
+
+def _prefixes(text: str) -> tuple[str, ...]:
+    """``a/,b/`` as prefixes; ``*`` is every repository (""), an empty value none."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    return tuple("" if p == "*" else p for p in parts)
+
+
+def _default_name(token: str) -> str:
+    return "token-" + hashlib.sha256(token.encode()).hexdigest()[:8]
+
+
 def parse_line(line: str, where: str = "--token-file") -> Grant:
     """One line of the token file (the module's docstring); :class:`UsageError` when malformed."""
     fields = line.split()
-    if not fields or len(fields) > 4:
-        raise UsageError(f"{where}: expected 'TOKEN [read|write] [REPO-PREFIX] [NAME]', got {len(fields)} fields")
+    if not fields:
+        raise UsageError(f"{where}: {_FORMS}")
+    if any("=" in f for f in fields[1:]):
+        return _keyed_line(fields, where)
+    if fields[0] == ANONYMOUS:
+        raise UsageError(f"{where}: the anonymous line says what it reads: 'anonymous read=PREFIXES'")
+    if len(fields) > 4:
+        raise UsageError(f"{where}: {_FORMS}, got {len(fields)} fields")
     token = fields[0]
     scope = fields[1] if len(fields) > 1 else "read"
     if scope not in SCOPES:
         raise UsageError(f"{where}: scope {scope!r}: expected read or write")
     prefix = fields[2] if len(fields) > 2 else ""
-    name = fields[3] if len(fields) > 3 else "token-" + hashlib.sha256(token.encode()).hexdigest()[:8]
-    return Grant(token, scope == "write", "" if prefix == "*" else prefix, name)
+    prefix = "" if prefix == "*" else prefix
+    name = fields[3] if len(fields) > 3 else _default_name(token)
+    # the first form: one scope for reads and writes, and what it reads it reads when private too
+    return Grant(token, name, (prefix,), (prefix,) if scope == "write" else (), (prefix,))
+
+
+def _keyed_line(fields: list[str], where: str) -> Grant:
+    """``TOKEN user=NAME read=... write=... private=...`` (or ``anonymous read=...``)."""
+    token, values = fields[0], {}
+    for item in fields[1:]:
+        key, sep, value = item.partition("=")
+        if not sep or key not in _KEYS:
+            raise UsageError(f"{where}: {item!r}: expected one of {', '.join(k + '=' for k in _KEYS)}")
+        if key in values:
+            raise UsageError(f"{where}: {key}= is given twice")
+        values[key] = value
+    if token == ANONYMOUS:
+        if set(values) != {"read"}:
+            raise UsageError(f"{where}: the anonymous line takes read= only (requests without a token never "
+                             "write, nor read private repositories)")
+        return Grant("", ANONYMOUS, _prefixes(values["read"]), anonymous=True)
+    name = values.get("user") or _default_name(token)
+    writes = _prefixes(values.get("write", ""))
+    private = _prefixes(values["private"]) if "private" in values else (*writes, f"{name}/")
+    return Grant(token, name, _prefixes(values.get("read", "*")), writes, private)
 
 
 def parse_lines(lines: Sequence[str], numbers: Sequence[int] = (), where: str = "--token-file") -> list[Grant]:
@@ -140,7 +224,8 @@ def parse_lines(lines: Sequence[str], numbers: Sequence[int] = (), where: str = 
     for (n, _), grant in zip(numbered, grants, strict=True):
         seen = first.setdefault(grant.token, n)
         if seen != n:
-            raise UsageError(f"{where} lines {seen} and {n} give the same token: keep one line for it "
+            what = "an anonymous line" if grant.anonymous else "the same token"
+            raise UsageError(f"{where} lines {seen} and {n} give {what}: keep one line for it "
                              "(which scope was meant cannot be told)")
     return grants
 
@@ -152,7 +237,7 @@ def find(grants: Sequence[Grant], given: str) -> Grant | None:
     sent = given.encode()
     found = None
     for grant in grants:
-        if hmac.compare_digest(sent, grant.token.encode()):
+        if not grant.anonymous and hmac.compare_digest(sent, grant.token.encode()):
             found = grant
     return found
 
@@ -164,6 +249,11 @@ class _Lines:
     grants: tuple[Grant, ...] = ()
     sessions: dict[str, Grant] = field(default_factory=dict)  # cookie -> its grant
     broken: str = ""  # why no token is taken now ("": the file was read)
+    anonymous: Grant | None = None  # what a request without a token reads (None: nothing)
+
+
+def _public(repo_id: str) -> bool:
+    return False
 
 
 def _hidden(repo_id: str) -> Exception:
@@ -177,25 +267,31 @@ class Gate:
     and re-read when it changed; one that cannot be read or parsed then refuses every token
     (503) until it is fixed, rather than opening the server or keeping a removed token.
     ``missing``: what a repository the request may not read is answered as (the catalog's own
-    not-found for that id, so that a hidden repository and a missing one look the same)."""
+    not-found for that id, so that a hidden repository and a missing one look the same).
+    ``private``: whether a repository is private (:mod:`.visibility`): only tokens whose private
+    prefixes cover it read it; to every other one it is missing."""
 
     def __init__(self, lines: Sequence[str] = (), *, source: TokenFile | None = None,
-                 missing: Callable[[str], Exception] = _hidden):
+                 missing: Callable[[str], Exception] = _hidden, private: Callable[[str], bool] = _public):
         grants = parse_lines(lines)
         self.open = not grants and source is None
         self.missing = missing
+        self.private = private
         self.source = source
         self._session_key = secrets.token_bytes(32)  # a restart signs every page visitor out
         self._watch = threading.Lock()
-        self.xet = Signer([g.token.encode() for g in grants])  # Xet access tokens and xorb URLs: any token's client
+        # Xet access tokens and xorb URLs: any token's client
+        self.xet = Signer([g.token.encode() for g in grants if not g.anonymous])
         # LFS upload URLs: a key of their own, good for write tokens' clients only
-        self.uploads = Signer([g.token.encode() for g in grants], purpose=b"ocibridge-upload-url",
-                              served=[g.token.encode() for g in grants if g.write])
+        self.uploads = Signer([g.token.encode() for g in grants if not g.anonymous],
+                              purpose=b"ocibridge-upload-url", served=[g.token.encode() for g in grants if g.write])
         self.xet.fresh = self.uploads.fresh = self._fresh
         self._lines = self._made(grants)
 
     def _made(self, grants: Sequence[Grant]) -> _Lines:
-        return _Lines(tuple(grants), {self._session(g): g for g in grants})
+        tokens = tuple(g for g in grants if not g.anonymous)
+        anonymous = next((g for g in grants if g.anonymous), None)
+        return _Lines(tokens, {self._session(g): g for g in tokens}, anonymous=anonymous)
 
     @property
     def grants(self) -> tuple[Grant, ...]:
@@ -221,8 +317,9 @@ class Gate:
             if self._lines.broken:
                 log.warning("--token-file %s: read again, %d tokens", self.source.path, len(grants))
             self._lines = self._made(grants)
-            self.xet.rekey([g.token.encode() for g in grants])
-            self.uploads.rekey([g.token.encode() for g in grants], [g.token.encode() for g in grants if g.write])
+            tokens = [g.token.encode() for g in grants if not g.anonymous]
+            self.xet.rekey(tokens)
+            self.uploads.rekey(tokens, [g.token.encode() for g in grants if g.write])
             return self._lines
 
     def _known(self, request: Request) -> Grant | None:
@@ -246,15 +343,34 @@ class Gate:
         given = bearer(request)
         grant = self._known(request)
         if grant is None:
+            anonymous = self._lines.anonymous
+            if not given and anonymous is not None:  # the anonymous line: public repositories under it
+                request.scope[READER] = self.reader(anonymous)
+                if not self.reader(anonymous)(repo_id):
+                    raise self.missing(str(repo_id))
+                return None
             if not given:
                 raise Denied(401, "no token was sent: this server wants 'Authorization: Bearer TOKEN' "
                              "(huggingface_hub: HF_TOKEN or token=)")
             raise Denied(401, "Invalid credentials in Authorization header")
-        request.scope[READER] = grant.may_read
+        request.scope[READER] = self.reader(grant)
         request.scope[GRANT] = grant
-        if not grant.may_read(repo_id):
+        if not self.reader(grant)(repo_id):
             raise self.missing(str(repo_id))
         return grant
+
+    def reader(self, grant: Grant) -> Callable[[str | None], bool]:
+        """Which repositories ``grant`` reads: public ones under its read prefixes, private ones
+        under its private prefixes (None: some repository, as a listing asks)."""
+
+        def reads(repo_id: str | None) -> bool:
+            if repo_id is None:
+                return True
+            if grant.may_read_private(repo_id):
+                return True
+            return grant.may_read(repo_id) and not self.private(repo_id)
+
+        return reads
 
     def _writer(self, request: Request, repo_id: str | None) -> Grant:
         given = bearer(request)
@@ -300,8 +416,8 @@ class Gate:
         found = [g for s, g in lines.sessions.items() if hmac.compare_digest(given, s)]
         if not found:
             return False
-        request.scope[READER] = found[0].may_read
-        if not found[0].may_read(repo_id):
+        request.scope[READER] = self.reader(found[0])
+        if not self.reader(found[0])(repo_id):
             raise self.missing(str(repo_id))
         return True
 

@@ -7,7 +7,11 @@ and serve's ref listings hide unless asked (docs/serve.md, "History in the regis
   collection (distribution's ``--delete-untagged`` deletes an untagged manifest even when a
   tagged index names it: distribution#3004), and a tag resolves a commit id with one HEAD.
 - ``ocibridge-refs``: the repository's refs record (:data:`REFS_ARTIFACT_TYPE`): which of its
-  plain tags are branches, which are Hub tags.
+  plain tags are branches, which are Hub tags; whether the repository is private or deleted.
+
+A tag serve deleted (a branch, a Hub tag, every tag of a deleted repository) names serve's
+tombstone (:data:`TOMBSTONE_ARTIFACT_TYPE`): most registries delete a manifest with every tag
+naming it, not one tag, so a deleted tag is moved to a manifest that says "no such ref" instead.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ REFS_TAG = PREFIX + "refs"
 #: the artifact type of the refs record's manifest, and its one layer's media type
 REFS_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.refs.v1+json"
 REFS_LAYER_TYPE = REFS_ARTIFACT_TYPE
+#: the artifact type of the manifest a deleted tag names (the same bytes in every repository)
+TOMBSTONE_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.deleted.v1+json"
 #: a serve commit id: the first 40 hex digits of its manifest's SHA-256 digest
 COMMIT_ID = re.compile(r"[0-9a-f]{40}")
 _COMMIT_TAG = re.compile(re.escape(COMMIT_TAG_PREFIX) + r"([0-9a-f]{40})")

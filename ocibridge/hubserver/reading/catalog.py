@@ -30,8 +30,10 @@ from ocibridge.hubserver.reading.sources import (
     repo_parts,
     revision_named,
 )
+from ocibridge.hubserver.reading.states import RepoStates
+from ocibridge.hubserver.reading.tombstone import is_tombstone
 from ocibridge.model.cardmeta import card_data
-from ocibridge.oci.bookkeeping import commit_tag, is_bookkeeping
+from ocibridge.oci.bookkeeping import PREFIX, commit_tag, is_bookkeeping
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.oci.reference import check_tag
 
@@ -129,10 +131,21 @@ class Catalog:
         self._manifests: OrderedDict[str, tuple[Descriptor, Manifest, str | None, Mapping[str, Any]]] = OrderedDict()
         self._verified: set[tuple[str, str | None, str]] = set()  # (repository, tag, digest) accepted
         self._recent: dict[tuple[str, str], tuple[float, Resolved]] = {}  # (repo id, revision) -> when, what
+        self.states = RepoStates(self.sources)  # private, deleted: the refs records, kept a few seconds
 
     def close(self) -> None:
         for source in self.sources:
             source.close()
+
+    def forget(self, repo_id: str) -> None:
+        """What this serve knows of ``repo_id``'s commits and state: it changed (a delete, a
+        move, its visibility), so the next request asks the registry."""
+        parts = repo_parts(repo_id)
+        key = "/".join(parts) if parts is not None else repo_id
+        with self._lock:
+            self._commits = {k: v for k, v in self._commits.items() if k[1] != key}
+            self._recent = {k: v for k, v in self._recent.items() if k[0].lower() != repo_id.lower()}
+        self.states.forget(repo_id)
 
     def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0) -> Resolved:
         """The revision (``main`` when None) of ``repo_id``; :class:`RepoNotFound` or
@@ -159,6 +172,9 @@ class Catalog:
         parts = repo_parts(repo_id)
         if parts is None:
             raise RepoNotFound(f"{repo_id}: not a repository any source can hold")
+        if is_bookkeeping(revision):
+            raise RevisionNotFound(f"Invalid rev id: {revision}: names starting with '{PREFIX}' are serve's own "
+                                   "bookkeeping tags (a commit's own tag, the refs record), never a revision")
         if not revision_named(revision):
             raise RevisionNotFound(f"{repo_id}: no revision {revision}")
         key = "/".join(parts)
@@ -169,6 +185,10 @@ class Catalog:
                 continue
             try:
                 top = self._resolve(number, key, repo, revision)
+                if is_tombstone(top.digest):  # a ref serve deleted
+                    raise NotFound(f"{repo.shown}: {revision} was deleted")
+                if (DIGEST.fullmatch(revision) or COMMIT.fullmatch(revision)) and self.states.deleted(repo_id):
+                    raise NotFound(f"{repo.shown}: the repository was deleted")  # its manifests wait for GC
             except (NotFound, InvalidReference):
                 held = held or self._holds(repo)
                 continue
@@ -242,10 +262,13 @@ class Catalog:
 
     @staticmethod
     def _holds(repo: Repository) -> bool:
+        """Whether the repository exists: it has tags, and ``delete_repo`` did not delete it."""
         try:
-            return bool(repo.tags())
+            if not repo.tags():
+                return False
         except (NotFound, RegistryError):
             return False
+        return not read_record(repo).deleted
 
     def _manifest(self, store: Store, top: Descriptor) -> tuple[Descriptor, Manifest, str | None, Mapping[str, Any]]:
         """The model manifest ``top`` leads to, its date (:func:`created_of`) and card metadata
@@ -287,6 +310,8 @@ class Catalog:
                 try:
                     digest = repo.store.resolve(repo.reference(check_tag(tag))).digest
                 except (NotFound, InvalidReference):
+                    continue
+                if is_tombstone(digest):  # deleted
                     continue
                 with self._lock:
                     self._commits[(number, key, commit_of(digest))] = digest

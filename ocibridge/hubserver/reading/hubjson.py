@@ -68,17 +68,17 @@ def hub_date(text: str | None) -> str | None:
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
-def summary(repo_id: str) -> dict[str, Any]:
+def summary(repo_id: str, private: bool = False) -> dict[str, Any]:
     """A model as ``/api/models`` lists it."""
     author = repo_id.split("/", 1)[0] if "/" in repo_id else None
-    return {"_id": repo_id, "id": repo_id, "modelId": repo_id, "author": author, "private": False,
+    return {"_id": repo_id, "id": repo_id, "modelId": repo_id, "author": author, "private": private,
             "downloads": 0, "likes": 0, "tags": []}
 
 
-def model_info(resolved: Resolved, files: ModelFiles, blobs: bool) -> dict[str, Any]:
+def model_info(resolved: Resolved, files: ModelFiles, blobs: bool, private: bool = False) -> dict[str, Any]:
     """``GET /api/models/{repo}[/revision/{rev}]``."""
     date = hub_date(resolved.created)  # the artifact's date, the same at every request
-    info = summary(resolved.repo_id)
+    info = summary(resolved.repo_id, private)
     if date is not None:
         info.update({"lastModified": date, "createdAt": date})
     if resolved.card:  # the model card's metadata, as the Hub gives its front matter

@@ -4,13 +4,16 @@ in the registry itself (so every serve process, with no state of its own, lists 
 The record is an OCI manifest under the bookkeeping tag ``ocibridge-refs`` (oci/bookkeeping.py),
 ``artifactType`` :data:`~ocibridge.oci.bookkeeping.REFS_ARTIFACT_TYPE`, the empty config, and one
 JSON layer of that media type: ``{"branches": ["dev"], "tags": ["v1"]}`` (Hub names: ``main`` is
-always the default tag's branch and is not listed). A plain tag the record does not name is a
+always the default tag's branch and is not listed), with ``"private": true`` for a private
+repository (:mod:`..visibility`) and ``"deleted": true`` for one ``delete_repo`` deleted (its
+tags name serve's tombstone, :mod:`.tombstone`). A plain tag the record does not name is a
 Hub tag. :mod:`..writes.refsrecord` writes it; a record that cannot be read is no record (the
 registry is not trusted to hand back a well-formed one), so every tag is then a Hub tag.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -33,16 +36,26 @@ class RefsRecord:
 
     branches: frozenset[str] = frozenset()
     tags: frozenset[str] = frozenset()
+    private: bool = False
+    deleted: bool = False
 
     def with_ref(self, name: str, branch: bool) -> RefsRecord:
         """The record with ``name`` added as a branch (``branch``) or a tag, and not as the other."""
         branches, tags = set(self.branches) - {name}, set(self.tags) - {name}
         (branches if branch else tags).add(name)
-        return RefsRecord(frozenset(branches), frozenset(tags))
+        return dataclasses.replace(self, branches=frozenset(branches), tags=frozenset(tags))
+
+    def without_ref(self, name: str) -> RefsRecord:
+        """The record with ``name`` neither a branch nor a tag (deleted)."""
+        return dataclasses.replace(self, branches=self.branches - {name}, tags=self.tags - {name})
 
     def as_json(self) -> bytes:
-        return json.dumps({"branches": sorted(self.branches), "tags": sorted(self.tags)},
-                          separators=(",", ":")).encode()
+        doc: dict[str, object] = {"branches": sorted(self.branches), "tags": sorted(self.tags)}
+        if self.private:
+            doc["private"] = True
+        if self.deleted:
+            doc["deleted"] = True
+        return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def read_record(repo: Repository) -> RefsRecord:
@@ -84,4 +97,4 @@ def parsed(data: bytes) -> RefsRecord:
         return frozenset(found)
 
     branches = names("branches")
-    return RefsRecord(branches, names("tags") - branches)
+    return RefsRecord(branches, names("tags") - branches, doc.get("private") is True, doc.get("deleted") is True)

@@ -74,18 +74,27 @@ class ReadRoutes:
         search = (params.get("search") or "").lower()
         author = params.get("author")
         limit = int_param(params.get("limit"))
-        found = await in_thread(lambda: [r for r, _ in self.catalog.repo_ids()])
         visible = reads(request)  # the repositories this token reads (access.py): no other is listed
-        chosen = [r for r in found if visible(r) and search in r.lower()
-                  and (author is None or r.split("/", 1)[0] == author and "/" in r)]
-        if limit is not None:
-            chosen = chosen[:limit]
-        return self._paged(request, [hubjson.summary(r) for r in chosen])
+        states = self.catalog.states
+
+        def chosen() -> list[dict[str, Any]]:
+            """Up to ``limit`` listed repositories (each private or deleted one asked of its record)."""
+            found: list[dict[str, Any]] = []
+            for r, _ in self.catalog.repo_ids():
+                if limit is not None and len(found) >= limit:
+                    break
+                if search in r.lower() and (author is None or r.split("/", 1)[0] == author and "/" in r) \
+                        and visible(r) and not states.deleted(r):
+                    found.append(hubjson.summary(r, states.private(r)))
+            return found
+
+        return self._paged(request, await in_thread(chosen))
 
     async def model_info(self, request: Request) -> Response:
         resolved, files = await self.model(requested_repo(request), request.path_params.get("revision"))
         blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
-        return JSONResponse(hubjson.model_info(resolved, files, blobs))
+        private = await in_thread(self.catalog.states.private, resolved.repo_id)
+        return JSONResponse(hubjson.model_info(resolved, files, blobs, private))
 
     async def refs(self, request: Request) -> Response:
         found = await in_thread(self.catalog.refs, requested_repo(request))

@@ -1,0 +1,73 @@
+"""Whether a repository is private or deleted, as its refs record says (:mod:`.refsrecord`),
+asked of the registry at most every :data:`KEEP` seconds per repository: every request of a
+token that may not read private repositories asks it (:class:`..access.Gate`), and so does a
+revision named by digest or commit id (a deleted repository's manifests stay in the registry
+until its garbage collection). What this serve changes it forgets at once (:meth:`RepoStates.forget`);
+another replica sees the change within :data:`KEEP` seconds."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from ocibridge.hubserver.reading.refsrecord import RefsRecord, read_record
+from ocibridge.hubserver.reading.sources import repo_parts
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.reading.sources import Source
+
+#: seconds a repository's record is believed
+KEEP = 5.0
+#: repositories remembered at most (the oldest are asked again)
+REMEMBERED = 10_000
+
+
+class RepoStates:
+    """The refs records of repositories, each read again after :data:`KEEP` seconds."""
+
+    def __init__(self, sources: Sequence[Source], *, keep: float = KEEP,
+                 clock: Callable[[], float] = time.monotonic):
+        self.sources = sources
+        self.keep = keep
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._known: dict[str, tuple[float, RefsRecord]] = {}
+
+    def of(self, repo_id: str) -> RefsRecord:
+        """The repository's record (the empty one: public, not deleted, when it has none)."""
+        parts = repo_parts(repo_id)
+        if parts is None:
+            return RefsRecord()
+        key = "/".join(parts)
+        now = self.clock()
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None and now - known[0] < self.keep:
+            return known[1]
+        record = RefsRecord()
+        for source in self.sources:
+            repo = source.repository(parts)
+            if repo is not None:
+                record = read_record(repo)
+                if record != RefsRecord():
+                    break
+        with self._lock:
+            if len(self._known) >= REMEMBERED:
+                self._known.clear()
+            self._known[key] = (now, record)
+        return record
+
+    def private(self, repo_id: str) -> bool:
+        return self.of(repo_id).private
+
+    def deleted(self, repo_id: str) -> bool:
+        return self.of(repo_id).deleted
+
+    def forget(self, repo_id: str) -> None:
+        """This serve changed the record: the next question reads it again."""
+        parts = repo_parts(repo_id)
+        if parts is not None:
+            with self._lock:
+                self._known.pop("/".join(parts), None)
