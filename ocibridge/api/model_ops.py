@@ -35,7 +35,7 @@ from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
 from ocibridge.oci.bookkeeping import is_bookkeeping
 from ocibridge.oci.models import Descriptor
-from ocibridge.oci.reference import LayoutReference, PathReference
+from ocibridge.oci.reference import LayoutReference, PathReference, RegistryReference
 from ocibridge.places.locate import Locator as Locator  # the type of what the calls take besides a text
 from ocibridge.places.locate import Role, locate, on_registry, text_of
 from ocibridge.places.targets import (
@@ -172,6 +172,7 @@ def push(
     source_ref = locate(source, Role.SOURCE)  # located once each, here
     dest_ref = locate(dest, Role.DESTINATION) if dest is not None else None
     _refuse_layout_in_source(source_ref, dest_ref)
+    _refuse_bookkeeping_tag(dest_ref)
     signature = evidence = None
     signing = sign is not None or options.oms_signature is not None
     if signing or (attest is not None and attest.wanted):  # checked before a byte is sent
@@ -186,6 +187,15 @@ def push(
         return result
     return evidence_api.after_push(result, dest_ref, source_ref, dest_ref, transfer, evidence=evidence,
                                    signature=signature)
+
+
+def _refuse_bookkeeping_tag(dest_ref: Locator | None) -> None:
+    """``ocibridge-*`` tags are serve's own records (a commit's tag, the refs record): a push that
+    wrote one would move a pinned commit or the record of a repository's branches. ``copy``
+    takes them (a mirror keeps them)."""
+    if isinstance(dest_ref, (RegistryReference, LayoutReference)) and dest_ref.tag and is_bookkeeping(dest_ref.tag):
+        raise UsageError(f"{text_of(dest_ref)}: tags starting with 'ocibridge-' are serve's own bookkeeping "
+                         "(docs/serve.md, History in the registry): push under another tag")
 
 
 def _refuse_layout_in_source(source_ref: Locator, dest_ref: Locator | None) -> None:

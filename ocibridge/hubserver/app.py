@@ -56,6 +56,7 @@ from ocibridge.hubserver.reading.routes import ReadRoutes
 from ocibridge.hubserver.reading.sources import RepoNotFound
 from ocibridge.hubserver.replicas.forward import Forwarder
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
+from ocibridge.hubserver.requestid import RequestId
 from ocibridge.hubserver.routing import HubRoute, route_path
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.tokenfile import TokenFile
@@ -66,8 +67,12 @@ from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
 from ocibridge.hubserver.writes.commit import CommitRoutes
+from ocibridge.hubserver.writes.creating import Creating
+from ocibridge.hubserver.writes.deleting import Deleting
+from ocibridge.hubserver.writes.moving import Moving
 from ocibridge.hubserver.writes.refs import RefRoutes
 from ocibridge.hubserver.writes.repos import Repos
+from ocibridge.hubserver.writes.squashing import Squashing
 from ocibridge.hubserver.xet.routes import XetRoutes
 from ocibridge.hubserver.xet.upload import XetUpload
 
@@ -99,7 +104,8 @@ class ServeApp:
         self.ranges = ranges
         self.settings = settings
         watched = TokenFile(settings.token_file) if settings.token_file else None  # re-read when it changes
-        self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing)  # TOKEN [read|write] [PREFIX] [NAME]
+        self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing,  # TOKEN ... (access.py)
+                         private=catalog.states.private)
         self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url)
@@ -111,6 +117,10 @@ class ServeApp:
         self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first))  # in memory
         self.commits = CommitRoutes(self.repos, publish)
         self.refs = RefRoutes(self.repos)
+        self.creating = Creating(self.repos, self.commits)  # create_repo, settings
+        self.deleting = Deleting(self.repos)
+        self.squashing = Squashing(self.repos, publish)
+        self.moving = Moving(self.deleting)
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
                                     blobs=self.repos.mounts, relay=relay, ingest=partial(ingest_for, first))
@@ -190,7 +200,13 @@ class ServeApp:
                 HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
                          self.writing(self.refs.create_ref, audit="create_{kind}"), methods=("POST",)),
                 HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
-                         self.writing(self.repos.refused, audit="delete_{kind}"), methods=("DELETE",)),
+                         self.writing(self.deleting.delete_ref, audit="delete_{kind}"), methods=("DELETE",)),
+                HubRoute(f"{base}/settings", self.writing(self.creating.settings, audit="update_settings"),
+                         methods=("PUT",)),
+                HubRoute(f"{base}/super-squash/{{branch:hub_part}}",
+                         self.writing(self.squashing.squash, audit="super_squash"), methods=("POST",)),
+                HubRoute(f"{base}/auth-check", self.guarded(self.auth_check), methods=GET),
+                HubRoute(f"{base}/auth-check/write", self.guarded(self.auth_check_write), methods=GET),
                 HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.reads.model_info), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.reads.tree), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}/{{path:hub_rest}}", self.guarded(self.reads.tree),
@@ -213,9 +229,14 @@ class ServeApp:
                           methods=GET_HEAD) for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
             HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
-            HubRoute("/api/repos/create", self.writing(self.repos.create_repo, audit="create_repo"), methods=("POST",)),
-            HubRoute("/api/repos/delete", self.writing(self.repos.refused, audit="delete_repo"), methods=("DELETE",)),
-            HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml), methods=("POST",)),
+            HubRoute("/api/repos/create", self.writing(self.creating.create_repo, audit="create_repo"),
+                     methods=("POST",)),
+            HubRoute("/api/repos/delete", self.writing(self.deleting.delete_repo, audit="delete_repo"),
+                     methods=("DELETE",)),
+            HubRoute("/api/repos/move", self.writing(self.moving.move_repo, audit="move_repo"), methods=("POST",)),
+            # no token, as the Hub: huggingface_hub sends none (RepoCard.validate, metadata_update)
+            HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml, needs_token=False),
+                     methods=("POST",)),
             *[HubRoute(f"/{repo}.git/info/lfs/objects/batch",
                        self.writing(self.lfs.lfs_batch, audit="lfs_batch", refusals_only=True), methods=("POST",))
               for repo in REPO_FORMS],
@@ -291,6 +312,17 @@ class ServeApp:
         xet = route_path(request.scope).startswith("/xet/")
         return await self.guarded(self.no_route, needs_token=not xet)(request)
 
+    async def auth_check(self, request: Request) -> Response:
+        """``auth_check``: the request's token reads the repository (the guard checked it), and
+        it exists; else the Hub's RepoNotFound."""
+        await self._run(self.deleting.home, requested_repo(request))
+        return JSONResponse({})
+
+    async def auth_check_write(self, request: Request) -> Response:
+        """``auth_check(write=True)``: and the token writes it."""
+        self.repos.writer(request, requested_repo(request))
+        return await self.auth_check(request)
+
     async def xet_write_token(self, request: Request) -> Response:
         """A Xet write grant, for a write token of the repository only (the LFS routes' check)."""
         self.repos.writer(request, requested_repo(request))
@@ -324,7 +356,8 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
             serve.close()
 
     app = Starlette(routes=serve.routes(), lifespan=lifespan,
-                    middleware=[*([Middleware(serve.metrics.middleware)] if serve.settings.metrics else []),
+                    middleware=[Middleware(RequestId),
+                                *([Middleware(serve.metrics.middleware)] if serve.settings.metrics else []),
                                 Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
                                 Middleware(Guard, limits=limits or Limits())])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves

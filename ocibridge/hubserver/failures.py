@@ -15,7 +15,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Denied
 from ocibridge.hubserver.reading.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.uploads.staging import StagingFull
-from ocibridge.hubserver.writes.commits import BadCommit, MissingEntry, StaleParent, UnknownContent
+from ocibridge.hubserver.writes.commits import BadCommit, MissingEntry, ProtectedRef, StaleParent, UnknownContent
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -37,6 +37,7 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     # the Hub's "there, not for you": every client raises it
     (Refused, 403, "GatedRepo", "Refused by the policy serve enforces"),
     (StaleParent, 412, None, "A commit has happened since"),
+    (ProtectedRef, 403, None, "A ref the Hub keeps"),
     (MissingEntry, 404, "EntryNotFound", "No such file"),
     (BadCommit, 400, "BadRequest", "Not a commit serve can make"),
     (UnknownContent, 422, "BadRequest", "A commit names bytes serve does not hold"),

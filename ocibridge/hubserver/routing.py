@@ -42,7 +42,8 @@ class _Rest(_Part):
 
 
 class _Keyword(_Part):
-    regex = "revision|tree|paths-info|xet-read-token|refs|preupload|commits|commit|branch|tag"
+    regex = ("revision|tree|paths-info|xet-read-token|refs|preupload|commits|commit|branch|tag|settings|auth-check|"
+             "lfs-files|super-squash")
 
 
 class _RefKind(_Part):

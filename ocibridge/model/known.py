@@ -61,12 +61,15 @@ class KnownFile:
         return cls(desc.digest, desc.size, lambda: store.open_blob(desc), chunks, chunk_size, mode)
 
 
-def known_package(files: Mapping[str, KnownFile], name: str) -> ModelPackage:
+def known_package(files: Mapping[str, KnownFile], name: str,
+                  excludes: tuple[str, ...] = DEFAULT_EXCLUDES) -> ModelPackage:
     """The package push reads from a directory ``name`` holding ``files`` (path -> file): the
-    same files left out (``.gitattributes``, ...), kinds, order, name and metadata."""
+    same files left out (``excludes``: push's, ``.gitattributes``, ...), kinds, order, name and
+    metadata. serve keeps every file a commit names (``excludes=()``): on the Hub,
+    ``.gitattributes`` is a file of the repository like any other."""
     chosen = [ModelFile(path, classify(path, known.size), known.size, known.opener, mode=known.mode,
                         digest=known.digest)
-              for path, known in files.items() if not excluded(path, DEFAULT_EXCLUDES)]
+              for path, known in files.items() if not excluded(path, excludes)]
     if not chosen:
         raise SourceError(f"{name}: no files to package")
     chosen.sort(key=lambda f: f.path.encode())
@@ -76,10 +79,10 @@ def known_package(files: Mapping[str, KnownFile], name: str) -> ModelPackage:
 
 
 def plan_known(files: Mapping[str, KnownFile], name: str, options: BuildOptions | None = None,
-               chunks: ChunkPolicy | None = None) -> PlannedArtifact:
+               chunks: ChunkPolicy | None = None, excludes: tuple[str, ...] = DEFAULT_EXCLUDES) -> PlannedArtifact:
     """The artifact ``push`` builds of a directory ``name`` of ``files`` with ``options`` and
     chunk ``chunks`` (push's default: ``ChunkPolicy()``), no file hashed again: a table given
     in another chunk size than the policy's is made again by reading its file."""
     tables = {known.digest: known.chunks for known in files.values()
               if known.chunks is not None and chunks is not None and known.chunk_size == chunks.chunk_size}
-    return PlannedArtifact(known_package(files, name), options or BuildOptions(), chunks, tables)
+    return PlannedArtifact(known_package(files, name, excludes), options or BuildOptions(), chunks, tables)

@@ -27,12 +27,14 @@ from ocibridge.hubserver.answers import branch_of, error, in_thread, requested_r
 from ocibridge.hubserver.audit import Landed, noted
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import HubFile
+from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_pieces
 from ocibridge.hubserver.writes import commits
 from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.hubserver.writes.publishing import Publishing, publish
 from ocibridge.hubserver.writes.repos import Repos
+from ocibridge.oci.bookkeeping import PREFIX, is_bookkeeping
 from ocibridge.oci.reference import check_tag
 
 if TYPE_CHECKING:
@@ -62,6 +64,9 @@ class CommitRoutes:
         branch = branch_of(request.path_params["revision"])
         if COMMIT.fullmatch(branch.lower()):
             return error(400, "BadRequest", f"Invalid rev id: {branch}: a commit id names no branch to commit to")
+        if is_bookkeeping(branch):
+            return error(400, "BadRequest", f"Invalid rev id: {branch}: names starting with '{PREFIX}' are serve's "
+                         "own bookkeeping tags, never a branch")
         payload = commits.read_payload(await request.body())  # a BadCommit: 400 (failures.py)
         try:
             check_tag(self.repos.catalog.default_tag if branch == "main" else branch)
@@ -85,11 +90,26 @@ class CommitRoutes:
             self.staging.commit_file(tmp, sha)
         self.staging.pin(sha, repo_id, writer)
 
-    def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> Landed:
-        """Build and write the commit, the branch locked; what it did (its commit oid, ...)."""
+    def first_commit(self, repo_id: str, grant: Grant) -> Landed:
+        """The Hub's first commit of a new repository (:mod:`.initial`): its ``.gitattributes``."""
+        from ocibridge.hubserver.writes import initial
+
+        if self.publishing is None:
+            raise commits.BadCommit("this serve does not publish (its application was built without publishing)")
+        payload = commits.CommitRequest(summary=initial.SUMMARY, inline={".gitattributes": initial.GITATTRIBUTES})
+        self._stage_bytes(repo_id, initial.GITATTRIBUTES, self.repos.writer_of(grant))
+        return self._commit(repo_id, "main", payload, grant, first=True)
+
+    def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant, *,
+                first: bool = False) -> Landed:
+        """Build and write the commit, the branch locked; what it did (its commit oid, ...).
+        ``first``: the repository's first commit (:meth:`first_commit`): it has no head yet."""
         assert self.publishing is not None
         with self.repos.branches.lock(repo_id, branch):
-            head = self.repos.head(repo_id, branch)
+            head = None if first else self.repos.head(repo_id, branch)
+            if head is not None and branch != "main" and branch not in read_record(head.repo).branches:
+                raise commits.BadCommit(f"Invalid rev id: {branch} is a tag, not a branch: commits go to branches "
+                                        "(a tag stays where it was made)")
             if payload.parent is not None and (head is None or head.commit != payload.parent[:40].lower()):
                 raise commits.StaleParent(f"A commit has happened since: {branch} is at "
                                           f"{head.commit if head else 'no commit'}, not {payload.parent}. "

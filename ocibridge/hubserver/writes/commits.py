@@ -66,6 +66,10 @@ class MissingEntry(OcibridgeError):
     """A file or folder deleted is not in the branch (the Hub's EntryNotFound)."""
 
 
+class ProtectedRef(OcibridgeError):
+    """A ref the Hub never deletes (``main``): its 403."""
+
+
 class StaleParent(OcibridgeError):
     """The parentCommit sent is not the branch's head (the Hub's 412)."""
 
@@ -224,12 +228,13 @@ def _check_shape(tree: dict[str, str]) -> None:
 
 class Branches:
     """One lock per (repo id, branch): commits to a branch through this serve land one after
-    the other, each built on the one before."""
+    the other, each built on the one before. Re-entrant: ``create_repo`` holds ``main`` while
+    its first commit (which takes it too) is made."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
+        self._locks: dict[tuple[str, str], threading.RLock] = {}
 
-    def lock(self, repo_id: str, branch: str) -> threading.Lock:
+    def lock(self, repo_id: str, branch: str) -> threading.RLock:
         with self._lock:
-            return self._locks.setdefault((repo_id.lower(), branch), threading.Lock())
+            return self._locks.setdefault((repo_id.lower(), branch), threading.RLock())

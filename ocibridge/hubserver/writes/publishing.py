@@ -46,7 +46,8 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
     if evidence is not None and not isinstance(repo.base, RegistryReference):
         raise EvidenceFailed(f"{repo.shown}: serve signs commits pushed to a registry; an OCI layout source "
                              "cannot hold an untagged manifest until it is signed")
-    artifact = plan_known(files, name, BuildOptions(annotations=dict(annotations)), ChunkPolicy())  # push's
+    # push's artifact, but every file kept: .gitattributes is a file of a Hub repository
+    artifact = plan_known(files, name, BuildOptions(annotations=dict(annotations)), ChunkPolicy(), excludes=())
     with _writable(repo) as store:
         reference = repo.reference(tag)
         # by digest into a registry, then its commit tag, then the branch's (landing.py); a layout,

@@ -19,14 +19,11 @@ from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.sources import COMMIT, RevisionNotFound
 from ocibridge.hubserver.writes.commits import BadCommit
-from ocibridge.hubserver.writes.refsrecord import write_record
+from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, write_record
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.bookkeeping import PREFIX, is_bookkeeping
 from ocibridge.oci.reference import check_tag
 from ocibridge.stores.base import WritableStore
-
-#: the name of the lock of a repository's refs record among the branches' locks (no branch has it)
-RECORD_LOCK = "\0refs"
 
 
 class RefRoutes:
@@ -70,7 +67,8 @@ class RefRoutes:
             return error(400, "BadRequest", f"{name}: not a name a registry tag can have: {e}")
         branch = request.path_params["kind"] == "branch"
         if not await in_thread(self._create_ref, repo_id, name, start, tag, branch):
-            return error(409, None, f"Reference already exists: {name}")
+            kind = "heads" if branch else "tags"
+            return error(409, None, f"Reference refs/{kind}/{name} already exists")
         return JSONResponse({})
 
     def _create_ref(self, repo_id: str, name: str, start: str, tag: str, branch: bool) -> bool:

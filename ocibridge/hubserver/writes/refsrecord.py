@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ocibridge.hubserver.reading.refsrecord import RefsRecord
 from ocibridge.hubserver.reading.sources import Repository
+from ocibridge.hubserver.writes.commits import BadCommit
 from ocibridge.oci.bookkeeping import REFS_ARTIFACT_TYPE, REFS_LAYER_TYPE, REFS_TAG
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
@@ -14,6 +15,15 @@ from ocibridge.stores.base import WritableStore
 
 #: the empty config (image-spec's ``application/vnd.oci.empty.v1+json``)
 EMPTY_JSON = b"{}"
+#: the name of the lock of a repository's refs record among the branches' locks (no branch has it)
+RECORD_LOCK = "\0refs"
+
+
+def record_store(repo: Repository) -> WritableStore:
+    """The store to write ``repo``'s record (and tags) in; :class:`BadCommit` when serve cannot write there."""
+    if not isinstance(repo.store, WritableStore):
+        raise BadCommit(f"{repo.shown}: not a store serve can tag")
+    return repo.store
 
 
 def write_record(repo: Repository, store: WritableStore, record: RefsRecord) -> Descriptor:

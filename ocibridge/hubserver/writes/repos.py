@@ -3,9 +3,9 @@ write route shares: the sources, staging, who may write, the branches' locks, th
 made here without a commit yet.
 
     GET    /api/whoami-v2                  the token's name and scope (hf auth whoami)
-    POST   /api/repos/create               create_repo (models only; 409 when it exists)
     POST   /api/validate-yaml              a README's metadata: accepted as it is
-    DELETE /api/repos/delete, .../branch|tag/{ref}   refused: a registry's own tools delete
+
+(create_repo and the settings: :mod:`.creating`; the deletes: :mod:`.deleting`.)
 
 Every write needs a write token of ``--token-file`` (:class:`.access.Gate`): none sent or unknown
 is the Hub's 401, a read token or another repository's is 403. A repo id that is not one
@@ -23,8 +23,7 @@ from starlette.responses import JSONResponse, Response
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Access, Gate, Grant
-from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body
-from ocibridge.hubserver.audit import note
+from ocibridge.hubserver.answers import branch_of, in_thread
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists
 from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, Repository, RevisionNotFound, repo_parts
@@ -138,7 +137,8 @@ class Repos:
         files = await in_thread(self.lists.of, head)
         return {path: f.sha256 for path, f in files.files.items()}
 
-    def _exists(self, repo_id: str) -> bool:
+    def exists(self, repo_id: str) -> bool:
+        """Whether ``repo_id`` exists in a source (a deleted one does not)."""
         try:
             self.catalog.resolve(repo_id, "main")
         except RevisionNotFound:
@@ -155,38 +155,8 @@ class Repos:
     async def whoami(self, request: Request) -> Response:
         return JSONResponse(self.gate.who(request).whoami())
 
-    async def create_repo(self, request: Request) -> Response:
-        body = await json_body(request)
-        if body is NOT_JSON:
-            return error(400, None, "expected a JSON body")
-        if not isinstance(body, dict) or not isinstance(body.get("name"), str):
-            return error(400, None, "expected {'name': ..., 'organization': ...}")
-        kind = body.get("type") or "model"
-        if kind != "model":
-            return error(400, None, f"serve publishes models only: a {kind} repository is refused "
-                         "(datasets and spaces are not OCI models)")
-        org = body.get("organization")
-        repo_id = f"{org}/{body['name']}" if isinstance(org, str) and org else body["name"]
-        if repo_parts(repo_id) is None or self.catalog.sources[0].repository(repo_parts(repo_id) or []) is None:
-            return error(400, None, f"Invalid repo name: {repo_id}")
-        note(request, repository=repo_id)  # its audit line names it (audit.py)
-        self.writer(request, repo_id)
-        url = f"{self.base(request)}/{repo_id}"
-        if await in_thread(self._exists, repo_id):
-            return JSONResponse({"error": "You already created this model repo", "url": url}, status_code=409,
-                                headers={"X-Error-Message": "You already created this model repo"})
-        await in_thread(self.created.add, repo_id)
-        return JSONResponse({"url": url, "name": repo_id})
-
     async def validate_yaml(self, request: Request) -> Response:
         return JSONResponse({"errors": [], "warnings": []})
-
-    async def refused(self, request: Request) -> Response:
-        """What serve does not do to a registry: delete tags (most registries delete a manifest,
-        every tag of it with it) or repositories."""
-        self.writer(request, None)
-        return error(405, None, "serve deletes no tags, branches or repositories: a registry's own tools do "
-                     "(docs/serve.md, Publishing)")
 
 
 class InvalidRepoName(BadCommit):

@@ -1,0 +1,126 @@
+"""Making a repository and setting who sees it: ``create_repo`` and ``update_repo_settings``
+(huggingface_hub's hf_api.py).
+
+    POST /api/repos/create                  {name, organization, visibility|private}
+    PUT  /api/models/REPO/settings          {visibility|private, gated}
+
+A bare name (no organization, no ``/``: what ``push_to_hub("name")`` sends) lands in the token's
+namespace (:attr:`.access.Grant.namespace`, the name ``whoami`` answers), as the Hub does. A new
+repository gets the Hub's first commit at once (:mod:`.initial`). A private one is recorded in
+its refs record before that commit is written, so it is never readable by others for a moment.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ocibridge.hubserver.access import Grant
+from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, json_body, requested_repo
+from ocibridge.hubserver.audit import note
+from ocibridge.hubserver.reading.refsrecord import RefsRecord, read_record
+from ocibridge.hubserver.reading.sources import repo_parts
+from ocibridge.hubserver.writes.commit import CommitRoutes
+from ocibridge.hubserver.writes.commits import BadCommit
+from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store, write_record
+from ocibridge.hubserver.writes.repos import Repos
+
+log = logging.getLogger("ocibridge.hubserver")
+
+
+def visibility_of(body: dict[str, object]) -> bool | None:
+    """Private (True), public (False) or not said (None), from ``visibility`` (huggingface_hub
+    from 1.0) or ``private`` (before it)."""
+    seen = body.get("visibility")
+    if seen in ("private", "public"):
+        return seen == "private"
+    if seen is not None:
+        raise BadCommit(f"Invalid visibility {seen!r}: expected 'public' or 'private' (a model repository)")
+    private = body.get("private")
+    return private if isinstance(private, bool) else None
+
+
+def repo_id_of(name: object, organization: object, grant: Grant) -> str:
+    """The repo id a create or delete names: ``organization/name``, ``name`` when it holds its
+    namespace, else the token's namespace (the Hub's ``create_repo("name")``)."""
+    if not isinstance(name, str) or not name:
+        raise BadCommit("expected {'name': ..., 'organization': ...}")
+    if isinstance(organization, str) and organization:
+        return f"{organization}/{name}"
+    return name if "/" in name else f"{grant.namespace}/{name}"
+
+
+class Creating:
+    """``create_repo`` and the repository's settings, over what the write routes share."""
+
+    def __init__(self, repos: Repos, commits: CommitRoutes):
+        self.repos = repos
+        self.commits = commits
+
+    async def create_repo(self, request: Request) -> Response:
+        body = await json_body(request)
+        if body is NOT_JSON or not isinstance(body, dict):
+            return error(400, None, "expected a JSON body")
+        kind = body.get("type") or "model"
+        if kind != "model":
+            return error(400, None, f"serve publishes models only: a {kind} repository is refused "
+                         "(datasets and spaces are not OCI models)")
+        grant = self.repos.writer(request, None)
+        repo_id = repo_id_of(body.get("name"), body.get("organization"), grant)
+        if repo_parts(repo_id) is None or self.repos.catalog.sources[0].repository(repo_parts(repo_id) or []) is None:
+            return error(400, None, f"Invalid repo name: {repo_id}")
+        note(request, repository=repo_id)  # its audit line names it (audit.py)
+        self.repos.writer(request, repo_id)
+        private = visibility_of(body)
+        url = f"{self.repos.base(request)}/{repo_id}"
+        made = await in_thread(self._create, repo_id, grant, bool(private))
+        if not made:
+            return JSONResponse({"error": "You already created this model repo", "url": url}, status_code=409,
+                                headers={"X-Error-Message": "You already created this model repo"})
+        return JSONResponse({"url": url, "name": repo_id, "id": repo_id})
+
+    def _create(self, repo_id: str, grant: Grant, private: bool) -> bool:
+        """The repository with its first commit; False when it exists. Under the lock of its
+        ``main``: two creates at once are one made and one 409."""
+        with self.repos.branches.lock(repo_id, "main"):
+            if self.repos.exists(repo_id):
+                return False
+            repo = self.repos.catalog.sources[0].repository(repo_parts(repo_id) or [])
+            assert repo is not None  # checked by the route
+            with self.repos.branches.lock(repo_id, RECORD_LOCK):
+                old = read_record(repo)
+                fresh = RefsRecord(private=private)
+                if old != fresh:  # private, or a deleted repository of that name made again
+                    write_record(repo, record_store(repo), fresh)
+            self.repos.catalog.forget(repo_id)
+            self.commits.first_commit(repo_id, grant)
+            log.info("%s: created by %s%s", repo_id, grant.name, " (private)" if private else "")
+            return True
+
+    async def settings(self, request: Request) -> Response:
+        """``update_repo_settings``: the visibility (``gated`` is taken and not kept: serve has no
+        access requests; a gated value other than ``false`` is refused)."""
+        repo_id = requested_repo(request)
+        self.repos.writer(request, repo_id)
+        body = await json_body(request)
+        if body is NOT_JSON or not isinstance(body, dict):
+            return error(400, None, "expected a JSON body")
+        gated = body.get("gated")
+        if gated not in (None, False, "false"):
+            return error(400, "BadRequest", "serve gates no repository (no access requests): 'gated' is not kept; "
+                         "scope tokens in --token-file instead (docs/serve.md)")
+        private = visibility_of(body)
+        if private is not None:
+            await in_thread(self.set_private, repo_id, private)
+        return JSONResponse({})
+
+    def set_private(self, repo_id: str, private: bool) -> None:
+        """Record the repository's visibility (RepoNotFound for one that does not exist)."""
+        head = self.repos.catalog.resolve(repo_id, "main")
+        with self.repos.branches.lock(repo_id, RECORD_LOCK):
+            record = read_record(head.repo)
+            if record.private != private:
+                write_record(head.repo, record_store(head.repo), RefsRecord(record.branches, record.tags, private))
+        self.repos.catalog.forget(repo_id)

@@ -1,0 +1,132 @@
+"""Deletes with the Hub's semantics (huggingface_hub's ``delete_repo``, ``delete_branch``,
+``delete_tag``), over registries that mostly cannot delete one tag:
+
+    DELETE /api/repos/delete                     {name, organization}: the repository
+    DELETE /api/models/REPO/branch/{name}        a branch (never ``main``)
+    DELETE /api/models/REPO/tag/{name}           a Hub tag
+
+A registry deletes a manifest with every tag naming it (and many refuse deletes), so serve deletes
+a tag by moving it to its tombstone (:mod:`..reading.tombstone`): the ref then names no revision on
+every serve process, and the manifest it named is untagged unless another tag names it, so the
+registry's garbage collection (distribution's ``garbage-collect --delete-untagged``) takes it and
+the blobs only it held. A deleted repository's refs record says ``deleted`` (written first: a
+crash midway leaves a repository that answers 404), then every tag of it (branches, Hub tags,
+serve's commit tags, cosign's signature tags) names the tombstone: no commit id of it resolves
+any more, and after GC nothing of it is left but the tombstone and the record. A repository of
+that name can be created again: it starts anew (:mod:`.creating`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ocibridge.errors import NotFound, RegistryError
+from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body, requested_repo
+from ocibridge.hubserver.audit import note
+from ocibridge.hubserver.reading.refsrecord import RefsRecord, read_record
+from ocibridge.hubserver.reading.sources import RepoNotFound, Repository, RevisionNotFound, repo_parts
+from ocibridge.hubserver.reading.tombstone import DESCRIPTOR, EMPTY, EMPTY_JSON
+from ocibridge.hubserver.writes.commits import ProtectedRef
+from ocibridge.hubserver.writes.creating import repo_id_of
+from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store, write_record
+from ocibridge.hubserver.writes.repos import Repos
+from ocibridge.oci.bookkeeping import REFS_TAG
+from ocibridge.stores.base import WritableStore
+
+log = logging.getLogger("ocibridge.hubserver")
+
+
+def bury(store: WritableStore, repo: Repository, tags: list[str]) -> None:
+    """Move ``tags`` to the tombstone (its one blob sent once, the manifest written per tag)."""
+    from ocibridge.hubserver.reading.tombstone import BODY
+    from ocibridge.transfer.writer import Blob, write_artifact
+
+    if tags:
+        write_artifact(store, DESCRIPTOR, BODY, [Blob.of_bytes(EMPTY, EMPTY_JSON)],
+                       tags=[repo.reference(tag) for tag in tags])
+
+
+class Deleting:
+    """The delete routes, over what the write routes share."""
+
+    def __init__(self, repos: Repos):
+        self.repos = repos
+
+    async def delete_repo(self, request: Request) -> Response:
+        body = await json_body(request)
+        if body is NOT_JSON or not isinstance(body, dict):
+            return error(400, None, "expected a JSON body")
+        if (body.get("type") or "model") != "model":
+            return error(400, None, "serve holds model repositories only")
+        grant = self.repos.writer(request, None)
+        repo_id = repo_id_of(body.get("name"), body.get("organization"), grant)
+        note(request, repository=repo_id)
+        self.repos.writer(request, repo_id)
+        await in_thread(self._delete_repo, repo_id)
+        return JSONResponse({})
+
+    def home(self, repo_id: str) -> Repository:
+        """Where ``repo_id`` lives: the first source that holds it (not deleted); the Hub's
+        "Repository Not Found" when none does."""
+        parts = repo_parts(repo_id)
+        for source in self.repos.catalog.sources if parts is not None else ():
+            repo = source.repository(parts or [])
+            if repo is None:
+                continue
+            try:
+                tags = repo.tags()
+            except (NotFound, RegistryError):
+                continue
+            if tags and not read_record(repo).deleted:
+                return repo
+        raise RepoNotFound(f"Repository Not Found: {repo_id}")
+
+    def _delete_repo(self, repo_id: str) -> None:
+        self.delete_home(repo_id, None)
+
+    def delete_home(self, repo_id: str, repo: Repository | None) -> None:
+        """Delete ``repo_id`` (where it lives: ``repo``, else found), its main and record locked."""
+        with self.repos.branches.lock(repo_id, "main"), self.repos.branches.lock(repo_id, RECORD_LOCK):
+            repo = repo or self.home(repo_id)
+            store = record_store(repo)
+            old = read_record(repo)
+            write_record(repo, store, RefsRecord(private=old.private, deleted=True))  # first: 404 from here on
+            self.repos.catalog.forget(repo_id)
+            bury(store, repo, [tag for tag in repo.tags() if tag != REFS_TAG])
+            self.repos.catalog.forget(repo_id)
+            self.repos.created.discard(repo_id)
+        log.info("%s: deleted (%s)", repo_id, repo.shown)
+
+    async def delete_ref(self, request: Request) -> Response:
+        """``delete_branch`` and ``delete_tag``: the Hub's checks and texts, then the tag buried."""
+        repo_id = requested_repo(request)
+        self.repos.writer(request, repo_id)
+        kind = request.path_params["kind"]
+        name = branch_of(request.path_params["ref"]) if kind == "branch" else request.path_params["ref"]
+        name = name.removeprefix("refs/tags/")
+        await in_thread(self._delete_ref, repo_id, name, kind == "branch")
+        return JSONResponse({})
+
+    def _delete_ref(self, repo_id: str, name: str, branch: bool) -> None:
+        if name == "main":
+            raise ProtectedRef("Cannot delete refs/heads/main" if branch
+                               else "Invalid rev id: main is a branch, not a tag")
+        catalog = self.repos.catalog
+        with self.repos.branches.lock(repo_id, name), self.repos.branches.lock(repo_id, RECORD_LOCK):
+            try:
+                head = catalog.resolve(repo_id, name)
+            except RevisionNotFound:
+                raise RevisionNotFound(f"Invalid rev id: {name}") from None
+            record = read_record(head.repo)
+            is_branch = name in record.branches
+            if is_branch != branch:
+                raise RevisionNotFound(f"Invalid rev id: {name} is a {'branch' if is_branch else 'tag'}")
+            store = record_store(head.repo)
+            bury(store, head.repo, [name])
+            if name in record.branches or name in record.tags:
+                write_record(head.repo, store, record.without_ref(name))
+            catalog.forget(repo_id)
+        log.info("%s: %s %s deleted", repo_id, "branch" if branch else "tag", name)
