@@ -91,7 +91,7 @@ def test_a_writer_commits_only_what_its_repository_uploaded_or_can_read(served):
     assert verify.status_code == 404
     taken = commit(served, "acme/m", "alice", HEADER + lfs_line("stolen.bin", secret))
     assert taken.status_code == 422, taken.text
-    assert files(served, "acme/m") == ["README.md"]
+    assert files(served, "acme/m") == [".gitattributes", "README.md"]
     # bob's own verify and commit take it
     assert httpx.post(f"{served.url}/ocibridge/lfs/verify", json={"oid": oid, "size": len(secret)},
                       headers=auth("bob")).status_code == 200
@@ -102,7 +102,7 @@ def test_a_writer_commits_only_what_its_repository_uploaded_or_can_read(served):
                        json={"operation": "upload", "objects": [{"oid": oid, "size": len(secret)}]})
     assert "actions" in asked.json()["objects"][0], "serve offered alice beta/m's file"
     assert commit(served, "acme/m", "alice", HEADER + lfs_line("w.bin", secret)).status_code == 422
-    assert files(served, "acme/m") == ["README.md"]
+    assert files(served, "acme/m") == [".gitattributes", "README.md"]
 
 
 def test_a_file_bob_sent_over_xet_is_not_alices_to_commit(served):
@@ -139,7 +139,7 @@ def test_malformed_bodies_are_answered_not_a_500(served, route, body, status):
     answer = httpx.post(served.url + route, content=body, headers=auth("alice"), timeout=60)
     assert answer.status_code == status, answer.text
     assert status == 200 or "error" in answer.json()
-    assert files(served, "acme/m") == ["README.md"]
+    assert files(served, "acme/m") == [".gitattributes", "README.md"]
 
 
 @pytest.mark.parametrize("path", [".git/hooks/post-checkout", "sub/.git/config", ".cache/huggingface/x.metadata",
@@ -150,7 +150,7 @@ def test_paths_a_download_must_not_write_are_refused(served, path):
     sends them; the branch stays where it was."""
     answer = commit(served, "acme/m", "alice", HEADER + inline(path))
     assert answer.status_code == 400 and "Invalid path" in answer.json()["error"], answer.text
-    assert files(served, "acme/m") == ["README.md"]
+    assert files(served, "acme/m") == [".gitattributes", "README.md"]
 
 
 @pytest.mark.parametrize(("first", "second"), [("readme.md", None), ("Model.bin", "model.bin"),
@@ -162,7 +162,7 @@ def test_paths_one_file_on_macos_and_windows_are_refused(served, first, second):
     body = HEADER + inline(first) + (inline(second) if second else b"")
     answer = commit(served, "acme/m", "alice", body)
     assert answer.status_code == 400 and "differ only in case" in answer.json()["error"], answer.text
-    assert files(served, "acme/m") == ["README.md"]
+    assert files(served, "acme/m") == [".gitattributes", "README.md"]
 
 
 def test_two_creates_of_one_branch_at_once_are_one_200_and_one_409(served, monkeypatch):
@@ -264,7 +264,7 @@ def test_a_path_too_long_to_write_is_refused_at_once(served, path):
     answer = commit(served, "acme/m", "alice", HEADER + inline(path))
     assert answer.status_code == 400 and "longer than" in answer.json()["error"], answer.text[:300]
     assert time.monotonic() - began < 10
-    assert files(served, "acme/m") == ["README.md"]
+    assert files(served, "acme/m") == [".gitattributes", "README.md"]
 
 
 def test_a_long_path_within_the_limits_is_committed(served):
@@ -309,7 +309,7 @@ def test_a_commit_id_is_no_branch_to_commit_to_or_create(served):
     assert made.status_code == 400, made.text
     refs = httpx.get(f"{served.url}/api/models/acme/m/refs", headers=auth("reader")).json()
     assert {tag["name"] for tag in refs["tags"]} <= {"latest"}
-    assert files(served, "acme/m") == ["README.md"]
+    assert files(served, "acme/m") == [".gitattributes", "README.md"]
 
 
 def test_a_modelfile_is_committed_as_a_file(served):
@@ -319,6 +319,6 @@ def test_a_modelfile_is_committed_as_a_file(served):
     modelfile = b"FROM ./tiny.gguf\nPARAMETER temperature 0.7\n"
     answer = commit(served, "acme/m", "alice", HEADER + inline("Modelfile", modelfile))
     assert answer.status_code == 200, answer.text
-    assert files(served, "acme/m") == ["Modelfile", "README.md"]
+    assert files(served, "acme/m") == [".gitattributes", "Modelfile", "README.md"]
     got = httpx.get(f"{served.url}/acme/m/resolve/main/Modelfile", headers=auth("reader"), follow_redirects=True)
     assert got.content == modelfile

@@ -1,0 +1,299 @@
+"""Repositories as the Hub has them (issue 74), through the real huggingface_hub client against
+serve as a process over a registry of this module's own (the GC test stops it): a bare name lands
+in the token's namespace, a new repository has the Hub's first commit, deletes, moves and
+squashes with the Hub's errors, private repositories and anonymous reads, auth-check, and the
+request id every error names. What huggingface_hub's own test suite taught (bench/hub_suite.py
+runs it against serve) is here as this project's tests."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import huggingface_hub
+import pytest
+from huggingface_hub import HfApi
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+from serving import point_hub_at, serve_as_process
+
+from ocibridge.hubserver.access import parse_line, parse_lines
+from ocibridge.hubserver.reading.tombstone import DIGEST as TOMBSTONE
+from ocibridge.hubserver.writes.initial import GITATTRIBUTES
+from tests.support.registry import RegistryProcess, registry_binary
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKENS = ("alice-token user=alice write=alice/,acme/\n"
+          "bob-token user=bob\n"
+          "old-token write acme/ olduser\n"
+          "anonymous read=*\n")
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@dataclass
+class Served:
+    url: str
+    registry: RegistryProcess
+    root: Path
+
+    def api(self, token: str | bool | None) -> HfApi:
+        return HfApi(endpoint=self.url, token=token)
+
+    def tag(self, repo: str, tag: str) -> str | None:
+        """The digest the registry's tag names (None: no such tag), asked of the registry itself."""
+        answer = httpx.head(f"{self.registry.url}/v2/{repo}/manifests/{tag}",
+                            headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
+        return answer.headers.get("docker-content-digest") if answer.status_code == 200 else None
+
+
+@contextlib.contextmanager
+def serving(root: Path, registry: RegistryProcess) -> Iterator[str]:
+    (root / "tokens.txt").write_text(TOKENS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(root / "cache")}
+    with serve_as_process([registry.host, "--plain-http", "--no-access-log", "--token-file", str(root / "tokens.txt")],
+                          env, root / "serve.log") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("hubrepos")
+    registry = RegistryProcess(root / "registry")
+    try:
+        with serving(root, registry) as url:
+            yield Served(url, registry, root)
+    finally:
+        registry.stop()
+
+
+@pytest.fixture(autouse=True)
+def lfs_only(monkeypatch: pytest.MonkeyPatch, served: Served, tmp_path: Path) -> None:
+    point_hub_at(monkeypatch, served.url, tmp_path / "hub")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+
+
+def test_token_lines_say_a_namespace_and_separate_read_write_and_private_scopes():
+    alice = parse_line("t user=alice write=alice/,acme/")
+    assert (alice.namespace, alice.may_write("acme/x"), alice.may_write("bob/x")) == ("alice", True, False)
+    assert alice.may_read("bob/x") and not alice.may_read_private("bob/x")
+    assert alice.may_read_private("alice/x") and alice.may_read_private("acme/y")
+    reader = parse_line("t user=r read=acme/ private=acme/")
+    assert reader.may_read("acme/x") and not reader.may_read("beta/x") and not reader.write
+    old = parse_line("t write acme/ ci")  # the first form: one scope, read privately too
+    assert (old.namespace, old.may_write("acme/x"), old.may_read("other/x"), old.may_read_private("acme/x")) == \
+        ("ci", True, False, True)
+    anonymous = parse_lines(["anonymous read=public/"])[0]
+    assert anonymous.anonymous and anonymous.may_read("public/x") and not anonymous.write
+    for bad, said in [("anonymous write=x/", "read= only"), ("t user=a color=red", "color=red"),
+                      ("t read=* read=a/", "twice"), ("anonymous", "read=PREFIXES")]:
+        with pytest.raises(Exception, match=said):
+            parse_line(bad)
+    with pytest.raises(Exception, match="anonymous line"):
+        parse_lines(["anonymous read=a/", "anonymous read=b/"])
+
+
+def test_a_bare_name_lands_in_the_tokens_namespace_with_the_hubs_first_commit(served):
+    api = served.api("alice-token")
+    made = api.create_repo("tiny")
+    assert made.repo_id == "alice/tiny"
+    assert made == f"{served.url}/alice/tiny"
+    assert api.list_repo_files("alice/tiny") == [".gitattributes"]
+    commits = api.list_repo_commits("alice/tiny")
+    assert [c.title for c in commits] == ["initial commit"]
+    assert api.model_info("alice/tiny").sha == commits[0].commit_id
+    got = api.hf_hub_download("alice/tiny", ".gitattributes")
+    assert Path(got).read_bytes() == GITATTRIBUTES and b"*.safetensors filter=lfs" in GITATTRIBUTES
+    api.create_branch("alice/tiny", branch="dev")  # main exists from the start
+    api.create_tag("alice/tiny", tag="v0")
+    assert served.tag("alice/tiny", "latest") is not None  # in the registry at once
+    with pytest.raises(HfHubHTTPError) as again:
+        api.create_repo("tiny")
+    assert again.value.response.status_code == 409
+    assert api.create_repo("tiny", exist_ok=True).repo_id == "alice/tiny"
+    # the first form's namespace is its NAME; outside its write prefix, the Hub's 403
+    with pytest.raises(HfHubHTTPError) as outside:
+        served.api("old-token").create_repo("mine")
+    assert outside.value.response.status_code == 403
+
+
+def test_transformers_push_to_hub_with_a_bare_name_publishes_under_the_users_namespace(served):
+    from transformers import BertConfig
+
+    os.environ["HF_TOKEN"] = "alice-token"
+    try:
+        BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2).push_to_hub("bert-bare")
+    finally:
+        del os.environ["HF_TOKEN"]
+    api = served.api("alice-token")
+    assert {".gitattributes", "config.json"} <= set(api.list_repo_files("alice/bert-bare"))  # and its card
+    assert served.tag("alice/bert-bare", "latest") is not None
+
+
+def test_deletes_have_the_hubs_semantics_and_errors(served):
+    api = served.api("alice-token")
+    repo = api.create_repo("deletes").repo_id
+    api.upload_file(repo_id=repo, path_in_repo="a.txt", path_or_fileobj=b"a")
+    api.create_branch(repo, branch="dev")
+    api.create_tag(repo, tag="v1")
+    dev_commit = api.model_info(repo, revision="dev").sha
+    api.delete_branch(repo, branch="dev")
+    api.delete_tag(repo, tag="v1")
+    refs = api.list_repo_refs(repo)
+    assert [b.name for b in refs.branches] == ["main"] and refs.tags == []
+    for gone in ("dev", "v1"):
+        with pytest.raises(RevisionNotFoundError):
+            api.model_info(repo, revision=gone)
+        assert served.tag(repo, gone) == TOMBSTONE  # the registry's tag names serve's tombstone
+    assert api.model_info(repo, revision=dev_commit).sha == dev_commit  # its commit tag keeps it
+    with pytest.raises(HfHubHTTPError, match="Cannot delete refs/heads/main"):
+        api.delete_branch(repo, branch="main")
+    with pytest.raises(HfHubHTTPError, match="Invalid rev id"):
+        api.delete_branch(repo, branch="nope")
+    api.create_tag(repo, tag="cool-tag")
+    with pytest.raises(HfHubHTTPError, match="Invalid rev id"):
+        api.delete_branch(repo, branch="cool-tag")  # a tag is no branch
+    with pytest.raises(RevisionNotFoundError):
+        api.delete_tag(repo, tag="v0")
+    with pytest.raises(HfHubHTTPError):
+        api.delete_tag(repo, tag="main")
+    # a branch of a deleted name can be made again
+    api.create_branch(repo, branch="dev")
+    assert api.model_info(repo, revision="dev").sha == api.model_info(repo).sha
+    with pytest.raises(HfHubHTTPError, match="Reference refs/heads/dev already exists"):
+        api.create_branch(repo, branch="dev")
+
+
+def test_a_deleted_repository_answers_404_by_every_name_and_can_be_made_again(served):
+    api = served.api("alice-token")
+    repo = api.create_repo("gone").repo_id
+    first = api.upload_file(repo_id=repo, path_in_repo="a.txt", path_or_fileobj=b"a").oid
+    api.delete_repo(repo)
+    for revision in (None, first, "latest"):
+        with pytest.raises(RepositoryNotFoundError):
+            api.model_info(repo, revision=revision)
+    assert served.tag(repo, f"ocibridge-commit-{first}") == TOMBSTONE
+    assert "alice/gone" not in [m.id for m in api.list_models(search="gone")]
+    with pytest.raises(RepositoryNotFoundError) as missing:
+        api.delete_repo(repo)
+    assert "(Request ID: " in str(missing.value)  # X-Request-Id, printed by the client
+    api.delete_repo(repo, missing_ok=True)
+    again = api.create_repo("gone").repo_id
+    assert api.list_repo_files(again) == [".gitattributes"]
+    assert len(api.list_repo_commits(again)) == 1
+
+
+def test_private_repositories_and_anonymous_reads(served):
+    alice, bob, anonymous = served.api("alice-token"), served.api("bob-token"), served.api(False)
+    public = alice.create_repo("open").repo_id
+    secret = alice.create_repo("secret", private=True).repo_id
+    assert alice.model_info(secret, expand=["private"]).private is True
+    assert alice.model_info(public, expand=["private"]).private is False
+    for other in (bob, anonymous):
+        with pytest.raises(RepositoryNotFoundError):
+            other.model_info(secret)
+        with pytest.raises(RepositoryNotFoundError):
+            other.hf_hub_download(secret, ".gitattributes")
+        assert other.model_info(public).sha == alice.model_info(public).sha
+        assert secret not in [m.id for m in other.list_models(search="secret")]
+    assert secret in [m.id for m in alice.list_models(search="secret")]
+    status = httpx.get(f"{served.url}/api/models/{secret}/xet-read-token/main").status_code
+    assert status == 404  # as a missing one, to a request without a token
+    alice.update_repo_settings(secret, private=False)
+    assert bob.model_info(secret).sha == alice.model_info(secret).sha
+    alice.update_repo_settings(secret, visibility="private")
+    with pytest.raises(RepositoryNotFoundError):
+        bob.model_info(secret)
+    with pytest.raises(HfHubHTTPError) as gated:
+        alice.update_repo_settings(secret, gated="auto")
+    assert gated.value.response.status_code == 400
+    with pytest.raises(HfHubHTTPError) as writes:
+        anonymous.upload_file(repo_id=public, path_in_repo="x.txt", path_or_fileobj=b"x")
+    assert writes.value.response.status_code == 401
+
+
+def test_auth_check_says_whether_a_token_reads_and_writes(served):
+    alice, bob = served.api("alice-token"), served.api("bob-token")
+    repo = alice.create_repo("checked").repo_id
+    alice.auth_check(repo)
+    alice.auth_check(repo, write=True)
+    bob.auth_check(repo)
+    with pytest.raises(HfHubHTTPError) as denied:
+        bob.auth_check(repo, write=True)
+    assert denied.value.response.status_code == 403
+    with pytest.raises(RepositoryNotFoundError):
+        alice.auth_check("alice/none")
+
+
+def test_move_and_super_squash(served):
+    api = served.api("alice-token")
+    repo = api.create_repo("squash").repo_id
+    api.upload_file(repo_id=repo, path_in_repo="file.txt", path_or_fileobj=b"content")
+    api.upload_file(repo_id=repo, path_in_repo="file.txt", path_or_fileobj=b"another")
+    api.create_branch(repo, branch="v0.1")
+    api.upload_file(repo_id=repo, path_in_repo="file.txt", path_or_fileobj=b"foo", revision="v0.1")
+    api.super_squash_history(repo_id=repo)
+    main = api.list_repo_commits(repo)
+    assert [c.title for c in main] == ["Super-squash branch 'main' using huggingface_hub"]
+    branch = api.list_repo_commits(repo, revision="v0.1")
+    assert len(branch) == 4 and branch[-1].title == "initial commit"  # the branch keeps its history
+    assert Path(api.hf_hub_download(repo, "file.txt")).read_bytes() == b"another"
+    head = api.model_info(repo).sha
+    api.move_repo(from_id=repo, to_id="acme/squashed")
+    assert api.model_info("acme/squashed").sha == head  # the same commits, the same ids
+    assert api.model_info("acme/squashed", revision="v0.1").sha == branch[0].commit_id
+    with pytest.raises(RepositoryNotFoundError):
+        api.model_info(repo)
+    api.create_repo("acme/taken")
+    with pytest.raises(HfHubHTTPError) as taken:
+        api.move_repo(from_id="acme/squashed", to_id="acme/taken")
+    assert taken.value.response.status_code == 409
+
+
+def test_commits_go_to_branches_only_and_reserved_names_are_refused(served):
+    api = served.api("alice-token")
+    repo = api.create_repo("refsonly").repo_id
+    api.create_tag(repo, tag="v1")
+    pinned = api.model_info(repo, revision="v1").sha
+    for revision, said in [("v1", "is a tag"), ("ocibridge-refs", "bookkeeping"),
+                           (f"ocibridge-commit-{pinned}", "bookkeeping")]:
+        with pytest.raises(HfHubHTTPError, match=said):
+            api.upload_file(repo_id=repo, path_in_repo="x.txt", path_or_fileobj=b"x", revision=revision)
+    assert api.model_info(repo, revision="v1").sha == pinned
+    with pytest.raises(RevisionNotFoundError):
+        api.upload_file(repo_id=repo, path_in_repo="x.txt", path_or_fileobj=b"x", revision="no-branch")
+
+
+def test_a_deleted_repository_goes_at_the_registrys_gc(served, tmp_path):
+    """delete_repo leaves no tag on its manifests: distribution's garbage-collect takes them and
+    their blobs, while a live repository's files stay (this module's last test: it stops the registry)."""
+    api = served.api("alice-token")
+    kept = api.create_repo("kept").repo_id
+    keep = os.urandom(4096)
+    api.upload_file(repo_id=kept, path_in_repo="keep.bin", path_or_fileobj=keep)
+    doomed = api.create_repo("doomed").repo_id
+    payload = os.urandom(4096)
+    api.upload_file(repo_id=doomed, path_in_repo="doomed.bin", path_or_fileobj=payload)
+    api.delete_repo(doomed)
+    digest = hashlib.sha256(payload).hexdigest()
+    blob = served.registry.storage / "docker/registry/v2/blobs/sha256" / digest[:2] / digest
+    assert blob.exists()
+    served.registry.stop()
+    collected = subprocess.run([registry_binary(), "garbage-collect", "--delete-untagged",
+                                str(served.registry.config_file)], capture_output=True, text=True, timeout=300)
+    assert collected.returncode == 0, collected.stderr
+    assert not blob.exists()
+    registry = RegistryProcess(served.registry.workdir)  # the same storage, a new port
+    try:
+        with serving(tmp_path, registry) as url:
+            again = HfApi(endpoint=url, token="alice-token")
+            assert Path(again.hf_hub_download(kept, "keep.bin")).read_bytes() == keep
+            with pytest.raises(RepositoryNotFoundError):
+                again.model_info(doomed)
+    finally:
+        registry.stop()
