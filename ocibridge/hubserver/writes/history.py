@@ -44,18 +44,36 @@ def chain(store: ReadableStore, digest: str | None) -> Iterator[tuple[str, dict[
     seen: set[str] = set()
     while digest is not None and digest not in seen:
         seen.add(digest)
-        try:
-            desc = store.resolve(digest)
-            if desc.size > MANIFEST_MAX:
-                return
-            annotations = json.loads(store.fetch_bytes(desc)).get("annotations") or {}
-        except (NotFound, InvalidReference, OcibridgeError, ValueError, AttributeError):
+        doc = read_manifest(store, digest)
+        if doc is None:
             return
-        if not isinstance(annotations, dict):
-            annotations = {}
+        annotations = annotations_of(doc)
         yield digest, annotations
-        parent = annotations.get(PARENT)
-        digest = parent if isinstance(parent, str) and parent.startswith("sha256:") else None
+        digest = parent_of(annotations)
+
+
+def read_manifest(store: ReadableStore, digest: str) -> dict[str, Any] | None:
+    """The manifest ``digest`` as JSON (at most :data:`MANIFEST_MAX` bytes, checked against its
+    digest by the store); None when the store no longer holds it or it is no JSON object."""
+    try:
+        desc = store.resolve(digest)
+        if desc.size > MANIFEST_MAX:
+            return None
+        doc = json.loads(store.fetch_bytes(desc))
+    except (NotFound, InvalidReference, OcibridgeError, ValueError, AttributeError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def annotations_of(doc: dict[str, Any]) -> dict[str, Any]:
+    annotations = doc.get("annotations") or {}
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def parent_of(annotations: dict[str, Any]) -> str | None:
+    """The parent manifest's digest serve annotated (:data:`.commits.PARENT`), or None."""
+    parent = annotations.get(PARENT)
+    return parent if isinstance(parent, str) and parent.startswith("sha256:") else None
 
 
 def commit_entry(digest: str, notes: dict[str, Any]) -> dict[str, Any]:
