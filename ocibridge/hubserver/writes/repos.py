@@ -26,7 +26,7 @@ from ocibridge.hubserver.access import Access, Gate, Grant
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body
 from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.files import FileLists
+from ocibridge.hubserver.reading.files import FileLists, read_small
 from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, Repository, RevisionNotFound, repo_parts
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
@@ -137,6 +137,14 @@ class Repos:
             return {}
         files = await in_thread(self.lists.of, head)
         return {path: f.sha256 for path, f in files.files.items()}
+
+    def branch_text(self, repo_id: str, branch: str, path: str, limit: int) -> str | None:
+        """The text of the branch head's file ``path`` (verified); None when the branch or the
+        file is missing, or the file is larger than ``limit`` bytes."""
+        head = self.head(repo_id, branch)
+        found = self.lists.of(head).files.get(path) if head is not None else None
+        data = read_small(head, found, limit) if head is not None and found is not None else None
+        return None if data is None else data.decode("utf-8", "replace")
 
     def _exists(self, repo_id: str) -> bool:
         try:
