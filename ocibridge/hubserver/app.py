@@ -215,7 +215,9 @@ class ServeApp:
             HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
             HubRoute("/api/repos/create", self.writing(self.repos.create_repo, audit="create_repo"), methods=("POST",)),
             HubRoute("/api/repos/delete", self.writing(self.repos.refused, audit="delete_repo"), methods=("DELETE",)),
-            HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml), methods=("POST",)),
+            # no token: ModelCard.validate sends none (it reads nothing of a repository)
+            HubRoute("/api/validate-yaml", self.guarded(self.repos.validate_yaml, needs_token=False),
+                     methods=("POST",)),
             *[HubRoute(f"/{repo}.git/info/lfs/objects/batch",
                        self.writing(self.lfs.lfs_batch, audit="lfs_batch", refusals_only=True), methods=("POST",))
               for repo in REPO_FORMS],

@@ -4,7 +4,7 @@ made here without a commit yet.
 
     GET    /api/whoami-v2                  the token's name and scope (hf auth whoami)
     POST   /api/repos/create               create_repo (models only; 409 when it exists)
-    POST   /api/validate-yaml              a README's metadata: accepted as it is
+    POST   /api/validate-yaml              a README's metadata, checked as the Hub checks it (:mod:`.cards`)
     DELETE /api/repos/delete, .../branch|tag/{ref}   refused: a registry's own tools delete
 
 Every write needs a write token of ``--token-file`` (:class:`.access.Gate`): none sent or unknown
@@ -19,12 +19,13 @@ import logging
 from typing import TypeVar
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Access, Gate, Grant
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body
 from ocibridge.hubserver.audit import note
+from ocibridge.hubserver.cards import read_card
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, read_small
 from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, Repository, RevisionNotFound, repo_parts
@@ -187,7 +188,23 @@ class Repos:
         return JSONResponse({"url": url, "name": repo_id})
 
     async def validate_yaml(self, request: Request) -> Response:
-        return JSONResponse({"errors": [], "warnings": []})
+        """A README's metadata checked as the Hub checks it (:mod:`.cards`): 400 with the errors,
+        else 200 with the warnings; as text (``- Error: ...`` lines) to a client that asks for
+        text, as ``ModelCard.validate`` does (its ValueError is that text), else as JSON
+        (``{"errors": [{"message"}], "warnings": [...]}``, which ``HfApi`` reads)."""
+        body = await json_body(request)
+        content = body.get("content") if isinstance(body, dict) else None
+        if not isinstance(content, str):
+            return error(400, None, "expected {'content': README text, 'repoType': 'model'}")
+        kind = body.get("repoType") if isinstance(body, dict) else None
+        found = read_card(content, kind if isinstance(kind, str) else "model")
+        status = 400 if found.errors else 200
+        if "text/plain" in request.headers.get("accept", "") and "json" not in request.headers.get("accept", ""):
+            lines = [f"- Error: {e}" for e in found.errors] + [f"- Warning: {w}" for w in found.warnings]
+            return PlainTextResponse("\n".join(lines), status_code=status)
+        return JSONResponse({"errors": [{"message": e, "type": "error"} for e in found.errors],
+                             "warnings": [{"message": w, "type": "warning"} for w in found.warnings]},
+                            status_code=status)
 
     async def refused(self, request: Request) -> Response:
         """What serve does not do to a registry: delete tags (most registries delete a manifest,
