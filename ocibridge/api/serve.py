@@ -91,7 +91,8 @@ def create_app(
     API is signed and given its AI-BOM and provenance (naming its parent commit and uploader)
     before its branch's tag moves; a commit whose evidence fails is refused, the tag left where
     it was (hubserver/writes/evidence.py). The keys are loaded here."""
-    _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3", "prometheus_client")  # Xet uploads; pages
+    _needs("starlette", "blake3", "lz4", "jinja2", "markdown_it", "nh3", "prometheus_client",  # Xet uploads; pages
+           "pathspec")  # preupload's .gitignore
     return _app(sources, options or ServeOptions(), ListenOptions(), transfer, verify, _evidence(sign, attest))[0]
 
 
@@ -109,7 +110,8 @@ def serve(
     uvicorn at ``listen`` (``HOST:PORT`` or :class:`ListenOptions`; default 127.0.0.1:8080)
     until SIGTERM or Ctrl-C, which finish the requests in flight first: what ``ocibridge
     serve`` does."""
-    _needs("starlette", "uvicorn", "blake3", "lz4", "jinja2", "markdown_it", "nh3", "prometheus_client")
+    _needs("starlette", "uvicorn", "blake3", "lz4", "jinja2", "markdown_it", "nh3", "prometheus_client",
+           "pathspec")
     from ocibridge.hubserver.server import run
 
     listening = ListenOptions(listen) if isinstance(listen, str) else listen or ListenOptions()

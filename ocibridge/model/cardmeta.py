@@ -42,16 +42,23 @@ _FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _LANGUAGE = re.compile(r"^[a-z]{2}$")  # ModelPack's capabilities.languages: ISO 639-1
 
 
+def front_block(text: str) -> tuple[str, str] | None:
+    """(the YAML between the ``---`` lines, the rest) of a card that opens with a metadata
+    block; None when it does not (serve's card checks read the same block: hubserver/cards.py)."""
+    found = _FRONT.match(text)
+    return None if found is None else (found.group(1), text[found.end():])
+
+
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     """(the front matter as a mapping, the rest); ``{}`` when there is none or it is no mapping."""
-    found = _FRONT.match(text)
-    if found is None:
+    block = front_block(text)
+    if block is None:
         return {}, text
     try:
-        data = yaml.safe_load(found.group(1))
+        data = yaml.safe_load(block[0])
     except (yaml.YAMLError, RecursionError):
         data = None
-    return (data if isinstance(data, dict) else {}), text[found.end():]
+    return (data if isinstance(data, dict) else {}), block[1]
 
 
 def read_front_matter(files: Iterable[ModelFile]) -> dict[str, Any]:

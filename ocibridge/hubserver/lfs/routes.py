@@ -3,7 +3,9 @@ clients send): the bytes land in :class:`.Staging`, as a Xet upload's do, so a c
 staged SHA-256 however it arrived.
 
     POST /api/models/REPO/preupload/{rev}               upload mode of each file, and the oid the
-                                                        branch holds for it (unchanged: skipped)
+                                                        branch holds for it (unchanged: skipped);
+                                                        shouldIgnore: by the commit's .gitignore,
+                                                        else the branch's (:mod:`.gitignore`)
     POST /REPO.git/info/lfs/objects/batch               LFS batch (basic): where to PUT each object
     PUT  /ocibridge/lfs/{sha256}/{size}/{repo}?signed   the object's bytes, into :class:`.Staging`
                                                         (a large one on to the registry as they
@@ -42,6 +44,7 @@ from ocibridge.hubserver.answers import (
     requested_repo,
 )
 from ocibridge.hubserver.guard import UPLOADS
+from ocibridge.hubserver.lfs.gitignore import GITIGNORE, GITIGNORE_MAX, ignoring
 from ocibridge.hubserver.uploads.multipart import Multipart
 from ocibridge.hubserver.uploads.relay import Handed, HandingFor, Relay
 from ocibridge.hubserver.uploads.staging import hash_pieces, write_pieces
@@ -82,8 +85,12 @@ class LfsRoutes:
         read = await self._written_list(request, "files", "expected {'files': [{'path', 'size', 'sample'}, ...]}")
         if isinstance(read, Response):
             return read
-        repo_id, _, _, asked = read
-        held = await self.repos.branch_files(repo_id, branch_of(request.path_params["revision"]))
+        repo_id, _, body, asked = read
+        branch = branch_of(request.path_params["revision"])
+        held = await self.repos.branch_files(repo_id, branch)
+        sent = body.get("gitIgnore")  # the .gitignore of this commit, else the branch's
+        ignored = ignoring(sent if isinstance(sent, str) else
+                           await in_thread(self.repos.branch_text, repo_id, branch, GITIGNORE, GITIGNORE_MAX))
         answered = []
         for item in asked:
             if not isinstance(item, dict):
@@ -92,7 +99,7 @@ class LfsRoutes:
             size = item.get("size")
             lfs = isinstance(size, int) and size > 0  # every non-empty file is an LFS object: a layer
             answer: dict[str, Any] = {"path": item["path"], "uploadMode": "lfs" if lfs else "regular",
-                                      "shouldIgnore": False}
+                                      "shouldIgnore": ignored(path)}
             if lfs and path in held:
                 answer["oid"] = held[path]
             answered.append(answer)

@@ -8,6 +8,7 @@ files are hashed there, once per model, and served from that snapshot.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable
@@ -100,6 +101,18 @@ class FileLists:
 def _sha256(path: Path) -> str:
     """The file's SHA-256 in hex (what the Hub names an LFS file by)."""
     return sha256_file(path)[0].removeprefix("sha256:")
+
+
+def read_small(resolved: Resolved, f: HubFile, limit: int = 1024 * 1024) -> bytes | None:
+    """A file's bytes when it is small enough to show (verified: the store checks the digest)."""
+    if f.size > limit:
+        return None
+    with contextlib.suppress(OcibridgeError, OSError):
+        if f.local is not None:
+            return f.local.read_bytes()[:limit]
+        if f.layer is not None:
+            return resolved.repo.store.fetch_bytes(f.layer)
+    return None
 
 
 class Resolver(Protocol):

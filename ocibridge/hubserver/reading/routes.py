@@ -6,6 +6,7 @@ the sources: what a repo id and a revision name, a model's files, and their byte
     GET  /api/models/REPO/tree/{rev}[/{path}][?recursive=]  list_repo_tree (pages: Link rel="next")
     GET  /api/models/REPO/refs                              list_repo_refs (main: the default tag)
     POST /api/models/REPO/paths-info/{rev}                  get_paths_info
+    (tree and paths-info with ``expand=true``: each entry's ``lastCommit``, :mod:`.lastcommits`)
     HEAD|GET /REPO/resolve/{rev}/{path}                     hf_hub_download, HfFileSystem (Range)
 
 A file Xet may carry is named in ``X-Xet-Hash`` (:mod:`.xet.routes`). Not-found answers carry
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
@@ -31,6 +32,7 @@ from ocibridge.hubserver.reading import hubjson
 from ocibridge.hubserver.reading.blobs import Blobs, TableOf, read_file
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
+from ocibridge.hubserver.reading.lastcommits import LastCommits
 from ocibridge.hubserver.reading.sources import RepoNotFound
 
 if TYPE_CHECKING:
@@ -38,6 +40,9 @@ if TYPE_CHECKING:
     from ocibridge.hubserver.settings import ServeSettings
     from ocibridge.oci.models import Descriptor
 
+#: tree entries a page with ``expand=true`` holds: the Hub's (huggingface_hub's list_repo_tree:
+#: "only 50 results are returned per page (instead of 1000)")
+EXPAND_PAGE = 50
 
 
 class XetNames(Protocol):
@@ -68,6 +73,7 @@ class ReadRoutes:
     xet: XetNames
     settings: ServeSettings
     created_empty: Callable[[str, str], bool]
+    last_commits: LastCommits = field(default_factory=LastCommits)
 
     async def list_models(self, request: Request) -> Response:
         params = request.query_params
@@ -110,15 +116,27 @@ class ReadRoutes:
         if entries is None:
             return error(404, "EntryNotFound", f"{repo}@{revision}: no directory {path}",
                           {"X-Repo-Commit": resolved.commit})
-        return self._paged(request, entries, {"X-Repo-Commit": resolved.commit})
+        expand = truthy(request.query_params.get("expand"))
+        if expand:
+            await self._with_last_commits(resolved, files, entries)
+        return self._paged(request, entries, {"X-Repo-Commit": resolved.commit},
+                           min(self.settings.page, EXPAND_PAGE) if expand else None)
+
+    async def _with_last_commits(self, resolved: Resolved, files: ModelFiles, entries: list[dict[str, Any]]) -> None:
+        """Each entry's ``lastCommit`` (``securityFileStatus`` left out: serve scans nothing)."""
+        last = await in_thread(self.last_commits.of, resolved, files)
+        for entry in entries:
+            if entry["path"] in last:
+                entry["lastCommit"] = last[entry["path"]]
 
     def _paged(self, request: Request, entries: list[dict[str, Any]],
-               headers: dict[str, str] | None = None) -> Response:
+               headers: dict[str, str] | None = None, size: int | None = None) -> Response:
+        size = size or self.settings.page
         start = int_param(request.query_params.get("cursor")) or 0
-        page = entries[start:start + self.settings.page]
+        page = entries[start:start + size]
         headers = dict(headers or {})
-        if start + self.settings.page < len(entries):
-            url = request.url.include_query_params(cursor=start + self.settings.page)
+        if start + size < len(entries):
+            url = request.url.include_query_params(cursor=start + size)
             headers["Link"] = f'<{url}>; rel="next"'
         return JSONResponse(page, headers=headers)
 
@@ -126,12 +144,15 @@ class ReadRoutes:
         # the token (guarded) and the repository and revision are checked before the body is
         # read; the body is bounded by the guard (its size) and here (the paths it lists)
         resolved, files = await self.model(requested_repo(request), request.path_params["revision"])
-        paths = requested_paths(request.headers.get("content-type", ""), await request.body())
+        content_type, body = request.headers.get("content-type", ""), await request.body()
+        paths = requested_paths(content_type, body)
         if isinstance(paths, str):
             return error(400, None, paths)
         offered = await self.xet.offered(resolved, files)
-        return JSONResponse(hubjson.paths_info(files, paths, lambda f: offered.get(f.path)),
-                            headers={"X-Repo-Commit": resolved.commit})
+        entries = hubjson.paths_info(files, paths, lambda f: offered.get(f.path))
+        if expand_requested(content_type, body):
+            await self._with_last_commits(resolved, files, entries)
+        return JSONResponse(entries, headers={"X-Repo-Commit": resolved.commit})
 
     async def resolve_file(self, request: Request) -> Response:
         repo, revision = requested_repo(request), request.path_params["revision"]
@@ -180,6 +201,25 @@ class ReadRoutes:
                 return self.ranges.read(blob, start, end)
         chunks = await in_thread(self.xet.table_of, resolved, layer) if self.xet.name_size(layer.size) else None
         return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks)
+
+
+def truthy(value: str | None) -> bool:
+    """A flag of a query or form as huggingface_hub sends one (``true``; ``1`` too)."""
+    return (value or "").lower() in ("1", "true")
+
+
+def expand_requested(content_type: str, body: bytes) -> bool:
+    """Whether a paths-info body asks ``expand`` (huggingface_hub sends a form: ``expand=true``)."""
+    if content_type.startswith("application/json"):
+        try:
+            given = json.loads(body)
+        except (ValueError, RecursionError):
+            return False
+        return isinstance(given, dict) and given.get("expand") in (True, "true", "1", 1)
+    try:
+        return truthy(parse_qs(body.decode("utf-8", "replace"), max_num_fields=PATHS_MAX + 16).get("expand", [""])[0])
+    except ValueError:
+        return False
 
 
 def requested_paths(content_type: str, body: bytes) -> list[str] | str:

@@ -1,9 +1,10 @@
 """A model card (README.md, untrusted) as HTML a page may hold: its YAML front matter apart,
-the Markdown rendered by markdown-it-py with raw HTML off (any tag written in the card comes out
-as text), then sanitized by nh3 (Rust's ammonia) against an allow-list: no script, no event
-handler, no ``style``, no frame; links only http(s), mailto and the model's own files; images
-only https or the model's own files (rewritten to its resolve route). The page's CSP forbids
-scripts besides, should anything slip through.
+read and checked as the Hub reads it (:mod:`..cards`: what the check says is shown above the
+card, as the Hub's page shows it), the Markdown rendered by markdown-it-py with raw HTML off (any
+tag written in the card comes out as text), then sanitized by nh3 (Rust's ammonia) against an
+allow-list: no script, no event handler, no ``style``, no frame; links only http(s), mailto and
+the model's own files; images only https or the model's own files (rewritten to its resolve
+route). The page's CSP forbids scripts besides, should anything slip through.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from urllib.parse import quote, urlsplit
 import nh3
 from markdown_it import MarkdownIt
 
-from ocibridge.model.cardmeta import split_front_matter
+from ocibridge.hubserver.cards import read_card
 
 #: bytes of a README rendered (the Hub's own cards are far smaller)
 CARD_MAX = 512 * 1024
@@ -33,6 +34,7 @@ _HEADING = re.compile(r"<(/?)h([1-6])>")  # sanitized: a heading tag carries no 
 class Card:
     front: tuple[tuple[str, str], ...]  # the front matter's fields, as text
     html: str  # sanitized: safe to put in a page as it is
+    problems: tuple[str, ...] = ()  # what the Hub's check says of the metadata, as the Hub's page shows it
 
 
 def _text(value: Any) -> str:
@@ -45,7 +47,8 @@ def _text(value: Any) -> str:
 
 def render_card(data: bytes, repo_id: str, revision: str) -> Card:
     text = data[:CARD_MAX].decode("utf-8", "replace")
-    front, body = split_front_matter(text)
+    read = read_card(text)
+    front, body = read.front, read.body
     fields = [k for k in FRONT_FIELDS if k in front] + sorted(str(k) for k in front if k not in FRONT_FIELDS)
     shown = tuple((k, _text(front.get(k))) for k in fields if _text(front.get(k)))
     md = MarkdownIt("commonmark", {"html": False}).enable("table")
@@ -73,4 +76,6 @@ def render_card(data: bytes, repo_id: str, revision: str) -> Card:
                      clean_content_tags={"script", "style"})
     # the card's headings go under the page's own (one h1, then h2 sections): h1 becomes h3
     html = _HEADING.sub(lambda m: f"<{m.group(1)}h{min(int(m.group(2)) + 2, 6)}>", html)
-    return Card(shown, html)
+    problems = tuple(f"YAML Metadata Error: {e}" for e in read.errors) + tuple(
+        f"YAML Metadata Warning: {w}" for w in read.warnings)
+    return Card(shown, html, problems)

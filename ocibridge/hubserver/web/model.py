@@ -9,7 +9,6 @@ refused model shows the refusal instead. Signatures are verified here with serve
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import threading
 import time
@@ -20,7 +19,7 @@ from urllib.parse import quote
 
 from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.hubserver.reading.catalog import Catalog, Refs, Resolved
-from ocibridge.hubserver.reading.files import HubFile, ModelFiles
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles, read_small
 from ocibridge.hubserver.web import facts
 from ocibridge.hubserver.web.card import Card, render_card
 from ocibridge.hubserver.web.glance import Glance, glance
@@ -221,18 +220,6 @@ class ModelPages:
             return None
         return PolicyView(str(decision.path), decision.section, decision.scope.describe(),
                           tuple(r.describe() for r in decision.requirements))
-
-
-def read_small(resolved: Resolved, f: HubFile, limit: int = 1024 * 1024) -> bytes | None:
-    """A file's bytes when it is small enough to show (verified: the store checks the digest)."""
-    if f.size > limit:
-        return None
-    with contextlib.suppress(OcibridgeError, OSError):
-        if f.local is not None:
-            return f.local.read_bytes()[:limit]
-        if f.layer is not None:
-            return resolved.repo.store.fetch_bytes(f.layer)
-    return None
 
 
 def _statement_predicate(doc: dict[str, Any] | None) -> dict[str, Any]:

@@ -26,10 +26,11 @@ from starlette.routing import BaseRoute, Route
 from ocibridge.hubserver.access import Gate, reads
 from ocibridge.hubserver.answers import int_param, requested_repo
 from ocibridge.hubserver.failures import CAUGHT, failure_of
+from ocibridge.hubserver.reading.files import read_small
 from ocibridge.hubserver.routing import HubRoute
 from ocibridge.hubserver.web import auth, facts, render
 from ocibridge.hubserver.web.listing import Listing
-from ocibridge.hubserver.web.model import ModelPages, ModelView, read_small
+from ocibridge.hubserver.web.model import ModelPages, ModelView
 from ocibridge.oci.reference import RegistryReference
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ before those tags and collected) ends the walk there.
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.hubserver.reading.catalog import Resolved
+from ocibridge.hubserver.reading.hubjson import hub_date
 from ocibridge.hubserver.reading.sources import CREATED, commit_of
 from ocibridge.hubserver.writes.commits import AUTHOR, DESCRIPTION, PARENT, SUMMARY
 
@@ -42,30 +44,56 @@ def chain(store: ReadableStore, digest: str | None) -> Iterator[tuple[str, dict[
     seen: set[str] = set()
     while digest is not None and digest not in seen:
         seen.add(digest)
-        try:
-            desc = store.resolve(digest)
-            if desc.size > MANIFEST_MAX:
-                return
-            annotations = json.loads(store.fetch_bytes(desc)).get("annotations") or {}
-        except (NotFound, InvalidReference, OcibridgeError, ValueError, AttributeError):
+        doc = read_manifest(store, digest)
+        if doc is None:
             return
-        if not isinstance(annotations, dict):
-            annotations = {}
+        annotations = annotations_of(doc)
         yield digest, annotations
-        parent = annotations.get(PARENT)
-        digest = parent if isinstance(parent, str) and parent.startswith("sha256:") else None
+        digest = parent_of(annotations)
 
 
-def commits(head: Resolved) -> list[dict[str, Any]]:
-    """The commits of the branch ``head`` is the head of, newest first (the Hub's shape)."""
+def read_manifest(store: ReadableStore, digest: str) -> dict[str, Any] | None:
+    """The manifest ``digest`` as JSON (at most :data:`MANIFEST_MAX` bytes, checked against its
+    digest by the store); None when the store no longer holds it or it is no JSON object."""
+    try:
+        desc = store.resolve(digest)
+        if desc.size > MANIFEST_MAX:
+            return None
+        doc = json.loads(store.fetch_bytes(desc))
+    except (NotFound, InvalidReference, OcibridgeError, ValueError, AttributeError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def annotations_of(doc: dict[str, Any]) -> dict[str, Any]:
+    annotations = doc.get("annotations") or {}
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def parent_of(annotations: dict[str, Any]) -> str | None:
+    """The parent manifest's digest serve annotated (:data:`.commits.PARENT`), or None."""
+    parent = annotations.get(PARENT)
+    return parent if isinstance(parent, str) and parent.startswith("sha256:") else None
+
+
+def commit_entry(digest: str, notes: dict[str, Any]) -> dict[str, Any]:
+    """A commit as the Hub names one (id, title, date): in a commit list and as a file's
+    ``lastCommit`` (:mod:`.reading.lastcommits`). The date as the Hub writes one (``...000Z``)."""
+    return {"id": commit_of(digest), "title": str(notes.get(SUMMARY, "pushed outside serve")),
+            "date": hub_date(str(notes.get(CREATED) or "")) or NO_DATE}
+
+
+def commits(head: Resolved, formatted: bool = False) -> list[dict[str, Any]]:
+    """The commits of the branch ``head`` is the head of, newest first (the Hub's shape);
+    ``formatted``: with the title and message as HTML too (``expand[]=formatted``, which
+    ``list_repo_commits(formatted=True)`` reads under ``formatted``: plain text, escaped)."""
     found: list[dict[str, Any]] = []
     for digest, notes in walk(head):
         author = notes.get(AUTHOR)
-        found.append({
-            "id": commit_of(digest),
-            "title": str(notes.get(SUMMARY, "pushed outside serve")),
-            "message": str(notes.get(DESCRIPTION, "")),
-            "authors": [{"user": str(author)}] if author else [],
-            "date": str(notes.get(CREATED) or NO_DATE),
-        })
+        entry = commit_entry(digest, notes)
+        entry.update({"message": str(notes.get(DESCRIPTION, "")),
+                      "authors": [{"user": str(author)}] if author else []})
+        if formatted:
+            entry["formatted"] = {"title": html.escape(entry["title"]), "message": html.escape(entry["message"])}
+        found.append(entry)
     return found

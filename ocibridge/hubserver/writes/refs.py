@@ -5,7 +5,7 @@ refs record says (:mod:`.refsrecord`); a commit's history is the chain of its ma
 
     POST /api/models/REPO/branch/{name}     create_branch (from ``startingPoint``)
     POST /api/models/REPO/tag/{revision}    create_tag (named ``tag``)
-    GET  /api/models/REPO/commits/{rev}     list_repo_commits
+    GET  /api/models/REPO/commits/{rev}     list_repo_commits (``expand[]=formatted``: formatted=True)
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ class RefRoutes:
 
         catalog = self.repos.catalog
         head = await in_thread(catalog.resolve, requested_repo(request), request.path_params["revision"])
-        return JSONResponse(await in_thread(history, head))
+        asked = request.query_params.getlist("expand[]") + request.query_params.getlist("expand")
+        return JSONResponse(await in_thread(history, head, "formatted" in asked))
 
     async def create_ref(self, request: Request) -> Response:
         """``create_branch`` (``/branch/{name}``, from ``startingPoint``) and ``create_tag``

@@ -3,7 +3,7 @@ write route shares: the sources, staging, who may write, the branches' locks, th
 made here without a commit yet.
 
     GET    /api/whoami-v2                  the token's name and scope (hf auth whoami)
-    POST   /api/validate-yaml              a README's metadata: accepted as it is
+    POST   /api/validate-yaml              a README's metadata, checked as the Hub checks it (:mod:`.cards`)
 
 (create_repo and the settings: :mod:`.creating`; the deletes: :mod:`.deleting`.)
 
@@ -19,13 +19,14 @@ import logging
 from typing import TypeVar
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Access, Gate, Grant
-from ocibridge.hubserver.answers import branch_of, in_thread
+from ocibridge.hubserver.answers import branch_of, error, in_thread, json_body
+from ocibridge.hubserver.cards import read_card
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.files import FileLists
+from ocibridge.hubserver.reading.files import FileLists, read_small
 from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, Repository, RevisionNotFound, repo_parts
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
@@ -137,6 +138,14 @@ class Repos:
         files = await in_thread(self.lists.of, head)
         return {path: f.sha256 for path, f in files.files.items()}
 
+    def branch_text(self, repo_id: str, branch: str, path: str, limit: int) -> str | None:
+        """The text of the branch head's file ``path`` (verified); None when the branch or the
+        file is missing, or the file is larger than ``limit`` bytes."""
+        head = self.head(repo_id, branch)
+        found = self.lists.of(head).files.get(path) if head is not None else None
+        data = read_small(head, found, limit) if head is not None and found is not None else None
+        return None if data is None else data.decode("utf-8", "replace")
+
     def exists(self, repo_id: str) -> bool:
         """Whether ``repo_id`` exists in a source (a deleted one does not)."""
         try:
@@ -156,7 +165,23 @@ class Repos:
         return JSONResponse(self.gate.who(request).whoami())
 
     async def validate_yaml(self, request: Request) -> Response:
-        return JSONResponse({"errors": [], "warnings": []})
+        """A README's metadata checked as the Hub checks it (:mod:`.cards`): 400 with the errors,
+        else 200 with the warnings; as text (``- Error: ...`` lines) to a client that asks for
+        text, as ``ModelCard.validate`` does (its ValueError is that text), else as JSON
+        (``{"errors": [{"message"}], "warnings": [...]}``, which ``HfApi`` reads)."""
+        body = await json_body(request)
+        content = body.get("content") if isinstance(body, dict) else None
+        if not isinstance(content, str):
+            return error(400, None, "expected {'content': README text, 'repoType': 'model'}")
+        kind = body.get("repoType") if isinstance(body, dict) else None
+        found = read_card(content, kind if isinstance(kind, str) else "model")
+        status = 400 if found.errors else 200
+        if "text/plain" in request.headers.get("accept", "") and "json" not in request.headers.get("accept", ""):
+            lines = [f"- Error: {e}" for e in found.errors] + [f"- Warning: {w}" for w in found.warnings]
+            return PlainTextResponse("\n".join(lines), status_code=status)
+        return JSONResponse({"errors": [{"message": e, "type": "error"} for e in found.errors],
+                             "warnings": [{"message": w, "type": "warning"} for w in found.warnings]},
+                            status_code=status)
 
 
 class InvalidRepoName(BadCommit):
