@@ -12,7 +12,6 @@ artifact push makes of those files, hashing none of them again.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -62,13 +61,12 @@ class CommitRoutes:
         branch = branch_of(request.path_params["revision"])
         if COMMIT.fullmatch(branch.lower()):
             return error(400, "BadRequest", f"Invalid rev id: {branch}: a commit id names no branch to commit to")
-        payload = commits.read_payload(await request.body())  # a BadCommit: 400 (failures.py)
         try:
             check_tag(self.repos.catalog.default_tag if branch == "main" else branch)
         except OcibridgeError as e:
             raise commits.BadCommit(f"{branch}: not a branch serve can write: {e}") from None
-        for content in payload.inline.values():  # StagingFull: 507
-            await in_thread(self._stage_bytes, repo_id, content, self.repos.writer_of(allowed))
+        # a BadCommit: 400, StagingFull: 507 (failures.py)
+        payload = await self._read(request, repo_id, self.repos.writer_of(allowed))
         # StaleParent: 412, MissingEntry: 404, BadCommit: 400, UnknownContent: 422 (failures.py)
         landed = await in_thread(self._commit, repo_id, branch, payload, allowed)
         noted(request, landed)  # its audit line (audit.py)
@@ -76,13 +74,25 @@ class CommitRoutes:
         url = f"{self.repos.base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 
-    def _stage_bytes(self, repo_id: str, content: bytes, writer: str) -> None:
-        sha = hashlib.sha256(content).hexdigest()
+    async def _read(self, request: Request, repo_id: str, writer: str) -> commits.CommitRequest:
+        """The commit's payload, read as it comes: each file sent inline staged as its line
+        arrives, so a commit holds one line of its body at a time, not the body."""
+        payload = commits.CommitRequest()
+        number = 0
+        async for line in commits.lines(request.stream()):
+            number += 1
+            inline = commits.read_line(payload, number, line)
+            if inline is not None:
+                await in_thread(self._stage_bytes, repo_id, *inline, writer)
+        return commits.checked(payload)
+
+    def _stage_bytes(self, repo_id: str, inline: commits.Inline, content: bytes, writer: str) -> None:
+        sha = inline.sha256
         if self.staging.pin(sha, repo_id, writer):
             return
         with self.staging.reserve(len(content), repo_id, writer), self.staging.new_file() as (tmp, fd):
             write_pieces(fd, [content])
-            self.staging.commit_file(tmp, sha)
+            self.staging.commit_file(tmp, sha, hashed=sha)  # the sha256 of these very bytes (read_line)
         self.staging.pin(sha, repo_id, writer)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant) -> Landed:
@@ -122,7 +132,7 @@ class CommitRoutes:
             self.repos.created.discard(repo_id)
             landed = _landed(digest, parent, tree)
             # the commit has landed: what it took from staging goes, unless another flow may name it
-            named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
+            named = [a.sha256 for a in payload.added] + [i.sha256 for i in payload.inline.values()]
             self.staging.release(named, repo_id, self.repos.writer_of(grant))
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
             return landed
