@@ -1,21 +1,31 @@
-"""Regular and LFS files as the Hub tells them apart (issue 75): a commit carries small files
-inline, a line at a time; serve in-process (tests/serving.py) over the real registry, writing
-commits as ``ocibridge serve`` does."""
+"""Regular and LFS files as the Hub tells them apart (issue 75): a file sent inline is a regular
+file, listed and resolved by its git blob id with no ``lfs`` (huggingface_hub's own client reads
+them back), an ``lfsFile`` one in git-lfs; a commit carries small files inline, a line at a time.
+serve in-process (tests/serving.py) over the real registry, writing commits as ``ocibridge serve`` does."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import huggingface_hub
 import pytest
-from serving import Served, serving
+from huggingface_hub import HfApi
+from huggingface_hub.hf_api import RepoFile
+from serving import Served, point_hub_at, serving
 from test_serve_hostile import send_until_refused, status_of
 
 from ocibridge.hubserver.writes.publishing import Publishing
+
+#: huggingface_hub's own LFS upload passes bytes as data= to httpx, which warns (not ours)
+pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
 
 MIB = 1024 * 1024
 TOKENS = ("writer write * ci-bot", "reader")
@@ -36,8 +46,34 @@ def commit(s: Served, body: bytes, repo: str = "acme/m") -> httpx.Response:
                       headers=WRITE, timeout=120)
 
 
-def resolve(s: Served, path: str, repo: str = "acme/m") -> httpx.Response:
-    return httpx.get(f"{s.url}/{repo}/resolve/main/{path}", headers=READ, timeout=60)
+def resolve(s: Served, path: str, repo: str = "acme/m", method: str = "GET") -> httpx.Response:
+    return httpx.request(method, f"{s.url}/{repo}/resolve/main/{path}", headers=READ, timeout=60)
+
+
+def lfs_line(s: Served, path: str, data: bytes, repo: str = "acme/m") -> bytes:
+    """An ``lfsFile`` line for ``data``, its bytes uploaded over the LFS batch API first."""
+    oid = hashlib.sha256(data).hexdigest()
+    answer = httpx.post(f"{s.url}/{repo}.git/info/lfs/objects/batch", headers=WRITE,
+                        json={"operation": "upload", "objects": [{"oid": oid, "size": len(data)}]})
+    item = answer.json()["objects"][0]
+    if "actions" in item:
+        assert httpx.put(item["actions"]["upload"]["href"], content=data).status_code == 200
+    return line("lfsFile", {"path": path, "algo": "sha256", "oid": oid, "size": len(data)})
+
+
+def git_hash_object(data: bytes) -> str:
+    """git's own blob id of ``data``, from git."""
+    return subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True,
+                          timeout=30).stdout.decode().strip()
+
+
+def listed(api: HfApi, repo: str = "acme/m") -> dict[str, RepoFile]:
+    """The files of ``repo``'s main as list_repo_tree gives them, checked against get_paths_info's."""
+    tree = {e.path: e for e in api.list_repo_tree(repo, recursive=True) if isinstance(e, RepoFile)}
+    info = {e.path: e for e in api.get_paths_info(repo, list(tree)) if isinstance(e, RepoFile)}
+    assert {p: (e.blob_id, e.size, e.lfs) for p, e in info.items()} == \
+        {p: (e.blob_id, e.size, e.lfs) for p, e in tree.items()}
+    return tree
 
 
 @pytest.fixture
@@ -82,3 +118,103 @@ def test_a_commit_of_more_operations_than_the_hub_takes_is_refused(served):
     many = b"".join(line("deletedFile", {"path": f"f{n}.txt"}) for n in range(OPERATIONS_MAX + 1))
     answer = commit(served, inline("a.txt", b"a\n") + many)
     assert answer.status_code == 400 and f"at most {OPERATIONS_MAX} operations" in answer.json()["error"]
+
+
+REGULAR = {"notes.txt": b"hello, regular file\n", "empty.txt": b"", "two.txt": b"hi", "sub/card.md": b"# card\n"}
+
+
+def test_a_file_sent_inline_is_regular_and_an_lfs_file_is_not(served, tmp_path, monkeypatch):
+    """Files sent inline come back from list_repo_tree, get_paths_info and model_info without
+    ``lfs``, named by git's blob id (0 and 2 bytes too); resolve's ETag is that id, with no linked
+    ETag or size, and hf_hub_download caches the file as ``blobs/<git blob id>``. An ``lfsFile`` is
+    in git-lfs, as before: its SHA-256 in ``lfs``, the resolve's linked ETag and size."""
+    weights = os.urandom(4096)
+    body = b"".join(inline(path, data) for path, data in REGULAR.items()) + lfs_line(served, "w.bin", weights)
+    assert commit(served, body).status_code == 200
+    api = HfApi(endpoint=served.url, token="reader")
+    files = listed(api)
+    for path, data in REGULAR.items():
+        assert files[path].lfs is None and files[path].size == len(data), path
+        assert files[path].blob_id == git_hash_object(data), path
+    assert files["w.bin"].lfs is not None and files["w.bin"].lfs.sha256 == hashlib.sha256(weights).hexdigest()
+    siblings = {s.rfilename: s for s in api.model_info("acme/m", files_metadata=True).siblings or []}
+    assert siblings["empty.txt"].lfs is None and siblings["empty.txt"].blob_id == git_hash_object(b"")
+    assert siblings["w.bin"].lfs is not None and siblings["w.bin"].lfs.sha256 == hashlib.sha256(weights).hexdigest()
+
+    for method in ("HEAD", "GET"):  # the same ETag either way: the cache's name for it is stable
+        answer = resolve(served, "two.txt", method=method)
+        assert answer.headers["etag"] == f'"{git_hash_object(b"hi")}"', method
+        assert "x-linked-etag" not in answer.headers and "x-linked-size" not in answer.headers
+        assert answer.headers["content-length"] == "2"
+    lfs = resolve(served, "w.bin", method="HEAD")
+    sha = hashlib.sha256(weights).hexdigest()
+    assert lfs.headers["etag"] == lfs.headers["x-linked-etag"] == f'"{sha}"'
+    assert lfs.headers["x-linked-size"] == str(len(weights))
+
+    point_hub_at(monkeypatch, served.url, tmp_path / "hub")
+    for path, data in [*REGULAR.items(), ("w.bin", weights)]:
+        got = Path(huggingface_hub.hf_hub_download("acme/m", path, token="reader"))
+        assert got.read_bytes() == data, path
+        name = git_hash_object(data) if path in REGULAR else hashlib.sha256(data).hexdigest()
+        assert got.resolve().name == name and got.resolve().parent.name == "blobs", path
+    # a second download finds the cache as the first left it (HEAD's ETag is the blob's name)
+    again = Path(huggingface_hub.hf_hub_download("acme/m", "notes.txt", token="reader"))
+    assert again.resolve().name == git_hash_object(REGULAR["notes.txt"])
+
+
+def test_a_file_keeps_its_kind_until_it_is_sent_again(served):
+    """A file the next commit keeps from its parent keeps its kind (the parent's record carried
+    on); one sent again takes the kind it is sent as; one deleted leaves the record."""
+    weights = os.urandom(2048)
+    body = b"".join(inline(f"{n}.txt", f"{n}\n".encode()) for n in "abc") + lfs_line(served, "w.bin", weights)
+    assert commit(served, body).status_code == 200
+    second = inline("new.txt", b"new\n") + lfs_line(served, "b.txt", b"b as lfs\n") + inline("w.bin", weights)
+    assert commit(served, second + line("deletedFile", {"path": "c.txt"})).status_code == 200
+    api = HfApi(endpoint=served.url, token="reader")
+    files = listed(api)
+    assert sorted(files) == ["a.txt", "b.txt", "new.txt", "w.bin"]
+    assert files["a.txt"].lfs is None and files["a.txt"].blob_id == git_hash_object(b"a\n")  # kept, still regular
+    assert files["new.txt"].lfs is None and files["w.bin"].lfs is None  # sent inline: regular
+    assert files["w.bin"].blob_id == git_hash_object(weights)
+    assert files["b.txt"].lfs is not None  # sent as an lfsFile: in git-lfs now
+    third = commit(served, inline("d.txt", b"d\n"))  # nothing of the record is lost on the way
+    assert third.status_code == 200
+    assert {p: f.lfs is None for p, f in listed(api).items()} == \
+        {"a.txt": True, "b.txt": False, "d.txt": True, "new.txt": True, "w.bin": True}
+
+
+def test_a_manifest_pushed_outside_serve_lists_every_file_in_lfs(served, registry, unique_repo, tmp_path):
+    """``ocibridge push`` records no regular files: every file is in git-lfs, small text included,
+    and the manifest's layers are the same whether serve or push wrote them."""
+    from ocibridge.cli import main
+
+    src = tmp_path / "model"
+    src.mkdir()
+    (src / "config.json").write_text('{"model_type": "bert"}')
+    (src / "empty.txt").write_bytes(b"")
+    assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/pushed:latest", "-q"]) == 0
+    files = listed(HfApi(endpoint=served.url, token="reader"), "acme/pushed")
+    assert sorted(files) == ["config.json", "empty.txt"]
+    for path in ("config.json", "empty.txt"):
+        sha = hashlib.sha256((src / path).read_bytes()).hexdigest()
+        assert files[path].lfs is not None and files[path].lfs.sha256 == sha, path
+    head = resolve(served, "config.json", repo="acme/pushed", method="HEAD")
+    assert head.headers["x-linked-etag"] == head.headers["etag"]
+
+
+def test_a_regular_file_is_never_offered_over_xet(registry, unique_repo):
+    """The Hub keeps a regular file in git, never in Xet: however small ``--xet-min-size``, its
+    tree entry has no ``xetHash`` and its resolve no ``X-Xet-Hash``; a file in git-lfs has both."""
+    with serving([f"{registry.host}/{unique_repo}"], tokens=TOKENS, publish=Publishing(), xet_min=1) as s:
+        assert httpx.post(f"{s.url}/api/repos/create", json={"name": "x", "organization": "acme"},
+                          headers=WRITE).status_code == 200
+        weights = os.urandom(4096)
+        assert commit(s, inline("notes.txt", b"notes\n") + lfs_line(s, "w.bin", weights, "acme/x"),
+                      "acme/x").status_code == 200
+        for path in ("notes.txt", "w.bin"):  # in the model cache: a blob there is offered at once
+            assert resolve(s, path, "acme/x").status_code == 200
+        tree = {e["path"]: e for e in httpx.get(f"{s.url}/api/models/acme/x/tree/main", headers=READ).json()}
+        assert "xetHash" not in tree["notes.txt"] and "xetHash" in tree["w.bin"]
+        assert "x-xet-hash" not in resolve(s, "notes.txt", "acme/x", "HEAD").headers
+        assert "x-xet-hash" in resolve(s, "w.bin", "acme/x", "HEAD").headers
+

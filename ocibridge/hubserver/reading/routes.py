@@ -8,6 +8,9 @@ the sources: what a repo id and a revision name, a model's files, and their byte
     POST /api/models/REPO/paths-info/{rev}                  get_paths_info
     HEAD|GET /REPO/resolve/{rev}/{path}                     hf_hub_download, HfFileSystem (Range)
 
+A regular file (:mod:`.regular`) is answered as the Hub answers a file kept in git (its git blob
+id the ETag), any other as one kept in git-lfs (its SHA-256, and the linked ETag and size).
+
 A file Xet may carry is named in ``X-Xet-Hash`` (:mod:`.xet.routes`). Not-found answers carry
 the Hub's ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), so the
 client raises its own errors.
@@ -137,9 +140,7 @@ class ReadRoutes:
         f = files.files.get(path.strip("/"))
         if f is None:
             return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path}", commit)
-        headers = {**commit, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
-                   "X-Linked-Size": str(f.size), "Accept-Ranges": "bytes",
-                   "Content-Type": "application/octet-stream"}
+        headers = {**commit, **_named(f), "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
         name = await in_thread(self.xet.offer, resolved, f) if self.xet.name_size(f.size) else None
         if name is not None:
             headers["X-Xet-Hash"] = name
@@ -171,6 +172,16 @@ class ReadRoutes:
                 return self.ranges.read(blob, start, end)
         chunks = await in_thread(self.xet.table_of, resolved, layer) if self.xet.name_size(layer.size) else None
         return await self.blobs.body(resolved.repo.store, resolved.model, layer, start, end, chunks)
+
+
+def _named(f: HubFile) -> dict[str, str]:
+    """What names ``f`` in a resolve answer, as the Hub names it (huggingface_hub's
+    ``get_hf_file_metadata`` takes ``X-Linked-Etag``, else ``ETag``, as the Hub cache's blob name):
+    a regular file by its git blob id alone; a file in git-lfs by its SHA-256, with the linked
+    ETag and size the Hub's redirect to its CDN carries (serve answers in place)."""
+    if f.git_blob is not None:
+        return {"ETag": f'"{f.git_blob}"'}
+    return {"ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"', "X-Linked-Size": str(f.size)}
 
 
 def requested_paths(content_type: str, body: bytes) -> list[str] | str:

@@ -26,6 +26,7 @@ from ocibridge.hubserver.answers import branch_of, error, in_thread, requested_r
 from ocibridge.hubserver.audit import Landed, noted
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import HubFile
+from ocibridge.hubserver.reading.regular import REGULAR, annotation
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_pieces
 from ocibridge.hubserver.writes import commits
@@ -105,10 +106,12 @@ class CommitRoutes:
                                           f"{head.commit if head else 'no commit'}, not {payload.parent}. "
                                           "Please refresh and try again.")
             parent: dict[str, str] = {}
+            parent_regular: dict[str, str] = {}  # the parent's regular files: kept ones keep their kind
             held: Callable[[str], KnownFile] = _nothing
             if head is not None:
                 files = self.repos.lists.of(head)
                 parent = {path: f.sha256 for path, f in files.files.items()}
+                parent_regular = {path: f.git_blob for path, f in files.files.items() if f.git_blob is not None}
                 held = _Parent(head, files.files).known
             mounts: dict[str, Store] = {}
             tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload, mounts, grant), held)
@@ -125,6 +128,9 @@ class CommitRoutes:
                 annotations[commits.DESCRIPTION] = payload.description
             if head is not None:
                 annotations[commits.PARENT] = head.top.digest  # the digest: the walk needs no tag
+            regular = commits.regular_files(parent_regular, payload, tree)
+            if regular:  # none: every file in git-lfs, as a manifest without the record says
+                annotations[REGULAR] = annotation(regular)
             # named as push names a directory of these files: after the repository
             digest = publish(self.publishing, tree, (parts or [repo_id])[-1], repo, tag, annotations, mounts)
             if head is not None:

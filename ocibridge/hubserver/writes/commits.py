@@ -4,8 +4,9 @@ parent's files, those deleted, those added), each file as what serve already pro
 digest, size and chunk table, :class:`ocibridge.model.known.KnownFile`): the builder makes the
 artifact from those facts (:mod:`.publishing`), which is pushed under the branch's tag.
 
-What a commit is goes in the manifest's annotations (:data:`PARENT`, :data:`SUMMARY`, ...);
-the layers and config are ``push``'s of the same files. The payload is read as it comes
+What a commit is goes in the manifest's annotations (:data:`PARENT`, :data:`SUMMARY`, ...,
+and which of its files are regular files: :func:`regular_files`, :mod:`.reading.regular`); the
+layers and config are ``push``'s of the same files. The payload is read as it comes
 (:func:`lines`, :func:`read_line`): a file sent inline is staged as its line arrives, so a commit
 holds one line in memory, not its body. Every file added must already be in
 :class:`.staging.Staging` (verified by its SHA-256) or be a file of the branch: a commit naming
@@ -23,12 +24,13 @@ import json
 import re
 import threading
 import unicodedata
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError, UnsafePath
+from ocibridge.hubserver.reading.regular import git_blob_id
 
 if TYPE_CHECKING:
     from ocibridge.model.known import KnownFile
@@ -86,14 +88,16 @@ class Added:
 
 @dataclass(frozen=True)
 class Inline:
-    """A file sent inline (a ``file`` line), as its bytes were staged: what the commit keeps of it."""
+    """A file sent inline (a ``file`` line: a regular file), as its bytes were staged: what the
+    commit keeps of it."""
 
     sha256: str
     size: int
+    git_blob: str  # its git blob id: the Hub's name of a regular file
 
     @classmethod
     def of(cls, content: bytes) -> Inline:
-        return cls(hashlib.sha256(content).hexdigest(), len(content))
+        return cls(hashlib.sha256(content).hexdigest(), len(content), git_blob_id(content))
 
 
 @dataclass
@@ -252,6 +256,17 @@ def new_tree(parent: dict[str, str], request: CommitRequest, staged: Callable[[s
         if path not in sources:
             sources[path] = held(path)
     return dict(sorted(sources.items()))
+
+
+def regular_files(parent: Mapping[str, str], request: CommitRequest, tree: Mapping[str, object]) -> dict[str, str]:
+    """path -> git blob id of the regular files of the commit's ``tree``: a file sent inline is
+    one (the Hub's client sends a file inline when preupload called it "regular"), an ``lfsFile``
+    is in git-lfs, and a file kept from the parent keeps its kind (``parent``: the parent's
+    regular files). Inline lines win over ``lfsFile`` ones of the same path, as in :func:`new_tree`."""
+    sent = {added.path for added in request.added}
+    regular = {path: blob for path, blob in parent.items() if path in tree and path not in sent}
+    regular.update({path: inline.git_blob for path, inline in request.inline.items()})
+    return regular
 
 
 def _check_shape(tree: dict[str, str]) -> None:
