@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -218,3 +219,141 @@ def test_a_regular_file_is_never_offered_over_xet(registry, unique_repo):
         assert "x-xet-hash" not in resolve(s, "notes.txt", "acme/x", "HEAD").headers
         assert "x-xet-hash" in resolve(s, "w.bin", "acme/x", "HEAD").headers
 
+
+@pytest.fixture
+def hub(served: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HfApi:
+    """huggingface_hub pointed at serve, over LFS (HF_HUB_DISABLE_XET=1); its commits kept in
+    ``hub.commits`` (path -> "file" or "lfsFile" as each commit sent it)."""
+    from huggingface_hub import _commit_api
+
+    point_hub_at(monkeypatch, served.url, tmp_path / "hub")
+    sent: list[dict[str, str]] = []
+    real = _commit_api._prepare_commit_payload
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        lines = list(real(*args, **kwargs))
+        sent.append({item["value"]["path"]: item["key"] for item in lines if item["key"] in ("file", "lfsFile")})
+        return iter(lines)
+
+    monkeypatch.setattr(_commit_api, "_prepare_commit_payload", noted)
+    api = HfApi(endpoint=served.url, token="writer")
+    api.commits = sent  # type: ignore[attr-defined]
+    return api
+
+
+def test_upload_file_of_small_text_is_regular_as_on_the_hub(hub, served):
+    """upload_file of a text file, a 0-byte and a 2-byte file: preupload calls them regular, the
+    client sends them inline, and list_repo_tree and get_paths_info give them back with no
+    ``lfs`` and git's blob id; hf_hub_download caches them under that id (huggingface_hub's own
+    test_upload_empty_lfs_file: ``lfs`` None for an empty file)."""
+    for path, data in (("notes.txt", b"some notes\n"), ("empty.pkl", b""), ("two.txt", b"hi")):
+        hub.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id="acme/m")
+        assert hub.commits[-1] == {path: "file"}, path
+    files = listed(hub)
+    for path, data in (("notes.txt", b"some notes\n"), ("empty.pkl", b""), ("two.txt", b"hi")):
+        assert files[path].lfs is None and files[path].blob_id == git_hash_object(data), path
+        got = Path(huggingface_hub.hf_hub_download("acme/m", path, token="reader"))
+        assert got.read_bytes() == data and got.resolve().name == git_hash_object(data), path
+    info = hub.repo_info("acme/m", files_metadata=True)
+    assert {s.rfilename: s.lfs for s in info.siblings or []}["empty.pkl"] is None
+
+
+def test_hub_attributes_size_and_binary_files_go_to_lfs(hub, served):
+    """A branch without a .gitattributes (serve's commits, as push, leave it out) is read with the
+    one the Hub gives a new model repository: a path its patterns match (by name at any depth,
+    ``saved_model/**/*``) is LFS even as text, as are a binary file (a NUL in its first 512 bytes)
+    and one of 10 MiB, their SHA-256 in ``lfs``; what no rule names stays regular. An empty file
+    the patterns name is sent regular all the same (the client sends no empty LFS object)."""
+    binary = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR" + b"p" * 100
+    sent = {"model.safetensors": b'{"not": "really binary"}', "sub/x.safetensors": b"text\n",
+            "saved_model/variables/v.index": b"text\n", "file-1.bin": b"Hello LFS" + b"a" * 2048,
+            "image.png": binary, "big.txt": b"a" * (10 * MIB - 1) + b"\n", "config.json": b'{"a": 1}\n',
+            "data/notes.txt": b"no rule names me\n", "empty.pkl": b""}
+    from huggingface_hub import CommitOperationAdd
+
+    hub.create_commit("acme/m", [CommitOperationAdd(p, d) for p, d in sent.items()], commit_message="kinds")
+    in_lfs = {"model.safetensors", "sub/x.safetensors", "saved_model/variables/v.index", "file-1.bin", "image.png",
+              "big.txt"}
+    assert hub.commits[-1] == {p: "lfsFile" if p in in_lfs else "file" for p in sent}
+    files = listed(hub)
+    for path, data in sent.items():
+        if path in in_lfs:
+            assert files[path].lfs is not None and files[path].lfs.sha256 == hashlib.sha256(data).hexdigest(), path
+        else:
+            assert files[path].lfs is None and files[path].blob_id == git_hash_object(data), path
+
+
+def layout_with(root: Path, files: dict[str, bytes]) -> None:
+    """A layout holding ``acme/m:latest``: one raw layer a file, as a manifest made outside
+    serve may hold them (push leaves a .gitattributes out; a hand-made manifest need not)."""
+    from ocibridge.oci.mediatypes import OCI_MANIFEST, Family, Kind, Variant, layer_media_type
+    from ocibridge.oci.models import Descriptor, Manifest
+    from ocibridge.stores.layout import LayoutStore
+
+    layout = LayoutStore(root, create=True)
+    layers = []
+    for path, data in files.items():
+        desc = Descriptor.for_bytes(layer_media_type(Kind.DOC, Variant.RAW), data,
+                                    annotations={Family.CNAI.filepath_key: path})
+        layout.push_blob(desc, io.BytesIO(data))
+        layers.append(desc)
+    config = json.dumps({"descriptor": {"name": "m"}, "config": {},
+                         "modelfs": {"type": "layers", "diffIds": [d.digest for d in layers]}}).encode()
+    config_desc = Descriptor.for_bytes(Family.CNAI.config_media_type, config)
+    layout.push_blob(config_desc, io.BytesIO(config))
+    manifest = Manifest(artifactType=Family.CNAI.artifact_type, config=config_desc, layers=layers).to_json_bytes()
+    layout.push_manifest(Descriptor.for_bytes(OCI_MANIFEST, manifest), manifest, "acme/m:latest")
+
+
+def test_the_branchs_own_gitattributes_decides_in_place_of_the_hubs(tmp_path):
+    """A branch whose head holds a .gitattributes is read by it, not the Hub's: its ``filter=lfs``
+    patterns (a name at any depth, one anchored with a "/", ``**``), the last line that says
+    something of the filter winning; a ``.safetensors`` it does not name is regular as text."""
+    attributes = (b"*.txt filter=lfs diff=lfs merge=lfs -text\n"
+                  b"keep.txt -filter\n"
+                  b"/data/*.json filter=lfs\n"
+                  b"logs/**/*.log filter=lfs\n")
+    layout_with(tmp_path / "lay", {".gitattributes": attributes, "config.json": b"{}\n"})
+    with serving([f"oci:{tmp_path}/lay"], tokens=TOKENS, publish=Publishing()) as s:
+        asked = {"notes.txt": True, "deep/down/notes.txt": True, "keep.txt": False, "data/a.json": True,
+                 "other/data/a.json": False, "logs/a.log": True, "logs/x/y/a.log": True, "a.log": False,
+                 "model.safetensors": False, "config.json": False}
+        sample = base64.b64encode(b"plain text\n").decode()
+        answer = httpx.post(f"{s.url}/api/models/acme/m/preupload/main", headers=WRITE, json={
+            "files": [{"path": p, "size": 11, "sample": sample} for p in asked]})
+        assert answer.status_code == 200, answer.text
+        assert {f["path"]: f["uploadMode"] == "lfs" for f in answer.json()["files"]} == asked
+
+
+def test_preupload_draws_the_size_line_at_ten_mib(served):
+    """A text file just under 10 MiB is regular, one of 10 MiB is LFS (the Hub's git refuses files
+    larger than 10 MiB; huggingface_hub's own tests commit a 9 MiB text file as regular)."""
+    sample = base64.b64encode(b"plain text\n").decode()
+    files = [{"path": f"f{size}.txt", "size": size, "sample": sample} for size in (10 * MIB - 1, 10 * MIB)]
+    answer = httpx.post(f"{served.url}/api/models/acme/m/preupload/main", json={"files": files}, headers=WRITE)
+    assert [f["uploadMode"] for f in answer.json()["files"]] == ["regular", "lfs"]
+
+
+def test_an_unchanged_file_is_neither_sent_nor_committed(hub, served, registry, unique_repo, tmp_path):
+    """upload_folder of the same folder again: preupload names each file's oid (a regular file's
+    git blob id, an LFS file's SHA-256), so nothing is sent and no commit is made; a file kept
+    across the next commit keeps its kind. Over a manifest ``ocibridge push`` wrote (every file
+    in LFS), the same small text file is answered as the LFS file it is: not sent either."""
+    from ocibridge.cli import main
+
+    src = tmp_path / "model"
+    src.mkdir()
+    (src / "config.json").write_text('{"model_type": "bert"}\n')
+    (src / "weights.bin").write_bytes(b"\0\1\2" + os.urandom(1000))
+    first = hub.upload_folder(repo_id="acme/m", folder_path=src)
+    assert hub.commits[-1] == {"config.json": "file", "weights.bin": "lfsFile"}
+    again = hub.upload_folder(repo_id="acme/m", folder_path=src)
+    assert again.oid == first.oid and len(hub.commits) == 1  # nothing to send: no commit
+    hub.upload_file(path_or_fileobj=b"more\n", path_in_repo="more.txt", repo_id="acme/m")
+    files = listed(hub)
+    assert files["config.json"].lfs is None and files["weights.bin"].lfs is not None  # kept: their kinds too
+
+    assert main(["push", str(src), f"{registry.host}/{unique_repo}/acme/pushed:latest", "-q"]) == 0
+    pushed = hub.upload_folder(repo_id="acme/pushed", folder_path=src)
+    assert len(hub.commits) == 2 and pushed.oid == hub.model_info("acme/pushed").sha  # nothing sent, no commit
+    assert all(f.lfs is not None for f in listed(hub, "acme/pushed").values())
