@@ -357,3 +357,19 @@ def test_an_unchanged_file_is_neither_sent_nor_committed(hub, served, registry, 
     pushed = hub.upload_folder(repo_id="acme/pushed", folder_path=src)
     assert len(hub.commits) == 2 and pushed.oid == hub.model_info("acme/pushed").sha  # nothing sent, no commit
     assert all(f.lfs is not None for f in listed(hub, "acme/pushed").values())
+
+
+def test_a_copy_keeps_the_kind_of_its_source(hub, served):
+    """CommitOperationCopy: huggingface_hub reads a regular file's bytes and sends them inline
+    (regular again, the same blob id), and names a file in git-lfs by its oid (LFS again)."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationCopy
+
+    weights = b"\0weights" + os.urandom(500)
+    hub.create_commit("acme/m", [CommitOperationAdd("config.json", b'{"a": 1}\n'),
+                                 CommitOperationAdd("w.bin", weights)], commit_message="sources")
+    hub.create_commit("acme/m", [CommitOperationCopy("config.json", "copy/config.json"),
+                                 CommitOperationCopy("w.bin", "copy/w.bin")], commit_message="copies")
+    assert hub.commits[-1] == {"copy/config.json": "file", "copy/w.bin": "lfsFile"}
+    files = listed(hub)
+    assert files["copy/config.json"].lfs is None and files["copy/config.json"].blob_id == files["config.json"].blob_id
+    assert files["copy/w.bin"].lfs is not None and files["copy/w.bin"].lfs.sha256 == hashlib.sha256(weights).hexdigest()
