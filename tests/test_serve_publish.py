@@ -122,7 +122,7 @@ def test_publish_through_serve_is_a_modelpack_commit(tmp_path, registry, unique_
         assert dataset.value.response.status_code == 400 and "models only" in str(dataset.value)
 
         first = api.upload_folder(repo_id="acme/tiny", folder_path=src, commit_message="first")
-        assert sorted(lfs_client) == ["config.json", "model.safetensors", "tokenizer.json"]
+        assert lfs_client == ["model.safetensors"]  # binary; the small JSON files are regular: sent inline
         assert api.model_info("acme/tiny").sha == first.oid
 
         readme = api.upload_file(path_or_fileobj=b"---\nlicense: mit\n---\n# tiny\n", path_in_repo="README.md",
@@ -132,7 +132,7 @@ def test_publish_through_serve_is_a_modelpack_commit(tmp_path, registry, unique_
                                                 CommitOperationDelete("tokenizer.json"),
                                                 CommitOperationCopy("model.safetensors", "copy.safetensors")],
                                   commit_message="notes, no tokenizer", parent_commit=readme.oid)
-        assert lfs_client == ["extra/notes.md"]  # the copy is of a file serve holds: nothing sent
+        assert lfs_client == []  # notes.md is regular (inline); the copy is of a file serve holds
         expected = files_of(src)
         del expected["tokenizer.json"]
         expected |= {"README.md": b"---\nlicense: mit\n---\n# tiny\n", "extra/notes.md": b"notes\n",
@@ -144,9 +144,9 @@ def test_publish_through_serve_is_a_modelpack_commit(tmp_path, registry, unique_
         lfs_client.clear()  # the same folder again: preupload names every file's oid, nothing is sent...
         again = api.upload_folder(repo_id="acme/tiny", folder_path=src, allow_patterns=["*.safetensors", "*.json"],
                                   delete_patterns=[])
-        # ... but tokenizer.json, which the branch no longer holds: its staged upload left with
-        # the first commit (staging keeps nothing a landed commit named), so it travels again
-        assert lfs_client == ["tokenizer.json"]
+        # ... but tokenizer.json, which the branch no longer holds: a regular file, it travels
+        # again inline in the commit (not over LFS)
+        assert lfs_client == []
         assert again.oid != third.oid  # tokenizer.json came back: a commit
 
     ref = f"{prefix}/acme/tiny:latest"

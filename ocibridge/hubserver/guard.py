@@ -2,7 +2,8 @@
 middleware): the limits that keep a greedy or slow client from holding what others need.
 
 - **Bodies**: a body declared larger than :attr:`Limits.body` (a Xet upload's:
-  :attr:`Limits.upload`; an LFS object's PUT: :attr:`Limits.lfs_upload`) is refused (413, the Hub's error
+  :attr:`Limits.upload`; an LFS object's PUT: :attr:`Limits.lfs_upload`; a commit's, which
+  carries small files inline: :attr:`Limits.commit`) is refused (413, the Hub's error
   shape) before a byte of it is read; one sent in chunks is counted as it is read and refused
   once past the limit. The connection is closed after such an answer (and after any answer that
   left a chunked body unread), so the rest is never read either.
@@ -32,7 +33,7 @@ from dataclasses import dataclass, replace
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ocibridge.hubserver.answers import error
-from ocibridge.hubserver.routing import route_path
+from ocibridge.hubserver.routing import raw_route_path, route_path
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -45,6 +46,11 @@ UPLOAD_PATHS = ("/xet-write/",)
 LFS_UPLOAD_MAX = 1 << 40
 #: the path under which LFS objects are PUT (lfs/routes.py's UPLOAD_PATH)
 UPLOADS = "/ocibridge/lfs/"
+#: bytes of a commit's body (the Hub's limit of a commit's inline files); its route reads it a
+#: line at a time, staging each file as it comes (writes/commit.py), one line at most 16 MiB
+COMMIT_MAX = 1 << 30
+#: a commit's route (raw: ``/api/models/REPO/commit/REVISION``, the revision's ``/`` quoted)
+COMMIT_PATH = re.compile(r"/api/models/[^/]+(?:/[^/]+)?/commit/[^/]+")
 #: headers of a request (:mod:`.protocol` counts them as they are parsed)
 HEADERS_MAX = 100
 #: bytes of a request's URL and headers together
@@ -70,6 +76,7 @@ class Limits:
     body: int = BODY_MAX
     upload: int = UPLOAD_MAX
     lfs_upload: int = LFS_UPLOAD_MAX  # a PUT under UPLOADS
+    commit: int = COMMIT_MAX  # a POST to COMMIT_PATH
     send_timeout: float = SEND_TIMEOUT
     stall: float = STALL
 
@@ -189,6 +196,8 @@ class Guard:
             limits = replace(limits, body=limits.lfs_upload)  # an LFS object: its route bounds it to its grant
         elif route_path(scope).startswith(UPLOAD_PATHS):
             limits = replace(limits, body=limits.upload)  # an upload: its route bounds it further
+        elif scope["method"] == "POST" and COMMIT_PATH.fullmatch(raw_route_path(scope)):
+            limits = replace(limits, body=limits.commit)  # read a line at a time: its route bounds each
         length, chunked = _declared_length(scope)
         if length is not None and (length < 0 or length > limits.body):
             await _refuse(scope, receive, send, limits.body)

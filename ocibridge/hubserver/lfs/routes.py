@@ -2,10 +2,10 @@
 clients send): the bytes land in :class:`.Staging`, as a Xet upload's do, so a commit takes a
 staged SHA-256 however it arrived.
 
-    POST /api/models/REPO/preupload/{rev}               upload mode of each file, and the oid the
-                                                        branch holds for it (unchanged: skipped);
-                                                        shouldIgnore: by the commit's .gitignore,
-                                                        else the branch's (:mod:`.gitignore`)
+    POST /api/models/REPO/preupload/{rev}               upload mode of each file (:mod:`.modes`), and
+                                                        the oid the branch holds for it (unchanged:
+                                                        skipped); shouldIgnore: by the commit's
+                                                        .gitignore, else the branch's (:mod:`.gitignore`)
     POST /REPO.git/info/lfs/objects/batch               LFS batch (basic): where to PUT each object
     PUT  /ocibridge/lfs/{sha256}/{size}/{repo}?signed   the object's bytes, into :class:`.Staging`
                                                         (a large one on to the registry as they
@@ -44,6 +44,7 @@ from ocibridge.hubserver.answers import (
     requested_repo,
 )
 from ocibridge.hubserver.guard import UPLOADS
+from ocibridge.hubserver.lfs import modes
 from ocibridge.hubserver.lfs.gitignore import GITIGNORE, GITIGNORE_MAX, ignoring
 from ocibridge.hubserver.uploads.multipart import Multipart
 from ocibridge.hubserver.uploads.relay import Handed, HandingFor, Relay
@@ -87,7 +88,9 @@ class LfsRoutes:
             return read
         repo_id, _, body, asked = read
         branch = branch_of(request.path_params["revision"])
-        held = await self.repos.branch_files(repo_id, branch)
+        listing = await self.repos.branch_listing(repo_id, branch)
+        held = listing[1].files if listing is not None else {}
+        rules = await in_thread(modes.branch_rules, listing)
         sent = body.get("gitIgnore")  # the .gitignore of this commit, else the branch's
         ignored = ignoring(sent if isinstance(sent, str) else
                            await in_thread(self.repos.branch_text, repo_id, branch, GITIGNORE, GITIGNORE_MAX))
@@ -96,12 +99,12 @@ class LfsRoutes:
             if not isinstance(item, dict):
                 return error(400, None, "expected {'files': [{'path', 'size', 'sample'}, ...]}")
             path = clean_path(item.get("path"))  # a BadCommit: 400 (failures.py)
-            size = item.get("size")
-            lfs = isinstance(size, int) and size > 0  # every non-empty file is an LFS object: a layer
-            answer: dict[str, Any] = {"path": item["path"], "uploadMode": "lfs" if lfs else "regular",
-                                      "shouldIgnore": ignored(path)}
-            if lfs and path in held:
-                answer["oid"] = held[path]
+            given = item.get("size")
+            size = given if isinstance(given, int) and given >= 0 else 0
+            mode, oid = modes.answer(path, size, modes.sample_of(item), rules, held.get(path))
+            answer: dict[str, Any] = {"path": item["path"], "uploadMode": mode, "shouldIgnore": ignored(path)}
+            if oid is not None:
+                answer["oid"] = oid
             answered.append(answer)
         return JSONResponse({"files": answered, "commitOid": None})
 

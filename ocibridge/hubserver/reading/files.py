@@ -1,4 +1,5 @@
-"""A model's files as the Hub lists them: path, size and SHA-256 of each.
+"""A model's files as the Hub lists them: path, size and SHA-256 of each, and the git blob id of
+those its commit recorded as regular files (:mod:`.regular`).
 
 A raw layer is one file whose bytes are the blob's: its SHA-256 is the layer digest, known from
 the manifest without a byte fetched. Files inside tar layers are known only from their contents:
@@ -12,12 +13,13 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.reading.regular import recorded
 from ocibridge.oci.digest import sha256_file
 from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.models import Descriptor
@@ -37,6 +39,7 @@ class HubFile:
     sha256: str  # lower-case hex
     layer: Descriptor | None = None  # a raw layer: the file's bytes are this blob's
     local: Path | None = None  # else a verified file of a model cache snapshot
+    git_blob: str | None = None  # a regular file's git blob id (its commit recorded it); None: in git-lfs
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,9 @@ class FileLists:
                 rel = path.relative_to(snap.path).as_posix()
                 if rel not in files:
                     files[rel] = HubFile(rel, path.stat().st_size, _sha256(path), local=path)
-        return ModelFiles(dict(sorted(files.items())))
+        regular = recorded(resolved.manifest.annotations)
+        return ModelFiles({path: replace(f, git_blob=regular[path]) if path in regular else f
+                           for path, f in sorted(files.items())})
 
 
 def _sha256(path: Path) -> str:

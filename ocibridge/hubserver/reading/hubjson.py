@@ -1,21 +1,23 @@
 """The Hub's JSON shapes, as huggingface_hub's ``ModelInfo``, ``RepoFile`` and ``RepoFolder``
 read them (facts from its hf_api.py).
 
-Every file is listed as the Hub lists a file kept in git-lfs: ``lfs.oid`` (``lfs.sha256`` in a
-sibling) is its SHA-256, the name the Hub cache gives its blob and the model cache too; ``oid``
-is the git blob id of its LFS pointer, computed from the SHA-256 and size alone, so nothing has
-to be read to list a model. Directories are named by a hash of what they hold.
+A file its commit recorded as regular (:mod:`.regular`) is listed as the Hub lists a file kept in
+git: ``oid`` (``blobId`` in a sibling) is its git blob id, and it has no ``lfs``. Every other file
+is listed as the Hub lists a file kept in git-lfs: ``lfs.oid`` (``lfs.sha256`` in a sibling) is
+its SHA-256, the name the Hub cache gives its blob and the model cache too; ``oid`` is the git
+blob id of its LFS pointer, computed from the SHA-256 and size alone. Either way nothing has to
+be read to list a model. Directories are named by a hash of what they hold.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
 from ocibridge.hubserver.reading.catalog import Refs, Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles
+from ocibridge.hubserver.reading.regular import git_blob_id
 
 
 def pointer(f: HubFile) -> bytes:
@@ -23,18 +25,18 @@ def pointer(f: HubFile) -> bytes:
     return f"version https://git-lfs.github.com/spec/v1\noid sha256:{f.sha256}\nsize {f.size}\n".encode()
 
 
-def git_oid(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's name, not security
-
-
 #: a file's Xet name, or None when it is not offered over Xet
 XetNames = Callable[[HubFile], "str | None"]
 
 
 def file_entry(f: HubFile, xet_name: XetNames | None = None) -> dict[str, Any]:
-    ptr = pointer(f)
-    entry: dict[str, Any] = {"type": "file", "oid": git_oid(ptr), "size": f.size, "path": f.path,
-                             "lfs": {"oid": f.sha256, "size": f.size, "pointerSize": len(ptr)}}
+    entry: dict[str, Any]
+    if f.git_blob is not None:  # a regular file: in git, no lfs
+        entry = {"type": "file", "oid": f.git_blob, "size": f.size, "path": f.path}
+    else:
+        ptr = pointer(f)
+        entry = {"type": "file", "oid": git_blob_id(ptr), "size": f.size, "path": f.path,
+                 "lfs": {"oid": f.sha256, "size": f.size, "pointerSize": len(ptr)}}
     name = xet_name(f) if xet_name is not None else None
     if name is not None:
         entry["xetHash"] = name
@@ -43,14 +45,16 @@ def file_entry(f: HubFile, xet_name: XetNames | None = None) -> dict[str, Any]:
 
 def directory_entry(files: ModelFiles, path: str) -> dict[str, Any]:
     inside = "\n".join(f"{p} {f.sha256}" for p, f in files.files.items() if p.startswith(path + "/"))
-    return {"type": "directory", "oid": git_oid(inside.encode()), "size": 0, "path": path}
+    return {"type": "directory", "oid": git_blob_id(inside.encode()), "size": 0, "path": path}
 
 
 def sibling(f: HubFile, blobs: bool) -> dict[str, Any]:
     if not blobs:
         return {"rfilename": f.path}
+    if f.git_blob is not None:  # a regular file: in git, no lfs
+        return {"rfilename": f.path, "size": f.size, "blobId": f.git_blob}
     ptr = pointer(f)
-    return {"rfilename": f.path, "size": f.size, "blobId": git_oid(ptr),
+    return {"rfilename": f.path, "size": f.size, "blobId": git_blob_id(ptr),
             "lfs": {"size": f.size, "sha256": f.sha256, "pointerSize": len(ptr)}}
 
 

@@ -9,6 +9,9 @@ the sources: what a repo id and a revision name, a model's files, and their byte
     (tree and paths-info with ``expand=true``: each entry's ``lastCommit``, :mod:`.lastcommits`)
     HEAD|GET /REPO/resolve/{rev}/{path}                     hf_hub_download, HfFileSystem (Range)
 
+A regular file (:mod:`.regular`) is answered as the Hub answers a file kept in git (its git blob
+id the ETag), any other as one kept in git-lfs (its SHA-256, and the linked ETag and size).
+
 A file Xet may carry is named in ``X-Xet-Hash`` (:mod:`.xet.routes`). Not-found answers carry
 the Hub's ``X-Error-Code`` (``RepoNotFound``, ``RevisionNotFound``, ``EntryNotFound``), so the
 client raises its own errors.
@@ -167,9 +170,7 @@ class ReadRoutes:
         f = files.files.get(path.strip("/"))
         if f is None:
             return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path}", commit)
-        headers = {**commit, "ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"',
-                   "X-Linked-Size": str(f.size), "Accept-Ranges": "bytes",
-                   "Content-Type": "application/octet-stream"}
+        headers = {**commit, **_named(f), "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
         name = await in_thread(self.xet.offer, resolved, f) if self.xet.name_size(f.size) else None
         if name is not None:
             headers["X-Xet-Hash"] = name
@@ -220,6 +221,16 @@ def expand_requested(content_type: str, body: bytes) -> bool:
         return truthy(parse_qs(body.decode("utf-8", "replace"), max_num_fields=PATHS_MAX + 16).get("expand", [""])[0])
     except ValueError:
         return False
+
+
+def _named(f: HubFile) -> dict[str, str]:
+    """What names ``f`` in a resolve answer, as the Hub names it (huggingface_hub's
+    ``get_hf_file_metadata`` takes ``X-Linked-Etag``, else ``ETag``, as the Hub cache's blob name):
+    a regular file by its git blob id alone; a file in git-lfs by its SHA-256, with the linked
+    ETag and size the Hub's redirect to its CDN carries (serve answers in place)."""
+    if f.git_blob is not None:
+        return {"ETag": f'"{f.git_blob}"'}
+    return {"ETag": f'"{f.sha256}"', "X-Linked-Etag": f'"{f.sha256}"', "X-Linked-Size": str(f.size)}
 
 
 def requested_paths(content_type: str, body: bytes) -> list[str] | str:

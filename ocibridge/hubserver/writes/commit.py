@@ -12,7 +12,6 @@ artifact push makes of those files, hashing none of them again.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -28,6 +27,7 @@ from ocibridge.hubserver.audit import Landed, noted
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import HubFile
 from ocibridge.hubserver.reading.refsrecord import read_record
+from ocibridge.hubserver.reading.regular import REGULAR, annotation
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_pieces
 from ocibridge.hubserver.writes import commits
@@ -67,13 +67,12 @@ class CommitRoutes:
         if is_bookkeeping(branch):
             return error(400, "BadRequest", f"Invalid rev id: {branch}: names starting with '{PREFIX}' are serve's "
                          "own bookkeeping tags, never a branch")
-        payload = commits.read_payload(await request.body())  # a BadCommit: 400 (failures.py)
         try:
             check_tag(self.repos.catalog.default_tag if branch == "main" else branch)
         except OcibridgeError as e:
             raise commits.BadCommit(f"{branch}: not a branch serve can write: {e}") from None
-        for content in payload.inline.values():  # StagingFull: 507
-            await in_thread(self._stage_bytes, repo_id, content, self.repos.writer_of(allowed))
+        # a BadCommit: 400, StagingFull: 507 (failures.py)
+        payload = await self._read(request, repo_id, self.repos.writer_of(allowed))
         # StaleParent: 412, MissingEntry: 404, BadCommit: 400, UnknownContent: 422 (failures.py)
         landed = await in_thread(self._commit, repo_id, branch, payload, allowed)
         noted(request, landed)  # its audit line (audit.py)
@@ -81,13 +80,25 @@ class CommitRoutes:
         url = f"{self.repos.base(request)}/{repo_id}/commit/{oid}"
         return JSONResponse({"success": True, "commitOid": oid, "commitUrl": url, "pullRequestUrl": None})
 
-    def _stage_bytes(self, repo_id: str, content: bytes, writer: str) -> None:
-        sha = hashlib.sha256(content).hexdigest()
+    async def _read(self, request: Request, repo_id: str, writer: str) -> commits.CommitRequest:
+        """The commit's payload, read as it comes: each file sent inline staged as its line
+        arrives, so a commit holds one line of its body at a time, not the body."""
+        payload = commits.CommitRequest()
+        number = 0
+        async for line in commits.lines(request.stream()):
+            number += 1
+            inline = commits.read_line(payload, number, line)
+            if inline is not None:
+                await in_thread(self._stage_bytes, repo_id, *inline, writer)
+        return commits.checked(payload)
+
+    def _stage_bytes(self, repo_id: str, inline: commits.Inline, content: bytes, writer: str) -> None:
+        sha = inline.sha256
         if self.staging.pin(sha, repo_id, writer):
             return
         with self.staging.reserve(len(content), repo_id, writer), self.staging.new_file() as (tmp, fd):
             write_pieces(fd, [content])
-            self.staging.commit_file(tmp, sha)
+            self.staging.commit_file(tmp, sha, hashed=sha)  # the sha256 of these very bytes (read_line)
         self.staging.pin(sha, repo_id, writer)
 
     def first_commit(self, repo_id: str, grant: Grant) -> Landed:
@@ -96,8 +107,9 @@ class CommitRoutes:
 
         if self.publishing is None:
             raise commits.BadCommit("this serve does not publish (its application was built without publishing)")
-        payload = commits.CommitRequest(summary=initial.SUMMARY, inline={".gitattributes": initial.GITATTRIBUTES})
-        self._stage_bytes(repo_id, initial.GITATTRIBUTES, self.repos.writer_of(grant))
+        inline = commits.Inline.of(initial.GITATTRIBUTES)  # a regular file, as on the Hub
+        payload = commits.CommitRequest(summary=initial.SUMMARY, inline={".gitattributes": inline})
+        self._stage_bytes(repo_id, inline, initial.GITATTRIBUTES, self.repos.writer_of(grant))
         return self._commit(repo_id, "main", payload, grant, first=True)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant, *,
@@ -115,10 +127,12 @@ class CommitRoutes:
                                           f"{head.commit if head else 'no commit'}, not {payload.parent}. "
                                           "Please refresh and try again.")
             parent: dict[str, str] = {}
+            parent_regular: dict[str, str] = {}  # the parent's regular files: kept ones keep their kind
             held: Callable[[str], KnownFile] = _nothing
             if head is not None:
                 files = self.repos.lists.of(head)
                 parent = {path: f.sha256 for path, f in files.files.items()}
+                parent_regular = {path: f.git_blob for path, f in files.files.items() if f.git_blob is not None}
                 held = _Parent(head, files.files).known
             mounts: dict[str, Store] = {}
             tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload, mounts, grant), held)
@@ -135,6 +149,9 @@ class CommitRoutes:
                 annotations[commits.DESCRIPTION] = payload.description
             if head is not None:
                 annotations[commits.PARENT] = head.top.digest  # the digest: the walk needs no tag
+            regular = commits.regular_files(parent_regular, payload, tree)
+            if regular:  # none: every file in git-lfs, as a manifest without the record says
+                annotations[REGULAR] = annotation(regular)
             # named as push names a directory of these files: after the repository
             digest = publish(self.publishing, tree, (parts or [repo_id])[-1], repo, tag, annotations, mounts)
             if head is not None:
@@ -142,7 +159,7 @@ class CommitRoutes:
             self.repos.created.discard(repo_id)
             landed = _landed(digest, parent, tree)
             # the commit has landed: what it took from staging goes, unless another flow may name it
-            named = [a.sha256 for a in payload.added] + [hashlib.sha256(c).hexdigest() for c in payload.inline.values()]
+            named = [a.sha256 for a in payload.added] + [i.sha256 for i in payload.inline.values()]
             self.staging.release(named, repo_id, self.repos.writer_of(grant))
             log.info("%s: %s committed %s as %s", repo_id, grant.name, branch, digest)
             return landed

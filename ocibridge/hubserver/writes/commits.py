@@ -4,8 +4,11 @@ parent's files, those deleted, those added), each file as what serve already pro
 digest, size and chunk table, :class:`ocibridge.model.known.KnownFile`): the builder makes the
 artifact from those facts (:mod:`.publishing`), which is pushed under the branch's tag.
 
-What a commit is goes in the manifest's annotations (:data:`PARENT`, :data:`SUMMARY`, ...);
-the layers and config are ``push``'s of the same files. Every file added must already be in
+What a commit is goes in the manifest's annotations (:data:`PARENT`, :data:`SUMMARY`, ...,
+and which of its files are regular files: :func:`regular_files`, :mod:`.reading.regular`); the
+layers and config are ``push``'s of the same files. The payload is read as it comes
+(:func:`lines`, :func:`read_line`): a file sent inline is staged as its line arrives, so a commit
+holds one line in memory, not its body. Every file added must already be in
 :class:`.staging.Staging` (verified by its SHA-256) or be a file of the branch: a commit naming
 content serve does not hold is refused before anything is pushed, and a failed commit leaves the
 branch where it was. Commits to one branch through one serve are made one at a time, each on the
@@ -21,12 +24,13 @@ import json
 import re
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError, UnsafePath
+from ocibridge.hubserver.reading.regular import git_blob_id
 
 if TYPE_CHECKING:
     from ocibridge.model.known import KnownFile
@@ -38,6 +42,11 @@ DESCRIPTION = "io.ocibridge.commit.description"
 AUTHOR = "io.ocibridge.commit.author"
 #: characters of a summary or description kept in an annotation
 TEXT_MAX = 4096
+#: bytes of one line of a commit payload: a file sent inline, up to the 10 MiB under which the Hub
+#: keeps a file in git, is 14 MiB of base64 (preupload answers such files "regular": lfs/modes.py)
+LINE_MAX = 16 * 1024 * 1024
+#: operations of one commit (the Hub's limit of LFS files a commit): each is kept until it lands
+OPERATIONS_MAX = 25_000
 #: folders no commit writes into (huggingface_hub's FORBIDDEN_FOLDERS, which the Hub refuses too):
 #: a download into a git checkout would write its .git (hooks, config), or the client's own cache
 FORBIDDEN_FOLDERS = (".git", ".cache")
@@ -81,6 +90,20 @@ class Added:
     size: int | None = None  # as the lfsFile line says it
 
 
+@dataclass(frozen=True)
+class Inline:
+    """A file sent inline (a ``file`` line: a regular file), as its bytes were staged: what the
+    commit keeps of it."""
+
+    sha256: str
+    size: int
+    git_blob: str  # its git blob id: the Hub's name of a regular file
+
+    @classmethod
+    def of(cls, content: bytes) -> Inline:
+        return cls(hashlib.sha256(content).hexdigest(), len(content), git_blob_id(content))
+
+
 @dataclass
 class CommitRequest:
     """A commit payload, read: the header, then the operations in order."""
@@ -91,7 +114,9 @@ class CommitRequest:
     added: list[Added] = field(default_factory=list)
     deleted_files: list[str] = field(default_factory=list)
     deleted_folders: list[str] = field(default_factory=list)
-    inline: dict[str, bytes] = field(default_factory=dict)  # path -> content of a "file" line
+    inline: dict[str, Inline] = field(default_factory=dict)  # path -> a "file" line's content, staged
+    header: bool = False  # its header line was read
+    operations: int = 0
 
 
 def clean_path(path: object, what: str = "path") -> str:
@@ -115,47 +140,75 @@ def clean_path(path: object, what: str = "path") -> str:
     return clean
 
 
-def read_payload(body: bytes) -> CommitRequest:
-    """The NDJSON commit payload; :class:`BadCommit` for anything malformed."""
-    request = CommitRequest()
-    seen_header = False
-    for number, line in enumerate(body.splitlines(), 1):
-        if not line.strip():
-            continue
+async def lines(chunks: AsyncIterator[bytes], most: int = LINE_MAX) -> AsyncIterator[bytes]:
+    """The lines of an NDJSON body as its ``chunks`` come, each at most ``most`` bytes
+    (:class:`BadCommit` past it: the rest of the body is never read)."""
+    pending = bytearray()  # no newline in it between chunks: each chunk's bytes are searched once
+    async for chunk in chunks:
+        searched = len(pending)
+        pending += chunk
+        start = 0
+        while (end := pending.find(b"\n", max(start, searched))) >= 0 and end - start <= most:
+            yield bytes(pending[start:end])
+            start = end + 1
+        del pending[:start]
+        if len(pending) > most:
+            raise BadCommit(f"a line of the commit payload is longer than {most} bytes")
+    if pending:
+        yield bytes(pending)
+
+
+def read_line(request: CommitRequest, number: int, line: bytes) -> tuple[Inline, bytes] | None:
+    """Line ``number`` of the NDJSON commit payload, into ``request``; a ``file`` line's content
+    (noted in ``request.inline``) for the caller to stage, else None. :class:`BadCommit` for
+    anything malformed."""
+    if not line.strip():
+        return None
+    try:
+        item = json.loads(line)
+    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+        raise BadCommit(f"commit payload line {number}: not JSON") from None
+    if not isinstance(item, dict) or not isinstance(item.get("value"), dict):
+        raise BadCommit(f"commit payload line {number}: expected {{'key': ..., 'value': {{...}}}}")
+    key, value = item.get("key"), item["value"]
+    if key != "header":
+        request.operations += 1
+        if request.operations > OPERATIONS_MAX:
+            raise BadCommit(f"a commit makes at most {OPERATIONS_MAX} operations")
+    if key == "header":
+        request.header = True
+        request.summary = str(value.get("summary") or "")[:TEXT_MAX]
+        request.description = str(value.get("description") or "")[:TEXT_MAX]
+        parent = value.get("parentCommit")
+        request.parent = parent if isinstance(parent, str) and parent else None
+    elif key == "file":
+        path = clean_path(value.get("path"))
+        if value.get("encoding", "base64") != "base64" or not isinstance(value.get("content"), str):
+            raise BadCommit(f"{path}: a file's content is sent in base64")
         try:
-            item = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
-            raise BadCommit(f"commit payload line {number}: not JSON") from None
-        if not isinstance(item, dict) or not isinstance(item.get("value"), dict):
-            raise BadCommit(f"commit payload line {number}: expected {{'key': ..., 'value': {{...}}}}")
-        key, value = item.get("key"), item["value"]
-        if key == "header":
-            seen_header = True
-            request.summary = str(value.get("summary") or "")[:TEXT_MAX]
-            request.description = str(value.get("description") or "")[:TEXT_MAX]
-            parent = value.get("parentCommit")
-            request.parent = parent if isinstance(parent, str) and parent else None
-        elif key == "file":
-            path = clean_path(value.get("path"))
-            if value.get("encoding", "base64") != "base64" or not isinstance(value.get("content"), str):
-                raise BadCommit(f"{path}: a file's content is sent in base64")
-            try:
-                request.inline[path] = base64.b64decode(value["content"], validate=True)
-            except (binascii.Error, ValueError):
-                raise BadCommit(f"{path}: its content is not base64") from None
-        elif key == "lfsFile":
-            path = clean_path(value.get("path"))
-            oid, size = value.get("oid"), value.get("size")
-            if value.get("algo", "sha256") != "sha256" or not isinstance(oid, str):
-                raise BadCommit(f"{path}: an lfsFile names its content by sha256 oid")
-            request.added.append(Added(path, oid.lower(), size if isinstance(size, int) else None))
-        elif key == "deletedFile":
-            request.deleted_files.append(clean_path(value.get("path")))
-        elif key == "deletedFolder":
-            request.deleted_folders.append(clean_path(str(value.get("path", "")).rstrip("/")))
-        else:
-            raise BadCommit(f"commit payload line {number}: serve does not take {key!r} operations yet")
-    if not seen_header:
+            content = base64.b64decode(value["content"], validate=True)
+        except (binascii.Error, ValueError):
+            raise BadCommit(f"{path}: its content is not base64") from None
+        inline = request.inline[path] = Inline.of(content)
+        return inline, content
+    elif key == "lfsFile":
+        path = clean_path(value.get("path"))
+        oid, size = value.get("oid"), value.get("size")
+        if value.get("algo", "sha256") != "sha256" or not isinstance(oid, str):
+            raise BadCommit(f"{path}: an lfsFile names its content by sha256 oid")
+        request.added.append(Added(path, oid.lower(), size if isinstance(size, int) else None))
+    elif key == "deletedFile":
+        request.deleted_files.append(clean_path(value.get("path")))
+    elif key == "deletedFolder":
+        request.deleted_folders.append(clean_path(str(value.get("path", "")).rstrip("/")))
+    else:
+        raise BadCommit(f"commit payload line {number}: serve does not take {key!r} operations yet")
+    return None
+
+
+def checked(request: CommitRequest) -> CommitRequest:
+    """``request`` once its whole payload was read: :class:`BadCommit` when it had no header."""
+    if not request.header:
         raise BadCommit("commit payload: no header line")
     return request
 
@@ -196,18 +249,28 @@ def new_tree(parent: dict[str, str], request: CommitRequest, staged: Callable[[s
             raise UnknownContent(f"{added.path}: sha256:{added.sha256} is {known.size} bytes, not {added.size}")
         tree[added.path] = added.sha256
         sources[added.path] = known
-    for path, content in request.inline.items():
-        sha = hashlib.sha256(content).hexdigest()
-        known = staged(sha)
+    for path, inline in request.inline.items():
+        known = staged(inline.sha256)
         if known is None:
             raise UnknownContent(f"{path}: its inline content was not staged")
-        tree[path] = sha
+        tree[path] = inline.sha256
         sources[path] = known
     _check_shape(tree)
     for path in tree:
         if path not in sources:
             sources[path] = held(path)
     return dict(sorted(sources.items()))
+
+
+def regular_files(parent: Mapping[str, str], request: CommitRequest, tree: Mapping[str, object]) -> dict[str, str]:
+    """path -> git blob id of the regular files of the commit's ``tree``: a file sent inline is
+    one (the Hub's client sends a file inline when preupload called it "regular"), an ``lfsFile``
+    is in git-lfs, and a file kept from the parent keeps its kind (``parent``: the parent's
+    regular files). Inline lines win over ``lfsFile`` ones of the same path, as in :func:`new_tree`."""
+    sent = {added.path for added in request.added}
+    regular = {path: blob for path, blob in parent.items() if path in tree and path not in sent}
+    regular.update({path: inline.git_blob for path, inline in request.inline.items()})
+    return regular
 
 
 def _check_shape(tree: dict[str, str]) -> None:

@@ -26,7 +26,7 @@ from ocibridge.hubserver.access import Access, Gate, Grant
 from ocibridge.hubserver.answers import branch_of, error, in_thread, json_body
 from ocibridge.hubserver.cards import read_card
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
-from ocibridge.hubserver.reading.files import FileLists, read_small
+from ocibridge.hubserver.reading.files import FileLists, ModelFiles, read_small
 from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, Repository, RevisionNotFound, repo_parts
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
@@ -130,13 +130,17 @@ class Repos:
                 return None
             raise
 
-    async def branch_files(self, repo_id: str, branch: str) -> dict[str, str]:
-        """path -> sha256 of the branch's head ({} when it has none yet)."""
+    async def branch_listing(self, repo_id: str, branch: str) -> tuple[Resolved, ModelFiles] | None:
+        """The branch's head and its files (None when it has none yet)."""
         head = await in_thread(self.head, repo_id, branch)
         if head is None:
-            return {}
-        files = await in_thread(self.lists.of, head)
-        return {path: f.sha256 for path, f in files.files.items()}
+            return None
+        return head, await in_thread(self.lists.of, head)
+
+    async def branch_files(self, repo_id: str, branch: str) -> dict[str, str]:
+        """path -> sha256 of the branch's head ({} when it has none yet)."""
+        listing = await self.branch_listing(repo_id, branch)
+        return {path: f.sha256 for path, f in listing[1].files.items()} if listing is not None else {}
 
     def branch_text(self, repo_id: str, branch: str, path: str, limit: int) -> str | None:
         """The text of the branch head's file ``path`` (verified); None when the branch or the

@@ -55,8 +55,9 @@ class XetRoutes:
         return self.xet_min is not None and size >= max(1, self.xet_min)
 
     def name(self, f: HubFile) -> str | None:
-        """The file's Xet name when it is large enough for Xet."""
-        return xorbs.file_id(f.sha256, f.size) if self.name_size(f.size) else None
+        """The file's Xet name when it is large enough for Xet; none for a regular file, which
+        the Hub keeps in git, never in Xet (:mod:`.reading.regular`)."""
+        return xorbs.file_id(f.sha256, f.size) if self.name_size(f.size) and f.git_blob is None else None
 
     def table_of(self, resolved: Resolved, layer: Descriptor) -> TableOf | None:
         """The chunk table the model's manifest binds for a registry ``layer``, if any (its
