@@ -123,6 +123,9 @@ EXCLUDE = [
               source=r"ENDPOINT_PRODUCTION"),
     Exclusion("datasets (fixture)", "HfFileSystem's RO/RW suites run on a dataset repo (datasets/...); serve "
               "answers models", pattern=r"TestHfFileSystemRepository(RO|RW)"),
+    Exclusion("datasets/PRs (class fixture)", "a class whose shared fixture makes a dataset repo "
+              "(TestHfApiPrivate) or a pull request (TestListGitCommits) before any test runs",
+              pattern=r"TestHfApiPrivate|TestListGitCommits"),
     Exclusion("discussions/PRs", "discussions and pull requests (refs/pr/N): not in serve's scope",
               pattern=r"discussion|pull_request|create_pr|_on_pr\b|_prs\b|special_ref"),
     Exclusion("buckets", "Hub storage buckets (by name or fixture)", pattern=r"bucket",

@@ -49,6 +49,16 @@ def files_of(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+def published_files_of(root: Path) -> dict[str, bytes]:
+    """The files of a repository serve created, as :func:`files_of` gives them, less the
+    ``.gitattributes`` its first commit wrote (checked to be the Hub's, then left out)."""
+    from ocibridge.hubserver.writes.initial import GITATTRIBUTES
+
+    files = files_of(root)
+    assert files.pop(".gitattributes", None) == GITATTRIBUTES, "no first commit's .gitattributes"
+    return files
+
+
 @dataclass
 class Served:
     url: str

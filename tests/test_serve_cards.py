@@ -110,7 +110,7 @@ def test_a_commit_of_a_malformed_card_fails_before_any_upload(served):
             api.create_commit(REPO, operations=[CommitOperationAdd("README.md", card.encode()),
                                                 CommitOperationAdd("lfs.bin", b"content")], commit_message="bad")
         assert why in str(refused.value), (card, str(refused.value))
-    assert api.list_repo_files(REPO) == ["keep.txt"]
+    assert api.list_repo_files(REPO) == [".gitattributes", "keep.txt"]
 
 
 def test_a_card_without_metadata_is_committed_with_the_hubs_warning(served):
@@ -121,7 +121,7 @@ def test_a_card_without_metadata_is_committed_with_the_hubs_warning(served):
     said = [str(w.message) for w in caught if "validating metadata" in str(w.message)]
     assert said == ["Warnings while validating metadata in README.md:\n"
                     "- empty or missing yaml metadata in repo card"], said
-    assert api.list_repo_files(REPO) == ["README.md"]
+    assert api.list_repo_files(REPO) == [".gitattributes", "README.md"]
     answer = httpx.post(f"{served.url}/api/validate-yaml", json={"content": "---\n{}\n---\n", "repoType": "model"})
     assert answer.status_code == 200 and answer.json()["warnings"][0]["message"].startswith("empty or missing")
 

@@ -28,6 +28,8 @@ from mounting import Mount, mount_env
 from serving import files_of, serve_as_process
 from support.registry import RegistryProcess, registry_binary
 
+from ocibridge.hubserver.writes.initial import GITATTRIBUTES
+
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = "reader-token\nwriter-token write * ci-bot\n"
 READER = "reader-token"
@@ -60,6 +62,7 @@ class History:
     root: Path
     commits: list[Commit]
     outside: str  # the commit id of a manifest pushed outside serve, then committed on by serve
+    initial: str = ""  # the first commit create_repo made (its .gitattributes)
 
     @property
     def prefix(self) -> str:
@@ -103,7 +106,8 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
         with serve_process(root, f"{registry.host}/models", root / "cache-a") as url:
             api = HfApi(endpoint=url, token="writer-token")
             api.create_repo(REPO)
-            files = files_of(src)
+            made.initial = api.model_info(REPO).sha
+            files = {".gitattributes": GITATTRIBUTES, **files_of(src)}  # the first commit's file stays
             oid = api.upload_folder(repo_id=REPO, folder_path=src, commit_message="c0").oid
             commits.append(Commit(oid, "main", dict(files)))
             changed = safetensors(embed=[1.0, 2.0, 3.0, 4.0], head=[0.25, 0.75])
@@ -152,7 +156,8 @@ def test_every_commit_has_its_tag_and_tags_hides_them(history):
     every = cli(history.root, "tags", ref, "--all", "--json")
     assert every.returncode == 0, every.stderr
     assert sorted(json.loads(every.stdout)) == sorted(
-        ["dev", "latest", "v1", "ocibridge-refs", *(f"ocibridge-commit-{c.oid}" for c in history.commits)])
+        ["dev", "latest", "v1", "ocibridge-refs",
+         *(f"ocibridge-commit-{c}" for c in [history.initial, *(c.oid for c in history.commits)])])
     old = json.loads(cli(history.root, "tags", f"{history.prefix}/acme/old", "--all", "--json").stdout)
     assert f"ocibridge-commit-{history.outside}" in old and len([t for t in old if "commit-" in t]) == 2
 
@@ -185,8 +190,8 @@ def check_every_commit(url: str, history: History, hub: Path) -> None:
         one = hf_hub_download(REPO, "model.safetensors", revision=commit.oid, cache_dir=hub / "one",
                               endpoint=url, token=READER)
         assert Path(one).read_bytes() == commit.files["model.safetensors"]
-    main_ids = [c.oid for c in reversed(history.commits) if c.branch == "main"]
-    dev_ids = [c.oid for c in reversed(history.commits[:4])]
+    main_ids = [c.oid for c in reversed(history.commits) if c.branch == "main"] + [history.initial]
+    dev_ids = [c.oid for c in reversed(history.commits[:4])] + [history.initial]
     assert [c.commit_id for c in api.list_repo_commits(REPO)] == main_ids
     assert [c.commit_id for c in api.list_repo_commits(REPO, revision="dev")] == dev_ids
     first, second = history.commits[0].oid, history.commits[1].oid

@@ -28,6 +28,7 @@ class History:
     url: str
     api: HfApi
     commits: list[str]  # oldest first
+    initial: str  # create_repo's first commit, before them
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ def history(registry: Any, unique_repo: str, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
     with serving([f"{registry.host}/{unique_repo}"], tokens=TOKENS, publish=Publishing()) as s:
         api = HfApi(endpoint=s.url, token="writer")
-        api.create_repo(REPO)
+        initial = api.create_repo(REPO) and api.model_info(REPO).sha  # its .gitattributes
         first = api.create_commit(REPO, operations=[
             huggingface_hub.CommitOperationAdd(path, data) for path, data in (
                 ("a.txt", b"a one"), ("same.txt", b"same"), ("dir/b.txt", b"b one"), ("dir/deep/c.txt", b"c"))],
@@ -46,18 +47,19 @@ def history(registry: Any, unique_repo: str, monkeypatch: pytest.MonkeyPatch) ->
                                  commit_message="second: b & more", commit_description="why <b>")
         third = api.upload_file(path_or_fileobj=b"a two", path_in_repo="a.txt", repo_id=REPO,
                                 commit_message="third")
-        yield History(s.url, api, [first.oid, second.oid, third.oid])
+        yield History(s.url, api, [first.oid, second.oid, third.oid], initial)
 
 
 def test_list_repo_commits_formatted_gives_the_title_and_message_as_html(history):
     """``formatted=True`` (``expand[]=formatted``): each commit's title and message, HTML-escaped;
     without it neither, as the Hub answers."""
     plain = history.api.list_repo_commits(REPO)
-    assert [c.commit_id for c in plain] == history.commits[::-1]
+    assert [c.commit_id for c in plain] == [*history.commits[::-1], history.initial]
     assert all(c.formatted_title is None and c.formatted_message is None for c in plain)
     formatted = history.api.list_repo_commits(REPO, formatted=True)
-    assert [c.commit_id for c in formatted] == history.commits[::-1]
-    assert [c.formatted_title for c in formatted] == ["third", "second: b &amp; more", "first &lt;all&gt;"]
+    assert [c.commit_id for c in formatted] == [*history.commits[::-1], history.initial]
+    assert [c.formatted_title for c in formatted] == ["third", "second: b &amp; more", "first &lt;all&gt;",
+                                                      "initial commit"]
     assert formatted[1].formatted_message == "why &lt;b&gt;" and formatted[1].message == "why <b>"
     assert all(c.formatted_message is not None for c in formatted)
 
@@ -79,7 +81,7 @@ def test_get_paths_info_and_list_repo_tree_with_expand_name_the_commit_that_last
 
     tree = {e.path: e.last_commit.oid for e in api.list_repo_tree(REPO, recursive=True, expand=True)}
     assert tree == {"a.txt": third, "same.txt": first, "dir": second, "dir/b.txt": second,
-                    "dir/deep": first, "dir/deep/c.txt": first}
+                    "dir/deep": first, "dir/deep/c.txt": first, ".gitattributes": history.initial}
     assert all(e.last_commit is None for e in api.list_repo_tree(REPO, recursive=True))
     # an older revision's answer is its own history's
     old = api.get_paths_info(REPO, ["dir/b.txt", "a.txt"], expand=True, revision=second)
@@ -119,8 +121,8 @@ def test_a_tree_with_expand_is_paged_by_fifty_as_the_hub_pages_it(registry, uniq
         asked = httpx.get(f"{s.url}/api/models/{REPO}/tree/main?expand=true", headers=reader)
         assert len(asked.json()) == 50 and 'rel="next"' in asked.headers["link"]
         plain = httpx.get(f"{s.url}/api/models/{REPO}/tree/main", headers=reader)
-        assert len(plain.json()) == 120
-        listed = list(api.list_repo_tree(REPO, expand=True))
+        assert len(plain.json()) == 121  # and the first commit's .gitattributes
+        listed = [e for e in api.list_repo_tree(REPO, expand=True) if e.path != ".gitattributes"]
         assert len(listed) == 120 and {e.last_commit.oid for e in listed} == {done.oid}
 
 

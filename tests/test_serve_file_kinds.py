@@ -110,7 +110,7 @@ def test_a_commit_line_past_its_limit_is_refused_without_reading_the_rest(served
     assert status_of(answer) == 400 and b"longer than" in answer, answer[:300]
     assert sent < LINE_MAX + 64 * MIB  # what the kernel's buffers hold besides
     tree = httpx.get(f"{served.url}/api/models/acme/m/tree/main", headers=READ).json()
-    assert [e["path"] for e in tree] == ["a.txt"]
+    assert [e["path"] for e in tree] == [".gitattributes", "a.txt"]
 
 
 def test_a_commit_of_more_operations_than_the_hub_takes_is_refused(served):
@@ -173,7 +173,7 @@ def test_a_file_keeps_its_kind_until_it_is_sent_again(served):
     assert commit(served, second + line("deletedFile", {"path": "c.txt"})).status_code == 200
     api = HfApi(endpoint=served.url, token="reader")
     files = listed(api)
-    assert sorted(files) == ["a.txt", "b.txt", "new.txt", "w.bin"]
+    assert sorted(files) == [".gitattributes", "a.txt", "b.txt", "new.txt", "w.bin"]
     assert files["a.txt"].lfs is None and files["a.txt"].blob_id == git_hash_object(b"a\n")  # kept, still regular
     assert files["new.txt"].lfs is None and files["w.bin"].lfs is None  # sent inline: regular
     assert files["w.bin"].blob_id == git_hash_object(weights)
@@ -181,7 +181,7 @@ def test_a_file_keeps_its_kind_until_it_is_sent_again(served):
     third = commit(served, inline("d.txt", b"d\n"))  # nothing of the record is lost on the way
     assert third.status_code == 200
     assert {p: f.lfs is None for p, f in listed(api).items()} == \
-        {"a.txt": True, "b.txt": False, "d.txt": True, "new.txt": True, "w.bin": True}
+        {".gitattributes": True, "a.txt": True, "b.txt": False, "d.txt": True, "new.txt": True, "w.bin": True}
 
 
 def test_a_manifest_pushed_outside_serve_lists_every_file_in_lfs(served, registry, unique_repo, tmp_path):

@@ -43,10 +43,11 @@ def test_upload_folder_leaves_out_what_its_gitignore_and_then_the_branchs_ignore
         api = HfApi(endpoint=s.url, token="writer")
         api.create_repo(REPO)
         api.upload_folder(folder_path=first, repo_id=REPO)
-        assert sorted(api.list_repo_files(REPO)) == [".gitignore", "nested/keep.bin", "temp"]
+        assert sorted(api.list_repo_files(REPO)) == [".gitattributes", ".gitignore", "nested/keep.bin", "temp"]
         assert not api.file_exists(REPO, "nested/file.bin")
         api.upload_folder(folder_path=later, repo_id=REPO)  # the .gitignore is the branch's now
-        assert sorted(api.list_repo_files(REPO)) == [".gitignore", "nested/keep.bin", "new.txt", "temp"]
+        assert sorted(api.list_repo_files(REPO)) == [".gitattributes", ".gitignore", "nested/keep.bin", "new.txt",
+                                                     "temp"]
         # a .gitignore the commit changes is the one that counts, not the branch's
         api.upload_folder(folder_path=folder(tmp_path / "third", {".gitignore": b"", "b.log": b"now kept"}),
                           repo_id=REPO)

@@ -269,6 +269,64 @@ def test_commits_go_to_branches_only_and_reserved_names_are_refused(served):
         api.upload_file(repo_id=repo, path_in_repo="x.txt", path_or_fileobj=b"x", revision="no-branch")
 
 
+def test_lfs_files_are_listed_and_deleted_for_good(served):
+    """list_lfs_files lists every file in git-lfs of every branch's history, once; a permanent
+    delete rewrites each branch that held one, and tags no commit that still names its blob."""
+    api = served.api("alice-token")
+    repo = api.create_repo("lfsfiles").repo_id
+    api.upload_file(path_or_fileobj=b"LFS content", path_in_repo="lfs_file.bin", repo_id=repo)
+    api.upload_file(path_or_fileobj=b"TXT content", path_in_repo="txt_file.txt", repo_id=repo)
+    api.upload_file(path_or_fileobj=b"LFS content 2", path_in_repo="lfs_file_2.bin", repo_id=repo)
+    api.create_branch(repo, branch="my-branch")
+    api.upload_file(path_or_fileobj=b"LFS branch", path_in_repo="lfs_branch.bin", repo_id=repo, revision="my-branch")
+    api.create_tag(repo, tag="v1")
+    old_head = api.model_info(repo).sha
+    listed = list(api.list_lfs_files(repo))
+    assert sorted((f.filename, f.ref) for f in listed) == [
+        ("lfs_branch.bin", "refs/heads/my-branch"), ("lfs_file.bin", "refs/heads/main"),
+        ("lfs_file_2.bin", "refs/heads/main")]
+    assert all(f.file_oid == hashlib.sha256(c).hexdigest() for f, c in
+               zip(sorted(listed, key=lambda f: f.filename), [b"LFS branch", b"LFS content", b"LFS content 2"], strict=True))
+    on_main = [f for f in listed if f.ref == "refs/heads/main"]
+    api.permanently_delete_lfs_files(repo, on_main)
+    assert [f.filename for f in api.list_lfs_files(repo)] == ["lfs_branch.bin"]
+    assert api.list_repo_files(repo) == [".gitattributes", "txt_file.txt"]
+    assert api.list_repo_files(repo, revision="my-branch") == [".gitattributes", "lfs_branch.bin", "txt_file.txt"]
+    assert len(api.list_repo_commits(repo)) == 4  # the same history, rewritten
+    assert api.model_info(repo, revision="v1").sha == api.model_info(repo).sha != old_head  # the tag moved too
+    with pytest.raises(huggingface_hub.errors.EntryNotFoundError):
+        api.hf_hub_download(repo, "lfs_file.bin")
+    assert served.tag(repo, f"ocibridge-commit-{old_head}") == TOMBSTONE  # nothing tags the old commits
+
+
+def test_commit_rules_as_the_hub_answers_them(served):
+    api = served.api("alice-token")
+    repo = api.create_repo("rules").repo_id
+    parent = api.model_info(repo).sha
+    api.upload_file(path_or_fileobj=b"x", path_in_repo="dir/a.txt", repo_id=repo)
+    api.upload_file(path_or_fileobj=b"y", path_in_repo="dir/b.txt", repo_id=repo)
+    with pytest.raises(HfHubHTTPError, match="The branch was updated since you opened this page") as stale:
+        api.create_commit(repo, operations=[huggingface_hub.CommitOperationAdd("z", b"z")], commit_message="late",
+                          parent_commit=parent)
+    assert stale.value.response.status_code == 412
+    # a deletedFile that names a folder deletes the folder, as the Hub does
+    api.create_commit(repo, operations=[huggingface_hub.CommitOperationDelete("dir", is_folder=False)],
+                      commit_message="folder as a file")
+    assert api.list_repo_files(repo) == [".gitattributes"]
+    with pytest.raises(HfHubHTTPError) as relative:
+        api.upload_file(path_or_fileobj=b"x", path_in_repo="..\\ddd", repo_id=repo)
+    assert relative.value.response.status_code == 422
+    with pytest.raises(HfHubHTTPError, match="backslash") as backslash:
+        api.upload_file(path_or_fileobj=b"x", path_in_repo="folder/..\\..\\file", repo_id=repo)
+    assert backslash.value.response.status_code == 400  # a pull on Windows would land it outside
+    with pytest.raises(RevisionNotFoundError):  # the revision is checked before the tag's name
+        api.create_tag(repo, tag="invalid tag", revision="foobar")
+    # a card whose metadata opens after a blank line is read, and checked, as the Hub reads it
+    with pytest.raises(ValueError, match="Invalid metadata in README.md"):
+        api.upload_file(path_or_fileobj=b"\n---\nmodel-index: foo\n---\n\ntext\n", path_in_repo="README.md",
+                        repo_id=repo)
+
+
 def test_a_deleted_repository_goes_at_the_registrys_gc(served, tmp_path):
     """delete_repo leaves no tag on its manifests: distribution's garbage-collect takes them and
     their blobs, while a live repository's files stay (this module's last test: it stops the registry)."""

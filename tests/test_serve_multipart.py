@@ -14,7 +14,7 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi, lfs
-from serving import files_of, point_hub_at
+from serving import files_of, point_hub_at, published_files_of
 from test_serve_publish import MIB, model_dir, serve_process
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
@@ -52,7 +52,7 @@ def test_a_large_file_comes_in_parts_and_is_committed_exactly(tmp_path, registry
         assert in_parts == [("model.safetensors", MIB)]  # the small files: one PUT each
         assert api.model_info("acme/parts").sha == done.oid
         got = huggingface_hub.snapshot_download("acme/parts", token="reader-token")
-        assert files_of(Path(got)) == files_of(src)
+        assert published_files_of(Path(got)) == files_of(src)
         assert not any(p.is_file() for p in root.rglob("*") if "xorbs" not in p.parts)  # committed: nothing stays
 
 

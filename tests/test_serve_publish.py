@@ -23,7 +23,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationCopy, CommitOperationDelete, HfApi
 from huggingface_hub.errors import HfHubHTTPError
-from serving import files_of, point_hub_at, serve_as_process
+from serving import files_of, point_hub_at, published_files_of, serve_as_process
 
 from ocibridge.cli import main
 
@@ -139,7 +139,7 @@ def test_publish_through_serve_is_a_modelpack_commit(tmp_path, registry, unique_
                      "copy.safetensors": expected["model.safetensors"]}
         assert api.model_info("acme/tiny").sha == third.oid
         got = huggingface_hub.snapshot_download("acme/tiny", token="reader-token")
-        assert files_of(Path(got)) == expected
+        assert published_files_of(Path(got)) == expected
 
         lfs_client.clear()  # the same folder again: preupload names every file's oid, nothing is sent...
         again = api.upload_folder(repo_id="acme/tiny", folder_path=src, allow_patterns=["*.safetensors", "*.json"],
@@ -151,7 +151,7 @@ def test_publish_through_serve_is_a_modelpack_commit(tmp_path, registry, unique_
 
     ref = f"{prefix}/acme/tiny:latest"
     assert main(["pull", ref, str(tmp_path / "tiny"), "-q"]) == 0
-    assert files_of(tmp_path / "tiny") == expected | {"tokenizer.json": (src / "tokenizer.json").read_bytes()}
+    assert published_files_of(tmp_path / "tiny") == expected | {"tokenizer.json": (src / "tokenizer.json").read_bytes()}
     assert main(["validate", ref, "--strict"]) == 0
     capsys.readouterr()
     # the manifest says what the commit is; its layers and config are push's of the same files
@@ -160,16 +160,35 @@ def test_publish_through_serve_is_a_modelpack_commit(tmp_path, registry, unique_
     annotations = json.dumps(shown)
     assert third.oid in annotations and "ci-bot" in annotations
     assert main(["push", str(tmp_path / "tiny"), f"{prefix}/same:latest", "-q"]) == 0
-    assert _layers_and_config(ref) == _layers_and_config(f"{prefix}/same:latest")
+    assert pushed_as_serve_commits(ref) == _layers_and_config(f"{prefix}/same:latest")
 
 
-def _layers_and_config(ref: str) -> tuple[object, object]:
+def pushed_as_serve_commits(ref: str) -> tuple[list[tuple[str, str, dict[str, str]]], object]:
+    """The layers and config of the commit ``ref`` names as ``push`` makes them of the same
+    directory: push leaves ``.gitattributes`` out of a directory, serve keeps it, as a file of
+    the repository (its one layer, and its digest in the config's lists, taken out here)."""
+    layers, config = _layers_and_config(ref)
+    attributes = [layer for layer in layers if ".gitattributes" in layer[2].values()]
+    assert len(attributes) == 1
+    return [layer for layer in layers if layer not in attributes], _without(config, attributes[0][0])
+
+
+def _without(doc: object, digest: str) -> object:
+    """``doc`` (a config) with the string ``digest`` taken out of every list it is in."""
+    if isinstance(doc, dict):
+        return {k: _without(v, digest) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_without(v, digest) for v in doc if v != digest]
+    return doc
+
+
+def _layers_and_config(ref: str) -> tuple[list[tuple[str, str, dict[str, str]]], object]:
     from ocibridge.model.extract import fetch_manifest
 
     with _store(ref) as (store, tag):
         _, manifest = fetch_manifest(store, store.resolve(tag).digest)
         config = json.loads(store.fetch_bytes(manifest.config))
-        return [(x.digest, x.mediaType, x.annotations) for x in manifest.layers], config
+        return [(x.digest, x.mediaType, dict(x.annotations or {})) for x in manifest.layers], config
 
 
 def test_hostile_writes_are_refused_and_change_nothing(tmp_path, registry, unique_repo, lfs_client, monkeypatch):
@@ -316,19 +335,16 @@ def test_branches_tags_history_and_commits_at_once(tmp_path, registry, unique_re
         assert {b.name: b.target_commit for b in refs.branches} == {"main": api.model_info("acme/tiny").sha,
                                                                    "dev": on_dev.oid}
         assert {f.rfilename for f in api.model_info("acme/tiny", revision="dev").siblings or []} == {
-            "config.json", "model.safetensors", "tokenizer.json", "dev.txt"}
+            ".gitattributes", "config.json", "model.safetensors", "tokenizer.json", "dev.txt"}
 
         history = api.list_repo_commits("acme/tiny")
-        assert [c.title for c in history][-1] == "first" and len(history) == 3
+        assert [c.title for c in history][-2:] == ["first", "initial commit"] and len(history) == 4
         assert {c.title for c in history[:2]} == {"add at-once-0.txt", "add at-once-1.txt"}
-        assert history[0].authors == ["ci-bot"] and history[-1].commit_id == first.oid
-        assert [c.title for c in api.list_repo_commits("acme/tiny", revision="dev")] == ["on dev", "first"]
+        assert history[0].authors == ["ci-bot"] and history[-2].commit_id == first.oid
+        assert [c.title for c in api.list_repo_commits("acme/tiny", revision="dev")] == [
+            "on dev", "first", "initial commit"]
 
-        for call in (lambda: api.delete_branch("acme/tiny", branch="dev"),
-                     lambda: api.delete_tag("acme/tiny", tag="v1"), lambda: api.delete_repo("acme/tiny")):
-            with pytest.raises(HfHubHTTPError) as refused:
-                call()
-            assert refused.value.response.status_code == 405
+        # deleting them: tests/test_serve_hub_repos.py
 
         hf = Path(sys.executable).with_name("hf")
         (tmp_path / "card.md").write_text("# card\n")
@@ -365,7 +381,7 @@ def test_publish_over_xet_commits_what_hf_xet_uploaded(tmp_path, registry, uniqu
         done = api.upload_folder(repo_id="acme/xet", folder_path=src, commit_message="over xet")
         assert api.model_info("acme/xet").sha == done.oid
         got = huggingface_hub.snapshot_download("acme/xet", token="reader-token")
-        assert files_of(Path(got)) == files_of(src)
+        assert published_files_of(Path(got)) == files_of(src)
     assert main(["validate", f"{prefix}/acme/xet:latest", "--strict"]) == 0
 
 
@@ -404,6 +420,6 @@ def test_serve_runs_on_either_loop_and_publishes(tmp_path, registry, unique_repo
         api.create_repo("acme/loop")
         api.upload_folder(repo_id="acme/loop", folder_path=src)
         got = Path(huggingface_hub.snapshot_download("acme/loop", cache_dir=tmp_path / "hub", token="reader-token"))
-        assert files_of(got) == files_of(src)
+        assert published_files_of(got) == files_of(src)
     finally:
         stop(proc)

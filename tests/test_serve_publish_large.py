@@ -17,9 +17,10 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from test_serve_publish import _layers_and_config, _store, serve_process, xet_only
+from test_serve_publish import _layers_and_config, _store, pushed_as_serve_commits, serve_process, xet_only
 
 from ocibridge.cli import main
+from ocibridge.hubserver.writes.initial import GITATTRIBUTES
 
 pytest.importorskip("hf_xet")
 
@@ -63,7 +64,7 @@ def test_a_256_mib_model_published_over_xet_comes_back_exactly(tmp_path, registr
                                                                capsys):
     monkeypatch.setenv("OCIBRIDGE_DIGEST_CACHE", "0")  # serve and push below: what a commit knows, it was told
     src = large_model(tmp_path / "model")
-    expected = hashes_of(src)
+    expected = hashes_of(src) | {".gitattributes": hashlib.sha256(GITATTRIBUTES).hexdigest()}  # the first commit's
     prefix = f"{registry.host}/{unique_repo}"
     log = tmp_path / "serve.log"
     with serve_process(tmp_path, prefix) as url:
@@ -90,7 +91,7 @@ def test_a_256_mib_model_published_over_xet_comes_back_exactly(tmp_path, registr
     assert main(["validate", ref, "--strict"]) == 0
     capsys.readouterr()
     assert main(["push", str(tmp_path / "large"), f"{prefix}/same:latest", "-q"]) == 0
-    assert _layers_and_config(ref) == _layers_and_config(f"{prefix}/same:latest")
+    assert pushed_as_serve_commits(ref) == _layers_and_config(f"{prefix}/same:latest")
     assert _table_of(ref) == _table_of(f"{prefix}/same:latest") is not None
 
 

@@ -16,7 +16,7 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from serve_processes import ServeProcess, free_port, running
-from serving import files_of, point_hub_at
+from serving import files_of, point_hub_at, published_files_of
 from test_serve_publish import model_dir
 
 from ocibridge.hubserver.app import ServeApp
@@ -61,7 +61,7 @@ def test_writes_through_a_reader_land_and_its_urls_lead_back_to_it(pair, tmp_pat
     assert HfApi(endpoint=writer.url, token="reader-token").model_info("acme/lfs").sha == done.oid
     assert api.model_info("acme/lfs").sha == done.oid
     got = huggingface_hub.snapshot_download("acme/lfs", token="reader-token")
-    assert files_of(Path(got)) == files_of(src)
+    assert published_files_of(Path(got)) == files_of(src)
 
 
 def test_xet_uploads_through_a_reader(pair, tmp_path, monkeypatch):
@@ -77,7 +77,7 @@ def test_xet_uploads_through_a_reader(pair, tmp_path, monkeypatch):
     done = api.upload_folder(repo_id="acme/xet", folder_path=src)
     assert HfApi(endpoint=writer.url, token="reader-token").model_info("acme/xet").sha == done.oid
     got = huggingface_hub.snapshot_download("acme/xet", token="reader-token")
-    assert files_of(Path(got)) == files_of(src)
+    assert published_files_of(Path(got)) == files_of(src)
 
 
 def test_twenty_concurrent_commits_through_a_reader_and_the_writer_all_land(pair, tmp_path, monkeypatch):

@@ -31,6 +31,7 @@ from huggingface_hub import HfApi
 from serving import point_hub_at
 from test_serve_hostile import ServeProcess, serve_process
 
+from ocibridge.cli import main
 from ocibridge.hubserver.access import parse_line
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
@@ -76,6 +77,10 @@ def honest_api(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path, token: str)
     return HfApi(endpoint=url, token=token)
 
 
+#: the registry prefix each serve of this module serves (by its URL)
+PREFIXES: dict[str, str] = {}
+
+
 @pytest.fixture(scope="module")
 def served(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     """serve over a fresh prefix of the registry, with a policy rejecting its secret/vault, the
@@ -88,6 +93,7 @@ def served(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     (root / "tokens").write_text("\n".join(LINES) + "\n")
     with serve_process(root, prefix, "--policy", str(policy), "--token-file", str(root / "tokens"),
                        *PARTS) as (process, log):
+        PREFIXES[process.url] = prefix
         yield process
     assert not [line for line in log if "Traceback" in line], log
 
@@ -96,9 +102,10 @@ def served(registry: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def test_a_file_the_policy_refuses_is_neither_offered_nor_committed_by_its_hash(served, monkeypatch, tmp_path):
     url = served.url
     secret = b"secret/vault's weights " + os.urandom(64 * 1024)
-    create(url, "secret/vault", "owner")  # its owner publishes it through serve: serve knows where it lives
-    owner = honest_api(monkeypatch, url, tmp_path / "hub", "owner")
-    owner.upload_file(path_or_fileobj=secret, path_in_repo="weights.bin", repo_id="secret/vault")
+    # its owner pushes it (serve builds no commit on a head its policy refuses to serve)
+    (tmp_path / "vault").mkdir()
+    (tmp_path / "vault" / "weights.bin").write_bytes(secret)
+    assert main(["push", str(tmp_path / "vault"), f"{PREFIXES[url]}/secret/vault:latest", "-q"]) == 0
     refused = httpx.get(f"{url}/secret/vault/resolve/main/weights.bin", headers=auth("reader"))
     assert refused.status_code == 403  # the policy: nobody reads it
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import huggingface_hub
 import numpy as np
 import pytest
-from serving import files_of, point_hub_at
+from serving import files_of, point_hub_at, published_files_of
 from test_families_mirror import _uploads_and_mounts
 from test_serve_publish import ROOT, _store, model_dir, serve_process
 from test_serve_xet_upload import call as xet_upload_call
@@ -200,7 +200,7 @@ def test_a_file_another_repository_holds_is_mounted_not_uploaded(tmp_path, regis
         api.upload_folder(repo_id="acme/two", folder_path=src)
         assert sent == []
         got = huggingface_hub.snapshot_download("acme/two", token="reader-token")
-        assert files_of(Path(got)) == files_of(src)
+        assert published_files_of(Path(got)) == files_of(src)
     weights = "sha256:" + hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
     uploaded, mounted = _uploads_and_mounts(registry.log_file.read_text(), f"{unique_repo}/acme/two")
     assert weights in mounted and weights not in uploaded, (uploaded, mounted)

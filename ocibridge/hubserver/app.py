@@ -69,6 +69,7 @@ from ocibridge.hubserver.web.pages import WebPages
 from ocibridge.hubserver.writes.commit import CommitRoutes
 from ocibridge.hubserver.writes.creating import Creating
 from ocibridge.hubserver.writes.deleting import Deleting
+from ocibridge.hubserver.writes.lfsfiles import LfsFiles
 from ocibridge.hubserver.writes.moving import Moving
 from ocibridge.hubserver.writes.refs import RefRoutes
 from ocibridge.hubserver.writes.repos import Repos
@@ -121,6 +122,7 @@ class ServeApp:
         self.deleting = Deleting(self.repos)
         self.squashing = Squashing(self.repos, publish)
         self.moving = Moving(self.deleting)
+        self.lfs_files = LfsFiles(self.repos, publish)
         self.reads = ReadRoutes(catalog, self.model, blobs, ranges, self.xet, settings, self.repos.created_empty)
         self.xet_upload = XetUpload(self.staging, self.gate.xet, self.xet.base,  # uploads over Xet
                                     blobs=self.repos.mounts, relay=relay, ingest=partial(ingest_for, first))
@@ -206,6 +208,9 @@ class ServeApp:
                 HubRoute(f"{base}/super-squash/{{branch:hub_part}}",
                          self.writing(self.squashing.squash, audit="super_squash"), methods=("POST",)),
                 HubRoute(f"{base}/auth-check", self.guarded(self.auth_check), methods=GET),
+                HubRoute(f"{base}/lfs-files", self.guarded(self.lfs_files.listed), methods=GET),
+                HubRoute(f"{base}/lfs-files/batch", self.writing(self.lfs_files.delete, audit="delete_lfs_files"),
+                         methods=("POST",)),
                 HubRoute(f"{base}/auth-check/write", self.guarded(self.auth_check_write), methods=GET),
                 HubRoute(f"{base}/revision/{{revision:hub_rest}}", self.guarded(self.reads.model_info), methods=GET),
                 HubRoute(f"{base}/tree/{{revision:hub_part}}", self.guarded(self.reads.tree), methods=GET),

@@ -15,7 +15,14 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Denied
 from ocibridge.hubserver.reading.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.uploads.staging import StagingFull
-from ocibridge.hubserver.writes.commits import BadCommit, MissingEntry, ProtectedRef, StaleParent, UnknownContent
+from ocibridge.hubserver.writes.commits import (
+    BadCommit,
+    EscapingPath,
+    MissingEntry,
+    ProtectedRef,
+    StaleParent,
+    UnknownContent,
+)
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -38,6 +45,7 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     (Refused, 403, "GatedRepo", "Refused by the policy serve enforces"),
     (StaleParent, 412, None, "A commit has happened since"),
     (ProtectedRef, 403, None, "A ref the Hub keeps"),
+    (EscapingPath, 422, "BadRequest", "A path that climbs out of the repository"),
     (MissingEntry, 404, "EntryNotFound", "No such file"),
     (BadCommit, 400, "BadRequest", "Not a commit serve can make"),
     (UnknownContent, 422, "BadRequest", "A commit names bytes serve does not hold"),
@@ -45,6 +53,9 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     (OcibridgeError, 502, None, "The registry did not answer as expected"),
 )
 
+
+#: what a repository no source holds (or the request may not read) is answered with, as the Hub answers it
+REPO_NOT_FOUND = "Repository not found"
 
 #: what the routes catch and answer by the table (anything else is a bug: the server's 500)
 CAUGHT = (Denied, OcibridgeError)
@@ -58,4 +69,6 @@ def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
     status, code, title = next(row[1:] for row in TABLE if isinstance(error, row[0]))  # the last row: any
     if status == 502:
         log.warning("%s: %s", where, error)
+    if isinstance(error, RepoNotFound):  # the Hub's words, which huggingface_hub's own message holds
+        return Failure(status, code, title, REPO_NOT_FOUND)
     return Failure(status, code, title, str(error))

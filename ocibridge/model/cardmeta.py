@@ -38,7 +38,8 @@ MAX_VALUE = 256
 ANNOTATION_BASE_MODEL = "io.ocibridge.card.base_model"
 ANNOTATION_TAGS = "io.ocibridge.card.tags"
 ANNOTATION_PIPELINE = "io.ocibridge.card.pipeline_tag"
-_FRONT = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
+#: the block opens the card, after blank lines (as huggingface_hub's REGEX_YAML_BLOCK and the Hub read it)
+_FRONT = re.compile(r"\A\s*---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", re.S)
 _LANGUAGE = re.compile(r"^[a-z]{2}$")  # ModelPack's capabilities.languages: ISO 639-1
 
 

@@ -123,9 +123,9 @@ class CommitRoutes:
                 raise commits.BadCommit(f"Invalid rev id: {branch} is a tag, not a branch: commits go to branches "
                                         "(a tag stays where it was made)")
             if payload.parent is not None and (head is None or head.commit != payload.parent[:40].lower()):
-                raise commits.StaleParent(f"A commit has happened since: {branch} is at "
-                                          f"{head.commit if head else 'no commit'}, not {payload.parent}. "
-                                          "Please refresh and try again.")
+                raise commits.StaleParent("The branch was updated since you opened this page. Please refresh and "
+                                          f"try again. ({branch} is at {head.commit if head else 'no commit'}, "
+                                          f"not {payload.parent})")
             parent: dict[str, str] = {}
             parent_regular: dict[str, str] = {}  # the parent's regular files: kept ones keep their kind
             held: Callable[[str], KnownFile] = _nothing

@@ -71,6 +71,10 @@ class UploadCollected(UnknownContent):
     as such, not as never uploaded: the client did upload it, and must do so again."""
 
 
+class EscapingPath(OcibridgeError):
+    """A path that climbs out of the repository as Windows reads it (``..\\x``): the Hub's 422."""
+
+
 class MissingEntry(OcibridgeError):
     """A file or folder deleted is not in the branch (the Hub's EntryNotFound)."""
 
@@ -121,15 +125,21 @@ class CommitRequest:
 
 def clean_path(path: object, what: str = "path") -> str:
     """A path of the repository, as sent: relative, without ``..``, NUL, backslash or another
-    control character, and in no folder of :data:`FORBIDDEN_FOLDERS`."""
+    control character, and in no folder of :data:`FORBIDDEN_FOLDERS`. A path that climbs out as
+    Windows reads it (``..\\x``) is the Hub's 422 (:class:`EscapingPath`); any other backslash is
+    refused (400) where the Hub keeps it as a character: a ``pull`` or ``mount`` on Windows would
+    read it as a folder, and ``folder/..\\..\\x`` would land outside its directory."""
     if not isinstance(path, str):
         raise BadCommit(f"{what}: expected a string")
     if len(path.encode("utf-8", "surrogatepass")) > PATH_MAX:
         raise BadCommit(f"Invalid path: {path[:80]!r}... is longer than {PATH_MAX} bytes")
+    if path == ".." or path.startswith(("..\\", ".\\..\\")):
+        raise EscapingPath(f"Invalid path: {path[:80]!r} climbs out of the repository (a relative path)")
     try:
         clean = safe_relpath(path, what)
     except UnsafePath as e:
-        raise BadCommit(f"Invalid path: {e}") from None
+        why = " (read as a folder on Windows: serve keeps no backslash in a path)" if "\\" in path else ""
+        raise BadCommit(f"Invalid path: {e}{why}") from None
     if any(len(part.encode("utf-8", "surrogatepass")) > NAME_MAX for part in clean.split("/")):
         raise BadCommit(f"Invalid path: {clean[:80]!r}... has a name longer than {NAME_MAX} bytes")
     if _CONTROL.search(clean):
@@ -221,9 +231,11 @@ def new_tree(parent: dict[str, str], request: CommitRequest, staged: Callable[[s
     ``held(path)``: a file of the parent. Refuses before anything is written."""
     tree: dict[str, str] = dict(parent)
     for path in request.deleted_files:
-        if path not in tree:
+        under = [p for p in tree if p.startswith(path + "/")]
+        if path not in tree and not under:
             raise MissingEntry(f"A file with this name doesn't exist: {path}")
-        del tree[path]
+        for p in [path] if path in tree else under:  # a folder named as a file: the Hub deletes the folder
+            del tree[p]
     for folder in request.deleted_folders:
         under = [p for p in tree if p.startswith(folder + "/")]
         if not under:

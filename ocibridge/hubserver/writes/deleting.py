@@ -27,7 +27,7 @@ from ocibridge.errors import NotFound, RegistryError
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body, requested_repo
 from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.reading.refsrecord import RefsRecord, read_record
-from ocibridge.hubserver.reading.sources import RepoNotFound, Repository, RevisionNotFound, repo_parts
+from ocibridge.hubserver.reading.sources import Repository, RevisionNotFound, repo_parts
 from ocibridge.hubserver.reading.tombstone import DESCRIPTOR, EMPTY, EMPTY_JSON
 from ocibridge.hubserver.writes.commits import ProtectedRef
 from ocibridge.hubserver.writes.creating import repo_id_of
@@ -70,7 +70,7 @@ class Deleting:
 
     def home(self, repo_id: str) -> Repository:
         """Where ``repo_id`` lives: the first source that holds it (not deleted); the Hub's
-        "Repository Not Found" when none does."""
+        RepoNotFound when none does (huggingface_hub says "Repository Not Found")."""
         parts = repo_parts(repo_id)
         for source in self.repos.catalog.sources if parts is not None else ():
             repo = source.repository(parts or [])
@@ -82,7 +82,7 @@ class Deleting:
                 continue
             if tags and not read_record(repo).deleted:
                 return repo
-        raise RepoNotFound(f"Repository Not Found: {repo_id}")
+        raise self.repos.catalog.missing(repo_id)  # as a hidden one is answered: the same words
 
     def _delete_repo(self, repo_id: str) -> None:
         self.delete_home(repo_id, None)

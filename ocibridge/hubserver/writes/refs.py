@@ -57,6 +57,7 @@ class RefRoutes:
         if not isinstance(name, str) or not isinstance(start, str):
             return error(400, None, "expected a name and a revision")
         tag = self.repos.catalog.default_tag if name == "main" else name
+        await in_thread(self.repos.catalog.resolve, repo_id, start)  # the Hub's order: RevisionNotFound first
         if COMMIT.fullmatch(name.lower()):  # a ref the commit ids of the read API would hide
             return error(400, "BadRequest", f"Invalid reference name: {name}: it reads as a commit id")
         if is_bookkeeping(name):
