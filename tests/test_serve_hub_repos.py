@@ -285,8 +285,9 @@ def test_lfs_files_are_listed_and_deleted_for_good(served):
     assert sorted((f.filename, f.ref) for f in listed) == [
         ("lfs_branch.bin", "refs/heads/my-branch"), ("lfs_file.bin", "refs/heads/main"),
         ("lfs_file_2.bin", "refs/heads/main")]
-    assert all(f.file_oid == hashlib.sha256(c).hexdigest() for f, c in
-               zip(sorted(listed, key=lambda f: f.filename), [b"LFS branch", b"LFS content", b"LFS content 2"], strict=True))
+    contents = [b"LFS branch", b"LFS content", b"LFS content 2"]
+    by_name = sorted(listed, key=lambda f: f.filename)
+    assert [f.file_oid for f in by_name] == [hashlib.sha256(c).hexdigest() for c in contents]
     on_main = [f for f in listed if f.ref == "refs/heads/main"]
     api.permanently_delete_lfs_files(repo, on_main)
     assert [f.filename for f in api.list_lfs_files(repo)] == ["lfs_branch.bin"]
