@@ -171,7 +171,7 @@ class ReadRoutes:
         if f is None:
             return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path}", commit)
         headers = {**commit, **_named(f), "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
-        name = await in_thread(self.xet.offer, resolved, f) if self.xet.name_size(f.size) else None
+        name = await in_thread(self.xet.offer, resolved, f)
         if name is not None:
             headers["X-Xet-Hash"] = name
             headers["X-Xet-Refresh-Route"] = self.xet.token_route(request, repo, resolved.commit)

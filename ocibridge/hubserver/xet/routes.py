@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 PINNED_FOR = 60
 #: seconds a xorb request waits for its first verified bytes before a 503
 FIRST_BYTE_WAIT = 120.0
+#: bytes from which a registry blob without a chunk table is offered only once serve holds it
+#: (a smaller one is fetched and verified long before hf_xet gives up on a silent answer)
+STREAMED_MIN = 64 * 1024 * 1024
 _T = TypeVar("_T")
 
 
@@ -54,10 +57,17 @@ class XetRoutes:
         """Whether a file of ``size`` bytes is large enough for Xet (``--xet-min-size``)."""
         return self.xet_min is not None and size >= max(1, self.xet_min)
 
-    def name(self, f: HubFile) -> str | None:
-        """The file's Xet name when it is large enough for Xet; none for a regular file, which
-        the Hub keeps in git, never in Xet (:mod:`.reading.regular`)."""
-        return xorbs.file_id(f.sha256, f.size) if self.name_size(f.size) and f.git_blob is None else None
+    def name(self, f: HubFile, published: bool = False) -> str | None:
+        """The file's Xet name when it is large enough for Xet (``published``: a file in git-lfs of
+        a commit serve made, offered whatever its size, as the Hub keeps every such file in Xet);
+        none for a regular file, which the Hub keeps in git, never in Xet (:mod:`.reading.regular`)."""
+        if f.git_blob is not None or self.xet_min is None:
+            return None
+        return xorbs.file_id(f.sha256, f.size) if published or self.name_size(f.size) else None
+
+    def name_in(self, resolved: Resolved, f: HubFile) -> str | None:
+        """:meth:`name` of a file of the commit ``resolved``."""
+        return self.name(f, published(resolved))
 
     def table_of(self, resolved: Resolved, layer: Descriptor) -> TableOf | None:
         """The chunk table the model's manifest binds for a registry ``layer``, if any (its
@@ -73,9 +83,9 @@ class XetRoutes:
         read whole at once (a layout), or a registry blob whose manifest binds a chunk table.
         A registry blob without one would be sent only once it is all fetched, and hf_xet gives
         up on an answer that sends nothing for 300 s: the plain route streams it instead."""
-        name = self.name(f)
-        if name is None or f.local is not None or f.layer is None:
-            return name
+        name = self.name_in(resolved, f)
+        if name is None or f.local is not None or f.layer is None or f.size < STREAMED_MIN:
+            return name  # a small blob is fetched and verified long before hf_xet gives up
         if not isinstance(resolved.repo.store, RangedBlobSource) or self.blobs.cached(f.layer) is not None:
             return name
         return name if self.table_of(resolved, f.layer) is not None else None
@@ -121,7 +131,7 @@ class XetRoutes:
         repo_id, commit, name = requested_repo(request), params["commit"], params["file_id"]
         client = require_token(self.grants, request, f"{repo_id}@{commit}", "access")
         resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
-        f = next((f for f in files.files.values() if self.name(f) == name), None)
+        f = next((f for f in files.files.values() if self.name_in(resolved, f) == name), None)
         if f is None:
             return error(404, "EntryNotFound", f"{repo_id}@{commit}: no file with the Xet name {name}")
         wanted = byte_range(request.headers.get("range"), f.size)
@@ -148,7 +158,7 @@ class XetRoutes:
         sha256, size, k = params["sha256"], params["size"], params["k"]
         resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
         f = next((f for f in files.files.values() if f.sha256 == sha256 and f.size == size), None)
-        if f is None or self.name(f) is None or not 0 <= k < xorbs.xorb_count(size):
+        if f is None or self.name_in(resolved, f) is None or not 0 <= k < xorbs.xorb_count(size):
             return error(404, "EntryNotFound", f"{repo_id}@{commit}: no such xorb")
         total = xorbs.xorb_size(size, k)
         wanted = byte_range(request.headers.get("range"), total)
@@ -180,3 +190,10 @@ class XetRoutes:
             self._pieces = Shares(xorbs.SENDING_AT_ONCE, xorbs.SHARE)
         return ClosingStream(xorbs.xorb_body(source, size, k, start, end, self._pieces, client, turn_of(request.scope)),
                              status_code=status, headers=headers)
+
+
+def published(resolved: Resolved) -> bool:
+    """Whether ``resolved`` is a commit serve made (its manifest names its summary)."""
+    from ocibridge.hubserver.writes.commits import SUMMARY
+
+    return SUMMARY in (resolved.manifest.annotations or {})
