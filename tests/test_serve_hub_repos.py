@@ -247,8 +247,13 @@ def test_move_and_super_squash(served):
     api.move_repo(from_id=repo, to_id="acme/squashed")
     assert api.model_info("acme/squashed").sha == head  # the same commits, the same ids
     assert api.model_info("acme/squashed", revision="v0.1").sha == branch[0].commit_id
-    with pytest.raises(RepositoryNotFoundError):
-        api.model_info(repo)
+    # the old id redirects its reads to the new one (307), as the Hub's do after a rename
+    assert Path(api.hf_hub_download(repo, "file.txt")).read_bytes() == b"another"
+    moved = httpx.head(f"{served.url}/{repo}/resolve/main/file.txt", headers={"Authorization": "Bearer alice-token"})
+    assert moved.status_code == 307 and moved.headers["location"] == "/acme/squashed/resolve/main/file.txt"
+    assert api.model_info(repo).id == "acme/squashed"
+    assert api.create_repo(repo.split("/")[1]).repo_id == repo  # the old name is free again
+    api.delete_repo(repo)
     api.create_repo("acme/taken")
     with pytest.raises(HfHubHTTPError) as taken:
         api.move_repo(from_id="acme/squashed", to_id="acme/taken")

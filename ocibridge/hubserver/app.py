@@ -53,7 +53,7 @@ from ocibridge.hubserver.reading.blobs import Blobs
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
-from ocibridge.hubserver.reading.sources import RepoNotFound
+from ocibridge.hubserver.reading.sources import RepoMoved, RepoNotFound
 from ocibridge.hubserver.replicas.forward import Forwarder
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.requestid import RequestId
@@ -168,6 +168,8 @@ class ServeApp:
                     self.gate.require(request, repo_id, Access.READ)
                 return await answer(request)
             except CAUGHT as e:
+                if isinstance(e, RepoMoved) and request.method in ("GET", "HEAD"):
+                    return moved_answer(request, e)
                 failure = failure_of(e, f"{request.method} {request.url.path}")
                 refused = error(failure.status, failure.code, failure.message)
                 if isinstance(e, RepoNotFound) and self.forwarder is not None and request.method in ("GET", "HEAD"):
@@ -335,6 +337,21 @@ class ServeApp:
 
     async def xet_token(self, request: Request) -> Response:
         return await self.xet.token(request, requested_repo(request), request.path_params["revision"])
+
+
+def moved_answer(request: Request, moved: RepoMoved) -> Response:
+    """A read of a repository ``move_repo`` moved: the Hub's 307 to the same path under its new id
+    (relative, so huggingface_hub follows it: it follows redirects to its own host only)."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    path = raw.decode("latin-1")
+    old = f"/{moved.repo_id}"
+    at = path.lower().find(old.lower() + "/") if not path.lower().endswith(old.lower()) else len(path) - len(old)
+    if at < 0:
+        return error(404, "RepoNotFound", "Repository not found")
+    target = path[:at] + f"/{moved.moved_to}" + path[at + len(old):]
+    query = request.url.query
+    return Response(status_code=307, headers={"Location": target + (f"?{query}" if query else ""),
+                                              "X-Error-Message": f"Repository moved to {moved.moved_to}"})
 
 
 def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: ServeSettings | None = None, *,

@@ -22,6 +22,7 @@ from ocibridge.hubserver.reading.sources import (
     DIGEST,
     Refused,
     RegistrySource,
+    RepoMoved,
     RepoNotFound,
     Repository,
     RevisionNotFound,
@@ -202,6 +203,9 @@ class Catalog:
                             card)
         if held:
             raise RevisionNotFound(self._no_revision(repo_id, parts, revision))
+        moved = self.states.of(repo_id).moved
+        if moved:
+            raise RepoMoved(repo_id, moved)  # its reads redirect, as the Hub's do (move_repo)
         raise self.missing(repo_id)
 
     def missing(self, repo_id: str) -> RepoNotFound:

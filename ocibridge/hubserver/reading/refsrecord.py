@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
-from ocibridge.hubserver.reading.sources import Repository
+from ocibridge.hubserver.reading.sources import Repository, repo_parts
 from ocibridge.oci.bookkeeping import REFS_ARTIFACT_TYPE, REFS_LAYER_TYPE, REFS_TAG, is_bookkeeping
 from ocibridge.oci.models import Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import check_tag
@@ -38,6 +38,7 @@ class RefsRecord:
     tags: frozenset[str] = frozenset()
     private: bool = False
     deleted: bool = False
+    moved: str = ""  # the repo id ``move_repo`` moved a deleted repository to (its reads redirect there)
 
     def with_ref(self, name: str, branch: bool) -> RefsRecord:
         """The record with ``name`` added as a branch (``branch``) or a tag, and not as the other."""
@@ -55,6 +56,8 @@ class RefsRecord:
             doc["private"] = True
         if self.deleted:
             doc["deleted"] = True
+        if self.moved:
+            doc["moved"] = self.moved
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -97,4 +100,7 @@ def parsed(data: bytes) -> RefsRecord:
         return frozenset(found)
 
     branches = names("branches")
-    return RefsRecord(branches, names("tags") - branches, doc.get("private") is True, doc.get("deleted") is True)
+    moved = doc.get("moved")
+    moved = moved if isinstance(moved, str) and repo_parts(moved) is not None else ""
+    return RefsRecord(branches, names("tags") - branches, doc.get("private") is True, doc.get("deleted") is True,
+                      moved)

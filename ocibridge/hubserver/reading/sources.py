@@ -55,6 +55,14 @@ class RepoNotFound(OcibridgeError):
     """No source holds the repository."""
 
 
+class RepoMoved(RepoNotFound):
+    """A repository ``move_repo`` moved: gone from here, its reads redirected to ``moved_to``."""
+
+    def __init__(self, repo_id: str, moved_to: str):
+        super().__init__(f"{repo_id}: moved to {moved_to}")
+        self.repo_id, self.moved_to = repo_id, moved_to
+
+
 class RevisionNotFound(OcibridgeError):
     """A source holds the repository, none the revision."""
 

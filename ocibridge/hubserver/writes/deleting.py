@@ -87,13 +87,15 @@ class Deleting:
     def _delete_repo(self, repo_id: str) -> None:
         self.delete_home(repo_id, None)
 
-    def delete_home(self, repo_id: str, repo: Repository | None) -> None:
-        """Delete ``repo_id`` (where it lives: ``repo``, else found), its main and record locked."""
+    def delete_home(self, repo_id: str, repo: Repository | None, moved_to: str = "") -> None:
+        """Delete ``repo_id`` (where it lives: ``repo``, else found), its main and record locked;
+        ``moved_to``: the repo id ``move_repo`` copied it to, where its reads are redirected."""
         with self.repos.branches.lock(repo_id, "main"), self.repos.branches.lock(repo_id, RECORD_LOCK):
             repo = repo or self.home(repo_id)
             store = record_store(repo)
             old = read_record(repo)
-            write_record(repo, store, RefsRecord(private=old.private, deleted=True))  # first: 404 from here on
+            # first: 404 from here on (a redirect, moved)
+            write_record(repo, store, RefsRecord(private=old.private, deleted=True, moved=moved_to))
             self.repos.catalog.forget(repo_id)
             bury(store, repo, [tag for tag in repo.tags() if tag != REFS_TAG])
             self.repos.catalog.forget(repo_id)

@@ -78,6 +78,6 @@ class Moving:
                     continue
                 if not is_tombstone(top.digest):
                     copy(source.store, top, store, target.reference(tag), referrers=True)
-        self.deleting.delete_home(old, source)
+        self.deleting.delete_home(old, source, moved_to=new)
         self.repos.catalog.forget(new)
         log.info("%s: moved to %s (%s)", old, new, target.shown)
