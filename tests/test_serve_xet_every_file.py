@@ -38,3 +38,26 @@ def test_a_small_file_published_through_serve_is_offered_over_xet(tmp_path, regi
         assert getattr(entries["notes.txt"], "xet_hash", None) is None
         pushed = get_hf_file_metadata(hf_hub_url("acme/pushed", "config.json", endpoint=url), token="reader-token")
         assert pushed.xet_file_data is None  # pushed outside serve, under --xet-min-size: plain
+
+
+def test_anonymous_reads_go_over_xet_too(tmp_path, registry, unique_repo, monkeypatch):
+    """With an ``anonymous read=`` line, a request without a token is handed a Xet token too, and
+    hf_xet's reconstructions and xorbs take it (the refresh route is asked as resolve was: with no
+    token); a private repository's stays refused."""
+    import os
+
+    from serving import serve_as_process
+    from test_serve_publish import ROOT
+
+    (tmp_path / "tokens.txt").write_text("w user=w write=*\nanonymous read=*\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(tmp_path / "cache")}
+    with serve_as_process([f"{registry.host}/{unique_repo}", "--no-access-log", "--token-file",
+                           str(tmp_path / "tokens.txt")], env, tmp_path / "serve.log") as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub", xet=True)
+        writer = HfApi(endpoint=url, token="w")
+        writer.create_repo("acme/open")
+        writer.upload_file(path_or_fileobj=b"\x00open weights" * 100, path_in_repo="w.bin", repo_id="acme/open")
+        got = Path(snapshot_download("acme/open", token=False))
+        assert (got / "w.bin").read_bytes() == b"\x00open weights" * 100
+        log = (tmp_path / "serve.log").read_text()
+        assert "Traceback" not in log

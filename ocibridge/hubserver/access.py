@@ -252,6 +252,13 @@ class _Lines:
     anonymous: Grant | None = None  # what a request without a token reads (None: nothing)
 
 
+def _xet_clients(grants: Sequence[Grant]) -> list[bytes]:
+    """Whose Xet grants stay good: every token's, and with an anonymous line, requests without a
+    token (hf_xet asks the refresh route as huggingface_hub asked resolve: with no token). The
+    signing key is made from the tokens alone, never from the anonymous line's empty one."""
+    return [g.token.encode() for g in grants]  # the anonymous grant's token is ""
+
+
 def _public(repo_id: str) -> bool:
     return False
 
@@ -281,7 +288,7 @@ class Gate:
         self._session_key = secrets.token_bytes(32)  # a restart signs every page visitor out
         self._watch = threading.Lock()
         # Xet access tokens and xorb URLs: any token's client
-        self.xet = Signer([g.token.encode() for g in grants if not g.anonymous])
+        self.xet = Signer([g.token.encode() for g in grants if not g.anonymous], served=_xet_clients(grants))
         # LFS upload URLs: a key of their own, good for write tokens' clients only
         self.uploads = Signer([g.token.encode() for g in grants if not g.anonymous],
                               purpose=b"ocibridge-upload-url", served=[g.token.encode() for g in grants if g.write])
@@ -318,7 +325,7 @@ class Gate:
                 log.warning("--token-file %s: read again, %d tokens", self.source.path, len(grants))
             self._lines = self._made(grants)
             tokens = [g.token.encode() for g in grants if not g.anonymous]
-            self.xet.rekey(tokens)
+            self.xet.rekey(tokens, _xet_clients(grants))
             self.uploads.rekey(tokens, [g.token.encode() for g in grants if g.write])
             return self._lines
 
