@@ -491,8 +491,9 @@ def tags(ref: str | Locator, *, transfer: TransferOptions | None = None, bookkee
     """The tags of a registry repository or a layout; of a local ``NAME[:TAG]``, NAME's TAGs.
     A repository that exists with no tag (emptied) has none; NotFound when the registry does
     not know the repository at all (its tag list answered 404: most often a misspelt name).
-    ``ocibridge serve``'s own tags (``ocibridge-commit-<id>``, ``ocibridge-refs``: serve.md) are
-    left out unless ``bookkeeping``."""
+    ocibridge's own tags (``ocibridge-ref-<hex>`` beside every referrer, serve's
+    ``ocibridge-commit-<id>`` and ``ocibridge-refs``: signing.md, serve.md) are left out unless
+    ``bookkeeping``."""
     names = _tags(ref, transfer)
     return names if bookkeeping else [name for name in names if not is_bookkeeping(name)]
 

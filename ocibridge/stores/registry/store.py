@@ -4,6 +4,8 @@ Manifests go by ``/manifests/`` with the Accept list of every manifest type this
 reads; everything fetched is verified against its digest. Referrers use the registry's API
 where it has one and the OCI 1.1 fallback tag (``sha256-<hex>``) where it does not, which
 this store also maintains when it pushes a manifest with a ``subject`` to such a registry.
+Every such manifest is written under a tag of its own, ``ocibridge-ref-<hex>``, so that the
+registry's garbage collection keeps it (oci/bookkeeping.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ocibridge.core.environment import MAX_TAGS as ENV_MAX_TAGS
 from ocibridge.core.httpheaders import header_int
 from ocibridge.core.limits import env_limit
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError, TooLarge
-from ocibridge.oci.bookkeeping import commit_of_tag
+from ocibridge.oci.bookkeeping import commit_of_tag, referrer_tag
 from ocibridge.oci.digest import (
     VerifyingReader,
     is_digest,
@@ -487,13 +489,34 @@ class RegistryStore(ClosesOnExit):
             self.client.send("DELETE", location, scopes=push_scopes(self.repository), retry=False)
 
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        """PUT the manifest, by ``tag`` or by digest. A referrer (a manifest with a ``subject``:
+        whatever attaches, signs, attests or copies it) is written under its bookkeeping tag
+        too, in the same PUT when no other tag is asked for, so that garbage collection keeps
+        it; then, without the referrers API, it is added to the subject's fallback index."""
         verify_bytes(data, desc.digest, desc.size, what="manifest")
         if tag is not None:
             check_tag(tag)
-        response = self._put_manifest(desc, data, tag or desc.digest)
         subject = _subject_of(data, desc.mediaType)
+        keep = referrer_tag(desc.digest) if subject is not None else None
+        response = self._put_manifest(desc, data, tag or keep or desc.digest)
+        if keep is not None and tag not in (None, keep):
+            self._put_manifest(desc, data, keep)
         if subject is not None and not response.headers.get("oci-subject"):
             self._add_to_fallback(subject, desc, data)
+
+    def keep_referrer(self, desc: Descriptor, data: bytes) -> None:
+        """A referrer found here already is given its bookkeeping tag when it lacks it (written
+        before referrers had one, or by another tool): one HEAD when it has it, else the write
+        :meth:`push_manifest` makes (the tag, and the fallback index where it is missing)."""
+        if _subject_of(data, desc.mediaType) is None:
+            return
+        keep = referrer_tag(desc.digest)
+        response = self._send("HEAD", self._path("manifests", keep), headers={"Accept": ACCEPT_MANIFESTS})
+        if response.status_code == 200 and response.headers.get("docker-content-digest") == desc.digest:
+            return
+        if response.status_code not in (200, 404):
+            raise self._fail(response)
+        self.push_manifest(desc, data, keep)
 
     def _put_manifest(self, desc: Descriptor, data: bytes, reference: str) -> httpx.Response:
         """PUT ``data`` (checked against ``desc`` by the caller). A ``DIGEST_INVALID`` answer

@@ -1,0 +1,145 @@
+"""Issue 76: what ocibridge attaches survives the registry's own garbage collection.
+
+Debian's distribution 2.8 has no referrers API: a referrer is listed only by the ``sha256-<hex>``
+fallback index, and an index protects nothing it lists (distribution#3004), so
+``garbage-collect --delete-untagged`` used to delete every bundle, OMS signature, attestation
+and chunk table. Each referrer the registry store writes now has a tag of its own,
+``ocibridge-ref-<hex>`` (oci/bookkeeping.py). The registry here is this test's own: the
+collection stops it and starts it again on the same storage and port.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import registry as registry_support
+from support.registry import RegistryProcess, registry_binary
+
+from ocibridge.cli import main
+from tests.modelgen import make_model
+from tests.signing_keys import key_pair
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    """One command in this process: (exit code, stdout, stderr); ``capsys`` is pytest's
+    ``capsysbinary`` (``cat`` writes a file's bytes), stdout decoded byte for byte."""
+    capsys.readouterr()
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out.decode("latin-1"), err.decode()
+
+
+def ok(capsys, *argv: str) -> tuple[str, str]:
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    return out, err
+
+
+def referrer_digests(capsys, ref: str) -> set[str]:
+    out, _ = ok(capsys, "discover", ref, "--json")
+    return {r["digest"] for r in json.loads(out)["referrers"]}
+
+
+def collect_garbage(registry: RegistryProcess) -> RegistryProcess:
+    """Stop the registry, ``garbage-collect --delete-untagged`` its storage, start it again on
+    the same storage and port (the references, and the signatures' identities, stay as they were)."""
+    port = registry.port
+    registry.stop()
+    done = subprocess.run([registry_binary(), "garbage-collect", "--delete-untagged", str(registry.config_file)],
+                          capture_output=True, text=True, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry_support, "free_port", lambda: port)
+        return RegistryProcess(registry.workdir)
+
+
+def policy_file(path: Path, public: Path) -> Path:
+    path.write_text(json.dumps({"default": [{"type": "reject"}], "transports": {"docker": {"": [
+        {"type": "sigstoreSigned", "keyPath": str(public), "signedIdentity": {"type": "matchRepository"}}]}}}))
+    return path
+
+
+def test_everything_attached_survives_garbage_collection(tmp_path, capsysbinary):
+    """A model pushed with a chunk table, an AI-BOM and provenance, signed by a cosign key
+    (classic and bundle) and with OMS by a P-256 and a P-384 key: after the registry's
+    ``garbage-collect --delete-untagged``, ``verify --key``, ``pull --verify-key`` (cosign's key
+    and each OMS key), a pull under a sigstoreSigned policy, the attestations, a lazy read with
+    the table and ``discover`` are all as before."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    registry = RegistryProcess(tmp_path / "registry")
+    try:
+        model = make_model(tmp_path / "m")
+        ref = f"{registry.host}/acme/kept:v1"
+        cosign_key, cosign_pub = key_pair(tmp_path / "keys")
+        p256_key, p256_pub = key_pair(tmp_path / "keys", "p256")
+        p384_key, p384_pub = key_pair(tmp_path / "keys", "p384", curve=ec.SECP384R1())
+        out, _ = ok(capsysbinary, "push", str(model), ref, "-q", "--json", "--chunk-threshold", "100K",
+                    "--sbom", "--provenance", "--attest-key", str(cosign_key))
+        pushed = json.loads(out)
+        assert pushed["chunks"]["layers"] >= 1 and sorted(pushed["evidence"]["written"]) == ["provenance", "sbom"]
+        ok(capsysbinary, "sign", ref, "--key", str(cosign_key))  # classic and bundle
+        ok(capsysbinary, "sign", ref, "--key", str(p256_key), "--form", "oms")
+        ok(capsysbinary, "sign", ref, "--key", str(p384_key), "--form", "oms")
+        before = referrer_digests(capsysbinary, ref)
+        assert len(before) == 6  # the chunk table, the AI-BOM, the provenance, the bundle, two OMS
+        out, _ = ok(capsysbinary, "tags", ref, "--all", "--json")
+        assert {f"ocibridge-ref-{d[7:]}" for d in before} <= set(json.loads(out))
+
+        registry = collect_garbage(registry)
+
+        assert referrer_digests(capsysbinary, ref) == before
+        out, _ = ok(capsysbinary, "verify", ref, "--key", str(cosign_pub), "--json")
+        assert {s["form"] for s in json.loads(out)["signatures"]} == {"classic", "bundle"}
+        for kind in ("cyclonedx", "slsaprovenance1"):
+            ok(capsysbinary, "verify", ref, "--key", str(cosign_pub), "--attestation-type", kind)
+        for number, public in enumerate((cosign_pub, p256_pub, p384_pub)):
+            ok(capsysbinary, "pull", ref, str(tmp_path / f"out{number}"), "-q", "--verify-key", str(public))
+            assert (tmp_path / f"out{number}" / "model.safetensors").read_bytes() == \
+                (model / "model.safetensors").read_bytes()
+        policy = policy_file(tmp_path / "policy.json", cosign_pub)
+        ok(capsysbinary, "pull", ref, str(tmp_path / "by-policy"), "-q", "--policy", str(policy))
+        out, err = ok(capsysbinary, "cat", ref, "model.safetensors", "--range", "1000-1016")
+        assert out.encode("latin-1") == (model / "model.safetensors").read_bytes()[1000:1016]
+        assert "whole blob" not in err and "chunk table" not in err, err  # read by its table, as before
+    finally:
+        registry.stop()
+
+
+def test_a_referrer_written_before_referrers_had_a_tag_gets_it_when_written_again(tmp_path, capsysbinary,
+                                                                                   monkeypatch):
+    """A chunk table and a bundle written as ocibridge wrote them before (by digest, listed only by
+    the fallback index): pushing and signing again (the same bytes: "already there") tag each
+    of them, and the garbage collection then keeps them."""
+    from ocibridge.stores.registry import store as registry_store
+
+    registry = RegistryProcess(tmp_path / "registry")
+    try:
+        model = make_model(tmp_path / "m")
+        ref = f"{registry.host}/acme/old:v1"
+        private, public = key_pair(tmp_path / "k")
+        push = ("push", str(model), ref, "-q", "--chunk-threshold", "100K")
+        with monkeypatch.context() as before_tags:  # the write of the release before: by digest
+            before_tags.setattr(registry_store, "referrer_tag", lambda digest: digest)
+            ok(capsysbinary, *push)
+            ok(capsysbinary, "sign", ref, "--key", str(private))
+        listed = referrer_digests(capsysbinary, ref)
+        assert len(listed) == 2
+        out, _ = ok(capsysbinary, "tags", ref, "--all", "--json")
+        assert not [t for t in json.loads(out) if t.startswith("ocibridge-ref-")]
+
+        ok(capsysbinary, *push)
+        ok(capsysbinary, "sign", ref, "--key", str(private))
+        out, _ = ok(capsysbinary, "tags", ref, "--all", "--json")
+        assert {f"ocibridge-ref-{d[7:]}" for d in listed} <= set(json.loads(out))
+
+        registry = collect_garbage(registry)
+        assert referrer_digests(capsysbinary, ref) == listed
+        out, _ = ok(capsysbinary, "verify", ref, "--key", str(public), "--json")
+        assert {s["form"] for s in json.loads(out)["signatures"]} == {"classic", "bundle"}
+    finally:
+        registry.stop()
