@@ -74,6 +74,7 @@ def test_delete_force_takes_every_referrer_from_a_registry_without_the_api(tmp_p
     fallback = f"sha256-{digest.split(':')[1]}"
     assert fallback in tags and f"{fallback}.sig" in tags  # no referrers API: the fallback index
     assert {f"ocibridge-ref-{r.split(':')[1]}" for r in referrers} <= set(tags)  # each referrer's own tag
+    assert cli_json(capsys, "tags", ref) == ["v1"]  # ours and cosign's hidden
 
     assert main(["delete", f"{ref}:v1"]) == 1  # refused without --force, naming what goes
     err = capsys.readouterr().err

@@ -14,6 +14,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 from support import registry as registry_support
 from support.registry import RegistryProcess, registry_binary
@@ -89,6 +90,7 @@ def test_everything_attached_survives_garbage_collection(tmp_path, capsysbinary)
         assert len(before) == 6  # the chunk table, the AI-BOM, the provenance, the bundle, two OMS
         out, _ = ok(capsysbinary, "tags", ref, "--all", "--json")
         assert {f"ocibridge-ref-{d[7:]}" for d in before} <= set(json.loads(out))
+        assert json.loads(ok(capsysbinary, "tags", ref, "--json")[0]) == ["v1"]  # ours and cosign's hidden
 
         registry = collect_garbage(registry)
 
@@ -143,3 +145,22 @@ def test_a_referrer_written_before_referrers_had_a_tag_gets_it_when_written_agai
         assert {s["form"] for s in json.loads(out)["signatures"]} == {"classic", "bundle"}
     finally:
         registry.stop()
+
+
+def test_tags_and_serves_refs_hide_ocibridges_and_cosigns_tags(tmp_path, capsysbinary, registry, unique_repo):
+    """A signed model's repository holds cosign's ``sha256-<hex>`` (the fallback index) and
+    ``.sig`` and the bundle's ``ocibridge-ref-<hex>``: ``tags`` and serve's ``refs`` list the
+    model's tags only; ``tags --all`` lists every one."""
+    from serving import serving
+
+    repo = f"{registry.host}/{unique_repo}/acme/m"
+    ok(capsysbinary, "push", str(make_model(tmp_path / "m")), f"{repo}:latest", "-q")
+    ok(capsysbinary, "tag", f"{repo}:latest", "v1")
+    private, _ = key_pair(tmp_path / "k")
+    ok(capsysbinary, "sign", f"{repo}:v1", "--key", str(private))
+    assert json.loads(ok(capsysbinary, "tags", repo, "--json")[0]) == ["latest", "v1"]
+    every = json.loads(ok(capsysbinary, "tags", repo, "--json", "--all")[0])
+    assert len(every) == 5 and {t.split("-")[0] for t in every} == {"latest", "v1", "sha256", "ocibridge"}
+    with serving([f"{registry.host}/{unique_repo}"]) as served:
+        refs = httpx.get(f"{served.url}/api/models/acme/m/refs").json()
+    assert [b["name"] for b in refs["branches"]] == ["main"] and [t["name"] for t in refs["tags"]] == ["v1"]

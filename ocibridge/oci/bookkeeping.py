@@ -40,6 +40,9 @@ TOMBSTONE_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.deleted.v1+json"
 COMMIT_ID = re.compile(r"[0-9a-f]{40}")
 _COMMIT_TAG = re.compile(re.escape(COMMIT_TAG_PREFIX) + r"([0-9a-f]{40})")
 _REFERRER_TAG = re.compile(re.escape(REFERRER_TAG_PREFIX) + r"([0-9a-f]{64})")
+#: cosign's tags beside a subject: the referrers fallback index ``sha256-<hex>`` and its
+#: ``.sig``, ``.att``, ``.sbom`` (any suffix: other tools add their own)
+_COSIGN_TAG = re.compile(r"sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?")
 
 
 def commit_id(digest: str) -> str:
@@ -78,3 +81,11 @@ def referrer_of_tag(tag: str) -> str | None:
 def is_bookkeeping(tag: str) -> bool:
     """Whether ``tag`` (a registry tag, or the TAG of a layout's ``NAME:TAG``) is ocibridge's own."""
     return tag.rpartition(":")[2].startswith(PREFIX)
+
+
+def is_hidden(tag: str) -> bool:
+    """Whether a listing of tags leaves ``tag`` out unless asked for all: ocibridge's own, and
+    cosign's tags beside a subject (``sha256-<hex>``, ``.sig``, ``.att``, ``.sbom``), which name
+    signatures and attachments, never a model."""
+    name = tag.rpartition(":")[2]
+    return name.startswith(PREFIX) or _COSIGN_TAG.fullmatch(name) is not None
