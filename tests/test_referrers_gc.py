@@ -1,4 +1,5 @@
-"""Issue 76: what ocibridge attaches survives the registry's own garbage collection.
+"""Issue 76: what ocibridge attaches survives the registry's own garbage collection, and a
+referrer the registry lost is skipped, not an error.
 
 Debian's distribution 2.8 has no referrers API: a referrer is listed only by the ``sha256-<hex>``
 fallback index, and an index protects nothing it lists (distribution#3004), so
@@ -11,6 +12,7 @@ collection stops it and starts it again on the same storage and port.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 from pathlib import Path
 
@@ -37,6 +39,11 @@ def ok(capsys, *argv: str) -> tuple[str, str]:
     code, out, err = run(capsys, *argv)
     assert code == 0, err
     return out, err
+
+
+CHUNKS = "application/vnd.ocibridge.chunks.v1+json"
+INDEX, MANIFEST = "application/vnd.oci.image.index.v1+json", "application/vnd.oci.image.manifest.v1+json"
+GONE = "no longer in the registry"
 
 
 def referrer_digests(capsys, ref: str) -> set[str]:
@@ -95,8 +102,9 @@ def test_everything_attached_survives_garbage_collection(tmp_path, capsysbinary)
         registry = collect_garbage(registry)
 
         assert referrer_digests(capsysbinary, ref) == before
-        out, _ = ok(capsysbinary, "verify", ref, "--key", str(cosign_pub), "--json")
+        out, err = ok(capsysbinary, "verify", ref, "--key", str(cosign_pub), "--json")
         assert {s["form"] for s in json.loads(out)["signatures"]} == {"classic", "bundle"}
+        assert GONE not in err
         for kind in ("cyclonedx", "slsaprovenance1"):
             ok(capsysbinary, "verify", ref, "--key", str(cosign_pub), "--attestation-type", kind)
         for number, public in enumerate((cosign_pub, p256_pub, p384_pub)):
@@ -164,3 +172,49 @@ def test_tags_and_serves_refs_hide_ocibridges_and_cosigns_tags(tmp_path, capsysb
     with serving([f"{registry.host}/{unique_repo}"]) as served:
         refs = httpx.get(f"{served.url}/api/models/acme/m/refs").json()
     assert [b["name"] for b in refs["branches"]] == ["main"] and [t["name"] for t in refs["tags"]] == ["v1"]
+
+
+def test_a_referrer_the_registry_lost_is_skipped_with_a_notice(tmp_path, capsysbinary, caplog, registry,
+                                                             unique_repo):
+    """The bundle's manifest deleted by hand (the fallback index still lists it): ``verify``,
+    ``pull --verify-key``, a policy-checked pull, a lazy read checked by a key, serve checking
+    by a key and ``discover`` skip it, saying so once, and the classic signature that remains
+    verifies."""
+    from serving import serving
+
+    from ocibridge.signing.verify import VerifyPolicy
+
+    ref = f"{registry.host}/{unique_repo}/acme/m:v1"
+    repository = f"{registry.url}/v2/{unique_repo}/acme/m/manifests"
+    out, _ = ok(capsysbinary, "push", str(make_model(tmp_path / "m")), ref, "-q", "--json", "--chunk-threshold", "100K")
+    digest = json.loads(out)["digest"]
+    private, public = key_pair(tmp_path / "k")
+    bundle = json.loads(ok(capsysbinary, "sign", ref, "--key", str(private), "--json")[0])["written"]["bundle"]
+    assert httpx.delete(f"{repository}/{bundle}").status_code == 202
+    index = httpx.get(f"{repository}/sha256-{digest[7:]}", headers={"Accept": INDEX})
+    assert bundle in {m["digest"] for m in index.json()["manifests"]}  # still listed: dangling
+
+    out, err = ok(capsysbinary, "verify", ref, "--key", str(public), "--json")
+    assert [s["form"] for s in json.loads(out)["signatures"]] == ["classic"]
+    notices = [line for line in err.splitlines() if GONE in line]
+    assert len(notices) == 1 and bundle in notices[0] and "skipped" in notices[0], err
+    _, err = ok(capsysbinary, "pull", ref, str(tmp_path / "out"), "-q", "--verify-key", str(public))
+    assert bundle in err and GONE in err
+    policy = policy_file(tmp_path / "policy.json", public)
+    ok(capsysbinary, "pull", ref, str(tmp_path / "by-policy"), "-q", "--policy", str(policy))
+    ok(capsysbinary, "cat", ref, "README.md", "--verify-key", str(public))
+    with caplog.at_level(logging.INFO, logger="ocibridge"), \
+            serving([f"{registry.host}/{unique_repo}"], verify=VerifyPolicy.from_files([str(public)])) as served:
+        readme = httpx.get(f"{served.url}/acme/m/resolve/v1/README.md")
+    assert readme.status_code == 200 and readme.text == "# test model\n"
+    assert [r for r in caplog.records if bundle in r.getMessage() and GONE in r.getMessage()]
+    out, err = ok(capsysbinary, "discover", ref, "--json")
+    found = [r["artifactType"] for r in json.loads(out)["referrers"]]
+    assert found == [CHUNKS] and bundle in err  # the chunk table remains
+
+    # with the classic signature gone too, only the dangling bundle is listed: unsigned, one line
+    classic = httpx.head(f"{repository}/sha256-{digest[7:]}.sig", headers={"Accept": MANIFEST})
+    assert httpx.delete(f"{repository}/{classic.headers['docker-content-digest']}").status_code == 202
+    code, _, err = run(capsysbinary, "verify", ref, "--key", str(public))
+    assert code == 1 and "Traceback" not in err
+    assert [line for line in err.splitlines() if "error" in line], err

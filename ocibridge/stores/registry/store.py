@@ -5,7 +5,8 @@ reads; everything fetched is verified against its digest. Referrers use the regi
 where it has one and the OCI 1.1 fallback tag (``sha256-<hex>``) where it does not, which
 this store also maintains when it pushes a manifest with a ``subject`` to such a registry.
 Every such manifest is written under a tag of its own, ``ocibridge-ref-<hex>``, so that the
-registry's garbage collection keeps it (oci/bookkeeping.py).
+registry's garbage collection keeps it (oci/bookkeeping.py); one the listing names but the
+registry no longer holds is left out of :meth:`RegistryStore.referrers`, with a notice.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from urllib.parse import urljoin
 
 import httpx
 
+from ocibridge.core import notices
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.environment import MAX_TAGS as ENV_MAX_TAGS
 from ocibridge.core.httpheaders import header_int
@@ -99,6 +101,7 @@ class RegistryStore(ClosesOnExit):
         #: upload sessions a mount answered with (202), by digest, for the upload that follows
         self._mount_sessions: dict[str, str] = {}
         self._manifests = ManifestMemo()  # fetched by digest: a second read costs no request
+        self._dangling: set[str] = set()  # listed referrers found gone: told once
 
     # -- plumbing --------------------------------------------------------------------------
     @property
@@ -340,13 +343,35 @@ class RegistryStore(ClosesOnExit):
         return sorted(set(names))
 
     def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        """The manifests whose ``subject`` is ``desc``, as the referrers API or the fallback index
+        lists them, less those the registry no longer holds (:meth:`_still_held`)."""
         index = self._referrers_from_api(desc, artifact_type)
         if index is None:
             index = self._fallback_index(desc.digest)
         found = index.manifests if index else []
         if artifact_type:
             found = [d for d in found if d.artifactType == artifact_type]
-        return found
+        return [d for d in found if self._still_held(d, desc)]
+
+    def _still_held(self, referrer: Descriptor, subject: Descriptor) -> bool:
+        """Whether the registry still holds a listed referrer. A fallback index (or a referrers
+        API) can name one deleted since, by hand or by a garbage collection that found it
+        untagged (pushed before referrers had their tag, or by another tool): it is skipped
+        with one notice, and what remains is judged. Read whole, as its reader would next:
+        kept by digest, the read costs that reader nothing."""
+        try:
+            self.fetch_bytes(referrer)
+        except NotFound:
+            with self._fallback_lock:
+                told = referrer.digest in self._dangling
+                self._dangling.add(referrer.digest)
+            if not told:
+                notices.say(f"{self.describe()}: referrer {referrer.digest} of {subject.digest} is listed but "
+                            "no longer in the registry (deleted, or garbage-collected): skipped")
+            return False
+        except OcibridgeError:
+            return True  # there, but not readable as listed: its reader says why
+        return True
 
     def _referrers_from_api(self, desc: Descriptor, artifact_type: str | None) -> Index | None:
         if self._referrers_api is False:
