@@ -70,9 +70,11 @@ def test_delete_force_takes_every_referrer_from_a_registry_without_the_api(tmp_p
     digest, referrers = everything_attached(ref, tmp_path, capsys, chunks=True)
     before = revisions(storage, unique_repo)
     assert {digest, *referrers} <= before
-    tags = cli_json(capsys, "tags", ref)
+    tags = cli_json(capsys, "tags", ref, "--all")
     fallback = f"sha256-{digest.split(':')[1]}"
     assert fallback in tags and f"{fallback}.sig" in tags  # no referrers API: the fallback index
+    assert {f"ocibridge-ref-{r.split(':')[1]}" for r in referrers} <= set(tags)  # each referrer's own tag
+    assert cli_json(capsys, "tags", ref) == ["v1"]  # ours and cosign's hidden
 
     assert main(["delete", f"{ref}:v1"]) == 1  # refused without --force, naming what goes
     err = capsys.readouterr().err
@@ -96,8 +98,8 @@ def test_delete_force_takes_every_referrer_from_a_registry_without_the_api(tmp_p
                                            digest=gone, size=1)), gone
         assert main(["resolve", f"{ref}@{gone}"]) == 1  # 404
         assert "not found" in capsys.readouterr().err
-    main(["tags", ref, "--json"])
-    assert json.loads(capsys.readouterr().out) == []  # no tag left either
+    main(["tags", ref, "--json", "--all"])
+    assert json.loads(capsys.readouterr().out) == []  # no tag left either, the referrers' own gone with them
 
 
 def test_delete_force_takes_every_referrer_from_a_layout(tmp_path, capsys):

@@ -155,7 +155,9 @@ target = "{registry2.host}/{dst_repo}"
     assert done.totals()["bytes_copied"] == t["bytes_planned"]
     assert done.totals()["referrers"] == 1
     tags = [f"1.{i}.0" for i in range(N_MODELS)]
-    assert api_tags(registry2.host, dst_repo) == sorted([*tags, "sha256-" + source["digests"]["1.29.0"][7:]])
+    # the referrer travels with its subject (its own tag written again by the target, never mirrored as a tag)
+    assert api_tags(registry2.host, dst_repo) == sorted([*tags, "sha256-" + source["digests"]["1.29.0"][7:],
+                                                         "ocibridge-ref-" + source["referrer"][7:]])
     assert_identical(source["host"], source["repo"], registry2.host, dst_repo, tags)
     a, _ = api_manifest(registry2.host, dst_repo, source["referrer"])
     assert parse_manifest_bytes(a).subject.digest == source["digests"]["1.29.0"]

@@ -41,8 +41,10 @@ def test_sign_verify_copy_over_profile(name, fault_proxy, unique_repo, tmp_path,
 
     api = next((q for q in quirks if isinstance(q, ReferrersApi)), None)
     fallback = f"/manifests/sha256-{digest[7:]}$"
-    if api is not None:  # the registry keeps the referrers index: the client writes no tag
-        assert api.client_tag_writes == 0 and fault_proxy.requests_matching("PUT", "/manifests/sha256:")
+    if api is not None:  # the registry keeps the referrers index: the client writes no fallback tag,
+        # only the bundle under its own tag (what keeps it from garbage collection), in the one PUT
+        assert api.client_tag_writes == 0 and fault_proxy.requests_matching("PUT", "/manifests/ocibridge-ref-")
+        assert not fault_proxy.requests_matching("PUT", "/manifests/sha256:")
     else:
         # written once: a rate-limited profile may refuse a try first (429, retried), and a profile
         # whose tokens die before their advertised life (ghcr) may answer 401 to a slow sign (the

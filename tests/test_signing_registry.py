@@ -72,9 +72,10 @@ def test_bundle_goes_through_the_fallback_tag_and_verifies(tmp_path, capsys, reg
     private, public = key_pair(tmp_path / "k")
     assert main(["sign", ref, "--key", str(private), "--json"]) == 0
     written = json.loads(capsys.readouterr().out)["written"]
-    assert main(["tags", f"{registry.host}/{unique_repo}", "--json"]) == 0
+    assert main(["tags", f"{registry.host}/{unique_repo}", "--json", "--all"]) == 0
     tags = json.loads(capsys.readouterr().out)
     assert f"sha256-{digest[7:]}" in tags and f"sha256-{digest[7:]}.sig" in tags
+    assert f"ocibridge-ref-{written['bundle'][7:]}" in tags  # the bundle's own tag: kept by the registry's GC
     target = open_store_target(f"{registry.host}/{unique_repo}:sha256-{digest[7:]}")
     index = target.store.fetch_bytes(target.store.resolve(target.reference))
     assert written["bundle"] in index.decode()

@@ -169,9 +169,13 @@ def test_tag_resolve_attach_discover_delete_on_a_registry(tmp_path, capsys, regi
     tree = capsys.readouterr().out
     assert tree.startswith(digest) and "application/vnd.example.card" in tree and attached["digest"] in tree
 
-    # distribution 2.8 has no referrers API: the referrers live in the sha256-<hex> fallback tag
+    # distribution 2.8 has no referrers API: the referrers live in the sha256-<hex> fallback tag,
+    # each under its own tag too (what keeps it from garbage collection); `tags` shows them with --all
     assert main(["tags", ref, "--json"]) == 0
-    assert "sha256-" + digest.split(":")[1] in json.loads(capsys.readouterr().out)
+    assert json.loads(capsys.readouterr().out) == ["stable", "v1"]
+    assert main(["tags", ref, "--json", "--all"]) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert "sha256-" + digest.split(":")[1] in every and f"ocibridge-ref-{attached['digest'][7:]}" in every
 
     fallback = "sha256-" + digest.split(":")[1]
     # v1 and the referrers fallback tag go with `stable`: refused without --force (issue 32)
@@ -260,11 +264,12 @@ def test_delete_lists_every_tag_that_goes_and_refuses_without_force(where, tmp_p
     assert main(["delete", f"{ref}:tmp", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"would delete {digest}") and "  tag keep" in out and f"  tag {sig_tag}" in out
-    assert sorted(cli_json(capsys, "tags", ref)) == sorted(["tmp", "keep", sig_tag])  # all still there
+    assert sorted(cli_json(capsys, "tags", ref, "--all")) == sorted(["tmp", "keep", sig_tag])  # all still there
+    assert sorted(cli_json(capsys, "tags", ref)) == ["keep", "tmp"]  # cosign's hidden
     assert main(["delete", f"{ref}:tmp", "-f"]) == 0
     out = capsys.readouterr().out
     assert "  tag tmp" in out and "  tag keep" in out and f"  tag {sig_tag}" in out
-    main(["tags", ref, "--json"])
+    main(["tags", ref, "--json", "--all"])
     assert json.loads(capsys.readouterr().out) == []
 
 

@@ -33,7 +33,7 @@ from ocibridge.errors import NotFound, UsageError
 from ocibridge.kinds import door
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
-from ocibridge.oci.bookkeeping import is_bookkeeping
+from ocibridge.oci.bookkeeping import is_bookkeeping, is_hidden
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, PathReference, RegistryReference
 from ocibridge.places.locate import Locator as Locator  # the type of what the calls take besides a text
@@ -491,10 +491,11 @@ def tags(ref: str | Locator, *, transfer: TransferOptions | None = None, bookkee
     """The tags of a registry repository or a layout; of a local ``NAME[:TAG]``, NAME's TAGs.
     A repository that exists with no tag (emptied) has none; NotFound when the registry does
     not know the repository at all (its tag list answered 404: most often a misspelt name).
-    ``ocibridge serve``'s own tags (``ocibridge-commit-<id>``, ``ocibridge-refs``: serve.md) are
-    left out unless ``bookkeeping``."""
+    ocibridge's own tags (``ocibridge-ref-<hex>`` beside every referrer, serve's
+    ``ocibridge-commit-<id>`` and ``ocibridge-refs``: signing.md, serve.md) and cosign's beside a
+    signed model (``sha256-<hex>``, ``.sig``, ``.att``, ``.sbom``) are left out unless ``bookkeeping``."""
     names = _tags(ref, transfer)
-    return names if bookkeeping else [name for name in names if not is_bookkeeping(name)]
+    return names if bookkeeping else [name for name in names if not is_hidden(name)]
 
 
 def _tags(ref: str | Locator, transfer: TransferOptions | None) -> list[str]:

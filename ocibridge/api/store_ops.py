@@ -20,7 +20,7 @@ from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.core.texts import one_or_many
 from ocibridge.errors import NotFound, OcibridgeError, UsageError
-from ocibridge.oci.bookkeeping import is_bookkeeping
+from ocibridge.oci.bookkeeping import is_bookkeeping, referrer_of_tag
 from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, is_draft
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
@@ -356,6 +356,8 @@ def _tags_going_with(store: Store, desc: Descriptor, named: tuple[str, ...],
             if match.group(1) in attached:
                 companions.append(tag)
             continue
+        if referrer_of_tag(tag) is not None:
+            continue  # a referrer's own tag (oci/bookkeeping.py): it goes with the referrer, listed already
         try:
             if store.resolve(tag).digest == desc.digest:
                 same.append(tag)

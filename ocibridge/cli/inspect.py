@@ -77,7 +77,8 @@ def register(command: CommandAdder) -> None:
     p = command("tags", cmd_tags)
     p.add_argument("ref", metavar="REF")
     p.add_argument("-a", "--all", action="store_true",
-                   help="also the tags ocibridge serve keeps for itself: ocibridge-commit-<id> (one a commit, "
-                        "what keeps it from garbage collection) and ocibridge-refs (which tags are branches)")
+                   help="also the tags ocibridge keeps for itself (ocibridge-ref-<hex>, one a signature or other "
+                        "referrer, and serve's ocibridge-commit-<id> and ocibridge-refs: what keeps them from "
+                        "garbage collection) and cosign's beside a signed model (sha256-<hex>, .sig, .att)")
     add_transfer_flags(p)
 

@@ -2,7 +2,8 @@
 
 Applied in order: allow (none given = every tag), deny, semver range, latest N. Tags that
 name referrers by the OCI 1.1 fallback schema (``sha256-<hex>``, cosign's ``.sig``/``.att``)
-never count as artifacts: they travel with their subject when referrers are copied.
+and a referrer's own bookkeeping tag (``ocibridge-ref-<hex>``) never count as artifacts: they
+travel with their subject when referrers are copied (the target writes the referrer's tag again).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from collections.abc import Callable, Iterable
 from ocibridge.errors import OcibridgeError
 from ocibridge.mirror.job import TagFilter
 from ocibridge.mirror.semver import parse_range, parse_version
+from ocibridge.oci.bookkeeping import REFERRER_TAG_PREFIX
 
 REGEX_PREFIX = "re:"
 _REFERRER_TAG = re.compile(r"^sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?\Z")
 
 
 def is_referrer_tag(tag: str) -> bool:
-    return bool(_REFERRER_TAG.match(tag))
+    return bool(_REFERRER_TAG.match(tag)) or tag.startswith(REFERRER_TAG_PREFIX)
 
 
 def compile_pattern(pattern: str) -> Callable[[str], bool]:

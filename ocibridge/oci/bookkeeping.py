@@ -1,11 +1,19 @@
-"""The tags ``ocibridge serve`` keeps in a repository for its own bookkeeping, named here once:
-what the registry store resolves a commit id by, what serve writes, and what ``tags``, ``ls``
-and serve's ref listings hide unless asked (docs/serve.md, "History in the registry").
+"""The tags ocibridge keeps in a repository for its own bookkeeping, named here once: what the
+registry store writes beside every referrer, what it resolves a commit id by, what serve writes,
+and what ``tags``, ``ls`` and serve's ref listings hide unless asked (docs/signing.md, "Tags
+ocibridge keeps"; docs/serve.md, "History in the registry").
 
+Only a tag protects a manifest from a registry's garbage collection: distribution's
+``--delete-untagged`` deletes an untagged manifest even when a tagged index names it
+(distribution#3004), and the referrers fallback index ``sha256-<hex>`` is such an index.
+
+- ``ocibridge-ref-<64 hex>``: every manifest with a ``subject`` the registry store writes (a
+  signature bundle, an OMS signature, an attestation, a chunk table, what ``attach`` adds),
+  tagged by its own digest. Named by the referrer's digest, not by its subject's and a number:
+  the same referrer gets the same tag in every registry, on every retry and copy, with no count
+  to read or race on, and deleting the referrer by digest takes its tag with it.
 - ``ocibridge-commit-<40 hex>``: every commit manifest serve writes, tagged by its commit id (the
-  first 40 hex digits of its digest). Only a tag protects a manifest from a registry's garbage
-  collection (distribution's ``--delete-untagged`` deletes an untagged manifest even when a
-  tagged index names it: distribution#3004), and a tag resolves a commit id with one HEAD.
+  first 40 hex digits of its digest), which a tag then resolves with one HEAD.
 - ``ocibridge-refs``: the repository's refs record (:data:`REFS_ARTIFACT_TYPE`): which of its
   plain tags are branches, which are Hub tags; whether the repository is private or deleted.
 
@@ -21,6 +29,7 @@ import re
 #: what every bookkeeping tag starts with
 PREFIX = "ocibridge-"
 COMMIT_TAG_PREFIX = PREFIX + "commit-"
+REFERRER_TAG_PREFIX = PREFIX + "ref-"
 REFS_TAG = PREFIX + "refs"
 #: the artifact type of the refs record's manifest, and its one layer's media type
 REFS_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.refs.v1+json"
@@ -30,6 +39,10 @@ TOMBSTONE_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.deleted.v1+json"
 #: a serve commit id: the first 40 hex digits of its manifest's SHA-256 digest
 COMMIT_ID = re.compile(r"[0-9a-f]{40}")
 _COMMIT_TAG = re.compile(re.escape(COMMIT_TAG_PREFIX) + r"([0-9a-f]{40})")
+_REFERRER_TAG = re.compile(re.escape(REFERRER_TAG_PREFIX) + r"([0-9a-f]{64})")
+#: cosign's tags beside a subject: the referrers fallback index ``sha256-<hex>`` and its
+#: ``.sig``, ``.att``, ``.sbom`` (any suffix: other tools add their own)
+_COSIGN_TAG = re.compile(r"sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?")
 
 
 def commit_id(digest: str) -> str:
@@ -50,6 +63,29 @@ def commit_of_tag(tag: str) -> str | None:
     return match.group(1) if match else None
 
 
+def referrer_tag(digest: str) -> str:
+    """The bookkeeping tag of a referrer manifest's digest (``sha256:HEX``); a digest of another
+    algorithm keeps its name in the tag, cut at a tag's 128 characters."""
+    algorithm, _, hexpart = digest.partition(":")
+    if algorithm == "sha256":
+        return REFERRER_TAG_PREFIX + hexpart
+    return f"{REFERRER_TAG_PREFIX}{algorithm}-{hexpart}"[:128]
+
+
+def referrer_of_tag(tag: str) -> str | None:
+    """The digest a referrer's bookkeeping tag names (``sha256:HEX``); None for any other tag."""
+    match = _REFERRER_TAG.fullmatch(tag)
+    return f"sha256:{match.group(1)}" if match else None
+
+
 def is_bookkeeping(tag: str) -> bool:
-    """Whether ``tag`` (a registry tag, or the TAG of a layout's ``NAME:TAG``) is serve's own."""
+    """Whether ``tag`` (a registry tag, or the TAG of a layout's ``NAME:TAG``) is ocibridge's own."""
     return tag.rpartition(":")[2].startswith(PREFIX)
+
+
+def is_hidden(tag: str) -> bool:
+    """Whether a listing of tags leaves ``tag`` out unless asked for all: ocibridge's own, and
+    cosign's tags beside a subject (``sha256-<hex>``, ``.sig``, ``.att``, ``.sbom``), which name
+    signatures and attachments, never a model."""
+    name = tag.rpartition(":")[2]
+    return name.startswith(PREFIX) or _COSIGN_TAG.fullmatch(name) is not None

@@ -125,6 +125,18 @@ class AsksNow(Protocol):
 
 
 @runtime_checkable
+class KeepsReferrers(Protocol):
+    """A store whose referrers outlast its garbage collection only under a tag of their own (a
+    registry: oci/bookkeeping.py), so that one a copy finds already there (written before
+    referrers had their tag, or by another tool) is given it."""
+
+    def keep_referrer(self, desc: Descriptor, data: bytes) -> None:
+        """Tag the manifest ``desc`` (``data``, held here) as a referrer unless it is tagged so
+        already; nothing for a manifest without a ``subject``."""
+        ...
+
+
+@runtime_checkable
 class Ingesting(Protocol):
     """A store that accepts a blob whose digest nobody knows yet, hashing while it writes: a push
     then reads each new file once (not once to hash it and once to send it)."""

@@ -27,6 +27,7 @@ from ocibridge.stores.base import (
     CopyTarget,
     Ingesting,
     IngestingVouched,
+    KeepsReferrers,
     Mounting,
     PendingBlob,
     PendingBlobs,
@@ -431,6 +432,8 @@ class _Copy:
                         progress("skip", blob, blob.size)
             if tag is not None:
                 dst.push_manifest(desc, data, tag)  # the bytes are in hand: tagging is one PUT
+            elif isinstance(dst, KeepsReferrers):
+                dst.keep_referrer(desc, data)  # a referrer there from before its tag: tagged now
         if referrers:
             companions = self.hooks.companions
             for ref in src.referrers(desc):

@@ -34,7 +34,7 @@ from ocibridge.hubserver.reading.sources import (
 from ocibridge.hubserver.reading.states import RepoStates
 from ocibridge.hubserver.reading.tombstone import is_tombstone
 from ocibridge.model.cardmeta import card_data
-from ocibridge.oci.bookkeeping import PREFIX, commit_tag, is_bookkeeping
+from ocibridge.oci.bookkeeping import PREFIX, commit_tag, is_bookkeeping, is_hidden
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.oci.reference import check_tag
 
@@ -225,7 +225,7 @@ class Catalog:
             repo = source.repository(parts)
             if repo is not None:
                 with contextlib.suppress(NotFound, RegistryError):
-                    tags.update(tag for tag in repo.tags() if not is_bookkeeping(tag))
+                    tags.update(tag for tag in repo.tags() if not is_hidden(tag))
         shown = ", ".join(sorted(tags)[:10]) + (", ..." if len(tags) > 10 else "")
         return (f"{repo_id}: no revision main (the tag {self.default_tag}); its tags: {shown or 'none'}: "
                 "ask for one (revision='TAG'), or run serve with --default-tag TAG")
@@ -306,7 +306,7 @@ class Catalog:
             if repo is None:
                 continue
             try:
-                names = [tag for tag in repo.tags() if not is_bookkeeping(tag)]
+                names = [tag for tag in repo.tags() if not is_hidden(tag)]  # ours, cosign's
             except (NotFound, RegistryError):
                 continue
             tags = []

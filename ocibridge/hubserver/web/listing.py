@@ -22,7 +22,7 @@ from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.rules import rules_in_force
 from ocibridge.hubserver.reading.sources import Refused, repo_parts
 from ocibridge.hubserver.web import facts
-from ocibridge.oci.bookkeeping import is_bookkeeping
+from ocibridge.oci.bookkeeping import is_hidden
 
 #: seconds the list of repositories is kept before the sources are asked again
 LIST_FRESH = 10.0
@@ -130,7 +130,7 @@ class Listing:
                 continue
             tags: list[str] = []
             with contextlib.suppress(NotFound, RegistryError):
-                tags = [tag for tag in repo.tags() if not is_bookkeeping(tag)]  # serve's own name no version
+                tags = [tag for tag in repo.tags() if not is_hidden(tag)]  # ours and cosign's name no version
             if tags:
                 return self.catalog.default_tag if self.catalog.default_tag in tags else sorted(tags)[-1]
         return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ocibridge.errors import InvalidReference, NotFound
-from ocibridge.oci.bookkeeping import commit_id, is_bookkeeping
+from ocibridge.oci.bookkeeping import commit_id, is_hidden
 from ocibridge.oci.models import Descriptor
 
 #: tags resolved at most looking for a commit id
@@ -18,7 +18,7 @@ def find_commit(commit: str, tags: list[str], resolve: Callable[[str], Descripto
     """The digest of the one manifest among ``tags`` (resolved by ``resolve``) whose commit id is
     ``commit``; None when none or several (an ambiguous id names nothing)."""
     found: set[str] = set()
-    for tag in [t for t in tags if not is_bookkeeping(t)][:MAX_TAGS_SCANNED]:
+    for tag in [t for t in tags if not is_hidden(t)][:MAX_TAGS_SCANNED]:  # ours and cosign's name no commit
         try:
             digest = resolve(tag).digest
         except (NotFound, InvalidReference):

@@ -4,6 +4,9 @@ Manifests go by ``/manifests/`` with the Accept list of every manifest type this
 reads; everything fetched is verified against its digest. Referrers use the registry's API
 where it has one and the OCI 1.1 fallback tag (``sha256-<hex>``) where it does not, which
 this store also maintains when it pushes a manifest with a ``subject`` to such a registry.
+Every such manifest is written under a tag of its own, ``ocibridge-ref-<hex>``, so that the
+registry's garbage collection keeps it (oci/bookkeeping.py); one the listing names but the
+registry no longer holds is left out of :meth:`RegistryStore.referrers`, with a notice.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from urllib.parse import urljoin
 
 import httpx
 
+from ocibridge.core import notices
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.environment import MAX_TAGS as ENV_MAX_TAGS
 from ocibridge.core.httpheaders import header_int
 from ocibridge.core.limits import env_limit
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError, TooLarge
-from ocibridge.oci.bookkeeping import commit_of_tag
+from ocibridge.oci.bookkeeping import commit_of_tag, referrer_tag
 from ocibridge.oci.digest import (
     VerifyingReader,
     is_digest,
@@ -97,6 +101,7 @@ class RegistryStore(ClosesOnExit):
         #: upload sessions a mount answered with (202), by digest, for the upload that follows
         self._mount_sessions: dict[str, str] = {}
         self._manifests = ManifestMemo()  # fetched by digest: a second read costs no request
+        self._dangling: set[str] = set()  # listed referrers found gone: told once
 
     # -- plumbing --------------------------------------------------------------------------
     @property
@@ -338,13 +343,35 @@ class RegistryStore(ClosesOnExit):
         return sorted(set(names))
 
     def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
+        """The manifests whose ``subject`` is ``desc``, as the referrers API or the fallback index
+        lists them, less those the registry no longer holds (:meth:`_still_held`)."""
         index = self._referrers_from_api(desc, artifact_type)
         if index is None:
             index = self._fallback_index(desc.digest)
         found = index.manifests if index else []
         if artifact_type:
             found = [d for d in found if d.artifactType == artifact_type]
-        return found
+        return [d for d in found if self._still_held(d, desc)]
+
+    def _still_held(self, referrer: Descriptor, subject: Descriptor) -> bool:
+        """Whether the registry still holds a listed referrer. A fallback index (or a referrers
+        API) can name one deleted since, by hand or by a garbage collection that found it
+        untagged (pushed before referrers had their tag, or by another tool): it is skipped
+        with one notice, and what remains is judged. Read whole, as its reader would next:
+        kept by digest, the read costs that reader nothing."""
+        try:
+            self.fetch_bytes(referrer)
+        except NotFound:
+            with self._fallback_lock:
+                told = referrer.digest in self._dangling
+                self._dangling.add(referrer.digest)
+            if not told:
+                notices.say(f"{self.describe()}: referrer {referrer.digest} of {subject.digest} is listed but "
+                            "no longer in the registry (deleted, or garbage-collected): skipped")
+            return False
+        except OcibridgeError:
+            return True  # there, but not readable as listed: its reader says why
+        return True
 
     def _referrers_from_api(self, desc: Descriptor, artifact_type: str | None) -> Index | None:
         if self._referrers_api is False:
@@ -487,13 +514,34 @@ class RegistryStore(ClosesOnExit):
             self.client.send("DELETE", location, scopes=push_scopes(self.repository), retry=False)
 
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
+        """PUT the manifest, by ``tag`` or by digest. A referrer (a manifest with a ``subject``:
+        whatever attaches, signs, attests or copies it) is written under its bookkeeping tag
+        too, in the same PUT when no other tag is asked for, so that garbage collection keeps
+        it; then, without the referrers API, it is added to the subject's fallback index."""
         verify_bytes(data, desc.digest, desc.size, what="manifest")
         if tag is not None:
             check_tag(tag)
-        response = self._put_manifest(desc, data, tag or desc.digest)
         subject = _subject_of(data, desc.mediaType)
+        keep = referrer_tag(desc.digest) if subject is not None else None
+        response = self._put_manifest(desc, data, tag or keep or desc.digest)
+        if keep is not None and tag not in (None, keep):
+            self._put_manifest(desc, data, keep)
         if subject is not None and not response.headers.get("oci-subject"):
             self._add_to_fallback(subject, desc, data)
+
+    def keep_referrer(self, desc: Descriptor, data: bytes) -> None:
+        """A referrer found here already is given its bookkeeping tag when it lacks it (written
+        before referrers had one, or by another tool): one HEAD when it has it, else the write
+        :meth:`push_manifest` makes (the tag, and the fallback index where it is missing)."""
+        if _subject_of(data, desc.mediaType) is None:
+            return
+        keep = referrer_tag(desc.digest)
+        response = self._send("HEAD", self._path("manifests", keep), headers={"Accept": ACCEPT_MANIFESTS})
+        if response.status_code == 200 and response.headers.get("docker-content-digest") == desc.digest:
+            return
+        if response.status_code not in (200, 404):
+            raise self._fail(response)
+        self.push_manifest(desc, data, keep)
 
     def _put_manifest(self, desc: Descriptor, data: bytes, reference: str) -> httpx.Response:
         """PUT ``data`` (checked against ``desc`` by the caller). A ``DIGEST_INVALID`` answer
