@@ -6,6 +6,7 @@ signals, ``umount`` and a missing binding end cleanly, in one line where they fa
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import signal
@@ -20,6 +21,7 @@ from support.faultproxy import FaultProxy, corrupt
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
+from ocibridge.hubserver.writes.initial import GITATTRIBUTES
 from ocibridge.lazymount.table import is_mounted
 from tests.signing_keys import key_pair
 
@@ -339,6 +341,10 @@ def test_a_mount_whose_process_died_is_replaced_by_the_next(model, registry, tmp
         assert digests(m.where) == digests(pulled)
 
 
+#: the sha256 of the .gitattributes of a repository's first commit
+GITATTRIBUTES_SHA = hashlib.sha256(GITATTRIBUTES).hexdigest()
+
+
 def test_a_commit_published_through_serve_mounts_as_pull_writes_it(registry, tmp_path, monkeypatch):
     """A model published with huggingface_hub's upload_folder through ``ocibridge serve`` (a
     ModelPack commit under the branch's tag): its commit, by the digest whose first 40 hex
@@ -362,7 +368,8 @@ def test_a_commit_published_through_serve_mounts_as_pull_writes_it(registry, tmp
     run(["pull", ref, str(tmp_path / "pulled"), "-q"], env)
     with Mount(ref, tmp_path / "mnt", env, tmp_path / "mount.log") as m:
         assert listing(m.where) == listing(tmp_path / "pulled")
-        assert digests(m.where) == digests(tmp_path / "pulled") == digests(src)
+        # and the .gitattributes of the repository's first commit (serve's create_repo)
+        assert digests(m.where) == digests(tmp_path / "pulled") == {**digests(src), ".gitattributes": GITATTRIBUTES_SHA}
 
 
 def test_offline_a_mount_reads_what_the_model_cache_holds(model, registry, tmp_path):

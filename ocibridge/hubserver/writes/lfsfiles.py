@@ -183,6 +183,8 @@ class LfsFiles:
 
     def _rewrite(self, head: Resolved, branch: str, oldest_first: list[_Commit], doomed: set[str]) -> dict[str, str]:
         """Each commit from the first holding a doomed layer written again without them; old digest -> new."""
+        from ocibridge.transfer.writer import write_artifact
+
         store = record_store(head.repo)
         tag = head.repo.reference(self.repos.catalog.default_tag if branch == "main" else branch)
         moved: dict[str, str] = {}
@@ -203,7 +205,7 @@ class LfsFiles:
             body = json.dumps(doc, separators=(",", ":")).encode()
             desc = Descriptor.for_bytes(str(doc.get("mediaType") or "application/vnd.oci.image.manifest.v1+json"),
                                         body)
-            store.push_manifest(desc, body, None)
+            write_artifact(store, desc, body)  # by digest: its layers and config are there
             if number == len(oldest_first) - 1:  # the new head: signed and tagged as a commit lands
                 land(store, desc.digest, tag, notes, self.publishing.evidence if self.publishing else None)
             else:

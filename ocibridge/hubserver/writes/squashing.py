@@ -58,6 +58,7 @@ class Squashing:
     def _squash(self, repo_id: str, branch: str, summary: str, grant: Grant) -> str:
         from ocibridge.hubserver.writes.commit import _now
         from ocibridge.oci.models import Manifest
+        from ocibridge.transfer.writer import write_artifact
 
         assert self.publishing is not None
         catalog = self.repos.catalog
@@ -76,7 +77,7 @@ class Squashing:
             store = record_store(head.repo)
             tag = head.repo.reference(catalog.default_tag if branch == "main" else branch)
             # by digest into a registry (landing.py tags it); a layout holds no untagged manifest
-            store.push_manifest(desc, body, None if isinstance(head.repo.base, RegistryReference) else tag)
+            write_artifact(store, desc, body, tags=[] if isinstance(head.repo.base, RegistryReference) else [tag])
             land(store, desc.digest, tag, notes, self.publishing.evidence)
             catalog.forget(repo_id)
         log.info("%s: %s squashed %s into %s", repo_id, grant.name, branch, desc.digest)
