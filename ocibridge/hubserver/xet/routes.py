@@ -157,8 +157,10 @@ class XetRoutes:
         repo_id, commit = requested_repo(request), params["commit"]
         sha256, size, k = params["sha256"], params["size"], params["k"]
         resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
-        f = next((f for f in files.files.values() if f.sha256 == sha256 and f.size == size), None)
-        if f is None or self.name_in(resolved, f) is None or not 0 <= k < xorbs.xorb_count(size):
+        # the same bytes may be a regular file too (never in Xet) under another path: the one in git-lfs
+        f = next((f for f in files.files.values()
+                  if f.sha256 == sha256 and f.size == size and self.name_in(resolved, f) is not None), None)
+        if f is None or not 0 <= k < xorbs.xorb_count(size):
             return error(404, "EntryNotFound", f"{repo_id}@{commit}: no such xorb")
         total = xorbs.xorb_size(size, k)
         wanted = byte_range(request.headers.get("range"), total)
