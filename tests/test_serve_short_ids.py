@@ -1,16 +1,36 @@
 """Issue 76: short commit ids. A unique prefix of 7 or more hex digits of a commit id names that
-commit, as git resolves one (the CLI's ``REG/org/name@<short>``); an ambiguous prefix is refused
-naming its candidates. The decision is tested at the function level (two commit ids sharing a
-7-hex prefix cannot be made on purpose)."""
+commit, as git resolves one (the CLI's ``REG/org/name@<short>``, serve's revisions), a tag of the
+same name first in serve; an ambiguous prefix is refused naming its candidates.
+
+One registry (the session's), serve and the CLI as processes, the real huggingface_hub as the
+client; the ambiguity decision is tested at the function level (two commit ids sharing a 7-hex
+prefix cannot be made on purpose)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
 import pytest
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, hf_hub_download
+from huggingface_hub.errors import RevisionNotFoundError
+from serving import files_of, serve_as_process
 
 from ocibridge.errors import InvalidReference, NotFound
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.registry.commitscan import AmbiguousCommit, find_commit
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKENS = "alice-token user=alice write=acme/\nbob-token user=bob\n"
+REPO = "acme/m"
 
 
 # -- the decision, at the function level ---------------------------------------------------------
@@ -72,3 +92,132 @@ def test_the_cli_reads_a_short_commit_id_after_the_at_sign():
     for short in ("abc12", "a" * 41):
         with pytest.raises(InvalidReference, match="a commit id is 7 to 40 hex digits"):
             parse_registry_reference(f"localhost:5000/acme/m@{short}")
+
+
+def test_a_layout_source_resolves_a_short_commit_id_by_its_tags(tmp_path):
+    """A layout has no commit tags: the catalog finds the commit among its names itself."""
+    import ocibridge
+    from ocibridge.hubserver.reading.catalog import Catalog
+    from ocibridge.hubserver.reading.sources import RevisionNotFound, parse_sources
+
+    layout = tmp_path / "layout"
+    digests = []
+    for tag in ("v1", "v2"):
+        (tmp_path / tag).mkdir()
+        (tmp_path / tag / "config.json").write_text(f'{{"version": "{tag}"}}')
+        digests.append(ocibridge.push(str(tmp_path / tag), f"oci:{layout}:tiny:{tag}").descriptor.digest)
+    catalog = Catalog(parse_sources([f"oci:{layout}"]))
+    try:
+        for digest in digests:
+            assert catalog.resolve("tiny", digest[7:14]).top.digest == digest
+            assert catalog.resolve("tiny", digest[7:14]).tag is None
+        assert catalog.resolve("tiny", "v1").tag == "v1"
+        unknown = next(p for p in (c * 7 for c in "0123456789abcdef") if not any(d[7:].startswith(p) for d in digests))
+        with pytest.raises(RevisionNotFound):
+            catalog.resolve("tiny", unknown)
+    finally:
+        catalog.close()
+
+
+# -- through serve and the CLI, against the registry ---------------------------------------------
+@dataclass
+class Made:
+    root: Path
+    prefix: str
+    url: str
+    commits: list[str]  # the first commit (create_repo's), c0, c1
+    files: dict[str, dict[str, bytes]]  # what each commit holds
+    secret: str  # a commit of a private repository
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(self.root / "cli-cache")}
+        return subprocess.run([sys.executable, "-m", "ocibridge", *args], env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    def unknown(self) -> str:
+        """Seven hex digits no commit id of the repository starts with."""
+        return next(p for p in (c * 7 for c in "0123456789abcdef") if not any(x.startswith(p) for x in self.commits))
+
+    def login(self, token: str) -> dict[str, str]:
+        answer = httpx.post(self.url + "/ocibridge/login", data={"token": token, "next": "/"})
+        return {"ocibridge_session": answer.cookies["ocibridge_session"]}
+
+
+@pytest.fixture(scope="module")
+def made(registry, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Made]:
+    """acme/m through serve: create_repo's commit, c0 (three files), c1 (one changed, one added,
+    one deleted); a Hub tag named like c0's 7-hex prefix on c1; a private acme/secret."""
+    root = tmp_path_factory.mktemp("short-ids")
+    prefix = f"{registry.host}/short-{uuid.uuid4().hex[:8]}"
+    (root / "tokens.txt").write_text(TOKENS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(root / "cache"), "HF_HUB_DISABLE_XET": "1"}
+    src = root / "src"
+    src.mkdir()
+    (src / "config.json").write_text('{"model_type": "bert"}')
+    (src / "model.safetensors").write_bytes(b"weights v0\n" * 100)
+    (src / "notes.txt").write_text("to be deleted\n")
+    with serve_as_process([prefix, "--no-access-log", "--token-file", str(root / "tokens.txt")], env,
+                          root / "serve.log") as url:
+        api = HfApi(endpoint=url, token="alice-token")
+        api.create_repo(REPO)
+        commits = [api.model_info(REPO).sha]
+        c0 = api.upload_folder(repo_id=REPO, folder_path=src, commit_message="c0: the first weights",
+                               commit_description="Three files.\nA second line.").oid
+        files = {c0: files_of(src)}
+        changed = b"weights v1\n" * 300
+        c1 = api.create_commit(REPO, [CommitOperationAdd("model.safetensors", changed),
+                                      CommitOperationAdd("README.md", b"# m\n"),
+                                      CommitOperationDelete("notes.txt")],
+                               commit_message="c1: new weights", commit_description="And a card.").oid
+        files[c1] = {"config.json": files[c0]["config.json"], "model.safetensors": changed, "README.md": b"# m\n"}
+        api.create_tag(REPO, tag=c0[:7], revision=c1)
+        secret = api.create_repo("acme/secret", private=True).repo_id
+        hidden = api.upload_file(path_or_fileobj=b"x\n", path_in_repo="x.txt", repo_id=secret).oid
+        yield Made(root, prefix, url, [*commits, c0, c1], files, hidden)
+
+
+def test_the_cli_pulls_and_inspects_by_a_short_commit_id(made):
+    ref = f"{made.prefix}/{REPO}"
+    _, c0, c1 = made.commits
+    for n, commit in ((7, c0), (12, c1)):
+        out = made.root / f"pulled-{n}"
+        pulled = made.cli("pull", f"{ref}@{commit[:n]}", str(out), "-q")
+        assert pulled.returncode == 0, pulled.stderr
+        got = files_of(out)
+        assert got.pop(".gitattributes") and got == made.files[commit]  # create_repo's first file stays
+    inspected = made.cli("inspect", f"{ref}@{c1[:9].upper()}", "--json")
+    assert inspected.returncode == 0 and json.loads(inspected.stdout)["digest"].startswith(f"sha256:{c1}")
+    # a prefix no commit has: one error line; too few digits: a usage mistake
+    none = made.cli("inspect", f"{ref}@{made.unknown()}")
+    assert none.returncode == 1 and none.stderr.count("\n") == 1, none.stderr
+    assert f"no commit of this repository has an id starting with {made.unknown()}" in none.stderr
+    few = made.cli("inspect", f"{ref}@{c1[:5]}")
+    assert few.returncode == 2 and "a commit id is 7 to 40 hex digits" in few.stderr and few.stderr.count("\n") == 1
+
+
+def test_serve_resolves_a_short_commit_id_on_every_route_a_tag_of_that_name_first(made, tmp_path):
+    api = HfApi(endpoint=made.url, token="bob-token")
+    _, c0, c1 = made.commits
+    assert api.model_info(REPO, revision=c1[:7]).sha == c1
+    assert api.model_info(REPO, revision=c0[:12]).sha == c0
+    got = hf_hub_download(REPO, "model.safetensors", revision=c0[:12], cache_dir=tmp_path / "hub",
+                          endpoint=made.url, token="bob-token")
+    assert Path(got).read_bytes() == made.files[c0]["model.safetensors"]
+    assert {f.path for f in api.list_repo_tree(REPO, revision=c1[:10])} == set(made.files[c1]) | {".gitattributes"}
+    # the Hub tag named like c0's 7-hex prefix is the tag (on c1); one digit more is c0 again
+    assert api.model_info(REPO, revision=c0[:7]).sha == c1
+    assert api.model_info(REPO, revision=c0[:8]).sha == c0
+    with pytest.raises(RevisionNotFoundError):
+        api.model_info(REPO, revision=made.unknown())
+    # the writes name refs only: a branch named like a prefix of c0 that does not exist is not c0
+    alice = HfApi(endpoint=made.url, token="alice-token")
+    with pytest.raises(RevisionNotFoundError):
+        alice.upload_file(path_or_fileobj=b"y\n", path_in_repo="y.txt", repo_id=REPO, revision=c0[:9])
+    with pytest.raises(RevisionNotFoundError):
+        alice.delete_branch(REPO, branch=c0[:9])
+    assert alice.model_info(REPO, revision=c0[:9]).sha == c0  # still the commit, no branch made
+    jar = made.login("bob-token")
+    for page in (f"/{REPO}/tree/{c1[:7]}", f"/{REPO}/blob/{c1[:7]}/README.md", f"/{REPO}/commits/{c1[:7]}",
+                 f"/{REPO}/compare/{c0[:12]}...{c1[:7]}"):
+        answer = httpx.get(made.url + page, cookies=jar)
+        assert answer.status_code == 200, (page, answer.status_code)
