@@ -1,6 +1,8 @@
-"""Issue 76: short commit ids. A unique prefix of 7 or more hex digits of a commit id names that
-commit, as git resolves one (the CLI's ``REG/org/name@<short>``, serve's revisions), a tag of the
-same name first in serve; an ambiguous prefix is refused naming its candidates.
+"""Issue 76: short commit ids and the commit page. A unique prefix of 7 or more hex digits of a
+commit id names that commit, as git resolves one (the CLI's ``REG/org/name@<short>``, serve's
+revisions), a tag of the same name first in serve; an ambiguous prefix is refused naming its
+candidates. ``/{repo}/commit/{id}`` shows one commit: its message, author, date, parent and the
+files it changed.
 
 One registry (the session's), serve and the CLI as processes, the real huggingface_hub as the
 client; the ambiguity decision is tested at the function level (two commit ids sharing a 7-hex
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -221,3 +224,85 @@ def test_serve_resolves_a_short_commit_id_on_every_route_a_tag_of_that_name_firs
                  f"/{REPO}/compare/{c0[:12]}...{c1[:7]}"):
         answer = httpx.get(made.url + page, cookies=jar)
         assert answer.status_code == 200, (page, answer.status_code)
+
+
+def test_the_commit_page_shows_message_author_parent_and_the_files_changed(made):
+    _, c0, c1 = made.commits
+    jar = made.login("bob-token")
+    page = httpx.get(f"{made.url}/{REPO}/commit/{c1}", cookies=jar)
+    assert page.status_code == 200, page.text
+    html = page.text
+    assert '<h2 id="title">c1: new weights</h2>' in html and '<pre id="message">And a card.</pre>' in html
+    assert '<li id="author">by alice</li>' in html and f'<code id="commit-id">{c1}</code>' in html
+    c0_digest = json.loads(made.cli("inspect", f"{made.prefix}/{REPO}@{c0}", "--json").stdout)["digest"]
+    c1_digest = json.loads(made.cli("inspect", f"{made.prefix}/{REPO}@{c1}", "--json").stdout)["digest"]
+    assert f'<a class="parent" href="/{REPO}/commit/{c0_digest}">' in html and c0[:12] in html
+    assert f'href="/{REPO}/compare/{c0_digest}...{c1_digest}"' in html
+    assert f'href="/{REPO}/tree/{c1_digest}"' in html
+    rows = re.findall(r'<tr class="file (\w+)".*?<code>([^<]+)</code>', html, re.S)
+    assert rows == [("added", "README.md"), ("changed", "model.safetensors"), ("removed", "notes.txt")]
+    assert f'href="/{REPO}/blob/{c1_digest}/README.md"' in html
+    assert f'href="/{REPO}/blob/{c0_digest}/notes.txt"' in html  # a removed file: at the parent
+    assert "3.2 KiB" in html and "1.1 KiB" in html  # model.safetensors' sizes, before and after
+    # the same page for a short id, and the parent's page (its own parent: create_repo's commit)
+    assert httpx.get(f"{made.url}/{REPO}/commit/{c1[:7]}", cookies=jar).text == html
+    parent = httpx.get(f"{made.url}/{REPO}/commit/{c0_digest}", cookies=jar).text
+    assert "Three files.\nA second line." in parent and 'data-change="added"' in parent
+    assert f"{made.commits[0][:12]}</code></a>" in parent
+    # the history links each of its entries to its commit page
+    history = httpx.get(f"{made.url}/{REPO}/commits/main", cookies=jar).text
+    for digest in (c0_digest, c1_digest):
+        assert f'<a class="commit-id" href="/{REPO}/commit/{digest}">' in history
+
+
+def test_the_commit_page_needs_the_login_and_hides_what_the_token_may_not_read(made):
+    secret = f"/acme/secret/commit/{made.secret}"
+    first = httpx.get(made.url + secret)
+    assert first.status_code == 303 and first.headers["location"].startswith("/ocibridge/login?next=")
+    hidden = httpx.get(made.url + secret, cookies=made.login("bob-token"))
+    missing = httpx.get(made.url + "/acme/nothing/commit/" + made.secret, cookies=made.login("bob-token"))
+    assert hidden.status_code == missing.status_code == 404 and "No such model" in hidden.text
+    assert "x.txt" not in hidden.text
+    shown = httpx.get(made.url + secret, cookies=made.login("alice-token"))
+    assert shown.status_code == 200 and "x.txt" in shown.text
+    unknown = httpx.get(f"{made.url}/{REPO}/commit/{made.unknown()}", cookies=made.login("bob-token"))
+    assert unknown.status_code == 404 and "No such revision" in unknown.text
+
+
+def test_the_commit_page_in_a_browser(browser, made):
+    """Rendered once by Chromium: the files table, and the parent link leads to the parent's page."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _, c0, c1 = made.commits
+    browser.delete_all_cookies()
+    browser.get(f"{made.url}/{REPO}/commit/{c1[:7]}")
+    browser.find_element(By.ID, "token").send_keys("bob-token")
+    browser.find_element(By.CSS_SELECTOR, "form.login button[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda b: "/ocibridge/login" not in b.current_url)
+    assert browser.find_element(By.ID, "title").text == "c1: new weights"
+    rows = [(r.get_attribute("data-change"), r.find_element(By.CSS_SELECTOR, ".path").text)
+            for r in browser.find_elements(By.CSS_SELECTOR, "#files tr.file")]
+    assert rows == [("added", "README.md"), ("changed", "model.safetensors"), ("removed", "notes.txt")]
+    browser.find_element(By.CSS_SELECTOR, "a.parent").click()
+    WebDriverWait(browser, 10).until(lambda b: "/commit/sha256:" in b.current_url)
+    assert browser.find_element(By.ID, "commit-id").text == c0
+
+
+
+def test_the_commit_page_of_a_one_part_repo_id_pushed_outside_serve(tmp_path):
+    """``/NAME/commit/ID`` too; a manifest no serve wrote records no parent: its files, added."""
+    from starlette.testclient import TestClient
+
+    import ocibridge
+
+    layout = tmp_path / "layout"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "config.json").write_text('{"version": 1}')
+    digest = ocibridge.push(str(tmp_path / "src"), f"oci:{layout}:tiny:v1").descriptor.digest
+    with TestClient(ocibridge.create_app(f"oci:{layout}")) as client:
+        page = client.get(f"/tiny/commit/{digest[7:14]}")
+    assert page.status_code == 200, page.text
+    assert '<h2 id="title">pushed outside serve</h2>' in page.text and 'id="no-parent"' in page.text
+    assert re.findall(r'<tr class="file (\w+)".*?<code>([^<]+)</code>', page.text, re.S) == [("added", "config.json")]
+    assert f'href="/tiny/blob/{digest}/config.json"' in page.text
