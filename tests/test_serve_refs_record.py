@@ -38,9 +38,10 @@ def test_a_commit_id_after_at_names_serves_commit_tag():
     assert ref.text == f"reg.example:5000/acme/m@{HEX.upper()}"  # messages say what was typed
     digest = "sha256:" + "a" * 64
     assert parse_registry_reference(f"reg.example/acme/m@{digest}").digest == digest
-    for bad in (f"reg.example/acme/m:v1@{HEX}", f"reg.example/acme/m@{HEX[:39]}"):
+    for bad in (f"reg.example/acme/m:v1@{HEX}", f"reg.example/acme/m@{HEX[:6]}"):  # 7 to 39: an abbreviation
         with pytest.raises(InvalidReference):
             parse_registry_reference(bad)
+    assert parse_registry_reference(f"reg.example/acme/m@{HEX[:39]}").tag == f"ocibridge-commit-{HEX[:39]}"
 
 
 def test_a_refs_record_from_the_registry_is_read_as_untrusted():

@@ -16,7 +16,7 @@ Starlette route (:mod:`.routing`: matched on the raw path, so a revision or a pa
     POST /xet-write/REPO/v1/xorbs/..., /v1|v2/shards        ... to the CAS URL it hands out
     GET  /healthz, /readyz; GET /api/agent-harnesses, POST /v1/telemetry (housekeeping.py)
     GET  /, /models, /REPO, /REPO/tree/..., /REPO/blob/...  the web pages (:mod:`.web.pages`), tried last
-    GET  /REPO/commits/{rev}, /REPO/compare/{a}...{b}     history and diff pages (:mod:`.web.historypages`)
+    GET  /REPO/commits/{rev}, /REPO/commit/{rev}, /REPO/compare/{a}...{b}   history pages (:mod:`.web.historypages`)
     ...  the write API (create_repo, preupload, LFS batch and uploads, commit, whoami): :mod:`.writes`, :mod:`.lfs`
 
 A repo id of two parts is tried before one of a single part; under ``/api/models/REPO/`` the

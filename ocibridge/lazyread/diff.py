@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -136,23 +136,17 @@ def diff_models(old: RemoteModel, new: RemoteModel, old_ref: str, new_ref: str,
                 budget: ReadBudget | None = None) -> ModelDiff:
     """Compare two opened models (see the module's docstring); ``budget``: what the configs'
     and tensors' reads may take together (None: no cap)."""
-    old_files, new_files = _paths(old), _paths(new)
     files: list[FileChange] = []
     opened: list[VerifiedBlob] = []
     config_read = [0]
     try:
         config = tuple(_config_changes(old, new, budget, config_read))
-        for path in sorted(old_files.keys() | new_files.keys()):
-            a, b = old_files.get(path), new_files.get(path)
-            if a is not None and b is not None and a.digest == b.digest:
-                continue
-            if a is None or b is None:
-                files.append(FileChange(path, "added" if a is None else "removed", a, b))
-                continue
-            if path.endswith(".safetensors") and is_raw(a) and is_raw(b):
-                files.append(_tensor_changes(old, new, FileChange(path, "changed", a, b), opened, budget))
+        for change in changed_files(old.manifest.layers, new.manifest.layers):
+            a, b = change.old, change.new
+            if a is not None and b is not None and change.path.endswith(".safetensors") and is_raw(a) and is_raw(b):
+                files.append(_tensor_changes(old, new, change, opened, budget))
             else:
-                files.append(FileChange(path, "changed", a, b))
+                files.append(change)
     finally:
         for blob in opened:
             blob.close()
@@ -161,9 +155,24 @@ def diff_models(old: RemoteModel, new: RemoteModel, old_ref: str, new_ref: str,
                      None if budget is None else budget.limit)
 
 
-def _paths(model: RemoteModel) -> dict[str, Descriptor]:
+def changed_files(old: Sequence[Descriptor], new: Sequence[Descriptor]) -> list[FileChange]:
+    """The files added, removed and changed (another layer digest) from the layers ``old`` to
+    ``new``, by their path annotations, sorted by path: what every diff starts from, with
+    nothing read (the tensors of a changed file not looked into; serve's commit page shows this)."""
+    old_files, new_files = _paths(old), _paths(new)
+    files: list[FileChange] = []
+    for path in sorted(old_files.keys() | new_files.keys()):
+        a, b = old_files.get(path), new_files.get(path)
+        if a is not None and b is not None and a.digest == b.digest:
+            continue
+        change = "added" if a is None else "removed" if b is None else "changed"
+        files.append(FileChange(path, change, a, b))
+    return files
+
+
+def _paths(layers: Sequence[Descriptor]) -> dict[str, Descriptor]:
     found: dict[str, Descriptor] = {}
-    for layer in model.manifest.layers:
+    for layer in layers:
         path = layer_path(layer)
         if path:
             found[path.strip("/")] = layer

@@ -14,6 +14,10 @@ Only a tag protects a manifest from a registry's garbage collection: distributio
   to read or race on, and deleting the referrer by digest takes its tag with it.
 - ``ocibridge-commit-<40 hex>``: every commit manifest serve writes, tagged by its commit id (the
   first 40 hex digits of its digest), which a tag then resolves with one HEAD.
+  A commit id may be abbreviated, as git abbreviates one: its first :data:`SHORT_MIN` to 39 hex
+  digits, unique among the repository's commits, name it (commitscan.py finds it). No tag is
+  ever written for an abbreviation: :func:`commit_tag` of one is only the name a registry store
+  looks it up by.
 - ``ocibridge-refs``: the repository's refs record (:data:`REFS_ARTIFACT_TYPE`): which of its
   plain tags are branches, which are Hub tags; whether the repository is private or deleted.
 
@@ -38,11 +42,16 @@ REFS_LAYER_TYPE = REFS_ARTIFACT_TYPE
 TOMBSTONE_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.deleted.v1+json"
 #: a serve commit id: the first 40 hex digits of its manifest's SHA-256 digest
 COMMIT_ID = re.compile(r"[0-9a-f]{40}")
+#: the fewest hex digits a commit id is abbreviated to (git's default abbreviation)
+SHORT_MIN = 7
+#: a commit id, whole or abbreviated (:data:`SHORT_MIN` to 40 hex digits)
+COMMIT_PREFIX = re.compile(rf"[0-9a-f]{{{SHORT_MIN},40}}")
 _COMMIT_TAG = re.compile(re.escape(COMMIT_TAG_PREFIX) + r"([0-9a-f]{40})")
 _REFERRER_TAG = re.compile(re.escape(REFERRER_TAG_PREFIX) + r"([0-9a-f]{64})")
 #: cosign's tags beside a subject: the referrers fallback index ``sha256-<hex>`` and its
 #: ``.sig``, ``.att``, ``.sbom`` (any suffix: other tools add their own)
 _COSIGN_TAG = re.compile(r"sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?")
+_PREFIX_TAG = re.compile(re.escape(COMMIT_TAG_PREFIX) + rf"([0-9a-f]{{{SHORT_MIN},40}})")
 
 
 def commit_id(digest: str) -> str:
@@ -51,9 +60,10 @@ def commit_id(digest: str) -> str:
 
 
 def commit_tag(commit: str) -> str:
-    """The bookkeeping tag of a commit id."""
-    if not COMMIT_ID.fullmatch(commit):
-        raise ValueError(f"{commit!r}: not a commit id (40 lowercase hex digits)")
+    """The bookkeeping tag of a commit id; of an abbreviated one, the name a store looks it up
+    by (never written: :func:`short_of_tag`)."""
+    if not COMMIT_PREFIX.fullmatch(commit):
+        raise ValueError(f"{commit!r}: not a commit id ({SHORT_MIN} to 40 lowercase hex digits)")
     return COMMIT_TAG_PREFIX + commit
 
 
@@ -76,6 +86,19 @@ def referrer_of_tag(tag: str) -> str | None:
     """The digest a referrer's bookkeeping tag names (``sha256:HEX``); None for any other tag."""
     match = _REFERRER_TAG.fullmatch(tag)
     return f"sha256:{match.group(1)}" if match else None
+
+
+def prefix_of_tag(tag: str) -> str | None:
+    """The commit id, whole or abbreviated, a commit tag names; None for any other tag."""
+    match = _PREFIX_TAG.fullmatch(tag)
+    return match.group(1) if match else None
+
+
+def short_of_tag(tag: str) -> str | None:
+    """The abbreviated commit id of a commit tag no commit has (``ocibridge-commit-<7 to 39
+    hex>``: a lookup, never a tag in a registry); None for any other tag."""
+    prefix = prefix_of_tag(tag)
+    return prefix if prefix is not None and len(prefix) < 40 else None
 
 
 def is_bookkeeping(tag: str) -> bool:

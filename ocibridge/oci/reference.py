@@ -4,6 +4,7 @@
 |--------------------------------|--------------------------------------------------------|
 | ``host[:port]/repo[:tag][@digest]`` | :class:`RegistryReference`, with Docker's defaults |
 | ``host[:port]/repo@<40 hex>``  | a serve commit id: the tag ``ocibridge-commit-<40 hex>`` (bookkeeping.py) |
+| ``host[:port]/repo@<7-39 hex>`` | an abbreviated commit id, looked up as ``ocibridge-commit-<hex>`` (commitscan.py) |
 | ``oci:PATH[:TAG|@DIGEST]``     | :class:`LayoutReference`: an OCI image layout directory |
 | ``ollama:NAME``                | :class:`OllamaReference`: the local Ollama store       |
 | ``ollama://[host/]NAME``       | :class:`OllamaReference`: an Ollama-compatible registry |
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from ocibridge.errors import InvalidReference
-from ocibridge.oci.bookkeeping import COMMIT_ID, commit_tag
+from ocibridge.oci.bookkeeping import COMMIT_PREFIX, SHORT_MIN, commit_tag
 from ocibridge.oci.digest import is_digest
 
 DEFAULT_REGISTRY = "docker.io"
@@ -38,6 +39,7 @@ _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 #: names, which may hold ':' and '/' (``mymodel:v2``, ``myorg/model:v1``)
 _REF_COMPONENT = r"[A-Za-z0-9]+(?:(?:[-._:@+]|--)[A-Za-z0-9]+)*"
 _REF_NAME_RE = re.compile(rf"^{_REF_COMPONENT}(?:/{_REF_COMPONENT})*\Z")
+_HEX = frozenset("0123456789abcdef")
 _HOST_RE = re.compile(r"^(?:[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?\Z")
 
 
@@ -133,10 +135,15 @@ def _split_digest(text: str) -> tuple[str, str | None]:
 
 def _split_commit(text: str) -> tuple[str, str | None]:
     """``repo@<40 hex>``: the commit id ``ocibridge serve`` gave (the Hub API's and its pages'
-    ``sha``), which names the tag serve keeps for that commit; a digest stays ``@sha256:...``."""
+    ``sha``), which names the tag serve keeps for that commit, or its first 7 or more hex digits
+    as git abbreviates it (the store finds the one commit they start); a digest stays
+    ``@sha256:...``."""
     head, at, commit = text.rpartition("@")
-    if at and COMMIT_ID.fullmatch(commit.lower()):
+    if at and COMMIT_PREFIX.fullmatch(commit.lower()):
         return head, commit.lower()
+    if at and commit and all(c in _HEX for c in commit.lower()):
+        raise InvalidReference(f"invalid reference {text!r}: a commit id is {SHORT_MIN} to 40 hex digits "
+                               "(a digest: @sha256:<64 hex>)")
     return text, None
 
 

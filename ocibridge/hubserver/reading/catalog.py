@@ -20,6 +20,7 @@ from ocibridge.hubserver.reading.sources import (
     CREATED,
     DEFAULT_TAG,
     DIGEST,
+    SHORT_COMMIT,
     Refused,
     RegistrySource,
     RepoMoved,
@@ -37,6 +38,7 @@ from ocibridge.model.cardmeta import card_data
 from ocibridge.oci.bookkeeping import PREFIX, commit_tag, is_bookkeeping, is_hidden
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.oci.reference import check_tag
+from ocibridge.stores.registry.commitscan import AmbiguousCommit, find_commit
 
 if TYPE_CHECKING:
     from ocibridge.signing.containers_policy import UsePolicy
@@ -65,6 +67,7 @@ class Resolved:
     source: Source
     created: str | None = None  # when the model was made (:func:`created_of`), as the artifact says
     card: Mapping[str, Any] | None = None  # the model card's metadata the artifact carries (the Hub's cardData)
+    tag: str | None = None  # the tag the revision named (None: a digest or commit id), as the policy's scopes see it
 
 
 @dataclass(frozen=True)
@@ -148,14 +151,16 @@ class Catalog:
             self._recent = {k: v for k, v in self._recent.items() if k[0].lower() != repo_id.lower()}
         self.states.forget(repo_id)
 
-    def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0) -> Resolved:
+    def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0, ref: bool = False) -> Resolved:
         """The revision (``main`` when None) of ``repo_id``; :class:`RepoNotFound` or
         :class:`RevisionNotFound` as the Hub answers; :class:`Refused` when a policy refuses it.
         ``reuse_for``: a resolution made with ``reuse_for`` less than that many seconds ago is
-        given again, the source not asked (the Xet routes: a file is many requests for one commit)."""
+        given again, the source not asked (the Xet routes: a file is many requests for one commit).
+        ``ref``: the revision is a branch's or tag's name, never an abbreviated commit id (the
+        writes: a branch ``abc1234`` that does not exist is not the commit ``abc1234...``)."""
         revision = revision or "main"
-        if reuse_for <= 0:
-            return self._find(repo_id, revision)
+        if reuse_for <= 0 or ref:
+            return self._find(repo_id, revision, ref)
         key = (repo_id, revision)
         with self._lock:
             known = self._recent.get(key)
@@ -168,7 +173,7 @@ class Catalog:
             self._recent[key] = (time.monotonic(), resolved)
         return resolved
 
-    def _find(self, repo_id: str, revision: str) -> Resolved:
+    def _find(self, repo_id: str, revision: str, ref: bool = False) -> Resolved:
         """The revision in the first source where it resolves, checked."""
         parts = repo_parts(repo_id)
         if parts is None:
@@ -185,11 +190,13 @@ class Catalog:
             if repo is None:
                 continue
             try:
-                top = self._resolve(number, key, repo, revision)
+                top, tag = self._resolve(number, key, repo, revision, ref)
                 if is_tombstone(top.digest):  # a ref serve deleted
                     raise NotFound(f"{repo.shown}: {revision} was deleted")
-                if (DIGEST.fullmatch(revision) or COMMIT.fullmatch(revision)) and self.states.deleted(repo_id):
+                if tag is None and self.states.deleted(repo_id):  # an id or a digest
                     raise NotFound(f"{repo.shown}: the repository was deleted")  # its manifests wait for GC
+            except AmbiguousCommit as e:  # refused here, not looked for in the next source
+                raise RevisionNotFound(str(e)) from None
             except (NotFound, InvalidReference):
                 held = held or self._holds(repo)
                 continue
@@ -198,9 +205,9 @@ class Catalog:
             with self._lock:
                 self._commits[(number, key, commit_of(top.digest))] = top.digest
             model, manifest, created, card = self._manifest(repo.store, top)
-            self._check(repo, top, self._tag_of(revision))
+            self._check(repo, top, tag)
             return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source, created,
-                            card)
+                            card, tag)
         if held:
             raise RevisionNotFound(self._no_revision(repo_id, parts, revision))
         moved = self.states.of(repo_id).moved
@@ -230,37 +237,49 @@ class Catalog:
         return (f"{repo_id}: no revision main (the tag {self.default_tag}); its tags: {shown or 'none'}: "
                 "ask for one (revision='TAG'), or run serve with --default-tag TAG")
 
-    def _resolve(self, number: int, key: str, repo: Repository, revision: str) -> Descriptor:
+    def _resolve(self, number: int, key: str, repo: Repository, revision: str,
+                 ref: bool = False) -> tuple[Descriptor, str | None]:
+        """The manifest ``revision`` names in ``repo``, and the tag it named (None: a digest or a
+        commit id). 7 to 39 hex digits are a tag when the repository has that tag (git prefers a
+        ref to an abbreviated id too), else (unless ``ref``) an abbreviated commit id."""
         store = repo.store
+        scans = not isinstance(self.sources[number], RegistrySource)
         if DIGEST.fullmatch(revision):
-            return store.resolve(revision)
+            return store.resolve(revision), None
         if COMMIT.fullmatch(revision):
             with self._lock:
                 known = self._commits.get((number, key, revision))
             if known is not None:
-                return store.resolve(known)
-            return self._commit(repo, revision, scans=not isinstance(self.sources[number], RegistrySource))
+                return store.resolve(known), None
+            return self._commit(repo, revision, scans), None
         tag = self.default_tag if revision == "main" else check_tag(revision)
-        return store.resolve(repo.reference(tag))
+        if ref or not SHORT_COMMIT.fullmatch(revision):
+            return store.resolve(repo.reference(tag)), tag
+        with contextlib.suppress(NotFound):
+            found = store.resolve(repo.reference(tag))
+            if not is_tombstone(found.digest):  # a deleted tag shadows no commit
+                return found, tag
+        return self._commit(repo, revision, scans), None
 
     def _commit(self, repo: Repository, commit: str, scans: bool) -> Descriptor:
-        """The manifest of a commit id: its bookkeeping tag (one HEAD; every commit serve writes
-        has one, landing.py), else (``scans``: a layout; the registry store scans by itself) the
-        one manifest among the repository's tags whose digest it abbreviates."""
-        from ocibridge.stores.registry.commitscan import find_commit
-
+        """The manifest of a commit id, whole or abbreviated: its bookkeeping tag (one HEAD;
+        every commit serve writes has one, landing.py), else (``scans``: a layout; the registry
+        store scans by itself) the one commit among the repository's tags whose id starts with
+        ``commit`` (commitscan.py: :class:`AmbiguousCommit` when several do)."""
+        lookup = commit_tag(commit)
         try:
-            found = repo.store.resolve(repo.reference(commit_tag(commit)))
+            found = repo.store.resolve(repo.reference(lookup))
         except DigestMismatch as e:  # the registry store's check of a commit tag: a tag moved by hand
             raise NotFound(str(e)) from None
         except NotFound:
             if not scans:
                 raise
-            digest = find_commit(commit, repo.tags(), lambda tag: repo.store.resolve(repo.reference(tag)))
-            if digest is None:
+            named = find_commit(commit, [t for t in repo.tags() if t != lookup],
+                                lambda tag: repo.store.resolve(repo.reference(tag)), f"{repo.shown}@{commit}")
+            if named is None:
                 raise NotFound(f"{repo.shown}: no one manifest has the commit id {commit}") from None
-            return repo.store.resolve(digest)
-        if commit_of(found.digest) != commit:  # a tag moved by hand: not this commit
+            found = repo.store.resolve(named if named.startswith("sha256:") else repo.reference(named))
+        if not commit_of(found.digest).startswith(commit):  # a tag moved by hand: not this commit
             raise NotFound(f"{repo.shown}: its tag {commit_tag(commit)} names another manifest")
         return found
 
@@ -325,12 +344,6 @@ class Catalog:
                 record = read_record(repo)
                 return Refs(repo_id, main, tuple(tags), record.branches - {self.default_tag}, self.default_tag)
         raise self.missing(repo_id)
-
-    def _tag_of(self, revision: str) -> str | None:
-        """The tag a revision names (None: a digest or commit id), as the policy's scopes see it."""
-        if DIGEST.fullmatch(revision) or COMMIT.fullmatch(revision):
-            return None
-        return self.default_tag if revision == "main" else revision
 
     def _check(self, repo: Repository, top: Descriptor, tag: str | None) -> None:
         """Check then serve, as pull checks: the containers policy file that applies to the

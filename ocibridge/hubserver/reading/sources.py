@@ -9,8 +9,9 @@
 A revision is ``main`` (the default tag, ``latest`` unless set), another tag, ``sha256:<hex>``,
 or a 40-hex commit id: the first 40 hex digits of the digest a tag resolves to, mapped back
 exactly (commits handed out are remembered; else the repository's tags are resolved), an
-unknown or ambiguous one being not found. Sources are searched in order: the first where the
-revision resolves answers.
+unknown or ambiguous one being not found; or its first 7 to 39 hex digits, as git abbreviates
+one, unless the repository has a tag of that name (a tag first, as git prefers a ref). Sources
+are searched in order: the first where the revision resolves answers.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
+from ocibridge.oci.bookkeeping import SHORT_MIN
 from ocibridge.oci.reference import LayoutReference, RegistryReference, check_tag, path_like
 from ocibridge.stores.base import close_store
 
@@ -37,6 +39,8 @@ CREATED = "org.opencontainers.image.created"
 #: what ``main`` means unless ``--default-tag`` says otherwise
 DEFAULT_TAG = "latest"
 COMMIT = re.compile(r"[0-9a-f]{40}")
+#: an abbreviated commit id (git's: its first 7 or more hex digits), unless a tag of that name exists
+SHORT_COMMIT = re.compile(rf"[0-9a-f]{{{SHORT_MIN},39}}")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 #: one part of a repo id, as the Hub and OCI (lowercased) both take it
 _PART = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")

@@ -1,10 +1,11 @@
-"""The history and compare pages (issue 56), beside the other pages (:mod:`.pages`: their login,
-their error pages, their common context):
+"""The history, commit and compare pages (issues 56, 76), beside the other pages (:mod:`.pages`:
+their login, their error pages, their common context):
 
     GET  /REPO/commits/{rev}                    the commits of a branch (:func:`.history.history`)
+    GET  /REPO/commit/{rev}                     one commit and the files it changed (:mod:`.commitview`)
     GET  /REPO/compare/{a}...{b}                what changed from a to b (``ocibridge diff``'s result)
 
-The data is :mod:`.history`'s; this module only routes and renders it.
+The data is :mod:`.history`'s and :mod:`.commitview`'s; this module only routes and renders it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from starlette.routing import BaseRoute
 from ocibridge.hubserver.answers import requested_repo
 from ocibridge.hubserver.routing import HubRoute
 from ocibridge.hubserver.web import render
+from ocibridge.hubserver.web.commitview import commit_view
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.comparepage import tensor_page
 from ocibridge.hubserver.web.history import history, split_compare
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 
 
 class HistoryPages:
-    """The two pages, served through ``web``'s login and error handling."""
+    """The three pages, served through ``web``'s login and error handling."""
 
     def __init__(self, web: WebPages, compare: Compare):
         self.web = web
@@ -41,6 +43,8 @@ class HistoryPages:
             found += [
                 HubRoute(f"/{repo}/commits/{{revision:hub_part}}", self.web.page(self.commits, repo_route=True),
                          methods=PAGE_METHODS),
+                HubRoute(f"/{repo}/commit/{{revision:hub_part}}", self.web.page(self.commit, repo_route=True),
+                         methods=PAGE_METHODS),
                 HubRoute(f"/{repo}/compare/{{spec:hub_part}}", self.web.page(self.diff, repo_route=True),
                          methods=PAGE_METHODS),
             ]
@@ -50,6 +54,13 @@ class HistoryPages:
         repo, revision = requested_repo(request), request.path_params["revision"]
         found = await self.web.serve._run(history, self.web.serve.catalog, repo, revision)
         return render.page("commits.html", repo=repo, history=found, **self.web.common(request))
+
+    async def commit(self, request: Request) -> Response:
+        from ocibridge.oci.layerinfo import is_raw
+
+        repo, revision = requested_repo(request), request.path_params["revision"]
+        view = await self.web.serve._run(commit_view, self.web.serve.catalog, repo, revision)
+        return render.page("commit.html", repo=repo, view=view, raw=is_raw, **self.web.common(request))
 
     async def diff(self, request: Request) -> Response:
         repo, spec = requested_repo(request), request.path_params["spec"]

@@ -211,7 +211,7 @@ class ModelPages:
     def _policy(self, resolved: Resolved) -> PolicyView | None:
         from ocibridge.signing.use import as_use_policy, decision_for
 
-        located = resolved.repo.located(self.catalog._tag_of(resolved.revision), resolved.top.digest)
+        located = resolved.repo.located(resolved.tag, resolved.top.digest)
         try:
             decision = decision_for(located, as_use_policy(self.catalog.verify))
         except OcibridgeError:

@@ -177,8 +177,7 @@ class WebPages:
         repo, resolved = view.repo_id, view.resolved
         revision = "" if view.revision == "main" else f", revision={view.revision!r}"
         token = "HF_TOKEN=YOUR_TOKEN " if self.gate.pages_need_login else ""
-        tag = self.serve.catalog._tag_of(view.revision)
-        where = resolved.repo.located(tag, resolved.top.digest)
+        where = resolved.repo.located(resolved.tag, resolved.top.digest)
         ref = str(where) if where is not None else resolved.repo.shown
         out = [("Transformers (through this server)",
                 f"{token}HF_ENDPOINT={host} python -c \"from transformers import AutoConfig; "

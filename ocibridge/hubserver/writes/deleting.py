@@ -119,7 +119,7 @@ class Deleting:
         catalog = self.repos.catalog
         with self.repos.branches.lock(repo_id, name), self.repos.branches.lock(repo_id, RECORD_LOCK):
             try:
-                head = catalog.resolve(repo_id, name)
+                head = catalog.resolve(repo_id, name, ref=True)
             except RevisionNotFound:
                 raise RevisionNotFound(f"Invalid rev id: {name}") from None
             record = read_record(head.repo)

@@ -123,7 +123,7 @@ class LfsFiles:
         found = [("main", main)]
         for name in sorted(read_record(main.repo).branches):
             try:
-                found.append((name, catalog.resolve(repo_id, name)))
+                found.append((name, catalog.resolve(repo_id, name, ref=True)))
             except RevisionNotFound:
                 continue
         return found

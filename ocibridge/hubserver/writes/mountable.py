@@ -47,7 +47,7 @@ def _served_from(catalog: Catalog, repo_id: str, digest: str) -> bool:
     tags = sorted((tag for tag, _ in refs.tags), key=lambda tag: tag != catalog.default_tag)
     for tag in tags:
         try:
-            resolved = catalog.resolve(repo_id, tag)  # Refused when the policy rejects it
+            resolved = catalog.resolve(repo_id, tag, ref=True)  # Refused when the policy rejects it
         except OcibridgeError:
             continue
         if any(layer.digest == digest for layer in resolved.manifest.layers):

@@ -82,7 +82,7 @@ class RefRoutes:
         catalog = self.repos.catalog
         with self.repos.branches.lock(repo_id, name):
             try:
-                catalog.resolve(repo_id, name)
+                catalog.resolve(repo_id, name, ref=True)
             except RevisionNotFound:
                 pass
             else:

@@ -120,7 +120,7 @@ class Repos:
     def head(self, repo_id: str, branch: str) -> Resolved | None:
         """The branch's head; None when the repository exists (or was created here) without it."""
         try:
-            return self.catalog.resolve(repo_id, branch)
+            return self.catalog.resolve(repo_id, branch, ref=True)
         except RevisionNotFound:
             if branch == "main":
                 return None

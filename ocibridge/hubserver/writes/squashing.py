@@ -63,7 +63,7 @@ class Squashing:
         assert self.publishing is not None
         catalog = self.repos.catalog
         with self.repos.branches.lock(repo_id, branch):
-            head = catalog.resolve(repo_id, branch)
+            head = catalog.resolve(repo_id, branch, ref=True)
             if branch != "main" and branch not in read_record(head.repo).branches:
                 raise RevisionNotFound(f"Invalid rev id: {branch} is no branch")
             if head.top.digest != head.model.digest or not isinstance(head.manifest, Manifest):

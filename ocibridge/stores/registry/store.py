@@ -26,7 +26,7 @@ from ocibridge.core.environment import MAX_TAGS as ENV_MAX_TAGS
 from ocibridge.core.httpheaders import header_int
 from ocibridge.core.limits import env_limit
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError, TooLarge
-from ocibridge.oci.bookkeeping import commit_of_tag, referrer_tag
+from ocibridge.oci.bookkeeping import commit_of_tag, prefix_of_tag, referrer_tag, short_of_tag
 from ocibridge.oci.digest import (
     VerifyingReader,
     is_digest,
@@ -223,6 +223,8 @@ class RegistryStore(ClosesOnExit):
             known = self._manifests.get(reference)
             if known is not None:
                 return Descriptor(mediaType=known[0], digest=reference, size=len(known[1]))
+        if short_of_tag(reference):  # an abbreviated commit id: no tag has its name
+            return self.resolve(self._commit_by_scan(reference))
         path = self._path("manifests", reference)
         response = self._send("HEAD", path, headers={"Accept": ACCEPT_MANIFESTS})
         if response.status_code == 404:
@@ -249,6 +251,8 @@ class RegistryStore(ClosesOnExit):
             known = self._manifests.get(reference)
             if known is not None:
                 return Descriptor(mediaType=known[0], digest=reference, size=len(known[1])), known[1]
+        if short_of_tag(reference):
+            return self.read_manifest(self._commit_by_scan(reference))
         try:
             data, got = self._get_manifest(reference)  # verified when named by digest
         except NotFound:
@@ -293,14 +297,19 @@ class RegistryStore(ClosesOnExit):
             raise DigestMismatch(f"{self.describe()}@{commit}: its tag {reference} names {digest}, another manifest")
 
     def _commit_by_scan(self, reference: str) -> str:
-        """The digest a missing serve commit tag (``ocibridge-commit-<id>``) stands for, found among
-        the tags (commitscan.py); NotFound for a missing tag or digest of any other kind."""
-        commit = commit_of_tag(reference)
+        """What a missing serve commit tag (``ocibridge-commit-<id>``), or an abbreviated commit
+        id's (``ocibridge-commit-<7 to 39 hex>``), stands for, found among the other tags
+        (commitscan.py): a digest, or the commit tag of the one commit an abbreviation names;
+        NotFound for a missing tag or digest of any other kind, or an ambiguous abbreviation."""
+        commit = prefix_of_tag(reference)
         if commit is None:
             raise NotFound(self._no_manifest(reference))
-        found = find_commit(commit, self.tags(), self.resolve)
+        shown = f"{self.describe()}@{commit}"
+        found = find_commit(commit, [t for t in self.tags() if t != reference], self.resolve, shown)
         if found is None:
-            raise NotFound(f"{self.describe()}@{commit}: no manifest of this repository has this commit id")
+            if len(commit) < 40:
+                raise NotFound(f"{shown}: no commit of this repository has an id starting with {commit}")
+            raise NotFound(f"{shown}: no manifest of this repository has this commit id")
         return found
 
     def _no_manifest(self, reference: str) -> str:
