@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 PINNED_FOR = 60
 #: seconds a xorb request waits for its first verified bytes before a 503
 FIRST_BYTE_WAIT = 120.0
-#: bytes from which a registry blob without a chunk table is offered only once serve holds it
-#: (a smaller one is fetched and verified long before hf_xet gives up on a silent answer)
+#: bytes under which a registry blob of a commit serve made is offered before serve holds it, even
+#: without a chunk table (fetched and verified long before hf_xet gives up on a silent answer)
 STREAMED_MIN = 64 * 1024 * 1024
 _T = TypeVar("_T")
 
@@ -84,8 +84,10 @@ class XetRoutes:
         A registry blob without one would be sent only once it is all fetched, and hf_xet gives
         up on an answer that sends nothing for 300 s: the plain route streams it instead."""
         name = self.name_in(resolved, f)
-        if name is None or f.local is not None or f.layer is None or f.size < STREAMED_MIN:
-            return name  # a small blob is fetched and verified long before hf_xet gives up
+        if name is None or f.local is not None or f.layer is None:
+            return name
+        if f.size < STREAMED_MIN and published(resolved):
+            return name  # a small file serve published: fetched and verified long before hf_xet gives up
         if not isinstance(resolved.repo.store, RangedBlobSource) or self.blobs.cached(f.layer) is not None:
             return name
         return name if self.table_of(resolved, f.layer) is not None else None
