@@ -29,6 +29,7 @@ whose routes have their own grants). Not-found answers carry the Hub's ``X-Error
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
@@ -87,6 +88,8 @@ log = logging.getLogger("ocibridge.hubserver")
 _T = TypeVar("_T")
 Handler = Callable[[Request], Awaitable[Response]]
 
+#: what a write answers as the Hub's 507 (its disk or quota full) rather than a 500 clients retry
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 #: a repo id in a route: ORG/NAME, then NAME
 REPO_FORMS = ("{org:hub_part}/{name:hub_part}", "{name:hub_part}")
 GET, GET_HEAD, ANY = ("GET",), ("GET", "HEAD"), ("GET", "HEAD", "POST")
@@ -177,6 +180,12 @@ class ServeApp:
                     # alone (writes/created.py): it answers, and says 404 when it does not know it either
                     return await self.forwarder.forward(request, unreachable=refused)
                 return refused
+            except OSError as e:
+                if e.errno not in DISK_FULL:
+                    raise
+                log.error("%s %s: serve's disk is full (%s): refused with 507", request.method, request.url.path, e)
+                return error(507, None, "Insufficient Storage: serve's disk is full (" + (e.strerror or str(e)) +
+                             "); nothing of this request was kept: send it again once there is room")
 
         return endpoint
 
