@@ -28,12 +28,14 @@ def free_port() -> int:
 
 @dataclass
 class ServeProcess:
-    """One serve: ``args`` (its sources and flags), its own cache (``home/cache``), its port."""
+    """One serve: ``args`` (its sources and flags), its own cache (``home/cache``), its port;
+    ``env``: more of its environment (the writer lease's times: tests/test_serve_writer_lease.py)."""
 
     home: Path
     args: tuple[str, ...]
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -54,7 +56,7 @@ class ServeProcess:
     def start(self) -> ServeProcess:
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / "tokens.txt").write_text(TOKENS)
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(self.cache)}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(self.cache), **self.env}
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "ocibridge", "serve", *self.args, "--no-access-log",

@@ -150,7 +150,11 @@ def test_forwarded_host_is_believed_only_from_trusted_peers(pair, tmp_path):
     trusting = httpx.post(f"{writer.url}/acme/fwd.git/info/lfs/objects/batch", headers=forwarded, json=body)
     assert trusting.json()["objects"][0]["actions"]["upload"]["href"].startswith("https://reader.example:8443/")
     prefix = next(a for a in writer.args if "/" in a)
-    with running(tmp_path / "wary", prefix, "--trust-forwarded", "10.0.0.0/8") as wary:
+    # a writer of its own prefix: over the writer's, the writer lease would have it refuse every write
+    with running(tmp_path / "wary", f"{prefix}-wary", "--trust-forwarded", "10.0.0.0/8") as wary:
+        HfApi(endpoint=wary.url, token="writer-token").create_repo("acme/fwd")
+        HfApi(endpoint=wary.url, token="writer-token").upload_file(path_or_fileobj=b"x", path_in_repo="x.txt",
+                                                                   repo_id="acme/fwd")
         answer = httpx.post(f"{wary.url}/acme/fwd.git/info/lfs/objects/batch", headers=forwarded, json=body)
         assert answer.json()["objects"][0]["actions"]["upload"]["href"].startswith(f"{wary.url}/"), answer.text
 

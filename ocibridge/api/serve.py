@@ -187,6 +187,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     from ocibridge.api.options import TransferOptions
     from ocibridge.hubserver.reading.catalog import Catalog
     from ocibridge.hubserver.reading.sources import RegistrySource, parse_sources
+    from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
     from ocibridge.hubserver.replicas.trusted import parse_networks
     from ocibridge.hubserver.server import ServerSettings, build_app, check_listening, parse_public_url
     from ocibridge.hubserver.tlsfiles import check_tls_files
@@ -204,7 +205,7 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         staging_budget=options.staging_budget, staging_expiry=options.staging_expiry,
         lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size,
         writer=parse_public_url(options.writer, "--writer"), trust_forwarded=options.trust_forwarded,
-        compare_budget=options.compare_budget)
+        compare_budget=options.compare_budget, lease=LeaseTimes.from_env())
     parse_networks(options.trust_forwarded)
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")

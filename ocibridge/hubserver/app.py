@@ -56,6 +56,7 @@ from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
 from ocibridge.hubserver.reading.sources import RepoMoved, RepoNotFound
 from ocibridge.hubserver.replicas.forward import Forwarder
+from ocibridge.hubserver.replicas.lease import Lease, lease_for
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.requestid import RequestId
 from ocibridge.hubserver.routing import HubRoute, route_path
@@ -135,10 +136,15 @@ class ServeApp:
         self.web = WebPages(self, settings)  # the pages (issue 56): routed after every API route
         self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages
         self.forwarder = Forwarder(settings.writer) if settings.writer else None  # a reader's writes: the writer's
+        # one writer a SOURCE, enforced (issue 76): a reader takes no lease, its writes go to the writer
+        self.lease = Lease() if self.forwarder else lease_for(first, settings.lease, self.staging.root.parent,
+                                                              settings.public_url)
+        self.repos.lease = self.lease
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
         stay in the model cache), once the shards answered are recorded for dedupe."""
+        self.lease.close()  # released: another serve takes the writes at once
         self.xet_upload.dedupe.close()
         if self.ranges is not None:
             self.ranges.close()
@@ -157,7 +163,15 @@ class ServeApp:
         ``refusals_only``: a line only when refused, :meth:`.audit.AuditLog.audited`)."""
         if self.forwarder is not None:
             return self.forwarder.forward
-        guarded = self.guarded(answer, needs_token)
+
+        async def leased(request: Request) -> Response:
+            # taken only while this serve holds the writer lease (replicas/lease.py): else the Hub's
+            # 503 naming the writer; a serve with no write token takes no lease (the token refuses)
+            if not self.lease.holding() and any(g.write for g in self.gate.grants):
+                await self._run(self.lease.admit)
+            return await answer(request)
+
+        guarded = self.guarded(leased, needs_token)
         return self.audit.audited(audit, guarded, refusals_only=refusals_only) if audit else guarded
 
     def guarded(self, answer: Handler, needs_token: bool = True) -> Handler:
@@ -174,7 +188,8 @@ class ServeApp:
                 if isinstance(e, RepoMoved) and request.method in ("GET", "HEAD"):
                     return moved_answer(request, e)
                 failure = failure_of(e, f"{request.method} {request.url.path}")
-                refused = error(failure.status, failure.code, failure.message)
+                later = {"Retry-After": str(failure.retry_after)} if failure.retry_after else None
+                refused = error(failure.status, failure.code, failure.message, later)
                 if isinstance(e, RepoNotFound) and self.forwarder is not None and request.method in ("GET", "HEAD"):
                     # a repository create_repo made and no commit reached yet is known to the writer
                     # alone (writes/created.py): it answers, and says 404 when it does not know it either

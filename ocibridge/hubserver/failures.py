@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Denied
 from ocibridge.hubserver.reading.sources import Refused, RepoNotFound, RevisionNotFound
+from ocibridge.hubserver.replicas.lease import LeaseLost
 from ocibridge.hubserver.uploads.staging import StagingFull
 from ocibridge.hubserver.writes.commits import (
     BadCommit,
@@ -35,6 +36,7 @@ class Failure:
     code: str | None  # X-Error-Code (None: the client raises a plain HTTP error)
     title: str  # a page's heading
     message: str
+    retry_after: int | None = None  # seconds, for Retry-After: when asking again may be answered
 
 
 #: first match wins: the specific rows before :class:`OcibridgeError`, their base
@@ -50,6 +52,8 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     (BadCommit, 400, "BadRequest", "Not a commit serve can make"),
     (UnknownContent, 422, "BadRequest", "A commit names bytes serve does not hold"),
     (StagingFull, 507, None, "No room for the upload"),
+    # another serve holds the writer lease (replicas/lease.py): the Hub's "try again later"
+    (LeaseLost, 503, None, "This serve does not take writes now"),
     (OcibridgeError, 502, None, "The registry did not answer as expected"),
 )
 
@@ -71,4 +75,6 @@ def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
         log.warning("%s: %s", where, error)
     if isinstance(error, RepoNotFound):  # the Hub's words, which huggingface_hub's own message holds
         return Failure(status, code, title, REPO_NOT_FOUND)
+    if isinstance(error, LeaseLost):
+        return Failure(status, code, title, str(error), error.retry_after)
     return Failure(status, code, title, str(error))

@@ -8,11 +8,12 @@ import logging
 import signal
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver import XET_MIN_SIZE
+from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
 from ocibridge.hubserver.replicas.trusted import LOOPBACK
 from ocibridge.hubserver.settings import COMPARE_BUDGET, MULTIPART_MIN, PAGE, PART_SIZE, ServeSettings
 from ocibridge.hubserver.tlsfiles import load_tls
@@ -57,6 +58,7 @@ class ServerSettings:
     compare_budget: int = COMPARE_BUDGET  # bytes one compare page's diff may read (web/compare.py)
     writer: str | None = None  # the serve writes are sent to (--writer); None: this one writes
     trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-Host/-Proto are believed
+    lease: LeaseTimes = field(default_factory=LeaseTimes)  # the writer lease's times (replicas/leasetimes.py)
 
     def for_routes(self) -> ServeSettings:
         """What the routes read, frozen: made once, handed to every route set as it is."""
@@ -64,7 +66,7 @@ class ServerSettings:
                              metrics=self.metrics, page=self.page, xet_min=self.xet_min, public_url=self.public_url,
                              lfs_multipart_min=self.lfs_multipart_min, lfs_part_size=self.lfs_part_size,
                              writer=self.writer, trust_forwarded=self.trust_forwarded,
-                             compare_budget=self.compare_budget)
+                             compare_budget=self.compare_budget, lease=self.lease)
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -188,9 +190,17 @@ def run(app: Starlette, options: ServerSettings) -> None:
             raise
     shown = f"[{host}]" if ":" in host else host
     url = options.public_url or f"{'https' if options.cert else 'http'}://{shown}:{port}"
+    writes = any(g.write for g in state.gate.grants)
+    if writes:  # the writer lease taken, or its holder known, before the start line says which
+        try:
+            state.lease.start(url)
+        except BaseException:
+            sock.close()
+            state.close()
+            raise
     logging.getLogger("ocibridge.serve").info(banner(
-        [s.shown for s in state.catalog.sources], url, writes=any(g.write for g in state.gate.grants),
-        tokens=bool(state.gate.grants), writer=options.writer))
+        [s.shown for s in state.catalog.sources], url, writes=writes, tokens=bool(state.gate.grants),
+        writer=options.writer, standing_by=state.lease.standing_by()))
     warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
     try:
         with sock, state.staging.sweeping():  # abandoned uploads go on a timer

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ocibridge.hubserver import XET_MIN_SIZE
+from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
 from ocibridge.hubserver.replicas.trusted import LOOPBACK
 
 #: files from this size are offered in parts: S3's largest single PUT (5 GiB), past which the
@@ -39,6 +40,7 @@ class ServeSettings:
     writer: str | None = None  # --writer: the serve every write is sent to (replicas/forward.py); None: this one
     trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-* are believed (trusted.py)
     compare_budget: int = COMPARE_BUDGET  # bytes one compare page's diff may read
+    lease: LeaseTimes = LeaseTimes()  # the writer lease's expiry, renewal, settle (replicas/writerlease.py)
 
     def part_size_for(self, size: int) -> int | None:
         """The part size to offer an LFS upload of ``size`` bytes, or None: one PUT."""

@@ -43,10 +43,14 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def banner(sources: Sequence[str], url: str, *, writes: bool, tokens: bool, writer: str | None) -> str:
-    """The one line serve starts with: what it serves, where, and who may do what."""
+def banner(sources: Sequence[str], url: str, *, writes: bool, tokens: bool, writer: str | None,
+           standing_by: str | None = None) -> str:
+    """The one line serve starts with: what it serves, where, and who may do what
+    (``standing_by``: why writes are refused here, another serve holding the writer lease)."""
     if writer is not None:
         mode = f"reads here, writes sent to {writer}"
+    elif writes and standing_by:
+        mode = standing_by
     else:
         mode = "writes on (write tokens publish)" if writes else "read-only"
     access = "tokens required" if tokens else "open (no --token-file: anyone who reaches it reads)"

@@ -20,6 +20,9 @@ Only a tag protects a manifest from a registry's garbage collection: distributio
   looks it up by.
 - ``ocibridge-refs``: the repository's refs record (:data:`REFS_ARTIFACT_TYPE`): which of its
   plain tags are branches, which are Hub tags; whether the repository is private or deleted.
+- ``ocibridge-writer``: the writer lease of a whole SOURCE prefix (:data:`WRITER_ARTIFACT_TYPE`),
+  in serve's own repository :data:`LEASE_REPO` under it: which serve process takes the writes
+  there (hubserver/replicas/leaserecord.py).
 
 A tag serve deleted (a branch, a Hub tag, every tag of a deleted repository) names serve's
 tombstone (:data:`TOMBSTONE_ARTIFACT_TYPE`): most registries delete a manifest with every tag
@@ -38,6 +41,11 @@ REFS_TAG = PREFIX + "refs"
 #: the artifact type of the refs record's manifest, and its one layer's media type
 REFS_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.refs.v1+json"
 REFS_LAYER_TYPE = REFS_ARTIFACT_TYPE
+#: the writer lease's tag, and the repository (a one-part repo id under the SOURCE prefix) it is kept in
+WRITER_TAG = PREFIX + "writer"
+LEASE_REPO = PREFIX + "serve"
+#: the artifact type of the writer lease's manifest (its holder in annotations: one PUT a renewal)
+WRITER_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.writer.v1+json"
 #: the artifact type of the manifest a deleted tag names (the same bytes in every repository)
 TOMBSTONE_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.deleted.v1+json"
 #: a serve commit id: the first 40 hex digits of its manifest's SHA-256 digest

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
-from ocibridge.oci.bookkeeping import SHORT_MIN
+from ocibridge.oci.bookkeeping import LEASE_REPO, SHORT_MIN
 from ocibridge.oci.reference import LayoutReference, RegistryReference, check_tag, path_like
 from ocibridge.stores.base import close_store
 
@@ -203,7 +203,7 @@ class RegistrySource(Source):
             for name in names:
                 if isinstance(name, str) and name.startswith(head):
                     rest = name[len(head):]
-                    if repo_parts(rest) is not None:
+                    if repo_parts(rest) is not None and rest != LEASE_REPO:  # serve's own (writer lease)
                         found.add(rest)
             link = response.headers.get("link", "")
             match = re.search(r"<([^>]+)>\s*;\s*rel=\"?next\"?", link)
@@ -280,9 +280,10 @@ class LayoutSource(Source):
         self._store()
 
     def _not_made_yet(self) -> bool:
-        """No directory at the root, or an empty one (a directory with other files is no store)."""
+        """No directory at the root, or an empty one (a directory with other files is no store;
+        the writer lease's lock file, replicas/layoutlease.py, is none of them)."""
         try:
-            return not any(self.root.iterdir())
+            return not any(p.name != ".ocibridge-writer" for p in self.root.iterdir())
         except FileNotFoundError:
             return True
         except OSError:

@@ -153,7 +153,11 @@ class CommitRoutes:
             if regular:  # none: every file in git-lfs, as a manifest without the record says
                 annotations[REGULAR] = annotation(regular)
             # named as push names a directory of these files: after the repository
-            digest = publish(self.publishing, tree, (parts or [repo_id])[-1], repo, tag, annotations, mounts)
+            digest = publish(self.publishing, tree, (parts or [repo_id])[-1], repo, tag, annotations, mounts,
+                             self.repos.lease.ensure)
+            # answered as landed only while the writer lease still names this serve: a takeover
+            # meanwhile may not keep it (replicas/writerlease.py), so it is not acknowledged
+            self.repos.lease.confirm()
             if head is not None:
                 _tag_history(head, tag)
             self.repos.created.discard(repo_id)

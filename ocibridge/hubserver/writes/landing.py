@@ -5,7 +5,8 @@
 3. its bookkeeping tag ``ocibridge-commit-<id>`` (oci/bookkeeping.py): from here on the commit id
    resolves on any process, and the registry's garbage collection keeps the manifest (only a
    tag protects one from distribution's ``garbage-collect --delete-untagged``);
-4. the branch's tag, moved to it.
+4. the writer lease checked (``before_branch``: still held, replicas/writerlease.py), then the
+   branch's tag, moved to it.
 
 A crash between two steps leaves the branch where it was: at worst an untagged manifest (collected)
 or a commit tag no branch reaches yet. An OCI layout source, which has no garbage collection and
@@ -18,7 +19,7 @@ tag when the next commit lands on top of them (:func:`tag_ancestors`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
@@ -40,10 +41,11 @@ def bookkept(tag: str, digest: str) -> str:
 
 
 def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, str],
-         evidence: Evidence | None) -> None:
+         evidence: Evidence | None, before_branch: Callable[[], None] | None = None) -> None:
     """Steps 2 to 4 for the manifest ``digest`` ``store`` holds, the branch's tag being ``tag``.
-    Nothing is tagged when the evidence fails (:class:`.EvidenceFailed`, saying so)."""
-    from ocibridge.transfer.writer import retag
+    Nothing is tagged when the evidence fails (:class:`.EvidenceFailed`, saying so); the branch
+    is not moved when ``before_branch`` raises (a lease no longer held)."""
+    from ocibridge.transfer.writer import write_artifact
 
     subject = store.resolve(digest)
     if evidence is not None and evidence.wanted:
@@ -52,7 +54,11 @@ def land(store: WritableStore, digest: str, tag: str, annotations: Mapping[str, 
         except (OcibridgeError, OSError) as e:
             raise EvidenceFailed(f"{store.describe()}: commit {commit_of(digest)} was refused: its evidence "
                                  f"could not be written ({e}); {tag} was not moved") from e
-    retag(store, subject, [bookkept(tag, digest), tag])  # in this order: the commit tag first
+    body = store.fetch_bytes(subject)
+    write_artifact(store, subject, body, tags=[bookkept(tag, digest)])  # the commit tag first
+    if before_branch is not None:
+        before_branch()
+    write_artifact(store, subject, body, tags=[tag])  # the manifest is there: one PUT of the tag
 
 
 def tag_ancestors(store: WritableStore, head: str, tag: str, most: int) -> int:

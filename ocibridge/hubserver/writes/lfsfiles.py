@@ -207,7 +207,9 @@ class LfsFiles:
                                         body)
             write_artifact(store, desc, body)  # by digest: its layers and config are there
             if number == len(oldest_first) - 1:  # the new head: signed and tagged as a commit lands
-                land(store, desc.digest, tag, notes, self.publishing.evidence if self.publishing else None)
+                land(store, desc.digest, tag, notes, self.publishing.evidence if self.publishing else None,
+                     self.repos.lease.ensure)
+                self.repos.lease.confirm()
             else:
                 from ocibridge.transfer.writer import retag
 

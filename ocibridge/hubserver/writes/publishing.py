@@ -7,7 +7,7 @@ then it gets its commit tag, and only then does the branch's tag move (:mod:`.la
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -33,10 +33,12 @@ class Publishing:
 
 
 def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, repo: Repository, tag: str,
-            annotations: Mapping[str, str], mounts: Mapping[str, Store]) -> str:
+            annotations: Mapping[str, str], mounts: Mapping[str, Store],
+            before_branch: Callable[[], None] | None = None) -> str:
     """Write the commit of ``files`` (path -> what serve knows of it) as the model ``name`` into
     ``repo`` under ``tag``, the commit's ``annotations`` on its manifest; its manifest digest.
-    ``mounts``: digest -> a repository to mount that blob from."""
+    ``mounts``: digest -> a repository to mount that blob from; ``before_branch``: called right
+    before the branch's tag moves, which it stops by raising (the writer lease's check)."""
     from ocibridge.chunks.chunking import ChunkPolicy
     from ocibridge.model.builder import BuildOptions
     from ocibridge.model.deliver import deliver
@@ -53,9 +55,11 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
         # by digest into a registry, then its commit tag, then the branch's (landing.py); a layout,
         # which cannot hold an untagged manifest (and collects no garbage), tagged by the copy first
         first = None if evidence is not None or isinstance(repo.base, RegistryReference) else reference
+        if first is not None and before_branch is not None:
+            before_branch()  # the push itself moves the branch
         delivered = deliver(artifact, store, first, concurrency=publishing.concurrency, mounts=mounts)
         digest = delivered.descriptor.digest
-        land(store, digest, reference, annotations, evidence)
+        land(store, digest, reference, annotations, evidence, before_branch)
     return digest
 
 

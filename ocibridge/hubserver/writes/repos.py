@@ -28,12 +28,14 @@ from ocibridge.hubserver.cards import read_card
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, ModelFiles, read_small
 from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, Repository, RevisionNotFound, repo_parts
+from ocibridge.hubserver.replicas.lease import Lease
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.writes.commits import BadCommit, Branches, UploadCollected
 from ocibridge.hubserver.writes.created import CreatedRepos
 from ocibridge.hubserver.writes.mountable import admitted
+from ocibridge.oci.bookkeeping import LEASE_REPO
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import AsksNow, Store
 
@@ -55,6 +57,7 @@ class Repos:
         source = catalog.sources[0] if catalog.sources else None
         self.mounts = Mounts(source if isinstance(source, RegistrySource) else None)  # unchanged files
         self.created = CreatedRepos(staging.root.parent / "created")  # made, not committed to yet
+        self.lease = Lease()  # the writer lease (replicas/lease.py): the application sets its own
         staging.writers = lambda: sum(1 for g in gate.grants if g.write)  # each one's share (uploads/shares.py)
 
     def base(self, request: Request) -> str:
@@ -66,6 +69,9 @@ class Repos:
         if repo_id is not None and repo_parts(repo_id) is None:
             raise InvalidRepoName(f"Invalid repo name: {repo_id!r} is not a repo id (NAME or ORG/NAME: letters, "
                                   "digits and single '.', '_', '-' between them)")
+        if repo_id is not None and repo_parts(repo_id) == [LEASE_REPO]:
+            raise InvalidRepoName(f"Invalid repo name: {repo_id!r} is serve's own repository (it keeps the writer "
+                                  "lease: docs/serve.md, 'One writer, many readers'): choose another name")
         grant = self.gate.require(request, repo_id, Access.WRITE)
         assert grant is not None  # a write always names its writer
         return grant

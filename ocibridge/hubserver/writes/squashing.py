@@ -78,7 +78,8 @@ class Squashing:
             tag = head.repo.reference(catalog.default_tag if branch == "main" else branch)
             # by digest into a registry (landing.py tags it); a layout holds no untagged manifest
             write_artifact(store, desc, body, tags=[] if isinstance(head.repo.base, RegistryReference) else [tag])
-            land(store, desc.digest, tag, notes, self.publishing.evidence)
+            land(store, desc.digest, tag, notes, self.publishing.evidence, self.repos.lease.ensure)
+            self.repos.lease.confirm()  # answered only while this serve still holds the writer lease
             catalog.forget(repo_id)
         log.info("%s: %s squashed %s into %s", repo_id, grant.name, branch, desc.digest)
         return commit_of(desc.digest)

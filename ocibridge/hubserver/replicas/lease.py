@@ -1,0 +1,94 @@
+"""One writer, enforced (issue 76): a serve that takes writes holds the *writer lease* of its
+first SOURCE, where new repositories go. A registry has no compare-and-swap on a tag, so two
+processes that each move one branch lose commits; a second serve with write tokens over the
+same prefix therefore refuses writes (the Hub's 503, naming the holder) until the holder's
+lease ends, and takes over then.
+
+:class:`Lease` is what the routes ask (:meth:`.app.ServeApp.writing` before a write is taken,
+the commit routes before and after a branch's tag moves); this base class is no lease at all:
+a reader (``--writer``, whose writes go to the writer), a serve with no source it writes to.
+:mod:`.writerlease` keeps one in a registry, :mod:`.layoutlease` in an OCI layout (a lock).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import TYPE_CHECKING
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.replicas.leaserecord import Holder
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ocibridge.hubserver.reading.sources import Source
+    from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
+
+
+class LeaseLost(OcibridgeError):
+    """A write this serve may not take now: another process holds the writer lease, or this
+    one's lapsed, or it is not known yet (the Hub's 503, with ``Retry-After``)."""
+
+    def __init__(self, message: str, retry_after: float):
+        super().__init__(message)
+        self.retry_after = max(1, int(retry_after + 0.999))
+
+
+class Lease:
+    """No writer lease: every write is taken here."""
+
+    def start(self, url: str | None = None) -> None:
+        """Take the lease, or learn who holds it (``url``: where this serve is reached, named in
+        the lease): quickly, so the start line can say which."""
+
+    def standing_by(self) -> str | None:
+        """Why writes are refused here, for the start line; None when this serve takes them."""
+        return None
+
+    def holding(self) -> bool:
+        """Whether writes are taken now (no waiting, no request)."""
+        return True
+
+    def admit(self) -> None:
+        """Before a write is taken: raises :class:`LeaseLost` unless this serve holds the lease
+        (started here when it was not yet; waits while it is being decided)."""
+
+    def ensure(self) -> None:
+        """Right before a branch's tag moves: raises :class:`LeaseLost` unless the lease is
+        still held (a paused writer whose lease lapsed must not move a branch)."""
+
+    def confirm(self) -> None:
+        """Once a branch's tag moved: raises :class:`LeaseLost` unless the lease, read now,
+        still names this serve (else the commit is not answered as landed)."""
+
+    def close(self) -> None:
+        """Let the lease go (a serve stopped cleanly is replaced at once)."""
+
+
+def this_process(holder_id: str, url: str | None = None) -> Holder:
+    """The holder this process is."""
+    return Holder(holder_id, url or "", socket.gethostname(), os.getpid())
+
+
+def lease_for(source: Source | None, times: LeaseTimes, cache_dir: Path, url: str | None = None) -> Lease:
+    """The lease of ``source`` (serve's first): a registry prefix's in the registry, a layout's
+    (``oci:DIR``, the local store) in the layout; ``cache_dir``: where this process's id is kept
+    (:mod:`.identity`); ``url``: where this serve is reached, until :meth:`Lease.start` says."""
+    from ocibridge.hubserver.reading.sources import LayoutSource, RegistrySource
+    from ocibridge.hubserver.replicas.identity import holder_id
+
+    if isinstance(source, RegistrySource):
+        from ocibridge.hubserver.replicas.writerlease import RegistryLease
+        from ocibridge.oci.bookkeeping import LEASE_REPO, WRITER_TAG
+        from ocibridge.stores.base import WritableStore
+
+        repo = source.repository([LEASE_REPO])
+        if repo is None or not isinstance(repo.store, WritableStore):
+            return Lease()
+        return RegistryLease(repo.store, f"{repo.shown}:{WRITER_TAG}", this_process(holder_id(cache_dir), url), times)
+    if isinstance(source, LayoutSource):
+        from ocibridge.hubserver.replicas.layoutlease import LayoutLease
+
+        return LayoutLease(source.root, source.shown, this_process(holder_id(cache_dir), url), times)
+    return Lease()
