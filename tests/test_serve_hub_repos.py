@@ -202,6 +202,11 @@ def test_private_repositories_and_anonymous_reads(served):
         assert other.model_info(public).sha == alice.model_info(public).sha
         assert secret not in [m.id for m in other.list_models(search="secret")]
     assert secret in [m.id for m in alice.list_models(search="secret")]
+    for token, seen in (("bob-token", 404), ("alice-token", 200)):  # the pages and their catalog too
+        login = httpx.post(f"{served.url}/ocibridge/login", data={"token": token, "next": "/"})
+        jar = {"ocibridge_session": login.cookies["ocibridge_session"]}
+        assert httpx.get(f"{served.url}/{secret}", cookies=jar).status_code == seen
+        assert (secret in httpx.get(f"{served.url}/models?search=secret", cookies=jar).text) == (seen == 200)
     status = httpx.get(f"{served.url}/api/models/{secret}/xet-read-token/main").status_code
     assert status == 404  # as a missing one, to a request without a token
     alice.update_repo_settings(secret, private=False)
