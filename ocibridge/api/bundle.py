@@ -29,6 +29,7 @@ from ocibridge.core.records import FieldsAsDict
 from ocibridge.core.texts import one_or_many
 from ocibridge.errors import OcibridgeError, UsageError
 from ocibridge.layers.tarwalk import tar_members
+from ocibridge.oci.bookkeeping import refuse_as_destination
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.places.locate import Role, locate, text_of
@@ -359,6 +360,10 @@ def load(bundle: str | os.PathLike[str], prefix: str | None = None, *, transfer:
                                      f"but its tag names {desc.digest}")
             check_before_use(layout, desc, locate(entry.reference, Role.JOB), verify, entry.reference)
             checked.append(desc)
+        for dest in named:  # before anything is written
+            located = locate(dest, Role.DESTINATION)
+            if isinstance(located, (RegistryReference, LayoutReference)):
+                refuse_as_destination(located.tag, dest)
         for desc, dest in zip(checked, named, strict=True):
             target = open_store_target(locate(dest, Role.DESTINATION), for_write=True,
                                        options=transfer.registry_options())

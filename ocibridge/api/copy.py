@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 from ocibridge.api.missing import explaining_missing
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (its home before)
 from ocibridge.errors import UsageError
+from ocibridge.oci.bookkeeping import refuse_as_destination
 from ocibridge.oci.models import Descriptor
+from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.places.locators import KindPlace
 from ocibridge.places.targets import SourceTarget, closes_its_stores, open_source, open_store_target
@@ -57,6 +59,8 @@ def copy_reference(
     archive = archive_output(dst)  # out.carton: a file, not a model of the local store
     src_ref = locate(src, Role.MODEL)
     dst_ref = archive[0] if archive is not None else locate(dst, Role.DESTINATION)
+    if isinstance(dst_ref, (RegistryReference, LayoutReference)):
+        refuse_as_destination(dst_ref.tag, text_of(dst_ref))
     src_text = text_of(src_ref)
     if archive is not None and (referrers or (attest is not None and attest.wanted)):
         raise UsageError(f"{dst}: an archive holds no signatures or evidence; copy to a store to keep them")

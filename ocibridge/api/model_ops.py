@@ -33,7 +33,7 @@ from ocibridge.errors import NotFound, UsageError
 from ocibridge.kinds import door
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
-from ocibridge.oci.bookkeeping import is_bookkeeping, is_hidden
+from ocibridge.oci.bookkeeping import is_hidden, refuse_as_destination
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, PathReference, RegistryReference
 from ocibridge.places.locate import Locator as Locator  # the type of what the calls take besides a text
@@ -190,12 +190,9 @@ def push(
 
 
 def _refuse_bookkeeping_tag(dest_ref: Locator | None) -> None:
-    """``ocibridge-*`` tags are serve's own records (a commit's tag, the refs record): a push that
-    wrote one would move a pinned commit or the record of a repository's branches. ``copy``
-    takes them (a mirror keeps them)."""
-    if isinstance(dest_ref, (RegistryReference, LayoutReference)) and dest_ref.tag and is_bookkeeping(dest_ref.tag):
-        raise UsageError(f"{text_of(dest_ref)}: tags starting with 'ocibridge-' are serve's own bookkeeping "
-                         "(docs/serve.md, History in the registry): push under another tag")
+    """A destination tag that is ocibridge's own bookkeeping (:func:`.bookkeeping.refuse_as_destination`)."""
+    if isinstance(dest_ref, (RegistryReference, LayoutReference)):
+        refuse_as_destination(dest_ref.tag, text_of(dest_ref))
 
 
 def _refuse_layout_in_source(source_ref: Locator, dest_ref: Locator | None) -> None:

@@ -20,7 +20,7 @@ from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.core.texts import one_or_many
 from ocibridge.errors import NotFound, OcibridgeError, UsageError
-from ocibridge.oci.bookkeeping import is_bookkeeping, referrer_of_tag
+from ocibridge.oci.bookkeeping import is_bookkeeping, referrer_of_tag, refuse_as_destination
 from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, is_draft
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
@@ -439,6 +439,8 @@ def tag(ref: str | Locator, tags: str | Sequence[str], *, transfer: TransferOpti
     tags = one_or_many(tags)
     if not tags:
         raise UsageError("tag needs at least one new TAG")
+    for new_tag in tags:
+        refuse_as_destination(new_tag, new_tag)
     _rewrite_before(ref)  # the release before's names first: the name typed is found in its new form
     located = store_reference(ref)  # once, here
     ref = text_of(located)

@@ -120,3 +120,15 @@ def is_hidden(tag: str) -> bool:
     signatures and attachments, never a model."""
     name = tag.rpartition(":")[2]
     return name.startswith(PREFIX) or _COSIGN_TAG.fullmatch(name) is not None
+
+
+def refuse_as_destination(tag: str | None, shown: str) -> None:
+    """``ocibridge-*`` tags are written by ocibridge itself (a commit's tag, the refs record, a
+    referrer's, the writer lease): a push, copy, tag or load naming one as its destination would
+    move a pinned commit or a record; refused with one line (:class:`UsageError`). Mirror jobs copy
+    them as they are, under the same names."""
+    from ocibridge.errors import UsageError
+
+    if tag and is_bookkeeping(tag):  # a layout's NAME:TAG too
+        raise UsageError(f"{shown}: tags starting with '{PREFIX}' are ocibridge's own bookkeeping "
+                         "(docs/serve.md, History in the registry): name another tag")
