@@ -42,6 +42,11 @@ POLICY = "OCIBRIDGE_POLICY"
 #: set by ``ocibridge mount`` for the process it starts: the descriptor of the caller's stderr
 #: (lazymount/process.py); not a setting for users
 MOUNT_STDERR_FD = "OCIBRIDGE_MOUNT_STDERR_FD"
+#: serve's writer lease, in seconds (hubserver/replicas/leasetimes.py): how long it lasts
+#: unrenewed, how often its holder renews it, how long a writer waits before reading it back
+SERVE_LEASE_EXPIRY = "OCIBRIDGE_SERVE_LEASE_EXPIRY"
+SERVE_LEASE_RENEW = "OCIBRIDGE_SERVE_LEASE_RENEW"
+SERVE_LEASE_SETTLE = "OCIBRIDGE_SERVE_LEASE_SETTLE"
 
 #: Every variable and its default (the numbers themselves live beside the code they bound).
 VARIABLES = (
@@ -65,6 +70,9 @@ VARIABLES = (
     Variable(LINKS_MAX_BYTES, "64 GiB"),
     Variable(POLICY, "$HOME/.config/containers/policy.json, else /etc/containers/policy.json, else none"),
     Variable(MOUNT_STDERR_FD, "unset: set by ocibridge mount for its own process"),
+    Variable(SERVE_LEASE_EXPIRY, "30 (seconds; at most 60)"),
+    Variable(SERVE_LEASE_RENEW, "10 (seconds; at most a third of the expiry)"),
+    Variable(SERVE_LEASE_SETTLE, "1 (seconds; at most half the renewal)"),
 )
 
 

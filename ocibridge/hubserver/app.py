@@ -56,7 +56,8 @@ from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
 from ocibridge.hubserver.reading.sources import RepoMoved, RepoNotFound
 from ocibridge.hubserver.replicas.forward import Forwarder
-from ocibridge.hubserver.replicas.lease import Lease, lease_for
+from ocibridge.hubserver.replicas.lease import Lease
+from ocibridge.hubserver.replicas.leasing import lease_for
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.requestid import RequestId
 from ocibridge.hubserver.routing import HubRoute, route_path

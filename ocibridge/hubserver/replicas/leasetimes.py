@@ -3,8 +3,8 @@ waits for the lease counts, how often the holder renews it, and how long a serve
 waits before reading it back (the registry has no compare-and-swap: of two serves that write it
 at once, the later write wins, and each must look only once both have landed).
 
-The defaults suit production; ``OCIBRIDGE_SERVE_LEASE_EXPIRY``, ``..._RENEW`` and ``..._SETTLE``
-(seconds) change them, for tests that must see a takeover in seconds. The issue that asked for
+The defaults suit production; the environment's serve-lease variables (core/environment.py,
+seconds) change them, for tests that must see a takeover in seconds. The issue that asked for
 the lease (76) bounds the expiry at 60 s: a dead writer is replaced within about a minute."""
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ocibridge.core import environment
 from ocibridge.errors import UsageError
 
 #: the most a lease may last unrenewed, whatever a record or the environment says
 EXPIRY_MAX = 60.0
-ENV = {"expiry": "OCIBRIDGE_SERVE_LEASE_EXPIRY", "renew": "OCIBRIDGE_SERVE_LEASE_RENEW",
-       "settle": "OCIBRIDGE_SERVE_LEASE_SETTLE"}
+ENV = {"expiry": environment.SERVE_LEASE_EXPIRY, "renew": environment.SERVE_LEASE_RENEW,
+       "settle": environment.SERVE_LEASE_SETTLE}
 
 
 @dataclass(frozen=True)
