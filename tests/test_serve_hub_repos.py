@@ -202,6 +202,11 @@ def test_private_repositories_and_anonymous_reads(served):
         assert other.model_info(public).sha == alice.model_info(public).sha
         assert secret not in [m.id for m in other.list_models(search="secret")]
     assert secret in [m.id for m in alice.list_models(search="secret")]
+    # without a cookie, the anonymous line's public pages; a private one asks for the login
+    assert httpx.get(f"{served.url}/{public}").status_code == 200
+    assert public in httpx.get(f"{served.url}/models?search=open").text
+    assert secret not in httpx.get(f"{served.url}/models?search=secret").text
+    assert httpx.get(f"{served.url}/{secret}").status_code in (302, 303)
     for token, seen in (("bob-token", 404), ("alice-token", 200)):  # the pages and their catalog too
         login = httpx.post(f"{served.url}/ocibridge/login", data={"token": token, "next": "/"})
         jar = {"ocibridge_session": login.cookies["ocibridge_session"]}

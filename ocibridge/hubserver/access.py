@@ -412,8 +412,9 @@ class Gate:
         return hmac.new(self._session_key, grant.line, hashlib.sha256).hexdigest()
 
     def page_allowed(self, request: Request, repo_id: str | None = None) -> bool:
-        """The request's cookie is a session of a served token (no token file: pages are open);
-        raises ``missing(repo_id)`` when that token may not read ``repo_id`` (None: any page).
+        """The request's cookie is a session of a served token (no token file: pages are open; no
+        cookie: the anonymous line's public repositories, when there is one); raises
+        ``missing(repo_id)`` when that token may not read ``repo_id`` (None: any page).
         Who reads is left in the request (:func:`reads`)."""
         if self.open:
             request.scope[READER] = _everyone
@@ -422,7 +423,10 @@ class Gate:
         lines = self._fresh()
         found = [g for s, g in lines.sessions.items() if hmac.compare_digest(given, s)]
         if not found:
-            return False
+            if lines.anonymous is None or not self.reader(lines.anonymous)(repo_id):
+                return False  # the login form: a signed-in visitor may read it
+            request.scope[READER] = self.reader(lines.anonymous)  # the anonymous line's public pages
+            return True
         request.scope[READER] = self.reader(found[0])
         if not self.reader(found[0])(repo_id):
             raise self.missing(str(repo_id))
