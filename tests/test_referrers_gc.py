@@ -221,3 +221,43 @@ def test_a_referrer_the_registry_lost_is_skipped_with_a_notice(tmp_path, capsysb
     code, _, err = run(capsysbinary, "verify", ref, "--key", str(public))
     assert code == 1 and "Traceback" not in err
     assert [line for line in err.splitlines() if "error" in line], err
+
+
+def test_a_model_published_through_serve_with_evidence_survives_garbage_collection(tmp_path, capsysbinary,
+                                                                                   monkeypatch):
+    """``serve --sign-key --sbom --provenance`` publishes a commit signed and attested; after the
+    registry's ``garbage-collect --delete-untagged`` it verifies with its key, its attestations are
+    discovered as before, and a serve with ``--verify-key`` serves its files."""
+    import huggingface_hub
+    from huggingface_hub import HfApi
+    from serving import point_hub_at
+    from test_serve_publish import model_dir, serve_process
+
+    import ocibridge
+
+    password = "gc-key-password"
+    key = ocibridge.keygen(tmp_path / "cosign", password=password)
+    monkeypatch.setenv("COSIGN_PASSWORD", password)
+    registry = RegistryProcess(tmp_path / "registry")
+    try:
+        prefix = f"{registry.host}/models"
+        ref = f"{prefix}/acme/signed:latest"
+        with serve_process(tmp_path, prefix, "--sign-key", str(key.private_key), "--sbom", "--provenance") as url:
+            point_hub_at(monkeypatch, url, tmp_path / "hub")
+            monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+            api = HfApi(endpoint=url, token="writer-token")
+            api.create_repo("acme/signed")
+            api.upload_folder(repo_id="acme/signed", folder_path=model_dir(tmp_path / "model"))
+        before = referrer_digests(capsysbinary, ref)
+        assert len(before) >= 3  # the signature bundle, the AI-BOM and the provenance (and the table)
+        registry = collect_garbage(registry)
+        assert referrer_digests(capsysbinary, ref) == before
+        ok(capsysbinary, "verify", ref, "--key", str(key.public_key))
+        ok(capsysbinary, "verify", ref, "--key", str(key.public_key), "--attestation-type", "slsaprovenance1")
+        with serve_process(tmp_path, prefix, "--verify-key", str(key.public_key)) as url:
+            got = httpx.get(f"{url}/acme/signed/resolve/main/config.json",
+                            headers={"Authorization": "Bearer reader-token"})
+            assert got.status_code == 200, got.text
+            assert got.content == (tmp_path / "model" / "config.json").read_bytes()
+    finally:
+        registry.stop()
