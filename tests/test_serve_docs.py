@@ -5,9 +5,15 @@ one machine do not meet."""
 
 from __future__ import annotations
 
+import re
+import shutil
 import socket
 
-from tests.docrun import doc_env, reader_venvs, run_block, runnable_blocks  # noqa: F401  (fixtures)
+import httpx
+from serving import serving
+
+import ocibridge
+from tests.docrun import EXAMPLE_MODEL, doc_env, doc_text, reader_venvs, run_block, runnable_blocks  # noqa: F401
 
 
 def test_serve_md_examples_run(doc_env):  # noqa: F811
@@ -26,3 +32,26 @@ def test_serve_md_examples_run(doc_env):  # noqa: F811
         assert proc.returncode == 0, f"docs/serve.md:{line} exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         if "snapshot_download" in code:
             assert str(work / "hf-cache" / "models--acme--tiny" / "snapshots") in proc.stdout
+
+
+#: the words of serve.md's limits for the Hub's metadata, and the model_info key each names
+METADATA_WORDS = {"downloads": "downloads", "likes": "likes", "gating": "gated", "card data": "cardData"}
+
+
+def test_what_the_limits_call_empty_is_empty(tmp_path, registry, unique_repo):
+    """Issue 78: the limits said card data is empty, and model_info returns it. Each field the
+    sentence lists as empty is empty for a model whose card fills every field serve keeps."""
+    limits = doc_text("serve.md").split("\n## Limits\n", 1)[1]
+    sentence = re.search(r"Hub metadata that OCI has no place for \(([^)]*)\) is empty", limits)
+    assert sentence, "serve.md's limits say no more which Hub metadata is empty"
+    listed = [w.strip() for w in sentence[1].replace(" and ", ", ").split(",")]
+    assert set(listed) <= set(METADATA_WORDS), listed
+    model = tmp_path / "carded"
+    shutil.copytree(EXAMPLE_MODEL, model)
+    (model / "README.md").write_text("---\nlicense: mit\ntags: [tiny]\npipeline_tag: text-generation\n---\n# x\n")
+    ocibridge.push(str(model), f"{registry.host}/{unique_repo}/acme/carded:latest")
+    with serving([f"{registry.host}/{unique_repo}"]) as served:
+        info = httpx.get(f"{served.url}/api/models/acme/carded").json()
+    assert info["cardData"] == {"license": "mit", "tags": ["tiny"], "pipeline_tag": "text-generation"}
+    for word in listed:
+        assert not info.get(METADATA_WORDS[word]), (word, info.get(METADATA_WORDS[word]))
