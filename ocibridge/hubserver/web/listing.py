@@ -9,6 +9,7 @@ registry's ``_catalog``, kept :data:`LIST_FRESH` seconds) and the rows of one pa
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -22,6 +23,7 @@ from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.rules import rules_in_force
 from ocibridge.hubserver.reading.sources import Refused, repo_parts
 from ocibridge.hubserver.web import facts
+from ocibridge.hubserver.web.history import EVIDENCE_TAG
 from ocibridge.oci.bookkeeping import is_bookkeeping
 
 #: seconds the list of repositories is kept before the sources are asked again
@@ -50,6 +52,7 @@ class Row:
     policy: str = "unknown"  # passes | refused | none (no rule in force) | unknown (the row could not be read)
     problem: str = ""  # why refused, or why unreadable
     rules: str = ""  # the rules passed, or the one that refused (reading/rules.py)
+    main: bool = True  # the tag shown is the default tag (else the model page shows this tag, saying so)
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,9 @@ class Listing:
         return doc
 
     def tag_of(self, repo_id: str) -> str | None:
-        """The tag a row shows: the default tag where the repository has it, else its last by name."""
+        """The tag a row shows: the default tag where the repository has it, else its newest by
+        version order (``v10`` after ``v9``); never serve's own tags nor cosign's ``sha256-HEX.sig``
+        (they name no version)."""
         parts = repo_parts(repo_id) or []
         for source in self.catalog.sources:
             repo = source.repository(parts)
@@ -130,9 +135,9 @@ class Listing:
                 continue
             tags: list[str] = []
             with contextlib.suppress(NotFound, RegistryError):
-                tags = [tag for tag in repo.tags() if not is_bookkeeping(tag)]  # serve's own name no version
+                tags = version_tags(repo.tags())
             if tags:
-                return self.catalog.default_tag if self.catalog.default_tag in tags else sorted(tags)[-1]
+                return self.catalog.default_tag if self.catalog.default_tag in tags else max(tags, key=version_order)
         return None
 
     def _read(self, repo_id: str) -> Row:
@@ -140,10 +145,11 @@ class Listing:
             tag = self.tag_of(repo_id)
             if tag is None:
                 return Row(repo_id, problem="no tags")
+            main = tag == self.catalog.default_tag
             try:
                 resolved = self.catalog.resolve(repo_id, tag)
             except Refused as e:
-                return Row(repo_id, tag, policy="refused", problem=str(e), rules=e.rule)
+                return Row(repo_id, tag, policy="refused", problem=str(e), rules=e.rule, main=main)
             doc = self.config(resolved)
             found = facts.classify(resolved.repo.store.referrers(resolved.top))
             classic = facts.classic_signature(resolved.repo.store, resolved.top) is not None
@@ -155,4 +161,14 @@ class Listing:
                    facts.license_of(doc, resolved.manifest),
                    sum(e.kind == "signature" for e in found) + classic,
                    sum(e.kind not in ("signature", "other") for e in found),
-                   "passes" if self.rules else "none", rules=" and ".join(self.rules))
+                   "passes" if self.rules else "none", rules=" and ".join(self.rules), main=main)
+
+
+def version_tags(tags: list[str]) -> list[str]:
+    """The tags that name versions: not serve's bookkeeping, not cosign's evidence tags."""
+    return [t for t in tags if not is_bookkeeping(t) and not EVIDENCE_TAG.fullmatch(t)]
+
+
+def version_order(tag: str) -> tuple[tuple[int, int | str], ...]:
+    """A tag's place in version order: its runs of digits compared as numbers (``v9`` < ``v10``)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", tag))
