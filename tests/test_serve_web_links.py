@@ -90,7 +90,7 @@ def test_the_login_page_asks_for_the_token_not_a_line_of_the_file(registry, uniq
 
 
 def test_the_newest_tag_is_the_newest_version_and_evidence_tags_name_none():
-    from ocibridge.hubserver.web.listing import version_order, version_tags
+    from ocibridge.oci.bookkeeping import version_order, version_tags
 
     assert max(["v1", "v9", "v10", "v2"], key=version_order) == "v10"
     assert version_tags(["v1", "sha256-" + "a" * 64 + ".sig", "sha256-" + "b" * 64, "ocibridge-refs"]) == ["v1"]

@@ -12,6 +12,10 @@ and serve's ref listings hide unless asked (docs/serve.md, "History in the regis
 A tag serve deleted (a branch, a Hub tag, every tag of a deleted repository) names serve's
 tombstone (:data:`TOMBSTONE_ARTIFACT_TYPE`): most registries delete a manifest with every tag
 naming it, not one tag, so a deleted tag is moved to a manifest that says "no such ref" instead.
+
+The tags that name a *version* are the others, less cosign's (``sha256-<hex>.sig``, ``.att``,
+``.sbom``, and the referrers fallback ``sha256-<hex>``): what a listing offers as versions, in
+version order (:func:`version_tags`, :func:`version_order`).
 """
 
 from __future__ import annotations
@@ -53,3 +57,18 @@ def commit_of_tag(tag: str) -> str | None:
 def is_bookkeeping(tag: str) -> bool:
     """Whether ``tag`` (a registry tag, or the TAG of a layout's ``NAME:TAG``) is serve's own."""
     return tag.rpartition(":")[2].startswith(PREFIX)
+
+
+#: cosign's ``sha256-<hex>.sig/.att/.sbom`` tags and the referrers fallback ``sha256-<hex>``:
+#: evidence about a version, never a version
+EVIDENCE_TAG = re.compile(r"sha256-[0-9a-f]{64}(\.[A-Za-z0-9_-]+)?")
+
+
+def version_tags(tags: list[str]) -> list[str]:
+    """The tags of ``tags`` that name versions: neither serve's bookkeeping nor cosign's evidence."""
+    return [t for t in tags if not is_bookkeeping(t) and not EVIDENCE_TAG.fullmatch(t)]
+
+
+def version_order(tag: str) -> tuple[tuple[int, int | str], ...]:
+    """A tag's place in version order: its runs of digits compared as numbers (``v9`` < ``v10``)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", tag))

@@ -9,7 +9,6 @@ registry's ``_catalog``, kept :data:`LIST_FRESH` seconds) and the rows of one pa
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -23,8 +22,7 @@ from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.rules import rules_in_force
 from ocibridge.hubserver.reading.sources import Refused, repo_parts
 from ocibridge.hubserver.web import facts
-from ocibridge.hubserver.web.history import EVIDENCE_TAG
-from ocibridge.oci.bookkeeping import is_bookkeeping
+from ocibridge.oci.bookkeeping import version_order, version_tags
 
 #: seconds the list of repositories is kept before the sources are asked again
 LIST_FRESH = 10.0
@@ -163,12 +161,3 @@ class Listing:
                    sum(e.kind not in ("signature", "other") for e in found),
                    "passes" if self.rules else "none", rules=" and ".join(self.rules), main=main)
 
-
-def version_tags(tags: list[str]) -> list[str]:
-    """The tags that name versions: not serve's bookkeeping, not cosign's evidence tags."""
-    return [t for t in tags if not is_bookkeeping(t) and not EVIDENCE_TAG.fullmatch(t)]
-
-
-def version_order(tag: str) -> tuple[tuple[int, int | str], ...]:
-    """A tag's place in version order: its runs of digits compared as numbers (``v9`` < ``v10``)."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", tag))
