@@ -76,3 +76,11 @@ def test_cli_md_lists_every_command():
     commands = {name.split()[0] for name in subcommands(build_parser())}
     aliases = {"cp", "ls"}
     assert documented - aliases == commands, (documented ^ commands)
+
+
+def test_mount_md_mounts_a_commit_id_rather_than_saying_it_cannot():
+    """Issue 78: mount.md said a bare 40-hex commit id is no reference mount (or pull) takes; both
+    take it. The page now mounts one in a block (run by test_doc_examples_run[mount.md])."""
+    text = doc_text("mount.md")
+    assert "commit id is not a reference" not in text
+    assert any('ocibridge mount "$REGISTRY@$id"' in code for lang, code, _ in runnable_blocks("mount.md"))
