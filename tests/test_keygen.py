@@ -93,3 +93,55 @@ def test_keygen_makes_no_directory_and_a_failed_write_keeps_the_old_pair(tmp_pat
         ocibridge.keygen(tmp_path / "k", password="pw", overwrite=True)
     assert [p.read_bytes() for p in pair] == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.key", "k.pub"]
+
+
+def test_keygen_makes_p384_and_p521_keys_for_oms_that_model_signing_reads(tmp_path, registry, unique_repo):
+    """Issue 78: a P-384 or P-521 key for the OMS form took ``openssl genpkey``. ``keygen --curve``
+    makes one: PEM PKCS#8 (cosign's forms sign with P-256 only, and model_signing reads no cosign
+    key file), encrypted with the password, plain when it is empty. ocibridge signs with either;
+    model_signing 1.1.1 signs with the plain one (its ``--password`` fails on every key)."""
+    import shutil
+
+    from cryptography.hazmat.primitives import serialization
+
+    from tests.docrun import EXAMPLE_MODEL
+
+    ref = f"{registry.host}/{unique_repo}:v1"
+    assert run("push", str(make_model(tmp_path / "m")), ref).returncode == 0
+    bin_dir = str(Path(sys.executable).parent)  # model_signing's command
+    for curve, size in (("p384", 384), ("p521", 521)):
+        prefix = tmp_path / curve
+        done = run("keygen", str(prefix), "--curve", curve)
+        assert done.returncode == 0, done.stderr
+        private = prefix.with_suffix(".key")
+        assert private.read_bytes().startswith(b"-----BEGIN ENCRYPTED PRIVATE KEY-----\n")
+        assert stat.S_IMODE(private.stat().st_mode) == 0o600
+        key = serialization.load_pem_private_key(private.read_bytes(), b"s3cret")  # as openssl reads it
+        assert key.curve.key_size == size  # type: ignore[attr-defined]
+        assert keys.public_pem(keys.load_private_key(private, b"s3cret", any_curve=True)) == \
+            prefix.with_suffix(".pub").read_bytes()
+        signed = run("sign", ref, "--key", str(private), "--form", "oms")
+        assert signed.returncode == 0, signed.stderr
+        cosign_form = run("sign", ref, "--key", str(private), "--form", "classic")
+        assert cosign_form.returncode == 1 and "P-256" in cosign_form.stderr, cosign_form.stderr
+
+    plain = run("keygen", str(tmp_path / "plain"), "--curve", "p384", password="")
+    assert plain.returncode == 0, plain.stderr
+    assert (tmp_path / "plain.key").read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----\n")
+    model = shutil.copytree(EXAMPLE_MODEL, tmp_path / "tiny")
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    library = subprocess.run(["model_signing", "sign", "key", str(model), "--signature", str(tmp_path / "tiny.sig"),
+                              "--private_key", str(tmp_path / "plain.key")], capture_output=True, text=True,
+                             timeout=120, env=env, check=False)
+    assert library.returncode == 0, library.stderr
+    checked = run("verify-dir", str(model), "--signature", str(tmp_path / "tiny.sig"),
+                  "--key", str(tmp_path / "plain.pub"), password=None)
+    assert checked.returncode == 0, checked.stderr
+    # what the docs say of model_signing 1.1.1's --password: it fails on the encrypted key
+    encrypted = subprocess.run(["model_signing", "sign", "key", str(model), "--signature", str(tmp_path / "e.sig"),
+                                "--private_key", str(tmp_path / "p384.key"), "--password", "s3cret"],
+                               capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert encrypted.returncode != 0 and "Cannot convert" in encrypted.stdout + encrypted.stderr
+
+    wrong = run("keygen", str(tmp_path / "k"), "--curve", "p192")
+    assert wrong.returncode == 2 and "--curve" in wrong.stderr

@@ -7,21 +7,19 @@ from a public registry, neither of which the tests have."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import yaml
 
-from tests.test_doc_examples import RUNNERS, doc_env, runnable_blocks  # noqa: F401  (doc_env: a fixture)
+from tests.docrun import doc_env, reader_venvs, run_block, runnable_blocks  # noqa: F401  (fixtures)
 from tests.test_mirror_shards import k8s_model
 
 
 def test_mirroring_walk_through_runs(doc_env) -> None:  # noqa: F811
-    work, env = doc_env
+    work, env = doc_env("mirroring.md")
     blocks = runnable_blocks("mirroring.md")
     assert len(blocks) == 4
     for lang, code, line in blocks:
-        proc = subprocess.run([*RUNNERS[lang], code], cwd=work, env=env, capture_output=True, text=True,
-                              timeout=300)
+        proc = run_block(lang, code, work, env)
         assert proc.returncode == 0, (
             f"docs/mirroring.md:{line} ({lang}) exit {proc.returncode}\n--- stdout\n{proc.stdout}\n"
             f"--- stderr\n{proc.stderr}")

@@ -1,43 +1,57 @@
-"""docs/serve.md's examples, run as written against a real registry (the listen port replaced by
-a free one, so runs on one machine do not meet)."""
+"""docs/serve.md's examples, run as printed against a real registry, as a reader runs them
+(tests/docrun.py: ``tiny`` is a copy of examples/tiny-model, the programs come from a virtualenv
+holding what the page says to install); the listen ports are replaced by free ones, so runs on
+one machine do not meet."""
 
 from __future__ import annotations
 
-import os
+import re
+import shutil
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
-from serving import make_model
-from test_doc_examples import runnable_blocks
+import httpx
+from serving import serving
 
-ROOT = Path(__file__).resolve().parent.parent
+import ocibridge
+from tests.docrun import EXAMPLE_MODEL, doc_env, doc_text, reader_venvs, run_block, runnable_blocks  # noqa: F401
 
 
-def test_serve_md_examples_run(tmp_path, registry, unique_repo):
-    work = tmp_path / "work"
-    make_model(work / "tiny")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name, argv in (("ocibridge", f'"{sys.executable}" -m ocibridge'), ("python", f'"{sys.executable}"'),
-                       ("hf", f'"{sys.executable}" -m huggingface_hub.cli.hf')):
-        (bin_dir / name).write_text(f'#!/bin/sh\nexec {argv} "$@"\n')
-        (bin_dir / name).chmod(0o755)
+def test_serve_md_examples_run(doc_env):  # noqa: F811
+    work, env = doc_env("serve.md")
     with socket.socket() as s, socket.socket() as t:  # :8080 and :8081, as the examples name them
         s.bind(("127.0.0.1", 0))
         t.bind(("127.0.0.1", 0))
         port, second = s.getsockname()[1], t.getsockname()[1]
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
-           "REGISTRY": f"{registry.host}/{unique_repo}", "OCIBRIDGE_STORE": str(tmp_path / "store"),
-           "OCIBRIDGE_CACHE_DIR": str(tmp_path / "cache"), "DOCKER_CONFIG": str(tmp_path / "docker")}
+    env["OCIBRIDGE_CACHE_DIR"] = str(work.parent / "cache")
     blocks = runnable_blocks("serve.md")
     assert blocks
     for lang, code, line in blocks:
         assert lang == "sh"
         code = code.replace(":8080", f":{port}").replace(":8081", f":{second}")
-        proc = subprocess.run(["bash", "-euo", "pipefail", "-c", code],
-                              cwd=work, env=env, capture_output=True, text=True, timeout=300)
+        proc = run_block(lang, code, work, env)
         assert proc.returncode == 0, f"docs/serve.md:{line} exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
         if "snapshot_download" in code:
             assert str(work / "hf-cache" / "models--acme--tiny" / "snapshots") in proc.stdout
+
+
+#: the words of serve.md's limits for the Hub's metadata, and the model_info key each names
+METADATA_WORDS = {"downloads": "downloads", "likes": "likes", "gating": "gated", "card data": "cardData"}
+
+
+def test_what_the_limits_call_empty_is_empty(tmp_path, registry, unique_repo):
+    """Issue 78: the limits said card data is empty, and model_info returns it. Each field the
+    sentence lists as empty is empty for a model whose card fills every field serve keeps."""
+    limits = doc_text("serve.md").split("\n## Limits\n", 1)[1]
+    sentence = re.search(r"Hub metadata that OCI has no place for \(([^)]*)\) is empty", limits)
+    assert sentence, "serve.md's limits say no more which Hub metadata is empty"
+    listed = [w.strip() for w in sentence[1].replace(" and ", ", ").split(",")]
+    assert set(listed) <= set(METADATA_WORDS), listed
+    model = tmp_path / "carded"
+    shutil.copytree(EXAMPLE_MODEL, model)
+    (model / "README.md").write_text("---\nlicense: mit\ntags: [tiny]\npipeline_tag: text-generation\n---\n# x\n")
+    ocibridge.push(str(model), f"{registry.host}/{unique_repo}/acme/carded:latest")
+    with serving([f"{registry.host}/{unique_repo}"]) as served:
+        info = httpx.get(f"{served.url}/api/models/acme/carded").json()
+    assert info["cardData"] == {"license": "mit", "tags": ["tiny"], "pipeline_tag": "text-generation"}
+    for word in listed:
+        assert not info.get(METADATA_WORDS[word]), (word, info.get(METADATA_WORDS[word]))

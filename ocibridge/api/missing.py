@@ -5,7 +5,9 @@ missing, so ``pull REG/acme/typo:latest`` said "manifest not found", as for a ta
 ends in :class:`NotFound` asks once more, only then: the repository's tag list (a 404 there is
 no such repository, as ``tags`` says) and the registry's catalog, for the names nearest the one
 typed (difflib, as ``git`` suggests a command). A registry that refuses its catalog (Docker Hub,
-most to anyone but an admin) is told without names.
+most to anyone but an admin) is told without names. A tag the repository lacks (``:lates``) is
+told the same way (issue 78): no such tag, the tags nearest it, and the repository's tags
+(cosign's ``sha256-HEX.sig`` and serve's ``ocibridge-*`` left out: they name no version).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ _Call = TypeVar("_Call", bound=Callable[..., Any])
 CATALOG_PAGES = 10
 #: near names a refusal offers at most
 NEAR_NAMES = 3
+#: tags a refusal lists at most
+TAGS_SHOWN = 10
 
 
 def no_such_repository(shown: str) -> str:
@@ -51,7 +55,9 @@ def explaining_missing(call: _Call) -> _Call:
 @closes_its_stores
 def why_missing(ref: object, transfer: TransferOptions | None = None) -> str | None:
     """``no such repository ...; nearest there: ...`` when ``ref`` names a registry repository
-    the registry does not know; None for anything else (a missing tag, a layout, a failure to ask)."""
+    the registry does not know; ``no such tag ...; nearest: ...; its tags: ...`` when the
+    repository is there and lacks the tag; None for anything else (a digest, a layout, a failure
+    to ask)."""
     from ocibridge.places.locate import Role, locate, text_of
     from ocibridge.places.targets import open_store_target
     from ocibridge.stores.registry.store import RegistryStore
@@ -62,13 +68,35 @@ def why_missing(ref: object, transfer: TransferOptions | None = None) -> str | N
         if not isinstance(located, RegistryReference):
             return None
         store = open_store_target(located, options=options).store
-        if not isinstance(store, RegistryStore) or store.tags() or not store.repository_unknown:
+        if not isinstance(store, RegistryStore):
             return None
+        tags = store.tags()
     except OcibridgeError:
+        return None
+    if tags:
+        if located.digest is None and located.tag is not None and located.tag not in tags:
+            return no_such_tag(text_of(located), located.tag, tags)
+        return None
+    if not store.repository_unknown:
         return None
     near = nearest_repositories(located, transfer)
     hint = f"; nearest there: {', '.join(f'{located.registry}/{n}' for n in near)}" if near else ""
     return no_such_repository(text_of(located)) + hint
+
+
+def no_such_tag(shown: str, tag: str, tags: list[str]) -> str:
+    """A tag the repository lacks: the nearest of its tags first, then its tags (newest by
+    version order first, at most :data:`TAGS_SHOWN`)."""
+    import difflib
+
+    from ocibridge.oci.bookkeeping import version_order, version_tags
+
+    versions = version_tags(tags)
+    near = difflib.get_close_matches(tag, versions, n=NEAR_NAMES, cutoff=0.6)
+    listed = sorted(versions, key=version_order, reverse=True)
+    shown_tags = ", ".join(listed[:TAGS_SHOWN]) + (f", ... ({len(listed)} in all)" if len(listed) > TAGS_SHOWN else "")
+    hint = f"; nearest: {', '.join(near)}" if near else ""
+    return f"{shown}: no such tag {tag} in the repository{hint}; its tags: {shown_tags or 'none but signatures'}"
 
 
 def nearest_repositories(ref: RegistryReference, transfer: TransferOptions | None = None) -> list[str]:

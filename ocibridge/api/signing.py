@@ -281,16 +281,23 @@ class KeygenResult:
 
 
 def keygen(prefix: str | os.PathLike[str] = "cosign", *, password: str | bytes | None = None,
-           overwrite: bool = False) -> KeygenResult:
+           overwrite: bool = False, curve: str = "p256") -> KeygenResult:
     """Make a P-256 key pair as cosign's ``generate-key-pair`` does: ``PREFIX.key``, the private
     key encrypted with ``password`` in cosign's format (scrypt + NaCl secretbox; cosign and
     :func:`sign` read it), mode 0600, and ``PREFIX.pub``, the PEM public key :func:`verify` and
     ``cosign verify`` take. ``password`` None: ``$COSIGN_PASSWORD`` (cosign's variable), which must
     then be set; an empty password is allowed, as cosign allows it. Either file existing is
-    refused unless ``overwrite``; both are written in full or neither is."""
+    refused unless ``overwrite``; both are written in full or neither is.
+
+    ``curve="p384"`` or ``"p521"``: a key for the OMS form alone (the cosign forms sign with
+    P-256), written as ``openssl genpkey`` writes one, PEM PKCS#8 encrypted with the password
+    (none when it is empty), so that ``model_signing sign key --private_key PREFIX.key
+    --password …`` signs with it too: it reads no cosign key file."""
     from ocibridge.core.fsutil import atomic_writer
     from ocibridge.signing import keys
 
+    if curve not in keys.KEYGEN_CURVES:
+        raise UsageError(f"curve {curve!r}: one of {', '.join(keys.KEYGEN_CURVES)}")
     if password is None:
         if os.environ.get(PASSWORD_ENV) is None:
             raise UsageError(f"no password for the private key: set ${PASSWORD_ENV} (or pass one)")
@@ -303,8 +310,9 @@ def keygen(prefix: str | os.PathLike[str] = "cosign", *, password: str | bytes |
                          "pass --overwrite (or --force) to replace them")
     if not private.parent.is_dir():  # as cosign: no directory is made for the keys
         raise UsageError(f"{private.parent}: no such directory for the key pair")
-    key = keys.generate_private_key()
-    sealed = keys.encrypt_cosign_key(key, secret)  # before any file: a missing PyNaCl leaves none
+    key = keys.generate_private_key(curve)
+    # before any file: a missing PyNaCl leaves none
+    sealed = keys.encrypt_cosign_key(key, secret) if curve == "p256" else keys.pkcs8_pem(key, secret)
     # both files written into temporary files first; the renames come last, the public key's
     # first: a failure before them leaves any existing pair as it was
     with atomic_writer(private, mode=0o600) as private_out, atomic_writer(public) as public_out:

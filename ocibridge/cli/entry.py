@@ -157,19 +157,28 @@ def _full_disk_hint(args: argparse.Namespace, error: OSError) -> str:
 
 def _local_names_hint(args: argparse.Namespace, error: OcibridgeError) -> str:
     """A bare ``NAME[:TAG]`` the local store does not hold was looked for on docker.io (Docker's
-    rule): when that failed, the local names nearest to it, the likelier meaning of a typo."""
+    rule): when that failed, the local names nearest to it, the likelier meaning of a typo; and
+    (issue 78) that the name was read as Docker Hub's, with the form that names another registry,
+    for ``inspect acme/tiny:latest`` meant for the registry the user pushed to."""
     given = vars(args)  # the command's arguments: a source or a reference, by the command
     text = given.get("src") or given.get("ref")
     if args.command == "push" or not isinstance(text, str) or _said_registry(text) != "docker.io" \
-            or "docker.io" not in str(error):  # push reads a directory of that name first
+            or "docker.io" not in str(error) or text.startswith("docker.io/"):  # push reads a directory first
         return ""
     from ocibridge.api.store_ops import nearest_local_names
+    from ocibridge.oci.reference import parse_registry_reference
 
     try:
         near = nearest_local_names(text)
+        ref = parse_registry_reference(text)
     except (OcibridgeError, OSError):
         return ""
-    return f" ({text} is not in the local store either; nearest there: {', '.join(near)})" if near else ""
+    read_as = f"docker.io/{ref.repository}{f':{ref.tag}' if ref.tag else ''}{f'@{ref.digest}' if ref.digest else ''}"
+    registry = (f"read as Docker Hub's {read_as}, having no registry host: a model of another registry is "
+                f"REGISTRY/{text}, such as localhost:5000/{text}")
+    if near:
+        return f" ({text} is not in the local store either; nearest there: {', '.join(near)}; {registry})"
+    return f" ({text} was {registry}; the local store has no {text} either (ocibridge ls lists it))"
 
 
 def _said_registry(text: str) -> str:

@@ -144,7 +144,8 @@ EXAMPLES: dict[str, str] = {
   ocibridge completion fish > ~/.config/fish/completions/ocibridge.fish""",
     "keygen": """\
   ocibridge keygen                                             # cosign.key (asks a password) and cosign.pub
-  ocibridge keygen keys/release --password-stdin < pass.txt --json   # or $COSIGN_PASSWORD""",
+  ocibridge keygen keys/release --password-stdin < pass.txt --json   # or $COSIGN_PASSWORD
+  ocibridge keygen oms384 --curve p384                         # a P-384 key for sign --form oms (PEM PKCS#8)""",
     "k8s": """\
   ocibridge k8s check registry.example/team/tiny:v1 --runtime cri-o
   ocibridge k8s volume registry.example/team/tiny:v1 > pod.yaml""",

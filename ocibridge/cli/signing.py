@@ -105,6 +105,10 @@ def register(command: CommandAdder) -> None:
                    help=f"read the private key's password from stdin (else ${signing_api.PASSWORD_ENV}, "
                         "else a prompt on a terminal)")
     p.add_argument("--overwrite", "--force", action="store_true", help="replace existing key files")
+    p.add_argument("--curve", choices=("p256", "p384", "p521"), default="p256",
+                   help="p256 (default): cosign's key file, for every signature form; p384, p521: for --form oms "
+                        "only, a PEM PKCS#8 key (encrypted with the password, none if it is empty) that "
+                        "model_signing and openssl read too")
 
 
 def cmd_sign(args: argparse.Namespace) -> int:
@@ -121,7 +125,8 @@ def cmd_sign(args: argparse.Namespace) -> int:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
-    result = signing_api.keygen(args.prefix, password=_new_password(args), overwrite=args.overwrite)
+    result = signing_api.keygen(args.prefix, password=_new_password(args), overwrite=args.overwrite,
+                                curve=args.curve)
     _emit(args, result.as_dict(),
           f"Private key written to {result.private_key}\nPublic key written to {result.public_key}")
     return 0

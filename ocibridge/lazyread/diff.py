@@ -32,6 +32,10 @@ from ocibridge.oci.models import Descriptor
 
 #: a config larger than this is compared by digest only
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+#: config fields that list the layers' digests (ModelPack's ``modelfs.diffIds``, an image's
+#: ``rootfs.diff_ids``): they change exactly when a file does, which the files say by name, so
+#: they are no config change of their own (issue 78: a wall of hashes repeating the files)
+LAYER_LISTS = frozenset({"modelfs.diffIds", "rootfs.diff_ids"})
 
 
 @dataclass(frozen=True, slots=True)  # slots: a diff may hold 200,000 of them
@@ -270,7 +274,7 @@ def _config_changes(old: RemoteModel, new: RemoteModel, budget: ReadBudget | Non
         yield ConfigChange("(config)", a_desc.digest, b_desc.digest)
         return
     flat_a, flat_b = dict(_flatten(a)), dict(_flatten(b))
-    for key in sorted(flat_a.keys() | flat_b.keys()):
+    for key in sorted((flat_a.keys() | flat_b.keys()) - LAYER_LISTS):
         if flat_a.get(key, _ABSENT) != flat_b.get(key, _ABSENT):
             yield ConfigChange(key, flat_a.get(key), flat_b.get(key))
 

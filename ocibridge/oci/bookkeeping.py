@@ -27,6 +27,10 @@ Only a tag protects a manifest from a registry's garbage collection: distributio
 A tag serve deleted (a branch, a Hub tag, every tag of a deleted repository) names serve's
 tombstone (:data:`TOMBSTONE_ARTIFACT_TYPE`): most registries delete a manifest with every tag
 naming it, not one tag, so a deleted tag is moved to a manifest that says "no such ref" instead.
+
+The tags that name a *version* are the others, less cosign's (``sha256-<hex>.sig``, ``.att``,
+``.sbom``, and the referrers fallback ``sha256-<hex>``): what a listing offers as versions, in
+version order (:func:`version_tags`, :func:`version_order`).
 """
 
 from __future__ import annotations
@@ -132,3 +136,13 @@ def refuse_as_destination(tag: str | None, shown: str) -> None:
     if tag and is_bookkeeping(tag):  # a layout's NAME:TAG too
         raise UsageError(f"{shown}: tags starting with '{PREFIX}' are ocibridge's own bookkeeping "
                          "(docs/serve.md, History in the registry): name another tag")
+
+
+def version_tags(tags: list[str]) -> list[str]:
+    """The tags of ``tags`` that name versions: neither serve's bookkeeping nor cosign's evidence."""
+    return [t for t in tags if not is_hidden(t)]
+
+
+def version_order(tag: str) -> tuple[tuple[int, int | str], ...]:
+    """A tag's place in version order: its runs of digits compared as numbers (``v9`` < ``v10``)."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.findall(r"\d+|\D+", tag))

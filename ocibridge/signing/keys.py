@@ -125,9 +125,25 @@ def _load_cosign_key(pem: bytes, password: bytes, path: str | os.PathLike[str]) 
         raise SignatureError(f"{path}: cosign key holds no usable key ({_first_line(e)})") from None
 
 
-def generate_private_key() -> PrivateKey:
-    """A new P-256 key: the curve cosign's ``generate-key-pair`` makes and ocibridge signs with."""
-    return ec.generate_private_key(ec.SECP256R1())
+#: ``keygen --curve`` -> the curve: P-256 for every form, P-384 and P-521 for the OMS form
+KEYGEN_CURVES: dict[str, type[ec.EllipticCurve]] = {
+    "p256": ec.SECP256R1, "p384": ec.SECP384R1, "p521": ec.SECP521R1,
+}
+
+
+def generate_private_key(curve: str = "p256") -> PrivateKey:
+    """A new key: P-256 (the curve cosign's ``generate-key-pair`` makes and every form signs
+    with) unless ``curve`` names another of :data:`KEYGEN_CURVES`."""
+    return ec.generate_private_key(KEYGEN_CURVES[curve]())
+
+
+def pkcs8_pem(key: PrivateKey, password: bytes) -> bytes:
+    """``key`` as PEM PKCS#8, as ``openssl genpkey`` writes it: encrypted with ``password``
+    (``BEGIN ENCRYPTED PRIVATE KEY``, the best encryption ``cryptography`` offers) unless it is
+    empty. ocibridge reads it with ``$COSIGN_PASSWORD``, ``model_signing`` with ``--password``."""
+    encryption: serialization.KeySerializationEncryption = (
+        serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption())
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
 
 
 def encrypt_cosign_key(key: PrivateKey, password: bytes, *, n: int = 32768) -> bytes:

@@ -17,14 +17,15 @@ class Glance:
     size: int
     tags: tuple[str, ...]  # the model card's tags
     license: str
+    policy_checks: bool = False  # the policy entry asks for something (not insecureAcceptAnything alone)
 
 
 def glance(signatures: int, keys: bool, key_problem: str, policy_file: str, size: int,
-           descriptor: Mapping[str, str], card: Mapping[str, Any]) -> Glance:
+           descriptor: Mapping[str, str], card: Mapping[str, Any], *, policy_checks: bool = False) -> Glance:
     """From the page's gathered facts: ``descriptor`` (the config's, as shown), ``card`` (the
     card metadata the artifact carries)."""
     verified = "" if not keys else ("not verified" if key_problem else "verified")
     tags = card.get("tags")
     licenses = descriptor.get("licenses") or card.get("license") or ""
     return Glance(signatures, verified, policy_file, size, tuple(tags) if isinstance(tags, list) else (),
-                  str(licenses))
+                  str(licenses), policy_checks)

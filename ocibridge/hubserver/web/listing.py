@@ -22,7 +22,7 @@ from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.rules import rules_in_force
 from ocibridge.hubserver.reading.sources import Refused, repo_parts
 from ocibridge.hubserver.web import facts
-from ocibridge.oci.bookkeeping import is_hidden
+from ocibridge.oci.bookkeeping import version_order, version_tags
 
 #: seconds the list of repositories is kept before the sources are asked again
 LIST_FRESH = 10.0
@@ -50,6 +50,7 @@ class Row:
     policy: str = "unknown"  # passes | refused | none (no rule in force) | unknown (the row could not be read)
     problem: str = ""  # why refused, or why unreadable
     rules: str = ""  # the rules passed, or the one that refused (reading/rules.py)
+    main: bool = True  # the tag shown is the default tag (else the model page shows this tag, saying so)
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,9 @@ class Listing:
         return doc
 
     def tag_of(self, repo_id: str) -> str | None:
-        """The tag a row shows: the default tag where the repository has it, else its last by name."""
+        """The tag a row shows: the default tag where the repository has it, else its newest by
+        version order (``v10`` after ``v9``); never serve's own tags nor cosign's ``sha256-HEX.sig``
+        (they name no version)."""
         parts = repo_parts(repo_id) or []
         for source in self.catalog.sources:
             repo = source.repository(parts)
@@ -130,9 +133,9 @@ class Listing:
                 continue
             tags: list[str] = []
             with contextlib.suppress(NotFound, RegistryError):
-                tags = [tag for tag in repo.tags() if not is_hidden(tag)]  # ours and cosign's name no version
+                tags = version_tags(repo.tags())
             if tags:
-                return self.catalog.default_tag if self.catalog.default_tag in tags else sorted(tags)[-1]
+                return self.catalog.default_tag if self.catalog.default_tag in tags else max(tags, key=version_order)
         return None
 
     def _read(self, repo_id: str) -> Row:
@@ -140,10 +143,11 @@ class Listing:
             tag = self.tag_of(repo_id)
             if tag is None:
                 return Row(repo_id, problem="no tags")
+            main = tag == self.catalog.default_tag
             try:
                 resolved = self.catalog.resolve(repo_id, tag)
             except Refused as e:
-                return Row(repo_id, tag, policy="refused", problem=str(e), rules=e.rule)
+                return Row(repo_id, tag, policy="refused", problem=str(e), rules=e.rule, main=main)
             doc = self.config(resolved)
             found = facts.classify(resolved.repo.store.referrers(resolved.top))
             classic = facts.classic_signature(resolved.repo.store, resolved.top) is not None
@@ -155,4 +159,5 @@ class Listing:
                    facts.license_of(doc, resolved.manifest),
                    sum(e.kind == "signature" for e in found) + classic,
                    sum(e.kind not in ("signature", "other") for e in found),
-                   "passes" if self.rules else "none", rules=" and ".join(self.rules))
+                   "passes" if self.rules else "none", rules=" and ".join(self.rules), main=main)
+

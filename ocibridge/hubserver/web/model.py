@@ -71,6 +71,7 @@ class PolicyView:
     entry: str
     scope: str
     requirements: tuple[str, ...]
+    accepts_anything: bool = False  # insecureAcceptAnything alone: the file checks nothing
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,13 @@ class Gathered:
     policy: PolicyView | None
     sbom: tuple[tuple[str, str], ...]
     provenance: tuple[tuple[str, str], ...]
+
+    @property
+    def checked(self) -> bool:
+        """Whether serve checked anything before serving it: ``--verify-key`` keys, or a policy
+        entry that asks for more than ``insecureAcceptAnything``. A green "passed" where nothing
+        was checked would claim a check nobody made (issue 78)."""
+        return self.keys or (self.policy is not None and not self.policy.accepts_anything)
 
 
 @dataclass(frozen=True)
@@ -104,7 +112,8 @@ class ModelView:
         """The panel at the top of the page (web/glance.py)."""
         g = self.gathered
         return glance(sum(e.kind == "signature" for e in g.evidence), g.keys, g.key_problem,
-                      g.policy.file if g.policy else "", self.size, dict(g.descriptor), self.resolved.card or {})
+                      g.policy.file if g.policy else "", self.size, dict(g.descriptor), self.resolved.card or {},
+                      policy_checks=g.policy is not None and not g.policy.accepts_anything)
 
 
 class ModelPages:
@@ -219,7 +228,7 @@ class ModelPages:
         if decision is None:
             return None
         return PolicyView(str(decision.path), decision.section, decision.scope.describe(),
-                          tuple(r.describe() for r in decision.requirements))
+                          tuple(r.describe() for r in decision.requirements), decision.accepts_anything)
 
 
 def _statement_predicate(doc: dict[str, Any] | None) -> dict[str, Any]:

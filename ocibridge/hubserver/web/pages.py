@@ -27,6 +27,7 @@ from ocibridge.hubserver.access import Gate, reads
 from ocibridge.hubserver.answers import int_param, requested_repo
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.reading.files import read_small
+from ocibridge.hubserver.reading.sources import RevisionNotFound
 from ocibridge.hubserver.routing import HubRoute
 from ocibridge.hubserver.web import auth, facts, render
 from ocibridge.hubserver.web.listing import Listing
@@ -159,12 +160,26 @@ class WebPages:
         search = (request.query_params.get("search") or "").strip()
         number = max(int_param(request.query_params.get("p")) or 1, 1)
         found = await self.serve._run(self.listing.page, search, number, CATALOG_PAGE, reads(request))
-        return render.page("catalog.html", search=search, found=found, **self.common(request))
+        return render.page("catalog.html", search=search, found=found, default_tag=self.serve.catalog.default_tag,
+                           **self.common(request))
 
     async def model(self, request: Request) -> Response:
-        resolved, files = await self.serve.model(requested_repo(request), None)
+        repo_id = requested_repo(request)
+        notice = ""
+        try:
+            resolved, files = await self.serve.model(repo_id, None)
+        except RevisionNotFound:
+            # no main (the default tag): the page of its newest tag, saying so, rather than a dead
+            # end listing names (issue 78: a repository pushed with only v1)
+            newest = await self.serve._run(self.listing.tag_of, repo_id)
+            if newest is None or newest == self.serve.catalog.default_tag:
+                raise
+            resolved, files = await self.serve.model(repo_id, newest)
+            notice = (f"{repo_id} has no revision main (serve's main is the tag {self.serve.catalog.default_tag}, "
+                      f"which it lacks): this is {newest}, its newest tag. Its tags are listed below; ask for one "
+                      f"with revision='TAG', or run serve with --default-tag TAG.")
         view = await self.serve._run(self.models.view, resolved, files)
-        return render.page("model.html", view=view, snippets=self.snippets(request, view),
+        return render.page("model.html", view=view, snippets=self.snippets(request, view), notice=notice,
                            extra_links=self.model_links(view), **self.common(request))
 
     def model_links(self, view: ModelView) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.responses import HTMLResponse, Response
 
 from ocibridge.core import terminal
+from ocibridge.version import __version__
 
 HERE = Path(__file__).parent
 #: where serve answers the stylesheet (under /ocibridge/, a prefix no Hub repository takes)
@@ -39,7 +40,26 @@ def environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["size"] = human_size
     env.globals["style_url"] = f"{STYLE_PATH}?v={style()[1]}"
+    env.globals["project_url"] = project_url()
+    env.globals["version"] = __version__
     return env
+
+
+def project_url() -> str | None:
+    """Where the footer's "ocibridge" leads: the home page the installed package declares
+    (``[project.urls]``), else nowhere (the name is shown unlinked, never a guessed address)."""
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        meta = metadata("ocibridge")
+    except PackageNotFoundError:
+        return None
+    for entry in meta.get_all("Project-URL") or []:
+        label, _, url = str(entry).partition(",")
+        if label.strip().lower() in ("homepage", "home", "source", "repository") and url.strip().startswith("https://"):
+            return url.strip()
+    home = str(meta.json.get("home_page") or "")
+    return home if home.startswith("https://") else None
 
 
 def human_size(n: int | None) -> str:
