@@ -58,6 +58,7 @@ def why_missing(ref: object, transfer: TransferOptions | None = None) -> str | N
     the registry does not know; ``no such tag ...; nearest: ...; its tags: ...`` when the
     repository is there and lacks the tag; None for anything else (a digest, a layout, a failure
     to ask)."""
+    from ocibridge.oci.bookkeeping import is_bookkeeping
     from ocibridge.places.locate import Role, locate, text_of
     from ocibridge.places.targets import open_store_target
     from ocibridge.stores.registry.store import RegistryStore
@@ -74,7 +75,8 @@ def why_missing(ref: object, transfer: TransferOptions | None = None) -> str | N
     except OcibridgeError:
         return None
     if tags:
-        if located.digest is None and located.tag is not None and located.tag not in tags:
+        if located.digest is None and located.tag is not None and located.tag not in tags \
+                and not is_bookkeeping(located.tag):  # a commit id (@<hex>) says its own words
             return no_such_tag(text_of(located), located.tag, tags)
         return None
     if not store.repository_unknown:
@@ -111,3 +113,12 @@ def nearest_repositories(ref: RegistryReference, transfer: TransferOptions | Non
     except OcibridgeError:
         return []
     return difflib.get_close_matches(ref.repository, listed.repositories, n=NEAR_NAMES, cutoff=0.6)
+
+
+def read_on_docker_hub(text: str) -> str:
+    """The Docker Hub reference a name without a registry host is read as (Docker's rule), as a
+    hint shows it: ``acme/tiny:latest`` is ``docker.io/acme/tiny:latest``."""
+    from ocibridge.oci.reference import parse_registry_reference
+
+    ref = parse_registry_reference(text)
+    return f"docker.io/{ref.repository}{f':{ref.tag}' if ref.tag else ''}{f'@{ref.digest}' if ref.digest else ''}"

@@ -570,3 +570,21 @@ def _referrer_nodes(store: Store, desc: Descriptor, depth: int) -> tuple[Referre
     return tuple(ReferrerNode(ref, _referrer_nodes(store, ref, depth + 1)) for ref in store.referrers(desc))
 
 
+#: what a sigstore bundle's predicate type makes it, as discover names it (the bundle's artifact
+#: type is the same for all: a signature, an AI-BOM and a provenance read alike without it)
+PREDICATE_KINDS = (("https://sigstore.dev/cosign/sign/", "signature"), ("https://model_signing/", "OMS signature"),
+                   ("https://cyclonedx.org/", "AI-BOM"), ("https://slsa.dev/provenance/", "provenance"))
+
+
+def referrer_label(desc: Descriptor) -> str:
+    """A referrer as discover shows it: its artifact type, and for a sigstore bundle (or any
+    referrer carrying ``dev.sigstore.bundle.predicateType``) what it is and its predicate type."""
+    from ocibridge.signing.bundle import PREDICATE_ANNOTATION
+
+    kind = desc.artifactType or desc.mediaType
+    predicate = (desc.annotations or {}).get(PREDICATE_ANNOTATION)
+    if not isinstance(predicate, str) or not predicate:
+        return kind
+    shown = predicate if len(predicate) <= 100 else predicate[:97] + "..."  # the registry's text: bounded
+    named = next((name for prefix, name in PREDICATE_KINDS if predicate.startswith(prefix)), "attestation")
+    return f"{kind} ({named}: {shown})"

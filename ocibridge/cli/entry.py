@@ -165,15 +165,14 @@ def _local_names_hint(args: argparse.Namespace, error: OcibridgeError) -> str:
     if args.command == "push" or not isinstance(text, str) or _said_registry(text) != "docker.io" \
             or "docker.io" not in str(error) or text.startswith("docker.io/"):  # push reads a directory first
         return ""
+    from ocibridge.api.missing import read_on_docker_hub
     from ocibridge.api.store_ops import nearest_local_names
-    from ocibridge.oci.reference import parse_registry_reference
 
     try:
         near = nearest_local_names(text)
-        ref = parse_registry_reference(text)
+        read_as = read_on_docker_hub(text)
     except (OcibridgeError, OSError):
         return ""
-    read_as = f"docker.io/{ref.repository}{f':{ref.tag}' if ref.tag else ''}{f'@{ref.digest}' if ref.digest else ''}"
     registry = (f"read as Docker Hub's {read_as}, having no registry host: a model of another registry is "
                 f"REGISTRY/{text}, such as localhost:5000/{text}")
     if near:

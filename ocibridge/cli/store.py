@@ -14,7 +14,6 @@ from ocibridge.core.terminal import human_size, one_line
 if TYPE_CHECKING:
     from ocibridge import ReferrerNode
     from ocibridge.api import store_ops
-    from ocibridge.oci.models import Descriptor
 else:  # loaded on first use: --help must not load pydantic and httpx
     store_ops = LazyModule("ocibridge.api.store_ops")
 
@@ -99,33 +98,13 @@ def cmd_discover(args: argparse.Namespace) -> int:
     for i, node in enumerate(result.tree):
         last = i == len(result.tree) - 1
         ref = node.descriptor
-        print(one_line(f"{'└── ' if last else '├── '}{referrer_text(ref)}"))
+        print(one_line(f"{'└── ' if last else '├── '}{store_ops.referrer_label(ref)}"))
         pad = "    " if last else "│   "
         print(f"{pad}└── {ref.digest}")
         for depth, below in _below(node.referrers):
             sub = below.descriptor
-            print(one_line(f"{pad}{'    ' * (depth + 1)}└── {referrer_text(sub)} {sub.digest}"))
+            print(one_line(f"{pad}{'    ' * (depth + 1)}└── {store_ops.referrer_label(sub)} {sub.digest}"))
     return 0
-
-
-#: what a sigstore bundle's predicate type makes it, as discover names it (the bundle's artifact
-#: type is the same for all: a signature, an AI-BOM and a provenance read alike without it)
-PREDICATE_KINDS = (("https://sigstore.dev/cosign/sign/", "signature"), ("https://model_signing/", "OMS signature"),
-                   ("https://cyclonedx.org/", "AI-BOM"), ("https://slsa.dev/provenance/", "provenance"))
-
-
-def referrer_text(desc: Descriptor) -> str:
-    """A referrer as discover shows it: its artifact type, and for a sigstore bundle (or any
-    referrer carrying ``dev.sigstore.bundle.predicateType``) what it is and its predicate type."""
-    from ocibridge.signing.bundle import PREDICATE_ANNOTATION
-
-    kind = desc.artifactType or desc.mediaType
-    predicate = (desc.annotations or {}).get(PREDICATE_ANNOTATION)
-    if not isinstance(predicate, str) or not predicate:
-        return kind
-    shown = predicate if len(predicate) <= 100 else predicate[:97] + "..."  # the registry's text: bounded
-    named = next((name for prefix, name in PREDICATE_KINDS if predicate.startswith(prefix)), "attestation")
-    return f"{kind} ({named}: {shown})"
 
 
 def _below(nodes: tuple[ReferrerNode, ...], depth: int = 0) -> Iterator[tuple[int, ReferrerNode]]:

@@ -56,6 +56,7 @@ from ocibridge.hubserver.reading.files import FileLists, ModelFiles
 from ocibridge.hubserver.reading.routes import ReadRoutes
 from ocibridge.hubserver.reading.sources import RepoMoved, RepoNotFound
 from ocibridge.hubserver.replicas.forward import Forwarder
+from ocibridge.hubserver.replicas.identity import release as release_identity
 from ocibridge.hubserver.replicas.lease import Lease
 from ocibridge.hubserver.replicas.leasing import lease_for
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
@@ -146,6 +147,7 @@ class ServeApp:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
         stay in the model cache), once the shards answered are recorded for dedupe."""
         self.lease.close()  # released: another serve takes the writes at once
+        release_identity(self.staging.root.parent)  # its lock on the cache's writer id
         self.xet_upload.dedupe.close()
         if self.ranges is not None:
             self.ranges.close()

@@ -26,7 +26,7 @@ from ocibridge.core.lockfile import open_in_dir
 FILE = "writer-id"
 _ID = re.compile(r"[0-9a-f]{32}")
 _held: dict[str, str] = {}  # the id of each file this process holds the lock of
-_fds: list[int] = []  # their descriptors, open (and locked) until the process ends
+_fds: dict[str, int] = {}  # their descriptors, open (and locked) until released or the process ends
 _lock = threading.Lock()
 
 
@@ -58,5 +58,17 @@ def holder_id(directory: Path) -> str:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, kept.encode() + b"\n", 0)
         _held[key] = kept
-        _fds.append(fd)  # the lock lasts as long as the process
+        _fds[key] = fd  # the lock lasts until the last application on this cache closes
         return kept
+
+
+def release(directory: Path) -> None:
+    """This process no longer serves from ``directory``: its id's lock goes (an application
+    closed; a process making applications one after another, as a test suite does, keeps no
+    descriptor of each)."""
+    key = str((directory / FILE).absolute())
+    with _lock:
+        fd = _fds.pop(key, None)
+        _held.pop(key, None)
+    if fd is not None:
+        os.close(fd)  # the lock with it

@@ -69,6 +69,10 @@ class ContentRejected(RegistryError, DigestMismatch):
     registry's code."""
 
 
+#: the digest of image-spec's empty JSON blob (``{}``), the config and layer of serve's records
+EMPTY_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+
+
 def fallback_tag(digest: str) -> str:
     """The OCI 1.1 referrers tag schema: ``sha256:abc…`` → ``sha256-abc…``."""
     algorithm, hexpart = split_digest(digest)
@@ -286,8 +290,10 @@ class RegistryStore(ClosesOnExit):
         except OcibridgeError:
             return
         if isinstance(manifest, Manifest):
-            digests = [manifest.config.digest, *(layer.digest for layer in manifest.layers)]
-            BLOB_HOMES.remember_all(self.client.base, self.repository, digests)
+            digests = [d for d in (manifest.config.digest, *(layer.digest for layer in manifest.layers))
+                       if d != EMPTY_DIGEST]  # the empty JSON blob (records, leases): sent, never mounted
+            if digests:
+                BLOB_HOMES.remember_all(self.client.base, self.repository, digests)
 
     def _same_commit(self, reference: str, digest: str) -> None:
         """A serve commit tag (``ocibridge-commit-<id>``) names the manifest whose digest its id
