@@ -12,8 +12,9 @@ from ocibridge.chunks.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
 from ocibridge.lazyread.chunkstore import ChunkStore
+from ocibridge.model.paths import ArtifactPaths, judge_tar_layers
 from ocibridge.oci.cnaidraft import is_draft_layer
-from ocibridge.oci.layerinfo import is_raw, layer_path
+from ocibridge.oci.layerinfo import layer_path
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import resolve_and_read
 
@@ -49,21 +50,22 @@ class RemoteModel:
             raise OcibridgeError(f"{store.describe()}:{reference} is an index: name one model manifest "
                                  "(by its digest) to read its files")
         self.manifest = parsed
-        self.files: dict[str, RemoteFile] = {}
-        self.packed: dict[str, Descriptor] = {}  # paths of tar layers: no byte ranges there
-        for layer in parsed.layers:
+        #: the artifact's paths judged as pull judges them (model.paths): what pull refuses is
+        #: refused here, before a byte is read
+        self.paths = ArtifactPaths(parsed)
+        self.files = {f.path: RemoteFile(f.path, f.layer) for f in self.paths.raw}
+        self.packed: dict[str, Descriptor] = {}  # what tar layers are named (no byte ranges there)
+        for layer in [*self.paths.tars, *self.paths.changesets]:
             path = layer_path(layer)
-            if not path:
-                continue
-            if is_raw(layer):
-                self.files[path.strip("/")] = RemoteFile(path.strip("/"), layer)
-            else:
+            if path:
                 self.packed[path.strip("/")] = layer
+        self._packed_judged = not self.paths.tars
         self._chain: Chain | None = None
         self._verify_referrer = verify_referrer
         #: set by a caller that verified signatures: may the table the manifest binds be used?
         self.trust_bound: BoundCheck | None = None
         self._lock = threading.Lock()
+        self._judging = threading.Lock()
         self._open: dict[str, VerifiedBlob] = {}
 
     @property
@@ -88,9 +90,24 @@ class RemoteModel:
                                  "need raw layers (push with --layer KIND=raw)")
         raise NotFound(f"{self.store.describe()}:{self.reference}: no file {key!r} in the model")
 
+    def judge_packed(self) -> None:
+        """Judge the tar layers' entries too (``paths``), once: their blobs are read whole
+        (verified; kept where the store keeps blobs), as pull would unpack them. No file of an
+        artifact pull refuses is read, a raw file that a tar layer holds again included."""
+        with self._judging:
+            if not self._packed_judged:  # (a judge of its own: a scan cut short leaves no path behind)
+                judge_tar_layers(self.store, ArtifactPaths(self.manifest))  # (refused: again at the next open)
+                self._packed_judged = True
+
+    def packed_judged(self) -> None:
+        """Say that the tar layers were judged already (unpacked by pull's own code: a mount)."""
+        with self._judging:
+            self._packed_judged = True
+
     def open(self, path: str) -> VerifiedBlob:
         """The verified reader of one file (shared: a second open reuses its cached chunks)."""
         entry = self.file(path)
+        self.judge_packed()
         with self._lock:
             known = self._open.get(entry.path)
         if known is not None:
