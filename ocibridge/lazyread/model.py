@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from ocibridge.chunks.chain import BoundCheck, Chain, ReferrerCheck, find_chain
@@ -12,6 +14,7 @@ from ocibridge.chunks.table import DEFAULT_THRESHOLD, PUSH_THRESHOLD
 from ocibridge.errors import NotFound, OcibridgeError
 from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
 from ocibridge.lazyread.chunkstore import ChunkStore
+from ocibridge.lazyread.stall import StallBound
 from ocibridge.model.paths import ArtifactPaths, judge_tar_layers
 from ocibridge.oci.cnaidraft import is_draft_layer
 from ocibridge.oci.layerinfo import layer_path
@@ -39,8 +42,11 @@ class RemoteModel:
     """The files of one resolved model manifest; ``open(path)`` reads one lazily."""
 
     def __init__(self, store: LazySource, reference: str, *, verify_referrer: ReferrerCheck | None = None,
-                 warn: Warn | None = warn_stderr, chunk_store: ChunkStore | None = None):
+                 warn: Warn | None = warn_stderr, chunk_store: ChunkStore | None = None,
+                 stall: StallBound | None = None):
         self.store = store
+        #: how long a read waits on a fetch that hears nothing (None: as long as the client does)
+        self.stall = stall or StallBound()
         self.chunk_store = chunk_store
         self.reference = reference
         self._warn = warn
@@ -61,6 +67,7 @@ class RemoteModel:
                 self.packed[path.strip("/")] = layer
         self._packed_judged = not self.paths.tars
         self._chain: Chain | None = None
+        self._finding: tuple[Future[Chain], float] | None = None  # the chain on its way, and since when
         self._verify_referrer = verify_referrer
         #: set by a caller that verified signatures: may the table the manifest binds be used?
         self.trust_bound: BoundCheck | None = None
@@ -70,12 +77,38 @@ class RemoteModel:
 
     @property
     def chain(self) -> Chain:
-        """The chunk table trusted for this manifest, found on first use."""
+        """The chunk table trusted for this manifest, found on first use (with a stall bound:
+        on a thread of its own, waited for within it; a failure leaves the next use to look again)."""
+        if self.stall.seconds is None:
+            with self._lock:
+                if self._chain is None:
+                    self._chain = self._find_chain()
+                return self._chain
         with self._lock:
-            if self._chain is None:
-                self._chain = find_chain(self.store, self.descriptor, self.manifest,
-                                         verify_referrer=self._verify_referrer, trust_bound=self.trust_bound)
-            return self._chain
+            if self._chain is not None:
+                return self._chain
+            if self._finding is None:
+                future: Future[Chain] = Future()
+                self._finding = (future, time.monotonic())
+                threading.Thread(target=self._look_for_chain, args=(future,), name="chunk-table", daemon=True).start()
+            future, asked = self._finding
+        return self.stall.wait(future, lambda: asked, self.store.describe())
+
+    def _find_chain(self) -> Chain:
+        return find_chain(self.store, self.descriptor, self.manifest, verify_referrer=self._verify_referrer,
+                          trust_bound=self.trust_bound)
+
+    def _look_for_chain(self, future: Future[Chain]) -> None:
+        try:
+            found = self._find_chain()
+        except BaseException as e:  # noqa: BLE001  # handed to the readers waiting
+            with self._lock:
+                self._finding = None
+            future.set_exception(e)
+            return
+        with self._lock:
+            self._chain = found
+        future.set_result(found)
 
     def file(self, path: str) -> RemoteFile:
         key = path.strip("/")
@@ -116,7 +149,7 @@ class RemoteModel:
         chunks = chain.table.for_layer(entry.layer) if chain.table is not None else None
         chunk_size = chain.table.chunk_size if chain.table is not None else 0
         blob = VerifiedBlob(self.store, entry.layer, chunks, chunk_size, on_fallback=self.fallback_notice(entry),
-                            store=self.chunk_store)
+                            store=self.chunk_store, stall=self.stall)
         with self._lock:
             return self._open.setdefault(entry.path, blob)
 
