@@ -219,6 +219,26 @@ def test_a_slow_registry_that_keeps_sending_is_waited_for(model, fault_proxy, tm
     assert "(EIO)" not in log.read_text()
 
 
+def test_checking_a_large_file_read_whole_is_no_stall(registry, tmp_path):
+    """A file with no chunk table is read whole: fetched into the model cache, hashed, copied.
+    Only silence from the registry counts against ``--read-timeout``, not that local work: a
+    384 MiB file the cache holds (hashed in longer than 0.2 s) reads with a bound of 0.2 s."""
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(src / "big.bin", "wb") as f:
+        for _ in range(384):
+            f.write(bytes(MiB))
+    ref = f"{registry.host}/{new_repo()}:v1"
+    assert main(["push", str(src), ref, "-q", "--no-chunks"]) == 0
+    env = mount_env(tmp_path / "env")
+    log = tmp_path / "mount.log"
+    with Mount(ref, tmp_path / "first", env, log) as m:  # into the model cache
+        assert (m.where / "big.bin").open("rb").read(4096) == bytes(4096)
+    with Mount(ref, tmp_path / "again", env, log, "--read-timeout", "0.2") as m:
+        assert (m.where / "big.bin").open("rb").read(4096) == bytes(4096)
+    assert "(EIO)" not in log.read_text()
+
+
 def test_the_default_read_timeout_is_30_seconds(model, fault_proxy, tmp_path):
     """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s."""
     repo, pulled = model

@@ -124,7 +124,7 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
             if keep_blobs:
                 from ocibridge.cache.keptblobs import KeptBlobs
 
-                reader = KeptBlobs(store)
+                reader = KeptBlobs(store, checking=stall.heard)  # (hashing a cached blob is no stall)
         model = LazyModel(reader, reference, verify_referrer=_referrer_check(store, keys), warn=warn,
                           chunk_store=chunk_store, stall=stall)
         if keys is not None:  # as pull's --verify-key: the model itself must be signed, by the digest read

@@ -203,7 +203,6 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
     from ocibridge.cache.models import ModelCache
     from ocibridge.cache.records import offline_from_env
     from ocibridge.cache.source import NeverFetched
-    from ocibridge.lazyread.stall import StallBound
     from ocibridge.places.locate import Role, locate, text_of
     from ocibridge.signing.use import needs_checking
 
@@ -218,8 +217,7 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
             desc = cache.remembered(shown)
         except NeverFetched as e:  # (what to do: offline reads only what an online fetch kept)
             raise NeverFetched(f"{e}: mount it once online first (or run 'ocibridge path' on it online)") from None
-        return LazyModel(CachedOnly(desc, cache), desc.digest, warn=say, chunk_store=CacheChunks(cache.root),
-                         stall=StallBound(read_timeout))
+        return LazyModel(CachedOnly(desc, cache), desc.digest, warn=say, chunk_store=CacheChunks(cache.root))
     model = open_model(located, transfer=transfer, verify=verify, warn=say, keep_blobs=True, read_timeout=read_timeout)
     if isinstance(model.store, KeptBlobs):
         model.store.keep_for_offline(shown, model.descriptor)

@@ -348,7 +348,9 @@ class VerifiedBlob:
         copy = self.store.open_blob(self.layer.digest)
         if copy is None:
             return None
-        if copy.size() == self.size and sha256_chunks(_pieces(copy, self.size)) == (self.layer.digest, self.size):
+        checking = functools.partial(self.stall.heard, self.layer.digest)  # (a check going on is no stall)
+        if copy.size() == self.size and sha256_chunks(_pieces(copy, self.size, checking)) == (self.layer.digest,
+                                                                                               self.size):
             return copy
         copy.close()
         return None
@@ -364,6 +366,7 @@ class VerifiedBlob:
                     if not piece:
                         break
                     spool.write(piece)
+                    self.stall.heard(self.layer.digest)  # (a copy going on is no stall)
                     self.bytes_fetched += len(piece)
             spool.flush()
         except BaseException:
@@ -388,12 +391,14 @@ class VerifiedBlob:
             spool.result().close()
 
 
-def _pieces(stored: StoredLayer, size: int) -> Iterator[bytes]:
+def _pieces(stored: StoredLayer, size: int, heard: Callable[[], None] | None = None) -> Iterator[bytes]:
     """``stored``'s first ``size`` bytes, in constant memory (stops early at a short read)."""
     for at in range(0, size, _SPOOL_PIECE):
         piece = stored.read_at(at, min(_SPOOL_PIECE, size - at))
         if not piece:
             return
+        if heard is not None:
+            heard()
         yield piece
 
 

@@ -3,9 +3,11 @@
 A read waits on fetches: a span of chunks, a whole blob, a layer's fill, the chunk table. A
 registry that never answers one kept a read (and the program behind it, a ``cat`` of a
 mounted file) blocked for as long as the client's timeouts and retries allowed: minutes. With a
-bound, a read gives up once the fetch it waits on has heard nothing of its blob for that many
-seconds since it was asked, whatever is retried meanwhile; a slow registry that keeps sending
-is waited for, however long the blob. A read that finds the fetch silent for longer already (the
+bound, a read gives up once the fetch it waits on has made no progress with its blob for that
+many seconds since it was asked, whatever is retried meanwhile. Progress is a piece received
+from the registry, or a MiB of the blob hashed or copied here (a whole blob is checked, and
+copied, once it is in: ~1 s per GiB that is no stall); so a slow registry that keeps sending is
+waited for, however long the blob. A read that finds the fetch silent for longer already (the
 kernel's second try of a failed read, another reader of the same chunk) gives up at once; the
 fetch goes on, and once it ends a later read asks again.
 """
@@ -40,7 +42,7 @@ class StallBound:
         self._heard: dict[str, float] = {}
 
     def heard(self, digest: str) -> None:
-        """Bytes of blob ``digest`` arrived just now."""
+        """The fetch of blob ``digest`` made progress just now (bytes arrived, or were checked)."""
         self._heard[digest] = time.monotonic()
 
     def received(self, desc: Descriptor, nbytes: int) -> None:
