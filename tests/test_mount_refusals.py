@@ -1,7 +1,8 @@
 """What may be mounted is what may be pulled (issue 77): one table of artifacts whose paths pull
-refuses (a path twice across raw and tar layers, an absolute path, ``..``, a link out, a file
-that is also a directory), each run through ``pull``, ``mount`` (its own process, the real
-registry) and ``cat``: the same one error line from all three, nothing mounted, no byte read."""
+refuses (a path twice across raw and tar layers, an absolute path, ``..``, a link out, alone or
+through another, a file that is also a directory), each run through ``pull``, ``mount`` (its
+own process, the real registry) and ``cat``: the same one error line from all three, nothing
+mounted, no byte read."""
 
 from __future__ import annotations
 
@@ -71,6 +72,9 @@ CASES: dict[str, tuple[list[tuple[Descriptor, bytes]], str, str]] = {
     "a link out of the model": (
         [tar(("docs/passwd", "/etc/passwd"))], "README.md",
         "docs/passwd: symlink points outside the model (/etc/passwd)"),
+    "a chain of links out of the model": (  # each link stays inside on its own; b through a does not
+        [tar(("d/a", ".."), ("d/b", "a/../.."))], "README.md",
+        "d/b: symlink points outside the tree (a/../..)"),
     "a file that is also a directory: raw layers": (
         [raw("weights", b"W" * 1000), raw("weights/a.bin", b"A" * 1000)], "weights/a.bin",
         "the artifact holds weights as a file and as a directory"),
