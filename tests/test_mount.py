@@ -11,13 +11,14 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from mounting import OCIBRIDGE, Mount, blob_bytes, digests, listing, mount_env, run
 from serving import make_model
-from support.faultproxy import FaultProxy, corrupt
+from support.faultproxy import FaultProxy, corrupt, hold, throttle
 from support.fixtures import new_repo
 
 from ocibridge.cli import main
@@ -159,6 +160,117 @@ def test_a_tampered_blob_is_eio_and_a_line_naming_the_file(model, fault_proxy, t
     assert said and all(line.startswith(f"ocibridge: mount: {path}: ") for line in said), log.read_text()
     assert "digest" in said[0]
     assert fault_proxy.requests_matching("GET", f"/blobs/{digest}")
+
+
+@pytest.mark.parametrize("path", ["weights.bin", "extra.bin"])  # read by chunks (a table), read whole
+def test_a_blob_the_registry_never_answers_is_eio_within_the_read_timeout(model, fault_proxy, tmp_path, path):
+    """A blob request the registry never answers kept ``cat`` of the file blocked for minutes
+    (60 s an attempt, 5 retries). With ``--read-timeout 2`` the read is EIO after 2 s (the
+    kernel's second try of it fails at once), one line names the file and the registry, other
+    files of the mount read meanwhile, and once the registry answers again the file reads."""
+    repo, pulled = model
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    env = mount_env(tmp_path)
+    digest = _digest_of(ref, path, env)
+    never = threading.Event()
+    fault_proxy.add("GET", f"/blobs/{digest}", hold(never), times=None)  # every request, never answered
+    log = tmp_path / "mount.log"
+    try:
+        with Mount(ref, tmp_path / "mnt", env, log, "--read-timeout", "2") as m:
+            started = time.monotonic()
+            with pytest.raises(OSError) as caught, open(m.where / path, "rb") as f:
+                f.read()
+            took = time.monotonic() - started
+            assert caught.value.errno == errno.EIO
+            assert 2 <= took < 3.5, took
+            other = "extra.bin" if path == "weights.bin" else "weights.bin"
+            for name in (other, "config.json", "vocab.txt"):  # not read before: fetched now, while it hangs
+                assert (m.where / name).read_bytes() == (pulled / name).read_bytes()
+            fault_proxy.clear()
+            never.set()  # the registry answers again: the held requests are cut, their retries answered
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    assert (m.where / path).read_bytes() == (pulled / path).read_bytes()
+                    break
+                except OSError as e:  # EIO until the stalled fetch has ended (its attempt: 2 s)
+                    assert e.errno == errno.EIO and time.monotonic() < deadline
+                    time.sleep(0.2)
+    finally:
+        never.set()
+    said = [line for line in log.read_text().splitlines() if "(EIO)" in line]
+    assert said == [f"ocibridge: mount: {path}: {fault_proxy.host}/{repo}: no answer for 2 s: the read gives up "
+                    "(EIO)"], log.read_text()  # one line, however often the read was tried again
+
+
+@pytest.mark.parametrize("path, rate", [("weights.bin", 200_000), ("extra.bin", 100_000)])  # 1 MiB chunk; 200 kB
+def test_a_slow_registry_that_keeps_sending_is_waited_for(model, fault_proxy, tmp_path, path, rate):
+    """The bound is the registry's silence, not the read's length: a fetch paced to arrive in
+    several times ``--read-timeout`` (a 64 KiB piece every third or two thirds of it) reads."""
+    repo, pulled = model
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    env = mount_env(tmp_path)
+    fault_proxy.add("GET", f"/blobs/{_digest_of(ref, path, env)}", throttle(rate), times=None)
+    log = tmp_path / "mount.log"
+    with Mount(ref, tmp_path / "mnt", env, log, "--read-timeout", "1") as m, open(m.where / path, "rb") as f:
+        started = time.monotonic()
+        assert f.read(4096) == (pulled / path).read_bytes()[:4096]
+        assert time.monotonic() - started > 1.5
+    assert "(EIO)" not in log.read_text()
+
+
+def test_checking_a_large_file_read_whole_is_no_stall(registry, tmp_path):
+    """A file with no chunk table is read whole: fetched into the model cache, hashed, copied.
+    Only silence from the registry counts against ``--read-timeout``, not that local work: a
+    384 MiB file the cache holds (hashed in longer than 0.2 s) reads with a bound of 0.2 s."""
+    src = tmp_path / "src"
+    src.mkdir()
+    with open(src / "big.bin", "wb") as f:
+        for _ in range(384):
+            f.write(bytes(MiB))
+    ref = f"{registry.host}/{new_repo()}:v1"
+    assert main(["push", str(src), ref, "-q", "--no-chunks"]) == 0
+    env = mount_env(tmp_path / "env")
+    log = tmp_path / "mount.log"
+    with Mount(ref, tmp_path / "first", env, log) as m, open(m.where / "big.bin", "rb") as f:  # into the cache
+        assert f.read(4096) == bytes(4096)
+    with Mount(ref, tmp_path / "again", env, log, "--read-timeout", "0.2") as m, open(m.where / "big.bin", "rb") as f:
+        assert f.read(4096) == bytes(4096)  # (a file closed before the umount, even when the read fails)
+    assert "(EIO)" not in log.read_text()
+
+
+def test_the_default_read_timeout_is_30_seconds(model, fault_proxy, tmp_path):
+    """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s."""
+    repo, pulled = model
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    env = mount_env(tmp_path)
+    never = threading.Event()
+    fault_proxy.add("GET", f"/blobs/{_digest_of(ref, 'weights.bin', env)}", hold(never), times=None)
+    log = tmp_path / "mount.log"
+    try:
+        with Mount(ref, tmp_path / "mnt", env, log) as m:
+            started = time.monotonic()
+            with pytest.raises(OSError) as caught:
+                (m.where / "weights.bin").read_bytes()
+            took = time.monotonic() - started
+            assert caught.value.errno == errno.EIO and 30 <= took < 31.5, took
+            assert (m.where / "config.json").read_bytes() == (pulled / "config.json").read_bytes()
+            fault_proxy.clear()
+            never.set()
+    finally:
+        never.set()
+    assert "weights.bin: " in log.read_text() and ": no answer for 30 s: the read gives up (EIO)" in log.read_text()
+
+
+@pytest.mark.parametrize("given", ["0", "-1", "nan", "inf"])
+def test_a_read_timeout_that_is_no_bound_is_one_line(model, registry, tmp_path, given):
+    repo, _ = model
+    done = run(["mount", f"{registry.host}/{repo}:v1", str(tmp_path / "mnt"), "--read-timeout", given],
+               mount_env(tmp_path / "env"), check=False)
+    assert (done.returncode, done.stderr) == (
+        2, f"ocibridge: error: --read-timeout {float(given):g}: a number of seconds above 0 "
+           "(see 'ocibridge mount --help')\n")
+    assert not (tmp_path / "mnt").exists()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

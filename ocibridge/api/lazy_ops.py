@@ -13,6 +13,7 @@ from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
 from ocibridge.lazyread.blobreader import LazySource
 from ocibridge.lazyread.model import RemoteModel, Warn, warn_stderr
 from ocibridge.lazyread.safetensors import RemoteSafetensors
+from ocibridge.lazyread.stall import StallBound
 from ocibridge.model.gguf_header import GGUF_MAGIC
 from ocibridge.model.gguf_tensors import RemoteGGUF
 from ocibridge.oci.models import Descriptor
@@ -38,11 +39,19 @@ class LazyModel(RemoteModel):
         self.close()
 
 
-def _store(parsed: RegistryReference, transfer: TransferOptions | None) -> tuple[LazySource, str]:
+def _store(parsed: RegistryReference, transfer: TransferOptions | None,
+           stall: StallBound | None = None) -> tuple[LazySource, str]:
+    """The registry repository; with ``stall``, every piece of a blob received is told to it,
+    and no request waits longer than its bound for an answer (each attempt: a fetch silent
+    past a read's bound is asked again no later)."""
     from ocibridge.stores.registry import open_repository
 
-    store = open_repository(parsed, (transfer or TransferOptions()).registry_options())
-    return store, parsed.reference
+    options = (transfer or TransferOptions()).registry_options()
+    if stall is None or stall.seconds is None:
+        return open_repository(parsed, options), parsed.reference
+    options = options.updated({"read_timeout": min(options.read_timeout, stall.seconds),
+                               "connect_timeout": min(options.connect_timeout, stall.seconds)})
+    return open_repository(parsed, options, on_bytes=stall.received), parsed.reference
 
 
 def _referrer_check(store: LazySource, keys: VerifyPolicy | None) -> ReferrerCheck | None:
@@ -79,7 +88,7 @@ def _verify_of(verify: Verification | None, deprecated: dict[str, Any]) -> Verif
 
 def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, verify: Verification | None = None,
                warn: Warn | None = warn_stderr, cache: bool = True, keep_blobs: bool = False,
-               **deprecated: Any) -> LazyModel:
+               read_timeout: float | None = None, **deprecated: Any) -> LazyModel:
     """The model ``ref`` names, its files read lazily. ``verify`` (:func:`ocibridge.verification`,
     as pull's): with keys, one of them must have signed the model (the digest its tag named
     when read, used from then on) and, for a chunk table the manifest does not bind, its
@@ -88,8 +97,11 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
     (``$OCIBRIDGE_CACHE/models/chunks``), so a range read again moves nothing. Close it (or
     ``with``). ``keep_blobs`` (with ``cache``): blobs read whole (the chunk table, a file no
     table covers) go into the model cache's blobs too, so no later reader, ``path`` included,
-    fetches them again (``ocibridge mount``). The former ``verify_key=``/``policy=`` still
-    work, with a DeprecationWarning, for one release."""
+    fetches them again (``ocibridge mount``). ``read_timeout`` (seconds): a read fails
+    (:class:`~ocibridge.lazyread.stall.Stalled`) once what it waits for has heard nothing from
+    the registry for that long, retries included (None: it waits as long as the client's own
+    timeouts and retries do, minutes). The former ``verify_key=``/``policy=`` still work, with
+    a DeprecationWarning, for one release."""
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.use import as_use_policy, check_before_use, refuse_before_opening
 
@@ -99,7 +111,8 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
     parsed = locate(ref, Role.REGISTRY)
     assert isinstance(parsed, RegistryReference)
     refuse_before_opening(parsed, use, text_of(parsed))
-    store, reference = _store(parsed, transfer)
+    stall = StallBound(read_timeout)  # (refuses a bound of 0 or less before anything is opened)
+    store, reference = _store(parsed, transfer, stall)
     try:
         chunk_store = None
         reader: LazySource = store
@@ -111,9 +124,9 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
             if keep_blobs:
                 from ocibridge.cache.keptblobs import KeptBlobs
 
-                reader = KeptBlobs(store)
+                reader = KeptBlobs(store, checking=stall.heard)  # (hashing a cached blob is no stall)
         model = LazyModel(reader, reference, verify_referrer=_referrer_check(store, keys), warn=warn,
-                          chunk_store=chunk_store)
+                          chunk_store=chunk_store, stall=stall)
         if keys is not None:  # as pull's --verify-key: the model itself must be signed, by the digest read
             from ocibridge.signing.coverage import Trusted, require_cover
             from ocibridge.signing.verify import verify_artifact

@@ -12,6 +12,7 @@ serves it (``lazymount.process`` says why never this one) and returns once it is
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.lazymount import READ_TIMEOUT
 from ocibridge.lazymount.process import read_request, start, stderr_handed_back
 from ocibridge.lazymount.session import fuse_binding
 from ocibridge.lazymount.table import (
@@ -67,6 +69,7 @@ class MountRequest:
     verify: Verification | None = None
     allow_other: bool = False
     offline: bool | None = None
+    read_timeout: float = READ_TIMEOUT
 
 
 class Mounted:
@@ -99,29 +102,33 @@ class Mounted:
 
 
 def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
-          verify: Verification | None = None, allow_other: bool = False, offline: bool | None = None) -> Mounted:
+          verify: Verification | None = None, allow_other: bool = False, offline: bool | None = None,
+          read_timeout: float = READ_TIMEOUT) -> Mounted:
     """Mount model ``ref`` read-only at ``directory`` (made if missing) and return once it
     answers: the files as ``pull`` writes them, each read fetching only the chunks it needs,
     every byte verified before a program sees it (else EIO, and a line on stderr names the
     file). ``verify``, ``transfer``: as for pull. ``allow_other``: other users may read it
     (FUSE's ``allow_other``). ``offline`` (default ``$OCIBRIDGE_OFFLINE``): nothing is asked of
     the registry; ``ref`` means what it last resolved to, and only what the model cache holds
-    reads (the rest is EIO). A process of its own serves it (it outlives this one unless
-    unmounted: ``Mounted.unmount``, ``ocibridge umount DIR``); its errors before the mount
-    is there are raised here."""
+    reads (the rest is EIO). ``read_timeout``: a read whose fetch hears nothing from the
+    registry for that many seconds, retries included, fails (EIO; a line names the file and
+    the registry); the mount's other reads go on. A process of its own serves it (it
+    outlives this one unless unmounted: ``Mounted.unmount``, ``ocibridge umount DIR``); its
+    errors before the mount is there are raised here."""
     from ocibridge.places.locate import Role, locate
 
     fuse_binding()  # here: without the binding nothing can be mounted, and the error names the extra
     locate(ref, Role.REGISTRY)  # a reference written wrong is a usage error here, not the process's
+    _check_read_timeout(read_timeout)
     where = _directory(directory).absolute()
     clear_dead_mount(where)  # (a mount whose process died: the new one takes its place)
-    request = MountRequest(ref, str(where), transfer, verify, allow_other, offline)
+    request = MountRequest(ref, str(where), transfer, verify, allow_other, offline, read_timeout)
     return Mounted(where, start(MOUNT_PROCESS, request, where))
 
 
 def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
                 verify: Verification | None = None, allow_other: bool = False, offline: bool | None = None,
-                warn: Warn | None = None) -> None:
+                warn: Warn | None = None, read_timeout: float = READ_TIMEOUT) -> None:
     """Serve model ``ref`` at ``directory`` from this process until it is unmounted (Ctrl-C,
     SIGTERM, SIGHUP: it unmounts). This process must not read the mount itself (the answers
     need the interpreter lock its reader may hold): :func:`mount` runs this in a process of
@@ -133,6 +140,7 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
     from ocibridge.lazyread.model import warn_stderr
 
     say: Warn = warn or warn_stderr
+    _check_read_timeout(read_timeout)
     fuse_binding()  # before the registry is asked
     where = _directory(directory)
     if clear_dead_mount(where):
@@ -143,7 +151,7 @@ def serve_mount(ref: str | Locator, directory: str | os.PathLike[str], *, transf
     if where.is_dir() and any(where.iterdir()):  # FUSE mounts over files: they would vanish until the unmount
         raise OcibridgeError(f"{where} is not empty: its files would be hidden while the model is mounted there; "
                              "mount on an empty or a new directory")
-    model = _opened(ref, transfer, verify, offline, say)
+    model = _opened(ref, transfer, verify, offline, say, read_timeout)
     scratch = Scratch()
     made = _made(where)
     try:
@@ -173,6 +181,11 @@ def _directory(directory: str | os.PathLike[str]) -> Path:
     return Path(directory)
 
 
+def _check_read_timeout(seconds: float) -> None:
+    if not 0 < seconds < math.inf:  # (NaN too)
+        raise UsageError(f"--read-timeout {seconds:g}: a number of seconds above 0")
+
+
 def _made(where: Path) -> list[Path]:
     """Make ``where`` and its missing parents; the ones made, deepest first."""
     missing = [p for p in (where, *where.parents) if not p.exists()]
@@ -181,7 +194,7 @@ def _made(where: Path) -> list[Path]:
 
 
 def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verification | None,
-            offline: bool | None, say: Warn) -> LazyModel:
+            offline: bool | None, say: Warn, read_timeout: float) -> LazyModel:
     """The model to mount: from the registry, everything it reads kept in the model cache with
     what ``ref`` resolved to; offline, from that record and the cache alone."""
     from ocibridge.api.lazy_ops import LazyModel, open_model
@@ -205,7 +218,7 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
         except NeverFetched as e:  # (what to do: offline reads only what an online fetch kept)
             raise NeverFetched(f"{e}: mount it once online first (or run 'ocibridge path' on it online)") from None
         return LazyModel(CachedOnly(desc, cache), desc.digest, warn=say, chunk_store=CacheChunks(cache.root))
-    model = open_model(located, transfer=transfer, verify=verify, warn=say, keep_blobs=True)
+    model = open_model(located, transfer=transfer, verify=verify, warn=say, keep_blobs=True, read_timeout=read_timeout)
     if isinstance(model.store, KeptBlobs):
         model.store.keep_for_offline(shown, model.descriptor)
     return model
@@ -232,7 +245,7 @@ def _serve_request() -> int:
         if not isinstance(request, MountRequest):
             raise OcibridgeError("python -m ocibridge.api.mount is started by ocibridge.mount, not by hand")
         serve_mount(request.ref, request.directory, transfer=request.transfer, verify=request.verify,
-                    allow_other=request.allow_other, offline=request.offline)
+                    allow_other=request.allow_other, offline=request.offline, read_timeout=request.read_timeout)
     except OcibridgeError as e:
         print(f"ocibridge: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 1

@@ -11,6 +11,7 @@ Offline, :class:`CachedOnly` answers from the cache alone, for what it holds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
 from ocibridge.cache.models import ModelCache
@@ -28,9 +29,11 @@ class RangedStore(ReadableStore, RangedBlobSource, Protocol):
 class KeptBlobs(ForwardingReads[RangedStore]):
     """``remote`` with its whole-blob reads kept in (and answered from) the model cache."""
 
-    def __init__(self, remote: RangedStore, cache: ModelCache | None = None):
+    def __init__(self, remote: RangedStore, cache: ModelCache | None = None,
+                 checking: Callable[[str], None] | None = None):
         super().__init__(remote)
         self.remote = remote
+        self._checking = checking  # told of each MiB of a blob the cache hashes (CacheSource)
         self.ranged_plan: RangedPlan = remote.ranged_plan  # how the registry is asked for ranges
         self._cache = cache or ModelCache()
         self._held: Descriptor | None = None  # the first manifest resolved: what the cache's source holds
@@ -43,7 +46,8 @@ class KeptBlobs(ForwardingReads[RangedStore]):
 
     def _cached(self, desc: Descriptor) -> CacheSource:
         if self._source is None:
-            self._source = CacheSource(self._cache.blobs, self._cache.locks, self.remote, self._held or desc)
+            self._source = CacheSource(self._cache.blobs, self._cache.locks, self.remote, self._held or desc,
+                                       checking=self._checking)
         return self._source
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:

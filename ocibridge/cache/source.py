@@ -94,8 +94,11 @@ class CacheSource(OneManifest):
     cache too, so a snapshot builds the same way online and offline."""
 
     def __init__(self, blobs: LayoutStore, locks: Path, remote: Store | None, desc: Descriptor,
-                 delta: LocalDelta | None = None, progress: ProgressFn | None = None):
+                 delta: LocalDelta | None = None, progress: ProgressFn | None = None,
+                 checking: Callable[[str], None] | None = None):
         self._blobs = blobs
+        #: told the digest of each MiB of a blob hashed: a reader waiting for it sees work going on
+        self._checking = checking
         self._locks = locks
         self._remote = remote
         self._desc = desc
@@ -175,6 +178,8 @@ class CacheSource(OneManifest):
             h = new_hasher(desc.digest)
             while chunk := os.read(fd, 1 << 20):
                 h.update(chunk)
+                if self._checking is not None:
+                    self._checking(desc.digest)
         finally:
             os.close(fd)
         if f"{split_digest(desc.digest)[0]}:{h.hexdigest()}" != desc.digest:

@@ -8,6 +8,7 @@ import argparse
 from ocibridge.api.session import OFFLINE_ENV as OFFLINE
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
+from ocibridge.lazymount import READ_TIMEOUT
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
@@ -17,10 +18,10 @@ def cmd_mount(args: argparse.Namespace) -> int:
     offline = True if args.offline else None  # else the OFFLINE variable
     if args.foreground:  # until unmounted (Ctrl-C unmounts)
         api.serve_mount(args.ref, args.dir, transfer=transfer, verify=verify, allow_other=args.allow_other,
-                        offline=offline)
+                        offline=offline, read_timeout=args.read_timeout)
     else:  # a process of its own serves it, left running
         api.mount(args.ref, args.dir, transfer=transfer, verify=verify, allow_other=args.allow_other,
-                  offline=offline)
+                  offline=offline, read_timeout=args.read_timeout)
     return 0
 
 
@@ -44,6 +45,9 @@ def register(command: CommandAdder) -> None:
     p.add_argument("--offline", action="store_true",
                    help="ask the registry nothing: REF means what it last resolved to, and what the model cache "
                         f"holds reads (the rest: EIO); default ${OFFLINE}")
+    p.add_argument("--read-timeout", type=float, default=READ_TIMEOUT, metavar="SECONDS",
+                   help="a read whose fetch hears nothing from the registry for this long, retries included, "
+                        f"fails with EIO (a line names the file; the other reads go on); default {READ_TIMEOUT:g}")
     add_verify_flags(p)
     add_transfer_flags(p, uploads=False)
 

@@ -10,7 +10,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ocibridge.core.fsutil import safe_relpath
 from ocibridge.lazymount.tree import MountTree
 from ocibridge.lazyread.model import RemoteModel
 from ocibridge.model.extract import extract
@@ -35,13 +34,16 @@ class Scratch:
 
 def build_tree(model: RemoteModel, scratch: Scratch) -> MountTree:
     """The tree ``pull`` would write for ``model``: every raw layer a lazy file (its mode from
-    the layer's metadata), every other layer unpacked as pull unpacks it."""
+    the layer's metadata), every other layer unpacked as pull unpacks it. The paths are
+    judged by pull's own judgement (``model.paths``): the raw ones when the model was opened,
+    the tar layers' entries as pull's unpacking reads them, against every raw file (none of
+    which it writes): what pull refuses is refused here, before anything is mounted."""
     tree = MountTree()
     for key, file in sorted(model.files.items()):
         tree.add_lazy(key, file.size, layer_mode(file.layer))
-    lazy = {safe_relpath(key, "layer file path") for key in model.files}
-    if len(model.manifest.layers) > len(model.files):  # tar layers (or a layer naming no path: pull refuses it)
+    if model.paths.tars or model.paths.changesets:
         root = scratch.make()
-        extract(model.store, model.descriptor.digest, root, select=lambda rel: rel not in lazy)
+        extract(model.store, model.descriptor.digest, root, select=lambda rel: rel not in model.files)
+        model.packed_judged()
         tree.add_unpacked(root)
     return tree

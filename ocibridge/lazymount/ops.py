@@ -22,6 +22,8 @@ from typing import Any, Protocol
 from ocibridge.lazymount.tree import LazyFile, MountTree, Node
 
 _WRITES = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+#: a line saying why a read failed is not said again within this many seconds
+REPEAT_SECONDS = 10.0
 
 
 class LazyReads(Protocol):
@@ -58,6 +60,7 @@ class ModelFS:
         self._when = time.time_ns()
         self._numbers = itertools.count(1)
         self._open: dict[int, _Open] = {}
+        self._said: dict[str, float] = {}  # lines said of failed reads, and when
         self._lock = threading.Lock()
 
     def init(self, path: str) -> None:
@@ -105,8 +108,18 @@ class ModelFS:
         try:
             return self.reads.read_file(opened.lazy, offset, end)
         except Exception as e:  # noqa: BLE001  # whatever failed, the program gets EIO, never bytes
-            self.report(f"{opened.lazy.key}: {e} (EIO)")
+            self._report_once(f"{opened.lazy.key}: {e} (EIO)")
             raise OSError(errno.EIO, os.strerror(errno.EIO), path) from None
+
+    def _report_once(self, line: str) -> None:
+        """Say ``line``, unless it was said within REPEAT_SECONDS: a failed read is tried again
+        by the kernel (page by page) and by programs, one line says it."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._said.get(line, -REPEAT_SECONDS) < REPEAT_SECONDS:
+                return
+            self._said[line] = now
+        self.report(line)
 
     def release(self, path: str, fh: int) -> int:
         with self._lock:

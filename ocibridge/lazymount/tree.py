@@ -15,7 +15,6 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError
 
 DIR_MODE = stat.S_IFDIR | 0o755
@@ -66,8 +65,8 @@ class MountTree:
             raise OcibridgeError(f"the artifact holds {rel} as a file and as a directory ({child})")
 
     def add_lazy(self, key: str, size: int, mode: int) -> None:
-        rel = safe_relpath(key, "layer file path")
-        self._add(rel, Node(stat.S_IFREG | mode, size, lazy=LazyFile(key, size, mode)))
+        """A raw file at ``key``, a path judged already (``model.paths``)."""
+        self._add(key, Node(stat.S_IFREG | mode, size, lazy=LazyFile(key, size, mode)))
 
     def add_unpacked(self, root: Path) -> None:
         """Everything under ``root`` (pull's unpacking of the tar layers), by ``lstat``: links

@@ -13,10 +13,11 @@ import hashlib
 import os
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import IO, Protocol
+from typing import IO, Any, Protocol, TypeVar
 
 from ocibridge.chunks.table import LayerChunks
 from ocibridge.core.fsutil import pread_full
@@ -25,6 +26,7 @@ from ocibridge.lazyread.budget import ReadBudget
 from ocibridge.lazyread.chunkstore import ChunkStore, StoredLayer
 from ocibridge.lazyread.keeper import Chunk, ChunkKeeper
 from ocibridge.lazyread.layerfill import FILL_AFTER, FILL_MIN_SIZE, FillFailed, LayerFill
+from ocibridge.lazyread.stall import StallBound
 from ocibridge.oci.digest import sha256_chunks
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore
@@ -44,6 +46,7 @@ READ_AHEAD_MIN = 4
 #: until used)
 READ_AHEAD_MAX = CACHED_CHUNKS // 2
 _SPOOL_PIECE = 1024 * 1024
+T = TypeVar("T")
 
 
 def _spans(indexes: list[int], most: int) -> list[range]:
@@ -76,8 +79,9 @@ class VerifiedBlob:
     def __init__(self, source: LazySource, layer: Descriptor, chunks: LayerChunks | None,
                  chunk_size: int, *, on_fallback: Callable[[], None] | None = None,
                  parallel: int = PARALLEL, cached: int = CACHED_CHUNKS, store: ChunkStore | None = None,
-                 read_ahead: bool = True, budget: ReadBudget | None = None):
+                 read_ahead: bool = True, budget: ReadBudget | None = None, stall: StallBound | None = None):
         self.source = source
+        self.stall = stall or StallBound()  # how long a read waits on a silent fetch (lazyread.stall)
         self.budget = budget  # every fetch reserves its bytes here first (None: no cap)
         self._reads_ahead = read_ahead  # off for a reader that knows where its reads end (serve's ranges)
         self.store = store  # verified chunks kept across opens (the model cache), if any
@@ -89,10 +93,11 @@ class VerifiedBlob:
         self._cached = max(1, cached)
         self._cache: OrderedDict[int, Chunk] = OrderedDict()
         self._lock = threading.RLock()  # a fetch done before its callback is added calls back under it
-        self._spool: StoredLayer | None = None  # the whole blob, verified by its digest (no table)
+        self._spool: Future[StoredLayer] | None = None  # the whole blob, verified by its digest (no table)
         self._workers: ThreadPoolExecutor | None = None
         self._keeper = ChunkKeeper(store, layer, chunks, chunk_size) if store is not None and chunks else None
         self._pending: dict[int, Future[dict[int, Chunk]]] = {}
+        self._asked: dict[Future[Any], float] = {}  # when each pending fetch was started
         self._next = -2  # the chunk after the last read: a read starting there is sequential
         self._run = 0  # chunks read by the current run of sequential reads
         self._ahead_to = 0  # read-ahead has been asked up to this chunk
@@ -123,7 +128,7 @@ class VerifiedBlob:
         fill = self._fill_for(start, end)
         if fill is not None:
             try:
-                return fill.read(start, end)
+                return fill.read(start, end, self.stall)
             except FillFailed:
                 # (not a wrong byte: that raises DigestMismatch) the chunk reads take over, and
                 # see what the store holds now (another process may have filled the layer file)
@@ -180,8 +185,15 @@ class VerifiedBlob:
             waits.update(futures)
             self._read_ahead(wanted)
         for i, future in waits.items():
-            have[i] = future.result()[i]
+            have[i] = self._wait(future)[i]
         return [have[i] for i in wanted]
+
+    def _wait(self, future: Future[T]) -> T:
+        """What ``future`` brings, waited for within the stall bound (from when it was asked)."""
+        with self._lock:
+            asked = self._asked.get(future, time.monotonic())
+        digest = self.layer.digest
+        return self.stall.wait(future, lambda: self.stall.since(digest, asked), self.source.describe())
 
     def _read_ahead(self, wanted: range) -> None:
         """Reads that continue the last one, READ_AHEAD_MIN chunks or more in a row after it (a
@@ -217,18 +229,24 @@ class VerifiedBlob:
         started: dict[int, Future[dict[int, Chunk]]] = {}
         if not missing:
             return started
-        if self._workers is None:
-            self._workers = ThreadPoolExecutor(self._parallel, thread_name_prefix="chunk")
+        self._pool()
         stored = self._stored(missing)
         for span in _spans([i for i in missing if i in stored], SPAN_CHUNKS) + \
                 _spans([i for i in missing if i not in stored], SPAN_CHUNKS):
             work = self._load_span if span.start in stored else self._fetch_span
-            future = self._workers.submit(work, span)
+            future = self._pool().submit(work, span)
+            self._asked[future] = time.monotonic()
             for i in span:
                 started[i] = self._pending[i] = future
             # after the entries exist: a future already done runs this at once, in this thread
             future.add_done_callback(functools.partial(self._done, span))
         return started
+
+    def _pool(self) -> ThreadPoolExecutor:
+        """The workers of this blob's fetches (called with the lock held)."""
+        if self._workers is None:
+            self._workers = ThreadPoolExecutor(self._parallel, thread_name_prefix="chunk")
+        return self._workers
 
     def _stored(self, indexes: list[int]) -> set[int]:
         if self._keeper is None:
@@ -237,6 +255,7 @@ class VerifiedBlob:
 
     def _done(self, span: range, future: Future[dict[int, Chunk]]) -> None:
         with self._lock:
+            self._asked.pop(future, None)
             for i in span:
                 if self._pending.get(i) is future:
                     del self._pending[i]
@@ -292,15 +311,34 @@ class VerifiedBlob:
 
     # -- the whole blob, once --------------------------------------------------------------
     def _from_spool(self, start: int, end: int) -> bytes:
+        """From the whole blob, fetched once (with a stall bound on a worker, waited for within
+        it); a fetch that fails leaves the next read to fetch it again."""
         with self._lock:
             if self._spool is None:
                 if self._on_fallback is not None:
                     self._on_fallback()
-                self._spool = self._stored_whole() or self._download()
-            data = self._spool.read_at(start, end - start)
+                if self.stall.seconds is None:  # in this thread: nothing to give up on
+                    whole: Future[StoredLayer] = Future()
+                    whole.set_result(self._whole())
+                    self._spool = whole
+                else:
+                    self._spool = self._pool().submit(self._whole)
+                    self._asked[self._spool] = time.monotonic()
+                    self._spool.add_done_callback(self._spool_done)
+            future = self._spool
+        data = self._wait(future).read_at(start, end - start)
         if data is None:
             raise OcibridgeError(f"{self.layer.digest}: the verified copy of the blob could not be read")
         return data
+
+    def _whole(self) -> StoredLayer:
+        return self._stored_whole() or self._download()
+
+    def _spool_done(self, future: Future[StoredLayer]) -> None:
+        with self._lock:
+            self._asked.pop(future, None)
+            if self._spool is future and (future.cancelled() or future.exception() is not None):
+                self._spool = None  # the next read fetches it again
 
     def _stored_whole(self) -> StoredLayer | None:
         """The store's copy of the blob under its layer digest (a pull into the model cache),
@@ -310,7 +348,9 @@ class VerifiedBlob:
         copy = self.store.open_blob(self.layer.digest)
         if copy is None:
             return None
-        if copy.size() == self.size and sha256_chunks(_pieces(copy, self.size)) == (self.layer.digest, self.size):
+        checking = functools.partial(self.stall.heard, self.layer.digest)  # (a check going on is no stall)
+        if copy.size() == self.size and sha256_chunks(_pieces(copy, self.size, checking)) == (self.layer.digest,
+                                                                                               self.size):
             return copy
         copy.close()
         return None
@@ -326,6 +366,7 @@ class VerifiedBlob:
                     if not piece:
                         break
                     spool.write(piece)
+                    self.stall.heard(self.layer.digest)  # (a copy going on is no stall)
                     self.bytes_fetched += len(piece)
             spool.flush()
         except BaseException:
@@ -344,18 +385,20 @@ class VerifiedBlob:
         if self._keeper is not None:  # every verified chunk fetched is in the store when close returns
             self._keeper.close()
         with self._lock:
-            if self._spool is not None:
-                self._spool.close()
-                self._spool = None
+            spool, self._spool = self._spool, None
             self._cache.clear()
+        if spool is not None and spool.done() and not spool.cancelled() and spool.exception() is None:
+            spool.result().close()
 
 
-def _pieces(stored: StoredLayer, size: int) -> Iterator[bytes]:
+def _pieces(stored: StoredLayer, size: int, heard: Callable[[], None] | None = None) -> Iterator[bytes]:
     """``stored``'s first ``size`` bytes, in constant memory (stops early at a short read)."""
     for at in range(0, size, _SPOOL_PIECE):
         piece = stored.read_at(at, min(_SPOOL_PIECE, size - at))
         if not piece:
             return
+        if heard is not None:
+            heard()
         yield piece
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from ocibridge.chunks.table import LayerChunks
 from ocibridge.chunks.tablehash import TableHasher
 from ocibridge.core.fsutil import pread_full
 from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.lazyread.stall import StallBound
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.partial import download, partial_path
 from ocibridge.stores.ranged import RangedBlobSource
@@ -75,8 +77,10 @@ class LayerFill:
         self._abandon = threading.Event()
         self._on_bytes = on_bytes
         self._thread = threading.Thread(target=self._run, name="layer-fill", daemon=True)
+        self._started = time.monotonic()  # (again when started)
 
     def start(self) -> LayerFill:
+        self._started = time.monotonic()
         _RUNNING.add(self)
         self._thread.start()
         return self
@@ -130,13 +134,17 @@ class LayerFill:
         _RUNNING.discard(self)
 
     # -- readers -----------------------------------------------------------------------------
-    def read(self, start: int, end: int) -> bytes:
+    def read(self, start: int, end: int, stall: StallBound | None = None) -> bytes:
         """Bytes ``[start, end)`` once the checked prefix covers them. Raises DigestMismatch
         for a layer that does not match its table, FillFailed when the fill stopped for any
-        other reason (the caller reads by chunks instead)."""
+        other reason (the caller reads by chunks instead), Stalled when the fill heard nothing
+        of the layer within ``stall``'s bound (since it started, or its last bytes)."""
         with self._changed:
             while self._verified < end and not self._done:
-                self._changed.wait()
+                left = None if stall is None else stall.left(stall.since(self.layer.digest, self._started))
+                if stall is not None and left is not None and left <= 0:
+                    raise stall.stalled(self.where)
+                self._changed.wait(left)
             if self._verified < end or self._fd is None:
                 raise self._failure()
             # under the lock: a download that starts over from byte 0 makes its new hasher

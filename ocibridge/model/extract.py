@@ -45,9 +45,8 @@ from ocibridge.layers.reader import (
 )
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.model.index import model_entry
-from ocibridge.oci.cnaidraft import LAYER_VARIANTS, is_draft, is_draft_layer
+from ocibridge.model.paths import ArtifactPaths
 from ocibridge.oci.digest import CHUNK, verified, verify_bytes
-from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import Reopen, Store, VerifiedFile
@@ -159,14 +158,16 @@ def _named_as_in_the_artifact(rel: str) -> Iterator[None]:
         raise
 
 
-def _extract_tar(stream: Reader, staging: Path, written: list[str],
+def _extract_tar(stream: Reader, staging: Path, written: list[str], paths: ArtifactPaths,
                  select: Callable[[str], bool] | None = None, skipped: list[str] | None = None) -> int:
+    """Unpack one tar layer into ``staging``, each entry judged by ``paths`` first (the same
+    judgement as a mount's and a lazy read's) and refused before anything is written."""
     total = 0
     with open_tar_stream(stream) as tar:
         for member in tar_members(tar):
-            if member.isdir() and is_root_entry(member.name):
+            rel = paths.member(member)
+            if rel is None:
                 continue  # the layer's root ('./', as `tar -C DIR -cf x.tar .` writes it)
-            rel = safe_relpath(member.name, "tar entry")
             if select is not None and not select(rel):
                 if skipped is not None and not member.isdir():
                     skipped.append(rel)
@@ -175,21 +176,17 @@ def _extract_tar(stream: Reader, staging: Path, written: list[str],
                 _prepare_parent(staging, rel + "/x")
                 continue
             target = _prepare_parent(staging, rel)
-            if target.exists() or target.is_symlink():
+            if target.exists() or target.is_symlink():  # (judged already: a staging directory shared by mistake)
                 raise OcibridgeError(f"duplicate path in artifact: {rel}")
-            if member.issym():
-                if not link_stays_inside(rel, member.linkname):
-                    raise UnsafePath(f"{rel}: symlink points outside the model ({member.linkname})")
+            if member.issym():  # (judged: it stays inside)
                 with _named_as_in_the_artifact(rel):
                     os.symlink(member.linkname, target)
-            elif member.isfile():
+            else:  # (judged: a regular file)
                 src = tar.extractfile(member)
                 assert src is not None
                 mode = 0o755 if member.mode & 0o111 else 0o644
                 with _named_as_in_the_artifact(rel):
                     total += _write_stream(src, target, mode, member.size)
-            else:
-                raise UnsafePath(f"{rel}: unsupported tar entry type (hard link or device)")
             written.append(rel)
     while stream.read(CHUNK):  # trailing padding, to EOF where the layer is verified
         pass
@@ -238,6 +235,7 @@ class DirectoryTarget:
         self._changes: dict[int, _Changes] = {}  # what each changeset layer wrote and deleted
         self._lock = threading.Lock()
         self._tar_lock = threading.Lock()  # tar layers unpack one at a time: their paths may meet
+        self._paths: ArtifactPaths | None = None  # the manifest's paths, judged (successors)
 
     def describe(self) -> str:
         return str(self.out)
@@ -274,38 +272,28 @@ class DirectoryTarget:
         node = parse_manifest_bytes(data, desc.mediaType)
         if not isinstance(node, Manifest):
             raise OcibridgeError(f"{desc.digest} is an index, not a model manifest; pick one by digest")
+        judged = self._paths = ArtifactPaths(node)  # the whole artifact, whatever is selected
+        # a filesystem changeset (the early CNAI draft) is unpacked apart, laid over the others
+        # in manifest order once all are in (whiteouts apply)
+        self._changesets = {layer.digest: at for at, layer in enumerate(judged.changesets)}
         raw: list[tuple[Descriptor, str]] = []
-        tars: list[Descriptor] = []
-        draft = is_draft(node)
-        self._changesets = {}
-        for layer in node.layers:
-            if is_draft_layer(layer) or (draft and layer.mediaType in LAYER_VARIANTS):
-                # a filesystem changeset (the early CNAI draft): unpacked apart, laid over the
-                # others in manifest order once all are in (whiteouts apply)
-                self._changesets.setdefault(layer.digest, len(self._changesets))
-                tars.append(layer)
-                continue
-            name = raw_file_path(layer)
-            if name is not None:
-                rel = safe_relpath(name, "layer file path")
-                if self.select is not None and not self.select(rel):
-                    self.result.skipped.append(rel)
-                    continue
-                raw.append((layer, rel))
+        for f in judged.raw:
+            if self.select is not None and not self.select(f.path):
+                self.result.skipped.append(f.path)
             else:
-                tars.append(layer)
-        paths = [rel for _, rel in raw]
-        if len(set(paths)) != len(paths):
-            dup = next(p for p in paths if paths.count(p) > 1)
-            raise OcibridgeError(f"duplicate path in artifact: {dup}")
-        _refuse_file_and_directory(paths)
+                raw.append((f.layer, f.path))
         self._raw = {}
         for layer, rel in raw:  # files of equal content are one blob: fetched once, written to each
             self._raw.setdefault(layer.digest, []).append((rel, layer_mode(layer)))
-        if len({t.digest for t in tars}) != len(tars) or self._raw.keys() & {t.digest for t in tars}:
-            raise OcibridgeError("duplicate path in artifact: a tar layer is listed twice")
-        self.result.files.extend(paths)
-        return list({layer.digest: layer for layer, _ in raw}.values()) + tars
+        self.result.files.extend(rel for _, rel in raw)
+        packed = {layer.digest for layer in judged.tars + judged.changesets}
+        return [*{layer.digest: layer for layer, _ in raw}.values(),
+                *(layer for layer in node.layers if layer.digest in packed)]  # (tars in manifest order)
+
+    def _judged(self) -> ArtifactPaths:
+        if self._paths is None:
+            raise OcibridgeError(f"{self.describe()}: a layer came before its manifest")
+        return self._paths
 
     # -- what the copy asks: a directory holds no blobs, so every layer is taken ---------------
     def exists(self, desc: Descriptor) -> bool:
@@ -339,7 +327,8 @@ class DirectoryTarget:
             files: list[str] = []
             skipped: list[str] = []
             with self._tar_lock, readable_layer(desc):
-                written = _extract_tar(layer_stream(reader, desc), staging, files, self.select, skipped)
+                written = _extract_tar(layer_stream(reader, desc), staging, files, self._judged(), self.select,
+                                       skipped)
             with self._lock:
                 self.result.files.extend(files)
                 self.result.skipped.extend(skipped)
@@ -488,18 +477,6 @@ def _lay_over(staging: Path, layers: list[_Changes], taken: set[str]) -> dict[st
             os.replace(layers[held[rel]].root / rel, _prepare_parent(staging, rel))
     shutil.rmtree(staging / CHANGESETS, ignore_errors=True)
     return dict(sorted(held.items()))
-
-
-def _refuse_file_and_directory(paths: list[str]) -> None:
-    """Raw layers naming ``d`` and ``d/e`` cannot both be written: refused before any fetch, so
-    the path named does not depend on which of two concurrent downloads lands first."""
-    files = set(paths)
-    for rel in sorted(paths):
-        parts = rel.split("/")
-        for depth in range(1, len(parts)):
-            parent = "/".join(parts[:depth])
-            if parent in files:
-                raise OcibridgeError(f"the artifact holds {parent} as a file and as a directory")
 
 
 def _write_raw(reader: BinaryIO, layer: Descriptor, rel: str, staging: Path, mode: int) -> int:

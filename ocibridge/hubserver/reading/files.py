@@ -17,11 +17,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.reading.regular import recorded
+from ocibridge.model.paths import ArtifactPaths
 from ocibridge.oci.digest import sha256_file
-from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.models import Descriptor
 
 if TYPE_CHECKING:
@@ -78,18 +77,10 @@ class FileLists:
         return made
 
     def _make(self, resolved: Resolved) -> ModelFiles:
-        files: dict[str, HubFile] = {}
-        tars = False
-        for layer in resolved.manifest.layers:
-            name = raw_file_path(layer)
-            if name is None:
-                tars = True
-                continue
-            rel = safe_relpath(name, "layer file path")
-            if rel in files:
-                raise OcibridgeError(f"{resolved.repo.shown}: {rel} is in the model twice")
-            files[rel] = HubFile(rel, layer.size, layer.digest.split(":", 1)[1], layer=layer)
-        if tars:
+        judged = ArtifactPaths(resolved.manifest)  # pull's judgement of the paths (the tar layers': the snapshot's)
+        files = {f.path: HubFile(f.path, f.layer.size, f.layer.digest.split(":", 1)[1], layer=f.layer)
+                 for f in judged.raw}
+        if judged.tars or judged.changesets:
             snap = self.cache.snapshot(resolved.repo.store, resolved.model.digest, shown=resolved.model.digest,
                                        concurrency=self.concurrency)
             for path in sorted(snap.path.rglob("*")):
