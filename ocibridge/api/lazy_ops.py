@@ -38,10 +38,14 @@ class LazyModel(RemoteModel):
         self.close()
 
 
-def _store(parsed: RegistryReference, transfer: TransferOptions | None) -> tuple[LazySource, str]:
+def _store(parsed: RegistryReference, transfer: TransferOptions | None,
+           pool_size: int | None = None) -> tuple[LazySource, str]:
     from ocibridge.stores.registry import open_repository
 
-    store = open_repository(parsed, (transfer or TransferOptions()).registry_options())
+    options = (transfer or TransferOptions()).registry_options()
+    if pool_size is not None and pool_size > options.pool_size:  # as many connections as requests in flight
+        options = options.updated({"pool_size": pool_size})
+    store = open_repository(parsed, options)
     return store, parsed.reference
 
 
@@ -90,16 +94,25 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
     table covers) go into the model cache's blobs too, so no later reader, ``path`` included,
     fetches them again (``ocibridge mount``). The former ``verify_key=``/``policy=`` still
     work, with a DeprecationWarning, for one release."""
+    return opened_model(ref, transfer=transfer, verify=_verify_of(verify, deprecated), warn=warn, cache=cache,
+                        keep_blobs=keep_blobs)
+
+
+def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None, verify: Verification | None = None,
+                 warn: Warn | None = warn_stderr, cache: bool = True, keep_blobs: bool = False,
+                 pool_size: int | None = None) -> LazyModel:
+    """:func:`open_model` for the API's other readers (``load_tensors``): every check the same,
+    with a connection pool of at least ``pool_size``."""
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.use import as_use_policy, check_before_use, refuse_before_opening
 
-    asked = as_use_policy(_verify_of(verify, deprecated))
+    asked = as_use_policy(verify)
     keys: VerifyPolicy | None = asked.keys
     use = UsePolicy(file=asked.file)  # the policy file here; the keys below, trusting the files only
     parsed = locate(ref, Role.REGISTRY)
     assert isinstance(parsed, RegistryReference)
     refuse_before_opening(parsed, use, text_of(parsed))
-    store, reference = _store(parsed, transfer)
+    store, reference = _store(parsed, transfer, pool_size)
     try:
         chunk_store = None
         reader: LazySource = store
