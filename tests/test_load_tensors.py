@@ -324,3 +324,31 @@ def test_a_dtype_numpy_lacks_is_refused_after_the_header_alone(registry, fault_p
                                              r"\(framework='torch' has\)"):
         ocibridge.load_tensors(f"{fault_proxy.host}/{repo}:v1")
     assert sum(r.response_bytes for r in blob_gets(fault_proxy, layer.digest)) == CHUNK  # the header's chunk
+
+
+def test_the_bytes_of_a_range_land_in_its_tensors_past_tensors_of_no_bytes():
+    """Where a range lands (no registry: the map alone): a tensor of no bytes at the start of
+    another, or inside it (the format allows its offsets anywhere), hides no tensor's bytes."""
+    from ocibridge.lazyread.landing import Landing, Slot
+    from ocibridge.lazyread.safetensors import TensorInfo
+
+    def slot(name: str, start: int, end: int) -> Slot:
+        made = Slot("f", TensorInfo(name, "U8", (end - start,), start, end))
+        made.buffer = bytearray(end - start)
+        made.view = memoryview(made.buffer)
+        return made
+
+    landing = Landing([slot("inside", 150, 150), slot("a", 100, 200), slot("at-a", 100, 100), slot("b", 210, 300)])
+    assert [s.info.name for s in landing.overlapping(160, 170)] == ["a"]
+    assert [s.info.name for s in landing.overlapping(100, 101)] == ["a"]
+    assert [s.info.name for s in landing.overlapping(0, 1000)] == ["a", "b"]
+    assert landing.overlapping(200, 210) == []
+    views = landing.views(90, 250)  # 10 bytes of header, a's last 100, 10 of padding, b's first 40
+    assert [len(v) for v in views] == [10, 100, 10, 40]
+    data = bytes(range(160))
+    at = 0
+    for view in views:
+        view[:] = data[at:at + len(view)]
+        at += len(view)
+    by_name = {s.info.name: s for s in landing.slots}
+    assert bytes(by_name["a"].buffer) == data[10:110] and bytes(by_name["b"].buffer)[:40] == data[120:160]

@@ -41,20 +41,22 @@ class Landing:
     """The tensors of one file in file order, and the memory each range of it lands in."""
 
     slots: list[Slot]
+    _data: list[Slot] = field(init=False)  # the tensors of one byte or more: they share no byte
     _starts: list[int] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.slots.sort(key=lambda s: s.info.start)
-        self._starts = [s.info.start for s in self.slots]
+        self.slots.sort(key=lambda s: (s.info.start, s.info.end))
+        self._data = [s for s in self.slots if s.nbytes]
+        self._starts = [s.info.start for s in self._data]
 
     def overlapping(self, start: int, end: int) -> list[Slot]:
         """The tensors holding any byte of ``[start, end)`` (tensors of no bytes: none)."""
-        i = max(0, bisect.bisect_right(self._starts, start) - 1)
+        i = max(0, bisect.bisect_right(self._starts, start) - 1)  # the one that may hold ``start``
         out = []
-        for slot in self.slots[i:]:
+        for slot in self._data[i:]:
             if slot.info.start >= end:
                 break
-            if slot.info.end > start and slot.info.end > slot.info.start:
+            if slot.info.end > start:
                 out.append(slot)
         return out
 
