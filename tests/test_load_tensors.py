@@ -143,7 +143,10 @@ def test_each_byte_moves_once_in_ranges_and_nothing_is_written(models, registry,
     ocibridge.load_tensors(f"{fault_proxy.host}/{repo}:v1", transfer=SMALL_PARTS)
     gets = blob_gets(fault_proxy, layer.digest)
     assert len(gets) > 4 and all(r.status == 206 for r in gets)
-    assert sum(r.response_bytes for r in gets) == layer.size
+    ranges = [r.range.removeprefix("bytes=").split("-") for r in gets]  # ("N-": to the blob's end)
+    asked = sorted((int(a), int(b) if b else layer.size - 1) for a, b in ranges)
+    assert asked[0][0] == 0 and asked[-1][1] == layer.size - 1  # every byte asked once, in whole chunks
+    assert all(a[1] + 1 == b[0] and b[0] % CHUNK == 0 for a, b in zip(asked, asked[1:], strict=False)), asked
 
 
 def _wchar(io: Path) -> int | None:
@@ -323,7 +326,7 @@ def test_a_dtype_numpy_lacks_is_refused_after_the_header_alone(registry, fault_p
     with pytest.raises(OcibridgeError, match=r"model.safetensors: tensor 'w' is BF16, which numpy has no type for "
                                              r"\(framework='torch' has\)"):
         ocibridge.load_tensors(f"{fault_proxy.host}/{repo}:v1")
-    assert sum(r.response_bytes for r in blob_gets(fault_proxy, layer.digest)) == CHUNK  # the header's chunk
+    assert [r.range for r in blob_gets(fault_proxy, layer.digest)] == [f"bytes=0-{CHUNK - 1}"]  # the header's chunk
 
 
 def test_the_bytes_of_a_range_land_in_its_tensors_past_tensors_of_no_bytes():

@@ -56,8 +56,8 @@ def load_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     arrays (``framework="torch"``: torch tensors, on ``device`` if given), read from the
     registry straight into their memory and never written to disk. ``files``: globs choosing
     the files (default: those a shard index names, else every ``*.safetensors``).
-    ``concurrency`` Range requests in flight (default ``transfer.parts_in_flight``, else 8),
-    of ``transfer.part_size`` bytes (default 16 MiB). Every chunk is checked against the
+    ``concurrency`` Range requests in flight (default ``transfer.parts_in_flight``, else 4),
+    of ``transfer.part_size`` bytes (default 32 MiB). Every chunk is checked against the
     chunk table as it lands (a file without one: against its digest, once all of it is in);
     a wrong one raises :class:`~ocibridge.lazyread.tensorload.TensorMismatch` naming the file
     and its tensors, and nothing is returned. ``verify`` and the containers policy file are

@@ -33,11 +33,12 @@ from ocibridge.lazyread.safetensors import TensorInfo, read_header
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.ranged import RangedBlobSource, read_full
 
-#: bytes asked in one Range request (rounded down to whole chunks): bodies from 16 MiB are
-#: received off the socket straight into the tensors (stores/registry/blobstream.DIRECT_MIN)
-SPAN = 16 * 1024 * 1024
-#: requests in flight
-CONCURRENCY = 8
+#: bytes asked in one Range request (rounded down to whole chunks), pull's part size: bodies from
+#: 16 MiB are received off the socket straight into the tensors (stores/registry/blobstream.DIRECT_MIN)
+SPAN = 32 * 1024 * 1024
+#: requests in flight: on the 2-core machine of docs/benchmarks.md, 4 of 32 MiB loaded 1 GiB in
+#: 1.37-1.89 s (medians of 4 runs, alternating, load 6-7), 8 in 1.93-2.40 s (more system time)
+CONCURRENCY = 4
 #: the pieces a file without a chunk table is read and hashed in (its header: the first one)
 GRID = 1024 * 1024
 #: files whose headers are read ahead of the one being fetched, when memory is bounded
