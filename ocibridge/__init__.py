@@ -10,7 +10,8 @@ Publish
 Fetch
     ``pull`` (``PullOptions``, ``TransferOptions``; ``pull_destination``), ``copy_reference``,
     ``path`` (a snapshot in the model cache),
-    ``open_model``, ``open_tensors``, ``cat``, ``filesystem`` (lazy, verified reads), ``mount``,
+    ``open_model``, ``open_tensors``, ``cat``, ``filesystem`` (lazy, verified reads), ``load_tensors``
+    and ``iter_tensors`` (a whole model's tensors into memory, verified, no disk), ``mount``,
     ``serve_mount`` and ``unmount`` (a model as a read-only FUSE directory), ``inspect``,
     ``inspect_text``, ``validate``, ``tags``, ``resolve``, ``discover``, ``fetch_manifest``,
     ``list_repositories``, ``list_models``, ``diff``, ``load_source``, ``events`` (progress).
@@ -58,6 +59,8 @@ _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("api.session", ("closing_opened_stores", "enable_request_log")),
     ("api.texts", ("inspect_text",)),
     ("api.lazy_ops", ("ChunksResult", "attach_chunks", "cat", "open_model", "open_tensors")),
+    ("api.load_ops", ("iter_tensors", "load_tensors")),
+    ("lazyread.tensorload", ("TensorMismatch", "TensorStream")),
     ("api.options", ("AttestOptions", "PullOptions", "PushOptions", "SignOptions", "TransferOptions")),
     ("api.evidence", ("AttestResult", "EvidenceDocument", "attest", "provenance", "sbom")),
     ("api.convert", ("convert",)),
@@ -161,6 +164,8 @@ __all__ = [
     "SyncEntry",
     "TagResult",
     "TensorChange",
+    "TensorMismatch",
+    "TensorStream",
     "TransferOptions",
     "ValidateResult",
     "Variant",
@@ -193,6 +198,7 @@ __all__ = [
     "filesystem",
     "inspect",
     "inspect_text",
+    "iter_tensors",
     "k8s_check",
     "k8s_modelcar",
     "k8s_mount",
@@ -208,6 +214,7 @@ __all__ = [
     "list_repositories",
     "load",
     "load_source",
+    "load_tensors",
     "login",
     "logout",
     "mirror_k8s_job",
@@ -277,6 +284,7 @@ if TYPE_CHECKING:
     )
     from ocibridge.api.lazy_fs import filesystem
     from ocibridge.api.lazy_ops import ChunksResult, attach_chunks, cat, open_model, open_tensors
+    from ocibridge.api.load_ops import iter_tensors, load_tensors
     from ocibridge.api.mirror import (
         MergedMirrorReport,
         MirroredArtifact,
@@ -329,6 +337,7 @@ if TYPE_CHECKING:
     from ocibridge.k8s.schemacheck import SchemaCheck
     from ocibridge.kinds.conversion import ConvertResult
     from ocibridge.lazyread.diff import ConfigChange, FileChange, ModelDiff, TensorChange
+    from ocibridge.lazyread.tensorload import TensorMismatch, TensorStream
     from ocibridge.model.builder import BuildOptions, build
     from ocibridge.oci.mediatypes import Family, Kind, Variant
     from ocibridge.stores.registry.probe import RegistryReport

@@ -40,13 +40,16 @@ class LazyModel(RemoteModel):
 
 
 def _store(parsed: RegistryReference, transfer: TransferOptions | None,
-           stall: StallBound | None = None) -> tuple[LazySource, str]:
+           stall: StallBound | None = None, pool_size: int | None = None) -> tuple[LazySource, str]:
     """The registry repository; with ``stall``, every piece of a blob received is told to it,
     and no request waits longer than its bound for an answer (each attempt: a fetch silent
-    past a read's bound is asked again no later)."""
+    past a read's bound is asked again no later); ``pool_size``: at least as many connections
+    (as requests in flight: load_tensors)."""
     from ocibridge.stores.registry import open_repository
 
     options = (transfer or TransferOptions()).registry_options()
+    if pool_size is not None and pool_size > options.pool_size:  # as many connections as requests in flight
+        options = options.updated({"pool_size": pool_size})
     if stall is None or stall.seconds is None:
         return open_repository(parsed, options), parsed.reference
     options = options.updated({"read_timeout": min(options.read_timeout, stall.seconds),
@@ -102,17 +105,26 @@ def open_model(ref: str | Locator, *, transfer: TransferOptions | None = None, v
     the registry for that long, retries included (None: it waits as long as the client's own
     timeouts and retries do, minutes). The former ``verify_key=``/``policy=`` still work, with
     a DeprecationWarning, for one release."""
+    return opened_model(ref, transfer=transfer, verify=_verify_of(verify, deprecated), warn=warn, cache=cache,
+                        keep_blobs=keep_blobs, read_timeout=read_timeout)
+
+
+def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None, verify: Verification | None = None,
+                 warn: Warn | None = warn_stderr, cache: bool = True, keep_blobs: bool = False,
+                 read_timeout: float | None = None, pool_size: int | None = None) -> LazyModel:
+    """:func:`open_model` for the API's other readers (``load_tensors``): every check the same,
+    with a connection pool of at least ``pool_size``."""
     from ocibridge.signing.containers_policy import UsePolicy
     from ocibridge.signing.use import as_use_policy, check_before_use, refuse_before_opening
 
-    asked = as_use_policy(_verify_of(verify, deprecated))
+    asked = as_use_policy(verify)
     keys: VerifyPolicy | None = asked.keys
     use = UsePolicy(file=asked.file)  # the policy file here; the keys below, trusting the files only
     parsed = locate(ref, Role.REGISTRY)
     assert isinstance(parsed, RegistryReference)
     refuse_before_opening(parsed, use, text_of(parsed))
     stall = StallBound(read_timeout)  # (refuses a bound of 0 or less before anything is opened)
-    store, reference = _store(parsed, transfer, stall)
+    store, reference = _store(parsed, transfer, stall, pool_size)
     try:
         chunk_store = None
         reader: LazySource = store

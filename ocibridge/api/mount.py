@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import OcibridgeError, UsageError
-from ocibridge.lazymount import READ_TIMEOUT
+from ocibridge.lazymount import READ_TIMEOUT as READ_TIMEOUT
 from ocibridge.lazymount.process import read_request, start, stderr_handed_back
 from ocibridge.lazymount.session import fuse_binding
 from ocibridge.lazymount.table import (

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 
+from ocibridge.api.mount import READ_TIMEOUT
 from ocibridge.api.session import OFFLINE_ENV as OFFLINE
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
 from ocibridge.cli.signing import add_verify_flags, policy_from_args
-from ocibridge.lazymount import READ_TIMEOUT
 
 
 def cmd_mount(args: argparse.Namespace) -> int:

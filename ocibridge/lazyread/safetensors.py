@@ -15,13 +15,14 @@ from typing import Any
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.blobreader import VerifiedBlob
-from ocibridge.lazyread.tensorfile import TensorFile
+from ocibridge.lazyread.tensorfile import RangeReadable, TensorFile
 
 #: the safetensors library's own cap on the header
 MAX_HEADER = 100 * 1024 * 1024
 DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2,
                "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
-_NUMPY = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
+#: numpy's name of each safetensors dtype it has (none for BF16 and the F8 types)
+NUMPY_TYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
           "I32": "int32", "U32": "uint32", "F32": "float32", "I64": "int64", "U64": "uint64", "F64": "float64"}
 
 
@@ -46,28 +47,34 @@ class RemoteSafetensors(TensorFile["TensorInfo"]):
 
     def __init__(self, blob: VerifiedBlob, name: str = "file"):
         super().__init__(blob, name)
-        if blob.size < 8:
-            raise SafetensorsError(f"{name}: {blob.size} bytes is too short for a safetensors file")
-        (length,) = struct.unpack("<Q", blob.read(0, 8))
-        if length > min(MAX_HEADER, blob.size - 8):
-            raise SafetensorsError(f"{name}: header length {length} is past the file or over {MAX_HEADER}")
-        try:
-            header = json.loads(blob.read(8, 8 + length))
-            if not isinstance(header, dict):
-                raise ValueError("not an object")
-        except (ValueError, UnicodeDecodeError) as e:
-            raise SafetensorsError(f"{name}: bad safetensors header: {e}") from None
-        base = 8 + length
-        meta = header.pop("__metadata__", None)
-        self.metadata: dict[str, Any] = meta if isinstance(meta, dict) else {}
-        for key, item in header.items():
-            self.tensors[key] = _info(name, key, item, base, blob.size)
-        _refuse_overlaps(name, self.tensors.values())
+        self.metadata, self.tensors = read_header(blob, name)
 
     def get_tensor(self, key: str) -> Any:
         """The tensor as a numpy array (numpy is needed; bf16/fp8 have no numpy type)."""
         info = self.info(key)
-        return self._array(key, _NUMPY.get(info.dtype), info.dtype)
+        return self._array(key, NUMPY_TYPES.get(info.dtype), info.dtype)
+
+
+def read_header(blob: RangeReadable, name: str = "file") -> tuple[dict[str, Any], dict[str, TensorInfo]]:
+    """The ``__metadata__`` and the tensors (in the header's order) of the safetensors file
+    ``blob``, each tensor checked to lie in the file, with as many bytes as its dtype and shape
+    say, and to share no byte with another: what a reader of any part of the file relies on."""
+    if blob.size < 8:
+        raise SafetensorsError(f"{name}: {blob.size} bytes is too short for a safetensors file")
+    (length,) = struct.unpack("<Q", blob.read(0, 8))
+    if length > min(MAX_HEADER, blob.size - 8):
+        raise SafetensorsError(f"{name}: header length {length} is past the file or over {MAX_HEADER}")
+    try:
+        header = json.loads(blob.read(8, 8 + length))
+        if not isinstance(header, dict):
+            raise ValueError("not an object")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SafetensorsError(f"{name}: bad safetensors header: {e}") from None
+    base = 8 + length
+    meta = header.pop("__metadata__", None)
+    tensors = {key: _info(name, key, item, base, blob.size) for key, item in header.items()}
+    _refuse_overlaps(name, tensors.values())
+    return (meta if isinstance(meta, dict) else {}), tensors
 
 
 def _info(name: str, key: str, item: object, base: int, size: int) -> TensorInfo:

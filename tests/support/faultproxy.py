@@ -73,6 +73,16 @@ class Corrupt:
 
 
 @dataclass(frozen=True)
+class CorruptAt:
+    """Flip (xor 0xFF) byte `offset` of the blob in every answer that carries it (a 206 body
+    starts where its Content-Range says, a 200 at 0): the range holding that byte is wrong, and
+    no other, whatever order the ranges are asked in."""
+
+    offset: int
+    name: str = "corrupt_at"
+
+
+@dataclass(frozen=True)
 class DropRequest:
     """Read `after` request-body bytes (forwarded to the registry when `forward`), then close
     both connections without answering: an upload cut mid-stream."""
@@ -169,7 +179,7 @@ class Hold:
     name: str = "hold"
 
 
-Action = (Status | DropResponse | Truncate | Corrupt | DropRequest | LoseResponse | Delay
+Action = (Status | DropResponse | Truncate | Corrupt | CorruptAt | DropRequest | LoseResponse | Delay
           | Throttle | IgnoreRange | BufferRequest | Reroute | CapBody | Serve | Hold)
 
 
@@ -211,6 +221,10 @@ def truncate(missing: int = 1) -> Truncate:
 
 def corrupt(offset: int = 0) -> Corrupt:
     return Corrupt(offset)
+
+
+def corrupt_at(offset: int) -> CorruptAt:
+    return CorruptAt(offset)
 
 
 def drop_request(after: int, forward: bool = True) -> DropRequest:
@@ -676,12 +690,16 @@ def _make_handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             elif isinstance(action, Truncate):
                 stop_at = max(0, (length or 0) - action.missing) if length is not None else 0
             sent = 0
+            flip = action.offset if isinstance(action, Corrupt) else None
+            if isinstance(action, CorruptAt):  # where the blob's byte is in this body, if it is
+                m = re.match(r"bytes (\d+)-", resp.getheader("Content-Range") or "") if resp.status == 206 else None
+                flip = action.offset - (int(m.group(1)) if m else 0)
             while True:
                 piece = resp.read(PIECE)
                 if not piece:
                     break
-                if isinstance(action, Corrupt) and sent <= action.offset < sent + len(piece):
-                    i = action.offset - sent
+                if flip is not None and sent <= flip < sent + len(piece):
+                    i = flip - sent
                     piece = piece[:i] + bytes([piece[i] ^ 0xFF]) + piece[i + 1:]
                 if stop_at is not None and sent + len(piece) >= stop_at:
                     piece = piece[: stop_at - sent]

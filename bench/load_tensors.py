@@ -1,0 +1,190 @@
+"""A whole model's tensors into memory (issue 80): ``load_tensors`` against ``ocibridge pull`` +
+``safetensors.numpy.load_file``, and against the floor, on a fresh local registry.
+
+    .venv/bin/python -m bench.load_tensors                          # 1 GiB of 64 tensors, 5 rounds
+    .venv/bin/python -m bench.load_tensors --size 256 --repeat 3    # MiB; a quick run
+
+Each round runs, alternating so that a slow stretch of the machine hits every row alike, and
+each as a process of its own (its wall time, its peak RSS from GNU time), with ``sync`` and an
+empty model cache between them:
+
+- ``load``: ``ocibridge.load_tensors(REF)`` (the model pushed with its chunk table, the default
+  from 64 MiB); the script also prints its own time from the call to the last tensor;
+- ``pull+load``: ``ocibridge pull REF DIR -q``, then a process that runs
+  ``safetensors.numpy.load_file`` over the pulled file (the two wall times added);
+- ``curl``: ``curl -o /dev/null`` of the blob (the wire, nothing written);
+- ``sha256``: the table's hash over the bytes, 1 MiB chunks on one thread, timed in a process
+  that holds the bytes in memory first (the CPU floor; only the hashing is timed).
+
+The floor is max(curl, sha256) of each round. Medians of the rounds, every sample shown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .proc import run_measured
+from .registries import fresh_registry
+
+MiB = 1024 * 1024
+
+LOAD = """
+import resource, sys, time
+t = time.perf_counter()
+import ocibridge
+tensors = ocibridge.load_tensors(sys.argv[1])
+took = time.perf_counter() - t
+use = resource.getrusage(resource.RUSAGE_SELF)
+print(took, sum(a.nbytes for a in tensors.values()), len(tensors), use.ru_utime, use.ru_stime)
+"""
+
+LOAD_FILE = """
+import sys, time
+t = time.perf_counter()
+from safetensors.numpy import load_file
+tensors = load_file(sys.argv[1])
+print(time.perf_counter() - t, sum(a.nbytes for a in tensors.values()), len(tensors))
+"""
+
+SHA256 = """
+import hashlib, sys, time
+data = open(sys.argv[1], "rb").read()
+view = memoryview(data)
+t = time.perf_counter()
+for at in range(0, len(data), 1 << 20):
+    hashlib.sha256(view[at:at + (1 << 20)]).hexdigest()
+print(time.perf_counter() - t)
+"""
+
+
+def write_model(directory: Path, size: int, count: int) -> Path:
+    """``count`` F32 tensors of ``size / count`` bytes each, random, streamed to the file."""
+    directory.mkdir(parents=True)
+    each = size // count // 4
+    header = {f"layers.{i}.weight": {"dtype": "F32", "shape": [each // 1024, 1024],
+                                     "data_offsets": [4 * each * i, 4 * each * (i + 1)]} for i in range(count)}
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    path = directory / "model.safetensors"
+    with path.open("wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for _ in range(count):
+            f.write(os.urandom(4 * each))
+    (directory / "config.json").write_text('{"model_type": "bench"}')
+    return path
+
+
+def run(size_mib: int, count: int, work: Path, repeat: int) -> list[str]:
+    from ocibridge.api.lazy_ops import open_model
+    from ocibridge.api.model_ops import push
+
+    rows: list[str] = []
+    with fresh_registry(work) as reg:
+        src = work / "model"
+        file = write_model(src, size_mib * MiB, count)
+        ref = f"{reg.host}/bench/load{size_mib}:v1"
+        pushed = push(str(src), ref)
+        assert "chunks" in pushed.extra, "the bench model must have its chunk table"
+        with open_model(ref, cache=False) as model:
+            layer = model.file("model.safetensors").layer
+        repo = ref.split("/", 1)[1].rsplit(":", 1)[0]
+        cache = work / "cache"
+        env = {**os.environ, "OCIBRIDGE_CACHE": str(cache)}
+        pulled = work / "pulled"
+
+        def clean() -> None:
+            shutil.rmtree(cache, ignore_errors=True)
+            shutil.rmtree(pulled, ignore_errors=True)
+            subprocess.run(["sync"], check=True)
+
+        kinds = ("load", "load_inside", "load_user", "load_sys", "pull", "load_file", "curl", "sha256")
+        samples: dict[str, list[float]] = {k: [] for k in kinds}
+        rss: dict[str, list[float]] = {"load": [], "load_file": [], "pull": []}
+        clean()
+        run_measured([sys.executable, "-c", LOAD, ref], env=env)  # warm-up: imports and the page cache
+        for _ in range(repeat):
+            clean()
+            s = run_measured([sys.executable, "-c", LOAD, ref], env=env)
+            inside, nbytes, tensors, user, system = s.stdout.split()
+            samples["load_user"].append(float(user))
+            samples["load_sys"].append(float(system))
+            assert int(nbytes) == count * (size_mib * MiB // count // 4) * 4 and int(tensors) == count
+            samples["load"].append(s.seconds)
+            samples["load_inside"].append(float(inside))
+            rss["load"].append(s.rss_mb)
+            clean()
+            s = run_measured([sys.executable, "-m", "ocibridge", "pull", ref, str(pulled), "-q"], env=env)
+            samples["pull"].append(s.seconds)
+            rss["pull"].append(s.rss_mb)
+            s = run_measured([sys.executable, "-c", LOAD_FILE, str(pulled / "model.safetensors")], env=env)
+            samples["load_file"].append(s.seconds)
+            rss["load_file"].append(s.rss_mb)
+            clean()
+            s = run_measured(["curl", "-sf", "-o", "/dev/null", f"http://{reg.host}/v2/{repo}/blobs/{layer.digest}"])
+            samples["curl"].append(s.seconds)
+            s = run_measured([sys.executable, "-c", SHA256, str(file)])
+            samples["sha256"].append(float(s.stdout))
+        clean()
+
+    def show(xs: list[float]) -> str:
+        return f"{statistics.median(xs):.2f} s ({', '.join(f'{x:.2f}' for x in xs)})"
+
+    pull_load = [p + lf for p, lf in zip(samples["pull"], samples["load_file"], strict=True)]
+    floor = [max(c, h) for c, h in zip(samples["curl"], samples["sha256"], strict=True)]
+    load, inside = statistics.median(samples["load"]), statistics.median(samples["load_inside"])
+    tensor_mib = count * (size_mib * MiB // count // 4) * 4 / MiB
+    peak = max(rss["load"])
+    rows += [
+        f"| load_tensors, as a process | {show(samples['load'])} | |",
+        f"| the same, from the call to the last tensor (inside the process) | {show(samples['load_inside'])} | |",
+        f"| the same, CPU of the process: user / system | {show(samples['load_user'])} "
+        f"/ {show(samples['load_sys'])} | |",
+        f"| ocibridge pull + safetensors.numpy.load_file, two processes | {show(pull_load)} "
+        f"| pull {show(samples['pull'])}; load_file {show(samples['load_file'])} |",
+        f"| curl of the blob to /dev/null | {show(samples['curl'])} | |",
+        f"| SHA-256 of the bytes in 1 MiB chunks, one thread | {show(samples['sha256'])} | |",
+        f"| the floor: max(curl, SHA-256) of each round | {show(floor)} | |",
+        "",
+        f"- load_tensors / (pull + load_file): **{load / statistics.median(pull_load):.2f}×** (target ≤ 0.6×)",
+        f"- load_tensors / floor: **{load / statistics.median(floor):.2f}×** as a process, "
+        f"**{inside / statistics.median(floor):.2f}×** from the call (target ≤ 1.2×)",
+        f"- peak RSS of load_tensors: **{peak:.0f} MiB** for {tensor_mib:.0f} MiB of tensors "
+        f"({', '.join(f'{x:.0f}' for x in rss['load'])}); the target, 1.15 × tensors + 64 MiB: "
+        f"{1.15 * tensor_mib + 64:.0f} MiB; pull's peak {max(rss['pull']):.0f} MiB, load_file's "
+        f"{max(rss['load_file']):.0f} MiB",
+    ]
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=1024, help="MiB of tensors (default 1024)")
+    parser.add_argument("--tensors", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--work", type=Path, default=None, help="a scratch folder (default: a temporary one)")
+    args = parser.parse_args()
+    import tempfile
+
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    with tempfile.TemporaryDirectory(prefix="ocibridge-bench-load-", dir=args.work) as tmp:
+        rows = run(args.size, args.tensors, Path(tmp), args.repeat)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    load = os.getloadavg()
+    print(f"### `python -m bench.load_tensors --size {args.size} --tensors {args.tensors} --repeat {args.repeat}` "
+          f"(git {commit}, {started}, load {load[0]:.1f})\n")
+    print("| measure | median (samples) | parts |\n| --- | --- | --- |")
+    for row in rows:
+        print(row)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The Python API of whole-model loads: every tensor of a registry model's safetensors files,
+from the registry straight into memory, verified chunk by chunk, nothing written to disk
+(docs/lazy.md, "Loading a whole model")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ocibridge.api.lazy_ops import LazyModel, opened_model
+from ocibridge.api.options import TransferOptions
+from ocibridge.api.policy import Verification
+from ocibridge.chunks.table import DEFAULT_THRESHOLD
+from ocibridge.errors import OcibridgeError
+from ocibridge.lazyread.frameworks import framework_named
+from ocibridge.lazyread.model import Warn, warn_stderr
+from ocibridge.lazyread.shards import choose
+from ocibridge.lazyread.tensorload import CONCURRENCY, SPAN, LoadFile, TensorStream
+from ocibridge.oci.digest import verify_bytes
+from ocibridge.places.locate import Locator
+
+#: iter_tensors' default bound on the tensors allocated and not yet handed over
+WORKING_SET = 256 * 1024 * 1024
+#: the largest shard index read (DeepSeek-V3's is 9 MB)
+MAX_INDEX = 64 * 1024 * 1024
+
+
+def iter_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str] | None = None,
+                 framework: str = "numpy", device: str | None = None, concurrency: int | None = None,
+                 max_bytes: int | None = WORKING_SET, transfer: TransferOptions | None = None,
+                 verify: Verification | None = None, warn: Warn | None = warn_stderr) -> TensorStream:
+    """``(name, tensor)`` for every tensor of model ``ref``'s safetensors files, each as soon as
+    all its bytes have arrived and matched the chunk table (close it, or ``with``, to stop
+    early). At most ``max_bytes`` of tensors are held that were not yet handed over (None: no
+    bound), passed only by one tensor when a single one is larger, or by a file that has no
+    chunk table (checked whole: its tensors all come once its last byte matched its digest).
+    Otherwise as :func:`load_tensors`."""
+    chosen = (files,) if isinstance(files, str) else tuple(files) if files is not None else None
+    engine = framework_named(framework, device)  # (a missing framework: said before any request)
+    requests = concurrency or (transfer.parts_in_flight if transfer is not None else None) or CONCURRENCY
+    model = opened_model(ref, transfer=transfer, verify=verify, warn=warn, cache=False, pool_size=requests)
+    try:
+        loads = _files(model, chosen, warn)
+        span = (transfer.part_size if transfer is not None else None) or SPAN
+        return TensorStream(model.store, loads, engine, concurrency=requests, span=span, working_set=max_bytes,
+                            where=model.store.describe(), on_close=model.close)
+    except BaseException:
+        model.close()
+        raise
+
+
+def load_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str] | None = None,
+                 framework: str = "numpy", device: str | None = None, concurrency: int | None = None,
+                 transfer: TransferOptions | None = None, verify: Verification | None = None,
+                 warn: Warn | None = warn_stderr) -> dict[str, Any]:
+    """Every tensor of model ``ref``'s safetensors files, by name (in file order), as numpy
+    arrays (``framework="torch"``: torch tensors, on ``device`` if given), read from the
+    registry straight into their memory and never written to disk. ``files``: globs choosing
+    the files (default: those a shard index names, else every ``*.safetensors``).
+    ``concurrency`` Range requests in flight (default ``transfer.parts_in_flight``, else 4),
+    of ``transfer.part_size`` bytes (default 32 MiB). Every chunk is checked against the
+    chunk table as it lands (a file without one: against its digest, once all of it is in);
+    a wrong one raises :class:`~ocibridge.lazyread.tensorload.TensorMismatch` naming the file
+    and its tensors, and nothing is returned. ``verify`` and the containers policy file are
+    obeyed as by :func:`open_model`: a model they refuse is refused before any of its files
+    is read. Memory: the tensors' bytes, plus what is in flight."""
+    with iter_tensors(ref, files=files, framework=framework, device=device, concurrency=concurrency,
+                      max_bytes=None, transfer=transfer, verify=verify, warn=warn) as stream:
+        got = dict(stream)
+        order = stream.order
+    return {name: got[name] for name in order}
+
+
+def _files(model: LazyModel, patterns: tuple[str, ...] | None, warn: Warn | None) -> list[LoadFile]:
+    """The files to load, each with its entry of the trusted chunk table."""
+    def read_index(path: str) -> bytes:
+        layer = model.file(path).layer
+        if layer.size > MAX_INDEX:
+            raise OcibridgeError(f"{path}: a shard index of {layer.size} bytes is over {MAX_INDEX}")
+        with model.store.open_blob(layer) as reader:
+            data = reader.read()
+        return verify_bytes(data, layer.digest, layer.size, what=path)
+
+    chosen = choose(model.files, patterns, read_index)
+    chain = model.chain
+    loads = []
+    for item in chosen:
+        layer = model.file(item.path).layer
+        chunks = chain.table.for_layer(layer) if chain.table is not None else None
+        if chunks is None and layer.size >= DEFAULT_THRESHOLD and warn is not None:
+            why = chain.how if chain.table is None else f"the chunk table has no entry for {layer.digest}"
+            warn(f"{item.path}: {why}; its tensors are checked by the file's digest, once all of it has arrived")
+        loads.append(LoadFile(item.path, layer, chunks, chain.table.chunk_size if chain.table is not None else 0,
+                              item.expected))
+    return loads
