@@ -229,12 +229,12 @@ class VerifiedBlob:
         started: dict[int, Future[dict[int, Chunk]]] = {}
         if not missing:
             return started
-        self._pool()
+        self._worker_pool()
         stored = self._stored(missing)
         for span in _spans([i for i in missing if i in stored], SPAN_CHUNKS) + \
                 _spans([i for i in missing if i not in stored], SPAN_CHUNKS):
             work = self._load_span if span.start in stored else self._fetch_span
-            future = self._pool().submit(work, span)
+            future = self._worker_pool().submit(work, span)
             self._asked[future] = time.monotonic()
             for i in span:
                 started[i] = self._pending[i] = future
@@ -242,7 +242,7 @@ class VerifiedBlob:
             future.add_done_callback(functools.partial(self._done, span))
         return started
 
-    def _pool(self) -> ThreadPoolExecutor:
+    def _worker_pool(self) -> ThreadPoolExecutor:
         """The workers of this blob's fetches (called with the lock held)."""
         if self._workers is None:
             self._workers = ThreadPoolExecutor(self._parallel, thread_name_prefix="chunk")
@@ -322,7 +322,7 @@ class VerifiedBlob:
                     whole.set_result(self._whole())
                     self._spool = whole
                 else:
-                    self._spool = self._pool().submit(self._whole)
+                    self._spool = self._worker_pool().submit(self._whole)
                     self._asked[self._spool] = time.monotonic()
                     self._spool.add_done_callback(self._spool_done)
             future = self._spool

@@ -153,7 +153,7 @@ class TensorStream:
         self._where = where
         self._on_close = on_close
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
-        self._pool = ThreadPoolExecutor(self._concurrency, thread_name_prefix="load")
+        self._workers = ThreadPoolExecutor(self._concurrency, thread_name_prefix="load")
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._inflight = 0
@@ -259,7 +259,7 @@ class TensorStream:
 
     def _submit(self, file: _File, span: _Span | None) -> None:
         self._inflight += 1
-        self._pool.submit(self._request, file, span)
+        self._workers.submit(self._request, file, span)
 
     def _request(self, file: _File, span: _Span | None) -> None:
         """One request, on a pool thread; what came of it goes to the iterating thread."""
@@ -409,7 +409,7 @@ class TensorStream:
         while self._inflight:
             self._events.get()
             self._inflight -= 1
-        self._pool.shutdown(wait=True)
+        self._workers.shutdown(wait=True)
         self._ready.clear()
         for file in self._files:
             file.prefix = None
