@@ -144,7 +144,7 @@ class CommitRoutes:
             if repo.located(tag, "") is None:
                 raise commits.BadCommit(f"{repo.shown}: not a place serve can push to")
             annotations = {commits.SUMMARY: payload.summary or "Upload files", commits.AUTHOR: grant.name,
-                           CREATED: _now()}
+                           CREATED: commit_time()}
             if payload.description:
                 annotations[commits.DESCRIPTION] = payload.description
             if head is not None:
@@ -235,7 +235,7 @@ def _landed(digest: str, parent: dict[str, str], tree: dict[str, KnownFile]) -> 
                   sum(new.values()))
 
 
-def _now() -> str:
+def commit_time() -> str:
     import datetime
 
     moment = datetime.datetime.now(datetime.timezone.utc)

@@ -13,6 +13,7 @@ its refs record before that commit is written, so it is never readable by others
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -42,6 +43,19 @@ def visibility_of(body: dict[str, object]) -> bool | None:
     return private if isinstance(private, bool) else None
 
 
+async def model_repo_body(request: Request) -> dict[str, Any] | Response:
+    """The JSON body of a repository route (create, delete, move), or the 400 that answers it:
+    no JSON object, or a repository type other than a model (datasets and spaces are not OCI models)."""
+    body = await json_body(request)
+    if body is NOT_JSON or not isinstance(body, dict):
+        return error(400, None, "expected a JSON body")
+    kind = body.get("type") or "model"
+    if kind != "model":
+        return error(400, None, f"serve publishes models only: a {kind} repository is refused "
+                     "(datasets and spaces are not OCI models)")
+    return body
+
+
 def repo_id_of(name: object, organization: object, grant: Grant) -> str:
     """The repo id a create or delete names: ``organization/name``, ``name`` when it holds its
     namespace, else the token's namespace (the Hub's ``create_repo("name")``)."""
@@ -60,13 +74,9 @@ class Creating:
         self.commits = commits
 
     async def create_repo(self, request: Request) -> Response:
-        body = await json_body(request)
-        if body is NOT_JSON or not isinstance(body, dict):
-            return error(400, None, "expected a JSON body")
-        kind = body.get("type") or "model"
-        if kind != "model":
-            return error(400, None, f"serve publishes models only: a {kind} repository is refused "
-                         "(datasets and spaces are not OCI models)")
+        body = await model_repo_body(request)
+        if isinstance(body, Response):
+            return body
         grant = self.repos.writer(request, None)
         repo_id = repo_id_of(body.get("name"), body.get("organization"), grant)
         if repo_parts(repo_id) is None or self.repos.catalog.sources[0].repository(repo_parts(repo_id) or []) is None:

@@ -24,13 +24,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ocibridge.errors import NotFound, RegistryError
-from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body, requested_repo
+from ocibridge.hubserver.answers import branch_of, in_thread, requested_repo
 from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.reading.refsrecord import RefsRecord, read_record
 from ocibridge.hubserver.reading.sources import Repository, RevisionNotFound, repo_parts
 from ocibridge.hubserver.reading.tombstone import DESCRIPTOR, EMPTY, EMPTY_JSON
 from ocibridge.hubserver.writes.commits import ProtectedRef
-from ocibridge.hubserver.writes.creating import repo_id_of
+from ocibridge.hubserver.writes.creating import model_repo_body, repo_id_of
 from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store, write_record
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.bookkeeping import REFS_TAG
@@ -56,11 +56,9 @@ class Deleting:
         self.repos = repos
 
     async def delete_repo(self, request: Request) -> Response:
-        body = await json_body(request)
-        if body is NOT_JSON or not isinstance(body, dict):
-            return error(400, None, "expected a JSON body")
-        if (body.get("type") or "model") != "model":
-            return error(400, None, "serve holds model repositories only")
+        body = await model_repo_body(request)
+        if isinstance(body, Response):
+            return body
         grant = self.repos.writer(request, None)
         repo_id = repo_id_of(body.get("name"), body.get("organization"), grant)
         note(request, repository=repo_id)

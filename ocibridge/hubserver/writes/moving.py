@@ -18,11 +18,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ocibridge.errors import NotFound
-from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, json_body
+from ocibridge.hubserver.answers import error, in_thread
 from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.reading.sources import repo_parts
 from ocibridge.hubserver.reading.tombstone import is_tombstone
 from ocibridge.hubserver.writes.commits import BadCommit
+from ocibridge.hubserver.writes.creating import model_repo_body
 from ocibridge.hubserver.writes.deleting import Deleting
 from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store
 
@@ -41,11 +42,9 @@ class Moving:
         self.repos = deleting.repos
 
     async def move_repo(self, request: Request) -> Response:
-        body = await json_body(request)
-        if body is NOT_JSON or not isinstance(body, dict):
-            return error(400, None, "expected a JSON body")
-        if (body.get("type") or "model") != "model":
-            return error(400, None, "serve holds model repositories only")
+        body = await model_repo_body(request)
+        if isinstance(body, Response):
+            return body
         old, new = body.get("fromRepo"), body.get("toRepo")
         if not isinstance(old, str) or not isinstance(new, str) or repo_parts(old) is None \
                 or repo_parts(new) is None or "/" not in old or "/" not in new:

@@ -56,7 +56,7 @@ class Squashing:
         return JSONResponse({"commitOid": commit})
 
     def _squash(self, repo_id: str, branch: str, summary: str, grant: Grant) -> str:
-        from ocibridge.hubserver.writes.commit import _now
+        from ocibridge.hubserver.writes.commit import commit_time
         from ocibridge.oci.models import Manifest
         from ocibridge.transfer.writer import write_artifact
 
@@ -71,7 +71,7 @@ class Squashing:
                                         "squashes the commits it wrote")
             notes = {k: v for k, v in (head.manifest.annotations or {}).items()
                      if k not in (commits.PARENT, commits.DESCRIPTION)}
-            notes.update({commits.SUMMARY: summary, commits.AUTHOR: grant.name, CREATED: _now()})
+            notes.update({commits.SUMMARY: summary, commits.AUTHOR: grant.name, CREATED: commit_time()})
             body = head.manifest.model_copy(update={"annotations": notes}).to_json_bytes()
             desc = Descriptor.for_bytes(head.model.mediaType, body)
             store = record_store(head.repo)
