@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 from support import registry as registry_support
-from support.registry import RegistryProcess, registry_binary
+from support.registry import RegistryProcess, garbage_collect
 
 from ocibridge.cli import main
 from tests.modelgen import make_model
@@ -55,11 +54,7 @@ def collect_garbage(registry: RegistryProcess) -> RegistryProcess:
     """Stop the registry, ``garbage-collect --delete-untagged`` its storage, start it again on
     the same storage and port (the references, and the signatures' identities, stay as they were)."""
     port = registry.port
-    registry.stop()
-    done = subprocess.run([registry_binary(), "garbage-collect", "--delete-untagged", str(registry.config_file)],
-                          capture_output=True, text=True, timeout=300)
-    said = done.stdout + done.stderr
-    assert done.returncode == 0, said
+    garbage_collect(registry)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(registry_support, "free_port", lambda: port)
         return RegistryProcess(registry.workdir)

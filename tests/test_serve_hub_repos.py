@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from serving import point_hub_at, serve_as_process
 from ocibridge.hubserver.access import parse_line, parse_lines
 from ocibridge.hubserver.reading.tombstone import DIGEST as TOMBSTONE
 from ocibridge.hubserver.writes.initial import GITATTRIBUTES
-from tests.support.registry import RegistryProcess, registry_binary
+from tests.support.registry import RegistryProcess, garbage_collect
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKENS = ("alice-token user=alice write=alice/,acme/\n"
@@ -357,10 +356,7 @@ def test_a_deleted_repository_goes_at_the_registrys_gc(served, tmp_path):
     digest = hashlib.sha256(payload).hexdigest()
     blob = served.registry.storage / "docker/registry/v2/blobs/sha256" / digest[:2] / digest
     assert blob.exists()
-    served.registry.stop()
-    collected = subprocess.run([registry_binary(), "garbage-collect", "--delete-untagged",
-                                str(served.registry.config_file)], capture_output=True, text=True, timeout=300)
-    assert collected.returncode == 0, collected.stderr
+    garbage_collect(served.registry)
     assert not blob.exists()
     registry = RegistryProcess(served.registry.workdir)  # the same storage, a new port
     try:

@@ -275,3 +275,14 @@ def external_registry(env: str = ENV_EXTERNAL) -> ExternalRegistry | None:
     """The registry named by the environment variable `env`, if set."""
     value = os.environ.get(env, "").strip()
     return ExternalRegistry.from_env_value(value) if value else None
+
+
+def garbage_collect(registry: RegistryProcess) -> str:
+    """Stop ``registry`` and run its own ``garbage-collect --delete-untagged`` on its storage, as an
+    operator's maintenance does; what it printed (the caller starts it again: the same port or not)."""
+    registry.stop()
+    done = subprocess.run([registry_binary(), "garbage-collect", "--delete-untagged", str(registry.config_file)],
+                          capture_output=True, text=True, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    return said
