@@ -103,6 +103,7 @@ def serving(sources: list[str], *, default_tag: str = "latest", tokens: tuple[st
     finally:
         srv.should_exit = True
         thread.join(timeout=30)
+        app.state.serve.close()  # lifespan="off" (server.run closes it): its writer lease thread ends here
         catalog.close()
         sock.close()
 
