@@ -247,9 +247,11 @@ def test_an_encrypted_key_of_another_certificate_is_not_told_as_only_a_wrong_pas
         os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
         os.execve(sys.executable, argv, env)
     screen, deadline, code = b"", time.monotonic() + 60, None
+    waiting = select.poll()  # not select(): a worker may hold descriptors past FD_SETSIZE
+    waiting.register(terminal, select.POLLIN)
     try:
         while code is None and time.monotonic() < deadline:
-            if select.select([terminal], [], [], 0.2)[0]:
+            if waiting.poll(200):
                 try:
                     got = os.read(terminal, 1024)
                 except OSError:  # the child closed its end
