@@ -1,6 +1,7 @@
 """Shared pytest fixtures. Registry fixtures live in tests/support (see support/fixtures.py)."""
 
 import os
+import tempfile
 
 import pytest
 from browser import browser  # noqa: F401 - the session's one headless Chromium
@@ -17,6 +18,10 @@ from support.fixtures import (  # noqa: F401
     token_registry,
     unique_repo,
 )
+
+# Between tests (and in threads a test leaves running, a server of a module's fixture) there is
+# a cache root too, and it is never the user's: each test then sets its own (_own_pull_cache).
+os.environ["OCIBRIDGE_CACHE"] = tempfile.mkdtemp(prefix="ocibridge-tests-cache-")
 
 
 @pytest.fixture(autouse=True)

@@ -8,8 +8,11 @@ are the test's (seconds, not the defaults' half minute)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -281,3 +284,64 @@ def test_a_registry_that_refuses_the_lease_is_said_once_and_writes_go_on(registr
             assert upload(served, 0) in commits(served)
         finally:
             served.stop()
+
+
+def test_a_standby_given_the_holder_as_a_peer_sends_it_every_write_and_takes_over_when_it_dies(
+        registry, tmp_path, monkeypatch):
+    """``--peer URL``: a standby whose lease holder is that peer sends writes there (as a
+    ``--writer`` reader does) instead of the 503: of 8 concurrent uploads, 4 through each, all
+    8 land and none is lost; an LFS upload through the standby gets hrefs that lead back to it.
+    A holder that is no peer still gets the 503. Once the holder dies, the standby writes itself."""
+    prefix = f"{registry.host}/test/{uuid.uuid4().hex[:8]}"
+    first = serves(tmp_path / "first", prefix).start()
+    second = serves(tmp_path / "second", prefix, "--peer", first.url)
+    third = serves(tmp_path / "third", prefix, "--peer", "http://127.0.0.1:9")  # a peer that is not the holder
+    try:
+        second.start()
+        third.start()
+        assert f"writes sent to {holder(first)}, which holds the writer lease (--peer)" in banner(second)
+        assert f"writes refused here: {holder(first)} holds" in banner(third)
+        assert preupload(third).status_code == 503
+        third.stop()  # else it may be the one that takes the lease over below
+
+        HfApi(endpoint=second.url, token="writer-token").create_repo("acme/lease")  # through the standby
+        landed: dict[int, str] = {}
+        errors: dict[int, str] = {}
+
+        def one(n: int) -> None:
+            try:
+                landed[n] = upload((first, second)[n % 2], n)
+            except HfHubHTTPError as e:
+                errors[n] = f"{e.response.status_code} {e}"
+
+        threads = [threading.Thread(target=one, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors and sorted(landed) == list(range(8)), errors
+        assert set(landed.values()) <= commits(first) and set(landed.values()) <= commits(second)
+
+        batch = httpx.post(f"{second.url}/acme/lease.git/info/lfs/objects/batch", headers=WRITE, json={
+            "operation": "upload", "transfers": ["basic"], "objects": [{"oid": "ab" * 32, "size": 5}]})
+        assert batch.status_code == 200, batch.text
+        assert batch.json()["objects"][0]["actions"]["upload"]["href"].startswith(f"{second.url}/"), batch.text
+
+        first.kill()  # SIGKILL: the second waits out the expiry, then takes the writes itself
+        until_writes(second, TAKEOVER)
+        landed[8] = upload(second, 8)
+        assert set(landed.values()) <= commits(second)
+        assert "this serve holds the writer lease" in second.log.read_text()
+    finally:
+        for served in (third, second, first):
+            if served.proc is not None and served.proc.poll() is None:
+                served.stop()
+
+
+def test_peer_and_writer_together_are_one_usage_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "ocibridge", "serve", "local", "--writer", "http://127.0.0.1:9",
+                           "--peer", "http://127.0.0.1:8"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+                               "OCIBRIDGE_STORE": str(tmp_path / "store")}, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and done.stderr.startswith("ocibridge: error: --writer and --peer:"), done.stderr
+    assert len(done.stderr.splitlines()) == 1

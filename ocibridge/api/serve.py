@@ -56,6 +56,7 @@ class ServeOptions:
     lfs_part_size: int = _PART_SIZE  # the size of those parts (--lfs-part-size)
     writer: str | None = None  # the serve every write is sent to; None: this one writes (--writer)
     trust_forwarded: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # --trust-forwarded
+    peers: tuple[str, ...] = ()  # other serves over the same SOURCE: writes go to the one holding the lease (--peer)
     compare_budget: int = _COMPARE_BUDGET  # bytes one compare page may read from registries (--compare-budget)
 
 
@@ -205,8 +206,12 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
         staging_budget=options.staging_budget, staging_expiry=options.staging_expiry,
         lfs_multipart_min=options.lfs_multipart_min, lfs_part_size=options.lfs_part_size,
         writer=parse_public_url(options.writer, "--writer"), trust_forwarded=options.trust_forwarded,
+        peers=tuple(url for url in (parse_public_url(p, "--peer") for p in options.peers) if url),
         compare_budget=options.compare_budget, lease=LeaseTimes.from_env())
     parse_networks(options.trust_forwarded)
+    if options.writer and options.peers:
+        raise UsageError("--writer and --peer: a reader sends every write to its writer; --peer is for serves "
+                         "that take writes themselves while they hold the writer lease")
     if not options.send_timeout > 0:
         raise UsageError(f"--send-timeout {options.send_timeout}: expected a number of seconds above 0")
     if not options.staging_expiry > 0:

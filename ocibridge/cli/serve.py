@@ -33,6 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      lfs_multipart_min=_multipart_min(args),
                                      lfs_part_size=_size(args, "lfs_part_size", api_serve.ServeOptions.lfs_part_size),
                                      writer=args.writer, trust_forwarded=_trusted(args),
+                                     peers=tuple(args.peer or ()),
                                      compare_budget=_size(args, "compare_budget",
                                                           api_serve.ServeOptions.compare_budget))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
@@ -109,6 +110,9 @@ def register(command: CommandAdder) -> None:
     g.add_argument("--writer", metavar="URL",
                    help="send every write (uploads, commits, branches, tags, new repositories) to the serve at "
                         "URL, and answer reads here: several serves over one registry act as one")
+    g.add_argument("--peer", action="append", metavar="URL",
+                   help="another serve with write tokens over the same SOURCE (repeatable): while it holds the "
+                        "writer lease, writes asked here are sent to it instead of refused with 503")
     g.add_argument("--trust-forwarded", action="append", metavar="CIDR",
                    help="believe X-Forwarded-Host/-Proto (sent by a --writer reader) from these peers "
                         "(repeatable; default loopback only)")

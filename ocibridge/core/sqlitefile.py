@@ -17,6 +17,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import sqlite3
 
+#: connections a thread keeps open per index, the most recently opened: a process that works
+#: with many cache roots in turn (a notebook changing OCIBRIDGE_CACHE, a test session: each
+#: test its own) would otherwise hold three descriptors (file, WAL, shared memory) per root and
+#: thread until it runs out of them
+KEPT_PER_THREAD = 4
+
 
 class ThreadConnections:
     """Connections to files made with ``schema`` (statements run once per connection)."""
@@ -46,4 +52,6 @@ class ThreadConnections:
         except (OSError, sqlite3.Error):
             return None
         conns[db] = conn
+        while len(conns) > KEPT_PER_THREAD:  # the oldest first (dicts keep insertion order)
+            conns.pop(next(iter(conns))).close()
         return conn

@@ -45,7 +45,7 @@ from starlette.routing import BaseRoute, Route
 from ocibridge.hubserver import housekeeping
 from ocibridge.hubserver.access import Access, Gate
 from ocibridge.hubserver.answers import error, requested_repo
-from ocibridge.hubserver.audit import AuditLog
+from ocibridge.hubserver.audit import AuditLog, note
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.guard import Guard, Limits
 from ocibridge.hubserver.lfs.routes import UPLOAD_PATH, LfsRoutes
@@ -57,8 +57,9 @@ from ocibridge.hubserver.reading.routes import ReadRoutes
 from ocibridge.hubserver.reading.sources import RepoMoved, RepoNotFound
 from ocibridge.hubserver.replicas.forward import Forwarder
 from ocibridge.hubserver.replicas.identity import release as release_identity
-from ocibridge.hubserver.replicas.lease import Lease
+from ocibridge.hubserver.replicas.lease import Lease, LeaseLost
 from ocibridge.hubserver.replicas.leasing import lease_for
+from ocibridge.hubserver.replicas.peers import Peers
 from ocibridge.hubserver.replicas.trusted import TrustedForwarded
 from ocibridge.hubserver.requestid import RequestId
 from ocibridge.hubserver.routing import HubRoute, route_path
@@ -138,10 +139,19 @@ class ServeApp:
         self.web = WebPages(self, settings)  # the pages (issue 56): routed after every API route
         self.history_pages = HistoryPages(self.web, self.compare)  # its commits and compare pages
         self.forwarder = Forwarder(settings.writer) if settings.writer else None  # a reader's writes: the writer's
+        self.peers = Peers(settings.peers)  # a standby's writes: the lease holder's, when it is a --peer
         # one writer a SOURCE, enforced (issue 76): a reader takes no lease, its writes go to the writer
         self.lease = Lease() if self.forwarder else lease_for(first, settings.lease, self.staging.root.parent,
                                                               settings.public_url)
         self.repos.lease = self.lease
+
+    def standing_by(self) -> str | None:
+        """Why writes are not taken here, for the start line (None: they are): refused, or sent
+        to the holder of the lease when it is a --peer."""
+        holder = self.lease.holder()
+        if holder is not None and self.peers.forwarder_for(holder) is not None:
+            return f"writes sent to {holder.shown()}, which holds the writer lease (--peer)"
+        return self.lease.standing_by()
 
     def close(self) -> None:
         """Leave the sources and the blobs being read in chunks (the chunks verified so far
@@ -168,10 +178,18 @@ class ServeApp:
             return self.forwarder.forward
 
         async def leased(request: Request) -> Response:
-            # taken only while this serve holds the writer lease (replicas/lease.py): else the Hub's
-            # 503 naming the writer; a serve with no write token takes no lease (the token refuses)
+            # taken only while this serve holds the writer lease (replicas/lease.py): else sent to
+            # the holder when it is a --peer (replicas/peers.py), else the Hub's 503 naming it; a
+            # serve with no write token takes no lease (the token refuses)
             if not self.lease.holding() and any(g.write for g in self.gate.grants):
-                await self._run(self.lease.admit)
+                try:
+                    await self._run(self.lease.admit)
+                except LeaseLost as refused:
+                    peer = self.peers.forwarder_for(refused.holder)
+                    if peer is None:
+                        raise
+                    note(request, forwarded_to=peer.writer)  # its audit line: decided by the holder
+                    return await peer.forward(request)
             return await answer(request)
 
         guarded = self.guarded(leased, needs_token)

@@ -58,6 +58,7 @@ class ServerSettings:
     compare_budget: int = COMPARE_BUDGET  # bytes one compare page's diff may read (web/compare.py)
     writer: str | None = None  # the serve writes are sent to (--writer); None: this one writes
     trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-Host/-Proto are believed
+    peers: tuple[str, ...] = ()  # --peer: other serves a standby sends writes to while one holds the lease
     lease: LeaseTimes = field(default_factory=LeaseTimes)  # the writer lease's times (replicas/leasetimes.py)
 
     def for_routes(self) -> ServeSettings:
@@ -65,7 +66,7 @@ class ServerSettings:
         return ServeSettings(tokens=tuple(self.tokens), token_file=self.token_file, audit_log=self.audit_log,
                              metrics=self.metrics, page=self.page, xet_min=self.xet_min, public_url=self.public_url,
                              lfs_multipart_min=self.lfs_multipart_min, lfs_part_size=self.lfs_part_size,
-                             writer=self.writer, trust_forwarded=self.trust_forwarded,
+                             writer=self.writer, trust_forwarded=self.trust_forwarded, peers=self.peers,
                              compare_budget=self.compare_budget, lease=self.lease)
 
 
@@ -200,7 +201,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
             raise
     logging.getLogger("ocibridge.serve").info(banner(
         [s.shown for s in state.catalog.sources], url, writes=writes, tokens=bool(state.gate.grants),
-        writer=options.writer, standing_by=state.lease.standing_by()))
+        writer=options.writer, standing_by=state.standing_by()))
     warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
     try:
         with sock, state.staging.sweeping():  # abandoned uploads go on a timer

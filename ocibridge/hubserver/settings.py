@@ -39,6 +39,7 @@ class ServeSettings:
     lfs_part_size: int = PART_SIZE  # ... of this size
     writer: str | None = None  # --writer: the serve every write is sent to (replicas/forward.py); None: this one
     trust_forwarded: tuple[str, ...] = LOOPBACK  # peers whose X-Forwarded-* are believed (trusted.py)
+    peers: tuple[str, ...] = ()  # --peer: serves a standby sends writes to while one holds the lease (peers.py)
     compare_budget: int = COMPARE_BUDGET  # bytes one compare page's diff may read
     lease: LeaseTimes = LeaseTimes()  # the writer lease's expiry, renewal, settle (replicas/writerlease.py)
 

@@ -68,6 +68,10 @@ class LayoutLease(Lease):
     def holding(self) -> bool:
         return self._state in ("holding", "unleased")
 
+    def holder(self) -> Holder | None:
+        with self._lock:
+            return self._holder if self._state == "standby" else None
+
     def admit(self) -> None:
         if self._state == "idle":
             self.start()
@@ -80,7 +84,7 @@ class LayoutLease(Lease):
                 raise LeaseLost("this serve is stopping: it takes no more writes", retry)
             raise LeaseLost(f"this serve does not take writes: {self._shown_holder()} holds the writer lease "
                             f"({self.path}) and takes them; send writes there, or start this serve with --writer URL",
-                            retry)
+                            retry, holder=self._holder)
 
     def close(self) -> None:
         self._stop.set()

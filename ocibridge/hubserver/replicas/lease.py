@@ -28,9 +28,10 @@ class LeaseLost(OcibridgeError):
     """A write this serve may not take now: another process holds the writer lease, or this
     one's lapsed, or it is not known yet (the Hub's 503, with ``Retry-After``)."""
 
-    def __init__(self, message: str, retry_after: float):
+    def __init__(self, message: str, retry_after: float, holder: Holder | None = None):
         super().__init__(message)
         self.retry_after = max(1, int(retry_after + 0.999))
+        self.holder = holder  # the serve that takes writes now, when known (replicas/peers.py)
 
 
 class Lease:
@@ -47,6 +48,10 @@ class Lease:
     def holding(self) -> bool:
         """Whether writes are taken now (no waiting, no request)."""
         return True
+
+    def holder(self) -> Holder | None:
+        """Another serve known to hold the lease while this one stands by; else None."""
+        return None
 
     def admit(self) -> None:
         """Before a write is taken: raises :class:`LeaseLost` unless this serve holds the lease

@@ -101,6 +101,10 @@ class RegistryLease(Lease):
                         f"({self.shown}) and takes them")
         return None
 
+    def holder(self) -> Holder | None:
+        with self._cond:
+            return self._holder.holder if self._state == STANDBY and self._holder is not None else None
+
     def holding(self) -> bool:
         with self._cond:
             return self._state == UNLEASED or self._state == HOLDING and self._clock() < self._deadline()
@@ -315,7 +319,8 @@ class RegistryLease(Lease):
         if state == STANDBY and holder is not None:
             return LeaseLost(f"this serve does not take writes: {holder.holder.shown()} holds the writer lease "
                              f"({self.shown}) and takes them; send writes there, or start this serve with "
-                             "--writer URL", self.times.renew)  # huggingface_hub asks again after it, 5 times
+                             "--writer URL", self.times.renew,  # huggingface_hub asks again after it, 5 times
+                             holder=holder.holder)
         if state == HOLDING:
             return LeaseLost(f"this serve's writer lease ({self.shown}) lapsed (not renewed in time): writes "
                              "wait until it is renewed; try again shortly", self.times.renew)
