@@ -286,9 +286,8 @@ def regular_files(parent: Mapping[str, str], request: CommitRequest, tree: Mappi
 
 
 def _check_shape(tree: dict[str, str]) -> None:
-    """No path is both a file and a folder; the commit keeps at least one file."""
-    if not tree:
-        raise BadCommit("the commit would leave the repository empty: an OCI artifact holds at least one file")
+    """No path is both a file and a folder. A tree of no file is a commit too (the Hub's empty
+    repository): its artifact's one layer is the empty descriptor (:mod:`ocibridge.oci.empty`)."""
     folders = {"/".join(p.split("/")[:i]) for p in tree for i in range(1, p.count("/") + 1)}
     clash = sorted(folders & tree.keys())
     if clash:
