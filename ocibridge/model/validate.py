@@ -96,7 +96,7 @@ def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str],
     title = annotations.get(ANNOTATION_TITLE)
     if path and not (path == "." and kind.variant is not Variant.RAW):  # "." names a tar's root
         try:
-            safe_relpath(path)  # pull refuses such a layer: say so before anyone pulls
+            safe_relpath(path, here=False)  # pull refuses such a layer: say so before anyone pulls
         except UnsafePath as e:
             reasons.append(f"{where}.annotations.{family.filepath_key}: {e}; "
                            "must be a relative path inside the model")
