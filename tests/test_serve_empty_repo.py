@@ -2,8 +2,8 @@
 every file, lands as the Hub lands it. The repository then lists nothing, ``model_info`` works,
 every resolve is the Hub's EntryNotFound, and a later commit adds files again. The commit's
 artifact is a manifest the registry takes: its one layer is image-spec 1.1's empty descriptor
-(``ocibridge.oci.empty``), which ``pull`` turns into an empty directory, ``inspect`` into
-"0 files" and ``validate`` accepts.
+(``ocibridge.oci.empty``), which ``pull`` and ``mount`` turn into an empty directory,
+``inspect`` into "0 files" and ``validate`` accepts.
 
 serve and the CLI run as processes over a registry of this module's own, the real
 huggingface_hub as the client."""
@@ -23,6 +23,7 @@ import httpx
 import pytest
 from huggingface_hub import CommitOperationDelete, HfApi, hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError
+from mounting import Mount, mount_env
 from serving import serve_as_process
 from support.registry import RegistryProcess, registry_binary
 
@@ -124,6 +125,9 @@ def test_deleting_the_last_file_leaves_an_empty_repository_that_takes_files_agai
     assert "Files:         0" in shown.stdout
     checked = served.cli("validate", ref, "--strict")
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    where = tmp_path / "mounted"
+    with Mount(ref, where, mount_env(served.root / "mount"), served.root / "mount.log"):
+        assert os.listdir(where) == []
 
     # a later commit adds files again
     api.upload_file(path_or_fileobj=b"b", path_in_repo="b.txt", repo_id=repo)
