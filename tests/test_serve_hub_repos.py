@@ -331,9 +331,9 @@ def test_commit_rules_as_the_hub_answers_them(served):
     with pytest.raises(HfHubHTTPError) as relative:
         api.upload_file(path_or_fileobj=b"x", path_in_repo="..\\ddd", repo_id=repo)
     assert relative.value.response.status_code == 422
-    with pytest.raises(HfHubHTTPError, match="backslash") as backslash:
-        api.upload_file(path_or_fileobj=b"x", path_in_repo="folder/..\\..\\file", repo_id=repo)
-    assert backslash.value.response.status_code == 400  # a pull on Windows would land it outside
+    # a backslash elsewhere is a character of the name, as on the Hub (test_serve_backslash_names.py)
+    api.upload_file(path_or_fileobj=b"x", path_in_repo="folder/..\\..\\file", repo_id=repo)
+    assert api.list_repo_files(repo) == [".gitattributes", "folder/..\\..\\file"]
     with pytest.raises(RevisionNotFoundError):  # the revision is checked before the tag's name
         api.create_tag(repo, tag="invalid tag", revision="foobar")
     # a card whose metadata opens after a blank line is read, and checked, as the Hub reads it

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from ocibridge.core.backslash import refuse_here
 from ocibridge.errors import UnsafePath
 
 TEMP_PREFIX = ".ocibridge-tmp-"
@@ -138,15 +139,19 @@ def atomic_write_bytes(final: Path, data: bytes, mode: int | None = None) -> Non
         f.write(data)
 
 
-def safe_relpath(path: str, what: str = "path") -> str:
+def safe_relpath(path: str, what: str = "path", *, here: bool = True) -> str:
     """Normalise a relative POSIX path from untrusted input (``./model//x`` is ``model/x``, as
-    tar and unzip read it); refuse absolute paths and escapes."""
+    tar and unzip read it); refuse absolute paths and escapes. Only ``/`` separates: a
+    backslash is a character of a name (``a/..\\x`` is the file ``..\\x`` in ``a``), refused
+    only where it would be written on a system that reads it as a separator (``here``:
+    :mod:`.backslash`). A name starting with a backslash or a drive (``C:``) is absolute on
+    Windows, and refused everywhere."""
     if not path or "\x00" in path:
         raise UnsafePath(f"empty or NUL-containing {what}")
     if path.startswith("/") or (len(path) > 1 and path[1] == ":") or path.startswith("\\"):
         raise UnsafePath(f"absolute {what} {path!r}")
-    if "\\" in path:
-        raise UnsafePath(f"backslash in {what} {path!r}")
+    if here:
+        refuse_here(path, what)
     parts = [p for p in path.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
         raise UnsafePath(f"{what} {path!r} escapes its tree")

@@ -2,9 +2,10 @@
 that checks everything before a byte of content is read, and a bounded reader of one member.
 
 :func:`scan` refuses, in this order: an unreadable central directory (a truncated file), more
-entries than the limit, an unsafe name (``../``, absolute, backslash, NUL: ``safe_relpath``), a
-name twice (after normalising; a directory entry counts), a member that is no regular file (a
-symlink, unless the format keeps them; a device, fifo or socket), an encrypted member, a
+entries than the limit, an unsafe name (``../``, absolute, NUL: ``safe_relpath``; a backslash,
+which a zip never means as a character: ``core.backslash``), a name twice (after normalising;
+a directory entry counts), a member that is no regular file (a symlink, unless the format keeps
+them; a device, fifo or socket), an encrypted member, a
 compression method the format does not take, a declared size beyond the ratio limit or the
 archive's total beyond its limit, a name that is both a file and a directory, and then, from the
 local headers, data that overlaps another member's (the trick of non-recursive zip bombs) or runs
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from ocibridge.core.backslash import refuse_in_zip
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.environment import MAX_EXPANSION_RATIO
 from ocibridge.core.fsutil import is_root_entry, safe_relpath
@@ -151,6 +153,7 @@ def scan(archive: Path, rules: ZipRules, limits: ZipLimits = ZipLimits()) -> lis
         if is_root_entry(info.filename) and info.is_dir():
             continue  # './', as bsdtar writes a zip of '.': the archive's root
         try:
+            refuse_in_zip(info.filename, "archive entry")  # a zip made on Windows may mean folders by it
             rel = safe_relpath(info.filename, "archive entry")
         except UnsafePath as e:
             raise UnsafePath(f"{archive}: {e}") from None

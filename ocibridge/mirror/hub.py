@@ -25,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ocibridge.core import backslash
 from ocibridge.errors import NotFound, OcibridgeError, error_text
 from ocibridge.kinds.hf.door import REVISION_ANNOTATION, SOURCE_ANNOTATION
 from ocibridge.kinds.hf.locator import HubReference
@@ -364,13 +365,28 @@ def bad_path(rel: str) -> str | None:
     """Why a path the endpoint lists cannot be a file of the model; None when it can."""
     if not rel or len(rel) > MAX_PATH:
         return "is empty or too long"
-    if rel.startswith("/") or "\\" in rel:
-        return "is absolute or holds a backslash"
+    if rel.startswith("/"):
+        return "is absolute"
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in rel):
         return "holds a control character"
     if any(part in ("", ".", "..") for part in rel.split("/")):
         return "has an empty, '.' or '..' component"
+    # a backslash is a character of the name (core/backslash.py), as the Hub and the artifact keep it
+    if "\\" in rel and backslash.backslash_separates():
+        return "holds a backslash, a folder separator on this system"
+    if windows_escape(rel):
+        return "climbs out of its folder as Windows reads it (huggingface_hub will not download it)"
     return None
+
+
+def windows_escape(rel: str) -> bool:
+    """Whether ``rel`` read with a backslash as a separator has a ``..`` or starts anew at a root or
+    drive: what huggingface_hub refuses to download anywhere (``_validate_relative_filename``)."""
+    from pathlib import PureWindowsPath
+
+    if ".." in rel.replace("\\", "/").split("/"):
+        return True
+    return any(PureWindowsPath(part).drive or PureWindowsPath(part).root for part in rel.split("/"))
 
 
 def _cache() -> Path:

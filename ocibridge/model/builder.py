@@ -32,6 +32,7 @@ from ocibridge.model.config import parse_config
 from ocibridge.model.package import ModelFile, ModelPackage, env_epoch
 from ocibridge.model.packing import compress, file_chunks, tar_chunks
 from ocibridge.oci.digest import is_digest, sha256_bytes, verified
+from ocibridge.oci.empty import EMPTY_DIGEST, EMPTY_JSON, empty_layer
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, OCI_MANIFEST, Family, Kind, Variant
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import PendingBlob
@@ -58,6 +59,9 @@ class BuildOptions:
     auto_group: bool = True
     created_at: str | None = None  # RFC 3339; see created_now()
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: a model of no files is built (its one layer the empty descriptor: oci/empty.py), not refused:
+    #: serve's commit that deletes a repository's last file; push of an empty directory stays refused
+    allow_empty: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "variants", MappingProxyType(dict(self.variants)))
@@ -220,7 +224,7 @@ class ArtifactStore:
                  table: ChunkTable | None = None):
         self.manifest = manifest
         self.table = table  # the chunk table the manifest binds, served as a small blob
-        self._small = {manifest.config.digest: config_bytes}
+        self._small = {manifest.config.digest: config_bytes, EMPTY_DIGEST: EMPTY_JSON}  # an empty model's layer
         if table is not None:
             self._small[table.descriptor().digest] = table.to_bytes()
         self.manifest_bytes = manifest.to_json_bytes()
@@ -402,12 +406,16 @@ def build(package: ModelPackage, options: BuildOptions | None = None,
     ``table``: a chunk table of the raw layers, bound by the manifest and served as a blob (so a
     conversion carries it)."""
     options = bind_table(options or BuildOptions(), table)
-    if not package.files:
+    if not package.files and not options.allow_empty:
         raise SourceError("the model has no files")
     family = options.family
     layers = plan_layers(package, options)
     for layer in layers:
         _describe_layer(layer, family)
+    descriptors = [layer.descriptor for layer in layers if layer.descriptor]
+    diff_ids = [layer.diff_id for layer in layers]
+    if not descriptors:  # no files: the empty descriptor, its own diffId (ModelPack wants one)
+        descriptors, diff_ids = [empty_layer()], [EMPTY_DIGEST]
     descriptor = dict(package.descriptor)
     if options.created_at:
         descriptor["createdAt"] = options.created_at
@@ -415,7 +423,7 @@ def build(package: ModelPackage, options: BuildOptions | None = None,
         {
             "descriptor": descriptor,
             "config": dict(package.config),
-            "modelfs": {"type": "layers", "diffIds": [layer.diff_id for layer in layers]},
+            "modelfs": {"type": "layers", "diffIds": diff_ids},
         }
     )
     config_bytes = config.to_json_bytes()
@@ -428,7 +436,7 @@ def build(package: ModelPackage, options: BuildOptions | None = None,
             digest=sha256_bytes(config_bytes),
             size=len(config_bytes),
         ),
-        layers=[layer.descriptor for layer in layers if layer.descriptor],
+        layers=descriptors,
         annotations=annotations or None,
     )
     return ArtifactStore(manifest, config_bytes, layers, table if table is not None and table.layers else None)

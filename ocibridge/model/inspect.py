@@ -8,6 +8,7 @@ from typing import Any
 from ocibridge.core.terminal import human_size as human_size  # its home since the copy's summary needs it alone
 from ocibridge.core.terminal import one_line
 from ocibridge.model.extract import fetch_manifest, layer_path
+from ocibridge.oci.empty import is_empty_model
 from ocibridge.oci.layerinfo import layer_type
 from ocibridge.stores.base import Store
 
@@ -41,6 +42,7 @@ def inspect(store: Store, reference: str) -> dict[str, Any]:
         "configDescriptor": manifest.config.model_dump(exclude_none=True),
         "layers": layers,
         "totalSize": sum(x.size for x in manifest.layers),
+        **({"files": 0} if is_empty_model(manifest.layers) else {}),  # its one layer is the empty descriptor
     }
 
 
@@ -88,6 +90,8 @@ def format_inspect(info: dict[str, Any]) -> str:
         f"Media type:    {info['mediaType']}",
         f"Artifact type: {info['artifactType'] or '-'}",
         f"Total size:    {human_size(info['totalSize'])} in {len(info['layers'])} layers",
+        *(["Files:         0 (a model of no files: its one layer is the OCI empty descriptor)"]
+          if info.get("files") == 0 else []),
     ]
     config = info.get("config") or {}
     own = info.get("familyFields")

@@ -62,15 +62,16 @@ class KnownFile:
 
 
 def known_package(files: Mapping[str, KnownFile], name: str,
-                  excludes: tuple[str, ...] = DEFAULT_EXCLUDES) -> ModelPackage:
+                  excludes: tuple[str, ...] = DEFAULT_EXCLUDES, *, allow_empty: bool = False) -> ModelPackage:
     """The package push reads from a directory ``name`` holding ``files`` (path -> file): the
     same files left out (``excludes``: push's, ``.gitattributes``, ...), kinds, order, name and
     metadata. serve keeps every file a commit names (``excludes=()``): on the Hub,
-    ``.gitattributes`` is a file of the repository like any other."""
+    ``.gitattributes`` is a file of the repository like any other. No file at all is refused
+    unless ``allow_empty`` (a Hub repository whose last file was deleted)."""
     chosen = [ModelFile(path, classify(path, known.size), known.size, known.opener, mode=known.mode,
                         digest=known.digest)
               for path, known in files.items() if not excluded(path, excludes)]
-    if not chosen:
+    if not chosen and not allow_empty:
         raise SourceError(f"{name}: no files to package")
     chosen.sort(key=lambda f: f.path.encode())
     package = ModelPackage(files=chosen, descriptor={"name": name}, source_format="directory")
@@ -85,4 +86,6 @@ def plan_known(files: Mapping[str, KnownFile], name: str, options: BuildOptions 
     in another chunk size than the policy's is made again by reading its file."""
     tables = {known.digest: known.chunks for known in files.values()
               if known.chunks is not None and chunks is not None and known.chunk_size == chunks.chunk_size}
-    return PlannedArtifact(known_package(files, name, excludes), options or BuildOptions(), chunks, tables)
+    options = options or BuildOptions()
+    package = known_package(files, name, excludes, allow_empty=options.allow_empty)
+    return PlannedArtifact(package, options, chunks, tables)

@@ -24,6 +24,7 @@ from ocibridge.layers.reader import open_layer, readable_layer
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.cnaidraft import LAYER_VARIANTS, is_draft, is_draft_layer
 from ocibridge.oci.digest import CHUNK
+from ocibridge.oci.empty import is_empty_layer
 from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import ReadableStore
@@ -48,7 +49,8 @@ class RawFile:
 class ArtifactPaths:
     """The judged paths of one manifest's layers: ``raw`` (in manifest order), ``tars`` (tar
     layers, in manifest order) and ``changesets`` (layers of the early CNAI draft, laid over
-    one another by pull's own code). Raises at construction what the manifest alone shows."""
+    one another by pull's own code); the empty descriptor (a model of no files: oci/empty.py)
+    is none of them. Raises at construction what the manifest alone shows."""
 
     def __init__(self, manifest: Manifest):
         self.raw: list[RawFile] = []
@@ -56,6 +58,8 @@ class ArtifactPaths:
         self.changesets: list[Descriptor] = []
         draft = is_draft(manifest)
         for layer in manifest.layers:
+            if is_empty_layer(layer):
+                continue  # no file: what a commit that deleted every file holds
             if is_draft_layer(layer) or (draft and layer.mediaType in LAYER_VARIANTS):
                 self.changesets.append(layer)
                 continue

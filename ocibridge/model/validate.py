@@ -13,6 +13,7 @@ from ocibridge.model.config import parse_config
 from ocibridge.model.draftcheck import draft_note, draft_reasons
 from ocibridge.model.extract import fetch_manifest
 from ocibridge.oci.cnaidraft import is_draft
+from ocibridge.oci.empty import is_empty_model
 from ocibridge.oci.mediatypes import (
     ANNOTATION_TITLE,
     OCI_MANIFEST,
@@ -95,7 +96,7 @@ def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str],
     title = annotations.get(ANNOTATION_TITLE)
     if path and not (path == "." and kind.variant is not Variant.RAW):  # "." names a tar's root
         try:
-            safe_relpath(path)  # pull refuses such a layer: say so before anyone pulls
+            safe_relpath(path, here=False)  # pull refuses such a layer: say so before anyone pulls
         except UnsafePath as e:
             reasons.append(f"{where}.annotations.{family.filepath_key}: {e}; "
                            "must be a relative path inside the model")
@@ -172,7 +173,10 @@ def validate_manifest(store: Store, manifest: Manifest, warnings: list[str] | No
         reasons.append(f"config: {e}")
     if not manifest.layers:
         reasons.append("layers: at least one layer is required")
-    variants = [_check_layer(i, layer, family, reasons, warnings, notes) for i, layer in enumerate(manifest.layers)]
+    if is_empty_model(manifest.layers):  # a model of no files: image-spec's empty descriptor (oci/empty.py)
+        variants: list[Variant | None] = [None]
+    else:
+        variants = [_check_layer(i, layer, family, reasons, warnings, notes) for i, layer in enumerate(manifest.layers)]
     if config is None:
         return reasons
     diff_ids = config.modelfs.diffIds

@@ -15,6 +15,7 @@ from ocibridge.errors import SignatureError
 from ocibridge.layers.reader import open_layer
 from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.digest import CHUNK, split_digest
+from ocibridge.oci.empty import is_empty_layer
 from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.signing.oms import GIT_PATHS, SHA256_FILES, SIGNATURE_FILE, Hashing, OmsStatement, is_ignored
@@ -56,6 +57,8 @@ def manifest_files(store: Store, subject: Descriptor, data: bytes | None = None,
     files: dict[str, dict[str, str]] = {}
     budget = _Budget(limit)
     for layer in node.layers:
+        if is_empty_layer(layer):
+            continue  # a model of no files (oci/empty.py): nothing to sign but the manifest
         name = raw_file_path(layer, SignatureError)
         if name is not None:
             algorithm, hexpart = split_digest(layer.digest)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.writes.history import COMMITS_MAX, annotations_of, commit_entry, parent_of, read_manifest
+from ocibridge.oci.empty import is_empty_layer
 from ocibridge.oci.layerinfo import raw_file_path
 from ocibridge.oci.models import Descriptor
 
@@ -144,6 +145,8 @@ def _step_of(digest: str, doc: dict[str, Any], layers: list[Any]) -> Step:
     for raw in layers:
         try:  # a Descriptor (the head's model manifest) or its JSON (a manifest read)
             layer = Descriptor.model_validate(raw)
+            if is_empty_layer(layer):
+                continue  # a commit of no files (oci/empty.py)
             path = raw_file_path(layer)
             if path is not None:
                 files[safe_relpath(path, "layer file path")] = layer.digest  # as FileLists names it

@@ -124,11 +124,13 @@ class CommitRequest:
 
 
 def clean_path(path: object, what: str = "path") -> str:
-    """A path of the repository, as sent: relative, without ``..``, NUL, backslash or another
-    control character, and in no folder of :data:`FORBIDDEN_FOLDERS`. A path that climbs out as
-    Windows reads it (``..\\x``) is the Hub's 422 (:class:`EscapingPath`); any other backslash is
-    refused (400) where the Hub keeps it as a character: a ``pull`` or ``mount`` on Windows would
-    read it as a folder, and ``folder/..\\..\\x`` would land outside its directory."""
+    """A path of the repository, as sent: relative, without ``..``, NUL or another control
+    character, and in no folder of :data:`FORBIDDEN_FOLDERS`. A backslash is a character of a
+    name, as on the Hub (``folder/..\\..\\x`` is the file ``..\\..\\x`` in ``folder``), stored
+    as is: whatever writes it out judges it (:mod:`ocibridge.core.backslash`). A path that
+    climbs out as Windows reads it from its start (``..\\x``) is the Hub's 422
+    (:class:`EscapingPath`); one that starts with a backslash or a drive (``C:``) is absolute
+    there, refused (400)."""
     if not isinstance(path, str):
         raise BadCommit(f"{what}: expected a string")
     if len(path.encode("utf-8", "surrogatepass")) > PATH_MAX:
@@ -136,10 +138,9 @@ def clean_path(path: object, what: str = "path") -> str:
     if path == ".." or path.startswith(("..\\", ".\\..\\")):
         raise EscapingPath(f"Invalid path: {path[:80]!r} climbs out of the repository (a relative path)")
     try:
-        clean = safe_relpath(path, what)
+        clean = safe_relpath(path, what, here=False)  # a name of the repository, written nowhere here
     except UnsafePath as e:
-        why = " (read as a folder on Windows: serve keeps no backslash in a path)" if "\\" in path else ""
-        raise BadCommit(f"Invalid path: {e}{why}") from None
+        raise BadCommit(f"Invalid path: {e}") from None
     if any(len(part.encode("utf-8", "surrogatepass")) > NAME_MAX for part in clean.split("/")):
         raise BadCommit(f"Invalid path: {clean[:80]!r}... has a name longer than {NAME_MAX} bytes")
     if _CONTROL.search(clean):
@@ -286,9 +287,8 @@ def regular_files(parent: Mapping[str, str], request: CommitRequest, tree: Mappi
 
 
 def _check_shape(tree: dict[str, str]) -> None:
-    """No path is both a file and a folder; the commit keeps at least one file."""
-    if not tree:
-        raise BadCommit("the commit would leave the repository empty: an OCI artifact holds at least one file")
+    """No path is both a file and a folder. A tree of no file is a commit too (the Hub's empty
+    repository): its artifact's one layer is the empty descriptor (:mod:`ocibridge.oci.empty`)."""
     folders = {"/".join(p.split("/")[:i]) for p in tree for i in range(1, p.count("/") + 1)}
     clash = sorted(folders & tree.keys())
     if clash:

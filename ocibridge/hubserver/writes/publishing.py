@@ -48,8 +48,10 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
     if evidence is not None and not isinstance(repo.base, RegistryReference):
         raise EvidenceFailed(f"{repo.shown}: serve signs commits pushed to a registry; an OCI layout source "
                              "cannot hold an untagged manifest until it is signed")
-    # push's artifact, but every file kept: .gitattributes is a file of a Hub repository
-    artifact = plan_known(files, name, BuildOptions(annotations=dict(annotations)), ChunkPolicy(), excludes=())
+    # push's artifact, but every file kept: .gitattributes is a file of a Hub repository; and no
+    # file at all is a commit (the Hub's empty repository: the empty descriptor its one layer)
+    options = BuildOptions(annotations=dict(annotations), allow_empty=True)
+    artifact = plan_known(files, name, options, ChunkPolicy(), excludes=())
     with _writable(repo) as store:
         reference = repo.reference(tag)
         # by digest into a registry, then its commit tag, then the branch's (landing.py); a layout,

@@ -18,6 +18,7 @@ from typing import BinaryIO
 
 import zstandard
 
+from ocibridge.core.backslash import refuse_in_zip
 from ocibridge.core.fsutil import write_sliced
 from ocibridge.core.zipbound import METHOD_STORED, METHOD_ZSTD
 
@@ -82,6 +83,7 @@ class ZipWriter:
     def add(self, name: str, chunks: Iterable[bytes], *, method: int = METHOD_ZSTD, size_hint: int = 0,
             mode: int = 0o644, link: bool = False) -> WrittenEntry:
         """Write one entry from a chunk stream; returns what was written (CRC, sizes)."""
+        refuse_in_zip(name, "zip entry")  # no one file to an unzip that reads it as a separator
         if name in self._names:
             raise ValueError(f"zip entry {name!r} written twice")
         self._names.add(name)

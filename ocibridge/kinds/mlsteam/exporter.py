@@ -23,6 +23,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocibridge.core.backslash import refuse_in_zip
 from ocibridge.core.fsutil import safe_relpath, shared_file_mode, write_sliced
 from ocibridge.core.streams import Reader
 from ocibridge.errors import OcibridgeError, SourceError, TooLarge
@@ -69,6 +70,7 @@ class _ZipWriter:
 
     def add(self, path: str, mode: int, size: int, src: Reader) -> None:
         path = safe_relpath(path, "file path in the artifact")
+        refuse_in_zip(path, "file path in the artifact")  # an .mlarchive is a zip
         if path in self.written:
             raise SourceError(f"the artifact holds {path} twice")
         info = zipfile.ZipInfo(path, date_time=ZIP_EPOCH)
