@@ -79,7 +79,8 @@ def test_the_record_round_trips_and_a_foreign_one_is_no_record(tmp_path):
     assert (both.branches, both.tags, both.tags_aside) == ({"dev"}, {"dev", "v1"}, {"dev"})
     write_record(repo, store, both)
     assert read_record(repo) == both
-    assert both.without_ref("dev", True) == RefsRecord(frozenset(), frozenset({"dev", "v1"}), tags_aside=frozenset({"dev"}))
+    assert both.without_ref("dev", True) == RefsRecord(frozenset(), frozenset({"dev", "v1"}),
+                                                       tags_aside=frozenset({"dev"}))
     # something else under the record's tag (another tool's artifact): no record, every tag a tag
     small(store, {}, tag=f"acme/m:{REFS_TAG}")
     assert read_record(repo) == RefsRecord()
