@@ -46,11 +46,17 @@ def test_a_commit_id_after_at_names_serves_commit_tag():
 
 def test_a_refs_record_from_the_registry_is_read_as_untrusted():
     assert parsed(b'{"branches": ["dev", "dev"], "tags": ["v1"]}') == RefsRecord(frozenset({"dev"}), frozenset({"v1"}))
-    # not names: kept out; a name both a branch and a tag: a branch; serve's own names: neither
+    # not names: kept out; serve's own names: neither
     doc = {"branches": ["ok", 7, None, "bad name", "x" * 200, "ocibridge-refs", "both"], "tags": "v1,v2",
            "extra": {"deep": [[[]]]}}
     assert parsed(json.dumps(doc).encode()) == RefsRecord(frozenset({"ok", "both"}), frozenset())
     assert parsed(json.dumps({"branches": [], "tags": ["both", "v2"]}).encode()).tags == {"both", "v2"}
+    # a name both a branch and a tag: at most one at the registry tag of its name (the branch,
+    # unless the record puts it aside); a name aside that the record does not list: not aside
+    both = parsed(json.dumps({"branches": ["both"], "tags": ["both"], "tagsAside": ["v1"]}).encode())
+    assert (both.branches_aside, both.tags_aside) == (frozenset(), {"both"})
+    aside = parsed(json.dumps({"branches": ["both"], "tags": ["both"], "branchesAside": ["both"]}).encode())
+    assert (aside.branches_aside, aside.tags_aside) == ({"both"}, frozenset())
     for hostile in (b"[]", b"not json", b'"text"'):
         with pytest.raises(ValueError):
             parsed(hostile)
@@ -68,7 +74,13 @@ def test_the_record_round_trips_and_a_foreign_one_is_no_record(tmp_path):
     record = RefsRecord().with_ref("dev", True).with_ref("v1", False)
     write_record(repo, store, record)
     assert read_record(repo) == record
-    assert read_record(repo).with_ref("dev", False) == RefsRecord(frozenset(), frozenset({"dev", "v1"}))
+    # a branch and a tag of one name: both kept, the one made second aside, as written
+    both = read_record(repo).with_ref("dev", False, aside=True)
+    assert (both.branches, both.tags, both.tags_aside) == ({"dev"}, {"dev", "v1"}, {"dev"})
+    write_record(repo, store, both)
+    assert read_record(repo) == both
+    assert both.without_ref("dev", True) == RefsRecord(frozenset(), frozenset({"dev", "v1"}),
+                                                       tags_aside=frozenset({"dev"}))
     # something else under the record's tag (another tool's artifact): no record, every tag a tag
     small(store, {}, tag=f"acme/m:{REFS_TAG}")
     assert read_record(repo) == RefsRecord()

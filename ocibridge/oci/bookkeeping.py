@@ -20,6 +20,9 @@ Only a tag protects a manifest from a registry's garbage collection: distributio
   looks it up by.
 - ``ocibridge-refs``: the repository's refs record (:data:`REFS_ARTIFACT_TYPE`): which of its
   plain tags are branches, which are Hub tags; whether the repository is private or deleted.
+- ``ocibridge-branch-<name>``, ``ocibridge-tag-<name>``: a Hub branch or tag whose name the
+  other kind had first (the Hub keeps them apart, a registry has one tag of a name), as the refs
+  record says (hubserver/reading/refnames.py).
 - ``ocibridge-writer``: the writer lease of a whole SOURCE prefix (:data:`WRITER_ARTIFACT_TYPE`),
   in serve's own repository :data:`LEASE_REPO` under it: which serve process takes the writes
   there (hubserver/replicas/leaserecord.py).

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, OcibridgeError, RegistryError
+from ocibridge.hubserver.reading.refnames import HEADS, TAGS, aside_tag, held_by, registry_tag, split_revision
 from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.sources import (
     COMMIT,
@@ -73,23 +74,23 @@ class Resolved:
 @dataclass(frozen=True)
 class Refs:
     """A repository's revisions as the Hub lists its refs: ``main`` (the default tag), the
-    branches its refs record names (:mod:`.refsrecord`), and every tag (serve's bookkeeping tags
-    left out)."""
+    branches and the Hub tags, each at the registry tag :mod:`.refnames` says (serve's
+    bookkeeping tags left out of ``tags``)."""
 
     repo_id: str
     main: str | None  # the commit of the default tag; None when the repository lacks it
-    tags: tuple[tuple[str, str], ...]  # (tag, commit) of every plain tag, sorted by tag
-    branches: frozenset[str] = frozenset()  # the tags that are branches (besides the default tag)
+    tags: tuple[tuple[str, str], ...]  # (registry tag, commit) of every plain tag, sorted by tag
+    branches: tuple[tuple[str, str], ...] = ()  # (name, commit) of each branch besides main, sorted
+    labels: tuple[tuple[str, str], ...] = ()  # (name, commit) of each Hub tag, sorted
     default_tag: str = DEFAULT_TAG  # main's tag
 
     def hub_branches(self) -> list[tuple[str, str]]:
-        """(name, commit) of each branch: ``main`` first, then those the record names."""
-        named = [(tag, commit) for tag, commit in self.tags if tag in self.branches]
-        return ([("main", self.main)] if self.main is not None else []) + named
+        """(name, commit) of each branch: ``main`` first, then the others."""
+        return ([("main", self.main)] if self.main is not None else []) + list(self.branches)
 
     def hub_tags(self) -> list[tuple[str, str]]:
-        """(name, commit) of each Hub tag: a plain tag that is no branch (nor main's tag)."""
-        return [(tag, commit) for tag, commit in self.tags if tag not in self.branches and tag != self.default_tag]
+        """(name, commit) of each Hub tag."""
+        return list(self.labels)
 
 
 #: bytes of a config read for its date (a ModelPack config is a few KiB)
@@ -151,16 +152,20 @@ class Catalog:
             self._recent = {k: v for k, v in self._recent.items() if k[0].lower() != repo_id.lower()}
         self.states.forget(repo_id)
 
-    def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0, ref: bool = False) -> Resolved:
+    def resolve(self, repo_id: str, revision: str | None, *, reuse_for: float = 0, ref: bool = False,
+                kind: str | None = None) -> Resolved:
         """The revision (``main`` when None) of ``repo_id``; :class:`RepoNotFound` or
         :class:`RevisionNotFound` as the Hub answers; :class:`Refused` when a policy refuses it.
         ``reuse_for``: a resolution made with ``reuse_for`` less than that many seconds ago is
         given again, the source not asked (the Xet routes: a file is many requests for one commit).
         ``ref``: the revision is a branch's or tag's name, never an abbreviated commit id (the
-        writes: a branch ``abc1234`` that does not exist is not the commit ``abc1234...``)."""
+        writes: a branch ``abc1234`` that does not exist is not the commit ``abc1234...``), and its
+        registry tag is looked up in the refs record as it is now, not as kept a few seconds.
+        ``kind``: the revision is the name of a branch (:data:`.refnames.HEADS`) or a Hub tag
+        (:data:`.refnames.TAGS`), as ``refs/heads/NAME`` and ``refs/tags/NAME`` say (the writes)."""
         revision = revision or "main"
-        if reuse_for <= 0 or ref:
-            return self._find(repo_id, revision, ref)
+        if reuse_for <= 0 or ref or kind is not None:
+            return self._find(repo_id, revision, ref or kind is not None, kind)
         key = (repo_id, revision)
         with self._lock:
             known = self._recent.get(key)
@@ -173,15 +178,21 @@ class Catalog:
             self._recent[key] = (time.monotonic(), resolved)
         return resolved
 
-    def _find(self, repo_id: str, revision: str, ref: bool = False) -> Resolved:
+    def _find(self, repo_id: str, revision: str, ref: bool = False, kind: str | None = None) -> Resolved:
         """The revision in the first source where it resolves, checked."""
         parts = repo_parts(repo_id)
         if parts is None:
             raise RepoNotFound(f"{repo_id}: not a repository any source can hold")
-        if is_bookkeeping(revision):
+        fresh = ref  # a write's: the refs record as it is now
+        if kind is None:
+            kind, name = split_revision(revision)
+            ref = ref or kind is not None
+        else:
+            name = revision
+        if is_bookkeeping(name):
             raise RevisionNotFound(f"Invalid rev id: {revision}: names starting with '{PREFIX}' are serve's own "
                                    "bookkeeping tags (a commit's own tag, the refs record), never a revision")
-        if not revision_named(revision):
+        if not revision_named(name):
             raise RevisionNotFound(f"{repo_id}: no revision {revision}")
         key = "/".join(parts)
         held = False
@@ -190,7 +201,7 @@ class Catalog:
             if repo is None:
                 continue
             try:
-                top, tag = self._resolve(number, key, repo, revision, ref)
+                top, tag = self._resolve(number, key, repo, name, ref, kind, fresh)
                 if is_tombstone(top.digest):  # a ref serve deleted
                     raise NotFound(f"{repo.shown}: {revision} was deleted")
                 if tag is None and self.states.deleted(repo_id):  # an id or a digest
@@ -237,22 +248,23 @@ class Catalog:
         return (f"{repo_id}: no revision main (the tag {self.default_tag}); its tags: {shown or 'none'}: "
                 "ask for one (revision='TAG'), or run serve with --default-tag TAG")
 
-    def _resolve(self, number: int, key: str, repo: Repository, revision: str,
-                 ref: bool = False) -> tuple[Descriptor, str | None]:
-        """The manifest ``revision`` names in ``repo``, and the tag it named (None: a digest or a
-        commit id). 7 to 39 hex digits are a tag when the repository has that tag (git prefers a
-        ref to an abbreviated id too), else (unless ``ref``) an abbreviated commit id."""
+    def _resolve(self, number: int, key: str, repo: Repository, revision: str, ref: bool = False,
+                 kind: str | None = None, fresh: bool = False) -> tuple[Descriptor, str | None]:
+        """The manifest ``revision`` (a ref of ``kind`` when given) names in ``repo``, and the
+        registry tag it named (None: a digest or a commit id): a ref's, as :mod:`.refnames` says.
+        7 to 39 hex digits are a ref when the repository has it (git prefers a ref to an
+        abbreviated id too), else (unless ``ref``) an abbreviated commit id."""
         store = repo.store
         scans = not isinstance(self.sources[number], RegistrySource)
-        if DIGEST.fullmatch(revision):
+        if kind is None and DIGEST.fullmatch(revision):
             return store.resolve(revision), None
-        if COMMIT.fullmatch(revision):
+        if kind is None and COMMIT.fullmatch(revision):
             with self._lock:
                 known = self._commits.get((number, key, revision))
             if known is not None:
                 return store.resolve(known), None
             return self._commit(repo, revision, scans), None
-        tag = self.default_tag if revision == "main" else check_tag(revision)
+        tag = check_tag(self._tag_of(key, repo, revision, fresh, kind))
         if ref or not SHORT_COMMIT.fullmatch(revision):
             return store.resolve(repo.reference(tag)), tag
         with contextlib.suppress(NotFound):
@@ -260,6 +272,18 @@ class Catalog:
             if not is_tombstone(found.digest):  # a deleted tag shadows no commit
                 return found, tag
         return self._commit(repo, revision, scans), None
+
+    def _tag_of(self, key: str, repo: Repository, name: str, fresh: bool, kind: str | None) -> str:
+        """The registry tag of the ref ``name`` (:mod:`.refnames`): the refs record as it is now
+        for a write (``fresh``), as kept a few seconds for a read; :class:`NotFound` when no ref
+        of ``kind`` has that name."""
+        if name == "main" and kind != TAGS:
+            return self.default_tag
+        record = read_record(repo) if fresh else self.states.of(key)
+        tag = registry_tag(record, kind, name, self.default_tag)
+        if tag is None:
+            raise NotFound(f"{repo.shown}: no {'branch' if kind == HEADS else 'tag'} {name}")
+        return tag
 
     def _commit(self, repo: Repository, commit: str, scans: bool) -> Descriptor:
         """The manifest of a commit id, whole or abbreviated: its bookkeeping tag (one HEAD;
@@ -330,20 +354,42 @@ class Catalog:
                 continue
             tags = []
             for tag in sorted(names)[:MAX_TAGS_SCANNED]:
-                try:
-                    digest = repo.store.resolve(repo.reference(check_tag(tag))).digest
-                except (NotFound, InvalidReference):
-                    continue
-                if is_tombstone(digest):  # deleted
-                    continue
-                with self._lock:
-                    self._commits[(number, key, commit_of(digest))] = digest
-                tags.append((tag, commit_of(digest)))
+                commit = self._commit_of_tag(number, key, repo, tag)
+                if commit is not None:
+                    tags.append((tag, commit))
             if tags:
-                main = next((commit for tag, commit in tags if tag == self.default_tag), None)
-                record = read_record(repo)
-                return Refs(repo_id, main, tuple(tags), record.branches - {self.default_tag}, self.default_tag)
+                return self._refs(number, key, repo, repo_id, tags)
         raise self.missing(repo_id)
+
+    def _refs(self, number: int, key: str, repo: Repository, repo_id: str, tags: list[tuple[str, str]]) -> Refs:
+        """The branches and Hub tags of ``repo``, whose plain tags are ``tags``: each plain tag
+        the ref it holds (:func:`.refnames.held_by`), then the refs the record puts aside."""
+        record = read_record(repo)
+        found: dict[str, list[tuple[str, str]]] = {HEADS: [], TAGS: []}
+        for tag, commit in tags:
+            held = held_by(record, tag, self.default_tag)
+            if held is not None and held[1] != "main":
+                found[held[0]].append((held[1], commit))
+        for kind, names in ((HEADS, record.branches_aside), (TAGS, record.tags_aside)):
+            for name in sorted(names):
+                aside = self._commit_of_tag(number, key, repo, aside_tag(kind, name))
+                if aside is not None:
+                    found[kind].append((name, aside))
+        main = next((commit for tag, commit in tags if tag == self.default_tag), None)
+        return Refs(repo_id, main, tuple(tags), tuple(sorted(found[HEADS])), tuple(sorted(found[TAGS])),
+                    self.default_tag)
+
+    def _commit_of_tag(self, number: int, key: str, repo: Repository, tag: str) -> str | None:
+        """The commit a registry tag names (remembered for its id); None when it has none or was deleted."""
+        try:
+            digest = repo.store.resolve(repo.reference(check_tag(tag))).digest
+        except (NotFound, InvalidReference):
+            return None
+        if is_tombstone(digest):  # deleted
+            return None
+        with self._lock:
+            self._commits[(number, key, commit_of(digest))] = digest
+        return commit_of(digest)
 
     def _check(self, repo: Repository, top: Descriptor, tag: str | None) -> None:
         """Check then serve, as pull checks: the containers policy file that applies to the

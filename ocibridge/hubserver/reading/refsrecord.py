@@ -4,7 +4,9 @@ in the registry itself (so every serve process, with no state of its own, lists 
 The record is an OCI manifest under the bookkeeping tag ``ocibridge-refs`` (oci/bookkeeping.py),
 ``artifactType`` :data:`~ocibridge.oci.bookkeeping.REFS_ARTIFACT_TYPE`, the empty config, and one
 JSON layer of that media type: ``{"branches": ["dev"], "tags": ["v1"]}`` (Hub names: ``main`` is
-always the default tag's branch and is not listed), with ``"private": true`` for a private
+always the default tag's branch and is not listed), with ``"branchesAside"`` and ``"tagsAside"``
+the names whose ref is not at the registry tag of its own name, because the other kind had it
+first (:mod:`.refnames` says where each lives), ``"private": true`` for a private
 repository (:mod:`..visibility`) and ``"deleted": true`` for one ``delete_repo`` deleted (its
 tags name serve's tombstone, :mod:`.tombstone`). A plain tag the record does not name is a
 Hub tag. :mod:`..writes.refsrecord` writes it; a record that cannot be read is no record (the
@@ -39,19 +41,30 @@ class RefsRecord:
     private: bool = False
     deleted: bool = False
     moved: str = ""  # the repo id ``move_repo`` moved a deleted repository to (its reads redirect there)
+    branches_aside: frozenset[str] = frozenset()  # branches at ``ocibridge-branch-NAME`` (a tag had NAME)
+    tags_aside: frozenset[str] = frozenset()  # Hub tags at ``ocibridge-tag-NAME`` (a branch had NAME)
 
-    def with_ref(self, name: str, branch: bool) -> RefsRecord:
-        """The record with ``name`` added as a branch (``branch``) or a tag, and not as the other."""
-        branches, tags = set(self.branches) - {name}, set(self.tags) - {name}
-        (branches if branch else tags).add(name)
-        return dataclasses.replace(self, branches=frozenset(branches), tags=frozenset(tags))
+    def with_ref(self, name: str, branch: bool, aside: bool = False) -> RefsRecord:
+        """The record with ``name`` added as a branch (``branch``) or a tag, at the registry tag
+        of its own name or (``aside``) at its reserved one; the other kind's ``name`` is kept."""
+        if branch:
+            return dataclasses.replace(self, branches=self.branches | {name},
+                                       branches_aside=_toggled(self.branches_aside, name, aside))
+        return dataclasses.replace(self, tags=self.tags | {name}, tags_aside=_toggled(self.tags_aside, name, aside))
 
-    def without_ref(self, name: str) -> RefsRecord:
-        """The record with ``name`` neither a branch nor a tag (deleted)."""
-        return dataclasses.replace(self, branches=self.branches - {name}, tags=self.tags - {name})
+    def without_ref(self, name: str, branch: bool) -> RefsRecord:
+        """The record with ``name`` no branch (``branch``) or no tag (deleted)."""
+        if branch:
+            return dataclasses.replace(self, branches=self.branches - {name},
+                                       branches_aside=self.branches_aside - {name})
+        return dataclasses.replace(self, tags=self.tags - {name}, tags_aside=self.tags_aside - {name})
 
     def as_json(self) -> bytes:
         doc: dict[str, object] = {"branches": sorted(self.branches), "tags": sorted(self.tags)}
+        if self.branches_aside:
+            doc["branchesAside"] = sorted(self.branches_aside)
+        if self.tags_aside:
+            doc["tagsAside"] = sorted(self.tags_aside)
         if self.private:
             doc["private"] = True
         if self.deleted:
@@ -59,6 +72,10 @@ class RefsRecord:
         if self.moved:
             doc["moved"] = self.moved
         return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _toggled(names: frozenset[str], name: str, present: bool) -> frozenset[str]:
+    return names | {name} if present else names - {name}
 
 
 def read_record(repo: Repository) -> RefsRecord:
@@ -99,8 +116,11 @@ def parsed(data: bytes) -> RefsRecord:
                     continue
         return frozenset(found)
 
-    branches = names("branches")
+    branches, tags = names("branches"), names("tags")
+    # a name of both kinds has at most one at its own tag: the record's word for which, else the branch
+    branches_aside, tags_aside = names("branchesAside") & branches, names("tagsAside") & tags
+    tags_aside |= (branches & tags) - branches_aside
     moved = doc.get("moved")
     moved = moved if isinstance(moved, str) and repo_parts(moved) is not None else ""
-    return RefsRecord(branches, names("tags") - branches, doc.get("private") is True, doc.get("deleted") is True,
-                      moved)
+    return RefsRecord(branches, tags, doc.get("private") is True, doc.get("deleted") is True, moved,
+                      branches_aside, tags_aside)

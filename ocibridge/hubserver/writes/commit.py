@@ -26,7 +26,6 @@ from ocibridge.hubserver.answers import branch_of, error, in_thread, requested_r
 from ocibridge.hubserver.audit import Landed, noted
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import HubFile
-from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.regular import REGULAR, annotation
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_pieces
@@ -118,10 +117,7 @@ class CommitRoutes:
         ``first``: the repository's first commit (:meth:`first_commit`): it has no head yet."""
         assert self.publishing is not None
         with self.repos.branches.lock(repo_id, branch):
-            head = None if first else self.repos.head(repo_id, branch)
-            if head is not None and branch != "main" and branch not in read_record(head.repo).branches:
-                raise commits.BadCommit(f"Invalid rev id: {branch} is a tag, not a branch: commits go to branches "
-                                        "(a tag stays where it was made)")
+            head = None if first else self.repos.head(repo_id, branch)  # a tag's name: BadCommit
             if payload.parent is not None and (head is None or head.commit != payload.parent[:40].lower()):
                 raise commits.StaleParent("The branch was updated since you opened this page. Please refresh and "
                                           f"try again. ({branch} is at {head.commit if head else 'no commit'}, "
@@ -140,7 +136,7 @@ class CommitRoutes:
             repo = head.repo if head is not None else self.repos.catalog.sources[0].repository(parts or [])
             if repo is None:
                 raise RepoNotFound(f"{repo_id}: no source can hold it")
-            tag = self.repos.catalog.default_tag if branch == "main" else branch
+            tag = head.tag if head is not None and head.tag else self.repos.catalog.default_tag  # refnames.py's
             if repo.located(tag, "") is None:
                 raise commits.BadCommit(f"{repo.shown}: not a place serve can push to")
             annotations = {commits.SUMMARY: payload.summary or "Upload files", commits.AUTHOR: grant.name,

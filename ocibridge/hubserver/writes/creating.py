@@ -12,6 +12,7 @@ its refs record before that commit is written, so it is never readable by others
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -132,5 +133,5 @@ class Creating:
         with self.repos.branches.lock(repo_id, RECORD_LOCK):
             record = read_record(head.repo)
             if record.private != private:
-                write_record(head.repo, record_store(head.repo), RefsRecord(record.branches, record.tags, private))
+                write_record(head.repo, record_store(head.repo), dataclasses.replace(record, private=private))
         self.repos.catalog.forget(repo_id)

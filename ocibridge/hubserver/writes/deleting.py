@@ -26,9 +26,11 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import NotFound, RegistryError
 from ocibridge.hubserver.answers import branch_of, in_thread, requested_repo
 from ocibridge.hubserver.audit import note
+from ocibridge.hubserver.reading.refnames import HEADS, TAGS, other
 from ocibridge.hubserver.reading.refsrecord import RefsRecord, read_record
 from ocibridge.hubserver.reading.sources import Repository, RevisionNotFound, repo_parts
 from ocibridge.hubserver.reading.tombstone import DESCRIPTOR, EMPTY, EMPTY_JSON
+from ocibridge.hubserver.writes.clashes import give_back
 from ocibridge.hubserver.writes.commits import ProtectedRef
 from ocibridge.hubserver.writes.creating import model_repo_body, repo_id_of
 from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store, write_record
@@ -100,6 +102,14 @@ class Deleting:
             self.repos.created.discard(repo_id)
         log.info("%s: deleted (%s)", repo_id, repo.shown)
 
+    def _not_one(self, repo_id: str, name: str, kind: str) -> str:
+        """Why there is no ref ``name`` of ``kind`` to delete, in the Hub's words."""
+        try:
+            self.repos.catalog.resolve(repo_id, name, kind=other(kind))
+        except RevisionNotFound:
+            return f"Invalid rev id: {name}"
+        return f"Invalid rev id: {name} is a {'branch' if kind == TAGS else 'tag'}"
+
     async def delete_ref(self, request: Request) -> Response:
         """``delete_branch`` and ``delete_tag``: the Hub's checks and texts, then the tag buried."""
         repo_id = requested_repo(request)
@@ -115,18 +125,20 @@ class Deleting:
             raise ProtectedRef("Cannot delete refs/heads/main" if branch
                                else "Invalid rev id: main is a branch, not a tag")
         catalog = self.repos.catalog
+        kind = HEADS if branch else TAGS
         with self.repos.branches.lock(repo_id, name), self.repos.branches.lock(repo_id, RECORD_LOCK):
             try:
-                head = catalog.resolve(repo_id, name, ref=True)
+                head = catalog.resolve(repo_id, name, kind=kind)
             except RevisionNotFound:
-                raise RevisionNotFound(f"Invalid rev id: {name}") from None
+                raise RevisionNotFound(self._not_one(repo_id, name, kind)) from None
             record = read_record(head.repo)
-            is_branch = name in record.branches
-            if is_branch != branch:
-                raise RevisionNotFound(f"Invalid rev id: {name} is a {'branch' if is_branch else 'tag'}")
             store = record_store(head.repo)
-            bury(store, head.repo, [name])
-            if name in record.branches or name in record.tags:
-                write_record(head.repo, store, record.without_ref(name))
+            tag = head.tag or name
+            if tag == name and name in (record.tags_aside if branch else record.branches_aside):
+                bury(store, head.repo, give_back(head.repo, store, record, kind, name))  # the other gets ``name``
+            else:
+                bury(store, head.repo, [tag])
+                if name in (record.branches if branch else record.tags):
+                    write_record(head.repo, store, record.without_ref(name, branch))
             catalog.forget(repo_id)
         log.info("%s: %s %s deleted", repo_id, "branch" if branch else "tag", name)

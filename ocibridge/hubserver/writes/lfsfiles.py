@@ -32,6 +32,7 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, is_sha256, json_body, requested_repo
 from ocibridge.hubserver.audit import note
+from ocibridge.hubserver.reading.refnames import HEADS, TAGS, registry_tag
 from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.regular import recorded
 from ocibridge.hubserver.reading.sources import CREATED, RevisionNotFound
@@ -123,7 +124,7 @@ class LfsFiles:
         found = [("main", main)]
         for name in sorted(read_record(main.repo).branches):
             try:
-                found.append((name, catalog.resolve(repo_id, name, ref=True)))
+                found.append((name, catalog.resolve(repo_id, name, kind=HEADS)))
             except RevisionNotFound:
                 continue
         return found
@@ -186,7 +187,7 @@ class LfsFiles:
         from ocibridge.transfer.writer import write_artifact
 
         store = record_store(head.repo)
-        tag = head.repo.reference(self.repos.catalog.default_tag if branch == "main" else branch)
+        tag = head.repo.reference(head.tag or self.repos.catalog.default_tag)  # where the branch is (refnames.py)
         moved: dict[str, str] = {}
         started = False
         for number, commit in enumerate(oldest_first):
@@ -222,13 +223,15 @@ class LfsFiles:
         from ocibridge.transfer.writer import retag
 
         repo, store = head.repo, record_store(head.repo)
-        for name in read_record(repo).tags:
+        record = read_record(repo)
+        for name in record.tags:
+            tag = registry_tag(record, TAGS, name, self.repos.catalog.default_tag) or name
             try:
-                now = store.resolve(repo.reference(name)).digest
+                now = store.resolve(repo.reference(tag)).digest
             except (NotFound, InvalidReference):
                 continue
             if now in moved:
-                retag(store, store.resolve(moved[now]), [repo.reference(name)])
+                retag(store, store.resolve(moved[now]), [repo.reference(tag)])
 
 
 def _config_without(store: WritableStore, raw: Any, doomed: set[str]) -> dict[str, Any]:

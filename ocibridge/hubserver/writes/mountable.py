@@ -39,15 +39,16 @@ def admitted(catalog: Catalog, grant: Grant, sha256: str) -> Callable[[str], boo
 
 def _served_from(catalog: Catalog, repo_id: str, digest: str) -> bool:
     """Whether a revision of ``repo_id`` serve would serve (the policy checked) has the blob
-    ``digest`` as a file: its default tag first, then its other tags."""
+    ``digest`` as a file: main first, then its other branches and its tags."""
     try:
         refs = catalog.refs(repo_id)
     except OcibridgeError:
         return False
-    tags = sorted((tag for tag, _ in refs.tags), key=lambda tag: tag != catalog.default_tag)
-    for tag in tags:
+    revisions = [f"refs/heads/{name}" for name, _ in refs.hub_branches()]  # main first
+    revisions += [f"refs/tags/{name}" for name, _ in refs.hub_tags()]
+    for revision in revisions:
         try:
-            resolved = catalog.resolve(repo_id, tag, ref=True)  # Refused when the policy rejects it
+            resolved = catalog.resolve(repo_id, revision)  # Refused when the policy rejects it
         except OcibridgeError:
             continue
         if any(layer.digest == digest for layer in resolved.manifest.layers):

@@ -16,8 +16,10 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body, requested_repo
 from ocibridge.hubserver.reading.catalog import Resolved
+from ocibridge.hubserver.reading.refnames import HEADS, TAGS
 from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.sources import COMMIT, RevisionNotFound
+from ocibridge.hubserver.writes.clashes import place
 from ocibridge.hubserver.writes.commits import BadCommit
 from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, write_record
 from ocibridge.hubserver.writes.repos import Repos
@@ -56,7 +58,6 @@ class RefRoutes:
             name, start = body.get("tag"), request.path_params["ref"]
         if not isinstance(name, str) or not isinstance(start, str):
             return error(400, None, "expected a name and a revision")
-        tag = self.repos.catalog.default_tag if name == "main" else name
         await in_thread(self.repos.catalog.resolve, repo_id, start)  # the Hub's order: RevisionNotFound first
         if COMMIT.fullmatch(name.lower()):  # a ref the commit ids of the read API would hide
             return error(400, "BadRequest", f"Invalid reference name: {name}: it reads as a commit id")
@@ -64,37 +65,49 @@ class RefRoutes:
             return error(400, "BadRequest", f"Invalid reference name: {name}: names starting with "
                          f"'{PREFIX}' are serve's own bookkeeping tags")
         try:
-            check_tag(tag)
+            check_tag(self.repos.catalog.default_tag if name == "main" else name)
         except OcibridgeError as e:
             return error(400, "BadRequest", f"{name}: not a name a registry tag can have: {e}")
-        branch = request.path_params["kind"] == "branch"
-        if not await in_thread(self._create_ref, repo_id, name, start, tag, branch):
-            kind = "heads" if branch else "tags"
+        kind = HEADS if request.path_params["kind"] == "branch" else TAGS
+        if not await in_thread(self._create_ref, repo_id, name, start, kind):
             return error(409, None, f"Reference refs/{kind}/{name} already exists")
         return JSONResponse({})
 
-    def _create_ref(self, repo_id: str, name: str, start: str, tag: str, branch: bool) -> bool:
-        """Tag ``start`` as ``tag`` unless ``name`` exists (False), the ref locked as a commit to
-        it is: two creates of one name at once are one 200 and one 409, never the second moving
-        the first's ref, and a commit to it waits until it is made. The refs record says what
-        ``name`` is before its tag is written (:mod:`.refsrecord`), under the repository's record
-        lock (two refs made at once both recorded)."""
+    def _create_ref(self, repo_id: str, name: str, start: str, kind: str) -> bool:
+        """Tag ``start`` as the ref ``name`` of ``kind`` unless that ref exists (False), the name
+        locked as a commit to it is: two creates of one name at once are one 200 and one 409,
+        never the second moving the first's ref, and a commit to it waits until it is made. The
+        refs record says what ``name`` is and where (:mod:`..reading.refnames`) before its tag is
+        written (:mod:`.refsrecord`), under the repository's record lock (two refs made at once
+        both recorded)."""
         catalog = self.repos.catalog
         with self.repos.branches.lock(repo_id, name):
-            try:
-                catalog.resolve(repo_id, name, ref=True)
-            except RevisionNotFound:
-                pass
-            else:
+            if self._exists(repo_id, name, kind):
                 return False
             source = catalog.resolve(repo_id, start)
+            tag = catalog.default_tag
             if name != "main":
                 with self.repos.branches.lock(repo_id, RECORD_LOCK):
                     record = read_record(source.repo)
-                    if (name in record.branches) != branch or (name in record.tags) == branch:
-                        write_record(source.repo, _writable(source), record.with_ref(name, branch))
+                    tag, placed = place(source, record, kind, name, catalog.default_tag)
+                    if placed != record:
+                        write_record(source.repo, _writable(source), placed)
             _tag(source, tag)
+            catalog.forget(repo_id)
             return True
+
+    def _exists(self, repo_id: str, name: str, kind: str) -> bool:
+        """Whether the ref ``name`` of ``kind`` exists; ``main`` and main's registry tag are
+        taken by main whatever the kind asked."""
+        catalog = self.repos.catalog
+        try:
+            if name in ("main", catalog.default_tag):
+                catalog.resolve(repo_id, name, ref=True)
+            else:
+                catalog.resolve(repo_id, name, kind=kind)
+        except RevisionNotFound:
+            return False
+        return True
 
 
 def _writable(source: Resolved) -> WritableStore:

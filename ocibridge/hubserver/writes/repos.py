@@ -27,7 +27,15 @@ from ocibridge.hubserver.answers import branch_of, error, in_thread, json_body
 from ocibridge.hubserver.cards import read_card
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import FileLists, ModelFiles, read_small
-from ocibridge.hubserver.reading.sources import RegistrySource, RepoNotFound, Repository, RevisionNotFound, repo_parts
+from ocibridge.hubserver.reading.refnames import HEADS, TAGS
+from ocibridge.hubserver.reading.sources import (
+    COMMIT,
+    RegistrySource,
+    RepoNotFound,
+    Repository,
+    RevisionNotFound,
+    repo_parts,
+)
 from ocibridge.hubserver.replicas.lease import Lease
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
@@ -124,13 +132,20 @@ class Repos:
 
     # -- what a branch holds -------------------------------------------------------------------
     def head(self, repo_id: str, branch: str) -> Resolved | None:
-        """The branch's head; None when the repository exists (or was created here) without it."""
+        """The branch's head; None when the repository exists (or was created here) without it;
+        :class:`BadCommit` when ``branch`` names a Hub tag and no branch (commits go to branches).
+        A commit id is resolved as one (the commit route refuses it with its own words)."""
         try:
-            return self.catalog.resolve(repo_id, branch, ref=True)
-        except RevisionNotFound:
+            return self.catalog.resolve(repo_id, branch, ref=True, kind=None if COMMIT.fullmatch(branch) else HEADS)
+        except RevisionNotFound as missing:
             if branch == "main":
                 return None
-            raise
+            try:
+                self.catalog.resolve(repo_id, branch, kind=TAGS)
+            except RevisionNotFound:
+                raise missing from None
+            raise BadCommit(f"Invalid rev id: {branch} is a tag, not a branch: commits go to branches "
+                            "(a tag stays where it was made)") from None
         except RepoNotFound:
             if branch == "main" and self.created.has(repo_id):
                 return None

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, in_thread, json_body, requested_repo
 from ocibridge.hubserver.audit import note
-from ocibridge.hubserver.reading.refsrecord import read_record
+from ocibridge.hubserver.reading.refnames import HEADS
 from ocibridge.hubserver.reading.sources import CREATED, RevisionNotFound, commit_of
 from ocibridge.hubserver.writes import commits
 from ocibridge.hubserver.writes.landing import land
@@ -63,9 +63,10 @@ class Squashing:
         assert self.publishing is not None
         catalog = self.repos.catalog
         with self.repos.branches.lock(repo_id, branch):
-            head = catalog.resolve(repo_id, branch, ref=True)
-            if branch != "main" and branch not in read_record(head.repo).branches:
-                raise RevisionNotFound(f"Invalid rev id: {branch} is no branch")
+            try:
+                head = catalog.resolve(repo_id, branch, kind=HEADS)
+            except RevisionNotFound:
+                raise RevisionNotFound(f"Invalid rev id: {branch} is no branch") from None
             if head.top.digest != head.model.digest or not isinstance(head.manifest, Manifest):
                 raise commits.BadCommit(f"{branch}: its head is an index, not one model manifest: serve "
                                         "squashes the commits it wrote")
@@ -75,7 +76,7 @@ class Squashing:
             body = head.manifest.model_copy(update={"annotations": notes}).to_json_bytes()
             desc = Descriptor.for_bytes(head.model.mediaType, body)
             store = record_store(head.repo)
-            tag = head.repo.reference(catalog.default_tag if branch == "main" else branch)
+            tag = head.repo.reference(head.tag or catalog.default_tag)  # where the branch is (refnames.py)
             # by digest into a registry (landing.py tags it); a layout holds no untagged manifest
             write_artifact(store, desc, body, tags=[] if isinstance(head.repo.base, RegistryReference) else [tag])
             land(store, desc.digest, tag, notes, self.publishing.evidence, self.repos.lease.ensure)
