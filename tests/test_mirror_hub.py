@@ -386,3 +386,44 @@ revisions = {{ allow = ["main"] }}
     weights = (out / "model.safetensors").read_bytes()
     assert any(d.get("name") == "model.safetensors" and d["digest"] == {"sha256": hashlib.sha256(weights).hexdigest()}
                for d in deps)
+
+
+def test_a_branch_and_a_tag_of_one_name_are_both_mirrored_neither_over_the_other(tmp_path, capsys, hub_repo,
+                                                                                  hub_cache, registry2, unique_repo,
+                                                                                  monkeypatch):
+    """The Hub keeps refs/heads/x and refs/tags/x apart (so does serve): the mirror listed both
+    under x and the tag's commit took the target's tag x. The branch keeps x; the tag is the
+    revision refs/tags/x, mirrored as refs-tags-x."""
+    from huggingface_hub import HfApi
+
+    hub_repo.push("tiny-t0", "latest")
+    target = f"{registry2.host}/{unique_repo}/mirror/both"
+    with serving([hub_repo.prefix], tokens=("w write",), publish=_publishing()) as served:
+        point_hub_at(monkeypatch, served.url, hub_cache)
+        monkeypatch.setenv("MIRROR_HUB_TOKEN", "w")
+        api = HfApi(endpoint=served.url, token="w")
+        api.create_tag("acme/tiny", tag="v1")  # at main's commit
+        api.create_branch("acme/tiny", branch="v1")
+        branch = api.upload_file(path_or_fileobj=b"only on the branch\n", path_in_repo="branch.txt",
+                                 repo_id="acme/tiny", revision="v1").oid
+        tag = next(t.target_commit for t in api.list_repo_refs("acme/tiny").tags if t.name == "v1")
+        assert branch != tag
+        job_path = write_job(tmp_path / "job.toml", f"""
+[[sync]]
+source = "hf://acme/tiny"
+target = "{target}"
+endpoint = "{served.url}"
+token_env = "MIRROR_HUB_TOKEN"
+revisions = {{ allow = ["v1", "refs/tags/*"] }}
+""")
+        summary = run_job(load_job(job_path))
+        assert summary.exit_code == 0, summary.format_text()
+    assert target_tags(target) == sorted(["v1", f"v1-{branch[:12]}", "refs-tags-v1", f"refs-tags-v1-{tag[:12]}"])
+    assert annotations(f"{target}:v1")[REVISION] == branch
+    assert annotations(f"{target}:refs-tags-v1")[REVISION] == tag
+
+
+def _publishing():
+    from ocibridge.hubserver.writes.publishing import Publishing
+
+    return Publishing()

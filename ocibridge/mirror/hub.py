@@ -127,7 +127,9 @@ def select_revisions(listed: dict[str, str] | None, spec: RevisionFilter) -> lis
 
 def list_refs(api: Any, src: HubSource) -> dict[str, str] | None:
     """Branches and tags of the repository, name -> commit; None when the endpoint answers no
-    ``/refs`` (``ocibridge serve`` does not)."""
+    ``/refs``. A tag named like a branch (the Hub keeps them apart) is listed as the revision
+    ``refs/tags/NAME``, mirrored as the tags ``refs-tags-NAME[-<12 hex>]``: the branch keeps NAME,
+    and neither overwrites the other."""
     from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
     try:
@@ -142,7 +144,8 @@ def list_refs(api: Any, src: HubSource) -> dict[str, str] | None:
     except Exception as e:  # the endpoint unreachable, a TLS failure: the entry fails, saying so
         raise OcibridgeError(f"{src.name}: cannot reach {src.endpoint}: {_said(e)}") from None
     found = {b.name: b.target_commit for b in refs.branches}
-    found.update({t.name: t.target_commit for t in refs.tags})
+    for t in refs.tags:
+        found[f"refs/tags/{t.name}" if t.name in found else t.name] = t.target_commit
     return found
 
 
