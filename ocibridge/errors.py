@@ -76,6 +76,11 @@ def error_text(e: OcibridgeError) -> str:
 NO_CREDENTIALS = "no credentials were sent; log in with 'ocibridge login HOST', or pass -u/-p"
 
 
+class ChunkTableError(OcibridgeError):
+    """A chunk table that is malformed, unbound, names a hash ocibridge does not know, or that
+    the bytes served do not match (ocibridge.chunks; here so the hash registry can raise it)."""
+
+
 class SignatureError(OcibridgeError):
     """A signature that is missing, malformed or does not verify; or a key that cannot sign."""
 

@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+import blake3
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
@@ -327,13 +328,13 @@ def test_the_limits_table_of_lazy_md_is_what_fixed_chunks_give():
 
 @pytest.mark.parametrize("tamper", ["garbage", "lying", "fifo", "dev-zero", "huge-chunk-size"])
 def test_a_tampered_chunk_index_costs_a_fetch_never_a_wrong_byte_nor_a_hang(versions, fault_proxy, tamper):
-    """The chunk index (models/chunks/tables/<blob hex>) is in a cache others may write: a table
-    file of garbage, one whose digests lie about the blob, a FIFO (open would wait for ever), a
-    link to /dev/zero (a read without end) or an absurd chunk size is not trusted: v2 is whole
-    and byte-identical, whatever the index said."""
+    """The chunk index (models/chunks/tables/blake3/<blob hex>: push's tables name BLAKE3) is in
+    a cache others may write: a table file of garbage, one whose digests lie about the blob, a
+    FIFO (open would wait for ever), a link to /dev/zero (a read without end) or an absurd chunk
+    size is not trusted: v2 is whole and byte-identical, whatever the index said."""
     repo, _, _, v2 = versions
     first, _ = _path(f"{fault_proxy.host}/{repo}:v1")
-    tables = Path(os.environ["OCIBRIDGE_CACHE"]) / "models" / "chunks" / "tables"
+    tables = Path(os.environ["OCIBRIDGE_CACHE"]) / "models" / "chunks" / "tables" / "blake3"
     blob_hex = _layer_of(first).split(":")[1]
     table = tables / blob_hex
     assert table.is_file()
@@ -343,7 +344,7 @@ def test_a_tampered_chunk_index_costs_a_fetch_never_a_wrong_byte_nor_a_hang(vers
         table.write_bytes(os.urandom(4096))
     elif tamper == "lying":  # every line names one chunk v2 needs, at every offset of v1's blob
         lines = table.read_text().splitlines()
-        wanted = hashlib.sha256((v2 / "model.safetensors").read_bytes()[3 * MiB:4 * MiB]).hexdigest()
+        wanted = blake3.blake3((v2 / "model.safetensors").read_bytes()[3 * MiB:4 * MiB]).hexdigest()
         table.write_text("\n".join([lines[0], *([wanted] * (len(lines) - 1))]) + "\n")
     elif tamper == "huge-chunk-size":
         table.write_text(f"ocibridge-chunks 1 999999999 {size}\n" + "0" * 64 + "\n")
@@ -367,15 +368,15 @@ def test_the_pushed_chunk_table_cache_neither_waits_nor_floods(tmp_path, monkeyp
 
     monkeypatch.setenv("OCIBRIDGE_CACHE", str(tmp_path))
     digest = "sha256:" + "ab" * 32
-    path = chunkcache._path(digest, DEFAULT_CHUNK_SIZE)
+    path = chunkcache._path(digest, DEFAULT_CHUNK_SIZE, "blake3")
     path.parent.mkdir(parents=True)
     if kind == "fifo":
         os.mkfifo(path)
     else:
         path.symlink_to("/dev/zero")
     found: list[object] = []
-    reader = threading.Thread(target=lambda: found.append(chunkcache.lookup(digest, 4 * MiB, DEFAULT_CHUNK_SIZE)),
-                              daemon=True)
+    reader = threading.Thread(
+        target=lambda: found.append(chunkcache.lookup(digest, 4 * MiB, DEFAULT_CHUNK_SIZE, "blake3")), daemon=True)
     reader.start()
     reader.join(timeout=5)
     assert not reader.is_alive() and found == [None]

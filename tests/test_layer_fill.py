@@ -193,7 +193,7 @@ def test_a_process_that_exits_mid_read_does_not_wait_for_the_layer(chunked, faul
 def _table(data: bytes, chunk: int) -> LayerChunks:
     pieces = [data[i:i + chunk] for i in range(0, len(data), chunk)]
     return LayerChunks("sha256:" + hashlib.sha256(data).hexdigest(), len(data),
-                       tuple(hashlib.sha256(p).hexdigest() for p in pieces))
+                       tuple(hashlib.sha256(p).hexdigest() for p in pieces), "sha256")
 
 
 @pytest.mark.parametrize("step", [1, 7, 100, 4096])

@@ -4,12 +4,12 @@ damaged stored chunk is fetched again, and concurrent readers share the cache sa
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import time
 from pathlib import Path
 
+import blake3
 import pytest
 from support.faultproxy import corrupt
 from support.fixtures import new_repo
@@ -62,7 +62,7 @@ def test_a_second_read_of_a_range_moves_nothing(chunked, fault_proxy):
     assert first == 3 * DEFAULT_CHUNK_SIZE
     stored = CacheChunks(model_cache_root())
     names = {p.name for p in stored.files()}
-    assert names == {hashlib.sha256(data[i * MiB:(i + 1) * MiB]).hexdigest() for i in (2, 3, 4)}
+    assert names == {_b3(data[i * MiB:(i + 1) * MiB]) for i in (2, 3, 4)}
     again, _ = _read(ref, start, end)  # a new open: nothing in memory, all from the cache
     assert again == data[start:end]
     assert _layer_bytes(fault_proxy, digest) == first
@@ -104,7 +104,7 @@ def test_a_damaged_stored_chunk_is_fetched_again_and_replaced(chunked, fault_pro
     got, _ = _read(ref, 3 * MiB, 3 * MiB + 10)
     assert got == data[3 * MiB:3 * MiB + 10]
     assert _layer_bytes(fault_proxy, digest) == 2 * DEFAULT_CHUNK_SIZE
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == path.name
+    assert _b3(path.read_bytes()) == path.name
 
 
 def test_concurrent_readers_share_the_cache(chunked, registry):
@@ -129,8 +129,8 @@ def test_concurrent_readers_share_the_cache(chunked, registry):
     stored = CacheChunks(model_cache_root())
     files = stored.files()
     assert len(files) == 8
-    assert all(hashlib.sha256(p.read_bytes()).hexdigest() == p.name for p in files)
-    assert not [p for p in stored.dir.iterdir() if p not in files]  # no temporary file left
+    assert all(_b3(p.read_bytes()) == p.name for p in files)
+    assert not [p for p in stored.dirs["blake3"].iterdir() if p not in files]  # no temporary file left
     # layer files: four readers of the whole file, each staging its own, one kept
     results.clear()
     threads = [threading.Thread(target=reader, args=(0, len(data))) for _ in range(4)]
@@ -155,8 +155,10 @@ def test_prune_removes_chunks_first(chunked, registry):
 
 
 def test_chunk_names_must_be_digests(tmp_path: Path):
-    with pytest.raises(ValueError, match="not a SHA-256"):
+    with pytest.raises(ValueError, match="not a chunk id"):
         CacheChunks(tmp_path).path("../x")
+    with pytest.raises(ValueError, match="not a chunk id"):
+        CacheChunks(tmp_path).path("md5:" + "ab" * 32)  # a hash no table may name
 
 
 def test_small_sequential_reads_through_fsspec_make_long_range_requests(chunked, fault_proxy):
@@ -176,6 +178,11 @@ def test_small_sequential_reads_through_fsspec_make_long_range_requests(chunked,
     layer = [r for r in fault_proxy.requests_matching("GET", "/blobs/") if r.response_bytes > 64 * 1024]
     assert sum(r.response_bytes for r in layer) == len(data)
     assert len(layer) <= 8, [r.response_bytes for r in layer]  # not one request per 1 MiB chunk (21)
+
+
+def _b3(data: bytes) -> str:
+    """A chunk file's name: the chunk's digest in a table push writes (BLAKE3)."""
+    return blake3.blake3(data).hexdigest()
 
 
 def _files(kind: str) -> list[Path]:
@@ -208,7 +215,7 @@ def test_a_whole_read_from_the_first_byte_is_kept_as_one_layer_file(chunked, fau
     pieces = [(0, 8), (8, 3 * MiB)] + [(a, min(a + 3 * MiB, len(data))) for a in range(3 * MiB, len(data), 3 * MiB)]
     got, digest = _read_pieces(ref, pieces)
     assert b"".join(got) == data
-    assert _files("sha256") == []
+    assert _files("blake3") == []
     (layer,) = _files("layers")
     assert layer.name == _layer_key(ref)
     assert layer.read_bytes() == data and layer.stat().st_mode & 0o777 == 0o444
@@ -225,7 +232,7 @@ def test_a_run_that_breaks_off_keeps_its_prefix_as_a_layer_file(chunked, fault_p
     chunk file; reads of either move nothing more."""
     repo, data = chunked
     ref = f"{fault_proxy.host}/{repo}:v1"
-    chunk10 = hashlib.sha256(data[10 * MiB:11 * MiB]).hexdigest()
+    chunk10 = _b3(data[10 * MiB:11 * MiB])
     with open_model(ref, warn=None) as model:
         blob = model.open("weights.bin")
         assert blob.read(0, 3 * MiB) == data[:3 * MiB]  # chunks 0-2: staged for a layer file
@@ -239,7 +246,7 @@ def test_a_run_that_breaks_off_keeps_its_prefix_as_a_layer_file(chunked, fault_p
         kept = layer.read_bytes()  # chunks 0-2, and chunk 3 when the read-ahead brought it before the seek
         assert len(kept) in (3 * MiB, 4 * MiB), len(kept)  # every chunk read before the seek is in the prefix
         assert kept == data[:len(kept)] and layer.name == _layer_key(ref)
-    assert [p.name for p in _files("sha256")] == [chunk10]
+    assert [p.name for p in _files("blake3")] == [chunk10]
     assert [p.name for p in _files("layers")] == [layer.name]  # no temporary file left
     moved = _layer_bytes(fault_proxy, digest)
     again, _ = _read_pieces(ref, [(MiB + 5, 3 * MiB), (10 * MiB, 11 * MiB)])
@@ -255,14 +262,14 @@ def test_a_run_from_the_first_byte_that_stops_short_is_a_prefix_then_completed(c
     ref = f"{fault_proxy.host}/{repo}:v1"
     got, digest = _read_pieces(ref, [(0, 2 * MiB), (2 * MiB, 5 * MiB)])
     assert b"".join(got) == data[:5 * MiB]
-    assert _files("sha256") == []
+    assert _files("blake3") == []
     (layer,) = _files("layers")
     assert layer.read_bytes() == data[:5 * MiB]
     # a whole read later: the five chunks from the prefix, the rest fetched, one whole file
     whole, _ = _read(ref, 0, len(data))
     assert whole == data and _layer_bytes(fault_proxy, digest) == len(data)
     (layer,) = _files("layers")
-    assert layer.read_bytes() == data and _files("sha256") == []
+    assert layer.read_bytes() == data and _files("blake3") == []
 
 
 def test_a_whole_read_uses_the_chunks_already_kept(chunked, fault_proxy):
@@ -290,7 +297,7 @@ def test_a_damaged_layer_file_is_dropped_and_the_chunk_fetched_again(chunked, fa
     assert got == data[7 * MiB:7 * MiB + 200]
     assert _layer_bytes(fault_proxy, digest) == moved + MiB  # that chunk alone
     assert _files("layers") == []
-    assert [p.name for p in _files("sha256")] == [hashlib.sha256(data[7 * MiB:8 * MiB]).hexdigest()]
+    assert [p.name for p in _files("blake3")] == [_b3(data[7 * MiB:8 * MiB])]
 
 
 def test_prune_goes_by_last_read_and_removes_orphans_of_killed_writers(chunked, registry):
@@ -301,7 +308,7 @@ def test_prune_goes_by_last_read_and_removes_orphans_of_killed_writers(chunked, 
     ref = f"{registry.host}/{repo}:v1"
     _read(ref, 2 * MiB, 4 * MiB)  # chunks 2 and 3
     old = 1_000_000_000.0
-    for p in _files("sha256"):
+    for p in _files("blake3"):
         os.utime(p, (old, old))
     _read(ref, 2 * MiB, 2 * MiB + 1)  # chunk 2 read again: used now
     orphan = model_cache_root() / "chunks" / "layers" / (TEMP_PREFIX + "killed")
@@ -313,7 +320,7 @@ def test_prune_goes_by_last_read_and_removes_orphans_of_killed_writers(chunked, 
     try:
         done = prune(ModelCache(model_cache_root()), older_than=3600)
         assert done.chunks == 1
-        assert [p.name for p in _files("sha256")] == [hashlib.sha256(data[2 * MiB:3 * MiB]).hexdigest()]
+        assert [p.name for p in _files("blake3")] == [_b3(data[2 * MiB:3 * MiB])]
         assert not orphan.exists() and Path(live).exists()
     finally:
         os.close(live_fd)
@@ -435,5 +442,6 @@ def test_only_exactly_64_hex_digits_name_a_chunk_file(tmp_path):
     for bad in (good + "\n", good.upper(), good[:-1], good + "0", "../" + good[3:], ""):
         assert not is_sha256_hex(bad), bad
         with pytest.raises(ValueError):
-            CacheChunks(tmp_path).path(bad)
-    assert CacheChunks(tmp_path).path(good).name == good
+            CacheChunks(tmp_path).path("blake3:" + bad)
+    assert CacheChunks(tmp_path).path("blake3:" + good) == tmp_path / "chunks" / "blake3" / good
+    assert CacheChunks(tmp_path).path("sha256:" + good) == tmp_path / "chunks" / "sha256" / good  # where it was

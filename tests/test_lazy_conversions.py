@@ -170,8 +170,8 @@ def test_a_table_is_cut_to_the_layers_that_stay_raw_and_byte_identical():
     from ocibridge.chunks.table import LayerChunks, build_table
     from ocibridge.oci.models import Descriptor
 
-    a = LayerChunks("sha256:" + "a" * 64, 20, ("0" * 64,))
-    b = LayerChunks("sha256:" + "b" * 64, 20, ("1" * 64,))
+    a = LayerChunks("sha256:" + "a" * 64, 20, ("0" * 64,), "sha256")
+    b = LayerChunks("sha256:" + "b" * 64, 20, ("1" * 64,), "sha256")
     full = build_table([a, b], 64 * 1024)
     raw = Descriptor(mediaType="application/vnd.cncf.model.weight.v1.raw", digest=a.digest, size=20)
     tar = Descriptor(mediaType="application/vnd.cncf.model.weight.v1.tar", digest=b.digest, size=20)

@@ -110,7 +110,7 @@ def test_a_tampered_chunk_fails_the_read_and_returns_nothing(big_model, fault_pr
 def _forged(layer, chunk_size: int = DEFAULT_CHUNK_SIZE) -> bytes:
     """A table naming the real layer whose chunk digests are those of other bytes."""
     chunks = tuple(hashlib.sha256(b"x%d" % i).hexdigest() for i in range(-(-layer.size // chunk_size)))
-    return build_table([LayerChunks(layer.digest, layer.size, chunks)], chunk_size).to_bytes()
+    return build_table([LayerChunks(layer.digest, layer.size, chunks, "sha256")], chunk_size).to_bytes()
 
 
 def test_a_swapped_table_is_refused(big_model, fault_proxy):

@@ -269,7 +269,8 @@ def test_a_cut_download_resumes_with_a_range(tmp_path, capsys, registry, unique_
     assert ranges == ["bytes=10000-"]  # the 10,000 bytes received were kept, not fetched again
 
 
-def test_prune_removes_the_chunk_index_files_of_blobs_it_removed(tmp_path, capsys):
+@pytest.mark.parametrize("algorithm", ["sha256", "blake3"])  # (the old tables' directory, and BLAKE3's)
+def test_prune_removes_the_chunk_index_files_of_blobs_it_removed(tmp_path, capsys, algorithm):
     """``chunks/tables/<hex>`` (what a delta download reuses) of a blob prune removed went
     only when a later delta happened to meet it among the newest 512: they stayed and counted
     against --max-size. The table of a blob still linked by a snapshot stays."""
@@ -285,15 +286,15 @@ def test_prune_removes_the_chunk_index_files_of_blobs_it_removed(tmp_path, capsy
     names = []
     for n, linked in ((1, True), (2, False)):
         data = bytes([n]) * (3 * 64 * 1024 + 1)
-        entry = chunk_stream(io.BytesIO(data), 64 * 1024)
+        entry = chunk_stream(io.BytesIO(data), 64 * 1024, algorithm)
         hexpart = entry.digest.removeprefix("sha256:")
         (blobs / hexpart).write_bytes(data)
         if linked:  # as a snapshot's file links it
             os.link(blobs / hexpart, tmp_path / "snapshot-file")
         index.remember(entry, 64 * 1024)
         names.append(hexpart)
-    assert sorted(p.name for p in index.dir.iterdir()) == sorted(names)
+    assert sorted(p.name for p in index.dir_of(algorithm).iterdir()) == sorted(names)
     assert main(["cache", "prune", "--older-than", "7d", "--json"]) == 0
     done = json.loads(capsys.readouterr().out)
     assert done["blobs"] == 1 and done["tables"] == 1
-    assert [p.name for p in index.dir.iterdir()] == [names[0]]
+    assert [p.name for p in index.dir_of(algorithm).iterdir()] == [names[0]]

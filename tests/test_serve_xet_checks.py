@@ -21,7 +21,7 @@ CHUNK = 4
 
 def chunks_of(data: bytes, digest: str | None = None) -> LayerChunks:
     parts = tuple(hashlib.sha256(data[i:i + CHUNK]).hexdigest() for i in range(0, len(data), CHUNK))
-    return LayerChunks(digest or "sha256:" + hashlib.sha256(data).hexdigest(), len(data), parts)
+    return LayerChunks(digest or "sha256:" + hashlib.sha256(data).hexdigest(), len(data), parts, "sha256")
 
 
 def test_the_blob_is_named_by_its_own_digest_not_by_the_tables_word():

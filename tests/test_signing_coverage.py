@@ -177,7 +177,7 @@ def _forge(registry, repo: str, layer: Descriptor, data: bytes, chunk: int, offs
     forged_bytes = bytearray(data)
     forged_bytes[chunk * CHUNK + offset] ^= 0xFF
     chunks = tuple(hashlib.sha256(bytes(forged_bytes[i:i + CHUNK])).hexdigest() for i in range(0, SIZE, CHUNK))
-    table = build_table([LayerChunks(layer.digest, layer.size, chunks)], CHUNK)
+    table = build_table([LayerChunks(layer.digest, layer.size, chunks, "sha256")], CHUNK)
     with open_repository(host=registry.host, repository=repo) as store:
         subject = store.resolve("v1")
         doc = json.loads(store.fetch_bytes(subject))

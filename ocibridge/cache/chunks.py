@@ -1,6 +1,7 @@
 """Verified chunks of lazy reads, kept in the model cache so that a range read twice moves once.
 
     $OCIBRIDGE_CACHE/models/chunks/sha256/<hex>    one chunk of some layer, named by its SHA-256
+    $OCIBRIDGE_CACHE/models/chunks/blake3/<hex>    the same for a chunk of a BLAKE3 table
     $OCIBRIDGE_CACHE/models/chunks/layers/<key>    a layer's chunks from its first on (all, or up to a gap)
 
 Chunk files are content-addressed, as the chunk tables name them (docs/lazy.md): a chunk shared
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from ocibridge.chunks.table import LayerChunks
 
 from ocibridge.cache.locks import flocked
+from ocibridge.chunks import hashes
 from ocibridge.core.fsutil import atomic_writer, pread_full, pwrite_all, write_sliced
 from ocibridge.core.stale import locked_tempfile, remove_stale
 from ocibridge.oci.digest import is_sha256_hex
@@ -38,14 +40,17 @@ class CacheChunks:
 
     def __init__(self, root: Path):
         self.root = root
-        self.dir = root / "chunks" / "sha256"
+        self.dirs = {name: root / "chunks" / name for name in hashes.KNOWN}  # one directory per hash
         self.layers = root / "chunks" / "layers"
         self.lock = root / "locks" / "cache.lock"
 
-    def path(self, sha256_hex: str) -> Path:
-        if not is_sha256_hex(sha256_hex):
-            raise ValueError(f"not a SHA-256 hex digest: {sha256_hex!r}")
-        return self.dir / sha256_hex
+    def path(self, chunk_id: str) -> Path:
+        """``chunks/<hash>/<hex>`` of a ``<hash>:<hex>`` chunk id (a SHA-256 chunk's file is
+        where it was before tables named their hash)."""
+        name, _, hexpart = chunk_id.partition(":")
+        if name not in self.dirs or not hashes.is_chunk_digest(hexpart):
+            raise ValueError(f"not a chunk id (<hash>:<64 hex digits>): {chunk_id!r}")
+        return self.dirs[name] / hexpart
 
     def layer_path(self, key: str) -> Path:
         if not is_sha256_hex(key):
@@ -53,11 +58,11 @@ class CacheChunks:
         return self.layers / key
 
     # -- one chunk per file ------------------------------------------------------------------
-    def has(self, sha256_hex: str) -> bool:
-        return self.path(sha256_hex).is_file()
+    def has(self, chunk_id: str) -> bool:
+        return self.path(chunk_id).is_file()
 
-    def get(self, sha256_hex: str) -> bytes | None:
-        path = self.path(sha256_hex)
+    def get(self, chunk_id: str) -> bytes | None:
+        path = self.path(chunk_id)
         try:
             data = path.read_bytes()
         except OSError:
@@ -65,26 +70,20 @@ class CacheChunks:
         _mark_used(path)
         return data
 
-    def put(self, sha256_hex: str, data: bytes | bytearray) -> None:
-        final = self.path(sha256_hex)
+    def put(self, chunk_id: str, data: bytes | bytearray) -> None:
+        final = self.path(chunk_id)
         if final.is_file():
             return
         with contextlib.suppress(OSError), flocked(self.lock, shared=True), atomic_writer(final, 0o444) as out:
             write_sliced(out, data)
 
-    def drop(self, sha256_hex: str) -> None:
+    def drop(self, chunk_id: str) -> None:
         with contextlib.suppress(OSError), flocked(self.lock, shared=True):
-            os.unlink(self.path(sha256_hex))
+            os.unlink(self.path(chunk_id))
 
-    # -- as a delta's LocalChunks (chunks/delta.py): the reader checks what it gets ---------
-    def read(self, sha256_hex: str, size: int) -> bytes | None:
-        return self.get(sha256_hex)
-
-    def damaged(self, sha256_hex: str) -> None:
-        self.drop(sha256_hex)
-
-    def close(self) -> None:
-        pass
+    def of_hash(self, algorithm: str) -> HashChunks:
+        """The chunk files of one hash as a delta's ``LocalChunks`` (keyed by bare hex)."""
+        return HashChunks(self, algorithm)
 
     # -- whole layers ------------------------------------------------------------------------
     def open_layer(self, key: str) -> LayerFile | None:
@@ -133,7 +132,8 @@ class CacheChunks:
     # -- for prune ---------------------------------------------------------------------------
     def files(self) -> list[Path]:
         """Chunk and layer files, least recently used first."""
-        found = [p for d in (self.dir, self.layers) if d.is_dir() for p in d.iterdir() if is_sha256_hex(p.name)]
+        found = [p for d in (*self.dirs.values(), self.layers) if d.is_dir() for p in d.iterdir()
+                 if is_sha256_hex(p.name)]
         return sorted(found, key=_mtime)
 
     def remove(self, path: Path) -> int:
@@ -148,7 +148,28 @@ class CacheChunks:
     def remove_orphans(self) -> int:
         """Temporary files of writers that died before their rename (kill -9): how many."""
         # (and a whole-read fill's partial file, once old: kept until then for its resume)
-        return remove_stale(self.dir) + remove_stale(self.layers, PARTIAL_PREFIX)
+        return sum(remove_stale(d) for d in self.dirs.values()) + remove_stale(self.layers, PARTIAL_PREFIX)
+
+
+class HashChunks:
+    """The chunk files of one hash, by bare hex digest (a :class:`chunks.delta.LocalChunks`):
+    what a delta reuses; the reader checks what it gets."""
+
+    def __init__(self, chunks: CacheChunks, algorithm: str):
+        self._chunks = chunks
+        self._algorithm = hashes.check_name(algorithm)
+
+    def has(self, hexdigest: str) -> bool:
+        return self._chunks.has(f"{self._algorithm}:{hexdigest}")
+
+    def read(self, hexdigest: str, size: int) -> bytes | None:
+        return self._chunks.get(f"{self._algorithm}:{hexdigest}")
+
+    def damaged(self, hexdigest: str) -> None:
+        self._chunks.drop(f"{self._algorithm}:{hexdigest}")
+
+    def close(self) -> None:
+        pass
 
 
 class LayerFile:

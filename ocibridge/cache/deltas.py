@@ -66,16 +66,16 @@ class LocalDelta:
         if self._index is not None:
             places.append(self._index.for_layer(entry))  # the model cache's blobs
             lazy = CacheChunks(self._index.root)
-            places.append(lazy)  # and its chunks of lazy reads, one per file
+            places.append(lazy.of_hash(entry.algorithm))  # and its chunks of lazy reads, one per file
             key = entry.content_key(self.table.chunk_size)  # or in a layer file (a whole read: a mount's cp)
-            places.append(FileChunks(lazy.layer_path(key), self.table.chunk_size, set(entry.chunks)))
+            places.append(FileChunks(lazy.layer_path(key), self.table.chunk_size, entry))
         name = layer_path(desc)
         if self._existing is not None and name is not None:
             try:
                 path = self._existing / safe_relpath(name, "layer file path")
             except UnsafePath:
                 return places
-            places.append(FileChunks(path, self.table.chunk_size, set(entry.chunks)))
+            places.append(FileChunks(path, self.table.chunk_size, entry))
         return places
 
 

@@ -3,6 +3,7 @@ attaching one to a model manifest as a referrer, so registries keep the table bl
 
 from __future__ import annotations
 
+from ocibridge.chunks import hashes
 from ocibridge.chunks.table import (
     ARTIFACT_TYPE,
     DEFAULT_CHUNK_SIZE,
@@ -26,19 +27,19 @@ EMPTY_CONFIG = b"{}"
 
 
 def table_from_store(store: ReadableStore, manifest: Manifest, *, chunk_size: int = DEFAULT_CHUNK_SIZE,
-                     threshold: int = DEFAULT_THRESHOLD) -> ChunkTable:
+                     threshold: int = DEFAULT_THRESHOLD, algorithm: str = hashes.DEFAULT) -> ChunkTable:
     """Tables of the manifest's raw layers of ``threshold`` bytes or more, each read once and
-    checked against its layer digest as it is chunked."""
+    checked against its layer digest as it is chunked (chunk digests by ``algorithm``)."""
     entries: list[LayerChunks] = []
     for layer in manifest.layers:
         if layer.size < threshold or not is_raw(layer) or any(e.digest == layer.digest for e in entries):
             continue
         with store.open_blob(layer) as reader:
-            entry = chunk_stream(reader, chunk_size)
+            entry = chunk_stream(reader, chunk_size, algorithm)
         if (entry.digest, entry.size) != (layer.digest, layer.size):
             raise DigestMismatch(f"{store.describe()}: {layer.digest} read as {entry.digest} ({entry.size} bytes)")
         entries.append(entry)
-    return build_table(entries, chunk_size)
+    return build_table(entries, chunk_size, algorithm)
 
 
 def referrer_manifest(subject: Descriptor, table: ChunkTable) -> bytes:

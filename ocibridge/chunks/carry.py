@@ -50,7 +50,7 @@ def reduce_table(table: ChunkTable, layers: list[Descriptor]) -> ChunkTable:
         entry = table.for_layer(layer)
         if entry is not None and is_raw(layer):
             kept[entry.digest] = entry
-    return ChunkTable(table.chunk_size, kept)
+    return ChunkTable(table.chunk_size, kept, table.algorithm)  # a SHA-256 table stays one: same bytes
 
 
 def without_binding(annotations: dict[str, str] | None) -> dict[str, str]:

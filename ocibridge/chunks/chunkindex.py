@@ -2,10 +2,12 @@
 (``cache/``) owns the directory and prunes it; the file format and its reading are here, with
 the other chunk tables.
 
-    $OCIBRIDGE_CACHE/models/chunks/tables/<blob hex>   the chunk digests of a cached blob
+    $OCIBRIDGE_CACHE/models/chunks/tables/<blob hex>          SHA-256 chunk digests of a cached blob
+    $OCIBRIDGE_CACHE/models/chunks/tables/blake3/<blob hex>   BLAKE3 ones (a table that names blake3)
 
 When a blob whose chunk table is known lands in the cache, its entry is kept here
-(:meth:`ChunkIndex.remember`): a header line, then one SHA-256 per chunk (65 bytes per MiB).
+(:meth:`ChunkIndex.remember`): a header line, then one digest per chunk (65 bytes per MiB), in
+the directory of the table's hash; a delta of a layer scans only its own hash's directory.
 Nothing is kept in memory between runs: a delta asks for the chunks of one new layer, and the
 files are scanned for those alone, newest first and at most ``MAX_TABLES`` of them, so memory
 is bounded by the new layer's chunk count and a file whose blob is gone (pruned) is removed as
@@ -21,6 +23,7 @@ import re
 import stat
 from pathlib import Path
 
+from ocibridge.chunks import hashes
 from ocibridge.chunks.table import LayerChunks
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.smallfile import read_small
@@ -42,8 +45,12 @@ class ChunkIndex:
 
     def __init__(self, root: Path):
         self.root = root
-        self.dir = root / "chunks" / "tables"
+        self.dir = root / "chunks" / "tables"  # SHA-256 tables' entries, where they were before BLAKE3
         self.blobs = root / "blobs" / "sha256"
+
+    def dir_of(self, algorithm: str) -> Path:
+        """The directory of the entries of tables that name ``algorithm``."""
+        return self.dir if algorithm == hashes.SHA256 else self.dir / hashes.check_name(algorithm)
 
     def remember(self, entry: LayerChunks, chunk_size: int) -> None:
         """Keep the chunk digests of a blob now in the cache (verified by its digest); a
@@ -51,12 +58,12 @@ class ChunkIndex:
         algorithm, hexpart = split_digest(entry.digest)
         if algorithm != "sha256":
             return
-        path = self.dir / hexpart
+        path = self.dir_of(entry.algorithm) / hexpart
         with contextlib.suppress(OSError):
             if path.is_file():
                 os.utime(path)  # used again: scanned early
                 return
-            self.dir.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
             body = f"ocibridge-chunks 1 {chunk_size} {entry.size}\n" + "".join(c + "\n" for c in entry.chunks)
             atomic_write_bytes(path, body.encode(), 0o444)
 
@@ -67,8 +74,9 @@ class ChunkIndex:
         yet (it lands whole, renamed), so nothing is read from what is being written."""
         wanted = set(entry.chunks)
         places: dict[str, list[tuple[str, int]]] = {}
-        for blob_hex in self._newest_first():
-            table = self._read(blob_hex)
+        folder = self.dir_of(entry.algorithm)
+        for blob_hex in self._newest_first(folder):
+            table = self._read(folder, blob_hex)
             if table is None:
                 continue
             chunk_size, chunks = table
@@ -79,17 +87,17 @@ class ChunkIndex:
                         found.append((blob_hex, i * chunk_size))
         return IndexedChunks(self.blobs, places)
 
-    def _newest_first(self) -> list[str]:
+    def _newest_first(self, folder: Path) -> list[str]:
         try:
-            entries = [e for e in os.scandir(self.dir) if is_sha256_hex(e.name)]
+            entries = [e for e in os.scandir(folder) if is_sha256_hex(e.name)]
         except OSError:
             return []
         entries.sort(key=_mtime, reverse=True)
         return [e.name for e in entries[:MAX_TABLES]]
 
-    def _read(self, blob_hex: str) -> tuple[int, list[str]] | None:
+    def _read(self, folder: Path, blob_hex: str) -> tuple[int, list[str]] | None:
         """A table file, or None (removed when its blob is gone or it is malformed)."""
-        path = self.dir / blob_hex
+        path = folder / blob_hex
         try:  # the cache is shared: a FIFO (open would wait) or a link to /dev/zero (no end) in
             # place of a table is refused and removed, never read; a regular file only up to the cap
             blob_size = (self.blobs / blob_hex).stat().st_size
@@ -114,10 +122,10 @@ class ChunkIndex:
         """Remove every table file whose blob is no longer cached (``cache prune``): a delta
         removes one only as it meets it among the newest, so without this the files of pruned
         blobs would stay and count against ``--max-size``. Returns how many went."""
-        try:
-            entries = [e for e in os.scandir(self.dir) if is_sha256_hex(e.name)]
-        except OSError:
-            return 0
+        entries = []
+        for folder in {self.dir_of(name) for name in hashes.KNOWN}:
+            with contextlib.suppress(OSError):
+                entries += [e for e in os.scandir(folder) if is_sha256_hex(e.name)]
         removed = 0
         for entry in entries:
             if not (self.blobs / entry.name).is_file():
@@ -140,20 +148,20 @@ class IndexedChunks:
         self._places = places
         self._fds: dict[str, int | None] = {}
 
-    def has(self, sha256_hex: str) -> bool:
-        return bool(self._places.get(sha256_hex))
+    def has(self, hexdigest: str) -> bool:
+        return bool(self._places.get(hexdigest))
 
-    def read(self, sha256_hex: str, size: int) -> bytes | None:
-        for blob_hex, offset in self._places.get(sha256_hex, []):
+    def read(self, hexdigest: str, size: int) -> bytes | None:
+        for blob_hex, offset in self._places.get(hexdigest, []):
             fd = self._fd(blob_hex)
             if fd is not None:
                 with contextlib.suppress(OSError):
                     return os.pread(fd, size, offset)
         return None
 
-    def damaged(self, sha256_hex: str) -> None:
+    def damaged(self, hexdigest: str) -> None:
         """The first place offered read wrong: the next read tries the others."""
-        found = self._places.get(sha256_hex)
+        found = self._places.get(hexdigest)
         if found:
             found.pop(0)
 

@@ -2,14 +2,14 @@
 without reading its large files a second time (issue 43; format: docs/lazy.md).
 
 A pending file's reader is wrapped in a :class:`ChunkingReader`: every byte the copy reads to
-hash (or send) the file also goes into a per-chunk SHA-256. The chunk digests are kept only when
-that reader saw the whole file once, in order, from its first byte; anything else (a seek, a
-short read) leaves the file to one plain chunking read before the manifest is written.
+hash (or send) the file also goes into a per-chunk hash (BLAKE3 unless the policy names another).
+The chunk digests are kept only when that reader saw the whole file once, in order, from its
+first byte; anything else (a seek, a short read) leaves the file to one plain chunking read
+before the manifest is written.
 """
 
 from __future__ import annotations
 
-import hashlib
 import queue
 import threading
 from collections.abc import Iterable, Mapping
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import BinaryIO, Protocol
 
-from ocibridge.chunks import chunkcache
+from ocibridge.chunks import chunkcache, hashes
 from ocibridge.chunks.table import (
     DEFAULT_CHUNK_SIZE,
     MAX_CHUNK_SIZE,
@@ -53,8 +53,10 @@ class ChunkPolicy:
     chunk_size: int = DEFAULT_CHUNK_SIZE
     threshold: int = PUSH_THRESHOLD
     threaded: bool = False
+    algorithm: str = hashes.DEFAULT  # the hash of the chunk digests (chunks.hashes)
 
     def __post_init__(self) -> None:
+        hashes.check_name(self.algorithm)
         if not MIN_CHUNK_SIZE <= self.chunk_size <= MAX_CHUNK_SIZE:
             raise ValueError(f"chunk size {self.chunk_size} is not between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE}")
         if self.threshold < 1:
@@ -65,16 +67,19 @@ class ChunkPolicy:
 
 
 class ChunkHasher:
-    """SHA-256 of each ``chunk_size`` piece of a stream fed in order. Threaded, the hashing runs
-    on its own thread (hashlib lets go of the GIL on large buffers), so it overlaps the reader's
+    """The digest (by ``algorithm``) of each ``chunk_size`` piece of a stream fed in order.
+    Threaded, the hashing runs on its own thread (hashlib and blake3 let go of the GIL on large
+    buffers), so it overlaps the reader's
     own whole-file hash instead of adding to it; the queue is bounded, so memory stays a few
     reads deep."""
 
-    def __init__(self, chunk_size: int, *, threaded: bool) -> None:
+    def __init__(self, chunk_size: int, *, threaded: bool, algorithm: str = hashes.DEFAULT) -> None:
         self.chunk_size = chunk_size
+        self.algorithm = algorithm
         self.digests: list[str] = []
         self.size = 0
-        self._current = hashlib.sha256()
+        self._new = hashes.factory(algorithm)
+        self._current = self._new()
         self._filled = 0
         self._queue: queue.Queue[bytes | None] | None = None
         self._thread: threading.Thread | None = None
@@ -103,7 +108,7 @@ class ChunkHasher:
             raise self._error
         if self._filled:
             self.digests.append(self._current.hexdigest())
-            self._current, self._filled = hashlib.sha256(), 0
+            self._current, self._filled = self._new(), 0
         return tuple(self.digests)
 
     def _run(self) -> None:
@@ -124,7 +129,7 @@ class ChunkHasher:
             view = view[take:]
             if self._filled == self.chunk_size:
                 self.digests.append(self._current.hexdigest())
-                self._current, self._filled = hashlib.sha256(), 0
+                self._current, self._filled = self._new(), 0
 
 
 class ChunkingReader:
@@ -133,7 +138,7 @@ class ChunkingReader:
 
     def __init__(self, raw: BinaryIO, policy: ChunkPolicy) -> None:
         self._raw = raw
-        self._hasher = ChunkHasher(policy.chunk_size, threaded=policy.threaded)
+        self._hasher = ChunkHasher(policy.chunk_size, threaded=policy.threaded, algorithm=policy.algorithm)
         self._whole = True  # no seek, nothing skipped
 
     def read(self, n: int = -1) -> bytes:
@@ -185,19 +190,21 @@ def chunk_table(files: Iterable[ChunkSource], policy: ChunkPolicy,
         if not policy.wants(f.size):
             continue
         known = None if f.digest is None else read.get(f.digest)
+        if known is not None and known.algorithm != policy.algorithm:
+            known = None  # (read for another table's hash: read again, never mixed into this one)
         if known is not None:
             chunkcache.remember(known, policy.chunk_size)
         elif f.digest is not None:  # named without a read (the digest cache, the source): chunked before?
-            known = chunkcache.lookup(f.digest, f.size, policy.chunk_size)
-        entry = known if known is not None else _read_chunks(f, policy.chunk_size)
+            known = chunkcache.lookup(f.digest, f.size, policy.chunk_size, policy.algorithm)
+        entry = known if known is not None else _read_chunks(f, policy.chunk_size, policy.algorithm)
         entries[entry.digest] = entry
-    return build_table(entries.values(), policy.chunk_size)
+    return build_table(entries.values(), policy.chunk_size, policy.algorithm)
 
 
-def _read_chunks(f: ChunkSource, chunk_size: int) -> LayerChunks:
+def _read_chunks(f: ChunkSource, chunk_size: int, algorithm: str) -> LayerChunks:
     """One read of ``f``: its digest (checked against a known one, else settled) and chunks."""
     with f.open() as reader:
-        entry = chunk_stream(reader, chunk_size)
+        entry = chunk_stream(reader, chunk_size, algorithm)
     if entry.size != f.size:
         raise SourceError(f"{f.path}: size changed while reading ({f.size} → {entry.size})")
     if f.digest is not None and f.digest != entry.digest:

@@ -2,7 +2,8 @@
 chunks nobody holds.
 
 A fine-tune that changes a tenth of a model's tensors leaves most 1 MiB chunks of its
-safetensors files as they were; the chunk table of the new layer names them by SHA-256, and
+safetensors files as they were; the chunk table of the new layer names them by digest (with the
+hash the table names: BLAKE3, or SHA-256 for tables written before), and
 the local side (the model cache's index, :mod:`ocibridge.chunks.chunkindex`) says where such
 bytes may be. Nothing local is trusted: every reused chunk is hashed against the table, a
 wrong one is fetched instead (and reported, so the local side stops offering that place). The blob is
@@ -18,7 +19,6 @@ local chunk (a plain download resumes it too: it is written in order). A wrong b
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,17 +41,19 @@ LOOKAHEAD = 8
 
 
 class LocalChunks(Protocol):
-    """Where chunks may be held locally, by SHA-256 (hex); what it gives is checked here."""
+    """Where chunks may be held locally, by hex digest of the one hash the layer's table names
+    (a place is made for that layer: ``ChunkIndex.for_layer``, ``FileChunks``); what it gives is
+    checked here."""
 
-    def has(self, sha256_hex: str) -> bool:
+    def has(self, hexdigest: str) -> bool:
         """Whether the chunk may be read locally (cheap: decides whether a delta is worth it)."""
         ...
 
-    def read(self, sha256_hex: str, size: int) -> bytes | None:
+    def read(self, hexdigest: str, size: int) -> bytes | None:
         """``size`` bytes said to be that chunk, or None."""
         ...
 
-    def damaged(self, sha256_hex: str) -> None:
+    def damaged(self, hexdigest: str) -> None:
         """What :meth:`read` gave did not hash to the name: stop offering it."""
         ...
 
@@ -138,7 +140,7 @@ def _build(fd: int, desc: Descriptor, entry: LayerChunks, chunk_size: int, local
             if i < kept:  # written by an interrupted run: used when it still hashes right
                 size = _extent(i, chunk_size, desc.size)
                 mine = os.pread(fd, size, i * chunk_size)
-                if len(mine) == size and hashlib.sha256(mine).hexdigest() == entry.chunks[i]:
+                if len(mine) == size and entry.matches(i, mine):
                     whole.update(mine)
                     reused, reused_bytes, resumed = reused + 1, reused_bytes + size, resumed + 1
                     i += 1
@@ -147,7 +149,7 @@ def _build(fd: int, desc: Descriptor, entry: LayerChunks, chunk_size: int, local
             if held[i]:
                 for k in range(i, min(i + LOOKAHEAD, count)):
                     if held[k] and k not in ahead:
-                        ahead[k] = pool.submit(_read_checked, local, entry.chunks[k], _extent(k, chunk_size, desc.size))
+                        ahead[k] = pool.submit(_read_checked, local, entry, k, _extent(k, chunk_size, desc.size))
                 data = ahead.pop(i).result()
                 if data is not None:
                     pwrite_all(fd, data, i * chunk_size)
@@ -169,10 +171,10 @@ def _build(fd: int, desc: Descriptor, entry: LayerChunks, chunk_size: int, local
     return DeltaResult(desc.digest, count, reused, reused_bytes, fetched, requests, resumed)
 
 
-def _read_checked(local: LocalChunks, expected: str, size: int) -> bytes | None:
-    """(worker thread) The chunk read locally when it hashes to ``expected``, else None."""
-    data = local.read(expected, size)
-    if data is None or len(data) != size or hashlib.sha256(data).hexdigest() != expected:
+def _read_checked(local: LocalChunks, entry: LayerChunks, index: int, size: int) -> bytes | None:
+    """(worker thread) Chunk ``index`` read locally when it hashes to its table digest, else None."""
+    data = local.read(entry.chunks[index], size)
+    if data is None or len(data) != size or not entry.matches(index, data):
         return None
     return data
 
@@ -189,7 +191,7 @@ def _fetch_run(fd: int, desc: Descriptor, entry: LayerChunks, chunk_size: int, f
             size = _extent(index, chunk_size, desc.size)
             view = memoryview(buffer)[:size]
             _fill(reader, view, desc, index * chunk_size)
-            if hashlib.sha256(view).hexdigest() != entry.chunks[index]:
+            if not entry.matches(index, view):
                 raise DigestMismatch(f"{desc.digest}: chunk {index} from the registry does not match its table")
             pwrite_all(fd, view, index * chunk_size)
             whole.update(view)

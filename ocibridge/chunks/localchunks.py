@@ -5,19 +5,22 @@ several places asked in turn. What they give is checked by the reader (chunks/de
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 from pathlib import Path
 
 from ocibridge.chunks.delta import LocalChunks
+from ocibridge.chunks.table import LayerChunks
 
 
 class FileChunks:
     """The chunks of ``path`` (cut at ``chunk_size``) that ``wanted`` names, found by hashing
-    the file once; a file that cannot be read, or is not a regular file, holds none."""
+    the file once with ``wanted``'s hash; a file that cannot be read, or is not a regular file,
+    holds none."""
 
-    def __init__(self, path: Path, chunk_size: int, wanted: set[str]):
+    def __init__(self, path: Path, chunk_size: int, wanted: LayerChunks):
+        names = set(wanted.chunks)
+        new = wanted.hasher_factory()
         self._places: dict[str, int] = {}
         self._fd: int | None = None
         with contextlib.suppress(OSError):
@@ -28,16 +31,18 @@ class FileChunks:
             self._fd = fd
             offset = 0
             while chunk := os.pread(fd, chunk_size, offset):
-                digest = hashlib.sha256(chunk).hexdigest()
-                if digest in wanted:
+                hasher = new()
+                hasher.update(chunk)
+                digest = hasher.hexdigest()
+                if digest in names:
                     self._places.setdefault(digest, offset)
                 offset += len(chunk)
 
-    def has(self, sha256_hex: str) -> bool:
-        return sha256_hex in self._places
+    def has(self, hexdigest: str) -> bool:
+        return hexdigest in self._places
 
-    def read(self, sha256_hex: str, size: int) -> bytes | None:
-        offset = self._places.get(sha256_hex)
+    def read(self, hexdigest: str, size: int) -> bytes | None:
+        offset = self._places.get(hexdigest)
         if offset is None or self._fd is None:
             return None
         try:
@@ -45,8 +50,8 @@ class FileChunks:
         except OSError:
             return None
 
-    def damaged(self, sha256_hex: str) -> None:
-        self._places.pop(sha256_hex, None)  # changed since it was hashed
+    def damaged(self, hexdigest: str) -> None:
+        self._places.pop(hexdigest, None)  # changed since it was hashed
 
     def close(self) -> None:
         if self._fd is not None:
@@ -63,22 +68,22 @@ class AnyChunks:
         self._places = places
         self._gave: dict[str, LocalChunks] = {}
 
-    def has(self, sha256_hex: str) -> bool:
-        return any(p.has(sha256_hex) for p in self._places)
+    def has(self, hexdigest: str) -> bool:
+        return any(p.has(hexdigest) for p in self._places)
 
-    def read(self, sha256_hex: str, size: int) -> bytes | None:
+    def read(self, hexdigest: str, size: int) -> bytes | None:
         for place in self._places:
-            if place.has(sha256_hex):
-                data = place.read(sha256_hex, size)
+            if place.has(hexdigest):
+                data = place.read(hexdigest, size)
                 if data is not None:
-                    self._gave[sha256_hex] = place
+                    self._gave[hexdigest] = place
                     return data
         return None
 
-    def damaged(self, sha256_hex: str) -> None:
-        place = self._gave.pop(sha256_hex, None)
+    def damaged(self, hexdigest: str) -> None:
+        place = self._gave.pop(hexdigest, None)
         if place is not None:
-            place.damaged(sha256_hex)
+            place.damaged(hexdigest)
 
     def close(self) -> None:
         for place in self._places:

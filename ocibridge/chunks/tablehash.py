@@ -16,7 +16,8 @@ from ocibridge.oci.digest import split_digest
 
 
 class TableHasher:
-    """A :class:`ocibridge.oci.digest.Hasher` that checks chunk digests instead of one digest.
+    """A :class:`ocibridge.oci.digest.Hasher` that checks chunk digests, with the hash the table
+    names, instead of one digest.
 
     ``hexdigest`` answers the layer digest's hex once every chunk matched and the size is
     reached (what the table stands for: the manifest binds both), else an empty string, so
@@ -25,7 +26,8 @@ class TableHasher:
     def __init__(self, chunks: LayerChunks, chunk_size: int):
         self._chunks = chunks
         self._chunk_size = chunk_size
-        self._current = hashlib.sha256()
+        self._new = chunks.hasher_factory()  # the table's own hash: a SHA-256 table is checked with SHA-256
+        self._current = self._new()
         self._in_chunk = 0  # bytes of the current chunk hashed so far
         self._index = 0  # the chunk being hashed
         self._fed = 0
@@ -70,7 +72,7 @@ class TableHasher:
             self._verified = self._chunk_end()
         self._index += 1
         self._in_chunk = 0
-        self._current = hashlib.sha256()
+        self._current = self._new()
 
     def hexdigest(self) -> str:
         if self.failed_chunk is None and self._fed == self._chunks.size and self.verified == self._chunks.size:

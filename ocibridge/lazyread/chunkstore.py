@@ -1,5 +1,6 @@
-"""Where verified chunks outlive one open file: a store keyed by the chunk's SHA-256, and whole
-layers kept as one file each.
+"""Where verified chunks outlive one open file: a store keyed by the chunk's digest named with
+its hash (``LayerChunks.chunk_id``: ``blake3:<hex>``, ``sha256:<hex>``), and whole layers kept as
+one file each.
 
 A protocol only: the model cache (``ocibridge.cache.chunks``) implements it and
 ``api.lazy_ops`` wires it in, so this package never imports the cache. A reader hands the store a
@@ -55,20 +56,23 @@ class LayerStaging(Protocol):
 
 
 class ChunkStore(Protocol):
-    def has(self, sha256_hex: str) -> bool:
+    """Chunks by ``chunk_id`` (``<hash>:<hex>``): the hash is part of the name, so a chunk kept
+    for a table of one hash is never offered under a digest of the other."""
+
+    def has(self, chunk_id: str) -> bool:
         """Whether the chunk is there (cheap: decides whether to ask the registry)."""
         ...
 
-    def get(self, sha256_hex: str) -> bytes | None:
+    def get(self, chunk_id: str) -> bytes | None:
         """The chunk's bytes, or None if gone (the caller verifies them)."""
         ...
 
-    def put(self, sha256_hex: str, data: bytes | bytearray) -> None:
+    def put(self, chunk_id: str, data: bytes | bytearray) -> None:
         """Keep ``data``, already verified to have this digest; errors are the store's to
         swallow (a cache that cannot write must not fail a read)."""
         ...
 
-    def drop(self, sha256_hex: str) -> None:
+    def drop(self, chunk_id: str) -> None:
         """Forget a chunk whose stored bytes did not match its digest."""
         ...
 

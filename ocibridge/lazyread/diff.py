@@ -248,8 +248,11 @@ def _budget_text(budget: ReadBudget | None) -> str:
 
 def _same_chunks(a: VerifiedBlob, b: VerifiedBlob, x: TensorInfo, y: TensorInfo) -> bool:
     """Whether the chunks covering the tensor carry the same digests on both sides (both tables
-    of one chunk size, the tensor at the same offset): then its bytes are the same, unread."""
+    of one chunk size and one hash, the tensor at the same offset): then its bytes are the same,
+    unread. Tables of two hashes say nothing of each other: the tensor is read."""
     if a.chunks is None or b.chunks is None or a.chunk_size != b.chunk_size or a.chunk_size <= 0:
+        return False
+    if a.chunks.algorithm != b.chunks.algorithm:
         return False
     if (x.start, x.end) != (y.start, y.end):
         return False

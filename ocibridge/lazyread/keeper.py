@@ -18,7 +18,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import hashlib
 import threading
 import weakref
 from collections.abc import Callable
@@ -76,8 +75,8 @@ class ChunkKeeper:
     def has(self, index: int) -> bool:
         """Whether the store holds chunk ``index`` (cheap: decides load or fetch)."""
         _, covered = self._whole_view()
-        digest = self.chunks.chunks[index]
-        return index < covered or self.store.has(digest) or self._other_places().has(digest)
+        return (index < covered or self.store.has(self.chunks.chunk_id(index))
+                or self._other_places().has(self.chunks.chunks[index]))
 
     def holds_any(self) -> bool:
         """Whether the store holds any chunk of the layer (a layer file, chunk files, or other
@@ -86,28 +85,28 @@ class ChunkKeeper:
         if covered:
             return True
         others = self._other_places()
-        return any(self.store.has(d) or others.has(d) for d in self.chunks.chunks)
+        return any(self.store.has(self.chunks.chunk_id(i)) or others.has(d) for i, d in enumerate(self.chunks.chunks))
 
     def load(self, index: int) -> Chunk | None:
         """Chunk ``index`` from the store, checked against the table; None if it is not there
         or was damaged (the file that held it is dropped)."""
-        expected = self.chunks.chunks[index]
+        expected, name = self.chunks.chunks[index], self.chunks.chunk_id(index)
         whole, covered = self._whole_view()
         if whole is not None and index < covered:
             data = whole.read_at(*self._extent(index))
-            if data is not None and hashlib.sha256(data).hexdigest() == expected:
+            if data is not None and self.chunks.matches(index, data):
                 self.keep(index, data, fetched=False)
                 return data
             self._drop_whole(whole)
-        data = self.store.get(expected)
-        if data is not None and hashlib.sha256(data).hexdigest() == expected:
+        data = self.store.get(name)
+        if data is not None and self.chunks.matches(index, data):
             self.keep(index, data, fetched=False)
             return data
         if data is not None:
-            self.store.drop(expected)
+            self.store.drop(name)
         others = self._other_places()
         data = others.read(expected, self._extent(index)[1]) if others.has(expected) else None
-        if data is not None and hashlib.sha256(data).hexdigest() == expected:
+        if data is not None and self.chunks.matches(index, data):
             self.keep(index, data, fetched=False)
             return data
         if data is not None:
@@ -218,7 +217,7 @@ class ChunkKeeper:
                         self._reopen()
                     return
             if fetched:
-                self.store.put(self.chunks.chunks[index], data)
+                self.store.put(self.chunks.chunk_id(index), data)
         finally:
             self._backlog.release()
 
@@ -249,7 +248,7 @@ class ChunkKeeper:
             prefix += 1
         try:
             for index in sorted(i for i in staged if i >= prefix):
-                self.store.put(self.chunks.chunks[index], staging.read_at(*self._extent(index)))
+                self.store.put(self.chunks.chunk_id(index), staging.read_at(*self._extent(index)))
             if prefix:
                 staging.truncate(prefix * self.chunk_size)
                 staging.commit()

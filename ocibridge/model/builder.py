@@ -313,7 +313,7 @@ class PlannedArtifact:
         policy = self.chunks
         return (policy is not None and policy.wants(f.size) and f.digest is not None
                 and f.digest not in self._chunked
-                and chunkcache.lookup(f.digest, f.size, policy.chunk_size) is None)
+                and chunkcache.lookup(f.digest, f.size, policy.chunk_size, policy.algorithm) is None)
 
     def _opener(self, f: ModelFile) -> Callable[[], BinaryIO]:
         """``f.open``, or for a file that gets a table a reader that also hashes its chunks."""
@@ -334,9 +334,9 @@ class PlannedArtifact:
         with self._readers_lock:
             reader = self._readers.pop(f.path, None)
         chunks = reader.chunks(size) if reader is not None else None
-        if chunks is not None:
+        if chunks is not None and self.chunks is not None:
             with self._readers_lock:
-                self._chunked[digest] = LayerChunks(digest, size, chunks)
+                self._chunked[digest] = LayerChunks(digest, size, chunks, self.chunks.algorithm)
 
     def artifact(self) -> ArtifactStore:
         with self._lock:

@@ -83,9 +83,10 @@ def plan_known(files: Mapping[str, KnownFile], name: str, options: BuildOptions 
                chunks: ChunkPolicy | None = None, excludes: tuple[str, ...] = DEFAULT_EXCLUDES) -> PlannedArtifact:
     """The artifact ``push`` builds of a directory ``name`` of ``files`` with ``options`` and
     chunk ``chunks`` (push's default: ``ChunkPolicy()``), no file hashed again: a table given
-    in another chunk size than the policy's is made again by reading its file."""
+    in another chunk size or hash than the policy's is made again by reading its file."""
     tables = {known.digest: known.chunks for known in files.values()
-              if known.chunks is not None and chunks is not None and known.chunk_size == chunks.chunk_size}
+              if known.chunks is not None and chunks is not None and known.chunk_size == chunks.chunk_size
+              and known.chunks.algorithm == chunks.algorithm}
     options = options or BuildOptions()
     package = known_package(files, name, excludes, allow_empty=options.allow_empty)
     return PlannedArtifact(package, options, chunks, tables)

@@ -52,10 +52,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
+from ocibridge.chunks import hashes
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks, chunk_count
 from ocibridge.core.environment import cache_root
 from ocibridge.core.fsutil import atomic_write_bytes, writev_all
-from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.errors import ChunkTableError, DigestMismatch, OcibridgeError
 from ocibridge.hubserver.uploads.shares import holdings, no_room, pin_tail, writer_of_pin
 
 if TYPE_CHECKING:
@@ -357,8 +358,10 @@ class Staging:
     def _keep_table(self, sha256: str, size: int, chunks: tuple[str, ...] | None) -> None:
         """The chunk table of the staged ``sha256`` (``size`` bytes), when it is large enough to have one."""
         if chunks is not None and size >= PUSH_THRESHOLD:
-            table = LayerChunks(f"sha256:{sha256}", size, chunks)
-            atomic_write_bytes(self.tables / sha256, json.dumps(table.as_dict()).encode(), 0o444)
+            # serve's chunk hashers (here, xet/, lfs/) are all made with the default hash, push's
+            table = LayerChunks(f"sha256:{sha256}", size, chunks, hashes.DEFAULT)
+            doc = {**table.as_dict(), "algorithm": table.algorithm}
+            atomic_write_bytes(self.tables / sha256, json.dumps(doc).encode(), 0o444)
 
     def drop_held(self, sha256: str) -> None:
         """Forget that the registry holds ``sha256`` (it no longer does): a commit cannot name
@@ -379,8 +382,9 @@ class Staging:
             return None
         try:
             doc = json.loads((self.tables / sha256).read_bytes())
-            table = LayerChunks(str(doc["digest"]), int(doc["size"]), tuple(str(c) for c in doc["chunks"]))
-        except (OSError, ValueError, KeyError, TypeError):
+            algorithm = hashes.check_name(doc.get("algorithm", hashes.SHA256))  # none: staged before BLAKE3
+            table = LayerChunks(str(doc["digest"]), int(doc["size"]), tuple(str(c) for c in doc["chunks"]), algorithm)
+        except (OSError, ValueError, KeyError, TypeError, ChunkTableError):
             return None
         whole = table.digest == f"sha256:{sha256}" and table.size == size
         return table if whole and len(table.chunks) == chunk_count(table.size, DEFAULT_CHUNK_SIZE) else None
