@@ -499,7 +499,7 @@ def test_a_mismatch_fails_the_one_read_that_makes_the_chunk_table(tmp_path: Path
     make_carton(good, {"model/z.bin": big_good})
     done = api.push(str(good), f"oci:{layout}:good", options=PushOptions(chunk_threshold=1 << 20))
     assert (blobs / sha(big_good)).read_bytes() == big_good
-    table = chunkcache.lookup("sha256:" + sha(big_good), len(big_good), 1 << 20)
+    table = chunkcache.lookup("sha256:" + sha(big_good), len(big_good), 1 << 20, "blake3")
     assert table is not None and len(table.chunks) == 9  # made by the same read
     assert done is not None and LayoutStore(layout).tags() == ["good"]
 
@@ -545,4 +545,4 @@ def test_a_mismatch_fails_the_chunking_read_before_a_registry_gets_anything(tmp_
     with store.open_blob(Descriptor(mediaType="application/octet-stream", digest="sha256:" + sha(big_good),
                                     size=len(big_good))) as blob:
         assert blob.read() == big_good
-    assert chunkcache.lookup("sha256:" + sha(big_good), len(big_good), 1 << 20) is not None
+    assert chunkcache.lookup("sha256:" + sha(big_good), len(big_good), 1 << 20, "blake3") is not None
