@@ -270,3 +270,15 @@ def test_the_same_input_gives_the_same_digests_twice(new_table, registry, monkey
         with open_repository(host=registry.host, repository=repo) as store:
             tables.append(_bound_table(store, tag))
     assert tables[0] == tables[1] and json.loads(tables[0])["algorithm"] == "blake3"
+
+
+# -- push --chunk-hash sha256: the old format, for readers not upgraded yet ----------------------
+def test_push_chunk_hash_sha256_writes_the_old_format_byte_for_byte(new_table, registry, capsys):
+    repo, data, src = new_table
+    ref = f"{registry.host}/{repo}:old"
+    assert main(["push", str(src), ref, "-q", "--chunk-threshold", "16M", "--chunk-hash", "sha256"]) == 0
+    with open_repository(host=registry.host, repository=repo) as store:
+        assert _bound_table(store, "old") == v1_table([(_sha(data), data)])
+    capsys.readouterr()
+    assert main(["push", str(src), ref, "-q", "--no-chunks", "--chunk-hash", "sha256"]) == 2
+    assert "--chunk-hash" in capsys.readouterr().err

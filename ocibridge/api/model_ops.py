@@ -26,10 +26,11 @@ from ocibridge.api.copy import pinned, verified_digest, wire_counts
 from ocibridge.api.missing import explaining_missing, no_such_repository
 from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, pull_options, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
+from ocibridge.chunks import hashes
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.core.overwrite import OnExisting
 from ocibridge.core.pathfilter import PathFilter
-from ocibridge.errors import NotFound, UsageError
+from ocibridge.errors import ChunkTableError, NotFound, UsageError
 from ocibridge.kinds import door
 from ocibridge.model.extract import resolve_model
 from ocibridge.model.inspect import inspect as inspect_artifact
@@ -269,8 +270,9 @@ def _push(source_ref: Locator, dest_ref: Locator | None, options: PushOptions, t
     chunk_size = DEFAULT_CHUNK_SIZE if options.chunk_size is None else options.chunk_size
     chunk_threshold = PUSH_THRESHOLD if options.chunk_threshold is None else options.chunk_threshold
     try:  # a table of files read here; a model read from a store would be downloaded once more for it
-        policy = ChunkPolicy(chunk_size, chunk_threshold) if options.chunks and origin is None else None
-    except ValueError as e:
+        policy = ChunkPolicy(chunk_size, chunk_threshold, algorithm=options.chunk_hash or hashes.DEFAULT) \
+            if options.chunks and origin is None else None
+    except (ValueError, ChunkTableError) as e:
         raise UsageError(str(e)) from None
     if options.overrides or to not in (None, "modelpack"):
         from ocibridge.kinds.push import apply_to_package

@@ -63,7 +63,9 @@ class PushOptions:
     Modelfile or Kitfile naming the files (else one at the top of a directory, unless
     ``use_build_file`` is False). ``chunks``: bind a chunk table of the raw files of
     ``chunk_threshold`` bytes or more (None: push's default, 64 MiB), in chunks of
-    ``chunk_size`` bytes (None: the default), for verified lazy reads (docs/lazy.md).
+    ``chunk_size`` bytes (None: the default), for verified lazy reads (docs/lazy.md), its chunk
+    digests made with ``chunk_hash`` (None: BLAKE3; ``"sha256"``: the table older ocibridge
+    releases wrote, which they can read lazily, and which hashes 3× slower).
     ``oms_signature``: an OpenSSF model signature of the source directory (``model_signing``'s
     ``model.sig``), checked to sign exactly the directory's files before a byte is sent, left
     out of the model's files, and attached to the pushed manifest."""
@@ -80,6 +82,7 @@ class PushOptions:
     chunks: bool = True
     chunk_threshold: int | None = None
     chunk_size: int | None = None
+    chunk_hash: str | None = None
     oms_signature: str | os.PathLike[str] | None = None
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import ocibridge
 from ocibridge.api import choices
+from ocibridge.chunks import hashes
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, emit, transfer_options
 from ocibridge.cli.common import annotation_values as _annotations
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
@@ -91,6 +92,7 @@ def _push_options(args: argparse.Namespace) -> api_options.PushOptions:
         use_build_file=not args.no_build_file,
         chunks=not args.no_chunks,
         chunk_threshold=chunk_threshold,
+        chunk_hash=_chunk_hash(args),
     )
 
 
@@ -154,6 +156,13 @@ def cmd_pull(args: argparse.Namespace) -> int:
         text = f"pulled {result.digest} to {args.dest}"
     emit(args, result.as_dict(), text)
     return 0
+
+
+def _chunk_hash(args: argparse.Namespace) -> str | None:
+    """``--chunk-hash`` (None: the default, BLAKE3); with ``--no-chunks`` it is a mistake."""
+    if args.chunk_hash is not None and args.no_chunks:
+        raise UsageError("--chunk-hash says how a chunk table is hashed: leave it out with --no-chunks")
+    return None if args.chunk_hash is None else str(args.chunk_hash)
 
 
 def _chunk_threshold(args: argparse.Namespace) -> int | None:
@@ -250,6 +259,9 @@ def register(command: CommandAdder) -> None:
                           help="bind no chunk table: a lazy read of a file moves all of it")
     p.add_argument("--chunk-threshold", metavar="SIZE", default=None,
                    help="files from this size get a chunk table (default 64M; e.g. 16M, 1G)")
+    p.add_argument("--chunk-hash", choices=hashes.KNOWN, default=None,
+                   help="the hash of the chunk table's digests (default blake3; sha256: the tables older "
+                        "ocibridge releases read lazily, docs/lazy.md)")
     p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
                    help="set descriptor.createdAt (now, honouring SOURCE_DATE_EPOCH, or a time)")
     p.add_argument("-q", "--quiet", "--no-tty", action="store_true", help="no progress bar")
