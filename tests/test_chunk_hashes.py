@@ -282,3 +282,24 @@ def test_push_chunk_hash_sha256_writes_the_old_format_byte_for_byte(new_table, r
     capsys.readouterr()
     assert main(["push", str(src), ref, "-q", "--no-chunks", "--chunk-hash", "sha256"]) == 2
     assert "--chunk-hash" in capsys.readouterr().err
+
+
+# -- serve's commits: the table in the hash the files' tables mostly have ---------------------
+def test_a_commit_keeps_the_hash_its_files_tables_mostly_have():
+    """A commit to a repository whose head binds a SHA-256 table keeps SHA-256 while the
+    unchanged files hold most bytes (else every one of them would be read back from the
+    registry to be hashed anew); new repositories, and rewrites, get BLAKE3."""
+    from ocibridge.chunks.table import chunk_count
+    from ocibridge.model.known import KnownFile, cheapest_hash
+
+    def known(size: int, algorithm: str | None) -> KnownFile:
+        digest = "sha256:" + hashlib.sha256(f"{size} {algorithm}".encode()).hexdigest()
+        chunks = None if algorithm is None else \
+            LayerChunks(digest, size, ("0" * 64,) * chunk_count(size, MiB), algorithm)
+        return KnownFile(digest, size, io.BytesIO, chunks)
+
+    assert cheapest_hash({}) == "blake3"
+    assert cheapest_hash({"old": known(100 * MiB, "sha256"), "new": known(70 * MiB, "blake3")}) == "sha256"
+    assert cheapest_hash({"old": known(70 * MiB, "sha256"), "new": known(100 * MiB, "blake3"),
+                          "untabled": known(500 * MiB, None)}) == "blake3"
+    assert cheapest_hash({"a": known(80 * MiB, "sha256"), "b": known(80 * MiB, "blake3")}) == "blake3"

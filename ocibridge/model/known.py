@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ocibridge.chunks import hashes
 from ocibridge.chunks.chunking import ChunkPolicy
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, LayerChunks
 from ocibridge.errors import SourceError
@@ -90,3 +91,17 @@ def plan_known(files: Mapping[str, KnownFile], name: str, options: BuildOptions 
     options = options or BuildOptions()
     package = known_package(files, name, excludes, allow_empty=options.allow_empty)
     return PlannedArtifact(package, options, chunks, tables)
+
+
+def cheapest_hash(files: Mapping[str, KnownFile], chunk_size: int = DEFAULT_CHUNK_SIZE) -> str:
+    """The chunk-table hash whose tables ``files`` already hold for the most bytes (ties, and none:
+    the default), so a commit re-reads the fewest files: one to a repository whose head has a
+    SHA-256 table (written before BLAKE3) would otherwise read every unchanged large file back
+    from the registry to hash it anew. A commit that rewrites most bytes moves it to BLAKE3."""
+    covered = dict.fromkeys(hashes.KNOWN, 0)
+    for known in files.values():
+        if known.chunks is not None and known.chunk_size == chunk_size:
+            covered[known.chunks.algorithm] += known.size
+    best = max(covered.values())
+    return hashes.DEFAULT if covered[hashes.DEFAULT] == best else max(covered, key=lambda name: covered[name])
+

@@ -42,16 +42,17 @@ def publish(publishing: Publishing, files: Mapping[str, KnownFile], name: str, r
     from ocibridge.chunks.chunking import ChunkPolicy
     from ocibridge.model.builder import BuildOptions
     from ocibridge.model.deliver import deliver
-    from ocibridge.model.known import plan_known
+    from ocibridge.model.known import cheapest_hash, plan_known
 
     evidence = publishing.evidence
     if evidence is not None and not isinstance(repo.base, RegistryReference):
         raise EvidenceFailed(f"{repo.shown}: serve signs commits pushed to a registry; an OCI layout source "
                              "cannot hold an untagged manifest until it is signed")
     # push's artifact, but every file kept: .gitattributes is a file of a Hub repository; and no
-    # file at all is a commit (the Hub's empty repository: the empty descriptor its one layer)
+    # file at all is a commit (the Hub's empty repository: the empty descriptor its one layer);
+    # its chunk table in the hash the files' tables mostly have (BLAKE3, unless the head's is SHA-256)
     options = BuildOptions(annotations=dict(annotations), allow_empty=True)
-    artifact = plan_known(files, name, options, ChunkPolicy(), excludes=())
+    artifact = plan_known(files, name, options, ChunkPolicy(algorithm=cheapest_hash(files)), excludes=())
     with _writable(repo) as store:
         reference = repo.reference(tag)
         # by digest into a registry, then its commit tag, then the branch's (landing.py); a layout,
