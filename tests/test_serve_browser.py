@@ -234,10 +234,11 @@ def test_a_model_page_shows_card_config_files_tags_and_what_verify_finds(browser
               "extra/changes.md"}
     rows = browser.find_elements(By.CSS_SELECTOR, "#files tbody tr")
     assert {r.find_element(By.TAG_NAME, "td").text for r in rows} == pushed
-    # tags and the main branch
-    refs = {r.find_element(By.TAG_NAME, "td").text
-            for r in browser.find_elements(By.CSS_SELECTOR, "#refs tbody tr")}
-    assert {"main", "latest", "v1", "v2"} <= refs
+    # tags and the main branch: the Hub's refs (the registry tag latest is main's, said in its row)
+    rows_by_ref = {r.find_element(By.TAG_NAME, "td").text: r.text
+                   for r in browser.find_elements(By.CSS_SELECTOR, "#refs tbody tr")}
+    assert {"main", "v1", "v2"} <= set(rows_by_ref) and "latest" not in rows_by_ref
+    assert "branch (the tag latest)" in rows_by_ref["main"]
     # every signature verify found, with what verified it; the attestation; the policy serve enforces
     signatures = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "tr.evidence-signature")]
     assert len(signatures) == len(verified["signatures"]) >= 1

@@ -5,6 +5,7 @@ loading a kind, so ``--help`` lists them quickly and the command takes them from
 
 from __future__ import annotations
 
+from ocibridge.chunks import hashes
 from ocibridge.kinds.overrides import OVERRIDES
 from ocibridge.kinds.table import family_names, format_choices
 from ocibridge.kinds.table import source_kinds as _source_kinds
@@ -12,6 +13,11 @@ from ocibridge.oci.mediatypes import Family, Kind, Variant
 
 #: the ModelPack naming written unless another is asked for
 DEFAULT_MEDIA_TYPES = Family.CNAI.value
+
+
+def chunk_hashes() -> list[str]:
+    """Hashes a chunk table may name (push's ``--chunk-hash``), the default first."""
+    return [hashes.DEFAULT] + [h for h in hashes.KNOWN if h != hashes.DEFAULT]
 
 
 def source_formats() -> list[str]:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import ocibridge
 from ocibridge.api import choices
-from ocibridge.chunks import hashes
 from ocibridge.cli.common import CommandAdder, add_transfer_flags, counts, emit, transfer_options
 from ocibridge.cli.common import annotation_values as _annotations
 from ocibridge.cli.convert import add_override_flags, family_choices, overrides_of
@@ -259,7 +258,7 @@ def register(command: CommandAdder) -> None:
                           help="bind no chunk table: a lazy read of a file moves all of it")
     p.add_argument("--chunk-threshold", metavar="SIZE", default=None,
                    help="files from this size get a chunk table (default 64M; e.g. 16M, 1G)")
-    p.add_argument("--chunk-hash", choices=hashes.KNOWN, default=None,
+    p.add_argument("--chunk-hash", choices=choices.chunk_hashes(), default=None,
                    help="the hash of the chunk table's digests (default blake3; sha256: the tables older "
                         "ocibridge releases read lazily, docs/lazy.md)")
     p.add_argument("--created", nargs="?", const="now", default=None, metavar="RFC3339",
