@@ -355,28 +355,3 @@ def test_the_bytes_of_a_range_land_in_its_tensors_past_tensors_of_no_bytes():
         at += len(view)
     by_name = {s.info.name: s for s in landing.slots}
     assert bytes(by_name["a"].buffer) == data[10:110] and bytes(by_name["b"].buffer)[:40] == data[120:160]
-
-
-def test_a_whole_load_lands_each_file_in_a_memory_file_that_its_tensors_view(models):
-    """load_tensors (not iter_tensors, which hands tensors over one by one) puts each file's
-    bytes in an anonymous memory file (lazyread/filememory.py): the arrays are views of its
-    mapping, a page a write fills whole is never zeroed first, and nothing has a name on disk."""
-    import mmap
-
-    ref, pulled, _ = models["table"]
-    got = ocibridge.load_tensors(ref, transfer=SMALL_PARTS)
-    assert_same(got, expected(pulled))
-
-    def root(array):
-        while isinstance(array, (np.ndarray, memoryview)):
-            array = array.base if isinstance(array, np.ndarray) else array.obj
-        return array
-
-    bases = {id(root(a)) for a in got.values() if a.nbytes}
-    assert len(bases) == 1 and isinstance(root(got["embed.weight"]), mmap.mmap)  # one file: one mapping
-    maps = Path("/proc/self/maps").read_text()
-    assert "/memfd:model.safetensors" in maps  # the mapping is a memory file's, named after the file
-    got["embed.weight"][0, 0] = 42.0  # writable, as safetensors' own arrays are
-    with ocibridge.iter_tensors(ref, transfer=SMALL_PARTS) as stream:  # tensor by tensor: buffers of their own
-        name, first = next(iter(stream))
-        assert not isinstance(root(first), mmap.mmap)

@@ -3,14 +3,12 @@ that is a view of that memory (numpy's, or torch's when asked and installed).
 
 Each tensor gets a buffer of its own, allocated without being written first (numpy.empty,
 torch.empty): the bytes received are the only writes, and a caller who drops one tensor frees it.
-A framework that can view memory it did not allocate (:class:`ViewsMemory`: numpy) is handed,
-for a whole load, regions of the file's memory file instead (lazyread/filememory.py).
 """
 
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.safetensors import NUMPY_TYPES, TensorInfo
@@ -39,16 +37,6 @@ class Framework(Protocol):
         ...
 
 
-@runtime_checkable
-class ViewsMemory(Protocol):
-    """A framework whose tensors can be views of memory it did not allocate (a mapping)."""
-
-    def view_of(self, memory: Any, start: int, nbytes: int) -> tuple[Any, memoryview]:
-        """A buffer over bytes ``[start, start + nbytes)`` of ``memory`` (an object with the
-        buffer protocol, kept alive by the buffer) and a writable byte view of them."""
-        ...
-
-
 class NumpyArrays:
     """numpy arrays (the ``ocibridge[tensors]`` extra)."""
 
@@ -69,10 +57,6 @@ class NumpyArrays:
 
     def allocate(self, nbytes: int) -> tuple[Any, memoryview]:
         buffer = self._numpy.empty(nbytes, dtype=self._numpy.uint8)
-        return buffer, memoryview(buffer)
-
-    def view_of(self, memory: Any, start: int, nbytes: int) -> tuple[Any, memoryview]:
-        buffer = self._numpy.frombuffer(memory, dtype=self._numpy.uint8, count=nbytes, offset=start)
         return buffer, memoryview(buffer)
 
     def finish(self, buffer: Any, info: TensorInfo) -> Any:

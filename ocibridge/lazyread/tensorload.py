@@ -26,9 +26,7 @@ from typing import Any
 
 from ocibridge.chunks.table import LayerChunks
 from ocibridge.errors import DigestMismatch, OcibridgeError, RegistryError
-from ocibridge.lazyread import filememory
-from ocibridge.lazyread.filememory import FileMemory
-from ocibridge.lazyread.frameworks import Framework, ViewsMemory
+from ocibridge.lazyread.frameworks import Framework
 from ocibridge.lazyread.landcheck import ChunkDigests, LandCheck, Mismatch, WholeDigest
 from ocibridge.lazyread.landing import Landing, Slot, names
 from ocibridge.lazyread.safetensors import TensorInfo, read_header
@@ -89,7 +87,6 @@ class _File:
     next_span: int = 0
     verified: bool = False  # the whole file matched its layer digest (no table)
     tensors: dict[str, TensorInfo] | None = None  # from the header, until the file is planned
-    memory: FileMemory | None = None  # a whole load's: the file's bytes, which its tensors view
 
     @property
     def unit(self) -> int:
@@ -153,9 +150,6 @@ class TensorStream:
         self._span = span
         self._budget = working_set
         self._ahead = len(files) if working_set is None else HEADERS_AHEAD
-        # a whole load (nothing handed over before the end) lands each file in a memory file
-        self._mapped = working_set is None and filememory.AVAILABLE and isinstance(framework, ViewsMemory)
-        self._memory_of: dict[str, FileMemory] = {}
         self._where = where
         self._on_close = on_close
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
@@ -250,11 +244,7 @@ class TensorStream:
 
     def _allocate(self, slots: list[Slot]) -> None:
         for slot in slots:
-            memory = self._memory_of.get(slot.file)
-            if memory is not None and slot.nbytes and isinstance(self._framework, ViewsMemory):
-                slot.buffer, slot.view = self._framework.view_of(memory.map, slot.info.start, slot.nbytes)
-            else:
-                slot.buffer, slot.view = self._framework.allocate(slot.nbytes)
+            slot.buffer, slot.view = self._framework.allocate(slot.nbytes)
             self.held += slot.nbytes
         self.peak_held = max(self.peak_held, self.held)
 
@@ -280,10 +270,7 @@ class TensorStream:
                 event.verified = file.verified
             else:
                 assert file.landing is not None
-                if file.memory is not None:
-                    event.verified = self._receive_mapped(file, file.memory, span.start, span.end)
-                else:
-                    event.verified = self.receive(file, span.start, span.end, file.landing.views)
+                event.verified = self.receive(file, span.start, span.end, file.landing.views)
         except Mismatch as e:
             event.error = self._mismatch(file, e)
         except BaseException as e:  # noqa: BLE001  # raised by the iterating thread
@@ -327,31 +314,6 @@ class TensorStream:
             reader.close()
         return verified
 
-    def _receive_mapped(self, file: _File, memory: FileMemory, start: int, end: int) -> bool:
-        """As :meth:`receive`, into the file's memory file (``filememory``): each chunk landed
-        where it belongs, then checked through the mapping."""
-        reader = self._source.open_blob_range(file.spec.layer, start, end)
-        with self._lock:
-            self.requests += 1
-        verified = False
-        try:
-            at = start
-            while at < end:
-                if self._stop.is_set():
-                    raise _Stopped
-                stop = min(end, (at // file.unit + 1) * file.unit)
-                got = memory.land(reader, at, stop)
-                with self._lock:
-                    self.bytes_fetched += got
-                if got != stop - at:
-                    raise RegistryError(f"{self._where}: {file.spec.path}: the registry ended bytes "
-                                        f"{start}-{end} of {file.spec.layer.digest} early")
-                verified = file.check.landed(at, [memory.view[at:stop]]) or verified
-                at = stop
-        finally:
-            reader.close()
-        return verified
-
     # -- what came back ------------------------------------------------------------------------
     def _handle(self, event: _Event) -> None:
         self._inflight -= 1
@@ -385,8 +347,6 @@ class TensorStream:
             if refused is not None:
                 raise OcibridgeError(f"{spec.path}: tensor {name!r} is {refused}")
         landing = Landing([Slot(spec.path, info) for info in tensors.values()])
-        if self._mapped and spec.layer.size:
-            file.memory = self._memory_of[spec.path] = FileMemory(spec.path, spec.layer.size)
         assert file.prefix is not None
         have, size = len(file.prefix), spec.layer.size
         spans: list[_Span] = []
@@ -455,10 +415,6 @@ class TensorStream:
             file.prefix = None
             for slot in file.landing.slots if file.landing is not None else ():
                 slot.buffer = slot.view = None
-            if file.memory is not None:
-                file.memory.release()  # the mapping goes with the last tensor viewing it
-                file.memory = None
-        self._memory_of.clear()
         if self._on_close is not None:
             self._on_close()
 
