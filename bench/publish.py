@@ -9,7 +9,8 @@ registry, over Xet (hf_xet, huggingface_hub's default where it is installed) and
 The model is one safetensors-like file of random bytes and a config.json. Each sample is a
 process of its own, as a user runs it, the ways alternating within each repetition:
 ``HfApi().upload_folder`` into a new repository through a serve started afresh (empty staging
-and model cache; over Xet, hf_xet's own cache empty too, so nothing is deduplicated against an
+and model cache; its writer lease taken before the timed run, as a running serve holds it;
+over Xet, hf_xet's own cache empty too, so nothing is deduplicated against an
 earlier sample), against ``python -m ocibridge push DIR REF`` into a new repository (targets:
 Xet ≤ 1.3×, LFS ≤ 1.2×). serve's peak RSS (``VmHWM``) after the upload is
 shown at each size (flat: bytes move a piece at a time). The same run measures what bounds each
@@ -70,6 +71,11 @@ def serving(work: Path, source: str, log: Path | None = None) -> Iterator[tuple[
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(proc, url, log)
+        # a serve that just started decides its writer lease (hubserver/replicas/writerlease.py:
+        # written, 1 s to settle, read back) before its first write: a write asked now waits for
+        # that, so the timed uploads measure a serve that is running, not one starting
+        httpx.post(f"{url}/api/models/bench/none/preupload/main", json={"files": []}, timeout=30,
+                   headers={"Authorization": "Bearer bench-token"})
         yield url, proc
     finally:
         proc.terminate()
