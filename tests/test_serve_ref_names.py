@@ -134,3 +134,34 @@ def test_a_tag_made_beside_a_branch_and_the_hubs_errors(served):
     api.delete_branch(REPO, branch="y")
     assert heads_and_tags(api) == ({"main": first}, {"y": first})
     assert registry_tag(prefix, "y") == commit_digest(prefix, first)
+
+
+def test_the_pages_links_to_refs_with_a_slash_or_beside_a_branch_lead_to_them(served):
+    """A revision in a page's link is one quoted segment: the tag ``v1`` beside the branch ``v1``
+    (``refs/tags/v1``) was linked with its ``/`` kept in the links of its tree, which then named
+    the revision ``refs`` (404)."""
+    import re
+
+    server, _ = served
+    api = HfApi(endpoint=server.url, token="writer")
+    api.create_repo(REPO)
+    api.upload_file(path_or_fileobj=b"one\n", path_in_repo="sub/which.txt", repo_id=REPO)
+    api.create_tag(REPO, tag="v1")
+    api.create_branch(REPO, branch="v1")
+    login = httpx.post(f"{server.url}/ocibridge/login", data={"token": "reader", "next": "/"})
+    cookies = {"ocibridge_session": login.cookies["ocibridge_session"]}
+
+    def links(path: str) -> list[str]:
+        page = httpx.get(f"{server.url}{path}", cookies=cookies)
+        assert page.status_code == 200, (path, page.status_code)
+        return re.findall(r'href="(/acme/clash/(?:tree|blob)/[^"]+)"', page.text)
+
+    refs = [link for link in links(f"/{REPO}") if link.count("/") == 4]  # /acme/clash/tree/REV
+    assert {"/acme/clash/tree/refs%2Ftags%2Fv1", "/acme/clash/tree/v1"} <= set(refs)
+    for ref in refs:
+        inside = links(ref)  # the tree of that revision, and every link it has: its folder, its file
+        assert any(link.endswith("/sub") for link in inside), (ref, inside)
+        assert all("/tree/refs%2Ftags%2Fv1/" in link or "/blob/refs%2Ftags%2Fv1/" in link
+                   for link in inside if "refs" in ref), inside
+        for link in inside:
+            assert httpx.get(f"{server.url}{link}", cookies=cookies).status_code == 200, link

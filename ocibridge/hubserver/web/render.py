@@ -11,6 +11,7 @@ import hashlib
 from functools import cache
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.responses import HTMLResponse, Response
@@ -39,6 +40,9 @@ def environment() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["size"] = human_size
+    # a revision in a link is one path segment: ``feature/x`` and ``refs/tags/x`` quoted whole
+    # (urlencode keeps ``/``), as the Hub's clients quote them (routing.py matches the raw path)
+    env.filters["segment"] = lambda value: quote(str(value), safe="")
     env.globals["style_url"] = f"{STYLE_PATH}?v={style()[1]}"
     env.globals["project_url"] = project_url()
     env.globals["version"] = __version__
