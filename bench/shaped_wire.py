@@ -1,0 +1,55 @@
+"""push and pull over a 1 Gbit/s wire (issue 79): ``bench.push_row`` and ``bench.pull_row``, curl's
+rows beside ocibridge's, run in a private network namespace whose loopback the kernel shapes to
+1 Gbit/s (``tc qdisc … tbf``), so that a change that only helps on an unshaped loopback shows.
+
+    sudo .venv/bin/python -m bench.shaped_wire --repeat 5
+    sudo .venv/bin/python -m bench.shaped_wire --rate 1gbit --size-mib 1024 --repeat 3
+
+Needs root (``unshare -n``, ``tc``) and the kernel's ``sch_tbf``. Every process of the rows (the
+registry, curl, ocibridge) runs inside the namespace, where the loopback is the only link.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from .scenarios import REPO_ROOT
+
+
+def _shape(rate: str) -> None:
+    """Bring the namespace's loopback up and cap it at ``rate``; say what the kernel set."""
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    subprocess.run(["tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", rate, "burst", "1mb",
+                    "latency", "50ms"], check=True)
+    shown = subprocess.run(["tc", "qdisc", "show", "dev", "lo"], check=True, capture_output=True, text=True)
+    print(f"shaped: {shown.stdout.strip()}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.shaped_wire", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rate", default="1gbit", help="tc's rate of the loopback (default 1gbit)")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--size-mib", type=int, default=1024)
+    p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    rows = ["--repeat", str(args.repeat), "--size-mib", str(args.size_mib)]
+    if not args.inside:
+        if os.geteuid() != 0:
+            print("bench.shaped_wire: needs root (unshare -n, tc)", file=sys.stderr)
+            return 2
+        again = [sys.executable, "-m", "bench.shaped_wire", "--inside", "--rate", args.rate, *rows]
+        return subprocess.run(["unshare", "-n", *again], cwd=REPO_ROOT, check=False).returncode
+    _shape(args.rate)
+    for row in ("bench.push_row", "bench.pull_row"):
+        done = subprocess.run([sys.executable, "-m", row, *rows], cwd=REPO_ROOT, check=False)
+        if done.returncode:
+            return done.returncode
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
