@@ -165,3 +165,38 @@ def test_the_pages_links_to_refs_with_a_slash_or_beside_a_branch_lead_to_them(se
                    for link in inside if "refs" in ref), inside
         for link in inside:
             assert httpx.get(f"{server.url}{link}", cookies=cookies).status_code == 200, link
+
+
+def test_a_branch_whose_name_is_no_registry_tag_lives_at_a_reserved_one(served):
+    """``feature/x`` is a branch on the Hub (git's rules) and no registry tag: it was a 400. It is
+    made, committed to, read, listed, shown on the pages and deleted; its registry tag is
+    ``ocibridge-branch-sha256-`` and 40 hex of the name's SHA-256; names git refuses are 400."""
+    import hashlib
+
+    server, prefix = served
+    api = HfApi(endpoint=server.url, token="writer")
+    api.create_repo(REPO)
+    api.upload_file(path_or_fileobj=b"main\n", path_in_repo="which.txt", repo_id=REPO)
+    api.create_branch(REPO, branch="feature/x")
+    api.create_tag(REPO, tag="release/1.0", revision="feature/x")
+    oid = api.upload_file(path_or_fileobj=b"feature\n", path_in_repo="which.txt", repo_id=REPO,
+                          revision="feature/x").oid
+    heads, tags = heads_and_tags(api)
+    assert heads["feature/x"] == oid and heads["main"] != oid and "release/1.0" in tags
+    assert read(api, "feature/x") == b"feature\n" and read(api, "main") == b"main\n"
+    assert read(api, "release/1.0") == b"main\n"  # tagged before the branch's commit
+    reserved = "ocibridge-branch-sha256-" + hashlib.sha256(b"feature/x").hexdigest()[:40]
+    assert registry_tag(prefix, reserved) == commit_digest(prefix, oid)
+    login = httpx.post(f"{server.url}/ocibridge/login", data={"token": "reader", "next": "/"})
+    cookies = {"ocibridge_session": login.cookies["ocibridge_session"]}
+    tree = httpx.get(f"{server.url}/{REPO}/tree/feature%2Fx", cookies=cookies)
+    assert tree.status_code == 200 and f'href="/{REPO}/blob/feature%2Fx/which.txt"' in tree.text
+    for bad in ("a..b", "x.lock", "sp ace", "-/.hidden"):
+        with pytest.raises(HfHubHTTPError) as refused:
+            api.create_branch(REPO, branch=bad)
+        assert refused.value.response.status_code == 400, bad
+    api.delete_branch(REPO, branch="feature/x")
+    heads, tags = heads_and_tags(api)
+    assert "feature/x" not in heads and "release/1.0" in tags
+    with pytest.raises(RevisionNotFoundError):
+        read(api, "feature/x")

@@ -47,9 +47,11 @@ def test_a_commit_id_after_at_names_serves_commit_tag():
 def test_a_refs_record_from_the_registry_is_read_as_untrusted():
     assert parsed(b'{"branches": ["dev", "dev"], "tags": ["v1"]}') == RefsRecord(frozenset({"dev"}), frozenset({"v1"}))
     # not names: kept out; serve's own names: neither
-    doc = {"branches": ["ok", 7, None, "bad name", "x" * 200, "ocibridge-refs", "both"], "tags": "v1,v2",
-           "extra": {"deep": [[[]]]}}
-    assert parsed(json.dumps(doc).encode()) == RefsRecord(frozenset({"ok", "both"}), frozenset())
+    doc = {"branches": ["ok", 7, None, "bad name", "a..b", "x" * 300, "ocibridge-refs", "both", "feature/x"],
+           "tags": "v1,v2", "extra": {"deep": [[[]]]}}
+    # git's names, not only registry tags: feature/x is a branch, at its reserved tag whatever the record says
+    assert parsed(json.dumps(doc).encode()) == RefsRecord(frozenset({"ok", "both", "feature/x"}), frozenset(),
+                                                          branches_aside=frozenset({"feature/x"}))
     assert parsed(json.dumps({"branches": [], "tags": ["both", "v2"]}).encode()).tags == {"both", "v2"}
     # a name both a branch and a tag: at most one at the registry tag of its name (the branch,
     # unless the record puts it aside); a name aside that the record does not list: not aside

@@ -14,6 +14,9 @@ always the branch at the default tag.
 
 from __future__ import annotations
 
+import hashlib
+
+from ocibridge.hubserver.reading.refrules import is_tag
 from ocibridge.hubserver.reading.refsrecord import RefsRecord
 from ocibridge.oci.bookkeeping import PREFIX
 
@@ -34,8 +37,14 @@ def split_revision(revision: str) -> tuple[str | None, str]:
 
 
 def aside_tag(kind: str, name: str) -> str:
-    """The reserved registry tag of the ref ``name`` of ``kind`` when the other kind holds ``name``."""
-    return ASIDE[kind] + name
+    """The reserved registry tag of the ref ``name`` of ``kind`` when the other kind holds
+    ``name``, or when ``name`` is no registry tag at all (``feature/x``; one past a tag's 128
+    characters once prefixed): then ``ocibridge-branch-sha256-`` and 40 hex of the name's
+    SHA-256, which the refs record names."""
+    tag = ASIDE[kind] + name
+    if is_tag(tag):
+        return tag
+    return ASIDE[kind] + "sha256-" + hashlib.sha256(name.encode()).hexdigest()[:40]
 
 
 def other(kind: str) -> str:

@@ -21,10 +21,10 @@ import logging
 from dataclasses import dataclass
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
+from ocibridge.hubserver.reading.refrules import hub_ref_name, is_tag
 from ocibridge.hubserver.reading.sources import Repository, repo_parts
 from ocibridge.oci.bookkeeping import REFS_ARTIFACT_TYPE, REFS_LAYER_TYPE, REFS_TAG, is_bookkeeping
 from ocibridge.oci.models import Manifest, parse_manifest_bytes
-from ocibridge.oci.reference import check_tag
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -111,7 +111,7 @@ def parsed(data: bytes) -> RefsRecord:
         for name in listed if isinstance(listed, list) else []:
             if isinstance(name, str) and not is_bookkeeping(name):
                 try:
-                    found.add(check_tag(name))
+                    found.add(hub_ref_name(name))
                 except InvalidReference:
                     continue
         return frozenset(found)
@@ -120,6 +120,9 @@ def parsed(data: bytes) -> RefsRecord:
     # a name of both kinds has at most one at its own tag: the record's word for which, else the branch
     branches_aside, tags_aside = names("branchesAside") & branches, names("tagsAside") & tags
     tags_aside |= (branches & tags) - branches_aside
+    # a name no registry tag can be (feature/x) is always at its reserved tag (refnames.py)
+    branches_aside |= {n for n in branches if not is_tag(n)}
+    tags_aside |= {n for n in tags if not is_tag(n)}
     moved = doc.get("moved")
     moved = moved if isinstance(moved, str) and repo_parts(moved) is not None else ""
     return RefsRecord(branches, tags, doc.get("private") is True, doc.get("deleted") is True, moved,

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
+from ocibridge.hubserver.reading.refrules import hub_ref_name
 from ocibridge.oci.bookkeeping import LEASE_REPO, SHORT_MIN
-from ocibridge.oci.reference import LayoutReference, RegistryReference, check_tag, path_like
+from ocibridge.oci.reference import LayoutReference, RegistryReference, path_like
 from ocibridge.stores.base import close_store
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def revision_named(revision: str) -> bool:
     if revision == "main" or COMMIT.fullmatch(revision) or DIGEST.fullmatch(revision):
         return True
     try:
-        check_tag(revision)
+        hub_ref_name(revision)  # a registry tag, or a ref at a reserved one (refnames.py)
     except InvalidReference:
         return False
     return True

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.refnames import HEADS, aside_tag, other, registry_tag
+from ocibridge.hubserver.reading.refrules import is_tag
 from ocibridge.hubserver.reading.refsrecord import RefsRecord
 from ocibridge.hubserver.reading.sources import Repository
 from ocibridge.hubserver.reading.tombstone import is_tombstone
@@ -23,6 +24,8 @@ def place(source: Resolved, record: RefsRecord, kind: str, name: str, default_ta
     (:func:`..reading.refnames.aside_tag`), the other left where pulls find it, and recorded (a
     tag pushed outside serve is a Hub tag the record did not name)."""
     branch, theirs = kind == HEADS, registry_tag(record, other(kind), name, default_tag)
+    if not is_tag(name):  # no registry tag (feature/x): its reserved one, which the record names
+        return aside_tag(kind, name), record.with_ref(name, branch, aside=True)
     if theirs != name:  # the other kind is aside, or there is none
         return name, record.with_ref(name, branch)
     if not present(source.repo, name):  # a name recorded whose tag was never written (a crash): dropped

@@ -26,6 +26,7 @@ from ocibridge.hubserver.answers import branch_of, error, in_thread, requested_r
 from ocibridge.hubserver.audit import Landed, noted
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import HubFile
+from ocibridge.hubserver.reading.refrules import hub_ref_name
 from ocibridge.hubserver.reading.regular import REGULAR, annotation
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_pieces
@@ -34,7 +35,6 @@ from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.hubserver.writes.publishing import Publishing, publish
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.bookkeeping import PREFIX, is_bookkeeping
-from ocibridge.oci.reference import check_tag
 
 if TYPE_CHECKING:
     from ocibridge.chunks.table import ChunkTable
@@ -67,7 +67,7 @@ class CommitRoutes:
             return error(400, "BadRequest", f"Invalid rev id: {branch}: names starting with '{PREFIX}' are serve's "
                          "own bookkeeping tags, never a branch")
         try:
-            check_tag(self.repos.catalog.default_tag if branch == "main" else branch)
+            hub_ref_name(branch)
         except OcibridgeError as e:
             raise commits.BadCommit(f"{branch}: not a branch serve can write: {e}") from None
         # a BadCommit: 400, StagingFull: 507 (failures.py)

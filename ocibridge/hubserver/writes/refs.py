@@ -17,6 +17,7 @@ from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body, requested_repo
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.refnames import HEADS, TAGS
+from ocibridge.hubserver.reading.refrules import hub_ref_name
 from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.sources import COMMIT, RevisionNotFound
 from ocibridge.hubserver.writes.clashes import place
@@ -24,7 +25,6 @@ from ocibridge.hubserver.writes.commits import BadCommit
 from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, write_record
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.oci.bookkeeping import PREFIX, is_bookkeeping
-from ocibridge.oci.reference import check_tag
 from ocibridge.stores.base import WritableStore
 
 
@@ -65,9 +65,9 @@ class RefRoutes:
             return error(400, "BadRequest", f"Invalid reference name: {name}: names starting with "
                          f"'{PREFIX}' are serve's own bookkeeping tags")
         try:
-            check_tag(self.repos.catalog.default_tag if name == "main" else name)
+            hub_ref_name(name)
         except OcibridgeError as e:
-            return error(400, "BadRequest", f"{name}: not a name a registry tag can have: {e}")
+            return error(400, "BadRequest", f"Invalid reference name: {e}")
         kind = HEADS if request.path_params["kind"] == "branch" else TAGS
         if not await in_thread(self._create_ref, repo_id, name, start, kind):
             return error(409, None, f"Reference refs/{kind}/{name} already exists")
