@@ -7,13 +7,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,11 +22,14 @@ from typing import Any
 import httpx
 import huggingface_hub
 import pytest
+from support.registry import RegistryProcess, registry_binary
 
 from ocibridge.hubserver.reading.catalog import Catalog
 from ocibridge.hubserver.reading.sources import parse_sources
 from ocibridge.hubserver.server import ServerSettings as ServeOptions
 from ocibridge.hubserver.server import build_app, server
+
+ROOT = Path(__file__).resolve().parent.parent  # the checkout, on the served processes' path
 
 CONFIG = {"model_type": "bert", "hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 1,
           "intermediate_size": 64, "vocab_size": 6}
@@ -169,3 +173,29 @@ def serve_as_process(args: list[str], env: dict[str, str], log: Path) -> Iterato
         yield url
     finally:
         stop(proc)
+
+
+@contextlib.contextmanager
+def own_registry_and_serve(root: Path, tokens: str, sources: Callable[[str], list[str]],
+                           **env: str) -> Iterator[tuple[str, RegistryProcess]]:
+    """A registry of its own (its catalog only what the test writes) and ``ocibridge serve`` as a
+    process over it: ``sources(registry host)`` its sources and flags, ``tokens`` its token
+    file, its cache and log under ``root``; (serve's URL, the registry), both stopped after."""
+    registry_binary()  # no registry binary: an error naming how to install it, never a skip
+    registry = RegistryProcess(root / "registry")
+    try:
+        with serve_over(registry, root, tokens, sources, **env) as url:
+            yield url, registry
+    finally:
+        registry.stop()
+
+
+@contextlib.contextmanager
+def serve_over(registry: RegistryProcess, root: Path, tokens: str, sources: Callable[[str], list[str]],
+               **env: str) -> Iterator[str]:
+    """``ocibridge serve`` as a process over ``registry`` (as :func:`own_registry_and_serve`)."""
+    (root / "tokens.txt").write_text(tokens)
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(root / "cache"), **env}
+    with serve_as_process([*sources(registry.host), "--no-access-log", "--token-file", str(root / "tokens.txt")],
+                          environ, root / "serve.log") as url:
+        yield url

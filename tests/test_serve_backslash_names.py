@@ -11,7 +11,6 @@ huggingface_hub as the client."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -26,8 +25,8 @@ import pytest
 from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError
 from mounting import Mount, mount_env
-from serving import serve_as_process
-from support.registry import RegistryProcess, registry_binary
+from serving import own_registry_and_serve
+from support.registry import RegistryProcess
 
 from ocibridge.core import backslash
 from ocibridge.core.fsutil import safe_relpath
@@ -112,25 +111,11 @@ class Served:
                          headers={"Authorization": "Bearer writer-token"})
 
 
-@contextlib.contextmanager
-def serving(root: Path, registry: RegistryProcess) -> Iterator[str]:
-    (root / "tokens.txt").write_text(TOKENS)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(root / "cache"), "HF_HUB_DISABLE_XET": "1"}
-    with serve_as_process([f"{registry.host}/models", "--no-access-log", "--token-file", str(root / "tokens.txt")],
-                          env, root / "serve.log") as url:
-        yield url
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    registry_binary()  # no registry binary: an error naming how to install it, never a skip
     root = tmp_path_factory.mktemp("backslash")
-    registry = RegistryProcess(root / "registry")
-    try:
-        with serving(root, registry) as url:
-            yield Served(url, registry, root)
-    finally:
-        registry.stop()
+    with own_registry_and_serve(root, TOKENS, lambda host: [f"{host}/models"], HF_HUB_DISABLE_XET="1") as (url, reg):
+        yield Served(url, reg, root)
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,6 @@ runs it against serve) is here as this project's tests."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 from collections.abc import Iterator
@@ -19,14 +18,13 @@ import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
-from serving import point_hub_at, serve_as_process
+from serving import own_registry_and_serve, point_hub_at, serve_over
 
 from ocibridge.hubserver.access import parse_line, parse_lines
 from ocibridge.hubserver.reading.tombstone import DIGEST as TOMBSTONE
 from ocibridge.hubserver.writes.initial import GITATTRIBUTES
 from tests.support.registry import RegistryProcess, garbage_collect
 
-ROOT = Path(__file__).resolve().parent.parent
 TOKENS = ("alice-token user=alice write=alice/,acme/\n"
           "bob-token user=bob\n"
           "old-token write acme/ olduser\n"
@@ -51,24 +49,16 @@ class Served:
         return answer.headers.get("docker-content-digest") if answer.status_code == 200 else None
 
 
-@contextlib.contextmanager
-def serving(root: Path, registry: RegistryProcess) -> Iterator[str]:
-    (root / "tokens.txt").write_text(TOKENS)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(root / "cache")}
-    with serve_as_process([registry.host, "--plain-http", "--no-access-log", "--token-file", str(root / "tokens.txt")],
-                          env, root / "serve.log") as url:
-        yield url
+def whole_registry(host: str) -> list[str]:
+    """serve's source: the registry itself (bare repo ids are top-level repositories)."""
+    return [host, "--plain-http"]
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("hubrepos")
-    registry = RegistryProcess(root / "registry")
-    try:
-        with serving(root, registry) as url:
-            yield Served(url, registry, root)
-    finally:
-        registry.stop()
+    with own_registry_and_serve(root, TOKENS, whole_registry) as (url, registry):
+        yield Served(url, registry, root)
 
 
 @pytest.fixture(autouse=True)
@@ -360,7 +350,7 @@ def test_a_deleted_repository_goes_at_the_registrys_gc(served, tmp_path):
     assert not blob.exists()
     registry = RegistryProcess(served.registry.workdir)  # the same storage, a new port
     try:
-        with serving(tmp_path, registry) as url:
+        with serve_over(registry, tmp_path, TOKENS, whole_registry) as url:
             again = HfApi(endpoint=url, token="alice-token")
             assert Path(again.hf_hub_download(kept, "keep.bin")).read_bytes() == keep
             with pytest.raises(RepositoryNotFoundError):
