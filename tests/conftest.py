@@ -1,6 +1,8 @@
 """Shared pytest fixtures. Registry fixtures live in tests/support (see support/fixtures.py)."""
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -22,6 +24,7 @@ from support.fixtures import (  # noqa: F401
 # Between tests (and in threads a test leaves running, a server of a module's fixture) there is
 # a cache root too, and it is never the user's: each test then sets its own (_own_pull_cache).
 os.environ["OCIBRIDGE_CACHE"] = tempfile.mkdtemp(prefix="ocibridge-tests-cache-")
+atexit.register(shutil.rmtree, os.environ["OCIBRIDGE_CACHE"], True)
 
 
 @pytest.fixture(autouse=True)

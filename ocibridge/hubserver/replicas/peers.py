@@ -23,15 +23,8 @@ class Peers:
     def __init__(self, urls: Iterable[str]) -> None:
         self._forwarders = {url.rstrip("/"): Forwarder(url) for url in urls}
 
-    def __bool__(self) -> bool:
-        return bool(self._forwarders)
-
     def forwarder_for(self, holder: Holder | None) -> Forwarder | None:
         """The forwarder to ``holder``, or None: no holder known, or its URL is no peer's."""
         if holder is None or not holder.url:
             return None
         return self._forwarders.get(holder.url.rstrip("/"))
-
-    async def aclose(self) -> None:
-        for forwarder in self._forwarders.values():
-            await forwarder.aclose()
