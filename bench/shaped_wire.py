@@ -1,9 +1,11 @@
 """push and pull over a 1 Gbit/s wire (issue 79): ``bench.push_row`` and ``bench.pull_row``, curl's
-rows beside ocibridge's, run in a private network namespace whose loopback the kernel shapes to
+rows beside ocibridge's, and a whole model into memory (issue 80: ``bench.load_tensors``, curl's
+row beside it), run in a private network namespace whose loopback the kernel shapes to
 1 Gbit/s (``tc qdisc … tbf``), so that a change that only helps on an unshaped loopback shows.
 
     sudo .venv/bin/python -m bench.shaped_wire --repeat 5
     sudo .venv/bin/python -m bench.shaped_wire --rate 1gbit --size-mib 1024 --repeat 3
+    sudo .venv/bin/python -m bench.shaped_wire --rows load --repeat 5
 
 Needs root (``unshare -n``, ``tc``) and the kernel's ``sch_tbf``. Every process of the rows (the
 registry, curl, ocibridge) runs inside the namespace, where the loopback is the only link.
@@ -17,6 +19,13 @@ import subprocess
 import sys
 
 from .scenarios import REPO_ROOT
+
+#: each row's module and its arguments for (repeat, size in MiB)
+ROWS = {
+    "push": lambda repeat, size: ("bench.push_row", ["--repeat", str(repeat), "--size-mib", str(size)]),
+    "pull": lambda repeat, size: ("bench.pull_row", ["--repeat", str(repeat), "--size-mib", str(size)]),
+    "load": lambda repeat, size: ("bench.load_tensors", ["--repeat", str(repeat), "--size", str(size)]),
+}
 
 
 def _shape(rate: str) -> None:
@@ -34,18 +43,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", default="1gbit", help="tc's rate of the loopback (default 1gbit)")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--size-mib", type=int, default=1024)
+    p.add_argument("--rows", nargs="+", choices=sorted(ROWS), default=["push", "pull"],
+                   help="which rows (default: push pull)")
     p.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    rows = ["--repeat", str(args.repeat), "--size-mib", str(args.size_mib)]
     if not args.inside:
         if os.geteuid() != 0:
             print("bench.shaped_wire: needs root (unshare -n, tc)", file=sys.stderr)
             return 2
-        again = [sys.executable, "-m", "bench.shaped_wire", "--inside", "--rate", args.rate, *rows]
+        again = [sys.executable, "-m", "bench.shaped_wire", "--inside", "--rate", args.rate,
+                 "--rows", *args.rows, "--repeat", str(args.repeat), "--size-mib", str(args.size_mib)]
         return subprocess.run(["unshare", "-n", *again], cwd=REPO_ROOT, check=False).returncode
     _shape(args.rate)
-    for row in ("bench.push_row", "bench.pull_row"):
-        done = subprocess.run([sys.executable, "-m", row, *rows], cwd=REPO_ROOT, check=False)
+    for row in args.rows:
+        module, row_args = ROWS[row](args.repeat, args.size_mib)
+        done = subprocess.run([sys.executable, "-m", module, *row_args], cwd=REPO_ROOT, check=False)
         if done.returncode:
             return done.returncode
     return 0
