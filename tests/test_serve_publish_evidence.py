@@ -154,3 +154,29 @@ def test_serve_refuses_bad_signing_settings_at_start(tmp_path, monkeypatch, caps
     assert err.count("\n") == 1 and "is not one" in err, err  # a layout holds no unsigned manifest untagged
     assert main(["serve", "oci:" + str(tmp_path / "layout"), "--sign-form", "classic"]) == 2
     assert "--sign-form goes with --sign-key" in capsys.readouterr().err
+
+
+def test_deleting_the_last_file_commits_signed_and_attested(tmp_path, registry, unique_repo, monkeypatch, capsys):
+    """The commit of no files that deleting the last one makes carries serve's evidence like any
+    other: cosign's signatures over its manifest, an AI-BOM and a provenance naming its parent."""
+    key = ocibridge.keygen(tmp_path / "cosign", password="")
+    monkeypatch.setenv("COSIGN_PASSWORD", "")
+    prefix = f"{registry.host}/{unique_repo}"
+    ref = f"{prefix}/acme/emptied:latest"
+    with serve_process(tmp_path, prefix, "--sign-key", str(key.private_key), "--sbom", "--provenance") as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub")
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo("acme/emptied")
+        first = api.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id="acme/emptied")
+        api.delete_file("config.json", repo_id="acme/emptied")
+        api.delete_file(".gitattributes", repo_id="acme/emptied")
+        assert api.list_repo_files("acme/emptied") == []
+    capsys.readouterr()
+    assert main(["verify", ref, "--key", str(key.public_key)]) == 0, capsys.readouterr().err
+    assert main(["verify", ref, "--key", str(key.public_key), "--attestation-type", "slsaprovenance1"]) == 0
+    out = tmp_path / "out"
+    assert main(["pull", ref, str(out), "-q", "--with-attestations", "--verify-key", str(key.public_key)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [".ocibridge"]
+    build = _provenance(out)["predicate"]["buildDefinition"]
+    assert build["externalParameters"]["parentCommit"] not in (None, first.oid)  # the commit deleting config.json

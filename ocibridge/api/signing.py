@@ -51,9 +51,11 @@ class SignResult:
     digest: str
     written: Mapping[str, str]
     unchanged: tuple[str, ...] = ()
+    skipped: Mapping[str, str] = field(default_factory=dict)  # form -> why (OMS, for a model of no files)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"digest": self.digest, "written": dict(self.written), "unchanged": list(self.unchanged)}
+        return {"digest": self.digest, "written": dict(self.written), "unchanged": list(self.unchanged),
+                "skipped": dict(self.skipped)}
 
 
 def sign_forms(form: str | Sequence[str]) -> tuple[str, ...]:
@@ -97,7 +99,7 @@ def sign(reference: str | Locator, options: SignOptions, *, form: str | Sequence
     signing = Signing(identity=options.identity or target.store.describe(), claims=dict(options.claims), forms=forms,
                       oms_hashing=hashing)
     done = sign_artifact(target.store, subject, key, signing)
-    return SignResult(name, done.digest, dict(done.written), tuple(done.unchanged))
+    return SignResult(name, done.digest, dict(done.written), tuple(done.unchanged), dict(done.skipped))
 
 
 def _open(reference: str | os.PathLike[str] | Locator, transfer: TransferOptions | None) -> tuple[StoreTarget, str]:

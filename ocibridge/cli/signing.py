@@ -118,7 +118,8 @@ def cmd_sign(args: argparse.Namespace) -> int:
                               oms_hash=args.oms_hash, oms_shard_size=args.oms_shard_size)
     where = ", ".join(f"{form}: {place}" for form, place in result.written.items())
     same = f" (already there: {', '.join(result.unchanged)})" if result.unchanged else ""
-    _emit(args, result.as_dict(), f"signed {args.ref} ({result.digest})\n  {where}{same}")
+    skipped = "".join(f"\n  {form}: not written: {why}" for form, why in result.skipped.items())
+    _emit(args, result.as_dict(), f"signed {args.ref} ({result.digest})\n  {where}{same}{skipped}")
     return 0
 
 

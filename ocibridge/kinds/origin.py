@@ -15,6 +15,7 @@ import json
 
 from ocibridge.kinds.neutral import ModelView, Written
 from ocibridge.oci.digest import sha256_bytes
+from ocibridge.oci.empty import is_empty_layer
 from ocibridge.oci.models import Manifest, parse_manifest_bytes
 
 PREFIX = "io.ocibridge.origin."
@@ -105,7 +106,8 @@ def restore(view: ModelView, target: str, media_type: str) -> Written | None:
     if manifest.config.size != len(config):
         return None
     ours = sorted((p.blob.digest, p.blob.size) for p in view.parts)
-    theirs = sorted((layer.digest, layer.size) for layer in manifest.layers)
+    # (the empty descriptor, the one layer of a model of no files, is no part: the view answers it)
+    theirs = sorted((layer.digest, layer.size) for layer in manifest.layers if not is_empty_layer(layer))
     if ours != theirs:
         return None
     with_type = json.loads(data).get("mediaType") or media_type

@@ -12,6 +12,7 @@ from typing import BinaryIO
 from ocibridge.chunks.carry import ChunkReferrer
 from ocibridge.errors import NotFound
 from ocibridge.kinds.neutral import Written
+from ocibridge.oci.empty import EMPTY_JSON, is_empty_layer
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import Store
 
@@ -40,6 +41,10 @@ class ConvertedStore:
         return self.inner.exists(desc)
 
     def _chunk_bytes(self, desc: Descriptor) -> bytes | None:
+        """Bytes this view holds itself: the carried chunk table, or the empty descriptor's ``{}``
+        (the one layer of a model of no files, which a source of another family never stored)."""
+        if is_empty_layer(desc):
+            return EMPTY_JSON
         return self.chunks.bytes_of(desc.digest) if self.chunks is not None else None
 
     def fetch_bytes(self, desc: Descriptor) -> bytes:

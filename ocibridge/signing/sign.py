@@ -41,14 +41,30 @@ class SignResult:
     digest: str
     written: dict[str, str] = field(default_factory=dict)  # form -> where (tag or referrer digest)
     unchanged: list[str] = field(default_factory=list)  # forms already there, byte for byte
+    skipped: dict[str, str] = field(default_factory=dict)  # form -> why it was not written
 
     def as_dict(self) -> dict[str, object]:
-        return {"digest": self.digest, "written": self.written, "unchanged": self.unchanged}
+        return {"digest": self.digest, "written": self.written, "unchanged": self.unchanged, "skipped": self.skipped}
 
 
 def sign_artifact(store: WritableStore, subject: Descriptor, key: keys.PrivateKey, options: SignOptions) -> SignResult:
-    """Sign ``subject`` in each form asked for; signing twice with the same key adds nothing."""
+    """Sign ``subject`` in each form asked for; signing twice with the same key adds nothing.
+
+    A model of no files (a commit that deleted the last one) gets no OMS signature: the
+    specification wants at least one file. Asked for alone, that is an error before anything
+    is written; beside the cosign forms, the OMS form is skipped and ``skipped`` says why."""
     result = SignResult(subject.digest)
+    oms_files: dict[str, str] | None = None
+    if "oms" in options.forms:
+        from ocibridge.signing.omsfiles import manifest_files
+
+        # whole files, SHA-256: the raw layers' digests, no weight byte read; else each blob read once
+        oms_files = manifest_files(store, subject, hashing=options.oms_hashing)
+        if not oms_files:
+            why = "the model has no files to sign (git's files are left out); an OMS signature lists at least one"
+            if set(options.forms) == {"oms"}:
+                raise SignatureError(f"{subject.digest}: {why}")
+            result.skipped["oms"] = why
     if "classic" in options.forms:
         payload = simple_signing_payload(options.identity, subject.digest, options.claims)
         signature = base64.b64encode(keys.sign(key, payload)).decode()
@@ -62,16 +78,10 @@ def sign_artifact(store: WritableStore, subject: Descriptor, key: keys.PrivateKe
         result.written["bundle"] = desc.digest
         if not new:
             result.unchanged.append("bundle")
-    if "oms" in options.forms:
+    if oms_files:
         from ocibridge.signing.oms import OMS_PREDICATE_TYPE, model_name, oms_statement
-        from ocibridge.signing.omsfiles import manifest_files
 
-        # whole files, SHA-256: the raw layers' digests, no weight byte read; else each blob read once
-        files = manifest_files(store, subject, hashing=options.oms_hashing)
-        if not files:
-            raise SignatureError(f"{subject.digest}: the model has no files to sign (git's files are left out); "
-                                 "an OMS signature lists at least one")
-        payload = oms_statement(model_name(options.identity), files, options.oms_hashing)
+        payload = oms_statement(model_name(options.identity), oms_files, options.oms_hashing)
         bundle = make_bundle(key, payload, hint=keys.pem_hint(key))
         desc, new = attach_bundle(store, subject, bundle, OMS_PREDICATE_TYPE)
         result.written["oms"] = desc.digest

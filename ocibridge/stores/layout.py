@@ -65,6 +65,7 @@ class LayoutStore(ClosesOnExit):
     def __init__(self, path: str | os.PathLike[str], create: bool = False):
         self.root = Path(path)
         self._created: set[str] | None = None  # blobs added inside removing_new_blobs_on_failure
+        self._listed: set[str] = set()  # manifests it listed untagged in index.json meanwhile
         self._fresh = False  # whether this object wrote the layout's skeleton
         self._made: Path | None = None  # the topmost directory this object created, if any
         self._writing = create  # opened to write: blobs found present are touched (see exists)
@@ -257,17 +258,20 @@ class LayoutStore(ClosesOnExit):
         if self._created is not None:
             raise OcibridgeError("removing_new_blobs_on_failure does not nest")
         self._created = created = set[str]()
+        self._listed = set()
         try:
             yield
         except KeyboardInterrupt:
             raise  # interrupted, not failed: verified blobs stay, so the rerun skips them
         except BaseException:
+            self._unlist(self._listed)  # (a ModelCar export lists its untagged ModelPack form first)
             self._remove_unreferenced(created)
             self._leases.release()
             self._remove_if_made_and_empty()
             raise
         finally:
             self._created = None
+            self._listed = set()
             self._leases.release()  # done: what this writer relied on is listed, or given up
 
     def _remove_if_made_and_empty(self) -> None:
@@ -296,6 +300,18 @@ class LayoutStore(ClosesOnExit):
             except OSError:
                 return  # not empty (someone else's files) or already gone
             here = here.parent
+
+    def _unlist(self, digests: set[str]) -> None:
+        """Drop the untagged index entries of ``digests`` (a tag given to one meanwhile keeps it)."""
+        if not digests:
+            return
+        with self._locked():
+            index = self.read_index()
+            kept = [e for e in index.manifests
+                    if e.digest not in digests or (e.annotations or {}).get(ANNOTATION_REF_NAME)]
+            if len(kept) != len(index.manifests):
+                index.manifests = kept
+                atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
 
     def _remove_unreferenced(self, digests: set[str]) -> None:
         if not digests:
@@ -341,6 +357,7 @@ class LayoutStore(ClosesOnExit):
         parse_manifest_bytes(data, desc.mediaType)  # raises on anything the reader would refuse
         if not self._claimed_present(desc):
             atomic_write_bytes(self.blob_path(desc.digest), data)
+            self._note_created(desc.digest)
         if tag is not None:
             self.tag(desc, tag)
         else:
@@ -401,6 +418,8 @@ class LayoutStore(ClosesOnExit):
                 annotations[ANNOTATION_REF_NAME] = tag
             new.annotations = annotations or None
             entries.append(new)
+            if tag is None and self._created is not None:
+                self._listed.add(desc.digest)
             index.manifests = entries
             atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
 

@@ -36,6 +36,7 @@ from ocibridge.model.extract import fetch_manifest
 from ocibridge.model.package import ModelFile, normalise_mode
 from ocibridge.model.packing import BLOCK, RECORD, TAR_FORMAT, tar_member
 from ocibridge.oci.digest import CHUNK, VerifyingReader, sha256_chunks, verify_bytes
+from ocibridge.oci.empty import is_empty_layer
 from ocibridge.oci.mediatypes import (
     OCI_CONFIG,
     OCI_INDEX,
@@ -286,6 +287,9 @@ def _source(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
 def _partition(layers: list[Descriptor]) -> list[_Layer]:
     if not layers:
         raise OcibridgeError("the artifact has no layers")
+    if all(is_empty_layer(layer) for layer in layers):  # (what validate refuses of a ModelCar: nothing to serve)
+        raise OcibridgeError("the model has no files (its last one was deleted): a ModelCar image of it "
+                             "would hold an empty /models directory")
     count = min(len(layers), MAX_IMAGE_LAYERS)
     size, extra = divmod(len(layers), count)
     out, start = [], 0

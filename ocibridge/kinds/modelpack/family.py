@@ -13,6 +13,7 @@ from ocibridge.kinds.family import Reading, WriteOptions
 from ocibridge.kinds.neutral import Loss, ModelView, Part, Written
 from ocibridge.kinds.origin import can_keep, carried, strip
 from ocibridge.oci.cnaidraft import is_draft
+from ocibridge.oci.empty import EMPTY_DIGEST, empty_layer, is_empty_layer
 from ocibridge.oci.mediatypes import (
     ANNOTATION_TITLE,
     OCI_MANIFEST,
@@ -57,6 +58,8 @@ class ModelPackFamily:
         diff_ids = items(section(doc, "modelfs"), "diffIds")
         parts = []
         for i, layer in enumerate(manifest.layers):
+            if is_empty_layer(layer):
+                continue  # a model of no files (oci/empty.py): its one layer holds no file
             lt = parse_layer_media_type(layer.mediaType)
             if lt is None:
                 raise SourceError(f"layer {layer.digest}: {layer.mediaType!r} is not a ModelPack layer type")
@@ -93,6 +96,8 @@ class ModelPackFamily:
             if part.variant is Variant.RAW:
                 annotations[ANNOTATION_TITLE] = part.path
             layers.append(part.bare_blob(layer_media_type(part.kind, part.variant, family), annotations))
+        if not layers:  # a model of no files: the empty descriptor, as the builder writes it (oci/empty.py)
+            layers.append(empty_layer())
         kept = can_keep(view, key)
         losses: list[Loss] = []
         config_bytes = _config_bytes(view, losses, kept)
@@ -125,7 +130,7 @@ def _config_bytes(view: ModelView, losses: list[Loss], kept: bool) -> bytes:
     doc = {
         "descriptor": descriptor,
         "config": config,
-        "modelfs": {"type": "layers", "diffIds": [p.diff_id for p in view.parts]},
+        "modelfs": {"type": "layers", "diffIds": [p.diff_id for p in view.parts] or [EMPTY_DIGEST]},
     }
     for _ in range(len(descriptor) + len(config) + 1):
         try:
