@@ -104,6 +104,33 @@ def test_small_reads_start_the_fill_after_a_run(chunked, fault_proxy):
     assert len(_layer_files()) == 1
 
 
+def test_a_run_whose_reads_arrive_out_of_order_still_starts_the_fill(chunked, fault_proxy):
+    """The kernel sends a sequential reader's read-ahead as several requests, which the FUSE
+    loop's threads hand over in any order: pairs swapped are still one run from byte 0."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    piece = 256 * 1024
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        for pair in range(0, 4 * MiB, 2 * piece):
+            for at in (pair + piece, pair):  # the second request of each pair first
+                assert model.read("weights.bin", at, at + piece) == data[at:at + piece]
+    assert {"", "bytes=0-"} & set(_ranges(fault_proxy, digest))  # the fill's one request
+
+
+def test_a_reader_that_skips_ahead_is_no_whole_read(chunked, fault_proxy):
+    """Small reads far apart (a tensor here and there) reach FILL_AFTER without reading half of
+    it: no fill, only the chunks they need."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        for at in range(0, 4 * MiB, MiB):
+            assert model.read("weights.bin", at, at + 1024) == data[at:at + 1024]
+    assert not {"", "bytes=0-"} & set(_ranges(fault_proxy, digest))
+    assert _layer_bytes(fault_proxy, digest) < SIZE
+
+
 def test_a_tampered_blob_returns_no_byte_and_keeps_nothing(chunked, fault_proxy):
     repo, _ = chunked
     ref = f"{fault_proxy.host}/{repo}:v1"
