@@ -1,0 +1,65 @@
+"""What one read through the mount costs in the mount's process: the FUSE loop in this
+process over a file of known bytes (no registry), read by ``cat`` in a process of its own."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ocibridge.lazymount.ops import ModelFS
+from ocibridge.lazymount.session import THREADS, MountSession
+from ocibridge.lazymount.tree import LazyFile, MountTree
+
+MiB = 1024 * 1024
+SIZE = 64 * MiB
+
+
+def _pattern(start: int, end: int) -> bytes:
+    """Bytes whose value says where they are (each 4 KiB block its number, mod 251)."""
+    out = bytearray()
+    at = start
+    while at < end:
+        block = at // 4096
+        upto = min(end, (block + 1) * 4096)
+        out += bytes([block % 251]) * (upto - at)
+        at = upto
+    return bytes(out)
+
+
+class Known:
+    """A LazyReads whose file is ``_pattern``; counts its reads."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read_file(self, file: LazyFile, start: int, end: int) -> bytes:
+        self.reads += 1
+        return _pattern(start, end)
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    tree = MountTree()
+    tree.add_lazy("weights.bin", SIZE, 0o644)
+    reads = Known()
+    ops = ModelFS(tree, reads, lambda line: None)
+    where = tmp_path / "mnt"
+    where.mkdir()
+    session = MountSession(ops, where)
+    session.start()
+    try:
+        yield ops, reads, where
+    finally:
+        session.unmount()
+
+
+def test_the_binding_threads_keep_their_python_thread_state(served):
+    """libfuse's threads call in through ctypes: a thread state made per call was a 16 KiB
+    mmap and munmap and a thread state set up and torn down per read; one per thread now."""
+    ops, reads, where = served
+    got = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True, timeout=120).stdout
+    assert got == _pattern(0, SIZE)
+    assert reads.reads >= 64  # (64 MiB in reads of at most 1 MiB)
+    assert 1 <= ops.thread_states <= THREADS + 2
