@@ -3,6 +3,7 @@ process over a file of known bytes (no registry), read by ``cat`` in a process o
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -29,14 +30,27 @@ def _pattern(start: int, end: int) -> bytes:
 
 
 class Known:
-    """A LazyReads whose file is ``_pattern``; counts its reads."""
+    """A LazyReads whose file is ``_pattern``; counts its reads. With ``fd`` (a file holding the
+    pattern) every read is answered by that descriptor; with ``fails``, every read fails."""
 
     def __init__(self) -> None:
         self.reads = 0
+        self.fd: int | None = None
+        self.fails = False
 
     def read_file(self, file: LazyFile, start: int, end: int) -> bytes:
         self.reads += 1
         return _pattern(start, end)
+
+    def read_into(self, file: LazyFile, start: int, end: int, into: memoryview) -> None:
+        assert self.fd is None  # (answered by the descriptor, never read here)
+        self.reads += 1
+        into[:] = _pattern(start, end)
+
+    def stable_fd(self, file: LazyFile, start: int, end: int) -> int | None:
+        if self.fails:
+            raise OSError("the registry sent another byte")
+        return self.fd
 
 
 @pytest.fixture
@@ -63,3 +77,26 @@ def test_the_binding_threads_keep_their_python_thread_state(served):
     assert got == _pattern(0, SIZE)
     assert reads.reads >= 64  # (64 MiB in reads of at most 1 MiB)
     assert 1 <= ops.thread_states <= THREADS + 2
+
+
+def test_verified_bytes_in_a_stable_file_are_answered_by_its_descriptor(served, tmp_path):
+    """libfuse reads them itself (``read_buf``): no read of them in Python."""
+    ops, reads, where = served
+    kept = tmp_path / "layer"
+    kept.write_bytes(_pattern(0, SIZE))
+    reads.fd = os.open(kept, os.O_RDONLY)
+    try:
+        got = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True,
+                             timeout=120).stdout
+    finally:
+        os.close(reads.fd)
+    assert got == _pattern(0, SIZE)
+    assert reads.reads == 0
+
+
+def test_a_read_that_fails_is_eio_and_no_byte(served):
+    ops, reads, where = served
+    reads.fails = True
+    done = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, timeout=120)
+    assert done.returncode != 0 and done.stdout == b""
+    assert b"Input/output error" in done.stderr

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ocibridge.lazymount.replies import file_reply, memory_reply
 from ocibridge.lazymount.tree import LazyFile, MountTree, Node
 
 _WRITES = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
@@ -50,6 +51,15 @@ class LazyReads(Protocol):
     """Bytes ``[start, end)`` of a raw file of the model, verified (``lazyread``'s reader)."""
 
     def read_file(self, file: LazyFile, start: int, end: int) -> bytes: ...
+
+    def read_into(self, file: LazyFile, start: int, end: int, into: memoryview) -> None:
+        """The same bytes, written into ``into`` (``end - start`` long)."""
+        ...
+
+    def stable_fd(self, file: LazyFile, start: int, end: int) -> int | None:
+        """A descriptor whose bytes ``[start, end)`` are verified and no longer change while
+        the file system runs, or None (then ``read_into``)."""
+        ...
 
 
 class _Open:
@@ -135,6 +145,36 @@ class ModelFS:
         except Exception as e:  # noqa: BLE001  # whatever failed, the program gets EIO, never bytes
             self._report_once(f"{opened.lazy.key}: {e} (EIO)")
             raise OSError(errno.EIO, os.strerror(errno.EIO), path) from None
+
+    def read_buf(self, path: str, bufpp: Any, size: int, offset: int, fh: int) -> int:
+        """``read``, answered as libfuse's ``read_buf`` (``lazymount.replies``): by a descriptor
+        and an offset where the bytes are in a file that no longer changes (an unpacked file; a
+        lazy file's verified bytes in the layer file its whole read fills), else in a buffer the
+        verified bytes are written into."""
+        if keep_thread_state():
+            with self._lock:
+                self.thread_states += 1
+        with self._lock:
+            opened = self._open.get(fh)
+        if opened is None:
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF), path)
+        if opened.lazy is None:
+            file_reply(bufpp, opened.fd, offset, size)  # (libfuse's read stops at the file's end)
+            return 0
+        lazy = opened.lazy
+        end = max(offset, min(offset + size, lazy.size))
+        try:
+            fd = self.reads.stable_fd(lazy, offset, end)
+            if fd is not None:
+                file_reply(bufpp, fd, offset, end - offset)
+            else:
+                memory_reply(bufpp, end - offset, lambda into: self.reads.read_into(lazy, offset, end, into))
+        except MemoryError:
+            raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM), path) from None
+        except Exception as e:  # noqa: BLE001  # whatever failed, the program gets EIO, never bytes
+            self._report_once(f"{lazy.key}: {e} (EIO)")
+            raise OSError(errno.EIO, os.strerror(errno.EIO), path) from None
+        return 0
 
     def _report_once(self, line: str) -> None:
         """Say ``line``, unless it was said within REPEAT_SECONDS: a failed read is tried again

@@ -124,9 +124,7 @@ class VerifiedBlob:
 
     def read(self, start: int = 0, end: int | None = None) -> bytes:
         """Bytes ``[start, end)`` (``end`` None or past the end: to the end), all verified."""
-        end = self.size if end is None else min(end, self.size)
-        if start < 0 or start > end:
-            raise RangeOutside(f"{self.layer.digest}: range {start}-{end} is outside 0-{self.size}")
+        start, end = self._within(start, end)
         if start == end:
             return b""
         if self.chunks is None:
@@ -136,19 +134,73 @@ class VerifiedBlob:
             try:
                 return fill.read(start, end, self.stall)
             except FillFailed:
-                # (not a wrong byte: that raises DigestMismatch) the chunk reads take over, and
-                # see what the store holds now (another process may have filled the layer file)
-                if self._keeper is not None:
-                    self._keeper.look_again()
+                self._fill_stopped()
         first, last = start // self.chunk_size, (end - 1) // self.chunk_size
         pieces = self._chunks(range(first, last + 1))
         lo, hi = start - first * self.chunk_size, end - last * self.chunk_size
         if len(pieces) == 1 and lo == 0 and hi == len(pieces[0]) and isinstance(pieces[0], bytes):
             return pieces[0]
+        return b"".join(self._cut(pieces, lo, hi))  # the one copy of the bytes a read returns
+
+    def read_into(self, start: int, end: int, into: memoryview) -> None:
+        """:meth:`read`'s bytes written into ``into`` (``end - start`` long, ``end`` within the
+        blob) instead of returned: a mount's reply buffer, without a Python object between."""
+        start, end = self._within(start, end)
+        if len(into) != end - start:
+            raise RangeOutside(f"{self.layer.digest}: {len(into)} bytes asked for range {start}-{end}")
+        if start == end:
+            return
+        if self.chunks is None:
+            into[:] = self._from_spool(start, end)
+            return
+        fill = self._fill_for(start, end)
+        if fill is not None:
+            try:
+                fill.read_into(start, end, into, self.stall)
+                return
+            except FillFailed:
+                self._fill_stopped()
+        first, last = start // self.chunk_size, (end - 1) // self.chunk_size
+        pieces = self._chunks(range(first, last + 1))
+        at = 0
+        for view in self._cut(pieces, start - first * self.chunk_size, end - last * self.chunk_size):
+            into[at:at + len(view)] = view
+            at += len(view)
+
+    def stable_fd(self, start: int, end: int) -> int | None:
+        """A descriptor whose bytes ``[start, end)`` are verified and stay so while this reader
+        is open, once they are (the whole read's fill: ``LayerFill.stable``); None: no such file,
+        read them (:meth:`read_into`). Raises as :meth:`read`."""
+        start, end = self._within(start, end)
+        with self._lock:
+            fill = self._fill
+        if fill is None or fill.failed or start == end:
+            return None
+        try:
+            return fill.stable(end, self.stall)
+        except FillFailed:
+            self._fill_stopped()
+            return None
+
+    def _within(self, start: int, end: int | None) -> tuple[int, int]:
+        end = self.size if end is None else min(end, self.size)
+        if start < 0 or start > end:
+            raise RangeOutside(f"{self.layer.digest}: range {start}-{end} is outside 0-{self.size}")
+        return start, end
+
+    @staticmethod
+    def _cut(pieces: list[Chunk], lo: int, hi: int) -> list[memoryview]:
+        """The chunks as views, the first from ``lo``, the last up to ``hi``."""
         views = [memoryview(p) for p in pieces]
         views[-1] = views[-1][:hi]  # (first, so that a single piece is cut at both ends right)
         views[0] = views[0][lo:]
-        return b"".join(views)  # the one copy of the bytes a read returns
+        return views
+
+    def _fill_stopped(self) -> None:
+        """(not a wrong byte: that raises DigestMismatch) the chunk reads take over, and see
+        what the store holds now (another process may have filled the layer file)."""
+        if self._keeper is not None:
+            self._keeper.look_again()
 
     # -- a whole read, from one fetch ------------------------------------------------------
     def _fill_for(self, start: int, end: int) -> LayerFill | None:
