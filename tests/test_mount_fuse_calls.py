@@ -40,7 +40,7 @@ class Known:
 
     def read_file(self, file: LazyFile, start: int, end: int) -> bytes:
         self.reads += 1
-        return _pattern(start, end)
+        return _pattern(start, end)  # (``read``: a libfuse whose read_buf is not known)
 
     def read_into(self, file: LazyFile, start: int, end: int, into: memoryview) -> None:
         assert self.fd is None  # (answered by the descriptor, never read here)
@@ -100,3 +100,26 @@ def test_a_read_that_fails_is_eio_and_no_byte(served):
     done = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, timeout=120)
     assert done.returncode != 0 and done.stdout == b""
     assert b"Input/output error" in done.stderr
+
+
+def test_a_libfuse_whose_read_buf_is_not_known_is_answered_through_read(tmp_path, monkeypatch):
+    """``lazymount.replies`` writes libfuse 3.0-3.16's ``struct fuse_bufvec``: with another
+    libfuse the binding is not given ``read_buf`` and calls ``read``."""
+    from ocibridge.lazymount import session
+
+    monkeypatch.setattr(session, "layout_known", lambda major, minor: False)
+    tree = MountTree()
+    tree.add_lazy("weights.bin", SIZE, 0o644)
+    reads = Known()
+    reads.fails = True  # (read_buf would ask stable_fd, which fails: EIO)
+    where = tmp_path / "mnt"
+    where.mkdir()
+    mounted = MountSession(ModelFS(tree, reads, lambda line: None), where)
+    mounted.start()
+    try:
+        got = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True,
+                             timeout=120).stdout
+    finally:
+        mounted.unmount()
+    assert got == _pattern(0, SIZE)
+    assert reads.reads >= 64

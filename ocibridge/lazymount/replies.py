@@ -13,7 +13,9 @@ the kernel: two copies and a 256 KiB object per request, 4,096 requests per GiB.
   mounted GiB took as long, with more CPU, with ``FUSE_CAP_SPLICE_WRITE`` on.
 
 libfuse frees both the vector and a memory buffer (``free``) once it has replied, so both come
-from the C library's ``malloc``. The layout is libfuse 3's ``fuse_common.h`` (3.0 to 3.16).
+from the C library's ``malloc``. The layout is libfuse 3's ``fuse_common.h`` as of 3.0 to 3.16
+(:func:`layout_known`; another version is answered through ``read``); the vector is allocated
+zeroed, with room to spare, should a later one read a field past ours.
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _malloc = _libc.malloc
 _malloc.argtypes = [ctypes.c_size_t]
 _malloc.restype = ctypes.c_void_p
+_calloc = _libc.calloc
+_calloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_calloc.restype = ctypes.c_void_p
 _free = _libc.free
 _free.argtypes = [ctypes.c_void_p]
 _free.restype = None
@@ -45,9 +50,14 @@ class FuseBufvec(ctypes.Structure):
                 ("buf", FuseBuf * 1)]
 
 
+def layout_known(major: int, minor: int) -> bool:
+    """Whether libfuse ``major.minor``'s ``struct fuse_bufvec`` is the one written here."""
+    return major == 3 and minor <= 16
+
+
 def _hand_over(bufpp: Any, size: int, *, mem: int | None = None, fd: int = -1, pos: int = 0) -> None:
-    """A vector of one buffer, malloc'ed, put where libfuse looks for it (``*bufpp``)."""
-    address = _malloc(ctypes.sizeof(FuseBufvec))
+    """A vector of one buffer, allocated zeroed, put where libfuse looks for it (``*bufpp``)."""
+    address = _calloc(1, 2 * ctypes.sizeof(FuseBufvec))
     if not address:
         raise MemoryError
     vec = FuseBufvec.from_address(address)
