@@ -390,6 +390,33 @@ def test_a_fill_that_fails_sets_its_partial_file_aside_until_closed(chunked, fau
     assert not list(named.parent.glob(f"{named.name}.failed-*"))
 
 
+EXITS_AFTER_A_FAILED_FILL = """
+import sys
+from ocibridge.api.lazy_ops import open_model
+from ocibridge.lazyread import blobreader
+blobreader.FILL_MIN_SIZE, blobreader.FILL_AFTER = 8 << 20, 2 << 20
+model = open_model(sys.argv[1], warn=None)
+assert len(model.read("weights.bin", 0, 4 << 20)) == 4 << 20  # by chunks, once the fill failed
+blob = model.open("weights.bin")
+assert blob._fill is not None and blob._fill.failed and blob._fill._set_aside is not None
+# and exits, the model never closed
+"""
+
+
+def test_a_failed_fill_set_aside_is_put_back_when_the_process_exits(chunked, fault_proxy):
+    repo, _ = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+    named = f"{PARTIAL_PREFIX}{digest.split(':')[1]}"
+    fault_proxy.add("GET", f"/blobs/{digest}", drop_response(after=1000), times=1)
+    fault_proxy.add("GET", f"/blobs/{digest}", status(404), times=1)  # (its retry)
+    subprocess.run([sys.executable, "-c", EXITS_AFTER_A_FAILED_FILL, ref], check=True,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert named in _layer_files()
+    assert not [name for name in _layer_files() if ".failed-" in name]
+
+
 def test_a_read_longer_than_one_pread_gives_is_answered_by_the_fill(chunked, fault_proxy, monkeypatch):
     """One pread(2) returns at most 0x7ffff000 bytes on Linux, so a single read of a layer of
     2 GiB or more (``model.read(path)``) comes from the filled file in several: here each is

@@ -12,6 +12,7 @@ cover them and are answered from the file. Bytes past the checked prefix are nev
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -45,6 +46,17 @@ def _abandon_running() -> None:
     for fill in list(_RUNNING):
         fill._closing = True  # (its file stays at its name, for a later resume)
         fill._abandon.set()
+
+
+#: fills whose failed partial file is set aside (``LayerFill._put_aside``): put back at exit
+#: too, for a reader never closed (an fsspec file), or the next fill could not resume it
+_ASIDE: weakref.WeakSet[LayerFill] = weakref.WeakSet()
+
+
+@atexit.register
+def _put_back_all() -> None:
+    for fill in list(_ASIDE):
+        fill._put_back()
 
 
 # threading's own exit hooks run before atexit's, and join the part threads: this one must
@@ -150,12 +162,14 @@ class LayerFill:
             os.rename(partial, aside)
             with self._changed:
                 self._set_aside = aside
+            _ASIDE.add(self)
 
     def _put_back(self) -> None:
         """The partial file set aside back in place for a later resume, unless another has
         begun one meanwhile (then it is removed)."""
         with self._changed:
             aside, self._set_aside = self._set_aside, None
+        _ASIDE.discard(self)
         if aside is None:
             return
         with contextlib.suppress(OSError):
