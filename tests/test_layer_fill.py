@@ -104,6 +104,33 @@ def test_small_reads_start_the_fill_after_a_run(chunked, fault_proxy):
     assert len(_layer_files()) == 1
 
 
+def test_a_run_whose_reads_arrive_out_of_order_still_starts_the_fill(chunked, fault_proxy):
+    """The kernel sends a sequential reader's read-ahead as several requests, which the FUSE
+    loop's threads hand over in any order: pairs swapped are still one run from byte 0."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    piece = 256 * 1024
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        for pair in range(0, 4 * MiB, 2 * piece):
+            for at in (pair + piece, pair):  # the second request of each pair first
+                assert model.read("weights.bin", at, at + piece) == data[at:at + piece]
+    assert {"", "bytes=0-"} & set(_ranges(fault_proxy, digest))  # the fill's one request
+
+
+def test_a_reader_that_skips_ahead_is_no_whole_read(chunked, fault_proxy):
+    """Small reads far apart (a tensor here and there) reach FILL_AFTER without reading half of
+    it: no fill, only the chunks they need."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        for at in range(0, 4 * MiB, MiB):
+            assert model.read("weights.bin", at, at + 1024) == data[at:at + 1024]
+    assert not {"", "bytes=0-"} & set(_ranges(fault_proxy, digest))
+    assert _layer_bytes(fault_proxy, digest) < SIZE
+
+
 def test_a_tampered_blob_returns_no_byte_and_keeps_nothing(chunked, fault_proxy):
     repo, _ = chunked
     ref = f"{fault_proxy.host}/{repo}:v1"
@@ -186,7 +213,7 @@ def test_a_process_that_exits_mid_read_does_not_wait_for_the_layer(chunked, faul
     exited = time.monotonic()
     assert exited - float(done.stdout) < 5
     assert _layer_bytes(fault_proxy, digest) < SIZE
-    assert any(name.startswith(PARTIAL_PREFIX) for name in _layer_files())
+    assert f"{PARTIAL_PREFIX}{digest.split(':')[1]}" in _layer_files()  # at its name: resumed next time
 
 
 # -- the hasher alone -----------------------------------------------------------------------
@@ -308,8 +335,8 @@ def test_a_damaged_partial_file_and_a_cut_fetch_leave_the_read_to_the_chunks(chu
         assert model.read("weights.bin", 0, 4 * MiB) == data[:4 * MiB]
 
 
-def test_a_damaged_partial_file_is_fetched_again_from_byte_0_and_no_wrong_byte_is_read(chunked, fault_proxy):
-    """The resumed fetch fails on the damaged chunk, the download truncates the file and starts
+def test_a_damaged_partial_file_is_fetched_again_and_no_wrong_byte_is_read(chunked, fault_proxy):
+    """The resumed fetch fails on the damaged chunk, the download cuts the file and starts
     over: every read returns the layer's bytes, and the layer file kept is the layer."""
     repo, data = chunked
     ref = f"{fault_proxy.host}/{repo}:v1"
@@ -320,6 +347,74 @@ def test_a_damaged_partial_file_is_fetched_again_from_byte_0_and_no_wrong_byte_i
     assert got == data
     (name,) = _layer_files()
     assert hashlib.sha256((layers / name).read_bytes()).hexdigest() == digest.split(":")[1]
+
+
+def test_a_damaged_partial_file_is_fetched_again_from_its_checked_prefix(chunked, fault_proxy, monkeypatch):
+    """The bytes the fill checked before the damaged chunk are never written again (a mount may
+    be answering from them by descriptor, after its check): the download starts over from the
+    checked prefix, not from byte 0."""
+    from ocibridge.stores import partial
+
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    cut: list[int] = []
+    ftruncate = os.ftruncate
+
+    def recorded(fd: int, size: int) -> None:
+        cut.append(size)
+        ftruncate(fd, size)
+
+    monkeypatch.setattr(partial.os, "ftruncate", recorded)
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        _leave_damaged_partial(digest, data, flip=3 * MiB + 5)  # chunk 3: chunks 0-2 check
+        got = b"".join(model.read("weights.bin", at, min(at + 2 * MiB, SIZE)) for at in range(0, SIZE, 2 * MiB))
+    assert got == data
+    assert 3 * MiB in cut and min(cut) >= 3 * MiB, cut
+
+
+def test_a_fill_that_fails_sets_its_partial_file_aside_until_closed(chunked, fault_proxy):
+    """While its reader is open, a failed fill's file is out of other downloads' reach (a mount
+    may still answer from it by descriptor); closed, it is back for a later resume."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        named = CacheChunks(model_cache_root()).layers / f"{PARTIAL_PREFIX}{digest.split(':')[1]}"
+        fault_proxy.add("GET", f"/blobs/{digest}", drop_response(after=1000), times=1)
+        fault_proxy.add("GET", f"/blobs/{digest}", status(404), times=1)  # (its retry)
+        assert model.read("weights.bin", 0, 4 * MiB) == data[:4 * MiB]  # by chunks, once the fill failed
+        assert not named.exists()
+        assert [p.name for p in named.parent.glob(f"{named.name}.failed-*")]
+    assert named.exists()
+    assert not list(named.parent.glob(f"{named.name}.failed-*"))
+
+
+EXITS_AFTER_A_FAILED_FILL = """
+import sys
+from ocibridge.api.lazy_ops import open_model
+from ocibridge.lazyread import blobreader
+blobreader.FILL_MIN_SIZE, blobreader.FILL_AFTER = 8 << 20, 2 << 20
+model = open_model(sys.argv[1], warn=None)
+assert len(model.read("weights.bin", 0, 4 << 20)) == 4 << 20  # by chunks, once the fill failed
+blob = model.open("weights.bin")
+assert blob._fill is not None and blob._fill.failed and blob._fill._set_aside is not None
+# and exits, the model never closed
+"""
+
+
+def test_a_failed_fill_set_aside_is_put_back_when_the_process_exits(chunked, fault_proxy):
+    repo, _ = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+    named = f"{PARTIAL_PREFIX}{digest.split(':')[1]}"
+    fault_proxy.add("GET", f"/blobs/{digest}", drop_response(after=1000), times=1)
+    fault_proxy.add("GET", f"/blobs/{digest}", status(404), times=1)  # (its retry)
+    subprocess.run([sys.executable, "-c", EXITS_AFTER_A_FAILED_FILL, ref], check=True,
+                   env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert named in _layer_files()
+    assert not [name for name in _layer_files() if ".failed-" in name]
 
 
 def test_a_read_longer_than_one_pread_gives_is_answered_by_the_fill(chunked, fault_proxy, monkeypatch):

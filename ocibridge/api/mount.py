@@ -58,6 +58,12 @@ class _ModelReads:
     def read_file(self, file: LazyFile, start: int, end: int) -> bytes:
         return self.model.open(file.key).read(start, end)
 
+    def read_into(self, file: LazyFile, start: int, end: int, into: memoryview) -> None:
+        self.model.open(file.key).read_into(start, end, into)
+
+    def stable_fd(self, file: LazyFile, start: int, end: int) -> int | None:
+        return self.model.open(file.key).stable_fd(start, end)
+
 
 @dataclass(frozen=True)
 class MountRequest:

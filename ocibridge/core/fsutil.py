@@ -134,6 +134,15 @@ def pread_full(fd: int, size: int, offset: int) -> bytes:
     return b"".join(parts)
 
 
+def pread_into(fd: int, into: memoryview, offset: int) -> int:
+    """``pread_full`` into a buffer: fills ``into`` from ``offset``; the bytes read (fewer only
+    at the file's end)."""
+    got = 0
+    while got < len(into) and (n := os.preadv(fd, [into[got:]], offset + got)):
+        got += n
+    return got
+
+
 def atomic_write_bytes(final: Path, data: bytes, mode: int | None = None) -> None:
     with atomic_writer(final, mode) as f:
         f.write(data)

@@ -18,12 +18,23 @@ from typing import Any
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazymount.ops import ModelFS
+from ocibridge.lazymount.replies import layout_known
 from ocibridge.lazymount.table import FSNAME, is_mounted, unmount_directory
 
 #: how long the kernel keeps attributes and names: the tree never changes while mounted
 CACHE_SECONDS = 86400
 #: threads of the FUSE loop (reads wait on the registry: several at once keep it busy)
 THREADS = 16
+
+
+def _without_read_buf(ops: ModelFS) -> None:
+    """Answer through ``read`` where ``read_buf``'s structures are not the ones
+    ``lazymount.replies`` writes (a libfuse after 3.16): the binding skips an operation that is
+    None."""
+    import mfusepy
+
+    if not layout_known(mfusepy.fuse_version_major, mfusepy.fuse_version_minor):
+        ops.read_buf = None  # type: ignore[method-assign,assignment]
 
 
 def fuse_binding() -> Any:
@@ -78,6 +89,7 @@ class MountSession:
     def start(self) -> None:
         """Mount, and return once the kernel answers from it (or raise why it could not)."""
         fuse = fuse_binding()
+        _without_read_buf(self.ops)
         if not self.directory.is_dir():
             raise OcibridgeError(f"{self.directory}: not a directory to mount on")
         options: dict[str, Any] = {"foreground": True, "ro": True, "fsname": f"{FSNAME}:{os.getpid()}",

@@ -44,6 +44,11 @@ READ_AHEAD_MIN = 4
 #: of four times the read, up to this many chunks (half the cache: what is read ahead stays
 #: until used)
 READ_AHEAD_MAX = CACHED_CHUNKS // 2
+#: how far from the furthest byte read so far a read may start and still continue a sequential
+#: run: the kernel sends a reader's read-ahead as several requests at once, and the FUSE loop's
+#: threads hand them over in any order (measured: a ``cat`` of a mounted GiB arrived out of
+#: order in 2 of 3 runs, which broke the strict run and left the whole read to chunk fetches)
+RUN_SLACK = 8 * 1024 * 1024
 _SPOOL_PIECE = 1024 * 1024
 T = TypeVar("T")
 
@@ -100,7 +105,9 @@ class VerifiedBlob:
         self._next = -2  # the chunk after the last read: a read starting there is sequential
         self._run = 0  # chunks read by the current run of sequential reads
         self._ahead_to = 0  # read-ahead has been asked up to this chunk
-        self._zero_run = 0  # the end of an unbroken run of reads from byte 0 (-1: broken)
+        #: a run of reads from byte 0 (each within RUN_SLACK of the furthest byte before it): its
+        #: furthest byte (-1: broken) and the bytes it read
+        self._zero_run = (0, 0)
         self._fill: LayerFill | None = None  # a whole read's one fetch, once started
         self._no_fill = False  # a fill was considered and not started (the cache holds chunks)
         #: bytes of this blob received from the source (chunks or the whole blob)
@@ -117,9 +124,7 @@ class VerifiedBlob:
 
     def read(self, start: int = 0, end: int | None = None) -> bytes:
         """Bytes ``[start, end)`` (``end`` None or past the end: to the end), all verified."""
-        end = self.size if end is None else min(end, self.size)
-        if start < 0 or start > end:
-            raise RangeOutside(f"{self.layer.digest}: range {start}-{end} is outside 0-{self.size}")
+        start, end = self._within(start, end)
         if start == end:
             return b""
         if self.chunks is None:
@@ -129,30 +134,87 @@ class VerifiedBlob:
             try:
                 return fill.read(start, end, self.stall)
             except FillFailed:
-                # (not a wrong byte: that raises DigestMismatch) the chunk reads take over, and
-                # see what the store holds now (another process may have filled the layer file)
-                if self._keeper is not None:
-                    self._keeper.look_again()
+                self._fill_stopped()
         first, last = start // self.chunk_size, (end - 1) // self.chunk_size
         pieces = self._chunks(range(first, last + 1))
         lo, hi = start - first * self.chunk_size, end - last * self.chunk_size
         if len(pieces) == 1 and lo == 0 and hi == len(pieces[0]) and isinstance(pieces[0], bytes):
             return pieces[0]
+        return b"".join(self._cut(pieces, lo, hi))  # the one copy of the bytes a read returns
+
+    def read_into(self, start: int, end: int, into: memoryview) -> None:
+        """:meth:`read`'s bytes written into ``into`` (``end - start`` long, ``end`` within the
+        blob) instead of returned: a mount's reply buffer, without a Python object between."""
+        start, end = self._within(start, end)
+        if len(into) != end - start:
+            raise RangeOutside(f"{self.layer.digest}: {len(into)} bytes asked for range {start}-{end}")
+        if start == end:
+            return
+        if self.chunks is None:
+            into[:] = self._from_spool(start, end)
+            return
+        fill = self._fill_for(start, end)
+        if fill is not None:
+            try:
+                fill.read_into(start, end, into, self.stall)
+                return
+            except FillFailed:
+                self._fill_stopped()
+        first, last = start // self.chunk_size, (end - 1) // self.chunk_size
+        pieces = self._chunks(range(first, last + 1))
+        at = 0
+        for view in self._cut(pieces, start - first * self.chunk_size, end - last * self.chunk_size):
+            into[at:at + len(view)] = view
+            at += len(view)
+
+    def stable_fd(self, start: int, end: int) -> int | None:
+        """A descriptor whose bytes ``[start, end)`` are verified and stay so while this reader
+        is open, once they are (the whole read's fill: ``LayerFill.stable``); None: no such file,
+        read them (:meth:`read_into`). Raises as :meth:`read`."""
+        start, end = self._within(start, end)
+        with self._lock:
+            fill = self._fill
+        if fill is None or fill.failed or start == end:
+            return None
+        try:
+            return fill.stable(end, self.stall)
+        except FillFailed:
+            self._fill_stopped()
+            return None
+
+    def _within(self, start: int, end: int | None) -> tuple[int, int]:
+        end = self.size if end is None else min(end, self.size)
+        if start < 0 or start > end:
+            raise RangeOutside(f"{self.layer.digest}: range {start}-{end} is outside 0-{self.size}")
+        return start, end
+
+    @staticmethod
+    def _cut(pieces: list[Chunk], lo: int, hi: int) -> list[memoryview]:
+        """The chunks as views, the first from ``lo``, the last up to ``hi``."""
         views = [memoryview(p) for p in pieces]
         views[-1] = views[-1][:hi]  # (first, so that a single piece is cut at both ends right)
         views[0] = views[0][lo:]
-        return b"".join(views)  # the one copy of the bytes a read returns
+        return views
+
+    def _fill_stopped(self) -> None:
+        """(not a wrong byte: that raises DigestMismatch) the chunk reads take over, and see
+        what the store holds now (another process may have filled the layer file)."""
+        if self._keeper is not None:
+            self._keeper.look_again()
 
     # -- a whole read, from one fetch ------------------------------------------------------
     def _fill_for(self, start: int, end: int) -> LayerFill | None:
         """The fill to answer ``[start, end)`` from, started here when this read makes a run
-        from byte 0 of FILL_AFTER bytes or more (``lazyread.layerfill``); None: read by chunks."""
+        from byte 0 (each read within RUN_SLACK of the furthest byte before it: in any order)
+        that reaches FILL_AFTER, half of it read (``lazyread.layerfill``); None: read by chunks."""
         with self._lock:
-            run = self._zero_run
-            self._zero_run = end if start == run else -1
+            far, read = self._zero_run
+            far, read = (max(far, end), read + end - start) if far >= 0 and start <= far + RUN_SLACK else (-1, 0)
+            self._zero_run = (far, read)
             if self._fill is not None:
                 return None if self._fill.failed else self._fill
-            if (start != run or end < FILL_AFTER or self.size < FILL_MIN_SIZE or not self._reads_ahead
+            # (half the bytes read: a reader that skips ahead by RUN_SLACK is no whole read)
+            if (far < FILL_AFTER or read < FILL_AFTER // 2 or self.size < FILL_MIN_SIZE or not self._reads_ahead
                     or self._keeper is None or self.store is None or self.chunks is None or self._no_fill):
                 return None
             self._no_fill = True  # decided once: asked again, the answer would cost the same look
@@ -201,14 +263,17 @@ class VerifiedBlob:
         least half that, so that small sequential reads still make long Range requests. Never
         for a first short read: a tensor after its header must not cost a chunk more. Called
         with the lock held."""
-        continues = wanted.start in (self._next, self._next - 1)
+        # (requests handed over out of order: an earlier one late, within RUN_SLACK, or one that
+        # overtook the chunk before it; a seek further on is a new run)
+        late = max(1, RUN_SLACK // self.chunk_size)
+        continues = self._next >= 0 and self._next - late <= wanted.start <= self._next + 1
         if continues:
-            self._run += wanted.stop - self._next
+            self._run += max(0, wanted.stop - self._next)
         else:
             self._run = 0  # a first read, however long, reads nothing more
         if self._keeper is not None:
             self._keeper.note_read(wanted.start, continues, opening=self._next == -2)
-        self._next = wanted.stop
+        self._next = max(self._next, wanted.stop) if continues else wanted.stop
         if self._run < READ_AHEAD_MIN or not self._reads_ahead:
             return
         depth = min(READ_AHEAD_MAX, max(2 * SPAN_CHUNKS, 4 * len(wanted)))

@@ -12,6 +12,7 @@ cover them and are answered from the file. Bytes past the checked prefix are nev
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import threading
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from ocibridge.chunks.table import LayerChunks
 from ocibridge.chunks.tablehash import TableHasher
-from ocibridge.core.fsutil import pread_full
+from ocibridge.core.fsutil import pread_full, pread_into
 from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.lazyread.stall import StallBound
 from ocibridge.oci.models import Descriptor
@@ -43,7 +44,19 @@ _RUNNING: weakref.WeakSet[LayerFill] = weakref.WeakSet()
 
 def _abandon_running() -> None:
     for fill in list(_RUNNING):
+        fill._closing = True  # (its file stays at its name, for a later resume)
         fill._abandon.set()
+
+
+#: fills whose failed partial file is set aside (``LayerFill._put_aside``): put back at exit
+#: too, for a reader never closed (an fsspec file), or the next fill could not resume it
+_ASIDE: weakref.WeakSet[LayerFill] = weakref.WeakSet()
+
+
+@atexit.register
+def _put_back_all() -> None:
+    for fill in list(_ASIDE):
+        fill._put_back()
 
 
 # threading's own exit hooks run before atexit's, and join the part threads: this one must
@@ -75,6 +88,9 @@ class LayerFill:
         self._error: BaseException | None = None
         self._done = False
         self._abandon = threading.Event()
+        #: the partial file, renamed out of other downloads' reach when this fill failed
+        self._set_aside: Path | None = None
+        self._closing = False
         self._on_bytes = on_bytes
         self._thread = threading.Thread(target=self._run, name="layer-fill", daemon=True)
         self._started = time.monotonic()  # (again when started)
@@ -117,7 +133,7 @@ class LayerFill:
         error: BaseException | None = None
         try:
             download(self.target, self.layer, self.source, on_bytes=self._on_bytes, on_hashed=self._on_hashed,
-                     hasher_for=self._new_hasher, abandon=self._abandon)
+                     hasher_for=self._new_hasher, abandon=self._abandon, on_failure=self._put_aside)
             with contextlib.suppress(OSError):
                 os.chmod(self.target, 0o444)  # read-only, as the cache's other layer files
         except BaseException as e:  # noqa: BLE001 - handed to the readers waiting, who raise it
@@ -133,6 +149,34 @@ class LayerFill:
             self._changed.notify_all()
         _RUNNING.discard(self)
 
+    def _put_aside(self, partial: Path) -> None:
+        """(the download failed, its lock still held) Rename the partial file out of reach, so
+        that no other process's download resumes it, rewriting bytes, while a reply this fill
+        gave (``stable``: a descriptor libfuse reads after the answer) may still be read;
+        :meth:`close` puts it back. Not when closing: that comes after every reply. (Not
+        ``_abandon``: the download sets it too, to stop its parts when one fails.)"""
+        if self._closing:
+            return
+        aside = partial.with_name(f"{partial.name}.failed-{os.getpid()}-{id(self):x}")
+        with contextlib.suppress(OSError):  # (gone: a layer that did not match, removed)
+            os.rename(partial, aside)
+            with self._changed:
+                self._set_aside = aside
+            _ASIDE.add(self)
+
+    def _put_back(self) -> None:
+        """The partial file set aside back in place for a later resume, unless another has
+        begun one meanwhile (then it is removed)."""
+        with self._changed:
+            aside, self._set_aside = self._set_aside, None
+        _ASIDE.discard(self)
+        if aside is None:
+            return
+        with contextlib.suppress(OSError):
+            os.link(aside, partial_path(self.target.parent, self.layer.digest))
+        with contextlib.suppress(OSError):
+            os.unlink(aside)
+
     # -- readers -----------------------------------------------------------------------------
     def read(self, start: int, end: int, stall: StallBound | None = None) -> bytes:
         """Bytes ``[start, end)`` once the checked prefix covers them. Raises DigestMismatch
@@ -140,19 +184,42 @@ class LayerFill:
         other reason (the caller reads by chunks instead), Stalled when the fill heard nothing
         of the layer within ``stall``'s bound (since it started, or its last bytes)."""
         with self._changed:
-            while self._verified < end and not self._done:
-                left = None if stall is None else stall.left(stall.since(self.layer.digest, self._started))
-                if stall is not None and left is not None and left <= 0:
-                    raise stall.stalled(self.where)
-                self._changed.wait(left)
-            if self._verified < end or self._fd is None:
-                raise self._failure()
+            fd = self._checked(end, stall)
             # under the lock: a download that starts over from byte 0 makes its new hasher
             # (and so writes anything) only after this read
-            data = pread_full(self._fd, end - start, start)
+            data = pread_full(fd, end - start, start)
         if len(data) != end - start:
             raise FillFailed(f"{self.layer.digest}: the filled file is shorter than its checked prefix")
         return data
+
+    def read_into(self, start: int, end: int, into: memoryview, stall: StallBound | None = None) -> None:
+        """:meth:`read`, written into ``into`` (``end - start`` long): one copy, from the file."""
+        with self._changed:
+            fd = self._checked(end, stall)
+            got = pread_into(fd, into, start)  # (under the lock, as read's)
+        if got != end - start:
+            raise FillFailed(f"{self.layer.digest}: the filled file is shorter than its checked prefix")
+
+    def stable(self, end: int, stall: StallBound | None = None) -> int:
+        """A descriptor of the file whose bytes up to ``end`` are checked and stay as they are
+        for as long as this fill is open, once the checked prefix covers them (raises as
+        :meth:`read`): so a reply may name the descriptor and be read after this returns.
+        Nothing writes checked bytes again: the download never rewrites its checked prefix, a
+        filled file is renamed into place and never written, and a failed fill's file is
+        renamed out of other downloads' reach while still locked (``_put_aside``)."""
+        with self._changed:
+            return self._checked(end, stall)
+
+    def _checked(self, end: int, stall: StallBound | None) -> int:
+        """(lock held) Wait until the checked prefix reaches ``end``; the file's descriptor."""
+        while self._verified < end and not self._done:
+            left = None if stall is None else stall.left(stall.since(self.layer.digest, self._started))
+            if stall is not None and left is not None and left <= 0:
+                raise stall.stalled(self.where)
+            self._changed.wait(left)
+        if self._verified < end or self._fd is None:
+            raise self._failure()
+        return self._fd
 
     def _failure(self) -> BaseException:
         error = self._error
@@ -178,6 +245,7 @@ class LayerFill:
 
     def close(self) -> None:
         """Stop the fetch if it still runs (what it wrote stays for a later resume)."""
+        self._closing = True
         self._abandon.set()
         if self._thread.is_alive():
             self._thread.join()
@@ -186,4 +254,5 @@ class LayerFill:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+        self._put_back()
 

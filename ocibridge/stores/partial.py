@@ -65,13 +65,19 @@ def partial_path(directory: Path, digest: str) -> Path:
 def download(final: Path, desc: Descriptor, source: RangedBlobSource,
              plan: RangedPlan | None = None, on_bytes: ByteCount | None = None,
              on_hashed: Frontier | None = None, *, hasher_for: Callable[[], Hasher] | None = None,
-             abandon: threading.Event | None = None) -> int:
+             abandon: threading.Event | None = None, on_failure: Callable[[Path], None] | None = None) -> int:
     """Fetch ``desc`` from ``source`` into ``final`` (verified, then renamed); the bytes
     fetched over the network this time (less than the size when resumed). ``on_hashed``
     follows the prefix written and hashed (it starts again from 0 if kept bytes fail).
     ``hasher_for`` makes the check (default: the blob's digest; a chunk table's check in
     ``chunks.tablehash``); setting ``abandon`` stops the parts at their next buffer (the
-    partial file stays, for a later resume) and the download raises ``PartsAbandoned``."""
+    partial file stays, for a later resume) and the download raises ``PartsAbandoned``.
+    ``on_failure`` is called with the partial file's path when the download fails, before its
+    lock on that file is let go (no other download can touch the file yet).
+
+    Bytes a hasher with a checked prefix (``verified``: a chunk table's) has checked are never
+    written again: kept bytes that fail make the next attempt start from that prefix, not from
+    byte 0 (a reader of the file may be answering from them: ``lazyread.layerfill``)."""
     plan = plan or source.ranged_plan
     partial = partial_path(final.parent, desc.digest)
     marker = partial.with_name(partial.name + PREFIX_SUFFIX)
@@ -82,9 +88,10 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
             _remove(partial, marker)
             return 0
         fetched = 0
+        hasher: Hasher | None = None
         for fresh in (False, True):
-            if fresh:  # what was kept did not verify: once more, from byte 0
-                os.ftruncate(fd, 0)
+            if fresh:  # what was kept did not verify: once more, from the checked prefix (else byte 0)
+                os.ftruncate(fd, getattr(hasher, "verified", 0))
                 _remove(marker)
             hasher = hasher_for() if hasher_for is not None else new_hasher(desc.digest)
             got, resumed = _fetch(fd, marker, desc, source, plan, hasher, on_bytes, on_hashed, abandon)
@@ -101,6 +108,10 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
                 break  # the source itself sent wrong bytes
         _remove(partial, marker)
         raise DigestMismatch(f"{desc.digest}: the downloaded content has another digest")
+    except BaseException:
+        if on_failure is not None:
+            on_failure(partial)
+        raise
     finally:
         os.close(fd)
 

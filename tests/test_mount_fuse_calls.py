@@ -1,0 +1,125 @@
+"""What one read through the mount costs in the mount's process: the FUSE loop in this
+process over a file of known bytes (no registry), read by ``cat`` in a process of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ocibridge.lazymount.ops import ModelFS
+from ocibridge.lazymount.session import THREADS, MountSession
+from ocibridge.lazymount.tree import LazyFile, MountTree
+
+MiB = 1024 * 1024
+SIZE = 64 * MiB
+
+
+def _pattern(start: int, end: int) -> bytes:
+    """Bytes whose value says where they are (each 4 KiB block its number, mod 251)."""
+    out = bytearray()
+    at = start
+    while at < end:
+        block = at // 4096
+        upto = min(end, (block + 1) * 4096)
+        out += bytes([block % 251]) * (upto - at)
+        at = upto
+    return bytes(out)
+
+
+class Known:
+    """A LazyReads whose file is ``_pattern``; counts its reads. With ``fd`` (a file holding the
+    pattern) every read is answered by that descriptor; with ``fails``, every read fails."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.fd: int | None = None
+        self.fails = False
+
+    def read_file(self, file: LazyFile, start: int, end: int) -> bytes:
+        self.reads += 1
+        return _pattern(start, end)  # (``read``: a libfuse whose read_buf is not known)
+
+    def read_into(self, file: LazyFile, start: int, end: int, into: memoryview) -> None:
+        assert self.fd is None  # (answered by the descriptor, never read here)
+        self.reads += 1
+        into[:] = _pattern(start, end)
+
+    def stable_fd(self, file: LazyFile, start: int, end: int) -> int | None:
+        if self.fails:
+            raise OSError("the registry sent another byte")
+        return self.fd
+
+
+@pytest.fixture
+def served(tmp_path: Path):
+    tree = MountTree()
+    tree.add_lazy("weights.bin", SIZE, 0o644)
+    reads = Known()
+    ops = ModelFS(tree, reads, lambda line: None)
+    where = tmp_path / "mnt"
+    where.mkdir()
+    session = MountSession(ops, where)
+    session.start()
+    try:
+        yield ops, reads, where
+    finally:
+        session.unmount()
+
+
+def test_the_binding_threads_keep_their_python_thread_state(served):
+    """libfuse's threads call in through ctypes: a thread state made per call was a 16 KiB
+    mmap and munmap and a thread state set up and torn down per read; one per thread now."""
+    ops, reads, where = served
+    got = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True, timeout=120).stdout
+    assert got == _pattern(0, SIZE)
+    assert reads.reads >= 64  # (64 MiB in reads of at most 1 MiB)
+    assert 1 <= ops.thread_states <= THREADS + 2
+
+
+def test_verified_bytes_in_a_stable_file_are_answered_by_its_descriptor(served, tmp_path):
+    """libfuse reads them itself (``read_buf``): no read of them in Python."""
+    ops, reads, where = served
+    kept = tmp_path / "layer"
+    kept.write_bytes(_pattern(0, SIZE))
+    reads.fd = os.open(kept, os.O_RDONLY)
+    try:
+        got = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True,
+                             timeout=120).stdout
+    finally:
+        os.close(reads.fd)
+    assert got == _pattern(0, SIZE)
+    assert reads.reads == 0
+
+
+def test_a_read_that_fails_is_eio_and_no_byte(served):
+    ops, reads, where = served
+    reads.fails = True
+    done = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, timeout=120)
+    assert done.returncode != 0 and done.stdout == b""
+    assert b"Input/output error" in done.stderr
+
+
+def test_a_libfuse_whose_read_buf_is_not_known_is_answered_through_read(tmp_path, monkeypatch):
+    """``lazymount.replies`` writes libfuse 3.0-3.16's ``struct fuse_bufvec``: with another
+    libfuse the binding is not given ``read_buf`` and calls ``read``."""
+    from ocibridge.lazymount import session
+
+    monkeypatch.setattr(session, "layout_known", lambda major, minor: False)
+    tree = MountTree()
+    tree.add_lazy("weights.bin", SIZE, 0o644)
+    reads = Known()
+    reads.fails = True  # (read_buf would ask stable_fd, which fails: EIO)
+    where = tmp_path / "mnt"
+    where.mkdir()
+    mounted = MountSession(ModelFS(tree, reads, lambda line: None), where)
+    mounted.start()
+    try:
+        got = subprocess.run(["cat", str(where / "weights.bin")], capture_output=True, check=True,
+                             timeout=120).stdout
+    finally:
+        mounted.unmount()
+    assert got == _pattern(0, SIZE)
+    assert reads.reads >= 64
