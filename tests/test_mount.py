@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -101,14 +102,22 @@ def test_cp_r_out_of_the_mount_equals_pull(mounted, model, tmp_path):
     assert digests(tmp_path / "copy") == digests(pulled)
 
 
-def test_transformers_loads_config_and_tokenizer_from_the_mount(mounted, monkeypatch):
-    from transformers import AutoConfig, AutoTokenizer
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    config = AutoConfig.from_pretrained(str(mounted.where))
-    assert config.model_type == "bert" and config.hidden_size == 32
-    tokenizer = AutoTokenizer.from_pretrained(str(mounted.where))
-    assert tokenizer.tokenize("Hello world") == ["hello", "world"]
+def test_transformers_loads_config_and_tokenizer_from_the_mount(mounted, tmp_path):
+    """transformers, as a program of its own (the counting proxy serves the mount from this
+    process, and the tokenizers library holds the GIL while its read of vocab.txt waits on it)."""
+    script = (
+        "import sys\n"
+        "from transformers import AutoConfig, AutoTokenizer\n"
+        "config = AutoConfig.from_pretrained(sys.argv[1])\n"
+        "assert config.model_type == 'bert' and config.hidden_size == 32, config\n"
+        "tokenizer = AutoTokenizer.from_pretrained(sys.argv[1])\n"
+        "print(tokenizer.tokenize('Hello world'))\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    done = subprocess.run([sys.executable, "-c", script, str(mounted.where)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "['hello', 'world']"
 
 
 def test_the_mount_is_read_only(mounted):
