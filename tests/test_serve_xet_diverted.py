@@ -120,6 +120,23 @@ def test_a_xorb_body_that_is_not_its_hash_is_refused_and_one_cut_short_keeps_not
     assert kept(served)[name] == body
 
 
+def test_a_client_that_waits_for_100_continue_gets_it_before_its_body_is_diverted(served):
+    body, name = xorb_of([os.urandom(100_000) for _ in range(3)])
+    cas, token = grant(served)
+    where = urlsplit(cas)
+    with socket.create_connection((where.hostname, where.port), timeout=30) as s:
+        s.sendall(f"POST {where.path}/v1/xorbs/default/{name} HTTP/1.1\r\nHost: {where.netloc}\r\n"
+                  f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n"
+                  "Expect: 100-continue\r\n\r\n".encode())
+        assert s.recv(100).startswith(b"HTTP/1.1 100 Continue")  # nothing sent yet: it waits for this
+        s.sendall(body)
+        answer = b""
+        while not answer.rstrip().endswith(b"}"):
+            answer += s.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert kept(served)[name] == body
+
+
 # -- DivertedBody on its own: pacing, limits and failures ----------------------------------------------
 
 

@@ -56,6 +56,9 @@ class GuardedProtocol(HttpToolsProtocol):
         if (self.scope is not scope or cycle is None or cycle.scope is not scope or cycle.response_complete
                 or not cycle.more_body or cycle.disconnected):
             return None
+        if cycle.waiting_for_100_continue and not self.transport.is_closing():  # as uvicorn's first receive
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            cycle.waiting_for_100_continue = False
         self._sink = sink
         held = bytes(cycle.body)
         cycle.body = cycle.body[:0]

@@ -48,6 +48,8 @@ class DivertedBody:
         self._held = 0
         self._lock = threading.Lock()
         self._writing = False  # a piece on the writer (under the lock: the writer clears it)
+        self._free = threading.Event()  # set while no piece is on the writer
+        self._free.set()
         self._waiting = False  # the loop waits for the writer: it calls back (under the lock)
         self._error: BaseException | None = None  # the writer's
         self._ended = False
@@ -131,6 +133,7 @@ class DivertedBody:
                 self._loop.call_soon(self._settle)
                 return False
             self._writing = True
+            self._free.clear()
         pieces, self._pending, self._held = self._pending, [], 0
         self.writers.submit(self._write, pieces)
         return True
@@ -143,6 +146,7 @@ class DivertedBody:
             self._error = e
         with self._lock:
             self._writing = False
+            self._free.set()
             wake, self._waiting = self._waiting, False
         if wake or self._error is not None:
             self._loop.call_soon_threadsafe(self._settle)
@@ -178,14 +182,19 @@ class DivertedBody:
             self._done.set_exception(failure)
 
     async def _idle(self) -> None:
-        """Until no piece is on the writer (``out`` is not closed under it)."""
+        """Until no piece is on the writer (``out`` is not closed under it); cancelled, it waits
+        for the writer all the same (a piece's write, a moment), as anyio's hop did."""
         while True:
             with self._lock:
                 if not self._writing:
                     return
                 self._waiting = True
                 self._idle_waiter = self._loop.create_future()
-            await self._idle_waiter
+            try:
+                await self._idle_waiter
+            except asyncio.CancelledError:
+                self._free.wait()
+                raise
 
     def _wake_idle(self) -> None:
         if self._idle_waiter is not None and not self._idle_waiter.done():

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import anyio.to_thread
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ocibridge.chunks.chunking import ChunkHasher
@@ -194,9 +194,7 @@ class XetUpload:
                 told = request.scope.get(BODY_READ)
                 if told is not None:
                     told(body.size)
-        # the last message, empty: the middlewares see the body end (the guard: read whole)
-        if (await request.receive())["type"] == "http.disconnect":
-            raise ClientDisconnect
+        await request.receive()  # the last message, empty: the middlewares see the body end (the guard: read whole)
         return size
 
     # -- xorbs ----------------------------------------------------------------------------------
