@@ -1,13 +1,15 @@
 """A xorb body taken as the HTTP parser hands it over (issue 79), not as ASGI messages: the
-protocol (:data:`..protocol.DIVERT`) feeds each piece to a :class:`DivertedBody` on the event
-loop's thread, which gathers a piece (:data:`.upload.WRITE_PIECE` bytes) and hands them to a writer thread, where
-they are written and checked (:class:`.xorbcheck.XorbCheck`); the loop goes on reading meanwhile
-and is woken by the writer only when it waits for it. Through ASGI each ~256 KiB piece was
-copied twice more by uvicorn, woke the route's task, went through every middleware, and each
-512 KiB cost a thread hop there and back (anyio's): ~0.4 s of serve's CPU a GiB published.
+protocol (:data:`..guard.DIVERT`, :meth:`..protocol.GuardedProtocol.divert`) feeds each piece to
+a :class:`DivertedBody` on the event loop's thread, which gathers :data:`.upload.WRITE_PIECE`
+bytes and hands them to a writer thread, where they are written and checked
+(:class:`.xorbcheck.XorbCheck`); the loop goes on reading meanwhile and is woken by the writer
+only when it waits for it. Through ASGI each ~256 KiB piece was copied twice more by uvicorn,
+woke the route's task, went through every middleware, and each 512 KiB cost a thread hop there
+and back (anyio's, 61 us of CPU each): serve's CPU a GiB published over Xet is ~0.18 s less this
+way (median of 20 paired uploads, docs/benchmarks.md).
 
-What the ASGI way kept is kept: at most a piece being gathered and one being
-written per upload (reading pauses while the writer is behind), the body read only while its
+What the ASGI way kept is kept: at most a piece being gathered and one being written per upload
+(reading pauses while the writer is behind), the body read only while its
 :class:`.permits.ReadPermit` is held (a body that stalled takes one again before it is read on),
 the guard's limit on the body (its :class:`..guard.BodyTooLarge`, answered as before) and the
 metrics' count of bytes received (:data:`..guard.BODY_READ`).
