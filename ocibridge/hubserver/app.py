@@ -158,7 +158,7 @@ class ServeApp:
         stay in the model cache), once the shards answered are recorded for dedupe."""
         self.lease.close()  # released: another serve takes the writes at once
         release_identity(self.staging.root.parent)  # its lock on the cache's writer id
-        self.xet_upload.dedupe.close()
+        self.xet_upload.close()  # the records of the shards answered written, its writers ended
         if self.ranges is not None:
             self.ranges.close()
         self.catalog.close()

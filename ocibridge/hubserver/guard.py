@@ -29,6 +29,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -65,6 +66,31 @@ STALL = 0.5
 ABORT = "ocibridge.abort"
 #: where the answer's :class:`Turn` is put in the scope
 TURN = "ocibridge.turn"
+#: where the request's body limit is put in the scope, for a route that takes its body past the
+#: middlewares (:mod:`.xet.diverted`): it raises :class:`BodyTooLarge` past it, as :class:`Guard` would
+BODY_LIMIT = "ocibridge.body_limit"
+#: where a middleware that counts the bytes of bodies read puts how to tell it of bytes read past
+#: it (:mod:`.xet.diverted`): called with their count
+BODY_READ = "ocibridge.body_read"
+#: where a request's scope holds how to divert its body (:meth:`.protocol.GuardedProtocol.divert`): called
+#: with a :class:`BodySink`, it answers the connection's ``(pause, resume)`` of reading, or None
+#: when the body cannot be diverted (it is read as ASGI messages then, as without this protocol)
+DIVERT = "ocibridge.divert"
+Divert = Callable[["BodySink"], "tuple[Callable[[], None], Callable[[], None]] | None"]
+
+
+class BodySink(Protocol):
+    """What takes a diverted body, on the event loop's thread, in order."""
+
+    def feed(self, data: bytes) -> None:
+        """A piece of the body."""
+
+    def end(self) -> None:
+        """The body is whole (the route then reads the last ASGI message, an empty one)."""
+
+    def lost(self) -> None:
+        """The connection was lost before the body was whole."""
+
 
 _CONTROL = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 
@@ -204,6 +230,7 @@ class Guard:
             return
         turn = Turn()
         scope[TURN] = turn
+        scope[BODY_LIMIT] = limits.body
         abort: Callable[[], None] | None = scope.get(ABORT)
         started = False
         unread = chunked

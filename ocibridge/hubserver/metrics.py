@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ocibridge.hubserver.answers import in_thread
-from ocibridge.hubserver.guard import UPLOAD_PATHS, UPLOADS
+from ocibridge.hubserver.guard import BODY_READ, UPLOAD_PATHS, UPLOADS
 from ocibridge.hubserver.routing import route_path
 
 PATH = "/metrics"
@@ -89,6 +89,7 @@ class Metrics:
 
             if upload:
                 self.uploads.inc()
+            scope[BODY_READ] = self.received.inc  # a body read past this middleware (xet/diverted.py)
             try:
                 await app(scope, reading, sending)
             finally:

@@ -13,6 +13,7 @@ order): :func:`hex_of` and :func:`from_hex`.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 
 import blake3
@@ -27,9 +28,15 @@ BRANCHING = 4
 EMPTY = bytes(32)
 
 
+_WORDS = struct.Struct("<4Q")
+_TEXT = "{:016x}{:016x}{:016x}{:016x}".format
+
+
 def hex_of(h: bytes) -> str:
-    """The text of a hash, as xet-core prints it."""
-    return "".join(h[i:i + 8][::-1].hex() for i in range(0, 32, 8))
+    """The text of a hash, as xet-core prints it: four 64-bit little-endian words. One unpack and
+    one format (half the time of reversing slices in a generator): the tree's every node
+    is written this way, ~50,000 a GiB published (issue 79)."""
+    return _TEXT(*_WORDS.unpack(h))
 
 
 def from_hex(text: str) -> bytes | None:

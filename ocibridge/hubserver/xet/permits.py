@@ -44,6 +44,11 @@ class ReadPermit:
         if not self.held:
             await self.take()
 
+    def note_moved(self) -> None:
+        """The body moved, told where nothing may wait (:mod:`.diverted`: the caller takes a
+        permit again itself when :attr:`held` is False)."""
+        self._moved += 1
+
     def give(self) -> None:
         """The body is read (or given up): the permit back, the watch ended."""
         if self._watch is not None:

@@ -26,6 +26,7 @@ import shutil
 import tempfile
 from array import array
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
@@ -39,13 +40,14 @@ from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.access import Signer, require_token
 from ocibridge.hubserver.answers import bearer, error, requested_repo
-from ocibridge.hubserver.guard import Shares
+from ocibridge.hubserver.guard import BODY_LIMIT, BODY_READ, DIVERT, Divert, Shares
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging, StagingFull
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.ahead import Ahead
 from ocibridge.hubserver.xet.chunklist import ChunkList
 from ocibridge.hubserver.xet.dedupe import Dedupe
+from ocibridge.hubserver.xet.diverted import DivertedBody, TooLarge
 from ocibridge.hubserver.xet.owners import XorbOwners
 from ocibridge.hubserver.xet.permits import ReadPermit
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
@@ -103,6 +105,7 @@ class XetUpload:
         self.budget = budget
         self._receiving: Shares | None = None  # made on the server's loop
         self._writing: anyio.CapacityLimiter | None = None  # the same
+        self._writers: ThreadPoolExecutor | None = None  # the same bound, for bodies diverted (diverted.py)
         self._permits: set[ReadPermit] = set()  # of the xorb uploads under way
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
@@ -113,6 +116,12 @@ class XetUpload:
         if self._writing is None:
             self._writing = anyio.CapacityLimiter(WRITING_AT_ONCE)
         await anyio.to_thread.run_sync(_take, out, pieces, check, limiter=self._writing)
+
+    def close(self) -> None:
+        """The records of the shards answered written (:meth:`.Dedupe.close`), the writers ended."""
+        self.dedupe.close()
+        if self._writers is not None:
+            self._writers.shutdown(wait=True)
 
     @property
     def reading(self) -> int:
@@ -163,6 +172,31 @@ class XetUpload:
                 await self._written(out, pending, check)
         return taken
 
+    async def _receive_diverted(self, request: Request, divert: Divert, fd: int, limit: int, check: XorbCheck,
+                                permit: ReadPermit) -> int | None:
+        """:meth:`_receive` with the body taken from the protocol as it is parsed (:mod:`.diverted`);
+        -1 when the protocol does not divert it (read it as ASGI messages then)."""
+        if self._writers is None:
+            self._writers = ThreadPoolExecutor(WRITING_AT_ONCE, thread_name_prefix="xorb-writer")
+        with os.fdopen(os.dup(fd), "wb") as out:
+            await permit.take()
+            body = DivertedBody(out, check, self._writers, limit=limit, guard_limit=request.scope.get(BODY_LIMIT),
+                                permit=permit, write=lambda *a: _take(*a), piece=WRITE_PIECE)  # _take: found per call
+            pace = divert(body)
+            if pace is None:
+                return -1
+            body.attach(pace)
+            try:
+                size = await body.taken()
+            except TooLarge:
+                return None
+            finally:
+                told = request.scope.get(BODY_READ)
+                if told is not None:
+                    told(body.size)
+        await request.receive()  # the last message, empty: the middlewares see the body end (the guard: read whole)
+        return size
+
     # -- xorbs ----------------------------------------------------------------------------------
     async def xorb(self, request: Request) -> Response:
         writer = self._require(request)
@@ -189,7 +223,11 @@ class XetUpload:
             permit = ReadPermit(self._receiving, writer)  # its body is read with a permit (permits.py)
             self._permits.add(permit)
             try:
-                size = await self._receive(request, fd, shards.MAX_XORB, check, permit)
+                divert: Divert | None = request.scope.get(DIVERT)
+                size = -1 if divert is None else await self._receive_diverted(request, divert, fd, shards.MAX_XORB,
+                                                                               check, permit)
+                if size == -1:
+                    size = await self._receive(request, fd, shards.MAX_XORB, check, permit)
             finally:
                 permit.give()
                 self._permits.discard(permit)

@@ -4,19 +4,19 @@ and BLAKE3-hashed as the body arrives, so a xorb is never read back from disk to
 
 The rules are those of :func:`.shards.chunks` (and a footer, when there is one, names the xorb
 it ends: its tag, a version byte, then the hash), held across the pieces of a body. A chunk
-stored as it is is hashed from the pieces themselves, however they cut it (nothing is copied,
-and an upload holds no more than its pieces); only a header cut between
-two pieces (8 bytes) and a compressed chunk (at most twice :data:`.shards.MAX_CHUNK`, to be
-decompressed whole) are held. A footer, when one comes, ends the chunks. What the xorb is (its
-name) is decided at the end, from the hashes made here.
+that lies whole within a piece is hashed (or decompressed) from the piece itself, in one call;
+only a chunk that a piece's end cuts is gathered (at most twice :data:`.shards.MAX_CHUNK`) and
+hashed once whole, as is a header cut between two pieces (8 bytes). One BLAKE3 call a chunk
+(issue 79): hashed a part at a time, cut where the pieces end, a chunk cost BLAKE3 half as much
+again (0.30 against 0.21 s a GiB of ~64 KiB chunks), its tree split at unaligned offsets. A
+footer, when one comes, ends the chunks. What the xorb is (its name) is decided at the end,
+from the hashes made here.
 """
 
 from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable
-
-import blake3
 
 from ocibridge.hubserver.xet import merkle, shards
 from ocibridge.hubserver.xet.chunklist import ChunkList
@@ -33,8 +33,7 @@ class XorbCheck:
         self._head = bytearray()  # a chunk header not whole yet
         self._left = 0  # bytes of the current chunk not fed yet (0: a header comes next)
         self._scheme = self._stored = self._length = 0
-        self._hasher: blake3.blake3 | None = None  # a chunk stored as it is: hashed as it comes
-        self._parts: list[bytes] = []  # a compressed chunk: held until whole
+        self._parts = bytearray()  # a chunk cut by a piece's end: gathered until whole
         self._hashes = bytearray()
         self._sizes = array("I")
         self._footer: bytearray | None = None  # once the footer began: its first bytes
@@ -65,14 +64,15 @@ class XorbCheck:
                     self._head.clear()
                 continue
             take = min(self._left, n - at)
-            if self._hasher is not None:
-                self._hasher.update(view[at:at + take])
+            if take == self._left and not self._parts:  # the chunk lies whole in this piece
+                self._left = 0
+                self._end(view[at:at + take])
             else:
-                self._parts.append(bytes(view[at:at + take]))
-            self._left -= take
+                self._parts += view[at:at + take]
+                self._left -= take
+                if self._left == 0:
+                    self._end(memoryview(self._parts))
             at += take
-            if self._left == 0:
-                self._end()
 
     def _start(self, head: bytes) -> None:
         """A chunk's header, checked; its bytes are what comes next."""
@@ -81,23 +81,22 @@ class XorbCheck:
             return
         stored, scheme, length = shards.chunk_header(head, len(self._sizes))
         self._scheme, self._stored, self._length = scheme, stored, length
-        self._hasher = blake3.blake3(key=merkle.DATA_KEY) if scheme == 0 else None
-        self._parts = []
         self._left = stored
         if stored == 0:
-            self._end()
+            self._end(memoryview(b""))
 
-    def _end(self) -> None:
-        """A chunk's bytes are all in: its hash and length kept."""
-        if self._hasher is not None:
+    def _end(self, stored: memoryview) -> None:
+        """A chunk's bytes are all in (``stored``): its hash and length kept."""
+        if self._scheme == 0:
             if self._stored != self._length:
                 raise BadUpload(f"a chunk is {self._stored} bytes, its header says {self._length}")
-            digest = self._hasher.digest()
+            digest = merkle.chunk_hash(stored)
         else:
-            digest = merkle.chunk_hash(shards.decompress(self._scheme, b"".join(self._parts), self._length))
+            digest = merkle.chunk_hash(shards.decompress(self._scheme, bytes(stored), self._length))
+        stored.release()
+        self._parts.clear()  # (after the view of it is released: a bytearray viewed cannot shrink)
         self._hashes += digest
         self._sizes.append(self._length)
-        self._hasher, self._parts = None, []
 
     def result(self, want: bytes) -> tuple[str | None, ChunkList]:
         """Why the body fed is not the xorb ``want`` (None: it is), and its chunks."""
