@@ -265,3 +265,18 @@ def test_a_body_that_stalled_takes_a_permit_again_before_it_is_read_on(monkeypat
             permit.give()
 
     asyncio.run(main())
+
+
+def test_a_uvicorn_without_the_fields_divert_reads_leaves_the_body_to_asgi():
+    """divert reads uvicorn's own fields (the cycle's body buffer, its 100-continue flag, the
+    flow control): a uvicorn where one is gone answers None, so the route reads the body as ASGI
+    messages as before rather than failing."""
+    from types import SimpleNamespace
+
+    from ocibridge.hubserver.protocol import GuardedProtocol
+
+    scope: dict = {}
+    cycle = SimpleNamespace(scope=scope, response_complete=False, more_body=True, disconnected=False)
+    assert GuardedProtocol.divert(SimpleNamespace(scope=scope, cycle=cycle), scope, object()) is None  # no body
+    cycle.body, cycle.waiting_for_100_continue = bytearray(), False
+    assert GuardedProtocol.divert(SimpleNamespace(scope=scope, cycle=cycle), scope, object()) is None  # no flow

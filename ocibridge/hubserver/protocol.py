@@ -54,8 +54,12 @@ class GuardedProtocol(HttpToolsProtocol):
         answered. None when its body is whole already, or its connection lost (or that request
         is no longer the one being parsed): the route reads it as ASGI messages then."""
         cycle = getattr(self, "cycle", None)
-        if (self.scope is not scope or cycle is None or cycle.scope is not scope or cycle.response_complete
-                or not cycle.more_body or cycle.disconnected):
+        try:  # uvicorn's own fields: one that is gone in a later uvicorn leaves the ASGI way, not an error
+            if (self.scope is not scope or cycle is None or cycle.scope is not scope or cycle.response_complete
+                    or not cycle.more_body or cycle.disconnected or not hasattr(cycle, "body")
+                    or not hasattr(cycle, "waiting_for_100_continue") or not hasattr(self, "flow")):
+                return None
+        except AttributeError:
             return None
         if cycle.waiting_for_100_continue and not self.transport.is_closing():  # as uvicorn's first receive
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
