@@ -20,7 +20,7 @@ import socket
 import struct
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
@@ -29,6 +29,27 @@ from ocibridge.hubserver.guard import ABORT, DIVERT, HEAD_MAX, HEADERS_MAX, Body
 
 class HeadTooLarge(Exception):
     """The request line and headers went past the limits (raised in the parser's callback)."""
+
+
+@runtime_checkable
+class _UvicornCycle(Protocol):
+    """The fields of uvicorn's request cycle that :meth:`GuardedProtocol.divert` reads and sets:
+    uvicorn's internals, not its API (it is not pinned), so they are asked for, not assumed."""
+
+    scope: Any
+    body: bytes
+    more_body: bool
+    response_complete: bool
+    disconnected: bool
+    waiting_for_100_continue: bool
+
+
+@runtime_checkable
+class _UvicornConnection(Protocol):
+    """The connection's current cycle (None before a request) and its flow control."""
+
+    cycle: Any
+    flow: Any
 
 
 class GuardedProtocol(HttpToolsProtocol):
@@ -53,14 +74,11 @@ class GuardedProtocol(HttpToolsProtocol):
         of it first), and reading resumed: the sink paces it with the ``(pause, resume)``
         answered. None when its body is whole already, or its connection lost (or that request
         is no longer the one being parsed): the route reads it as ASGI messages then."""
-        cycle = getattr(self, "cycle", None)
-        try:  # uvicorn's own fields: one that is gone in a later uvicorn leaves the ASGI way, not an error
-            if (self.scope is not scope or cycle is None or cycle.scope is not scope or cycle.response_complete
-                    or not cycle.more_body or cycle.disconnected or not hasattr(cycle, "body")
-                    or not hasattr(cycle, "waiting_for_100_continue") or not hasattr(self, "flow")):
-                return None
-        except AttributeError:
-            return None
+        connection: object = self
+        cycle = connection.cycle if isinstance(connection, _UvicornConnection) else None
+        if (not isinstance(cycle, _UvicornCycle) or self.scope is not scope or cycle.scope is not scope
+                or cycle.response_complete or not cycle.more_body or cycle.disconnected):
+            return None  # (also a uvicorn whose fields these are not: the ASGI way, not an error)
         if cycle.waiting_for_100_continue and not self.transport.is_closing():  # as uvicorn's first receive
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             cycle.waiting_for_100_continue = False

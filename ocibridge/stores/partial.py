@@ -23,6 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from ocibridge.core import notices
 from ocibridge.core.fsutil import pwrite_all
@@ -35,6 +36,16 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.stores.inorder_hash import BufferPool, Frontier, InOrderHash
 from ocibridge.stores.part_governor import PartGovernor, PartsAbandoned
 from ocibridge.stores.ranged import ByteCount, LandingReader, RangedBlobSource, RangedPlan, RangeReader
+
+
+@runtime_checkable
+class CheckedPrefix(Protocol):
+    """A hasher that tells how many bytes from byte 0 it has checked (a chunk table's check):
+    a download that fails after them starts again there, not at byte 0."""
+
+    @property
+    def verified(self) -> int: ...
+
 
 PARTIAL_PREFIX = ".ocibridge-partial-"
 PREFIX_SUFFIX = ".prefix"
@@ -91,7 +102,7 @@ def download(final: Path, desc: Descriptor, source: RangedBlobSource,
         hasher: Hasher | None = None
         for fresh in (False, True):
             if fresh:  # what was kept did not verify: once more, from the checked prefix (else byte 0)
-                os.ftruncate(fd, getattr(hasher, "verified", 0))
+                os.ftruncate(fd, hasher.verified if isinstance(hasher, CheckedPrefix) else 0)
                 _remove(marker)
             hasher = hasher_for() if hasher_for is not None else new_hasher(desc.digest)
             got, resumed = _fetch(fd, marker, desc, source, plan, hasher, on_bytes, on_hashed, abandon)
