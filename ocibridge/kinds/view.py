@@ -36,11 +36,11 @@ class ConvertedStore:
         return f"{self.inner.describe()} (converted)"
 
     def exists(self, desc: Descriptor) -> bool:
-        if desc.digest in (self.descriptor.digest, self.config.digest) or self._chunk_bytes(desc) is not None:
+        if desc.digest in (self.descriptor.digest, self.config.digest) or self._held_bytes(desc) is not None:
             return True
         return self.inner.exists(desc)
 
-    def _chunk_bytes(self, desc: Descriptor) -> bytes | None:
+    def _held_bytes(self, desc: Descriptor) -> bytes | None:
         """Bytes this view holds itself: the carried chunk table, or the empty descriptor's ``{}``
         (the one layer of a model of no files, which a source of another family never stored)."""
         if is_empty_layer(desc):
@@ -52,11 +52,11 @@ class ConvertedStore:
             return self.written.manifest
         if desc.digest == self.config.digest:
             return self.written.config
-        held = self._chunk_bytes(desc)
+        held = self._held_bytes(desc)
         return held if held is not None else self.inner.fetch_bytes(desc)
 
     def open_blob(self, desc: Descriptor) -> BinaryIO:
-        if desc.digest in (self.descriptor.digest, self.config.digest) or self._chunk_bytes(desc) is not None:
+        if desc.digest in (self.descriptor.digest, self.config.digest) or self._held_bytes(desc) is not None:
             return io.BytesIO(self.fetch_bytes(desc))
         return self.inner.open_blob(desc)
 

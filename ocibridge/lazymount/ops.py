@@ -133,7 +133,8 @@ class ModelFS:
             self._open[number] = opened
         return number
 
-    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+    def _opened(self, path: str, fh: int) -> _Open:
+        """The open file ``fh`` (EBADF: none), on a libfuse thread whose Python state is kept."""
         if keep_thread_state():
             with self._lock:
                 self.thread_states += 1
@@ -141,6 +142,10 @@ class ModelFS:
             opened = self._open.get(fh)
         if opened is None:
             raise OSError(errno.EBADF, os.strerror(errno.EBADF), path)
+        return opened
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        opened = self._opened(path, fh)
         if opened.lazy is None:
             return os.pread(opened.fd, size, offset)
         end = min(offset + size, opened.lazy.size)
@@ -157,13 +162,7 @@ class ModelFS:
         and an offset where the bytes are in a file that no longer changes (an unpacked file; a
         lazy file's verified bytes in the layer file its whole read fills), else in a buffer the
         verified bytes are written into."""
-        if keep_thread_state():
-            with self._lock:
-                self.thread_states += 1
-        with self._lock:
-            opened = self._open.get(fh)
-        if opened is None:
-            raise OSError(errno.EBADF, os.strerror(errno.EBADF), path)
+        opened = self._opened(path, fh)
         if opened.lazy is None:
             file_reply(bufpp, opened.fd, offset, size)  # (libfuse's read stops at the file's end)
             return 0
