@@ -3,6 +3,7 @@ of whole processes with a fresh model cache and ``sync`` between, the two altern
 
     .venv/bin/python -m bench.mount                    # a 1 GiB safetensors file, 3 samples each
     .venv/bin/python -m bench.mount --size 256 --repeat 2
+    .venv/bin/python -m bench.mount --timeline 3       # + when a cold read reached each offset
 
 Rows:
 
@@ -12,7 +13,10 @@ Rows:
   chunks, layer files, blobs), the whole file for pull;
 - a sequential read of the whole file through the mount (``cat FILE > /dev/null``; and mount +
   cat + umount), against ``ocibridge pull`` of it: the throughput ratio (issue 77's target: ≥ 0.9×
-  on a quiet machine, the median of ≥ 5 alternating samples).
+  on a quiet machine, the median of ≥ 5 alternating samples);
+- with ``--timeline N``: N more cold sequential reads through the mount, 256 KiB at a time as
+  ``cat`` reads, each printing the seconds since its first read at 1, 4, 8, 16, 32, 64 MiB and
+  every 128 MiB after: where a whole read waits (the chunk reads before the fill, the fill).
 """
 
 from __future__ import annotations
@@ -38,6 +42,20 @@ import sys
 from safetensors import safe_open
 with safe_open(sys.argv[1], framework="numpy") as f:
     f.get_tensor("b.small")
+"""
+
+
+#: a sequential reader of 256 KiB reads (as ``cat``), printing when it reached each mark
+TIMELINE_READER = """
+import os, sys, time
+marks = {m << 20 for m in (1, 4, 8, 16, 32, 64)}
+fd, buf, done, said = os.open(sys.argv[1], os.O_RDONLY), bytearray(256 * 1024), 0, []
+start = time.perf_counter()
+while n := os.readv(fd, [buf]):
+    done += n
+    if done in marks or done % (128 << 20) == 0:
+        said.append(f"{done >> 20} MiB {time.perf_counter() - start:.3f} s")
+print(", ".join(said))
 """
 
 
@@ -95,6 +113,12 @@ class Bench:
         self.run("umount", str(out))
         return time.perf_counter() - t
 
+    def mount_timeline(self, out: Path) -> float:
+        self.run("mount", self.ref, str(out))
+        subprocess.run([sys.executable, "-c", TIMELINE_READER, str(out / "model.safetensors")], check=True)
+        self.run("umount", str(out))
+        return 0.0
+
     def pull_whole(self, out: Path) -> float:
         t = time.perf_counter()
         self.run("pull", self.ref, str(out), "-q")
@@ -105,7 +129,7 @@ def _cell(samples: list[float]) -> str:
     return f"{statistics.median(samples):.2f} s ({', '.join(f'{x:.2f}' for x in samples)})"
 
 
-def run(size_mib: int, work: Path, repeat: int) -> list[str]:
+def run(size_mib: int, work: Path, repeat: int, timeline: int = 0) -> list[str]:
     with fresh_registry(work) as reg:
         src = work / "src"
         write_model(src, size_mib * MiB)
@@ -126,6 +150,9 @@ def run(size_mib: int, work: Path, repeat: int) -> list[str]:
             whole["mount"].append(b.sample(b.mount_whole)[0])
             whole["cat"].append(b.cat)
             whole["pull"].append(b.sample(b.pull_whole)[0])
+        for _ in range(timeline):
+            print("timeline of a cold read through the mount: ", end="", flush=True)
+            b.sample(b.mount_timeline)
         m = {k: statistics.median(v) for k, v in {**first, **{f"w{k}": v for k, v in whole.items()}}.items()}
         most = max(moved)
         return [
@@ -145,10 +172,12 @@ def main(argv: list[str] | None = None) -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--size", type=int, default=1024, help="the file's size in MiB (default 1024)")
     p.add_argument("--repeat", type=int, default=3, help="alternating samples of each (medians, every sample shown)")
+    p.add_argument("--timeline", type=int, default=0, metavar="N",
+                   help="N cold sequential reads more, each printing when it reached each offset")
     args = p.parse_args(argv)
     print("| file | measure | ocibridge mount | against | ratio |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="mountbench-") as tmp:
-        for row in run(args.size, Path(tmp), args.repeat):
+        for row in run(args.size, Path(tmp), args.repeat, args.timeline):
             print(row, flush=True)
     print("load average (1, 5, 15 min) at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 

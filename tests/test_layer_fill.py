@@ -45,7 +45,7 @@ def chunked(registry, tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def small_fills(monkeypatch):
-    """Fills from 8 MiB, started by a run of 2 MiB (64 MiB and 16 MiB by default)."""
+    """Fills from 8 MiB, started by a run of 2 MiB (64 MiB and 4 MiB by default)."""
     monkeypatch.setattr(blobreader, "FILL_MIN_SIZE", 8 * MiB)
     monkeypatch.setattr(blobreader, "FILL_AFTER", 2 * MiB)
 
@@ -129,6 +129,19 @@ def test_a_reader_that_skips_ahead_is_no_whole_read(chunked, fault_proxy):
             assert model.read("weights.bin", at, at + 1024) == data[at:at + 1024]
     assert not {"", "bytes=0-"} & set(_ranges(fault_proxy, digest))
     assert _layer_bytes(fault_proxy, digest) < SIZE
+
+
+def test_two_tensors_near_the_start_are_no_whole_read(chunked, fault_proxy):
+    """Two reads of 1 MiB, each within RUN_SLACK of the other, reach past FILL_AFTER with more
+    than half of FILL_AFTER read, but only a third of what they reach: chunk reads, no fill."""
+    repo, data = chunked
+    ref = f"{fault_proxy.host}/{repo}:v1"
+    with open_model(ref, warn=None) as model:
+        digest = model.file("weights.bin").layer.digest
+        for at in (0, 5 * MiB):
+            assert model.read("weights.bin", at, at + MiB) == data[at:at + MiB]
+    assert not {"", "bytes=0-"} & set(_ranges(fault_proxy, digest))
+    assert _layer_bytes(fault_proxy, digest) <= 2 * MiB
 
 
 def test_a_tampered_blob_returns_no_byte_and_keeps_nothing(chunked, fault_proxy):

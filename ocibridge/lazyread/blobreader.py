@@ -206,15 +206,17 @@ class VerifiedBlob:
     def _fill_for(self, start: int, end: int) -> LayerFill | None:
         """The fill to answer ``[start, end)`` from, started here when this read makes a run
         from byte 0 (each read within RUN_SLACK of the furthest byte before it: in any order)
-        that reaches FILL_AFTER, half of it read (``lazyread.layerfill``); None: read by chunks."""
+        that reaches FILL_AFTER, half of what it reaches read (``lazyread.layerfill``); None: read
+        by chunks."""
         with self._lock:
             far, read = self._zero_run
             far, read = (max(far, end), read + end - start) if far >= 0 and start <= far + RUN_SLACK else (-1, 0)
             self._zero_run = (far, read)
             if self._fill is not None:
                 return None if self._fill.failed else self._fill
-            # (half the bytes read: a reader that skips ahead by RUN_SLACK is no whole read)
-            if (far < FILL_AFTER or read < FILL_AFTER // 2 or self.size < FILL_MIN_SIZE or not self._reads_ahead
+            # (half the bytes it reaches read: a reader that skips ahead by RUN_SLACK, a tensor
+            # here and there, is no whole read)
+            if (far < FILL_AFTER or 2 * read < far or self.size < FILL_MIN_SIZE or not self._reads_ahead
                     or self._keeper is None or self.store is None or self.chunks is None or self._no_fill):
                 return None
             self._no_fill = True  # decided once: asked again, the answer would cost the same look
