@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 from pathlib import Path
 
@@ -46,6 +47,13 @@ def shard_with(data: bytes, xorb: str, *, size: int | None = None, end: int = 1,
             + sha + bytes(16) + xetformat.BOOKEND + bytes(16))
 
 
+def _searched_for(value: bytes, answer: bytes) -> bytes:
+    """Where a held ``value`` must not show: the whole answer for a digest, else the answer
+    with its digests blanked (the shard's own names are random hex, and "5000" turned up inside
+    one: a false alarm in 1 of ~500 runs)."""
+    return answer if len(value) == 64 else re.sub(rb"[0-9a-f]{64}", b"<digest>", answer)
+
+
 def test_a_writer_cannot_rebuild_another_repositorys_uncommitted_xorb(tmp_path: Path):
     LayoutStore(tmp_path / "lay", create=True)
     (tmp_path / "tokens").write_text(TOKENS)
@@ -72,7 +80,7 @@ def test_a_writer_cannot_rebuild_another_repositorys_uncommitted_xorb(tmp_path: 
         for what, (shard, held) in guesses.items():
             answer = post(f"{cas}/v1/shards", shard, token)
             assert answer.status_code == 400, (what, answer.text)
-            assert not any(value in answer.content for value in held), (what, answer.text)
+            assert not any(value in _searched_for(value, answer.content) for value in held), (what, answer.text)
             # refused as a xorb nobody sent is: no oracle of what another repository holds
             assert "never uploaded" in answer.json()["error"], (what, answer.text)
         # naming the hash with other bytes is no way in either: a xorb is taken whole, and checked
