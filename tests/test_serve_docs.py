@@ -35,7 +35,7 @@ def test_serve_md_examples_run(doc_env):  # noqa: F811
 
 
 #: the words of serve.md's limits for the Hub's metadata, and the model_info key each names
-METADATA_WORDS = {"downloads": "downloads", "likes": "likes", "gating": "gated", "card data": "cardData"}
+METADATA_WORDS = {"downloads": "downloads", "likes": "likes", "card data": "cardData"}
 
 
 def test_what_the_limits_call_empty_is_empty(tmp_path, registry, unique_repo):

@@ -17,7 +17,7 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 from serving import own_registry_and_serve, point_hub_at, serve_over
 
 from ocibridge.hubserver.access import parse_line, parse_lines
@@ -208,12 +208,67 @@ def test_private_repositories_and_anonymous_reads(served):
     alice.update_repo_settings(secret, visibility="private")
     with pytest.raises(RepositoryNotFoundError):
         bob.model_info(secret)
-    with pytest.raises(HfHubHTTPError) as gated:
-        alice.update_repo_settings(secret, gated="auto")
-    assert gated.value.response.status_code == 400
     with pytest.raises(HfHubHTTPError) as writes:
         anonymous.upload_file(repo_id=public, path_in_repo="x.txt", path_or_fileobj=b"x")
     assert writes.value.response.status_code == 401
+
+
+def test_gated_repositories_give_their_files_to_their_gates_readers_only(served, tmp_path):
+    """As on the Hub (huggingface_hub's test_update_repo_settings sets and reads every pair): a
+    gated repository is described and listed to whoever reads it; "auto" gives its files to every
+    signed-in reader, "manual" to the tokens whose write or private prefixes cover it; anonymous
+    readers get none. Refusals are GatedRepoError, over the API, Xet's read token and the pages."""
+    alice, bob, anonymous = served.api("alice-token"), served.api("bob-token"), served.api(False)
+    repo = alice.create_repo("gated").repo_id
+    alice.upload_file(repo_id=repo, path_in_repo="config.json", path_or_fileobj=b'{"a": 1}')
+    for gated in ("auto", "manual", False):
+        for private in (True, False):
+            alice.update_repo_settings(repo, gated=gated, private=private)
+            info = alice.model_info(repo)
+            assert (info.gated, info.private) == (gated, private)
+
+    def fetch(api: HfApi, who: str) -> bytes:
+        return Path(api.hf_hub_download(repo, "config.json", cache_dir=tmp_path / who)).read_bytes()
+
+    def page(token: str | None, path: str) -> httpx.Response:
+        jar = {}
+        if token is not None:
+            login = httpx.post(f"{served.url}/ocibridge/login", data={"token": token, "next": "/"})
+            jar = {"ocibridge_session": login.cookies["ocibridge_session"]}
+        return httpx.get(f"{served.url}/{repo}/{path}", cookies=jar)
+
+    def xet_read(token: str | None) -> httpx.Response:
+        headers = {} if token is None else {"authorization": f"Bearer {token}"}
+        return httpx.get(f"{served.url}/api/models/{repo}/xet-read-token/main", headers=headers)
+
+    commit = alice.model_info(repo).sha
+    alice.update_repo_settings(repo, gated="auto")
+    assert anonymous.model_info(repo).gated == "auto" and repo in [m.id for m in anonymous.list_models(search="gated")]
+    assert anonymous.list_repo_files(repo) == [".gitattributes", "config.json"]  # described, not fetched
+    assert fetch(bob, "bob") == b'{"a": 1}'
+    with pytest.raises(GatedRepoError) as refused:
+        fetch(anonymous, "anonymous")
+    assert refused.value.response.status_code == 401 and "Please log in" in str(refused.value)
+    assert xet_read(None).headers["x-error-code"] == "GatedRepo" and xet_read("bob-token").status_code == 200
+    assert page(None, "blob/main/config.json").status_code in (302, 303)  # to the login form
+    assert page("bob-token", "blob/main/config.json").status_code == 200
+    assert page(None, "").status_code == 200  # the model's page, with its card, as the Hub shows it
+
+    alice.update_repo_settings(repo, gated="manual")
+    with pytest.raises(GatedRepoError) as listed:
+        fetch(bob, "bob-manual")
+    assert listed.value.response.status_code == 403 and "not in the authorized list" in str(listed.value)
+    assert xet_read("bob-token").status_code == 403
+    for path in ("blob/main/config.json", f"commit/{commit}", f"compare/{commit}...main"):
+        assert page("bob-token", path).status_code == 403, path
+        assert page("alice-token", path).status_code == 200, path
+    assert fetch(alice, "alice") == b'{"a": 1}'  # a writer is on the list
+    alice.update_repo_settings(repo, gated=False)
+    assert fetch(anonymous, "anonymous-after") == b'{"a": 1}'
+    bogus = httpx.put(f"{served.url}/api/models/{repo}/settings", json={"gated": "sometimes"},
+                      headers={"authorization": "Bearer alice-token"})
+    assert bogus.status_code == 400 and "'auto', 'manual' or false" in bogus.text
+    assert alice.model_info(repo).gated is False
 
 
 def test_auth_check_says_whether_a_token_reads_and_writes(served):

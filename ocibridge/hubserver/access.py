@@ -82,9 +82,10 @@ class Denied(Exception):
     """A request refused by :class:`Gate`: 401 (no one serve knows), 403 (not this), 503 (the
     token file cannot be read now: every token refused, never an open server)."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, code: str | None = None):
         super().__init__(message)
         self.status = status
+        self.code = code  # X-Error-Code: GatedRepo for a gate (huggingface_hub's GatedRepoError)
 
 
 @dataclass(frozen=True)
@@ -259,6 +260,10 @@ def _xet_clients(grants: Sequence[Grant]) -> list[bytes]:
     return [g.token.encode() for g in grants]  # the anonymous grant's token is ""
 
 
+def _ungated(repo_id: str) -> str:
+    return ""
+
+
 def _public(repo_id: str) -> bool:
     return False
 
@@ -276,14 +281,17 @@ class Gate:
     ``missing``: what a repository the request may not read is answered as (the catalog's own
     not-found for that id, so that a hidden repository and a missing one look the same).
     ``private``: whether a repository is private (:mod:`.visibility`): only tokens whose private
-    prefixes cover it read it; to every other one it is missing."""
+    prefixes cover it read it; to every other one it is missing. ``gated``: a repository's gate
+    ("auto", "manual", "" for none): who may fetch its files (:meth:`may_fetch`)."""
 
     def __init__(self, lines: Sequence[str] = (), *, source: TokenFile | None = None,
-                 missing: Callable[[str], Exception] = _hidden, private: Callable[[str], bool] = _public):
+                 missing: Callable[[str], Exception] = _hidden, private: Callable[[str], bool] = _public,
+                 gated: Callable[[str], str] = _ungated):
         grants = parse_lines(lines)
         self.open = not grants and source is None
         self.missing = missing
         self.private = private
+        self.gated = gated
         self.source = source
         self._session_key = secrets.token_bytes(32)  # a restart signs every page visitor out
         self._watch = threading.Lock()
@@ -379,6 +387,26 @@ class Gate:
 
         return reads
 
+    def may_fetch(self, request: Request, repo_id: str) -> None:
+        """Raise :class:`Denied` (``GatedRepo``) when ``repo_id`` is gated and the request's
+        reader, as :meth:`require` or :meth:`page_allowed` found it, may not fetch its files.
+        A gated repository is listed and described to whoever reads it, as on the Hub; its files
+        are fetched by a signed-in reader ("auto": serve has no access requests, so every token
+        that reads it is granted at once) or ("manual") by the authorized list: the tokens whose
+        write or private prefixes cover it. Anonymous readers (the anonymous line, or a server
+        without a token file, which knows no one) fetch none."""
+        gate = self.gated(repo_id)
+        if not gate:
+            return
+        grant = grant_of(request)
+        if grant is None:
+            raise Denied(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
+                         "authenticated to access it. Please log in.", code="GatedRepo")
+        if gate == "manual" and not (grant.may_write(repo_id) or grant.may_read_private(repo_id)):
+            raise Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list "
+                         "(its gate is manual: the tokens whose write or private prefixes cover it, "
+                         "in serve's --token-file)", code="GatedRepo")
+
     def _writer(self, request: Request, repo_id: str | None) -> Grant:
         given = bearer(request)
         grant = None if self.open else self._known(request)
@@ -428,6 +456,7 @@ class Gate:
             request.scope[READER] = self.reader(lines.anonymous)  # the anonymous line's public pages
             return True
         request.scope[READER] = self.reader(found[0])
+        request.scope[GRANT] = found[0]  # (the page's signed-in token: :meth:`may_fetch`)
         if not self.reader(found[0])(repo_id):
             raise self.missing(str(repo_id))
         return True
@@ -455,7 +484,8 @@ def reads(request: Request) -> Callable[[str | None], bool]:
 
 def grant_of(request: Request) -> Grant | None:
     """The grant of the request's bearer token as :meth:`Gate.require` found it (the audit's
-    token name, for refused requests too), None when it found none."""
+    token name, for refused requests too), or of a page's signed-in visitor
+    (:meth:`Gate.page_allowed`); None when it found none."""
     found = request.scope.get(GRANT)
     return found if isinstance(found, Grant) else None
 

@@ -113,7 +113,7 @@ class ServeApp:
         self.settings = settings
         watched = TokenFile(settings.token_file) if settings.token_file else None  # re-read when it changes
         self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing,  # TOKEN ... (access.py)
-                         private=catalog.states.private)
+                         private=catalog.states.private, gated=catalog.states.gated)
         self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url)
@@ -195,15 +195,18 @@ class ServeApp:
         guarded = self.guarded(leased, needs_token)
         return self.audit.audited(audit, guarded, refusals_only=refusals_only) if audit else guarded
 
-    def guarded(self, answer: Handler, needs_token: bool = True) -> Handler:
+    def guarded(self, answer: Handler, needs_token: bool = True, *, files: bool = False) -> Handler:
         """``answer`` behind the read token (``needs_token``), its errors as the Hub's
-        (:mod:`.failures`)."""
+        (:mod:`.failures`). ``files``: the route hands out a file's bytes (or the means to fetch
+        them), which a gated repository gives to its gate's readers only (:meth:`.Gate.may_fetch`)."""
 
         async def endpoint(request: Request) -> Response:
             try:
                 if needs_token:
                     repo_id = requested_repo(request) if "name" in request.path_params else None
                     self.gate.require(request, repo_id, Access.READ)
+                    if files and repo_id is not None:
+                        await self._run(self.gate.may_fetch, request, repo_id)
                 return await answer(request)
             except CAUGHT as e:
                 if isinstance(e, RepoMoved) and request.method in ("GET", "HEAD"):
@@ -266,7 +269,7 @@ class ServeApp:
                 HubRoute(f"{base}/paths-info/{{revision:hub_part}}", self.guarded(self.reads.paths_info),
                          methods=("POST",)),
                 HubRoute(f"{base}/refs", self.guarded(self.reads.refs), methods=GET),
-                HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token),
+                HubRoute(f"{base}/xet-read-token/{{revision:hub_part}}", self.guarded(self.xet_token, files=True),
                          methods=GET),
                 HubRoute(f"{base}/xet-write-token/{{revision:hub_part}}",
                          self.writing(self.xet_write_token, audit="xet_write_token", refusals_only=True), methods=GET),
@@ -277,8 +280,9 @@ class ServeApp:
             ]
         api += [HubRoute(f"/api/models/{repo}", self.guarded(self.reads.model_info), methods=GET)
                 for repo in REPO_FORMS]
-        files = [HubRoute(f"/{repo}/resolve/{{revision:hub_part}}{tail}", self.guarded(self.reads.resolve_file),
-                          methods=GET_HEAD) for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
+        files = [HubRoute(f"/{repo}/resolve/{{revision:hub_part}}{tail}",
+                          self.guarded(self.reads.resolve_file, files=True), methods=GET_HEAD)
+                 for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
             HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
             HubRoute("/api/repos/create", self.writing(self.creating.create_repo, audit="create_repo"),

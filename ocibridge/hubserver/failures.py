@@ -69,7 +69,7 @@ def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
     """How ``error`` is answered. A :class:`.access.Denied` carries its own status (401 or 403).
     ``where`` (method and path) is logged with an error of the registry's."""
     if isinstance(error, Denied):
-        return Failure(error.status, None, "Not allowed", str(error))
+        return Failure(error.status, error.code, "Not allowed", str(error))
     status, code, title = next(row[1:] for row in TABLE if isinstance(error, row[0]))  # the last row: any
     if status == 502:
         log.warning("%s: %s", where, error)

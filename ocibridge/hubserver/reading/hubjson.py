@@ -72,17 +72,18 @@ def hub_date(text: str | None) -> str | None:
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
 
 
-def summary(repo_id: str, private: bool = False) -> dict[str, Any]:
-    """A model as ``/api/models`` lists it."""
+def summary(repo_id: str, private: bool = False, gated: str = "") -> dict[str, Any]:
+    """A model as ``/api/models`` lists it (``gated``: "auto", "manual", or "" for false)."""
     author = repo_id.split("/", 1)[0] if "/" in repo_id else None
     return {"_id": repo_id, "id": repo_id, "modelId": repo_id, "author": author, "private": private,
-            "downloads": 0, "likes": 0, "tags": []}
+            "gated": gated or False, "downloads": 0, "likes": 0, "tags": []}
 
 
-def model_info(resolved: Resolved, files: ModelFiles, blobs: bool, private: bool = False) -> dict[str, Any]:
+def model_info(resolved: Resolved, files: ModelFiles, blobs: bool, private: bool = False,
+               gated: str = "") -> dict[str, Any]:
     """``GET /api/models/{repo}[/revision/{rev}]``."""
     date = hub_date(resolved.created)  # the artifact's date, the same at every request
-    info = summary(resolved.repo_id, private)
+    info = summary(resolved.repo_id, private, gated)
     if date is not None:
         info.update({"lastModified": date, "createdAt": date})
     if resolved.card:  # the model card's metadata, as the Hub gives its front matter
@@ -92,7 +93,6 @@ def model_info(resolved: Resolved, files: ModelFiles, blobs: bool, private: bool
             info["pipeline_tag"] = resolved.card["pipeline_tag"]
     info.update({
         "sha": resolved.commit,
-        "gated": False,
         "disabled": False,
         "siblings": [sibling(f, blobs) for f in files.files.values()],
         "usedStorage": sum(f.size for f in files.files.values()),

@@ -7,7 +7,8 @@ JSON layer of that media type: ``{"branches": ["dev"], "tags": ["v1"]}`` (Hub na
 always the default tag's branch and is not listed), with ``"branchesAside"`` and ``"tagsAside"``
 the names whose ref is not at the registry tag of its own name, because the other kind had it
 first (:mod:`.refnames` says where each lives), ``"private": true`` for a private
-repository (:mod:`..visibility`) and ``"deleted": true`` for one ``delete_repo`` deleted (its
+repository (:mod:`..visibility`), ``"gated": "auto"`` or ``"manual"`` for a gated one (its files
+are fetched by signed-in readers only: :mod:`..access`) and ``"deleted": true`` for one ``delete_repo`` deleted (its
 tags name serve's tombstone, :mod:`.tombstone`). A plain tag the record does not name is a
 Hub tag. :mod:`..writes.refsrecord` writes it; a record that cannot be read is no record (the
 registry is not trusted to hand back a well-formed one), so every tag is then a Hub tag.
@@ -30,6 +31,8 @@ log = logging.getLogger("ocibridge.hubserver")
 
 #: bytes of the record's manifest and layer read at most
 RECORD_MAX = 1024 * 1024
+#: the Hub's gates: "auto" (every signed-in reader fetches files), "manual" (the authorized list)
+GATES = ("auto", "manual")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class RefsRecord:
     moved: str = ""  # the repo id ``move_repo`` moved a deleted repository to (its reads redirect there)
     branches_aside: frozenset[str] = frozenset()  # branches at ``ocibridge-branch-NAME`` (a tag had NAME)
     tags_aside: frozenset[str] = frozenset()  # Hub tags at ``ocibridge-tag-NAME`` (a branch had NAME)
+    gated: str = ""  # "auto" or "manual" (GATES): who may fetch its files (access.py); "": not gated
 
     def with_ref(self, name: str, branch: bool, aside: bool = False) -> RefsRecord:
         """The record with ``name`` added as a branch (``branch``) or a tag, at the registry tag
@@ -67,6 +71,8 @@ class RefsRecord:
             doc["tagsAside"] = sorted(self.tags_aside)
         if self.private:
             doc["private"] = True
+        if self.gated:
+            doc["gated"] = self.gated
         if self.deleted:
             doc["deleted"] = True
         if self.moved:
@@ -125,5 +131,6 @@ def parsed(data: bytes) -> RefsRecord:
     tags_aside |= {n for n in tags if not is_tag(n)}
     moved = doc.get("moved")
     moved = moved if isinstance(moved, str) and repo_parts(moved) is not None else ""
+    gated = doc.get("gated")
     return RefsRecord(branches, tags, doc.get("private") is True, doc.get("deleted") is True, moved,
-                      branches_aside, tags_aside)
+                      branches_aside, tags_aside, gated if gated in GATES else "")

@@ -94,7 +94,7 @@ class ReadRoutes:
                     break
                 if search in r.lower() and (author is None or r.split("/", 1)[0] == author and "/" in r) \
                         and visible(r) and not states.deleted(r):
-                    found.append(hubjson.summary(r, states.private(r)))
+                    found.append(hubjson.summary(r, states.private(r), states.gated(r)))
             return found
 
         return self._paged(request, await in_thread(chosen))
@@ -102,8 +102,8 @@ class ReadRoutes:
     async def model_info(self, request: Request) -> Response:
         resolved, files = await self.model(requested_repo(request), request.path_params.get("revision"))
         blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
-        private = await in_thread(self.catalog.states.private, resolved.repo_id)
-        return JSONResponse(hubjson.model_info(resolved, files, blobs, private))
+        record = await in_thread(self.catalog.states.of, resolved.repo_id)
+        return JSONResponse(hubjson.model_info(resolved, files, blobs, record.private, record.gated))
 
     async def refs(self, request: Request) -> Response:
         found = await in_thread(self.catalog.refs, requested_repo(request))

@@ -62,6 +62,10 @@ class RepoStates:
     def private(self, repo_id: str) -> bool:
         return self.of(repo_id).private
 
+    def gated(self, repo_id: str) -> str:
+        """``"auto"`` or ``"manual"`` for a gated repository, ``""`` for one that is not."""
+        return self.of(repo_id).gated
+
     def deleted(self, repo_id: str) -> bool:
         return self.of(repo_id).deleted
 

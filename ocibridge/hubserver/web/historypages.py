@@ -43,9 +43,9 @@ class HistoryPages:
             found += [
                 HubRoute(f"/{repo}/commits/{{revision:hub_part}}", self.web.page(self.commits, repo_route=True),
                          methods=PAGE_METHODS),
-                HubRoute(f"/{repo}/commit/{{revision:hub_part}}", self.web.page(self.commit, repo_route=True),
-                         methods=PAGE_METHODS),
-                HubRoute(f"/{repo}/compare/{{spec:hub_part}}", self.web.page(self.diff, repo_route=True),
+                HubRoute(f"/{repo}/commit/{{revision:hub_part}}",
+                         self.web.page(self.commit, repo_route=True, files=True), methods=PAGE_METHODS),
+                HubRoute(f"/{repo}/compare/{{spec:hub_part}}", self.web.page(self.diff, repo_route=True, files=True),
                          methods=PAGE_METHODS),
             ]
         return found

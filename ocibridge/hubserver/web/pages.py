@@ -23,8 +23,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ocibridge.hubserver.access import Gate, reads
-from ocibridge.hubserver.answers import int_param, requested_repo
+from ocibridge.hubserver.access import Denied, Gate, reads
+from ocibridge.hubserver.answers import in_thread, int_param, requested_repo
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.reading.files import read_small
 from ocibridge.hubserver.reading.sources import RevisionNotFound
@@ -82,8 +82,11 @@ class WebPages:
         self.models = ModelPages(serve.catalog)
 
     # -- plumbing ----------------------------------------------------------------------------
-    def page(self, answer: Handler, *, repo_route: bool = False) -> Handler:
-        """``answer`` behind the page login, its errors as pages (never a traceback)."""
+    def page(self, answer: Handler, *, repo_route: bool = False, files: bool = False) -> Handler:
+        """``answer`` behind the page login, its errors as pages (never a traceback). ``files``:
+        the page shows a file's bytes (a file, a diff), which a gated repository shows to its
+        gate's readers only (:meth:`.access.Gate.may_fetch`; a visitor not signed in is sent to
+        the login form)."""
 
         async def endpoint(request: Request) -> Response:
             if repo_route and self._reserved(request):
@@ -92,6 +95,13 @@ class WebPages:
             try:
                 if not self.gate.page_allowed(request, repo_id):  # one it may not read: missing (failures.py)
                     return auth.to_login(request)
+                if files and repo_id is not None:
+                    try:
+                        await in_thread(self.gate.may_fetch, request, repo_id)
+                    except Denied as refused:
+                        if refused.status == 401:
+                            return auth.to_login(request)
+                        raise
                 return await answer(request)
             except CAUGHT as e:  # the API's table (failures.py), answered as a page
                 failure = failure_of(e, f"{request.method} {request.url.path}")
@@ -131,7 +141,7 @@ class WebPages:
                 HubRoute(f"/{repo}/tree/{{revision:hub_part}}/{{path:hub_rest}}",
                          self.page(self.tree, repo_route=True), methods=PAGE_METHODS),
                 HubRoute(f"/{repo}/blob/{{revision:hub_part}}/{{path:hub_rest}}",
-                         self.page(self.blob, repo_route=True), methods=PAGE_METHODS),
+                         self.page(self.blob, repo_route=True, files=True), methods=PAGE_METHODS),
             ]
         pages += [HubRoute(f"/{repo}", self.page(self.model, repo_route=True), methods=PAGE_METHODS)
                   for repo in REPO_FORMS]

@@ -2,7 +2,7 @@
 (huggingface_hub's hf_api.py).
 
     POST /api/repos/create                  {name, organization, visibility|private}
-    PUT  /api/models/REPO/settings          {visibility|private, gated}
+    PUT  /api/models/REPO/settings          {visibility|private, gated: "auto"|"manual"|false}
 
 A bare name (no organization, no ``/``: what ``push_to_hub("name")`` sends) lands in the token's
 namespace (:attr:`.access.Grant.namespace`, the name ``whoami`` answers), as the Hub does. A new
@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from ocibridge.hubserver.access import Grant
 from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, json_body, requested_repo
 from ocibridge.hubserver.audit import note
-from ocibridge.hubserver.reading.refsrecord import RefsRecord, read_record
+from ocibridge.hubserver.reading.refsrecord import GATES, RefsRecord, read_record
 from ocibridge.hubserver.reading.sources import repo_parts
 from ocibridge.hubserver.writes.commit import CommitRoutes
 from ocibridge.hubserver.writes.commits import BadCommit
@@ -42,6 +42,19 @@ def visibility_of(body: dict[str, object]) -> bool | None:
         raise BadCommit(f"Invalid visibility {seen!r}: expected 'public' or 'private' (a model repository)")
     private = body.get("private")
     return private if isinstance(private, bool) else None
+
+
+def gate_of(body: dict[str, object]) -> str | None:
+    """The gate ``update_repo_settings`` asks for: "auto", "manual", "" (not gated: ``false``)
+    or None (not said); another value is refused."""
+    gated = body.get("gated")
+    if gated is None:
+        return None
+    if gated in (False, "false"):
+        return ""
+    if gated in GATES:
+        return str(gated)
+    raise BadCommit(f"Invalid gated {gated!r}: expected 'auto', 'manual' or false")
 
 
 async def model_repo_body(request: Request) -> dict[str, Any] | Response:
@@ -111,27 +124,27 @@ class Creating:
             return True
 
     async def settings(self, request: Request) -> Response:
-        """``update_repo_settings``: the visibility (``gated`` is taken and not kept: serve has no
-        access requests; a gated value other than ``false`` is refused)."""
+        """``update_repo_settings``: the visibility and the gate (who may fetch the files:
+        :meth:`.access.Gate.may_fetch`)."""
         repo_id = requested_repo(request)
         self.repos.writer(request, repo_id)
         body = await json_body(request)
         if body is NOT_JSON or not isinstance(body, dict):
             return error(400, None, "expected a JSON body")
-        gated = body.get("gated")
-        if gated not in (None, False, "false"):
-            return error(400, "BadRequest", "serve gates no repository (no access requests): 'gated' is not kept; "
-                         "scope tokens in --token-file instead (docs/serve.md)")
+        gated = gate_of(body)
         private = visibility_of(body)
-        if private is not None:
-            await in_thread(self.set_private, repo_id, private)
+        if private is not None or gated is not None:
+            await in_thread(self.set_settings, repo_id, private, gated)
         return JSONResponse({})
 
-    def set_private(self, repo_id: str, private: bool) -> None:
-        """Record the repository's visibility (RepoNotFound for one that does not exist)."""
+    def set_settings(self, repo_id: str, private: bool | None, gated: str | None) -> None:
+        """Record the repository's visibility and gate, each where given (RepoNotFound for a
+        repository that does not exist)."""
         head = self.repos.catalog.resolve(repo_id, "main")
         with self.repos.branches.lock(repo_id, RECORD_LOCK):
             record = read_record(head.repo)
-            if record.private != private:
-                write_record(head.repo, record_store(head.repo), dataclasses.replace(record, private=private))
+            fresh = dataclasses.replace(record, private=record.private if private is None else private,
+                                        gated=record.gated if gated is None else gated)
+            if fresh != record:
+                write_record(head.repo, record_store(head.repo), fresh)
         self.repos.catalog.forget(repo_id)
