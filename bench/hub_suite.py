@@ -138,7 +138,8 @@ EXCLUDE = [
                      r"""|REPO_TYPE_(DATASET|SPACE)|["']datasets/"""),
     Exclusion("webhooks", "webhooks", pattern=r"webhook"),
     Exclusion("collections", "collections", pattern=r"collection"),
-    Exclusion("gated/access", "gated repos and access requests", pattern=r"gated|access_request"),
+    Exclusion("access requests", "access requests to gated repos (serve keeps gates, its authorized list is "
+              "the token file)", pattern=r"access_request"),
     Exclusion("likes/users/orgs", "likes, user and organization pages, Enterprise orgs (private by default)",
               pattern=r"TestActivityApi|TestUserApi|\blike|unlike|organization|enterprise", source=r"ENTERPRISE_"),
     Exclusion("inference/endpoints", "inference, Inference Endpoints and the catalog",

@@ -27,6 +27,7 @@ from tests.support.registry import RegistryProcess, garbage_collect
 
 TOKENS = ("alice-token user=alice write=alice/,acme/\n"
           "bob-token user=bob\n"
+          "carol-token user=carol private=alice/gated\n"
           "old-token write acme/ olduser\n"
           "anonymous read=*\n")
 
@@ -213,12 +214,14 @@ def test_private_repositories_and_anonymous_reads(served):
     assert writes.value.response.status_code == 401
 
 
-def test_gated_repositories_give_their_files_to_their_gates_readers_only(served, tmp_path):
-    """As on the Hub (huggingface_hub's test_update_repo_settings sets and reads every pair): a
-    gated repository is described and listed to whoever reads it; "auto" gives its files to every
-    signed-in reader, "manual" to the tokens whose write or private prefixes cover it; anonymous
-    readers get none. Refusals are GatedRepoError, over the API, Xet's read token and the pages."""
-    alice, bob, anonymous = served.api("alice-token"), served.api("bob-token"), served.api(False)
+def test_gated_repositories_give_their_files_to_the_authorized_list_only(served, tmp_path):
+    """As on the Hub (huggingface_hub's own tests: test_update_repo_settings sets and reads every
+    pair, test_auth_check_gated_repo and test_download_from_a_gated_repo refuse a user who asked
+    for nothing under an "auto" gate): a gated repository is described and listed to whoever
+    reads it; its files go to the authorized list, which serve, without access requests, takes
+    from the token file (write or private prefixes); anonymous readers get none. Refusals are
+    GatedRepoError, over resolve, auth-check, Xet's read token and the pages."""
+    alice, bob, carol, anonymous = (served.api(t) for t in ("alice-token", "bob-token", "carol-token", False))
     repo = alice.create_repo("gated").repo_id
     alice.upload_file(repo_id=repo, path_in_repo="config.json", path_or_fileobj=b'{"a": 1}')
     for gated in ("auto", "manual", False):
@@ -242,29 +245,30 @@ def test_gated_repositories_give_their_files_to_their_gates_readers_only(served,
         return httpx.get(f"{served.url}/api/models/{repo}/xet-read-token/main", headers=headers)
 
     commit = alice.model_info(repo).sha
-    alice.update_repo_settings(repo, gated="auto")
-    assert anonymous.model_info(repo).gated == "auto" and repo in [m.id for m in anonymous.list_models(search="gated")]
-    assert anonymous.list_repo_files(repo) == [".gitattributes", "config.json"]  # described, not fetched
-    assert fetch(bob, "bob") == b'{"a": 1}'
-    with pytest.raises(GatedRepoError) as refused:
-        fetch(anonymous, "anonymous")
-    assert refused.value.response.status_code == 401 and "Please log in" in str(refused.value)
-    assert xet_read(None).headers["x-error-code"] == "GatedRepo" and xet_read("bob-token").status_code == 200
-    assert page(None, "blob/main/config.json").status_code in (302, 303)  # to the login form
-    assert page("bob-token", "blob/main/config.json").status_code == 200
-    assert page(None, "").status_code == 200  # the model's page, with its card, as the Hub shows it
-
-    alice.update_repo_settings(repo, gated="manual")
-    with pytest.raises(GatedRepoError) as listed:
-        fetch(bob, "bob-manual")
-    assert listed.value.response.status_code == 403 and "not in the authorized list" in str(listed.value)
-    assert xet_read("bob-token").status_code == 403
-    for path in ("blob/main/config.json", f"commit/{commit}", f"compare/{commit}...main"):
-        assert page("bob-token", path).status_code == 403, path
-        assert page("alice-token", path).status_code == 200, path
-    assert fetch(alice, "alice") == b'{"a": 1}'  # a writer is on the list
+    for gate in ("auto", "manual"):
+        alice.update_repo_settings(repo, gated=gate)
+        assert anonymous.model_info(repo).gated == gate  # described to every reader
+        assert anonymous.list_repo_files(repo) == [".gitattributes", "config.json"]
+        assert repo in [m.id for m in bob.list_models(search="gated", gated=True)]
+        assert repo not in [m.id for m in bob.list_models(search="gated", gated=False)]
+        with pytest.raises(GatedRepoError) as unlisted:
+            fetch(bob, f"bob-{gate}")
+        assert unlisted.value.response.status_code == 403 and "not in the authorized list" in str(unlisted.value)
+        with pytest.raises(GatedRepoError):
+            bob.auth_check(repo)
+        with pytest.raises(GatedRepoError) as unknown:
+            fetch(anonymous, f"anonymous-{gate}")
+        assert unknown.value.response.status_code == 401 and "Please log in" in str(unknown.value)
+        assert fetch(carol, f"carol-{gate}") == fetch(alice, f"alice-{gate}") == b'{"a": 1}'  # the list
+        assert xet_read(None).headers["x-error-code"] == "GatedRepo"
+        assert [xet_read(t).status_code for t in ("bob-token", "carol-token")] == [403, 200]
+        assert page(None, "blob/main/config.json").status_code in (302, 303)  # to the login form
+        for path in ("blob/main/config.json", f"commit/{commit}", f"compare/{commit}...main"):
+            assert page("bob-token", path).status_code == 403, path
+            assert page("carol-token", path).status_code == 200, path
+        assert page(None, "").status_code == 200  # the model's page, with its card, as the Hub shows it
     alice.update_repo_settings(repo, gated=False)
-    assert fetch(anonymous, "anonymous-after") == b'{"a": 1}'
+    assert fetch(anonymous, "anonymous-after") == b'{"a": 1}' and bob.model_info(repo).gated is False
     bogus = httpx.put(f"{served.url}/api/models/{repo}/settings", json={"gated": "sometimes"},
                       headers={"authorization": "Bearer alice-token"})
     assert bogus.status_code == 400 and "'auto', 'manual' or false" in bogus.text

@@ -257,7 +257,7 @@ class ServeApp:
                          methods=("PUT",)),
                 HubRoute(f"{base}/super-squash/{{branch:hub_part}}",
                          self.writing(self.squashing.squash, audit="super_squash"), methods=("POST",)),
-                HubRoute(f"{base}/auth-check", self.guarded(self.auth_check), methods=GET),
+                HubRoute(f"{base}/auth-check", self.guarded(self.auth_check, files=True), methods=GET),
                 HubRoute(f"{base}/lfs-files", self.guarded(self.lfs_files.listed), methods=GET),
                 HubRoute(f"{base}/lfs-files/batch", self.writing(self.lfs_files.delete, audit="delete_lfs_files"),
                          methods=("POST",)),

@@ -83,6 +83,8 @@ class ReadRoutes:
         search = (params.get("search") or "").lower()
         author = params.get("author")
         limit = int_param(params.get("limit"))
+        # list_models(gated=True/False): gated ones only, or ungated ones only
+        gated = {"true": True, "false": False}.get((params.get("gated") or "").lower())
         visible = reads(request)  # the repositories this token reads (access.py): no other is listed
         states = self.catalog.states
 
@@ -93,7 +95,8 @@ class ReadRoutes:
                 if limit is not None and len(found) >= limit:
                     break
                 if search in r.lower() and (author is None or r.split("/", 1)[0] == author and "/" in r) \
-                        and visible(r) and not states.deleted(r):
+                        and visible(r) and not states.deleted(r) \
+                        and (gated is None or bool(states.gated(r)) == gated):
                     found.append(hubjson.summary(r, states.private(r), states.gated(r)))
             return found
 
