@@ -8,7 +8,7 @@ always the default tag's branch and is not listed), with ``"branchesAside"`` and
 the names whose ref is not at the registry tag of its own name, because the other kind had it
 first (:mod:`.refnames` says where each lives), ``"private": true`` for a private
 repository (:mod:`..visibility`), ``"gated": "auto"`` or ``"manual"`` for a gated one (its files
-are fetched by signed-in readers only: :mod:`..access`) and ``"deleted": true`` for one ``delete_repo`` deleted (its
+go to its authorized list only: :mod:`..access`) and ``"deleted": true`` for one ``delete_repo`` deleted (its
 tags name serve's tombstone, :mod:`.tombstone`). A plain tag the record does not name is a
 Hub tag. :mod:`..writes.refsrecord` writes it; a record that cannot be read is no record (the
 registry is not trusted to hand back a well-formed one), so every tag is then a Hub tag.
@@ -31,7 +31,8 @@ log = logging.getLogger("ocibridge.hubserver")
 
 #: bytes of the record's manifest and layer read at most
 RECORD_MAX = 1024 * 1024
-#: the Hub's gates: "auto" (every signed-in reader fetches files), "manual" (the authorized list)
+#: the Hub's gates (how it grants access requests: at once, by hand); serve has no requests, and
+#: under either its authorized list is the token file's (access.py, ``Gate.may_fetch``)
 GATES = ("auto", "manual")
 
 
