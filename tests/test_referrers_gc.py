@@ -223,25 +223,14 @@ def test_a_model_published_through_serve_with_evidence_survives_garbage_collecti
     """``serve --sign-key --sbom --provenance`` publishes a commit signed and attested; after the
     registry's ``garbage-collect --delete-untagged`` it verifies with its key, its attestations are
     discovered as before, and a serve with ``--verify-key`` serves its files."""
-    import huggingface_hub
-    from huggingface_hub import HfApi
-    from serving import point_hub_at
     from test_serve_publish import model_dir, serve_process
+    from test_serve_publish_evidence import evidence_serve
 
-    import ocibridge
-
-    password = "gc-key-password"
-    key = ocibridge.keygen(tmp_path / "cosign", password=password)
-    monkeypatch.setenv("COSIGN_PASSWORD", password)
     registry = RegistryProcess(tmp_path / "registry")
     try:
         prefix = f"{registry.host}/models"
         ref = f"{prefix}/acme/signed:latest"
-        with serve_process(tmp_path, prefix, "--sign-key", str(key.private_key), "--sbom", "--provenance") as url:
-            point_hub_at(monkeypatch, url, tmp_path / "hub")
-            monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
-            api = HfApi(endpoint=url, token="writer-token")
-            api.create_repo("acme/signed")
+        with evidence_serve(tmp_path, monkeypatch, prefix, "acme/signed", password="gc-key-password") as (api, key):
             api.upload_folder(repo_id="acme/signed", folder_path=model_dir(tmp_path / "model"))
         before = referrer_digests(capsysbinary, ref)
         assert len(before) >= 3  # the signature bundle, the AI-BOM and the provenance (and the table)

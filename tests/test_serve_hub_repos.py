@@ -393,11 +393,14 @@ def test_commit_rules_as_the_hub_answers_them(served):
 
 def test_a_deleted_repository_goes_at_the_registrys_gc(served, tmp_path):
     """delete_repo leaves no tag on its manifests: distribution's garbage-collect takes them and
-    their blobs, while a live repository's files stay (this module's last test: it stops the registry)."""
+    their blobs, while a live repository's files stay, and its gate too: a new serve over the
+    collected registry refuses them to the same token (this module's last test: it stops the registry)."""
     api = served.api("alice-token")
     kept = api.create_repo("kept").repo_id
     keep = os.urandom(4096)
     api.upload_file(repo_id=kept, path_in_repo="keep.bin", path_or_fileobj=keep)
+    api.update_repo_settings(kept, gated="manual")
+    api.update_repo_settings(kept, private=False)  # a second record written: the first one left untagged
     doomed = api.create_repo("doomed").repo_id
     payload = os.urandom(4096)
     api.upload_file(repo_id=doomed, path_in_repo="doomed.bin", path_or_fileobj=payload)
@@ -412,6 +415,9 @@ def test_a_deleted_repository_goes_at_the_registrys_gc(served, tmp_path):
         with serve_over(registry, tmp_path, TOKENS, whole_registry) as url:
             again = HfApi(endpoint=url, token="alice-token")
             assert Path(again.hf_hub_download(kept, "keep.bin")).read_bytes() == keep
+            assert again.model_info(kept).gated == "manual"
+            with pytest.raises(GatedRepoError):
+                HfApi(endpoint=url, token="bob-token").hf_hub_download(kept, "keep.bin", cache_dir=tmp_path / "bob")
             with pytest.raises(RepositoryNotFoundError):
                 again.model_info(doomed)
     finally:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,22 @@ pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload ra
 SLSA = "https://slsa.dev/provenance/v1"
 
 
+@contextmanager
+def evidence_serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefix: str, repo: str,
+                   password: str = "") -> Iterator[tuple[HfApi, Any]]:
+    """A serve over ``prefix`` that signs and attests every commit with a new cosign key (its
+    file encrypted with ``password``), huggingface_hub pointed at it over LFS as the writer, and
+    ``repo`` created there: (the API, the key pair)."""
+    key = ocibridge.keygen(tmp_path / "cosign", password=password)  # cosign's encrypted key file
+    monkeypatch.setenv("COSIGN_PASSWORD", password)  # read by serve at start, as push reads it
+    with serve_process(tmp_path, prefix, "--sign-key", str(key.private_key), "--sbom", "--provenance") as url:
+        point_hub_at(monkeypatch, url, tmp_path / "hub")
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+        api = HfApi(endpoint=url, token="writer-token")
+        api.create_repo(repo)
+        yield api, key
+
+
 def _provenance(out: Path) -> dict:
     """The signed provenance ``pull --with-attestations`` wrote beside the files: its statement."""
     folder = out / ".ocibridge" / "attestations"
@@ -35,16 +53,9 @@ def _provenance(out: Path) -> dict:
 
 def test_commits_published_through_serve_are_signed_and_attested(tmp_path, registry, unique_repo, monkeypatch,
                                                                 capsys):
-    password = "commit-key-password"
-    key = ocibridge.keygen(tmp_path / "cosign", password=password)  # cosign's encrypted key file
-    monkeypatch.setenv("COSIGN_PASSWORD", password)  # read by serve at start, as push reads it
     prefix = f"{registry.host}/{unique_repo}"
     ref = f"{prefix}/acme/signed:latest"
-    with serve_process(tmp_path, prefix, "--sign-key", str(key.private_key), "--sbom", "--provenance") as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub")
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
-        api = HfApi(endpoint=url, token="writer-token")
-        api.create_repo("acme/signed")
+    with evidence_serve(tmp_path, monkeypatch, prefix, "acme/signed", password="commit-key-password") as (api, key):
         first = api.upload_folder(repo_id="acme/signed", folder_path=model_dir(tmp_path / "model"))
         second = api.upload_file(path_or_fileobj=b"# signed\n", path_in_repo="README.md", repo_id="acme/signed",
                                  commit_message="add a card")
@@ -159,15 +170,9 @@ def test_serve_refuses_bad_signing_settings_at_start(tmp_path, monkeypatch, caps
 def test_deleting_the_last_file_commits_signed_and_attested(tmp_path, registry, unique_repo, monkeypatch, capsys):
     """The commit of no files that deleting the last one makes carries serve's evidence like any
     other: cosign's signatures over its manifest, an AI-BOM and a provenance naming its parent."""
-    key = ocibridge.keygen(tmp_path / "cosign", password="")
-    monkeypatch.setenv("COSIGN_PASSWORD", "")
     prefix = f"{registry.host}/{unique_repo}"
     ref = f"{prefix}/acme/emptied:latest"
-    with serve_process(tmp_path, prefix, "--sign-key", str(key.private_key), "--sbom", "--provenance") as url:
-        point_hub_at(monkeypatch, url, tmp_path / "hub")
-        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
-        api = HfApi(endpoint=url, token="writer-token")
-        api.create_repo("acme/emptied")
+    with evidence_serve(tmp_path, monkeypatch, prefix, "acme/emptied") as (api, key):
         first = api.upload_file(path_or_fileobj=b"{}", path_in_repo="config.json", repo_id="acme/emptied")
         api.delete_file("config.json", repo_id="acme/emptied")
         api.delete_file(".gitattributes", repo_id="acme/emptied")

@@ -89,15 +89,17 @@ class ReadRoutes:
         states = self.catalog.states
 
         def chosen() -> list[dict[str, Any]]:
-            """Up to ``limit`` listed repositories (each private or deleted one asked of its record)."""
+            """Up to ``limit`` listed repositories (each one's refs record asked: deleted, private, gated)."""
             found: list[dict[str, Any]] = []
             for r, _ in self.catalog.repo_ids():
                 if limit is not None and len(found) >= limit:
                     break
-                if search in r.lower() and (author is None or r.split("/", 1)[0] == author and "/" in r) \
-                        and visible(r) and not states.deleted(r) \
-                        and (gated is None or bool(states.gated(r)) == gated):
-                    found.append(hubjson.summary(r, states.private(r), states.gated(r)))
+                if search not in r.lower() or (author is not None and (r.split("/", 1)[0] != author or "/" not in r)) \
+                        or not visible(r):
+                    continue
+                record = states.of(r)
+                if not record.deleted and (gated is None or bool(record.gated) == gated):
+                    found.append(hubjson.summary(r, record.private, record.gated))
             return found
 
         return self._paged(request, await in_thread(chosen))
