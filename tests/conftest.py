@@ -78,3 +78,48 @@ def _own_xet_cache(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+# -- tests write nowhere in the checkout (issue 90): its state before the session and after --------
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _checkout_state() -> dict[str, str] | None:
+    """Each changed or untracked (not ignored) path of the checkout and a digest of its bytes;
+    None outside a git checkout (an unpacked release)."""
+    import hashlib
+    import subprocess
+
+    try:
+        listed = subprocess.run(["git", "-C", _ROOT, "status", "--porcelain", "-z", "--untracked-files=all"],
+                                capture_output=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    state = {}
+    for entry in filter(None, listed.decode("utf-8", "surrogateescape").split("\0")):
+        path = os.path.join(_ROOT, entry[3:])
+        try:
+            with open(path, "rb") as f:
+                state[entry[3:]] = entry[:2] + hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            state[entry[3:]] = entry[:2]
+    return state
+
+
+def pytest_sessionstart(session):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller (or a run without workers) only
+        session.config.stash[_BEFORE] = _checkout_state()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = session.config.stash.get(_BEFORE, None)
+    if os.environ.get("PYTEST_XDIST_WORKER") or before is None:
+        return
+    after = _checkout_state() or {}
+    touched = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    if touched:
+        print(f"\nthe tests changed the checkout (they write nowhere in it): {', '.join(touched[:10])}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_BEFORE = pytest.StashKey[dict]()

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,9 @@ import ocibridge
 from ocibridge.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-IMAGES = ROOT / "docs" / "img"
+#: where the pages' screenshots go: a temporary folder, since tests write nowhere in the checkout;
+#: ``OCIBRIDGE_DOC_IMAGES=docs/img`` (a folder) refreshes docs/serve.md's pictures from a run
+IMAGES = Path(os.environ.get("OCIBRIDGE_DOC_IMAGES") or tempfile.mkdtemp(prefix="ocibridge-screens-"))
 TOKEN = "browser-" + uuid.uuid4().hex
 CHUNK = 64 * 1024
 TENSORS = 4
@@ -168,6 +171,7 @@ def test_the_catalog_lists_the_pushed_models_and_finds_one_by_search(browser, si
     assert sorted(listed) == ["acme/other", "acme/tiny"]
     IMAGES.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(IMAGES / "serve-catalog.png"))
+    assert (IMAGES / "serve-catalog.png").read_bytes().startswith(b"\x89PNG")
     search = browser.find_element(By.ID, "site-search")
     search.send_keys("oth")
     search.send_keys(Keys.RETURN)
@@ -248,7 +252,8 @@ def test_a_model_page_shows_card_config_files_tags_and_what_verify_finds(browser
     assert browser.find_elements(By.CSS_SELECTOR, "tr.evidence-sbom, tr.evidence-attestation")
     verdict = browser.find_element(By.CSS_SELECTOR, "#trust .verdict").text
     assert "passed" in verdict and str(site.policy) in verdict and "sigstoreSigned" in verdict
-    browser.save_screenshot(str(IMAGES / "serve-model.png"))
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(IMAGES / "serve-model.png"))
     # its history link leads to the commits page
     browser.find_element(By.LINK_TEXT, "History").click()
     WebDriverWait(browser, 10).until(lambda b: "/acme/tiny/commits/main" in b.current_url)
