@@ -53,7 +53,7 @@ def test_writes_need_a_write_token_within_its_prefix():
     status, message = denied(gate.require, request("r0"), "acme/m", Access.WRITE)
     assert status == 403 and "reads only" in message
     status, message = denied(gate.require, request("w0"), "other/m", Access.WRITE)
-    assert status == 403 and "'acme/'" in message
+    assert status == 403 and "under acme/" in message
     grant = gate.require(request("w0"), "acme/m", Access.WRITE)
     assert grant is not None and grant.name == "alice"
     assert gate.require(request("w0"), "acme/m", Access.READ) is not None  # a write token reads its prefix...

@@ -29,6 +29,7 @@ TOKENS = ("alice-token user=alice write=alice/,acme/\n"
           "bob-token user=bob\n"
           "carol-token user=carol private=alice/gated\n"
           "old-token write acme/ olduser\n"
+          "dave-token user=dave read=* write=acme/\n"
           "anonymous read=*\n")
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -110,6 +111,18 @@ def test_a_bare_name_lands_in_the_tokens_namespace_with_the_hubs_first_commit(se
     with pytest.raises(HfHubHTTPError) as outside:
         served.api("old-token").create_repo("mine")
     assert outside.value.response.status_code == 403
+
+
+def test_a_refused_write_names_the_tokens_write_prefixes_and_what_a_bare_name_became(served):
+    with pytest.raises(HfHubHTTPError) as bare:
+        served.api("dave-token").create_repo("mine")
+    said = bare.value.response.headers.get("X-Error-Message", "") or bare.value.response.text
+    assert bare.value.response.status_code == 403
+    assert "under acme/" in said and "'mine' became dave/mine" in said and "''" not in said, said
+    with pytest.raises(HfHubHTTPError) as named:
+        served.api("dave-token").create_repo("other/thing")
+    said = named.value.response.headers.get("X-Error-Message", "") or named.value.response.text
+    assert "rights to write to other/thing" in said and "under acme/" in said and "became" not in said, said
 
 
 def test_transformers_push_to_hub_with_a_bare_name_publishes_under_the_users_namespace(served):

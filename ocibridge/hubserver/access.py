@@ -146,6 +146,14 @@ class Grant:
                 "canPay": False, "isPro": False, "auth": {"type": "access_token", "accessToken": token}}
 
 
+def writes_of(grant: Grant) -> str:
+    """Where ``grant`` writes, in words: its write prefixes (``*``: every repository)."""
+    if "" in grant.writes:
+        return "every repository"
+    shown = ", ".join(p if p.endswith("/") else p + "/" for p in grant.writes)
+    return f"repositories under {shown}"
+
+
 def within(prefix: str, repo_id: str) -> bool:
     """Whether ``repo_id`` is under ``prefix`` at a ``/`` boundary, case-insensitively as the
     Hub's ids: ``acme`` and ``acme/`` take ``acme`` and ``acme/x``, not ``acme-evil/x``; "" takes all."""
@@ -420,8 +428,8 @@ class Gate:
         if not grant.write:
             raise Denied(403, "You don't have the rights to write here: this token reads only")
         if repo_id is not None and not grant.may_write(repo_id):
-            raise Denied(403, f"You don't have the rights to write to {repo_id}: this token writes "
-                         f"repositories under {grant.prefix!r}")
+            raise Denied(403, f"You don't have the rights to write to {repo_id}: this token ({grant.name}) "
+                         f"writes {writes_of(grant)}")
         return grant
 
     def who(self, request: Request) -> Grant:

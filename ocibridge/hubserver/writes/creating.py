@@ -19,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ocibridge.hubserver.access import Grant
+from ocibridge.hubserver.access import Denied, Grant
 from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, json_body, requested_repo
 from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.reading.refsrecord import GATES, RefsRecord, read_record
@@ -96,7 +96,14 @@ class Creating:
         if repo_parts(repo_id) is None or self.repos.catalog.sources[0].repository(repo_parts(repo_id) or []) is None:
             return error(400, None, f"Invalid repo name: {repo_id}")
         note(request, repository=repo_id)  # its audit line names it (audit.py)
-        self.repos.writer(request, repo_id)
+        try:
+            self.repos.writer(request, repo_id)
+        except Denied as e:
+            name = body.get("name")
+            if isinstance(name, str) and "/" not in name and not body.get("organization"):
+                raise Denied(e.status, f"{e} (the bare name {name!r} became {repo_id}: a bare name lands in "
+                             "the token's namespace, its user name, as on the Hub)", e.code) from None
+            raise
         private = visibility_of(body)
         url = f"{self.repos.base(request)}/{repo_id}"
         made = await in_thread(self._create, repo_id, grant, bool(private))
