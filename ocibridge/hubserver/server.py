@@ -189,6 +189,11 @@ def run(app: Starlette, options: ServerSettings) -> None:
             sock.close()
             state.close()  # as when uvicorn's own load failed, in the finally below
             raise
+    from ocibridge.hubserver.accesslog import install
+
+    # (after uvicorn's Config set up its loggers) signatures redacted, dedupe misses and uvicorn's
+    # own process lines left out; with --debug (the request log's level) the misses are shown
+    install(debug=logging.getLogger(REQUEST_LOGGERS[0]).isEnabledFor(logging.DEBUG))
     shown = f"[{host}]" if ":" in host else host
     url = options.public_url or f"{'https' if options.cert else 'http'}://{shown}:{port}"
     writes = any(g.write for g in state.gate.grants)
