@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 from huggingface_hub import HfApi
 from serve_processes import running
 from serving import make_model
@@ -102,8 +103,12 @@ def test_publish_through_serve_maps_the_card_and_model_info_returns_card_data(re
         api.create_repo("acme/carded")
         api.upload_folder(repo_id="acme/carded", folder_path=src, commit_message="with a card")
         info = api.model_info("acme/carded")
-        assert info.card_data is not None and info.card_data.to_dict() == FRONT
-        assert info.pipeline_tag == "text-generation" and info.tags == ["text-generation", "tiny"]
+        # the card's whole front matter, as the Hub gives it (not only what the artifact maps)
+        assert info.card_data is not None and info.card_data.to_dict() == yaml.safe_load(CARD.split("---")[1])
+        assert info.pipeline_tag == "text-generation" and info.library_name == "transformers"
+        # the card's tags, then the ones the Hub derives: the library, the weights' format, model_type
+        assert info.tags == ["text-generation", "tiny", "transformers", "safetensors", "bert"]
+        assert info.config == {"model_type": "bert"}  # (its config.json names no architectures)
         login = httpx.post(f"{served.url}/ocibridge/login", data={"token": "reader-token", "next": "/"})
         page = httpx.get(f"{served.url}/", cookies={"ocibridge_session": login.cookies["ocibridge_session"]})
         assert page.status_code == 200 and "license apache-2.0" in page.text, page.text

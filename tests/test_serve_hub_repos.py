@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -402,6 +404,34 @@ def test_commit_rules_as_the_hub_answers_them(served):
     with pytest.raises(ValueError, match="Invalid metadata in README.md"):
         api.upload_file(path_or_fileobj=b"\n---\nmodel-index: foo\n---\n\ntext\n", path_in_repo="README.md",
                         repo_id=repo)
+
+
+def test_hf_repos_ls_lists_the_namespaces_repositories_with_their_storage(served, tmp_path):
+    """``hf repos ls`` (huggingface_hub 2.4's ``list_user_repos``: /api/settings/repositories)."""
+    api = served.api("alice-token")
+    api.create_repo("alice/listed-a", exist_ok=True)
+    api.upload_file(path_or_fileobj=b"x" * 1000, path_in_repo="weights.bin", repo_id="alice/listed-a")
+    api.create_repo("alice/listed-secret", private=True, exist_ok=True)
+    mine = {r.id: r for r in api.list_user_repos()}
+    assert {"alice/listed-a", "alice/listed-secret"} <= set(mine)
+    assert all(i.startswith("alice/") for i in mine) and all(r.type == "model" for r in mine.values())
+    assert mine["alice/listed-a"].storage >= 1000 and mine["alice/listed-a"].visibility == "public"
+    assert mine["alice/listed-secret"].visibility == "private"
+    assert 0 < mine["alice/listed-a"].storage_percent <= 100
+    # an organization's, as a token reads it: bob reads alice's public repositories only
+    seen = {r.id for r in served.api("bob-token").list_user_repos(namespace="alice")}
+    assert "alice/listed-a" in seen and "alice/listed-secret" not in seen
+    # the hf CLI, as a user types it
+    env = {**os.environ, "HF_ENDPOINT": served.url, "HF_TOKEN": "alice-token", "HF_HUB_DISABLE_TELEMETRY": "1",
+           "HF_HOME": str(tmp_path / "hf")}
+    hf = Path(sys.executable).with_name("hf")
+    listed = subprocess.run([str(hf), "repos", "ls", "--format", "quiet"], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert {"alice/listed-a", "alice/listed-secret"} <= set(listed.stdout.split()), listed.stdout
+    with pytest.raises(HfHubHTTPError) as anonymous:
+        list(served.api(False).list_user_repos())
+    assert anonymous.value.response.status_code == 401
 
 
 def test_a_deleted_repository_goes_at_the_registrys_gc(served, tmp_path):

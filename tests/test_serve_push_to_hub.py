@@ -44,8 +44,12 @@ config.save_pretrained(saved)
 tokenizer.save_pretrained(saved)
 loaded = AutoConfig.from_pretrained(repo, token=token)
 back = AutoTokenizer.from_pretrained(repo, token=token)
+from huggingface_hub import HfApi
+
+info = HfApi(token=token).model_info(repo)  # what the Hub's model page and `hf models info` read
 print(json.dumps({"hidden_size": loaded.hidden_size, "model_type": loaded.model_type,
-                  "ids": back("hello oci models")["input_ids"]}))
+                  "ids": back("hello oci models")["input_ids"], "tags": info.tags,
+                  "library_name": info.library_name, "config": info.config}))
 """
 
 
@@ -67,6 +71,8 @@ def test_transformers_push_to_hub_through_serve(tmp_path, registry, unique_repo,
         log = (tmp_path / "serve.log").read_text()
     read = json.loads(run.stdout.strip().splitlines()[-1])
     assert (read["hidden_size"], read["model_type"], read["ids"]) == (32, "bert", [2, 4, 5]), read
+    # model_info as the Hub derives it (issue 90, item 7): the config's model_type, among the tags
+    assert read["config"] == {"model_type": "bert"} and "bert" in read["tags"], read
     assert "Traceback" not in log
     ref = f"{prefix}/acme/tok:latest"
     assert main(["pull", ref, str(tmp_path / "pulled"), "-q"]) == 0

@@ -285,6 +285,9 @@ class ServeApp:
                  for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
             HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),
+            HubRoute("/api/settings/repositories", self.guarded(self.reads.repositories), methods=GET),
+            HubRoute("/api/organizations/{namespace:hub_part}/settings/repositories",
+                     self.guarded(self.reads.repositories), methods=GET),
             HubRoute("/api/repos/create", self.writing(self.creating.create_repo, audit="create_repo"),
                      methods=("POST",)),
             HubRoute("/api/repos/delete", self.writing(self.deleting.delete_repo, audit="delete_repo"),

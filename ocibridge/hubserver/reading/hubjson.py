@@ -11,7 +11,7 @@ be read to list a model. Directories are named by a hash of what they hold.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -80,17 +80,14 @@ def summary(repo_id: str, private: bool = False, gated: str = "") -> dict[str, A
 
 
 def model_info(resolved: Resolved, files: ModelFiles, blobs: bool, private: bool = False,
-               gated: str = "") -> dict[str, Any]:
-    """``GET /api/models/{repo}[/revision/{rev}]``."""
+               gated: str = "", facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``GET /api/models/{repo}[/revision/{rev}]``; ``facts``: what its card and config say
+    (cardData, library_name, pipeline_tag, tags, config: :mod:`.modelfacts`)."""
     date = hub_date(resolved.created)  # the artifact's date, the same at every request
     info = summary(resolved.repo_id, private, gated)
     if date is not None:
         info.update({"lastModified": date, "createdAt": date})
-    if resolved.card:  # the model card's metadata, as the Hub gives its front matter
-        info["cardData"] = dict(resolved.card)
-        info["tags"] = list(resolved.card.get("tags", []))
-        if "pipeline_tag" in resolved.card:
-            info["pipeline_tag"] = resolved.card["pipeline_tag"]
+    info.update(facts or {})
     info.update({
         "sha": resolved.commit,
         "disabled": False,

@@ -28,14 +28,16 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from ocibridge.hubserver.access import reads
+from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.access import grant_of, reads
 from ocibridge.hubserver.answers import ClosingStream, byte_range, error, in_thread, int_param, requested_repo
 from ocibridge.hubserver.guard import PATHS_MAX
-from ocibridge.hubserver.reading import hubjson
+from ocibridge.hubserver.reading import hubjson, storage
 from ocibridge.hubserver.reading.blobs import Blobs, TableOf, read_file
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.reading.lastcommits import LastCommits
+from ocibridge.hubserver.reading.modelfacts import ModelFacts
 from ocibridge.hubserver.reading.sources import RepoNotFound
 
 if TYPE_CHECKING:
@@ -77,6 +79,7 @@ class ReadRoutes:
     settings: ServeSettings
     created_empty: Callable[[str, str], bool]
     last_commits: LastCommits = field(default_factory=LastCommits)
+    facts: ModelFacts = field(default_factory=ModelFacts)
 
     async def list_models(self, request: Request) -> Response:
         params = request.query_params
@@ -108,7 +111,36 @@ class ReadRoutes:
         resolved, files = await self.model(requested_repo(request), request.path_params.get("revision"))
         blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
         record = await in_thread(self.catalog.states.of, resolved.repo_id)
-        return JSONResponse(hubjson.model_info(resolved, files, blobs, record.private, record.gated))
+        facts = await in_thread(self.facts.of, resolved, files)
+        return JSONResponse(hubjson.model_info(resolved, files, blobs, record.private, record.gated, facts))
+
+    async def repositories(self, request: Request) -> Response:
+        """``hf repos ls``: a namespace's repositories and their storage (:mod:`.storage`); the
+        token's own namespace, or the organization the path names."""
+        grant = grant_of(request)
+        namespace = request.path_params.get("namespace") or (grant.name if grant is not None else "")
+        if not namespace:
+            return error(401, None, "listing your repositories needs a token: 'Authorization: Bearer TOKEN'")
+        visible = reads(request)
+        states = self.catalog.states
+
+        def candidates() -> list[tuple[str, bool]]:
+            found = []
+            for repo_id, _ in self.catalog.repo_ids():
+                if storage.under(namespace, repo_id) and visible(repo_id):
+                    record = states.of(repo_id)
+                    if not (record.deleted or record.moved):
+                        found.append((repo_id, record.private))
+            return found
+
+        rows = []
+        for repo_id, private in await in_thread(candidates):
+            try:
+                main: tuple[Resolved, ModelFiles] | None = await self.model(repo_id, None)
+            except OcibridgeError:
+                main = None  # created, no commit yet: nothing stored
+            rows.append(storage.storage_row(repo_id, private, main))
+        return self._paged(request, storage.with_shares(rows))
 
     async def refs(self, request: Request) -> Response:
         found = await in_thread(self.catalog.refs, requested_repo(request))

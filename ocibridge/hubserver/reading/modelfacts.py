@@ -1,0 +1,148 @@
+"""What the Hub says of a model beyond its files (issue 90, item 7): ``model_info``'s
+``cardData`` (the card's whole front matter), ``library_name``, ``pipeline_tag``, ``tags`` and
+``config`` (``architectures`` and ``model_type`` of its ``config.json``), which Hub clients read
+(``hf models info``, ``ModelInfo.library_name``, ``ModelCard``) and model-hub UIs show.
+
+They are read from the revision's own ``README.md`` and ``config.json`` (each at most
+:data:`READ_MAX` bytes, verified as every read, parsed bounded), not from what push mapped into the
+artifact: a commit made through serve and a model pushed before either say the same, and no
+artifact's digest depends on what serve shows. Read once per manifest digest (its files never
+change), kept for :data:`KEPT` manifests.
+
+The tags are the Hub's: the card's own, then the ones the Hub derives from the files (the
+library, ``safetensors`` or ``gguf`` when such a file is there, the config's ``model_type``,
+the pipeline tag), each once, in that order.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from ocibridge.hubserver.reading.catalog import Resolved
+from ocibridge.hubserver.reading.files import ModelFiles, read_small
+from ocibridge.model.cardmeta import split_front_matter
+
+#: bytes of README.md and config.json read (the Hub's own cards and configs are far smaller)
+READ_MAX = 256 * 1024
+#: manifests whose facts are kept
+KEPT = 512
+#: nesting of config.json read at most (deeper: no config shown)
+DEPTH_MAX = 64
+
+
+class ModelFacts:
+    """The facts of each manifest, read once (thread-safe: routes ask from worker threads)."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, resolved: Resolved, files: ModelFiles) -> dict[str, Any]:
+        key = resolved.model.digest
+        with self._lock:
+            found = self._kept.get(key)
+            if found is not None:
+                self._kept.move_to_end(key)
+                return found
+        made = read_facts(resolved, files)
+        with self._lock:
+            self._kept[key] = made
+            while len(self._kept) > KEPT:
+                self._kept.popitem(last=False)
+        return made
+
+
+def read_facts(resolved: Resolved, files: ModelFiles) -> dict[str, Any]:
+    """The model_info fields this revision's card and config say (absent ones left out)."""
+    card = _card(resolved, files)
+    config = _config(resolved, files)
+    facts: dict[str, Any] = {}
+    if card:
+        facts["cardData"] = card
+    library = card.get("library_name")
+    if isinstance(library, str) and library:
+        facts["library_name"] = library
+    pipeline = card.get("pipeline_tag")
+    if isinstance(pipeline, str) and pipeline:
+        facts["pipeline_tag"] = pipeline
+    if config:
+        facts["config"] = config
+    facts["tags"] = _tags(card, config, files, facts.get("library_name"), facts.get("pipeline_tag"))
+    return facts
+
+
+def _card(resolved: Resolved, files: ModelFiles) -> dict[str, Any]:
+    """The front matter of the top README.md, as JSON can carry it (``{}``: none)."""
+    found = files.files.get("README.md")
+    data = None if found is None else read_small(resolved, found, READ_MAX)
+    if data is None:
+        return dict(resolved.card or {})  # (a model whose card only the artifact's annotations keep)
+    front, _ = split_front_matter(data.decode("utf-8", "replace"))
+    try:  # dates and other YAML types as the Hub's JSON gives them: text
+        card = json.loads(json.dumps(front, default=str))
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    return card if isinstance(card, dict) else {}
+
+
+def _config(resolved: Resolved, files: ModelFiles) -> dict[str, Any]:
+    """``architectures`` and ``model_type`` of the top config.json, when it says them."""
+    found = files.files.get("config.json")
+    data = None if found is None else read_small(resolved, found, READ_MAX)
+    if data is None or _depth(data) > DEPTH_MAX:
+        return {}
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    config: dict[str, Any] = {}
+    architectures = doc.get("architectures")
+    if isinstance(architectures, list) and all(isinstance(a, str) for a in architectures):
+        config["architectures"] = architectures
+    if isinstance(doc.get("model_type"), str):
+        config["model_type"] = doc["model_type"]
+    return config
+
+
+def _depth(data: bytes) -> int:
+    """The deepest nesting of brackets in ``data`` outside strings (json.loads recurses per level)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def _tags(card: dict[str, Any], config: dict[str, Any], files: ModelFiles, library: str | None,
+          pipeline: str | None) -> list[str]:
+    own = card.get("tags")
+    tags = [t for t in (own if isinstance(own, list) else [own]) if isinstance(t, str) and t]
+    if library:
+        tags.append(library)
+    if any(p.endswith(".safetensors") for p in files.files):
+        tags.append("safetensors")
+    if any(p.endswith(".gguf") for p in files.files):
+        tags.append("gguf")
+    if isinstance(config.get("model_type"), str):
+        tags.append(config["model_type"])
+    if pipeline:
+        tags.append(pipeline)
+    return list(dict.fromkeys(tags))
