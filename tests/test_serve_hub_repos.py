@@ -319,6 +319,12 @@ def test_move_and_super_squash(served):
     head = api.model_info(repo).sha
     api.move_repo(from_id=repo, to_id="acme/squashed")
     assert api.model_info("acme/squashed").sha == head  # the same commits, the same ids
+    # the catalog page lists the new id, not the old one (nor counts it), as list_models does
+    login = httpx.post(f"{served.url}/ocibridge/login", data={"token": "alice-token", "next": "/"})
+    listed = httpx.get(f"{served.url}/models?search=squash", cookies=login.cookies).text
+    assert 'href="/acme/squashed"' in listed and f'href="/{repo}"' not in listed, listed
+    assert '<p class="count">1 model matching' in listed  # counted once
+    assert [m.id for m in api.list_models(search="squash")] == ["acme/squashed"]
     assert api.model_info("acme/squashed", revision="v0.1").sha == branch[0].commit_id
     # the old id redirects its reads to the new one (307), as the Hub's do after a rename
     assert Path(api.hf_hub_download(repo, "file.txt")).read_bytes() == b"another"

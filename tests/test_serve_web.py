@@ -31,7 +31,9 @@ pipeline_tag: fill-mask
 ---
 # Tiny BERT
 
-A *tiny* model for tests. ![diagram](extra/diagram.png)
+<!-- Provide a quick summary of what the model is/does. -->
+
+A *tiny* model for tests. <!-- an inline remark --> ![diagram](extra/diagram.png)
 """
 
 HOSTILE = """# Innocent
@@ -41,6 +43,7 @@ HOSTILE = """# Innocent
 [click me](javascript:alert('link ran'))
 <iframe src="https://evil.example/"></iframe>
 <a href="https://ok.example/" onclick="alert(1)">raw link</a>
+<!-- a comment --><script>alert('after a comment')</script>
 ![tracker](http://evil.example/pixel.png)
 """
 
@@ -191,6 +194,8 @@ def test_model_page_shows_card_config_files_tags_and_the_signature_verify_finds(
         html = page_checks(get(served.url + "/acme/tiny"))
         # the card, its front matter as a table, its headings under the page's h1
         assert "<h3>Tiny BERT</h3>" in html and "<em>tiny</em>" in html
+        # HTML comments (transformers' card template is full of them) hidden, as the Hub hides them
+        assert "quick summary" not in html and "inline remark" not in html and "&lt;!--" not in html
         assert re.search(r"<th scope=\"row\">base_model</th><td>google/bert-tiny</td>", html)
         assert re.search(r"<th scope=\"row\">pipeline_tag</th><td>fill-mask</td>", html)
         assert 'src="/acme/tiny/resolve/main/extra/diagram.png"' in html  # an image of its own files
@@ -232,6 +237,7 @@ def test_a_hostile_model_card_comes_out_as_inert_text(models):
         assert not [t for t in tags if "javascript:" in t.lower()]  # no javascript: link
         assert not re.findall(r'<img[^>]*\ssrc=', card)  # the http image lost its source; <img src=x> is text
         assert "<h3>Innocent</h3>" in card
+        assert "&lt;script&gt;alert('after a comment')" in card  # a comment does not carry HTML in
 
 
 def test_tree_and_blob_pages(models):

@@ -34,6 +34,8 @@ class RepoStates:
         self.clock = clock
         self._lock = threading.Lock()
         self._known: dict[str, tuple[float, RefsRecord]] = {}
+        #: how many changes this serve made (a listing of repositories kept from before is read again)
+        self.changes = 0
 
     def of(self, repo_id: str) -> RefsRecord:
         """The repository's record (the empty one: public, not deleted, when it has none)."""
@@ -75,3 +77,4 @@ class RepoStates:
         if parts is not None:
             with self._lock:
                 self._known.pop("/".join(parts), None)
+                self.changes += 1

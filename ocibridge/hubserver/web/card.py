@@ -1,10 +1,11 @@
 """A model card (README.md, untrusted) as HTML a page may hold: its YAML front matter apart,
 read and checked as the Hub reads it (:mod:`..cards`: what the check says is shown above the
-card, as the Hub's page shows it), the Markdown rendered by markdown-it-py with raw HTML off (any
-tag written in the card comes out as text), then sanitized by nh3 (Rust's ammonia) against an
-allow-list: no script, no event handler, no ``style``, no frame; links only http(s), mailto and
-the model's own files; images only https or the model's own files (rewritten to its resolve
-route). The page's CSP forbids scripts besides, should anything slip through.
+card, as the Hub's page shows it), the Markdown rendered by markdown-it-py (HTML comments left
+out, as the Hub's page leaves them; any other tag written in the card comes out as text), then
+sanitized by nh3 (Rust's ammonia) against an allow-list: no script, no event handler, no
+``style``, no frame; links only http(s), mailto and the model's own files; images only https or
+the model's own files (rewritten to its resolve route). The page's CSP forbids scripts besides,
+should anything slip through.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from urllib.parse import quote, urlsplit
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.token import Token
 
 from ocibridge.hubserver.cards import read_card
 
@@ -28,6 +31,8 @@ TAGS = {"a", "abbr", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "
         "tr", "ul"}
 ATTRIBUTES = {"a": {"href", "title"}, "img": {"src", "alt", "title"}, "th": {"align"}, "td": {"align"}}
 _HEADING = re.compile(r"<(/?)h([1-6])>")  # sanitized: a heading tag carries no attribute
+#: one HTML comment, or several with only space between them
+_COMMENT = re.compile(r"(?:<!--.*?-->\s*)+", re.S)
 
 
 @dataclass(frozen=True)
@@ -45,14 +50,39 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _markdown(body: str) -> str:
+    """The card's Markdown as HTML: an HTML comment (``<!-- Provide a quick summary -->``, which
+    transformers' card template is full of) is left out, as the Hub's page leaves it out; any
+    other HTML the card writes comes out as text, as with raw HTML off."""
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    tokens = md.parse(body)
+    for token in tokens:
+        if token.type == "html_block":
+            _as_text_or_dropped(token, block=True)
+        for child in token.children or ():
+            if child.type == "html_inline":
+                _as_text_or_dropped(child, block=False)
+    return str(md.renderer.render(tokens, md.options, {}))
+
+
+def _as_text_or_dropped(token: Token, block: bool) -> None:
+    if _COMMENT.fullmatch(token.content.strip()):
+        token.content = ""
+        return
+    if block:  # shown as the paragraph of text it would be with raw HTML off
+        token.type, token.tag, token.nesting = "html_block", "", 0
+        token.content = f"<p>{escapeHtml(token.content.strip())}</p>\n"
+    else:
+        token.type = "text"
+
+
 def render_card(data: bytes, repo_id: str, revision: str) -> Card:
     text = data[:CARD_MAX].decode("utf-8", "replace")
     read = read_card(text)
     front, body = read.front, read.body
     fields = [k for k in FRONT_FIELDS if k in front] + sorted(str(k) for k in front if k not in FRONT_FIELDS)
     shown = tuple((k, _text(front.get(k))) for k in fields if _text(front.get(k)))
-    md = MarkdownIt("commonmark", {"html": False}).enable("table")
-    raw = md.render(body)
+    raw = _markdown(body)
     own = f"/{repo_id}/resolve/{quote(revision, safe='')}/"
     page = f"/{repo_id}/blob/{quote(revision, safe='')}/"
 

@@ -67,26 +67,32 @@ class Listing:
         self.rules = rules_in_force(catalog.verify)  # none: no "passes" badge, nothing was checked
         self.catalog = catalog
         self._lock = threading.Lock()
-        self._ids: tuple[float, list[str]] | None = None
+        self._ids: tuple[float, int, list[str]] | None = None
         self._rows: dict[str, tuple[float, Row]] = {}
         self._configs: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     def repo_ids(self) -> list[str]:
+        """Every repo id, read again after :data:`LIST_FRESH` seconds or once this serve changed a
+        repository (created, deleted, moved: :meth:`.states.RepoStates.forget`)."""
+        changes = self.catalog.states.changes
         with self._lock:
             known = self._ids
-        if known is not None and time.monotonic() - known[0] < LIST_FRESH:
-            return known[1]
+        if known is not None and time.monotonic() - known[0] < LIST_FRESH and known[1] == changes:
+            return known[2]
         ids = [r for r, _ in self.catalog.repo_ids()]
         with self._lock:
-            self._ids = (time.monotonic(), ids)
+            self._ids = (time.monotonic(), changes, ids)
         return ids
 
     def page(self, search: str, number: int, size: int,
              visible: Callable[[str], bool] = lambda repo_id: True) -> CatalogPage:
         """Page ``number`` of the repositories whose id holds ``search`` and that the visitor
-        may read (``visible``: :func:`.access.reads`; the others are not counted either)."""
+        may read (``visible``: :func:`.access.reads`; the others are not counted either). A
+        repository deleted or moved through serve (its refs record says so) is neither listed nor
+        counted, as ``list_models`` leaves it out: its tags name only the tombstone."""
         wanted = search.lower()
-        chosen = [r for r in self.repo_ids() if wanted in r.lower() and visible(r)]
+        states = self.catalog.states
+        chosen = [r for r in self.repo_ids() if wanted in r.lower() and visible(r) and not states.of(r).deleted]
         pages = max((len(chosen) + size - 1) // size, 1)
         number = min(number, pages)
         shown = chosen[(number - 1) * size:number * size]
