@@ -16,17 +16,9 @@ import pytest
 from ocibridge.errors import SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing.classic import signature_manifest, signature_tag
-from ocibridge.signing.containers_policy import (
-    DockerName,
-    IdentityRule,
-    PolicyFileError,
-    docker_scope,
-    find_policy_file,
-    load_policy,
-    oci_scope,
-    parse_policy,
-)
+from ocibridge.signing.containers_policy import DockerName, IdentityRule, PolicyFileError, docker_scope, oci_scope
 from ocibridge.signing.policy_eval import evaluate
+from ocibridge.signing.policy_file import find_policy_file, load_policy, parse_policy
 from ocibridge.stores.layout import LayoutStore
 from tests.support.data import data
 
@@ -51,10 +43,10 @@ def _name(text: str) -> DockerName | None:
 
 # -- where the file is ------------------------------------------------------------------------
 def test_the_file_is_found_in_skopeos_order(tmp_path, monkeypatch):
-    from ocibridge.signing import containers_policy
+    from ocibridge.signing import policy_file
 
     system = tmp_path / "etc-policy.json"
-    monkeypatch.setattr(containers_policy, "SYSTEM_POLICY", system)
+    monkeypatch.setattr(policy_file, "SYSTEM_POLICY", system)
     monkeypatch.delenv("OCIBRIDGE_POLICY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert find_policy_file() is None  # nothing anywhere: no policy, everything accepted as before

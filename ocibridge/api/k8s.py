@@ -121,7 +121,7 @@ def k8s_check(
     from ocibridge.k8s.node_policy import node_policy as node_verdict
     from ocibridge.k8s.registries_d import read_registries_d
     from ocibridge.places.locate import text_of
-    from ocibridge.signing.containers_policy import read_policy_file
+    from ocibridge.signing.policy_file import read_policy_file
 
     located = _located(ref)
     shown = text_of(located)
@@ -390,7 +390,7 @@ def k8s_policy(
     What does not carry over is said in the notes (and the header above the documents)."""
     from ocibridge.k8s import admission_docs
     from ocibridge.k8s.admission import from_flags, from_policy
-    from ocibridge.signing.containers_policy import read_policy_file
+    from ocibridge.signing.policy_file import read_policy_file
 
     name = admission_docs.check_name(name)
     if not (kyverno or policy_controller):

@@ -24,7 +24,8 @@ from ocibridge.k8s.registries_d import SYSTEM_DIR, NodeFile, RegistriesD, propos
 from ocibridge.k8s.runtime import Runtime, RuntimeVersion
 from ocibridge.oci.reference import RegistryReference
 from ocibridge.places.locators import Locator
-from ocibridge.signing.containers_policy import SIGSTORE_SIGNED, SYSTEM_POLICY, ContainersPolicy, Decision
+from ocibridge.signing.containers_policy import SIGSTORE_SIGNED, ContainersPolicy, Decision
+from ocibridge.signing.policy_file import SYSTEM_POLICY
 from ocibridge.stores.base import Store
 
 

@@ -11,16 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ocibridge.signing.containers_policy import (
-    Decision,
-    DockerName,
-    Scope,
-    UsePolicy,
-    docker_scope,
-    load_policy,
-    oci_scope,
-)
+from ocibridge.signing.containers_policy import Decision, DockerName, Scope, UsePolicy, docker_scope, oci_scope
 from ocibridge.signing.coverage import Trusted
+from ocibridge.signing.policy_file import load_policy
 
 if TYPE_CHECKING:
     from ocibridge.oci.models import Descriptor
