@@ -47,9 +47,10 @@ from ocibridge.stores.registry.client import RegistryClient, TransferStats
 from ocibridge.stores.registry.commitscan import find_commit
 from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
+from ocibridge.stores.registry.ingest import StreamingIngest
 from ocibridge.stores.registry.manifestmemo import ManifestMemo
 from ocibridge.stores.registry.options import RegistryOptions
-from ocibridge.stores.registry.upload import RESUMABLE_MIN, BlobUpload, StreamingIngest, push_scopes
+from ocibridge.stores.registry.upload import RESUMABLE_MIN, BlobUpload, push_scopes
 from ocibridge.stores.registry.uploadstate import UploadState, file_identity
 
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
