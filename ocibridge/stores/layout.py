@@ -22,7 +22,7 @@ from typing import BinaryIO
 
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.environment import MAX_INDEX_BYTES as ENV_MAX_INDEX
-from ocibridge.core.fsutil import TEMP_PREFIX, atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
+from ocibridge.core.fsutil import atomic_write_bytes, atomic_writer, shared_file_mode, write_sliced
 from ocibridge.core.limits import env_limit, over_limit, read_capped
 from ocibridge.core.stale import locked_tempfile, remove_stale
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, TooLarge
@@ -37,9 +37,10 @@ from ocibridge.oci.digest import (
     verify_bytes,
 )
 from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, OCI_INDEX
-from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, Index, parse_manifest_bytes
 from ocibridge.oci.reference import check_ref_name
-from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, is_manifest
+from ocibridge.stores import layoutentries, layoutgraph
+from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen
 from ocibridge.stores.inorder_hash import Frontier
 from ocibridge.stores.leases import LEASE_DIR, Leases
 from ocibridge.stores.partial import PARTIAL_PREFIX, download
@@ -326,26 +327,8 @@ class LayoutStore(ClosesOnExit):
                     os.unlink(self.blob_path(digest))
 
     def _referenced(self) -> set[str] | None:
-        """Every digest reachable from ``index.json`` (manifests, their configs and layers), or
-        None when some listed manifest cannot be read."""
-        used: set[str] = set()
-        pending = list(self.read_index().manifests)
-        while pending:
-            desc = pending.pop()
-            if desc.digest in used:
-                continue
-            used.add(desc.digest)
-            if not is_manifest(desc):
-                continue
-            try:
-                node = parse_manifest_bytes(self.fetch_bytes(desc), desc.mediaType)
-            except OcibridgeError:
-                return None
-            if isinstance(node, Index):
-                pending.extend(node.manifests)
-            else:
-                pending.extend([node.config, *node.layers])
-        return used
+        """Every digest reachable from ``index.json``, or None (:func:`.layoutgraph.reachable`)."""
+        return layoutgraph.reachable(self.read_index().manifests, self.fetch_bytes)
 
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
         """Store a manifest only if this layout's own reader will read it back: right digest, at
@@ -386,38 +369,13 @@ class LayoutStore(ClosesOnExit):
         return index
 
     def _update_index(self, desc: Descriptor, tag: str | None) -> None:
-        """Add ``desc`` to index.json; with a tag, the tag moves to it (old entry replaced).
-
-        One entry per manifest, as oras-go writes it: tagging drops the manifest's untagged
-        entry, an untagged push of a listed manifest changes nothing, and a manifest that loses
-        its last tag stays listed untagged (so it and its blobs remain reachable).
-        """
+        """Add ``desc`` to index.json; with a tag, the tag moves to it (old entry replaced), one
+        entry per manifest (:mod:`.layoutentries`)."""
         with self._locked():
             index = self.read_index()
-            entries: list[Descriptor] = []
-            untagged: list[Descriptor] = []  # manifests the moved tag named before
-            for entry in index.manifests:
-                ref = (entry.annotations or {}).get(ANNOTATION_REF_NAME)
-                if tag is None and entry.digest == desc.digest:
-                    return  # already listed
-                if tag is not None and ref == tag:
-                    if entry.digest != desc.digest:
-                        untagged.append(entry)
-                    continue
-                if tag is not None and ref is None and entry.digest == desc.digest:
-                    continue  # replaced by the tagged entry
-                entries.append(entry)
-            for old in untagged:
-                if not any(e.digest == old.digest for e in entries):
-                    entries.append(_strip_ref_name(old))
-            new = desc.model_copy(deep=True)
-            annotations = {
-                k: v for k, v in (new.annotations or {}).items() if k != ANNOTATION_REF_NAME
-            }
-            if tag is not None:
-                annotations[ANNOTATION_REF_NAME] = tag
-            new.annotations = annotations or None
-            entries.append(new)
+            entries = layoutentries.listing(index.manifests, desc, tag)
+            if entries is None:
+                return  # already listed
             if tag is None and self._created is not None:
                 self._listed.add(desc.digest)
             index.manifests = entries
@@ -442,7 +400,7 @@ class LayoutStore(ClosesOnExit):
         if is_digest(reference):
             for entry in index.manifests:
                 if entry.digest == reference:
-                    return _strip_ref_name(entry)
+                    return layoutentries.strip_ref_name(entry)
             path = self.blob_path(reference)
             if not path.is_file():
                 raise NotFound(f"{self.describe()}@{reference}: not found")
@@ -452,7 +410,7 @@ class LayoutStore(ClosesOnExit):
             return Descriptor(mediaType=media_type, digest=reference, size=len(data))
         for entry in index.manifests:
             if (entry.annotations or {}).get(ANNOTATION_REF_NAME) == reference:
-                return _strip_ref_name(entry)
+                return layoutentries.strip_ref_name(entry)
         known = ", ".join(self.tags()) or "none"
         raise NotFound(f"{self.describe()}:{reference}: tag not found (tags: {known})")
 
@@ -476,7 +434,7 @@ class LayoutStore(ClosesOnExit):
                 raise NotFound(f"{self.describe()}:{tag}: tag not found (tags: {', '.join(self.tags()) or 'none'})")
             index.manifests = [e for e in index.manifests if e not in named]
             atomic_write_bytes(self.root / "index.json", index.to_json_bytes())
-        return _strip_ref_name(named[0])
+        return layoutentries.strip_ref_name(named[0])
 
     def rename(self, renames: dict[str, str]) -> list[str]:
         """Give entries other names in one write of ``index.json`` (same digest, other
@@ -507,47 +465,14 @@ class LayoutStore(ClosesOnExit):
         used = self._referenced()
         if used is None:
             raise OcibridgeError(f"{self.describe()}: a listed manifest cannot be read; not pruning")
-        found = []
-        for algorithm_dir in sorted((self.root / "blobs").iterdir()):
-            if not algorithm_dir.is_dir():
-                continue
-            for blob in sorted(algorithm_dir.iterdir()):
-                if blob.name.startswith(TEMP_PREFIX) or not blob.is_file():
-                    continue
-                if f"{algorithm_dir.name}:{blob.name}" not in used:
-                    found.append(blob)
-        return found
+        return layoutgraph.blobs_outside(self.root / "blobs", used)
 
     def locked(self) -> contextlib.AbstractContextManager[None]:
         """The index lock, for a caller that reads and changes the layout as one step."""
         return self._locked()
 
     def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        found: list[Descriptor] = []
-        seen: set[str] = set()
-        for entry in self.read_index().manifests:
-            if entry.digest in seen or entry.size > MAX_MANIFEST_BYTES:
-                continue
-            seen.add(entry.digest)
-            try:
-                manifest = parse_manifest_bytes(self.fetch_bytes(entry))
-            except OcibridgeError:
-                continue
-            if manifest.subject is None or manifest.subject.digest != desc.digest:
-                continue
-            kind = manifest.artifactType or (manifest.config.mediaType if isinstance(manifest, Manifest) else None)
-            if artifact_type and kind != artifact_type:
-                continue
-            found.append(
-                Descriptor(
-                    mediaType=entry.mediaType,
-                    digest=entry.digest,
-                    size=entry.size,
-                    artifactType=kind,
-                    annotations=manifest.annotations,
-                )
-            )
-        return found
+        return layoutgraph.referrers_in(self.read_index().manifests, self.fetch_bytes, desc, artifact_type)
 
 
 def _topmost_missing(path: Path) -> Path | None:
@@ -558,8 +483,3 @@ def _topmost_missing(path: Path) -> Path | None:
             break
         missing = candidate
     return missing
-
-
-def _strip_ref_name(entry: Descriptor) -> Descriptor:
-    annotations = {k: v for k, v in (entry.annotations or {}).items() if k != ANNOTATION_REF_NAME}
-    return entry.model_copy(update={"annotations": annotations or None})
