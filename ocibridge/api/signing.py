@@ -120,7 +120,11 @@ class VerifyOptions:
     keyless signer (``certificate_identity`` and ``certificate_oidc_issuer``, checked offline
     against the sigstore ``trusted_root`` file); ``claims`` every accepted signature carries;
     ``attestation_type``: verify a signed in-toto attestation of this predicate type (a URI, or
-    cosign's name: ``cyclonedx``, ``slsaprovenance1``, ...) instead of a signature."""
+    cosign's name: ``cyclonedx``, ``slsaprovenance1``, ...) instead of a signature.
+    ``files``: vouch for the model's files only, as a pull into a directory does (an OMS
+    signature counts; a cosign one too, as it binds the files through the manifest); by default
+    the manifest itself, as everything that carries or serves the manifest needs (docs/signing.md,
+    "What each form covers")."""
 
     keys: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = ()
     certificate_identity: str | None = None
@@ -128,6 +132,7 @@ class VerifyOptions:
     trusted_root: str | os.PathLike[str] | None = None
     claims: Mapping[str, str] = field(default_factory=dict)
     attestation_type: str | None = None
+    files: bool = False
 
     def policy(self) -> VerifyPolicy:
         """The verifier's policy: the keys read, the attestation type resolved. Raises
@@ -204,7 +209,9 @@ def verify(reference: str | os.PathLike[str] | Locator, options: VerifyOptions, 
 
     target, name = _open(reference, transfer)
     subject = target.store.resolve(target.reference)
-    trusts = Trusted.STATEMENT if policy.attestation else Trusted.MANIFEST
+    if policy.attestation and options.files:
+        raise UsageError("verify: --files is for signatures: an attestation is verified for its statement")
+    trusts = Trusted.STATEMENT if policy.attestation else Trusted.FILES if options.files else Trusted.MANIFEST
     verified = verify_before_use(target.store, subject, policy, name=name, trusts=trusts)
     return VerifyResult(name, subject.digest, tuple(VerifiedSignature.of(v) for v in verified),
                         _attestation(policy))

@@ -92,6 +92,9 @@ def register(command: CommandAdder) -> None:
     p.add_argument("-a", "--annotation", action="append", default=[], metavar="KEY=VALUE",
                    help="claim every accepted signature must carry (repeatable)")
     p.add_argument("--bundle", metavar="FILE", help="verify the file REF against this bundle file")
+    p.add_argument("--files", action="store_true",
+                   help="vouch for the model's files only, as 'pull --verify-key' into a directory does (an OMS "
+                        "signature counts); by default the manifest, as copy, mirror and k8s need")
     p.add_argument("--attestation-type", metavar="TYPE",
                    help="verify a signed in-toto attestation of this predicate type (a URI, or cosign's "
                         "name: cyclonedx, slsaprovenance1, ...) instead of a signature; attestations never "
@@ -158,12 +161,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     options = signing_api.VerifyOptions(
         keys=args.key, certificate_identity=args.certificate_identity,
         certificate_oidc_issuer=args.certificate_oidc_issuer, trusted_root=args.trusted_root,
-        claims=key_values(args.annotation), attestation_type=args.attestation_type)
+        claims=key_values(args.annotation), attestation_type=args.attestation_type, files=args.files)
     transfer = None if args.bundle else transfer_options(args)  # a file and a bundle: no registry
     result = signing_api.verify(args.ref, options, bundle=args.bundle or None, transfer=transfer)
     lines = [one_line(f"  {s.form} by {s.signer}" + (f" (claims: {_show(s.claims)})" if s.claims else ""))
              for s in result.signatures]
-    what = f"attestation(s) of type {result.attestation_type}" if result.attestation_type else "signature(s)"
+    what = f"attestation(s) of type {result.attestation_type}" if result.attestation_type else \
+        "signature(s) of its files" if args.files else "signature(s)"
     _emit(args, result.as_dict(),
           f"verified {args.ref} ({result.digest}): {len(result.signatures)} {what}\n" + "\n".join(lines))
     return 0

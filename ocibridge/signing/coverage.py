@@ -52,7 +52,8 @@ COVERS: dict[Form, frozenset[Trusted]] = {
     Form.ATTESTATION: frozenset({Trusted.STATEMENT}),
 }
 
-_WHY = {Form.OMS: "an OMS signature signs the model's file names and digests, nothing of its manifest",
+_WHY = {Form.OMS: "an OMS signature signs the model's file names and digests, nothing of its manifest: "
+                  "`verify --files` checks what a pull into a directory uses",
         Form.ATTESTATION: "an attestation says something about its subject; it is not a signature of it",
         Form.CLASSIC: "a signature of the manifest is not an attestation",
         Form.BUNDLE: "a signature of the manifest is not an attestation"}
