@@ -440,6 +440,28 @@ def test_hf_repos_ls_lists_the_namespaces_repositories_with_their_storage(served
     assert anonymous.value.response.status_code == 401
 
 
+def test_raw_answers_a_git_lfs_files_pointer_and_a_regular_files_bytes(served):
+    """``GET /{repo}/raw/{rev}/{path}``, what huggingface.js' ``downloadFile({raw: true})`` asks."""
+    api = served.api("alice-token")
+    repo = api.create_repo("raw-files", exist_ok=True).repo_id
+    weights = os.urandom(3000)
+    api.upload_file(path_or_fileobj=b"plain text\n", path_in_repo="notes.txt", repo_id=repo)
+    api.upload_file(path_or_fileobj=weights, path_in_repo="model.safetensors", repo_id=repo)
+    alice = {"Authorization": "Bearer alice-token"}
+    regular = httpx.get(f"{served.url}/{repo}/raw/main/notes.txt", headers=alice)
+    assert regular.status_code == 200 and regular.content == b"plain text\n"
+    pointer = httpx.get(f"{served.url}/{repo}/raw/main/model.safetensors", headers=alice)
+    assert pointer.status_code == 200, pointer.text
+    assert pointer.text == ("version https://git-lfs.github.com/spec/v1\n"
+                            f"oid sha256:{hashlib.sha256(weights).hexdigest()}\nsize 3000\n")
+    assert pointer.headers["x-repo-commit"] == api.model_info(repo).sha
+    assert httpx.get(f"{served.url}/{repo}/raw/main/none.txt", headers=alice).status_code == 404
+    # a gated repository's raw files go to its authorized list only, as its resolved ones
+    api.update_repo_settings(repo, gated="manual")
+    refused = httpx.get(f"{served.url}/{repo}/raw/main/notes.txt", headers={"Authorization": "Bearer bob-token"})
+    assert refused.status_code == 403 and refused.headers.get("x-error-code") == "GatedRepo"
+
+
 def test_a_deleted_repository_goes_at_the_registrys_gc(served, tmp_path):
     """delete_repo leaves no tag on its manifests: distribution's garbage-collect takes them and
     their blobs, while a live repository's files stay, and its gate too: a new serve over the

@@ -154,7 +154,7 @@ def test_every_route_and_page_hides_what_a_token_may_not_read(scoped):
         if method != "GET" or re.search(r"{(verb|rest):", route.path) or "xet-write-token" in route.path \
                 or route.path.endswith("/auth-check/write"):  # a write's question: a reader is refused
             continue
-        if route.path.endswith("/resolve/{revision:hub_part}"):  # a file named by no path: the Hub's EntryNotFound
+        if route.path.endswith(("/resolve/{revision:hub_part}", "/raw/{revision:hub_part}")):  # no path: EntryNotFound
             assert inside.headers.get("x-error-code") == "EntryNotFound", where
         else:
             assert inside.status_code == 200, (where, inside.status_code, inside.text[:200])

@@ -280,8 +280,9 @@ class ServeApp:
             ]
         api += [HubRoute(f"/api/models/{repo}", self.guarded(self.reads.model_info), methods=GET)
                 for repo in REPO_FORMS]
-        files = [HubRoute(f"/{repo}/resolve/{{revision:hub_part}}{tail}",
-                          self.guarded(self.reads.resolve_file, files=True), methods=GET_HEAD)
+        files = [HubRoute(f"/{repo}/{route}/{{revision:hub_part}}{tail}",
+                          self.guarded(answer, files=True), methods=GET_HEAD)
+                 for route, answer in (("resolve", self.reads.resolve_file), ("raw", self.reads.raw_file))
                  for repo in REPO_FORMS for tail in ("", "/{path:hub_rest}")]
         writes: list[BaseRoute] = [
             HubRoute("/api/whoami-v2", self.guarded(self.repos.whoami, needs_token=False), methods=GET),

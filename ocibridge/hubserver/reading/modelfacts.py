@@ -7,7 +7,7 @@ They are read from the revision's own ``README.md`` and ``config.json`` (each at
 :data:`READ_MAX` bytes, verified as every read, parsed bounded), not from what push mapped into the
 artifact: a commit made through serve and a model pushed before either say the same, and no
 artifact's digest depends on what serve shows. Read once per manifest digest (its files never
-change), kept for :data:`KEPT` manifests.
+change), through serve's blob cache, kept for :data:`KEPT` manifests.
 
 The tags are the Hub's: the card's own, then the ones the Hub derives from the files (the
 library, ``safetensors`` or ``gguf`` when such a file is there, the config's ``model_type``,
@@ -16,13 +16,14 @@ the pipeline tag), each once, in that order.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import threading
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ocibridge.hubserver.reading.catalog import Resolved
-from ocibridge.hubserver.reading.files import ModelFiles, read_small
+from ocibridge.hubserver.reading.files import HubFile, ModelFiles
 from ocibridge.model.cardmeta import split_front_matter
 
 #: bytes of README.md and config.json read (the Hub's own cards and configs are far smaller)
@@ -33,32 +34,52 @@ KEPT = 512
 DEPTH_MAX = 64
 
 
+#: how the facts read a small file: its bytes (None when it is too large or cannot be read)
+Reader = Callable[[HubFile], Awaitable["bytes | None"]]
+
+
 class ModelFacts:
-    """The facts of each manifest, read once (thread-safe: routes ask from worker threads)."""
+    """The facts of each manifest, read once: concurrent first askers wait for one reading, and
+    the files are read through serve's shared blob cache (``read``), so a model's card and
+    config come from the registry once, as every byte serve sends."""
 
     def __init__(self) -> None:
         self._kept: OrderedDict[str, dict[str, Any]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._reading: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
-    def of(self, resolved: Resolved, files: ModelFiles) -> dict[str, Any]:
+    async def of(self, resolved: Resolved, files: ModelFiles, read: Reader) -> dict[str, Any]:
         key = resolved.model.digest
-        with self._lock:
-            found = self._kept.get(key)
-            if found is not None:
-                self._kept.move_to_end(key)
-                return found
-        made = read_facts(resolved, files)
-        with self._lock:
-            self._kept[key] = made
-            while len(self._kept) > KEPT:
-                self._kept.popitem(last=False)
+        found = self._kept.get(key)
+        if found is not None:
+            self._kept.move_to_end(key)
+            return found
+        pending = self._reading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._reading[key] = future
+        try:
+            texts = {name: await read(f) for name in ("README.md", "config.json")
+                     if (f := files.files.get(name)) is not None and f.size <= READ_MAX}
+            made = read_facts(resolved, files, texts)
+            future.set_result(made)
+        except BaseException as e:
+            future.set_exception(e)
+            future.exception()  # (retrieved: a waiter that went away leaves no warning)
+            raise
+        finally:
+            del self._reading[key]
+        self._kept[key] = made
+        while len(self._kept) > KEPT:
+            self._kept.popitem(last=False)
         return made
 
 
-def read_facts(resolved: Resolved, files: ModelFiles) -> dict[str, Any]:
-    """The model_info fields this revision's card and config say (absent ones left out)."""
-    card = _card(resolved, files)
-    config = _config(resolved, files)
+def read_facts(resolved: Resolved, files: ModelFiles, texts: Mapping[str, bytes | None]) -> dict[str, Any]:
+    """The model_info fields this revision's card and config say (absent ones left out);
+    ``texts``: the bytes of its README.md and config.json, as read."""
+    card = _card(resolved, texts.get("README.md"))
+    config = _config(texts.get("config.json"))
     facts: dict[str, Any] = {}
     if card:
         facts["cardData"] = card
@@ -74,10 +95,8 @@ def read_facts(resolved: Resolved, files: ModelFiles) -> dict[str, Any]:
     return facts
 
 
-def _card(resolved: Resolved, files: ModelFiles) -> dict[str, Any]:
+def _card(resolved: Resolved, data: bytes | None) -> dict[str, Any]:
     """The front matter of the top README.md, as JSON can carry it (``{}``: none)."""
-    found = files.files.get("README.md")
-    data = None if found is None else read_small(resolved, found, READ_MAX)
     if data is None:
         return dict(resolved.card or {})  # (a model whose card only the artifact's annotations keep)
     front, _ = split_front_matter(data.decode("utf-8", "replace"))
@@ -88,10 +107,8 @@ def _card(resolved: Resolved, files: ModelFiles) -> dict[str, Any]:
     return card if isinstance(card, dict) else {}
 
 
-def _config(resolved: Resolved, files: ModelFiles) -> dict[str, Any]:
+def _config(data: bytes | None) -> dict[str, Any]:
     """``architectures`` and ``model_type`` of the top config.json, when it says them."""
-    found = files.files.get("config.json")
-    data = None if found is None else read_small(resolved, found, READ_MAX)
     if data is None or _depth(data) > DEPTH_MAX:
         return {}
     try:

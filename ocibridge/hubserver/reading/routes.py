@@ -8,6 +8,8 @@ the sources: what a repo id and a revision name, a model's files, and their byte
     POST /api/models/REPO/paths-info/{rev}                  get_paths_info
     (tree and paths-info with ``expand=true``: each entry's ``lastCommit``, :mod:`.lastcommits`)
     HEAD|GET /REPO/resolve/{rev}/{path}                     hf_hub_download, HfFileSystem (Range)
+    HEAD|GET /REPO/raw/{rev}/{path}                         a git-lfs file's pointer, a regular file's bytes
+    GET  /api/settings/repositories                         hf repos ls (:mod:`.storage`)
 
 A regular file (:mod:`.regular`) is answered as the Hub answers a file kept in git (its git blob
 id the ETag), any other as one kept in git-lfs (its SHA-256, and the linked ETag and size).
@@ -38,6 +40,7 @@ from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.reading.lastcommits import LastCommits
 from ocibridge.hubserver.reading.modelfacts import ModelFacts
+from ocibridge.hubserver.reading.regular import git_blob_id
 from ocibridge.hubserver.reading.sources import RepoNotFound
 
 if TYPE_CHECKING:
@@ -111,7 +114,7 @@ class ReadRoutes:
         resolved, files = await self.model(requested_repo(request), request.path_params.get("revision"))
         blobs = request.query_params.get("blobs", "").lower() in ("1", "true")
         record = await in_thread(self.catalog.states.of, resolved.repo_id)
-        facts = await in_thread(self.facts.of, resolved, files)
+        facts = await self.facts.of(resolved, files, lambda f: self._small(resolved, f))
         return JSONResponse(hubjson.model_info(resolved, files, blobs, record.private, record.gated, facts))
 
     async def repositories(self, request: Request) -> Response:
@@ -195,6 +198,42 @@ class ReadRoutes:
         return JSONResponse(entries, headers={"X-Repo-Commit": resolved.commit})
 
     async def resolve_file(self, request: Request) -> Response:
+        found = await self._file_of(request)
+        if isinstance(found, Response):
+            return found
+        resolved, f = found
+        name = await in_thread(self.xet.offer, resolved, f)
+        xet = {} if name is None else {"X-Xet-Hash": name, "X-Xet-Refresh-Route": self.xet.token_route(
+            request, resolved.repo_id, resolved.commit)}
+        return await self._file_answer(request, resolved, f, xet)
+
+    async def raw_file(self, request: Request) -> Response:
+        """``GET /{repo}/raw/{rev}/{path}`` (huggingface.js' ``downloadFile({raw: true})``): a
+        file in git-lfs as its pointer text, as the Hub's raw route answers it (the bytes are at
+        resolve); a regular file as its bytes."""
+        found = await self._file_of(request)
+        if isinstance(found, Response):
+            return found
+        resolved, f = found
+        if f.git_blob is not None:
+            return await self._file_answer(request, resolved, f, {})
+        text = hubjson.pointer(f)
+        headers = {"X-Repo-Commit": resolved.commit, "ETag": f'"{git_blob_id(text)}"',
+                   "Content-Type": "text/plain; charset=utf-8", "Content-Length": str(len(text))}
+        return Response(b"" if request.method == "HEAD" else text, headers=headers)
+
+    async def _small(self, resolved: Resolved, f: HubFile) -> bytes | None:
+        """A small file's bytes, through the shared blob cache (fetched from the registry once,
+        verified, and kept for the downloads that follow)."""
+        if f.local is not None:
+            return await in_thread(f.local.read_bytes)
+        if f.layer is None:
+            return None
+        path = await self.blobs.fill(resolved.repo.store, resolved.model, f.layer)
+        return await in_thread(path.read_bytes)
+
+    async def _file_of(self, request: Request) -> tuple[Resolved, HubFile] | Response:
+        """The revision and the file a file route names, or its 404."""
         repo, revision = requested_repo(request), request.path_params["revision"]
         path = request.path_params.get("path", "")
         try:
@@ -203,15 +242,17 @@ class ReadRoutes:
             if not self.created_empty(repo, revision):
                 raise  # a repository create_repo made here holds no file yet (transformers looks for a card)
             return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path} (no commit yet)")
-        commit = {"X-Repo-Commit": resolved.commit}
         f = files.files.get(path.strip("/"))
         if f is None:
-            return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path}", commit)
-        headers = {**commit, **_named(f), "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
-        name = await in_thread(self.xet.offer, resolved, f)
-        if name is not None:
-            headers["X-Xet-Hash"] = name
-            headers["X-Xet-Refresh-Route"] = self.xet.token_route(request, repo, resolved.commit)
+            return error(404, "EntryNotFound", f"{repo}@{revision}: no file {path}",
+                         {"X-Repo-Commit": resolved.commit})
+        return resolved, f
+
+    async def _file_answer(self, request: Request, resolved: Resolved, f: HubFile,
+                           more: dict[str, str]) -> Response:
+        """A file's bytes (a Range of them), as resolve answers them."""
+        commit = {"X-Repo-Commit": resolved.commit}
+        headers = {**commit, **_named(f), "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream", **more}
         wanted = byte_range(request.headers.get("range"), f.size)
         if wanted == "unsatisfiable":
             return error(416, None, f"range not satisfiable for {f.size} bytes",
