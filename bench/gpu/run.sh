@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# bench.gpu_load on the GPU machine (issue 89), or the same flow on a CPU (--device cpu).
+#
+#   bash bench/gpu/run.sh                                   # on the device: CUDA, 1536 MiB, 3 rounds
+#   PYTHON=.venv/bin/python bash bench/gpu/run.sh --device cpu --size 64 --repeat 2
+#
+# The device has no internet: what it lacks comes in the checkout's .whl folder (git-ignored,
+# carried with the tree): cp312 wheels of ocibridge's dependencies that are not preinstalled
+# there, and the docker-registry binary. With --device cuda they are installed into a folder
+# of their own (PYTHONPATH), nothing else on the machine changes. Results: $OUT/gpu_load.json
+# and $OUT/gpu_load.md (OUT: a folder; default a temporary one), also printed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+device=cuda size=1536 repeat=3 deadline=240
+python=${PYTHON:-python3}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --device) device=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --deadline) deadline=$2; shift 2 ;;
+    *) echo "run.sh: unknown argument $1 (--device D --size MiB --repeat N --deadline S)" >&2; exit 2 ;;
+  esac
+done
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+started=$(date +%s)
+if [ "$device" != cpu ]; then
+  scratch=${TMPDIR:-/tmp}/ocibridge-gpu-bench
+  rm -rf "$scratch" && mkdir -p "$scratch/site" "$scratch/bin"
+  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target "$scratch/site" .whl/*.whl
+  cp .whl/docker-registry "$scratch/bin/docker-registry" && chmod +x "$scratch/bin/docker-registry"
+  export PYTHONPATH=$scratch/site:$PWD PATH=$scratch/bin:$PATH
+  nvidia-smi -L || echo "(nvidia-smi -L failed)"
+else
+  export PYTHONPATH=$PWD
+fi
+echo "installed in $(( $(date +%s) - started )) s"
+"$python" -c 'import sys, torch; print("python", sys.version.split()[0], "| torch", torch.__version__, "| CUDA", torch.version.cuda, "| available", torch.cuda.is_available(), "| devices", torch.cuda.device_count())'
+"$python" -m bench.gpu_load --device "$device" --size "$size" --repeat "$repeat" --deadline "$deadline" --out "$OUT" \
+  2>&1 | tee "$OUT/gpu_load.log"
+echo "done in $(( $(date +%s) - started )) s; results in $OUT"
