@@ -179,8 +179,10 @@ def worker(row: str, ref: str, file: str, device: str, pulled: str) -> dict[str,
         pull(ref, pulled)
         out["pull"] = time.perf_counter() - t
         tensors = {k: v.to(device) for k, v in load_file(str(Path(pulled) / "model.safetensors")).items()}
-    elif row == "check":
-        return check(ocibridge.load_tensors(ref, framework="torch", device=device), load_file(file, device=device))
+    elif row == "check":  # (iter_tensors with no bound is load_tensors: it says what staging took)
+        with ocibridge.iter_tensors(ref, framework="torch", device=device, max_bytes=None) as stream:
+            got = dict(stream)
+        return {**check(got, load_file(file, device=device)), "staging_mib": stream.staging_bytes / MiB}
     else:
         raise SystemExit(f"gpu_load: no row {row!r}")
     done()
@@ -296,7 +298,8 @@ def report(result: dict[str, object], header: str) -> str:
               f"- {nbytes / MiB:.0f} MiB of tensors ({result['tensors']} tensors), generated in "
               f"{result['generate_s']:.1f} s, pushed in {result['push_s']:.1f} s",
               f"- check: **{checked['equal']} of {checked['tensors']}** tensors equal (torch.equal; "
-              f"{', '.join(checked['dtypes'])}), wrong: {checked['wrong'] or 'none'}",
+              f"{', '.join(checked['dtypes'])}), wrong: {checked['wrong'] or 'none'}; host memory of the "
+              f"staging rings (pinned for CUDA): {checked.get('staging_mib', 0):.0f} MiB",
               "- load_tensors(device=D) / " + "; / ".join(
                   f"{SHORT[row]}: **{medians['load_tensors'] / medians[row]:.2f}×**"
                   for row in ROWS[1:] if "load_tensors" in medians and row in medians)]
