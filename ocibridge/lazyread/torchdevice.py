@@ -35,6 +35,8 @@ class TorchOnDevice(TorchTensors):
             if self.device.index is not None and self.device.index >= count:
                 raise OcibridgeError(f"device={device!r}: this machine has {count} CUDA device(s), "
                                      f"cuda:0 to cuda:{count - 1}")
+            if self.device.index is None:  # ("cuda": the current one, named as tensors name theirs)
+                self.device = torch.device("cuda", torch.cuda.current_device())
 
     def allocate_on_device(self, nbytes: int) -> Any:
         return self._torch.empty(nbytes, dtype=self._torch.uint8, device=self.device)
