@@ -303,7 +303,7 @@ def test_a_framework_that_is_missing_is_named_before_any_request(models, fault_p
     _, _, repo = models["table"]
     ref = f"{fault_proxy.host}/{repo}:v1"
     fault_proxy.clear()
-    monkeypatch.setitem(sys.modules, "torch", None)  # (not installed here either way)
+    monkeypatch.setitem(sys.modules, "torch", None)  # (as if not installed)
     with pytest.raises(OcibridgeError, match=r"framework='torch' needs PyTorch, which is not installed: pip install"):
         ocibridge.load_tensors(ref, framework="torch")
     monkeypatch.setitem(sys.modules, "numpy", None)

@@ -1,5 +1,6 @@
 """What a whole-model load makes of each tensor: the memory its bytes land in, and the array
-that is a view of that memory (numpy's, or torch's when asked and installed).
+that is a view of that memory (numpy's, or torch's when asked and installed). Tensors for a
+``device`` are torch's too, made in ``lazyread.torchdevice`` (their bytes pass a staging ring).
 
 Each tensor gets a buffer of its own, allocated without being written first (numpy.empty,
 torch.empty): the bytes received are the only writes, and a caller who drops one tensor frees it.
@@ -65,20 +66,17 @@ class NumpyArrays:
 
 
 class TorchTensors:
-    """torch tensors, on ``device`` when given: copied there as each one completes, from a
-    pinned buffer when the device is CUDA (so the copy is asynchronous)."""
+    """torch tensors in host memory (no ``device``): the bytes land in them directly."""
 
     name = "torch"
 
-    def __init__(self, device: str | None = None) -> None:
+    def __init__(self) -> None:
         try:
             import torch
         except ImportError:
             raise OcibridgeError("framework='torch' needs PyTorch, which is not installed: pip install torch "
                                  "(or framework='numpy')") from None
         self._torch: Any = torch
-        self._device = torch.device(device) if device is not None else None
-        self._pinned = self._device is not None and self._device.type == "cuda"
 
     def refuses(self, info: TensorInfo) -> str | None:
         if getattr(self._torch, TORCH_TYPES.get(info.dtype, "-"), None) is not None:
@@ -86,19 +84,20 @@ class TorchTensors:
         return f"{info.dtype}, which this torch ({self._torch.__version__}) has no type for"
 
     def allocate(self, nbytes: int) -> tuple[Any, memoryview]:
-        buffer = self._torch.empty(nbytes, dtype=self._torch.uint8, pin_memory=self._pinned)
-        if nbytes == 0:
-            return buffer, memoryview(bytearray())
-        # torch tensors do not export the buffer protocol: a byte view of their memory, which
-        # ``buffer`` (held with the view, by the loader) owns
-        raw = (ctypes.c_ubyte * nbytes).from_address(buffer.data_ptr())
-        return buffer, memoryview(raw).cast("B")
+        buffer = self._torch.empty(nbytes, dtype=self._torch.uint8)
+        return buffer, bytes_of(buffer)
 
     def finish(self, buffer: Any, info: TensorInfo) -> Any:
-        tensor = buffer.view(getattr(self._torch, TORCH_TYPES[info.dtype])).reshape(info.shape)
-        if self._device is not None and tensor.device != self._device:
-            tensor = tensor.to(self._device, non_blocking=self._pinned)
-        return tensor
+        return buffer.view(getattr(self._torch, TORCH_TYPES[info.dtype])).reshape(info.shape)
+
+
+def bytes_of(tensor: Any) -> memoryview:
+    """A writable byte view (format ``B``) of a 1-D uint8 torch tensor in host memory, which
+    the caller keeps alive as long as the view (torch tensors do not export the buffer protocol)."""
+    nbytes = tensor.numel()
+    if nbytes == 0:
+        return memoryview(bytearray())
+    return memoryview((ctypes.c_ubyte * nbytes).from_address(tensor.data_ptr())).cast("B")
 
 
 def framework_named(name: str, device: str | None = None) -> Framework:
@@ -108,5 +107,9 @@ def framework_named(name: str, device: str | None = None) -> Framework:
             raise OcibridgeError(f"device={device!r} is for framework='torch': numpy arrays are in host memory")
         return NumpyArrays()
     if name == "torch":
-        return TorchTensors(device)
+        if device is None:
+            return TorchTensors()
+        from ocibridge.lazyread.torchdevice import TorchOnDevice
+
+        return TorchOnDevice(device)
     raise OcibridgeError(f"framework={name!r}: 'numpy' or 'torch'")

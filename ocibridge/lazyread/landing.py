@@ -24,7 +24,7 @@ class Slot:
     file: str
     info: TensorInfo
     buffer: Any = None  # the framework's object that owns the memory (a numpy or torch array)
-    view: memoryview | None = None  # writable bytes of ``buffer``
+    view: memoryview | None = None  # writable bytes of ``buffer`` (None on a device: staged there)
     waiting: int = 0
 
     @property
@@ -33,7 +33,7 @@ class Slot:
 
     @property
     def allocated(self) -> bool:
-        return self.view is not None
+        return self.buffer is not None
 
 
 @dataclass(eq=False)

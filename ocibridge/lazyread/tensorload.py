@@ -30,6 +30,7 @@ from ocibridge.lazyread.frameworks import Framework
 from ocibridge.lazyread.landcheck import ChunkDigests, LandCheck, Mismatch, WholeDigest
 from ocibridge.lazyread.landing import Landing, Slot, names
 from ocibridge.lazyread.safetensors import TensorInfo, read_header
+from ocibridge.lazyread.staging import RING, DeviceCopies, Staging
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.ranged import RangedBlobSource, read_full
 
@@ -146,6 +147,11 @@ class TensorStream:
         self._source = source
         self._framework = framework
         self._files = [_File(f, _check(f)) for f in files]
+        # tensors on a device: allocated there, their bytes staged through rings of host memory
+        # (files with a chunk table; one without lands in host memory, checked only whole)
+        self._device: DeviceCopies | None = framework if isinstance(framework, DeviceCopies) else None
+        self._staging = None if self._device is None else \
+            Staging(self._device, max([RING] + [f.unit for f in self._files if f.spec.chunks is not None]))
         self._concurrency = max(1, concurrency)
         self._span = span
         self._budget = working_set
@@ -166,6 +172,11 @@ class TensorStream:
         self.bytes_fetched = 0
         self.requests = 0
         self._run = self._loop()
+
+    @property
+    def staging_bytes(self) -> int:
+        """Host memory the staging rings took (tensors on a device; 0 when the bytes land in host tensors)."""
+        return 0 if self._staging is None else self._staging.rings * self._staging.ring_bytes
 
     @property
     def order(self) -> list[str]:
@@ -234,7 +245,7 @@ class TensorStream:
             if (self._budget is not None and needed and self.held + cost > self._budget
                     and (self._inflight or self._ready)):
                 return  # wait until tensors are handed over (or nothing else can move)
-            self._allocate(needed)
+            self._allocate(needed, self._staged(file))
             file.next_span += 1
             if span.copy:
                 self._copy(file, span)
@@ -242,19 +253,32 @@ class TensorStream:
             else:
                 self._submit(file, span)
 
-    def _allocate(self, slots: list[Slot]) -> None:
+    def _staged(self, file: _File) -> bool:
+        """Whether ``file``'s bytes pass the staging rings (to tensors on a device)."""
+        return self._device is not None and file.spec.chunks is not None
+
+    def _allocate(self, slots: list[Slot], staged: bool = False) -> None:
         for slot in slots:
-            slot.buffer, slot.view = self._framework.allocate(slot.nbytes)
+            if staged and self._device is not None:
+                slot.buffer = self._device.allocate_on_device(slot.nbytes)
+            else:
+                slot.buffer, slot.view = self._framework.allocate(slot.nbytes)
             self.held += slot.nbytes
         self.peak_held = max(self.peak_held, self.held)
 
     def _copy(self, file: _File, span: _Span) -> None:
         """The bytes after the header in its last piece, received (and checked) with it."""
         assert file.prefix is not None and file.landing is not None
-        at = span.start
-        for view in file.landing.views(span.start, span.end):
-            view[:] = file.prefix[at:at + len(view)]
-            at += len(view)
+        if self._staged(file) and self._device is not None:
+            prefix = memoryview(file.prefix)
+            for slot in span.slots:
+                first, last = max(span.start, slot.info.start), min(span.end, slot.info.end)
+                self._device.write(slot.buffer, first - slot.info.start, prefix[first:last])
+        else:
+            at = span.start
+            for view in file.landing.views(span.start, span.end):
+                view[:] = file.prefix[at:at + len(view)]
+                at += len(view)
         file.prefix = None
 
     def _submit(self, file: _File, span: _Span | None) -> None:
@@ -268,6 +292,11 @@ class TensorStream:
             if span is None:
                 self._header(file)
                 event.verified = file.verified
+            elif self._staged(file) and self._staging is not None:
+                landing = file.landing
+                assert landing is not None
+                with self._staging.ring() as ring:  # (drained before the loader hears of this range)
+                    event.verified = self.receive(file, span.start, span.end, ring.views, lambda: ring.send(landing))
             else:
                 assert file.landing is not None
                 event.verified = self.receive(file, span.start, span.end, file.landing.views)
@@ -285,11 +314,12 @@ class TensorStream:
         file.header_end = 8 + length
         file.verified = prefix.verified
 
-    def receive(self, file: _File, start: int, end: int,
-                views_of: Callable[[int, int], list[memoryview]]) -> bool:
+    def receive(self, file: _File, start: int, end: int, views_of: Callable[[int, int], list[memoryview]],
+                checked: Callable[[], None] | None = None) -> bool:
         """Bytes ``[start, end)`` of ``file`` in one Range request, into ``views_of(a, b)`` a
-        piece (a chunk) at a time, each checked as soon as it is in. True: the file is now
-        verified whole (no table, and this thread hashed its last byte)."""
+        piece (a chunk) at a time, each checked as soon as it is in (then ``checked()``: a
+        staged piece goes on to the device). True: the file is now verified whole (no table,
+        and this thread hashed its last byte)."""
         reader = self._source.open_blob_range(file.spec.layer, start, end)
         with self._lock:
             self.requests += 1
@@ -309,6 +339,8 @@ class TensorStream:
                         raise RegistryError(f"{self._where}: {file.spec.path}: the registry ended bytes "
                                             f"{start}-{end} of {file.spec.layer.digest} early")
                 verified = file.check.landed(at, views) or verified
+                if checked is not None:
+                    checked()
                 at = stop
         finally:
             reader.close()
@@ -410,6 +442,8 @@ class TensorStream:
             self._events.get()
             self._inflight -= 1
         self._workers.shutdown(wait=True)
+        if self._staging is not None:
+            self._staging.release()
         self._ready.clear()
         for file in self._files:
             file.prefix = None

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# bench.gpu_load on the GPU machine (issue 89), or the same flow on a CPU (--device cpu).
+#
+#   bash bench/gpu/run.sh                                   # on the device: CUDA, 1536 MiB, 3 rounds
+#   PYTHON=.venv/bin/python bash bench/gpu/run.sh --device cpu --size 64 --repeat 2
+#
+# The device has no internet: what it lacks comes in the checkout's .whl folder (git-ignored,
+# carried with the tree): cp312 wheels of ocibridge's dependencies that are not preinstalled
+# there, and the docker-registry binary. With --device cuda they are installed into a folder
+# of their own (PYTHONPATH), nothing else on the machine changes. Results: $OUT/gpu_load.json
+# and $OUT/gpu_load.md (OUT: a folder; default a temporary one), also printed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+device=cuda size=1536 repeat=3 deadline=240 install=
+python=${PYTHON:-python3}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --device) device=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --deadline) deadline=$2; shift 2 ;;
+    --install) install=1; shift ;;  # install from .whl with --device cpu too (to try the device's way here)
+    *) echo "run.sh: unknown argument $1 (--device D --size MiB --repeat N --deadline S --install)" >&2; exit 2 ;;
+  esac
+done
+OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
+started=$(date +%s)
+if [ "$device" != cpu ] || [ -n "$install" ]; then
+  scratch=${TMPDIR:-/tmp}/ocibridge-gpu-bench
+  rm -rf "$scratch" && mkdir -p "$scratch/site" "$scratch/bin"
+  # .whl/if-older: what the device has already but maybe too old for pydantic (typing-extensions
+  # >= 4.16): each installed only where the machine's own is absent or older than the wheel
+  wheels=(.whl/*.whl)
+  for wheel in .whl/if-older/*.whl; do
+    [ -e "$wheel" ] || continue
+    if "$python" - "$wheel" <<'PY'
+import importlib.metadata, os, sys
+name, version = os.path.basename(sys.argv[1]).split("-")[:2]
+key = lambda v: tuple(int(p) for p in v.split(".")[:3] if p.isdigit())
+try:
+    have = importlib.metadata.version(name)
+except importlib.metadata.PackageNotFoundError:
+    have = None
+print(f"{name}: the machine has {have}, the wheel is {version}")
+sys.exit(0 if have is None or key(have) < key(version) else 1)
+PY
+    then wheels+=("$wheel"); fi
+  done
+  if "$python" -m pip --version >/dev/null 2>&1; then
+    "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target "$scratch/site" "${wheels[@]}"
+  else  # (no pip: a wheel of these is a zip of what goes in site-packages)
+    "$python" -c 'import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' \
+      "$scratch/site" "${wheels[@]}"
+  fi
+  cp .whl/docker-registry "$scratch/bin/docker-registry" && chmod +x "$scratch/bin/docker-registry"
+  export PYTHONPATH=$scratch/site:$PWD PATH=$scratch/bin:$PATH
+  [ "$device" = cpu ] || nvidia-smi -L || echo "(nvidia-smi -L failed)"
+else
+  export PYTHONPATH=$PWD
+fi
+echo "installed in $(( $(date +%s) - started )) s"
+"$python" -c 'import sys, torch; print("python", sys.version.split()[0], "| torch", torch.__version__, "| CUDA", torch.version.cuda, "| available", torch.cuda.is_available(), "| devices", torch.cuda.device_count())'
+"$python" -m bench.gpu_load --device "$device" --size "$size" --repeat "$repeat" --deadline "$deadline" --out "$OUT" \
+  2>&1 | tee "$OUT/gpu_load.log"
+echo "done in $(( $(date +%s) - started )) s; results in $OUT"
