@@ -182,7 +182,9 @@ def worker(row: str, ref: str, file: str, device: str, pulled: str) -> dict[str,
     elif row == "check":  # (iter_tensors with no bound is load_tensors: it says what staging took)
         with ocibridge.iter_tensors(ref, framework="torch", device=device, max_bytes=None) as stream:
             got = dict(stream)
-        return {**check(got, load_file(file, device=device)), "staging_mib": stream.staging_bytes / MiB}
+        pinned_mib = pinned() if device.startswith("cuda") else {}
+        return {**check(got, load_file(file, device=device)), "staging_mib": stream.staging_bytes / MiB,
+                "pinned": pinned_mib}
     else:
         raise SystemExit(f"gpu_load: no row {row!r}")
     done()
@@ -193,7 +195,19 @@ def worker(row: str, ref: str, file: str, device: str, pulled: str) -> dict[str,
     out["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if device.startswith("cuda"):
         out["cuda_peak_mib"] = torch.cuda.max_memory_allocated() / MiB
+        out["pinned"] = pinned()
     return out
+
+
+def pinned() -> dict[str, float]:
+    """torch's pinned host allocator, in MiB: its peaks (what the staging rings took, on CUDA)."""
+    import torch
+
+    try:
+        stats = torch.cuda.host_memory_stats()
+    except Exception as e:  # noqa: BLE001  # (a torch without it: said, not fatal)
+        return {"error": str(e)}  # type: ignore[dict-item]
+    return {k: v / MiB for k, v in stats.items() if "bytes" in k and "peak" in k}
 
 
 def check(got: Mapping[str, Any], want: Mapping[str, Any]) -> dict[str, object]:
@@ -276,8 +290,8 @@ def report(result: dict[str, object], header: str) -> str:
     def show(xs: list[float], unit: str = "s") -> str:
         return f"{statistics.median(xs):.2f} {unit} ({', '.join(f'{x:.2f}' for x in xs)})"
 
-    lines = [header, "", "| row | median (samples) | GiB/s, median (samples) | peaks: host RSS, CUDA allocated |",
-             "| --- | --- | --- | --- |"]
+    lines = [header, "", "| row | median (samples) | GiB/s, median (samples) "
+                         "| peaks: host RSS, CUDA allocated; pinned host |", "| --- | --- | --- | --- |"]
     medians = {}
     for row in ROWS:
         if not samples[row]:
@@ -289,6 +303,9 @@ def report(result: dict[str, object], header: str) -> str:
         peaks = f"{max(s['rss_mib'] for s in samples[row]):.0f} MiB"
         if "cuda_peak_mib" in samples[row][0]:
             peaks += f", {max(s['cuda_peak_mib'] for s in samples[row]):.0f} MiB"
+            held = [s["pinned"].get("allocated_bytes.peak") for s in samples[row] if "pinned" in s]
+            if held and None not in held:
+                peaks += f"; pinned {max(held):.0f} MiB"
         extra = f"; pull {show([s['pull'] for s in samples[row]])}" if row == "pull_load_file_to" else ""
         if failed[row]:
             extra += f"; {len(failed[row])} failed: {failed[row][0]}"
@@ -299,7 +316,8 @@ def report(result: dict[str, object], header: str) -> str:
               f"{result['generate_s']:.1f} s, pushed in {result['push_s']:.1f} s",
               f"- check: **{checked['equal']} of {checked['tensors']}** tensors equal (torch.equal; "
               f"{', '.join(checked['dtypes'])}), wrong: {checked['wrong'] or 'none'}; host memory of the "
-              f"staging rings (pinned for CUDA): {checked.get('staging_mib', 0):.0f} MiB",
+              f"staging rings (pinned for CUDA): {checked.get('staging_mib', 0):.0f} MiB; torch's pinned "
+              f"allocator: {checked.get('pinned') or '-'}",
               "- load_tensors(device=D) / " + "; / ".join(
                   f"{SHORT[row]}: **{medians['load_tensors'] / medians[row]:.2f}×**"
                   for row in ROWS[1:] if "load_tensors" in medians and row in medians)]

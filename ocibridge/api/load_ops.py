@@ -62,7 +62,9 @@ def load_tensors(ref: str | Locator, *, files: str | tuple[str, ...] | list[str]
     a wrong one raises :class:`~ocibridge.lazyread.tensorload.TensorMismatch` naming the file
     and its tensors, and nothing is returned. ``verify`` and the containers policy file are
     obeyed as by :func:`open_model`: a model they refuse is refused before any of its files
-    is read. Memory: the tensors' bytes, plus what is in flight."""
+    is read. Memory: the tensors' bytes, plus what is in flight; on a ``device``, the tensors
+    there and a ring of host memory per request in flight (16 MiB, pinned for CUDA), where each
+    chunk is checked before it is copied to the device (docs/lazy.md, "On a device")."""
     with iter_tensors(ref, files=files, framework=framework, device=device, concurrency=concurrency,
                       max_bytes=None, transfer=transfer, verify=verify, warn=warn) as stream:
         got = dict(stream)
