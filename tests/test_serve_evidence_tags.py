@@ -1,5 +1,5 @@
 """Signature and evidence tags are serve's (issue 85): a writer holding a write token cannot
-delete, create, branch from the name of, or commit to cosign's tags beside a commit
+delete, create, branch as, commit to or super-squash cosign's tags beside a commit
 (``sha256-<hex>``, ``.sig``, ``.att``, ``.sbom``) through the Hub's API, so a commit serve signed
 stays signed: ``ocibridge verify`` still passes after every try (writes/reserved.py)."""
 
@@ -40,7 +40,8 @@ def test_a_writer_cannot_unsign_or_forge_a_signed_commit(tmp_path, registry, uni
                      "create_branch": lambda n=name: api.create_branch("acme/guarded", branch=n),
                      "delete_branch": lambda n=name: api.delete_branch("acme/guarded", branch=n),
                      "commit": lambda n=name: api.upload_file(path_or_fileobj=b"x", path_in_repo="x.txt",
-                                                              repo_id="acme/guarded", revision=n)}
+                                                              repo_id="acme/guarded", revision=n),
+                     "super_squash": lambda n=name: api.super_squash_history("acme/guarded", branch=n)}
             for what, attempt in tries.items():
                 with pytest.raises(HfHubHTTPError) as refused:
                     attempt()
