@@ -78,6 +78,7 @@ from ocibridge.hubserver.writes.lfsfiles import LfsFiles
 from ocibridge.hubserver.writes.moving import Moving
 from ocibridge.hubserver.writes.refs import RefRoutes
 from ocibridge.hubserver.writes.repos import Repos
+from ocibridge.hubserver.writes.reserved import refusing_reserved
 from ocibridge.hubserver.writes.squashing import Squashing
 from ocibridge.hubserver.xet.routes import XetRoutes
 from ocibridge.hubserver.xet.upload import XetUpload
@@ -244,19 +245,23 @@ class ServeApp:
             base = f"/api/models/{repo}"
             api += [
                 HubRoute(f"{base}/preupload/{{revision:hub_part}}",
-                         self.writing(self.lfs.preupload, audit="preupload", refusals_only=True), methods=("POST",)),
-                HubRoute(f"{base}/commit/{{revision:hub_part}}", self.writing(self.commits.commit, audit="commit"),
-                         methods=("POST",)),
+                         self.writing(refusing_reserved(self.lfs.preupload), audit="preupload",
+                                      refusals_only=True), methods=("POST",)),
+                HubRoute(f"{base}/commit/{{revision:hub_part}}",
+                         self.writing(refusing_reserved(self.commits.commit), audit="commit"), methods=("POST",)),
                 HubRoute(f"{base}/commits/{{revision:hub_part}}", self.guarded(self.refs.list_commits),
                          methods=GET),
                 HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
-                         self.writing(self.refs.create_ref, audit="create_{kind}"), methods=("POST",)),
+                         self.writing(refusing_reserved(self.refs.create_ref), audit="create_{kind}"),
+                         methods=("POST",)),
                 HubRoute(f"{base}/{{kind:hub_ref_kind}}/{{ref:hub_part}}",
-                         self.writing(self.deleting.delete_ref, audit="delete_{kind}"), methods=("DELETE",)),
+                         self.writing(refusing_reserved(self.deleting.delete_ref), audit="delete_{kind}"),
+                         methods=("DELETE",)),
                 HubRoute(f"{base}/settings", self.writing(self.creating.settings, audit="update_settings"),
                          methods=("PUT",)),
                 HubRoute(f"{base}/super-squash/{{branch:hub_part}}",
-                         self.writing(self.squashing.squash, audit="super_squash"), methods=("POST",)),
+                         self.writing(refusing_reserved(self.squashing.squash), audit="super_squash"),
+                         methods=("POST",)),
                 HubRoute(f"{base}/auth-check", self.guarded(self.auth_check, files=True), methods=GET),
                 HubRoute(f"{base}/lfs-files", self.guarded(self.lfs_files.listed), methods=GET),
                 HubRoute(f"{base}/lfs-files/batch", self.writing(self.lfs_files.delete, audit="delete_lfs_files"),

@@ -175,6 +175,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
         logger = logging.getLogger(name)
         if logger.level == logging.NOTSET:
             logger.setLevel(logging.WARNING)
+    from ocibridge.hubserver.replicas.selfpeer import refuse_self
     from ocibridge.hubserver.starting import banner, bind, warn_when_silent
 
     host, port = check_listening(options)
@@ -195,7 +196,15 @@ def run(app: Starlette, options: ServerSettings) -> None:
     # own process lines left out; with --debug (the request log's level) the misses are shown
     install(debug=logging.getLogger(REQUEST_LOGGERS[0]).isEnabledFor(logging.DEBUG))
     shown = f"[{host}]" if ":" in host else host
-    url = options.public_url or f"{'https' if options.cert else 'http'}://{shown}:{port}"
+    scheme = "https" if options.cert else "http"
+    url = options.public_url or f"{scheme}://{shown}:{port}"
+    try:  # a peer (or writer) that is this serve would be sent its own writes, again and again
+        for flag, urls in (("--peer", options.peers), ("--writer", [options.writer] if options.writer else [])):
+            refuse_self(urls, flag, public_url=options.public_url, scheme=scheme, host=host, port=port)
+    except BaseException:
+        sock.close()
+        state.close()
+        raise
     writes = any(g.write for g in state.gate.grants)
     if writes:  # the writer lease taken, or its holder known, before the start line says which
         try:

@@ -125,8 +125,21 @@ def is_hidden(tag: str) -> bool:
     """Whether a listing of tags leaves ``tag`` out unless asked for all: ocibridge's own, and
     cosign's tags beside a subject (``sha256-<hex>``, ``.sig``, ``.att``, ``.sbom``), which name
     signatures and attachments, never a model."""
-    name = tag.rpartition(":")[2]
-    return name.startswith(PREFIX) or _COSIGN_TAG.fullmatch(name) is not None
+    return is_reserved(tag)
+
+
+def is_evidence(tag: str) -> bool:
+    """Whether ``tag`` is one of cosign's tags beside a subject (``sha256-<hex>`` and its
+    ``.sig``, ``.att``, ``.sbom`` or any other suffix): a signature, attestation or referrers
+    index of that subject, which only a signer writes (deleting one makes a signed model read as
+    unsigned)."""
+    return _COSIGN_TAG.fullmatch(tag.rpartition(":")[2]) is not None
+
+
+def is_reserved(tag: str) -> bool:
+    """Whether ``tag`` is no Hub branch or tag a writer may name: ocibridge's bookkeeping or
+    cosign's evidence (:func:`is_bookkeeping`, :func:`is_evidence`)."""
+    return is_bookkeeping(tag) or is_evidence(tag)
 
 
 def refuse_as_destination(tag: str | None, shown: str) -> None:

@@ -183,7 +183,7 @@ class RegistrySource(Source):
 
     def _catalog(self) -> set[str] | None:
         """The registry's catalog under the prefix; None when the registry does not allow it."""
-        from urllib.parse import urljoin
+        from ocibridge.stores.registry.nextpage import next_page
 
         client = self._store(self.path or "library")
         client_send = client.client.send
@@ -206,9 +206,11 @@ class RegistrySource(Source):
                     rest = name[len(head):]
                     if repo_parts(rest) is not None and rest != LEASE_REPO:  # serve's own (writer lease)
                         found.add(rest)
-            link = response.headers.get("link", "")
-            match = re.search(r"<([^>]+)>\s*;\s*rel=\"?next\"?", link)
-            url = urljoin(str(response.url), match.group(1)) if match else None
+            try:
+                url = next_page(response, client.client.origin, f"{self.shown}: the registry's catalog")
+            except RegistryError as e:  # a next page elsewhere: what was read is what is listed
+                log.warning("%s", e)
+                url = None
             params = None
         self._cut_short(url is not None, len(found))
         return found

@@ -29,6 +29,11 @@ log = logging.getLogger("ocibridge.hubserver")
 #: the date, which the server answering the client adds itself
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "transfer-encoding", "upgrade", "proxy-connection", "host", "expect", "date"})
+#: the header a forwarded write carries (issue 85): the serve it reaches takes the write or
+#: answers 503, never forwards it again. A peer URL that leads back to a standby (a load balancer
+#: in front of several serves, an alias of its own address) so costs one hop and an error, not a
+#: request sent round forever. A client that sets it itself only loses the forwarding.
+FORWARDED = "x-ocibridge-forwarded"
 #: a commit may take as long as its push: no read timeout; a writer that does not accept is down
 TIMEOUT = httpx.Timeout(None, connect=10.0)
 
@@ -52,10 +57,16 @@ class Forwarder:
         writer that cannot be reached is the Hub's 503 (or ``unreachable``)."""
         raw = request.scope.get("raw_path") or request.url.path.encode()
         target = raw.split(b"?", 1)[0].decode("latin-1")
+        if FORWARDED in request.headers:
+            log.warning("%s %s: forwarded here and not taken here: not sent on to %s (a --peer or --writer "
+                        "that leads back to a serve that cannot take writes)", request.method, target, self.writer)
+            return error(503, None, "this write was forwarded to a serve that does not take writes now, "
+                                    "which sends no write on twice; try again shortly", {"Retry-After": "5"})
         query = request.scope.get("query_string", b"").decode("latin-1")
         url = f"{self.writer}{target}" + (f"?{query}" if query else "")
         headers = [(name, value) for name, value in request.headers.items() if name.lower() not in HOP_BY_HOP]
-        headers += [("x-forwarded-host", request.url.netloc), ("x-forwarded-proto", request.url.scheme)]
+        headers += [("x-forwarded-host", request.url.netloc), ("x-forwarded-proto", request.url.scheme),
+                    (FORWARDED, "1")]
         has_body = "content-length" in request.headers or "transfer-encoding" in request.headers
         sent = self.client.build_request(request.method, url, headers=headers,
                                          content=request.stream() if has_body else None)

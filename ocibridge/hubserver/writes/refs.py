@@ -24,7 +24,7 @@ from ocibridge.hubserver.writes.clashes import place
 from ocibridge.hubserver.writes.commits import BadCommit
 from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, write_record
 from ocibridge.hubserver.writes.repos import Repos
-from ocibridge.oci.bookkeeping import PREFIX, is_bookkeeping
+from ocibridge.hubserver.writes.reserved import reserved_why
 from ocibridge.stores.base import WritableStore
 
 
@@ -61,9 +61,8 @@ class RefRoutes:
         await in_thread(self.repos.catalog.resolve, repo_id, start)  # the Hub's order: RevisionNotFound first
         if COMMIT.fullmatch(name.lower()):  # a ref the commit ids of the read API would hide
             return error(400, "BadRequest", f"Invalid reference name: {name}: it reads as a commit id")
-        if is_bookkeeping(name):
-            return error(400, "BadRequest", f"Invalid reference name: {name}: names starting with "
-                         f"'{PREFIX}' are serve's own bookkeeping tags")
+        if reserved_why(name):  # create_tag's name, in the body (a path's: writes/reserved.py)
+            return error(400, "BadRequest", f"Invalid reference name: {name}: {reserved_why(name)}")
         try:
             hub_ref_name(name)
         except OcibridgeError as e:

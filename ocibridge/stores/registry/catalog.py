@@ -1,22 +1,19 @@
 """A registry's catalog (``GET /v2/_catalog``): every repository name, page by page.
 
 distribution and most registries answer it (some only to an admin: ``registry:catalog:*``); pages
-follow the ``Link: <…>; rel="next"`` header, as the distribution spec says, each capped by the
-bounded body reader of the client."""
+follow the ``Link: <…>; rel="next"`` header, as the distribution spec says, on the registry's own
+origin only (nextpage.py), each capped by the bounded body reader of the client."""
 
 from __future__ import annotations
 
-import re
-from urllib.parse import urljoin
-
 from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.client import RegistryClient
+from ocibridge.stores.registry.nextpage import next_page
 
 #: repositories asked for per page (distribution serves up to 1000 by default)
 PAGE = 1000
 #: pages followed at most: a million repositories, or a registry that links back to itself
 MAX_PAGES = 1000
-_NEXT = re.compile(r"<([^>]+)>\s*;\s*rel=\"?next\"?")
 
 
 def list_catalog(client: RegistryClient, prefix: str = "", *, max_pages: int = MAX_PAGES) -> list[str]:
@@ -38,8 +35,8 @@ def list_catalog(client: RegistryClient, prefix: str = "", *, max_pages: int = M
         except (ValueError, AttributeError) as e:
             raise RegistryError(f"registry {client.host} catalog: not a catalog answer ({e})") from None
         found.update(n for n in names if isinstance(n, str) and n.startswith(head))
-        match = _NEXT.search(response.headers.get("link", ""))
-        if match is None:
+        following = next_page(response, client.origin, f"registry {client.host} catalog")
+        if following is None:
             return sorted(found)
-        url, params = urljoin(str(response.url), match.group(1)), None
+        url, params = following, None
     raise RegistryError(f"registry {client.host} catalog: more than {max_pages} pages, stopped")

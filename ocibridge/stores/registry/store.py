@@ -16,7 +16,6 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import urljoin
 
 import httpx
 
@@ -49,6 +48,7 @@ from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
 from ocibridge.stores.registry.ingest import StreamingIngest
 from ocibridge.stores.registry.manifestmemo import ManifestMemo
+from ocibridge.stores.registry.nextpage import next_page
 from ocibridge.stores.registry.options import RegistryOptions
 from ocibridge.stores.registry.upload import RESUMABLE_MIN, BlobUpload, push_scopes
 from ocibridge.stores.registry.uploadstate import UploadState, file_identity
@@ -352,9 +352,7 @@ class RegistryStore(ClosesOnExit):
             if len(names) > cap_count or held > cap_bytes:
                 raise TooLarge(f"{self.describe()}: more than {cap_count} tags (or {cap_bytes} bytes of "
                                     f"them), refused (raise ${ENV_MAX_TAGS} if it is genuine)")
-            url = _next_link(response)
-            if url is not None:
-                url = urljoin(str(response.url), url)
+            url = next_page(response, self.client.origin, f"registry {self.host}: tags of {self.repository}")
             params = None
         return sorted(set(names))
 
@@ -648,17 +646,6 @@ def _subject_of(data: bytes, media_type: str) -> Descriptor | None:
 
 def _media_type(value: str | None) -> str:
     return (value or "").split(";", 1)[0].strip()
-
-
-def _next_link(response: httpx.Response) -> str | None:
-    """The target of ``Link: <url>; rel="next"``, if any."""
-    for part in response.headers.get_list("link"):
-        for link in part.split(","):
-            if 'rel="next"' in link or "rel=next" in link:
-                start, end = link.find("<"), link.find(">")
-                if 0 <= start < end:
-                    return link[start + 1 : end]
-    return None
 
 
 def open_repository(ref: RegistryReference | None = None, options: RegistryOptions | None = None, *,

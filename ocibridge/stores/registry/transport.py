@@ -73,7 +73,11 @@ class Origin:
 
     def same(self, url: httpx.URL | str) -> bool:
         """Whether ``url`` is on the registry's own scheme, host and port."""
-        a, b = httpx.URL(str(url)), httpx.URL(self._base)
+        try:
+            a = httpx.URL(str(url))
+        except (httpx.InvalidURL, ValueError):
+            return False  # a URL that does not parse is no one's origin
+        b = httpx.URL(self._base)
         return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
 
     def downgrade(self) -> None:

@@ -1,0 +1,126 @@
+"""A listing's ``Link: <…>; rel="next"`` names the registry's own origin or is refused (issue 85):
+a registry that links its catalog's or tag list's next page to another host (or scheme) gets one
+error, and the other host no request at all, credentials or not (stores/registry/nextpage.py).
+Before, the page was fetched: without the Authorization header (the auth layer's same-origin
+rule held), but from a host the user never named, and its names listed as the registry's."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from ocibridge.errors import RegistryError
+from ocibridge.stores.registry.options import RegistryOptions
+
+SECRET = "Basic " + base64.b64encode(b"alice:s3cret").decode()
+
+
+class Recorder:
+    """A loopback HTTP server that answers every GET with a listing and ``link`` (a function of
+    the request's path giving a Link header, or None), recording each request's Authorization;
+    ``basic``: ask for Basic credentials first, as a registry with a password does."""
+
+    def __init__(self, link: Callable[[str], str | None], basic: bool) -> None:
+        outer = self
+        self.seen: list[tuple[str, str | None]] = []
+
+        class _Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                sent = self.headers.get("Authorization")
+                outer.seen.append((self.path, sent))
+                if basic and sent != SECRET:
+                    self._answer(401, b"", {"WWW-Authenticate": 'Basic realm="test"'})
+                    return
+                body = b"" if self.path == "/v2/" else json.dumps(
+                    {"repositories": ["acme/one"], "name": "acme/m", "tags": ["v1"]}).encode()
+                target = link(self.path)
+                self._answer(200, body, {"Content-Type": "application/json", **({"Link": target} if target else {})})
+
+            def _answer(self, status: int, body: bytes, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[Recorder, Recorder]]:
+    """(the registry, the other host its Links name): the registry, behind a password, links every
+    listing's next page to the other host (an absolute URL, another port)."""
+    elsewhere = Recorder(lambda path: None, basic=False)
+    registry = Recorder(lambda path: None if path == "/v2/" else
+                        f'<http://{elsewhere.host}{path.split("?")[0]}?last=acme%2Fone&n=1000>; rel="next"',
+                        basic=True)
+    yield registry, elsewhere
+    registry.close()
+    elsewhere.close()
+
+
+def _options() -> RegistryOptions:
+    return RegistryOptions(username="alice", password="s3cret", plain_http=True, max_retries=0)
+
+
+def test_a_catalog_or_tag_list_linked_to_another_host_is_refused_and_that_host_asked_nothing(pair):
+    from ocibridge.oci.reference import RegistryReference
+    from ocibridge.stores.registry.catalog import list_catalog
+    from ocibridge.stores.registry.store import open_repository
+
+    registry, elsewhere = pair
+    with open_repository(RegistryReference(registry.host, "acme/m"), _options()) as store:
+        with pytest.raises(RegistryError, match="next page is on another origin") as refused:
+            list_catalog(store.client)
+        assert elsewhere.host in str(refused.value) and "\n" not in str(refused.value)
+        with pytest.raises(RegistryError, match="next page is on another origin"):
+            store.tags()
+    assert any(sent == SECRET for _, sent in registry.seen)  # the registry was asked with the password
+    assert elsewhere.seen == []  # the other host: not a request, with credentials or without
+
+
+def test_a_next_page_on_the_registry_host_over_another_scheme_is_refused():
+    from ocibridge.oci.reference import RegistryReference
+    from ocibridge.stores.registry.store import open_repository
+
+    own: list[str] = []  # the server's host, known once it listens
+    registry = Recorder(lambda path: None if path == "/v2/" else f'<https://{own[0]}{path}>; rel="next"',
+                        basic=True)
+    own.append(registry.host)
+    try:
+        with open_repository(RegistryReference(registry.host, "acme/m"), _options()) as store, \
+                pytest.raises(RegistryError, match="next page is on another origin"):
+            store.tags()
+        assert {path for path, _ in registry.seen if "tags" in path} == {"/v2/acme/m/tags/list?n=1000"}
+    finally:
+        registry.close()
+
+
+def test_serve_lists_the_pages_of_its_own_registry_and_says_why_it_stopped(pair, caplog):
+    from ocibridge.hubserver.reading.sources import RegistrySource
+
+    registry, elsewhere = pair
+    source = RegistrySource(registry.host, "acme", _options())
+    assert source.repo_ids() == ["one"]  # the first page's, the registry's own
+    assert elsewhere.seen == []
+    assert "next page is on another origin" in caplog.text
