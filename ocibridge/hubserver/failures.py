@@ -16,6 +16,7 @@ from ocibridge.hubserver.access import Denied
 from ocibridge.hubserver.reading.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.replicas.lease import LeaseLost
 from ocibridge.hubserver.uploads.staging import StagingFull
+from ocibridge.hubserver.writes.branchlocks import RepoMoving
 from ocibridge.hubserver.writes.commits import (
     BadCommit,
     EscapingPath,
@@ -46,6 +47,7 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     # the Hub's "there, not for you": every client raises it
     (Refused, 403, "GatedRepo", "Refused by the policy serve enforces"),
     (StaleParent, 412, None, "A commit has happened since"),
+    (RepoMoving, 409, None, "The repository is being moved"),
     (ProtectedRef, 403, None, "A ref the Hub keeps"),
     (EscapingPath, 422, "BadRequest", "A path that climbs out of the repository"),
     (MissingEntry, 404, "EntryNotFound", "No such file"),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, OcibridgeError, RegistryError
+from ocibridge.hubserver.reading.reborn import own_commit
 from ocibridge.hubserver.reading.refnames import HEADS, TAGS, aside_tag, held_by, registry_tag, split_revision
 from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.sources import (
@@ -204,8 +205,8 @@ class Catalog:
                 top, tag = self._resolve(number, key, repo, name, ref, kind, fresh)
                 if is_tombstone(top.digest):  # a ref serve deleted
                     raise NotFound(f"{repo.shown}: {revision} was deleted")
-                if tag is None and self.states.deleted(repo_id):  # an id or a digest
-                    raise NotFound(f"{repo.shown}: the repository was deleted")  # its manifests wait for GC
+                if tag is None:  # an id or a digest: a deleted repository's manifests wait for GC
+                    self._not_deleted(repo_id, repo, top)
             except AmbiguousCommit as e:  # refused here, not looked for in the next source
                 raise RevisionNotFound(str(e)) from None
             except (NotFound, InvalidReference):
@@ -306,6 +307,15 @@ class Catalog:
         if not commit_of(found.digest).startswith(commit):  # a tag moved by hand: not this commit
             raise NotFound(f"{repo.shown}: its tag {commit_tag(commit)} names another manifest")
         return found
+
+    def _not_deleted(self, repo_id: str, repo: Repository, top: Descriptor) -> None:
+        """:class:`NotFound` for a manifest named by digest or commit id that a deleted
+        repository of this name held: the repository is deleted, or was made again (reborn.py)."""
+        state = self.states.of(repo_id)
+        if state.deleted:
+            raise NotFound(f"{repo.shown}: the repository was deleted")
+        if state.recreated and not own_commit(repo, top):
+            raise NotFound(f"{repo.shown}: {top.digest} is no commit of it (a deleted repository of its name had it)")
 
     @staticmethod
     def _holds(repo: Repository) -> bool:

@@ -9,7 +9,9 @@ the names whose ref is not at the registry tag of its own name, because the othe
 first (:mod:`.refnames` says where each lives), ``"private": true`` for a private
 repository (:mod:`..visibility`), ``"gated": "auto"`` or ``"manual"`` for a gated one (its files
 go to its authorized list only: :mod:`..access`) and ``"deleted": true`` for one ``delete_repo`` deleted (its
-tags name serve's tombstone, :mod:`.tombstone`). A plain tag the record does not name is a
+tags name serve's tombstone, :mod:`.tombstone`), ``"recreated": true`` for one made again over a
+deleted one of its name (a commit named by digest or id is then its own only when its commit tag
+names it: :mod:`.reborn`). A plain tag the record does not name is a
 Hub tag. :mod:`..writes.refsrecord` writes it; a record that cannot be read is no record (the
 registry is not trusted to hand back a well-formed one), so every tag is then a Hub tag.
 """
@@ -48,6 +50,7 @@ class RefsRecord:
     branches_aside: frozenset[str] = frozenset()  # branches at ``ocibridge-branch-NAME`` (a tag had NAME)
     tags_aside: frozenset[str] = frozenset()  # Hub tags at ``ocibridge-tag-NAME`` (a branch had NAME)
     gated: str = ""  # "auto" or "manual" (GATES): who may fetch its files (access.py); "": not gated
+    recreated: bool = False  # made again over a deleted repository of its name (reborn.py)
 
     def with_ref(self, name: str, branch: bool, aside: bool = False) -> RefsRecord:
         """The record with ``name`` added as a branch (``branch``) or a tag, at the registry tag
@@ -78,6 +81,8 @@ class RefsRecord:
             doc["deleted"] = True
         if self.moved:
             doc["moved"] = self.moved
+        if self.recreated:
+            doc["recreated"] = True
         return json.dumps(doc, separators=(",", ":")).encode()
 
 
@@ -134,4 +139,4 @@ def parsed(data: bytes) -> RefsRecord:
     moved = moved if isinstance(moved, str) and repo_parts(moved) is not None else ""
     gated = doc.get("gated")
     return RefsRecord(branches, tags, doc.get("private") is True, doc.get("deleted") is True, moved,
-                      branches_aside, tags_aside, gated if gated in GATES else "")
+                      branches_aside, tags_aside, gated if gated in GATES else "", doc.get("recreated") is True)

@@ -12,7 +12,7 @@ holds one line in memory, not its body. Every file added must already be in
 :class:`.staging.Staging` (verified by its SHA-256) or be a file of the branch: a commit naming
 content serve does not hold is refused before anything is pushed, and a failed commit leaves the
 branch where it was. Commits to one branch through one serve are made one at a time, each on the
-one before (:class:`Branches`).
+one before (:class:`.branchlocks.Branches`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import binascii
 import hashlib
 import json
 import re
-import threading
 import unicodedata
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -299,17 +298,3 @@ def _check_shape(tree: dict[str, str]) -> None:
         other = seen.setdefault(folded, name)
         if other != name:  # one file on macOS and Windows: a download would keep only one of them
             raise BadCommit(f"Invalid path: {other!r} and {name!r} differ only in case or Unicode normalisation")
-
-
-class Branches:
-    """One lock per (repo id, branch): commits to a branch through this serve land one after
-    the other, each built on the one before. Re-entrant: ``create_repo`` holds ``main`` while
-    its first commit (which takes it too) is made."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._locks: dict[tuple[str, str], threading.RLock] = {}
-
-    def lock(self, repo_id: str, branch: str) -> threading.RLock:
-        with self._lock:
-            return self._locks.setdefault((repo_id.lower(), branch), threading.RLock())

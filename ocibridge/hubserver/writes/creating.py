@@ -8,6 +8,9 @@ A bare name (no organization, no ``/``: what ``push_to_hub("name")`` sends) land
 namespace (:attr:`.access.Grant.namespace`, the name ``whoami`` answers), as the Hub does. A new
 repository gets the Hub's first commit at once (:mod:`.initial`). A private one is recorded in
 its refs record before that commit is written, so it is never readable by others for a moment.
+One made again over a deleted one of its name is recorded so (``recreated``): the deleted one's
+commits, still in the registry until its garbage collection, are never reached through it by
+digest or commit id (:mod:`..reading.reborn`).
 """
 
 from __future__ import annotations
@@ -122,8 +125,9 @@ class Creating:
             assert repo is not None  # checked by the route
             with self.repos.branches.lock(repo_id, RECORD_LOCK):
                 old = read_record(repo)
-                fresh = RefsRecord(private=private)
-                if old != fresh:  # private, or a deleted repository of that name made again
+                # a deleted repository of that name made again: none of its commits is this one's (reborn.py)
+                fresh = RefsRecord(private=private, recreated=old.deleted or old.recreated)
+                if old != fresh:
                     write_record(repo, record_store(repo), fresh)
             self.repos.catalog.forget(repo_id)
             self.commits.first_commit(repo_id, grant)

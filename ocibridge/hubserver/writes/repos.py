@@ -40,7 +40,8 @@ from ocibridge.hubserver.replicas.lease import Lease
 from ocibridge.hubserver.settings import ServeSettings
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging
-from ocibridge.hubserver.writes.commits import BadCommit, Branches, UploadCollected
+from ocibridge.hubserver.writes.branchlocks import Branches
+from ocibridge.hubserver.writes.commits import BadCommit, UploadCollected
 from ocibridge.hubserver.writes.created import CreatedRepos
 from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.oci.bookkeeping import LEASE_REPO
