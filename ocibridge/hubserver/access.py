@@ -396,16 +396,34 @@ class Gate:
         either gate the list is the tokens whose write or private prefixes cover the repository
         (as huggingface_hub's own tests expect: an "auto" gate refuses a user who asked nothing).
         Anonymous readers (the anonymous line, or a server without a token file) get none."""
-        if not self.gated(repo_id):
-            return
         grant = grant_of(request)
+        if self._gate_admits(grant, repo_id):
+            return
         if grant is None:
             raise Denied(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
                          "authenticated to access it. Please log in.", code="GatedRepo")
-        if not (grant.may_write(repo_id) or grant.may_read_private(repo_id)):
-            raise Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
-                         "On this server the list is the tokens whose write or private prefixes cover it "
-                         "(serve's --token-file): ask its operator", code="GatedRepo")
+        raise Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
+                     "On this server the list is the tokens whose write or private prefixes cover it "
+                     "(serve's --token-file): ask its operator", code="GatedRepo")
+
+    def _gate_admits(self, grant: Grant | None, repo_id: str) -> bool:
+        """Whether ``repo_id`` has no gate, or ``grant`` is on its authorized list (:meth:`may_fetch`)."""
+        if not self.gated(repo_id):
+            return True
+        return grant is not None and (grant.may_write(repo_id) or grant.may_read_private(repo_id))
+
+    def may_take(self, grant: Grant | None, repo_id: str) -> bool:
+        """Whether the holder of ``grant`` (None: a request without a token) may have the bytes of
+        ``repo_id``'s files: the whole rule a download of them meets (:meth:`require`'s prefixes
+        and private scope, then :meth:`may_fetch`'s gate), asked where bytes are reached by their
+        content rather than through that repository's name (issue 85: a commit naming an oid
+        serve holds, the LFS batch's "no upload needed"). No: the client is answered as if serve
+        held nothing."""
+        if grant is None:
+            anonymous = self._fresh().anonymous
+            reader = _everyone if self.open else None if anonymous is None else self.reader(anonymous)
+            return reader is not None and reader(repo_id) and self._gate_admits(None, repo_id)
+        return self.reader(grant)(repo_id) and self._gate_admits(grant, repo_id)
 
     def _writer(self, request: Request, repo_id: str | None) -> Grant:
         given = bearer(request)

@@ -257,6 +257,8 @@ class Catalog:
         store = repo.store
         scans = not isinstance(self.sources[number], RegistrySource)
         if kind is None and DIGEST.fullmatch(revision):
+            if scans and not self._named_here(repo, revision):
+                raise NotFound(f"{repo.shown}: no revision {revision}")
             return store.resolve(revision), None
         if kind is None and COMMIT.fullmatch(revision):
             with self._lock:
@@ -306,6 +308,21 @@ class Catalog:
         if not commit_of(found.digest).startswith(commit):  # a tag moved by hand: not this commit
             raise NotFound(f"{repo.shown}: its tag {commit_tag(commit)} names another manifest")
         return found
+
+    @staticmethod
+    def _named_here(repo: Repository, digest: str) -> bool:
+        """Whether one of ``repo``'s own names in a layout (a tag, a ref's, a commit's
+        bookkeeping tag) names the manifest ``digest`` (issue 85). A layout keeps every
+        repository's manifests in one index: the digest alone says nothing of whose it is, and
+        answering it through any repo id would give a private or gated repository's files to
+        whoever reads another one, or one that does not exist. (A registry keeps each
+        repository's manifests apart: it answers only its own.)"""
+        for name in repo.store.tags():
+            if name.startswith(repo.prefix):
+                with contextlib.suppress(NotFound):
+                    if repo.store.resolve(name).digest == digest:
+                        return True
+        return False
 
     @staticmethod
     def _holds(repo: Repository) -> bool:
