@@ -225,3 +225,31 @@ def test_an_audit_log_of_stdout_is_one_line_a_write(capfd):
     log.record({"action": "commit", "repository": "acme/m"})
     log.close()  # stdout stays open
     assert capfd.readouterr().out == '{"action":"commit","repository":"acme/m"}\n'
+
+
+@pytest.mark.parametrize("lines", [
+    ("o user=owner write=vault/", "m user=mallory write=mallory/", "k user=keeper write=keeper/,vault/gated",
+     "c user=carol private=vault/private", "r user=reader read=pub/", "old read vault/", "anonymous read=*"),
+    ("o user=owner write=vault/", "r user=reader"),  # no anonymous line: a request without a token reads nothing
+    (),  # no token file: anyone reads, no one is on a gate's list
+])
+def test_may_take_is_the_rule_a_download_meets(lines):
+    """Issue 85: what serve gives by content (a mount, the LFS batch's "no upload needed") is
+    decided by :meth:`Gate.may_take`, which answers as a download through the repository's name
+    (``require`` for READ, then ``may_fetch``) does, for every token, and for none."""
+    kinds = {"vault/private": (True, ""), "vault/gated": (False, "auto"), "vault/manual": (True, "manual"),
+             "pub/open": (False, ""), "mallory/x": (False, "")}
+    gate = Gate(lines, private=lambda repo: kinds[repo][0], gated=lambda repo: kinds[repo][1])
+    seen = set()
+    for grant in [*gate.grants, None]:
+        for repo in kinds:
+            asked = request(None if grant is None else grant.token)
+            try:
+                gate.require(asked, repo, Access.READ)
+                gate.may_fetch(asked, repo)
+                downloads = True
+            except Denied:
+                downloads = False
+            assert gate.may_take(grant, repo) is downloads, (grant, repo)
+            seen.add(downloads)
+    assert seen == {True, False}  # both answers were asked for

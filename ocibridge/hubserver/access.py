@@ -1,8 +1,10 @@
 """Who may do what, decided in one place: :meth:`Gate.require` (a request's bearer token, for READ
 or WRITE of a repository), :func:`require_signed` (a URL serve signed: an LFS upload, a xorb),
 :func:`require_token` (a Xet token serve granted), :meth:`Gate.page_allowed` (the login
-cookie of the pages). Each raises :class:`Denied` (401 or 403), which the one table of
-:mod:`.failures` answers. Reading a token file's line is here too, so a scope is one place.
+cookie of the pages), :meth:`Gate.may_take` (bytes reached by their hash, not through their
+repository's name: a mount, the LFS batch's "no upload needed"; the same rule as a download).
+Each raises :class:`Denied` (401 or 403), which the one table of :mod:`.failures` answers (or,
+``may_take``, says no). A token file's line is read by :mod:`.grants`.
 
 What each token of ``--token-file`` may do: read, or read and write (the Hub's write API,
 :mod:`.writes`), every repository or those under a repo-id prefix. One token a line:
@@ -48,12 +50,20 @@ import secrets
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 
 from ocibridge.errors import UsageError
 from ocibridge.hubserver.answers import bearer
+from ocibridge.hubserver.grants import ANONYMOUS as ANONYMOUS
+from ocibridge.hubserver.grants import SCOPES as SCOPES
+from ocibridge.hubserver.grants import Grant as Grant
+from ocibridge.hubserver.grants import find as find
+from ocibridge.hubserver.grants import parse_line as parse_line
+from ocibridge.hubserver.grants import parse_lines as parse_lines
+from ocibridge.hubserver.grants import within as within
+from ocibridge.hubserver.grants import writes_of
 from ocibridge.hubserver.signer import TOKEN_LIFE as TOKEN_LIFE
 from ocibridge.hubserver.signer import Signer as Signer
 
@@ -62,7 +72,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ocibridge.hubserver")
 
-SCOPES = ("read", "write")
 #: the pages' login cookie (:mod:`.web.auth` sets it)
 COOKIE = "ocibridge_session"
 #: where :meth:`Gate.require` and :meth:`Gate.page_allowed` leave who reads, in a request's scope
@@ -86,169 +95,6 @@ class Denied(Exception):
         super().__init__(message)
         self.status = status
         self.code = code  # X-Error-Code: GatedRepo for a gate (huggingface_hub's GatedRepoError)
-
-
-@dataclass(frozen=True)
-class Grant:
-    """One token line, parsed: who the token is, and the repo-id prefixes it reads, writes and
-    reads when private ("" in a tuple: every repository)."""
-
-    token: str
-    name: str = ""
-    reads: tuple[str, ...] = ("",)
-    writes: tuple[str, ...] = ()
-    private: tuple[str, ...] = ()
-    anonymous: bool = False  # the line of requests with no token (``anonymous read=...``)
-
-    @property
-    def write(self) -> bool:
-        return bool(self.writes)
-
-    @property
-    def prefix(self) -> str:
-        """The one prefix of an old-form line (``TOKEN write acme/``), "" for every repository."""
-        return self.reads[0] if len(self.reads) == 1 else ""
-
-    @property
-    def namespace(self) -> str:
-        """Where a bare repository name lands (``create_repo("name")``): the token's user name, as
-        the Hub puts a bare name under the name ``whoami`` answers."""
-        return self.name
-
-    def may_read(self, repo_id: str | None) -> bool:
-        """Whether the token reads ``repo_id`` when it is public (None: some repository, as a
-        listing asks)."""
-        return repo_id is None or any(within(p, repo_id) for p in self.reads)
-
-    def may_read_private(self, repo_id: str) -> bool:
-        """Whether the token reads ``repo_id`` when it is private: under its private prefixes."""
-        return any(within(p, repo_id) for p in self.private)
-
-    def may_write(self, repo_id: str) -> bool:
-        return any(within(p, repo_id) for p in self.writes)
-
-    @property
-    def line(self) -> bytes:
-        """The line as serve understood it: what a page cookie is an HMAC over, so that a
-        changed line (a narrower prefix, a removed write) signs its visitors out."""
-        return "\0".join((self.token, self.name, ",".join(self.reads), ",".join(self.writes),
-                           ",".join(self.private))).encode()
-
-    def whoami(self) -> dict[str, Any]:
-        """``GET /api/whoami-v2`` as huggingface_hub reads it (``hf auth whoami``: name, role)."""
-        role = "write" if self.write else "read"
-        token: dict[str, Any] = {"displayName": self.name, "role": role}
-        if self.prefix:
-            token["repoPrefix"] = self.prefix  # serve's own: the repositories this token reads (and writes)
-        if self.writes:
-            token["writes"] = [p or "*" for p in self.writes]  # serve's own: where it writes
-        return {"type": "user", "id": self.name, "name": self.name, "fullname": self.name, "orgs": [],
-                "canPay": False, "isPro": False, "auth": {"type": "access_token", "accessToken": token}}
-
-
-def writes_of(grant: Grant) -> str:
-    """Where ``grant`` writes, in words: its write prefixes (``*``: every repository)."""
-    if "" in grant.writes:
-        return "every repository"
-    shown = ", ".join(p if p.endswith("/") else p + "/" for p in grant.writes)
-    return f"repositories under {shown}"
-
-
-def within(prefix: str, repo_id: str) -> bool:
-    """Whether ``repo_id`` is under ``prefix`` at a ``/`` boundary, case-insensitively as the
-    Hub's ids: ``acme`` and ``acme/`` take ``acme`` and ``acme/x``, not ``acme-evil/x``; "" takes all."""
-    head = prefix.lower().rstrip("/")
-    if not head:
-        return True
-    repo = repo_id.lower()
-    return repo == head or repo.startswith(head + "/")
-
-
-#: the token word of the line that says what requests without a token read
-ANONYMOUS = "anonymous"
-_KEYS = ("user", "read", "write", "private")
-_FORMS = ("expected 'TOKEN [read|write] [REPO-PREFIX] [NAME]', 'TOKEN user=NAME [read=PREFIXES] "
-          "[write=PREFIXES] [private=PREFIXES]' or 'anonymous read=PREFIXES'")
-
-
-def _prefixes(text: str) -> tuple[str, ...]:
-    """``a/,b/`` as prefixes; ``*`` is every repository (""), an empty value none."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    return tuple("" if p == "*" else p for p in parts)
-
-
-def _default_name(token: str) -> str:
-    return "token-" + hashlib.sha256(token.encode()).hexdigest()[:8]
-
-
-def parse_line(line: str, where: str = "--token-file") -> Grant:
-    """One line of the token file (the module's docstring); :class:`UsageError` when malformed."""
-    fields = line.split()
-    if not fields:
-        raise UsageError(f"{where}: {_FORMS}")
-    if any("=" in f for f in fields[1:]):
-        return _keyed_line(fields, where)
-    if fields[0] == ANONYMOUS:
-        raise UsageError(f"{where}: the anonymous line says what it reads: 'anonymous read=PREFIXES'")
-    if len(fields) > 4:
-        raise UsageError(f"{where}: {_FORMS}, got {len(fields)} fields")
-    token = fields[0]
-    scope = fields[1] if len(fields) > 1 else "read"
-    if scope not in SCOPES:
-        raise UsageError(f"{where}: scope {scope!r}: expected read or write")
-    prefix = fields[2] if len(fields) > 2 else ""
-    prefix = "" if prefix == "*" else prefix
-    name = fields[3] if len(fields) > 3 else _default_name(token)
-    # the first form: one scope for reads and writes, and what it reads it reads when private too
-    return Grant(token, name, (prefix,), (prefix,) if scope == "write" else (), (prefix,))
-
-
-def _keyed_line(fields: list[str], where: str) -> Grant:
-    """``TOKEN user=NAME read=... write=... private=...`` (or ``anonymous read=...``)."""
-    token, values = fields[0], {}
-    for item in fields[1:]:
-        key, sep, value = item.partition("=")
-        if not sep or key not in _KEYS:
-            raise UsageError(f"{where}: {item!r}: expected one of {', '.join(k + '=' for k in _KEYS)}")
-        if key in values:
-            raise UsageError(f"{where}: {key}= is given twice")
-        values[key] = value
-    if token == ANONYMOUS:
-        if set(values) != {"read"}:
-            raise UsageError(f"{where}: the anonymous line takes read= only (requests without a token never "
-                             "write, nor read private repositories)")
-        return Grant("", ANONYMOUS, _prefixes(values["read"]), anonymous=True)
-    name = values.get("user") or _default_name(token)
-    writes = _prefixes(values.get("write", ""))
-    private = _prefixes(values["private"]) if "private" in values else (*writes, f"{name}/")
-    return Grant(token, name, _prefixes(values.get("read", "*")), writes, private)
-
-
-def parse_lines(lines: Sequence[str], numbers: Sequence[int] = (), where: str = "--token-file") -> list[Grant]:
-    """Every line (``numbers``: each one's line in the file, else 1, 2, ...); one token on two
-    lines is a :class:`UsageError` naming both."""
-    numbered = list(zip(numbers or range(1, len(lines) + 1), lines, strict=True))
-    grants = [parse_line(line, f"{where} line {n}") for n, line in numbered]
-    first: dict[str, int] = {}
-    for (n, _), grant in zip(numbered, grants, strict=True):
-        seen = first.setdefault(grant.token, n)
-        if seen != n:
-            what = "an anonymous line" if grant.anonymous else "the same token"
-            raise UsageError(f"{where} lines {seen} and {n} give {what}: keep one line for it "
-                             "(which scope was meant cannot be told)")
-    return grants
-
-
-def find(grants: Sequence[Grant], given: str) -> Grant | None:
-    """The grant of the token ``given`` (compared in constant time), or None."""
-    if not given:
-        return None
-    sent = given.encode()
-    found = None
-    for grant in grants:
-        if not grant.anonymous and hmac.compare_digest(sent, grant.token.encode()):
-            found = grant
-    return found
 
 
 @dataclass(frozen=True)
@@ -404,16 +250,34 @@ class Gate:
         either gate the list is the tokens whose write or private prefixes cover the repository
         (as huggingface_hub's own tests expect: an "auto" gate refuses a user who asked nothing).
         Anonymous readers (the anonymous line, or a server without a token file) get none."""
-        if not self.gated(repo_id):
-            return
         grant = grant_of(request)
+        if self._gate_admits(grant, repo_id):
+            return
         if grant is None:
             raise Denied(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
                          "authenticated to access it. Please log in.", code="GatedRepo")
-        if not (grant.may_write(repo_id) or grant.may_read_private(repo_id)):
-            raise Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
-                         "On this server the list is the tokens whose write or private prefixes cover it "
-                         "(serve's --token-file): ask its operator", code="GatedRepo")
+        raise Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
+                     "On this server the list is the tokens whose write or private prefixes cover it "
+                     "(serve's --token-file): ask its operator", code="GatedRepo")
+
+    def _gate_admits(self, grant: Grant | None, repo_id: str) -> bool:
+        """Whether ``repo_id`` has no gate, or ``grant`` is on its authorized list (:meth:`may_fetch`)."""
+        if not self.gated(repo_id):
+            return True
+        return grant is not None and (grant.may_write(repo_id) or grant.may_read_private(repo_id))
+
+    def may_take(self, grant: Grant | None, repo_id: str) -> bool:
+        """Whether the holder of ``grant`` (None: a request without a token) may have the bytes of
+        ``repo_id``'s files: the whole rule a download of them meets (:meth:`require`'s prefixes
+        and private scope, then :meth:`may_fetch`'s gate), asked where bytes are reached by their
+        content rather than through that repository's name (issue 85: a commit naming an oid
+        serve holds, the LFS batch's "no upload needed"). No: the client is answered as if serve
+        held nothing."""
+        if grant is None:
+            anonymous = self._fresh().anonymous
+            reader = _everyone if self.open else None if anonymous is None else self.reader(anonymous)
+            return reader is not None and reader(repo_id) and self._gate_admits(None, repo_id)
+        return self.reader(grant)(repo_id) and self._gate_admits(grant, repo_id)
 
     def _writer(self, request: Request, repo_id: str | None) -> Grant:
         given = bearer(request)

@@ -258,6 +258,8 @@ class Catalog:
         store = repo.store
         scans = not isinstance(self.sources[number], RegistrySource)
         if kind is None and DIGEST.fullmatch(revision):
+            if scans and not self._named_here(repo, revision):
+                raise NotFound(f"{repo.shown}: no revision {revision}")
             return store.resolve(revision), None
         if kind is None and COMMIT.fullmatch(revision):
             with self._lock:
@@ -316,6 +318,21 @@ class Catalog:
             raise NotFound(f"{repo.shown}: the repository was deleted")
         if state.recreated and not own_commit(repo, top):
             raise NotFound(f"{repo.shown}: {top.digest} is no commit of it (a deleted repository of its name had it)")
+
+    @staticmethod
+    def _named_here(repo: Repository, digest: str) -> bool:
+        """Whether one of ``repo``'s own names in a layout (a tag, a ref's, a commit's
+        bookkeeping tag) names the manifest ``digest`` (issue 85). A layout keeps every
+        repository's manifests in one index: the digest alone says nothing of whose it is, and
+        answering it through any repo id would give a private or gated repository's files to
+        whoever reads another one, or one that does not exist. (A registry keeps each
+        repository's manifests apart: it answers only its own.)"""
+        for name in repo.store.tags():
+            if name.startswith(repo.prefix):
+                with contextlib.suppress(NotFound):
+                    if repo.store.resolve(name).digest == digest:
+                        return True
+        return False
 
     @staticmethod
     def _holds(repo: Repository) -> bool:

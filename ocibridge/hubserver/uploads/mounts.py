@@ -10,10 +10,10 @@ made of (a config.json, a weights header, a chunk table nobody made).
 Which repositories count: those under serve's registry source (``host/path``) that serve's
 blob homes saw holding the blob (commits serve pushed, manifests it resolved, earlier pushes
 with the same cache) and that ``admits`` (the writer's own question, :mod:`.writes.mountable`:
-its token reads that repository, and the policy serve enforces lets serve serve the file from
-there). Bytes a writer could never read are never mounted: it uploads them. Knowledge only: a
-home that no longer holds the blob is a failed read here, and the commit is refused as one
-naming content never uploaded.
+its token could download the file there, its prefixes, private scope and gate all asked, and
+the policy serve enforces lets serve serve it from there). Bytes a writer could never read are
+never mounted: it uploads them. Knowledge only: a home that no longer holds the blob is a
+failed read here, and the commit is refused as one naming content never uploaded.
 
 The same reads give :mod:`.xet.dedupe` the bytes of a file a repository committed, when the
 xorbs it was uploaded in are no longer kept (:meth:`Mounts.local`, :meth:`Mounts.held`).

@@ -192,7 +192,7 @@ class CommitRoutes:
                 store, desc = held
                 return KnownFile.of_blob(store, desc, self.staging.table_for(sha256))
             mounted = self.repos.mounts.blob(repo_id, sha256, sizes.get(sha256),
-                                             admitted(self.repos.catalog, grant, sha256))
+                                             admitted(self.repos.catalog, self.repos.gate, grant, sha256))
             if mounted is None:
                 if collected is not None:
                     raise collected

@@ -2,9 +2,11 @@
 batch answering "no upload needed" and a commit's ``lfsFile`` naming bytes this writer never
 sent both mount a blob of another repository (:mod:`.uploads.mounts`), which gives the writer's
 repository that file to serve. That is only what the writer could have had anyway: its token
-reads that repository (the access module's question, :meth:`.access.Grant.may_read`), and the
-policy serve enforces (the containers policy file, ``--verify-key``) admits a revision of it
-that holds the file, as a download of it from there would be checked (:meth:`.Catalog.resolve`).
+could download that file from that repository (the access module's whole rule,
+:meth:`.access.Gate.may_take`: its read prefixes, the private scope of a private repository, the
+authorized list of a gated one: issue 85), and the policy serve enforces (the containers policy
+file, ``--verify-key``) admits a revision of it that holds the file, as a download of it from
+there would be checked (:meth:`.Catalog.resolve`).
 
 Anything else is answered as if no repository held the file: the batch asks for the bytes, as
 it does for a SHA-256 nobody has, so its answer tells nothing of what other repositories hold.
@@ -16,17 +18,22 @@ import logging
 from collections.abc import Callable
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.hubserver.access import Grant
+from ocibridge.hubserver.access import Gate, Grant
 from ocibridge.hubserver.reading.catalog import Catalog
 
 log = logging.getLogger("ocibridge.hubserver")
 
 
-def admitted(catalog: Catalog, grant: Grant, sha256: str) -> Callable[[str], bool]:
+def admitted(catalog: Catalog, gate: Gate, grant: Grant, sha256: str) -> Callable[[str], bool]:
     """Whether the writer of ``grant`` may take the file ``sha256`` from a repository (its id)."""
 
     def admits(home_id: str) -> bool:
-        if not grant.may_read(home_id):
+        try:
+            takes = gate.may_take(grant, home_id)
+        except OcibridgeError as e:  # its refs record unread: whether it is private or gated is unknown
+            log.warning("sha256:%s: not mounted from %s: %s", sha256, home_id, e)
+            return False
+        if not takes:
             return False
         served = _served_from(catalog, home_id, f"sha256:{sha256}")
         if not served:

@@ -91,9 +91,10 @@ class Repos:
         return self.gate.xet.client_of(grant.token)
 
     def mount_home(self, grant: Grant, repo_id: str, sha256: str) -> Repository | None:
-        """Another repository the writer of ``grant`` may take the file ``sha256`` from (reads it,
-        and the policy serves it from there: :mod:`.mountable`), or None: it uploads the bytes."""
-        return self.mounts.home(repo_id, sha256, admitted(self.catalog, grant, sha256))
+        """Another repository the writer of ``grant`` may take the file ``sha256`` from (could
+        download it there, :meth:`.Gate.may_take`, and the policy serves it from there:
+        :mod:`.mountable`), or None: it uploads the bytes."""
+        return self.mounts.home(repo_id, sha256, admitted(self.catalog, self.gate, grant, sha256))
 
     def uploaded(self, repo_id: str, sha256: str) -> bool:
         """Whether ``sha256`` is staged for ``repo_id``: uploaded for it (:meth:`.Staging.pinned`); a file
