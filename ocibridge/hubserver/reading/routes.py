@@ -36,7 +36,9 @@ from ocibridge.hubserver.reading.blobs import Blobs, TableOf, read_file
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.reading.lastcommits import LastCommits
+from ocibridge.hubserver.reading.refsrecord import RecordUnread
 from ocibridge.hubserver.reading.sources import RepoNotFound
+from ocibridge.hubserver.reading.states import listed_only
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
@@ -85,7 +87,9 @@ class ReadRoutes:
         limit = int_param(params.get("limit"))
         # list_models(gated=True/False): gated ones only, or ungated ones only
         gated = {"true": True, "false": False}.get((params.get("gated") or "").lower())
-        visible = reads(request)  # the repositories this token reads (access.py): no other is listed
+        # the repositories this token reads (access.py): no other is listed, nor one whose record
+        # was not read (states.py: whether it is private is not known)
+        visible = listed_only(reads(request))
         states = self.catalog.states
 
         def chosen() -> list[dict[str, Any]]:
@@ -97,7 +101,10 @@ class ReadRoutes:
                 if search not in r.lower() or (author is not None and (r.split("/", 1)[0] != author or "/" not in r)) \
                         or not visible(r):
                     continue
-                record = states.of(r)
+                try:
+                    record = states.of(r)
+                except RecordUnread:  # private, gated, deleted: not known, so not listed
+                    continue
                 if not record.deleted and (gated is None or bool(record.gated) == gated):
                     found.append(hubjson.summary(r, record.private, record.gated))
             return found

@@ -21,6 +21,7 @@ from ocibridge.errors import NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.rules import rules_in_force
 from ocibridge.hubserver.reading.sources import Refused, repo_parts
+from ocibridge.hubserver.reading.states import listed_only
 from ocibridge.hubserver.web import facts
 from ocibridge.oci.bookkeeping import version_order, version_tags
 
@@ -86,7 +87,8 @@ class Listing:
         """Page ``number`` of the repositories whose id holds ``search`` and that the visitor
         may read (``visible``: :func:`.access.reads`; the others are not counted either)."""
         wanted = search.lower()
-        chosen = [r for r in self.repo_ids() if wanted in r.lower() and visible(r)]
+        listed = listed_only(visible)  # one whose refs record was not read: left out (states.py)
+        chosen = [r for r in self.repo_ids() if wanted in r.lower() and listed(r)]
         pages = max((len(chosen) + size - 1) // size, 1)
         number = min(number, pages)
         shown = chosen[(number - 1) * size:number * size]
