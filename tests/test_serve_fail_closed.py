@@ -157,6 +157,25 @@ def test_no_write_rewrites_a_record_it_could_not_read(outage):
     assert (info.private, info.gated) == (True, "auto")
 
 
+def test_a_move_that_cannot_copy_the_record_copies_nothing(outage):
+    """``move_repo`` copies the old repository's tags to the new id: the refs record first, so a
+    registry that fails it (here the copy's read of it, after the move's own read passed) leaves
+    no public copy of a private repository behind."""
+    alice, bob = outage.api("alice-token"), outage.api("bob-token")
+    old, new = "alice/moving", "alice/moved"
+    alice.create_repo(old, private=True)
+    outage.proxy.add(None, rf"/{old}/manifests/{REFS_TAG}$", status(503, retry_after=0), times=None, skip=1)
+    try:
+        with pytest.raises(HfHubHTTPError) as failed:
+            alice.move_repo(old, new)
+        assert failed.value.response.status_code >= 500
+    finally:
+        outage.proxy.clear()
+    with pytest.raises(RepositoryNotFoundError):
+        bob.model_info(new)
+    assert alice.model_info(old).private is True
+
+
 def test_every_record_serve_cannot_read_is_the_hubs_503_with_retry_after():
     """The refs record's and the token file's (access.py refuses every token while it is
     broken): both asked again after a while, as huggingface_hub's retries read it."""

@@ -26,6 +26,7 @@ from ocibridge.hubserver.writes.commits import BadCommit
 from ocibridge.hubserver.writes.creating import model_repo_body
 from ocibridge.hubserver.writes.deleting import Deleting
 from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store
+from ocibridge.oci.bookkeeping import REFS_TAG
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -70,7 +71,9 @@ class Moving:
             if target is None:
                 raise BadCommit(f"{new}: no source can hold it")
             store = record_store(target)
-            for tag in source.tags():
+            # the refs record first: the new repository is as private and gated as the old from its
+            # first tag on, and a record not copied (the registry failed) copies nothing else
+            for tag in sorted(source.tags(), key=lambda name: name != REFS_TAG):
                 try:
                     top = source.store.resolve(source.reference(tag))
                 except NotFound:
