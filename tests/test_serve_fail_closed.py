@@ -110,6 +110,8 @@ def test_a_private_repository_stays_hidden_while_its_record_cannot_be_read(outag
         assert SECRET not in [m.id for m in bob.list_models(search="secret")]
         assert SECRET not in [m.id for m in alice.list_models(search="secret")]
         assert SECRET not in httpx.get(f"{outage.served.url}/models?search=secret", cookies=jar).text
+        page = httpx.get(f"{outage.served.url}/{SECRET}", cookies=jar)
+        assert page.status_code == 503 and int(page.headers["retry-after"]) > 0 and BYTES not in page.content
     # at once after the outage: nothing derived from the failed reads was kept
     with pytest.raises(RepositoryNotFoundError):
         bob.model_info(SECRET)
