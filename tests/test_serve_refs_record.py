@@ -15,13 +15,13 @@ import pytest
 from serving import Served, serving
 
 from ocibridge.errors import InvalidReference
-from ocibridge.hubserver.reading.refsrecord import RefsRecord, parsed, read_record
+from ocibridge.hubserver.reading.refsrecord import RecordUnread, RefsRecord, parsed, read_record
 from ocibridge.hubserver.reading.sources import Repository
 from ocibridge.hubserver.writes.commits import PARENT
 from ocibridge.hubserver.writes.landing import tag_ancestors
 from ocibridge.hubserver.writes.publishing import Publishing
 from ocibridge.hubserver.writes.refsrecord import write_record
-from ocibridge.oci.bookkeeping import REFS_TAG, commit_id, is_bookkeeping
+from ocibridge.oci.bookkeeping import REFS_ARTIFACT_TYPE, REFS_LAYER_TYPE, REFS_TAG, commit_id, is_bookkeeping
 from ocibridge.oci.mediatypes import OCI_EMPTY, OCI_MANIFEST
 from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.oci.reference import parse_registry_reference
@@ -70,7 +70,7 @@ def layout_repo(tmp_path: Path) -> tuple[LayoutStore, Repository]:
     return store, Repository(store, "oci:lay acme/m", prefix="acme/m:")
 
 
-def test_the_record_round_trips_and_a_foreign_one_is_no_record(tmp_path):
+def test_the_record_round_trips_and_a_foreign_one_is_refused(tmp_path):
     store, repo = layout_repo(tmp_path)
     assert read_record(repo) == RefsRecord()
     record = RefsRecord().with_ref("dev", True).with_ref("v1", False)
@@ -83,9 +83,22 @@ def test_the_record_round_trips_and_a_foreign_one_is_no_record(tmp_path):
     assert read_record(repo) == both
     assert both.without_ref("dev", True) == RefsRecord(frozenset(), frozenset({"dev", "v1"}),
                                                        tags_aside=frozenset({"dev"}))
-    # something else under the record's tag (another tool's artifact): no record, every tag a tag
+    # something else under the record's tag (another tool's artifact, a record cut short): serve
+    # cannot tell what the record said (private? gated?), so it is refused, never read as empty
+    # (issue 85: fail closed); only a tag that is not there is no record
     small(store, {}, tag=f"acme/m:{REFS_TAG}")
-    assert read_record(repo) == RefsRecord()
+    with pytest.raises(RecordUnread, match="cannot tell whether the repository is private"):
+        read_record(repo)
+    data = b'{"branches": [], "private": tr'
+    layer = Descriptor.for_bytes(REFS_LAYER_TYPE, data)
+    body = Manifest(mediaType=OCI_MANIFEST, artifactType=REFS_ARTIFACT_TYPE, config=Descriptor.for_bytes(
+        OCI_EMPTY, b"{}"), layers=[layer]).to_json_bytes()
+    write_artifact(store, Descriptor.for_bytes(OCI_MANIFEST, body), body,
+                   [Blob.of_bytes(Descriptor.for_bytes(OCI_EMPTY, b"{}"), b"{}"), Blob.of_bytes(layer, data)],
+                   tags=[f"acme/m:{REFS_TAG}"])
+    with pytest.raises(RecordUnread):
+        read_record(repo)
+    assert read_record(Repository(store, "oci:lay acme/none", prefix="acme/none:")) == RefsRecord()
 
 
 def small(store: LayoutStore, annotations: dict[str, str], tag: str | None = None) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import Denied
+from ocibridge.hubserver.reading.refsrecord import RecordUnread
 from ocibridge.hubserver.reading.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.replicas.lease import LeaseLost
 from ocibridge.hubserver.uploads.staging import StagingFull
@@ -56,12 +57,19 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     (StagingFull, 507, None, "No room for the upload"),
     # another serve holds the writer lease (replicas/lease.py): the Hub's "try again later"
     (LeaseLost, 503, None, "This serve does not take writes now"),
+    # a refs record not read (reading/refsrecord.py): whether the repository is private, gated or
+    # deleted is not known, so nothing that needs it is answered (fail closed), "try again later"
+    (RecordUnread, 503, None, "Serve cannot read this repository's settings now"),
     (OcibridgeError, 502, None, "The registry did not answer as expected"),
 )
 
 
 #: what a repository no source holds (or the request may not read) is answered with, as the Hub answers it
 REPO_NOT_FOUND = "Repository not found"
+
+#: seconds a request refused while the token file cannot be read is told to wait (it is looked
+#: at again every second: tokenfile.py)
+TOKEN_FILE_RETRY = 5
 
 #: what the routes catch and answer by the table (anything else is a bug: the server's 500)
 CAUGHT = (Denied, OcibridgeError)
@@ -70,13 +78,14 @@ CAUGHT = (Denied, OcibridgeError)
 def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
     """How ``error`` is answered. A :class:`.access.Denied` carries its own status (401 or 403).
     ``where`` (method and path) is logged with an error of the registry's."""
-    if isinstance(error, Denied):
-        return Failure(error.status, error.code, "Not allowed", str(error))
+    if isinstance(error, Denied):  # a 503: the token file cannot be read now (access.py)
+        return Failure(error.status, error.code, "Not allowed", str(error),
+                       TOKEN_FILE_RETRY if error.status == 503 else None)
     status, code, title = next(row[1:] for row in TABLE if isinstance(error, row[0]))  # the last row: any
     if status == 502:
         log.warning("%s: %s", where, error)
     if isinstance(error, RepoNotFound):  # the Hub's words, which huggingface_hub's own message holds
         return Failure(status, code, title, REPO_NOT_FOUND)
-    if isinstance(error, LeaseLost):
+    if isinstance(error, (LeaseLost, RecordUnread)):
         return Failure(status, code, title, str(error), error.retry_after)
     return Failure(status, code, title, str(error))

@@ -12,8 +12,16 @@ go to its authorized list only: :mod:`..access`) and ``"deleted": true`` for one
 tags name serve's tombstone, :mod:`.tombstone`), ``"recreated": true`` for one made again over a
 deleted one of its name (a commit named by digest or id is then its own only when its commit tag
 names it: :mod:`.reborn`). A plain tag the record does not name is a
-Hub tag. :mod:`..writes.refsrecord` writes it; a record that cannot be read is no record (the
-registry is not trusted to hand back a well-formed one), so every tag is then a Hub tag.
+Hub tag. :mod:`..writes.refsrecord` writes it.
+
+Fail closed (issue 85): only a registry that says the tag is not there (not found) means "no
+record" (a public, ungated repository whose tags are Hub tags). A record serve cannot read (the
+registry answered 503 or 429, or did not answer) or cannot make sense of (too large, not a refs
+record, not JSON: serve cannot tell what it said, private and gated included) raises
+:class:`RecordUnread`, which every request that needs it is refused with (the Hub's 503 with
+``Retry-After``, :mod:`..failures`): never read as public, ungated, not deleted, and never the
+start of a write that would rewrite it without what it said. A malformed record therefore keeps
+its repository refused until it is fixed by hand (written again, or its tag deleted).
 """
 
 from __future__ import annotations
@@ -36,6 +44,9 @@ RECORD_MAX = 1024 * 1024
 #: the Hub's gates (how it grants access requests: at once, by hand); serve has no requests, and
 #: under either its authorized list is the token file's (access.py, ``Gate.may_fetch``)
 GATES = ("auto", "manual")
+#: seconds a request refused for a record not read is told to wait (Retry-After): huggingface_hub's
+#: downloads ask again after it, 5 times, so a blip of the registry shorter than this is ridden out
+RETRY_AFTER = 5
 
 
 @dataclass(frozen=True)
@@ -90,11 +101,28 @@ def _toggled(names: frozenset[str], name: str, present: bool) -> frozenset[str]:
     return names | {name} if present else names - {name}
 
 
+class RecordUnread(OcibridgeError):
+    """The refs record is there but was not read (the registry refused or failed, or what it
+    holds is no record serve can read): whether the repository is private, gated or deleted is
+    not known, so what needs it is refused (the Hub's 503, asked again after :attr:`retry_after`)."""
+
+    def __init__(self, message: str, retry_after: int | None = None):
+        super().__init__(message)
+        self.retry_after = RETRY_AFTER if retry_after is None else retry_after
+
+
 def read_record(repo: Repository) -> RefsRecord:
-    """The repository's record; the empty record when it has none or it is malformed."""
+    """The repository's record; the empty record when it has none (the registry said its tag is
+    not found); :class:`RecordUnread` when it was not read or is malformed (never the empty
+    record then: a tag that resolves is a record, even one whose blob is gone)."""
     store = repo.store
     try:
         desc = store.resolve(repo.reference(REFS_TAG))
+    except (NotFound, InvalidReference):
+        return RefsRecord()
+    except (OcibridgeError, OSError) as e:
+        raise _unread(repo, e) from None
+    try:
         if desc.size > RECORD_MAX:
             raise OcibridgeError(f"{desc.size} bytes")
         manifest = parse_manifest_bytes(store.fetch_bytes(desc), desc.mediaType)
@@ -104,11 +132,14 @@ def read_record(repo: Repository) -> RefsRecord:
         if layer is None or layer.size > RECORD_MAX:
             raise OcibridgeError("no refs layer of a size read")
         return parsed(store.fetch_bytes(layer))
-    except (NotFound, InvalidReference):
-        return RefsRecord()
-    except (OcibridgeError, ValueError, RecursionError) as e:
-        log.warning("%s: its refs record (%s) is not read: %s", repo.shown, REFS_TAG, e)
-        return RefsRecord()
+    except (OcibridgeError, OSError, ValueError, RecursionError) as e:
+        raise _unread(repo, e) from None
+
+
+def _unread(repo: Repository, error: Exception) -> RecordUnread:
+    log.warning("%s: its refs record (%s) is not read, so what needs it is refused: %s", repo.shown, REFS_TAG, error)
+    return RecordUnread(f"{repo.shown}: serve cannot read its refs record ({REFS_TAG}) now, so it cannot tell "
+                        f"whether the repository is private, gated or deleted: {error}; try again shortly")
 
 
 def parsed(data: bytes) -> RefsRecord:

@@ -40,8 +40,10 @@ from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles, Resolver
 from ocibridge.hubserver.reading.lastcommits import LastCommits
 from ocibridge.hubserver.reading.modelfacts import ModelFacts
+from ocibridge.hubserver.reading.refsrecord import RecordUnread
 from ocibridge.hubserver.reading.regular import git_blob_id
 from ocibridge.hubserver.reading.sources import RepoNotFound
+from ocibridge.hubserver.reading.states import listed_only
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
@@ -91,7 +93,9 @@ class ReadRoutes:
         limit = int_param(params.get("limit"))
         # list_models(gated=True/False): gated ones only, or ungated ones only
         gated = {"true": True, "false": False}.get((params.get("gated") or "").lower())
-        visible = reads(request)  # the repositories this token reads (access.py): no other is listed
+        # the repositories this token reads (access.py): no other is listed, nor one whose record
+        # was not read (states.py: whether it is private is not known)
+        visible = listed_only(reads(request))
         states = self.catalog.states
 
         def chosen() -> list[dict[str, Any]]:
@@ -103,7 +107,10 @@ class ReadRoutes:
                 if search not in r.lower() or (author is not None and (r.split("/", 1)[0] != author or "/" not in r)) \
                         or not visible(r):
                     continue
-                record = states.of(r)
+                try:
+                    record = states.of(r)
+                except RecordUnread:  # private, gated, deleted: not known, so not listed
+                    continue
                 if not record.deleted and (gated is None or bool(record.gated) == gated):
                     found.append(hubjson.summary(r, record.private, record.gated))
             return found
@@ -124,14 +131,17 @@ class ReadRoutes:
         namespace = request.path_params.get("namespace") or (grant.name if grant is not None else "")
         if not namespace:
             return error(401, None, "listing your repositories needs a token: 'Authorization: Bearer TOKEN'")
-        visible = reads(request)
+        visible = listed_only(reads(request))  # one whose refs record was not read: left out
         states = self.catalog.states
 
         def candidates() -> list[tuple[str, bool]]:
             found = []
             for repo_id, _ in self.catalog.repo_ids():
                 if storage.under(namespace, repo_id) and visible(repo_id):
-                    record = states.of(repo_id)
+                    try:
+                        record = states.of(repo_id)
+                    except RecordUnread:
+                        continue  # its record not read: left out, never listed on a guess (states.py)
                     if not (record.deleted or record.moved):
                         found.append((repo_id, record.private))
             return found

@@ -3,7 +3,9 @@ asked of the registry at most every :data:`KEEP` seconds per repository: every r
 token that may not read private repositories asks it (:class:`..access.Gate`), and so does a
 revision named by digest or commit id (a deleted repository's manifests stay in the registry
 until its garbage collection). What this serve changes it forgets at once (:meth:`RepoStates.forget`);
-another replica sees the change within :data:`KEEP` seconds."""
+another replica sees the change within :data:`KEEP` seconds. A record not read
+(:class:`.refsrecord.RecordUnread`) is raised to the request and never kept: no state is
+derived from a failed read, so the next question asks the registry again."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ocibridge.hubserver.reading.refsrecord import RefsRecord, read_record
+from ocibridge.hubserver.reading.refsrecord import RecordUnread, RefsRecord, read_record
 from ocibridge.hubserver.reading.sources import repo_parts
 
 if TYPE_CHECKING:
@@ -38,7 +40,8 @@ class RepoStates:
         self.changes = 0
 
     def of(self, repo_id: str) -> RefsRecord:
-        """The repository's record (the empty one: public, not deleted, when it has none)."""
+        """The repository's record (the empty one: public, not deleted, when it has none);
+        :class:`.refsrecord.RecordUnread` when it was not read (nothing kept then)."""
         parts = repo_parts(repo_id)
         if parts is None:
             return RefsRecord()
@@ -78,3 +81,17 @@ class RepoStates:
             with self._lock:
                 self._known.pop("/".join(parts), None)
                 self.changes += 1
+
+
+def listed_only(visible: Callable[[str], bool]) -> Callable[[str], bool]:
+    """``visible`` (which repositories a listing shows) with a repository whose record was not
+    read left out: a listing of many is not refused for one, and one that may be private is
+    never listed on a guess."""
+
+    def shown(repo_id: str) -> bool:
+        try:
+            return visible(repo_id)
+        except RecordUnread:
+            return False
+
+    return shown

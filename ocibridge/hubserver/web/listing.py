@@ -21,6 +21,7 @@ from ocibridge.errors import NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.reading.catalog import Catalog, Resolved
 from ocibridge.hubserver.reading.rules import rules_in_force
 from ocibridge.hubserver.reading.sources import Refused, repo_parts
+from ocibridge.hubserver.reading.states import listed_only
 from ocibridge.hubserver.web import facts
 from ocibridge.oci.bookkeeping import version_order, version_tags
 
@@ -91,8 +92,9 @@ class Listing:
         repository deleted or moved through serve (its refs record says so) is neither listed nor
         counted, as ``list_models`` leaves it out: its tags name only the tombstone."""
         wanted = search.lower()
-        states = self.catalog.states
-        chosen = [r for r in self.repo_ids() if wanted in r.lower() and visible(r) and not states.of(r).deleted]
+        listed = listed_only(visible)  # one whose refs record was not read: left out (states.py)
+        states = self.catalog.states  # (deleted or moved: neither listed nor counted)
+        chosen = [r for r in self.repo_ids() if wanted in r.lower() and listed(r) and not states.of(r).deleted]
         pages = max((len(chosen) + size - 1) // size, 1)
         number = min(number, pages)
         shown = chosen[(number - 1) * size:number * size]

@@ -105,7 +105,7 @@ class WebPages:
                 return await answer(request)
             except CAUGHT as e:  # the API's table (failures.py), answered as a page
                 failure = failure_of(e, f"{request.method} {request.url.path}")
-                return self.error(request, failure.status, failure.title, failure.message)
+                return self.error(request, failure.status, failure.title, failure.message, failure.retry_after)
 
         return endpoint
 
@@ -114,8 +114,10 @@ class WebPages:
         first = request.path_params.get("org", request.path_params.get("name", ""))
         return str(first).lower() in RESERVED
 
-    def error(self, request: Request, status: int, title: str, detail: str) -> Response:
-        return render.page("error.html", status, title=title, detail=detail, **self.common(request))
+    def error(self, request: Request, status: int, title: str, detail: str, retry_after: int | None = None) -> Response:
+        """An error page; ``retry_after``: a 503's Retry-After (a record not read: failures.py)."""
+        later = {"Retry-After": str(retry_after)} if retry_after else None
+        return render.page("error.html", status, later, title=title, detail=detail, **self.common(request))
 
     def common(self, request: Request) -> dict[str, Any]:
         """What every template is given."""
