@@ -11,7 +11,7 @@ from ocibridge.api.options import TransferOptions
 from ocibridge.api.policy import Verification
 from ocibridge.chunks.table import DEFAULT_THRESHOLD
 from ocibridge.errors import OcibridgeError
-from ocibridge.lazyread.frameworks import framework_named
+from ocibridge.lazyread.framework_choice import framework_named
 from ocibridge.lazyread.model import Warn, warn_stderr
 from ocibridge.lazyread.shards import choose
 from ocibridge.lazyread.tensorload import CONCURRENCY, SPAN, LoadFile, TensorStream

@@ -98,18 +98,3 @@ def bytes_of(tensor: Any) -> memoryview:
     if nbytes == 0:
         return memoryview(bytearray())
     return memoryview((ctypes.c_ubyte * nbytes).from_address(tensor.data_ptr())).cast("B")
-
-
-def framework_named(name: str, device: str | None = None) -> Framework:
-    """The framework ``load_tensors(framework=...)`` names; one error line when it is not there."""
-    if name == "numpy":
-        if device is not None:
-            raise OcibridgeError(f"device={device!r} is for framework='torch': numpy arrays are in host memory")
-        return NumpyArrays()
-    if name == "torch":
-        if device is None:
-            return TorchTensors()
-        from ocibridge.lazyread.torchdevice import TorchOnDevice
-
-        return TorchOnDevice(device)
-    raise OcibridgeError(f"framework={name!r}: 'numpy' or 'torch'")
