@@ -9,32 +9,25 @@ read to its end (so every digest is verified): then the files are renamed into p
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import posixpath
 import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import BinaryIO
 
 from ocibridge.core.confined import check_links
 from ocibridge.core.dirlock import directory_locked
 from ocibridge.core.fsutil import (
     TEMP_PREFIX,
-    is_root_entry,
-    link_stays_inside,
     process_umask,
-    safe_relpath,
-    write_sliced,
 )
 from ocibridge.core.overwrite import OnExisting, plan_commit
 from ocibridge.core.stale import locked_staging, remove_stale_staging
 from ocibridge.core.streams import Reader, open_tar_stream
 from ocibridge.errors import OcibridgeError, UnsafePath
-from ocibridge.layers.applier import apply_entry, read_entry
 from ocibridge.layers.reader import (
     MAX_EXPANSION_RATIO,
     MAX_TAR_ENTRIES,
@@ -44,8 +37,10 @@ from ocibridge.layers.reader import (
     readable_layer,
 )
 from ocibridge.layers.tarwalk import tar_members
+from ocibridge.model.changesets import CHANGESETS, Changes, lay_over, unpack_changeset
 from ocibridge.model.index import model_entry
 from ocibridge.model.paths import ArtifactPaths
+from ocibridge.model.stagedfiles import named_as_in_the_artifact, prepare_parent, write_stream
 from ocibridge.oci.digest import CHUNK, verified, verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
@@ -57,11 +52,6 @@ __all__ = [
     "MAX_EXPANSION_RATIO", "MAX_TAR_ENTRIES", "DirectoryTarget", "ExtractResult", "extract",
     "fetch_manifest", "layer_mode", "layer_path", "resolve_model",
 ]
-
-#: where the layers of the early CNAI draft are unpacked, each on its own, inside the staging
-#: directory, before they are laid over one another in manifest order (a name no file may take)
-CHANGESETS = TEMP_PREFIX + "changesets"
-
 
 @dataclass
 class ExtractResult:
@@ -101,63 +91,6 @@ def _model_manifest(store: Store, desc: Descriptor, reference: str) -> tuple[Des
     return found.desc, found.manifest
 
 
-def _write_stream(src: Reader, dest: Path, mode: int, remaining: int | None = None) -> int:
-    total = 0
-    with open(dest, "xb") as out:
-        while True:
-            want = CHUNK if remaining is None else min(CHUNK, remaining - total)
-            if want <= 0:
-                break
-            data = src.read(want)
-            if not data:
-                break
-            write_sliced(out, data)
-            total += len(data)
-    os.chmod(dest, mode & ~process_umask())
-    return total
-
-
-def _prepare_parent(staging: Path, rel: str) -> Path:
-    """The staged path for ``rel``, refusing to go through a staged symlink."""
-    target = staging / rel
-    parent = target.parent
-    _refuse_file_parents(staging, rel)
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        # A concurrent raw layer may have written a file at a parent between the walk and the
-        # mkdir: walk again so the path named is the parent's, whichever layer landed first.
-        _refuse_file_parents(staging, rel)
-        with _named_as_in_the_artifact(rel):
-            raise
-    return target
-
-
-def _refuse_file_parents(staging: Path, rel: str) -> None:
-    """No parent of ``rel`` may be a symlink (it could redirect writes out of DIR) or a file."""
-    current = staging
-    for part in Path(rel).parent.parts:
-        current = current / part
-        if current.is_symlink():
-            raise UnsafePath(f"{rel}: a parent directory is a symlink in the artifact")
-        if current.exists() and not current.is_dir():
-            conflict = current.relative_to(staging).as_posix()
-            raise OcibridgeError(f"the artifact holds {conflict} as a file and as a directory")
-
-
-@contextlib.contextmanager
-def _named_as_in_the_artifact(rel: str) -> Iterator[None]:
-    """A file-system refusal while staging names the artifact's path, not the staging folder's."""
-    try:
-        yield
-    except OSError as error:
-        if error.errno in (errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
-            raise OcibridgeError(f"the artifact holds {rel} as a file and as a directory") from None
-        if error.errno == errno.ENAMETOOLONG:
-            raise OcibridgeError(f"{rel[:80]}…: name too long for this file system") from None
-        raise
-
-
 def _extract_tar(stream: Reader, staging: Path, written: list[str], paths: ArtifactPaths,
                  select: Callable[[str], bool] | None = None, skipped: list[str] | None = None) -> int:
     """Unpack one tar layer into ``staging``, each entry judged by ``paths`` first (the same
@@ -173,20 +106,20 @@ def _extract_tar(stream: Reader, staging: Path, written: list[str], paths: Artif
                     skipped.append(rel)
                 continue
             if member.isdir():
-                _prepare_parent(staging, rel + "/x")
+                prepare_parent(staging, rel + "/x")
                 continue
-            target = _prepare_parent(staging, rel)
+            target = prepare_parent(staging, rel)
             if target.exists() or target.is_symlink():  # (judged already: a staging directory shared by mistake)
                 raise OcibridgeError(f"duplicate path in artifact: {rel}")
             if member.issym():  # (judged: it stays inside)
-                with _named_as_in_the_artifact(rel):
+                with named_as_in_the_artifact(rel):
                     os.symlink(member.linkname, target)
             else:  # (judged: a regular file)
                 src = tar.extractfile(member)
                 assert src is not None
                 mode = 0o755 if member.mode & 0o111 else 0o644
-                with _named_as_in_the_artifact(rel):
-                    total += _write_stream(src, target, mode, member.size)
+                with named_as_in_the_artifact(rel):
+                    total += write_stream(src, target, mode, member.size)
             written.append(rel)
     while stream.read(CHUNK):  # trailing padding, to EOF where the layer is verified
         pass
@@ -232,7 +165,7 @@ class DirectoryTarget:
         self._staging: Path | None = None
         self._raw: dict[str, list[tuple[str, int]]] = {}  # digest -> (path, mode) of raw layers
         self._changesets: dict[str, int] = {}  # digest -> position of the draft's changeset layers
-        self._changes: dict[int, _Changes] = {}  # what each changeset layer wrote and deleted
+        self._changes: dict[int, Changes] = {}  # what each changeset layer wrote and deleted
         self._lock = threading.Lock()
         self._tar_lock = threading.Lock()  # tar layers unpack one at a time: their paths may meet
         self._paths: ArtifactPaths | None = None  # the manifest's paths, judged (successors)
@@ -310,15 +243,15 @@ class DirectoryTarget:
             first, mode = paths[0]
             written = _write_raw(reader, desc, first, staging, mode)
             for rel, mode in paths[1:]:
-                with _named_as_in_the_artifact(rel):
-                    shutil.copyfile(staging / first, _prepare_parent(staging, rel))
+                with named_as_in_the_artifact(rel):
+                    shutil.copyfile(staging / first, prepare_parent(staging, rel))
                     os.chmod(staging / rel, mode & ~process_umask())
                 written += desc.size
         elif desc.digest in self._changesets:
             at = self._changesets[desc.digest]
-            changes = _Changes(staging / CHANGESETS / str(at))
+            changes = Changes(staging / CHANGESETS / str(at))
             with readable_layer(desc):
-                _unpack_changeset(layer_stream(reader, desc), changes, self.select)
+                unpack_changeset(layer_stream(reader, desc), changes, self.select)
             written = 0  # counted once laid over the others: a file a later layer deletes is no pull's
             with self._lock:
                 self._changes[at] = changes
@@ -345,7 +278,7 @@ class DirectoryTarget:
         if self._changes:
             layers = [self._changes[i] for i in sorted(self._changes)]
             digests = {at: digest for digest, at in self._changesets.items()}
-            laid = _lay_over(staging, layers, set(self.result.files))
+            laid = lay_over(staging, layers, set(self.result.files))
             self.result.origins = {rel: digests[at] for rel, at in laid.items()}
             self.result.bytes_written += sum((staging / rel).lstat().st_size for rel in laid
                                              if not (staging / rel).is_symlink())
@@ -360,133 +293,14 @@ class DirectoryTarget:
 
 
 
-@dataclass
-class _Changes:
-    """One changeset layer unpacked on its own under ``root``: the files and links it adds, the
-    paths its whiteouts delete, the directories its opaque markers empty (of lower layers)."""
-
-    root: Path
-    files: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    emptied: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-
-
-def _changeset_place(name: str, what: str) -> str | None:
-    """A draft layer's names follow the pull's rule: relative, inside the model, else refused."""
-    if what == "tar entry" and is_root_entry(name):
-        return None
-    rel = safe_relpath(name.rstrip("/"), what)
-    if rel.split("/", 1)[0] == CHANGESETS:
-        raise UnsafePath(f"{rel}: a name ocibridge keeps for its own staging")
-    return rel
-
-
-class _ChangesetSink:
-    """A draft layer's entries written under its own root, its deletions recorded (applied when
-    the layers are laid over one another); hard links and special files refused as in any pull."""
-
-    def __init__(self, changes: _Changes, select: Callable[[str], bool] | None) -> None:
-        self.changes, self.select, self.written = changes, select, 0
-
-    def place(self, name: str, what: str) -> str | None:
-        return _changeset_place(name, what)
-
-    def opaque_marker(self, path: str) -> None:
-        self.changes.emptied.append(posixpath.dirname(path))
-
-    def whiteout(self, path: str) -> None:
-        self.changes.deleted.append(path)
-
-    def add_dir(self, path: str, mode: int, uid: int, gid: int) -> None:
-        _prepare_parent(self.changes.root, path + "/x")
-
-    def _target(self, path: str) -> Path | None:
-        if self.select is not None and not self.select(path):
-            self.changes.skipped.append(path)
-            return None
-        target = _prepare_parent(self.changes.root, path)
-        if target.exists() or target.is_symlink():
-            raise OcibridgeError(f"duplicate path in a layer: {path}")
-        self.changes.files.append(path)
-        return target
-
-    def add_symlink(self, path: str, target: str, uid: int, gid: int) -> None:
-        if not link_stays_inside(path, target):
-            raise UnsafePath(f"{path}: symlink points outside the model ({target})")
-        where = self._target(path)
-        if where is not None:
-            with _named_as_in_the_artifact(path):
-                os.symlink(target, where)
-
-    def add_hardlink(self, path: str, target: str) -> None:
-        raise UnsafePath(f"{path}: unsupported tar entry type (hard link or device)")
-
-    def add_file(self, path: str, mode: int, size: int, src: IO[bytes] | None, uid: int, gid: int) -> None:
-        where = self._target(path)
-        if where is not None and src is not None:
-            with _named_as_in_the_artifact(path):
-                self.written += _write_stream(src, where, 0o755 if mode & 0o111 else 0o644, size)
-
-    def add_special(self, path: str, kind: str, mode: int, uid: int, gid: int, device: str | None) -> None:
-        raise UnsafePath(f"{path}: unsupported tar entry type (hard link or device)")
-
-
-def _unpack_changeset(stream: Reader, changes: _Changes, select: Callable[[str], bool] | None) -> int:
-    """Unpack one draft layer under ``changes.root`` through the one reading of a layer's entries
-    (layers/applier.py), reading it to its end (where it is verified)."""
-    changes.root.mkdir(parents=True, exist_ok=True)
-    sink = _ChangesetSink(changes, select)
-    with open_tar_stream(stream) as tar:
-        for member in tar_members(tar):
-            entry = read_entry(member, sink.place)
-            if entry is not None:
-                apply_entry(tar, entry, sink)
-    while stream.read(CHUNK):
-        pass
-    return sink.written
-
-
-def _lay_over(staging: Path, layers: list[_Changes], taken: set[str]) -> dict[str, int]:
-    """The draft's layers laid over one another in manifest order, as an unpacker applies
-    changesets: a layer's whiteouts and opaque markers delete what the layers below it hold,
-    then its files replace theirs (a file over a lower directory, or below a lower file or link,
-    replaces it). The files that remain move into the staging root; ``taken`` (raw layers'
-    files) may not be written twice. Returns each path moved and the layer it came from."""
-    held: dict[str, int] = {}  # path -> the layer whose file it is
-
-    def drop(path: str, *, below_only: bool = False) -> None:
-        for rel in [r for r in held if r.startswith(path + "/") or (not below_only and r == path)]:
-            del held[rel]
-
-    for at, layer in enumerate(layers):
-        for directory in layer.emptied:
-            drop(directory, below_only=True) if directory else held.clear()
-        for path in layer.deleted:
-            drop(path)
-        for rel in layer.files:
-            parts = rel.split("/")
-            for depth in range(1, len(parts)):  # a lower file or link where this one needs a directory
-                held.pop("/".join(parts[:depth]), None)
-            drop(rel, below_only=True)  # a lower directory this file replaces
-            held[rel] = at
-    for rel in sorted(held):
-        if rel in taken:
-            raise OcibridgeError(f"duplicate path in artifact: {rel}")
-        with _named_as_in_the_artifact(rel):
-            os.replace(layers[held[rel]].root / rel, _prepare_parent(staging, rel))
-    shutil.rmtree(staging / CHANGESETS, ignore_errors=True)
-    return dict(sorted(held.items()))
-
-
 def _write_raw(reader: BinaryIO, layer: Descriptor, rel: str, staging: Path, mode: int) -> int:
-    target = _prepare_parent(staging, rel)
+    target = prepare_parent(staging, rel)
     if isinstance(reader, VerifiedFile):  # verified in a file already: linked, not copied
-        with _named_as_in_the_artifact(rel):
+        with named_as_in_the_artifact(rel):
             return reader.link_to(target, mode & ~process_umask())
     checked = verified(reader, layer.digest, layer.size, what="layer")
-    with _named_as_in_the_artifact(rel):
-        written = _write_stream(checked, target, mode)
+    with named_as_in_the_artifact(rel):
+        written = write_stream(checked, target, mode)
     checked.read(1)  # EOF: verification happens here
     return written
 
