@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import re
 import threading
 import unicodedata
@@ -28,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.hubserver.reading.regular import git_blob_id
@@ -176,8 +176,10 @@ def read_line(request: CommitRequest, number: int, line: bytes) -> tuple[Inline,
     if not line.strip():
         return None
     try:
-        item = json.loads(line)
-    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+        item = boundedjson.loads(line, f"commit payload line {number}")
+    except boundedjson.JsonTooDeep as e:
+        raise BadCommit(str(e)) from None
+    except ValueError:
         raise BadCommit(f"commit payload line {number}: not JSON") from None
     if not isinstance(item, dict) or not isinstance(item.get("value"), dict):
         raise BadCommit(f"commit payload line {number}: expected {{'key': ..., 'value': {{...}}}}")
