@@ -67,7 +67,7 @@ def check_depth(data: bytes | str, what: str, limit: int = MAX_JSON_DEPTH) -> No
         raise JsonTooDeep(f"{what} nested deeper than {limit} levels, refused")
 
 
-def loads(data: bytes | bytearray | str, what: str = "JSON document", *,
+def loads(data: bytes | bytearray | str, what: str = "JSON", *,
           limit: int = MAX_JSON_DEPTH, **kwargs: Any) -> Any:
     """``json.loads(data, **kwargs)`` after :func:`check_depth`; ``what`` names the document in
     the refusal (``model.safetensors header``)."""

@@ -237,10 +237,10 @@ def image_config(store: Store, manifest: Manifest) -> dict[str, Any]:
         raise TooLarge(f"image config {manifest.config.digest} is too large ({manifest.config.size} bytes)")
     try:
         doc = boundedjson.loads(store.fetch_bytes(manifest.config))
+    except boundedjson.JsonTooDeep as e:
+        raise SourceError(f"image config {manifest.config.digest} is nested too deeply to read ({e})") from None
     except ValueError as e:
         raise SourceError(f"image config {manifest.config.digest} is not valid JSON: {e}") from None
-    except RecursionError:
-        raise SourceError(f"image config {manifest.config.digest} is nested too deeply to read") from None
     if not isinstance(doc, dict):
         raise SourceError(f"image config {manifest.config.digest} is not a JSON object")
     return doc
