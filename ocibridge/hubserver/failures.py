@@ -24,6 +24,7 @@ from ocibridge.hubserver.writes.commits import (
     StaleParent,
     UnknownContent,
 )
+from ocibridge.hubserver.writes.inlinebudget import InlineBusy
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -54,6 +55,8 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     (StagingFull, 507, None, "No room for the upload"),
     # another serve holds the writer lease (replicas/lease.py): the Hub's "try again later"
     (LeaseLost, 503, None, "This serve does not take writes now"),
+    # every commit's inline lines together at their budget (writes/inlinebudget.py): later
+    (InlineBusy, 503, None, "Too many inline files in flight"),
     (OcibridgeError, 502, None, "The registry did not answer as expected"),
 )
 
@@ -75,6 +78,6 @@ def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
         log.warning("%s: %s", where, error)
     if isinstance(error, RepoNotFound):  # the Hub's words, which huggingface_hub's own message holds
         return Failure(status, code, title, REPO_NOT_FOUND)
-    if isinstance(error, LeaseLost):
+    if isinstance(error, (LeaseLost, InlineBusy)):
         return Failure(status, code, title, str(error), error.retry_after)
     return Failure(status, code, title, str(error))

@@ -23,7 +23,7 @@ import hashlib
 import re
 import threading
 import unicodedata
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -151,9 +151,11 @@ def clean_path(path: object, what: str = "path") -> str:
     return clean
 
 
-async def lines(chunks: AsyncIterator[bytes], most: int = LINE_MAX) -> AsyncIterator[bytes]:
+async def lines(chunks: AsyncIterator[bytes], most: int = LINE_MAX,
+                held: Callable[[int], Awaitable[None]] | None = None) -> AsyncIterator[bytes]:
     """The lines of an NDJSON body as its ``chunks`` come, each at most ``most`` bytes
-    (:class:`BadCommit` past it: the rest of the body is never read)."""
+    (:class:`BadCommit` past it: the rest of the body is never read). ``held`` is told how many
+    bytes of a line are held before the next chunk is read (:mod:`.inlinebudget` waits there)."""
     pending = bytearray()  # no newline in it between chunks: each chunk's bytes are searched once
     async for chunk in chunks:
         searched = len(pending)
@@ -165,6 +167,8 @@ async def lines(chunks: AsyncIterator[bytes], most: int = LINE_MAX) -> AsyncIter
         del pending[:start]
         if len(pending) > most:
             raise BadCommit(f"a line of the commit payload is longer than {most} bytes")
+        if held is not None:
+            await held(len(pending))
     if pending:
         yield bytes(pending)
 
