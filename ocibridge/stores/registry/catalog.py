@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urljoin
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.client import RegistryClient
 
@@ -32,7 +33,7 @@ def list_catalog(client: RegistryClient, prefix: str = "", *, max_pages: int = M
         if response.status_code != 200:
             raise client.error(response, "catalog (listing repositories)")
         try:
-            names = response.json().get("repositories") or []
+            names = boundedjson.loads(response.content).get("repositories") or []
             if not isinstance(names, list):
                 raise ValueError("repositories is not a list")
         except (ValueError, AttributeError) as e:
