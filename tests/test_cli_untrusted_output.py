@@ -44,7 +44,9 @@ def test_json_nested_100000_deep_is_one_line(tmp_path: Path, command: str) -> No
     args = [command, ref] + ([str(tmp_path / "out")] if command == "pull" else [])
     code, out, err = run(*args)
     assert code == 1 and out == ""
-    assert err.splitlines() == ["ocibridge: error: input nested too deeply to read (JSON, TOML or a manifest graph)"]
+    # refused before the parser recurses (core/boundedjson.py), naming the limit
+    assert err.splitlines() == [
+        "ocibridge: error: manifest is not valid JSON: JSON nested deeper than 64 levels, refused"]
     assert not (tmp_path / "out").exists()
 
 

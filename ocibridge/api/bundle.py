@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ocibridge.api.copy import TransferOptions, verified_digest
+from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import write_sliced
 from ocibridge.core.records import FieldsAsDict
 from ocibridge.core.texts import one_or_many
@@ -256,7 +257,7 @@ def _unpack(tar: tarfile.TarFile, member: tarfile.TarInfo, root: Path, bundle: P
 
 def _entries(listing: Path, bundle: Path) -> list[BundleEntry]:
     try:
-        doc = json.loads(listing.read_bytes())
+        doc = boundedjson.loads(listing.read_bytes())
         if doc.get("version") != BUNDLE_VERSION:
             raise ValueError(f"version {doc.get('version')!r}, this ocibridge reads {BUNDLE_VERSION}")
         entries = [BundleEntry(str(m["reference"]), str(m["tag"]), str(m["digest"])) for m in doc["models"]]

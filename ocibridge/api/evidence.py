@@ -12,7 +12,6 @@ for evidence or a signature: ``ocibridge copy`` loads none of it otherwise."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
+from ocibridge.core import boundedjson
 from ocibridge.errors import UsageError
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, RegistryReference
@@ -79,7 +79,7 @@ def sbom(reference: str | Locator, *, timestamp: str | None = None,
     target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
     subject = target.store.resolve(target.reference)
     bom = model_bom(target.store, subject, repository=repository_of(located), timestamp=timestamp)
-    return EvidenceDocument(text_of(located), subject.digest, "sbom", json.loads(bom))
+    return EvidenceDocument(text_of(located), subject.digest, "sbom", boundedjson.loads(bom))
 
 
 @closes_its_stores
@@ -140,7 +140,7 @@ def read_provenance(path: str) -> dict[str, Any]:
 
     data = read_small_file(path, MAX_SMALL_INPUT, "provenance", UsageError)
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
     except ValueError:
         raise UsageError(f"{path}: not JSON") from None
     if isinstance(doc, dict) and isinstance(doc.get("predicate"), dict):

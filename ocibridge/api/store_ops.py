@@ -8,7 +8,6 @@ oras ``tag``/``manifest delete``/``resolve``/``attach``/``discover`` for any sto
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from ocibridge.api.model_ops import TransferOptions
+from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.core.texts import one_or_many
@@ -209,7 +209,7 @@ def _other_family(store: Store, entry: Descriptor, data: bytes, node: Manifest) 
 
 def _config_name_created(store: Store, config: Descriptor, created: str | None) -> tuple[str | None, str | None]:
     try:
-        data = json.loads(store.fetch_bytes(config))
+        data = boundedjson.loads(store.fetch_bytes(config))
     except (OcibridgeError, ValueError):
         return None, created
     descriptor = data.get("descriptor") if isinstance(data, dict) else None

@@ -14,7 +14,6 @@ it exclusive.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -36,6 +35,7 @@ from ocibridge.cache.records import (
 from ocibridge.cache.records import model_cache_root as model_cache_root  # where the cache is, named here too
 from ocibridge.cache.source import CacheSource, NeverFetched
 from ocibridge.chunks.delta import DeltaResult
+from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.core.pathfilter import PathFilter
 from ocibridge.core.smallfile import read_small
@@ -101,7 +101,7 @@ class ModelCache:
         path = self.blobs.blob_path(found.group(0))
         try:
             data = read_small(path, MAX_MANIFEST_BYTES, "cached manifest")
-            media_type = json.loads(data).get("mediaType")
+            media_type = boundedjson.loads(data).get("mediaType")
         except (OSError, ValueError, AttributeError, OcibridgeError):
             return None
         if not isinstance(media_type, str):

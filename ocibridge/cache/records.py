@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from ocibridge.core import boundedjson
 from ocibridge.core.environment import OFFLINE, cache_root, switched_on
 from ocibridge.core.smallfile import MAX_TINY_FILE, read_small
 
@@ -76,7 +77,7 @@ class RefRecord(NamedTuple):
 def read_record(root: Path, reference: str) -> RefRecord | None:
     """The record of ``reference``, None if there is none; ValueError if it is damaged."""
     try:
-        data = json.loads(read_small(ref_file(root, reference), MAX_TINY_FILE, "cache record"))
+        data = boundedjson.loads(read_small(ref_file(root, reference), MAX_TINY_FILE, "cache record"))
     except FileNotFoundError:
         return None
     try:

@@ -17,6 +17,7 @@ from typing import BinaryIO
 
 from ocibridge.chunks import hashes
 from ocibridge.chunks.hashes import ChunkHasher
+from ocibridge.core import boundedjson
 from ocibridge.errors import ChunkTableError, OcibridgeError
 from ocibridge.oci.digest import check_digest
 from ocibridge.oci.models import Descriptor
@@ -176,7 +177,7 @@ def parse_table(data: bytes) -> ChunkTable:
     """Read a table, refusing anything malformed: a wrong chunk count, a digest that is not
     64 hex digits or a hash this ocibridge does not know is an error, never a partly trusted table."""
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
         if not isinstance(doc, dict) or doc.get("mediaType") != TABLE_MEDIA_TYPE:
             raise ValueError(f"not a {TABLE_MEDIA_TYPE}")
         if doc.get("schemaVersion") != 1:

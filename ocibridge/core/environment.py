@@ -47,6 +47,8 @@ MOUNT_STDERR_FD = "OCIBRIDGE_MOUNT_STDERR_FD"
 SERVE_LEASE_EXPIRY = "OCIBRIDGE_SERVE_LEASE_EXPIRY"
 SERVE_LEASE_RENEW = "OCIBRIDGE_SERVE_LEASE_RENEW"
 SERVE_LEASE_SETTLE = "OCIBRIDGE_SERVE_LEASE_SETTLE"
+#: bytes of inline commit lines serve holds at once, over every commit (hubserver/writes/inlinebudget.py)
+SERVE_INLINE_BUDGET = "OCIBRIDGE_SERVE_INLINE_BUDGET"
 
 #: Every variable and its default (the numbers themselves live beside the code they bound).
 VARIABLES = (
@@ -73,6 +75,7 @@ VARIABLES = (
     Variable(SERVE_LEASE_EXPIRY, "30 (seconds; at most 60)"),
     Variable(SERVE_LEASE_RENEW, "10 (seconds; at most a third of the expiry)"),
     Variable(SERVE_LEASE_SETTLE, "1 (seconds; at most half the renewal)"),
+    Variable(SERVE_INLINE_BUDGET, "268435456 (256 MiB)"),
 )
 
 

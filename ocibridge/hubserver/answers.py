@@ -11,6 +11,8 @@ import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from ocibridge.core import boundedjson
+
 _T = TypeVar("_T")
 
 
@@ -97,11 +99,11 @@ NOT_JSON = object()
 
 
 async def json_body(request: Request) -> Any:
-    """The request's JSON body, or :data:`NOT_JSON` (nested too deep for the parser too: a
-    RecursionError is no ValueError, and would be a 500 with a traceback in serve's log)."""
+    """The request's JSON body, or :data:`NOT_JSON` (nested deeper than
+    :data:`.boundedjson.MAX_JSON_DEPTH` too, refused before the parser recurses into it)."""
     try:
-        return await request.json()
-    except (ValueError, RecursionError):
+        return boundedjson.loads(await request.body(), "the body")
+    except ValueError:
         return NOT_JSON
 
 

@@ -26,6 +26,7 @@ from ocibridge.hubserver.writes.commits import (
     StaleParent,
     UnknownContent,
 )
+from ocibridge.hubserver.writes.inlinebudget import InlineBusy
 
 log = logging.getLogger("ocibridge.hubserver")
 
@@ -60,6 +61,8 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     # a refs record not read (reading/refsrecord.py): whether the repository is private, gated or
     # deleted is not known, so nothing that needs it is answered (fail closed), "try again later"
     (RecordUnread, 503, None, "Serve cannot read this repository's settings now"),
+    # every commit's inline lines together at their budget (writes/inlinebudget.py): later
+    (InlineBusy, 503, None, "Too many inline files in flight"),
     (OcibridgeError, 502, None, "The registry did not answer as expected"),
 )
 
@@ -86,6 +89,6 @@ def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
         log.warning("%s: %s", where, error)
     if isinstance(error, RepoNotFound):  # the Hub's words, which huggingface_hub's own message holds
         return Failure(status, code, title, REPO_NOT_FOUND)
-    if isinstance(error, (LeaseLost, RecordUnread)):
+    if isinstance(error, (LeaseLost, RecordUnread, InlineBusy)):
         return Failure(status, code, title, str(error), error.retry_after)
     return Failure(status, code, title, str(error))

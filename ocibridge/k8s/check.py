@@ -7,10 +7,10 @@ exact tree at the mount path and every reason it would not mount, in one line ea
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.core.confined import MAX_LINK_HOPS
 from ocibridge.errors import OcibridgeError
 from ocibridge.k8s.runtime import (
@@ -244,7 +244,7 @@ def _executable(layer: Descriptor) -> bool:
         raw = (layer.annotations or {}).get(family.metadata_key)
         if raw:
             try:
-                meta = json.loads(raw)
+                meta = boundedjson.loads(raw)
                 return bool(int(meta.get("mode", 0)) & 0o111) and int(meta.get("typeflag", 48)) in (0, 48)
             except (ValueError, TypeError, AttributeError):
                 return False
@@ -310,7 +310,7 @@ def _image(
 def _image_config(store: Store, manifest: Manifest, result: CheckResult) -> ImageConfig | None:
     """The config read as an image config, whatever its media type says (as containerd does)."""
     try:
-        return ImageConfig.model_validate(json.loads(store.fetch_bytes(manifest.config)))
+        return ImageConfig.model_validate(boundedjson.loads(store.fetch_bytes(manifest.config)))
     except (ValueError, OcibridgeError) as e:
         result.reasons.append(f"image config is unreadable: {str(e).splitlines()[0]}")
         return None

@@ -9,13 +9,13 @@ to its end through the store's verifying reader, then DIR appears at once.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import TEMP_PREFIX
 from ocibridge.errors import OcibridgeError
 from ocibridge.k8s.check import CRIO_BLOB_MODE, check
@@ -93,7 +93,7 @@ def _artifact(store: Store, layers: list[Descriptor], tree: Tree, rv: RuntimeVer
 
 
 def _image(store: Store, sel: Selection, tree: Tree) -> None:
-    config = ImageConfig.model_validate(json.loads(store.fetch_bytes(sel.manifest.config)))
+    config = ImageConfig.model_validate(boundedjson.loads(store.fetch_bytes(sel.manifest.config)))
     for i, layer in enumerate(sel.manifest.layers):
         diff_id = apply_layer(store, layer, tree)
         if diff_id != config.rootfs.diff_ids[i]:

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.mediatypes import (
     DOCKER_CONFIG,
@@ -165,7 +166,7 @@ def parse_runtime_manifest(data: bytes, media_type: str | None = None) -> Manife
     """Parse as the runtimes do: a config descriptor without ``mediaType`` is read as having
     the empty one (containerd unpacks such an image; CRI-O 1.33 counts it as an image config)."""
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
     except ValueError:
         doc = None
     if isinstance(doc, dict) and isinstance(doc.get("config"), dict) and "mediaType" not in doc["config"]:

@@ -7,6 +7,7 @@ import json
 import posixpath
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import SourceError, TooLarge
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, Family, Variant
 from ocibridge.oci.models import Descriptor, Manifest
@@ -45,7 +46,7 @@ def layer_metadata(desc: Descriptor) -> tuple[str | None, int]:
         if raw:
             mode = 0o644
             with contextlib.suppress(ValueError, TypeError, AttributeError):
-                mode = 0o755 if int(json.loads(raw).get("mode", 0o644)) & 0o111 else 0o644
+                mode = 0o755 if int(boundedjson.loads(raw).get("mode", 0o644)) & 0o111 else 0o644
             return raw, mode
     return None, 0o644
 
@@ -71,7 +72,7 @@ def fetch_json(store: Store, desc: Descriptor, what: str) -> tuple[bytes, Any]:
         raise TooLarge(f"{what} {desc.digest} is too large ({desc.size} bytes)")
     data = store.fetch_bytes(desc)
     try:
-        return data, json.loads(data)
+        return data, boundedjson.loads(data)
     except ValueError as e:
         raise SourceError(f"{what} {desc.digest} is not valid JSON: {e}") from None
 

@@ -11,8 +11,7 @@ nothing is kept, and the converter reports what the target lost.
 
 from __future__ import annotations
 
-import json
-
+from ocibridge.core import boundedjson
 from ocibridge.kinds.neutral import ModelView, Written
 from ocibridge.oci.digest import sha256_bytes
 from ocibridge.oci.empty import is_empty_layer
@@ -110,7 +109,7 @@ def restore(view: ModelView, target: str, media_type: str) -> Written | None:
     theirs = sorted((layer.digest, layer.size) for layer in manifest.layers if not is_empty_layer(layer))
     if ours != theirs:
         return None
-    with_type = json.loads(data).get("mediaType") or media_type
+    with_type = boundedjson.loads(data).get("mediaType") or media_type
     return Written(
         manifest=data,
         media_type=with_type,

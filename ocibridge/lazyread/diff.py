@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.core.records import FieldsAsDict
 from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
 from ocibridge.lazyread.budget import OverBudget, ReadBudget
@@ -295,7 +295,7 @@ def _config(store: LazySource, desc: Descriptor, budget: ReadBudget | None, read
             budget.take(desc.size, f"config {desc.digest}")
         data = store.fetch_bytes(desc)
         read[0] += len(data)
-        return json.loads(data)
+        return boundedjson.loads(data)
     except (ValueError, UnicodeDecodeError, OverBudget):
         return None
 

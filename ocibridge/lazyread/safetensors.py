@@ -6,13 +6,13 @@ Format (huggingface/safetensors): an 8-byte little-endian header length N, N byt
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.blobreader import VerifiedBlob
 from ocibridge.lazyread.tensorfile import RangeReadable, TensorFile
@@ -65,7 +65,7 @@ def read_header(blob: RangeReadable, name: str = "file") -> tuple[dict[str, Any]
     if length > min(MAX_HEADER, blob.size - 8):
         raise SafetensorsError(f"{name}: header length {length} is past the file or over {MAX_HEADER}")
     try:
-        header = json.loads(blob.read(8, 8 + length))
+        header = boundedjson.loads(blob.read(8, 8 + length), "JSON")
         if not isinstance(header, dict):
             raise ValueError("not an object")
     except (ValueError, UnicodeDecodeError) as e:

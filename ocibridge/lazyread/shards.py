@@ -10,11 +10,11 @@ holds: the load checks each shard against it.
 from __future__ import annotations
 
 import fnmatch
-import json
 import posixpath
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import NotFound, OcibridgeError
 
 INDEX_SUFFIX = ".safetensors.index.json"
@@ -58,7 +58,7 @@ def choose(paths: Iterable[str], patterns: tuple[str, ...] | None,
 
 def _weight_map(index: str, data: bytes) -> dict[str, str]:
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
         weight_map = doc["weight_map"]
         if not isinstance(weight_map, dict) or not all(
                 isinstance(k, str) and isinstance(v, str) for k, v in weight_map.items()):

@@ -3,10 +3,10 @@ by the file's suffix. Validating that data is the job model's part (mirror/job.p
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
+from ocibridge.core import boundedjson
 from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
 from ocibridge.errors import OcibridgeError
 
@@ -24,7 +24,7 @@ def read_job_document(path: Path) -> object:
             raise OcibridgeError(f"{path}: invalid YAML: {' '.join(str(e).split())}") from None
     if suffix == ".json":
         try:
-            return json.loads(text)
+            return boundedjson.loads(text)
         except ValueError as e:
             raise OcibridgeError(f"{path}: invalid JSON: {e}") from None
     if sys.version_info >= (3, 11):

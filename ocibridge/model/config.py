@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, S
 from pydantic import ValidationError as PydanticValidationError
 from pydantic.json_schema import SkipJsonSchema
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import ValidationError
 
 _RFC3339 = re.compile(
@@ -133,7 +134,7 @@ class ModelPackConfig(_Strict):
 def parse_config(data: bytes | str | dict[str, Any]) -> ModelPackConfig:
     """Parse and validate a config; every violation named as ``field.path: rule``."""
     try:
-        doc = json.loads(data) if isinstance(data, (bytes, str)) else data
+        doc = boundedjson.loads(data) if isinstance(data, (bytes, str)) else data
     except ValueError as e:
         raise ValidationError([f"config is not valid JSON: {e}"]) from None
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.core.terminal import human_size as human_size  # its home since the copy's summary needs it alone
 from ocibridge.core.terminal import one_line
 from ocibridge.model.extract import fetch_manifest, layer_path
@@ -16,7 +17,7 @@ from ocibridge.stores.base import Store
 def inspect(store: Store, reference: str) -> dict[str, Any]:
     desc, manifest = fetch_manifest(store, reference)
     try:
-        config: Any = json.loads(store.fetch_bytes(manifest.config))
+        config: Any = boundedjson.loads(store.fetch_bytes(manifest.config))
     except ValueError:
         config = None
     layers = []

@@ -10,12 +10,12 @@ the field stays unknown and a note says why (issue 34).
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 import struct
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.core.terminal import one_line
 from ocibridge.model.package import ModelFile, ModelPackage
 
@@ -49,8 +49,8 @@ def note(message: str) -> None:
 def _loads(data: bytes, where: str) -> Any:
     """JSON, or None (with a note) when it is not JSON or nests too deep to read."""
     try:
-        return json.loads(data)
-    except RecursionError:
+        return boundedjson.loads(data)
+    except boundedjson.JsonTooDeep:
         note(f"{where}: nested too deeply; its metadata is unknown")
     except ValueError:
         pass

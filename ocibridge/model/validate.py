@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
+from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError, UnsafePath, ValidationError
 from ocibridge.layers.reader import uncompressed_digest
@@ -105,7 +105,7 @@ def _check_layer(i: int, layer: Descriptor, family: Family, reasons: list[str],
         warn.append(f"{where}.annotations: no {family.metadata_key}: the file mode is unknown (pulled as 0644)")
     else:
         try:
-            parsed = json.loads(meta)
+            parsed = boundedjson.loads(meta)
             missing = [k for k in METADATA_FIELDS if k not in parsed]
             if missing:
                 reasons.append(f"{where}.annotations.{family.metadata_key}: missing {', '.join(missing)}")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import json
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.cnaidraft import draft_layer_type
 from ocibridge.oci.mediatypes import ANNOTATION_TITLE, Family, LayerType, Variant, parse_layer_media_type
@@ -54,6 +54,6 @@ def layer_mode(desc: Descriptor) -> int:
         raw = annotations.get(family.metadata_key)
         if raw:
             with contextlib.suppress(ValueError, TypeError, AttributeError):
-                mode = int(json.loads(raw).get("mode", 0o644))
+                mode = int(boundedjson.loads(raw).get("mode", 0o644))
                 return 0o755 if mode & 0o111 else 0o644
     return 0o644

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import check_digest, sha256_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES, MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
@@ -128,7 +129,7 @@ class _Wire:
     @classmethod
     def model_validate_json(cls: type[_W], data: str | bytes) -> _W:
         try:
-            doc = json.loads(data)
+            doc = boundedjson.loads(data)
         except ValueError as e:
             raise WireError("", f"Invalid JSON: {e}") from None
         return cls.model_validate(doc)
@@ -323,7 +324,7 @@ class ImageConfig(_Wire):
 def parse_manifest_bytes(data: bytes, media_type: str | None = None) -> Manifest | Index:
     """Parse a manifest or index, by its declared media type or by its shape."""
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
     except ValueError as e:
         raise OcibridgeError(f"manifest is not valid JSON: {e}") from None
     if not isinstance(doc, dict):

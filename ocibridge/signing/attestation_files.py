@@ -10,12 +10,12 @@ model's files. All are read (and, with keys, verified) before the model's files 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import SignatureError, UsageError
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
@@ -91,7 +91,7 @@ def _hex12(desc: Descriptor) -> str:
 def _statement_type(data: bytes) -> str | None:
     """The predicate type of an in-toto statement; None for another document (a bare BOM)."""
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
     except ValueError:
         return None
     kind = doc.get("predicateType") if isinstance(doc, dict) else None

@@ -29,6 +29,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.oci.digest import split_digest
 from ocibridge.oci.models import Descriptor
@@ -251,7 +252,7 @@ def make_bom(facts: ModelFacts, *, timestamp: str | None = None) -> bytes:
         warnings.simplefilter("ignore")
         bom.register_dependency(model, list(model.components))
         text = JsonV1Dot6(bom).output_as_string()
-    doc = json.loads(text)
+    doc = boundedjson.loads(text)
     metadata = doc["metadata"]
     if timestamp is None:
         metadata.pop("timestamp", None)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core import boundedjson
 from ocibridge.core.terminal import one_line
 from ocibridge.errors import SignatureError
 from ocibridge.oci.digest import split_digest
@@ -121,7 +122,7 @@ class BundleContent:
 
 def parse_bundle(data: bytes) -> BundleContent:
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
         material = doc["verificationMaterial"]
         if not is_bundle_type(doc.get("mediaType")):
             raise SignatureError(f"not a sigstore bundle v0.3 (mediaType {doc.get('mediaType')!r})")
@@ -175,7 +176,7 @@ def statement_claims(payload: bytes, digest: str, predicate_type: str = SIGN_PRE
     """
     algorithm, hexpart = split_digest(digest)
     try:
-        doc = json.loads(payload)
+        doc = boundedjson.loads(payload)
         kind = doc["_type"]
         subjects = doc["subject"]
         predicate = doc.get("predicateType")

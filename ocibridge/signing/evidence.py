@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core import boundedjson
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import WritableStore
 
@@ -53,7 +54,7 @@ def attach_evidence(store: WritableStore, subject: Descriptor, options: Evidence
     items: list[tuple[str, str, str, dict[str, Any]]] = []
     if options.sbom:
         bom = model_bom(store, subject, repository=options.repository, timestamp=options.sbom_time)
-        items.append(("sbom", BOM_MEDIA_TYPE, BOM_PREDICATE_TYPE, json.loads(bom)))
+        items.append(("sbom", BOM_MEDIA_TYPE, BOM_PREDICATE_TYPE, boundedjson.loads(bom)))
     if options.provenance is not None:
         items.append(("provenance", PROVENANCE_MEDIA_TYPE, PROVENANCE_PREDICATE_TYPE, options.provenance))
     for kind, media_type, predicate_type, predicate in items:

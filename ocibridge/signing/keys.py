@@ -29,6 +29,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
+from ocibridge.core import boundedjson
 from ocibridge.core.limits import MAX_SMALL_INPUT, read_small_file
 from ocibridge.errors import SignatureError
 from ocibridge.signing import PASSWORD_ENV
@@ -106,7 +107,7 @@ def _load_cosign_key(pem: bytes, password: bytes, path: str | os.PathLike[str]) 
         raise SignatureError(f"{path}: cosign key files need PyNaCl (pip install 'ocibridge[signing]')") from None
     try:
         body = b"".join(line for line in pem.strip().splitlines() if not line.startswith(b"-----"))
-        doc = json.loads(base64.b64decode(body))
+        doc = boundedjson.loads(base64.b64decode(body))
         kdf, cipher = doc["kdf"], doc["cipher"]
         if kdf["name"] != "scrypt" or cipher["name"] != "nacl/secretbox":
             raise SignatureError(f"{path}: unknown cosign key encryption {kdf['name']}/{cipher['name']}")

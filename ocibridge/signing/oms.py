@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import SignatureError, UnsafePath
 from ocibridge.signing.bundle import STATEMENT_V1
@@ -162,7 +163,7 @@ class OmsStatement:
 def predicate_type_of(payload: bytes) -> object:
     """The statement's predicate type, or None when it is not a JSON object (checked later)."""
     try:
-        doc = json.loads(payload)
+        doc = boundedjson.loads(payload)
     except ValueError:
         return None
     return doc.get("predicateType") if isinstance(doc, dict) else None
@@ -173,7 +174,7 @@ def parse_oms(payload: bytes) -> OmsStatement:
     another predicate, an unknown method or hash, unsafe names, symlinks followed, a subject
     that is not the digest of the listed resources."""
     try:
-        doc = json.loads(payload)
+        doc = boundedjson.loads(payload)
         kind, subjects, predicate = doc["_type"], doc["subject"], doc["predicate"]
         serialization, resources = predicate["serialization"], predicate["resources"]
         method, hash_type = serialization["method"], serialization["hash_type"]

@@ -10,10 +10,10 @@ lists exactly the manifest's files (its key is the reader's to check, e.g. ``ver
 from __future__ import annotations
 
 import base64
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import atomic_write_bytes
 from ocibridge.errors import SignatureError
 from ocibridge.oci.models import Descriptor
@@ -66,7 +66,7 @@ def _statement(data: bytes, policy: VerifyPolicy | None) -> OmsStatement:
     if policy is not None:
         return verify_oms_signature(parse_bundle(data), policy, "referrer")[1]
     try:
-        payload = base64.b64decode(json.loads(data)["dsseEnvelope"]["payload"], validate=True)
+        payload = base64.b64decode(boundedjson.loads(data)["dsseEnvelope"]["payload"], validate=True)
     except (ValueError, KeyError, TypeError):
         raise SignatureError("malformed OMS bundle") from None
     return parse_oms(payload)

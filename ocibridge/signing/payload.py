@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import SignatureError
 
 SIMPLE_SIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
@@ -49,7 +50,7 @@ class SimpleSigning:
 def parse_simple_signing(data: bytes) -> SimpleSigning:
     """Read a payload, refusing one that is not a cosign container image signature."""
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
         critical = doc["critical"]
         kind = critical["type"]
         digest = critical["image"]["docker-manifest-digest"]

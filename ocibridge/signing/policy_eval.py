@@ -18,6 +18,7 @@ import hashlib
 import json
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import SignatureError
 from ocibridge.oci.digest import split_digest
 from ocibridge.oci.models import Descriptor
@@ -138,7 +139,7 @@ def _identity(requirement: Requirement, scope: Scope, signed: str, where: str) -
 
 def _subject_name(payload: bytes, digest: str) -> str:
     algorithm, hexpart = split_digest(digest)
-    for entry in json.loads(payload).get("subject") or []:
+    for entry in boundedjson.loads(payload).get("subject") or []:
         if isinstance(entry, dict) and (entry.get("digest") or {}).get(algorithm) == hexpart:
             name = entry.get("name")
             return name if isinstance(name, str) else ""
@@ -157,7 +158,7 @@ def _rekor_set_matches(annotation: str | None, rekor: Keys, key: keys.PublicKey,
     if not annotation:
         return False
     try:
-        bundle = json.loads(annotation)
+        bundle = boundedjson.loads(annotation)
         set_signature = base64.b64decode(bundle["SignedEntryTimestamp"], validate=True)
         entry: dict[str, Any] = bundle["Payload"]
         if set(entry) != {"body", "integratedTime", "logIndex", "logID"}:
@@ -165,7 +166,7 @@ def _rekor_set_matches(annotation: str | None, rekor: Keys, key: keys.PublicKey,
         canonical = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
         if not any(keys.verifies(k, set_signature, canonical) for _, k in rekor):
             return False
-        body = json.loads(base64.b64decode(entry["body"], validate=True))
+        body = boundedjson.loads(base64.b64decode(entry["body"], validate=True))
         if body.get("kind") != "hashedrekord" or body.get("apiVersion") != "0.0.1":
             return False
         spec = body["spec"]

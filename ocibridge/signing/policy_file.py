@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ocibridge.core import environment
+from ocibridge.core import boundedjson, environment
 from ocibridge.core.hosts import OddHost
 from ocibridge.core.smallfile import read_small
 from ocibridge.errors import InvalidReference, TooLarge
@@ -87,7 +87,7 @@ def parse_policy(data: bytes, path: Path) -> ContainersPolicy:
     scopes are read in canonical form (:func:`canonical_scope`), so two spellings of one scope
     are a key given twice too: stricter than containers/image, which compares them as text."""
     try:
-        doc = json.loads(data, object_pairs_hook=_unique_keys)
+        doc = boundedjson.loads(data, object_pairs_hook=_unique_keys)
     except _DuplicateKey as e:
         raise PolicyFileError(f"policy file {path}: {json.dumps(e.key)} is given twice "
                               "(refused, as containers/image refuses a duplicate key)") from None

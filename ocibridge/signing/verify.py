@@ -12,11 +12,11 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError, SignatureError
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing import keys
@@ -256,7 +256,7 @@ def _predicate_of(data: bytes) -> str | None:
     """The predicate type a bundle's (not yet verified) DSSE payload names; None for a message
     signature or a bundle that does not parse (verifying it says what is wrong)."""
     try:
-        envelope = json.loads(data).get("dsseEnvelope")
+        envelope = boundedjson.loads(data).get("dsseEnvelope")
         payload = base64.b64decode(envelope["payload"], validate=True)
     except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
         return None

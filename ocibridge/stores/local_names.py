@@ -15,9 +15,9 @@ Cheap to import: the standard library and what :mod:`ocibridge.stores.layout` im
 
 from __future__ import annotations
 
-import json
 import re
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, OcibridgeError
 from ocibridge.oci.mediatypes import ANNOTATION_REF_NAME, family_of_artifact
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
@@ -98,7 +98,7 @@ def config_name(store: LayoutStore, entry: Descriptor) -> str | None:
         node = parse_manifest_bytes(store.fetch_bytes(entry), entry.mediaType)
         if not isinstance(node, Manifest) or family_of_artifact(node.artifactType, node.config.mediaType) is None:
             return None
-        data = json.loads(store.fetch_bytes(node.config))
+        data = boundedjson.loads(store.fetch_bytes(node.config))
     except (OcibridgeError, ValueError):
         return None
     descriptor = data.get("descriptor") if isinstance(data, dict) else None

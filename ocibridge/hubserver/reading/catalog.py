@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import DigestMismatch, InvalidReference, NotFound, OcibridgeError, RegistryError
 from ocibridge.hubserver.reading.reborn import own_commit
 from ocibridge.hubserver.reading.refnames import HEADS, TAGS, aside_tag, held_by, registry_tag, split_revision
@@ -100,12 +101,11 @@ CONFIG_MAX = 4 * 1024 * 1024
 
 def config_of(store: Store, manifest: Manifest) -> dict[str, Any]:
     """The model's config document, ``{}`` when it is too large, unreadable or not JSON."""
-    import json
 
     if manifest.config.size > CONFIG_MAX:
         return {}
     try:
-        data = json.loads(store.fetch_bytes(manifest.config))
+        data = boundedjson.loads(store.fetch_bytes(manifest.config))
     except (OcibridgeError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}

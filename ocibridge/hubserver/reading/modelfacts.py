@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.files import HubFile, ModelFiles
 from ocibridge.model.cardmeta import split_front_matter
@@ -109,11 +110,11 @@ def _card(resolved: Resolved, data: bytes | None) -> dict[str, Any]:
 
 def _config(data: bytes | None) -> dict[str, Any]:
     """``architectures`` and ``model_type`` of the top config.json, when it says them."""
-    if data is None or _depth(data) > DEPTH_MAX:
+    if data is None:
         return {}
     try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError):
+        doc = boundedjson.loads(data, limit=DEPTH_MAX)
+    except ValueError:
         return {}
     if not isinstance(doc, dict):
         return {}
@@ -124,28 +125,6 @@ def _config(data: bytes | None) -> dict[str, Any]:
     if isinstance(doc.get("model_type"), str):
         config["model_type"] = doc["model_type"]
     return config
-
-
-def _depth(data: bytes) -> int:
-    """The deepest nesting of brackets in ``data`` outside strings (json.loads recurses per level)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in data:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
 
 
 def _tags(card: dict[str, Any], config: dict[str, Any], files: ModelFiles, library: str | None,

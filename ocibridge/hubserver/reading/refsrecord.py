@@ -31,6 +31,7 @@ import json
 import logging
 from dataclasses import dataclass
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.hubserver.reading.refrules import hub_ref_name, is_tag
 from ocibridge.hubserver.reading.sources import Repository, repo_parts
@@ -144,7 +145,7 @@ def _unread(repo: Repository, error: Exception) -> RecordUnread:
 
 def parsed(data: bytes) -> RefsRecord:
     """The record's layer, read: names that are tags a registry takes, not serve's own."""
-    doc = json.loads(data)
+    doc = boundedjson.loads(data)
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
 

@@ -15,6 +15,8 @@ import json
 import re
 from collections.abc import Mapping
 
+from ocibridge.core import boundedjson
+
 #: the manifest annotation that names a commit's regular files
 REGULAR = "io.ocibridge.commit.regular"
 _BLOB_ID = re.compile(r"[0-9a-f]{40}")
@@ -38,7 +40,7 @@ def recorded(annotations: Mapping[str, str] | None) -> dict[str, str]:
     if not isinstance(text, str):
         return {}
     try:
-        found = json.loads(text)
+        found = boundedjson.loads(text)
     except (ValueError, RecursionError):
         return {}
     if not isinstance(found, dict):

@@ -21,7 +21,6 @@ client raises its own errors.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,6 +29,7 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.access import grant_of, reads
 from ocibridge.hubserver.answers import ClosingStream, byte_range, error, in_thread, int_param, requested_repo
@@ -301,8 +301,8 @@ def expand_requested(content_type: str, body: bytes) -> bool:
     """Whether a paths-info body asks ``expand`` (huggingface_hub sends a form: ``expand=true``)."""
     if content_type.startswith("application/json"):
         try:
-            given = json.loads(body)
-        except (ValueError, RecursionError):
+            given = boundedjson.loads(body, "the body")
+        except ValueError:
             return False
         return isinstance(given, dict) and given.get("expand") in (True, "true", "1", 1)
     try:
@@ -327,8 +327,10 @@ def requested_paths(content_type: str, body: bytes) -> list[str] | str:
     too_many = f"a paths-info request lists at most {PATHS_MAX} paths"
     if content_type.startswith("application/json"):
         try:
-            given = json.loads(body)
-        except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+            given = boundedjson.loads(body, "the body")
+        except boundedjson.JsonTooDeep as e:
+            return str(e)
+        except ValueError:
             return "the body is not JSON"
         listed = given.get("paths", []) if isinstance(given, dict) else None
         if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):

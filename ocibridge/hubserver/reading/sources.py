@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
 from ocibridge.hubserver.reading.refrules import hub_ref_name
 from ocibridge.oci.bookkeeping import LEASE_REPO, SHORT_MIN
@@ -198,7 +199,7 @@ class RegistrySource(Source):
             if response.status_code != 200:
                 return None
             try:
-                names = response.json().get("repositories") or []
+                names = boundedjson.loads(response.content).get("repositories") or []
             except (ValueError, AttributeError):
                 return None
             for name in names:

@@ -39,6 +39,7 @@ import anyio.to_thread
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.access import Signer, require_upload_url
 from ocibridge.hubserver.answers import error, is_sha256, number
@@ -143,7 +144,7 @@ class Multipart:
             return place
         oid, size, chunk, repo_id, where = place
         try:
-            body = await request.json()
+            body = boundedjson.loads(await request.body(), "the body")
             parts = body["parts"]
             assert body["oid"] == oid and isinstance(parts, list)
         except (ValueError, KeyError, TypeError, AssertionError):

@@ -54,6 +54,7 @@ from urllib.parse import quote, unquote
 
 from ocibridge.chunks import hashes
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD, LayerChunks, chunk_count
+from ocibridge.core import boundedjson
 from ocibridge.core.environment import cache_root
 from ocibridge.core.fsutil import atomic_write_bytes, writev_all
 from ocibridge.errors import ChunkTableError, DigestMismatch, OcibridgeError
@@ -381,7 +382,7 @@ class Staging:
         if size is None:
             return None
         try:
-            doc = json.loads((self.tables / sha256).read_bytes())
+            doc = boundedjson.loads((self.tables / sha256).read_bytes())
             algorithm = hashes.check_name(doc.get("algorithm", hashes.SHA256))  # none: staged before BLAKE3
             table = LayerChunks(str(doc["digest"]), int(doc["size"]), tuple(str(c) for c in doc["chunks"]), algorithm)
         except (OSError, ValueError, KeyError, TypeError, ChunkTableError):

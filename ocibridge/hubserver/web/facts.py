@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.hubserver.reading.catalog import config_of as config_of  # the one reader of a config for serve
 from ocibridge.oci.mediatypes import parse_layer_media_type
@@ -113,10 +114,10 @@ def statement_of(store: Store, evidence: Evidence) -> dict[str, Any] | None:
         layer = node.layers[0]
         if layer.size > DOCUMENT_MAX:
             return None
-        doc = json.loads(store.fetch_bytes(layer))
+        doc = boundedjson.loads(store.fetch_bytes(layer))
         if evidence.signed and isinstance(doc, dict):
             payload = (doc.get("dsseEnvelope") or {}).get("payload")
-            doc = json.loads(base64.b64decode(payload)) if isinstance(payload, str) else None
+            doc = boundedjson.loads(base64.b64decode(payload)) if isinstance(payload, str) else None
     except (OcibridgeError, ValueError, RecursionError, TypeError, KeyError, AttributeError):
         return None
     return doc if isinstance(doc, dict) else None

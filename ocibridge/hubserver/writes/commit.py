@@ -31,6 +31,7 @@ from ocibridge.hubserver.reading.regular import REGULAR, annotation
 from ocibridge.hubserver.reading.sources import COMMIT, CREATED, RepoNotFound, commit_of, repo_parts
 from ocibridge.hubserver.uploads.staging import write_pieces
 from ocibridge.hubserver.writes import commits
+from ocibridge.hubserver.writes.inlinebudget import InlineBudget, InlineBusy, InlineHold, declared_length
 from ocibridge.hubserver.writes.mountable import admitted
 from ocibridge.hubserver.writes.publishing import Publishing, publish
 from ocibridge.hubserver.writes.repos import Repos
@@ -52,6 +53,7 @@ class CommitRoutes:
         self.repos = repos
         self.staging = repos.staging
         self.publishing = publishing
+        self.inline_budget = InlineBudget()  # every commit's inline lines held at once
 
     async def commit(self, request: Request) -> Response:
         repo_id = requested_repo(request)
@@ -84,11 +86,24 @@ class CommitRoutes:
         arrives, so a commit holds one line of its body at a time, not the body."""
         payload = commits.CommitRequest()
         number = 0
-        async for line in commits.lines(request.stream()):
-            number += 1
-            inline = commits.read_line(payload, number, line)
-            if inline is not None:
-                await in_thread(self._stage_bytes, repo_id, *inline, writer)
+        # its inline lines' bytes out of the budget every commit shares, taken once a line is large
+        hold = InlineHold(self.inline_budget, declared_length(request), commits.LINE_MAX)
+        chunks = request.stream()
+        try:
+            async for line in commits.lines(chunks, held=hold.pending):
+                number += 1
+                inline = commits.read_line(payload, number, line)
+                del line
+                if inline is not None:
+                    await in_thread(self._stage_bytes, repo_id, *inline, writer)
+                    del inline
+        except InlineBusy:
+            hold.close()
+            async for _ in chunks:  # the rest of the body, read and dropped: the client reads the 503
+                pass
+            raise
+        finally:
+            hold.close()
         return commits.checked(payload)
 
     def _stage_bytes(self, repo_id: str, inline: commits.Inline, content: bytes, writer: str) -> None:

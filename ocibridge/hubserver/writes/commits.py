@@ -20,13 +20,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import re
 import unicodedata
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import OcibridgeError, UnsafePath
 from ocibridge.hubserver.reading.regular import git_blob_id
@@ -150,9 +150,11 @@ def clean_path(path: object, what: str = "path") -> str:
     return clean
 
 
-async def lines(chunks: AsyncIterator[bytes], most: int = LINE_MAX) -> AsyncIterator[bytes]:
+async def lines(chunks: AsyncIterator[bytes], most: int = LINE_MAX,
+                held: Callable[[int], Awaitable[None]] | None = None) -> AsyncIterator[bytes]:
     """The lines of an NDJSON body as its ``chunks`` come, each at most ``most`` bytes
-    (:class:`BadCommit` past it: the rest of the body is never read)."""
+    (:class:`BadCommit` past it: the rest of the body is never read). ``held`` is told how many
+    bytes of a line are held before the next chunk is read (:mod:`.inlinebudget` waits there)."""
     pending = bytearray()  # no newline in it between chunks: each chunk's bytes are searched once
     async for chunk in chunks:
         searched = len(pending)
@@ -164,6 +166,8 @@ async def lines(chunks: AsyncIterator[bytes], most: int = LINE_MAX) -> AsyncIter
         del pending[:start]
         if len(pending) > most:
             raise BadCommit(f"a line of the commit payload is longer than {most} bytes")
+        if held is not None:
+            await held(len(pending))
     if pending:
         yield bytes(pending)
 
@@ -175,8 +179,10 @@ def read_line(request: CommitRequest, number: int, line: bytes) -> tuple[Inline,
     if not line.strip():
         return None
     try:
-        item = json.loads(line)
-    except (ValueError, RecursionError):  # RecursionError: nested too deep to parse
+        item = boundedjson.loads(line, f"commit payload line {number}")
+    except boundedjson.JsonTooDeep as e:
+        raise BadCommit(str(e)) from None
+    except ValueError:
         raise BadCommit(f"commit payload line {number}: not JSON") from None
     if not isinstance(item, dict) or not isinstance(item.get("value"), dict):
         raise BadCommit(f"commit payload line {number}: expected {{'key': ..., 'value': {{...}}}}")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import html
 import itertools
-import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.hubjson import hub_date
@@ -59,7 +59,7 @@ def read_manifest(store: ReadableStore, digest: str) -> dict[str, Any] | None:
         desc = store.resolve(digest)
         if desc.size > MANIFEST_MAX:
             return None
-        doc = json.loads(store.fetch_bytes(desc))
+        doc = boundedjson.loads(store.fetch_bytes(desc))
     except (NotFound, InvalidReference, OcibridgeError, ValueError, AttributeError):
         return None
     return doc if isinstance(doc, dict) else None

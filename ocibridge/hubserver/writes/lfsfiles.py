@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError
 from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, is_sha256, json_body, requested_repo
 from ocibridge.hubserver.audit import note
@@ -240,7 +241,7 @@ def _config_without(store: WritableStore, raw: Any, doomed: set[str]) -> dict[st
     from ocibridge.transfer.writer import Blob, write_blob
 
     config = Descriptor.model_validate(raw)
-    doc = json.loads(store.fetch_bytes(config))
+    doc = boundedjson.loads(store.fetch_bytes(config))
     data = json.dumps(_without(doc, doomed), separators=(",", ":")).encode()
     desc = Descriptor.for_bytes(config.mediaType, data)
     write_blob(store, Blob.of_bytes(desc, data))

@@ -9,10 +9,10 @@ config: the Kitfile with each element's ``digest`` and ``diffId``.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import SourceError
 from ocibridge.kinds.common import (
     compact_json,
@@ -132,7 +132,7 @@ def apply_kitfile_annotation(view: ModelView) -> None:
     if not text:
         return
     try:
-        kitfile = json.loads(text)
+        kitfile = boundedjson.loads(text)
     except ValueError:
         return
     if not isinstance(kitfile, dict):

@@ -7,12 +7,12 @@ is lost or refused. Known fields are checked as the vendor's JSON Schemas intend
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from pydantic import ValidationError as PydanticValidationError
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import SourceError
 
 MANIFEST_NAME = "manifest.json"
@@ -94,7 +94,7 @@ def _require(condition: bool, message: str) -> None:
 def parse_manifest(data: bytes) -> MlarchiveManifest:
     """Parse and check a manifest; every problem becomes one line naming the field."""
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise InvalidManifest(f"{MANIFEST_NAME}: not valid JSON: {e}") from None
     _require(isinstance(doc, dict), "must be a JSON object")

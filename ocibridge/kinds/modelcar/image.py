@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ocibridge.core import boundedjson
 from ocibridge.core.confined import check_links
 from ocibridge.core.fsutil import TEMP_PREFIX, is_root_entry, safe_relpath
 from ocibridge.core.streams import open_tar_stream
@@ -235,11 +236,11 @@ def image_config(store: Store, manifest: Manifest) -> dict[str, Any]:
     if manifest.config.size > MAX_MANIFEST_BYTES:
         raise TooLarge(f"image config {manifest.config.digest} is too large ({manifest.config.size} bytes)")
     try:
-        doc = json.loads(store.fetch_bytes(manifest.config))
+        doc = boundedjson.loads(store.fetch_bytes(manifest.config))
+    except boundedjson.JsonTooDeep as e:
+        raise SourceError(f"image config {manifest.config.digest} is nested too deeply to read ({e})") from None
     except ValueError as e:
         raise SourceError(f"image config {manifest.config.digest} is not valid JSON: {e}") from None
-    except RecursionError:
-        raise SourceError(f"image config {manifest.config.digest} is nested too deeply to read") from None
     if not isinstance(doc, dict):
         raise SourceError(f"image config {manifest.config.digest} is not a JSON object")
     return doc

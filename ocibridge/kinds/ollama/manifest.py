@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic import ValidationError as PydanticValidationError
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import SourceError
 from ocibridge.oci.digest import is_digest
 from ocibridge.oci.mediatypes import DOCKER_CONFIG, DOCKER_MANIFEST, OLLAMA_LAYER_PREFIX
@@ -78,7 +79,7 @@ class OllamaConfig(BaseModel):
 def _json_object(data: bytes, where: str) -> dict[str, Any]:
     """The JSON object ``data`` holds; anything else is one ``SourceError`` naming ``where``."""
     try:
-        doc = json.loads(data)
+        doc = boundedjson.loads(data)
     except ValueError as e:
         raise SourceError(f"{where} is not valid JSON: {e}") from None
     if not isinstance(doc, dict):

@@ -8,10 +8,10 @@ an export restore the exact manifest.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import NotFound, OcibridgeError, SourceError, TooLarge
 from ocibridge.kinds.ollama.manifest import (
     LayerType,
@@ -100,7 +100,7 @@ def _read_header(store: Store, layer: OllamaLayer) -> GGUFHeader:
 def _json_blob(store: Store, layer: OllamaLayer, what: str) -> Any:
     data = store.fetch_bytes(_descriptor(layer))
     try:
-        return json.loads(data)
+        return boundedjson.loads(data)
     except ValueError as e:
         raise SourceError(f"{what} {layer.digest} is not valid JSON: {e}") from None
 

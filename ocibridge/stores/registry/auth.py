@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from ocibridge.core import boundedjson
 from ocibridge.core.hosts import is_loopback
 from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.bodies import read_bounded
@@ -218,7 +219,7 @@ class Authenticator:
                 "UNAUTHORIZED" if response.status_code == 401 else None,
             )
         try:
-            body = response.json()
+            body = boundedjson.loads(response.content)
             value = body.get("token") or body.get("access_token")
             expires_in = float(body.get("expires_in") or DEFAULT_EXPIRES_IN)
         except (ValueError, AttributeError, TypeError):

@@ -6,6 +6,7 @@ origin only (nextpage.py), each capped by the bounded body reader of the client.
 
 from __future__ import annotations
 
+from ocibridge.core import boundedjson
 from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.client import RegistryClient
 from ocibridge.stores.registry.nextpage import next_page
@@ -29,7 +30,7 @@ def list_catalog(client: RegistryClient, prefix: str = "", *, max_pages: int = M
         if response.status_code != 200:
             raise client.error(response, "catalog (listing repositories)")
         try:
-            names = response.json().get("repositories") or []
+            names = boundedjson.loads(response.content).get("repositories") or []
             if not isinstance(names, list):
                 raise ValueError("repositories is not a list")
         except (ValueError, AttributeError) as e:

@@ -10,11 +10,11 @@ from the credential function it is given: it never reads a credential store itse
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping
 
 import httpx
 
+from ocibridge.core import boundedjson
 from ocibridge.core.environment import USER_AGENT as ENV_USER_AGENT
 from ocibridge.core.hosts import OddHost, canonical_host, is_loopback
 from ocibridge.errors import InvalidReference, RegistryError
@@ -245,7 +245,7 @@ def parse_error_body(response: httpx.Response) -> tuple[str | None, str]:
     except httpx.ResponseNotRead:
         return None, ""
     try:
-        errors = json.loads(body).get("errors") or []
+        errors = boundedjson.loads(body).get("errors") or []
         first = errors[0]
         return str(first.get("code") or "") or None, str(first.get("message") or "")
     except (ValueError, AttributeError, IndexError, TypeError):

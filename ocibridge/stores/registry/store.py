@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 import httpx
 
-from ocibridge.core import notices
+from ocibridge.core import boundedjson, notices
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.environment import MAX_TAGS as ENV_MAX_TAGS
 from ocibridge.core.httpheaders import header_int
@@ -340,7 +340,7 @@ class RegistryStore(ClosesOnExit):
             if response.status_code != 200:
                 raise self._fail(response)
             try:
-                page = response.json().get("tags") or []
+                page = boundedjson.loads(response.content).get("tags") or []
                 if not isinstance(page, list):
                     raise ValueError("'tags' is not a list")
             except (ValueError, AttributeError) as e:
