@@ -89,7 +89,9 @@ _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("transfer.results", ("AttachResult", "DiscoverResult", "InspectResult", "LoginResult", "ModelEntry",
                           "PruneResult", "PullResult", "PushResult", "ReferrerNode", "RemoveResult", "ResolveResult",
                           "TagResult", "ValidateResult")),
-    ("api.store_ops", ("attach", "delete", "discover", "list_models", "prune", "remove", "resolve", "tag")),
+    ("api.store_ops", ("attach", "discover", "list_models", "remove", "resolve", "tag")),
+    ("api.delete_ops", ("delete",)),
+    ("api.prune_ops", ("prune",)),
 )
 
 #: public name -> the module (under ocibridge) that defines it
@@ -255,6 +257,7 @@ if TYPE_CHECKING:
     from ocibridge.api.cache_ops import CachePruneResult, cache_dir, path, prune_cache
     from ocibridge.api.completion import CompletionScript, completion_script
     from ocibridge.api.convert import convert
+    from ocibridge.api.delete_ops import delete
     from ocibridge.api.evidence import AttestResult, EvidenceDocument, attest, provenance, sbom
     from ocibridge.api.k8s import (
         k8s_check,
@@ -315,6 +318,7 @@ if TYPE_CHECKING:
     from ocibridge.api.mount import Mounted, MountRequest, mount, serve_mount, unmount
     from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import PolicyVerdict, RequirementCheck, Verification, check_policy, verification
+    from ocibridge.api.prune_ops import prune
     from ocibridge.api.registry_check import check_registry
     from ocibridge.api.serve import ListenOptions, ServeOptions, create_app, serve
     from ocibridge.api.session import closing_opened_stores, enable_request_log
@@ -330,7 +334,7 @@ if TYPE_CHECKING:
         verify,
         verify_dir,
     )
-    from ocibridge.api.store_ops import attach, delete, discover, list_models, prune, remove, resolve, tag
+    from ocibridge.api.store_ops import attach, discover, list_models, remove, resolve, tag
     from ocibridge.api.texts import inspect_text
     from ocibridge.core.overwrite import OnExisting
     from ocibridge.errors import OcibridgeError

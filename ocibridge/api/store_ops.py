@@ -1,4 +1,5 @@
-"""Everyday store commands as API calls: list, rm, prune, tag, delete, resolve, attach, discover.
+"""Everyday store commands as API calls: list, rm, tag, resolve, attach, discover (delete is
+delete_ops.py's, prune prune_ops.py's).
 
 They follow the tools users know: modctl/ollama ``ls``/``rm``/``prune`` for the local store,
 oras ``tag``/``manifest delete``/``resolve``/``attach``/``discover`` for any store. A bare NAME
@@ -8,19 +9,17 @@ oras ``tag``/``manifest delete``/``resolve``/``attach``/``discover`` for any sto
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from ocibridge.api.model_ops import TransferOptions
 from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.core.graphbound import GraphBound
 from ocibridge.core.texts import one_or_many
-from ocibridge.errors import NotFound, OcibridgeError, UsageError
-from ocibridge.oci.bookkeeping import is_bookkeeping, referrer_of_tag, refuse_as_destination
+from ocibridge.errors import OcibridgeError, UsageError
+from ocibridge.oci.bookkeeping import is_bookkeeping, refuse_as_destination
 from ocibridge.oci.cnaidraft import ANNOTATION_PREFIX, is_draft
 from ocibridge.oci.digest import is_digest, sha256_file
 from ocibridge.oci.mediatypes import ANNOTATION_CREATED, ANNOTATION_REF_NAME, ANNOTATION_TITLE, OCI_EMPTY, OCI_MANIFEST
@@ -40,7 +39,7 @@ from ocibridge.places.targets import (
     open_store_target,
     rewrite_if_local,
 )
-from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
+from ocibridge.stores.base import Store
 from ocibridge.stores.layout import LAYOUT_FILE, LayoutStore
 from ocibridge.stores.local_names import (
     ATTACHED_TAG,
@@ -54,7 +53,6 @@ from ocibridge.transfer.results import (
     AttachResult,
     DiscoverResult,
     ModelEntry,
-    PruneResult,
     ReferrerNode,
     RemoveResult,
     ResolveResult,
@@ -64,16 +62,7 @@ from ocibridge.transfer.writer import Blob, retag, write_artifact
 
 #: where ``ls`` finds the name and date of an early CNAI draft artifact (it has no config)
 DRAFT_NAME, DRAFT_CREATED = ANNOTATION_PREFIX + "name", ANNOTATION_PREFIX + "created"
-#: prune leaves unreferenced blobs younger than this: they may belong to a push still running.
-DEFAULT_PRUNE_GRACE_SECONDS = 300.0
 EMPTY_JSON = b"{}"
-
-
-@runtime_checkable
-class DeletesManifests(Protocol):
-    """Stores that can remove a manifest (a layout's index entry, a registry's DELETE)."""
-
-    def delete_manifest(self, desc: Descriptor) -> None: ...
 
 
 def store_reference(ref: str | Locator | None, role: Role = Role.LOCAL) -> Locator:
@@ -98,11 +87,11 @@ def nearest_local_names(text: str) -> list[str]:
     return nearest_names(LayoutStore(default_store_path()), text)
 
 
-def _open(ref: str | Locator, transfer: TransferOptions | None) -> StoreTarget:
+def open_store(ref: str | Locator, transfer: TransferOptions | None) -> StoreTarget:
     return open_store_target(store_reference(ref), options=(transfer or TransferOptions()).registry_options())
 
 
-def _layout(ref: str | None) -> LayoutStore | None:
+def layout_store(ref: str | None) -> LayoutStore | None:
     """The layout ``ref`` names; None for a default store nothing was pushed to yet (listing
     or pruning it must not create it)."""
     parsed = store_reference(ref, Role.LAYOUT)
@@ -123,7 +112,7 @@ def list_models(layout: str | None = None, *, include_attached: bool = False) ->
     ``ollama list``/``modctl ls`` show models only; ``include_attached`` lists them as well,
     and the names ``ocibridge serve`` keeps for itself (``NAME:ocibridge-commit-<id>``, serve.md).
     """
-    store = _layout(layout)
+    store = layout_store(layout)
     if store is None:
         return []
     index = store.read_index()
@@ -223,7 +212,7 @@ def _config_name_created(store: Store, config: Descriptor, created: str | None) 
 def remove(ref: str | Locator) -> RemoveResult:
     """Take a model out of a layout (default store for a bare NAME): by tag, that tag; by digest,
     every entry of that manifest. Blobs stay until :func:`prune`."""
-    _rewrite_before(ref)  # the release before's names first: the name typed is found in its new form
+    rewrite_before(ref)  # the release before's names first: the name typed is found in its new form
     located = store_reference(ref, Role.LOCAL)  # once, here
     ref = text_of(located)
     target = open_store_target(located)
@@ -262,175 +251,6 @@ def _remove_orphaned_referrers(store: LayoutStore, subject: Descriptor) -> tuple
     return tuple(removed)
 
 
-@closes_its_stores
-def delete(ref: str | Locator, *, transfer: TransferOptions | None = None, force: bool = False,
-           dry_run: bool = False) -> RemoveResult:
-    """Delete a manifest from a registry or a layout (oras ``manifest delete``): a tag is
-    resolved to its digest first, and every tag naming that manifest goes with it, as does
-    every artifact referring to it (signature bundles, OMS signatures, chunk tables,
-    attestations, and theirs in turn: found through the referrers API or the fallback index
-    ``sha256-<hex>``) and the tags of its signatures and attachments (cosign's
-    ``sha256-<hex>.sig/.att/.sbom``, the fallback index's tag). When that is more than the tag
-    named, it is refused unless ``force``; ``dry_run`` lists what would go and deletes nothing.
-    Referrers go first, then the tags of attachments, then the manifest: a failure half-way
-    leaves the model, never a signature without its model."""
-    _rewrite_before(ref)  # the release before's names first: the name typed is found in its new form
-    located = store_reference(ref)  # once, here
-    ref = text_of(located)
-    target = _open(located, transfer)
-    store = target.store
-    if not isinstance(store, DeletesManifests):
-        raise UsageError(f"{ref}: this store cannot delete manifests")
-    desc = store.resolve(target.reference)
-    named = () if is_digest(target.reference) else (target.reference,)
-    referrers = _referrers_below(store, desc)
-    same, companions = _tags_going_with(store, desc, named, tuple(r.digest for r in referrers))
-    tags = (*named, *same, *companions)
-    tagged = _resolved(store, companions)
-    listed = tuple(dict.fromkeys([*(r.digest for r in referrers), *(d.digest for d in tagged)]))
-    if dry_run:
-        return RemoveResult(ref, desc.digest, tags, listed, dry_run=True)
-    if (len(tags) > len(named) or referrers) and not force:
-        others = ", ".join([*(t for t in tags if t not in named),
-                            *([f"{len(referrers)} referrer(s)"] if referrers else [])])
-        raise OcibridgeError(f"{ref}: deleting {desc.digest} also removes {others}; "
-                             "--force to delete them all, --dry-run to list")
-    removed: list[str] = []
-    for referrer in referrers:  # deepest first
-        if _delete_if_there(store, referrer):
-            removed.append(referrer.digest)
-    for companion in tagged:  # a cosign .sig, the fallback index (gone already if a registry cleans up)
-        if companion.digest not in removed and _delete_if_there(store, companion):
-            removed.append(companion.digest)
-    store.delete_manifest(desc)
-    return RemoveResult(ref, desc.digest, tags, tuple(removed))
-
-
-def _resolved(store: Store, tags: Sequence[str]) -> list[Descriptor]:
-    found = []
-    for tag in tags:
-        try:
-            found.append(store.resolve(tag))
-        except NotFound:
-            continue  # deleted meanwhile
-    return found
-
-
-def _delete_if_there(store: DeletesManifests, desc: Descriptor) -> bool:
-    try:
-        store.delete_manifest(desc)
-    except NotFound:
-        return False
-    return True
-
-
-def _referrers_below(store: Store, subject: Descriptor) -> list[Descriptor]:
-    """Every artifact referring to ``subject``, and to those in turn, deepest first, once each."""
-    bound = GraphBound(f"referrers of {subject.digest}")
-    order: list[tuple[int, Descriptor]] = []
-    seen = {subject.digest}
-    pending = [(subject, 0)]
-    while pending:
-        node, depth = pending.pop()
-        for referrer in store.referrers(node):
-            if referrer.digest in seen or not bound.enter(referrer.digest, depth + 1):
-                continue
-            seen.add(referrer.digest)
-            order.append((depth + 1, referrer))
-            pending.append((referrer, depth + 1))
-    return [d for _, d in sorted(order, key=lambda pair: -pair[0])]
-
-
-def _tags_going_with(store: Store, desc: Descriptor, named: tuple[str, ...],
-                     referrers: tuple[str, ...] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(other tags naming ``desc``, tags of its signatures and attachments and of its
-    ``referrers``' own), each sorted."""
-    same: list[str] = []
-    companions: list[str] = []
-    attached = {d.partition(":")[2] for d in (desc.digest, *referrers)}
-    for tag in store.tags():
-        if tag in named:
-            continue
-        match = ATTACHED_TAG.match(tag)
-        if match:
-            if match.group(1) in attached:
-                companions.append(tag)
-            continue
-        if referrer_of_tag(tag) is not None:
-            continue  # a referrer's own tag (oci/bookkeeping.py): it goes with the referrer, listed already
-        try:
-            if store.resolve(tag).digest == desc.digest:
-                same.append(tag)
-        except NotFound:
-            continue  # deleted meanwhile
-    return tuple(sorted(same)), tuple(sorted(companions))
-
-
-def prune(layout: str | None = None, *, dry_run: bool = False,
-          grace_seconds: float = DEFAULT_PRUNE_GRACE_SECONDS) -> PruneResult:
-    """Remove the blobs of a layout that no listed manifest uses (modctl ``prune``).
-
-    Blobs modified less than ``grace_seconds`` ago are kept: another process may be pushing
-    them and tag its artifact only at the end. The walk and the removal hold the index lock."""
-    store = _layout(layout)
-    if store is None:
-        return PruneResult((), 0, dry_run)
-    now = time.time()
-    removed: list[str] = []
-    total = 0
-    recent = 0
-    with store.locked():
-        candidates = store.unreferenced_blobs()
-        spared = _used_by_recent_manifests(candidates, now - grace_seconds)
-        for blob in candidates:
-            try:
-                st = blob.stat()
-            except FileNotFoundError:
-                continue
-            if now - st.st_mtime < grace_seconds or f"{blob.parent.name}:{blob.name}" in spared:
-                recent += 1
-                continue
-            if not dry_run:
-                try:
-                    blob.unlink()
-                except FileNotFoundError:
-                    continue
-            removed.append(f"{blob.parent.name}:{blob.name}")
-            total += st.st_size
-    return PruneResult(tuple(removed), total, dry_run, recent)
-
-
-def _used_by_recent_manifests(blobs: list[Path], since: float) -> set[str]:
-    """Digests named by unreferenced manifests written or found present since ``since``: a push
-    that found its manifest already here (a layout writer touches what it finds) tags it soon,
-    so the blobs it names are spared with it."""
-    spared: set[str] = set()
-    pending = [b for b in blobs if _mtime(b) >= since]
-    by_digest = {f"{b.parent.name}:{b.name}": b for b in blobs}
-    while pending:
-        blob = pending.pop()
-        try:
-            if blob.stat().st_size > MAX_MANIFEST_BYTES:
-                continue
-            node = parse_manifest_bytes(blob.read_bytes())
-        except (OSError, OcibridgeError, ValueError):
-            continue  # a layer or a config, not a manifest
-        children = node.manifests if isinstance(node, Index) else [node.config, *node.layers]
-        for child in children:
-            if child.digest not in spared:
-                spared.add(child.digest)
-                if child.digest in by_digest:
-                    pending.append(by_digest[child.digest])
-    return spared
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return 0.0
-
-
 # -- tag / resolve ------------------------------------------------------------------------------
 @closes_its_stores
 def tag(ref: str | Locator, tags: str | Sequence[str], *, transfer: TransferOptions | None = None) -> TagResult:
@@ -441,10 +261,10 @@ def tag(ref: str | Locator, tags: str | Sequence[str], *, transfer: TransferOpti
         raise UsageError("tag needs at least one new TAG")
     for new_tag in tags:
         refuse_as_destination(new_tag, new_tag)
-    _rewrite_before(ref)  # the release before's names first: the name typed is found in its new form
+    rewrite_before(ref)  # the release before's names first: the name typed is found in its new form
     located = store_reference(ref)  # once, here
     ref = text_of(located)
-    target = _open(located, transfer)
+    target = open_store(located, transfer)
     desc = target.store.resolve(target.reference)
     named = split_local_name(ref) if is_local_name(located) else None
     new = tuple(_local_tag(named, t) for t in tags) if named is not None else tuple(tags)
@@ -461,7 +281,7 @@ def _local_tag(source: tuple[str, str], new: str) -> str:
     return stored_name(*named)
 
 
-def _rewrite_before(ref: str | Locator) -> None:
+def rewrite_before(ref: str | Locator) -> None:
     """A command about to write names a local model: the store's names from the release before
     become ``NAME:TAG`` first, so the name typed is found by its new form."""
     if isinstance(ref, str) and split_local_name(ref) is not None and (default_store_path() / LAYOUT_FILE).is_file():
@@ -479,7 +299,7 @@ def resolve(ref: str | Locator, *, transfer: TransferOptions | None = None) -> R
     """The descriptor (digest, media type, size) a tag names (oras ``resolve``)."""
     located = store_reference(ref)  # once, here
     ref = text_of(located)
-    target = _open(located, transfer)
+    target = open_store(located, transfer)
     return ResolveResult(ref, target.store.resolve(target.reference))
 
 
@@ -498,9 +318,9 @@ def attach(
     if not artifact_type:
         raise UsageError("attach needs --artifact-type TYPE")
     if isinstance(subject_ref, str):
-        _rewrite_before(subject_ref)
+        rewrite_before(subject_ref)
     parsed = store_reference(subject_ref)  # once: opened, then named in the result
-    target = _open(parsed, transfer)
+    target = open_store(parsed, transfer)
     store = target.store
     subject = store.resolve(target.reference)
     config = Descriptor.for_bytes(OCI_EMPTY, EMPTY_JSON)
@@ -556,7 +376,7 @@ def discover(ref: str | Locator, *, artifact_type: str | None = None,
     command draws them (one more request per artifact found)."""
     located = store_reference(ref)  # once, here
     ref = text_of(located)
-    target = _open(located, transfer)
+    target = open_store(located, transfer)
     subject = target.store.resolve(target.reference)
     found = tuple(target.store.referrers(subject, artifact_type))
     nodes = tuple(ReferrerNode(desc, _referrer_nodes(target.store, desc, 0)) for desc in found) if tree else ()

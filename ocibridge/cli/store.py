@@ -1,5 +1,6 @@
 """The everyday store commands of the CLI: list/ls, rm, prune, tag, delete, resolve, attach,
-discover. Each parses its flags, calls :mod:`ocibridge.api.store_ops`, and prints text or ``--json``."""
+discover. Each parses its flags, calls :mod:`ocibridge.api.store_ops` (delete: ``delete_ops``,
+prune: ``prune_ops``), and prints text or ``--json``."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from ocibridge.core.terminal import human_size, one_line
 
 if TYPE_CHECKING:
     from ocibridge import ReferrerNode
-    from ocibridge.api import store_ops
+    from ocibridge.api import delete_ops, prune_ops, store_ops
 else:  # loaded on first use: --help must not load pydantic and httpx
     store_ops = LazyModule("ocibridge.api.store_ops")
+    delete_ops = LazyModule("ocibridge.api.delete_ops")
+    prune_ops = LazyModule("ocibridge.api.prune_ops")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -46,8 +49,8 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     if args.grace is None:
-        args.grace = store_ops.DEFAULT_PRUNE_GRACE_SECONDS
-    result = store_ops.prune(args.layout, dry_run=args.dry_run, grace_seconds=args.grace)
+        args.grace = prune_ops.DEFAULT_PRUNE_GRACE_SECONDS
+    result = prune_ops.prune(args.layout, dry_run=args.dry_run, grace_seconds=args.grace)
     verb = "would remove" if args.dry_run else "removed"
     text = f"{verb} {len(result.blobs)} unreferenced blobs ({human_size(result.bytes)})"
     if result.kept_recent:
@@ -65,7 +68,7 @@ def cmd_tag(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    result = store_ops.delete(args.ref, transfer=transfer_options(args), force=args.force, dry_run=args.dry_run)
+    result = delete_ops.delete(args.ref, transfer=transfer_options(args), force=args.force, dry_run=args.dry_run)
     verb = "would delete" if result.dry_run else "deleted"
     lines = [f"{verb} {result.digest} ({args.ref})", *(f"  tag {t}" for t in result.tags),
              *(f"  manifest {d}" for d in result.referrers)]  # referrers, and what attachment tags named
