@@ -122,6 +122,10 @@ def _public(repo_id: str) -> bool:
     return False
 
 
+def _kept(repo_id: str) -> bool:
+    return False
+
+
 def _hidden(repo_id: str) -> Exception:
     return Denied(404, f"{repo_id}: no such repository")
 
@@ -136,16 +140,18 @@ class Gate:
     not-found for that id, so that a hidden repository and a missing one look the same).
     ``private``: whether a repository is private (:mod:`.visibility`): only tokens whose private
     prefixes cover it read it; to every other one it is missing. ``gated``: a repository's gate
-    ("auto", "manual", "" for none): who may fetch its files (:meth:`may_fetch`)."""
+    ("auto", "manual", "" for none): who may fetch its files (:meth:`may_fetch`). ``deleted``:
+    whether a repository was deleted (what serve granted for it ends: :meth:`still_reads`)."""
 
     def __init__(self, lines: Sequence[str] = (), *, source: TokenFile | None = None,
                  missing: Callable[[str], Exception] = _hidden, private: Callable[[str], bool] = _public,
-                 gated: Callable[[str], str] = _ungated):
+                 gated: Callable[[str], str] = _ungated, deleted: Callable[[str], bool] = _kept):
         grants = parse_lines(lines)
         self.open = not grants and source is None
         self.missing = missing
         self.private = private
         self.gated = gated
+        self.deleted = deleted
         self.source = source
         self._session_key = secrets.token_bytes(32)  # a restart signs every page visitor out
         self._watch = threading.Lock()
@@ -155,6 +161,7 @@ class Gate:
         self.uploads = Signer([g.token.encode() for g in grants if not g.anonymous],
                               purpose=b"ocibridge-upload-url", served=[g.token.encode() for g in grants if g.write])
         self.xet.fresh = self.uploads.fresh = self._fresh
+        self._named: tuple[object, bytes | None, dict[str, Grant]] = (None, None, {})  # :meth:`granted_to`
         self._lines = self._made(grants)
 
     def _made(self, grants: Sequence[Grant]) -> _Lines:
@@ -250,21 +257,23 @@ class Gate:
         either gate the list is the tokens whose write or private prefixes cover the repository
         (as huggingface_hub's own tests expect: an "auto" gate refuses a user who asked nothing).
         Anonymous readers (the anonymous line, or a server without a token file) get none."""
-        grant = grant_of(request)
-        if self._gate_admits(grant, repo_id):
-            return
-        if grant is None:
-            raise Denied(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
-                         "authenticated to access it. Please log in.", code="GatedRepo")
-        raise Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
-                     "On this server the list is the tokens whose write or private prefixes cover it "
-                     "(serve's --token-file): ask its operator", code="GatedRepo")
+        refused = self._gate_refuses(grant_of(request), repo_id)
+        if refused is not None:
+            raise refused
 
-    def _gate_admits(self, grant: Grant | None, repo_id: str) -> bool:
-        """Whether ``repo_id`` has no gate, or ``grant`` is on its authorized list (:meth:`may_fetch`)."""
+    def _gate_refuses(self, grant: Grant | None, repo_id: str) -> Denied | None:
+        """Why ``grant`` (None: an anonymous reader) may not fetch the files of ``repo_id``'s gate
+        (:meth:`may_fetch`), None when it may or there is no gate."""
         if not self.gated(repo_id):
-            return True
-        return grant is not None and (grant.may_write(repo_id) or grant.may_read_private(repo_id))
+            return None
+        if grant is None:
+            return Denied(401, f"Access to model {repo_id} is restricted. You must have access to it and be "
+                          "authenticated to access it. Please log in.", code="GatedRepo")
+        if not (grant.may_write(repo_id) or grant.may_read_private(repo_id)):
+            return Denied(403, f"Access to model {repo_id} is restricted and you are not in the authorized list. "
+                          "On this server the list is the tokens whose write or private prefixes cover it "
+                          "(serve's --token-file): ask its operator", code="GatedRepo")
+        return None
 
     def may_take(self, grant: Grant | None, repo_id: str) -> bool:
         """Whether the holder of ``grant`` (None: a request without a token) may have the bytes of
@@ -276,8 +285,41 @@ class Gate:
         if grant is None:
             anonymous = self._fresh().anonymous
             reader = _everyone if self.open else None if anonymous is None else self.reader(anonymous)
-            return reader is not None and reader(repo_id) and self._gate_admits(None, repo_id)
-        return self.reader(grant)(repo_id) and self._gate_admits(grant, repo_id)
+            return reader is not None and reader(repo_id) and self._gate_refuses(None, repo_id) is None
+        return self.reader(grant)(repo_id) and self._gate_refuses(grant, repo_id) is None
+
+    def still_reads(self, client: str, repo_id: str) -> None:
+        """Raise unless the client a Xet token or xorb URL names may still fetch ``repo_id``'s
+        files, asked at each use and not only when granted: the repository is not deleted, the
+        client's token is still served and reads it as it is now (:meth:`reader`: a private
+        repository needs a private prefix) and is on its gate's list (:meth:`may_fetch`): the rule
+        :meth:`may_take` asks, for the client a grant names. The record is :mod:`.reading.states`',
+        read again every few seconds on every replica, so a change of access ends what was
+        granted within that bound, not the grant's hour."""
+        if self.deleted(repo_id):
+            raise self.missing(repo_id)
+        grant = None
+        if not self.open:
+            grant = self.granted_to(client)
+            if grant is None:
+                raise Denied(401, "the token this was granted to is no longer served: ask for a new Xet token")
+            if not self.reader(grant)(repo_id):
+                raise self.missing(repo_id)
+        refused = self._gate_refuses(None if grant is None or grant.anonymous else grant, repo_id)
+        if refused is not None:
+            raise refused
+
+    def granted_to(self, client: str) -> Grant | None:
+        """The grant (the anonymous line's for requests without a token) whose token the client
+        name of a Xet grant is (:meth:`.Signer.client_of`), None for no served token; the names
+        are made once per token file and key, not per request."""
+        lines = self._fresh()
+        seen, key, named = self._named
+        if seen is not lines or key != self.xet.key:
+            every = (*lines.grants, *((lines.anonymous,) if lines.anonymous is not None else ()))
+            named = {name: g for g in every for name in self.xet.names_of(g.token)}
+            self._named = (lines, self.xet.key, named)
+        return named.get(client)
 
     def _writer(self, request: Request, repo_id: str | None) -> Grant:
         given = bearer(request)

@@ -114,10 +114,10 @@ class ServeApp:
         self.settings = settings
         watched = TokenFile(settings.token_file) if settings.token_file else None  # re-read when it changes
         self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing,  # TOKEN ... (access.py)
-                         private=catalog.states.private, gated=catalog.states.gated)
+                         private=catalog.states.private, gated=catalog.states.gated, deleted=catalog.states.deleted)
         self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
-                             public_url=settings.public_url)
+                             public_url=settings.public_url, still_reads=self.gate.still_reads)
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit
         self.metrics = Metrics(self.staging.used, lambda: blobs.hits, lambda: blobs.fetched)  # GET /metrics
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share

@@ -85,6 +85,14 @@ class Signer:
             return ""
         return _mac(names, f"client {token}")[:16]
 
+    def names_of(self, token: str) -> frozenset[str]:
+        """Every name ``token`` is given in what a live key signed (:meth:`client_of`'s under the
+        current name key and each earlier one still good): whose grant a client name is."""
+        _, names, old, _ = self._state
+        now = self.clock()
+        keys = [n for n in (names, *(n for _, n, until in old if until > now)) if n is not None]
+        return frozenset(_mac(n, f"client {token}")[:16] for n in keys)
+
     def expiry(self) -> int:
         """When what is granted now expires (Unix seconds)."""
         return int(self.clock()) + TOKEN_LIFE

@@ -25,8 +25,8 @@ from ocibridge.stores.ranged import RangedBlobSource
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
 
-#: seconds a commit resolved for Xet requests is reused (a commit names one manifest; this bounds
-#: how long a deleted one or a changed policy takes to be seen; one file is many requests)
+#: seconds a commit resolved for Xet requests is reused (a commit names one manifest; one file is
+#: many requests); who may still read it is asked apart, at each request (:meth:`.Gate.still_reads`)
 PINNED_FOR = 60
 #: seconds a xorb request waits for its first verified bytes before a 503
 FIRST_BYTE_WAIT = 120.0
@@ -40,13 +40,16 @@ class XetRoutes:
     """The Xet side of serve, over the app's resolver, blobs and chunk tables."""
 
     def __init__(self, resolve: Resolver, blobs: Blobs, ranges: ChunkRanges | None, *,
-                 signer: Signer, xet_min: int | None, public_url: str | None):
+                 signer: Signer, xet_min: int | None, public_url: str | None,
+                 still_reads: Callable[[str, str], None] = lambda client, repo_id: None):
         self.resolve = resolve
         self.blobs = blobs
         self.ranges = ranges
         self.xet_min = xet_min
         self.public_url = public_url.rstrip("/") if public_url else None
         self.grants = signer  # Xet access tokens and xorb URLs (:class:`.access.Gate`'s)
+        # whether the client a grant names still reads the repository as it is now (:meth:`.Gate.still_reads`)
+        self.still_reads = still_reads
         self._pieces: Shares | None = None  # made on the server's loop
 
     async def run(self, call: Callable[..., _T], *args: Any) -> _T:
@@ -132,6 +135,7 @@ class XetRoutes:
         params = request.path_params
         repo_id, commit, name = requested_repo(request), params["commit"], params["file_id"]
         client = require_token(self.grants, request, f"{repo_id}@{commit}", "access")
+        await self.run(self.still_reads, client, repo_id)  # not only when granted: private, gated, deleted
         resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
         f = next((f for f in files.files.values() if self.name_in(resolved, f) == name), None)
         if f is None:
@@ -157,6 +161,7 @@ class XetRoutes:
                                 "the xorb URL is not signed, or its signature expired")
         params = request.path_params
         repo_id, commit = requested_repo(request), params["commit"]
+        await self.run(self.still_reads, client, repo_id)  # the repository the URL was granted through, now
         sha256, size, k = params["sha256"], params["size"], params["k"]
         resolved, files = await self.resolve(repo_id, commit, reuse_for=PINNED_FOR)
         # the same bytes may be a regular file too (never in Xet) under another path: the one in git-lfs
