@@ -262,7 +262,10 @@ def test_small_files_pack_in_linear_time_and_memory_independent_of_content(tmp_p
     cpu = {}
     for count in (1000, 4000):
         src = _small_files(tmp_path / f"n{count}", count, 100)
-        start = time.process_time()
-        _pack(src, tmp_path / f"t{count}")
-        cpu[count] = time.process_time() - start
+        taken = []
+        for attempt in range(2):  # the best of two: a busy machine's cache misses count as CPU time too
+            start = time.process_time()
+            _pack(src, tmp_path / f"t{count}-{attempt}")
+            taken.append(time.process_time() - start)
+        cpu[count] = min(taken)
     assert cpu[4000] < 7 * cpu[1000], cpu  # 4x the files: ~4x the time (quadratic would be 16x)
