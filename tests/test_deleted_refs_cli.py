@@ -88,8 +88,12 @@ def test_mount_of_a_deleted_tag_refuses_and_mounts_nothing(deleted, tmp_path):
     where = tmp_path / "mnt"
     where.mkdir()
     ref = f"{deleted.host}/{deleted.repo}:dev"
-    done = run(["mount", ref, str(where), "--plain-http"], mount_env(tmp_path / "env"), check=False)
-    assert done.returncode == 1 and not is_mounted(where)
+    env = mount_env(tmp_path / "env")
+    done = run(["mount", ref, str(where), "--plain-http"], env, check=False)
+    mounted = is_mounted(where)
+    if mounted:  # (what it must not do: undone, then failed below)
+        run(["umount", str(where)], env)
+    assert done.returncode == 1 and not mounted
     assert done.stderr.strip().splitlines()[-1] == f"ocibridge: error: {ref} {DELETED}", done.stderr
 
 
