@@ -82,6 +82,8 @@ def test_a_moved_repository_names_where_it_went(deleted, tmp_path, capsys, monke
     assert one_error(capsys) == f"ocibridge: error: {ref} {DELETED}; the repository moved to alice/renamed"
     assert main(["cat", ref, "b.txt", "--plain-http"]) == 1
     assert one_error(capsys).endswith("; the repository moved to alice/renamed")
+    assert main(["inspect", ref, "--plain-http"]) == 1
+    assert one_error(capsys).endswith("; the repository moved to alice/renamed")
 
 
 def test_mount_of_a_deleted_tag_refuses_and_mounts_nothing(deleted, tmp_path):
