@@ -73,6 +73,9 @@ def test_pull_and_path_of_a_deleted_branch_or_tag_refuse_saying_so(deleted, tmp_
         assert one_error(capsys) == f"ocibridge: error: {ref} {DELETED}"
     assert main(["pull", f"{deleted.host}/{deleted.repo}:latest", str(tmp_path / "main"), "--plain-http"]) == 0
     assert (tmp_path / "main" / "a.txt").read_bytes() == b"a"  # the kept branch still pulls
+    typo = f"{deleted.host}/{deleted.repo}:de"
+    assert main(["pull", typo, str(tmp_path / "typo"), "--plain-http"]) == 1
+    assert one_error(capsys).endswith("its tags: latest")  # no deleted tag offered as the nearest
 
 
 def test_a_moved_repository_names_where_it_went(deleted, tmp_path, capsys, monkeypatch):
