@@ -185,7 +185,8 @@ def _directory(directory: str | os.PathLike[str]) -> Path:
     if not os.fspath(directory).strip():
         raise UsageError("an empty DIR (an unset shell variable?)")
     where = Path(directory)
-    if not where.exists() and not where.parent.exists():  # mount(8) refuses; a typo made no tree
+    # mount(8) refuses; a typo makes no tree (os.path: a dead mount's ENOTCONN is no answer here)
+    if not os.path.lexists(where) and not os.path.isdir(where.parent):
         raise OcibridgeError(f"mount point {where.absolute()} does not exist (nor does {where.parent.absolute()}: "
                              "only DIR itself is made)")
     return where
