@@ -73,7 +73,8 @@ def test_the_containers_command_line_mounts_the_model_and_sigterm_unmounts_it(pu
     ref, src = pushed
     assert main(["k8s", "mount-daemon", ref, "--plain-http"]) == 0
     container = yaml.safe_load_all(capsys.readouterr().out).__next__()["spec"]["template"]["spec"]["containers"][0]
-    models = tmp_path / "models"  # the host path, as the container sees it at /models
+    models = tmp_path / "models"  # the host path, as the container sees it at /models (its volume: there)
+    models.mkdir()
     args = [a.replace("/models/", f"{models}/") for a in container["args"]]
     env = mount_env(tmp_path / "env")
     child = subprocess.Popen([*OCIBRIDGE, *args], env=env, stderr=subprocess.PIPE, text=True)
@@ -99,3 +100,12 @@ def test_the_default_image_can_mount():
 
     text = (Path(__file__).resolve().parent.parent / "Containerfile").read_text()
     assert re.search(r"/src\[[a-z,]*mount[a-z,]*\]", text) and re.search(r"apt-get install .*\bfuse3\b", text)
+
+
+def test_a_loopback_registry_is_warned_about_as_k8s_volume_warns(capsys):
+    """On a node, 127.0.0.1 is the node itself: ``k8s volume`` and ``serve`` warn, so does this (issue 90)."""
+    assert main(["k8s", "mount-daemon", "127.0.0.1:5000/models/llama:v1", "reg.example/models/qwen:v1"]) == 0
+    out, err = capsys.readouterr()
+    assert "kind: DaemonSet" in out
+    warned = [line for line in err.splitlines() if "loopback name" in line]
+    assert len(warned) == 1 and "registry 127.0.0.1:5000 is a loopback name" in warned[0], err

@@ -17,6 +17,7 @@ import pytest
 import ocibridge.mirror.run as mirror_run
 from ocibridge.cli import main
 from ocibridge.mirror import load_job, run_job
+from ocibridge.mirror.summary import SHARED_WORDS
 from ocibridge.model.builder import build
 from ocibridge.oci.reference import parse_registry_reference
 from ocibridge.stores.layout import LayoutStore
@@ -176,12 +177,19 @@ def test_dry_run_counts_the_skip_rows_it_lists(tmp_path: Path, registry, registr
     for block in blocks:
         head, *rows = block.splitlines()
         actions = [row.split()[0] for row in rows if row.startswith("        ") and "sha256:" in row]
-        said = {what: int(n) for n, what in re.findall(r"(\d+) (blobs to send|to mount|already there|sent by "
+        said = {what: int(n) for n, what in re.findall(r"(\d+) (blobs to send|to mount|already there|shared with "
                                                        r"another artifact of this run)", head)}
         assert said["blobs to send"] == actions.count("send"), (head, rows)
-        assert said["already there"] + said.get("sent by another artifact of this run", 0) == \
+        assert said["already there"] + said.get("shared with another artifact of this run", 0) == \
             actions.count("skip"), (head, rows)
-    assert "sent by another artifact of this run" in done.stdout, done.stdout
+    assert SHARED_WORDS in done.stdout, done.stdout
+    planned = {row.split()[1] for row in done.stdout.splitlines() if row.strip().startswith(("send ", "skip "))}
+    # the real run: each shared blob sent once, by one of the two (not necessarily the one planned first)
+    real = subprocess.run([sys.executable, "-m", "ocibridge", "mirror", str(job), "--json"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert real.returncode == 0, real.stderr
+    sent = [d for a in json.loads(real.stdout)["artifacts"] for d in a["blobsSent"]]
+    assert sorted(sent) == sorted(planned), (sent, planned)
 
 
 def test_an_entry_that_copies_nothing_leaves_no_layout_behind(tmp_path: Path, capsys, registry, unique_repo) -> None:

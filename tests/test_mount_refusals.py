@@ -114,7 +114,7 @@ def test_mount_and_cat_refuse_what_pull_refuses_in_the_same_line(artifacts, tmp_
     pulled = run(["pull", ref, str(tmp_path / "pulled"), "-q"], env, check=False)
     said["pull"] = (pulled.returncode, pulled.stderr)
     assert not (tmp_path / "pulled").exists()
-    where = tmp_path / "mnt" / "deep"
+    where = tmp_path / "mnt"
     mounted = run(["mount", ref, str(where)], env, check=False)
     said["mount"] = (mounted.returncode, mounted.stderr)
     if is_mounted(where):  # (what the mount must not do: undone, then failed below)

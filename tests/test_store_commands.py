@@ -64,7 +64,7 @@ def test_list_rm_prune_on_the_default_store(tmp_path, store, capsys):
     assert listed[0]["created"] == "2025-01-02T03:04:05Z" and listed[0]["size"] > 400_000
     assert main(["list"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["NAME", "TAG", "SIZE", "CREATED", "FAMILY", "ATTACHED", "DIGEST"]
+    assert table[0].split() == ["NAME", "TAG", "TOTAL", "CREATED", "FAMILY", "ATTACHED", "DIGEST"]
     # the local store shows NAME and TAG as they are typed: alpha:latest (issue 32)
     assert table[1].split()[:2] == ["alpha", "latest"] and "2025-01-02T03:04:05Z" in table[1]
 

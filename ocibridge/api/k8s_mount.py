@@ -35,7 +35,9 @@ def k8s_mount_daemon(refs: Sequence[str], options: MountDaemonOptions = MountDae
     from ocibridge.errors import UsageError
     from ocibridge.k8s.mountdaemon import MountDaemon, header, model_of, objects
     from ocibridge.k8s.prewarm import check_selector
+    from ocibridge.oci.reference import RegistryReference
     from ocibridge.places.locate import Role, locate
+    from ocibridge.stores.registry.pull_secret import loopback_warnings
     from ocibridge.version import __version__
 
     if access.ca_file:
@@ -44,11 +46,13 @@ def k8s_mount_daemon(refs: Sequence[str], options: MountDaemonOptions = MountDae
         raise UsageError("k8s mount-daemon: create the registries' Secret with 'k8s serve --create-pull-secret' "
                          "or kubectl, and name it with --docker-config-secret")
     models = [model_of(ref) for ref in refs]
-    for model in models:  # a node mounts from a registry: a local name or a layout is refused here, not on the node
-        locate(model.ref, Role.REGISTRY)
+    # a node mounts from a registry: a local name or a layout is refused here, not on the node
+    located = [locate(model.ref, Role.REGISTRY) for model in models]
+    hosts = [where.registry for where in located if isinstance(where, RegistryReference)]
     d = MountDaemon(models=models, image=options.image or f"ocibridge:{__version__}",
                     name=options.name, namespace=options.namespace, host_path=options.host_path,
                     cache_host_path=options.cache_host_path, plain_http=access.plain_http, insecure=access.insecure,
                     docker_config_secret=access.docker_config_secret, image_pull_secrets=pull_secrets.names,
                     reader_image=options.reader_image, selector=check_selector(options.selector))
-    return KubernetesDocuments(tuple(objects(d)), header=header(d))
+    # a loopback name is the pod itself on a node, as for k8s volume and serve
+    return KubernetesDocuments(tuple(objects(d)), header=header(d), warnings=tuple(loopback_warnings(hosts)))

@@ -20,6 +20,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import RegistryReference
 from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.stores.base import close_store
+from ocibridge.stores.tombstones import refuse_tombstone
 
 if TYPE_CHECKING:
     from ocibridge.signing.verify import VerifyPolicy
@@ -139,6 +140,11 @@ def opened_model(ref: str | Locator, *, transfer: TransferOptions | None = None,
                 reader = KeptBlobs(store, checking=stall.heard)  # (hashing a cached blob is no stall)
         model = LazyModel(reader, reference, verify_referrer=_referrer_check(store, keys), warn=warn,
                           chunk_store=chunk_store, stall=stall)
+        try:  # a tag serve deleted names its tombstone: refused as that, not mounted as no files
+            refuse_tombstone(store, model.descriptor, text_of(parsed))
+        except BaseException:
+            model.close()
+            raise
         if keys is not None:  # as pull's --verify-key: the model itself must be signed, by the digest read
             from ocibridge.signing.coverage import Trusted, require_cover
             from ocibridge.signing.verify import verify_artifact

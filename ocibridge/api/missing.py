@@ -12,6 +12,7 @@ told the same way (issue 78): no such tag, the tags nearest it, and the reposito
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -77,6 +78,12 @@ def why_missing(ref: object, transfer: TransferOptions | None = None) -> str | N
     if tags:
         if located.digest is None and located.tag is not None and located.tag not in tags \
                 and not is_bookkeeping(located.tag):  # a commit id (@<hex>) says its own words
+            from ocibridge.stores.tombstones import without_tombstones
+
+            # a tag serve deleted is no tag to offer (one HEAD each, in a repository serve keeps only);
+            # one that cannot be asked is listed as it is: the refusal comes first
+            with contextlib.suppress(OcibridgeError):
+                tags = without_tombstones(store, tags)
             return no_such_tag(text_of(located), located.tag, tags)
         return None
     if not store.repository_unknown:

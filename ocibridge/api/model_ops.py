@@ -49,6 +49,7 @@ from ocibridge.places.targets import (
 )
 from ocibridge.signing.use import as_use_policy, refuse_before_opening
 from ocibridge.stores.base import Store
+from ocibridge.stores.tombstones import without_tombstones
 from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.progress_events import PushProgress
 from ocibridge.transfer.results import InspectResult, PullResult, PushResult, ValidateResult
@@ -493,11 +494,12 @@ def tags(ref: str | Locator, *, transfer: TransferOptions | None = None, bookkee
     ocibridge's own tags (``ocibridge-ref-<hex>`` beside every referrer, serve's
     ``ocibridge-commit-<id>`` and ``ocibridge-refs``: signing.md, serve.md) and cosign's beside a
     signed model (``sha256-<hex>``, ``.sig``, ``.att``, ``.sbom``) are left out unless ``bookkeeping``."""
-    names = _tags(ref, transfer)
+    names = _tags(ref, transfer, deleted=bookkeeping)
     return names if bookkeeping else [name for name in names if not is_hidden(name)]
 
 
-def _tags(ref: str | Locator, transfer: TransferOptions | None) -> list[str]:
+def _tags(ref: str | Locator, transfer: TransferOptions | None, *, deleted: bool = True) -> list[str]:
+    """The tags; without ``deleted``, less those serve deleted (they name its tombstone)."""
     from ocibridge.stores.layout import LayoutStore
     from ocibridge.stores.local_names import split_local_name, tags_of
 
@@ -514,7 +516,7 @@ def _tags(ref: str | Locator, transfer: TransferOptions | None) -> list[str]:
 
     if not names and isinstance(target.store, RegistryStore) and target.store.repository_unknown:
         raise NotFound(no_such_repository(text_of(located)))
-    return names
+    return names if deleted else without_tombstones(target.store, names)
 
 
 def _local_tags(ref: str | Locator) -> list[str]:

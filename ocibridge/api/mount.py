@@ -110,8 +110,8 @@ class Mounted:
 def mount(ref: str | Locator, directory: str | os.PathLike[str], *, transfer: TransferOptions | None = None,
           verify: Verification | None = None, allow_other: bool = False, offline: bool | None = None,
           read_timeout: float = READ_TIMEOUT) -> Mounted:
-    """Mount model ``ref`` read-only at ``directory`` (made if missing) and return once it
-    answers: the files as ``pull`` writes them, each read fetching only the chunks it needs,
+    """Mount model ``ref`` read-only at ``directory`` (made if missing; its parent must exist)
+    and return once it answers: the files as ``pull`` writes them, each read fetching only the chunks it needs,
     every byte verified before a program sees it (else EIO, and a line on stderr names the
     file). ``verify``, ``transfer``: as for pull. ``allow_other``: other users may read it
     (FUSE's ``allow_other``). ``offline`` (default ``$OCIBRIDGE_OFFLINE``): nothing is asked of
@@ -184,7 +184,12 @@ def _directory(directory: str | os.PathLike[str]) -> Path:
     unset shell variable (``ocibridge mount REF "$DIR"``) would have mounted over."""
     if not os.fspath(directory).strip():
         raise UsageError("an empty DIR (an unset shell variable?)")
-    return Path(directory)
+    where = Path(directory)
+    # mount(8) refuses; a typo makes no tree (os.path: a dead mount's ENOTCONN is no answer here)
+    if not os.path.lexists(where) and not os.path.isdir(where.parent):
+        raise OcibridgeError(f"mount point {where.absolute()} does not exist (nor does {where.parent.absolute()}: "
+                             "only DIR itself is made)")
+    return where
 
 
 def _check_read_timeout(seconds: float) -> None:
@@ -204,6 +209,7 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
     """The model to mount: from the registry, everything it reads kept in the model cache with
     what ``ref`` resolved to; offline, from that record and the cache alone."""
     from ocibridge.api.lazy_ops import LazyModel, open_model
+    from ocibridge.api.missing import explaining_missing
     from ocibridge.cache.chunks import CacheChunks
     from ocibridge.cache.keptblobs import CachedOnly, KeptBlobs
     from ocibridge.cache.models import ModelCache
@@ -224,7 +230,9 @@ def _opened(ref: str | Locator, transfer: TransferOptions | None, verify: Verifi
         except NeverFetched as e:  # (what to do: offline reads only what an online fetch kept)
             raise NeverFetched(f"{e}: mount it once online first (or run 'ocibridge path' on it online)") from None
         return LazyModel(CachedOnly(desc, cache), desc.digest, warn=say, chunk_store=CacheChunks(cache.root))
-    model = open_model(located, transfer=transfer, verify=verify, warn=say, keep_blobs=True, read_timeout=read_timeout)
+    # a tag the repository lacks: the same line as pull's (the tag, the nearest ones, its tags)
+    model = explaining_missing(open_model)(located, transfer=transfer, verify=verify, warn=say, keep_blobs=True,
+                                           read_timeout=read_timeout)
     if isinstance(model.store, KeptBlobs):
         model.store.keep_for_offline(shown, model.descriptor)
     return model

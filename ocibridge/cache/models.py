@@ -124,6 +124,9 @@ class ModelCache:
             desc = self.remembered(shown)
         else:
             desc = top = remote.resolve(reference)
+            from ocibridge.stores.tombstones import refuse_tombstone
+
+            refuse_tombstone(remote, desc, shown)
             if desc.mediaType in INDEX_TYPES:  # an index of one ModelPack entry: that entry
                 from ocibridge.model.extract import resolve_model
 

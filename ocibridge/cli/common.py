@@ -130,5 +130,5 @@ def counts(s: CopyStats, verb: str) -> str:
     """What a copy did, in one line (push, pull, copy and convert print it)."""
     if not (s.blobs_copied or s.blobs_mounted or s.manifests_copied):
         return "already there: nothing to send"
-    return (f"{plural(s.blobs_copied, 'blob')} {verb} ({human_size(s.bytes_copied)}), "
+    return (f"{plural(s.blobs_copied, 'blob')} {verb} ({human_size(s.bytes_copied)} of layers and config), "
             f"{s.blobs_skipped} already present, {s.blobs_mounted} mounted")

@@ -79,6 +79,7 @@ def register(command: CommandAdder) -> None:
     p.add_argument("-a", "--all", action="store_true",
                    help="also the tags ocibridge keeps for itself (ocibridge-ref-<hex>, one a signature or other "
                         "referrer, and serve's ocibridge-commit-<id> and ocibridge-refs: what keeps them from "
-                        "garbage collection) and cosign's beside a signed model (sha256-<hex>, .sig, .att)")
+                        "garbage collection), cosign's beside a signed model (sha256-<hex>, .sig, .att) and the tags "
+                        "serve deleted (they name its tombstone)")
     add_transfer_flags(p)
 

@@ -26,7 +26,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         emit(args, [e.as_dict() for e in entries], "")
         return 0
-    rows = [("NAME", "TAG", "SIZE", "CREATED", "FAMILY", "ATTACHED", "DIGEST")]
+    rows = [("NAME", "TAG", "TOTAL", "CREATED", "FAMILY", "ATTACHED", "DIGEST")]  # TOTAL: manifest, config, layers
     for e in entries:  # the local store's NAME and TAG are typed NAME:TAG (store_ops.list_models)
         tag = e.tag
         attached = str(e.attached) if e.attached else "-"

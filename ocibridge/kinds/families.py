@@ -19,6 +19,7 @@ from ocibridge.model.index import MAX_INDEX_ENTRIES, model_entry
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, resolve_and_read
+from ocibridge.stores.tombstones import refuse_tombstone
 
 _LOADED: dict[tuple[str, str], ModelFamily] = {}
 
@@ -109,6 +110,7 @@ def identify(store: Store, reference: str, *, shown: str | None = None) -> Ident
     Anything else raises :class:`NotAModel` saying what it is.
     """
     desc, data = resolve_and_read(store, reference)  # one request on a registry
+    refuse_tombstone(store, desc, shown or reference)  # a tag serve deleted: no model, said so
     node = parse_manifest_bytes(data, desc.mediaType)
     if isinstance(node, Manifest):
         family = family_of(node) or probed(store, desc, node)

@@ -9,6 +9,10 @@ from ocibridge.core.records import camel_key
 from ocibridge.core.terminal import one_line
 from ocibridge.mirror.shard import Shard
 
+#: a dry run's words for blobs two artifacts of the run share: the run sends each once, by
+#: whichever artifact's copy gets to it first (they run side by side), not by a known one
+SHARED_WORDS = "shared with another artifact of this run (sent once, by whichever copies it first)"
+
 Status = Literal["copied", "skipped", "failed", "planned"]
 
 
@@ -118,9 +122,10 @@ class MirrorSummary:
                              f"{a.blobs_mounted} mounted, {a.blobs_skipped} already there{signed})")
             elif a.status == "planned":
                 mount = f"{a.blobs_to_mount} to mount, " if a.blobs_to_mount else ""
-                # a blob another artifact of the run counts (and sends) is a skip row here too
+                # a blob another artifact of the run counted first is a skip row here too; the run
+                # copies artifacts side by side, and which of them sends it is the first to get there
                 others = sum(action == "skip" for _, _, action in a.blob_actions) - a.blobs_present
-                shared = f", {others} sent by another artifact of this run" if others else ""
+                shared = f", {others} {SHARED_WORDS}" if others else ""
                 lines.append(f"would copy {a.source} -> {a.target} ({a.blobs_planned} blobs to send, "
                              f"{_size(a.bytes_planned)}; {mount}{a.blobs_present} already there{shared})")
                 for digest, size, action in a.blob_actions:

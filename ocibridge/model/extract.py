@@ -45,6 +45,7 @@ from ocibridge.oci.digest import CHUNK, verified, verify_bytes
 from ocibridge.oci.mediatypes import INDEX_TYPES
 from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.stores.base import Reopen, Store, VerifiedFile
+from ocibridge.stores.tombstones import refuse_tombstone
 from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.progress import ProgressFn
 
@@ -68,6 +69,7 @@ def resolve_model(store: Store, reference: str) -> Descriptor:
     """What ``reference`` names, with an index holding one ModelPack entry resolved to that
     entry (see :func:`fetch_manifest`); a manifest is not fetched to find out."""
     desc = store.resolve(reference)
+    refuse_tombstone(store, desc, reference)
     if desc.mediaType not in INDEX_TYPES:
         return desc
     return _model_manifest(store, desc, reference)[0]
@@ -76,7 +78,9 @@ def resolve_model(store: Store, reference: str) -> Descriptor:
 def fetch_manifest(store: Store, reference: str) -> tuple[Descriptor, Manifest]:
     """The model manifest ``reference`` names. An index holding exactly one ModelPack entry (by
     its ``artifactType``, as ``k8s modelcar --index`` writes) resolves to that entry."""
-    return _model_manifest(store, store.resolve(reference), reference)
+    desc = store.resolve(reference)
+    refuse_tombstone(store, desc, reference)
+    return _model_manifest(store, desc, reference)
 
 
 def _model_manifest(store: Store, desc: Descriptor, reference: str) -> tuple[Descriptor, Manifest]:

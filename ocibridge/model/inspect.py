@@ -90,7 +90,7 @@ def format_inspect(info: dict[str, Any]) -> str:
         f"Digest:        {info['digest']}",
         f"Media type:    {info['mediaType']}",
         f"Artifact type: {info['artifactType'] or '-'}",
-        f"Total size:    {human_size(info['totalSize'])} in {len(info['layers'])} layers",
+        f"Layers:        {human_size(info['totalSize'])} in {len(info['layers'])} layers",  # config, manifest not in
         *(["Files:         0 (a model of no files: its one layer is the OCI empty descriptor)"]
           if info.get("files") == 0 else []),
     ]
