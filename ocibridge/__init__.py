@@ -46,8 +46,8 @@ from ocibridge.version import __version__ as __version__
 #: (module under ocibridge, the public names it defines): each public name stands here once
 #: (tests/test_facade.py holds this table to ``__all__``)
 _TABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("api.model_ops", ("copy_reference", "inspect", "load_source", "pull", "pull_destination", "push", "tags",
-                       "validate", "PullDestination")),
+    ("api.model_ops", ("copy_reference", "load_source", "pull", "pull_destination", "push", "PullDestination")),
+    ("api.inspect_ops", ("inspect", "tags", "validate")),
     ("api.auth", ("login", "logout")),
     ("api.cache_ops", ("CachePruneResult", "cache_dir", "path", "prune_cache")),
     ("api.bundle", ("BundleEntry", "BundleResult", "list_bundle", "load", "save")),
@@ -259,6 +259,7 @@ if TYPE_CHECKING:
     from ocibridge.api.convert import convert
     from ocibridge.api.delete_ops import delete
     from ocibridge.api.evidence import AttestResult, EvidenceDocument, attest, provenance, sbom
+    from ocibridge.api.inspect_ops import inspect, tags, validate
     from ocibridge.api.k8s import (
         k8s_check,
         k8s_modelcar,
@@ -307,13 +308,10 @@ if TYPE_CHECKING:
     from ocibridge.api.model_ops import (
         PullDestination,
         copy_reference,
-        inspect,
         load_source,
         pull,
         pull_destination,
         push,
-        tags,
-        validate,
     )
     from ocibridge.api.mount import Mounted, MountRequest, mount, serve_mount, unmount
     from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, TransferOptions

@@ -10,6 +10,7 @@ import shutil
 import pytest
 from support.data import data
 
+import ocibridge
 from ocibridge import PushOptions
 from ocibridge.api import model_ops as api
 from ocibridge.api.convert import convert
@@ -133,7 +134,7 @@ def test_kit_metadata_maps_onto_modelpack_as_kit_does(tmp_path):
     assert kinds == ["application/vnd.cncf.model.weight.v1.tar", "application/vnd.cncf.model.weight.config.v1.tar",
                      "application/vnd.cncf.model.code.v1.tar", "application/vnd.cncf.model.dataset.v1.tar",
                      "application/vnd.cncf.model.doc.v1.tar"]
-    api.validate(f"oci:{tmp_path / 'out'}:mp")
+    ocibridge.validate(f"oci:{tmp_path / 'out'}:mp")
 
 
 def test_docker_metadata_maps_onto_modelpack_as_docker_does(tmp_path):
@@ -146,7 +147,7 @@ def test_docker_metadata_maps_onto_modelpack_as_docker_does(tmp_path):
                                 "quantization": "Unknown"}
     assert [layer.mediaType.rsplit(".model.", 1)[1] for layer in manifest.layers] == [
         "weight.v1.raw", "doc.v1.raw", "weight.config.v1.raw", "weight.v1.raw"]
-    api.validate(f"oci:{tmp_path / 'out'}:mp")
+    ocibridge.validate(f"oci:{tmp_path / 'out'}:mp")
 
 
 def test_modelpack_to_docker_types_each_file(tmp_path):
@@ -246,7 +247,7 @@ def test_an_index_whose_entries_lost_artifact_type_resolves_to_its_model(tmp_pat
     assert image_ref
     found = identify(store, "all")
     assert found.desc.digest == model.digest and found.family.name == "modelpack"
-    assert api.validate(f"oci:{tmp_path / 'mp-cnai'}:all").digest == model.digest
+    assert ocibridge.validate(f"oci:{tmp_path / 'mp-cnai'}:all").digest == model.digest
     assert _files(f"oci:{tmp_path / 'mp-cnai'}:all", tmp_path / "a") == _files(ref, tmp_path / "b")
     conversion = convert_artifact(store, "all", "modelkit")
     assert conversion.source.desc.digest == model.digest

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import ocibridge
 from ocibridge.cli import main
 from tests.modelcar_images import BASE, write_image
 
@@ -61,9 +62,8 @@ def test_convert_to_modelcar_counts_the_image_it_uploaded(registry, unique_repo,
     model = make_model(tmp_path / "m")
     repo = f"{registry.host}/{unique_repo}"
     assert main(["push", str(model), f"{repo}:v1", "-q"]) == 0
-    from ocibridge.api import model_ops as api
 
-    layers = len(api.inspect(f"{repo}:v1").layers)
+    layers = len(ocibridge.inspect(f"{repo}:v1").layers)
     capsys.readouterr()
     assert main(["convert", f"{repo}:v1", f"{repo}:car", "--to", "modelcar", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -1,5 +1,5 @@
 """``inspect``, ``validate`` and ``tags``: read an artifact or a repository through
-:mod:`ocibridge.api.model_ops` and print what it holds (``validate``: the reasons it fails)."""
+:mod:`ocibridge.api.inspect_ops` and print what it holds (``validate``: the reasons it fails)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from ocibridge.core.terminal import one_line
 from ocibridge.errors import ValidationError
 
 if TYPE_CHECKING:
-    from ocibridge.api import model_ops as api
+    from ocibridge.api import inspect_ops as api
     from ocibridge.api import texts
 else:  # loaded on first use: --help and --version need neither pydantic nor httpx
-    api = LazyModule("ocibridge.api.model_ops")
+    api = LazyModule("ocibridge.api.inspect_ops")
     texts = LazyModule("ocibridge.api.texts")
 
 
