@@ -169,7 +169,7 @@ def test_a_file_landing_between_the_walk_and_the_mkdir_is_named_as_the_parent(tm
     """A raw layer 'd' written by another thread after the parent walk, before the mkdir of a tar's
     'd/': the error names 'd' (CI once saw 'd/x', the name of the entry being staged)."""
     from ocibridge.errors import OcibridgeError
-    from ocibridge.model import extract
+    from ocibridge.model import stagedfiles
 
     real_mkdir = Path.mkdir
 
@@ -180,5 +180,5 @@ def test_a_file_landing_between_the_walk_and_the_mkdir_is_named_as_the_parent(tm
 
     monkeypatch.setattr(Path, "mkdir", racing_mkdir)
     with pytest.raises(OcibridgeError) as caught:
-        extract._prepare_parent(tmp_path, "d/x")
+        stagedfiles.prepare_parent(tmp_path, "d/x")
     assert str(caught.value) == "the artifact holds d as a file and as a directory"
