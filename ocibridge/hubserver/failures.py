@@ -17,6 +17,7 @@ from ocibridge.hubserver.reading.refsrecord import RecordUnread
 from ocibridge.hubserver.reading.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.replicas.lease import LeaseLost
 from ocibridge.hubserver.uploads.staging import StagingFull
+from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.writes.branchlocks import RepoMoving
 from ocibridge.hubserver.writes.commits import (
     BadCommit,
@@ -60,6 +61,8 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     # a refs record not read (reading/refsrecord.py): whether the repository is private, gated or
     # deleted is not known, so nothing that needs it is answered (fail closed), "try again later"
     (RecordUnread, 503, None, "Serve cannot read this repository's settings now"),
+    # serve's --upstream cannot be reached: what it gave before is served, a miss waits (upstream/)
+    (UpstreamDown, 503, None, "The upstream Hub cannot be reached now"),
     (OcibridgeError, 502, None, "The registry did not answer as expected"),
 )
 
@@ -86,6 +89,6 @@ def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
         log.warning("%s: %s", where, error)
     if isinstance(error, RepoNotFound):  # the Hub's words, which huggingface_hub's own message holds
         return Failure(status, code, title, REPO_NOT_FOUND)
-    if isinstance(error, (LeaseLost, RecordUnread)):
+    if isinstance(error, (LeaseLost, RecordUnread, UpstreamDown)):
         return Failure(status, code, title, str(error), error.retry_after)
     return Failure(status, code, title, str(error))

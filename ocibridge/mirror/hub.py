@@ -349,6 +349,11 @@ class _Download:
                                  f"the bytes it sent hash to {found}: refused (removed from the cache)")
 
 
+#: the download of one commit as the artifact ``push hf:ORG/NAME@COMMIT`` makes: a mirror job's, and
+#: serve's ``--upstream`` (hubserver/upstream/ingest.py)
+CommitDownload = _Download
+
+
 def git_blob_sha1(path: Path) -> str:
     """What git names a file: the Hub lists a file that is not in LFS by it (``blob_id``)."""
     h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())  # noqa: S324 - git's name, not security
