@@ -54,8 +54,10 @@ def upstream_token(token_file: str | None) -> str | None:
         try:
             with open(token_file, encoding="utf-8") as f:
                 token = f.readline().strip()
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"--upstream-token-file {token_file}: {getattr(e, 'strerror', None) or e}") from None
+        except OSError as e:
+            raise UsageError(f"--upstream-token-file {token_file}: {e.strerror or e}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"--upstream-token-file {token_file}: not UTF-8 text") from None
         if not token:
             raise UsageError(f"--upstream-token-file {token_file}: the file's first line holds no token")
         return token
