@@ -111,6 +111,10 @@ def test_a_model_the_registry_lacks_is_fetched_once_and_answered_as_the_upstream
                       headers={"Authorization": f"Bearer {CLIENT_TOKEN}"})
     assert head.headers["x-repo-commit"] == proxied.dev
     assert api.model_info("acme/tiny", revision=proxied.dev).sha == proxied.dev
+    assert api.model_info("acme/tiny", revision="v1").sha == proxied.main  # a name of a commit fetched already
+    refs = api.list_repo_refs("acme/tiny")
+    assert [b.target_commit for b in refs.branches if b.name == "main"] == [proxied.main]
+    assert {t.name: t.target_commit for t in refs.tags}.get("v1") == proxied.main  # a fetched name: a plain tag
     # the upstream got serve's token, never the client's
     sent = {r.headers.get("authorization") for r in proxied.counted.requests}
     assert sent == {f"Bearer {UP_TOKEN}"}

@@ -36,7 +36,7 @@ from ocibridge.hubserver.reading.sources import (
 )
 from ocibridge.hubserver.reading.states import RepoStates
 from ocibridge.hubserver.reading.tombstone import is_tombstone
-from ocibridge.hubserver.upstream.commits import by_upstream_id, upstream_commit
+from ocibridge.hubserver.upstream.commits import by_upstream_id, upstream_commit, upstream_refs
 from ocibridge.model.cardmeta import card_data
 from ocibridge.oci.bookkeeping import PREFIX, commit_tag, is_bookkeeping, is_hidden
 from ocibridge.oci.models import Descriptor, Manifest
@@ -394,16 +394,17 @@ class Catalog:
             if repo is None:
                 continue
             try:
-                names = [tag for tag in repo.tags() if not is_hidden(tag)]  # ours, cosign's
+                every = repo.tags()
             except (NotFound, RegistryError):
                 continue
+            names = [tag for tag in every if not is_hidden(tag)]  # ours, cosign's
             tags = []
             for tag in sorted(names)[:MAX_TAGS_SCANNED]:
                 commit = self._commit_of_tag(number, key, repo, tag)
                 if commit is not None:
                     tags.append((tag, commit))
             if tags:
-                return self._refs(number, key, repo, repo_id, tags)
+                return upstream_refs(self._refs(number, key, repo, repo_id, tags), repo, every)
         raise self.missing(repo_id)
 
     def _refs(self, number: int, key: str, repo: Repository, repo_id: str, tags: list[tuple[str, str]]) -> Refs:
