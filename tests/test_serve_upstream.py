@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -201,3 +203,39 @@ def test_with_the_upstream_down_what_was_fetched_is_served_after_a_restart_and_a
         assert miss.status_code == 503
         assert int(miss.headers["retry-after"]) > 0
         assert "upstream" in miss.headers["x-error-message"]
+
+
+def test_a_branch_head_is_re_checked_at_most_every_upstream_fresh_seconds(proxied: Proxied, tmp_path: Path):
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/moving")
+    first = up.upload_file(path_or_fileobj=b"1", path_in_repo="n.txt", repo_id="acme/moving").oid
+    (tmp_path / "fresh").mkdir()
+    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt"),
+             "--upstream-fresh", "1"]
+    with serve_over(proxied.registry, tmp_path / "fresh", f"{CLIENT_TOKEN}\n",
+                    lambda host: [f"{host}/fresh", "--plain-http", *flags],
+                    HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_DISABLE_XET="1") as proxy:
+        api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
+        assert api.model_info("acme/moving").sha == first
+        second = up.upload_file(path_or_fileobj=b"2", path_in_repo="n.txt", repo_id="acme/moving").oid
+        time.sleep(1.2)
+        assert api.model_info("acme/moving").sha == second  # main re-resolved at the upstream, fetched
+        got = huggingface_hub.hf_hub_download("acme/moving", "n.txt", endpoint=proxy, token=CLIENT_TOKEN,
+                                              cache_dir=tmp_path / "c")
+        assert Path(got).read_bytes() == b"2"
+        assert api.model_info("acme/moving", revision=first).sha == first  # the old commit stays addressable
+
+
+def test_the_upstream_flags_are_checked_before_serve_starts(tmp_path: Path):
+    from ocibridge.api.serve import ServeOptions, create_app
+    from ocibridge.errors import UsageError
+
+    cases = (("127.0.0.1:1/x", ServeOptions(upstream_deny=("a/*",)), "go with --upstream URL"),
+             (f"oci:{tmp_path / 'lay'}", ServeOptions(upstream="http://127.0.0.1:1"), "is not one"),
+             ("127.0.0.1:1/x", ServeOptions(upstream="ftp://hub"), "--upstream 'ftp://hub'"),
+             ("127.0.0.1:1/x", ServeOptions(upstream="http://h", upstream_token_file=str(tmp_path / "none")),
+              "--upstream-token-file"),
+             ("127.0.0.1:1/x", ServeOptions(upstream="http://h", upstream_fresh=-1), "--upstream-fresh"))
+    for source, options, said in cases:
+        with pytest.raises(UsageError, match=re.escape(said)):
+            create_app(source, options=options)
