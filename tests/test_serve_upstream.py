@@ -21,7 +21,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
 from serving import ROOT, files_of, make_model, own_registry_and_serve, serve_as_process, serve_over
-from support.faultproxy import FaultProxy
+from support.faultproxy import FaultProxy, drop_response
 from support.registry import RegistryProcess
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -89,7 +89,7 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
                  "--upstream-deny", "secret/*", "--audit-log", str(root / "audit.jsonl")]
         with serve_over(registry, root / "proxy", f"{CLIENT_TOKEN}\n",
                         lambda host: [f"{host}/proxy", "--plain-http", *flags],
-                        HF_HUB_CACHE=str(root / "proxy-hub"), HF_HUB_DISABLE_XET="1") as proxy:
+                        HF_HUB_DISABLE_XET="1") as proxy:
             yield Proxied(up, counted, proxy, registry, root, main, dev, model)
 
 
@@ -123,6 +123,9 @@ def test_a_model_the_registry_lacks_is_fetched_once_and_answered_as_the_upstream
     # the mapping is in the registry: the upstream's ids tag what was fetched
     tags = proxied.tags("proxy/acme/tiny")
     assert {f"ocibridge-upstream-{proxied.main}", f"ocibridge-upstream-{proxied.dev}", "latest"} <= set(tags)
+    # the files passed through serve's own Hub cache, which keeps nothing once the registry holds them
+    hub = proxied.root / "proxy" / "cache" / "upstream-hub"
+    assert hub.is_dir() and not list(hub.glob("models--*"))
     landed = [json.loads(line) for line in (proxied.root / "audit.jsonl").read_text().splitlines()]
     ingests = [e for e in landed if e["action"] == "upstream_ingest" and e["repository"] == "acme/tiny"]
     assert sorted(e["commit"] for e in ingests) == sorted([proxied.main, proxied.dev])
@@ -189,8 +192,7 @@ def test_with_the_upstream_down_what_was_fetched_is_served_after_a_restart_and_a
     proxied.api().model_info("acme/tiny")  # fetched, if no test before did
     down = FaultProxy(proxied.upstream)
     down.stop()  # nothing listens there now
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(tmp_path / "cache"),
-           "HF_HUB_CACHE": str(tmp_path / "proxy-hub")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(tmp_path / "cache")}
     args = [f"{proxied.registry.host}/proxy", "--plain-http", "--no-access-log", "--upstream", down.url,
             "--upstream-fresh", "0"]
     with serve_as_process(args, env, tmp_path / "serve.log") as again:
@@ -214,7 +216,7 @@ def test_a_branch_head_is_re_checked_at_most_every_upstream_fresh_seconds(proxie
              "--upstream-fresh", "1"]
     with serve_over(proxied.registry, tmp_path / "fresh", f"{CLIENT_TOKEN}\n",
                     lambda host: [f"{host}/fresh", "--plain-http", *flags],
-                    HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_DISABLE_XET="1") as proxy:
+                    HF_HUB_DISABLE_XET="1") as proxy:
         api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
         assert api.model_info("acme/moving").sha == first
         second = up.upload_file(path_or_fileobj=b"2", path_in_repo="n.txt", repo_id="acme/moving").oid
@@ -239,3 +241,22 @@ def test_the_upstream_flags_are_checked_before_serve_starts(tmp_path: Path):
     for source, options, said in cases:
         with pytest.raises(UsageError, match=re.escape(said)):
             create_app(source, options=options)
+
+
+def test_a_fetch_cut_mid_file_commits_nothing_and_the_next_request_completes_it(proxied: Proxied, tmp_path: Path):
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/cut")
+    weights = bytes(range(256)) * 800
+    sha = up.upload_file(path_or_fileobj=weights, path_in_repo="w.safetensors", repo_id="acme/cut").oid
+    rule = proxied.counted.add("GET", r"/acme/cut/resolve/.*/w\.safetensors", drop_response(after=50_000),
+                               times=None)
+    cut = httpx.get(f"{proxied.proxy}/api/models/acme/cut", headers={"Authorization": f"Bearer {CLIENT_TOKEN}"},
+                    timeout=120)
+    assert (cut.status_code, rule.applied > 0) == (503, True), cut.text
+    assert int(cut.headers["retry-after"]) > 0
+    assert proxied.tags("proxy/acme/cut") == []  # nothing of the commit in the registry
+    rule.times = rule.applied  # the upstream whole again
+    assert proxied.api().model_info("acme/cut").sha == sha
+    got = huggingface_hub.hf_hub_download("acme/cut", "w.safetensors", endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                          cache_dir=tmp_path / "c")
+    assert Path(got).read_bytes() == weights

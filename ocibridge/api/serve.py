@@ -267,8 +267,11 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
             raise UsageError("--upstream-token-file, --upstream-allow, --upstream-deny and --upstream-allow-pickle "
                              "go with --upstream URL")
         return None
+    from ocibridge.cache.models import ModelCache
+
     url = parse_public_url(options.upstream, "--upstream")
     assert url is not None
     return UpstreamSettings(url, upstream_token(options.upstream_token_file), check_fresh(options.upstream_fresh),
                             tuple(options.upstream_allow), tuple(options.upstream_deny),
-                            options.upstream_allow_pickle, concurrency)
+                            options.upstream_allow_pickle, concurrency,
+                            hub_cache=ModelCache().root.parent / "upstream-hub")  # beside serve's model cache

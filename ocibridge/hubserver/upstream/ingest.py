@@ -14,6 +14,7 @@ Requests for the same missing commit that arrive while it is fetched wait for th
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import threading
@@ -108,7 +109,7 @@ class Ingest:
                                 "commit": commit, "upstream": settings.url}
         try:
             source = HubSource(repo_id, settings.url, settings.token, None)
-            artifact, reference = CommitDownload(source, commit, settings.concurrency)()
+            artifact, reference = CommitDownload(source, commit, settings.concurrency, settings.hub_cache)()
             store = writable(repo)
             stats = copy(artifact, reference, store, repo.reference(upstream_tag(commit)),
                          concurrency=settings.concurrency)
@@ -120,10 +121,38 @@ class Ingest:
             self._record(line, "failed", 502, reason=str(e))
             raise UpstreamDown(f"{repo_id}@{commit}: fetching it from the upstream failed: {e}") from None
         self.fetches += 1
+        self._tidy(repo.shown, repo_id)
         self._record(line, "landed", 200, digest=root.digest, bytes_received=stats.bytes_copied,
                      seconds=round(time.monotonic() - started, 3))
         log.info("upstream: %s@%s fetched from %s as %s", repo_id, commit, settings.url, root.digest)
         return root
+
+    def _tidy(self, shown: str, repo_id: str) -> None:
+        """Once the registry holds a commit, serve's own Hub cache keeps nothing of the
+        repository (a model is on disk once, in the registry): its folder goes, with the shared
+        Xet entries its files link to, unless another fetch of it is under way (held under the lock:
+        no fetch of it starts meanwhile). The operator's own Hub cache is left as it is."""
+        cache = self.settings.hub_cache
+        if cache is None:
+            return
+        import os
+        import shutil
+
+        from ocibridge.kinds.hf.hubcache import repo_folder
+
+        folder = repo_folder(repo_id, cache)
+        with self._lock:
+            if sum(1 for other, _ in self._flights if other == shown) > 1:
+                return
+            blobs = folder / "blobs"
+            for entry in blobs.iterdir() if blobs.is_dir() else ():
+                if entry.is_symlink():  # huggingface_hub 2.x: a Xet file, in the cache-wide store
+                    target = os.path.realpath(entry)
+                    if target.startswith(os.path.realpath(cache) + os.sep):
+                        with contextlib.suppress(OSError):
+                            os.unlink(target)
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(cache / ".locks" / folder.name, ignore_errors=True)
 
     def refused(self, repo_id: str, revision: str, reason: str) -> None:
         """The audit line of a repository or file the door kept out."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from ocibridge.errors import UsageError
 
@@ -28,6 +29,8 @@ class UpstreamSettings:
     deny: tuple[str, ...] = ()  # repo id globs that may not
     allow_pickle: bool = False  # files of PICKLE patterns may enter
     concurrency: int = 4  # files downloaded at once
+    hub_cache: Path | None = None  # serve's own Hub cache the files pass through, emptied after each
+    # fetch (None: huggingface_hub's cache, the operator's, left as it is)
 
     def denied_by(self, repo_id: str) -> str | None:
         """The rule that keeps ``repo_id`` out (``--upstream-deny GLOB``, or no ``--upstream-allow``
