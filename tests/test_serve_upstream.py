@@ -201,6 +201,8 @@ def test_with_the_upstream_down_what_was_fetched_is_served_after_a_restart_and_a
         got = huggingface_hub.hf_hub_download("acme/tiny", "config.json", revision=proxied.main, endpoint=again,
                                               cache_dir=tmp_path / "hub")
         assert Path(got).read_bytes() == (proxied.model / "config.json").read_bytes()
+        started = (tmp_path / "serve.log").read_text()
+        assert f"a proxy of {down.url} (with no token)" in started and "a branch never re-checked" in started
         miss = httpx.get(f"{again}/api/models/acme/never-fetched")
         assert miss.status_code == 503
         assert int(miss.headers["retry-after"]) > 0

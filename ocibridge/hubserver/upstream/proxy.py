@@ -65,6 +65,17 @@ class ProxyCatalog(Catalog):
         self._lock_checked = threading.Lock()
         self._checked: dict[tuple[str, str], float] = {}  # (repo id, branch) -> when its head was asked
 
+    def describe(self) -> str:
+        """serve's second start line: where a miss goes and what the door lets in."""
+        u = self.upstream
+        rules = [f"deny {', '.join(u.deny)}"] if u.deny else []
+        rules += [f"allow only {', '.join(u.allow)}"] if u.allow else []
+        rules += [] if u.allow_pickle else ["pickle formats refused"]
+        fresh = f"a branch re-checked every {u.fresh:g} s" if u.fresh > 0 else "a branch never re-checked"
+        token = "with --upstream-token-file's token" if u.token else "with no token"
+        return (f"a proxy of {u.url} ({token}): what {self.sources[0].shown} lacks is fetched from it once; "
+                f"{fresh}; {'; '.join(rules) or 'every repository let in'}")
+
     def attach_audit(self, audit: Audit) -> None:
         """Where each ingest's audit line goes (serve's --audit-log)."""
         self.ingest.audit = audit
