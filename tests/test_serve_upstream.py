@@ -5,6 +5,7 @@ serve`` over a second prefix of the same registry. Clients are huggingface_hub's
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
 from serving import ROOT, files_of, make_model, own_registry_and_serve, serve_as_process, serve_over
+from signing_keys import key_pair
 from support.faultproxy import FaultProxy, drop_response
 from support.registry import RegistryProcess
 
@@ -85,8 +87,10 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
     with own_registry_and_serve(root / "up", f"{UP_TOKEN} write\n", lambda host: [f"{host}/up", "--plain-http"]) \
             as (up, registry), FaultProxy(up) as counted:
         main, dev, model = publish(up, root)
+        key, _ = key_pair(root / "keys")
         flags = ["--upstream", counted.url, "--upstream-token-file", str(root / "up-token.txt"),
-                 "--upstream-deny", "secret/*", "--audit-log", str(root / "audit.jsonl")]
+                 "--upstream-deny", "secret/*", "--audit-log", str(root / "audit.jsonl"),
+                 "--sign-key", str(key), "--provenance"]
         with serve_over(registry, root / "proxy", f"{CLIENT_TOKEN}\n",
                         lambda host: [f"{host}/proxy", "--plain-http", *flags],
                         HF_HUB_DISABLE_XET="1") as proxy:
@@ -262,3 +266,20 @@ def test_a_fetch_cut_mid_file_commits_nothing_and_the_next_request_completes_it(
     got = huggingface_hub.hf_hub_download("acme/cut", "w.safetensors", endpoint=proxied.proxy, token=CLIENT_TOKEN,
                                           cache_dir=tmp_path / "c")
     assert Path(got).read_bytes() == weights
+
+
+def test_with_sign_key_a_fetched_commit_is_signed_and_its_provenance_names_the_upstream(proxied: Proxied,
+                                                                                      tmp_path: Path):
+    from ocibridge.cli import main
+
+    proxied.api().model_info("acme/tiny")  # fetched, if no test before did
+    ref = f"{proxied.registry.host}/proxy/acme/tiny:latest"
+    public = str(proxied.root / "keys" / "cosign.pub")
+    assert main(["verify", ref, "--key", public, "--plain-http"]) == 0
+    assert main(["pull", ref, str(tmp_path / "out"), "-q", "--plain-http", "--with-attestations",
+                 "--verify-key", public]) == 0
+    said = [json.loads(base64.b64decode(json.loads(p.read_text())["dsseEnvelope"]["payload"]))
+            for p in (tmp_path / "out" / ".ocibridge" / "attestations").glob("slsaprovenance1*")]
+    assert said, "no provenance pulled"
+    external = said[0]["predicate"]["buildDefinition"]["externalParameters"]
+    assert proxied.counted.url in external["summary"] and proxied.main in external["summary"]

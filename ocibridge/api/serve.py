@@ -250,7 +250,8 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
             raise UsageError(f"--upstream fills the first SOURCE, a registry prefix: {located[0].shown} is not one")
         from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 
-        catalog: Catalog = ProxyCatalog(located, upstream, default_tag=options.default_tag, verify=verify)
+        catalog: Catalog = ProxyCatalog(located, upstream, evidence=evidence, default_tag=options.default_tag,
+                                        verify=verify)
     else:
         catalog = Catalog(located, default_tag=options.default_tag, verify=verify)
     return build_app(catalog, settings), settings

@@ -32,6 +32,7 @@ from ocibridge.oci.bookkeeping import commit_tag, upstream_tag
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.sources import Repository
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
+    from ocibridge.hubserver.writes.evidence import Evidence
     from ocibridge.oci.models import Descriptor
     from ocibridge.stores.base import WritableStore
 
@@ -61,8 +62,9 @@ class _Flight:
 class Ingest:
     """Fetches commits from the upstream into the registry, each once at a time."""
 
-    def __init__(self, settings: UpstreamSettings, audit: Audit | None = None):
+    def __init__(self, settings: UpstreamSettings, audit: Audit | None = None, evidence: Evidence | None = None):
         self.settings = settings
+        self.evidence = evidence  # serve's --sign-key, --sbom, --provenance: each fetched commit's too
         self.audit: Audit = audit or (lambda entry: None)
         self._lock = threading.Lock()
         self._flights: dict[tuple[str, str], _Flight] = {}
@@ -111,12 +113,22 @@ class Ingest:
             source = HubSource(repo_id, settings.url, settings.token, None)
             artifact, reference = CommitDownload(source, commit, settings.concurrency, settings.hub_cache)()
             store = writable(repo)
-            stats = copy(artifact, reference, store, repo.reference(upstream_tag(commit)),
-                         concurrency=settings.concurrency)
+            mapping = repo.reference(upstream_tag(commit))
+            signs = self.evidence is not None and self.evidence.wanted
+            # signed: the manifest by digest, its evidence, then its tags (landing.py's order)
+            stats = copy(artifact, reference, store, None if signs else mapping, concurrency=settings.concurrency)
             root = stats.root
             assert root is not None
-            write_artifact(store, root, store.fetch_bytes(root),
-                           tags=[repo.reference(commit_tag(commit_of(root.digest)))])
+            tags = [repo.reference(commit_tag(commit_of(root.digest)))]
+            if self.evidence is not None and signs:
+                from ocibridge.hubserver.writes.commits import AUTHOR, SUMMARY
+                from ocibridge.hubserver.writes.evidence import attach
+
+                said = {SUMMARY: f"fetched from the upstream {settings.url}: {repo_id}@{commit}",
+                        AUTHOR: f"upstream {settings.url}"}
+                attach(store, root, mapping, said, self.evidence)
+                tags.insert(0, mapping)
+            write_artifact(store, root, store.fetch_bytes(root), tags=tags)
         except OcibridgeError as e:
             self._record(line, "failed", 502, reason=str(e))
             raise UpstreamDown(f"{repo_id}@{commit}: fetching it from the upstream failed: {e}") from None

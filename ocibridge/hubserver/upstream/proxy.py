@@ -48,6 +48,7 @@ from ocibridge.oci.bookkeeping import is_reserved
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.sources import Source
     from ocibridge.hubserver.upstream.settings import UpstreamSettings
+    from ocibridge.hubserver.writes.evidence import Evidence
 
 log = logging.getLogger("ocibridge.hubserver")
 #: branch heads whose last check is remembered (past it, all are forgotten: each is checked once more)
@@ -57,11 +58,12 @@ CHECKED = 4096
 class ProxyCatalog(Catalog):
     """A :class:`Catalog` whose first source (a registry) is filled from an upstream Hub."""
 
-    def __init__(self, sources: Sequence[Source], upstream: UpstreamSettings, **kwargs: Any):
+    def __init__(self, sources: Sequence[Source], upstream: UpstreamSettings, *, evidence: Evidence | None = None,
+                 **kwargs: Any):
         super().__init__(sources, **kwargs)
         self.upstream = upstream
         self.hub = UpstreamHub(upstream.url, upstream.token)
-        self.ingest = Ingest(upstream)
+        self.ingest = Ingest(upstream, evidence=evidence)  # evidence: serve's --sign-key/--sbom/--provenance
         self._lock_checked = threading.Lock()
         self._checked: dict[tuple[str, str], float] = {}  # (repo id, branch) -> when its head was asked
 
