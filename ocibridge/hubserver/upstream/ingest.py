@@ -130,7 +130,7 @@ class Ingest:
                 tags.insert(0, mapping)
             write_artifact(store, root, store.fetch_bytes(root), tags=tags)
         except OcibridgeError as e:
-            self._record(line, "failed", 502, reason=str(e))
+            self._record(line, "failed", 503, reason=str(e))
             raise UpstreamDown(f"{repo_id}@{commit}: fetching it from the upstream failed: {e}") from None
         self.fetches += 1
         self._tidy(repo.shown, repo_id)

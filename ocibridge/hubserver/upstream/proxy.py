@@ -161,7 +161,8 @@ class ProxyCatalog(Catalog):
         ``--upstream-fresh`` seconds and has moved there: then the new head, fetched."""
         fresh = self.upstream.fresh
         if fresh <= 0 or COMMIT.fullmatch(revision) or DIGEST.fullmatch(revision) \
-                or found.commit == commit_of(found.top.digest):  # a commit id, or no commit of the upstream
+                or found.commit == commit_of(found.top.digest) \
+                or found.source is not self.sources[0]:  # a commit id; no commit of the upstream; not filled here
             return found
         key = (repo_id.lower(), revision)
         with self._lock_checked:
