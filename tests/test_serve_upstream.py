@@ -21,7 +21,7 @@ import httpx
 import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
-from serving import ROOT, files_of, make_model, own_registry_and_serve, serve_as_process, serve_over
+from serving import ROOT, files_of, make_model, own_registry_and_serve, point_hub_at, serve_as_process, serve_over
 from signing_keys import key_pair
 from support.faultproxy import FaultProxy, drop_response
 from support.registry import RegistryProcess
@@ -283,3 +283,22 @@ def test_with_sign_key_a_fetched_commit_is_signed_and_its_provenance_names_the_u
     assert said, "no provenance pulled"
     external = said[0]["predicate"]["buildDefinition"]["externalParameters"]
     assert proxied.counted.url in external["summary"] and proxied.main in external["summary"]
+
+
+def test_transformers_and_the_hf_command_load_through_the_proxy(proxied: Proxied, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch):
+    from transformers import AutoConfig, AutoTokenizer
+
+    point_hub_at(monkeypatch, proxied.proxy, tmp_path / "hub")
+    monkeypatch.setenv("HF_TOKEN", CLIENT_TOKEN)
+    config = AutoConfig.from_pretrained("acme/tiny", revision=proxied.main, token=CLIENT_TOKEN)
+    assert config.model_type == "bert" and config.hidden_size == 32
+    tokenizer = AutoTokenizer.from_pretrained("acme/tiny", token=CLIENT_TOKEN)
+    assert tokenizer.convert_tokens_to_ids(["hello", "world"]) == [4, 5]
+    env = {**os.environ, "HF_ENDPOINT": proxied.proxy, "HF_TOKEN": CLIENT_TOKEN, "HF_HUB_DISABLE_XET": "1",
+           "HF_HUB_CACHE": str(tmp_path / "cli")}
+    done = subprocess.run([str(Path(sys.executable).parent / "hf"), "download", "acme/tiny", "config.json",
+                           "--revision", proxied.main], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.strip().splitlines()[-1].split("path:")[-1].strip()  # hf 1.x: "  path: P"; older: P
+    assert Path(printed).read_bytes() == (proxied.model / "config.json").read_bytes()
