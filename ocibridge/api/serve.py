@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
     from ocibridge.api.policy import Verification
     from ocibridge.hubserver.server import ServerSettings
+    from ocibridge.hubserver.upstream.settings import UpstreamSettings
     from ocibridge.hubserver.web.compare import Diff
     from ocibridge.hubserver.writes.evidence import Evidence
     from ocibridge.lazyread.budget import ReadBudget
@@ -58,6 +59,12 @@ class ServeOptions:
     trust_forwarded: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # --trust-forwarded
     peers: tuple[str, ...] = ()  # other serves over the same SOURCE: writes go to the one holding the lease (--peer)
     compare_budget: int = _COMPARE_BUDGET  # bytes one compare page may read from registries (--compare-budget)
+    upstream: str | None = None  # an upstream Hub API: what the registry lacks is fetched from it once (--upstream)
+    upstream_token_file: str | None = None  # the token sent to it (else $OCIBRIDGE_UPSTREAM_TOKEN), never a client's
+    upstream_fresh: float = 300.0  # a branch head re-checked at the upstream at most every SECONDS (0: never)
+    upstream_allow: tuple[str, ...] = ()  # repo id globs that may be fetched (none: all not denied)
+    upstream_deny: tuple[str, ...] = ()  # repo id globs that may not
+    upstream_allow_pickle: bool = False  # fetch pickle formats (*.bin, *.pt, *.pth, *.pkl, *.ckpt) too
 
 
 @dataclass(frozen=True)
@@ -237,5 +244,35 @@ def _app(sources: str | Sequence[str | RegistryReference | LayoutReference], opt
     if found is not None:
         read_policy_file(found)
         verify = UsePolicy(keys=use.keys, file=str(found))
-    catalog = Catalog(located, default_tag=options.default_tag, verify=verify)
+    upstream = _upstream(options, transfer.concurrency)
+    if upstream is not None:
+        if not isinstance(located[0], RegistrySource):
+            raise UsageError(f"--upstream fills the first SOURCE, a registry prefix: {located[0].shown} is not one")
+        from ocibridge.hubserver.upstream.proxy import ProxyCatalog
+
+        catalog: Catalog = ProxyCatalog(located, upstream, evidence=evidence, default_tag=options.default_tag,
+                                        verify=verify)
+    else:
+        catalog = Catalog(located, default_tag=options.default_tag, verify=verify)
     return build_app(catalog, settings), settings
+
+
+def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | None:
+    """``--upstream`` and its flags, checked; None without ``--upstream``."""
+    from ocibridge.hubserver.server import parse_public_url
+    from ocibridge.hubserver.upstream.settings import UpstreamSettings, check_fresh, upstream_token
+
+    if options.upstream is None:
+        if options.upstream_token_file or options.upstream_allow or options.upstream_deny \
+                or options.upstream_allow_pickle:
+            raise UsageError("--upstream-token-file, --upstream-allow, --upstream-deny and --upstream-allow-pickle "
+                             "go with --upstream URL")
+        return None
+    from ocibridge.cache.models import ModelCache
+
+    url = parse_public_url(options.upstream, "--upstream")
+    assert url is not None
+    return UpstreamSettings(url, upstream_token(options.upstream_token_file), check_fresh(options.upstream_fresh),
+                            tuple(options.upstream_allow), tuple(options.upstream_deny),
+                            options.upstream_allow_pickle, concurrency,
+                            hub_cache=ModelCache().root.parent / "upstream-hub")  # beside serve's model cache

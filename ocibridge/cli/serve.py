@@ -35,7 +35,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      writer=args.writer, trust_forwarded=_trusted(args),
                                      peers=tuple(args.peer or ()),
                                      compare_budget=_size(args, "compare_budget",
-                                                          api_serve.ServeOptions.compare_budget))
+                                                          api_serve.ServeOptions.compare_budget),
+                                     upstream=args.upstream, upstream_token_file=args.upstream_token_file,
+                                     upstream_fresh=args.upstream_fresh,
+                                     upstream_allow=tuple(args.upstream_allow or ()),
+                                     upstream_deny=tuple(args.upstream_deny or ()),
+                                     upstream_allow_pickle=args.upstream_allow_pickle)
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -116,6 +121,21 @@ def register(command: CommandAdder) -> None:
     g.add_argument("--trust-forwarded", action="append", metavar="CIDR",
                    help="believe X-Forwarded-Host/-Proto (sent by a --writer reader) from these peers "
                         "(repeatable; default loopback only)")
+    g = p.add_argument_group("a proxy of an upstream Hub (docs/serve.md, A proxy of an upstream Hub)")
+    g.add_argument("--upstream", metavar="URL",
+                   help="a Hub API (https://huggingface.co, a mirror, another serve): a repository or revision the "
+                        "first SOURCE lacks is fetched from it once, written there as push hf: makes it, and served")
+    g.add_argument("--upstream-token-file", metavar="FILE",
+                   help="the token sent to the upstream (its first line; default $OCIBRIDGE_UPSTREAM_TOKEN); a "
+                        "client's token is never sent")
+    g.add_argument("--upstream-fresh", type=float, default=300.0, metavar="SECONDS",
+                   help="re-check a branch's head at the upstream at most every SECONDS (default 300; 0: never)")
+    g.add_argument("--upstream-allow", action="append", metavar="GLOB",
+                   help="only repositories whose id matches may be fetched (repeatable)")
+    g.add_argument("--upstream-deny", action="append", metavar="GLOB",
+                   help="repositories whose id matches are never fetched (repeatable; before --upstream-allow)")
+    g.add_argument("--upstream-allow-pickle", action="store_true",
+                   help="fetch repositories with pickle files (*.bin, *.pt, *.pth, *.pkl, *.ckpt), refused by default")
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--sign-key", metavar="KEY",
                    help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "

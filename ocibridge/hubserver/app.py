@@ -68,6 +68,7 @@ from ocibridge.hubserver.tokenfile import TokenFile
 from ocibridge.hubserver.uploads.ingest import ingest_for
 from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
+from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
@@ -116,6 +117,8 @@ class ServeApp:
         self.gate = Gate(settings.tokens, source=watched, missing=catalog.missing,  # TOKEN ... (access.py)
                          private=catalog.states.private, gated=catalog.states.gated, deleted=catalog.states.deleted)
         self.audit = AuditLog(settings.audit_log)  # a JSON line per write (audit.py)
+        if isinstance(catalog, ProxyCatalog):  # --upstream: a line per ingest too
+            catalog.attach_audit(self.audit.record)
         self.xet = XetRoutes(self.model, blobs, ranges, signer=self.gate.xet, xet_min=settings.xet_min,
                              public_url=settings.public_url, still_reads=self.gate.still_reads)
         self.staging = staging or Staging()  # one staging area: an upload by either protocol, any commit

@@ -17,6 +17,7 @@ from ocibridge.hubserver.reading.refsrecord import RecordUnread
 from ocibridge.hubserver.reading.sources import Refused, RepoNotFound, RevisionNotFound
 from ocibridge.hubserver.replicas.lease import LeaseLost
 from ocibridge.hubserver.uploads.staging import StagingFull
+from ocibridge.hubserver.upstream.errors import UpstreamDown
 from ocibridge.hubserver.writes.branchlocks import RepoMoving
 from ocibridge.hubserver.writes.commits import (
     BadCommit,
@@ -63,6 +64,8 @@ TABLE: tuple[tuple[type[Exception], int, str | None, str], ...] = (
     (RecordUnread, 503, None, "Serve cannot read this repository's settings now"),
     # every commit's inline lines together at their budget (writes/inlinebudget.py): later
     (InlineBusy, 503, None, "Too many inline files in flight"),
+    # serve's --upstream cannot be reached: what it gave before is served, a miss waits (upstream/)
+    (UpstreamDown, 503, None, "The upstream Hub cannot be reached now"),
     (OcibridgeError, 502, None, "The registry did not answer as expected"),
 )
 
@@ -89,6 +92,6 @@ def failure_of(error: Denied | OcibridgeError, where: str = "") -> Failure:
         log.warning("%s: %s", where, error)
     if isinstance(error, RepoNotFound):  # the Hub's words, which huggingface_hub's own message holds
         return Failure(status, code, title, REPO_NOT_FOUND)
-    if isinstance(error, (LeaseLost, RecordUnread, InlineBusy)):
+    if isinstance(error, (LeaseLost, RecordUnread, InlineBusy, UpstreamDown)):
         return Failure(status, code, title, str(error), error.retry_after)
     return Failure(status, code, title, str(error))

@@ -177,6 +177,7 @@ def run(app: Starlette, options: ServerSettings) -> None:
             logger.setLevel(logging.WARNING)
     from ocibridge.hubserver.replicas.selfpeer import refuse_self
     from ocibridge.hubserver.starting import banner, bind, warn_when_silent
+    from ocibridge.hubserver.upstream.proxy import ProxyCatalog
 
     host, port = check_listening(options)
     sock = bind(host, port)  # a port in use: one error line, before anything is started
@@ -216,6 +217,8 @@ def run(app: Starlette, options: ServerSettings) -> None:
     logging.getLogger("ocibridge.serve").info(banner(
         [s.shown for s in state.catalog.sources], url, writes=writes, tokens=bool(state.gate.grants),
         writer=options.writer, standing_by=state.standing_by()))
+    if isinstance(state.catalog, ProxyCatalog):  # --upstream: where a miss goes, and what is let in
+        logging.getLogger("ocibridge.serve").info(state.catalog.describe())
     warn_when_silent(state.catalog.sources[0].shown, state.catalog.sources[0].ready)
     try:
         with sock, state.staging.sweeping():  # abandoned uploads go on a timer

@@ -280,8 +280,9 @@ class _Download:
     mismatching download is removed from the cache, so the next run fetches it again). A token
     never follows a redirect to another host: huggingface_hub drops it (``hf_hub_download``)."""
 
-    def __init__(self, src: HubSource, commit: str, workers: int):
+    def __init__(self, src: HubSource, commit: str, workers: int, cache: Path | None = None):
         self.src, self.commit, self.workers = src, commit, workers
+        self.cache = cache or _cache()  # the Hub cache downloaded into (serve --upstream: its own)
 
     def __call__(self) -> tuple[Store, str]:
         from ocibridge.kinds.hf.door import read_snapshot
@@ -301,7 +302,7 @@ class _Download:
                                  f"(run the job again to resume it): {_said(e)}") from None
         names = {f.path for f in listed}
         package = read_snapshot(Reference(src.repo_id, self.commit), ReadRequest(),
-                                keep=lambda rel: rel in names)
+                                keep=lambda rel: rel in names, root=self.cache)
         return PlannedArtifact(package), ARTIFACT_TAG
 
     def _listing(self) -> list[Any]:
@@ -332,7 +333,7 @@ class _Download:
         """One file into the cache, then its bytes checked against the listing."""
         src = self.src
         path = Path(hub().hf_hub_download(src.repo_id, entry.path, revision=self.commit, endpoint=src.endpoint,
-                                          token=src.token, cache_dir=str(_cache()), tqdm_class=_quiet_tqdm()))
+                                          token=src.token, cache_dir=str(self.cache), tqdm_class=_quiet_tqdm()))
         lfs = entry.lfs  # a RepoFile (the listing keeps no other): BlobLfsInfo or None
         if lfs is not None and lfs.sha256:
             said, what = str(lfs.sha256), "sha256"
@@ -347,6 +348,11 @@ class _Download:
             _forget(path)
             raise OcibridgeError(f"{src.name}@{self.commit}: {entry.path}: {src.endpoint} said {what} {said}, "
                                  f"the bytes it sent hash to {found}: refused (removed from the cache)")
+
+
+#: the download of one commit as the artifact ``push hf:ORG/NAME@COMMIT`` makes: a mirror job's, and
+#: serve's ``--upstream`` (hubserver/upstream/ingest.py)
+CommitDownload = _Download
 
 
 def git_blob_sha1(path: Path) -> str:

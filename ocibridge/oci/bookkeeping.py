@@ -23,6 +23,9 @@ Only a tag protects a manifest from a registry's garbage collection: distributio
 - ``ocibridge-branch-<name>``, ``ocibridge-tag-<name>``: a Hub branch or tag whose name the
   other kind had first (the Hub keeps them apart, a registry has one tag of a name), as the refs
   record says (hubserver/reading/refnames.py).
+- ``ocibridge-upstream-<40 hex>``: a commit serve's ``--upstream`` fetched, tagged by the
+  upstream Hub's own commit id (hubserver/upstream/): the id a client pinned resolves, and the
+  commit answers as that id (the manifest's ``org.opencontainers.image.revision`` says it too).
 - ``ocibridge-writer``: the writer lease of a whole SOURCE prefix (:data:`WRITER_ARTIFACT_TYPE`),
   in serve's own repository :data:`LEASE_REPO` under it: which serve process takes the writes
   there (hubserver/replicas/leaserecord.py).
@@ -44,6 +47,7 @@ import re
 PREFIX = "ocibridge-"
 COMMIT_TAG_PREFIX = PREFIX + "commit-"
 REFERRER_TAG_PREFIX = PREFIX + "ref-"
+UPSTREAM_TAG_PREFIX = PREFIX + "upstream-"
 REFS_TAG = PREFIX + "refs"
 #: the artifact type of the refs record's manifest, and its one layer's media type
 REFS_ARTIFACT_TYPE = "application/vnd.ocibridge.serve.refs.v1+json"
@@ -80,6 +84,13 @@ def commit_tag(commit: str) -> str:
     if not COMMIT_PREFIX.fullmatch(commit):
         raise ValueError(f"{commit!r}: not a commit id ({SHORT_MIN} to 40 lowercase hex digits)")
     return COMMIT_TAG_PREFIX + commit
+
+
+def upstream_tag(commit: str) -> str:
+    """The bookkeeping tag of a commit an upstream Hub names ``commit`` (40 hex digits)."""
+    if not COMMIT_ID.fullmatch(commit):
+        raise ValueError(f"{commit!r}: not an upstream commit id (40 lowercase hex digits)")
+    return UPSTREAM_TAG_PREFIX + commit
 
 
 def commit_of_tag(tag: str) -> str | None:

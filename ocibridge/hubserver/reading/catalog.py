@@ -37,6 +37,7 @@ from ocibridge.hubserver.reading.sources import (
 )
 from ocibridge.hubserver.reading.states import RepoStates
 from ocibridge.hubserver.reading.tombstone import is_tombstone
+from ocibridge.hubserver.upstream.commits import by_upstream_id, upstream_commit, upstream_refs
 from ocibridge.model.cardmeta import card_data
 from ocibridge.oci.bookkeeping import PREFIX, commit_tag, is_bookkeeping, is_hidden
 from ocibridge.oci.models import Descriptor, Manifest
@@ -137,6 +138,7 @@ class Catalog:
         self._manifests: OrderedDict[str, tuple[Descriptor, Manifest, str | None, Mapping[str, Any]]] = OrderedDict()
         self._verified: set[tuple[str, str | None, str]] = set()  # (repository, tag, digest) accepted
         self._recent: dict[tuple[str, str], tuple[float, Resolved]] = {}  # (repo id, revision) -> when, what
+        self._upstream_ids: dict[str, str | None] = {}  # digest -> the upstream's commit id (None: not fetched)
         self.states = RepoStates(self.sources)  # private, deleted: the refs records, kept a few seconds
 
     def close(self) -> None:
@@ -214,12 +216,13 @@ class Catalog:
                 continue
             if isinstance(source, RegistrySource):
                 source.seen.add(key)
+            model, manifest, created, card = self._manifest(repo.store, top)
+            commit = self._upstream_id(repo, top, manifest) or commit_of(top.digest)
             with self._lock:
                 self._commits[(number, key, commit_of(top.digest))] = top.digest
-            model, manifest, created, card = self._manifest(repo.store, top)
+                self._commits[(number, key, commit)] = top.digest
             self._check(repo, top, tag)
-            return Resolved(repo_id, revision, commit_of(top.digest), top, model, manifest, repo, source, created,
-                            card, tag)
+            return Resolved(repo_id, revision, commit, top, model, manifest, repo, source, created, card, tag)
         if held:
             raise RevisionNotFound(self._no_revision(repo_id, parts, revision))
         moved = self.states.of(repo_id).moved
@@ -299,6 +302,8 @@ class Catalog:
         except DigestMismatch as e:  # the registry store's check of a commit tag: a tag moved by hand
             raise NotFound(str(e)) from None
         except NotFound:
+            with contextlib.suppress(NotFound, InvalidReference):  # an upstream's id (upstream/commits.py)
+                return by_upstream_id(repo, commit)
             if not scans:
                 raise
             named = find_commit(commit, [t for t in repo.tags() if t != lookup],
@@ -308,6 +313,19 @@ class Catalog:
             found = repo.store.resolve(named if named.startswith("sha256:") else repo.reference(named))
         if not commit_of(found.digest).startswith(commit):  # a tag moved by hand: not this commit
             raise NotFound(f"{repo.shown}: its tag {commit_tag(commit)} names another manifest")
+        return found
+
+    def _upstream_id(self, repo: Repository, top: Descriptor, manifest: Manifest) -> str | None:
+        """The upstream Hub's id of a commit serve's ``--upstream`` fetched (upstream/commits.py):
+        the id it answers as; looked up once per manifest."""
+        with self._lock:
+            if top.digest in self._upstream_ids:
+                return self._upstream_ids[top.digest]
+        found = upstream_commit(repo, top, manifest)
+        with self._lock:
+            if len(self._upstream_ids) > MEMO:
+                self._upstream_ids.clear()
+            self._upstream_ids[top.digest] = found
         return found
 
     def _not_deleted(self, repo_id: str, repo: Repository, top: Descriptor) -> None:
@@ -376,16 +394,17 @@ class Catalog:
             if repo is None:
                 continue
             try:
-                names = [tag for tag in repo.tags() if not is_hidden(tag)]  # ours, cosign's
+                every = repo.tags()
             except (NotFound, RegistryError):
                 continue
+            names = [tag for tag in every if not is_hidden(tag)]  # ours, cosign's
             tags = []
             for tag in sorted(names)[:MAX_TAGS_SCANNED]:
                 commit = self._commit_of_tag(number, key, repo, tag)
                 if commit is not None:
                     tags.append((tag, commit))
             if tags:
-                return self._refs(number, key, repo, repo_id, tags)
+                return upstream_refs(self._refs(number, key, repo, repo_id, tags), repo, every)
         raise self.missing(repo_id)
 
     def _refs(self, number: int, key: str, repo: Repository, repo_id: str, tags: list[tuple[str, str]]) -> Refs:

@@ -31,18 +31,18 @@ REVISION_ANNOTATION = "org.opencontainers.image.revision"
 
 
 def read_snapshot(ref: HubReference, request: ReadRequest,
-                  keep: Callable[[str], bool] | None = None) -> ModelPackage:
+                  keep: Callable[[str], bool] | None = None, root: Path | None = None) -> ModelPackage:
     """The files of a Hub cache snapshot, each read from the blob its symlink names: a file of
     the repo's folder, or of the cache's shared store of Xet files (huggingface_hub 2.x); a link
     leaving both is refused. Every file is hashed as it is read, whatever its name says. Only
     those ``keep`` keeps, when given (a mirror job's include/exclude: the snapshot may hold
-    more, downloaded by another)."""
+    more, downloaded by another). ``root``: the Hub cache to read (default: huggingface_hub's own)."""
     from ocibridge.model import metadata
     from ocibridge.model.classify import classify
     from ocibridge.model.package import ModelPackage
 
     reference, repo_id, revision = ref.text, ref.repo_id, ref.revision
-    folder = repo_folder(repo_id)
+    folder = repo_folder(repo_id, root)
     commit = resolve_revision(folder, repo_id, revision)
     snapshot = folder / "snapshots" / commit
     if not snapshot.is_dir():

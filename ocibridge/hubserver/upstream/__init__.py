@@ -1,0 +1,12 @@
+"""serve as a proxy of an upstream Hub (``ocibridge serve REG/PREFIX --upstream URL``, issue 87):
+a repository or revision the registry lacks is resolved at the upstream, fetched once as the
+artifact ``push hf:ORG/NAME@COMMIT`` makes, written to the registry and answered from it.
+
+- :mod:`.settings`: the flags, as one value; the upstream's token (a file or the environment).
+- :mod:`.client`: what the upstream says a revision is (its commit, its files).
+- :mod:`.door`: which repositories and files may enter (allow/deny globs, pickle formats).
+- :mod:`.ingest`: one fetch per (repository, commit), written to the registry with its tags.
+- :mod:`.commits`: the upstream's commit ids as the ids of what was fetched (a bookkeeping tag).
+- :mod:`.proxy`: the catalog that asks the upstream on a miss and re-checks a branch's head.
+
+No HTTP routing here: the routes resolve through the catalog as they always do."""

@@ -1,0 +1,69 @@
+"""What the upstream Hub says a revision is: ``GET /api/models/REPO/revision/REV`` (model_info),
+its commit and its files: the metadata the door's rules need, and all that is asked before a
+repository is let in. The token is serve's (``--upstream-token-file``), never a client's."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from ocibridge.hubserver.reading.sources import RepoNotFound, RevisionNotFound
+from ocibridge.hubserver.upstream.errors import UpstreamDown
+
+#: seconds to connect, and to wait for each read of an answer
+TIMEOUT = (10.0, 60.0)
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+@dataclass(frozen=True)
+class UpstreamRevision:
+    """A revision as the upstream resolved it."""
+
+    repo_id: str
+    commit: str  # its 40 hex digits
+    files: tuple[str, ...]  # every file's path (``siblings``)
+
+
+class UpstreamHub:
+    """The upstream's API, with serve's token."""
+
+    def __init__(self, url: str, token: str | None):
+        import httpx
+
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(headers=headers, timeout=httpx.Timeout(TIMEOUT[1], connect=TIMEOUT[0]),
+                                  follow_redirects=False)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def revision(self, repo_id: str, revision: str) -> UpstreamRevision:
+        """The commit and files of ``revision``; :class:`RepoNotFound`/:class:`RevisionNotFound`
+        as the upstream says (a 401 is the Hub's answer for a repository a token may not see:
+        not found here too), :class:`UpstreamDown` when it cannot be asked."""
+        import httpx
+
+        where = f"{self.url}/api/models/{repo_id}/revision/{quote(revision, safe='')}"
+        try:
+            answer = self._http.get(where)
+        except httpx.HTTPError as e:
+            raise UpstreamDown(f"{repo_id}@{revision}: the upstream {self.url} did not answer ({e}); "
+                               "what was fetched from it before is still served") from None
+        if answer.status_code in (401, 403, 404):
+            code = answer.headers.get("X-Error-Code", "")
+            if code == "RevisionNotFound":
+                raise RevisionNotFound(f"{repo_id}: no revision {revision} here nor at the upstream {self.url}")
+            raise RepoNotFound(f"{repo_id}: not here, nor at the upstream {self.url} ({answer.status_code})")
+        if answer.status_code != 200:
+            raise UpstreamDown(f"{repo_id}@{revision}: the upstream {self.url} answered {answer.status_code}")
+        try:
+            info = answer.json()
+            commit = info["sha"]
+            files = tuple(str(s["rfilename"]) for s in info.get("siblings") or ())
+        except (ValueError, KeyError, TypeError):
+            raise UpstreamDown(f"{repo_id}@{revision}: the upstream {self.url} answered no model_info") from None
+        if not isinstance(commit, str) or not _SHA.fullmatch(commit):
+            raise UpstreamDown(f"{repo_id}@{revision}: the upstream {self.url} named no commit ({commit!r})")
+        return UpstreamRevision(repo_id, commit, files)

@@ -1,0 +1,22 @@
+"""What the proxy answers when the upstream cannot or may not give a repository: each is a row of
+serve's one table (hubserver/failures.py)."""
+
+from __future__ import annotations
+
+from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.reading.sources import Refused
+
+#: seconds a client is told to wait when the upstream cannot be reached
+RETRY_AFTER = 30
+
+
+class UpstreamDown(OcibridgeError):
+    """The upstream did not answer (or answered a 5xx): what was fetched before is served, a
+    miss is the Hub's 503 with Retry-After."""
+
+    retry_after = RETRY_AFTER
+
+
+class UpstreamRefused(Refused):
+    """A rule at the door keeps the repository or one of its files out: the Hub's 403, the rule
+    named; nothing fetched past the metadata the rule needs."""

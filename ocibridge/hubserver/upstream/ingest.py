@@ -1,0 +1,176 @@
+"""One fetch per (repository, upstream commit): the commit downloaded from the upstream as a mirror
+job downloads an ``hf://`` source (mirror/hub.py: the files listed, each fetched with
+huggingface_hub's engine into the Hub cache and checked against the listing's sha256 or git blob
+id), read as ``push hf:ORG/NAME@COMMIT`` reads it, so the artifact and its digest are that push's;
+then written to the registry, tagged in the order a reader relies on:
+
+1. the artifact, copied, and tagged ``ocibridge-upstream-<upstream id>`` (the mapping: the
+   upstream's id resolves from here on, and the registry's GC keeps the manifest);
+2. serve's own commit tag ``ocibridge-commit-<id>``, as every commit serve writes has;
+3. the revision's registry tag (a branch's or tag's name), moved by the caller.
+
+Requests for the same missing commit that arrive while it is fetched wait for that one fetch
+(single-flight within this serve); each fetch is one audit line."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.hubserver.reading.sources import commit_of
+from ocibridge.hubserver.upstream.commits import by_upstream_id
+from ocibridge.hubserver.upstream.errors import UpstreamDown
+from ocibridge.oci.bookkeeping import commit_tag, upstream_tag
+
+if TYPE_CHECKING:
+    from ocibridge.hubserver.reading.sources import Repository
+    from ocibridge.hubserver.upstream.settings import UpstreamSettings
+    from ocibridge.hubserver.writes.evidence import Evidence
+    from ocibridge.oci.models import Descriptor
+    from ocibridge.stores.base import WritableStore
+
+log = logging.getLogger("ocibridge.hubserver")
+Audit = Callable[[dict[str, Any]], None]
+
+
+def writable(repo: Repository) -> WritableStore:
+    """The registry repository a proxy writes what it fetched to."""
+    from ocibridge.stores.base import WritableStore
+
+    store = repo.store
+    if not isinstance(store, WritableStore):
+        raise OcibridgeError(f"{repo.shown}: not a store serve can write what the upstream gives to")
+    return store
+
+
+@dataclass
+class _Flight:
+    """One fetch in progress, and what it ended with."""
+
+    done: threading.Event
+    result: Descriptor | None = None
+    error: BaseException | None = None
+
+
+class Ingest:
+    """Fetches commits from the upstream into the registry, each once at a time."""
+
+    def __init__(self, settings: UpstreamSettings, audit: Audit | None = None, evidence: Evidence | None = None):
+        self.settings = settings
+        self.evidence = evidence  # serve's --sign-key, --sbom, --provenance: each fetched commit's too
+        self.audit: Audit = audit or (lambda entry: None)
+        self._lock = threading.Lock()
+        self._flights: dict[tuple[str, str], _Flight] = {}
+        self.fetches = 0  # commits fetched from the upstream (not counting those waited for)
+
+    def commit(self, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
+        """The manifest of the upstream's ``commit`` in ``repo``: found there, else fetched (or
+        the fetch another request started waited for)."""
+        try:
+            return by_upstream_id(repo, commit)
+        except NotFound:
+            pass
+        key = (repo.shown, commit)
+        with self._lock:
+            flight = self._flights.get(key)
+            leader = flight is None
+            if flight is None:
+                flight = self._flights[key] = _Flight(threading.Event())
+        if not leader:
+            flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            assert flight.result is not None
+            return flight.result
+        try:
+            flight.result = self._fetch(repo, repo_id, commit, revision)
+            return flight.result
+        except BaseException as e:
+            flight.error = e
+            raise
+        finally:
+            with self._lock:
+                del self._flights[key]
+            flight.done.set()
+
+    def _fetch(self, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
+        from ocibridge.mirror.hub import CommitDownload, HubSource
+        from ocibridge.transfer.copy import copy
+        from ocibridge.transfer.writer import write_artifact
+
+        settings = self.settings
+        started = time.monotonic()
+        line: dict[str, Any] = {"action": "upstream_ingest", "repository": repo_id, "revision": revision,
+                                "commit": commit, "upstream": settings.url}
+        try:
+            source = HubSource(repo_id, settings.url, settings.token, None)
+            artifact, reference = CommitDownload(source, commit, settings.concurrency, settings.hub_cache)()
+            store = writable(repo)
+            mapping = repo.reference(upstream_tag(commit))
+            signs = self.evidence is not None and self.evidence.wanted
+            # signed: the manifest by digest, its evidence, then its tags (landing.py's order)
+            stats = copy(artifact, reference, store, None if signs else mapping, concurrency=settings.concurrency)
+            root = stats.root
+            assert root is not None
+            tags = [repo.reference(commit_tag(commit_of(root.digest)))]
+            if self.evidence is not None and signs:
+                from ocibridge.hubserver.writes.commits import AUTHOR, SUMMARY
+                from ocibridge.hubserver.writes.evidence import attach
+
+                said = {SUMMARY: f"fetched from the upstream {settings.url}: {repo_id}@{commit}",
+                        AUTHOR: f"upstream {settings.url}"}
+                attach(store, root, mapping, said, self.evidence)
+                tags.insert(0, mapping)
+            write_artifact(store, root, store.fetch_bytes(root), tags=tags)
+        except OcibridgeError as e:
+            self._record(line, "failed", 503, reason=str(e))
+            raise UpstreamDown(f"{repo_id}@{commit}: fetching it from the upstream failed: {e}") from None
+        self.fetches += 1
+        self._tidy(repo.shown, repo_id)
+        self._record(line, "landed", 200, digest=root.digest, bytes_received=stats.bytes_copied,
+                     seconds=round(time.monotonic() - started, 3))
+        log.info("upstream: %s@%s fetched from %s as %s", repo_id, commit, settings.url, root.digest)
+        return root
+
+    def _tidy(self, shown: str, repo_id: str) -> None:
+        """Once the registry holds a commit, serve's own Hub cache keeps nothing of the
+        repository (a model is on disk once, in the registry): its folder goes, with the shared
+        Xet entries its files link to, unless another fetch of it is under way (held under the lock:
+        no fetch of it starts meanwhile). The operator's own Hub cache is left as it is."""
+        cache = self.settings.hub_cache
+        if cache is None:
+            return
+        import os
+        import shutil
+
+        from ocibridge.kinds.hf.hubcache import repo_folder
+
+        folder = repo_folder(repo_id, cache)
+        with self._lock:
+            if sum(1 for other, _ in self._flights if other == shown) > 1:
+                return
+            blobs = folder / "blobs"
+            for entry in blobs.iterdir() if blobs.is_dir() else ():
+                if entry.is_symlink():  # huggingface_hub 2.x: a Xet file, in the cache-wide store
+                    target = os.path.realpath(entry)
+                    if target.startswith(os.path.realpath(cache) + os.sep):
+                        with contextlib.suppress(OSError):
+                            os.unlink(target)
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(cache / ".locks" / folder.name, ignore_errors=True)
+
+    def refused(self, repo_id: str, revision: str, reason: str) -> None:
+        """The audit line of a repository or file the door kept out."""
+        self._record({"action": "upstream_ingest", "repository": repo_id, "revision": revision,
+                      "upstream": self.settings.url}, "refused", 403, reason=reason)
+
+    def _record(self, line: dict[str, Any], outcome: str, status: int, **facts: Any) -> None:
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+        self.audit({"time": now, **line, "outcome": outcome, "status": status, "token": None, **facts})

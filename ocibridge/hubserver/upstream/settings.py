@@ -1,0 +1,73 @@
+"""``--upstream`` and its flags, as one frozen value the proxy reads; the upstream's token comes
+from ``--upstream-token-file`` or ``$OCIBRIDGE_UPSTREAM_TOKEN``, never from a client."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ocibridge.errors import UsageError
+
+#: the environment variable the upstream's token is read from when no file names it
+TOKEN_ENV = "OCIBRIDGE_UPSTREAM_TOKEN"
+#: seconds a branch's head, once resolved at the upstream, is answered before it is asked again
+FRESH = 300.0
+#: files that unpickle when loaded (code runs): refused unless --upstream-allow-pickle
+PICKLE = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.ckpt")
+
+
+@dataclass(frozen=True)
+class UpstreamSettings:
+    """Where the upstream is and what may come from it."""
+
+    url: str  # a Hub API endpoint: https://huggingface.co, a mirror, another ocibridge serve
+    token: str | None = None  # sent to the upstream only
+    fresh: float = FRESH  # a branch re-resolved at most every this many seconds (0: never)
+    allow: tuple[str, ...] = ()  # repo id globs that may enter (none: every repository not denied)
+    deny: tuple[str, ...] = ()  # repo id globs that may not
+    allow_pickle: bool = False  # files of PICKLE patterns may enter
+    concurrency: int = 4  # files downloaded at once
+    hub_cache: Path | None = None  # serve's own Hub cache the files pass through, emptied after each
+    # fetch (None: huggingface_hub's cache, the operator's, left as it is)
+
+    def denied_by(self, repo_id: str) -> str | None:
+        """The rule that keeps ``repo_id`` out (``--upstream-deny GLOB``, or no ``--upstream-allow``
+        matching it); None when it may enter. Repo ids compare case-insensitively, as serve's do."""
+        lowered = repo_id.lower()
+        for glob in self.deny:
+            if fnmatch.fnmatchcase(lowered, glob.lower()):
+                return f"--upstream-deny {glob}"
+        if self.allow and not any(fnmatch.fnmatchcase(lowered, glob.lower()) for glob in self.allow):
+            return f"--upstream-allow ({', '.join(self.allow)}) does not match it"
+        return None
+
+    def pickled(self, paths: list[str]) -> list[str]:
+        """The paths the pickle rule refuses (none with ``allow_pickle``)."""
+        if self.allow_pickle:
+            return []
+        return [p for p in paths if any(fnmatch.fnmatchcase(p.rsplit("/", 1)[-1].lower(), g) for g in PICKLE)]
+
+
+def upstream_token(token_file: str | None) -> str | None:
+    """The token serve sends the upstream: the first line of ``token_file``, else
+    ``$OCIBRIDGE_UPSTREAM_TOKEN``, else none; one error line for a file that cannot be read."""
+    if token_file is not None:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                token = f.readline().strip()
+        except OSError as e:
+            raise UsageError(f"--upstream-token-file {token_file}: {e.strerror or e}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"--upstream-token-file {token_file}: not UTF-8 text") from None
+        if not token:
+            raise UsageError(f"--upstream-token-file {token_file}: the file's first line holds no token")
+        return token
+    return os.environ.get(TOKEN_ENV) or None
+
+
+def check_fresh(seconds: float) -> float:
+    if not seconds >= 0:
+        raise UsageError(f"--upstream-fresh {seconds}: expected a number of seconds, 0 or more (0: never re-check)")
+    return seconds

@@ -1,0 +1,304 @@
+"""serve as a proxy of an upstream Hub (issue 87, ``serve REG/PREFIX --upstream URL``), against
+real processes: the upstream is another ``ocibridge serve`` over its own registry prefix, holding
+models published with huggingface_hub, behind a counting fault proxy; the proxy is ``ocibridge
+serve`` over a second prefix of the same registry. Clients are huggingface_hub's own."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import huggingface_hub
+import pytest
+from huggingface_hub import HfApi
+from serving import ROOT, files_of, make_model, own_registry_and_serve, point_hub_at, serve_as_process, serve_over
+from signing_keys import key_pair
+from support.faultproxy import FaultProxy, drop_response
+from support.registry import RegistryProcess
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+UP_TOKEN = "up-token"  # the upstream's: only the proxy has it
+CLIENT_TOKEN = "client-token"  # the proxy's readers': never sent upstream
+ACCEPT = "application/vnd.oci.image.manifest.v1+json"
+
+
+@dataclass
+class Proxied:
+    upstream: str  # the upstream serve, straight
+    counted: FaultProxy  # in front of it: what the proxy asks the upstream
+    proxy: str
+    registry: RegistryProcess
+    root: Path
+    main: str  # acme/tiny's commit ids at the upstream
+    dev: str
+    model: Path  # acme/tiny's files at main
+
+    def api(self) -> HfApi:
+        return HfApi(endpoint=self.proxy, token=CLIENT_TOKEN)
+
+    def digest(self, repository: str, tag: str) -> str | None:
+        answer = httpx.head(f"{self.registry.url}/v2/{repository}/manifests/{tag}", headers={"Accept": ACCEPT})
+        return answer.headers.get("docker-content-digest") if answer.status_code == 200 else None
+
+    def tags(self, repository: str) -> list[str]:
+        answer = httpx.get(f"{self.registry.url}/v2/{repository}/tags/list")
+        return list(answer.json().get("tags") or []) if answer.status_code == 200 else []
+
+    def asked(self, needle: str) -> list[str]:
+        return [r.path for r in self.counted.requests if needle in r.path]
+
+
+def publish(up: str, root: Path) -> tuple[str, str, Path]:
+    """acme/tiny (main, a branch dev one commit ahead, a tag v1), acme/pickled (a .bin),
+    acme/other and secret/model at the upstream; (main's commit, dev's commit, main's files)."""
+    api = HfApi(endpoint=up, token=UP_TOKEN)
+    model = make_model(root / "tiny")
+    api.create_repo("acme/tiny")
+    main = api.upload_folder(repo_id="acme/tiny", folder_path=model).oid
+    api.create_branch("acme/tiny", branch="dev", revision=main)
+    dev = api.upload_file(path_or_fileobj=b"dev only\n", path_in_repo="DEV.md", repo_id="acme/tiny",
+                          revision="dev").oid
+    api.create_tag("acme/tiny", tag="v1", revision=main)
+    for repo, files in (("acme/pickled", {"config.json": b"{}", "pytorch_model.bin": b"\x80\x04pickle"}),
+                        ("acme/other", {"config.json": b"{\"other\": 1}", "w.safetensors": b"\x00" * 4096}),
+                        ("secret/model", {"config.json": b"{}"})):
+        api.create_repo(repo)
+        for path, data in files.items():
+            api.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=repo)
+    return main, dev, model
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxied]:
+    root = tmp_path_factory.mktemp("upstream")
+    (root / "up-token.txt").write_text(UP_TOKEN + "\n")
+    (root / "proxy").mkdir()
+    with own_registry_and_serve(root / "up", f"{UP_TOKEN} write\n", lambda host: [f"{host}/up", "--plain-http"]) \
+            as (up, registry), FaultProxy(up) as counted:
+        main, dev, model = publish(up, root)
+        key, _ = key_pair(root / "keys")
+        flags = ["--upstream", counted.url, "--upstream-token-file", str(root / "up-token.txt"),
+                 "--upstream-deny", "secret/*", "--audit-log", str(root / "audit.jsonl"),
+                 "--sign-key", str(key), "--provenance"]
+        with serve_over(registry, root / "proxy", f"{CLIENT_TOKEN}\n",
+                        lambda host: [f"{host}/proxy", "--plain-http", *flags],
+                        HF_HUB_DISABLE_XET="1") as proxy:
+            yield Proxied(up, counted, proxy, registry, root, main, dev, model)
+
+
+@pytest.fixture(autouse=True)
+def lfs_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
+
+
+def test_a_model_the_registry_lacks_is_fetched_once_and_answered_as_the_upstreams_commit(proxied: Proxied,
+                                                                                          tmp_path: Path):
+    api = proxied.api()
+    assert api.model_info("acme/tiny").sha == proxied.main  # the upstream's id, not serve's
+    got = Path(huggingface_hub.snapshot_download("acme/tiny", endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                                 cache_dir=tmp_path / "a"))
+    assert {k: v for k, v in files_of(got).items() if k != ".gitattributes"} == files_of(proxied.model)
+    # a pinned revision of the upstream, not fetched yet: dev's commit
+    pinned = huggingface_hub.hf_hub_download("acme/tiny", "DEV.md", revision=proxied.dev, endpoint=proxied.proxy,
+                                             token=CLIENT_TOKEN, cache_dir=tmp_path / "b")
+    assert Path(pinned).read_bytes() == b"dev only\n"
+    head = httpx.head(f"{proxied.proxy}/acme/tiny/resolve/{proxied.dev}/DEV.md",
+                      headers={"Authorization": f"Bearer {CLIENT_TOKEN}"})
+    assert head.headers["x-repo-commit"] == proxied.dev
+    assert api.model_info("acme/tiny", revision=proxied.dev).sha == proxied.dev
+    assert api.model_info("acme/tiny", revision="v1").sha == proxied.main  # a name of a commit fetched already
+    refs = api.list_repo_refs("acme/tiny")
+    assert [b.target_commit for b in refs.branches if b.name == "main"] == [proxied.main]
+    assert {t.name: t.target_commit for t in refs.tags}.get("v1") == proxied.main  # a fetched name: a plain tag
+    # the upstream got serve's token, never the client's
+    sent = {r.headers.get("authorization") for r in proxied.counted.requests}
+    assert sent == {f"Bearer {UP_TOKEN}"}
+    # the mapping is in the registry: the upstream's ids tag what was fetched
+    tags = proxied.tags("proxy/acme/tiny")
+    assert {f"ocibridge-upstream-{proxied.main}", f"ocibridge-upstream-{proxied.dev}", "latest"} <= set(tags)
+    # the files passed through serve's own Hub cache, which keeps nothing once the registry holds them
+    hub = proxied.root / "proxy" / "cache" / "upstream-hub"
+    assert hub.is_dir() and not list(hub.glob("models--*"))
+    landed = [json.loads(line) for line in (proxied.root / "audit.jsonl").read_text().splitlines()]
+    ingests = [e for e in landed if e["action"] == "upstream_ingest" and e["repository"] == "acme/tiny"]
+    assert sorted(e["commit"] for e in ingests) == sorted([proxied.main, proxied.dev])
+    assert all(e["outcome"] == "landed" and e["digest"].startswith("sha256:") for e in ingests)
+
+
+def test_a_second_load_sends_the_upstream_nothing(proxied: Proxied, tmp_path: Path):
+    huggingface_hub.snapshot_download("acme/tiny", endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                      cache_dir=tmp_path / "first")
+    before = len(proxied.counted.requests)
+    again = Path(huggingface_hub.snapshot_download("acme/tiny", endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                                   cache_dir=tmp_path / "second"))
+    huggingface_hub.hf_hub_download("acme/tiny", "config.json", revision=proxied.main, endpoint=proxied.proxy,
+                                    token=CLIENT_TOKEN, cache_dir=tmp_path / "third")
+    assert (again / "config.json").read_bytes() == (proxied.model / "config.json").read_bytes()
+    assert proxied.counted.requests[before:] == []
+
+
+def test_the_registry_holds_the_artifact_push_hf_makes_of_the_same_commit(proxied: Proxied, tmp_path: Path):
+    proxied.api().model_info("acme/tiny")  # fetched, if no test before did
+    hub = tmp_path / "hub"
+    huggingface_hub.snapshot_download("acme/tiny", revision=proxied.main, endpoint=proxied.upstream,
+                                      token=UP_TOKEN, cache_dir=hub)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_CACHE": str(hub), "HF_ENDPOINT": proxied.upstream,
+           "OCIBRIDGE_CACHE": str(tmp_path / "cache")}
+    subprocess.run([sys.executable, "-m", "ocibridge", "push", f"hf:acme/tiny@{proxied.main}",
+                    f"{proxied.registry.host}/pushed/acme/tiny:main", "--plain-http", "-q"],
+                   env=env, check=True, capture_output=True, timeout=120)
+    pushed = proxied.digest("pushed/acme/tiny", "main")
+    assert pushed is not None
+    assert proxied.digest("proxy/acme/tiny", f"ocibridge-upstream-{proxied.main}") == pushed
+
+
+def test_concurrent_requests_for_a_missing_commit_share_one_fetch(proxied: Proxied):
+    api = proxied.api()
+    with ThreadPoolExecutor(6) as pool:
+        shas = set(pool.map(lambda _: api.model_info("acme/other").sha, range(6)))
+    assert len(shas) == 1
+    listings = proxied.asked("/api/models/acme/other/tree/")
+    assert len(listings) == 1, listings
+    assert len(proxied.counted.requests_matching("GET", "/acme/other/resolve/.*/w.safetensors")) == 1
+
+
+def test_a_denied_repository_and_a_pickle_file_are_refused_naming_the_rule(proxied: Proxied):
+    headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+    denied = httpx.get(f"{proxied.proxy}/api/models/secret/model", headers=headers)
+    assert denied.status_code == 403
+    assert "--upstream-deny secret/*" in denied.headers["x-error-message"]
+    assert proxied.asked("secret") == []  # decided on the repo id: the upstream not asked
+    pickled = httpx.get(f"{proxied.proxy}/api/models/acme/pickled/revision/main", headers=headers)
+    assert pickled.status_code == 403
+    assert "pytorch_model.bin" in pickled.headers["x-error-message"]
+    assert "--upstream-allow-pickle" in pickled.headers["x-error-message"]
+    asked = proxied.asked("acme/pickled")
+    assert asked and all(p.startswith("/api/models/acme/pickled/revision/") for p in asked)  # metadata only
+    assert proxied.tags("proxy/acme/pickled") == [] and proxied.tags("proxy/secret/model") == []
+    audit = [json.loads(line) for line in (proxied.root / "audit.jsonl").read_text().splitlines()]
+    refused = {e["repository"] for e in audit if e["action"] == "upstream_ingest" and e["outcome"] == "refused"}
+    assert {"secret/model", "acme/pickled"} <= refused
+
+
+def test_with_the_upstream_down_what_was_fetched_is_served_after_a_restart_and_a_miss_is_503(proxied: Proxied,
+                                                                                              tmp_path: Path):
+    proxied.api().model_info("acme/tiny")  # fetched, if no test before did
+    down = FaultProxy(proxied.upstream)
+    down.stop()  # nothing listens there now
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OCIBRIDGE_CACHE": str(tmp_path / "cache")}
+    args = [f"{proxied.registry.host}/proxy", "--plain-http", "--no-access-log", "--upstream", down.url,
+            "--upstream-fresh", "0"]
+    with serve_as_process(args, env, tmp_path / "serve.log") as again:
+        api = HfApi(endpoint=again)
+        assert api.model_info("acme/tiny").sha == proxied.main  # the mapping survived the restart
+        got = huggingface_hub.hf_hub_download("acme/tiny", "config.json", revision=proxied.main, endpoint=again,
+                                              cache_dir=tmp_path / "hub")
+        assert Path(got).read_bytes() == (proxied.model / "config.json").read_bytes()
+        started = (tmp_path / "serve.log").read_text()
+        assert f"a proxy of {down.url} (with no token)" in started and "a branch never re-checked" in started
+        miss = httpx.get(f"{again}/api/models/acme/never-fetched")
+        assert miss.status_code == 503
+        assert int(miss.headers["retry-after"]) > 0
+        assert "upstream" in miss.headers["x-error-message"]
+
+
+def test_a_branch_head_is_re_checked_at_most_every_upstream_fresh_seconds(proxied: Proxied, tmp_path: Path):
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/moving")
+    first = up.upload_file(path_or_fileobj=b"1", path_in_repo="n.txt", repo_id="acme/moving").oid
+    (tmp_path / "fresh").mkdir()
+    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt"),
+             "--upstream-fresh", "1"]
+    with serve_over(proxied.registry, tmp_path / "fresh", f"{CLIENT_TOKEN}\n",
+                    lambda host: [f"{host}/fresh", "--plain-http", *flags],
+                    HF_HUB_DISABLE_XET="1") as proxy:
+        api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
+        assert api.model_info("acme/moving").sha == first
+        second = up.upload_file(path_or_fileobj=b"2", path_in_repo="n.txt", repo_id="acme/moving").oid
+        time.sleep(1.2)
+        assert api.model_info("acme/moving").sha == second  # main re-resolved at the upstream, fetched
+        got = huggingface_hub.hf_hub_download("acme/moving", "n.txt", endpoint=proxy, token=CLIENT_TOKEN,
+                                              cache_dir=tmp_path / "c")
+        assert Path(got).read_bytes() == b"2"
+        assert api.model_info("acme/moving", revision=first).sha == first  # the old commit stays addressable
+
+
+def test_the_upstream_flags_are_checked_before_serve_starts(tmp_path: Path):
+    from ocibridge.api.serve import ServeOptions, create_app
+    from ocibridge.errors import UsageError
+
+    cases = (("127.0.0.1:1/x", ServeOptions(upstream_deny=("a/*",)), "go with --upstream URL"),
+             (f"oci:{tmp_path / 'lay'}", ServeOptions(upstream="http://127.0.0.1:1"), "is not one"),
+             ("127.0.0.1:1/x", ServeOptions(upstream="ftp://hub"), "--upstream 'ftp://hub'"),
+             ("127.0.0.1:1/x", ServeOptions(upstream="http://h", upstream_token_file=str(tmp_path / "none")),
+              "--upstream-token-file"),
+             ("127.0.0.1:1/x", ServeOptions(upstream="http://h", upstream_fresh=-1), "--upstream-fresh"))
+    for source, options, said in cases:
+        with pytest.raises(UsageError, match=re.escape(said)):
+            create_app(source, options=options)
+
+
+def test_a_fetch_cut_mid_file_commits_nothing_and_the_next_request_completes_it(proxied: Proxied, tmp_path: Path):
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    up.create_repo("acme/cut")
+    weights = bytes(range(256)) * 800
+    sha = up.upload_file(path_or_fileobj=weights, path_in_repo="w.safetensors", repo_id="acme/cut").oid
+    rule = proxied.counted.add("GET", r"/acme/cut/resolve/.*/w\.safetensors", drop_response(after=50_000),
+                               times=None)
+    cut = httpx.get(f"{proxied.proxy}/api/models/acme/cut", headers={"Authorization": f"Bearer {CLIENT_TOKEN}"},
+                    timeout=120)
+    assert (cut.status_code, rule.applied > 0) == (503, True), cut.text
+    assert int(cut.headers["retry-after"]) > 0
+    assert proxied.tags("proxy/acme/cut") == []  # nothing of the commit in the registry
+    rule.times = rule.applied  # the upstream whole again
+    assert proxied.api().model_info("acme/cut").sha == sha
+    got = huggingface_hub.hf_hub_download("acme/cut", "w.safetensors", endpoint=proxied.proxy, token=CLIENT_TOKEN,
+                                          cache_dir=tmp_path / "c")
+    assert Path(got).read_bytes() == weights
+
+
+def test_with_sign_key_a_fetched_commit_is_signed_and_its_provenance_names_the_upstream(proxied: Proxied,
+                                                                                      tmp_path: Path):
+    from ocibridge.cli import main
+
+    proxied.api().model_info("acme/tiny")  # fetched, if no test before did
+    ref = f"{proxied.registry.host}/proxy/acme/tiny:latest"
+    public = str(proxied.root / "keys" / "cosign.pub")
+    assert main(["verify", ref, "--key", public, "--plain-http"]) == 0
+    assert main(["pull", ref, str(tmp_path / "out"), "-q", "--plain-http", "--with-attestations",
+                 "--verify-key", public]) == 0
+    said = [json.loads(base64.b64decode(json.loads(p.read_text())["dsseEnvelope"]["payload"]))
+            for p in (tmp_path / "out" / ".ocibridge" / "attestations").glob("slsaprovenance1*")]
+    assert said, "no provenance pulled"
+    external = said[0]["predicate"]["buildDefinition"]["externalParameters"]
+    assert proxied.counted.url in external["summary"] and proxied.main in external["summary"]
+
+
+def test_transformers_and_the_hf_command_load_through_the_proxy(proxied: Proxied, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch):
+    from transformers import AutoConfig, AutoTokenizer
+
+    point_hub_at(monkeypatch, proxied.proxy, tmp_path / "hub")
+    monkeypatch.setenv("HF_TOKEN", CLIENT_TOKEN)
+    config = AutoConfig.from_pretrained("acme/tiny", revision=proxied.main, token=CLIENT_TOKEN)
+    assert config.model_type == "bert" and config.hidden_size == 32
+    tokenizer = AutoTokenizer.from_pretrained("acme/tiny", token=CLIENT_TOKEN)
+    assert tokenizer.convert_tokens_to_ids(["hello", "world"]) == [4, 5]
+    env = {**os.environ, "HF_ENDPOINT": proxied.proxy, "HF_TOKEN": CLIENT_TOKEN, "HF_HUB_DISABLE_XET": "1",
+           "HF_HUB_CACHE": str(tmp_path / "cli")}
+    done = subprocess.run([str(Path(sys.executable).parent / "hf"), "download", "acme/tiny", "config.json",
+                           "--revision", proxied.main], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout.strip().splitlines()[-1].split("path:")[-1].strip()  # hf 1.x: "  path: P"; older: P
+    assert Path(printed).read_bytes() == (proxied.model / "config.json").read_bytes()
