@@ -123,9 +123,10 @@ class ServeApp:
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
         first = catalog.sources[0] if catalog.sources else None
         relay = partial(relay_for, first)  # to the first source
-        self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first))  # in memory
+        self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first),  # in memory
+                             lambda request, repo_id: self.xet_upload.grant_for(request, repo_id))
         self.commits = CommitRoutes(self.repos, publish)
-        self.refs = RefRoutes(self.repos)
+        self.refs = RefRoutes(self.repos, self.commits)
         self.creating = Creating(self.repos, self.commits)  # create_repo, settings
         self.deleting = Deleting(self.repos)
         self.squashing = Squashing(self.repos, publish)

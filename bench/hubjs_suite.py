@@ -1,0 +1,169 @@
+"""@huggingface/hub's own tests (huggingface.js, packages/hub), run against ``ocibridge serve`` on a
+fresh local registry: the Hub's contract as its JavaScript client knows it (issue 88).
+
+    .venv/bin/python -m bench.hubjs_suite --hubjs /tmp/hubjs [--mirror DIR] [--only SPEC ...] [--out DIR]
+    .venv/bin/python -m bench.hubjs_suite --resummarize OUT      # summary.md again from OUT/vitest.json
+
+``--hubjs`` is a working folder outside this repository: when it has no ``packages/hub`` yet, the
+package is exported there from the huggingface.js mirror (``--mirror``, a bare git dir: fetch it
+with ``github:huggingface/huggingface.js``), its workspace dependencies swapped for the npm
+registry's releases, and installed with npm (vitest 0.34, as the monorepo pins). Nothing of
+huggingface.js is committed here.
+
+Each run: a fresh ``docker-registry`` and ``ocibridge serve`` (bench/hub_suite.py's, with TOKEN_FILE
+below: the suite's user ``hub.js`` and token ``hf_hub.js``, writing everywhere), the copy's
+src/test/consts.ts pointed at serve, vitest run on the in-scope spec files with its JSON reporter,
+and ``summary.md``: in scope / passing / failing (first error line) / out of scope (the rule that
+put it there). Tests in other spec files read huggingface.co itself (model-info, list-models, ...:
+no route from here) or test no Hub at all (src/utils): not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.hub_suite import ROOT, start_serve
+from tests.support.registry import RegistryProcess
+
+MIRROR = Path("/work/.mirror/huggingface+huggingface.js/repo")
+TEST_USER, TEST_TOKEN = "hub.js", "hf_hub.js"  # packages/hub/src/test/consts.ts
+TOKEN_FILE = f"{TEST_TOKEN} user={TEST_USER} write=* fullname=Hub%20JS orgs=huggingface-js\nanonymous read=*\n"
+
+#: the spec files whose tests talk to TEST_HUB_URL (the Hub's CI endpoint): serve stands in for it
+IN_SCOPE_FILES = [
+    "src/lib/check-repo-access.spec.ts", "src/lib/commit.spec.ts", "src/lib/create-branch.spec.ts",
+    "src/lib/create-repo.spec.ts", "src/lib/delete-branch.spec.ts", "src/lib/delete-file.spec.ts",
+    "src/lib/delete-files.spec.ts", "src/lib/download-file.spec.ts", "src/lib/upload-file.spec.ts",
+    "src/lib/upload-files-with-progress.spec.ts", "src/lib/upload-files.fs.spec.ts",
+    "src/lib/upload-files.spec.ts", "src/lib/who-am-i.spec.ts", "src/lib/copy-files.spec.ts",
+]
+
+#: (group, reason, regex over "file > describe > test"): first match wins, counted apart
+OUT_OF_SCOPE = [
+    ("buckets", "Hub storage buckets: not repositories serve keeps", r"bucket"),
+    ("datasets", "dataset repositories: serve publishes models (datasets are not OCI models)", r"dataset"),
+    ("spaces", "Spaces: not OCI models", r"space"),
+    ("pull requests", "pull requests (refs/pr/N): serve makes none", r"\bPR\b|pull request"),
+    ("huggingface.co", "reads huggingface.co itself (web URLs of a public repo): no route from here",
+     r"from HF with web urls|public repo"),
+    ("offline", "a unit test of the client (mocked fetch, no Hub)", r"\(mocked\)|relativeUnderFolder"),
+]
+
+
+def prepare(hubjs: Path, mirror: Path) -> Path:
+    """``hubjs/packages/hub``, exported and installed when it is not there yet."""
+    package = hubjs / "packages" / "hub"
+    if (package / "node_modules" / "vitest").is_dir():
+        return package
+    hubjs.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(mirror), "archive", "HEAD", "packages/hub"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(hubjs)], input=archive, check=True)
+    manifest = json.loads((package / "package.json").read_text())
+    manifest["dependencies"] = {"@huggingface/tasks": "^0.21.0", "@huggingface/xetchunk-wasm": "^0.1.0"}
+    manifest["devDependencies"] = {"@types/cli-progress": "^3.11.6", "vitest": "^0.34.6", "vite": "^5.0.2",
+                                   "@types/node": "^22.14.1", "typescript": "^5.8.3"}
+    manifest.pop("scripts", None)
+    (package / "package.json").write_text(json.dumps(manifest, indent=1))
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=package, check=True)
+    return package
+
+
+def point_at(package: Path, url: str) -> None:
+    consts = package / "src" / "test" / "consts.ts"
+    text = re.sub(r'TEST_HUB_URL = "[^"]*"', f'TEST_HUB_URL = "{url}"', consts.read_text())
+    consts.write_text(text)
+
+
+def out_of_scope(name: str) -> tuple[str, str] | None:
+    for group, reason, pattern in OUT_OF_SCOPE:
+        if re.search(pattern, name, re.IGNORECASE):
+            return group, reason
+    return None
+
+
+def summarize(out: Path) -> str:
+    report = json.loads((out / "vitest.json").read_text())
+    meta = json.loads((out / "meta.json").read_text()) if (out / "meta.json").exists() else {}
+    rows: list[tuple[str, str, str]] = []  # (name, outcome, first error line)
+    for suite in report.get("testResults", []):
+        rel = Path(suite["name"]).name
+        for test in suite.get("assertionResults", []):
+            name = f"{rel} > {' > '.join(test.get('ancestorTitles', []))} > {test['title']}"
+            first = (test.get("failureMessages") or [""])[0].splitlines()
+            rows.append((name, test["status"], first[0] if first else ""))
+    excluded: Counter[str] = Counter()
+    passing, failing = [], []
+    for name, outcome, error in rows:
+        scope = out_of_scope(name)
+        if scope is not None:
+            excluded[f"{scope[0]}: {scope[1]}"] += 1
+        elif outcome == "passed":
+            passing.append(name)
+        else:
+            failing.append((name, outcome, error))
+    lines = [f"# @huggingface/hub's tests against serve ({meta.get('when', '')})", "",
+             f"huggingface.js {meta.get('commit', '?')}, @huggingface/hub {meta.get('version', '?')}", "",
+             f"- in scope: {len(passing) + len(failing)}", f"- passing: {len(passing)}",
+             f"- failing: {len(failing)}", f"- out of scope: {sum(excluded.values())}", ""]
+    lines += ["## Out of scope", ""] + [f"- {n}: {why}" for why, n in excluded.most_common()] + [""]
+    lines += ["## Failing", ""] + [f"- {n} ({o}): {e}" for n, o, e in failing] + [""]
+    lines += ["## Passing", ""] + [f"- {n}" for n in passing] + [""]
+    text = "\n".join(lines)
+    (out / "summary.md").write_text(text)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hubjs", type=Path, default=Path("/tmp/hubjs"))
+    parser.add_argument("--mirror", type=Path, default=MIRROR)
+    parser.add_argument("--only", nargs="*", help="spec files (relative to packages/hub) instead of IN_SCOPE_FILES")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--resummarize", type=Path)
+    args = parser.parse_args()
+    if args.resummarize:
+        print(summarize(args.resummarize))
+        return 0
+    package = prepare(args.hubjs, args.mirror)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or Path(tempfile.gettempdir()) / "hubjs-runs" / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "-C", str(args.mirror), "rev-parse", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    version = json.loads((package / "package.json").read_text()).get("version", "?")
+    (out / "meta.json").write_text(json.dumps({"when": stamp, "commit": commit, "version": version}))
+    work = Path(tempfile.mkdtemp(prefix="hubjs-suite-"))
+    registry = RegistryProcess(work / "registry", log_level="warn")
+    serve = None
+    try:
+        token_file = work / "tokens.txt"
+        token_file.write_text(TOKEN_FILE)
+        serve = start_serve(registry.host, work, out, token_file,
+                            [sys.executable, "-m", "ocibridge", "serve"], [], ROOT)
+        point_at(package, serve.url)
+        t0 = time.monotonic()
+        with (out / "vitest.log").open("wb") as log:
+            subprocess.run(["npx", "vitest", "run", "--config", "vitest.config.mts", "--reporter=json",
+                            f"--outputFile={out / 'vitest.json'}", *(args.only or IN_SCOPE_FILES)],
+                           cwd=package, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
+        print(f"vitest ran {time.monotonic() - t0:.0f} s; results in {out}")
+    finally:
+        if serve is not None:
+            serve.stop()
+        registry.stop()
+    print(summarize(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
