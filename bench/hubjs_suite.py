@@ -12,10 +12,12 @@ huggingface.js is committed here.
 
 Each run: a fresh ``docker-registry`` and ``ocibridge serve`` (bench/hub_suite.py's, with TOKEN_FILE
 below: the suite's user ``hub.js`` and token ``hf_hub.js``, writing everywhere), the copy's
-src/test/consts.ts pointed at serve, vitest run on the in-scope spec files with its JSON reporter,
-and ``summary.md``: in scope / passing / failing (first error line) / out of scope (the rule that
-put it there). Tests in other spec files read huggingface.co itself (model-info, list-models, ...:
-no route from here) or test no Hub at all (src/utils): not run.
+src/test/consts.ts pointed at serve, the files the tests take from huggingface.co as input served
+from serve's fixture repositories (their fetches redirected by a vitest setup file), vitest run
+on the in-scope spec files with its JSON reporter, and ``summary.md``: in scope / passing /
+failing (first error line) / out of scope (the rule that put it there). Tests in other spec
+files read huggingface.co itself (model-info, list-models, ...: no route from here) or test no
+Hub at all (src/utils): not run.
 """
 
 from __future__ import annotations
@@ -47,14 +49,40 @@ IN_SCOPE_FILES = [
     "src/lib/upload-files.spec.ts", "src/lib/who-am-i.spec.ts", "src/lib/copy-files.spec.ts",
 ]
 
+#: huggingface.co repositories the tests read their INPUT from -> serve's fixture repositories
+#: (:func:`seed`); a test that asserts huggingface.co's own content is out of scope instead
+REDIRECTS = {"https://huggingface.co/gpt2/": "/fixtures/gpt2/",
+             "https://huggingface.co/openai-community/gpt2/": "/fixtures/gpt2/",
+             "https://huggingface.co/api/models/openai-community/gpt2": "/api/models/fixtures/gpt2",
+             "https://huggingface.co/spaces/aschen/push-model-from-web/": "/fixtures/push-model-from-web/",
+             "https://huggingface.co/spaces/huggingfacejs/push-model-from-web/": "/fixtures/push-model-from-web/",
+             "https://huggingface.co/": "/"}
+
+SETUP = """// written by ocibridge's bench/hubjs_suite.py: huggingface.co's fetches go to serve
+const redirects: Record<string, string> = REDIRECTS;
+const original = globalThis.fetch;
+globalThis.fetch = ((input: RequestInfo | URL, init?: RequestInit) => {
+  const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+  for (const [from, to] of Object.entries(redirects)) {
+    if (url.startsWith(from)) {
+      const moved = "SERVE" + to + url.slice(from.length);
+      return original(typeof input === "string" || input instanceof URL ? moved : new Request(moved, input), init);
+    }
+  }
+  return original(input, init);
+}) as typeof fetch;
+"""
+
 #: (group, reason, regex over "file > describe > test"): first match wins, counted apart
 OUT_OF_SCOPE = [
     ("buckets", "Hub storage buckets: not repositories serve keeps", r"bucket"),
     ("datasets", "dataset repositories: serve publishes models (datasets are not OCI models)", r"dataset"),
     ("spaces", "Spaces: not OCI models", r"space"),
     ("pull requests", "pull requests (refs/pr/N): serve makes none", r"\bPR\b|pull request"),
-    ("huggingface.co", "reads huggingface.co itself (web URLs of a public repo): no route from here",
-     r"from HF with web urls|public repo"),
+    ("huggingface.co", "asserts the content of huggingface.co's own repositories (gpt2's README, "
+     "celinah/xet-experiments; the size and SHA-256 of push-model-from-web's shard): no route from here",
+     r"download regular file|downoad xet file|from HF with web urls"),
+    ("datasets", "makes a dataset repository (private)", r"download private file"),
     ("offline", "a unit test of the client (mocked fetch, no Hub)", r"\(mocked\)|relativeUnderFolder"),
 ]
 
@@ -79,9 +107,36 @@ def prepare(hubjs: Path, mirror: Path) -> Path:
 
 
 def point_at(package: Path, url: str) -> None:
+    """The copy's TEST_HUB_URL at serve, and a vitest setup file (in a config of its own) that
+    sends the tests' fetches of huggingface.co to serve's fixture repositories (REDIRECTS)."""
     consts = package / "src" / "test" / "consts.ts"
     text = re.sub(r'TEST_HUB_URL = "[^"]*"', f'TEST_HUB_URL = "{url}"', consts.read_text())
     consts.write_text(text)
+    (package / "hubjs-redirect.setup.ts").write_text(SETUP.replace("SERVE", url).replace(
+        "REDIRECTS", json.dumps(REDIRECTS)))
+    (package / "vitest.serve.config.mts").write_text(
+        'import { defineConfig } from "vitest/config";\n'
+        'export default defineConfig({ test: { testTimeout: 60_000, setupFiles: ["./hubjs-redirect.setup.ts"] } });\n')
+
+
+def seed(package: Path, url: str) -> None:
+    """serve's fixture repositories (FIXTURES): the files the tests take from huggingface.co as
+    input, each read back and compared with what the test itself fetched (so their text is the
+    test's input, not its answer), except gpt2's config.json, quoted in upload-file.spec.ts."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    api = HfApi(endpoint=url, token=TEST_TOKEN)
+    quoted = re.search(r"\(await content\?\.text\(\)\)\?\.trim\(\),\s*`([^`]*)`",
+                       (package / "src" / "lib" / "upload-file.spec.ts").read_text())
+    files = {"fixtures/gpt2": {"config.json": (quoted.group(1).strip() + "\n") if quoted else "{}\n"},
+             "fixtures/push-model-from-web": {
+                 "mobilenet/model.json": json.dumps({"format": "layers-model", "weightsManifest": []}),
+                 "mobilenet/group1-shard1of2": "shard one " * 400, "mobilenet/group1-shard2of2": "shard two " * 300,
+                 "mobilenet/coffee.jpg": "not a jpeg, a fixture", "mobilenet/README.md": "# mobilenet fixture\n"}}
+    for repo_id, contents in files.items():
+        api.create_repo(repo_id, exist_ok=True)
+        api.create_commit(repo_id, [CommitOperationAdd(p, c.encode()) for p, c in contents.items()],
+                          commit_message="fixtures of the @huggingface/hub suite")
 
 
 def out_of_scope(name: str) -> tuple[str, str] | None:
@@ -151,9 +206,10 @@ def main() -> int:
         serve = start_serve(registry.host, work, out, token_file,
                             [sys.executable, "-m", "ocibridge", "serve"], [], ROOT)
         point_at(package, serve.url)
+        seed(package, serve.url)
         t0 = time.monotonic()
         with (out / "vitest.log").open("wb") as log:
-            subprocess.run(["npx", "vitest", "run", "--config", "vitest.config.mts", "--reporter=json",
+            subprocess.run(["npx", "vitest", "run", "--config", "vitest.serve.config.mts", "--reporter=json",
                             f"--outputFile={out / 'vitest.json'}", *(args.only or IN_SCOPE_FILES)],
                            cwd=package, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
         print(f"vitest ran {time.monotonic() - t0:.0f} s; results in {out}")

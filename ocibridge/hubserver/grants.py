@@ -81,7 +81,8 @@ class Grant:
                  "avatarUrl": "", "periodEnd": None, "roleInOrg": role} for org in self.orgs]
         return {"type": "user", "id": self.name, "name": self.name, "fullname": self.fullname or self.name,
                 "email": None, "emailVerified": False, "orgs": orgs, "avatarUrl": "", "periodEnd": None,
-                "canPay": False, "isPro": False, "auth": {"type": "access_token", "accessToken": token}}
+                "billingMode": "postpaid", "canPay": False, "isPro": False,
+                "auth": {"type": "access_token", "accessToken": token}}
 
 
 def writes_of(grant: Grant) -> str:
