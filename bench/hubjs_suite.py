@@ -73,6 +73,27 @@ globalThis.fetch = ((input: RequestInfo | URL, init?: RequestInit) => {
 }) as typeof fetch;
 """
 
+#: the harness's own spec (written into the copy, never committed there): a file uploaded with
+#: ``useXet: true``, its bytes kept for :func:`read_back` to compare through huggingface_hub
+READBACK_SPEC = """// written by ocibridge's bench/hubjs_suite.py
+import { it } from "vitest";
+import { writeFileSync } from "node:fs";
+import { createRepo } from "./create-repo";
+import { uploadFile } from "./upload-file";
+import { TEST_ACCESS_TOKEN, TEST_HUB_URL, TEST_USER } from "../test/consts";
+
+it("uploads over Xet for ocibridge's read-back", async () => {
+  const bytes = new Uint8Array(3_000_000);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = ((i * 2654435761) >>> 13) & 255;
+  const repo = { type: "model" as const, name: `${TEST_USER}/READBACK_REPO` };
+  await createRepo({ accessToken: TEST_ACCESS_TOKEN, hubUrl: TEST_HUB_URL, repo });
+  await uploadFile({ accessToken: TEST_ACCESS_TOKEN, hubUrl: TEST_HUB_URL, repo, useXet: true,
+                     file: { path: "weights.bin", content: new Blob([bytes]) } });
+  writeFileSync("READBACK_FILE", Buffer.from(bytes));
+});
+"""
+READBACK_REPO = "xet-readback"
+
 #: (group, reason, regex over "file > describe > test"): first match wins, counted apart
 OUT_OF_SCOPE = [
     ("buckets", "Hub storage buckets: not repositories serve keeps", r"bucket"),
@@ -146,6 +167,24 @@ def out_of_scope(name: str) -> tuple[str, str] | None:
     return None
 
 
+def read_back(url: str, out: Path) -> str:
+    """The harness's own check: the file @huggingface/hub uploaded with ``useXet: true`` read back
+    through huggingface_hub byte for byte, and the xorbs it POSTed to serve's CAS routes."""
+    from huggingface_hub import hf_hub_download
+
+    sent = out / "readback.bin"
+    if not sent.exists():
+        return "- Xet read-back: the upload did not run (see vitest.log)"
+    repo = f"{TEST_USER}/{READBACK_REPO}"
+    got = Path(hf_hub_download(repo, "weights.bin", endpoint=url, token=TEST_TOKEN, cache_dir=out / "hf-cache"))
+    log = (out / "serve-access.log").read_text(errors="replace")
+    xorbs = len(re.findall(rf"POST /xet-write/{re.escape(repo)}/v1/xorbs/", log))
+    puts = len(re.findall(rf"PUT /ocibridge/lfs/[0-9a-f]+/\d+/{re.escape(repo)}", log))
+    same = got.read_bytes() == sent.read_bytes()
+    return (f"- Xet read-back: {sent.stat().st_size} bytes uploaded by @huggingface/hub (useXet: true), "
+            f"{'identical' if same else 'DIFFERENT'} through huggingface_hub; {xorbs} xorb POST(s), {puts} LFS PUT(s)")
+
+
 def summarize(out: Path) -> str:
     report = json.loads((out / "vitest.json").read_text())
     meta = json.loads((out / "meta.json").read_text()) if (out / "meta.json").exists() else {}
@@ -160,6 +199,8 @@ def summarize(out: Path) -> str:
     passing, failing = [], []
     for name, outcome, error in rows:
         scope = out_of_scope(name)
+        if "read-back" in name:
+            continue  # the harness's own check (read_back), not one of the suite's tests
         if scope is not None:
             excluded[f"{scope[0]}: {scope[1]}"] += 1
         elif outcome == "passed":
@@ -169,7 +210,8 @@ def summarize(out: Path) -> str:
     lines = [f"# @huggingface/hub's tests against serve ({meta.get('when', '')})", "",
              f"huggingface.js {meta.get('commit', '?')}, @huggingface/hub {meta.get('version', '?')}", "",
              f"- in scope: {len(passing) + len(failing)}", f"- passing: {len(passing)}",
-             f"- failing: {len(failing)}", f"- out of scope: {sum(excluded.values())}", ""]
+             f"- failing: {len(failing)}", f"- out of scope: {sum(excluded.values())}",
+             meta.get("readback", ""), ""]
     lines += ["## Out of scope", ""] + [f"- {n}: {why}" for why, n in excluded.most_common()] + [""]
     lines += ["## Failing", ""] + [f"- {n} ({o}): {e}" for n, o, e in failing] + [""]
     lines += ["## Passing", ""] + [f"- {n}" for n in passing] + [""]
@@ -207,12 +249,19 @@ def main() -> int:
                             [sys.executable, "-m", "ocibridge", "serve"], [], ROOT)
         point_at(package, serve.url)
         seed(package, serve.url)
+        readback = package / "src" / "lib" / "zz-ocibridge-readback.spec.ts"
+        readback.write_text(READBACK_SPEC.replace("READBACK_REPO", READBACK_REPO).replace(
+            "READBACK_FILE", str(out / "readback.bin")))
         t0 = time.monotonic()
         with (out / "vitest.log").open("wb") as log:
             subprocess.run(["npx", "vitest", "run", "--config", "vitest.serve.config.mts", "--reporter=json",
-                            f"--outputFile={out / 'vitest.json'}", *(args.only or IN_SCOPE_FILES)],
+                            f"--outputFile={out / 'vitest.json'}", *(args.only or IN_SCOPE_FILES),
+                            str(readback.relative_to(package))],
                            cwd=package, stdout=log, stderr=subprocess.STDOUT, timeout=1800)
         print(f"vitest ran {time.monotonic() - t0:.0f} s; results in {out}")
+        meta = json.loads((out / "meta.json").read_text())
+        meta["readback"] = read_back(serve.url, out)
+        (out / "meta.json").write_text(json.dumps(meta))
     finally:
         if serve is not None:
             serve.stop()
