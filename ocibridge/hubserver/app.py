@@ -82,6 +82,7 @@ from ocibridge.hubserver.writes.reserved import refusing_reserved
 from ocibridge.hubserver.writes.squashing import Squashing
 from ocibridge.hubserver.xet.routes import XetRoutes
 from ocibridge.hubserver.xet.upload import XetUpload
+from ocibridge.hubserver.xet.writegrant import write_grant
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
@@ -124,7 +125,7 @@ class ServeApp:
         first = catalog.sources[0] if catalog.sources else None
         relay = partial(relay_for, first)  # to the first source
         self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first),  # in memory
-                             lambda request, repo_id: self.xet_upload.grant_for(request, repo_id))
+                             partial(write_grant, self.gate.xet, self.xet.base))  # a client offering xet
         self.commits = CommitRoutes(self.repos, publish)
         self.refs = RefRoutes(self.repos, self.commits)
         self.creating = Creating(self.repos, self.commits)  # create_repo, settings

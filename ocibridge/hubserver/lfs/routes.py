@@ -173,8 +173,9 @@ class LfsRoutes:
         """The batch answered as the Hub answers a client that offers ``xet``: ``"transfer": "xet"``,
         each object still to upload with an ``upload`` action whose ``href`` is the route that
         refreshes the Xet write token and whose headers carry the CAS URL, the token and its expiry
-        (what :meth:`.XetUpload.token` answers); the client then POSTs xorbs and shards there and
-        commits the files by SHA-256, as huggingface_hub's Xet path does. Objects held already get
+        (:func:`.xet.writegrant.write_grant`, what ``xet-write-token`` answers); the client then
+        POSTs xorbs and shards there and commits the files by SHA-256, as huggingface_hub's Xet
+        path does. Objects held already get
         no actions (the client skips them)."""
         assert self.xet_grant is not None
         cas, token, expires = self.xet_grant(request, repo_id)

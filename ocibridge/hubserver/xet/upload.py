@@ -132,19 +132,14 @@ class XetUpload:
     async def token(self, request: Request) -> Response:
         """A write grant for the repository, as huggingface_hub and hf_xet read it (JSON body and
         the ``X-Xet-*`` headers)."""
+        repo_id = requested_repo(request)
         # who may write is checked before (app.py's xet_write_token: a write token of repo_id)
-        cas, token, expires = self.grant_for(request, requested_repo(request))
+        client = self.grants.client_of(bearer(request))
+        token, expires = self.grants.grant(f"write {repo_id}", client)
+        cas = f"{self.base(request)}/xet-write/{repo_id}"
         return JSONResponse({"casUrl": cas, "accessToken": token, "exp": expires},
                             headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
                                      "X-Xet-Token-Expiration": str(expires)})
-
-    def grant_for(self, request: Request, repo_id: str) -> tuple[str, str, int]:
-        """The CAS URL, a write token for ``repo_id`` granted to the request's client and its
-        expiry: what :meth:`token` answers, and the LFS batch's Xet transfer (lfs/routes.py).
-        Who may write is checked before."""
-        client = self.grants.client_of(bearer(request))
-        token, expires = self.grants.grant(f"write {repo_id}", client)
-        return f"{self.base(request)}/xet-write/{repo_id}", token, expires
 
     def _require(self, request: Request) -> str:
         """The request's Xet write token is one :meth:`token` granted for its repository; the
