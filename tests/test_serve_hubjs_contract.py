@@ -20,7 +20,8 @@ from huggingface_hub import HfApi
 from serving import own_registry_and_serve, point_hub_at
 
 TOKENS = ("js-token user=hubjs write=hubjs/ fullname=Hub%20JS+Bot orgs=acme,labs\n"
-          "plain-token user=plain write=plain/\n")
+          "plain-token user=plain write=plain/\n"
+          "anonymous read=*\n")
 AUTH = {"Authorization": "Bearer js-token"}
 LFS = {**AUTH, "Accept": "application/vnd.git-lfs+json", "Content-Type": "application/vnd.git-lfs+json"}
 
@@ -122,6 +123,19 @@ def test_whoami_answers_the_full_name_and_organisations_the_token_file_says(url)
     assert [(o["name"], o["type"]) for o in me["orgs"]] == [("acme", "org"), ("labs", "org")]
     plain = HfApi(token="plain-token").whoami()
     assert (plain["fullname"], plain["orgs"]) == ("plain", [])
+
+
+def test_a_missing_repository_is_401_without_a_token_and_404_with_one(url):
+    """checkRepoAccess: the Hub answers a request that sends no token 401 for a repository it
+    does not show (missing, or private: one answer, so neither leaks), an authenticated one 404;
+    both say ``RepoNotFound``, which huggingface_hub reads as RepositoryNotFoundError."""
+    anonymous = httpx.get(f"{url}/api/models/i--d/dont")
+    assert (anonymous.status_code, anonymous.headers.get("X-Error-Code")) == (401, "RepoNotFound")
+    signed = httpx.get(f"{url}/api/models/i--d/dont", headers=AUTH)
+    assert (signed.status_code, signed.headers.get("X-Error-Code")) == (404, "RepoNotFound")
+    assert not HfApi(token=False).repo_exists("nobody/dont")
+    assert create(url, "public-one").status_code == 200
+    assert httpx.get(f"{url}/api/models/hubjs/public-one").status_code == 200  # the anonymous line reads it
 
 
 def batch(url: str, repo: str, data: bytes, transfers: list[str]) -> dict:

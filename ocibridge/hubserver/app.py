@@ -44,7 +44,7 @@ from starlette.routing import BaseRoute, Route
 
 from ocibridge.hubserver import housekeeping
 from ocibridge.hubserver.access import Access, Gate
-from ocibridge.hubserver.answers import error, requested_repo
+from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.audit import AuditLog, note
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.guard import Guard, Limits
@@ -216,7 +216,11 @@ class ServeApp:
                     return moved_answer(request, e)
                 failure = failure_of(e, f"{request.method} {request.url.path}")
                 later = {"Retry-After": str(failure.retry_after)} if failure.retry_after else None
-                refused = error(failure.status, failure.code, failure.message, later)
+                # the Hub's answer to a request without a token for a repository it does not show
+                # (missing or private alike): 401, where serve has tokens to send (an open serve: 404)
+                unsigned = isinstance(e, RepoNotFound) and not bearer(request) and not self.gate.open
+                status = 401 if unsigned else failure.status
+                refused = error(status, failure.code, failure.message, later)
                 if isinstance(e, RepoNotFound) and self.forwarder is not None and request.method in ("GET", "HEAD"):
                     # a repository create_repo made and no commit reached yet is known to the writer
                     # alone (writes/created.py): it answers, and says 404 when it does not know it either
