@@ -22,7 +22,8 @@ _LFS_PATTERNS = (
 #: the ``.gitattributes`` of a new model repository
 GITATTRIBUTES = "".join(f"{p} filter=lfs diff=lfs merge=lfs -text\n" for p in _LFS_PATTERNS).encode()
 
-#: bytes of the files a create sends together (``createRepo({files})``: "a few lightweight files",
+#: bytes of the files a create sends together (``createRepo({files})``: "a few lightweight files";
+#: the request body's own bound, guard.py's BODY_MAX, comes first where it is lower;
 #: each a regular file: under the 10 MiB under which the Hub keeps a file in git)
 FILES_MAX = 10 * 1024 * 1024
 
