@@ -44,7 +44,7 @@ from starlette.routing import BaseRoute, Route
 
 from ocibridge.hubserver import housekeeping
 from ocibridge.hubserver.access import Access, Gate
-from ocibridge.hubserver.answers import error, requested_repo
+from ocibridge.hubserver.answers import bearer, error, requested_repo
 from ocibridge.hubserver.audit import AuditLog, note
 from ocibridge.hubserver.failures import CAUGHT, failure_of
 from ocibridge.hubserver.guard import Guard, Limits
@@ -83,6 +83,7 @@ from ocibridge.hubserver.writes.reserved import refusing_reserved
 from ocibridge.hubserver.writes.squashing import Squashing
 from ocibridge.hubserver.xet.routes import XetRoutes
 from ocibridge.hubserver.xet.upload import XetUpload
+from ocibridge.hubserver.xet.writegrant import write_grant
 
 if TYPE_CHECKING:
     from ocibridge.hubserver.reading.ranges import ChunkRanges
@@ -126,9 +127,10 @@ class ServeApp:
         self.repos = Repos(catalog, lists, self.staging, self.gate, settings)  # what the writes share
         first = catalog.sources[0] if catalog.sources else None
         relay = partial(relay_for, first)  # to the first source
-        self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first))  # in memory
+        self.lfs = LfsRoutes(self.repos, partial(handing_for, first), partial(relays, first),  # in memory
+                             partial(write_grant, self.gate.xet, self.xet.base))  # a client offering xet
         self.commits = CommitRoutes(self.repos, publish)
-        self.refs = RefRoutes(self.repos)
+        self.refs = RefRoutes(self.repos, self.commits)
         self.creating = Creating(self.repos, self.commits)  # create_repo, settings
         self.deleting = Deleting(self.repos)
         self.squashing = Squashing(self.repos, publish)
@@ -217,7 +219,11 @@ class ServeApp:
                     return moved_answer(request, e)
                 failure = failure_of(e, f"{request.method} {request.url.path}")
                 later = {"Retry-After": str(failure.retry_after)} if failure.retry_after else None
-                refused = error(failure.status, failure.code, failure.message, later)
+                # the Hub's answer to a request without a token for a repository it does not show
+                # (missing or private alike): 401, where serve has tokens to send (an open serve: 404)
+                unsigned = isinstance(e, RepoNotFound) and not bearer(request) and not self.gate.open
+                status = 401 if unsigned else failure.status
+                refused = error(status, failure.code, failure.message, later)
                 if isinstance(e, RepoNotFound) and self.forwarder is not None and request.method in ("GET", "HEAD"):
                     # a repository create_repo made and no commit reached yet is known to the writer
                     # alone (writes/created.py): it answers, and says 404 when it does not know it either

@@ -1,6 +1,11 @@
 """A token line of serve's ``--token-file``, parsed (:mod:`.access` says what each form means
 and decides with it): who the token is, and the repo-id prefixes it reads, writes and reads
-when private. Parsing alone, kept apart from the decisions so that each module has one job."""
+when private. Parsing alone, kept apart from the decisions so that each module has one job.
+
+The keyed form may also say what ``whoami`` answers beyond the name (``hf auth whoami``, the
+JavaScript client's ``whoAmI``): ``fullname=Alice%20Smith`` (a space written ``%20`` or ``+``, the
+line being split at spaces) and ``orgs=acme,labs`` (the organisations listed). Neither grants
+anything: what a token reads and writes is its prefixes alone."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import hmac
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote_plus
 
 from ocibridge.errors import UsageError
 
@@ -26,6 +32,8 @@ class Grant:
     writes: tuple[str, ...] = ()
     private: tuple[str, ...] = ()
     anonymous: bool = False  # the line of requests with no token (``anonymous read=...``)
+    fullname: str = ""  # what whoami answers as the full name (``fullname=``), else the name
+    orgs: tuple[str, ...] = ()  # the organisations whoami lists (``orgs=a,b``): shown, granting nothing
 
     @property
     def write(self) -> bool:
@@ -69,8 +77,12 @@ class Grant:
             token["repoPrefix"] = self.prefix  # serve's own: the repositories this token reads (and writes)
         if self.writes:
             token["writes"] = [p or "*" for p in self.writes]  # serve's own: where it writes
-        return {"type": "user", "id": self.name, "name": self.name, "fullname": self.name, "orgs": [],
-                "canPay": False, "isPro": False, "auth": {"type": "access_token", "accessToken": token}}
+        orgs = [{"type": "org", "id": org, "name": org, "fullname": org, "email": None, "canPay": False,
+                 "avatarUrl": "", "periodEnd": None, "roleInOrg": role} for org in self.orgs]
+        return {"type": "user", "id": self.name, "name": self.name, "fullname": self.fullname or self.name,
+                "email": None, "emailVerified": False, "orgs": orgs, "avatarUrl": "", "periodEnd": None,
+                "billingMode": "postpaid", "canPay": False, "isPro": False,
+                "auth": {"type": "access_token", "accessToken": token}}
 
 
 def writes_of(grant: Grant) -> str:
@@ -93,9 +105,9 @@ def within(prefix: str, repo_id: str) -> bool:
 
 #: the token word of the line that says what requests without a token read
 ANONYMOUS = "anonymous"
-_KEYS = ("user", "read", "write", "private")
+_KEYS = ("user", "read", "write", "private", "fullname", "orgs")
 _FORMS = ("expected 'TOKEN [read|write] [REPO-PREFIX] [NAME]', 'TOKEN user=NAME [read=PREFIXES] "
-          "[write=PREFIXES] [private=PREFIXES]' or 'anonymous read=PREFIXES'")
+          "[write=PREFIXES] [private=PREFIXES] [fullname=NAME] [orgs=ORG,ORG]' or 'anonymous read=PREFIXES'")
 
 
 def _prefixes(text: str) -> tuple[str, ...]:
@@ -148,7 +160,10 @@ def _keyed_line(fields: list[str], where: str) -> Grant:
     name = values.get("user") or _default_name(token)
     writes = _prefixes(values.get("write", ""))
     private = _prefixes(values["private"]) if "private" in values else (*writes, f"{name}/")
-    return Grant(token, name, _prefixes(values.get("read", "*")), writes, private)
+    orgs = tuple(o.strip() for o in values.get("orgs", "").split(",") if o.strip())
+    # a full name holds no space on a line split at spaces: written %20 (or +), as in a URL
+    fullname = unquote_plus(values.get("fullname", ""))
+    return Grant(token, name, _prefixes(values.get("read", "*")), writes, private, fullname=fullname, orgs=orgs)
 
 
 def parse_lines(lines: Sequence[str], numbers: Sequence[int] = (), where: str = "--token-file") -> list[Grant]:

@@ -6,7 +6,9 @@ staged SHA-256 however it arrived.
                                                         the oid the branch holds for it (unchanged:
                                                         skipped); shouldIgnore: by the commit's
                                                         .gitignore, else the branch's (:mod:`.gitignore`)
-    POST /REPO.git/info/lfs/objects/batch               LFS batch (basic): where to PUT each object
+    POST /REPO.git/info/lfs/objects/batch               LFS batch (basic): where to PUT each object;
+                                                        to a client offering "xet" (@huggingface/hub),
+                                                        the Hub's Xet answer (:meth:`LfsRoutes._xet_batch`)
     PUT  /ocibridge/lfs/{sha256}/{size}/{repo}?signed   the object's bytes, into :class:`.Staging`
                                                         (a large one on to the registry as they
                                                         come instead, staged as held: .relay)
@@ -54,6 +56,9 @@ from ocibridge.hubserver.writes.repos import Repos
 
 log = logging.getLogger("ocibridge.hubserver")
 
+#: a Xet write grant for the request's client on a repository: (CAS URL, token, expiry)
+XetGrant = Callable[[Request, str], tuple[str, str, int]]
+
 #: where LFS objects are PUT (the guard lets bodies of this path be as large as they say)
 UPLOAD_PATH = UPLOADS
 LFS_TYPE = "application/vnd.git-lfs+json"
@@ -65,8 +70,10 @@ class LfsRoutes:
     """The LFS routes, over what the write routes share; their upload URLs signed for the
     write tokens (:attr:`.access.Gate.uploads`), large files offered in parts."""
 
-    def __init__(self, repos: Repos, relay_for: HandingFor, relays: Callable[[str, int], bool]):
+    def __init__(self, repos: Repos, relay_for: HandingFor, relays: Callable[[str, int], bool],
+                 xet_grant: XetGrant | None = None):
         self.repos = repos
+        self.xet_grant = xet_grant  # the batch's Xet transfer, for a client that offers it (None: never)
         self.relay_for = relay_for  # a large upload on to the registry as it arrives (uploads/relay.py)
         self.relays = relays  # whether it is: then it takes no room in staging
         self.staging = repos.staging
@@ -125,7 +132,11 @@ class LfsRoutes:
         staged = {oid for oid in wanted  # here already, and uploaded for repo_id (Staging.pinned)
                   if await in_thread(self.repos.uploaded, repo_id, oid)
                   and await in_thread(self.staging.pin, oid, repo_id, writer)}
-        in_parts = "multipart" in (body.get("transfers") or ["basic"])  # huggingface_hub offers both
+        transfers = body.get("transfers") or ["basic"]
+        in_parts = isinstance(transfers, list) and "multipart" in transfers  # huggingface_hub offers both
+        over_xet = isinstance(transfers, list) and "xet" in transfers and self.xet_grant is not None
+        if over_xet:  # the Hub's answer to a client offering Xet (@huggingface/hub): its xorbs and shards
+            return await self._xet_batch(request, repo_id, grant, branch, objects, held | staged)
         kept = sum(s for oid, s in wanted.items() if oid not in staged and not self._relayed(repo_id, s, in_parts))
         full = await in_thread(self.staging.room_for, kept, writer)
         if full:  # git-lfs's batch API: 507, the server has no room for the objects
@@ -156,6 +167,32 @@ class LfsRoutes:
                                       for a in answered) else "basic"
         return JSONResponse({"transfer": transfer, "objects": answered, "hash_algo": "sha256"},
                             media_type=LFS_TYPE)
+
+    async def _xet_batch(self, request: Request, repo_id: str, grant: Grant, branch: str, objects: list[Any],
+                         held: set[str]) -> Response:
+        """The batch answered as the Hub answers a client that offers ``xet``: ``"transfer": "xet"``,
+        each object still to upload with an ``upload`` action whose ``href`` is the route that
+        refreshes the Xet write token and whose headers carry the CAS URL, the token and its expiry
+        (:func:`.xet.writegrant.write_grant`, what ``xet-write-token`` answers); the client then
+        POSTs xorbs and shards there and commits the files by SHA-256, as huggingface_hub's Xet
+        path does. Objects held already get
+        no actions (the client skips them)."""
+        assert self.xet_grant is not None
+        cas, token, expires = self.xet_grant(request, repo_id)
+        refresh = f"{self.repos.base(request)}/api/models/{repo_id}/xet-write-token/{quote(branch, safe='')}"
+        header = {"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token, "X-Xet-Token-Expiration": str(expires)}
+        answered: list[dict[str, Any]] = []
+        for item in objects:
+            oid, size = (item.get("oid"), item.get("size")) if isinstance(item, dict) else (None, None)
+            if not is_sha256(oid) or not isinstance(size, int) or size < 0:
+                answered.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
+                                 "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
+            elif oid in held or await in_thread(self.repos.mount_home, grant, repo_id, oid) is not None:
+                answered.append({"oid": oid, "size": size})  # no actions: the client skips it
+            else:
+                answered.append({"oid": oid, "size": size, "authenticated": True,
+                                 "actions": {"upload": {"href": refresh, "header": header}}})
+        return JSONResponse({"transfer": "xet", "objects": answered, "hash_algo": "sha256"}, media_type=LFS_TYPE)
 
     async def lfs_put(self, request: Request) -> Response:
         params_ = request.path_params

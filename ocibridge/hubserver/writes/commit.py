@@ -115,24 +115,37 @@ class CommitRoutes:
             self.staging.commit_file(tmp, sha, hashed=sha)  # the sha256 of these very bytes (read_line)
         self.staging.pin(sha, repo_id, writer)
 
-    def first_commit(self, repo_id: str, grant: Grant) -> Landed:
-        """The Hub's first commit of a new repository (:mod:`.initial`): its ``.gitattributes``."""
+    def first_commit(self, repo_id: str, grant: Grant, files: dict[str, bytes] | None = None) -> Landed:
+        """The Hub's first commit of a new repository (:mod:`.initial`): its ``.gitattributes``
+        and the ``files`` the create sent (path -> bytes: one of them may replace it)."""
         from ocibridge.hubserver.writes import initial
 
+        contents = {".gitattributes": initial.GITATTRIBUTES, **(files or {})}
+        payload = commits.CommitRequest(summary=initial.SUMMARY)
+        for path, content in contents.items():  # regular files, as on the Hub
+            payload.inline[path] = commits.Inline.of(content)
+        return self.empty_commit(repo_id, "main", grant, payload, contents, first=True)
+
+    def empty_commit(self, repo_id: str, branch: str, grant: Grant, payload: commits.CommitRequest,
+                     contents: dict[str, bytes], *, first: bool = False) -> Landed:
+        """A commit of ``branch`` with no parent: the repository's first (``first``: no head yet),
+        or a branch made empty (``createBranch({empty})``, its ref already placed): its files are
+        ``payload``'s inline ones (``contents``: their bytes, staged here)."""
         if self.publishing is None:
             raise commits.BadCommit("this serve does not publish (its application was built without publishing)")
-        inline = commits.Inline.of(initial.GITATTRIBUTES)  # a regular file, as on the Hub
-        payload = commits.CommitRequest(summary=initial.SUMMARY, inline={".gitattributes": inline})
-        self._stage_bytes(repo_id, inline, initial.GITATTRIBUTES, self.repos.writer_of(grant))
-        return self._commit(repo_id, "main", payload, grant, first=True)
+        for path, inline in payload.inline.items():
+            self._stage_bytes(repo_id, inline, contents[path], self.repos.writer_of(grant))
+        return self._commit(repo_id, branch, payload, grant, first=first, orphan=True)
 
     def _commit(self, repo_id: str, branch: str, payload: commits.CommitRequest, grant: Grant, *,
-                first: bool = False) -> Landed:
+                first: bool = False, orphan: bool = False) -> Landed:
         """Build and write the commit, the branch locked; what it did (its commit oid, ...).
-        ``first``: the repository's first commit (:meth:`first_commit`): it has no head yet."""
+        ``first``: the repository's first commit (:meth:`first_commit`): it has no head yet;
+        ``orphan``: the commit keeps nothing of the branch's head, nor names it as its parent."""
         assert self.publishing is not None
         with self.repos.branches.lock(repo_id, branch):
             head = None if first else self.repos.head(repo_id, branch)  # a tag's name: BadCommit
+            kept = None if orphan else head  # the commit the new one is made on
             if payload.parent is not None and (head is None or head.commit != payload.parent[:40].lower()):
                 raise commits.StaleParent("The branch was updated since you opened this page. Please refresh and "
                                           f"try again. ({branch} is at {head.commit if head else 'no commit'}, "
@@ -140,11 +153,11 @@ class CommitRoutes:
             parent: dict[str, str] = {}
             parent_regular: dict[str, str] = {}  # the parent's regular files: kept ones keep their kind
             held: Callable[[str], KnownFile] = _nothing
-            if head is not None:
-                files = self.repos.lists.of(head)
+            if kept is not None:
+                files = self.repos.lists.of(kept)
                 parent = {path: f.sha256 for path, f in files.files.items()}
                 parent_regular = {path: f.git_blob for path, f in files.files.items() if f.git_blob is not None}
-                held = _Parent(head, files.files).known
+                held = _Parent(kept, files.files).known
             mounts: dict[str, Store] = {}
             tree = commits.new_tree(parent, payload, self._staged_or_mounted(repo_id, payload, mounts, grant), held)
             parts = repo_parts(repo_id)
@@ -158,8 +171,8 @@ class CommitRoutes:
                            CREATED: commit_time()}
             if payload.description:
                 annotations[commits.DESCRIPTION] = payload.description
-            if head is not None:
-                annotations[commits.PARENT] = head.top.digest  # the digest: the walk needs no tag
+            if kept is not None:
+                annotations[commits.PARENT] = kept.top.digest  # the digest: the walk needs no tag
             regular = commits.regular_files(parent_regular, payload, tree)
             if regular:  # none: every file in git-lfs, as a manifest without the record says
                 annotations[REGULAR] = annotation(regular)
@@ -169,8 +182,8 @@ class CommitRoutes:
             # answered as landed only while the writer lease still names this serve: a takeover
             # meanwhile may not keep it (replicas/writerlease.py), so it is not acknowledged
             self.repos.lease.confirm()
-            if head is not None:
-                _tag_history(head, tag)
+            if kept is not None:
+                _tag_history(kept, tag)
             self.repos.created.discard(repo_id)
             landed = _landed(digest, parent, tree)
             # the commit has landed: what it took from staging goes, unless another flow may name it

@@ -1,12 +1,13 @@
 """Making a repository and setting who sees it: ``create_repo`` and ``update_repo_settings``
 (huggingface_hub's hf_api.py).
 
-    POST /api/repos/create                  {name, organization, visibility|private}
+    POST /api/repos/create                  {name, organization, visibility|private, files, license}
     PUT  /api/models/REPO/settings          {visibility|private, gated: "auto"|"manual"|false}
 
 A bare name (no organization, no ``/``: what ``push_to_hub("name")`` sends) lands in the token's
 namespace (:attr:`.access.Grant.namespace`, the name ``whoami`` answers), as the Hub does. A new
-repository gets the Hub's first commit at once (:mod:`.initial`). A private one is recorded in
+repository gets the Hub's first commit at once (:mod:`.initial`), with the files the create sent
+and the model card of its license. A private one is recorded in
 its refs record before that commit is written, so it is never readable by others for a moment.
 One made again over a deleted one of its name is recorded so (``recreated``): the deleted one's
 commits, still in the registry until its garbage collection, are never reached through it by
@@ -27,6 +28,7 @@ from ocibridge.hubserver.answers import NOT_JSON, error, in_thread, json_body, r
 from ocibridge.hubserver.audit import note
 from ocibridge.hubserver.reading.refsrecord import GATES, RefsRecord, read_record
 from ocibridge.hubserver.reading.sources import repo_parts
+from ocibridge.hubserver.writes import initial
 from ocibridge.hubserver.writes.commit import CommitRoutes
 from ocibridge.hubserver.writes.commits import BadCommit
 from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, record_store, write_record
@@ -108,14 +110,15 @@ class Creating:
                              "the token's namespace, its user name, as on the Hub)", e.code) from None
             raise
         private = visibility_of(body)
+        files = initial.first_files(body)  # a malformed one: 400 before anything is made
         url = f"{self.repos.base(request)}/{repo_id}"
-        made = await in_thread(self._create, repo_id, grant, bool(private))
+        made = await in_thread(self._create, repo_id, grant, bool(private), files)
         if not made:
             return JSONResponse({"error": "You already created this model repo", "url": url}, status_code=409,
                                 headers={"X-Error-Message": "You already created this model repo"})
         return JSONResponse({"url": url, "name": repo_id, "id": repo_id})
 
-    def _create(self, repo_id: str, grant: Grant, private: bool) -> bool:
+    def _create(self, repo_id: str, grant: Grant, private: bool, files: dict[str, bytes]) -> bool:
         """The repository with its first commit; False when it exists. Under the lock of its
         ``main``: two creates at once are one made and one 409."""
         with self.repos.branches.lock(repo_id, "main"):
@@ -130,7 +133,7 @@ class Creating:
                 if old != fresh:
                     write_record(repo, record_store(repo), fresh)
             self.repos.catalog.forget(repo_id)
-            self.commits.first_commit(repo_id, grant)
+            self.commits.first_commit(repo_id, grant, files)
             log.info("%s: created by %s%s", repo_id, grant.name, " (private)" if private else "")
             return True
 

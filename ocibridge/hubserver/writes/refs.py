@@ -3,7 +3,9 @@ list_repo_commits): a branch or tag is a registry tag, which of the two it is th
 refs record says (:mod:`.refsrecord`); a commit's history is the chain of its manifests' parents
 (:mod:`.history`).
 
-    POST /api/models/REPO/branch/{name}     create_branch (from ``startingPoint``)
+    POST /api/models/REPO/branch/{name}     create_branch (from ``startingPoint``; ``emptyBranch``: a
+                                            branch of one empty commit; ``overwrite``: an existing
+                                            branch moved rather than a 409)
     POST /api/models/REPO/tag/{revision}    create_tag (named ``tag``)
     GET  /api/models/REPO/commits/{rev}     list_repo_commits (``expand[]=formatted``: formatted=True)
 """
@@ -14,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from ocibridge.errors import OcibridgeError
+from ocibridge.hubserver.access import Grant
 from ocibridge.hubserver.answers import NOT_JSON, branch_of, error, in_thread, json_body, requested_repo
 from ocibridge.hubserver.reading.catalog import Resolved
 from ocibridge.hubserver.reading.refnames import HEADS, TAGS
@@ -21,18 +24,23 @@ from ocibridge.hubserver.reading.refrules import hub_ref_name
 from ocibridge.hubserver.reading.refsrecord import read_record
 from ocibridge.hubserver.reading.sources import COMMIT, RevisionNotFound
 from ocibridge.hubserver.writes.clashes import place
-from ocibridge.hubserver.writes.commits import BadCommit
+from ocibridge.hubserver.writes.commit import CommitRoutes
+from ocibridge.hubserver.writes.commits import BadCommit, CommitRequest
 from ocibridge.hubserver.writes.refsrecord import RECORD_LOCK, write_record
 from ocibridge.hubserver.writes.repos import Repos
 from ocibridge.hubserver.writes.reserved import reserved_why
 from ocibridge.stores.base import WritableStore
 
+#: the summary of an empty branch's commit
+EMPTY_SUMMARY = "Empty branch"
+
 
 class RefRoutes:
     """The branch, tag and history routes, over what the write routes share."""
 
-    def __init__(self, repos: Repos):
+    def __init__(self, repos: Repos, commits: CommitRoutes):
         self.repos = repos
+        self.commits = commits  # an empty branch's commit
 
     async def list_commits(self, request: Request) -> Response:
         from ocibridge.hubserver.writes.history import commits as history
@@ -46,7 +54,7 @@ class RefRoutes:
         """``create_branch`` (``/branch/{name}``, from ``startingPoint``) and ``create_tag``
         (``/tag/{revision}``, named ``tag``): the registry's tag of that name on the manifest."""
         repo_id = requested_repo(request)
-        self.repos.writer(request, repo_id)
+        grant = self.repos.writer(request, repo_id)
         body = await json_body(request) if await request.body() else {}
         if body is NOT_JSON or not isinstance(body, dict):
             return error(400, None, "expected a JSON object")
@@ -68,9 +76,37 @@ class RefRoutes:
         except OcibridgeError as e:
             return error(400, "BadRequest", f"Invalid reference name: {e}")
         kind = HEADS if request.path_params["kind"] == "branch" else TAGS
+        branching = kind == HEADS
+        empty = branching and body.get("emptyBranch") is True
+        overwrite = branching and body.get("overwrite") is True
+        if overwrite and await in_thread(self._exists, repo_id, name, kind):
+            # the Hub's: an existing branch moved to the start asked (or emptied); neither asked, left as it is
+            if empty or body.get("startingPoint"):
+                await in_thread(self._move_branch, repo_id, name, start, grant, empty)
+            return JSONResponse({})
         if not await in_thread(self._create_ref, repo_id, name, start, kind):
             return error(409, None, f"Reference refs/{kind}/{name} already exists")
+        if empty:  # the Hub's empty branch: one commit of no file, with no parent
+            await in_thread(self._empty, repo_id, name, grant)
         return JSONResponse({})
+
+    def _empty(self, repo_id: str, name: str, grant: Grant) -> None:
+        """Make the branch ``name`` one commit of no file, with no parent (the commit route's
+        own path: :meth:`.CommitRoutes.empty_commit`)."""
+        self.commits.empty_commit(repo_id, name, grant, CommitRequest(summary=EMPTY_SUMMARY), {})
+        self.repos.catalog.forget(repo_id)
+
+    def _move_branch(self, repo_id: str, name: str, start: str, grant: Grant, empty: bool) -> None:
+        """``overwrite``: the existing branch ``name`` made empty, or moved to ``start``'s
+        commit (its registry tag retagged, under the branch's lock as a commit is)."""
+        if empty:
+            self._empty(repo_id, name, grant)
+            return
+        catalog = self.repos.catalog
+        with self.repos.branches.lock(repo_id, name):
+            where = catalog.resolve(repo_id, name, kind=HEADS)
+            _tag(catalog.resolve(repo_id, start), where.tag or catalog.default_tag)
+            catalog.forget(repo_id)
 
     def _create_ref(self, repo_id: str, name: str, start: str, kind: str) -> bool:
         """Tag ``start`` as the ref ``name`` of ``kind`` unless that ref exists (False), the name
