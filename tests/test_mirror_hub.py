@@ -323,7 +323,7 @@ def test_job_keys_for_hub_sources_are_checked(tmp_path, monkeypatch):
 def test_without_huggingface_hub_the_error_names_the_extra(monkeypatch):
     import sys
 
-    from ocibridge.mirror.hub import hub
+    from ocibridge.kinds.hf.commitdownload import hub
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if not installed
     with pytest.raises(OcibridgeError, match=r"pip install 'ocibridge\[hub\]'"):

@@ -126,8 +126,8 @@ def register(command: CommandAdder) -> None:
                    help="a Hub API (https://huggingface.co, a mirror, another serve): a repository or revision the "
                         "first SOURCE lacks is fetched from it once, written there as push hf: makes it, and served")
     g.add_argument("--upstream-token-file", metavar="FILE",
-                   help="the token sent to the upstream (its first line; default $OCIBRIDGE_UPSTREAM_TOKEN); a "
-                        "client's token is never sent")
+                   help="the token sent to the upstream (its first line; default: the environment variable "
+                        "docs/serve.md names for it); a client's token is never sent")
     g.add_argument("--upstream-fresh", type=float, default=300.0, metavar="SECONDS",
                    help="re-check a branch's head at the upstream at most every SECONDS (default 300; 0: never)")
     g.add_argument("--upstream-allow", action="append", metavar="GLOB",

@@ -49,6 +49,8 @@ SERVE_LEASE_RENEW = "OCIBRIDGE_SERVE_LEASE_RENEW"
 SERVE_LEASE_SETTLE = "OCIBRIDGE_SERVE_LEASE_SETTLE"
 #: bytes of inline commit lines serve holds at once, over every commit (hubserver/writes/inlinebudget.py)
 SERVE_INLINE_BUDGET = "OCIBRIDGE_SERVE_INLINE_BUDGET"
+#: the token serve --upstream sends to the upstream Hub when no --upstream-token-file names one
+SERVE_UPSTREAM_TOKEN = "OCIBRIDGE_UPSTREAM_TOKEN"
 
 #: Every variable and its default (the numbers themselves live beside the code they bound).
 VARIABLES = (
@@ -76,6 +78,7 @@ VARIABLES = (
     Variable(SERVE_LEASE_RENEW, "10 (seconds; at most a third of the expiry)"),
     Variable(SERVE_LEASE_SETTLE, "1 (seconds; at most half the renewal)"),
     Variable(SERVE_INLINE_BUDGET, "268435456 (256 MiB)"),
+    Variable(SERVE_UPSTREAM_TOKEN, "unset: no token sent to the upstream"),
 )
 
 

@@ -6,6 +6,7 @@ source is :mod:`.sources`'."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections import OrderedDict
@@ -37,7 +38,7 @@ from ocibridge.hubserver.reading.sources import (
 )
 from ocibridge.hubserver.reading.states import RepoStates
 from ocibridge.hubserver.reading.tombstone import is_tombstone
-from ocibridge.hubserver.upstream.commits import by_upstream_id, upstream_commit, upstream_refs
+from ocibridge.hubserver.upstream.commits import by_upstream_id, upstream_commit, upstream_ids
 from ocibridge.model.cardmeta import card_data
 from ocibridge.oci.bookkeeping import PREFIX, commit_tag, is_bookkeeping, is_hidden
 from ocibridge.oci.models import Descriptor, Manifest
@@ -404,7 +405,7 @@ class Catalog:
                 if commit is not None:
                     tags.append((tag, commit))
             if tags:
-                return upstream_refs(self._refs(number, key, repo, repo_id, tags), repo, every)
+                return _named_upstream(self._refs(number, key, repo, repo_id, tags), upstream_ids(repo, every))
         raise self.missing(repo_id)
 
     def _refs(self, number: int, key: str, repo: Repository, repo_id: str, tags: list[tuple[str, str]]) -> Refs:
@@ -466,3 +467,15 @@ class Catalog:
                     seen.add(repo_id)
                     yield repo_id, source
 
+
+def _named_upstream(refs: Refs, ids: dict[str, str]) -> Refs:
+    """``refs`` with each commit the upstream gave named by the upstream's id (``ids``)."""
+    if not ids:
+        return refs
+
+    def named(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        return tuple((name, ids.get(commit, commit)) for name, commit in pairs)
+
+    main = ids.get(refs.main, refs.main) if refs.main is not None else None
+    return dataclasses.replace(refs, main=main, tags=named(refs.tags), branches=named(refs.branches),
+                               labels=named(refs.labels))

@@ -10,22 +10,19 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from ocibridge.errors import InvalidReference, NotFound
 from ocibridge.kinds.hf.door import REVISION_ANNOTATION
 from ocibridge.oci.bookkeeping import UPSTREAM_TAG_PREFIX, upstream_tag
 
 if TYPE_CHECKING:
-    from ocibridge.hubserver.reading.catalog import Refs
     from ocibridge.hubserver.reading.sources import Repository
     from ocibridge.oci.models import Descriptor, Manifest
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 #: upstream tags read to list a repository's refs with the upstream's ids (past it: serve's ids)
 MAX_UPSTREAM_TAGS = 200
-_R = TypeVar("_R", bound="Refs")
 
 
 def upstream_commit(repo: Repository, top: Descriptor, manifest: Manifest) -> str | None:
@@ -58,9 +55,10 @@ def is_proxied(repo: Repository) -> bool:
         return False
 
 
-def upstream_refs(refs: _R, repo: Repository, tags: Sequence[str]) -> _R:
-    """``refs`` with each commit the upstream gave named by the upstream's id, as model_info's
-    ``sha`` names it (``tags``: every tag of ``repo``; its upstream tags are read, one HEAD each)."""
+def upstream_ids(repo: Repository, tags: Sequence[str]) -> dict[str, str]:
+    """Serve's commit id -> the upstream's, of each commit the upstream gave (``tags``: every tag
+    of ``repo``; its upstream tags are read, one HEAD each), so that refs name commits as
+    model_info's ``sha`` names them."""
     from ocibridge.hubserver.reading.sources import commit_of
 
     ids: dict[str, str] = {}
@@ -68,11 +66,4 @@ def upstream_refs(refs: _R, repo: Repository, tags: Sequence[str]) -> _R:
         said = tag[len(UPSTREAM_TAG_PREFIX):]
         with contextlib.suppress(NotFound, InvalidReference):
             ids[commit_of(repo.store.resolve(repo.reference(tag)).digest)] = said
-    if not ids:
-        return refs
-
-    def named(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-        return tuple((name, ids.get(commit, commit)) for name, commit in pairs)
-
-    main = ids.get(refs.main, refs.main) if refs.main is not None else None
-    return replace(refs, main=main, tags=named(refs.tags), branches=named(refs.branches), labels=named(refs.labels))
+    return ids

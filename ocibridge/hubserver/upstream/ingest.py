@@ -1,5 +1,5 @@
 """One fetch per (repository, upstream commit): the commit downloaded from the upstream as a mirror
-job downloads an ``hf://`` source (mirror/hub.py: the files listed, each fetched with
+job downloads an ``hf://`` source (kinds/hf/commitdownload.py: the files listed, each fetched with
 huggingface_hub's engine into the Hub cache and checked against the listing's sha256 or git blob
 id), read as ``push hf:ORG/NAME@COMMIT`` reads it, so the artifact and its digest are that push's;
 then written to the registry, tagged in the order a reader relies on:
@@ -101,7 +101,7 @@ class Ingest:
             flight.done.set()
 
     def _fetch(self, repo: Repository, repo_id: str, commit: str, revision: str) -> Descriptor:
-        from ocibridge.mirror.hub import CommitDownload, HubSource
+        from ocibridge.kinds.hf.commitdownload import CommitDownload, HubSource
         from ocibridge.transfer.copy import copy
         from ocibridge.transfer.writer import write_artifact
 

@@ -8,10 +8,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocibridge.core import environment
 from ocibridge.errors import UsageError
 
 #: the environment variable the upstream's token is read from when no file names it
-TOKEN_ENV = "OCIBRIDGE_UPSTREAM_TOKEN"
+TOKEN_ENV = environment.SERVE_UPSTREAM_TOKEN
 #: seconds a branch's head, once resolved at the upstream, is answered before it is asked again
 FRESH = 300.0
 #: files that unpickle when loaded (code runs): refused unless --upstream-allow-pickle
