@@ -146,10 +146,9 @@ class LfsRoutes:
         expires = self.signer.expiry()
         answered: list[dict[str, Any]] = []
         for item in objects:
-            oid, size = (item.get("oid"), item.get("size")) if isinstance(item, dict) else (None, None)
-            if not is_sha256(oid) or not isinstance(size, int) or size < 0:
-                answered.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
-                                 "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
+            oid, size, refused = _requested(item)
+            if refused is not None:
+                answered.append(refused)
                 continue
             # another repository's file only when this writer could read it there (writes/mountable.py):
             # otherwise it is asked for, as a file no repository holds is
@@ -183,10 +182,9 @@ class LfsRoutes:
         header = {"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token, "X-Xet-Token-Expiration": str(expires)}
         answered: list[dict[str, Any]] = []
         for item in objects:
-            oid, size = (item.get("oid"), item.get("size")) if isinstance(item, dict) else (None, None)
-            if not is_sha256(oid) or not isinstance(size, int) or size < 0:
-                answered.append({"oid": str(oid), "size": size if isinstance(size, int) else 0,
-                                 "error": {"code": 422, "message": "expected a sha256 oid and a size"}})
+            oid, size, refused = _requested(item)
+            if refused is not None:
+                answered.append(refused)
             elif oid in held or await in_thread(self.repos.mount_home, grant, repo_id, oid) is not None:
                 answered.append({"oid": oid, "size": size})  # no actions: the client skips it
             else:
@@ -319,3 +317,13 @@ def upload_path(oid: str, size: str, repo_id: str) -> str:
     """Where an LFS object is PUT: its oid, size and repository (one segment), which the URL's
     signature covers."""
     return f"{UPLOAD_PATH}{oid}/{size}/{quote(repo_id, safe='')}"
+
+
+def _requested(item: Any) -> tuple[str, int, dict[str, Any] | None]:
+    """An object the batch asks about: its oid and size, or (for one that is no sha256 oid and
+    size) the 422 entry that answers it."""
+    oid, size = (item.get("oid"), item.get("size")) if isinstance(item, dict) else (None, None)
+    if not is_sha256(oid) or not isinstance(size, int) or size < 0:
+        return str(oid), 0, {"oid": str(oid), "size": size if isinstance(size, int) else 0,
+                             "error": {"code": 422, "message": "expected a sha256 oid and a size"}}
+    return str(oid), size, None

@@ -39,7 +39,7 @@ from ocibridge.chunks.chunking import ChunkHasher
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, PUSH_THRESHOLD
 from ocibridge.errors import DigestMismatch
 from ocibridge.hubserver.access import Signer, require_token
-from ocibridge.hubserver.answers import bearer, error, requested_repo
+from ocibridge.hubserver.answers import error, requested_repo
 from ocibridge.hubserver.guard import BODY_LIMIT, BODY_READ, DIVERT, Divert, Shares
 from ocibridge.hubserver.uploads.mounts import Mounts
 from ocibridge.hubserver.uploads.staging import Staging, StagingFull
@@ -51,6 +51,7 @@ from ocibridge.hubserver.xet.diverted import DivertedBody, TooLarge
 from ocibridge.hubserver.xet.owners import XorbOwners
 from ocibridge.hubserver.xet.permits import ReadPermit
 from ocibridge.hubserver.xet.shards import BadUpload, FileEntry, Segment
+from ocibridge.hubserver.xet.writegrant import write_grant
 from ocibridge.hubserver.xet.xorbcheck import XorbCheck
 
 if TYPE_CHECKING:
@@ -132,11 +133,8 @@ class XetUpload:
     async def token(self, request: Request) -> Response:
         """A write grant for the repository, as huggingface_hub and hf_xet read it (JSON body and
         the ``X-Xet-*`` headers)."""
-        repo_id = requested_repo(request)
         # who may write is checked before (app.py's xet_write_token: a write token of repo_id)
-        client = self.grants.client_of(bearer(request))
-        token, expires = self.grants.grant(f"write {repo_id}", client)
-        cas = f"{self.base(request)}/xet-write/{repo_id}"
+        cas, token, expires = write_grant(self.grants, self.base, request, requested_repo(request))
         return JSONResponse({"casUrl": cas, "accessToken": token, "exp": expires},
                             headers={"X-Xet-Cas-Url": cas, "X-Xet-Access-Token": token,
                                      "X-Xet-Token-Expiration": str(expires)})

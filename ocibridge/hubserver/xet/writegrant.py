@@ -2,7 +2,7 @@
 the request's client. One place, so that what ``xet-write-token`` answers (huggingface_hub,
 hf_xet: :meth:`.upload.XetUpload.token`) and what the LFS batch answers a client offering
 ``xet`` (@huggingface/hub: lfs/routes.py) are the same grant, of the scope the upload routes
-check (``write REPO``: :meth:`.upload.XetUpload.token` makes the same three values)."""
+check (``write REPO``)."""
 
 from __future__ import annotations
 
