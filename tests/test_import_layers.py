@@ -55,6 +55,8 @@ LAYERS: dict[str, int] = {
     "ocibridge.api": 10,
     # 11: the command line, its entry points, and the package's lazy façade (which names everything)
     "ocibridge.cli": 11, "ocibridge.__main__": 11, "ocibridge": 11,
+    # 11: engines fed from a registry (vLLM's model-loader plugin), over the API; reached by entry point only
+    "ocibridge.engines": 11,
 }
 
 #: Packages of layer 9 are peers: none imports another.
