@@ -1,6 +1,8 @@
 """vLLM's model-loader plugin under a real vLLM (issue 89), on a fresh local registry.
 
     /work/vllmvenv/bin/python -m bench.vllm_check          # a venv holding vllm and ocibridge (-e)
+    python3 -m bench.vllm_check --device cuda:0            # a GPU host without vLLM: steps 3 and 4
+
 
 Run from the checkout (``bench`` importable), with the python of a virtualenv where vLLM and
 ocibridge are installed (``pip install vllm`` and ``pip install -e .``): not the project's own.
@@ -18,16 +20,23 @@ ocibridge are installed (``pip install vllm`` and ``pip install -e .``): not the
    and what it said is printed);
 4. a byte of the blob changed in the registry's storage: ``TensorMismatch``, and the model never
    gets the tensor of that chunk; a containers policy that rejects: refused before the load.
+
+``--device cuda:0``: the loader's ``device`` setting (tensors made on the GPU, the model's
+parameters there). Where vLLM is not installed, steps 1 and 2 are said to be skipped and steps 3
+and 4 run through ``ocibridge.engines.weights.load_into``, the function the plugin's
+``load_weights`` calls.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import tempfile
 import time
-from importlib.metadata import entry_points, version
+from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +68,7 @@ def tiny_llama(where: Path) -> dict[str, Any]:
     return load_file(str(where / "model.safetensors"))
 
 
-def recorder(expected: dict[str, Any]) -> Any:
+def recorder(expected: dict[str, Any], device: str | None) -> Any:
     """A torch module with vLLM's ``load_weights(weights)``: a parameter per checkpoint tensor,
     each copied in as it arrives, every name and tensor recorded, the names loaded returned."""
     import torch
@@ -68,7 +77,7 @@ def recorder(expected: dict[str, Any]) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.params = torch.nn.ParameterDict({n.replace(".", "__"): torch.nn.Parameter(
-                torch.empty_like(t), requires_grad=False) for n, t in expected.items()})
+                torch.empty_like(t, device=device), requires_grad=False) for n, t in expected.items()})
             self.received: dict[str, Any] = {}
 
         def load_weights(self, weights: Any) -> set[str]:
@@ -82,17 +91,82 @@ def recorder(expected: dict[str, Any]) -> Any:
     return Recorder()
 
 
+def vllm_loader(ref: str, settings: dict[str, Any]) -> tuple[Callable[[Any, dict[str, Any]], None], Any]:
+    """Steps 1 and 2: the plugin found and resolved as vLLM does it, vLLM's ModelConfig of the
+    directory ``ocibridge.path`` made; a function loading a model through the plugin's loader."""
+    import ocibridge
+
+    found = [ep.value for ep in entry_points(group="vllm.general_plugins") if ep.name == "ocibridge"]
+    say("1. entry point vllm.general_plugins:ocibridge", found)
+    from vllm.config import ModelConfig
+    from vllm.config.load import LoadConfig
+    from vllm.model_executor.model_loader import get_model_loader
+    from vllm.plugins import load_general_plugins
+
+    try:
+        get_model_loader(LoadConfig(load_format="ocibridge", model_loader_extra_config=settings))
+        raise SystemExit("vllm_check: 'ocibridge' resolved before the plugins were loaded")
+    except ValueError as e:
+        say("1. before load_general_plugins()", f"ValueError: {e}")
+    load_general_plugins()
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    config_dir = ocibridge.path(ref, exclude="*.safetensors")
+    say("2. ocibridge.path(REF, exclude='*.safetensors')",
+        f"{config_dir}: {sorted(p.name for p in config_dir.iterdir())}")
+    argv = ["--model", str(config_dir), "--load-format", "ocibridge", "--model-loader-extra-config",
+            json.dumps(settings), "--skip-tokenizer-init", "--dtype", "bfloat16"]
+    try:  # vllm serve's own parser (it infers the device type while building its defaults)
+        args = EngineArgs.add_cli_args(FlexibleArgumentParser()).parse_args(argv)
+        engine_args = EngineArgs.from_cli_args(args)
+        say("1. vllm's command-line parser", f"load_format {engine_args.load_format!r}, "
+            f"model_loader_extra_config {engine_args.model_loader_extra_config}")
+    except Exception as e:
+        say("1. vllm's command-line parser", f"not run here: {type(e).__name__}: {str(e)[:120]}")
+        engine_args = EngineArgs(model=str(config_dir), load_format="ocibridge", model_loader_extra_config=settings,
+                                 skip_tokenizer_init=True, dtype="bfloat16")
+    loader = get_model_loader(engine_args.create_load_config())
+    say("1. EngineArgs.create_load_config() + get_model_loader (load_format 'ocibridge')",
+        f"{type(loader).__module__}.{type(loader).__qualname__}")
+    assert type(loader).__qualname__.endswith("OcibridgeModelLoader"), type(loader)
+    model_config = ModelConfig(model=str(config_dir), skip_tokenizer_init=True, dtype="bfloat16")
+    say("2. ModelConfig(that directory)", f"architectures {model_config.architectures}, dtype "
+                                          f"{model_config.dtype}, quantization {model_config.quantization}")
+    try:
+        loader.load_model(vllm_config=engine_args.create_engine_config(), model_config=model_config)
+        say("3. vllm's own LlamaForCausalLM through loader.load_model", "built and loaded")
+    except Exception as e:  # (no GPU here: vLLM's platform cannot build it)
+        first = (str(e).splitlines() or [""])[0][:200]
+        say("3. vllm's own LlamaForCausalLM through loader.load_model", f"not run here: {type(e).__name__}: {first}")
+
+    def load(model: Any, extra: dict[str, Any]) -> None:
+        get_model_loader(LoadConfig(load_format="ocibridge", model_loader_extra_config=extra)).load_weights(
+            model, model_config)
+
+    return load, loader
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", help="the loader's device setting (cuda:0: tensors made on the GPU)")
+    device = parser.parse_args().device
     work = Path(tempfile.mkdtemp(prefix="vllm-check-"))
     os.environ["OCIBRIDGE_CACHE"] = str(work / "cache")
     import torch
-    import vllm
 
     import ocibridge
+    from ocibridge.engines.weights import WeightSource, load_into
     from ocibridge.errors import SignatureError
 
-    say("versions", f"vllm {vllm.__version__}, torch {torch.__version__}, ocibridge {version('ocibridge')}, "
-                    f"CUDA available: {torch.cuda.is_available()}")
+    try:
+        import vllm
+
+        have_vllm = f"vllm {vllm.__version__}"
+    except ImportError:
+        have_vllm = ""
+    say("versions", f"{have_vllm or 'no vllm'}, torch {torch.__version__}, ocibridge {ocibridge.__version__}, "
+                    f"CUDA: {torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}")
     with registry(work / "registry") as host:
         src = work / "tiny-llama"
         expected = tiny_llama(src)
@@ -101,68 +175,33 @@ def main() -> int:
         ref = pushed.reference
         say("pushed", f"{ref} ({len(expected)} tensors, {(src / 'model.safetensors').stat().st_size} bytes, "
                       f"chunk table: {'chunks' in pushed.extra})")
+        settings: dict[str, Any] = {"reference": ref, **({"device": device} if device else {})}
+        if have_vllm:
+            load, _ = vllm_loader(ref, settings)
+            how = "loader.load_weights(model, model_config)"
+        else:
+            say("1, 2", "not run: vllm is not installed here")
 
-        # 1. discovery, as vLLM does it
-        found = [ep.value for ep in entry_points(group="vllm.general_plugins") if ep.name == "ocibridge"]
-        say("1. entry point vllm.general_plugins:ocibridge", found)
-        from vllm.config.load import LoadConfig
-        from vllm.model_executor.model_loader import get_model_loader
-        from vllm.plugins import load_general_plugins
+            def load(model: Any, extra: dict[str, Any]) -> None:
+                load_into(model, WeightSource.from_settings(extra))
+            how = "load_into(model, WeightSource.from_settings(settings)) (what the plugin's load_weights calls)"
 
-        try:
-            get_model_loader(LoadConfig(load_format="ocibridge", model_loader_extra_config={"reference": ref}))
-            raise SystemExit("vllm_check: 'ocibridge' resolved before the plugins were loaded")
-        except ValueError as e:
-            say("1. before load_general_plugins()", f"ValueError: {e}")
-        load_general_plugins()
-        from vllm.engine.arg_utils import EngineArgs
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-
-        config_dir = ocibridge.path(ref, exclude="*.safetensors")
-        say("2. ocibridge.path(REF, exclude='*.safetensors')",
-            f"{config_dir}: {sorted(p.name for p in config_dir.iterdir())}")
-        settings = {"reference": ref}
-        argv = ["--model", str(config_dir), "--load-format", "ocibridge", "--model-loader-extra-config",
-                json.dumps(settings), "--skip-tokenizer-init", "--dtype", "bfloat16"]
-        try:  # vllm serve's own parser (it infers the device type while building its defaults)
-            args = EngineArgs.add_cli_args(FlexibleArgumentParser()).parse_args(argv)
-            engine_args = EngineArgs.from_cli_args(args)
-            say("1. vllm's command-line parser", f"load_format {engine_args.load_format!r}, "
-                f"model_loader_extra_config {engine_args.model_loader_extra_config}")
-        except Exception as e:
-            say("1. vllm's command-line parser", f"not run here: {type(e).__name__}: {str(e)[:120]}")
-            engine_args = EngineArgs(model=str(config_dir), load_format="ocibridge", model_loader_extra_config=settings,
-                                     skip_tokenizer_init=True, dtype="bfloat16")
-        loader = get_model_loader(engine_args.create_load_config())
-        say("1. EngineArgs.create_load_config() + get_model_loader (load_format 'ocibridge')",
-            f"{type(loader).__module__}.{type(loader).__qualname__}")
-        assert type(loader).__qualname__.endswith("OcibridgeModelLoader"), type(loader)
-
-        # 2. vLLM's ModelConfig of the directory ocibridge.path made
-        from vllm.config import ModelConfig
-
-        model_config = ModelConfig(model=str(config_dir), skip_tokenizer_init=True, dtype="bfloat16")
-        say("2. ModelConfig(that directory)", f"architectures {model_config.architectures}, dtype "
-                                              f"{model_config.dtype}, quantization {model_config.quantization}")
-
-        # 3. the loader through vLLM's interface into a model's load_weights
-        model = recorder(expected)
+        # 3. every tensor, verified, into the model's load_weights
+        model = recorder(expected, device)
         started = time.perf_counter()
-        loader.load_weights(model, model_config)
+        load(model, settings)
+        if device and device.startswith("cuda"):
+            torch.cuda.synchronize()
         elapsed = time.perf_counter() - started
         assert sorted(model.received) == sorted(expected)
-        same = [n for n, t in expected.items() if torch.equal(model.received[n], t)
-                and torch.equal(model.params[n.replace(".", "__")].data, t)]
-        say("3. loader.load_weights(model, model_config)", f"{len(model.received)} tensors received, "
-            f"{len(same)} equal to safetensors.torch.load_file's (in the model's parameters too), {elapsed:.2f} s")
+        where = {str(t.device) for t in model.received.values()}
+        same = [n for n, t in expected.items() if torch.equal(model.received[n].cpu(), t)
+                and torch.equal(model.params[n.replace(".", "__")].data.cpu(), t)]
+        say(f"3. {how}", f"{len(model.received)} tensors received (on {sorted(where)}), {len(same)} equal to "
+                         f"safetensors.torch.load_file's (in the model's parameters too), {elapsed:.2f} s")
         assert len(same) == len(expected)
-        try:
-            loader.load_model(vllm_config=engine_args.create_engine_config(), model_config=model_config)
-            say("3. vllm's own LlamaForCausalLM through loader.load_model", "built and loaded")
-        except Exception as e:  # (no GPU here: vLLM's platform cannot build it)
-            first = (str(e).splitlines() or [""])[0][:200]
-            say("3. vllm's own LlamaForCausalLM through loader.load_model",
-                f"not run here: {type(e).__name__}: {first}")
+        if device:
+            assert where == {str(torch.device(device))}, where
 
         # 4. a changed byte in the registry's storage; a policy that rejects
         with ocibridge.open_model(ref) as opened:
@@ -170,12 +209,11 @@ def main() -> int:
         blob = work / "registry" / "storage" / "docker/registry/v2/blobs/sha256" / layer.digest[7:9] / \
             layer.digest[7:] / "data"
         data = bytearray(blob.read_bytes())
-        at = len(data) - 1000
-        data[at] ^= 0xFF
+        data[len(data) - 1000] ^= 0xFF
         blob.write_bytes(bytes(data))
-        model = recorder(expected)
+        model = recorder(expected, device)
         try:
-            loader.load_weights(model, model_config)
+            load(model, settings)
             raise SystemExit("vllm_check: a changed byte was loaded")
         except ocibridge.TensorMismatch as e:
             assert not set(e.tensors) & set(model.received), (e.tensors, sorted(model.received))
@@ -183,11 +221,9 @@ def main() -> int:
                 f"{len(model.received)} of {len(expected)} verified tensors were): {str(e)[:160]}")
         reject = work / "reject.json"
         reject.write_text(json.dumps({"default": [{"type": "reject"}]}))
-        refusing = get_model_loader(LoadConfig(load_format="ocibridge", model_loader_extra_config={
-            "reference": ref, "policy": str(reject)}))
-        model = recorder(expected)
+        model = recorder(expected, device)
         try:
-            refusing.load_weights(model, model_config)
+            load(model, {**settings, "policy": str(reject)})
             raise SystemExit("vllm_check: a rejecting policy let the model load")
         except SignatureError as e:
             assert model.received == {}
