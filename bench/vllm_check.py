@@ -124,7 +124,19 @@ def vllm_loader(ref: str, settings: dict[str, Any]) -> tuple[Callable[[Any, dict
             f"model_loader_extra_config {engine_args.model_loader_extra_config}")
     except Exception as e:
         say("1. vllm's command-line parser", f"not run here: {type(e).__name__}: {str(e)[:120]}")
-        engine_args = EngineArgs(model=str(config_dir), load_format="ocibridge", model_loader_extra_config=settings,
+        # the two flags alone, as vLLM's parser declares them (their types and defaults from LoadConfig)
+        from vllm.config.load import LoadConfig as Load
+        from vllm.engine.arg_utils import get_kwargs
+
+        flags = argparse.ArgumentParser()
+        for name in ("load_format", "model_loader_extra_config"):
+            declared = get_kwargs(Load)[name]
+            flags.add_argument("--" + name.replace("_", "-"), type=declared["type"], default=declared["default"])
+        known, _ = flags.parse_known_args(argv)
+        say("1. --load-format and --model-loader-extra-config as vllm's parser declares them",
+            f"load_format {known.load_format!r}, model_loader_extra_config {known.model_loader_extra_config}")
+        engine_args = EngineArgs(model=str(config_dir), load_format=known.load_format,
+                                 model_loader_extra_config=known.model_loader_extra_config,
                                  skip_tokenizer_init=True, dtype="bfloat16")
     loader = get_model_loader(engine_args.create_load_config())
     say("1. EngineArgs.create_load_config() + get_model_loader (load_format 'ocibridge')",
@@ -202,6 +214,14 @@ def main() -> int:
         assert len(same) == len(expected)
         if device:
             assert where == {str(torch.device(device))}, where
+
+        # 3. a parameter the checkpoint leaves unset: refused (vLLM's own rule through its loader)
+        model = recorder({**expected, "lm_head.bias": torch.zeros(8)}, device)
+        try:
+            load(model, settings)
+            raise SystemExit("vllm_check: a parameter left unset was not noticed")
+        except (ValueError, ocibridge.OcibridgeError) as e:
+            say("3. a parameter the checkpoint leaves unset", f"{type(e).__name__}: {str(e)[:160]}")
 
         # 4. a changed byte in the registry's storage; a policy that rejects
         with ocibridge.open_model(ref) as opened:

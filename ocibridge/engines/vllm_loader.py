@@ -32,6 +32,7 @@ def register() -> None:
 def _loader_class() -> type:
     """The loader class, made once vLLM is importable (its base class is vLLM's)."""
     from vllm.model_executor.model_loader.base_loader import BaseModelLoader
+    from vllm.model_executor.model_loader.default_loader import DefaultModelLoader
 
     from ocibridge.engines.weights import WeightSource, load_into
 
@@ -47,6 +48,10 @@ def _loader_class() -> type:
             directory vLLM was given: ``ocibridge path REF --exclude '*.safetensors'``)."""
 
         def load_weights(self, model: Any, model_config: Any) -> None:
-            load_into(model, self.source, strict=model_config.quantization is None)
+            loaded = load_into(model, self.source, strict=False)
+            if loaded is not None and model_config.quantization is None:
+                # vLLM's own rule for the parameters a checkpoint must set (what its layers
+                # make after loading exempted), as its default loader applies it
+                DefaultModelLoader.track_weights_loading(self, model, loaded)
 
     return OcibridgeModelLoader
