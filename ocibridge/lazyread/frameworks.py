@@ -12,7 +12,8 @@ import ctypes
 from typing import Any, Protocol
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.lazyread.safetensors import NUMPY_TYPES, TensorInfo
+from ocibridge.lazyread.safetensors import NUMPY_TYPES
+from ocibridge.lazyread.tensorfile import TensorInfo
 
 #: torch's name of each safetensors dtype (``getattr(torch, name)``; U16/U32/U64: torch 2.3 on)
 TORCH_TYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
