@@ -26,7 +26,7 @@ from ocibridge.lazyread.chunkstore import ChunkStore, StoredLayer
 from ocibridge.lazyread.keeper import Chunk, ChunkKeeper
 from ocibridge.lazyread.landcheck import ChunkDigests, Mismatch
 from ocibridge.lazyread.layerfill import FILL_AFTER, FILL_MIN_SIZE, FillFailed, LayerFill
-from ocibridge.lazyread.rangefetch import fetch_checked
+from ocibridge.lazyread.rangefetch import EndedEarly, fetch_checked
 from ocibridge.lazyread.stall import StallBound
 from ocibridge.oci.digest import sha256_chunks
 from ocibridge.oci.models import Descriptor
@@ -369,7 +369,7 @@ class VerifiedBlob:
             fetch_checked(self.source, self.layer, start, end, ChunkDigests(self.chunks, self.chunk_size),
                           chunk_of, counted=self._count_fetched, where=self.source.describe(),
                           budget=self.budget, landed=keep)
-        except Mismatch as e:
+        except (Mismatch, EndedEarly) as e:  # (a short chunk is a wrong one: refused alike)
             raise DigestMismatch(
                 f"{self.source.describe()}: chunk {e.start // self.chunk_size} of {self.layer.digest} (bytes "
                 f"{e.start}-{e.end}) does not match its digest in the chunk table: refusing the range") from None

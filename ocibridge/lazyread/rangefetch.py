@@ -19,6 +19,15 @@ from ocibridge.stores.ranged import RangedBlobSource, read_full
 ViewsOf = Callable[[int, int], list[memoryview]]
 
 
+class EndedEarly(RegistryError):
+    """The registry's body ended before the range did: bytes ``[start, end)`` (one unit) are short."""
+
+    def __init__(self, message: str, start: int, end: int):
+        super().__init__(message)
+        self.start = start
+        self.end = end
+
+
 class Stopped(Exception):
     """The read was stopped (an error elsewhere, or the caller): the request ends quietly."""
 
@@ -47,7 +56,8 @@ def fetch_checked(source: RangedBlobSource, layer: Descriptor, start: int, end: 
                 got = read_full(reader, view)
                 counted(got)
                 if got != len(view):
-                    raise RegistryError(f"{where}: the registry ended bytes {start}-{end} of {layer.digest} early")
+                    raise EndedEarly(f"{where}: the registry ended bytes {start}-{end} of {layer.digest} early",
+                                     at, stop)
             verified = check.landed(at, views) or verified
             if landed is not None:
                 landed(at)
