@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 class OcibridgeError(Exception):
     """Base of every error ocibridge raises on purpose; the CLI prints its message and exits 1."""
@@ -90,3 +95,13 @@ class TooLarge(SourceError):
     refused before it costs the memory or time it asks for; the message names the limit and,
     where there is one, its override (docs/security.md lists them all). The one type for every
     "too large": a caller catches it without knowing which limit was met."""
+
+
+def passes(check: Callable[[T], object], value: T, refused: type[OcibridgeError] = OcibridgeError) -> bool:
+    """Whether ``check(value)`` accepts ``value`` (raises no ``refused``): the yes/no form of a
+    check that raises one clear error (``is_digest`` of ``check_digest``)."""
+    try:
+        check(value)
+    except refused:
+        return False
+    return True

@@ -10,14 +10,14 @@ from pathlib import Path
 import gguf
 import numpy
 import pytest
-from support.faultproxy import corrupt
+from support.faultproxy import corrupt, corrupt_at
 from support.fixtures import new_repo
 
 import ocibridge
 from ocibridge.api.lazy_ops import open_tensors
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE
 from ocibridge.errors import DigestMismatch
-from ocibridge.model.gguf_tensors import GGUFError, RemoteGGUF
+from ocibridge.lazyread.gguf import GGUFError, RemoteGGUF, load_table
 
 BIG = 40 * 1024 * 1024  # bytes of the big F32 tensor: the file is chunked (over 16 MiB)
 
@@ -93,6 +93,51 @@ def test_a_tampered_chunk_of_a_gguf_tensor_returns_nothing(gguf_model, fault_pro
             tensors.get_bytes("small.weight")
     finally:
         tensors.blob.close()
+
+
+def test_load_tensors_of_a_gguf_model_equals_the_gguf_library(gguf_model, registry):
+    """The whole-model load reads GGUF files through the same verified engine as safetensors:
+    every tensor in file order, typed ones as their type and shape, quantized ones as their
+    blocks' bytes (rows of bytes), as llama.cpp's reader hands them; torch's too."""
+    repo, file = gguf_model
+    real = {t.name: t for t in gguf.GGUFReader(str(file)).tensors}
+    got = ocibridge.load_tensors(f"{registry.host}/{repo}:v1", warn=None)
+    assert list(got) == sorted(real, key=lambda n: real[n].data_offset)
+    for name, t in real.items():
+        expected = numpy.asarray(t.data)
+        assert got[name].dtype == expected.dtype and got[name].shape == expected.shape, name
+        assert got[name].tobytes() == expected.tobytes(), name
+    assert got["q.weight"].dtype == numpy.uint8 and got["q.weight"].shape == (4, 8 * 34)
+    torch_got = ocibridge.load_tensors(f"{registry.host}/{repo}:v1", framework="torch", files="*.gguf", warn=None)
+    assert all(torch_got[n].numpy().tobytes() == got[n].tobytes() for n in real)
+    assert str(torch_got["small.weight"].dtype) == "torch.float16"
+
+
+def test_a_tampered_chunk_of_a_gguf_model_fails_its_load_naming_the_tensor(gguf_model, fault_proxy):
+    repo, file = gguf_model
+    real = {t.name: t for t in gguf.GGUFReader(str(file)).tensors}
+    at = real["big.weight"].data_offset + 5 * DEFAULT_CHUNK_SIZE + 7  # inside it, past its first chunk
+    tensors = open_tensors(f"{fault_proxy.host}/{repo}:v1", "model.gguf", warn=None)
+    layer = tensors.blob.layer  # type: ignore[attr-defined]
+    tensors.blob.close()
+    fault_proxy.clear()
+    fault_proxy.add("GET", f"/blobs/{layer.digest}", corrupt_at(at), times=None)
+    returned = None
+    with pytest.raises(ocibridge.TensorMismatch) as caught:
+        returned = ocibridge.load_tensors(f"{fault_proxy.host}/{repo}:v1", warn=None)
+    assert returned is None
+    assert caught.value.file == "model.gguf" and caught.value.tensors == ("big.weight",)
+    assert f"chunk {at // DEFAULT_CHUNK_SIZE} (bytes" in str(caught.value)
+
+
+def test_a_gguf_model_quantized_rows_of_part_blocks_are_refused_by_the_load_table():
+    with pytest.raises(GGUFError, match="rows of 48 elements are not whole 32-element blocks"):
+        load_table(_Bytes(_gguf([("w", [48, 2], 8, 0)])), "bad.gguf")
+    table, start = load_table(_Bytes(_gguf([("w", [64, 2], 8, 0), ("v", [3], 0, 160)])), "ok.gguf")
+    assert table["w"].dtype == "U8" and table["w"].shape == (2, 68) and start % 32 == 0
+    assert table["v"].dtype == "F32" and table["v"].shape == (3,)
+    with pytest.raises(GGUFError, match="'w' and 'v' overlap"):
+        load_table(_Bytes(_gguf([("w", [64, 2], 8, 0), ("v", [3], 0, 100)])), "bad.gguf")
 
 
 class _Bytes:

@@ -78,12 +78,11 @@ class FetchedManifest:
 def fetch_manifest(ref: str | Locator, *, transfer: TransferOptions | None = None) -> FetchedManifest:
     """The manifest (or index) ``ref`` names, byte for byte: checked against the digest ``ref``
     names, else the one the registry sends (``Docker-Content-Digest``)."""
-    from ocibridge.places.locate import Role, locate, text_of
-    from ocibridge.places.targets import open_store_target
+    from ocibridge.api.opening import open_located
+    from ocibridge.places.locate import Role, text_of
     from ocibridge.stores.base import resolve_and_read
 
-    located = locate(ref, Role.LOCAL)
-    target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
+    located, target = open_located(ref, transfer, role=Role.LOCAL).parts
     desc, data = resolve_and_read(target.store, target.reference)
     return FetchedManifest(text_of(located), desc, data)
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ocibridge.api.copy import TransferOptions, verified_digest
+from ocibridge.api.copy import TransferOptions
+from ocibridge.api.opening import open_checked
 from ocibridge.core import boundedjson
 from ocibridge.core.fsutil import write_sliced
 from ocibridge.core.records import FieldsAsDict
@@ -33,7 +34,7 @@ from ocibridge.layers.tarwalk import tar_members
 from ocibridge.oci.bookkeeping import refuse_as_destination
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, RegistryReference
-from ocibridge.places.locate import Role, locate, text_of
+from ocibridge.places.locate import Role, locate
 from ocibridge.places.targets import closes_its_stores, default_store_path, open_store_target
 from ocibridge.signing.attach import SignatureCompanions
 from ocibridge.stores.base import Store, is_manifest
@@ -123,8 +124,7 @@ def save(refs: str | Sequence[str], output: str | os.PathLike[str], *, transfer:
         layout = _PlanLayout(Path(tmp) / "layout")
         for number, ref in enumerate(refs):
             located = locate(ref, Role.MODEL)  # the edge: once each
-            source = open_store_target(located, options=transfer.registry_options())
-            source.reference = verified_digest(source, verify, text_of(located), located)
+            source = open_checked(located, verify, transfer)
             tag = f"m{number}"
             layout.source = source.store
             stats = copy(source.store, source.reference, layout, tag, concurrency=transfer.concurrency,

@@ -98,7 +98,7 @@ def path(
             source = open_source(located, options=transfer.registry_options())
             reference = source.reference
             if checking:
-                from ocibridge.api.copy import verified_digest
+                from ocibridge.api.opening import verified_digest
 
                 reference = verified_digest(source, verify, shown, located, files_only=True)  # a snapshot of files
             snap = cache.snapshot(source.store, reference, shown=shown, include=include, exclude=exclude,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ocibridge.api.missing import explaining_missing
+from ocibridge.api.opening import open_checked
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (its home before)
 from ocibridge.errors import UsageError
 from ocibridge.oci.bookkeeping import refuse_as_destination
@@ -17,8 +18,7 @@ from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, RegistryReference
 from ocibridge.places.locate import Locator, Role, locate, text_of
 from ocibridge.places.locators import KindPlace
-from ocibridge.places.targets import SourceTarget, closes_its_stores, open_source, open_store_target
-from ocibridge.signing.use import UsePolicy, check_before_use, refuse_before_opening
+from ocibridge.places.targets import SourceTarget, closes_its_stores, open_store_target
 from ocibridge.transfer.copy import Companions, CopyHooks, copy
 from ocibridge.transfer.copy import CopyStats as CopyStats  # what a result's ``stats`` is, for the command
 from ocibridge.transfer.push_result import PushResult
@@ -26,7 +26,6 @@ from ocibridge.transfer.push_result import PushResult
 if TYPE_CHECKING:
     from ocibridge.api.options import AttestOptions
     from ocibridge.api.policy import Verification
-    from ocibridge.signing.verify import VerifyPolicy
     from ocibridge.transfer.progress import ProgressFn
 
 
@@ -72,10 +71,8 @@ def copy_reference(
     if verify is not None and isinstance(src_ref, KindPlace) and not src_ref.holds_referrers \
             and not src_ref.is_store:
         raise UsageError(f"{src_text}: --verify-key checks a store's signatures; the Hugging Face cache has none")
-    refuse_before_opening(src_ref, verify, src_text)
     # hf:ORG/NAME opens as the artifact a push of it builds (its kind's opener)
-    source = open_source(src_ref, options=options)
-    source.reference = verified_digest(source, verify, src_text, src_ref)
+    source = open_checked(src_ref, verify, transfer, kind_places=True)
     source_store, source_reference = source.store, source.reference
     if archive is not None:
         from ocibridge.api.archive_out import write_archive
@@ -112,20 +109,6 @@ def wire_counts(store: object) -> dict[str, int]:
     if not isinstance(store, CountsUploads):
         return {}
     return {"bytesSent": store.stats.bytes_uploaded, "bytesResumed": store.stats.bytes_resumed}
-
-
-def verified_digest(source: SourceTarget, policy: VerifyPolicy | UsePolicy | None, name: str,
-                    located: Locator | None = None, *, files_only: bool = False) -> str:
-    """Check then use: what ``source`` names, once the policy file that applies to ``located``
-    and the keys of ``policy`` accept it (raises otherwise). The digest that was checked is
-    what is used next; when nothing had to be checked, the reference as it was. ``files_only``:
-    the caller uses the model's files and nothing else of its manifest (a pull into a
-    directory), so a signature of the files (OMS) is enough; otherwise the signature must cover
-    the manifest (signing/coverage.py)."""
-    from ocibridge.signing.coverage import Trusted
-
-    return check_before_use(source.store, source.reference, located, policy, name,
-                            trusts=Trusted.FILES if files_only else Trusted.MANIFEST)
 
 
 def _signature_companions() -> Companions:

@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ocibridge.api.opening import open_located
 from ocibridge.api.options import AttestOptions, SignOptions, TransferOptions
 from ocibridge.core import boundedjson
 from ocibridge.errors import UsageError
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import LayoutReference, RegistryReference
-from ocibridge.places.locate import Locator, Role, locate, text_of
+from ocibridge.places.locate import Locator, text_of
 from ocibridge.places.locators import KindPlace
 from ocibridge.places.targets import closes_its_stores, default_store_path, open_store_target
 
@@ -75,8 +76,7 @@ def sbom(reference: str | Locator, *, timestamp: str | None = None,
     from what the registry or layout holds; nothing is attached. Needs ``ocibridge[evidence]``."""
     from ocibridge.signing.bom import model_bom
 
-    located = locate(reference, Role.MODEL)
-    target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
+    located, target = open_located(reference, transfer).parts
     subject = target.store.resolve(target.reference)
     bom = model_bom(target.store, subject, repository=repository_of(located), timestamp=timestamp)
     return EvidenceDocument(text_of(located), subject.digest, "sbom", boundedjson.loads(bom))
@@ -91,8 +91,7 @@ def provenance(reference: str | Locator, *, source: str | None = None, parameter
     (RFC 3339) when given. Nothing is attached: :func:`attest` attaches it."""
     from ocibridge.signing.provenance import model_dependencies, predicate
 
-    located = locate(reference, Role.MODEL)
-    target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
+    located, target = open_located(reference, transfer).parts
     subject = target.store.resolve(target.reference)
     shown = text_of(located)
     origin = source if source is not None else shown
@@ -119,9 +118,7 @@ def attest(reference: str | Locator, *, sbom: bool = False,
     body = dict(provenance) if isinstance(provenance, Mapping) else \
         read_provenance(os.fspath(provenance)) if provenance is not None else None
     private = keys.load_private_key(key, _secret(password)) if key is not None else None
-    located = locate(reference, Role.MODEL)
-    target = open_store_target(located, for_write=True,
-                               options=(transfer or TransferOptions()).registry_options())
+    located, target = open_located(reference, transfer, for_write=True).parts
     subject = target.store.resolve(target.reference)
     options = EvidenceOptions(sbom=sbom, provenance=body, key=private, identity=identity or target.store.describe(),
                               repository=repository_of(located), sbom_time=sbom_time)

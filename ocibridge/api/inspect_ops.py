@@ -6,13 +6,14 @@ repository's or layout's tags, less ocibridge's and cosign's own and those serve
 from __future__ import annotations
 
 from ocibridge.api.missing import explaining_missing, no_such_repository
+from ocibridge.api.opening import open_located
 from ocibridge.api.options import TransferOptions
 from ocibridge.errors import NotFound
 from ocibridge.model.inspect import inspect as inspect_artifact
 from ocibridge.oci.bookkeeping import is_hidden
 from ocibridge.oci.models import Descriptor
-from ocibridge.places.locate import Locator, Role, locate, text_of
-from ocibridge.places.targets import closes_its_stores, default_store_path, is_local_name, open_store_target
+from ocibridge.places.locate import Locator, text_of
+from ocibridge.places.targets import closes_its_stores, default_store_path, is_local_name
 from ocibridge.stores.tombstones import without_tombstones
 from ocibridge.transfer.results import InspectResult, ValidateResult
 
@@ -20,8 +21,7 @@ from ocibridge.transfer.results import InspectResult, ValidateResult
 @explaining_missing
 @closes_its_stores
 def inspect(ref: str | Locator, *, transfer: TransferOptions | None = None) -> InspectResult:
-    located = locate(ref, Role.MODEL)
-    target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
+    located, target = open_located(ref, transfer).parts
     ref = text_of(located)
     info = inspect_artifact(target.store, target.reference)
     from ocibridge.kinds.family_info import describe
@@ -56,8 +56,7 @@ def validate(ref: str | Locator, *, transfer: TransferOptions | None = None, str
     except ValueError as e:
         raise UsageError(str(e)) from None
     found: list[str] = [] if warnings is None else warnings
-    located = locate(ref, Role.MODEL)
-    target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
+    located, target = open_located(ref, transfer).parts
     ref = text_of(located)
     from ocibridge.kinds.validity import validate_model
 
@@ -86,8 +85,7 @@ def _tags(ref: str | Locator, transfer: TransferOptions | None, *, deleted: bool
     held = _local_tags(ref)
     if held:
         return held
-    located = locate(ref, Role.MODEL)  # once, here
-    target = open_store_target(located, options=(transfer or TransferOptions()).registry_options())
+    located, target = open_located(ref, transfer).parts  # located once, here
     named = split_local_name(text_of(located)) if is_local_name(located) else None
     if named is not None and isinstance(target.store, LayoutStore):  # oci:… is no local name
         return tags_of(target.store, named[0])

@@ -81,11 +81,9 @@ def check_runtime(text: str) -> str:
 
 
 def _open(located: Locator, transfer: TransferOptions | None, *, for_write: bool = False) -> StoreTarget:
-    from ocibridge.api.options import TransferOptions
-    from ocibridge.places.targets import open_store_target
+    from ocibridge.api.opening import open_located
 
-    options = (transfer or TransferOptions()).registry_options()
-    return open_store_target(located, for_write=for_write, options=options)
+    return open_located(located, transfer, for_write=for_write).target
 
 
 def _located(ref: str | Locator) -> Locator:
@@ -156,16 +154,11 @@ def k8s_mount(
     """Lay out ``directory`` (absent or empty) exactly as ``runtime`` would present the volume,
     from what was verified (``verify``, and the containers policy file that applies): check, then
     use. Every blob is read to its end through the verifying reader; the directory appears at once."""
+    from ocibridge.api.opening import open_checked
     from ocibridge.k8s import mount
-    from ocibridge.places.locate import text_of
-    from ocibridge.signing.use import check_before_use, refuse_before_opening
 
-    located = _located(ref)
-    shown = text_of(located)
-    refuse_before_opening(located, verify, shown)
-    t = _open(located, transfer)
-    used = check_before_use(t.store, t.reference, located, verify, shown)
-    done = mount(t.store, used, directory, runtime, platform=platform)
+    t = open_checked(_located(ref), verify, transfer)  # check, then use the digest checked
+    done = mount(t.store, t.reference, directory, runtime, platform=platform)
     return VolumeLayout(os.fspath(directory), runtime, tuple(done.paths), tuple(done.not_reproduced))
 
 

@@ -11,11 +11,11 @@ from ocibridge.api.policy import Verification, verification
 from ocibridge.chunks.chain import ReferrerCheck, bound_table_descriptor
 from ocibridge.chunks.table import DEFAULT_CHUNK_SIZE, DEFAULT_THRESHOLD
 from ocibridge.lazyread.blobreader import LazySource
+from ocibridge.lazyread.formats import is_gguf
+from ocibridge.lazyread.gguf import RemoteGGUF
 from ocibridge.lazyread.model import RemoteModel, Warn, warn_stderr
 from ocibridge.lazyread.safetensors import RemoteSafetensors
 from ocibridge.lazyread.stall import StallBound
-from ocibridge.model.gguf_header import GGUF_MAGIC
-from ocibridge.model.gguf_tensors import RemoteGGUF
 from ocibridge.oci.models import Descriptor
 from ocibridge.oci.reference import RegistryReference
 from ocibridge.places.locate import Locator, Role, locate, text_of
@@ -178,7 +178,7 @@ def open_tensors(ref: str | Locator, file: str, **kw: Any) -> RemoteSafetensors 
     model = open_model(ref, **kw)
     try:
         blob = model.open(file)
-        if blob.size >= 4 and blob.read(0, 4) == GGUF_MAGIC:
+        if is_gguf(blob):
             return RemoteGGUF(blob, file)
         return RemoteSafetensors(blob, file)
     except BaseException:

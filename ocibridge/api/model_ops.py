@@ -22,8 +22,9 @@ from ocibridge.api.auth import login as login  # public here too (its home: api.
 from ocibridge.api.auth import logout as logout
 from ocibridge.api.cache_ops import path as path  # public here too: ocibridge.path
 from ocibridge.api.copy import copy_reference as copy_reference
-from ocibridge.api.copy import pinned, verified_digest, wire_counts
+from ocibridge.api.copy import pinned, wire_counts
 from ocibridge.api.missing import explaining_missing
+from ocibridge.api.opening import open_checked
 from ocibridge.api.options import AttestOptions, PullOptions, PushOptions, SignOptions, pull_options, push_options
 from ocibridge.api.options import TransferOptions as TransferOptions  # public here too (docs/api.md)
 from ocibridge.chunks import hashes
@@ -44,7 +45,7 @@ from ocibridge.places.targets import (
     open_source,
     open_store_target,
 )
-from ocibridge.signing.use import as_use_policy, refuse_before_opening
+from ocibridge.signing.use import as_use_policy
 from ocibridge.stores.base import Store
 from ocibridge.transfer.progress import ProgressFn
 from ocibridge.transfer.progress_events import PushProgress
@@ -367,9 +368,7 @@ def pull(
         return PullResult(copied.descriptor.digest, copied.reference, "store", copy=copied.as_dict())
     if not fmt.picks_files:
         _whole_artifact_only(select, dest)
-    refuse_before_opening(src_ref, verify, text_of(src_ref))
-    source = open_source(src_ref, options=registry)
-    source.reference = verified_digest(source, verify, text_of(src_ref), src_ref, files_only=True)  # check, then use
+    source = open_checked(src_ref, verify, transfer, files_only=True, kind_places=True)  # check, then use
     oms = None
     if with_signatures:
         from ocibridge.signing.omstravel import choose_oms_signature

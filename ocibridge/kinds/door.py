@@ -15,7 +15,6 @@ a file suffix, then content, then the fallback (a plain directory).
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,23 +32,15 @@ if TYPE_CHECKING:
 __all__ = ["ExportRequest", "ReadRequest", "ReadsArtifacts", "SniffsContent", "SourceFormat"]
 
 
-_LOADED: dict[tuple[str, str], SourceFormat] = {}
-
-
 def _load(line: table.Line) -> SourceFormat:
     """The source format of a table line, its module imported on first use."""
     assert line.source is not None
-    if line.source not in _LOADED:
-        module, cls = line.source
-        _LOADED[line.source] = getattr(importlib.import_module(module), cls)()
-    return _LOADED[line.source]
+    format: SourceFormat = table.made(line.source)
+    return format
 
 
 def by_name(name: str) -> SourceFormat:
-    for line in table.sources():
-        if line.format == name:
-            return _load(line)
-    raise OcibridgeError(f"unknown format {name!r} (known: {', '.join(str(k.format) for k in table.sources())})")
+    return _load(table.line_named(table.sources(), name, lambda k: k.format, "format"))
 
 
 def _by_reference(text: str) -> SourceFormat | None:

@@ -7,7 +7,6 @@ choices from there.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,17 +20,12 @@ from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_byt
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store, resolve_and_read
 from ocibridge.stores.tombstones import refuse_tombstone
 
-_LOADED: dict[tuple[str, str], ModelFamily] = {}
-
 
 def _load(line: table.Line) -> ModelFamily:
-    """The family of a table line, its module imported on first use (detection stops at the
-    first family that matches, so a ModelPack artifact never loads the other families' modules)."""
+    """The family of a table line, its module imported on first use (``table.made``)."""
     assert line.artifacts is not None
-    if line.artifacts not in _LOADED:
-        module, cls = line.artifacts
-        _LOADED[line.artifacts] = getattr(importlib.import_module(module), cls)()
-    return _LOADED[line.artifacts]
+    family: ModelFamily = table.made(line.artifacts)
+    return family
 
 
 class NotAModel(OcibridgeError):
@@ -56,10 +50,7 @@ def _families() -> Iterator[ModelFamily]:
 
 
 def by_name(name: str) -> ModelFamily:
-    for line in table.families():
-        if line.family == name:
-            return _load(line)
-    raise OcibridgeError(f"unknown model family {name!r} (known: {', '.join(names())})")
+    return _load(table.line_named(table.families(), name, lambda k: k.family, "model family"))
 
 
 def family_of(manifest: Manifest) -> ModelFamily | None:

@@ -177,3 +177,28 @@ class WriteFile(Protocol):
     def __call__(self, store: Store, desc: Descriptor, out_path: Path, /) -> object: ...
 
 
+
+
+class ZipArchiveFormat:
+    """A kind that is one zip file (Carton, MLSteam): known by the entries its central directory
+    lists, exported whole through the pull cache (no file picking, no progress bar of its own).
+    A kind gives its name, :meth:`members` and :meth:`writer`, and reads its own files."""
+
+    name: ClassVar[str]
+    picks_files: ClassVar[bool] = False
+    shows_progress: ClassVar[bool] = False
+
+    def members(self) -> tuple[set[str], Callable[[Path], list[ZipMember]]]:
+        """The entries every file of the kind lists, and its reader of a zip's central directory."""
+        raise NotImplementedError
+
+    def writer(self) -> WriteFile:
+        """What writes the file of an artifact (``export_file``'s ``write``)."""
+        raise NotImplementedError
+
+    def sniff(self, path: Path) -> bool:
+        names, scan = self.members()
+        return zip_lists(path, names, scan)
+
+    def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
+        return export_file(store, desc, dest, request, self.name, self.writer())

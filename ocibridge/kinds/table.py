@@ -17,7 +17,12 @@ say what a class does not do. Adding a kind: its package, and one line here (or
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from ocibridge.errors import OcibridgeError
 
 
 @dataclass(frozen=True)
@@ -143,3 +148,24 @@ def source_kinds() -> str:
     kinds += [f"*{s}" for k in KINDS for s in k.suffixes]
     kinds += [f"{s}NAME" for k in KINDS for s in k.schemes]
     return ", ".join(kinds)
+
+
+_MADE: dict[tuple[str, str], Any] = {}
+
+
+def made(named: tuple[str, str]) -> Any:
+    """The object of the class a line names (its family, its source format), made once, its
+    module imported on first use: detection stops at the first kind that matches, so a
+    ModelPack artifact never loads the other kinds' modules."""
+    if named not in _MADE:
+        module, cls = named
+        _MADE[named] = getattr(importlib.import_module(module), cls)()
+    return _MADE[named]
+
+
+def line_named(lines: list[Line], name: str, key: Callable[[Line], str | None], what: str) -> Line:
+    """The line of ``lines`` whose ``key`` is ``name``; one error line naming those there are."""
+    for line in lines:
+        if key(line) == name:
+            return line
+    raise OcibridgeError(f"unknown {what} {name!r} (known: {', '.join(str(key(k)) for k in lines)})")

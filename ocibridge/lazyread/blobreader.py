@@ -24,12 +24,14 @@ from ocibridge.errors import DigestMismatch, OcibridgeError
 from ocibridge.lazyread.budget import ReadBudget
 from ocibridge.lazyread.chunkstore import ChunkStore, StoredLayer
 from ocibridge.lazyread.keeper import Chunk, ChunkKeeper
+from ocibridge.lazyread.landcheck import ChunkDigests, Mismatch
 from ocibridge.lazyread.layerfill import FILL_AFTER, FILL_MIN_SIZE, FillFailed, LayerFill
+from ocibridge.lazyread.rangefetch import EndedEarly, fetch_checked
 from ocibridge.lazyread.stall import StallBound
 from ocibridge.oci.digest import sha256_chunks
 from ocibridge.oci.models import Descriptor
 from ocibridge.stores.base import ReadableStore
-from ocibridge.stores.ranged import RangedBlobSource, read_full
+from ocibridge.stores.ranged import RangedBlobSource
 
 #: verified chunks kept in memory per blob (1 MiB each by default)
 CACHED_CHUNKS = 96
@@ -347,32 +349,30 @@ class VerifiedBlob:
         return out
 
     def _fetch_span(self, span: range) -> dict[int, Chunk]:
-        """Consecutive chunks in one Range request, each checked as soon as it has arrived."""
+        """Consecutive chunks in one Range request, each checked as soon as it has arrived
+        (``lazyread.rangefetch``), and kept once verified."""
         assert self.chunks is not None
         start = span.start * self.chunk_size
         end = min(span.stop * self.chunk_size, self.size)
-        if self.budget is not None:
-            self.budget.take(end - start, f"{self.layer.digest} bytes {start}-{end}")
-        reader = self.source.open_blob_range(self.layer, start, end)
         out: dict[int, Chunk] = {}
+
+        def chunk_of(at: int, stop: int) -> list[memoryview]:
+            out[at // self.chunk_size] = buffer = bytearray(stop - at)
+            return [memoryview(buffer)]
+
+        def keep(at: int) -> None:
+            if self._keeper is not None:  # only now: verified
+                index = at // self.chunk_size
+                self._keeper.keep(index, out[index], fetched=True)
+
         try:
-            for index in span:
-                at = index * self.chunk_size
-                want = min(at + self.chunk_size, self.size) - at
-                buffer = bytearray(want)
-                view = memoryview(buffer)
-                got = read_full(reader, view)
-                with self._lock:
-                    self.bytes_fetched += got
-                if got != want or not self.chunks.matches(index, view[:got]):
-                    raise DigestMismatch(
-                        f"{self.source.describe()}: chunk {index} of {self.layer.digest} (bytes {at}-{at + want}) "
-                        "does not match its digest in the chunk table: refusing the range")
-                out[index] = buffer
-                if self._keeper is not None:  # only now: verified
-                    self._keeper.keep(index, buffer, fetched=True)
-        finally:
-            reader.close()
+            fetch_checked(self.source, self.layer, start, end, ChunkDigests(self.chunks, self.chunk_size),
+                          chunk_of, counted=self._count_fetched, where=self.source.describe(),
+                          budget=self.budget, landed=keep)
+        except (Mismatch, EndedEarly) as e:  # (a short chunk is a wrong one: refused alike)
+            raise DigestMismatch(
+                f"{self.source.describe()}: chunk {e.start // self.chunk_size} of {self.layer.digest} (bytes "
+                f"{e.start}-{e.end}) does not match its digest in the chunk table: refusing the range") from None
         return out
 
     # -- the whole blob, once --------------------------------------------------------------

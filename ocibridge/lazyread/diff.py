@@ -26,7 +26,8 @@ from ocibridge.core.records import FieldsAsDict
 from ocibridge.lazyread.blobreader import LazySource, VerifiedBlob
 from ocibridge.lazyread.budget import OverBudget, ReadBudget
 from ocibridge.lazyread.model import RemoteModel
-from ocibridge.lazyread.safetensors import RemoteSafetensors, SafetensorsError, TensorInfo
+from ocibridge.lazyread.safetensors import RemoteSafetensors, SafetensorsError
+from ocibridge.lazyread.tensorfile import TensorInfo
 from ocibridge.oci.layerinfo import is_raw, layer_path
 from ocibridge.oci.models import Descriptor
 

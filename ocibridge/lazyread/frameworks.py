@@ -9,10 +9,12 @@ torch.empty): the bytes received are the only writes, and a caller who drops one
 from __future__ import annotations
 
 import ctypes
+import importlib
 from typing import Any, Protocol
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.lazyread.safetensors import NUMPY_TYPES, TensorInfo
+from ocibridge.lazyread.safetensors import NUMPY_TYPES
+from ocibridge.lazyread.tensorfile import TensorInfo
 
 #: torch's name of each safetensors dtype (``getattr(torch, name)``; U16/U32/U64: torch 2.3 on)
 TORCH_TYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "F16": "float16",
@@ -44,12 +46,9 @@ class NumpyArrays:
     name = "numpy"
 
     def __init__(self) -> None:
-        try:
-            import numpy
-        except ImportError:
-            raise OcibridgeError("load_tensors needs numpy for numpy arrays: pip install 'ocibridge[tensors]' "
-                                 "(or framework='torch')") from None
-        self._numpy: Any = numpy  # (typed loosely: numpy is an extra, and mypy runs without it too)
+        # (typed loosely: numpy is an extra, and mypy runs without it too)
+        self._numpy: Any = _module("numpy", "load_tensors needs numpy for numpy arrays: pip install "
+                                            "'ocibridge[tensors]' (or framework='torch')")
 
     def refuses(self, info: TensorInfo) -> str | None:
         if info.dtype in NUMPY_TYPES:
@@ -71,12 +70,8 @@ class TorchTensors:
     name = "torch"
 
     def __init__(self) -> None:
-        try:
-            import torch
-        except ImportError:
-            raise OcibridgeError("framework='torch' needs PyTorch, which is not installed: pip install torch "
-                                 "(or framework='numpy')") from None
-        self._torch: Any = torch
+        self._torch: Any = _module("torch", "framework='torch' needs PyTorch, which is not installed: pip install "
+                                            "torch (or framework='numpy')")
 
     def refuses(self, info: TensorInfo) -> str | None:
         if getattr(self._torch, TORCH_TYPES.get(info.dtype, "-"), None) is not None:
@@ -89,6 +84,14 @@ class TorchTensors:
 
     def finish(self, buffer: Any, info: TensorInfo) -> Any:
         return buffer.view(getattr(self._torch, TORCH_TYPES[info.dtype])).reshape(info.shape)
+
+
+def _module(name: str, missing: str) -> Any:
+    """The framework's module, imported now; ``missing``: the one error line when it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise OcibridgeError(missing) from None
 
 
 def bytes_of(tensor: Any) -> memoryview:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ocibridge.lazyread.safetensors import TensorInfo
+from ocibridge.lazyread.tensorfile import TensorInfo
 
 
 @dataclass(eq=False)

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.blobreader import VerifiedBlob
-from ocibridge.lazyread.tensorfile import RangeReadable, TensorFile
+from ocibridge.lazyread.tensorfile import RangeReadable, TensorFile, TensorInfo, refuse_overlaps
 
 #: the safetensors library's own cap on the header
 MAX_HEADER = 100 * 1024 * 1024
@@ -28,15 +26,6 @@ NUMPY_TYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16
 
 class SafetensorsError(OcibridgeError):
     """A safetensors header that is malformed or names data outside the file."""
-
-
-@dataclass(frozen=True, slots=True)
-class TensorInfo:
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    start: int  # absolute offsets in the file
-    end: int
 
 
 class RemoteSafetensors(TensorFile["TensorInfo"]):
@@ -73,7 +62,7 @@ def read_header(blob: RangeReadable, name: str = "file") -> tuple[dict[str, Any]
     base = 8 + length
     meta = header.pop("__metadata__", None)
     tensors = {key: _info(name, key, item, base, blob.size) for key, item in header.items()}
-    _refuse_overlaps(name, tensors.values())
+    refuse_overlaps(name, tensors.values(), SafetensorsError)
     return (meta if isinstance(meta, dict) else {}), tensors
 
 
@@ -92,14 +81,3 @@ def _info(name: str, key: str, item: object, base: int, size: int) -> TensorInfo
     if width is not None and math.prod(shape) * width != end - begin:
         raise SafetensorsError(f"{name}: tensor {key!r}: {end - begin} bytes for {dtype}{shape}")
     return TensorInfo(key, dtype, tuple(shape), base + begin, base + end)
-
-
-def _refuse_overlaps(name: str, infos: Iterable[TensorInfo]) -> None:
-    """Two tensors sharing bytes (as the safetensors library refuses them): a diff or a read of
-    one would otherwise answer for bytes that are also another's."""
-    previous: TensorInfo | None = None
-    for info in sorted((i for i in infos if i.end > i.start), key=lambda i: i.start):
-        if previous is not None and info.start < previous.end:
-            raise SafetensorsError(f"{name}: tensors {previous.name!r} and {info.name!r} overlap "
-                                   f"(bytes {info.start}-{previous.end} are in both)")
-        previous = info

@@ -1,6 +1,7 @@
-"""Which safetensors files of a model a whole load reads.
+"""Which tensor files of a model a whole load reads.
 
-``files=`` globs choose them. Without, a folder with a shard index (``*.safetensors.index.json``,
+``files=`` globs choose them (safetensors or GGUF files). Without, a model with no safetensors
+file loads its ``*.gguf`` files; otherwise a folder with a shard index (``*.safetensors.index.json``,
 as transformers writes it) contributes the files its ``weight_map`` names, and no other (a
 repository may also hold a consolidated copy of the same weights, as Mistral's do); a folder
 without one, every ``*.safetensors`` file in it. The index also says which tensors each shard
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from ocibridge.core import boundedjson
 from ocibridge.errors import NotFound, OcibridgeError
+from ocibridge.lazyread.formats import SUFFIXES
 
 INDEX_SUFFIX = ".safetensors.index.json"
 
@@ -30,15 +32,18 @@ class Chosen:
 
 def choose(paths: Iterable[str], patterns: tuple[str, ...] | None,
            read_index: Callable[[str], bytes]) -> list[Chosen]:
-    """The safetensors files among ``paths`` to load, in path order."""
+    """The tensor files among ``paths`` to load, in path order."""
     every = sorted(paths)
     tensors = [p for p in every if p.endswith(".safetensors")]
     if patterns is not None:
-        chosen = [Chosen(p) for p in tensors if any(fnmatch.fnmatchcase(p, g) for g in patterns)]
+        either = [p for p in every if p.endswith(SUFFIXES)]
+        chosen = [Chosen(p) for p in either if any(fnmatch.fnmatchcase(p, g) for g in patterns)]
         if not chosen:
-            raise NotFound(f"no safetensors file matches {', '.join(patterns)} (the model has: "
-                           f"{', '.join(tensors) or 'none'})")
+            raise NotFound(f"no safetensors file matches {', '.join(patterns)}, nor any GGUF file (the model "
+                           f"has: {', '.join(either) or 'none'})")
         return chosen
+    if not tensors:
+        return [Chosen(p) for p in every if p.endswith(".gguf")] or _none()
     indexed: dict[str, set[str]] = {}
     folders_with_index = set()
     for index in (p for p in every if p.endswith(INDEX_SUFFIX)):
@@ -51,9 +56,11 @@ def choose(paths: Iterable[str], patterns: tuple[str, ...] | None,
             indexed.setdefault(path, set()).add(name)
     chosen = [Chosen(p, frozenset(indexed[p])) for p in tensors if p in indexed]
     chosen += [Chosen(p) for p in tensors if posixpath.dirname(p) not in folders_with_index]
-    if not chosen:
-        raise NotFound("the model has no safetensors file")
-    return sorted(chosen, key=lambda c: c.path)
+    return sorted(chosen, key=lambda c: c.path) or _none()
+
+
+def _none() -> list[Chosen]:
+    raise NotFound("the model has no safetensors or GGUF file")
 
 
 def _weight_map(index: str, data: bytes) -> dict[str, str]:

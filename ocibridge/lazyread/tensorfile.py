@@ -4,6 +4,8 @@ only in how their header is read; the lookups and reads are these."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from ocibridge.errors import OcibridgeError
@@ -32,6 +34,30 @@ class TensorSpan(Protocol):
 
 
 Info = TypeVar("Info", bound=TensorSpan)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """One tensor as a whole-model load makes it, whatever the format: ``dtype`` in
+    safetensors' names (``F32``, ``BF16``, ``U8``...), ``shape`` in numpy order, and where its
+    bytes lie (absolute offsets in the file)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    start: int
+    end: int
+
+
+def refuse_overlaps(name: str, infos: Iterable[TensorInfo], error: type[OcibridgeError]) -> None:
+    """Two tensors sharing bytes (as the safetensors library refuses them): a diff, a read or a
+    load of one would otherwise answer for bytes that are also another's."""
+    previous: TensorInfo | None = None
+    for info in sorted((i for i in infos if i.end > i.start), key=lambda i: i.start):
+        if previous is not None and info.start < previous.end:
+            raise error(f"{name}: tensors {previous.name!r} and {info.name!r} overlap "
+                        f"(bytes {info.start}-{previous.end} are in both)")
+        previous = info
 
 
 class TensorFile(Generic[Info]):

@@ -1,11 +1,12 @@
-"""Every tensor of a model's safetensors files, from the registry straight into memory, verified.
+"""Every tensor of a model's tensor files (safetensors, GGUF: ``lazyread.formats``), from the
+registry straight into memory, verified.
 
 Each file's header is read first (its first chunk, or more for a long header); then the rest of
 the file in long Range requests (``span`` bytes, whole chunks), several in flight, each received
 straight into the memory of the tensors it covers (``lazyread.landing``) and checked chunk by
-chunk as it lands (``lazyread.landcheck``). A tensor is handed over once every byte of it is
-verified; the first wrong byte stops the load and raises :class:`TensorMismatch`, naming the
-file and the tensors of that chunk.
+chunk as it lands (``lazyread.rangefetch``, the ranged reads' own fetch). A tensor is handed
+over once every byte of it is verified; the first wrong byte stops the load and raises
+:class:`TensorMismatch`, naming the file and the tensors of that chunk.
 
 Memory: a tensor's buffer is allocated when the first request that covers it is sent. With a
 ``working_set``, no request is sent while the tensors allocated and not yet handed over would
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import queue
-import struct
 import threading
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,14 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ocibridge.chunks.table import LayerChunks
-from ocibridge.errors import DigestMismatch, OcibridgeError, RegistryError
+from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.lazyread.formats import read_table
 from ocibridge.lazyread.frameworks import Framework
 from ocibridge.lazyread.landcheck import ChunkDigests, LandCheck, Mismatch, WholeDigest
 from ocibridge.lazyread.landing import Landing, Slot, names
-from ocibridge.lazyread.safetensors import TensorInfo, read_header
+from ocibridge.lazyread.rangefetch import ViewsOf, fetch_checked
 from ocibridge.lazyread.staging import RING, DeviceCopies, Staging
+from ocibridge.lazyread.tensorfile import TensorInfo
 from ocibridge.oci.models import Descriptor
-from ocibridge.stores.ranged import RangedBlobSource, read_full
+from ocibridge.stores.ranged import RangedBlobSource
 
 #: bytes asked in one Range request (rounded down to whole chunks), pull's part size: bodies from
 #: 16 MiB are received off the socket straight into the tensors (stores/registry/blobstream.DIRECT_MIN)
@@ -59,7 +61,7 @@ class TensorMismatch(DigestMismatch):
 
 @dataclass(frozen=True)
 class LoadFile:
-    """One safetensors file to load: its layer, its entry of the trusted chunk table (None: it
+    """One tensor file to load: its layer, its entry of the trusted chunk table (None: it
     has none), and the tensors a shard index says it holds (None: no index names it)."""
 
     path: str
@@ -106,12 +108,8 @@ class _Event:
     verified: bool = False
 
 
-class _Stopped(Exception):
-    """The load stopped (an error elsewhere, or the caller): this request ends quietly."""
-
-
 class _Prefix:
-    """The first bytes of a file as :func:`read_header` reads them, fetched (and verified) a
+    """The first bytes of a file as :func:`read_table` reads them, fetched (and verified) a
     piece at a time as far as the header reaches."""
 
     def __init__(self, load: TensorStream, file: _File):
@@ -308,43 +306,25 @@ class TensorStream:
 
     def _header(self, file: _File) -> None:
         prefix = _Prefix(self, file)
-        _, file.tensors = read_header(prefix, file.spec.path)
+        file.tensors, file.header_end = read_table(prefix, file.spec.path)
         file.prefix = prefix.data
-        (length,) = struct.unpack("<Q", prefix.data[:8])
-        file.header_end = 8 + length
         file.verified = prefix.verified
 
-    def receive(self, file: _File, start: int, end: int, views_of: Callable[[int, int], list[memoryview]],
+    def receive(self, file: _File, start: int, end: int, views_of: ViewsOf,
                 checked: Callable[[], None] | None = None) -> bool:
         """Bytes ``[start, end)`` of ``file`` in one Range request, into ``views_of(a, b)`` a
         piece (a chunk) at a time, each checked as soon as it is in (then ``checked()``: a
         staged piece goes on to the device). True: the file is now verified whole (no table,
         and this thread hashed its last byte)."""
-        reader = self._source.open_blob_range(file.spec.layer, start, end)
         with self._lock:
             self.requests += 1
-        verified = False
-        try:
-            at = start
-            while at < end:
-                if self._stop.is_set():
-                    raise _Stopped
-                stop = min(end, (at // file.unit + 1) * file.unit)
-                views = views_of(at, stop)
-                for view in views:
-                    got = read_full(reader, view)
-                    with self._lock:
-                        self.bytes_fetched += got
-                    if got != len(view):
-                        raise RegistryError(f"{self._where}: {file.spec.path}: the registry ended bytes "
-                                            f"{start}-{end} of {file.spec.layer.digest} early")
-                verified = file.check.landed(at, views) or verified
-                if checked is not None:
-                    checked()
-                at = stop
-        finally:
-            reader.close()
-        return verified
+        return fetch_checked(self._source, file.spec.layer, start, end, file.check, views_of,
+                             counted=self._count, where=f"{self._where}: {file.spec.path}",
+                             stopped=self._stop.is_set, landed=None if checked is None else lambda _: checked())
+
+    def _count(self, n: int) -> None:
+        with self._lock:
+            self.bytes_fetched += n
 
     # -- what came back ------------------------------------------------------------------------
     def _handle(self, event: _Event) -> None:

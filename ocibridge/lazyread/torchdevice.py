@@ -12,8 +12,8 @@ from typing import Any
 
 from ocibridge.errors import OcibridgeError
 from ocibridge.lazyread.frameworks import TorchTensors, bytes_of
-from ocibridge.lazyread.safetensors import TensorInfo
 from ocibridge.lazyread.staging import Lane
+from ocibridge.lazyread.tensorfile import TensorInfo
 
 
 class TorchOnDevice(TorchTensors):

@@ -14,7 +14,7 @@ from typing import Protocol
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.streams import CHUNK as CHUNK  # re-exported: where the OCI code has always found it
 from ocibridge.core.streams import Reader, close_reader
-from ocibridge.errors import DigestMismatch, OcibridgeError
+from ocibridge.errors import DigestMismatch, OcibridgeError, passes
 
 _ALGORITHMS = {"sha256": 64, "sha512": 128}
 _DIGEST_RE = re.compile(r"^(sha256|sha512):([a-f0-9]+)\Z")
@@ -38,11 +38,7 @@ def check_digest(digest: str) -> str:
 
 
 def is_digest(value: str) -> bool:
-    try:
-        check_digest(value)
-    except OcibridgeError:
-        return False
-    return True
+    return passes(check_digest, value)
 
 
 def is_sha256_hex(text: str) -> bool:

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
-from ocibridge.errors import InvalidReference
+from ocibridge.errors import InvalidReference, passes
 from ocibridge.oci.bookkeeping import COMMIT_PREFIX, SHORT_MIN, commit_tag
 from ocibridge.oci.digest import is_digest
 
@@ -231,11 +231,7 @@ def _name_colon(body: str) -> int:
 
 
 def _is_ref_name(text: str) -> bool:
-    try:
-        check_ref_name(text)
-    except InvalidReference:
-        return False
-    return True
+    return passes(check_ref_name, text, InvalidReference)
 
 
 def is_layout_reference(text: str) -> bool:

@@ -3,30 +3,26 @@ content), exported back."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ocibridge.kinds.source import ExportRequest, ReadRequest, existing_file, export_file, zip_lists
+from ocibridge.kinds.source import ReadRequest, WriteFile, ZipArchiveFormat, existing_file
 
 if TYPE_CHECKING:
+    from ocibridge.core.zipbound import ZipMember
     from ocibridge.model.package import ModelPackage
-    from ocibridge.oci.models import Descriptor
-    from ocibridge.stores.base import Store
-    from ocibridge.transfer.results import PullResult
 
 
-class CartonFormat:
+class CartonFormat(ZipArchiveFormat):
     name: ClassVar[str] = "carton"
-    picks_files: ClassVar[bool] = False
-    shows_progress: ClassVar[bool] = False
 
-    def sniff(self, path: Path) -> bool:
-        """A zip whose central directory (read within the reader's limits) holds Carton's
-        MANIFEST and carton.toml."""
+    def members(self) -> tuple[set[str], Callable[[Path], list[ZipMember]]]:
+        """Carton's MANIFEST and carton.toml, read within the Carton reader's limits."""
         from ocibridge.kinds.carton.manifest import MANIFEST_NAME, TOML_NAME
         from ocibridge.kinds.carton.zipread import scan_entries
 
-        return zip_lists(path, {MANIFEST_NAME, TOML_NAME}, scan_entries)
+        return {MANIFEST_NAME, TOML_NAME}, scan_entries
 
     def read(self, source: str, request: ReadRequest) -> ModelPackage:
         from ocibridge.kinds.carton.links import LinkFetcher
@@ -35,7 +31,7 @@ class CartonFormat:
         fetcher = LinkFetcher(options=request.registry_options)  # LINKS reached as a pull reaches a registry
         return read_carton(existing_file(source, self.name), links_fetcher=fetcher)
 
-    def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
+    def writer(self) -> WriteFile:
         from ocibridge.kinds.carton.exporter import export_carton
 
-        return export_file(store, desc, dest, request, self.name, export_carton)
+        return export_carton

@@ -5,7 +5,9 @@ dims, ggml type, offset); the data section starts at the first multiple of
 ``general.alignment`` (32) after the infos, and a tensor's bytes are ``offset`` from there,
 ``elements / block * block bytes`` long. Works over any reader of verified byte ranges (a
 :class:`ocibridge.lazyread.blobreader.VerifiedBlob`), so only the header's and the asked tensors'
-chunks move.
+chunks move. :func:`load_table` is the same table as a whole-model load makes it
+(``lazyread.tensorload``): quantized tensors as their block bytes (``U8``, rows of bytes), as
+the ``gguf`` library's reader hands them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ocibridge.errors import OcibridgeError
-from ocibridge.lazyread.tensorfile import RangeReadable, TensorFile
+from ocibridge.lazyread.tensorfile import RangeReadable, TensorFile, TensorInfo, refuse_overlaps
 from ocibridge.model.ggml_types import NUMPY_TYPES, TENSOR_TYPES, TYPE_SIZES
 from ocibridge.model.gguf_header import GGUFHeader, read_gguf_header
 
@@ -98,3 +100,26 @@ class RemoteGGUF(TensorFile["GGUFTensorInfo"]):
         return self._array(key, NUMPY_TYPES.get(info.ggml_type), info.type_name,
                            ">" if self.header.byte_order == ">" else "<")
 
+
+def load_table(blob: RangeReadable, name: str = "file") -> tuple[dict[str, TensorInfo], int]:
+    """The tensors of GGUF file ``blob`` as a whole-model load makes them, in the header's
+    order, and where its data section starts. F32/F16/BF16/I8-I64/F64 tensors keep their type
+    and shape; quantized ones are their blocks' bytes (``U8``, each row its bytes, as the
+    ``gguf`` library reads them); a big-endian file's typed tensors are refused by the
+    framework (their names say so) before any of their bytes moves."""
+    gguf = RemoteGGUF(blob, name)
+    big_endian = gguf.header.byte_order == ">"
+    table = {}
+    for key, info in gguf.tensors.items():
+        dtype, shape = info.type_name, info.shape
+        if info.ggml_type not in NUMPY_TYPES and info.type_name != "BF16":
+            block, width = TYPE_SIZES[info.ggml_type]
+            if shape and shape[-1] % block:
+                raise GGUFError(f"{name}: tensor {key!r}: rows of {shape[-1]} elements are not whole "
+                                f"{block}-element blocks")
+            dtype, shape = "U8", (*shape[:-1], shape[-1] // block * width) if shape else (info.end - info.start,)
+        elif big_endian and dtype not in ("I8", "U8"):
+            dtype = f"{dtype} (big-endian)"
+        table[key] = TensorInfo(key, dtype, shape, info.start, info.end)
+    refuse_overlaps(name, table.values(), GGUFError)  # (each tensor lands in memory of its own)
+    return table, gguf.header.data_start
