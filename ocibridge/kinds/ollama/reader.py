@@ -28,6 +28,7 @@ from ocibridge.kinds.ollama.mapping import (
     MANIFEST_FILE,
     NAMED_KINDS,
     default_path,
+    named_path,
     numbered,
 )
 from ocibridge.kinds.ollama.names import layer_names
@@ -56,13 +57,18 @@ def _layer_files(store: Store, manifest: OllamaManifest) -> list[ModelFile]:
     """Named layers take their names; the others take the fixed names of their kind."""
     files: list[ModelFile] = []
     names = layer_names(manifest)  # the checks every Ollama writer makes too
-    used = {MANIFEST_FILE, CONFIG_FILE, *(n for n in names if n is not None)}
+    used = {MANIFEST_FILE, CONFIG_FILE}
     counts: dict[str, int] = {}
     planned: list[tuple[OllamaLayer, str | None, str]] = []
     for layer, name in zip(manifest.layers, names, strict=True):
         lt = parse_layer_type(layer.mediaType)
         assert lt is not None  # parse_ollama_manifest checked it
-        planned.append((layer, name, lt.kind))
+        path = None if name is None else named_path(lt.kind, name, lt.params)
+        if path is not None:
+            if path in used:
+                raise SourceError(f"Ollama manifest: two layers would both be the file {path!r}")
+            used.add(path)
+        planned.append((layer, path, lt.kind))
     for layer, named, kind in planned:
         if named is not None:
             path, mp_kind = named, NAMED_KINDS[kind]
