@@ -9,6 +9,7 @@ an export restore the exact manifest.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from ocibridge.core import boundedjson
@@ -42,6 +43,8 @@ from ocibridge.oci.reference import OLLAMA_DEFAULT_NAMESPACE, OllamaName
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 
 SMALL_JSON = 1 << 20  # an HF config.json layer read for the architecture, if no larger
+#: blobs checked at once: a tensor-per-layer model has a thousand, each a HEAD from a registry
+EXISTS_AT_ONCE = 8
 
 
 def _descriptor(blob: OllamaLayer) -> Descriptor:
@@ -144,6 +147,17 @@ def _model_config(store: Store, manifest: OllamaManifest, ollama_config: dict[st
     return config
 
 
+def _check_blobs(store: Store, blobs: list[OllamaLayer]) -> None:
+    """NotFound naming the first blob (in manifest order) the store lacks; checked
+    ``EXISTS_AT_ONCE`` at a time."""
+    with ThreadPoolExecutor(max(1, min(EXISTS_AT_ONCE, len(blobs))), thread_name_prefix="ollama-exists") as pool:
+        present = list(pool.map(lambda blob: store.exists(_descriptor(blob)), blobs))
+    for blob, ok in zip(blobs, present, strict=True):
+        if not ok:
+            raise NotFound(f"{store.describe()}: blob {blob.digest} of the model is missing "
+                           f"(or is not the {blob.size} bytes the manifest gives)")
+
+
 def read_ollama(store: Store, reference: str, name: OllamaName | None = None) -> ModelPackage:
     """Read the Ollama model ``reference`` (tag or digest) names in ``store``.
 
@@ -158,10 +172,7 @@ def read_ollama(store: Store, reference: str, name: OllamaName | None = None) ->
         raise TooLarge(f"Ollama manifest {desc.digest} is too large ({desc.size} bytes)")
     data = store.fetch_bytes(desc)
     manifest = parse_ollama_manifest(data, where=f"Ollama manifest {desc.digest}")
-    for blob in ([manifest.config] if manifest.config else []) + manifest.layers:
-        if not store.exists(_descriptor(blob)):
-            raise NotFound(f"{store.describe()}: blob {blob.digest} of the model is missing "
-                           f"(or is not the {blob.size} bytes the manifest gives)")
+    _check_blobs(store, ([manifest.config] if manifest.config else []) + manifest.layers)
 
     files = _layer_files(store, manifest)
     files.append(
