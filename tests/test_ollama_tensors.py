@@ -185,3 +185,20 @@ def test_a_tensor_and_a_file_of_the_same_path_are_refused(tmp_path):
     write_tensor_store(tmp_path, "clash", [(TENSOR, "x", t), (JSON_LAYER, "x.safetensors", b"{}")], {})
     with pytest.raises(SourceError, match="x.safetensors"):
         read_ollama(OllamaStore(tmp_path, parse_ollama_name("clash")), "latest")
+
+
+def test_a_directory_pull_pushed_again_restores_the_ollama_model(store, tmp_path, monkeypatch):
+    """push ollama:NAME → pull DIR (each tensor a ``.safetensors`` file, in its component's
+    folder) → push DIR → pull ollama:NAME into a fresh store: the same manifest and blobs."""
+    model = "tinyimage"
+    src = only(store, model)
+    monkeypatch.setenv("OLLAMA_MODELS", str(src))
+    assert main(["push", f"ollama:{model}", f"oci:{tmp_path / 'a'}:x", "-q"]) == 0
+    assert main(["pull", f"oci:{tmp_path / 'a'}:x", str(tmp_path / "dir"), "-q"]) == 0
+    first = tensor_layers(src, model)[0]
+    pulled = tmp_path / "dir" / (first["name"] + ".safetensors")
+    assert pulled.read_bytes() == blob(src, first["digest"])
+    assert main(["push", str(tmp_path / "dir"), f"oci:{tmp_path / 'b'}:y", "-q"]) == 0
+    monkeypatch.setenv("OLLAMA_MODELS", str(tmp_path / "fresh"))
+    assert main(["pull", f"oci:{tmp_path / 'b'}:y", f"ollama:{model}", "-q"]) == 0
+    assert snapshot(tmp_path / "fresh") == snapshot(src)
