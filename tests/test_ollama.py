@@ -143,9 +143,11 @@ def test_reference_safetensors_store_round_trips_byte_identical(tmp_path):
                         .read_bytes())
     for layer in ollama["layers"]:
         if "name" in layer:  # tensor and json layers keep their names and their digests
-            assert paths[layer["name"]].digest == layer["digest"]
-            kind = "weight" if layer["mediaType"].endswith("tensor") else "weight.config"
-            assert paths[layer["name"]].mediaType == f"application/vnd.cnai.model.{kind}.v1.raw"
+            tensor = layer["mediaType"].endswith("tensor")  # a safetensors file: named so
+            path = layer["name"] + (".safetensors" if tensor else "")
+            assert paths[path].digest == layer["digest"]
+            kind = "weight" if tensor else "weight.config"
+            assert paths[path].mediaType == f"application/vnd.cnai.model.{kind}.v1.raw"
     assert paths["template"].digest == ollama["layers"][6]["digest"]
     assert paths[CONFIG_FILE].digest == ollama["config"]["digest"]
     config = json.loads(layout.fetch_bytes(manifest.config))

@@ -33,6 +33,20 @@ LAYER_PATHS: dict[str, tuple[str, Kind]] = {
 }
 #: Kinds whose layers carry their own file name (``name`` field or media-type parameter).
 NAMED_KINDS = {"tensor": Kind.WEIGHT, "json": Kind.WEIGHT_CONFIG}
+#: Added to a tensor layer's name to make its path: the blob is a whole safetensors file
+SAFETENSORS_SUFFIX = ".safetensors"
+
+
+def named_path(kind: str, name: str, params: dict[str, str]) -> str:
+    """The package path of a named layer. Ollama's tensor layers (x/create: one tensor, or one
+    quantized tensor with its ``.scale``/``.bias`` companions, per blob) are each a whole
+    safetensors file named after the tensor, so the path is the name plus ``.safetensors``:
+    load_tensors, the mount and Hub clients then read it as the safetensors file it is. The
+    seed form, whose media type carries ``dtype``/``shape``, holds the raw bytes: its name."""
+    raw = "dtype" in params or "shape" in params
+    if kind == "tensor" and not raw and not name.endswith(SAFETENSORS_SUFFIX):
+        return name + SAFETENSORS_SUFFIX
+    return name
 
 
 def numbered(path: str, n: int) -> str:

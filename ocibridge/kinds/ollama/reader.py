@@ -9,6 +9,7 @@ an export restore the exact manifest.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, BinaryIO
 
 from ocibridge.core import boundedjson
@@ -28,6 +29,7 @@ from ocibridge.kinds.ollama.mapping import (
     MANIFEST_FILE,
     NAMED_KINDS,
     default_path,
+    named_path,
     numbered,
 )
 from ocibridge.kinds.ollama.names import layer_names
@@ -41,6 +43,8 @@ from ocibridge.oci.reference import OLLAMA_DEFAULT_NAMESPACE, OllamaName
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Store
 
 SMALL_JSON = 1 << 20  # an HF config.json layer read for the architecture, if no larger
+#: blobs checked at once: a tensor-per-layer model has a thousand, each a HEAD from a registry
+EXISTS_AT_ONCE = 8
 
 
 def _descriptor(blob: OllamaLayer) -> Descriptor:
@@ -56,13 +60,18 @@ def _layer_files(store: Store, manifest: OllamaManifest) -> list[ModelFile]:
     """Named layers take their names; the others take the fixed names of their kind."""
     files: list[ModelFile] = []
     names = layer_names(manifest)  # the checks every Ollama writer makes too
-    used = {MANIFEST_FILE, CONFIG_FILE, *(n for n in names if n is not None)}
+    used = {MANIFEST_FILE, CONFIG_FILE}
     counts: dict[str, int] = {}
     planned: list[tuple[OllamaLayer, str | None, str]] = []
     for layer, name in zip(manifest.layers, names, strict=True):
         lt = parse_layer_type(layer.mediaType)
         assert lt is not None  # parse_ollama_manifest checked it
-        planned.append((layer, name, lt.kind))
+        path = None if name is None else named_path(lt.kind, name, lt.params)
+        if path is not None:
+            if path in used:
+                raise SourceError(f"Ollama manifest: two layers would both be the file {path!r}")
+            used.add(path)
+        planned.append((layer, path, lt.kind))
     for layer, named, kind in planned:
         if named is not None:
             path, mp_kind = named, NAMED_KINDS[kind]
@@ -138,6 +147,17 @@ def _model_config(store: Store, manifest: OllamaManifest, ollama_config: dict[st
     return config
 
 
+def _check_blobs(store: Store, blobs: list[OllamaLayer]) -> None:
+    """NotFound naming the first blob (in manifest order) the store lacks; checked
+    ``EXISTS_AT_ONCE`` at a time."""
+    with ThreadPoolExecutor(max(1, min(EXISTS_AT_ONCE, len(blobs))), thread_name_prefix="ollama-exists") as pool:
+        present = list(pool.map(lambda blob: store.exists(_descriptor(blob)), blobs))
+    for blob, ok in zip(blobs, present, strict=True):
+        if not ok:
+            raise NotFound(f"{store.describe()}: blob {blob.digest} of the model is missing "
+                           f"(or is not the {blob.size} bytes the manifest gives)")
+
+
 def read_ollama(store: Store, reference: str, name: OllamaName | None = None) -> ModelPackage:
     """Read the Ollama model ``reference`` (tag or digest) names in ``store``.
 
@@ -152,10 +172,7 @@ def read_ollama(store: Store, reference: str, name: OllamaName | None = None) ->
         raise TooLarge(f"Ollama manifest {desc.digest} is too large ({desc.size} bytes)")
     data = store.fetch_bytes(desc)
     manifest = parse_ollama_manifest(data, where=f"Ollama manifest {desc.digest}")
-    for blob in ([manifest.config] if manifest.config else []) + manifest.layers:
-        if not store.exists(_descriptor(blob)):
-            raise NotFound(f"{store.describe()}: blob {blob.digest} of the model is missing "
-                           f"(or is not the {blob.size} bytes the manifest gives)")
+    _check_blobs(store, ([manifest.config] if manifest.config else []) + manifest.layers)
 
     files = _layer_files(store, manifest)
     files.append(
