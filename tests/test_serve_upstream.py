@@ -352,3 +352,34 @@ def test_the_door_refuses_by_license_by_file_pattern_and_a_gated_or_private_upst
     audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     refused = {e["repository"] for e in audit if e["action"] == "upstream_ingest" and e["outcome"] == "refused"}
     assert refused == {"door/mit", "door/bare", "door/onnx", "door/gated", "door/private"}
+
+
+def test_a_branch_answered_from_its_last_head_while_the_upstream_is_down_says_it_is_stale(proxied: Proxied,
+                                                                                         tmp_path: Path):
+    (tmp_path / "stale").mkdir()
+    door = FaultProxy(proxied.upstream)  # the upstream as this serve sees it: stopped below
+    try:
+        flags = ["--upstream", door.url, "--upstream-token-file", str(proxied.root / "up-token.txt"),
+                 "--upstream-fresh", "1"]
+        with serve_over(proxied.registry, tmp_path / "stale", f"{CLIENT_TOKEN}\n",
+                        lambda host: [f"{host}/stale", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
+            headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+            fetched = httpx.get(f"{proxy}/api/models/acme/other", headers=headers, timeout=60)
+            assert fetched.status_code == 200 and "warning" not in fetched.headers
+            sha = fetched.json()["sha"]
+            door.add("GET", ".*", drop_response(after=0), times=None)  # a connection kept alive: cut too
+            door.stop()
+            time.sleep(1.2)  # past --upstream-fresh: main's head is asked, and the upstream cannot answer
+            for _ in range(2):  # the check that failed, then an answer within --upstream-fresh of it
+                stale = httpx.get(f"{proxy}/api/models/acme/other", headers=headers, timeout=60)
+                assert stale.status_code == 200 and stale.json()["sha"] == sha
+                assert stale.headers["warning"].startswith('110 - "Response is Stale: acme/other@main'), \
+                    stale.headers.get("warning")
+            got = httpx.get(f"{proxy}/acme/other/resolve/main/config.json", headers=headers, timeout=60)
+            assert got.content == b"{\"other\": 1}" and "Response is Stale" in got.headers["warning"]
+            pinned = httpx.get(f"{proxy}/api/models/acme/other/revision/{sha}", headers=headers, timeout=60)
+            assert pinned.status_code == 200 and "warning" not in pinned.headers  # a commit id is never stale
+            miss = httpx.get(f"{proxy}/api/models/acme/never-here", headers=headers, timeout=60)
+            assert miss.status_code == 503 and int(miss.headers["retry-after"]) > 0
+    finally:
+        door.stop()

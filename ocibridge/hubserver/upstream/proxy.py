@@ -46,6 +46,7 @@ from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision
 from ocibridge.hubserver.upstream.commits import is_proxied
 from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
 from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
+from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ class ProxyCatalog(Catalog):
         self.ingest = Ingest(upstream, evidence=evidence)  # evidence: serve's --sign-key/--sbom/--provenance
         self._lock_checked = threading.Lock()
         self._checked: dict[tuple[str, str], float] = {}  # (repo id, branch) -> when its head was asked
+        self._stale: dict[tuple[str, str], str] = {}  # (repo id, branch) -> why its last check failed
 
     def describe(self) -> str:
         """serve's second start line: where a miss goes and what the door lets in."""
@@ -196,19 +198,32 @@ class ProxyCatalog(Catalog):
         key = (repo_id.lower(), revision)
         with self._lock_checked:
             last = self._checked.get(key)
+            stale = self._stale.get(key)
             if last is not None and time.monotonic() - last < fresh:
+                if stale is not None:  # its last check failed: still answered stale
+                    note_stale(stale)
                 return found
         self._mark(repo_id, revision)
         try:
             info = self.hub.revision(repo_id, revision)
             if info.commit == found.commit:
+                self._stale.pop(key, None)
                 return found
             self._door_repo(repo_id, revision)
             self._let_in(found.repo, revision, info)
-        except (UpstreamDown, UpstreamRefused, RepoNotFound, RevisionNotFound, NotFound) as e:
+        except UpstreamDown as e:
+            log.warning("upstream: %s@%s: its head not re-checked, %s answered as last fetched: %s",
+                        repo_id, revision, found.commit, e)
+            why = f"{repo_id}@{revision} answered as last fetched ({found.commit}): the upstream did not answer"
+            with self._lock_checked:
+                self._stale[key] = why
+            note_stale(why)
+            return found
+        except (UpstreamRefused, RepoNotFound, RevisionNotFound, NotFound) as e:
             log.warning("upstream: %s@%s: its head not re-checked, %s answered as last fetched: %s",
                         repo_id, revision, found.commit, e)
             return found
+        self._stale.pop(key, None)
         self.forget(repo_id)
         return local(revision)
 
@@ -216,5 +231,6 @@ class ProxyCatalog(Catalog):
         with self._lock_checked:
             if len(self._checked) > CHECKED:
                 self._checked.clear()
+                self._stale.clear()
             self._checked[(repo_id.lower(), revision)] = time.monotonic()
 
