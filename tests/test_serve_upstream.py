@@ -383,3 +383,14 @@ def test_a_branch_answered_from_its_last_head_while_the_upstream_is_down_says_it
             assert miss.status_code == 503 and int(miss.headers["retry-after"]) > 0
     finally:
         door.stop()
+
+
+def test_a_branch_fetched_by_its_name_is_listed_as_a_branch_and_a_tag_as_a_tag(proxied: Proxied):
+    api = proxied.api()
+    assert api.model_info("acme/tiny").sha == proxied.main  # main fetched, if no test before did
+    assert api.model_info("acme/tiny", revision="dev").sha == proxied.dev  # fetched by its name
+    assert api.model_info("acme/tiny", revision="v1").sha == proxied.main
+    refs = api.list_repo_refs("acme/tiny")
+    assert {b.name: b.target_commit for b in refs.branches} == {"main": proxied.main, "dev": proxied.dev}
+    assert {t.name: t.target_commit for t in refs.tags} == {"v1": proxied.main}
+    assert api.model_info("acme/tiny", revision="refs/heads/dev").sha == proxied.dev

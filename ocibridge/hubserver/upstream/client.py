@@ -75,3 +75,15 @@ class UpstreamHub:
         if not isinstance(commit, str) or not _SHA.fullmatch(commit):
             raise UpstreamDown(f"{repo_id}@{revision}: the upstream {self.url} named no commit ({commit!r})")
         return UpstreamRevision(repo_id, commit, files, card, gated if gated in ("auto", "manual") else "", private)
+
+    def is_branch(self, repo_id: str, name: str) -> bool:
+        """Whether ``name`` is a branch at the upstream (``GET /api/models/REPO/refs``, as
+        list_repo_refs asks); False when it is not, or the upstream cannot say (it is kept a tag)."""
+        import httpx
+
+        try:
+            answer = self._http.get(f"{self.url}/api/models/{repo_id}/refs")
+            listed = answer.json().get("branches") if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return False
+        return isinstance(listed, list) and any(isinstance(b, dict) and b.get("name") == name for b in listed)

@@ -143,6 +143,7 @@ class ProxyCatalog(Catalog):
         from ocibridge.transfer.writer import write_artifact
 
         store = writable(repo)
+        self._record_branch(repo, revision, info.repo_id)
         write_artifact(store, root, store.fetch_bytes(root), tags=[repo.reference(tag)])
         self._mark(info.repo_id, revision)
         return revision
@@ -176,6 +177,17 @@ class ProxyCatalog(Catalog):
                 if rule == "--upstream-allow-pickle" else f"refused by {rule}"
             return f"{shown} {why}", rule
         return None
+
+    def _record_branch(self, repo: Repository, name: str, repo_id: str) -> None:
+        """A name new here that is a branch at the upstream is recorded a branch (refs record),
+        before its tag is written (create_branch's order), so list_repo_refs lists it as one."""
+        record = read_record(repo)
+        if name == "main" or name in record.branches or name in record.tags \
+                or not self.hub.is_branch(repo_id, name):
+            return
+        from ocibridge.hubserver.writes.refsrecord import write_record
+
+        write_record(repo, writable(repo), record.with_ref(name, branch=True))
 
     def _fetched_tag(self, repo: Repository, revision: str, commit: str) -> str | None:
         """The registry tag a fetched revision's name moves (main: the default tag); None for a
