@@ -179,6 +179,30 @@ def test_credentials_ca_and_tokens_reach_the_pod(tmp_path, capsys, monkeypatch, 
     assert c["args"][c["args"].index("--default-tag") + 1] == "stable"
 
 
+def test_an_upstream_proxy_takes_its_flags_and_its_token_from_a_secret(tmp_path, capsys):
+    assert main(["k8s", "serve", "registry.internal:5000/proxied", "--upstream", "https://huggingface.co",
+                 "--upstream-token-secret", "hub-token", "--upstream-fresh", "60", "--upstream-deny", "secret/*",
+                 "--upstream-license", "apache-2.0", "--upstream-license", "mit",
+                 "--upstream-refuse-files", "*.onnx", "--replicas", "2", "--no-docker-config"]) == 0
+    docs = checked_list(tmp_path, capsys.readouterr().out)
+    pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"]
+    assert len(pods) == 2  # the writer and the readers: each asks the upstream on a miss
+    for pod in pods:
+        [c] = pod["containers"]
+        args = c["args"]
+        at = args.index("--upstream")
+        assert args[at:at + 2] == ["--upstream", "https://huggingface.co"]
+        pairs = list(zip(args[:-1], args[1:], strict=True))
+        assert {("--upstream-fresh", "60"), ("--upstream-deny", "secret/*"), ("--upstream-license", "apache-2.0"),
+                ("--upstream-license", "mit"), ("--upstream-refuse-files", "*.onnx")} <= set(pairs)
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        assert volumes["upstream-token"]["secret"] == {"secretName": "hub-token",
+                                                       "items": [{"key": "token", "path": "token"}]}
+        assert args[args.index("--upstream-token-file") + 1] == mounts["upstream-token"] + "/token"
+        assert "--upstream-allow-pickle" not in args
+
+
 def test_refusals(tmp_path, capsys):
     src = "registry.internal:5000/models"
     for args, words in (
@@ -192,6 +216,10 @@ def test_refusals(tmp_path, capsys):
         ([src, "--token-secret", "Bad_Name"], "--token-secret 'Bad_Name'"),
         ([src, "--create-pull-secret", "--no-docker-config"], "--no-docker-config"),
         ([f"{src}:v1"], "registry prefix"),
+        ([src, "--upstream-deny", "a/*"], "go with --upstream URL"),
+        ([src, "--upstream", "ftp://hub"], "--upstream 'ftp://hub'"),
+        ([src, "--upstream", "https://hub", "--upstream-token-secret", "Bad_Name"], "--upstream-token-secret"),
+        ([src, "--upstream", "https://hub", "--upstream-fresh", "-1"], "--upstream-fresh"),
     ):
         assert main(["k8s", "serve", *args]) == 2, args
         err = capsys.readouterr().err

@@ -302,3 +302,95 @@ def test_transformers_and_the_hf_command_load_through_the_proxy(proxied: Proxied
     assert done.returncode == 0, done.stderr
     printed = done.stdout.strip().splitlines()[-1].split("path:")[-1].strip()  # hf 1.x: "  path: P"; older: P
     assert Path(printed).read_bytes() == (proxied.model / "config.json").read_bytes()
+
+
+def card(front: str) -> bytes:
+    return f"---\n{front}\n---\n# a model\n".encode()
+
+
+def test_the_door_refuses_by_license_by_file_pattern_and_a_gated_or_private_upstream_repository(
+        proxied: Proxied, tmp_path: Path):
+    up = HfApi(endpoint=proxied.upstream, token=UP_TOKEN)
+    repos = {"door/apache": {"README.md": card("license: apache-2.0"), "w.safetensors": b"\x00" * 64},
+             "door/mit": {"README.md": card("license: mit"), "w.safetensors": b"\x01" * 64},
+             "door/own": {"README.md": card("license: other\nlicense_name: acme-1.0"), "w.safetensors": b"\x02" * 64},
+             "door/bare": {"w.safetensors": b"\x03" * 64},
+             "door/onnx": {"README.md": card("license: apache-2.0"), "onnx/model.onnx": b"\x04" * 64},
+             "door/gated": {"README.md": card("license: apache-2.0"), "w.safetensors": b"\x05" * 64},
+             "door/private": {"README.md": card("license: apache-2.0"), "w.safetensors": b"\x06" * 64}}
+    for repo, files in repos.items():
+        up.create_repo(repo, private=repo == "door/private")
+        for path, data in files.items():
+            up.upload_file(path_or_fileobj=data, path_in_repo=path, repo_id=repo)
+    up.update_repo_settings("door/gated", gated="auto")
+    (tmp_path / "door").mkdir()
+    flags = ["--upstream", proxied.counted.url, "--upstream-token-file", str(proxied.root / "up-token.txt"),
+             "--upstream-license", "apache-2.0", "--upstream-license", "ACME-1.0",
+             "--upstream-refuse-files", "*.onnx", "--audit-log", str(tmp_path / "audit.jsonl")]
+    with serve_over(proxied.registry, tmp_path / "door", f"{CLIENT_TOKEN}\n",
+                    lambda host: [f"{host}/door", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
+        api = HfApi(endpoint=proxy, token=CLIENT_TOKEN)
+        assert api.model_info("door/apache").cardData["license"] == "apache-2.0"
+        assert api.model_info("door/own").sha  # license: other, its license_name allowed (case-insensitive)
+        headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+        said = {}
+        for repo in ("door/mit", "door/bare", "door/onnx", "door/gated", "door/private"):
+            answer = httpx.get(f"{proxy}/api/models/{repo}", headers=headers)
+            said[repo] = (answer.status_code, answer.headers.get("x-error-message", ""))
+        assert said["door/mit"][0] == 403 and "names mit: refused by --upstream-license" in said["door/mit"][1]
+        assert said["door/bare"][0] == 403 and "names no license" in said["door/bare"][1]
+        assert said["door/onnx"][0] == 403 and "onnx/model.onnx" in said["door/onnx"][1] \
+            and "--upstream-refuse-files" in said["door/onnx"][1]
+        assert said["door/gated"][0] == 403 and "gated (auto) at the upstream" in said["door/gated"][1]
+        assert said["door/private"][0] == 404  # its existence not told
+        with pytest.raises(huggingface_hub.errors.RepositoryNotFoundError):
+            api.model_info("door/private")
+        for repo in ("door/mit", "door/bare", "door/onnx", "door/gated", "door/private"):
+            asked = proxied.asked(f"/{repo}/")
+            assert asked and all(p.startswith(f"/api/models/{repo}/revision/") for p in asked), asked  # metadata only
+            assert proxied.tags(f"door/{repo}") == []
+    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    refused = {e["repository"] for e in audit if e["action"] == "upstream_ingest" and e["outcome"] == "refused"}
+    assert refused == {"door/mit", "door/bare", "door/onnx", "door/gated", "door/private"}
+
+
+def test_a_branch_answered_from_its_last_head_while_the_upstream_is_down_says_it_is_stale(proxied: Proxied,
+                                                                                         tmp_path: Path):
+    (tmp_path / "stale").mkdir()
+    door = FaultProxy(proxied.upstream)  # the upstream as this serve sees it: stopped below
+    try:
+        flags = ["--upstream", door.url, "--upstream-token-file", str(proxied.root / "up-token.txt"),
+                 "--upstream-fresh", "1"]
+        with serve_over(proxied.registry, tmp_path / "stale", f"{CLIENT_TOKEN}\n",
+                        lambda host: [f"{host}/stale", "--plain-http", *flags], HF_HUB_DISABLE_XET="1") as proxy:
+            headers = {"Authorization": f"Bearer {CLIENT_TOKEN}"}
+            fetched = httpx.get(f"{proxy}/api/models/acme/other", headers=headers, timeout=60)
+            assert fetched.status_code == 200 and "warning" not in fetched.headers
+            sha = fetched.json()["sha"]
+            door.add("GET", ".*", drop_response(after=0), times=None)  # a connection kept alive: cut too
+            door.stop()
+            time.sleep(1.2)  # past --upstream-fresh: main's head is asked, and the upstream cannot answer
+            for _ in range(2):  # the check that failed, then an answer within --upstream-fresh of it
+                stale = httpx.get(f"{proxy}/api/models/acme/other", headers=headers, timeout=60)
+                assert stale.status_code == 200 and stale.json()["sha"] == sha
+                assert stale.headers["warning"].startswith('110 - "Response is Stale: acme/other@main'), \
+                    stale.headers.get("warning")
+            got = httpx.get(f"{proxy}/acme/other/resolve/main/config.json", headers=headers, timeout=60)
+            assert got.content == b"{\"other\": 1}" and "Response is Stale" in got.headers["warning"]
+            pinned = httpx.get(f"{proxy}/api/models/acme/other/revision/{sha}", headers=headers, timeout=60)
+            assert pinned.status_code == 200 and "warning" not in pinned.headers  # a commit id is never stale
+            miss = httpx.get(f"{proxy}/api/models/acme/never-here", headers=headers, timeout=60)
+            assert miss.status_code == 503 and int(miss.headers["retry-after"]) > 0
+    finally:
+        door.stop()
+
+
+def test_a_branch_fetched_by_its_name_is_listed_as_a_branch_and_a_tag_as_a_tag(proxied: Proxied):
+    api = proxied.api()
+    assert api.model_info("acme/tiny").sha == proxied.main  # main fetched, if no test before did
+    assert api.model_info("acme/tiny", revision="dev").sha == proxied.dev  # fetched by its name
+    assert api.model_info("acme/tiny", revision="v1").sha == proxied.main
+    refs = api.list_repo_refs("acme/tiny")
+    assert {b.name: b.target_commit for b in refs.branches} == {"main": proxied.main, "dev": proxied.dev}
+    assert {t.name: t.target_commit for t in refs.tags} == {"v1": proxied.main}
+    assert api.model_info("acme/tiny", revision="refs/heads/dev").sha == proxied.dev

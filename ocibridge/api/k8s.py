@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ocibridge.api.options import TransferOptions
     from ocibridge.api.policy import Verification
     from ocibridge.k8s.schemacheck import SchemaCheck
+    from ocibridge.k8s.serve import ServeUpstream
     from ocibridge.places.locators import Locator
     from ocibridge.stores.target import StoreTarget
 
@@ -317,6 +318,26 @@ def k8s_prewarm(
         pinned=tuple(str(p) for p in done.pinned), holds_credentials=secret is not None)
 
 
+def _serve_upstream(options: K8sServeOptions) -> ServeUpstream | None:
+    """serve's ``--upstream`` flags for the pods, checked as serve checks them; None without ``upstream``."""
+    from ocibridge.hubserver.server import parse_public_url
+    from ocibridge.hubserver.upstream.settings import check_fresh
+    from ocibridge.k8s.serve import ServeUpstream
+
+    if options.upstream is None:
+        if options.upstream_token_secret or options.upstream_fresh is not None or options.upstream_allow \
+                or options.upstream_deny or options.upstream_allow_pickle or options.upstream_licenses \
+                or options.upstream_refuse_files:
+            raise UsageError("the --upstream-* flags go with --upstream URL")
+        return None
+    url = parse_public_url(options.upstream, "--upstream")
+    assert url is not None
+    return ServeUpstream(url, options.upstream_token_secret,
+                         None if options.upstream_fresh is None else check_fresh(options.upstream_fresh),
+                         tuple(options.upstream_allow), tuple(options.upstream_deny), options.upstream_allow_pickle,
+                         tuple(options.upstream_licenses), tuple(options.upstream_refuse_files))
+
+
 def k8s_serve(
     sources: Sequence[str],
     options: K8sServeOptions = K8sServeOptions(),
@@ -359,7 +380,7 @@ def k8s_serve(
         ca_pem=read_ca_pem(Path(access.ca_file), "--ca-file") if access.ca_file else None,
         docker_config_secret=docker, image_pull_secrets=pull_secrets.names, cpu=options.cpu,
         memory=options.memory, grace=GRACE, service_type=options.service_type,
-        settings=settings_toml(found) if (found := mirrors_of(hosts)) else None)
+        settings=settings_toml(found) if (found := mirrors_of(hosts)) else None, upstream=_serve_upstream(options))
     docs = objects(d)
     secret = None
     if pull_secrets.create:

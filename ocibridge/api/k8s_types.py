@@ -103,6 +103,14 @@ class K8sServeOptions:
     public_url: str | None = None
     cpu: str = "500m"
     memory: str = "1Gi"
+    upstream: str | None = None  # serve --upstream: a proxy of this Hub API (docs/serve.md)
+    upstream_token_secret: str | None = None  # a Secret whose key 'token' is the token sent to it
+    upstream_fresh: float | None = None  # --upstream-fresh (None: serve's default)
+    upstream_allow: tuple[str, ...] = ()
+    upstream_deny: tuple[str, ...] = ()
+    upstream_allow_pickle: bool = False
+    upstream_licenses: tuple[str, ...] = ()
+    upstream_refuse_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,8 @@ class ServeOptions:
     upstream_allow: tuple[str, ...] = ()  # repo id globs that may be fetched (none: all not denied)
     upstream_deny: tuple[str, ...] = ()  # repo id globs that may not
     upstream_allow_pickle: bool = False  # fetch pickle formats (*.bin, *.pt, *.pth, *.pkl, *.ckpt) too
+    upstream_licenses: tuple[str, ...] = ()  # the card must name one of these licenses (none: any)
+    upstream_refuse_files: tuple[str, ...] = ()  # file globs that keep a commit out
 
 
 @dataclass(frozen=True)
@@ -264,9 +266,9 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
 
     if options.upstream is None:
         if options.upstream_token_file or options.upstream_allow or options.upstream_deny \
-                or options.upstream_allow_pickle:
-            raise UsageError("--upstream-token-file, --upstream-allow, --upstream-deny and --upstream-allow-pickle "
-                             "go with --upstream URL")
+                or options.upstream_allow_pickle or options.upstream_licenses or options.upstream_refuse_files:
+            raise UsageError("--upstream-token-file, --upstream-allow, --upstream-deny, --upstream-allow-pickle, "
+                             "--upstream-license and --upstream-refuse-files go with --upstream URL")
         return None
     from ocibridge.cache.models import ModelCache
 
@@ -275,4 +277,6 @@ def _upstream(options: ServeOptions, concurrency: int) -> UpstreamSettings | Non
     return UpstreamSettings(url, upstream_token(options.upstream_token_file), check_fresh(options.upstream_fresh),
                             tuple(options.upstream_allow), tuple(options.upstream_deny),
                             options.upstream_allow_pickle, concurrency,
-                            hub_cache=ModelCache().root.parent / "upstream-hub")  # beside serve's model cache
+                            hub_cache=ModelCache().root.parent / "upstream-hub",  # beside serve's model cache
+                            licenses=tuple(options.upstream_licenses),
+                            refuse_files=tuple(options.upstream_refuse_files))

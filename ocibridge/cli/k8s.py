@@ -144,7 +144,11 @@ def cmd_k8s_serve(args: argparse.Namespace) -> int:
         image=args.image, name=args.name, namespace=args.namespace, replicas=args.replicas, port=args.port,
         service_type=args.service_type, cache_size=args.cache_size, cache_access_mode=args.cache_access_mode,
         storage_class=args.storage_class, token_secret=args.token_secret, default_tag=args.default_tag,
-        public_url=args.public_url, cpu=args.cpu, memory=args.memory)
+        public_url=args.public_url, cpu=args.cpu, memory=args.memory, upstream=args.upstream,
+        upstream_token_secret=args.upstream_token_secret, upstream_fresh=args.upstream_fresh,
+        upstream_allow=tuple(args.upstream_allow or ()), upstream_deny=tuple(args.upstream_deny or ()),
+        upstream_allow_pickle=args.upstream_allow_pickle, upstream_licenses=tuple(args.upstream_license or ()),
+        upstream_refuse_files=tuple(args.upstream_refuse_files or ()))
     access = api_k8s.PodRegistryAccess(plain_http=args.plain_http, insecure=args.insecure, ca_file=args.ca_file,
                                        docker_config_secret=args.docker_config_secret,
                                        docker_config=not args.no_docker_config)
@@ -347,6 +351,18 @@ def _register_serve(ksub: Any) -> None:
                    help="the URL clients reach the Service at, when an Ingress ends TLS (serve --public-url)")
     p.add_argument("--cpu", default="500m", help="CPU request per replica (default 500m)")
     p.add_argument("--memory", default="1Gi", help="memory request and limit per replica (default 1Gi)")
+    g = p.add_argument_group("a proxy of an upstream Hub (serve --upstream; docs/serve.md)")
+    g.add_argument("--upstream", metavar="URL", help="serve --upstream: what the registry lacks is fetched from it")
+    g.add_argument("--upstream-token-secret", metavar="SECRET",
+                   help="a Secret whose key 'token' is the token sent to the upstream (mounted as "
+                        "--upstream-token-file; never in the args)")
+    g.add_argument("--upstream-fresh", type=float, metavar="SECONDS", help="serve --upstream-fresh")
+    g.add_argument("--upstream-allow", action="append", metavar="GLOB", help="serve --upstream-allow (repeatable)")
+    g.add_argument("--upstream-deny", action="append", metavar="GLOB", help="serve --upstream-deny (repeatable)")
+    g.add_argument("--upstream-allow-pickle", action="store_true", help="serve --upstream-allow-pickle")
+    g.add_argument("--upstream-license", action="append", metavar="ID", help="serve --upstream-license (repeatable)")
+    g.add_argument("--upstream-refuse-files", action="append", metavar="GLOB",
+                   help="serve --upstream-refuse-files (repeatable)")
     g = p.add_argument_group("registry access (in the pods)")
     g.add_argument("--plain-http", action="store_true", help="the registries speak HTTP")
     g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")

@@ -40,7 +40,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                      upstream_fresh=args.upstream_fresh,
                                      upstream_allow=tuple(args.upstream_allow or ()),
                                      upstream_deny=tuple(args.upstream_deny or ()),
-                                     upstream_allow_pickle=args.upstream_allow_pickle)
+                                     upstream_allow_pickle=args.upstream_allow_pickle,
+                                     upstream_licenses=tuple(args.upstream_license or ()),
+                                     upstream_refuse_files=tuple(args.upstream_refuse_files or ()))
     listen = api_serve.ListenOptions(args.listen, cert=args.cert, key=args.key, access_log=not args.no_access_log)
     # its models are checked as pull checks them: the containers policy file that applies
     # (--policy, else the one found; read at start) and the --verify-key keys (docs/serve.md)
@@ -136,6 +138,11 @@ def register(command: CommandAdder) -> None:
                    help="repositories whose id matches are never fetched (repeatable; before --upstream-allow)")
     g.add_argument("--upstream-allow-pickle", action="store_true",
                    help="fetch repositories with pickle files (*.bin, *.pt, *.pth, *.pkl, *.ckpt), refused by default")
+    g.add_argument("--upstream-license", action="append", metavar="ID",
+                   help="only repositories whose card names this license (its license: id, e.g. apache-2.0, or "
+                        "license_name with license: other) may be fetched (repeatable)")
+    g.add_argument("--upstream-refuse-files", action="append", metavar="GLOB",
+                   help="a commit with a file whose path or name matches is never fetched (repeatable)")
     g = p.add_argument_group("evidence on publish (docs/serve.md, Publishing)")
     g.add_argument("--sign-key", metavar="KEY",
                    help="sign every commit published, before its branch's tag moves (ECDSA P-256 PEM or a "

@@ -69,6 +69,7 @@ from ocibridge.hubserver.uploads.ingest import ingest_for
 from ocibridge.hubserver.uploads.relay import handing_for, relay_for, relays
 from ocibridge.hubserver.uploads.staging import Staging
 from ocibridge.hubserver.upstream.proxy import ProxyCatalog
+from ocibridge.hubserver.upstream.staleness import StaleWarning
 from ocibridge.hubserver.web.compare import Compare
 from ocibridge.hubserver.web.historypages import HistoryPages
 from ocibridge.hubserver.web.pages import WebPages
@@ -448,7 +449,8 @@ def create_app(catalog: Catalog, lists: FileLists, blobs: Blobs, settings: Serve
                     middleware=[Middleware(RequestId),
                                 *([Middleware(serve.metrics.middleware)] if serve.settings.metrics else []),
                                 Middleware(TrustedForwarded, trusted=serve.settings.trust_forwarded),
-                                Middleware(Guard, limits=limits or Limits())])
+                                Middleware(Guard, limits=limits or Limits()),
+                                *([Middleware(StaleWarning)] if isinstance(catalog, ProxyCatalog) else [])])
     app.router.redirect_slashes = False  # a trailing "/" is dropped by the routes themselves
     app.state.serve = serve
     return app

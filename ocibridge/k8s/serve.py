@@ -41,6 +41,9 @@ CACHE_DIR = "/var/cache/ocibridge"
 TOKENS_DIR = "/etc/ocibridge/tokens"
 #: The key of the ``--token-secret`` Secret holding the read tokens, one a line.
 TOKENS_KEY = "tokens"
+#: where the ``--upstream-token-secret`` Secret is mounted, and its key holding the upstream's token
+UPSTREAM_DIR = "/etc/ocibridge/upstream"
+UPSTREAM_KEY = "token"
 #: The uid and gid of the Containerfile's image; fsGroup makes the cache volume writable to it.
 IMAGE_USER = 10001
 #: Seconds a pod keeps serving after it is told to stop, while the endpoints controller takes it
@@ -53,6 +56,33 @@ ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany")
 COMPONENT = "app.kubernetes.io/component"
 #: the writer's peers whose X-Forwarded-Host it believes: any (the NetworkPolicy lets only readers in)
 ANY_PEER = ("0.0.0.0/0", "::/0")
+
+
+@dataclass(frozen=True)
+class ServeUpstream:
+    """serve's ``--upstream`` flags (docs/serve.md, A proxy of an upstream Hub); the token comes
+    from a Secret, mounted as a file (``--upstream-token-file``), never in the args."""
+
+    url: str
+    token_secret: str | None = None  # a Secret whose key 'token' is the upstream's token
+    fresh: float | None = None  # --upstream-fresh (None: serve's default)
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    allow_pickle: bool = False
+    licenses: tuple[str, ...] = ()
+    refuse_files: tuple[str, ...] = ()
+
+    def args(self) -> list[str]:
+        args = ["--upstream", self.url]
+        if self.token_secret:
+            args += ["--upstream-token-file", f"{UPSTREAM_DIR}/{UPSTREAM_KEY}"]
+        if self.fresh is not None:
+            args += ["--upstream-fresh", f"{self.fresh:g}"]
+        for flag, values in (("--upstream-allow", self.allow), ("--upstream-deny", self.deny),
+                             ("--upstream-license", self.licenses), ("--upstream-refuse-files", self.refuse_files)):
+            for value in values:
+                args += [flag, value]
+        return args + (["--upstream-allow-pickle"] if self.allow_pickle else [])
 
 
 @dataclass
@@ -85,6 +115,7 @@ class ServeDeployment:
     settings: str | None = None  # a registries.toml (the sources' mirrors: k8s/node_mirrors.py)
     writer: str | None = None  # a reader's --writer URL
     trust_forwarded: tuple[str, ...] = ()  # the writer's --trust-forwarded peers
+    upstream: ServeUpstream | None = None  # a proxy of an upstream Hub (every replica asks it on a miss)
 
     def cache_volume(self) -> str:
         """``ReadWriteOnce``, ``ReadWriteMany`` (a claim) or ``emptyDir`` (one per replica)."""
@@ -109,7 +140,8 @@ def check(d: ServeDeployment) -> None:
         secrets.check_label("--namespace", d.namespace)
     for flag, names in (("--token-secret", [d.token_secret]), ("--storage-class", [d.storage_class]),
                         ("--docker-config-secret", [d.docker_config_secret]),
-                        ("--image-pull-secret", list(d.image_pull_secrets))):
+                        ("--image-pull-secret", list(d.image_pull_secrets)),
+                        ("--upstream-token-secret", [d.upstream.token_secret if d.upstream else None])):
         for name in names:
             if name is not None:
                 secrets.check_secret_name(flag, name)
@@ -206,6 +238,8 @@ def serve_args(d: ServeDeployment) -> list[str]:
         args += ["--writer", d.writer]
     for peers in d.trust_forwarded:
         args += ["--trust-forwarded", peers]
+    if d.upstream is not None:
+        args += d.upstream.args()
     return args
 
 
@@ -234,6 +268,10 @@ def _deployment(d: ServeDeployment, meta: dict[str, Any], labels: dict[str, str]
         volumes.append({"name": "tokens", "secret": {"secretName": d.token_secret,
                                                      "items": [{"key": TOKENS_KEY, "path": TOKENS_KEY}]}})
         mounts.append({"name": "tokens", "mountPath": TOKENS_DIR, "readOnly": True})
+    if d.upstream is not None and d.upstream.token_secret:
+        volumes.append({"name": "upstream-token", "secret": {
+            "secretName": d.upstream.token_secret, "items": [{"key": UPSTREAM_KEY, "path": UPSTREAM_KEY}]}})
+        mounts.append({"name": "upstream-token", "mountPath": UPSTREAM_DIR, "readOnly": True})
     requests = {"cpu": d.cpu, "memory": d.memory}
     if not claim:  # the scheduler places each replica on a node with room for its cache
         requests["ephemeral-storage"] = d.cache_size

@@ -4,9 +4,11 @@ artifact ``push hf:ORG/NAME@COMMIT`` makes, written to the registry and answered
 
 - :mod:`.settings`: the flags, as one value; the upstream's token (a file or the environment).
 - :mod:`.client`: what the upstream says a revision is (its commit, its files).
-- :mod:`.door`: which repositories and files may enter (allow/deny globs, pickle formats).
+- :mod:`.door`: which repositories and files may enter on model_info's metadata (license, file
+  globs, pickle formats; the repo id globs are :mod:`.settings`').
 - :mod:`.ingest`: one fetch per (repository, commit), written to the registry with its tags.
 - :mod:`.commits`: the upstream's commit ids as the ids of what was fetched (a bookkeeping tag).
 - :mod:`.proxy`: the catalog that asks the upstream on a miss and re-checks a branch's head.
+- :mod:`.staleness`: the ``Warning`` of an answer given stale because the upstream did not answer.
 
 No HTTP routing here: the routes resolve through the catalog as they always do."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 from ocibridge.hubserver.reading.sources import RepoNotFound, RevisionNotFound
@@ -23,6 +24,9 @@ class UpstreamRevision:
     repo_id: str
     commit: str  # its 40 hex digits
     files: tuple[str, ...]  # every file's path (``siblings``)
+    card: dict[str, Any] | None = None  # the card's metadata (``cardData``: the README's front matter)
+    gated: str = ""  # "auto" or "manual" when the upstream gates it
+    private: bool = False
 
 
 class UpstreamHub:
@@ -62,8 +66,24 @@ class UpstreamHub:
             info = answer.json()
             commit = info["sha"]
             files = tuple(str(s["rfilename"]) for s in info.get("siblings") or ())
+            card = info.get("cardData") if isinstance(info.get("cardData"), dict) else None
+            said = info.get("gated")
+            gated = (said if isinstance(said, str) else "auto" if said is True else "").lower()
+            private = info.get("private") is True
         except (ValueError, KeyError, TypeError):
             raise UpstreamDown(f"{repo_id}@{revision}: the upstream {self.url} answered no model_info") from None
         if not isinstance(commit, str) or not _SHA.fullmatch(commit):
             raise UpstreamDown(f"{repo_id}@{revision}: the upstream {self.url} named no commit ({commit!r})")
-        return UpstreamRevision(repo_id, commit, files)
+        return UpstreamRevision(repo_id, commit, files, card, gated if gated in ("auto", "manual") else "", private)
+
+    def is_branch(self, repo_id: str, name: str) -> bool:
+        """Whether ``name`` is a branch at the upstream (``GET /api/models/REPO/refs``, as
+        list_repo_refs asks); False when it is not, or the upstream cannot say (it is kept a tag)."""
+        import httpx
+
+        try:
+            answer = self._http.get(f"{self.url}/api/models/{repo_id}/refs")
+            listed = answer.json().get("branches") if answer.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return False
+        return isinstance(listed, list) and any(isinstance(b, dict) and b.get("name") == name for b in listed)

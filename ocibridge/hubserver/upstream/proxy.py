@@ -10,7 +10,10 @@ The rules, in the order a miss meets them:
 2. ``--upstream-deny``/``--upstream-allow``: decided on the repo id, before the upstream is asked;
 3. the upstream resolves the revision (model_info: its commit, its files): nothing else is asked
    before the pickle rule has read the file names;
-4. pickle formats (settings.PICKLE) refused unless ``--upstream-allow-pickle``;
+4. on that metadata (door.py): a repository gated or private at the upstream is refused (it would
+   not stay gated or private here); ``--upstream-license`` (the card must name an allowed
+   license); ``--upstream-refuse-files`` globs; pickle formats (door.PICKLE) unless
+   ``--upstream-allow-pickle``;
 5. the commit fetched (or found fetched: its upstream tag), the revision's name tagged.
 
 A write's resolution (``ref``, ``kind``) is never proxied: it resolves the registry as it is."""
@@ -43,6 +46,7 @@ from ocibridge.hubserver.upstream.client import UpstreamHub, UpstreamRevision
 from ocibridge.hubserver.upstream.commits import is_proxied
 from ocibridge.hubserver.upstream.errors import UpstreamDown, UpstreamRefused
 from ocibridge.hubserver.upstream.ingest import Audit, Ingest, writable
+from ocibridge.hubserver.upstream.staleness import note_stale
 from ocibridge.oci.bookkeeping import is_reserved
 
 if TYPE_CHECKING:
@@ -66,12 +70,15 @@ class ProxyCatalog(Catalog):
         self.ingest = Ingest(upstream, evidence=evidence)  # evidence: serve's --sign-key/--sbom/--provenance
         self._lock_checked = threading.Lock()
         self._checked: dict[tuple[str, str], float] = {}  # (repo id, branch) -> when its head was asked
+        self._stale: dict[tuple[str, str], str] = {}  # (repo id, branch) -> why its last check failed
 
     def describe(self) -> str:
         """serve's second start line: where a miss goes and what the door lets in."""
         u = self.upstream
         rules = [f"deny {', '.join(u.deny)}"] if u.deny else []
         rules += [f"allow only {', '.join(u.allow)}"] if u.allow else []
+        rules += [f"licenses {', '.join(u.licenses)} only"] if u.licenses else []
+        rules += [f"files {', '.join(u.refuse_files)} refused"] if u.refuse_files else []
         rules += [] if u.allow_pickle else ["pickle formats refused"]
         fresh = f"a branch re-checked every {u.fresh:g} s" if u.fresh > 0 else "a branch never re-checked"
         token = "with --upstream-token-file's token" if u.token else "with no token"
@@ -128,13 +135,7 @@ class ProxyCatalog(Catalog):
     def _let_in(self, repo: Repository, revision: str, info: UpstreamRevision) -> str:
         """The commit ``info`` names through the pickle rule, fetched (or found), and the
         revision's name tagged; what the revision is resolved as now (its name, or the commit)."""
-        pickled = self.upstream.pickled(list(info.files))
-        if pickled:
-            shown = ", ".join(pickled[:5]) + (", ..." if len(pickled) > 5 else "")
-            message = (f"{info.repo_id}@{info.commit}: not fetched from the upstream: {shown} "
-                       "(pickle formats, which run code when loaded) refused unless --upstream-allow-pickle")
-            self.ingest.refused(info.repo_id, revision, message)
-            raise UpstreamRefused(message, "--upstream-allow-pickle")
+        self._door_revision(revision, info)
         root = self.ingest.commit(repo, info.repo_id, info.commit, revision)
         tag = self._fetched_tag(repo, revision, info.commit)
         if tag is None:
@@ -142,9 +143,51 @@ class ProxyCatalog(Catalog):
         from ocibridge.transfer.writer import write_artifact
 
         store = writable(repo)
+        self._record_branch(repo, revision, info.repo_id)
         write_artifact(store, root, store.fetch_bytes(root), tags=[repo.reference(tag)])
         self._mark(info.repo_id, revision)
         return revision
+
+    def _door_revision(self, revision: str, info: UpstreamRevision) -> None:
+        """The rules decided on model_info's metadata (door.py), in order: gated or private at the
+        upstream, the card's license, the refused files; the first that refuses is the Hub's 403
+        (a private one: not found, its existence not told)."""
+        refused = self._metadata_refuses(info)
+        if refused is not None:
+            reason, rule = refused
+            message = f"{info.repo_id}@{info.commit}: not fetched from the upstream: {reason}"
+            self.ingest.refused(info.repo_id, revision, message)
+            if info.private:  # its existence is the upstream's secret: not found here (the audit says why)
+                raise RepoNotFound(f"{info.repo_id}: not here (a private repository of the upstream is not fetched)")
+            raise UpstreamRefused(message, rule)
+
+    def _metadata_refuses(self, info: UpstreamRevision) -> tuple[str, str] | None:
+        if info.private or info.gated:
+            said = "private" if info.private else f"gated ({info.gated})"
+            return (f"it is {said} at the upstream, and a repository fetched with serve's token would not "
+                    "keep the upstream's access rules here", "gated and private upstream repositories")
+        why = self.upstream.license_refused(info.card)
+        if why is not None:
+            return why, "--upstream-license"
+        files = self.upstream.files_refused(list(info.files))
+        if files is not None:
+            paths, rule = files
+            shown = ", ".join(paths[:5]) + (", ..." if len(paths) > 5 else "")
+            why = "(pickle formats, which run code when loaded) refused unless --upstream-allow-pickle" \
+                if rule == "--upstream-allow-pickle" else f"refused by {rule}"
+            return f"{shown} {why}", rule
+        return None
+
+    def _record_branch(self, repo: Repository, name: str, repo_id: str) -> None:
+        """A name new here that is a branch at the upstream is recorded a branch (refs record),
+        before its tag is written (create_branch's order), so list_repo_refs lists it as one."""
+        record = read_record(repo)
+        if name == "main" or name in record.branches or name in record.tags \
+                or not self.hub.is_branch(repo_id, name):
+            return
+        from ocibridge.hubserver.writes.refsrecord import write_record
+
+        write_record(repo, writable(repo), record.with_ref(name, branch=True))
 
     def _fetched_tag(self, repo: Repository, revision: str, commit: str) -> str | None:
         """The registry tag a fetched revision's name moves (main: the default tag); None for a
@@ -167,19 +210,32 @@ class ProxyCatalog(Catalog):
         key = (repo_id.lower(), revision)
         with self._lock_checked:
             last = self._checked.get(key)
+            stale = self._stale.get(key)
             if last is not None and time.monotonic() - last < fresh:
+                if stale is not None:  # its last check failed: still answered stale
+                    note_stale(stale)
                 return found
         self._mark(repo_id, revision)
         try:
             info = self.hub.revision(repo_id, revision)
             if info.commit == found.commit:
+                self._stale.pop(key, None)
                 return found
             self._door_repo(repo_id, revision)
             self._let_in(found.repo, revision, info)
-        except (UpstreamDown, UpstreamRefused, RepoNotFound, RevisionNotFound, NotFound) as e:
+        except UpstreamDown as e:
+            log.warning("upstream: %s@%s: its head not re-checked, %s answered as last fetched: %s",
+                        repo_id, revision, found.commit, e)
+            why = f"{repo_id}@{revision} answered as last fetched ({found.commit}): the upstream did not answer"
+            with self._lock_checked:
+                self._stale[key] = why
+            note_stale(why)
+            return found
+        except (UpstreamRefused, RepoNotFound, RevisionNotFound, NotFound) as e:
             log.warning("upstream: %s@%s: its head not re-checked, %s answered as last fetched: %s",
                         repo_id, revision, found.commit, e)
             return found
+        self._stale.pop(key, None)
         self.forget(repo_id)
         return local(revision)
 
@@ -187,5 +243,6 @@ class ProxyCatalog(Catalog):
         with self._lock_checked:
             if len(self._checked) > CHECKED:
                 self._checked.clear()
+                self._stale.clear()
             self._checked[(repo_id.lower(), revision)] = time.monotonic()
 

@@ -7,6 +7,7 @@ import fnmatch
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ocibridge.core import environment
 from ocibridge.errors import UsageError
@@ -15,8 +16,6 @@ from ocibridge.errors import UsageError
 TOKEN_ENV = environment.SERVE_UPSTREAM_TOKEN
 #: seconds a branch's head, once resolved at the upstream, is answered before it is asked again
 FRESH = 300.0
-#: files that unpickle when loaded (code runs): refused unless --upstream-allow-pickle
-PICKLE = ("*.bin", "*.pt", "*.pth", "*.pkl", "*.ckpt")
 
 
 @dataclass(frozen=True)
@@ -28,10 +27,12 @@ class UpstreamSettings:
     fresh: float = FRESH  # a branch re-resolved at most every this many seconds (0: never)
     allow: tuple[str, ...] = ()  # repo id globs that may enter (none: every repository not denied)
     deny: tuple[str, ...] = ()  # repo id globs that may not
-    allow_pickle: bool = False  # files of PICKLE patterns may enter
+    allow_pickle: bool = False  # files of door.PICKLE patterns may enter
     concurrency: int = 4  # files downloaded at once
     hub_cache: Path | None = None  # serve's own Hub cache the files pass through, emptied after each
     # fetch (None: huggingface_hub's cache, the operator's, left as it is)
+    licenses: tuple[str, ...] = ()  # the card must name one of these licenses (none: any card, or none)
+    refuse_files: tuple[str, ...] = ()  # file globs (a path or a name) that keep a commit out
 
     def denied_by(self, repo_id: str) -> str | None:
         """The rule that keeps ``repo_id`` out (``--upstream-deny GLOB``, or no ``--upstream-allow``
@@ -44,11 +45,17 @@ class UpstreamSettings:
             return f"--upstream-allow ({', '.join(self.allow)}) does not match it"
         return None
 
-    def pickled(self, paths: list[str]) -> list[str]:
-        """The paths the pickle rule refuses (none with ``allow_pickle``)."""
-        if self.allow_pickle:
-            return []
-        return [p for p in paths if any(fnmatch.fnmatchcase(p.rsplit("/", 1)[-1].lower(), g) for g in PICKLE)]
+    def files_refused(self, paths: list[str]) -> tuple[list[str], str] | None:
+        """The files a rule refuses and the rule (door.py); None when all may enter."""
+        from ocibridge.hubserver.upstream.door import files_refused
+
+        return files_refused(paths, self.refuse_files, self.allow_pickle)
+
+    def license_refused(self, card: dict[str, Any] | None) -> str | None:
+        """Why ``--upstream-license`` refuses a repository with this card (door.py); None: it may enter."""
+        from ocibridge.hubserver.upstream.door import license_refused
+
+        return license_refused(self.licenses, card)
 
 
 def upstream_token(token_file: str | None) -> str | None:
