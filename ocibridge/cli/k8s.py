@@ -47,6 +47,26 @@ def add_validate_flag(p: argparse.ArgumentParser) -> None:
                         "the newest known), strictly, before printing them (pip install 'ocibridge[k8s]')")
 
 
+def add_documents_flags(p: argparse.ArgumentParser, *, notes: bool = False) -> None:
+    """``--json`` and ``--validate`` of the commands that print Kubernetes documents (not a summary)."""
+    p.add_argument("--json", action="store_true",
+                   help="print the documents as a JSON List" + (" (with notes)" if notes else ""))
+    add_validate_flag(p)
+
+
+def _add_selector_flag(p: argparse.ArgumentParser) -> None:
+    """``--selector`` of the commands that print a DaemonSet (a nodeSelector)."""
+    p.add_argument("--selector", action="append", default=[], metavar="KEY=VALUE",
+                   help="only nodes with this label (nodeSelector; repeatable)")
+
+
+def _subcommand(ksub: Any, name: str, func: Command, help: str) -> argparse.ArgumentParser:
+    """A ``k8s`` command: its parser, with ``help`` as its description too, running ``func``."""
+    p: argparse.ArgumentParser = ksub.add_parser(name, help=help, description=help)
+    p.set_defaults(func=func)
+    return p
+
+
 def _validate(args: argparse.Namespace, done: KubernetesDocuments) -> None:
     """With ``--validate``: the documents checked before anything is printed (a refusal is one
     error line and nothing on stdout); what was checked said on stderr."""
@@ -200,8 +220,7 @@ def register(command: CommandAdder) -> None:
     ksub = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
 
     def kcommand(name: str, func: Command, help: str) -> argparse.ArgumentParser:
-        p = ksub.add_parser(name, help=help, description=help)
-        p.set_defaults(func=func)
+        p = _subcommand(ksub, name, func, help)
         p.add_argument("--json", action="store_true", help="print a machine-readable summary")
         if name == "prewarm":
             p.add_argument("refs", metavar="REF", nargs="+")
@@ -245,8 +264,7 @@ def register(command: CommandAdder) -> None:
     add_verify_flags(p)
     p = kcommand("prewarm", cmd_k8s_prewarm, "print a DaemonSet that makes every selected node pull the "
                  "models (pinned by digest) ahead of the workload")
-    p.add_argument("--selector", action="append", default=[], metavar="KEY=VALUE",
-                   help="only nodes with this label (nodeSelector; repeatable)")
+    _add_selector_flag(p)
     p.add_argument("--mode", choices=("volume", "modelcar"),
                    help="image volumes of a sleeping container (default where the runtime has them) or "
                         "ModelCar images as init containers (any cluster; REF must be an image)")
@@ -266,12 +284,10 @@ def register(command: CommandAdder) -> None:
 def _register_mount_daemon(ksub: Any) -> None:
     help = ("print a DaemonSet that mounts models lazily on every node (ocibridge mount, FUSE) under a host path, "
             "and a Pod that reads one")
-    p = ksub.add_parser("mount-daemon", help=help, description=help)
-    p.set_defaults(func=cmd_k8s_mount_daemon)
+    p = _subcommand(ksub, "mount-daemon", cmd_k8s_mount_daemon, help)
     p.add_argument("refs", nargs="+", metavar="REF", help="a model (host/repo:tag or @digest), or NAME=REF: "
                    "mounted at HOST-PATH/NAME (default NAME: the repository's last part and the tag)")
-    p.add_argument("--json", action="store_true", help="print the documents as a JSON List")
-    add_validate_flag(p)
+    add_documents_flags(p)
     p.add_argument("--image", metavar="IMAGE",
                    help="image with ocibridge[mount] as its entrypoint (default ocibridge:VERSION; see Containerfile)")
     p.add_argument("--name", default="ocibridge-mounts", help="DaemonSet name (default ocibridge-mounts)")
@@ -281,8 +297,7 @@ def _register_mount_daemon(ksub: Any) -> None:
     p.add_argument("--cache-host-path", default="/var/cache/ocibridge",
                    help="the nodes' model cache: a restarted daemon fetches nothing again "
                         "(default /var/cache/ocibridge)")
-    p.add_argument("--selector", action="append", default=[], metavar="KEY=VALUE",
-                   help="only nodes with this label (nodeSelector; repeatable)")
+    _add_selector_flag(p)
     p.add_argument("--reader-image", default="busybox:1.36",
                    help="the image of the example Pod reading the first model")
     g = p.add_argument_group("registry access (in the containers)")
@@ -298,8 +313,7 @@ def _register_mount_daemon(ksub: Any) -> None:
 def _register_policy(ksub: Any) -> None:
     help = ("print a Kyverno ClusterPolicy and policy-controller ClusterImagePolicies that check at admission "
             "the signatures the nodes' containers policy asks for")
-    p = ksub.add_parser("policy", help=help, description=help)
-    p.set_defaults(func=cmd_k8s_policy)
+    p = _subcommand(ksub, "policy", cmd_k8s_policy, help)
     p.add_argument("--from-policy", metavar="FILE", help="translate this containers policy.json's docker scopes")
     p.add_argument("--image", action="append", default=[], metavar="SCOPE",
                    help="a scope as policy.json writes it: host, host/namespace, host/repo[:tag], *.domain "
@@ -313,18 +327,15 @@ def _register_policy(ksub: Any) -> None:
     only.add_argument("--kyverno-only", action="store_true", help="only the Kyverno ClusterPolicy")
     only.add_argument("--policy-controller-only", action="store_true",
                       help="only the policy-controller ClusterImagePolicies")
-    p.add_argument("--json", action="store_true", help="print the documents as a JSON List (with notes)")
-    add_validate_flag(p)
+    add_documents_flags(p, notes=True)
 
 
 def _register_serve(ksub: Any) -> None:
     help = "print a Deployment, Service and cache volume running 'ocibridge serve' (the Hub's API over registries)"
-    p = ksub.add_parser("serve", help=help, description=help)
-    p.set_defaults(func=cmd_k8s_serve)
+    p = _subcommand(ksub, "serve", cmd_k8s_serve, help)
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="a registry prefix (host/path), as 'ocibridge serve' takes it; searched in order")
-    p.add_argument("--json", action="store_true", help="print the documents as a JSON List")
-    add_validate_flag(p)
+    add_documents_flags(p)
     p.add_argument("--replicas", type=int, default=1, metavar="N", help="replicas behind the Service (default 1)")
     p.add_argument("--image", metavar="IMAGE",
                    help="image with ocibridge[serve] as its entrypoint (default ocibridge:VERSION; see Containerfile)")
