@@ -58,6 +58,19 @@ def add_transfer_flags(p: argparse.ArgumentParser, *, uploads: bool = True) -> N
     add_ranged_flags(g)
 
 
+def add_signing_key(p: argparse.ArgumentParser, key_help: str) -> argparse.ArgumentParser:
+    """REF and the private key of a command that signs (sign, attest)."""
+    p.add_argument("ref", metavar="REF")
+    p.add_argument("--key", required=True, metavar="KEY", help=key_help)
+    return p
+
+
+def add_signed_name(p: argparse.ArgumentParser, identity_help: str) -> None:
+    """The repository a signing command names (``--identity``), then the registry flags."""
+    p.add_argument("--identity", metavar="REPOSITORY", help=identity_help)
+    add_transfer_flags(p)
+
+
 def transfer_options(args: argparse.Namespace) -> api_options.TransferOptions:
     password = args.password
     if args.password_stdin:
