@@ -123,6 +123,15 @@ def warn(lines: Iterable[str]) -> None:
         print(one_line(line if line.startswith("ocibridge:") else f"ocibridge: {line}"), file=sys.stderr)
 
 
+def add_workload_flags(p: Any, *, extra: str, name: str, named: str, namespace_help: str) -> None:
+    """``--image``, ``--name`` and ``--namespace`` of every command that prints a workload running
+    ocibridge itself (``extra``: the image's pip extra, such as ``[serve]``; ``named``: what ``--name`` names)."""
+    p.add_argument("--image", metavar="IMAGE", help=f"image with ocibridge{extra} as its entrypoint "
+                   "(default ocibridge:VERSION; see Containerfile)")
+    p.add_argument("--name", default=name, help=f"{named} (default {name})")
+    p.add_argument("--namespace", help=namespace_help)
+
+
 def add_pull_secret_flags(p: Any, *, pulls: str, creates: str) -> None:
     """``--image-pull-secret`` and ``--create-pull-secret`` of every command that prints
     Kubernetes documents (``pulls``: what the Secret pulls; ``creates``: whose login it holds)."""

@@ -18,6 +18,7 @@ from ocibridge.cli.common import (
     CommandAdder,
     add_pull_secret_flags,
     add_transfer_flags,
+    add_workload_flags,
     emit,
     transfer_options,
     warn,
@@ -288,10 +289,8 @@ def _register_mount_daemon(ksub: Any) -> None:
     p.add_argument("refs", nargs="+", metavar="REF", help="a model (host/repo:tag or @digest), or NAME=REF: "
                    "mounted at HOST-PATH/NAME (default NAME: the repository's last part and the tag)")
     add_documents_flags(p)
-    p.add_argument("--image", metavar="IMAGE",
-                   help="image with ocibridge[mount] as its entrypoint (default ocibridge:VERSION; see Containerfile)")
-    p.add_argument("--name", default="ocibridge-mounts", help="DaemonSet name (default ocibridge-mounts)")
-    p.add_argument("--namespace", help="namespace of the documents")
+    add_workload_flags(p, extra="[mount]", name="ocibridge-mounts", named="DaemonSet name",
+                       namespace_help="namespace of the documents")
     p.add_argument("--host-path", default="/var/lib/ocibridge/models",
                    help="where the models appear on each node (default /var/lib/ocibridge/models)")
     p.add_argument("--cache-host-path", default="/var/cache/ocibridge",
@@ -337,11 +336,8 @@ def _register_serve(ksub: Any) -> None:
                    help="a registry prefix (host/path), as 'ocibridge serve' takes it; searched in order")
     add_documents_flags(p)
     p.add_argument("--replicas", type=int, default=1, metavar="N", help="replicas behind the Service (default 1)")
-    p.add_argument("--image", metavar="IMAGE",
-                   help="image with ocibridge[serve] as its entrypoint (default ocibridge:VERSION; see Containerfile)")
-    p.add_argument("--name", default="ocibridge-serve",
-                   help="name of the Deployment and Service (default ocibridge-serve)")
-    p.add_argument("--namespace", help="namespace of every document")
+    add_workload_flags(p, extra="[serve]", name="ocibridge-serve", named="name of the Deployment and Service",
+                       namespace_help="namespace of every document")
     p.add_argument("--port", type=int, default=8080, help="port of the container and the Service (default 8080)")
     p.add_argument("--service-type", default="ClusterIP", choices=["ClusterIP", "NodePort", "LoadBalancer"],
                    help="the Service's type (default ClusterIP)")
