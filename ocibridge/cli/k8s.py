@@ -61,6 +61,21 @@ def _add_selector_flag(p: argparse.ArgumentParser) -> None:
                    help="only nodes with this label (nodeSelector; repeatable)")
 
 
+def _pod_registry_access(p: argparse.ArgumentParser, where: str) -> Any:
+    """The group of flags saying how ocibridge running in the cluster (``where``) reaches the registries."""
+    g = p.add_argument_group(f"registry access (in the {where})")
+    g.add_argument("--plain-http", action="store_true", help="the registries speak HTTP")
+    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
+    return g
+
+
+def _add_docker_config_secret(g: Any, default: str) -> None:
+    """``--docker-config-secret`` of those commands (``default``: what it is without the flag, said in the help)."""
+    g.add_argument("--docker-config-secret", metavar="SECRET",
+                   help="a Secret of type kubernetes.io/dockerconfigjson with the registries' credentials, "
+                        f"mounted as $DOCKER_CONFIG{default}")
+
+
 def _subcommand(ksub: Any, name: str, func: Command, help: str) -> argparse.ArgumentParser:
     """A ``k8s`` command: its parser, with ``help`` as its description too, running ``func``."""
     p: argparse.ArgumentParser = ksub.add_parser(name, help=help, description=help)
@@ -299,12 +314,8 @@ def _register_mount_daemon(ksub: Any) -> None:
     _add_selector_flag(p)
     p.add_argument("--reader-image", default="busybox:1.36",
                    help="the image of the example Pod reading the first model")
-    g = p.add_argument_group("registry access (in the containers)")
-    g.add_argument("--plain-http", action="store_true", help="the registries speak HTTP")
-    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
-    g.add_argument("--docker-config-secret", metavar="SECRET",
-                   help="a Secret of type kubernetes.io/dockerconfigjson with the registries' credentials, "
-                        "mounted as $DOCKER_CONFIG")
+    g = _pod_registry_access(p, "containers")
+    _add_docker_config_secret(g, "")
     g.add_argument("--image-pull-secret", action="append", default=[], metavar="NAME",
                    help="a Secret of type kubernetes.io/dockerconfigjson to pull the images with (repeatable)")
 
@@ -354,14 +365,10 @@ def _register_serve(ksub: Any) -> None:
                    help="the URL clients reach the Service at, when an Ingress ends TLS (serve --public-url)")
     p.add_argument("--cpu", default="500m", help="CPU request per replica (default 500m)")
     p.add_argument("--memory", default="1Gi", help="memory request and limit per replica (default 1Gi)")
-    g = p.add_argument_group("registry access (in the pods)")
-    g.add_argument("--plain-http", action="store_true", help="the registries speak HTTP")
-    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
+    g = _pod_registry_access(p, "pods")
     g.add_argument("--ca-file", metavar="PEM", help="CA of the registries: read here, put in a ConfigMap mounted "
                    "where ocibridge looks for each registry's CA")
-    g.add_argument("--docker-config-secret", metavar="SECRET",
-                   help="a Secret of type kubernetes.io/dockerconfigjson with the registries' credentials, "
-                        "mounted as $DOCKER_CONFIG (default with --create-pull-secret: NAME-docker-config)")
+    _add_docker_config_secret(g, " (default with --create-pull-secret: NAME-docker-config)")
     g.add_argument("--no-docker-config", action="store_true", help="mount no docker config Secret")
     add_pull_secret_flags(g, pulls="IMAGE", creates="the sources' registries, mounted as $DOCKER_CONFIG")
 
