@@ -58,6 +58,19 @@ def add_transfer_flags(p: argparse.ArgumentParser, *, uploads: bool = True) -> N
     add_ranged_flags(g)
 
 
+def add_signing_key(p: argparse.ArgumentParser, key_help: str) -> argparse.ArgumentParser:
+    """REF and the private key of a command that signs (sign, attest)."""
+    p.add_argument("ref", metavar="REF")
+    p.add_argument("--key", required=True, metavar="KEY", help=key_help)
+    return p
+
+
+def add_signed_name(p: argparse.ArgumentParser, identity_help: str) -> None:
+    """The repository a signing command names (``--identity``), then the registry flags."""
+    p.add_argument("--identity", metavar="REPOSITORY", help=identity_help)
+    add_transfer_flags(p)
+
+
 def transfer_options(args: argparse.Namespace) -> api_options.TransferOptions:
     password = args.password
     if args.password_stdin:
@@ -108,6 +121,15 @@ def warn(lines: Iterable[str]) -> None:
     ``ocibridge: warning: …`` (a line that names ocibridge already is left as it is)."""
     for line in lines:
         print(one_line(line if line.startswith("ocibridge:") else f"ocibridge: {line}"), file=sys.stderr)
+
+
+def add_workload_flags(p: Any, *, extra: str, name: str, named: str, namespace_help: str) -> None:
+    """``--image``, ``--name`` and ``--namespace`` of every command that prints a workload running
+    ocibridge itself (``extra``: the image's pip extra, such as ``[serve]``; ``named``: what ``--name`` names)."""
+    p.add_argument("--image", metavar="IMAGE", help=f"image with ocibridge{extra} as its entrypoint "
+                   "(default ocibridge:VERSION; see Containerfile)")
+    p.add_argument("--name", default=name, help=f"{named} (default {name})")
+    p.add_argument("--namespace", help=namespace_help)
 
 
 def add_pull_secret_flags(p: Any, *, pulls: str, creates: str) -> None:

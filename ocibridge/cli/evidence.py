@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, emit, transfer_options
+from ocibridge.cli.common import CommandAdder, add_signed_name, add_signing_key, emit, transfer_options
 from ocibridge.core.lazy import LazyModule
 
 if TYPE_CHECKING:
@@ -26,15 +26,11 @@ def cmd_attest(args: argparse.Namespace) -> int:
 
 def register(command: CommandAdder) -> None:
     """Add ``attest``."""
-    p = command("attest", cmd_attest)
-    p.add_argument("ref", metavar="REF")
-    p.add_argument("--key", required=True, metavar="KEY",
-                   help="ECDSA P-256 private key, as sign takes it (password in $COSIGN_PASSWORD)")
+    p = add_signing_key(command("attest", cmd_attest),
+                        "ECDSA P-256 private key, as sign takes it (password in $COSIGN_PASSWORD)")
     p.add_argument("--sbom", action="store_true",
                    help="attest the model's AI-BOM (CycloneDX 1.6 ML-BOM; pip install 'ocibridge[evidence]')")
     p.add_argument("--sbom-time", metavar="RFC3339", help="the BOM's timestamp (default: none)")
     p.add_argument("--provenance", metavar="FILE",
                    help="attest this SLSA provenance v1 predicate (a JSON file, as push --provenance makes it)")
-    p.add_argument("--identity", metavar="REPOSITORY",
-                   help="repository name the statement's subject names (default: where REF is)")
-    add_transfer_flags(p)
+    add_signed_name(p, "repository name the statement's subject names (default: where REF is)")

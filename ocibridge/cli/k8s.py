@@ -18,6 +18,7 @@ from ocibridge.cli.common import (
     CommandAdder,
     add_pull_secret_flags,
     add_transfer_flags,
+    add_workload_flags,
     emit,
     transfer_options,
     warn,
@@ -45,6 +46,41 @@ def add_validate_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument("--validate", nargs="?", const="", default=None, metavar="VERSION",
                    help="check the documents offline against Kubernetes VERSION's OpenAPI schema (1.33; default "
                         "the newest known), strictly, before printing them (pip install 'ocibridge[k8s]')")
+
+
+def add_documents_flags(p: argparse.ArgumentParser, *, notes: bool = False) -> None:
+    """``--json`` and ``--validate`` of the commands that print Kubernetes documents (not a summary)."""
+    p.add_argument("--json", action="store_true",
+                   help="print the documents as a JSON List" + (" (with notes)" if notes else ""))
+    add_validate_flag(p)
+
+
+def _add_selector_flag(p: argparse.ArgumentParser) -> None:
+    """``--selector`` of the commands that print a DaemonSet (a nodeSelector)."""
+    p.add_argument("--selector", action="append", default=[], metavar="KEY=VALUE",
+                   help="only nodes with this label (nodeSelector; repeatable)")
+
+
+def _pod_registry_access(p: argparse.ArgumentParser, where: str) -> Any:
+    """The group of flags saying how ocibridge running in the cluster (``where``) reaches the registries."""
+    g = p.add_argument_group(f"registry access (in the {where})")
+    g.add_argument("--plain-http", action="store_true", help="the registries speak HTTP")
+    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
+    return g
+
+
+def _add_docker_config_secret(g: Any, default: str) -> None:
+    """``--docker-config-secret`` of those commands (``default``: what it is without the flag, said in the help)."""
+    g.add_argument("--docker-config-secret", metavar="SECRET",
+                   help="a Secret of type kubernetes.io/dockerconfigjson with the registries' credentials, "
+                        f"mounted as $DOCKER_CONFIG{default}")
+
+
+def _subcommand(ksub: Any, name: str, func: Command, help: str) -> argparse.ArgumentParser:
+    """A ``k8s`` command: its parser, with ``help`` as its description too, running ``func``."""
+    p: argparse.ArgumentParser = ksub.add_parser(name, help=help, description=help)
+    p.set_defaults(func=func)
+    return p
 
 
 def _validate(args: argparse.Namespace, done: KubernetesDocuments) -> None:
@@ -204,8 +240,7 @@ def register(command: CommandAdder) -> None:
     ksub = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
 
     def kcommand(name: str, func: Command, help: str) -> argparse.ArgumentParser:
-        p = ksub.add_parser(name, help=help, description=help)
-        p.set_defaults(func=func)
+        p = _subcommand(ksub, name, func, help)
         p.add_argument("--json", action="store_true", help="print a machine-readable summary")
         if name == "prewarm":
             p.add_argument("refs", metavar="REF", nargs="+")
@@ -249,8 +284,7 @@ def register(command: CommandAdder) -> None:
     add_verify_flags(p)
     p = kcommand("prewarm", cmd_k8s_prewarm, "print a DaemonSet that makes every selected node pull the "
                  "models (pinned by digest) ahead of the workload")
-    p.add_argument("--selector", action="append", default=[], metavar="KEY=VALUE",
-                   help="only nodes with this label (nodeSelector; repeatable)")
+    _add_selector_flag(p)
     p.add_argument("--mode", choices=("volume", "modelcar"),
                    help="image volumes of a sleeping container (default where the runtime has them) or "
                         "ModelCar images as init containers (any cluster; REF must be an image)")
@@ -270,31 +304,22 @@ def register(command: CommandAdder) -> None:
 def _register_mount_daemon(ksub: Any) -> None:
     help = ("print a DaemonSet that mounts models lazily on every node (ocibridge mount, FUSE) under a host path, "
             "and a Pod that reads one")
-    p = ksub.add_parser("mount-daemon", help=help, description=help)
-    p.set_defaults(func=cmd_k8s_mount_daemon)
+    p = _subcommand(ksub, "mount-daemon", cmd_k8s_mount_daemon, help)
     p.add_argument("refs", nargs="+", metavar="REF", help="a model (host/repo:tag or @digest), or NAME=REF: "
                    "mounted at HOST-PATH/NAME (default NAME: the repository's last part and the tag)")
-    p.add_argument("--json", action="store_true", help="print the documents as a JSON List")
-    add_validate_flag(p)
-    p.add_argument("--image", metavar="IMAGE",
-                   help="image with ocibridge[mount] as its entrypoint (default ocibridge:VERSION; see Containerfile)")
-    p.add_argument("--name", default="ocibridge-mounts", help="DaemonSet name (default ocibridge-mounts)")
-    p.add_argument("--namespace", help="namespace of the documents")
+    add_documents_flags(p)
+    add_workload_flags(p, extra="[mount]", name="ocibridge-mounts", named="DaemonSet name",
+                       namespace_help="namespace of the documents")
     p.add_argument("--host-path", default="/var/lib/ocibridge/models",
                    help="where the models appear on each node (default /var/lib/ocibridge/models)")
     p.add_argument("--cache-host-path", default="/var/cache/ocibridge",
                    help="the nodes' model cache: a restarted daemon fetches nothing again "
                         "(default /var/cache/ocibridge)")
-    p.add_argument("--selector", action="append", default=[], metavar="KEY=VALUE",
-                   help="only nodes with this label (nodeSelector; repeatable)")
+    _add_selector_flag(p)
     p.add_argument("--reader-image", default="busybox:1.36",
                    help="the image of the example Pod reading the first model")
-    g = p.add_argument_group("registry access (in the containers)")
-    g.add_argument("--plain-http", action="store_true", help="the registries speak HTTP")
-    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
-    g.add_argument("--docker-config-secret", metavar="SECRET",
-                   help="a Secret of type kubernetes.io/dockerconfigjson with the registries' credentials, "
-                        "mounted as $DOCKER_CONFIG")
+    g = _pod_registry_access(p, "containers")
+    _add_docker_config_secret(g, "")
     g.add_argument("--image-pull-secret", action="append", default=[], metavar="NAME",
                    help="a Secret of type kubernetes.io/dockerconfigjson to pull the images with (repeatable)")
 
@@ -302,8 +327,7 @@ def _register_mount_daemon(ksub: Any) -> None:
 def _register_policy(ksub: Any) -> None:
     help = ("print a Kyverno ClusterPolicy and policy-controller ClusterImagePolicies that check at admission "
             "the signatures the nodes' containers policy asks for")
-    p = ksub.add_parser("policy", help=help, description=help)
-    p.set_defaults(func=cmd_k8s_policy)
+    p = _subcommand(ksub, "policy", cmd_k8s_policy, help)
     p.add_argument("--from-policy", metavar="FILE", help="translate this containers policy.json's docker scopes")
     p.add_argument("--image", action="append", default=[], metavar="SCOPE",
                    help="a scope as policy.json writes it: host, host/namespace, host/repo[:tag], *.domain "
@@ -317,24 +341,18 @@ def _register_policy(ksub: Any) -> None:
     only.add_argument("--kyverno-only", action="store_true", help="only the Kyverno ClusterPolicy")
     only.add_argument("--policy-controller-only", action="store_true",
                       help="only the policy-controller ClusterImagePolicies")
-    p.add_argument("--json", action="store_true", help="print the documents as a JSON List (with notes)")
-    add_validate_flag(p)
+    add_documents_flags(p, notes=True)
 
 
 def _register_serve(ksub: Any) -> None:
     help = "print a Deployment, Service and cache volume running 'ocibridge serve' (the Hub's API over registries)"
-    p = ksub.add_parser("serve", help=help, description=help)
-    p.set_defaults(func=cmd_k8s_serve)
+    p = _subcommand(ksub, "serve", cmd_k8s_serve, help)
     p.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="a registry prefix (host/path), as 'ocibridge serve' takes it; searched in order")
-    p.add_argument("--json", action="store_true", help="print the documents as a JSON List")
-    add_validate_flag(p)
+    add_documents_flags(p)
     p.add_argument("--replicas", type=int, default=1, metavar="N", help="replicas behind the Service (default 1)")
-    p.add_argument("--image", metavar="IMAGE",
-                   help="image with ocibridge[serve] as its entrypoint (default ocibridge:VERSION; see Containerfile)")
-    p.add_argument("--name", default="ocibridge-serve",
-                   help="name of the Deployment and Service (default ocibridge-serve)")
-    p.add_argument("--namespace", help="namespace of every document")
+    add_workload_flags(p, extra="[serve]", name="ocibridge-serve", named="name of the Deployment and Service",
+                       namespace_help="namespace of every document")
     p.add_argument("--port", type=int, default=8080, help="port of the container and the Service (default 8080)")
     p.add_argument("--service-type", default="ClusterIP", choices=["ClusterIP", "NodePort", "LoadBalancer"],
                    help="the Service's type (default ClusterIP)")
@@ -363,14 +381,10 @@ def _register_serve(ksub: Any) -> None:
     g.add_argument("--upstream-license", action="append", metavar="ID", help="serve --upstream-license (repeatable)")
     g.add_argument("--upstream-refuse-files", action="append", metavar="GLOB",
                    help="serve --upstream-refuse-files (repeatable)")
-    g = p.add_argument_group("registry access (in the pods)")
-    g.add_argument("--plain-http", action="store_true", help="the registries speak HTTP")
-    g.add_argument("--insecure", action="store_true", help="skip TLS certificate verification")
+    g = _pod_registry_access(p, "pods")
     g.add_argument("--ca-file", metavar="PEM", help="CA of the registries: read here, put in a ConfigMap mounted "
                    "where ocibridge looks for each registry's CA")
-    g.add_argument("--docker-config-secret", metavar="SECRET",
-                   help="a Secret of type kubernetes.io/dockerconfigjson with the registries' credentials, "
-                        "mounted as $DOCKER_CONFIG (default with --create-pull-secret: NAME-docker-config)")
+    _add_docker_config_secret(g, " (default with --create-pull-secret: NAME-docker-config)")
     g.add_argument("--no-docker-config", action="store_true", help="mount no docker config Secret")
     add_pull_secret_flags(g, pulls="IMAGE", creates="the sources' registries, mounted as $DOCKER_CONFIG")
 

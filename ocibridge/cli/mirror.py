@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from ocibridge.cli.common import CommandAdder, add_pull_secret_flags, emit, warn
+from ocibridge.cli.common import CommandAdder, add_pull_secret_flags, add_workload_flags, emit, warn
 from ocibridge.cli.signing import add_policy_flag
 from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import OcibridgeError, UsageError
@@ -45,10 +45,8 @@ def register(command: CommandAdder) -> None:
     g = p.add_argument_group("Kubernetes Job (with --emit k8s-job)")
     g.add_argument("--shards", type=int, metavar="N", help="shards, one pod each (completions)")
     g.add_argument("--parallelism", type=int, metavar="P", help="pods at once (default: N)")
-    g.add_argument("--image", default=None, metavar="IMAGE",
-                   help="image with ocibridge as its entrypoint (default ocibridge:VERSION; see Containerfile)")
-    g.add_argument("--name", default="ocibridge-mirror", help="Job name (default ocibridge-mirror)")
-    g.add_argument("--namespace", help="namespace of the Job and ConfigMap")
+    add_workload_flags(g, extra="", name="ocibridge-mirror", named="Job name",
+                       namespace_help="namespace of the Job and ConfigMap")
     g.add_argument("--configmap", metavar="NAME", help="ConfigMap holding the job file (default NAME-job)")
     g.add_argument("--docker-config-secret", metavar="SECRET",
                    help="Secret of type kubernetes.io/dockerconfigjson with the registry credentials "

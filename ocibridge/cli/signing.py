@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ocibridge.cli.args import key_values
-from ocibridge.cli.common import CommandAdder, add_transfer_flags, transfer_options
+from ocibridge.cli.common import (
+    CommandAdder,
+    add_signed_name,
+    add_signing_key,
+    add_transfer_flags,
+    transfer_options,
+)
 from ocibridge.core.lazy import LazyModule
 from ocibridge.core.terminal import one_line, printable
 from ocibridge.errors import OcibridgeError
@@ -44,22 +50,9 @@ def policy_from_args(args: argparse.Namespace) -> Verification | None:
     return policy_api.verification(args.verify_key, args.policy)
 
 
-def _keyed(p: argparse.ArgumentParser, key_help: str) -> argparse.ArgumentParser:
-    """REF and the private key of a command that signs (sign, attest)."""
-    p.add_argument("ref", metavar="REF")
-    p.add_argument("--key", required=True, metavar="KEY", help=key_help)
-    return p
-
-
-def _named_as(p: argparse.ArgumentParser, identity_help: str) -> None:
-    """The repository a signing command names (``--identity``), then the registry flags."""
-    p.add_argument("--identity", metavar="REPOSITORY", help=identity_help)
-    add_transfer_flags(p)
-
-
 def register(command: CommandAdder) -> None:
     """Add ``sign``, ``verify-dir`` and ``verify`` (``attest`` is cli/evidence.py's)."""
-    p = _keyed(command("sign", cmd_sign),
+    p = add_signing_key(command("sign", cmd_sign),
                "ECDSA P-256 private key: PEM, or a cosign key file (password in $COSIGN_PASSWORD)")
     p.add_argument("--form", choices=signing_api.SIGN_FORM_CHOICES, default="both",
                    help="classic (.sig tag), bundle (OCI 1.1 referrer), both (default), oms (OpenSSF "
@@ -71,7 +64,7 @@ def register(command: CommandAdder) -> None:
                         "read every file)")
     p.add_argument("--oms-shard-size", type=int, metavar="BYTES", default=None,
                    help="OMS form: hash each file in shards of BYTES (the spec's default is 1000000000)")
-    _named_as(p, "repository name to sign as (default: where REF is)")
+    add_signed_name(p, "repository name to sign as (default: where REF is)")
 
     p = command("verify-dir", cmd_verify_dir)
     p.add_argument("dir", metavar="DIR", help="the model: a directory, or the one file of a single-file model")

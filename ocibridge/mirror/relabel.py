@@ -38,8 +38,8 @@ def _prefixes(to: Family) -> tuple[dict[str, str], dict[str, str]]:
     media, keys = {}, {}
     for family in Family:
         if family is not to:
-            media[f"application/vnd.{family.value}.model."] = f"application/vnd.{to.value}.model."
-            keys[f"org.{family.value}.model."] = f"org.{to.value}.model."
+            media[family.media_prefix] = to.media_prefix
+            keys[family.key_prefix] = to.key_prefix
     return media, keys
 
 

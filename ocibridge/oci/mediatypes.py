@@ -41,28 +41,38 @@ class Family(str, Enum):
     CNCF = "cncf"
 
     @property
+    def media_prefix(self) -> str:
+        """``application/vnd.<family>.model.``: the start of every media type the family names."""
+        return f"application/vnd.{self.value}.model."
+
+    @property
+    def key_prefix(self) -> str:
+        """``org.<family>.model.``: the start of every annotation key the family names."""
+        return f"org.{self.value}.model."
+
+    @property
     def artifact_type(self) -> str:
-        return f"application/vnd.{self.value}.model.manifest.v1+json"
+        return self.media_prefix + "manifest.v1+json"
 
     @property
     def config_media_type(self) -> str:
-        return f"application/vnd.{self.value}.model.config.v1+json"
+        return self.media_prefix + "config.v1+json"
 
     @property
     def filepath_key(self) -> str:
-        return f"org.{self.value}.model.filepath"
+        return self.annotation("filepath")
 
     @property
     def metadata_key(self) -> str:
-        return f"org.{self.value}.model.file.metadata+json"
+        return self.annotation("file.metadata+json")
 
     @property
     def untested_key(self) -> str:
-        return f"org.{self.value}.model.file.mediatype.untested"
+        return self.annotation("file.mediatype.untested")
 
     def annotation(self, name: str) -> str:
         """A family-scoped annotation key such as ``org.cnai.model.carton.hash``."""
-        return f"org.{self.value}.model.{name}"
+        return self.key_prefix + name
 
 
 class Kind(str, Enum):
@@ -103,7 +113,7 @@ class LayerType:
 
 def layer_media_type(kind: Kind, variant: Variant, family: Family = Family.CNAI) -> str:
     """``application/vnd.<family>.model.<kind>.v1.<variant>``."""
-    return f"application/vnd.{family.value}.model.{kind.value}.v1.{variant.value}"
+    return f"{family.media_prefix}{kind.value}.v1.{variant.value}"
 
 
 #: file formats older writers put where the variant goes (Docker Model Runner's
@@ -118,7 +128,7 @@ def parse_layer_media_type(media_type: str) -> LayerType | None:
     means raw, and the format-named raw types of :data:`FORMAT_NAMED_RAW`.
     """
     for family in Family:
-        prefix = f"application/vnd.{family.value}.model."
+        prefix = family.media_prefix
         if not media_type.startswith(prefix):
             continue
         rest = media_type[len(prefix):]
