@@ -44,7 +44,7 @@ class HostileRegistry:
 
         self.paths: list[str] = []
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property
