@@ -27,6 +27,7 @@ from support.registry import RegistryProcess, registry_binary
 
 from ocibridge.hubserver.reading.catalog import Catalog
 from ocibridge.hubserver.reading.sources import parse_sources
+from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
 from ocibridge.hubserver.server import ServerSettings as ServeOptions
 from ocibridge.hubserver.server import build_app, server
 
@@ -82,7 +83,7 @@ def serving(sources: list[str], *, default_tag: str = "latest", tokens: tuple[st
             public_url: str | None = None, publish: Any = None) -> Iterator[Served]:
     catalog = Catalog(parse_sources(sources), default_tag=default_tag, verify=verify)
     options = ServeOptions(tokens=tokens, page=page, access_log=False, xet_min=xet_min, public_url=public_url,
-                           publish=publish)
+                           publish=publish, lease=LeaseTimes.from_env())  # the suite's short settle: conftest.py
     app = build_app(catalog, options)
     seen: list[tuple[str, str]] = []
 
