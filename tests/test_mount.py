@@ -14,7 +14,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mounting import OCIBRIDGE, Mount, blob_bytes, digests, listing, mount_env, run
@@ -248,27 +250,64 @@ def test_checking_a_large_file_read_whole_is_no_stall(registry, tmp_path):
     assert "(EIO)" not in log.read_text()
 
 
-def test_the_default_read_timeout_is_30_seconds(model, fault_proxy, tmp_path):
-    """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s."""
-    repo, pulled = model
-    ref = f"{fault_proxy.host}/{repo}:v1"
-    env = mount_env(tmp_path)
-    never = threading.Event()
-    fault_proxy.add("GET", f"/blobs/{_digest_of(ref, 'weights.bin', env)}", hold(never), times=None)
-    log = tmp_path / "mount.log"
-    try:
-        with Mount(ref, tmp_path / "mnt", env, log) as m:
-            started = time.monotonic()
-            with pytest.raises(OSError) as caught:
-                (m.where / "weights.bin").read_bytes()
-            took = time.monotonic() - started
-            assert caught.value.errno == errno.EIO and 30 <= took < 31.5, took
-            assert (m.where / "config.json").read_bytes() == (pulled / "config.json").read_bytes()
-            fault_proxy.clear()
+DEFAULT_TIMEOUT_TEST = "test_the_default_read_timeout_is_30_seconds"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def default_timeout_read(request, tmp_path_factory) -> Iterator[dict[str, Any] | None]:
+    """The read of :func:`test_the_default_read_timeout_is_30_seconds`, which waits 30 s for a
+    registry that never answers, starts with the module in a thread of its own (its own proxy,
+    mount and cache): the module's other tests run while it waits, and the test asserts what it
+    saw. What it saw: the error and seconds of the read, config.json read after, the log."""
+    if not any(item.name == DEFAULT_TIMEOUT_TEST for item in request.session.items):
+        yield None
+        return
+    repo, _ = request.getfixturevalue("model")
+    base = tmp_path_factory.mktemp("default-timeout")
+    env, log, never, seen = mount_env(base), base / "mount.log", threading.Event(), {}
+    with FaultProxy(request.getfixturevalue("registry")) as proxy:
+        ref = f"{proxy.host}/{repo}:v1"
+        proxy.add("GET", f"/blobs/{_digest_of(ref, 'weights.bin', env)}", hold(never), times=None)
+
+        def read() -> None:
+            try:
+                with Mount(ref, base / "mnt", env, log) as m:
+                    started = time.monotonic()
+                    try:
+                        (m.where / "weights.bin").read_bytes()
+                    except OSError as e:
+                        seen["error"] = e
+                    seen["took"] = time.monotonic() - started
+                    seen["config.json"] = (m.where / "config.json").read_bytes()
+                    proxy.clear()
+                    never.set()
+            except BaseException as e:  # noqa: BLE001 - the test shows it
+                seen["failure"] = e
+            finally:
+                never.set()
+                seen["log"] = log.read_text() if log.exists() else ""
+
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+        seen["thread"] = thread
+        try:
+            yield seen
+        finally:
             never.set()
-    finally:
-        never.set()
-    assert "weights.bin: " in log.read_text() and ": no answer for 30 s: the read gives up (EIO)" in log.read_text()
+            thread.join(timeout=120)
+
+
+def test_the_default_read_timeout_is_30_seconds(default_timeout_read, model):
+    """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s (the
+    read began with the module: :func:`default_timeout_read`)."""
+    _, pulled = model
+    seen = default_timeout_read
+    seen["thread"].join(timeout=120)
+    assert "failure" not in seen, seen["failure"]
+    error, took = seen.get("error"), seen["took"]
+    assert isinstance(error, OSError) and error.errno == errno.EIO and 30 <= took < 31.5, (error, took)
+    assert seen["config.json"] == (pulled / "config.json").read_bytes()
+    assert "weights.bin: " in seen["log"] and ": no answer for 30 s: the read gives up (EIO)" in seen["log"]
 
 
 @pytest.mark.parametrize("given", ["0", "-1", "nan", "inf"])
