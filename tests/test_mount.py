@@ -7,19 +7,26 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mounting import OCIBRIDGE, Mount, blob_bytes, digests, listing, mount_env, run
+from mounting import (
+    OCIBRIDGE,
+    Mount,
+    blob_bytes,
+    default_timeout_read,  # noqa: F401 - autouse: the 30 s read runs beside the module's tests
+    digest_of,
+    digests,
+    listing,
+    mount_env,
+    run,
+)
 from serving import make_model
 from support.faultproxy import FaultProxy, corrupt, hold, throttle
 from support.fixtures import new_repo
@@ -148,17 +155,12 @@ def test_a_second_mount_and_a_path_after_it_send_no_blob_byte(model, proxy, tmp_
     assert blob_bytes(proxy) - again == 0
 
 
-def _digest_of(ref: str, path: str, env: dict[str, str]) -> str:
-    shown = json.loads(run(["inspect", ref, "--json"], env).stdout)
-    return next(layer["digest"] for layer in shown["layers"] if layer["path"] == path)
-
-
 @pytest.mark.parametrize("path", ["weights.bin", "extra.bin"])  # read by chunks (a table), read whole
 def test_a_tampered_blob_is_eio_and_a_line_naming_the_file(model, fault_proxy, tmp_path, path):
     repo, pulled = model
     ref = f"{fault_proxy.host}/{repo}:v1"
     env = mount_env(tmp_path)
-    digest = _digest_of(ref, path, env)
+    digest = digest_of(ref, path, env)
     fault_proxy.add("GET", f"/blobs/{digest}", corrupt(offset=100), times=None)  # other bytes, every time
     log = tmp_path / "mount.log"
     with Mount(ref, tmp_path / "mnt", env, log) as m:
@@ -182,7 +184,7 @@ def test_a_blob_the_registry_never_answers_is_eio_within_the_read_timeout(model,
     repo, pulled = model
     ref = f"{fault_proxy.host}/{repo}:v1"
     env = mount_env(tmp_path)
-    digest = _digest_of(ref, path, env)
+    digest = digest_of(ref, path, env)
     never = threading.Event()
     fault_proxy.add("GET", f"/blobs/{digest}", hold(never), times=None)  # every request, never answered
     log = tmp_path / "mount.log"
@@ -221,7 +223,7 @@ def test_a_slow_registry_that_keeps_sending_is_waited_for(model, fault_proxy, tm
     repo, pulled = model
     ref = f"{fault_proxy.host}/{repo}:v1"
     env = mount_env(tmp_path)
-    fault_proxy.add("GET", f"/blobs/{_digest_of(ref, path, env)}", throttle(rate), times=None)
+    fault_proxy.add("GET", f"/blobs/{digest_of(ref, path, env)}", throttle(rate), times=None)
     log = tmp_path / "mount.log"
     with Mount(ref, tmp_path / "mnt", env, log, "--read-timeout", "1") as m, open(m.where / path, "rb") as f:
         started = time.monotonic()
@@ -250,54 +252,7 @@ def test_checking_a_large_file_read_whole_is_no_stall(registry, tmp_path):
     assert "(EIO)" not in log.read_text()
 
 
-DEFAULT_TIMEOUT_TEST = "test_the_default_read_timeout_is_30_seconds"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def default_timeout_read(request, tmp_path_factory) -> Iterator[dict[str, Any] | None]:
-    """The read of :func:`test_the_default_read_timeout_is_30_seconds`, which waits 30 s for a
-    registry that never answers, starts with the module in a thread of its own (its own proxy,
-    mount and cache): the module's other tests run while it waits, and the test asserts what it
-    saw. What it saw: the error and seconds of the read, config.json read after, the log."""
-    if not any(item.name == DEFAULT_TIMEOUT_TEST for item in request.session.items):
-        yield None
-        return
-    repo, _ = request.getfixturevalue("model")
-    base = tmp_path_factory.mktemp("default-timeout")
-    env, log, never, seen = mount_env(base), base / "mount.log", threading.Event(), {}
-    with FaultProxy(request.getfixturevalue("registry")) as proxy:
-        ref = f"{proxy.host}/{repo}:v1"
-        proxy.add("GET", f"/blobs/{_digest_of(ref, 'weights.bin', env)}", hold(never), times=None)
-
-        def read() -> None:
-            try:
-                with Mount(ref, base / "mnt", env, log) as m:
-                    started = time.monotonic()
-                    try:
-                        (m.where / "weights.bin").read_bytes()
-                    except OSError as e:
-                        seen["error"] = e
-                    seen["took"] = time.monotonic() - started
-                    seen["config.json"] = (m.where / "config.json").read_bytes()
-                    proxy.clear()
-                    never.set()
-            except BaseException as e:  # noqa: BLE001 - the test shows it
-                seen["failure"] = e
-            finally:
-                never.set()
-                seen["log"] = log.read_text() if log.exists() else ""
-
-        thread = threading.Thread(target=read, daemon=True)
-        thread.start()
-        seen["thread"] = thread
-        try:
-            yield seen
-        finally:
-            never.set()
-            thread.join(timeout=120)
-
-
-def test_the_default_read_timeout_is_30_seconds(default_timeout_read, model):
+def test_the_default_read_timeout_is_30_seconds(default_timeout_read, model):  # noqa: F811
     """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s (the
     read began with the module: :func:`default_timeout_read`)."""
     _, pulled = model
