@@ -25,6 +25,11 @@ from support.fixtures import (  # noqa: F401
 # a cache root too, and it is never the user's: each test then sets its own (_own_pull_cache).
 os.environ["OCIBRIDGE_CACHE"] = tempfile.mkdtemp(prefix="ocibridge-tests-cache-")
 atexit.register(shutil.rmtree, os.environ["OCIBRIDGE_CACHE"], True)
+# A serve that writes takes the writer lease at its first write: it writes the lease, waits
+# ``settle`` (1 s by default) and reads it back. Every serve of the suite (in this process:
+# serving.py; or a process, which inherits the variable) waits 0.2 s, as the lease tests do:
+# one registry on loopback lands each write at once. The tests of the lease set their own times.
+os.environ.setdefault("OCIBRIDGE_SERVE_LEASE_SETTLE", "0.2")
 
 
 @pytest.fixture(autouse=True)

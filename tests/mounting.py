@@ -4,11 +4,19 @@ user runs it), each with its own model cache and policy file, and the trees comp
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
+from support.faultproxy import FaultProxy, hold
 
 from ocibridge.lazymount.table import is_mounted
 
@@ -90,3 +98,56 @@ def digests(root: Path) -> dict[str, str]:
 def blob_bytes(proxy: object, digest: str = "") -> int:
     """Blob bytes the registry sent through ``proxy`` (of one blob, or of all)."""
     return sum(r.response_bytes for r in proxy.requests_matching("GET", f"/blobs/{digest}"))  # type: ignore[attr-defined]
+
+
+def digest_of(ref: str, path: str, env: dict[str, str]) -> str:
+    """The digest of the layer that holds ``path`` in ``ref`` (as ``ocibridge inspect`` shows it)."""
+    shown = json.loads(run(["inspect", ref, "--json"], env).stdout)
+    return next(layer["digest"] for layer in shown["layers"] if layer["path"] == path)
+
+
+DEFAULT_TIMEOUT_TEST = "test_the_default_read_timeout_is_30_seconds"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def default_timeout_read(request, tmp_path_factory) -> Iterator[dict[str, Any] | None]:
+    """The read of :func:`test_the_default_read_timeout_is_30_seconds`, which waits 30 s for a
+    registry that never answers, starts with the module in a thread of its own (its own proxy,
+    mount and cache): the module's other tests run while it waits, and the test asserts what it
+    saw. What it saw: the error and seconds of the read, config.json read after, the log."""
+    if not any(item.name == DEFAULT_TIMEOUT_TEST for item in request.session.items):
+        yield None
+        return
+    repo, _ = request.getfixturevalue("model")
+    base = tmp_path_factory.mktemp("default-timeout")
+    env, log, never, seen = mount_env(base), base / "mount.log", threading.Event(), {}
+    with FaultProxy(request.getfixturevalue("registry")) as proxy:
+        ref = f"{proxy.host}/{repo}:v1"
+        proxy.add("GET", f"/blobs/{digest_of(ref, 'weights.bin', env)}", hold(never), times=None)
+
+        def read() -> None:
+            try:
+                with Mount(ref, base / "mnt", env, log) as m:
+                    started = time.monotonic()
+                    try:
+                        (m.where / "weights.bin").read_bytes()
+                    except OSError as e:
+                        seen["error"] = e
+                    seen["took"] = time.monotonic() - started
+                    seen["config.json"] = (m.where / "config.json").read_bytes()
+                    proxy.clear()
+                    never.set()
+            except BaseException as e:  # noqa: BLE001 - the test shows it
+                seen["failure"] = e
+            finally:
+                never.set()
+                seen["log"] = log.read_text() if log.exists() else ""
+
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+        seen["thread"] = thread
+        try:
+            yield seen
+        finally:
+            never.set()
+            thread.join(timeout=120)

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from support.registry import RegistryProcess, registry_binary
 
 from ocibridge.hubserver.reading.catalog import Catalog
 from ocibridge.hubserver.reading.sources import parse_sources
+from ocibridge.hubserver.replicas.leasetimes import LeaseTimes
 from ocibridge.hubserver.server import ServerSettings as ServeOptions
 from ocibridge.hubserver.server import build_app, server
 
@@ -81,7 +83,7 @@ def serving(sources: list[str], *, default_tag: str = "latest", tokens: tuple[st
             public_url: str | None = None, publish: Any = None) -> Iterator[Served]:
     catalog = Catalog(parse_sources(sources), default_tag=default_tag, verify=verify)
     options = ServeOptions(tokens=tokens, page=page, access_log=False, xet_min=xet_min, public_url=public_url,
-                           publish=publish)
+                           publish=publish, lease=LeaseTimes.from_env())  # the suite's short settle: conftest.py
     app = build_app(catalog, options)
     seen: list[tuple[str, str]] = []
 
@@ -132,6 +134,22 @@ def point_hub_at(monkeypatch: pytest.MonkeyPatch, url: str, hub: Path, *, xet: b
     hub_module = sys.modules.get("transformers.utils.hub")
     if hub_module is not None and hasattr(hub_module, "_hf_api"):
         monkeypatch.setattr(hub_module, "_hf_api", None)
+
+
+def hub_retries_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """huggingface_hub, in this process, retries as it does but pauses at most 0.05 s between
+    tries: a 503 with serve's Retry-After (5 s) costs 6 s before each of its 5 retries, 30 s where
+    a test asserts only the 503 it ends with; a download cut mid-body, 1 s per resume. For tests
+    whose server stays as it is while the client retries (none waits for it to change)."""
+    from huggingface_hub import file_download
+    from huggingface_hub.utils import _http
+
+    def short_sleep(seconds: float) -> None:
+        time.sleep(min(seconds, 0.05))
+
+    clock = types.SimpleNamespace(**{**vars(time), "sleep": short_sleep})
+    monkeypatch.setattr(_http, "time", clock)
+    monkeypatch.setattr(file_download, "time", clock)
 
 
 def stop(proc: subprocess.Popen[bytes], seconds: float = 40) -> None:

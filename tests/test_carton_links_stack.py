@@ -59,7 +59,7 @@ class Flaky:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         if tls is not None:
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         scheme = "https" if tls else "http"
         self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}/w"
 

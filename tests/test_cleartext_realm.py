@@ -51,7 +51,7 @@ class _Server:
         self.server = http.server.ThreadingHTTPServer((bind, 0), _Handler)
         if tls is not None:
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     @property
     def host(self) -> str:

@@ -119,7 +119,7 @@ class _TagServer:
                 self.wfile.write(payload)
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         self.host = f"127.0.0.1:{self.server.server_address[1]}"
 
     def close(self) -> None:

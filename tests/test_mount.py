@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -17,7 +16,17 @@ import time
 from pathlib import Path
 
 import pytest
-from mounting import OCIBRIDGE, Mount, blob_bytes, digests, listing, mount_env, run
+from mounting import (
+    OCIBRIDGE,
+    Mount,
+    blob_bytes,
+    default_timeout_read,  # noqa: F401 - autouse: the 30 s read runs beside the module's tests
+    digest_of,
+    digests,
+    listing,
+    mount_env,
+    run,
+)
 from serving import make_model
 from support.faultproxy import FaultProxy, corrupt, hold, throttle
 from support.fixtures import new_repo
@@ -146,17 +155,12 @@ def test_a_second_mount_and_a_path_after_it_send_no_blob_byte(model, proxy, tmp_
     assert blob_bytes(proxy) - again == 0
 
 
-def _digest_of(ref: str, path: str, env: dict[str, str]) -> str:
-    shown = json.loads(run(["inspect", ref, "--json"], env).stdout)
-    return next(layer["digest"] for layer in shown["layers"] if layer["path"] == path)
-
-
 @pytest.mark.parametrize("path", ["weights.bin", "extra.bin"])  # read by chunks (a table), read whole
 def test_a_tampered_blob_is_eio_and_a_line_naming_the_file(model, fault_proxy, tmp_path, path):
     repo, pulled = model
     ref = f"{fault_proxy.host}/{repo}:v1"
     env = mount_env(tmp_path)
-    digest = _digest_of(ref, path, env)
+    digest = digest_of(ref, path, env)
     fault_proxy.add("GET", f"/blobs/{digest}", corrupt(offset=100), times=None)  # other bytes, every time
     log = tmp_path / "mount.log"
     with Mount(ref, tmp_path / "mnt", env, log) as m:
@@ -180,7 +184,7 @@ def test_a_blob_the_registry_never_answers_is_eio_within_the_read_timeout(model,
     repo, pulled = model
     ref = f"{fault_proxy.host}/{repo}:v1"
     env = mount_env(tmp_path)
-    digest = _digest_of(ref, path, env)
+    digest = digest_of(ref, path, env)
     never = threading.Event()
     fault_proxy.add("GET", f"/blobs/{digest}", hold(never), times=None)  # every request, never answered
     log = tmp_path / "mount.log"
@@ -219,7 +223,7 @@ def test_a_slow_registry_that_keeps_sending_is_waited_for(model, fault_proxy, tm
     repo, pulled = model
     ref = f"{fault_proxy.host}/{repo}:v1"
     env = mount_env(tmp_path)
-    fault_proxy.add("GET", f"/blobs/{_digest_of(ref, path, env)}", throttle(rate), times=None)
+    fault_proxy.add("GET", f"/blobs/{digest_of(ref, path, env)}", throttle(rate), times=None)
     log = tmp_path / "mount.log"
     with Mount(ref, tmp_path / "mnt", env, log, "--read-timeout", "1") as m, open(m.where / path, "rb") as f:
         started = time.monotonic()
@@ -248,27 +252,17 @@ def test_checking_a_large_file_read_whole_is_no_stall(registry, tmp_path):
     assert "(EIO)" not in log.read_text()
 
 
-def test_the_default_read_timeout_is_30_seconds(model, fault_proxy, tmp_path):
-    """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s."""
-    repo, pulled = model
-    ref = f"{fault_proxy.host}/{repo}:v1"
-    env = mount_env(tmp_path)
-    never = threading.Event()
-    fault_proxy.add("GET", f"/blobs/{_digest_of(ref, 'weights.bin', env)}", hold(never), times=None)
-    log = tmp_path / "mount.log"
-    try:
-        with Mount(ref, tmp_path / "mnt", env, log) as m:
-            started = time.monotonic()
-            with pytest.raises(OSError) as caught:
-                (m.where / "weights.bin").read_bytes()
-            took = time.monotonic() - started
-            assert caught.value.errno == errno.EIO and 30 <= took < 31.5, took
-            assert (m.where / "config.json").read_bytes() == (pulled / "config.json").read_bytes()
-            fault_proxy.clear()
-            never.set()
-    finally:
-        never.set()
-    assert "weights.bin: " in log.read_text() and ": no answer for 30 s: the read gives up (EIO)" in log.read_text()
+def test_the_default_read_timeout_is_30_seconds(default_timeout_read, model):  # noqa: F811
+    """Without ``--read-timeout``, a read the registry never answers is EIO after 30 s (the
+    read began with the module: :func:`default_timeout_read`)."""
+    _, pulled = model
+    seen = default_timeout_read
+    seen["thread"].join(timeout=120)
+    assert "failure" not in seen, seen["failure"]
+    error, took = seen.get("error"), seen["took"]
+    assert isinstance(error, OSError) and error.errno == errno.EIO and 30 <= took < 31.5, (error, took)
+    assert seen["config.json"] == (pulled / "config.json").read_bytes()
+    assert "weights.bin: " in seen["log"] and ": no answer for 30 s: the read gives up (EIO)" in seen["log"]
 
 
 @pytest.mark.parametrize("given", ["0", "-1", "nan", "inf"])

@@ -325,7 +325,7 @@ class _Recorder(ThreadingHTTPServer):
 
 def _serve(handler) -> tuple[_Recorder, int]:
     server = _Recorder(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server, server.server_address[1]
 
 

@@ -21,7 +21,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
-from serving import Served, point_hub_at, serving
+from serving import Served, hub_retries_at_once, point_hub_at, serving
 from support.faultproxy import FaultProxy, status
 
 from ocibridge.hubserver.access import Denied
@@ -85,8 +85,10 @@ def outage(registry) -> Iterator[Outage]:
 def lfs_only(monkeypatch: pytest.MonkeyPatch, outage: Outage, tmp_path: Path) -> None:
     point_hub_at(monkeypatch, outage.served.url, tmp_path / "hub")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_XET", True)
-    # huggingface_hub's downloads wait Retry-After (and 1 s) 5 times before they give up: 1 s, not serve's 5
+    # huggingface_hub's downloads wait Retry-After (and 1 s) 5 times before they give up: 1 s, not serve's 5,
+    # and its waits here are short (the outage lasts while it retries)
     monkeypatch.setattr(refsrecord, "RETRY_AFTER", 1)
+    hub_retries_at_once(monkeypatch)
 
 
 def refused_for_now(answer: httpx.Response) -> None:

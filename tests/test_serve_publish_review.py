@@ -5,6 +5,7 @@ serve runs in-process (tests/serving.py) over the real registry, writing commits
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -14,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from serving import Served, serving
+from support.fixtures import new_repo
 
 from ocibridge.hubserver.writes.publishing import Publishing
 
@@ -46,15 +48,31 @@ def files(s: Served, repo: str, branch: str = "main") -> list[str]:
     return sorted(entry["path"] for entry in answer.json())
 
 
-@pytest.fixture
-def served(registry: Any, unique_repo: str) -> Iterator[Served]:
-    with serving([f"{registry.host}/{unique_repo}"], tokens=TOKENS,
-                 publish=Publishing()) as s:
+@contextlib.contextmanager
+def serving_two_repositories(registry: Any) -> Iterator[Served]:
+    """serve over a fresh prefix, acme/m (alice's) and beta/m (bob's) made, each with a README."""
+    with serving([f"{registry.host}/{new_repo()}"], tokens=TOKENS, publish=Publishing()) as s:
         for org, token in (("acme", "alice"), ("beta", "bob")):
             made = httpx.post(f"{s.url}/api/repos/create", json={"name": "m", "organization": org},
                               headers=auth(token))
             assert made.status_code == 200, made.text
             assert commit(s, f"{org}/m", token, HEADER + inline("README.md")).status_code == 200
+        yield s
+
+
+@pytest.fixture
+def served(registry: Any) -> Iterator[Served]:
+    """Its own serve and repositories: for a test that changes them."""
+    with serving_two_repositories(registry) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def refusing(registry: Any) -> Iterator[Served]:
+    """One serve and its repositories for the module's tests of refused writes (each asserts that
+    acme/m is as made: a write taken shows in the test that let it through): making them per test
+    was 1.3 s of each of 23 tests."""
+    with serving_two_repositories(registry) as s:
         yield s
 
 
@@ -133,36 +151,36 @@ DEEP = b"[" * 200_000 + b"]" * 200_000  # within the 2 MiB a body may be; deeper
     # a ref that names no branch is main's, as a batch without one
     ("/acme/m.git/info/lfs/objects/batch", b'{"operation": "upload", "objects": [], "ref": {"name": 5}}', 200),
 ])
-def test_malformed_bodies_are_answered_not_a_500(served, route, body, status):
+def test_malformed_bodies_are_answered_not_a_500(refusing, route, body, status):
     """JSON nested deeper than the parser recurses (a RecursionError, no ValueError: a 500 and a
     traceback before) is the Hub's 400; a ref name that is no string is main; nothing changed."""
-    answer = httpx.post(served.url + route, content=body, headers=auth("alice"), timeout=60)
+    answer = httpx.post(refusing.url + route, content=body, headers=auth("alice"), timeout=60)
     assert answer.status_code == status, answer.text
     assert status == 200 or "error" in answer.json()
-    assert files(served, "acme/m") == [".gitattributes", "README.md"]
+    assert files(refusing, "acme/m") == [".gitattributes", "README.md"]
 
 
 @pytest.mark.parametrize("path", [".git/hooks/post-checkout", "sub/.git/config", ".cache/huggingface/x.metadata",
                                   "line\nbreak.txt", "tab\there", "bell\x07", "del\x7f"])
-def test_paths_a_download_must_not_write_are_refused(served, path):
+def test_paths_a_download_must_not_write_are_refused(refusing, path):
     """What huggingface_hub refuses before it sends (a .git or .cache folder: a download into a
     checkout would write its hooks) and control characters: refused by serve too, as raw HTTP
     sends them; the branch stays where it was."""
-    answer = commit(served, "acme/m", "alice", HEADER + inline(path))
+    answer = commit(refusing, "acme/m", "alice", HEADER + inline(path))
     assert answer.status_code == 400 and "Invalid path" in answer.json()["error"], answer.text
-    assert files(served, "acme/m") == [".gitattributes", "README.md"]
+    assert files(refusing, "acme/m") == [".gitattributes", "README.md"]
 
 
 @pytest.mark.parametrize(("first", "second"), [("readme.md", None), ("Model.bin", "model.bin"),
                                                ("caf\u00e9.txt", "cafe\u0301.txt"), ("Sub/a", "sub/b"),
                                                ("SUB", "sub/x")])
-def test_paths_one_file_on_macos_and_windows_are_refused(served, first, second):
+def test_paths_one_file_on_macos_and_windows_are_refused(refusing, first, second):
     """Two paths that differ only in case or Unicode normalisation (against the branch, or in
     one commit) would be one file where most users download: the commit is refused."""
     body = HEADER + inline(first) + (inline(second) if second else b"")
-    answer = commit(served, "acme/m", "alice", body)
+    answer = commit(refusing, "acme/m", "alice", body)
     assert answer.status_code == 400 and "differ only in case" in answer.json()["error"], answer.text
-    assert files(served, "acme/m") == [".gitattributes", "README.md"]
+    assert files(refusing, "acme/m") == [".gitattributes", "README.md"]
 
 
 def test_two_creates_of_one_branch_at_once_are_one_200_and_one_409(served, monkeypatch):
@@ -254,17 +272,17 @@ def test_a_shard_costs_work_in_proportion_to_what_it_names_once(served):
 
 
 @pytest.mark.parametrize("path", ["a/" * 500_000 + "x", "a/" * 2000 + "x", "n" * 256])
-def test_a_path_too_long_to_write_is_refused_at_once(served, path):
+def test_a_path_too_long_to_write_is_refused_at_once(refusing, path):
     """A 1 MB path of 500,000 folders made the file-and-folder check of the tree quadratic
     (minutes of CPU for one request); one of 4001 bytes, or a name of 256, was a 500 (the file
     system's ENAMETOOLONG where serve links the commit). At most 1024 bytes, 255 a name: 400."""
     import time
 
     began = time.monotonic()
-    answer = commit(served, "acme/m", "alice", HEADER + inline(path))
+    answer = commit(refusing, "acme/m", "alice", HEADER + inline(path))
     assert answer.status_code == 400 and "longer than" in answer.json()["error"], answer.text[:300]
     assert time.monotonic() - began < 10
-    assert files(served, "acme/m") == [".gitattributes", "README.md"]
+    assert files(refusing, "acme/m") == [".gitattributes", "README.md"]
 
 
 def test_a_long_path_within_the_limits_is_committed(served):
@@ -297,19 +315,19 @@ def test_a_chunk_whose_lz4_frame_holds_more_than_its_header_says_is_never_expand
     assert xetformat.decompress(1, lz4.frame.compress(data), len(data)) == data
 
 
-def test_a_commit_id_is_no_branch_to_commit_to_or_create(served):
+def test_a_commit_id_is_no_branch_to_commit_to_or_create(refusing):
     """A commit to revision=<a commit id> was taken: its manifest went under a registry tag named
     by that id, which no reader of the id ever sees (a commit id resolves to its commit first)
     and which list_repo_refs then showed as a tag. The Hub's 400 now, as for a branch so named."""
-    head = httpx.get(f"{served.url}/api/models/acme/m", headers=auth("reader")).json()["sha"]
+    head = httpx.get(f"{refusing.url}/api/models/acme/m", headers=auth("reader")).json()["sha"]
     for revision in (head, head.upper(), "a" * 40):
-        answer = commit(served, "acme/m", "alice", HEADER + inline("x.txt"), branch=revision)
+        answer = commit(refusing, "acme/m", "alice", HEADER + inline("x.txt"), branch=revision)
         assert answer.status_code == 400 and "commit id" in answer.json()["error"], answer.text
-    made = httpx.post(f"{served.url}/api/models/acme/m/branch/{'b' * 40}", json={}, headers=auth("alice"))
+    made = httpx.post(f"{refusing.url}/api/models/acme/m/branch/{'b' * 40}", json={}, headers=auth("alice"))
     assert made.status_code == 400, made.text
-    refs = httpx.get(f"{served.url}/api/models/acme/m/refs", headers=auth("reader")).json()
+    refs = httpx.get(f"{refusing.url}/api/models/acme/m/refs", headers=auth("reader")).json()
     assert {tag["name"] for tag in refs["tags"]} <= {"latest"}
-    assert files(served, "acme/m") == [".gitattributes", "README.md"]
+    assert files(refusing, "acme/m") == [".gitattributes", "README.md"]
 
 
 def test_a_modelfile_is_committed_as_a_file(served):

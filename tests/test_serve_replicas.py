@@ -16,7 +16,7 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from serve_processes import ServeProcess, free_port, running
-from serving import files_of, point_hub_at, published_files_of
+from serving import files_of, hub_retries_at_once, point_hub_at, published_files_of
 from test_serve_publish import model_dir
 
 from ocibridge.hubserver.app import ServeApp
@@ -119,9 +119,10 @@ def test_twenty_concurrent_commits_through_a_reader_and_the_writer_all_land(pair
         assert Path(got).read_bytes() == f"file {int(path[2:4])}\n".encode()
 
 
-def test_a_writer_that_is_down_is_a_503_and_reads_go_on(pair, tmp_path):
+def test_a_writer_that_is_down_is_a_503_and_reads_go_on(pair, tmp_path, monkeypatch):
     """A reader whose writer does not answer: writes are the Hub's 503, reads are answered."""
     writer, _ = pair
+    hub_retries_at_once(monkeypatch)  # upload_file's 5 retries of the 503 (the writer stays down)
     HfApi(endpoint=writer.url, token="writer-token").create_repo("acme/down", exist_ok=True)
     HfApi(endpoint=writer.url, token="writer-token").upload_file(path_or_fileobj=b"x", path_in_repo="x.txt",
                                                                  repo_id="acme/down")

@@ -24,7 +24,7 @@ import pytest
 from huggingface_hub import HfApi
 from huggingface_hub.errors import HfHubHTTPError
 from serve_processes import ServeProcess
-from serving import point_hub_at
+from serving import hub_retries_at_once, point_hub_at
 from support.faultproxy import FaultProxy, delay
 
 pytestmark = pytest.mark.filterwarnings("ignore:Use 'content=<...>' to upload raw bytes:DeprecationWarning")
@@ -102,6 +102,7 @@ def test_a_second_writer_names_the_first_refuses_writes_loses_none_and_takes_ove
         two, tmp_path, monkeypatch):
     first, second, prefix = two
     point_hub_at(monkeypatch, first.url, tmp_path / "hub")
+    hub_retries_at_once(monkeypatch)  # the second's 503s are retried (the first holds the lease throughout)
     lease = f"{prefix}/ocibridge-serve:ocibridge-writer"
     assert "writes on (write tokens publish)" in banner(first)
     assert f"writes refused here: {holder(first)} holds the writer lease ({lease}) and takes them" in banner(second)
@@ -174,6 +175,7 @@ def test_a_paused_writer_whose_lease_lapsed_moves_no_branch(registry, tmp_path, 
             second.start()
             assert holder(first) in banner(second)
             point_hub_at(monkeypatch, first.url, tmp_path / "hub")
+            hub_retries_at_once(monkeypatch)  # the woken writer's 503s are retried (the second holds the lease)
             HfApi(endpoint=first.url, token="writer-token").create_repo("acme/lease")
             acknowledged = {upload(first, 0)}
             proxy.add("PUT", r"/acme/lease/manifests/ocibridge-commit-", delay(2.0))

@@ -98,7 +98,7 @@ def kube_api(tmp: Path) -> Iterator[tuple[dict[str, str], list[str]]]:
     """(environment for kubectl, list of writes received) while the server runs."""
     handler = type("Handler", (_Handler,), {"writes": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     tmp.mkdir(parents=True, exist_ok=True)
     config = tmp / "kubeconfig"
