@@ -33,6 +33,7 @@ from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
 from ocibridge.oci.reference import RegistryReference, check_tag
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
 from ocibridge.stores.ranged import RangedPlan
+from ocibridge.stores.registry import errcodes
 from ocibridge.stores.registry.artifacthint import artifact_hint
 from ocibridge.stores.registry.blobhomes import BLOB_HOMES
 from ocibridge.stores.registry.blobstream import BytesHook, pull_scope
@@ -332,7 +333,7 @@ class RegistryStore(ClosesOnExit):
                        chunked=chunked, reopen=reopen, on_bytes=self.on_bytes, state=state,
                        session=session).run()
         except RegistryError as e:
-            if e.code in ("DIGEST_INVALID", "SIZE_INVALID"):  # the registry checked: the same error
+            if e.code in errcodes.CONTENT_MISMATCH:  # the registry checked: the same error
                 raise ContentRejected(str(e), e.status, e.code, e.credentials_sent) from None
             raise
         self._remember(desc.digest)
@@ -434,9 +435,9 @@ class RegistryStore(ClosesOnExit):
             if response.status_code in (200, 201):
                 break
             error = self._fail(response, push=True)
-            if error.code == "MANIFEST_INVALID":
+            if error.code == errcodes.MANIFEST_INVALID:
                 raise artifact_hint(error, data, desc.mediaType)
-            if attempt or error.code != "DIGEST_INVALID":
+            if attempt or error.code != errcodes.DIGEST_INVALID:
                 raise error
             time.sleep(MANIFEST_RETRY_PAUSE)
         got = response.headers.get("docker-content-digest")
