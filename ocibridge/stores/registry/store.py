@@ -19,7 +19,7 @@ import httpx
 from ocibridge.core.closing import ClosesOnExit
 from ocibridge.core.httpheaders import header_int
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError, TooLarge
-from ocibridge.oci.bookkeeping import commit_of_tag, prefix_of_tag, referrer_tag, short_of_tag
+from ocibridge.oci.bookkeeping import referrer_tag, short_of_tag
 from ocibridge.oci.digest import (
     VerifyingReader,
     is_digest,
@@ -27,19 +27,18 @@ from ocibridge.oci.digest import (
     sha256_bytes,
     verify_bytes,
 )
-from ocibridge.oci.empty import EMPTY_DIGEST
 from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, Manifest, parse_manifest_bytes
+from ocibridge.oci.models import Descriptor, parse_manifest_bytes
 from ocibridge.oci.reference import RegistryReference, check_tag
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
 from ocibridge.stores.ranged import RangedPlan
 from ocibridge.stores.registry import errcodes
 from ocibridge.stores.registry.artifacthint import artifact_hint
-from ocibridge.stores.registry.blobhomes import BLOB_HOMES
+from ocibridge.stores.registry.blobhomes import BLOB_HOMES, remember_manifest_blobs
 from ocibridge.stores.registry.blobstream import BytesHook, pull_scope
 from ocibridge.stores.registry.bodies import decoded_chunks, read_prefix
 from ocibridge.stores.registry.client import RegistryClient, TransferStats
-from ocibridge.stores.registry.commitscan import find_commit
+from ocibridge.stores.registry.commitscan import check_commit_tag, commit_behind
 from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
 from ocibridge.stores.registry.ingest import StreamingIngest
@@ -169,7 +168,7 @@ class RegistryStore(ClosesOnExit):
             media_type = media_type_of(got.headers.get("content-type"))
             media_type = media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType
             self._manifests.put(desc.digest, media_type, data)
-            self._learn_homes(data, media_type)
+            remember_manifest_blobs(self.client.base, self.repository, data, media_type)
             return data
         with self.open_blob(desc) as reader:
             data = reader.read()
@@ -209,11 +208,11 @@ class RegistryStore(ClosesOnExit):
             if known is not None:
                 return Descriptor(mediaType=known[0], digest=reference, size=len(known[1]))
         if short_of_tag(reference):  # an abbreviated commit id: no tag has its name
-            return self.resolve(self._commit_by_scan(reference))
+            return self.resolve(commit_behind(reference, self.tags, self.resolve, self.describe()))
         path = self._path("manifests", reference)
         response = self._send("HEAD", path, headers={"Accept": ACCEPT_MANIFESTS})
         if response.status_code == 404:
-            return self.resolve(self._commit_by_scan(reference))
+            return self.resolve(commit_behind(reference, self.tags, self.resolve, self.describe()))
         if response.status_code != 200:
             raise self._fail(response)
         digest = response.headers.get("docker-content-digest")
@@ -222,7 +221,7 @@ class RegistryStore(ClosesOnExit):
         if digest and is_digest(digest) and media_type in ALL_MANIFEST_TYPES and length is not None:
             if is_digest(reference) and digest != reference:
                 raise DigestMismatch(f"{self.describe()}@{reference}: registry answered {digest}")
-            self._same_commit(reference, digest)
+            check_commit_tag(reference, digest, self.describe())
             return Descriptor(mediaType=media_type, digest=digest, size=int(length))
         data, got = self._get_manifest(reference)
         digest = reference if is_digest(reference) else sha256_bytes(data)
@@ -237,11 +236,11 @@ class RegistryStore(ClosesOnExit):
             if known is not None:
                 return Descriptor(mediaType=known[0], digest=reference, size=len(known[1])), known[1]
         if short_of_tag(reference):
-            return self.read_manifest(self._commit_by_scan(reference))
+            return self.read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
         try:
             data, got = self._get_manifest(reference)  # verified when named by digest
         except NotFound:
-            return self.read_manifest(self._commit_by_scan(reference))
+            return self.read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
         named = got.headers.get("docker-content-digest")
         if is_digest(reference):
             digest = reference
@@ -255,53 +254,13 @@ class RegistryStore(ClosesOnExit):
     def _keep_manifest(self, reference: str, digest: str, data: bytes, content_type: str | None) -> Descriptor:
         """Keep a fetched manifest by digest (its media type from the answer, else from its bytes)
         and learn where its blobs live: what ``resolve`` and ``read_manifest`` both do after a GET."""
-        self._same_commit(reference, digest)
+        check_commit_tag(reference, digest, self.describe())
         media_type = media_type_of(content_type)
         if media_type not in ALL_MANIFEST_TYPES:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
         self._manifests.put(digest, media_type, data)
-        self._learn_homes(data, media_type)
+        remember_manifest_blobs(self.client.base, self.repository, data, media_type)
         return Descriptor(mediaType=media_type, digest=digest, size=len(data))
-
-    def _learn_homes(self, data: bytes, media_type: str) -> None:
-        """A manifest read here names blobs this repository holds (a registry takes no
-        manifest whose blobs it lacks): remembered as mount sources for later pushes."""
-        try:
-            manifest = parse_manifest_bytes(data, media_type)
-        except OcibridgeError:
-            return
-        if isinstance(manifest, Manifest):
-            digests = [d for d in (manifest.config.digest, *(layer.digest for layer in manifest.layers))
-                       if d != EMPTY_DIGEST]  # the empty JSON blob (records, leases): sent, never mounted
-            if digests:
-                BLOB_HOMES.remember_all(self.client.base, self.repository, digests)
-
-    def _same_commit(self, reference: str, digest: str) -> None:
-        """A serve commit tag (``ocibridge-commit-<id>``) names the manifest whose digest its id
-        abbreviates, or what the registry answers is not that commit."""
-        commit = commit_of_tag(reference)
-        if commit is not None and not digest.startswith(f"sha256:{commit}"):
-            raise DigestMismatch(f"{self.describe()}@{commit}: its tag {reference} names {digest}, another manifest")
-
-    def _commit_by_scan(self, reference: str) -> str:
-        """What a missing serve commit tag (``ocibridge-commit-<id>``), or an abbreviated commit
-        id's (``ocibridge-commit-<7 to 39 hex>``), stands for, found among the other tags
-        (commitscan.py): a digest, or the commit tag of the one commit an abbreviation names;
-        NotFound for a missing tag or digest of any other kind, or an ambiguous abbreviation."""
-        commit = prefix_of_tag(reference)
-        if commit is None:
-            raise NotFound(self._no_manifest(reference))
-        shown = f"{self.describe()}@{commit}"
-        found = find_commit(commit, [t for t in self.tags() if t != reference], self.resolve, shown)
-        if found is None:
-            if len(commit) < 40:
-                raise NotFound(f"{shown}: no commit of this repository has an id starting with {commit}")
-            raise NotFound(f"{shown}: no manifest of this repository has this commit id")
-        return found
-
-    def _no_manifest(self, reference: str) -> str:
-        sep = "@" if is_digest(reference) else ":"
-        return f"{self.describe()}{sep}{reference}: manifest not found"
 
     def tags(self) -> list[str]:
         """Every tag, following ``Link: <…>; rel="next"`` pages (taglist.py)."""
