@@ -154,7 +154,8 @@ def extract_model(
 ) -> ExtractResult:
     """:func:`extract` of the model manifest at ``desc``, already resolved; ``manifest``, its
     parsed form when the caller has it in hand (then it is judged as it is, not parsed again)."""
-    target = DirectoryTarget(dest, select=select, on_existing=on_existing, manifest=manifest)
+    in_hand = {desc.digest: manifest} if manifest is not None else {}
+    target = DirectoryTarget(dest, select=select, on_existing=on_existing, in_hand=in_hand)
     with target.writing():
         copy(store, desc, target, concurrency=concurrency, progress=progress,
              hooks=CopyHooks(successors=target.successors))
@@ -171,9 +172,9 @@ class DirectoryTarget:
     """
 
     def __init__(self, dest: str | os.PathLike[str], *, select: Callable[[str], bool] | None = None,
-                 on_existing: OnExisting = OnExisting.OVERWRITE, manifest: Manifest | None = None):
+                 on_existing: OnExisting = OnExisting.OVERWRITE, in_hand: dict[str, Manifest] | None = None):
         self.out = Path(dest)
-        self._in_hand = manifest  # the root manifest, parsed by the caller
+        self._in_hand = dict(in_hand or {})  # manifests the caller parsed already, by digest
         self.select = select
         self.on_existing = on_existing
         self.result = ExtractResult(None)
@@ -217,8 +218,8 @@ class DirectoryTarget:
     def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
         """The layers this directory takes, checked before any is fetched: raw ones (each a
         file, at a path of its own) first, then tar layers in manifest order."""
-        in_hand, self._in_hand = self._in_hand, None  # the root's, the first asked for
-        node = in_hand if in_hand is not None else parse_manifest_bytes(data, desc.mediaType)
+        known = self._in_hand.get(desc.digest)
+        node = known if known is not None else parse_manifest_bytes(data, desc.mediaType)
         if not isinstance(node, Manifest):
             raise OcibridgeError(f"{desc.digest} is an index, not a model manifest; pick one by digest")
         judged = self._paths = ArtifactPaths(node)  # the whole artifact, whatever is selected
