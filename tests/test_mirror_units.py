@@ -457,7 +457,7 @@ def test_concurrent_copies_send_a_shared_blob_once_and_a_failed_send_blocks_nobo
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from ocibridge.transfer.copy import BlobLocks
+    from ocibridge.transfer.bloblocks import BlobLocks
 
     src = LayoutStore(tmp_path / "src", create=True)
     push_models(src, [f"v{n}" for n in range(6)])

@@ -21,7 +21,7 @@ from ocibridge.core import notices
 from ocibridge.core.fsutil import safe_relpath
 from ocibridge.errors import DigestMismatch, UnsafePath
 from ocibridge.oci.layerinfo import layer_path
-from ocibridge.oci.models import Descriptor
+from ocibridge.oci.models import Descriptor, Manifest
 from ocibridge.stores.base import Store
 from ocibridge.stores.ranged import ByteCount, RangedBlobSource
 
@@ -79,16 +79,16 @@ class LocalDelta:
         return places
 
 
-def pull_delta(store: Store, manifest: Descriptor, dest: Path | None) -> LocalDelta | None:
-    """Deltas for a pull of ``manifest`` (a model manifest) into ``dest`` (a directory; None:
-    an archive), from the model cache's blobs and the files ``dest`` holds; None without a
-    bound chunk table."""
+def pull_delta(store: Store, desc: Descriptor, manifest: Manifest, dest: Path | None) -> LocalDelta | None:
+    """Deltas for a pull of ``manifest`` (a model manifest, in hand, at ``desc``) into ``dest``
+    (a directory; None: an archive), from the model cache's blobs and the files ``dest`` holds;
+    None without a bound chunk table."""
     from ocibridge.cache.records import model_cache_root
-    from ocibridge.chunks.bound import remote_bound_table
+    from ocibridge.chunks.bound import table_bound_by
 
     if not isinstance(store, RangedBlobSource):
         return None  # no Range requests: nothing to fetch a part of
-    table = remote_bound_table(store, manifest)
+    table = table_bound_by(store, desc, manifest)
     if table is None:
         return None
     root = model_cache_root()

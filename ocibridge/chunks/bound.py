@@ -59,8 +59,17 @@ def remote_bound_table(store: Store, manifest: Descriptor) -> ChunkTable | None:
     """The table the manifest ``store`` holds binds (for a pull: nothing kept in the cache)."""
     try:
         parsed = parse_manifest_bytes(store.fetch_bytes(manifest))
-        desc = bound_table_descriptor(parsed) if isinstance(parsed, Manifest) else None
-        return None if desc is None else parse_table(_verified(store, desc))
     except (OcibridgeError, OSError) as e:
         _LOG.debug("chunk table of %s not used: %s", manifest.digest, e)
+        return None
+    return table_bound_by(store, manifest, parsed) if isinstance(parsed, Manifest) else None
+
+
+def table_bound_by(store: Store, desc: Descriptor, manifest: Manifest) -> ChunkTable | None:
+    """The table ``manifest`` (in hand, at ``desc``) binds, read from ``store``; None without one."""
+    try:
+        table = bound_table_descriptor(manifest)
+        return None if table is None else parse_table(_verified(store, table))
+    except (OcibridgeError, OSError) as e:
+        _LOG.debug("chunk table of %s not used: %s", desc.digest, e)
         return None

@@ -24,7 +24,8 @@ from ocibridge.mirror.summary import ArtifactResult, MirrorSummary
 from ocibridge.oci.models import Descriptor
 from ocibridge.signing.attach import SignatureCompanions
 from ocibridge.stores.base import WritableStore
-from ocibridge.transfer.copy import BlobLocks, CopyHooks, copy
+from ocibridge.transfer.bloblocks import BlobLocks
+from ocibridge.transfer.copy import CopyHooks, copy
 from ocibridge.transfer.writer import retag
 
 ProgressCallback = Callable[[str, ArtifactResult], None]

@@ -143,8 +143,19 @@ def extract(
     leaves out raw layers unfetched and tar entries unwritten; ``on_existing`` decides about
     files already in ``dest`` (see :mod:`ocibridge.core.overwrite`).
     """
-    desc = resolve_model(store, reference)
-    target = DirectoryTarget(dest, select=select, on_existing=on_existing)
+    return extract_model(store, resolve_model(store, reference), None, dest, concurrency=concurrency,
+                         progress=progress, select=select, on_existing=on_existing)
+
+
+def extract_model(
+    store: Store, desc: Descriptor, manifest: Manifest | None, dest: str | os.PathLike[str], *,
+    concurrency: int = 4, progress: ProgressFn | None = None, select: Callable[[str], bool] | None = None,
+    on_existing: OnExisting = OnExisting.OVERWRITE,
+) -> ExtractResult:
+    """:func:`extract` of the model manifest at ``desc``, already resolved; ``manifest``, its
+    parsed form when the caller has it in hand (then it is judged as it is, not parsed again)."""
+    in_hand = {desc.digest: manifest} if manifest is not None else {}
+    target = DirectoryTarget(dest, select=select, on_existing=on_existing, in_hand=in_hand)
     with target.writing():
         copy(store, desc, target, concurrency=concurrency, progress=progress,
              hooks=CopyHooks(successors=target.successors))
@@ -161,8 +172,9 @@ class DirectoryTarget:
     """
 
     def __init__(self, dest: str | os.PathLike[str], *, select: Callable[[str], bool] | None = None,
-                 on_existing: OnExisting = OnExisting.OVERWRITE):
+                 on_existing: OnExisting = OnExisting.OVERWRITE, in_hand: dict[str, Manifest] | None = None):
         self.out = Path(dest)
+        self._in_hand = dict(in_hand or {})  # manifests the caller parsed already, by digest
         self.select = select
         self.on_existing = on_existing
         self.result = ExtractResult(None)
@@ -206,7 +218,8 @@ class DirectoryTarget:
     def successors(self, desc: Descriptor, data: bytes) -> list[Descriptor]:
         """The layers this directory takes, checked before any is fetched: raw ones (each a
         file, at a path of its own) first, then tar layers in manifest order."""
-        node = parse_manifest_bytes(data, desc.mediaType)
+        known = self._in_hand.get(desc.digest)
+        node = known if known is not None else parse_manifest_bytes(data, desc.mediaType)
         if not isinstance(node, Manifest):
             raise OcibridgeError(f"{desc.digest} is an index, not a model manifest; pick one by digest")
         judged = self._paths = ArtifactPaths(node)  # the whole artifact, whatever is selected

@@ -14,9 +14,9 @@ of a transfer is made here, in :class:`CopyStats`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Protocol
 
@@ -40,6 +40,7 @@ from ocibridge.stores.base import (
 )
 from ocibridge.stores.ranged import RangedBlobSource, ResumableBlobSink
 from ocibridge.transfer import askfirst
+from ocibridge.transfer.bloblocks import BlobLocks
 from ocibridge.transfer.progress import ProgressFn, counting
 from ocibridge.transfer.repohints import RepositoryHints
 
@@ -133,50 +134,6 @@ class CopyHooks:
     #: tag-named signatures), and which referrers are signatures. The signing layer supplies it
     #: (:class:`ocibridge.signing.attach.SignatureCompanions`), so the copy knows no signature.
     companions: Companions | None = None
-
-
-class BlobLocks:
-    """One transfer per digest among copies that share a destination, and the digests they
-    placed there.
-
-    Artifacts of one repository share blobs (a base model, a tokenizer). Copied at once, two
-    copies would both see a shared blob missing and both send it. Holding the digest's lock
-    around check-and-send makes the second copy wait, then find the blob placed: it is
-    skipped without a request (a mount, tried before any existence check, would link it
-    again, and distribution 2.8 rewrites a link in place: a manifest PUT reading it meanwhile
-    fails). The lock is released by a ``with`` block, so a failed transfer can never leave
-    others waiting. Share one only among copies into one destination.
-    """
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, tuple[threading.Lock, int]] = {}
-        self._placed: set[str] = set()
-
-    def placed(self, digest: str) -> bool:
-        """Whether a copy sharing these locks put ``digest`` at the destination (or found it there)."""
-        with self._guard:
-            return digest in self._placed
-
-    def mark_placed(self, digest: str) -> None:
-        with self._guard:
-            self._placed.add(digest)
-
-    @contextmanager
-    def hold(self, digest: str) -> Iterator[None]:
-        with self._guard:
-            lock, users = self._locks.get(digest, (threading.Lock(), 0))
-            self._locks[digest] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._guard:
-                lock, users = self._locks[digest]
-                if users == 1:
-                    del self._locks[digest]
-                else:
-                    self._locks[digest] = (lock, users - 1)
 
 
 def copy(

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ocibridge.core import boundedjson
 from ocibridge.errors import InvalidReference, NotFound, OcibridgeError, RegistryError, UsageError
 from ocibridge.hubserver.reading.refrules import hub_ref_name
 from ocibridge.oci.bookkeeping import LEASE_REPO, SHORT_MIN
@@ -183,37 +182,27 @@ class RegistrySource(Source):
         return sorted(self.seen if listed is None else listed)
 
     def _catalog(self) -> set[str] | None:
-        """The registry's catalog under the prefix; None when the registry does not allow it."""
-        from ocibridge.stores.registry.nextpage import next_page
+        """The registry's catalog under the prefix (the store's one pager,
+        stores/registry/catalog.py); None when the registry does not allow it."""
+        from ocibridge.stores.registry.catalog import catalog_pages
 
-        client = self._store(self.path or "library")
-        client_send = client.client.send
         found: set[str] = set()
-        url: str | None = "/v2/_catalog"
-        params: dict[str, str] | None = {"n": str(CATALOG_PAGE)}
-        head = f"{self.path}/" if self.path else ""
-        for _ in range(CATALOG_PAGES):
-            if url is None:
-                break
-            response = client_send("GET", url, scopes=("registry:catalog:*",), params=params)
-            if response.status_code != 200:
-                return None
-            try:
-                names = boundedjson.loads(response.content).get("repositories") or []
-            except (ValueError, AttributeError):
-                return None
-            for name in names:
-                if isinstance(name, str) and name.startswith(head):
-                    rest = name[len(head):]
-                    if repo_parts(rest) is not None and rest != LEASE_REPO:  # serve's own (writer lease)
-                        found.add(rest)
-            try:
-                url = next_page(response, client.client.origin, f"{self.shown}: the registry's catalog")
-            except RegistryError as e:  # a next page elsewhere: what was read is what is listed
-                log.warning("%s", e)
-                url = None
-            params = None
-        self._cut_short(url is not None, len(found))
+        head, more = len(f"{self.path}/") if self.path else 0, False
+        pages = catalog_pages(self._store(self.path or "library").client, self.path, page_size=CATALOG_PAGE,
+                              what=f"{self.shown}: the registry's catalog")
+        try:
+            for count, page in enumerate(pages, 1):
+                rests = (name[head:] for name in page.names)
+                found.update(rest for rest in rests  # less serve's own (writer lease)
+                             if repo_parts(rest) is not None and rest != LEASE_REPO)
+                if page.stopped is not None:  # a next page elsewhere: what was read is what is listed
+                    log.warning("%s", page.stopped)
+                more = page.following is not None and count >= CATALOG_PAGES
+                if more:
+                    break
+        except RegistryError:
+            return None
+        self._cut_short(more, len(found))
         return found
 
     def _cut_short(self, more: bool, listed: int) -> None:

@@ -94,17 +94,19 @@ class DirectoryFormat:
     def export(self, store: Store, desc: Descriptor, dest: str, request: ExportRequest) -> PullResult:
         from ocibridge.cache.deltas import pull_delta
         from ocibridge.core.overwrite import OnExisting
-        from ocibridge.model.extract import extract, resolve_model
+        from ocibridge.model.extract import extract_model, fetch_manifest
         from ocibridge.transfer.pullcache import cached_pull
         from ocibridge.transfer.results import PullResult
 
         # resumable across runs, and files already in DEST with the right digest are not fetched;
         # with a chunk table, chunks the old files in DEST or the model cache hold are not either
-        delta = pull_delta(store, resolve_model(store, desc.digest), Path(dest))
+        # the model manifest read and parsed once here, handed to the delta and the extract
+        model, manifest = fetch_manifest(store, desc.digest)
+        delta = pull_delta(store, model, manifest, Path(dest))
         with cached_pull(store, Path(dest), request.progress, delta) as cached:
-            result = extract(cached, desc.digest, dest, concurrency=request.concurrency,
-                             progress=request.progress, select=request.select,
-                             on_existing=request.on_existing or OnExisting.REFUSE)
+            result = extract_model(cached, model, manifest, dest, concurrency=request.concurrency,
+                                   progress=request.progress, select=request.select,
+                                   on_existing=request.on_existing or OnExisting.REFUSE)
         reused = tuple(done.as_dict() for done in delta.results) if delta is not None else ()
         return PullResult(desc.digest, dest, self.name, tuple(result.files), result.bytes_written,
                           kept=tuple(result.kept), skipped=tuple(sorted(result.skipped)), delta=reused)

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from ocibridge.stores.registry.credentials import credential_function, get_credentials, logout, store_credentials
     from ocibridge.stores.registry.loginflow import login
     from ocibridge.stores.registry.options import CredentialFunc, Credentials, RegistryOptions, RequestGate
-    from ocibridge.stores.registry.store import RegistryStore, fallback_tag, open_repository
+    from ocibridge.stores.registry.referrers import fallback_tag
+    from ocibridge.stores.registry.store import RegistryStore, open_repository
 
 _HOMES = {
     "ClientOptions": "client", "RegistryClient": "client", "TransferStats": "client",
@@ -22,7 +23,7 @@ _HOMES = {
     "store_credentials": "credentials", "login": "loginflow",
     "CredentialFunc": "options", "Credentials": "options", "RegistryOptions": "options",
     "RequestGate": "options",
-    "RegistryStore": "store", "fallback_tag": "store", "open_repository": "store",
+    "RegistryStore": "store", "fallback_tag": "referrers", "open_repository": "store",
 }
 
 __all__ = [

@@ -22,6 +22,7 @@ import httpx
 from ocibridge.core import boundedjson
 from ocibridge.core.hosts import is_loopback
 from ocibridge.errors import RegistryError
+from ocibridge.stores.registry import errcodes
 from ocibridge.stores.registry.bodies import read_bounded
 from ocibridge.stores.registry.options import Credentials
 from ocibridge.stores.registry.transport import Layer, Origin, discard, policy_of
@@ -216,7 +217,7 @@ class Authenticator:
                 f"registry {self.host}: token server {realm} {who} "
                 f"(HTTP {response.status_code}) for scope {' '.join(scopes) or '(none)'}",
                 response.status_code,
-                "UNAUTHORIZED" if response.status_code == 401 else None,
+                errcodes.UNAUTHORIZED if response.status_code == 401 else None,
             )
         try:
             body = boundedjson.loads(response.content)

@@ -17,6 +17,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from ocibridge.errors import OcibridgeError
+from ocibridge.oci.empty import EMPTY_DIGEST
+from ocibridge.oci.models import Manifest, parse_manifest_bytes
 from ocibridge.stores.registry.blobindex import HOMES_PER_BLOB, BlobIndex
 
 __all__ = ["BLOB_HOMES", "HOMES_PER_BLOB", "MAX_BLOBS", "BlobHomes"]
@@ -91,3 +94,17 @@ class BlobHomes:
 
 #: The process-wide knowledge every RegistryStore shares, kept on disk across runs.
 BLOB_HOMES = BlobHomes(index=BlobIndex())
+
+
+def remember_manifest_blobs(base: str, repository: str, data: bytes, media_type: str) -> None:
+    """A manifest read in ``repository`` names blobs it holds (a registry takes no manifest
+    whose blobs it lacks): remembered as mount sources for later pushes."""
+    try:
+        manifest = parse_manifest_bytes(data, media_type)
+    except OcibridgeError:
+        return
+    if isinstance(manifest, Manifest):
+        digests = [d for d in (manifest.config.digest, *(layer.digest for layer in manifest.layers))
+                   if d != EMPTY_DIGEST]  # the empty JSON blob (records, leases): sent, never mounted
+        if digests:
+            BLOB_HOMES.remember_all(base, repository, digests)

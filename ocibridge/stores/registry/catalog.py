@@ -6,6 +6,9 @@ origin only (nextpage.py), each capped by the bounded body reader of the client.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 from ocibridge.core import boundedjson
 from ocibridge.errors import RegistryError
 from ocibridge.stores.registry.client import RegistryClient
@@ -17,15 +20,27 @@ PAGE = 1000
 MAX_PAGES = 1000
 
 
-def list_catalog(client: RegistryClient, prefix: str = "", *, max_pages: int = MAX_PAGES) -> list[str]:
-    """The repository names under ``prefix`` (a path, no trailing slash; "" for all), sorted.
-    Raises :class:`RegistryError` when the registry refuses the catalog (its status kept, so a 401
-    is told to log in)."""
+@dataclass(frozen=True)
+class CatalogPage:
+    """One page of the catalog: its names under the prefix, and what comes after it."""
+
+    names: list[str]
+    #: the next page's URL; None: this was the last (or ``stopped`` says why no more is read)
+    following: str | None
+    #: the next page is linked elsewhere than the registry's origin: nothing more is asked
+    stopped: RegistryError | None = None
+
+
+def catalog_pages(client: RegistryClient, prefix: str = "", *, page_size: int = PAGE,
+                  what: str | None = None) -> Iterator[CatalogPage]:
+    """The catalog's pages in order, each asked for only when the caller takes it (the caller
+    says how many it reads). Raises :class:`RegistryError` when the registry refuses the
+    catalog (its status kept, so a 401 is told to log in) or answers what is no catalog;
+    ``what`` names the catalog in the refusal of a next page on another origin."""
     head = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
-    found: set[str] = set()
-    url = "/v2/_catalog"
-    params: dict[str, str] | None = {"n": str(PAGE)}
-    for _ in range(max_pages):
+    url: str | None = "/v2/_catalog"
+    params: dict[str, str] | None = {"n": str(page_size)}
+    while url is not None:
         response = client.send("GET", url, scopes=("registry:catalog:*",), params=params)
         if response.status_code != 200:
             raise client.error(response, "catalog (listing repositories)")
@@ -35,9 +50,27 @@ def list_catalog(client: RegistryClient, prefix: str = "", *, max_pages: int = M
                 raise ValueError("repositories is not a list")
         except (ValueError, AttributeError) as e:
             raise RegistryError(f"registry {client.host} catalog: not a catalog answer ({e})") from None
-        found.update(n for n in names if isinstance(n, str) and n.startswith(head))
-        following = next_page(response, client.origin, f"registry {client.host} catalog")
-        if following is None:
+        under = [n for n in names if isinstance(n, str) and n.startswith(head)]
+        try:
+            url = next_page(response, client.origin, what or f"registry {client.host} catalog")
+        except RegistryError as e:
+            yield CatalogPage(under, None, e)
+            return
+        yield CatalogPage(under, url)
+        params = None
+
+
+def list_catalog(client: RegistryClient, prefix: str = "", *, max_pages: int = MAX_PAGES) -> list[str]:
+    """The repository names under ``prefix`` (a path, no trailing slash; "" for all), sorted.
+    Raises :class:`RegistryError` when the registry refuses the catalog, or its pages run on
+    past ``max_pages`` or to another origin."""
+    found: set[str] = set()
+    for count, page in enumerate(catalog_pages(client, prefix), 1):
+        found.update(page.names)
+        if page.stopped is not None:
+            raise page.stopped
+        if page.following is None:
             return sorted(found)
-        url, params = following, None
+        if count >= max_pages:
+            break
     raise RegistryError(f"registry {client.host} catalog: more than {max_pages} pages, stopped")

@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping
 
 import httpx
 
-from ocibridge.core import boundedjson
 from ocibridge.core.environment import USER_AGENT as ENV_USER_AGENT
 from ocibridge.core.hosts import OddHost, canonical_host, is_loopback
 from ocibridge.errors import InvalidReference, RegistryError
 from ocibridge.stores.registry.auth import Authenticator, AuthTransport
 from ocibridge.stores.registry.bodies import read_bounded
+from ocibridge.stores.registry.errcodes import code_of, parse_error_body
 from ocibridge.stores.registry.fallback import FallbackTransport
 from ocibridge.stores.registry.hosts import host_settings
 from ocibridge.stores.registry.options import ByteBudget, CredentialFunc, RegistryOptions, anonymous
@@ -54,10 +54,6 @@ __all__ = [
 ]
 
 DOCKER_HUB_API = "registry-1.docker.io"
-_DEFAULT_CODES = {
-    401: ("UNAUTHORIZED", "authentication required"),
-    403: ("DENIED", "requested access to the resource is denied"),
-}
 
 #: The name the options had before they travelled from the CLI down as one value.
 ClientOptions = RegistryOptions
@@ -224,9 +220,7 @@ class RegistryClient:
     # -- errors ------------------------------------------------------------------------------
     def error(self, response: httpx.Response, action: str) -> RegistryError:
         """A RegistryError carrying the registry's OCI error code, as one line."""
-        code, message = parse_error_body(response)
-        if code is None and response.status_code in _DEFAULT_CODES:  # HEAD answers have no body
-            code, message = _DEFAULT_CODES[response.status_code]
+        code, message = code_of(response)  # HEAD answers have no body: their status stands for one
         text = f"registry {self.host} {action}: "
         text += f"{code}: {message}" if code else f"HTTP {response.status_code}"
         if not code and message:
@@ -236,21 +230,6 @@ class RegistryClient:
             text += f" (RateLimit-Limit {limit}, remaining {response.headers.get('ratelimit-remaining', '?')})"
         sent = response.request.headers.get("authorization") is not None
         return RegistryError(_one_line_str(text), response.status_code, code, credentials_sent=sent)
-
-
-def parse_error_body(response: httpx.Response) -> tuple[str | None, str]:
-    """The first OCI error ``(code, message)`` of a response body, if it has one."""
-    try:
-        body = response.content[:65536]
-    except httpx.ResponseNotRead:
-        return None, ""
-    try:
-        errors = boundedjson.loads(body).get("errors") or []
-        first = errors[0]
-        return str(first.get("code") or "") or None, str(first.get("message") or "")
-    except (ValueError, AttributeError, IndexError, TypeError):
-        text = body.decode("utf-8", "replace").strip()
-        return None, text[:200]
 
 
 def _one_line_str(text: str) -> str:

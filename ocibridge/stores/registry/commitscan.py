@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ocibridge.errors import InvalidReference, NotFound
-from ocibridge.oci.bookkeeping import commit_id, commit_of_tag, is_hidden
+from ocibridge.errors import DigestMismatch, InvalidReference, NotFound
+from ocibridge.oci.bookkeeping import commit_id, commit_of_tag, is_hidden, prefix_of_tag
+from ocibridge.oci.digest import is_digest
 from ocibridge.oci.models import Descriptor
 
 #: tags resolved at most looking for a commit id
@@ -51,3 +52,31 @@ def find_commit(commit: str, tags: list[str], resolve: Callable[[str], Descripto
     if len(found) > 1:
         raise AmbiguousCommit(shown or "this repository", commit, list(found))
     return next(iter(found.values()), None)
+
+
+def check_commit_tag(reference: str, digest: str, shown: str) -> None:
+    """A serve commit tag (``ocibridge-commit-<id>``) names the manifest whose digest its id
+    abbreviates, or what the registry answers is not that commit (``shown``: the repository)."""
+    commit = commit_of_tag(reference)
+    if commit is not None and not digest.startswith(f"sha256:{commit}"):
+        raise DigestMismatch(f"{shown}@{commit}: its tag {reference} names {digest}, another manifest")
+
+
+def commit_behind(reference: str, tags: Callable[[], list[str]], resolve: Callable[[str], Descriptor],
+                  shown: str) -> str:
+    """What a missing serve commit tag (``ocibridge-commit-<id>``), or an abbreviated commit
+    id's (``ocibridge-commit-<7 to 39 hex>``), stands for, found among the other ``tags`` of the
+    repository ``shown`` (:func:`find_commit`): a digest, or the commit tag of the one commit an
+    abbreviation names; NotFound for a missing tag or digest of any other kind, or an ambiguous
+    abbreviation."""
+    commit = prefix_of_tag(reference)
+    if commit is None:
+        sep = "@" if is_digest(reference) else ":"
+        raise NotFound(f"{shown}{sep}{reference}: manifest not found")
+    at = f"{shown}@{commit}"
+    found = find_commit(commit, [t for t in tags() if t != reference], resolve, at)
+    if found is None:
+        if len(commit) < 40:
+            raise NotFound(f"{at}: no commit of this repository has an id starting with {commit}")
+        raise NotFound(f"{at}: no manifest of this repository has this commit id")
+    return found

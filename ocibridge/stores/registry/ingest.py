@@ -14,6 +14,7 @@ from ocibridge.core import interrupt
 from ocibridge.errors import OcibridgeError, RegistryError
 from ocibridge.oci.digest import CHUNK
 from ocibridge.oci.models import Descriptor
+from ocibridge.stores.registry import errcodes
 from ocibridge.stores.registry.blobstream import BytesHook
 from ocibridge.stores.registry.client import RegistryClient
 from ocibridge.stores.registry.upload import BlobUpload
@@ -144,7 +145,7 @@ class StreamingIngest(BlobUpload):
             raise self.client.error(response, self._action())
         got = response.headers.get("docker-content-digest")
         if got and got != digest:
-            raise RegistryError(f"registry {self.client.host} stored {got} for {digest}", 201, "DIGEST_INVALID")
+            raise RegistryError(f"registry {self.client.host} stored {got} for {digest}", 201, errcodes.DIGEST_INVALID)
         self._done()
         self.client.stats.add(blobs_uploaded=1)
         self.result = (digest, total)

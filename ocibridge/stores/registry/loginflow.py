@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from ocibridge.errors import RegistryError
+from ocibridge.stores.registry import errcodes
 from ocibridge.stores.registry.client import RegistryClient
 from ocibridge.stores.registry.credentials import store_credentials
 from ocibridge.stores.registry.options import Credentials, RegistryOptions
@@ -28,7 +29,7 @@ def login(host: str, username: str, password: str, options: RegistryOptions | No
         response = client.send("GET", "/v2/")
         if response.status_code == 401:
             raise RegistryError(f"login to {host} failed: the registry refused the credentials",
-                                401, "UNAUTHORIZED")
+                                401, errcodes.UNAUTHORIZED)
         if response.status_code != 200:
             raise client.error(response, "refused login")
     finally:

@@ -1,64 +1,58 @@
-"""RegistryStore: one repository of an OCI distribution registry, as a Store.
+"""RegistryStore: one repository of an OCI distribution registry, as a Store (the façade).
 
 Manifests go by ``/manifests/`` with the Accept list of every manifest type this project
-reads; everything fetched is verified against its digest. Referrers use the registry's API
-where it has one and the OCI 1.1 fallback tag (``sha256-<hex>``) where it does not, which
-this store also maintains when it pushes a manifest with a ``subject`` to such a registry.
-Every such manifest is written under a tag of its own, ``ocibridge-ref-<hex>``, so that the
-registry's garbage collection keeps it (oci/bookkeeping.py); one the listing names but the
-registry no longer holds is left out of :meth:`RegistryStore.referrers`, with a notice.
+reads; everything fetched is verified against its digest. Its parts: the tag list
+(taglist.py), the referrers API or fallback index (referrers.py), mounts (mountrequest.py),
+blob uploads (upload.py, ingest.py) and downloads (download.py). Every referrer is written
+under a tag of its own, ``ocibridge-ref-<hex>``, so that garbage collection keeps it
+(oci/bookkeeping.py).
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import httpx
 
-from ocibridge.core import boundedjson, notices
 from ocibridge.core.closing import ClosesOnExit
-from ocibridge.core.environment import MAX_TAGS as ENV_MAX_TAGS
 from ocibridge.core.httpheaders import header_int
-from ocibridge.core.limits import env_limit
 from ocibridge.errors import DigestMismatch, NotFound, OcibridgeError, RegistryError, TooLarge
-from ocibridge.oci.bookkeeping import commit_of_tag, prefix_of_tag, referrer_tag, short_of_tag
+from ocibridge.oci.bookkeeping import referrer_tag, short_of_tag
 from ocibridge.oci.digest import (
     VerifyingReader,
     is_digest,
     new_hasher,
     sha256_bytes,
-    split_digest,
     verify_bytes,
 )
-from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, OCI_INDEX, OCI_MANIFEST
-from ocibridge.oci.models import Descriptor, Index, Manifest, parse_manifest_bytes
+from ocibridge.oci.mediatypes import ALL_MANIFEST_TYPES, OCI_MANIFEST
+from ocibridge.oci.models import Descriptor, parse_manifest_bytes
 from ocibridge.oci.reference import RegistryReference, check_tag
 from ocibridge.stores.base import MAX_MANIFEST_BYTES, Reopen, blob_origin, is_manifest
 from ocibridge.stores.ranged import RangedPlan
-from ocibridge.stores.registry.blobhomes import BLOB_HOMES
+from ocibridge.stores.registry import errcodes
+from ocibridge.stores.registry.artifacthint import artifact_hint
+from ocibridge.stores.registry.blobhomes import BLOB_HOMES, remember_manifest_blobs
 from ocibridge.stores.registry.blobstream import BytesHook, pull_scope
 from ocibridge.stores.registry.bodies import decoded_chunks, read_prefix
 from ocibridge.stores.registry.client import RegistryClient, TransferStats
-from ocibridge.stores.registry.commitscan import find_commit
+from ocibridge.stores.registry.commitscan import check_commit_tag, commit_behind
 from ocibridge.stores.registry.credentials import credential_function
 from ocibridge.stores.registry.download import RANGE_PIECE, BlobDownload
 from ocibridge.stores.registry.ingest import StreamingIngest
 from ocibridge.stores.registry.manifestmemo import ManifestMemo
-from ocibridge.stores.registry.nextpage import next_page
+from ocibridge.stores.registry.mountrequest import MountRequests
 from ocibridge.stores.registry.options import RegistryOptions
+from ocibridge.stores.registry.referrers import RegistryReferrers, fallback_tag, media_type_of, subject_of
+from ocibridge.stores.registry.taglist import read_tags
 from ocibridge.stores.registry.upload import RESUMABLE_MIN, BlobUpload, push_scopes
 from ocibridge.stores.registry.uploadstate import UploadState, file_identity
 
+__all__ = ["ContentRejected", "RegistryStore", "fallback_tag", "open_repository"]
+
 ACCEPT_MANIFESTS = ", ".join(ALL_MANIFEST_TYPES)
-TAGS_PAGE_SIZE = 1000
-MAX_TAG_PAGES = 10_000
-#: Distinct tags held across all pages (each at most 128 bytes on average), raised with
-#: $OCIBRIDGE_MAX_TAGS: a server that pages on forever cannot make the list grow without end.
-MAX_TAGS = 1_000_000
 
 #: seconds before a manifest PUT answered DIGEST_INVALID is sent again (see _put_manifest)
 MANIFEST_RETRY_PAUSE = 0.05
@@ -68,16 +62,6 @@ class ContentRejected(RegistryError, DigestMismatch):
     """The registry found an upload's bytes differ from its digest or size: a
     :class:`DigestMismatch` as every store raises it, and a :class:`RegistryError` with the
     registry's code."""
-
-
-#: the digest of image-spec's empty JSON blob (``{}``), the config and layer of serve's records
-EMPTY_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
-
-
-def fallback_tag(digest: str) -> str:
-    """The OCI 1.1 referrers tag schema: ``sha256:abc…`` → ``sha256-abc…``."""
-    algorithm, hexpart = split_digest(digest)
-    return f"{algorithm}-{hexpart}"[:128]
 
 
 class RegistryStore(ClosesOnExit):
@@ -96,17 +80,14 @@ class RegistryStore(ClosesOnExit):
         self.chunk_size = chunk_size
         self.on_bytes = on_bytes
         self._owns_client = owns_client
-        self._referrers_api: bool | None = None
         # Blobs this store saw present or sent, and blobs a HEAD just found missing: a copy
         # checks each blob once (copy's own exists(), then push_blob without a second HEAD;
         # blobs a push ingested are not asked about again).
         self._present: set[str] = set()
         self._missing: set[str] = set()
-        self._fallback_lock = threading.Lock()
-        #: upload sessions a mount answered with (202), by digest, for the upload that follows
-        self._mount_sessions: dict[str, str] = {}
+        self._mounts = MountRequests(client, repository)  # and the sessions answered instead
         self._manifests = ManifestMemo()  # fetched by digest: a second read costs no request
-        self._dangling: set[str] = set()  # listed referrers found gone: told once
+        self._referrers = RegistryReferrers(self)  # the referrers API, or the fallback index
 
     # -- plumbing --------------------------------------------------------------------------
     @property
@@ -117,9 +98,7 @@ class RegistryStore(ClosesOnExit):
         return f"{self.host}/{self.repository}"
 
     def close(self) -> None:
-        for location in self._mount_sessions.values():  # no upload came: tell the registry
-            self._drop_session(location)
-        self._mount_sessions.clear()
+        self._mounts.close()
         if self._owns_client:
             self.client.close()
 
@@ -186,10 +165,10 @@ class RegistryStore(ClosesOnExit):
                 return verify_bytes(known[1], desc.digest, desc.size)
             data, got = self._get_manifest(desc.digest)
             verify_bytes(data, desc.digest, desc.size)
-            media_type = _media_type(got.headers.get("content-type"))
+            media_type = media_type_of(got.headers.get("content-type"))
             media_type = media_type if media_type in ALL_MANIFEST_TYPES else desc.mediaType
             self._manifests.put(desc.digest, media_type, data)
-            self._learn_homes(data, media_type)
+            remember_manifest_blobs(self.client.base, self.repository, data, media_type)
             return data
         with self.open_blob(desc) as reader:
             data = reader.read()
@@ -229,20 +208,20 @@ class RegistryStore(ClosesOnExit):
             if known is not None:
                 return Descriptor(mediaType=known[0], digest=reference, size=len(known[1]))
         if short_of_tag(reference):  # an abbreviated commit id: no tag has its name
-            return self.resolve(self._commit_by_scan(reference))
+            return self.resolve(commit_behind(reference, self.tags, self.resolve, self.describe()))
         path = self._path("manifests", reference)
         response = self._send("HEAD", path, headers={"Accept": ACCEPT_MANIFESTS})
         if response.status_code == 404:
-            return self.resolve(self._commit_by_scan(reference))
+            return self.resolve(commit_behind(reference, self.tags, self.resolve, self.describe()))
         if response.status_code != 200:
             raise self._fail(response)
         digest = response.headers.get("docker-content-digest")
-        media_type = _media_type(response.headers.get("content-type"))
+        media_type = media_type_of(response.headers.get("content-type"))
         length = header_int(response.headers.get("content-length"))
         if digest and is_digest(digest) and media_type in ALL_MANIFEST_TYPES and length is not None:
             if is_digest(reference) and digest != reference:
                 raise DigestMismatch(f"{self.describe()}@{reference}: registry answered {digest}")
-            self._same_commit(reference, digest)
+            check_commit_tag(reference, digest, self.describe())
             return Descriptor(mediaType=media_type, digest=digest, size=int(length))
         data, got = self._get_manifest(reference)
         digest = reference if is_digest(reference) else sha256_bytes(data)
@@ -257,11 +236,11 @@ class RegistryStore(ClosesOnExit):
             if known is not None:
                 return Descriptor(mediaType=known[0], digest=reference, size=len(known[1])), known[1]
         if short_of_tag(reference):
-            return self.read_manifest(self._commit_by_scan(reference))
+            return self.read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
         try:
             data, got = self._get_manifest(reference)  # verified when named by digest
         except NotFound:
-            return self.read_manifest(self._commit_by_scan(reference))
+            return self.read_manifest(commit_behind(reference, self.tags, self.resolve, self.describe()))
         named = got.headers.get("docker-content-digest")
         if is_digest(reference):
             digest = reference
@@ -275,146 +254,25 @@ class RegistryStore(ClosesOnExit):
     def _keep_manifest(self, reference: str, digest: str, data: bytes, content_type: str | None) -> Descriptor:
         """Keep a fetched manifest by digest (its media type from the answer, else from its bytes)
         and learn where its blobs live: what ``resolve`` and ``read_manifest`` both do after a GET."""
-        self._same_commit(reference, digest)
-        media_type = _media_type(content_type)
+        check_commit_tag(reference, digest, self.describe())
+        media_type = media_type_of(content_type)
         if media_type not in ALL_MANIFEST_TYPES:
             media_type = parse_manifest_bytes(data).mediaType or OCI_MANIFEST
         self._manifests.put(digest, media_type, data)
-        self._learn_homes(data, media_type)
+        remember_manifest_blobs(self.client.base, self.repository, data, media_type)
         return Descriptor(mediaType=media_type, digest=digest, size=len(data))
 
-    def _learn_homes(self, data: bytes, media_type: str) -> None:
-        """A manifest read here names blobs this repository holds (a registry takes no
-        manifest whose blobs it lacks): remembered as mount sources for later pushes."""
-        try:
-            manifest = parse_manifest_bytes(data, media_type)
-        except OcibridgeError:
-            return
-        if isinstance(manifest, Manifest):
-            digests = [d for d in (manifest.config.digest, *(layer.digest for layer in manifest.layers))
-                       if d != EMPTY_DIGEST]  # the empty JSON blob (records, leases): sent, never mounted
-            if digests:
-                BLOB_HOMES.remember_all(self.client.base, self.repository, digests)
-
-    def _same_commit(self, reference: str, digest: str) -> None:
-        """A serve commit tag (``ocibridge-commit-<id>``) names the manifest whose digest its id
-        abbreviates, or what the registry answers is not that commit."""
-        commit = commit_of_tag(reference)
-        if commit is not None and not digest.startswith(f"sha256:{commit}"):
-            raise DigestMismatch(f"{self.describe()}@{commit}: its tag {reference} names {digest}, another manifest")
-
-    def _commit_by_scan(self, reference: str) -> str:
-        """What a missing serve commit tag (``ocibridge-commit-<id>``), or an abbreviated commit
-        id's (``ocibridge-commit-<7 to 39 hex>``), stands for, found among the other tags
-        (commitscan.py): a digest, or the commit tag of the one commit an abbreviation names;
-        NotFound for a missing tag or digest of any other kind, or an ambiguous abbreviation."""
-        commit = prefix_of_tag(reference)
-        if commit is None:
-            raise NotFound(self._no_manifest(reference))
-        shown = f"{self.describe()}@{commit}"
-        found = find_commit(commit, [t for t in self.tags() if t != reference], self.resolve, shown)
-        if found is None:
-            if len(commit) < 40:
-                raise NotFound(f"{shown}: no commit of this repository has an id starting with {commit}")
-            raise NotFound(f"{shown}: no manifest of this repository has this commit id")
-        return found
-
-    def _no_manifest(self, reference: str) -> str:
-        sep = "@" if is_digest(reference) else ":"
-        return f"{self.describe()}{sep}{reference}: manifest not found"
-
     def tags(self) -> list[str]:
-        """Every tag, following ``Link: <…>; rel="next"`` pages."""
-        names: set[str] = set()
-        held = 0  # bytes of the distinct tags kept: the total a hostile server can make us hold
-        cap_count, cap_bytes = env_limit(ENV_MAX_TAGS, MAX_TAGS), env_limit(ENV_MAX_TAGS, MAX_TAGS) * 128
-        url: str | None = self._path("tags", "list")
-        params: dict[str, str] | None = {"n": str(TAGS_PAGE_SIZE)}
-        for _ in range(MAX_TAG_PAGES):
-            if url is None:
-                break
-            response = self._send("GET", url, params=params)
-            if response.status_code == 404 and not names:
-                self.repository_unknown = True
-                return []
-            if response.status_code != 200:
-                raise self._fail(response)
-            try:
-                page = boundedjson.loads(response.content).get("tags") or []
-                if not isinstance(page, list):
-                    raise ValueError("'tags' is not a list")
-            except (ValueError, AttributeError) as e:
-                raise RegistryError(f"registry {self.host}: bad tag list: {e}") from None
-            for name in page:
-                if isinstance(name, str) and name not in names:
-                    names.add(name)
-                    held += len(name)
-            if len(names) > cap_count or held > cap_bytes:
-                raise TooLarge(f"{self.describe()}: more than {cap_count} tags (or {cap_bytes} bytes of "
-                                    f"them), refused (raise ${ENV_MAX_TAGS} if it is genuine)")
-            url = next_page(response, self.client.origin, f"registry {self.host}: tags of {self.repository}")
-            params = None
-        return sorted(set(names))
+        """Every tag, following ``Link: <…>; rel="next"`` pages (taglist.py)."""
+        found = read_tags(self._send, self._path("tags", "list"), self.client.origin, self.host,
+                          self.repository, self._fail)
+        self.repository_unknown = found is None
+        return found or []
 
     def referrers(self, desc: Descriptor, artifact_type: str | None = None) -> list[Descriptor]:
-        """The manifests whose ``subject`` is ``desc``, as the referrers API or the fallback index
-        lists them, less those the registry no longer holds (:meth:`_still_held`)."""
-        index = self._referrers_from_api(desc, artifact_type)
-        if index is None:
-            index = self._fallback_index(desc.digest)
-        found = index.manifests if index else []
-        if artifact_type:
-            found = [d for d in found if d.artifactType == artifact_type]
-        return [d for d in found if self._still_held(d, desc)]
-
-    def _still_held(self, referrer: Descriptor, subject: Descriptor) -> bool:
-        """Whether the registry still holds a listed referrer. A fallback index (or a referrers
-        API) can name one deleted since, by hand or by a garbage collection that found it
-        untagged (pushed before referrers had their tag, or by another tool): it is skipped
-        with one notice, and what remains is judged. Read whole, as its reader would next:
-        kept by digest, the read costs that reader nothing."""
-        try:
-            self.fetch_bytes(referrer)
-        except NotFound:
-            with self._fallback_lock:
-                told = referrer.digest in self._dangling
-                self._dangling.add(referrer.digest)
-            if not told:
-                notices.say(f"{self.describe()}: referrer {referrer.digest} of {subject.digest} is listed but "
-                            "no longer in the registry (deleted, or garbage-collected): skipped")
-            return False
-        except OcibridgeError:
-            return True  # there, but not readable as listed: its reader says why
-        return True
-
-    def _referrers_from_api(self, desc: Descriptor, artifact_type: str | None) -> Index | None:
-        if self._referrers_api is False:
-            return None
-        params = {"artifactType": artifact_type} if artifact_type else None
-        response = self._send("GET", self._path("referrers", desc.digest), params=params,
-                              headers={"Accept": OCI_INDEX})
-        kind = _media_type(response.headers.get("content-type"))
-        if response.status_code == 200 and kind == OCI_INDEX:
-            self._referrers_api = True
-            parsed = parse_manifest_bytes(response.content, OCI_INDEX)
-            return parsed if isinstance(parsed, Index) else None
-        if response.status_code == 200:
-            # Not an index (a registry's HTML or JSON page for an unknown route, a proxy
-            # rewriting the type): no API here. Failing the copy on a 200 helps nobody.
-            self._referrers_api = False
-            return None
-        if response.status_code in (404, 405, 400):
-            self._referrers_api = False
-            return None
-        raise self._fail(response)
-
-    def _fallback_index(self, digest: str) -> Index | None:
-        try:
-            data, _ = self._get_manifest(fallback_tag(digest))
-        except NotFound:
-            return None
-        parsed = parse_manifest_bytes(data, OCI_INDEX)
-        return parsed if isinstance(parsed, Index) else None
+        """The manifests whose ``subject`` is ``desc``, less those the registry no longer holds
+        (referrers.py)."""
+        return self._referrers.listed(desc, artifact_type)
 
     # -- writes ----------------------------------------------------------------------------
     def push_blob(self, desc: Descriptor, reader: BinaryIO, *, reopen: Reopen | None = None) -> None:
@@ -428,14 +286,13 @@ class RegistryStore(ClosesOnExit):
         chunked, state = desc.size >= RESUMABLE_MIN, None
         if chunked:  # chunks, and the session kept for a later run
             state = UploadState.open(self.client.base, self.repository, f"digest:{desc.digest}")
-        with self._fallback_lock:
-            session = self._mount_sessions.pop(desc.digest, None)
+        session = self._mounts.session_for(desc.digest)
         try:
             BlobUpload(self.client, self.repository, desc, reader, chunk_size=self.chunk_size,
                        chunked=chunked, reopen=reopen, on_bytes=self.on_bytes, state=state,
                        session=session).run()
         except RegistryError as e:
-            if e.code in ("DIGEST_INVALID", "SIZE_INVALID"):  # the registry checked: the same error
+            if e.code in errcodes.CONTENT_MISMATCH:  # the registry checked: the same error
                 raise ContentRejected(str(e), e.status, e.code, e.credentials_sent) from None
             raise
         self._remember(desc.digest)
@@ -488,44 +345,13 @@ class RegistryStore(ClosesOnExit):
         for origin in [*origins, *known]:
             if origin not in tried:
                 tried.add(origin)
-                mounted = self._mount(desc, origin)
+                mounted = self._mounts.mount(desc, origin)
                 if mounted:
+                    self._remember(desc.digest)
                     return True
                 if mounted is None and origin not in origins:
                     BLOB_HOMES.forget(base, desc.digest, origin)  # stale: deleted since
         return False
-
-    def _mount(self, desc: Descriptor, origin: str) -> bool | None:
-        """True: mounted. False: refused (no right to read ``origin``). None: not mounted,
-        though the source could be read: ``origin`` does not hold the blob (or the registry
-        never mounts)."""
-        scopes = (*push_scopes(self.repository), pull_scope(origin))
-        response = self.client.send(
-            "POST", self._path("blobs", "uploads/"), scopes=scopes, content=b"",
-            params={"mount": desc.digest, "from": origin})
-        if response.status_code == 201:
-            self.stats.add(blobs_mounted=1)
-            self._remember(desc.digest)
-            return True
-        if response.status_code == 202 and response.headers.get("location"):
-            # Not mounted (ECR mounts only blobs a manifest of the source names): the answer
-            # is an upload session, which the upload that follows uses (the spec's intent).
-            location = str(response.url.join(response.headers["location"]))
-            with self._fallback_lock:
-                stale = self._mount_sessions.pop(desc.digest, None)
-                self._mount_sessions[desc.digest] = location
-            if stale is not None:
-                self._drop_session(stale)
-            return None
-        if response.status_code in (401, 403):
-            return False  # no right to read the source: the copy streams it instead
-        if response.status_code == 404:
-            return None  # no such source repository (distribution answers 202; others 404)
-        raise self._fail(response, push=True)
-
-    def _drop_session(self, location: str) -> None:
-        with contextlib.suppress(RegistryError, httpx.HTTPError):
-            self.client.send("DELETE", location, scopes=push_scopes(self.repository), retry=False)
 
     def push_manifest(self, desc: Descriptor, data: bytes, tag: str | None = None) -> None:
         """PUT the manifest, by ``tag`` or by digest. A referrer (a manifest with a ``subject``:
@@ -535,19 +361,19 @@ class RegistryStore(ClosesOnExit):
         verify_bytes(data, desc.digest, desc.size, what="manifest")
         if tag is not None:
             check_tag(tag)
-        subject = _subject_of(data, desc.mediaType)
+        subject = subject_of(data, desc.mediaType)
         keep = referrer_tag(desc.digest) if subject is not None else None
         response = self._put_manifest(desc, data, tag or keep or desc.digest)
         if keep is not None and tag not in (None, keep):
             self._put_manifest(desc, data, keep)
         if subject is not None and not response.headers.get("oci-subject"):
-            self._add_to_fallback(subject, desc, data)
+            self._referrers.add_to_fallback(subject, desc, data)
 
     def keep_referrer(self, desc: Descriptor, data: bytes) -> None:
         """A referrer found here already is given its bookkeeping tag when it lacks it (written
         before referrers had one, or by another tool): one HEAD when it has it, else the write
         :meth:`push_manifest` makes (the tag, and the fallback index where it is missing)."""
-        if _subject_of(data, desc.mediaType) is None:
+        if subject_of(data, desc.mediaType) is None:
             return
         keep = referrer_tag(desc.digest)
         response = self._send("HEAD", self._path("manifests", keep), headers={"Accept": ACCEPT_MANIFESTS})
@@ -568,9 +394,9 @@ class RegistryStore(ClosesOnExit):
             if response.status_code in (200, 201):
                 break
             error = self._fail(response, push=True)
-            if error.code == "MANIFEST_INVALID":
-                raise _artifact_hint(error, data, desc.mediaType)
-            if attempt or error.code != "DIGEST_INVALID":
+            if error.code == errcodes.MANIFEST_INVALID:
+                raise artifact_hint(error, data, desc.mediaType)
+            if attempt or error.code != errcodes.DIGEST_INVALID:
                 raise error
             time.sleep(MANIFEST_RETRY_PAUSE)
         got = response.headers.get("docker-content-digest")
@@ -594,58 +420,6 @@ class RegistryStore(ClosesOnExit):
             raise NotFound(f"{self.describe()}@{desc.digest}: manifest not found")
         if response.status_code not in (200, 202):
             raise self.client.error(response, f"refused delete in {self.repository}")
-
-    def _add_to_fallback(self, subject: Descriptor, desc: Descriptor, data: bytes) -> None:
-        """Add ``desc`` to the ``sha256-<hex>`` index (the registry has no referrers API)."""
-        manifest = parse_manifest_bytes(data, desc.mediaType)
-        kind = manifest.artifactType or (manifest.config.mediaType if isinstance(manifest, Manifest) else None)
-        entry = Descriptor(mediaType=desc.mediaType, digest=desc.digest, size=desc.size,
-                           artifactType=kind, annotations=manifest.annotations)
-        with self._fallback_lock:
-            index = self._fallback_index(subject.digest) or Index(mediaType=OCI_INDEX)
-            if any(m.digest == desc.digest for m in index.manifests):
-                return
-            index.manifests.append(entry)
-            body = index.to_json_bytes()
-            self._put_manifest(Descriptor.for_bytes(OCI_INDEX, body), body,
-                               fallback_tag(subject.digest))
-
-
-#: Config media types every registry takes (an image's); others are OCI 1.1-era artifacts.
-IMAGE_CONFIGS = frozenset({"application/vnd.oci.image.config.v1+json",
-                           "application/vnd.docker.container.image.v1+json"})
-
-
-def _artifact_hint(error: RegistryError, data: bytes, media_type: str) -> RegistryError:
-    """A refused manifest that is an artifact's: say so, in the same one line. Registries
-    before OCI 1.1 refuse ``artifactType``, some (GitLab) config types that are not an
-    image's (docs/registry.md); the digest names these bytes, so nothing can be dropped."""
-    try:
-        manifest = parse_manifest_bytes(data, media_type)
-    except OcibridgeError:
-        return error
-    config = manifest.config.mediaType if isinstance(manifest, Manifest) else None
-    parts = []
-    if manifest.artifactType:
-        parts.append(f"artifactType {manifest.artifactType}")
-    if config and config not in IMAGE_CONFIGS:
-        parts.append(f"config media type {config}")
-    if not parts:
-        return error
-    return RegistryError(f"{error}; the registry may not take OCI 1.1 artifact manifests "
-                         f"(this one has {' and '.join(parts)}; see `ocibridge check-registry`)",
-                         error.status, error.code, error.credentials_sent)
-
-
-def _subject_of(data: bytes, media_type: str) -> Descriptor | None:
-    try:
-        return parse_manifest_bytes(data, media_type).subject
-    except OcibridgeError:
-        return None
-
-
-def _media_type(value: str | None) -> str:
-    return (value or "").split(";", 1)[0].strip()
 
 
 def open_repository(ref: RegistryReference | None = None, options: RegistryOptions | None = None, *,

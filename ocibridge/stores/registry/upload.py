@@ -22,6 +22,7 @@ from ocibridge.core.httpheaders import header_int
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import DigestMismatch, OcibridgeError, RegistryError
 from ocibridge.oci.models import Descriptor
+from ocibridge.stores.registry import errcodes
 from ocibridge.stores.registry.blobstream import BytesHook
 from ocibridge.stores.registry.chunkclock import ChunkClock
 from ocibridge.stores.registry.client import RETRY_STATUSES, RegistryClient, TransportFailure, retry_after_seconds
@@ -142,7 +143,7 @@ class BlobUpload:
             self.clock = ChunkClock(max(self.min_chunk, size), self.min_chunk)
             self.clock.cap = size
             raise _Interrupted(f"HTTP {status}: a body of {body} bytes refused, chunks of {size}", adapted=True)
-        if patch and (status in (405, 501) or code == "UNSUPPORTED"):
+        if patch and (status in (405, 501) or code == errcodes.UNSUPPORTED):
             self.policy.no_chunks()
             self.clock = None
             raise _Interrupted(f"HTTP {status}: chunked upload refused, one PUT instead", adapted=True)
@@ -371,7 +372,7 @@ class BlobUpload:
         got = response.headers.get("docker-content-digest")
         if got and got != self.desc.digest:
             raise RegistryError(f"registry {self.client.host} stored {got} for {self.desc.digest}",
-                                201, "DIGEST_INVALID")
+                                201, errcodes.DIGEST_INVALID)
         self._done()
         self.client.stats.add(blobs_uploaded=1)
 

@@ -15,12 +15,12 @@ import threading
 
 from ocibridge.core.terminal import human_size
 from ocibridge.errors import OcibridgeError, RegistryError
-from ocibridge.stores.registry import hosts
+from ocibridge.stores.registry import errcodes, hosts
 
 #: Chunks are not halved below this: a cap smaller than that is no cap a push can live with.
 MIN_BODY = 256 * 1024
 #: Error codes that refuse the content, not the form of the upload (never adapted to).
-CONTENT_CODES = frozenset({"DIGEST_INVALID", "SIZE_INVALID", "DENIED", "UNAUTHORIZED"})
+CONTENT_CODES = errcodes.CONTENT_CODES
 
 log = logging.getLogger("ocibridge.http")
 
