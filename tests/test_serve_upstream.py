@@ -346,6 +346,10 @@ def test_a_file_streams_to_its_readers_before_the_commit_lands_fetched_once_for_
     assert loaded == [weights] * 4
     # read while the commit's other file was still on its way: not one tag of it in the registry
     assert proxied.tags("proxy/acme/streamed") == [] and took < 8, took
+    # the metadata while in flight is the upstream's, listing the files serve will hold (no .gitattributes)
+    listed = proxied.api().model_info("acme/streamed", revision=sha).siblings or []
+    assert sorted(s.rfilename for s in listed) == ["late.safetensors", "w.safetensors"]
+    assert proxied.tags("proxy/acme/streamed") == []
     assert len(proxied.counted.requests_matching("GET", r"/acme/streamed/resolve/.*/w\.safetensors")) == 1
     proxied.landed("proxy/acme/streamed", sha)
     assert proxied.ended("acme/streamed", 1) == ["landed"]

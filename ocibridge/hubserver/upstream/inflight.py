@@ -7,7 +7,8 @@ proxy's catalog instead of waiting for the whole commit to land):
   its sha256 or git blob id as the ETag, the upstream's commit), as serve answers it once landed;
   a path the artifact does not keep (``.gitattributes``) is the upstream's answer;
 - the commit's metadata (model_info, the tree, ...: ``GET``/``HEAD``) is asked of the upstream with
-  serve's token and its answer passed on (the door's rules were decided when the fetch began);
+  serve's token and its answer passed on (the door's rules were decided when the fetch began), a
+  model_info's ``siblings`` cut to the files the artifact keeps (as serve lists them once landed);
 - anything else waits for the commit to land and is answered from the registry.
 
 Once the commit landed (or its files left serve's Hub cache) every read is the registry's."""
@@ -15,7 +16,7 @@ Once the commit landed (or its files left serve's Hub cache) every read is the r
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -96,7 +97,38 @@ class Fetching(Exception):  # noqa: N818 - a state the routes answer, not an err
         passed = {k: v for k, v in got.headers.items() if k.lower() in PASSED}
         if "link" in passed:  # a page of a listing: the next page is asked of serve too
             passed["link"] = passed["link"].replace(self.upstream, str(request.base_url).rstrip("/"))
-        return Response(got.content, status_code=got.status_code, headers=passed)
+        body = got.content
+        if got.status_code == 200 and "json" in got.headers.get("content-type", ""):
+            body = await in_thread(self._as_served, body)
+        return Response(body, status_code=got.status_code, headers=passed)
+
+    def _as_served(self, body: bytes) -> bytes:
+        """The upstream's JSON as serve answers it for a file in flight: no ``xetHash`` (the files
+        come from here, by the resolve route, not from the upstream's Xet store), and a
+        model_info's ``siblings`` and a listing's files cut to the files the artifact keeps (not
+        ``.gitattributes``: what serve lists once the commit landed)."""
+        import json
+
+        try:
+            said = json.loads(body)
+        except ValueError:
+            return body
+        fetch = self.flight.fetch
+        kept = fetch.files if fetch is not None and fetch.listed.wait(LISTING_WAIT) and fetch.files else None
+        if isinstance(said, dict) and isinstance(said.get("siblings"), list) and kept is not None:
+            said["siblings"] = [s for s in said["siblings"] if isinstance(s, dict) and s.get("rfilename") in kept]
+        if isinstance(said, list) and kept is not None:  # a tree or paths-info listing
+            said = [e for e in said
+                    if not (isinstance(e, dict) and e.get("type") == "file" and e.get("path") not in kept)]
+        return json.dumps(_without_xet(said)).encode()
+
+
+def _without_xet(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_xet(v) for k, v in value.items() if k != "xetHash"}
+    if isinstance(value, list):
+        return [_without_xet(v) for v in value]
+    return value
 
 
 def _cut_on_failure(chunks: Iterator[bytes]) -> Iterator[bytes]:
